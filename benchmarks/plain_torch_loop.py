@@ -1,0 +1,465 @@
+#!/usr/bin/env python
+"""A plain, hand-written PyTorch training loop: the yardstick for dlperf's harness overhead.
+
+What it is for
+--------------
+dlperf wraps a training step in a harness (events, bookkeeping, result records). That harness
+must not slow the thing it measures: dlperf's throughput for a model must be at least 0.98 of
+the throughput this script reports for the same model, batch size, precision and device.
+So this file is deliberately *independent* of dlperf (it does not import it) and as close as
+reasonable to the fastest loop a PyTorch user would write by hand:
+
+* synthetic data generated on the device before timing (no input pipeline, no H2D copies);
+* no host synchronisation inside the timed loop (``--sync-every-step`` exists only to show
+  what a per-step sync costs, see MEASUREMENT.md rule 2);
+* ``optimizer.zero_grad(set_to_none=True)``, the default (foreach) SGD, bf16 autocast for
+  mixed precision, ``cudnn.benchmark = True`` and TF32 switched on/off *explicitly*.
+
+The models follow /work/shared/docs/MODELS.md. AlexNet and ResNet-50 come from torchvision
+(``weights=None``) when it imports, on purpose: that is an implementation written by other
+people, so a mistake in dlperf's own zoo cannot hide in both. Without torchvision a compact
+definition with the same layout (and the same parameter count) is used instead.
+
+How to run it
+-------------
+    python benchmarks/plain_torch_loop.py --model resnet50 --batch-size 128 \
+        --precision bf16 --device cuda --warmup 30 --iters 200 --repeats 3 --json out.json
+
+    python benchmarks/plain_torch_loop.py --model fcn5_tiny --batch-size 8 --device cpu \
+        --warmup 2 --iters 5            # a quick CPU check
+
+Models: fcn5 fcn8 fcn_mnist alexnet alexnet_cifar resnet50 resnet56 lstm, and the CPU-test
+variants fcn5_tiny lstm_tiny. Precision: fp32 (TF32 off), tf32 (TF32 on), bf16 (autocast to
+bfloat16, TF32 off for whatever stays in fp32).
+
+Timing: ``--warmup`` steps once, then ``--repeats`` blocks of ``--iters`` steps each. A block is
+timed by the host clock between two ``torch.cuda.synchronize()`` calls, so the device has
+finished everything it was given (rule 1), and nothing inside the block waits for the device
+(rule 2). Mean step time = block time / iters; samples/s = iters * batch / block time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+try:  # torchvision is optional: used for alexnet/resnet50 when present (see docstring).
+    import torchvision
+
+    HAVE_TORCHVISION = True
+except Exception:  # noqa: BLE001 - any import failure (missing, ABI mismatch) means "absent"
+    torchvision = None
+    HAVE_TORCHVISION = False
+
+
+# --------------------------------------------------------------------------------------------
+# Models (MODELS.md). Each builder returns (module, input_kind, input_shape, num_classes).
+# input_kind: "vector" / "image" (float32 randn) or "tokens" (int64 ids, CE over all tokens).
+# --------------------------------------------------------------------------------------------
+
+
+def fcn(sizes: list[int]) -> nn.Sequential:
+    """Fully connected net: Linear (with bias) layers with a sigmoid between them, none after
+    the last (the loss applies the softmax)."""
+    layers: list[nn.Module] = []
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(fan_in, fan_out))
+        if i < len(sizes) - 2:
+            layers.append(nn.Sigmoid())
+    return nn.Sequential(*layers)
+
+
+class AlexNet(nn.Module):
+    """Fallback AlexNet: torchvision's layout (64-192-384-256-256 conv, no LRN, dropout,
+    4096-4096-1000 FC); 61,100,840 parameters."""
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 64, 11, stride=4, padding=2), nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2),
+        )
+        self.avgpool = nn.AdaptiveAvgPool2d((6, 6))
+        self.classifier = nn.Sequential(
+            nn.Dropout(0.5), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True),
+            nn.Dropout(0.5), nn.Linear(4096, 4096), nn.ReLU(inplace=True),
+            nn.Linear(4096, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+class Bottleneck(nn.Module):
+    """ResNet v1.5 bottleneck: the stride sits in the 3x3 conv (torchvision, NVIDIA v1.5)."""
+
+    expansion = 4
+
+    def __init__(self, cin: int, width: int, stride: int) -> None:
+        super().__init__()
+        cout = width * self.expansion
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + identity)
+
+
+class ResNet50(nn.Module):
+    """Fallback ResNet-50 v1.5 in torchvision's layout; 25,557,032 parameters."""
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64),
+            nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1))
+        blocks: list[nn.Module] = []
+        cin = 64
+        for width, n, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for i in range(n):
+                blocks.append(Bottleneck(cin, width, stride if i == 0 else 1))
+                cin = width * Bottleneck.expansion
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, num_classes)
+        for m in self.modules():  # torchvision's initialisation (speed does not depend on it)
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def alexnet_cifar() -> nn.Sequential:
+    """cuda-convnet "layers-18pct" as in Shi et al. 2016 (AlexNet-R): three 5x5 convs
+    (32, 32, 64; pad 2) each followed by a 3x3/2 max-pool (pad 1), then FC 1024 -> 10.
+    32x32 -> 16 -> 8 -> 4, so the FC input is 64 * 4 * 4 = 1024."""
+    def pool() -> nn.Module:
+        return nn.MaxPool2d(3, stride=2, padding=1)
+
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 5, padding=2), pool(), nn.ReLU(inplace=True),
+        nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(inplace=True), pool(),
+        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True), pool(),
+        nn.Flatten(), nn.Linear(64 * 4 * 4, 10),
+    )
+
+
+class CifarBasicBlock(nn.Module):
+    """CIFAR ResNet basic block with the option-A shortcut: when the shape changes, subsample
+    by 2 and zero-pad the new channels (no parameters), He et al. 2016 sec. 4.2."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.stride = stride
+        self.pad = cout - cin
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)), inplace=True)
+        out = self.bn2(self.conv2(out))
+        shortcut = x
+        if self.stride != 1 or self.pad:
+            shortcut = x[:, :, ::self.stride, ::self.stride]
+            # Pad channels symmetrically: (W_left, W_right, H_top, H_bottom, C_front, C_back).
+            shortcut = F.pad(shortcut, (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
+        return F.relu(out + shortcut, inplace=True)
+
+
+class ResNetCifar(nn.Module):
+    """ResNet-(6n+2) for CIFAR: 3 stages of n basic blocks, 16/32/64 channels; n=9 -> 56."""
+
+    def __init__(self, n: int = 9, num_classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True))
+        blocks: list[nn.Module] = []
+        cin = 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2)):
+            for i in range(n):
+                blocks.append(CifarBasicBlock(cin, cout, stride if i == 0 else 1))
+                cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(64, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class WordLM(nn.Module):
+    """Word language model (Zaremba et al. 2014, medium): embedding, multi-layer LSTM
+    (batch_first, dropout between layers), linear to the vocabulary. The hidden state starts
+    at zero every step (no state carried between batches): a pure compute benchmark."""
+
+    def __init__(self, vocab: int, emb: int, hidden: int, layers: int, dropout: float) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, emb)
+        self.lstm = nn.LSTM(emb, hidden, layers, batch_first=True, dropout=dropout)
+        self.decoder = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(self.embedding(tokens))
+        return self.decoder(out)  # [B, T, vocab]
+
+
+def build_model(name: str, seq_len: int | None):
+    """Return (model, input_kind, input_shape, num_classes, uses_torchvision)."""
+    if name == "fcn5":
+        return fcn([26752, 2048, 2048, 2048, 26752]), "vector", (26752,), 26752, False
+    if name == "fcn8":
+        return fcn([26752] + [2048] * 6 + [26752]), "vector", (26752,), 26752, False
+    if name == "fcn5_tiny":
+        return fcn([512, 64, 64, 64, 512]), "vector", (512,), 512, False
+    if name == "fcn_mnist":
+        # MNIST 28x28 flattened to 784 features (a reshape costs nothing either way).
+        return fcn([784, 2048, 4096, 1024, 10]), "vector", (784,), 10, False
+    if name == "alexnet":
+        model = torchvision.models.alexnet(weights=None) if HAVE_TORCHVISION else AlexNet()
+        return model, "image", (3, 224, 224), 1000, HAVE_TORCHVISION
+    if name == "resnet50":
+        model = torchvision.models.resnet50(weights=None) if HAVE_TORCHVISION else ResNet50()
+        return model, "image", (3, 224, 224), 1000, HAVE_TORCHVISION
+    if name == "alexnet_cifar":
+        return alexnet_cifar(), "image", (3, 32, 32), 10, False
+    if name == "resnet56":
+        return ResNetCifar(9), "image", (3, 32, 32), 10, False
+    if name == "lstm":
+        model = WordLM(10000, 650, 650, 2, 0.5)
+        return model, "tokens", (seq_len or 35,), 10000, False
+    if name == "lstm_tiny":
+        model = WordLM(10000, 32, 32, 2, 0.5)
+        return model, "tokens", (seq_len or 16,), 10000, False
+    raise ValueError(f"unknown model {name!r}; choose one of: {', '.join(MODEL_NAMES)}")
+
+
+MODEL_NAMES = ("fcn5", "fcn8", "fcn_mnist", "alexnet", "alexnet_cifar", "resnet50", "resnet56",
+               "lstm", "fcn5_tiny", "lstm_tiny")
+
+# The optimizer is part of each model's spec: SGD + momentum 0.9 for FCN/CNN, plain SGD lr 1.0
+# for the LSTM (Zaremba et al.). foreach is left at its default (on for CUDA tensors).
+def make_optimizer(name: str, model: nn.Module) -> torch.optim.Optimizer:
+    if name.startswith("lstm"):
+        return torch.optim.SGD(model.parameters(), lr=1.0)
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+# --------------------------------------------------------------------------------------------
+# Measurement
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="one of: " + ", ".join(MODEL_NAMES))
+    p.add_argument("--batch-size", type=int, required=True)
+    p.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--warmup", type=int, default=30)
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--repeats", type=int, default=1, help="measurement blocks after one warm-up")
+    p.add_argument("--seq-len", type=int, default=None, help="LSTM sequence length override")
+    p.add_argument("--sync-every-step", action="store_true",
+                   help="synchronize after every step and record per-step host times "
+                        "(changes what is measured: for comparison only)")
+    p.add_argument("--json", metavar="OUT.json", help="write the result as JSON here")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+
+    if args.model not in MODEL_NAMES:
+        p.error(f"unknown model {args.model!r}; choose one of: {', '.join(MODEL_NAMES)}")
+    if args.batch_size < 1 or args.iters < 1 or args.warmup < 0 or args.repeats < 1:
+        p.error("--batch-size, --iters and --repeats must be >= 1, --warmup >= 0")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda requested but torch.cuda.is_available() is False")
+
+    device = torch.device(args.device)
+    on_cuda = device.type == "cuda"
+
+    # Precision policy, set explicitly whatever the defaults are (MEASUREMENT.md rule 6).
+    # TF32 only for --precision tf32; under bf16 autocast what stays fp32 stays true fp32.
+    tf32 = args.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    # Autotune convolution algorithms once per shape (the warm-up pays for it).
+    torch.backends.cudnn.benchmark = True
+    use_bf16 = args.precision == "bf16"
+
+    torch.manual_seed(args.seed)
+    model, kind, in_shape, num_classes, used_tv = build_model(args.model, args.seq_len)
+    model = model.to(device)
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    optimizer = make_optimizer(args.model, model)
+
+    # Synthetic data, made on the device before timing: 4 distinct batches cycled through, so
+    # no step reads the same input as the one before it and no H2D copy is in the loop.
+    B = args.batch_size
+    batches = []
+    for _ in range(4):
+        if kind == "tokens":
+            x = torch.randint(0, num_classes, (B, *in_shape), device=device, dtype=torch.int64)
+            y = torch.randint(0, num_classes, (B, *in_shape), device=device, dtype=torch.int64)
+        else:
+            x = torch.randn((B, *in_shape), device=device, dtype=torch.float32)
+            y = torch.randint(0, num_classes, (B,), device=device, dtype=torch.int64)
+        batches.append((x, y))
+    tokens_per_sample = in_shape[0] if kind == "tokens" else 0
+
+    def sync() -> None:
+        if on_cuda:
+            torch.cuda.synchronize(device)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        # The whole training step, nothing else: no .item(), no host reads of the loss.
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+            out = model(x)
+            # reshape covers both [B, C] logits and [B, T, V] LM logits (CE over all tokens).
+            loss = F.cross_entropy(out.reshape(-1, num_classes), y.reshape(-1))
+        loss.backward()
+        optimizer.step()
+
+    # Warm-up (rule 3): the first step (cudnn autotune, allocator growth, lazy init) is timed
+    # on its own and reported; the rest of the warm-up is timed as a whole. Neither is counted.
+    sync()
+    t = time.perf_counter()
+    first_step_s = None
+    for i in range(args.warmup):
+        step(*batches[i % 4])
+        if i == 0:
+            sync()
+            first_step_s = time.perf_counter() - t
+    sync()
+    warmup_s = time.perf_counter() - t
+
+    repeats = []
+    for _ in range(args.repeats):
+        gc.collect()  # start each block with no garbage pending (a collection mid-block is noise)
+        step_times: list[float] = []
+        sync()
+        t0 = time.perf_counter()
+        if args.sync_every_step:
+            # Consecutive timestamps, so the per-step times add up exactly to the block time.
+            prev = t0
+            for i in range(args.iters):
+                step(*batches[i % 4])
+                sync()
+                now = time.perf_counter()
+                step_times.append(now - prev)
+                prev = now
+        else:
+            for i in range(args.iters):
+                step(*batches[i % 4])
+        sync()
+        t1 = time.perf_counter()
+        total = t1 - t0
+        rec = {
+            "total_s": total,
+            "mean_step_s": total / args.iters,
+            "samples_per_s": args.iters * B / total,
+            "tokens_per_s": args.iters * B * tokens_per_sample / total,
+        }
+        if args.sync_every_step:
+            rec["median_step_s"] = statistics.median(step_times)
+            rec["step_times_s"] = step_times
+        repeats.append(rec)
+
+    # Headline: the median block (one block -> that block). Throughput is derived from the
+    # headline step time, so samples_per_s * mean_step_s == batch_size holds exactly.
+    mean_step_s = statistics.median(r["mean_step_s"] for r in repeats)
+    best_step_s = min(r["mean_step_s"] for r in repeats)
+    result = {
+        "model": args.model,
+        "batch_size": B,
+        "precision": args.precision,
+        "device": args.device,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "sync_every_step": args.sync_every_step,
+        "mean_step_s": mean_step_s,
+        "samples_per_s": B / mean_step_s,
+        "tokens_per_s": B * tokens_per_sample / mean_step_s,
+        "best_mean_step_s": best_step_s,
+        "best_samples_per_s": B / best_step_s,
+        "median_samples_per_s": statistics.median(r["samples_per_s"] for r in repeats),
+        "repeats": repeats,
+        "first_step_s": first_step_s,
+        "warmup_s": warmup_s,
+        "params": n_params,
+        "seq_len": tokens_per_sample or None,
+        "torchvision_model": used_tv,
+        "flags": {  # every switch that changes speed (rule 6)
+            "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "autocast_bf16": use_bf16,
+            "channels_last": False,
+            "optimizer": type(optimizer).__name__,
+            "optimizer_defaults": {k: v for k, v in optimizer.defaults.items()
+                                   if isinstance(v, (int, float, bool, type(None)))},
+            "cpu_threads": torch.get_num_threads(),
+        },
+        "torch_version": torch.__version__,
+        "torchvision_version": getattr(torchvision, "__version__", None),
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version() if on_cuda else None,
+        "python_version": platform.python_version(),
+        "device_name": torch.cuda.get_device_name(device) if on_cuda
+        else (platform.processor() or platform.machine()),
+    }
+    if args.sync_every_step:
+        result["median_step_s"] = statistics.median(r["median_step_s"] for r in repeats)
+
+    line = (f"{args.model} bs={B} {args.precision} {args.device} params={n_params:,}: "
+            f"{mean_step_s * 1e3:.3f} ms/step, {result['samples_per_s']:.1f} samples/s")
+    if tokens_per_sample:
+        line += f", {result['tokens_per_s']:.0f} tokens/s"
+    if args.repeats > 1:
+        line += (f" (median of {args.repeats} blocks; best {best_step_s * 1e3:.3f} ms/step, "
+                 f"{result['best_samples_per_s']:.1f} samples/s)")
+    if args.sync_every_step:
+        line += f" [sync every step; per-step median {result['median_step_s'] * 1e3:.3f} ms]"
+    print(line, flush=True)
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+from dlperf.cli import app
+
+app(prog_name="dlperf")

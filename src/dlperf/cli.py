@@ -1,0 +1,335 @@
+"""The ``dlperf`` command line: the only argv parser; thin, calls library functions.
+
+Commands: ``run``, ``sweep``, ``list``, ``results``, ``report``, ``env``. A user error
+(:class:`~dlperf.errors.DlperfError`) prints one clear message and exits with status 2; nothing
+already stored is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from dlperf.errors import ConfigError, DlperfError, unknown_choice
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Benchmark deep-learning training: time per iteration, throughput, "
+                       "memory, over models, frameworks, devices, precisions and batch sizes.")
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+
+DEFAULT_DB = "dlperf-results.db"
+LIST_WHAT = ("models", "suites", "frameworks", "datasets", "devices")
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def _ints(value: str, what: str) -> list[int]:
+    vals = []
+    for v in _split(value):
+        try:
+            n = int(v)
+        except ValueError:
+            raise ConfigError(f"--{what}: {v!r} is not an integer; give e.g. --{what} 16,32,64") from None
+        if n < 1:
+            raise ConfigError(f"--{what}: {n} must be >= 1")
+        vals.append(n)
+    if not vals:
+        raise ConfigError(f"--{what}: give at least one value, e.g. --{what} 32")
+    return vals
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` if a GPU is usable, else ``cpu``; other values are checked."""
+    if device == "auto":
+        from dlperf import nvml
+
+        if not nvml.gpus():
+            return "cpu"
+        try:
+            import torch
+
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            return "cpu"
+    if device not in ("cpu", "cuda"):
+        raise unknown_choice("device", device, ("auto", "cpu", "cuda"))
+    return device
+
+
+def _guard(fn):
+    """Run a command body; DlperfError -> message and exit 2."""
+    try:
+        return fn()
+    except DlperfError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def run(
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None,
+    suite: Annotated[Optional[str], typer.Option("--suite", "-s", help="A suite: quick, dlbench (see `dlperf list suites`).")] = None,
+    batch_size: Annotated[str, typer.Option("--batch-size", "-b", help="Global mini-batch size(s), comma-separated.")] = "32",
+    device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda if available).")] = "auto",
+    precision: Annotated[str, typer.Option(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32",
+    framework: Annotated[str, typer.Option(help="Framework (see `dlperf list frameworks`).")] = "torch",
+    mode: Annotated[str, typer.Option(help="Execution mode of the framework, e.g. eager.")] = "eager",
+    data: Annotated[Optional[str], typer.Option(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2) or a PATH. Default: each suite entry's own, else synthetic.")] = None,
+    data_dir: Annotated[Optional[str], typer.Option(help="Data root for data-set names (default: $DLPERF_DATA).")] = None,
+    db: Annotated[str, typer.Option(help="SQLite results file (created if missing).")] = DEFAULT_DB,
+    min_iters: Annotated[int, typer.Option(help="Measure at least this many iterations...")] = 20,
+    min_time: Annotated[float, typer.Option(help="...and at least this many seconds.")] = 1.0,
+    max_iters: Annotated[int, typer.Option(help="Stop measuring after this many iterations.")] = 100_000,
+    max_time: Annotated[float, typer.Option(help="Time budget of the measurement per point (s).")] = 60.0,
+    warmup_window: Annotated[int, typer.Option(help="Warm-up window (iterations) for steady-state detection.")] = 5,
+    max_warmup_iters: Annotated[int, typer.Option(help="Give up on steady state after this many warm-up iterations.")] = 500,
+    max_warmup_time: Annotated[float, typer.Option(help="...or this many seconds of warm-up.")] = 20.0,
+    grad_accum: Annotated[int, typer.Option(help="Gradient-accumulation steps per iteration.")] = 1,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for the framework.")] = None,
+    timeout: Annotated[float, typer.Option(help="Kill a point's worker after this many seconds.")] = 900.0,
+    rerun: Annotated[bool, typer.Option("--rerun", help="Run points again even if the db has them.")] = False,
+    report: Annotated[Optional[str], typer.Option(help="Also write a Markdown+PNG report to this folder.")] = None,
+) -> None:
+    """Measure training time per iteration for models x batch sizes x precisions."""
+    def body():
+        from dlperf.config import IterationPolicy, make_run_config
+        from dlperf.zoo import get_spec, get_suite
+
+        if bool(model) == bool(suite):
+            raise ConfigError("give exactly one of --model or --suite (e.g. --suite quick)")
+        entries: list[tuple[str, str]] = []
+        if suite:
+            entries = [(e.model, data or e.data) for e in get_suite(suite)]
+        else:
+            for m in _split(model):
+                get_spec(m)
+                entries.append((m, data or "synthetic"))
+        dev = resolve_device(device)
+        try:
+            policy = IterationPolicy(min_iters=min_iters, min_time_s=min_time, max_iters=max_iters,
+                                     max_time_s=max_time, warmup_window=warmup_window,
+                                     max_warmup_iters=max_warmup_iters,
+                                     max_warmup_time_s=max_warmup_time)
+        except Exception as e:
+            raise ConfigError(f"invalid iteration options: {e}") from None
+        points = []
+        for m, d in entries:
+            for p in _split(precision) or ["fp32"]:
+                for b in _ints(batch_size, "batch-size"):
+                    points.append(make_run_config(
+                        model=m, framework=framework, mode=mode, device=dev, precision=p,
+                        batch_size=b, grad_accum=grad_accum, data=d, data_dir=data_dir,
+                        threads=threads, iterations=policy, timeout_s=timeout))
+        _execute(points, db, sweep=None, resume=not rerun, retry_failed=False, report_dir=report)
+
+    _guard(body)
+
+
+def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report_dir: str | None,
+             sweep_config: dict | None = None) -> None:
+    from dlperf.report.tables import results_table
+    from dlperf.results.store import ResultStore
+    from dlperf.sweep import execute
+    from dlperf.worker import now_iso
+
+    with ResultStore(db) as store:
+        if sweep_config is not None:
+            store.add_sweep(sweep, sweep_config, now_iso())
+        try:
+            outcome = execute(points, store, sweep=sweep, resume=resume, retry_failed=retry_failed,
+                              console=err)
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted[/]: finished points are in {db}; run the same "
+                      "command again to resume")
+            raise typer.Exit(130) from None
+        keys = {p.run_key() for p in points}
+        rows = [r for r in store.rows() if r["run_key"] in keys]
+        out.print(results_table(rows))
+        err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed")
+        if report_dir:
+            from dlperf.report.markdown import write_report
+
+            path = write_report(rows, report_dir)
+            out.print(f"report: {path}")
+
+
+@app.command()
+def sweep(
+    file: Annotated[Path, typer.Argument(help="Sweep YAML file (name, defaults, grid).")],
+    db: Annotated[Optional[str], typer.Option(help="Results file (default: <sweep name>.db next to the YAML).")] = None,
+    restart: Annotated[bool, typer.Option("--restart", help="Ignore results already in the db and run every point.")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points that failed before.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
+    report: Annotated[Optional[str], typer.Option(help="Also write a report to this folder.")] = None,
+) -> None:
+    """Run a grid from a YAML file; resumable: finished points are skipped."""
+    def body():
+        from dlperf.config import load_sweep
+
+        cfg = load_sweep(file)
+        points = cfg.expand()
+        if dry_run:
+            for p in points:
+                out.print(f"{p.run_key()}  {p.label()}", highlight=False)
+            out.print(f"{len(points)} points")
+            return
+        path = db or str(Path(file).with_suffix(".db"))
+        _execute(points, path, sweep=cfg.name, resume=not restart, retry_failed=retry_failed,
+                 report_dir=report, sweep_config=cfg.model_dump())
+
+    _guard(body)
+
+
+@app.command("list")
+def list_(what: Annotated[Optional[str], typer.Argument(help=f"One of: {', '.join(LIST_WHAT)} (default: all).")] = None) -> None:
+    """List models, suites, frameworks, data sets and devices."""
+    def body():
+        from rich.table import Table
+
+        from dlperf.data import DATASETS, data_root
+        from dlperf.frameworks import ADAPTERS, get_adapter
+        from dlperf.zoo import SPECS, SUITES
+
+        if what is not None and what not in LIST_WHAT:
+            raise unknown_choice("list topic", what, LIST_WHAT)
+        show = [what] if what else list(LIST_WHAT)
+        if "models" in show:
+            t = Table(title="models")
+            for c in ("name", "family", "input", "classes", "params", "train GFLOP/sample", "real data", "source"):
+                t.add_column(c)
+            for s in SPECS.values():
+                t.add_row(s.name, s.family, f"{s.input_kind} {'x'.join(map(str, s.input_shape))}",
+                          str(s.num_classes), f"{s.params:,}", f"{s.train_flops_per_sample / 1e9:.4g}",
+                          ",".join(s.real_data), s.source)
+            out.print(t)
+        if "suites" in show:
+            t = Table(title="suites")
+            t.add_column("suite")
+            t.add_column("entries (model[:data])")
+            for n, es in SUITES.items():
+                t.add_row(n, ", ".join(e.model + ("" if e.data == "synthetic" else f":{e.data}") for e in es))
+            out.print(t)
+        if "frameworks" in show:
+            from dlperf.config import FRAMEWORK_MODES
+
+            t = Table(title="frameworks")
+            for c in ("framework", "modes", "installed"):
+                t.add_column(c)
+            for n in ADAPTERS:
+                ok, ver = get_adapter(n).available()
+                t.add_row(n, ", ".join(FRAMEWORK_MODES.get(n, ())), ver if ok else f"no: {ver}")
+            out.print(t)
+        if "datasets" in show:
+            root = data_root(None)
+            out.print(f"data sets: {', '.join(DATASETS)} (data root: "
+                      f"{root if root else 'not set; use --data-dir or DLPERF_DATA'})")
+        if "devices" in show:
+            from dlperf import nvml
+            from dlperf.env import cpu_model
+
+            out.print(f"cpu: {cpu_model()}")
+            for g in nvml.gpus():
+                out.print(f"cuda:{g['index']}: {g.get('name')} "
+                          f"({g.get('memory_total_bytes', 0) / 2**30:.0f} GiB, driver {g.get('driver')})")
+
+    _guard(body)
+
+
+@app.command()
+def results(
+    db: Annotated[str, typer.Option(help="Results file.")] = DEFAULT_DB,
+    format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
+    model: Annotated[Optional[str], typer.Option(help="Only these models (comma-separated).")] = None,
+    status: Annotated[Optional[str], typer.Option(help="Only these statuses, e.g. ok,oom.")] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
+    samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Show stored results as a table, CSV or JSON."""
+    def body():
+        from dlperf.report.tables import results_table
+        from dlperf.results.export import to_csv, to_json
+        from dlperf.results.store import ResultStore
+
+        if format not in ("table", "csv", "json"):
+            raise unknown_choice("format", format, ("table", "csv", "json"))
+        if not Path(db).is_file():
+            raise ConfigError(f"results file {db!r} does not exist; run `dlperf run ... --db {db}` first")
+        with ResultStore(db) as store:
+            rows = store.rows(latest=not all_runs, model=_split(model) or None,
+                              status=_split(status) or None)
+            if format == "table":
+                if output:
+                    raise ConfigError("--output needs --format csv or json")
+                out.print(results_table(rows))
+                return
+            text = to_csv(rows) if format == "csv" else to_json(rows, store, include_samples=samples)
+            if output:
+                output.write_text(text)
+                err.print(f"wrote {len(rows)} rows to {output}")
+            else:
+                sys.stdout.write(text)
+
+    _guard(body)
+
+
+@app.command()
+def report(
+    db: Annotated[str, typer.Option(help="Results file.")] = DEFAULT_DB,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for report.md and the PNG plots.")] = Path("dlperf-report"),
+    title: Annotated[str, typer.Option(help="Report title.")] = "dlperf report",
+) -> None:
+    """Write a Markdown report (table + time-per-iteration plots) from a results file."""
+    def body():
+        from dlperf.report.markdown import write_report
+        from dlperf.results.store import ResultStore
+
+        if not Path(db).is_file():
+            raise ConfigError(f"results file {db!r} does not exist; run `dlperf run ... --db {db}` first")
+        with ResultStore(db) as store:
+            rows = store.rows()
+        if not rows:
+            raise ConfigError(f"{db} holds no results yet")
+        env = None
+        try:
+            env = json.loads(rows[-1]["result_json"]).get("env")
+        except Exception:  # noqa: BLE001 - the report works without it
+            pass
+        path = write_report(rows, output, title=title, env=env)
+        out.print(f"report: {path}")
+
+    _guard(body)
+
+
+@app.command()
+def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+        framework: Annotated[bool, typer.Option(help="Also import the frameworks for their versions.")] = True) -> None:
+    """Print the environment fingerprint recorded with every result."""
+    def body():
+        from dlperf.env import collect_env
+        from dlperf.frameworks import ADAPTERS, get_adapter
+
+        e = collect_env()
+        if framework:
+            e["frameworks"] = {n: get_adapter(n).available()[1] for n in ADAPTERS}
+        if as_json:
+            sys.stdout.write(json.dumps(e, indent=1, default=str) + "\n")
+        else:
+            from rich.pretty import pprint
+
+            pprint(e, console=out, expand_all=True)
+
+    _guard(body)
+
+
+def main() -> None:  # pragma: no cover
+    """Entry point for ``python -m dlperf``."""
+    app()

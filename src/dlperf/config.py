@@ -1,0 +1,251 @@
+"""Typed, validated run and sweep configurations.
+
+A :class:`RunConfig` is one benchmark point (model x framework x mode x device x precision x
+batch size x data). It is frozen and validated on construction; every error names the bad
+field and the valid choices. Its :meth:`RunConfig.run_key` identifies the measurement, so a
+resumed sweep can tell which points are already done.
+
+A :class:`SweepConfig` is a grid read from YAML (``dlperf sweep FILE.yaml``)::
+
+    name: dlbench-h200
+    defaults:                 # any RunConfig field
+      device: cuda
+      iterations: {min_iters: 30, min_time_s: 2.0}
+    grid:                     # each entry: lists are crossed (Cartesian product)
+      - model: [fcn5, fcn8]
+        batch_size: [16, 64, 256]
+        precision: [fp32, bf16]
+      - suite: quick          # expands to the suite's (model, data) entries
+        batch_size: 16
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dlperf.errors import ConfigError, unknown_choice
+
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "tf32", "bf16")
+#: framework -> execution modes it supports now. The torch "graph" mode (torch.compile), JAX
+#: and TensorFlow are added by their adapters (see dlperf.frameworks).
+FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {"torch": ("eager",)}
+if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake.py
+    FRAMEWORK_MODES["fake"] = ("eager",)
+
+
+class IterationPolicy(BaseModel):
+    """How many iterations to run: warm-up detection and the stopping rule (MEASUREMENT.md 3, 5).
+
+    Warm-up runs in windows of ``warmup_window`` iterations; it ends when the median of the last
+    window is within ``warmup_rel_tol`` of the median of the window before it (steady state), or
+    when ``max_warmup_iters`` / ``max_warmup_time_s`` is reached (then the result is flagged
+    ``steady_state = False``). Measurement stops once *both* ``min_iters`` iterations and
+    ``min_time_s`` seconds are reached, or earlier at ``max_iters`` / ``max_time_s`` (the time
+    budget), whichever comes first.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_iters: int = Field(20, ge=1)
+    min_time_s: float = Field(1.0, ge=0.0)
+    max_iters: int = Field(100_000, ge=1)
+    max_time_s: float = Field(60.0, gt=0.0)
+    warmup_window: int = Field(5, ge=2)
+    warmup_rel_tol: float = Field(0.05, gt=0.0, lt=1.0)
+    min_warmup_iters: int = Field(10, ge=0)
+    max_warmup_iters: int = Field(500, ge=0)
+    max_warmup_time_s: float = Field(20.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _check(self) -> IterationPolicy:
+        if self.max_iters < self.min_iters:
+            raise ValueError(f"max_iters ({self.max_iters}) must be >= min_iters ({self.min_iters})")
+        if self.max_time_s < self.min_time_s:
+            raise ValueError(f"max_time_s ({self.max_time_s}) must be >= min_time_s ({self.min_time_s})")
+        return self
+
+
+class RunConfig(BaseModel):
+    """One benchmark point. ``batch_size`` is the global mini-batch (samples per iteration).
+
+    With ``grad_accum = K`` each iteration runs K micro-batches of ``batch_size / K`` before one
+    optimizer update, so the samples per iteration stay ``batch_size`` (MEASUREMENT.md rule 9).
+    ``data`` is ``"synthetic"`` (generated on the device before timing), a data-set name
+    (``mnist``, ``cifar10``, ``ptb``, ``wikitext2``, looked up under ``data_dir`` or
+    ``$DLPERF_DATA``) or a path to a data file or folder.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    framework: str = "torch"
+    mode: str = "eager"
+    device: Literal["cpu", "cuda"] = "cpu"
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
+    batch_size: int = Field(..., ge=1)
+    grad_accum: int = Field(1, ge=1)
+    data: str = "synthetic"
+    data_dir: str | None = None
+    threads: int | None = Field(None, ge=1)
+    seed: int = 0
+    iterations: IterationPolicy = Field(default_factory=IterationPolicy)
+    timeout_s: float = Field(900.0, gt=0.0)
+
+    @field_validator("model")
+    @classmethod
+    def _model_known(cls, v: str) -> str:
+        from dlperf.zoo import SPECS
+
+        if v not in SPECS:
+            raise unknown_choice("model", v, SPECS)
+        return v
+
+    @field_validator("framework")
+    @classmethod
+    def _framework_known(cls, v: str) -> str:
+        if v not in FRAMEWORK_MODES:
+            raise unknown_choice("framework", v, FRAMEWORK_MODES)
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        modes = FRAMEWORK_MODES[self.framework]
+        if self.mode not in modes:
+            raise unknown_choice(f"mode for framework {self.framework!r}", self.mode, modes)
+        if self.batch_size % self.grad_accum:
+            raise ValueError(
+                f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}; "
+                "choose a batch size that is a multiple of the accumulation steps")
+        return self
+
+    def run_key(self) -> str:
+        """A stable 16-hex-digit key of everything that defines the measurement.
+
+        ``data_dir`` and ``timeout_s`` are excluded: they say where and how long, not what.
+        """
+        d = self.model_dump(exclude={"data_dir", "timeout_s"})
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
+        return (f"{self.model} {self.framework}/{self.mode} {self.device} {self.precision} "
+                f"b={self.batch_size} {self.data}")
+
+
+def make_run_config(**fields: Any) -> RunConfig:
+    """Construct a :class:`RunConfig`, turning pydantic's errors into one :class:`ConfigError`.
+
+    Raises:
+        ConfigError: naming each bad field, its value and what is allowed.
+    """
+    try:
+        return RunConfig(**fields)
+    except ValidationError as e:
+        raise ConfigError(_format_validation(e)) from None
+
+
+def _format_validation(e: ValidationError, where: str = "") -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        msg = err["msg"]
+        ctx = err.get("ctx") or {}
+        if "error" in ctx and isinstance(ctx["error"], Exception):
+            msg = str(ctx["error"])
+        msg = msg.removeprefix("Value error, ")
+        inp = err.get("input")
+        shown = f" (got {inp!r})" if inp is not None and not isinstance(inp, dict) else ""
+        parts.append(f"{where}{loc}: {msg}{shown}")
+    return "invalid configuration:\n  " + "\n  ".join(parts)
+
+
+class SweepConfig(BaseModel):
+    """A sweep file: a name, defaults for every point and a list of grid entries."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(..., min_length=1)
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    grid: list[dict[str, Any]] = Field(..., min_length=1)
+
+    def expand(self) -> list[RunConfig]:
+        """All points of the grid, in file order, duplicates removed (first one kept).
+
+        Raises:
+            ConfigError: naming the grid entry (0-based) and field that is wrong.
+        """
+        from dlperf.zoo import get_suite
+
+        points: list[RunConfig] = []
+        seen: set[str] = set()
+        for i, entry in enumerate(self.grid):
+            entry = dict(entry)
+            suite = entry.pop("suite", None)
+            axes: dict[str, list[Any]] = {}
+            for k, v in {**self.defaults, **entry}.items():
+                if k == "iterations" or not isinstance(v, list):
+                    axes[k] = [v]
+                else:
+                    if not v:
+                        raise ConfigError(f"grid[{i}].{k}: empty list; give at least one value")
+                    axes[k] = v
+            if suite is not None:
+                try:
+                    entries = get_suite(suite)
+                except ConfigError as e:
+                    raise ConfigError(f"grid[{i}].suite: {e}") from None
+                axes.pop("model", None)
+                data_override = axes.pop("data", None)
+                pairs = ([{"model": s.model, "data": s.data} for s in entries]
+                         if data_override is None else
+                         [{"model": s.model, "data": d} for s in entries for d in data_override])
+            else:
+                if "model" not in axes:
+                    raise ConfigError(f"grid[{i}]: needs 'model' (or 'suite'); e.g. model: [resnet50]")
+                pairs = [{}]
+            keys = list(axes)
+            for pair in pairs:
+                for combo in itertools.product(*(axes[k] for k in keys)):
+                    fields = {**dict(zip(keys, combo)), **pair}
+                    try:
+                        cfg = RunConfig(**fields)
+                    except ValidationError as e:
+                        raise ConfigError(_format_validation(e, where=f"grid[{i}].")) from None
+                    if cfg.run_key() not in seen:
+                        seen.add(cfg.run_key())
+                        points.append(cfg)
+        return points
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep YAML file.
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or a field is invalid (the message names
+            the file and the field).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"sweep file {str(p)!r} does not exist; give the path of a YAML file")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"sweep file {str(p)!r} is not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"sweep file {str(p)!r} must be a mapping with 'name' and 'grid' keys")
+    try:
+        cfg = SweepConfig(**raw)
+    except ValidationError as e:
+        raise ConfigError(f"in {p}: " + _format_validation(e)) from None
+    cfg.expand()  # validate every point now, before anything runs
+    return cfg

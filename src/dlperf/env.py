@@ -1,0 +1,85 @@
+"""The environment fingerprint recorded with every result (MEASUREMENT.md rule 12).
+
+:func:`collect_env` is cheap (no subprocess except one ``git`` call, cached) and never imports
+a framework; framework versions come from the adapter and are merged in by the worker.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import dlperf
+from dlperf import nvml
+
+#: Environment variables that change speed or placement; recorded when set.
+RELEVANT_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS",
+                "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                "TF_XLA_FLAGS", "TF_FORCE_GPU_ALLOW_GROWTH", "NCCL_NVLS_ENABLE",
+                "NCCL_ALGO", "NCCL_PROTO", "PYTORCH_CUDA_ALLOC_CONF", "CUBLAS_WORKSPACE_CONFIG",
+                "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "DLPERF_DATA")
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.cache
+def git_sha() -> dict[str, Any]:
+    """The git commit of the dlperf source and whether the tree had changes.
+
+    ``$DLPERF_GIT_SHA`` wins (for copies of the tree without ``.git``, e.g. a GPU machine).
+    """
+    if os.environ.get("DLPERF_GIT_SHA"):
+        return {"sha": os.environ["DLPERF_GIT_SHA"], "dirty": None, "source": "DLPERF_GIT_SHA"}
+    root = Path(dlperf.__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip() != ""
+        return {"sha": sha, "dirty": dirty, "source": "git"}
+    except Exception:
+        return {"sha": None, "dirty": None, "source": "unknown"}
+
+
+def collect_env() -> dict[str, Any]:
+    """Host, CPU, memory, GPUs (via NVML), Python, dlperf version and git SHA, relevant env vars.
+
+    Returns a JSON-able dict. Framework versions (torch, CUDA, cuDNN, NCCL) are added by the
+    worker from the framework adapter.
+    """
+    vm = psutil.virtual_memory()
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu_model": cpu_model(),
+        "cpu_logical": psutil.cpu_count(logical=True),
+        "cpu_physical": psutil.cpu_count(logical=False),
+        "cpu_affinity": affinity,
+        "memory_total_bytes": int(vm.total),
+        "gpus": nvml.gpus(),
+        "dlperf_version": dlperf.__version__,
+        "git": git_sha(),
+        "env": {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ},
+    }

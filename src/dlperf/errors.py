@@ -1,0 +1,38 @@
+"""Exception types shared by every part of dlperf.
+
+Every error a user can cause (a bad flag, config value or data file) is a :class:`DlperfError`
+whose message names the bad value and how to fix it; the CLI prints it without a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class DlperfError(Exception):
+    """Base class for errors that are the user's to fix; the message says how."""
+
+
+class ConfigError(DlperfError, ValueError):
+    """A run or sweep configuration value is invalid."""
+
+
+class DataError(DlperfError, ValueError):
+    """A data file is missing, corrupt, truncated or does not fit the model."""
+
+
+class UnavailableError(DlperfError, RuntimeError):
+    """A framework or device that was asked for is not installed or not present."""
+
+
+def unknown_choice(what: str, value: str, choices: Iterable[str]) -> ConfigError:
+    """Build the error for a value that is not one of ``choices``.
+
+    The message names the bad value, a close match if there is one ("did you mean"), and every
+    valid choice, e.g. ``unknown model 'resnet5'; did you mean 'resnet50'? valid: ...``.
+    """
+    choices = sorted(choices)
+    close = difflib.get_close_matches(str(value), choices, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown {what} {value!r}{hint} valid {what}s: {', '.join(choices)}")

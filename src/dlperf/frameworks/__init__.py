@@ -1,0 +1,25 @@
+"""Framework adapters, looked up by name (imports are lazy)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from dlperf.errors import unknown_choice
+from dlperf.frameworks.base import FrameworkAdapter, NonFiniteLoss, OutOfMemory, Session
+
+#: name -> "module:attribute" of the adapter class.
+ADAPTERS: dict[str, str] = {"torch": "dlperf.frameworks.torch_fw:TorchAdapter"}
+if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake.py
+    ADAPTERS["fake"] = "dlperf.frameworks.fake:FakeAdapter"
+
+
+def get_adapter(name: str) -> FrameworkAdapter:
+    """Instantiate the adapter of framework ``name``; ConfigError names the valid ones."""
+    if name not in ADAPTERS:
+        raise unknown_choice("framework", name, ADAPTERS)
+    mod, attr = ADAPTERS[name].split(":")
+    return getattr(importlib.import_module(mod), attr)()
+
+
+__all__ = ["ADAPTERS", "FrameworkAdapter", "NonFiniteLoss", "OutOfMemory", "Session", "get_adapter"]

@@ -1,0 +1,75 @@
+"""The framework adapter protocol: the one seam where framework names appear.
+
+An adapter turns a :class:`~dlperf.config.RunConfig` and a :class:`~dlperf.zoo.ModelSpec` into
+a :class:`Session`: a ready-to-run training step plus the timer and probes the harness needs.
+Adding a framework is one adapter module plus its model implementations; the harness, worker,
+store and report do not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dlperf.config import RunConfig
+from dlperf.harness.timers import StepTimer
+from dlperf.zoo.spec import ModelSpec
+
+
+class NonFiniteLoss(RuntimeError):
+    """The training loss became NaN or infinite; the run is recorded as ``nan_loss``."""
+
+
+class OutOfMemory(RuntimeError):
+    """The device ran out of memory; the run is recorded as ``oom``."""
+
+
+@dataclass
+class Session:
+    """A prepared training run, owned by the worker for the duration of one configuration.
+
+    Attributes:
+        step: runs one iteration (input, forward, backward, update); returns a loss handle.
+        timer: per-iteration timer suited to the device.
+        losses_to_floats: turns loss handles into Python floats (called after the loop).
+        memory: returns the memory peaks in bytes (keys ``peak_allocated_bytes``,
+            ``peak_reserved_bytes``, ``nvml_used_bytes``, ``peak_rss_bytes``; None if unknown).
+        versions: framework, CUDA, cuDNN, NCCL versions and the device name.
+        flags: every setting that changes speed (MEASUREMENT.md rule 6), as applied.
+        data_info: what fed the model (synthetic, or the data set, split, batches, checksums).
+        close: frees the device memory.
+    """
+
+    step: Callable[[], Any]
+    timer: StepTimer
+    losses_to_floats: Callable[[list[Any]], list[float]]
+    memory: Callable[[], dict[str, int | None]]
+    versions: dict[str, Any] = field(default_factory=dict)
+    flags: dict[str, Any] = field(default_factory=dict)
+    data_info: dict[str, Any] = field(default_factory=dict)
+    close: Callable[[], None] = lambda: None
+
+
+class FrameworkAdapter(Protocol):
+    """What a framework provides to dlperf."""
+
+    name: str
+    modes: tuple[str, ...]
+
+    def available(self) -> tuple[bool, str]:
+        """(installed?, version or reason)."""
+
+    def devices(self) -> list[str]:
+        """The device kinds this framework can use here, e.g. ``["cpu", "cuda"]``."""
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """True if ``exc`` is this framework's out-of-memory error."""
+
+    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:
+        """Build the model, optimizer, data and step for ``cfg``.
+
+        Raises:
+            UnavailableError: the framework or device is not present.
+            DataError: the data cannot feed this model.
+        """

@@ -1,0 +1,74 @@
+"""A fake framework for tests: no training, scripted durations and failures.
+
+Enabled only when ``DLPERF_FAKE_FRAMEWORK=1`` (then ``--framework fake`` is valid). Each step
+sleeps ``DLPERF_FAKE_STEP_S`` seconds (default 0.001) and returns a loss that decreases.
+``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
+``oom`` raises an out-of-memory error, ``crash`` kills the process without a result, ``nan``
+returns NaN losses, ``hang`` sleeps forever (for timeout tests), ``error`` raises a DataError.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from typing import Any
+
+from dlperf.config import RunConfig
+from dlperf.errors import DataError
+from dlperf.frameworks.base import OutOfMemory, Session
+from dlperf.harness.timers import HostTimer
+from dlperf.zoo.spec import ModelSpec
+
+
+def scripted_failure(batch_size: int) -> str | None:
+    """The failure scripted for ``batch_size`` in ``$DLPERF_FAKE_FAIL``, if any."""
+    for item in filter(None, os.environ.get("DLPERF_FAKE_FAIL", "").split(",")):
+        b, _, kind = item.partition("=")
+        if int(b) == batch_size:
+            return kind
+    return None
+
+
+class FakeAdapter:
+    """Test double of a framework adapter (see module docstring)."""
+
+    name = "fake"
+    modes = ("eager",)
+
+    def available(self) -> tuple[bool, str]:  # noqa: D102
+        return True, "0"
+
+    def devices(self) -> list[str]:  # noqa: D102
+        return ["cpu"]
+
+    def is_oom(self, exc: BaseException) -> bool:  # noqa: D102
+        return isinstance(exc, OutOfMemory)
+
+    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:  # noqa: D102
+        fail = scripted_failure(cfg.batch_size)
+        dt = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001"))
+        if fail == "error":
+            raise DataError("scripted data error")
+        n = [0]
+
+        def step() -> Any:
+            n[0] += 1
+            if fail == "oom" and n[0] > 2:
+                raise OutOfMemory("scripted out of memory")
+            if fail == "crash" and n[0] > 2:
+                os._exit(9)
+            if fail == "hang":
+                time.sleep(3600)
+            time.sleep(dt)
+            return float("nan") if fail == "nan" and n[0] > 3 else 1.0 / n[0]
+
+        def memory() -> dict[str, int | None]:
+            rss = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+            return {"peak_rss_bytes": rss, "peak_allocated_bytes": None,
+                    "peak_reserved_bytes": None, "nvml_used_bytes": None}
+
+        return Session(step=step, timer=HostTimer(), losses_to_floats=lambda h: [float(x) for x in h],
+                       memory=memory, versions={"framework": "fake", "fake": "0",
+                                                "device_name": "fake"},
+                       flags={"step_s": dt}, data_info={"kind": cfg.data})

@@ -1,0 +1,249 @@
+"""PyTorch adapter: eager training on CPU or CUDA.
+
+Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
+
+* precision: ``fp32`` sets matmul and cuDNN float32 precision to IEEE (TF32 off, explicitly:
+  cuDNN convolutions default to TF32 in PyTorch); ``tf32`` turns TF32 on for both; ``bf16`` is
+  mixed precision with ``torch.autocast(dtype=bfloat16)`` over fp32 master weights, and TF32
+  off for what autocast leaves in fp32. No loss scaling is needed for bf16.
+* ``cudnn.benchmark = True`` on CUDA (PyTorch performance tuning guide): autotuning happens in
+  the first iteration and warm-up of each shape, which the harness reports apart.
+* optimizer: ``torch.optim.SGD``/``Adam``/``AdamW`` with PyTorch's default ``foreach``
+  implementation; ``zero_grad(set_to_none=True)``.
+* synthetic data: a pool of 4 distinct batches made on the device before timing, cycled.
+  Real data: batches prepared on the host (pinned memory on CUDA) and copied with
+  ``non_blocking=True`` inside each step, so the host-to-device copy is part of the iteration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import resource
+from typing import Any
+
+from dlperf import nvml
+from dlperf.config import RunConfig
+from dlperf.errors import UnavailableError
+from dlperf.frameworks.base import Session
+from dlperf.harness.timers import CudaEventTimer, HostTimer
+from dlperf.zoo import build_torch
+from dlperf.zoo.spec import ModelSpec
+
+SYNTHETIC_POOL = 4
+#: Real data: at most this many distinct batches are kept on the host and cycled.
+MAX_REAL_BATCHES = 512
+
+
+def _peak_rss_bytes() -> int:
+    # ru_maxrss is in kilobytes on Linux (getrusage(2)).
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+class TorchAdapter:
+    """The PyTorch framework adapter (see module docstring for the choices it makes)."""
+
+    name = "torch"
+    modes = ("eager",)
+
+    def available(self) -> tuple[bool, str]:
+        """(True, version) if torch imports, else (False, reason)."""
+        try:
+            import torch
+        except Exception as e:  # pragma: no cover - depends on the install
+            return False, f"torch is not installed ({e}); pip install 'dlperf[torch]'"
+        return True, torch.__version__
+
+    def devices(self) -> list[str]:
+        """``cpu`` always, ``cuda`` when a GPU is visible to torch."""
+        import torch
+
+        return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """True for ``torch.OutOfMemoryError`` and the CPU allocator's failure."""
+        import torch
+
+        if isinstance(exc, torch.OutOfMemoryError):
+            return True
+        msg = str(exc)
+        return isinstance(exc, RuntimeError) and ("out of memory" in msg
+                                                  or "can't allocate memory" in msg)
+
+    @staticmethod
+    def apply_precision(torch: Any, precision: str) -> dict[str, Any]:
+        """Set the float32 matmul/convolution precision for ``precision``; return it as applied."""
+        tf32 = precision == "tf32"
+        mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn
+        if hasattr(mm, "fp32_precision"):  # PyTorch >= 2.9 API
+            mm.fp32_precision = "tf32" if tf32 else "ieee"
+            conv.conv.fp32_precision = "tf32" if tf32 else "ieee"
+            conv.rnn.fp32_precision = "tf32" if tf32 else "ieee"
+            applied = {"matmul_fp32_precision": mm.fp32_precision,
+                       "cudnn_conv_fp32_precision": conv.conv.fp32_precision,
+                       "cudnn_rnn_fp32_precision": conv.rnn.fp32_precision}
+        else:  # pragma: no cover - older PyTorch
+            mm.allow_tf32 = tf32
+            conv.allow_tf32 = tf32
+            applied = {"matmul_allow_tf32": mm.allow_tf32, "cudnn_allow_tf32": conv.allow_tf32}
+        applied["autocast_dtype"] = "bfloat16" if precision == "bf16" else None
+        applied["tf32"] = tf32
+        return applied
+
+    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:
+        """Build model, optimizer, data and the step function for ``cfg`` (see module docs)."""
+        import torch
+        import torch.nn.functional as F
+
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise UnavailableError("device 'cuda' was asked for but torch sees no CUDA GPU; "
+                                   "use --device cpu (or --device auto)")
+        dev = torch.device(cfg.device)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        cuda = dev.type == "cuda"
+        flags: dict[str, Any] = {"mode": cfg.mode, **self.apply_precision(torch, cfg.precision)}
+        if cuda:
+            torch.backends.cudnn.benchmark = True
+            torch.cuda.reset_peak_memory_stats(dev)
+        flags["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark) if cuda else None
+        flags["threads"] = torch.get_num_threads()
+        flags["grad_accum"] = cfg.grad_accum
+
+        model = build_torch(spec).to(dev)
+        model.train()
+        o = spec.optimizer
+        if o.name == "sgd":
+            opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum,
+                                  weight_decay=o.weight_decay)
+        elif o.name == "adam":
+            opt = torch.optim.Adam(model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+        else:
+            opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+        flags["optimizer"] = {"name": o.name, "lr": o.lr, "momentum": o.momentum,
+                              "weight_decay": o.weight_decay, "foreach": "default"}
+
+        next_batch, data_info = self._data(torch, cfg, spec, dev)
+
+        n_classes = spec.num_classes
+        bf16 = cfg.precision == "bf16"
+        K = cfg.grad_accum
+
+        def autocast():
+            return torch.autocast(device_type=dev.type, dtype=torch.bfloat16) if bf16 \
+                else contextlib.nullcontext()
+
+        def loss_fn(out, y):
+            # [B, C] or [B, T, V] logits against [B] or [B, T] targets.
+            return F.cross_entropy(out.reshape(-1, n_classes), y.reshape(-1))
+
+        if K == 1:
+            def step():
+                x, y = next_batch()
+                opt.zero_grad(set_to_none=True)
+                with autocast():
+                    loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                return loss.detach()
+        else:
+            def step():
+                x, y = next_batch()
+                opt.zero_grad(set_to_none=True)
+                total = None
+                for xs, ys in zip(x.chunk(K), y.chunk(K)):
+                    with autocast():
+                        loss = loss_fn(model(xs), ys) / K
+                    loss.backward()
+                    total = loss.detach() if total is None else total + loss.detach()
+                opt.step()
+                return total
+
+        def losses_to_floats(handles: list[Any]) -> list[float]:
+            if not handles:
+                return []
+            return torch.stack([h.float() for h in handles]).cpu().tolist()
+
+        uuid = None
+        if cuda:
+            props = torch.cuda.get_device_properties(dev)
+            uuid = str(getattr(props, "uuid", "") or "") or None
+
+        def memory() -> dict[str, int | None]:
+            m: dict[str, int | None] = {"peak_rss_bytes": _peak_rss_bytes(),
+                                        "peak_allocated_bytes": None, "peak_reserved_bytes": None,
+                                        "nvml_used_bytes": None}
+            if cuda:
+                m["peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+                m["peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
+                m["nvml_used_bytes"] = nvml.memory_used_bytes(uuid, dev.index or 0)
+            return m
+
+        versions: dict[str, Any] = {"framework": "torch", "torch": torch.__version__,
+                                    "cuda": torch.version.cuda,
+                                    "cudnn": torch.backends.cudnn.version() if cuda else None}
+        if cuda:
+            versions["device_name"] = torch.cuda.get_device_name(dev)
+            versions["capability"] = ".".join(map(str, torch.cuda.get_device_capability(dev)))
+            versions["multiprocessors"] = props.multi_processor_count
+            try:
+                versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+            except Exception:
+                versions["nccl"] = None
+            timer = CudaEventTimer(torch)
+        else:
+            from dlperf.env import cpu_model
+
+            versions["device_name"] = cpu_model()
+            timer = HostTimer()
+
+        def close() -> None:
+            nonlocal model, opt
+            del model, opt
+            if cuda:
+                torch.cuda.empty_cache()
+
+        return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
+                       versions=versions, flags=flags, data_info=data_info, close=close)
+
+    @staticmethod
+    def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any):
+        """Return (next_batch, data_info): a function giving (x, y) device tensors per step."""
+        B = cfg.batch_size
+        g = torch.Generator(device="cpu").manual_seed(cfg.seed)
+        if cfg.data == "synthetic":
+            pool = []
+            for _ in range(SYNTHETIC_POOL):
+                if spec.input_kind == "tokens":
+                    x = torch.randint(0, spec.num_classes, (B, *spec.input_shape), generator=g)
+                    y = torch.randint(0, spec.num_classes, (B, *spec.input_shape), generator=g)
+                else:
+                    x = torch.randn((B, *spec.input_shape), generator=g)
+                    y = torch.randint(0, spec.num_classes, (B,), generator=g)
+                pool.append((x.to(dev), y.to(dev)))
+            it = itertools.cycle(pool)
+            info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL}
+            return it.__next__, info
+
+        from dlperf.data import load_dataset, make_batches
+
+        ds = load_dataset(cfg.data, cfg.data_dir)
+        X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
+        Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
+        cuda = dev.type == "cuda"
+        if cuda:
+            Xt, Yt = Xt.pin_memory(), Yt.pin_memory()
+            batches = [(Xt[i], Yt[i]) for i in range(Xt.shape[0])]
+            it = itertools.cycle(batches)
+
+            def next_batch():
+                x, y = next(it)
+                return x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        else:
+            it = itertools.cycle([(Xt[i], Yt[i]) for i in range(Xt.shape[0])])
+            next_batch = it.__next__
+        info = {"kind": "real", "dataset": ds.name, "path": str(ds.path), "placement":
+                "host-pinned" if cuda else "host", "distinct_batches": int(X.shape[0]),
+                **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
+        return next_batch, info

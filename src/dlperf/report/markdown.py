@@ -1,0 +1,146 @@
+"""The Markdown report: title, environment, results table, failures, embedded plots.
+
+Output is a pure function of the rows and ``env`` (no clock, no host lookups), so the same
+inputs give byte-identical ``report.md``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .plots import plot_step_time_vs_batch
+from .tables import COLUMNS, is_ok, markdown_table, sort_rows, status_label
+
+__all__ = ["write_report", "REPORT_NAME"]
+
+REPORT_NAME = "report.md"
+_ERROR_DETAIL_CHARS = 300
+
+
+def _md(s: Any) -> str:
+    """Escape text for Markdown prose: HTML brackets and table pipes, newlines to spaces."""
+    s = str(s).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return " ".join(s.split())
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """Nested dict -> sorted ``[("a.b", "value"), ...]``; lists joined with ', '; None skipped."""
+    out: list[tuple[str, str]] = []
+    for k in sorted(d, key=str):
+        v = d[k]
+        name = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.extend(_flatten(v, f"{name}."))
+        elif v is None:
+            continue
+        elif isinstance(v, (list, tuple)):
+            out.append((name, ", ".join(str(x) for x in v)))
+        else:
+            out.append((name, str(v)))
+    return out
+
+
+def _environment(rows: Sequence[Mapping[str, Any]], env: Mapping[str, Any] | None) -> list[str]:
+    lines = ["## Environment", ""]
+    devices = sorted(
+        {
+            (str(r.get("device") or ""), str(r.get("device_name") or ""))
+            for r in rows
+            if r.get("device") or r.get("device_name")
+        }
+    )
+    if devices:
+        names = [f"{d} ({n})" if d and n and d != n else (n or d) for d, n in devices]
+        lines.append("- devices: " + "; ".join(_md(x) for x in names))
+    frameworks = sorted({str(r["framework"]) for r in rows if r.get("framework")})
+    if frameworks:
+        lines.append("- frameworks: " + ", ".join(_md(f) for f in frameworks))
+    stamps = sorted(str(r["created_at"]) for r in rows if r.get("created_at"))
+    if stamps:
+        span = stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} to {stamps[-1]}"
+        lines.append(f"- results created: {_md(span)}")
+    for key, value in _flatten(env or {}):
+        lines.append(f"- {_md(key)}: {_md(value)}")
+    if len(lines) == 2:
+        lines.append("No environment information.")
+    return lines + [""]
+
+
+def _failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    failed = [r for r in sort_rows(rows) if not is_ok(r)]
+    if not failed:
+        return []
+    lines = ["## Failures", "", "Failures are results (MEASUREMENT rule 11); each is listed with its configuration.", ""]
+    for r in failed:
+        cfg = " ".join(
+            str(r.get(k))
+            for k in ("model", "framework", "mode", "device", "precision", "data")
+            if r.get(k) not in (None, "")
+        )
+        err = " ".join(str(r.get("error") or "").split())
+        if len(err) > _ERROR_DETAIL_CHARS:
+            err = err[: _ERROR_DETAIL_CHARS - 1] + "…"
+        line = f"- **{_md(status_label(r.get('status')))}** {_md(cfg)}, batch {r.get('batch_size')}"
+        if r.get("run_key"):
+            line += f" (run `{_md(r['run_key'])}`)"
+        lines.append(line + (f": {_md(err)}" if err else ""))
+    return lines + [""]
+
+
+def write_report(
+    rows: Sequence[Mapping[str, Any]],
+    out_dir: str | Path,
+    *,
+    title: str = "dlperf report",
+    env: dict | None = None,
+) -> Path:
+    """Write ``out_dir/report.md`` with the PNG plots next to it; return the path of report.md.
+
+    Sections: title and a count of results by status; environment (devices and frameworks from
+    the rows, then every entry of ``env`` flattened as ``key.sub: value``, sorted); the results
+    table (:func:`dlperf.report.tables.markdown_table`) with a legend of its columns; failures
+    with their (longer) error text; one plot per model
+    (:func:`dlperf.report.plots.plot_step_time_vs_batch`) embedded by relative link. Creates
+    ``out_dir``; overwrites an existing report.md and plots of the same names.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = list(rows)
+    counts = Counter(str(r.get("status")) for r in rows)
+    n_ok = counts.pop("ok", 0)
+    summary = f"{len(rows)} result(s): {n_ok} ok"
+    if counts:
+        summary += ", " + ", ".join(f"{n} {status_label(s)}" for s, n in sorted(counts.items()))
+
+    lines = [f"# {_md(title)}", "", summary + ".", ""]
+    lines += _environment(rows, env)
+    lines += ["## Results", ""]
+    if rows:
+        lines.append(markdown_table(rows).rstrip("\n"))
+        lines += [
+            "",
+            f"Columns: *{COLUMNS[7]}* is the median time per training iteration with the "
+            "bootstrap confidence interval of the median; *samples/s* and *tokens/s* count "
+            "measured steps x global batch over the measured time; *peak mem* gives the "
+            "framework-allocated peak / framework-reserved peak / NVML used (process peak RSS "
+            "when no device numbers exist). *ok (not steady)*: the step time never settled.",
+            "",
+        ]
+    else:
+        lines += ["No results.", ""]
+    lines += _failures(rows)
+
+    plots = plot_step_time_vs_batch(rows, out)
+    if plots:
+        lines += ["## Step time vs batch size", ""]
+        # plot_step_time_vs_batch returns one path per model, in sorted model order
+        for model, path in zip(sorted({str(r.get("model")) for r in rows}), plots):
+            rel = path.relative_to(out).as_posix()
+            lines += [f"### {_md(model)}", "", f"![{_md(model)}: step time and throughput vs batch size]({rel})", ""]
+
+    path = out / REPORT_NAME
+    path.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8", newline="\n")
+    return path

@@ -1,0 +1,198 @@
+"""PNG plots of stored results (matplotlib, Agg canvas; never opens a window).
+
+The figures are built with :class:`matplotlib.figure.Figure` and the Agg canvas directly, not
+through ``pyplot``: no global backend switch, no figure registry to leak, safe in a worker.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter, NullLocator
+from matplotlib.transforms import blended_transform_factory
+
+from .tables import is_ok, sort_rows, status_label
+
+__all__ = ["plot_step_time_vs_batch", "group_key", "group_label", "plot_filename"]
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "*", "<", ">", "h")
+
+
+class _PlainLogFormatter(LogFormatter):
+    """LogFormatter's choice of which ticks to label, printed as plain numbers (0.1, 40, 6000)."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:g}" if super().__call__(x, pos) else ""
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def group_key(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """Line identity: (framework, mode, device, precision, data, threads), as strings.
+
+    ``threads`` is part of the key because rows that differ only in CPU threads are different
+    configurations; drawing them as one line would zig-zag between them.
+    """
+    return tuple(
+        "" if row.get(k) is None else str(row.get(k))
+        for k in ("framework", "mode", "device", "precision", "data", "threads")
+    )
+
+
+def group_label(key: tuple[str, ...]) -> str:
+    framework, mode, device, precision, data, threads = key
+    label = f"{framework}/{mode} {device} {precision} {data}".replace("  ", " ").strip()
+    return f"{label} {threads} thr" if threads else label
+
+
+def plot_filename(model: str) -> str:
+    """File name of a model's plot: ``step_time_vs_batch_<model>.png`` (unsafe chars -> '_')."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(model)).strip("._") or "model"
+    return f"step_time_vs_batch_{safe}.png"
+
+
+def _batch(row: Mapping[str, Any]) -> int | None:
+    """The row's batch size as a positive int, or None (missing, not an integer, < 1)."""
+    b = row.get("batch_size")
+    if b is None or isinstance(b, bool):
+        return None
+    try:
+        b = operator.index(b)
+    except TypeError:
+        return None
+    return b if b >= 1 else None
+
+
+def _latest(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """Of several ok rows for one point (repeated runs), the newest (created_at, then run_key)."""
+    return max(rows, key=lambda r: (str(r.get("created_at") or ""), str(r.get("run_key") or "")))
+
+
+def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(group_key(r), []).append(r)
+
+    fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_t, ax_s = fig.subplots(1, 2)
+    fig.suptitle(f"{model}: step time and throughput vs batch size")
+    trans_t = blended_transform_factory(ax_t.transData, ax_t.transAxes)
+    trans_s = blended_transform_factory(ax_s.transData, ax_s.transAxes)
+    colors = [f"C{i % 10}" for i in range(len(groups))]
+    all_batches: set[int] = set()
+    n_fail_marks = 0
+    has_data = {id(ax_t): False, id(ax_s): False}
+
+    for gi, key in enumerate(sorted(groups)):
+        color, marker = colors[gi], _MARKERS[gi % len(_MARKERS)]
+        label = group_label(key)
+        by_batch: dict[int, list[Mapping[str, Any]]] = {}
+        failed: dict[int, Mapping[str, Any]] = {}
+        for r in groups[key]:
+            b = _batch(r)
+            if b is None:
+                continue  # no place on a log2 axis
+            all_batches.add(b)
+            if is_ok(r) and _finite(r.get("step_time_median_s")):
+                by_batch.setdefault(b, []).append(r)
+            elif not is_ok(r):
+                failed.setdefault(b, r)  # first failure per batch (rows arrive sorted)
+
+        pts = [(b, _latest(rs)) for b, rs in sorted(by_batch.items())]
+        if pts:
+            xs = [b for b, _ in pts]
+            med = [r["step_time_median_s"] * 1e3 for _, r in pts]
+            lo = [
+                max(0.0, m - r["step_time_ci_low_s"] * 1e3) if _finite(r.get("step_time_ci_low_s")) else 0.0
+                for m, (_, r) in zip(med, pts)
+            ]
+            hi = [
+                max(0.0, r["step_time_ci_high_s"] * 1e3 - m) if _finite(r.get("step_time_ci_high_s")) else 0.0
+                for m, (_, r) in zip(med, pts)
+            ]
+            has_data[id(ax_t)] = True
+            ax_t.errorbar(xs, med, yerr=[lo, hi], color=color, marker=marker, ms=5, capsize=3, lw=1.5, label=label)
+            sps = [(b, r.get("samples_per_s")) for b, r in pts if _finite(r.get("samples_per_s"))]
+            if sps:
+                has_data[id(ax_s)] = True
+                ax_s.plot([b for b, _ in sps], [v for _, v in sps], color=color, marker=marker, ms=5, lw=1.5, label=label)
+        elif failed:
+            # keep the group in the legend even when every point failed
+            ax_t.plot([], [], color=color, marker=marker, label=label)
+
+        # failures are results (rule 11): an 'x' at the top of both panels, labelled
+        for b, r in sorted(failed.items()):
+            if b in by_batch:
+                continue  # a later run at this point succeeded; the table still lists the failure
+            y = 0.95 - 0.06 * (n_fail_marks % 8)
+            n_fail_marks += 1
+            text = status_label(r.get("status"))
+            for ax, tr in ((ax_t, trans_t), (ax_s, trans_s)):
+                ax.plot([b], [y], transform=tr, marker="x", ms=9, mew=2, color=color, ls="none", clip_on=False)
+                ax.annotate(text, (b, y), xycoords=tr, xytext=(6, -3), textcoords="offset points", fontsize=7, color=color)
+
+    batches = sorted(all_batches)
+    for ax in (ax_t, ax_s):
+        ax.set_xscale("log", base=2)
+        if batches:
+            ax.set_xticks(batches, labels=[str(b) for b in batches])
+            lo_b, hi_b = batches[0], batches[-1]
+            ax.set_xlim(lo_b / 1.5, hi_b * 1.5 if hi_b > lo_b else lo_b * 1.5)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_yscale("log")
+        # plain numbers ("40", "6") instead of 4x10^1; minor labels only when the range is short
+        ax.yaxis.set_major_formatter(_PlainLogFormatter())
+        ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+        if not has_data[id(ax)]:  # every point failed: a log axis needs some positive range
+            ax.set_ylim(1.0, 10.0)
+            ax.text(0.5, 0.5, "no successful runs", transform=ax.transAxes, ha="center", va="center", color="0.4")
+        ax.set_xlabel("batch size (samples per step, log2 axis)")
+        ax.grid(True, which="both", alpha=0.3)
+    ax_t.set_ylabel("median step time (ms, log axis)")
+    ax_t.set_title("time per iteration (error bars: bootstrap CI of the median)", fontsize=9)
+    ax_s.set_ylabel("throughput (samples/s, log axis)")
+    ax_s.set_title("samples per second", fontsize=9)
+    if groups:
+        ax_t.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, 0.85), framealpha=0.8)
+    fig.savefig(path, format="png", metadata={"Software": None})
+
+
+def plot_step_time_vs_batch(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+    """One PNG per model: median step time (ms) and samples/s against batch size.
+
+    Left panel: x = batch size (log2 axis), y = median time per iteration in ms (log axis) with
+    the bootstrap CI of the median as error bars; one line per (framework, mode, device,
+    precision, data, threads) group. Right panel: samples/s on the same x. A failed point
+    (status != "ok") with no successful run of the same group and batch is drawn as an 'x' at
+    the top of both panels, labelled with its status ("OOM", "crash", ...). Several ok rows for
+    one point (repeated runs) plot the newest by ``created_at``.
+
+    Creates ``out_dir``; returns the PNG paths in sorted model order (empty for no rows).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    by_model: dict[str, list[Mapping[str, Any]]] = {}
+    for r in sort_rows(rows):
+        by_model.setdefault(str(r.get("model")), []).append(r)
+    paths: list[Path] = []
+    used: set[str] = set()
+    for model in sorted(by_model):
+        name = plot_filename(model)
+        stem, k = name[:-4], 2
+        while name in used:  # two model names that sanitise to the same file name
+            name, k = f"{stem}_{k}.png", k + 1
+        used.add(name)
+        path = out / name
+        _plot_model(model, by_model[model], path)
+        paths.append(path)
+    return paths

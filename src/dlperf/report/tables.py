@@ -1,0 +1,238 @@
+"""Result tables: a rich table for the terminal and the same content as GitHub Markdown.
+
+Input rows are dicts as returned by the results store (see :mod:`dlperf.report`); missing
+numeric values are ``None`` and print as an en dash. Cell conventions (shared by both outputs):
+
+- ``median ms [CI]``: median step time in milliseconds with the bootstrap CI of the median,
+  4 significant digits, e.g. ``12.35 [12.20, 12.51]``.
+- ``samples/s``, ``tokens/s``: 4 significant digits; tokens/s is a dash when it is missing or 0
+  (the model has no tokens).
+- ``peak mem``: three numbers, never one (MEASUREMENT rule 7): framework-allocated peak /
+  framework-reserved peak / NVML used, in one unit (GiB, or MiB when all are below 1 GiB).
+  Rows without any device memory number show the process peak RSS instead (``RSS 1.20 GiB``).
+- ``status``: ``ok``; ``ok (not steady)`` when ``steady_state`` is False; for failures the
+  status and the first line of the error, shortened to :data:`ERROR_MAX_CHARS` characters.
+
+Rows are ordered by model, framework, precision, batch size, then mode, device, data, threads
+and run_key so that the order is total and deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+__all__ = [
+    "COLUMNS",
+    "ERROR_MAX_CHARS",
+    "sort_rows",
+    "row_cells",
+    "results_table",
+    "markdown_table",
+    "fmt_sig",
+    "fmt_bytes_triple",
+    "short_error",
+    "status_label",
+    "is_ok",
+]
+
+COLUMNS: tuple[str, ...] = (
+    "model",
+    "framework/mode",
+    "device",
+    "precision",
+    "batch",
+    "data",
+    "status",
+    "median ms [CI]",
+    "samples/s",
+    "tokens/s",
+    "peak mem (alloc / resv / NVML)",
+)
+
+ERROR_MAX_CHARS = 60
+DASH = "–"
+_GIB = 1024**3
+_MIB = 1024**2
+
+
+def _str_key(v: Any) -> tuple[bool, str]:
+    """Sort key that puts None last and compares everything else as text."""
+    return (v is None, "" if v is None else str(v))
+
+
+def _num_key(v: Any) -> tuple[bool, float]:
+    return (v is None, 0.0 if v is None else float(v))
+
+
+def sort_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rows in report order: model, framework, precision, batch, then tie-breakers (total order)."""
+    return sorted(
+        rows,
+        key=lambda r: (
+            _str_key(r.get("model")),
+            _str_key(r.get("framework")),
+            _str_key(r.get("precision")),
+            _num_key(r.get("batch_size")),
+            _str_key(r.get("mode")),
+            _str_key(r.get("device")),
+            _str_key(r.get("data")),
+            _num_key(r.get("threads")),
+            _str_key(r.get("run_key")),
+        ),
+    )
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def fmt_sig(v: Any, sig: int = 4) -> str:
+    """Format a number with ``sig`` significant digits in fixed notation (no exponent).
+
+    ``12.3456 -> '12.35'``, ``0.0523412 -> '0.05234'``, ``123456.7 -> '123457'``; None, NaN and
+    inf give a dash.
+    """
+    if not _finite(v):
+        return DASH
+    v = float(v)
+    if v == 0:
+        return "0"
+    decimals = max(0, sig - 1 - math.floor(math.log10(abs(v))))
+    out = f"{v:.{decimals}f}"
+    # rounding can add a digit (9.9996 -> '10.000'); re-format with one decimal fewer
+    if decimals > 0 and len(out.replace("-", "").replace(".", "").lstrip("0")) > sig:
+        out = f"{v:.{decimals - 1}f}"
+    return out
+
+
+def _fmt_ms_ci(row: Mapping[str, Any]) -> str:
+    med = row.get("step_time_median_s")
+    if not _finite(med):
+        return DASH
+    s = fmt_sig(med * 1e3)
+    lo, hi = row.get("step_time_ci_low_s"), row.get("step_time_ci_high_s")
+    if _finite(lo) and _finite(hi):
+        s += f" [{fmt_sig(lo * 1e3)}, {fmt_sig(hi * 1e3)}]"
+    return s
+
+
+def fmt_bytes_triple(row: Mapping[str, Any]) -> str:
+    """``'alloc / resv / NVML UNIT'`` (rule 7); falls back to ``'RSS x UNIT'``; dash if none."""
+    vals = [row.get("peak_allocated_bytes"), row.get("peak_reserved_bytes"), row.get("nvml_used_bytes")]
+    if any(_finite(v) for v in vals):
+        biggest = max(float(v) for v in vals if _finite(v))
+        div, unit = (_GIB, "GiB") if biggest >= _GIB else (_MIB, "MiB")
+        parts = [f"{float(v) / div:.2f}" if _finite(v) else DASH for v in vals]
+        return " / ".join(parts) + f" {unit}"
+    rss = row.get("peak_rss_bytes")
+    if _finite(rss):
+        div, unit = (_GIB, "GiB") if float(rss) >= _GIB else (_MIB, "MiB")
+        return f"RSS {float(rss) / div:.2f} {unit}"
+    return DASH
+
+
+def short_error(error: Any, max_chars: int = ERROR_MAX_CHARS) -> str:
+    """First non-empty line of ``error``, whitespace collapsed, cut to ``max_chars`` with '…'."""
+    if not error:
+        return ""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    text = re.sub(r"\s+", " ", lines[0]) if lines else ""
+    if len(text) > max_chars:
+        text = text[: max_chars - 1].rstrip() + "…"
+    return text
+
+
+def is_ok(row: Mapping[str, Any]) -> bool:
+    return row.get("status") == "ok"
+
+
+def _fmt_status(row: Mapping[str, Any]) -> str:
+    status = str(row.get("status") or "unknown")
+    if status == "ok":
+        return "ok (not steady)" if row.get("steady_state") is False else "ok"
+    label = status_label(status)
+    err = short_error(row.get("error"))
+    return f"{label}: {err}" if err else label
+
+
+def status_label(status: Any) -> str:
+    """Short label of a status for tables and plots: ``'oom' -> 'OOM'``, ``'nan_loss' -> 'NaN loss'``."""
+    return {"oom": "OOM", "nan_loss": "NaN loss"}.get(str(status), str(status))
+
+
+def _fmt_tokens(v: Any) -> str:
+    return DASH if not _finite(v) or v == 0 else fmt_sig(v)
+
+
+def _text(v: Any) -> str:
+    return DASH if v is None or v == "" else str(v)
+
+
+def row_cells(row: Mapping[str, Any]) -> list[str]:
+    """The formatted cells of one row, in :data:`COLUMNS` order (plain text, unescaped)."""
+    fw = _text(row.get("framework"))
+    if row.get("mode"):
+        fw += f"/{row['mode']}"
+    device = _text(row.get("device_name") or row.get("device"))
+    if row.get("device_name") and row.get("device") and row["device"] != row["device_name"]:
+        device = f"{row['device']} ({row['device_name']})"
+    data = _text(row.get("data"))
+    if row.get("threads") is not None:
+        data += f", {row['threads']} thr"
+    ok = is_ok(row)
+    return [
+        _text(row.get("model")),
+        fw,
+        device,
+        _text(row.get("precision")),
+        _text(row.get("batch_size")),
+        data,
+        _fmt_status(row),
+        _fmt_ms_ci(row) if ok else DASH,
+        fmt_sig(row.get("samples_per_s")) if ok else DASH,
+        _fmt_tokens(row.get("tokens_per_s")) if ok else DASH,
+        fmt_bytes_triple(row),
+    ]
+
+
+def results_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = "dlperf results") -> Table:
+    """A :class:`rich.table.Table` of ``rows`` (columns :data:`COLUMNS`), failed rows in red.
+
+    Cells are :class:`rich.text.Text`, so brackets in error messages are never read as markup.
+    """
+    table = Table(title=title, show_lines=False)
+    numeric = {"batch", "median ms [CI]", "samples/s", "tokens/s"}
+    for col in COLUMNS:
+        table.add_column(col, justify="right" if col in numeric else "left", overflow="fold")
+    for row in sort_rows(rows):
+        style = "" if is_ok(row) else "red"
+        table.add_row(*(Text(c, style=style) for c in row_cells(row)))
+    return table
+
+
+def _md_escape(s: str) -> str:
+    """Escape text for a GFM table cell: backslashes, pipes, HTML angle brackets, newlines."""
+    s = s.replace("\\", "\\\\").replace("|", "\\|")
+    s = s.replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("\r", " ").replace("\n", " ")
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The same table as GitHub-flavoured Markdown: header, alignment row, one line per row.
+
+    Returns the table text ending in a newline (just the header when ``rows`` is empty).
+    """
+    numeric = {"batch", "median ms [CI]", "samples/s", "tokens/s"}
+    lines = [
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "|".join("---:" if c in numeric else "---" for c in COLUMNS) + "|",
+    ]
+    for row in sort_rows(rows):
+        lines.append("| " + " | ".join(_md_escape(c) for c in row_cells(row)) + " |")
+    return "\n".join(lines) + "\n"

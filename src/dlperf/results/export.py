@@ -1,0 +1,37 @@
+"""Exports of stored results: CSV (flat columns) and JSON (with the full result and samples)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from dlperf.results.store import COLUMNS, ResultStore
+
+#: CSV columns: every flat column except the embedded JSON.
+CSV_COLUMNS = ["id", *[c for c in COLUMNS if c != "result_json"]]
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    """Rows (as from :meth:`ResultStore.rows`) as CSV text with a header line."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return buf.getvalue()
+
+
+def to_json(rows: list[dict[str, Any]], store: ResultStore | None = None,
+            include_samples: bool = False) -> str:
+    """Rows as a JSON list; ``result_json`` is parsed into ``result``; with ``include_samples``
+    (and a store), each row gets its raw per-iteration ``samples``."""
+    out = []
+    for r in rows:
+        d = {k: v for k, v in r.items() if k != "result_json"}
+        d["result"] = json.loads(r["result_json"]) if r.get("result_json") else None
+        if include_samples and store is not None:
+            d["samples"] = store.samples(r["id"])
+        out.append(d)
+    return json.dumps(out, indent=1, default=str)

@@ -1,0 +1,238 @@
+"""SQLite result store: versioned schema, raw samples, one transaction per result.
+
+Tables:
+    ``meta(key, value)``          ``schema_version`` and the dlperf version that created it.
+    ``results(...)``              one row per measured (or failed) configuration: identity
+                                  columns, the statistics, throughput, memory, and the full
+                                  result as JSON (config, env, versions, flags) in
+                                  ``result_json``.
+    ``samples(result_id, phase, idx, step_time_s, loss)``
+                                  every raw per-iteration time and loss (phases ``first``,
+                                  ``warmup``, ``measure``), so statistics can be recomputed and
+                                  the performance model refitted later.
+    ``sweeps(name, created_at, config_json)``  the sweep files that wrote into this store.
+
+Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
+every earlier result intact and no half-written one. The store never imports a framework.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+
+SCHEMA_VERSION = 1
+
+#: Columns of ``results`` after ``id``, with SQL types; order is the export order.
+COLUMNS: dict[str, str] = {
+    "run_key": "TEXT NOT NULL", "sweep": "TEXT", "created_at": "TEXT", "status": "TEXT NOT NULL",
+    "error": "TEXT", "model": "TEXT", "framework": "TEXT", "mode": "TEXT", "device": "TEXT",
+    "device_name": "TEXT", "precision": "TEXT", "batch_size": "INTEGER", "grad_accum": "INTEGER",
+    "data": "TEXT", "threads": "INTEGER",
+    "step_time_median_s": "REAL", "step_time_mean_s": "REAL", "step_time_stdev_s": "REAL",
+    "step_time_min_s": "REAL", "step_time_max_s": "REAL", "step_time_q1_s": "REAL",
+    "step_time_q3_s": "REAL", "step_time_iqr_s": "REAL", "step_time_p5_s": "REAL",
+    "step_time_p95_s": "REAL", "step_time_ci_low_s": "REAL", "step_time_ci_high_s": "REAL",
+    "step_time_mad_s": "REAL", "n_outliers": "INTEGER",
+    "samples_per_s": "REAL", "tokens_per_s": "REAL", "samples": "INTEGER",
+    "n_measured": "INTEGER", "measured_time_s": "REAL", "wall_time_s": "REAL",
+    "timing_rel_diff": "REAL", "timing_consistent": "INTEGER", "first_iter_s": "REAL",
+    "warmup_iters": "INTEGER", "warmup_time_s": "REAL", "steady_state": "INTEGER",
+    "peak_allocated_bytes": "INTEGER", "peak_reserved_bytes": "INTEGER",
+    "nvml_used_bytes": "INTEGER", "peak_rss_bytes": "INTEGER",
+    "params": "INTEGER", "train_flops_per_sample": "REAL", "tokens_per_sample": "INTEGER",
+    "loss_first": "REAL", "loss_last": "REAL", "framework_version": "TEXT", "git_sha": "TEXT",
+    "result_json": "TEXT",
+}
+SUMMARY_KEYS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "iqr", "p5", "p95",
+                "ci_low", "ci_high", "mad")
+BOOL_COLUMNS = ("timing_consistent", "steady_state")
+
+
+def _num(x: Any) -> Any:
+    """NaN/inf are not valid JSON; store them as NULL in columns (the raw samples keep them)."""
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
+    """Map a worker result dict to the ``results`` columns (missing values become None)."""
+    row: dict[str, Any] = {k: result.get(k) for k in COLUMNS if k in result}
+    row["sweep"] = sweep
+    s = result.get("summary") or {}
+    for k in SUMMARY_KEYS:
+        row[f"step_time_{k}_s"] = s.get(k)
+    row["n_outliers"] = len(s["outliers"]) if "outliers" in s else None
+    tp = result.get("throughput") or {}
+    row["samples_per_s"] = tp.get("samples_per_s")
+    row["tokens_per_s"] = tp.get("tokens_per_s")
+    row["samples"] = tp.get("samples")
+    for k, v in (result.get("memory") or {}).items():
+        if k in COLUMNS:
+            row[k] = v
+    spec = result.get("spec") or {}
+    for k in ("params", "train_flops_per_sample", "tokens_per_sample"):
+        row[k] = spec.get(k)
+    meas = (result.get("losses") or {}).get("measure") or []
+    row["loss_first"] = meas[0] if meas else None
+    row["loss_last"] = meas[-1] if meas else None
+    v = result.get("versions") or {}
+    row["framework_version"] = v.get(result.get("framework") or "", None)
+    row["git_sha"] = ((result.get("env") or {}).get("git") or {}).get("sha")
+    for k in BOOL_COLUMNS:
+        if row.get(k) is not None:
+            row[k] = int(bool(row[k]))
+    slim = {k: v for k, v in result.items() if k not in ("samples", "losses")}
+    row["result_json"] = json.dumps(slim, default=str)
+    return {k: _num(row.get(k)) for k in COLUMNS}
+
+
+class ResultStore:
+    """A results database file (created if missing).
+
+    Raises:
+        ConfigError: the file is not a dlperf SQLite database, or was written by a newer schema.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._init()
+        except sqlite3.DatabaseError as e:
+            raise ConfigError(f"{str(self.path)!r} is not a dlperf results database ({e}); "
+                              "give another --db path") from None
+
+    def _init(self) -> None:
+        db = self._db
+        db.execute("PRAGMA foreign_keys = ON")
+        with self.transaction():
+            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                cols = ", ".join(f"{k} {t}" for k, t in COLUMNS.items())
+                db.execute(f"CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, {cols})")
+                db.execute("CREATE INDEX results_run_key ON results(run_key)")
+                db.execute("CREATE TABLE samples (result_id INTEGER NOT NULL REFERENCES "
+                           "results(id) ON DELETE CASCADE, phase TEXT NOT NULL, idx INTEGER NOT "
+                           "NULL, step_time_s REAL, loss REAL, PRIMARY KEY (result_id, phase, idx))")
+                db.execute("CREATE TABLE sweeps (name TEXT, created_at TEXT, config_json TEXT)")
+                from dlperf import __version__
+                db.executemany("INSERT INTO meta VALUES (?, ?)",
+                               [("schema_version", str(SCHEMA_VERSION)), ("created_by", __version__)])
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise ConfigError(f"{self.path} has schema version {row[0]}, newer than this "
+                                  f"dlperf understands ({SCHEMA_VERSION}); upgrade dlperf")
+
+    def transaction(self):
+        """Context manager: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+        db = self._db
+
+        class _Tx:
+            def __enter__(self_inner):
+                db.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self_inner, et, ev, tb):
+                db.execute("ROLLBACK" if et else "COMMIT")
+                return False
+
+        return _Tx()
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version stored in the file."""
+        return int(self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+
+    def add(self, result: dict[str, Any], sweep: str | None = None) -> int:
+        """Store one result and its raw samples in one transaction; return its row id."""
+        row = flatten(result, sweep)
+        cols = list(row)
+        with self.transaction():
+            cur = self._db.execute(
+                f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [row[c] for c in cols])
+            rid = int(cur.lastrowid)
+            samples = result.get("samples") or {}
+            losses = result.get("losses") or {}
+            recs = []
+            for phase, times in samples.items():
+                ls = losses.get(phase) or []
+                for i, t in enumerate(times):
+                    recs.append((rid, phase, i, t, ls[i] if i < len(ls) else None))
+            self._db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", recs)
+        return rid
+
+    def add_sweep(self, name: str, config: dict[str, Any], created_at: str) -> None:
+        """Record that sweep ``name`` (with its full config) wrote into this store."""
+        with self.transaction():
+            self._db.execute("INSERT INTO sweeps VALUES (?, ?, ?)",
+                             (name, created_at, json.dumps(config, default=str)))
+
+    def done_keys(self, include_failed: bool = True) -> set[str]:
+        """Run keys that already have a result (only ``ok`` ones if not ``include_failed``)."""
+        q = "SELECT DISTINCT run_key FROM results"
+        if not include_failed:
+            q += " WHERE status = 'ok'"
+        return {r[0] for r in self._db.execute(q)}
+
+    def rows(self, *, latest: bool = True, **filters: Any) -> list[dict[str, Any]]:
+        """Result rows as dicts (booleans restored), oldest first.
+
+        Args:
+            latest: keep only the newest row per run key (re-runs replace older ones in views).
+            filters: column=value (or column=[values]) equality filters, e.g. ``model="lstm"``.
+
+        Raises:
+            ConfigError: a filter names an unknown column.
+        """
+        where, args = [], []
+        for k, v in filters.items():
+            if v is None:
+                continue
+            if k not in COLUMNS:
+                raise ConfigError(f"unknown result column {k!r}; columns: {', '.join(COLUMNS)}")
+            vals = v if isinstance(v, (list, tuple)) else [v]
+            where.append(f"{k} IN ({', '.join('?' * len(vals))})")
+            args.extend(vals)
+        q = "SELECT * FROM results"
+        if latest:
+            where.append("id IN (SELECT MAX(id) FROM results GROUP BY run_key)")
+        if where:
+            q += " WHERE " + " AND ".join(where)
+        q += " ORDER BY id"
+        out = []
+        for r in self._db.execute(q, args):
+            d = dict(r)
+            for k in BOOL_COLUMNS:
+                if d.get(k) is not None:
+                    d[k] = bool(d[k])
+            out.append(d)
+        return out
+
+    def samples(self, result_id: int) -> dict[str, dict[str, list[float]]]:
+        """Raw samples of one result: ``{phase: {"step_time_s": [...], "loss": [...]}}``."""
+        out: dict[str, dict[str, list[float]]] = {}
+        for phase, t, loss in self._db.execute(
+                "SELECT phase, step_time_s, loss FROM samples WHERE result_id=? ORDER BY phase, idx",
+                (result_id,)):
+            d = out.setdefault(phase, {"step_time_s": [], "loss": []})
+            d["step_time_s"].append(t)
+            d["loss"].append(loss)
+        return out
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,306 @@
+"""Pure statistics over raw per-iteration samples (MEASUREMENT.md, rule 5).
+
+Every function here takes plain numbers (a sequence or a 1-D array, in seconds unless said
+otherwise) and returns plain numbers; nothing is dropped, nothing is timed, no framework is
+imported. Conventions, stated once:
+
+- **Percentiles** (q1, q3, p5, p95, IQR) use numpy's default linear interpolation, i.e.
+  Hyndman & Fan (1996) definition 7 (also R's and Excel's default): for sorted ``x[0..n-1]``
+  the p-th percentile sits at position ``h = (n - 1) * p / 100`` and is
+  ``x[floor(h)] + (h - floor(h)) * (x[floor(h) + 1] - x[floor(h)])``.
+- **Standard deviation** is the sample stdev (``ddof=1``); 0.0 for a single sample.
+- **Confidence interval of the median**: percentile bootstrap (Efron & Tibshirani 1993, ch. 13)
+  via :func:`scipy.stats.bootstrap` with a fixed seed, so the same samples always give the same
+  interval.
+- **Outliers** are flagged by the modified z-score of Iglewicz & Hoaglin (1993),
+  ``M_i = 0.6745 * (x_i - median) / MAD`` with ``|M_i| > 3.5``; they are reported as indices and
+  never removed (asv, hyperfine and pytest-benchmark do the same).
+- **Repeated runs** are summarised by their between-run spread and by the MLPerf "olympic"
+  mean (drop one fastest and one slowest run, average the rest; MLPerf Training rules, scoring).
+
+Invalid input (empty, non-finite, not 1-D) raises :class:`ValueError` with a message that names
+the problem.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as _sps
+
+__all__ = [
+    "Summary",
+    "summarize",
+    "mad_outliers",
+    "bootstrap_median_ci",
+    "olympic_mean",
+    "between_run",
+    "is_stable",
+    "throughput",
+    "MAD_ZERO_REL_TOL",
+]
+
+# Consistency constant of the modified z-score: 0.6745 = Phi^-1(0.75), so that MAD / 0.6745
+# estimates the standard deviation of normal data (Iglewicz & Hoaglin 1993, p. 11).
+_MAD_Z_CONST = 0.6745
+
+# When MAD == 0 (more than half of the samples equal the median exactly, e.g. a coarse clock),
+# the modified z-score is undefined. Rule used here: a sample is flagged iff it differs from the
+# median by more than this relative tolerance, |x - median| > 1e-9 * |median| (any non-zero
+# difference when the median is 0). Rationale: with a zero spread in the bulk, any value that is
+# really different is infinitely many MADs away; the tolerance only absorbs float rounding.
+MAD_ZERO_REL_TOL = 1e-9
+
+
+def _as_samples(samples: Any, what: str = "samples") -> np.ndarray:
+    """Validate and convert ``samples`` to a 1-D float64 array (no copy of the caller's data)."""
+    try:
+        x = np.asarray(samples, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} must be a sequence of numbers: {e}") from None
+    if x.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, got an array of shape {x.shape}")
+    if x.size == 0:
+        raise ValueError(f"{what} is empty: at least one sample is needed")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        idx = np.flatnonzero(bad)
+        raise ValueError(
+            f"{what} contains {idx.size} non-finite value(s) (NaN or inf), first at index "
+            f"{int(idx[0])}: {x[idx[0]]!r}"
+        )
+    return x
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Summary of one series of per-iteration samples. Times are in the samples' unit (s).
+
+    ``stdev`` is the sample stdev (ddof=1; 0.0 when ``n == 1``); percentiles are Hyndman & Fan
+    type 7; ``ci_low``/``ci_high`` bound the median at ``ci_level`` (percentile bootstrap);
+    ``mad`` is the raw median absolute deviation (not scaled by 1.4826); ``outliers`` are the
+    indices (into the input order) flagged by :func:`mad_outliers`; they are included in every
+    statistic above.
+    """
+
+    n: int
+    mean: float
+    median: float
+    stdev: float
+    min: float
+    max: float
+    q1: float
+    q3: float
+    iqr: float
+    p5: float
+    p95: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    mad: float
+    outliers: tuple[int, ...]
+
+    def to_dict(self) -> dict:
+        """Return a JSON-serialisable dict (plain ints/floats; ``outliers`` as a list)."""
+        d = asdict(self)
+        d["outliers"] = list(self.outliers)
+        return d
+
+
+def mad_outliers(samples: Any, threshold: float = 3.5) -> np.ndarray:
+    """Flag outliers by the modified z-score (Iglewicz & Hoaglin 1993); nothing is removed.
+
+    ``M_i = 0.6745 * (x_i - median(x)) / MAD`` with ``MAD = median(|x - median(x)|)``; sample i
+    is flagged when ``|M_i| > threshold`` (3.5 is the authors' recommendation). Both tails are
+    flagged: a suspiciously fast step is as worth a look as a slow one.
+
+    MAD == 0 (over half the samples equal the median): flag exactly the samples with
+    ``|x_i - median| > MAD_ZERO_REL_TOL * |median|`` (1e-9 relative; any difference if the
+    median is 0); see :data:`MAD_ZERO_REL_TOL`.
+
+    Returns a boolean mask with the shape of ``samples``. Raises ValueError on empty or
+    non-finite input or a non-positive threshold.
+    """
+    x = _as_samples(samples)
+    if not (threshold > 0 and math.isfinite(threshold)):
+        raise ValueError(f"threshold must be a positive finite number, got {threshold!r}")
+    med = np.median(x)
+    dev = np.abs(x - med)
+    mad = np.median(dev)
+    if mad == 0:
+        return dev > MAD_ZERO_REL_TOL * abs(med)
+    return _MAD_Z_CONST * dev / mad > threshold
+
+
+def bootstrap_median_ci(
+    samples: Any, level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of the median, ``(low, high)``, samples' unit.
+
+    Uses :func:`scipy.stats.bootstrap` with ``method="percentile"`` and
+    ``rng=numpy.random.default_rng(seed)``: deterministic for a given seed. With fewer than 2
+    samples there is nothing to resample and ``(x, x)`` is returned. The percentile method is
+    chosen over BCa because BCa's jackknife acceleration is unstable for the median on the
+    small, tie-heavy samples coarse clocks produce.
+
+    Raises ValueError on empty/non-finite input, ``level`` outside (0, 1) or ``n_resamples < 1``.
+    """
+    x = _as_samples(samples)
+    if not (0.0 < level < 1.0):
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+    n_resamples = operator.index(n_resamples)
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if x.size < 2:
+        v = float(x[0])
+        return (v, v)
+    if np.all(x == x[0]):  # degenerate: every resample has the same median
+        v = float(x[0])
+        return (v, v)
+    res = _sps.bootstrap(
+        (x,),
+        np.median,
+        n_resamples=n_resamples,
+        vectorized=True,
+        axis=-1,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+def summarize(
+    samples_s: Any,
+    *,
+    ci_level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    mad_threshold: float = 3.5,
+) -> Summary:
+    """Summarise raw per-iteration times (seconds) into a :class:`Summary` (MEASUREMENT rule 5).
+
+    All samples are used (outliers are flagged, not dropped). Percentiles: numpy linear
+    interpolation (Hyndman & Fan type 7). CI: :func:`bootstrap_median_ci`. Outliers:
+    :func:`mad_outliers`. Raises ValueError on empty or non-finite input.
+    """
+    x = _as_samples(samples_s, "samples_s")
+    n = int(x.size)
+    med = float(np.median(x))
+    q1, q3, p5, p95 = (float(v) for v in np.percentile(x, [25.0, 75.0, 5.0, 95.0]))
+    lo, hi = bootstrap_median_ci(x, level=ci_level, n_resamples=n_resamples, seed=seed)
+    mask = mad_outliers(x, threshold=mad_threshold)
+    return Summary(
+        n=n,
+        mean=float(np.mean(x)),
+        median=med,
+        stdev=float(np.std(x, ddof=1)) if n > 1 else 0.0,
+        min=float(np.min(x)),
+        max=float(np.max(x)),
+        q1=q1,
+        q3=q3,
+        iqr=q3 - q1,
+        p5=p5,
+        p95=p95,
+        ci_low=lo,
+        ci_high=hi,
+        ci_level=float(ci_level),
+        mad=float(np.median(np.abs(x - med))),
+        outliers=tuple(int(i) for i in np.flatnonzero(mask)),
+    )
+
+
+def olympic_mean(values: Sequence[float]) -> float:
+    """MLPerf-style olympic mean: drop one minimum and one maximum, average the rest.
+
+    Only one copy of each extreme is dropped (ties stay). Needs at least 3 values; raises
+    ValueError otherwise, or on non-finite input.
+    """
+    x = _as_samples(values, "values")
+    if x.size < 3:
+        raise ValueError(
+            f"olympic mean needs at least 3 values (one min and one max are dropped), "
+            f"got {x.size}"
+        )
+    return float(np.mean(np.sort(x)[1:-1]))
+
+
+def between_run(values: Sequence[float]) -> dict:
+    """Spread of repeated runs' summary values (e.g. each run's median step time, seconds).
+
+    Returns ``{"n", "mean", "stdev" (ddof=1; 0.0 if n == 1), "cv" (stdev / mean; None if the
+    mean is 0), "min", "max", "olympic_mean" (None if n < 3)}``. Raises ValueError on empty or
+    non-finite input.
+    """
+    x = _as_samples(values, "values")
+    n = int(x.size)
+    mean = float(np.mean(x))
+    stdev = float(np.std(x, ddof=1)) if n > 1 else 0.0
+    return {
+        "n": n,
+        "mean": mean,
+        "stdev": stdev,
+        "cv": (stdev / mean) if mean != 0 else None,
+        "min": float(np.min(x)),
+        "max": float(np.max(x)),
+        "olympic_mean": olympic_mean(x) if n >= 3 else None,
+    }
+
+
+def is_stable(prev_window: Sequence[float], cur_window: Sequence[float], rel_tol: float = 0.05) -> bool:
+    """Steady-state test for warm-up (MEASUREMENT rule 3).
+
+    True when ``|median(cur) - median(prev)| <= rel_tol * median(prev)``: the rolling median step
+    time moved by at most ``rel_tol`` (relative) between two consecutive windows. Raises
+    ValueError on an empty/non-finite window or a negative ``rel_tol``.
+    """
+    prev = _as_samples(prev_window, "prev_window")
+    cur = _as_samples(cur_window, "cur_window")
+    if not (rel_tol >= 0 and math.isfinite(rel_tol)):
+        raise ValueError(f"rel_tol must be a finite number >= 0, got {rel_tol!r}")
+    m_prev = float(np.median(prev))
+    m_cur = float(np.median(cur))
+    return abs(m_cur - m_prev) <= rel_tol * m_prev
+
+
+def throughput(
+    n_steps: int, global_batch: int, total_time_s: float, tokens_per_sample: int = 0
+) -> dict:
+    """Throughput of ``n_steps`` measured steps at ``global_batch`` samples per step (rule 9).
+
+    ``global_batch`` = per-device batch x devices x gradient-accumulation steps (Shi et al. 2016).
+    Returns ``{"samples": n_steps * global_batch`` (exact int), ``"samples_per_s": samples /
+    total_time_s, "tokens_per_s": samples * tokens_per_sample / total_time_s}``; tokens_per_s is
+    0.0 when ``tokens_per_sample`` is 0 (not a sequence model).
+
+    Raises ValueError when ``n_steps < 1``, ``global_batch < 1``, ``tokens_per_sample < 0``,
+    an argument that must be an int is not one, or ``total_time_s`` is not a finite number > 0.
+    """
+    try:
+        n_steps = operator.index(n_steps)
+        global_batch = operator.index(global_batch)
+        tokens_per_sample = operator.index(tokens_per_sample)
+    except TypeError as e:
+        raise ValueError(
+            f"n_steps, global_batch and tokens_per_sample must be integers: {e}"
+        ) from None
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+    if global_batch < 1:
+        raise ValueError(f"global_batch must be >= 1, got {global_batch}")
+    if tokens_per_sample < 0:
+        raise ValueError(f"tokens_per_sample must be >= 0, got {tokens_per_sample}")
+    t = float(total_time_s)
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"total_time_s must be a finite number > 0 seconds, got {total_time_s!r}")
+    samples = n_steps * global_batch
+    return {
+        "samples": samples,
+        "samples_per_s": samples / t,
+        "tokens_per_s": samples * tokens_per_sample / t,
+    }

@@ -1,0 +1,91 @@
+"""Executing a list of configurations: isolation, resume, progress, failures as results.
+
+Used by ``dlperf run`` and ``dlperf sweep``. Each point runs in its own worker process
+(:mod:`dlperf.launch.process`) and its result is stored in one transaction as soon as it is
+known, so a sweep stopped at any moment (even by ``kill -9``) resumes without redoing finished
+points and without losing any: points whose run key is already in the store are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from dlperf.config import RunConfig
+from dlperf.results.store import ResultStore
+
+
+@dataclass
+class SweepOutcome:
+    """What :func:`execute` did: counts and the new results, in order."""
+
+    ran: int = 0
+    skipped: int = 0
+    failed: int = 0
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+def result_line(r: dict[str, Any]) -> str:
+    """One-line human summary of a result (rich markup)."""
+    label = (f"{r['model']} {r['framework']}/{r['mode']} {r['device']} {r['precision']} "
+             f"b={r['batch_size']} {r['data']}")
+    if r["status"] != "ok":
+        err = (r.get("error") or "").splitlines()[0][:120] if r.get("error") else ""
+        return f"[red]{r['status']:>8}[/] {label}  {err}"
+    s = r["summary"]
+    tp = r["throughput"]
+    extra = f", {tp['tokens_per_s']:,.0f} tokens/s" if tp.get("tokens_per_s") else ""
+    warn = "" if r.get("steady_state") else "  [yellow](no steady state)[/]"
+    warn += "" if r.get("timing_consistent", True) else "  [yellow](event/wall mismatch)[/]"
+    return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter "
+            f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}], "
+            f"{tp['samples_per_s']:,.1f} samples/s{extra}{warn}")
+
+
+def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = None,
+            resume: bool = True, retry_failed: bool = False,
+            runner: Callable[[RunConfig], dict[str, Any]] | None = None,
+            console: Console | None = None, show_progress: bool = True) -> SweepOutcome:
+    """Run ``points`` in order, storing each result as it arrives.
+
+    Args:
+        points: configurations to run.
+        store: where results go (and where finished points are looked up for resume).
+        sweep: sweep name recorded with each result.
+        resume: skip points whose run key already has a result in ``store``.
+        retry_failed: with ``resume``, run again points whose stored results all failed.
+        runner: ``RunConfig -> result``; default: a fresh worker process per point.
+        console: where progress and one line per result go.
+        show_progress: draw a progress bar.
+
+    Returns:
+        SweepOutcome with counts and the results produced by this call.
+    """
+    if runner is None:
+        from dlperf.launch.process import run_in_subprocess
+        runner = run_in_subprocess
+    console = console or Console(stderr=True)
+    done = store.done_keys(include_failed=not retry_failed) if resume else set()
+    todo = [p for p in points if p.run_key() not in done]
+    out = SweepOutcome(skipped=len(points) - len(todo))
+    if out.skipped:
+        console.print(f"resuming: {out.skipped} of {len(points)} points already in {store.path}")
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=True,
+                        disable=not show_progress)
+    with progress:
+        task = progress.add_task("", total=len(todo))
+        for cfg in todo:
+            progress.update(task, description=cfg.label())
+            r = runner(cfg)
+            store.add(r, sweep=sweep)
+            out.ran += 1
+            out.failed += r["status"] != "ok"
+            out.results.append(r)
+            progress.console.print(result_line(r), highlight=False)
+            progress.advance(task)
+    return out

@@ -1,0 +1,177 @@
+"""The worker: one configuration in, one result out.
+
+:func:`run_config` is a plain importable function ``RunConfig -> result dict`` (ARCHITECTURE.md
+habit 2): tests call it in-process, :mod:`dlperf.launch.process` runs it in a fresh process per
+configuration (``python -m dlperf.worker CONFIG.json RESULT.json``), and later launchers
+(torchrun, jax.distributed) will call the same function.
+
+Failures are results (MEASUREMENT.md rule 11): out-of-memory, a NaN loss, a bad data file or a
+crash inside the framework all return a result dict with ``status`` set and ``error`` saying
+what happened; only the launcher turns a dead process or a timeout into a result.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from dlperf import stats
+from dlperf.config import RunConfig
+from dlperf.env import collect_env
+from dlperf.errors import DlperfError
+from dlperf.frameworks import NonFiniteLoss, get_adapter
+from dlperf.harness.loop import measure
+from dlperf.zoo import get_spec
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "oom", "nan_loss", "error", "crash", "timeout", "unavailable")
+
+
+def now_iso() -> str:
+    """Current UTC time, ISO 8601 with seconds."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def base_result(cfg: RunConfig, status: str, error: str | None = None) -> dict[str, Any]:
+    """The identity part of a result: config, key, status; used for failures too."""
+    spec = get_spec(cfg.model)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_key": cfg.run_key(),
+        "status": status,
+        "error": error,
+        "created_at": now_iso(),
+        "config": cfg.model_dump(),
+        "model": cfg.model, "framework": cfg.framework, "mode": cfg.mode, "device": cfg.device,
+        "precision": cfg.precision, "batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum,
+        "data": cfg.data, "threads": cfg.threads,
+        "spec": {"family": spec.family, "params": spec.params,
+                 "forward_flops_per_sample": spec.forward_flops_per_sample,
+                 "train_flops_per_sample": spec.train_flops_per_sample,
+                 "tokens_per_sample": spec.tokens_per_sample},
+    }
+
+
+def _finite(xs: list[float]) -> bool:
+    return all(math.isfinite(x) for x in xs)
+
+
+def run_config(cfg: RunConfig) -> dict[str, Any]:
+    """Run one configuration in this process and return its result dict (never raises for a
+    failure of the run itself; see module docstring)."""
+    t_begin = time.perf_counter()
+    spec = get_spec(cfg.model)
+    env = collect_env()
+    adapter = get_adapter(cfg.framework)
+    ok, why = adapter.available()
+    if not ok:
+        r = base_result(cfg, "unavailable", why)
+        r["env"] = env
+        return r
+    session = None
+    try:
+        session = adapter.prepare(cfg, spec)
+
+        def check(handles: list[Any]) -> None:
+            vals = session.losses_to_floats(handles)
+            if not _finite(vals):
+                raise NonFiniteLoss(f"loss became non-finite during warm-up: {vals[-5:]}")
+
+        loop = measure(session.step, session.timer, cfg.iterations, check_losses=check)
+        losses = {k: session.losses_to_floats(v) for k, v in loop.losses.items()}
+        summary = stats.summarize(loop.measured_s)
+        n = len(loop.measured_s)
+        tp = stats.throughput(n, cfg.batch_size, loop.measured_total_s, spec.tokens_per_sample)
+        status, error = "ok", None
+        if not _finite(losses["measure"]):
+            bad = next(i for i, x in enumerate(losses["measure"]) if not math.isfinite(x))
+            status, error = "nan_loss", f"loss became non-finite at measured iteration {bad}"
+        r = base_result(cfg, status, error)
+        r.update({
+            "summary": summary.to_dict(),
+            "throughput": tp,
+            "first_iter_s": loop.first_iter_s,
+            "warmup_iters": len(loop.warmup_s),
+            "warmup_time_s": math.fsum(loop.warmup_s),
+            "steady_state": loop.steady_state,
+            "n_measured": n,
+            "measured_time_s": loop.measured_total_s,
+            "wall_time_s": loop.wall_s,
+            "timing_rel_diff": loop.timing_rel_diff,
+            "timing_consistent": loop.timing_consistent,
+            "memory": session.memory(),
+            "samples": {"first": [loop.first_iter_s], "warmup": loop.warmup_s,
+                        "measure": loop.measured_s},
+            "losses": losses,
+        })
+    except Exception as e:  # noqa: BLE001 - every failure becomes a recorded result
+        if adapter.is_oom(e):
+            status = "oom"
+        elif isinstance(e, NonFiniteLoss):
+            status = "nan_loss"
+        elif isinstance(e, DlperfError):
+            status = "error"
+        else:
+            status = "crash"
+        msg = f"{type(e).__name__}: {e}"
+        if status == "crash":
+            msg += "\n" + "".join(traceback.format_exc(limit=8))[-4000:]
+        r = base_result(cfg, status, msg[:8000])
+        if session is not None:
+            try:
+                r["memory"] = session.memory()
+            except Exception:  # noqa: BLE001
+                pass
+    finally:
+        if session is not None:
+            try:
+                session.close()
+            except Exception:  # noqa: BLE001
+                pass
+    if session is not None:
+        r["versions"], r["flags"], r["data_info"] = session.versions, session.flags, session.data_info
+        r["device_name"] = session.versions.get("device_name")
+    r["env"] = env
+    r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin}
+    return r
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit if the launching process dies (e.g. kill -9), so no orphan keeps the GPU busy."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON to ``path`` through a temporary file and rename (never a half-written file)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, allow_nan=True))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dlperf.worker CONFIG.json RESULT.json [PARENT_PID]``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) not in (2, 3):
+        print("usage: python -m dlperf.worker CONFIG.json RESULT.json [PARENT_PID]", file=sys.stderr)
+        return 2
+    if len(argv) == 3:
+        threading.Thread(target=_watch_parent, args=(int(argv[2]),), daemon=True).start()
+    cfg = RunConfig.model_validate_json(Path(argv[0]).read_text())
+    result = run_config(cfg)
+    write_json_atomic(Path(argv[1]), result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The model zoo: specs (framework-free) and per-framework implementations.
+
+Each family package (``fcn``, ``cnn``, ``rnn``) has ``spec.py`` exporting ``SPECS: dict[str,
+ModelSpec]`` (full models and their ``_tiny`` variants) and one implementation module per
+framework (``torch_impl.py`` with ``build(spec) -> torch.nn.Module``). Adding a model is a spec
+entry plus one implementation per framework; this file only gathers them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from dlperf.errors import unknown_choice
+from dlperf.zoo.spec import ModelSpec, OptimizerSpec
+
+FAMILY_PACKAGES = ("fcn", "cnn", "rnn")
+
+
+def _collect() -> dict[str, ModelSpec]:
+    specs: dict[str, ModelSpec] = {}
+    for fam in FAMILY_PACKAGES:
+        mod = importlib.import_module(f"dlperf.zoo.{fam}.spec")
+        for name, spec in mod.SPECS.items():
+            assert name == spec.name and name not in specs, name
+            specs[name] = spec
+    return specs
+
+
+SPECS: dict[str, ModelSpec] = _collect()
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """One point of a suite: a model and the data it trains on by default."""
+
+    model: str
+    data: str = "synthetic"
+
+
+# MODELS.md, "Standard suites".
+SUITES: dict[str, tuple[SuiteEntry, ...]] = {
+    "quick": tuple(
+        SuiteEntry(n)
+        for n in ("fcn5_tiny", "fcn8_tiny", "fcn_mnist_tiny", "alexnet_tiny",
+                  "alexnet_cifar_tiny", "resnet50_tiny", "resnet56_tiny", "lstm_tiny")
+    ),
+    "dlbench": (
+        SuiteEntry("fcn5"), SuiteEntry("fcn8"), SuiteEntry("alexnet"), SuiteEntry("resnet50"),
+        SuiteEntry("lstm"), SuiteEntry("fcn_mnist", "mnist"), SuiteEntry("alexnet_cifar", "cifar10"),
+        SuiteEntry("resnet56", "cifar10"), SuiteEntry("lstm", "ptb"),
+    ),
+}
+
+
+def get_spec(name: str) -> ModelSpec:
+    """Return the spec of model ``name``.
+
+    Raises:
+        ConfigError: ``name`` is not a model; the message suggests the closest name.
+    """
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise unknown_choice("model", name, SPECS) from None
+
+
+def get_suite(name: str) -> tuple[SuiteEntry, ...]:
+    """Return the entries of suite ``name``; raises ConfigError naming the valid suites."""
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise unknown_choice("suite", name, SUITES) from None
+
+
+def build_torch(spec: ModelSpec):
+    """Build the PyTorch ``nn.Module`` of ``spec`` (imports torch lazily).
+
+    The module maps a batch to logits: ``[B, num_classes]`` for vector/image inputs
+    (``[B, F]`` float32 or ``[B, C, H, W]`` float32), ``[B, T, V]`` for token inputs
+    (``[B, T]`` int64).
+    """
+    mod = importlib.import_module(f"dlperf.zoo.{spec.family}.torch_impl")
+    return mod.build(spec)
+
+
+__all__ = ["ModelSpec", "OptimizerSpec", "SPECS", "SUITES", "SuiteEntry", "get_spec", "get_suite",
+           "build_torch"]

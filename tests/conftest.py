@@ -1,0 +1,26 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# The real data sets live next to the project, at ../shared/data (see its README.md).
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The folder of real data sets (``../shared/data``); skips the test if it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data sets not found at {SHARED_DATA} (expected ../shared/data next "
+                    f"to the project; see its README.md)")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def data_env(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Set ``DLPERF_DATA`` to the shared data folder for one test; returns that folder."""
+    monkeypatch.setenv("DLPERF_DATA", str(shared_data))
+    return shared_data

@@ -1,0 +1,79 @@
+"""Run and sweep configuration: validation messages, expansion, run keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlperf.config import RunConfig, load_sweep, make_run_config
+from dlperf.errors import ConfigError
+
+
+def test_unknown_model_names_close_match_and_choices():
+    with pytest.raises(ConfigError) as e:
+        make_run_config(model="resnt50", batch_size=8)
+    assert "resnt50" in str(e.value) and "did you mean 'resnet50'" in str(e.value)
+    assert "lstm" in str(e.value)  # valid choices listed
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("precision", "fp16", "fp32"), ("device", "tpu", "cuda"), ("batch_size", 0, "greater than"),
+    ("framework", "caffe", "torch"), ("mode", "jit", "eager")])
+def test_bad_values_name_field_and_valid_choices(field, value, needle):
+    fields = {"model": "fcn5_tiny", "batch_size": 8, field: value}
+    with pytest.raises(ConfigError) as e:
+        make_run_config(**fields)
+    assert field in str(e.value) and needle in str(e.value)
+
+
+def test_grad_accum_must_divide_batch():
+    with pytest.raises(ConfigError, match="not divisible"):
+        make_run_config(model="fcn5_tiny", batch_size=10, grad_accum=4)
+
+
+def test_run_key_stable_and_ignores_where_not_what():
+    a = make_run_config(model="fcn5_tiny", batch_size=8)
+    b = make_run_config(model="fcn5_tiny", batch_size=8, data_dir="/x", timeout_s=5)
+    c = make_run_config(model="fcn5_tiny", batch_size=16)
+    assert a.run_key() == b.run_key() != c.run_key()
+    assert RunConfig.model_validate_json(a.model_dump_json()).run_key() == a.run_key()
+
+
+def test_sweep_expands_grid_and_suite(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("""
+name: t
+defaults: {device: cpu, iterations: {min_iters: 3}}
+grid:
+  - model: [fcn5_tiny, lstm_tiny]
+    batch_size: [8, 16]
+    precision: [fp32, bf16]
+  - suite: quick
+    batch_size: 4
+  - model: fcn5_tiny        # duplicate of a point above: dropped
+    batch_size: 8
+""")
+    pts = load_sweep(p).expand()
+    assert len(pts) == 2 * 2 * 2 + 8
+    assert all(x.iterations.min_iters == 3 for x in pts)
+    assert len({x.run_key() for x in pts}) == len(pts)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("name: t\ngrid:\n  - model: [resnet5]\n    batch_size: 8\n", "grid[0].model"),
+    ("name: t\ngrid:\n  - batch_size: 8\n", "needs 'model'"),
+    ("name: t\ngrid:\n  - suite: quik\n    batch_size: 8\n", "did you mean 'quick'"),
+    ("name: t\ngrid: [\n", "not valid YAML"),
+    ("name: t\ngrid:\n  - model: fcn5_tiny\n    batch_size: 8\n    colour: red\n", "colour"),
+    ("- a\n- b\n", "mapping"),
+])
+def test_bad_sweep_files_are_explained(tmp_path, text, needle):
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_sweep(p)
+    assert needle in str(e.value)
+
+
+def test_missing_sweep_file():
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_sweep("/nonexistent/sweep.yaml")

@@ -1,0 +1,276 @@
+"""Tests for dlperf.report: tables (rich + Markdown), PNG plots and report.md, on synthetic rows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from dlperf.report.markdown import write_report
+from dlperf.report.plots import plot_filename, plot_step_time_vs_batch
+from dlperf.report.tables import COLUMNS, fmt_sig, markdown_table, results_table, short_error
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+GIB = 1024**3
+
+
+def _row(model="resnet50", precision="fp32", batch=32, median_s=0.0123456, status="ok", **kw):
+    r = {
+        "run_key": f"{model}-{precision}-{batch}-{status}",
+        "status": status,
+        "error": None,
+        "model": model,
+        "framework": "torch",
+        "mode": "eager",
+        "device": "cuda",
+        "device_name": "NVIDIA H200",
+        "precision": precision,
+        "batch_size": batch,
+        "data": "synthetic",
+        "threads": None,
+        "step_time_median_s": median_s,
+        "step_time_mean_s": median_s,
+        "step_time_ci_low_s": median_s * 0.99,
+        "step_time_ci_high_s": median_s * 1.01,
+        "step_time_p5_s": median_s * 0.95,
+        "step_time_p95_s": median_s * 1.05,
+        "step_time_iqr_s": median_s * 0.02,
+        "n_measured": 100,
+        "samples_per_s": batch / median_s,
+        "tokens_per_s": None,
+        "first_iter_s": 1.5,
+        "warmup_iters": 10,
+        "steady_state": True,
+        "peak_allocated_bytes": 2 * GIB,
+        "peak_reserved_bytes": 3 * GIB,
+        "nvml_used_bytes": int(3.5 * GIB),
+        "peak_rss_bytes": GIB,
+        "created_at": "2025-01-01T00:00:00+00:00",
+    }
+    if status != "ok":
+        for k in list(r):
+            if k.startswith("step_time") or k in ("samples_per_s", "tokens_per_s", "n_measured", "steady_state"):
+                r[k] = None
+    r.update(kw)
+    return r
+
+
+@pytest.fixture
+def rows():
+    rs = []
+    # two precisions x three batch sizes, times halve with bf16
+    for prec, scale in (("fp32", 1.0), ("bf16", 0.5)):
+        for b in (32, 64, 128):
+            rs.append(_row(precision=prec, batch=b, median_s=0.010 * scale * b / 32))
+    # bf16 256 runs out of memory
+    rs.append(
+        _row(
+            precision="bf16",
+            batch=256,
+            status="oom",
+            error="CUDA out of memory. Tried to allocate 20.00 GiB (GPU 0; 139.80 GiB total capacity; "
+            "120.00 GiB already allocated) [rank0] | see docs\nTraceback (most recent call last): ...",
+            peak_allocated_bytes=None,
+            peak_reserved_bytes=None,
+            nvml_used_bytes=None,
+        )
+    )
+    # a second model, a sequence model with tokens/s, on CPU
+    rs.append(
+        _row(
+            model="lstm",
+            device="cpu",
+            device_name="AMD EPYC",
+            batch=16,
+            median_s=0.05,
+            threads=8,
+            tokens_per_s=16 / 0.05 * 35,
+            peak_allocated_bytes=None,
+            peak_reserved_bytes=None,
+            nvml_used_bytes=None,
+            peak_rss_bytes=512 * 1024**2,
+        )
+    )
+    return rs[::-1]  # reversed, so sorting is exercised
+
+
+def _table_lines(md: str) -> list[str]:
+    return [ln for ln in md.splitlines() if ln.startswith("|")]
+
+
+def _cells(line: str) -> list[str]:
+    # split on pipes that are not escaped
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_fmt_sig():
+    assert fmt_sig(12.3456) == "12.35"
+    assert fmt_sig(0.0523412) == "0.05234"
+    assert fmt_sig(123456.7) == "123457"
+    assert fmt_sig(9.99996) == "10.00"
+    assert fmt_sig(0) == "0"
+    assert fmt_sig(None) == "–"
+    assert fmt_sig(float("nan")) == "–"
+
+
+def test_short_error():
+    assert short_error("line one\nline two") == "line one"
+    long = "x" * 100
+    s = short_error(long, max_chars=20)
+    assert len(s) == 20 and s.endswith("…")
+    assert short_error(None) == ""
+
+
+def test_markdown_table_rows_and_values(rows):
+    md = markdown_table(rows)
+    lines = _table_lines(md)
+    assert len(lines) == 2 + len(rows)  # header + alignment + one per row
+    header = _cells(lines[0])
+    assert header == list(COLUMNS)
+    assert len(_cells(lines[1])) == len(COLUMNS)
+    body = [_cells(ln) for ln in lines[2:]]
+    assert all(len(c) == len(COLUMNS) for c in body)
+    col = {name: i for i, name in enumerate(COLUMNS)}
+
+    # sorted by model, framework, precision (bf16 < fp32), batch
+    keys = [(c[col["model"]], c[col["precision"]], int(c[col["batch"]])) for c in body]
+    assert keys == [
+        ("lstm", "fp32", 16),
+        ("resnet50", "bf16", 32),
+        ("resnet50", "bf16", 64),
+        ("resnet50", "bf16", 128),
+        ("resnet50", "bf16", 256),
+        ("resnet50", "fp32", 32),
+        ("resnet50", "fp32", 64),
+        ("resnet50", "fp32", 128),
+    ]
+
+    fp32_32 = body[5]
+    assert fp32_32[col["framework/mode"]] == "torch/eager"
+    assert fp32_32[col["device"]] == "cuda (NVIDIA H200)"
+    assert fp32_32[col["status"]] == "ok"
+    # 0.010 s -> 10.00 ms; CI 0.99x / 1.01x -> 9.900 / 10.10 ms
+    assert fp32_32[col["median ms [CI]"]] == "10.00 [9.900, 10.10]"
+    assert fp32_32[col["samples/s"]] == "3200"  # 32 / 0.010
+    assert fp32_32[col["tokens/s"]] == "–"
+    assert fp32_32[col["peak mem (alloc / resv / NVML)"]] == "2.00 / 3.00 / 3.50 GiB"
+
+    bf16_32 = body[1]
+    assert bf16_32[col["median ms [CI]"]] == "5.000 [4.950, 5.050]"
+    assert bf16_32[col["samples/s"]] == "6400"
+
+    oom = body[4]
+    assert oom[col["status"]].startswith("OOM: CUDA out of memory.")
+    assert oom[col["status"]].endswith("…")
+    assert "Traceback" not in oom[col["status"]]  # only the first line
+    assert oom[col["median ms [CI]"]] == "–" and oom[col["samples/s"]] == "–"
+    assert oom[col["peak mem (alloc / resv / NVML)"]] == "RSS 1.00 GiB"
+
+    lstm = body[0]
+    assert lstm[col["device"]] == "cpu (AMD EPYC)"
+    assert lstm[col["data"]] == "synthetic, 8 thr"
+    assert lstm[col["tokens/s"]] == "11200"  # 16 / 0.05 * 35
+    assert lstm[col["peak mem (alloc / resv / NVML)"]] == "RSS 512.00 MiB"
+
+
+def test_markdown_table_escapes_pipes():
+    r = _row(status="crash", error="a | b <c>")
+    line = _table_lines(markdown_table([r]))[2]
+    assert "a \\| b &lt;c&gt;" in line
+    assert len(_cells(line)) == len(COLUMNS)
+
+
+def test_markdown_table_not_steady():
+    md = markdown_table([_row(steady_state=False)])
+    assert "ok (not steady)" in md
+
+
+def test_rich_table_renders(rows):
+    console = Console(record=True, width=200)
+    console.print(results_table(rows))
+    text = console.export_text()
+    for col in ("model", "framework/mode", "median ms [CI]", "samples/s", "tokens/s"):
+        assert col in text
+    assert "10.00 [9.900, 10.10]" in text
+    assert "OOM: CUDA out of memory" in text
+    assert text.index("lstm") < text.index("resnet50")
+    assert text.count("resnet50") == 7
+
+
+def test_rich_table_error_brackets_are_not_markup():
+    console = Console(record=True, width=200)
+    console.print(results_table([_row(status="crash", error="[bold]boom[/bold] [/]")]))
+    assert "[bold]boom" in console.export_text()
+
+
+def _assert_png(path):
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert len(data) > 10_000  # non-trivial: axes, lines, text
+    # IHDR width/height are sensible (not a 1x1 placeholder)
+    w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert w > 500 and h > 300
+
+
+def test_plots_exist_and_are_pngs(rows, tmp_path):
+    paths = plot_step_time_vs_batch(rows, tmp_path / "plots")
+    assert [p.name for p in paths] == [plot_filename("lstm"), plot_filename("resnet50")]
+    for p in paths:
+        assert p.exists()
+        _assert_png(p)
+
+
+def test_plots_all_failed_and_empty(tmp_path):
+    assert plot_step_time_vs_batch([], tmp_path) == []
+    paths = plot_step_time_vs_batch([_row(status="oom", batch=64), _row(status="crash", batch=128)], tmp_path)
+    assert len(paths) == 1
+    _assert_png(paths[0])
+
+
+def test_plot_filename_is_safe():
+    assert plot_filename("gpt2 small/v1") == "step_time_vs_batch_gpt2_small_v1.png"
+
+
+def test_plots_do_not_use_pyplot():
+    # Figure + Agg canvas only: no global backend switch, no figure registry, no display
+    from dlperf.report import plots
+
+    assert "pyplot" not in plots.__dict__
+    assert "import matplotlib.pyplot" not in Path(plots.__file__).read_text(encoding="utf-8")
+
+
+def test_write_report(rows, tmp_path):
+    out = tmp_path / "nested" / "report"
+    env = {"torch": "2.11.0", "cuda": {"runtime": "13.0", "cudnn": "9.10"}, "missing": None}
+    path = write_report(rows, out, title="H200 sweep", env=env)
+    assert path == out / "report.md"
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# H200 sweep\n")
+    assert "8 result(s): 7 ok, 1 OOM." in text
+    assert "## Environment" in text
+    assert "- devices: cpu (AMD EPYC); cuda (NVIDIA H200)" in text
+    assert "- torch: 2.11.0" in text and "- cuda.runtime: 13.0" in text and "- cuda.cudnn: 9.10" in text
+    assert "missing" not in text
+    assert markdown_table(rows).strip() in text
+    assert "## Failures" in text and "**OOM** resnet50 torch eager cuda bf16 synthetic, batch 256" in text
+
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert links == [plot_filename("lstm"), plot_filename("resnet50")]
+    for link in links:
+        assert not link.startswith("/")  # relative
+        _assert_png(out / link)
+
+
+def test_write_report_is_deterministic(rows, tmp_path):
+    a = write_report(rows, tmp_path / "a", env={"b": 1, "a": 2}).read_text()
+    b = write_report(list(reversed(rows)), tmp_path / "b", env={"a": 2, "b": 1}).read_text()
+    assert a == b
+    assert a.index("- a: 2") < a.index("- b: 1")
+
+
+def test_write_report_empty(tmp_path):
+    path = write_report([], tmp_path / "empty")
+    text = path.read_text()
+    assert "No results." in text and "![" not in text

@@ -1,0 +1,94 @@
+"""The SQLite store: round trip, raw samples, schema version, bad files, exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+
+import pytest
+
+from dlperf.config import make_run_config
+from dlperf.errors import ConfigError
+from dlperf.results.export import to_csv, to_json
+from dlperf.results.store import SCHEMA_VERSION, ResultStore
+from dlperf.stats import summarize, throughput
+from dlperf.worker import base_result
+
+
+def fake_result(batch=8, status="ok", times=(0.01, 0.012, 0.011)):
+    cfg = make_run_config(model="fcn5_tiny", batch_size=batch)
+    r = base_result(cfg, status, None if status == "ok" else "boom")
+    if status == "ok":
+        r.update(summary=summarize(list(times)).to_dict(),
+                 throughput=throughput(len(times), batch, sum(times)),
+                 samples={"first": [0.5], "warmup": [0.02, 0.011], "measure": list(times)},
+                 losses={"first": [2.3], "warmup": [2.2, 2.1], "measure": [2.0, 1.9, float("nan")]},
+                 memory={"peak_rss_bytes": 123, "peak_allocated_bytes": None},
+                 n_measured=len(times), steady_state=True, timing_consistent=False,
+                 env={"git": {"sha": "abc"}}, versions={"torch": "2.13.0"})
+    return r
+
+
+def test_round_trip_with_raw_samples(tmp_path):
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        rid = s.add(fake_result(), sweep="sw")
+        s.add(fake_result(batch=16, status="oom"))
+    with ResultStore(db) as s:
+        rows = s.rows()
+        assert [r["status"] for r in rows] == ["ok", "oom"]
+        ok = rows[0]
+        assert ok["sweep"] == "sw" and ok["batch_size"] == 8
+        assert ok["step_time_median_s"] == pytest.approx(0.011)
+        assert ok["samples"] == 24 and ok["samples_per_s"] == pytest.approx(24 / 0.033)
+        assert ok["steady_state"] is True and ok["timing_consistent"] is False
+        assert ok["git_sha"] == "abc" and ok["framework_version"] == "2.13.0"
+        assert ok["peak_rss_bytes"] == 123
+        raw = s.samples(rid)
+        assert raw["measure"]["step_time_s"] == [0.01, 0.012, 0.011]
+        assert raw["warmup"]["loss"] == [2.2, 2.1]
+        assert raw["measure"]["loss"][2] is None or raw["measure"]["loss"][2] != raw["measure"]["loss"][2]
+        assert s.done_keys() == {r["run_key"] for r in rows}
+        assert s.done_keys(include_failed=False) == {ok["run_key"]}
+        assert s.schema_version == SCHEMA_VERSION
+
+
+def test_latest_row_per_point_and_filters(tmp_path):
+    with ResultStore(tmp_path / "r.db") as s:
+        s.add(fake_result(status="crash"))
+        s.add(fake_result())
+        assert [r["status"] for r in s.rows()] == ["ok"]
+        assert len(s.rows(latest=False)) == 2
+        assert s.rows(status="crash") == []
+        with pytest.raises(ConfigError, match="unknown result column"):
+            s.rows(colour="red")
+
+
+def test_not_a_database_and_newer_schema_are_refused(tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_text("this is not sqlite" * 100)
+    with pytest.raises(ConfigError, match="not a dlperf results database"):
+        ResultStore(bad)
+    newer = tmp_path / "newer.db"
+    ResultStore(newer).close()
+    con = sqlite3.connect(newer)
+    con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(ConfigError, match="newer"):
+        ResultStore(newer)
+
+
+def test_exports(tmp_path):
+    with ResultStore(tmp_path / "r.db") as s:
+        s.add(fake_result())
+        s.add(fake_result(batch=32, status="oom"))
+        rows = s.rows()
+        parsed = list(csv.DictReader(io.StringIO(to_csv(rows))))
+        assert [p["status"] for p in parsed] == ["ok", "oom"]
+        assert "result_json" not in parsed[0]
+        js = json.loads(to_json(rows, s, include_samples=True))
+        assert js[0]["result"]["config"]["model"] == "fcn5_tiny"
+        assert js[0]["samples"]["measure"]["step_time_s"] == [0.01, 0.012, 0.011]

@@ -1,0 +1,91 @@
+"""Isolation, failures as results, timeouts, and resume after kill -9 (fake framework)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002"}
+
+
+def dlperf(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "dlperf", *args], capture_output=True, text=True,
+                          env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
+
+
+def write_sweep(path: Path, batches, min_time=0.0, timeout_s=60):
+    path.write_text(f"""
+name: fake-sweep
+defaults:
+  framework: fake
+  model: fcn5_tiny
+  timeout_s: {timeout_s}
+  iterations: {{min_iters: 5, min_time_s: {min_time}, warmup_window: 2, min_warmup_iters: 0}}
+grid:
+  - batch_size: {list(batches)}
+""")
+    return path
+
+
+def statuses(db):
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT batch_size, status, error FROM results ORDER BY id").fetchall()
+    con.close()
+    return rows
+
+
+def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
+    sw = write_sweep(tmp_path / "s.yaml", [1, 64, 128, 256, 512, 1024, 2], timeout_s=8)
+    r = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"),
+               env={"DLPERF_FAKE_FAIL": "64=oom,128=crash,256=nan,512=hang,1024=error"})
+    assert r.returncode == 0, r.stderr
+    got = {b: (s, e) for b, s, e in statuses(tmp_path / "r.db")}
+    assert {b: s for b, (s, _) in got.items()} == {
+        1: "ok", 64: "oom", 128: "crash", 256: "nan_loss", 512: "timeout", 1024: "error", 2: "ok"}
+    assert "scripted out of memory" in got[64][1]
+    assert "code 9" in got[128][1]
+    assert "timeout" in got[512][1]
+
+
+def test_resume_after_kill_9_loses_and_redoes_nothing(tmp_path):
+    db = tmp_path / "r.db"
+    batches = list(range(1, 9))
+    sw = write_sweep(tmp_path / "s.yaml", batches, min_time=0.4)
+    cmd = [sys.executable, "-m", "dlperf", "sweep", str(sw), "--db", str(db)]
+    proc = subprocess.Popen(cmd, env={**os.environ, **FAKE_ENV}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if db.exists() and len(statuses(db)) >= 2:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)  # the sweep process, mid-point
+    proc.wait()
+    first = statuses(db)
+    assert 2 <= len(first) < len(batches)
+    time.sleep(1.0)  # the orphaned worker notices its parent died and exits
+    r = dlperf("sweep", str(sw), "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    assert f"{len(first)} of {len(batches)} points already" in r.stderr
+    final = statuses(db)
+    assert final[: len(first)] == first  # nothing lost
+    assert sorted(b for b, _, _ in final) == batches  # each point exactly once
+    assert all(s == "ok" for _, s, _ in final)
+
+
+def test_orphaned_worker_exits_when_its_parent_dies(tmp_path):
+    # The worker's watchdog ends it once the launching process is gone (no GPU left busy).
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"model": "fcn5_tiny", "framework": "fake", "batch_size": 512}')
+    # A parent pid that is not ours: the watchdog sees getppid() != it and exits with code 3.
+    p = subprocess.run([sys.executable, "-m", "dlperf.worker", str(cfg), str(tmp_path / "o.json"),
+                        "1"], env={**os.environ, **FAKE_ENV, "DLPERF_FAKE_FAIL": "512=hang"},
+                       timeout=30)
+    assert p.returncode == 3

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
+#   bash benchmarks/h200/device.sh PART [PART...]     PART: smoke | dlbench | real | overhead
+# The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
+# sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
+# Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 DLPERF_DATA="$PWD/.data" COLUMNS=200
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+  export PYTHONPATH="/tmp/site:$PWD/src"
+else
+  export PYTHONPATH="$PWD/src"
+fi
+R=benchmarks/results/h200
+mkdir -p "$R"
+OUT="${OUT:-/tmp/out}"
+mkdir -p "$OUT"
+budget() { timeout --signal=INT "$@"; }   # SIGINT: dlperf stops cleanly, the db stays intact
+for part in "$@"; do
+  echo "=== $part $(date -u +%FT%TZ)"
+  case "$part" in
+    smoke)
+      nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+      python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_harness.py 2>&1 | tail -3
+      python3 -m dlperf run --model fcn5,resnet50,lstm --batch-size 64 --device cuda \
+        --db "$R/smoke.db" --min-time 0.5 2>&1 | tail -12
+      ;;
+    dlbench)
+      budget "${DLBENCH_BUDGET:-480}" python3 -m dlperf sweep benchmarks/h200/dlbench.yaml \
+        --db "$R/dlbench.db" 2>&1 | grep -v '^\s*$' | tail -90
+      cp "$R/dlbench.db" "$OUT/"
+      ;;
+    real)
+      budget 240 python3 -m dlperf sweep benchmarks/h200/real.yaml --db "$R/real.db" 2>&1 | tail -20
+      cp "$R/real.db" "$OUT/"
+      ;;
+    overhead)
+      for p in fp32 bf16; do
+        python3 benchmarks/overhead.py --device cuda --precision $p --rounds 2 --min-time 3 \
+          --points fcn5:64,fcn8:64,alexnet:128,resnet50:64,lstm:64,fcn_mnist:64,alexnet_cifar:128,resnet56:128 \
+          --truth fcn5:64,resnet50:64,lstm:64 --db "$R/overhead.db" --out "$R/overhead_$p.json"
+        cp "$R/overhead_$p.json" "$OUT/"
+      done
+      cp "$R/overhead.db" "$OUT/"
+      ;;
+    *) echo "unknown part $part"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,119 @@
+"""Harness overhead and timing truth: dlperf against a plain hand-written PyTorch loop.
+
+For each (model, batch size) it alternates ``dlperf run`` and ``plain_torch_loop.py`` (which
+imports nothing from dlperf), ``--rounds`` times each, in the same call and on the same GPU,
+and reports the ratio of median throughputs (dlperf / plain; the issue asks for >= 0.98).
+
+With ``--truth``, for the listed models it also puts side by side (MEASUREMENT.md rule 2):
+  * dlperf's event-timed mean time per iteration,
+  * dlperf's wall time of the measured segment / iterations,
+  * the plain loop with ``torch.cuda.synchronize()`` after every step (mean per step).
+
+Usage (on the GPU machine; see benchmarks/results/h200/COMMANDS.md):
+    python benchmarks/overhead.py --device cuda --precision fp32 \
+        --points fcn5:64,fcn8:64,alexnet:128,resnet50:64,lstm:64 --rounds 2 \
+        --truth fcn5:64,resnet50:64,lstm:64 --db OUT/overhead.db --out OUT/overhead.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PLAIN = HERE / "plain_torch_loop.py"
+
+
+def parse_points(s: str) -> list[tuple[str, int]]:
+    """``"fcn5:64,lstm:32"`` -> ``[("fcn5", 64), ("lstm", 32)]``."""
+    out = []
+    for item in filter(None, s.split(",")):
+        m, _, b = item.partition(":")
+        out.append((m, int(b)))
+    return out
+
+
+def run_dlperf(model: str, batch: int, a: argparse.Namespace) -> dict:
+    """One ``dlperf run`` in a fresh process; returns the newest stored row of that point."""
+    cmd = [sys.executable, "-m", "dlperf", "run", "--model", model, "--batch-size", str(batch),
+           "--device", a.device, "--precision", a.precision, "--db", a.db, "--rerun",
+           "--min-time", str(a.min_time), "--min-iters", "50"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(a.db) as s:
+        rows = s.rows(latest=False, model=model, batch_size=batch, precision=a.precision)
+    r = rows[-1]
+    if r["status"] != "ok":
+        raise RuntimeError(f"dlperf {model} b={batch}: {r['status']}: {r['error']}")
+    return r
+
+
+def run_plain(model: str, batch: int, iters: int, a: argparse.Namespace, sync: bool = False) -> dict:
+    """One plain-loop run in a fresh process; returns its JSON."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [sys.executable, str(PLAIN), "--model", model, "--batch-size", str(batch),
+               "--precision", a.precision, "--device", a.device, "--warmup", "30",
+               "--iters", str(iters), "--json", f.name]
+        if sync:
+            cmd.append("--sync-every-step")
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return json.loads(Path(f.name).read_text())
+
+
+def main() -> int:
+    """Run the comparison; print a table and write JSON."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--points", required=True, help="model:batch,... for the overhead ratio")
+    p.add_argument("--truth", default="", help="model:batch,... for the timing-truth table")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--min-time", type=float, default=3.0, help="seconds measured per run")
+    p.add_argument("--db", required=True)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+
+    report: dict = {"precision": a.precision, "device": a.device, "overhead": [], "truth": []}
+    print(f"{'model':<14}{'batch':>6}{'dlperf samples/s':>18}{'plain samples/s':>17}{'ratio':>8}")
+    for model, batch in parse_points(a.points):
+        d_runs, p_runs = [], []
+        for _ in range(a.rounds):
+            r = run_dlperf(model, batch, a)
+            d_runs.append(r["samples_per_s"])
+            iters = max(50, int(a.min_time / r["step_time_mean_s"]))
+            p_runs.append(run_plain(model, batch, iters, a)["samples_per_s"])
+        d, pl = statistics.median(d_runs), statistics.median(p_runs)
+        row = {"model": model, "batch_size": batch, "dlperf_samples_per_s": d_runs,
+               "plain_samples_per_s": p_runs, "ratio": d / pl}
+        report["overhead"].append(row)
+        print(f"{model:<14}{batch:>6}{d:>18,.1f}{pl:>17,.1f}{d / pl:>8.4f}", flush=True)
+
+    if a.truth:
+        print(f"\n{'model':<14}{'batch':>6}{'event mean ms':>15}{'wall/iters ms':>15}"
+              f"{'sync-each-step ms':>19}{'no-sync plain ms':>18}")
+    for model, batch in parse_points(a.truth):
+        r = run_dlperf(model, batch, a)
+        iters = max(50, int(a.min_time / r["step_time_mean_s"]))
+        synced = run_plain(model, batch, iters, a, sync=True)
+        free = run_plain(model, batch, iters, a)
+        row = {"model": model, "batch_size": batch,
+               "event_mean_s": r["step_time_mean_s"], "event_median_s": r["step_time_median_s"],
+               "wall_per_iter_s": r["wall_time_s"] / r["n_measured"], "n_measured": r["n_measured"],
+               "plain_sync_each_step_mean_s": synced["mean_step_s"],
+               "plain_no_sync_mean_s": free["mean_step_s"]}
+        report["truth"].append(row)
+        print(f"{model:<14}{batch:>6}{row['event_mean_s'] * 1e3:>15.4f}"
+              f"{row['wall_per_iter_s'] * 1e3:>15.4f}{row['plain_sync_each_step_mean_s'] * 1e3:>19.4f}"
+              f"{row['plain_no_sync_mean_s'] * 1e3:>18.4f}", flush=True)
+    Path(a.out).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The command line end to end (real PyTorch on the CPU) and its error messages."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def dlperf(*args, timeout=300, env=None):
+    return subprocess.run([sys.executable, "-m", "dlperf", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+@pytest.mark.slow
+def test_quick_suite_end_to_end(tmp_path):
+    db, rep = tmp_path / "q.db", tmp_path / "report"
+    r = dlperf("run", "--suite", "quick", "--device", "cpu", "--batch-size", "8", "--min-iters",
+               "5", "--min-time", "0.1", "--max-warmup-time", "2", "--db", str(db),
+               "--report", str(rep))
+    assert r.returncode == 0, r.stderr
+    from dlperf.zoo import SUITES
+
+    models = [e.model for e in SUITES["quick"]]
+    for m in models:
+        assert m in r.stdout
+    assert "8 run, 0 already" in r.stderr
+    md = (rep / "report.md").read_text()
+    assert all(f"step_time_vs_batch_{m}.png" in md for m in models)
+
+    # results in every format
+    rows = list(csv.DictReader(io.StringIO(dlperf("results", "--db", str(db), "-f", "csv").stdout)))
+    assert sorted(x["model"] for x in rows) == sorted(models)
+    assert all(x["status"] == "ok" and float(x["samples_per_s"]) > 0 for x in rows)
+    js = json.loads(dlperf("results", "--db", str(db), "-f", "json", "--samples").stdout)
+    assert all(len(x["samples"]["measure"]["step_time_s"]) == x["n_measured"] for x in js)
+    assert all(x["result"]["env"]["python"] for x in js)
+
+    # the same command again resumes: nothing re-run
+    r2 = dlperf("run", "--suite", "quick", "--device", "cpu", "--batch-size", "8", "--min-iters",
+                "5", "--min-time", "0.1", "--max-warmup-time", "2", "--db", str(db))
+    assert r2.returncode == 0 and "0 run, 8 already" in r2.stderr
+
+    r3 = dlperf("report", "--db", str(db), "-o", str(tmp_path / "r2"))
+    assert r3.returncode == 0 and (tmp_path / "r2" / "report.md").is_file()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--model", "resnt50"], "did you mean 'resnet50'"),
+    (["run", "--model", "fcn5_tiny", "--precision", "fp16"], "fp32"),
+    (["run", "--model", "fcn5_tiny", "--batch-size", "abc"], "'abc' is not an integer"),
+    (["run", "--model", "fcn5_tiny", "--device", "tpu"], "valid devices: auto, cpu, cuda"),
+    (["run"], "exactly one of --model or --suite"),
+    (["run", "--suite", "quik"], "did you mean 'quick'"),
+    (["run", "--model", "fcn5_tiny", "--min-iters", "0"], "min_iters"),
+    (["results", "--db", "/nonexistent.db"], "does not exist"),
+    (["results", "--db", "/nonexistent.db", "--format", "xml"], "valid formats"),
+    (["list", "colours"], "valid list topics"),
+    (["sweep", "/nonexistent.yaml"], "does not exist"),
+])
+def test_bad_input_gets_a_clear_error(args, needle):
+    r = dlperf(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_list_and_env():
+    r = dlperf("list")
+    assert r.returncode == 0, r.stderr
+    for word in ("resnet50", "25,557,032", "dlbench", "torch", "mnist", "cpu:"):
+        assert word in r.stdout
+    e = json.loads(dlperf("env", "--json").stdout)
+    assert e["cpu_logical"] >= 1 and "torch" in e["frameworks"]

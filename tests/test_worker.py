@@ -1,0 +1,75 @@
+"""The worker in-process with real PyTorch on the CPU: arithmetic, flags, failures, real data."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from dlperf.config import IterationPolicy, make_run_config  # noqa: E402
+from dlperf.worker import run_config  # noqa: E402
+
+FAST = IterationPolicy(min_iters=6, min_time_s=0.0, warmup_window=2, min_warmup_iters=0,
+                       max_warmup_iters=6)
+
+
+@pytest.mark.parametrize("accum", [1, 4])
+def test_samples_are_measured_steps_times_global_batch(accum):
+    r = run_config(make_run_config(model="fcn5_tiny", batch_size=16, grad_accum=accum,
+                                   iterations=FAST))
+    assert r["status"] == "ok", r["error"]
+    tp = r["throughput"]
+    assert tp["samples"] == r["n_measured"] * 16  # exactly, whatever the accumulation
+    assert tp["samples_per_s"] == pytest.approx(tp["samples"] / r["measured_time_s"])
+    assert r["n_measured"] == len(r["samples"]["measure"]) == len(r["losses"]["measure"])
+    assert r["flags"]["grad_accum"] == accum
+
+
+@pytest.mark.parametrize("precision,mm,autocast", [("fp32", "ieee", None), ("tf32", "tf32", None),
+                                                    ("bf16", "ieee", "bfloat16")])
+def test_precision_is_applied_explicitly_and_recorded(precision, mm, autocast):
+    r = run_config(make_run_config(model="fcn5_tiny", batch_size=8, precision=precision,
+                                   iterations=FAST))
+    assert r["status"] == "ok", r["error"]
+    assert r["flags"]["matmul_fp32_precision"] == mm
+    assert r["flags"]["cudnn_conv_fp32_precision"] == mm
+    assert r["flags"]["autocast_dtype"] == autocast
+
+
+def test_result_carries_environment_and_memory():
+    r = run_config(make_run_config(model="lstm_tiny", batch_size=4, iterations=FAST))
+    assert r["status"] == "ok", r["error"]
+    assert r["env"]["cpu_logical"] >= 1 and r["env"]["python"]
+    assert r["versions"]["torch"].startswith("2.")
+    assert r["memory"]["peak_rss_bytes"] > 50 * 2**20
+    assert r["tokens_per_sample"] if "tokens_per_sample" in r else r["spec"]["tokens_per_sample"] == 16
+    assert r["throughput"]["tokens_per_s"] == pytest.approx(r["throughput"]["samples_per_s"] * 16)
+    assert r["summary"]["ci_low"] <= r["summary"]["median"] <= r["summary"]["ci_high"]
+
+
+def test_data_that_does_not_fit_is_an_error_result(data_env):
+    r = run_config(make_run_config(model="fcn5_tiny", batch_size=8, data="mnist", iterations=FAST))
+    assert r["status"] == "error"
+    assert "fcn5_tiny" in r["error"] and "mnist" in r["error"]
+
+
+def test_cuda_requested_without_gpu_is_an_error_result():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    r = run_config(make_run_config(model="fcn5_tiny", batch_size=8, device="cuda", iterations=FAST))
+    assert r["status"] == "error" and "--device cpu" in r["error"]
+
+
+@pytest.mark.parametrize("model,data,iters", [("fcn_mnist_tiny", "mnist", 400),
+                                              ("lstm_tiny", "ptb", 100)])
+def test_real_data_trains_and_loss_falls(data_env, model, data, iters):
+    pol = IterationPolicy(min_iters=iters, min_time_s=0.0, warmup_window=5, min_warmup_iters=0,
+                          max_warmup_iters=20)
+    r = run_config(make_run_config(model=model, batch_size=32, data=data, iterations=pol))
+    assert r["status"] == "ok", r["error"]
+    assert r["data_info"]["kind"] == "real" and r["data_info"]["dataset"] == data
+    losses = r["losses"]["first"] + r["losses"]["warmup"] + r["losses"]["measure"]
+    head, tail = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
+    assert tail < 0.9 * head, (head, tail)

@@ -77,17 +77,24 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         r["env"] = env
         return r
     session = None
+    phases: dict[str, float] = {"start_to_prepare": time.perf_counter() - t_begin}
     try:
+        t0 = time.perf_counter()
         session = adapter.prepare(cfg, spec)
+        phases["prepare"] = time.perf_counter() - t0
 
         def check(handles: list[Any]) -> None:
             vals = session.losses_to_floats(handles)
             if not _finite(vals):
                 raise NonFiniteLoss(f"loss became non-finite during warm-up: {vals[-5:]}")
 
+        t0 = time.perf_counter()
         loop = measure(session.step, session.timer, cfg.iterations, check_losses=check)
+        phases["loop"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         losses = {k: session.losses_to_floats(v) for k, v in loop.losses.items()}
         summary = stats.summarize(loop.measured_s)
+        phases["stats"] = time.perf_counter() - t0
         n = len(loop.measured_s)
         tp = stats.throughput(n, cfg.batch_size, loop.measured_total_s, spec.tokens_per_sample)
         status, error = "ok", None
@@ -140,7 +147,8 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         r["versions"], r["flags"], r["data_info"] = session.versions, session.flags, session.data_info
         r["device_name"] = session.versions.get("device_name")
     r["env"] = env
-    r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin}
+    r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
+                   "phases_s": phases}
     return r
 
 

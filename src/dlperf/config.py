@@ -128,11 +128,13 @@ class RunConfig(BaseModel):
         return self
 
     def run_key(self) -> str:
-        """A stable 16-hex-digit key of everything that defines the measurement.
+        """A stable 16-hex-digit key of the benchmark point: what is trained, where and how.
 
-        ``data_dir`` and ``timeout_s`` are excluded: they say where and how long, not what.
+        ``iterations``, ``data_dir`` and ``timeout_s`` are excluded: they say how long and from
+        where, not what is measured, so changing them does not make a finished point of a
+        sweep run again (the policy actually used is stored with every result).
         """
-        d = self.model_dump(exclude={"data_dir", "timeout_s"})
+        d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations"})
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

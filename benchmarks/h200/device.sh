@@ -37,8 +37,8 @@ for part in "$@"; do
       cp "$R/real.db" "$OUT/"
       ;;
     overhead)
-      for p in fp32 bf16; do
-        python3 benchmarks/overhead.py --device cuda --precision $p --rounds 2 --min-time 3 \
+      for p in ${OVERHEAD_PRECISIONS:-fp32}; do
+        python3 benchmarks/overhead.py --device cuda --precision $p --rounds "${OVERHEAD_ROUNDS:-1}" --min-time 2 \
           --points fcn5:64,fcn8:64,alexnet:128,resnet50:64,lstm:64,fcn_mnist:64,alexnet_cifar:128,resnet56:128 \
           --truth fcn5:64,resnet50:64,lstm:64 --db "$R/overhead.db" --out "$R/overhead_$p.json"
         cp "$R/overhead_$p.json" "$OUT/"

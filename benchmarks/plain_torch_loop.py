@@ -161,15 +161,16 @@ class ResNet50(nn.Module):
 
 def alexnet_cifar() -> nn.Sequential:
     """cuda-convnet "layers-18pct" as in Shi et al. 2016 (AlexNet-R): three 5x5 convs
-    (32, 32, 64; pad 2) each followed by a 3x3/2 max-pool (pad 1), then FC 1024 -> 10.
+    (32, 32, 64; pad 2), 3x3/2 pools (pad 1) of type max, avg, avg as in layers-18pct and
+    Caffe's cifar10_full (average pools exclude the padding), then FC 1024 -> 10.
     32x32 -> 16 -> 8 -> 4, so the FC input is 64 * 4 * 4 = 1024."""
-    def pool() -> nn.Module:
-        return nn.MaxPool2d(3, stride=2, padding=1)
+    def avg() -> nn.Module:
+        return nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
 
     return nn.Sequential(
-        nn.Conv2d(3, 32, 5, padding=2), pool(), nn.ReLU(inplace=True),
-        nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(inplace=True), pool(),
-        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True), pool(),
+        nn.Conv2d(3, 32, 5, padding=2), nn.MaxPool2d(3, stride=2, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(inplace=True), avg(),
+        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True), avg(),
         nn.Flatten(), nn.Linear(64 * 4 * 4, 10),
     )
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,11 +34,7 @@ from dlperf.errors import ConfigError, unknown_choice
 
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16")
-#: framework -> execution modes it supports now. The torch "graph" mode (torch.compile), JAX
-#: and TensorFlow are added by their adapters (see dlperf.frameworks).
-FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {"torch": ("eager",)}
-if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake.py
-    FRAMEWORK_MODES["fake"] = ("eager",)
+from dlperf.registry import FRAMEWORK_MODES  # noqa: E402 (framework-free table)
 
 
 class IterationPolicy(BaseModel):

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import os
 
 from dlperf.errors import unknown_choice
 from dlperf.frameworks.base import FrameworkAdapter, NonFiniteLoss, OutOfMemory, Session
+from dlperf.registry import FRAMEWORKS
 
 #: name -> "module:attribute" of the adapter class.
-ADAPTERS: dict[str, str] = {"torch": "dlperf.frameworks.torch_fw:TorchAdapter"}
-if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake.py
-    ADAPTERS["fake"] = "dlperf.frameworks.fake:FakeAdapter"
+ADAPTERS: dict[str, str] = {k: v.adapter for k, v in FRAMEWORKS.items()}
 
 
 def get_adapter(name: str) -> FrameworkAdapter:

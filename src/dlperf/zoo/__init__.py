@@ -73,6 +73,20 @@ def get_suite(name: str) -> tuple[SuiteEntry, ...]:
         raise unknown_choice("suite", name, SUITES) from None
 
 
+#: framework -> implementation module name inside each family package.
+IMPL_MODULES: dict[str, str] = {"torch": "torch_impl", "jax": "flax_impl", "tensorflow": "keras_impl"}
+
+
+def build(spec: ModelSpec, framework: str):
+    """Build the model of ``spec`` in ``framework`` (imports that framework lazily).
+
+    Each family package has one module per framework (``torch_impl``, ``flax_impl``,
+    ``keras_impl``) exporting ``build(spec)``.
+    """
+    mod = importlib.import_module(f"dlperf.zoo.{spec.family}.{IMPL_MODULES[framework]}")
+    return mod.build(spec)
+
+
 def build_torch(spec: ModelSpec):
     """Build the PyTorch ``nn.Module`` of ``spec`` (imports torch lazily).
 
@@ -80,9 +94,8 @@ def build_torch(spec: ModelSpec):
     (``[B, F]`` float32 or ``[B, C, H, W]`` float32), ``[B, T, V]`` for token inputs
     (``[B, T]`` int64).
     """
-    mod = importlib.import_module(f"dlperf.zoo.{spec.family}.torch_impl")
-    return mod.build(spec)
+    return build(spec, "torch")
 
 
-__all__ = ["ModelSpec", "OptimizerSpec", "SPECS", "SUITES", "SuiteEntry", "get_spec", "get_suite",
-           "build_torch"]
+__all__ = ["IMPL_MODULES", "ModelSpec", "OptimizerSpec", "SPECS", "SUITES", "SuiteEntry", "build",
+           "build_torch", "get_spec", "get_suite"]

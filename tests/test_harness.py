@@ -150,3 +150,26 @@ def test_cuda_events_see_a_known_duration_kernel():
                                   min_warmup_iters=0, max_warmup_iters=2))
     assert min(res.measured_s) >= 0.9 * dur
     assert res.timing_consistent
+
+
+def test_lagged_sync_timer_reads_completion_intervals():
+    # A fake asynchronous device: step i completes at 0.25 * (i + 1) s; blocking on a handle
+    # advances the clock to that completion time (if not already past it).
+    from dlperf.harness.timers import LaggedSyncTimer
+
+    clock = FakeClock()
+    blocked = []
+
+    def block(h):
+        blocked.append(h)
+        clock.t = max(clock.t, h)
+
+    timer = LaggedSyncTimer(block, lag=2, clock=clock)
+    timer.start()
+    for i in range(6):
+        timer.mark(0.25 * (i + 1))  # dispatch is instantaneous on the host
+        # with lag 2, after marking step i only steps <= i - 2 have been waited for
+        assert blocked == [0.25 * (k + 1) for k in range(max(0, i - 1))]
+    assert timer.collect() == [0.25] * 6
+    with pytest.raises(ValueError):
+        LaggedSyncTimer(block, lag=0)

@@ -96,8 +96,9 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
     # 1. The first iteration, alone.
     timer.reserve(max(policy.warmup_window, 1))
     timer.start()
-    losses["first"].append(step())
-    timer.mark()
+    h = step()
+    losses["first"].append(h)
+    timer.mark(h)
     first = timer.collect()[0]
     if check_losses is not None:
         check_losses(losses["first"])
@@ -112,8 +113,9 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
         timer.start()
         window_losses = []
         for _ in range(n):
-            window_losses.append(step())
-            timer.mark()
+            h = step()
+            window_losses.append(h)
+            timer.mark(h)
         warm.extend(timer.collect())
         losses["warmup"].extend(window_losses)
         if check_losses is not None:
@@ -138,8 +140,9 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
     t0 = clock()
     timer.start()
     while True:
-        meas_losses.append(step())
-        timer.mark()
+        h = step()
+        meas_losses.append(h)
+        timer.mark(h)
         n += 1
         elapsed = clock() - t0
         if (n >= min_iters and elapsed >= min_time) or n >= max_iters or elapsed >= max_time:

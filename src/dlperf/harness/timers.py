@@ -9,7 +9,13 @@ between consecutive marks. It is the only thing the measured loop knows about th
   an event does not block the host, so the CPU can run ahead exactly as in an unmeasured loop;
   the durations are read after the loop, with one synchronisation.
 
-Both expose ``start()``, ``mark()``, ``collect() -> list[float]`` (seconds) and ``reserve(n)``.
+* :class:`LaggedSyncTimer` is for frameworks without device events in their API (JAX): at
+  the mark after step *i* it waits for the output of step *i - lag* and reads the host clock, so
+  the durations are intervals between step completions while ``lag`` steps stay queued on the
+  device (the device never waits for the host unless the host is the bottleneck anyway).
+
+All expose ``start()``, ``mark(handle)``, ``collect() -> list[float]`` (seconds) and
+``reserve(n)``; ``handle`` is what the step returned (its loss), used only by the lagged timer.
 """
 
 from __future__ import annotations
@@ -28,8 +34,8 @@ class StepTimer(Protocol):
     def start(self) -> None:
         """Begin a segment: record the first boundary."""
 
-    def mark(self) -> None:
-        """Record the boundary after one iteration."""
+    def mark(self, handle: Any = None) -> None:
+        """Record the boundary after one iteration; ``handle`` is the step's output."""
 
     def collect(self) -> list[float]:
         """Wait for the device, return the durations between consecutive marks of the segment."""
@@ -55,7 +61,7 @@ class HostTimer:
     def start(self) -> None:  # noqa: D102
         self._marks = [self._clock()]
 
-    def mark(self) -> None:  # noqa: D102
+    def mark(self, handle: Any = None) -> None:  # noqa: D102
         self._marks.append(self._clock())
 
     def collect(self) -> list[float]:  # noqa: D102
@@ -89,7 +95,7 @@ class CudaEventTimer:
         self._n = 0
         self.mark()
 
-    def mark(self) -> None:  # noqa: D102
+    def mark(self, handle: Any = None) -> None:  # noqa: D102
         if self._n >= len(self._pool):  # outside the reserved range: grow (rare)
             self.reserve(2 * len(self._pool) + 16)
         self._pool[self._n].record()
@@ -102,3 +108,43 @@ class CudaEventTimer:
         ev[-1].synchronize()
         # Event.elapsed_time is in milliseconds (resolution about 0.5 us, CUDA docs).
         return [ev[i].elapsed_time(ev[i + 1]) * 1e-3 for i in range(len(ev) - 1)]
+
+
+class LaggedSyncTimer:
+    """Completion times read on the host, ``lag`` steps behind the dispatch.
+
+    Args:
+        block: waits until a step's output (the handle passed to :meth:`mark`) is computed,
+            e.g. ``jax.block_until_ready``. All outputs of one compiled step become ready
+            together, so the loss stands for the updated parameters too.
+        lag: how many dispatched steps may be in flight when the clock is read (>= 1).
+        clock: host clock in seconds.
+    """
+
+    def __init__(self, block: Callable[[Any], Any], lag: int = 2,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if lag < 1:
+            raise ValueError("lag must be >= 1")
+        self._block, self._lag, self._clock = block, lag, clock
+        self._pending: list[Any] = []
+        self._times: list[float] = []
+
+    def reserve(self, n: int) -> None:  # noqa: D102 - nothing to pre-allocate
+        pass
+
+    def start(self) -> None:  # noqa: D102
+        self._pending = []
+        self._times = [self._clock()]
+
+    def mark(self, handle: Any = None) -> None:  # noqa: D102
+        self._pending.append(handle)
+        if len(self._pending) > self._lag:
+            self._block(self._pending.pop(0))
+            self._times.append(self._clock())
+
+    def collect(self) -> list[float]:  # noqa: D102
+        while self._pending:
+            self._block(self._pending.pop(0))
+            self._times.append(self._clock())
+        t = self._times
+        return [t[i + 1] - t[i] for i in range(len(t) - 1)]

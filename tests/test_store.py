@@ -92,3 +92,27 @@ def test_exports(tmp_path):
         js = json.loads(to_json(rows, s, include_samples=True))
         assert js[0]["result"]["config"]["model"] == "fcn5_tiny"
         assert js[0]["samples"]["measure"]["step_time_s"] == [0.01, 0.012, 0.011]
+
+
+def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
+    from dlperf.results.store import COLUMNS, MIGRATIONS
+
+    db = tmp_path / "v1.db"
+    v1_cols = {k: t for k, t in COLUMNS.items() if k not in MIGRATIONS[2]}
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                + ", ".join(f"{k} {t}" for k, t in v1_cols.items()) + ")")
+    con.execute("CREATE TABLE samples (result_id INTEGER, phase TEXT, idx INTEGER, "
+                "step_time_s REAL, loss REAL)")
+    con.execute("CREATE TABLE sweeps (name TEXT, created_at TEXT, config_json TEXT)")
+    con.execute("INSERT INTO results (run_key, status, model) VALUES ('k1', 'ok', 'lstm')")
+    con.commit()
+    con.close()
+    with ResultStore(db) as s:
+        assert s.schema_version == SCHEMA_VERSION == 2
+        rows = s.rows()
+        assert rows[0]["model"] == "lstm" and rows[0]["compile_time_s"] is None
+        s.add(fake_result())
+        assert len(s.rows()) == 2

@@ -73,3 +73,15 @@ def test_real_data_trains_and_loss_falls(data_env, model, data, iters):
     losses = r["losses"]["first"] + r["losses"]["warmup"] + r["losses"]["measure"]
     head, tail = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
     assert tail < 0.9 * head, (head, tail)
+
+
+@pytest.mark.slow
+def test_torch_graph_mode_records_compile_time_and_no_recompiles():
+    # torch.compile on the CPU builds C++ kernels: tens of seconds, so one small model only.
+    r = run_config(make_run_config(model="fcn5_tiny", batch_size=8, mode="graph", iterations=FAST))
+    assert r["status"] == "ok", r["error"]
+    c = r["compile"]
+    assert c["compile_time_s"] > 0.1 and c["n_compiles"] >= 1
+    assert c["recompiles_measured"] == 0 and r["steady_state"] is not False
+    assert r["first_iter_s"] > 10 * r["summary"]["median"]  # compilation is in the first step
+    assert r["flags"]["compile"]["backend"] == "inductor"

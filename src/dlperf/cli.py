@@ -81,7 +81,7 @@ def run(
     device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda if available).")] = "auto",
     precision: Annotated[str, typer.Option(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32",
     framework: Annotated[str, typer.Option(help="Framework (see `dlperf list frameworks`).")] = "torch",
-    mode: Annotated[str, typer.Option(help="Execution mode of the framework, e.g. eager.")] = "eager",
+    mode: Annotated[str, typer.Option(help="Execution mode(s) of the framework, comma-separated: torch eager|graph (torch.compile).")] = "eager",
     data: Annotated[Optional[str], typer.Option(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2) or a PATH. Default: each suite entry's own, else synthetic.")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Data root for data-set names (default: $DLPERF_DATA).")] = None,
     db: Annotated[str, typer.Option(help="SQLite results file (created if missing).")] = DEFAULT_DB,
@@ -93,7 +93,7 @@ def run(
     max_warmup_iters: Annotated[int, typer.Option(help="Give up on steady state after this many warm-up iterations.")] = 500,
     max_warmup_time: Annotated[float, typer.Option(help="...or this many seconds of warm-up.")] = 20.0,
     grad_accum: Annotated[int, typer.Option(help="Gradient-accumulation steps per iteration.")] = 1,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads for the framework.")] = None,
+    threads: Annotated[Optional[str], typer.Option(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None,
     timeout: Annotated[float, typer.Option(help="Kill a point's worker after this many seconds.")] = 900.0,
     rerun: Annotated[bool, typer.Option("--rerun", help="Run points again even if the db has them.")] = False,
     report: Annotated[Optional[str], typer.Option(help="Also write a Markdown+PNG report to this folder.")] = None,
@@ -124,10 +124,13 @@ def run(
         for m, d in entries:
             for p in _split(precision) or ["fp32"]:
                 for b in _ints(batch_size, "batch-size"):
-                    points.append(make_run_config(
-                        model=m, framework=framework, mode=mode, device=dev, precision=p,
-                        batch_size=b, grad_accum=grad_accum, data=d, data_dir=data_dir,
-                        threads=threads, iterations=policy, timeout_s=timeout))
+                    for th in (_ints(threads, "threads") if threads else [None]):
+                        for fw_mode in _split(mode) or ["eager"]:
+                            points.append(make_run_config(
+                                model=m, framework=framework, mode=fw_mode, device=dev,
+                                precision=p, batch_size=b, grad_accum=grad_accum, data=d,
+                                data_dir=data_dir, threads=th, iterations=policy,
+                                timeout_s=timeout))
         _execute(points, db, sweep=None, resume=not rerun, retry_failed=False, report_dir=report)
 
     _guard(body)

@@ -20,7 +20,7 @@ class FrameworkInfo:
 
 
 FRAMEWORKS: dict[str, FrameworkInfo] = {
-    "torch": FrameworkInfo("dlperf.frameworks.torch_fw:TorchAdapter", ("eager",)),
+    "torch": FrameworkInfo("dlperf.frameworks.torch_fw:TorchAdapter", ("eager", "graph")),
 }
 
 if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake.py

@@ -89,7 +89,8 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
                 raise NonFiniteLoss(f"loss became non-finite during warm-up: {vals[-5:]}")
 
         t0 = time.perf_counter()
-        loop = measure(session.step, session.timer, cfg.iterations, check_losses=check)
+        loop = measure(session.step, session.timer, cfg.iterations, check_losses=check,
+                       on_phase=session.on_phase)
         phases["loop"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         losses = {k: session.losses_to_floats(v) for k, v in loop.losses.items()}
@@ -97,6 +98,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         phases["stats"] = time.perf_counter() - t0
         n = len(loop.measured_s)
         tp = stats.throughput(n, cfg.batch_size, loop.measured_total_s, spec.tokens_per_sample)
+        comp = compile_info(session)
         status, error = "ok", None
         if not _finite(losses["measure"]):
             bad = next(i for i, x in enumerate(losses["measure"]) if not math.isfinite(x))
@@ -108,7 +110,8 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             "first_iter_s": loop.first_iter_s,
             "warmup_iters": len(loop.warmup_s),
             "warmup_time_s": math.fsum(loop.warmup_s),
-            "steady_state": loop.steady_state,
+            "steady_state": loop.steady_state and not comp.get("recompiles_measured"),
+            "compile": comp,
             "n_measured": n,
             "measured_time_s": loop.measured_total_s,
             "wall_time_s": loop.wall_s,
@@ -150,6 +153,20 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
     r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
                    "phases_s": phases}
     return r
+
+
+def compile_info(session: Any) -> dict[str, Any]:
+    """Compile/trace time and counts from the session (or its flags), MEASUREMENT.md rule 4."""
+    info: dict[str, Any] = {"compile_time_s": None, "n_compiles": None,
+                            "recompiles_measured": None}
+    if session.compile_info is not None:
+        info.update(session.compile_info())
+    else:
+        f = session.flags
+        info["compile_time_s"] = f.get("compile_time_s")
+        info["n_compiles"] = f.get("retraces", f.get("n_compiles"))
+        info["recompiles_measured"] = f.get("recompiles_measured")
+    return info
 
 
 def _watch_parent(parent: int) -> None:

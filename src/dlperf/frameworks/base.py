@@ -39,6 +39,12 @@ class Session:
         flags: every setting that changes speed (MEASUREMENT.md rule 6), as applied.
         data_info: what fed the model (synthetic, or the data set, split, batches, checksums).
         close: frees the device memory.
+        on_phase: called by the harness with ``"measure"`` right before the measured segment
+            (an adapter snapshots its compile counters there).
+        compile_info: after the loop, ``{"compile_time_s": float | None, "n_compiles": int |
+            None, "recompiles_measured": int | None}``: compile/trace time, number of compiled
+            graphs or traces, and how many happened during measurement (MEASUREMENT.md rule 4;
+            > 0 means the measured steps were not at steady state).
     """
 
     step: Callable[[], Any]
@@ -49,6 +55,8 @@ class Session:
     flags: dict[str, Any] = field(default_factory=dict)
     data_info: dict[str, Any] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
+    on_phase: Callable[[str], None] | None = None
+    compile_info: Callable[[], dict[str, Any]] | None = None
 
 
 class FrameworkAdapter(Protocol):

@@ -1,4 +1,4 @@
-"""PyTorch adapter: eager training on CPU or CUDA.
+"""PyTorch adapter: eager and compiled (``torch.compile``, mode ``graph``) training on CPU or CUDA.
 
 Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
 
@@ -44,7 +44,7 @@ class TorchAdapter:
     """The PyTorch framework adapter (see module docstring for the choices it makes)."""
 
     name = "torch"
-    modes = ("eager",)
+    modes = ("eager", "graph")
 
     def available(self) -> tuple[bool, str]:
         """(True, version) if torch imports, else (False, reason)."""
@@ -126,6 +126,9 @@ class TorchAdapter:
             opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
         flags["optimizer"] = {"name": o.name, "lr": o.lr, "momentum": o.momentum,
                               "weight_decay": o.weight_decay, "foreach": "default"}
+        on_phase, compile_info = None, None
+        if cfg.mode == "graph":
+            model, on_phase, compile_info = self._compile(torch, model, flags)
 
         next_batch, data_info = self._data(torch, cfg, spec, dev)
 
@@ -208,7 +211,42 @@ class TorchAdapter:
                 torch.cuda.empty_cache()
 
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
-                       versions=versions, flags=flags, data_info=data_info, close=close)
+                       versions=versions, flags=flags, data_info=data_info, close=close,
+                       on_phase=on_phase, compile_info=compile_info)
+
+    @staticmethod
+    def _compile(torch: Any, model: Any, flags: dict[str, Any]):
+        """``torch.compile`` the model (graph mode); return it with compile-counter probes.
+
+        TorchDynamo + Inductor with the default mode: forward and backward are compiled (the
+        backward through AOTAutograd, on the first backward call); the optimizer update stays
+        eager, as in PyTorch's own training recipes. Compilation happens in the first
+        iteration, which the harness reports apart; compile time is read from Dynamo's
+        ``compilation_time_metrics`` and the number of compiled graphs from its counters, so
+        a graph compiled during the measured segment (a recompile) is detected.
+        """
+        from torch._dynamo.utils import compilation_time_metrics, counters
+
+        torch._dynamo.reset()  # fresh counters (one configuration per process anyway)
+        compiled = torch.compile(model)
+        flags["compile"] = {"backend": "inductor", "mode": "default", "fullgraph": False}
+        at_measure: dict[str, int] = {}
+
+        def graphs() -> int:
+            return int(counters["stats"]["unique_graphs"])
+
+        def on_phase(phase: str) -> None:
+            if phase == "measure":
+                at_measure["graphs"] = graphs()
+
+        def compile_info() -> dict[str, Any]:
+            t = sum(compilation_time_metrics.get("_compile.compile_inner", []))
+            t += sum(compilation_time_metrics.get("backward._backward_impl", []))
+            breaks = int(sum(counters["graph_break"].values()))
+            return {"compile_time_s": t, "n_compiles": graphs(), "graph_breaks": breaks,
+                    "recompiles_measured": graphs() - at_measure.get("graphs", graphs())}
+
+        return compiled, on_phase, compile_info
 
     @staticmethod
     def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any):

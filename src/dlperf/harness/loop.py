@@ -76,7 +76,8 @@ class LoopResult:
 
 def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
             clock: Callable[[], float] = time.perf_counter,
-            check_losses: Callable[[list[Any]], None] | None = None) -> LoopResult:
+            check_losses: Callable[[list[Any]], None] | None = None,
+            on_phase: Callable[[str], None] | None = None) -> LoopResult:
     """Run and time one configuration: first iteration, warm-up, measurement.
 
     Args:
@@ -87,6 +88,7 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
         clock: host clock in seconds (injectable for tests with a fake clock).
         check_losses: called with the loss handles of the first iteration and of each warm-up
             window, after the timer has synchronised; may raise (e.g. on a NaN loss) to abort.
+        on_phase: called with ``"measure"`` just before the measured segment starts.
 
     Returns:
         LoopResult with every raw sample.
@@ -136,6 +138,8 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
     meas_losses = losses["measure"]
     min_iters, min_time = policy.min_iters, policy.min_time_s
     max_iters, max_time = policy.max_iters, policy.max_time_s
+    if on_phase is not None:
+        on_phase("measure")
     n = 0
     t0 = clock()
     timer.start()

@@ -26,7 +26,12 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Columns added by each schema version (older files are migrated on open).
+MIGRATIONS: dict[int, dict[str, str]] = {
+    2: {"compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER"},
+}
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
 COLUMNS: dict[str, str] = {
@@ -48,6 +53,7 @@ COLUMNS: dict[str, str] = {
     "params": "INTEGER", "train_flops_per_sample": "REAL", "tokens_per_sample": "INTEGER",
     "loss_first": "REAL", "loss_last": "REAL", "framework_version": "TEXT", "git_sha": "TEXT",
     "result_json": "TEXT",
+    "compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
 }
 SUMMARY_KEYS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "iqr", "p5", "p95",
                 "ci_low", "ci_high", "mad")
@@ -78,6 +84,9 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     for k in ("params", "train_flops_per_sample", "tokens_per_sample"):
         row[k] = spec.get(k)
     meas = (result.get("losses") or {}).get("measure") or []
+    comp = result.get("compile") or {}
+    for k in ("compile_time_s", "n_compiles", "recompiles_measured"):
+        row[k] = comp.get(k)
     row["loss_first"] = meas[0] if meas else None
     row["loss_last"] = meas[-1] if meas else None
     v = result.get("versions") or {}
@@ -130,6 +139,11 @@ class ResultStore:
             elif int(row[0]) > SCHEMA_VERSION:
                 raise ConfigError(f"{self.path} has schema version {row[0]}, newer than this "
                                   f"dlperf understands ({SCHEMA_VERSION}); upgrade dlperf")
+            else:
+                for v in range(int(row[0]) + 1, SCHEMA_VERSION + 1):
+                    for col, typ in MIGRATIONS[v].items():
+                        db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
+                    db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(v),))
 
     def transaction(self):
         """Context manager: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""

@@ -135,8 +135,9 @@ class RunConfig(BaseModel):
 
     def label(self) -> str:
         """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
+        thr = f" threads={self.threads}" if self.threads else ""
         return (f"{self.model} {self.framework}/{self.mode} {self.device} {self.precision} "
-                f"b={self.batch_size} {self.data}")
+                f"b={self.batch_size} {self.data}{thr}")
 
 
 def make_run_config(**fields: Any) -> RunConfig:

@@ -31,8 +31,9 @@ class SweepOutcome:
 
 def result_line(r: dict[str, Any]) -> str:
     """One-line human summary of a result (rich markup)."""
+    thr = f" threads={r['threads']}" if r.get("threads") else ""
     label = (f"{r['model']} {r['framework']}/{r['mode']} {r['device']} {r['precision']} "
-             f"b={r['batch_size']} {r['data']}")
+             f"b={r['batch_size']} {r['data']}{thr}")
     if r["status"] != "ok":
         err = (r.get("error") or "").splitlines()[0][:120] if r.get("error") else ""
         return f"[red]{r['status']:>8}[/] {label}  {err}"

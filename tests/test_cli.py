@@ -29,7 +29,7 @@ def test_quick_suite_end_to_end(tmp_path):
     models = [e.model for e in SUITES["quick"]]
     for m in models:
         assert m in r.stdout
-    assert "8 run, 0 already" in r.stderr
+    assert f"{len(models)} run, 0 already" in r.stderr
     md = (rep / "report.md").read_text()
     assert all(f"step_time_vs_batch_{m}.png" in md for m in models)
 
@@ -38,13 +38,13 @@ def test_quick_suite_end_to_end(tmp_path):
     assert sorted(x["model"] for x in rows) == sorted(models)
     assert all(x["status"] == "ok" and float(x["samples_per_s"]) > 0 for x in rows)
     js = json.loads(dlperf("results", "--db", str(db), "-f", "json", "--samples").stdout)
-    assert all(len(x["samples"]["measure"]["step_time_s"]) == x["n_measured"] for x in js)
+    assert all(len(x["raw_samples"]["measure"]["step_time_s"]) == x["n_measured"] for x in js)
     assert all(x["result"]["env"]["python"] for x in js)
 
     # the same command again resumes: nothing re-run
     r2 = dlperf("run", "--suite", "quick", "--device", "cpu", "--batch-size", "8", "--min-iters",
                 "5", "--min-time", "0.1", "--max-warmup-time", "2", "--db", str(db))
-    assert r2.returncode == 0 and "0 run, 8 already" in r2.stderr
+    assert r2.returncode == 0 and f"0 run, {len(models)} already" in r2.stderr
 
     r3 = dlperf("report", "--db", str(db), "-o", str(tmp_path / "r2"))
     assert r3.returncode == 0 and (tmp_path / "r2" / "report.md").is_file()
@@ -77,3 +77,29 @@ def test_list_and_env():
         assert word in r.stdout
     e = json.loads(dlperf("env", "--json").stdout)
     assert e["cpu_logical"] >= 1 and "torch" in e["frameworks"]
+
+
+def test_user_errors_are_caught_before_anything_is_stored(tmp_path):
+    db = tmp_path / "r.db"
+    for args, needle in [
+        (["--data", "imagenet"], "imagenet"),
+        (["--data", str(tmp_path / "missing")], "missing"),
+        (["--report", __file__], "is a file"),
+    ]:
+        r = dlperf("run", "--model", "fcn5_tiny", "--device", "cpu", "--db", str(db), *args)
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert not db.exists()  # nothing ran, nothing stored
+    r = dlperf("run", "--model", "fcn5_tiny", "--db", str(tmp_path))
+    assert r.returncode == 2 and "is a folder" in r.stderr
+    r = dlperf("results", "--db", str(db), "-f", "csv", "-o", str(tmp_path / "no" / "a.csv"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_cuda_without_gpu_is_a_user_error():
+    from dlperf import nvml
+
+    if nvml.gpus():
+        pytest.skip("this machine has a GPU")
+    r = dlperf("run", "--model", "fcn5_tiny", "--device", "cuda")
+    assert r.returncode == 2 and "--device cpu" in r.stderr

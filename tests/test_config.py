@@ -52,8 +52,10 @@ grid:
   - model: fcn5_tiny        # duplicate of a point above: dropped
     batch_size: 8
 """)
+    from dlperf.zoo import SUITES
+
     pts = load_sweep(p).expand()
-    assert len(pts) == 2 * 2 * 2 + 8
+    assert len(pts) == 2 * 2 * 2 + len(SUITES["quick"])
     assert all(x.iterations.min_iters == 3 for x in pts)
     assert len({x.run_key() for x in pts}) == len(pts)
 

@@ -91,7 +91,7 @@ def test_exports(tmp_path):
         assert "result_json" not in parsed[0]
         js = json.loads(to_json(rows, s, include_samples=True))
         assert js[0]["result"]["config"]["model"] == "fcn5_tiny"
-        assert js[0]["samples"]["measure"]["step_time_s"] == [0.01, 0.012, 0.011]
+        assert js[0]["raw_samples"]["measure"]["step_time_s"] == [0.01, 0.012, 0.011]
 
 
 def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):

@@ -46,31 +46,33 @@ def _ints(value: str, what: str) -> list[int]:
     return vals
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` if a GPU is usable, else ``cpu``; other values are checked."""
-    if device == "auto":
-        from dlperf import nvml
-
-        if not nvml.gpus():
-            return "cpu"
-        try:
-            import torch
-
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        except ImportError:
-            return "cpu"
-    if device not in ("cpu", "cuda"):
-        raise unknown_choice("device", device, ("auto", "cpu", "cuda"))
-    return device
-
-
 def _guard(fn):
-    """Run a command body; DlperfError -> message and exit 2."""
+    """Run a command body; a user error (DlperfError, or a file that cannot be written or
+    read) -> one message and exit 2."""
     try:
         return fn()
     except DlperfError as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         raise typer.Exit(2) from None
+    except OSError as e:
+        where = f" {e.filename!r}" if getattr(e, "filename", None) else ""
+        err.print(f"[bold red]error:[/] cannot use{where}: {e.strerror or e}; give another path",
+                  highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _check_out_dir(path: str | Path | None, flag: str) -> None:
+    """A report folder must be a folder (or not exist yet)."""
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} is a file; give a folder for the report")
+
+
+def _check_db(path: str, must_exist: bool) -> None:
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"--db {path!r} is a folder; give a results file, e.g. {path}/results.db")
+    if must_exist and not p.is_file():
+        raise ConfigError(f"results file {path!r} does not exist; run `dlperf run ... --db {path}` first")
 
 
 @app.command()
@@ -96,11 +98,12 @@ def run(
     threads: Annotated[Optional[str], typer.Option(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None,
     timeout: Annotated[float, typer.Option(help="Kill a point's worker after this many seconds.")] = 900.0,
     rerun: Annotated[bool, typer.Option("--rerun", help="Run points again even if the db has them.")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False,
     report: Annotated[Optional[str], typer.Option(help="Also write a Markdown+PNG report to this folder.")] = None,
 ) -> None:
     """Measure training time per iteration for models x batch sizes x precisions."""
     def body():
-        from dlperf.config import IterationPolicy, make_run_config
+        from dlperf.config import make_policy, make_run_config, resolve_device
         from dlperf.zoo import get_spec, get_suite
 
         if bool(model) == bool(suite):
@@ -112,14 +115,12 @@ def run(
             for m in _split(model):
                 get_spec(m)
                 entries.append((m, data or "synthetic"))
+        _check_out_dir(report, "--report")
+        _check_db(db, must_exist=False)
         dev = resolve_device(device)
-        try:
-            policy = IterationPolicy(min_iters=min_iters, min_time_s=min_time, max_iters=max_iters,
-                                     max_time_s=max_time, warmup_window=warmup_window,
-                                     max_warmup_iters=max_warmup_iters,
-                                     max_warmup_time_s=max_warmup_time)
-        except Exception as e:
-            raise ConfigError(f"invalid iteration options: {e}") from None
+        policy = make_policy(min_iters=min_iters, min_time_s=min_time, max_iters=max_iters,
+                             max_time_s=max_time, warmup_window=warmup_window,
+                             max_warmup_iters=max_warmup_iters, max_warmup_time_s=max_warmup_time)
         points = []
         for m, d in entries:
             for p in _split(precision) or ["fp32"]:
@@ -131,7 +132,8 @@ def run(
                                 precision=p, batch_size=b, grad_accum=grad_accum, data=d,
                                 data_dir=data_dir, threads=th, iterations=policy,
                                 timeout_s=timeout))
-        _execute(points, db, sweep=None, resume=not rerun, retry_failed=False, report_dir=report)
+        _execute(points, db, sweep=None, resume=not rerun, retry_failed=retry_failed,
+                 report_dir=report)
 
     _guard(body)
 
@@ -140,9 +142,10 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
              sweep_config: dict | None = None) -> None:
     from dlperf.report.tables import results_table
     from dlperf.results.store import ResultStore
-    from dlperf.sweep import execute
+    from dlperf.sweep import execute, preflight
     from dlperf.worker import now_iso
 
+    preflight(points)
     with ResultStore(db) as store:
         if sweep_config is not None:
             store.add_sweep(sweep, sweep_config, now_iso())
@@ -162,12 +165,15 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
 
             path = write_report(rows, report_dir)
             out.print(f"report: {path}")
+    if outcome.ran and outcome.failed == outcome.ran:
+        err.print("[red]every point that ran failed[/]; see the errors above")
+        raise typer.Exit(1)
 
 
 @app.command()
 def sweep(
     file: Annotated[Path, typer.Argument(help="Sweep YAML file (name, defaults, grid).")],
-    db: Annotated[Optional[str], typer.Option(help="Results file (default: <sweep name>.db next to the YAML).")] = None,
+    db: Annotated[Optional[str], typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Ignore results already in the db and run every point.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points that failed before.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
@@ -177,6 +183,7 @@ def sweep(
     def body():
         from dlperf.config import load_sweep
 
+        _check_out_dir(report, "--report")
         cfg = load_sweep(file)
         points = cfg.expand()
         if dry_run:
@@ -185,6 +192,7 @@ def sweep(
             out.print(f"{len(points)} points")
             return
         path = db or str(Path(file).with_suffix(".db"))
+        _check_db(path, must_exist=False)
         _execute(points, path, sweep=cfg.name, resume=not restart, retry_failed=retry_failed,
                  report_dir=report, sweep_config=cfg.model_dump())
 
@@ -264,8 +272,7 @@ def results(
 
         if format not in ("table", "csv", "json"):
             raise unknown_choice("format", format, ("table", "csv", "json"))
-        if not Path(db).is_file():
-            raise ConfigError(f"results file {db!r} does not exist; run `dlperf run ... --db {db}` first")
+        _check_db(db, must_exist=True)
         with ResultStore(db) as store:
             rows = store.rows(latest=not all_runs, model=_split(model) or None,
                               status=_split(status) or None)
@@ -295,8 +302,8 @@ def report(
         from dlperf.report.markdown import write_report
         from dlperf.results.store import ResultStore
 
-        if not Path(db).is_file():
-            raise ConfigError(f"results file {db!r} does not exist; run `dlperf run ... --db {db}` first")
+        _check_db(db, must_exist=True)
+        _check_out_dir(output, "--output")
         with ResultStore(db) as store:
             rows = store.rows()
         if not rows:

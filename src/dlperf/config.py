@@ -86,8 +86,8 @@ class RunConfig(BaseModel):
     mode: str = "eager"
     device: Literal["cpu", "cuda"] = "cpu"
     precision: Literal["fp32", "tf32", "bf16"] = "fp32"
-    batch_size: int = Field(..., ge=1)
-    grad_accum: int = Field(1, ge=1)
+    batch_size: int = Field(..., ge=1, strict=True)
+    grad_accum: int = Field(1, ge=1, strict=True)
     data: str = "synthetic"
     data_dir: str | None = None
     threads: int | None = Field(None, ge=1)
@@ -115,7 +115,8 @@ class RunConfig(BaseModel):
     def _check(self) -> RunConfig:
         modes = FRAMEWORK_MODES[self.framework]
         if self.mode not in modes:
-            raise unknown_choice(f"mode for framework {self.framework!r}", self.mode, modes)
+            raise unknown_choice("mode", self.mode, modes,
+                                 plural=f"modes of framework {self.framework!r}")
         if self.batch_size % self.grad_accum:
             raise ValueError(
                 f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}; "
@@ -140,6 +141,50 @@ class RunConfig(BaseModel):
                 f"b={self.batch_size} {self.data}{thr}")
 
 
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` if a GPU is usable here, else ``cpu``; ``cpu``/``cuda`` are checked.
+
+    Raises:
+        ConfigError: an unknown device, or ``cuda`` on a machine where none is usable.
+    """
+    if device not in ("auto", "cpu", "cuda"):
+        raise unknown_choice("device", device, ("auto", "cpu", "cuda"))
+    if device == "cpu":
+        return device
+    from dlperf import nvml
+
+    usable = False
+    if nvml.gpus():
+        try:
+            import torch
+
+            usable = torch.cuda.is_available()
+        except ImportError:
+            usable = True  # another framework may use it; its adapter checks
+    if device == "auto":
+        return "cuda" if usable else "cpu"
+    if not usable:
+        raise ConfigError("device 'cuda' was asked for but no CUDA GPU is usable here; "
+                          "use --device cpu or --device auto")
+    return device
+
+
+#: RunConfig field -> the CLI flag that sets it, for error messages.
+CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters": "--max-iters",
+             "max_time_s": "--max-time", "warmup_window": "--warmup-window",
+             "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
+             "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
+             "threads": "--threads"}
+
+
+def make_policy(**fields: Any) -> IterationPolicy:
+    """Construct an :class:`IterationPolicy`; ConfigError names the CLI flag that is wrong."""
+    try:
+        return IterationPolicy(**fields)
+    except ValidationError as e:
+        raise ConfigError(_format_validation(e, flags=True)) from None
+
+
 def make_run_config(**fields: Any) -> RunConfig:
     """Construct a :class:`RunConfig`, turning pydantic's errors into one :class:`ConfigError`.
 
@@ -149,13 +194,15 @@ def make_run_config(**fields: Any) -> RunConfig:
     try:
         return RunConfig(**fields)
     except ValidationError as e:
-        raise ConfigError(_format_validation(e)) from None
+        raise ConfigError(_format_validation(e, flags=True)) from None
 
 
-def _format_validation(e: ValidationError, where: str = "") -> str:
+def _format_validation(e: ValidationError, where: str = "", flags: bool = False) -> str:
     parts = []
     for err in e.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "config"
+        if flags and err["loc"] and str(err["loc"][-1]) in CLI_FLAGS:
+            loc = f"{CLI_FLAGS[str(err['loc'][-1])]} ({loc})"
         msg = err["msg"]
         ctx = err.get("ctx") or {}
         if "error" in ctx and isinstance(ctx["error"], Exception):
@@ -178,6 +225,8 @@ class SweepConfig(BaseModel):
 
     def expand(self) -> list[RunConfig]:
         """All points of the grid, in file order, duplicates removed (first one kept).
+
+        ``device: auto`` is resolved here (cuda if a GPU is usable, else cpu).
 
         Raises:
             ConfigError: naming the grid entry (0-based) and field that is wrong.
@@ -211,6 +260,8 @@ class SweepConfig(BaseModel):
                 if "model" not in axes:
                     raise ConfigError(f"grid[{i}]: needs 'model' (or 'suite'); e.g. model: [resnet50]")
                 pairs = [{}]
+            if "device" in axes:
+                axes["device"] = [resolve_device(d) if d == "auto" else d for d in axes["device"]]
             keys = list(axes)
             for pair in pairs:
                 for combo in itertools.product(*(axes[k] for k in keys)):
@@ -233,6 +284,8 @@ def load_sweep(path: str | Path) -> SweepConfig:
             the file and the field).
     """
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"sweep file {str(p)!r} is a folder; give the path of a YAML file")
     if not p.is_file():
         raise ConfigError(f"sweep file {str(p)!r} does not exist; give the path of a YAML file")
     try:

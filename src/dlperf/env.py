@@ -78,6 +78,8 @@ def collect_env() -> dict[str, Any]:
         "cpu_physical": psutil.cpu_count(logical=False),
         "cpu_affinity": affinity,
         "memory_total_bytes": int(vm.total),
+        "memory_available_bytes": int(vm.available),
+        "load_average_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "gpus": nvml.gpus(),
         "dlperf_version": dlperf.__version__,
         "git": git_sha(),

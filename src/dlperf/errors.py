@@ -26,13 +26,16 @@ class UnavailableError(DlperfError, RuntimeError):
     """A framework or device that was asked for is not installed or not present."""
 
 
-def unknown_choice(what: str, value: str, choices: Iterable[str]) -> ConfigError:
+def unknown_choice(what: str, value: str, choices: Iterable[str], *,
+                   plural: str | None = None) -> ConfigError:
     """Build the error for a value that is not one of ``choices``.
 
     The message names the bad value, a close match if there is one ("did you mean"), and every
-    valid choice, e.g. ``unknown model 'resnet5'; did you mean 'resnet50'? valid: ...``.
+    valid choice, e.g. ``unknown model 'resnt50'; did you mean 'resnet50'? valid models: ...``.
+    ``plural`` overrides the plural of ``what`` used before the list (default ``what + "s"``).
     """
     choices = sorted(choices)
     close = difflib.get_close_matches(str(value), choices, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return ConfigError(f"unknown {what} {value!r}{hint} valid {what}s: {', '.join(choices)}")
+    hint = f"; did you mean {close[0]!r}?" if close else ";"
+    return ConfigError(f"unknown {what} {value!r}{hint} valid {plural or what + 's'}: "
+                       f"{', '.join(choices)}")

@@ -40,11 +40,36 @@ def result_line(r: dict[str, Any]) -> str:
     s = r["summary"]
     tp = r["throughput"]
     extra = f", {tp['tokens_per_s']:,.0f} tokens/s" if tp.get("tokens_per_s") else ""
-    warn = "" if r.get("steady_state") else "  [yellow](no steady state)[/]"
-    warn += "" if r.get("timing_consistent", True) else "  [yellow](event/wall mismatch)[/]"
+    warn = "".join(f"\n         [yellow]warning: {w}[/]" for w in r.get("warnings") or [])
     return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter "
             f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}], "
             f"{tp['samples_per_s']:,.1f} samples/s{extra}{warn}")
+
+
+def preflight(points: list[RunConfig]) -> None:
+    """Check what can be checked before anything runs, so a user error costs no measurement.
+
+    Each real data set is resolved, read and cut into one batch for each model that uses it
+    (corrupt files and data that do not fit the model are refused here).
+
+    Raises:
+        DataError: naming the data set, the file or the model, and how to fix it.
+    """
+    from dlperf.data import load_dataset, make_batches
+    from dlperf.zoo import get_spec
+
+    loaded: dict[tuple[str, str | None], Any] = {}
+    checked: set[tuple[str, str | None, str, int]] = set()
+    for p in points:
+        if p.data == "synthetic":
+            continue
+        key = (p.data, p.data_dir)
+        if key not in loaded:
+            loaded[key] = load_dataset(p.data, p.data_dir)
+        ck = (p.data, p.data_dir, p.model, p.batch_size)
+        if ck not in checked:
+            make_batches(loaded[key], get_spec(p.model), p.batch_size, max_batches=1)
+            checked.add(ck)
 
 
 def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = None,

@@ -122,6 +122,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
                         "measure": loop.measured_s},
             "losses": losses,
         })
+        r["warnings"] = quality_warnings(r)
     except Exception as e:  # noqa: BLE001 - every failure becomes a recorded result
         if adapter.is_oom(e):
             status = "oom"
@@ -153,6 +154,32 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
     r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
                    "phases_s": phases}
     return r
+
+
+#: A result's quality warnings fire above these (documented in the README).
+WIDE_CI_REL = 0.10        # CI of the median wider than 10% of the median
+LONG_TAIL_RATIO = 1.25    # mean more than 1.25 x the median
+
+
+def quality_warnings(r: dict[str, Any]) -> list[str]:
+    """Plain-language warnings about a measurement that should not be trusted as it is."""
+    w: list[str] = []
+    s = r.get("summary") or {}
+    if s.get("median"):
+        width = (s["ci_high"] - s["ci_low"]) / s["median"]
+        if width > WIDE_CI_REL:
+            w.append(f"wide CI of the median ({width:.0%} of it): noisy machine or too few "
+                     "iterations; raise --min-time")
+        if s["mean"] > LONG_TAIL_RATIO * s["median"]:
+            w.append(f"mean is {s['mean'] / s['median']:.2f}x the median: a long tail or two "
+                     "speeds in the raw samples")
+    if r.get("steady_state") is False:
+        w.append("warm-up did not reach steady state (or the step recompiled while measured)")
+    if r.get("timing_consistent") is False:
+        w.append(f"iteration times and wall time differ by {r.get('timing_rel_diff', 0):.1%}")
+    if r.get("device") == "cpu" and r.get("precision") == "tf32":
+        w.append("tf32 has no effect on the CPU: this is an fp32 run")
+    return w
 
 
 def compile_info(session: Any) -> dict[str, Any]:

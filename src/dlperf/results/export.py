@@ -26,12 +26,13 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 def to_json(rows: list[dict[str, Any]], store: ResultStore | None = None,
             include_samples: bool = False) -> str:
     """Rows as a JSON list; ``result_json`` is parsed into ``result``; with ``include_samples``
-    (and a store), each row gets its raw per-iteration ``samples``."""
+    (and a store), each row gets its raw per-iteration times and losses as ``raw_samples``
+    (``samples`` stays the count of samples measured)."""
     out = []
     for r in rows:
         d = {k: v for k, v in r.items() if k != "result_json"}
         d["result"] = json.loads(r["result_json"]) if r.get("result_json") else None
         if include_samples and store is not None:
-            d["samples"] = store.samples(r["id"])
+            d["raw_samples"] = store.samples(r["id"])
         out.append(d)
     return json.dumps(out, indent=1, default=str)

@@ -30,7 +30,8 @@ SCHEMA_VERSION = 2
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
-    2: {"compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER"},
+    2: {"compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
+        "warnings": "TEXT"},
 }
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
@@ -54,6 +55,7 @@ COLUMNS: dict[str, str] = {
     "loss_first": "REAL", "loss_last": "REAL", "framework_version": "TEXT", "git_sha": "TEXT",
     "result_json": "TEXT",
     "compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
+    "warnings": "TEXT",
 }
 SUMMARY_KEYS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "iqr", "p5", "p95",
                 "ci_low", "ci_high", "mad")
@@ -87,6 +89,7 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     comp = result.get("compile") or {}
     for k in ("compile_time_s", "n_compiles", "recompiles_measured"):
         row[k] = comp.get(k)
+    row["warnings"] = "; ".join(result.get("warnings") or []) or None
     row["loss_first"] = meas[0] if meas else None
     row["loss_last"] = meas[-1] if meas else None
     v = result.get("versions") or {}
@@ -190,10 +193,16 @@ class ResultStore:
                              (name, created_at, json.dumps(config, default=str)))
 
     def done_keys(self, include_failed: bool = True) -> set[str]:
-        """Run keys that already have a result (only ``ok`` ones if not ``include_failed``)."""
-        q = "SELECT DISTINCT run_key FROM results"
+        """Run keys that already have a final result.
+
+        A measurement outcome is final: ``ok``, and also ``oom``, ``nan_loss``, ``crash`` and
+        ``timeout`` (they are results of the configuration). ``error`` and ``unavailable``
+        (a missing data file, a framework not installed) are not: fixing them and running
+        again should measure the point. With ``include_failed=False`` only ``ok`` counts.
+        """
+        q = "SELECT DISTINCT run_key FROM results WHERE status NOT IN ('error', 'unavailable')"
         if not include_failed:
-            q += " WHERE status = 'ok'"
+            q = "SELECT DISTINCT run_key FROM results WHERE status = 'ok'"
         return {r[0] for r in self._db.execute(q)}
 
     def rows(self, *, latest: bool = True, **filters: Any) -> list[dict[str, Any]]:

@@ -11,6 +11,9 @@ Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
 * optimizer: ``torch.optim.SGD``/``Adam``/``AdamW`` with PyTorch's default ``foreach``
   implementation; ``zero_grad(set_to_none=True)``.
 * synthetic data: a pool of 4 distinct batches made on the device before timing, cycled.
+  Models outside the default input/loss contract (``not spec.default_io``: token pairs,
+  spectrograms, masked-LM or CTC, label smoothing; dlperf.zoo.spec) get their batches and loss
+  from their implementation module's hooks ``synthetic_batch`` and ``loss_fn``.
   Real data: batches prepared on the host (pinned memory on CUDA) and copied with
   ``non_blocking=True`` inside each step, so the host-to-device copy is part of the iteration.
 """
@@ -121,11 +124,15 @@ class TorchAdapter:
             opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum,
                                   weight_decay=o.weight_decay)
         elif o.name == "adam":
-            opt = torch.optim.Adam(model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+            opt = torch.optim.Adam(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
+                                   weight_decay=o.weight_decay)
         else:
-            opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+            opt = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
+                                    weight_decay=o.weight_decay)
         flags["optimizer"] = {"name": o.name, "lr": o.lr, "momentum": o.momentum,
                               "weight_decay": o.weight_decay, "foreach": "default"}
+        if o.name != "sgd":
+            flags["optimizer"].update(betas=list(o.betas), eps=o.eps)
         on_phase, compile_info = None, None
         if cfg.mode == "graph":
             model, on_phase, compile_info = self._compile(torch, model, flags)
@@ -140,9 +147,17 @@ class TorchAdapter:
             return torch.autocast(device_type=dev.type, dtype=torch.bfloat16) if bf16 \
                 else contextlib.nullcontext()
 
-        def loss_fn(out, y):
-            # [B, C] or [B, T, V] logits against [B] or [B, T] targets.
-            return F.cross_entropy(out.reshape(-1, n_classes), y.reshape(-1))
+        if spec.default_io:
+            def loss_fn(out, y):
+                # [B, C] or [B, T, V] logits against [B] or [B, T] targets.
+                return F.cross_entropy(out.reshape(-1, n_classes), y.reshape(-1))
+        else:
+            # Other targets or losses (CTC, masked LM, label smoothing; dlperf.zoo.spec): the
+            # model's implementation module defines the loss.
+            import importlib
+
+            loss_fn = importlib.import_module(
+                f"dlperf.zoo.{spec.family}.torch_impl").loss_fn(spec)
 
         if K == 1:
             def step():
@@ -256,8 +271,16 @@ class TorchAdapter:
             # Made on the device (a host-side randn of 4 x 8192 x 26752 floats takes seconds).
             g = torch.Generator(device=dev).manual_seed(cfg.seed)
             pool = []
+            make = None
+            if not spec.default_io:  # other inputs/targets: the model module's hook
+                import importlib
+
+                make = importlib.import_module(
+                    f"dlperf.zoo.{spec.family}.torch_impl").synthetic_batch
             for _ in range(SYNTHETIC_POOL):
-                if spec.input_kind == "tokens":
+                if make is not None:
+                    x, y = make(spec, B, g, dev)
+                elif spec.input_kind == "tokens":
                     x = torch.randint(0, spec.num_classes, (B, *spec.input_shape), generator=g,
                                       device=dev)
                     y = torch.randint(0, spec.num_classes, (B, *spec.input_shape), generator=g,

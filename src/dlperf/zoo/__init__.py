@@ -1,7 +1,7 @@
 """The model zoo: specs (framework-free) and per-framework implementations.
 
-Each family package (``fcn``, ``cnn``, ``rnn``) has ``spec.py`` exporting ``SPECS: dict[str,
-ModelSpec]`` (full models and their ``_tiny`` variants) and one implementation module per
+Each family package (``fcn``, ``cnn``, ``rnn``, ``transformer``) has ``spec.py`` exporting
+``SPECS: dict[str, ModelSpec]`` (full models and their ``_tiny`` variants) and one implementation module per
 framework (``torch_impl.py`` with ``build(spec) -> torch.nn.Module``). Adding a model is a spec
 entry plus one implementation per framework; this file only gathers them.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dlperf.errors import unknown_choice
 from dlperf.zoo.spec import ModelSpec, OptimizerSpec
 
-FAMILY_PACKAGES = ("fcn", "cnn", "rnn")
+FAMILY_PACKAGES = ("fcn", "cnn", "rnn", "transformer")
 
 
 def _collect() -> dict[str, ModelSpec]:
@@ -43,13 +43,21 @@ SUITES: dict[str, tuple[SuiteEntry, ...]] = {
     "quick": tuple(
         SuiteEntry(n)
         for n in ("fcn5_tiny", "fcn8_tiny", "fcn_mnist_tiny", "alexnet_tiny",
-                  "alexnet_cifar_tiny", "resnet50_tiny", "resnet56_tiny", "lstm_tiny")
+                  "alexnet_cifar_tiny", "resnet50_tiny", "resnet56_tiny", "lstm_tiny",
+                  # Each of these takes under 15 ms per batch-8 step on one CPU thread.
+                  "vgg16_tiny", "googlenet_tiny", "deepspeech2_tiny", "transformer_tiny",
+                  "bert_base_tiny", "gpt2_small_tiny")
     ),
     "dlbench": (
         SuiteEntry("fcn5"), SuiteEntry("fcn8"), SuiteEntry("alexnet"), SuiteEntry("resnet50"),
         SuiteEntry("lstm"), SuiteEntry("fcn_mnist", "mnist"), SuiteEntry("alexnet_cifar", "cifar10"),
         SuiteEntry("resnet56", "cifar10"), SuiteEntry("lstm", "ptb"),
     ),
+    # Shi & Chu 2017 (distributed training of CNNs).
+    "distributed": (SuiteEntry("alexnet"), SuiteEntry("googlenet"), SuiteEntry("resnet50")),
+    # Dai et al. 2022: CNN, RNN, speech and Transformer.
+    "seven": tuple(SuiteEntry(n) for n in ("resnet50", "vgg16", "googlenet", "lstm",
+                                          "deepspeech2", "transformer", "bert_base")),
 }
 
 
@@ -92,7 +100,9 @@ def build_torch(spec: ModelSpec):
 
     The module maps a batch to logits: ``[B, num_classes]`` for vector/image inputs
     (``[B, F]`` float32 or ``[B, C, H, W]`` float32), ``[B, T, V]`` for token inputs
-    (``[B, T]`` int64).
+    (``[B, T]`` int64; ``[B, n_predictions, V]`` for BERT) and token pairs (``[B, 2, T]``
+    int64), ``[B, T_out, classes]`` for spectrograms (``[B, bins, frames]`` float32); see the
+    table in :mod:`dlperf.zoo.spec`.
     """
     return build(spec, "torch")
 

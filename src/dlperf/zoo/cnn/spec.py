@@ -1,4 +1,5 @@
-"""Specs of the convolutional networks: alexnet, alexnet_cifar, resnet50, resnet56 (+ tiny).
+"""Specs of the convolutional networks: alexnet, alexnet_cifar, vgg16, googlenet, resnet50,
+resnet56 (+ tiny).
 
 Each architecture is one ``hyper["arch"]`` layout with its sizes in ``hyper``; the layout
 constants below (kernel sizes, strides, paddings) are shared with the implementations, which
@@ -14,6 +15,22 @@ read everything else from ``hyper``. A tiny variant is the same layout with smal
   pool types (max, avg, avg) are those of layers-18pct and of Caffe's ``cifar10_full``, which
   is the same net; the local response normalisation layers of the original are omitted
   (no parameters, no counted FLOPs).
+* ``vgg16``: VGG-16, configuration D of Simonyan & Zisserman 2015 ("Very Deep Convolutional
+  Networks for Large-Scale Image Recognition", table 1), without batch norm, torchvision layout
+  (``torchvision.models.vgg16``): 13 conv3x3 pad 1 with bias + ReLU in 5 blocks
+  (64x2, 128x2, 256x3, 512x3, 512x3), a 2x2 stride-2 max-pool after each block,
+  AdaptiveAvgPool 7x7, FC 4096-4096-1000 (ReLU, dropout 0.5 after the first two).
+  MODELS.md: 138,357,544 parameters.
+* ``googlenet``: Inception v1 (Szegedy et al. 2015, "Going Deeper with Convolutions", table 1)
+  with batch norm and without the auxiliary classifiers, torchvision layout
+  (``torchvision.models.googlenet(aux_logits=False, transform_input=False)``): every conv is
+  ``BasicConv2d`` = bias-free conv + BN(eps 0.001) + ReLU; stem conv7x7/2 (64), max-pool
+  3x3/2, conv1x1 (64), conv3x3 (192), max-pool 3x3/2; inception 3a, 3b, max-pool 3x3/2,
+  4a-4e, max-pool 2x2/2, 5a, 5b (all max-pools with ``ceil_mode=True``); global average
+  pool, dropout 0.2, FC 1024 -> 1000. An inception block has four branches concatenated:
+  1x1; 1x1 -> 3x3; 1x1 -> "5x5"; max-pool 3x3/1 pad 1 -> 1x1. torchvision's "5x5" branch is
+  a 3x3 conv (a known quirk kept for weight compatibility, torchvision issue #906), and the
+  MODELS.md count 6,624,904 is that of this layout, so the 3x3 is kept here too.
 * ``resnet50``: ResNet-50 v1.5 (He et al. 2016, "Deep Residual Learning", table 1; v1.5 =
   stride 2 in the 3x3 conv of the bottleneck, as in torchvision and NVIDIA's DeepLearning
   Examples), torchvision layout: bias-free convs, BN with affine weight and bias, 1x1
@@ -55,6 +72,21 @@ CIFAR_POOL = (3, 2, 1)
 RESNET_STEM_CONV = (7, 2, 3)
 RESNET_STEM_POOL = (3, 2, 1)
 
+#: VGG: every conv 3x3 stride 1 pad 1 (keeps the size), a 2x2 stride-2 max-pool after each block.
+VGG_CONV = (3, 1, 1)
+VGG_POOL = (2, 2, 0)
+
+#: GoogLeNet (torchvision): stem convs (kernel, stride, padding) for the three ``stem`` widths.
+GOOGLENET_STEM: tuple[tuple[int, int, int], ...] = ((7, 2, 3), (1, 1, 0), (3, 1, 1))
+#: max-pools (kernel, stride, padding), all ``ceil_mode=True``: after stem conv 1 and 3.
+GOOGLENET_STEM_POOLS = {0: (3, 2, 0), 2: (3, 2, 0)}
+#: inception blocks per stage (3a-3b, 4a-4e, 5a-5b) and the ceil-mode max-pool after each
+#: stage but the last (maxpool3 3x3/2, maxpool4 2x2/2).
+GOOGLENET_STAGES = (2, 5, 2)
+GOOGLENET_STAGE_POOLS = ((3, 2, 0), (2, 2, 0))
+#: BatchNorm epsilon of torchvision's BasicConv2d (implementations must use it).
+GOOGLENET_BN_EPS = 1e-3
+
 _FLOPS_SOURCE = ("dlperf FLOP convention (zoo/spec.py): conv = 2*c_in*k*k*c_out*h_out*w_out, "
                  "linear = 2*n_in*n_out per sample; bias, BN, ReLU, pooling and residual adds "
                  "not counted; counted layer by layer in dlperf.zoo.cnn.spec")
@@ -87,8 +119,21 @@ class _Tally:
         self.flops += 2 * n_in * n_out
 
 
+def pool_out_ceil(size: int, kernel: int, stride: int, pad: int = 0) -> int:
+    """Output length of a ``ceil_mode=True`` pool along one axis (PyTorch rule: round up, but
+    the last window must start inside the input or its left padding)."""
+    out = -(-(size + 2 * pad - kernel) // stride) + 1
+    if (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
 def _hw(hw: tuple[int, int], kernel: int, stride: int, pad: int) -> tuple[int, int]:
     return conv_out(hw[0], kernel, stride, pad), conv_out(hw[1], kernel, stride, pad)
+
+
+def _hw_ceil(hw: tuple[int, int], kernel: int, stride: int, pad: int) -> tuple[int, int]:
+    return pool_out_ceil(hw[0], kernel, stride, pad), pool_out_ceil(hw[1], kernel, stride, pad)
 
 
 def alexnet_counts(hyper: dict, input_shape: Sequence[int], num_classes: int) -> tuple[int, int]:
@@ -202,9 +247,83 @@ def resnet_cifar_counts(hyper: dict, input_shape: Sequence[int],
     return t.params, t.flops
 
 
+def vgg_counts(hyper: dict, input_shape: Sequence[int], num_classes: int) -> tuple[int, int]:
+    """(parameters, forward FLOPs per sample) of torchvision's VGG layout without BN.
+
+    ``hyper``: ``blocks`` (conv widths per block; VGG-16 D: (64, 64), (128, 128),
+    (256, 256, 256), (512, 512, 512), (512, 512, 512)), ``fc`` (hidden FC width), ``avgpool``
+    (side of the AdaptiveAvgPool output), ``dropout``. Convs 3x3 pad 1 with bias keep the size;
+    a 2x2/2 max-pool ends each block; FC ``c*a*a -> fc -> fc -> num_classes`` with bias.
+    """
+    t = _Tally()
+    c_in, hw = input_shape[0], (input_shape[1], input_shape[2])
+    k, s, p = VGG_CONV
+    for block in hyper["blocks"]:
+        for c_out in block:
+            hw = _hw(hw, k, s, p)
+            t.conv(c_in, c_out, k, hw, bias=True)
+            c_in = c_out
+        hw = _hw(hw, *VGG_POOL)
+    a = hyper["avgpool"]
+    t.linear(c_in * a * a, hyper["fc"])  # classifier[0]
+    t.linear(hyper["fc"], hyper["fc"])  # classifier[3]
+    t.linear(hyper["fc"], num_classes)  # classifier[6]
+    return t.params, t.flops
+
+
+def inception_out(row: Sequence[int]) -> int:
+    """Output channels of an inception block ``(ch1x1, ch3x3red, ch3x3, ch5x5red, ch5x5,
+    pool_proj)``: the four branches are concatenated."""
+    return row[0] + row[2] + row[4] + row[5]
+
+
+def googlenet_counts(hyper: dict, input_shape: Sequence[int],
+                     num_classes: int) -> tuple[int, int]:
+    """(parameters, forward FLOPs per sample) of torchvision's GoogLeNet (BN, no aux heads).
+
+    ``hyper``: ``stem`` (three stem conv widths), ``inception`` (one row ``(ch1x1, ch3x3red,
+    ch3x3, ch5x5red, ch5x5, pool_proj)`` per block, 3a..5b; Szegedy et al. 2015 table 1),
+    ``dropout``. Each conv is bias-free + BN (2 parameters per channel); the "5x5" branch is a
+    3x3 conv (torchvision layout); the pool branch's max-pool keeps the size. Pools round up
+    (``ceil_mode``): 224 -> 112 -> 56 -> 28 -> 14 -> 7.
+    """
+    t = _Tally()
+    c_in, hw = input_shape[0], (input_shape[1], input_shape[2])
+
+    def basic(c_in: int, c_out: int, k: int, hw_out: tuple[int, int]) -> None:
+        t.conv(c_in, c_out, k, hw_out, bias=False)
+        t.bn(c_out)
+
+    for i, (c_out, (k, s, p)) in enumerate(zip(hyper["stem"], GOOGLENET_STEM, strict=True)):
+        hw = _hw(hw, k, s, p)
+        basic(c_in, c_out, k, hw)
+        c_in = c_out
+        if i in GOOGLENET_STEM_POOLS:
+            hw = _hw_ceil(hw, *GOOGLENET_STEM_POOLS[i])
+    rows = iter(hyper["inception"])
+    for stage, n_blocks in enumerate(GOOGLENET_STAGES):
+        for _ in range(n_blocks):
+            c1, c3r, c3, c5r, c5, pp = next(rows)
+            basic(c_in, c1, 1, hw)  # branch1
+            basic(c_in, c3r, 1, hw)  # branch2: 1x1 reduce, 3x3
+            basic(c3r, c3, 3, hw)
+            basic(c_in, c5r, 1, hw)  # branch3: 1x1 reduce, 3x3 (torchvision's "5x5")
+            basic(c5r, c5, 3, hw)
+            basic(c_in, pp, 1, hw)  # branch4: max-pool 3x3/1 pad 1, 1x1 projection
+            c_in = c1 + c3 + c5 + pp
+        if stage < len(GOOGLENET_STAGE_POOLS):
+            hw = _hw_ceil(hw, *GOOGLENET_STAGE_POOLS[stage])
+    if next(rows, None) is not None:
+        raise ValueError(f"googlenet needs {sum(GOOGLENET_STAGES)} inception rows")
+    t.linear(c_in, num_classes)  # fc after global average pooling and dropout
+    return t.params, t.flops
+
+
 COUNTS = {
     "alexnet": alexnet_counts,
     "alexnet_cifar": alexnet_cifar_counts,
+    "vgg": vgg_counts,
+    "googlenet": googlenet_counts,
     "resnet_bottleneck": resnet_bottleneck_counts,
     "resnet_cifar": resnet_cifar_counts,
 }
@@ -242,6 +361,10 @@ _ALEXNET_SRC = ("Krizhevsky 2014 'One weird trick' (arXiv:1404.5997), torchvisio
                 " no LRN")
 _CIFAR_SRC = ("cuda-convnet layers-18pct (Krizhevsky), Shi et al. 2016 AlexNet-R; "
               "LRN omitted")
+_VGG_SRC = ("Simonyan & Zisserman 2015, VGG-16 configuration D, no BN (torchvision vgg16 "
+            "layout)")
+_GOOGLENET_SRC = ("Szegedy et al. 2015, Inception v1 with BN, no auxiliary heads (torchvision "
+                  "googlenet layout)")
 _R50_SRC = "He et al. 2016, ResNet-50 v1.5 (NVIDIA; torchvision layout)"
 _R56_SRC = "He et al. 2016 sec. 4.2, CIFAR ResNet-56 (option A); Shi et al. 2016"
 
@@ -255,6 +378,23 @@ SPECS: dict[str, ModelSpec] = {
         cnn_spec("alexnet_cifar", "alexnet_cifar",
                  {"channels": (32, 32, 64), "pools": ("max", "avg", "avg")},
                  (3, 32, 32), 10, _CIFAR_SRC, real_data=("cifar10",)),
+        cnn_spec("vgg16", "vgg",
+                 {"blocks": ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512),
+                             (512, 512, 512)), "fc": 4096, "avgpool": 7, "dropout": 0.5},
+                 (3, 224, 224), 1000, _VGG_SRC),
+        cnn_spec("googlenet", "googlenet",
+                 {"stem": (64, 64, 192),
+                  "inception": ((64, 96, 128, 16, 32, 32),  # 3a
+                                (128, 128, 192, 32, 96, 64),  # 3b
+                                (192, 96, 208, 16, 48, 64),  # 4a
+                                (160, 112, 224, 24, 64, 64),  # 4b
+                                (128, 128, 256, 24, 64, 64),  # 4c
+                                (112, 144, 288, 32, 64, 64),  # 4d
+                                (256, 160, 320, 32, 128, 128),  # 4e
+                                (256, 160, 320, 32, 128, 128),  # 5a
+                                (384, 192, 384, 48, 128, 128)),  # 5b
+                  "dropout": 0.2},
+                 (3, 224, 224), 1000, _GOOGLENET_SRC),
         cnn_spec("resnet50", "resnet_bottleneck",
                  {"stem": 64, "widths": (64, 128, 256, 512), "blocks": (3, 4, 6, 3),
                   "expansion": 4},
@@ -271,6 +411,22 @@ SPECS: dict[str, ModelSpec] = {
                  {"channels": (8, 16, 32), "pools": ("max", "avg", "avg")},
                  (3, 32, 32), 10, f"tiny variant of alexnet_cifar ({_CIFAR_SRC})",
                  tiny_of="alexnet_cifar", real_data=("cifar10",)),
+        cnn_spec("vgg16_tiny", "vgg",
+                 {"blocks": ((8,), (16,), (32, 32), (32, 32), (32, 32)), "fc": 64,
+                  "avgpool": 1, "dropout": 0.5},
+                 (3, 32, 32), 10, f"tiny variant of vgg16 ({_VGG_SRC})", tiny_of="vgg16"),
+        # The full layout at 1/8 of the widths (at least 2), on 32x32 images
+        # (32 -> 16 -> 8 -> 8 -> 4 -> 4 -> 2 -> 1).
+        cnn_spec("googlenet_tiny", "googlenet",
+                 {"stem": (8, 8, 24),
+                  "inception": ((8, 12, 16, 2, 4, 4), (16, 16, 24, 4, 12, 8),
+                                (24, 12, 26, 2, 6, 8), (20, 14, 28, 3, 8, 8),
+                                (16, 16, 32, 3, 8, 8), (14, 18, 36, 4, 8, 8),
+                                (32, 20, 40, 4, 16, 16), (32, 20, 40, 4, 16, 16),
+                                (48, 24, 48, 6, 16, 16)),
+                  "dropout": 0.2},
+                 (3, 32, 32), 10, f"tiny variant of googlenet ({_GOOGLENET_SRC})",
+                 tiny_of="googlenet"),
         cnn_spec("resnet50_tiny", "resnet_bottleneck",
                  {"stem": 16, "widths": (16, 32, 64, 128), "blocks": (1, 1, 1, 1),
                   "expansion": 4},

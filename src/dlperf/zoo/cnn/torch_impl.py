@@ -1,4 +1,5 @@
-"""PyTorch implementations of the CNNs (alexnet, alexnet_cifar, resnet50, resnet56, + tiny).
+"""PyTorch implementations of the CNNs (alexnet, alexnet_cifar, vgg16, googlenet, resnet50,
+resnet56, + tiny).
 
 Layouts and sources are described in :mod:`dlperf.zoo.cnn.spec`; this module reads the layout
 constants from there and the sizes from ``spec.hyper``. Every model maps a float image batch
@@ -98,6 +99,153 @@ class AlexNetCifar(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[B, C, H, W]`` float -> logits ``[B, num_classes]``."""
         return self.fc(torch.flatten(self.features(x), 1))
+
+
+# --- VGG (torchvision layout, no BN) ------------------------------------------------------------
+
+
+class VGG(nn.Module):
+    """torchvision's VGG without batch norm: ``[B, 3, H, W]`` -> ``[B, num_classes]`` logits.
+
+    ``features``: per block conv3x3 (pad 1, bias) + ReLU for each width, then max-pool 2x2/2;
+    AdaptiveAvgPool to ``avgpool x avgpool``; ``classifier``
+    Linear-ReLU-Dropout-Linear-ReLU-Dropout-Linear. Module names and order match
+    ``torchvision.models.vgg16``; so does the initialisation (Kaiming-normal fan-out convs,
+    N(0, 0.01) linears, zero biases), which a 16-layer net without BN needs to train.
+    """
+
+    def __init__(self, in_channels: int, blocks: tuple[tuple[int, ...], ...], fc: int,
+                 avgpool: int, dropout: float, num_classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        c_in = in_channels
+        k, s, p = layout.VGG_CONV
+        pk, ps, pp = layout.VGG_POOL
+        for block in blocks:
+            for c_out in block:
+                layers += [nn.Conv2d(c_in, c_out, k, stride=s, padding=p), nn.ReLU(inplace=True)]
+                c_in = c_out
+            layers.append(nn.MaxPool2d(pk, stride=ps, padding=pp))
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((avgpool, avgpool))
+        self.classifier = nn.Sequential(
+            nn.Linear(c_in * avgpool * avgpool, fc),
+            nn.ReLU(inplace=True),
+            nn.Dropout(p=dropout),
+            nn.Linear(fc, fc),
+            nn.ReLU(inplace=True),
+            nn.Dropout(p=dropout),
+            nn.Linear(fc, num_classes),
+        )
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, 0.0, 0.01)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[B, C, H, W]`` float -> logits ``[B, num_classes]``."""
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+# --- GoogLeNet (torchvision layout: BN, no auxiliary heads) ------------------------------------
+
+
+class BasicConv2d(nn.Module):
+    """torchvision GoogLeNet ``BasicConv2d``: bias-free conv, BN (eps 0.001), ReLU."""
+
+    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int = 1,
+                 padding: int = 0) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=padding, bias=False)
+        self.bn = nn.BatchNorm2d(c_out, eps=layout.GOOGLENET_BN_EPS)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, c_in, H, W]`` -> ``[B, c_out, H', W']``."""
+        return F.relu(self.bn(self.conv(x)), inplace=True)
+
+
+class Inception(nn.Module):
+    """torchvision ``Inception`` block: four branches concatenated along channels.
+
+    1x1; 1x1 -> 3x3; 1x1 -> 3x3 (torchvision's "5x5" branch); max-pool 3x3/1 pad 1 (ceil
+    mode) -> 1x1. The spatial size is kept.
+    """
+
+    def __init__(self, c_in: int, ch1x1: int, ch3x3red: int, ch3x3: int, ch5x5red: int,
+                 ch5x5: int, pool_proj: int) -> None:
+        super().__init__()
+        self.branch1 = BasicConv2d(c_in, ch1x1, 1)
+        self.branch2 = nn.Sequential(BasicConv2d(c_in, ch3x3red, 1),
+                                     BasicConv2d(ch3x3red, ch3x3, 3, padding=1))
+        self.branch3 = nn.Sequential(BasicConv2d(c_in, ch5x5red, 1),
+                                     BasicConv2d(ch5x5red, ch5x5, 3, padding=1))
+        self.branch4 = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1, ceil_mode=True),
+                                     BasicConv2d(c_in, pool_proj, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, c_in, H, W]`` -> ``[B, ch1x1 + ch3x3 + ch5x5 + pool_proj, H, W]``."""
+        return torch.cat([self.branch1(x), self.branch2(x), self.branch3(x), self.branch4(x)],
+                         1)
+
+
+class GoogLeNet(nn.Module):
+    """torchvision's GoogLeNet (``aux_logits=False``, ``transform_input=False``).
+
+    ``[B, 3, H, W]`` -> stem (conv7x7/2, max-pool, conv1x1, conv3x3, max-pool) -> inception
+    3a 3b, max-pool, 4a-4e, max-pool 2x2, 5a 5b -> global average pool -> dropout -> FC ->
+    ``[B, num_classes]``. Module names match torchvision (conv1..conv3, maxpool1..maxpool4,
+    inception3a..inception5b, fc), as does the initialisation (truncated normal, std 0.01,
+    for convs and the FC; BN weight 1, bias 0).
+    """
+
+    def __init__(self, in_channels: int, stem: tuple[int, ...],
+                 inception: tuple[tuple[int, ...], ...], dropout: float,
+                 num_classes: int) -> None:
+        super().__init__()
+        c_in = in_channels
+        for i, (c_out, (k, s, p)) in enumerate(zip(stem, layout.GOOGLENET_STEM, strict=True)):
+            self.add_module(f"conv{i + 1}", BasicConv2d(c_in, c_out, k, stride=s, padding=p))
+            c_in = c_out
+        pk, ps, pp = layout.GOOGLENET_STEM_POOLS[0]
+        self.maxpool1 = nn.MaxPool2d(pk, stride=ps, padding=pp, ceil_mode=True)
+        pk, ps, pp = layout.GOOGLENET_STEM_POOLS[2]
+        self.maxpool2 = nn.MaxPool2d(pk, stride=ps, padding=pp, ceil_mode=True)
+        rows = iter(inception)
+        self.blocks: list[str] = []  # forward order of the inception blocks and stage pools
+        for stage, n in enumerate(layout.GOOGLENET_STAGES):
+            for j in range(n):
+                row = next(rows)
+                name = f"inception{stage + 3}{'abcde'[j]}"
+                self.add_module(name, Inception(c_in, *row))
+                self.blocks.append(name)
+                c_in = layout.inception_out(row)
+            if stage < len(layout.GOOGLENET_STAGE_POOLS):
+                pk, ps, pp = layout.GOOGLENET_STAGE_POOLS[stage]
+                name = f"maxpool{stage + 3}"
+                self.add_module(name, nn.MaxPool2d(pk, stride=ps, padding=pp, ceil_mode=True))
+                self.blocks.append(name)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.dropout = nn.Dropout(p=dropout)
+        self.fc = nn.Linear(c_in, num_classes)
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                nn.init.trunc_normal_(m.weight, mean=0.0, std=0.01, a=-2, b=2)
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[B, C, H, W]`` float -> logits ``[B, num_classes]``."""
+        x = self.maxpool1(self.conv1(x))
+        x = self.maxpool2(self.conv3(self.conv2(x)))
+        for name in self.blocks:
+            x = getattr(self, name)(x)
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(self.dropout(x))
 
 
 # --- ResNet-50 v1.5 (torchvision layout) -------------------------------------------------------
@@ -241,7 +389,8 @@ class ResNetCifar(nn.Module):
 def build(spec: ModelSpec) -> nn.Module:
     """Build the CNN of ``spec`` (family ``cnn``; layout ``spec.hyper["arch"]``).
 
-    Weights use PyTorch's default initialisation.
+    Weights use PyTorch's default initialisation, except VGG and GoogLeNet, which use
+    torchvision's (see their classes).
     """
     if spec.family != "cnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not a cnn")
@@ -254,6 +403,12 @@ def build(spec: ModelSpec) -> nn.Module:
     if arch == "alexnet_cifar":
         return AlexNetCifar(c, tuple(h["channels"]), tuple(h["pools"]), (height, width),
                             spec.num_classes)
+    if arch == "vgg":
+        return VGG(c, tuple(tuple(b) for b in h["blocks"]), h["fc"], h["avgpool"], h["dropout"],
+                   spec.num_classes)
+    if arch == "googlenet":
+        return GoogLeNet(c, tuple(h["stem"]), tuple(tuple(r) for r in h["inception"]),
+                         h["dropout"], spec.num_classes)
     if arch == "resnet_bottleneck":
         return ResNetBottleneck(c, h["stem"], tuple(h["widths"]), tuple(h["blocks"]),
                                 h["expansion"], spec.num_classes)

@@ -1,15 +1,27 @@
-"""PyTorch implementation of the LSTM word language model (``lstm``, ``lstm_tiny``).
+"""PyTorch implementations of the recurrent networks: the LSTM word language model (``lstm``,
+``lstm_tiny``) and DeepSpeech2 (``deepspeech2``, ``deepspeech2_tiny``).
 
-``nn.Embedding`` -> dropout -> ``nn.LSTM`` (all layers in one module, so cuDNN runs the whole
-stack and time loop in one call) -> dropout -> ``nn.Linear`` decoder on every step. Layout,
-counts and sources: :mod:`dlperf.zoo.rnn.spec`.
+LSTM: ``nn.Embedding`` -> dropout -> ``nn.LSTM`` (all layers in one module, so cuDNN runs the
+whole stack and time loop in one call) -> dropout -> ``nn.Linear`` decoder on every step.
+DeepSpeech2: two ``Conv2d`` + BN + clipped ReLU, then one bidirectional ``nn.GRU`` per layer
+(cuDNN runs each layer's two directions and time loop in one call; the directions are summed,
+which a multi-layer ``nn.GRU`` cannot do), then a ``Linear`` per frame. Layouts, counts and
+sources: :mod:`dlperf.zoo.rnn.spec`.
+
+DeepSpeech2 has spectrogram inputs and a CTC loss, so this module also exports the harness
+hooks :func:`synthetic_batch` and :func:`loss_fn` (the contract of :mod:`dlperf.zoo.spec`);
+the LSTM uses the harness's default token data and cross-entropy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from dlperf.zoo.rnn import spec as layout
 from dlperf.zoo.spec import ModelSpec
 
 
@@ -36,9 +48,98 @@ class LSTMLanguageModel(nn.Module):
         return self.decoder(self.drop(x))
 
 
+class DeepSpeech2(nn.Module):
+    """DeepSpeech2: spectrogram ``[B, bins, frames]`` float -> logits ``[B, T_out, classes]``.
+
+    ``[B, 1, bins, frames]`` -> (conv, BN, clipped ReLU) x 2 -> ``[T_out, B, C * bins_out]`` ->
+    bidirectional GRU layers (time-major, directions summed) -> ``Linear`` per frame ->
+    batch-major logits. The loss (:func:`loss_fn`) takes the log-softmax; the logits stay
+    un-normalised like every other zoo model's.
+    """
+
+    def __init__(self, conv_channels: int, rnn_in: int, hidden: int, layers: int,
+                 num_classes: int) -> None:
+        super().__init__()
+        convs: list[nn.Module] = []
+        c_in = 1
+        for kernel, stride, pad in layout.DS2_CONVS:
+            convs += [nn.Conv2d(c_in, conv_channels, kernel, stride=stride, padding=pad,
+                                bias=False),
+                      nn.BatchNorm2d(conv_channels),
+                      nn.Hardtanh(0.0, layout.DS2_CLIP, inplace=True)]
+            c_in = conv_channels
+        self.conv = nn.Sequential(*convs)
+        self.rnns = nn.ModuleList(
+            nn.GRU(rnn_in if i == 0 else hidden, hidden, bidirectional=True)
+            for i in range(layers))
+        self.hidden = hidden
+        self.fc = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[B, bins, frames]`` float -> logits ``[B, T_out, num_classes]``."""
+        x = self.conv(x.unsqueeze(1))  # [B, C, bins', T']
+        b, c, f, t = x.shape
+        x = x.reshape(b, c * f, t).permute(2, 0, 1)  # [T', B, C * bins'], time-major
+        for rnn in self.rnns:
+            x, _ = rnn(x)  # [T', B, 2 * hidden]: forward and backward outputs
+            x = x[..., :self.hidden] + x[..., self.hidden:]
+        return self.fc(x).transpose(0, 1)  # [B, T', classes]
+
+
 def build(spec: ModelSpec) -> nn.Module:
-    """Build the LSTM language model of ``spec`` (family ``rnn``), default initialisation."""
+    """Build the recurrent model of ``spec`` (family ``rnn``), default initialisation.
+
+    ``hyper["arch"] == "deepspeech2"`` builds :class:`DeepSpeech2`; a spec without an arch is
+    the LSTM language model.
+    """
     if spec.family != "rnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not an rnn")
     h = spec.hyper
-    return LSTMLanguageModel(h["vocab"], h["emb"], h["hidden"], h["layers"], h["dropout"])
+    arch = h.get("arch", "lstm")
+    if arch == "deepspeech2":
+        geo = layout.deepspeech2_geometry(h)
+        return DeepSpeech2(h["conv_channels"], geo["rnn_in"], h["hidden"], h["layers"],
+                           spec.num_classes)
+    if arch == "lstm":
+        return LSTMLanguageModel(h["vocab"], h["emb"], h["hidden"], h["layers"], h["dropout"])
+    raise ValueError(f"{spec.name}: unknown rnn layout {arch!r}")
+
+
+# --- harness hooks (dlperf.zoo.spec contract; used for specs that are not ``default_io``) -----
+
+
+def synthetic_batch(spec: ModelSpec, batch_size: int, generator: torch.Generator,
+                    device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """One synthetic ``(x, y)`` batch on ``device`` for a spectrogram/CTC spec.
+
+    ``x`` float32 ``[B, bins, frames]`` ~ N(0, 1); ``y`` int64 ``[B, S]`` uniform in
+    ``[1, num_classes)`` (0 is the CTC blank).
+    """
+    if spec.input_kind != "spectrogram" or spec.loss != "ctc":
+        raise ValueError(f"{spec.name}: no synthetic_batch hook for {spec.input_kind}/"
+                         f"{spec.loss} in the rnn family (the harness default covers tokens)")
+    x = torch.randn((batch_size, *spec.input_shape), generator=generator, device=device)
+    y = torch.randint(1, spec.num_classes, (batch_size, *spec.targets), generator=generator,
+                      device=device)
+    return x, y
+
+
+def ctc_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean CTC loss of logits ``[B, T, C]`` against full-length targets ``[B, S]`` (blank 0).
+
+    The log-softmax is taken in float32 (also under bf16 autocast); every input has ``T``
+    frames and every target ``S`` labels; PyTorch's ``reduction="mean"`` divides each
+    utterance's loss by ``S`` and averages over the batch.
+    """
+    b, t = out.shape[0], out.shape[1]
+    log_probs = out.float().log_softmax(-1).transpose(0, 1)  # [T, B, C]
+    input_lengths = torch.full((b,), t, dtype=torch.long, device=out.device)
+    target_lengths = torch.full((b,), y.shape[1], dtype=torch.long, device=out.device)
+    return F.ctc_loss(log_probs, y, input_lengths, target_lengths, blank=0, reduction="mean")
+
+
+def loss_fn(spec: ModelSpec) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The loss ``(out, y) -> scalar`` of a non-default spec of this family (``ctc``)."""
+    if spec.loss != "ctc":
+        raise ValueError(f"{spec.name}: no loss hook for {spec.loss!r} in the rnn family")
+    return ctc_loss

@@ -22,7 +22,8 @@ class FrameworkInfo:
 FRAMEWORKS: dict[str, FrameworkInfo] = {
     "torch": FrameworkInfo("dlperf.frameworks.torch_fw:TorchAdapter", ("eager", "graph")),
     "jax": FrameworkInfo("dlperf.frameworks.jax_fw:JaxAdapter", ("xla",)),
-    "tensorflow": FrameworkInfo("dlperf.frameworks.tf_fw:TensorFlowAdapter", ("eager", "graph", "xla")),
+    "tensorflow": FrameworkInfo("dlperf.frameworks.tf_fw:TensorFlowAdapter",
+                                ("eager", "graph", "xla")),
 }
 
 if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake.py

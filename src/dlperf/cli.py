@@ -88,12 +88,12 @@ def run(
     data_dir: Annotated[Optional[str], typer.Option(help="Data root for data-set names (default: $DLPERF_DATA).")] = None,
     db: Annotated[str, typer.Option(help="SQLite results file (created if missing).")] = DEFAULT_DB,
     min_iters: Annotated[int, typer.Option(help="Measure at least this many iterations...")] = 20,
-    min_time: Annotated[float, typer.Option(help="...and at least this many seconds.")] = 1.0,
+    min_time: Annotated[Optional[float], typer.Option(help="...and at least this many seconds [default: 1.0; 0.5 for the quick suite].")] = None,
     max_iters: Annotated[int, typer.Option(help="Stop measuring after this many iterations.")] = 100_000,
     max_time: Annotated[float, typer.Option(help="Time budget of the measurement per point (s).")] = 60.0,
     warmup_window: Annotated[int, typer.Option(help="Warm-up window (iterations) for steady-state detection.")] = 5,
     max_warmup_iters: Annotated[int, typer.Option(help="Give up on steady state after this many warm-up iterations.")] = 500,
-    max_warmup_time: Annotated[float, typer.Option(help="...or this many seconds of warm-up.")] = 20.0,
+    max_warmup_time: Annotated[Optional[float], typer.Option(help="...or this many seconds of warm-up [default: 20; 5 for the quick suite].")] = None,
     grad_accum: Annotated[int, typer.Option(help="Gradient-accumulation steps per iteration.")] = 1,
     threads: Annotated[Optional[str], typer.Option(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None,
     timeout: Annotated[float, typer.Option(help="Kill a point's worker after this many seconds.")] = 900.0,
@@ -118,9 +118,12 @@ def run(
         _check_out_dir(report, "--report")
         _check_db(db, must_exist=False)
         dev = resolve_device(device)
-        policy = make_policy(min_iters=min_iters, min_time_s=min_time, max_iters=max_iters,
-                             max_time_s=max_time, warmup_window=warmup_window,
-                             max_warmup_iters=max_warmup_iters, max_warmup_time_s=max_warmup_time)
+        quick = suite == "quick"  # a first run on a laptop: shorter defaults (MODELS.md)
+        policy = make_policy(
+            min_iters=min_iters, min_time_s=(0.5 if quick else 1.0) if min_time is None else min_time,
+            max_iters=max_iters, max_time_s=max_time, warmup_window=warmup_window,
+            max_warmup_iters=max_warmup_iters,
+            max_warmup_time_s=(5.0 if quick else 20.0) if max_warmup_time is None else max_warmup_time)
         points = []
         for m, d in entries:
             for p in _split(precision) or ["fp32"]:

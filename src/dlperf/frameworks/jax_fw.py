@@ -1,0 +1,590 @@
+"""JAX adapter: the whole training step compiled by XLA (``jax.jit``), Flax models, Optax.
+
+Mode ``xla``: one ``jax.jit`` of forward, loss, gradient and the Optax update, with the train
+state (parameters, BN statistics, optimizer state, dropout key) donated
+(``donate_argnums=0``), so XLA updates it in place. Choices, each recorded in
+``Session.flags`` (MEASUREMENT.md rule 6):
+
+* precision: ``fp32`` sets ``jax_default_matmul_precision = "highest"`` (TF32 off, explicitly:
+  XLA defaults to TF32-like "default" precision for float32 dots and convolutions on NVIDIA
+  GPUs); ``tf32`` sets ``"tensorfloat32"``; ``bf16`` runs the model with compute dtype
+  bfloat16 over float32 parameters (Flax ``dtype=bfloat16, param_dtype=float32``), the loss in
+  float32, and ``"highest"`` for what stays float32.
+* compilation (rule 4): the step is lowered and compiled ahead of the loop
+  (``jitted.lower(...).compile()``, timed: ``lower_time_s`` = trace + StableHLO lowering,
+  ``backend_compile_time_s`` = XLA, ``compile_time_s`` = both). The loop then calls the same
+  ``jax.jit`` function, whose caches that compilation filled. ``retraces`` counts how many
+  times the Python step function was traced (1 = traced once, never again); ``recompiles``
+  counts XLA compilations of any function after the ahead-of-time one (0 in steady state;
+  from ``jax.monitoring``). ``Session.compile_info`` reports them (``n_compiles`` = traces)
+  with ``recompiles_measured``: traces or compilations during the measured segment.
+* layout: images are NHWC (the Flax CNNs' layout); synthetic images are made NHWC, real ones
+  transposed once on the host before the loop. Token ids are int32 (JAX's default, x64 off).
+* timer: :class:`~dlperf.harness.timers.LaggedSyncTimer` with ``jax.block_until_ready`` and
+  ``lag=2`` on CPU and GPU (JAX has no device-event API). The step returns the loss array
+  without reading it.
+* threads (``--threads N``): XLA's CPU client sizes its thread pool by the CPUs the process may
+  run on (``sched_getaffinity``), and ``XLA_FLAGS`` has no thread-count flag
+  (``--xla_cpu_multi_thread_eigen=false`` does not limit the pool of the current CPU runtime:
+  measured CPU/wall time 1.93 on 2 cores with it). So the adapter restricts the CPU affinity of
+  every thread of the process to ``N`` CPUs, before the XLA backend starts when it has not yet
+  (each configuration runs in a fresh worker process, so normally it has not).
+* gradient accumulation (``--grad-accum K``): the K micro-batches are unrolled inside the one
+  compiled step (gradients summed, divided by K; BN statistics updated micro-batch by
+  micro-batch, as in PyTorch), one optimizer update per step.
+* ``xla_cost_flops_per_step``: XLA's static cost analysis of the compiled step, for comparison
+  with the spec's analytic FLOPs (loop bodies such as the LSTM's scan are counted once).
+* synthetic data: a pool of 4 distinct batches made on the device before timing, cycled.
+  Real data: batches prepared on the host (pageable memory) and copied with
+  ``jax.device_put`` inside each step, so the host-to-device copy is part of the iteration.
+* device ``cpu``: ``jax_platforms = "cpu"`` if the backend has not started, so a GPU build of
+  JAX does not claim (pre-allocate) a GPU it is not measured on.
+* device ``cuda``: JAX's pre-allocated memory pool is kept but set to 95% of the GPU
+  (``XLA_PYTHON_CLIENT_MEM_FRACTION=0.95``; JAX's default 75% would put the out-of-memory
+  batch size a quarter of the card below PyTorch's) unless the user set any
+  ``XLA_PYTHON_CLIENT_*`` allocator variable. Memory: ``peak_allocated_bytes`` =
+  ``memory_stats()["peak_bytes_in_use"]``, ``peak_reserved_bytes`` = the pool size
+  (``peak_pool_bytes`` / ``pool_bytes`` / ``bytes_reserved`` / ``bytes_limit``, whichever the
+  runtime reports first; recorded in ``flags["reserved_bytes_source"]``), NVML used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import itertools
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+from dlperf import nvml
+from dlperf.config import RunConfig
+from dlperf.errors import UnavailableError
+from dlperf.frameworks.base import Session
+from dlperf.harness.timers import LaggedSyncTimer
+from dlperf.zoo import IMPL_MODULES
+from dlperf.zoo.convert import flax_input_shape
+from dlperf.zoo.spec import ModelSpec
+
+SYNTHETIC_POOL = 4
+#: Real data: at most this many distinct batches are kept on the host and cycled.
+MAX_REAL_BATCHES = 512
+#: Steps that may be in flight when the lagged timer reads the clock.
+TIMER_LAG = 2
+
+#: ``XLA_PYTHON_CLIENT_MEM_FRACTION`` set for GPU runs when the user has set no allocator
+#: variable (JAX's default is 0.75).
+GPU_MEM_FRACTION = "0.95"
+
+#: ``jax_default_matmul_precision`` per precision policy.
+MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "highest"}
+
+#: Random-number generator of initialisation, dropout and synthetic data: XLA's RngBitGenerator
+#: (Philox, like PyTorch's CUDA generator) instead of JAX's default threefry, which XLA compiles
+#: into a large unrolled program per call site (initialising resnet56_tiny took 6-15 s to
+#: compile on 2 CPU cores with threefry, 1.5 s with rbg).
+PRNG_IMPL = "rbg"
+
+_BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+#: Counters of XLA compilations after a session's ahead-of-time compile (the flags dict of the
+#: active session, written by the ``jax.monitoring`` listener below).
+_ACTIVE_FLAGS: dict[str, Any] | None = None
+_LISTENER_REGISTERED = False
+
+
+def _compile_listener(event: str, duration_s: float, **_: Any) -> None:
+    if event == _BACKEND_COMPILE_EVENT and _ACTIVE_FLAGS is not None:
+        _ACTIVE_FLAGS["recompiles"] += 1
+        _ACTIVE_FLAGS["recompile_time_s"] += float(duration_s)
+
+
+def _peak_rss_bytes() -> int:
+    # ru_maxrss is in kilobytes on Linux (getrusage(2)).
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _backend_started() -> bool:
+    """True if this process has already created its XLA backends (then platform, thread-pool
+    and XLA_FLAGS settings can no longer take effect)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # pragma: no cover - private API moved
+        return True
+
+
+def _set_affinity_all_threads(cpus: set[int]) -> None:
+    """Restrict every thread of this process to ``cpus`` (``os.sched_setaffinity`` is per thread
+    on Linux; threads created later inherit the creating thread's mask)."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:  # the thread ended meanwhile
+            pass
+
+
+def _cuda_visible_entry(ordinal: int) -> tuple[str | None, int]:
+    """(NVML uuid or None, NVML index) of CUDA device ``ordinal`` under CUDA_VISIBLE_DEVICES."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not vis:
+        return None, ordinal
+    items = [s.strip() for s in vis.split(",") if s.strip()]
+    if ordinal >= len(items):
+        return None, ordinal
+    item = items[ordinal]
+    if item.startswith(("GPU-", "MIG-")):
+        return item, ordinal
+    try:
+        return None, int(item)
+    except ValueError:
+        return None, ordinal
+
+
+def _targets(spec: ModelSpec) -> tuple[int, ...]:
+    """Shape of one sample's integer target (``spec.targets`` where the spec has it)."""
+    t = getattr(spec, "targets", None)
+    if t is not None:
+        return tuple(t)
+    return tuple(spec.input_shape) if spec.input_kind == "tokens" else ()
+
+
+class JaxAdapter:
+    """The JAX framework adapter (see module docstring for the choices it makes)."""
+
+    name = "jax"
+    modes = ("xla",)
+
+    def available(self) -> tuple[bool, str]:
+        """(True, "jax X, jaxlib Y, flax Z, optax W") if all four are installed, else (False, why).
+
+        Does not import jax (so the worker can still set up threads and platforms before the
+        XLA backend starts).
+        """
+        missing = [m for m in ("jax", "jaxlib", "flax", "optax")
+                   if importlib.util.find_spec(m) is None]
+        if missing:
+            return False, (f"{', '.join(missing)} not installed; pip install 'dlperf[jax]' "
+                           "(for NVIDIA GPUs: pip install 'jax[cuda12]')")
+        vers = []
+        for m in ("jax", "jaxlib", "flax", "optax"):
+            try:
+                vers.append(f"{m} {importlib.metadata.version(m)}")
+            except importlib.metadata.PackageNotFoundError:  # pragma: no cover
+                vers.append(f"{m} ?")
+        return True, ", ".join(vers)
+
+    def devices(self) -> list[str]:
+        """``cpu`` always, ``cuda`` when JAX sees an NVIDIA GPU (starts the XLA backends)."""
+        import jax
+
+        try:
+            gpu = any(d.platform == "gpu" for d in jax.devices("gpu"))
+        except RuntimeError:
+            gpu = False
+        return ["cpu"] + (["cuda"] if gpu else [])
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """True for XLA's ``RESOURCE_EXHAUSTED`` errors (device allocator) and host MemoryError."""
+        if isinstance(exc, MemoryError):
+            return True
+        msg = str(exc)
+        return isinstance(exc, RuntimeError) and ("RESOURCE_EXHAUSTED" in msg
+                                                  or "Out of memory" in msg
+                                                  or "out of memory" in msg)
+
+    # --- set-up ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _process_setup(cfg: RunConfig) -> tuple[dict[str, Any], Any]:
+        """Threads and platforms, before the XLA backend starts; returns (flags, undo)."""
+        started = _backend_started()
+        flags: dict[str, Any] = {"backend_started_before_prepare": started}
+        undo = None
+        if cfg.threads:
+            before = os.sched_getaffinity(0)
+            cpus = set(sorted(before)[: cfg.threads])
+            _set_affinity_all_threads(cpus)
+            undo = lambda: _set_affinity_all_threads(before)  # noqa: E731
+            flags["cpu_affinity"] = sorted(cpus)
+            flags["threads_mechanism"] = "sched_setaffinity (XLA CPU pool = schedulable CPUs)"
+            # Applied before the backend's thread pool exists: it has len(cpus) threads. After:
+            # its threads are confined to those CPUs but the pool keeps its size.
+            flags["threads_pool_sized"] = not started
+        if not started and cfg.device == "cuda" and not (
+                os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+                or os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
+                or os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR")):
+            # JAX pre-allocates 75% of the GPU by default, so the largest batch that fits would
+            # be that of a 25% smaller card than PyTorch's caching allocator gets. Keep the
+            # pre-allocated pool (JAX's fast path) but let it take 95% (the rest is the CUDA
+            # context, cuDNN/cuBLAS workspaces and NCCL). Read when the GPU backend starts.
+            os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEM_FRACTION
+            flags["gpu_mem_fraction_set_by_dlperf"] = True
+        if not started and cfg.device == "cpu":
+            # Only the CPU backend: a GPU build of jaxlib would otherwise start (and by default
+            # pre-allocate 75% of) every GPU although this run does not use them.
+            import jax
+
+            if not jax.config.jax_platforms:
+                jax.config.update("jax_platforms", "cpu")
+        return flags, undo
+
+    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:
+        """Build model, optimizer, data and the compiled step for ``cfg`` (see module docs)."""
+        flags, undo_threads = self._process_setup(cfg)
+        try:
+            return self._prepare(cfg, spec, flags, undo_threads)
+        except BaseException:
+            if undo_threads is not None:
+                undo_threads()
+            raise
+
+    def _prepare(self, cfg: RunConfig, spec: ModelSpec, flags: dict[str, Any],
+                 undo_threads: Any) -> Session:
+        global _ACTIVE_FLAGS, _LISTENER_REGISTERED
+        import flax
+        import jax
+        import jax.numpy as jnp
+        import jaxlib
+        import optax
+
+        if getattr(spec, "loss", "ce") not in ("ce", "mlm"):
+            raise UnavailableError(f"the jax adapter has no {spec.loss!r} loss yet "
+                                   f"(model {spec.name})")
+        if cfg.device == "cuda":
+            try:
+                dev = jax.devices("gpu")[0]
+            except RuntimeError:
+                raise UnavailableError("device 'cuda' was asked for but JAX sees no GPU (is a "
+                                       "CUDA build of jaxlib installed? pip install "
+                                       "'jax[cuda12]'); use --device cpu") from None
+        else:
+            dev = jax.devices("cpu")[0]
+        gpu = dev.platform == "gpu"
+        jax.config.update("jax_default_device", dev)
+        if not _LISTENER_REGISTERED:
+            jax.monitoring.register_event_duration_secs_listener(_compile_listener)
+            _LISTENER_REGISTERED = True
+
+        # Precision (rule 6): explicit, process-wide, read when the step is traced.
+        jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION[cfg.precision])
+        bf16 = cfg.precision == "bf16"
+        compute_dtype = jnp.bfloat16 if bf16 else jnp.float32
+        image = spec.input_kind == "image"
+        flags.update({
+            "mode": cfg.mode, "jit": True, "donate_state": True,
+            "jax_default_matmul_precision": jax.config.jax_default_matmul_precision,
+            "tf32": cfg.precision == "tf32",
+            "compute_dtype": "bfloat16" if bf16 else "float32",
+            "param_dtype": "float32", "loss_dtype": "float32",
+            "layout": "NHWC" if image else None,
+            "threads": cfg.threads or len(os.sched_getaffinity(0)),
+            "grad_accum": cfg.grad_accum,
+            "grad_accum_impl": "unrolled in the step" if cfg.grad_accum > 1 else None,
+            "jax_platforms": jax.config.jax_platforms,
+            "xla_flags": os.environ.get("XLA_FLAGS"),
+            "xla_python_client_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
+            "xla_python_client_mem_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),
+            "prng_impl": PRNG_IMPL,
+            "compilation_cache_dir": jax.config.jax_compilation_cache_dir,
+            "timer": f"lagged_sync(block_until_ready, lag={TIMER_LAG})",
+        })
+
+        # Model (compute dtype bf16 or f32; float32 parameters).
+        try:
+            impl = importlib.import_module(f"dlperf.zoo.{spec.family}.{IMPL_MODULES['jax']}")
+            model = impl.build(spec, dtype=compute_dtype)
+        except (ModuleNotFoundError, NotImplementedError) as e:
+            raise UnavailableError(f"no Flax implementation of model {spec.name!r} "
+                                   f"(family {spec.family}): {e}") from None
+        uses_dropout = float(spec.hyper.get("dropout", 0.0) or 0.0) > 0.0
+        flags["dropout_rng"] = uses_dropout
+
+        o = spec.optimizer
+        tx = self._optimizer(optax, o)
+        flags["optimizer"] = {"name": o.name, "lr": o.lr, "momentum": o.momentum,
+                              "weight_decay": o.weight_decay, "impl": "optax"}
+
+        # Parameters initialised on the device by a jitted init (a host init of a 118 M
+        # parameter FCN and its copy cost seconds).
+        B, K = cfg.batch_size, cfg.grad_accum
+        in_shape = flax_input_shape(spec)
+        int_input = spec.input_kind in ("tokens", "token_pairs")
+        in_dtype = jnp.int32 if int_input else jnp.float32
+        key = jax.random.key(cfg.seed, impl=PRNG_IMPL)
+        k_init, k_drop, k_data = jax.random.split(key, 3)
+        t0 = time.perf_counter()
+
+        def init(k):
+            v = model.init(k, jnp.zeros((1, *in_shape), in_dtype), train=False)
+            return v, tx.init(v["params"])
+
+        variables, opt_state = jax.jit(init)(k_init)
+        state: dict[str, Any] = {"params": variables["params"], "opt_state": opt_state}
+        has_bs = "batch_stats" in variables
+        if has_bs:
+            state["batch_stats"] = variables["batch_stats"]
+        if uses_dropout:
+            state["rng"] = k_drop
+        state = jax.device_put(state, dev)
+        jax.block_until_ready(state)
+        flags["init_time_s"] = time.perf_counter() - t0
+        n_params = sum(int(p.size) for p in jax.tree.leaves(state["params"]))
+        if n_params != spec.params:
+            raise RuntimeError(f"{spec.name}: the Flax model has {n_params} parameters, the spec "
+                               f"{spec.params}")
+
+        next_batch, first_batch, data_info, data_arrays = self._data(
+            jax, jnp, cfg, spec, dev, k_data, in_shape, in_dtype)
+
+        # The train step.
+        n_classes = spec.num_classes
+        smoothing = float(getattr(spec, "label_smoothing", 0.0) or 0.0)
+        counters = {"traces": 0}
+
+        def loss_fn(logits, y):
+            logits = logits.astype(jnp.float32).reshape(-1, n_classes)
+            y = y.reshape(-1)
+            if smoothing:
+                labels = optax.smooth_labels(jax.nn.one_hot(y, n_classes), smoothing)
+                return optax.softmax_cross_entropy(logits, labels).mean()
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        def forward_loss(params, batch_stats, x, y, rng):
+            variables = {"params": params}
+            kw: dict[str, Any] = {"rngs": {"dropout": rng}} if rng is not None else {}
+            if batch_stats is not None:
+                variables["batch_stats"] = batch_stats
+                logits, upd = model.apply(variables, x, train=True, mutable=["batch_stats"], **kw)
+                return loss_fn(logits, y), upd["batch_stats"]
+            return loss_fn(model.apply(variables, x, train=True, **kw), y), None
+
+        grad_fn = jax.value_and_grad(forward_loss, has_aux=True)
+
+        def train_step(state, x, y):
+            # Runs in Python once per trace: counts (re)traces (rule 4).
+            counters["traces"] += 1
+            flags["retraces"] = counters["traces"]
+            params = state["params"]
+            bs = state.get("batch_stats")
+            rng = state.get("rng")
+            new_state = dict(state)
+            if K == 1:
+                sub = None
+                if rng is not None:
+                    rng, sub = jax.random.split(rng)
+                (loss, bs), grads = grad_fn(params, bs, x, y, sub)
+            else:
+                xs = x.reshape(K, B // K, *x.shape[1:])
+                ys = y.reshape(K, B // K, *y.shape[1:])
+
+                # Unrolled over the K micro-batches (K is small): inside a lax.scan XLA:CPU ran
+                # resnet56_tiny's convolutions 5x slower than unrolled (measured, K=2).
+                grads, loss = None, jnp.zeros((), jnp.float32)
+                for i in range(K):
+                    sub = None
+                    if rng is not None:
+                        rng, sub = jax.random.split(rng)
+                    (l, bs), g = grad_fn(params, bs, xs[i], ys[i], sub)
+                    grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
+                    loss = loss + l
+                grads = jax.tree.map(lambda g: g / K, grads)
+                loss = loss / K
+            updates, new_state["opt_state"] = tx.update(grads, state["opt_state"], params)
+            new_state["params"] = optax.apply_updates(params, updates)
+            if bs is not None:
+                new_state["batch_stats"] = bs
+            if rng is not None:
+                new_state["rng"] = rng
+            return new_state, loss
+
+        jitted = jax.jit(train_step, donate_argnums=0)
+        flags["retraces"] = 0
+        x0, y0 = first_batch
+        t0 = time.perf_counter()
+        lowered = jitted.lower(state, x0, y0)
+        t1 = time.perf_counter()
+        compiled = lowered.compile()
+        t2 = time.perf_counter()
+        flags["lower_time_s"] = t1 - t0
+        flags["backend_compile_time_s"] = t2 - t1
+        flags["compile_time_s"] = t2 - t0
+        try:
+            cost = compiled.cost_analysis()
+            cost = cost[0] if isinstance(cost, list) else cost
+            flags["xla_cost_flops_per_step"] = float(cost.get("flops")) if cost else None
+        except Exception:  # noqa: BLE001 - not every backend reports costs
+            flags["xla_cost_flops_per_step"] = None
+        del lowered, compiled
+        flags["recompiles"] = 0
+        flags["recompile_time_s"] = 0.0
+        _ACTIVE_FLAGS = flags
+
+        holder = {"state": state, "data": data_arrays}
+        del state, variables
+
+        def step():
+            x, y = next_batch()
+            holder["state"], loss = jitted(holder["state"], x, y)
+            return loss
+
+        at_measure: dict[str, int] = {}
+
+        def on_phase(phase: str) -> None:
+            if phase == "measure":
+                at_measure.update(traces=counters["traces"], compiles=flags["recompiles"])
+
+        def compile_info() -> dict[str, Any]:
+            # A retrace during measurement nearly always compiles too; a compile without a
+            # retrace (e.g. arguments placed differently) is a recompile all the same.
+            measured = None
+            if at_measure:
+                measured = max(counters["traces"] - at_measure["traces"],
+                               flags["recompiles"] - at_measure["compiles"])
+            return {"compile_time_s": flags["compile_time_s"], "n_compiles": counters["traces"],
+                    "lower_time_s": flags["lower_time_s"],
+                    "backend_compile_time_s": flags["backend_compile_time_s"],
+                    "recompiles": flags["recompiles"], "recompiles_measured": measured}
+
+        def losses_to_floats(handles: list[Any]) -> list[float]:
+            # device_get: one transfer per scalar, no compilation (a jnp.stack would compile
+            # once per list length, and count as a recompile).
+            return [float(v) for v in jax.device_get(handles)]
+
+        uuid, nvml_index = (_cuda_visible_entry(dev.local_hardware_id
+                                                if getattr(dev, "local_hardware_id", None)
+                                                is not None else dev.id) if gpu else (None, 0))
+
+        def memory() -> dict[str, int | None]:
+            m: dict[str, int | None] = {"peak_rss_bytes": _peak_rss_bytes(),
+                                        "peak_allocated_bytes": None, "peak_reserved_bytes": None,
+                                        "nvml_used_bytes": None}
+            stats = dev.memory_stats() if gpu else None
+            if stats:
+                m["peak_allocated_bytes"] = int(stats.get("peak_bytes_in_use", 0)) or None
+                for k in ("peak_pool_bytes", "pool_bytes", "bytes_reserved", "bytes_limit"):
+                    if stats.get(k):
+                        m["peak_reserved_bytes"] = int(stats[k])
+                        flags["reserved_bytes_source"] = f"memory_stats()[{k!r}]"
+                        break
+            if gpu:
+                m["nvml_used_bytes"] = nvml.memory_used_bytes(uuid, nvml_index)
+            return m
+
+        versions: dict[str, Any] = {
+            "framework": "jax", "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+            "flax": flax.__version__, "optax": optax.__version__,
+            "backend": dev.platform, "device_kind": dev.device_kind,
+            "platform_version": getattr(dev.client, "platform_version", None),
+        }
+        if gpu:
+            versions["device_name"] = dev.device_kind
+            versions["capability"] = getattr(dev, "compute_capability", None)
+            try:
+                from jax._src.lib import cuda_versions
+
+                if cuda_versions is not None:
+                    versions["cuda_runtime"] = cuda_versions.cuda_runtime_get_version()
+                    versions["cudnn"] = cuda_versions.cudnn_get_version()
+            except Exception:  # noqa: BLE001 - private module, optional
+                pass
+        else:
+            from dlperf.env import cpu_model
+
+            versions["device_name"] = cpu_model()
+
+        timer = LaggedSyncTimer(jax.block_until_ready, lag=TIMER_LAG)
+
+        def close() -> None:
+            global _ACTIVE_FLAGS
+            if _ACTIVE_FLAGS is flags:
+                _ACTIVE_FLAGS = None
+            for leaf in jax.tree.leaves([holder.pop("state", None), holder.pop("data", None)]):
+                try:
+                    leaf.delete()
+                except Exception:  # noqa: BLE001 - already donated or deleted
+                    pass
+            if undo_threads is not None:
+                undo_threads()
+
+        return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
+                       versions=versions, flags=flags, data_info=data_info, close=close,
+                       on_phase=on_phase, compile_info=compile_info)
+
+    @staticmethod
+    def _optimizer(optax: Any, o: Any):
+        """The spec's optimizer in Optax, with PyTorch's semantics.
+
+        SGD: ``optax.sgd`` (trace: ``buf = momentum * buf + g``, as ``torch.optim.SGD`` without
+        dampening); weight decay added to the gradient first (torch's coupled L2). Adam: L2 into
+        the gradient like ``torch.optim.Adam``; AdamW: decoupled (``optax.adamw``).
+        """
+        b1, b2 = getattr(o, "betas", (0.9, 0.999))
+        eps = getattr(o, "eps", 1e-8)
+        if o.name == "sgd":
+            tx = optax.sgd(o.lr, momentum=o.momentum or None)
+        elif o.name == "adam":
+            tx = optax.adam(o.lr, b1=b1, b2=b2, eps=eps)
+        else:
+            return optax.adamw(o.lr, b1=b1, b2=b2, eps=eps, weight_decay=o.weight_decay)
+        if o.weight_decay:
+            tx = optax.chain(optax.add_decayed_weights(o.weight_decay), tx)
+        return tx
+
+    @staticmethod
+    def _data(jax: Any, jnp: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
+              in_shape: tuple[int, ...], in_dtype: Any):
+        """Return (next_batch, first_batch, data_info, device_arrays).
+
+        ``next_batch()`` gives the ``(x, y)`` device arrays of one step: ``x`` ``[B, *in_shape]``
+        (float32, or int32 token ids), ``y`` ``[B, *targets]`` int32; ``first_batch`` is what the
+        step is compiled for; ``device_arrays`` are freed by ``close``.
+        """
+        B = cfg.batch_size
+        tgt = _targets(spec)
+        y_low = 1 if getattr(spec, "loss", "ce") == "ctc" else 0
+        if cfg.data == "synthetic":
+            pool = []
+            for _ in range(SYNTHETIC_POOL):
+                key, kx, ky = jax.random.split(key, 3)
+                if jnp.issubdtype(in_dtype, jnp.integer):
+                    x = jax.random.randint(kx, (B, *in_shape), 0, spec.num_classes, in_dtype)
+                else:
+                    x = jax.random.normal(kx, (B, *in_shape), in_dtype)
+                y = jax.random.randint(ky, (B, *tgt), y_low, spec.num_classes, jnp.int32)
+                pool.append(jax.device_put((x, y), dev))
+            jax.block_until_ready(pool)
+            it = itertools.cycle(pool)
+            info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL,
+                    "layout": "NHWC" if spec.input_kind == "image" else None}
+            return it.__next__, pool[0], info, pool
+
+        import numpy as np
+
+        from dlperf.data import load_dataset, make_batches
+
+        ds = load_dataset(cfg.data, cfg.data_dir)
+        X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
+        if spec.input_kind == "image":  # NCHW -> NHWC, once, on the host
+            X = X.transpose(0, 1, 3, 4, 2)
+        X = np.ascontiguousarray(X, dtype=np.int32 if jnp.issubdtype(in_dtype, jnp.integer)
+                                 else np.float32)
+        Y = np.ascontiguousarray(Y, dtype=np.int32)
+        batches = [(X[i], Y[i]) for i in range(X.shape[0])]
+        it = itertools.cycle(batches)
+
+        def next_batch():
+            return jax.device_put(next(it), dev)
+
+        first = jax.device_put(batches[0], dev)
+        info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
+                "placement": "host", "distinct_batches": int(X.shape[0]),
+                "layout": "NHWC (transposed on the host)" if spec.input_kind == "image" else None,
+                **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
+        return next_batch, first, info, [first]

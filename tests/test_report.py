@@ -274,3 +274,25 @@ def test_write_report_empty(tmp_path):
     path = write_report([], tmp_path / "empty")
     text = path.read_text()
     assert "No results." in text and "![" not in text
+
+
+def test_ratio_of_medians_ci_and_mode_comparison():
+    from dlperf.report.compare import framework_ratios, markdown, mode_speedups
+    from dlperf.stats import ratio_of_medians_ci
+
+    base = [0.020, 0.021, 0.019, 0.020, 0.022, 0.020]  # median 0.020
+    fast = [0.010, 0.011, 0.009, 0.010, 0.010, 0.012]  # median 0.010
+    r, lo, hi = ratio_of_medians_ci(base, fast)
+    assert r == pytest.approx(2.0) and lo <= r <= hi and lo > 1.5
+    samples = {1: base, 2: fast, 3: fast}
+    common = dict(status="ok", model="m", device="cpu", precision="fp32", batch_size=8,
+                  data="synthetic", threads=None)
+    rows = [dict(id=1, framework="torch", mode="eager", **common),
+            dict(id=2, framework="torch", mode="graph", **common),
+            dict(id=3, framework="jax", mode="xla", **common)]
+    modes = mode_speedups(rows, samples.__getitem__)
+    assert [(c["baseline"], c["other"]) for c in modes] == [("torch/eager", "torch/graph")]
+    assert modes[0]["speedup"] == pytest.approx(2.0)
+    fw = framework_ratios(rows, samples.__getitem__)
+    assert {c["other"] for c in fw} == {"torch/graph", "jax/xla"}
+    assert "2.000 [" in markdown(fw)

@@ -266,8 +266,9 @@ def results(
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up) or 'frameworks' (each framework/mode vs torch/eager), with bootstrap CIs.")] = None,
 ) -> None:
-    """Show stored results as a table, CSV or JSON."""
+    """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
     def body():
         from dlperf.report.tables import results_table
         from dlperf.results.export import to_csv, to_json
@@ -279,6 +280,17 @@ def results(
         with ResultStore(db) as store:
             rows = store.rows(latest=not all_runs, model=_split(model) or None,
                               status=_split(status) or None)
+            if compare is not None:
+                from dlperf.report import compare as cmp
+
+                if compare not in ("modes", "frameworks"):
+                    raise unknown_choice("comparison", compare, ("modes", "frameworks"))
+                fn = cmp.mode_speedups if compare == "modes" else cmp.framework_ratios
+                comps = fn(rows, _measured(store))
+                text = (cmp.markdown(comps) if format == "table" else
+                        json.dumps(comps, indent=1) if format == "json" else _csv(comps))
+                (output.write_text(text) if output else sys.stdout.write(text))
+                return
             if format == "table":
                 if output:
                     raise ConfigError("--output needs --format csv or json")
@@ -294,6 +306,22 @@ def results(
     _guard(body)
 
 
+def _measured(store):
+    return lambda rid: store.samples(rid)["measure"]["step_time_s"]
+
+
+def _csv(dicts: list[dict]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    if dicts:
+        w = csv.DictWriter(buf, fieldnames=list(dicts[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(dicts)
+    return buf.getvalue()
+
+
 @app.command()
 def report(
     db: Annotated[str, typer.Option(help="Results file.")] = DEFAULT_DB,
@@ -307,16 +335,26 @@ def report(
 
         _check_db(db, must_exist=True)
         _check_out_dir(output, "--output")
+        from dlperf.report import compare as cmp
+
         with ResultStore(db) as store:
             rows = store.rows()
-        if not rows:
-            raise ConfigError(f"{db} holds no results yet")
+            if not rows:
+                raise ConfigError(f"{db} holds no results yet")
+            sections = []
+            modes = cmp.mode_speedups(rows, _measured(store))
+            if modes:
+                sections.append(("Graph-optimisation effect (speed-up over eager)",
+                                 cmp.markdown(modes)))
+            fws = cmp.framework_ratios(rows, _measured(store))
+            if fws:
+                sections.append(("Frameworks against torch/eager (speed-up)", cmp.markdown(fws)))
         env = None
         try:
             env = json.loads(rows[-1]["result_json"]).get("env")
         except Exception:  # noqa: BLE001 - the report works without it
             pass
-        path = write_report(rows, output, title=title, env=env)
+        path = write_report(rows, output, title=title, env=env, sections=sections)
         out.print(f"report: {path}")
 
     _guard(body)

@@ -96,6 +96,7 @@ def write_report(
     *,
     title: str = "dlperf report",
     env: dict | None = None,
+    sections: Sequence[tuple[str, str]] = (),
 ) -> Path:
     """Write ``out_dir/report.md`` with the PNG plots next to it; return the path of report.md.
 
@@ -104,7 +105,9 @@ def write_report(
     table (:func:`dlperf.report.tables.markdown_table`) with a legend of its columns; failures
     with their (longer) error text; one plot per model
     (:func:`dlperf.report.plots.plot_step_time_vs_batch`) embedded by relative link. Creates
-    ``out_dir``; overwrites an existing report.md and plots of the same names.
+    ``out_dir``; overwrites an existing report.md and plots of the same names. ``sections``
+    are extra ``(heading, markdown body)`` pairs placed after the results table (e.g. the
+    graph-optimisation and framework comparisons of :mod:`dlperf.report.compare`).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -131,6 +134,8 @@ def write_report(
         ]
     else:
         lines += ["No results.", ""]
+    for heading, body in sections:
+        lines += [f"## {_md(heading)}", "", body.rstrip("\n"), ""]
     lines += _failures(rows)
 
     plots = plot_step_time_vs_batch(rows, out)

@@ -78,12 +78,12 @@ def _check_db(path: str, must_exist: bool) -> None:
 @app.command()
 def run(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None,
-    suite: Annotated[Optional[str], typer.Option("--suite", "-s", help="A suite: quick, dlbench (see `dlperf list suites`).")] = None,
+    suite: Annotated[Optional[str], typer.Option("--suite", "-s", help="A suite: quick, dlbench, seven, distributed (see `dlperf list suites`).")] = None,
     batch_size: Annotated[str, typer.Option("--batch-size", "-b", help="Global mini-batch size(s), comma-separated.")] = "32",
     device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda if available).")] = "auto",
     precision: Annotated[str, typer.Option(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32",
     framework: Annotated[str, typer.Option(help="Framework (see `dlperf list frameworks`).")] = "torch",
-    mode: Annotated[str, typer.Option(help="Execution mode(s) of the framework, comma-separated: torch eager|graph (torch.compile).")] = "eager",
+    mode: Annotated[Optional[str], typer.Option(help="Execution mode(s), comma-separated: torch eager|graph (torch.compile); jax xla; tensorflow eager|graph|xla. Default: the framework's first.")] = None,
     data: Annotated[Optional[str], typer.Option(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2) or a PATH. Default: each suite entry's own, else synthetic.")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Data root for data-set names (default: $DLPERF_DATA).")] = None,
     db: Annotated[str, typer.Option(help="SQLite results file (created if missing).")] = DEFAULT_DB,
@@ -129,7 +129,7 @@ def run(
             for p in _split(precision) or ["fp32"]:
                 for b in _ints(batch_size, "batch-size"):
                     for th in (_ints(threads, "threads") if threads else [None]):
-                        for fw_mode in _split(mode) or ["eager"]:
+                        for fw_mode in _split(mode) or [""]:
                             points.append(make_run_config(
                                 model=m, framework=framework, mode=fw_mode, device=dev,
                                 precision=p, batch_size=b, grad_accum=grad_accum, data=d,

@@ -25,7 +25,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -83,9 +83,9 @@ class RunConfig(BaseModel):
 
     model: str
     framework: str = "torch"
-    mode: str = "eager"
-    device: Literal["cpu", "cuda"] = "cpu"
-    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
+    mode: str = ""  # "" -> the framework's first (default) mode
+    device: str = "cpu"
+    precision: str = "fp32"
     batch_size: int = Field(..., ge=1, strict=True)
     grad_accum: int = Field(1, ge=1, strict=True)
     data: str = "synthetic"
@@ -110,6 +110,29 @@ class RunConfig(BaseModel):
         if v not in FRAMEWORK_MODES:
             raise unknown_choice("framework", v, FRAMEWORK_MODES)
         return v
+
+    @field_validator("device")
+    @classmethod
+    def _device_known(cls, v: str) -> str:
+        if v not in DEVICES:
+            raise unknown_choice("device", v, DEVICES)
+        return v
+
+    @field_validator("precision")
+    @classmethod
+    def _precision_known(cls, v: str) -> str:
+        if v not in PRECISIONS:
+            raise unknown_choice("precision", v, PRECISIONS)
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_mode(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("mode"):
+            modes = FRAMEWORK_MODES.get(data.get("framework", "torch"))
+            if modes:
+                data = {**data, "mode": modes[0]}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
@@ -209,8 +232,13 @@ def _format_validation(e: ValidationError, where: str = "", flags: bool = False)
             msg = str(ctx["error"])
         msg = msg.removeprefix("Value error, ")
         inp = err.get("input")
-        shown = f" (got {inp!r})" if inp is not None and not isinstance(inp, dict) else ""
+        shown = (f" (got {inp!r})" if inp is not None and not isinstance(inp, dict)
+                 and repr(inp) not in msg else "")
+        if loc == "config" and "mode" in msg:
+            loc = "mode"
         parts.append(f"{where}{loc}: {msg}{shown}")
+    if len(parts) == 1:
+        return parts[0]
     return "invalid configuration:\n  " + "\n  ".join(parts)
 
 

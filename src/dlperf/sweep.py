@@ -55,9 +55,20 @@ def preflight(points: list[RunConfig]) -> None:
     Raises:
         DataError: naming the data set, the file or the model, and how to fix it.
     """
-    from dlperf.data import load_dataset, make_batches
-    from dlperf.zoo import get_spec
+    import importlib.util
 
+    from dlperf.data import load_dataset, make_batches
+    from dlperf.errors import ConfigError
+    from dlperf.zoo import IMPL_MODULES, get_spec
+
+    for p in points:
+        spec = get_spec(p.model)
+        impl = IMPL_MODULES.get(p.framework)
+        if impl and importlib.util.find_spec(f"dlperf.zoo.{spec.family}.{impl}") is None:
+            have = [fw for fw, m in IMPL_MODULES.items()
+                    if importlib.util.find_spec(f"dlperf.zoo.{spec.family}.{m}") is not None]
+            raise ConfigError(f"{p.model} has no {p.framework} implementation yet "
+                              f"(family {spec.family}); available in: {', '.join(have)}")
     loaded: dict[tuple[str, str | None], Any] = {}
     checked: set[tuple[str, str | None, str, int]] = set()
     for p in points:

@@ -91,7 +91,11 @@ import sys
 import time
 from typing import Any
 
-from dlperf import nvml
+# TensorFlow's C++ INFO/WARNING lines (oneDNN notice, absl) would clutter dlperf's output;
+# errors still print. A user's own setting wins.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from dlperf import nvml  # noqa: E402
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError, UnavailableError
 from dlperf.frameworks.base import Session

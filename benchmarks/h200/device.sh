@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
-#   bash benchmarks/h200/device.sh PART [PART...]     PART: smoke | dlbench | real | overhead
+#   bash benchmarks/h200/device.sh PART [PART...]
+#   PART: smoke | dlbench | real | overhead | frameworks
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
 # Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
@@ -44,6 +45,11 @@ for part in "$@"; do
         cp "$R/overhead_$p.json" "$OUT/"
       done
       cp "$R/overhead.db" "$OUT/"
+      ;;
+    frameworks)
+      budget "${FRAMEWORKS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/frameworks.yaml \
+        --db "$R/frameworks.db" 2>&1 | grep -v '^\s*$' | tail -60
+      cp "$R/frameworks.db" "$OUT/"
       ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

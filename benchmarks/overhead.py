@@ -26,7 +26,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PLAIN = HERE / "plain_torch_loop.py"
+#: framework -> (plain loop script, its name for the GPU device)
+PLAIN = {"torch": (HERE / "plain_torch_loop.py", "cuda"), "jax": (HERE / "plain_jax_loop.py", "gpu")}
 
 
 def parse_points(s: str) -> list[tuple[str, int]]:
@@ -41,13 +42,15 @@ def parse_points(s: str) -> list[tuple[str, int]]:
 def run_dlperf(model: str, batch: int, a: argparse.Namespace) -> dict:
     """One ``dlperf run`` in a fresh process; returns the newest stored row of that point."""
     cmd = [sys.executable, "-m", "dlperf", "run", "--model", model, "--batch-size", str(batch),
+           "--framework", a.framework,
            "--device", a.device, "--precision", a.precision, "--db", a.db, "--rerun",
            "--min-time", str(a.min_time), "--min-iters", "50"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     from dlperf.results.store import ResultStore
 
     with ResultStore(a.db) as s:
-        rows = s.rows(latest=False, model=model, batch_size=batch, precision=a.precision)
+        rows = s.rows(latest=False, model=model, batch_size=batch, precision=a.precision,
+                      framework=a.framework)
     r = rows[-1]
     if r["status"] != "ok":
         raise RuntimeError(f"dlperf {model} b={batch}: {r['status']}: {r['error']}")
@@ -57,8 +60,10 @@ def run_dlperf(model: str, batch: int, a: argparse.Namespace) -> dict:
 def run_plain(model: str, batch: int, iters: int, a: argparse.Namespace, sync: bool = False) -> dict:
     """One plain-loop run in a fresh process; returns its JSON."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        cmd = [sys.executable, str(PLAIN), "--model", model, "--batch-size", str(batch),
-               "--precision", a.precision, "--device", a.device, "--warmup", "30",
+        script, gpu_name = PLAIN[a.framework]
+        device = gpu_name if a.device == "cuda" else a.device
+        cmd = [sys.executable, str(script), "--model", model, "--batch-size", str(batch),
+               "--precision", a.precision, "--device", device, "--warmup", "30",
                "--iters", str(iters), "--json", f.name]
         if sync:
             cmd.append("--sync-every-step")
@@ -70,6 +75,7 @@ def main() -> int:
     """Run the comparison; print a table and write JSON."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--framework", default="torch", choices=sorted(PLAIN))
     p.add_argument("--precision", default="fp32")
     p.add_argument("--points", required=True, help="model:batch,... for the overhead ratio")
     p.add_argument("--truth", default="", help="model:batch,... for the timing-truth table")
@@ -79,7 +85,8 @@ def main() -> int:
     p.add_argument("--out", required=True)
     a = p.parse_args()
 
-    report: dict = {"precision": a.precision, "device": a.device, "overhead": [], "truth": []}
+    report: dict = {"framework": a.framework, "precision": a.precision, "device": a.device,
+                    "overhead": [], "truth": []}
     print(f"{'model':<14}{'batch':>6}{'dlperf samples/s':>18}{'plain samples/s':>17}{'ratio':>8}")
     for model, batch in parse_points(a.points):
         d_runs, p_runs = [], []
@@ -94,6 +101,8 @@ def main() -> int:
         report["overhead"].append(row)
         print(f"{model:<14}{batch:>6}{d:>18,.1f}{pl:>17,.1f}{d / pl:>8.4f}", flush=True)
 
+    if a.truth and a.framework != "torch":
+        p.error("--truth needs the torch plain loop (it has --sync-every-step)")
     if a.truth:
         print(f"\n{'model':<14}{'batch':>6}{'event mean ms':>15}{'wall/iters ms':>15}"
               f"{'sync-each-step ms':>19}{'no-sync plain ms':>18}")

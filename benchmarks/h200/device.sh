@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
-#   PART: smoke | dlbench | real | overhead | frameworks
+#   PART: smoke | dlbench | real | overhead | overhead_jax | frameworks
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
 # Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
@@ -45,6 +45,14 @@ for part in "$@"; do
         cp "$R/overhead_$p.json" "$OUT/"
       done
       cp "$R/overhead.db" "$OUT/"
+      ;;
+    overhead_jax)  # issue 3: dlperf's JAX harness against benchmarks/plain_jax_loop.py
+      for p in ${OVERHEAD_PRECISIONS:-fp32 bf16}; do
+        python3 benchmarks/overhead.py --framework jax --device cuda --precision $p \
+          --rounds "${OVERHEAD_ROUNDS:-3}" --min-time 2 --points resnet50:128,lstm:64 \
+          --db "$R/overhead_jax.db" --out "$R/overhead_jax_$p.json"
+        cp "$R/overhead_jax_$p.json" "$OUT/"
+      done
       ;;
     frameworks)
       budget "${FRAMEWORKS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/frameworks.yaml \

@@ -18,6 +18,9 @@ state (parameters, BN statistics, optimizer state, dropout key) donated
   counts XLA compilations of any function after the ahead-of-time one (0 in steady state;
   from ``jax.monitoring``). ``Session.compile_info`` reports them (``n_compiles`` = traces)
   with ``recompiles_measured``: traces or compilations during the measured segment.
+* loss (zoo/spec.py contract): ``ce``/``mlm`` softmax cross-entropy (``optax.smooth_labels``
+  for a spec's label smoothing); ``ctc``: ``optax.ctc_loss`` (blank 0, no paddings), per
+  utterance divided by the target length, batch mean (PyTorch's ``reduction="mean"``).
 * layout: images are NHWC (the Flax CNNs' layout); synthetic images are made NHWC, real ones
   transposed once on the host before the loop. Token ids are int32 (JAX's default, x64 off).
 * timer: :class:`~dlperf.harness.timers.LaggedSyncTimer` with ``jax.block_until_ready`` and
@@ -153,6 +156,40 @@ def _targets(spec: ModelSpec) -> tuple[int, ...]:
         return tuple(t)
     return tuple(spec.input_shape) if spec.input_kind == "tokens" else ()
 
+def make_loss_fn(spec: ModelSpec):
+    """The spec's loss ``(logits, y) -> float32 scalar`` in JAX (zoo/spec.py contract).
+
+    ``ce``/``mlm``: mean softmax cross-entropy of ``logits.reshape(-1, V)`` against
+    ``y.reshape(-1)``, with ``optax.smooth_labels`` for ``spec.label_smoothing``; ``ctc``:
+    ``optax.ctc_loss`` of ``[B, T, C]`` logits against ``[B, S]`` labels (blank 0, no
+    paddings), each utterance divided by ``S``, then the batch mean (torch ``reduction="mean"``).
+    """
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    n_classes = spec.num_classes
+    smoothing = float(getattr(spec, "label_smoothing", 0.0) or 0.0)
+    ctc = getattr(spec, "loss", "ce") == "ctc"
+
+    def loss_fn(logits, y):
+        if ctc:
+            # Blank 0, every utterance T_out frames and S labels (no paddings); optax
+            # takes the log-softmax itself. Per utterance / S, then the batch mean
+            # (PyTorch ctc_loss reduction="mean").
+            logits = logits.astype(jnp.float32)
+            per_seq = optax.ctc_loss(logits, jnp.zeros(logits.shape[:2], jnp.float32), y,
+                                     jnp.zeros(y.shape, jnp.float32), blank_id=0)
+            return (per_seq / y.shape[1]).mean()
+        logits = logits.astype(jnp.float32).reshape(-1, n_classes)
+        y = y.reshape(-1)
+        if smoothing:
+            labels = optax.smooth_labels(jax.nn.one_hot(y, n_classes), smoothing)
+            return optax.softmax_cross_entropy(logits, labels).mean()
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    return loss_fn
+
 
 class JaxAdapter:
     """The JAX framework adapter (see module docstring for the choices it makes)."""
@@ -254,7 +291,7 @@ class JaxAdapter:
         import jaxlib
         import optax
 
-        if getattr(spec, "loss", "ce") not in ("ce", "mlm"):
+        if getattr(spec, "loss", "ce") not in ("ce", "mlm", "ctc"):
             raise UnavailableError(f"the jax adapter has no {spec.loss!r} loss yet "
                                    f"(model {spec.name})")
         if cfg.device == "cuda":
@@ -344,17 +381,9 @@ class JaxAdapter:
             jax, jnp, cfg, spec, dev, k_data, in_shape, in_dtype)
 
         # The train step.
-        n_classes = spec.num_classes
-        smoothing = float(getattr(spec, "label_smoothing", 0.0) or 0.0)
         counters = {"traces": 0}
 
-        def loss_fn(logits, y):
-            logits = logits.astype(jnp.float32).reshape(-1, n_classes)
-            y = y.reshape(-1)
-            if smoothing:
-                labels = optax.smooth_labels(jax.nn.one_hot(y, n_classes), smoothing)
-                return optax.softmax_cross_entropy(logits, labels).mean()
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+        loss_fn = make_loss_fn(spec)
 
         def forward_loss(params, batch_stats, x, y, rng):
             variables = {"params": params}

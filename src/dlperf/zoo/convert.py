@@ -19,7 +19,11 @@ joined to the one before it with ``_``, the naming the Flax implementations use)
 * ``Embedding.weight [V, E]`` -> ``embedding [V, E]``;
 * ``LSTM.weight_ih_l<k> [4H, in]`` / ``weight_hh_l<k> [4H, H]`` -> ``lstm/l<k>/w_ih [in, 4H]`` /
   ``w_hh [H, 4H]`` (transposes; gate order i, f, g, o kept), ``bias_ih_l<k>`` / ``bias_hh_l<k>``
-  -> ``b_ih`` / ``b_hh``.
+  -> ``b_ih`` / ``b_hh``; a bidirectional ``nn.GRU``'s ``*_l<k>_reverse`` tensors go to
+  ``l<k>_reverse`` (DeepSpeech2: ``rnns_<i>/l0``, ``rnns_<i>/l0_reverse``);
+* ``LayerNorm``: ``weight`` -> ``scale`` (a 1-D weight, as BatchNorm's), ``bias`` -> ``bias``;
+* the Transformers' embeddings ``word``, ``position``, ``token_type`` (BERT), ``wte``,
+  ``wpe`` (GPT-2) -> ``embedding``; a top-level parameter (BERT ``head_bias``) keeps its name.
 
 The TensorFlow helpers live in ``convert_keras.py``.
 """
@@ -78,7 +82,10 @@ def flattened_linears(spec: ModelSpec) -> dict[str, tuple[int, int, int]]:
     return {}
 
 
-_LSTM_RE = re.compile(r"^(weight|bias)_(ih|hh)_l(\d+)$")
+_LSTM_RE = re.compile(r"^(weight|bias)_(ih|hh)_l(\d+)(_reverse)?$")
+
+#: ``nn.Embedding`` modules of the Transformers whose names do not end in ``embedding``.
+_EMBEDDINGS = ("word", "position", "token_type", "wte", "wpe")
 
 
 def _set(tree: dict, path: list[str], value: np.ndarray) -> None:
@@ -93,7 +100,7 @@ def torch_to_flax(spec: ModelSpec, torch_state_dict: Mapping[str, Any]) -> dict[
     """Convert a ``torch_impl`` model's ``state_dict`` to the ``flax_impl`` model's variables.
 
     Args:
-        spec: the model (families ``fcn``, ``cnn``, ``rnn``).
+        spec: the model (families ``fcn``, ``cnn``, ``rnn``, ``transformer``).
         torch_state_dict: ``model.state_dict()`` of ``dlperf.zoo.build(spec, "torch")``
             (tensors or numpy arrays).
 
@@ -115,9 +122,10 @@ def torch_to_flax(spec: ModelSpec, torch_state_dict: Mapping[str, Any]) -> dict[
         path = _flax_path(module)
         m = _LSTM_RE.match(leaf)
         if m:  # nn.LSTM: lstm.weight_ih_l0 -> lstm/l0/w_ih
-            kind, which, layer = m.groups()
+            kind, which, layer, rev = m.groups()
             out = v.T if kind == "weight" else v
-            _set(params, path + [f"l{layer}", f"{'w' if kind == 'weight' else 'b'}_{which}"],
+            _set(params, path + [f"l{layer}{rev or ''}",
+                                 f"{'w' if kind == 'weight' else 'b'}_{which}"],
                  np.ascontiguousarray(out, np.float32))
             continue
         if leaf == "num_batches_tracked":
@@ -129,7 +137,11 @@ def torch_to_flax(spec: ModelSpec, torch_state_dict: Mapping[str, Any]) -> dict[
         if leaf == "weight" and v.ndim == 1:  # BatchNorm affine weight
             _set(params, path + ["scale"], v.astype(np.float32))
             continue
-        if leaf == "weight" and module.endswith("embedding"):
+        if not module:  # a top-level nn.Parameter (BERT's head_bias): same name
+            _set(params, [leaf], v.astype(np.float32))
+            continue
+        if leaf == "weight" and (module.endswith("embedding") or (
+                spec.family == "transformer" and module in _EMBEDDINGS)):
             _set(params, path + ["embedding"], v.astype(np.float32))
             continue
         if leaf == "weight" and v.ndim == 4:  # Conv2d

@@ -1,4 +1,6 @@
-"""Flax (linen) implementation of the LSTM word language model (``lstm``, ``lstm_tiny``).
+"""Flax (linen) implementations of the LSTM word language model (``lstm``, ``lstm_tiny``) and
+DeepSpeech2 (``deepspeech2``, ``deepspeech2_tiny``; :class:`DeepSpeech2`, GRU layers written
+out like the LSTM's, with torch's two bias vectors per direction).
 
 Same model as ``torch_impl`` (layout, counts and sources in :mod:`dlperf.zoo.rnn.spec`):
 embedding -> dropout -> stacked LSTM (dropout between layers, as ``nn.LSTM(dropout=...)``) ->
@@ -126,20 +128,111 @@ class LSTMLanguageModel(nn.Module):
         return torch_dense(self.hidden, self.vocab, "decoder", self.dtype)(x)
 
 
-def build(spec: ModelSpec, dtype: Any = jnp.float32) -> LSTMLanguageModel:
-    """Build the Flax LSTM language model of ``spec`` (family ``rnn``), torch-default init.
+# --- DeepSpeech2 (Amodei et al. 2016) ---------------------------------------------------------
 
-    Input ``[B, T]`` int token ids, output ``[B, T, vocab]`` logits. ``dtype`` is the compute
-    dtype; parameters are float32.
 
-    Raises:
-        NotImplementedError: an rnn without a Flax implementation (``deepspeech2``).
+class GRULayer(nn.Module):
+    """One GRU direction with torch's parameters (``w_ih [in, 3H]``, ``w_hh [H, 3H]``, ``b_ih``,
+    ``b_hh [3H]``; gates r, z, n; ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, the cuDNN /
+    ``torch.nn.GRU`` equations): ``[B, T, in]`` -> ``[B, T, H]`` from a zero state;
+    ``reverse`` runs from the last frame to the first (outputs in input order)."""
+
+    hidden: int
+    reverse: bool = False
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        n_in, h = x.shape[-1], self.hidden
+        init = _uniform(1.0 / math.sqrt(h))  # torch nn.GRU.reset_parameters
+        w_ih = self.param("w_ih", init, (n_in, 3 * h), jnp.float32)
+        w_hh = self.param("w_hh", init, (h, 3 * h), jnp.float32)
+        b_ih = self.param("b_ih", init, (3 * h,), jnp.float32)
+        b_hh = self.param("b_hh", init, (3 * h,), jnp.float32)
+        d = self.dtype
+        xg = jnp.einsum("bti,ig->tbg", x.astype(d), w_ih.astype(d)) + b_ih.astype(d)
+        w_hh_d, b_hh_d = w_hh.astype(d), b_hh.astype(d)
+
+        def cell(h_prev, g_x):
+            g_h = (h_prev.astype(d) @ w_hh_d + b_hh_d).astype(jnp.float32)
+            g_x = g_x.astype(jnp.float32)
+            xr, xz, xn = jnp.split(g_x, 3, axis=-1)
+            hr, hz, hn = jnp.split(g_h, 3, axis=-1)
+            r = jax.nn.sigmoid(xr + hr)
+            z = jax.nn.sigmoid(xz + hz)
+            n = jnp.tanh(xn + r * hn)
+            h_new = (1.0 - z) * n + z * h_prev
+            return h_new, h_new.astype(d)
+
+        h0 = jnp.zeros((x.shape[0], h), jnp.float32)
+        _, ys = jax.lax.scan(cell, h0, xg, reverse=self.reverse, unroll=SCAN_UNROLL)
+        return jnp.swapaxes(ys, 0, 1)
+
+
+class BiGRU(nn.Module):
+    """Bidirectional GRU layer, directions summed (``l0`` forward, ``l0_reverse`` backward: the
+    names of ``torch.nn.GRU(bidirectional=True)``'s weights)."""
+
+    hidden: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        fwd = GRULayer(self.hidden, False, self.dtype, name="l0")(x)
+        bwd = GRULayer(self.hidden, True, self.dtype, name="l0_reverse")(x)
+        return fwd + bwd
+
+
+class DeepSpeech2(nn.Module):
+    """DeepSpeech2: spectrogram ``[B, bins, frames]`` float -> logits ``[B, T_out, classes]``.
+
+    NHWC ``[B, bins, frames, 1]`` -> (conv, BN, clipped ReLU) x 2 (``conv_0``/``conv_1``,
+    ``conv_3``/``conv_4``: torch's ``nn.Sequential`` indices) -> per frame the features in
+    torch's ``(channel, bin)`` order -> bidirectional GRU layers (``rnns_<i>``) -> ``fc``.
+    """
+
+    conv_channels: int
+    hidden: int
+    layers: int
+    num_classes: int
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray, train: bool = True) -> jnp.ndarray:
+        from dlperf.zoo.cnn.flax_impl import TORCH_KERNEL_INIT, _bn
+        from dlperf.zoo.rnn import spec as layout
+
+        d = self.dtype
+        x = x.astype(d)[..., None]  # [B, bins, frames, 1]
+        for i, (kernel, stride, pad) in enumerate(layout.DS2_CONVS):
+            x = nn.Conv(self.conv_channels, kernel, strides=stride,
+                        padding=tuple((p, p) for p in pad), use_bias=False, dtype=d,
+                        param_dtype=jnp.float32, kernel_init=TORCH_KERNEL_INIT,
+                        name=f"conv_{3 * i}")(x)
+            x = _bn(x, train, f"conv_{3 * i + 1}", d)
+            x = jnp.clip(x, 0.0, layout.DS2_CLIP)
+        b, f, t, c = x.shape
+        x = x.transpose(0, 2, 3, 1).reshape(b, t, c * f)  # [B, T', C * bins'], torch order
+        for i in range(self.layers):
+            x = BiGRU(self.hidden, d, name=f"rnns_{i}")(x)
+        return torch_dense(self.hidden, self.num_classes, "fc", d)(x)
+
+
+def build(spec: ModelSpec, dtype: Any = jnp.float32) -> nn.Module:
+    """Build the Flax recurrent model of ``spec`` (family ``rnn``), torch-default init.
+
+    LSTM: input ``[B, T]`` int token ids, output ``[B, T, vocab]`` logits. DeepSpeech2
+    (``hyper["arch"] == "deepspeech2"``): input ``[B, bins, frames]`` float, output
+    ``[B, T_out, classes]`` logits. ``dtype`` is the compute dtype; parameters are float32.
     """
     if spec.family != "rnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not an rnn")
-    if spec.input_kind != "tokens":
-        raise NotImplementedError(f"{spec.name}: no Flax implementation of this rnn "
-                                  f"({spec.input_kind} input) yet")
     h = spec.hyper
+    arch = h.get("arch", "lstm")
+    if arch == "deepspeech2":
+        return DeepSpeech2(h["conv_channels"], h["hidden"], h["layers"], spec.num_classes,
+                           dtype=dtype)
+    if arch != "lstm":
+        raise ValueError(f"{spec.name}: unknown rnn layout {arch!r}")
     return LSTMLanguageModel(h["vocab"], h["emb"], h["hidden"], h["layers"], h["dropout"],
                              dtype=dtype)

@@ -23,7 +23,12 @@ Rules (PyTorch -> Keras):
 * bidirectional ``GRU`` ``rnns.<i>.{weight,bias}_{ih,hh}_l0[_reverse]`` -> the forward
   (backward) layer of ``Bidirectional`` ``rnns.<i>``: gates reordered from PyTorch's
   ``(r, z, n)`` to Keras's ``(z, r, h)``, weights transposed, ``bias [2, 3H]`` = ``(b_ih,
-  b_hh)`` (Keras ``reset_after=True`` is PyTorch's GRU).
+  b_hh)`` (Keras ``reset_after=True`` is PyTorch's GRU);
+* ``LayerNorm``: ``weight`` -> ``gamma``, ``bias`` -> ``beta``;
+* a layer with a ``torch_params()`` method (the Transformers' learned position / token-type
+  tables and BERT's tied-output bias, :mod:`dlperf.zoo.transformer.keras_impl`) names its own
+  ``(variable, PyTorch key)`` pairs; the tied output projections have no weights of their own
+  (the embedding is converted once, under its ``Embedding`` layer).
 
 No framework is imported at module level; torch tensors are read through
 ``.detach().cpu().numpy()``.
@@ -115,7 +120,13 @@ def torch_to_keras(spec: ModelSpec, torch_state_dict: Mapping[str, Any], keras_m
         n = layer.name
         if not layer.weights:
             continue
-        if isinstance(layer, keras.layers.Dense):
+        if hasattr(layer, "torch_params"):
+            for var, key in layer.torch_params():
+                ld.assign(var, ld.get(key), f"{spec.name}:{n}:{key}")
+        elif isinstance(layer, keras.layers.LayerNormalization):
+            ld.assign(layer.gamma, ld.get(f"{n}.weight"), f"{spec.name}:{n}.gamma")
+            ld.assign(layer.beta, ld.get(f"{n}.bias"), f"{spec.name}:{n}.beta")
+        elif isinstance(layer, keras.layers.Dense):
             w = ld.get(f"{n}.weight")  # [out, in]
             if n in flat:
                 h, wd, c = flat[n]

@@ -1,0 +1,86 @@
+"""All-reduce benchmark (nccl-tests style): bandwidth arithmetic and a 2-process gloo run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from dlperf.comm.allreduce import algbw, busbw, format_table, message_sizes, parse_size
+
+
+def test_algbw_busbw_hand_computed():
+    # 1 GB (1e9 bytes) in 10 ms on 4 ranks: algbw 100 GB/s, busbw 100 * 2 * 3 / 4 = 150 GB/s.
+    assert algbw(1e9, 0.010) == pytest.approx(100e9)
+    assert busbw(1e9, 0.010, 4) == pytest.approx(150e9)
+    # 2 ranks: 2 (n - 1) / n = 1, busbw == algbw; 8 ranks: factor 1.75; 1 rank: nothing moves.
+    assert busbw(1 << 20, 1e-4, 2) == pytest.approx(algbw(1 << 20, 1e-4))
+    assert busbw(8e9, 0.1, 8) == pytest.approx(80e9 * 1.75)
+    assert busbw(1e9, 1.0, 1) == 0.0
+    with pytest.raises(ValueError):
+        algbw(1e9, 0.0)
+    with pytest.raises(ValueError):
+        busbw(1e9, 1.0, 0)
+
+
+def test_message_sizes_and_parse_size():
+    assert message_sizes(8, 64) == [8, 16, 32, 64]
+    assert message_sizes(8, 100) == [8, 16, 32, 64]
+    assert message_sizes(8, 8) == [8]
+    assert message_sizes(1, 1000, factor=10) == [1, 10, 100, 1000]
+    s = message_sizes()
+    assert s[0] == 8 and s[-1] == 1 << 30 and len(s) == 28
+    for bad in [(0, 8, 2), (16, 8, 2), (8, 64, 1)]:
+        with pytest.raises(ValueError):
+            message_sizes(*bad)
+    assert parse_size("1M") == 1 << 20 and parse_size("64K") == 65536
+    assert parse_size("1G") == 1 << 30 and parse_size("8") == 8
+    with pytest.raises(ValueError):
+        parse_size("lots")
+
+
+def test_format_table_columns():
+    row = {"size_bytes": 1 << 20, "count": 1 << 18, "dtype": "float32", "nranks": 2,
+           "time_s": 1e-5, "algbw_GBps": 104.86, "busbw_GBps": 104.86, "wrong": 0}
+    text = format_table([row])
+    assert "busbw" in text and "#wrong" in text
+    assert "1048576" in text and "10.00" in text and "104.86" in text
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_two_gloo_processes_end_to_end(tmp_path):
+    out = tmp_path / "allreduce.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+           "GLOO_SOCKET_IFNAME": "lo", "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+         "-m", "dlperf.comm.allreduce", "--max-bytes", "65536", "--iters", "5", "--warmup", "2",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "busbw" in r.stdout and "#wrong" in r.stdout
+    doc = json.loads(out.read_text())
+    assert doc["backend"] == "gloo" and doc["nranks"] == 2
+    assert "env" in doc and "hostname" in doc["env"] and doc["framework"]["torch"]
+    rows = doc["rows"]
+    assert [row["size_bytes"] for row in rows] == [8 << i for i in range(14)]  # 8 .. 65536
+    for row in rows:
+        assert row["correct"] is True and row["wrong"] == 0
+        assert row["nranks"] == 2 and row["dtype"] == "float32"
+        assert row["count"] == row["size_bytes"] // 4
+        assert len(row["time_s_per_rank"]) == 2
+        assert row["time_s"] == max(row["time_s_per_rank"]) > 0
+        assert row["algbw_GBps"] == pytest.approx(row["size_bytes"] / row["time_s"] / 1e9)
+        assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"])  # 2 (n - 1) / n = 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
-#   PART: smoke | dlbench | real | overhead | overhead_jax | frameworks
+#   PART: smoke | dlbench | real | overhead | overhead_jax | frameworks | allreduce (x2)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
 # Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
@@ -53,6 +53,13 @@ for part in "$@"; do
           --db "$R/overhead_jax.db" --out "$R/overhead_jax_$p.json"
         cp "$R/overhead_jax_$p.json" "$OUT/"
       done
+      ;;
+    allreduce)  # issue 5, on nvidia-h200-x2: NCCL all-reduce 8 B .. 1 GB over the local GPUs
+      export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+      n=$(nvidia-smi -L | wc -l); R2=benchmarks/results/h200x$n; mkdir -p "$R2"
+      python3 -m torch.distributed.run --nproc-per-node "$n" -m dlperf.comm.allreduce \
+        --min-bytes 8 --max-bytes 1G --iters 20 --warmup 5 --json "$R2/allreduce.json"
+      cp "$R2/allreduce.json" "$OUT/"
       ;;
     frameworks)
       budget "${FRAMEWORKS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/frameworks.yaml \

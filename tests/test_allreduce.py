@@ -84,3 +84,17 @@ def test_two_gloo_processes_end_to_end(tmp_path):
         assert row["time_s"] == max(row["time_s_per_rank"]) > 0
         assert row["algbw_GBps"] == pytest.approx(row["size_bytes"] / row["time_s"] / 1e9)
         assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"])  # 2 (n - 1) / n = 1
+
+
+def test_cli_allreduce_two_gloo_processes(tmp_path):
+    out = tmp_path / "ar.json"
+    r = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--nproc", "2", "--max-bytes",
+                        "1K", "--iters", "3", "--warmup", "1", "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [x["size_bytes"] for x in rows] == [8 * 2**i for i in range(8)]
+    assert all(x["correct"] for x in rows)
+    bad = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--max-bytes", "lots"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--max-bytes" in bad.stderr

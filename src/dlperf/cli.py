@@ -361,6 +361,44 @@ def report(
 
 
 @app.command()
+def allreduce(
+    nproc: Annotated[int, typer.Option(help="Processes (one per GPU; gloo processes on a CPU-only machine).", min=1)] = 2,
+    min_bytes: Annotated[str, typer.Option(help="Smallest message, e.g. 8, 64K.")] = "8",
+    max_bytes: Annotated[str, typer.Option(help="Largest message, e.g. 1M, 1G.")] = "1G",
+    iters: Annotated[int, typer.Option(help="Timed all-reduces per size.", min=1)] = 20,
+    warmup: Annotated[int, typer.Option(help="Untimed all-reduces per size.", min=0)] = 5,
+    output: Annotated[Optional[Path], typer.Option("--json", help="Write rows and environment here.")] = None,
+) -> None:
+    """All-reduce bandwidth (algbw/busbw) over message sizes, in the manner of nccl-tests."""
+    def body():
+        import os
+        import socket
+        import subprocess
+
+        from dlperf.comm.allreduce import parse_size
+
+        for flag, v in (("--min-bytes", min_bytes), ("--max-bytes", max_bytes)):
+            try:
+                parse_size(v)
+            except ValueError as e:
+                raise ConfigError(f"{flag}: {e}") from None
+        with socket.socket() as s:  # a free loopback port for the rendezvous
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+               "--master-addr", "127.0.0.1", "--master-port", str(port), "-m",
+               "dlperf.comm.allreduce", "--min-bytes", min_bytes, "--max-bytes", max_bytes,
+               "--iters", str(iters), "--warmup", str(warmup)]
+        if output:
+            cmd += ["--json", str(output)]
+        env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+               "NVSHMEM_DISABLE_NVLS": "1", **os.environ}
+        raise typer.Exit(subprocess.run(cmd, env=env).returncode)
+
+    _guard(body)
+
+
+@app.command()
 def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
         framework: Annotated[bool, typer.Option(help="Also import the frameworks for their versions.")] = True) -> None:
     """Print the environment fingerprint recorded with every result."""

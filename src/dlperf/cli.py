@@ -104,7 +104,7 @@ def run(
     """Measure training time per iteration for models x batch sizes x precisions."""
     def body():
         from dlperf.config import make_policy, make_run_config, resolve_device
-        from dlperf.zoo import get_spec, get_suite
+        from dlperf.zoo import get_suite
 
         if bool(model) == bool(suite):
             raise ConfigError("give exactly one of --model or --suite (e.g. --suite quick)")
@@ -112,9 +112,8 @@ def run(
         if suite:
             entries = [(e.model, data or e.data) for e in get_suite(suite)]
         else:
-            for m in _split(model):
-                get_spec(m)
-                entries.append((m, data or "synthetic"))
+            # each model name is validated by RunConfig below
+            entries = [(m, data or "synthetic") for m in _split(model)]
         _check_out_dir(report, "--report")
         _check_db(db, must_exist=False)
         dev = resolve_device(device)

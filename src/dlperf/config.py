@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from dlperf.errors import ConfigError, unknown_choice
 
@@ -104,25 +105,13 @@ class RunConfig(BaseModel):
             raise unknown_choice("model", v, SPECS)
         return v
 
-    @field_validator("framework")
+    @field_validator("framework", "device", "precision")
     @classmethod
-    def _framework_known(cls, v: str) -> str:
-        if v not in FRAMEWORK_MODES:
-            raise unknown_choice("framework", v, FRAMEWORK_MODES)
-        return v
-
-    @field_validator("device")
-    @classmethod
-    def _device_known(cls, v: str) -> str:
-        if v not in DEVICES:
-            raise unknown_choice("device", v, DEVICES)
-        return v
-
-    @field_validator("precision")
-    @classmethod
-    def _precision_known(cls, v: str) -> str:
-        if v not in PRECISIONS:
-            raise unknown_choice("precision", v, PRECISIONS)
+    def _choice_known(cls, v: str, info: ValidationInfo) -> str:
+        choices = {"framework": FRAMEWORK_MODES, "device": DEVICES,
+                   "precision": PRECISIONS}[info.field_name]
+        if v not in choices:
+            raise unknown_choice(info.field_name, v, choices)
         return v
 
     @model_validator(mode="before")

@@ -61,14 +61,16 @@ def preflight(points: list[RunConfig]) -> None:
     from dlperf.errors import ConfigError
     from dlperf.zoo import IMPL_MODULES, get_spec
 
-    for p in points:
-        spec = get_spec(p.model)
-        impl = IMPL_MODULES.get(p.framework)
-        if impl and importlib.util.find_spec(f"dlperf.zoo.{spec.family}.{impl}") is None:
-            have = [fw for fw, m in IMPL_MODULES.items()
-                    if importlib.util.find_spec(f"dlperf.zoo.{spec.family}.{m}") is not None]
-            raise ConfigError(f"{p.model} has no {p.framework} implementation yet "
-                              f"(family {spec.family}); available in: {', '.join(have)}")
+    def has_impl(family: str, framework: str) -> bool:
+        mod = f"dlperf.zoo.{family}.{IMPL_MODULES[framework]}"
+        return importlib.util.find_spec(mod) is not None
+
+    for model, framework in {(p.model, p.framework) for p in points}:
+        family = get_spec(model).family
+        if framework in IMPL_MODULES and not has_impl(family, framework):
+            have = [fw for fw in IMPL_MODULES if has_impl(family, fw)]
+            raise ConfigError(f"{model} has no {framework} implementation yet "
+                              f"(family {family}); available in: {', '.join(have)}")
     loaded: dict[tuple[str, str | None], Any] = {}
     checked: set[tuple[str, str | None, str, int]] = set()
     for p in points:

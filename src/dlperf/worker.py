@@ -183,16 +183,12 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
 
 
 def compile_info(session: Any) -> dict[str, Any]:
-    """Compile/trace time and counts from the session (or its flags), MEASUREMENT.md rule 4."""
+    """Compile/trace time and counts from the session (None where it compiles nothing),
+    MEASUREMENT.md rule 4."""
     info: dict[str, Any] = {"compile_time_s": None, "n_compiles": None,
                             "recompiles_measured": None}
     if session.compile_info is not None:
         info.update(session.compile_info())
-    else:
-        f = session.flags
-        info["compile_time_s"] = f.get("compile_time_s")
-        info["n_compiles"] = f.get("retraces", f.get("n_compiles"))
-        info["recompiles_measured"] = f.get("recompiles_measured")
     return info
 
 

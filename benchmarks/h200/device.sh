@@ -39,10 +39,13 @@ for part in "$@"; do
       ;;
     overhead)
       for p in ${OVERHEAD_PRECISIONS:-fp32}; do
+        # OVERHEAD_POINTS/OVERHEAD_TRUTH/OVERHEAD_TAG split the points over several device calls.
+        pts=${OVERHEAD_POINTS:-fcn5:64,fcn8:64,alexnet:128,resnet50:64,lstm:64,fcn_mnist:64,alexnet_cifar:128,resnet56:128}
+        truth=${OVERHEAD_TRUTH-fcn5:64,resnet50:64,lstm:64}
         python3 benchmarks/overhead.py --device cuda --precision $p --rounds "${OVERHEAD_ROUNDS:-1}" --min-time 2 \
-          --points fcn5:64,fcn8:64,alexnet:128,resnet50:64,lstm:64,fcn_mnist:64,alexnet_cifar:128,resnet56:128 \
-          --truth fcn5:64,resnet50:64,lstm:64 --db "$R/overhead.db" --out "$R/overhead_$p.json"
-        cp "$R/overhead_$p.json" "$OUT/"
+          --points "$pts" ${truth:+--truth "$truth"} --db "$R/overhead.db" \
+          --out "$R/overhead_$p${OVERHEAD_TAG:-}.json"
+        cp "$R/overhead_$p${OVERHEAD_TAG:-}.json" "$OUT/"
       done
       cp "$R/overhead.db" "$OUT/"
       ;;

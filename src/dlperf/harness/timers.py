@@ -85,6 +85,7 @@ class CudaEventTimer:
         self._torch = torch
         self._pool: list[Any] = []
         self._n = 0
+        self._stream: Any = None
 
     def reserve(self, n: int) -> None:  # noqa: D102
         Event = self._torch.cuda.Event
@@ -93,12 +94,15 @@ class CudaEventTimer:
 
     def start(self) -> None:  # noqa: D102
         self._n = 0
+        # Resolved once per segment: Event.record() without a stream looks the current stream
+        # up and builds a Python Stream object on every call (host time inside the loop).
+        self._stream = self._torch.cuda.current_stream()
         self.mark()
 
     def mark(self, handle: Any = None) -> None:  # noqa: D102
         if self._n >= len(self._pool):  # outside the reserved range: grow (rare)
             self.reserve(2 * len(self._pool) + 16)
-        self._pool[self._n].record()
+        self._pool[self._n].record(self._stream)
         self._n += 1
 
     def collect(self) -> list[float]:  # noqa: D102

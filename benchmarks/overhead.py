@@ -42,7 +42,7 @@ def parse_points(s: str) -> list[tuple[str, int]]:
 def run_dlperf(model: str, batch: int, a: argparse.Namespace) -> dict:
     """One ``dlperf run`` in a fresh process; returns the newest stored row of that point."""
     cmd = [sys.executable, "-m", "dlperf", "run", "--model", model, "--batch-size", str(batch),
-           "--framework", a.framework,
+           "--framework", a.framework, "--layout", a.layout,
            "--device", a.device, "--precision", a.precision, "--db", a.db, "--rerun",
            "--min-time", str(a.min_time), "--min-iters", "50"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -67,6 +67,9 @@ def run_plain(model: str, batch: int, iters: int, a: argparse.Namespace, sync: b
                "--iters", str(iters), "--json", f.name]
         if sync:
             cmd.append("--sync-every-step")
+        if a.framework == "torch" and (a.layout == "nhwc"
+                                       or (a.layout == "auto" and a.device == "cuda")):
+            cmd.append("--channels-last")  # what dlperf's layout does (CNNs only)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         return json.loads(Path(f.name).read_text())
 
@@ -80,6 +83,8 @@ def main() -> int:
     p.add_argument("--points", required=True, help="model:batch,... for the overhead ratio")
     p.add_argument("--truth", default="", help="model:batch,... for the timing-truth table")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--layout", default="auto", choices=("auto", "nchw", "nhwc"),
+                   help="dlperf's --layout; the torch plain loop follows it (--channels-last)")
     p.add_argument("--min-time", type=float, default=3.0, help="seconds measured per run")
     p.add_argument("--db", required=True)
     p.add_argument("--out", required=True)

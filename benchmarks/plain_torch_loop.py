@@ -300,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(changes what is measured: for comparison only)")
     p.add_argument("--json", metavar="OUT.json", help="write the result as JSON here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--channels-last", action="store_true",
+                   help="CNNs: model and images in torch.channels_last (NHWC), as the PyTorch "
+                        "performance tuning guide recommends on CUDA (dlperf's layout=auto)")
     args = p.parse_args(argv)
 
     if args.model not in MODEL_NAMES:
@@ -324,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     model, kind, in_shape, num_classes, used_tv = build_model(args.model, args.seq_len)
     model = model.to(device)
+    cl = args.channels_last and kind == "image"
+    if cl:
+        model = model.to(memory_format=torch.channels_last)
     model.train()
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     optimizer = make_optimizer(args.model, model)
@@ -339,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             x = torch.randn((B, *in_shape), device=device, dtype=torch.float32)
             y = torch.randint(0, num_classes, (B,), device=device, dtype=torch.int64)
+        if cl:
+            x = x.contiguous(memory_format=torch.channels_last)
         batches.append((x, y))
     tokens_per_sample = in_shape[0] if kind == "tokens" else 0
 
@@ -430,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
             "cudnn_benchmark": torch.backends.cudnn.benchmark,
             "autocast_bf16": use_bf16,
-            "channels_last": False,
+            "channels_last": cl,
             "optimizer": type(optimizer).__name__,
             "optimizer_defaults": {k: v for k, v in optimizer.defaults.items()
                                    if isinstance(v, (int, float, bool, type(None)))},

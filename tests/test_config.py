@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dlperf.config import RunConfig, load_sweep, make_run_config
+from pydantic import ValidationError
 from dlperf.errors import ConfigError
 
 
@@ -79,3 +80,25 @@ def test_bad_sweep_files_are_explained(tmp_path, text, needle):
 def test_missing_sweep_file():
     with pytest.raises(ConfigError, match="does not exist"):
         load_sweep("/nonexistent/sweep.yaml")
+
+
+def test_run_key_of_a_stored_point_survives_new_fields_at_their_default():
+    """Adding a field (here ``layout``) must not change the key of points stored before it:
+    the key of a default-layout point is the hash of the fields as they were before."""
+    import hashlib
+    import json
+
+    cfg = RunConfig(model="fcn5_tiny", batch_size=8)
+    before = cfg.model_dump(exclude={"data_dir", "timeout_s", "iterations", "layout"})
+    key = hashlib.sha256(json.dumps(before, sort_keys=True, separators=(",", ":")).encode())
+    assert cfg.run_key() == key.hexdigest()[:16]
+    assert RunConfig(model="fcn5_tiny", batch_size=8, layout="nhwc").run_key() != cfg.run_key()
+
+
+def test_layout_choices_and_framework_rule():
+    with pytest.raises(ValidationError, match="unknown layout 'nwhc'; did you mean 'nhwc'"):
+        RunConfig(model="resnet50_tiny", batch_size=2, layout="nwhc")
+    with pytest.raises(ValidationError, match="PyTorch option"):
+        RunConfig(model="resnet50_tiny", batch_size=2, framework="jax", layout="nchw")
+    assert RunConfig(model="resnet50_tiny", batch_size=2, framework="jax",
+                     layout="nhwc").layout == "nhwc"

@@ -85,3 +85,24 @@ def test_torch_graph_mode_records_compile_time_and_no_recompiles():
     assert c["recompiles_measured"] == 0  # (steady state itself is noisy on a busy 2-core CPU)
     assert r["first_iter_s"] > 10 * r["summary"]["median"]  # compilation is in the first step
     assert r["flags"]["compile"]["backend"] == "inductor"
+
+
+@pytest.mark.parametrize("model,layout,expect", [("resnet50_tiny", "auto", "nchw"),
+                                                  ("resnet50_tiny", "nhwc", "nhwc"),
+                                                  ("fcn5_tiny", "nhwc", None)])
+def test_layout_is_applied_and_recorded(model, layout, expect):
+    """auto on the CPU keeps NCHW (channels_last is the CUDA recommendation); nhwc really puts
+    the input batches in channels_last; models without 4-D activations record None."""
+    import torch
+
+    from dlperf.frameworks.torch_fw import TorchAdapter
+    from dlperf.zoo import get_spec
+
+    cfg = make_run_config(model=model, batch_size=2, layout=layout, iterations=FAST)
+    r = run_config(cfg)
+    assert r["status"] == "ok", r["error"]
+    assert r["flags"]["layout"] == expect
+    if expect == "nhwc":
+        batch = TorchAdapter._data(torch, cfg, get_spec(model), torch.device("cpu"), True)[0]()
+        assert batch[0].is_contiguous(memory_format=torch.channels_last)
+        assert not batch[0].is_contiguous()

@@ -96,6 +96,7 @@ def run(
     max_warmup_time: Annotated[Optional[float], typer.Option(help="...or this many seconds of warm-up [default: 20; 5 for the quick suite].")] = None,
     grad_accum: Annotated[int, typer.Option(help="Gradient-accumulation steps per iteration.")] = 1,
     threads: Annotated[Optional[str], typer.Option(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None,
+    layout: Annotated[str, typer.Option(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA, NHWC in Flax/Keras), nchw, nhwc.")] = "auto",
     timeout: Annotated[float, typer.Option(help="Kill a point's worker after this many seconds.")] = 900.0,
     rerun: Annotated[bool, typer.Option("--rerun", help="Run points again even if the db has them.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False,
@@ -132,7 +133,7 @@ def run(
                             points.append(make_run_config(
                                 model=m, framework=framework, mode=fw_mode, device=dev,
                                 precision=p, batch_size=b, grad_accum=grad_accum, data=d,
-                                data_dir=data_dir, threads=th, iterations=policy,
+                                data_dir=data_dir, threads=th, layout=layout, iterations=policy,
                                 timeout_s=timeout))
         _execute(points, db, sweep=None, resume=not rerun, retry_failed=retry_failed,
                  report_dir=report)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ from dlperf.errors import ConfigError, unknown_choice
 
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16")
+LAYOUTS = ("auto", "nchw", "nhwc")
+#: Fields added after the first stored results, with their defaults: a field at its default
+#: is left out of :meth:`RunConfig.run_key`, so adding a field does not change the key (and the
+#: resumability) of every point already stored.
+KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto"}
 from dlperf.registry import FRAMEWORK_MODES  # noqa: E402 (framework-free table)
 
 
@@ -78,6 +84,11 @@ class RunConfig(BaseModel):
     ``data`` is ``"synthetic"`` (generated on the device before timing), a data-set name
     (``mnist``, ``cifar10``, ``ptb``, ``wikitext2``, looked up under ``data_dir`` or
     ``$DLPERF_DATA``) or a path to a data file or folder.
+
+    ``layout`` is the memory layout of image activations: ``auto`` lets the adapter apply its
+    framework's recommendation (PyTorch: channels_last on CUDA for convolutional networks, per
+    its performance tuning guide; Flax and Keras: NHWC, their native layout); ``nchw``/``nhwc``
+    force one (PyTorch only). The layout as applied is recorded in the result's flags.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -93,6 +104,7 @@ class RunConfig(BaseModel):
     data_dir: str | None = None
     threads: int | None = Field(None, ge=1)
     seed: int = 0
+    layout: str = "auto"
     iterations: IterationPolicy = Field(default_factory=IterationPolicy)
     timeout_s: float = Field(900.0, gt=0.0)
 
@@ -105,11 +117,11 @@ class RunConfig(BaseModel):
             raise unknown_choice("model", v, SPECS)
         return v
 
-    @field_validator("framework", "device", "precision")
+    @field_validator("framework", "device", "precision", "layout")
     @classmethod
     def _choice_known(cls, v: str, info: ValidationInfo) -> str:
         choices = {"framework": FRAMEWORK_MODES, "device": DEVICES,
-                   "precision": PRECISIONS}[info.field_name]
+                   "precision": PRECISIONS, "layout": LAYOUTS}[info.field_name]
         if v not in choices:
             raise unknown_choice(info.field_name, v, choices)
         return v
@@ -129,6 +141,9 @@ class RunConfig(BaseModel):
         if self.mode not in modes:
             raise unknown_choice("mode", self.mode, modes,
                                  plural=f"modes of framework {self.framework!r}")
+        if self.layout == "nchw" and self.framework != "torch":
+            raise ValueError(f"layout 'nchw' is a PyTorch option: the {self.framework} models "
+                             "are NHWC (channels last); use --layout auto or nhwc")
         if self.batch_size % self.grad_accum:
             raise ValueError(
                 f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}; "
@@ -143,12 +158,16 @@ class RunConfig(BaseModel):
         sweep run again (the policy actually used is stored with every result).
         """
         d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations"})
+        for k, default in KEY_OMIT_AT_DEFAULT.items():
+            if d.get(k) == default:
+                del d[k]
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def label(self) -> str:
         """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
         thr = f" threads={self.threads}" if self.threads else ""
+        thr += f" layout={self.layout}" if self.layout != "auto" else ""
         return (f"{self.model} {self.framework}/{self.mode} {self.device} {self.precision} "
                 f"b={self.batch_size} {self.data}{thr}")
 
@@ -186,7 +205,7 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "max_time_s": "--max-time", "warmup_window": "--warmup-window",
              "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
-             "threads": "--threads"}
+             "threads": "--threads", "layout": "--layout"}
 
 
 def make_policy(**fields: Any) -> IterationPolicy:
@@ -223,8 +242,12 @@ def _format_validation(e: ValidationError, where: str = "", flags: bool = False)
         inp = err.get("input")
         shown = (f" (got {inp!r})" if inp is not None and not isinstance(inp, dict)
                  and repr(inp) not in msg else "")
-        if loc == "config" and "mode" in msg:
-            loc = "mode"
+        if loc == "config":  # a whole-config check: name the field its message starts with
+            first = msg.split(" ", 1)[0]
+            if first in ("mode", "layout", "batch_size"):
+                loc = f"{CLI_FLAGS[first]} ({first})" if flags and first in CLI_FLAGS else first
+            elif re.search(r"\bmode\b", msg):
+                loc = "mode"
         parts.append(f"{where}{loc}: {msg}{shown}")
     if len(parts) == 1:
         return parts[0]

@@ -342,6 +342,7 @@ class JaxAdapter:
                                    f"(family {spec.family}): {e}") from None
         uses_dropout = float(spec.hyper.get("dropout", 0.0) or 0.0) > 0.0
         flags["dropout_rng"] = uses_dropout
+        flags["layout"] = "nhwc" if spec.input_kind == "image" else None  # Flax: NHWC natively
 
         o = spec.optimizer
         tx = self._optimizer(optax, o)

@@ -277,6 +277,8 @@ class TensorFlowAdapter:
         """Build model, optimizer, data and the step function for ``cfg`` (module docstring)."""
         tf, keras = import_tf()
         flags: dict[str, Any] = {"mode": cfg.mode}
+        # Keras image models are NHWC (channels_last), its default data_format.
+        flags["layout"] = "nhwc" if spec.input_kind == "image" else None
         flags.update(self.apply_threads(tf, cfg.threads))  # before TensorFlow runs anything
         dev, gpu, dev_flags = self.select_device(tf, cfg.device)
         flags.update(dev_flags)

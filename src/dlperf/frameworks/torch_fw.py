@@ -119,6 +119,11 @@ class TorchAdapter:
         with torch.device(dev):
             model = build_torch(spec)
         model.train()
+        channels_last = self.channels_last(cfg, spec)
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        flags["layout"] = ("nhwc" if channels_last else "nchw") if spec.input_kind == "image" \
+            else None
         o = spec.optimizer
         if o.name == "sgd":
             opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum,
@@ -137,7 +142,7 @@ class TorchAdapter:
         if cfg.mode == "graph":
             model, on_phase, compile_info = self._compile(torch, model, flags)
 
-        next_batch, data_info = self._data(torch, cfg, spec, dev)
+        next_batch, data_info = self._data(torch, cfg, spec, dev, channels_last)
 
         n_classes = spec.num_classes
         bf16 = cfg.precision == "bf16"
@@ -264,9 +269,27 @@ class TorchAdapter:
         return compiled, on_phase, compile_info
 
     @staticmethod
-    def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any):
-        """Return (next_batch, data_info): a function giving (x, y) device tensors per step."""
+    def channels_last(cfg: RunConfig, spec: ModelSpec) -> bool:
+        """True if the run uses ``torch.channels_last`` (NHWC) for a convolutional network.
+
+        ``layout=auto``: on CUDA, as PyTorch's performance tuning guide recommends for CNNs
+        ("Use channels_last memory format for 4D NCHW Tensors": convolutions run on Tensor
+        Cores without transposes, notably under AMP); NCHW on the CPU. Only ``image`` models
+        have 4-D activations; for the others the layout does not apply.
+        """
+        if spec.input_kind != "image":
+            return False
+        if cfg.layout == "auto":
+            return cfg.device == "cuda"
+        return cfg.layout == "nhwc"
+
+    @staticmethod
+    def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, channels_last: bool = False):
+        """Return (next_batch, data_info): a function giving (x, y) device tensors per step.
+
+        With ``channels_last`` the image batches are made channels-last (NHWC in memory)."""
         B = cfg.batch_size
+        fmt = torch.channels_last if channels_last else torch.contiguous_format
         if cfg.data == "synthetic":
             # Made on the device (a host-side randn of 4 x 8192 x 26752 floats takes seconds).
             g = torch.Generator(device=dev).manual_seed(cfg.seed)
@@ -288,6 +311,7 @@ class TorchAdapter:
                 else:
                     x = torch.randn((B, *spec.input_shape), generator=g, device=dev)
                     y = torch.randint(0, spec.num_classes, (B,), generator=g, device=dev)
+                    x = x.contiguous(memory_format=fmt) if x.dim() == 4 else x
                 pool.append((x, y))
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL}
@@ -306,9 +330,12 @@ class TorchAdapter:
 
             def next_batch():
                 x, y = next(it)
-                return x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                x = x.to(dev, non_blocking=True)
+                return (x.contiguous(memory_format=fmt) if x.dim() == 4 else x), \
+                    y.to(dev, non_blocking=True)
         else:
-            it = itertools.cycle([(Xt[i], Yt[i]) for i in range(Xt.shape[0])])
+            it = itertools.cycle([(Xt[i].contiguous(memory_format=fmt) if Xt.dim() == 5
+                                   else Xt[i], Yt[i]) for i in range(Xt.shape[0])])
             next_batch = it.__next__
         info = {"kind": "real", "dataset": ds.name, "path": str(ds.path), "placement":
                 "host-pinned" if cuda else "host", "distinct_batches": int(X.shape[0]),

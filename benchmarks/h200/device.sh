@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
-#   PART: smoke | dlbench | real | overhead | overhead_jax | frameworks | allreduce (x2)
+#   PART: smoke | dlbench | real | overhead | overhead_jax | frameworks | cpu_threads | allreduce (x2)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
 # Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
@@ -68,6 +68,11 @@ for part in "$@"; do
       budget "${FRAMEWORKS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/frameworks.yaml \
         --db "$R/frameworks.db" 2>&1 | grep -v '^\s*$' | tail -60
       cp "$R/frameworks.db" "$OUT/"
+      ;;
+    cpu_threads)  # issue 3: the host's 16 cores, 1..16 threads, torch and jax
+      budget "${CPU_THREADS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/cpu_threads.yaml \
+        --db "$R/cpu_threads.db" 2>&1 | grep -v '^\s*$' | tail -40
+      cp "$R/cpu_threads.db" "$OUT/"
       ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

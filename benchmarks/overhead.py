@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -67,6 +68,7 @@ def run_plain(model: str, batch: int, iters: int, a: argparse.Namespace, sync: b
                "--iters", str(iters), "--json", f.name]
         if sync:
             cmd.append("--sync-every-step")
+        cmd += shlex.split(a.plain_args)
         if a.framework == "torch" and (a.layout == "nhwc"
                                        or (a.layout == "auto" and a.device == "cuda")):
             cmd.append("--channels-last")  # what dlperf's layout does (CNNs only)
@@ -86,6 +88,9 @@ def main() -> int:
     p.add_argument("--layout", default="auto", choices=("auto", "nchw", "nhwc"),
                    help="dlperf's --layout; the torch plain loop follows it (--channels-last)")
     p.add_argument("--min-time", type=float, default=3.0, help="seconds measured per run")
+    p.add_argument("--plain-args", default="",
+                   help="extra arguments for the plain loop, e.g. '--optimizer-impl foreach' "
+                        "(torch GPT-2: dlperf's AdamW implementation instead of the fused one)")
     p.add_argument("--db", required=True)
     p.add_argument("--out", required=True)
     a = p.parse_args()
@@ -94,15 +99,20 @@ def main() -> int:
                     "overhead": [], "truth": []}
     print(f"{'model':<14}{'batch':>6}{'dlperf samples/s':>18}{'plain samples/s':>17}{'ratio':>8}")
     for model, batch in parse_points(a.points):
-        d_runs, p_runs = [], []
+        d_runs, p_runs, plain = [], [], {}
         for _ in range(a.rounds):
             r = run_dlperf(model, batch, a)
             d_runs.append(r["samples_per_s"])
             iters = max(50, int(a.min_time / r["step_time_mean_s"]))
-            p_runs.append(run_plain(model, batch, iters, a)["samples_per_s"])
+            plain = run_plain(model, batch, iters, a)
+            p_runs.append(plain["samples_per_s"])
         d, pl = statistics.median(d_runs), statistics.median(p_runs)
+        # The plain loop's switches (optimizer implementation, attention, precision, PRNG...)
+        # beside the numbers: dlperf's are in its stored result (--db).
         row = {"model": model, "batch_size": batch, "dlperf_samples_per_s": d_runs,
-               "plain_samples_per_s": p_runs, "ratio": d / pl}
+               "plain_samples_per_s": p_runs, "ratio": d / pl,
+               "plain_args": a.plain_args, "plain_flags": plain.get("flags"),
+               "plain_params": plain.get("params")}
         report["overhead"].append(row)
         print(f"{model:<14}{batch:>6}{d:>18,.1f}{pl:>17,.1f}{d / pl:>8.4f}", flush=True)
 

@@ -12,7 +12,10 @@ close as reasonable to the fastest loop a JAX user would write by hand:
   (``donate_argnums=0``) so parameters and optimizer state are updated in place;
 * the step compiled ahead of time (``.lower(...).compile()``), so the compile is never timed;
 * synthetic data generated on the device before timing (4 batches, cycled);
-* no host synchronisation inside the timed loop.
+* no host synchronisation inside the timed loop;
+* JAX's ``rbg`` PRNG (XLA's RngBitGenerator) for dropout instead of the default threefry,
+  whose masks XLA computes with many integer rounds per element (``--prng``; dlperf's JAX
+  adapter uses rbg too, so both pay the same for GPT-2's dropout masks).
 
 How to run it
 -------------
@@ -22,10 +25,22 @@ How to run it
     python benchmarks/plain_jax_loop.py --model lstm_tiny --batch-size 4 --device cpu \
         --warmup 2 --iters 5            # a quick CPU check
 
+    python benchmarks/plain_jax_loop.py --model gpt2_small --batch-size 8 --precision bf16 \
+        --device gpu --warmup 30 --iters 100 --json out.json
+
 Models: resnet50 (ResNet-50 v1.5, NHWC, 25,557,032 params), lstm (Zaremba medium word LM,
-19,780,400 params), and the CPU-test variants resnet50_tiny and lstm_tiny.
+19,780,400 params), gpt2_small (GPT-2 small, 124,439,808 params, context 1024, AdamW), and the
+CPU-test variants resnet50_tiny, lstm_tiny and gpt2_small_tiny. Language models report
+tokens/s = samples/s x sequence length (35, 1024); the loss is the cross-entropy over every
+position.
 Precision: fp32 -> ``jax.default_matmul_precision("highest")``; tf32 -> "tensorfloat32";
 bf16 -> compute in bfloat16 with float32 parameters (and a float32 loss).
+
+GPT-2's attention is written as einsum + float32 softmax + dropout on the probabilities
+(``--attention einsum``, the default), because the model has attention dropout 0.1 and
+``jax.nn.dot_product_attention`` (cuDNN's fused flash attention on GPU) has no dropout: with it
+(``--attention dpa``) the loop trains a different model, which is never the yardstick; it is
+there to show what the fused kernel would be worth.
 
 Timing: ``--warmup`` steps, then block_until_ready on state and loss, t0, ``--iters`` steps
 with no host sync, block_until_ready on the final state and loss, t1.
@@ -49,7 +64,7 @@ import jax.numpy as jnp
 import flax.linen as nn
 import optax
 
-MODEL_NAMES = ("resnet50", "lstm", "resnet50_tiny", "lstm_tiny")
+MODEL_NAMES = ("resnet50", "lstm", "gpt2_small", "resnet50_tiny", "lstm_tiny", "gpt2_small_tiny")
 
 # --------------------------------------------------------------------------------------------
 # Models
@@ -179,8 +194,106 @@ class WordLM(nn.Module):
         return nn.Dense(self.vocab, dtype=self.dtype)(x)  # [B, T, vocab]
 
 
-def build_model(name: str, dtype):
-    """Return (module, input_kind, per-sample input shape, num_classes)."""
+class GPT2Block(nn.Module):
+    """Pre-LN GPT-2 block: x += drop(attn(ln_1(x))); x += drop(mlp(ln_2(x))), GELU (tanh).
+
+    Attention ``"einsum"`` (default): causal scaled dot-product attention written out, scores
+    in the compute dtype, mask and softmax in float32, dropout on the probabilities (GPT-2 has
+    attention dropout 0.1; ``jax.nn.dot_product_attention`` has no dropout argument, so it
+    cannot compute this model). ``"dpa"``: ``jax.nn.dot_product_attention(is_causal=True)``
+    (cuDNN's fused kernel on GPU in bf16, XLA otherwise) *without* attention-probability
+    dropout: a different model, for comparison only, never the yardstick.
+    """
+
+    d: int
+    heads: int
+    ffn: int
+    dropout: float
+    layers: int
+    attention: str = "einsum"
+    dpa_impl: str | None = None
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train: bool):
+        dense = functools.partial(nn.Dense, dtype=self.dtype, param_dtype=jnp.float32,
+                                  kernel_init=nn.initializers.normal(0.02),
+                                  bias_init=nn.initializers.zeros)
+        # Residual projections N(0, 0.02 / sqrt(2 * layers)) (Radford et al. 2019 sec. 2.3).
+        proj_init = nn.initializers.normal(0.02 / (2 * self.layers) ** 0.5)
+        drop = nn.Dropout(self.dropout, deterministic=not train)
+        ln = functools.partial(nn.LayerNorm, epsilon=1e-5, dtype=self.dtype,
+                               param_dtype=jnp.float32)
+        B, T, d = x.shape
+        H, dh = self.heads, d // self.heads
+
+        qkv = dense(3 * d, name="c_attn")(ln(name="ln_1")(x)).reshape(B, T, 3, H, dh)
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # [B, T, H, dh] each
+        if self.attention == "dpa":
+            y = jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                             implementation=self.dpa_impl)
+        else:
+            scores = jnp.einsum("bqhd,bkhd->bhqk", q * jnp.asarray(dh ** -0.5, q.dtype), k)
+            causal = jnp.tril(jnp.ones((T, T), bool))
+            scores = jnp.where(causal, scores.astype(jnp.float32), jnp.finfo(jnp.float32).min)
+            probs = drop(jax.nn.softmax(scores, axis=-1).astype(self.dtype))
+            y = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+        x = x + drop(dense(d, kernel_init=proj_init, name="attn_c_proj")(y.reshape(B, T, d)))
+
+        m = nn.gelu(dense(self.ffn, name="c_fc")(ln(name="ln_2")(x)), approximate=True)
+        return x + drop(dense(d, kernel_init=proj_init, name="c_proj")(m))
+
+
+class GPT2(nn.Module):
+    """GPT-2 (Radford et al. 2019), written here from the paper and OpenAI's released layout:
+    token ``wte`` and learned position ``wpe`` embeddings (N(0, 0.02)), dropout, pre-LN blocks,
+    final ``ln_f``, logits = ``x @ wte.T`` (tied, no bias). Parameters float32; activations,
+    the residual stream included, in ``dtype`` (LayerNorm statistics, softmax and the loss in
+    float32). [B, T] int -> [B, T, vocab]. Small: 124,439,808 parameters."""
+
+    vocab: int
+    context: int
+    layers: int
+    d: int
+    heads: int
+    ffn: int
+    dropout: float
+    attention: str = "einsum"
+    dpa_impl: str | None = None
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, tokens, train: bool = True):
+        init = nn.initializers.normal(0.02)
+        wte = self.param("wte", init, (self.vocab, self.d), jnp.float32)
+        wpe = self.param("wpe", init, (self.context, self.d), jnp.float32)
+        T = tokens.shape[1]
+        x = (jnp.take(wte, tokens, axis=0) + wpe[:T]).astype(self.dtype)
+        x = nn.Dropout(self.dropout, deterministic=not train)(x)
+        for i in range(self.layers):
+            x = GPT2Block(self.d, self.heads, self.ffn, self.dropout, self.layers,
+                          self.attention, self.dpa_impl, self.dtype, name=f"h_{i}")(x, train)
+        x = nn.LayerNorm(epsilon=1e-5, dtype=self.dtype, param_dtype=jnp.float32,
+                         name="ln_f")(x)
+        return x @ wte.astype(self.dtype).T  # [B, T, vocab]
+
+
+#: GPT-2 sizes: (vocab, context, layers, d, heads, ffn, dropout). The tiny variant has the
+#: hyper-parameters of dlperf's gpt2_small_tiny (CPU tests).
+GPT2_SIZES = {
+    "gpt2_small": (50257, 1024, 12, 768, 12, 3072, 0.1),
+    "gpt2_small_tiny": (256, 32, 2, 32, 2, 64, 0.1),
+}
+
+
+def build_model(name: str, dtype, attention: str = "einsum", dpa_impl: str | None = None):
+    """Return (module, input_kind, per-sample input shape, num_classes).
+
+    ``attention`` and ``dpa_impl`` apply to GPT-2 only (see :class:`GPT2Block`)."""
+    if name in GPT2_SIZES:
+        vocab, context = GPT2_SIZES[name][:2]
+        return (GPT2(*GPT2_SIZES[name], attention=attention, dpa_impl=dpa_impl, dtype=dtype),
+                "tokens", (context,), vocab)
     if name == "resnet50":
         return (ResNet((3, 4, 6, 3), (64, 128, 256, 512), dtype=dtype),
                 "image", (224, 224, 3), 1000)
@@ -195,6 +308,11 @@ def build_model(name: str, dtype):
 
 
 def make_optimizer(name: str) -> optax.GradientTransformation:
+    """The optimizer of each model's spec: SGD + momentum 0.9 (CNN), SGD lr 1.0 (LSTM), and for
+    GPT-2 AdamW lr 6e-4, betas (0.9, 0.95), eps 1e-8, decoupled weight decay 0.1 on *every*
+    parameter (no mask), as dlperf's spec (which cannot exempt biases and LayerNorms)."""
+    if name.startswith("gpt2"):
+        return optax.adamw(6e-4, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)
     if name.startswith("lstm"):
         return optax.sgd(1.0)
     return optax.sgd(0.01, momentum=0.9)
@@ -216,6 +334,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--json", metavar="OUT.json", help="write the result as JSON here")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prng", choices=("rbg", "threefry2x32", "unsafe_rbg"), default="rbg",
+                   help="JAX PRNG of dropout, init and data (default rbg: XLA's RngBitGenerator, "
+                        "much cheaper than JAX's default threefry for dropout masks; dlperf's "
+                        "JAX adapter uses rbg too)")
+    p.add_argument("--attention", choices=("einsum", "dpa"), default="einsum",
+                   help="GPT-2 attention: einsum (the model: dropout on the attention "
+                        "probabilities) or dpa (jax.nn.dot_product_attention, cuDNN on GPU in "
+                        "bf16, WITHOUT attention dropout: a different model, comparison only)")
     args = p.parse_args(argv)
 
     if args.model not in MODEL_NAMES:
@@ -227,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as e:
         p.error(f"--device {args.device} requested but JAX has no such backend: {e}")
 
+    # Before any key is made: PRNGKey / split / fold_in below then use this implementation.
+    jax.config.update("jax_default_prng_impl", args.prng)
     # Matmul/conv precision, set explicitly around the whole run (tracing reads it).
     prec = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": None}[args.precision]
     prec_ctx = (jax.default_matmul_precision(prec) if prec else contextlib.nullcontext())
@@ -236,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args, device) -> int:
     dtype = jnp.bfloat16 if args.precision == "bf16" else jnp.float32
-    model, kind, in_shape, num_classes = build_model(args.model, dtype)
+    gpt2 = args.model.startswith("gpt2")
+    dpa_impl = "cudnn" if (device.platform == "gpu" and dtype == jnp.bfloat16) else None
+    model, kind, in_shape, num_classes = build_model(args.model, dtype, args.attention, dpa_impl)
     B = args.batch_size
     tx = make_optimizer(args.model)
 
@@ -345,8 +475,13 @@ def run(args, device) -> int:
             "compute_dtype": jnp.dtype(dtype).name,
             "param_dtype": "float32",
             "donate_state": True,
-            "optimizer": "sgd(lr=1.0)" if args.model.startswith("lstm")
-            else "sgd(lr=0.01, momentum=0.9)",
+            "optimizer": ("adamw(lr=6e-4, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.1)" if gpt2
+                          else "sgd(lr=1.0)" if args.model.startswith("lstm")
+                          else "sgd(lr=0.01, momentum=0.9)"),
+            "prng_impl": args.prng,
+            "attention": ((f"jax.nn.dot_product_attention(is_causal=True, implementation="
+                           f"{dpa_impl!r}), no attention dropout") if args.attention == "dpa"
+                          else "einsum, float32 softmax, attention dropout") if gpt2 else None,
         },
         "jax_version": jax.__version__,
         "python_version": platform.python_version(),

@@ -13,24 +13,35 @@ reasonable to the fastest loop a PyTorch user would write by hand:
 * no host synchronisation inside the timed loop (``--sync-every-step`` exists only to show
   what a per-step sync costs, see MEASUREMENT.md rule 2);
 * ``optimizer.zero_grad(set_to_none=True)``, the default (foreach) SGD, bf16 autocast for
-  mixed precision, ``cudnn.benchmark = True`` and TF32 switched on/off *explicitly*.
+  mixed precision, ``cudnn.benchmark = True`` and TF32 switched on/off *explicitly*;
+* GPT-2: ``F.scaled_dot_product_attention(is_causal=True)`` (flash attention on CUDA in bf16,
+  the memory-efficient kernel in fp32, both with their dropout on the attention probabilities)
+  behind one fused Q/K/V projection, and the *fused* AdamW on CUDA (``--optimizer-impl``;
+  dlperf's torch adapter uses PyTorch's default, foreach, so on CUDA the two differ there).
 
 The models follow /work/shared/docs/MODELS.md. AlexNet and ResNet-50 come from torchvision
 (``weights=None``) when it imports, on purpose: that is an implementation written by other
 people, so a mistake in dlperf's own zoo cannot hide in both. Without torchvision a compact
-definition with the same layout (and the same parameter count) is used instead.
+definition with the same layout (and the same parameter count) is used instead. GPT-2 is
+written here from the paper and OpenAI's released layout (Hugging Face names), not from dlperf.
 
 How to run it
 -------------
     python benchmarks/plain_torch_loop.py --model resnet50 --batch-size 128 \
         --precision bf16 --device cuda --warmup 30 --iters 200 --repeats 3 --json out.json
 
+    python benchmarks/plain_torch_loop.py --model gpt2_small --batch-size 8 --precision bf16 \
+        --device cuda --warmup 30 --iters 100 --json out.json
+
     python benchmarks/plain_torch_loop.py --model fcn5_tiny --batch-size 8 --device cpu \
         --warmup 2 --iters 5            # a quick CPU check
 
-Models: fcn5 fcn8 fcn_mnist alexnet alexnet_cifar resnet50 resnet56 lstm, and the CPU-test
-variants fcn5_tiny lstm_tiny. Precision: fp32 (TF32 off), tf32 (TF32 on), bf16 (autocast to
-bfloat16, TF32 off for whatever stays in fp32).
+Models: fcn5 fcn8 fcn_mnist alexnet alexnet_cifar resnet50 resnet56 lstm gpt2_small, and the
+CPU-test variants fcn5_tiny lstm_tiny gpt2_small_tiny. Precision: fp32 (TF32 off: matmul and
+cuDNN ``fp32_precision = "ieee"``, or ``allow_tf32 = False`` on PyTorch < 2.9), tf32 (TF32 on),
+bf16 (autocast to bfloat16, TF32 off for whatever stays in fp32). Language models (lstm,
+gpt2_small) report tokens/s = samples/s x sequence length (35 and 1024), loss = cross-entropy
+over every position.
 
 Timing: ``--warmup`` steps once, then ``--repeats`` blocks of ``--iters`` steps each. A block is
 timed by the host clock between two ``torch.cuda.synchronize()`` calls, so the device has
@@ -238,6 +249,85 @@ class WordLM(nn.Module):
         return self.decoder(self.drop(out))  # [B, T, vocab]
 
 
+class CausalSelfAttention(nn.Module):
+    """GPT-2 attention: one fused ``c_attn`` Linear(d, 3d) for Q, K, V, causal
+    ``F.scaled_dot_product_attention`` (flash / memory-efficient kernels on CUDA, with their
+    dropout on the attention probabilities), output ``c_proj`` Linear(d, d)."""
+
+    def __init__(self, d: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.heads, self.dropout = heads, dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, d] -> [B, T, d]
+        B, T, d = x.shape
+        # [B, T, 3, heads, dh] -> three [B, heads, T, dh] views (no copies before SDPA).
+        q, k, v = self.c_attn(x).view(B, T, 3, self.heads, d // self.heads).permute(
+            2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, d))
+
+
+class GPT2Block(nn.Module):
+    """Pre-LN block: x += drop(attn(ln_1(x))); x += drop(mlp(ln_2(x))); GELU (tanh)."""
+
+    def __init__(self, d: int, heads: int, ffn: int, dropout: float) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d, eps=1e-5)
+        self.attn = CausalSelfAttention(d, heads, dropout)
+        self.ln_2 = nn.LayerNorm(d, eps=1e-5)
+        self.c_fc = nn.Linear(d, ffn)
+        self.act = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(ffn, d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln_1(x)))
+        return x + self.drop(self.c_proj(self.act(self.c_fc(self.ln_2(x)))))
+
+
+class GPT2(nn.Module):
+    """GPT-2 (Radford et al. 2019), written here from the paper and OpenAI's released layout
+    (Hugging Face ``GPT2LMHeadModel`` names): token ``wte`` + learned position ``wpe``
+    embeddings, dropout, pre-LN blocks, final ``ln_f``, logits = ``ln_f(x) @ wte.T`` (tied, no
+    bias). Small: vocab 50257, context 1024, 12 layers, d 768, 12 heads, FFN 3072, dropout 0.1:
+    124,439,808 parameters. Init N(0, 0.02), residual projections N(0, 0.02/sqrt(2 L))
+    (sec. 2.3), biases 0 (speed does not depend on it). [B, T] int64 -> [B, T, vocab]."""
+
+    def __init__(self, vocab: int, context: int, layers: int, d: int, heads: int, ffn: int,
+                 dropout: float) -> None:
+        super().__init__()
+        self.context = context
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(context, d)
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList(GPT2Block(d, heads, ffn, dropout) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d, eps=1e-5)
+        for name, prm in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(prm)
+            elif prm.dim() == 2:
+                std = 0.02 / (2 * layers) ** 0.5 if name.endswith("c_proj.weight") else 0.02
+                nn.init.normal_(prm, 0.0, std)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        T = tokens.shape[1]
+        x = self.drop(self.wte(tokens) + self.wpe.weight[:T])
+        for block in self.h:
+            x = block(x)
+        return F.linear(self.ln_f(x), self.wte.weight)
+
+
+#: GPT-2 sizes: (vocab, context, layers, d, heads, ffn, dropout). The tiny variant has the
+#: hyper-parameters of dlperf's gpt2_small_tiny (CPU tests).
+GPT2_SIZES = {
+    "gpt2_small": (50257, 1024, 12, 768, 12, 3072, 0.1),
+    "gpt2_small_tiny": (256, 32, 2, 32, 2, 64, 0.1),
+}
+
+
 def build_model(name: str, seq_len: int | None):
     """Return (model, input_kind, input_shape, num_classes, uses_torchvision)."""
     if name == "fcn5":
@@ -265,18 +355,54 @@ def build_model(name: str, seq_len: int | None):
     if name == "lstm_tiny":
         model = WordLM(10000, 32, 32, 2, 0.5)
         return model, "tokens", (seq_len or 16,), 10000, False
+    if name in GPT2_SIZES:
+        vocab, context = GPT2_SIZES[name][:2]
+        if seq_len is not None and not 1 <= seq_len <= context:
+            raise ValueError(f"--seq-len {seq_len} for {name}: must be 1..{context} (context)")
+        return GPT2(*GPT2_SIZES[name]), "tokens", (seq_len or context,), vocab, False
     raise ValueError(f"unknown model {name!r}; choose one of: {', '.join(MODEL_NAMES)}")
 
 
 MODEL_NAMES = ("fcn5", "fcn8", "fcn_mnist", "alexnet", "alexnet_cifar", "resnet50", "resnet56",
-               "lstm", "fcn5_tiny", "lstm_tiny")
+               "lstm", "gpt2_small", "fcn5_tiny", "lstm_tiny", "gpt2_small_tiny")
 
-# The optimizer is part of each model's spec: SGD + momentum 0.9 for FCN/CNN, plain SGD lr 1.0
-# for the LSTM (Zaremba et al.). foreach is left at its default (on for CUDA tensors).
-def make_optimizer(name: str, model: nn.Module) -> torch.optim.Optimizer:
+def make_optimizer(name: str, model: nn.Module, impl: str = "foreach") -> torch.optim.Optimizer:
+    """The optimizer of each model's spec (MODELS.md): SGD + momentum 0.9 for FCN/CNN, plain
+    SGD lr 1.0 for the LSTM (Zaremba et al.), with SGD's foreach left at its default (on for
+    CUDA tensors). GPT-2: AdamW lr 6e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 (GPT-3
+    paper table 2.1 "Small"), decay on *every* parameter as dlperf's spec does (its optimizer
+    spec cannot exempt biases and LayerNorms; nanoGPT exempts the 1-D ones), implementation
+    ``impl``: "fused" (one multi-tensor CUDA kernel) or "foreach"."""
+    if name.startswith("gpt2"):
+        return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), eps=1e-8,
+                                 weight_decay=0.1, fused=impl == "fused",
+                                 foreach=impl == "foreach")
     if name.startswith("lstm"):
         return torch.optim.SGD(model.parameters(), lr=1.0)
     return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def apply_precision(precision: str) -> dict:
+    """Set float32 matmul / cuDNN precision for ``precision`` explicitly (TF32 only for
+    "tf32"; under bf16 autocast what stays fp32 stays IEEE fp32) and return it as applied.
+
+    PyTorch >= 2.9 has the ``fp32_precision`` API ("ieee" / "tf32") and raises when the legacy
+    ``allow_tf32`` getters are read after a mix of both, so only one API is used: the new one
+    where it exists (matmul, cuDNN conv and cuDNN RNN all set), ``allow_tf32`` otherwise.
+    """
+    tf32 = precision == "tf32"
+    mm, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(mm, "fp32_precision") and hasattr(getattr(cudnn, "conv", None), "fp32_precision"):
+        value = "tf32" if tf32 else "ieee"
+        mm.fp32_precision = cudnn.conv.fp32_precision = cudnn.rnn.fp32_precision = value
+        return {"allow_tf32_matmul": mm.fp32_precision == "tf32",
+                "allow_tf32_cudnn": cudnn.conv.fp32_precision == "tf32",
+                "matmul_fp32_precision": mm.fp32_precision,
+                "cudnn_conv_fp32_precision": cudnn.conv.fp32_precision,
+                "cudnn_rnn_fp32_precision": cudnn.rnn.fp32_precision}
+    mm.allow_tf32 = tf32
+    cudnn.allow_tf32 = tf32
+    return {"allow_tf32_matmul": mm.allow_tf32, "allow_tf32_cudnn": cudnn.allow_tf32}
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--repeats", type=int, default=1, help="measurement blocks after one warm-up")
-    p.add_argument("--seq-len", type=int, default=None, help="LSTM sequence length override")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="sequence length override (LSTM; GPT-2 up to its context)")
     p.add_argument("--sync-every-step", action="store_true",
                    help="synchronize after every step and record per-step host times "
                         "(changes what is measured: for comparison only)")
@@ -303,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--channels-last", action="store_true",
                    help="CNNs: model and images in torch.channels_last (NHWC), as the PyTorch "
                         "performance tuning guide recommends on CUDA (dlperf's layout=auto)")
+    p.add_argument("--optimizer-impl", choices=("auto", "fused", "foreach"), default="auto",
+                   help="GPT-2's AdamW: fused (one CUDA kernel; auto on CUDA) or foreach "
+                        "(auto on CPU; what dlperf's torch adapter uses, PyTorch's default)")
     args = p.parse_args(argv)
 
     if args.model not in MODEL_NAMES:
@@ -314,25 +444,30 @@ def main(argv: list[str] | None = None) -> int:
 
     device = torch.device(args.device)
     on_cuda = device.type == "cuda"
+    opt_impl = args.optimizer_impl
+    if opt_impl == "auto":
+        opt_impl = "fused" if on_cuda else "foreach"
 
     # Precision policy, set explicitly whatever the defaults are (MEASUREMENT.md rule 6).
     # TF32 only for --precision tf32; under bf16 autocast what stays fp32 stays true fp32.
-    tf32 = args.precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    precision_flags = apply_precision(args.precision)
     # Autotune convolution algorithms once per shape (the warm-up pays for it).
     torch.backends.cudnn.benchmark = True
     use_bf16 = args.precision == "bf16"
 
     torch.manual_seed(args.seed)
-    model, kind, in_shape, num_classes, used_tv = build_model(args.model, args.seq_len)
+    try:
+        model, kind, in_shape, num_classes, used_tv = build_model(args.model, args.seq_len)
+    except ValueError as e:
+        p.error(str(e))
     model = model.to(device)
     cl = args.channels_last and kind == "image"
     if cl:
         model = model.to(memory_format=torch.channels_last)
     model.train()
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    optimizer = make_optimizer(args.model, model)
+    optimizer = make_optimizer(args.model, model, opt_impl)
+    is_adamw = isinstance(optimizer, torch.optim.AdamW)
 
     # Synthetic data, made on the device before timing: 4 distinct batches cycled through, so
     # no step reads the same input as the one before it and no H2D copy is in the loop.
@@ -434,14 +569,18 @@ def main(argv: list[str] | None = None) -> int:
         "seq_len": tokens_per_sample or None,
         "torchvision_model": used_tv,
         "flags": {  # every switch that changes speed (rule 6)
-            "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-            "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
+            **precision_flags,
             "cudnn_benchmark": torch.backends.cudnn.benchmark,
             "autocast_bf16": use_bf16,
             "channels_last": cl,
             "optimizer": type(optimizer).__name__,
-            "optimizer_defaults": {k: v for k, v in optimizer.defaults.items()
-                                   if isinstance(v, (int, float, bool, type(None)))},
+            "optimizer_defaults": {k: (list(v) if isinstance(v, tuple) else v)
+                                   for k, v in optimizer.defaults.items()
+                                   if isinstance(v, (int, float, bool, type(None), tuple))},
+            # AdamW: "fused" or "foreach" as asked; SGD: PyTorch's default (foreach on CUDA).
+            "optimizer_impl": opt_impl if is_adamw else "default",
+            "attention": "F.scaled_dot_product_attention(is_causal=True)"
+            if args.model.startswith("gpt2") else None,
             "cpu_threads": torch.get_num_threads(),
         },
         "torch_version": torch.__version__,

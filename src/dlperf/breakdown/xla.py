@@ -210,8 +210,10 @@ def infer_phases(instrs: dict[str, HloInstr], phase_of) -> dict[str, str | None]
     XLA passes drop metadata from some instructions they create (e.g. the weight-gradient
     convolution and its layout copies on XLA:CPU). An instruction that consumes a backward
     value is backward work (forward work never consumes a gradient), and one that consumes an
-    update value is update work. Parameters and constants carry no phase. Instructions are
-    visited in text order, in which HLO defines operands before their users.
+    update value is update work. What still has no phase (an iota, a broadcast of a constant,
+    a layout copy of a parameter) takes the earliest phase among its users: it prepares a value
+    for them. Parameters and constants carry no phase. Instructions are visited in text order,
+    in which HLO defines operands before their users (and in reverse for the users' pass).
     """
     out: dict[str, str | None] = {}
     for name, ins in instrs.items():
@@ -223,6 +225,19 @@ def infer_phases(instrs: dict[str, HloInstr], phase_of) -> dict[str, str | None]
             ph = [out.get(o) for o in ins.operands]
             ph = [p for p in ph if p in _RANK]
             out[name] = max(ph, key=_RANK.__getitem__) if ph else None
+    # Still without a phase (an iota, a broadcast of a constant, a layout copy of a
+    # parameter): it prepares a value, so it belongs to the earliest phase that consumes it.
+    users: dict[str, list[str]] = {}
+    for name, ins in instrs.items():
+        for o in ins.operands:
+            users.setdefault(o, []).append(name)
+    for name in reversed(list(instrs)):
+        ins = instrs[name]
+        if out[name] is None and ins.opcode not in ("parameter", "constant", "tuple",
+                                                    "get-tuple-element"):
+            ph = [out.get(u) for u in users.get(name, [])]
+            ph = [p for p in ph if p in _RANK]
+            out[name] = min(ph, key=_RANK.__getitem__) if ph else None
     return out
 
 

@@ -519,3 +519,73 @@ def test_gap_attribution_between_frameworks(tmp_path):
     assert g["rest_s"] == pytest.approx(0.0001)
     md = bdr.gap_markdown(gaps)
     assert "op classes explain 95% of it" in md and "| convolution | 6.000 | 4.500 | -1.5 | +75% |" in md
+
+
+def test_cli_results_op_classes_and_report_in_process(tmp_path):
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(fake_result())
+        s.add(fake_result(run_key="k2", framework="jax", mode="xla",
+                          summary={"median": 0.008, "mean": 0.008, "ci_low": 0.0079,
+                                   "ci_high": 0.0081},
+                          breakdown={"available": True, "timer": "host",
+                                     "phases": {"t_io": {"median": 0.0}, "t_h2d": {"median": 0.0},
+                                                "t_fbu": {"median": 0.0079}},
+                                     "rel_diff": -0.0125, "reconciled": True,
+                                     "split": {"available": True, "t_gap_s": 0.0004,
+                                               "per_iter_s": {"t_f": 0.0025, "t_b": 0.0045,
+                                                              "t_u": 0.0005}}}))
+    run = CliRunner().invoke
+    res = run(app, ["results", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "where the time goes" in res.output and "4.500*" in res.output
+    res = run(app, ["results", "--db", str(db), "--op-classes"])
+    assert res.exit_code == 0, res.output
+    assert "device time per op class" in res.output and "jax/xla vs torch/eager" in res.output
+    res = run(app, ["results", "--db", str(db), "--op-classes", "--format", "csv"])
+    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("model,framework/mode")
+    res = run(app, ["results", "--db", str(db), "--op-classes", "--compare", "modes"])
+    assert res.exit_code == 2
+    res = run(app, ["report", "--db", str(db), "-o", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for heading in ("Where the time goes: iteration breakdown", "Device time per op class",
+                    "Step-time gaps attributed to op classes", "Trace files"):
+        assert f"## {heading}" in md
+    assert "| 2.500* | 4.500* | 0.5000* | 7.900 | 0.4000 |" in md
+
+
+def test_xspace_gpu_layout_roundtrip_and_jax_trace(tmp_path):
+    from dlperf.breakdown.xspace import (XEvent, XLine, XPlane, jax_trace, read_chrome_planes,
+                                         to_chrome_trace)
+
+    host = XPlane("/host:CPU", [XLine("python", [
+        XEvent("dlperf_step", 0.0, 100.0, {"step_num": 0}),
+        XEvent("dlperf_step", 1000.0, 100.0, {"step_num": 1})])])
+    k = lambda name, op, t, d, run: XEvent(name, t, d, {"hlo_op": op, "run_id": run})  # noqa: E731
+    gpu = XPlane("/device:GPU:0", [
+        XLine("Stream #13(Compute)", [
+            k("sm90_xmma_fprop_implicit_gemm_bf16", "conv_general_dilated.2", 200, 300, 7),
+            k("loop_multiply_fusion", "multiply_add_fusion.7", 600, 100, 7),
+            # step 0's kernel runs after step 1 was dispatched: run_id keeps it in step 0
+            k("sm90_xmma_dgrad_implicit_gemm", "convolution.5", 1050, 200, 7),
+            k("sm90_xmma_fprop_implicit_gemm_bf16", "conv_general_dilated.2", 1300, 300, 8)]),
+        # a derived line repeats the kernels: it must not be counted
+        XLine("XLA Ops", [XEvent("conv_general_dilated.2", 200, 300, {})])])
+    path = to_chrome_trace([host, gpu], tmp_path / "t.trace.json.gz")
+    planes = read_chrome_planes(path)
+    assert [p.name for p in planes] == ["/host:CPU", "/device:GPU:0"]
+    td = jax_trace(planes, parse_hlo(HLO))
+    assert td.device_kind == "gpu" and len(td.ops) == 4
+    by = [(o.name, o.phase, o.step, o.op_class) for o in td.ops]
+    assert by[0] == ("sm90_xmma_fprop_implicit_gemm_bf16", "t_f", 0, "convolution")
+    assert by[1][1:] == ("t_u", 0, "optimizer")
+    assert by[2][1:] == ("t_b", 0, "convolution")
+    assert by[3][2] == 1
+    a = analyse(td)
+    assert a["busy_s"] == pytest.approx(450e-9) and a["phase_samples"]["t_b"] == [200e-9, 0.0]

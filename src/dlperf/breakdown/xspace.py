@@ -140,6 +140,59 @@ def read_with_protobuf(path: str | Path) -> list[XPlane]:
     return planes
 
 
+def read_chrome_planes(path: str | Path) -> list[XPlane]:
+    """Read a Chrome-trace JSON written from an XSpace (jax.profiler's ``*.trace.json.gz``, or
+    :func:`to_chrome_trace`) back into planes: processes are planes (``process_name``), threads
+    lines (``thread_name``), ``args`` the stats, microseconds to nanoseconds."""
+    p = Path(path)
+    with (gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" else open(p, encoding="utf-8")) as f:
+        doc = json.load(f)
+    evs = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    pnames: dict[Any, str] = {}
+    tnames: dict[tuple[Any, Any], str] = {}
+    for e in evs:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            pnames[e.get("pid")] = str((e.get("args") or {}).get("name", e.get("pid")))
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            tnames[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name", ""))
+    lines: dict[Any, dict[Any, list[XEvent]]] = {}
+    for e in evs:
+        if e.get("ph") == "X" and isinstance(e.get("ts"), (int, float)):
+            lines.setdefault(e.get("pid"), {}).setdefault(e.get("tid"), []).append(
+                XEvent(str(e.get("name", "")), float(e["ts"]) * 1e3,
+                       float(e.get("dur") or 0.0) * 1e3, dict(e.get("args") or {})))
+    return [XPlane(pnames.get(pid, str(pid)),
+                   [XLine(tnames.get((pid, tid), str(tid)), ev) for tid, ev in tids.items()])
+            for pid, tids in lines.items()]
+
+
+def load_planes(folder: str | Path, prefer: str = "profiledata") -> tuple[list[XPlane], Path | None]:
+    """Planes of the newest trace under ``folder`` and the XSpace file they came from.
+
+    Tries the readers in order (``prefer`` first): ``profiledata`` (jax's reader),
+    ``protobuf`` (TensorFlow's ``xplane_pb2``), then the Chrome-trace JSON the profiler wrote
+    next to the XSpace (jax writes ``<host>.trace.json.gz``).
+
+    Raises:
+        RuntimeError: no trace under ``folder``, or no reader could read it.
+    """
+    xplane = find_xplane(folder)
+    readers = {"profiledata": read_with_profiledata, "protobuf": read_with_protobuf}
+    order = [prefer] + [k for k in readers if k != prefer]
+    errors = []
+    if xplane is not None:
+        for name in order:
+            try:
+                return readers[name](xplane), xplane
+            except Exception as e:  # noqa: BLE001 - a reader's framework may be absent
+                errors.append(f"{name}: {type(e).__name__}: {e}")
+    chrome = sorted(glob.glob(os.path.join(str(folder), "**", "*.trace.json.gz"), recursive=True))
+    if chrome:
+        return read_chrome_planes(chrome[0]), xplane
+    raise RuntimeError(f"no readable profiler trace under {folder}"
+                       + (f" ({'; '.join(errors)})" if errors else ""))
+
+
 def to_chrome_trace(planes: Sequence[XPlane], path: str | Path) -> Path:
     """Write ``planes`` as a gzipped Chrome-trace JSON file (``traceEvents``; Perfetto and
     chrome://tracing open it); returns ``path``."""

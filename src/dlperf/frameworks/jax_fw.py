@@ -580,8 +580,7 @@ class JaxAdapter:
         from pathlib import Path
 
         from dlperf.breakdown.xla import parse_hlo
-        from dlperf.breakdown.xspace import (STEP_NAME, find_xplane, jax_trace,
-                                             read_with_profiledata, to_chrome_trace)
+        from dlperf.breakdown.xspace import STEP_NAME, jax_trace, load_planes, to_chrome_trace
 
         jax.block_until_ready(holder["state"])
         kw: dict[str, Any] = {}
@@ -597,10 +596,7 @@ class JaxAdapter:
                 with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=i):
                     loss = step()
             jax.block_until_ready((loss, holder["state"]))
-        xplane = find_xplane(folder)
-        if xplane is None:
-            raise RuntimeError(f"jax.profiler wrote no *.xplane.pb under {folder}")
-        planes = read_with_profiledata(xplane)
+        planes, xplane = load_planes(folder, prefer="profiledata")
         trace = jax_trace(planes, parse_hlo(hlo_text) if hlo_text else None)
         chrome = sorted(glob.glob(str(Path(folder) / "**" / "*.trace.json.gz"), recursive=True))
         files: dict[str, Any] = {"xplane": xplane, "logdir": folder}

@@ -520,8 +520,8 @@ class TensorFlowAdapter:
         with the optimised HLO of the step (``experimental_get_compiler_ir``) for op names."""
         from pathlib import Path
 
-        from dlperf.breakdown.xspace import (PHASE_PREFIX, STEP_NAME, find_xplane,
-                                             read_with_protobuf, tf_trace, to_chrome_trace)
+        from dlperf.breakdown.xspace import (PHASE_PREFIX, STEP_NAME, load_planes, tf_trace,
+                                             to_chrome_trace)
 
         trace_me = tf.profiler.experimental.Trace
         if mode == "eager":
@@ -539,10 +539,7 @@ class TensorFlowAdapter:
             out.numpy()
         finally:
             tf.profiler.experimental.stop()
-        xplane = find_xplane(folder)
-        if xplane is None:
-            raise RuntimeError(f"tf.profiler wrote no *.xplane.pb under {folder}")
-        planes = read_with_protobuf(xplane)
+        planes, xplane = load_planes(folder, prefer="protobuf")
         hlo = None
         if xla_fn is not None:
             from dlperf.breakdown.xla import parse_hlo

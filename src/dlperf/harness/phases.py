@@ -227,12 +227,20 @@ def measure_phases(phased_step: Callable[[Mark], Any], timer: PhaseTimer,
     Returns:
         PhaseLoopResult with every iteration's phase times.
     """
+    expected = policy.min_iters
     if warmup_iters:
         timer.start()
         for _ in range(warmup_iters):
             phased_step(timer.mark)
             timer.end_iteration()
-        timer.collect()
+        warm, _ = timer.collect()
+        est = sorted(math.fsum(d.values()) for d in warm)[len(warm) // 2] if warm else 0.0
+        if est > 0:
+            expected = max(policy.min_iters, math.ceil(policy.min_time_s / est))
+        if hasattr(timer, "reserve") and warm:
+            # Device events for the expected marks, created before the timed loop.
+            marks = max(sum(1 for _ in d) for d in warm)
+            timer.reserve(min(policy.max_iters, int(expected * 1.25) + 8) * max(marks, 1))
     losses = []
     n = 0
     t0 = clock()

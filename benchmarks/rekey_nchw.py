@@ -2,7 +2,7 @@
 
 Until commit "layout" (2026-11-30) dlperf ran every PyTorch model in NCHW. ``layout: auto``
 now means channels_last for CNNs on CUDA, so those stored points are not what ``auto`` measures
-any more. This rewrites their config (``layout: nchw``), flags (``layout: nchw``) and run_key, so
+any more. This rewrites their config (``layout: nchw``), flags (``layout: NCHW``) and run_key, so
 that they stay in the store as NCHW measurements and a resumed sweep measures ``auto`` anew.
 
     PYTHONPATH=src python benchmarks/rekey_nchw.py benchmarks/results/h200/dlbench.db ...
@@ -33,7 +33,7 @@ def rekey(path: str) -> int:
             if get_spec(cfg["model"]).input_kind != "image":
                 continue
             cfg["layout"] = "nchw"
-            flags["layout"] = "nchw"
+            flags["layout"] = "NCHW"
             r["config"], r["flags"] = cfg, flags
             key = RunConfig(**cfg).run_key()
             r["run_key"] = key

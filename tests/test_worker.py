@@ -87,8 +87,8 @@ def test_torch_graph_mode_records_compile_time_and_no_recompiles():
     assert r["flags"]["compile"]["backend"] == "inductor"
 
 
-@pytest.mark.parametrize("model,layout,expect", [("resnet50_tiny", "auto", "nchw"),
-                                                  ("resnet50_tiny", "nhwc", "nhwc"),
+@pytest.mark.parametrize("model,layout,expect", [("resnet50_tiny", "auto", "NCHW"),
+                                                  ("resnet50_tiny", "nhwc", "NHWC"),
                                                   ("fcn5_tiny", "nhwc", None)])
 def test_layout_is_applied_and_recorded(model, layout, expect):
     """auto on the CPU keeps NCHW (channels_last is the CUDA recommendation); nhwc really puts
@@ -102,7 +102,7 @@ def test_layout_is_applied_and_recorded(model, layout, expect):
     r = run_config(cfg)
     assert r["status"] == "ok", r["error"]
     assert r["flags"]["layout"] == expect
-    if expect == "nhwc":
+    if expect == "NHWC":
         batch = TorchAdapter._data(torch, cfg, get_spec(model), torch.device("cpu"), True)[0]()
         assert batch[0].is_contiguous(memory_format=torch.channels_last)
         assert not batch[0].is_contiguous()

@@ -2,7 +2,7 @@
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
 #   PART: smoke | dlbench | real | overhead | overhead_jax | overhead_gpt2 | frameworks
-#         | cpu_threads | allreduce (x2)
+#         | cpu_threads | breakdown | allreduce (x2)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
 # Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
@@ -99,6 +99,19 @@ for part in "$@"; do
       budget "${CPU_THREADS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/cpu_threads.yaml \
         --db "$R/cpu_threads.db" 2>&1 | grep -v '^\s*$' | tail -40
       cp "$R/cpu_threads.db" "$OUT/"
+      ;;
+    breakdown)  # issue 4: phases, GPU busy, op classes of `seven` in torch and jax; gaps
+      if [ -n "${BREAKDOWN_TESTS:-}" ]; then  # the opt-in GPU tests of the breakdown first
+        python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_breakdown_frameworks.py 2>&1 | tail -5
+      fi
+      budget "${BREAKDOWN_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/breakdown.yaml \
+        --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | tail -60
+      python3 -m dlperf results --db "$R/breakdown.db" --op-classes --format json \
+        -o "$R/breakdown_op_classes.json" 2>&1 | tail -2
+      python3 -m dlperf results --db "$R/breakdown.db" --op-classes 2>&1 | tail -80
+      python3 -m dlperf report --db "$R/breakdown.db" -o "$R/report-breakdown" 2>&1 | tail -1
+      cp "$R/breakdown.db" "$R/breakdown_op_classes.json" "$OUT/"
+      cp "$R/report-breakdown/report.md" "$OUT/report-breakdown.md"
       ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

@@ -101,6 +101,8 @@ def run(
     rerun: Annotated[bool, typer.Option("--rerun", help="Run points again even if the db has them.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False,
     report: Annotated[Optional[str], typer.Option(help="Also write a Markdown+PNG report to this folder.")] = None,
+    breakdown: Annotated[bool, typer.Option("--breakdown", help="After the fused-step measurement, a separate one of where the time goes: t_io, t_h2d, t_f, t_b, t_u per iteration, CPU dispatch, GPU busy fraction and device time per op class (from a profiler trace).")] = False,
+    trace: Annotated[Optional[str], typer.Option("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None,
 ) -> None:
     """Measure training time per iteration for models x batch sizes x precisions."""
     def body():
@@ -134,7 +136,7 @@ def run(
                                 model=m, framework=framework, mode=fw_mode, device=dev,
                                 precision=p, batch_size=b, grad_accum=grad_accum, data=d,
                                 data_dir=data_dir, threads=th, layout=layout, iterations=policy,
-                                timeout_s=timeout))
+                                timeout_s=timeout, breakdown=breakdown, trace_dir=trace))
         _execute(points, db, sweep=None, resume=not rerun, retry_failed=retry_failed,
                  report_dir=report)
 
@@ -162,11 +164,16 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
         keys = {p.run_key() for p in points}
         rows = [r for r in store.rows() if r["run_key"] in keys]
         out.print(results_table(rows))
+        from dlperf.report.breakdown import breakdown_table
+
+        bt = breakdown_table(rows)
+        if bt is not None:
+            out.print(bt)
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed")
         if report_dir:
             from dlperf.report.markdown import write_report
 
-            path = write_report(rows, report_dir)
+            path = write_report(rows, report_dir, sections=_breakdown_sections(rows))
             out.print(f"report: {path}")
     if outcome.ran and outcome.failed == outcome.ran:
         err.print("[red]every point that ran failed[/]; see the errors above")
@@ -267,6 +274,7 @@ def results(
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
     compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up) or 'frameworks' (each framework/mode vs torch/eager), with bootstrap CIs.")] = None,
+    op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes.")] = False,
 ) -> None:
     """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
     def body():
@@ -280,6 +288,14 @@ def results(
         with ResultStore(db) as store:
             rows = store.rows(latest=not all_runs, model=_split(model) or None,
                               status=_split(status) or None)
+            if op_classes:
+                if compare is not None:
+                    raise ConfigError("give --op-classes or --compare, not both")
+                text = _op_classes_text(rows, format)
+                if text is None:
+                    return
+                (output.write_text(text) if output else sys.stdout.write(text))
+                return
             if compare is not None:
                 from dlperf.report import compare as cmp
 
@@ -295,6 +311,15 @@ def results(
                 if output:
                     raise ConfigError("--output needs --format csv or json")
                 out.print(results_table(rows))
+                from dlperf.report.breakdown import breakdown_table
+
+                bt = breakdown_table(rows)
+                if bt is not None:
+                    out.print(bt)
+                    out.print("t_f/t_b/t_u marked * come from the profiler trace (a step compiled "
+                              "as one program); `!`: phases and fused step differ by over 3% "
+                              "(reason in the warnings). Op classes: dlperf results --op-classes",
+                              highlight=False)
                 return
             text = to_csv(rows) if format == "csv" else to_json(rows, store, include_samples=samples)
             if output:
@@ -304,6 +329,32 @@ def results(
                 sys.stdout.write(text)
 
     _guard(body)
+
+
+def _op_classes_text(rows, format: str) -> str | None:
+    """The op-class table and gap attribution; printed directly (None) for ``table``."""
+    from dlperf.report import breakdown as bdr
+
+    gaps = bdr.gap_attribution(rows)
+    if format == "table":
+        t = bdr.op_class_table(rows)
+        if t is None:
+            raise ConfigError("no result here has op classes; measure with --breakdown or "
+                              "--trace DIR")
+        out.print(t)
+        for g in bdr.gap_tables(gaps):
+            out.print(g)
+        return None
+    if format == "json":
+        per = [{"id": r.get("id"), "model": r.get("model"), "framework": r.get("framework"),
+                "mode": r.get("mode"), "device": r.get("device"), "precision": r.get("precision"),
+                "batch_size": r.get("batch_size"), "step_time_median_s": r.get("step_time_median_s"),
+                "op_classes": bdr.result_of(r).get("op_classes"),
+                "trace": bdr.result_of(r).get("trace")}
+               for r in rows if bdr.op_classes_of(r)]
+        return json.dumps({"results": per, "gaps": gaps}, indent=1, default=str)
+    cols, cells = bdr.op_class_cells(rows)
+    return _csv([dict(zip(cols, c)) for c in cells])
 
 
 def _measured(store):
@@ -349,6 +400,7 @@ def report(
             fws = cmp.framework_ratios(rows, _measured(store))
             if fws:
                 sections.append(("Frameworks against torch/eager (speed-up)", cmp.markdown(fws)))
+            sections.extend(_breakdown_sections(rows))
         env = None
         try:
             env = json.loads(rows[-1]["result_json"]).get("env")
@@ -358,6 +410,22 @@ def report(
         out.print(f"report: {path}")
 
     _guard(body)
+
+
+def _breakdown_sections(rows) -> list[tuple[str, str]]:
+    """Report sections of issue 4: breakdown, op classes, gaps, trace files (those present)."""
+    from dlperf.report import breakdown as bdr
+
+    out = []
+    if (md := bdr.breakdown_markdown(rows)):
+        out.append(("Where the time goes: iteration breakdown", md))
+    if (md := bdr.op_class_markdown(rows)):
+        out.append(("Device time per op class", md))
+    if (md := bdr.gap_markdown(bdr.gap_attribution(rows))):
+        out.append(("Step-time gaps attributed to op classes", md))
+    if (md := bdr.trace_files_markdown(rows)):
+        out.append(("Trace files", md))
+    return out
 
 
 @app.command()

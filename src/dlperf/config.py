@@ -107,6 +107,8 @@ class RunConfig(BaseModel):
     layout: str = "auto"
     iterations: IterationPolicy = Field(default_factory=IterationPolicy)
     timeout_s: float = Field(900.0, gt=0.0)
+    breakdown: bool = False
+    trace_dir: str | None = None
 
     @field_validator("model")
     @classmethod
@@ -144,6 +146,14 @@ class RunConfig(BaseModel):
         if self.layout == "nchw" and self.framework != "torch":
             raise ValueError(f"layout 'nchw' is a PyTorch option: the {self.framework} models "
                              "are NHWC (channels last); use --layout auto or nhwc")
+        if self.trace_dir is not None:
+            if not self.trace_dir.strip():
+                raise ValueError("trace_dir is empty; give a folder for the traces, e.g. "
+                                 "--trace traces/")
+            p = Path(self.trace_dir).expanduser()
+            if p.exists() and not p.is_dir():
+                raise ValueError(f"trace_dir {self.trace_dir!r} is a file; give a folder for "
+                                 f"the traces (created if missing)")
         if self.batch_size % self.grad_accum:
             raise ValueError(
                 f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}; "
@@ -155,12 +165,20 @@ class RunConfig(BaseModel):
 
         ``iterations``, ``data_dir`` and ``timeout_s`` are excluded: they say how long and from
         where, not what is measured, so changing them does not make a finished point of a
-        sweep run again (the policy actually used is stored with every result).
+        sweep run again (the policy actually used is stored with every result). A breakdown or
+        a trace is part of what is measured: ``breakdown: true`` and ``trace: true`` enter the
+        key when set (not the trace folder), and nothing when unset, so keys of plain runs are
+        the same as before these options existed.
         """
-        d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations"})
+        d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations", "breakdown",
+                                     "trace_dir"})
         for k, default in KEY_OMIT_AT_DEFAULT.items():
             if d.get(k) == default:
                 del d[k]
+        if self.breakdown:
+            d["breakdown"] = True
+        if self.trace_dir:
+            d["trace"] = True
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -168,8 +186,9 @@ class RunConfig(BaseModel):
         """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
         thr = f" threads={self.threads}" if self.threads else ""
         thr += f" layout={self.layout}" if self.layout != "auto" else ""
+        extra = (" +breakdown" if self.breakdown else "") + (" +trace" if self.trace_dir else "")
         return (f"{self.model} {self.framework}/{self.mode} {self.device} {self.precision} "
-                f"b={self.batch_size} {self.data}{thr}")
+                f"b={self.batch_size} {self.data}{thr}{extra}")
 
 
 def resolve_device(device: str) -> str:

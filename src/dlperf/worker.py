@@ -123,6 +123,21 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             "losses": losses,
         })
         r["warnings"] = quality_warnings(r)
+        if cfg.breakdown or cfg.trace_dir:
+            # A separate, labelled measurement after the fused one (which stays the headline).
+            from dlperf.breakdown.measure import run_breakdown
+
+            t0 = time.perf_counter()
+            try:
+                sections, extra, warns = run_breakdown(cfg, session, r["summary"])
+            except Exception as e:  # noqa: BLE001 - the fused result stands; the failure is kept
+                sections, extra = {"breakdown": {"available": False,
+                                                 "error": f"{type(e).__name__}: {e}"}}, {}
+                warns = [f"breakdown: failed ({type(e).__name__}: {e})"]
+            phases["breakdown"] = time.perf_counter() - t0
+            r.update(sections)
+            r["samples"].update(extra)
+            r["warnings"].extend(warns)
     except Exception as e:  # noqa: BLE001 - every failure becomes a recorded result
         if adapter.is_oom(e):
             status = "oom"

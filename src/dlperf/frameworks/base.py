@@ -45,6 +45,15 @@ class Session:
             None, "recompiles_measured": int | None}``: compile/trace time, number of compiled
             graphs or traces, and how many happened during measurement (MEASUREMENT.md rule 4;
             > 0 means the measured steps were not at steady state).
+        phased_step: for ``--breakdown``: runs one iteration calling ``mark(phase, handle)``
+            after each phase (``t_io``, ``t_h2d``, ``t_f``, ``t_b``, ``t_u``, or ``t_fbu`` for a
+            step compiled as one program); see :mod:`dlperf.harness.phases`. None: no
+            breakdown for this framework.
+        phase_timer: makes the :class:`~dlperf.harness.phases.PhaseTimer` for it.
+        profile: for ``--breakdown``/``--trace``: ``profile(n, folder) -> {"trace":
+            TraceData, "files": {kind: path}}`` runs one warm-up and ``n`` annotated steps
+            (``dlperf_step``) under the framework's profiler, writes the trace files into
+            ``folder`` and parses them (:mod:`dlperf.breakdown`).
     """
 
     step: Callable[[], Any]
@@ -57,6 +66,9 @@ class Session:
     close: Callable[[], None] = lambda: None
     on_phase: Callable[[str], None] | None = None
     compile_info: Callable[[], dict[str, Any]] | None = None
+    phased_step: Callable[..., Any] | None = None
+    phase_timer: Callable[[], Any] | None = None
+    profile: Callable[[int, Any], dict[str, Any]] | None = None
 
 
 class FrameworkAdapter(Protocol):

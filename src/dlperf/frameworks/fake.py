@@ -5,6 +5,10 @@ sleeps ``DLPERF_FAKE_STEP_S`` seconds (default 0.001) and returns a loss that de
 ``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
 ``oom`` raises an out-of-memory error, ``crash`` kills the process without a result, ``nan``
 returns NaN losses, ``hang`` sleeps forever (for timeout tests), ``error`` raises a DataError.
+
+Breakdown (``--breakdown``/``--trace``): the phased step sleeps :data:`PHASE_SHARES` of the
+step time per phase (they add up to the fused step); the "profile" writes a small Chrome-trace
+JSON and returns a trace with one op per phase per step, of the slept durations.
 """
 
 from __future__ import annotations
@@ -19,6 +23,14 @@ from dlperf.errors import DataError
 from dlperf.frameworks.base import OutOfMemory, Session
 from dlperf.harness.timers import HostTimer
 from dlperf.zoo.spec import ModelSpec
+
+
+#: Share of the step each phase sleeps in the fake phased step (sums to 1).
+PHASE_SHARES = {"t_io": 0.1, "t_h2d": 0.1, "t_f": 0.3, "t_b": 0.4, "t_u": 0.1}
+#: Op class of each fake phase's op in the fake trace.
+PHASE_OPS = {"t_io": "aten::index_select", "t_h2d": "Memcpy HtoD (Pinned -> Device)",
+             "t_f": "aten::conv2d", "t_b": "aten::convolution_backward",
+             "t_u": "aten::_foreach_add_"}
 
 
 def scripted_failure(batch_size: int) -> str | None:
@@ -68,7 +80,42 @@ class FakeAdapter:
             return {"peak_rss_bytes": rss, "peak_allocated_bytes": None,
                     "peak_reserved_bytes": None, "nvml_used_bytes": None}
 
+        def phased_step(mark):
+            for p, share in PHASE_SHARES.items():
+                time.sleep(dt * share)
+                mark(p)
+            return 1.0
+
+        def phase_timer():
+            from dlperf.harness.phases import HostPhaseTimer
+
+            return HostPhaseTimer()
+
+        def profile(n: int, folder):
+            import json
+            from pathlib import Path
+
+            from dlperf.breakdown.trace import TraceData, TraceOp
+
+            ops, steps, evs = [], [], []
+            for i in range(n):
+                t0 = time.perf_counter()
+                for p, share in PHASE_SHARES.items():
+                    s = time.perf_counter()
+                    time.sleep(dt * share)
+                    e = time.perf_counter()
+                    ops.append(TraceOp(PHASE_OPS[p], s, e, ops=(PHASE_OPS[p],),
+                                       phase=None if p == "t_io" else p, step=i))
+                    evs.append({"ph": "X", "name": PHASE_OPS[p], "ts": s * 1e6,
+                                "dur": (e - s) * 1e6, "pid": 0, "tid": 0, "cat": "kernel"})
+                steps.append((t0, time.perf_counter()))
+            path = Path(folder) / "trace.json"
+            path.write_text(json.dumps({"traceEvents": evs}))
+            return {"trace": TraceData(ops=ops, steps=steps, device_kind="cpu", source="fake",
+                                       phase_source="fake"), "files": {"chrome_trace": path}}
+
         return Session(step=step, timer=HostTimer(), losses_to_floats=lambda h: [float(x) for x in h],
                        memory=memory, versions={"framework": "fake", "fake": "0",
                                                 "device_name": "fake"},
-                       flags={"step_s": dt}, data_info={"kind": cfg.data})
+                       flags={"step_s": dt}, data_info={"kind": cfg.data},
+                       phased_step=phased_step, phase_timer=phase_timer, profile=profile)

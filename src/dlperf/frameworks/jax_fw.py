@@ -342,7 +342,6 @@ class JaxAdapter:
                                    f"(family {spec.family}): {e}") from None
         uses_dropout = float(spec.hyper.get("dropout", 0.0) or 0.0) > 0.0
         flags["dropout_rng"] = uses_dropout
-        flags["layout"] = "nhwc" if spec.input_kind == "image" else None  # Flax: NHWC natively
 
         o = spec.optimizer
         tx = self._optimizer(optax, o)
@@ -378,7 +377,7 @@ class JaxAdapter:
             raise RuntimeError(f"{spec.name}: the Flax model has {n_params} parameters, the spec "
                                f"{spec.params}")
 
-        next_batch, first_batch, data_info, data_arrays = self._data(
+        next_batch, first_batch, data_info, data_arrays, fetch, to_device = self._data(
             jax, jnp, cfg, spec, dev, k_data, in_shape, in_dtype)
 
         # The train step.
@@ -451,6 +450,9 @@ class JaxAdapter:
             flags["xla_cost_flops_per_step"] = float(cost.get("flops")) if cost else None
         except Exception:  # noqa: BLE001 - not every backend reports costs
             flags["xla_cost_flops_per_step"] = None
+        # The compiled program's text names every instruction a trace shows, with its
+        # metadata (phase and op class for --breakdown/--trace, dlperf.breakdown.xla).
+        hlo_text = compiled.as_text() if (cfg.breakdown or cfg.trace_dir) else None
         del lowered, compiled
         flags["recompiles"] = 0
         flags["recompile_time_s"] = 0.0
@@ -463,6 +465,25 @@ class JaxAdapter:
             x, y = next_batch()
             holder["state"], loss = jitted(holder["state"], x, y)
             return loss
+
+        def phased_step(mark):
+            # Forward, backward and update are one XLA program here: t_fbu, split by the trace.
+            b = fetch()
+            mark("t_io")
+            x, y = to_device(b)
+            mark("t_h2d", (x, y))
+            holder["state"], loss = jitted(holder["state"], x, y)
+            mark("t_fbu", loss)
+            return loss
+
+        def phase_timer():
+            from dlperf.harness.phases import HostPhaseTimer
+
+            # No device events in JAX: each phase is waited for (block_until_ready).
+            return HostPhaseTimer(block=jax.block_until_ready)
+
+        def profile(n: int, folder):
+            return self._profile(jax, step, holder, hlo_text, n, folder)
 
         at_measure: dict[str, int] = {}
 
@@ -545,7 +566,43 @@ class JaxAdapter:
 
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
-                       on_phase=on_phase, compile_info=compile_info)
+                       on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
+                       phase_timer=phase_timer, profile=profile)
+
+    @staticmethod
+    def _profile(jax: Any, step: Any, holder: dict[str, Any], hlo_text: str | None, n: int,
+                 folder: Any) -> dict[str, Any]:
+        """Trace one warm-up and ``n`` steps with ``jax.profiler.trace(folder)`` (Python
+        function tracing off: it would inflate the host times), each step in
+        ``StepTraceAnnotation("dlperf_step", step_num=i)``; parse the XSpace it writes with
+        ``jax.profiler.ProfileData`` and the compiled step's HLO (dlperf.breakdown.xspace)."""
+        import glob
+        from pathlib import Path
+
+        from dlperf.breakdown.xla import parse_hlo
+        from dlperf.breakdown.xspace import STEP_NAME, jax_trace, load_planes, to_chrome_trace
+
+        jax.block_until_ready(holder["state"])
+        kw: dict[str, Any] = {}
+        if hasattr(jax.profiler, "ProfileOptions"):
+            opts = jax.profiler.ProfileOptions()
+            if hasattr(opts, "python_tracer_level"):
+                opts.python_tracer_level = 0
+            kw["profiler_options"] = opts
+        with jax.profiler.trace(str(folder), **kw):
+            jax.block_until_ready(step())  # warm-up inside the profiler, not annotated
+            loss = None
+            for i in range(n):
+                with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=i):
+                    loss = step()
+            jax.block_until_ready((loss, holder["state"]))
+        planes, xplane = load_planes(folder, prefer="profiledata")
+        trace = jax_trace(planes, parse_hlo(hlo_text) if hlo_text else None)
+        chrome = sorted(glob.glob(str(Path(folder) / "**" / "*.trace.json.gz"), recursive=True))
+        files: dict[str, Any] = {"xplane": xplane, "logdir": folder}
+        files["chrome_trace"] = Path(chrome[0]) if chrome else to_chrome_trace(
+            planes, Path(folder) / "trace.json.gz")
+        return {"trace": trace, "files": files}
 
     @staticmethod
     def _optimizer(optax: Any, o: Any):
@@ -570,11 +627,13 @@ class JaxAdapter:
     @staticmethod
     def _data(jax: Any, jnp: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
               in_shape: tuple[int, ...], in_dtype: Any):
-        """Return (next_batch, first_batch, data_info, device_arrays).
+        """Return (next_batch, first_batch, data_info, device_arrays, fetch, to_device).
 
         ``next_batch()`` gives the ``(x, y)`` device arrays of one step: ``x`` ``[B, *in_shape]``
         (float32, or int32 token ids), ``y`` ``[B, *targets]`` int32; ``first_batch`` is what the
-        step is compiled for; ``device_arrays`` are freed by ``close``.
+        step is compiled for; ``device_arrays`` are freed by ``close``; ``to_device(fetch())``
+        is ``next_batch()`` in two parts (the batch as held, then its copy to the device), for
+        the breakdown's t_io and t_h2d.
         """
         B = cfg.batch_size
         tgt = _targets(spec)
@@ -593,7 +652,7 @@ class JaxAdapter:
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL,
                     "layout": "NHWC" if spec.input_kind == "image" else None}
-            return it.__next__, pool[0], info, pool
+            return it.__next__, pool[0], info, pool, it.__next__, lambda b: b
 
         import numpy as np
 
@@ -617,4 +676,4 @@ class JaxAdapter:
                 "placement": "host", "distinct_batches": int(X.shape[0]),
                 "layout": "NHWC (transposed on the host)" if spec.input_kind == "image" else None,
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return next_batch, first, info, [first]
+        return next_batch, first, info, [first], it.__next__, lambda b: jax.device_put(b, dev)

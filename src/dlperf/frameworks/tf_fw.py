@@ -156,6 +156,27 @@ def _gpu_nvml_target() -> tuple[str | None, int]:
     return None, int(first) if first.isdigit() else 0
 
 
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_nullcontext = _NullContext()
+
+
+def _tf_block(tf: Any):
+    """Wait for a phase's output on a GPU: ``tf.test.experimental.sync_devices()`` where
+    TensorFlow has it (>= 2.13), else read the output's first element to the host."""
+    sync = getattr(getattr(getattr(tf, "test", None), "experimental", None), "sync_devices",
+                   None)
+    if sync is not None:
+        return lambda handle: sync()
+    return lambda handle: tf.reshape(handle, [-1])[:1].numpy()
+
+
 class TensorFlowAdapter:
     """The TensorFlow framework adapter (see the module docstring for its choices)."""
 
@@ -277,8 +298,6 @@ class TensorFlowAdapter:
         """Build model, optimizer, data and the step function for ``cfg`` (module docstring)."""
         tf, keras = import_tf()
         flags: dict[str, Any] = {"mode": cfg.mode}
-        # Keras image models are NHWC (channels_last), its default data_format.
-        flags["layout"] = "nhwc" if spec.input_kind == "image" else None
         flags.update(self.apply_threads(tf, cfg.threads))  # before TensorFlow runs anything
         dev, gpu, dev_flags = self.select_device(tf, cfg.device)
         flags.update(dev_flags)
@@ -316,7 +335,8 @@ class TensorFlowAdapter:
         with tf.device(dev):
             opt.build(tvars)
 
-        next_batch, data_info, first_batch = self._data(tf, cfg, spec, dev, gpu, impl)
+        next_batch, data_info, first_batch, fetch, to_device = self._data(tf, cfg, spec, dev,
+                                                                           gpu, impl)
         loss_fn = self._loss(tf, spec, impl)
         K = cfg.grad_accum
 
@@ -391,6 +411,51 @@ class TensorFlowAdapter:
             return {"compile_time_s": flags["compile_time_s"], "n_compiles": n,
                     "recompiles_measured": n - at_measure.get("traces", n)}
 
+        def phased_step(mark, annotate=None):
+            # eager: the step cut at its phase boundaries (each phase's output waited for on
+            # a GPU); graph/xla: the compiled step as one phase, t_fbu, split by the trace.
+            # ``annotate``: a TraceMe per phase, for the profiled eager steps.
+            span = annotate or (lambda name: _nullcontext)
+            b = fetch()
+            mark("t_io")
+            with span("t_h2d"):
+                x, y = to_device(b)
+            mark("t_h2d", y)
+            if traced:
+                out = fn(x, y)
+                mark("t_fbu", out)
+                return out
+            grads, total = None, None
+            for xs, ys in (zip(tf.split(x, K), tf.split(y, K)) if K > 1 else ((x, y),)):
+                with span("t_f"):
+                    with tf.GradientTape() as tape:
+                        part = loss_fn(model(xs, training=True), ys)
+                        if K > 1:
+                            part = part / K
+                mark("t_f", part)
+                with span("t_b"):
+                    g = [tf.convert_to_tensor(gi) for gi in tape.gradient(part, tvars)]
+                mark("t_b", g[-1])
+                grads = g if grads is None else [a + b_ for a, b_ in zip(grads, g)]
+                total = part if total is None else total + part
+            with span("t_u"):
+                if l2:
+                    grads = [g + l2 * v.value for g, v in zip(grads, tvars)]
+                opt.apply(grads, tvars)
+            mark("t_u", tvars[-1].value)
+            return total
+
+        def phase_timer():
+            from dlperf.harness.phases import HostPhaseTimer
+
+            # CPU: TensorFlow runs synchronously, nothing to wait for. GPU: wait for the phase's
+            # output tensor (no device-event API in TensorFlow).
+            return HostPhaseTimer(block=_tf_block(tf) if gpu else None)
+
+        def profile(n: int, folder):
+            return self._profile(tf, step, phased_step, cfg.mode, fn if cfg.mode == "xla" else None,
+                                 first_batch, model.name, n, folder)
+
         def losses_to_floats(handles: list[Any]) -> list[float]:
             if not handles:
                 return []
@@ -442,7 +507,49 @@ class TensorFlowAdapter:
 
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
-                       on_phase=on_phase, compile_info=compile_info)
+                       on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
+                       phase_timer=phase_timer, profile=profile)
+
+    @staticmethod
+    def _profile(tf: Any, step: Any, phased_step: Any, mode: str, xla_fn: Any, first_batch: Any,
+                 model_scope: str, n: int, folder: Any) -> dict[str, Any]:
+        """Trace one warm-up and ``n`` steps with ``tf.profiler.experimental`` into ``folder``,
+        each step in ``Trace("dlperf_step", step_num=i)`` (eager: each phase in
+        ``Trace("dlperf_phase:t_x")`` too); read the XSpace with TensorFlow's ``xplane_pb2``,
+        write it as Chrome-trace JSON (``folder/trace.json.gz``) and parse it; in ``xla`` mode
+        with the optimised HLO of the step (``experimental_get_compiler_ir``) for op names."""
+        from pathlib import Path
+
+        from dlperf.breakdown.xspace import (PHASE_PREFIX, STEP_NAME, load_planes, tf_trace,
+                                             to_chrome_trace)
+
+        trace_me = tf.profiler.experimental.Trace
+        if mode == "eager":
+            def run():
+                return phased_step(lambda *a, **k: None,
+                                   annotate=lambda p: trace_me(PHASE_PREFIX + p))
+        else:
+            run = step
+        tf.profiler.experimental.start(str(folder))
+        try:
+            out = run()  # warm-up inside the profiler, not annotated
+            for i in range(n):
+                with trace_me(STEP_NAME, step_num=i, _r=1):
+                    out = run()
+            out.numpy()
+        finally:
+            tf.profiler.experimental.stop()
+        planes, xplane = load_planes(folder, prefer="protobuf")
+        hlo = None
+        if xla_fn is not None:
+            from dlperf.breakdown.xla import parse_hlo
+
+            hlo = parse_hlo(xla_fn.experimental_get_compiler_ir(*first_batch)(
+                stage="optimized_hlo"))
+        trace = tf_trace(planes, mode, hlo, model_scope=model_scope)
+        chrome = to_chrome_trace(planes, Path(folder) / "trace.json.gz")
+        return {"trace": trace, "files": {"xplane": xplane, "logdir": folder,
+                                          "chrome_trace": chrome}}
 
     # --- parts -------------------------------------------------------------------------------
 
@@ -493,7 +600,9 @@ class TensorFlowAdapter:
 
     @staticmethod
     def _data(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, gpu: bool, impl: Any):
-        """Return (next_batch, data_info, first batch): ``next_batch()`` gives ``(x, y)``."""
+        """Return (next_batch, data_info, first batch, fetch, to_device): ``next_batch()``
+        gives ``(x, y)``; ``to_device(fetch())`` gives the same in two parts (the batch as
+        held, then placed on the run's device), for the breakdown's t_io and t_h2d."""
         B = cfg.batch_size
         image = spec.input_kind == "image"
         if cfg.data == "synthetic":
@@ -522,7 +631,7 @@ class TensorFlowAdapter:
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device",
                     "distinct_batches": SYNTHETIC_POOL, "layout": "NHWC" if image else None}
-            return it.__next__, info, pool[0]
+            return it.__next__, info, pool[0], it.__next__, lambda b: b
 
         from dlperf.data import load_dataset, make_batches
         from dlperf.zoo.convert_keras import nchw_to_nhwc
@@ -538,4 +647,12 @@ class TensorFlowAdapter:
                 "placement": "host-pageable" if gpu else "host",
                 "distinct_batches": int(X.shape[0]), "layout": "NHWC" if image else None,
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return it.__next__, info, batches[0]
+        def to_device(b):
+            # The step function places its inputs on its device; here the copy is explicit so
+            # that it is its own phase (an identity on the CPU).
+            if not gpu:
+                return b
+            with tf.device(dev):
+                return tf.identity(b[0]), tf.identity(b[1])
+
+        return it.__next__, info, batches[0], it.__next__, to_device

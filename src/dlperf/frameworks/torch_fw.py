@@ -38,6 +38,10 @@ SYNTHETIC_POOL = 4
 MAX_REAL_BATCHES = 512
 
 
+def _identity(b: Any) -> Any:
+    return b
+
+
 def _peak_rss_bytes() -> int:
     # ru_maxrss is in kilobytes on Linux (getrusage(2)).
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
@@ -122,8 +126,8 @@ class TorchAdapter:
         channels_last = self.channels_last(cfg, spec)
         if channels_last:
             model = model.to(memory_format=torch.channels_last)
-        flags["layout"] = ("nhwc" if channels_last else "nchw") if spec.input_kind == "image" \
-            else None
+        flags["layout"] = ("NHWC" if channels_last else "NCHW") if spec.input_kind == "image" \
+            else None  # the same spelling as the JAX and TensorFlow adapters
         o = spec.optimizer
         if o.name == "sgd":
             opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum,
@@ -142,7 +146,8 @@ class TorchAdapter:
         if cfg.mode == "graph":
             model, on_phase, compile_info = self._compile(torch, model, flags)
 
-        next_batch, data_info = self._data(torch, cfg, spec, dev, channels_last)
+        next_batch, data_info, fetch, to_device = self._data(torch, cfg, spec, dev,
+                                                             channels_last)
 
         n_classes = spec.num_classes
         bf16 = cfg.precision == "bf16"
@@ -185,6 +190,36 @@ class TorchAdapter:
                     total = loss.detach() if total is None else total + loss.detach()
                 opt.step()
                 return total
+
+        def phased_step(mark):
+            # The fused step, cut at its phase boundaries (dlperf.harness.phases); zero_grad
+            # (set_to_none: no kernels) counts in t_f.
+            b = fetch()
+            mark("t_io")
+            x, y = to_device(b)
+            mark("t_h2d")
+            opt.zero_grad(set_to_none=True)
+            total = None
+            for xs, ys in (zip(x.chunk(K), y.chunk(K)) if K > 1 else ((x, y),)):
+                with autocast():
+                    loss = loss_fn(model(xs), ys)
+                    if K > 1:
+                        loss = loss / K
+                mark("t_f")
+                loss.backward()
+                mark("t_b")
+                total = loss.detach() if total is None else total + loss.detach()
+            opt.step()
+            mark("t_u")
+            return total
+
+        def phase_timer():
+            from dlperf.harness.phases import CudaPhaseTimer, HostPhaseTimer
+
+            return CudaPhaseTimer(torch) if cuda else HostPhaseTimer()
+
+        def profile(n: int, folder):
+            return self._profile(torch, step, cuda, n, folder)
 
         def losses_to_floats(handles: list[Any]) -> list[float]:
             if not handles:
@@ -232,7 +267,37 @@ class TorchAdapter:
 
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
-                       on_phase=on_phase, compile_info=compile_info)
+                       on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
+                       phase_timer=phase_timer, profile=profile)
+
+    @staticmethod
+    def _profile(torch: Any, step: Any, cuda: bool, n: int, folder: Any) -> dict[str, Any]:
+        """Trace one warm-up and ``n`` steps with ``torch.profiler`` (CPU ops; CUDA kernels on
+        a GPU), each step in ``record_function("dlperf_step#<i>")``; write the Chrome trace
+        (``export_chrome_trace``) to ``folder/trace.json`` and parse it."""
+        import json
+        from pathlib import Path
+
+        from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+        from dlperf.breakdown.torch_trace import STEP_PREFIX, from_chrome_trace
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        if cuda:
+            torch.cuda.synchronize()
+        # One warm-up step inside the profiler (CUPTI and profiler start-up costs), then n.
+        with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=n, repeat=1),
+                     record_shapes=False) as prof:
+            for i in range(n + 1):
+                with record_function(f"{STEP_PREFIX}{i - 1}"):
+                    step()
+                if i == n and cuda:
+                    torch.cuda.synchronize()
+                prof.step()
+        path = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        trace = from_chrome_trace(json.loads(path.read_text()))
+        return {"trace": trace, "files": {"chrome_trace": path}}
 
     @staticmethod
     def _compile(torch: Any, model: Any, flags: dict[str, Any]):
@@ -285,8 +350,9 @@ class TorchAdapter:
 
     @staticmethod
     def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, channels_last: bool = False):
-        """Return (next_batch, data_info): a function giving (x, y) device tensors per step.
-
+        """Return (next_batch, data_info, fetch, to_device): ``next_batch()`` gives the (x, y)
+        device tensors of one step; ``to_device(fetch())`` does the same in two parts (the
+        batch as it is held, then its copy to the device), for the breakdown's t_io/t_h2d.
         With ``channels_last`` the image batches are made channels-last (NHWC in memory)."""
         B = cfg.batch_size
         fmt = torch.channels_last if channels_last else torch.contiguous_format
@@ -315,7 +381,7 @@ class TorchAdapter:
                 pool.append((x, y))
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL}
-            return it.__next__, info
+            return it.__next__, info, it.__next__, _identity
 
         from dlperf.data import load_dataset, make_batches
 
@@ -333,11 +399,18 @@ class TorchAdapter:
                 x = x.to(dev, non_blocking=True)
                 return (x.contiguous(memory_format=fmt) if x.dim() == 4 else x), \
                     y.to(dev, non_blocking=True)
+
+            def to_device(b):
+                x = b[0].to(dev, non_blocking=True)
+                return (x.contiguous(memory_format=fmt) if x.dim() == 4 else x), \
+                    b[1].to(dev, non_blocking=True)
+            fetch = it.__next__
         else:
             it = itertools.cycle([(Xt[i].contiguous(memory_format=fmt) if Xt.dim() == 5
                                    else Xt[i], Yt[i]) for i in range(Xt.shape[0])])
-            next_batch = it.__next__
+            next_batch = fetch = it.__next__
+            to_device = _identity
         info = {"kind": "real", "dataset": ds.name, "path": str(ds.path), "placement":
                 "host-pinned" if cuda else "host", "distinct_batches": int(X.shape[0]),
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return next_batch, info
+        return next_batch, info, fetch, to_device

@@ -8,8 +8,11 @@ Tables:
                                   ``result_json``.
     ``samples(result_id, phase, idx, step_time_s, loss)``
                                   every raw per-iteration time and loss (phases ``first``,
-                                  ``warmup``, ``measure``), so statistics can be recomputed and
-                                  the performance model refitted later.
+                                  ``warmup``, ``measure``; with ``--breakdown`` also
+                                  ``breakdown:<phase>``, ``breakdown:host_<phase>``,
+                                  ``breakdown:total`` and ``trace:<phase>``/``trace:dispatch``),
+                                  so statistics can be recomputed and the performance model
+                                  refitted later.
     ``sweeps(name, created_at, config_json)``  the sweep files that wrote into this store.
 
 Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
@@ -26,12 +29,19 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
     2: {"compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
         "warnings": "TEXT"},
+    3: {},
+    # Where the time goes (issue 4): the trace's busy fraction and CPU dispatch time per
+    # iteration, the phases' difference from the fused step, the kept trace file. The full
+    # breakdown, op classes and trace sections stay in result_json; raw phase samples in
+    # ``samples`` (phases "breakdown:t_f", "trace:dispatch", ...).
+    4: {"busy_fraction": "REAL", "dispatch_s": "REAL", "breakdown_rel_diff": "REAL",
+        "trace_path": "TEXT"},
 }
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
@@ -56,6 +66,8 @@ COLUMNS: dict[str, str] = {
     "result_json": "TEXT",
     "compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
     "warnings": "TEXT",
+    "busy_fraction": "REAL", "dispatch_s": "REAL", "breakdown_rel_diff": "REAL",
+    "trace_path": "TEXT",
 }
 SUMMARY_KEYS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "iqr", "p5", "p95",
                 "ci_low", "ci_high", "mad")
@@ -90,6 +102,11 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     for k in ("compile_time_s", "n_compiles", "recompiles_measured"):
         row[k] = comp.get(k)
     row["warnings"] = "; ".join(result.get("warnings") or []) or None
+    tr = result.get("trace") or {}
+    row["busy_fraction"] = tr.get("busy_fraction")
+    row["dispatch_s"] = (tr.get("dispatch_s") or {}).get("median")
+    row["trace_path"] = (tr.get("files") or {}).get("chrome_trace")
+    row["breakdown_rel_diff"] = (result.get("breakdown") or {}).get("rel_diff")
     row["loss_first"] = meas[0] if meas else None
     row["loss_last"] = meas[-1] if meas else None
     v = result.get("versions") or {}

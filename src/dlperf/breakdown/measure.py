@@ -1,0 +1,130 @@
+"""The breakdown and trace measurements of one configuration, run by the worker after the
+fused-step measurement (which stays the headline number, unchanged).
+
+:func:`run_breakdown` asks the adapter's session for
+
+1. (``--breakdown``) a phased measurement (:func:`dlperf.harness.phases.measure_phases`):
+   t_io, t_h2d, t_f, t_b, t_u per iteration (or t_fbu for a fused compiled step);
+2. (``--breakdown`` or ``--trace DIR``) a profiler trace of :data:`TRACE_ITERS` more
+   iterations (after one profiled warm-up iteration), analysed by
+   :func:`dlperf.breakdown.trace.analyse`: GPU busy fraction, CPU dispatch time, time per op
+   class, the trace's forward/backward/update split. With ``--trace DIR`` the trace files are
+   kept under ``DIR`` and their paths stored; otherwise they go to a temporary folder.
+
+A failure here (a profiler that cannot start, a trace that cannot be read) never loses the
+fused result: it is recorded in the section it broke, with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from dlperf.breakdown.phases import summarize
+from dlperf.breakdown.trace import analyse
+from dlperf.harness.phases import measure_phases
+
+#: Traced iterations (after one profiled warm-up iteration).
+TRACE_ITERS = 5
+#: Prefix of the raw-sample phases stored for the breakdown (samples table ``phase`` column).
+SAMPLE_PREFIX = "breakdown:"
+TRACE_SAMPLE_PREFIX = "trace:"
+
+
+def trace_folder(cfg: Any) -> str:
+    """The folder name for one configuration's trace under ``--trace DIR``."""
+    parts = [cfg.model, cfg.framework, cfg.mode, cfg.device, cfg.precision, f"b{cfg.batch_size}",
+             cfg.run_key()]
+    return re.sub(r"[^\w.\-]+", "_", "-".join(str(p) for p in parts))
+
+
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}\n" + "".join(traceback.format_exc(limit=6))[-2000:]
+
+
+def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
+                  ) -> tuple[dict[str, Any], dict[str, list[float]], list[str]]:
+    """Run the breakdown/trace measurements of ``cfg`` on a prepared ``session``.
+
+    Args:
+        cfg: the RunConfig (``breakdown``, ``trace_dir``, ``iterations``, ``device``).
+        session: the adapter's Session (``phased_step``, ``phase_timer``, ``profile``).
+        fused: the fused step's summary (median, mean, ci_low, ci_high in seconds).
+
+    Returns:
+        (result sections ``breakdown``/``op_classes``/``trace``, raw samples by phase name,
+        warnings).
+    """
+    out: dict[str, Any] = {}
+    samples: dict[str, list[float]] = {}
+    warnings: list[str] = []
+    analysis = None
+    loop = None
+    if cfg.breakdown:
+        if session.phased_step is None or session.phase_timer is None:
+            out["breakdown"] = {"available": False,
+                                "reason": f"the {cfg.framework} adapter has no phased step"}
+        else:
+            try:
+                loop = measure_phases(session.phased_step, session.phase_timer(), cfg.iterations)
+                floats = session.losses_to_floats(loop.losses)
+                if not all(math.isfinite(x) for x in floats):
+                    warnings.append("breakdown: the loss became non-finite during the phased "
+                                    "measurement")
+            except Exception as e:  # noqa: BLE001 - recorded, the fused result stands
+                out["breakdown"] = {"available": False, "error": _error(e)}
+                warnings.append(f"breakdown: the phased measurement failed ({type(e).__name__}: "
+                                f"{e})")
+                loop = None
+    want_trace = bool(cfg.breakdown or cfg.trace_dir)
+    if want_trace:
+        if session.profile is None:
+            out["trace"] = {"available": False,
+                            "reason": f"the {cfg.framework} adapter cannot trace"}
+        else:
+            keep = bool(cfg.trace_dir)
+            folder = (Path(cfg.trace_dir).expanduser().resolve() / trace_folder(cfg) if keep
+                      else Path(tempfile.mkdtemp(prefix="dlperf-trace-")))
+            try:
+                if keep and folder.exists():
+                    shutil.rmtree(folder)
+                folder.mkdir(parents=True, exist_ok=True)
+                cap = session.profile(TRACE_ITERS, folder)
+                analysis = analyse(cap["trace"])
+                out["op_classes"] = {
+                    "per_iter_s": analysis["op_classes"], "busy_s": analysis["busy_s"],
+                    "device_kind": analysis["device_kind"], "source": analysis["source"],
+                    "top_ops": analysis["top_ops"], "n_steps": analysis["n_steps"]}
+                out["trace"] = {
+                    "available": True, "n_steps": analysis["n_steps"],
+                    "source": analysis["source"], "device_kind": analysis["device_kind"],
+                    "busy_fraction": analysis["busy_fraction"], "busy_s": analysis["busy_s"],
+                    "idle_s": analysis["idle_s"], "step_wall_s": analysis["step_wall_s"],
+                    "dispatch_s": analysis["dispatch_s"], "phases": analysis["phases"],
+                    "phase_source": analysis["phase_source"], "notes": analysis["notes"],
+                    "files": {k: str(v) for k, v in cap.get("files", {}).items()} if keep else None,
+                    "dir": str(folder) if keep else None,
+                }
+                samples[TRACE_SAMPLE_PREFIX + "dispatch"] = list(analysis["dispatch_samples"])
+                for ph, xs in analysis["phase_samples"].items():
+                    samples[TRACE_SAMPLE_PREFIX + ph] = list(xs)
+            except Exception as e:  # noqa: BLE001 - recorded, the fused result stands
+                out["trace"] = {"available": False, "error": _error(e)}
+                warnings.append(f"trace: the profiler trace failed ({type(e).__name__}: {e})")
+            finally:
+                if not keep:
+                    shutil.rmtree(folder, ignore_errors=True)
+    if loop is not None:
+        bd, w = summarize(loop, fused, device=cfg.device, trace=analysis)
+        out["breakdown"] = {"available": True, **bd}
+        warnings.extend(w)
+        for p in loop.phases:
+            samples[SAMPLE_PREFIX + p] = loop.samples(p)
+            samples[SAMPLE_PREFIX + "host_" + p] = loop.samples(p, host=True)
+        samples[SAMPLE_PREFIX + "total"] = loop.totals()
+    return out, samples, warnings

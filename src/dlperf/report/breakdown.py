@@ -1,0 +1,304 @@
+"""Tables of where the time goes: iteration breakdown, op classes, and framework gaps.
+
+Input rows are results-store rows (``result_json`` holds the ``breakdown``, ``op_classes`` and
+``trace`` sections the worker writes with ``--breakdown``/``--trace``). Outputs are rich tables
+for the terminal and the same content as Markdown, for ``dlperf results`` and ``dlperf report``.
+Nothing here imports a framework.
+
+* :func:`breakdown_cells`: per result, the fused step and the median of each phase (ms per
+  iteration), their sum against the step, CPU dispatch and GPU busy fraction. For a step
+  compiled as one program (JAX, TensorFlow graph/XLA) the forward/backward/update columns come
+  from the profiler trace (marked ``*``) and ``gap`` is the compiled step's time the trace did
+  not attribute (device idle between ops, profiler overhead).
+* :func:`op_class_cells`: device time per iteration by op class.
+* :func:`gap_attribution`: for two frameworks or modes at the same point (model, device,
+  precision, batch, data, threads), the difference in step time split into the difference of
+  each op class's time, the difference in device idle time, and the rest (the traced and the
+  fused measurements differ); ``explained`` = sum of class differences / step-time gap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from dlperf.breakdown.opclass import OP_CLASSES
+from dlperf.report.compare import POINT_KEYS
+from dlperf.report.tables import DASH, _md_escape, fmt_sig, sort_rows
+
+BREAKDOWN_COLUMNS = ("model", "framework/mode", "device", "precision", "batch", "step ms",
+                     "t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu", "gap", "sum vs step",
+                     "dispatch ms", "busy")
+#: Order of framework/mode when choosing the baseline of a pair.
+BASELINE_ORDER = ("torch/eager", "torch/graph", "jax/xla", "tensorflow/eager",
+                  "tensorflow/graph", "tensorflow/xla")
+#: Below this share of the baseline's step, a gap is too small to attribute.
+MIN_GAP_SHARE = 0.01
+
+
+def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The full result dict of a store row (``{}`` if it has none)."""
+    r = row.get("result")
+    if isinstance(r, dict):
+        return r
+    try:
+        return json.loads(row.get("result_json") or "{}")
+    except (TypeError, ValueError):
+        return {}
+
+
+def _ms(v: Any) -> str:
+    return fmt_sig(v * 1e3) if isinstance(v, (int, float)) and math.isfinite(v) else DASH
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    return f"{row.get('framework')}/{row.get('mode')}"
+
+
+def has_breakdown(row: Mapping[str, Any]) -> bool:
+    """True if the row carries a breakdown or a trace section."""
+    r = result_of(row)
+    return bool((r.get("breakdown") or {}).get("available") or (r.get("trace") or {}).get("available"))
+
+
+def breakdown_cells(row: Mapping[str, Any]) -> list[str]:
+    """Cells of one row of the breakdown table (:data:`BREAKDOWN_COLUMNS`)."""
+    r = result_of(row)
+    bd = r.get("breakdown") or {}
+    tr = r.get("trace") or {}
+    ph = bd.get("phases") or {}
+    split = bd.get("split") or {}
+    med = lambda p: (ph.get(p) or {}).get("median")  # noqa: E731
+    cells = {p: _ms(med(p)) for p in ("t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu")}
+    gap = DASH
+    if "t_fbu" in ph:
+        per = split.get("per_iter_s") or {}
+        for p in ("t_f", "t_b", "t_u"):
+            cells[p] = (_ms(per.get(p)) + "*") if p in per else DASH
+        gap = _ms(split.get("t_gap_s"))
+    rel = bd.get("rel_diff")
+    sum_vs = DASH if rel is None else f"{rel:+.1%}" + ("" if bd.get("reconciled") else " !")
+    busy = tr.get("busy_fraction")
+    busy_s = DASH if busy is None else f"{busy:.0%}" + (" (ops)" if tr.get("device_kind") == "cpu"
+                                                       else "")
+    disp = (bd.get("dispatch_s") or {}).get("median")
+    if disp is None:
+        disp = (tr.get("dispatch_s") or {}).get("median")
+    return [str(row.get("model")), _label(row), str(row.get("device_name") or row.get("device")),
+            str(row.get("precision")), str(row.get("batch_size")),
+            _ms(row.get("step_time_median_s")), cells["t_io"], cells["t_h2d"], cells["t_f"],
+            cells["t_b"], cells["t_u"], cells["t_fbu"], gap, sum_vs, _ms(disp), busy_s]
+
+
+BREAKDOWN_LEGEND = (
+    "Median ms per iteration. *step ms*: the fused step (the headline measurement); the phases "
+    "come from a separate, labelled measurement after it (CUDA events per phase on a GPU; the "
+    "host clock, waiting for each phase, elsewhere). *t_io*: getting the batch; *t_h2d*: its "
+    "host-to-device copy; *t_f*/*t_b*/*t_u*: forward (with loss), backward, optimizer update. "
+    "*t_fbu*: a step compiled as one program (JAX, TensorFlow graph/XLA); its `*` columns are "
+    "the profiler trace's device time of the program's forward/backward/update ops and *gap* "
+    "is the rest of t_fbu (device idle between ops, profiler overhead). *sum vs step*: the "
+    "phases' sum against the fused step (`!`: over 3%, the reason is in the result's "
+    "warnings). *dispatch ms*: host time spent issuing one iteration. *busy*: union of device "
+    "op intervals over the traced span (GPU busy fraction; `(ops)`: on a CPU device, the share "
+    "of host time inside ops).")
+
+
+def _rich(columns: Sequence[str], rows: list[list[str]], title: str, numeric_from: int) -> Table:
+    t = Table(title=title)
+    for i, c in enumerate(columns):
+        t.add_column(c, justify="right" if i >= numeric_from else "left", overflow="fold")
+    for cells in rows:
+        t.add_row(*(Text(c) for c in cells))
+    return t
+
+
+def _md(columns: Sequence[str], rows: list[list[str]], numeric_from: int) -> str:
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "|".join("---:" if i >= numeric_from else "---" for i in range(len(columns)))
+             + "|"]
+    lines += ["| " + " | ".join(_md_escape(c) for c in cells) + " |" for cells in rows]
+    return "\n".join(lines) + "\n"
+
+
+def breakdown_table(rows: Sequence[Mapping[str, Any]]) -> Table | None:
+    """Rich breakdown table of the rows that have one (None if none has)."""
+    rs = [breakdown_cells(r) for r in sort_rows(rows) if has_breakdown(r)]
+    return _rich(BREAKDOWN_COLUMNS, rs, "where the time goes (ms per iteration)", 4) if rs else None
+
+
+def breakdown_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The breakdown table as Markdown with its legend ("" if no row has a breakdown)."""
+    rs = [breakdown_cells(r) for r in sort_rows(rows) if has_breakdown(r)]
+    return (_md(BREAKDOWN_COLUMNS, rs, 4) + "\n" + BREAKDOWN_LEGEND + "\n") if rs else ""
+
+
+def op_classes_of(row: Mapping[str, Any]) -> dict[str, float] | None:
+    """``{class: s per iteration}`` of a row, None if it has no op-class section."""
+    oc = result_of(row).get("op_classes") or {}
+    return oc.get("per_iter_s")
+
+
+def _class_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    used = set()
+    for r in rows:
+        for c, v in (op_classes_of(r) or {}).items():
+            if v:
+                used.add(c)
+    return [c for c in OP_CLASSES if c in used]
+
+
+def op_class_cells(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """(columns, cells) of the op-class table: ms per iteration per class, busy and idle."""
+    rs = [r for r in sort_rows(rows) if op_classes_of(r)]
+    classes = _class_columns(rs)
+    cols = ["model", "framework/mode", "precision", "batch", "step ms",
+            *[OP_CLASSES[c] for c in classes], "busy ms", "idle ms", "source"]
+    out = []
+    for r in rs:
+        oc = op_classes_of(r) or {}
+        tr = result_of(r).get("trace") or {}
+        out.append([str(r.get("model")), _label(r), str(r.get("precision")),
+                    str(r.get("batch_size")), _ms(r.get("step_time_median_s")),
+                    *[_ms(oc.get(c, 0.0)) for c in classes], _ms(tr.get("busy_s")),
+                    _ms(tr.get("idle_s")),
+                    "host ops" if tr.get("device_kind") == "cpu" else "device kernels"])
+    return cols, out
+
+
+def op_class_table(rows: Sequence[Mapping[str, Any]]) -> Table | None:
+    """Rich op-class table (None if no row has op classes)."""
+    cols, cells = op_class_cells(rows)
+    return _rich(cols, cells, "device time per op class (ms per iteration)", 3) if cells else None
+
+
+def op_class_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The op-class table as Markdown ("" if no row has op classes)."""
+    cols, cells = op_class_cells(rows)
+    if not cells:
+        return ""
+    return _md(cols, cells, 3) + (
+        "\nDevice time per iteration from a profiler trace of a few iterations after the "
+        "measurement, by op class (dlperf.breakdown.opclass); overlapping ops share their time, "
+        "so the classes add up to *busy ms*. *idle ms*: traced step time with no device op "
+        "running. On a CPU device the times are the host's time inside ops.\n")
+
+
+def _order(label: str) -> int:
+    return BASELINE_ORDER.index(label) if label in BASELINE_ORDER else len(BASELINE_ORDER)
+
+
+def gap_attribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Step-time gaps between frameworks/modes at the same point, attributed to op classes.
+
+    For each pair of ``ok`` rows with op classes at the same :data:`POINT_KEYS` and different
+    framework/mode (baseline ``a`` first in :data:`BASELINE_ORDER`): ``gap_s`` = fused median
+    of ``b`` - of ``a``; per class ``diff_s`` = class time of ``b`` - of ``a`` and ``share`` =
+    diff / gap; ``idle_diff_s`` (device idle per iteration); ``rest_s`` = gap - classes - idle
+    (the traced and the fused measurements differ); ``explained`` = sum of class diffs / gap,
+    None when the gap is under :data:`MIN_GAP_SHARE` of ``a``'s step.
+    """
+    ok = [r for r in rows if r.get("status") == "ok" and op_classes_of(r)
+          and r.get("step_time_median_s")]
+    out = []
+    for i, a in enumerate(ok):
+        for b in ok[i + 1:]:
+            if tuple(a.get(k) for k in POINT_KEYS) != tuple(b.get(k) for k in POINT_KEYS):
+                continue
+            if _label(a) == _label(b):
+                continue
+            if (_order(_label(b)), _label(b)) < (_order(_label(a)), _label(a)):
+                a_, b_ = b, a
+            else:
+                a_, b_ = a, b
+            ca, cb = op_classes_of(a_) or {}, op_classes_of(b_) or {}
+            ta, tb = result_of(a_).get("trace") or {}, result_of(b_).get("trace") or {}
+            gap = b_["step_time_median_s"] - a_["step_time_median_s"]
+            classes = []
+            for c in OP_CLASSES:
+                x, y = ca.get(c, 0.0), cb.get(c, 0.0)
+                if x or y:
+                    classes.append({"class": c, "a_s": x, "b_s": y, "diff_s": y - x,
+                                    "share": (y - x) / gap if gap else None})
+            classes.sort(key=lambda d: -abs(d["diff_s"]))
+            cls_sum = math.fsum(d["diff_s"] for d in classes)
+            idle = ((tb.get("idle_s") or 0.0) - (ta.get("idle_s") or 0.0)
+                    if ta.get("idle_s") is not None and tb.get("idle_s") is not None else None)
+            small = abs(gap) < MIN_GAP_SHARE * a_["step_time_median_s"]
+            out.append({
+                **{k: a_.get(k) for k in POINT_KEYS},
+                "a": _label(a_), "b": _label(b_), "a_step_s": a_["step_time_median_s"],
+                "b_step_s": b_["step_time_median_s"], "gap_s": gap, "classes": classes,
+                "class_diff_s": cls_sum, "idle_diff_s": idle,
+                "rest_s": gap - cls_sum - (idle or 0.0),
+                "explained": None if small or not gap else cls_sum / gap,
+                "explained_with_idle": (None if small or not gap or idle is None
+                                        else (cls_sum + idle) / gap),
+            })
+    return sorted(out, key=lambda d: (str(d["model"]), str(d["precision"]), d["batch_size"] or 0,
+                                      d["a"], d["b"]))
+
+
+def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
+    """One Markdown table per pair: classes by |difference|, then idle, rest and totals."""
+    if not gaps:
+        return ""
+    parts = []
+    for g in gaps:
+        head = (f"**{g['model']}** {g['precision']} batch {g['batch_size']} on {g['device']}: "
+                f"{g['b']} vs {g['a']}: step {g['b_step_s'] * 1e3:.4g} vs "
+                f"{g['a_step_s'] * 1e3:.4g} ms, gap {g['gap_s'] * 1e3:+.4g} ms")
+        if g["explained"] is None:
+            head += " (too small to attribute)"
+        else:
+            head += f"; op classes explain {g['explained']:.0%} of it"
+            if g.get("explained_with_idle") is not None:
+                head += f", with device idle time {g['explained_with_idle']:.0%}"
+        rows = [[OP_CLASSES.get(c["class"], c["class"]), _ms(c["a_s"]), _ms(c["b_s"]),
+                 f"{c['diff_s'] * 1e3:+.4g}",
+                 DASH if c["share"] is None or g["explained"] is None else f"{c['share']:+.0%}"]
+                for c in g["classes"]]
+        if g.get("idle_diff_s") is not None:
+            rows.append(["device idle", DASH, DASH, f"{g['idle_diff_s'] * 1e3:+.4g}",
+                         DASH if g["explained"] is None else f"{g['idle_diff_s'] / g['gap_s']:+.0%}"])
+        rows.append(["rest (trace vs fused step)", DASH, DASH, f"{g['rest_s'] * 1e3:+.4g}",
+                     DASH if g["explained"] is None else f"{g['rest_s'] / g['gap_s']:+.0%}"])
+        parts.append(head + "\n\n" + _md(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms",
+                                          "share of gap"), rows, 1))
+    return "\n".join(parts)
+
+
+def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
+    """The same as :func:`gap_markdown`, one rich table per pair."""
+    out = []
+    for g in gaps:
+        title = (f"{g['model']} {g['precision']} b={g['batch_size']}: {g['b']} vs {g['a']}, gap "
+                 f"{g['gap_s'] * 1e3:+.4g} ms" + ("" if g["explained"] is None else
+                                                 f", classes explain {g['explained']:.0%}"))
+        rows = [[OP_CLASSES.get(c["class"], c["class"]), _ms(c["a_s"]), _ms(c["b_s"]),
+                 f"{c['diff_s'] * 1e3:+.4g}",
+                 DASH if c["share"] is None or g["explained"] is None else f"{c['share']:+.0%}"]
+                for c in g["classes"]]
+        if g.get("idle_diff_s") is not None:
+            rows.append(["device idle", DASH, DASH, f"{g['idle_diff_s'] * 1e3:+.4g}", DASH])
+        rows.append(["rest (trace vs fused)", DASH, DASH, f"{g['rest_s'] * 1e3:+.4g}", DASH])
+        out.append(_rich(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms", "share of gap"),
+                         rows, title, 1))
+    return out
+
+
+def trace_files_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A list of the kept trace files ("" if none)."""
+    lines = []
+    for r in sort_rows(rows):
+        files = (result_of(r).get("trace") or {}).get("files") or {}
+        if files.get("chrome_trace"):
+            lines.append(f"- {r.get('model')} {_label(r)} {r.get('precision')} b="
+                         f"{r.get('batch_size')}: `{files['chrome_trace']}`")
+    return ("Chrome-trace JSON (opens in https://ui.perfetto.dev or chrome://tracing):\n\n"
+            + "\n".join(lines) + "\n") if lines else ""

@@ -1,0 +1,591 @@
+"""Breakdown logic without a framework: trace attribution, trace readers, phase timers,
+reconciliation, report tables, storage and configuration (issue 4)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from dlperf.breakdown import phases as bph
+from dlperf.breakdown.torch_trace import from_chrome_trace
+from dlperf.breakdown.trace import TraceData, TraceOp, analyse, attribute, union_length
+from dlperf.breakdown.xla import infer_phases, jax_names, jax_phase, parse_hlo, tf_names, tf_phase
+from dlperf.config import ConfigError, IterationPolicy, RunConfig, SweepConfig, make_run_config
+from dlperf.harness.phases import (CudaPhaseTimer, HostPhaseTimer, PhaseLoopResult,
+                                   measure_phases)
+
+# --- attribution -----------------------------------------------------------------------------
+
+
+def test_union_and_attribution_split_overlaps_equally():
+    ops = [TraceOp("a", 0.0, 4.0), TraceOp("b", 2.0, 6.0), TraceOp("c", 8.0, 9.0)]
+    assert union_length([(o.start_s, o.end_s) for o in ops]) == 7.0
+    # [0,2): a alone; [2,4): a and b share; [4,6): b alone; [8,9): c.
+    assert attribute(ops) == [3.0, 3.0, 1.0]
+
+
+def test_attribution_of_nested_and_zero_length_ops():
+    ops = [TraceOp("outer", 0.0, 10.0), TraceOp("inner", 2.0, 4.0), TraceOp("empty", 5.0, 5.0)]
+    share = attribute(ops)
+    assert share == [9.0, 1.0, 0.0]
+    assert math.fsum(share) == union_length([(0.0, 10.0), (2.0, 4.0)])
+
+
+def test_analyse_busy_fraction_classes_phases_and_dispatch():
+    # Two steps of 10 s wall each: a conv (t_f, 4 s) and a gemm (t_b, 3 s); 3 s idle each.
+    ops = []
+    for k in range(2):
+        t = 10.0 * k
+        ops.append(TraceOp("conv_kernel", t, t + 4.0, ops=("aten::conv2d",), phase="t_f", step=k))
+        ops.append(TraceOp("gemm_kernel", t + 5.0, t + 8.0, ops=("aten::mm",), phase="t_b", step=k))
+    ops.append(TraceOp("idle_end", 19.0, 20.0, ops=("aten::_foreach_add_",), phase="t_u", step=1))
+    trace = TraceData(ops=ops, steps=[(0.0, 1.0), (10.0, 12.0)], device_kind="gpu", source="test")
+    a = analyse(trace)
+    assert a["n_steps"] == 2
+    assert a["span_s"] == 20.0 and a["step_wall_s"] == 10.0
+    assert a["busy_s"] == pytest.approx(7.5)           # (4 + 3) * 2 + 1 over 2 steps
+    assert a["idle_s"] == pytest.approx(2.5)
+    assert a["busy_fraction"] == pytest.approx(15.0 / 20.0)
+    assert a["op_classes"]["convolution"] == pytest.approx(4.0)
+    assert a["op_classes"]["matmul"] == pytest.approx(3.0)
+    assert a["op_classes"]["optimizer"] == pytest.approx(0.5)
+    assert math.fsum(a["op_classes"].values()) == pytest.approx(a["busy_s"])
+    assert a["phase_samples"]["t_f"] == [4.0, 4.0]
+    assert a["phase_samples"]["t_u"] == [0.0, 1.0]
+    assert a["dispatch_samples"] == [1.0, 2.0] and a["dispatch_s"]["median"] == 1.5
+    assert a["top_ops"][0]["name"] == "conv_kernel" and a["top_ops"][0]["calls"] == 1.0
+
+
+def test_analyse_needs_steps():
+    with pytest.raises(ValueError, match="no traced steps"):
+        analyse(TraceData(ops=[], steps=[], device_kind="cpu", source="t"))
+
+
+# --- torch.profiler Chrome trace ----------------------------------------------------------------
+
+def _x(name, cat, ts, dur, tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid,
+            "args": args}
+
+
+def gpu_trace_doc():
+    """A small GPU trace in Kineto's format: one step; forward linear, backward on the autograd
+    thread (tid 2), optimizer; kernels on stream 7 linked by correlation ids."""
+    return {"traceEvents": [
+        _x("dlperf_step#0", "user_annotation", 0, 1000),
+        _x("aten::linear", "cpu_op", 10, 100),
+        _x("aten::addmm", "cpu_op", 20, 80),
+        _x("cudaLaunchKernel", "cuda_runtime", 30, 5, correlation=1),
+        _x("autograd::engine::evaluate_function: AddmmBackward0", "cpu_op", 200, 200, tid=2),
+        _x("AddmmBackward0", "cpu_op", 205, 190, tid=2),
+        _x("aten::mm", "cpu_op", 210, 50, tid=2),
+        _x("cudaLaunchKernel", "cuda_runtime", 220, 5, tid=2, correlation=2),
+        _x("Optimizer.step#SGD.step", "user_annotation", 500, 300),
+        _x("aten::_foreach_add_", "cpu_op", 510, 50),
+        _x("cudaLaunchKernel", "cuda_runtime", 520, 5, correlation=3),
+        _x("aten::copy_", "cpu_op", 850, 20),
+        _x("cudaMemcpyAsync", "cuda_runtime", 855, 5, correlation=4),
+        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n", "pid": 0,
+         "tid": 7, "ts": 40, "dur": 300, "args": {"correlation": 1, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7,
+         "ts": 340, "dur": 200, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "void at::native::multi_tensor_apply_kernel", "pid": 0,
+         "tid": 7, "ts": 640, "dur": 100, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0,
+         "tid": 7, "ts": 900, "dur": 100, "args": {"correlation": 4}},
+    ]}
+
+
+def test_torch_gpu_trace_kernels_get_their_host_stack():
+    td = from_chrome_trace(gpu_trace_doc())
+    assert td.device_kind == "gpu" and td.steps == [(0.0, 1000e-6)]
+    by = {o.name: o for o in td.ops}
+    fwd = by["sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n"]
+    assert fwd.ops[0] == "aten::linear" and fwd.phase == "t_f" and fwd.step == 0
+    assert fwd.op_class == "matmul"
+    bwd = by["ampere_sgemm_128x64_nn"]
+    assert bwd.phase == "t_b" and bwd.op_class == "matmul" and bwd.step == 0
+    upd = by["void at::native::multi_tensor_apply_kernel"]
+    assert upd.phase == "t_u" and upd.op_class == "optimizer"
+    cp = by["Memcpy DtoD (Device -> Device)"]
+    assert cp.phase == "t_h2d" and cp.op_class == "memory_copy"
+    a = analyse(td)
+    # Kernels 40..740 without overlap plus the copy 900..1000: busy 700 us over a 960 us span.
+    assert a["busy_s"] == pytest.approx(700e-6)
+    assert a["busy_fraction"] == pytest.approx(700 / 960)
+    assert a["phases"]["t_b"] == pytest.approx(200e-6)
+
+
+def test_torch_cpu_trace_self_time_slices():
+    doc = {"traceEvents": [
+        _x("dlperf_step#0", "user_annotation", 0, 100),
+        _x("aten::adaptive_avg_pool2d", "cpu_op", 10, 50),
+        _x("aten::mean", "cpu_op", 12, 40),
+        _x("aten::copy_", "cpu_op", 20, 10),
+        _x("autograd::engine::evaluate_function: ConvolutionBackward0", "cpu_op", 70, 20),
+        _x("aten::convolution_backward", "cpu_op", 72, 15),
+    ]}
+    td = from_chrome_trace(doc)
+    assert td.device_kind == "cpu"
+    a = analyse(td)
+    # Self time: pool 10 (10..12, 52..60), mean 30, copy 10, node 5, conv bwd 15.
+    assert a["op_classes"]["pooling"] == pytest.approx(50e-6)   # pool+mean+copy under pool
+    assert a["op_classes"]["convolution"] == pytest.approx(20e-6)
+    assert a["busy_s"] == pytest.approx(70e-6)
+    assert a["phases"]["t_b"] == pytest.approx(20e-6)
+    names = {t["name"]: t for t in a["top_ops"]}
+    assert names["aten::adaptive_avg_pool2d"]["s"] == pytest.approx(10e-6)
+    assert names["aten::adaptive_avg_pool2d"]["calls"] == 1.0  # two slices, one call
+
+
+# --- HLO text -------------------------------------------------------------------------------
+
+HLO = '''HloModule jit_train_step, is_scheduled=true
+
+FileNames
+1 "/x/optax/_src/transform.py"
+2 "/x/flax/linen/normalization.py"
+3 "/x/optax/losses/_classification.py"
+
+FunctionNames
+1 "trace.<locals>.update_fn"
+2 "BatchNorm.__call__"
+3 "softmax_cross_entropy_with_integer_labels"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=1 end_line=1 column=1 end_column=2}
+2 {file_name_id=2 function_name_id=2 line=1 end_line=1 column=1 end_column=2}
+3 {file_name_id=3 function_name_id=3 line=1 end_line=1 column=1 end_column=2}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=0}
+2 {file_location_id=2 parent_frame_id=0}
+3 {file_location_id=3 parent_frame_id=0}
+
+%fused_computation.8 (param_0.11: f32[4,8], param_1.11: f32[]) -> f32[8] {
+  %param_0.11 = f32[4,8]{1,0} parameter(0)
+  %param_1.11 = f32[] parameter(1)
+  ROOT %reduce.1 = f32[8]{0} reduce(%param_0.11, %param_1.11), dimensions={0}, to_apply=%region_0.1, metadata={op_name="jit(train_step)/jvp(ResNet)/layer1_0/bn1/reduce_sum" stack_frame_id=2}
+}
+
+ENTRY %main.24 (p.1: f32[4,8], w.1: f32[8,8]) -> (f32[8], f32[8,8]) {
+  %p.1 = f32[4,8]{1,0} parameter(0), metadata={op_name="x"}
+  %w.1 = f32[8,8]{1,0} parameter(1), metadata={op_name="st['params']"}
+  %constant.65 = f32[] constant(0)
+  %conv_general_dilated.2 = f32[4,8]{1,0} convolution(%p.1, %w.1), dim_labels=bf_io->bf, metadata={op_name="jit(train_step)/jvp(ResNet)/layer1_0/conv1/conv_general_dilated"}
+  %ynn_fusion.8 = f32[8]{0} fusion(%conv_general_dilated.2, %constant.65), kind=kCustom, calls=%fused_computation.8, backend_config={"fusion_config":{"kind":"__ynn_fusion"}}
+  %wrapped_scatter = f32[4,8]{1,0} scatter(%p.1), metadata={op_name="jit(train_step)/transpose(jvp(jit(take_along_axis)))/scatter-add" stack_frame_id=3}
+  %wrapped_iota = s32[4,8]{1,0} iota(), iota_dimension=1
+  %select.9 = f32[4,8]{1,0} select(%wrapped_iota, %wrapped_scatter, %p.1)
+  %convolution.5 = f32[8,8]{1,0} convolution(%select.9, %p.1), dim_labels=bf_io->bf
+  %copy.15 = f32[8,8]{1,0} copy(%w.1)
+  %multiply_add_fusion.7 = f32[8,8]{1,0} add(%convolution.5, %w.1), metadata={op_name="jit(train_step)/add" stack_frame_id=1}
+  %cublas-gemm.1 = (f32[8,8]{1,0}, s8[4]{0}) custom-call(%p.1, %w.1), custom_call_target="__cublas$gemm", metadata={op_name="jit(train_step)/jvp(ResNet)/fc/dot_general"}
+  ROOT %tuple = (f32[8]{0}, f32[8,8]{1,0}) tuple(%ynn_fusion.8, %multiply_add_fusion.7)
+}
+'''
+
+
+def test_parse_hlo_instructions_metadata_frames_and_fusions():
+    t = parse_hlo(HLO)
+    conv = t["conv_general_dilated.2"]
+    assert conv.opcode == "convolution" and conv.operands == ("p.1", "w.1")
+    fus = t["ynn_fusion.8"]
+    assert fus.opcode == "fusion" and fus.fused == ("reduce",)
+    assert fus.op_name.endswith("bn1/reduce_sum")       # the root's metadata
+    assert fus.frames == (("BatchNorm.__call__", "/x/flax/linen/normalization.py"),)
+    assert t["cublas-gemm.1"].target == "__cublas$gemm"
+    assert t["tuple"].opcode == "tuple"
+    assert t["wrapped_scatter"].frames[0][0] == "softmax_cross_entropy_with_integer_labels"
+
+
+def test_jax_phases_and_classes_from_hlo():
+    t = parse_hlo(HLO)
+    inferred = infer_phases(t, jax_phase)
+    assert inferred["conv_general_dilated.2"] == "t_f"
+    assert inferred["wrapped_scatter"] == "t_b"
+    assert inferred["convolution.5"] == "t_b"      # no metadata: consumes a backward value
+    assert inferred["wrapped_iota"] == "t_b"       # no inputs: its user's phase
+    assert inferred["copy.15"] is None              # a copy of a parameter nobody uses
+    assert inferred["multiply_add_fusion.7"] == "t_u"
+
+    def cls(name):
+        d = jax_names(t[name], name, inferred[name])
+        from dlperf.breakdown.opclass import classify
+
+        return classify(d["ops"], d["layers"], d["context"], d["phase"]), d["phase"]
+
+    assert cls("conv_general_dilated.2") == ("convolution", "t_f")
+    assert cls("ynn_fusion.8") == ("normalisation", "t_f")
+    assert cls("wrapped_scatter") == ("loss", "t_b")
+    assert cls("convolution.5") == ("convolution", "t_b")
+    assert cls("multiply_add_fusion.7") == ("optimizer", "t_u")
+    assert cls("cublas-gemm.1") == ("matmul", "t_f")
+    assert cls("copy.15") == ("memory_copy", None)
+
+
+def test_tensorflow_names_and_phases():
+    assert tf_phase("gradient_tape/model/conv1/Conv2D/Conv2DBackpropFilter") == "t_b"
+    assert tf_phase("SGD/Mul_2") == "t_u" and tf_phase("adamw_1/add") == "t_u"
+    assert tf_phase("resnet50_1/conv1/Conv2D") == "t_f"
+    d = tf_names("gradient_tape/resnet50_1/layer1.0.bn1_1/batchnorm/mul", "Mul",
+                 model_scope="resnet50")
+    assert d["layers"] == ("batchnorm", "layer1.0.bn1_1") and d["phase"] == "t_b"
+    assert "resnet50_1" not in d["context"]
+    d = tf_names("lstm_1/decoder_1/MatMul", "MatMul", model_scope="lstm")
+    from dlperf.breakdown.opclass import classify
+
+    # The model's own scope ("lstm") must not make every op recurrent.
+    assert classify(d["ops"], d["layers"], d["context"], d["phase"]) == "matmul"
+
+
+# --- phase timers and loop --------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_host_phase_timer_exact_with_fake_clock_and_waits():
+    clock = FakeClock()
+    waited = []
+
+    def block(h):
+        waited.append(h)
+        clock.t += 0.5   # the device finishes 0.5 s after the host issued the phase
+
+    timer = HostPhaseTimer(block=block, clock=clock)
+    timer.start()
+    for it in range(2):
+        clock.t += 1.0
+        timer.mark("t_io")
+        clock.t += 0.25
+        timer.mark("t_fbu", handle=f"loss{it}")
+        timer.end_iteration()
+    dev, host = timer.collect()
+    assert dev == [{"t_io": 1.0, "t_fbu": 0.75}] * 2
+    assert host == [{"t_io": 1.0, "t_fbu": 0.25}] * 2
+    assert waited == ["loss0", "loss1"]
+
+
+class FakeEvent:
+    def __init__(self, log, clock):
+        self.log, self.clock, self.t = log, clock, None
+
+    def record(self, stream=None):
+        self.t = self.clock.t  # device time = host time here
+        self.log.append(self)
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1e3   # milliseconds, as CUDA
+
+    def synchronize(self):
+        pass
+
+
+class FakeTorch:
+    def __init__(self, clock):
+        log = []
+
+        class cuda:  # noqa: N801 - mimics torch.cuda
+            @staticmethod
+            def Event(enable_timing=True):  # noqa: N802
+                return FakeEvent(log, clock)
+
+            @staticmethod
+            def current_stream():
+                return "stream"
+
+        self.cuda = cuda
+        self.log = log
+
+
+def test_cuda_phase_timer_sums_repeated_phases_per_iteration():
+    clock = FakeClock()
+    torch = FakeTorch(clock)
+    timer = CudaPhaseTimer(torch, clock=clock)
+    timer.reserve(2)
+    timer.start()
+    for step in ([("t_f", 1.0), ("t_b", 2.0), ("t_f", 1.0), ("t_b", 2.0), ("t_u", 0.5)],
+                 [("t_f", 3.0), ("t_u", 1.0)]):
+        for p, dt in step:
+            clock.t += dt
+            timer.mark(p)
+        timer.end_iteration()
+    dev, host = timer.collect()
+    assert dev[0] == pytest.approx({"t_f": 2.0, "t_b": 4.0, "t_u": 0.5})
+    assert dev[1] == pytest.approx({"t_f": 3.0, "t_u": 1.0})
+    assert all(h == pytest.approx(d) for h, d in zip(host, dev, strict=True))
+    assert len(torch.log) == 1 + 7   # one start event plus one per mark (pool grew past 3)
+
+
+def test_measure_phases_stop_rule_warmup_and_order():
+    clock = FakeClock()
+    calls = []
+
+    def phased(mark):
+        calls.append(1)
+        for p in ("t_u", "t_io", "t_f"):   # marks out of the usual order
+            clock.t += 0.1
+            mark(p)
+        return 0.0
+
+    policy = IterationPolicy(min_iters=4, min_time_s=1.0, max_iters=100, max_time_s=60.0)
+    res = measure_phases(phased, HostPhaseTimer(clock=clock), policy, warmup_iters=2,
+                         clock=clock)
+    # 0.3 s per iteration: 4 iterations reach 1.2 s >= 1.0 s.
+    assert len(calls) == 2 + 4 and len(res.per_iter) == 4
+    assert res.phases == ["t_io", "t_f", "t_u"]
+    assert res.totals() == pytest.approx([0.3] * 4)
+    assert res.samples("t_b") == [0.0] * 4
+
+
+# --- reconciliation ------------------------------------------------------------------------
+
+
+def _loop(per_iter, host=None, timer="cuda_events"):
+    phases = []
+    for d in per_iter:
+        for k in d:
+            if k not in phases:
+                phases.append(k)
+    return PhaseLoopResult(phases=phases, per_iter=per_iter, host_per_iter=host or per_iter,
+                           wall_s=1.0, timer=timer)
+
+
+FUSED = {"median": 0.010, "mean": 0.010, "ci_low": 0.0099, "ci_high": 0.0101}
+
+
+def test_reconciled_within_three_percent():
+    loop = _loop([{"t_io": 0.0001, "t_h2d": 0.0, "t_f": 0.003, "t_b": 0.006, "t_u": 0.0011}] * 5,
+                 host=[{"t_f": 0.001}] * 5)
+    bd, warns = bph.summarize(loop, FUSED, device="cuda")
+    assert bd["total"]["median"] == pytest.approx(0.0102)
+    assert bd["rel_diff"] == pytest.approx(0.02) and bd["reconciled"] and not warns
+    assert bd["shares"]["t_b"] == pytest.approx(0.006 / 0.0102)
+    assert bd["dispatch_s"]["median"] == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize(("timer", "device", "host_t", "fused", "total", "needle"), [
+    ("cuda_events", "cuda", 0.001, FUSED, 0.011, "keep work of one phase from overlapping"),
+    ("cuda_events", "cuda", 0.0105, FUSED, 0.011, "bound by the host"),
+    ("host", "cuda", 0.001, FUSED, 0.011, "waited for on the host"),
+    ("cuda_events", "cuda", 0.001, {"median": 0.010, "ci_low": 0.008, "ci_high": 0.013}, 0.011,
+     "within the noise"),
+    ("cuda_events", "cuda", 0.001, FUSED, 0.009, "fused measurement was slower"),
+])
+def test_reasons_for_a_difference_over_three_percent(timer, device, host_t, fused, total, needle):
+    loop = _loop([{"t_f": total * 0.4, "t_b": total * 0.6}] * 3, host=[{"t_f": host_t}] * 3,
+                 timer=timer)
+    bd, warns = bph.summarize(loop, fused, device=device)
+    assert not bd["reconciled"] and needle in bd["reason"]
+    assert len(warns) == 1 and warns[0].startswith("breakdown: the phases sum to")
+    assert needle in warns[0]
+
+
+def test_fused_program_split_from_the_trace_or_said_unavailable():
+    loop = _loop([{"t_io": 0.0, "t_h2d": 0.0, "t_fbu": 0.010}] * 3, timer="host")
+    bd, warns = bph.summarize(loop, FUSED, device="cpu", trace=None)
+    assert bd["split"]["available"] is False and "only their sum t_fbu" in warns[0]
+    trace = {"phases": {"t_f": 0.003, "t_b": 0.005, "t_u": 0.001, "unattributed": 0.0005},
+             "phase_samples": {"t_f": [0.003] * 5}, "busy_s": 0.0095, "step_wall_s": 0.011,
+             "phase_source": "HLO"}
+    bd, warns = bph.summarize(loop, FUSED, device="cpu", trace=trace)
+    s = bd["split"]
+    assert s["available"] and s["per_iter_s"]["t_b"] == 0.005
+    assert s["t_gap_s"] == pytest.approx(0.010 - 0.0095)
+    assert s["coverage"] == pytest.approx(0.95) and not warns
+    no_phase = {**trace, "phases": {"unattributed": 0.009}, "notes": ["no HLO matched"]}
+    bd, warns = bph.summarize(loop, FUSED, device="cpu", trace=no_phase)
+    assert bd["split"]["available"] is False and "no HLO matched" in warns[0]
+
+
+# --- configuration, storage, reports ------------------------------------------------------------
+
+
+def test_run_key_unchanged_without_breakdown_and_changed_with_it(tmp_path):
+    base = RunConfig(model="fcn5_tiny", batch_size=8)
+    assert RunConfig(model="fcn5_tiny", batch_size=8, breakdown=False).run_key() == base.run_key()
+    bd = RunConfig(model="fcn5_tiny", batch_size=8, breakdown=True)
+    tr1 = RunConfig(model="fcn5_tiny", batch_size=8, trace_dir=str(tmp_path / "a"))
+    tr2 = RunConfig(model="fcn5_tiny", batch_size=8, trace_dir=str(tmp_path / "b"))
+    assert len({base.run_key(), bd.run_key(), tr1.run_key()}) == 3
+    assert tr1.run_key() == tr2.run_key()   # where the trace goes is not what is measured
+    assert "+breakdown" in bd.label() and "+trace" in tr1.label()
+
+
+def test_trace_dir_that_is_a_file_is_refused(tmp_path):
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="is a file"):
+        make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(f))
+
+
+def test_sweep_field_breakdown():
+    sw = SweepConfig(name="s", defaults={"breakdown": True},
+                     grid=[{"model": "fcn5_tiny", "batch_size": [8, 16]}])
+    pts = sw.expand()
+    assert [p.breakdown for p in pts] == [True, True]
+
+
+def fake_result(**over):
+    r = {
+        "run_key": "k1", "status": "ok", "model": "resnet50", "framework": "torch",
+        "mode": "eager", "device": "cuda", "precision": "bf16", "batch_size": 64,
+        "grad_accum": 1, "data": "synthetic", "threads": None,
+        "summary": {"median": 0.010, "mean": 0.010, "ci_low": 0.0099, "ci_high": 0.0101},
+        "throughput": {"samples_per_s": 6400.0, "samples": 640},
+        "samples": {"measure": [0.010] * 3, "breakdown:t_f": [0.003] * 3},
+        "breakdown": {"available": True, "timer": "cuda_events",
+                      "phases": {p: {"median": v} for p, v in
+                                 (("t_io", 0.0001), ("t_h2d", 0.0), ("t_f", 0.003),
+                                  ("t_b", 0.0062), ("t_u", 0.0008))},
+                      "dispatch_s": {"median": 0.004}, "rel_diff": 0.011, "reconciled": True,
+                      "split": {"available": True}},
+        "trace": {"available": True, "busy_fraction": 0.95, "busy_s": 0.0095, "idle_s": 0.0005,
+                  "device_kind": "gpu", "dispatch_s": {"median": 0.005},
+                  "files": {"chrome_trace": "/t/trace.json"}},
+        "op_classes": {"per_iter_s": {"convolution": 0.006, "normalisation": 0.002,
+                                      "elementwise": 0.001, "optimizer": 0.0005}},
+    }
+    r.update(over)
+    return r
+
+
+def test_store_flattens_breakdown_columns_and_keeps_phase_samples(tmp_path):
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(tmp_path / "r.db") as s:
+        rid = s.add(fake_result())
+        row = s.rows()[0]
+        assert row["busy_fraction"] == 0.95 and row["dispatch_s"] == 0.005
+        assert row["breakdown_rel_diff"] == 0.011 and row["trace_path"] == "/t/trace.json"
+        assert s.samples(rid)["breakdown:t_f"]["step_time_s"] == [0.003] * 3
+        assert json.loads(row["result_json"])["op_classes"]["per_iter_s"]["convolution"] == 0.006
+
+
+def _rows(tmp_path, results):
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(tmp_path / "r.db") as s:
+        for r in results:
+            s.add(r)
+        return s.rows()
+
+
+def test_breakdown_and_op_class_tables(tmp_path):
+    from dlperf.report import breakdown as bdr
+
+    rows = _rows(tmp_path, [fake_result()])
+    cells = bdr.breakdown_cells(rows[0])
+    col = dict(zip(bdr.BREAKDOWN_COLUMNS, cells))
+    assert col["step ms"] == "10.00" and col["t_b"] == "6.200" and col["t_fbu"] == "–"
+    assert col["sum vs step"] == "+1.1%" and col["busy"] == "95%"
+    assert col["dispatch ms"] == "4.000"     # the phased loop's host time wins over the trace's
+    md = bdr.op_class_markdown(rows)
+    assert "| convolution | normalisation | elementwise/activation | optimizer |" in md
+    assert "| 6.000 | 2.000 | 1.000 | 0.5000 | 9.500 | 0.5000 | device kernels |" in md
+    assert "Where" not in md and bdr.breakdown_markdown(rows).count("\n|") == 2
+
+
+def test_gap_attribution_between_frameworks(tmp_path):
+    from dlperf.report import breakdown as bdr
+
+    jax = fake_result(run_key="k2", framework="jax", mode="xla",
+                      summary={"median": 0.008, "mean": 0.008, "ci_low": 0.0079,
+                               "ci_high": 0.0081},
+                      op_classes={"per_iter_s": {"convolution": 0.0045, "normalisation": 0.0015,
+                                                 "elementwise": 0.001, "optimizer": 0.0006}},
+                      trace={"available": True, "busy_s": 0.0076, "idle_s": 0.0003})
+    other_point = fake_result(run_key="k3", framework="jax", mode="xla", batch_size=128)
+    rows = _rows(tmp_path, [jax, fake_result(), other_point])
+    gaps = bdr.gap_attribution(rows)
+    assert len(gaps) == 1
+    g = gaps[0]
+    assert (g["a"], g["b"]) == ("torch/eager", "jax/xla")     # torch is the baseline
+    assert g["gap_s"] == pytest.approx(-0.002)
+    assert [c["class"] for c in g["classes"]][:2] == ["convolution", "normalisation"]
+    assert g["classes"][0]["diff_s"] == pytest.approx(-0.0015)
+    assert g["classes"][0]["share"] == pytest.approx(0.75)
+    assert g["class_diff_s"] == pytest.approx(-0.0019)
+    assert g["explained"] == pytest.approx(0.95)
+    assert g["idle_diff_s"] == pytest.approx(-0.0002)
+    assert g["rest_s"] == pytest.approx(0.0001)
+    md = bdr.gap_markdown(gaps)
+    assert "op classes explain 95% of it" in md and "| convolution | 6.000 | 4.500 | -1.5 | +75% |" in md
+
+
+def test_cli_results_op_classes_and_report_in_process(tmp_path):
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(fake_result())
+        s.add(fake_result(run_key="k2", framework="jax", mode="xla",
+                          summary={"median": 0.008, "mean": 0.008, "ci_low": 0.0079,
+                                   "ci_high": 0.0081},
+                          breakdown={"available": True, "timer": "host",
+                                     "phases": {"t_io": {"median": 0.0}, "t_h2d": {"median": 0.0},
+                                                "t_fbu": {"median": 0.0079}},
+                                     "rel_diff": -0.0125, "reconciled": True,
+                                     "split": {"available": True, "t_gap_s": 0.0004,
+                                               "per_iter_s": {"t_f": 0.0025, "t_b": 0.0045,
+                                                              "t_u": 0.0005}}}))
+    run = CliRunner().invoke
+    res = run(app, ["results", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "where the time goes" in res.output and "4.500*" in res.output
+    res = run(app, ["results", "--db", str(db), "--op-classes"])
+    assert res.exit_code == 0, res.output
+    assert "device time per op class" in res.output and "jax/xla vs torch/eager" in res.output
+    res = run(app, ["results", "--db", str(db), "--op-classes", "--format", "csv"])
+    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("model,framework/mode")
+    res = run(app, ["results", "--db", str(db), "--op-classes", "--compare", "modes"])
+    assert res.exit_code == 2
+    res = run(app, ["report", "--db", str(db), "-o", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for heading in ("Where the time goes: iteration breakdown", "Device time per op class",
+                    "Step-time gaps attributed to op classes", "Trace files"):
+        assert f"## {heading}" in md
+    assert "| 2.500* | 4.500* | 0.5000* | 7.900 | 0.4000 |" in md
+
+
+def test_xspace_gpu_layout_roundtrip_and_jax_trace(tmp_path):
+    from dlperf.breakdown.xspace import (XEvent, XLine, XPlane, jax_trace, read_chrome_planes,
+                                         to_chrome_trace)
+
+    host = XPlane("/host:CPU", [XLine("python", [
+        XEvent("dlperf_step", 0.0, 100.0, {"step_num": 0}),
+        XEvent("dlperf_step", 1000.0, 100.0, {"step_num": 1})])])
+    k = lambda name, op, t, d, run: XEvent(name, t, d, {"hlo_op": op, "run_id": run})  # noqa: E731
+    gpu = XPlane("/device:GPU:0", [
+        XLine("Stream #13(Compute)", [
+            k("sm90_xmma_fprop_implicit_gemm_bf16", "conv_general_dilated.2", 200, 300, 7),
+            k("loop_multiply_fusion", "multiply_add_fusion.7", 600, 100, 7),
+            # step 0's kernel runs after step 1 was dispatched: run_id keeps it in step 0
+            k("sm90_xmma_dgrad_implicit_gemm", "convolution.5", 1050, 200, 7),
+            k("sm90_xmma_fprop_implicit_gemm_bf16", "conv_general_dilated.2", 1300, 300, 8)]),
+        # a derived line repeats the kernels: it must not be counted
+        XLine("XLA Ops", [XEvent("conv_general_dilated.2", 200, 300, {})])])
+    path = to_chrome_trace([host, gpu], tmp_path / "t.trace.json.gz")
+    planes = read_chrome_planes(path)
+    assert [p.name for p in planes] == ["/host:CPU", "/device:GPU:0"]
+    td = jax_trace(planes, parse_hlo(HLO))
+    assert td.device_kind == "gpu" and len(td.ops) == 4
+    by = [(o.name, o.phase, o.step, o.op_class) for o in td.ops]
+    assert by[0] == ("sm90_xmma_fprop_implicit_gemm_bf16", "t_f", 0, "convolution")
+    assert by[1][1:] == ("t_u", 0, "optimizer")
+    assert by[2][1:] == ("t_b", 0, "convolution")
+    assert by[3][2] == 1
+    a = analyse(td)
+    assert a["busy_s"] == pytest.approx(450e-9) and a["phase_samples"]["t_b"] == [200e-9, 0.0]

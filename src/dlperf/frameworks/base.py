@@ -45,6 +45,16 @@ class Session:
             None, "recompiles_measured": int | None}``: compile/trace time, number of compiled
             graphs or traces, and how many happened during measurement (MEASUREMENT.md rule 4;
             > 0 means the measured steps were not at steady state).
+        data_wait: real data through an input pipeline: the
+            :class:`~dlperf.data.pipeline.DataWaitRecorder` around the step's next-batch call
+            (its ``mark_measure`` is called from ``on_phase``); None for synthetic data.
+        nvml_target: ``(uuid or None, NVML index)`` of the GPU the run uses; None on a CPU.
+        count_flops: after the measurement, runs one more iteration under the framework's
+            FLOP counter (or reads its compiler's cost analysis) and returns
+            ``{"flops_per_step", "bytes_per_step", "source", "bytes_source"}`` (None where a
+            count is not available).
+        ceiling_backend: returns the framework's
+            :class:`~dlperf.perfmodel.ceilings.CeilingBackend` for the run's device.
     """
 
     step: Callable[[], Any]
@@ -57,6 +67,10 @@ class Session:
     close: Callable[[], None] = lambda: None
     on_phase: Callable[[str], None] | None = None
     compile_info: Callable[[], dict[str, Any]] | None = None
+    data_wait: Any = None
+    nvml_target: tuple[str | None, int] | None = None
+    count_flops: Callable[[], dict[str, Any]] | None = None
+    ceiling_backend: Callable[[], Any] | None = None
 
 
 class FrameworkAdapter(Protocol):

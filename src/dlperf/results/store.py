@@ -9,7 +9,9 @@ Tables:
     ``samples(result_id, phase, idx, step_time_s, loss)``
                                   every raw per-iteration time and loss (phases ``first``,
                                   ``warmup``, ``measure``), so statistics can be recomputed and
-                                  the performance model refitted later.
+                                  the performance model refitted later; with real data through
+                                  a pipeline also phase ``data_wait``: the time each measured
+                                  iteration waited for its batch (in ``step_time_s``; no loss).
     ``sweeps(name, created_at, config_json)``  the sweep files that wrote into this store.
 
 Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
@@ -26,12 +28,18 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 5
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
     2: {"compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
         "warnings": "TEXT"},
+    3: {},
+    4: {},
+    # Input pipelines, MFU and energy (issue 4); the details stay in result_json.
+    5: {"loader_workers": "INTEGER", "data_wait_share": "REAL", "input_bound": "INTEGER",
+        "achieved_flops_per_s": "REAL", "mfu": "REAL", "mean_power_w": "REAL",
+        "energy_per_iter_j": "REAL"},
 }
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
@@ -56,10 +64,11 @@ COLUMNS: dict[str, str] = {
     "result_json": "TEXT",
     "compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
     "warnings": "TEXT",
+    **MIGRATIONS[5],
 }
 SUMMARY_KEYS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "iqr", "p5", "p95",
                 "ci_low", "ci_high", "mad")
-BOOL_COLUMNS = ("timing_consistent", "steady_state")
+BOOL_COLUMNS = ("timing_consistent", "steady_state", "input_bound")
 
 
 def _num(x: Any) -> Any:
@@ -90,6 +99,13 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     for k in ("compile_time_s", "n_compiles", "recompiles_measured"):
         row[k] = comp.get(k)
     row["warnings"] = "; ".join(result.get("warnings") or []) or None
+    row["loader_workers"] = (result.get("config") or {}).get("loader_workers")
+    dw = result.get("data_wait") or {}
+    row["data_wait_share"], row["input_bound"] = dw.get("share"), dw.get("input_bound")
+    mfu = result.get("mfu") or {}
+    row["achieved_flops_per_s"], row["mfu"] = mfu.get("achieved_flops_per_s"), mfu.get("mfu")
+    pw = result.get("power") or {}
+    row["mean_power_w"], row["energy_per_iter_j"] = pw.get("mean_power_w"), pw.get("energy_per_iter_j")
     row["loss_first"] = meas[0] if meas else None
     row["loss_last"] = meas[-1] if meas else None
     v = result.get("versions") or {}

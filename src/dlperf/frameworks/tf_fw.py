@@ -73,6 +73,11 @@ Timing (MEASUREMENT.md rules 1-2); the step always returns its loss tensor witho
   costs a few percent on small steps) and the boundary skew described above. Compare with a
   profiler timeline before trusting TensorFlow GPU numbers against other frameworks.
 
+Real data through a pipeline (``--loader-workers N``, always for an ImageFolder): ``tf.data``
+with map / batch / prefetch (``frameworks/tf_input.py``); the time the step waits for
+``next(iterator)`` is recorded (``Session.data_wait``). FLOPs: TensorFlow's profiler over the
+traced step graph (``frameworks/tf_probes.py``); ceilings with ``tf.linalg.matmul``.
+
 Memory: CPU: peak RSS. GPU: ``tf.config.experimental.get_memory_info("GPU:0")`` peak (as
 ``peak_allocated_bytes``, the BFC allocator's peak in use; reset in ``prepare``) and current,
 plus NVML's device view; TensorFlow does not expose its reserved pool, so
@@ -314,7 +319,8 @@ class TensorFlowAdapter:
         with tf.device(dev):
             opt.build(tvars)
 
-        next_batch, data_info, first_batch = self._data(tf, cfg, spec, dev, gpu, impl)
+        next_batch, data_info, first_batch, data_wait, close_data = self._data(
+            tf, cfg, spec, dev, gpu, impl)
         loss_fn = self._loss(tf, spec, impl)
         K = cfg.grad_accum
 
@@ -382,6 +388,22 @@ class TensorFlowAdapter:
         def on_phase(phase: str) -> None:
             if phase == "measure":
                 at_measure["traces"] = tracing_count()
+                if data_wait is not None:
+                    data_wait.mark_measure()
+
+        def count_flops() -> dict[str, Any]:
+            from dlperf.frameworks.tf_probes import count_graph_flops
+
+            specs = [tf.TensorSpec.from_tensor(t) for t in first_batch]
+            # Graph modes: the concrete function already traced (no retrace); eager: a trace of
+            # the same Python step, never run.
+            g = fn if traced else tf.function(train_step)
+            return count_graph_flops(tf, g.get_concrete_function(*specs))
+
+        def ceiling_backend():
+            from dlperf.frameworks.tf_probes import TfCeilings
+
+            return TfCeilings(tf, dev, gpu)
 
         def compile_info() -> dict[str, Any]:
             n = tracing_count()
@@ -433,6 +455,7 @@ class TensorFlowAdapter:
 
         def close() -> None:
             nonlocal model, opt, fn
+            close_data()
             del model, opt, fn
             keras.mixed_precision.set_global_policy("float32")
             keras.backend.clear_session()
@@ -440,7 +463,9 @@ class TensorFlowAdapter:
 
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
-                       on_phase=on_phase, compile_info=compile_info)
+                       on_phase=on_phase, compile_info=compile_info, data_wait=data_wait,
+                       nvml_target=(uuid, index) if gpu else None, count_flops=count_flops,
+                       ceiling_backend=ceiling_backend)
 
     # --- parts -------------------------------------------------------------------------------
 
@@ -491,7 +516,8 @@ class TensorFlowAdapter:
 
     @staticmethod
     def _data(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, gpu: bool, impl: Any):
-        """Return (next_batch, data_info, first batch): ``next_batch()`` gives ``(x, y)``."""
+        """Return (next_batch, data_info, first batch, data_wait, close): ``next_batch()``
+        gives ``(x, y)``; ``data_wait`` is the recorder of a pipeline (else None)."""
         B = cfg.batch_size
         image = spec.input_kind == "image"
         if cfg.data == "synthetic":
@@ -520,12 +546,25 @@ class TensorFlowAdapter:
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device",
                     "distinct_batches": SYNTHETIC_POOL, "layout": "NHWC" if image else None}
-            return it.__next__, info, pool[0]
+            return it.__next__, info, pool[0], None, lambda: None
 
         from dlperf.data import load_dataset, make_batches
         from dlperf.zoo.convert_keras import nchw_to_nhwc
 
         ds = load_dataset(cfg.data, cfg.data_dir)
+        if cfg.loader_workers is not None or ds.kind == "imagefolder":
+            from dlperf.data.pipeline import DataWaitRecorder
+            from dlperf.frameworks.tf_input import make_dataset
+
+            host_next, pipe, close = make_dataset(tf, cfg, spec, ds)
+            first = host_next()  # for tracing; not part of the recorded waits
+            rec = DataWaitRecorder()
+            info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
+                    "placement": "pipeline" + ("-host-pageable" if gpu else ""),
+                    "pipeline": pipe, "layout": "NHWC" if image else None,
+                    **{k: v for k, v in ds.meta.items()
+                       if isinstance(v, (int, float, str, bool))}}
+            return rec.wrap(host_next), info, first, rec, close
         X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
         if image:
             X = nchw_to_nhwc(X)  # [nb, B, C, H, W] -> [nb, B, H, W, C], once, on the host
@@ -536,4 +575,4 @@ class TensorFlowAdapter:
                 "placement": "host-pageable" if gpu else "host",
                 "distinct_batches": int(X.shape[0]), "layout": "NHWC" if image else None,
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return it.__next__, info, batches[0]
+        return it.__next__, info, batches[0], None, lambda: None

@@ -118,8 +118,10 @@ class PowerSampler:
 
     def start(self) -> None:
         """Read the energy counter and a first sample, then start the thread."""
-        self._rec = PowerRecord(t_start=self._clock(), t_stop=math.nan)
+        self._rec = PowerRecord(t_start=math.nan, t_stop=math.nan)
+        # Each clock read right after its energy read: the window matches the counter's.
         self._rec.energy_start_j = self._read_energy()
+        self._rec.t_start = self._clock()
         self._sample()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="dlperf-power", daemon=True)

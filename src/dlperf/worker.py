@@ -206,6 +206,10 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
         w.append(f"iteration times and wall time differ by {r.get('timing_rel_diff', 0):.1%}")
     if r.get("device") == "cpu" and r.get("precision") == "tf32":
         w.append("tf32 has no effect on the CPU: this is an fp32 run")
+    mfu = (r.get("mfu") or {}).get("mfu")
+    if mfu is not None and mfu > 1.0:
+        w.append(f"MFU above 100% ({mfu:.0%}): the matmul ceiling was measured below the rate "
+                 f"the model reached (a busy machine during the microbenchmark?)")
     dw = r.get("data_wait") or {}
     if dw.get("input_bound"):
         w.append(f"input-bound: the median data wait is {dw['share']:.0%} of the median "

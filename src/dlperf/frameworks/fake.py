@@ -5,6 +5,10 @@ sleeps ``DLPERF_FAKE_STEP_S`` seconds (default 0.001) and returns a loss that de
 ``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
 ``oom`` raises an out-of-memory error, ``crash`` kills the process without a result, ``nan``
 returns NaN losses, ``hang`` sleeps forever (for timeout tests), ``error`` raises a DataError.
+With real data (``data`` not ``synthetic``) each step first waits ``DLPERF_FAKE_DATA_WAIT_S``
+seconds (default 0) for its "batch", recorded as the data wait of a pipeline.
+``DLPERF_FAKE_NVML=1`` makes the session claim GPU 0 for NVML (tests of the power sampling
+patch :func:`dlperf.nvml.power_readers`).
 """
 
 from __future__ import annotations
@@ -51,9 +55,19 @@ class FakeAdapter:
         if fail == "error":
             raise DataError("scripted data error")
         n = [0]
+        rec = None
+        next_batch = None
+        if cfg.data != "synthetic":
+            from dlperf.data.pipeline import DataWaitRecorder
+
+            wait = float(os.environ.get("DLPERF_FAKE_DATA_WAIT_S", "0"))
+            rec = DataWaitRecorder()
+            next_batch = rec.wrap(lambda: time.sleep(wait) if wait > 0 else None)
 
         def step() -> Any:
             n[0] += 1
+            if next_batch is not None:
+                next_batch()
             if fail == "oom" and n[0] > 2:
                 raise OutOfMemory("scripted out of memory")
             if fail == "crash" and n[0] > 2:
@@ -71,4 +85,8 @@ class FakeAdapter:
         return Session(step=step, timer=HostTimer(), losses_to_floats=lambda h: [float(x) for x in h],
                        memory=memory, versions={"framework": "fake", "fake": "0",
                                                 "device_name": "fake"},
-                       flags={"step_s": dt}, data_info={"kind": cfg.data})
+                       flags={"step_s": dt}, data_info={"kind": cfg.data}, data_wait=rec,
+                       on_phase=(lambda ph: ph == "measure" and rec.mark_measure())
+                       if rec is not None else None,
+                       nvml_target=(None, 0) if os.environ.get("DLPERF_FAKE_NVML") == "1"
+                       else None)

@@ -81,7 +81,7 @@ def time_calls(fn: Callable[[], Any], block: Callable[[Any], None], target_s: fl
     t0 = clock()
     block(fn())
     first = clock() - t0
-    reps = max(2, min(max_reps, math.ceil(target_s / first) if first > 0 else max_reps))
+    reps = max(2, min(max_reps, math.ceil(target_s / first - 1e-9) if first > 0 else max_reps))
     t0 = clock()
     out = None
     for _ in range(reps):

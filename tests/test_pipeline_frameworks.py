@@ -154,6 +154,8 @@ def test_mnist_pipeline_trains(fw, data_env):
              measure_ceilings=False)
     assert r["data_info"]["pipeline"]["num_workers"] == 1
     assert len(r["samples"]["data_wait"]) == r["n_measured"]
+    if fw == "tensorflow":  # TensorFlow's CPU allocator reports its peak
+        assert r["memory"]["peak_allocated_bytes"] > 0
 
 
 def test_results_store_the_new_columns_and_samples(tmp_path, data_env, small_ceilings):

@@ -78,7 +78,8 @@ with map / batch / prefetch (``frameworks/tf_input.py``); the time the step wait
 ``next(iterator)`` is recorded (``Session.data_wait``). FLOPs: TensorFlow's profiler over the
 traced step graph (``frameworks/tf_probes.py``); ceilings with ``tf.linalg.matmul``.
 
-Memory: CPU: peak RSS. GPU: ``tf.config.experimental.get_memory_info("GPU:0")`` peak (as
+Memory: CPU: peak RSS, and ``get_memory_info("CPU:0")``'s peak as ``peak_allocated_bytes``
+(TensorFlow's CPU allocator, since the process's first op). GPU: ``tf.config.experimental.get_memory_info("GPU:0")`` peak (as
 ``peak_allocated_bytes``, the BFC allocator's peak in use; reset in ``prepare``) and current,
 plus NVML's device view; TensorFlow does not expose its reserved pool, so
 ``peak_reserved_bytes`` is None (NVML ``used`` includes it, plus the CUDA context).
@@ -427,6 +428,13 @@ class TensorFlowAdapter:
                 m["peak_allocated_bytes"] = int(info["peak"])
                 m["current_allocated_bytes"] = int(info["current"])
                 m["nvml_used_bytes"] = nvml.memory_used_bytes(uuid, index)
+            else:
+                try:  # TensorFlow's CPU allocator tracks its peak too (since its first op)
+                    info = tf.config.experimental.get_memory_info("CPU:0")
+                    m["peak_allocated_bytes"] = int(info["peak"])
+                    m["current_allocated_bytes"] = int(info["current"])
+                except (ValueError, RuntimeError):  # not tracked by this build
+                    pass
             return m
 
         build_info = dict(tf.sysconfig.get_build_info())

@@ -150,7 +150,7 @@ def test_ceilings_driver_reports_the_best_rate_and_errors():
     assert c["matmul_flops_per_s"]["bf16"] == pytest.approx(2e12)
     assert c["matmul_flops_per_s"]["tf32"] is None and "unsupported" in c["matmul"]["tf32"]["error"]
     assert c["bandwidth_bytes_per_s"] == pytest.approx(100e9)
-    assert [r["size"] for r in c["matmul"]["fp32"]["runs"]] == [512, 1024]
+    assert [r["size"] for r in c["matmul"]["fp32"]["runs"]] == [1024]
 
 
 def test_time_calls_sizes_its_loop_to_the_target():
@@ -189,3 +189,23 @@ def test_datasheet_lookup_is_dense_and_by_name():
     assert sxm["fp32"] == 67e12 and sxm["bandwidth_bytes_per_s"] == 4.8e12
     assert nvl["name"] == "NVIDIA H200 NVL" and nvl["bf16"] < sxm["bf16"]
     assert datasheet_peaks("AMD EPYC") is None and datasheet_peaks(None) is None
+
+
+def test_report_efficiency_section_lists_mfu_and_energy():
+    import json
+
+    from dlperf.report.compare import efficiency_markdown
+
+    res = {"mfu": {"achieved_flops_per_s": 300e12, "ceiling_flops_per_s": 750e12, "mfu": 0.4,
+                   "mfu_datasheet": 300 / 989.5, "roofline": {"intensity_flop_per_byte": 120.0,
+                                                               "bound": "memory"}},
+           "flops": {"framework_to_analytic": 0.98},
+           "ceilings": {"bandwidth_bytes_per_s": 4.2e12}, "power": {"mean_power_w": 650.0}}
+    row = {"status": "ok", "model": "resnet50", "framework": "torch", "mode": "eager",
+           "device": "cuda", "precision": "bf16", "batch_size": 128, "data": "synthetic",
+           "mean_power_w": 650.0, "energy_per_iter_j": 32.5, "result_json": json.dumps(res)}
+    md = efficiency_markdown([row, {**row, "status": "oom"}])
+    line = [ln for ln in md.splitlines() if ln.startswith("| resnet50")]
+    assert len(line) == 1
+    assert "| 300 | 750 | 40.0% | 30.3% | 0.980 | 4,200 | 120 | memory | 650 | 32.5 |" in line[0]
+    assert efficiency_markdown([{**row, "result_json": "{}"}]) == ""

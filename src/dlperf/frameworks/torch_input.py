@@ -12,6 +12,7 @@ ImageFolder items are decoded with Pillow and augmented with torchvision's
 ``RandomResizedCrop(S)`` + ``RandomHorizontalFlip()`` + ``ToTensor()`` + ``Normalize(ImageNet)``
 when torchvision is installed (the PyTorch ImageNet example's training transform); without
 torchvision the same algorithm from :mod:`dlperf.data.imagefolder` (flag ``augment_impl``).
+This module imports torch; only the PyTorch adapter imports it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,44 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import torch
+from torch.utils.data import Dataset, Sampler
+
 from dlperf.config import RunConfig
 from dlperf.data.pipeline import SampleSource
 from dlperf.zoo.spec import ModelSpec
+
+
+class SourceItems(Dataset):
+    """Map-style dataset over stream positions of a :class:`SampleSource` (picklable, so any
+    multiprocessing start method works)."""
+
+    def __init__(self, source: SampleSource, tv: Any = None) -> None:
+        self.source, self.tv = source, tv
+
+    def __len__(self) -> int:
+        return self.source.n
+
+    def __getitem__(self, p: int):
+        src = self.source
+        if self.tv is not None:
+            from PIL import Image
+
+            i = src.plan(p)
+            with Image.open(str(src.ds.x[i])) as im:
+                return self.tv(im.convert("RGB")), int(src.ds.y[i])
+        x, y = src.item(p)
+        return torch.from_numpy(x), torch.as_tensor(y)
+
+
+class EndlessSampler(Sampler):
+    """Stream positions 0, 1, 2, ... forever (the source maps them to shuffled indices)."""
+
+    def __init__(self) -> None:
+        pass
+
+    def __iter__(self):
+        return itertools.count()
 
 
 def _torchvision_transform(size: int):
@@ -42,32 +78,12 @@ def make_loader(torch: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, dev: Any
 
     ``next_batch()`` returns the host batch ``(x, y)`` (pinned on CUDA); the step copies it.
     """
-    from torch.utils.data import DataLoader, Dataset, Sampler
+    from torch.utils.data import DataLoader
 
     source = SampleSource(ds, spec, cfg.batch_size, layout="NCHW", seed=cfg.seed)
     workers = cfg.loader_workers or 0
     tv = _torchvision_transform(spec.input_shape[1]) if source.kind == "imagefolder" else None
-
-    class _Items(Dataset):
-        def __len__(self) -> int:
-            return source.n
-
-        def __getitem__(self, p: int):
-            if tv is not None:
-                from PIL import Image
-
-                i = source.plan(p)
-                with Image.open(str(ds.x[i])) as im:
-                    return tv(im.convert("RGB")), int(ds.y[i])
-            x, y = source.item(p)
-            return torch.from_numpy(x), torch.as_tensor(y)
-
-    class _Endless(Sampler):
-        def __init__(self) -> None:
-            pass
-
-        def __iter__(self):
-            return itertools.count()
+    items = SourceItems(source, tv)
 
     cuda = dev.type == "cuda"
     kw: dict[str, Any] = {}
@@ -75,10 +91,10 @@ def make_loader(torch: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, dev: Any
         kw.update(prefetch_factor=cfg.loader_prefetch, persistent_workers=True)
     g = torch.Generator().manual_seed(cfg.seed)
     if source.per_batch:
-        loader = DataLoader(_Items(), batch_size=None, sampler=_Endless(), num_workers=workers,
+        loader = DataLoader(items, batch_size=None, sampler=EndlessSampler(), num_workers=workers,
                             pin_memory=cuda, generator=g, **kw)
     else:
-        loader = DataLoader(_Items(), batch_size=cfg.batch_size, sampler=_Endless(),
+        loader = DataLoader(items, batch_size=cfg.batch_size, sampler=EndlessSampler(),
                             drop_last=True, num_workers=workers, pin_memory=cuda, generator=g,
                             **kw)
     it = iter(loader)

@@ -34,11 +34,15 @@ MATMUL_PRECISIONS = ("fp32", "tf32", "bf16")
 
 #: Sizes tried per device kind (ascending; larger ones are skipped once one call takes longer
 #: than ``max_call_s``).
-MATMUL_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (512, 1024)}
-BANDWIDTH_BYTES = {"cuda": (256 * 2**20, 1024 * 2**20), "cpu": (64 * 2**20, 256 * 2**20)}
+#: A CPU gets one size each (a 1024^3 GEMM already runs at the CPU's matmul rate; 128 MiB is
+#: several times a server CPU's last-level cache) so that the probes cost well under a second.
+MATMUL_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (1024,)}
+BANDWIDTH_BYTES = {"cuda": (256 * 2**20, 1024 * 2**20), "cpu": (128 * 2**20,)}
 #: Timing target per kernel and size, and the longest single call worth trying a larger size.
 TARGET_S = {"cuda": 0.05, "cpu": 0.05}
 MAX_CALL_S = {"cuda": 0.25, "cpu": 0.15}
+#: Untimed calls before timing (compilation, autotuning, first-touch of the pages).
+WARMUP = {"cuda": 2, "cpu": 1}
 
 _CACHE: dict[tuple[str, str], dict[str, Any]] = {}
 
@@ -99,7 +103,8 @@ def _ladder(make: Callable[[int], Callable[[], Any]], sizes: tuple[int, ...],
     for size in sizes:
         try:
             fn = make(size)
-            t, reps = time_calls(fn, backend.block, TARGET_S[kind], clock=clock)
+            t, reps = time_calls(fn, backend.block, TARGET_S[kind], warmup=WARMUP[kind],
+                                 clock=clock)
         except Exception as e:  # noqa: BLE001 - out of memory, unsupported dtype: recorded
             error = f"{type(e).__name__}: {str(e)[:200]}"
             break

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 MATMUL_PRECISIONS = ("fp32", "tf32", "bf16")
@@ -152,8 +152,3 @@ def measure_ceilings(backend: CeilingBackend, precisions: tuple[str, ...] = MATM
         _CACHE[key] = out
     return out
 
-
-@contextlib.contextmanager
-def no_precision_change() -> Iterator[None]:
-    """A precision context for backends whose precision is set per kernel."""
-    yield

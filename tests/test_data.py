@@ -213,7 +213,7 @@ def test_data_dir_beats_env(shared_data, tmp_path, monkeypatch):
 
 def test_unknown_name_and_paths(data_env, tmp_path):
     with pytest.raises(DataError, match=r"unknown dataset 'mnsit'; did you mean 'mnist'\?.*"
-                                        r"cifar10, mnist, ptb, wikitext2"):
+                                        r"cifar10, imagefolder, mnist, ptb, wikitext2"):
         load_dataset("mnsit")
     with pytest.raises(DataError, match=r"does not exist"):
         load_dataset(str(tmp_path / "nope" / "x.bin"))
@@ -224,7 +224,7 @@ def test_unknown_name_and_paths(data_env, tmp_path):
         load_dataset(tmp_path)
     with pytest.raises(DataError, match=r"looks like a data root"):
         load_dataset(data_env)
-    assert set(DATASETS) == {"mnist", "cifar10", "ptb", "wikitext2"}
+    assert set(DATASETS) == {"mnist", "cifar10", "ptb", "wikitext2", "imagefolder"}
 
 
 # -------------------------------------------------------------------------------------- tokens

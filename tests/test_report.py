@@ -188,7 +188,7 @@ def test_markdown_table_not_steady():
 
 
 def test_rich_table_renders(rows):
-    console = Console(record=True, width=200)
+    console = Console(record=True, width=250)
     console.print(results_table(rows))
     text = console.export_text()
     for col in ("model", "framework/mode", "median ms [CI]", "samples/s", "tokens/s"):

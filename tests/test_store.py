@@ -115,5 +115,6 @@ def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
         assert s.schema_version == SCHEMA_VERSION == max(MIGRATIONS)
         rows = s.rows()
         assert rows[0]["model"] == "lstm" and rows[0]["compile_time_s"] is None
+        assert rows[0]["mfu"] is None and rows[0]["input_bound"] is None
         s.add(fake_result())
         assert len(s.rows()) == 2

@@ -2,9 +2,14 @@
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
 #   PART: smoke | dlbench | real | overhead | overhead_jax | overhead_gpt2 | frameworks
-#         | cpu_threads | breakdown | allreduce (x2)
+#         | cpu_threads | breakdown | mfu_inputs | allreduce (x2)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
+# mfu_inputs needs Pillow to write and read JPEGs. The image lists pillow (KINDS.md; it comes with
+# torchvision and matplotlib) but ENVIRONMENT.md does not promise it: where it is missing, carry
+# its wheel in .whl/ (here: python3 -m pip download --no-deps --only-binary=:all:
+# --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 -d .whl pillow)
+# and the part stops with that advice instead of measuring without it.
 # Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 DLPERF_DATA="$PWD/.data" COLUMNS=200
@@ -112,6 +117,21 @@ for part in "$@"; do
       python3 -m dlperf report --db "$R/breakdown.db" -o "$R/report-breakdown" 2>&1 | tail -1
       cp "$R/breakdown.db" "$R/breakdown_op_classes.json" "$OUT/"
       cp "$R/report-breakdown/report.md" "$OUT/report-breakdown.md"
+      ;;
+    mfu_inputs)  # issue 4: MFU for every model; resnet50 on JPEGs with 0..16 loader workers
+      python3 -c "import PIL" 2>/dev/null || { echo "Pillow is missing: carry its wheel in" \
+        ".whl/ (see the header of this file)"; exit 1; }
+      # A generated ImageFolder (no ImageNet here); kept in .data/ when .data is carried back in.
+      [ -d "$DLPERF_DATA/imagefolder/class_099" ] || python3 -m dlperf data make-imagefolder \
+        "$DLPERF_DATA/imagefolder" --images "${IMAGEFOLDER_IMAGES:-5000}" --classes 100 --size 256
+      nproc; python3 -c "import torchvision; print('torchvision', torchvision.__version__)" || true
+      python3 benchmarks/sampler_cost.py --nvml --rounds 5 > "$R/sampler_cost_nvml.json" \
+        && cat "$R/sampler_cost_nvml.json" && cp "$R/sampler_cost_nvml.json" "$OUT/"
+      budget "${MFU_INPUTS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/mfu_inputs.yaml \
+        --db "$R/mfu_inputs.db" 2>&1 | grep -v '^\s*$' | tail -60
+      python3 -m dlperf results --db "$R/mfu_inputs.db" --compare data 2>&1 | tail -20
+      python3 -m dlperf report --db "$R/mfu_inputs.db" -o "$R/report-mfu-inputs" >/dev/null
+      cp "$R/mfu_inputs.db" "$OUT/"; cp "$R/report-mfu-inputs/report.md" "$OUT/mfu_inputs.md"
       ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

@@ -1,6 +1,7 @@
 """The ``dlperf`` command line: the only argv parser; thin, calls library functions.
 
-Commands: ``run``, ``sweep``, ``list``, ``results``, ``report``, ``env``. A user error
+Commands: ``run``, ``sweep``, ``list``, ``results``, ``report``, ``allreduce``, ``data``,
+``env``. A user error
 (:class:`~dlperf.errors.DlperfError`) prints one clear message and exits with status 2; nothing
 already stored is lost.
 """
@@ -20,7 +21,7 @@ from dlperf.errors import ConfigError, DlperfError, unknown_choice
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark deep-learning training: time per iteration, throughput, "
                        "memory, over models, frameworks, devices, precisions and batch sizes.")
-out = Console(width=None if sys.stdout.isatty() else 200)
+out = Console(width=None if sys.stdout.isatty() else 250)
 err = Console(stderr=True)
 
 DEFAULT_DB = "dlperf-results.db"
@@ -31,15 +32,15 @@ def _split(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
 
-def _ints(value: str, what: str) -> list[int]:
+def _ints(value: str, what: str, low: int = 1) -> list[int]:
     vals = []
     for v in _split(value):
         try:
             n = int(v)
         except ValueError:
             raise ConfigError(f"--{what}: {v!r} is not an integer; give e.g. --{what} 16,32,64") from None
-        if n < 1:
-            raise ConfigError(f"--{what}: {n} must be >= 1")
+        if n < low:
+            raise ConfigError(f"--{what}: {n} must be >= {low}")
         vals.append(n)
     if not vals:
         raise ConfigError(f"--{what}: give at least one value, e.g. --{what} 32")
@@ -84,7 +85,7 @@ def run(
     precision: Annotated[str, typer.Option(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32",
     framework: Annotated[str, typer.Option(help="Framework (see `dlperf list frameworks`).")] = "torch",
     mode: Annotated[Optional[str], typer.Option(help="Execution mode(s), comma-separated: torch eager|graph (torch.compile); jax xla; tensorflow eager|graph|xla. Default: the framework's first.")] = None,
-    data: Annotated[Optional[str], typer.Option(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2) or a PATH. Default: each suite entry's own, else synthetic.")] = None,
+    data: Annotated[Optional[str], typer.Option(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Data root for data-set names (default: $DLPERF_DATA).")] = None,
     db: Annotated[str, typer.Option(help="SQLite results file (created if missing).")] = DEFAULT_DB,
     min_iters: Annotated[int, typer.Option(help="Measure at least this many iterations...")] = 20,
@@ -103,6 +104,11 @@ def run(
     report: Annotated[Optional[str], typer.Option(help="Also write a Markdown+PNG report to this folder.")] = None,
     breakdown: Annotated[bool, typer.Option("--breakdown", help="After the fused-step measurement, a separate one of where the time goes: t_io, t_h2d, t_f, t_b, t_u per iteration, CPU dispatch, GPU busy fraction and device time per op class (from a profiler trace).")] = False,
     trace: Annotated[Optional[str], typer.Option("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None,
+    loader_workers: Annotated[Optional[str], typer.Option(help="Real data through the framework's input pipeline during training with N workers (DataLoader processes / tf.data / JAX host threads); comma-separated for a sweep, e.g. 0,2,4,8. Default: batches prepared before timing (an ImageFolder always uses the pipeline).")] = None,
+    loader_prefetch: Annotated[int, typer.Option(help="Batches the pipeline prepares ahead (DataLoader prefetch_factor per worker, JAX queue depth).")] = 2,
+    input_bound_share: Annotated[float, typer.Option(help="Label a run input-bound when its median data wait exceeds this share of the median iteration time.")] = 0.10,
+    power_interval: Annotated[float, typer.Option(help="NVML power sampling interval on a GPU (s).")] = 0.025,
+    ceilings: Annotated[bool, typer.Option("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = True,
 ) -> None:
     """Measure training time per iteration for models x batch sizes x precisions."""
     def body():
@@ -132,11 +138,17 @@ def run(
                 for b in _ints(batch_size, "batch-size"):
                     for th in (_ints(threads, "threads") if threads else [None]):
                         for fw_mode in _split(mode) or [""]:
-                            points.append(make_run_config(
-                                model=m, framework=framework, mode=fw_mode, device=dev,
-                                precision=p, batch_size=b, grad_accum=grad_accum, data=d,
-                                data_dir=data_dir, threads=th, layout=layout, iterations=policy,
-                                timeout_s=timeout, breakdown=breakdown, trace_dir=trace))
+                            for lw in (_ints(loader_workers, "loader-workers", low=0)
+                                       if loader_workers else [None]):
+                                points.append(make_run_config(
+                                    model=m, framework=framework, mode=fw_mode, device=dev,
+                                    precision=p, batch_size=b, grad_accum=grad_accum, data=d,
+                                    data_dir=data_dir, threads=th, layout=layout, iterations=policy,
+                                    timeout_s=timeout, loader_workers=lw,
+                                    loader_prefetch=loader_prefetch,
+                                    input_bound_share=input_bound_share,
+                                    power_interval_s=power_interval, measure_ceilings=ceilings,
+                                    breakdown=breakdown, trace_dir=trace))
         _execute(points, db, sweep=None, resume=not rerun, retry_failed=retry_failed,
                  report_dir=report)
 
@@ -273,7 +285,7 @@ def results(
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up) or 'frameworks' (each framework/mode vs torch/eager), with bootstrap CIs.")] = None,
+    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager) or 'data' (real-data pipelines vs synthetic data: throughput, data wait, input-bound), with bootstrap CIs.")] = None,
     op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes.")] = False,
 ) -> None:
     """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
@@ -299,11 +311,13 @@ def results(
             if compare is not None:
                 from dlperf.report import compare as cmp
 
-                if compare not in ("modes", "frameworks"):
-                    raise unknown_choice("comparison", compare, ("modes", "frameworks"))
-                fn = cmp.mode_speedups if compare == "modes" else cmp.framework_ratios
+                if compare not in ("modes", "frameworks", "data"):
+                    raise unknown_choice("comparison", compare, ("modes", "frameworks", "data"))
+                fn = {"modes": cmp.mode_speedups, "frameworks": cmp.framework_ratios,
+                      "data": cmp.data_gaps}[compare]
                 comps = fn(rows, _measured(store))
-                text = (cmp.markdown(comps) if format == "table" else
+                md = cmp.data_markdown if compare == "data" else cmp.markdown
+                text = (md(comps) if format == "table" else
                         json.dumps(comps, indent=1) if format == "json" else _csv(comps))
                 (output.write_text(text) if output else sys.stdout.write(text))
                 return
@@ -401,6 +415,13 @@ def report(
             if fws:
                 sections.append(("Frameworks against torch/eager (speed-up)", cmp.markdown(fws)))
             sections.extend(_breakdown_sections(rows))
+            gaps = cmp.data_gaps(rows, _measured(store))
+            if gaps:
+                sections.append(("Input pipelines: real data against synthetic data",
+                                 cmp.data_markdown(gaps)))
+            eff = cmp.efficiency_markdown(rows)
+            if eff:
+                sections.append(("Efficiency: MFU, roofline, energy", eff))
         env = None
         try:
             env = json.loads(rows[-1]["result_json"]).get("env")
@@ -462,6 +483,34 @@ def allreduce(
         env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                "NVSHMEM_DISABLE_NVLS": "1", **os.environ}
         raise typer.Exit(subprocess.run(cmd, env=env).returncode)
+
+    _guard(body)
+
+
+data_app = typer.Typer(no_args_is_help=True, help="Data helpers (a synthetic ImageFolder of JPEGs).")
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("make-imagefolder")
+def make_imagefolder_cmd(
+    folder: Annotated[Path, typer.Argument(help="Folder to write (one sub-folder per class).")],
+    images: Annotated[int, typer.Option(help="Number of JPEG images.")] = 1000,
+    classes: Annotated[int, typer.Option(help="Number of classes (sub-folders).")] = 10,
+    size: Annotated[int, typer.Option(help="Image side in pixels (square images).")] = 256,
+    quality: Annotated[int, typer.Option(help="JPEG quality (Pillow, 1..95).")] = 90,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Write a synthetic ImageFolder of JPEGs (for `--data imagefolder:FOLDER`; no ImageNet needed)."""
+    def body():
+        from dlperf.data.imagefolder import make_imagefolder
+
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"{str(folder)!r} is a file; give a folder for the ImageFolder")
+        info = make_imagefolder(folder, images=images, classes=classes, size=size,
+                                quality=quality, seed=seed)
+        out.print(f"wrote {info['images']} JPEGs ({info['bytes'] / 2**20:.1f} MiB) of "
+                  f"{size}x{size} in {classes} classes to {folder}; use --data "
+                  f"imagefolder:{folder}", highlight=False)
 
     _guard(body)
 

@@ -82,8 +82,18 @@ class RunConfig(BaseModel):
     With ``grad_accum = K`` each iteration runs K micro-batches of ``batch_size / K`` before one
     optimizer update, so the samples per iteration stay ``batch_size`` (MEASUREMENT.md rule 9).
     ``data`` is ``"synthetic"`` (generated on the device before timing), a data-set name
-    (``mnist``, ``cifar10``, ``ptb``, ``wikitext2``, looked up under ``data_dir`` or
-    ``$DLPERF_DATA``) or a path to a data file or folder.
+    (``mnist``, ``cifar10``, ``ptb``, ``wikitext2``, ``imagefolder``, looked up under
+    ``data_dir`` or ``$DLPERF_DATA``), ``imagefolder:PATH``, or a path to a data file or folder.
+
+    Real input (dlperf.data.pipeline): with ``loader_workers = N`` (>= 0) real data go through
+    the framework's input pipeline during training (PyTorch DataLoader with N worker processes,
+    tf.data with N threads, a JAX host pipeline with N threads), ``loader_prefetch`` batches
+    ahead; ``None`` (the default) cycles batches prepared before timing, except for an
+    ImageFolder, which is always read through the pipeline (with 0 workers by default).
+    ``input_bound_share`` is the share of the median iteration time above which the median
+    data wait labels the run input-bound. ``measure_ceilings`` runs the matmul and memory
+    bandwidth microbenchmarks after the measurement (for MFU); ``power_interval_s`` is the NVML
+    sampling interval on a GPU.
 
     ``layout`` is the memory layout of image activations: ``auto`` lets the adapter apply its
     framework's recommendation (PyTorch: channels_last on CUDA for convolutional networks, per
@@ -109,6 +119,11 @@ class RunConfig(BaseModel):
     timeout_s: float = Field(900.0, gt=0.0)
     breakdown: bool = False
     trace_dir: str | None = None
+    loader_workers: int | None = Field(None, ge=0, strict=True)
+    loader_prefetch: int = Field(2, ge=1, strict=True)
+    input_bound_share: float = Field(0.10, gt=0.0, lt=1.0)
+    measure_ceilings: bool = True
+    power_interval_s: float = Field(0.025, ge=0.005, le=1.0)
 
     @field_validator("model")
     @classmethod
@@ -154,6 +169,11 @@ class RunConfig(BaseModel):
             if p.exists() and not p.is_dir():
                 raise ValueError(f"trace_dir {self.trace_dir!r} is a file; give a folder for "
                                  f"the traces (created if missing)")
+        if self.loader_workers is not None and self.data == "synthetic":
+            raise ValueError(
+                f"loader_workers {self.loader_workers} needs real data (--data mnist, cifar10, "
+                f"ptb, wikitext2, imagefolder:PATH, ...): synthetic data are made on the device "
+                f"and have no input pipeline")
         if self.batch_size % self.grad_accum:
             raise ValueError(
                 f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}; "
@@ -165,16 +185,21 @@ class RunConfig(BaseModel):
 
         ``iterations``, ``data_dir`` and ``timeout_s`` are excluded: they say how long and from
         where, not what is measured, so changing them does not make a finished point of a
-        sweep run again (the policy actually used is stored with every result). A breakdown or
-        a trace is part of what is measured: ``breakdown: true`` and ``trace: true`` enter the
-        key when set (not the trace folder), and nothing when unset, so keys of plain runs are
-        the same as before these options existed.
+        sweep run again (the policy actually used is stored with every result); so are the
+        labelling and probing settings ``input_bound_share``, ``measure_ceilings`` and
+        ``power_interval_s``. A breakdown or a trace is part of what is measured:
+        ``breakdown: true`` and ``trace: true`` enter the key when set (not the trace folder).
+        Fields added after the first results (``layout``, the input-pipeline fields) count only
+        when set, so keys of results stored before they existed stay valid.
         """
         d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations", "breakdown",
-                                     "trace_dir"})
+                                     "trace_dir", "input_bound_share", "measure_ceilings",
+                                     "power_interval_s"})
         for k, default in KEY_OMIT_AT_DEFAULT.items():
             if d.get(k) == default:
                 del d[k]
+        if d["loader_workers"] is None:
+            del d["loader_workers"], d["loader_prefetch"]
         if self.breakdown:
             d["breakdown"] = True
         if self.trace_dir:
@@ -186,9 +211,10 @@ class RunConfig(BaseModel):
         """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
         thr = f" threads={self.threads}" if self.threads else ""
         thr += f" layout={self.layout}" if self.layout != "auto" else ""
+        lw = f" workers={self.loader_workers}" if self.loader_workers is not None else ""
         extra = (" +breakdown" if self.breakdown else "") + (" +trace" if self.trace_dir else "")
         return (f"{self.model} {self.framework}/{self.mode} {self.device} {self.precision} "
-                f"b={self.batch_size} {self.data}{thr}{extra}")
+                f"b={self.batch_size} {self.data}{thr}{lw}{extra}")
 
 
 def resolve_device(device: str) -> str:
@@ -224,7 +250,9 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "max_time_s": "--max-time", "warmup_window": "--warmup-window",
              "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
-             "threads": "--threads", "layout": "--layout"}
+             "threads": "--threads", "layout": "--layout", "loader_workers": "--loader-workers",
+             "loader_prefetch": "--loader-prefetch", "input_bound_share": "--input-bound-share",
+             "power_interval_s": "--power-interval"}
 
 
 def make_policy(**fields: Any) -> IterationPolicy:

@@ -69,3 +69,37 @@ def gpus() -> list[dict[str, Any]]:
             info["error"] = str(e)
         out.append(info)
     return out
+
+
+def power_readers(uuid: str | None = None, index: int = 0):
+    """Readers for :class:`dlperf.power.PowerSampler` of one GPU, or ``(None, reason)``.
+
+    Returns ``((read_power_w, read_energy_j | None, read_memory_used_bytes), None)``:
+    ``nvmlDeviceGetPowerUsage`` (milliwatts -> W), ``nvmlDeviceGetTotalEnergyConsumption``
+    (millijoules since the driver loaded -> J; None where the device does not support it, i.e.
+    before Volta) and ``nvmlDeviceGetMemoryInfo().used`` (bytes). Each reader is tried once here.
+    """
+    nv = _nvml()
+    if nv is None:
+        return None, "NVML is not available (no NVIDIA driver or nvidia-ml-py)"
+    try:
+        h = _handle(nv, uuid, index)
+        nv.nvmlDeviceGetPowerUsage(h)
+    except Exception as e:  # noqa: BLE001
+        return None, f"NVML power reading is not supported here: {e}"
+
+    def power_w() -> float:
+        return nv.nvmlDeviceGetPowerUsage(h) / 1000.0
+
+    def memory_used() -> int:
+        return int(nv.nvmlDeviceGetMemoryInfo(h).used)
+
+    energy_j = None
+    try:
+        nv.nvmlDeviceGetTotalEnergyConsumption(h)
+
+        def energy_j() -> float:
+            return nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0
+    except Exception:  # noqa: BLE001 - older GPUs: fall back to the sampled power
+        pass
+    return (power_w, energy_j, memory_used), None

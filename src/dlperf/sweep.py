@@ -32,6 +32,8 @@ class SweepOutcome:
 def result_line(r: dict[str, Any]) -> str:
     """One-line human summary of a result (rich markup)."""
     thr = f" threads={r['threads']}" if r.get("threads") else ""
+    lw = (r.get("config") or {}).get("loader_workers")
+    thr += f" workers={lw}" if lw is not None else ""
     label = (f"{r['model']} {r['framework']}/{r['mode']} {r['device']} {r['precision']} "
              f"b={r['batch_size']} {r['data']}{thr}")
     if r["status"] != "ok":
@@ -40,6 +42,13 @@ def result_line(r: dict[str, Any]) -> str:
     s = r["summary"]
     tp = r["throughput"]
     extra = f", {tp['tokens_per_s']:,.0f} tokens/s" if tp.get("tokens_per_s") else ""
+    mfu = (r.get("mfu") or {}).get("mfu")
+    extra += f", MFU {mfu:.1%}" if mfu is not None else ""
+    dw = r.get("data_wait") or {}
+    if dw.get("share") is not None:
+        extra += f", data wait {dw['share']:.1%}" + (" [input-bound]" if dw["input_bound"] else "")
+    e = (r.get("power") or {}).get("energy_per_iter_j")
+    extra += f", {e:.4g} J/iter" if e is not None else ""
     warn = "".join(f"\n         [yellow]warning: {w}[/]" for w in r.get("warnings") or [])
     return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter "
             f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}], "

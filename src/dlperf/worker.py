@@ -27,8 +27,10 @@ from dlperf import stats
 from dlperf.config import RunConfig
 from dlperf.env import collect_env
 from dlperf.errors import DlperfError
+from dlperf.data.pipeline import data_wait_summary
 from dlperf.frameworks import NonFiniteLoss, get_adapter
 from dlperf.harness.loop import measure
+from dlperf.power import PowerRecord, PowerSampler, energy_summary
 from dlperf.zoo import get_spec
 
 SCHEMA_VERSION = 1
@@ -88,10 +90,24 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             if not _finite(vals):
                 raise NonFiniteLoss(f"loss became non-finite during warm-up: {vals[-5:]}")
 
+        power = PowerControl(session.nvml_target, cfg.power_interval_s)
+
+        def on_phase(phase: str) -> None:
+            if session.on_phase is not None:
+                session.on_phase(phase)
+            if phase == "measure":
+                power.start()  # last thing before the measured segment
+
         t0 = time.perf_counter()
-        loop = measure(session.step, session.timer, cfg.iterations, check_losses=check,
-                       on_phase=session.on_phase)
+        try:
+            loop = measure(session.step, session.timer, cfg.iterations, check_losses=check,
+                           on_phase=on_phase)
+        finally:
+            power_record = power.stop()  # first thing after it
         phases["loop"] = time.perf_counter() - t0
+        memory = session.memory()  # before the probes below allocate anything
+        if power_record is not None and power_record.memory_used_peak_bytes is not None:
+            memory["nvml_used_peak_bytes"] = power_record.memory_used_peak_bytes
         t0 = time.perf_counter()
         losses = {k: session.losses_to_floats(v) for k, v in loop.losses.items()}
         summary = stats.summarize(loop.measured_s)
@@ -99,6 +115,10 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         n = len(loop.measured_s)
         tp = stats.throughput(n, cfg.batch_size, loop.measured_total_s, spec.tokens_per_sample)
         comp = compile_info(session)
+        waits = session.data_wait.measured() if session.data_wait is not None else None
+        t0 = time.perf_counter()
+        probes = run_probes(session, cfg)
+        phases["probes"] = time.perf_counter() - t0
         status, error = "ok", None
         if not _finite(losses["measure"]):
             bad = next(i for i, x in enumerate(losses["measure"]) if not math.isfinite(x))
@@ -117,11 +137,18 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             "wall_time_s": loop.wall_s,
             "timing_rel_diff": loop.timing_rel_diff,
             "timing_consistent": loop.timing_consistent,
-            "memory": session.memory(),
+            "memory": memory,
             "samples": {"first": [loop.first_iter_s], "warmup": loop.warmup_s,
                         "measure": loop.measured_s},
             "losses": losses,
+            "data_wait": (data_wait_summary(waits, loop.measured_s, cfg.input_bound_share)
+                          if waits is not None else None),
+            "power": energy_summary(power_record, loop.measured_total_s, n, cfg.batch_size,
+                                    power.reason),
         })
+        if waits is not None:
+            r["samples"]["data_wait"] = waits
+        r.update(efficiency(r, spec, probes))
         r["warnings"] = quality_warnings(r)
         if cfg.breakdown or cfg.trace_dir:
             # A separate, labelled measurement after the fused one (which stays the headline).
@@ -194,7 +221,98 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
         w.append(f"iteration times and wall time differ by {r.get('timing_rel_diff', 0):.1%}")
     if r.get("device") == "cpu" and r.get("precision") == "tf32":
         w.append("tf32 has no effect on the CPU: this is an fp32 run")
+    mfu = (r.get("mfu") or {}).get("mfu")
+    if mfu is not None and mfu > 1.0:
+        w.append(f"MFU above 100% ({mfu:.0%}): the matmul ceiling was measured below the rate "
+                 f"the model reached (a busy machine during the microbenchmark?)")
+    dw = r.get("data_wait") or {}
+    if dw.get("input_bound"):
+        w.append(f"input-bound: the median data wait is {dw['share']:.0%} of the median "
+                 f"iteration (threshold {dw['threshold']:.0%}); more loader workers or a faster "
+                 f"pipeline would speed training up")
     return w
+
+
+class PowerControl:
+    """Starts and stops NVML power sampling around the measured segment (dlperf.power).
+
+    ``reason`` says why there is no sampling (a CPU run, no NVML) when it is off.
+    """
+
+    def __init__(self, nvml_target: tuple[str | None, int] | None, interval_s: float) -> None:
+        self.sampler: PowerSampler | None = None
+        self.reason: str | None = None
+        self._started = False
+        if nvml_target is None:
+            self.reason = "not a GPU run: NVML measures NVIDIA GPUs only"
+            return
+        from dlperf import nvml
+
+        readers, why = nvml.power_readers(*nvml_target)
+        if readers is None:
+            self.reason = why
+            return
+        p, e, m = readers
+        self.sampler = PowerSampler(p, e, m, interval_s=interval_s)
+
+    def start(self) -> None:  # noqa: D102
+        if self.sampler is not None and not self._started:
+            self.sampler.start()
+            self._started = True
+
+    def stop(self) -> PowerRecord | None:  # noqa: D102
+        if self.sampler is None or not self._started:
+            return None
+        self._started = False
+        return self.sampler.stop()
+
+
+def run_probes(session: Any, cfg: RunConfig) -> dict[str, Any]:
+    """After the measurement: the framework's FLOP/byte count of one iteration and the measured
+    ceilings (MFU); each failure is recorded in ``errors``, never fails the result."""
+    out: dict[str, Any] = {"framework_flops": None, "ceilings": None, "errors": {}}
+    if session.count_flops is not None:
+        try:
+            out["framework_flops"] = session.count_flops()
+        except Exception as e:  # noqa: BLE001
+            out["errors"]["framework_flops"] = f"{type(e).__name__}: {str(e)[:300]}"
+    if cfg.measure_ceilings and session.ceiling_backend is not None:
+        from dlperf.perfmodel.ceilings import measure_ceilings
+
+        try:
+            out["ceilings"] = measure_ceilings(session.ceiling_backend())
+        except Exception as e:  # noqa: BLE001
+            out["errors"]["ceilings"] = f"{type(e).__name__}: {str(e)[:300]}"
+    elif not cfg.measure_ceilings:
+        out["errors"]["ceilings"] = "not measured (measure_ceilings is off)"
+    return out
+
+
+def efficiency(r: dict[str, Any], spec: Any, probes: dict[str, Any]) -> dict[str, Any]:
+    """The ``flops``, ``ceilings``, ``datasheet`` and ``mfu`` parts of a result."""
+    from dlperf.perfmodel.datasheet import datasheet_peaks
+    from dlperf.perfmodel.mfu import mfu_summary
+
+    fw = probes.get("framework_flops") or {}
+    sheet = datasheet_peaks(r.get("versions", {}).get("device_name")
+                            if r.get("device") == "cuda" else None)
+    fw_step = fw.get("flops_per_step")
+    analytic = spec.train_flops_per_sample
+    flops = {"analytic_train_flops_per_sample": analytic,
+             "analytic_source": spec.flops_source,
+             "framework_flops_per_step": fw_step,
+             "framework_flops_per_sample": fw_step / r["batch_size"] if fw_step else None,
+             "framework_to_analytic": (fw_step / r["batch_size"] / analytic
+                                       if fw_step and analytic else None),
+             "framework_source": fw.get("source"),
+             "bytes_per_step": fw.get("bytes_per_step"), "bytes_source": fw.get("bytes_source")}
+    mfu = mfu_summary(train_flops_per_sample=analytic,
+                      samples_per_s=(r.get("throughput") or {}).get("samples_per_s"),
+                      precision=r["precision"], batch_size=r["batch_size"],
+                      ceilings=probes.get("ceilings"), datasheet=sheet,
+                      framework_flops_per_step=fw_step, bytes_per_step=fw.get("bytes_per_step"))
+    return {"flops": flops, "ceilings": probes.get("ceilings"), "datasheet": sheet, "mfu": mfu,
+            "probe_errors": probes.get("errors") or None}
 
 
 def compile_info(session: Any) -> dict[str, Any]:

@@ -59,6 +59,11 @@ def make_batches(ds: Dataset, spec: ModelSpec, batch_size: int,
                  max_batches: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Cut ``ds`` into the full training batches of model ``spec``, in file order.
 
+    ImageFolder (``ds.kind == "imagefolder"``): a square RGB image model; each image is decoded
+    and resized with the evaluation transform (:func:`dlperf.data.imagefolder.load_eval_image`),
+    normalised with the ImageNet constants; ``X`` float32 ``[nb, B, 3, S, S]``. Meant for a few
+    batches (a check); training reads go through :mod:`dlperf.data.pipeline`.
+
     Images (``ds.kind == "image"``): a spec with ``input_kind == "image"`` needs
     ``input_shape == (C, H, W)`` of the images; ``"vector"`` needs ``input_shape[0] == C*H*W``
     (the image flattened row-major, e.g. MNIST for ``fcn_mnist``). Pixels are normalised as
@@ -89,6 +94,8 @@ def make_batches(ds: Dataset, spec: ModelSpec, batch_size: int,
     if max_batches is not None and max_batches < 1:
         raise ConfigError(f"max_batches must be >= 1 or None, got {max_batches}")
     _check_fits(ds, spec)
+    if ds.kind == "imagefolder":
+        return _imagefolder_batches(ds, spec, batch_size, max_batches)
     if ds.kind == "image":
         return _image_batches(ds, spec, batch_size, max_batches)
     return _token_batches(cap_vocab(ds, spec.num_classes), spec, batch_size, max_batches)
@@ -115,6 +122,27 @@ def _image_batches(ds: Dataset, spec: ModelSpec, bs: int, max_batches: int | Non
     return X, Y
 
 
+def _imagefolder_batches(ds: Dataset, spec: ModelSpec, bs: int, max_batches: int | None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    # Decodes every image asked for (the evaluation transform: resize and centre crop), so it is
+    # meant for a few batches (a check, a first batch); training reads go through the input
+    # pipelines (dlperf.data.pipeline), which decode and augment per iteration.
+    from dlperf.data.imagefolder import load_eval_image, normalize_hwc
+
+    n = ds.x.shape[0]
+    nb = n // bs
+    if nb == 0:
+        raise DataError(f"ImageFolder {ds.path} has {n} images, too few for one batch of {bs}: "
+                        f"the largest batch size that works is {n} (or make more images)")
+    if max_batches is not None:
+        nb = min(nb, max_batches)
+    size = spec.input_shape[1]
+    x = np.stack([load_eval_image(str(p), size) for p in ds.x[: nb * bs]])
+    X = normalize_hwc(x).transpose(0, 3, 1, 2).reshape(nb, bs, *spec.input_shape)
+    Y = ds.y[: nb * bs].astype(np.int64).reshape(nb, bs)
+    return np.ascontiguousarray(X), Y
+
+
 def _token_batches(ds: Dataset, spec: ModelSpec, bs: int, max_batches: int | None
                    ) -> tuple[np.ndarray, np.ndarray]:
     ids = ds.x
@@ -139,6 +167,17 @@ def _token_batches(ds: Dataset, spec: ModelSpec, bs: int, max_batches: int | Non
 
 
 def _check_fits(ds: Dataset, spec: ModelSpec) -> None:
+    if ds.kind == "imagefolder":
+        # Any image size fits: the pipeline crops and resizes to the model's input.
+        shape = tuple(spec.input_shape)
+        if spec.input_kind != "image" or len(shape) != 3 or shape[0] != 3 or shape[1] != shape[2]:
+            _misfit(ds, spec, f"it is RGB images cropped to a square but the model takes "
+                              f"{_describe_input(spec)}")
+        labels = int(ds.meta.get("num_labels", 0))
+        if spec.num_classes < labels:
+            _misfit(ds, spec, f"it has {labels} classes but the model only {spec.num_classes} "
+                              f"outputs")
+        return
     if ds.kind == "image":
         shape = tuple(int(d) for d in ds.x.shape[1:])
         if spec.input_kind == "image" and tuple(spec.input_shape) == shape:

@@ -9,14 +9,15 @@ from pathlib import Path
 import numpy as np
 
 #: Data-set names that :func:`dlperf.data.load_dataset` accepts (besides paths).
-DATASETS: tuple[str, ...] = ("mnist", "cifar10", "ptb", "wikitext2")
+DATASETS: tuple[str, ...] = ("mnist", "cifar10", "ptb", "wikitext2", "imagefolder")
 
 #: Other spellings accepted for a data-set name.
 ALIASES: dict[str, str] = {"wikitext-2": "wikitext2", "cifar-10": "cifar10"}
 
-#: Kind of each data set: ``"image"`` (uint8 NCHW + labels) or ``"tokens"`` (int64 ids).
+#: Kind of each data set: ``"image"`` (uint8 NCHW + labels), ``"tokens"`` (int64 ids) or
+#: ``"imagefolder"`` (JPEG paths + labels, decoded by the input pipeline).
 KINDS: dict[str, str] = {"mnist": "image", "cifar10": "image", "ptb": "tokens",
-                         "wikitext2": "tokens"}
+                         "wikitext2": "tokens", "imagefolder": "imagefolder"}
 
 #: Number of label classes of the image data sets.
 NUM_LABELS: dict[str, int] = {"mnist": 10, "cifar10": 10}
@@ -41,13 +42,16 @@ class Dataset:
     """A data set read into memory, framework-independent.
 
     Attributes:
-        name: ``"mnist"``, ``"cifar10"``, ``"ptb"`` or ``"wikitext2"``.
-        kind: ``"image"`` or ``"tokens"``.
+        name: ``"mnist"``, ``"cifar10"``, ``"ptb"``, ``"wikitext2"`` or ``"imagefolder"``.
+        kind: ``"image"``, ``"tokens"`` or ``"imagefolder"``.
         path: the file or folder it was read from.
         x: images: ``uint8 [N, C, H, W]`` raw pixel values 0..255 (MNIST ``C=1, H=W=28``,
             CIFAR-10 ``C=3, H=W=32``, channels R, G, B); tokens: ``int64 [T]`` word ids into
             ``vocab`` in file order, with ``"<eos>"`` at the end of every line.
         y: images: ``int64 [N]`` labels in ``0..9``; tokens: ``None``.
+            imagefolder: ``x`` is a string array ``[N]`` of JPEG paths and ``y`` ``int64 [N]``
+            their class labels; ``meta`` has ``classes`` (names), ``num_labels``,
+            ``n_samples``, ``image_size`` (of the first image) and ``listing_sha256``.
         vocab: tokens: ``vocab[id]`` is the word, ordered by descending frequency in the file
             read (ties by word), so id 0 is the most frequent word; images: ``None``.
         meta: ``split`` (``"train"``, ``"valid"``, ``"test"``), ``files`` (names of the files

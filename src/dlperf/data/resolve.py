@@ -8,7 +8,12 @@ Layout under the data root (``--data-dir`` or ``$DLPERF_DATA``); the first match
   ``data_batch_*.bin`` (all, in numeric order), else ``test_batch.bin``;
 * ``ptb/``: ``ptb.train.txt``, else ``ptb.valid.txt``, else ``ptb.test.txt``;
 * ``wikitext-2/`` or ``wikitext2/``: ``wiki.train.tokens``, else ``wiki.valid.tokens``, else
-  ``wiki.test.tokens``.
+  ``wiki.test.tokens``;
+* ``imagefolder/``, ``imagenet/train/`` or ``imagenet/``: an ImageFolder of JPEGs
+  (``<class>/<image>.jpg``; :mod:`dlperf.data.imagefolder`).
+
+An ImageFolder can also be named explicitly as ``imagefolder:PATH``, and a folder given as a
+path is recognised as one when it holds no other data set and its sub-folders hold images.
 """
 
 from __future__ import annotations
@@ -33,7 +38,11 @@ FOLDERS: dict[str, tuple[str, ...]] = {
     "cifar10": ("cifar10", "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin"),
     "ptb": ("ptb",),
     "wikitext2": ("wikitext-2", "wikitext2"),
+    "imagefolder": ("imagefolder", "imagenet/train", "imagenet"),
 }
+
+#: Prefix that names an ImageFolder explicitly: ``--data imagefolder:PATH``.
+IMAGEFOLDER_PREFIX = "imagefolder:"
 
 _MNIST_SPLITS = (("train", "train"), ("t10k", "test"))
 _TOKEN_FILES = {
@@ -49,6 +58,7 @@ LOOKED_FOR: dict[str, str] = {
     "cifar10": "data_batch_*.bin or test_batch.bin (CIFAR-10 binary version)",
     "ptb": "ptb.train.txt, ptb.valid.txt or ptb.test.txt",
     "wikitext2": "wiki.train.tokens, wiki.valid.tokens or wiki.test.tokens",
+    "imagefolder": "one sub-folder of JPEG images per class (<class>/<image>.jpg)",
 }
 
 
@@ -92,6 +102,8 @@ def load_dataset(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | 
             label out of range, CIFAR size not a multiple of 3073, not UTF-8, empty file).
     """
     key = os.fspath(name_or_path)
+    if key.startswith(IMAGEFOLDER_PREFIX):
+        return _load_imagefolder(Path(key[len(IMAGEFOLDER_PREFIX):]).expanduser())
     name = canonical_name(key)
     if name is not None:
         return _load_by_name(name, data_dir)
@@ -148,6 +160,8 @@ def _load_folder_as(name: str, folder: Path) -> Dataset | None:
             return _load_cifar(folder, batches, "train")
         test = folder / "test_batch.bin"
         return _load_cifar(folder, [test], "test") if test.is_file() else None
+    if name == "imagefolder":
+        return _load_imagefolder(folder) if _looks_like_imagefolder(folder) else None
     for fname, split in _TOKEN_FILES[name]:
         if (folder / fname).is_file():
             return _load_tokens(name, folder, folder / fname, split)
@@ -259,6 +273,39 @@ def _load_cifar(path: Path, files: list[Path], split: str) -> Dataset:
     meta.update(n_samples=int(x.shape[0]), image_shape=tuple(x.shape[1:]),
                 num_labels=NUM_LABELS["cifar10"])
     return Dataset("cifar10", KINDS["cifar10"], path, x, y, None, meta)
+
+
+def _looks_like_imagefolder(folder: Path) -> bool:
+    """True if some sub-folder of ``folder`` (among the first 64) holds an image file."""
+    from dlperf.data.imagefolder import EXTENSIONS
+
+    subs = [d for d in sorted(folder.iterdir())[:64] if d.is_dir()]
+    for d in subs:
+        for i, f in enumerate(os.scandir(d)):
+            if f.name.lower().endswith(EXTENSIONS):
+                return True
+            if i > 64:
+                break
+    return False
+
+
+def _load_imagefolder(folder: Path) -> Dataset:
+    from dlperf.data.imagefolder import listing_digest, scan_imagefolder
+
+    paths, labels, classes = scan_imagefolder(folder)
+    size = None
+    try:
+        from PIL import Image
+
+        with Image.open(paths[0]) as im:
+            size = (im.height, im.width)
+    except Exception:  # noqa: BLE001 - reported when the pipeline decodes it
+        pass
+    meta = {"split": "train", "format": "imagefolder", "files": len(paths),
+            "listing_sha256": listing_digest(paths), "n_samples": len(paths),
+            "classes": classes, "num_labels": len(classes), "image_size": size}
+    return Dataset("imagefolder", KINDS["imagefolder"], folder, np.asarray(paths), labels, None,
+                   meta)
 
 
 def _load_tokens(name: str, path: Path, file: Path, split: str) -> Dataset:

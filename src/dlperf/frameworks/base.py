@@ -54,6 +54,16 @@ class Session:
             TraceData, "files": {kind: path}}`` runs one warm-up and ``n`` annotated steps
             (``dlperf_step``) under the framework's profiler, writes the trace files into
             ``folder`` and parses them (:mod:`dlperf.breakdown`).
+        data_wait: real data through an input pipeline: the
+            :class:`~dlperf.data.pipeline.DataWaitRecorder` around the step's next-batch call
+            (its ``mark_measure`` is called from ``on_phase``); None for synthetic data.
+        nvml_target: ``(uuid or None, NVML index)`` of the GPU the run uses; None on a CPU.
+        count_flops: after the measurement, runs one more iteration under the framework's
+            FLOP counter (or reads its compiler's cost analysis) and returns
+            ``{"flops_per_step", "bytes_per_step", "source", "bytes_source"}`` (None where a
+            count is not available).
+        ceiling_backend: returns the framework's
+            :class:`~dlperf.perfmodel.ceilings.CeilingBackend` for the run's device.
     """
 
     step: Callable[[], Any]
@@ -69,6 +79,10 @@ class Session:
     phased_step: Callable[..., Any] | None = None
     phase_timer: Callable[[], Any] | None = None
     profile: Callable[[int, Any], dict[str, Any]] | None = None
+    data_wait: Any = None
+    nvml_target: tuple[str | None, int] | None = None
+    count_flops: Callable[[], dict[str, Any]] | None = None
+    ceiling_backend: Callable[[], Any] | None = None
 
 
 class FrameworkAdapter(Protocol):

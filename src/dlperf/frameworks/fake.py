@@ -9,6 +9,11 @@ returns NaN losses, ``hang`` sleeps forever (for timeout tests), ``error`` raise
 Breakdown (``--breakdown``/``--trace``): the phased step sleeps :data:`PHASE_SHARES` of the
 step time per phase (they add up to the fused step); the "profile" writes a small Chrome-trace
 JSON and returns a trace with one op per phase per step, of the slept durations.
+
+With real data (``data`` not ``synthetic``) each step first waits ``DLPERF_FAKE_DATA_WAIT_S``
+seconds (default 0) for its "batch", recorded as the data wait of a pipeline.
+``DLPERF_FAKE_NVML=1`` makes the session claim GPU 0 for NVML (tests of the power sampling
+patch :func:`dlperf.nvml.power_readers`).
 """
 
 from __future__ import annotations
@@ -63,9 +68,19 @@ class FakeAdapter:
         if fail == "error":
             raise DataError("scripted data error")
         n = [0]
+        rec = None
+        next_batch = None
+        if cfg.data != "synthetic":
+            from dlperf.data.pipeline import DataWaitRecorder
+
+            wait = float(os.environ.get("DLPERF_FAKE_DATA_WAIT_S", "0"))
+            rec = DataWaitRecorder()
+            next_batch = rec.wrap(lambda: time.sleep(wait) if wait > 0 else None)
 
         def step() -> Any:
             n[0] += 1
+            if next_batch is not None:
+                next_batch()
             if fail == "oom" and n[0] > 2:
                 raise OutOfMemory("scripted out of memory")
             if fail == "crash" and n[0] > 2:
@@ -117,5 +132,9 @@ class FakeAdapter:
         return Session(step=step, timer=HostTimer(), losses_to_floats=lambda h: [float(x) for x in h],
                        memory=memory, versions={"framework": "fake", "fake": "0",
                                                 "device_name": "fake"},
-                       flags={"step_s": dt}, data_info={"kind": cfg.data},
+                       flags={"step_s": dt}, data_info={"kind": cfg.data}, data_wait=rec,
+                       on_phase=(lambda ph: ph == "measure" and rec.mark_measure())
+                       if rec is not None else None,
+                       nvml_target=(None, 0) if os.environ.get("DLPERF_FAKE_NVML") == "1"
+                       else None,
                        phased_step=phased_step, phase_timer=phase_timer, profile=profile)

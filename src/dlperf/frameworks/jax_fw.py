@@ -35,8 +35,15 @@ state (parameters, BN statistics, optimizer state, dropout key) donated
 * gradient accumulation (``--grad-accum K``): the K micro-batches are unrolled inside the one
   compiled step (gradients summed, divided by K; BN statistics updated micro-batch by
   micro-batch, as in PyTorch), one optimizer update per step.
-* ``xla_cost_flops_per_step``: XLA's static cost analysis of the compiled step, for comparison
-  with the spec's analytic FLOPs (loop bodies such as the LSTM's scan are counted once).
+* ``xla_cost_flops_per_step`` / ``xla_cost_bytes_per_step``: XLA's static cost analysis of the
+  compiled step ("flops", "bytes accessed"), for comparison with the spec's analytic FLOPs and
+  for the roofline (loop bodies such as the LSTM's scan are counted once); returned by
+  ``Session.count_flops`` without running anything.
+* real data through a pipeline (``--loader-workers N``, always for an ImageFolder): a host
+  pipeline (:class:`~dlperf.data.pipeline.HostPipeline`, ``frameworks/jax_input.py``): N
+  threads make numpy batches (Pillow decode and augment for JPEGs), a feeder thread
+  ``device_put``s them into a queue ``--loader-prefetch`` deep; the step takes the next device
+  batch from the queue, and the wait is recorded (``Session.data_wait``).
 * synthetic data: a pool of 4 distinct batches made on the device before timing, cycled.
   Real data: batches prepared on the host (pageable memory) and copied with
   ``jax.device_put`` inside each step, so the host-to-device copy is part of the iteration.
@@ -377,7 +384,8 @@ class JaxAdapter:
             raise RuntimeError(f"{spec.name}: the Flax model has {n_params} parameters, the spec "
                                f"{spec.params}")
 
-        next_batch, first_batch, data_info, data_arrays, fetch, to_device = self._data(
+        (next_batch, first_batch, data_info, data_arrays, fetch, to_device, data_wait,
+         close_data) = self._data(
             jax, jnp, cfg, spec, dev, k_data, in_shape, in_dtype)
 
         # The train step.
@@ -448,8 +456,10 @@ class JaxAdapter:
             cost = compiled.cost_analysis()
             cost = cost[0] if isinstance(cost, list) else cost
             flags["xla_cost_flops_per_step"] = float(cost.get("flops")) if cost else None
+            flags["xla_cost_bytes_per_step"] = (float(cost["bytes accessed"])
+                                                if cost and cost.get("bytes accessed") else None)
         except Exception:  # noqa: BLE001 - not every backend reports costs
-            flags["xla_cost_flops_per_step"] = None
+            flags["xla_cost_flops_per_step"] = flags["xla_cost_bytes_per_step"] = None
         # The compiled program's text names every instruction a trace shows, with its
         # metadata (phase and op class for --breakdown/--trace, dlperf.breakdown.xla).
         hlo_text = compiled.as_text() if (cfg.breakdown or cfg.trace_dir) else None
@@ -490,6 +500,24 @@ class JaxAdapter:
         def on_phase(phase: str) -> None:
             if phase == "measure":
                 at_measure.update(traces=counters["traces"], compiles=flags["recompiles"])
+                if data_wait is not None:
+                    data_wait.mark_measure()
+
+        def count_flops() -> dict[str, Any]:
+            return {"flops_per_step": flags.get("xla_cost_flops_per_step"),
+                    "bytes_per_step": flags.get("xla_cost_bytes_per_step"),
+                    "source": "XLA cost analysis of the compiled step ('flops'; loop bodies "
+                              "counted once)",
+                    "bytes_source": "XLA cost analysis ('bytes accessed')"}
+
+        def ceiling_backend():
+            global _ACTIVE_FLAGS
+            from dlperf.frameworks.jax_probes import JaxCeilings
+
+            # The measurement is over: the microbenchmarks' compilations are not the step's.
+            if _ACTIVE_FLAGS is flags:
+                _ACTIVE_FLAGS = None
+            return JaxCeilings(jax, dev)
 
         def compile_info() -> dict[str, Any]:
             # A retrace during measurement nearly always compiles too; a compile without a
@@ -554,6 +582,7 @@ class JaxAdapter:
 
         def close() -> None:
             global _ACTIVE_FLAGS
+            close_data()
             if _ACTIVE_FLAGS is flags:
                 _ACTIVE_FLAGS = None
             for leaf in jax.tree.leaves([holder.pop("state", None), holder.pop("data", None)]):
@@ -567,7 +596,9 @@ class JaxAdapter:
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
                        on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
-                       phase_timer=phase_timer, profile=profile)
+                       phase_timer=phase_timer, profile=profile, data_wait=data_wait,
+                       nvml_target=(uuid, nvml_index) if gpu else None,
+                       count_flops=count_flops, ceiling_backend=ceiling_backend)
 
     @staticmethod
     def _profile(jax: Any, step: Any, holder: dict[str, Any], hlo_text: str | None, n: int,
@@ -627,13 +658,15 @@ class JaxAdapter:
     @staticmethod
     def _data(jax: Any, jnp: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
               in_shape: tuple[int, ...], in_dtype: Any):
-        """Return (next_batch, first_batch, data_info, device_arrays, fetch, to_device).
+        """Return (next_batch, first_batch, data_info, device_arrays, fetch, to_device,
+        data_wait, close).
 
         ``next_batch()`` gives the ``(x, y)`` device arrays of one step: ``x`` ``[B, *in_shape]``
         (float32, or int32 token ids), ``y`` ``[B, *targets]`` int32; ``first_batch`` is what the
         step is compiled for; ``device_arrays`` are freed by ``close``; ``to_device(fetch())``
         is ``next_batch()`` in two parts (the batch as held, then its copy to the device), for
-        the breakdown's t_io and t_h2d.
+        the breakdown's t_io and t_h2d; ``data_wait`` is the recorder of a pipeline (else None)
+        and ``close`` stops the pipeline.
         """
         B = cfg.batch_size
         tgt = _targets(spec)
@@ -652,13 +685,25 @@ class JaxAdapter:
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL,
                     "layout": "NHWC" if spec.input_kind == "image" else None}
-            return it.__next__, pool[0], info, pool, it.__next__, lambda b: b
+            return it.__next__, pool[0], info, pool, it.__next__, lambda b: b, None, lambda: None
 
         import numpy as np
 
         from dlperf.data import load_dataset, make_batches
 
         ds = load_dataset(cfg.data, cfg.data_dir)
+        if cfg.loader_workers is not None or ds.kind == "imagefolder":
+            from dlperf.frameworks.jax_input import make_pipeline
+
+            nxt, first, pipe, rec, close = make_pipeline(
+                jax, cfg, spec, ds, dev, int_ids=bool(jnp.issubdtype(in_dtype, jnp.integer)))
+            info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
+                    "placement": "pipeline", "pipeline": pipe,
+                    "layout": "NHWC" if spec.input_kind == "image" else None,
+                    **{k: v for k, v in ds.meta.items()
+                       if isinstance(v, (int, float, str, bool))}}
+            # The pipeline hands over device arrays: no separate copy step to split off.
+            return nxt, first, info, [first], nxt, lambda b: b, rec, close
         X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
         if spec.input_kind == "image":  # NCHW -> NHWC, once, on the host
             X = X.transpose(0, 1, 3, 4, 2)
@@ -676,4 +721,5 @@ class JaxAdapter:
                 "placement": "host", "distinct_batches": int(X.shape[0]),
                 "layout": "NHWC (transposed on the host)" if spec.input_kind == "image" else None,
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return next_batch, first, info, [first], it.__next__, lambda b: jax.device_put(b, dev)
+        return (next_batch, first, info, [first], it.__next__,
+                lambda b: jax.device_put(b, dev), None, lambda: None)

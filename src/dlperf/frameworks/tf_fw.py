@@ -73,7 +73,13 @@ Timing (MEASUREMENT.md rules 1-2); the step always returns its loss tensor witho
   costs a few percent on small steps) and the boundary skew described above. Compare with a
   profiler timeline before trusting TensorFlow GPU numbers against other frameworks.
 
-Memory: CPU: peak RSS. GPU: ``tf.config.experimental.get_memory_info("GPU:0")`` peak (as
+Real data through a pipeline (``--loader-workers N``, always for an ImageFolder): ``tf.data``
+with map / batch / prefetch (``frameworks/tf_input.py``); the time the step waits for
+``next(iterator)`` is recorded (``Session.data_wait``). FLOPs: TensorFlow's profiler over the
+traced step graph (``frameworks/tf_probes.py``); ceilings with ``tf.linalg.matmul``.
+
+Memory: CPU: peak RSS, and ``get_memory_info("CPU:0")``'s peak as ``peak_allocated_bytes``
+(TensorFlow's CPU allocator, since the process's first op). GPU: ``tf.config.experimental.get_memory_info("GPU:0")`` peak (as
 ``peak_allocated_bytes``, the BFC allocator's peak in use; reset in ``prepare``) and current,
 plus NVML's device view; TensorFlow does not expose its reserved pool, so
 ``peak_reserved_bytes`` is None (NVML ``used`` includes it, plus the CUDA context).
@@ -335,8 +341,8 @@ class TensorFlowAdapter:
         with tf.device(dev):
             opt.build(tvars)
 
-        next_batch, data_info, first_batch, fetch, to_device = self._data(tf, cfg, spec, dev,
-                                                                           gpu, impl)
+        (next_batch, data_info, first_batch, fetch, to_device, data_wait,
+         close_data) = self._data(tf, cfg, spec, dev, gpu, impl)
         loss_fn = self._loss(tf, spec, impl)
         K = cfg.grad_accum
 
@@ -404,6 +410,22 @@ class TensorFlowAdapter:
         def on_phase(phase: str) -> None:
             if phase == "measure":
                 at_measure["traces"] = tracing_count()
+                if data_wait is not None:
+                    data_wait.mark_measure()
+
+        def count_flops() -> dict[str, Any]:
+            from dlperf.frameworks.tf_probes import count_graph_flops
+
+            specs = [tf.TensorSpec.from_tensor(t) for t in first_batch]
+            # Graph modes: the concrete function already traced (no retrace); eager: a trace of
+            # the same Python step, never run.
+            g = fn if traced else tf.function(train_step)
+            return count_graph_flops(tf, g.get_concrete_function(*specs))
+
+        def ceiling_backend():
+            from dlperf.frameworks.tf_probes import TfCeilings
+
+            return TfCeilings(tf, dev, gpu)
 
         def compile_info() -> dict[str, Any]:
             n = tracing_count()
@@ -472,6 +494,13 @@ class TensorFlowAdapter:
                 m["peak_allocated_bytes"] = int(info["peak"])
                 m["current_allocated_bytes"] = int(info["current"])
                 m["nvml_used_bytes"] = nvml.memory_used_bytes(uuid, index)
+            else:
+                try:  # TensorFlow's CPU allocator tracks its peak too (since its first op)
+                    info = tf.config.experimental.get_memory_info("CPU:0")
+                    m["peak_allocated_bytes"] = int(info["peak"])
+                    m["current_allocated_bytes"] = int(info["current"])
+                except (ValueError, RuntimeError):  # not tracked by this build
+                    pass
             return m
 
         build_info = dict(tf.sysconfig.get_build_info())
@@ -500,6 +529,7 @@ class TensorFlowAdapter:
 
         def close() -> None:
             nonlocal model, opt, fn
+            close_data()
             del model, opt, fn
             keras.mixed_precision.set_global_policy("float32")
             keras.backend.clear_session()
@@ -508,7 +538,9 @@ class TensorFlowAdapter:
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
                        on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
-                       phase_timer=phase_timer, profile=profile)
+                       phase_timer=phase_timer, profile=profile, data_wait=data_wait,
+                       nvml_target=(uuid, index) if gpu else None, count_flops=count_flops,
+                       ceiling_backend=ceiling_backend)
 
     @staticmethod
     def _profile(tf: Any, step: Any, phased_step: Any, mode: str, xla_fn: Any, first_batch: Any,
@@ -600,9 +632,10 @@ class TensorFlowAdapter:
 
     @staticmethod
     def _data(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, gpu: bool, impl: Any):
-        """Return (next_batch, data_info, first batch, fetch, to_device): ``next_batch()``
-        gives ``(x, y)``; ``to_device(fetch())`` gives the same in two parts (the batch as
-        held, then placed on the run's device), for the breakdown's t_io and t_h2d."""
+        """Return (next_batch, data_info, first batch, fetch, to_device, data_wait, close):
+        ``next_batch()`` gives ``(x, y)``; ``to_device(fetch())`` gives the same in two parts
+        (the batch as held, then placed on the run's device), for the breakdown's t_io and
+        t_h2d; ``data_wait`` is the recorder of a pipeline (else None)."""
         B = cfg.batch_size
         image = spec.input_kind == "image"
         if cfg.data == "synthetic":
@@ -631,12 +664,26 @@ class TensorFlowAdapter:
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device",
                     "distinct_batches": SYNTHETIC_POOL, "layout": "NHWC" if image else None}
-            return it.__next__, info, pool[0], it.__next__, lambda b: b
+            return it.__next__, info, pool[0], it.__next__, lambda b: b, None, lambda: None
 
         from dlperf.data import load_dataset, make_batches
         from dlperf.zoo.convert_keras import nchw_to_nhwc
 
         ds = load_dataset(cfg.data, cfg.data_dir)
+        if cfg.loader_workers is not None or ds.kind == "imagefolder":
+            from dlperf.data.pipeline import DataWaitRecorder
+            from dlperf.frameworks.tf_input import make_dataset
+
+            host_next, pipe, close = make_dataset(tf, cfg, spec, ds)
+            first = host_next()  # for tracing; not part of the recorded waits
+            rec = DataWaitRecorder()
+            info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
+                    "placement": "pipeline" + ("-host-pageable" if gpu else ""),
+                    "pipeline": pipe, "layout": "NHWC" if image else None,
+                    **{k: v for k, v in ds.meta.items()
+                       if isinstance(v, (int, float, str, bool))}}
+            nxt = rec.wrap(host_next)  # tf.data places the batches itself: no copy to split off
+            return nxt, info, first, nxt, lambda b: b, rec, close
         X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
         if image:
             X = nchw_to_nhwc(X)  # [nb, B, C, H, W] -> [nb, B, H, W, C], once, on the host
@@ -655,4 +702,4 @@ class TensorFlowAdapter:
             with tf.device(dev):
                 return tf.identity(b[0]), tf.identity(b[1])
 
-        return it.__next__, info, batches[0], it.__next__, to_device
+        return it.__next__, info, batches[0], it.__next__, to_device, None, lambda: None

@@ -16,6 +16,11 @@ Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
   from their implementation module's hooks ``synthetic_batch`` and ``loss_fn``.
   Real data: batches prepared on the host (pinned memory on CUDA) and copied with
   ``non_blocking=True`` inside each step, so the host-to-device copy is part of the iteration.
+  With ``--loader-workers N`` (and always for an ImageFolder) the batches come from a
+  ``DataLoader`` during training instead (``frameworks/torch_input.py``), and the time the step
+  waits for each batch is recorded (``Session.data_wait``).
+* after the measurement: one more iteration of the eager model under ``FlopCounterMode`` and a
+  byte counter (``frameworks/torch_probes.py``), and the matmul/bandwidth ceilings.
 """
 
 from __future__ import annotations
@@ -143,11 +148,14 @@ class TorchAdapter:
         if o.name != "sgd":
             flags["optimizer"].update(betas=list(o.betas), eps=o.eps)
         on_phase, compile_info = None, None
+        eager_model = model
         if cfg.mode == "graph":
             model, on_phase, compile_info = self._compile(torch, model, flags)
 
-        next_batch, data_info, fetch, to_device = self._data(torch, cfg, spec, dev,
-                                                             channels_last)
+        next_batch, data_info, fetch, to_device, data_wait, close_data = self._data(
+            torch, cfg, spec, dev, channels_last)
+        if data_wait is not None:
+            on_phase = _and_then(on_phase, lambda ph: ph == "measure" and data_wait.mark_measure())
 
         n_classes = spec.num_classes
         bf16 = cfg.precision == "bf16"
@@ -169,27 +177,42 @@ class TorchAdapter:
             loss_fn = importlib.import_module(
                 f"dlperf.zoo.{spec.family}.torch_impl").loss_fn(spec)
 
-        if K == 1:
-            def step():
-                x, y = next_batch()
-                opt.zero_grad(set_to_none=True)
-                with autocast():
-                    loss = loss_fn(model(x), y)
-                loss.backward()
-                opt.step()
-                return loss.detach()
-        else:
-            def step():
-                x, y = next_batch()
-                opt.zero_grad(set_to_none=True)
-                total = None
-                for xs, ys in zip(x.chunk(K), y.chunk(K)):
+        def make_step(model):
+            if K == 1:
+                def step():
+                    x, y = next_batch()
+                    opt.zero_grad(set_to_none=True)
                     with autocast():
-                        loss = loss_fn(model(xs), ys) / K
+                        loss = loss_fn(model(x), y)
                     loss.backward()
-                    total = loss.detach() if total is None else total + loss.detach()
-                opt.step()
-                return total
+                    opt.step()
+                    return loss.detach()
+            else:
+                def step():
+                    x, y = next_batch()
+                    opt.zero_grad(set_to_none=True)
+                    total = None
+                    for xs, ys in zip(x.chunk(K), y.chunk(K)):
+                        with autocast():
+                            loss = loss_fn(model(xs), ys) / K
+                        loss.backward()
+                        total = loss.detach() if total is None else total + loss.detach()
+                    opt.step()
+                    return total
+            return step
+
+        step = make_step(model)
+
+        def count_flops() -> dict[str, Any]:
+            # One more iteration, eager (a dispatch mode under torch.compile would recompile).
+            from dlperf.frameworks.torch_probes import count_step
+
+            return count_step(torch, make_step(eager_model))
+
+        def ceiling_backend():
+            from dlperf.frameworks.torch_probes import TorchCeilings
+
+            return TorchCeilings(torch, dev)
 
         def phased_step(mark):
             # The fused step, cut at its phase boundaries (dlperf.harness.phases); zero_grad
@@ -260,15 +283,18 @@ class TorchAdapter:
             timer = HostTimer()
 
         def close() -> None:
-            nonlocal model, opt
-            del model, opt
+            nonlocal model, opt, eager_model
+            close_data()
+            del model, opt, eager_model
             if cuda:
                 torch.cuda.empty_cache()
 
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
                        on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
-                       phase_timer=phase_timer, profile=profile)
+                       phase_timer=phase_timer, profile=profile, data_wait=data_wait,
+                       nvml_target=(uuid, dev.index or 0) if cuda else None,
+                       count_flops=count_flops, ceiling_backend=ceiling_backend)
 
     @staticmethod
     def _profile(torch: Any, step: Any, cuda: bool, n: int, folder: Any) -> dict[str, Any]:
@@ -350,10 +376,13 @@ class TorchAdapter:
 
     @staticmethod
     def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, channels_last: bool = False):
-        """Return (next_batch, data_info, fetch, to_device): ``next_batch()`` gives the (x, y)
-        device tensors of one step; ``to_device(fetch())`` does the same in two parts (the
-        batch as it is held, then its copy to the device), for the breakdown's t_io/t_h2d.
-        With ``channels_last`` the image batches are made channels-last (NHWC in memory)."""
+        """Return (next_batch, data_info, fetch, to_device, data_wait, close).
+
+        ``next_batch()`` gives the (x, y) device tensors of one step; ``to_device(fetch())``
+        does the same in two parts (the batch as it is held, then its copy to the device), for
+        the breakdown's t_io/t_h2d; ``data_wait`` is the recorder of a pipeline (else None) and
+        ``close`` stops it. With ``channels_last`` the image batches are made channels-last
+        (NHWC in memory)."""
         B = cfg.batch_size
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         if cfg.data == "synthetic":
@@ -381,11 +410,13 @@ class TorchAdapter:
                 pool.append((x, y))
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL}
-            return it.__next__, info, it.__next__, _identity
+            return it.__next__, info, it.__next__, _identity, None, lambda: None
 
         from dlperf.data import load_dataset, make_batches
 
         ds = load_dataset(cfg.data, cfg.data_dir)
+        if cfg.loader_workers is not None or ds.kind == "imagefolder":
+            return TorchAdapter._pipeline(torch, cfg, spec, dev, ds, fmt)
         X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
         Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
         cuda = dev.type == "cuda"
@@ -413,4 +444,43 @@ class TorchAdapter:
         info = {"kind": "real", "dataset": ds.name, "path": str(ds.path), "placement":
                 "host-pinned" if cuda else "host", "distinct_batches": int(X.shape[0]),
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return next_batch, info, fetch, to_device
+        return next_batch, info, fetch, to_device, None, lambda: None
+
+    @staticmethod
+    def _pipeline(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, ds: Any, fmt: Any):
+        """Real data through a DataLoader during training (frameworks/torch_input.py); returns
+        what :meth:`_data` returns. ``fmt``: the memory format of image batches on the device."""
+        from dlperf.data.pipeline import DataWaitRecorder
+        from dlperf.frameworks.torch_input import make_loader
+
+        host_next, pipe, close = make_loader(torch, cfg, spec, ds, dev)
+        rec = DataWaitRecorder()
+        timed_next = rec.wrap(host_next)
+
+        def to_device(b):
+            x = b[0].to(dev, non_blocking=True)
+            return (x.contiguous(memory_format=fmt) if x.dim() == 4 else x), \
+                b[1].to(dev, non_blocking=True)
+
+        if dev.type == "cuda" or fmt is not torch.contiguous_format:
+            def next_batch():
+                return to_device(timed_next())
+        else:
+            next_batch = timed_next
+            to_device = _identity
+        info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
+                "placement": "pipeline", "pipeline": pipe,
+                **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
+        return next_batch, info, timed_next, to_device, rec, close
+
+
+def _and_then(first, second):
+    """``on_phase`` calling ``first`` (if any), then ``second``."""
+    if first is None:
+        return second
+
+    def both(phase: str) -> None:
+        first(phase)
+        second(phase)
+
+    return both

@@ -76,3 +76,119 @@ def markdown(comparisons: Sequence[dict[str, Any]]) -> str:
                      f"{c['data']} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
                      f"{c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] |")
     return "\n".join(lines) + "\n"
+
+
+#: What makes a real-data result comparable to a synthetic one (everything but the data).
+DATA_POINT_KEYS = ("model", "framework", "mode", "device", "precision", "batch_size", "threads")
+
+
+def data_gaps(rows: Sequence[dict[str, Any]],
+              samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:
+    """Real data against synthetic data at the same point (MEASUREMENT.md rule 10).
+
+    For every ok result with real data: its throughput, its data wait (share of the median
+    iteration; ``input_bound`` label), the loader workers, and, where the same point ran on
+    synthetic data, that throughput and ``relative_throughput`` = median synthetic iteration
+    time / median real one (1 = no input cost; below 1 the real pipeline slows training down)
+    with a bootstrap CI. Real-data results without a synthetic twin are listed with None there.
+
+    Args:
+        rows: result rows (from :meth:`ResultStore.rows`), with ``id``.
+        samples_of: result id -> measured per-iteration times (s).
+    """
+    ok = [r for r in rows if r.get("status") == "ok"]
+    syn = {tuple(r.get(k) for k in DATA_POINT_KEYS): r for r in ok if r.get("data") == "synthetic"}
+    out = []
+    for r in ok:
+        if r.get("data") == "synthetic":
+            continue
+        base = syn.get(tuple(r.get(k) for k in DATA_POINT_KEYS))
+        rel = lo = hi = None
+        if base is not None:
+            rel, lo, hi = ratio_of_medians_ci(samples_of(base["id"]), samples_of(r["id"]))
+        out.append({**{k: r.get(k) for k in DATA_POINT_KEYS}, "data": r.get("data"),
+                    "loader_workers": r.get("loader_workers"),
+                    "synthetic_samples_per_s": base.get("samples_per_s") if base else None,
+                    "real_samples_per_s": r.get("samples_per_s"),
+                    "relative_throughput": rel, "ci_low": lo, "ci_high": hi,
+                    "data_wait_share": r.get("data_wait_share"),
+                    "input_bound": r.get("input_bound")})
+    return sorted(out, key=lambda d: (str(d["model"]), str(d["framework"]), str(d["mode"]),
+                                      str(d["precision"]), d["batch_size"] or 0, str(d["data"]),
+                                      -1 if d["loader_workers"] is None else d["loader_workers"]))
+
+
+def _f(v: Any, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table of :func:`data_gaps`."""
+    if not gaps:
+        return "No results with real data.\n"
+    lines = ["| model | framework/mode | precision | batch | data | loader workers | "
+             "synthetic samples/s | real samples/s | real / synthetic [95% CI] | data wait | "
+             "input-bound |", "|---|---|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    for g in gaps:
+        rel = ("-" if g["relative_throughput"] is None else
+               f"{g['relative_throughput']:.3f} [{g['ci_low']:.3f}, {g['ci_high']:.3f}]")
+        lw = "prepared" if g["loader_workers"] is None else str(g["loader_workers"])
+        ib = "-" if g["input_bound"] is None else ("**yes**" if g["input_bound"] else "no")
+        lines.append(f"| {g['model']} | {g['framework']}/{g['mode']} | {g['precision']} | "
+                     f"{g['batch_size']} | {g['data']} | {lw} | "
+                     f"{_f(g['synthetic_samples_per_s'], ',.1f')} | "
+                     f"{_f(g['real_samples_per_s'], ',.1f')} | {rel} | "
+                     f"{_f(g['data_wait_share'], '.1%')} | {ib} |")
+    lines.append("")
+    lines.append("*data wait*: median time an iteration waited for its batch, as a share of the "
+                 "median iteration; *input-bound* when above the run's threshold (10% by "
+                 "default). *prepared*: batches made before timing (no pipeline).")
+    return "\n".join(lines) + "\n"
+
+
+def efficiency_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """MFU, the measured ceilings, roofline position and energy of each ok result (Markdown);
+    empty when no result has any of them."""
+    import json
+
+    ok = [r for r in rows if r.get("status") == "ok"]
+    lines = []
+    for r in sorted(ok, key=lambda r: (str(r.get("model")), str(r.get("framework")),
+                                       str(r.get("mode")), str(r.get("precision")),
+                                       r.get("batch_size") or 0, str(r.get("data")))):
+        try:
+            res = json.loads(r.get("result_json") or "{}")
+        except ValueError:
+            res = {}
+        m = res.get("mfu") or {}
+        roof = m.get("roofline") or {}
+        fl = res.get("flops") or {}
+        ceil = (res.get("ceilings") or {})
+        if not m and not res.get("power"):
+            continue
+        lines.append(
+            f"| {r.get('model')} | {r.get('framework')}/{r.get('mode')} | {r.get('device')} | "
+            f"{r.get('precision')} | {r.get('batch_size')} | {r.get('data')} | "
+            f"{_f(_div(m.get('achieved_flops_per_s'), 1e12), '.4g')} | "
+            f"{_f(_div(m.get('ceiling_flops_per_s'), 1e12), '.4g')} | {_f(m.get('mfu'), '.1%')} | "
+            f"{_f(m.get('mfu_datasheet'), '.1%')} | {_f(fl.get('framework_to_analytic'), '.3f')} | "
+            f"{_f(_div(ceil.get('bandwidth_bytes_per_s'), 1e9), ',.0f')} | "
+            f"{_f(roof.get('intensity_flop_per_byte'), '.3g')} | {roof.get('bound') or '-'} | "
+            f"{_f(r.get('mean_power_w'), '.0f')} | {_f(r.get('energy_per_iter_j'), '.4g')} |")
+    if not lines:
+        return ""
+    head = ["| model | framework/mode | device | precision | batch | data | achieved TFLOP/s | "
+            "ceiling TFLOP/s | MFU | MFU (datasheet) | framework / analytic FLOPs | "
+            "bandwidth GB/s | FLOP/byte | roofline | power W | J/iter |",
+            "|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    foot = ["", "*achieved*: analytic training FLOPs per sample x samples/s; *ceiling*: the best "
+            "square-matmul rate at the run's precision measured in the same worker; *MFU* = "
+            "achieved / ceiling (datasheet: against the dense datasheet peak). *FLOP/byte*: "
+            "the framework's FLOP count over its byte estimate per iteration; *roofline*: "
+            "memory- or compute-bound against the measured ridge point (ceiling / bandwidth). "
+            "Power and energy per iteration from NVML over the measured segment (GPU only)."]
+    return "\n".join(head + lines + foot) + "\n"
+
+
+def _div(a: Any, b: float) -> float | None:
+    return None if a is None else a / b

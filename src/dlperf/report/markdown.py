@@ -129,7 +129,12 @@ def write_report(
             "bootstrap confidence interval of the median; *samples/s* and *tokens/s* count "
             "measured steps x global batch over the measured time; *peak mem* gives the "
             "framework-allocated peak / framework-reserved peak / NVML used (process peak RSS "
-            "when no device numbers exist). *ok (not steady)*: the step time never settled.",
+            "when no device numbers exist). *ok (not steady)*: the step time never settled. "
+            "*MFU*: analytic model FLOP/s over the matmul ceiling measured in the same run at "
+            "the run's precision. *data wait*: the median time an iteration waited for its "
+            "batch, as a share of the median iteration (real data through an input pipeline; "
+            "*input-bound* above the run's threshold). *J/iter*: energy per iteration (NVML, "
+            "GPU runs). *N wkr*: loader workers of the input pipeline.",
             "",
         ]
     else:

@@ -7,6 +7,10 @@ numeric values are ``None`` and print as an en dash. Cell conventions (shared by
   4 significant digits, e.g. ``12.35 [12.20, 12.51]``.
 - ``samples/s``, ``tokens/s``: 4 significant digits; tokens/s is a dash when it is missing or 0
   (the model has no tokens).
+- ``MFU``: model FLOPs utilisation against the matmul ceiling measured in the same run, percent.
+- ``data wait``: median data wait / median iteration time, with ``input-bound`` when above the
+  run's threshold; a dash for synthetic data (and prepared batches).
+- ``J/iter``: energy per iteration from NVML (GPU runs), 4 significant digits.
 - ``peak mem``: three numbers, never one (MEASUREMENT rule 7): framework-allocated peak /
   framework-reserved peak / NVML used, in one unit (GiB, or MiB when all are below 1 GiB).
   Rows without any device memory number show the process peak RSS instead (``RSS 1.20 GiB``).
@@ -52,6 +56,9 @@ COLUMNS: tuple[str, ...] = (
     "median ms [CI]",
     "samples/s",
     "tokens/s",
+    "MFU",
+    "data wait",
+    "J/iter",
     "peak mem (alloc / resv / NVML)",
 )
 
@@ -185,6 +192,8 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
     data = _text(row.get("data"))
     if row.get("threads") is not None:
         data += f", {row['threads']} thr"
+    if row.get("loader_workers") is not None:
+        data += f", {row['loader_workers']} wkr"
     ok = is_ok(row)
     return [
         _text(row.get("model")),
@@ -197,8 +206,24 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
         _fmt_ms_ci(row) if ok else DASH,
         fmt_sig(row.get("samples_per_s")) if ok else DASH,
         _fmt_tokens(row.get("tokens_per_s")) if ok else DASH,
+        _fmt_pct(row.get("mfu")) if ok else DASH,
+        fmt_data_wait(row) if ok else DASH,
+        fmt_sig(row.get("energy_per_iter_j")) if ok else DASH,
         fmt_bytes_triple(row),
     ]
+
+
+def _fmt_pct(v: Any) -> str:
+    return DASH if not _finite(v) else f"{100 * float(v):.1f}%"
+
+
+def fmt_data_wait(row: Mapping[str, Any]) -> str:
+    """``'12.3% input-bound'`` / ``'0.4%'`` (median data wait / median iteration), dash for
+    synthetic data or results without a pipeline."""
+    share = row.get("data_wait_share")
+    if not _finite(share):
+        return DASH
+    return _fmt_pct(share) + (" input-bound" if row.get("input_bound") else "")
 
 
 def results_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = "dlperf results") -> Table:
@@ -207,7 +232,7 @@ def results_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = "dlp
     Cells are :class:`rich.text.Text`, so brackets in error messages are never read as markup.
     """
     table = Table(title=title, show_lines=False)
-    numeric = {"batch", "median ms [CI]", "samples/s", "tokens/s"}
+    numeric = {"batch", "median ms [CI]", "samples/s", "tokens/s", "MFU", "J/iter"}
     for col in COLUMNS:
         table.add_column(col, justify="right" if col in numeric else "left", overflow="fold")
     for row in sort_rows(rows):
@@ -228,7 +253,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
     Returns the table text ending in a newline (just the header when ``rows`` is empty).
     """
-    numeric = {"batch", "median ms [CI]", "samples/s", "tokens/s"}
+    numeric = {"batch", "median ms [CI]", "samples/s", "tokens/s", "MFU", "J/iter"}
     lines = [
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---:" if c in numeric else "---" for c in COLUMNS) + "|",

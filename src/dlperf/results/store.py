@@ -12,7 +12,9 @@ Tables:
                                   ``breakdown:<phase>``, ``breakdown:host_<phase>``,
                                   ``breakdown:total`` and ``trace:<phase>``/``trace:dispatch``),
                                   so statistics can be recomputed and the performance model
-                                  refitted later.
+                                  refitted later; with real data through a pipeline also phase
+                                  ``data_wait``: the time each measured iteration waited for its
+                                  batch (in ``step_time_s``; no loss).
     ``sweeps(name, created_at, config_json)``  the sweep files that wrote into this store.
 
 Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
@@ -29,7 +31,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -42,6 +44,10 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     # ``samples`` (phases "breakdown:t_f", "trace:dispatch", ...).
     4: {"busy_fraction": "REAL", "dispatch_s": "REAL", "breakdown_rel_diff": "REAL",
         "trace_path": "TEXT"},
+    # Input pipelines, MFU and energy (issue 4); the details stay in result_json.
+    5: {"loader_workers": "INTEGER", "data_wait_share": "REAL", "input_bound": "INTEGER",
+        "achieved_flops_per_s": "REAL", "mfu": "REAL", "mean_power_w": "REAL",
+        "energy_per_iter_j": "REAL"},
 }
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
@@ -68,10 +74,11 @@ COLUMNS: dict[str, str] = {
     "warnings": "TEXT",
     "busy_fraction": "REAL", "dispatch_s": "REAL", "breakdown_rel_diff": "REAL",
     "trace_path": "TEXT",
+    **MIGRATIONS[5],
 }
 SUMMARY_KEYS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "iqr", "p5", "p95",
                 "ci_low", "ci_high", "mad")
-BOOL_COLUMNS = ("timing_consistent", "steady_state")
+BOOL_COLUMNS = ("timing_consistent", "steady_state", "input_bound")
 
 
 def _num(x: Any) -> Any:
@@ -107,6 +114,13 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     row["dispatch_s"] = (tr.get("dispatch_s") or {}).get("median")
     row["trace_path"] = (tr.get("files") or {}).get("chrome_trace")
     row["breakdown_rel_diff"] = (result.get("breakdown") or {}).get("rel_diff")
+    row["loader_workers"] = (result.get("config") or {}).get("loader_workers")
+    dw = result.get("data_wait") or {}
+    row["data_wait_share"], row["input_bound"] = dw.get("share"), dw.get("input_bound")
+    mfu = result.get("mfu") or {}
+    row["achieved_flops_per_s"], row["mfu"] = mfu.get("achieved_flops_per_s"), mfu.get("mfu")
+    pw = result.get("power") or {}
+    row["mean_power_w"], row["energy_per_iter_j"] = pw.get("mean_power_w"), pw.get("energy_per_iter_j")
     row["loss_first"] = meas[0] if meas else None
     row["loss_last"] = meas[-1] if meas else None
     v = result.get("versions") or {}

@@ -1,0 +1,231 @@
+"""ImageFolder of JPEGs: scanning, a synthetic generator, and decode + augment with Pillow/numpy.
+
+Layout (torchvision's ``ImageFolder`` convention): ``ROOT/<class>/<image>.jpg``; classes are the
+sub-folder names in sorted order, label ``i`` = the ``i``-th class. Files with the extensions in
+:data:`EXTENSIONS` count as images; other files are ignored.
+
+No ImageNet is available here, so :func:`make_imagefolder` writes a synthetic one: smooth random
+colour fields plus noise, encoded as baseline JPEG by Pillow at a fixed quality, so decoding costs
+what a photo of the same size costs (JPEG decode time depends on the pixel count and the amount
+of high-frequency content, not on what the picture shows).
+
+The training transform is the standard ImageNet recipe of the PyTorch examples
+(``RandomResizedCrop(224)`` with scale (0.08, 1) and ratio (3/4, 4/3), then
+``RandomHorizontalFlip()``, then normalisation by :data:`IMAGENET_MEAN`/:data:`IMAGENET_STD`):
+:func:`random_resized_crop_box` draws the crop exactly as torchvision's
+``RandomResizedCrop.get_params`` does (torchvision/transforms/transforms.py), and
+:func:`load_train_image` applies it with Pillow. The PyTorch pipeline uses torchvision's own
+transforms where torchvision is installed and this implementation otherwise; JAX uses this one.
+
+Pillow is imported lazily (it is a dependency of matplotlib, so it is present wherever dlperf's
+dependencies are); a missing Pillow is a :class:`~dlperf.errors.DataError` that says how to fix it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlperf.errors import ConfigError, DataError
+
+#: File name endings counted as images (lower case).
+EXTENSIONS = (".jpg", ".jpeg", ".png")
+
+#: Per-channel (R, G, B) mean and std of ImageNet pixels scaled to [0, 1], as used by the PyTorch
+#: ImageNet example and torchvision's pretrained models (``transforms.Normalize(mean=[0.485,
+#: 0.456, 0.406], std=[0.229, 0.224, 0.225])``).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+#: RandomResizedCrop defaults (torchvision): area fraction and aspect-ratio range.
+CROP_SCALE = (0.08, 1.0)
+CROP_RATIO = (3.0 / 4.0, 4.0 / 3.0)
+
+
+def _pil():
+    try:
+        from PIL import Image
+    except ImportError:  # pragma: no cover - Pillow comes with matplotlib
+        raise DataError("ImageFolder data needs Pillow to read and write JPEGs: pip install "
+                        "pillow (on a machine without a registry, carry its wheel)") from None
+    return Image
+
+
+def scan_imagefolder(root: str | os.PathLike) -> tuple[list[str], np.ndarray, list[str]]:
+    """List the images of an ImageFolder.
+
+    Args:
+        root: the folder holding one sub-folder per class.
+
+    Returns:
+        ``(paths, labels, classes)``: image paths (sorted by class, then file name), ``int64
+        [N]`` labels, and the class names in label order.
+
+    Raises:
+        DataError: ``root`` is not a folder, has no class sub-folders, or no images.
+    """
+    r = Path(root)
+    if not r.is_dir():
+        raise DataError(f"ImageFolder {r} is not an existing folder; give a folder with one "
+                        f"sub-folder of images per class (make one with `dlperf data "
+                        f"make-imagefolder {r}`)")
+    classes = sorted(d.name for d in r.iterdir() if d.is_dir() and not d.name.startswith("."))
+    if not classes:
+        raise DataError(f"ImageFolder {r} has no class sub-folders: expected {r}/<class>/"
+                        f"<image>.jpg (make one with `dlperf data make-imagefolder {r}`)")
+    paths: list[str] = []
+    labels: list[int] = []
+    for i, c in enumerate(classes):
+        for f in sorted(os.listdir(r / c)):
+            if f.lower().endswith(EXTENSIONS):
+                paths.append(str(r / c / f))
+                labels.append(i)
+    if not paths:
+        raise DataError(f"ImageFolder {r} has {len(classes)} class folder(s) but no images "
+                        f"({', '.join(EXTENSIONS)}) in them")
+    return paths, np.asarray(labels, dtype=np.int64), classes
+
+
+def listing_digest(paths: list[str]) -> str:
+    """sha256 of the file names and sizes (a cheap identity of the data set; contents are not
+    hashed: 100,000 JPEGs would take minutes)."""
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(f"{Path(p).parent.name}/{Path(p).name}:{os.path.getsize(p)}\n".encode())
+    return h.hexdigest()
+
+
+def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int = 10,
+                     size: int = 256, quality: int = 90, seed: int = 0) -> dict[str, Any]:
+    """Write a synthetic ImageFolder of ``images`` JPEGs of ``size x size`` pixels.
+
+    Images are spread evenly over ``classes`` folders ``class_000`` ... (file
+    ``img_000000.jpg`` ...); existing files of the same names are overwritten, so a partly
+    written folder can be completed by running again. Each image is a bilinear up-sampling of a
+    random 8 x 8 colour field plus Gaussian noise (sigma 12), clipped to 0..255 and saved as
+    baseline JPEG with 4:2:0 chroma subsampling at ``quality`` (Pillow's default subsampling).
+
+    Returns:
+        ``{"root", "images", "classes", "size", "quality", "bytes"}`` (bytes written).
+
+    Raises:
+        ConfigError: a count or size below 1, ``classes > images`` or quality outside 1..95.
+        DataError: Pillow is missing.
+    """
+    for name, v in (("--images", images), ("--classes", classes), ("--size", size)):
+        if v < 1:
+            raise ConfigError(f"{name} must be >= 1, got {v}")
+    if classes > images:
+        raise ConfigError(f"--classes {classes} is more than --images {images}; every class "
+                          f"needs at least one image")
+    if not 1 <= quality <= 95:
+        raise ConfigError(f"--quality must be in 1..95 (Pillow's useful range), got {quality}")
+    Image = _pil()
+    r = Path(root)
+    rng = np.random.default_rng(seed)
+    dirs = [r / f"class_{c:03d}" for c in range(classes)]
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    total = 0
+    for i in range(images):
+        field = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+        img = Image.fromarray(field).resize((size, size), Image.BILINEAR)
+        a = np.asarray(img, dtype=np.float32) + rng.normal(0.0, 12.0, (size, size, 3))
+        img = Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
+        path = dirs[i % classes] / f"img_{i:06d}.jpg"
+        img.save(path, format="JPEG", quality=quality)
+        total += path.stat().st_size
+    return {"root": str(r), "images": images, "classes": classes, "size": size,
+            "quality": quality, "bytes": total}
+
+
+def random_resized_crop_box(height: int, width: int, rng: np.random.Generator,
+                            scale: tuple[float, float] = CROP_SCALE,
+                            ratio: tuple[float, float] = CROP_RATIO) -> tuple[int, int, int, int]:
+    """The crop ``(top, left, h, w)`` of torchvision's ``RandomResizedCrop.get_params``.
+
+    Ten tries to draw an area fraction uniform in ``scale`` and a log-uniform aspect ratio in
+    ``ratio`` whose box fits the image; otherwise a central crop at the nearest allowed ratio
+    (the same algorithm and fallback as torchvision 0.2x, Szegedy et al. 2015's "Inception"
+    augmentation).
+    """
+    area = height * width
+    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+    for _ in range(10):
+        target_area = area * rng.uniform(scale[0], scale[1])
+        aspect = math.exp(rng.uniform(log_ratio[0], log_ratio[1]))
+        w = int(round(math.sqrt(target_area * aspect)))
+        h = int(round(math.sqrt(target_area / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            top = int(rng.integers(0, height - h + 1))
+            left = int(rng.integers(0, width - w + 1))
+            return top, left, h, w
+    in_ratio = width / height
+    if in_ratio < min(ratio):
+        w, h = width, int(round(width / min(ratio)))
+    elif in_ratio > max(ratio):
+        h, w = height, int(round(height * max(ratio)))
+    else:
+        w, h = width, height
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+def load_train_image(path: str, out_size: int, rng: np.random.Generator) -> np.ndarray:
+    """Decode a JPEG and apply RandomResizedCrop(out_size) + RandomHorizontalFlip with Pillow.
+
+    Returns:
+        ``uint8 [out_size, out_size, 3]`` (H, W, C; RGB).
+
+    Raises:
+        DataError: the file cannot be decoded (the message names it).
+    """
+    Image = _pil()
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            top, left, h, w = random_resized_crop_box(im.height, im.width, rng)
+            im = im.resize((out_size, out_size), Image.BILINEAR,
+                           box=(left, top, left + w, top + h))
+            if rng.random() < 0.5:
+                im = im.transpose(Image.FLIP_LEFT_RIGHT)
+            return np.asarray(im, dtype=np.uint8)
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot decode image {path}: {e}; remove or replace the file") from None
+
+
+def load_eval_image(path: str, out_size: int) -> np.ndarray:
+    """Decode and resize a JPEG deterministically (shorter side to ``out_size / 0.875``, centre
+    crop ``out_size``: the PyTorch ImageNet example's validation transform). ``uint8 [S, S, 3]``.
+
+    Raises:
+        DataError: the file cannot be decoded.
+    """
+    Image = _pil()
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            short = int(round(out_size / 0.875))
+            s = short / min(im.width, im.height)
+            im = im.resize((max(out_size, round(im.width * s)), max(out_size, round(im.height * s))),
+                           Image.BILINEAR)
+            left, top = (im.width - out_size) // 2, (im.height - out_size) // 2
+            return np.asarray(im.crop((left, top, left + out_size, top + out_size)),
+                              dtype=np.uint8)
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot decode image {path}: {e}; remove or replace the file") from None
+
+
+def normalize_hwc(batch_u8: np.ndarray) -> np.ndarray:
+    """``uint8 [..., H, W, 3]`` -> ``float32`` ``(x / 255 - mean) / std`` (ImageNet constants)."""
+    mean = np.asarray(IMAGENET_MEAN, dtype=np.float32)
+    std = np.asarray(IMAGENET_STD, dtype=np.float32)
+    x = batch_u8.astype(np.float32)
+    x *= np.float32(1 / 255)
+    x -= mean
+    x /= std
+    return x

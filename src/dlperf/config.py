@@ -35,6 +35,14 @@ from dlperf.errors import ConfigError, unknown_choice
 
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16")
+SCALINGS = ("strong", "weak")
+#: How data-parallel replicas map to processes: one process per device (PyTorch DDP, JAX
+#: multi-process) or one process per node driving all its local devices (JAX sharded jit,
+#: TensorFlow MirroredStrategy).
+LAYOUTS = ("per_device", "per_node")
+#: Each framework's own data-parallel engine and its process layouts (first = default).
+DP_LAYOUTS = {"torch": ("per_device",), "jax": ("per_node", "per_device"),
+              "tensorflow": ("per_node",), "fake": ("per_device",)}
 from dlperf.registry import FRAMEWORK_MODES  # noqa: E402 (framework-free table)
 
 
@@ -70,6 +78,19 @@ class IterationPolicy(BaseModel):
         return self
 
 
+class DDPOptions(BaseModel):
+    """``torch.nn.parallel.DistributedDataParallel`` options (MEASUREMENT.md rule 6: recorded and
+    settable). Defaults are PyTorch's own (``bucket_cap_mb=25``, the rest off); see the
+    PyTorch DDP documentation for what each changes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bucket_cap_mb: float = Field(25.0, gt=0.0)
+    gradient_as_bucket_view: bool = False
+    static_graph: bool = False
+    find_unused_parameters: bool = False
+
+
 class RunConfig(BaseModel):
     """One benchmark point. ``batch_size`` is the global mini-batch (samples per iteration).
 
@@ -78,6 +99,16 @@ class RunConfig(BaseModel):
     ``data`` is ``"synthetic"`` (generated on the device before timing), a data-set name
     (``mnist``, ``cifar10``, ``ptb``, ``wikitext2``, looked up under ``data_dir`` or
     ``$DLPERF_DATA``) or a path to a data file or folder.
+
+    Data parallelism (MEASUREMENT.md "Scaling"): ``nproc`` devices per node on ``nnodes`` nodes,
+    ``world_size = nproc * nnodes`` replicas. ``scaling="strong"`` (default): ``batch_size`` is
+    the global mini-batch, split evenly across the replicas (it must be divisible by
+    ``world_size * grad_accum``); ``scaling="weak"``: ``batch_size`` is the per-device batch
+    and the global batch is ``batch_size * world_size``. :attr:`global_batch` and
+    :attr:`per_device_batch` give both. ``layout`` is how replicas map to processes
+    (:data:`LAYOUTS`; default: the framework's first in :data:`DP_LAYOUTS`); ``ddp`` holds
+    PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss whose time
+    to reach is reported (:mod:`dlperf.convergence`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -95,6 +126,13 @@ class RunConfig(BaseModel):
     seed: int = 0
     iterations: IterationPolicy = Field(default_factory=IterationPolicy)
     timeout_s: float = Field(900.0, gt=0.0)
+    nproc: int = Field(1, ge=1, strict=True)
+    nnodes: int = Field(1, ge=1, strict=True)
+    scaling: str = "strong"
+    layout: str = ""  # "" -> the framework's default layout (DP_LAYOUTS)
+    ddp: DDPOptions = Field(default_factory=DDPOptions)
+    comm_profile_iters: int = Field(5, ge=0, strict=True)
+    target_loss: float | None = None
 
     @field_validator("model")
     @classmethod
@@ -105,11 +143,11 @@ class RunConfig(BaseModel):
             raise unknown_choice("model", v, SPECS)
         return v
 
-    @field_validator("framework", "device", "precision")
+    @field_validator("framework", "device", "precision", "scaling")
     @classmethod
     def _choice_known(cls, v: str, info: ValidationInfo) -> str:
         choices = {"framework": FRAMEWORK_MODES, "device": DEVICES,
-                   "precision": PRECISIONS}[info.field_name]
+                   "precision": PRECISIONS, "scaling": SCALINGS}[info.field_name]
         if v not in choices:
             raise unknown_choice(info.field_name, v, choices)
         return v
@@ -121,6 +159,10 @@ class RunConfig(BaseModel):
             modes = FRAMEWORK_MODES.get(data.get("framework", "torch"))
             if modes:
                 data = {**data, "mode": modes[0]}
+        if isinstance(data, dict) and not data.get("layout"):
+            layouts = DP_LAYOUTS.get(data.get("framework", "torch"))
+            if layouts:
+                data = {**data, "layout": layouts[0]}
         return data
 
     @model_validator(mode="after")
@@ -129,11 +171,48 @@ class RunConfig(BaseModel):
         if self.mode not in modes:
             raise unknown_choice("mode", self.mode, modes,
                                  plural=f"modes of framework {self.framework!r}")
-        if self.batch_size % self.grad_accum:
+        layouts = DP_LAYOUTS.get(self.framework, ("per_device",))
+        if self.layout not in layouts:
+            raise unknown_choice("layout", self.layout, layouts,
+                                 plural=f"layouts of framework {self.framework!r}")
+        n = self.world_size
+        if self.scaling == "strong" and self.batch_size % n:
             raise ValueError(
-                f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}; "
-                "choose a batch size that is a multiple of the accumulation steps")
+                f"batch_size {self.batch_size} is not divisible by the {n} devices "
+                f"(nproc {self.nproc} x nnodes {self.nnodes}): with strong scaling the global "
+                f"batch is split evenly; give a multiple of {n} (e.g. "
+                f"{max(n, self.batch_size - self.batch_size % n)}) or use --scaling weak")
+        if self.per_device_batch % self.grad_accum:
+            raise ValueError(
+                f"the per-device batch {self.per_device_batch} is not divisible by grad_accum "
+                f"{self.grad_accum}; choose a batch size that is a multiple of the accumulation "
+                "steps" + (" times the devices" if n > 1 and self.scaling == "strong" else ""))
         return self
+
+    @property
+    def world_size(self) -> int:
+        """Data-parallel replicas (devices): ``nproc * nnodes``."""
+        return self.nproc * self.nnodes
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per iteration over all replicas (MEASUREMENT.md: per-device x devices)."""
+        return self.batch_size * self.world_size if self.scaling == "weak" else self.batch_size
+
+    @property
+    def per_device_batch(self) -> int:
+        """Samples per iteration on one replica."""
+        return self.batch_size if self.scaling == "weak" else self.batch_size // self.world_size
+
+    @property
+    def processes_per_node(self) -> int:
+        """Processes a launcher starts on each node: ``nproc`` (per_device) or 1 (per_node)."""
+        return self.nproc if self.layout == "per_device" else 1
+
+    @property
+    def distributed(self) -> bool:
+        """True when more than one replica trains (data parallelism)."""
+        return self.world_size > 1
 
     def run_key(self) -> str:
         """A stable 16-hex-digit key of the benchmark point: what is trained, where and how.
@@ -142,15 +221,29 @@ class RunConfig(BaseModel):
         where, not what is measured, so changing them does not make a finished point of a
         sweep run again (the policy actually used is stored with every result).
         """
-        d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations"})
+        d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations", "target_loss",
+                                     "comm_profile_iters", "scaling", "nproc", "nnodes",
+                                     "layout", "ddp", "batch_size"})
+        # The batch by what it measures: the global batch (one replica: the batch as before, so
+        # keys of single-device results made before data parallelism existed do not change).
+        d["batch_size"] = self.global_batch
+        if self.distributed:
+            d.update(nproc=self.nproc, nnodes=self.nnodes, layout=self.layout)
+            if self.framework in ("torch", "fake"):
+                d["ddp"] = self.ddp.model_dump()
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def label(self) -> str:
-        """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
+        """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``; data
+        parallel: ``b=128 (2x64)`` and ``x2`` devices (``2x2`` for 2 nodes of 2)."""
         thr = f" threads={self.threads}" if self.threads else ""
-        return (f"{self.model} {self.framework}/{self.mode} {self.device} {self.precision} "
-                f"b={self.batch_size} {self.data}{thr}")
+        b, par = f"b={self.global_batch}", ""
+        if self.distributed:
+            b += f" ({self.world_size}x{self.per_device_batch})"
+            par = (f" x{self.nproc}" if self.nnodes == 1 else f" {self.nnodes}x{self.nproc}")
+        return (f"{self.model} {self.framework}/{self.mode} {self.device}{par} {self.precision} "
+                f"{b} {self.data}{thr}")
 
 
 def resolve_device(device: str) -> str:
@@ -186,7 +279,9 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "max_time_s": "--max-time", "warmup_window": "--warmup-window",
              "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
-             "threads": "--threads"}
+             "threads": "--threads", "nproc": "--nproc", "nnodes": "--nnodes",
+             "scaling": "--scaling", "layout": "--layout", "bucket_cap_mb": "--bucket-cap-mb",
+             "comm_profile_iters": "--comm-profile-iters", "target_loss": "--target-loss"}
 
 
 def make_policy(**fields: Any) -> IterationPolicy:
@@ -225,6 +320,8 @@ def _format_validation(e: ValidationError, where: str = "", flags: bool = False)
                  and repr(inp) not in msg else "")
         if loc == "config" and "mode" in msg:
             loc = "mode"
+        elif loc == "config" and ("batch_size" in msg or "per-device batch" in msg):
+            loc = "--batch-size (batch_size)" if flags else "batch_size"
         parts.append(f"{where}{loc}: {msg}{shown}")
     if len(parts) == 1:
         return parts[0]

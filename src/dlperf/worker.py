@@ -8,6 +8,14 @@ configuration (``python -m dlperf.worker CONFIG.json RESULT.json``), and later l
 Failures are results (MEASUREMENT.md rule 11): out-of-memory, a NaN loss, a bad data file or a
 crash inside the framework all return a result dict with ``status`` set and ``error`` saying
 what happened; only the launcher turns a dead process or a timeout into a result.
+
+Data parallelism (``cfg.world_size > 1``): the same function runs in every process (started by
+:mod:`dlperf.launch.distributed`); the adapter joins the process group and the session carries
+a :class:`~dlperf.frameworks.DistContext`. After the loop every process contributes its raw
+samples (:func:`dlperf.parallel.rank_payload`), all are gathered, and every process returns
+the same merged result (:func:`dlperf.parallel.merge_ranks`): the step time is the slowest
+rank's per iteration, with each rank's samples, the rank imbalance and the exposed
+communication (:mod:`dlperf.comm.overlap`) in ``result["dist"]``.
 """
 
 from __future__ import annotations
@@ -23,15 +31,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from dlperf import stats
+from dlperf import convergence, parallel, stats
 from dlperf.config import RunConfig
 from dlperf.env import collect_env
 from dlperf.errors import DlperfError
 from dlperf.frameworks import NonFiniteLoss, get_adapter
-from dlperf.harness.loop import measure
+from dlperf.harness.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, measure
 from dlperf.zoo import get_spec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: data-parallel fields (dist, per-rank samples, convergence)
 STATUSES = ("ok", "oom", "nan_loss", "error", "crash", "timeout", "unavailable")
 
 
@@ -51,8 +59,10 @@ def base_result(cfg: RunConfig, status: str, error: str | None = None) -> dict[s
         "created_at": now_iso(),
         "config": cfg.model_dump(),
         "model": cfg.model, "framework": cfg.framework, "mode": cfg.mode, "device": cfg.device,
-        "precision": cfg.precision, "batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum,
+        "precision": cfg.precision, "batch_size": cfg.global_batch, "grad_accum": cfg.grad_accum,
         "data": cfg.data, "threads": cfg.threads,
+        "world_size": cfg.world_size, "nproc": cfg.nproc, "nnodes": cfg.nnodes,
+        "per_device_batch": cfg.per_device_batch, "scaling": cfg.scaling,
         "spec": {"family": spec.family, "params": spec.params,
                  "forward_flops_per_sample": spec.forward_flops_per_sample,
                  "train_flops_per_sample": spec.train_flops_per_sample,
@@ -88,40 +98,83 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             if not _finite(vals):
                 raise NonFiniteLoss(f"loss became non-finite during warm-up: {vals[-5:]}")
 
+        dist = session.dist
         t0 = time.perf_counter()
         loop = measure(session.step, session.timer, cfg.iterations, check_losses=check,
-                       on_phase=session.on_phase)
+                       on_phase=session.on_phase,
+                       agree=dist.agree_max if dist is not None and dist.world_size > 1 else None)
         phases["loop"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         losses = {k: session.losses_to_floats(v) for k, v in loop.losses.items()}
-        summary = stats.summarize(loop.measured_s)
-        phases["stats"] = time.perf_counter() - t0
-        n = len(loop.measured_s)
-        tp = stats.throughput(n, cfg.batch_size, loop.measured_total_s, spec.tokens_per_sample)
+        samples = {"first": [loop.first_iter_s], "warmup": loop.warmup_s,
+                   "measure": loop.measured_s}
+        memory = session.memory()
         comp = compile_info(session)
+        steady, wall_s = loop.steady_state, loop.wall_s
+        dist_info = None
+        if dist is not None:
+            comm = None
+            if session.comm_profile is not None and cfg.comm_profile_iters > 0:
+                t1 = time.perf_counter()
+                comm = session.comm_profile(cfg.comm_profile_iters)
+                phases["comm_profile"] = time.perf_counter() - t1
+            payload = parallel.rank_payload(
+                dist.rank, samples=samples, losses=losses, wall_s=loop.wall_s,
+                local_rank=dist.local_rank, node_rank=dist.node_rank, hostname=env.get("hostname"),
+                device=session.versions.get("device_name"), memory=memory, comm=comm)
+            payload["steady_state"] = loop.steady_state
+            payload["recompiles_measured"] = comp.get("recompiles_measured")
+            gathered = dist.all_gather(payload)
+            merged = parallel.merge_ranks(gathered)
+            samples, losses, wall_s = merged["samples"], merged["losses"], merged["wall_s"]
+            steady = all(p.get("steady_state", True) for p in gathered)
+            if any(p.get("recompiles_measured") for p in gathered):
+                comp["recompiles_measured"] = max(p.get("recompiles_measured") or 0
+                                                  for p in gathered)
+            comm = merged["per_rank"][0].get("comm")  # rank 0's profile (every rank: the same)
+            memory = _max_memory([p["memory"] for p in merged["per_rank"]])
+            dist_info = _dist_result(cfg, dist, merged, comm)
+        measured = samples["measure"]
+        summary = stats.summarize(measured)
+        phases["stats"] = time.perf_counter() - t0
+        n = len(measured)
+        measured_total = math.fsum(measured)
+        tp = stats.throughput(n, cfg.global_batch, measured_total, spec.tokens_per_sample)
         status, error = "ok", None
         if not _finite(losses["measure"]):
             bad = next(i for i, x in enumerate(losses["measure"]) if not math.isfinite(x))
             status, error = "nan_loss", f"loss became non-finite at measured iteration {bad}"
         r = base_result(cfg, status, error)
+        # Timing truth (rule 2) per process: its own iteration times against its own wall time
+        # (the slowest-rank-per-iteration sum may exceed every rank's wall when ranks jitter).
+        checks = ([(p["measured_time_s"], p["wall_s"]) for p in dist_info["per_rank"]]
+                  if dist_info is not None else [(measured_total, wall_s)])
+        rels = [(w - m) / w if w > 0 else 0.0 for m, w in checks]
+        rel = max(rels, key=abs)
+        consistent = all(abs(w - m) <= max(WALL_CHECK_REL * w, WALL_CHECK_ABS_S)
+                         for m, w in checks)
         r.update({
             "summary": summary.to_dict(),
             "throughput": tp,
-            "first_iter_s": loop.first_iter_s,
-            "warmup_iters": len(loop.warmup_s),
-            "warmup_time_s": math.fsum(loop.warmup_s),
-            "steady_state": loop.steady_state and not comp.get("recompiles_measured"),
+            "first_iter_s": samples["first"][0],
+            "warmup_iters": len(samples["warmup"]),
+            "warmup_time_s": math.fsum(samples["warmup"]),
+            "steady_state": steady and not comp.get("recompiles_measured"),
             "compile": comp,
             "n_measured": n,
-            "measured_time_s": loop.measured_total_s,
-            "wall_time_s": loop.wall_s,
-            "timing_rel_diff": loop.timing_rel_diff,
-            "timing_consistent": loop.timing_consistent,
-            "memory": session.memory(),
-            "samples": {"first": [loop.first_iter_s], "warmup": loop.warmup_s,
-                        "measure": loop.measured_s},
+            "measured_time_s": measured_total,
+            "wall_time_s": wall_s,
+            "timing_rel_diff": rel,
+            "timing_consistent": consistent,
+            "memory": memory,
+            "samples": samples,
             "losses": losses,
+            "convergence": convergence.summarize_convergence(samples, losses, cfg.target_loss),
         })
+        if dist_info is not None:
+            r["dist"] = dist_info
+            r["rank_imbalance"] = dist_info["imbalance"]
+            r["exposed_comm_s"] = (comm or {}).get("exposed")
         r["warnings"] = quality_warnings(r)
     except Exception as e:  # noqa: BLE001 - every failure becomes a recorded result
         if adapter.is_oom(e):
@@ -154,6 +207,26 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
     r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
                    "phases_s": phases}
     return r
+
+
+def _max_memory(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each memory peak as the maximum over ranks (the device that came closest to its limit);
+    None where no rank has the number."""
+    keys = {k for m in per_rank for k in m}
+    return {k: max((m[k] for m in per_rank if m.get(k) is not None), default=None)
+            for k in sorted(keys)}
+
+
+def _dist_result(cfg: RunConfig, dist: Any, merged: dict[str, Any],
+                 comm: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``dist`` part of a data-parallel result (see the module docstring)."""
+    return {"replicas": dist.replicas, "processes": dist.world_size, "nproc": cfg.nproc,
+            "nnodes": cfg.nnodes, "layout": cfg.layout, "backend": dist.backend,
+            "scaling": cfg.scaling, "global_batch": cfg.global_batch,
+            "per_device_batch": cfg.per_device_batch,
+            "imbalance": merged["imbalance"], "slowest_rank_counts": merged["slowest_rank_counts"],
+            "per_rank": merged["per_rank"], "step_time": "max over ranks per iteration",
+            "loss": "mean over ranks per iteration", "comm": comm, **dist.info}
 
 
 #: A result's quality warnings fire above these (documented in the README).

@@ -5,6 +5,11 @@ sleeps ``DLPERF_FAKE_STEP_S`` seconds (default 0.001) and returns a loss that de
 ``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
 ``oom`` raises an out-of-memory error, ``crash`` kills the process without a result, ``nan``
 returns NaN losses, ``hang`` sleeps forever (for timeout tests), ``error`` raises a DataError.
+
+Data parallel (``nproc x nnodes > 1``, under a launcher): the process joins a gloo process group
+(PyTorch must be installed), each step ends with an all-reduce of one number, as DDP's
+gradient all-reduce does (so a rank that dies or hangs stops the others, as in real training),
+and ``DLPERF_FAKE_FAIL_RANK=R`` limits the scripted failures to rank ``R``.
 """
 
 from __future__ import annotations
@@ -48,6 +53,21 @@ class FakeAdapter:
     def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:  # noqa: D102
         fail = scripted_failure(cfg.batch_size)
         dt = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001"))
+        ctx, sync = None, None
+        if cfg.distributed:
+            import torch
+            import torch.distributed as dist
+
+            from dlperf.frameworks.torch_dist import init_process_group
+
+            ctx, _ = init_process_group(torch, cfg)
+            only = os.environ.get("DLPERF_FAKE_FAIL_RANK")
+            if only is not None and int(only) != ctx.rank:
+                fail = None
+            one = torch.ones(1)
+
+            def sync() -> None:
+                dist.all_reduce(one)
         if fail == "error":
             raise DataError("scripted data error")
         n = [0]
@@ -61,6 +81,8 @@ class FakeAdapter:
             if fail == "hang":
                 time.sleep(3600)
             time.sleep(dt)
+            if sync is not None:
+                sync()
             return float("nan") if fail == "nan" and n[0] > 3 else 1.0 / n[0]
 
         def memory() -> dict[str, int | None]:
@@ -71,4 +93,4 @@ class FakeAdapter:
         return Session(step=step, timer=HostTimer(), losses_to_floats=lambda h: [float(x) for x in h],
                        memory=memory, versions={"framework": "fake", "fake": "0",
                                                 "device_name": "fake"},
-                       flags={"step_s": dt}, data_info={"kind": cfg.data})
+                       flags={"step_s": dt}, data_info={"kind": cfg.data}, dist=ctx)

@@ -98,7 +98,7 @@ def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
     from dlperf.results.store import COLUMNS, MIGRATIONS
 
     db = tmp_path / "v1.db"
-    v1_cols = {k: t for k, t in COLUMNS.items() if k not in MIGRATIONS[2]}
+    v1_cols = {k: t for k, t in COLUMNS.items() if k not in MIGRATIONS[2] | MIGRATIONS[3]}
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
@@ -111,8 +111,9 @@ def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
     con.commit()
     con.close()
     with ResultStore(db) as s:
-        assert s.schema_version == SCHEMA_VERSION == 2
+        assert s.schema_version == SCHEMA_VERSION == 3
         rows = s.rows()
         assert rows[0]["model"] == "lstm" and rows[0]["compile_time_s"] is None
+        assert rows[0]["world_size"] is None and rows[0]["per_device_batch"] is None
         s.add(fake_result())
         assert len(s.rows()) == 2

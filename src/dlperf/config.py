@@ -175,6 +175,9 @@ class RunConfig(BaseModel):
         if self.layout not in layouts:
             raise unknown_choice("layout", self.layout, layouts,
                                  plural=f"layouts of framework {self.framework!r}")
+        if self.framework not in ("torch", "fake") and self.ddp != DDPOptions():
+            raise ValueError(f"DDP options (--bucket-cap-mb, --static-graph, ...) are PyTorch "
+                             f"DistributedDataParallel's; framework {self.framework!r} has none")
         n = self.world_size
         if self.scaling == "strong" and self.batch_size % n:
             raise ValueError(

@@ -8,8 +8,10 @@ Tables:
                                   ``result_json``.
     ``samples(result_id, phase, idx, step_time_s, loss)``
                                   every raw per-iteration time and loss (phases ``first``,
-                                  ``warmup``, ``measure``), so statistics can be recomputed and
-                                  the performance model refitted later.
+                                  ``warmup``, ``measure``; for data-parallel runs these are the
+                                  slowest rank's times and the ranks' mean loss, and each rank's
+                                  own are under ``rank<r>:<phase>``), so statistics can be
+                                  recomputed and the performance model refitted later.
     ``sweeps(name, created_at, config_json)``  the sweep files that wrote into this store.
 
 Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
@@ -26,12 +28,17 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
     2: {"compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
         "warnings": "TEXT"},
+    # Data parallelism: devices, nodes and per-device batch (``batch_size`` stays the global
+    # batch), rank imbalance, exposed communication per iteration (s) and the training time to
+    # the target loss (s). Rows from before have NULL here: one device.
+    3: {"world_size": "INTEGER", "nnodes": "INTEGER", "per_device_batch": "INTEGER",
+        "rank_imbalance": "REAL", "exposed_comm_s": "REAL", "time_to_target_s": "REAL"},
 }
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
@@ -56,6 +63,7 @@ COLUMNS: dict[str, str] = {
     "result_json": "TEXT",
     "compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
     "warnings": "TEXT",
+    **MIGRATIONS[3],
 }
 SUMMARY_KEYS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "iqr", "p5", "p95",
                 "ci_low", "ci_high", "mad")
@@ -90,6 +98,7 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     for k in ("compile_time_s", "n_compiles", "recompiles_measured"):
         row[k] = comp.get(k)
     row["warnings"] = "; ".join(result.get("warnings") or []) or None
+    row["time_to_target_s"] = (result.get("convergence") or {}).get("time_to_target_s")
     row["loss_first"] = meas[0] if meas else None
     row["loss_last"] = meas[-1] if meas else None
     v = result.get("versions") or {}

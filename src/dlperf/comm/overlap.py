@@ -117,8 +117,8 @@ def spans_from_chrome_trace(trace: Mapping[str, Any]) -> tuple[list[Span], list[
     compute: list[Span] = []
 
     def span(e: Mapping[str, Any]) -> Span:
-        t0 = float(e["ts"]) * 1e-6
-        return (t0, t0 + float(e["dur"]) * 1e-6)
+        t0 = float(e["ts"])  # microseconds
+        return (t0 / 1e6, (t0 + float(e["dur"])) / 1e6)
 
     if kernels:
         for e in kernels:

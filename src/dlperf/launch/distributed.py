@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -192,6 +193,16 @@ def _tail(path: Path) -> str:
         return ""
 
 
+def _failed_ranks(log: str) -> dict[int, int]:
+    """{rank: exit code} of the failed ranks that torchrun's summary (``rank : R (local_rank:
+    L)`` / ``exitcode : C``) or dlperf's spawner (``rank R exited with code C``) lists."""
+    found = {int(r): int(c) for r, c in re.findall(
+        r"rank\s*:\s*(\d+)\s*\(local_rank[^)]*\)\s*exitcode\s*:\s*(-?\d+)", log)}
+    found.update({int(r): int(c) for r, c in re.findall(
+        r"dlperf spawn: rank (\d+) exited with code (-?\d+)", log)})
+    return found
+
+
 def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout_s: float,
              cmd: list[str]) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
@@ -226,8 +237,25 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
                "too slow); raise it with --timeout or lower the time budget")
     else:
         status = "crash"
-        why = f"launcher exited with code {rc}" if rc else "no rank wrote a result"
-        msg = f"{why}; {silent} of {n_here} ranks on this node wrote no result: {tail[-1500:]}"
+        reported = {p["rank"] for p in per_rank}
+        silent_ranks = {rk: c for rk, c in _failed_ranks(tail).items() if rk not in reported}
+        if silent_ranks:
+            parts = []
+            for rk, code in sorted(silent_ranks.items()):
+                sig = ""
+                if code < 0:
+                    try:
+                        sig = f" (killed by signal {signal.Signals(-code).name})"
+                    except ValueError:
+                        pass
+                err = f"exited with code {code}{sig} and no result"
+                per_rank.append({"rank": rk, "status": "crash", "error": err})
+                parts.append(f"rank {rk} {err}")
+            msg = "; ".join(parts)
+        else:
+            why = f"launcher exited with code {rc}" if rc else "no rank wrote a result"
+            msg = (f"{why}; {silent} of {n_here} ranks on this node wrote no result: "
+                   f"{tail[-1500:]}")
     if cause is not None and status != cause["status"]:
         msg += f"; rank {cause['rank']}: {cause['status']}: {cause['error'][:300]}"
     r = base_result(cfg, status, msg[:8000])

@@ -63,10 +63,13 @@ def main(argv: list[str] | None = None) -> int:
                                           a.out_dir], env=env))
     while True:
         codes = [p.poll() for p in children]
-        bad = [c for c in codes if c not in (None, 0)]
+        bad = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
         if bad:
+            i, code = bad[0]
+            print(f"dlperf spawn: rank {a.node_rank * a.nproc + i} exited with code {code}",
+                  file=sys.stderr, flush=True)
             _stop(children)
-            return bad[0] if bad[0] > 0 else 128 - bad[0]
+            return code if code > 0 else 128 - code
         if all(c == 0 for c in codes):
             return 0
         time.sleep(0.1)

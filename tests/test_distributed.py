@@ -163,3 +163,30 @@ def test_convergence_on_one_and_two_workers_at_the_same_global_batch(tmp_path, d
         (g,) = convergence_groups(s.rows(), s.samples)
     assert [r["devices"] for r in g["runs"]] == [1, 2] and g["batch_size"] == 32
     assert "| fcn_mnist_tiny |" in convergence_markdown([g])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_jax_sharded_jit_and_jax_distributed_train_like_one_device():
+    pytest.importorskip("jax")
+    pol = IterationPolicy(min_iters=6, min_time_s=0.0, warmup_window=2, min_warmup_iters=0,
+                          max_warmup_iters=4)
+    runs = {}
+    for name, kw in {"one": {}, "sharded": {"nproc": 2},
+                     "processes": {"nproc": 2, "layout": "per_device"}}.items():
+        cfg = make_run_config(model="fcn5_tiny", framework="jax", batch_size=16, iterations=pol,
+                              **kw)
+        runs[name] = r = run_point(cfg, env={"PYTHONPATH": SRC})
+        assert r["status"] == "ok", r["error"]
+    sh, pr = runs["sharded"], runs["processes"]
+    assert sh["dist"]["backend"] == "jax-sharded-jit" and sh["dist"]["processes"] == 1
+    assert sh["dist"]["mesh"]["devices"] == ["cpu:0", "cpu:1"]
+    assert sh["world_size"] == 2 and sh["per_device_batch"] == 8 and sh["batch_size"] == 16
+    assert pr["dist"]["backend"] == "jax-sharded-jit/jax.distributed"
+    assert pr["dist"]["processes"] == 2 and "rank1:measure" in pr["samples"]
+    assert pr["samples"]["measure"] == [max(a, b) for a, b in zip(
+        pr["samples"]["rank0:measure"], pr["samples"]["rank1:measure"])]
+    # the same global batches from the same initial state: the same losses
+    first = runs["one"]["losses"]["first"] + runs["one"]["losses"]["warmup"]
+    for r in (sh, pr):
+        assert r["losses"]["first"] + r["losses"]["warmup"] == pytest.approx(first, rel=1e-4)

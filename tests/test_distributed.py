@@ -190,3 +190,41 @@ def test_jax_sharded_jit_and_jax_distributed_train_like_one_device():
     first = runs["one"]["losses"]["first"] + runs["one"]["losses"]["warmup"]
     for r in (sh, pr):
         assert r["losses"]["first"] + r["losses"]["warmup"] == pytest.approx(first, rel=1e-4)
+
+
+_TF_SCRIPT = """
+import json, sys
+from dlperf.config import IterationPolicy, make_run_config
+from dlperf.worker import run_config
+pol = IterationPolicy(min_iters=4, min_time_s=0.0, warmup_window=2, min_warmup_iters=0,
+                      max_warmup_iters=4)
+out = {}
+for n in (2, 1):  # the 2-device run first: logical CPU devices are set before TF starts
+    cfg = make_run_config(model="fcn5_tiny", framework="tensorflow", mode="graph",
+                          batch_size=16, nproc=n, iterations=pol)
+    r = run_config(cfg)
+    out[n] = {k: r.get(k) for k in ("status", "error", "dist", "per_device_batch", "losses")}
+json.dump(out, open(sys.argv[1], "w"))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_tensorflow_mirrored_strategy_over_two_logical_cpus_trains_like_one_device(tmp_path):
+    pytest.importorskip("tensorflow")
+    # one process for both runs (one TensorFlow start-up instead of two)
+    res = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-c", _TF_SCRIPT, str(res)], env=_env(),
+                       capture_output=True, text=True, timeout=190)
+    assert p.returncode == 0, p.stderr[-3000:]
+    runs = {int(k): v for k, v in json.loads(res.read_text()).items()}
+    for r in runs.values():
+        assert r["status"] == "ok", r["error"]
+    d = runs[2]["dist"]
+    assert d["backend"] == "tf.distribute.MirroredStrategy" and d["replicas"] == 2
+    assert d["devices"] == ["/CPU:0", "/CPU:1"] and d["replicas_in_sync"] == 2
+    assert runs[2]["per_device_batch"] == 8
+    # synthetic batches are drawn for the global batch, then split: the same training
+    one = runs[1]["losses"]["first"] + runs[1]["losses"]["warmup"]
+    two = runs[2]["losses"]["first"] + runs[2]["losses"]["warmup"]
+    assert two == pytest.approx(one, rel=1e-4)

@@ -43,6 +43,11 @@ LAYOUTS = ("per_device", "per_node")
 #: Each framework's own data-parallel engine and its process layouts (first = default).
 DP_LAYOUTS = {"torch": ("per_device",), "jax": ("per_node", "per_device"),
               "tensorflow": ("per_node",), "fake": ("per_device",)}
+#: What data parallelism is not built for (checked before anything runs): TensorFlow's XLA mode
+#: under MirroredStrategy (XLA cannot reach mirrored variables on other devices) and TensorFlow
+#: across nodes (MultiWorkerMirroredStrategy is not built yet).
+DP_MODES = {"tensorflow": ("eager", "graph")}
+DP_MAX_NODES = {"tensorflow": 1}
 from dlperf.registry import FRAMEWORK_MODES  # noqa: E402 (framework-free table)
 
 
@@ -179,6 +184,13 @@ class RunConfig(BaseModel):
             raise ValueError(f"DDP options (--bucket-cap-mb, --static-graph, ...) are PyTorch "
                              f"DistributedDataParallel's; framework {self.framework!r} has none")
         n = self.world_size
+        if n > 1 and self.mode not in DP_MODES.get(self.framework, (self.mode,)):
+            raise ValueError(f"data parallelism (nproc x nnodes > 1) is not available for "
+                             f"{self.framework}/{self.mode}; use mode "
+                             f"{' or '.join(DP_MODES[self.framework])}")
+        if self.nnodes > DP_MAX_NODES.get(self.framework, self.nnodes):
+            raise ValueError(f"{self.framework} data parallelism across nodes is not built yet; "
+                             f"use --nnodes {DP_MAX_NODES[self.framework]}")
         if self.scaling == "strong" and self.batch_size % n:
             raise ValueError(
                 f"batch_size {self.batch_size} is not divisible by the {n} devices "

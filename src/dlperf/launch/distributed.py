@@ -88,6 +88,8 @@ def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None
     if cfg.processes_per_node * cfg.nnodes == 1:
         from dlperf.launch.process import run_in_subprocess
 
+        if cfg.distributed:  # one process driving several devices (JAX, TensorFlow)
+            env = {**{k: v for k, v in NCCL_ENV.items() if k not in os.environ}, **(env or {})}
         return run_in_subprocess(cfg, env=env)
     return run_distributed(cfg, node_rank=node_rank, endpoint=endpoint, env=env)
 

@@ -93,9 +93,9 @@ def preflight(points: list[RunConfig]) -> None:
         key = (p.data, p.data_dir)
         if key not in loaded:
             loaded[key] = load_dataset(p.data, p.data_dir)
-        ck = (p.data, p.data_dir, p.model, p.batch_size)
+        ck = (p.data, p.data_dir, p.model, p.global_batch)
         if ck not in checked:
-            make_batches(loaded[key], get_spec(p.model), p.batch_size, max_batches=1)
+            make_batches(loaded[key], get_spec(p.model), p.global_batch, max_batches=1)
             checked.add(ck)
 
 

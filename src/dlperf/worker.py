@@ -224,7 +224,10 @@ def _dist_result(cfg: RunConfig, dist: Any, merged: dict[str, Any],
             "nnodes": cfg.nnodes, "layout": cfg.layout, "backend": dist.backend,
             "scaling": cfg.scaling, "global_batch": cfg.global_batch,
             "per_device_batch": cfg.per_device_batch,
-            "imbalance": merged["imbalance"], "slowest_rank_counts": merged["slowest_rank_counts"],
+            # one process driving several devices: its step already ends with the slowest
+            # device, and per-device times are not observable without a trace
+            "imbalance": merged["imbalance"] if dist.world_size > 1 else None,
+            "slowest_rank_counts": merged["slowest_rank_counts"],
             "per_rank": merged["per_rank"], "step_time": "max over ranks per iteration",
             "loss": "mean over ranks per iteration", "comm": comm, **dist.info}
 

@@ -119,7 +119,7 @@ def test_a_failed_rank_is_a_recorded_result_and_leaves_no_process(monkeypatch, k
     # a hang ends at the timeout; a crash or OOM must end before it (a busy machine may need
     # many seconds to start two PyTorch processes)
     cfg = make_run_config(model="fcn5_tiny", framework="fake", batch_size=16, nproc=2,
-                          timeout_s=8.0 if kind == "hang" else 90.0, iterations=IterationPolicy(
+                          timeout_s=5.0 if kind == "hang" else 90.0, iterations=IterationPolicy(
                               min_iters=10, min_time_s=0.0, warmup_window=2,
                               min_warmup_iters=0, max_warmup_iters=4))
     r = run_point(cfg, env={"DLPERF_FAKE_FAIL": f"16={kind}", "DLPERF_FAKE_FAIL_RANK": "1",
@@ -136,33 +136,36 @@ def test_a_failed_rank_is_a_recorded_result_and_leaves_no_process(monkeypatch, k
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_convergence_on_one_and_two_workers_at_the_same_global_batch(tmp_path, data_env):
-    db = tmp_path / "c.db"
-    p = _dlperf("run", "--model", "fcn_mnist_tiny", "--data", "mnist", "--batch-size", "32",
-                "--nproc", "1,2", "--device", "cpu", "--target-loss", "1.0",
-                "--comm-profile-iters", "0", "--min-iters", "40", "--min-time", "0",
-                "--warmup-window", "5", "--max-warmup-iters", "10", "--db", str(db),
-                env=_env(DLPERF_DATA=str(data_env)))
-    out, _ = p.communicate(timeout=190)
-    assert p.returncode == 0, out[-3000:]
-    with ResultStore(db) as s:
+    from dlperf.report.convergence import convergence_groups, convergence_markdown
+    from dlperf.worker import run_config
+
+    pol = IterationPolicy(min_iters=30, min_time_s=0.0, warmup_window=5, min_warmup_iters=0,
+                          max_warmup_iters=10)
+    cfgs = {n: make_run_config(model="fcn_mnist_tiny", data="mnist", batch_size=32, nproc=n,
+                               target_loss=2.2, comm_profile_iters=0, iterations=pol)
+            for n in (1, 2)}
+    res = {1: run_config(cfgs[1]),  # one worker in this process (PyTorch is imported already)
+           2: run_point(cfgs[2], env={"PYTHONPATH": SRC, "DLPERF_DATA": str(data_env)})}
+    assert [res[n]["status"] for n in (1, 2)] == ["ok", "ok"], res[2]["error"]
+    with ResultStore(tmp_path / "c.db") as s:
+        for n in (1, 2):
+            s.add(res[n])
         rows = {r["world_size"]: r for r in s.rows()}
-        assert set(rows) == {1, 2} and all(r["status"] == "ok" for r in rows.values())
-        l1 = [x for ph in ("first", "warmup", "measure") for x in s.samples(rows[1]["id"])[ph]["loss"]]
-        l2 = [x for ph in ("first", "warmup", "measure") for x in s.samples(rows[2]["id"])[ph]["loss"]]
+        l1, l2 = ([x for ph in ("first", "warmup", "measure")
+                   for x in s.samples(rows[n]["id"])[ph]["loss"]] for n in (1, 2))
+        (g,) = convergence_groups(s.rows(), s.samples)
     # Same global batches, same initialisation, averaged gradients: the same training (up to
     # the order of float sums) while both ran.
     n = min(len(l1), len(l2))
-    assert n >= 40 and l1[:n] == pytest.approx(l2[:n], rel=2e-3, abs=2e-3)
-    assert sum(l1[-10:]) / 10 < 0.97 * sum(l1[:10]) / 10  # it trains
+    assert n >= 30 and l1[:n] == pytest.approx(l2[:n], rel=2e-3, abs=2e-3)
+    assert sum(l1[-10:]) / 10 < 0.98 * sum(l1[:10]) / 10  # it trains
     for w in (1, 2):
-        conv = json.loads(rows[w]["result_json"])["convergence"]
-        assert conv["target_loss"] == 1.0 and conv["window"] == 10
+        conv = res[w]["convergence"]
+        assert conv["target_loss"] == 2.2 and conv["window"] == 10
+        assert conv["iterations"] == len(res[w]["losses"]["first"] + res[w]["losses"]["warmup"]
+                                         + res[w]["losses"]["measure"])
         if conv["reached"]:
             assert rows[w]["time_to_target_s"] == conv["time_to_target_s"] > 0
-    from dlperf.report.convergence import convergence_groups, convergence_markdown
-
-    with ResultStore(db) as s:
-        (g,) = convergence_groups(s.rows(), s.samples)
     assert [r["devices"] for r in g["runs"]] == [1, 2] and g["batch_size"] == 32
     assert "| fcn_mnist_tiny |" in convergence_markdown([g])
 
@@ -173,12 +176,16 @@ def test_jax_sharded_jit_and_jax_distributed_train_like_one_device():
     pytest.importorskip("jax")
     pol = IterationPolicy(min_iters=6, min_time_s=0.0, warmup_window=2, min_warmup_iters=0,
                           max_warmup_iters=4)
+    from dlperf.worker import run_config
+
     runs = {}
     for name, kw in {"one": {}, "sharded": {"nproc": 2},
                      "processes": {"nproc": 2, "layout": "per_device"}}.items():
         cfg = make_run_config(model="fcn5_tiny", framework="jax", batch_size=16, iterations=pol,
                               **kw)
-        runs[name] = r = run_point(cfg, env={"PYTHONPATH": SRC})
+        # one device: in this process; several: fresh processes (devices are set at start-up)
+        runs[name] = r = (run_config(cfg) if name == "one" else
+                          run_point(cfg, env={"PYTHONPATH": SRC}))
         assert r["status"] == "ok", r["error"]
     sh, pr = runs["sharded"], runs["processes"]
     assert sh["dist"]["backend"] == "jax-sharded-jit" and sh["dist"]["processes"] == 1

@@ -269,3 +269,30 @@ def test_slurm_script_runs_the_same_command_on_every_node():
     assert '--node-rank "$SLURM_NODEID" --rdzv-endpoint "$DLPERF_HEAD"' in text
     assert "NCCL_NVLS_ENABLE=0" in text
     assert node_db_path("a/r.db", 0) == "a/r.db" and node_db_path("a/r.db", 2) == "a/r.node2.db"
+
+
+def test_cli_multi_node_needs_an_endpoint_and_writes_a_slurm_script(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    def dlperf(*args):
+        r = subprocess.run([sys.executable, "-m", "dlperf", "run", "--model", "fcn5_tiny",
+                            "--device", "cpu", "--db", str(tmp_path / "r.db"), *args],
+                           capture_output=True, text=True, timeout=60, env=os.environ)
+        r.stderr = " ".join(r.stderr.split())  # the console wraps long lines
+        return r
+
+    r = dlperf("--nproc", "2", "--nnodes", "2")
+    assert r.returncode == 2 and "--rdzv-endpoint" in r.stderr
+    r = dlperf("--nproc", "2", "--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1")
+    assert r.returncode == 2 and "--node-rank 2 must be < --nnodes 2" in r.stderr
+    r = dlperf("--nproc", "2", "--batch-size", "33")
+    assert r.returncode == 2 and "not divisible by the 2 devices" in r.stderr
+    job = tmp_path / "job.sbatch"
+    r = dlperf("--nproc", "2", "--nnodes", "2", "--emit-slurm", str(job))
+    assert r.returncode == 0, r.stderr
+    text = job.read_text()
+    assert "#SBATCH --nodes=2" in text and "--gpus-per-node" not in text  # a CPU run
+    assert "--model fcn5_tiny --device cpu" in text and "--emit-slurm" not in text
+    assert not (tmp_path / "r.db").exists()  # nothing ran

@@ -294,5 +294,6 @@ def test_cli_multi_node_needs_an_endpoint_and_writes_a_slurm_script(tmp_path):
     assert r.returncode == 0, r.stderr
     text = job.read_text()
     assert "#SBATCH --nodes=2" in text and "--gpus-per-node" not in text  # a CPU run
-    assert "--model fcn5_tiny --device cpu" in text and "--emit-slurm" not in text
+    cmd = text.split("bash -c", 1)[1]
+    assert "--model fcn5_tiny --device cpu" in cmd and "--emit-slurm" not in cmd
     assert not (tmp_path / "r.db").exists()  # nothing ran

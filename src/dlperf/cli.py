@@ -138,7 +138,9 @@ def run(
             entries = [(m, data or "synthetic") for m in _split(model)]
         _check_out_dir(report, "--report")
         _check_db(db, must_exist=False)
-        dev = resolve_device(device)
+        # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
+        dev = device if emit_slurm is not None and device in ("cpu", "cuda") \
+            else resolve_device(device)
         quick = suite == "quick"  # a first run on a laptop: shorter defaults (MODELS.md)
         policy = make_policy(
             min_iters=min_iters, min_time_s=(0.5 if quick else 1.0) if min_time is None else min_time,

@@ -297,3 +297,45 @@ def test_cli_multi_node_needs_an_endpoint_and_writes_a_slurm_script(tmp_path):
     cmd = text.split("bash -c", 1)[1]
     assert "--model fcn5_tiny --device cpu" in cmd and "--emit-slurm" not in cmd
     assert not (tmp_path / "r.db").exists()  # nothing ran
+
+
+def test_convergence_groups_tables_and_plots(tmp_path):
+    import json
+
+    from dlperf.report.convergence import (convergence_groups, convergence_markdown,
+                                           plot_convergence)
+    from dlperf.report.scaling import plot_scaling, scaling_markdown
+
+    def row(id_, world, data="mnist"):
+        return {"id": id_, "status": "ok", "model": "fcn_mnist", "framework": "torch",
+                "mode": "eager", "device": "cpu", "precision": "fp32", "data": data,
+                "threads": None, "batch_size": 32, "world_size": world, "nnodes": 1,
+                "result_json": json.dumps({"config": {
+                    "target_loss": None if data == "synthetic" else 1.5}})}
+
+    raw = {1: {"first": {"step_time_s": [1.0], "loss": [3.0]},
+               "measure": {"step_time_s": [0.5, 0.5, 0.5], "loss": [2.0, 1.0, 1.0]}},
+           2: {"first": {"step_time_s": [1.0], "loss": [3.0]},
+               "measure": {"step_time_s": [0.25, 0.25, 0.25], "loss": [2.0, 1.0, 1.0]},
+               "rank0:measure": {"step_time_s": [9.0] * 3, "loss": [9.0] * 3}}}
+    groups = convergence_groups([row(2, 2), row(1, None), row(3, 1, "synthetic")],
+                                raw.__getitem__, window=2)
+    (g,) = groups  # synthetic data without a target is no convergence run
+    r1, r2 = g["runs"]
+    assert (r1["devices"], r2["devices"]) == (1, 2)
+    # smoothed (window 2): [None, 2.5, 1.5, 1.0]; 1.5 <= 1.5 at iteration 3
+    assert r1["iterations_to_target"] == r2["iterations_to_target"] == 3
+    assert (r1["time_to_target_s"], r2["time_to_target_s"]) == (2.0, 1.5)  # rank phases ignored
+    md = convergence_markdown(groups)
+    assert "| fcn_mnist | torch/eager | cpu | fp32 | mnist | 32 | 2 | 4 | 1.750 |" in md
+    (png,) = plot_convergence(groups, tmp_path, window=2)
+    assert png.stat().st_size > 1000
+    pts = scaling_points([
+        {**row(1, 1), "grad_accum": 1, "per_device_batch": 32, "step_time_median_s": 0.1,
+         "samples_per_s": 320.0},
+        {**row(2, 2), "grad_accum": 1, "batch_size": 64, "per_device_batch": 32,
+         "step_time_median_s": 0.125, "samples_per_s": 512.0, "rank_imbalance": 1.1,
+         "exposed_comm_s": 0.002}])
+    md = scaling_markdown(pts)
+    assert "| weak | 32/dev | 2 | 64 | 125.0 | 512.0 | 1.600 | 0.800 | 0.800 | 1.100 | 2.000 |" in md
+    assert plot_scaling(pts, tmp_path).stat().st_size > 1000

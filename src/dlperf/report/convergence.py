@@ -10,7 +10,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dlperf.convergence import DEFAULT_WINDOW, curve, smoothed, summarize_convergence
+from dlperf.convergence import (DEFAULT_WINDOW, curve, smoothed, summarize_convergence,
+                                training_time)
 
 from .scaling import safe_name
 from .tables import fmt_sig
@@ -41,7 +42,8 @@ def convergence_groups(rows: Sequence[Mapping[str, Any]],
         window: smoothing window (iterations).
 
     Returns:
-        ``[{**group keys, "runs": [{"devices", "nnodes", "id", "times", "losses",
+        ``[{**group keys, "runs": [{"devices", "nnodes", "id", "times" (per-iteration step
+        times, s), "losses",
         **summarize_convergence(...)}]}]``, runs sorted by devices.
     """
     import json
@@ -114,7 +116,8 @@ def plot_convergence(groups: Sequence[Mapping[str, Any]], out_dir: str | Path,
             sm = smoothed(r["losses"], window)
             xs = [k + 1 for k, v in enumerate(sm) if v is not None]
             ys = [v for v in sm if v is not None]
-            ts = [r["times"][k - 1] for k in xs]
+            cum = training_time(r["times"])
+            ts = [cum[k - 1] for k in xs]
             label = f"{r['devices']} device{'s' if r['devices'] > 1 else ''}"
             ax_i.plot(xs, ys, color=f"C{i % 10}", label=label)
             ax_t.plot(ts, ys, color=f"C{i % 10}", label=label)

@@ -180,7 +180,7 @@ def test_jax_sharded_jit_and_jax_distributed_train_like_one_device():
 
     runs = {}
     for name, kw in {"one": {}, "sharded": {"nproc": 2},
-                     "processes": {"nproc": 2, "layout": "per_device"}}.items():
+                     "processes": {"nproc": 2, "dp_layout": "per_device"}}.items():
         cfg = make_run_config(model="fcn5_tiny", framework="jax", batch_size=16, iterations=pol,
                               **kw)
         # one device: in this process; several: fresh processes (devices are set at start-up)

@@ -252,8 +252,8 @@ def test_run_keys_identify_what_is_measured():
     with pytest.raises(ConfigError, match="PyTorch DistributedDataParallel"):
         make_run_config(model="fcn5_tiny", framework="jax", batch_size=8, nproc=2,
                         ddp={"static_graph": True})
-    with pytest.raises(ConfigError, match="layout"):
-        make_run_config(model="fcn5_tiny", batch_size=8, nproc=2, layout="per_node")
+    with pytest.raises(ConfigError, match="dp_layout"):
+        make_run_config(model="fcn5_tiny", batch_size=8, nproc=2, dp_layout="per_node")
 
 
 def test_slurm_script_runs_the_same_command_on_every_node():

@@ -110,7 +110,7 @@ class RunConfig(BaseModel):
     the global mini-batch, split evenly across the replicas (it must be divisible by
     ``world_size * grad_accum``); ``scaling="weak"``: ``batch_size`` is the per-device batch
     and the global batch is ``batch_size * world_size``. :attr:`global_batch` and
-    :attr:`per_device_batch` give both. ``layout`` is how replicas map to processes
+    :attr:`per_device_batch` give both. ``dp_layout`` is how replicas map to processes
     (:data:`LAYOUTS`; default: the framework's first in :data:`DP_LAYOUTS`); ``ddp`` holds
     PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss whose time
     to reach is reported (:mod:`dlperf.convergence`).
@@ -134,7 +134,7 @@ class RunConfig(BaseModel):
     nproc: int = Field(1, ge=1, strict=True)
     nnodes: int = Field(1, ge=1, strict=True)
     scaling: str = "strong"
-    layout: str = ""  # "" -> the framework's default layout (DP_LAYOUTS)
+    dp_layout: str = ""  # "" -> the framework's default (DP_LAYOUTS)
     ddp: DDPOptions = Field(default_factory=DDPOptions)
     comm_profile_iters: int = Field(5, ge=0, strict=True)
     target_loss: float | None = None
@@ -164,10 +164,10 @@ class RunConfig(BaseModel):
             modes = FRAMEWORK_MODES.get(data.get("framework", "torch"))
             if modes:
                 data = {**data, "mode": modes[0]}
-        if isinstance(data, dict) and not data.get("layout"):
+        if isinstance(data, dict) and not data.get("dp_layout"):
             layouts = DP_LAYOUTS.get(data.get("framework", "torch"))
             if layouts:
-                data = {**data, "layout": layouts[0]}
+                data = {**data, "dp_layout": layouts[0]}
         return data
 
     @model_validator(mode="after")
@@ -177,9 +177,9 @@ class RunConfig(BaseModel):
             raise unknown_choice("mode", self.mode, modes,
                                  plural=f"modes of framework {self.framework!r}")
         layouts = DP_LAYOUTS.get(self.framework, ("per_device",))
-        if self.layout not in layouts:
-            raise unknown_choice("layout", self.layout, layouts,
-                                 plural=f"layouts of framework {self.framework!r}")
+        if self.dp_layout not in layouts:
+            raise unknown_choice("dp_layout", self.dp_layout, layouts,
+                                 plural=f"data-parallel layouts of framework {self.framework!r}")
         if self.framework not in ("torch", "fake") and self.ddp != DDPOptions():
             raise ValueError(f"DDP options (--bucket-cap-mb, --static-graph, ...) are PyTorch "
                              f"DistributedDataParallel's; framework {self.framework!r} has none")
@@ -222,7 +222,7 @@ class RunConfig(BaseModel):
     @property
     def processes_per_node(self) -> int:
         """Processes a launcher starts on each node: ``nproc`` (per_device) or 1 (per_node)."""
-        return self.nproc if self.layout == "per_device" else 1
+        return self.nproc if self.dp_layout == "per_device" else 1
 
     @property
     def distributed(self) -> bool:
@@ -238,12 +238,12 @@ class RunConfig(BaseModel):
         """
         d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations", "target_loss",
                                      "comm_profile_iters", "scaling", "nproc", "nnodes",
-                                     "layout", "ddp", "batch_size"})
+                                     "dp_layout", "ddp", "batch_size"})
         # The batch by what it measures: the global batch (one replica: the batch as before, so
         # keys of single-device results made before data parallelism existed do not change).
         d["batch_size"] = self.global_batch
         if self.distributed:
-            d.update(nproc=self.nproc, nnodes=self.nnodes, layout=self.layout)
+            d.update(nproc=self.nproc, nnodes=self.nnodes, dp_layout=self.dp_layout)
             if self.framework in ("torch", "fake"):
                 d["ddp"] = self.ddp.model_dump()
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
@@ -295,7 +295,7 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
              "threads": "--threads", "nproc": "--nproc", "nnodes": "--nnodes",
-             "scaling": "--scaling", "layout": "--layout", "bucket_cap_mb": "--bucket-cap-mb",
+             "scaling": "--scaling", "dp_layout": "--dp-layout", "bucket_cap_mb": "--bucket-cap-mb",
              "comm_profile_iters": "--comm-profile-iters", "target_loss": "--target-loss"}
 
 

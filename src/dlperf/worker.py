@@ -221,7 +221,7 @@ def _dist_result(cfg: RunConfig, dist: Any, merged: dict[str, Any],
                  comm: dict[str, Any] | None) -> dict[str, Any]:
     """The ``dist`` part of a data-parallel result (see the module docstring)."""
     return {"replicas": dist.replicas, "processes": dist.world_size, "nproc": cfg.nproc,
-            "nnodes": cfg.nnodes, "layout": cfg.layout, "backend": dist.backend,
+            "nnodes": cfg.nnodes, "dp_layout": cfg.dp_layout, "backend": dist.backend,
             "scaling": cfg.scaling, "global_batch": cfg.global_batch,
             "per_device_batch": cfg.per_device_batch,
             # one process driving several devices: its step already ends with the slowest

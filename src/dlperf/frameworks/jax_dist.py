@@ -1,13 +1,13 @@
 """JAX data parallelism: sharded ``jax.jit`` over a 1-D device mesh, and ``jax.distributed``
 across processes.
 
-* One process driving several local devices (layout ``per_node``, JAX's usual way on one
+* One process driving several local devices (``dp_layout`` ``per_node``, JAX's usual way on one
   machine): the global batch is sharded along its first axis over a ``Mesh`` of
   ``world_size`` devices (``NamedSharding(mesh, P("data"))``), parameters and optimizer state
   are replicated (``P()``), and XLA inserts the gradient all-reduce into the one compiled
   step. On the CPU the devices are host devices: ``jax_num_cpu_devices`` (or
   ``--xla_force_host_platform_device_count``) is set before the backend starts.
-* Several processes (layout ``per_device``, or several nodes): each process calls
+* Several processes (``dp_layout`` ``per_device``, or several nodes): each process calls
   ``jax.distributed.initialize`` with the coordinator address of process 0
   (``DLPERF_COORDINATOR``, set by :mod:`dlperf.launch.spawn`), its ``RANK`` and ``WORLD_SIZE``
   before the backend starts; the mesh then spans every process's devices and each process
@@ -36,7 +36,7 @@ def processes(cfg: RunConfig) -> int:
 
 def local_devices(cfg: RunConfig) -> int:
     """Devices each process drives: 1 (per_device) or ``nproc`` (per_node)."""
-    return 1 if cfg.layout == "per_device" else cfg.nproc
+    return 1 if cfg.dp_layout == "per_device" else cfg.nproc
 
 
 def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
     if nproc > 1:
         if "RANK" not in os.environ or "DLPERF_COORDINATOR" not in os.environ:
             raise ConfigError("a multi-process JAX run must be started by dlperf's launcher "
-                              "(dlperf run --nproc N --layout per_device, or --nnodes > 1)")
+                              "(dlperf run --nproc N --dp-layout per_device, or --nnodes > 1)")
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         if world != nproc:
             raise ConfigError(f"the launcher started {world} processes but the configuration "
@@ -79,7 +79,7 @@ def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
             flags["cpu_collectives"] = "gloo"
         kw: dict[str, Any] = {}
-        if cfg.device == "cuda" and cfg.layout == "per_device":
+        if cfg.device == "cuda" and cfg.dp_layout == "per_device":
             kw["local_device_ids"] = [int(os.environ.get("LOCAL_RANK", "0"))]
         jax.distributed.initialize(coordinator_address=os.environ["DLPERF_COORDINATOR"],
                                    num_processes=world, process_id=rank,

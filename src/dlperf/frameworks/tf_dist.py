@@ -1,6 +1,6 @@
 """TensorFlow data parallelism: ``tf.distribute.MirroredStrategy`` over the local devices.
 
-One process drives ``nproc`` devices (layout ``per_node``): GPUs, or on the CPU ``nproc``
+One process drives ``nproc`` devices (``dp_layout`` ``per_node``): GPUs, or on the CPU ``nproc``
 logical CPU devices (``tf.config.set_logical_device_configuration``, set before TensorFlow
 runs anything). The model and optimizer are created under ``strategy.scope()`` (mirrored
 variables); each step runs the replica step on every device (``strategy.run``) with the

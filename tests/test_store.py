@@ -116,5 +116,6 @@ def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
         rows = s.rows()
         assert rows[0]["model"] == "lstm" and rows[0]["compile_time_s"] is None
         assert rows[0]["mfu"] is None and rows[0]["input_bound"] is None
+        assert rows[0]["world_size"] is None and rows[0]["per_device_batch"] is None
         s.add(fake_result())
         assert len(s.rows()) == 2

@@ -3,6 +3,7 @@
 #   bash benchmarks/h200/device.sh PART [PART...]
 #   PART: smoke | dlbench | real | overhead | overhead_jax | overhead_gpt2 | frameworks
 #         | cpu_threads | breakdown | mfu_inputs | allreduce (x2)
+#         | scaling (x2: weak scaling 1 -> 2 GPUs and convergence on 1 vs 2 GPUs, issue 5)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
 # mfu_inputs needs Pillow to write and read JPEGs. The image lists pillow (KINDS.md; it comes with
@@ -94,6 +95,20 @@ for part in "$@"; do
       python3 -m torch.distributed.run --nproc-per-node "$n" -m dlperf.comm.allreduce \
         --min-bytes 8 --max-bytes 1G --iters 20 --warmup 5 --json "$R2/allreduce.json"
       cp "$R2/allreduce.json" "$OUT/"
+      ;;
+    scaling)  # issue 5, on nvidia-h200-x2: resumable sweeps; call again to continue
+      export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+      n=$(nvidia-smi -L | wc -l)
+      [ "$n" -ge 2 ] || { echo "scaling needs 2 GPUs (nvidia-h200-x2), found $n"; exit 2; }
+      R2=benchmarks/results/h200x2; mkdir -p "$R2"
+      budget "${SCALING_BUDGET:-420}" python3 -m dlperf sweep benchmarks/h200x2/scaling.yaml \
+        --db "$R2/scaling.db" 2>&1 | grep -v '^\s*$' | tail -60
+      budget "${CONVERGENCE_BUDGET:-150}" python3 -m dlperf sweep benchmarks/h200x2/convergence.yaml \
+        --db "$R2/convergence.db" 2>&1 | grep -v '^\s*$' | tail -20
+      python3 -m dlperf results --db "$R2/scaling.db" --compare scaling > "$R2/scaling.md"
+      python3 -m dlperf results --db "$R2/convergence.db" --compare convergence > "$R2/convergence.md"
+      cat "$R2/scaling.md" "$R2/convergence.md"
+      cp "$R2/scaling.db" "$R2/convergence.db" "$R2/scaling.md" "$R2/convergence.md" "$OUT/"
       ;;
     frameworks)
       budget "${FRAMEWORKS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/frameworks.yaml \

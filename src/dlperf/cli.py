@@ -109,14 +109,36 @@ def run(
     input_bound_share: Annotated[float, typer.Option(help="Label a run input-bound when its median data wait exceeds this share of the median iteration time.")] = 0.10,
     power_interval: Annotated[float, typer.Option(help="NVML power sampling interval on a GPU (s).")] = 0.025,
     ceilings: Annotated[bool, typer.Option("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = True,
+    nproc: Annotated[str, typer.Option(help="Data parallel: devices per node (PyTorch: DDP processes via torchrun; JAX: sharded jit; TensorFlow: MirroredStrategy); comma-separated for a scaling series, e.g. 1,2.")] = "1",
+    scaling: Annotated[str, typer.Option(help="strong: --batch-size is the global batch, split across devices; weak: --batch-size is the per-device batch.")] = "strong",
+    nnodes: Annotated[int, typer.Option(help="Nodes (machines); run the same command on each with its --node-rank.", min=1)] = 1,
+    node_rank: Annotated[int, typer.Option(help="This node's index, 0 .. nnodes-1 (node 0 stores the results in --db, node k in DB.node<k>.db).", min=0)] = 0,
+    rdzv_endpoint: Annotated[Optional[str], typer.Option(help="HOST:PORT of node 0 for the rendezvous (torchrun c10d) or coordinator (jax.distributed); needed with --nnodes > 1.")] = None,
+    dp_layout: Annotated[Optional[str], typer.Option(help="Data-parallel processes: per_device (one per device) or per_node (one per node driving its devices). Default: torch per_device, jax per_node, tensorflow per_node.")] = None,
+    bucket_cap_mb: Annotated[float, typer.Option(help="PyTorch DDP gradient bucket size (MB).")] = 25.0,
+    gradient_as_bucket_view: Annotated[bool, typer.Option("--gradient-as-bucket-view", help="PyTorch DDP option.")] = False,
+    static_graph: Annotated[bool, typer.Option("--static-graph", help="PyTorch DDP option.")] = False,
+    find_unused_parameters: Annotated[bool, typer.Option("--find-unused-parameters", help="PyTorch DDP option.")] = False,
+    comm_profile_iters: Annotated[int, typer.Option(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = 5,
+    target_loss: Annotated[Optional[float], typer.Option(help="Report the training time until the smoothed loss reaches this value (convergence).")] = None,
+    emit_slurm: Annotated[Optional[Path], typer.Option(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None,
 ) -> None:
-    """Measure training time per iteration for models x batch sizes x precisions."""
+    """Measure training time per iteration for models x batch sizes x precisions (x devices)."""
     def body():
         from dlperf.config import make_policy, make_run_config, resolve_device
         from dlperf.zoo import get_suite
 
         if bool(model) == bool(suite):
             raise ConfigError("give exactly one of --model or --suite (e.g. --suite quick)")
+        nprocs = _ints(nproc, "nproc")
+        if nnodes > 1 and not rdzv_endpoint and emit_slurm is None:
+            raise ConfigError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (node 0's "
+                              "address and a free port), the same on every node")
+        if rdzv_endpoint is not None:
+            _check_endpoint(rdzv_endpoint)
+        if node_rank >= nnodes:
+            raise ConfigError(f"--node-rank {node_rank} must be < --nnodes {nnodes} "
+                              f"(nodes are numbered 0 .. {nnodes - 1})")
         entries: list[tuple[str, str]] = []
         if suite:
             entries = [(e.model, data or e.data) for e in get_suite(suite)]
@@ -125,7 +147,9 @@ def run(
             entries = [(m, data or "synthetic") for m in _split(model)]
         _check_out_dir(report, "--report")
         _check_db(db, must_exist=False)
-        dev = resolve_device(device)
+        # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
+        dev = device if emit_slurm is not None and device in ("cpu", "cuda") \
+            else resolve_device(device)
         quick = suite == "quick"  # a first run on a laptop: shorter defaults (MODELS.md)
         policy = make_policy(
             min_iters=min_iters, min_time_s=(0.5 if quick else 1.0) if min_time is None else min_time,
@@ -138,25 +162,56 @@ def run(
                 for b in _ints(batch_size, "batch-size"):
                     for th in (_ints(threads, "threads") if threads else [None]):
                         for fw_mode in _split(mode) or [""]:
-                            for lw in (_ints(loader_workers, "loader-workers", low=0)
-                                       if loader_workers else [None]):
-                                points.append(make_run_config(
-                                    model=m, framework=framework, mode=fw_mode, device=dev,
-                                    precision=p, batch_size=b, grad_accum=grad_accum, data=d,
-                                    data_dir=data_dir, threads=th, layout=layout, iterations=policy,
-                                    timeout_s=timeout, loader_workers=lw,
-                                    loader_prefetch=loader_prefetch,
-                                    input_bound_share=input_bound_share,
-                                    power_interval_s=power_interval, measure_ceilings=ceilings,
-                                    breakdown=breakdown, trace_dir=trace))
-        _execute(points, db, sweep=None, resume=not rerun, retry_failed=retry_failed,
-                 report_dir=report)
+                            for npr in nprocs:
+                                for lw in (_ints(loader_workers, "loader-workers", low=0)
+                                           if loader_workers else [None]):
+                                    points.append(make_run_config(
+                                        model=m, framework=framework, mode=fw_mode, device=dev,
+                                        precision=p, batch_size=b, grad_accum=grad_accum, data=d,
+                                        data_dir=data_dir, threads=th, layout=layout,
+                                        iterations=policy, timeout_s=timeout, loader_workers=lw,
+                                        loader_prefetch=loader_prefetch,
+                                        input_bound_share=input_bound_share,
+                                        power_interval_s=power_interval,
+                                        measure_ceilings=ceilings, breakdown=breakdown,
+                                        trace_dir=trace, nproc=npr, nnodes=nnodes,
+                                        scaling=scaling, dp_layout=dp_layout or "",
+                                        ddp={"bucket_cap_mb": bucket_cap_mb,
+                                             "gradient_as_bucket_view": gradient_as_bucket_view,
+                                             "static_graph": static_graph,
+                                             "find_unused_parameters": find_unused_parameters},
+                                        comm_profile_iters=comm_profile_iters,
+                                        target_loss=target_loss))
+        if emit_slurm is not None:
+            from dlperf.launch.slurm import sbatch_script, strip_node_options
+
+            argv = sys.argv[sys.argv.index("run") + 1:] if "run" in sys.argv else []
+            text = sbatch_script(strip_node_options(argv), nnodes=nnodes,
+                                 gpus_per_node=max(nprocs) if dev == "cuda" else 0)
+            emit_slurm.write_text(text)
+            out.print(f"wrote {emit_slurm}: submit with `sbatch {emit_slurm}`")
+            return
+        from dlperf.launch.distributed import run_point
+        from dlperf.launch.slurm import node_db_path
+
+        def runner(cfg):
+            return run_point(cfg, node_rank=node_rank, endpoint=rdzv_endpoint)
+
+        _execute(points, node_db_path(db, node_rank), sweep=None, resume=not rerun,
+                 retry_failed=retry_failed, report_dir=report, runner=runner)
 
     _guard(body)
 
 
+def _check_endpoint(endpoint: str) -> None:
+    host, _, port = endpoint.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--rdzv-endpoint {endpoint!r} is not HOST:PORT; give e.g. "
+                          "node0.example.org:29500 or 127.0.0.1:29500")
+
+
 def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report_dir: str | None,
-             sweep_config: dict | None = None) -> None:
+             sweep_config: dict | None = None, runner=None) -> None:
     from dlperf.report.tables import results_table
     from dlperf.results.store import ResultStore
     from dlperf.sweep import execute, preflight
@@ -168,7 +223,7 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
             store.add_sweep(sweep, sweep_config, now_iso())
         try:
             outcome = execute(points, store, sweep=sweep, resume=resume, retry_failed=retry_failed,
-                              console=err)
+                              console=err, runner=runner)
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted[/]: finished points are in {db}; run the same "
                       "command again to resume")
@@ -200,6 +255,8 @@ def sweep(
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points that failed before.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
     report: Annotated[Optional[str], typer.Option(help="Also write a report to this folder.")] = None,
+    node_rank: Annotated[int, typer.Option(help="Multi-node points: this node's index (node k > 0 stores in DB.node<k>.db).", min=0)] = 0,
+    rdzv_endpoint: Annotated[Optional[str], typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
 ) -> None:
     """Run a grid from a YAML file; resumable: finished points are skipped."""
     def body():
@@ -213,10 +270,20 @@ def sweep(
                 out.print(f"{p.run_key()}  {p.label()}", highlight=False)
             out.print(f"{len(points)} points")
             return
-        path = db or str(Path(file).with_suffix(".db"))
+        multi = [p for p in points if p.nnodes > 1]
+        if multi and not rdzv_endpoint:
+            raise ConfigError(f"{len(multi)} point(s) have nnodes > 1: give --rdzv-endpoint "
+                              "HOST:PORT (node 0's address) and --node-rank on every node")
+        if rdzv_endpoint is not None:
+            _check_endpoint(rdzv_endpoint)
+        from dlperf.launch.distributed import run_point
+        from dlperf.launch.slurm import node_db_path
+
+        path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         _check_db(path, must_exist=False)
         _execute(points, path, sweep=cfg.name, resume=not restart, retry_failed=retry_failed,
-                 report_dir=report, sweep_config=cfg.model_dump())
+                 report_dir=report, sweep_config=cfg.model_dump(),
+                 runner=lambda c: run_point(c, node_rank=node_rank, endpoint=rdzv_endpoint))
 
     _guard(body)
 
@@ -285,8 +352,9 @@ def results(
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager) or 'data' (real-data pipelines vs synthetic data: throughput, data wait, input-bound), with bootstrap CIs.")] = None,
+    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts).")] = None,
     op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes.")] = False,
+    target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
 ) -> None:
     """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
     def body():
@@ -311,12 +379,29 @@ def results(
             if compare is not None:
                 from dlperf.report import compare as cmp
 
-                if compare not in ("modes", "frameworks", "data"):
-                    raise unknown_choice("comparison", compare, ("modes", "frameworks", "data"))
-                fn = {"modes": cmp.mode_speedups, "frameworks": cmp.framework_ratios,
-                      "data": cmp.data_gaps}[compare]
-                comps = fn(rows, _measured(store))
-                md = cmp.data_markdown if compare == "data" else cmp.markdown
+                kinds = ("modes", "frameworks", "data", "scaling", "convergence")
+                if compare not in kinds:
+                    raise unknown_choice("comparison", compare, kinds)
+                if compare == "scaling":
+                    from dlperf.report.scaling import scaling_markdown
+                    from dlperf.scaling import scaling_points
+
+                    comps = scaling_points(rows, _measured(store))
+                    md = scaling_markdown
+                elif compare == "convergence":
+                    from dlperf.report.convergence import (convergence_groups,
+                                                           convergence_markdown)
+
+                    groups = convergence_groups(rows, store.samples, target_loss)
+                    md = lambda _c: convergence_markdown(groups)  # noqa: E731
+                    comps = [{**{k: v for k, v in g.items() if k != "runs"},
+                              **{k: v for k, v in r.items() if k not in ("times", "losses")}}
+                             for g in groups for r in g["runs"]]
+                else:
+                    fn = {"modes": cmp.mode_speedups, "frameworks": cmp.framework_ratios,
+                          "data": cmp.data_gaps}[compare]
+                    comps = fn(rows, _measured(store))
+                    md = cmp.data_markdown if compare == "data" else cmp.markdown
                 text = (md(comps) if format == "table" else
                         json.dumps(comps, indent=1) if format == "json" else _csv(comps))
                 (output.write_text(text) if output else sys.stdout.write(text))
@@ -392,6 +477,7 @@ def report(
     db: Annotated[str, typer.Option(help="Results file.")] = DEFAULT_DB,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for report.md and the PNG plots.")] = Path("dlperf-report"),
     title: Annotated[str, typer.Option(help="Report title.")] = "dlperf report",
+    target_loss: Annotated[Optional[float], typer.Option(help="Target loss of the convergence section (default: the one stored with each run).")] = None,
 ) -> None:
     """Write a Markdown report (table + time-per-iteration plots) from a results file."""
     def body():
@@ -422,6 +508,7 @@ def report(
             eff = cmp.efficiency_markdown(rows)
             if eff:
                 sections.append(("Efficiency: MFU, roofline, energy", eff))
+            sections += _parallel_sections(rows, store, output, target_loss)
         env = None
         try:
             env = json.loads(rows[-1]["result_json"]).get("env")
@@ -447,6 +534,36 @@ def _breakdown_sections(rows) -> list[tuple[str, str]]:
     if (md := bdr.trace_files_markdown(rows)):
         out.append(("Trace files", md))
     return out
+
+
+def _parallel_sections(rows, store, output: Path, target_loss: float | None) -> list:
+    """Report sections for data-parallel scaling and convergence (with their plots)."""
+    from dlperf.report.convergence import (convergence_groups, convergence_markdown,
+                                           plot_convergence)
+    from dlperf.report.scaling import plot_scaling, scaling_markdown
+    from dlperf.scaling import scaling_points
+
+    sections = []
+    if any((r.get("world_size") or 1) > 1 for r in rows):
+        pts = scaling_points(rows, _measured(store))
+        body = scaling_markdown(pts)
+        png = plot_scaling(pts, output)
+        if png is not None:
+            body += f"\n![throughput and scaling efficiency against devices]({png.name})\n"
+        body += ("\nEfficiency = speed-up / devices, from throughput (mean step times); the "
+                 "medians column uses median step times with a bootstrap CI. Weak: per-device "
+                 "batch fixed (E = T1/TN); strong: global batch fixed (E = T1/(N TN)). The step "
+                 "time of a data-parallel run is the slowest rank's per iteration; imbalance = "
+                 "max/median of the ranks' median step times; exposed communication: "
+                 "all-reduce time not overlapped by computation, from a profiled trace of rank 0.\n")
+        sections.append(("Data-parallel scaling", body))
+    groups = convergence_groups(rows, store.samples, target_loss)
+    if groups:
+        body = convergence_markdown(groups)
+        for png in plot_convergence(groups, output):
+            body += f"\n![training loss against iterations and time]({png.name})\n"
+        sections.append(("Convergence", body))
+    return sections
 
 
 @app.command()

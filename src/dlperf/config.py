@@ -41,6 +41,19 @@ LAYOUTS = ("auto", "nchw", "nhwc")
 #: is left out of :meth:`RunConfig.run_key`, so adding a field does not change the key (and the
 #: resumability) of every point already stored.
 KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto"}
+SCALINGS = ("strong", "weak")
+#: How data-parallel replicas map to processes: one process per device (PyTorch DDP, JAX
+#: multi-process) or one process per node driving all its local devices (JAX sharded jit,
+#: TensorFlow MirroredStrategy).
+DP_LAYOUT_KINDS = ("per_device", "per_node")
+#: Each framework's own data-parallel engine and its process layouts (first = default).
+DP_LAYOUTS = {"torch": ("per_device",), "jax": ("per_node", "per_device"),
+              "tensorflow": ("per_node",), "fake": ("per_device",)}
+#: What data parallelism is not built for (checked before anything runs): TensorFlow's XLA mode
+#: under MirroredStrategy (XLA cannot reach mirrored variables on other devices) and TensorFlow
+#: across nodes (MultiWorkerMirroredStrategy is not built yet).
+DP_MODES = {"tensorflow": ("eager", "graph")}
+DP_MAX_NODES = {"tensorflow": 1}
 from dlperf.registry import FRAMEWORK_MODES  # noqa: E402 (framework-free table)
 
 
@@ -76,6 +89,19 @@ class IterationPolicy(BaseModel):
         return self
 
 
+class DDPOptions(BaseModel):
+    """``torch.nn.parallel.DistributedDataParallel`` options (MEASUREMENT.md rule 6: recorded and
+    settable). Defaults are PyTorch's own (``bucket_cap_mb=25``, the rest off); see the
+    PyTorch DDP documentation for what each changes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bucket_cap_mb: float = Field(25.0, gt=0.0)
+    gradient_as_bucket_view: bool = False
+    static_graph: bool = False
+    find_unused_parameters: bool = False
+
+
 class RunConfig(BaseModel):
     """One benchmark point. ``batch_size`` is the global mini-batch (samples per iteration).
 
@@ -99,6 +125,16 @@ class RunConfig(BaseModel):
     framework's recommendation (PyTorch: channels_last on CUDA for convolutional networks, per
     its performance tuning guide; Flax and Keras: NHWC, their native layout); ``nchw``/``nhwc``
     force one (PyTorch only). The layout as applied is recorded in the result's flags.
+
+    Data parallelism (MEASUREMENT.md "Scaling"): ``nproc`` devices per node on ``nnodes`` nodes,
+    ``world_size = nproc * nnodes`` replicas. ``scaling="strong"`` (default): ``batch_size`` is
+    the global mini-batch, split evenly across the replicas (it must be divisible by
+    ``world_size * grad_accum``); ``scaling="weak"``: ``batch_size`` is the per-device batch
+    and the global batch is ``batch_size * world_size``. :attr:`global_batch` and
+    :attr:`per_device_batch` give both. ``dp_layout`` is how replicas map to processes
+    (:data:`DP_LAYOUT_KINDS`; default: the framework's first in :data:`DP_LAYOUTS`); ``ddp`` holds
+    PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss whose time
+    to reach is reported (:mod:`dlperf.convergence`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -124,6 +160,13 @@ class RunConfig(BaseModel):
     input_bound_share: float = Field(0.10, gt=0.0, lt=1.0)
     measure_ceilings: bool = True
     power_interval_s: float = Field(0.025, ge=0.005, le=1.0)
+    nproc: int = Field(1, ge=1, strict=True)
+    nnodes: int = Field(1, ge=1, strict=True)
+    scaling: str = "strong"
+    dp_layout: str = ""  # "" -> the framework's default (DP_LAYOUTS)
+    ddp: DDPOptions = Field(default_factory=DDPOptions)
+    comm_profile_iters: int = Field(5, ge=0, strict=True)
+    target_loss: float | None = None
 
     @field_validator("model")
     @classmethod
@@ -134,11 +177,12 @@ class RunConfig(BaseModel):
             raise unknown_choice("model", v, SPECS)
         return v
 
-    @field_validator("framework", "device", "precision", "layout")
+    @field_validator("framework", "device", "precision", "layout", "scaling")
     @classmethod
     def _choice_known(cls, v: str, info: ValidationInfo) -> str:
         choices = {"framework": FRAMEWORK_MODES, "device": DEVICES,
-                   "precision": PRECISIONS, "layout": LAYOUTS}[info.field_name]
+                   "precision": PRECISIONS, "layout": LAYOUTS,
+                   "scaling": SCALINGS}[info.field_name]
         if v not in choices:
             raise unknown_choice(info.field_name, v, choices)
         return v
@@ -150,6 +194,10 @@ class RunConfig(BaseModel):
             modes = FRAMEWORK_MODES.get(data.get("framework", "torch"))
             if modes:
                 data = {**data, "mode": modes[0]}
+        if isinstance(data, dict) and not data.get("dp_layout"):
+            layouts = DP_LAYOUTS.get(data.get("framework", "torch"))
+            if layouts:
+                data = {**data, "dp_layout": layouts[0]}
         return data
 
     @model_validator(mode="after")
@@ -174,11 +222,58 @@ class RunConfig(BaseModel):
                 f"loader_workers {self.loader_workers} needs real data (--data mnist, cifar10, "
                 f"ptb, wikitext2, imagefolder:PATH, ...): synthetic data are made on the device "
                 f"and have no input pipeline")
-        if self.batch_size % self.grad_accum:
+        layouts = DP_LAYOUTS.get(self.framework, ("per_device",))
+        if self.dp_layout not in layouts:
+            raise unknown_choice("dp_layout", self.dp_layout, layouts,
+                                 plural=f"data-parallel layouts of framework {self.framework!r}")
+        if self.framework not in ("torch", "fake") and self.ddp != DDPOptions():
+            raise ValueError(f"DDP options (--bucket-cap-mb, --static-graph, ...) are PyTorch "
+                             f"DistributedDataParallel's; framework {self.framework!r} has none")
+        n = self.world_size
+        if n > 1 and self.mode not in DP_MODES.get(self.framework, (self.mode,)):
+            raise ValueError(f"data parallelism (nproc x nnodes > 1) is not available for "
+                             f"{self.framework}/{self.mode}; use mode "
+                             f"{' or '.join(DP_MODES[self.framework])}")
+        if self.nnodes > DP_MAX_NODES.get(self.framework, self.nnodes):
+            raise ValueError(f"{self.framework} data parallelism across nodes is not built yet; "
+                             f"use --nnodes {DP_MAX_NODES[self.framework]}")
+        if self.scaling == "strong" and self.batch_size % n:
             raise ValueError(
-                f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}; "
-                "choose a batch size that is a multiple of the accumulation steps")
+                f"batch_size {self.batch_size} is not divisible by the {n} devices "
+                f"(nproc {self.nproc} x nnodes {self.nnodes}): with strong scaling the global "
+                f"batch is split evenly; give a multiple of {n} (e.g. "
+                f"{max(n, self.batch_size - self.batch_size % n)}) or use --scaling weak")
+        if self.per_device_batch % self.grad_accum:
+            raise ValueError(
+                f"the per-device batch {self.per_device_batch} is not divisible by grad_accum "
+                f"{self.grad_accum}; choose a batch size that is a multiple of the accumulation "
+                "steps" + (" times the devices" if n > 1 and self.scaling == "strong" else ""))
         return self
+
+    @property
+    def world_size(self) -> int:
+        """Data-parallel replicas (devices): ``nproc * nnodes``."""
+        return self.nproc * self.nnodes
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per iteration over all replicas (MEASUREMENT.md: per-device x devices)."""
+        return self.batch_size * self.world_size if self.scaling == "weak" else self.batch_size
+
+    @property
+    def per_device_batch(self) -> int:
+        """Samples per iteration on one replica."""
+        return self.batch_size if self.scaling == "weak" else self.batch_size // self.world_size
+
+    @property
+    def processes_per_node(self) -> int:
+        """Processes a launcher starts on each node: ``nproc`` (per_device) or 1 (per_node)."""
+        return self.nproc if self.dp_layout == "per_device" else 1
+
+    @property
+    def distributed(self) -> bool:
+        """True when more than one replica trains (data parallelism)."""
+        return self.world_size > 1
 
     def run_key(self) -> str:
         """A stable 16-hex-digit key of the benchmark point: what is trained, where and how.
@@ -194,7 +289,9 @@ class RunConfig(BaseModel):
         """
         d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations", "breakdown",
                                      "trace_dir", "input_bound_share", "measure_ceilings",
-                                     "power_interval_s"})
+                                     "power_interval_s", "target_loss", "comm_profile_iters",
+                                     "scaling", "nproc", "nnodes", "dp_layout", "ddp",
+                                     "batch_size"})
         for k, default in KEY_OMIT_AT_DEFAULT.items():
             if d.get(k) == default:
                 del d[k]
@@ -204,17 +301,29 @@ class RunConfig(BaseModel):
             d["breakdown"] = True
         if self.trace_dir:
             d["trace"] = True
+        # The batch by what it measures: the global batch (one replica: the batch as before, so
+        # keys of single-device results made before data parallelism existed do not change).
+        d["batch_size"] = self.global_batch
+        if self.distributed:
+            d.update(nproc=self.nproc, nnodes=self.nnodes, dp_layout=self.dp_layout)
+            if self.framework in ("torch", "fake"):
+                d["ddp"] = self.ddp.model_dump()
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def label(self) -> str:
-        """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
+        """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``; data
+        parallel: ``b=128 (2x64)`` and ``x2`` devices (``2x2`` for 2 nodes of 2)."""
         thr = f" threads={self.threads}" if self.threads else ""
         thr += f" layout={self.layout}" if self.layout != "auto" else ""
         lw = f" workers={self.loader_workers}" if self.loader_workers is not None else ""
         extra = (" +breakdown" if self.breakdown else "") + (" +trace" if self.trace_dir else "")
-        return (f"{self.model} {self.framework}/{self.mode} {self.device} {self.precision} "
-                f"b={self.batch_size} {self.data}{thr}{lw}{extra}")
+        b, par = f"b={self.global_batch}", ""
+        if self.distributed:
+            b += f" ({self.world_size}x{self.per_device_batch})"
+            par = (f" x{self.nproc}" if self.nnodes == 1 else f" {self.nnodes}x{self.nproc}")
+        return (f"{self.model} {self.framework}/{self.mode} {self.device}{par} {self.precision} "
+                f"{b} {self.data}{thr}{lw}{extra}")
 
 
 def resolve_device(device: str) -> str:
@@ -252,7 +361,9 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
              "threads": "--threads", "layout": "--layout", "loader_workers": "--loader-workers",
              "loader_prefetch": "--loader-prefetch", "input_bound_share": "--input-bound-share",
-             "power_interval_s": "--power-interval"}
+             "power_interval_s": "--power-interval", "nproc": "--nproc", "nnodes": "--nnodes",
+             "scaling": "--scaling", "dp_layout": "--dp-layout", "bucket_cap_mb": "--bucket-cap-mb",
+             "comm_profile_iters": "--comm-profile-iters", "target_loss": "--target-loss"}
 
 
 def make_policy(**fields: Any) -> IterationPolicy:
@@ -293,6 +404,8 @@ def _format_validation(e: ValidationError, where: str = "", flags: bool = False)
             first = msg.split(" ", 1)[0]
             if first in ("mode", "layout", "batch_size"):
                 loc = f"{CLI_FLAGS[first]} ({first})" if flags and first in CLI_FLAGS else first
+            elif "per-device batch" in msg:
+                loc = "--batch-size (batch_size)" if flags else "batch_size"
             elif re.search(r"\bmode\b", msg):
                 loc = "mode"
         parts.append(f"{where}{loc}: {msg}{shown}")

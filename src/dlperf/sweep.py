@@ -34,8 +34,12 @@ def result_line(r: dict[str, Any]) -> str:
     thr = f" threads={r['threads']}" if r.get("threads") else ""
     lw = (r.get("config") or {}).get("loader_workers")
     thr += f" workers={lw}" if lw is not None else ""
-    label = (f"{r['model']} {r['framework']}/{r['mode']} {r['device']} {r['precision']} "
-             f"b={r['batch_size']} {r['data']}{thr}")
+    n = r.get("world_size") or 1
+    par = "" if n == 1 else (f" x{r.get('nproc')}" if (r.get("nnodes") or 1) == 1
+                             else f" {r.get('nnodes')}x{r.get('nproc')}")
+    b = f"b={r['batch_size']}" + (f" ({n}x{r.get('per_device_batch')})" if n > 1 else "")
+    label = (f"{r['model']} {r['framework']}/{r['mode']} {r['device']}{par} {r['precision']} "
+             f"{b} {r['data']}{thr}")
     if r["status"] != "ok":
         err = (r.get("error") or "").splitlines()[0][:120] if r.get("error") else ""
         return f"[red]{r['status']:>8}[/] {label}  {err}"
@@ -50,6 +54,16 @@ def result_line(r: dict[str, Any]) -> str:
     e = (r.get("power") or {}).get("energy_per_iter_j")
     extra += f", {e:.4g} J/iter" if e is not None else ""
     warn = "".join(f"\n         [yellow]warning: {w}[/]" for w in r.get("warnings") or [])
+    d = r.get("dist") or {}
+    if d:
+        extra += f", imbalance {d['imbalance']:.3f}" if d.get("imbalance") else ""
+        if (d.get("comm") or {}).get("exposed") is not None:
+            extra += f", exposed comm {d['comm']['exposed'] * 1e3:.3f} ms/iter"
+    conv = r.get("convergence") or {}
+    if conv.get("target_loss") is not None:
+        extra += (f", target loss {conv['target_loss']:g} reached after "
+                  f"{conv['iterations_to_target']} iterations, {conv['time_to_target_s']:.3f} s"
+                  if conv.get("reached") else f", target loss {conv['target_loss']:g} not reached")
     return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter "
             f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}], "
             f"{tp['samples_per_s']:,.1f} samples/s{extra}{warn}")
@@ -88,9 +102,9 @@ def preflight(points: list[RunConfig]) -> None:
         key = (p.data, p.data_dir)
         if key not in loaded:
             loaded[key] = load_dataset(p.data, p.data_dir)
-        ck = (p.data, p.data_dir, p.model, p.batch_size)
+        ck = (p.data, p.data_dir, p.model, p.global_batch)
         if ck not in checked:
-            make_batches(loaded[key], get_spec(p.model), p.batch_size, max_batches=1)
+            make_batches(loaded[key], get_spec(p.model), p.global_batch, max_batches=1)
             checked.add(ck)
 
 
@@ -106,7 +120,8 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
         sweep: sweep name recorded with each result.
         resume: skip points whose run key already has a result in ``store``.
         retry_failed: with ``resume``, run again points whose stored results all failed.
-        runner: ``RunConfig -> result``; default: a fresh worker process per point.
+        runner: ``RunConfig -> result``; default: a fresh worker process per point, or a
+            distributed launch for data-parallel points (:func:`dlperf.launch.distributed.run_point`).
         console: where progress and one line per result go.
         show_progress: draw a progress bar.
 
@@ -114,8 +129,8 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
         SweepOutcome with counts and the results produced by this call.
     """
     if runner is None:
-        from dlperf.launch.process import run_in_subprocess
-        runner = run_in_subprocess
+        from dlperf.launch.distributed import run_point
+        runner = run_point
     console = console or Console(stderr=True)
     done = store.done_keys(include_failed=not retry_failed) if resume else set()
     todo = [p for p in points if p.run_key() not in done]

@@ -8,6 +8,14 @@ configuration (``python -m dlperf.worker CONFIG.json RESULT.json``), and later l
 Failures are results (MEASUREMENT.md rule 11): out-of-memory, a NaN loss, a bad data file or a
 crash inside the framework all return a result dict with ``status`` set and ``error`` saying
 what happened; only the launcher turns a dead process or a timeout into a result.
+
+Data parallelism (``cfg.world_size > 1``): the same function runs in every process (started by
+:mod:`dlperf.launch.distributed`); the adapter joins the process group and the session carries
+a :class:`~dlperf.frameworks.DistContext`. After the loop every process contributes its raw
+samples (:func:`dlperf.parallel.rank_payload`), all are gathered, and every process returns
+the same merged result (:func:`dlperf.parallel.merge_ranks`): the step time is the slowest
+rank's per iteration, with each rank's samples, the rank imbalance and the exposed
+communication (:mod:`dlperf.comm.overlap`) in ``result["dist"]``.
 """
 
 from __future__ import annotations
@@ -23,17 +31,17 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from dlperf import stats
+from dlperf import convergence, parallel, stats
 from dlperf.config import RunConfig
 from dlperf.env import collect_env
 from dlperf.errors import DlperfError
 from dlperf.data.pipeline import data_wait_summary
 from dlperf.frameworks import NonFiniteLoss, get_adapter
-from dlperf.harness.loop import measure
+from dlperf.harness.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, measure
 from dlperf.power import PowerRecord, PowerSampler, energy_summary
 from dlperf.zoo import get_spec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: data-parallel fields (dist, per-rank samples, convergence)
 STATUSES = ("ok", "oom", "nan_loss", "error", "crash", "timeout", "unavailable")
 
 
@@ -53,8 +61,10 @@ def base_result(cfg: RunConfig, status: str, error: str | None = None) -> dict[s
         "created_at": now_iso(),
         "config": cfg.model_dump(),
         "model": cfg.model, "framework": cfg.framework, "mode": cfg.mode, "device": cfg.device,
-        "precision": cfg.precision, "batch_size": cfg.batch_size, "grad_accum": cfg.grad_accum,
+        "precision": cfg.precision, "batch_size": cfg.global_batch, "grad_accum": cfg.grad_accum,
         "data": cfg.data, "threads": cfg.threads,
+        "world_size": cfg.world_size, "nproc": cfg.nproc, "nnodes": cfg.nnodes,
+        "per_device_batch": cfg.per_device_batch, "scaling": cfg.scaling,
         "spec": {"family": spec.family, "params": spec.params,
                  "forward_flops_per_sample": spec.forward_flops_per_sample,
                  "train_flops_per_sample": spec.train_flops_per_sample,
@@ -98,10 +108,13 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             if phase == "measure":
                 power.start()  # last thing before the measured segment
 
+        dist = session.dist
         t0 = time.perf_counter()
         try:
             loop = measure(session.step, session.timer, cfg.iterations, check_losses=check,
-                           on_phase=on_phase)
+                           on_phase=on_phase,
+                           agree=dist.agree_max if dist is not None and dist.world_size > 1
+                           else None)
         finally:
             power_record = power.stop()  # first thing after it
         phases["loop"] = time.perf_counter() - t0
@@ -110,45 +123,86 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             memory["nvml_used_peak_bytes"] = power_record.memory_used_peak_bytes
         t0 = time.perf_counter()
         losses = {k: session.losses_to_floats(v) for k, v in loop.losses.items()}
-        summary = stats.summarize(loop.measured_s)
-        phases["stats"] = time.perf_counter() - t0
-        n = len(loop.measured_s)
-        tp = stats.throughput(n, cfg.batch_size, loop.measured_total_s, spec.tokens_per_sample)
+        samples = {"first": [loop.first_iter_s], "warmup": loop.warmup_s,
+                   "measure": loop.measured_s}
         comp = compile_info(session)
         waits = session.data_wait.measured() if session.data_wait is not None else None
-        t0 = time.perf_counter()
+        steady, wall_s = loop.steady_state, loop.wall_s
+        dist_info = None
+        if dist is not None:
+            comm = None
+            if session.comm_profile is not None and cfg.comm_profile_iters > 0:
+                t1 = time.perf_counter()
+                comm = session.comm_profile(cfg.comm_profile_iters)
+                phases["comm_profile"] = time.perf_counter() - t1
+            payload = parallel.rank_payload(
+                dist.rank, samples=samples, losses=losses, wall_s=loop.wall_s,
+                local_rank=dist.local_rank, node_rank=dist.node_rank, hostname=env.get("hostname"),
+                device=session.versions.get("device_name"), memory=memory, comm=comm)
+            payload["steady_state"] = loop.steady_state
+            payload["recompiles_measured"] = comp.get("recompiles_measured")
+            gathered = dist.all_gather(payload)
+            merged = parallel.merge_ranks(gathered)
+            samples, losses, wall_s = merged["samples"], merged["losses"], merged["wall_s"]
+            steady = all(p.get("steady_state", True) for p in gathered)
+            if any(p.get("recompiles_measured") for p in gathered):
+                comp["recompiles_measured"] = max(p.get("recompiles_measured") or 0
+                                                  for p in gathered)
+            comm = merged["per_rank"][0].get("comm")  # rank 0's profile (every rank: the same)
+            memory = _max_memory([p["memory"] for p in merged["per_rank"]])
+            dist_info = _dist_result(cfg, dist, merged, comm)
+        measured = samples["measure"]
+        summary = stats.summarize(measured)
+        phases["stats"] = time.perf_counter() - t0
+        n = len(measured)
+        measured_total = math.fsum(measured)
+        tp = stats.throughput(n, cfg.global_batch, measured_total, spec.tokens_per_sample)
+        t1 = time.perf_counter()
         probes = run_probes(session, cfg)
-        phases["probes"] = time.perf_counter() - t0
+        phases["probes"] = time.perf_counter() - t1
         status, error = "ok", None
         if not _finite(losses["measure"]):
             bad = next(i for i, x in enumerate(losses["measure"]) if not math.isfinite(x))
             status, error = "nan_loss", f"loss became non-finite at measured iteration {bad}"
         r = base_result(cfg, status, error)
+        # Timing truth (rule 2) per process: its own iteration times against its own wall time
+        # (the slowest-rank-per-iteration sum may exceed every rank's wall when ranks jitter).
+        checks = ([(p["measured_time_s"], p["wall_s"]) for p in dist_info["per_rank"]]
+                  if dist_info is not None else [(measured_total, wall_s)])
+        rels = [(w - m) / w if w > 0 else 0.0 for m, w in checks]
+        rel = max(rels, key=abs)
+        consistent = all(abs(w - m) <= max(WALL_CHECK_REL * w, WALL_CHECK_ABS_S)
+                         for m, w in checks)
         r.update({
             "summary": summary.to_dict(),
             "throughput": tp,
-            "first_iter_s": loop.first_iter_s,
-            "warmup_iters": len(loop.warmup_s),
-            "warmup_time_s": math.fsum(loop.warmup_s),
-            "steady_state": loop.steady_state and not comp.get("recompiles_measured"),
+            "first_iter_s": samples["first"][0],
+            "warmup_iters": len(samples["warmup"]),
+            "warmup_time_s": math.fsum(samples["warmup"]),
+            "steady_state": steady and not comp.get("recompiles_measured"),
             "compile": comp,
             "n_measured": n,
-            "measured_time_s": loop.measured_total_s,
-            "wall_time_s": loop.wall_s,
-            "timing_rel_diff": loop.timing_rel_diff,
-            "timing_consistent": loop.timing_consistent,
+            "measured_time_s": measured_total,
+            "wall_time_s": wall_s,
+            "timing_rel_diff": rel,
+            "timing_consistent": consistent,
             "memory": memory,
-            "samples": {"first": [loop.first_iter_s], "warmup": loop.warmup_s,
-                        "measure": loop.measured_s},
+            "samples": samples,
             "losses": losses,
+            "convergence": convergence.summarize_convergence(samples, losses, cfg.target_loss),
             "data_wait": (data_wait_summary(waits, loop.measured_s, cfg.input_bound_share)
                           if waits is not None else None),
-            "power": energy_summary(power_record, loop.measured_total_s, n, cfg.batch_size,
+            # NVML samples this process's GPU: energy per sample over its share of the batch.
+            "power": energy_summary(power_record, measured_total, n, cfg.per_device_batch,
                                     power.reason),
         })
         if waits is not None:
             r["samples"]["data_wait"] = waits
         r.update(efficiency(r, spec, probes))
+        if dist_info is not None:
+            r["dist"] = dist_info
+            r["rank_imbalance"] = dist_info["imbalance"]
+            r["exposed_comm_s"] = (comm or {}).get("exposed")
         r["warnings"] = quality_warnings(r)
         if cfg.breakdown or cfg.trace_dir:
             # A separate, labelled measurement after the fused one (which stays the headline).
@@ -196,6 +250,29 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
     r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
                    "phases_s": phases}
     return r
+
+
+def _max_memory(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each memory peak as the maximum over ranks (the device that came closest to its limit);
+    None where no rank has the number."""
+    keys = {k for m in per_rank for k in m}
+    return {k: max((m[k] for m in per_rank if m.get(k) is not None), default=None)
+            for k in sorted(keys)}
+
+
+def _dist_result(cfg: RunConfig, dist: Any, merged: dict[str, Any],
+                 comm: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``dist`` part of a data-parallel result (see the module docstring)."""
+    return {"replicas": dist.replicas, "processes": dist.world_size, "nproc": cfg.nproc,
+            "nnodes": cfg.nnodes, "dp_layout": cfg.dp_layout, "backend": dist.backend,
+            "scaling": cfg.scaling, "global_batch": cfg.global_batch,
+            "per_device_batch": cfg.per_device_batch,
+            # one process driving several devices: its step already ends with the slowest
+            # device, and per-device times are not observable without a trace
+            "imbalance": merged["imbalance"] if dist.world_size > 1 else None,
+            "slowest_rank_counts": merged["slowest_rank_counts"],
+            "per_rank": merged["per_rank"], "step_time": "max over ranks per iteration",
+            "loss": "mean over ranks per iteration", "comm": comm, **dist.info}
 
 
 #: A result's quality warnings fire above these (documented in the README).
@@ -296,19 +373,24 @@ def efficiency(r: dict[str, Any], spec: Any, probes: dict[str, Any]) -> dict[str
     fw = probes.get("framework_flops") or {}
     sheet = datasheet_peaks(r.get("versions", {}).get("device_name")
                             if r.get("device") == "cuda" else None)
-    fw_step = fw.get("flops_per_step")
+    fw_step = fw.get("flops_per_step")  # one process's step: its per-device batch
     analytic = spec.train_flops_per_sample
+    # MFU is per device: data parallel throughput is over world_size devices, the ceilings are
+    # one device's.
+    n_dev = r.get("world_size") or 1
+    b_dev = r.get("per_device_batch") or r["batch_size"]
     flops = {"analytic_train_flops_per_sample": analytic,
              "analytic_source": spec.flops_source,
              "framework_flops_per_step": fw_step,
-             "framework_flops_per_sample": fw_step / r["batch_size"] if fw_step else None,
-             "framework_to_analytic": (fw_step / r["batch_size"] / analytic
+             "framework_flops_per_sample": fw_step / b_dev if fw_step else None,
+             "framework_to_analytic": (fw_step / b_dev / analytic
                                        if fw_step and analytic else None),
              "framework_source": fw.get("source"),
              "bytes_per_step": fw.get("bytes_per_step"), "bytes_source": fw.get("bytes_source")}
     mfu = mfu_summary(train_flops_per_sample=analytic,
-                      samples_per_s=(r.get("throughput") or {}).get("samples_per_s"),
-                      precision=r["precision"], batch_size=r["batch_size"],
+                      samples_per_s=((r.get("throughput") or {}).get("samples_per_s") or 0)
+                      / n_dev or None,
+                      precision=r["precision"], batch_size=b_dev,
                       ceilings=probes.get("ceilings"), datasheet=sheet,
                       framework_flops_per_step=fw_step, bytes_per_step=fw.get("bytes_per_step"))
     return {"flops": flops, "ceilings": probes.get("ceilings"), "datasheet": sheet, "mfu": mfu,

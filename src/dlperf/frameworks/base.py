@@ -26,6 +26,35 @@ class OutOfMemory(RuntimeError):
 
 
 @dataclass
+class DistContext:
+    """How this process takes part in a data-parallel run (set by the adapter's ``prepare``).
+
+    Attributes:
+        rank, world_size: this process's index and the number of processes (not devices: a
+            process may drive several devices, e.g. JAX sharded jit).
+        local_rank, node_rank: index among this node's processes, and the node's index.
+        replicas: data-parallel replicas (devices) over all processes.
+        backend: the engine, e.g. ``"ddp/gloo"``, ``"ddp/nccl"``, ``"jax-sharded-jit"``.
+        agree_max: elementwise maximum of a list of floats over all processes (a collective;
+            used by the harness between warm-up windows and before the measured segment,
+            never inside it). Identity for one process.
+        all_gather: a JSON-able object from every process, in rank order (a collective;
+            used after the loop). ``[obj]`` for one process.
+        info: what the result records under ``dist`` (options, layout, versions).
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    node_rank: int = 0
+    replicas: int = 1
+    backend: str = ""
+    agree_max: Callable[[list[float]], list[float]] = lambda v: list(v)
+    all_gather: Callable[[Any], list[Any]] = lambda obj: [obj]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Session:
     """A prepared training run, owned by the worker for the duration of one configuration.
 
@@ -64,6 +93,11 @@ class Session:
             count is not available).
         ceiling_backend: returns the framework's
             :class:`~dlperf.perfmodel.ceilings.CeilingBackend` for the run's device.
+        dist: set for data-parallel runs (:class:`DistContext`).
+        comm_profile: for data-parallel runs whose framework has a profiler: runs ``k`` more
+            iterations under it, after the measured segment (a separate, labelled
+            measurement), and returns the exposed-communication numbers of
+            :func:`dlperf.comm.overlap.exposed_communication` in seconds per iteration.
     """
 
     step: Callable[[], Any]
@@ -83,6 +117,8 @@ class Session:
     nvml_target: tuple[str | None, int] | None = None
     count_flops: Callable[[], dict[str, Any]] | None = None
     ceiling_backend: Callable[[], Any] | None = None
+    dist: DistContext | None = None
+    comm_profile: Callable[[int], dict[str, Any]] | None = None
 
 
 class FrameworkAdapter(Protocol):

@@ -14,6 +14,11 @@ With real data (``data`` not ``synthetic``) each step first waits ``DLPERF_FAKE_
 seconds (default 0) for its "batch", recorded as the data wait of a pipeline.
 ``DLPERF_FAKE_NVML=1`` makes the session claim GPU 0 for NVML (tests of the power sampling
 patch :func:`dlperf.nvml.power_readers`).
+
+Data parallel (``nproc x nnodes > 1``, under a launcher): the process joins a gloo process group
+(PyTorch must be installed), each step ends with an all-reduce of one number, as DDP's
+gradient all-reduce does (so a rank that dies or hangs stops the others, as in real training),
+and ``DLPERF_FAKE_FAIL_RANK=R`` limits the scripted failures to rank ``R``.
 """
 
 from __future__ import annotations
@@ -65,6 +70,21 @@ class FakeAdapter:
     def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:  # noqa: D102
         fail = scripted_failure(cfg.batch_size)
         dt = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001"))
+        ctx, sync = None, None
+        if cfg.distributed:
+            import torch
+            import torch.distributed as dist
+
+            from dlperf.frameworks.torch_dist import init_process_group
+
+            ctx, _ = init_process_group(torch, cfg)
+            only = os.environ.get("DLPERF_FAKE_FAIL_RANK")
+            if only is not None and int(only) != ctx.rank:
+                fail = None
+            one = torch.ones(1)
+
+            def sync() -> None:
+                dist.all_reduce(one)
         if fail == "error":
             raise DataError("scripted data error")
         n = [0]
@@ -88,6 +108,8 @@ class FakeAdapter:
             if fail == "hang":
                 time.sleep(3600)
             time.sleep(dt)
+            if sync is not None:
+                sync()
             return float("nan") if fail == "nan" and n[0] > 3 else 1.0 / n[0]
 
         def memory() -> dict[str, int | None]:
@@ -133,7 +155,8 @@ class FakeAdapter:
                        memory=memory, versions={"framework": "fake", "fake": "0",
                                                 "device_name": "fake"},
                        flags={"step_s": dt}, data_info={"kind": cfg.data}, data_wait=rec,
-                       on_phase=(lambda ph: ph == "measure" and rec.mark_measure())
+                       on_phase=(lambda ph: ph == "measure" and rec.mark_measure(),
+                       dist=ctx)
                        if rec is not None else None,
                        nvml_target=(None, 0) if os.environ.get("DLPERF_FAKE_NVML") == "1"
                        else None,

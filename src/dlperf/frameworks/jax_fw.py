@@ -56,6 +56,12 @@ state (parameters, BN statistics, optimizer state, dropout key) donated
   ``memory_stats()["peak_bytes_in_use"]``, ``peak_reserved_bytes`` = the pool size
   (``peak_pool_bytes`` / ``pool_bytes`` / ``bytes_reserved`` / ``bytes_limit``, whichever the
   runtime reports first; recorded in ``flags["reserved_bytes_source"]``), NVML used.
+* data parallelism (``cfg.world_size > 1``): sharded ``jax.jit`` over a device mesh, and
+  ``jax.distributed`` across processes (:mod:`dlperf.frameworks.jax_dist`); the state is
+  initialised replicated, each step takes the global batch sharded over the devices (real
+  data: each process feeds its rows of every global batch), and the loss and updated state
+  come out replicated. With gradient accumulation each device's micro-batch ``i`` is its own
+  ``i``-th slice.
 """
 
 from __future__ import annotations
@@ -277,6 +283,10 @@ class JaxAdapter:
 
             if not jax.config.jax_platforms:
                 jax.config.update("jax_platforms", "cpu")
+        if cfg.distributed:
+            from dlperf.frameworks.jax_dist import setup_process
+
+            flags["data_parallel_setup"] = setup_process(cfg, started)
         return flags, undo
 
     def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:
@@ -303,14 +313,20 @@ class JaxAdapter:
                                    f"(model {spec.name})")
         if cfg.device == "cuda":
             try:
-                dev = jax.devices("gpu")[0]
+                dev = jax.local_devices(backend="gpu")[0]
             except RuntimeError:
                 raise UnavailableError("device 'cuda' was asked for but JAX sees no GPU (is a "
                                        "CUDA build of jaxlib installed? pip install "
                                        "'jax[cuda12]'); use --device cpu") from None
         else:
-            dev = jax.devices("cpu")[0]
+            dev = jax.local_devices(backend="cpu")[0]
         gpu = dev.platform == "gpu"
+        dist_ctx, data_sh, repl = None, None, None
+        if cfg.distributed:
+            from dlperf.frameworks.jax_dist import make_context
+
+            dist_ctx, _mesh, data_sh, repl = make_context(jax, cfg, "gpu" if gpu else "cpu")
+            flags["data_parallel"] = dist_ctx.info
         jax.config.update("jax_default_device", dev)
         if not _LISTENER_REGISTERED:
             jax.monitoring.register_event_duration_secs_listener(_compile_listener)
@@ -357,7 +373,8 @@ class JaxAdapter:
 
         # Parameters initialised on the device by a jitted init (a host init of a 118 M
         # parameter FCN and its copy cost seconds).
-        B, K = cfg.batch_size, cfg.grad_accum
+        B, K = cfg.global_batch, cfg.grad_accum
+        W = cfg.world_size  # devices the global batch is sharded over
         in_shape = flax_input_shape(spec)
         int_input = spec.input_kind in ("tokens", "token_pairs")
         in_dtype = jnp.int32 if int_input else jnp.float32
@@ -369,14 +386,15 @@ class JaxAdapter:
             v = model.init(k, jnp.zeros((1, *in_shape), in_dtype), train=False)
             return v, tx.init(v["params"])
 
-        variables, opt_state = jax.jit(init)(k_init)
+        variables, opt_state = jax.jit(init, out_shardings=repl)(k_init)
         state: dict[str, Any] = {"params": variables["params"], "opt_state": opt_state}
         has_bs = "batch_stats" in variables
         if has_bs:
             state["batch_stats"] = variables["batch_stats"]
         if uses_dropout:
             state["rng"] = k_drop
-        state = jax.device_put(state, dev)
+        if dist_ctx is None:
+            state = jax.device_put(state, dev)
         jax.block_until_ready(state)
         flags["init_time_s"] = time.perf_counter() - t0
         n_params = sum(int(p.size) for p in jax.tree.leaves(state["params"]))
@@ -386,7 +404,7 @@ class JaxAdapter:
 
         (next_batch, first_batch, data_info, data_arrays, fetch, to_device, data_wait,
          close_data) = self._data(
-            jax, jnp, cfg, spec, dev, k_data, in_shape, in_dtype)
+            jax, jnp, cfg, spec, dev, k_data, in_shape, in_dtype, data_sh)
 
         # The train step.
         counters = {"traces": 0}
@@ -418,8 +436,12 @@ class JaxAdapter:
                     rng, sub = jax.random.split(rng)
                 (loss, bs), grads = grad_fn(params, bs, x, y, sub)
             else:
-                xs = x.reshape(K, B // K, *x.shape[1:])
-                ys = y.reshape(K, B // K, *y.shape[1:])
+                # Device d holds rows [d B/W, (d+1) B/W); its micro-batch i is its i-th slice
+                # (W = 1: the plain split into K consecutive micro-batches).
+                def micro(a):
+                    a = a.reshape(W, K, B // (W * K), *a.shape[1:])
+                    return jnp.swapaxes(a, 0, 1).reshape(K, B // K, *a.shape[3:])
+                xs, ys = micro(x), micro(y)
 
                 # Unrolled over the K micro-batches (K is small): inside a lax.scan XLA:CPU ran
                 # resnet56_tiny's convolutions 5x slower than unrolled (measured, K=2).
@@ -441,7 +463,11 @@ class JaxAdapter:
                 new_state["rng"] = rng
             return new_state, loss
 
-        jitted = jax.jit(train_step, donate_argnums=0)
+        if dist_ctx is None:
+            jitted = jax.jit(train_step, donate_argnums=0)
+        else:  # state and loss stay replicated; the batch comes in sharded
+            jitted = jax.jit(train_step, donate_argnums=0,
+                             out_shardings=(jax.tree.map(lambda _: repl, state), repl))
         flags["retraces"] = 0
         x0, y0 = first_batch
         t0 = time.perf_counter()
@@ -534,6 +560,8 @@ class JaxAdapter:
         def losses_to_floats(handles: list[Any]) -> list[float]:
             # device_get: one transfer per scalar, no compilation (a jnp.stack would compile
             # once per list length, and count as a recompile).
+            if dist_ctx is not None:  # replicated over processes: read the local copy
+                return [float(h.addressable_data(0)) for h in handles]
             return [float(v) for v in jax.device_get(handles)]
 
         uuid, nvml_index = (_cuda_visible_entry(dev.local_hardware_id
@@ -598,7 +626,8 @@ class JaxAdapter:
                        on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
                        phase_timer=phase_timer, profile=profile, data_wait=data_wait,
                        nvml_target=(uuid, nvml_index) if gpu else None,
-                       count_flops=count_flops, ceiling_backend=ceiling_backend)
+                       count_flops=count_flops, ceiling_backend=ceiling_backend,
+                       dist=dist_ctx)
 
     @staticmethod
     def _profile(jax: Any, step: Any, holder: dict[str, Any], hlo_text: str | None, n: int,
@@ -657,7 +686,7 @@ class JaxAdapter:
 
     @staticmethod
     def _data(jax: Any, jnp: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
-              in_shape: tuple[int, ...], in_dtype: Any):
+              in_shape: tuple[int, ...], in_dtype: Any, sharding: Any = None):
         """Return (next_batch, first_batch, data_info, device_arrays, fetch, to_device,
         data_wait, close).
 
@@ -666,21 +695,28 @@ class JaxAdapter:
         step is compiled for; ``device_arrays`` are freed by ``close``; ``to_device(fetch())``
         is ``next_batch()`` in two parts (the batch as held, then its copy to the device), for
         the breakdown's t_io and t_h2d; ``data_wait`` is the recorder of a pipeline (else None)
-        and ``close`` stops the pipeline.
+        and ``close`` stops the pipeline. ``B`` is the global batch; with a ``sharding`` (data
+        parallel) the arrays are global arrays sharded over the devices, and each process holds
+        (and, for real data, feeds) only its rows.
         """
-        B = cfg.batch_size
+        B = cfg.global_batch
         tgt = _targets(spec)
         y_low = 1 if getattr(spec, "loss", "ce") == "ctc" else 0
         if cfg.data == "synthetic":
-            pool = []
-            for _ in range(SYNTHETIC_POOL):
-                key, kx, ky = jax.random.split(key, 3)
+            def gen(kx, ky):
                 if jnp.issubdtype(in_dtype, jnp.integer):
                     x = jax.random.randint(kx, (B, *in_shape), 0, spec.num_classes, in_dtype)
                 else:
                     x = jax.random.normal(kx, (B, *in_shape), in_dtype)
-                y = jax.random.randint(ky, (B, *tgt), y_low, spec.num_classes, jnp.int32)
-                pool.append(jax.device_put((x, y), dev))
+                return x, jax.random.randint(ky, (B, *tgt), y_low, spec.num_classes, jnp.int32)
+
+            if sharding is not None:  # each device draws its own rows
+                gen_sharded = jax.jit(gen, out_shardings=(sharding, sharding))
+            pool = []
+            for _ in range(SYNTHETIC_POOL):
+                key, kx, ky = jax.random.split(key, 3)
+                pool.append(gen_sharded(kx, ky) if sharding is not None
+                            else jax.device_put(gen(kx, ky), dev))
             jax.block_until_ready(pool)
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL,
@@ -693,6 +729,10 @@ class JaxAdapter:
 
         ds = load_dataset(cfg.data, cfg.data_dir)
         if cfg.loader_workers is not None or ds.kind == "imagefolder":
+            if sharding is not None:
+                raise UnavailableError("a JAX input pipeline (loader_workers, ImageFolder) with "
+                                       "data parallelism is not built yet; use --nproc 1, or "
+                                       "prepared batches (no --loader-workers)")
             from dlperf.frameworks.jax_input import make_pipeline
 
             nxt, first, pipe, rec, close = make_pipeline(
@@ -705,6 +745,14 @@ class JaxAdapter:
             # The pipeline hands over device arrays: no separate copy step to split off.
             return nxt, first, info, [first], nxt, lambda b: b, rec, close
         X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
+        rows = None
+        if sharding is not None:  # this process's rows of every global batch
+            n_local = len(sharding.addressable_devices)
+            b = cfg.per_device_batch * n_local
+            first_dev = min(sharding.addressable_devices_indices_map((B,)).values(),
+                            key=lambda ix: ix[0].start or 0)[0].start or 0
+            X, Y = X[:, first_dev:first_dev + b], Y[:, first_dev:first_dev + b]
+            rows = f"[{first_dev}, {first_dev + b}) of each global batch of {B}"
         if spec.input_kind == "image":  # NCHW -> NHWC, once, on the host
             X = X.transpose(0, 1, 3, 4, 2)
         X = np.ascontiguousarray(X, dtype=np.int32 if jnp.issubdtype(in_dtype, jnp.integer)
@@ -713,13 +761,20 @@ class JaxAdapter:
         batches = [(X[i], Y[i]) for i in range(X.shape[0])]
         it = itertools.cycle(batches)
 
-        def next_batch():
-            return jax.device_put(next(it), dev)
+        if sharding is not None:
+            def put(batch):
+                return tuple(jax.make_array_from_process_local_data(sharding, a) for a in batch)
+        else:
+            def put(batch):
+                return jax.device_put(batch, dev)
 
-        first = jax.device_put(batches[0], dev)
+        def next_batch():
+            return put(next(it))
+
+        first = put(batches[0])
         info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
                 "placement": "host", "distinct_batches": int(X.shape[0]),
                 "layout": "NHWC (transposed on the host)" if spec.input_kind == "image" else None,
+                **({"rows": rows} if rows else {}),
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return (next_batch, first, info, [first], it.__next__,
-                lambda b: jax.device_put(b, dev), None, lambda: None)
+        return next_batch, first, info, [first], it.__next__, put, None, lambda: None

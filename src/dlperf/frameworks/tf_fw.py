@@ -84,6 +84,11 @@ Memory: CPU: peak RSS, and ``get_memory_info("CPU:0")``'s peak as ``peak_allocat
 plus NVML's device view; TensorFlow does not expose its reserved pool, so
 ``peak_reserved_bytes`` is None (NVML ``used`` includes it, plus the CUDA context).
 Versions: tensorflow, keras, and CUDA/cuDNN of the build (``tf.sysconfig.get_build_info()``).
+
+Data parallelism (``--nproc N``, one node): ``tf.distribute.MirroredStrategy`` over N GPUs or
+N logical CPU devices (:mod:`dlperf.frameworks.tf_dist`); the same replica step runs on each
+device with its rows of the global batch, its loss (and a coupled L2 term) divided by N since
+Keras sums the replicas' gradients; the step returns the replicas' summed loss.
 """
 
 from __future__ import annotations
@@ -305,8 +310,20 @@ class TensorFlowAdapter:
         tf, keras = import_tf()
         flags: dict[str, Any] = {"mode": cfg.mode}
         flags.update(self.apply_threads(tf, cfg.threads))  # before TensorFlow runs anything
-        dev, gpu, dev_flags = self.select_device(tf, cfg.device)
+        strategy, dist_ctx = None, None
+        if cfg.distributed:
+            from dlperf.frameworks import tf_dist
+
+            devices, gpu, dev_flags = tf_dist.configure_devices(tf, cfg)
+            strategy, dist_ctx = tf_dist.make_strategy(tf, cfg, devices)
+            dev = devices[0]
+            flags["data_parallel"] = dist_ctx.info
+        else:
+            dev, gpu, dev_flags = self.select_device(tf, cfg.device)
         flags.update(dev_flags)
+        n_rep = cfg.world_size
+        # Model and optimizer variables: mirrored under the strategy, else on the device.
+        placement = (strategy.scope if strategy is not None else lambda: tf.device(dev))
         flags.update(self.apply_precision(tf, keras, cfg.precision))
         flags["grad_accum"] = cfg.grad_accum
         flags["jit_compile"] = cfg.mode == "xla"
@@ -318,7 +335,7 @@ class TensorFlowAdapter:
         impl_name = f"dlperf.zoo.{spec.family}.{IMPL_MODULES['tensorflow']}"
         try:
             impl = importlib.import_module(impl_name)
-            with tf.device(dev):
+            with placement():
                 model = build(spec, "tensorflow")
         except ModuleNotFoundError as e:
             if e.name != impl_name:
@@ -337,8 +354,8 @@ class TensorFlowAdapter:
         else:
             flags["rnn_cudnn"] = None
         tvars = list(model.trainable_variables)
-        opt, l2 = self._optimizer(keras, spec, flags)
-        with tf.device(dev):
+        with placement():
+            opt, l2 = self._optimizer(keras, spec, flags)
             opt.build(tvars)
 
         (next_batch, data_info, first_batch, fetch, to_device, data_wait,
@@ -347,28 +364,53 @@ class TensorFlowAdapter:
         K = cfg.grad_accum
 
         def train_step(x, y):
+            # One replica's step; n_rep replicas' gradients are summed by the optimizer.
             if K == 1:
                 with tf.GradientTape() as tape:
                     loss = loss_fn(model(x, training=True), y)
+                    if n_rep > 1:
+                        loss = loss / n_rep
                 grads = tape.gradient(loss, tvars)
             else:
                 grads, loss = None, None
                 for xs, ys in zip(tf.split(x, K), tf.split(y, K)):
                     with tf.GradientTape() as tape:
-                        part = loss_fn(model(xs, training=True), ys) / K
+                        part = loss_fn(model(xs, training=True), ys) / (K * n_rep)
                     g = [tf.convert_to_tensor(gi) for gi in tape.gradient(part, tvars)]
                     grads = g if grads is None else [a + b for a, b in zip(grads, g)]
                     loss = part if loss is None else loss + part
             if l2:
-                grads = [tf.convert_to_tensor(g) + l2 * v.value for g, v in zip(grads, tvars)]
+                grads = [tf.convert_to_tensor(g) + (l2 / n_rep) * v.value
+                         for g, v in zip(grads, tvars)]
             opt.apply(grads, tvars)
             return loss
 
+        step_fn = train_step
+        if strategy is not None:
+            from dlperf.frameworks.tf_dist import distribute
+
+            def step_fn(x, y):
+                per = strategy.run(train_step, args=(x, y))
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+            host_batch = next_batch
+            pdb = cfg.per_device_batch
+            if cfg.data == "synthetic":  # placed on the replicas' devices once, before timing
+                pool = [distribute(tf, strategy, host_batch(), pdb) for _ in range(SYNTHETIC_POOL)]
+                next_batch = itertools.cycle(pool).__next__
+                first_batch = pool[0]
+            else:  # each step copies its rows to each replica's device
+
+                def next_batch():
+                    return distribute(tf, strategy, host_batch(), pdb)
+
+                first_batch = distribute(tf, strategy, first_batch, pdb)
         traced = cfg.mode in ("graph", "xla")
-        fn = tf.function(train_step, jit_compile=cfg.mode == "xla") if traced else train_step
+        fn = tf.function(step_fn, jit_compile=cfg.mode == "xla") if traced else step_fn
         flags["trace_time_s"] = 0.0
         if traced:
-            specs = [tf.TensorSpec.from_tensor(t) for t in first_batch]
+            specs = ([tf.TensorSpec.from_tensor(t) for t in first_batch]
+                     if strategy is None else list(first_batch))
             t0 = time.perf_counter()
             fn.get_concrete_function(*specs)
             flags["trace_time_s"] = time.perf_counter() - t0
@@ -540,7 +582,8 @@ class TensorFlowAdapter:
                        on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
                        phase_timer=phase_timer, profile=profile, data_wait=data_wait,
                        nvml_target=(uuid, index) if gpu else None, count_flops=count_flops,
-                       ceiling_backend=ceiling_backend)
+                       ceiling_backend=ceiling_backend,
+                       dist=dist_ctx)
 
     @staticmethod
     def _profile(tf: Any, step: Any, phased_step: Any, mode: str, xla_fn: Any, first_batch: Any,
@@ -636,7 +679,7 @@ class TensorFlowAdapter:
         ``next_batch()`` gives ``(x, y)``; ``to_device(fetch())`` gives the same in two parts
         (the batch as held, then placed on the run's device), for the breakdown's t_io and
         t_h2d; ``data_wait`` is the recorder of a pipeline (else None)."""
-        B = cfg.batch_size
+        B = cfg.global_batch  # data parallel: split across the replicas by the caller
         image = spec.input_kind == "image"
         if cfg.data == "synthetic":
             hook = None

@@ -21,6 +21,17 @@ Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
   waits for each batch is recorded (``Session.data_wait``).
 * after the measurement: one more iteration of the eager model under ``FlopCounterMode`` and a
   byte counter (``frameworks/torch_probes.py``), and the matmul/bandwidth ceilings.
+* data parallelism (``cfg.world_size > 1``, one process per device started by torchrun):
+  the process joins the process group (NCCL on CUDA, gloo on the CPU;
+  :mod:`dlperf.frameworks.torch_dist`) and the model is wrapped in
+  ``DistributedDataParallel`` with ``cfg.ddp``'s options (recorded in ``flags["ddp"]``); each
+  rank trains on ``cfg.per_device_batch`` samples. Real data: the global batch ``k`` is cut
+  as on one device and rank ``r`` takes its rows ``[r b, (r + 1) b)``, so runs on different
+  device counts at the same global batch see the same samples in the same order. Synthetic
+  data is drawn with seed ``seed + rank``. With gradient accumulation the first ``K - 1``
+  micro-batches run under ``no_sync()`` (one all-reduce per iteration). After the measured
+  segment, ``Session.comm_profile`` runs a few more iterations under ``torch.profiler`` and
+  computes the exposed communication from the trace (:mod:`dlperf.comm.overlap`).
 """
 
 from __future__ import annotations
@@ -111,6 +122,12 @@ class TorchAdapter:
             raise UnavailableError("device 'cuda' was asked for but torch sees no CUDA GPU; "
                                    "use --device cpu (or --device auto)")
         dev = torch.device(cfg.device)
+        dist_ctx = None
+        if cfg.distributed:
+            from dlperf.frameworks.torch_dist import init_process_group
+
+            dist_ctx, dev = init_process_group(torch, cfg)
+        rank = dist_ctx.rank if dist_ctx is not None else 0
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -147,13 +164,28 @@ class TorchAdapter:
                               "weight_decay": o.weight_decay, "foreach": "default"}
         if o.name != "sgd":
             flags["optimizer"].update(betas=list(o.betas), eps=o.eps)
+        ddp = None
+        if dist_ctx is not None:
+            from torch.nn.parallel import DistributedDataParallel
+
+            o_ddp = cfg.ddp
+            ddp = DistributedDataParallel(
+                model, device_ids=[dev.index] if dev.type == "cuda" else None,
+                bucket_cap_mb=o_ddp.bucket_cap_mb,
+                gradient_as_bucket_view=o_ddp.gradient_as_bucket_view,
+                static_graph=o_ddp.static_graph,
+                find_unused_parameters=o_ddp.find_unused_parameters)
+            model = ddp
+            flags["ddp"] = o_ddp.model_dump()
+            flags["per_device_batch"] = cfg.per_device_batch
+            dist_ctx.info["ddp"] = o_ddp.model_dump()
         on_phase, compile_info = None, None
         eager_model = model
         if cfg.mode == "graph":
             model, on_phase, compile_info = self._compile(torch, model, flags)
 
         next_batch, data_info, fetch, to_device, data_wait, close_data = self._data(
-            torch, cfg, spec, dev, channels_last)
+            torch, cfg, spec, dev, channels_last, rank)
         if data_wait is not None:
             on_phase = _and_then(on_phase, lambda ph: ph == "measure" and data_wait.mark_measure())
 
@@ -177,6 +209,10 @@ class TorchAdapter:
             loss_fn = importlib.import_module(
                 f"dlperf.zoo.{spec.family}.torch_impl").loss_fn(spec)
 
+        def no_sync(i: int):
+            # DDP: all-reduce once, with the last micro-batch's backward.
+            return ddp.no_sync() if ddp is not None and i < K - 1 else contextlib.nullcontext()
+
         def make_step(model):
             if K == 1:
                 def step():
@@ -192,10 +228,11 @@ class TorchAdapter:
                     x, y = next_batch()
                     opt.zero_grad(set_to_none=True)
                     total = None
-                    for xs, ys in zip(x.chunk(K), y.chunk(K)):
-                        with autocast():
-                            loss = loss_fn(model(xs), ys) / K
-                        loss.backward()
+                    for i, (xs, ys) in enumerate(zip(x.chunk(K), y.chunk(K))):
+                        with no_sync(i):
+                            with autocast():
+                                loss = loss_fn(model(xs), ys) / K
+                            loss.backward()
                         total = loss.detach() if total is None else total + loss.detach()
                     opt.step()
                     return total
@@ -283,18 +320,28 @@ class TorchAdapter:
             timer = HostTimer()
 
         def close() -> None:
+            # The process group is left to the process's exit (dlperf.launch.rank): destroying
+            # it after a peer failed can block.
             nonlocal model, opt, eager_model
             close_data()
             del model, opt, eager_model
             if cuda:
                 torch.cuda.empty_cache()
 
+        comm_profile = None
+        if dist_ctx is not None:
+            versions["process_group_backend"] = dist_ctx.info["process_group_backend"]
+
+            def comm_profile(k: int) -> dict[str, Any]:
+                return self._profile_comm(torch, step, k, cuda)
+
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
                        on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
                        phase_timer=phase_timer, profile=profile, data_wait=data_wait,
                        nvml_target=(uuid, dev.index or 0) if cuda else None,
-                       count_flops=count_flops, ceiling_backend=ceiling_backend)
+                       count_flops=count_flops, ceiling_backend=ceiling_backend,
+                       dist=dist_ctx, comm_profile=comm_profile)
 
     @staticmethod
     def _profile(torch: Any, step: Any, cuda: bool, n: int, folder: Any) -> dict[str, Any]:
@@ -324,6 +371,40 @@ class TorchAdapter:
         prof.export_chrome_trace(str(path))
         trace = from_chrome_trace(json.loads(path.read_text()))
         return {"trace": trace, "files": {"chrome_trace": path}}
+
+    @staticmethod
+    def _profile_comm(torch: Any, step: Any, k: int, cuda: bool) -> dict[str, Any]:
+        """Run ``k`` iterations under ``torch.profiler`` and return the exposed communication
+        per iteration (s; :func:`dlperf.comm.overlap.exposed_communication`) from its trace.
+        Every rank runs it (DDP needs the same steps everywhere); rank 0's numbers are stored."""
+        import json
+        import tempfile
+        import time as _time
+
+        from torch.profiler import ProfilerActivity, profile
+
+        from dlperf.comm.overlap import exposed_communication, spans_from_chrome_trace
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=acts) as prof:
+            t0 = _time.perf_counter()
+            for _ in range(k):
+                step()
+            if cuda:
+                torch.cuda.synchronize()
+            wall = _time.perf_counter() - t0
+        with tempfile.TemporaryDirectory(prefix="dlperf-trace-") as tmp:
+            path = f"{tmp}/trace.json"
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                trace = json.load(f)
+        comm, compute, rule = spans_from_chrome_trace(trace)
+        out: dict[str, Any] = exposed_communication(comm, compute, k)
+        out.update(profiled_iters=k, rule=rule, profiled_wall_s_per_iter=wall / k,
+                   exposed_share_of_step=out["exposed"] / (wall / k) if wall > 0 else None,
+                   n_comm_spans=len(comm),
+                   note="separate profiled iterations after the measured segment")
+        return out
 
     @staticmethod
     def _compile(torch: Any, model: Any, flags: dict[str, Any]):
@@ -375,19 +456,21 @@ class TorchAdapter:
         return cfg.layout == "nhwc"
 
     @staticmethod
-    def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, channels_last: bool = False):
+    def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, channels_last: bool = False,
+              rank: int = 0):
         """Return (next_batch, data_info, fetch, to_device, data_wait, close).
 
         ``next_batch()`` gives the (x, y) device tensors of one step; ``to_device(fetch())``
         does the same in two parts (the batch as it is held, then its copy to the device), for
         the breakdown's t_io/t_h2d; ``data_wait`` is the recorder of a pipeline (else None) and
         ``close`` stops it. With ``channels_last`` the image batches are made channels-last
-        (NHWC in memory)."""
-        B = cfg.batch_size
+        (NHWC in memory). Each step has ``cfg.per_device_batch`` samples (this rank's share of
+        the global batch)."""
+        B = cfg.per_device_batch
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         if cfg.data == "synthetic":
             # Made on the device (a host-side randn of 4 x 8192 x 26752 floats takes seconds).
-            g = torch.Generator(device=dev).manual_seed(cfg.seed)
+            g = torch.Generator(device=dev).manual_seed(cfg.seed + rank)
             pool = []
             make = None
             if not spec.default_io:  # other inputs/targets: the model module's hook
@@ -412,13 +495,21 @@ class TorchAdapter:
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL}
             return it.__next__, info, it.__next__, _identity, None, lambda: None
 
+        import numpy as np
+
         from dlperf.data import load_dataset, make_batches
 
         ds = load_dataset(cfg.data, cfg.data_dir)
         if cfg.loader_workers is not None or ds.kind == "imagefolder":
+            if cfg.global_batch != B:
+                raise UnavailableError("a DataLoader pipeline (loader_workers, ImageFolder) with "
+                                       "data parallelism is not built yet; use --nproc 1, or "
+                                       "prepared batches (no --loader-workers)")
             return TorchAdapter._pipeline(torch, cfg, spec, dev, ds, fmt)
-        X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
-        Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
+        X, Y = make_batches(ds, spec, cfg.global_batch, max_batches=MAX_REAL_BATCHES)
+        if cfg.global_batch != B:  # this rank's rows of every global batch
+            X, Y = X[:, rank * B:(rank + 1) * B], Y[:, rank * B:(rank + 1) * B]
+        Xt, Yt = (torch.from_numpy(np.ascontiguousarray(a)) for a in (X, Y))
         cuda = dev.type == "cuda"
         if cuda:
             Xt, Yt = Xt.pin_memory(), Yt.pin_memory()
@@ -441,7 +532,9 @@ class TorchAdapter:
                                    else Xt[i], Yt[i]) for i in range(Xt.shape[0])])
             next_batch = fetch = it.__next__
             to_device = _identity
-        info = {"kind": "real", "dataset": ds.name, "path": str(ds.path), "placement":
+        info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
+                "rows": f"[{rank * B}, {(rank + 1) * B}) of each global batch of {cfg.global_batch}",
+                "placement":
                 "host-pinned" if cuda else "host", "distinct_batches": int(X.shape[0]),
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
         return next_batch, info, fetch, to_device, None, lambda: None

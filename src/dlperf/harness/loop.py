@@ -13,6 +13,13 @@ MEASUREMENT.md:
   times is checked against the loop's wall time;
 * rule 5: stop when both a minimum count and a minimum time are reached (or at the budget);
   every raw sample is kept.
+
+Data parallelism: the processes of one run must run the same number of steps (each step ends
+in a collective all of them join). With ``agree`` (an elementwise max over processes) the
+decisions are made together, only where the host reads the timer anyway: warm-up goes on
+until *every* process is steady (or any reaches its budget), and the measured count is fixed
+before the measured segment, from the slowest process's warm-up estimate, so nothing is
+exchanged inside the measured segment.
 """
 
 from __future__ import annotations
@@ -77,7 +84,8 @@ class LoopResult:
 def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
             clock: Callable[[], float] = time.perf_counter,
             check_losses: Callable[[list[Any]], None] | None = None,
-            on_phase: Callable[[str], None] | None = None) -> LoopResult:
+            on_phase: Callable[[str], None] | None = None,
+            agree: Callable[[list[float]], list[float]] | None = None) -> LoopResult:
     """Run and time one configuration: first iteration, warm-up, measurement.
 
     Args:
@@ -89,6 +97,8 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
         check_losses: called with the loss handles of the first iteration and of each warm-up
             window, after the timer has synchronised; may raise (e.g. on a NaN loss) to abort.
         on_phase: called with ``"measure"`` just before the measured segment starts.
+        agree: elementwise max of a list of floats over the processes of a data-parallel run
+            (see the module docstring); None for one process.
 
     Returns:
         LoopResult with every raw sample.
@@ -110,7 +120,12 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
     warm: list[float] = []
     steady = False
     t_warm0 = clock()
-    while len(warm) < policy.max_warmup_iters and clock() - t_warm0 < policy.max_warmup_time_s:
+    while True:
+        go = len(warm) < policy.max_warmup_iters and clock() - t_warm0 < policy.max_warmup_time_s
+        if agree is not None:  # stop when any process reached its warm-up budget
+            go = agree([0.0 if go else 1.0])[0] == 0.0
+        if not go:
+            break
         n = min(w, policy.max_warmup_iters - len(warm))
         timer.start()
         window_losses = []
@@ -122,8 +137,11 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
         losses["warmup"].extend(window_losses)
         if check_losses is not None:
             check_losses(window_losses)
-        if (len(warm) >= max(2 * w, policy.min_warmup_iters)
-                and is_stable(warm[-2 * w:-w], warm[-w:], policy.warmup_rel_tol)):
+        stable = (len(warm) >= max(2 * w, policy.min_warmup_iters)
+                  and is_stable(warm[-2 * w:-w], warm[-w:], policy.warmup_rel_tol))
+        if agree is not None:  # steady when every process is
+            stable = agree([0.0 if stable else 1.0])[0] == 0.0
+        if stable:
             steady = True
             break
     if policy.max_warmup_iters == 0:
@@ -134,10 +152,18 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
     est = statistics.median(recent)
     expected = policy.min_iters if est <= 0 else max(policy.min_iters,
                                                      math.ceil(policy.min_time_s / est))
+    fixed: int | None = None
+    if agree is not None:
+        # One count for every process, from the slowest estimate, within the budget.
+        budget = policy.max_iters if est <= 0 else max(1, math.floor(policy.max_time_s / est))
+        fixed = int(agree([float(min(expected, policy.max_iters, max(budget, 1)))])[0])
+        expected = fixed
     timer.reserve(min(policy.max_iters, int(expected * 1.25) + 8))
     meas_losses = losses["measure"]
     min_iters, min_time = policy.min_iters, policy.min_time_s
     max_iters, max_time = policy.max_iters, policy.max_time_s
+    if fixed is not None:  # the count alone stops the agreed segment
+        min_iters, max_iters, min_time, max_time = fixed, fixed, 0.0, math.inf
     if on_phase is not None:
         on_phase("measure")
     n = 0

@@ -125,7 +125,7 @@ def write_report(
         lines.append(markdown_table(rows).rstrip("\n"))
         lines += [
             "",
-            f"Columns: *{COLUMNS[7]}* is the median time per training iteration with the "
+            f"Columns: *{COLUMNS[COLUMNS.index('median ms [CI]')]}* is the median time per training iteration with the "
             "bootstrap confidence interval of the median; *samples/s* and *tokens/s* count "
             "measured steps x global batch over the measured time; *peak mem* gives the "
             "framework-allocated peak / framework-reserved peak / NVML used (process peak RSS "

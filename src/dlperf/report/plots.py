@@ -37,20 +37,24 @@ def _finite(v: Any) -> bool:
 
 
 def group_key(row: Mapping[str, Any]) -> tuple[str, ...]:
-    """Line identity: (framework, mode, device, precision, data, threads), as strings.
+    """Line identity: (framework, mode, device, precision, data, threads, devices), as strings
+    (devices: ``""`` for one, ``"x2"``, ``"2x2"`` for 2 nodes of 2). The x axis is the global
+    batch.
 
     ``threads`` is part of the key because rows that differ only in CPU threads are different
     configurations; drawing them as one line would zig-zag between them.
     """
-    return tuple(
+    key = tuple(
         "" if row.get(k) is None else str(row.get(k))
         for k in ("framework", "mode", "device", "precision", "data", "threads")
     )
+    n, nodes = int(row.get("world_size") or 1), int(row.get("nnodes") or 1)
+    return key + ("" if n == 1 else (f"x{n}" if nodes == 1 else f"{nodes}x{n // nodes}"),)
 
 
 def group_label(key: tuple[str, ...]) -> str:
-    framework, mode, device, precision, data, threads = key
-    label = f"{framework}/{mode} {device} {precision} {data}".replace("  ", " ").strip()
+    framework, mode, device, precision, data, threads, devices = key
+    label = f"{framework}/{mode} {device}{devices} {precision} {data}".replace("  ", " ").strip()
     return f"{label} {threads} thr" if threads else label
 
 

@@ -14,6 +14,8 @@ numeric values are ``None`` and print as an en dash. Cell conventions (shared by
 - ``peak mem``: three numbers, never one (MEASUREMENT rule 7): framework-allocated peak /
   framework-reserved peak / NVML used, in one unit (GiB, or MiB when all are below 1 GiB).
   Rows without any device memory number show the process peak RSS instead (``RSS 1.20 GiB``).
+- ``devices``: data-parallel replicas (``1``; ``2``; ``2x2`` for 2 nodes of 2); ``batch`` is the
+  global batch, with the per-device batch in parentheses when there are several devices.
 - ``status``: ``ok``; ``ok (not steady)`` when ``steady_state`` is False; for failures the
   status and the first line of the error, shortened to :data:`ERROR_MAX_CHARS` characters.
 
@@ -49,6 +51,7 @@ COLUMNS: tuple[str, ...] = (
     "model",
     "framework/mode",
     "device",
+    "devices",
     "precision",
     "batch",
     "data",
@@ -86,6 +89,8 @@ def sort_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
             _str_key(r.get("framework")),
             _str_key(r.get("precision")),
             _num_key(r.get("batch_size")),
+            _num_key(r.get("world_size") or 1),
+            _num_key(r.get("nnodes") or 1),
             _str_key(r.get("mode")),
             _str_key(r.get("device")),
             _str_key(r.get("data")),
@@ -195,12 +200,18 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
     if row.get("loader_workers") is not None:
         data += f", {row['loader_workers']} wkr"
     ok = is_ok(row)
+    n, nodes = int(row.get("world_size") or 1), int(row.get("nnodes") or 1)
+    devices = str(n) if nodes == 1 else f"{nodes}x{n // nodes}"
+    batch = _text(row.get("batch_size"))
+    if n > 1 and row.get("per_device_batch") is not None:
+        batch += f" ({row['per_device_batch']}/dev)"
     return [
         _text(row.get("model")),
         fw,
         device,
+        devices,
         _text(row.get("precision")),
-        _text(row.get("batch_size")),
+        batch,
         data,
         _fmt_status(row),
         _fmt_ms_ci(row) if ok else DASH,
@@ -232,7 +243,7 @@ def results_table(rows: Sequence[Mapping[str, Any]], *, title: str | None = "dlp
     Cells are :class:`rich.text.Text`, so brackets in error messages are never read as markup.
     """
     table = Table(title=title, show_lines=False)
-    numeric = {"batch", "median ms [CI]", "samples/s", "tokens/s", "MFU", "J/iter"}
+    numeric = {"devices", "batch", "median ms [CI]", "samples/s", "tokens/s", "MFU", "J/iter"}
     for col in COLUMNS:
         table.add_column(col, justify="right" if col in numeric else "left", overflow="fold")
     for row in sort_rows(rows):
@@ -253,7 +264,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
     Returns the table text ending in a newline (just the header when ``rows`` is empty).
     """
-    numeric = {"batch", "median ms [CI]", "samples/s", "tokens/s", "MFU", "J/iter"}
+    numeric = {"devices", "batch", "median ms [CI]", "samples/s", "tokens/s", "MFU", "J/iter"}
     lines = [
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---:" if c in numeric else "---" for c in COLUMNS) + "|",

@@ -14,7 +14,9 @@ Tables:
                                   so statistics can be recomputed and the performance model
                                   refitted later; with real data through a pipeline also phase
                                   ``data_wait``: the time each measured iteration waited for its
-                                  batch (in ``step_time_s``; no loss).
+                                  batch (in ``step_time_s``; no loss); for data-parallel runs
+                                  the phases hold the slowest rank's times and the ranks' mean
+                                  loss, and each rank's own are under ``rank<r>:<phase>``.
     ``sweeps(name, created_at, config_json)``  the sweep files that wrote into this store.
 
 Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
@@ -31,7 +33,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -48,6 +50,11 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     5: {"loader_workers": "INTEGER", "data_wait_share": "REAL", "input_bound": "INTEGER",
         "achieved_flops_per_s": "REAL", "mfu": "REAL", "mean_power_w": "REAL",
         "energy_per_iter_j": "REAL"},
+    # Data parallelism: devices, nodes and per-device batch (``batch_size`` stays the global
+    # batch), rank imbalance, exposed communication per iteration (s) and the training time to
+    # the target loss (s). Rows from before have NULL here: one device.
+    6: {"world_size": "INTEGER", "nnodes": "INTEGER", "per_device_batch": "INTEGER",
+        "rank_imbalance": "REAL", "exposed_comm_s": "REAL", "time_to_target_s": "REAL"},
 }
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
@@ -75,6 +82,7 @@ COLUMNS: dict[str, str] = {
     "busy_fraction": "REAL", "dispatch_s": "REAL", "breakdown_rel_diff": "REAL",
     "trace_path": "TEXT",
     **MIGRATIONS[5],
+    **MIGRATIONS[6],
 }
 SUMMARY_KEYS = ("median", "mean", "stdev", "min", "max", "q1", "q3", "iqr", "p5", "p95",
                 "ci_low", "ci_high", "mad")
@@ -121,6 +129,7 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     row["achieved_flops_per_s"], row["mfu"] = mfu.get("achieved_flops_per_s"), mfu.get("mfu")
     pw = result.get("power") or {}
     row["mean_power_w"], row["energy_per_iter_j"] = pw.get("mean_power_w"), pw.get("energy_per_iter_j")
+    row["time_to_target_s"] = (result.get("convergence") or {}).get("time_to_target_s")
     row["loss_first"] = meas[0] if meas else None
     row["loss_last"] = meas[-1] if meas else None
     v = result.get("versions") or {}

@@ -1,0 +1,150 @@
+"""JAX data parallelism: sharded ``jax.jit`` over a 1-D device mesh, and ``jax.distributed``
+across processes.
+
+* One process driving several local devices (``dp_layout`` ``per_node``, JAX's usual way on one
+  machine): the global batch is sharded along its first axis over a ``Mesh`` of
+  ``world_size`` devices (``NamedSharding(mesh, P("data"))``), parameters and optimizer state
+  are replicated (``P()``), and XLA inserts the gradient all-reduce into the one compiled
+  step. On the CPU the devices are host devices: ``jax_num_cpu_devices`` (or
+  ``--xla_force_host_platform_device_count``) is set before the backend starts.
+* Several processes (``dp_layout`` ``per_device``, or several nodes): each process calls
+  ``jax.distributed.initialize`` with the coordinator address of process 0
+  (``DLPERF_COORDINATOR``, set by :mod:`dlperf.launch.spawn`), its ``RANK`` and ``WORLD_SIZE``
+  before the backend starts; the mesh then spans every process's devices and each process
+  feeds its rows of the global batch (``jax.make_array_from_process_local_data``). CPU
+  collectives across processes use gloo (``jax_cpu_collectives_implementation``).
+
+The :class:`~dlperf.frameworks.base.DistContext` of a multi-process run agrees and gathers with
+``multihost_utils.process_allgather`` (objects travel as JSON bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from dlperf.config import RunConfig
+from dlperf.errors import ConfigError, UnavailableError
+from dlperf.frameworks.base import DistContext
+
+
+def processes(cfg: RunConfig) -> int:
+    """Processes of the run: ``nproc * nnodes`` (per_device) or ``nnodes`` (per_node)."""
+    return cfg.processes_per_node * cfg.nnodes
+
+
+def local_devices(cfg: RunConfig) -> int:
+    """Devices each process drives: 1 (per_device) or ``nproc`` (per_node)."""
+    return 1 if cfg.dp_layout == "per_device" else cfg.nproc
+
+
+def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
+    """Before the XLA backend starts: host device count, CPU collectives and
+    ``jax.distributed.initialize``; returns what was set (for ``flags``).
+
+    Raises:
+        UnavailableError: the backend already started with too few devices (an in-process
+            run after other JAX work), or the launcher's environment is missing.
+    """
+    import jax
+
+    flags: dict[str, Any] = {}
+    n_local = local_devices(cfg)
+    if cfg.device == "cpu" and n_local > 1:
+        if backend_started:
+            have = len(jax.local_devices(backend="cpu"))
+            if have < n_local:
+                raise UnavailableError(
+                    f"JAX already started with {have} CPU device(s) and {n_local} are needed; "
+                    f"run in a fresh process (dlperf run does) or set XLA_FLAGS="
+                    f"--xla_force_host_platform_device_count={n_local} before JAX starts")
+        elif "jax_num_cpu_devices" in jax.config.values:
+            jax.config.update("jax_num_cpu_devices", n_local)
+            flags["cpu_devices_set_by"] = "jax_num_cpu_devices"
+        else:  # pragma: no cover - older JAX
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                       f" --xla_force_host_platform_device_count={n_local}")
+            flags["cpu_devices_set_by"] = "XLA_FLAGS"
+    nproc = processes(cfg)
+    if nproc > 1:
+        if "RANK" not in os.environ or "DLPERF_COORDINATOR" not in os.environ:
+            raise ConfigError("a multi-process JAX run must be started by dlperf's launcher "
+                              "(dlperf run --nproc N --dp-layout per_device, or --nnodes > 1)")
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        if world != nproc:
+            raise ConfigError(f"the launcher started {world} processes but the configuration "
+                              f"needs {nproc}")
+        if cfg.device == "cpu":
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+            flags["cpu_collectives"] = "gloo"
+        kw: dict[str, Any] = {}
+        if cfg.device == "cuda" and cfg.dp_layout == "per_device":
+            kw["local_device_ids"] = [int(os.environ.get("LOCAL_RANK", "0"))]
+        jax.distributed.initialize(coordinator_address=os.environ["DLPERF_COORDINATOR"],
+                                   num_processes=world, process_id=rank,
+                                   initialization_timeout=int(min(cfg.timeout_s, 300)), **kw)
+        flags["jax_distributed"] = {"coordinator": os.environ["DLPERF_COORDINATOR"],
+                                    "num_processes": world, "process_id": rank, **kw}
+    return flags
+
+
+def _gather_bytes(multihost_utils: Any, np: Any, data: bytes) -> list[bytes]:
+    n = np.array([len(data)], dtype=np.int32)
+    lens = multihost_utils.process_allgather(n).reshape(-1)
+    buf = np.zeros(int(lens.max()), dtype=np.uint8)
+    buf[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+    allb = multihost_utils.process_allgather(buf)
+    return [bytes(allb[i, : int(lens[i])]) for i in range(allb.shape[0])]
+
+
+def make_context(jax: Any, cfg: RunConfig, platform: str) -> tuple[DistContext, Any, Any, Any]:
+    """(context, mesh, data sharding, replicated sharding) over the run's ``world_size``
+    devices of ``platform`` (``"cpu"`` or ``"gpu"``).
+
+    Raises:
+        UnavailableError: fewer devices than the configuration asks for.
+    """
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    devs = [d for d in jax.devices(platform)]
+    if len(devs) < cfg.world_size:
+        raise UnavailableError(f"{cfg.world_size} {platform} devices are needed (nproc {cfg.nproc}"
+                               f" x nnodes {cfg.nnodes}) but JAX sees {len(devs)}")
+    devs = sorted(devs, key=lambda d: (d.process_index, d.id))[: cfg.world_size]
+    mesh = Mesh(np.array(devs), ("data",))
+    data_sh, repl = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
+    nproc = processes(cfg)
+    rank = jax.process_index()
+    if nproc > 1:
+        from jax.experimental import multihost_utils
+
+        def agree_max(values: list[float]) -> list[float]:
+            # float32 under JAX's default x64-off: exact for the flags and counts agreed on
+            a = multihost_utils.process_allgather(np.asarray(values, dtype=np.float32))
+            return [float(v) for v in np.asarray(a).reshape(nproc, -1).max(axis=0)]
+
+        def all_gather(obj: Any) -> list[Any]:
+            blobs = _gather_bytes(multihost_utils, np, json.dumps(obj).encode())
+            return [json.loads(b) for b in blobs]
+        backend = "jax-sharded-jit/jax.distributed"
+    else:
+        def agree_max(values: list[float]) -> list[float]:
+            return list(values)
+
+        def all_gather(obj: Any) -> list[Any]:
+            return [obj]
+        backend = "jax-sharded-jit"
+    info = {"mesh": {"axis": "data", "devices": [str(d) for d in devs]},
+            "processes": nproc, "local_devices": local_devices(cfg),
+            "parameters": "replicated (P())", "batch": "sharded on axis 0 (P('data'))",
+            "gradient_reduction": "inserted by XLA (GSPMD) into the compiled step",
+            "batch_norm": "statistics over the global batch (a cross-device mean)"}
+    ctx = DistContext(rank=rank, world_size=nproc,
+                      local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+                      node_rank=int(os.environ.get("DLPERF_NODE_RANK", "0")),
+                      replicas=cfg.world_size, backend=backend, agree_max=agree_max,
+                      all_gather=all_gather, info=info)
+    return ctx, mesh, data_sh, repl

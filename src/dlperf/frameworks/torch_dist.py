@@ -1,0 +1,81 @@
+"""``torch.distributed`` set-up shared by the PyTorch adapter and the fake framework.
+
+A process started by torchrun (or :mod:`dlperf.launch.distributed`) finds its place in the
+environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``; torchrun's
+``GROUP_RANK`` or dlperf's ``DLPERF_NODE_RANK`` for the node). :func:`init_process_group` joins
+the default process group (NCCL on CUDA with one GPU per local rank, gloo on the CPU) and
+returns a :class:`~dlperf.frameworks.base.DistContext` whose ``agree_max`` and ``all_gather``
+run over a gloo group (on the CPU, so gathering results never touches the GPUs' streams).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any
+
+from dlperf.config import RunConfig
+from dlperf.errors import ConfigError
+from dlperf.frameworks.base import DistContext
+
+
+def env_ranks() -> tuple[int, int, int, int]:
+    """(rank, world_size, local_rank, node_rank) from the launcher's environment.
+
+    Raises:
+        ConfigError: not started by a distributed launcher (``RANK``/``WORLD_SIZE`` missing).
+    """
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        raise ConfigError("a data-parallel run (nproc x nnodes > 1) must be started by a "
+                          "launcher (dlperf run --nproc N, or torchrun); RANK and WORLD_SIZE "
+                          "are not set in this process")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    node = int(os.environ.get("DLPERF_NODE_RANK", os.environ.get("GROUP_RANK", "0")))
+    return rank, world, local, node
+
+
+def init_process_group(torch: Any, cfg: RunConfig) -> tuple[DistContext, Any]:
+    """Join the default process group for ``cfg``; return (context, this rank's torch device).
+
+    Raises:
+        ConfigError: the launcher started a different number of processes than ``cfg`` asks.
+    """
+    import torch.distributed as dist
+
+    rank, world, local, node = env_ranks()
+    if world != cfg.world_size:
+        raise ConfigError(f"the launcher started {world} processes but the configuration has "
+                          f"nproc {cfg.nproc} x nnodes {cfg.nnodes} = {cfg.world_size}")
+    cuda = cfg.device == "cuda"
+    timeout = _dt.timedelta(seconds=cfg.timeout_s)
+    if cuda:
+        dev = torch.device(f"cuda:{local}")
+        torch.cuda.set_device(dev)
+        if not dist.is_initialized():
+            dist.init_process_group("nccl", timeout=timeout, device_id=dev)
+        group = dist.new_group(backend="gloo", timeout=timeout)
+    else:
+        dev = torch.device("cpu")
+        if not dist.is_initialized():
+            dist.init_process_group("gloo", timeout=timeout)
+        group = None  # the default group is gloo already
+    backend = dist.get_backend()
+
+    def agree_max(values: list[float]) -> list[float]:
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+        return t.tolist()
+
+    def all_gather(obj: Any) -> list[Any]:
+        out: list[Any] = [None] * world
+        dist.all_gather_object(out, obj, group=group)
+        return out
+
+    info = {"process_group_backend": backend, "master_addr": os.environ.get("MASTER_ADDR"),
+            "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "dlperf",
+            "gather_backend": "gloo"}
+    ctx = DistContext(rank=rank, world_size=world, local_rank=local, node_rank=node,
+                      replicas=world, backend=f"ddp/{backend}", agree_max=agree_max,
+                      all_gather=all_gather, info=info)
+    return ctx, dev

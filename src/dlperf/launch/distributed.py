@@ -1,0 +1,266 @@
+"""Launch one data-parallel configuration on this node and gather its result.
+
+PyTorch (one process per device) goes through torchrun::
+
+    python -m torch.distributed.run --nproc-per-node P --max-restarts 0 \\
+        (--standalone | --nnodes M --node-rank K --rdzv-backend c10d --rdzv-endpoint H:PORT
+         --rdzv-id dlperf-<run key>) -m dlperf.launch.rank CONFIG.json OUT_DIR
+
+JAX and TensorFlow multi-process runs go through :mod:`dlperf.launch.spawn` (the same
+environment and failure behaviour, with ``DLPERF_COORDINATOR`` for ``jax.distributed`` /
+``TF_CONFIG``); a run that needs only one process on one node (JAX sharded jit or TensorFlow
+MirroredStrategy over local devices) runs in an ordinary worker process
+(:mod:`dlperf.launch.process`).
+
+The launcher only starts processes and gathers (ARCHITECTURE.md habit 2): every rank runs
+:func:`dlperf.worker.run_config` and writes ``rank<R>.json`` holding the merged result of all
+ranks; the lowest rank's file of this node is the result. When the run fails (a rank's
+exception, crash, OOM, or the timeout), the ranks' own files name the cause, and the result is a
+failure record with each rank's status, the exit status and the tail of the launcher's output.
+On a timeout or Ctrl-C every process of the run is stopped: SIGTERM to the launcher's process
+group (torchrun forwards it to its workers), SIGKILL after a grace period, then SIGKILL to any
+rank that is still alive (found by the pid files the ranks write), so no orphan remains.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dlperf.config import RunConfig
+from dlperf.worker import base_result
+
+__all__ = ["run_distributed", "launch_command", "free_port", "run_point", "FAILURE_ORDER"]
+
+STDERR_TAIL = 4000
+GRACE_S = 5.0
+#: Which rank status explains a failed run best: the first cause, not its consequences (when
+#: one rank runs out of memory the others fail in a collective, or are killed).
+FAILURE_ORDER = ("oom", "nan_loss", "error", "unavailable", "crash", "timeout")
+#: Environment for multi-GPU runs on the project's machines (ENVIRONMENT.md): no NVLink SHARP.
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` now (the OS's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def launch_command(cfg: RunConfig, config_path: Path, out_dir: Path, *, node_rank: int = 0,
+                   endpoint: str | None = None) -> list[str]:
+    """The command that starts this node's processes of ``cfg`` (see the module docstring).
+
+    ``endpoint`` (``HOST:PORT``) is the c10d rendezvous / coordinator address; needed when
+    ``cfg.nnodes > 1``, chosen on 127.0.0.1 otherwise.
+    """
+    py = sys.executable
+    P = cfg.processes_per_node
+    if cfg.framework in ("torch", "fake"):
+        cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(P),
+               "--max-restarts", "0", "--monitor-interval", "0.2"]
+        if cfg.nnodes == 1 and endpoint is None:
+            cmd.append("--standalone")
+        else:
+            cmd += ["--nnodes", str(cfg.nnodes), "--node-rank", str(node_rank),
+                    "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                    endpoint or f"127.0.0.1:{free_port()}", "--rdzv-id", f"dlperf-{cfg.run_key()}"]
+        return cmd + ["-m", "dlperf.launch.rank", str(config_path), str(out_dir)]
+    return [py, "-m", "dlperf.launch.spawn", "--nproc", str(P), "--nnodes", str(cfg.nnodes),
+            "--node-rank", str(node_rank), "--coordinator",
+            endpoint or f"127.0.0.1:{free_port()}", str(config_path), str(out_dir)]
+
+
+def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``cfg`` the way it needs: one worker process, or a distributed launch."""
+    if cfg.processes_per_node * cfg.nnodes == 1:
+        from dlperf.launch.process import run_in_subprocess
+
+        if cfg.distributed:  # one process driving several devices (JAX, TensorFlow)
+            env = {**{k: v for k, v in NCCL_ENV.items() if k not in os.environ}, **(env or {})}
+        return run_in_subprocess(cfg, env=env)
+    return run_distributed(cfg, node_rank=node_rank, endpoint=endpoint, env=env)
+
+
+def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None,
+                    env: dict[str, str] | None = None,
+                    timeout_s: float | None = None) -> dict[str, Any]:
+    """Launch this node's processes of ``cfg``, wait, and return the run's result dict.
+
+    Args:
+        cfg: a data-parallel configuration.
+        node_rank: this node's index (0 .. nnodes - 1).
+        endpoint: ``HOST:PORT`` of the rendezvous (c10d) or coordinator; required for
+            ``nnodes > 1``.
+        env: extra environment for the processes.
+        timeout_s: wall-clock limit of the whole run (default ``cfg.timeout_s``).
+
+    Returns:
+        The merged result (every rank's samples), or a failure result (see module docstring).
+    """
+    timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
+    with tempfile.TemporaryDirectory(prefix="dlperf-dist-") as tmp:
+        out = Path(tmp)
+        cpath = out / "config.json"
+        cpath.write_text(cfg.model_dump_json())
+        cmd = launch_command(cfg, cpath, out, node_rank=node_rank, endpoint=endpoint)
+        penv = {**os.environ, "PYTHONUNBUFFERED": "1", "DLPERF_NODE_RANK": str(node_rank),
+                **{k: v for k, v in NCCL_ENV.items() if k not in os.environ}}
+        if cfg.nnodes == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
+            penv["GLOO_SOCKET_IFNAME"] = "lo"  # one node: gloo over loopback
+        if cfg.threads is None and "OMP_NUM_THREADS" not in os.environ:
+            # torchrun's default for several processes per node, made explicit for all launchers
+            penv["OMP_NUM_THREADS"] = "1"
+        penv.update(env or {})
+        logf = out / "launcher.log"
+        timed_out = False
+        with open(logf, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=penv,
+                                    start_new_session=True)
+            try:
+                rc: int | None = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out, rc = True, None
+                _stop(proc, out)
+            except BaseException:  # Ctrl-C: leave nothing running
+                _stop(proc, out)
+                raise
+            finally:
+                _kill_leftover_ranks(out)
+        return _collect(cfg, out, rc, timed_out, timeout_s, cmd)
+
+
+def _stop(proc: subprocess.Popen, out: Path) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _kill_leftover_ranks(out: Path) -> None:
+    """SIGKILL every rank of this run still alive (torchrun starts ranks in sessions of their
+    own, so killing its process group does not reach them). A pid counts only if its command
+    line names this run's folder (no other process that reused the pid is touched)."""
+    deadline = time.monotonic() + GRACE_S
+    for pf in sorted(out.glob("rank*.pid")):
+        try:
+            pid = int(pf.read_text())
+        except (OSError, ValueError):
+            continue
+        while time.monotonic() < deadline and _is_rank_of(pid, out):
+            time.sleep(0.05)  # the rank's parent watch makes it exit by itself
+        if _is_rank_of(pid, out):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _is_rank_of(pid: int, out: Path) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":  # a zombie is dead already
+        return False
+    return str(out).encode() in cmdline
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _failed_ranks(log: str) -> dict[int, int]:
+    """{rank: exit code} of the failed ranks that torchrun's summary (``rank : R (local_rank:
+    L)`` / ``exitcode : C``) or dlperf's spawner (``rank R exited with code C``) lists."""
+    found = {int(r): int(c) for r, c in re.findall(
+        r"rank\s*:\s*(\d+)\s*\(local_rank[^)]*\)\s*exitcode\s*:\s*(-?\d+)", log)}
+    found.update({int(r): int(c) for r, c in re.findall(
+        r"dlperf spawn: rank (\d+) exited with code (-?\d+)", log)})
+    return found
+
+
+def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout_s: float,
+             cmd: list[str]) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    for f in out.glob("rank*.json"):
+        try:
+            results.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    results.sort(key=lambda r: (r.get("worker") or {}).get("rank", 0))
+    tail = _tail(out / "launcher.log")
+    launcher = {"command": cmd, "returncode": rc, "timed_out": timed_out,
+                "ranks_reported": [(r.get("worker") or {}).get("rank") for r in results]}
+    complete = [r for r in results if r.get("summary")]
+    if complete:  # the measurement finished and was merged (status ok, or e.g. nan_loss)
+        r = complete[0]
+        r.setdefault("worker", {})["launcher"] = launcher
+        return r
+    statuses = [(r.get("worker") or {}).get("rank", i) for i, r in enumerate(results)]
+    per_rank = [{"rank": rk, "status": r.get("status"), "error": (r.get("error") or "")[:2000]}
+                for rk, r in zip(statuses, results)]
+    failed = [p for p in per_rank if p["status"] != "ok"]
+    cause = min(failed, key=lambda p: FAILURE_ORDER.index(p["status"])
+                if p["status"] in FAILURE_ORDER else len(FAILURE_ORDER), default=None)
+    n_here = cfg.processes_per_node
+    silent = n_here - len(results)
+    if cause is not None and cause["status"] in FAILURE_ORDER[:4]:
+        status = cause["status"]
+        msg = f"rank {cause['rank']}: {cause['error']}"
+    elif timed_out:
+        status = "timeout"
+        msg = (f"data-parallel run exceeded its timeout of {timeout_s:g} s (a rank hung or is "
+               "too slow); raise it with --timeout or lower the time budget")
+    else:
+        status = "crash"
+        reported = {p["rank"] for p in per_rank}
+        silent_ranks = {rk: c for rk, c in _failed_ranks(tail).items() if rk not in reported}
+        if silent_ranks:
+            parts = []
+            for rk, code in sorted(silent_ranks.items()):
+                sig = ""
+                if code < 0:
+                    try:
+                        sig = f" (killed by signal {signal.Signals(-code).name})"
+                    except ValueError:
+                        pass
+                err = f"exited with code {code}{sig} and no result"
+                per_rank.append({"rank": rk, "status": "crash", "error": err})
+                parts.append(f"rank {rk} {err}")
+            msg = "; ".join(parts)
+        else:
+            why = f"launcher exited with code {rc}" if rc else "no rank wrote a result"
+            msg = (f"{why}; {silent} of {n_here} ranks on this node wrote no result: "
+                   f"{tail[-1500:]}")
+    if cause is not None and status != cause["status"]:
+        msg += f"; rank {cause['rank']}: {cause['status']}: {cause['error'][:300]}"
+    r = base_result(cfg, status, msg[:8000])
+    r["ranks"] = per_rank
+    r["worker"] = {"launcher": launcher, "stderr_tail": tail}
+    return r

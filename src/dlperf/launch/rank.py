@@ -1,0 +1,44 @@
+"""One process of a data-parallel run: ``python -m dlperf.launch.rank CONFIG.json OUT_DIR``.
+
+Started by torchrun (PyTorch) or :mod:`dlperf.launch.spawn` (JAX, TensorFlow), which set
+``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``. It runs the ordinary worker function
+(:func:`dlperf.worker.run_config`: the adapter joins the process group, the ranks' samples are
+gathered and merged there) and writes the result to ``OUT_DIR/rank<RANK>.json``. A failed run
+exits with status 1 right away, so the launcher tears down the other ranks instead of leaving
+them blocked in a collective; the process also exits when its parent (the launcher) dies, so no
+orphan keeps a device busy.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+from dlperf.config import RunConfig
+from dlperf.worker import _watch_parent, run_config, write_json_atomic
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run this rank; see the module docstring. Never returns normally after the run (the
+    process ends with ``os._exit`` so no collective's teardown can block it)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m dlperf.launch.rank CONFIG.json OUT_DIR", file=sys.stderr)
+        return 2
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    out = Path(argv[1])
+    rank = int(os.environ.get("RANK", "0"))
+    (out / f"rank{rank}.pid").write_text(str(os.getpid()))
+    cfg = RunConfig.model_validate_json(Path(argv[0]).read_text())
+    r = run_config(cfg)
+    r.setdefault("worker", {})["rank"] = rank
+    write_json_atomic(out / f"rank{rank}.json", r)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if r["status"] == "ok" else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

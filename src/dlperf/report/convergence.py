@@ -1,0 +1,138 @@
+"""Convergence tables and plots: training loss against iterations and training time, compared
+across device counts at the same global batch (:mod:`dlperf.convergence`). Framework-free."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from dlperf.convergence import (DEFAULT_WINDOW, curve, smoothed, summarize_convergence,
+                                training_time)
+
+from .scaling import safe_name
+from .tables import fmt_sig
+
+__all__ = ["GROUP_KEYS", "convergence_groups", "convergence_markdown", "plot_convergence"]
+
+#: What stays fixed in a convergence comparison (the devices change).
+GROUP_KEYS = ("model", "framework", "mode", "device", "precision", "data", "threads",
+              "batch_size")
+DASH = "–"
+
+
+def convergence_groups(rows: Sequence[Mapping[str, Any]],
+                       samples_of: Callable[[int], dict[str, dict[str, list[float]]]],
+                       target_loss: float | None = None,
+                       window: int = DEFAULT_WINDOW) -> list[dict[str, Any]]:
+    """Groups of ok results that trained the same thing at the same global batch.
+
+    Only real-data results are compared (synthetic labels are noise, their loss says nothing
+    about convergence) unless a target loss was given or stored.
+
+    Args:
+        rows: store rows with ``id``, ``status``, ``world_size``, ``nnodes``, ``result_json``
+            and the :data:`GROUP_KEYS`.
+        samples_of: result id -> ``{phase: {"step_time_s": [...], "loss": [...]}}``
+            (``ResultStore.samples``).
+        target_loss: overrides the target stored with each result.
+        window: smoothing window (iterations).
+
+    Returns:
+        ``[{**group keys, "runs": [{"devices", "nnodes", "id", "times" (per-iteration step
+        times, s), "losses",
+        **summarize_convergence(...)}]}]``, runs sorted by devices.
+    """
+    import json
+
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("status") != "ok" or r.get("id") is None:
+            continue
+        try:
+            cfg = json.loads(r.get("result_json") or "{}").get("config") or {}
+        except ValueError:
+            cfg = {}
+        target = target_loss if target_loss is not None else cfg.get("target_loss")
+        if r.get("data") == "synthetic" and target is None:
+            continue
+        raw = samples_of(r["id"])
+        s = {ph: v["step_time_s"] for ph, v in raw.items() if ":" not in ph}
+        ls = {ph: v["loss"] for ph, v in raw.items() if ":" not in ph}
+        times, losses = curve(s, ls)
+        if not losses or any(x is None for x in losses):
+            continue
+        run = {"devices": int(r.get("world_size") or 1), "nnodes": int(r.get("nnodes") or 1),
+               "id": r["id"], "times": times, "losses": losses,
+               **summarize_convergence(s, ls, target, window)}
+        groups.setdefault(tuple(r.get(k) for k in GROUP_KEYS), []).append(run)
+    out = []
+    for key, runs in groups.items():
+        out.append({**dict(zip(GROUP_KEYS, key)),
+                    "runs": sorted(runs, key=lambda x: (x["devices"], x["id"]))})
+    return sorted(out, key=lambda g: tuple(str(g[k]) for k in GROUP_KEYS))
+
+
+def convergence_markdown(groups: Sequence[Mapping[str, Any]]) -> str:
+    """One line per run: devices, iterations, training time, final smoothed loss, and the
+    iterations and training time to the target loss."""
+    if not groups:
+        return ("No convergence runs (ok results on real data, or with --target-loss).\n")
+    lines = ["| model | framework/mode | device | precision | data | global batch | devices | "
+             "iterations | training s | final loss (smoothed) | target loss | "
+             "iterations to target | s to target |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for g in groups:
+        for r in g["runs"]:
+            tgt = r.get("target_loss")
+            hit = r.get("reached")
+            lines.append(
+                f"| {g['model']} | {g['framework']}/{g['mode']} | {g['device']} | "
+                f"{g['precision']} | {g['data']} | {g['batch_size']} | {r['devices']} | "
+                f"{r['iterations']} | {fmt_sig(r['training_time_s'])} | "
+                f"{fmt_sig(r['final_smoothed_loss'])} | {DASH if tgt is None else f'{tgt:g}'} | "
+                f"{r['iterations_to_target'] if hit else ('not reached' if tgt is not None else DASH)} | "
+                f"{fmt_sig(r['time_to_target_s']) if hit else DASH} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_convergence(groups: Sequence[Mapping[str, Any]], out_dir: str | Path,
+                     window: int = DEFAULT_WINDOW) -> list[Path]:
+    """One PNG per group: smoothed training loss against iterations (left) and against
+    training time (right), one line per device count, the target as a dashed line."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for g in groups:
+        fig = Figure(figsize=(12.0, 4.5), dpi=110, layout="constrained")
+        FigureCanvasAgg(fig)
+        ax_i, ax_t = fig.subplots(1, 2)
+        fig.suptitle(f"{g['model']} {g['framework']}/{g['mode']} {g['device']} {g['precision']} "
+                     f"{g['data']}, global batch {g['batch_size']}: training loss")
+        for i, r in enumerate(g["runs"]):
+            sm = smoothed(r["losses"], window)
+            xs = [k + 1 for k, v in enumerate(sm) if v is not None]
+            ys = [v for v in sm if v is not None]
+            cum = training_time(r["times"])
+            ts = [cum[k - 1] for k in xs]
+            label = f"{r['devices']} device{'s' if r['devices'] > 1 else ''}"
+            ax_i.plot(xs, ys, color=f"C{i % 10}", label=label)
+            ax_t.plot(ts, ys, color=f"C{i % 10}", label=label)
+            if r.get("target_loss") is not None:
+                for ax in (ax_i, ax_t):
+                    ax.axhline(r["target_loss"], color="0.4", ls="--", lw=1)
+        ax_i.set_xlabel("iteration")
+        ax_t.set_xlabel("training time (s, sum of iteration times)")
+        for ax in (ax_i, ax_t):
+            ax.set_ylabel(f"loss (mean of last {window})")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        name = safe_name(f"convergence_{g['model']}_{g['framework']}_{g['mode']}_{g['device']}_"
+                         f"{g['precision']}_{g['data']}_b{g['batch_size']}") + ".png"
+        path = out / name
+        fig.savefig(path, format="png", metadata={"Software": None})
+        paths.append(path)
+    return paths

@@ -1,0 +1,119 @@
+"""Scaling tables and plots for data-parallel results (:mod:`dlperf.scaling`).
+
+Framework-free. The table has one row per (series, device count): a series is one
+configuration (model, framework/mode, device, precision, data) under one kind of scaling at
+one baseline batch (weak: the per-device batch; strong: the global batch), starting with its
+one-device point.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .tables import fmt_sig
+
+__all__ = ["scaling_markdown", "plot_scaling", "series_key", "SCALING_PLOT"]
+
+SCALING_PLOT = "scaling.png"
+DASH = "–"
+
+
+def series_key(p: Mapping[str, Any]) -> tuple:
+    """Identity of a scaling series (what stays fixed while the devices change)."""
+    return (p["model"], p["framework"], p["mode"], p["device"], p["precision"], p["data"],
+            p.get("threads"), p["scaling"], p["baseline_batch"])
+
+
+def _f(v: Any, scale: float = 1.0) -> str:
+    return DASH if v is None else fmt_sig(v * scale)
+
+
+def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
+    """A Markdown table of :func:`dlperf.scaling.scaling_points` (one line each)."""
+    if not points:
+        return ("No scaling series: a data-parallel result needs the one-device result of the "
+                "same configuration (at its per-device batch for weak scaling, its global batch "
+                "for strong scaling) in the same results file.\n")
+    lines = ["| model | framework/mode | device | precision | data | scaling | batch (fixed) | "
+             "devices | global batch | median ms | samples/s | speed-up | efficiency | "
+             "efficiency (medians) [95% CI] | imbalance | exposed comm ms/iter |",
+             "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for p in points:
+        ci = ""
+        if p.get("ci_low") is not None:
+            ci = f" [{p['ci_low']:.3f}, {p['ci_high']:.3f}]"
+        em = DASH if p.get("efficiency_median") is None else f"{p['efficiency_median']:.3f}{ci}"
+        fixed = f"{p['baseline_batch']}/dev" if p["scaling"] == "weak" else str(p["baseline_batch"])
+        imb = DASH if p.get("imbalance") is None else f"{p['imbalance']:.3f}"
+        dev = str(p["devices"]) if (p.get("nnodes") or 1) == 1 else \
+            f"{p['nnodes']}x{p['devices'] // p['nnodes']}"
+        lines.append(
+            f"| {p['model']} | {p['framework']}/{p['mode']} | {p['device']} | {p['precision']} | "
+            f"{p['data']} | {p['scaling']} | {fixed} | {dev} | {p['global_batch']} | "
+            f"{_f(p['tn_s'], 1e3)} | {_f(p['samples_per_s_n'])} | {p['speedup']:.3f} | "
+            f"{p['efficiency']:.3f} | {em} | "
+            f"{imb} | "
+            f"{_f(p.get('exposed_comm_s'), 1e3)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _label(key: tuple) -> str:
+    model, fw, mode, device, precision, data, threads, kind, b = key
+    fixed = f"{b}/dev" if kind == "weak" else f"global {b}"
+    thr = f" {threads} thr" if threads else ""
+    return f"{model} {fw}/{mode} {device} {precision} {data}{thr}, {kind} ({fixed})"
+
+
+def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Path | None:
+    """One PNG: throughput (samples/s) against devices with the ideal line (one device's
+    throughput times N for weak scaling; for strong scaling the same, the ideal speed-up is
+    N), and scaling efficiency against devices. None when there are no series."""
+    series: dict[tuple, list[Mapping[str, Any]]] = {}
+    for p in points:
+        series.setdefault(series_key(p), []).append(p)
+    if not series:
+        return None
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_t, ax_e = fig.subplots(1, 2)
+    fig.suptitle("data-parallel scaling")
+    all_n: set[int] = set()
+    for i, key in enumerate(sorted(series, key=str)):
+        pts = sorted(series[key], key=lambda p: p["devices"])
+        xs = [p["devices"] for p in pts]
+        all_n.update(xs)
+        color = f"C{i % 10}"
+        ax_t.plot(xs, [p["samples_per_s_n"] for p in pts], marker="o", color=color,
+                  label=_label(key))
+        base = next((p for p in pts if p["devices"] == 1), None)
+        if base is not None:
+            ax_t.plot(xs, [base["samples_per_s_n"] * n for n in xs], ls=":", color=color, lw=1)
+        ax_e.plot(xs, [p["efficiency"] for p in pts], marker="o", color=color)
+    ticks = sorted(all_n)
+    for ax in (ax_t, ax_e):
+        ax.set_xticks(ticks, labels=[str(n) for n in ticks])
+        ax.set_xlabel("devices")
+        ax.grid(True, alpha=0.3)
+    ax_t.set_ylabel("throughput (samples/s)")
+    ax_t.set_title("throughput (dotted: ideal, N x one device)", fontsize=9)
+    ax_e.set_ylabel("scaling efficiency S(N)/N")
+    ax_e.axhline(1.0, color="0.5", lw=1, ls="--")
+    ax_e.set_ylim(0, max(1.1, max(p["efficiency"] for p in points) * 1.1))
+    ax_e.set_title("efficiency (weak: T1/TN; strong: T1/(N TN))", fontsize=9)
+    ax_t.legend(fontsize=7, loc="upper left")
+    path = out / SCALING_PLOT
+    fig.savefig(path, format="png", metadata={"Software": None})
+    return path
+
+
+def safe_name(text: str) -> str:
+    """A file-name-safe version of ``text``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "x"

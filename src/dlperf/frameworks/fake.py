@@ -155,9 +155,9 @@ class FakeAdapter:
                        memory=memory, versions={"framework": "fake", "fake": "0",
                                                 "device_name": "fake"},
                        flags={"step_s": dt}, data_info={"kind": cfg.data}, data_wait=rec,
-                       on_phase=(lambda ph: ph == "measure" and rec.mark_measure(),
-                       dist=ctx)
+                       on_phase=(lambda ph: ph == "measure" and rec.mark_measure())
                        if rec is not None else None,
                        nvml_target=(None, 0) if os.environ.get("DLPERF_FAKE_NVML") == "1"
                        else None,
-                       phased_step=phased_step, phase_timer=phase_timer, profile=profile)
+                       phased_step=phased_step, phase_timer=phase_timer, profile=profile,
+                       dist=ctx)

@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from dlperf.errors import ConfigError, DlperfError, unknown_choice
 
@@ -53,11 +54,12 @@ def _guard(fn):
     try:
         return fn()
     except DlperfError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(2) from None
     except OSError as e:
         where = f" {e.filename!r}" if getattr(e, "filename", None) else ""
-        err.print(f"[bold red]error:[/] cannot use{where}: {e.strerror or e}; give another path",
+        err.print(f"[bold red]error:[/] cannot use{escape(where)}: {escape(str(e.strerror or e))}; "
+                  "give another path",
                   highlight=False)
         raise typer.Exit(2) from None
 
@@ -225,7 +227,7 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
             outcome = execute(points, store, sweep=sweep, resume=resume, retry_failed=retry_failed,
                               console=err, runner=runner)
         except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted[/]: finished points are in {db}; run the same "
+            err.print(f"[yellow]interrupted[/]: finished points are in {escape(str(db))}; run the same "
                       "command again to resume")
             raise typer.Exit(130) from None
         keys = {p.run_key() for p in points}
@@ -236,11 +238,10 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
         bt = breakdown_table(rows)
         if bt is not None:
             out.print(bt)
-        err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed")
+        err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed",
+                  markup=False)
         if report_dir:
-            from dlperf.report.markdown import write_report
-
-            path = write_report(rows, report_dir, sections=_breakdown_sections(rows))
+            path = _write_full_report(db, Path(report_dir), "dlperf report", None)
             out.print(f"report: {path}")
     if outcome.ran and outcome.failed == outcome.ran:
         err.print("[red]every point that ran failed[/]; see the errors above")
@@ -481,43 +482,48 @@ def report(
 ) -> None:
     """Write a Markdown report (table + time-per-iteration plots) from a results file."""
     def body():
-        from dlperf.report.markdown import write_report
-        from dlperf.results.store import ResultStore
-
         _check_db(db, must_exist=True)
         _check_out_dir(output, "--output")
-        from dlperf.report import compare as cmp
-
-        with ResultStore(db) as store:
-            rows = store.rows()
-            if not rows:
-                raise ConfigError(f"{db} holds no results yet")
-            sections = []
-            modes = cmp.mode_speedups(rows, _measured(store))
-            if modes:
-                sections.append(("Graph-optimisation effect (speed-up over eager)",
-                                 cmp.markdown(modes)))
-            fws = cmp.framework_ratios(rows, _measured(store))
-            if fws:
-                sections.append(("Frameworks against torch/eager (speed-up)", cmp.markdown(fws)))
-            sections.extend(_breakdown_sections(rows))
-            gaps = cmp.data_gaps(rows, _measured(store))
-            if gaps:
-                sections.append(("Input pipelines: real data against synthetic data",
-                                 cmp.data_markdown(gaps)))
-            eff = cmp.efficiency_markdown(rows)
-            if eff:
-                sections.append(("Efficiency: MFU, roofline, energy", eff))
-            sections += _parallel_sections(rows, store, output, target_loss)
-        env = None
-        try:
-            env = json.loads(rows[-1]["result_json"]).get("env")
-        except Exception:  # noqa: BLE001 - the report works without it
-            pass
-        path = write_report(rows, output, title=title, env=env, sections=sections)
+        path = _write_full_report(db, output, title, target_loss)
         out.print(f"report: {path}")
 
     _guard(body)
+
+
+def _write_full_report(db: str, output: Path, title: str, target_loss: float | None) -> Path:
+    """The report of ``dlperf report`` (and of ``run``/``sweep --report``): results table,
+    plots, comparisons, breakdown, efficiency, scaling, convergence and the environment."""
+    from dlperf.report import compare as cmp
+    from dlperf.report.markdown import write_report
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(db) as store:
+        rows = store.rows()
+        if not rows:
+            raise ConfigError(f"{db} holds no results yet")
+        sections = []
+        modes = cmp.mode_speedups(rows, _measured(store))
+        if modes:
+            sections.append(("Graph-optimisation effect (speed-up over eager)",
+                             cmp.markdown(modes)))
+        fws = cmp.framework_ratios(rows, _measured(store))
+        if fws:
+            sections.append(("Frameworks against torch/eager (speed-up)", cmp.markdown(fws)))
+        sections.extend(_breakdown_sections(rows))
+        gaps = cmp.data_gaps(rows, _measured(store))
+        if gaps:
+            sections.append(("Input pipelines: real data against synthetic data",
+                             cmp.data_markdown(gaps)))
+        eff = cmp.efficiency_markdown(rows)
+        if eff:
+            sections.append(("Efficiency: MFU, roofline, energy", eff))
+        sections += _parallel_sections(rows, store, output, target_loss)
+    env = None
+    try:
+        env = json.loads(rows[-1]["result_json"]).get("env")
+    except Exception:  # noqa: BLE001 - the report works without it
+        pass
+    return write_report(rows, output, title=title, env=env, sections=sections)
 
 
 def _breakdown_sections(rows) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ median step times with a bootstrap CI (:func:`dlperf.stats.ratio_of_medians_ci`)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -71,9 +72,23 @@ def per_device_of(row: Mapping[str, Any]) -> int | None:
     return None if b is None else int(b) // world_of(row)
 
 
+#: Config fields (kept in the result JSON, not in columns) that also change what is measured:
+#: a baseline must agree on them too (a --breakdown or --trace run is another measurement).
+MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "breakdown": False,
+                "trace_dir": None}
+
+
 def _match(row: Mapping[str, Any]) -> tuple:
+    cfg: dict[str, Any] = {}
+    if row.get("result_json"):
+        try:
+            cfg = json.loads(row["result_json"]).get("config") or {}
+        except (TypeError, ValueError):
+            cfg = {}
+    extra = tuple(bool(cfg.get(k)) if k == "trace_dir" else cfg.get(k, default)
+                  for k, default in MATCH_CONFIG.items())
     return tuple(row.get(k) if not (k == "grad_accum" and row.get(k) is None) else 1
-                 for k in MATCH_KEYS)
+                 for k in MATCH_KEYS) + extra
 
 
 def scaling_points(rows: Sequence[Mapping[str, Any]],

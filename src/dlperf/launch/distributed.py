@@ -117,6 +117,7 @@ def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None 
         cpath.write_text(cfg.model_dump_json())
         cmd = launch_command(cfg, cpath, out, node_rank=node_rank, endpoint=endpoint)
         penv = {**os.environ, "PYTHONUNBUFFERED": "1", "DLPERF_NODE_RANK": str(node_rank),
+                "DLPERF_LAUNCHER_PID": str(os.getpid()),
                 **{k: v for k, v in NCCL_ENV.items() if k not in os.environ}}
         if cfg.nnodes == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
             penv["GLOO_SOCKET_IFNAME"] = "lo"  # one node: gloo over loopback
@@ -236,7 +237,8 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
     elif timed_out:
         status = "timeout"
         msg = (f"data-parallel run exceeded its timeout of {timeout_s:g} s (a rank hung or is "
-               "too slow); raise it with --timeout or lower the time budget")
+               "too slow); raise it with --timeout and add --retry-failed to measure this point "
+               "again, or lower the time budget")
     else:
         status = "crash"
         reported = {p["rank"] for p in per_rank}

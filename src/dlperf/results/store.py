@@ -166,8 +166,17 @@ class ResultStore:
         db = self._db
         db.execute("PRAGMA foreign_keys = ON")
         with self.transaction():
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and "meta" not in tables:
+                # Somebody else's SQLite file: never add dlperf's tables to it.
+                raise ConfigError(f"{self.path} is an SQLite database but not a dlperf results "
+                                  f"database (it has tables {', '.join(sorted(tables))}); give "
+                                  "another --db path")
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None and tables:
+                raise ConfigError(f"{self.path} has a 'meta' table but no dlperf schema version: "
+                                  "not a dlperf results database; give another --db path")
             if row is None:
                 cols = ", ".join(f"{k} {t}" for k, t in COLUMNS.items())
                 db.execute(f"CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, {cols})")

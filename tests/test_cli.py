@@ -62,6 +62,7 @@ def test_quick_suite_end_to_end(tmp_path):
     (["results", "--db", "/nonexistent.db", "--format", "xml"], "valid formats"),
     (["list", "colours"], "valid list topics"),
     (["sweep", "/nonexistent.yaml"], "does not exist"),
+    (["run", "--model", "fcn5_tiny[bold]"], "unknown model 'fcn5_tiny[bold]'"),  # not markup
 ])
 def test_bad_input_gets_a_clear_error(args, needle):
     r = dlperf(*args)

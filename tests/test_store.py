@@ -119,3 +119,17 @@ def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
         assert rows[0]["world_size"] is None and rows[0]["per_device_batch"] is None
         s.add(fake_result())
         assert len(s.rows()) == 2
+
+
+def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path):
+    p = tmp_path / "other.db"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE people (name TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(ConfigError, match="not a dlperf results database"):
+        ResultStore(p)
+    con = sqlite3.connect(p)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert tables == {"people"}

@@ -104,3 +104,14 @@ def test_cuda_without_gpu_is_a_user_error():
         pytest.skip("this machine has a GPU")
     r = dlperf("run", "--model", "fcn5_tiny", "--device", "cuda")
     assert r.returncode == 2 and "--device cpu" in r.stderr
+
+
+def test_stored_warnings_reach_the_report(tmp_path):
+    db, env = tmp_path / "w.db", {"DLPERF_FAKE_FRAMEWORK": "1"}
+    r = dlperf("run", "--framework", "fake", "--model", "fcn5_tiny", "-b", "8", "--precision",
+               "tf32", "--min-time", "0.05", "--no-ceilings", "--db", str(db), env=env)
+    assert r.returncode == 0, r.stderr
+    r = dlperf("report", "--db", str(db), "-o", str(tmp_path / "rep"), env=env)
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Warnings" in md and "tf32 has no effect on the CPU" in md

@@ -518,6 +518,14 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
         if eff:
             sections.append(("Efficiency: MFU, roofline, energy", eff))
         sections += _parallel_sections(rows, store, output, target_loss)
+    warned = [r for r in rows if r.get("warnings")]
+    if warned:  # the quality warnings stored with each result (worker.quality_warnings)
+        lines = ["| model | framework/mode | device | precision | batch | warnings |",
+                 "|---|---|---|---|---:|---|"]
+        lines += [f"| {r['model']} | {r['framework']}/{r['mode']} | {r['device']} | "
+                  f"{r['precision']} | {r['batch_size']} | {r['warnings'].replace('|', '/')} |"
+                  for r in warned]
+        sections.append(("Warnings (results to read with care)", "\n".join(lines) + "\n"))
     env = None
     try:
         env = json.loads(rows[-1]["result_json"]).get("env")

@@ -106,3 +106,12 @@ def test_layout_is_applied_and_recorded(model, layout, expect):
         batch = TorchAdapter._data(torch, cfg, get_spec(model), torch.device("cpu"), True)[0]()
         assert batch[0].is_contiguous(memory_format=torch.channels_last)
         assert not batch[0].is_contiguous()
+
+
+def test_a_busy_host_is_warned_about():
+    from dlperf.worker import busy_host_warning
+
+    assert "host was busy" in busy_host_warning({"load_average_1_5_15": [4.0, 3, 2],
+                                                 "cpu_affinity": 2})
+    assert busy_host_warning({"load_average_1_5_15": [1.5, 3, 2], "cpu_affinity": 2}) is None
+    assert busy_host_warning({}) is None

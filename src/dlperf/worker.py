@@ -247,6 +247,9 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         r["versions"], r["flags"], r["data_info"] = session.versions, session.flags, session.data_info
         r["device_name"] = session.versions.get("device_name")
     r["env"] = env
+    busy = busy_host_warning(env)
+    if busy and isinstance(r.get("warnings"), list):
+        r["warnings"].append(busy)
     r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
                    "phases_s": phases}
     return r
@@ -278,6 +281,16 @@ def _dist_result(cfg: RunConfig, dist: Any, merged: dict[str, Any],
 #: A result's quality warnings fire above these (documented in the README).
 WIDE_CI_REL = 0.10        # CI of the median wider than 10% of the median
 LONG_TAIL_RATIO = 1.25    # mean more than 1.25 x the median
+
+
+def busy_host_warning(env: dict[str, Any]) -> str | None:
+    """A warning when the host was already busy as the run started: the 1-minute load average
+    (other processes waiting for a CPU) at least the number of CPUs this process may use."""
+    load, cpus = env.get("load_average_1_5_15"), env.get("cpu_affinity")
+    if load and cpus and load[0] >= cpus:
+        return (f"the host was busy when this ran (load average {load[0]:.1f} on {cpus} usable "
+                "CPUs): host-bound timings are unreliable; rerun on a quiet machine")
+    return None
 
 
 def quality_warnings(r: dict[str, Any]) -> list[str]:

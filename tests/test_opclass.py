@@ -210,3 +210,13 @@ def test_every_class_has_a_label() -> None:
     assert len(OP_CLASSES) == 12
     assert label("matmul") == "matmul/linear"
     assert label("unknown") == "unknown"
+
+
+def test_torch_view_ops_move_no_data():
+    """aten::reshape/view/transpose are metadata on a PyTorch trace; XLA's reshape may copy."""
+    from dlperf.breakdown.opclass import classify
+
+    assert classify(ops=["aten::reshape"]) == classify(ops=["aten::view"]) == "other"
+    assert classify(ops=["aten::transpose"]) == "other"
+    assert classify(ops=["aten::copy_"]) == "memory_copy"
+    assert classify(ops=["reshape.12"]) == "memory_copy"

@@ -127,11 +127,16 @@ LAYER_RULES: tuple[tuple[str, str], ...] = (
     ("other", _words("embed", "embedding", "embedding_\\d+", "wte", "wpe")),
     ("elementwise", _words("re_lu(?:_\\d+)?", "relu", "activation(?:_\\d+)?", "dropout(?:_\\d+)?")),
 )
+#: PyTorch view ops: metadata only, no data moves (a host-side op on a CPU trace; "reshape"
+#: of an XLA or TensorFlow program, by contrast, can be a real copy).
+_TORCH_VIEW = (r"^aten::(?:reshape|view|_unsafe_view|expand|t|transpose|permute|as_strided|"
+               r"squeeze|unsqueeze|flatten|select|slice|detach|alias|unflatten|split|chunk)$")
 #: (class, regex) for op names (step 4), in table order for each name.
 OP_RULES: tuple[tuple[str, str], ...] = (
     ("communication", _COMM), ("recurrent", _RECURRENT), ("attention", _ATTENTION),
     ("loss", _LOSS + r"|softmax"), ("convolution", _CONV), ("normalisation", _NORM),
-    ("pooling", _POOL), ("matmul", _MATMUL), ("memory_copy", _MEMCPY), ("other", _GATHER),
+    ("pooling", _POOL), ("matmul", _MATMUL), ("other", _TORCH_VIEW),
+    ("memory_copy", _MEMCPY), ("other", _GATHER),
     ("elementwise", _ELEMENTWISE),
 )
 

@@ -325,8 +325,11 @@ def list_(what: Annotated[Optional[str], typer.Argument(help=f"One of: {', '.joi
             for c in ("framework", "modes", "installed"):
                 t.add_column(c)
             for n in ADAPTERS:
-                ok, ver = get_adapter(n).available()
-                t.add_row(n, ", ".join(FRAMEWORK_MODES.get(n, ())), ver if ok else f"no: {ver}")
+                ver = _installed_version(n)  # from package metadata: importing TF takes seconds
+                if ver is None:
+                    ok, ver = get_adapter(n).available()
+                    ver = ver if ok else f"no: {ver}"
+                t.add_row(n, ", ".join(FRAMEWORK_MODES.get(n, ())), ver)
             out.print(t)
         if "datasets" in show:
             root = data_root(None)
@@ -488,6 +491,32 @@ def report(
         out.print(f"report: {path}")
 
     _guard(body)
+
+
+#: framework -> the distributions that make it (all needed), for ``dlperf list``.
+_DISTRIBUTIONS = {"torch": (("torch",),), "jax": (("jax",), ("flax",), ("optax",)),
+                  "tensorflow": (("tensorflow", "tensorflow-cpu"), ("keras",))}
+
+
+def _installed_version(framework: str) -> str | None:
+    """The framework's version from package metadata without importing it; ``"no: ..."`` if a
+    needed distribution is missing; None when unknown here (ask the adapter)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    needs = _DISTRIBUTIONS.get(framework)
+    if needs is None:
+        return None
+    found = []
+    for alternatives in needs:
+        for d in alternatives:
+            try:
+                found.append(version(d))
+                break
+            except PackageNotFoundError:
+                continue
+        else:
+            return f"no: {alternatives[0]} is not installed; pip install 'dlperf[{framework}]'"
+    return found[0]
 
 
 def _write_full_report(db: str, output: Path, title: str, target_loss: float | None) -> Path:

@@ -297,14 +297,18 @@ def test_real_image_data_is_transposed_to_nhwc_once(tmp_path):
     cfg = make_run_config(model=spec.name, framework="tensorflow", mode="graph", batch_size=8,
                           data="cifar10", data_dir=str(tmp_path), iterations=SHORT)
     impl = __import__("dlperf.zoo.cnn.keras_impl", fromlist=["build"])
-    next_batch, info, first, _, _, wait, _ = TensorFlowAdapter._data(tf, cfg, spec, "/CPU:0", False,
-                                                               impl)
+    next_batch, info, first, fetch, to_device, wait, _ = TensorFlowAdapter._data(
+        tf, cfg, spec, "/CPU:0", False, impl)
     assert wait is None  # prepared batches: no pipeline, no data wait
     X, Y = make_batches(load_dataset("cifar10", tmp_path), spec, 8)
     assert info["layout"] == "NHWC" and info["distinct_batches"] == 5
     bx, by = next_batch()
     np.testing.assert_array_equal(bx.numpy(), nchw_to_nhwc(X[0]))
     np.testing.assert_array_equal(by.numpy(), Y[0])
+    # The breakdown's two parts give the next batch the same way (on the CPU: no copy).
+    cx, cy = to_device(fetch())
+    np.testing.assert_array_equal(cx.numpy(), nchw_to_nhwc(X[1]))
+    np.testing.assert_array_equal(cy.numpy(), Y[1])
     r = run_config(cfg)
     assert r["status"] == "ok", r["error"]
     assert r["data_info"]["dataset"] == "cifar10" and r["flags"]["retraces"] == 1

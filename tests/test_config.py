@@ -68,6 +68,10 @@ grid:
     ("name: t\ngrid: [\n", "not valid YAML"),
     ("name: t\ngrid:\n  - model: fcn5_tiny\n    batch_size: 8\n    colour: red\n", "colour"),
     ("- a\n- b\n", "mapping"),
+    ("name: t\ndefaults: {batchsize: 4}\ngrid:\n  - model: fcn5_tiny\n",
+     "defaults: unknown key 'batchsize'; did you mean 'batch_size'?"),
+    ("name: t\ngrid:\n  - {model: fcn5_tiny, batchsize: 4}\n",
+     "grid[0]: unknown key 'batchsize'; did you mean 'batch_size'?"),
 ])
 def test_bad_sweep_files_are_explained(tmp_path, text, needle):
     p = tmp_path / "bad.yaml"

@@ -433,6 +433,13 @@ class SweepConfig(BaseModel):
         """
         from dlperf.zoo import get_suite
 
+        valid = set(RunConfig.model_fields) | {"suite"}
+        for where, d in [("defaults", self.defaults),
+                         *((f"grid[{i}]", e) for i, e in enumerate(self.grid))]:
+            for k in d:
+                if k not in valid:
+                    e = unknown_choice("key", k, sorted(valid))
+                    raise ConfigError(f"{where}: {e}") from None
         points: list[RunConfig] = []
         seen: set[str] = set()
         for i, entry in enumerate(self.grid):
@@ -498,5 +505,8 @@ def load_sweep(path: str | Path) -> SweepConfig:
         cfg = SweepConfig(**raw)
     except ValidationError as e:
         raise ConfigError(f"in {p}: " + _format_validation(e)) from None
-    cfg.expand()  # validate every point now, before anything runs
+    try:
+        cfg.expand()  # validate every point now, before anything runs
+    except ConfigError as e:
+        raise ConfigError(f"in {p}: {e}") from None
     return cfg

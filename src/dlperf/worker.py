@@ -420,12 +420,22 @@ def compile_info(session: Any) -> dict[str, Any]:
     return info
 
 
-def _watch_parent(parent: int) -> None:
-    """Exit if the launching process dies (e.g. kill -9), so no orphan keeps the GPU busy."""
+def _watch_parent(parent: int, launcher: int | None = None) -> None:
+    """Exit if the launching process dies (e.g. kill -9), so no orphan keeps the GPU busy.
+
+    ``launcher``: a further process to outlive, checked by pid (a rank's parent is torchrun,
+    which outlives a killed dlperf)."""
     while True:
         time.sleep(0.5)
         if os.getppid() != parent:
             os._exit(3)
+        if launcher is not None:
+            try:
+                os.kill(launcher, 0)
+            except ProcessLookupError:
+                os._exit(3)
+            except PermissionError:  # alive, owned by someone else
+                pass
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

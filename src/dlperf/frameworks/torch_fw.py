@@ -516,16 +516,10 @@ class TorchAdapter:
             batches = [(Xt[i], Yt[i]) for i in range(Xt.shape[0])]
             it = itertools.cycle(batches)
 
-            def next_batch():
-                x, y = next(it)
-                x = x.to(dev, non_blocking=True)
-                return (x.contiguous(memory_format=fmt) if x.dim() == 4 else x), \
-                    y.to(dev, non_blocking=True)
+            to_device = _device_copier(dev, fmt)
 
-            def to_device(b):
-                x = b[0].to(dev, non_blocking=True)
-                return (x.contiguous(memory_format=fmt) if x.dim() == 4 else x), \
-                    b[1].to(dev, non_blocking=True)
+            def next_batch():
+                return to_device(next(it))
             fetch = it.__next__
         else:
             it = itertools.cycle([(Xt[i].contiguous(memory_format=fmt) if Xt.dim() == 5
@@ -550,11 +544,7 @@ class TorchAdapter:
         rec = DataWaitRecorder()
         timed_next = rec.wrap(host_next)
 
-        def to_device(b):
-            x = b[0].to(dev, non_blocking=True)
-            return (x.contiguous(memory_format=fmt) if x.dim() == 4 else x), \
-                b[1].to(dev, non_blocking=True)
-
+        to_device = _device_copier(dev, fmt)
         if dev.type == "cuda" or fmt is not torch.contiguous_format:
             def next_batch():
                 return to_device(timed_next())
@@ -565,6 +555,17 @@ class TorchAdapter:
                 "placement": "pipeline", "pipeline": pipe,
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
         return next_batch, info, timed_next, to_device, rec, close
+
+
+def _device_copier(dev: Any, fmt: Any):
+    """``(x, y)`` host batch -> device batch (asynchronous copies from pinned memory); 4-D
+    images in memory format ``fmt`` (channels_last or contiguous)."""
+    def to_device(b):
+        x = b[0].to(dev, non_blocking=True)
+        return (x.contiguous(memory_format=fmt) if x.dim() == 4 else x), \
+            b[1].to(dev, non_blocking=True)
+
+    return to_device
 
 
 def _and_then(first, second):

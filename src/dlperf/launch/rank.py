@@ -14,24 +14,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 from dlperf.config import RunConfig
 from dlperf.worker import _watch_parent, run_config, write_json_atomic
-
-
-def _watch_pid(pid: int) -> None:
-    """Exit when process ``pid`` (the dlperf that launched this run) is gone, so that a
-    ``kill -9`` of dlperf leaves no rank training on (torchrun itself would go on)."""
-    while True:
-        time.sleep(0.5)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            os._exit(3)
-        except PermissionError:  # alive, owned by someone else
-            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,10 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 2:
         print("usage: python -m dlperf.launch.rank CONFIG.json OUT_DIR", file=sys.stderr)
         return 2
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
-    launcher = os.environ.get("DLPERF_LAUNCHER_PID")
-    if launcher:  # torchrun outlives a killed dlperf: watch dlperf itself too
-        threading.Thread(target=_watch_pid, args=(int(launcher),), daemon=True).start()
+    launcher = os.environ.get("DLPERF_LAUNCHER_PID")  # torchrun outlives a killed dlperf
+    threading.Thread(target=_watch_parent, daemon=True,
+                     args=(os.getppid(), int(launcher) if launcher else None)).start()
     out = Path(argv[1])
     rank = int(os.environ.get("RANK", "0"))
     (out / f"rank{rank}.pid").write_text(str(os.getpid()))

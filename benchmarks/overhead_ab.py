@@ -8,8 +8,14 @@ plain loop's model/optimizer/step and dlperf's session step, each toggle apart:
 * ``plain+api``    the same after dlperf's precision call (``fp32_precision`` API)
 * ``plain+keep``   the same, returning ``loss.detach()`` and keeping every handle (as dlperf)
 * ``plain+event``  the same, recording a CUDA event per step (as dlperf's timer)
+* ``plain+harness`` the plain step under dlperf's harness ``measure`` and its CUDA event timer
 * ``dlperf-step``  dlperf's ``Session.step`` (its model, optimizer, data), no timer
+* ``dlperf+power`` dlperf's step under the harness with the worker's NVML power sampler on
 * ``dlperf``       dlperf's ``Session.step`` under dlperf's harness ``measure`` (what it reports)
+
+Besides wall time per iteration, each variant's host CPU time per iteration (``time.thread_time``
+of the main thread) is printed: for a host-bound step it is the host work itself, without the
+preemption and frequency noise that dominates wall time on a shared host.
 
 Each variant runs ``--iters`` steps per round after a warm-up; the wall time over the round,
 synchronised at both ends, gives ms/iteration. Prints the median over rounds per variant.
@@ -96,13 +102,19 @@ def main() -> int:
 
     events = [torch.cuda.Event(enable_timing=True) for _ in range(max(a.iters, 30) + 1)] if cuda else []
 
-    def timed(body, n):
+    cpu_ms: dict[str, list[float]] = {}
+
+    def timed(body, n, name):
         gc.collect()
         sync()
-        t = time.perf_counter()
-        body(n)
+        t, c = time.perf_counter(), time.thread_time()
+        out = body(n)
         sync()
-        return (time.perf_counter() - t) / n * 1e3
+        t, c = (time.perf_counter() - t) / n * 1e3, (time.thread_time() - c) / n * 1e3
+        if out is not None:  # a harness variant: its measured segment only
+            _, t, c = out
+        cpu_ms.setdefault(name, []).append(c)
+        return t
 
     def v_plain(n):
         for i in range(n):
@@ -124,18 +136,49 @@ def main() -> int:
         for _ in range(n):
             keep.append(dstep())
 
+    def policy(n):
+        return IterationPolicy(min_iters=n, max_iters=n, min_time_s=0.0, warmup_window=10,
+                               max_warmup_iters=10, max_warmup_time_s=5.0)
+
+    def harness(step, n, on_measure=None):
+        """dlperf's measure() over ``step``: (wall ms, host CPU ms) per measured iteration only
+        (its first iteration and warm-up excluded, as in what dlperf reports)."""
+        c0 = [0.0]
+
+        def on_phase(ph):
+            if on_measure is not None:
+                on_measure()
+            c0[0] = time.thread_time()  # last thing before the measured segment
+
+        r = measure(step, session.timer, policy(n), on_phase=on_phase)
+        c = time.thread_time() - c0[0]
+        k = len(r.measured_s)
+        return r, r.wall_s / k * 1e3, c / k * 1e3
+
     def v_harness(n):
-        pol = IterationPolicy(min_iters=n, max_iters=n, min_time_s=0.0, warmup_window=10,
-                              max_warmup_iters=10, max_warmup_time_s=5.0)
-        r = measure(dstep, session.timer, pol)
-        return r
+        return harness(dstep, n)
+
+    def v_plain_harness(n):
+        it = iter(range(1 << 62))
+        return harness(lambda: plain_step(next(it)), n)
+
+    def v_power(n):
+        from dlperf.worker import PowerControl
+
+        power = PowerControl(session.nvml_target, 0.025)
+        try:
+            return harness(dstep, n, on_measure=power.start)
+        finally:
+            power.stop()
 
     variants = {
         "plain": (legacy_flags, v_plain),
         "plain+api": (lambda: TorchAdapter.apply_precision(torch, "fp32"), v_plain),
         "plain+keep": (legacy_flags, v_keep),
         "plain+event": (legacy_flags, v_event),
+        "plain+harness": (legacy_flags, v_plain_harness),
         "dlperf-step": (lambda: TorchAdapter.apply_precision(torch, "fp32"), v_dstep),
+        "dlperf+power": (lambda: TorchAdapter.apply_precision(torch, "fp32"), v_power),
     }
     variants = {k: variants[k] for k in a.variants.split(",")}
     res: dict[str, list[float]] = {k: [] for k in [*variants, "dlperf", "dlperf(events)"]}
@@ -149,18 +192,19 @@ def main() -> int:
     for _ in range(a.rounds):
         for name, (setup, body) in variants.items():
             setup()
-            res[name].append(timed(body, a.iters))
+            res[name].append(timed(body, a.iters, name))
         # per-round ratio of dlperf's harness to the first variant, below
         TorchAdapter.apply_precision(torch, "fp32")
         gc.collect()
         sync()
-        t = time.perf_counter()
-        r = v_harness(a.iters)
+        r, wall_ms, c = v_harness(a.iters)
+        cpu_ms.setdefault("dlperf", []).append(c)
         # measure() syncs at its end; its wall_s covers the measured segment only.
-        res["dlperf"].append(r.wall_s / len(r.measured_s) * 1e3)
+        res["dlperf"].append(wall_ms)
         res["dlperf(events)"].append(statistics.fmean(r.measured_s) * 1e3)
-        del t
-    out = {k: {"median_ms": statistics.median(v), "all_ms": v} for k, v in res.items()}
+    out = {k: {"median_ms": statistics.median(v), "all_ms": v,
+               **({"median_cpu_ms": statistics.median(cpu_ms[k]), "all_cpu_ms": cpu_ms[k]}
+                  if k in cpu_ms else {})} for k, v in res.items()}
     ref = res[next(iter(variants))]
     # Rounds interleave the variants, so a slow patch of the host hits all of them alike: the
     # median of per-round ratios is steadier than the ratio of medians.
@@ -175,8 +219,9 @@ def main() -> int:
     for k, v in out.items():
         if not isinstance(v, dict):
             continue
-        print(f"  {k:16s} {v['median_ms']:9.4f} ms  {base / v['median_ms']:.4f}  "
-              f"[{', '.join(f'{x:.3f}' for x in v['all_ms'])}]")
+        cpu = f"cpu {v['median_cpu_ms']:8.4f} ms" if "median_cpu_ms" in v else " " * 15
+        print(f"  {k:16s} {v['median_ms']:9.4f} ms  {base / v['median_ms']:.4f}  {cpu}  "
+              f"[{', '.join(f'{x:.3f}' for x in v['all_ms'][:12])}{' ...' if a.rounds > 12 else ''}]")
     print(f"  dlperf / {next(iter(variants))} throughput, median of per-round ratios: "
           f"{out['dlperf_throughput_ratio_median']:.4f}")
     if a.json:

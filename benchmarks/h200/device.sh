@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
-#   PART: smoke | dlbench | real | overhead | overhead_jax | overhead_gpt2 | frameworks
+#   PART: smoke | dlbench | real | overhead | overhead_ab | overhead_jax | overhead_gpt2 | frameworks
 #         | cpu_threads | breakdown | mfu_inputs | allreduce (x2)
 #         | scaling (x2: weak scaling 1 -> 2 GPUs and convergence on 1 vs 2 GPUs, issue 5)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
@@ -14,7 +14,9 @@
 # Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 DLPERF_DATA="$PWD/.data" COLUMNS=200
-if [ -d .whl ]; then
+if [ -n "${DLPERF_SITE_READY:-}" ]; then  # parallel.sh installed the wheels already
+  export PYTHONPATH="/tmp/site:$PWD/src"
+elif [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
   export PYTHONPATH="/tmp/site:$PWD/src"
@@ -25,7 +27,17 @@ R=benchmarks/results/h200
 mkdir -p "$R"
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
-budget() { timeout --signal=INT "$@"; }   # SIGINT: dlperf stops cleanly, the db stays intact
+# budget SECONDS CMD...: SIGINT after SECONDS (dlperf stops cleanly, the db stays intact), or
+# earlier at DLPERF_DEADLINE (epoch seconds, set by parallel.sh) less a 20 s margin.
+budget() {
+  local s=$1; shift
+  if [ -n "${DLPERF_DEADLINE:-}" ]; then
+    local left=$(( DLPERF_DEADLINE - $(date +%s) - 20 ))
+    [ "$left" -lt "$s" ] && s=$left
+    [ "$s" -le 5 ] && { echo "no time left for: $*"; return 0; }
+  fi
+  timeout --signal=INT "$s" "$@"
+}
 for part in "$@"; do
   echo "=== $part $(date -u +%FT%TZ)"
   case "$part" in
@@ -55,6 +67,18 @@ for part in "$@"; do
         cp "$R/overhead_$p${OVERHEAD_TAG:-}.json" "$OUT/"
       done
       cp "$R/overhead.db" "$OUT/"
+      ;;
+    overhead_ab)  # issue 2: in-process A/B of dlperf's step and harness against the plain step
+      # AB_POINTS: model:batch:rounds:iters,...  AB_CORES: the cores the process is pinned to
+      mkdir -p "$R/overhead_ab"
+      for pt in ${AB_POINTS//,/ }; do
+        IFS=: read -r m b rounds iters <<< "$pt"
+        taskset -c "${AB_CORES:-2,3}" python3 benchmarks/overhead_ab.py --model "$m" --batch-size "$b" \
+          --rounds "$rounds" --iters "$iters" \
+          --variants "${AB_VARIANTS:-plain,plain+api,plain+harness,dlperf-step,dlperf+power}" \
+          --json "$R/overhead_ab/ab4${AB_TAG:-}_$m.json" 2>&1 | grep -v Warning
+        cp "$R/overhead_ab/ab4${AB_TAG:-}_$m.json" "$OUT/"
+      done
       ;;
     overhead_jax)  # issue 3: dlperf's JAX harness against benchmarks/plain_jax_loop.py
       # Each point compiles once per process (dlperf and plain loop, every round); the

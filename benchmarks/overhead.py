@@ -59,8 +59,15 @@ def run_dlperf(model: str, batch: int, a: argparse.Namespace) -> dict:
     return r
 
 
-def run_plain(model: str, batch: int, iters: int, a: argparse.Namespace, sync: bool = False) -> dict:
-    """One plain-loop run in a fresh process; returns its JSON."""
+def applied_nhwc(row: dict) -> bool:
+    """True if dlperf's stored run applied channels_last (``flags.layout == "NHWC"``)."""
+    return (json.loads(row["result_json"]).get("flags") or {}).get("layout") == "NHWC"
+
+
+def run_plain(model: str, batch: int, iters: int, a: argparse.Namespace, sync: bool = False,
+              nhwc: bool = False) -> dict:
+    """One plain-loop run in a fresh process; returns its JSON. ``nhwc``: channels_last, as
+    dlperf's run applied it (its stored ``flags.layout``)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         script, gpu_name = PLAIN[a.framework]
         device = gpu_name if a.device == "cuda" else a.device
@@ -70,9 +77,8 @@ def run_plain(model: str, batch: int, iters: int, a: argparse.Namespace, sync: b
         if sync:
             cmd.append("--sync-every-step")
         cmd += shlex.split(a.plain_args)
-        if a.framework == "torch" and (a.layout == "nhwc"
-                                       or (a.layout == "auto" and a.device == "cuda")):
-            cmd.append("--channels-last")  # what dlperf's layout does (CNNs only)
+        if a.framework == "torch" and nhwc:
+            cmd.append("--channels-last")  # what dlperf's layout did (CNNs only)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         return json.loads(Path(f.name).read_text())
 
@@ -105,7 +111,7 @@ def main() -> int:
             r = run_dlperf(model, batch, a)
             d_runs.append(r["samples_per_s"])
             iters = max(50, int(a.min_time / r["step_time_mean_s"]))
-            plain = run_plain(model, batch, iters, a)
+            plain = run_plain(model, batch, iters, a, nhwc=applied_nhwc(r))
             p_runs.append(plain["samples_per_s"])
         d, pl = statistics.median(d_runs), statistics.median(p_runs)
         # The plain loop's switches (optimizer implementation, attention, precision, PRNG...)
@@ -125,8 +131,8 @@ def main() -> int:
     for model, batch in parse_points(a.truth):
         r = run_dlperf(model, batch, a)
         iters = max(50, int(a.min_time / r["step_time_mean_s"]))
-        synced = run_plain(model, batch, iters, a, sync=True)
-        free = run_plain(model, batch, iters, a)
+        synced = run_plain(model, batch, iters, a, sync=True, nhwc=applied_nhwc(r))
+        free = run_plain(model, batch, iters, a, nhwc=applied_nhwc(r))
         row = {"model": model, "batch_size": batch,
                "event_mean_s": r["step_time_mean_s"], "event_median_s": r["step_time_median_s"],
                "wall_per_iter_s": r["wall_time_s"] / r["n_measured"], "n_measured": r["n_measured"],

@@ -99,6 +99,10 @@ def main() -> int:
     cfg = make_run_config(model=a.model, batch_size=B, device=a.device, precision="fp32")
     session = TorchAdapter().prepare(cfg, get_spec(a.model))
     dstep = session.step
+    if session.flags.get("layout") == "NHWC":  # the plain step in the layout dlperf applied
+        model.to(memory_format=torch.channels_last)
+        batches = [(x.contiguous(memory_format=torch.channels_last), y) for x, y in batches]
+    print(f"layout: {session.flags.get('layout')}")
 
     events = [torch.cuda.Event(enable_timing=True) for _ in range(max(a.iters, 30) + 1)] if cuda else []
 

@@ -6,6 +6,11 @@ any more. This rewrites their config (``layout: nchw``), flags (``layout: NCHW``
 that they stay in the store as NCHW measurements and a resumed sweep measures ``auto`` anew.
 
     PYTHONPATH=src python benchmarks/rekey_nchw.py benchmarks/results/h200/dlbench.db ...
+
+Second change (``--auto-policy``): ``layout: auto`` became channels_last only in bf16/tf32 (NCHW
+in fp32, where channels_last measured slower). Points stored as ``auto`` whose applied layout
+(``flags.layout``) is not what ``auto`` now picks get the layout they ran in (``nhwc``/``nchw``),
+so they stay as measured and a resumed sweep measures the new ``auto``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,36 @@ def rekey(path: str) -> int:
     return n
 
 
+def rekey_auto(path: str) -> int:
+    """Label ``auto`` points by the layout they ran in where ``auto`` now picks another."""
+    from dlperf.frameworks.torch_fw import TorchAdapter
+
+    db = sqlite3.connect(path)
+    n = 0
+    with db:
+        for rid, blob in db.execute("SELECT id, result_json FROM results WHERE framework='torch'"
+                                    ).fetchall():
+            r = json.loads(blob)
+            cfg, flags = r.get("config") or {}, r.get("flags") or {}
+            if cfg.get("layout", "auto") != "auto" or flags.get("layout") not in ("NCHW", "NHWC"):
+                continue
+            ran_nhwc = flags["layout"] == "NHWC"
+            if TorchAdapter.channels_last(RunConfig(**cfg), get_spec(cfg["model"])) == ran_nhwc:
+                continue
+            cfg["layout"] = "nhwc" if ran_nhwc else "nchw"
+            r["config"] = cfg
+            r["run_key"] = RunConfig(**cfg).run_key()
+            db.execute("UPDATE results SET run_key=?, result_json=? WHERE id=?",
+                       (r["run_key"], json.dumps(r), rid))
+            n += 1
+    db.close()
+    return n
+
+
 if __name__ == "__main__":
-    for p in sys.argv[1:]:
-        print(p, rekey(p), "rows labelled layout=nchw")
+    if sys.argv[1:2] == ["--auto-policy"]:
+        for p in sys.argv[2:]:
+            print(p, rekey_auto(p), "auto rows labelled with the layout they ran in")
+    else:
+        for p in sys.argv[1:]:
+            print(p, rekey(p), "rows labelled layout=nchw")

@@ -87,6 +87,22 @@ def test_torch_graph_mode_records_compile_time_and_no_recompiles():
     assert r["flags"]["compile"]["backend"] == "inductor"
 
 
+@pytest.mark.parametrize("device,precision,layout,expect", [
+    ("cuda", "bf16", "auto", True), ("cuda", "tf32", "auto", True), ("cuda", "fp32", "auto", False),
+    ("cpu", "bf16", "auto", False), ("cuda", "fp32", "nhwc", True), ("cuda", "bf16", "nchw", False)])
+def test_torch_auto_layout_policy(device, precision, layout, expect):
+    """auto = channels_last only where convolutions run on Tensor Cores (CUDA, bf16 or tf32);
+    fp32 (TF32 off) and the CPU stay NCHW; nchw/nhwc force it. Non-image models never."""
+    from dlperf.frameworks.torch_fw import TorchAdapter
+    from dlperf.zoo import get_spec
+
+    cfg = make_run_config(model="resnet50", batch_size=2, device=device, precision=precision,
+                          layout=layout)
+    assert TorchAdapter.channels_last(cfg, get_spec("resnet50")) is expect
+    assert TorchAdapter.channels_last(cfg.model_copy(update={"model": "lstm"}),
+                                      get_spec("lstm")) is False
+
+
 @pytest.mark.parametrize("model,layout,expect", [("resnet50_tiny", "auto", "NCHW"),
                                                   ("resnet50_tiny", "nhwc", "NHWC"),
                                                   ("fcn5_tiny", "nhwc", None)])

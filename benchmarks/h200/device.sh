@@ -61,6 +61,8 @@ for part in "$@"; do
         # OVERHEAD_POINTS/OVERHEAD_TRUTH/OVERHEAD_TAG split the points over several device calls.
         pts=${OVERHEAD_POINTS:-fcn5:64,fcn8:64,alexnet:128,resnet50:64,lstm:64,fcn_mnist:64,alexnet_cifar:128,resnet56:128}
         truth=${OVERHEAD_TRUTH-fcn5:64,resnet50:64,lstm:64}
+        # OVERHEAD_CORES pins both processes of every pair to the same cores (less spread)
+        ${OVERHEAD_CORES:+taskset -c $OVERHEAD_CORES} \
         python3 benchmarks/overhead.py --device cuda --precision $p --rounds "${OVERHEAD_ROUNDS:-1}" --min-time 2 \
           --points "$pts" ${truth:+--truth "$truth"} --db "$R/overhead.db" \
           --out "$R/overhead_$p${OVERHEAD_TAG:-}.json"

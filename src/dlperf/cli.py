@@ -99,7 +99,7 @@ def run(
     max_warmup_time: Annotated[Optional[float], typer.Option(help="...or this many seconds of warm-up [default: 20; 5 for the quick suite].")] = None,
     grad_accum: Annotated[int, typer.Option(help="Gradient-accumulation steps per iteration.")] = 1,
     threads: Annotated[Optional[str], typer.Option(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None,
-    layout: Annotated[str, typer.Option(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA, NHWC in Flax/Keras), nchw, nhwc.")] = "auto",
+    layout: Annotated[str, typer.Option(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = "auto",
     timeout: Annotated[float, typer.Option(help="Kill a point's worker after this many seconds.")] = 900.0,
     rerun: Annotated[bool, typer.Option("--rerun", help="Run points again even if the db has them.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False,

@@ -122,8 +122,9 @@ class RunConfig(BaseModel):
     sampling interval on a GPU.
 
     ``layout`` is the memory layout of image activations: ``auto`` lets the adapter apply its
-    framework's recommendation (PyTorch: channels_last on CUDA for convolutional networks, per
-    its performance tuning guide; Flax and Keras: NHWC, their native layout); ``nchw``/``nhwc``
+    framework's recommendation (PyTorch: channels_last on CUDA for convolutional networks in bf16
+    and tf32, where cuDNN's Tensor Core kernels want NHWC, per its performance tuning guide, and
+    NCHW in fp32; Flax and Keras: NHWC, their native layout); ``nchw``/``nhwc``
     force one (PyTorch only). The layout as applied is recorded in the result's flags.
 
     Data parallelism (MEASUREMENT.md "Scaling"): ``nproc`` devices per node on ``nnodes`` nodes,

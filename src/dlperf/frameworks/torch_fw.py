@@ -444,15 +444,21 @@ class TorchAdapter:
     def channels_last(cfg: RunConfig, spec: ModelSpec) -> bool:
         """True if the run uses ``torch.channels_last`` (NHWC) for a convolutional network.
 
-        ``layout=auto``: on CUDA, as PyTorch's performance tuning guide recommends for CNNs
-        ("Use channels_last memory format for 4D NCHW Tensors": convolutions run on Tensor
-        Cores without transposes, notably under AMP); NCHW on the CPU. Only ``image`` models
-        have 4-D activations; for the others the layout does not apply.
+        ``layout=auto``: channels_last on CUDA when the convolutions run on Tensor Cores (bf16,
+        tf32), NCHW otherwise. PyTorch's performance tuning guide recommends channels_last for
+        CNNs "notably under AMP" (cuDNN's Tensor Core kernels are NHWC; NCHW costs transposes),
+        and NVIDIA's cuDNN/Deep Learning Performance guide gives NHWC for Tensor Core
+        convolutions; fp32 with TF32 off uses no Tensor Cores, and there channels_last was
+        measured slower on the H200 (alexnet b=128 12.10 against 11.42 ms per iteration,
+        alexnet_cifar 1.79 against 1.51 ms; benchmarks/results/h200/overhead_ab/ab4_*.json)
+        while bf16 resnet50 b=128 ran 1.86x faster (29.37 against 54.57 ms; frameworks.db).
+        NCHW on the CPU. Only ``image`` models have 4-D activations; for the others the layout
+        does not apply.
         """
         if spec.input_kind != "image":
             return False
         if cfg.layout == "auto":
-            return cfg.device == "cuda"
+            return cfg.device == "cuda" and cfg.precision in ("bf16", "tf32")
         return cfg.layout == "nhwc"
 
     @staticmethod

@@ -173,3 +173,34 @@ def test_lagged_sync_timer_reads_completion_intervals():
     assert timer.collect() == [0.25] * 6
     with pytest.raises(ValueError):
         LaggedSyncTimer(block, lag=0)
+
+
+def test_heap_frozen_while_measuring_and_restored_after():
+    """dlperf's own objects are moved out of the collector's reach (gc.freeze) from the warm-up
+    on, the collector stays enabled, and the freeze is undone after measure(), also on error."""
+    import gc
+
+    seen = []
+    clock = FakeClock()
+    inner = scripted_step(clock, [0.01])
+
+    def step():
+        seen.append((gc.get_freeze_count(), gc.isenabled()))
+        return inner()
+
+    assert gc.get_freeze_count() == 0
+    measure(step, HostTimer(clock=clock), IterationPolicy(min_iters=5, min_time_s=0.0,
+                                                          warmup_window=2), clock=clock)
+    assert seen[0][0] == 0  # the first iteration runs before the freeze
+    assert all(n > 1000 and on for n, on in seen[1:])  # warm-up and measurement: frozen, gc on
+    assert gc.get_freeze_count() == 0
+
+    def failing():
+        if len(seen) > 3:
+            raise RuntimeError("boom")
+        return step()
+
+    seen.clear()
+    with pytest.raises(RuntimeError):
+        measure(failing, HostTimer(clock=clock), IterationPolicy(min_iters=5), clock=clock)
+    assert gc.get_freeze_count() == 0

@@ -199,6 +199,38 @@ def test_jax_sharded_jit_and_jax_distributed_train_like_one_device():
     first = runs["one"]["losses"]["first"] + runs["one"]["losses"]["warmup"]
     for r in (sh, pr):
         assert r["losses"]["first"] + r["losses"]["warmup"] == pytest.approx(first, rel=1e-4)
+    # exposed communication (default 5 profiled iterations): each process's own device
+    per_rank = [p["comm"] for p in pr["dist"]["per_rank"]]
+    assert [c["devices"] for c in per_rank] == [1, 1] and pr["dist"]["comm"] == per_rank[0]
+    for c in per_rank:
+        assert c["rule"] == "xspace-cpu-thunks" and c["n_comm_spans"] >= 5
+        assert 0 <= c["exposed"] <= c["comm"] and c["profiled_iters"] == 5
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_jax_sharded_jit_run_stores_its_exposed_communication(tmp_path):
+    pytest.importorskip("jax")
+    db = tmp_path / "r.db"
+    p = _dlperf("run", "--model", "fcn5_tiny", "--framework", "jax", "--batch-size", "16",
+                "--nproc", "2", "--device", "cpu", "--comm-profile-iters", "3",
+                "--db", str(db), *FAST)
+    out, _ = p.communicate(timeout=110)
+    assert p.returncode == 0, out[-3000:]
+    with ResultStore(db) as s:
+        (row,) = s.rows()
+    assert row["status"] == "ok" and row["world_size"] == 2
+    c = json.loads(row["result_json"])["dist"]["comm"]
+    # XLA:CPU traces its collective thunks: a number, from both host devices of the process
+    assert c["reason"] is None and c["rule"] == "xspace-cpu-thunks"
+    assert c["devices"] == 2 and set(c["per_device"]) == {"/device:CPU:0", "/device:CPU:1"}
+    assert c["profiled_iters"] == 3 and c["n_comm_spans"] >= 6  # >= one per device and step
+    assert any(op.startswith("all-reduce") for op in c["comm_ops"])
+    assert 0 < c["comm"] and 0 <= c["overlapped"] <= c["comm"]
+    assert c["exposed"] == pytest.approx(c["comm"] - c["overlapped"])
+    assert c["exposed"] == pytest.approx(sum(d["exposed"] for d in c["per_device"].values()) / 2)
+    assert row["exposed_comm_s"] == c["exposed"]
+    assert 0 < c["exposed_share_of_step"] <= 1.0
 
 
 _TF_SCRIPT = """

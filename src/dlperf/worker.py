@@ -133,7 +133,13 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             comm = None
             if session.comm_profile is not None and cfg.comm_profile_iters > 0:
                 t1 = time.perf_counter()
-                comm = session.comm_profile(cfg.comm_profile_iters)
+                try:
+                    comm = session.comm_profile(cfg.comm_profile_iters)
+                except Exception as e:  # noqa: BLE001 - the measurement stands; keep why
+                    if adapter.is_oom(e):  # the device's limit, not the profiler's failure
+                        raise
+                    comm = {"exposed": None, "profiled_iters": cfg.comm_profile_iters,
+                            "reason": f"comm profile failed: {type(e).__name__}: {e}"[:500]}
                 phases["comm_profile"] = time.perf_counter() - t1
             payload = parallel.rank_payload(
                 dist.rank, samples=samples, losses=losses, wall_s=loop.wall_s,

@@ -20,17 +20,36 @@ finds the spans in a Chrome-format trace as written by ``torch.profiler``
   worker threads; computation = the ``cpu_op`` events on the other threads (the training
   thread), except the ``c10d::`` calls that only enqueue a collective.
 
-Times in the trace are microseconds; the functions here return seconds. Pure: no framework.
+and :func:`exposed_from_xspace` in the XSpace trace of ``jax.profiler`` (read by
+:mod:`dlperf.breakdown.xspace`), device by device (:func:`spans_from_xspace`):
+
+* GPU (``/device:GPU:N`` planes): the kernels on the plane's ``Stream ...`` lines (the lines
+  TensorBoard derives from them, ``XLA Ops`` etc., are skipped, as are memory copies and
+  sets); communication = a kernel whose name contains ``nccl`` or whose ``hlo_op`` stat is an
+  XLA collective (:data:`COLLECTIVE_OP`: ``all-reduce-start.1``, ``reduce-scatter.3``, ...);
+  computation = every other kernel of that device;
+* CPU (XLA:CPU host devices, e.g. ``--xla_force_host_platform_device_count=2``): the thunk
+  events on the ``/host:CPU`` plane that carry an ``hlo_op`` stat, grouped into devices by
+  their ``device_ordinal`` stat (XLA:CPU runs a device's thunks on several pool threads);
+  communication = the collective thunks (``all-reduce.2``: the time a device spends in the
+  collective, its rendezvous with the other devices included); computation = the device's
+  other thunks, except one that encloses a collective on the same thread (a ``while`` or
+  ``call`` around it: its own time is its children's).
+
+Times in the trace are microseconds (Chrome) or nanoseconds (XSpace); the functions here
+return seconds. Pure: no framework.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["union", "length", "overlap_length", "exposed_communication",
-           "spans_from_chrome_trace", "COMM_KERNEL", "COMM_ANNOTATION"]
+           "spans_from_chrome_trace", "spans_from_xspace", "exposed_from_xspace",
+           "COMM_KERNEL", "COMM_ANNOTATION", "COLLECTIVE_OP"]
 
 Span = tuple[float, float]
 
@@ -38,6 +57,13 @@ Span = tuple[float, float]
 COMM_KERNEL = re.compile(r"nccl", re.IGNORECASE)
 #: gloo's per-collective annotations (``gloo:all_reduce``, ``gloo:broadcast``).
 COMM_ANNOTATION = re.compile(r"^gloo:", re.IGNORECASE)
+#: XLA collective instructions as traces name them (HLO instruction names such as
+#: ``all-reduce.2``, ``all-reduce-start.1``, ``all-gather-done``, ``reduce-scatter.3``,
+#: ``collective-permute-start``; XLA's HLO opcodes) and JAX's ``psum``.
+COLLECTIVE_OP = re.compile(r"all-reduce|reduce-scatter|all-gather|all-to-all|"
+                           r"collective-permute|collective-broadcast|\bpsum", re.IGNORECASE)
+#: GPU stream events that are memory copies or sets, not kernels (XSpace names).
+_MEM_EVENT = re.compile(r"^(Memcpy|Memset)", re.IGNORECASE)
 
 
 def union(spans: Iterable[Span]) -> list[Span]:
@@ -134,3 +160,126 @@ def spans_from_chrome_trace(trace: Mapping[str, Any]) -> tuple[list[Span], list[
                 and not name.startswith("c10d::") and not COMM_ANNOTATION.search(name)):
             compute.append(span(e))
     return comm, compute, "cpu-gloo"
+
+
+def spans_from_xspace(planes: Sequence[Any], since_ns: float | None = None
+                      ) -> tuple[dict[str, dict[str, Any]], str]:
+    """Communication and computation spans of each device in an XSpace trace, in seconds.
+
+    Args:
+        planes: the trace's planes (:class:`dlperf.breakdown.xspace.XPlane`: ``name`` and
+            ``lines``, each line a ``name`` and ``events`` with ``name``, ``start_ns``,
+            ``dur_ns``, ``stats``), e.g. from :func:`dlperf.breakdown.xspace.load_planes`.
+        since_ns: only events that start at or after it (the trace's clock, ns); None: all.
+
+    Returns:
+        ``({device: {"comm": [spans], "compute": [spans], "comm_ops": sorted names}}, rule)``
+        with ``rule`` ``"xspace-gpu-streams"`` or ``"xspace-cpu-thunks"`` (see the module
+        docstring); a device with no events is absent, so ``{}`` means the trace holds no
+        device op events.
+    """
+    from dlperf.breakdown.xspace import DERIVED_LINES
+
+    # per device: [(line key, event)]
+    found: dict[str, list[tuple[Any, Any]]] = {}
+    gpus = [p for p in planes if str(p.name).startswith("/device:GPU")]
+    if gpus:
+        rule = "xspace-gpu-streams"
+        for p in gpus:
+            lines = ([ln for ln in p.lines if str(ln.name).startswith("Stream")]
+                     or [ln for ln in p.lines if ln.name not in DERIVED_LINES])
+            for ln in lines:
+                for e in ln.events:
+                    if _MEM_EVENT.match(str(e.name)) or "memcpy_details" in e.stats \
+                            or "memset_details" in e.stats:
+                        continue
+                    found.setdefault(str(p.name), []).append(((p.name, ln.name), e))
+    else:
+        rule = "xspace-cpu-thunks"
+        for p in planes:
+            if not str(p.name).startswith("/host:"):
+                continue
+            for k, ln in enumerate(p.lines):
+                for e in ln.events:
+                    if not e.stats.get("hlo_op"):
+                        continue
+                    dev = f"/device:CPU:{e.stats.get('device_ordinal', 0)}"
+                    found.setdefault(dev, []).append(((p.name, k), e))
+    out: dict[str, dict[str, Any]] = {}
+    for dev, evs in found.items():
+        if since_ns is not None:
+            evs = [(ln, e) for ln, e in evs if e.start_ns >= since_ns]
+        if not evs:
+            continue
+        comm_ev = [(ln, e) for ln, e in evs if _is_collective(e)]
+        comm_set = {id(e) for _, e in comm_ev}
+        by_line: dict[Any, list[tuple[float, float]]] = {}
+        for ln, e in comm_ev:
+            by_line.setdefault(ln, []).append((e.start_ns, e.start_ns + e.dur_ns))
+        compute = []
+        for ln, e in evs:
+            if id(e) in comm_set:
+                continue
+            s0, s1 = e.start_ns, e.start_ns + e.dur_ns
+            if any(s0 <= a and b <= s1 for a, b in by_line.get(ln, ())):
+                continue  # a parent (while/call) of a collective on the same thread
+            compute.append((s0 * 1e-9, s1 * 1e-9))
+        out[dev] = {"comm": [(e.start_ns * 1e-9, (e.start_ns + e.dur_ns) * 1e-9)
+                             for _, e in comm_ev],
+                    "compute": compute,
+                    "comm_ops": sorted({str(e.stats.get("hlo_op") or e.name)
+                                        for _, e in comm_ev})}
+    return out, rule
+
+
+def _is_collective(e: Any) -> bool:
+    name = str(e.name)
+    return bool(COMM_KERNEL.search(name) or COLLECTIVE_OP.search(name)
+                or COLLECTIVE_OP.search(str(e.stats.get("hlo_op") or "")))
+
+
+def exposed_from_xspace(planes: Sequence[Any], iterations: int,
+                        since_ns: float | None = None) -> dict[str, Any]:
+    """Exposed communication per iteration (s) of each device of an XSpace trace, and their mean.
+
+    Each device's spans (:func:`spans_from_xspace`) go through
+    :func:`exposed_communication` on that device's own timeline; ``comm``, ``compute``,
+    ``overlapped`` and ``exposed`` are then the means over the devices (a process driving
+    several devices reports them all; on one device the mean is that device),
+    ``hidden_share`` = sum of overlapped / sum of comm.
+
+    Returns:
+        ``{"comm", "compute", "overlapped", "exposed", "hidden_share", "rule", "devices",
+        "n_comm_spans", "comm_ops", "per_device": {device: {...}}, "reason": None}``; where the
+        trace has no device ops or no collective ops, every number is None and ``reason``
+        says which.
+
+    Raises:
+        ValueError: ``iterations < 1``.
+    """
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    spans, rule = spans_from_xspace(planes, since_ns)
+    out: dict[str, Any] = {"comm": None, "compute": None, "overlapped": None, "exposed": None,
+                           "hidden_share": None, "rule": rule, "devices": len(spans),
+                           "n_comm_spans": sum(len(d["comm"]) for d in spans.values()),
+                           "comm_ops": sorted({o for d in spans.values() for o in d["comm_ops"]}),
+                           "per_device": {}, "reason": None}
+    if not spans:
+        out["reason"] = ("the trace has no device op events (no GPU stream kernels, no XLA:CPU "
+                         "thunks with an hlo_op stat)")
+        return out
+    if not out["n_comm_spans"]:
+        out["reason"] = (f"no collective ops (all-reduce, reduce-scatter, all-gather, NCCL "
+                         f"kernels) among the device ops of {len(spans)} device(s)")
+        return out
+    per = {dev: exposed_communication(d["comm"], d["compute"], iterations)
+           for dev, d in sorted(spans.items())}
+    n = len(per)
+    for k in ("comm", "compute", "overlapped", "exposed"):
+        out[k] = math.fsum(v[k] for v in per.values()) / n
+    out["hidden_share"] = out["overlapped"] / out["comm"] if out["comm"] > 0 else 1.0
+    for dev, v in per.items():
+        v["n_comm_spans"] = len(spans[dev]["comm"])
+    out["per_device"] = per
+    return out

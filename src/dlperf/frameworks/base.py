@@ -97,7 +97,13 @@ class Session:
         comm_profile: for data-parallel runs whose framework has a profiler: runs ``k`` more
             iterations under it, after the measured segment (a separate, labelled
             measurement), and returns the exposed-communication numbers of
-            :func:`dlperf.comm.overlap.exposed_communication` in seconds per iteration.
+            :func:`dlperf.comm.overlap.exposed_communication` in seconds per iteration
+            (``comm``, ``compute``, ``overlapped``, ``exposed``, ``hidden_share``,
+            ``profiled_iters``, ``rule``, ``profiled_wall_s_per_iter``,
+            ``exposed_share_of_step``, ``n_comm_spans``, ``note``; JAX adds ``per_device``,
+            ``devices``, ``comm_ops`` and ``reason``: why ``exposed`` is None, if it is).
+            Every process must run the same iterations (their collectives match), whatever
+            its profiler does; the worker records an exception from it as the ``reason``.
     """
 
     step: Callable[[], Any]

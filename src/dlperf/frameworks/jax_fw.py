@@ -61,7 +61,10 @@ state (parameters, BN statistics, optimizer state, dropout key) donated
   initialised replicated, each step takes the global batch sharded over the devices (real
   data: each process feeds its rows of every global batch), and the loss and updated state
   come out replicated. With gradient accumulation each device's micro-batch ``i`` is its own
-  ``i``-th slice.
+  ``i``-th slice. After the measured segment, ``Session.comm_profile`` runs one warm-up and
+  ``k`` steps under ``jax.profiler`` and computes the exposed communication per iteration
+  from the trace's device ops (XLA collectives against the device's other ops;
+  :func:`dlperf.comm.overlap.exposed_from_xspace`).
 """
 
 from __future__ import annotations
@@ -621,13 +624,18 @@ class JaxAdapter:
             if undo_threads is not None:
                 undo_threads()
 
+        comm_profile = None
+        if dist_ctx is not None:
+            def comm_profile(k: int) -> dict[str, Any]:
+                return self._profile_comm(jax, step, holder, k)
+
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
                        on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
                        phase_timer=phase_timer, profile=profile, data_wait=data_wait,
                        nvml_target=(uuid, nvml_index) if gpu else None,
                        count_flops=count_flops, ceiling_backend=ceiling_backend,
-                       dist=dist_ctx)
+                       dist=dist_ctx, comm_profile=comm_profile)
 
     @staticmethod
     def _profile(jax: Any, step: Any, holder: dict[str, Any], hlo_text: str | None, n: int,
@@ -663,6 +671,90 @@ class JaxAdapter:
         files["chrome_trace"] = Path(chrome[0]) if chrome else to_chrome_trace(
             planes, Path(folder) / "trace.json.gz")
         return {"trace": trace, "files": files}
+
+    @staticmethod
+    def _profile_comm(jax: Any, step: Any, holder: dict[str, Any], k: int) -> dict[str, Any]:
+        """Run one warm-up and ``k`` steps under ``jax.profiler`` and return the exposed
+        communication per iteration (s) from the trace's device ops
+        (:func:`dlperf.comm.overlap.exposed_from_xspace`; the same keys as the PyTorch
+        adapter's, plus ``per_device``, ``devices``, ``comm_ops`` and ``reason``).
+
+        Runs after the measured segment. Every process runs the same ``k + 1`` steps whatever
+        happens to its profiler (the steps' collectives must match across processes); a
+        profiler that does not start or stop, or a trace that cannot be read or holds no
+        collective, gives ``exposed: None`` with the ``reason`` instead of an exception. The
+        warm-up step (blocked on) keeps profiler start-up costs out; only device ops that start
+        after the first annotated step's start are counted. Rank 0's numbers are stored.
+        """
+        import shutil
+        import tempfile
+        import time as _time
+
+        from dlperf.breakdown.xspace import STEP_NAME, load_planes, steps_of
+        from dlperf.comm.overlap import exposed_from_xspace
+
+        out: dict[str, Any] = {"comm": None, "compute": None, "overlapped": None,
+                               "exposed": None, "hidden_share": None, "profiled_iters": k,
+                               "rule": None, "profiled_wall_s_per_iter": None,
+                               "exposed_share_of_step": None, "n_comm_spans": 0,
+                               "note": "separate profiled iterations after the measured segment",
+                               "reason": None}
+        folder = tempfile.mkdtemp(prefix="dlperf-jaxcomm-")
+        try:
+            jax.block_until_ready(holder["state"])
+            started = False
+            try:
+                kw: dict[str, Any] = {}
+                if hasattr(jax.profiler, "ProfileOptions"):
+                    opts = jax.profiler.ProfileOptions()
+                    if hasattr(opts, "python_tracer_level"):
+                        opts.python_tracer_level = 0  # Python tracing would slow the host
+                    kw["profiler_options"] = opts
+                jax.profiler.start_trace(folder, **kw)
+                started = True
+            except Exception as e:  # noqa: BLE001 - recorded; the steps still run
+                out["reason"] = f"jax.profiler did not start: {type(e).__name__}: {e}"[:500]
+            try:
+                jax.block_until_ready(step())  # warm-up inside the profiler, not counted
+                t0 = _time.perf_counter()
+                loss = None
+                for i in range(k):
+                    with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=i):
+                        loss = step()
+                jax.block_until_ready((loss, holder["state"]))
+                wall = _time.perf_counter() - t0
+            except BaseException:  # a failed step is the run's failure: leave no trace running
+                if started:
+                    try:
+                        jax.profiler.stop_trace()
+                    except Exception:  # noqa: BLE001
+                        pass
+                raise
+            out["profiled_wall_s_per_iter"] = wall / k
+            if not started:
+                return out
+            try:
+                jax.profiler.stop_trace()
+            except Exception as e:  # noqa: BLE001
+                out["reason"] = f"jax.profiler did not stop: {type(e).__name__}: {e}"[:500]
+                return out
+            try:
+                planes, _ = load_planes(folder, prefer="profiledata")
+                steps = steps_of(planes)
+                since = steps[0][0] if len(steps) == k else None
+                res = exposed_from_xspace(planes, k if since is not None else k + 1, since)
+            except Exception as e:  # noqa: BLE001
+                out["reason"] = f"the trace could not be read: {type(e).__name__}: {e}"[:500]
+                return out
+            out.update(res)
+            if since is None:
+                out["note"] += (f"; {len(steps)} of {k} step annotations found: the warm-up "
+                                f"step's ops are counted too (divided by {k + 1})")
+            if out["exposed"] is not None and wall > 0:
+                out["exposed_share_of_step"] = out["exposed"] / (wall / k)
+            return out
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     @staticmethod
     def _optimizer(optax: Any, o: Any):

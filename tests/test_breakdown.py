@@ -13,7 +13,8 @@ from dlperf.breakdown.torch_trace import from_chrome_trace
 from dlperf.breakdown.trace import TraceData, TraceOp, analyse, attribute, union_length
 from dlperf.breakdown.xla import infer_phases, jax_names, jax_phase, parse_hlo, tf_names, tf_phase
 from dlperf.config import ConfigError, IterationPolicy, RunConfig, SweepConfig, make_run_config
-from dlperf.harness.phases import (CudaPhaseTimer, HostPhaseTimer, PhaseLoopResult,
+from dlperf.harness.phases import (CudaPhaseTimer, HostPhaseTimer, LaggedPhaseTimer,
+                                   PhaseLoopResult,
                                    measure_phases)
 
 # --- attribution -----------------------------------------------------------------------------
@@ -272,6 +273,47 @@ def test_host_phase_timer_exact_with_fake_clock_and_waits():
     assert dev == [{"t_io": 1.0, "t_fbu": 0.75}] * 2
     assert host == [{"t_io": 1.0, "t_fbu": 0.25}] * 2
     assert waited == ["loss0", "loss1"]
+
+
+def test_lagged_phase_timer_overlaps_dispatch_and_reconciles_with_the_fused_step():
+    """Host issues each iteration in 0.25 s (t_io 0.05 + dispatch 0.2), the device needs 1.0 s
+    per iteration: with lag 2 nothing waits at the phase boundaries, so after the pipeline
+    fills every completion interval is the device's 1.0 s (what a fused loop measures),
+    t_io is its host time and t_fbu the rest; a blocking timer would give 1.25 s."""
+    clock = FakeClock()
+    device_free = [0.0]
+    done_at: dict[str, float] = {}
+    waited = []
+
+    def block(h):
+        waited.append(h)
+        clock.t = max(clock.t, done_at[h])
+
+    timer = LaggedPhaseTimer(block=block, lag=2, clock=clock)
+    timer.start()
+    for it in range(6):
+        clock.t += 0.05
+        timer.mark("t_io")
+        clock.t += 0.2  # dispatch; the device starts when it is free and the step is issued
+        device_free[0] = max(device_free[0], clock.t) + 1.0
+        done_at[f"loss{it}"] = device_free[0]
+        timer.mark("t_fbu", handle=f"loss{it}")
+        timer.end_iteration()
+    dev, host = timer.collect()
+    assert waited == [f"loss{i}" for i in range(6)]
+    assert host == [pytest.approx({"t_io": 0.05, "t_fbu": 0.2})] * 6
+    assert dev[0] == pytest.approx({"t_io": 0.05, "t_fbu": 1.2})  # 0.25 issue + 1.0 device
+    for d in dev[1:]:
+        assert d == pytest.approx({"t_io": 0.05, "t_fbu": 0.95})
+        assert math.fsum(d.values()) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        LaggedPhaseTimer(block=block, lag=0)
+
+
+def test_lagged_phase_timer_reason_when_host_phases_set_the_pace():
+    loop = _loop([{"t_io": 0.012, "t_fbu": 0.0}] * 3, timer="lagged_host")
+    bd, warns = bph.summarize(loop, FUSED, device="cuda")
+    assert not bd["reconciled"] and "host phases" in bd["reason"]
 
 
 class FakeEvent:

@@ -56,6 +56,9 @@ def reason(rel: float, *, timer: str, device: str, fused: Mapping[str, Any],
     if med and lo is not None and hi is not None and max(hi - med, med - lo) / med >= abs(rel):
         return (f"within the noise of the fused step (its 95% CI of the median spans "
                 f"{(lo - med) / med:+.1%} / {(hi - med) / med:+.1%})")
+    if timer == "lagged_host" and rel > 0:
+        return ("the host phases (fetching and enqueueing the batch) took longer than the "
+                "device's work on the step, so they set the pace of the phased loop")
     if timer == "host" and device != "cpu" and rel > 0:
         return ("each phase was waited for on the host (this framework has no device events), "
                 "so host dispatch and device work did not overlap as in the fused step")

@@ -23,8 +23,15 @@ Timers (:class:`PhaseTimer`):
   to the device time of the iteration (including any time the device waits for the host
   inside a phase, which is part of that phase's cost).
 * :class:`HostPhaseTimer`: the host clock, after ``block(handle)`` waits for the phase's
-  output (``jax.block_until_ready``; nothing on a synchronous CPU device). A blocking timer
-  serialises host and device at every phase boundary; the reconciliation reports it.
+  output (``tf`` on a GPU; nothing on a synchronous CPU device). A blocking timer serialises
+  host and device at every phase boundary; the reconciliation reports it.
+* :class:`LaggedPhaseTimer`: for a step that is one compiled program after host-side input
+  phases (JAX): nothing waits at the phase boundaries; iterations are timed by their
+  completion, ``lag`` iterations behind the dispatch (as :class:`~dlperf.harness.timers.
+  LaggedSyncTimer` times the fused step), so host dispatch overlaps device work exactly as in
+  the fused loop. The input phases (``t_io``, ``t_h2d``) are their host time (fetching the
+  batch and enqueueing its copy, which then runs on the device beside compute), and the last
+  phase (``t_fbu``) is the rest of the iteration's completion interval.
 
 Both also record the host clock at each mark: ``host`` times per phase are the CPU time spent
 issuing each phase (the dispatch time, without a profiler).
@@ -121,6 +128,80 @@ class HostPhaseTimer:
         # Host time of a phase: from the previous boundary (after its wait) to this mark.
         host = [h[i + 1] - t[i] for i in range(len(t) - 1)]
         return _group(self._labels, dev, self._ends), _group(self._labels, host, self._ends)
+
+
+class LaggedPhaseTimer:
+    """Phases from completion intervals, ``lag`` iterations behind the dispatch (module
+    docstring). Per iteration: every phase but the last is its host time; the last phase is
+    the completion interval less those (at least 0; then the host phases limit the step and
+    the reconciliation reports the excess).
+
+    Args:
+        block: waits until an iteration's output (the handle of its last mark) is computed,
+            e.g. ``jax.block_until_ready``.
+        lag: iterations in flight when the clock is read (>= 1).
+        clock: host clock in seconds (injectable for tests).
+
+    Raises:
+        ValueError: ``lag < 1``.
+    """
+
+    kind = "lagged_host"
+
+    def __init__(self, block: Callable[[Any], Any], lag: int = 2,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if lag < 1:
+            raise ValueError("lag must be >= 1")
+        self._block, self._lag, self._clock = block, lag, clock
+        self._host: list[float] = []  # host time of each mark's phase
+        self._prev = 0.0  # the last boundary on the host (after any wait for a completion)
+        self._labels: list[str] = []
+        self._ends: list[int] = []
+        self._done: list[float] = []
+        self._pending: list[Any] = []
+        self._last: Any = None
+
+    def start(self) -> None:  # noqa: D102
+        t = self._clock()
+        self._host, self._labels, self._ends, self._done = [], [], [], [t]
+        self._prev, self._pending, self._last = t, [], None
+
+    def mark(self, phase: str, handle: Any = None) -> None:  # noqa: D102
+        t = self._clock()
+        self._host.append(t - self._prev)
+        self._prev = t
+        self._labels.append(phase)
+        if handle is not None:
+            self._last = handle
+
+    def end_iteration(self) -> None:  # noqa: D102
+        self._ends.append(len(self._labels))
+        self._pending.append(self._last)
+        self._last = None
+        if len(self._pending) > self._lag:
+            self._wait_oldest()
+            self._prev = self._clock()  # the wait is no phase's host time
+
+    def _wait_oldest(self) -> None:
+        h = self._pending.pop(0)
+        if h is not None:
+            self._block(h)
+        self._done.append(self._clock())
+
+    def collect(self):  # noqa: D102
+        while self._pending:
+            self._wait_oldest()
+        host = _group(self._labels, self._host, self._ends)
+        d = self._done
+        per_iter = []
+        for i, hp in enumerate(host):
+            interval = d[i + 1] - d[i]
+            it = dict(hp)
+            last = self._labels[self._ends[i] - 1] if self._ends[i] > 0 else None
+            if last is not None:
+                it[last] = max(0.0, interval - math.fsum(v for k, v in hp.items() if k != last))
+            per_iter.append(it)
+        return per_iter, host
 
 
 class CudaPhaseTimer:

@@ -150,6 +150,21 @@ def test_launch_command_gives_tensorflow_workers_tf_config(tmp_path):
     assert "--tf-config" not in launch_command(jax, tmp_path / "c.json", tmp_path)
 
 
+def test_a_rank_exception_is_the_failure_message_when_no_rank_died_silently(tmp_path):
+    from dlperf.launch.distributed import _collect
+
+    cfg = make_run_config(model="fcn5_tiny", framework="tensorflow", batch_size=16, nproc=2,
+                          dp_layout="per_device")
+    for rank, err in ((0, ""), (1, "ValueError: destinations can not be empty")):
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(
+            {"status": "crash", "error": err, "worker": {"rank": rank}}))
+    (tmp_path / "launcher.log").write_text("dlperf spawn: rank 1 exited with code 1\n")
+    r = _collect(cfg, tmp_path, 1, False, 60.0, ["spawn"])
+    assert r["status"] == "crash"
+    assert r["error"] == "rank 1: ValueError: destinations can not be empty"
+    assert [p["status"] for p in r["ranks"]] == ["crash", "crash"]
+
+
 # --- the sharded input pipeline (TensorFlow in this process, no strategy) -----------------------
 
 def test_sharded_pipeline_batches_hold_the_samples_of_the_global_batch(data_env):

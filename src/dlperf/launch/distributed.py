@@ -231,13 +231,12 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
     per_rank = [{"rank": rk, "status": r.get("status"), "error": (r.get("error") or "")[:2000]}
                 for rk, r in zip(statuses, results)]
     failed = [p for p in per_rank if p["status"] != "ok"]
-    cause = min(failed, key=lambda p: FAILURE_ORDER.index(p["status"])
-                if p["status"] in FAILURE_ORDER else len(FAILURE_ORDER), default=None)
+    cause = min(failed, key=lambda p: (FAILURE_ORDER.index(p["status"])
+                                       if p["status"] in FAILURE_ORDER else len(FAILURE_ORDER),
+                                       not p["error"]), default=None)
     n_here = cfg.processes_per_node
     silent = n_here - len(results)
-    if cause is not None and (cause["status"] in FAILURE_ORDER[:4]
-                              or (cause["status"] == "crash" and cause["error"])):
-        # a rank's own report (an exception it caught) names the cause best
+    if cause is not None and cause["status"] in FAILURE_ORDER[:4]:
         status = cause["status"]
         msg = f"rank {cause['rank']}: {cause['error']}"
     elif timed_out:
@@ -262,6 +261,9 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
                 per_rank.append({"rank": rk, "status": "crash", "error": err})
                 parts.append(f"rank {rk} {err}")
             msg = "; ".join(parts)
+        elif cause is not None and cause["error"]:
+            # no rank died silently: a rank's own report (an exception it caught) names it
+            msg = f"rank {cause['rank']}: {cause['error']}"
         else:
             why = f"launcher exited with code {rc}" if rc else "no rank wrote a result"
             msg = (f"{why}; {silent} of {n_here} ranks on this node wrote no result: "

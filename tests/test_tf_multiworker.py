@@ -73,21 +73,25 @@ def test_nodes_exchange_addresses_through_node_0_in_node_order():
     common = dict(nnodes=3, coordinator=ep, run_id="run-a", timeout_s=20.0)
     res: dict = {}
     addrs = {k: [f"10.0.0.{k}:{5000 + i}" for i in range(2)] for k in range(3)}
-    # nodes 2 and 1 start before node 0 (they retry); a node of another run is refused
-    threads = [threading.Thread(target=_node, args=(res, k), kwargs={**common,
-                                                                     "addresses": addrs[k]})
-               for k in (2, 1)]
-    stray: dict = {}
-    threads.append(threading.Thread(target=_node, args=(stray, 1), kwargs={
-        **common, "run_id": "run-b", "addresses": ["9.9.9.9:1", "9.9.9.9:2"]}))
-    for t in threads:
+
+    def start(k, out=res, **kw):
+        t = threading.Thread(target=_node, args=(out, k),
+                             kwargs={**common, "addresses": addrs[k], **kw})
         t.start()
-    _node(res, 0, **common, addresses=addrs[0])
+        return t
+
+    threads = [start(2)]  # node 2 starts before node 0: it retries until node 0 listens
+    threads.append(start(0))
+    # a node of another run is refused while node 0 still waits for node 1, and not counted
+    stray: dict = {}
+    start(1, stray, run_id="run-b", addresses=["9.9.9.9:1", "9.9.9.9:2"]).join(timeout=25)
+    assert isinstance(stray[1], RuntimeError) and "another run" in str(stray[1])
+    assert res == {}  # nobody has a cluster yet
+    threads.append(start(1))
     for t in threads:
         t.join(timeout=25)
     want = addrs[0] + addrs[1] + addrs[2]
     assert res == {0: want, 1: want, 2: want}
-    assert isinstance(stray[1], RuntimeError) and "another run" in str(stray[1])
 
 
 def test_a_missing_node_is_a_timeout_naming_it():

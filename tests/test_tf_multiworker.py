@@ -209,14 +209,15 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def one_process_losses():
-    """Losses of fcn5_tiny (graph mode, one device, global batch 16) in this process."""
+    """Losses and FLOPs per step of fcn5_tiny (graph mode, one device, global batch 16) in this
+    process."""
     pytest.importorskip("tensorflow")
     from dlperf.worker import run_config
 
     r = run_config(make_run_config(model="fcn5_tiny", framework="tensorflow", mode="graph",
                                    batch_size=16, iterations=POL, measure_ceilings=False))
     assert r["status"] == "ok", r["error"]
-    return r["losses"]["first"] + r["losses"]["warmup"]
+    return r["losses"]["first"] + r["losses"]["warmup"], r["flops"]["framework_flops_per_step"]
 
 
 def _check_ranks(r: dict, n: int, one: list[float]) -> dict:
@@ -254,11 +255,12 @@ def test_two_worker_processes_train_like_one_process(one_process_losses):
                           batch_size=16, nproc=2, dp_layout="per_device", iterations=POL,
                           measure_ceilings=False, timeout_s=140.0)
     r = run_point(cfg, env={"PYTHONPATH": SRC})
-    d = _check_ranks(r, 2, one_process_losses)
+    d = _check_ranks(r, 2, one_process_losses[0])
     assert d["tf_config"]["task_index"] == 0 and d["local_replicas"] == 1
     assert r["per_device_batch"] == 8 and r["data_info"]["rows"] == "[0, 8) of each global " \
                                                                    "batch of 16"
-    assert r["flops"]["framework_flops_per_step"]  # one replica's step, per-device batch
+    # one replica's step on its per-device batch (8 rows), not the global batch's (16)
+    assert 0 < r["flops"]["framework_flops_per_step"] < one_process_losses[1]
 
 
 @pytest.mark.slow
@@ -284,7 +286,7 @@ def test_two_nodes_of_two_worker_processes_over_loopback(tmp_path, one_process_l
         r = json.loads(row["result_json"])
         r["samples"] = {ph: v["step_time_s"] for ph, v in raw.items()}
         r["losses"] = {ph: v["loss"] for ph, v in raw.items()}
-        d = _check_ranks(r, 4, one_process_losses)
+        d = _check_ranks(r, 4, one_process_losses[0])
         assert sorted(p["node_rank"] for p in d["per_rank"]) == [0, 0, 1, 1]
         assert r["flags"]["mode"] == "eager"
 

@@ -43,17 +43,16 @@ LAYOUTS = ("auto", "nchw", "nhwc")
 KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto"}
 SCALINGS = ("strong", "weak")
 #: How data-parallel replicas map to processes: one process per device (PyTorch DDP, JAX
-#: multi-process) or one process per node driving all its local devices (JAX sharded jit,
-#: TensorFlow MirroredStrategy).
+#: multi-process, TensorFlow MultiWorkerMirroredStrategy with one worker per device) or one
+#: process per node driving all its local devices (JAX sharded jit, TensorFlow
+#: MirroredStrategy on one node / MultiWorkerMirroredStrategy with one worker per node).
 DP_LAYOUT_KINDS = ("per_device", "per_node")
 #: Each framework's own data-parallel engine and its process layouts (first = default).
 DP_LAYOUTS = {"torch": ("per_device",), "jax": ("per_node", "per_device"),
-              "tensorflow": ("per_node",), "fake": ("per_device",)}
+              "tensorflow": ("per_node", "per_device"), "fake": ("per_device",)}
 #: What data parallelism is not built for (checked before anything runs): TensorFlow's XLA mode
-#: under MirroredStrategy (XLA cannot reach mirrored variables on other devices) and TensorFlow
-#: across nodes (MultiWorkerMirroredStrategy is not built yet).
+#: under a tf.distribute strategy (XLA cannot reach mirrored variables on other devices).
 DP_MODES = {"tensorflow": ("eager", "graph")}
-DP_MAX_NODES = {"tensorflow": 1}
 from dlperf.registry import FRAMEWORK_MODES  # noqa: E402 (framework-free table)
 
 
@@ -235,9 +234,15 @@ class RunConfig(BaseModel):
             raise ValueError(f"data parallelism (nproc x nnodes > 1) is not available for "
                              f"{self.framework}/{self.mode}; use mode "
                              f"{' or '.join(DP_MODES[self.framework])}")
-        if self.nnodes > DP_MAX_NODES.get(self.framework, self.nnodes):
-            raise ValueError(f"{self.framework} data parallelism across nodes is not built yet; "
-                             f"use --nnodes {DP_MAX_NODES[self.framework]}")
+        if (self.framework == "tensorflow" and self.device == "cpu" and self.nnodes > 1
+                and self.nproc > 1 and self.dp_layout == "per_node"):
+            # TensorFlow's CollectiveAllReduceExtended gives a worker without GPUs exactly one
+            # device (CPU:0), so a worker cannot drive several logical CPU devices.
+            raise ValueError(f"dp_layout 'per_node' with TensorFlow on the CPU across nodes: "
+                             f"MultiWorkerMirroredStrategy drives one CPU device per worker "
+                             f"process, so --nproc {self.nproc} on each of --nnodes "
+                             f"{self.nnodes} nodes needs one process per device; use "
+                             f"--dp-layout per_device")
         if self.scaling == "strong" and self.batch_size % n:
             raise ValueError(
                 f"batch_size {self.batch_size} is not divisible by the {n} devices "
@@ -403,7 +408,7 @@ def _format_validation(e: ValidationError, where: str = "", flags: bool = False)
                  and repr(inp) not in msg else "")
         if loc == "config":  # a whole-config check: name the field its message starts with
             first = msg.split(" ", 1)[0]
-            if first in ("mode", "layout", "batch_size"):
+            if first in ("mode", "layout", "batch_size", "dp_layout"):
                 loc = f"{CLI_FLAGS[first]} ({first})" if flags and first in CLI_FLAGS else first
             elif "per-device batch" in msg:
                 loc = "--batch-size (batch_size)" if flags else "batch_size"

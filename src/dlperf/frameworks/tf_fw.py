@@ -85,10 +85,17 @@ plus NVML's device view; TensorFlow does not expose its reserved pool, so
 ``peak_reserved_bytes`` is None (NVML ``used`` includes it, plus the CUDA context).
 Versions: tensorflow, keras, and CUDA/cuDNN of the build (``tf.sysconfig.get_build_info()``).
 
-Data parallelism (``--nproc N``, one node): ``tf.distribute.MirroredStrategy`` over N GPUs or
-N logical CPU devices (:mod:`dlperf.frameworks.tf_dist`); the same replica step runs on each
-device with its rows of the global batch, its loss (and a coupled L2 term) divided by N since
-Keras sums the replicas' gradients; the step returns the replicas' summed loss.
+Data parallelism (:mod:`dlperf.frameworks.tf_dist`): ``--nproc N`` on one node is
+``tf.distribute.MirroredStrategy`` over N GPUs or N logical CPU devices in one process;
+``--dp-layout per_device`` (one worker process per device) and ``--nnodes > 1`` are
+``tf.distribute.MultiWorkerMirroredStrategy``, each worker started by dlperf's launcher with
+``TF_CONFIG`` in its environment (RING collectives on the CPU, NCCL on GPUs). The same replica
+step runs on each device with its rows of the global batch, its loss (and a coupled L2 term)
+divided by the replicas in sync since Keras sums the replicas' gradients; the step returns
+the mean loss over this process's rows. A worker draws (synthetic) or keeps (prepared real
+batches) only its rows of each global batch, and a ``tf.data`` pipeline is sharded across the
+workers. Under a strategy there is no phased breakdown (``--breakdown`` records why), the
+trace profiles whole steps, and the FLOP count is the local replicas' step over their number.
 """
 
 from __future__ import annotations
@@ -158,13 +165,19 @@ def import_tf() -> tuple[Any, Any]:
     return tf, keras
 
 
-def _gpu_nvml_target() -> tuple[str | None, int]:
-    """(UUID, index) of TensorFlow's ``GPU:0`` for NVML: the first entry of
-    ``CUDA_VISIBLE_DEVICES`` (a UUID or an index), else index 0."""
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    if first.startswith(("GPU-", "MIG-")):
-        return first, 0
-    return None, int(first) if first.isdigit() else 0
+def _gpu_nvml_target(offset: int = 0) -> tuple[str | None, int]:
+    """(UUID, index) of TensorFlow's ``GPU:0`` for NVML, which is the ``offset``-th GPU the
+    process can see (a multi-worker ``per_device`` worker: its local rank): that entry of
+    ``CUDA_VISIBLE_DEVICES`` (a UUID or an index), else index ``offset``."""
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+               if v.strip()]
+    if len(visible) > offset:
+        entry = visible[offset]
+        if entry.startswith(("GPU-", "MIG-")):
+            return entry, 0
+        if entry.isdigit():
+            return None, int(entry)
+    return None, offset
 
 
 class _NullContext:
@@ -310,18 +323,27 @@ class TensorFlowAdapter:
         tf, keras = import_tf()
         flags: dict[str, Any] = {"mode": cfg.mode}
         flags.update(self.apply_threads(tf, cfg.threads))  # before TensorFlow runs anything
-        strategy, dist_ctx = None, None
+        strategy, dist_ctx, rows, first_replica = None, None, None, 0
+        nvml_offset = 0
         if cfg.distributed:
             from dlperf.frameworks import tf_dist
 
+            # Before anything else runs: devices, then the strategy (a MultiWorkerMirrored-
+            # Strategy must be created before any other TensorFlow op).
             devices, gpu, dev_flags = tf_dist.configure_devices(tf, cfg)
             strategy, dist_ctx = tf_dist.make_strategy(tf, cfg, devices)
             dev = devices[0]
             flags["data_parallel"] = dist_ctx.info
+            if tf_dist.multi_worker(cfg):  # this worker feeds its replicas' rows only
+                rows = tf_dist.worker_rows(cfg, dist_ctx.rank)
+                first_replica = dist_ctx.rank * tf_dist.local_replicas(cfg)
+                nvml_offset = dev_flags.get("first_gpu_index", 0)
         else:
             dev, gpu, dev_flags = self.select_device(tf, cfg.device)
         flags.update(dev_flags)
         n_rep = cfg.world_size
+        # This process's replicas: the loss it returns is the mean over its rows.
+        n_local = n_rep if strategy is None else len(strategy.extended.worker_devices)
         # Model and optimizer variables: mirrored under the strategy, else on the device.
         placement = (strategy.scope if strategy is not None else lambda: tf.device(dev))
         flags.update(self.apply_precision(tf, keras, cfg.precision))
@@ -359,7 +381,8 @@ class TensorFlowAdapter:
             opt.build(tvars)
 
         (next_batch, data_info, first_batch, fetch, to_device, data_wait,
-         close_data) = self._data(tf, cfg, spec, dev, gpu, impl)
+         close_data) = self._data(tf, cfg, spec, dev, gpu, impl, rows=rows,
+                                  on_host=strategy is not None)
         loss_fn = self._loss(tf, spec, impl)
         K = cfg.grad_accum
 
@@ -389,22 +412,27 @@ class TensorFlowAdapter:
         if strategy is not None:
             from dlperf.frameworks.tf_dist import distribute
 
+            scale = n_rep / n_local  # replicas' losses are divided by n_rep: this gives the mean
+
             def step_fn(x, y):
+                # This process's replicas only (no collective for the loss; module docstring).
                 per = strategy.run(train_step, args=(x, y))
-                return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+                local = tf.add_n(strategy.experimental_local_results(per))
+                return local * scale if scale != 1 else local
 
             host_batch = next_batch
             pdb = cfg.per_device_batch
             if cfg.data == "synthetic":  # placed on the replicas' devices once, before timing
-                pool = [distribute(tf, strategy, host_batch(), pdb) for _ in range(SYNTHETIC_POOL)]
+                pool = [distribute(tf, strategy, host_batch(), pdb, first_replica)
+                        for _ in range(SYNTHETIC_POOL)]
                 next_batch = itertools.cycle(pool).__next__
                 first_batch = pool[0]
             else:  # each step copies its rows to each replica's device
 
                 def next_batch():
-                    return distribute(tf, strategy, host_batch(), pdb)
+                    return distribute(tf, strategy, host_batch(), pdb, first_replica)
 
-                first_batch = distribute(tf, strategy, first_batch, pdb)
+                first_batch = distribute(tf, strategy, first_batch, pdb, first_replica)
         traced = cfg.mode in ("graph", "xla")
         fn = tf.function(step_fn, jit_compile=cfg.mode == "xla") if traced else step_fn
         flags["trace_time_s"] = 0.0
@@ -458,6 +486,18 @@ class TensorFlowAdapter:
         def count_flops() -> dict[str, Any]:
             from dlperf.frameworks.tf_probes import count_graph_flops
 
+            if strategy is not None:
+                # The distributed step holds one copy of the replica step per local device
+                # (graph: the function already traced; eager: a trace, never run; every rank
+                # traces the same, so collective keys stay matched): one device's share is
+                # the count over the local replicas (MFU is per device, per-device batch).
+                g = fn if traced else tf.function(step_fn)
+                out = count_graph_flops(tf, g.get_concrete_function(*first_batch))
+                if out["flops_per_step"]:
+                    out["flops_per_step"] /= n_local
+                    out["source"] += (f" (tf.distribute step over {n_local} local replica(s), "
+                                      f"divided by {n_local}; collectives count 0)")
+                return out
             specs = [tf.TensorSpec.from_tensor(t) for t in first_batch]
             # Graph modes: the concrete function already traced (no retrace); eager: a trace of
             # the same Python step, never run.
@@ -517,15 +557,18 @@ class TensorFlowAdapter:
             return HostPhaseTimer(block=_tf_block(tf) if gpu else None)
 
         def profile(n: int, folder):
-            return self._profile(tf, step, phased_step, cfg.mode, fn if cfg.mode == "xla" else None,
-                                 first_batch, model.name, n, folder)
+            # Under a strategy every rank traces the same whole steps (eager too: the phased
+            # step is not data parallel), so the workers' collectives stay matched.
+            return self._profile(tf, step, phased_step if strategy is None else None, cfg.mode,
+                                 fn if cfg.mode == "xla" else None, first_batch, model.name, n,
+                                 folder)
 
         def losses_to_floats(handles: list[Any]) -> list[float]:
             if not handles:
                 return []
             return tf.stack([tf.cast(h, tf.float32) for h in handles]).numpy().tolist()
 
-        uuid, index = _gpu_nvml_target()
+        uuid, index = _gpu_nvml_target(nvml_offset)
 
         def memory() -> dict[str, int | None]:
             m: dict[str, int | None] = {"peak_rss_bytes": _peak_rss_bytes(),
@@ -552,7 +595,7 @@ class TensorFlowAdapter:
             "nccl": None, "cuda_build": bool(build_info.get("is_cuda_build"))}
         if gpu:
             details = tf.config.experimental.get_device_details(
-                tf.config.list_physical_devices("GPU")[0])
+                tf.config.get_visible_devices("GPU")[0])
             versions["device_name"] = details.get("device_name")
             cc = details.get("compute_capability")
             versions["capability"] = ".".join(map(str, cc)) if cc else None
@@ -579,7 +622,9 @@ class TensorFlowAdapter:
 
         return Session(step=step, timer=timer, losses_to_floats=losses_to_floats, memory=memory,
                        versions=versions, flags=flags, data_info=data_info, close=close,
-                       on_phase=on_phase, compile_info=compile_info, phased_step=phased_step,
+                       on_phase=on_phase, compile_info=compile_info,
+                       # the phased step splits one device's step: not under a strategy
+                       phased_step=phased_step if strategy is None else None,
                        phase_timer=phase_timer, profile=profile, data_wait=data_wait,
                        nvml_target=(uuid, index) if gpu else None, count_flops=count_flops,
                        ceiling_backend=ceiling_backend,
@@ -599,7 +644,7 @@ class TensorFlowAdapter:
                                              to_chrome_trace)
 
         trace_me = tf.profiler.experimental.Trace
-        if mode == "eager":
+        if mode == "eager" and phased_step is not None:
             def run():
                 return phased_step(lambda *a, **k: None,
                                    annotate=lambda p: trace_me(PHASE_PREFIX + p))
@@ -674,12 +719,24 @@ class TensorFlowAdapter:
         return loss_fn
 
     @staticmethod
-    def _data(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, gpu: bool, impl: Any):
+    def _data(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, gpu: bool, impl: Any,
+              rows: tuple[int, int] | None = None, on_host: bool = False):
         """Return (next_batch, data_info, first batch, fetch, to_device, data_wait, close):
         ``next_batch()`` gives ``(x, y)``; ``to_device(fetch())`` gives the same in two parts
         (the batch as held, then placed on the run's device), for the breakdown's t_io and
-        t_h2d; ``data_wait`` is the recorder of a pipeline (else None)."""
-        B = cfg.global_batch  # data parallel: split across the replicas by the caller
+        t_h2d; ``data_wait`` is the recorder of a pipeline (else None).
+
+        The batches are global batches (``cfg.global_batch`` rows; data parallel: split across
+        the replicas by the caller), or with ``rows = (lo, hi)`` (a multi-worker process) rows
+        ``[lo, hi)`` of each global batch: synthetic batches are drawn for the global batch and
+        cut (the same samples as one process would train on), prepared real batches are cut
+        on the host, and a ``tf.data`` pipeline is sharded (worker ``i`` of ``W`` takes every
+        ``W``-th sample from ``i``, before decoding, so each global batch holds the same
+        samples as without sharding). ``on_host``: synthetic batches are drawn on the host CPU
+        (the caller places the replicas' rows on their devices), so no device holds a global
+        batch."""
+        B = cfg.global_batch
+        lo, hi = rows if rows is not None else (0, B)
         image = spec.input_kind == "image"
         if cfg.data == "synthetic":
             hook = None
@@ -689,7 +746,7 @@ class TensorFlowAdapter:
                     raise UnavailableError(f"{spec.name}: {impl.__name__} has no "
                                            f"synthetic_batch hook for {spec.input_kind} inputs")
             pool = []
-            with tf.device(dev):
+            with tf.device("/CPU:0" if on_host else dev):
                 for i in range(SYNTHETIC_POOL):
                     sx, sy = (cfg.seed, 2 * i), (cfg.seed, 2 * i + 1)
                     if hook is not None:
@@ -703,10 +760,16 @@ class TensorFlowAdapter:
                         shape = (B, *c_h_w[1:], c_h_w[0]) if image else (B, *c_h_w)
                         x = tf.random.stateless_normal(shape, sx, dtype=tf.float32)
                         y = tf.random.stateless_uniform((B,), sy, 0, spec.num_classes, tf.int64)
+                    if rows is not None:  # this worker's rows only (a copy: the rest is freed)
+                        x, y = tf.identity(x[lo:hi]), tf.identity(y[lo:hi])
                     pool.append((x, y))
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device",
                     "distinct_batches": SYNTHETIC_POOL, "layout": "NHWC" if image else None}
+            if on_host:
+                info["drawn_on"] = "host, then the replicas' rows copied to their devices"
+            if rows is not None:
+                info["rows"] = f"[{lo}, {hi}) of each global batch of {B}"
             return it.__next__, info, pool[0], it.__next__, lambda b: b, None, lambda: None
 
         from dlperf.data import load_dataset, make_batches
@@ -717,7 +780,11 @@ class TensorFlowAdapter:
             from dlperf.data.pipeline import DataWaitRecorder
             from dlperf.frameworks.tf_input import make_dataset
 
-            host_next, pipe, close = make_dataset(tf, cfg, spec, ds)
+            shard = None
+            if rows is not None:
+                shard = (B // (hi - lo), lo // (hi - lo))  # (workers, this worker's index)
+            host_next, pipe, close = make_dataset(tf, cfg, spec, ds, batch=hi - lo,
+                                                  shard=shard)
             first = host_next()  # for tracing; not part of the recorded waits
             rec = DataWaitRecorder()
             info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
@@ -728,6 +795,8 @@ class TensorFlowAdapter:
             nxt = rec.wrap(host_next)  # tf.data places the batches itself: no copy to split off
             return nxt, info, first, nxt, lambda b: b, rec, close
         X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
+        if rows is not None:  # this worker's rows of every global batch
+            X, Y = X[:, lo:hi], Y[:, lo:hi]
         if image:
             X = nchw_to_nhwc(X)  # [nb, B, C, H, W] -> [nb, B, H, W, C], once, on the host
         with tf.device("/CPU:0"):
@@ -736,7 +805,9 @@ class TensorFlowAdapter:
         info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
                 "placement": "host-pageable" if gpu else "host",
                 "distinct_batches": int(X.shape[0]), "layout": "NHWC" if image else None,
+                **({"rows": f"[{lo}, {hi}) of each global batch of {B}"} if rows else {}),
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
+
         def to_device(b):
             # The step function places its inputs on its device; here the copy is explicit so
             # that it is its own phase (an identity on the CPU).

@@ -32,30 +32,42 @@ from dlperf.zoo.spec import ModelSpec
 MIN_OBJECT_COVERED = 0.1
 
 
-def make_dataset(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any
-                 ) -> tuple[Any, dict[str, Any], Any]:
-    """Return ``(next_batch, pipeline_info, close)``; ``next_batch()`` gives host ``(x, y)``."""
+def make_dataset(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, batch: int | None = None,
+                 shard: tuple[int, int] | None = None) -> tuple[Any, dict[str, Any], Any]:
+    """Return ``(next_batch, pipeline_info, close)``; ``next_batch()`` gives host ``(x, y)``.
+
+    ``batch``: rows per batch (default ``cfg.global_batch``). ``shard = (W, i)`` (worker ``i``
+    of ``W`` in a multi-worker run, ``batch`` = its rows): image sets take every ``W``-th sample
+    from ``i`` of the shuffled, repeated stream (``Dataset.shard``, before decoding), so
+    the ``W`` workers' ``j``-th batches hold the samples of the unsharded ``j``-th global batch
+    of ``W * batch``; token batches take rows ``[i batch, (i + 1) batch)`` of each global
+    batch."""
     from dlperf.data import make_batches
     from dlperf.data.dataset import NORMALISATION
     from dlperf.data.imagefolder import CROP_RATIO, CROP_SCALE, IMAGENET_MEAN, IMAGENET_STD
     from dlperf.errors import DataError
 
-    B, workers, seed = cfg.batch_size, cfg.loader_workers or 0, cfg.seed
+    B, workers, seed = batch or cfg.global_batch, cfg.loader_workers or 0, cfg.seed
+    W, index = shard or (1, 0)
     par = tf.data.AUTOTUNE if workers > 0 else None
     with tf.device("/CPU:0"):
         if ds.kind == "tokens":
-            X, Y = make_batches(ds, spec, B)
+            X, Y = make_batches(ds, spec, B * W)
+            if W > 1:
+                X, Y = X[:, index * B:(index + 1) * B], Y[:, index * B:(index + 1) * B]
             d = tf.data.Dataset.from_tensor_slices((X, Y)).repeat()
         else:
             from dlperf.data.batches import _check_fits
 
             _check_fits(ds, spec)
             n = int(ds.x.shape[0])
-            if n < B:
+            if n < B * W:
                 raise DataError(f"data set {ds.name!r} ({ds.path}) has {n} samples, too few for "
-                                f"one batch of {B}: the largest batch size that works is {n}")
+                                f"one batch of {B * W}: the largest batch size that works is {n}")
             d = tf.data.Dataset.from_tensor_slices((ds.x, ds.y)).shuffle(
                 n, seed=seed, reshuffle_each_iteration=True).repeat()
+            if W > 1:  # the same seeded order on every worker: each takes its samples
+                d = d.shard(W, index)
             if ds.kind == "image":
                 mean, std = (np.asarray(v, np.float32) for v in NORMALISATION[ds.name])
                 vector = spec.input_kind != "image"
@@ -99,6 +111,7 @@ def make_dataset(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any
             "map_num_parallel_calls": "AUTOTUNE" if workers > 0 else "sequential",
             "prefetch": "AUTOTUNE" if workers > 0 else None,
             "private_threadpool_size": workers or None, "deterministic": True,
+            "shard": {"workers": W, "index": index} if W > 1 else None,
             "shuffle": "whole data set, reshuffled each pass" if ds.kind != "tokens" else None,
             "augment_impl": ("tf.image (sample_distorted_bounding_box, decode_and_crop_jpeg)"
                              if ds.kind == "imagefolder" else None)}

@@ -7,9 +7,10 @@ PyTorch (one process per device) goes through torchrun::
          --rdzv-id dlperf-<run key>) -m dlperf.launch.rank CONFIG.json OUT_DIR
 
 JAX and TensorFlow multi-process runs go through :mod:`dlperf.launch.spawn` (the same
-environment and failure behaviour, with ``DLPERF_COORDINATOR`` for ``jax.distributed`` /
-``TF_CONFIG``); a run that needs only one process on one node (JAX sharded jit or TensorFlow
-MirroredStrategy over local devices) runs in an ordinary worker process
+environment and failure behaviour, with ``DLPERF_COORDINATOR`` for ``jax.distributed``, and for
+TensorFlow ``--tf-config``: each process gets ``TF_CONFIG`` for ``MultiWorkerMirroredStrategy``,
+see :mod:`dlperf.launch.tf_cluster`); a run that needs only one process on one node (JAX sharded
+jit or TensorFlow MirroredStrategy over local devices) runs in an ordinary worker process
 (:mod:`dlperf.launch.process`).
 
 The launcher only starts processes and gathers (ARCHITECTURE.md habit 2): every rank runs
@@ -77,9 +78,12 @@ def launch_command(cfg: RunConfig, config_path: Path, out_dir: Path, *, node_ran
                     "--rdzv-backend", "c10d", "--rdzv-endpoint",
                     endpoint or f"127.0.0.1:{free_port()}", "--rdzv-id", f"dlperf-{cfg.run_key()}"]
         return cmd + ["-m", "dlperf.launch.rank", str(config_path), str(out_dir)]
-    return [py, "-m", "dlperf.launch.spawn", "--nproc", str(P), "--nnodes", str(cfg.nnodes),
-            "--node-rank", str(node_rank), "--coordinator",
-            endpoint or f"127.0.0.1:{free_port()}", str(config_path), str(out_dir)]
+    cmd = [py, "-m", "dlperf.launch.spawn", "--nproc", str(P), "--nnodes", str(cfg.nnodes),
+           "--node-rank", str(node_rank), "--coordinator", endpoint or f"127.0.0.1:{free_port()}"]
+    if cfg.framework == "tensorflow":  # MultiWorkerMirroredStrategy: TF_CONFIG per process
+        cmd += ["--tf-config", "--run-id", f"dlperf-{cfg.run_key()}",
+                "--timeout", f"{cfg.timeout_s:g}"]
+    return cmd + [str(config_path), str(out_dir)]
 
 
 def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None,
@@ -227,8 +231,9 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
     per_rank = [{"rank": rk, "status": r.get("status"), "error": (r.get("error") or "")[:2000]}
                 for rk, r in zip(statuses, results)]
     failed = [p for p in per_rank if p["status"] != "ok"]
-    cause = min(failed, key=lambda p: FAILURE_ORDER.index(p["status"])
-                if p["status"] in FAILURE_ORDER else len(FAILURE_ORDER), default=None)
+    cause = min(failed, key=lambda p: (FAILURE_ORDER.index(p["status"])
+                                       if p["status"] in FAILURE_ORDER else len(FAILURE_ORDER),
+                                       not p["error"]), default=None)
     n_here = cfg.processes_per_node
     silent = n_here - len(results)
     if cause is not None and cause["status"] in FAILURE_ORDER[:4]:
@@ -256,6 +261,9 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
                 per_rank.append({"rank": rk, "status": "crash", "error": err})
                 parts.append(f"rank {rk} {err}")
             msg = "; ".join(parts)
+        elif cause is not None and cause["error"]:
+            # no rank died silently: a rank's own report (an exception it caught) names it
+            msg = f"rank {cause['rank']}: {cause['error']}"
         else:
             why = f"launcher exited with code {rc}" if rc else "no rank wrote a result"
             msg = (f"{why}; {silent} of {n_here} ranks on this node wrote no result: "

@@ -198,3 +198,20 @@ def test_jax_cuda_breakdown_split(tmp_path):
     assert abs(r["breakdown"]["rel_diff"]) <= 0.03, r["breakdown"]["reason"]
     per = r["breakdown"]["split"]["per_iter_s"]
     assert per["t_b"] > per["t_f"] > 0
+
+
+def test_jax_gpu_breakdown_turns_command_buffers_off(monkeypatch):
+    """A GPU breakdown run appends --xla_gpu_enable_command_buffer= to XLA_FLAGS before the
+    backend starts (the trace's kernels then carry their HLO ops); a user's own setting wins;
+    a started backend is said so."""
+    from dlperf.frameworks import jax_fw
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_foo=1")
+    assert jax_fw._command_buffers_off_for_breakdown(False).startswith("off")
+    import os
+
+    assert os.environ["XLA_FLAGS"] == "--xla_foo=1 --xla_gpu_enable_command_buffer="
+    assert jax_fw._command_buffers_off_for_breakdown(False) == "as set in XLA_FLAGS by the user"
+    monkeypatch.delenv("XLA_FLAGS")
+    assert jax_fw._command_buffers_off_for_breakdown(True).startswith("on")
+    assert "XLA_FLAGS" not in os.environ

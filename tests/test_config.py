@@ -108,3 +108,17 @@ def test_layout_choices_and_framework_rule():
         RunConfig(model="resnet50_tiny", batch_size=2, framework="jax", layout="nchw")
     assert RunConfig(model="resnet50_tiny", batch_size=2, framework="jax",
                      layout="nhwc").layout == "nhwc"
+
+
+def test_ddp_broadcast_buffers_enters_the_run_key_only_when_off():
+    """Keys of DDP points stored before the option existed stay valid (default on)."""
+    from dlperf.config import DDPOptions
+
+    assert DDPOptions().key_dict() == {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False,
+                                       "static_graph": False, "find_unused_parameters": False}
+    on = make_run_config(model="fcn5_tiny", batch_size=8, nproc=2)
+    off = make_run_config(model="fcn5_tiny", batch_size=8, nproc=2,
+                          ddp={"broadcast_buffers": False})
+    assert on.run_key() != off.run_key()
+    assert on.run_key() == make_run_config(model="fcn5_tiny", batch_size=8, nproc=2,
+                                           ddp={"broadcast_buffers": True}).run_key()

@@ -55,7 +55,7 @@ def test_two_process_ddp_run_is_one_stored_result_with_both_ranks(tmp_path):
     db = tmp_path / "r.db"
     p = _dlperf("run", "--model", "fcn5_tiny", "--batch-size", "16", "--nproc", "2",
                 "--device", "cpu", "--bucket-cap-mb", "1", "--comm-profile-iters", "2",
-                "--db", str(db), *FAST)
+                "--no-broadcast-buffers", "--db", str(db), *FAST)
     out, _ = p.communicate(timeout=140)
     assert p.returncode == 0, out[-3000:]
     with ResultStore(db) as s:
@@ -69,7 +69,8 @@ def test_two_process_ddp_run_is_one_stored_result_with_both_ranks(tmp_path):
     d = r["dist"]
     assert d["backend"] == "ddp/gloo" and d["processes"] == 2 and d["scaling"] == "strong"
     assert d["ddp"] == {"bucket_cap_mb": 1.0, "gradient_as_bucket_view": False,
-                        "static_graph": False, "find_unused_parameters": False}
+                        "static_graph": False, "find_unused_parameters": False,
+                        "broadcast_buffers": False}
     assert [pr["rank"] for pr in d["per_rank"]] == [0, 1]
     m0, m1 = raw["rank0:measure"]["step_time_s"], raw["rank1:measure"]["step_time_s"]
     assert len(m0) == len(m1) == len(raw["measure"]["step_time_s"]) == row["n_measured"] >= 6

@@ -296,3 +296,18 @@ def test_ratio_of_medians_ci_and_mode_comparison():
     fw = framework_ratios(rows, samples.__getitem__)
     assert {c["other"] for c in fw} == {"jax/xla"}
     assert "2.000 [" in markdown(fw)
+
+
+def test_torch_rows_show_the_applied_layout():
+    """Rows that differ only in layout (NCHW vs channels_last) tell apart in tables."""
+    import json
+
+    from dlperf.report.tables import row_cells
+
+    base = {"model": "resnet50", "framework": "torch", "mode": "eager", "batch_size": 8}
+    cl = row_cells({**base, "result_json": json.dumps({"flags": {"layout": "NHWC"}})})
+    assert cl[1] == "torch/eager NHWC"
+    assert row_cells({**base, "result_json": json.dumps({"flags": {"layout": None}})})[1] == \
+        "torch/eager"
+    assert row_cells({**base, "framework": "jax", "mode": "xla",
+                      "result_json": json.dumps({"flags": {"layout": "NHWC"}})})[1] == "jax/xla"

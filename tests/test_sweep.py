@@ -89,3 +89,24 @@ def test_orphaned_worker_exits_when_its_parent_dies(tmp_path):
                         "1"], env={**os.environ, **FAKE_ENV, "DLPERF_FAKE_FAIL": "512=hang"},
                        timeout=30)
     assert p.returncode == 3
+
+
+def test_shards_split_a_sweep_into_disjoint_parts_sharing_one_db(tmp_path):
+    """--shard 0/2 and 1/2 run every other point each, side by side into one db; together they
+    are the whole grid, once; a bad --shard is refused before anything runs."""
+    sw = write_sweep(tmp_path / "s.yaml", [1, 2, 3, 4, 5])
+    db = tmp_path / "s.db"
+    procs = [subprocess.Popen([sys.executable, "-m", "dlperf", "sweep", str(sw), "--db", str(db),
+                               "--shard", f"{k}/2"], env={**os.environ, **FAKE_ENV},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for k in (0, 1)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    rows = statuses(db)
+    assert sorted(b for b, st, _ in rows) == [1, 2, 3, 4, 5]
+    assert all(st == "ok" for _, st, _ in rows)
+    dry = dlperf("sweep", str(sw), "--dry-run", "--shard", "1/2")
+    assert dry.returncode == 0 and "2 points" in dry.stdout and "b=2" in dry.stdout
+    bad = dlperf("sweep", str(sw), "--db", str(tmp_path / "x.db"), "--shard", "2/2")
+    assert bad.returncode == 2 and "--shard '2/2'" in bad.stderr + bad.stdout
+    assert not (tmp_path / "x.db").exists()

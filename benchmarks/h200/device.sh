@@ -137,8 +137,10 @@ for part in "$@"; do
       cp "$R2/scaling.db" "$R2/convergence.db" "$R2/scaling.md" "$R2/convergence.md" "$OUT/"
       ;;
     frameworks)
+      # FRAMEWORKS_SHARD=K/N: this chain's share of the grid (parallel.sh, one per GPU)
       budget "${FRAMEWORKS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/frameworks.yaml \
-        --db "$R/frameworks.db" 2>&1 | grep -v '^\s*$' | tail -60
+        --db "$R/frameworks.db" ${FRAMEWORKS_SHARD:+--shard "$FRAMEWORKS_SHARD"} 2>&1 \
+        | grep -v '^\s*$' | tail -60
       cp "$R/frameworks.db" "$OUT/"
       ;;
     cpu_threads)  # issue 3: the host's 16 cores, 1..16 threads, torch and jax

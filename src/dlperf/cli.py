@@ -121,6 +121,7 @@ def run(
     gradient_as_bucket_view: Annotated[bool, typer.Option("--gradient-as-bucket-view", help="PyTorch DDP option.")] = False,
     static_graph: Annotated[bool, typer.Option("--static-graph", help="PyTorch DDP option.")] = False,
     find_unused_parameters: Annotated[bool, typer.Option("--find-unused-parameters", help="PyTorch DDP option.")] = False,
+    broadcast_buffers: Annotated[bool, typer.Option("--broadcast-buffers/--no-broadcast-buffers", help="PyTorch DDP: broadcast rank 0's buffers (BatchNorm statistics) at every forward (PyTorch's default).")] = True,
     comm_profile_iters: Annotated[int, typer.Option(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = 5,
     target_loss: Annotated[Optional[float], typer.Option(help="Report the training time until the smoothed loss reaches this value (convergence).")] = None,
     emit_slurm: Annotated[Optional[Path], typer.Option(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None,
@@ -181,7 +182,8 @@ def run(
                                         ddp={"bucket_cap_mb": bucket_cap_mb,
                                              "gradient_as_bucket_view": gradient_as_bucket_view,
                                              "static_graph": static_graph,
-                                             "find_unused_parameters": find_unused_parameters},
+                                             "find_unused_parameters": find_unused_parameters,
+                                             "broadcast_buffers": broadcast_buffers},
                                         comm_profile_iters=comm_profile_iters,
                                         target_loss=target_loss))
         if emit_slurm is not None:
@@ -258,14 +260,18 @@ def sweep(
     report: Annotated[Optional[str], typer.Option(help="Also write a report to this folder.")] = None,
     node_rank: Annotated[int, typer.Option(help="Multi-node points: this node's index (node k > 0 stores in DB.node<k>.db).", min=0)] = 0,
     rdzv_endpoint: Annotated[Optional[str], typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
+    shard: Annotated[Optional[str], typer.Option(help="K/N: run only every N-th point from the K-th (0-based), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
 ) -> None:
     """Run a grid from a YAML file; resumable: finished points are skipped."""
     def body():
         from dlperf.config import load_sweep
 
         _check_out_dir(report, "--report")
+        k_n = _parse_shard(shard) if shard is not None else None
         cfg = load_sweep(file)
         points = cfg.expand()
+        if k_n is not None:
+            points = points[k_n[0]::k_n[1]]
         if dry_run:
             for p in points:
                 out.print(f"{p.run_key()}  {p.label()}", highlight=False)
@@ -287,6 +293,23 @@ def sweep(
                  runner=lambda c: run_point(c, node_rank=node_rank, endpoint=rdzv_endpoint))
 
     _guard(body)
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> ``(K, N)`` with ``0 <= K < N``.
+
+    Raises:
+        ConfigError: anything else, naming the value and the form expected.
+    """
+    k, sep, n = text.partition("/")
+    try:
+        ki, ni = int(k), int(n)
+    except ValueError:
+        ki, ni = -1, 0
+    if not sep or not 0 <= ki < ni:
+        raise ConfigError(f"--shard {text!r}: give K/N with 0 <= K < N, e.g. --shard 0/2 and "
+                          "--shard 1/2 for two sweeps side by side")
+    return ki, ni
 
 
 @app.command("list")

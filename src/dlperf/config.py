@@ -90,8 +90,9 @@ class IterationPolicy(BaseModel):
 
 class DDPOptions(BaseModel):
     """``torch.nn.parallel.DistributedDataParallel`` options (MEASUREMENT.md rule 6: recorded and
-    settable). Defaults are PyTorch's own (``bucket_cap_mb=25``, the rest off); see the
-    PyTorch DDP documentation for what each changes."""
+    settable). Defaults are PyTorch's own (``bucket_cap_mb=25``, ``broadcast_buffers`` on: rank
+    0's buffers, e.g. BatchNorm running statistics, are broadcast at every forward; the rest
+    off); see the PyTorch DDP documentation for what each changes."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -99,6 +100,15 @@ class DDPOptions(BaseModel):
     gradient_as_bucket_view: bool = False
     static_graph: bool = False
     find_unused_parameters: bool = False
+    broadcast_buffers: bool = True
+
+    def key_dict(self) -> dict[str, Any]:
+        """The options for a run key: fields added after the first results count only when
+        not at their default (``broadcast_buffers``), so older keys stay valid."""
+        d = self.model_dump()
+        if d["broadcast_buffers"]:
+            del d["broadcast_buffers"]
+        return d
 
 
 class RunConfig(BaseModel):
@@ -313,7 +323,7 @@ class RunConfig(BaseModel):
         if self.distributed:
             d.update(nproc=self.nproc, nnodes=self.nnodes, dp_layout=self.dp_layout)
             if self.framework in ("torch", "fake"):
-                d["ddp"] = self.ddp.model_dump()
+                d["ddp"] = self.ddp.key_dict()
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

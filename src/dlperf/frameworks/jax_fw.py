@@ -125,6 +125,27 @@ def _peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+#: XLA flag that turns GPU command buffers (CUDA graphs of several thunks) off: kernels run
+#: inside a command buffer carry no HLO op in the profiler trace, so a JAX breakdown could not
+#: tell forward, backward and update apart (openxla/xprof issues #3070, #2544; seen on the H200:
+#: "no HLO metadata matched the trace's ops" for lstm and transformer).
+NO_COMMAND_BUFFERS = "--xla_gpu_enable_command_buffer="
+
+
+def _command_buffers_off_for_breakdown(started: bool) -> str:
+    """For a ``--breakdown`` run on a GPU: append :data:`NO_COMMAND_BUFFERS` to ``XLA_FLAGS``
+    before the backend starts (read then), unless the user set the flag; returns what happened,
+    for the result's flags. The whole breakdown run (its fused step too) runs without command
+    buffers: a separate, labelled measurement, as the breakdown is."""
+    cur = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_enable_command_buffer" in cur:
+        return "as set in XLA_FLAGS by the user"
+    if started:
+        return "on (the XLA backend had started; the trace may not attribute ops to phases)"
+    os.environ["XLA_FLAGS"] = f"{cur} {NO_COMMAND_BUFFERS}".strip()
+    return "off (--breakdown: kernels in command buffers have no HLO op in the trace)"
+
+
 def _backend_started() -> bool:
     """True if this process has already created its XLA backends (then platform, thread-pool
     and XLA_FLAGS settings can no longer take effect)."""
@@ -279,6 +300,8 @@ class JaxAdapter:
             # context, cuDNN/cuBLAS workspaces and NCCL). Read when the GPU backend starts.
             os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEM_FRACTION
             flags["gpu_mem_fraction_set_by_dlperf"] = True
+        if cfg.breakdown and cfg.device == "cuda":
+            flags["command_buffers"] = _command_buffers_off_for_breakdown(started)
         if not started and cfg.device == "cpu":
             # Only the CPU backend: a GPU build of jaxlib would otherwise start (and by default
             # pre-allocate 75% of) every GPU although this run does not use them.

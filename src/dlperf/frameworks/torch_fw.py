@@ -174,7 +174,8 @@ class TorchAdapter:
                 bucket_cap_mb=o_ddp.bucket_cap_mb,
                 gradient_as_bucket_view=o_ddp.gradient_as_bucket_view,
                 static_graph=o_ddp.static_graph,
-                find_unused_parameters=o_ddp.find_unused_parameters)
+                find_unused_parameters=o_ddp.find_unused_parameters,
+                broadcast_buffers=o_ddp.broadcast_buffers)
             model = ddp
             flags["ddp"] = o_ddp.model_dump()
             flags["per_device_batch"] = cfg.per_device_batch

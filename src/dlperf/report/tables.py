@@ -25,6 +25,8 @@ and run_key so that the order is total and deterministic.
 
 from __future__ import annotations
 
+import json
+
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -186,11 +188,27 @@ def _text(v: Any) -> str:
     return DASH if v is None or v == "" else str(v)
 
 
+def _layout(row: Mapping[str, Any]) -> str | None:
+    """The image layout a PyTorch run applied (``NCHW``/``NHWC``, from the stored flags), so
+    that rows differing only in layout tell apart; None for other frameworks (always NHWC)
+    and for models without 4-D activations."""
+    if row.get("framework") != "torch" or not row.get("result_json"):
+        return None
+    try:
+        flags = json.loads(row["result_json"]).get("flags") or {}
+    except (TypeError, ValueError):
+        return None
+    return flags.get("layout") if isinstance(flags, dict) else None
+
+
 def row_cells(row: Mapping[str, Any]) -> list[str]:
     """The formatted cells of one row, in :data:`COLUMNS` order (plain text, unescaped)."""
     fw = _text(row.get("framework"))
     if row.get("mode"):
         fw += f"/{row['mode']}"
+    layout = _layout(row)
+    if layout:
+        fw += f" {layout}"
     device = _text(row.get("device_name") or row.get("device"))
     if row.get("device_name") and row.get("device") and row["device"] != row["device_name"]:
         device = f"{row['device']} ({row['device_name']})"

@@ -88,13 +88,22 @@ def test_two_gloo_processes_end_to_end(tmp_path):
 
 def test_cli_allreduce_two_gloo_processes(tmp_path):
     out = tmp_path / "ar.json"
+    db = tmp_path / "r.db"
     r = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--nproc", "2", "--max-bytes",
-                        "1K", "--iters", "3", "--warmup", "1", "--json", str(out)],
+                        "1K", "--iters", "3", "--warmup", "1", "--json", str(out), "--db", str(db)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
     assert [x["size_bytes"] for x in rows] == [8 * 2**i for i in range(8)]
     assert all(x["correct"] for x in rows)
+    # stored like other results, and shown by dlperf results --compare allreduce
+    shown = subprocess.run([sys.executable, "-m", "dlperf", "results", "--db", str(db),
+                            "--compare", "allreduce", "-f", "json"],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    stored = json.loads(shown.stdout)
+    assert [x["size_bytes"] for x in stored] == [x["size_bytes"] for x in rows]
+    assert [x["time_s"] for x in stored] == [x["time_s"] for x in rows]
     bad = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--max-bytes", "lots"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--max-bytes" in bad.stderr

@@ -119,6 +119,28 @@ def test_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
         assert rows[0]["world_size"] is None and rows[0]["per_device_batch"] is None
         s.add(fake_result())
         assert len(s.rows()) == 2
+        assert s.collectives() == []  # the table added by version 7 exists
+
+
+def _allreduce_report(times=(2e-5, 4e-5)):
+    return {"benchmark": "allreduce", "backend": "gloo", "nranks": 2, "dtype": "float32",
+            "framework": {"device_name": None}, "env": {"git": {"sha": "abc"}},
+            "rows": [{"size_bytes": 8 * 4**i, "count": 2 * 4**i, "time_s": t,
+                      "algbw_GBps": 8 * 4**i / t / 1e9, "busbw_GBps": 8 * 4**i / t / 1e9,
+                      "imbalance": 1.01, "wrong": 0} for i, t in enumerate(times)]}
+
+
+def test_collectives_are_stored_once_per_run_and_read_back(tmp_path):
+    with ResultStore(tmp_path / "c.db") as s:
+        rid = s.add_collectives(_allreduce_report(), "2026-11-30T00:00:00+00:00")
+        assert s.add_collectives(_allreduce_report(), "later") == rid  # not stored twice
+        other = s.add_collectives(_allreduce_report((3e-5, 5e-5)), "later")
+        rows = s.collectives()
+    assert other != rid and len(rows) == 4
+    assert [r["size_bytes"] for r in rows[:2]] == [8, 32]
+    assert rows[1]["busbw_gbps"] == pytest.approx(32 / 4e-5 / 1e9) and rows[0]["git_sha"] == "abc"
+    with ResultStore(tmp_path / "c.db") as s, pytest.raises(ConfigError, match="not an all-reduce"):
+        s.add_collectives({"rows": [{"size_bytes": 8}]}, "x")
 
 
 def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path):

@@ -379,7 +379,7 @@ def results(
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts).")] = None,
+    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts), 'allreduce' (stored all-reduce sweeps: time, algbw, busbw per message size).")] = None,
     op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes.")] = False,
     target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
 ) -> None:
@@ -406,10 +406,13 @@ def results(
             if compare is not None:
                 from dlperf.report import compare as cmp
 
-                kinds = ("modes", "frameworks", "data", "scaling", "convergence")
+                kinds = ("modes", "frameworks", "data", "scaling", "convergence", "allreduce")
                 if compare not in kinds:
                     raise unknown_choice("comparison", compare, kinds)
-                if compare == "scaling":
+                if compare == "allreduce":
+                    comps = store.collectives()
+                    md = cmp.collectives_markdown
+                elif compare == "scaling":
                     from dlperf.report.scaling import scaling_markdown
                     from dlperf.scaling import scaling_points
 
@@ -640,15 +643,25 @@ def allreduce(
     iters: Annotated[int, typer.Option(help="Timed all-reduces per size.", min=1)] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed all-reduces per size.", min=0)] = 5,
     output: Annotated[Optional[Path], typer.Option("--json", help="Write rows and environment here.")] = None,
+    db: Annotated[Optional[str], typer.Option(help="Also store the rows in this results file (see: dlperf results --compare allreduce).")] = None,
+    from_json: Annotated[Optional[Path], typer.Option(help="Store the rows of an earlier --json file in --db instead of running.")] = None,
 ) -> None:
     """All-reduce bandwidth (algbw/busbw) over message sizes, in the manner of nccl-tests."""
     def body():
         import os
         import socket
         import subprocess
+        import tempfile
 
         from dlperf.comm.allreduce import parse_size
 
+        if db is not None:
+            _check_db(db, must_exist=False)
+        if from_json is not None:
+            if db is None:
+                raise ConfigError("--from-json stores an earlier run: give --db too")
+            _store_collectives(from_json, db)
+            return
         for flag, v in (("--min-bytes", min_bytes), ("--max-bytes", max_bytes)):
             try:
                 parse_size(v)
@@ -661,13 +674,45 @@ def allreduce(
                "--master-addr", "127.0.0.1", "--master-port", str(port), "-m",
                "dlperf.comm.allreduce", "--min-bytes", min_bytes, "--max-bytes", max_bytes,
                "--iters", str(iters), "--warmup", str(warmup)]
-        if output:
-            cmd += ["--json", str(output)]
+        tmp = None
+        json_out = output
+        if json_out is None and db is not None:  # the rows travel through a temporary file
+            tmp = tempfile.NamedTemporaryFile(suffix=".json", delete=False)
+            tmp.close()
+            json_out = Path(tmp.name)
+        if json_out:
+            cmd += ["--json", str(json_out)]
         env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                "NVSHMEM_DISABLE_NVLS": "1", **os.environ}
-        raise typer.Exit(subprocess.run(cmd, env=env).returncode)
+        try:
+            rc = subprocess.run(cmd, env=env).returncode
+            if rc == 0 and db is not None:
+                _store_collectives(json_out, db)
+        finally:
+            if tmp is not None:
+                Path(tmp.name).unlink(missing_ok=True)
+        raise typer.Exit(rc)
 
     _guard(body)
+
+
+def _store_collectives(path: Path, db: str) -> None:
+    """Store the all-reduce JSON at ``path`` in ``db``; ConfigError if it is no such file."""
+    from datetime import datetime, timezone
+
+    from dlperf.results.store import ResultStore
+
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{str(path)!r} is not a readable all-reduce JSON file ({e})") from None
+    if not isinstance(report, dict):
+        raise ConfigError(f"{str(path)!r} is not an all-reduce report (a JSON object)")
+    created = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(
+        timespec="seconds")
+    with ResultStore(db) as store:
+        run_id = store.add_collectives(report, created)
+    err.print(f"stored {len(report['rows'])} all-reduce sizes (run {run_id}) in {db}")
 
 
 data_app = typer.Typer(no_args_is_help=True, help="Data helpers (a synthetic ImageFolder of JPEGs).")

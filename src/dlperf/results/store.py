@@ -25,6 +25,7 @@ every earlier result intact and no half-written one. The store never imports a f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sqlite3
@@ -33,7 +34,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -55,6 +56,21 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     # the target loss (s). Rows from before have NULL here: one device.
     6: {"world_size": "INTEGER", "nnodes": "INTEGER", "per_device_batch": "INTEGER",
         "rank_imbalance": "REAL", "exposed_comm_s": "REAL", "time_to_target_s": "REAL"},
+    # All-reduce sweeps (issue 5) have a table of their own: COLLECTIVES_SQL.
+    7: {},
+}
+
+#: Tables added by a schema version (created for new files and by the migration).
+#: ``collectives``: one row per message size of a collective benchmark run (dlperf.comm.
+#: allreduce): time (s, the slowest rank's mean per call), algbw/busbw (GB/s, nccl-tests'
+#: definitions), imbalance, wrong elements; ``run_id`` groups the rows of one run, and
+#: ``run_json`` holds that run's settings and environment.
+TABLES_ADDED: dict[int, str] = {
+    7: ("CREATE TABLE IF NOT EXISTS collectives (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "run_id TEXT NOT NULL, created_at TEXT, benchmark TEXT NOT NULL, backend TEXT, "
+        "nranks INTEGER, dtype TEXT, size_bytes INTEGER, count INTEGER, time_s REAL, "
+        "algbw_gbps REAL, busbw_gbps REAL, imbalance REAL, wrong INTEGER, device_name TEXT, "
+        "git_sha TEXT, run_json TEXT)"),
 }
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
@@ -185,6 +201,8 @@ class ResultStore:
                            "results(id) ON DELETE CASCADE, phase TEXT NOT NULL, idx INTEGER NOT "
                            "NULL, step_time_s REAL, loss REAL, PRIMARY KEY (result_id, phase, idx))")
                 db.execute("CREATE TABLE sweeps (name TEXT, created_at TEXT, config_json TEXT)")
+                for sql in TABLES_ADDED.values():
+                    db.execute(sql)
                 from dlperf import __version__
                 db.executemany("INSERT INTO meta VALUES (?, ?)",
                                [("schema_version", str(SCHEMA_VERSION)), ("created_by", __version__)])
@@ -195,6 +213,8 @@ class ResultStore:
                 for v in range(int(row[0]) + 1, SCHEMA_VERSION + 1):
                     for col, typ in MIGRATIONS[v].items():
                         db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
+                    if v in TABLES_ADDED:
+                        db.execute(TABLES_ADDED[v])
                     db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(v),))
 
     def transaction(self):
@@ -234,6 +254,48 @@ class ResultStore:
                     recs.append((rid, phase, i, t, ls[i] if i < len(ls) else None))
             self._db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", recs)
         return rid
+
+    def add_collectives(self, report: dict[str, Any], created_at: str) -> str:
+        """Store one collective benchmark run (the JSON of ``dlperf.comm.allreduce``: its
+        ``rows`` one per message size, with ``size_bytes``, ``count``, ``time_s``,
+        ``algbw_GBps``, ``busbw_GBps``, ``imbalance``, ``wrong``) in one transaction; return the
+        run id (16 hex digits of the run's content; a run stored before is not stored again).
+
+        Raises:
+            ConfigError: the report has no rows, or a row lacks ``size_bytes``/``time_s``.
+        """
+        rows = report.get("rows") or []
+        if not rows or any("size_bytes" not in r or "time_s" not in r for r in rows):
+            raise ConfigError("not an all-reduce report: it needs 'rows' with 'size_bytes' and "
+                              "'time_s' (the JSON that dlperf allreduce --json writes)")
+        meta = {k: v for k, v in report.items() if k != "rows"}
+        blob = json.dumps(report, sort_keys=True, default=str)
+        run_id = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        fw = report.get("framework") or {}
+        git = ((report.get("env") or {}).get("git") or {})
+        sha = git.get("sha") if isinstance(git, dict) else None
+        with self.transaction():
+            if self._db.execute("SELECT 1 FROM collectives WHERE run_id=? LIMIT 1",
+                                (run_id,)).fetchone():
+                return run_id  # the same run stored before: nothing twice
+            self._db.executemany(
+                "INSERT INTO collectives (run_id, created_at, benchmark, backend, nranks, dtype, "
+                "size_bytes, count, time_s, algbw_gbps, busbw_gbps, imbalance, wrong, device_name,"
+                " git_sha, run_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, created_at, report.get("benchmark", "allreduce"), report.get("backend"),
+                  r.get("nranks", report.get("nranks")), r.get("dtype", report.get("dtype")),
+                  r["size_bytes"], r.get("count"), r["time_s"], r.get("algbw_GBps"),
+                  r.get("busbw_GBps"), r.get("imbalance"), r.get("wrong"),
+                  fw.get("device_name"), sha, json.dumps(meta, default=str)) for r in rows])
+        return run_id
+
+    def collectives(self) -> list[dict[str, Any]]:
+        """Every stored collective benchmark row (without ``run_json``), oldest run first."""
+        cur = self._db.execute(
+            "SELECT id, run_id, created_at, benchmark, backend, nranks, dtype, size_bytes, count,"
+            " time_s, algbw_gbps, busbw_gbps, imbalance, wrong, device_name, git_sha "
+            "FROM collectives ORDER BY id")
+        return [dict(r) for r in cur.fetchall()]
 
     def add_sweep(self, name: str, config: dict[str, Any], created_at: str) -> None:
         """Record that sweep ``name`` (with its full config) wrote into this store."""

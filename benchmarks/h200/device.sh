@@ -120,7 +120,8 @@ for part in "$@"; do
       n=$(nvidia-smi -L | wc -l); R2=benchmarks/results/h200x$n; mkdir -p "$R2"
       python3 -m torch.distributed.run --nproc-per-node "$n" -m dlperf.comm.allreduce \
         --min-bytes 8 --max-bytes 1G --iters 20 --warmup 5 --json "$R2/allreduce.json"
-      cp "$R2/allreduce.json" "$OUT/"
+      python3 -m dlperf allreduce --from-json "$R2/allreduce.json" --db "$R2/allreduce.db"
+      cp "$R2/allreduce.json" "$R2/allreduce.db" "$OUT/"
       ;;
     scaling)  # issue 5, on nvidia-h200-x2: resumable sweeps; call again to continue
       export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -104,6 +104,10 @@ def test_cli_allreduce_two_gloo_processes(tmp_path):
     stored = json.loads(shown.stdout)
     assert [x["size_bytes"] for x in stored] == [x["size_bytes"] for x in rows]
     assert [x["time_s"] for x in stored] == [x["time_s"] for x in rows]
+    rep = subprocess.run([sys.executable, "-m", "dlperf", "report", "--db", str(db), "-o",
+                          str(tmp_path / "rep")], capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    assert "## All-reduce" in (tmp_path / "rep" / "report.md").read_text()
     bad = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--max-bytes", "lots"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--max-bytes" in bad.stderr

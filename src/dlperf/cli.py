@@ -554,7 +554,7 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
 
     with ResultStore(db) as store:
         rows = store.rows()
-        if not rows:
+        if not rows and not store.collectives():
             raise ConfigError(f"{db} holds no results yet")
         sections = []
         modes = cmp.mode_speedups(rows, _measured(store))
@@ -573,6 +573,10 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
         if eff:
             sections.append(("Efficiency: MFU, roofline, energy", eff))
         sections += _parallel_sections(rows, store, output, target_loss)
+        coll = store.collectives()
+        if coll:
+            sections.append(("All-reduce (algbw, busbw per message size)",
+                             cmp.collectives_markdown(coll)))
     warned = [r for r in rows if r.get("warnings")]
     if warned:  # the quality warnings stored with each result (worker.quality_warnings)
         lines = ["| model | framework/mode | device | precision | batch | warnings |",

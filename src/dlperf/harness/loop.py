@@ -20,10 +20,12 @@ collector stays on, so the cyclic garbage the training step makes is collected a
 but its full collections no longer walk the objects dlperf itself holds (its imports, config,
 store: some 340,000 objects in a worker, against far fewer in a hand-written training script).
 Without this, full collections of that heap took 9% of the measured time of a 0.45 ms
-host-bound step (fcn5_tiny, batch 1, on a CPU) and made dlperf 4-6% slower than the plain loop
-for the host-bound models on the H200 (fcn_mnist, alexnet_cifar, resnet56:
-benchmarks/results/h200/overhead_fp32_s3quiet.json). ``gc.freeze`` is the standard library's
-tool for this ("to avoid ... collections of objects that are long-lived", Python docs, gc).
+host-bound step (fcn5_tiny, batch 1, on a CPU; dlperf read 0.88 of the plain loop's throughput
+there, 0.98 with the freeze), the likely cause of the 3-6% the host-bound models lost against
+the plain loop across processes on the H200 (benchmarks/results/h200/overhead_fp32_s3quiet.json).
+``gc.freeze`` (Python >= 3.7) moves every tracked object to a permanent generation that later
+collections ignore; ``gc.unfreeze`` moves them back to the oldest generation. The breakdown's
+phased loop (:mod:`dlperf.harness.phases`) runs under the same :func:`frozen_heap`.
 
 Data parallelism: the processes of one run must run the same number of steps (each step ends
 in a collective all of them join). With ``agree`` (an elementwise max over processes) the
@@ -35,11 +37,12 @@ exchanged inside the measured segment.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,23 +129,25 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
     first = timer.collect()[0]
     if check_losses is not None:
         check_losses(losses["first"])
-    frozen = _freeze_heap()
-    try:
+    with frozen_heap():
         return _warm_and_measure(step, timer, policy, clock, check_losses, on_phase, agree,
                                  losses, first)
-    finally:
-        if frozen:
-            gc.unfreeze()
 
 
-def _freeze_heap() -> bool:
-    """Collect, then move every live object to the collector's permanent generation (see the
-    module docstring). Returns False where ``gc.freeze`` does not exist (not CPython)."""
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Collect, move every live object to the collector's permanent generation for the body,
+    and move them back after (also on an exception); see the module docstring. Nothing where
+    ``gc.freeze`` does not exist (not CPython). The collector stays enabled."""
     if not hasattr(gc, "freeze"):  # pragma: no cover - CPython has it since 3.7
-        return False
+        yield
+        return
     gc.collect()
     gc.freeze()
-    return True
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,

@@ -137,6 +137,16 @@ for part in "$@"; do
       cat "$R2/scaling.md" "$R2/convergence.md"
       cp "$R2/scaling.db" "$R2/convergence.db" "$R2/scaling.md" "$R2/convergence.md" "$OUT/"
       ;;
+    ddp_diag)  # issue 5, on nvidia-h200-x2: why DDP resnet50 scales at 0.74 (ddp_diag.yaml)
+      export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+      R2=benchmarks/results/h200x2; mkdir -p "$R2"
+      budget "${DDP_DIAG_BUDGET:-300}" python3 -m dlperf sweep benchmarks/h200x2/ddp_diag.yaml \
+        --db "$R2/ddp_diag.db" 2>&1 | grep -v '^\s*$' | tail -20
+      budget 90 python3 -m dlperf run --model resnet50 --device cuda --precision bf16 \
+        --batch-size 64 --scaling weak --nproc 2 --power-interval 1.0 --no-ceilings \
+        --min-iters 50 --min-time 3 --db "$R2/ddp_diag_power.db" 2>&1 | tail -4
+      python3 -m dlperf results --db "$R2/ddp_diag.db" --compare scaling | tee "$R2/ddp_diag.md"
+      ;;
     frameworks)
       # FRAMEWORKS_SHARD=K/N: this chain's share of the grid (parallel.sh, one per GPU)
       budget "${FRAMEWORKS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/frameworks.yaml \

@@ -338,6 +338,11 @@ class RunConfig(BaseModel):
         if self.distributed:
             b += f" ({self.world_size}x{self.per_device_batch})"
             par = (f" x{self.nproc}" if self.nnodes == 1 else f" {self.nnodes}x{self.nproc}")
+            if self.framework in ("torch", "fake"):
+                dflt = DDPOptions()
+                changed = [f"{k}={v}" for k, v in self.ddp.model_dump().items()
+                           if v != getattr(dflt, k)]
+                extra += f" ddp({', '.join(changed)})" if changed else ""
         return (f"{self.model} {self.framework}/{self.mode} {self.device}{par} {self.precision} "
                 f"{b} {self.data}{thr}{lw}{extra}")
 

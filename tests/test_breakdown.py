@@ -275,11 +275,9 @@ def test_host_phase_timer_exact_with_fake_clock_and_waits():
     assert waited == ["loss0", "loss1"]
 
 
-def test_lagged_phase_timer_overlaps_dispatch_and_reconciles_with_the_fused_step():
-    """Host issues each iteration in 0.25 s (t_io 0.05 + dispatch 0.2), the device needs 1.0 s
-    per iteration: with lag 2 nothing waits at the phase boundaries, so after the pipeline
-    fills every completion interval is the device's 1.0 s (what a fused loop measures),
-    t_io is its host time and t_fbu the rest; a blocking timer would give 1.25 s."""
+def _run_lagged(host_io, host_dispatch, device, n=6):
+    """A fake asynchronous device: the host spends ``host_io`` + ``host_dispatch`` per
+    iteration, the device ``device`` per step, starting when free and the step is issued."""
     clock = FakeClock()
     device_free = [0.0]
     done_at: dict[str, float] = {}
@@ -291,23 +289,44 @@ def test_lagged_phase_timer_overlaps_dispatch_and_reconciles_with_the_fused_step
 
     timer = LaggedPhaseTimer(block=block, lag=2, clock=clock)
     timer.start()
-    for it in range(6):
-        clock.t += 0.05
+    for it in range(n):
+        clock.t += host_io
         timer.mark("t_io")
-        clock.t += 0.2  # dispatch; the device starts when it is free and the step is issued
-        device_free[0] = max(device_free[0], clock.t) + 1.0
+        clock.t += host_dispatch
+        device_free[0] = max(device_free[0], clock.t) + device
         done_at[f"loss{it}"] = device_free[0]
         timer.mark("t_fbu", handle=f"loss{it}")
         timer.end_iteration()
     dev, host = timer.collect()
-    assert waited == [f"loss{i}" for i in range(6)]
+    assert waited == [f"loss{i}" for i in range(n)]
+    return dev, host
+
+
+def test_lagged_phase_timer_device_bound_hides_the_input_phase():
+    """Host 0.25 s per iteration (t_io 0.05 + dispatch 0.2), device 1.0 s: nothing waits at the
+    phase boundaries, every completion interval after the first is the device's 1.0 s (what
+    the fused loop measures), and t_io is hidden by the host's slack (0 on the device
+    timeline, as a CUDA event would show); a blocking timer would give 1.25 s."""
+    dev, host = _run_lagged(0.05, 0.2, 1.0)
     assert host == [pytest.approx({"t_io": 0.05, "t_fbu": 0.2})] * 6
-    assert dev[0] == pytest.approx({"t_io": 0.05, "t_fbu": 1.2})  # 0.25 issue + 1.0 device
+    assert dev[0] == pytest.approx({"t_io": 0.0, "t_fbu": 1.25})  # 0.25 issue + 1.0 device
     for d in dev[1:]:
-        assert d == pytest.approx({"t_io": 0.05, "t_fbu": 0.95})
-        assert math.fsum(d.values()) == pytest.approx(1.0)
+        assert d == pytest.approx({"t_io": 0.0, "t_fbu": 1.0})
     with pytest.raises(ValueError):
-        LaggedPhaseTimer(block=block, lag=0)
+        LaggedPhaseTimer(block=lambda h: None, lag=0)
+
+
+def test_lagged_phase_timer_host_bound_exposes_the_input_phase():
+    """Host 1.0 s per iteration (t_io 0.6 + dispatch 0.4), device 0.5 s: the host sets the
+    pace, so all of t_io kept the device waiting; the phases add up to the 1.0 s interval.
+    (Completions are seen when the host waits, ``lag`` iterations later: the first interval
+    holds the pipeline's fill and the drain's are 0, as in the fused loop's lagged timer; the
+    total is the segment's.)"""
+    dev, _ = _run_lagged(0.6, 0.4, 0.5)
+    for d in dev[1:-2]:
+        assert d == pytest.approx({"t_io": 0.6, "t_fbu": 0.4})
+    # the segment: 6 host iterations of 1.0 s, then the last step's 0.5 s on the device
+    assert math.fsum(math.fsum(d.values()) for d in dev) == pytest.approx(6.5)
 
 
 def test_lagged_phase_timer_reason_when_host_phases_set_the_pace():

@@ -29,9 +29,9 @@ Timers (:class:`PhaseTimer`):
   phases (JAX): nothing waits at the phase boundaries; iterations are timed by their
   completion, ``lag`` iterations behind the dispatch (as :class:`~dlperf.harness.timers.
   LaggedSyncTimer` times the fused step), so host dispatch overlaps device work exactly as in
-  the fused loop. The input phases (``t_io``, ``t_h2d``) are their host time (fetching the
-  batch and enqueueing its copy, which then runs on the device beside compute), and the last
-  phase (``t_fbu``) is the rest of the iteration's completion interval.
+  the fused loop. The input phases (``t_io``, ``t_h2d``) count the part of their host time the
+  host's slack in that iteration did not hide (the time they kept the device waiting, as
+  CUDA-event phases do), and the last phase (``t_fbu``) is the rest of the completion interval.
 
 Both also record the host clock at each mark: ``host`` times per phase are the CPU time spent
 issuing each phase (the dispatch time, without a profiler).
@@ -133,9 +133,13 @@ class HostPhaseTimer:
 
 class LaggedPhaseTimer:
     """Phases from completion intervals, ``lag`` iterations behind the dispatch (module
-    docstring). Per iteration: every phase but the last is its host time; the last phase is
-    the completion interval less those (at least 0; then the host phases limit the step and
-    the reconciliation reports the excess).
+    docstring). Per iteration, with ``interval`` its completion interval, ``H`` the host time of
+    all its phases and ``H_in`` that of the phases before the last (the input phases): the host
+    had ``slack = max(0, interval - H)`` to spare, so the input phases held the device up by
+    ``exposed = min(interval, max(0, H_in - slack))`` (0 when the device is the bottleneck,
+    ``H_in`` when the host is), shared among them in proportion to their host times; the last
+    phase is ``interval - exposed``. So the phases add up to the interval, and like CUDA-event phases
+    they count the time an input phase kept the device waiting, not the host time it hid.
 
     Args:
         block: waits until an iteration's output (the handle of its last mark) is computed,
@@ -197,10 +201,16 @@ class LaggedPhaseTimer:
         per_iter = []
         for i, hp in enumerate(host):
             interval = d[i + 1] - d[i]
-            it = dict(hp)
             last = self._labels[self._ends[i] - 1] if self._ends[i] > 0 else None
-            if last is not None:
-                it[last] = max(0.0, interval - math.fsum(v for k, v in hp.items() if k != last))
+            if last is None:
+                per_iter.append(dict(hp))
+                continue
+            h_in = math.fsum(v for k, v in hp.items() if k != last)
+            slack = max(0.0, interval - math.fsum(hp.values()))
+            exposed = min(interval, max(0.0, h_in - slack))
+            scale = exposed / h_in if h_in > 0 else 0.0
+            it = {k: (v * scale if k != last else 0.0) for k, v in hp.items()}
+            it[last] = max(0.0, interval - exposed)
             per_iter.append(it)
         return per_iter, host
 

@@ -109,6 +109,30 @@ def test_two_nodes_of_two_processes_over_loopback(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_jax_two_nodes_of_two_devices_over_loopback(tmp_path):
+    """jax.distributed across two 'nodes' on one machine: one process per node driving two
+    CPU devices (per_node), four replicas in one mesh; both nodes store the same result."""
+    pytest.importorskip("jax")
+    ep = f"127.0.0.1:{free_port()}"
+    procs = [_dlperf("run", "--model", "fcn5_tiny", "--framework", "jax", "--batch-size", "8",
+                     "--nproc", "2", "--nnodes", "2", "--node-rank", str(k),
+                     "--rdzv-endpoint", ep, "--device", "cpu", "--comm-profile-iters", "0",
+                     "--db", str(tmp_path / "r.db"), *FAST) for k in (0, 1)]
+    outs = [p.communicate(timeout=140)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[0][-2000:] + outs[1][-2000:]
+    for db in ("r.db", "r.node1.db"):
+        with ResultStore(tmp_path / db) as s:
+            (row,) = s.rows()
+            assert row["status"] == "ok" and row["world_size"] == 4 and row["nnodes"] == 2
+            assert row["per_device_batch"] == 2
+            phases = set(s.samples(row["id"]))
+        d = json.loads(row["result_json"])["dist"]
+        assert d["backend"] == "jax-sharded-jit/jax.distributed" and d["processes"] == 2
+        assert len(d["mesh"]["devices"]) == 4 and {"rank0:measure", "rank1:measure"} <= phases
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind,status", [("crash", "crash"), ("oom", "oom"),
                                          ("hang", "timeout")])

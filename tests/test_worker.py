@@ -131,3 +131,26 @@ def test_a_busy_host_is_warned_about():
                                                  "cpu_affinity": 2})
     assert busy_host_warning({"load_average_1_5_15": [1.5, 3, 2], "cpu_affinity": 2}) is None
     assert busy_host_warning({}) is None
+    # pinned to 4 of a machine's CPUs: the load elsewhere does not count, the usable CPUs do
+    # (the busiest one is this worker itself)
+    quiet = {"load_average_1_5_15": [9.0, 9, 9], "cpu_affinity": 4,
+             "usable_cpu_busy_percent": [100.0, 3.0, 0.0, 5.0]}
+    assert busy_host_warning(quiet) is None
+    busy = {**quiet, "usable_cpu_busy_percent": [100.0, 90.0, 60.0, 40.0]}
+    assert "63% busy" in busy_host_warning(busy)
+
+
+def test_usable_cpu_busy_only_when_pinned_to_a_subset():
+    import os
+
+    from dlperf.env import usable_cpu_busy
+
+    every = sorted(os.sched_getaffinity(0))
+    import psutil
+
+    if len(every) < (psutil.cpu_count() or 1):
+        pytest.skip("this process is already pinned to a subset")
+    assert usable_cpu_busy(every) is None
+    one = usable_cpu_busy(every[:1], interval_s=0.05)
+    if len(every) > 1:
+        assert one is not None and len(one) == 1 and 0.0 <= one[0] <= 100.0

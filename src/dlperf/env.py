@@ -58,6 +58,22 @@ def git_sha() -> dict[str, Any]:
         return {"sha": None, "dirty": None, "source": "unknown"}
 
 
+def usable_cpu_busy(usable: list[int], interval_s: float = 0.1) -> list[float] | None:
+    """Busy share (percent) of each CPU this process may run on, over ``interval_s`` seconds
+    (``psutil.cpu_percent(percpu=True)``), when that is a subset of the machine's CPUs; None
+    when it may run on all of them (the load average then says the same, at no cost). A process
+    pinned to a few CPUs of a busy machine is not slowed by load on the other CPUs: the load
+    average cannot tell, these numbers can."""
+    total = psutil.cpu_count(logical=True) or len(usable)
+    if len(usable) >= total:
+        return None
+    try:
+        per = psutil.cpu_percent(interval=interval_s, percpu=True)
+    except Exception:  # pragma: no cover - psutil without per-CPU counters
+        return None
+    return [float(per[c]) for c in usable if c < len(per)]
+
+
 def collect_env() -> dict[str, Any]:
     """Host, CPU, memory, GPUs (via NVML), Python, dlperf version and git SHA, relevant env vars.
 
@@ -66,9 +82,10 @@ def collect_env() -> dict[str, Any]:
     """
     vm = psutil.virtual_memory()
     try:
-        affinity = len(os.sched_getaffinity(0))
+        usable = sorted(os.sched_getaffinity(0))
     except AttributeError:
-        affinity = os.cpu_count()
+        usable = list(range(os.cpu_count() or 1))
+    affinity = len(usable)
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -80,6 +97,7 @@ def collect_env() -> dict[str, Any]:
         "memory_total_bytes": int(vm.total),
         "memory_available_bytes": int(vm.available),
         "load_average_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "usable_cpu_busy_percent": usable_cpu_busy(usable),
         "gpus": nvml.gpus(),
         "dlperf_version": dlperf.__version__,
         "git": git_sha(),

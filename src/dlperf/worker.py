@@ -290,9 +290,24 @@ LONG_TAIL_RATIO = 1.25    # mean more than 1.25 x the median
 
 
 def busy_host_warning(env: dict[str, Any]) -> str | None:
-    """A warning when the host was already busy as the run started: the 1-minute load average
-    (other processes waiting for a CPU) at least the number of CPUs this process may use."""
-    load, cpus = env.get("load_average_1_5_15"), env.get("cpu_affinity")
+    """A warning when the host was already busy as the run started.
+
+    Pinned to some of the machine's CPUs (``usable_cpu_busy_percent`` present): busy when the
+    usable CPUs, less the busiest one (this worker itself), were on average at least half busy.
+    Otherwise: when the 1-minute load average (processes running or waiting for a CPU) is at
+    least the number of CPUs this process may use."""
+    per, cpus = env.get("usable_cpu_busy_percent"), env.get("cpu_affinity")
+    if per is not None:
+        others = sorted(per)[:-1]
+        if not others:  # pinned to one CPU: nothing to tell this worker's load from others'
+            return None
+        busy = sum(others) / len(others)
+        if busy >= 50.0:
+            return (f"the host was busy when this ran (the other CPUs this run may use were "
+                    f"{busy:.0f}% busy): host-bound timings are unreliable; rerun on a quiet "
+                    "machine")
+        return None
+    load = env.get("load_average_1_5_15")
     if load and cpus and load[0] >= cpus:
         return (f"the host was busy when this ran (load average {load[0]:.1f} on {cpus} usable "
                 "CPUs): host-bound timings are unreliable; rerun on a quiet machine")

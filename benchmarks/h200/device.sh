@@ -61,7 +61,12 @@ for part in "$@"; do
         # OVERHEAD_POINTS/OVERHEAD_TRUTH/OVERHEAD_TAG split the points over several device calls.
         pts=${OVERHEAD_POINTS:-fcn5:64,fcn8:64,alexnet:128,resnet50:64,lstm:64,fcn_mnist:64,alexnet_cifar:128,resnet56:128}
         truth=${OVERHEAD_TRUTH-fcn5:64,resnet50:64,lstm:64}
-        # OVERHEAD_CORES pins both processes of every pair to the same cores (less spread)
+        # OVERHEAD_CORES pins both processes of every pair to the same cores (less spread);
+        # "auto": the first 4 CPUs this chain may use (parallel.sh gives each chain its own)
+        if [ "${OVERHEAD_CORES:-}" = auto ]; then
+          OVERHEAD_CORES=$(python3 -c "import os; print(','.join(map(str, sorted(os.sched_getaffinity(0))[:4])))")
+          echo "overhead pinned to CPUs $OVERHEAD_CORES"
+        fi
         ${OVERHEAD_CORES:+taskset -c $OVERHEAD_CORES} \
         python3 benchmarks/overhead.py --device cuda --precision $p --rounds "${OVERHEAD_ROUNDS:-1}" --min-time 2 \
           --points "$pts" ${truth:+--truth "$truth"} --db "$R/overhead.db" \

@@ -352,7 +352,7 @@ def list_(what: Annotated[Optional[str], typer.Argument(help=f"One of: {', '.joi
                 if ver is None:
                     ok, ver = get_adapter(n).available()
                     ver = ver if ok else f"no: {ver}"
-                t.add_row(n, ", ".join(FRAMEWORK_MODES.get(n, ())), ver)
+                t.add_row(n, ", ".join(FRAMEWORK_MODES.get(n, ())), escape(ver))  # 'dlperf[jax]' 
             out.print(t)
         if "datasets" in show:
             root = data_root(None)

@@ -147,3 +147,21 @@ def test_list_shows_the_install_hint_with_its_extra(monkeypatch, capsys):
     r = CliRunner().invoke(cli.app, ["list", "frameworks"])
     assert r.exit_code == 0, r.output
     assert "pip install 'dlperf[jax]'" in cli.out.export_text()
+
+
+def test_a_cuda_sweep_without_a_gpu_is_refused_before_anything_runs(tmp_path):
+    """As `dlperf run --device cuda`: one error, exit 2, no failed row per point."""
+    from dlperf.config import resolve_device
+
+    if resolve_device("auto") == "cuda":
+        pytest.skip("a CUDA GPU is usable here")
+    sw = tmp_path / "s.yaml"
+    sw.write_text(write_sweep(tmp_path / "c.yaml", [1, 2]).read_text()
+                  .replace("framework: fake", "framework: fake\n  device: cuda"))
+    db = tmp_path / "r.db"
+    r = dlperf("sweep", str(sw), "--db", str(db))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "2 of 2 point(s) ask for device cuda" in " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr
+    assert not db.exists()
+    assert dlperf("sweep", str(sw), "--dry-run").returncode == 0  # listing needs no GPU

@@ -283,6 +283,16 @@ def sweep(
                               "HOST:PORT (node 0's address) and --node-rank on every node")
         if rdzv_endpoint is not None:
             _check_endpoint(rdzv_endpoint)
+        on_gpu = [p for p in points if p.device == "cuda"]
+        if on_gpu:  # as `dlperf run --device cuda`: refused here, not once per point
+            from dlperf.config import resolve_device
+            try:
+                resolve_device("cuda")
+            except ConfigError:
+                raise ConfigError(
+                    f"{file}: {len(on_gpu)} of {len(points)} point(s) ask for device cuda, but no "
+                    "CUDA GPU is usable here; run the sweep on a GPU machine, or set "
+                    "device: cpu (or auto) in the file") from None
         from dlperf.launch.distributed import run_point
         from dlperf.launch.slurm import node_db_path
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.config import RunConfig
+from dlperf.config import RunConfig, ddp_changes
 from dlperf.results.store import ResultStore
 
 
@@ -43,6 +43,9 @@ def result_line(r: dict[str, Any]) -> str:
     par = "" if n == 1 else (f" x{r.get('nproc')}" if (r.get("nnodes") or 1) == 1
                              else f" {r.get('nnodes')}x{r.get('nproc')}")
     b = f"b={r['batch_size']}" + (f" ({n}x{r.get('per_device_batch')})" if n > 1 else "")
+    if n > 1:
+        changed = ddp_changes((r.get("config") or {}).get("ddp"))
+        thr += f" ddp({', '.join(changed)})" if changed else ""
     label = escape(f"{r['model']} {r['framework']}/{r['mode']} {r['device']}{par} "
                    f"{r['precision']} {b} {r['data']}{thr}")
     if r["status"] != "ok":

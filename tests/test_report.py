@@ -333,3 +333,17 @@ def test_ddp_rows_name_their_non_default_options():
     r = {**base, "device": "cpu", "precision": "fp32", "data": "synthetic", "nproc": 2,
          "status": "error", "error": "x", "config": {"ddp": {**off, "bucket_cap_mb": 50.0}}}
     assert "ddp(bucket_cap_mb=50.0, broadcast_buffers=False)" in result_line(r)
+    # TensorFlow/JAX: one process per device (not the default) is named, the default is not
+    tf = {**base, "framework": "tensorflow", "mode": "graph"}
+    assert row_cells({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_device"}})}
+                     )[1] == "tensorflow/graph per_device"
+    assert row_cells({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_node"}})}
+                     )[1] == "tensorflow/graph"
+    assert " x2 fp32 b=16 (2x8) synthetic per_device" in result_line(
+        {**r, **tf, "config": {"dp_layout": "per_device"}})
+    from dlperf.config import RunConfig
+
+    cfg = RunConfig(model="fcn5_tiny", framework="tensorflow", mode="graph", device="cpu",
+                    batch_size=8, nproc=2, dp_layout="per_device")
+    assert cfg.label().endswith("synthetic per_device")
+    assert "per_" not in cfg.model_copy(update={"dp_layout": "per_node"}).label()

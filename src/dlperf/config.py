@@ -115,6 +115,13 @@ class DDPOptions(BaseModel):
         return d
 
 
+def layout_change(framework: Any, dp_layout: Any) -> str | None:
+    """``dp_layout`` when it is not the framework's default (:data:`DP_LAYOUTS`), e.g.
+    ``"per_device"`` for a TensorFlow or JAX run with one process per device; else None."""
+    layouts = DP_LAYOUTS.get(framework) if isinstance(framework, str) else None
+    return dp_layout if layouts and dp_layout and dp_layout != layouts[0] else None
+
+
 def ddp_changes(options: Any) -> list[str]:
     """The DDP options of a stored result (``config.ddp``, a dict) that are not at their
     default, as ``"name=value"``; ``[]`` for none or for anything that is not a dict.
@@ -355,6 +362,8 @@ class RunConfig(BaseModel):
         if self.distributed:
             b += f" ({self.world_size}x{self.per_device_batch})"
             par = (f" x{self.nproc}" if self.nnodes == 1 else f" {self.nnodes}x{self.nproc}")
+            lay = layout_change(self.framework, self.dp_layout)
+            extra += f" {lay}" if lay else ""
             if self.framework in ("torch", "fake"):
                 changed = self.ddp.changed()
                 extra += f" ddp({', '.join(changed)})" if changed else ""

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.config import RunConfig, ddp_changes
+from dlperf.config import RunConfig, ddp_changes, layout_change
 from dlperf.results.store import ResultStore
 
 
@@ -44,7 +44,10 @@ def result_line(r: dict[str, Any]) -> str:
                              else f" {r.get('nnodes')}x{r.get('nproc')}")
     b = f"b={r['batch_size']}" + (f" ({n}x{r.get('per_device_batch')})" if n > 1 else "")
     if n > 1:
-        changed = ddp_changes((r.get("config") or {}).get("ddp"))
+        cfg = r.get("config") or {}
+        lay = layout_change(r.get("framework"), cfg.get("dp_layout"))
+        thr += f" {lay}" if lay else ""
+        changed = ddp_changes(cfg.get("ddp"))
         thr += f" ddp({', '.join(changed)})" if changed else ""
     label = escape(f"{r['model']} {r['framework']}/{r['mode']} {r['device']}{par} "
                    f"{r['precision']} {b} {r['data']}{thr}")

@@ -48,6 +48,12 @@ def _ints(value: str, what: str, low: int = 1) -> list[int]:
     return vals
 
 
+#: Printed under a breakdown table (``dlperf run --breakdown`` and ``dlperf results``).
+_BREAKDOWN_LEGEND = ("t_f/t_b/t_u marked * come from the profiler trace (a step compiled as one "
+                     "program); `!`: phases and fused step differ by over 3% (reason in the "
+                     "warnings). Op classes: dlperf results --op-classes")
+
+
 def _guard(fn):
     """Run a command body; a user error (DlperfError, or a file that cannot be written or
     read) -> one message and exit 2."""
@@ -240,6 +246,7 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
         bt = breakdown_table(rows)
         if bt is not None:
             out.print(bt)
+            out.print(_BREAKDOWN_LEGEND, highlight=False)
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed",
                   markup=False)
         if report_dir:
@@ -455,10 +462,7 @@ def results(
                 bt = breakdown_table(rows)
                 if bt is not None:
                     out.print(bt)
-                    out.print("t_f/t_b/t_u marked * come from the profiler trace (a step compiled "
-                              "as one program); `!`: phases and fused step differ by over 3% "
-                              "(reason in the warnings). Op classes: dlperf results --op-classes",
-                              highlight=False)
+                    out.print(_BREAKDOWN_LEGEND, highlight=False)
                 return
             text = to_csv(rows) if format == "csv" else to_json(rows, store, include_samples=samples)
             if output:

@@ -102,6 +102,7 @@ def test_shards_split_a_sweep_into_disjoint_parts_sharing_one_db(tmp_path):
              for k in (0, 1)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
+    assert all("share its CPU cores" in " ".join(o.split()) for o in outs)  # CPU points
     rows = statuses(db)
     assert sorted(b for b, st, _ in rows) == [1, 2, 3, 4, 5]
     assert all(st == "ok" for _, st, _ in rows)

@@ -290,6 +290,11 @@ def sweep(
                               "HOST:PORT (node 0's address) and --node-rank on every node")
         if rdzv_endpoint is not None:
             _check_endpoint(rdzv_endpoint)
+        if k_n is not None and k_n[1] > 1 and any(p.device == "cpu" for p in points):
+            err.print("note: shards that run at the same time on one machine share its CPU "
+                      "cores: CPU timings slow down (several-fold for small steps, with no "
+                      "warning in the results); run CPU shards one after another, or give "
+                      "each its own cores (taskset -c) and threads", markup=False)
         on_gpu = [p for p in points if p.device == "cuda"]
         if on_gpu:  # as `dlperf run --device cuda`: refused here, not once per point
             from dlperf.config import resolve_device

@@ -462,6 +462,9 @@ def results(
                 if output:
                     raise ConfigError("--output needs --format csv or json")
                 out.print(results_table(rows))
+                if not rows and store.collectives():
+                    err.print(f"{db} holds all-reduce rows only: dlperf results --db {db} "
+                              "--compare allreduce", markup=False, highlight=False)
                 from dlperf.report.breakdown import breakdown_table
 
                 bt = breakdown_table(rows)

@@ -679,7 +679,7 @@ def allreduce(
         import subprocess
         import tempfile
 
-        from dlperf.comm.allreduce import parse_size
+        from dlperf.comm.allreduce import message_sizes, parse_size
 
         if db is not None:
             _check_db(db, must_exist=False)
@@ -693,6 +693,11 @@ def allreduce(
                 parse_size(v)
             except ValueError as e:
                 raise ConfigError(f"{flag}: {e}") from None
+        try:  # checked here, not once per rank after the launch
+            message_sizes(parse_size(min_bytes), parse_size(max_bytes))
+        except ValueError as e:
+            raise ConfigError(f"--min-bytes {min_bytes} --max-bytes {max_bytes}: {e}; give "
+                              "1 <= --min-bytes <= --max-bytes") from None
         with socket.socket() as s:  # a free loopback port for the rendezvous
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]

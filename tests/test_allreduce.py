@@ -104,6 +104,9 @@ def test_cli_allreduce_two_gloo_processes(tmp_path):
     stored = json.loads(shown.stdout)
     assert [x["size_bytes"] for x in stored] == [x["size_bytes"] for x in rows]
     assert [x["time_s"] for x in stored] == [x["time_s"] for x in rows]
+    plain = subprocess.run([sys.executable, "-m", "dlperf", "results", "--db", str(db)],
+                           capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 0 and "--compare allreduce" in " ".join(plain.stderr.split())
     rep = subprocess.run([sys.executable, "-m", "dlperf", "report", "--db", str(db), "-o",
                           str(tmp_path / "rep")], capture_output=True, text=True, timeout=60)
     assert rep.returncode == 0, rep.stderr
@@ -111,3 +114,8 @@ def test_cli_allreduce_two_gloo_processes(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--max-bytes", "lots"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--max-bytes" in bad.stderr
+    for lo, hi in (("2K", "1K"), ("0", "8")):  # refused before torchrun starts any rank
+        bad = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--min-bytes", lo,
+                              "--max-bytes", hi], capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and f"--min-bytes {lo} --max-bytes {hi}" in bad.stderr
+        assert "Traceback" not in bad.stderr and "torch.distributed" not in bad.stderr

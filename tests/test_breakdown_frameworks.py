@@ -137,8 +137,10 @@ def test_cli_breakdown_results_and_report_with_fake_framework(tmp_path):
                      "--max-warmup-iters", "10")
     assert rc == 0, out
     assert "where the time goes" in out
+    assert "marked * come from the profiler trace" in " ".join(out.split())  # the legend
     rc, out = dlperf("results", "--db", str(db))
     assert rc == 0 and "where the time goes" in out and "t_fbu" in out
+    assert "marked * come from the profiler trace" in " ".join(out.split())
     rc, out = dlperf("results", "--db", str(db), "--op-classes", "--format", "json")
     assert rc == 0, out
     js = json.loads(out)

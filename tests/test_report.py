@@ -311,3 +311,39 @@ def test_torch_rows_show_the_applied_layout():
         "torch/eager"
     assert row_cells({**base, "framework": "jax", "mode": "xla",
                       "result_json": json.dumps({"flags": {"layout": "NHWC"}})})[1] == "jax/xla"
+
+
+def test_ddp_rows_name_their_non_default_options():
+    """Two DDP runs differing only in a DDP option tell apart in tables and result lines."""
+    import json
+
+    from dlperf.config import DDPOptions
+    from dlperf.report.tables import row_cells
+    from dlperf.sweep import result_line
+
+    off = {**DDPOptions().model_dump(), "broadcast_buffers": False}
+    base = {"model": "resnet56", "framework": "torch", "mode": "eager", "batch_size": 16,
+            "world_size": 2, "per_device_batch": 8}
+    cell = row_cells({**base, "result_json": json.dumps({"config": {"ddp": off}})})[1]
+    assert cell == "torch/eager ddp(broadcast_buffers=False)"
+    dflt = json.dumps({"config": {"ddp": DDPOptions().model_dump()}})
+    assert row_cells({**base, "result_json": dflt})[1] == "torch/eager"
+    assert row_cells({**base, "world_size": 1, "result_json": json.dumps(
+        {"config": {"ddp": off}})})[1] == "torch/eager"  # one process: DDP is not used
+    r = {**base, "device": "cpu", "precision": "fp32", "data": "synthetic", "nproc": 2,
+         "status": "error", "error": "x", "config": {"ddp": {**off, "bucket_cap_mb": 50.0}}}
+    assert "ddp(bucket_cap_mb=50.0, broadcast_buffers=False)" in result_line(r)
+    # TensorFlow/JAX: one process per device (not the default) is named, the default is not
+    tf = {**base, "framework": "tensorflow", "mode": "graph"}
+    assert row_cells({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_device"}})}
+                     )[1] == "tensorflow/graph per_device"
+    assert row_cells({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_node"}})}
+                     )[1] == "tensorflow/graph"
+    assert " x2 fp32 b=16 (2x8) synthetic per_device" in result_line(
+        {**r, **tf, "config": {"dp_layout": "per_device"}})
+    from dlperf.config import RunConfig
+
+    cfg = RunConfig(model="fcn5_tiny", framework="tensorflow", mode="graph", device="cpu",
+                    batch_size=8, nproc=2, dp_layout="per_device")
+    assert cfg.label().endswith("synthetic per_device")
+    assert "per_" not in cfg.model_copy(update={"dp_layout": "per_node"}).label()

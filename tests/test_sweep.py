@@ -102,6 +102,7 @@ def test_shards_split_a_sweep_into_disjoint_parts_sharing_one_db(tmp_path):
              for k in (0, 1)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
+    assert all("share its CPU cores" in " ".join(o.split()) for o in outs)  # CPU points
     rows = statuses(db)
     assert sorted(b for b, st, _ in rows) == [1, 2, 3, 4, 5]
     assert all(st == "ok" for _, st, _ in rows)
@@ -110,3 +111,58 @@ def test_shards_split_a_sweep_into_disjoint_parts_sharing_one_db(tmp_path):
     bad = dlperf("sweep", str(sw), "--db", str(tmp_path / "x.db"), "--shard", "2/2")
     assert bad.returncode == 2 and "--shard '2/2'" in bad.stderr + bad.stdout
     assert not (tmp_path / "x.db").exists()
+
+
+def test_result_line_prints_brackets_from_errors_and_labels():
+    """Error texts and labels with brackets are printed as written, not eaten as rich markup."""
+    from rich.console import Console
+
+    from dlperf.sweep import result_line
+
+    failed = {"status": "unavailable", "model": "lstm_tiny", "framework": "jax", "mode": "xla",
+              "device": "cpu", "precision": "fp32", "batch_size": 32, "data": "synthetic",
+              "error": "jax not installed; pip install 'dlperf[jax]' (GPUs: 'jax[cuda12]')"}
+    c = Console(record=True, width=300)
+    c.print(result_line(failed), highlight=False)
+    text = c.export_text()
+    assert "pip install 'dlperf[jax]'" in text and "'jax[cuda12]'" in text
+    ok = {**failed, "status": "ok", "error": None, "throughput": {"samples_per_s": 100.0},
+          "summary": {"median": 0.01, "ci_low": 0.009, "ci_high": 0.011},
+          "data_wait": {"share": 0.5, "input_bound": True}, "warnings": ["see [docs]"]}
+    c = Console(record=True, width=300)
+    c.print(result_line(ok), highlight=False)
+    text = c.export_text()
+    assert "data wait 50.0% [input-bound]" in text and "warning: see [docs]" in text
+
+
+def test_list_shows_the_install_hint_with_its_extra(monkeypatch, capsys):
+    """`dlperf list` names the extra to install (``dlperf[jax]``), not a bare ``dlperf``."""
+    from typer.testing import CliRunner
+
+    import dlperf.cli as cli
+
+    monkeypatch.setattr(cli, "_installed_version", lambda n: (
+        "no: jax is not installed; pip install 'dlperf[jax]'" if n == "jax" else "1.0"))
+    monkeypatch.setattr(cli, "out", __import__("rich.console").console.Console(
+        record=True, width=300))
+    r = CliRunner().invoke(cli.app, ["list", "frameworks"])
+    assert r.exit_code == 0, r.output
+    assert "pip install 'dlperf[jax]'" in cli.out.export_text()
+
+
+def test_a_cuda_sweep_without_a_gpu_is_refused_before_anything_runs(tmp_path):
+    """As `dlperf run --device cuda`: one error, exit 2, no failed row per point."""
+    from dlperf.config import resolve_device
+
+    if resolve_device("auto") == "cuda":
+        pytest.skip("a CUDA GPU is usable here")
+    sw = tmp_path / "s.yaml"
+    sw.write_text(write_sweep(tmp_path / "c.yaml", [1, 2]).read_text()
+                  .replace("framework: fake", "framework: fake\n  device: cuda"))
+    db = tmp_path / "r.db"
+    r = dlperf("sweep", str(sw), "--db", str(db))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "2 of 2 point(s) ask for device cuda" in " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr
+    assert not db.exists()
+    assert dlperf("sweep", str(sw), "--dry-run").returncode == 0  # listing needs no GPU

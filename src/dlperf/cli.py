@@ -48,6 +48,12 @@ def _ints(value: str, what: str, low: int = 1) -> list[int]:
     return vals
 
 
+#: Printed under a breakdown table (``dlperf run --breakdown`` and ``dlperf results``).
+_BREAKDOWN_LEGEND = ("t_f/t_b/t_u marked * come from the profiler trace (a step compiled as one "
+                     "program); `!`: phases and fused step differ by over 3% (reason in the "
+                     "warnings). Op classes: dlperf results --op-classes")
+
+
 def _guard(fn):
     """Run a command body; a user error (DlperfError, or a file that cannot be written or
     read) -> one message and exit 2."""
@@ -240,6 +246,7 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
         bt = breakdown_table(rows)
         if bt is not None:
             out.print(bt)
+            out.print(_BREAKDOWN_LEGEND, highlight=False)
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed",
                   markup=False)
         if report_dir:
@@ -283,6 +290,21 @@ def sweep(
                               "HOST:PORT (node 0's address) and --node-rank on every node")
         if rdzv_endpoint is not None:
             _check_endpoint(rdzv_endpoint)
+        if k_n is not None and k_n[1] > 1 and any(p.device == "cpu" for p in points):
+            err.print("note: shards that run at the same time on one machine share its CPU "
+                      "cores: CPU timings slow down (several-fold for small steps, with no "
+                      "warning in the results); run CPU shards one after another, or give "
+                      "each its own cores (taskset -c) and threads", markup=False)
+        on_gpu = [p for p in points if p.device == "cuda"]
+        if on_gpu:  # as `dlperf run --device cuda`: refused here, not once per point
+            from dlperf.config import resolve_device
+            try:
+                resolve_device("cuda")
+            except ConfigError:
+                raise ConfigError(
+                    f"{file}: {len(on_gpu)} of {len(points)} point(s) ask for device cuda, but no "
+                    "CUDA GPU is usable here; run the sweep on a GPU machine, or set "
+                    "device: cpu (or auto) in the file") from None
         from dlperf.launch.distributed import run_point
         from dlperf.launch.slurm import node_db_path
 
@@ -352,7 +374,7 @@ def list_(what: Annotated[Optional[str], typer.Argument(help=f"One of: {', '.joi
                 if ver is None:
                     ok, ver = get_adapter(n).available()
                     ver = ver if ok else f"no: {ver}"
-                t.add_row(n, ", ".join(FRAMEWORK_MODES.get(n, ())), ver)
+                t.add_row(n, ", ".join(FRAMEWORK_MODES.get(n, ())), escape(ver))  # 'dlperf[jax]' 
             out.print(t)
         if "datasets" in show:
             root = data_root(None)
@@ -440,15 +462,15 @@ def results(
                 if output:
                     raise ConfigError("--output needs --format csv or json")
                 out.print(results_table(rows))
+                if not rows and store.collectives():
+                    err.print(f"{db} holds all-reduce rows only: dlperf results --db {db} "
+                              "--compare allreduce", markup=False, highlight=False)
                 from dlperf.report.breakdown import breakdown_table
 
                 bt = breakdown_table(rows)
                 if bt is not None:
                     out.print(bt)
-                    out.print("t_f/t_b/t_u marked * come from the profiler trace (a step compiled "
-                              "as one program); `!`: phases and fused step differ by over 3% "
-                              "(reason in the warnings). Op classes: dlperf results --op-classes",
-                              highlight=False)
+                    out.print(_BREAKDOWN_LEGEND, highlight=False)
                 return
             text = to_csv(rows) if format == "csv" else to_json(rows, store, include_samples=samples)
             if output:
@@ -657,7 +679,7 @@ def allreduce(
         import subprocess
         import tempfile
 
-        from dlperf.comm.allreduce import parse_size
+        from dlperf.comm.allreduce import message_sizes, parse_size
 
         if db is not None:
             _check_db(db, must_exist=False)
@@ -671,6 +693,11 @@ def allreduce(
                 parse_size(v)
             except ValueError as e:
                 raise ConfigError(f"{flag}: {e}") from None
+        try:  # checked here, not once per rank after the launch
+            message_sizes(parse_size(min_bytes), parse_size(max_bytes))
+        except ValueError as e:
+            raise ConfigError(f"--min-bytes {min_bytes} --max-bytes {max_bytes}: {e}; give "
+                              "1 <= --min-bytes <= --max-bytes") from None
         with socket.socket() as s:  # a free loopback port for the rendezvous
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]

@@ -102,6 +102,10 @@ class DDPOptions(BaseModel):
     find_unused_parameters: bool = False
     broadcast_buffers: bool = True
 
+    def changed(self) -> list[str]:
+        """``["broadcast_buffers=False", ...]``: the options not at their default, for labels."""
+        return ddp_changes(self.model_dump())
+
     def key_dict(self) -> dict[str, Any]:
         """The options for a run key: fields added after the first results count only when
         not at their default (``broadcast_buffers``), so older keys stay valid."""
@@ -109,6 +113,26 @@ class DDPOptions(BaseModel):
         if d["broadcast_buffers"]:
             del d["broadcast_buffers"]
         return d
+
+
+def layout_change(framework: Any, dp_layout: Any) -> str | None:
+    """``dp_layout`` when it is not the framework's default (:data:`DP_LAYOUTS`), e.g.
+    ``"per_device"`` for a TensorFlow or JAX run with one process per device; else None."""
+    layouts = DP_LAYOUTS.get(framework) if isinstance(framework, str) else None
+    return dp_layout if layouts and dp_layout and dp_layout != layouts[0] else None
+
+
+def ddp_changes(options: Any) -> list[str]:
+    """The DDP options of a stored result (``config.ddp``, a dict) that are not at their
+    default, as ``"name=value"``; ``[]`` for none or for anything that is not a dict.
+
+    Used by run labels, result lines and results tables, so that two runs differing only in a
+    DDP option tell apart.
+    """
+    if not isinstance(options, dict):
+        return []
+    dflt = DDPOptions().model_dump()
+    return [f"{k}={v}" for k, v in options.items() if k in dflt and v != dflt[k]]
 
 
 class RunConfig(BaseModel):
@@ -338,10 +362,10 @@ class RunConfig(BaseModel):
         if self.distributed:
             b += f" ({self.world_size}x{self.per_device_batch})"
             par = (f" x{self.nproc}" if self.nnodes == 1 else f" {self.nnodes}x{self.nproc}")
+            lay = layout_change(self.framework, self.dp_layout)
+            extra += f" {lay}" if lay else ""
             if self.framework in ("torch", "fake"):
-                dflt = DDPOptions()
-                changed = [f"{k}={v}" for k, v in self.ddp.model_dump().items()
-                           if v != getattr(dflt, k)]
+                changed = self.ddp.changed()
                 extra += f" ddp({', '.join(changed)})" if changed else ""
         return (f"{self.model} {self.framework}/{self.mode} {self.device}{par} {self.precision} "
                 f"{b} {self.data}{thr}{lw}{extra}")

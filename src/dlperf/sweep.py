@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.config import RunConfig
+from dlperf.config import RunConfig, ddp_changes, layout_change
 from dlperf.results.store import ResultStore
 
 
@@ -30,7 +31,11 @@ class SweepOutcome:
 
 
 def result_line(r: dict[str, Any]) -> str:
-    """One-line human summary of a result (rich markup)."""
+    """One-line human summary of a result (rich markup).
+
+    Everything taken from the result (model, error text, warnings) is escaped, so brackets in
+    it (``pip install 'dlperf[jax]'``, ``[input-bound]``) are printed, not read as markup.
+    """
     thr = f" threads={r['threads']}" if r.get("threads") else ""
     lw = (r.get("config") or {}).get("loader_workers")
     thr += f" workers={lw}" if lw is not None else ""
@@ -38,11 +43,17 @@ def result_line(r: dict[str, Any]) -> str:
     par = "" if n == 1 else (f" x{r.get('nproc')}" if (r.get("nnodes") or 1) == 1
                              else f" {r.get('nnodes')}x{r.get('nproc')}")
     b = f"b={r['batch_size']}" + (f" ({n}x{r.get('per_device_batch')})" if n > 1 else "")
-    label = (f"{r['model']} {r['framework']}/{r['mode']} {r['device']}{par} {r['precision']} "
-             f"{b} {r['data']}{thr}")
+    if n > 1:
+        cfg = r.get("config") or {}
+        lay = layout_change(r.get("framework"), cfg.get("dp_layout"))
+        thr += f" {lay}" if lay else ""
+        changed = ddp_changes(cfg.get("ddp"))
+        thr += f" ddp({', '.join(changed)})" if changed else ""
+    label = escape(f"{r['model']} {r['framework']}/{r['mode']} {r['device']}{par} "
+                   f"{r['precision']} {b} {r['data']}{thr}")
     if r["status"] != "ok":
         err = (r.get("error") or "").splitlines()[0][:120] if r.get("error") else ""
-        return f"[red]{r['status']:>8}[/] {label}  {err}"
+        return f"[red]{r['status']:>8}[/] {label}  {escape(err)}"
     s = r["summary"]
     tp = r["throughput"]
     extra = f", {tp['tokens_per_s']:,.0f} tokens/s" if tp.get("tokens_per_s") else ""
@@ -50,10 +61,11 @@ def result_line(r: dict[str, Any]) -> str:
     extra += f", MFU {mfu:.1%}" if mfu is not None else ""
     dw = r.get("data_wait") or {}
     if dw.get("share") is not None:
-        extra += f", data wait {dw['share']:.1%}" + (" [input-bound]" if dw["input_bound"] else "")
+        extra += f", data wait {dw['share']:.1%}" + (" \\[input-bound]" if dw["input_bound"] else "")
     e = (r.get("power") or {}).get("energy_per_iter_j")
     extra += f", {e:.4g} J/iter" if e is not None else ""
-    warn = "".join(f"\n         [yellow]warning: {w}[/]" for w in r.get("warnings") or [])
+    warn = "".join(f"\n         [yellow]warning: {escape(str(w))}[/]"
+                   for w in r.get("warnings") or [])
     d = r.get("dist") or {}
     if d:
         extra += f", imbalance {d['imbalance']:.3f}" if d.get("imbalance") else ""
@@ -136,7 +148,8 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
     todo = [p for p in points if p.run_key() not in done]
     out = SweepOutcome(skipped=len(points) - len(todo))
     if out.skipped:
-        console.print(f"resuming: {out.skipped} of {len(points)} points already in {store.path}")
+        console.print(f"resuming: {out.skipped} of {len(points)} points already in {store.path}",
+                      markup=False, highlight=False)
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True,
                         disable=not show_progress)

@@ -201,14 +201,34 @@ def _layout(row: Mapping[str, Any]) -> str | None:
     return flags.get("layout") if isinstance(flags, dict) else None
 
 
+def _dist_options(row: Mapping[str, Any]) -> str | None:
+    """A data-parallel run's options that are not at their default (from the stored config):
+    the layout (``per_device``: one TensorFlow/JAX process per device) and PyTorch's DDP
+    options (``ddp(broadcast_buffers=False)``), so rows differing only in them tell apart."""
+    if int(row.get("world_size") or 1) <= 1 or not row.get("result_json"):
+        return None
+    from dlperf.config import ddp_changes, layout_change  # pydantic only, no framework
+
+    try:
+        cfg = json.loads(row["result_json"]).get("config") or {}
+    except (TypeError, ValueError, AttributeError):
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    changed = ddp_changes(cfg.get("ddp"))
+    parts = [layout_change(row.get("framework"), cfg.get("dp_layout")),
+             f"ddp({', '.join(changed)})" if changed else None]
+    return " ".join(p for p in parts if p) or None
+
+
 def row_cells(row: Mapping[str, Any]) -> list[str]:
     """The formatted cells of one row, in :data:`COLUMNS` order (plain text, unescaped)."""
     fw = _text(row.get("framework"))
     if row.get("mode"):
         fw += f"/{row['mode']}"
-    layout = _layout(row)
-    if layout:
-        fw += f" {layout}"
+    for extra in (_layout(row), _dist_options(row)):
+        if extra:
+            fw += f" {extra}"
     device = _text(row.get("device_name") or row.get("device"))
     if row.get("device_name") and row.get("device") and row["device"] != row["device_name"]:
         device = f"{row['device']} ({row['device_name']})"

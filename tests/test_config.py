@@ -122,3 +122,17 @@ def test_ddp_broadcast_buffers_enters_the_run_key_only_when_off():
     assert on.run_key() != off.run_key()
     assert on.run_key() == make_run_config(model="fcn5_tiny", batch_size=8, nproc=2,
                                            ddp={"broadcast_buffers": True}).run_key()
+
+
+def test_layout_is_no_part_of_the_key_of_a_model_without_image_activations():
+    """--layout changes nothing for an FCN or an LSTM: the same point (and label), so a sweep
+    file that sets a layout for every model resumes the FCN/LSTM points stored without one;
+    for a CNN the layout stays in the key."""
+    for m in ("fcn5_tiny", "lstm_tiny"):
+        auto = make_run_config(model=m, batch_size=8)
+        for lay in ("nchw", "nhwc"):
+            c = make_run_config(model=m, batch_size=8, layout=lay)
+            assert c.run_key() == auto.run_key() and "layout" not in c.label()
+    cnn = [make_run_config(model="resnet50_tiny", batch_size=8, layout=lay)
+           for lay in ("auto", "nchw", "nhwc")]
+    assert len({c.run_key() for c in cnn}) == 3 and "layout=nhwc" in cnn[2].label()

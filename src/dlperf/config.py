@@ -88,6 +88,15 @@ class IterationPolicy(BaseModel):
         return self
 
 
+def _has_image_layout(model: str) -> bool:
+    """True if ``model`` has image (4-D) activations, where ``layout`` applies; True for an
+    unknown name (the layout then stays in its key; the model is refused elsewhere)."""
+    from dlperf.zoo import SPECS
+
+    spec = SPECS.get(model)
+    return spec is None or spec.input_kind == "image"
+
+
 class DDPOptions(BaseModel):
     """``torch.nn.parallel.DistributedDataParallel`` options (MEASUREMENT.md rule 6: recorded and
     settable). Defaults are PyTorch's own (``bucket_cap_mb=25``, ``broadcast_buffers`` on: rank
@@ -335,6 +344,8 @@ class RunConfig(BaseModel):
         for k, default in KEY_OMIT_AT_DEFAULT.items():
             if d.get(k) == default:
                 del d[k]
+        if "layout" in d and not _has_image_layout(self.model):
+            del d["layout"]  # no 4-D activations: the layout changes nothing measured
         if d["loader_workers"] is None:
             del d["loader_workers"], d["loader_prefetch"]
         if self.breakdown:
@@ -355,7 +366,8 @@ class RunConfig(BaseModel):
         """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``; data
         parallel: ``b=128 (2x64)`` and ``x2`` devices (``2x2`` for 2 nodes of 2)."""
         thr = f" threads={self.threads}" if self.threads else ""
-        thr += f" layout={self.layout}" if self.layout != "auto" else ""
+        thr += (f" layout={self.layout}" if self.layout != "auto" and _has_image_layout(self.model)
+                else "")
         lw = f" workers={self.loader_workers}" if self.loader_workers is not None else ""
         extra = (" +breakdown" if self.breakdown else "") + (" +trace" if self.trace_dir else "")
         b, par = f"b={self.global_batch}", ""

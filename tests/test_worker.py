@@ -154,3 +154,22 @@ def test_usable_cpu_busy_only_when_pinned_to_a_subset():
     one = usable_cpu_busy(every[:1], interval_s=0.05)
     if len(every) > 1:
         assert one is not None and len(one) == 1 and 0.0 <= one[0] <= 100.0
+
+
+def test_cpu_wait_of_the_measuring_thread_is_stored_and_warned_about():
+    """schedstat's run delay over the measured segment: stored with every ok result; a share
+    over CPU_WAIT_WARN of the segment is a warning."""
+    from dlperf.worker import CPU_WAIT_WARN, cpu_wait, thread_run_delay_ns
+
+    assert cpu_wait({"start": 1_000_000, "end": 101_000_000}, 1.0) == {"seconds": 0.1,
+                                                                      "share": 0.1}
+    assert cpu_wait({"start": None, "end": 5}, 1.0) is None and cpu_wait(None, 1.0) is None
+    assert 0.1 > CPU_WAIT_WARN
+    if thread_run_delay_ns() is None:
+        pytest.skip("no /proc/thread-self/schedstat here")
+    cfg = make_run_config(model="fcn5_tiny", batch_size=2, iterations=FAST)
+    r = run_config(cfg)
+    assert r["status"] == "ok"
+    cw = r["host_cpu_wait"]
+    assert cw is not None and 0.0 <= cw["share"] <= 1.0
+    assert (cw["share"] >= CPU_WAIT_WARN) == any("waited for a CPU" in w for w in r["warnings"])

@@ -89,6 +89,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         r["env"] = env
         return r
     session = None
+    run_delay: dict[str, int | None] = {"start": None, "end": None}  # schedstat, ns
     phases: dict[str, float] = {"start_to_prepare": time.perf_counter() - t_begin}
     try:
         t0 = time.perf_counter()
@@ -106,6 +107,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             if session.on_phase is not None:
                 session.on_phase(phase)
             if phase == "measure":
+                run_delay["start"] = thread_run_delay_ns()
                 power.start()  # last thing before the measured segment
 
         dist = session.dist
@@ -117,6 +119,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
                            else None)
         finally:
             power_record = power.stop()  # first thing after it
+            run_delay["end"] = thread_run_delay_ns()
         phases["loop"] = time.perf_counter() - t0
         memory = session.memory()  # before the probes below allocate anything
         if power_record is not None and power_record.memory_used_peak_bytes is not None:
@@ -256,6 +259,14 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
     busy = busy_host_warning(env)
     if busy and isinstance(r.get("warnings"), list):
         r["warnings"].append(busy)
+    if session is not None and r.get("status") == "ok":
+        cw = cpu_wait(run_delay, r.get("wall_time_s"))
+        r["host_cpu_wait"] = cw
+        if cw and cw["share"] >= CPU_WAIT_WARN and isinstance(r.get("warnings"), list):
+            r["warnings"].append(
+                f"the measuring thread waited for a CPU {cw['share']:.0%} of the measured time "
+                "(other work on its CPUs during the run): host-bound timings are unreliable; "
+                "rerun on a quiet machine")
     r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
                    "phases_s": phases}
     return r
@@ -287,6 +298,32 @@ def _dist_result(cfg: RunConfig, dist: Any, merged: dict[str, Any],
 #: A result's quality warnings fire above these (documented in the README).
 WIDE_CI_REL = 0.10        # CI of the median wider than 10% of the median
 LONG_TAIL_RATIO = 1.25    # mean more than 1.25 x the median
+
+
+#: Share of the measured segment the measuring thread may wait for a CPU before a warning.
+CPU_WAIT_WARN = 0.05
+
+
+def thread_run_delay_ns() -> int | None:
+    """Time this thread has spent runnable but waiting for a CPU (ns), from the kernel's
+    schedstat (``/proc/thread-self/schedstat``, second field; Linux ``Documentation/scheduler/
+    sched-stats.rst``); None where it is not available."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_wait(run_delay: dict[str, int | None] | None, wall_s: float | None
+             ) -> dict[str, float] | None:
+    """The measuring thread's wait for a CPU over the measured segment: ``seconds`` and
+    ``share`` of the segment's wall time; None without both schedstat readings."""
+    if not run_delay or run_delay.get("start") is None or run_delay.get("end") is None \
+            or not wall_s:
+        return None
+    sec = (run_delay["end"] - run_delay["start"]) / 1e9
+    return {"seconds": sec, "share": sec / wall_s}
 
 
 def busy_host_warning(env: dict[str, Any]) -> str | None:

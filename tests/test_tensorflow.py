@@ -297,8 +297,9 @@ def test_real_image_data_is_transposed_to_nhwc_once(tmp_path):
     cfg = make_run_config(model=spec.name, framework="tensorflow", mode="graph", batch_size=8,
                           data="cifar10", data_dir=str(tmp_path), iterations=SHORT)
     impl = __import__("dlperf.zoo.cnn.keras_impl", fromlist=["build"])
-    next_batch, info, first, fetch, to_device, wait, _ = TensorFlowAdapter._data(
-        tf, cfg, spec, "/CPU:0", False, impl)
+    src = TensorFlowAdapter._data(tf, cfg, spec, "/CPU:0", False, impl)
+    next_batch, info, first, fetch, to_device, wait = (src.next_batch, src.info, src.first,
+                                                       src.fetch, src.to_device, src.wait)
     assert wait is None  # prepared batches: no pipeline, no data wait
     X, Y = make_batches(load_dataset("cifar10", tmp_path), spec, 8)
     assert info["layout"] == "NHWC" and info["distinct_batches"] == 5

@@ -119,7 +119,7 @@ def test_layout_is_applied_and_recorded(model, layout, expect):
     assert r["status"] == "ok", r["error"]
     assert r["flags"]["layout"] == expect
     if expect == "NHWC":
-        batch = TorchAdapter._data(torch, cfg, get_spec(model), torch.device("cpu"), True)[0]()
+        batch = TorchAdapter._data(torch, cfg, get_spec(model), torch.device("cpu"), True).next_batch()
         assert batch[0].is_contiguous(memory_format=torch.channels_last)
         assert not batch[0].is_contiguous()
 

@@ -54,6 +54,43 @@ class DistContext:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def _nothing() -> None:
+    return None
+
+
+def identity(batch: Any) -> Any:
+    """``to_device`` of a batch that is on the device already."""
+    return batch
+
+
+@dataclass
+class DataSource:
+    """Where an adapter's training batches come from (one per run; built in ``prepare``).
+
+    Attributes:
+        next_batch: returns the step's ``(x, y)`` on the device (the fused step's input).
+        info: JSON-able description stored with the result (kind, placement, data set, ...).
+        fetch: returns the batch as it is held (host or device): the breakdown's ``t_io``.
+        to_device: puts what ``fetch`` returned on the device (``t_h2d``); the identity where
+            the batch is there already. ``to_device(fetch())`` is ``next_batch()`` in two parts.
+        wait: the pipeline's data-wait recorder (dlperf.data.pipeline.DataWaitRecorder), or
+            None for synthetic and prepared batches.
+        close: stops the pipeline and frees the batches; called once after the run.
+        first: one batch as the step sees it, where the step is traced or compiled for a
+            batch before the run (JAX, TensorFlow); None where unused.
+        arrays: device arrays the source holds (JAX; freed by ``close``); empty otherwise.
+    """
+
+    next_batch: Callable[[], Any]
+    info: dict[str, Any]
+    fetch: Callable[[], Any]
+    to_device: Callable[[Any], Any]
+    wait: Any = None
+    close: Callable[[], None] = _nothing
+    first: Any = None
+    arrays: list[Any] = field(default_factory=list)
+
+
 @dataclass
 class Session:
     """A prepared training run, owned by the worker for the duration of one configuration.

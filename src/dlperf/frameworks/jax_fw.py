@@ -82,7 +82,8 @@ from typing import Any
 from dlperf import nvml
 from dlperf.config import RunConfig
 from dlperf.errors import UnavailableError
-from dlperf.frameworks.base import Session
+from dlperf.frameworks.base import DataSource, Session
+from dlperf.frameworks.base import identity as _identity
 from dlperf.harness.timers import LaggedSyncTimer
 from dlperf.zoo import IMPL_MODULES
 from dlperf.zoo.convert import flax_input_shape
@@ -428,9 +429,10 @@ class JaxAdapter:
             raise RuntimeError(f"{spec.name}: the Flax model has {n_params} parameters, the spec "
                                f"{spec.params}")
 
-        (next_batch, first_batch, data_info, data_arrays, fetch, to_device, data_wait,
-         close_data) = self._data(
-            jax, jnp, cfg, spec, dev, k_data, in_shape, in_dtype, data_sh)
+        src = self._data(jax, jnp, cfg, spec, dev, k_data, in_shape, in_dtype, data_sh)
+        next_batch, first_batch, data_info, data_arrays = (src.next_batch, src.first, src.info,
+                                                           src.arrays)
+        fetch, to_device, data_wait, close_data = src.fetch, src.to_device, src.wait, src.close
 
         # The train step.
         counters = {"traces": 0}
@@ -803,16 +805,15 @@ class JaxAdapter:
 
     @staticmethod
     def _data(jax: Any, jnp: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
-              in_shape: tuple[int, ...], in_dtype: Any, sharding: Any = None):
-        """Return (next_batch, first_batch, data_info, device_arrays, fetch, to_device,
-        data_wait, close).
+              in_shape: tuple[int, ...], in_dtype: Any, sharding: Any = None) -> DataSource:
+        """The run's :class:`~dlperf.frameworks.base.DataSource`.
 
         ``next_batch()`` gives the ``(x, y)`` device arrays of one step: ``x`` ``[B, *in_shape]``
-        (float32, or int32 token ids), ``y`` ``[B, *targets]`` int32; ``first_batch`` is what the
-        step is compiled for; ``device_arrays`` are freed by ``close``; ``to_device(fetch())``
-        is ``next_batch()`` in two parts (the batch as held, then its copy to the device), for
-        the breakdown's t_io and t_h2d; ``data_wait`` is the recorder of a pipeline (else None)
-        and ``close`` stops the pipeline. ``B`` is the global batch; with a ``sharding`` (data
+        (float32, or int32 token ids), ``y`` ``[B, *targets]`` int32; ``first`` is what the
+        step is compiled for; ``arrays`` are the device arrays it holds (freed with the
+        session); ``to_device(fetch())`` is ``next_batch()`` in two parts (the batch as held,
+        then its copy to the device), for the breakdown's t_io and t_h2d; ``wait`` is the
+        recorder of a pipeline (else None) and ``close`` stops the pipeline. ``B`` is the global batch; with a ``sharding`` (data
         parallel) the arrays are global arrays sharded over the devices, and each process holds
         (and, for real data, feeds) only its rows.
         """
@@ -838,7 +839,8 @@ class JaxAdapter:
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL,
                     "layout": "NHWC" if spec.input_kind == "image" else None}
-            return it.__next__, pool[0], info, pool, it.__next__, lambda b: b, None, lambda: None
+            return DataSource(it.__next__, info, it.__next__, _identity, first=pool[0],
+                              arrays=pool)
 
         import numpy as np
 
@@ -860,7 +862,8 @@ class JaxAdapter:
                     **{k: v for k, v in ds.meta.items()
                        if isinstance(v, (int, float, str, bool))}}
             # The pipeline hands over device arrays: no separate copy step to split off.
-            return nxt, first, info, [first], nxt, lambda b: b, rec, close
+            return DataSource(nxt, info, nxt, _identity, wait=rec, close=close, first=first,
+                              arrays=[first])
         X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
         rows = None
         if sharding is not None:  # this process's rows of every global batch
@@ -894,4 +897,4 @@ class JaxAdapter:
                 "layout": "NHWC (transposed on the host)" if spec.input_kind == "image" else None,
                 **({"rows": rows} if rows else {}),
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return next_batch, first, info, [first], it.__next__, put, None, lambda: None
+        return DataSource(next_batch, info, it.__next__, put, first=first, arrays=[first])

@@ -116,7 +116,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from dlperf import nvml  # noqa: E402
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError, UnavailableError
-from dlperf.frameworks.base import Session
+from dlperf.frameworks.base import DataSource, Session, identity
 from dlperf.harness.timers import HostTimer, LaggedSyncTimer
 from dlperf.zoo import IMPL_MODULES, build
 from dlperf.zoo.spec import ModelSpec
@@ -380,9 +380,9 @@ class TensorFlowAdapter:
             opt, l2 = self._optimizer(keras, spec, flags)
             opt.build(tvars)
 
-        (next_batch, data_info, first_batch, fetch, to_device, data_wait,
-         close_data) = self._data(tf, cfg, spec, dev, gpu, impl, rows=rows,
-                                  on_host=strategy is not None)
+        src = self._data(tf, cfg, spec, dev, gpu, impl, rows=rows, on_host=strategy is not None)
+        next_batch, data_info, first_batch = src.next_batch, src.info, src.first
+        fetch, to_device, data_wait, close_data = src.fetch, src.to_device, src.wait, src.close
         loss_fn = self._loss(tf, spec, impl)
         K = cfg.grad_accum
 
@@ -720,11 +720,11 @@ class TensorFlowAdapter:
 
     @staticmethod
     def _data(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, gpu: bool, impl: Any,
-              rows: tuple[int, int] | None = None, on_host: bool = False):
-        """Return (next_batch, data_info, first batch, fetch, to_device, data_wait, close):
-        ``next_batch()`` gives ``(x, y)``; ``to_device(fetch())`` gives the same in two parts
-        (the batch as held, then placed on the run's device), for the breakdown's t_io and
-        t_h2d; ``data_wait`` is the recorder of a pipeline (else None).
+              rows: tuple[int, int] | None = None, on_host: bool = False) -> DataSource:
+        """The run's :class:`~dlperf.frameworks.base.DataSource`: ``next_batch()`` gives
+        ``(x, y)``; ``to_device(fetch())`` gives the same in two parts (the batch as held, then
+        placed on the run's device), for the breakdown's t_io and t_h2d; ``first`` is the batch
+        the step is traced for; ``wait`` is the recorder of a pipeline (else None).
 
         The batches are global batches (``cfg.global_batch`` rows; data parallel: split across
         the replicas by the caller), or with ``rows = (lo, hi)`` (a multi-worker process) rows
@@ -770,7 +770,7 @@ class TensorFlowAdapter:
                 info["drawn_on"] = "host, then the replicas' rows copied to their devices"
             if rows is not None:
                 info["rows"] = f"[{lo}, {hi}) of each global batch of {B}"
-            return it.__next__, info, pool[0], it.__next__, lambda b: b, None, lambda: None
+            return DataSource(it.__next__, info, it.__next__, identity, first=pool[0])
 
         from dlperf.data import load_dataset, make_batches
         from dlperf.zoo.convert_keras import nchw_to_nhwc
@@ -793,7 +793,7 @@ class TensorFlowAdapter:
                     **{k: v for k, v in ds.meta.items()
                        if isinstance(v, (int, float, str, bool))}}
             nxt = rec.wrap(host_next)  # tf.data places the batches itself: no copy to split off
-            return nxt, info, first, nxt, lambda b: b, rec, close
+            return DataSource(nxt, info, nxt, identity, wait=rec, close=close, first=first)
         X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
         if rows is not None:  # this worker's rows of every global batch
             X, Y = X[:, lo:hi], Y[:, lo:hi]
@@ -816,4 +816,4 @@ class TensorFlowAdapter:
             with tf.device(dev):
                 return tf.identity(b[0]), tf.identity(b[1])
 
-        return it.__next__, info, batches[0], it.__next__, to_device, None, lambda: None
+        return DataSource(it.__next__, info, it.__next__, to_device, first=batches[0])

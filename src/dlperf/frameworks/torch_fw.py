@@ -44,7 +44,8 @@ from typing import Any
 from dlperf import nvml
 from dlperf.config import RunConfig
 from dlperf.errors import UnavailableError
-from dlperf.frameworks.base import Session
+from dlperf.frameworks.base import DataSource, Session
+from dlperf.frameworks.base import identity as _identity
 from dlperf.harness.timers import CudaEventTimer, HostTimer
 from dlperf.zoo import build_torch
 from dlperf.zoo.spec import ModelSpec
@@ -52,10 +53,6 @@ from dlperf.zoo.spec import ModelSpec
 SYNTHETIC_POOL = 4
 #: Real data: at most this many distinct batches are kept on the host and cycled.
 MAX_REAL_BATCHES = 512
-
-
-def _identity(b: Any) -> Any:
-    return b
 
 
 def _peak_rss_bytes() -> int:
@@ -185,8 +182,9 @@ class TorchAdapter:
         if cfg.mode == "graph":
             model, on_phase, compile_info = self._compile(torch, model, flags)
 
-        next_batch, data_info, fetch, to_device, data_wait, close_data = self._data(
-            torch, cfg, spec, dev, channels_last, rank)
+        src = self._data(torch, cfg, spec, dev, channels_last, rank)
+        next_batch, data_info, fetch, to_device = src.next_batch, src.info, src.fetch, src.to_device
+        data_wait, close_data = src.wait, src.close
         if data_wait is not None:
             on_phase = _and_then(on_phase, lambda ph: ph == "measure" and data_wait.mark_measure())
 
@@ -464,13 +462,12 @@ class TorchAdapter:
 
     @staticmethod
     def _data(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, channels_last: bool = False,
-              rank: int = 0):
-        """Return (next_batch, data_info, fetch, to_device, data_wait, close).
-
-        ``next_batch()`` gives the (x, y) device tensors of one step; ``to_device(fetch())``
-        does the same in two parts (the batch as it is held, then its copy to the device), for
-        the breakdown's t_io/t_h2d; ``data_wait`` is the recorder of a pipeline (else None) and
-        ``close`` stops it. With ``channels_last`` the image batches are made channels-last
+              rank: int = 0) -> DataSource:
+        """The run's :class:`~dlperf.frameworks.base.DataSource`: ``next_batch()`` gives the
+        (x, y) device tensors of one step; ``to_device(fetch())`` does the same in two parts
+        (the batch as it is held, then its copy to the device), for the breakdown's t_io/t_h2d;
+        ``wait`` is the recorder of a pipeline (else None) and ``close`` stops it. With
+        ``channels_last`` the image batches are made channels-last
         (NHWC in memory). Each step has ``cfg.per_device_batch`` samples (this rank's share of
         the global batch)."""
         B = cfg.per_device_batch
@@ -500,7 +497,7 @@ class TorchAdapter:
                 pool.append((x, y))
             it = itertools.cycle(pool)
             info = {"kind": "synthetic", "placement": "device", "distinct_batches": SYNTHETIC_POOL}
-            return it.__next__, info, it.__next__, _identity, None, lambda: None
+            return DataSource(it.__next__, info, it.__next__, _identity)
 
         import numpy as np
 
@@ -538,10 +535,11 @@ class TorchAdapter:
                 "placement":
                 "host-pinned" if cuda else "host", "distinct_batches": int(X.shape[0]),
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return next_batch, info, fetch, to_device, None, lambda: None
+        return DataSource(next_batch, info, fetch, to_device)
 
     @staticmethod
-    def _pipeline(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, ds: Any, fmt: Any):
+    def _pipeline(torch: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, ds: Any,
+                  fmt: Any) -> DataSource:
         """Real data through a DataLoader during training (frameworks/torch_input.py); returns
         what :meth:`_data` returns. ``fmt``: the memory format of image batches on the device."""
         from dlperf.data.pipeline import DataWaitRecorder
@@ -561,7 +559,7 @@ class TorchAdapter:
         info = {"kind": "real", "dataset": ds.name, "path": str(ds.path),
                 "placement": "pipeline", "pipeline": pipe,
                 **{k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}}
-        return next_batch, info, timed_next, to_device, rec, close
+        return DataSource(next_batch, info, timed_next, to_device, wait=rec, close=close)
 
 
 def _device_copier(dev: Any, fmt: Any):

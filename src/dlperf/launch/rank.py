@@ -37,9 +37,30 @@ def main(argv: list[str] | None = None) -> int:
     r = run_config(cfg)
     r.setdefault("worker", {})["rank"] = rank
     write_json_atomic(out / f"rank{rank}.json", r)
+    if r["status"] == "ok":
+        _leave_jax_distributed()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0 if r["status"] == "ok" else 1)
+
+
+def _leave_jax_distributed() -> None:
+    """After a good run that joined ``jax.distributed``: wait at its shutdown barrier
+    (``jax.distributed.shutdown``) before exiting. Process 0 hosts the coordination service; had
+    it exited while another process was still finishing (its probes, writing its result), that
+    process's coordination client would abort it (SIGABRT, its result lost: seen with two
+    nodes over loopback). Each process has written its result before it gets here, so a
+    failure of the barrier loses nothing; it is printed."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return
+    try:
+        initialized = getattr(jax.distributed, "is_initialized", None)
+        if initialized is not None and not initialized():
+            return
+        jax.distributed.shutdown()
+    except Exception as e:  # noqa: BLE001 - reported, never fatal: the result is written
+        print(f"jax.distributed.shutdown failed: {e}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-# The real data sets live next to the project, at ../shared/data (see its README.md).
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# The real data sets live next to the project, at ../shared/data (see its README.md), or where
+# $DLPERF_DATA points when it is set.
+SHARED_DATA = (Path(os.environ["DLPERF_DATA"]) if os.environ.get("DLPERF_DATA")
+               else Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
 @pytest.fixture(scope="session")
@@ -15,7 +18,7 @@ def shared_data() -> Path:
     """The folder of real data sets (``../shared/data``); skips the test if it is absent."""
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data sets not found at {SHARED_DATA} (expected ../shared/data next "
-                    f"to the project; see its README.md)")
+                    f"to the project, or DLPERF_DATA set; see its README.md)")
     return SHARED_DATA
 
 

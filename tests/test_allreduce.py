@@ -110,7 +110,17 @@ def test_cli_allreduce_two_gloo_processes(tmp_path):
     rep = subprocess.run([sys.executable, "-m", "dlperf", "report", "--db", str(db), "-o",
                           str(tmp_path / "rep")], capture_output=True, text=True, timeout=60)
     assert rep.returncode == 0, rep.stderr
-    assert "## All-reduce" in (tmp_path / "rep" / "report.md").read_text()
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## All-reduce" in md and "No environment information" not in md
+    again = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--from-json", str(out),
+                            "--db", str(db)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "nothing stored twice" in again.stderr
+    bad = tmp_path / "norows.json"
+    bad.write_text('{"rows": []}')
+    refused = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--from-json",
+                              str(bad), "--db", str(db)], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == 2 and "norows.json" in refused.stderr
     bad = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--max-bytes", "lots"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--max-bytes" in bad.stderr

@@ -596,6 +596,7 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
             sections.append(("Efficiency: MFU, roofline, energy", eff))
         sections += _parallel_sections(rows, store, output, target_loss)
         coll = store.collectives()
+        store_env = store.collectives_env() if coll else None
         if coll:
             sections.append(("All-reduce (algbw, busbw per message size)",
                              cmp.collectives_markdown(coll)))
@@ -612,6 +613,8 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
         env = json.loads(rows[-1]["result_json"]).get("env")
     except Exception:  # noqa: BLE001 - the report works without it
         pass
+    if env is None and coll:  # only all-reduce runs: the environment they stored
+        env = store_env
     return write_report(rows, output, title=title, env=env, sections=sections)
 
 
@@ -742,8 +745,16 @@ def _store_collectives(path: Path, db: str) -> None:
     created = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(
         timespec="seconds")
     with ResultStore(db) as store:
-        run_id = store.add_collectives(report, created)
-    err.print(f"stored {len(report['rows'])} all-reduce sizes (run {run_id}) in {db}")
+        before = {r["run_id"] for r in store.collectives()}
+        try:
+            run_id = store.add_collectives(report, created)
+        except ConfigError as e:
+            raise ConfigError(f"{str(path)!r}: {e}") from None
+    if run_id in before:
+        err.print(f"run {run_id} is in {db} already: nothing stored twice", highlight=False)
+    else:
+        err.print(f"stored {len(report['rows'])} all-reduce sizes (run {run_id}) in {db}",
+                  highlight=False)
 
 
 data_app = typer.Typer(no_args_is_help=True, help="Data helpers (a synthetic ImageFolder of JPEGs).")

@@ -297,6 +297,15 @@ class ResultStore:
             "FROM collectives ORDER BY id")
         return [dict(r) for r in cur.fetchall()]
 
+    def collectives_env(self) -> dict[str, Any] | None:
+        """The environment stored with the newest collective benchmark run, or None."""
+        row = self._db.execute("SELECT run_json FROM collectives ORDER BY id DESC LIMIT 1"
+                               ).fetchone()
+        try:
+            return (json.loads(row[0]) or {}).get("env") if row and row[0] else None
+        except ValueError:
+            return None
+
     def add_sweep(self, name: str, config: dict[str, Any], created_at: str) -> None:
         """Record that sweep ``name`` (with its full config) wrote into this store."""
         with self.transaction():

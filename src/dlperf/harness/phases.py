@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 from dlperf.config import IterationPolicy
 from dlperf.harness.loop import frozen_heap
+from dlperf.harness.timers import LaggedSyncTimer
 
 #: Phase names, in iteration order.
 PHASES = ("t_io", "t_h2d", "t_f", "t_b", "t_u")
@@ -155,21 +156,21 @@ class LaggedPhaseTimer:
 
     def __init__(self, block: Callable[[Any], Any], lag: int = 2,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        if lag < 1:
-            raise ValueError("lag must be >= 1")
-        self._block, self._lag, self._clock = block, lag, clock
+        self._clock = clock
+        # The completion times: the fused loop's own lagged timer (raises for lag < 1); an
+        # iteration that marked no handle has nothing to wait for.
+        self._done = LaggedSyncTimer(lambda h: None if h is None else block(h), lag=lag,
+                                     clock=clock)
         self._host: list[float] = []  # host time of each mark's phase
-        self._prev = 0.0  # the last boundary on the host (after any wait for a completion)
+        self._prev = 0.0  # the last boundary on the host (after the timer's own work)
         self._labels: list[str] = []
         self._ends: list[int] = []
-        self._done: list[float] = []
-        self._pending: list[Any] = []
         self._last: Any = None
 
     def start(self) -> None:  # noqa: D102
-        t = self._clock()
-        self._host, self._labels, self._ends, self._done = [], [], [], [t]
-        self._prev, self._pending, self._last = t, [], None
+        self._done.start()
+        self._host, self._labels, self._ends, self._last = [], [], [], None
+        self._prev = self._clock()
 
     def mark(self, phase: str, handle: Any = None) -> None:  # noqa: D102
         t = self._clock()
@@ -181,27 +182,16 @@ class LaggedPhaseTimer:
 
     def end_iteration(self) -> None:  # noqa: D102
         self._ends.append(len(self._labels))
-        self._pending.append(self._last)
+        self._done.mark(self._last)  # may wait for the iteration ``lag`` back
         self._last = None
-        if len(self._pending) > self._lag:
-            self._wait_oldest()
-            self._prev = self._clock()  # the wait is no phase's host time
-
-    def _wait_oldest(self) -> None:
-        h = self._pending.pop(0)
-        if h is not None:
-            self._block(h)
-        self._done.append(self._clock())
+        self._prev = self._clock()  # a wait (and this bookkeeping) is no phase's host time
 
     def collect(self):  # noqa: D102
-        while self._pending:
-            self._wait_oldest()
+        intervals = self._done.collect()
         host = _group(self._labels, self._host, self._ends)
-        d = self._done
         per_iter = []
-        for i, hp in enumerate(host):
-            interval = d[i + 1] - d[i]
-            last = self._labels[self._ends[i] - 1] if self._ends[i] > 0 else None
+        for hp, interval, end in zip(host, intervals, self._ends, strict=True):
+            last = self._labels[end - 1] if end > 0 else None
             if last is None:
                 per_iter.append(dict(hp))
                 continue

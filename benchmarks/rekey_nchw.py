@@ -23,56 +23,60 @@ from dlperf.config import RunConfig
 from dlperf.zoo import get_spec
 
 
-def rekey(path: str) -> int:
-    """Rewrite the qualifying rows of the store at ``path``; returns how many changed."""
+def _relabel(path: str, change) -> int:
+    """Apply ``change(result) -> bool`` (it edits a torch result's config/flags in place and
+    says whether it did) to every torch row of the store at ``path``; a changed row gets its
+    new run key. Returns how many changed."""
     db = sqlite3.connect(path)
     n = 0
     with db:
         for rid, blob in db.execute("SELECT id, result_json FROM results WHERE framework='torch'"
                                     ).fetchall():
             r = json.loads(blob)
-            cfg = r.get("config") or {}
-            flags = r.get("flags") or {}
-            if "layout" in flags or cfg.get("layout", "auto") != "auto":
-                continue  # made after layout existed
-            if get_spec(cfg["model"]).input_kind != "image":
+            if not change(r):
                 continue
-            cfg["layout"] = "nchw"
-            flags["layout"] = "NCHW"
-            r["config"], r["flags"] = cfg, flags
-            key = RunConfig(**cfg).run_key()
-            r["run_key"] = key
-            db.execute("UPDATE results SET run_key=?, result_json=? WHERE id=?",
-                       (key, json.dumps(r), rid))
-            n += 1
-    db.close()
-    return n
-
-
-def rekey_auto(path: str) -> int:
-    """Label ``auto`` points by the layout they ran in where ``auto`` now picks another."""
-    from dlperf.frameworks.torch_fw import TorchAdapter
-
-    db = sqlite3.connect(path)
-    n = 0
-    with db:
-        for rid, blob in db.execute("SELECT id, result_json FROM results WHERE framework='torch'"
-                                    ).fetchall():
-            r = json.loads(blob)
-            cfg, flags = r.get("config") or {}, r.get("flags") or {}
-            if cfg.get("layout", "auto") != "auto" or flags.get("layout") not in ("NCHW", "NHWC"):
-                continue
-            ran_nhwc = flags["layout"] == "NHWC"
-            if TorchAdapter.channels_last(RunConfig(**cfg), get_spec(cfg["model"])) == ran_nhwc:
-                continue
-            cfg["layout"] = "nhwc" if ran_nhwc else "nchw"
-            r["config"] = cfg
-            r["run_key"] = RunConfig(**cfg).run_key()
+            r["run_key"] = RunConfig(**r["config"]).run_key()
             db.execute("UPDATE results SET run_key=?, result_json=? WHERE id=?",
                        (r["run_key"], json.dumps(r), rid))
             n += 1
     db.close()
     return n
+
+
+def _to_nchw(r: dict) -> bool:
+    cfg, flags = r.get("config") or {}, r.get("flags") or {}
+    if "layout" in flags or cfg.get("layout", "auto") != "auto":
+        return False  # made after layout existed
+    if get_spec(cfg["model"]).input_kind != "image":
+        return False
+    cfg["layout"] = "nchw"
+    flags["layout"] = "NCHW"
+    r["config"], r["flags"] = cfg, flags
+    return True
+
+
+def _to_layout_ran(r: dict) -> bool:
+    from dlperf.frameworks.torch_fw import TorchAdapter
+
+    cfg, flags = r.get("config") or {}, r.get("flags") or {}
+    if cfg.get("layout", "auto") != "auto" or flags.get("layout") not in ("NCHW", "NHWC"):
+        return False
+    ran_nhwc = flags["layout"] == "NHWC"
+    if TorchAdapter.channels_last(RunConfig(**cfg), get_spec(cfg["model"])) == ran_nhwc:
+        return False
+    cfg["layout"] = "nhwc" if ran_nhwc else "nchw"
+    r["config"] = cfg
+    return True
+
+
+def rekey(path: str) -> int:
+    """Label the torch CNN rows stored before ``layout`` existed ``nchw``; returns how many."""
+    return _relabel(path, _to_nchw)
+
+
+def rekey_auto(path: str) -> int:
+    """Label ``auto`` points by the layout they ran in where ``auto`` now picks another."""
+    return _relabel(path, _to_layout_ran)
 
 
 if __name__ == "__main__":

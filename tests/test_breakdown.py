@@ -16,6 +16,7 @@ from dlperf.config import ConfigError, IterationPolicy, RunConfig, SweepConfig, 
 from dlperf.harness.phases import (CudaPhaseTimer, HostPhaseTimer, LaggedPhaseTimer,
                                    PhaseLoopResult,
                                    measure_phases)
+from fakes import FakeClock
 
 # --- attribution -----------------------------------------------------------------------------
 
@@ -243,14 +244,6 @@ def test_tensorflow_names_and_phases():
 
 
 # --- phase timers and loop --------------------------------------------------------------------
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
 
 
 def test_host_phase_timer_exact_with_fake_clock_and_waits():

@@ -11,16 +11,7 @@ from dlperf.config import IterationPolicy
 from dlperf.frameworks import NonFiniteLoss
 from dlperf.harness.loop import measure
 from dlperf.harness.timers import HostTimer
-
-
-class FakeClock:
-    """A clock that only moves when a fake step advances it."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
+from fakes import FakeClock
 
 
 def scripted_step(clock: FakeClock, durations):

@@ -14,6 +14,7 @@ from dlperf.harness.loop import measure
 from dlperf.harness.timers import HostTimer
 from dlperf.parallel import imbalance, merge_ranks, rank_payload
 from dlperf.scaling import efficiency, scaling_points, speedup
+from fakes import FakeClock
 
 
 # --- merging ranks -------------------------------------------------------------------------
@@ -171,16 +172,9 @@ def test_spans_from_gpu_and_cpu_traces():
 
 # --- agreed step counts --------------------------------------------------------------------
 
-class _Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
 
 def test_agreed_loop_runs_the_count_of_the_slowest_process():
-    clock = _Clock()
+    clock = FakeClock()
 
     def step():
         clock.t += 0.01
@@ -201,7 +195,7 @@ def test_agreed_loop_runs_the_count_of_the_slowest_process():
 
 
 def test_warmup_continues_until_every_process_is_steady():
-    clock = _Clock()
+    clock = FakeClock()
 
     def step():
         clock.t += 0.01

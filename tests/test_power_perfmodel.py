@@ -12,6 +12,7 @@ from dlperf.perfmodel.ceilings import measure_ceilings, time_calls
 from dlperf.perfmodel.datasheet import datasheet_peaks
 from dlperf.perfmodel.mfu import mfu_summary
 from dlperf.power import PowerRecord, PowerSampler, energy_summary, trapezoid_energy_j
+from fakes import FakeClock
 
 
 def test_trapezoid_is_exact_for_piecewise_linear_power():
@@ -100,13 +101,6 @@ def test_worker_samples_power_around_the_measured_segment(monkeypatch):
 
 
 # --- ceilings ------------------------------------------------------------------------------------
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
 
 
 class FakeBackend:

@@ -116,12 +116,16 @@ def main() -> int:
         d, pl = statistics.median(d_runs), statistics.median(p_runs)
         # The plain loop's switches (optimizer implementation, attention, precision, PRNG...)
         # beside the numbers: dlperf's are in its stored result (--db).
+        # ratio: of the medians (the number quoted); paired_ratios: round by round (dlperf's
+        # run and the plain run right after it), which shows drift between rounds.
         row = {"model": model, "batch_size": batch, "dlperf_samples_per_s": d_runs,
                "plain_samples_per_s": p_runs, "ratio": d / pl,
+               "paired_ratios": [x / y for x, y in zip(d_runs, p_runs)],
                "plain_args": a.plain_args, "plain_flags": plain.get("flags"),
                "plain_params": plain.get("params")}
         report["overhead"].append(row)
         print(f"{model:<14}{batch:>6}{d:>18,.1f}{pl:>17,.1f}{d / pl:>8.4f}", flush=True)
+        Path(a.out).write_text(json.dumps(report, indent=1))  # a cut-short call keeps each point
 
     if a.truth and a.framework != "torch":
         p.error("--truth needs the torch plain loop (it has --sync-every-step)")
@@ -142,6 +146,7 @@ def main() -> int:
         print(f"{model:<14}{batch:>6}{row['event_mean_s'] * 1e3:>15.4f}"
               f"{row['wall_per_iter_s'] * 1e3:>15.4f}{row['plain_sync_each_step_mean_s'] * 1e3:>19.4f}"
               f"{row['plain_no_sync_mean_s'] * 1e3:>18.4f}", flush=True)
+        Path(a.out).write_text(json.dumps(report, indent=1))
     Path(a.out).write_text(json.dumps(report, indent=1))
     return 0
 

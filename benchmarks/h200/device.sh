@@ -67,7 +67,8 @@ for part in "$@"; do
           OVERHEAD_CORES=$(python3 -c "import os; print(','.join(map(str, sorted(os.sched_getaffinity(0))[:4])))")
           echo "overhead pinned to CPUs $OVERHEAD_CORES"
         fi
-        ${OVERHEAD_CORES:+taskset -c $OVERHEAD_CORES} \
+        # budget: SIGINT at the deadline; the JSON holds every point finished by then
+        budget "${OVERHEAD_BUDGET:-540}" ${OVERHEAD_CORES:+taskset -c $OVERHEAD_CORES} \
         python3 benchmarks/overhead.py --device cuda --precision $p --rounds "${OVERHEAD_ROUNDS:-1}" --min-time 2 \
           --points "$pts" ${truth:+--truth "$truth"} --db "$R/overhead.db" \
           --out "$R/overhead_$p${OVERHEAD_TAG:-}.json"

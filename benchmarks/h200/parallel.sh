@@ -4,9 +4,10 @@
 # Each chain sees one GPU (CUDA_VISIBLE_DEVICES) and is pinned to half the physical cores with
 # their hyper-thread siblings (from /sys topology; CORES0/CORES1 override), so the chains share
 # no core. A sweep can also run as two shards, one per chain, into one db:
-#   GPU0="frameworks" GPU1="frameworks" FRAMEWORKS_SHARDS=1 bash benchmarks/h200/parallel.sh Budgets end at
-# LIMIT_S seconds from the start (DLPERF_DEADLINE). The device tool brings back at most 8 files,
-# so the parts' outputs and benchmarks/results/{h200,h200x2} come back as one $OUT/results.tgz
+#   GPU0="frameworks" GPU1="frameworks" FRAMEWORKS_SHARDS=1 bash benchmarks/h200/parallel.sh
+# ENV0="VAR=value ..." / ENV1=... set variables for one chain only. Budgets end at LIMIT_S
+# seconds from the start (DLPERF_DEADLINE). The device tool brings back at most 8 files, so
+# the parts' outputs and benchmarks/results/{h200,h200x2} come back as one $OUT/results.tgz
 # (unpack with: tar -xzf results.tgz -C benchmarks/results), the logs as $OUT/log_gpu{0,1}.txt.
 # The two chains share the host (memory bandwidth, PCIe root), which COMMANDS.md notes.
 set -uo pipefail
@@ -37,10 +38,11 @@ C0=${CORES0:-$HALF0}; C1=${CORES1:-$HALF1}
 echo "chain 0 CPUs: $C0"; echo "chain 1 CPUs: $C1"
 SH0=; SH1=
 [ -n "${FRAMEWORKS_SHARDS:-}" ] && { SH0=0/2; SH1=1/2; }
-CUDA_VISIBLE_DEVICES=0 FRAMEWORKS_SHARD=$SH0 taskset -c "$C0" bash benchmarks/h200/device.sh ${GPU0:-} \
-  > "$FINAL_OUT/log_gpu0.txt" 2>&1 &
-CUDA_VISIBLE_DEVICES=1 FRAMEWORKS_SHARD=$SH1 taskset -c "$C1" bash benchmarks/h200/device.sh ${GPU1:-} \
-  > "$FINAL_OUT/log_gpu1.txt" 2>&1 &
+# ENV0/ENV1: "VAR=value ..." for one chain only (e.g. its own OVERHEAD_POINTS and OVERHEAD_TAG)
+env ${ENV0:-} CUDA_VISIBLE_DEVICES=0 FRAMEWORKS_SHARD=$SH0 taskset -c "$C0" \
+  bash benchmarks/h200/device.sh ${GPU0:-} > "$FINAL_OUT/log_gpu0.txt" 2>&1 &
+env ${ENV1:-} CUDA_VISIBLE_DEVICES=1 FRAMEWORKS_SHARD=$SH1 taskset -c "$C1" \
+  bash benchmarks/h200/device.sh ${GPU1:-} > "$FINAL_OUT/log_gpu1.txt" 2>&1 &
 wait
 mkdir -p benchmarks/results/h200x2
 tar -czf "$FINAL_OUT/results.tgz" -C benchmarks/results h200 h200x2

@@ -230,3 +230,27 @@ def test_worker_records_a_failing_comm_profile(monkeypatch):
     c = r["dist"]["comm"]
     assert c["exposed"] is None and "profiler exploded after 3 iterations" in c["reason"]
     assert r["exposed_comm_s"] is None and "comm_profile" in r["worker"]["phases_s"]
+
+
+def test_combine_rank_comm_takes_the_device_that_waits_least():
+    from dlperf.comm.overlap import combine_rank_comm
+    from dlperf.worker import quality_warnings
+    r0 = {"comm": 0.020, "exposed": 0.0167, "profiled_wall_s_per_iter": 0.0505, "rule": "gpu-kernels"}
+    r1 = {"comm": 0.004, "exposed": 0.0015, "profiled_wall_s_per_iter": 0.0500, "rule": "gpu-kernels"}
+    c = combine_rank_comm([r0, r1], measured_step_s=0.0317)
+    assert c["exposed"] == 0.0015 and c["exposed_max"] == 0.0167
+    assert c["exposed_mean"] == pytest.approx((0.0167 + 0.0015) / 2)
+    assert c["exposed_per_device"] == {"rank0": 0.0167, "rank1": 0.0015}
+    assert c["comm"] == 0.020  # rank 0's other numbers stay as they were
+    assert c["profiled_slowdown"] == pytest.approx(0.0505 / 0.0317)
+    w = quality_warnings({"dist": {"comm": c}})
+    assert any("1.59x the measured step" in x for x in w)
+    assert not quality_warnings({"dist": {"comm": combine_rank_comm([r0], 0.0500)}})
+    # one process driving two devices: its per-device numbers; ranks without numbers skipped
+    jax_c = {"exposed": 0.5, "per_device": {"/device:GPU:0": {"exposed": 0.4},
+                                            "/device:GPU:1": {"exposed": 0.6}}}
+    c = combine_rank_comm([jax_c, {"exposed": None, "reason": "x"}])
+    assert c["exposed"] == 0.4 and set(c["exposed_per_device"]) == {
+        "rank0:/device:GPU:0", "rank0:/device:GPU:1"} and c["profiled_slowdown"] is None
+    assert combine_rank_comm([None, None]) is None
+    assert combine_rank_comm([{"exposed": None, "reason": "no trace"}])["reason"] == "no trace"

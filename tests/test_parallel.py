@@ -100,6 +100,26 @@ def test_scaling_points_match_weak_and_strong_baselines():
     assert scaling_points([_row(1, 1, 64, 64, 0.1, 640.0, framework="jax"), rows[2]]) == []
 
 
+def test_ddp_variants_are_told_apart_in_table_and_plot(tmp_path):
+    import json
+
+    from dlperf.report.scaling import plot_scaling, scaling_markdown
+    ddp = {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False, "static_graph": False,
+           "find_unused_parameters": False, "broadcast_buffers": True}
+    rj = lambda **d: json.dumps({"config": {"ddp": {**ddp, **d}}})  # noqa: E731
+    rows = [_row(1, 1, 64, 64, 0.100, 640.0),
+            _row(2, 2, 128, 64, 0.125, 1024.0, result_json=rj()),
+            _row(3, 2, 128, 64, 0.110, 1163.6, result_json=rj(broadcast_buffers=False))]
+    pts = [p for p in scaling_points(rows) if p["scaling"] == "weak"]
+    by = {(p["devices"], p["variant"]): p for p in pts}
+    assert set(by) == {(1, ""), (2, ""), (2, "ddp(broadcast_buffers=False)")}
+    assert by[(2, "ddp(broadcast_buffers=False)")]["efficiency_median"] == pytest.approx(0.1 / 0.11)
+    md = scaling_markdown(pts)
+    assert "| torch/eager ddp(broadcast_buffers=False) |" in md and "| torch/eager |" in md
+    assert "| +25 |" in md and "| +10 |" in md  # weak: T_N - T_1 in ms (0.125 / 0.110 - 0.100 s)
+    assert plot_scaling(pts, tmp_path).stat().st_size > 0
+
+
 def test_scaling_ci_from_samples():
     rows = [_row(1, 1, 64, 64, 0.1, 640.0), _row(3, 2, 128, 64, 0.125, 1024.0)]
     samples = {1: [0.1] * 5, 3: [0.125] * 5}

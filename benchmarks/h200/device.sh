@@ -152,6 +152,7 @@ for part in "$@"; do
         --batch-size 64 --scaling weak --nproc 2 --power-interval 1.0 --no-ceilings \
         --min-iters 50 --min-time 3 --db "$R2/ddp_diag_power.db" 2>&1 | tail -4
       python3 -m dlperf results --db "$R2/ddp_diag.db" --compare scaling | tee "$R2/ddp_diag.md"
+      cp "$R2"/ddp_diag*.db "$R2/ddp_diag.md" "$OUT/"  # the machine's tree is reset per call
       ;;
     frameworks)
       # FRAMEWORKS_SHARD=K/N: this chain's share of the grid (parallel.sh, one per GPU)

@@ -21,10 +21,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dlperf.config import ddp_changes, layout_change
 from dlperf.stats import ratio_of_medians_ci
 
 __all__ = ["efficiency", "speedup", "scaling_points", "MATCH_KEYS", "world_of",
-           "per_device_of"]
+           "per_device_of", "variant_of"]
 
 #: What must be equal between a data-parallel result and its one-device baseline.
 MATCH_KEYS = ("model", "framework", "mode", "device", "precision", "data", "threads",
@@ -78,13 +79,32 @@ MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "breakdown": False,
                 "trace_dir": None}
 
 
-def _match(row: Mapping[str, Any]) -> tuple:
-    cfg: dict[str, Any] = {}
+def _config(row: Mapping[str, Any]) -> dict[str, Any]:
     if row.get("result_json"):
         try:
-            cfg = json.loads(row["result_json"]).get("config") or {}
+            return json.loads(row["result_json"]).get("config") or {}
         except (TypeError, ValueError):
-            cfg = {}
+            return {}
+    return {}
+
+
+def variant_of(row: Mapping[str, Any]) -> str:
+    """What sets a data-parallel run apart from others of its configuration and device count:
+    the DDP options not at their default and a non-default data-parallel layout, e.g.
+    ``"ddp(broadcast_buffers=False)"``; ``""`` for none (and for one-device rows)."""
+    cfg = _config(row)
+    parts = []
+    lay = layout_change(row.get("framework"), cfg.get("dp_layout"))
+    if lay:
+        parts.append(lay)
+    changed = ddp_changes(cfg.get("ddp"))
+    if changed:
+        parts.append(f"ddp({', '.join(changed)})")
+    return " ".join(parts)
+
+
+def _match(row: Mapping[str, Any]) -> tuple:
+    cfg = _config(row)
     extra = tuple(bool(cfg.get(k)) if k == "trace_dir" else cfg.get(k, default)
                   for k, default in MATCH_CONFIG.items())
     return tuple(row.get(k) if not (k == "grad_accum" and row.get(k) is None) else 1
@@ -105,7 +125,8 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
             efficiency; without it the CI is omitted.
 
     Returns:
-        Dicts with the match keys, ``scaling`` (``weak``/``strong``), ``devices``,
+        Dicts with the match keys, ``variant`` (:func:`variant_of`: non-default DDP options
+        or data-parallel layout, ``""`` for none), ``scaling`` (``weak``/``strong``), ``devices``,
         ``nnodes``, ``global_batch``, ``per_device_batch``, ``baseline_batch``, ``t1_s`` and
         ``tn_s`` (medians), ``samples_per_s_1`` / ``_n``, ``speedup``, ``efficiency`` (from
         throughput), ``efficiency_median`` with ``ci_low`` / ``ci_high``, ``imbalance``,
@@ -131,7 +152,8 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
                 continue
             t1, tn = b["step_time_median_s"], r["step_time_median_s"]
             e_thr = (r["samples_per_s"] / b["samples_per_s"]) / n
-            entry = {**{k: r.get(k) for k in MATCH_KEYS}, "scaling": kind, "devices": n,
+            entry = {**{k: r.get(k) for k in MATCH_KEYS}, "variant": variant_of(r),
+                     "scaling": kind, "devices": n,
                      "nnodes": r.get("nnodes") or 1, "global_batch": gb,
                      "per_device_batch": pdb, "baseline_batch": b1, "t1_s": t1, "tn_s": tn,
                      "samples_per_s_1": b["samples_per_s"], "samples_per_s_n": r["samples_per_s"],
@@ -147,7 +169,8 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
             out.append(entry)
             if (id(b), kind) not in used:
                 used.add((id(b), kind))
-                out.append({**{k: b.get(k) for k in MATCH_KEYS}, "scaling": kind, "devices": 1,
+                out.append({**{k: b.get(k) for k in MATCH_KEYS}, "variant": "",
+                            "scaling": kind, "devices": 1,
                             "nnodes": 1, "global_batch": b1, "per_device_batch": b1,
                             "baseline_batch": b1, "t1_s": t1, "tn_s": t1,
                             "samples_per_s_1": b["samples_per_s"],
@@ -159,4 +182,5 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
     # its baseline batch.
     return sorted(out, key=lambda e: (str(e["model"]), str(e["framework"]), str(e["mode"]),
                                       str(e["device"]), str(e["precision"]), str(e["data"]),
-                                      e["scaling"], e["baseline_batch"], e["devices"]))
+                                      e["scaling"], e["baseline_batch"], e["devices"],
+                                      e["variant"]))

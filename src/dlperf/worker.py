@@ -157,7 +157,11 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             if any(p.get("recompiles_measured") for p in gathered):
                 comp["recompiles_measured"] = max(p.get("recompiles_measured") or 0
                                                   for p in gathered)
-            comm = merged["per_rank"][0].get("comm")  # rank 0's profile (every rank: the same)
+            from dlperf.comm.overlap import combine_rank_comm
+
+            per_rank_medians = [p["median_s"] for p in merged["per_rank"] if p["median_s"]]
+            comm = combine_rank_comm([p.get("comm") for p in merged["per_rank"]],
+                                     max(per_rank_medians) if per_rank_medians else None)
             memory = _max_memory([p["memory"] for p in merged["per_rank"]])
             dist_info = _dist_result(cfg, dist, merged, comm)
         measured = samples["measure"]
@@ -298,6 +302,7 @@ def _dist_result(cfg: RunConfig, dist: Any, merged: dict[str, Any],
 #: A result's quality warnings fire above these (documented in the README).
 WIDE_CI_REL = 0.10        # CI of the median wider than 10% of the median
 LONG_TAIL_RATIO = 1.25    # mean more than 1.25 x the median
+PROFILED_SLOWDOWN_WARN = 1.2  # comm-profiled iterations more than 1.2 x the measured median
 
 
 #: Share of the measured segment the measuring thread may wait for a CPU before a warning.
@@ -378,6 +383,12 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
         w.append(f"input-bound: the median data wait is {dw['share']:.0%} of the median "
                  f"iteration (threshold {dw['threshold']:.0%}); more loader workers or a faster "
                  f"pipeline would speed training up")
+    comm = (r.get("dist") or {}).get("comm") or {}
+    slow = comm.get("profiled_slowdown")
+    if slow is not None and slow > PROFILED_SLOWDOWN_WARN:
+        w.append(f"exposed communication comes from profiled iterations that ran {slow:.2f}x "
+                 f"the measured step: the profiler itself shifted the overlap; read it as an "
+                 f"upper bound (compare the step-time increase over one device)")
     return w
 
 

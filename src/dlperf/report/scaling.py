@@ -25,9 +25,10 @@ DASH = "–"
 
 
 def series_key(p: Mapping[str, Any]) -> tuple:
-    """Identity of a scaling series (what stays fixed while the devices change)."""
+    """Identity of a scaling series (what stays fixed while the devices change); the last
+    element is the data-parallel variant (non-default DDP options, ``""`` for none)."""
     return (p["model"], p["framework"], p["mode"], p["device"], p["precision"], p["data"],
-            p.get("threads"), p["scaling"], p["baseline_batch"])
+            p.get("threads"), p["scaling"], p["baseline_batch"], p.get("variant") or "")
 
 
 def _f(v: Any, scale: float = 1.0) -> str:
@@ -42,8 +43,9 @@ def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
                 "for strong scaling) in the same results file.\n")
     lines = ["| model | framework/mode | device | precision | data | scaling | batch (fixed) | "
              "devices | global batch | median ms | samples/s | speed-up | efficiency | "
-             "efficiency (medians) [95% CI] | imbalance | exposed comm ms/iter |",
-             "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "efficiency (medians) [95% CI] | imbalance | exposed comm ms/iter | "
+             "step increase ms (T_N − T_1) |",
+             "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in points:
         ci = ""
         if p.get("ci_low") is not None:
@@ -54,20 +56,35 @@ def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
         dev = str(p["devices"]) if (p.get("nnodes") or 1) == 1 else \
             f"{p['nnodes']}x{p['devices'] // p['nnodes']}"
         lines.append(
-            f"| {p['model']} | {p['framework']}/{p['mode']} | {p['device']} | {p['precision']} | "
+            f"| {p['model']} | {p['framework']}/{p['mode']}{_variant(p)} | {p['device']} | {p['precision']} | "
             f"{p['data']} | {p['scaling']} | {fixed} | {dev} | {p['global_batch']} | "
             f"{_f(p['tn_s'], 1e3)} | {_f(p['samples_per_s_n'])} | {p['speedup']:.3f} | "
             f"{p['efficiency']:.3f} | {em} | "
             f"{imb} | "
-            f"{_f(p.get('exposed_comm_s'), 1e3)} |")
+            f"{_f(p.get('exposed_comm_s'), 1e3)} | {_increase(p)} |")
     return "\n".join(lines) + "\n"
 
 
+def _increase(p: Mapping[str, Any]) -> str:
+    """Weak scaling, N > 1: the median step's growth over one device (ms), the whole cost of
+    going data-parallel (exposed communication, the engine's host work, skew); a check on
+    the traced exposed communication, which cannot exceed it by more than noise."""
+    if p["scaling"] != "weak" or p["devices"] == 1 or not p.get("tn_s") or not p.get("t1_s"):
+        return DASH
+    return f"{(p['tn_s'] - p['t1_s']) * 1e3:+.3g}"
+
+
+def _variant(p: Mapping[str, Any]) -> str:
+    """`` ddp(...)`` after the framework/mode of a data-parallel run with non-default options."""
+    return f" {p['variant']}" if p.get("variant") else ""
+
+
 def _label(key: tuple) -> str:
-    model, fw, mode, device, precision, data, threads, kind, b = key
+    model, fw, mode, device, precision, data, threads, kind, b, variant = key
     fixed = f"{b}/dev" if kind == "weak" else f"global {b}"
     thr = f" {threads} thr" if threads else ""
-    return f"{model} {fw}/{mode} {device} {precision} {data}{thr}, {kind} ({fixed})"
+    var = f" {variant}" if variant else ""
+    return f"{model} {fw}/{mode}{var} {device} {precision} {data}{thr}, {kind} ({fixed})"
 
 
 def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Path | None:
@@ -79,6 +96,9 @@ def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Pa
         series.setdefault(series_key(p), []).append(p)
     if not series:
         return None
+    for key, pts in series.items():  # a variant's line starts at the shared one-device point
+        if key[-1] and not any(p["devices"] == 1 for p in pts):
+            pts.extend(p for p in series.get(key[:-1] + ("",), []) if p["devices"] == 1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")

@@ -131,14 +131,17 @@ def run(
     comm_profile_iters: Annotated[int, typer.Option(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = 5,
     target_loss: Annotated[Optional[float], typer.Option(help="Report the training time until the smoothed loss reaches this value (convergence).")] = None,
     emit_slurm: Annotated[Optional[Path], typer.Option(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None,
+    repeats: Annotated[int, typer.Option(help="Runs of each point, each in a fresh worker process, in rounds (every point once, then again, ...): between-run variation and the olympic mean with `dlperf results --compare repeats`.")] = 1,
 ) -> None:
     """Measure training time per iteration for models x batch sizes x precisions (x devices)."""
     def body():
-        from dlperf.config import make_policy, make_run_config, resolve_device
+        from dlperf.config import (check_repeats, make_policy, make_run_config,
+                                   resolve_device, with_repeats)
         from dlperf.zoo import get_suite
 
         if bool(model) == bool(suite):
             raise ConfigError("give exactly one of --model or --suite (e.g. --suite quick)")
+        check_repeats(repeats)
         nprocs = _ints(nproc, "nproc")
         if nnodes > 1 and not rdzv_endpoint and emit_slurm is None:
             raise ConfigError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (node 0's "
@@ -192,6 +195,7 @@ def run(
                                              "broadcast_buffers": broadcast_buffers},
                                         comm_profile_iters=comm_profile_iters,
                                         target_loss=target_loss))
+        points = with_repeats(points, repeats)
         if emit_slurm is not None:
             from dlperf.launch.slurm import sbatch_script, strip_node_options
 
@@ -247,6 +251,12 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
         if bt is not None:
             out.print(bt)
             out.print(_BREAKDOWN_LEGEND, highlight=False)
+        if any(p.repeat for p in points):
+            from dlperf.report.compare import repeat_runs, repeats_markdown
+
+            reps = repeat_runs(rows)
+            if reps:
+                out.print(repeats_markdown(reps), markup=False, highlight=False, soft_wrap=True)
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed",
                   markup=False)
         if report_dir:
@@ -267,7 +277,7 @@ def sweep(
     report: Annotated[Optional[str], typer.Option(help="Also write a report to this folder.")] = None,
     node_rank: Annotated[int, typer.Option(help="Multi-node points: this node's index (node k > 0 stores in DB.node<k>.db).", min=0)] = 0,
     rdzv_endpoint: Annotated[Optional[str], typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
-    shard: Annotated[Optional[str], typer.Option(help="K/N: run only every N-th point from the K-th (0-based), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
+    shard: Annotated[Optional[str], typer.Option(help="K/N: run only every N-th point from the K-th (0-based; a point's repeats stay on its shard), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
 ) -> None:
     """Run a grid from a YAML file; resumable: finished points are skipped."""
     def body():
@@ -277,12 +287,17 @@ def sweep(
         k_n = _parse_shard(shard) if shard is not None else None
         cfg = load_sweep(file)
         points = cfg.expand()
-        if k_n is not None:
-            points = points[k_n[0]::k_n[1]]
+        if k_n is not None:  # by point: the repeats of a point stay on one shard (one GPU)
+            order = list(dict.fromkeys(p.point_key() for p in points))
+            mine = set(order[k_n[0]::k_n[1]])
+            points = [p for p in points if p.point_key() in mine]
         if dry_run:
             for p in points:
                 out.print(f"{p.run_key()}  {p.label()}", highlight=False)
-            out.print(f"{len(points)} points")
+            n_points = len({p.point_key() for p in points})
+            plural = "s" if n_points != 1 else ""
+            out.print(f"{len(points)} points" if n_points == len(points) else
+                      f"{len(points)} runs of {n_points} point{plural} (repeats)")
             return
         multi = [p for p in points if p.nnodes > 1]
         if multi and not rdzv_endpoint:
@@ -401,7 +416,7 @@ def results(
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts), 'allreduce' (stored all-reduce sweeps: time, algbw, busbw per message size).")] = None,
+    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts), 'allreduce' (stored all-reduce sweeps: time, algbw, busbw per message size), 'repeats' (between-run variation of points run several times, --repeats N: run medians, mean, stdev, CV, olympic mean against the within-run CI).")] = None,
     op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes.")] = False,
     target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
 ) -> None:
@@ -428,12 +443,16 @@ def results(
             if compare is not None:
                 from dlperf.report import compare as cmp
 
-                kinds = ("modes", "frameworks", "data", "scaling", "convergence", "allreduce")
+                kinds = ("modes", "frameworks", "data", "scaling", "convergence", "allreduce",
+                         "repeats")
                 if compare not in kinds:
                     raise unknown_choice("comparison", compare, kinds)
                 if compare == "allreduce":
                     comps = store.collectives()
                     md = cmp.collectives_markdown
+                elif compare == "repeats":
+                    comps = cmp.repeat_runs(rows)
+                    md = cmp.repeats_markdown
                 elif compare == "scaling":
                     from dlperf.report.scaling import scaling_markdown
                     from dlperf.scaling import scaling_points
@@ -520,7 +539,8 @@ def _csv(dicts: list[dict]) -> str:
     if dicts:
         w = csv.DictWriter(buf, fieldnames=list(dicts[0]), lineterminator="\n")
         w.writeheader()
-        w.writerows(dicts)
+        w.writerows({k: " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v
+                     for k, v in d.items()} for d in dicts)  # lists: space-separated
     return buf.getvalue()
 
 
@@ -591,6 +611,9 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
         if gaps:
             sections.append(("Input pipelines: real data against synthetic data",
                              cmp.data_markdown(gaps)))
+        reps = cmp.repeat_runs(rows)
+        if reps:
+            sections.append(("Repeated runs: between-run variation", cmp.repeats_markdown(reps)))
         eff = cmp.efficiency_markdown(rows)
         if eff:
             sections.append(("Efficiency: MFU, roofline, energy", eff))

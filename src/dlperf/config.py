@@ -11,6 +11,7 @@ A :class:`SweepConfig` is a grid read from YAML (``dlperf sweep FILE.yaml``)::
     defaults:                 # any RunConfig field
       device: cuda
       iterations: {min_iters: 30, min_time_s: 2.0}
+      repeats: 3              # each point 3 times, each run a fresh process (default 1)
     grid:                     # each entry: lists are crossed (Cartesian product)
       - model: [fcn5, fcn8]
         batch_size: [16, 64, 256]
@@ -25,6 +26,7 @@ import hashlib
 import itertools
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,7 @@ LAYOUTS = ("auto", "nchw", "nhwc")
 #: Fields added after the first stored results, with their defaults: a field at its default
 #: is left out of :meth:`RunConfig.run_key`, so adding a field does not change the key (and the
 #: resumability) of every point already stored.
-KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto"}
+KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0}
 SCALINGS = ("strong", "weak")
 #: How data-parallel replicas map to processes: one process per device (PyTorch DDP, JAX
 #: multi-process, TensorFlow MultiWorkerMirroredStrategy with one worker per device) or one
@@ -178,6 +180,12 @@ class RunConfig(BaseModel):
     (:data:`DP_LAYOUT_KINDS`; default: the framework's first in :data:`DP_LAYOUTS`); ``ddp`` holds
     PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss whose time
     to reach is reported (:mod:`dlperf.convergence`).
+
+    ``repeat`` (>= 0) tells apart repeated runs of one point (MEASUREMENT.md rule 5: between-run
+    variation), each measured in its own fresh worker process: ``dlperf run --repeats N`` and
+    ``repeats: N`` in a sweep make repeats 0 .. N-1 (:func:`with_repeats`). It is part of the
+    run key only when non-zero, so repeat 0 is the point as it was always keyed;
+    :meth:`point_key` is the key shared by all repeats of a point.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -210,6 +218,7 @@ class RunConfig(BaseModel):
     ddp: DDPOptions = Field(default_factory=DDPOptions)
     comm_profile_iters: int = Field(5, ge=0, strict=True)
     target_loss: float | None = None
+    repeat: int = Field(0, ge=0, strict=True)
 
     @field_validator("model")
     @classmethod
@@ -333,8 +342,9 @@ class RunConfig(BaseModel):
         labelling and probing settings ``input_bound_share``, ``measure_ceilings`` and
         ``power_interval_s``. A breakdown or a trace is part of what is measured:
         ``breakdown: true`` and ``trace: true`` enter the key when set (not the trace folder).
-        Fields added after the first results (``layout``, the input-pipeline fields) count only
-        when set, so keys of results stored before they existed stay valid.
+        Fields added after the first results (``layout``, ``repeat``, the input-pipeline
+        fields) count only when set, so keys of results stored before they existed stay valid:
+        repeat 0 has the key the point always had, repeat k > 0 a key of its own.
         """
         d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations", "breakdown",
                                      "trace_dir", "input_bound_share", "measure_ceilings",
@@ -362,9 +372,16 @@ class RunConfig(BaseModel):
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+    def point_key(self) -> str:
+        """The run key of this point's repeat 0: the same for every repeat of a point (what
+        ``dlperf results --compare repeats`` groups by)."""
+        return self.run_key() if self.repeat == 0 else self.model_copy(
+            update={"repeat": 0}).run_key()
+
     def label(self) -> str:
         """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``; data
-        parallel: ``b=128 (2x64)`` and ``x2`` devices (``2x2`` for 2 nodes of 2)."""
+        parallel: ``b=128 (2x64)`` and ``x2`` devices (``2x2`` for 2 nodes of 2); a repeated run
+        ends in ``#k`` (its ``repeat``, 0-based; repeat 0 has none)."""
         thr = f" threads={self.threads}" if self.threads else ""
         thr += (f" layout={self.layout}" if self.layout != "auto" and _has_image_layout(self.model)
                 else "")
@@ -379,8 +396,52 @@ class RunConfig(BaseModel):
             if self.framework in ("torch", "fake"):
                 changed = self.ddp.changed()
                 extra += f" ddp({', '.join(changed)})" if changed else ""
+        extra += f" #{self.repeat}" if self.repeat else ""
         return (f"{self.model} {self.framework}/{self.mode} {self.device}{par} {self.precision} "
                 f"{b} {self.data}{thr}{lw}{extra}")
+
+
+def check_repeats(value: Any, where: str = "--repeats") -> int:
+    """``value`` as a number of runs per point (an integer >= 1).
+
+    Raises:
+        ConfigError: anything else (0, a negative number, a list, a bool, text), naming
+            ``where`` (``--repeats``, or ``grid[i].repeats:`` in a sweep file) and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} {value!r} is not a valid number of runs per point: give an "
+                          "integer >= 1 (each run is a fresh process; 3 or more give the "
+                          "olympic mean)")
+    return value
+
+
+def with_repeats(points: Sequence[RunConfig], repeats: int | Sequence[int]) -> list[RunConfig]:
+    """Each point as ``repeats`` runs (``repeat`` 0 .. N-1), in rounds: repeat 0 of every
+    point, then repeat 1 of every point, and so on (a point with fewer repeats drops out of
+    the later rounds).
+
+    Rounds rather than a point's repeats back to back: slow drift over a sweep (clocks and
+    temperature, other tenants of the machine, caches) then spreads over every point instead
+    of landing on one point's runs, so the spread of a point's runs covers the whole sweep; a
+    sweep stopped early has every point at least once. Each run is a fresh worker process
+    either way (:mod:`dlperf.sweep`), which is what makes the runs independent.
+
+    Args:
+        points: the points (their own ``repeat`` is replaced).
+        repeats: runs per point, one number for all or one per point.
+
+    Raises:
+        ConfigError: a count below 1 (:func:`check_repeats`); ValueError if a list of counts
+            does not match ``points`` in length.
+    """
+    counts = [repeats] * len(points) if isinstance(repeats, int) else list(repeats)
+    if len(counts) != len(points):
+        raise ValueError(f"{len(counts)} repeat counts for {len(points)} points")
+    for n in counts:
+        check_repeats(n)
+    return [p if p.repeat == r else p.model_copy(update={"repeat": r})
+            for r in range(max(counts, default=0))
+            for p, n in zip(points, counts) if r < n]
 
 
 def resolve_device(device: str) -> str:
@@ -483,27 +544,37 @@ class SweepConfig(BaseModel):
     def expand(self) -> list[RunConfig]:
         """All points of the grid, in file order, duplicates removed (first one kept).
 
-        ``device: auto`` is resolved here (cuda if a GPU is usable, else cpu).
+        ``device: auto`` is resolved here (cuda if a GPU is usable, else cpu). ``repeats: N``
+        (in ``defaults`` or a grid entry; one integer >= 1, not crossed) runs each point of
+        that entry N times, as :func:`with_repeats` orders them: repeat 0 of every point, then
+        repeat 1, ...; a point listed by two entries runs the larger number of times.
 
         Raises:
             ConfigError: naming the grid entry (0-based) and field that is wrong.
         """
         from dlperf.zoo import get_suite
 
-        valid = set(RunConfig.model_fields) | {"suite"}
+        valid = (set(RunConfig.model_fields) - {"repeat"}) | {"suite", "repeats"}
         for where, d in [("defaults", self.defaults),
                          *((f"grid[{i}]", e) for i, e in enumerate(self.grid))]:
             for k in d:
+                if k == "repeat":
+                    raise ConfigError(f"{where}: 'repeat' is set by dlperf for each run; give "
+                                      "'repeats: N' for N runs of each point")
                 if k not in valid:
                     e = unknown_choice("key", k, sorted(valid))
                     raise ConfigError(f"{where}: {e}") from None
+                if k == "repeats":
+                    check_repeats(d[k], f"{where}.repeats:")
         points: list[RunConfig] = []
-        seen: set[str] = set()
+        repeats: dict[str, int] = {}  # run key (repeat 0) -> runs of that point
         for i, entry in enumerate(self.grid):
             entry = dict(entry)
             suite = entry.pop("suite", None)
+            merged = {**self.defaults, **entry}
+            n_rep = merged.pop("repeats", 1)
             axes: dict[str, list[Any]] = {}
-            for k, v in {**self.defaults, **entry}.items():
+            for k, v in merged.items():
                 if k == "iterations" or not isinstance(v, list):
                     axes[k] = [v]
                 else:
@@ -534,10 +605,11 @@ class SweepConfig(BaseModel):
                         cfg = RunConfig(**fields)
                     except ValidationError as e:
                         raise ConfigError(_format_validation(e, where=f"grid[{i}].")) from None
-                    if cfg.run_key() not in seen:
-                        seen.add(cfg.run_key())
+                    key = cfg.run_key()
+                    if key not in repeats:
                         points.append(cfg)
-        return points
+                    repeats[key] = max(repeats.get(key, 0), n_rep)
+        return with_repeats(points, [repeats[p.run_key()] for p in points])
 
 
 def load_sweep(path: str | Path) -> SweepConfig:

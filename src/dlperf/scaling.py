@@ -74,9 +74,10 @@ def per_device_of(row: Mapping[str, Any]) -> int | None:
 
 
 #: Config fields (kept in the result JSON, not in columns) that also change what is measured:
-#: a baseline must agree on them too (a --breakdown or --trace run is another measurement).
+#: a baseline must agree on them too (a --breakdown or --trace run is another measurement);
+#: repeated runs (``--repeats``) form one series per repeat (repeat k against repeat k).
 MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "breakdown": False,
-                "trace_dir": None}
+                "trace_dir": None, "repeat": 0}
 
 
 def _config(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,8 +153,9 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
                 continue
             t1, tn = b["step_time_median_s"], r["step_time_median_s"]
             e_thr = (r["samples_per_s"] / b["samples_per_s"]) / n
+            rep = _match(r)[len(MATCH_KEYS) + list(MATCH_CONFIG).index("repeat")]
             entry = {**{k: r.get(k) for k in MATCH_KEYS}, "variant": variant_of(r),
-                     "scaling": kind, "devices": n,
+                     "repeat": rep, "scaling": kind, "devices": n,
                      "nnodes": r.get("nnodes") or 1, "global_batch": gb,
                      "per_device_batch": pdb, "baseline_batch": b1, "t1_s": t1, "tn_s": tn,
                      "samples_per_s_1": b["samples_per_s"], "samples_per_s_n": r["samples_per_s"],
@@ -170,7 +172,7 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
             if (id(b), kind) not in used:
                 used.add((id(b), kind))
                 out.append({**{k: b.get(k) for k in MATCH_KEYS}, "variant": "",
-                            "scaling": kind, "devices": 1,
+                            "repeat": rep, "scaling": kind, "devices": 1,
                             "nnodes": 1, "global_batch": b1, "per_device_batch": b1,
                             "baseline_batch": b1, "t1_s": t1, "tn_s": t1,
                             "samples_per_s_1": b["samples_per_s"],
@@ -182,5 +184,5 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
     # its baseline batch.
     return sorted(out, key=lambda e: (str(e["model"]), str(e["framework"]), str(e["mode"]),
                                       str(e["device"]), str(e["precision"]), str(e["data"]),
-                                      e["scaling"], e["baseline_batch"], e["devices"],
-                                      e["variant"]))
+                                      e["scaling"], e["baseline_batch"], e["repeat"],
+                                      e["devices"], e["variant"]))

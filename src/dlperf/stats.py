@@ -230,17 +230,23 @@ def olympic_mean(values: Sequence[float]) -> float:
     return float(np.mean(np.sort(x)[1:-1]))
 
 
-def between_run(values: Sequence[float]) -> dict:
+def between_run(values: Sequence[float], level: float = 0.95) -> dict:
     """Spread of repeated runs' summary values (e.g. each run's median step time, seconds).
 
     Returns ``{"n", "mean", "stdev" (ddof=1; 0.0 if n == 1), "cv" (stdev / mean; None if the
-    mean is 0), "min", "max", "olympic_mean" (None if n < 3)}``. Raises ValueError on empty or
-    non-finite input.
+    mean is 0), "min", "max", "olympic_mean" (None if n < 3), "mean_ci_low", "mean_ci_high"}``.
+    The CI of the mean treats the runs as independent draws from one normal distribution:
+    ``mean -/+ t(1 - (1 - level) / 2, n - 1) * stdev / sqrt(n)`` (Student's t interval); None
+    if n < 2. Raises ValueError on empty or non-finite input or a ``level`` outside (0, 1).
     """
     x = _as_samples(values, "values")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
     n = int(x.size)
     mean = float(np.mean(x))
     stdev = float(np.std(x, ddof=1)) if n > 1 else 0.0
+    half = (float(_sps.t.ppf(1 - (1 - level) / 2, n - 1)) * stdev / math.sqrt(n)
+            if n > 1 else None)
     return {
         "n": n,
         "mean": mean,
@@ -249,6 +255,8 @@ def between_run(values: Sequence[float]) -> dict:
         "min": float(np.min(x)),
         "max": float(np.max(x)),
         "olympic_mean": olympic_mean(x) if n >= 3 else None,
+        "mean_ci_low": None if half is None else mean - half,
+        "mean_ci_high": None if half is None else mean + half,
     }
 
 

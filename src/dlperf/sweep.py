@@ -4,6 +4,8 @@ Used by ``dlperf run`` and ``dlperf sweep``. Each point runs in its own worker p
 (:mod:`dlperf.launch.process`) and its result is stored in one transaction as soon as it is
 known, so a sweep stopped at any moment (even by ``kill -9``) resumes without redoing finished
 points and without losing any: points whose run key is already in the store are skipped.
+Repeated runs of a point (``--repeats N``) have run keys of their own (:meth:`RunConfig.run_key`
+includes ``repeat`` when non-zero), so each repeat is resumed on its own.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def result_line(r: dict[str, Any]) -> str:
         thr += f" {lay}" if lay else ""
         changed = ddp_changes(cfg.get("ddp"))
         thr += f" ddp({', '.join(changed)})" if changed else ""
+    rep = r.get("repeat") or (r.get("config") or {}).get("repeat")
+    thr += f" #{rep}" if rep else ""
     label = escape(f"{r['model']} {r['framework']}/{r['mode']} {r['device']}{par} "
                    f"{r['precision']} {b} {r['data']}{thr}")
     if r["status"] != "ok":

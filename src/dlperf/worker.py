@@ -56,6 +56,7 @@ def base_result(cfg: RunConfig, status: str, error: str | None = None) -> dict[s
     return {
         "schema_version": SCHEMA_VERSION,
         "run_key": cfg.run_key(),
+        "repeat": cfg.repeat, "point_key": cfg.point_key(),
         "status": status,
         "error": error,
         "created_at": now_iso(),

@@ -1,9 +1,12 @@
-"""Comparisons between stored results: graph-optimisation effect and framework ratios.
+"""Comparisons between stored results: graph-optimisation effect, framework ratios, real
+against synthetic data, and repeated runs of one point.
 
-Both are ratios of median iteration times with a bootstrap CI computed from the raw samples
-(:func:`dlperf.stats.ratio_of_medians_ci`): ``speed-up = median(baseline) / median(other)``,
-so a value above 1 means the other is faster. Only results that measured the same thing are
-compared: same model, device, precision, batch size, data and threads.
+The first three are ratios of median iteration times with a bootstrap CI computed from the raw
+samples (:func:`dlperf.stats.ratio_of_medians_ci`): ``speed-up = median(baseline) /
+median(other)``, so a value above 1 means the other is faster. Only results that measured the
+same thing are compared: same model, device, precision, batch size, data and threads, and the
+same repeat (``dlperf run --repeats N``: repeat k against repeat k, labelled ``#k``).
+:func:`repeat_runs` summarises the repeated runs of each point (between-run variation).
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dlperf.stats import ratio_of_medians_ci
+import math
+import statistics
+
+from dlperf.report.tables import fmt_sig, repeat_of, result_of
+from dlperf.stats import between_run, ratio_of_medians_ci
 
 #: What makes two results comparable.
 POINT_KEYS = ("model", "device", "precision", "batch_size", "data", "threads")
@@ -27,8 +34,15 @@ def _pairs(rows: Sequence[dict[str, Any]], match: Callable[[dict, dict], bool]):
     ok = [r for r in rows if r.get("status") == "ok"]
     for base in ok:
         for other in ok:
-            if base is not other and _point(base) == _point(other) and match(base, other):
+            if (base is not other and _point(base) == _point(other)
+                    and repeat_of(base) == repeat_of(other) and match(base, other)):
                 yield base, other
+
+
+def _rep(r: dict[str, Any]) -> str:
+    """`` #k`` for repeat k > 0 of a point, else empty."""
+    k = repeat_of(r)
+    return f" #{k}" if k else ""
 
 
 def _compare(pairs, samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:
@@ -36,8 +50,8 @@ def _compare(pairs, samples_of: Callable[[int], list[float]]) -> list[dict[str, 
     for base, other in pairs:
         ratio, lo, hi = ratio_of_medians_ci(samples_of(base["id"]), samples_of(other["id"]))
         out.append({**{k: base.get(k) for k in POINT_KEYS},
-                    "baseline": f"{base['framework']}/{base['mode']}",
-                    "other": f"{other['framework']}/{other['mode']}",
+                    "baseline": f"{base['framework']}/{base['mode']}{_rep(base)}",
+                    "other": f"{other['framework']}/{other['mode']}{_rep(other)}",
                     "speedup": ratio, "ci_low": lo, "ci_high": hi})
     return sorted(out, key=lambda d: (str(d["model"]), str(d["other"]), str(d["precision"]),
                                       d["batch_size"] or 0))
@@ -91,22 +105,27 @@ def data_gaps(rows: Sequence[dict[str, Any]],
     synthetic data, that throughput and ``relative_throughput`` = median synthetic iteration
     time / median real one (1 = no input cost; below 1 the real pipeline slows training down)
     with a bootstrap CI. Real-data results without a synthetic twin are listed with None there.
+    A repeated run (``repeat`` k) is set against the synthetic run of the same repeat, else
+    against the synthetic repeat 0.
 
     Args:
         rows: result rows (from :meth:`ResultStore.rows`), with ``id``.
         samples_of: result id -> measured per-iteration times (s).
     """
     ok = [r for r in rows if r.get("status") == "ok"]
-    syn = {tuple(r.get(k) for k in DATA_POINT_KEYS): r for r in ok if r.get("data") == "synthetic"}
+    syn = {(tuple(r.get(k) for k in DATA_POINT_KEYS), repeat_of(r)): r
+           for r in ok if r.get("data") == "synthetic"}
     out = []
     for r in ok:
         if r.get("data") == "synthetic":
             continue
-        base = syn.get(tuple(r.get(k) for k in DATA_POINT_KEYS))
+        pt = tuple(r.get(k) for k in DATA_POINT_KEYS)
+        base = syn.get((pt, repeat_of(r))) or syn.get((pt, 0))  # same repeat, else the first
         rel = lo = hi = None
         if base is not None:
             rel, lo, hi = ratio_of_medians_ci(samples_of(base["id"]), samples_of(r["id"]))
         out.append({**{k: r.get(k) for k in DATA_POINT_KEYS}, "data": r.get("data"),
+                    "repeat": repeat_of(r),
                     "loader_workers": r.get("loader_workers"),
                     "synthetic_samples_per_s": base.get("samples_per_s") if base else None,
                     "real_samples_per_s": r.get("samples_per_s"),
@@ -115,7 +134,8 @@ def data_gaps(rows: Sequence[dict[str, Any]],
                     "input_bound": r.get("input_bound")})
     return sorted(out, key=lambda d: (str(d["model"]), str(d["framework"]), str(d["mode"]),
                                       str(d["precision"]), d["batch_size"] or 0, str(d["data"]),
-                                      -1 if d["loader_workers"] is None else d["loader_workers"]))
+                                      -1 if d["loader_workers"] is None else d["loader_workers"],
+                                      d["repeat"]))
 
 
 def _f(v: Any, fmt: str) -> str:
@@ -134,8 +154,9 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
                f"{g['relative_throughput']:.3f} [{g['ci_low']:.3f}, {g['ci_high']:.3f}]")
         lw = "prepared" if g["loader_workers"] is None else str(g["loader_workers"])
         ib = "-" if g["input_bound"] is None else ("**yes**" if g["input_bound"] else "no")
+        rep = f" #{g['repeat']}" if g.get("repeat") else ""
         lines.append(f"| {g['model']} | {g['framework']}/{g['mode']} | {g['precision']} | "
-                     f"{g['batch_size']} | {g['data']} | {lw} | "
+                     f"{g['batch_size']} | {g['data']}{rep} | {lw} | "
                      f"{_f(g['synthetic_samples_per_s'], ',.1f')} | "
                      f"{_f(g['real_samples_per_s'], ',.1f')} | {rel} | "
                      f"{_f(g['data_wait_share'], '.1%')} | {ib} |")
@@ -219,3 +240,138 @@ def collectives_markdown(rows: Sequence[dict[str, Any]]) -> str:
                          f"{_f(r['imbalance'], '.3f')} | {_f(r['wrong'], 'd')} |")
         parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
+
+
+#: Point fields kept in each :func:`repeat_runs` entry.
+REPEAT_POINT_KEYS = ("model", "framework", "mode", "device", "precision", "batch_size", "data",
+                     "threads", "world_size")
+
+
+def point_key_of(row: dict[str, Any]) -> str:
+    """The key shared by every repeat of a row's point: the stored ``point_key`` (run key of
+    repeat 0), else the row's own run key (results stored before repeats are repeat 0)."""
+    return result_of(row).get("point_key") or row.get("run_key") or f"id:{row.get('id')}"
+
+
+def _point_label(row: dict[str, Any]) -> str:
+    """The label of a row's point as ``dlperf run`` prints it (:meth:`RunConfig.label` of the
+    stored config at repeat 0), or a shorter one from the columns when the stored config is
+    not a valid configuration of this dlperf version."""
+    from pydantic import ValidationError
+
+    from dlperf.config import RunConfig
+
+    cfg = result_of(row).get("config")
+    if isinstance(cfg, dict):
+        try:
+            return RunConfig.model_validate({**cfg, "repeat": 0}).label()
+        except (ValidationError, ValueError, TypeError):
+            pass
+    return (f"{row.get('model')} {row.get('framework')}/{row.get('mode')} {row.get('device')} "
+            f"{row.get('precision')} b={row.get('batch_size')} {row.get('data')}")
+
+
+def repeat_runs(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Between-run variation of each point with at least two ok runs (MEASUREMENT.md rule 5).
+
+    Runs of one point: rows with the same :func:`point_key_of` (``dlperf run --repeats N``
+    stores repeats 0 .. N-1; with every stored row, ``dlperf results --all``, re-runs of a
+    repeat count as runs too). Each run is one worker process and contributes its median
+    iteration time; the spread of these medians across processes is what the within-run CI
+    (a bootstrap CI of one run's median, from that run's iterations) cannot show: per-process
+    state such as cuDNN autotuning choices, allocator layout and host dispatch speed.
+
+    Args:
+        rows: result rows (:meth:`ResultStore.rows`) with ``status``, ``step_time_median_s``,
+            ``step_time_ci_low_s``/``_high_s``, ``run_key`` and ``result_json``.
+
+    Returns:
+        One dict per point, sorted by model, framework, mode, device, precision, batch, data
+        and label: the :data:`REPEAT_POINT_KEYS`, ``point`` (label),
+        ``point_key``, ``n`` (ok runs), ``failed`` (runs of the point that did not finish ok),
+        ``repeats`` and ``ids`` of the ok runs (by repeat), ``medians_ms`` (each run's median,
+        ms), the :func:`dlperf.stats.between_run` summary of the medians in ms (``mean_ms``,
+        ``stdev_ms``, ``min_ms``, ``max_ms``, ``olympic_mean_ms`` (None for n < 3),
+        ``mean_ci_low_ms``/``mean_ci_high_ms``: Student's t 95% CI of the mean of runs) and
+        ``cv`` (stdev / mean, a fraction); ``within_ci_half`` = the median over runs of each
+        run's 95% CI half-width of its median relative to that median (a fraction; None when no
+        run has a CI); ``between_over_within`` = cv / within_ci_half; ``between_dominates`` =
+        cv > within_ci_half. A run's CI half-width is about two standard errors of its median,
+        so when one between-run standard deviation exceeds it, the runs differ by more than
+        their own sampling error explains and a single run's CI understates the uncertainty.
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(point_key_of(r), []).append(r)
+    out = []
+    for key, rs in groups.items():
+        ok = [r for r in rs if r.get("status") == "ok"
+              and _finite_pos(r.get("step_time_median_s"))]
+        if len(ok) < 2:
+            continue
+        ok.sort(key=lambda r: (repeat_of(r), r.get("id") or 0))
+        med = [float(r["step_time_median_s"]) for r in ok]
+        br = between_run(med)
+        halves = [(float(r["step_time_ci_high_s"]) - float(r["step_time_ci_low_s"]))
+                  / 2 / float(r["step_time_median_s"]) for r in ok
+                  if _finite_pos(r.get("step_time_ci_low_s"))
+                  and _finite_pos(r.get("step_time_ci_high_s"))]
+        within = statistics.median(halves) if halves else None
+        cv = br["cv"]
+        ms = (lambda v: None if v is None else v * 1e3)  # noqa: E731
+        out.append({**{k: ok[-1].get(k) for k in REPEAT_POINT_KEYS},
+                    "point": _point_label(ok[0]), "point_key": key, "n": br["n"],
+                    "failed": sum(1 for r in rs if r.get("status") != "ok"),
+                    "repeats": [repeat_of(r) for r in ok], "ids": [r.get("id") for r in ok],
+                    "medians_ms": [v * 1e3 for v in med],
+                    "mean_ms": ms(br["mean"]), "stdev_ms": ms(br["stdev"]), "cv": cv,
+                    "min_ms": ms(br["min"]), "max_ms": ms(br["max"]),
+                    "olympic_mean_ms": ms(br["olympic_mean"]),
+                    "mean_ci_low_ms": ms(br["mean_ci_low"]),
+                    "mean_ci_high_ms": ms(br["mean_ci_high"]),
+                    "within_ci_half": within,
+                    "between_over_within": (cv / within if cv is not None and within else None),
+                    "between_dominates": (None if cv is None or within is None
+                                          else cv > within)})
+    return sorted(out, key=lambda d: (str(d["model"]), str(d["framework"]), str(d["mode"]),
+                                      str(d["device"]), str(d["precision"]),
+                                      d["batch_size"] or 0, str(d["data"]), d["point"],
+                                      d["point_key"]))
+
+
+def _finite_pos(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def repeats_markdown(summaries: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table of :func:`repeat_runs` with a legend; a note when there is none."""
+    if not summaries:
+        return ("No point has two or more ok runs: measure with `dlperf run ... --repeats N` "
+                "(or `repeats: N` in a sweep file).\n")
+    lines = ["| point | runs | run medians (ms) | mean of runs (ms) [95% CI] | stdev (ms) | CV | "
+             "min / max (ms) | olympic mean (ms) | within-run CI ± | between vs within |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    for d in summaries:
+        ci = ("" if d["mean_ci_low_ms"] is None else
+              f" [{fmt_sig(d['mean_ci_low_ms'])}, {fmt_sig(d['mean_ci_high_ms'])}]")
+        runs = str(d["n"]) + (f" (+{d['failed']} failed)" if d["failed"] else "")
+        flag = {True: "**between-run > within-run**", False: "within-run CI covers it",
+                None: "-"}[d["between_dominates"]]
+        lines.append(
+            f"| {d['point'].replace('|', '/')} | {runs} | "
+            f"{', '.join(fmt_sig(v) for v in d['medians_ms'])} | "
+            f"{fmt_sig(d['mean_ms'])}{ci} | {fmt_sig(d['stdev_ms'])} | {_f(d['cv'], '.1%')} | "
+            f"{fmt_sig(d['min_ms'])} / {fmt_sig(d['max_ms'])} | "
+            f"{fmt_sig(d['olympic_mean_ms']) if d['olympic_mean_ms'] is not None else '-'} | "
+            f"{_f(d['within_ci_half'], '.1%')} | {flag} |")
+    lines += ["", "Each run is its own worker process; *run medians*: each run's median time per "
+              "iteration, by repeat. *CV*: between-run standard deviation / mean. *olympic "
+              "mean*: the mean of the run medians without the fastest and the slowest run "
+              "(MLPerf Training's scoring; 3 or more runs). *within-run CI ±*: the median over "
+              "runs of a run's 95% bootstrap CI half-width, relative to its median. "
+              "**between-run > within-run**: the runs differ by more than one run's CI "
+              "allows (CV above it), so one run's CI understates the uncertainty: quote the mean "
+              "of runs (or the olympic mean) with its between-run spread. On GPUs this comes "
+              "from per-process state: cuDNN/cuBLAS autotuning choices, allocator layout, host "
+              "dispatch speed, clocks."]
+    return "\n".join(lines) + "\n"

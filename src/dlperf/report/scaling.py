@@ -28,7 +28,8 @@ def series_key(p: Mapping[str, Any]) -> tuple:
     """Identity of a scaling series (what stays fixed while the devices change); the last
     element is the data-parallel variant (non-default DDP options, ``""`` for none)."""
     return (p["model"], p["framework"], p["mode"], p["device"], p["precision"], p["data"],
-            p.get("threads"), p["scaling"], p["baseline_batch"], p.get("variant") or "")
+            p.get("threads"), p["scaling"], p["baseline_batch"], p.get("repeat") or 0,
+            p.get("variant") or "")
 
 
 def _f(v: Any, scale: float = 1.0) -> str:
@@ -53,10 +54,12 @@ def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
         em = DASH if p.get("efficiency_median") is None else f"{p['efficiency_median']:.3f}{ci}"
         fixed = f"{p['baseline_batch']}/dev" if p["scaling"] == "weak" else str(p["baseline_batch"])
         imb = DASH if p.get("imbalance") is None else f"{p['imbalance']:.3f}"
+        rep = f" #{p['repeat']}" if p.get("repeat") else ""
         dev = str(p["devices"]) if (p.get("nnodes") or 1) == 1 else \
             f"{p['nnodes']}x{p['devices'] // p['nnodes']}"
         lines.append(
-            f"| {p['model']} | {p['framework']}/{p['mode']}{_variant(p)} | {p['device']} | {p['precision']} | "
+            f"| {p['model']} | {p['framework']}/{p['mode']}{_variant(p)}{rep} | {p['device']} | "
+            f"{p['precision']} | "
             f"{p['data']} | {p['scaling']} | {fixed} | {dev} | {p['global_batch']} | "
             f"{_f(p['tn_s'], 1e3)} | {_f(p['samples_per_s_n'])} | {p['speedup']:.3f} | "
             f"{p['efficiency']:.3f} | {em} | "
@@ -80,9 +83,10 @@ def _variant(p: Mapping[str, Any]) -> str:
 
 
 def _label(key: tuple) -> str:
-    model, fw, mode, device, precision, data, threads, kind, b, variant = key
+    model, fw, mode, device, precision, data, threads, kind, b, rep, variant = key
     fixed = f"{b}/dev" if kind == "weak" else f"global {b}"
     thr = f" {threads} thr" if threads else ""
+    thr += f" #{rep}" if rep else ""
     var = f" {variant}" if variant else ""
     return f"{model} {fw}/{mode}{var} {device} {precision} {data}{thr}, {kind} ({fixed})"
 

@@ -19,8 +19,11 @@ numeric values are ``None`` and print as an en dash. Cell conventions (shared by
 - ``status``: ``ok``; ``ok (not steady)`` when ``steady_state`` is False; for failures the
   status and the first line of the error, shortened to :data:`ERROR_MAX_CHARS` characters.
 
-Rows are ordered by model, framework, precision, batch size, then mode, device, data, threads
-and run_key so that the order is total and deterministic.
+- ``model``: ends in ``#k`` for repeat k > 0 of a point (``dlperf run --repeats N``); each
+  repeated run is a row of its own.
+
+Rows are ordered by model, framework, precision, batch size, then mode, device, data, threads,
+repeat and run_key so that the order is total and deterministic.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from dlperf.results.store import repeat_of
+
 __all__ = [
     "COLUMNS",
     "ERROR_MAX_CHARS",
@@ -47,6 +52,8 @@ __all__ = [
     "short_error",
     "status_label",
     "is_ok",
+    "repeat_of",
+    "result_of",
 ]
 
 COLUMNS: tuple[str, ...] = (
@@ -97,9 +104,19 @@ def sort_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
             _str_key(r.get("device")),
             _str_key(r.get("data")),
             _num_key(r.get("threads")),
+            repeat_of(r),
             _str_key(r.get("run_key")),
         ),
     )
+
+
+def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored result JSON of a row as a dict (``{}`` when absent or unreadable)."""
+    try:
+        res = json.loads(row.get("result_json") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return res if isinstance(res, dict) else {}
 
 
 def _finite(v: Any) -> bool:
@@ -243,8 +260,9 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
     batch = _text(row.get("batch_size"))
     if n > 1 and row.get("per_device_batch") is not None:
         batch += f" ({row['per_device_batch']}/dev)"
+    rep = repeat_of(row)
     return [
-        _text(row.get("model")),
+        _text(row.get("model")) + (f" #{rep}" if rep else ""),
         fw,
         device,
         devices,

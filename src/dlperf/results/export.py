@@ -7,10 +7,11 @@ import io
 import json
 from typing import Any
 
-from dlperf.results.store import COLUMNS, ResultStore
+from dlperf.results.store import COLUMNS, ResultStore, repeat_of
 
-#: CSV columns: every flat column except the embedded JSON.
-CSV_COLUMNS = ["id", *[c for c in COLUMNS if c != "result_json"]]
+#: CSV columns: every flat column except the embedded JSON, then ``repeat`` (from the result
+#: JSON: which repeated run of its point a row is, 0 for the first and for older results).
+CSV_COLUMNS = ["id", *[c for c in COLUMNS if c != "result_json"], "repeat"]
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
@@ -19,7 +20,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow(r)
+        w.writerow({**r, "repeat": repeat_of(r)})
     return buf.getvalue()
 
 

@@ -159,6 +159,22 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     return {k: _num(row.get(k)) for k in COLUMNS}
 
 
+def repeat_of(row: dict[str, Any]) -> int:
+    """Which repeated run of its point a result row is (``repeat`` in its result JSON, kept
+    there rather than in a column; ``dlperf run --repeats N``): 0 for the first run and for
+    results stored before repeats existed (repeat 0 by their run key)."""
+    if row.get("repeat") is not None:
+        return int(row["repeat"])
+    try:
+        res = json.loads(row.get("result_json") or "{}")
+    except (TypeError, ValueError):
+        return 0
+    if not isinstance(res, dict):
+        return 0
+    rep = res.get("repeat", (res.get("config") or {}).get("repeat"))
+    return rep if isinstance(rep, int) and not isinstance(rep, bool) else 0
+
+
 class ResultStore:
     """A results database file (created if missing).
 

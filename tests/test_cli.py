@@ -71,6 +71,15 @@ def test_bad_input_gets_a_clear_error(args, needle):
     assert "Traceback" not in r.stderr
 
 
+def test_reading_an_empty_file_leaves_it_empty(tmp_path):
+    db = tmp_path / "empty.db"
+    db.write_bytes(b"")
+    for cmd in (["results", "--db", str(db)], ["report", "--db", str(db), "-o", str(tmp_path / "r")]):
+        r = dlperf(*cmd)
+        assert r.returncode == 2 and "is empty (0 bytes)" in r.stderr, r.stderr
+    assert db.stat().st_size == 0
+
+
 def test_list_and_env():
     r = dlperf("list")
     assert r.returncode == 0, r.stderr

@@ -290,3 +290,34 @@ def test_bad_repeats_in_a_sweep_file_is_a_clear_error(tmp_path):
     rc, text = cli("sweep", str(sw), "--db", str(tmp_path / "r.db"))
     assert rc == 2 and "grid[0].repeats: 0 is not a valid" in text, text
     assert not (tmp_path / "r.db").exists()
+
+
+def test_between_run_interval_of_times_stops_at_zero():
+    from dlperf.stats import between_run
+    # three runs far apart (a busy machine): the t interval of the mean reaches below zero
+    vals = [0.64e-3, 1.13e-3, 216e-3]
+    free = between_run(vals)
+    assert free["mean_ci_low"] < 0
+    cut = between_run(vals, lower_bound=0.0)
+    assert cut["mean_ci_low"] == 0.0 and cut["mean_ci_high"] == free["mean_ci_high"]
+    assert between_run([1.0, 1.1, 1.2], lower_bound=0.0)["mean_ci_low"] == pytest.approx(
+        between_run([1.0, 1.1, 1.2])["mean_ci_low"])  # far from zero: unchanged
+
+
+def test_plot_point_of_repeats_is_the_median_of_runs_with_their_range():
+    import json
+
+    from dlperf.report.plots import _point
+
+    def row(rep, med, created, sps=1000.0):
+        return {"step_time_median_s": med, "step_time_ci_low_s": med * 0.99,
+                "step_time_ci_high_s": med * 1.01, "samples_per_s": sps, "created_at": created,
+                "run_key": f"k{rep}{created}", "result_json": json.dumps({"repeat": rep})}
+    m, lo, hi, sps, n = _point([row(0, 0.010, "1")])
+    assert (n, m) == (1, pytest.approx(10.0)) and lo == pytest.approx(9.9) and sps == 1000.0
+    # three repeats, repeat 1 re-run (the newest of it counts): median of 10, 12, 30 ms
+    rows = [row(0, 0.010, "1", 100.0), row(1, 0.500, "2"), row(1, 0.012, "5", 80.0),
+            row(2, 0.030, "3", 30.0)]
+    m, lo, hi, sps, n = _point(rows)
+    assert n == 3 and m == pytest.approx(12.0) and lo == pytest.approx(10.0)
+    assert hi == pytest.approx(30.0) and sps == pytest.approx(80.0)

@@ -82,6 +82,10 @@ def _check_db(path: str, must_exist: bool) -> None:
         raise ConfigError(f"--db {path!r} is a folder; give a results file, e.g. {path}/results.db")
     if must_exist and not p.is_file():
         raise ConfigError(f"results file {path!r} does not exist; run `dlperf run ... --db {path}` first")
+    if must_exist and p.stat().st_size == 0:  # reading must not turn it into an empty store
+        raise ConfigError(f"results file {path!r} is empty (0 bytes), not a dlperf results "
+                          f"database; run `dlperf run ... --db {path}` to fill it, or give "
+                          f"another --db path")
 
 
 @app.command()

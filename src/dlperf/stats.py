@@ -230,14 +230,18 @@ def olympic_mean(values: Sequence[float]) -> float:
     return float(np.mean(np.sort(x)[1:-1]))
 
 
-def between_run(values: Sequence[float], level: float = 0.95) -> dict:
+def between_run(values: Sequence[float], level: float = 0.95,
+                lower_bound: float | None = None) -> dict:
     """Spread of repeated runs' summary values (e.g. each run's median step time, seconds).
 
     Returns ``{"n", "mean", "stdev" (ddof=1; 0.0 if n == 1), "cv" (stdev / mean; None if the
     mean is 0), "min", "max", "olympic_mean" (None if n < 3), "mean_ci_low", "mean_ci_high"}``.
     The CI of the mean treats the runs as independent draws from one normal distribution:
     ``mean -/+ t(1 - (1 - level) / 2, n - 1) * stdev / sqrt(n)`` (Student's t interval); None
-    if n < 2. Raises ValueError on empty or non-finite input or a ``level`` outside (0, 1).
+    if n < 2. ``lower_bound``: the smallest value the quantity can take (0 for times); the
+    interval's low end is cut there (a confidence interval intersected with the parameter space
+    keeps its coverage; with 3 runs the t interval of a time can otherwise reach below zero).
+    Raises ValueError on empty or non-finite input or a ``level`` outside (0, 1).
     """
     x = _as_samples(values, "values")
     if not 0 < level < 1:
@@ -255,7 +259,8 @@ def between_run(values: Sequence[float], level: float = 0.95) -> dict:
         "min": float(np.min(x)),
         "max": float(np.max(x)),
         "olympic_mean": olympic_mean(x) if n >= 3 else None,
-        "mean_ci_low": None if half is None else mean - half,
+        "mean_ci_low": (None if half is None else mean - half if lower_bound is None
+                        else max(lower_bound, mean - half)),
         "mean_ci_high": None if half is None else mean + half,
     }
 

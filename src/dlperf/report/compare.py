@@ -311,7 +311,7 @@ def repeat_runs(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         ok.sort(key=lambda r: (repeat_of(r), r.get("id") or 0))
         med = [float(r["step_time_median_s"]) for r in ok]
-        br = between_run(med)
+        br = between_run(med, lower_bound=0.0)  # times: the interval stops at 0
         halves = [(float(r["step_time_ci_high_s"]) - float(r["step_time_ci_low_s"]))
                   / 2 / float(r["step_time_median_s"]) for r in ok
                   if _finite_pos(r.get("step_time_ci_low_s"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import operator
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter, NullLocator
 from matplotlib.transforms import blended_transform_factory
+
+from dlperf.results.store import repeat_of
 
 from .tables import is_ok, sort_rows, status_label
 
@@ -77,8 +80,31 @@ def _batch(row: Mapping[str, Any]) -> int | None:
 
 
 def _latest(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """Of several ok rows for one point (repeated runs), the newest (created_at, then run_key)."""
+    """Of several ok rows for one run (re-runs), the newest (created_at, then run_key)."""
     return max(rows, key=lambda r: (str(r.get("created_at") or ""), str(r.get("run_key") or "")))
+
+
+def _point(rows: list[Mapping[str, Any]]) -> tuple[float, float, float, float | None, int]:
+    """One plotted point from the ok rows of one point: ``(median ms, low ms, high ms,
+    samples/s, runs)``. Re-runs of a repeat count once (the newest); one run gives its median
+    and the bootstrap CI of its median; several repeats (``--repeats``) give the median of
+    their medians and the range from the fastest to the slowest run (between-run variation,
+    which one run's CI does not show)."""
+    by_rep: dict[int, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_rep.setdefault(repeat_of(dict(r)), []).append(r)
+    runs = [_latest(rs) for _, rs in sorted(by_rep.items())]
+    if len(runs) == 1:
+        r = runs[0]
+        m = r["step_time_median_s"] * 1e3
+        lo = r["step_time_ci_low_s"] * 1e3 if _finite(r.get("step_time_ci_low_s")) else m
+        hi = r["step_time_ci_high_s"] * 1e3 if _finite(r.get("step_time_ci_high_s")) else m
+        sps = r.get("samples_per_s") if _finite(r.get("samples_per_s")) else None
+        return m, lo, hi, sps, 1
+    meds = [r["step_time_median_s"] * 1e3 for r in runs]
+    sps_all = [r["samples_per_s"] for r in runs if _finite(r.get("samples_per_s"))]
+    return (statistics.median(meds), min(meds), max(meds),
+            statistics.median(sps_all) if sps_all else None, len(runs))
 
 
 def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
@@ -95,6 +121,7 @@ def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
     colors = [f"C{i % 10}" for i in range(len(groups))]
     all_batches: set[int] = set()
     n_fail_marks = 0
+    several = False  # a point with several repeats (plotted as median of runs, min-max bars)
     has_data = {id(ax_t): False, id(ax_s): False}
 
     for gi, key in enumerate(sorted(groups)):
@@ -112,21 +139,16 @@ def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
             elif not is_ok(r):
                 failed.setdefault(b, r)  # first failure per batch (rows arrive sorted)
 
-        pts = [(b, _latest(rs)) for b, rs in sorted(by_batch.items())]
+        pts = [(b, _point(rs)) for b, rs in sorted(by_batch.items())]
         if pts:
             xs = [b for b, _ in pts]
-            med = [r["step_time_median_s"] * 1e3 for _, r in pts]
-            lo = [
-                max(0.0, m - r["step_time_ci_low_s"] * 1e3) if _finite(r.get("step_time_ci_low_s")) else 0.0
-                for m, (_, r) in zip(med, pts)
-            ]
-            hi = [
-                max(0.0, r["step_time_ci_high_s"] * 1e3 - m) if _finite(r.get("step_time_ci_high_s")) else 0.0
-                for m, (_, r) in zip(med, pts)
-            ]
+            med = [p[0] for _, p in pts]
+            lo = [max(0.0, p[0] - p[1]) for _, p in pts]
+            hi = [max(0.0, p[2] - p[0]) for _, p in pts]
+            several |= any(p[4] > 1 for _, p in pts)
             has_data[id(ax_t)] = True
             ax_t.errorbar(xs, med, yerr=[lo, hi], color=color, marker=marker, ms=5, capsize=3, lw=1.5, label=label)
-            sps = [(b, r.get("samples_per_s")) for b, r in pts if _finite(r.get("samples_per_s"))]
+            sps = [(b, p[3]) for b, p in pts if p[3] is not None]
             if sps:
                 has_data[id(ax_s)] = True
                 ax_s.plot([b for b, _ in sps], [v for _, v in sps], color=color, marker=marker, ms=5, lw=1.5, label=label)
@@ -163,7 +185,9 @@ def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
         ax.set_xlabel("batch size (samples per step, log2 axis)")
         ax.grid(True, which="both", alpha=0.3)
     ax_t.set_ylabel("median step time (ms, log axis)")
-    ax_t.set_title("time per iteration (error bars: bootstrap CI of the median)", fontsize=9)
+    ax_t.set_title("time per iteration (error bars: bootstrap CI of the median"
+                   + ("; points with repeats: median of the runs' medians, bars fastest to "
+                      "slowest run)" if several else ")"), fontsize=9)
     ax_s.set_ylabel("throughput (samples/s, log axis)")
     ax_s.set_title("samples per second", fontsize=9)
     if groups:

@@ -504,6 +504,16 @@ def make_run_config(**fields: Any) -> RunConfig:
         raise ConfigError(_format_validation(e, flags=True)) from None
 
 
+def _unknown_field_message(name: str) -> str:
+    """``unknown field 'gird'; did you mean 'grid'?`` (the closest field of any config model)."""
+    import difflib
+
+    known = sorted({f for m in (RunConfig, IterationPolicy, DDPOptions, SweepConfig)
+                    for f in m.model_fields})
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"unknown field {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+
+
 def _format_validation(e: ValidationError, where: str = "", flags: bool = False) -> str:
     parts = []
     for err in e.errors():
@@ -515,6 +525,8 @@ def _format_validation(e: ValidationError, where: str = "", flags: bool = False)
         if "error" in ctx and isinstance(ctx["error"], Exception):
             msg = str(ctx["error"])
         msg = msg.removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden" and err["loc"]:
+            msg = _unknown_field_message(str(err["loc"][-1]))
         inp = err.get("input")
         shown = (f" (got {inp!r})" if inp is not None and not isinstance(inp, dict)
                  and repr(inp) not in msg else "")

@@ -321,3 +321,33 @@ def test_plot_point_of_repeats_is_the_median_of_runs_with_their_range():
     m, lo, hi, sps, n = _point(rows)
     assert n == 3 and m == pytest.approx(12.0) and lo == pytest.approx(10.0)
     assert hi == pytest.approx(30.0) and sps == pytest.approx(80.0)
+
+
+def test_compare_in_a_terminal_draws_tables_and_piped_stays_markdown(tmp_path):
+    import pty
+
+    db = tmp_path / "r.db"
+    r = dlperf("run", "--framework", "fake", "--model", "fcn5_tiny", "-b", "8", "--device", "cpu",
+               "--min-iters", "5", "--min-time", "0", "--no-ceilings", "--repeats", "2",
+               "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    piped = dlperf("results", "--db", str(db), "--compare", "repeats")
+    assert piped.returncode == 0 and "|---|" in piped.stdout
+    master, slave = pty.openpty()
+    p = subprocess.run([sys.executable, "-m", "dlperf", "results", "--db", str(db), "--compare",
+                        "repeats"], stdout=slave, stderr=subprocess.PIPE, timeout=120,
+                       env={**os.environ, **FAKE_ENV, "COLUMNS": "200"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            b = os.read(master, 65536)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    os.close(master)
+    shown = b"".join(chunks).decode(errors="replace")
+    assert p.returncode == 0, p.stderr
+    assert "─" in shown and "|---|" not in shown and "mean of runs" in shown

@@ -76,6 +76,17 @@ def _check_out_dir(path: str | Path | None, flag: str) -> None:
         raise ConfigError(f"{flag} {str(path)!r} is a file; give a folder for the report")
 
 
+def _print_markdown(text: str) -> None:
+    """Markdown tables drawn as tables in a terminal; piped or redirected, the Markdown itself
+    (so ``dlperf results --compare ... > x.md`` writes a Markdown file)."""
+    if sys.stdout.isatty():
+        from rich.markdown import Markdown
+
+        out.print(Markdown(text))
+    else:
+        sys.stdout.write(text)
+
+
 def _check_db(path: str, must_exist: bool) -> None:
     p = Path(path)
     if p.is_dir():
@@ -260,7 +271,7 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
 
             reps = repeat_runs(rows)
             if reps:
-                out.print(repeats_markdown(reps), markup=False, highlight=False, soft_wrap=True)
+                _print_markdown(repeats_markdown(reps))
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed",
                   markup=False)
         if report_dir:
@@ -479,7 +490,12 @@ def results(
                     md = cmp.data_markdown if compare == "data" else cmp.markdown
                 text = (md(comps) if format == "table" else
                         json.dumps(comps, indent=1) if format == "json" else _csv(comps))
-                (output.write_text(text) if output else sys.stdout.write(text))
+                if output:
+                    output.write_text(text)
+                elif format == "table":
+                    _print_markdown(text)
+                else:
+                    sys.stdout.write(text)
                 return
             if format == "table":
                 if output:

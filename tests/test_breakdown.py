@@ -575,6 +575,32 @@ def test_gap_attribution_between_frameworks(tmp_path):
     assert "op classes explain 95% of it" in md and "| convolution | 6.000 | 4.500 | -1.5 | +75% |" in md
 
 
+def test_gap_uses_the_step_without_breakdown_where_the_breakdown_slowed_it(tmp_path):
+    from dlperf.report import breakdown as bdr
+
+    def med(m):
+        return {"median": m, "mean": m, "ci_low": m * 0.99, "ci_high": m * 1.01}
+    jax_bd = fake_result(run_key="k2", framework="jax", mode="xla", summary=med(0.0103),
+                         flags={"command_buffers": "off (--breakdown: ...)"},
+                         config={"breakdown": True},
+                         op_classes={"per_iter_s": {"convolution": 0.0058, "normalisation": 0.0016,
+                                                    "elementwise": 0.001, "optimizer": 0.0005}})
+    torch_bd = fake_result(summary=med(0.0100), config={"breakdown": True})
+    jax_plain = fake_result(run_key="k4", framework="jax", mode="xla", summary=med(0.0080),
+                            config={"breakdown": False}, op_classes=None, breakdown=None,
+                            trace=None)
+    (g,) = bdr.gap_attribution(_rows(tmp_path, [torch_bd, jax_bd, jax_plain]))
+    assert g["b"] == "jax/xla" and g["b_ref"] and not g["a_ref"] and g["note"] is None
+    assert g["b_step_s"] == pytest.approx(0.008) and g["b_bd_step_s"] == pytest.approx(0.0103)
+    assert g["gap_s"] == pytest.approx(-0.002)
+    assert "jax/xla: the fused step of its run without --breakdown" in bdr.gap_markdown([g])
+    # without the run without --breakdown: the breakdown run's own step, and a note
+    (g,) = bdr.gap_attribution(_rows(tmp_path / "x", [torch_bd, jax_bd]))
+    assert g["gap_s"] == pytest.approx(0.0003) and not g["b_ref"]
+    assert "jax/xla ran with XLA command buffers off" in g["note"]
+    assert "Note: jax/xla ran with XLA command buffers off" in bdr.gap_markdown([g])
+
+
 def test_cli_results_op_classes_and_report_in_process(tmp_path):
     from typer.testing import CliRunner
 

@@ -193,6 +193,28 @@ def _order(label: str) -> int:
     return BASELINE_ORDER.index(label) if label in BASELINE_ORDER else len(BASELINE_ORDER)
 
 
+def slowed_by_breakdown(row: Mapping[str, Any]) -> bool:
+    """True for a JAX ``--breakdown`` run on a GPU that turned XLA command buffers off (flags
+    ``command_buffers`` = ``off ...``): its fused step ran without them too, which is not the
+    framework's own speed (a scanned LSTM on the H200: 10.30 ms against 4.39 ms)."""
+    flags = result_of(row).get("flags") or {}
+    return str(flags.get("command_buffers", "")).startswith("off")
+
+
+def _references(rows: Sequence[Mapping[str, Any]]) -> dict[tuple, Mapping[str, Any]]:
+    """Ok rows measured without --breakdown/--trace, newest per (point, framework/mode)."""
+    refs: dict[tuple, Mapping[str, Any]] = {}
+    for r in rows:
+        cfg = result_of(r).get("config") or {}
+        if (r.get("status") != "ok" or not r.get("step_time_median_s") or cfg.get("breakdown")
+                or cfg.get("trace_dir") or op_classes_of(r)):
+            continue
+        key = (tuple(r.get(k) for k in POINT_KEYS), _label(r))
+        if key not in refs or str(r.get("created_at") or "") >= str(refs[key].get("created_at") or ""):
+            refs[key] = r
+    return refs
+
+
 def gap_attribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Step-time gaps between frameworks/modes at the same point, attributed to op classes.
 
@@ -202,9 +224,24 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     diff / gap; ``idle_diff_s`` (device idle per iteration); ``rest_s`` = gap - classes - idle
     (the traced and the fused measurements differ); ``explained`` = sum of class diffs / gap,
     None when the gap is under :data:`MIN_GAP_SHARE` of ``a``'s step.
+
+    A side whose breakdown run was slowed by the breakdown itself (:func:`slowed_by_breakdown`)
+    takes its fused step from a run of the same point without --breakdown in ``rows`` when
+    there is one (``a_ref``/``b_ref`` True; the breakdown run's own step stays in
+    ``a_bd_step_s``/``b_bd_step_s``), so the gap is the frameworks' and not the breakdown
+    mode's; without one, ``note`` says that the gap is the breakdown mode's.
     """
     ok = [r for r in rows if r.get("status") == "ok" and op_classes_of(r)
           and r.get("step_time_median_s")]
+    refs = _references(rows)
+
+    def step(r: Mapping[str, Any]) -> tuple[float, bool]:
+        if slowed_by_breakdown(r):
+            ref = refs.get((tuple(r.get(k) for k in POINT_KEYS), _label(r)))
+            if ref is not None:
+                return float(ref["step_time_median_s"]), True
+        return float(r["step_time_median_s"]), False
+
     out = []
     for i, a in enumerate(ok):
         for b in ok[i + 1:]:
@@ -218,7 +255,13 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 a_, b_ = a, b
             ca, cb = op_classes_of(a_) or {}, op_classes_of(b_) or {}
             ta, tb = result_of(a_).get("trace") or {}, result_of(b_).get("trace") or {}
-            gap = b_["step_time_median_s"] - a_["step_time_median_s"]
+            (sa, ref_a), (sb, ref_b) = step(a_), step(b_)
+            gap = sb - sa
+            unref = [_label(x) for x, ref in ((a_, ref_a), (b_, ref_b))
+                     if slowed_by_breakdown(x) and not ref]
+            note = (f"{', '.join(unref)} ran with XLA command buffers off (--breakdown) and no "
+                    f"run without --breakdown of this point is here: the gap is partly the "
+                    f"breakdown mode's" if unref else None)
             classes = []
             for c in OP_CLASSES:
                 x, y = ca.get(c, 0.0), cb.get(c, 0.0)
@@ -229,11 +272,13 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             cls_sum = math.fsum(d["diff_s"] for d in classes)
             idle = ((tb.get("idle_s") or 0.0) - (ta.get("idle_s") or 0.0)
                     if ta.get("idle_s") is not None and tb.get("idle_s") is not None else None)
-            small = abs(gap) < MIN_GAP_SHARE * a_["step_time_median_s"]
+            small = abs(gap) < MIN_GAP_SHARE * sa
             out.append({
                 **{k: a_.get(k) for k in POINT_KEYS},
-                "a": _label(a_), "b": _label(b_), "a_step_s": a_["step_time_median_s"],
-                "b_step_s": b_["step_time_median_s"], "gap_s": gap, "classes": classes,
+                "a": _label(a_), "b": _label(b_), "a_step_s": sa, "b_step_s": sb,
+                "a_ref": ref_a, "b_ref": ref_b, "a_bd_step_s": a_["step_time_median_s"],
+                "b_bd_step_s": b_["step_time_median_s"], "note": note,
+                "gap_s": gap, "classes": classes,
                 "class_diff_s": cls_sum, "idle_diff_s": idle,
                 "rest_s": gap - cls_sum - (idle or 0.0),
                 "explained": None if small or not gap else cls_sum / gap,
@@ -253,6 +298,10 @@ def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
         head = (f"**{g['model']}** {g['precision']} batch {g['batch_size']} on {g['device']}: "
                 f"{g['b']} vs {g['a']}: step {g['b_step_s'] * 1e3:.4g} vs "
                 f"{g['a_step_s'] * 1e3:.4g} ms, gap {g['gap_s'] * 1e3:+.4g} ms")
+        refd = [g[s_] for s_, f in (("a", "a_ref"), ("b", "b_ref")) if g.get(f)]
+        if refd:
+            head += (f" ({', '.join(refd)}: the fused step of its run without --breakdown; "
+                     f"the breakdown run slowed it)")
         if g["explained"] is None:
             head += " (too small to attribute)"
         else:
@@ -268,6 +317,8 @@ def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
                          DASH if g["explained"] is None else f"{g['idle_diff_s'] / g['gap_s']:+.0%}"])
         rows.append(["rest (trace vs fused step)", DASH, DASH, f"{g['rest_s'] * 1e3:+.4g}",
                      DASH if g["explained"] is None else f"{g['rest_s'] / g['gap_s']:+.0%}"])
+        if g.get("note"):
+            head += f". Note: {g['note']}"
         parts.append(head + "\n\n" + _md(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms",
                                           "share of gap"), rows, 1))
     return "\n".join(parts)
@@ -279,7 +330,9 @@ def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
     for g in gaps:
         title = (f"{g['model']} {g['precision']} b={g['batch_size']}: {g['b']} vs {g['a']}, gap "
                  f"{g['gap_s'] * 1e3:+.4g} ms" + ("" if g["explained"] is None else
-                                                 f", classes explain {g['explained']:.0%}"))
+                                                 f", classes explain {g['explained']:.0%}")
+                 + (" (a step from a run without --breakdown)" if g.get("a_ref") or g.get("b_ref")
+                    else "") + (f"\nnote: {g['note']}" if g.get("note") else ""))
         rows = [[OP_CLASSES.get(c["class"], c["class"]), _ms(c["a_s"]), _ms(c["b_s"]),
                  f"{c['diff_s'] * 1e3:+.4g}",
                  DASH if c["share"] is None or g["explained"] is None else f"{c['share']:+.0%}"]

@@ -17,11 +17,11 @@ median step times with a bootstrap CI (:func:`dlperf.stats.ratio_of_medians_ci`)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dlperf.config import ddp_changes, layout_change
+from dlperf.results.store import result_of
 from dlperf.stats import ratio_of_medians_ci
 
 __all__ = ["efficiency", "speedup", "scaling_points", "MATCH_KEYS", "world_of",
@@ -81,12 +81,7 @@ MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "breakdown": False,
 
 
 def _config(row: Mapping[str, Any]) -> dict[str, Any]:
-    if row.get("result_json"):
-        try:
-            return json.loads(row["result_json"]).get("config") or {}
-        except (TypeError, ValueError):
-            return {}
-    return {}
+    return result_of(row).get("config") or {}
 
 
 def variant_of(row: Mapping[str, Any]) -> str:
@@ -94,6 +89,8 @@ def variant_of(row: Mapping[str, Any]) -> str:
     the DDP options not at their default and a non-default data-parallel layout, e.g.
     ``"ddp(broadcast_buffers=False)"``; ``""`` for none (and for one-device rows)."""
     cfg = _config(row)
+    if not isinstance(cfg, dict):
+        return ""
     parts = []
     lay = layout_change(row.get("framework"), cfg.get("dp_layout"))
     if lay:

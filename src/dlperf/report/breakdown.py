@@ -19,7 +19,6 @@ Nothing here imports a framework.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ from rich.text import Text
 from dlperf.breakdown.opclass import OP_CLASSES
 from dlperf.report.compare import POINT_KEYS
 from dlperf.report.tables import DASH, _md_escape, fmt_sig, sort_rows
+from dlperf.results.store import result_of
 
 BREAKDOWN_COLUMNS = ("model", "framework/mode", "device", "precision", "batch", "step ms",
                      "t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu", "gap", "sum vs step",
@@ -39,17 +39,6 @@ BASELINE_ORDER = ("torch/eager", "torch/graph", "jax/xla", "tensorflow/eager",
                   "tensorflow/graph", "tensorflow/xla")
 #: Below this share of the baseline's step, a gap is too small to attribute.
 MIN_GAP_SHARE = 0.01
-
-
-def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The full result dict of a store row (``{}`` if it has none)."""
-    r = row.get("result")
-    if isinstance(r, dict):
-        return r
-    try:
-        return json.loads(row.get("result_json") or "{}")
-    except (TypeError, ValueError):
-        return {}
 
 
 def _ms(v: Any) -> str:

@@ -28,7 +28,6 @@ repeat and run_key so that the order is total and deterministic.
 
 from __future__ import annotations
 
-import json
 
 import math
 import re
@@ -38,7 +37,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf.results.store import repeat_of
+from dlperf.results.store import repeat_of, result_of
 
 __all__ = [
     "COLUMNS",
@@ -108,15 +107,6 @@ def sort_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
             _str_key(r.get("run_key")),
         ),
     )
-
-
-def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored result JSON of a row as a dict (``{}`` when absent or unreadable)."""
-    try:
-        res = json.loads(row.get("result_json") or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return res if isinstance(res, dict) else {}
 
 
 def _finite(v: Any) -> bool:
@@ -209,33 +199,21 @@ def _layout(row: Mapping[str, Any]) -> str | None:
     """The image layout a PyTorch run applied (``NCHW``/``NHWC``, from the stored flags), so
     that rows differing only in layout tell apart; None for other frameworks (always NHWC)
     and for models without 4-D activations."""
-    if row.get("framework") != "torch" or not row.get("result_json"):
+    if row.get("framework") != "torch":
         return None
-    try:
-        flags = json.loads(row["result_json"]).get("flags") or {}
-    except (TypeError, ValueError):
-        return None
+    flags = result_of(row).get("flags") or {}
     return flags.get("layout") if isinstance(flags, dict) else None
 
 
 def _dist_options(row: Mapping[str, Any]) -> str | None:
-    """A data-parallel run's options that are not at their default (from the stored config):
-    the layout (``per_device``: one TensorFlow/JAX process per device) and PyTorch's DDP
-    options (``ddp(broadcast_buffers=False)``), so rows differing only in them tell apart."""
-    if int(row.get("world_size") or 1) <= 1 or not row.get("result_json"):
+    """A data-parallel run's options that are not at their default (:func:`dlperf.scaling.
+    variant_of`: ``per_device``, ``ddp(broadcast_buffers=False)``), so rows differing only in
+    them tell apart; None for a one-device run or none changed."""
+    if int(row.get("world_size") or 1) <= 1:
         return None
-    from dlperf.config import ddp_changes, layout_change  # pydantic only, no framework
+    from dlperf.scaling import variant_of  # pydantic only, no framework
 
-    try:
-        cfg = json.loads(row["result_json"]).get("config") or {}
-    except (TypeError, ValueError, AttributeError):
-        return None
-    if not isinstance(cfg, dict):
-        return None
-    changed = ddp_changes(cfg.get("ddp"))
-    parts = [layout_change(row.get("framework"), cfg.get("dp_layout")),
-             f"ddp({', '.join(changed)})" if changed else None]
-    return " ".join(p for p in parts if p) or None
+    return variant_of(row) or None
 
 
 def row_cells(row: Mapping[str, Any]) -> list[str]:

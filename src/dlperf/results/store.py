@@ -30,6 +30,7 @@ import json
 import math
 import sqlite3
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from dlperf.errors import ConfigError
@@ -159,18 +160,26 @@ def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
     return {k: _num(row.get(k)) for k in COLUMNS}
 
 
+def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The full result dict of a store row: its ``result`` dict if it carries one, else its
+    ``result_json`` parsed (``{}`` when absent or unreadable)."""
+    r = row.get("result")
+    if isinstance(r, dict):
+        return r
+    try:
+        res = json.loads(row.get("result_json") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return res if isinstance(res, dict) else {}
+
+
 def repeat_of(row: dict[str, Any]) -> int:
     """Which repeated run of its point a result row is (``repeat`` in its result JSON, kept
     there rather than in a column; ``dlperf run --repeats N``): 0 for the first run and for
     results stored before repeats existed (repeat 0 by their run key)."""
     if row.get("repeat") is not None:
         return int(row["repeat"])
-    try:
-        res = json.loads(row.get("result_json") or "{}")
-    except (TypeError, ValueError):
-        return 0
-    if not isinstance(res, dict):
-        return 0
+    res = result_of(row)
     rep = res.get("repeat", (res.get("config") or {}).get("repeat"))
     return rep if isinstance(rep, int) and not isinstance(rep, bool) else 0
 

@@ -669,3 +669,64 @@ def test_xspace_gpu_layout_roundtrip_and_jax_trace(tmp_path):
     assert by[3][2] == 1
     a = analyse(td)
     assert a["busy_s"] == pytest.approx(450e-9) and a["phase_samples"]["t_b"] == [200e-9, 0.0]
+
+
+def test_breakdown_apart_runs_the_headline_without_it_and_merges(tmp_path):
+    """An adapter whose breakdown changes process-wide settings (JAX on a GPU: command buffers
+    off) gets two processes: the headline from one without the breakdown, the breakdown's
+    sections from the other; stored under the point's own key, resumed as one point."""
+    import os
+    import subprocess
+    import sys
+
+    from dlperf.results.store import ResultStore
+
+    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002",
+           "DLPERF_FAKE_BREAKDOWN_APART": "1", "COLUMNS": "200"}
+    db = tmp_path / "r.db"
+    args = [sys.executable, "-m", "dlperf", "run", "--framework", "fake", "--model", "fcn5_tiny",
+            "-b", "8", "--device", "cpu", "--breakdown", "--min-iters", "5", "--min-time", "0",
+            "--no-ceilings", "--db", str(db)]
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=180)
+    assert p.returncode == 0, p.stderr
+    with ResultStore(db) as s:
+        (row,) = s.rows()
+        raw = s.samples(row["id"])
+    r = json.loads(row["result_json"])
+    assert row["status"] == "ok" and r["config"]["breakdown"] is True
+    # the same key as the same point run in one process
+    one = subprocess.run(args[:-1] + [str(tmp_path / "one.db")], capture_output=True, text=True,
+                         env={**env, "DLPERF_FAKE_BREAKDOWN_APART": "0"}, timeout=180)
+    assert one.returncode == 0, one.stderr
+    with ResultStore(tmp_path / "one.db") as s:
+        (row1,) = s.rows()
+    assert row["run_key"] == row1["run_key"] == r["run_key"]
+    assert "breakdown" in json.loads(row1["result_json"])["worker"]["phases_s"]
+    assert r["breakdown"]["available"] and r["op_classes"]["per_iter_s"]
+    assert r["breakdown_run"]["why"].startswith("fake:") and r["breakdown_run"]["status"] == "ok"
+    assert "breakdown" not in r["worker"]["phases_s"]  # the headline's process did not run it
+    assert any(k.startswith("breakdown:") for k in raw)
+    # resumed as one point: nothing runs again
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=180)
+    assert p.returncode == 0 and "0 run, 1 already" in p.stderr, p.stderr
+
+
+def test_merge_breakdown_keeps_the_headline_when_the_breakdown_process_fails():
+    from dlperf.launch.process import merge_breakdown
+
+    head = {"status": "ok", "summary": {"median": 0.004}, "samples": {"measure": [0.004]},
+            "warnings": []}
+    bd = {"status": "oom", "error": "out of memory", "summary": None, "flags": {"x": 1}}
+    r = merge_breakdown(head, bd, "why")
+    assert r["summary"] == {"median": 0.004} and r["samples"] == {"measure": [0.004]}
+    assert r["breakdown"]["available"] is False and "ended oom" in r["breakdown"]["error"]
+    assert r["breakdown_run"] == {"why": "why", "status": "oom", "error": "out of memory",
+                                  "summary": None, "flags": {"x": 1}}
+    assert head["warnings"] == []  # the inputs are not modified
+    ok = {"status": "ok", "summary": {"median": 0.005}, "breakdown": {"available": True},
+          "samples": {"measure": [0.005], "breakdown:t_f": [0.001], "trace:dispatch": [0.1]},
+          "warnings": ["breakdown: x", "wide CI"]}
+    r = merge_breakdown(head, ok, "why")
+    assert r["summary"] == {"median": 0.004} and r["breakdown"] == {"available": True}
+    assert set(r["samples"]) == {"measure", "breakdown:t_f", "trace:dispatch"}
+    assert r["samples"]["measure"] == [0.004] and r["warnings"] == ["breakdown: x"]

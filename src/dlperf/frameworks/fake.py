@@ -12,7 +12,8 @@ JSON and returns a trace with one op per phase per step, of the slept durations.
 
 With real data (``data`` not ``synthetic``) each step first waits ``DLPERF_FAKE_DATA_WAIT_S``
 seconds (default 0) for its "batch", recorded as the data wait of a pipeline.
-``DLPERF_FAKE_NVML=1`` makes the session claim GPU 0 for NVML (tests of the power sampling
+``DLPERF_FAKE_BREAKDOWN_APART=1`` makes a ``--breakdown`` run two processes, as JAX's on a GPU
+(:meth:`FakeAdapter.breakdown_apart`). ``DLPERF_FAKE_NVML=1`` makes the session claim GPU 0 for NVML (tests of the power sampling
 patch :func:`dlperf.nvml.power_readers`).
 
 Data parallel (``nproc x nnodes > 1``, under a launcher): the process joins a gloo process group
@@ -57,6 +58,14 @@ class FakeAdapter:
 
     name = "fake"
     modes = ("eager",)
+
+    def breakdown_apart(self, cfg: Any) -> str | None:
+        """``DLPERF_FAKE_BREAKDOWN_APART=1``: act like an adapter whose breakdown needs its
+        own process (JAX on a GPU), for tests of :func:`dlperf.launch.process.
+        run_breakdown_apart`."""
+        if cfg.breakdown and os.environ.get("DLPERF_FAKE_BREAKDOWN_APART") == "1":
+            return "fake: the breakdown changes process-wide settings"
+        return None
 
     def available(self) -> tuple[bool, str]:  # noqa: D102
         return True, "0"

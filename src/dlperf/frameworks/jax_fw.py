@@ -235,6 +235,18 @@ class JaxAdapter:
     name = "jax"
     modes = ("xla",)
 
+    def breakdown_apart(self, cfg: RunConfig) -> str | None:
+        """Why a breakdown of ``cfg`` runs in a process of its own (None: it does not): on a
+        GPU the breakdown turns XLA command buffers off (:func:`_command_buffers_off_for_
+        breakdown`), process-wide and for the fused step too, which slowed a scanned LSTM on
+        the H200 2.3x (10.30 against 4.39 ms); the headline is measured with them on, in a
+        process without the breakdown (:func:`dlperf.launch.process.run_breakdown_apart`).
+        Not when the user set the flag in ``XLA_FLAGS`` (then both processes have it)."""
+        if (cfg.breakdown and cfg.device == "cuda"
+                and "xla_gpu_enable_command_buffer" not in os.environ.get("XLA_FLAGS", "")):
+            return "XLA command buffers off for the breakdown's trace, process-wide"
+        return None
+
     def available(self) -> tuple[bool, str]:
         """(True, "jax X, jaxlib Y, flax Z, optax W") if all four are installed, else (False, why).
 

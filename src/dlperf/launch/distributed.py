@@ -90,10 +90,13 @@ def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None
               env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``cfg`` the way it needs: one worker process, or a distributed launch."""
     if cfg.processes_per_node * cfg.nnodes == 1:
-        from dlperf.launch.process import run_in_subprocess
+        from dlperf.launch.process import breakdown_apart, run_breakdown_apart, run_in_subprocess
 
         if cfg.distributed:  # one process driving several devices (JAX, TensorFlow)
             env = {**{k: v for k, v in NCCL_ENV.items() if k not in os.environ}, **(env or {})}
+        why = breakdown_apart(cfg)
+        if why:
+            return run_breakdown_apart(cfg, why, env=env)
         return run_in_subprocess(cfg, env=env)
     return run_distributed(cfg, node_rank=node_rank, endpoint=endpoint, env=env)
 

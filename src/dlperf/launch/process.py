@@ -82,3 +82,68 @@ def _tail(path: Path) -> str:
         return path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def breakdown_apart(cfg: RunConfig) -> str | None:
+    """Why ``cfg``'s ``--breakdown`` must run in a process of its own, or None.
+
+    An adapter whose breakdown changes process-wide settings that also slow the fused step
+    says so (``breakdown_apart(cfg)``; JAX on a GPU turns XLA command buffers off, read once
+    when the backend starts). Adapters without the method never need it.
+    """
+    if not (cfg.breakdown or cfg.trace_dir):
+        return None
+    from dlperf.frameworks import get_adapter
+
+    fn = getattr(get_adapter(cfg.framework), "breakdown_apart", None)
+    return fn(cfg) if fn is not None else None
+
+
+def run_breakdown_apart(cfg: RunConfig, why: str, timeout_s: float | None = None,
+                        env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``cfg`` as two fresh worker processes: the fused-step measurement with the
+    framework's own settings (the headline, as without ``--breakdown``), then the breakdown
+    run, whose sections are merged in (:func:`merge_breakdown`). Each process gets the full
+    timeout. A failed headline is the result (no breakdown is run)."""
+    head = run_in_subprocess(cfg.model_copy(update={"breakdown": False, "trace_dir": None}),
+                             timeout_s, env)
+    head = _as_point(head, cfg)
+    if head.get("status") != "ok":
+        return head
+    return merge_breakdown(head, run_in_subprocess(cfg, timeout_s, env), why)
+
+
+def _as_point(r: dict[str, Any], cfg: RunConfig) -> dict[str, Any]:
+    """``r`` under ``cfg``'s identity (its run key, config and repeat): it is that point's
+    result, stored and resumed as such."""
+    ident = base_result(cfg, r.get("status", "crash"))
+    return {**r, **{k: ident[k] for k in ("run_key", "point_key", "repeat", "config")}}
+
+
+def merge_breakdown(head: dict[str, Any], bd: dict[str, Any], why: str) -> dict[str, Any]:
+    """The headline result ``head`` with the breakdown of the separate run ``bd``.
+
+    Taken from ``bd``: the ``breakdown``, ``op_classes`` and ``trace`` sections, its samples
+    under ``breakdown:``/``trace:`` and its warnings about them. Kept beside them:
+    ``breakdown_run`` = ``{"why", "status", "error", "summary" (the breakdown run's own fused
+    step, against which its phases are reconciled), "flags"}``. A failed ``bd`` leaves
+    ``breakdown`` unavailable with its error; the headline stands.
+    """
+    r = {**head, "samples": dict(head.get("samples") or {}),
+         "warnings": list(head.get("warnings") or [])}
+    r["breakdown_run"] = {"why": why, "status": bd.get("status"), "error": bd.get("error"),
+                          "summary": bd.get("summary"), "flags": bd.get("flags")}
+    if bd.get("status") != "ok":
+        r["breakdown"] = {"available": False,
+                          "error": f"the breakdown's own process ended {bd.get('status')}: "
+                                   f"{str(bd.get('error'))[:500]}"}
+        r["warnings"].append(f"breakdown: its process ended {bd.get('status')}")
+        return r
+    for k in ("breakdown", "op_classes", "trace"):
+        if k in bd:
+            r[k] = bd[k]
+    r["samples"].update({k: v for k, v in (bd.get("samples") or {}).items()
+                         if k.startswith(("breakdown:", "trace:"))})
+    r["warnings"] += [w for w in bd.get("warnings") or []
+                      if w.startswith(("breakdown:", "trace:"))]
+    return r

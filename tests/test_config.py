@@ -72,6 +72,10 @@ grid:
      "defaults: unknown key 'batchsize'; did you mean 'batch_size'?"),
     ("name: t\ngrid:\n  - {model: fcn5_tiny, batchsize: 4}\n",
      "grid[0]: unknown key 'batchsize'; did you mean 'batch_size'?"),
+    # unknown fields at any level of the models (pydantic's extra_forbidden)
+    ("name: x\ngird:\n  - {model: fcn5_tiny}\n", "unknown field 'gird'; did you mean 'grid'?"),
+    ("name: x\ndefaults: {iterations: {min_iter: 5}}\ngrid:\n  - {model: fcn5_tiny, batch_size: 4}\n",
+     "iterations.min_iter: unknown field 'min_iter'; did you mean 'min_iters'?"),
 ])
 def test_bad_sweep_files_are_explained(tmp_path, text, needle):
     p = tmp_path / "bad.yaml"
@@ -138,16 +142,3 @@ def test_layout_is_no_part_of_the_key_of_a_model_without_image_activations():
     cnn = [make_run_config(model="resnet50_tiny", batch_size=8, layout=lay)
            for lay in ("auto", "nchw", "nhwc")]
     assert len({c.run_key() for c in cnn}) == 3 and "layout=nhwc" in cnn[2].label()
-
-
-@pytest.mark.parametrize("text,needle", [
-    ("name: x\ngird:\n  - {model: fcn5_tiny}\n", "unknown field 'gird'; did you mean 'grid'?"),
-    ("name: x\ndefaults: {iterations: {min_iter: 5}}\ngrid:\n  - {model: fcn5_tiny, batch_size: 4}\n",
-     "iterations.min_iter: unknown field 'min_iter'; did you mean 'min_iters'?"),
-])
-def test_unknown_sweep_fields_at_any_level_get_a_suggestion(tmp_path, text, needle):
-    p = tmp_path / "s.yaml"
-    p.write_text(text)
-    with pytest.raises(ConfigError) as e:
-        load_sweep(p).expand()
-    assert needle in str(e.value)

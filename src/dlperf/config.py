@@ -34,7 +34,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
                       field_validator, model_validator)
 
-from dlperf.errors import ConfigError, unknown_choice
+from dlperf.errors import ConfigError, did_you_mean, unknown_choice
 
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -506,12 +506,9 @@ def make_run_config(**fields: Any) -> RunConfig:
 
 def _unknown_field_message(name: str) -> str:
     """``unknown field 'gird'; did you mean 'grid'?`` (the closest field of any config model)."""
-    import difflib
-
     known = sorted({f for m in (RunConfig, IterationPolicy, DDPOptions, SweepConfig)
                     for f in m.model_fields})
-    close = difflib.get_close_matches(name, known, n=1)
-    return f"unknown field {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+    return f"unknown field {name!r}{did_you_mean(name, known)}"
 
 
 def _format_validation(e: ValidationError, where: str = "", flags: bool = False) -> str:

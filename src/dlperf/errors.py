@@ -35,7 +35,11 @@ def unknown_choice(what: str, value: str, choices: Iterable[str], *,
     ``plural`` overrides the plural of ``what`` used before the list (default ``what + "s"``).
     """
     choices = sorted(choices)
-    close = difflib.get_close_matches(str(value), choices, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ";"
-    return ConfigError(f"unknown {what} {value!r}{hint} valid {plural or what + 's'}: "
-                       f"{', '.join(choices)}")
+    return ConfigError(f"unknown {what} {value!r}{did_you_mean(value, choices) or ';'} valid "
+                       f"{plural or what + 's'}: {', '.join(choices)}")
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` with the closest of ``choices`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(str(value), list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""

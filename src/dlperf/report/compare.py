@@ -17,7 +17,8 @@ from typing import Any
 import math
 import statistics
 
-from dlperf.report.tables import fmt_sig, repeat_of, result_of
+from dlperf.report.tables import fmt_sig
+from dlperf.results.store import repeat_of, result_of
 from dlperf.stats import between_run, ratio_of_medians_ci
 
 #: What makes two results comparable.

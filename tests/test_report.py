@@ -347,3 +347,28 @@ def test_ddp_rows_name_their_non_default_options():
                     batch_size=8, nproc=2, dp_layout="per_device")
     assert cfg.label().endswith("synthetic per_device")
     assert "per_" not in cfg.model_copy(update={"dp_layout": "per_node"}).label()
+
+
+def test_real_against_synthetic_is_a_ratio_of_throughputs():
+    """A loader that stalls one iteration in four keeps the median iteration of the synthetic
+    run but costs throughput: the comparison must show the cost (ratio of means)."""
+    import json as _json
+
+    from dlperf.report.compare import data_gaps
+    from dlperf.stats import ratio_ci
+
+    syn = [0.030] * 16
+    real = [0.330, 0.030, 0.030, 0.030] * 4  # median 0.030, mean 0.105
+    common = dict(status="ok", model="resnet50", framework="torch", mode="eager", device="cuda",
+                  precision="bf16", batch_size=128, threads=None)
+    rows = [dict(id=1, data="synthetic", samples_per_s=128 / 0.030, **common),
+            dict(id=2, data="imagefolder", loader_workers=4, samples_per_s=128 / 0.105,
+                 data_wait_share=0.71, input_bound=True,
+                 result_json=_json.dumps({"data_wait": {"median_share": 0.0}}), **common)]
+    (g,) = data_gaps(rows, {1: syn, 2: real}.__getitem__)
+    assert g["relative_throughput"] == pytest.approx(0.030 / 0.105)
+    assert g["ci_low"] <= g["relative_throughput"] <= g["ci_high"] < 0.7  # far from 1
+    assert g["median_wait_share"] == 0.0 and g["input_bound"] is True
+    assert ratio_ci(syn, real)[0] == pytest.approx(1.0)  # the median alone sees no cost
+    with pytest.raises(ValueError, match="statistic"):
+        ratio_ci(syn, real, statistic="mode")

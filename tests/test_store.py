@@ -155,3 +155,31 @@ def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path):
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     con.close()
     assert tables == {"people"}
+
+
+def test_version_7_data_wait_is_restated_by_total_time(tmp_path):
+    """Schema 8 makes a stored run's data-wait share total wait / total time and relabels it."""
+    from dlperf.results.store import flatten
+
+    db = tmp_path / "v7.db"
+    with ResultStore(db) as s:
+        old = fake_result()
+        old["data_wait"] = {"n": 16, "median_s": 0.0, "share": 0.0, "time_share": 0.71,
+                            "threshold": 0.10, "input_bound": False}
+        s.add(old)
+        fresh = fake_result(batch=32)
+        fresh["data_wait"] = {"share": 0.05, "time_share": 0.05, "median_share": 0.01,
+                              "threshold": 0.10, "input_bound": False, "criterion": "x"}
+        s.add(fresh)
+        assert flatten(old)["data_wait_share"] == 0.0
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with ResultStore(db) as s:
+        assert s.schema_version == 8
+        a, b = sorted(s.rows(), key=lambda r: r["batch_size"])
+        assert a["data_wait_share"] == pytest.approx(0.71) and a["input_bound"] is True
+        dw = json.loads(a["result_json"])["data_wait"]
+        assert dw["median_share"] == 0.0 and dw["share"] == 0.71 and dw["input_bound"] is True
+        assert b["data_wait_share"] == 0.05 and b["input_bound"] is False  # already by the rule

@@ -173,3 +173,18 @@ def test_cpu_wait_of_the_measuring_thread_is_stored_and_warned_about():
     cw = r["host_cpu_wait"]
     assert cw is not None and 0.0 <= cw["share"] <= 1.0
     assert (cw["share"] >= CPU_WAIT_WARN) == any("waited for a CPU" in w for w in r["warnings"])
+
+
+def test_mfu_above_one_names_the_likely_cause():
+    from dlperf.worker import mfu_above_one, quality_warnings
+
+    def res(mfu, fw=None, family="fcn"):
+        return {"mfu": {"mfu": mfu, "mfu_framework": fw, "ceiling_source": "measured matmul fp32"},
+                "spec": {"family": family}}
+
+    assert mfu_above_one(res(0.95)) is None and mfu_above_one({}) is None
+    first_layer = mfu_above_one(res(1.03, fw=0.87))  # fcn5 fp32 on the H200
+    assert "103%" in first_layer and "87%" in first_layer and "input gradient" in first_layer
+    assert "Winograd" in mfu_above_one(res(1.26, fw=1.26, family="cnn"))  # vgg16 fp32
+    assert "square-GEMM ceiling" in mfu_above_one(res(1.05, fw=1.04, family="transformer"))
+    assert any("input gradient" in w for w in quality_warnings(res(1.03, fw=0.87)))

@@ -129,7 +129,7 @@ def run(
     trace: Annotated[Optional[str], typer.Option("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None,
     loader_workers: Annotated[Optional[str], typer.Option(help="Real data through the framework's input pipeline during training with N workers (DataLoader processes / tf.data / JAX host threads); comma-separated for a sweep, e.g. 0,2,4,8. Default: batches prepared before timing (an ImageFolder always uses the pipeline).")] = None,
     loader_prefetch: Annotated[int, typer.Option(help="Batches the pipeline prepares ahead (DataLoader prefetch_factor per worker, JAX queue depth).")] = 2,
-    input_bound_share: Annotated[float, typer.Option(help="Label a run input-bound when its median data wait exceeds this share of the median iteration time.")] = 0.10,
+    input_bound_share: Annotated[float, typer.Option(help="Label a run input-bound when its measured iterations spent more than this share of their time waiting for data.")] = 0.10,
     power_interval: Annotated[float, typer.Option(help="NVML power sampling interval on a GPU (s).")] = 0.025,
     ceilings: Annotated[bool, typer.Option("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = True,
     nproc: Annotated[str, typer.Option(help="Data parallel: devices per node (PyTorch: DDP processes via torchrun; JAX: sharded jit; TensorFlow: MirroredStrategy, or MultiWorkerMirroredStrategy with --dp-layout per_device / --nnodes > 1); comma-separated for a scaling series, e.g. 1,2.")] = "1",

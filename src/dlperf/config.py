@@ -160,8 +160,8 @@ class RunConfig(BaseModel):
     tf.data with N threads, a JAX host pipeline with N threads), ``loader_prefetch`` batches
     ahead; ``None`` (the default) cycles batches prepared before timing, except for an
     ImageFolder, which is always read through the pipeline (with 0 workers by default).
-    ``input_bound_share`` is the share of the median iteration time above which the median
-    data wait labels the run input-bound. ``measure_ceilings`` runs the matmul and memory
+    ``input_bound_share`` is the share of the measured time spent waiting for data above which
+    the run is labelled input-bound (dlperf.data.pipeline says why totals, not medians). ``measure_ceilings`` runs the matmul and memory
     bandwidth microbenchmarks after the measurement (for MFU); ``power_interval_s`` is the NVML
     sampling interval on a GPU.
 

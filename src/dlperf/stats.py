@@ -319,30 +319,47 @@ def throughput(
     }
 
 
-def ratio_of_medians_ci(a: Sequence[float], b: Sequence[float], *, level: float = 0.95,
-                        n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """median(a) / median(b) with a bootstrap percentile CI (a and b resampled independently).
+def ratio_ci(a: Sequence[float], b: Sequence[float], *, statistic: str = "median",
+             level: float = 0.95, n_resamples: int = 2000,
+             seed: int = 0) -> tuple[float, float, float]:
+    """stat(a) / stat(b) with a bootstrap percentile CI (a and b resampled independently).
 
     Used for speed-ups: with ``a`` the baseline's per-iteration times and ``b`` another's,
     a ratio above 1 means ``b`` is faster. Two independent samples, so the bootstrap draws
     each with replacement on its own (Efron & Tibshirani 1993, ch. 8, two-sample problems).
+    ``statistic`` is ``"median"`` (a typical iteration: robust to outliers, the headline's
+    statistic) or ``"mean"`` (the throughput's: samples/s = batch / mean iteration time, the
+    right one when slow iterations are part of the process, e.g. a loader that stalls one
+    iteration in N; resampling single iterations then ignores their order, so the CI is a
+    rough one when stalls are periodic).
 
     Returns:
         (ratio, ci_low, ci_high).
 
     Raises:
-        ValueError: empty or non-finite samples, or a non-positive median of ``b``.
+        ValueError: empty or non-finite samples, an unknown ``statistic``, or a non-positive
+        statistic of ``b``.
     """
     x, y = _as_samples(a, "a"), _as_samples(b, "b")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    mb = float(np.median(y))
+    funcs = {"median": np.median, "mean": np.mean}
+    if statistic not in funcs:
+        raise ValueError(f"statistic must be one of {sorted(funcs)}, got {statistic!r}")
+    f = funcs[statistic]
+    mb = float(f(y))
     if mb <= 0:
-        raise ValueError("median of b must be positive")
-    ratio = float(np.median(x)) / mb
+        raise ValueError(f"{statistic} of b must be positive")
+    ratio = float(f(x)) / mb
     rng = np.random.default_rng(seed)
-    ma = np.median(x[rng.integers(0, x.size, (n_resamples, x.size))], axis=1)
-    mbs = np.median(y[rng.integers(0, y.size, (n_resamples, y.size))], axis=1)
+    ma = f(x[rng.integers(0, x.size, (n_resamples, x.size))], axis=1)
+    mbs = f(y[rng.integers(0, y.size, (n_resamples, y.size))], axis=1)
     r = ma / mbs
     lo, hi = np.percentile(r, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return ratio, float(lo), float(hi)
+
+
+def ratio_of_medians_ci(a: Sequence[float], b: Sequence[float], *, level: float = 0.95,
+                        n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """median(a) / median(b) with its bootstrap CI: :func:`ratio_ci` with ``statistic="median"``."""
+    return ratio_ci(a, b, statistic="median", level=level, n_resamples=n_resamples, seed=seed)

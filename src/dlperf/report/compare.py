@@ -19,7 +19,7 @@ import statistics
 
 from dlperf.report.tables import fmt_sig
 from dlperf.results.store import repeat_of, result_of
-from dlperf.stats import between_run, ratio_of_medians_ci
+from dlperf.stats import between_run, ratio_ci, ratio_of_medians_ci
 
 #: What makes two results comparable.
 POINT_KEYS = ("model", "device", "precision", "batch_size", "data", "threads")
@@ -101,11 +101,14 @@ def data_gaps(rows: Sequence[dict[str, Any]],
               samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:
     """Real data against synthetic data at the same point (MEASUREMENT.md rule 10).
 
-    For every ok result with real data: its throughput, its data wait (share of the median
-    iteration; ``input_bound`` label), the loader workers, and, where the same point ran on
-    synthetic data, that throughput and ``relative_throughput`` = median synthetic iteration
-    time / median real one (1 = no input cost; below 1 the real pipeline slows training down)
-    with a bootstrap CI. Real-data results without a synthetic twin are listed with None there.
+    For every ok result with real data: its throughput, its data wait (share of the measured
+    time spent waiting for data; ``input_bound`` label; ``median_wait_share``, the median wait
+    over the median iteration), the loader workers, and, where the same point ran on synthetic
+    data, that throughput and ``relative_throughput`` = mean synthetic iteration time / mean
+    real one, i.e. real samples/s over synthetic samples/s (1 = no input cost; below 1 the real
+    pipeline slows training down), with a bootstrap CI (:func:`dlperf.stats.ratio_ci`). Means,
+    not medians: a loader that stalls one iteration in N leaves the median iteration untouched
+    while throughput drops (dlperf.data.pipeline). Real-data results without a synthetic twin are listed with None there.
     A repeated run (``repeat`` k) is set against the synthetic run of the same repeat, else
     against the synthetic repeat 0.
 
@@ -124,7 +127,7 @@ def data_gaps(rows: Sequence[dict[str, Any]],
         base = syn.get((pt, repeat_of(r))) or syn.get((pt, 0))  # same repeat, else the first
         rel = lo = hi = None
         if base is not None:
-            rel, lo, hi = ratio_of_medians_ci(samples_of(base["id"]), samples_of(r["id"]))
+            rel, lo, hi = ratio_ci(samples_of(base["id"]), samples_of(r["id"]), statistic="mean")
         out.append({**{k: r.get(k) for k in DATA_POINT_KEYS}, "data": r.get("data"),
                     "repeat": repeat_of(r),
                     "loader_workers": r.get("loader_workers"),
@@ -132,6 +135,7 @@ def data_gaps(rows: Sequence[dict[str, Any]],
                     "real_samples_per_s": r.get("samples_per_s"),
                     "relative_throughput": rel, "ci_low": lo, "ci_high": hi,
                     "data_wait_share": r.get("data_wait_share"),
+                    "median_wait_share": (result_of(r).get("data_wait") or {}).get("median_share"),
                     "input_bound": r.get("input_bound")})
     return sorted(out, key=lambda d: (str(d["model"]), str(d["framework"]), str(d["mode"]),
                                       str(d["precision"]), d["batch_size"] or 0, str(d["data"]),
@@ -162,9 +166,10 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
                      f"{_f(g['real_samples_per_s'], ',.1f')} | {rel} | "
                      f"{_f(g['data_wait_share'], '.1%')} | {ib} |")
     lines.append("")
-    lines.append("*data wait*: median time an iteration waited for its batch, as a share of the "
-                 "median iteration; *input-bound* when above the run's threshold (10% by "
-                 "default). *prepared*: batches made before timing (no pipeline).")
+    lines.append("*data wait*: the share of the measured time the iterations waited for their "
+                 "batches; *input-bound* when above the run's threshold (10% by default). "
+                 "*real / synthetic*: the ratio of throughputs (mean iteration times). "
+                 "*prepared*: batches made before timing (no pipeline).")
     return "\n".join(lines) + "\n"
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -59,7 +59,43 @@ MIGRATIONS: dict[int, dict[str, str]] = {
         "rank_imbalance": "REAL", "exposed_comm_s": "REAL", "time_to_target_s": "REAL"},
     # All-reduce sweeps (issue 5) have a table of their own: COLLECTIVES_SQL.
     7: {},
+    # No new column: ``data_wait_share`` becomes total wait / total measured time (it was the
+    # median wait / median iteration, which a bursty loader hides); DATA_MIGRATIONS[8].
+    8: {},
 }
+
+
+def _v8_data_wait_share(db: sqlite3.Connection) -> None:
+    """Schema 8: restate the data wait of stored real-data results by the total-time rule.
+
+    Every result since schema 5 kept ``time_share`` (total wait / total measured time) beside
+    the median-based ``share`` in its ``data_wait``; this makes ``time_share`` the ``share``,
+    keeps the old one as ``median_share`` and relabels ``input_bound`` against the result's own
+    threshold, in the columns and in ``result_json`` (dlperf.data.pipeline says why). The raw
+    samples are untouched.
+    """
+    from dlperf.data.pipeline import WAIT_CRITERION
+
+    for rid, js in db.execute("SELECT id, result_json FROM results "
+                              "WHERE data_wait_share IS NOT NULL").fetchall():
+        try:
+            res = json.loads(js or "{}")
+        except ValueError:
+            continue
+        dw = res.get("data_wait") if isinstance(res, dict) else None
+        if not isinstance(dw, dict) or dw.get("time_share") is None or "criterion" in dw:
+            continue
+        share, thr = dw["time_share"], dw.get("threshold")
+        bound = None if thr is None else share > thr
+        dw.update(median_share=dw.get("share"), share=share, input_bound=bound,
+                  criterion=WAIT_CRITERION)
+        db.execute("UPDATE results SET data_wait_share=?, input_bound=?, result_json=? WHERE id=?",
+                   (share, None if bound is None else int(bound), json.dumps(res, default=str),
+                    rid))
+
+
+#: Changes to stored values made when a file is migrated to a schema version (after its columns).
+DATA_MIGRATIONS = {8: _v8_data_wait_share}
 
 #: Tables added by a schema version (created for new files and by the migration).
 #: ``collectives``: one row per message size of a collective benchmark run (dlperf.comm.
@@ -240,6 +276,8 @@ class ResultStore:
                         db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
                     if v in TABLES_ADDED:
                         db.execute(TABLES_ADDED[v])
+                    if v in DATA_MIGRATIONS:
+                        DATA_MIGRATIONS[v](db)
                     db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(v),))
 
     def transaction(self):

@@ -364,11 +364,13 @@ def test_real_against_synthetic_is_a_ratio_of_throughputs():
     rows = [dict(id=1, data="synthetic", samples_per_s=128 / 0.030, **common),
             dict(id=2, data="imagefolder", loader_workers=4, samples_per_s=128 / 0.105,
                  data_wait_share=0.71, input_bound=True,
-                 result_json=_json.dumps({"data_wait": {"median_share": 0.0}}), **common)]
+                 result_json=_json.dumps({"data_wait": {"median_share": 0.0, "mean_s": 0.075}}),
+                 **common)]
     (g,) = data_gaps(rows, {1: syn, 2: real}.__getitem__)
     assert g["relative_throughput"] == pytest.approx(0.030 / 0.105)
     assert g["ci_low"] <= g["relative_throughput"] <= g["ci_high"] < 0.7  # far from 1
     assert g["median_wait_share"] == 0.0 and g["input_bound"] is True
+    assert g["busy_vs_synthetic"] == pytest.approx(1.0)  # the step itself was not slower
     assert ratio_ci(syn, real)[0] == pytest.approx(1.0)  # the median alone sees no cost
     with pytest.raises(ValueError, match="statistic"):
         ratio_ci(syn, real, statistic="mode")

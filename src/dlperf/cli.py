@@ -240,19 +240,23 @@ def _check_endpoint(endpoint: str) -> None:
 
 
 def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report_dir: str | None,
-             sweep_config: dict | None = None, runner=None) -> None:
+             sweep_config: dict | None = None, runner=None, missing_ok: bool = False) -> None:
+    """Check, run and store ``points``, print the results; exit 1 if every point that ran
+    failed or any point is ``unavailable`` (missing data or framework: still to measure).
+    ``missing_ok`` (``dlperf sweep``): points of a missing data set are stored ``unavailable``
+    and the others run, instead of refusing them all (:func:`dlperf.sweep.preflight`)."""
     from dlperf.report.tables import results_table
     from dlperf.results.store import ResultStore
     from dlperf.sweep import execute, preflight
     from dlperf.worker import now_iso
 
-    preflight(points)
+    missing = preflight(points, allow_missing=missing_ok)
     with ResultStore(db) as store:
         if sweep_config is not None:
             store.add_sweep(sweep, sweep_config, now_iso())
         try:
             outcome = execute(points, store, sweep=sweep, resume=resume, retry_failed=retry_failed,
-                              console=err, runner=runner)
+                              console=err, runner=runner, missing_data=missing)
         except KeyboardInterrupt:
             err.print(f"[yellow]interrupted[/]: finished points are in {escape(str(db))}; run the same "
                       "command again to resume")
@@ -272,17 +276,37 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
             reps = repeat_runs(rows)
             if reps:
                 _print_markdown(repeats_markdown(reps))
-        err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} failed",
-                  markup=False)
+        not_run = (f", {outcome.missing_data} not run (data missing)"
+                   if outcome.missing_data else "")
+        err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} "
+                  f"failed{not_run}", markup=False)
         if report_dir:
             path = _write_full_report(db, Path(report_dir), "dlperf report", None)
             out.print(f"report: {path}")
-    if outcome.ran and outcome.failed == outcome.ran:
+    all_failed = outcome.ran and outcome.failed == outcome.ran
+    if all_failed:
         err.print("[red]every point that ran failed[/]; see the errors above")
+    if outcome.unavailable:
+        err.print(f"[red]{outcome.unavailable} point(s) unavailable[/] (data or framework not "
+                  "here; see the errors above): they are stored as such; run the same command "
+                  "again once that is fixed to measure them")
+    if all_failed or outcome.unavailable:
         raise typer.Exit(1)
 
 
-@app.command()
+#: ``dlperf sweep --help`` (one string per paragraph: the help keeps line breaks as written).
+_SWEEP_HELP = (
+    "Run a grid from a YAML file; resumable: finished points are skipped.\n\n"
+    "Bad values, corrupt data files and data that do not fit a model refuse the whole sweep "
+    "before anything runs (exit status 2). A real data set that is missing (not downloaded or "
+    "made, no DLPERF_DATA) does not: one warning names it, its points are stored as "
+    "'unavailable' with the message, the other points run, and running the sweep again once "
+    "the data are there measures just those points.\n\n"
+    "Exit status: 0; 1 if any point is unavailable (missing data or framework) or every point "
+    "that ran failed; 2 for a user error; 130 when interrupted.")
+
+
+@app.command(help=_SWEEP_HELP)
 def sweep(
     file: Annotated[Path, typer.Argument(help="Sweep YAML file (name, defaults, grid).")],
     db: Annotated[Optional[str], typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
@@ -294,7 +318,7 @@ def sweep(
     rdzv_endpoint: Annotated[Optional[str], typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
     shard: Annotated[Optional[str], typer.Option(help="K/N: run only every N-th point from the K-th (0-based; a point's repeats stay on its shard), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
 ) -> None:
-    """Run a grid from a YAML file; resumable: finished points are skipped."""
+    """Run a grid from a YAML file; resumable: finished points are skipped (help: _SWEEP_HELP)."""
     def body():
         from dlperf.config import load_sweep
 
@@ -341,7 +365,7 @@ def sweep(
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         _check_db(path, must_exist=False)
         _execute(points, path, sweep=cfg.name, resume=not restart, retry_failed=retry_failed,
-                 report_dir=report, sweep_config=cfg.model_dump(),
+                 report_dir=report, sweep_config=cfg.model_dump(), missing_ok=True,
                  runner=lambda c: run_point(c, node_rank=node_rank, endpoint=rdzv_endpoint))
 
     _guard(body)

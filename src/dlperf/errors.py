@@ -22,6 +22,19 @@ class DataError(DlperfError, ValueError):
     """A data file is missing, corrupt, truncated or does not fit the model."""
 
 
+class DataMissing(DataError):
+    """A data set is not present where it was looked for: no data root set, the data root, the
+    data set's folder or path does not exist, or it holds none of the data set's files (not
+    downloaded or not made yet).
+
+    Unlike a corrupt file or data that do not fit a model (a plain :class:`DataError`), this
+    says nothing about the configuration: providing the data and running again measures the
+    point. ``dlperf sweep`` therefore records the points of a missing data set as
+    ``unavailable`` results and runs the others (:func:`dlperf.sweep.preflight`);
+    ``dlperf run`` refuses it like any :class:`DataError`.
+    """
+
+
 class UnavailableError(DlperfError, RuntimeError):
     """A framework or device that was asked for is not installed or not present."""
 

@@ -6,11 +6,19 @@ known, so a sweep stopped at any moment (even by ``kill -9``) resumes without re
 points and without losing any: points whose run key is already in the store are skipped.
 Repeated runs of a point (``--repeats N``) have run keys of their own (:meth:`RunConfig.run_key`
 includes ``repeat`` when non-zero), so each repeat is resumed on its own.
+
+Missing data (``dlperf sweep``): a real data set that is not there (not downloaded, not made,
+no data root; :class:`~dlperf.errors.DataMissing`) does not stop the sweep. :func:`preflight`
+reports it, and :func:`execute` prints one warning, stores each of its points as an
+``unavailable`` result with the message (no worker is started) and runs the others; since
+``unavailable`` is not final (:meth:`ResultStore.done_keys`), running the sweep again once the
+data are there measures exactly those points. Corrupt data, data that do not fit a model and
+bad configurations still refuse the whole sweep before anything runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +32,33 @@ from dlperf.results.store import ResultStore
 
 @dataclass
 class SweepOutcome:
-    """What :func:`execute` did: counts and the new results, in order."""
+    """What :func:`execute` did: counts and the new results, in order.
+
+    ``ran``: points given to the runner (a worker); ``failed``: of those, results not ``ok``;
+    ``skipped``: points already in the store; ``missing_data``: points stored ``unavailable``
+    without running because their data set is missing; ``results``: every result stored.
+    """
 
     ran: int = 0
     skipped: int = 0
     failed: int = 0
+    missing_data: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def unavailable(self) -> int:
+        """Results of this call with status ``unavailable`` (missing data, recorded without a
+        worker, or a framework that is not installed): points still to measure."""
+        return sum(r["status"] == "unavailable" for r in self.results)
+
+
+#: Identity of a point's data: (``data``, ``data_dir``), as :func:`preflight` loads them.
+DataKey = tuple[str, str | None]
+
+
+def data_key(p: RunConfig) -> DataKey:
+    """The (``data``, ``data_dir``) pair of a point, the key of :func:`preflight`'s result."""
+    return (p.data, p.data_dir)
 
 
 def result_line(r: dict[str, Any]) -> str:
@@ -85,19 +114,32 @@ def result_line(r: dict[str, Any]) -> str:
             f"{tp['samples_per_s']:,.1f} samples/s{extra}{warn}")
 
 
-def preflight(points: list[RunConfig]) -> None:
+def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[DataKey, str]:
     """Check what can be checked before anything runs, so a user error costs no measurement.
 
     Each real data set is resolved, read and cut into one batch for each model that uses it
     (corrupt files and data that do not fit the model are refused here).
 
+    Args:
+        points: the configurations about to run.
+        allow_missing: return data sets that are not there instead of raising (``dlperf
+            sweep``: their points are recorded as ``unavailable`` and the others run). Every
+            data set that is there is still checked in full.
+
+    Returns:
+        The missing data sets: :func:`data_key` -> the :class:`DataMissing` message (what was
+        looked for and how to get it); always empty without ``allow_missing``.
+
     Raises:
-        DataError: naming the data set, the file or the model, and how to fix it.
+        ConfigError: a model has no implementation in the point's framework.
+        DataMissing: a data set is not there (only without ``allow_missing``).
+        DataError: a corrupt or truncated file, or data that do not fit a model, naming the
+            data set, the file or the model and how to fix it.
     """
     import importlib.util
 
     from dlperf.data import load_dataset, make_batches
-    from dlperf.errors import ConfigError
+    from dlperf.errors import ConfigError, DataMissing
     from dlperf.zoo import IMPL_MODULES, get_spec
 
     def has_impl(family: str, framework: str) -> bool:
@@ -110,24 +152,85 @@ def preflight(points: list[RunConfig]) -> None:
             have = [fw for fw in IMPL_MODULES if has_impl(family, fw)]
             raise ConfigError(f"{model} has no {framework} implementation yet "
                               f"(family {family}); available in: {', '.join(have)}")
-    loaded: dict[tuple[str, str | None], Any] = {}
+    loaded: dict[DataKey, Any] = {}
+    missing: dict[DataKey, str] = {}
     checked: set[tuple[str, str | None, str, int]] = set()
     for p in points:
-        if p.data == "synthetic":
+        key = data_key(p)
+        if p.data == "synthetic" or key in missing:
             continue
-        key = (p.data, p.data_dir)
         if key not in loaded:
-            loaded[key] = load_dataset(p.data, p.data_dir)
+            try:
+                loaded[key] = load_dataset(p.data, p.data_dir)
+            except DataMissing as e:
+                if not allow_missing:
+                    raise
+                missing[key] = str(e)
+                continue
         ck = (p.data, p.data_dir, p.model, p.global_batch)
         if ck not in checked:
             make_batches(loaded[key], get_spec(p.model), p.global_batch, max_batches=1)
             checked.add(ck)
+    return missing
+
+
+def missing_data_result(cfg: RunConfig, message: str, env: dict[str, Any] | None = None
+                        ) -> dict[str, Any]:
+    """The result of a point whose data set is missing, made without starting a worker.
+
+    Args:
+        cfg: the point.
+        message: the :class:`~dlperf.errors.DataMissing` message (what is missing, how to fix).
+        env: the environment fingerprint (:func:`dlperf.env.collect_env`) to store with it.
+
+    Returns:
+        A result dict like a worker's failure (:func:`dlperf.worker.base_result`: identity
+        columns, ``run_key``, ``config``) with status ``unavailable`` and ``error`` = message.
+    """
+    from dlperf.worker import base_result
+
+    r = base_result(cfg, "unavailable", message)
+    if env is not None:
+        r["env"] = env
+    return r
+
+
+def missing_data_warning(missing: Mapping[DataKey, str], points: list[RunConfig],
+                         n_todo: int) -> str | None:
+    """The one warning (plain text) a sweep prints before it runs when data sets are missing.
+
+    Args:
+        missing: :func:`preflight`'s result.
+        points: the points of ``missing``'s data sets that are about to be recorded
+            ``unavailable``.
+        n_todo: the number of points this call was going to run.
+
+    Returns:
+        For each missing data set used by ``points``: its name, how many points it affects and
+        its message (which says what was looked for and how to get it); then what happens to
+        them. ``None`` when ``points`` is empty.
+    """
+    if not points:
+        return None
+    counts: dict[DataKey, int] = {}
+    for p in points:
+        counts[data_key(p)] = counts.get(data_key(p), 0) + 1
+    lines = [f"warning: {len(points)} of {n_todo} points to run need data that are not here; "
+             f"they are stored as 'unavailable' without running, the other points run:"]
+    for key, n in counts.items():
+        where = f" (data_dir {key[1]})" if key[1] else ""
+        lines.append(f"  - data {key[0]!r}{where}: {n} point{'s' if n != 1 else ''}: "
+                     f"{missing[key]}")
+    lines.append("  Provide the data (set DLPERF_DATA or data_dir to the folder that holds "
+                 "them) and run the same command again: it measures just these points.")
+    return "\n".join(lines)
 
 
 def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = None,
             resume: bool = True, retry_failed: bool = False,
             runner: Callable[[RunConfig], dict[str, Any]] | None = None,
-            console: Console | None = None, show_progress: bool = True) -> SweepOutcome:
+            console: Console | None = None, show_progress: bool = True,
+            missing_data: Mapping[DataKey, str] | None = None) -> SweepOutcome:
     """Run ``points`` in order, storing each result as it arrives.
 
     Args:
@@ -140,9 +243,14 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
             distributed launch for data-parallel points (:func:`dlperf.launch.distributed.run_point`).
         console: where progress and one line per result go.
         show_progress: draw a progress bar.
+        missing_data: data sets that are not there (:func:`preflight` with
+            ``allow_missing``); the points to run that use one are stored as ``unavailable``
+            results with its message before the others run, without a worker, after one
+            warning (:func:`missing_data_warning`).
 
     Returns:
-        SweepOutcome with counts and the results produced by this call.
+        SweepOutcome with counts and the results produced by this call (``ran``: points given
+        to ``runner``; ``missing_data``: points stored unavailable without running).
     """
     if runner is None:
         from dlperf.launch.distributed import run_point
@@ -154,6 +262,21 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
     if out.skipped:
         console.print(f"resuming: {out.skipped} of {len(points)} points already in {store.path}",
                       markup=False, highlight=False)
+    missing_data = missing_data or {}
+    absent = [p for p in todo if data_key(p) in missing_data]
+    warning = missing_data_warning(missing_data, absent, len(todo))
+    if warning:
+        from dlperf.env import collect_env
+
+        console.print(f"[yellow]{escape(warning)}[/]", highlight=False)
+        env = collect_env()
+        for cfg in absent:  # stored at once: `dlperf results` shows them while the rest runs
+            r = missing_data_result(cfg, missing_data[data_key(cfg)], env)
+            store.add(r, sweep=sweep)
+            out.missing_data += 1
+            out.results.append(r)
+            console.print(result_line(r), highlight=False)
+        todo = [p for p in todo if data_key(p) not in missing_data]
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True,
                         disable=not show_progress)

@@ -8,8 +8,10 @@
 * :func:`write_cifar10_bin` writes CIFAR-10 binary files (for tests and benchmarks).
 
 Every error a user can cause (missing, corrupt or ill-fitting data) is a
-:class:`dlperf.errors.DataError` whose message names the file and the fix. No framework is
-imported here.
+:class:`dlperf.errors.DataError` whose message names the file and the fix; data that are not
+there at all (not downloaded or made, no data root) raise its subclass
+:class:`dlperf.errors.DataMissing`, which ``dlperf sweep`` records as ``unavailable`` points
+instead of refusing the sweep. No framework is imported here.
 """
 
 from __future__ import annotations

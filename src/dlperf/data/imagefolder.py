@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dlperf.errors import ConfigError, DataError
+from dlperf.errors import ConfigError, DataError, DataMissing
 
 #: File name endings counted as images (lower case).
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -67,17 +67,21 @@ def scan_imagefolder(root: str | os.PathLike) -> tuple[list[str], np.ndarray, li
         [N]`` labels, and the class names in label order.
 
     Raises:
-        DataError: ``root`` is not a folder, has no class sub-folders, or no images.
+        DataMissing: ``root`` is not an existing folder, is empty, or its class sub-folders
+            hold no images (nothing there yet: make or copy the images and run again).
+        DataError: ``root`` holds files but no class sub-folders (not an ImageFolder layout).
     """
     r = Path(root)
     if not r.is_dir():
-        raise DataError(f"ImageFolder {r} is not an existing folder; give a folder with one "
-                        f"sub-folder of images per class (make one with `dlperf data "
-                        f"make-imagefolder {r}`)")
-    classes = sorted(d.name for d in r.iterdir() if d.is_dir() and not d.name.startswith("."))
+        raise DataMissing(f"ImageFolder {r} is not an existing folder; give a folder with one "
+                          f"sub-folder of images per class (make one with `dlperf data "
+                          f"make-imagefolder {r}`)")
+    entries = [d for d in r.iterdir() if not d.name.startswith(".")]
+    classes = sorted(d.name for d in entries if d.is_dir())
     if not classes:
-        raise DataError(f"ImageFolder {r} has no class sub-folders: expected {r}/<class>/"
-                        f"<image>.jpg (make one with `dlperf data make-imagefolder {r}`)")
+        kind = DataMissing if not entries else DataError
+        raise kind(f"ImageFolder {r} has no class sub-folders: expected {r}/<class>/"
+                   f"<image>.jpg (make one with `dlperf data make-imagefolder {r}`)")
     paths: list[str] = []
     labels: list[int] = []
     for i, c in enumerate(classes):
@@ -86,8 +90,8 @@ def scan_imagefolder(root: str | os.PathLike) -> tuple[list[str], np.ndarray, li
                 paths.append(str(r / c / f))
                 labels.append(i)
     if not paths:
-        raise DataError(f"ImageFolder {r} has {len(classes)} class folder(s) but no images "
-                        f"({', '.join(EXTENSIONS)}) in them")
+        raise DataMissing(f"ImageFolder {r} has {len(classes)} class folder(s) but no images "
+                          f"({', '.join(EXTENSIONS)}) in them")
     return paths, np.asarray(labels, dtype=np.int64), classes
 
 

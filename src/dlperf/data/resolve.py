@@ -28,7 +28,7 @@ from dlperf.data.cifar import read_cifar10_bin
 from dlperf.data.dataset import ALIASES, DATASETS, KINDS, NUM_LABELS, Dataset, sha256_file
 from dlperf.data.idx import idx_magic, read_mnist
 from dlperf.data.tokens import build_vocab, read_words
-from dlperf.errors import DataError, unknown_choice
+from dlperf.errors import DataError, DataMissing, unknown_choice
 
 ENV_VAR = "DLPERF_DATA"
 
@@ -96,10 +96,13 @@ def load_dataset(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | 
         A :class:`Dataset`; ``meta["split"]`` says which split was read.
 
     Raises:
-        DataError: no data root set, data root or data-set folder/files missing (the message
-            lists what was looked for), unknown name, unrecognised file, or any format error
-            of the readers (corrupt gzip, bad IDX magic, truncated file, count mismatch,
-            label out of range, CIFAR size not a multiple of 3073, not UTF-8, empty file).
+        DataMissing: the data are not there: no data root set, the data root, the data set's
+            folder or the path does not exist, or the folder holds none of its files (the
+            message lists what was looked for and how to get it). A subclass of DataError.
+        DataError: unknown name, unrecognised file, an MNIST file without its partner, or
+            any format error of the readers (corrupt gzip, bad IDX magic, truncated file,
+            count mismatch, label out of range, CIFAR size not a multiple of 3073, not UTF-8,
+            empty file).
     """
     key = os.fspath(name_or_path)
     if key.startswith(IMAGEFOLDER_PREFIX):
@@ -111,7 +114,7 @@ def load_dataset(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | 
     if p.exists():
         return _load_path(p)
     if os.sep in key or "/" in key or p.suffix:
-        raise DataError(f"data path {p} does not exist; give an existing file or folder, or a "
+        raise DataMissing(f"data path {p} does not exist; give an existing file or folder, or a "
                         f"data-set name ({', '.join(DATASETS)})")
     msg = str(unknown_choice("dataset", key, DATASETS))
     raise DataError(f"{msg}; or give the path of a data file or folder")
@@ -121,29 +124,38 @@ def _load_by_name(name: str, data_dir: str | os.PathLike | None) -> Dataset:
     root = data_root(data_dir)
     wanted = " or ".join(f"{f}/" for f in FOLDERS[name])
     if root is None:
-        raise DataError(
+        raise DataMissing(
             f"no data root set to find data set {name!r}: pass --data-dir DIR or set "
             f"{ENV_VAR}=DIR, where DIR holds {wanted} with {LOOKED_FOR[name]}; or give the "
             f"path of the files instead of the name")
     source = "--data-dir" if data_dir is not None and str(data_dir) != "" else ENV_VAR
     if not root.is_dir():
-        raise DataError(f"data root {root} (from {source}) is not an existing folder; pass "
+        raise DataMissing(f"data root {root} (from {source}) is not an existing folder; pass "
                         f"--data-dir or set {ENV_VAR} to the folder that holds {wanted}")
     folders = [root / f for f in FOLDERS[name] if (root / f).is_dir()]
     if not folders:
-        raise DataError(
+        raise DataMissing(
             f"data set {name!r} not found under data root {root} (from {source}): looked for "
             f"folder {' or '.join(str(root / f) for f in FOLDERS[name])}, holding "
-            f"{LOOKED_FOR[name]}")
+            f"{LOOKED_FOR[name]}{_how_to_get(name, root)}")
     for folder in folders:
         ds = _load_folder_as(name, folder)
         if ds is not None:
             return ds
     found = sorted(q.name for q in folders[0].iterdir())
     shown = ", ".join(found[:12]) + (", ..." if len(found) > 12 else "") if found else "nothing"
-    raise DataError(
+    raise DataMissing(
         f"data set {name!r}: no data files in {' or '.join(str(f) for f in folders)}: looked "
-        f"for {LOOKED_FOR[name]}; found {shown}")
+        f"for {LOOKED_FOR[name]}; found {shown}{_how_to_get(name, root)}")
+
+
+def _how_to_get(name: str, root: Path) -> str:
+    """The end of a missing-data message: the command that makes a data set dlperf can make
+    (an ImageFolder of synthetic JPEGs), else nothing (the others are downloaded by hand)."""
+    if name == "imagefolder":
+        return (f"; make one with `dlperf data make-imagefolder {root / FOLDERS[name][0]}` "
+                f"(synthetic JPEGs) or put real images there")
+    return ""
 
 
 def _load_folder_as(name: str, folder: Path) -> Dataset | None:

@@ -890,3 +890,35 @@ def test_op_class_markdown_lists_the_largest_unclassified_names(tmp_path):
     assert ("- resnet50 torch/eager bf16 b=64: other 3.000 ms of 9.000: "
             "`input_scatter_fusion_8` 2.000 (the rest, 1.000 ms, not stored by name)") in md
     assert "`tiny`" not in md  # 1% of its busy time: under the 5% that lists names
+
+
+def test_relabel_xla_pool_backward_moves_only_stored_scatter_fusions(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from dlperf.results.store import ResultStore
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "relabel_xla_pool_backward.py"
+    spec = importlib.util.spec_from_file_location("relabel_xla_pool_backward", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    top = [{"name": "input_scatter_fusion_8", "class": "other", "s": 0.0008, "calls": 3.0},
+           {"name": "input_scatter_fusion", "class": "pooling", "s": 0.0003, "calls": 1.0},
+           {"name": "gather_fusion_2", "class": "other", "s": 0.0001, "calls": 1.0}]
+    oc = {"per_iter_s": {"pooling": 0.0012, "other": 0.0010}, "top_ops": top}
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(fake_result(run_key="g", model="googlenet", framework="jax", mode="xla",
+                          op_classes=json.loads(json.dumps(oc))))
+        s.add(fake_result(run_key="t", model="transformer", framework="jax", mode="xla",
+                          op_classes=json.loads(json.dumps(oc))))  # embeddings scatter too
+    (rid, rec), = mod.relabel(str(db))
+    assert rec["names"] == ["input_scatter_fusion_8"] and rec["s"] == pytest.approx(0.0008)
+    with ResultStore(db) as s:
+        by = {r["model"]: json.loads(r["result_json"])["op_classes"] for r in s.rows()}
+    g = by["googlenet"]
+    assert g["per_iter_s"] == pytest.approx({"pooling": 0.0020, "other": 0.0002})
+    assert g["relabelled"]["per_iter_s_before"] == {"other": 0.0010, "pooling": 0.0012}
+    assert [t["class"] for t in g["top_ops"]] == ["pooling", "pooling", "other"]
+    assert by["transformer"] == oc
+    assert mod.relabel(str(db)) == []   # done once

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from dlperf.breakdown import phases as bph
@@ -58,6 +59,28 @@ def test_analyse_busy_fraction_classes_phases_and_dispatch():
     assert a["phase_samples"]["t_u"] == [0.0, 1.0]
     assert a["dispatch_samples"] == [1.0, 2.0] and a["dispatch_s"]["median"] == 1.5
     assert a["top_ops"][0]["name"] == "conv_kernel" and a["top_ops"][0]["calls"] == 1.0
+
+
+def test_analyse_keeps_top_names_per_class_with_the_classifier_inputs():
+    # one kernel name in two classes (a torch bias add inside a convolution and on its own),
+    # and more unclassified names than a class keeps
+    from dlperf.breakdown import trace as tr
+
+    ops = [TraceOp("add_kernel", 0.0, 2.0, ops=("aten::convolution", "add_kernel"), step=0),
+           TraceOp("add_kernel", 2.0, 3.0, ops=("aten::add", "add_kernel"), step=0)]
+    ops += [TraceOp(f"mystery_{i}", 3.0 + i, 3.5 + i, ops=(f"mystery_{i}",), step=0,
+                    layers=("blk",), context=("ctx",)) for i in range(tr.TOP_OTHER + 3)]
+    a = analyse(TraceData(ops=ops, steps=[(0.0, 1.0)], device_kind="gpu", source="test"))
+    tbc = a["top_by_class"]
+    assert [(t["name"], t["s"]) for t in tbc["convolution"]] == [("add_kernel", 2.0)]
+    assert [(t["name"], t["s"]) for t in tbc["elementwise"]] == [("add_kernel", 1.0)]
+    assert tbc["convolution"][0]["ops"] == ["aten::convolution", "add_kernel"]
+    other = tbc["other"]
+    assert len(other) == tr.TOP_OTHER and other[0]["layers"] == ["blk"]
+    assert other[0]["context"] == ["ctx"] and other[0]["calls"] == 1.0
+    assert math.fsum(t["s"] for t in other) == pytest.approx(0.5 * tr.TOP_OTHER)
+    # top_ops, by name across classes, keeps the first class it saw
+    assert a["top_ops"][0]["name"] == "add_kernel" and a["top_ops"][0]["s"] == 3.0
 
 
 def test_analyse_needs_steps():
@@ -730,3 +753,172 @@ def test_merge_breakdown_keeps_the_headline_when_the_breakdown_process_fails():
     assert r["summary"] == {"median": 0.004} and r["breakdown"] == {"available": True}
     assert set(r["samples"]) == {"measure", "breakdown:t_f", "trace:dispatch"}
     assert r["samples"]["measure"] == [0.004] and r["warnings"] == ["breakdown: x"]
+
+
+def _timed(samples, **over):
+    """A fake result whose fused step (median, CI) comes from ``samples`` (s per iteration)."""
+    from dlperf.stats import bootstrap_median_ci
+
+    med = float(np.median(samples))
+    lo, hi = bootstrap_median_ci(samples)
+    r = fake_result(**over)
+    r["summary"] = {"median": med, "mean": float(np.mean(samples)), "ci_low": lo, "ci_high": hi}
+    r["samples"] = {"measure": list(map(float, samples))}
+    return r
+
+
+_JAX_CLASSES = {"per_iter_s": {"convolution": 0.0045, "normalisation": 0.0015,
+                               "elementwise": 0.001, "optimizer": 0.0006}}
+
+
+def _gap(tmp_path, torch_samples, jax_samples, with_samples=True):
+    from dlperf.report import breakdown as bdr
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(tmp_path / "g.db") as s:
+        s.add(_timed(torch_samples))
+        s.add(_timed(jax_samples, run_key="k2", framework="jax", mode="xla",
+                     op_classes=_JAX_CLASSES))
+        rows = s.rows()
+        samples_of = (lambda rid: s.samples(rid)["measure"]["step_time_s"]) if with_samples \
+            else None
+        (g,) = bdr.gap_attribution(rows, samples_of)
+    return g
+
+
+def test_gap_within_noise_is_not_attributed(tmp_path):
+    from dlperf.report import breakdown as bdr
+
+    spread = np.array([0.008, 0.009, 0.010, 0.011, 0.012] * 4)
+    g = _gap(tmp_path, spread, spread + 0.0004)  # 4% slower medians, 40% wide spread
+    assert g["gap_s"] == pytest.approx(0.0004)
+    sig = g["significance"]
+    assert sig["within_noise"] and not sig["too_small"] and not sig["attributed"]
+    assert sig["ci_source"].startswith("bootstrap of the measured samples (20 and 20")
+    lo, hi = g["gap_ci_s"]
+    assert lo < 0 < hi
+    assert g["not_attributed"] == "within noise" and g["explained"] is None
+    assert g["explained_with_idle"] is None and all(c["share"] is None for c in g["classes"])
+    # the differences stay, in ms
+    assert g["classes"][0]["diff_s"] == pytest.approx(-0.0015)
+    md = bdr.gap_markdown([g])
+    assert f"gap within noise (CI [{lo * 1e3:+.4g}, {hi * 1e3:+.4g}] ms): not attributed" in md
+    assert "explain" not in md.split("\n")[0]
+    assert "| convolution | 6.000 | 4.500 | -1.5 | – |" in md
+    (t,) = bdr.gap_tables([g])
+    assert "gap within noise (CI [" in str(t.title) and "explain" not in str(t.title)
+
+
+def test_gap_clear_of_noise_keeps_the_shares(tmp_path):
+    from dlperf.report import breakdown as bdr
+
+    base = np.array([0.0099, 0.0100, 0.0101, 0.0100, 0.0102, 0.0098] * 5)
+    g = _gap(tmp_path, base, base * 0.8)  # 20% faster, tight
+    assert g["significance"]["attributed"] and g["not_attributed"] is None
+    lo, hi = g["gap_ci_s"]
+    assert lo <= g["gap_s"] <= hi < 0
+    assert g["explained"] == pytest.approx(g["class_diff_s"] / g["gap_s"])
+    assert g["classes"][0]["share"] == pytest.approx(g["classes"][0]["diff_s"] / g["gap_s"])
+    # classes + idle + rest add up to the gap; idle and rest are not in "explained"
+    assert g["class_diff_s"] + g["idle_diff_s"] + g["rest_s"] == pytest.approx(g["gap_s"])
+    md = bdr.gap_markdown([g])
+    assert f"op classes explain {g['explained']:.0%} of it" in md
+    assert f"| sum of op classes (explained) | – | – | {g['class_diff_s'] * 1e3:+.4g} | " \
+           f"{g['explained']:+.0%} |" in md
+    assert "| device idle (not explained) |" in md and "| rest: trace vs fused step (not " \
+        "explained) |" in md
+    assert bdr.GAP_LEGEND in md
+
+
+def test_gap_under_the_floor_and_without_samples(tmp_path):
+    base = np.array([0.0100, 0.01001, 0.00999, 0.0100] * 10)
+    g = _gap(tmp_path, base, base + 0.0002)  # 2%: clear of the noise, under the 3% floor
+    sig = g["significance"]
+    assert sig["within_noise"] is False and sig["too_small"] and g["not_attributed"] == "too small"
+    assert g["explained"] is None
+    from dlperf.report.breakdown import gap_verdict
+
+    assert gap_verdict(g).startswith("2.0% of torch/eager's step, under the 3% floor (CI [")
+    # no samples: the interval of the two steps' own CIs, [lo_b - hi_a, hi_b - lo_a]
+    spread = np.array([0.008, 0.009, 0.010, 0.011, 0.012] * 4)
+    g = _gap(tmp_path / "x", spread, spread * 0.7, with_samples=False)
+    sig = g["significance"]
+    assert sig["ci_source"].startswith("the two steps' own 95% CIs")
+    assert g["gap_ci_s"][1] < 0 and sig["attributed"]
+
+
+def test_cli_op_classes_json_and_report_say_within_noise(tmp_path):
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+    from dlperf.results.store import ResultStore
+
+    spread = np.array([0.008, 0.009, 0.010, 0.011, 0.012] * 4)
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(_timed(spread))
+        s.add(_timed(spread + 0.0004, run_key="k2", framework="jax", mode="xla",
+                     op_classes=_JAX_CLASSES))
+    run = CliRunner().invoke
+    res = run(app, ["results", "--db", str(db), "--op-classes", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    (g,) = json.loads(res.output)["gaps"]
+    assert g["not_attributed"] == "within noise" and g["explained"] is None
+    assert g["significance"]["ci_source"].startswith("bootstrap")
+    res = run(app, ["results", "--db", str(db), "--op-classes"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and "gap within noise (CI [" in res.output, res.output
+    res = run(app, ["report", "--db", str(db), "-o", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "gap within noise (CI [" in md and "): not attributed" in md
+
+
+def test_op_class_markdown_lists_the_largest_unclassified_names(tmp_path):
+    from dlperf.report import breakdown as bdr
+
+    old = fake_result(op_classes={  # stored before top_by_class: names from top_ops
+        "per_iter_s": {"convolution": 0.006, "other": 0.003}, "busy_s": 0.009,
+        "top_ops": [{"name": "input_scatter_fusion_8", "class": "other", "s": 0.002},
+                    {"name": "sm90_xmma_fprop", "class": "convolution", "s": 0.006}]})
+    new = fake_result(run_key="k2", framework="jax", mode="xla", op_classes={
+        "per_iter_s": {"convolution": 0.009, "other": 0.0001}, "busy_s": 0.0091,
+        "top_by_class": {"other": [{"name": "tiny", "s": 0.0001}]}})
+    rows = _rows(tmp_path, [old, new])
+    assert bdr.other_names(rows[0]) == [("input_scatter_fusion_8", 0.002)]
+    assert bdr.other_names(rows[1]) == [("tiny", 0.0001)]
+    md = bdr.op_class_markdown(rows)
+    assert ("- resnet50 torch/eager bf16 b=64: other 3.000 ms of 9.000: "
+            "`input_scatter_fusion_8` 2.000 (the rest, 1.000 ms, not stored by name)") in md
+    assert "`tiny`" not in md  # 1% of its busy time: under the 5% that lists names
+
+
+def test_relabel_xla_pool_backward_moves_only_stored_scatter_fusions(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from dlperf.results.store import ResultStore
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "relabel_xla_pool_backward.py"
+    spec = importlib.util.spec_from_file_location("relabel_xla_pool_backward", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    top = [{"name": "input_scatter_fusion_8", "class": "other", "s": 0.0008, "calls": 3.0},
+           {"name": "input_scatter_fusion", "class": "pooling", "s": 0.0003, "calls": 1.0},
+           {"name": "gather_fusion_2", "class": "other", "s": 0.0001, "calls": 1.0}]
+    oc = {"per_iter_s": {"pooling": 0.0012, "other": 0.0010}, "top_ops": top}
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(fake_result(run_key="g", model="googlenet", framework="jax", mode="xla",
+                          op_classes=json.loads(json.dumps(oc))))
+        s.add(fake_result(run_key="t", model="transformer", framework="jax", mode="xla",
+                          op_classes=json.loads(json.dumps(oc))))  # embeddings scatter too
+    (rid, rec), = mod.relabel(str(db))
+    assert rec["names"] == ["input_scatter_fusion_8"] and rec["s"] == pytest.approx(0.0008)
+    with ResultStore(db) as s:
+        by = {r["model"]: json.loads(r["result_json"])["op_classes"] for r in s.rows()}
+    g = by["googlenet"]
+    assert g["per_iter_s"] == pytest.approx({"pooling": 0.0020, "other": 0.0002})
+    assert g["relabelled"]["per_iter_s_before"] == {"other": 0.0010, "pooling": 0.0012}
+    assert [t["class"] for t in g["top_ops"]] == ["pooling", "pooling", "other"]
+    assert by["transformer"] == oc
+    assert mod.relabel(str(db)) == []   # done once

@@ -220,3 +220,102 @@ def test_torch_view_ops_move_no_data():
     assert classify(ops=["aten::transpose"]) == "other"
     assert classify(ops=["aten::copy_"]) == "memory_copy"
     assert classify(ops=["reshape.12"]) == "memory_copy"
+
+
+# XLA:GPU names a fusion's kernel after the instruction with '.' made '_' (H200 traces of the
+# JAX GoogLeNet and VGG-16 in benchmarks/results/h200/breakdown.db). The lines below are the
+# max-pool backward of the JAX GoogLeNet as XLA compiles it (select_and_scatter expanded to a
+# scatter; copied from googlenet_tiny's compiled step on the CPU), wrapped in a fusion named as
+# on the GPU.
+GOOGLENET_SCATTER_HLO = '''HloModule jit_train_step
+
+%region_212.258 (select_and_scatter.33: f32[], select_and_scatter.34: f32[]) -> f32[] {
+  %select_and_scatter.33 = f32[] parameter(0), metadata={op_name="select_and_scatter"}
+  %select_and_scatter.34 = f32[] parameter(1), metadata={op_name="select_and_scatter"}
+  ROOT %add.528 = f32[] add(%select_and_scatter.33, %select_and_scatter.34), metadata={op_name="jit(train_step)/transpose(jvp(GoogLeNet))/inception4e/add" stack_frame_id=95}
+}
+
+%fused_scatter.4 (param_0.3105: f32[8,4,4,66], param_1.4557: s32[2112,4], param_2.4567: f32[2112,1,1,1,1]) -> f32[8,4,4,66] {
+  %param_0.3105 = f32[8,4,4,66]{3,2,1,0} parameter(0)
+  %param_1.4557 = s32[2112,4]{1,0} parameter(1)
+  %param_2.4567 = f32[2112,1,1,1,1]{4,3,2,1,0} parameter(2)
+  ROOT %scatter.31 = f32[8,4,4,66]{3,2,1,0} scatter(%param_0.3105, %param_1.4557, %param_2.4567), update_window_dims={1,2,3,4}, inserted_window_dims={}, scatter_dims_to_operand_dims={0,1,2,3}, index_vector_dim=1, to_apply=%region_212.258, metadata={op_name="jit(train_step)/transpose(jvp(GoogLeNet))/inception4e/select_and_scatter" stack_frame_id=95}
+}
+
+ENTRY %main.1 (p.1: f32[8,4,4,66], p.2: s32[2112,4], p.3: f32[2112,1,1,1,1]) -> (f32[8,4,4,66], f32[8,4,4,66]) {
+  %p.1 = f32[8,4,4,66]{3,2,1,0} parameter(0)
+  %p.2 = s32[2112,4]{1,0} parameter(1)
+  %p.3 = f32[2112,1,1,1,1]{4,3,2,1,0} parameter(2)
+  %input_scatter_fusion = f32[8,4,4,66]{3,2,1,0} fusion(%p.1, %p.2, %p.3), kind=kInput, calls=%fused_scatter.4
+  %input_scatter_fusion.8 = f32[8,4,4,66]{3,2,1,0} fusion(%p.1, %p.2, %p.3), kind=kInput, calls=%fused_scatter.4
+  ROOT %tuple = (f32[8,4,4,66], f32[8,4,4,66]) tuple(%input_scatter_fusion, %input_scatter_fusion.8)
+}
+'''
+
+
+def test_xla_gpu_kernel_named_after_its_fusion_does_not_decide_the_class() -> None:
+    from dlperf.breakdown.xla import is_instruction_kernel, jax_names, parse_hlo
+
+    assert is_instruction_kernel("input_scatter_fusion_8", "input_scatter_fusion.8")
+    assert is_instruction_kernel("gemm_fusion_dot_21", "gemm_fusion_dot.21")
+    assert is_instruction_kernel("loop_reduce_window_fusion_10", "loop_reduce_window_fusion.10")
+    assert is_instruction_kernel("wrapped_scatter.4", "wrapped_scatter.4")  # XLA:CPU thunks
+    assert is_instruction_kernel("", "fusion.3")
+    assert not is_instruction_kernel(
+        "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_"
+        "warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", "custom-call.3")
+    assert not is_instruction_kernel("input_scatter_fusion_8", "input_scatter_fusion.9")
+
+    hlo = parse_hlo(GOOGLENET_SCATTER_HLO)
+    got = {}
+    for kernel, instr in (("input_scatter_fusion", "input_scatter_fusion"),
+                          ("input_scatter_fusion_8", "input_scatter_fusion.8")):
+        d = jax_names(hlo[instr], kernel, None)
+        assert d["phase"] == "t_b" and d["layers"] == ("inception4e",)
+        assert d["ops"][0] == "select_and_scatter" and kernel not in d["ops"][:-1]
+        got[kernel] = classify(d["ops"], d["layers"], d["context"], d["phase"])
+        # the kernel name in front (as before): "scatter" made it other, like an embedding's
+        # backward, for every such fusion but the one without a number
+        old = classify((kernel, *d["ops"]) if kernel != instr else d["ops"], d["layers"],
+                       d["context"], d["phase"])
+        assert old == ("pooling" if kernel == instr else "other")
+    # the same work gets the class torch gives it: a max-pool's backward is pooling
+    assert got == {"input_scatter_fusion": "pooling", "input_scatter_fusion_8": "pooling"}
+    # a library kernel stays in front of the instruction's names
+    lib = parse_hlo(GOOGLENET_SCATTER_HLO)["input_scatter_fusion.8"]
+    assert jax_names(lib, "sm90_xmma_dgrad_implicit_gemm", None)["ops"][0] == \
+        "sm90_xmma_dgrad_implicit_gemm"
+
+
+# The same work in torch and in JAX/XLA gets the same class (names from the H200 traces in
+# benchmarks/results/h200/breakdown.db: torch kernels under their outermost ATen op; XLA:GPU
+# kernels with the primitive and opcodes of their fusion).
+SAME_WORK = [
+    # max pooling, backward and forward
+    (["aten::max_pool2d_with_indices_backward",
+      "void at::native::(anonymous namespace)::max_pool_backward_nhwc<c10::BFloat16, float>("
+      "c10::BFloat16 const*, long const*, int, long, long, long, int, int, int, int, int, int, "
+      "int, int, int, int, int, in"], [], "pooling"),
+    (["select_and_scatter", "fusion", "scatter", "select", "input_scatter_fusion.12"],
+     ["inception5a"], "pooling"),
+    (["aten::max_pool2d_with_indices",
+      "void at::native::(anonymous namespace)::max_pool_forward_nhwc<c10::BFloat16, int>("
+      "c10::BFloat16 const*, int, int, int, int, int, int, int, int, int, int, int, int, int, "
+      "int, int, int, int, int, int, i"], [], "pooling"),
+    (["reduce_window_max", "fusion", "reduce-window", "loop_reduce_window_fusion.10"],
+     ["inception4b"], "pooling"),
+    # the inception blocks' concatenation
+    (["aten::cat", "void at::native::(anonymous namespace)::CatArrayBatchedCopy_alignedK_contig"
+      "<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 4, 64, 64>"], [],
+     "memory_copy"),
+    (["concatenate", "fusion", "concatenate", "loop_concatenate_fusion.2"], ["inception3b"],
+     "memory_copy"),
+    (["pad", "fusion", "concatenate", "pad", "concatenate_pad_fusion.2"], ["inception4d"],
+     "memory_copy"),
+    (["MemcpyD2D"], [], "memory_copy"),
+]
+
+
+@pytest.mark.parametrize(("ops", "layers", "cls"), SAME_WORK)
+def test_same_work_same_class_in_torch_and_xla(ops, layers, cls) -> None:
+    assert classify(ops=ops, layers=layers) == cls

@@ -328,3 +328,27 @@ def test_throughput_errors(args, match):
 def test_module_constant_documented():
     assert stats.MAD_ZERO_REL_TOL == 1e-9
     assert "Hyndman" in stats.__doc__ and "Iglewicz" in stats.__doc__
+
+
+# --------------------------------------------------------------------------- median_diff_ci
+
+
+def test_median_diff_ci_separated_and_overlapping_samples():
+    rng = np.random.default_rng(1)
+    a = 0.010 + 0.0002 * rng.standard_normal(60)
+    b = a[::-1] + 0.001  # the same spread, 1 ms slower
+    d, lo, hi = stats.median_diff_ci(a, b)
+    assert d == pytest.approx(float(np.median(b) - np.median(a)))
+    assert d == pytest.approx(0.001) and lo <= d <= hi and 0 < lo < hi
+    # the same distribution twice: the interval holds 0
+    c = 0.010 + 0.0002 * rng.standard_normal(60)
+    d, lo, hi = stats.median_diff_ci(a, c)
+    assert lo < 0 < hi
+    # deterministic for a seed; b - a is minus a - b
+    assert stats.median_diff_ci(a, c) == (d, lo, hi)
+    d2, lo2, hi2 = stats.median_diff_ci(c, a)
+    assert d2 == pytest.approx(-d) and hi2 > 0 > lo2
+    with pytest.raises(ValueError, match="level"):
+        stats.median_diff_ci(a, c, level=1.0)
+    with pytest.raises(ValueError):
+        stats.median_diff_ci([], c)

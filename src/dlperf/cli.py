@@ -474,7 +474,7 @@ def results(
             if op_classes:
                 if compare is not None:
                     raise ConfigError("give --op-classes or --compare, not both")
-                text = _op_classes_text(rows, format)
+                text = _op_classes_text(rows, format, _measured_or_none(store))
                 if text is None:
                     return
                 (output.write_text(text) if output else sys.stdout.write(text))
@@ -545,19 +545,26 @@ def results(
     _guard(body)
 
 
-def _op_classes_text(rows, format: str) -> str | None:
-    """The op-class table and gap attribution; printed directly (None) for ``table``."""
+def _op_classes_text(rows, format: str, samples_of=None) -> str | None:
+    """The op-class table and gap attribution; printed directly (None) for ``table``.
+    ``samples_of``: result id -> measured samples, for the gaps' CIs."""
     from dlperf.report import breakdown as bdr
 
-    gaps = bdr.gap_attribution(rows)
+    gaps = bdr.gap_attribution(rows, samples_of)
     if format == "table":
         t = bdr.op_class_table(rows)
         if t is None:
             raise ConfigError("no result here has op classes; measure with --breakdown or "
                               "--trace DIR")
         out.print(t)
+        md = bdr.op_class_markdown(rows)
+        if "Unclassified device time" in md:
+            out.print(md[md.index("Unclassified device time"):].rstrip(), markup=False,
+                      highlight=False)
         for g in bdr.gap_tables(gaps):
             out.print(g)
+        if gaps:
+            out.print(bdr.GAP_LEGEND, markup=False, highlight=False)
         return None
     if format == "json":
         per = [{"id": r.get("id"), "model": r.get("model"), "framework": r.get("framework"),
@@ -573,6 +580,11 @@ def _op_classes_text(rows, format: str) -> str | None:
 
 def _measured(store):
     return lambda rid: store.samples(rid)["measure"]["step_time_s"]
+
+
+def _measured_or_none(store):
+    """result id -> measured samples, None where the result stored none."""
+    return lambda rid: (store.samples(rid).get("measure") or {}).get("step_time_s") or None
 
 
 def _csv(dicts: list[dict]) -> str:
@@ -650,7 +662,7 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
         fws = cmp.framework_ratios(rows, _measured(store))
         if fws:
             sections.append(("Frameworks against torch/eager (speed-up)", cmp.markdown(fws)))
-        sections.extend(_breakdown_sections(rows))
+        sections.extend(_breakdown_sections(rows, _measured_or_none(store)))
         gaps = cmp.data_gaps(rows, _measured(store))
         if gaps:
             sections.append(("Input pipelines: real data against synthetic data",
@@ -685,8 +697,9 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
     return write_report(rows, output, title=title, env=env, sections=sections)
 
 
-def _breakdown_sections(rows) -> list[tuple[str, str]]:
-    """Report sections of issue 4: breakdown, op classes, gaps, trace files (those present)."""
+def _breakdown_sections(rows, samples_of=None) -> list[tuple[str, str]]:
+    """Report sections of issue 4: breakdown, op classes, gaps, trace files (those present).
+    ``samples_of``: result id -> measured samples, for the gaps' CIs."""
     from dlperf.report import breakdown as bdr
 
     out = []
@@ -694,7 +707,7 @@ def _breakdown_sections(rows) -> list[tuple[str, str]]:
         out.append(("Where the time goes: iteration breakdown", md))
     if (md := bdr.op_class_markdown(rows)):
         out.append(("Device time per op class", md))
-    if (md := bdr.gap_markdown(bdr.gap_attribution(rows))):
+    if (md := bdr.gap_markdown(bdr.gap_attribution(rows, samples_of))):
         out.append(("Step-time gaps attributed to op classes", md))
     if (md := bdr.trace_files_markdown(rows)):
         out.append(("Trace files", md))

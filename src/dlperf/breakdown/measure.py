@@ -99,7 +99,8 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                 out["op_classes"] = {
                     "per_iter_s": analysis["op_classes"], "busy_s": analysis["busy_s"],
                     "device_kind": analysis["device_kind"], "source": analysis["source"],
-                    "top_ops": analysis["top_ops"], "n_steps": analysis["n_steps"]}
+                    "top_ops": analysis["top_ops"], "top_by_class": analysis["top_by_class"],
+                    "n_steps": analysis["n_steps"]}
                 out["trace"] = {
                     "available": True, "n_steps": analysis["n_steps"],
                     "source": analysis["source"], "device_kind": analysis["device_kind"],

@@ -6,8 +6,12 @@ trace is put into one of :data:`OP_CLASSES` from the names the trace gives it:
 
 * **ops**: names of the executed op itself, in the order the trace parser trusts them (PyTorch:
   the outermost ATen op the model called, e.g. ``aten::linear``, then the CUDA kernel, e.g.
-  ``sm90_xmma_gemm_f32f32_...``; XLA: the kernel, the HLO instruction, its primitive and
-  opcode, e.g. ``ynn_fusion.5``, ``dot_general``, ``dot``; TensorFlow: the op type, e.g.
+  ``sm90_xmma_gemm_f32f32_...``; XLA: the custom-call target and a library kernel's name,
+  then the primitive the HLO
+  instruction's metadata names, its opcode, fused opcodes and name, e.g. ``dot_general``,
+  ``fusion``, ``dot``, ``ynn_fusion.5`` (a kernel named after the instruction, such as
+  XLA:GPU's ``input_scatter_fusion_8``, comes after the primitive:
+  :func:`dlperf.breakdown.xla.is_instruction_kernel`); TensorFlow: the op type, e.g.
   ``Conv2DBackpropFilter``);
 * **layers**: the innermost layer that issued it, when the framework names layers (a Flax
   module instance and class, e.g. ``bn1``/``BatchNorm``; a Keras layer scope, e.g. ``sdpa``);

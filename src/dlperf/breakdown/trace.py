@@ -34,6 +34,13 @@ from dlperf.breakdown.opclass import OP_CLASSES, classify
 TRACE_PHASES = ("t_h2d", "t_f", "t_b", "t_u")
 #: Ops listed in the ``top_ops`` table.
 TOP_OPS = 15
+#: Names kept per op class in ``top_by_class`` (``other``: :data:`TOP_OTHER`), with what the
+#: classifier read, so that a stored result can be checked, and re-classified, without its
+#: trace (which is not kept unless --trace asks for it).
+TOP_PER_CLASS = 5
+TOP_OTHER = 20
+#: Classifier inputs kept per name: at most this many strings of at most 200 characters.
+_KEEP_INPUTS = 8
 
 
 @dataclass(frozen=True)
@@ -145,7 +152,10 @@ def analyse(trace: TraceData) -> dict[str, Any]:
     ``busy_s``, ``idle_s``, ``busy_fraction``, ``dispatch_s`` (stats over the traced steps),
     ``op_classes`` ({class: s}, every class, adding up to ``busy_s``), ``phases`` ({phase: s}
     for attributed phases, plus ``unattributed``) and ``phase_samples`` ({phase: [s per step]})
-    where steps are known, ``top_ops`` (name, class, s per iteration, calls per iteration).
+    where steps are known, ``top_ops`` (name, class, s per iteration, calls per iteration),
+    and ``top_by_class`` ({class: the :data:`TOP_PER_CLASS` names with the most time in it,
+    :data:`TOP_OTHER` for ``other``; each name, s, calls, and the classifier's inputs ``ops``,
+    ``layers``, ``context``, ``phase`` of its longest interval}).
 
     Raises:
         ValueError: the trace has no steps.
@@ -163,7 +173,7 @@ def analyse(trace: TraceData) -> dict[str, Any]:
     if not ops:
         out.update(span_s=0.0, step_wall_s=None, busy_s=0.0, idle_s=None, busy_fraction=None,
                    op_classes={c: 0.0 for c in OP_CLASSES}, phases={}, phase_samples={},
-                   top_ops=[])
+                   top_ops=[], top_by_class={})
         out["notes"].append("the trace holds no device ops")
         return out
     span = max(op.end_s for op in ops) - min(op.start_s for op in ops)
@@ -173,6 +183,7 @@ def analyse(trace: TraceData) -> dict[str, Any]:
     phases: dict[str, float] = defaultdict(float)
     by_step: dict[str, list[float]] = {}
     names: dict[str, list[Any]] = {}
+    by_class: dict[tuple[str, str], list[Any]] = {}
     for op, t in zip(ops, share):
         cls = op.op_class
         classes[cls] = classes.get(cls, 0.0) + t
@@ -183,7 +194,21 @@ def analyse(trace: TraceData) -> dict[str, Any]:
         rec = names.setdefault(op.name, [cls, 0.0, set()])
         rec[1] += t
         rec[2].add(op.uid if op.uid is not None else ("i", id(op)))
+        crec = by_class.setdefault((cls, op.name), [0.0, set(), op])
+        crec[0] += t
+        crec[1].add(op.uid if op.uid is not None else ("i", id(op)))
+        if op.end_s - op.start_s > crec[2].end_s - crec[2].start_s:
+            crec[2] = op
     top = sorted(names.items(), key=lambda kv: -kv[1][1])[:TOP_OPS]
+    top_by_class: dict[str, list[dict[str, Any]]] = {}
+    for (cls, name), (t, calls, op) in sorted(by_class.items(), key=lambda kv: -kv[1][0]):
+        kept = top_by_class.setdefault(cls, [])
+        if len(kept) < (TOP_OTHER if cls == "other" else TOP_PER_CLASS):
+            kept.append({"name": name[:200], "s": t / n, "calls": len(calls) / n,
+                         "ops": [x[:200] for x in op.ops[:_KEEP_INPUTS]],
+                         "layers": [x[:200] for x in op.layers[:_KEEP_INPUTS]],
+                         "context": [x[:200] for x in op.context[:_KEEP_INPUTS]],
+                         "phase": op.phase})
     out.update({
         "span_s": span,
         "step_wall_s": span / n,
@@ -195,5 +220,6 @@ def analyse(trace: TraceData) -> dict[str, Any]:
         "phase_samples": by_step,
         "top_ops": [{"name": k[:200], "class": v[0], "s": v[1] / n, "calls": len(v[2]) / n}
                     for k, v in top],
+        "top_by_class": top_by_class,
     })
     return out

@@ -241,12 +241,36 @@ def infer_phases(instrs: dict[str, HloInstr], phase_of) -> dict[str, str | None]
     return out
 
 
+def _sanitized(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_$]", "_", name)
+
+
+def is_instruction_kernel(kernel: str, instruction: str) -> bool:
+    """True if the device kernel ``kernel`` is named after the HLO instruction ``instruction``
+    itself (empty ``kernel``: True), so it says no more than the instruction does.
+
+    XLA:GPU names the kernel it emits for a fusion after the instruction with every character
+    other than a letter, digit, ``_`` or ``$`` replaced by ``_`` (``llvm_ir::SanitizeFunctionName``:
+    instruction ``input_scatter_fusion.8`` runs as kernel ``input_scatter_fusion_8``); XLA:CPU
+    thunks carry the instruction name as it is. Such a name is the fusion's kind and hero
+    opcodes (``input`` + ``scatter``), not what the program computes: the primitive in the
+    instruction's ``op_name`` (``select_and_scatter``, a max-pool's backward) must decide
+    before it, as it already did for the fusions whose kernel name equals the instruction name
+    (on the H200, GoogLeNet's ``input_scatter_fusion`` was pooling while
+    ``input_scatter_fusion_1`` ... ``_12`` fell to other). A library kernel
+    (``sm90_xmma_fprop_...``, ``nvjet_...``, ``cutlass_...``) is not named after the
+    instruction and stays in front.
+    """
+    return not kernel or kernel == instruction or kernel == _sanitized(instruction)
+
+
 def jax_names(ins: HloInstr | None, event_name: str = "",
               phase: str | None = None) -> dict[str, Any]:
     """Classifier inputs (``ops``, ``layers``, ``context``) and ``phase`` of one JAX op.
 
-    ``ops``: custom-call target, the device kernel name (when it is not the instruction name),
-    the primitive (last ``op_name`` part), opcode, fused opcodes, instruction name. ``layers``:
+    ``ops``: custom-call target, the device kernel name (when it is not the instruction name:
+    see :func:`is_instruction_kernel`), the primitive (last ``op_name`` part), opcode, fused
+    opcodes, instruction name. ``layers``:
     the innermost Flax module instance in ``op_name`` and the class of the innermost
     ``Module.__call__`` frame. ``context``: the module path (root module dropped, it names the
     whole model), ``jit(f)`` function names, and the innermost source frame's function and
@@ -277,8 +301,8 @@ def jax_names(ins: HloInstr | None, event_name: str = "",
         if not fn.endswith(".__call__"):
             ctx.append(fn)
         ctx.append(fl.replace("\\", "/"))
-    ops = [ins.target, event_name if event_name and event_name != ins.name else "", prim,
-           ins.opcode, *ins.fused, ins.name]
+    kernel = "" if is_instruction_kernel(event_name, ins.name) else event_name
+    ops = [ins.target, kernel, prim, ins.opcode, *ins.fused, ins.name]
     return {"ops": tuple(o for o in ops if o), "layers": layers, "context": tuple(ctx),
             "phase": jax_phase(ins.op_name) or phase}
 

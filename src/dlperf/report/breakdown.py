@@ -14,22 +14,26 @@ Nothing here imports a framework.
 * :func:`gap_attribution`: for two frameworks or modes at the same point (model, device,
   precision, batch, data, threads), the difference in step time split into the difference of
   each op class's time, the difference in device idle time, and the rest (the traced and the
-  fused measurements differ); ``explained`` = sum of class differences / step-time gap.
+  fused measurements differ); ``explained`` = sum of class differences / step-time gap. The
+  device-idle and rest rows are shown apart and are not counted as explained. A gap that is
+  not told apart from noise (:func:`gap_significance`) is not attributed.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from dlperf.breakdown.opclass import OP_CLASSES
+from dlperf.breakdown.phases import RECONCILE_TOL
 from dlperf.report.compare import POINT_KEYS
 from dlperf.report.tables import DASH, _md_escape, fmt_sig, sort_rows
 from dlperf.results.store import result_of
+from dlperf.stats import median_diff_ci
 
 BREAKDOWN_COLUMNS = ("model", "framework/mode", "device", "precision", "batch", "step ms",
                      "t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu", "gap", "sum vs step",
@@ -37,8 +41,16 @@ BREAKDOWN_COLUMNS = ("model", "framework/mode", "device", "precision", "batch", 
 #: Order of framework/mode when choosing the baseline of a pair.
 BASELINE_ORDER = ("torch/eager", "torch/graph", "jax/xla", "tensorflow/eager",
                   "tensorflow/graph", "tensorflow/xla")
-#: Below this share of the baseline's step, a gap is too small to attribute.
-MIN_GAP_SHARE = 0.01
+#: Below this share of the baseline's step a gap is not attributed, even when its CI excludes
+#: 0: the breakdown's own parts are held to agree with the fused step within 3%
+#: (:data:`dlperf.breakdown.phases.RECONCILE_TOL`, issue 4), and the two steps come from
+#: separate processes, whose medians vary by more than a within-run CI says (README,
+#: "Repeated runs"). See :func:`gap_significance`.
+MIN_GAP_SHARE = RECONCILE_TOL
+#: Confidence level of the step-time gap's interval.
+GAP_CI_LEVEL = 0.95
+#: ``other`` time over this share of a result's busy time lists its largest names.
+OTHER_LIST_SHARE = 0.05
 
 
 def _ms(v: Any) -> str:
@@ -175,7 +187,41 @@ def op_class_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "\nDevice time per iteration from a profiler trace of a few iterations after the "
         "measurement, by op class (dlperf.breakdown.opclass); overlapping ops share their time, "
         "so the classes add up to *busy ms*. *idle ms*: traced step time with no device op "
-        "running. On a CPU device the times are the host's time inside ops.\n")
+        "running. On a CPU device the times are the host's time inside ops.\n") + \
+        _other_names_markdown(rows)
+
+
+def other_names(row: Mapping[str, Any], limit: int = 8) -> list[tuple[str, float]]:
+    """The largest stored names of a row's ``other`` (unclassified) time: ``[(name, s per
+    iteration)]``, from ``top_by_class`` (stored since it exists) or else ``top_ops`` (the 15
+    largest ops of any class, all a result stored before)."""
+    oc = result_of(row).get("op_classes") or {}
+    named = (oc.get("top_by_class") or {}).get("other")
+    if named is None:
+        named = [t for t in oc.get("top_ops") or [] if t.get("class") == "other"]
+    return [(str(t.get("name")), float(t.get("s") or 0.0)) for t in named[:limit]]
+
+
+def _other_names_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for r in sort_rows(rows):
+        oc = op_classes_of(r) or {}
+        busy = (result_of(r).get("op_classes") or {}).get("busy_s") or math.fsum(oc.values())
+        other = oc.get("other") or 0.0
+        if busy and other > OTHER_LIST_SHARE * busy:
+            names = other_names(r)
+            listed = math.fsum(s_ for _, s_ in names)
+            lines.append(f"- {r.get('model')} {_label(r)} {r.get('precision')} b="
+                         f"{r.get('batch_size')}: other {_ms(other)} ms of {_ms(busy)}"
+                         + (": " + ", ".join(f"`{n}` {_ms(s_)}" for n, s_ in names)
+                            + ("" if listed >= 0.999 * other else
+                               f" (the rest, {_ms(other - listed)} ms, not stored by name)")
+                            if names else ": no names stored"))
+    if not lines:
+        return ""
+    return ("\nUnclassified device time (*other*) over "
+            f"{OTHER_LIST_SHARE:.0%} of a result's busy time, by name (ms per iteration):\n\n"
+            + "\n".join(lines) + "\n")
 
 
 def _order(label: str) -> int:
@@ -204,32 +250,115 @@ def _references(rows: Sequence[Mapping[str, Any]]) -> dict[tuple, Mapping[str, A
     return refs
 
 
-def gap_attribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _ci_of(row: Mapping[str, Any]) -> tuple[float, float] | None:
+    lo, hi = row.get("step_time_ci_low_s"), row.get("step_time_ci_high_s")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+        return float(lo), float(hi)
+    return None
+
+
+def gap_significance(a: Mapping[str, Any], b: Mapping[str, Any],
+                     samples_of: Callable[[int], Sequence[float] | None] | None = None
+                     ) -> dict[str, Any]:
+    """Whether the fused-step gap ``b - a`` of two rows is told apart from noise.
+
+    Rule (both must hold for the gap to be attributed to op classes):
+
+    1. **Not within noise**: the 95% (:data:`GAP_CI_LEVEL`) confidence interval of
+       median(b) - median(a) excludes 0. The interval is the two-sample percentile bootstrap
+       of the two runs' stored measured samples (phase ``measure``; each run resampled on its
+       own, 2000 resamples, seed 0: :func:`dlperf.stats.median_diff_ci`, after Efron &
+       Tibshirani 1993, ch. 8 and 13, the same resampling as the speed-up CIs of
+       ``--compare``). Where samples are missing, the interval made of the two steps' own 95%
+       CIs of the median, ``[lo_b - hi_a, hi_b - lo_a]``: wider than the bootstrap's, so it
+       can call a real difference noise but never the reverse (two 95% intervals that do not
+       overlap mean a difference at the 5% level or stricter; Schenker & Gentleman 2001).
+    2. **Not too small**: |gap| is at least :data:`MIN_GAP_SHARE` (3%) of ``a``'s step. A
+       within-run interval covers iteration-to-iteration noise only; two runs are two
+       processes, whose medians differ by more (README, "Repeated runs"), and the
+       attribution's parts (the profiler trace, the phases) are held to agree with the fused
+       step within 3% (issue 4; :data:`dlperf.breakdown.phases.RECONCILE_TOL`), so a smaller
+       gap is below what the attribution can resolve.
+
+    Args:
+        a, b: result rows (``step_time_median_s``, ``step_time_ci_low_s``/``_high_s``, ``id``):
+            the rows whose fused steps make the gap (a run without --breakdown where the gap
+            takes its step from one).
+        samples_of: result id -> measured per-iteration times in s (None or empty: not stored).
+
+    Returns:
+        ``{"gap_s", "ci_s": [low, high] or None, "ci_source", "within_noise", "too_small",
+        "attributed", "why_not"}`` (``why_not``: ``"within noise"``, ``"too small"``, ``"no
+        gap"`` or None); ``within_noise`` is None when neither samples nor CIs are stored
+        (then only rule 2 decides, and ``ci_source`` says so).
+    """
+    sa, sb = float(a["step_time_median_s"]), float(b["step_time_median_s"])
+    gap = sb - sa
+    xa = list(samples_of(a["id"]) or []) if samples_of and a.get("id") is not None else []
+    xb = list(samples_of(b["id"]) or []) if samples_of and b.get("id") is not None else []
+    ci: tuple[float, float] | None = None
+    if len(xa) >= 2 and len(xb) >= 2:
+        _, lo, hi = median_diff_ci(xa, xb, level=GAP_CI_LEVEL)
+        ci = (lo, hi)
+        source = (f"bootstrap of the measured samples ({len(xa)} and {len(xb)} iterations; "
+                  f"{GAP_CI_LEVEL:.0%})")
+    elif (ca := _ci_of(a)) and (cb := _ci_of(b)):
+        ci = (cb[0] - ca[1], cb[1] - ca[0])
+        source = f"the two steps' own {GAP_CI_LEVEL:.0%} CIs (no stored samples)"
+    else:
+        source = "none: no samples and no CIs stored"
+    within = None if ci is None else bool(ci[0] <= 0.0 <= ci[1])
+    too_small = abs(gap) < MIN_GAP_SHARE * sa
+    why = None
+    if within:
+        why = "within noise"
+    elif too_small:
+        why = "too small"
+    elif gap == 0:
+        why = "no gap"
+    return {"gap_s": gap, "ci_s": None if ci is None else [ci[0], ci[1]], "ci_source": source,
+            "within_noise": within, "too_small": too_small, "attributed": why is None,
+            "why_not": why}
+
+
+def gap_attribution(rows: Sequence[Mapping[str, Any]],
+                    samples_of: Callable[[int], Sequence[float] | None] | None = None
+                    ) -> list[dict[str, Any]]:
     """Step-time gaps between frameworks/modes at the same point, attributed to op classes.
 
     For each pair of ``ok`` rows with op classes at the same :data:`POINT_KEYS` and different
     framework/mode (baseline ``a`` first in :data:`BASELINE_ORDER`): ``gap_s`` = fused median
-    of ``b`` - of ``a``; per class ``diff_s`` = class time of ``b`` - of ``a`` and ``share`` =
-    diff / gap; ``idle_diff_s`` (device idle per iteration); ``rest_s`` = gap - classes - idle
-    (the traced and the fused measurements differ); ``explained`` = sum of class diffs / gap,
-    None when the gap is under :data:`MIN_GAP_SHARE` of ``a``'s step.
+    of ``b`` - of ``a``; per class ``diff_s`` = class time of ``b`` - of ``a`` (device time per
+    iteration from each run's profiler trace) and ``share`` = diff / gap; ``class_diff_s`` =
+    the sum of the class differences; ``idle_diff_s`` (device idle per iteration, from the
+    traces); ``rest_s`` = gap - classes - idle (the traced and the fused measurements
+    differ), so classes + idle + rest = gap exactly. ``explained`` = ``class_diff_s`` / gap:
+    the device-idle and rest rows are not counted in it (``explained_with_idle`` adds the idle
+    difference, for reference).
+
+    ``significance`` is :func:`gap_significance` of the two rows whose fused steps make the
+    gap (``samples_of``: result id -> measured samples, e.g. from
+    :meth:`dlperf.results.store.ResultStore.samples`; without it, the rows' own CIs). A gap
+    that is not ``attributed`` (within noise, or under :data:`MIN_GAP_SHARE` of ``a``'s step)
+    keeps its class differences in ms but has ``explained``, ``explained_with_idle`` and every
+    ``share`` None, and ``not_attributed`` says why.
 
     A side whose breakdown run was slowed by the breakdown itself (:func:`slowed_by_breakdown`)
     takes its fused step from a run of the same point without --breakdown in ``rows`` when
     there is one (``a_ref``/``b_ref`` True; the breakdown run's own step stays in
     ``a_bd_step_s``/``b_bd_step_s``), so the gap is the frameworks' and not the breakdown
-    mode's; without one, ``note`` says that the gap is the breakdown mode's.
+    mode's; without one, ``note`` says that the gap is partly the breakdown mode's.
     """
     ok = [r for r in rows if r.get("status") == "ok" and op_classes_of(r)
           and r.get("step_time_median_s")]
     refs = _references(rows)
 
-    def step(r: Mapping[str, Any]) -> tuple[float, bool]:
+    def step_row(r: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
         if slowed_by_breakdown(r):
             ref = refs.get((tuple(r.get(k) for k in POINT_KEYS), _label(r)))
             if ref is not None:
-                return float(ref["step_time_median_s"]), True
-        return float(r["step_time_median_s"]), False
+                return ref, True
+        return r, False
 
     out = []
     for i, a in enumerate(ok):
@@ -244,8 +373,11 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 a_, b_ = a, b
             ca, cb = op_classes_of(a_) or {}, op_classes_of(b_) or {}
             ta, tb = result_of(a_).get("trace") or {}, result_of(b_).get("trace") or {}
-            (sa, ref_a), (sb, ref_b) = step(a_), step(b_)
+            (ra, ref_a), (rb, ref_b) = step_row(a_), step_row(b_)
+            sa, sb = float(ra["step_time_median_s"]), float(rb["step_time_median_s"])
             gap = sb - sa
+            sig = gap_significance(ra, rb, samples_of)
+            attributed = sig["attributed"]
             unref = [_label(x) for x, ref in ((a_, ref_a), (b_, ref_b))
                      if slowed_by_breakdown(x) and not ref]
             note = (f"{', '.join(unref)} ran with XLA command buffers off (--breakdown) and no "
@@ -256,30 +388,80 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 x, y = ca.get(c, 0.0), cb.get(c, 0.0)
                 if x or y:
                     classes.append({"class": c, "a_s": x, "b_s": y, "diff_s": y - x,
-                                    "share": (y - x) / gap if gap else None})
+                                    "share": (y - x) / gap if attributed else None})
             classes.sort(key=lambda d: -abs(d["diff_s"]))
             cls_sum = math.fsum(d["diff_s"] for d in classes)
             idle = ((tb.get("idle_s") or 0.0) - (ta.get("idle_s") or 0.0)
                     if ta.get("idle_s") is not None and tb.get("idle_s") is not None else None)
-            small = abs(gap) < MIN_GAP_SHARE * sa
             out.append({
                 **{k: a_.get(k) for k in POINT_KEYS},
                 "a": _label(a_), "b": _label(b_), "a_step_s": sa, "b_step_s": sb,
                 "a_ref": ref_a, "b_ref": ref_b, "a_bd_step_s": a_["step_time_median_s"],
                 "b_bd_step_s": b_["step_time_median_s"], "note": note,
-                "gap_s": gap, "classes": classes,
+                "gap_s": gap, "gap_ci_s": sig["ci_s"], "significance": sig,
+                "not_attributed": sig["why_not"], "classes": classes,
                 "class_diff_s": cls_sum, "idle_diff_s": idle,
                 "rest_s": gap - cls_sum - (idle or 0.0),
-                "explained": None if small or not gap else cls_sum / gap,
-                "explained_with_idle": (None if small or not gap or idle is None
-                                        else (cls_sum + idle) / gap),
+                "explained": cls_sum / gap if attributed else None,
+                "explained_with_idle": ((cls_sum + idle) / gap
+                                        if attributed and idle is not None else None),
             })
     return sorted(out, key=lambda d: (str(d["model"]), str(d["precision"]), d["batch_size"] or 0,
                                       d["a"], d["b"]))
 
 
+def _ci_text(g: Mapping[str, Any]) -> str:
+    ci = g.get("gap_ci_s")
+    return "no CI" if not ci else f"CI [{ci[0] * 1e3:+.4g}, {ci[1] * 1e3:+.4g}] ms"
+
+
+def gap_verdict(g: Mapping[str, Any]) -> str:
+    """One phrase on a gap: its CI and the classes' share, or why it is not attributed."""
+    why = g.get("not_attributed")
+    if why == "within noise":
+        return f"gap within noise ({_ci_text(g)}): not attributed"
+    if why == "too small":
+        return (f"{abs(g['gap_s']) / g['a_step_s']:.1%} of {g['a']}'s step, under the "
+                f"{MIN_GAP_SHARE:.0%} floor ({_ci_text(g)}): not attributed")
+    if why:
+        return f"{why} ({_ci_text(g)}): not attributed"
+    return f"{_ci_text(g)}; op classes explain {g['explained']:.0%} of it"
+
+
+def _share(g: Mapping[str, Any], v: float | None) -> str:
+    return DASH if v is None or g.get("explained") is None else f"{v / g['gap_s']:+.0%}"
+
+
+def _gap_rows(g: Mapping[str, Any]) -> list[list[str]]:
+    rows = [[OP_CLASSES.get(c["class"], c["class"]), _ms(c["a_s"]), _ms(c["b_s"]),
+             f"{c['diff_s'] * 1e3:+.4g}", _share(g, c["diff_s"])] for c in g["classes"]]
+    rows.append(["sum of op classes (explained)", DASH, DASH, f"{g['class_diff_s'] * 1e3:+.4g}",
+                 _share(g, g["class_diff_s"])])
+    if g.get("idle_diff_s") is not None:
+        rows.append(["device idle (not explained)", DASH, DASH,
+                     f"{g['idle_diff_s'] * 1e3:+.4g}", _share(g, g["idle_diff_s"])])
+    rows.append(["rest: trace vs fused step (not explained)", DASH, DASH,
+                 f"{g['rest_s'] * 1e3:+.4g}", _share(g, g["rest_s"])])
+    return rows
+
+
+GAP_LEGEND = (
+    "*gap*: fused step of the second framework/mode minus the first's (median ms per "
+    "iteration). Op-class times come from each run's profiler trace; *explained* = the sum of "
+    "the op-class differences / gap. *device idle* (traced time with no device op running) and "
+    "*rest* (gap - classes - idle: the traced and the fused steps differ) are shown apart and "
+    "not counted as explained; classes + idle + rest = gap. A gap is attributed only when the "
+    f"{GAP_CI_LEVEL:.0%} CI of the difference of the two medians excludes 0 (bootstrap of the "
+    "two runs' measured samples, each resampled on its own; without samples, the two steps' "
+    f"own CIs) and the gap is at least {MIN_GAP_SHARE:.0%} of the first's step (the agreement "
+    "the breakdown holds its parts to; separate processes vary more than a within-run CI "
+    "says); otherwise the differences are listed without shares.")
+
+
 def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
-    """One Markdown table per pair: classes by |difference|, then idle, rest and totals."""
+    """One Markdown table per pair (classes by |difference|, their sum, idle, rest) and the
+    legend; the heading line says the gap, its CI and the explained share, or why the gap is
+    not attributed."""
     if not gaps:
         return ""
     parts = []
@@ -291,26 +473,12 @@ def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
         if refd:
             head += (f" ({', '.join(refd)}: the fused step of its run without --breakdown; "
                      f"the breakdown run slowed it)")
-        if g["explained"] is None:
-            head += " (too small to attribute)"
-        else:
-            head += f"; op classes explain {g['explained']:.0%} of it"
-            if g.get("explained_with_idle") is not None:
-                head += f", with device idle time {g['explained_with_idle']:.0%}"
-        rows = [[OP_CLASSES.get(c["class"], c["class"]), _ms(c["a_s"]), _ms(c["b_s"]),
-                 f"{c['diff_s'] * 1e3:+.4g}",
-                 DASH if c["share"] is None or g["explained"] is None else f"{c['share']:+.0%}"]
-                for c in g["classes"]]
-        if g.get("idle_diff_s") is not None:
-            rows.append(["device idle", DASH, DASH, f"{g['idle_diff_s'] * 1e3:+.4g}",
-                         DASH if g["explained"] is None else f"{g['idle_diff_s'] / g['gap_s']:+.0%}"])
-        rows.append(["rest (trace vs fused step)", DASH, DASH, f"{g['rest_s'] * 1e3:+.4g}",
-                     DASH if g["explained"] is None else f"{g['rest_s'] / g['gap_s']:+.0%}"])
+        head += "; " + gap_verdict(g)
         if g.get("note"):
             head += f". Note: {g['note']}"
         parts.append(head + "\n\n" + _md(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms",
-                                          "share of gap"), rows, 1))
-    return "\n".join(parts)
+                                          "share of gap"), _gap_rows(g), 1))
+    return "\n".join(parts) + "\n" + GAP_LEGEND + "\n"
 
 
 def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
@@ -318,19 +486,11 @@ def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
     out = []
     for g in gaps:
         title = (f"{g['model']} {g['precision']} b={g['batch_size']}: {g['b']} vs {g['a']}, gap "
-                 f"{g['gap_s'] * 1e3:+.4g} ms" + ("" if g["explained"] is None else
-                                                 f", classes explain {g['explained']:.0%}")
+                 f"{g['gap_s'] * 1e3:+.4g} ms, " + gap_verdict(g)
                  + (" (a step from a run without --breakdown)" if g.get("a_ref") or g.get("b_ref")
                     else "") + (f"\nnote: {g['note']}" if g.get("note") else ""))
-        rows = [[OP_CLASSES.get(c["class"], c["class"]), _ms(c["a_s"]), _ms(c["b_s"]),
-                 f"{c['diff_s'] * 1e3:+.4g}",
-                 DASH if c["share"] is None or g["explained"] is None else f"{c['share']:+.0%}"]
-                for c in g["classes"]]
-        if g.get("idle_diff_s") is not None:
-            rows.append(["device idle", DASH, DASH, f"{g['idle_diff_s'] * 1e3:+.4g}", DASH])
-        rows.append(["rest (trace vs fused)", DASH, DASH, f"{g['rest_s'] * 1e3:+.4g}", DASH])
         out.append(_rich(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms", "share of gap"),
-                         rows, title, 1))
+                         _gap_rows(g), title, 1))
     return out
 
 

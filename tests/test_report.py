@@ -374,3 +374,51 @@ def test_real_against_synthetic_is_a_ratio_of_throughputs():
     assert ratio_ci(syn, real)[0] == pytest.approx(1.0)  # the median alone sees no cost
     with pytest.raises(ValueError, match="statistic"):
         ratio_ci(syn, real, statistic="mode")
+
+
+def test_comparisons_across_environments_are_marked():
+    """Two H200 sessions ran on VM builds fc-v657 and fc-v973: host-bound steps differed up to
+    1.8x, so a ratio across them must say so."""
+    import json as _json
+
+    from dlperf.env import environment_differences, environment_of
+    from dlperf.report.breakdown import gap_attribution, gap_markdown
+    from dlperf.report.compare import framework_ratios, markdown, mode_speedups
+
+    def res(platform, fw="torch", version="2.11.0", cpus=16):
+        return {"env": {"platform": platform, "cpu_model": "Xeon", "cpu_affinity": cpus,
+                        "python": "3.12.3", "gpus": [{"name": "NVIDIA H200", "driver": "580"}]},
+                "versions": {"framework": fw, fw: version, "cuda": "13.0"}}
+
+    old, new = "Linux-6.18.44-fc-v657-gpu", "Linux-6.18.44-fc-v973-gpu"
+    assert environment_of(res(old))["framework"] == "torch 2.11.0 (13.0)"
+    assert environment_differences(res(old), res(old)) == []
+    assert environment_differences(res(old), res(new)) == [f"platform: {old} vs {new}"]
+    assert environment_differences(res(old), res(old, fw="jax", version="0.11"),
+                                   same_framework=False) == []
+    assert len(environment_differences(res(old), res(new, version="2.12", cpus=8))) == 3
+    assert environment_differences(res(old), {"env": {}}) == []  # unrecorded: not a difference
+
+    samples = {1: [0.02] * 8, 2: [0.01] * 8, 3: [0.015] * 8}
+    common = dict(status="ok", model="m", device="cuda", precision="bf16", batch_size=64,
+                  data="synthetic", threads=None)
+    rows = [dict(id=1, framework="torch", mode="eager", result_json=_json.dumps(res(old)),
+                 **common),
+            dict(id=2, framework="torch", mode="graph", result_json=_json.dumps(res(old)),
+                 **common),
+            dict(id=3, framework="jax", mode="xla",
+                 result_json=_json.dumps(res(new, fw="jax", version="0.11")), **common)]
+    (mode,) = mode_speedups(rows, samples.__getitem__)
+    (fw,) = framework_ratios(rows, samples.__getitem__)
+    assert mode["env_differs"] == [] and fw["env_differs"] == [f"platform: {old} vs {new}"]
+    md = markdown([mode, fw])
+    assert md.count("†") == 2 and "different environments" in md and "v973" in md
+
+    # a breakdown gap whose two sides ran on the two VM builds
+    oc = {"op_classes": {"per_iter_s": {"matmul": 0.004}}, "trace": {"idle_s": 0.001}}
+    bd = [dict(r, step_time_median_s=samples[r["id"]][0],
+               result_json=_json.dumps({**_json.loads(r["result_json"]), **oc}))
+          for r in rows if r["mode"] != "graph"]
+    (gap,) = gap_attribution(bd)
+    assert gap["env_differs"] == [f"platform: {old} vs {new}"]
+    assert "different environments" in gap_markdown([gap])

@@ -103,3 +103,47 @@ def collect_env() -> dict[str, Any]:
         "git": git_sha(),
         "env": {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ},
     }
+
+
+def environment_of(result: dict[str, Any]) -> dict[str, Any]:
+    """What of a result's recorded environment decides how fast the same point runs.
+
+    Returns ``{"platform", "cpu_model", "cpus used", "python", "gpu", "gpu driver",
+    "framework"}`` (None where the result did not record it): the OS and kernel string (on a
+    virtual machine it carries the hypervisor's build), the CPU model and the number of CPUs
+    the run could use, Python, the GPU model(s) and driver, and ``framework version (CUDA,
+    cuDNN)``. Why: two H200 sessions of this project ran on VM builds ``fc-v657`` and
+    ``fc-v973`` of the same machine kind; GPU-bound steps agreed within 1% (resnet50 bf16 b=128
+    29.37 / 29.57 ms) while host-bound ones ran up to 1.8x slower on the second (torch eager
+    transformer bf16 b=64 19.37 / 34.84 ms).
+    """
+    e = result.get("env") or {}
+    gpus = [g for g in (e.get("gpus") or []) if isinstance(g, dict)]
+    v = result.get("versions") or {}
+    fw = v.get("framework")
+    fwv = None
+    if fw and v.get(fw):
+        extra = [str(v[k]) for k in ("cuda", "cudnn") if v.get(k) is not None]
+        fwv = f"{fw} {v[fw]}" + (f" ({', '.join(extra)})" if extra else "")
+    return {"platform": e.get("platform"), "cpu_model": e.get("cpu_model"),
+            "cpus used": e.get("cpu_affinity"), "python": e.get("python"),
+            "gpu": ", ".join(sorted({str(g.get("name")) for g in gpus})) or None,
+            "gpu driver": ", ".join(sorted({str(g.get("driver")) for g in gpus})) or None,
+            "framework": fwv}
+
+
+def environment_differences(a: dict[str, Any], b: dict[str, Any],
+                            same_framework: bool = True) -> list[str]:
+    """``"field: A vs B"`` for each field of :func:`environment_of` in which results ``a`` and
+    ``b`` differ (fields either did not record are skipped; ``framework`` only when
+    ``same_framework``: across frameworks it differs by design). Empty: same environment as
+    far as recorded."""
+    ea, eb = environment_of(a), environment_of(b)
+    out = []
+    for k, x in ea.items():
+        y = eb[k]
+        if k == "framework" and not same_framework:
+            continue
+        if x is not None and y is not None and x != y:
+            out.append(f"{k}: {x} vs {y}")
+    return out

@@ -30,6 +30,7 @@ from rich.text import Text
 
 from dlperf.breakdown.opclass import OP_CLASSES
 from dlperf.breakdown.phases import RECONCILE_TOL
+from dlperf.env import environment_differences
 from dlperf.report.compare import POINT_KEYS
 from dlperf.report.tables import DASH, _md_escape, fmt_sig, sort_rows
 from dlperf.results.store import result_of
@@ -334,7 +335,9 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
     traces); ``rest_s`` = gap - classes - idle (the traced and the fused measurements
     differ), so classes + idle + rest = gap exactly. ``explained`` = ``class_diff_s`` / gap:
     the device-idle and rest rows are not counted in it (``explained_with_idle`` adds the idle
-    difference, for reference).
+    difference, for reference). ``env_differs``: where the rows that make the gap (steps and
+    traces) ran in different environments (:func:`dlperf.env.environment_differences`); such a
+    gap mixes the machines' difference with the frameworks' and is marked.
 
     ``significance`` is :func:`gap_significance` of the two rows whose fused steps make the
     gap (``samples_of``: result id -> measured samples, e.g. from
@@ -393,12 +396,17 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
             cls_sum = math.fsum(d["diff_s"] for d in classes)
             idle = ((tb.get("idle_s") or 0.0) - (ta.get("idle_s") or 0.0)
                     if ta.get("idle_s") is not None and tb.get("idle_s") is not None else None)
+            same_fw = a_.get("framework") == b_.get("framework")
+            env = list(dict.fromkeys(
+                d for x, y in ((ra, rb), (a_, b_))
+                for d in environment_differences(result_of(x), result_of(y),
+                                                 same_framework=same_fw)))
             out.append({
                 **{k: a_.get(k) for k in POINT_KEYS},
                 "a": _label(a_), "b": _label(b_), "a_step_s": sa, "b_step_s": sb,
                 "a_ref": ref_a, "b_ref": ref_b, "a_bd_step_s": a_["step_time_median_s"],
                 "b_bd_step_s": b_["step_time_median_s"], "note": note,
-                "gap_s": gap, "gap_ci_s": sig["ci_s"], "significance": sig,
+                "gap_s": gap, "gap_ci_s": sig["ci_s"], "significance": sig, "env_differs": env,
                 "not_attributed": sig["why_not"], "classes": classes,
                 "class_diff_s": cls_sum, "idle_diff_s": idle,
                 "rest_s": gap - cls_sum - (idle or 0.0),
@@ -458,6 +466,11 @@ GAP_LEGEND = (
     "says); otherwise the differences are listed without shares.")
 
 
+#: Said of a gap whose two sides ran in different environments.
+ENV_NOTE = ("measured in different environments (the gap mixes the machines' difference with "
+            "the frameworks'; re-measure both sides in one)")
+
+
 def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
     """One Markdown table per pair (classes by |difference|, their sum, idle, rest) and the
     legend; the heading line says the gap, its CI and the explained share, or why the gap is
@@ -474,6 +487,8 @@ def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
             head += (f" ({', '.join(refd)}: the fused step of its run without --breakdown; "
                      f"the breakdown run slowed it)")
         head += "; " + gap_verdict(g)
+        if g.get("env_differs"):
+            head += f". {ENV_NOTE}: {'; '.join(g['env_differs'])}"
         if g.get("note"):
             head += f". Note: {g['note']}"
         parts.append(head + "\n\n" + _md(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms",
@@ -488,7 +503,9 @@ def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
         title = (f"{g['model']} {g['precision']} b={g['batch_size']}: {g['b']} vs {g['a']}, gap "
                  f"{g['gap_s'] * 1e3:+.4g} ms, " + gap_verdict(g)
                  + (" (a step from a run without --breakdown)" if g.get("a_ref") or g.get("b_ref")
-                    else "") + (f"\nnote: {g['note']}" if g.get("note") else ""))
+                    else "") + (f"\nnote: {g['note']}" if g.get("note") else "")
+                 + (f"\n{ENV_NOTE}: {'; '.join(g['env_differs'])}" if g.get("env_differs")
+                    else ""))
         out.append(_rich(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms", "share of gap"),
                          _gap_rows(g), title, 1))
     return out

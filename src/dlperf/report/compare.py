@@ -17,6 +17,7 @@ from typing import Any
 import math
 import statistics
 
+from dlperf.env import environment_differences
 from dlperf.report.tables import fmt_sig
 from dlperf.results.store import repeat_of, result_of
 from dlperf.stats import between_run, ratio_ci, ratio_of_medians_ci
@@ -53,7 +54,10 @@ def _compare(pairs, samples_of: Callable[[int], list[float]]) -> list[dict[str, 
         out.append({**{k: base.get(k) for k in POINT_KEYS},
                     "baseline": f"{base['framework']}/{base['mode']}{_rep(base)}",
                     "other": f"{other['framework']}/{other['mode']}{_rep(other)}",
-                    "speedup": ratio, "ci_low": lo, "ci_high": hi})
+                    "speedup": ratio, "ci_low": lo, "ci_high": hi,
+                    "env_differs": environment_differences(
+                        result_of(base), result_of(other),
+                        same_framework=base.get("framework") == other.get("framework"))})
     return sorted(out, key=lambda d: (str(d["model"]), str(d["other"]), str(d["precision"]),
                                       d["batch_size"] or 0))
 
@@ -89,7 +93,28 @@ def markdown(comparisons: Sequence[dict[str, Any]]) -> str:
     for c in comparisons:
         lines.append(f"| {c['model']} | {c['precision']} | {c['batch_size']} | {c['device']} | "
                      f"{c['data']} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
-                     f"{c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}] |")
+                     f"{c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+                     f"{ENV_MARK if c.get('env_differs') else ''} |")
+    return "\n".join(lines) + "\n" + env_footnote(
+        (f"{c['model']} {c['precision']} b={c['batch_size']}: {c['baseline']} vs {c['other']}",
+         c.get("env_differs")) for c in comparisons)
+
+
+#: Marks a comparison whose two results ran in different environments (:func:`env_footnote`).
+ENV_MARK = " †"
+
+
+def env_footnote(pairs) -> str:
+    """Markdown lines for the marked comparisons: ``(label, differences)`` pairs, from
+    :func:`dlperf.env.environment_differences`; empty when none differ. A ratio across
+    environments mixes the frameworks' difference with the machines'."""
+    marked = [(label, diffs) for label, diffs in pairs if diffs]
+    if not marked:
+        return ""
+    lines = ["", f"{ENV_MARK.strip()} measured in different environments, so the ratio mixes "
+             "the machines' difference with the frameworks'; re-measure both in one "
+             "environment to compare them:"]
+    lines += [f"- {label}: {'; '.join(diffs)}" for label, diffs in marked]
     return "\n".join(lines) + "\n"
 
 
@@ -147,6 +172,8 @@ def data_gaps(rows: Sequence[dict[str, Any]],
                     "data_wait_share": r.get("data_wait_share"),
                     "median_wait_share": dw.get("median_share"),
                     "busy_vs_synthetic": slowed,
+                    "env_differs": (environment_differences(result_of(base), result_of(r))
+                                    if base is not None else []),
                     "input_bound": r.get("input_bound")})
     return sorted(out, key=lambda d: (str(d["model"]), str(d["framework"]), str(d["mode"]),
                                       str(d["precision"]), d["batch_size"] or 0, str(d["data"]),
@@ -172,10 +199,11 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
         lw = "prepared" if g["loader_workers"] is None else str(g["loader_workers"])
         ib = "-" if g["input_bound"] is None else ("**yes**" if g["input_bound"] else "no")
         rep = f" #{g['repeat']}" if g.get("repeat") else ""
+        mark = ENV_MARK if g.get("env_differs") else ""
         lines.append(f"| {g['model']} | {g['framework']}/{g['mode']} | {g['precision']} | "
                      f"{g['batch_size']} | {g['data']}{rep} | {lw} | "
                      f"{_f(g['synthetic_samples_per_s'], ',.1f')} | "
-                     f"{_f(g['real_samples_per_s'], ',.1f')} | {rel} | "
+                     f"{_f(g['real_samples_per_s'], ',.1f')} | {rel}{mark} | "
                      f"{_f(g['data_wait_share'], '.1%')} | {ib} | "
                      f"{_f(g.get('busy_vs_synthetic'), '.2f')} |")
     lines.append("")
@@ -187,6 +215,10 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
                  "pipeline (loader workers competing for the CPUs); below 1 part of the wait "
                  "overlapped the device's work on the previous step. "
                  "*prepared*: batches made before timing (no pipeline).")
+    lines.append(env_footnote(
+        (f"{g['model']} {g['framework']}/{g['mode']} {g['precision']} b={g['batch_size']} "
+         f"{g['data']} ({g['loader_workers']} workers) vs synthetic", g.get("env_differs"))
+        for g in gaps))
     return "\n".join(lines) + "\n"
 
 

@@ -353,3 +353,21 @@ def test_convergence_groups_tables_and_plots(tmp_path):
     md = scaling_markdown(pts)
     assert "| weak | 32/dev | 2 | 64 | 125.0 | 512.0 | 1.600 | 0.800 | 0.800 | 1.100 | 2.000 |" in md
     assert plot_scaling(pts, tmp_path).stat().st_size > 1000
+
+
+def test_scaling_across_environments_is_marked():
+    import json
+
+    from dlperf.report.scaling import scaling_markdown
+
+    def env(platform):
+        return json.dumps({"env": {"platform": platform}})
+
+    one = _row(1, 1, 64, 64, 0.100, 640.0, result_json=env("fc-v657"))
+    two = _row(2, 2, 128, 64, 0.125, 1024.0, result_json=env("fc-v973"))
+    (w1, w2) = [p for p in scaling_points([one, two]) if p["scaling"] == "weak"]
+    assert w2["env_differs"] == ["platform: fc-v657 vs fc-v973"]
+    md = scaling_markdown([w1, w2])
+    assert "0.800 †" in md and "different environments" in md
+    same = _row(2, 2, 128, 64, 0.125, 1024.0, result_json=env("fc-v657"))
+    assert "†" not in scaling_markdown(scaling_points([one, same]))

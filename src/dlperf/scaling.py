@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dlperf.config import ddp_changes, layout_change
+from dlperf.env import environment_differences
 from dlperf.results.store import result_of
 from dlperf.stats import ratio_of_medians_ci
 
@@ -160,7 +161,8 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
                      "efficiency_median": efficiency(t1, tn, b1, gb, n) if t1 and tn else None,
                      "ci_low": None, "ci_high": None, "imbalance": r.get("rank_imbalance"),
                      "exposed_comm_s": r.get("exposed_comm_s"),
-                     "id_1": b.get("id"), "id_n": r.get("id")}
+                     "id_1": b.get("id"), "id_n": r.get("id"),
+                     "env_differs": environment_differences(result_of(b), result_of(r))}
             if samples_of is not None and b.get("id") is not None and r.get("id") is not None:
                 ratio, lo, hi = ratio_of_medians_ci(samples_of(b["id"]), samples_of(r["id"]))
                 f = gb / (n * b1)

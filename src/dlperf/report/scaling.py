@@ -16,6 +16,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .compare import ENV_MARK, env_footnote
 from .tables import fmt_sig
 
 __all__ = ["scaling_markdown", "plot_scaling", "series_key", "SCALING_PLOT"]
@@ -52,6 +53,8 @@ def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
         if p.get("ci_low") is not None:
             ci = f" [{p['ci_low']:.3f}, {p['ci_high']:.3f}]"
         em = DASH if p.get("efficiency_median") is None else f"{p['efficiency_median']:.3f}{ci}"
+        if p.get("env_differs"):
+            em += ENV_MARK
         fixed = f"{p['baseline_batch']}/dev" if p["scaling"] == "weak" else str(p["baseline_batch"])
         imb = DASH if p.get("imbalance") is None else f"{p['imbalance']:.3f}"
         rep = f" #{p['repeat']}" if p.get("repeat") else ""
@@ -65,7 +68,9 @@ def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
             f"{p['efficiency']:.3f} | {em} | "
             f"{imb} | "
             f"{_f(p.get('exposed_comm_s'), 1e3)} | {_increase(p)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + env_footnote(
+        (f"{p['model']} {p['framework']}/{p['mode']}{_variant(p)} {p['precision']} "
+         f"{p['devices']} devices vs 1", p.get("env_differs")) for p in points)
 
 
 def _increase(p: Mapping[str, Any]) -> str:

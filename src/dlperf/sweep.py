@@ -89,10 +89,13 @@ def preflight(points: list[RunConfig]) -> None:
     """Check what can be checked before anything runs, so a user error costs no measurement.
 
     Each real data set is resolved, read and cut into one batch for each model that uses it
-    (corrupt files and data that do not fit the model are refused here).
+    (corrupt files and data that do not fit the model are refused here). A framework that runs
+    in an interpreter of its own (MXNet) has that interpreter tried once.
 
     Raises:
         DataError: naming the data set, the file or the model, and how to fix it.
+        ConfigError: a model without an implementation in its framework, or a framework
+            interpreter that is missing or broken.
     """
     import importlib.util
 
@@ -104,6 +107,10 @@ def preflight(points: list[RunConfig]) -> None:
         mod = f"dlperf.zoo.{family}.{IMPL_MODULES[framework]}"
         return importlib.util.find_spec(mod) is not None
 
+    from dlperf.launch.process import check_framework_python
+
+    for framework in sorted({p.framework for p in points}):
+        check_framework_python(framework)  # a framework with an interpreter of its own
     for model, framework in {(p.model, p.framework) for p in points}:
         family = get_spec(model).family
         if framework in IMPL_MODULES and not has_impl(family, framework):

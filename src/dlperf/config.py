@@ -51,11 +51,12 @@ SCALINGS = ("strong", "weak")
 DP_LAYOUT_KINDS = ("per_device", "per_node")
 #: Each framework's own data-parallel engine and its process layouts (first = default).
 DP_LAYOUTS = {"torch": ("per_device",), "jax": ("per_node", "per_device"),
-              "tensorflow": ("per_node", "per_device"), "fake": ("per_device",)}
+              "tensorflow": ("per_node", "per_device"), "fake": ("per_device",),
+              "mxnet": ("per_device",)}
 #: What data parallelism is not built for (checked before anything runs): TensorFlow's XLA mode
 #: under a tf.distribute strategy (XLA cannot reach mirrored variables on other devices).
 DP_MODES = {"tensorflow": ("eager", "graph")}
-from dlperf.registry import FRAMEWORK_MODES  # noqa: E402 (framework-free table)
+from dlperf.registry import FRAMEWORK_MODES, FRAMEWORKS  # noqa: E402 (framework-free table)
 
 
 class IterationPolicy(BaseModel):
@@ -258,7 +259,28 @@ class RunConfig(BaseModel):
         if self.mode not in modes:
             raise unknown_choice("mode", self.mode, modes,
                                  plural=f"modes of framework {self.framework!r}")
-        if self.layout == "nchw" and self.framework != "torch":
+        # (tests register a fake framework in FRAMEWORK_MODES only: no capability limits)
+        info = FRAMEWORKS.get(self.framework)
+        if info is None:
+            pass
+        elif self.device not in info.devices:
+            raise ValueError(
+                f"device {self.device!r} is not available for framework {self.framework!r}, "
+                f"which runs on {', '.join(info.devices)} only"
+                + (" (the MXNet 1.9.1 pip wheel is a CPU build)" if self.framework == "mxnet"
+                   else "") + f"; use --device {info.devices[0]}")
+        if info is not None and self.precision not in info.precisions:
+            raise ValueError(f"precision {self.precision!r} is not implemented for framework "
+                             f"{self.framework!r}; use --precision "
+                             f"{' or '.join(info.precisions)}")
+        if info is not None and not info.data_parallel and self.world_size > 1:
+            raise ValueError(f"data parallelism (nproc x nnodes = {self.world_size}) is not "
+                             f"available for framework {self.framework!r}; use --nproc 1")
+        if self.framework == "mxnet":
+            if self.layout == "nhwc":
+                raise ValueError("layout 'nhwc' is not available for framework 'mxnet': its "
+                                 "models are NCHW (MXNet's native layout); use --layout auto")
+        elif self.layout == "nchw" and self.framework != "torch":
             raise ValueError(f"layout 'nchw' is a PyTorch option: the {self.framework} models "
                              "are NHWC (channels last); use --layout auto or nhwc")
         if self.trace_dir is not None:

@@ -118,7 +118,8 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
     """Check what can be checked before anything runs, so a user error costs no measurement.
 
     Each real data set is resolved, read and cut into one batch for each model that uses it
-    (corrupt files and data that do not fit the model are refused here).
+    (corrupt files and data that do not fit the model are refused here). A framework that runs
+    in an interpreter of its own (MXNet) has that interpreter tried once.
 
     Args:
         points: the configurations about to run.
@@ -131,7 +132,8 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
         looked for and how to get it); always empty without ``allow_missing``.
 
     Raises:
-        ConfigError: a model has no implementation in the point's framework.
+        ConfigError: a model has no implementation in the point's framework, or a framework
+            interpreter (e.g. ``DLPERF_MXNET_PYTHON``) is missing or broken.
         DataMissing: a data set is not there (only without ``allow_missing``).
         DataError: a corrupt or truncated file, or data that do not fit a model, naming the
             data set, the file or the model and how to fix it.
@@ -146,6 +148,10 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
         mod = f"dlperf.zoo.{family}.{IMPL_MODULES[framework]}"
         return importlib.util.find_spec(mod) is not None
 
+    from dlperf.launch.process import check_framework_python
+
+    for framework in sorted({p.framework for p in points}):
+        check_framework_python(framework)  # a framework with an interpreter of its own
     for model, framework in {(p.model, p.framework) for p in points}:
         family = get_spec(model).family
         if framework in IMPL_MODULES and not has_impl(family, framework):

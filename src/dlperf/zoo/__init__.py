@@ -82,7 +82,8 @@ def get_suite(name: str) -> tuple[SuiteEntry, ...]:
 
 
 #: framework -> implementation module name inside each family package.
-IMPL_MODULES: dict[str, str] = {"torch": "torch_impl", "jax": "flax_impl", "tensorflow": "keras_impl"}
+IMPL_MODULES: dict[str, str] = {"torch": "torch_impl", "jax": "flax_impl", "tensorflow": "keras_impl",
+                                "mxnet": "mxnet_impl"}
 
 
 def build(spec: ModelSpec, framework: str):

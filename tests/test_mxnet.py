@@ -75,11 +75,16 @@ def mxpy() -> str:
     ({"precision": "bf16"}, ["precision 'bf16'", "--precision fp32"]),
     ({"nproc": 2}, ["data parallelism", "--nproc 1"]),
     ({"layout": "nhwc"}, ["nhwc", "NCHW"]),
+    # found by a fresh user: these started a worker and were stored as errors
+    ({"model": "vgg16_tiny"}, ["'vgg16_tiny' has no mxnet implementation", "resnet56"]),
+    ({"model": "deepspeech2_tiny"}, ["has no mxnet implementation"]),
+    ({"breakdown": True}, ["--breakdown and --trace are not available", "mxnet"]),
+    ({"data": "imagefolder:/tmp/x"}, ["no input pipeline", "synthetic"]),
 ])
 def test_config_refuses_what_mxnet_cannot_do(kw, words):
     with pytest.raises(ConfigError) as e:
-        make_run_config(model="fcn5_tiny", framework="mxnet", batch_size=8,
-                        **{"device": "cpu", **kw})
+        make_run_config(framework="mxnet", batch_size=8,
+                        **{"device": "cpu", "model": "fcn5_tiny", **kw})
     for w in words:
         assert w in str(e.value)
     cfg = make_run_config(model="fcn5_tiny", framework="mxnet", device="cpu", batch_size=8)
@@ -102,6 +107,15 @@ def test_missing_or_broken_interpreter_is_one_clear_error(monkeypatch, tmp_path)
     if subprocess.run([sys.executable, "-c", "import mxnet"], capture_output=True).returncode == 0:
         pytest.skip("this interpreter has mxnet")
     with pytest.raises(ConfigError, match="cannot run dlperf's mxnet worker.*mxnet"):
+        check_framework_python("mxnet")
+
+
+def test_an_interpreter_that_reports_no_version_is_refused(monkeypatch, tmp_path):
+    fake = tmp_path / "python"  # exits 0 and prints nothing, like /bin/true
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("DLPERF_MXNET_PYTHON", str(fake))
+    with pytest.raises(ConfigError, match="did not report a mxnet version"):
         check_framework_python("mxnet")
 
 

@@ -372,6 +372,15 @@ def test_real_against_synthetic_is_a_ratio_of_throughputs():
     assert g["median_wait_share"] == 0.0 and g["input_bound"] is True
     assert g["busy_vs_synthetic"] == pytest.approx(1.0)  # the step itself was not slower
     assert ratio_ci(syn, real)[0] == pytest.approx(1.0)  # the median alone sees no cost
+    # an ImageFolder read with the default 0 workers is a pipeline, not prepared batches
+    from dlperf.report.compare import data_markdown
+
+    rows[1].update(loader_workers=None, result_json=_json.dumps(
+        {"data_wait": {"mean_s": 0.075}, "data_info": {"placement": "pipeline"}}))
+    (g0,) = data_gaps(rows, {1: syn, 2: real}.__getitem__)
+    assert g0["pipeline"] is True and "| imagefolder | 0 |" in data_markdown([g0])
+    rows[1].update(result_json=_json.dumps({"data_info": {"placement": "host"}}))
+    assert "| prepared |" in data_markdown(data_gaps(rows, {1: syn, 2: real}.__getitem__))
     with pytest.raises(ValueError, match="statistic"):
         ratio_ci(syn, real, statistic="mode")
 

@@ -273,6 +273,22 @@ class RunConfig(BaseModel):
             raise ValueError(f"precision {self.precision!r} is not implemented for framework "
                              f"{self.framework!r}; use --precision "
                              f"{' or '.join(info.precisions)}")
+        if info is not None and info.models is not None:
+            base = self.model.removesuffix("_tiny")
+            if base not in info.models:
+                raise ValueError(f"model {self.model!r} has no {self.framework} implementation; "
+                                 f"{self.framework} has {', '.join(info.models)} (and their "
+                                 "_tiny variants)")
+        if info is not None and not info.breakdown and (self.breakdown or self.trace_dir):
+            raise ValueError(f"--breakdown and --trace are not available for framework "
+                             f"{self.framework!r} (no profiler split of its step); run without "
+                             "them")
+        if info is not None and not info.pipelines and (
+                self.loader_workers is not None or str(self.data).startswith("imagefolder")):
+            raise ValueError(f"framework {self.framework!r} has no input pipeline: "
+                             "--loader-workers and ImageFolder data are not available; use "
+                             "synthetic data or a data set read into memory (mnist, cifar10, "
+                             "ptb, wikitext2)")
         if info is not None and not info.data_parallel and self.world_size > 1:
             raise ValueError(f"data parallelism (nproc x nnodes = {self.world_size}) is not "
                              f"available for framework {self.framework!r}; use --nproc 1")

@@ -27,6 +27,10 @@ class FrameworkInfo:
         precisions: the precision policies it implements.
         data_parallel: whether it has a data-parallel engine in dlperf.
         setup: how to make its environment (quoted in errors), for ``python_env`` frameworks.
+        models: the models it implements (base names; their ``_tiny`` variants too), None: all.
+        breakdown: whether it has ``--breakdown``/``--trace``.
+        pipelines: whether it reads real data through an input pipeline (``--loader-workers``,
+            ImageFolder).
     """
 
     adapter: str
@@ -36,6 +40,9 @@ class FrameworkInfo:
     precisions: tuple[str, ...] = ("fp32", "tf32", "bf16")
     data_parallel: bool = True
     setup: str = ""
+    models: tuple[str, ...] | None = None
+    breakdown: bool = True
+    pipelines: bool = True
 
 
 #: How to make the MXNet interpreter (README "Frameworks"); quoted in errors.
@@ -52,7 +59,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
     # of its own; the pip wheel is CPU-only (no CUDA, no bf16 policy in dlperf).
     "mxnet": FrameworkInfo("dlperf.frameworks.mxnet_fw:MXNetAdapter", ("eager", "graph"),
                            python_env="DLPERF_MXNET_PYTHON", devices=("cpu",),
-                           precisions=("fp32",), data_parallel=False, setup=MXNET_SETUP),
+                           precisions=("fp32",), data_parallel=False, setup=MXNET_SETUP,
+                           models=("fcn5", "fcn8", "fcn_mnist", "alexnet", "alexnet_cifar",
+                                   "resnet50", "resnet56", "lstm"),
+                           breakdown=False, pipelines=False),
 }
 
 if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake.py

@@ -104,8 +104,8 @@ def check_framework_python(framework: str, timeout_s: float = 120.0) -> str | No
     when the framework runs in this interpreter.
 
     Raises:
-        ConfigError: the interpreter is missing, or the import fails (the error's last line
-            is quoted, with how to make the environment).
+        ConfigError: the interpreter is missing, the import fails (the error's last line
+            is quoted, with how to make the environment), or it reports no version.
     """
     from dlperf.errors import ConfigError
     from dlperf.registry import FRAMEWORKS
@@ -128,7 +128,11 @@ def check_framework_python(framework: str, timeout_s: float = 120.0) -> str | No
         last = (cp.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ConfigError(f"{info.python_env}={python!r} cannot run dlperf's {framework} worker: "
                           f"{last}; make the environment with `{info.setup}`")
-    return cp.stdout.strip().splitlines()[-1] if cp.stdout.strip() else None
+    if not cp.stdout.strip():
+        raise ConfigError(f"{info.python_env}={python!r} ran but did not report a {framework} "
+                          f"version: it is not a Python interpreter with {framework}; make the "
+                          f"environment with `{info.setup}`")
+    return cp.stdout.strip().splitlines()[-1]
 
 
 def worker_interpreter(framework: str, tmp: Path) -> tuple[str, dict[str, str]]:

@@ -95,6 +95,10 @@ def markdown(comparisons: Sequence[dict[str, Any]]) -> str:
                      f"{c['data']} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
                      f"{c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
                      f"{ENV_MARK if c.get('env_differs') else ''} |")
+    lines += ["", "*speed-up* = median iteration time of the baseline / of the other: above 1 "
+              "the other is faster. The CI covers the variation within the two runs; separate "
+              "processes vary more (run points with --repeats N and compare with "
+              "--compare repeats)."]
     return "\n".join(lines) + "\n" + env_footnote(
         (f"{c['model']} {c['precision']} b={c['batch_size']}: {c['baseline']} vs {c['other']}",
          c.get("env_differs")) for c in comparisons)
@@ -166,6 +170,8 @@ def data_gaps(rows: Sequence[dict[str, Any]],
         out.append({**{k: r.get(k) for k in DATA_POINT_KEYS}, "data": r.get("data"),
                     "repeat": repeat_of(r),
                     "loader_workers": r.get("loader_workers"),
+                    "pipeline": (result_of(r).get("data_info") or {}).get("placement")
+                    == "pipeline",
                     "synthetic_samples_per_s": base.get("samples_per_s") if base else None,
                     "real_samples_per_s": r.get("samples_per_s"),
                     "relative_throughput": rel, "ci_low": lo, "ci_high": hi,
@@ -196,7 +202,8 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
     for g in gaps:
         rel = ("-" if g["relative_throughput"] is None else
                f"{g['relative_throughput']:.3f} [{g['ci_low']:.3f}, {g['ci_high']:.3f}]")
-        lw = "prepared" if g["loader_workers"] is None else str(g["loader_workers"])
+        lw = str(g["loader_workers"]) if g["loader_workers"] is not None else (
+            "0" if g.get("pipeline") else "prepared")
         ib = "-" if g["input_bound"] is None else ("**yes**" if g["input_bound"] else "no")
         rep = f" #{g['repeat']}" if g.get("repeat") else ""
         mark = ENV_MARK if g.get("env_differs") else ""

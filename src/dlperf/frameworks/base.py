@@ -8,6 +8,8 @@ store and report do not change.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -162,6 +164,35 @@ class Session:
     ceiling_backend: Callable[[], Any] | None = None
     dist: DistContext | None = None
     comm_profile: Callable[[int], dict[str, Any]] | None = None
+
+
+def build_model(spec: ModelSpec, framework: str, label: str,
+                around: Callable[[], Any] = contextlib.nullcontext) -> tuple[Any, Any]:
+    """``(impl module, model)``: the zoo module of ``spec``'s family for ``framework``
+    (``dlperf.zoo.<family>.<IMPL_MODULES[framework]>``) and its ``build(spec)``, called inside
+    the context ``around()`` (e.g. a device placement).
+
+    Raises:
+        UnavailableError: the family has no module for ``framework`` (``label`` names the
+            framework's model library in the message, e.g. "Keras"), or its ``build`` raises
+            NotImplementedError for this layout (that message). An import error inside the
+            module itself is not caught.
+    """
+    from dlperf.errors import UnavailableError
+    from dlperf.zoo import IMPL_MODULES
+
+    name = f"dlperf.zoo.{spec.family}.{IMPL_MODULES[framework]}"
+    try:
+        impl = importlib.import_module(name)
+        with around():
+            return impl, impl.build(spec)
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
+        raise UnavailableError(f"{spec.name}: no {label} implementation of the {spec.family} "
+                               f"family yet ({name} does not exist)") from None
+    except NotImplementedError as e:
+        raise UnavailableError(str(e)) from None
 
 
 class FrameworkAdapter(Protocol):

@@ -71,7 +71,6 @@ MXNet (``count_flops`` is None; MFU uses the analytic count). No breakdown or tr
 from __future__ import annotations
 
 import gc
-import importlib
 import importlib.util
 import itertools
 import os
@@ -82,9 +81,8 @@ from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError, UnavailableError
-from dlperf.frameworks.base import Session
+from dlperf.frameworks.base import Session, build_model
 from dlperf.harness.timers import HostTimer
-from dlperf.zoo import IMPL_MODULES
 from dlperf.zoo.spec import ModelSpec
 
 SYNTHETIC_POOL = 4
@@ -271,17 +269,7 @@ class MXNetAdapter:
         np.random.seed(cfg.seed)
         ctx = mx.cpu()
 
-        impl_name = f"dlperf.zoo.{spec.family}.{IMPL_MODULES['mxnet']}"
-        try:
-            impl = importlib.import_module(impl_name)
-            net = impl.build(spec)
-        except ModuleNotFoundError as e:
-            if e.name != impl_name:
-                raise
-            raise UnavailableError(f"{spec.name}: no MXNet implementation of the {spec.family} "
-                                   f"family ({impl_name} does not exist)") from None
-        except NotImplementedError as e:
-            raise UnavailableError(str(e)) from None
+        _, net = build_model(spec, "mxnet", "MXNet")
         net.initialize(ctx=ctx)
         flags["layout"] = "NCHW" if spec.input_kind == "image" else None
         model = self.with_loss(mx, net, spec)

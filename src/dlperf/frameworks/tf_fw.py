@@ -101,7 +101,6 @@ trace profiles whole steps, and the FLOP count is the local replicas' step over 
 from __future__ import annotations
 
 import gc
-import importlib
 import itertools
 import os
 import resource
@@ -116,9 +115,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from dlperf import nvml  # noqa: E402
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError, UnavailableError
-from dlperf.frameworks.base import DataSource, Session, identity
+from dlperf.frameworks.base import DataSource, Session, build_model, identity
 from dlperf.harness.timers import HostTimer, LaggedSyncTimer
-from dlperf.zoo import IMPL_MODULES, build
 from dlperf.zoo.spec import ModelSpec
 
 SYNTHETIC_POOL = 4
@@ -354,18 +352,7 @@ class TensorFlowAdapter:
         if gpu:
             tf.config.experimental.reset_memory_stats("GPU:0")
 
-        impl_name = f"dlperf.zoo.{spec.family}.{IMPL_MODULES['tensorflow']}"
-        try:
-            impl = importlib.import_module(impl_name)
-            with placement():
-                model = build(spec, "tensorflow")
-        except ModuleNotFoundError as e:
-            if e.name != impl_name:
-                raise
-            raise UnavailableError(f"{spec.name}: no Keras implementation of the {spec.family} "
-                                   f"family yet ({impl_name} does not exist)") from None
-        except NotImplementedError as e:
-            raise UnavailableError(str(e)) from None
+        impl, model = build_model(spec, "tensorflow", "Keras", around=placement)
         flags["layout"] = "NHWC" if spec.input_kind == "image" else None
         rnns = impl.recurrent_layers(model) if hasattr(impl, "recurrent_layers") else []
         if rnns:

@@ -160,7 +160,8 @@ def data_gaps(rows: Sequence[dict[str, Any]],
         pt = tuple(r.get(k) for k in DATA_POINT_KEYS)
         base = syn.get((pt, repeat_of(r))) or syn.get((pt, 0))  # same repeat, else the first
         rel = lo = hi = slowed = None
-        dw = result_of(r).get("data_wait") or {}
+        res = result_of(r)
+        dw = res.get("data_wait") or {}
         if base is not None:
             syn_t, real_t = samples_of(base["id"]), samples_of(r["id"])
             rel, lo, hi = ratio_ci(syn_t, real_t, statistic="mean")
@@ -170,7 +171,7 @@ def data_gaps(rows: Sequence[dict[str, Any]],
         out.append({**{k: r.get(k) for k in DATA_POINT_KEYS}, "data": r.get("data"),
                     "repeat": repeat_of(r),
                     "loader_workers": r.get("loader_workers"),
-                    "pipeline": (result_of(r).get("data_info") or {}).get("placement")
+                    "pipeline": (res.get("data_info") or {}).get("placement")
                     == "pipeline",
                     "synthetic_samples_per_s": base.get("samples_per_s") if base else None,
                     "real_samples_per_s": r.get("samples_per_s"),
@@ -178,7 +179,7 @@ def data_gaps(rows: Sequence[dict[str, Any]],
                     "data_wait_share": r.get("data_wait_share"),
                     "median_wait_share": dw.get("median_share"),
                     "busy_vs_synthetic": slowed,
-                    "env_differs": (environment_differences(result_of(base), result_of(r))
+                    "env_differs": (environment_differences(result_of(base), res)
                                     if base is not None else []),
                     "input_bound": r.get("input_bound")})
     return sorted(out, key=lambda d: (str(d["model"]), str(d["framework"]), str(d["mode"]),

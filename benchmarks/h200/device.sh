@@ -2,7 +2,7 @@
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
 #   PART: smoke | dlbench | real | overhead | overhead_ab | overhead_jax | overhead_gpt2 | frameworks
-#         | cpu_threads | breakdown | mfu_inputs | allreduce (x2)
+#         | cpu_threads | breakdown | gap_torch | mfu_inputs | allreduce (x2)
 #         | scaling (x2: weak scaling 1 -> 2 GPUs and convergence on 1 vs 2 GPUs, issue 5)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
@@ -179,6 +179,13 @@ for part in "$@"; do
       cp "$R/breakdown.db" "$R/breakdown_op_classes.json" "$OUT/"
       cp "$R/report-breakdown/report.md" "$OUT/report-breakdown.md"
       ;;
+    gap_torch)  # issue 4: the torch side of the torch-JAX gaps again, on today's machine
+      # (the newest row of a point is the one tables and gap attribution use)
+      budget "${GAP_TORCH_BUDGET:-200}" python3 -m dlperf run --framework torch --mode eager \
+        --model resnet50,lstm,transformer --device cuda --precision bf16 --batch-size 64 \
+        --breakdown --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | tail -30
+      cp "$R/breakdown.db" "$OUT/"
+      ;;
     mfu_inputs)  # issue 4: MFU for every model; resnet50 on JPEGs with 0..16 loader workers
       python3 -c "import PIL" 2>/dev/null || { echo "Pillow is missing: carry its wheel in" \
         ".whl/ (see the header of this file)"; exit 1; }
@@ -186,8 +193,10 @@ for part in "$@"; do
       [ -d "$DLPERF_DATA/imagefolder/class_099" ] || python3 -m dlperf data make-imagefolder \
         "$DLPERF_DATA/imagefolder" --images "${IMAGEFOLDER_IMAGES:-5000}" --classes 100 --size 256
       nproc; python3 -c "import torchvision; print('torchvision', torchvision.__version__)" || true
-      python3 benchmarks/sampler_cost.py --nvml --rounds 5 > "$R/sampler_cost_nvml.json" \
-        && cat "$R/sampler_cost_nvml.json" && cp "$R/sampler_cost_nvml.json" "$OUT/"
+      if [ "${MFU_SAMPLER_COST:-1}" = 1 ]; then  # MFU_SAMPLER_COST=0: measured already
+        python3 benchmarks/sampler_cost.py --nvml --rounds 5 > "$R/sampler_cost_nvml.json" \
+          && cat "$R/sampler_cost_nvml.json" && cp "$R/sampler_cost_nvml.json" "$OUT/"
+      fi
       budget "${MFU_INPUTS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/mfu_inputs.yaml \
         --db "$R/mfu_inputs.db" 2>&1 | grep -v '^\s*$' | tail -60
       python3 -m dlperf results --db "$R/mfu_inputs.db" --compare data 2>&1 | tail -20

@@ -183,7 +183,7 @@ for part in "$@"; do
       # (the newest row of a point is the one tables and gap attribution use)
       budget "${GAP_TORCH_BUDGET:-200}" python3 -m dlperf run --framework torch --mode eager \
         --model resnet50,lstm,transformer --device cuda --precision bf16 --batch-size 64 \
-        --breakdown --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | tail -30
+        --breakdown --rerun --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | tail -30
       cp "$R/breakdown.db" "$OUT/"
       ;;
     mfu_inputs)  # issue 4: MFU for every model; resnet50 on JPEGs with 0..16 loader workers

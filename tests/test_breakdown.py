@@ -143,6 +143,27 @@ def test_torch_gpu_trace_kernels_get_their_host_stack():
     assert a["phases"]["t_b"] == pytest.approx(200e-6)
 
 
+def test_breakdown_traces_the_cpu_side_that_finds_its_steps():
+    """The breakdown's torch trace must keep CPU activity on a GPU: its steps are the
+    record_function spans (CPU events). Traced with CUDA only (as the H200 breakdown was for a
+    while) the same trace keeps only kernels and has no steps."""
+    from types import SimpleNamespace
+
+    from dlperf.frameworks.torch_fw import trace_activities
+
+    act = SimpleNamespace(CPU="CPU", CUDA="CUDA")
+    assert trace_activities(act, cuda=True, purpose="breakdown") == ["CPU", "CUDA"]
+    assert trace_activities(act, cuda=False, purpose="breakdown") == ["CPU"]
+    assert trace_activities(act, cuda=True, purpose="comm") == ["CUDA"]
+    with pytest.raises(ValueError, match="breakdown"):
+        trace_activities(act, cuda=True, purpose="phases")
+    kernels_only = {"traceEvents": [e for e in gpu_trace_doc()["traceEvents"]
+                                    if e["cat"] in ("kernel", "gpu_memcpy")]}
+    with pytest.raises(ValueError, match="no traced steps"):
+        analyse(from_chrome_trace(kernels_only))
+    assert from_chrome_trace(gpu_trace_doc()).steps  # with the CPU side: one step
+
+
 def test_torch_cpu_trace_self_time_slices():
     doc = {"traceEvents": [
         _x("dlperf_step#0", "user_annotation", 0, 100),

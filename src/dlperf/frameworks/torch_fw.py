@@ -60,6 +60,29 @@ def _peak_rss_bytes() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def trace_activities(activity: Any, cuda: bool, purpose: str) -> list[Any]:
+    """The ``torch.profiler`` activities to trace for ``purpose``.
+
+    ``activity`` is ``torch.profiler.ProfilerActivity`` (passed in so this module imports
+    without torch). ``purpose``:
+
+    - ``"breakdown"``: CPU and, on a GPU, CUDA. The breakdown needs the CPU side: its steps
+      are found by their ``record_function`` spans (CPU events) and the CPU dispatch time is
+      read from the CPU ops. Traced with CUDA only, the trace has no step spans and the
+      breakdown's trace fails (it did on the H200 in session 6, call 20).
+    - ``"comm"``: on a GPU CUDA only (the exposed-communication rule uses kernels only, and
+      tracing CPU ops slowed a host-bound step, googlenet fp32 on an H200 pair, from 31.7 to
+      50.5 ms per iteration, which shifts the very overlap being measured); CPU on a CPU.
+
+    Raises ValueError for another ``purpose``.
+    """
+    if purpose == "breakdown":
+        return [activity.CPU] + ([activity.CUDA] if cuda else [])
+    if purpose == "comm":
+        return [activity.CUDA] if cuda else [activity.CPU]
+    raise ValueError(f"unknown trace purpose {purpose!r}: use 'breakdown' or 'comm'")
+
+
 class TorchAdapter:
     """The PyTorch framework adapter (see module docstring for the choices it makes)."""
 
@@ -354,10 +377,7 @@ class TorchAdapter:
 
         from dlperf.breakdown.torch_trace import STEP_PREFIX, from_chrome_trace
 
-        # On a GPU only the kernels are used (the gpu-kernels rule), and tracing CPU ops slows
-        # a host-bound step (googlenet fp32 on an H200 pair: 50.5 ms profiled vs 31.7 ms
-        # measured), which shifts the very overlap being measured: trace CUDA activity only.
-        acts = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+        acts = trace_activities(ProfilerActivity, cuda, purpose="breakdown")
         if cuda:
             torch.cuda.synchronize()
         # One warm-up step inside the profiler (CUPTI and profiler start-up costs), then n.
@@ -387,10 +407,7 @@ class TorchAdapter:
 
         from dlperf.comm.overlap import exposed_communication, spans_from_chrome_trace
 
-        # On a GPU only the kernels are used (the gpu-kernels rule), and tracing CPU ops slows
-        # a host-bound step (googlenet fp32 on an H200 pair: 50.5 ms profiled vs 31.7 ms
-        # measured), which shifts the very overlap being measured: trace CUDA activity only.
-        acts = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+        acts = trace_activities(ProfilerActivity, cuda, purpose="comm")
         with profile(activities=acts) as prof:
             t0 = _time.perf_counter()
             for _ in range(k):

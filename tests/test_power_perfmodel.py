@@ -203,3 +203,78 @@ def test_report_efficiency_section_lists_mfu_and_energy():
     assert len(line) == 1
     assert "| 300 | 750 | 40.0% | 30.3% | 0.980 | 4,200 | 120 | memory | 650 | 32.5 |" in line[0]
     assert efficiency_markdown([{**row, "result_json": "{}"}]) == ""
+
+
+def test_jax_flop_count_from_the_hlo_before_optimisation():
+    """XLA:GPU's compiled program counts cuBLAS/cuDNN custom calls as 0 FLOPs; dlperf counts
+    the HLO before optimisation and keeps the compiled count apart."""
+    pytest.importorskip("jax")
+    import jax
+    import jax.numpy as jnp
+
+    from dlperf.frameworks.jax_fw import (COMPILED_FLOPS_SOURCE, HLO_FLOPS_SOURCE,
+                                          framework_flop_count, xla_costs)
+
+    def loss(w, x):
+        return jnp.sum(jnp.tanh(x @ w[0]) @ w[1])
+
+    w = [jnp.ones((64, 128)), jnp.ones((128, 32))]
+    x = jnp.ones((16, 64))
+    lowered = jax.jit(jax.grad(loss)).lower(w, x)
+    c = xla_costs(lowered, lowered.compile())
+    # forward x@w0 (2*16*64*128) and the three gradient matmuls: dh = g w1^T, dw1 = h^T g,
+    # dw0 = x^T dh' (the forward h@w1 is dead: the loss is its sum)
+    dots = 2 * 16 * 64 * 128 + 2 * 16 * 128 * 32 * 2 + 2 * 16 * 64 * 128
+    assert dots <= c["xla_hlo_flops_per_step"] < 1.05 * dots
+    assert c["xla_cost_bytes_per_step"] > 0
+    got = framework_flop_count(c)
+    assert got["flops_per_step"] == c["xla_hlo_flops_per_step"]
+    assert got["source"] == HLO_FLOPS_SOURCE
+
+    class GpuLike:  # what XLA:GPU's compiled program reports: the GEMM is a custom call
+        def cost_analysis(self):
+            return {"flops": 4096.0, "bytes accessed": 1e6}
+
+    class NoCost:
+        def cost_analysis(self):
+            raise RuntimeError("no cost analysis on this backend")
+
+    c = xla_costs(lowered, GpuLike())
+    assert c["xla_hlo_flops_per_step"] >= dots and c["xla_cost_flops_per_step"] == 4096.0
+    assert framework_flop_count(c)["flops_per_step"] == c["xla_hlo_flops_per_step"]
+    c = xla_costs(NoCost(), GpuLike())
+    assert c["xla_hlo_flops_per_step"] is None
+    fb = framework_flop_count(c)
+    assert fb["flops_per_step"] == 4096.0 and fb["source"] == COMPILED_FLOPS_SOURCE
+    assert xla_costs(NoCost(), NoCost()) == {"xla_hlo_flops_per_step": None,
+                                             "xla_cost_flops_per_step": None,
+                                             "xla_cost_bytes_per_step": None}
+
+
+def test_stored_compiled_jax_gpu_counts_lose_their_roofline_in_the_table():
+    import json
+
+    from dlperf.frameworks.jax_fw import COMPILED_FLOPS_SOURCE, HLO_FLOPS_SOURCE
+    from dlperf.report.compare import (LIBRARY_BLIND_MARK, efficiency_markdown,
+                                       library_blind_count)
+
+    old = {"framework_source": "XLA cost analysis of the compiled step ('flops'; loop bodies "
+                               "counted once)", "framework_to_analytic": 0.017}
+    assert library_blind_count(old, "cuda")
+    assert library_blind_count({"framework_source": COMPILED_FLOPS_SOURCE}, "cuda")
+    assert not library_blind_count(old, "cpu")  # XLA:CPU keeps dots and convolutions as HLO
+    assert not library_blind_count({"framework_source": HLO_FLOPS_SOURCE}, "cuda")
+
+    def row(device, source):
+        res = {"mfu": {"mfu": 0.2, "roofline": {"intensity_flop_per_byte": 1.6,
+                                                "bound": "memory"}},
+               "flops": {"framework_source": source, "framework_to_analytic": 0.017}}
+        return {"status": "ok", "model": "resnet50", "framework": "jax", "mode": "xla",
+                "device": device, "precision": "bf16", "batch_size": 128, "data": "synthetic",
+                "result_json": json.dumps(res)}
+
+    md = efficiency_markdown([row("cuda", old["framework_source"])])
+    assert f"0.017 {LIBRARY_BLIND_MARK}" in md and "memory" not in md.split("\n")[2]
+    assert md.count(LIBRARY_BLIND_MARK) == 2  # the cell and the footnote
+    md = efficiency_markdown([row("cpu", old["framework_source"])])
+    assert LIBRARY_BLIND_MARK not in md and "| memory |" in md

@@ -35,10 +35,15 @@ state (parameters, BN statistics, optimizer state, dropout key) donated
 * gradient accumulation (``--grad-accum K``): the K micro-batches are unrolled inside the one
   compiled step (gradients summed, divided by K; BN statistics updated micro-batch by
   micro-batch, as in PyTorch), one optimizer update per step.
-* ``xla_cost_flops_per_step`` / ``xla_cost_bytes_per_step``: XLA's static cost analysis of the
-  compiled step ("flops", "bytes accessed"), for comparison with the spec's analytic FLOPs and
-  for the roofline (loop bodies such as the LSTM's scan are counted once); returned by
-  ``Session.count_flops`` without running anything.
+* the framework's FLOP count (``Session.count_flops``, without running anything): XLA's static
+  cost analysis of the step's HLO *before* optimisation (``xla_hlo_flops_per_step``), beside
+  the analytic FLOPs of the spec, and the bytes of the *compiled* program
+  (``xla_cost_bytes_per_step``, after fusion) for the roofline. The compiled program's own
+  FLOP count is kept too (``xla_cost_flops_per_step``) but not used: on a GPU, XLA turns dots
+  and convolutions into cuBLAS/cuDNN custom calls, which its cost analysis counts as 0 FLOPs
+  (measured on an H200: 1.7% of the analytic count for resnet50, 2.5% for fcn5, 52% for
+  gpt2_small; ``benchmarks/results/h200/mfu_inputs.db``). Loop bodies such as the LSTM's
+  scan are counted once by either analysis. See :func:`xla_costs`.
 * real data through a pipeline (``--loader-workers N``, always for an ImageFolder): a host
   pipeline (:class:`~dlperf.data.pipeline.HostPipeline`, ``frameworks/jax_input.py``): N
   threads make numpy batches (Pillow decode and augment for JPEGs), a feeder thread
@@ -227,6 +232,69 @@ def make_loss_fn(spec: ModelSpec):
         return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
     return loss_fn
+
+
+
+#: Where the JAX FLOP count comes from (stored as ``flops.framework_source``).
+HLO_FLOPS_SOURCE = ("XLA cost analysis of the step's HLO before optimisation ('flops' of "
+                    "jit(...).lower(...).cost_analysis(): dots and convolutions counted before "
+                    "they become library calls; loop bodies counted once)")
+#: The compiled program's count, used only where the pre-optimisation one is unavailable.
+COMPILED_FLOPS_SOURCE = ("XLA cost analysis of the compiled step ('flops'; loop bodies counted "
+                         "once; cuBLAS/cuDNN custom calls count 0 FLOPs on a GPU)")
+
+
+def _cost_dict(obj: Any) -> dict[str, Any] | None:
+    cost = obj.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return dict(cost) if cost else None
+
+
+def xla_costs(lowered: Any, compiled: Any) -> dict[str, float | None]:
+    """XLA's static cost estimates of one training step, for the FLOP count and the roofline.
+
+    Args:
+        lowered: ``jax.stages.Lowered`` of the step (``jitted.lower(...)``).
+        compiled: its ``jax.stages.Compiled``.
+
+    Returns ``{"xla_hlo_flops_per_step", "xla_cost_flops_per_step",
+    "xla_cost_bytes_per_step"}`` (FLOPs and bytes per step; None where the backend gives no
+    estimate; never raises). ``xla_hlo_flops_per_step`` is the cost analysis of the HLO before
+    optimisation, where every dot and convolution is still an HLO instruction with its
+    shape; the compiled program's (``xla_cost_flops_per_step``) misses what XLA:GPU hands to
+    cuBLAS and cuDNN as custom calls, which ``HloCostAnalysis`` counts as 0 FLOPs.
+    ``xla_cost_bytes_per_step`` is the compiled program's "bytes accessed" (after fusion: the
+    traffic the fused kernels and library calls move, as far as XLA estimates it).
+    """
+    out: dict[str, float | None] = {"xla_hlo_flops_per_step": None,
+                                    "xla_cost_flops_per_step": None,
+                                    "xla_cost_bytes_per_step": None}
+    try:
+        hlo = _cost_dict(lowered)
+        if hlo and hlo.get("flops"):
+            out["xla_hlo_flops_per_step"] = float(hlo["flops"])
+    except Exception:  # noqa: BLE001 - not every backend reports costs
+        pass
+    try:
+        cost = _cost_dict(compiled)
+        if cost:
+            out["xla_cost_flops_per_step"] = float(cost["flops"]) if cost.get("flops") else None
+            out["xla_cost_bytes_per_step"] = (float(cost["bytes accessed"])
+                                              if cost.get("bytes accessed") else None)
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def framework_flop_count(flags: dict[str, Any]) -> dict[str, Any]:
+    """``Session.count_flops`` for JAX from the step's stored cost estimates (:func:`xla_costs`):
+    ``{"flops_per_step", "bytes_per_step", "source", "bytes_source"}``; the pre-optimisation
+    FLOP count where there is one, else the compiled program's (its source says so)."""
+    hlo = flags.get("xla_hlo_flops_per_step")
+    return {"flops_per_step": hlo if hlo is not None else flags.get("xla_cost_flops_per_step"),
+            "bytes_per_step": flags.get("xla_cost_bytes_per_step"),
+            "source": HLO_FLOPS_SOURCE if hlo is not None else COMPILED_FLOPS_SOURCE,
+            "bytes_source": "XLA cost analysis of the compiled step ('bytes accessed')"}
 
 
 class JaxAdapter:
@@ -518,14 +586,7 @@ class JaxAdapter:
         flags["lower_time_s"] = t1 - t0
         flags["backend_compile_time_s"] = t2 - t1
         flags["compile_time_s"] = t2 - t0
-        try:
-            cost = compiled.cost_analysis()
-            cost = cost[0] if isinstance(cost, list) else cost
-            flags["xla_cost_flops_per_step"] = float(cost.get("flops")) if cost else None
-            flags["xla_cost_bytes_per_step"] = (float(cost["bytes accessed"])
-                                                if cost and cost.get("bytes accessed") else None)
-        except Exception:  # noqa: BLE001 - not every backend reports costs
-            flags["xla_cost_flops_per_step"] = flags["xla_cost_bytes_per_step"] = None
+        flags.update(xla_costs(lowered, compiled))
         # The compiled program's text names every instruction a trace shows, with its
         # metadata (phase and op class for --breakdown/--trace, dlperf.breakdown.xla).
         hlo_text = compiled.as_text() if (cfg.breakdown or cfg.trace_dir) else None
@@ -572,11 +633,7 @@ class JaxAdapter:
                     data_wait.mark_measure()
 
         def count_flops() -> dict[str, Any]:
-            return {"flops_per_step": flags.get("xla_cost_flops_per_step"),
-                    "bytes_per_step": flags.get("xla_cost_bytes_per_step"),
-                    "source": "XLA cost analysis of the compiled step ('flops'; loop bodies "
-                              "counted once)",
-                    "bytes_source": "XLA cost analysis ('bytes accessed')"}
+            return framework_flop_count(flags)
 
         def ceiling_backend():
             global _ACTIVE_FLAGS

@@ -230,6 +230,29 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Marks a framework FLOP count that misses the library calls (:func:`library_blind_count`).
+LIBRARY_BLIND_MARK = "‡"
+LIBRARY_BLIND_NOTE = ("XLA's count of the *compiled* program on a GPU: the dots and convolutions "
+                      "XLA hands to cuBLAS/cuDNN count 0 FLOPs there, so this is not the step's "
+                      "FLOP count, and FLOP/byte and the roofline are not given. Runs since "
+                      "dlperf counts the HLO before optimisation (framework source says so) do "
+                      "not have this mark.")
+
+
+def library_blind_count(flops: dict[str, Any], device: Any) -> bool:
+    """True when a stored result's framework FLOP count is JAX's compiled-program cost analysis
+    on a GPU (stored before dlperf counted the HLO before optimisation): it omits every
+    cuBLAS/cuDNN custom call (measured on an H200: 1.7% of resnet50's analytic FLOPs), so
+    neither the ratio to the analytic count nor the roofline built on it means anything.
+
+    Args:
+        flops: the result's ``flops`` part (``framework_source`` names the count).
+        device: the result's device (``"cuda"``, ``"cpu"``).
+    """
+    src = str((flops or {}).get("framework_source") or "")
+    return device == "cuda" and src.startswith("XLA cost analysis of the compiled step")
+
+
 def efficiency_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """MFU, the measured ceilings, roofline position and energy of each ok result (Markdown);
     empty when no result has any of them."""
@@ -250,12 +273,17 @@ def efficiency_markdown(rows: Sequence[dict[str, Any]]) -> str:
         ceil = (res.get("ceilings") or {})
         if not m and not res.get("power"):
             continue
+        blind = library_blind_count(fl, r.get("device"))
+        ratio = _f(fl.get("framework_to_analytic"), '.3f') + (" " + LIBRARY_BLIND_MARK
+                                                              if blind else "")
+        if blind:
+            roof = {}
         lines.append(
             f"| {r.get('model')} | {r.get('framework')}/{r.get('mode')} | {r.get('device')} | "
             f"{r.get('precision')} | {r.get('batch_size')} | {r.get('data')} | "
             f"{_f(_div(m.get('achieved_flops_per_s'), 1e12), '.4g')} | "
             f"{_f(_div(m.get('ceiling_flops_per_s'), 1e12), '.4g')} | {_f(m.get('mfu'), '.1%')} | "
-            f"{_f(m.get('mfu_datasheet'), '.1%')} | {_f(fl.get('framework_to_analytic'), '.3f')} | "
+            f"{_f(m.get('mfu_datasheet'), '.1%')} | {ratio} | "
             f"{_f(_div(ceil.get('bandwidth_bytes_per_s'), 1e9), ',.0f')} | "
             f"{_f(roof.get('intensity_flop_per_byte'), '.3g')} | {roof.get('bound') or '-'} | "
             f"{_f(r.get('mean_power_w'), '.0f')} | {_f(r.get('energy_per_iter_j'), '.4g')} |")
@@ -271,6 +299,8 @@ def efficiency_markdown(rows: Sequence[dict[str, Any]]) -> str:
             "the framework's FLOP count over its byte estimate per iteration; *roofline*: "
             "memory- or compute-bound against the measured ridge point (ceiling / bandwidth). "
             "Power and energy per iteration from NVML over the measured segment (GPU only)."]
+    if any(LIBRARY_BLIND_MARK in ln for ln in lines):
+        foot.append(f"{LIBRARY_BLIND_MARK} {LIBRARY_BLIND_NOTE}")
     return "\n".join(head + lines + foot) + "\n"
 
 

@@ -180,11 +180,11 @@ for part in "$@"; do
       cp "$R/report-breakdown/report.md" "$OUT/report-breakdown.md"
       ;;
     gap_torch)  # issue 4: the torch side of the torch-JAX gaps again, on today's machine
-      # (the newest row of a point is the one tables and gap attribution use). The opt-in GPU
-      # tests of the breakdown run first (BREAKDOWN_TESTS=0 skips them): call 20 stored torch
-      # breakdowns whose trace had failed (CUDA-only tracing), which these tests catch.
-      if [ "${BREAKDOWN_TESTS:-1}" = 1 ]; then
-        python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_breakdown_frameworks.py 2>&1 | tail -5
+      # (the newest row of a point is the one tables and gap attribution use). All the opt-in
+      # GPU tests run first (GPU_TESTS=0 skips them): call 20 stored torch breakdowns whose
+      # trace had failed (CUDA-only tracing), which they catch.
+      if [ "${GPU_TESTS:-1}" = 1 ]; then
+        budget 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tail -8
       fi
       budget "${GAP_TORCH_BUDGET:-200}" python3 -m dlperf run --framework torch --mode eager \
         --model resnet50,lstm,transformer --device cuda --precision bf16 --batch-size 64 \

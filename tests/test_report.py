@@ -431,3 +431,44 @@ def test_comparisons_across_environments_are_marked():
     (gap,) = gap_attribution(bd)
     assert gap["env_differs"] == [f"platform: {old} vs {new}"]
     assert "different environments" in gap_markdown([gap])
+
+
+def test_machines_of_one_kind_differ_by_gpu_and_host_speed():
+    """Same VM build, GPU model and software, yet host-bound steps 1.4x apart: the GPUs' uuids
+    and the host's single-thread speed tell the machines apart."""
+    from dlperf.env import (HOST_SPEED_TOLERANCE, collect_env, cpu_identity,
+                            environment_differences, environment_of, host_speed)
+
+    def res(uuid, ns, model="143"):
+        return {"env": {"platform": "Linux-6.18.44-fc-v657-gpu", "cpu_model": "Xeon",
+                        "cpu_id": {"family": "6", "model": model, "stepping": "8"},
+                        "cpu_affinity": 16, "python": "3.12.3",
+                        "gpus": [{"name": "NVIDIA H200", "driver": "580", "uuid": uuid + "-0a0c"}],
+                        "host_speed": {"python_loop_ns": ns}},
+                "versions": {"framework": "torch", "torch": "2.11.0"}}
+
+    a = res("GPU-39397f91", 40.0)
+    assert environment_of(a)["machine"] == "GPU-39397f91"
+    assert environment_of(a)["cpu"] == "family 6 model 143 stepping 8"
+    assert environment_differences(a, res("GPU-39397f91", 40.0 * HOST_SPEED_TOLERANCE * 0.99)) == []
+    (d,) = environment_differences(a, res("GPU-39397f91", 56.0))
+    assert d.startswith("host speed: 40.0 vs 56.0") and "(1.40x)" in d
+    diffs = environment_differences(a, res("GPU-cb57bf9e", 41.0, model="207"))
+    assert diffs == ["cpu: family 6 model 143 stepping 8 vs family 6 model 207 stepping 8",
+                     "machine: GPU-39397f91 vs GPU-cb57bf9e"]
+    # results stored before these fields existed compare as before
+    old = {"env": {"platform": "Linux-6.18.44-fc-v657-gpu", "gpus": [{"name": "NVIDIA H200"}]}}
+    assert environment_differences(a, old) == []
+
+    ticks = iter(range(0, 10**9, 1000))  # a fake clock: every round takes 1000 ns
+    hs = host_speed(rounds=3, n=10, clock=lambda: next(ticks))
+    assert hs["python_loop_ns"] == 100.0 and hs["rounds"] == 3
+    real = host_speed(rounds=3, n=2000)["python_loop_ns"]
+    assert 1.0 < real < 10_000.0
+    cpuinfo = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+               "model name\t: Intel(R) Xeon(R) Processor\nstepping\t: 8\ncpu MHz\t\t: 2100.000\n"
+               "cache size\t: 107520 KB\n\nprocessor\t: 1\nmodel\t\t: 999\n")
+    assert cpu_identity(cpuinfo) == {"vendor": "GenuineIntel", "family": "6", "model": "143",
+                                     "stepping": "8", "mhz": 2100.0, "cache": "107520 KB"}
+    assert cpu_identity("") is None
+    assert collect_env()["host_speed"] is None and collect_env(speed=True)["host_speed"]

@@ -40,6 +40,82 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_identity(text: str | None = None) -> dict[str, Any] | None:
+    """The first CPU's identity from /proc/cpuinfo (or ``text`` in its format; None where there
+    is none): ``vendor``,
+    ``family``, ``model``, ``stepping``, ``microcode`` (strings as the kernel gives them),
+    ``mhz`` (float, the current clock at read time) and ``cache`` (e.g. ``"107520 KB"``). On a
+    virtual machine the model *name* is often generic ("Intel(R) Xeon(R) Processor", as on the
+    project's H200 machines) while family/model/stepping still say which generation runs."""
+    keys = {"vendor_id": "vendor", "cpu family": "family", "model": "model",
+            "stepping": "stepping", "microcode": "microcode", "cpu MHz": "mhz",
+            "cache size": "cache"}
+    if text is None:
+        try:
+            text = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    out: dict[str, Any] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        k, _, v = line.partition(":")
+        k = k.strip()
+        if k in keys:
+            out[keys[k]] = v.strip()
+    if "mhz" in out:
+        try:
+            out["mhz"] = float(out["mhz"])
+        except ValueError:
+            out["mhz"] = None
+    return out or None
+
+
+#: What :func:`host_speed` times (stored with its result, so a changed workload is visible).
+HOST_SPEED_WORKLOAD = "python loop: dict store + len + xor per iteration, 20000 iterations"
+
+
+def _host_speed_work(n: int) -> int:
+    d: dict[int, int] = {}
+    acc = 0
+    for i in range(n):
+        d[i & 63] = i
+        acc += len(d) ^ i
+    return acc
+
+
+def host_speed(rounds: int = 11, n: int = 20000,
+               clock: Any = None) -> dict[str, Any]:
+    """Single-thread speed of the host's Python interpreter: the *minimum* over ``rounds`` of
+    the time per iteration (ns) of a fixed pure-Python loop (:data:`HOST_SPEED_WORKLOAD`).
+
+    Why: a training step that is bound by the host (eager PyTorch launching many small
+    kernels, a Python input pipeline) runs as fast as one CPU core runs Python, and machines
+    of one kind differ there: on this project's H200 machines (same GPU, driver, software and
+    generic CPU name) torch eager resnet50 bf16 b=64 took 16.5 ms on two machines lent one
+    night and 22.8-24.8 ms on three others, while GPU-bound steps agreed within 1%. The
+    minimum of several rounds is the least disturbed by other load (a fixed amount of work
+    can only be slowed). About 20 ms in all (11 rounds); run once per worker before anything
+    is timed.
+
+    Returns ``{"python_loop_ns", "rounds", "workload"}``.
+    """
+    import time
+
+    clock = clock or time.perf_counter_ns
+    best = None
+    for _ in range(rounds):
+        t0 = clock()
+        _host_speed_work(n)
+        dt = clock() - t0
+        best = dt if best is None else min(best, dt)
+    return {"python_loop_ns": best / n, "rounds": rounds, "workload": HOST_SPEED_WORKLOAD}
+
+
+#: Host speeds (``python_loop_ns``) further apart than this ratio are an environment difference:
+#: on the 2-core development machine, busy with other tests, the minimum of 11 rounds varied by
+#: 10% from call to call; the differences that matter were 1.4-1.8x.
+HOST_SPEED_TOLERANCE = 1.20
+
+
 @functools.cache
 def git_sha() -> dict[str, Any]:
     """The git commit of the dlperf source and whether the tree had changes.
@@ -75,8 +151,10 @@ def usable_cpu_busy(usable: list[int], interval_s: float = 0.1) -> list[float] |
     return [float(per[c]) for c in usable if c < len(per)]
 
 
-def collect_env() -> dict[str, Any]:
-    """Host, CPU, memory, GPUs (via NVML), Python, dlperf version and git SHA, relevant env vars.
+def collect_env(speed: bool = False) -> dict[str, Any]:
+    """Host, CPU, memory, GPUs (via NVML), Python, dlperf version and git SHA, relevant env vars;
+    with ``speed``, the host's single-thread speed (:func:`host_speed`, ~20 ms; the worker
+    measures it before anything is timed).
 
     Returns a JSON-able dict. Framework versions (torch, CUDA, cuDNN, NCCL) are added by the
     worker from the framework adapter.
@@ -92,6 +170,8 @@ def collect_env() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "cpu_model": cpu_model(),
+        "cpu_id": cpu_identity(),
+        "host_speed": host_speed() if speed else None,
         "cpu_logical": psutil.cpu_count(logical=True),
         "cpu_physical": psutil.cpu_count(logical=False),
         "cpu_affinity": affinity,
@@ -109,14 +189,17 @@ def collect_env() -> dict[str, Any]:
 def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     """What of a result's recorded environment decides how fast the same point runs.
 
-    Returns ``{"platform", "cpu_model", "cpus used", "python", "gpu", "gpu driver",
-    "framework"}`` (None where the result did not record it): the OS and kernel string (on a
-    virtual machine it carries the hypervisor's build), the CPU model and the number of CPUs
-    the run could use, Python, the GPU model(s) and driver, and ``framework version (CUDA,
-    cuDNN)``. Why: two H200 sessions of this project ran on VM builds ``fc-v657`` and
-    ``fc-v973`` of the same machine kind; GPU-bound steps agreed within 1% (resnet50 bf16 b=128
-    29.37 / 29.57 ms) while host-bound ones ran up to 1.8x slower on the second (torch eager
-    transformer bf16 b=64 19.37 / 34.84 ms).
+    Returns ``{"platform", "cpu_model", "cpu", "cpus used", "python", "gpu", "gpu driver",
+    "machine", "host speed", "framework"}`` (None where the result did not record it): the OS
+    and kernel string (on a virtual machine it carries the hypervisor's build), the CPU model
+    name and its family/model/stepping, the number of CPUs the run could use, Python, the GPU
+    model(s) and driver, the machine as the uuids of its GPUs (``GPU-39397f91+...``: two lent
+    machines of one kind differ there), the host's single-thread speed (:func:`host_speed`, ns per loop
+    iteration) and ``framework version (CUDA, cuDNN)``. Why: on this project's H200 machines
+    (same GPU model, driver, software and CPU model name) host-bound steps ran up to 1.8x
+    slower on some machines than on others (torch eager transformer bf16 b=64 19.37 against
+    34.58 ms, on the same VM build fc-v657) while GPU-bound steps agreed within 1% (resnet50
+    bf16 b=128 29.37 / 29.57 ms).
     """
     e = result.get("env") or {}
     gpus = [g for g in (e.get("gpus") or []) if isinstance(g, dict)]
@@ -126,10 +209,20 @@ def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     if fw and v.get(fw):
         extra = [str(v[k]) for k in ("cuda", "cudnn") if v.get(k) is not None]
         fwv = f"{fw} {v[fw]}" + (f" ({', '.join(extra)})" if extra else "")
-    return {"platform": e.get("platform"), "cpu_model": e.get("cpu_model"),
+    cid = e.get("cpu_id") or {}
+    cpu = (f"family {cid.get('family')} model {cid.get('model')} stepping {cid.get('stepping')}"
+           if cid.get("model") is not None else None)
+    # The machine: its GPUs' uuids (all of the host's, as NVML lists them; shortened to the
+    # first 8 hex digits, which tell the project's machines apart).
+    uuids = sorted({str(g["uuid"])[:12] for g in gpus if g.get("uuid")})
+    speed = (e.get("host_speed") or {}).get("python_loop_ns")
+    return {"platform": e.get("platform"), "cpu_model": e.get("cpu_model"), "cpu": cpu,
             "cpus used": e.get("cpu_affinity"), "python": e.get("python"),
-            "gpu": ", ".join(sorted({str(g.get("name")) for g in gpus})) or None,
-            "gpu driver": ", ".join(sorted({str(g.get("driver")) for g in gpus})) or None,
+            "gpu": ", ".join(sorted({str(g["name"]) for g in gpus if g.get("name")})) or None,
+            "gpu driver": ", ".join(sorted({str(g["driver"]) for g in gpus
+                                            if g.get("driver")})) or None,
+            "machine": "+".join(uuids) or None,
+            "host speed": float(speed) if speed else None,
             "framework": fwv}
 
 
@@ -137,14 +230,21 @@ def environment_differences(a: dict[str, Any], b: dict[str, Any],
                             same_framework: bool = True) -> list[str]:
     """``"field: A vs B"`` for each field of :func:`environment_of` in which results ``a`` and
     ``b`` differ (fields either did not record are skipped; ``framework`` only when
-    ``same_framework``: across frameworks it differs by design). Empty: same environment as
-    far as recorded."""
+    ``same_framework``: across frameworks it differs by design; host speeds only when they
+    are more than :data:`HOST_SPEED_TOLERANCE` apart). Empty: same environment as far as
+    recorded."""
     ea, eb = environment_of(a), environment_of(b)
     out = []
     for k, x in ea.items():
         y = eb[k]
         if k == "framework" and not same_framework:
             continue
-        if x is not None and y is not None and x != y:
+        if x is None or y is None:
+            continue
+        if k == "host speed":
+            if max(x, y) / min(x, y) > HOST_SPEED_TOLERANCE:
+                out.append(f"host speed: {x:.1f} vs {y:.1f} ns per Python loop iteration "
+                           f"({max(x, y) / min(x, y):.2f}x)")
+        elif x != y:
             out.append(f"{k}: {x} vs {y}")
     return out

@@ -82,7 +82,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
     failure of the run itself; see module docstring)."""
     t_begin = time.perf_counter()
     spec = get_spec(cfg.model)
-    env = collect_env()
+    env = collect_env(speed=True)
     adapter = get_adapter(cfg.framework)
     ok, why = adapter.available()
     if not ok:

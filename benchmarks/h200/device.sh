@@ -2,7 +2,7 @@
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
 #   PART: smoke | dlbench | real | overhead | overhead_ab | overhead_jax | overhead_gpt2 | frameworks
-#         | cpu_threads | breakdown | gap_torch | mfu_inputs | allreduce (x2)
+#         | cpu_threads | breakdown | gap | mfu_inputs | allreduce (x2)
 #         | scaling (x2: weak scaling 1 -> 2 GPUs and convergence on 1 vs 2 GPUs, issue 5)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
@@ -179,16 +179,19 @@ for part in "$@"; do
       cp "$R/breakdown.db" "$R/breakdown_op_classes.json" "$OUT/"
       cp "$R/report-breakdown/report.md" "$OUT/report-breakdown.md"
       ;;
-    gap_torch)  # issue 4: the torch side of the torch-JAX gaps again, on today's machine
-      # (the newest row of a point is the one tables and gap attribution use). All the opt-in
-      # GPU tests run first (GPU_TESTS=0 skips them): call 20 stored torch breakdowns whose
-      # trace had failed (CUDA-only tracing), which they catch.
+    gap)  # issue 4: both sides of the torch-JAX gaps (resnet50, lstm, transformer) again, in one
+      # session on one machine: host-bound steps differ between machines of this kind (torch eager
+      # resnet50 bf16 b=64: 16.5 ms on two machines, 22.8-24.8 on three others), so a gap whose
+      # sides ran on two machines mixes the machines with the frameworks. The newest row of a point
+      # is the one tables and gap attribution use. All the opt-in GPU tests run first
+      # (GPU_TESTS=0 skips them): call 20 stored torch breakdowns whose trace had failed.
       if [ "${GPU_TESTS:-1}" = 1 ]; then
         budget 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tail -8
       fi
-      budget "${GAP_TORCH_BUDGET:-200}" python3 -m dlperf run --framework torch --mode eager \
-        --model resnet50,lstm,transformer --device cuda --precision bf16 --batch-size 64 \
-        --breakdown --rerun --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | tail -30
+      export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-/tmp/jax_cache}"
+      budget "${GAP_BUDGET:-420}" python3 -m dlperf sweep benchmarks/h200/gap.yaml --restart \
+        --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | grep -v '^[│┃┏┡└]' | tail -40
+      python3 -m dlperf results --db "$R/breakdown.db" --op-classes 2>&1 | tail -70
       cp "$R/breakdown.db" "$OUT/"
       ;;
     mfu_inputs)  # issue 4: MFU for every model; resnet50 on JPEGs with 0..16 loader workers

@@ -383,6 +383,19 @@ def test_real_against_synthetic_is_a_ratio_of_throughputs():
     assert "| prepared |" in data_markdown(data_gaps(rows, {1: syn, 2: real}.__getitem__))
     with pytest.raises(ValueError, match="statistic"):
         ratio_ci(syn, real, statistic="mode")
+    # JAX: Grain worker processes or host threads (results stored before the field: threads)
+    jax_rows = [{**r, "framework": "jax", "mode": "xla"} for r in rows]
+    for pipe, shown in [({"workers_kind": "processes", "num_workers": 4}, "| 4 processes |"),
+                        ({"impl": "dlperf HostPipeline (threads + device_put feeder)",
+                          "num_workers": 4}, "| 4 threads |")]:
+        jax_rows[1].update(loader_workers=4, result_json=_json.dumps(
+            {"data_info": {"placement": "pipeline", "pipeline": pipe}}))
+        (gj,) = data_gaps(jax_rows, {1: syn, 2: real}.__getitem__)
+        assert shown in data_markdown([gj])
+    rows[1].update(loader_workers=4, result_json=_json.dumps(  # torch: no kind shown
+        {"data_info": {"placement": "pipeline", "pipeline": {"num_workers": 4}}}))
+    (gt,) = data_gaps(rows, {1: syn, 2: real}.__getitem__)
+    assert gt["workers_kind"] is None and "| 4 |" in data_markdown([gt])
 
 
 def test_comparisons_across_environments_are_marked():

@@ -11,6 +11,15 @@
 # its wheel in .whl/ (here: python3 -m pip download --no-deps --only-binary=:all:
 # --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 -d .whl pillow)
 # and the part stops with that advice instead of measuring without it.
+# The JAX ImageFolder points with loader workers (mfu_inputs, `loader_impl: processes`) run their
+# workers as Grain processes: the image lacks grain, array-record and portpicker (grain's other
+# requirements, absl-py, cloudpickle, etils, fsspec, numpy, protobuf, zipp, are there), so .whl/
+# must hold grain-0.2.18-cp312-cp312-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl,
+# array_record-0.8.6-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl and
+# portpicker-1.6.0-py3-none-any.whl (python3 -m pip download --no-deps --only-binary=:all:
+# --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform
+# manylinux_2_17_x86_64 -d .whl grain==0.2.18 array-record==0.8.6 portpicker==1.6.0); without
+# them mfu_inputs stops with that advice (`auto` would fall back to threads, with a warning).
 # Results go to benchmarks/results/h200/ and are copied to $OUT for the trip back.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 DLPERF_DATA="$PWD/.data" COLUMNS=200
@@ -197,6 +206,8 @@ for part in "$@"; do
     mfu_inputs)  # issue 4: MFU for every model; resnet50 on JPEGs with 0..16 loader workers
       python3 -c "import PIL" 2>/dev/null || { echo "Pillow is missing: carry its wheel in" \
         ".whl/ (see the header of this file)"; exit 1; }
+      python3 -c "import grain; print('grain', grain.__version__)" 2>/dev/null || { echo "grain" \
+        "is missing: carry its wheels in .whl/ (see the header of this file)"; exit 1; }
       # A generated ImageFolder (no ImageNet here); kept in .data/ when .data is carried back in.
       [ -d "$DLPERF_DATA/imagefolder/class_099" ] || python3 -m dlperf data make-imagefolder \
         "$DLPERF_DATA/imagefolder" --images "${IMAGEFOLDER_IMAGES:-5000}" --classes 100 --size 256

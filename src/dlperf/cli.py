@@ -8,6 +8,7 @@ already stored is lost.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -127,8 +128,9 @@ def run(
     report: Annotated[Optional[str], typer.Option(help="Also write a Markdown+PNG report to this folder.")] = None,
     breakdown: Annotated[bool, typer.Option("--breakdown", help="After the fused-step measurement, a separate one of where the time goes: t_io, t_h2d, t_f, t_b, t_u per iteration, CPU dispatch, GPU busy fraction and device time per op class (from a profiler trace).")] = False,
     trace: Annotated[Optional[str], typer.Option("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None,
-    loader_workers: Annotated[Optional[str], typer.Option(help="Real data through the framework's input pipeline during training with N workers (DataLoader processes / tf.data / JAX host threads); comma-separated for a sweep, e.g. 0,2,4,8. Default: batches prepared before timing (an ImageFolder always uses the pipeline).")] = None,
-    loader_prefetch: Annotated[int, typer.Option(help="Batches the pipeline prepares ahead (DataLoader prefetch_factor per worker, JAX queue depth).")] = 2,
+    loader_workers: Annotated[Optional[str], typer.Option(help="Real data through the framework's input pipeline during training with N workers (DataLoader processes / tf.data / JAX: Grain processes, or host threads, see --loader-impl); comma-separated for a sweep, e.g. 0,2,4,8. Default: batches prepared before timing (an ImageFolder always uses the pipeline).")] = None,
+    loader_prefetch: Annotated[int, typer.Option(help="Batches the pipeline prepares ahead (DataLoader prefetch_factor per worker; JAX: Grain's per-worker buffer and device_put buffers, or the thread pipeline's queue depth).")] = 2,
+    loader_impl: Annotated[str, typer.Option(help="JAX only: what the loader workers are: auto (Grain processes where grain is installed, else Python threads with a warning), processes (Grain; pip install grain), threads (dlperf's host threads); comma-separated to compare, e.g. processes,threads.")] = "auto",
     input_bound_share: Annotated[float, typer.Option(help="Label a run input-bound when its measured iterations spent more than this share of their time waiting for data.")] = 0.10,
     power_interval: Annotated[float, typer.Option(help="NVML power sampling interval on a GPU (s).")] = 0.025,
     ceilings: Annotated[bool, typer.Option("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = True,
@@ -190,14 +192,16 @@ def run(
                     for th in (_ints(threads, "threads") if threads else [None]):
                         for fw_mode in _split(mode) or [""]:
                             for npr in nprocs:
-                                for lw in (_ints(loader_workers, "loader-workers", low=0)
-                                           if loader_workers else [None]):
+                                for lw, li in itertools.product(
+                                        _ints(loader_workers, "loader-workers", low=0)
+                                        if loader_workers else [None],
+                                        _split(loader_impl) or ["auto"]):
                                     points.append(make_run_config(
                                         model=m, framework=framework, mode=fw_mode, device=dev,
                                         precision=p, batch_size=b, grad_accum=grad_accum, data=d,
                                         data_dir=data_dir, threads=th, layout=layout,
                                         iterations=policy, timeout_s=timeout, loader_workers=lw,
-                                        loader_prefetch=loader_prefetch,
+                                        loader_prefetch=loader_prefetch, loader_impl=li,
                                         input_bound_share=input_bound_share,
                                         power_interval_s=power_interval,
                                         measure_ceilings=ceilings, breakdown=breakdown,
@@ -210,6 +214,9 @@ def run(
                                              "broadcast_buffers": broadcast_buffers},
                                         comm_profile_iters=comm_profile_iters,
                                         target_loss=target_loss))
+        # one run per measurement (0 loader workers under several --loader-impl: one point)
+        seen: set[str] = set()
+        points = [p for p in points if not (p.run_key() in seen or seen.add(p.run_key()))]
         points = with_repeats(points, repeats)
         if emit_slurm is not None:
             from dlperf.launch.slurm import sbatch_script, strip_node_options

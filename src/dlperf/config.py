@@ -39,10 +39,15 @@ from dlperf.errors import ConfigError, did_you_mean, unknown_choice
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16")
 LAYOUTS = ("auto", "nchw", "nhwc")
+#: How a JAX input pipeline's ``loader_workers`` run (``RunConfig.loader_impl``): ``auto``
+#: (Grain worker processes where Grain is installed, else dlperf's host threads), ``processes``
+#: (Grain, required) or ``threads`` (dlperf's :class:`~dlperf.data.pipeline.HostPipeline`).
+#: PyTorch (DataLoader processes) and TensorFlow (tf.data) have one pipeline each: ``auto`` only.
+LOADER_IMPLS = ("auto", "processes", "threads")
 #: Fields added after the first stored results, with their defaults: a field at its default
 #: is left out of :meth:`RunConfig.run_key`, so adding a field does not change the key (and the
 #: resumability) of every point already stored.
-KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0}
+KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0, "loader_impl": "auto"}
 SCALINGS = ("strong", "weak")
 #: How data-parallel replicas map to processes: one process per device (PyTorch DDP, JAX
 #: multi-process, TensorFlow MultiWorkerMirroredStrategy with one worker per device) or one
@@ -158,9 +163,13 @@ class RunConfig(BaseModel):
 
     Real input (dlperf.data.pipeline): with ``loader_workers = N`` (>= 0) real data go through
     the framework's input pipeline during training (PyTorch DataLoader with N worker processes,
-    tf.data with N threads, a JAX host pipeline with N threads), ``loader_prefetch`` batches
-    ahead; ``None`` (the default) cycles batches prepared before timing, except for an
+    tf.data with N threads, JAX: N Grain worker processes, or N host threads), ``loader_prefetch``
+    batches ahead; ``None`` (the default) cycles batches prepared before timing, except for an
     ImageFolder, which is always read through the pipeline (with 0 workers by default).
+    ``loader_impl`` (:data:`LOADER_IMPLS`, JAX only) picks what the JAX workers are: ``auto``
+    (Grain processes where Grain is installed, else threads, with a warning in the result),
+    ``processes`` or ``threads``; with 0 workers the batch is made on the calling thread
+    whatever it says.
     ``input_bound_share`` is the share of the measured time spent waiting for data above which
     the run is labelled input-bound (dlperf.data.pipeline says why totals, not medians). ``measure_ceilings`` runs the matmul and memory
     bandwidth microbenchmarks after the measurement (for MFU); ``power_interval_s`` is the NVML
@@ -209,6 +218,7 @@ class RunConfig(BaseModel):
     trace_dir: str | None = None
     loader_workers: int | None = Field(None, ge=0, strict=True)
     loader_prefetch: int = Field(2, ge=1, strict=True)
+    loader_impl: str = "auto"
     input_bound_share: float = Field(0.10, gt=0.0, lt=1.0)
     measure_ceilings: bool = True
     power_interval_s: float = Field(0.025, ge=0.005, le=1.0)
@@ -230,12 +240,12 @@ class RunConfig(BaseModel):
             raise unknown_choice("model", v, SPECS)
         return v
 
-    @field_validator("framework", "device", "precision", "layout", "scaling")
+    @field_validator("framework", "device", "precision", "layout", "scaling", "loader_impl")
     @classmethod
     def _choice_known(cls, v: str, info: ValidationInfo) -> str:
         choices = {"framework": FRAMEWORK_MODES, "device": DEVICES,
                    "precision": PRECISIONS, "layout": LAYOUTS,
-                   "scaling": SCALINGS}[info.field_name]
+                   "scaling": SCALINGS, "loader_impl": LOADER_IMPLS}[info.field_name]
         if v not in choices:
             raise unknown_choice(info.field_name, v, choices)
         return v
@@ -312,6 +322,19 @@ class RunConfig(BaseModel):
                 f"loader_workers {self.loader_workers} needs real data (--data mnist, cifar10, "
                 f"ptb, wikitext2, imagefolder:PATH, ...): synthetic data are made on the device "
                 f"and have no input pipeline")
+        if self.loader_impl != "auto":
+            if self.framework != "jax":
+                own = {"torch": "its DataLoader's worker processes",
+                       "tensorflow": "tf.data's own threads"}.get(self.framework,
+                                                                  "its own input pipeline")
+                raise ValueError(
+                    f"loader_impl {self.loader_impl!r} is a JAX option: framework "
+                    f"{self.framework!r} always uses {own}; use --loader-impl auto")
+            if self.loader_workers is None and not str(self.data).startswith("imagefolder"):
+                raise ValueError(
+                    f"loader_impl {self.loader_impl!r} applies to an input pipeline, and this "
+                    f"run has none (batches prepared before timing); give --loader-workers N "
+                    f"(or ImageFolder data), or use --loader-impl auto")
         layouts = DP_LAYOUTS.get(self.framework, ("per_device",))
         if self.dp_layout not in layouts:
             raise unknown_choice("dp_layout", self.dp_layout, layouts,
@@ -382,7 +405,9 @@ class RunConfig(BaseModel):
         ``breakdown: true`` and ``trace: true`` enter the key when set (not the trace folder).
         Fields added after the first results (``layout``, ``repeat``, the input-pipeline
         fields) count only when set, so keys of results stored before they existed stay valid:
-        repeat 0 has the key the point always had, repeat k > 0 a key of its own.
+        repeat 0 has the key the point always had, repeat k > 0 a key of its own;
+        ``loader_impl`` counts when it is not ``auto`` and there are workers (with 0 workers
+        every implementation makes the batch on the calling thread: one measurement).
         """
         d = self.model_dump(exclude={"data_dir", "timeout_s", "iterations", "breakdown",
                                      "trace_dir", "input_bound_share", "measure_ceilings",
@@ -396,6 +421,8 @@ class RunConfig(BaseModel):
             del d["layout"]  # no 4-D activations: the layout changes nothing measured
         if d["loader_workers"] is None:
             del d["loader_workers"], d["loader_prefetch"]
+        if not self.loader_workers:  # 0 workers: the calling thread, whatever loader_impl says
+            d.pop("loader_impl", None)
         if self.breakdown:
             d["breakdown"] = True
         if self.trace_dir:
@@ -424,6 +451,7 @@ class RunConfig(BaseModel):
         thr += (f" layout={self.layout}" if self.layout != "auto" and _has_image_layout(self.model)
                 else "")
         lw = f" workers={self.loader_workers}" if self.loader_workers is not None else ""
+        lw += f" loader={self.loader_impl}" if self.loader_impl != "auto" else ""
         extra = (" +breakdown" if self.breakdown else "") + (" +trace" if self.trace_dir else "")
         b, par = f"b={self.global_batch}", ""
         if self.distributed:
@@ -516,7 +544,8 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
              "threads": "--threads", "layout": "--layout", "loader_workers": "--loader-workers",
-             "loader_prefetch": "--loader-prefetch", "input_bound_share": "--input-bound-share",
+             "loader_prefetch": "--loader-prefetch", "loader_impl": "--loader-impl",
+             "input_bound_share": "--input-bound-share",
              "power_interval_s": "--power-interval", "nproc": "--nproc", "nnodes": "--nnodes",
              "scaling": "--scaling", "dp_layout": "--dp-layout", "bucket_cap_mb": "--bucket-cap-mb",
              "comm_profile_iters": "--comm-profile-iters", "target_loss": "--target-loss"}
@@ -567,7 +596,7 @@ def _format_validation(e: ValidationError, where: str = "", flags: bool = False)
                  and repr(inp) not in msg else "")
         if loc == "config":  # a whole-config check: name the field its message starts with
             first = msg.split(" ", 1)[0]
-            if first in ("mode", "layout", "batch_size", "dp_layout"):
+            if first in ("mode", "layout", "batch_size", "dp_layout", "loader_impl"):
                 loc = f"{CLI_FLAGS[first]} ({first})" if flags and first in CLI_FLAGS else first
             elif "per-device batch" in msg:
                 loc = "--batch-size (batch_size)" if flags else "batch_size"

@@ -77,8 +77,8 @@ def per_device_of(row: Mapping[str, Any]) -> int | None:
 #: Config fields (kept in the result JSON, not in columns) that also change what is measured:
 #: a baseline must agree on them too (a --breakdown or --trace run is another measurement);
 #: repeated runs (``--repeats``) form one series per repeat (repeat k against repeat k).
-MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "breakdown": False,
-                "trace_dir": None, "repeat": 0}
+MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "loader_impl": "auto",
+                "breakdown": False, "trace_dir": None, "repeat": 0}
 
 
 def _config(row: Mapping[str, Any]) -> dict[str, Any]:

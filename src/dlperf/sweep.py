@@ -70,6 +70,8 @@ def result_line(r: dict[str, Any]) -> str:
     thr = f" threads={r['threads']}" if r.get("threads") else ""
     lw = (r.get("config") or {}).get("loader_workers")
     thr += f" workers={lw}" if lw is not None else ""
+    impl = (r.get("config") or {}).get("loader_impl")
+    thr += f" loader={impl}" if impl and impl != "auto" else ""
     n = r.get("world_size") or 1
     par = "" if n == 1 else (f" x{r.get('nproc')}" if (r.get("nnodes") or 1) == 1
                              else f" {r.get('nnodes')}x{r.get('nproc')}")
@@ -119,7 +121,8 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
 
     Each real data set is resolved, read and cut into one batch for each model that uses it
     (corrupt files and data that do not fit the model are refused here). A framework that runs
-    in an interpreter of its own (MXNet) has that interpreter tried once.
+    in an interpreter of its own (MXNet) has that interpreter tried once. JAX points with
+    ``loader_impl: processes`` need Grain to be installed.
 
     Args:
         points: the configurations about to run.
@@ -132,8 +135,9 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
         looked for and how to get it); always empty without ``allow_missing``.
 
     Raises:
-        ConfigError: a model has no implementation in the point's framework, or a framework
-            interpreter (e.g. ``DLPERF_MXNET_PYTHON``) is missing or broken.
+        ConfigError: a model has no implementation in the point's framework, a framework
+            interpreter (e.g. ``DLPERF_MXNET_PYTHON``) is missing or broken, or Grain is
+            missing for ``loader_impl: processes``.
         DataMissing: a data set is not there (only without ``allow_missing``).
         DataError: a corrupt or truncated file, or data that do not fit a model, naming the
             data set, the file or the model and how to fix it.
@@ -152,6 +156,16 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
 
     for framework in sorted({p.framework for p in points}):
         check_framework_python(framework)  # a framework with an interpreter of its own
+    grain_points = [p for p in points if p.framework == "jax" and p.loader_impl == "processes"
+                    and p.loader_workers]
+    if grain_points:
+        from dlperf.data.grain_pipeline import grain_installed
+
+        if not grain_installed():
+            raise ConfigError(f"--loader-impl processes ({grain_points[0].label()}) runs JAX's "
+                              "loader workers as Grain processes, and grain is not installed; "
+                              "pip install grain (or pip install 'dlperf[jax]'), or use "
+                              "--loader-impl auto or threads")
     for model, framework in {(p.model, p.framework) for p in points}:
         family = get_spec(model).family
         if framework in IMPL_MODULES and not has_impl(family, framework):

@@ -263,6 +263,11 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         r["versions"], r["flags"], r["data_info"] = session.versions, session.flags, session.data_info
         r["device_name"] = session.versions.get("device_name")
     r["env"] = env
+    # The input pipeline's own warnings (e.g. a JAX pipeline on threads because Grain is missing).
+    pipe = (r.get("data_info") or {}).get("pipeline") if isinstance(r.get("data_info"), dict) \
+        else None
+    if isinstance(pipe, dict) and isinstance(r.get("warnings"), list):
+        r["warnings"].extend(str(w) for w in pipe.get("warnings") or [])
     busy = busy_host_warning(env)
     if busy and isinstance(r.get("warnings"), list):
         r["warnings"].append(busy)

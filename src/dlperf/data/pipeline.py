@@ -5,7 +5,8 @@ A run with real data through a pipeline (``--loader-workers N``, or any ImageFol
 decodes, augments and batches its input *during* training, as a training job does, instead of
 cycling batches prepared before timing. Each framework builds its own idiomatic pipeline over
 the pieces here (PyTorch ``DataLoader``: ``frameworks/torch_input.py``; ``tf.data``:
-``frameworks/tf_input.py``; JAX: :class:`HostPipeline` in ``frameworks/jax_input.py``).
+``frameworks/tf_input.py``; JAX: Grain worker processes, :mod:`dlperf.data.grain_pipeline`, or
+:class:`HostPipeline`'s threads, chosen in ``frameworks/jax_input.py``).
 
 Order of samples: the stream is an endless concatenation of passes over the data set; each pass
 of an image data set is a fresh permutation (seeded by ``(seed, pass)``, so every framework and

@@ -132,7 +132,8 @@ def data_gaps(rows: Sequence[dict[str, Any]],
 
     For every ok result with real data: its throughput, its data wait (share of the measured
     time spent waiting for data; ``input_bound`` label; ``median_wait_share``, the median wait
-    over the median iteration), the loader workers, and, where the same point ran on synthetic
+    over the median iteration), the loader workers (``workers_kind``: ``processes`` or
+    ``threads`` for a JAX pipeline, None otherwise), and, where the same point ran on synthetic
     data, that throughput and ``relative_throughput`` = mean synthetic iteration time / mean
     real one, i.e. real samples/s over synthetic samples/s (1 = no input cost; below 1 the real
     pipeline slows training down), with a bootstrap CI (:func:`dlperf.stats.ratio_ci`). Means,
@@ -173,6 +174,7 @@ def data_gaps(rows: Sequence[dict[str, Any]],
                     "loader_workers": r.get("loader_workers"),
                     "pipeline": (res.get("data_info") or {}).get("placement")
                     == "pipeline",
+                    "workers_kind": _workers_kind(res, r.get("framework")),
                     "synthetic_samples_per_s": base.get("samples_per_s") if base else None,
                     "real_samples_per_s": r.get("samples_per_s"),
                     "relative_throughput": rel, "ci_low": lo, "ci_high": hi,
@@ -186,6 +188,19 @@ def data_gaps(rows: Sequence[dict[str, Any]],
                                       str(d["precision"]), d["batch_size"] or 0, str(d["data"]),
                                       -1 if d["loader_workers"] is None else d["loader_workers"],
                                       d["repeat"]))
+
+
+def _workers_kind(res: dict[str, Any], framework: Any) -> str | None:
+    """``processes`` or ``threads`` for a JAX pipeline with workers (results stored before
+    ``workers_kind`` existed ran dlperf's HostPipeline threads), else None."""
+    pipe = (res.get("data_info") or {}).get("pipeline")
+    if not isinstance(pipe, dict) or framework != "jax":
+        return None
+    if pipe.get("workers_kind"):
+        return str(pipe["workers_kind"])
+    if str(pipe.get("impl", "")).startswith("dlperf HostPipeline") and pipe.get("num_workers"):
+        return "threads"
+    return None
 
 
 def _f(v: Any, fmt: str) -> str:
@@ -205,6 +220,7 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
                f"{g['relative_throughput']:.3f} [{g['ci_low']:.3f}, {g['ci_high']:.3f}]")
         lw = str(g["loader_workers"]) if g["loader_workers"] is not None else (
             "0" if g.get("pipeline") else "prepared")
+        lw += f" {g['workers_kind']}" if g.get("workers_kind") else ""
         ib = "-" if g["input_bound"] is None else ("**yes**" if g["input_bound"] else "no")
         rep = f" #{g['repeat']}" if g.get("repeat") else ""
         mark = ENV_MARK if g.get("env_differs") else ""

@@ -52,3 +52,71 @@ def test_jax_gpu_trace_runs_without_command_buffers_and_apart(fresh_jax_env, tmp
     assert "command_buffers" not in flags and os.environ["XLA_FLAGS"] == ""
     # on the CPU there are no command buffers and no second process
     assert a.breakdown_apart(cfg.model_copy(update={"device": "cpu"})) is None
+
+
+class _FakeDDP:
+    """Stands in for ``DistributedDataParallel`` (no process group): records, for every
+    forward, whether gradients would be all-reduced in its backward (DDP decides at forward
+    time: outside ``no_sync()``)."""
+
+    syncs: list[bool] = []
+
+    def __new__(cls, module, **kw):
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.module = module
+                self.require_backward_grad_sync = True
+
+            def forward(self, *a, **k):
+                cls.syncs.append(self.require_backward_grad_sync)
+                return self.module(*a, **k)
+
+            @contextlib.contextmanager
+            def no_sync(self):
+                old, self.require_backward_grad_sync = self.require_backward_grad_sync, False
+                try:
+                    yield
+                finally:
+                    self.require_backward_grad_sync = old
+
+        return Wrapped()
+
+
+def test_torch_ddp_phased_step_all_reduces_once_per_iteration_like_the_fused_step(monkeypatch):
+    """With gradient accumulation under DDP the fused step runs the first K - 1 micro-batches
+    under ``no_sync()`` (one all-reduce per iteration, with the last backward); the breakdown's
+    phased step must do the same, or its t_b holds K all-reduces where the fused step has one.
+    (On the GPU this is NCCL over the ranks; the process group is faked here.)"""
+    torch = pytest.importorskip("torch")
+    import torch.nn.parallel
+
+    from dlperf.frameworks import torch_dist
+    from dlperf.frameworks.base import DistContext
+    from dlperf.frameworks.torch_fw import TorchAdapter
+    from dlperf.zoo import get_spec
+
+    def fake_init(torch_mod, cfg):
+        return DistContext(rank=0, world_size=2, replicas=2, backend="ddp/fake",
+                           info={"process_group_backend": "fake"}), torch_mod.device("cpu")
+
+    monkeypatch.setattr(torch_dist, "init_process_group", fake_init)
+    monkeypatch.setattr(torch.nn.parallel, "DistributedDataParallel", _FakeDDP)
+    monkeypatch.setattr(_FakeDDP, "syncs", [])
+    cfg = make_run_config(model="fcn5_tiny", batch_size=16, nproc=2, grad_accum=2,
+                          device="cpu", measure_ceilings=False)
+    s = TorchAdapter().prepare(cfg, get_spec(cfg.model))
+    try:
+        s.step()
+        fused = list(_FakeDDP.syncs)
+        _FakeDDP.syncs.clear()
+        marks: list[str] = []
+        s.phased_step(lambda phase, handle=None: marks.append(phase))
+        phased = list(_FakeDDP.syncs)
+    finally:
+        s.close()
+    assert fused == [False, True]  # K = 2: one all-reduce, with the last micro-batch
+    assert phased == fused
+    assert marks == ["t_io", "t_h2d", "t_f", "t_b", "t_f", "t_b", "t_u"]

@@ -120,3 +120,86 @@ def test_torch_ddp_phased_step_all_reduces_once_per_iteration_like_the_fused_ste
     assert fused == [False, True]  # K = 2: one all-reduce, with the last micro-batch
     assert phased == fused
     assert marks == ["t_io", "t_h2d", "t_f", "t_b", "t_f", "t_b", "t_u"]
+
+
+def _fake_clock(step_s: float):
+    """A host clock that advances ``step_s`` per read."""
+    t = [0.0]
+
+    def clock() -> float:
+        t[0] += step_s
+        return t[0]
+
+    return clock
+
+
+def test_phased_measurement_of_a_multi_process_run_uses_one_agreed_count():
+    """Every rank of a data-parallel run must run the same number of phased iterations (each
+    holds collectives: DDP's all-reduce, XLA's): a rank that stops on its own clock one
+    iteration later waits in that iteration's all-reduce for a peer that is gone, until the
+    NCCL timeout (with CUDA the hosts run ahead of their devices and stop at different counts).
+    The count is agreed once, before the measured iterations, as the fused loop does."""
+    from dlperf.harness.phases import HostPhaseTimer, measure_phases
+
+    asked: list[list[float]] = []
+
+    def agree(v: list[float]) -> list[float]:  # the other rank's estimate is larger
+        asked.append(list(v))
+        return [max(v[0], 9.0)]
+
+    calls = [0]
+
+    def phased_step(mark):
+        calls[0] += 1
+        mark("t_f")
+        mark("t_b")
+        return 1.0
+
+    clock = _fake_clock(0.01)
+    pol = IterationPolicy(min_iters=2, min_time_s=0.0, max_iters=100)
+    loop = measure_phases(phased_step, HostPhaseTimer(clock=clock), pol, warmup_iters=2,
+                          clock=clock, agree=agree)
+    assert len(asked) == 1 and asked[0][0] == 2.0  # its own count: min_iters (min_time 0)
+    assert len(loop.per_iter) == 9 and calls[0] == 2 + 9
+    # one process: its own stop rule, no agreement
+    loop1 = measure_phases(phased_step, HostPhaseTimer(clock=clock), pol, warmup_iters=2,
+                           clock=clock)
+    assert len(loop1.per_iter) == 2
+
+
+def test_breakdown_of_a_multi_process_run_agrees_and_keeps_each_ranks_trace(tmp_path):
+    """``run_breakdown`` on rank 1 of 2: the phased count is agreed over the ranks, and its
+    ``--trace DIR`` folder is its own (all ranks trace the same steps; in one folder they
+    deleted and overwrote each other's files)."""
+    from types import SimpleNamespace
+
+    from dlperf.breakdown.measure import run_breakdown, trace_folder
+    from dlperf.frameworks.base import DistContext
+    from dlperf.harness.phases import HostPhaseTimer
+
+    agreed: list[list[float]] = []
+    folders: list = []
+
+    def profile(n, folder):
+        folders.append(folder)
+        raise RuntimeError("no profiler in this test")
+
+    ctx = DistContext(rank=1, world_size=2, replicas=2,
+                      agree_max=lambda v: agreed.append(list(v)) or [7.0])
+    session = SimpleNamespace(
+        phased_step=lambda mark: (mark("t_f"), 1.0)[1], phase_timer=HostPhaseTimer,
+        profile=profile, losses_to_floats=lambda hs: [float(h) for h in hs], dist=ctx)
+    cfg = make_run_config(model="fcn5_tiny", batch_size=16, nproc=2, device="cpu",
+                          breakdown=True, trace_dir=str(tmp_path),
+                          iterations=IterationPolicy(min_iters=2, min_time_s=0.0))
+    fused = {"median": 1e-3, "mean": 1e-3, "ci_low": 9e-4, "ci_high": 1.1e-3}
+    out, samples, _ = run_breakdown(cfg, session, fused)
+    assert len(agreed) == 1 and out["breakdown"]["n_iters"] == 7
+    assert len(samples["breakdown:t_f"]) == 7
+    (folder,) = folders
+    assert folder.parent == tmp_path.resolve() and folder.name == trace_folder(cfg) + "-rank1"
+    # rank 0 keeps the plain folder name (the one its result, the stored one, points to)
+    folders.clear()
+    session.dist = DistContext(rank=0, world_size=2, replicas=2, agree_max=lambda v: [7.0])
+    run_breakdown(cfg, session, fused)
+    assert folders[0].name == trace_folder(cfg)

@@ -203,3 +203,49 @@ def test_breakdown_of_a_multi_process_run_agrees_and_keeps_each_ranks_trace(tmp_
     session.dist = DistContext(rank=0, world_size=2, replicas=2, agree_max=lambda v: [7.0])
     run_breakdown(cfg, session, fused)
     assert folders[0].name == trace_folder(cfg)
+
+
+def test_phase_event_pool_is_reserved_for_every_mark_of_an_iteration():
+    """CUDA events for the phased loop are created before it (``CudaPhaseTimer.reserve``): as
+    many as the iterations' marks. With gradient accumulation an iteration marks ``t_f`` and
+    ``t_b`` once per micro-batch (K = 3: 3 + 2K marks), not once per phase name (5); counted
+    by names, the pool ran out inside the timed loop and grew there (cudaEventCreate calls
+    between two phases of a measured iteration)."""
+    from dlperf.harness.phases import HostPhaseTimer, measure_phases
+
+    class CountingTimer(HostPhaseTimer):
+        kind = "counting"
+
+        def __init__(self, clock):
+            super().__init__(clock=clock)
+            self.reserved = 0
+            self.marks_measured = 0
+
+        def reserve(self, n: int) -> None:
+            self.reserved = max(self.reserved, n)
+
+        def start(self) -> None:
+            super().start()
+            self.marks_measured = 0
+
+        def mark(self, phase, handle=None):
+            self.marks_measured += 1
+            super().mark(phase, handle)
+
+    K = 3
+
+    def phased_step(mark):
+        for p in ("t_io", "t_h2d"):
+            mark(p)
+        for _ in range(K):
+            mark("t_f")
+            mark("t_b")
+        mark("t_u")
+        return 1.0
+
+    clock = _fake_clock(0.001)
+    timer = CountingTimer(clock)
+    pol = IterationPolicy(min_iters=20, min_time_s=0.0, max_iters=1000)
+    loop = measure_phases(phased_step, timer, pol, warmup_iters=2, clock=clock)
+    assert len(loop.per_iter) == 20 and timer.marks_measured == 20 * (3 + 2 * K)
+    assert timer.reserved >= timer.marks_measured

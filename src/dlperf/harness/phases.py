@@ -320,10 +320,16 @@ def measure_phases(phased_step: Callable[[Mark], Any], timer: PhaseTimer,
     expected = policy.min_iters
     est = 0.0
     warm: list[dict[str, float]] = []
+    n_marks = [0]  # marks of the warm-up iterations (a phase may be marked several times)
+
+    def counted_mark(phase: str, handle: Any = None) -> None:
+        n_marks[0] += 1
+        timer.mark(phase, handle)
+
     if warmup_iters:
         timer.start()
         for _ in range(warmup_iters):
-            phased_step(timer.mark)
+            phased_step(counted_mark)
             timer.end_iteration()
         warm, _ = timer.collect()
         est = sorted(math.fsum(d.values()) for d in warm)[len(warm) // 2] if warm else 0.0
@@ -336,8 +342,9 @@ def measure_phases(phased_step: Callable[[Mark], Any], timer: PhaseTimer,
         expected = int(agree([float(max(1, min(expected, max_iters, budget)))])[0])
         min_iters, max_iters, min_time, max_time = expected, expected, 0.0, math.inf
     if hasattr(timer, "reserve") and warm:
-        # Device events for the expected marks, created before the timed loop.
-        marks = max(sum(1 for _ in d) for d in warm)
+        # Device events for the expected marks, created before the timed loop (every mark,
+        # not every phase name: with gradient accumulation t_f and t_b repeat per micro-batch).
+        marks = math.ceil(n_marks[0] / warmup_iters)
         timer.reserve(min(policy.max_iters, int(expected * 1.25) + 8) * max(marks, 1))
     losses = []
     n = 0

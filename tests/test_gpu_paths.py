@@ -249,3 +249,27 @@ def test_phase_event_pool_is_reserved_for_every_mark_of_an_iteration():
     loop = measure_phases(phased_step, timer, pol, warmup_iters=2, clock=clock)
     assert len(loop.per_iter) == 20 and timer.marks_measured == 20 * (3 + 2 * K)
     assert timer.reserved >= timer.marks_measured
+
+
+def test_ddp_rank_without_its_gpu_is_refused_with_the_fix(monkeypatch):
+    """A DDP rank on CUDA takes GPU ``LOCAL_RANK``; with fewer GPUs visible than processes per
+    node (``--nproc 2`` on a one-GPU machine) ``torch.cuda.set_device`` failed with CUDA's
+    "invalid device ordinal" (a crash). Now the rank says what is wrong and how to fix it,
+    before it touches the device or the process group."""
+    from types import SimpleNamespace
+
+    from dlperf.errors import UnavailableError
+    from dlperf.frameworks.torch_dist import init_process_group
+
+    touched: list[str] = []
+    fake_torch = SimpleNamespace(
+        cuda=SimpleNamespace(device_count=lambda: 1,
+                             set_device=lambda d: touched.append("set_device")),
+        device=lambda s: touched.append(f"device {s}") or s)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    cfg = make_run_config(model="fcn5_tiny", batch_size=16, nproc=2, device="cuda")
+    with pytest.raises(UnavailableError, match=r"LOCAL_RANK 1 .*1 GPU.*--nproc 1"):
+        init_process_group(fake_torch, cfg)
+    assert touched == []

@@ -273,3 +273,31 @@ def test_ddp_rank_without_its_gpu_is_refused_with_the_fix(monkeypatch):
     with pytest.raises(UnavailableError, match=r"LOCAL_RANK 1 .*1 GPU.*--nproc 1"):
         init_process_group(fake_torch, cfg)
     assert touched == []
+
+
+def test_jax_gpu_backend_failure_keeps_jax_s_reason(monkeypatch, fresh_jax_env):
+    """When JAX's GPU backend exists but fails to start (its pre-allocated pool does not fit
+    beside another process, a driver/plugin mismatch), ``jax.local_devices(backend="gpu")``
+    raises with the cause. It was replaced by "JAX sees no GPU (is a CUDA build of jaxlib
+    installed?)", which sends the reader to reinstall JAX on a machine where it is installed."""
+    jax = pytest.importorskip("jax")
+    pytest.importorskip("flax")
+    pytest.importorskip("optax")
+    from dlperf.errors import UnavailableError
+    from dlperf.zoo import get_spec
+
+    jax_fw = fresh_jax_env
+    why = ("Backend 'cuda' failed to initialize: RESOURCE_EXHAUSTED: Out of memory while "
+           "trying to allocate 142606336000 bytes.")
+
+    def local_devices(backend=None, **kw):
+        if backend == "gpu":
+            raise RuntimeError(why)
+        return [object()]
+
+    monkeypatch.setattr(jax, "local_devices", local_devices)
+    cfg = make_run_config(model="fcn5_tiny", framework="jax", device="cuda", batch_size=8)
+    with pytest.raises(UnavailableError) as e:
+        jax_fw.JaxAdapter().prepare(cfg, get_spec(cfg.model))
+    assert "RESOURCE_EXHAUSTED: Out of memory" in str(e.value)
+    assert "use --device cpu" in str(e.value)

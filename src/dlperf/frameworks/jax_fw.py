@@ -431,10 +431,14 @@ class JaxAdapter:
         if cfg.device == "cuda":
             try:
                 dev = jax.local_devices(backend="gpu")[0]
-            except RuntimeError:
-                raise UnavailableError("device 'cuda' was asked for but JAX sees no GPU (is a "
-                                       "CUDA build of jaxlib installed? pip install "
-                                       "'jax[cuda12]'); use --device cpu") from None
+            except RuntimeError as e:
+                # JAX's reason is kept: a GPU backend that exists but failed to start (its
+                # pre-allocated pool did not fit beside another process, a driver mismatch)
+                # says so here, and is not a missing CUDA build.
+                raise UnavailableError(f"device 'cuda' was asked for but JAX has no GPU "
+                                       f"backend: {str(e)[:600]} (without a CUDA build of "
+                                       f"jaxlib: pip install 'jax[cuda12]' or 'jax[cuda13]'); "
+                                       f"use --device cpu") from None
         else:
             dev = jax.local_devices(backend="cpu")[0]
         gpu = dev.platform == "gpu"

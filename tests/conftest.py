@@ -27,3 +27,12 @@ def data_env(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Set ``DLPERF_DATA`` to the shared data folder for one test; returns that folder."""
     monkeypatch.setenv("DLPERF_DATA", str(shared_data))
     return shared_data
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the GPU smoke suite (``tests/test_gpu_smoke.py``, opt-in with ``-m gpu``) before the
+    other tests: its JAX runs are worker processes that pre-allocate 95% of the GPU, which
+    finds no room once an older GPU test has started JAX inside the pytest process (its pool
+    stays there). The order is otherwise unchanged; without ``-m gpu`` those tests are
+    deselected anyway."""
+    items.sort(key=lambda item: Path(str(item.fspath)).name != "test_gpu_smoke.py")

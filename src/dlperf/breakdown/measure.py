@@ -11,6 +11,10 @@ fused-step measurement (which stays the headline number, unchanged).
    class, the trace's forward/backward/update split. With ``--trace DIR`` the trace files are
    kept under ``DIR`` and their paths stored; otherwise they go to a temporary folder.
 
+In a run of several processes (data parallel) every process runs both, with the same number
+of iterations (the phased count is agreed over the processes: the steps hold collectives);
+rank ``r > 0`` keeps its trace in ``<folder>-rank<r>`` beside rank 0's.
+
 A failure here (a profiler that cannot start, a trace that cannot be read) never loses the
 fused result: it is recorded in the section it broke, with a warning.
 """
@@ -65,13 +69,18 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
     warnings: list[str] = []
     analysis = None
     loop = None
+    # Several processes (data parallel): every one runs the same phased and traced steps
+    # (they hold collectives), so the phased count is agreed; each keeps its own trace folder.
+    dist = getattr(session, "dist", None)
+    multi = dist is not None and dist.world_size > 1
     if cfg.breakdown:
         if session.phased_step is None or session.phase_timer is None:
             out["breakdown"] = {"available": False,
                                 "reason": f"the {cfg.framework} adapter has no phased step"}
         else:
             try:
-                loop = measure_phases(session.phased_step, session.phase_timer(), cfg.iterations)
+                loop = measure_phases(session.phased_step, session.phase_timer(), cfg.iterations,
+                                      agree=dist.agree_max if multi else None)
                 floats = session.losses_to_floats(loop.losses)
                 if not all(math.isfinite(x) for x in floats):
                     warnings.append("breakdown: the loss became non-finite during the phased "
@@ -88,7 +97,8 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                             "reason": f"the {cfg.framework} adapter cannot trace"}
         else:
             keep = bool(cfg.trace_dir)
-            folder = (Path(cfg.trace_dir).expanduser().resolve() / trace_folder(cfg) if keep
+            name = trace_folder(cfg) + (f"-rank{dist.rank}" if multi and dist.rank else "")
+            folder = (Path(cfg.trace_dir).expanduser().resolve() / name if keep
                       else Path(tempfile.mkdtemp(prefix="dlperf-trace-")))
             try:
                 if keep and folder.exists():

@@ -138,18 +138,27 @@ def _peak_rss_bytes() -> int:
 NO_COMMAND_BUFFERS = "--xla_gpu_enable_command_buffer="
 
 
+def _traced_on_gpu(cfg: RunConfig) -> bool:
+    """True for a run on a GPU whose profiler trace is analysed: ``--breakdown`` or
+    ``--trace DIR`` (both store op classes and the trace's phase split, which need every
+    kernel's HLO op)."""
+    return cfg.device == "cuda" and bool(cfg.breakdown or cfg.trace_dir)
+
+
 def _command_buffers_off_for_breakdown(started: bool) -> str:
-    """For a ``--breakdown`` run on a GPU: append :data:`NO_COMMAND_BUFFERS` to ``XLA_FLAGS``
-    before the backend starts (read then), unless the user set the flag; returns what happened,
-    for the result's flags. The whole breakdown run (its fused step too) runs without command
-    buffers: a separate, labelled measurement, as the breakdown is."""
+    """For a ``--breakdown`` or ``--trace`` run on a GPU (:func:`_traced_on_gpu`): append
+    :data:`NO_COMMAND_BUFFERS` to ``XLA_FLAGS`` before the backend starts (read then), unless
+    the user set the flag; returns what happened, for the result's flags. The whole run (its
+    fused step too) runs without command buffers: a separate, labelled measurement, as the
+    breakdown is."""
     cur = os.environ.get("XLA_FLAGS", "")
     if "xla_gpu_enable_command_buffer" in cur:
         return "as set in XLA_FLAGS by the user"
     if started:
         return "on (the XLA backend had started; the trace may not attribute ops to phases)"
     os.environ["XLA_FLAGS"] = f"{cur} {NO_COMMAND_BUFFERS}".strip()
-    return "off (--breakdown: kernels in command buffers have no HLO op in the trace)"
+    return ("off (--breakdown/--trace: kernels in command buffers have no HLO op in the "
+            "trace)")
 
 
 def _backend_started() -> bool:
@@ -304,13 +313,14 @@ class JaxAdapter:
     modes = ("xla",)
 
     def breakdown_apart(self, cfg: RunConfig) -> str | None:
-        """Why a breakdown of ``cfg`` runs in a process of its own (None: it does not): on a
-        GPU the breakdown turns XLA command buffers off (:func:`_command_buffers_off_for_
-        breakdown`), process-wide and for the fused step too, which slowed a scanned LSTM on
-        the H200 2.3x (10.30 against 4.39 ms); the headline is measured with them on, in a
-        process without the breakdown (:func:`dlperf.launch.process.run_breakdown_apart`).
-        Not when the user set the flag in ``XLA_FLAGS`` (then both processes have it)."""
-        if (cfg.breakdown and cfg.device == "cuda"
+        """Why a breakdown or trace of ``cfg`` runs in a process of its own (None: it does
+        not): on a GPU a ``--breakdown`` or ``--trace`` run turns XLA command buffers off
+        (:func:`_command_buffers_off_for_breakdown`), process-wide and for the fused step too,
+        which slowed a scanned LSTM on the H200 2.3x (10.30 against 4.39 ms); the headline is
+        measured with them on, in a process without the breakdown or trace
+        (:func:`dlperf.launch.process.run_breakdown_apart`). Not when the user set the flag in
+        ``XLA_FLAGS`` (then both processes have it)."""
+        if (_traced_on_gpu(cfg)
                 and "xla_gpu_enable_command_buffer" not in os.environ.get("XLA_FLAGS", "")):
             return "XLA command buffers off for the breakdown's trace, process-wide"
         return None
@@ -381,7 +391,7 @@ class JaxAdapter:
             # context, cuDNN/cuBLAS workspaces and NCCL). Read when the GPU backend starts.
             os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEM_FRACTION
             flags["gpu_mem_fraction_set_by_dlperf"] = True
-        if cfg.breakdown and cfg.device == "cuda":
+        if _traced_on_gpu(cfg):
             flags["command_buffers"] = _command_buffers_off_for_breakdown(started)
         if not started and cfg.device == "cpu":
             # Only the CPU backend: a GPU build of jaxlib would otherwise start (and by default
@@ -421,10 +431,14 @@ class JaxAdapter:
         if cfg.device == "cuda":
             try:
                 dev = jax.local_devices(backend="gpu")[0]
-            except RuntimeError:
-                raise UnavailableError("device 'cuda' was asked for but JAX sees no GPU (is a "
-                                       "CUDA build of jaxlib installed? pip install "
-                                       "'jax[cuda12]'); use --device cpu") from None
+            except RuntimeError as e:
+                # JAX's reason is kept: a GPU backend that exists but failed to start (its
+                # pre-allocated pool did not fit beside another process, a driver mismatch)
+                # says so here, and is not a missing CUDA build.
+                raise UnavailableError(f"device 'cuda' was asked for but JAX has no GPU "
+                                       f"backend: {str(e)[:600]} (without a CUDA build of "
+                                       f"jaxlib: pip install 'jax[cuda12]' or 'jax[cuda13]'); "
+                                       f"use --device cpu") from None
         else:
             dev = jax.local_devices(backend="cpu")[0]
         gpu = dev.platform == "gpu"

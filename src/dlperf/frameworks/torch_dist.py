@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from dlperf.config import RunConfig
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, UnavailableError
 from dlperf.frameworks.base import DistContext
 
 
@@ -40,6 +40,8 @@ def init_process_group(torch: Any, cfg: RunConfig) -> tuple[DistContext, Any]:
 
     Raises:
         ConfigError: the launcher started a different number of processes than ``cfg`` asks.
+        UnavailableError: on CUDA, no GPU ``LOCAL_RANK`` (fewer GPUs visible than processes
+            on this node); checked before the device or the process group is touched.
     """
     import torch.distributed as dist
 
@@ -50,6 +52,12 @@ def init_process_group(torch: Any, cfg: RunConfig) -> tuple[DistContext, Any]:
     cuda = cfg.device == "cuda"
     timeout = _dt.timedelta(seconds=cfg.timeout_s)
     if cuda:
+        n_gpus = torch.cuda.device_count()
+        if local >= n_gpus:
+            raise UnavailableError(
+                f"LOCAL_RANK {local} needs GPU {local}, but this process sees {n_gpus} GPU(s) "
+                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): one "
+                f"process per GPU; use --nproc {n_gpus}" + (" or fewer" if n_gpus > 1 else ""))
         dev = torch.device(f"cuda:{local}")
         torch.cuda.set_device(dev)
         if not dist.is_initialized():

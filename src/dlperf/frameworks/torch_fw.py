@@ -275,21 +275,24 @@ class TorchAdapter:
 
         def phased_step(mark):
             # The fused step, cut at its phase boundaries (dlperf.harness.phases); zero_grad
-            # (set_to_none: no kernels) counts in t_f.
+            # (set_to_none: no kernels) counts in t_f. Under DDP the first K - 1 micro-batches
+            # run under no_sync(), as in the fused step (one all-reduce, in the last t_b).
             b = fetch()
             mark("t_io")
             x, y = to_device(b)
             mark("t_h2d")
             opt.zero_grad(set_to_none=True)
             total = None
-            for xs, ys in (zip(x.chunk(K), y.chunk(K)) if K > 1 else ((x, y),)):
-                with autocast():
-                    loss = loss_fn(model(xs), ys)
-                    if K > 1:
-                        loss = loss / K
-                mark("t_f")
-                loss.backward()
-                mark("t_b")
+            for i, (xs, ys) in enumerate(zip(x.chunk(K), y.chunk(K)) if K > 1
+                                         else ((x, y),)):
+                with no_sync(i):
+                    with autocast():
+                        loss = loss_fn(model(xs), ys)
+                        if K > 1:
+                            loss = loss / K
+                    mark("t_f")
+                    loss.backward()
+                    mark("t_b")
                 total = loss.detach() if total is None else total + loss.detach()
             opt.step()
             mark("t_u")

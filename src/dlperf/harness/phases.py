@@ -294,7 +294,9 @@ class PhaseLoopResult:
 
 def measure_phases(phased_step: Callable[[Mark], Any], timer: PhaseTimer,
                    policy: IterationPolicy, warmup_iters: int = WARMUP_ITERS,
-                   clock: Callable[[], float] = time.perf_counter) -> PhaseLoopResult:
+                   clock: Callable[[], float] = time.perf_counter,
+                   agree: Callable[[list[float]], list[float]] | None = None
+                   ) -> PhaseLoopResult:
     """Run ``warmup_iters`` phased iterations, then measure until ``policy.min_iters`` and
     ``policy.min_time_s`` are both reached (or ``max_iters``/``max_time_s``).
 
@@ -305,24 +307,45 @@ def measure_phases(phased_step: Callable[[Mark], Any], timer: PhaseTimer,
         policy: the run's iteration policy (its stop rule; warm-up settings are not used).
         warmup_iters: untimed phased iterations first.
         clock: host clock (injectable for tests).
+        agree: elementwise max over the processes of a data-parallel run (``DistContext.
+            agree_max``), None for one process. With it every process runs one agreed count
+            of measured iterations (from the slowest estimate, within ``max_iters`` and
+            ``max_time_s``), as the fused loop does (:func:`dlperf.harness.loop.measure`): the
+            iterations hold collectives, so a process that stopped on its own clock would
+            leave a peer waiting in its last iteration's all-reduce.
 
     Returns:
         PhaseLoopResult with every iteration's phase times.
     """
     expected = policy.min_iters
+    est = 0.0
+    warm: list[dict[str, float]] = []
+    n_marks = [0]  # marks of the warm-up iterations (a phase may be marked several times)
+
+    def counted_mark(phase: str, handle: Any = None) -> None:
+        n_marks[0] += 1
+        timer.mark(phase, handle)
+
     if warmup_iters:
         timer.start()
         for _ in range(warmup_iters):
-            phased_step(timer.mark)
+            phased_step(counted_mark)
             timer.end_iteration()
         warm, _ = timer.collect()
         est = sorted(math.fsum(d.values()) for d in warm)[len(warm) // 2] if warm else 0.0
         if est > 0:
             expected = max(policy.min_iters, math.ceil(policy.min_time_s / est))
-        if hasattr(timer, "reserve") and warm:
-            # Device events for the expected marks, created before the timed loop.
-            marks = max(sum(1 for _ in d) for d in warm)
-            timer.reserve(min(policy.max_iters, int(expected * 1.25) + 8) * max(marks, 1))
+    min_iters, max_iters = policy.min_iters, policy.max_iters
+    min_time, max_time = policy.min_time_s, policy.max_time_s
+    if agree is not None:  # one count for every process; the count alone stops the segment
+        budget = max_iters if est <= 0 else max(1, math.floor(max_time / est))
+        expected = int(agree([float(max(1, min(expected, max_iters, budget)))])[0])
+        min_iters, max_iters, min_time, max_time = expected, expected, 0.0, math.inf
+    if hasattr(timer, "reserve") and warm:
+        # Device events for the expected marks, created before the timed loop (every mark,
+        # not every phase name: with gradient accumulation t_f and t_b repeat per micro-batch).
+        marks = math.ceil(n_marks[0] / warmup_iters)
+        timer.reserve(min(policy.max_iters, int(expected * 1.25) + 8) * max(marks, 1))
     losses = []
     n = 0
     with frozen_heap():  # as in the fused measurement (dlperf.harness.loop)
@@ -333,8 +356,8 @@ def measure_phases(phased_step: Callable[[Mark], Any], timer: PhaseTimer,
             timer.end_iteration()
             n += 1
             el = clock() - t0
-            if ((n >= policy.min_iters and el >= policy.min_time_s) or n >= policy.max_iters
-                    or el >= policy.max_time_s):
+            if ((n >= min_iters and el >= min_time) or n >= max_iters
+                    or el >= max_time):
                 break
         per_iter, host = timer.collect()
         wall = clock() - t0

@@ -2,7 +2,7 @@
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
 #   PART: smoke | dlbench | real | overhead | overhead_ab | overhead_jax | overhead_gpt2 | frameworks
-#         | cpu_threads | breakdown | gap | mfu_inputs | allreduce (x2)
+#         | cpu_threads | breakdown | gpu_tests | gap | mfu_inputs | allreduce (x2)
 #         | scaling (x2: weak scaling 1 -> 2 GPUs and convergence on 1 vs 2 GPUs, issue 5)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
@@ -188,15 +188,16 @@ for part in "$@"; do
       cp "$R/breakdown.db" "$R/breakdown_op_classes.json" "$OUT/"
       cp "$R/report-breakdown/report.md" "$OUT/report-breakdown.md"
       ;;
+    gpu_tests)  # every opt-in GPU test (tests/test_gpu_smoke.py first): ~4-5 min on one H200
+      budget "${GPU_TESTS_BUDGET:-480}" python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/ \
+        2>&1 | tail -40 | tee "$OUT/gpu_tests.log"
+      ;;
     gap)  # issue 4: both sides of the torch-JAX gaps (resnet50, lstm, transformer) again, in one
       # session on one machine: host-bound steps differ between machines of this kind (torch eager
       # resnet50 bf16 b=64: 16.5 ms on two machines, 22.8-24.8 on three others), so a gap whose
       # sides ran on two machines mixes the machines with the frameworks. The newest row of a point
-      # is the one tables and gap attribution use. All the opt-in GPU tests run first
-      # (GPU_TESTS=0 skips them): call 20 stored torch breakdowns whose trace had failed.
-      if [ "${GPU_TESTS:-1}" = 1 ]; then
-        budget 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tail -8
-      fi
+      # is the one tables and gap attribution use. Run the gpu_tests part first (call 20 stored
+      # torch breakdowns whose trace had failed, which those tests catch).
       export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-/tmp/jax_cache}"
       budget "${GAP_BUDGET:-420}" python3 -m dlperf sweep benchmarks/h200/gap.yaml --restart \
         --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | grep -v '^[│┃┏┡└]' | tail -40

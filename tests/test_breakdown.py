@@ -525,6 +525,19 @@ def test_trace_dir_that_is_a_file_is_refused(tmp_path):
         make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(f))
 
 
+def test_trace_dir_inside_a_file_is_refused_before_the_run(tmp_path):
+    # A folder that cannot be created because a file is in its path was only found by the
+    # profiler after the measurement: the point was stored (exit 0) without its trace, and
+    # the next run with a good --trace skipped it as done.
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="file.txt' is a file, so the trace folder"):
+        make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(f / "sub" / "traces"))
+    # A folder that does not exist yet under an existing one is fine (created at the run).
+    cfg = make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(tmp_path / "a" / "b"))
+    assert cfg.trace_dir == str(tmp_path / "a" / "b")
+
+
 def test_sweep_field_breakdown():
     sw = SweepConfig(name="s", defaults={"breakdown": True},
                      grid=[{"model": "fcn5_tiny", "batch_size": [8, 16]}])

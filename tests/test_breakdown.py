@@ -956,3 +956,25 @@ def test_relabel_xla_pool_backward_moves_only_stored_scatter_fusions(tmp_path):
     assert [t["class"] for t in g["top_ops"]] == ["pooling", "pooling", "other"]
     assert by["transformer"] == oc
     assert mod.relabel(str(db)) == []   # done once
+
+
+def test_breakdown_without_a_phased_step_says_why_in_a_warning():
+    # TensorFlow under a strategy has no phased step: the result said "the tensorflow adapter
+    # has no phased step" (it has one, on one device) and printed nothing, so `dlperf run
+    # --breakdown --nproc 2` showed a row of dashes with no reason.
+    from types import SimpleNamespace
+
+    from dlperf.breakdown.measure import run_breakdown
+
+    session = SimpleNamespace(phased_step=None, phase_timer=None, profile=None)
+    cfg = SimpleNamespace(breakdown=True, trace_dir=None, framework="tensorflow", world_size=2,
+                          device="cpu")
+    out, samples, warns = run_breakdown(cfg, session, {"median": 0.01})
+    assert out["breakdown"]["available"] is False
+    assert "data parallel" in out["breakdown"]["reason"] and "2 devices" in out["breakdown"]["reason"]
+    assert any(w.startswith("breakdown: not measured") and "data parallel" in w for w in warns)
+    assert samples == {}
+    cfg.world_size = 1
+    out, _, warns = run_breakdown(cfg, session, {"median": 0.01})
+    assert out["breakdown"]["reason"] == "the tensorflow adapter has no phased step"
+    assert any("the tensorflow adapter has no phased step" in w for w in warns)

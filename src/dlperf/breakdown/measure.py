@@ -67,8 +67,13 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
     loop = None
     if cfg.breakdown:
         if session.phased_step is None or session.phase_timer is None:
-            out["breakdown"] = {"available": False,
-                                "reason": f"the {cfg.framework} adapter has no phased step"}
+            why = f"the {cfg.framework} adapter has no phased step"
+            n = getattr(cfg, "world_size", 1) or 1
+            if n > 1:
+                why += (f" under data parallelism ({n} devices): the phased step splits one "
+                        f"device's step; run with --nproc 1 for the phases")
+            out["breakdown"] = {"available": False, "reason": why}
+            warnings.append(f"breakdown: not measured: {why}")
         else:
             try:
                 loop = measure_phases(session.phased_step, session.phase_timer(), cfg.iterations)

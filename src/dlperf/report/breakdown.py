@@ -106,7 +106,10 @@ BREAKDOWN_LEGEND = (
     "the profiler trace's device time of the program's forward/backward/update ops and *gap* "
     "is the rest of t_fbu (device idle between ops, profiler overhead). *sum vs step*: the "
     "phases' sum against the fused step (`!`: over 3%, the reason is in the result's "
-    "warnings). *dispatch ms*: host time spent issuing one iteration. *busy*: union of device "
+    "warnings). *dispatch ms*: host time spent issuing one iteration: from the phased "
+    "measurement (no profiler running) where there is one, else from the trace (the results "
+    "file's `dispatch_s` column is always the trace's, which includes the profiler's overhead "
+    "and, for an asynchronous step, waits for the device). *busy*: union of device "
     "op intervals over the traced span (GPU busy fraction; `(ops)`: on a CPU device, the share "
     "of host time inside ops).")
 

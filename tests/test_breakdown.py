@@ -499,6 +499,18 @@ def test_fused_program_split_from_the_trace_or_said_unavailable():
     assert s["available"] and s["per_iter_s"]["t_b"] == 0.005
     assert s["t_gap_s"] == pytest.approx(0.010 - 0.0095)
     assert s["coverage"] == pytest.approx(0.95) and not warns
+    # The traced ops took longer than the untraced compiled step (TensorFlow graph mode on
+    # the CPU: t_f*+t_b*+t_u* 0.725 ms against t_fbu 0.610 ms, a gap of -0.115 ms shown
+    # without a word): a warning says the split is inflated by the profiler.
+    slow = {**trace, "phases": {"t_f": 0.004, "t_b": 0.006, "t_u": 0.002}}
+    bd, warns = bph.summarize(loop, FUSED, device="cpu", trace=slow)
+    assert bd["split"]["available"] and bd["split"]["t_gap_s"] == pytest.approx(-0.002)
+    assert len(warns) == 1 and warns[0].startswith("breakdown: the trace's forward")
+    assert "+20%" in warns[0] and "profiler" in warns[0]
+    assert bd["split"]["warning"] in warns[0]
+    # within the 3% the breakdown allows: no warning
+    close = {**trace, "phases": {"t_f": 0.003, "t_b": 0.006, "t_u": 0.0012}}
+    assert not bph.summarize(loop, FUSED, device="cpu", trace=close)[1]
     no_phase = {**trace, "phases": {"unattributed": 0.009}, "notes": ["no HLO matched"]}
     bd, warns = bph.summarize(loop, FUSED, device="cpu", trace=no_phase)
     assert bd["split"]["available"] is False and "no HLO matched" in warns[0]

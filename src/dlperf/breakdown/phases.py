@@ -151,4 +151,13 @@ def _split(loop: Any, trace: Mapping[str, Any] | None) -> dict[str, Any]:
     }
     if fbu.get("median"):
         out["coverage"] = attributed / fbu["median"]
+        if out["coverage"] > 1 + RECONCILE_TOL:
+            # The traced ops took longer than the untraced step: the profiler slowed them
+            # (on a CPU device the "device" ops are host ops timed with the profiler on).
+            out["warning"] = (
+                f"the trace's forward/backward/update time ({attributed * 1e3:.4g} ms per "
+                f"iteration) exceeds the compiled step t_fbu ({fbu['median'] * 1e3:.4g} ms) by "
+                f"{out['coverage'] - 1:+.0%}: the profiler slowed the traced ops, so t_f, t_b "
+                f"and t_u are too large and the gap is negative; read them as shares of the "
+                f"step")
     return out

@@ -701,7 +701,7 @@ def test_cli_results_op_classes_and_report_in_process(tmp_path):
     assert res.exit_code == 0, res.output
     assert "device time per op class" in res.output and "jax/xla vs torch/eager" in res.output
     res = run(app, ["results", "--db", str(db), "--op-classes", "--format", "csv"])
-    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("model,framework/mode")
+    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("id,model,framework,mode")
     res = run(app, ["results", "--db", str(db), "--op-classes", "--compare", "modes"])
     assert res.exit_code == 2
     res = run(app, ["report", "--db", str(db), "-o", str(tmp_path / "rep")])
@@ -994,3 +994,35 @@ def test_breakdown_without_a_phased_step_says_why_in_a_warning():
     out, _, warns = run_breakdown(cfg, session, {"median": 0.01})
     assert out["breakdown"]["reason"] == "the tensorflow adapter has no phased step"
     assert any("the tensorflow adapter has no phased step" in w for w in warns)
+
+
+def test_cli_op_classes_csv_is_machine_readable_and_empty_is_an_error(tmp_path):
+    # The CSV was the display table: 4 significant digits of ms as strings, "–" for none,
+    # class columns without a unit, only the classes used; with nothing to show it printed
+    # nothing and exited 0 (the table exits 2 with a message).
+    import csv
+    import io
+
+    from typer.testing import CliRunner
+
+    from dlperf.breakdown.opclass import OP_CLASSES
+    from dlperf.cli import app
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(fake_result())
+    res = CliRunner().invoke(app, ["results", "--db", str(db), "--op-classes", "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    (row,) = list(csv.DictReader(io.StringIO(res.output)))
+    assert [f"{c}_s" for c in OP_CLASSES] == [k for k in row if k.endswith("_s")][1:-2]
+    assert float(row["convolution_s"]) == 0.006 and float(row["attention_s"]) == 0.0
+    assert float(row["step_time_median_s"]) == 0.010 and float(row["busy_s"]) == 0.0095
+    assert row["framework"] == "torch" and row["mode"] == "eager" and row["device_kind"] == "gpu"
+    empty = tmp_path / "e.db"
+    with ResultStore(empty) as s:
+        s.add(fake_result(op_classes=None, trace=None, breakdown=None))
+    for fmt in ("csv", "json", "table"):
+        res = CliRunner().invoke(app, ["results", "--db", str(empty), "--op-classes",
+                                       "--format", fmt])
+        assert res.exit_code == 2 and "no result here has op classes" in res.output, fmt

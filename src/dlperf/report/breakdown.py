@@ -177,6 +177,34 @@ def op_class_cells(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[l
     return cols, out
 
 
+def op_class_records(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The op-class table for CSV: one dict per result that has op classes, unrounded.
+
+    Keys: ``id``, ``model``, ``framework``, ``mode``, ``device``, ``precision``,
+    ``batch_size``, ``data``, ``threads``, ``step_time_median_s`` (the fused step), then
+    ``<class>_s`` for every class of :data:`~dlperf.breakdown.opclass.OP_CLASSES` in order
+    (seconds per iteration, 0.0 where the trace had none, so every file has the same
+    columns), ``busy_s``, ``idle_s`` (seconds per iteration), ``device_kind`` (``cpu``: the
+    times are host time inside ops) and ``source`` (the profiler). Gaps are not here (their
+    rows have another shape): ``--format json`` has both.
+    """
+    out = []
+    for r in sort_rows(rows):
+        oc = op_classes_of(r)
+        if not oc:
+            continue
+        tr = result_of(r).get("trace") or {}
+        rec: dict[str, Any] = {k: r.get(k) for k in ("id", "model", "framework", "mode",
+                                                       "device", "precision", "batch_size",
+                                                       "data", "threads",
+                                                       "step_time_median_s")}
+        rec.update({f"{c}_s": oc.get(c, 0.0) for c in OP_CLASSES})
+        rec.update(busy_s=tr.get("busy_s"), idle_s=tr.get("idle_s"),
+                   device_kind=tr.get("device_kind"), source=tr.get("source"))
+        out.append(rec)
+    return out
+
+
 def op_class_table(rows: Sequence[Mapping[str, Any]]) -> Table | None:
     """Rich op-class table (None if no row has op classes)."""
     cols, cells = op_class_cells(rows)

@@ -298,6 +298,35 @@ def test_ratio_of_medians_ci_and_mode_comparison():
     assert "2.000 [" in markdown(fw)
 
 
+def test_comparisons_pair_only_runs_with_the_same_loader_workers_and_devices():
+    """--loader-workers and --nproc change what is measured: torch with batches prepared
+    before timing was compared against jax with 2 loader workers (every torch run against
+    every jax run of the model: 6 identical-looking rows from 3 + 2 runs)."""
+    from dlperf.report.compare import framework_ratios, markdown, mode_speedups
+
+    samples = {i: [0.010 + 0.001 * i] * 6 for i in range(1, 9)}
+    common = dict(status="ok", model="m", device="cpu", precision="fp32", batch_size=8,
+                  data="mnist", threads=1)
+    rows = [dict(id=1, framework="torch", mode="eager", loader_workers=None, **common),
+            dict(id=2, framework="torch", mode="eager", loader_workers=0, **common),
+            dict(id=3, framework="torch", mode="eager", loader_workers=2, **common),
+            dict(id=4, framework="jax", mode="xla", loader_workers=0, **common),
+            dict(id=5, framework="jax", mode="xla", loader_workers=2, **common),
+            dict(id=6, framework="torch", mode="graph", loader_workers=2, **common),
+            # two devices against one; a row from before data parallelism (NULL) is one device
+            dict(id=7, framework="jax", mode="xla", loader_workers=None, world_size=2, **common),
+            dict(id=8, framework="jax", mode="xla", loader_workers=None, world_size=None,
+                 **common)]
+    fw = framework_ratios(rows, samples.__getitem__)
+    got = {(c["loader_workers"], c["other"]): c["speedup"] for c in fw}
+    assert got == {(0, "jax/xla"): pytest.approx(12 / 14), (2, "jax/xla"): pytest.approx(13 / 15),
+                   (None, "jax/xla"): pytest.approx(11 / 18)}
+    (mode,) = mode_speedups(rows, samples.__getitem__)
+    assert mode["loader_workers"] == 2 and mode["speedup"] == pytest.approx(13 / 16)
+    md = markdown(fw)
+    assert "| mnist, 0 wkr |" in md and "| mnist, 2 wkr |" in md and "| mnist |" in md
+
+
 def test_torch_rows_show_the_applied_layout():
     """Rows that differ only in layout (NCHW vs channels_last) tell apart in tables."""
     import json

@@ -12,9 +12,9 @@ Nothing here imports a framework.
   not attribute (device idle between ops, profiler overhead).
 * :func:`op_class_cells`: device time per iteration by op class.
 * :func:`gap_attribution`: for two frameworks or modes at the same point (model, device,
-  precision, batch, data, threads), the difference in step time split into the difference of
-  each op class's time, the difference in device idle time, and the rest (the traced and the
-  fused measurements differ); ``explained`` = sum of class differences / step-time gap. The
+  precision, batch, data, threads, loader workers, devices), the difference in step time
+  split into the difference of each op class's time, the difference in device idle time,
+  and the rest (the traced and the fused measurements differ); ``explained`` = sum of class differences / step-time gap. The
   device-idle and rest rows are shown apart and are not counted as explained. A gap that is
   not told apart from noise (:func:`gap_significance`) is not attributed.
 """
@@ -31,7 +31,7 @@ from rich.text import Text
 from dlperf.breakdown.opclass import OP_CLASSES
 from dlperf.breakdown.phases import RECONCILE_TOL
 from dlperf.env import environment_differences
-from dlperf.report.compare import POINT_KEYS
+from dlperf.report.compare import POINT_KEYS, data_cell, device_cell, point_of
 from dlperf.report.tables import DASH, _md_escape, fmt_sig, sort_rows
 from dlperf.results.store import result_of
 from dlperf.stats import median_diff_ci
@@ -277,7 +277,7 @@ def _references(rows: Sequence[Mapping[str, Any]]) -> dict[tuple, Mapping[str, A
         if (r.get("status") != "ok" or not r.get("step_time_median_s") or cfg.get("breakdown")
                 or cfg.get("trace_dir") or op_classes_of(r)):
             continue
-        key = (tuple(r.get(k) for k in POINT_KEYS), _label(r))
+        key = (point_of(r), _label(r))
         if key not in refs or str(r.get("created_at") or "") >= str(refs[key].get("created_at") or ""):
             refs[key] = r
     return refs
@@ -390,7 +390,7 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
 
     def step_row(r: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
         if slowed_by_breakdown(r):
-            ref = refs.get((tuple(r.get(k) for k in POINT_KEYS), _label(r)))
+            ref = refs.get((point_of(r), _label(r)))
             if ref is not None:
                 return ref, True
         return r, False
@@ -398,7 +398,7 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
     out = []
     for i, a in enumerate(ok):
         for b in ok[i + 1:]:
-            if tuple(a.get(k) for k in POINT_KEYS) != tuple(b.get(k) for k in POINT_KEYS):
+            if point_of(a) != point_of(b):
                 continue
             if _label(a) == _label(b):
                 continue
@@ -511,7 +511,9 @@ def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
         return ""
     parts = []
     for g in gaps:
-        head = (f"**{g['model']}** {g['precision']} batch {g['batch_size']} on {g['device']}: "
+        w = "" if g.get("loader_workers") is None else f" ({data_cell(g)})"
+        head = (f"**{g['model']}** {g['precision']} batch {g['batch_size']}{w} on "
+                f"{device_cell(g)}: "
                 f"{g['b']} vs {g['a']}: step {g['b_step_s'] * 1e3:.4g} vs "
                 f"{g['a_step_s'] * 1e3:.4g} ms, gap {g['gap_s'] * 1e3:+.4g} ms")
         refd = [g[s_] for s_, f in (("a", "a_ref"), ("b", "b_ref")) if g.get(f)]
@@ -532,7 +534,10 @@ def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
     """The same as :func:`gap_markdown`, one rich table per pair."""
     out = []
     for g in gaps:
-        title = (f"{g['model']} {g['precision']} b={g['batch_size']}: {g['b']} vs {g['a']}, gap "
+        w = "" if g.get("loader_workers") is None else f" {g['loader_workers']} wkr"
+        n = g.get("world_size") or 1
+        title = (f"{g['model']} {g['precision']} b={g['batch_size']}{w}"
+                 f"{f' x{n}' if n > 1 else ''}: {g['b']} vs {g['a']}, gap "
                  f"{g['gap_s'] * 1e3:+.4g} ms, " + gap_verdict(g)
                  + (" (a step from a run without --breakdown)" if g.get("a_ref") or g.get("b_ref")
                     else "") + (f"\nnote: {g['note']}" if g.get("note") else "")

@@ -11,7 +11,7 @@ same repeat (``dlperf run --repeats N``: repeat k against repeat k, labelled ``#
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import math
@@ -23,13 +23,32 @@ from dlperf.results.store import repeat_of, result_of
 from dlperf.stats import between_run, ratio_ci, ratio_of_medians_ci
 
 #: What makes two results comparable.
-POINT_KEYS = ("model", "device", "precision", "batch_size", "data", "threads")
+POINT_KEYS = ("model", "device", "precision", "batch_size", "data", "threads", "loader_workers",
+              "world_size")
 #: The eager baseline of each framework's graph modes (JAX has no eager training mode here).
 EAGER = {"torch": "eager", "tensorflow": "eager"}
 
 
-def _point(r: dict[str, Any]) -> tuple:
-    return tuple(r.get(k) for k in POINT_KEYS)
+def point_of(r: Mapping[str, Any]) -> tuple:
+    """The comparison point of a row: its :data:`POINT_KEYS` values. ``loader_workers`` None
+    (batches prepared before timing) differs from 0 (the pipeline in the training thread);
+    ``world_size`` NULL (rows stored before data parallelism) is one device."""
+    return tuple((r.get(k) or 1) if k == "world_size" else r.get(k) for k in POINT_KEYS)
+
+
+_point = point_of
+
+
+def data_cell(c: Mapping[str, Any]) -> str:
+    """The data set of a comparison, with its loader workers when a pipeline read it."""
+    w = c.get("loader_workers")
+    return f"{c.get('data')}" + ("" if w is None else f", {w} wkr")
+
+
+def device_cell(c: Mapping[str, Any]) -> str:
+    """The device of a comparison, ``xN`` for N data-parallel devices."""
+    n = c.get("world_size") or 1
+    return f"{c.get('device')}" + (f" x{n}" if n > 1 else "")
 
 
 def _pairs(rows: Sequence[dict[str, Any]], match: Callable[[dict, dict], bool]):
@@ -91,8 +110,8 @@ def markdown(comparisons: Sequence[dict[str, Any]]) -> str:
     lines = ["| model | precision | batch | device | data | threads | baseline | other | "
              "speed-up [95% CI] |", "|---|---|---:|---|---|---:|---|---|---:|"]
     for c in comparisons:
-        lines.append(f"| {c['model']} | {c['precision']} | {c['batch_size']} | {c['device']} | "
-                     f"{c['data']} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
+        lines.append(f"| {c['model']} | {c['precision']} | {c['batch_size']} | {device_cell(c)} | "
+                     f"{data_cell(c)} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
                      f"{c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
                      f"{ENV_MARK if c.get('env_differs') else ''} |")
     lines += ["", "*speed-up* = median iteration time of the baseline / of the other: above 1 "

@@ -342,6 +342,27 @@ def test_torch_rows_show_the_applied_layout():
                       "result_json": json.dumps({"flags": {"layout": "NHWC"}})})[1] == "jax/xla"
 
 
+def test_rows_show_gradient_accumulation_and_breakdown_or_trace():
+    """A plain run, a --trace run and a --grad-accum 2 --breakdown run of one model and batch
+    are three points, but their rows read the same in every identity cell."""
+    import json
+
+    from dlperf.report.breakdown import breakdown_cells
+    from dlperf.report.tables import row_cells
+
+    base = {"model": "fcn5_tiny", "framework": "torch", "mode": "eager", "batch_size": 16,
+            "grad_accum": 1, "status": "ok"}
+    plain = row_cells({**base, "result_json": json.dumps({"config": {}})})
+    traced = row_cells({**base, "result_json": json.dumps({"config": {"trace_dir": "/t"}})})
+    accum = {**base, "grad_accum": 2,
+             "result_json": json.dumps({"config": {"breakdown": True, "grad_accum": 2}})}
+    cells = row_cells(accum)
+    assert plain[1] == "torch/eager" and plain[5] == "16"
+    assert traced[1] == "torch/eager +trace"
+    assert cells[1] == "torch/eager +breakdown" and cells[5] == "16 (2 accum)"
+    assert breakdown_cells(accum)[4] == "16 (2 accum)"
+
+
 def test_ddp_rows_name_their_non_default_options():
     """Two DDP runs differing only in a DDP option tell apart in tables and result lines."""
     import json

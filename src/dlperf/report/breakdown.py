@@ -32,7 +32,7 @@ from dlperf.breakdown.opclass import OP_CLASSES
 from dlperf.breakdown.phases import RECONCILE_TOL
 from dlperf.env import environment_differences
 from dlperf.report.compare import POINT_KEYS, data_cell, device_cell, point_of
-from dlperf.report.tables import DASH, _md_escape, fmt_sig, sort_rows
+from dlperf.report.tables import DASH, _md_escape, batch_cell, fmt_sig, sort_rows
 from dlperf.results.store import result_of
 from dlperf.stats import median_diff_ci
 
@@ -92,7 +92,7 @@ def breakdown_cells(row: Mapping[str, Any]) -> list[str]:
     if disp is None:
         disp = (tr.get("dispatch_s") or {}).get("median")
     return [str(row.get("model")), _label(row), str(row.get("device_name") or row.get("device")),
-            str(row.get("precision")), str(row.get("batch_size")),
+            str(row.get("precision")), batch_cell(row),
             _ms(row.get("step_time_median_s")), cells["t_io"], cells["t_h2d"], cells["t_f"],
             cells["t_b"], cells["t_u"], cells["t_fbu"], gap, sum_vs, _ms(disp), busy_s]
 

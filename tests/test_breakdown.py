@@ -1026,3 +1026,25 @@ def test_cli_op_classes_csv_is_machine_readable_and_empty_is_an_error(tmp_path):
         res = CliRunner().invoke(app, ["results", "--db", str(empty), "--op-classes",
                                        "--format", fmt])
         assert res.exit_code == 2 and "no result here has op classes" in res.output, fmt
+
+
+def test_cli_op_classes_table_with_output_writes_the_markdown(tmp_path):
+    # 'results --op-classes -o FILE' printed the table to the terminal, wrote no file and
+    # exited 0 ('--compare X -o FILE' writes its Markdown there).
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(fake_result())
+        s.add(fake_result(run_key="k2", framework="jax", mode="xla",
+                          summary={"median": 0.008, "mean": 0.008, "ci_low": 0.0079,
+                                   "ci_high": 0.0081}))
+    out = tmp_path / "oc.md"
+    res = CliRunner().invoke(app, ["results", "--db", str(db), "--op-classes", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    md = out.read_text()
+    assert "| convolution |" in md and "jax/xla vs torch/eager" in md
+    assert "device time per op class" not in res.output

@@ -474,7 +474,8 @@ def results(
             if op_classes:
                 if compare is not None:
                     raise ConfigError("give --op-classes or --compare, not both")
-                text = _op_classes_text(rows, format, _measured_or_none(store))
+                text = _op_classes_text(rows, format, _measured_or_none(store),
+                                        to_file=output is not None)
                 if text is None:
                     return
                 (output.write_text(text) if output else sys.stdout.write(text))
@@ -545,15 +546,18 @@ def results(
     _guard(body)
 
 
-def _op_classes_text(rows, format: str, samples_of=None) -> str | None:
-    """The op-class table and gap attribution; printed directly (None) for ``table``.
-    ``samples_of``: result id -> measured samples, for the gaps' CIs."""
+def _op_classes_text(rows, format: str, samples_of=None, to_file: bool = False) -> str | None:
+    """The op-class table and gap attribution; printed directly (None) for ``table``, or as
+    Markdown (the report's sections) when ``to_file``. ``samples_of``: result id -> measured
+    samples, for the gaps' CIs."""
     from dlperf.report import breakdown as bdr
 
     if not any(bdr.op_classes_of(r) for r in rows):
         raise ConfigError("no result here has op classes; measure with --breakdown or "
                           "--trace DIR")
     gaps = bdr.gap_attribution(rows, samples_of)
+    if format == "table" and to_file:
+        return bdr.op_class_markdown(rows) + ("\n" + bdr.gap_markdown(gaps) if gaps else "")
     if format == "table":
         out.print(bdr.op_class_table(rows))
         md = bdr.op_class_markdown(rows)

@@ -1047,4 +1047,5 @@ def test_cli_op_classes_table_with_output_writes_the_markdown(tmp_path):
     assert res.exit_code == 0, res.output
     md = out.read_text()
     assert "| convolution |" in md and "jax/xla vs torch/eager" in md
+    assert "Device time per iteration (ms;" in md    # the class columns' unit
     assert "device time per op class" not in res.output

@@ -217,10 +217,11 @@ def op_class_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     if not cells:
         return ""
     return _md(cols, cells, 3) + (
-        "\nDevice time per iteration from a profiler trace of a few iterations after the "
-        "measurement, by op class (dlperf.breakdown.opclass); overlapping ops share their time, "
-        "so the classes add up to *busy ms*. *idle ms*: traced step time with no device op "
-        "running. On a CPU device the times are the host's time inside ops.\n") + \
+        "\nDevice time per iteration (ms; every column but *source*) from a profiler trace "
+        "of a few iterations after the measurement, by op class (dlperf.breakdown.opclass); "
+        "overlapping ops share their time, so the classes add up to *busy ms*. *idle ms*: "
+        "traced step time with no device op running. On a CPU device the times are the host's "
+        "time inside ops.\n") + \
         _other_names_markdown(rows)
 
 

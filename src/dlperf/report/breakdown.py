@@ -14,9 +14,10 @@ Nothing here imports a framework.
 * :func:`gap_attribution`: for two frameworks or modes at the same point (model, device,
   precision, batch, data, threads, loader workers, devices), the difference in step time
   split into the difference of each op class's time, the difference in device idle time,
-  and the rest (the traced and the fused measurements differ); ``explained`` = sum of class differences / step-time gap. The
-  device-idle and rest rows are shown apart and are not counted as explained. A gap that is
-  not told apart from noise (:func:`gap_significance`) is not attributed.
+  and the rest (the traced and the fused measurements differ); ``explained`` = sum of class
+  differences / step-time gap. The device-idle and rest rows are shown apart and are not
+  counted as explained. A gap that is not told apart from noise (:func:`gap_significance`)
+  is not attributed.
 """
 
 from __future__ import annotations

@@ -342,6 +342,29 @@ def test_torch_rows_show_the_applied_layout():
                       "result_json": json.dumps({"flags": {"layout": "NHWC"}})})[1] == "jax/xla"
 
 
+def test_real_data_is_set_against_the_synthetic_run_of_the_same_devices_and_accumulation():
+    """A real-data run on one device was set against whichever synthetic run of the model came
+    last, e.g. one on two devices or with --grad-accum 2 (and modes/frameworks compared runs of
+    different accumulation)."""
+    from dlperf.report.compare import data_gaps, framework_ratios, markdown
+
+    samples = {1: [0.010] * 6, 2: [0.030] * 6, 3: [0.020] * 6, 4: [0.040] * 6,
+               5: [0.012] * 6}
+    common = dict(status="ok", model="m", framework="torch", mode="eager", device="cpu",
+                  precision="fp32", batch_size=8, threads=1, samples_per_s=1.0)
+    rows = [dict(id=1, data="synthetic", world_size=None, grad_accum=1, **common),
+            dict(id=2, data="synthetic", world_size=2, grad_accum=1, **common),
+            dict(id=4, data="synthetic", world_size=1, grad_accum=2, **common),
+            dict(id=3, data="mnist", world_size=1, grad_accum=1, loader_workers=0, **common)]
+    (g,) = data_gaps(rows, samples.__getitem__)
+    assert g["relative_throughput"] == pytest.approx(0.5)      # 10 ms synthetic / 20 ms real
+    jax = dict(common, framework="jax", mode="xla")
+    fw = framework_ratios(rows + [dict(id=5, data="synthetic", world_size=1, grad_accum=2,
+                                       **jax)], samples.__getitem__)
+    assert [(c["grad_accum"], c["speedup"]) for c in fw] == [(2, pytest.approx(40 / 12))]
+    assert "| 8 (2 accum) |" in markdown(fw)
+
+
 def test_rows_show_gradient_accumulation_and_breakdown_or_trace():
     """A plain run, a --trace run and a --grad-accum 2 --breakdown run of one model and batch
     are three points, but their rows read the same in every identity cell."""

@@ -514,7 +514,7 @@ def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
     parts = []
     for g in gaps:
         w = "" if g.get("loader_workers") is None else f" ({data_cell(g)})"
-        head = (f"**{g['model']}** {g['precision']} batch {g['batch_size']}{w} on "
+        head = (f"**{g['model']}** {g['precision']} batch {batch_cell(g)}{w} on "
                 f"{device_cell(g)}: "
                 f"{g['b']} vs {g['a']}: step {g['b_step_s'] * 1e3:.4g} vs "
                 f"{g['a_step_s'] * 1e3:.4g} ms, gap {g['gap_s'] * 1e3:+.4g} ms")
@@ -538,7 +538,7 @@ def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
     for g in gaps:
         w = "" if g.get("loader_workers") is None else f" {g['loader_workers']} wkr"
         n = g.get("world_size") or 1
-        title = (f"{g['model']} {g['precision']} b={g['batch_size']}{w}"
+        title = (f"{g['model']} {g['precision']} b={batch_cell(g)}{w}"
                  f"{f' x{n}' if n > 1 else ''}: {g['b']} vs {g['a']}, gap "
                  f"{g['gap_s'] * 1e3:+.4g} ms, " + gap_verdict(g)
                  + (" (a step from a run without --breakdown)" if g.get("a_ref") or g.get("b_ref")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1049,3 +1050,31 @@ def test_cli_op_classes_table_with_output_writes_the_markdown(tmp_path):
     assert "| convolution |" in md and "jax/xla vs torch/eager" in md
     assert "Device time per iteration (ms;" in md    # the class columns' unit
     assert "device time per op class" not in res.output
+
+
+def test_a_second_trace_of_a_point_does_not_overwrite_the_first(tmp_path):
+    # '--trace DIR --rerun' deleted the first run's trace folder and wrote the new trace at
+    # the same path, so the first stored result pointed at the second run's trace.
+    from types import SimpleNamespace
+
+    from dlperf.breakdown.measure import run_breakdown
+
+    calls = []
+
+    def profile(n, folder):
+        calls.append(folder)
+        f = folder / "trace.json"
+        f.write_text(json.dumps({"traceEvents": [], "run": len(calls)}))
+        ops = [TraceOp("k", 0.0, 1.0, ops=("aten::mm",), step=0)]
+        return {"trace": TraceData(ops=ops, steps=[(0.0, 1.0)], device_kind="cpu",
+                                   source="test"),
+                "files": {"chrome_trace": f}}
+
+    cfg = RunConfig(model="fcn5_tiny", batch_size=8, trace_dir=str(tmp_path / "tr"))
+    session = SimpleNamespace(phased_step=None, phase_timer=None, profile=profile)
+    first = run_breakdown(cfg, session, {"median": 1.0})[0]["trace"]["files"]["chrome_trace"]
+    second = run_breakdown(cfg, session, {"median": 1.0})[0]["trace"]["files"]["chrome_trace"]
+    assert first != second
+    assert json.loads(Path(first).read_text())["run"] == 1
+    assert json.loads(Path(second).read_text())["run"] == 2
+    assert Path(second).parent.name.startswith(Path(first).parent.name)

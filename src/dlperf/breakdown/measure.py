@@ -9,7 +9,8 @@ fused-step measurement (which stays the headline number, unchanged).
    iterations (after one profiled warm-up iteration), analysed by
    :func:`dlperf.breakdown.trace.analyse`: GPU busy fraction, CPU dispatch time, time per op
    class, the trace's forward/backward/update split. With ``--trace DIR`` the trace files are
-   kept under ``DIR`` and their paths stored; otherwise they go to a temporary folder.
+   kept under ``DIR`` (one new folder per traced run) and their paths stored; otherwise they go
+   to a temporary folder.
 
 A failure here (a profiler that cannot start, a trace that cannot be read) never loses the
 fused result: it is recorded in the section it broke, with a warning.
@@ -41,6 +42,15 @@ def trace_folder(cfg: Any) -> str:
     parts = [cfg.model, cfg.framework, cfg.mode, cfg.device, cfg.precision, f"b{cfg.batch_size}",
              cfg.run_key()]
     return re.sub(r"[^\w.\-]+", "_", "-".join(str(p) for p in parts))
+
+
+def _new_folder(base: Path) -> Path:
+    """``base``, or ``base-2``, ``base-3``, ... the first that does not exist: a point traced
+    again (``--rerun``) keeps the earlier run's trace, which its stored result points to."""
+    folder, k = base, 2
+    while folder.exists():
+        folder, k = base.with_name(f"{base.name}-{k}"), k + 1
+    return folder
 
 
 def _error(e: BaseException) -> str:
@@ -93,11 +103,9 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                             "reason": f"the {cfg.framework} adapter cannot trace"}
         else:
             keep = bool(cfg.trace_dir)
-            folder = (Path(cfg.trace_dir).expanduser().resolve() / trace_folder(cfg) if keep
-                      else Path(tempfile.mkdtemp(prefix="dlperf-trace-")))
+            folder = (_new_folder(Path(cfg.trace_dir).expanduser().resolve() / trace_folder(cfg))
+                      if keep else Path(tempfile.mkdtemp(prefix="dlperf-trace-")))
             try:
-                if keep and folder.exists():
-                    shutil.rmtree(folder)
                 folder.mkdir(parents=True, exist_ok=True)
                 cap = session.profile(TRACE_ITERS, folder)
                 analysis = analyse(cap["trace"])

@@ -384,6 +384,13 @@ def test_rows_show_gradient_accumulation_and_breakdown_or_trace():
     assert traced[1] == "torch/eager +trace"
     assert cells[1] == "torch/eager +breakdown" and cells[5] == "16 (2 accum)"
     assert breakdown_cells(accum)[4] == "16 (2 accum)"
+    # the line printed as each point finishes says it too (RunConfig.label() does)
+    from dlperf.sweep import result_line
+
+    r = {**base, "device": "cpu", "precision": "fp32", "data": "synthetic", "status": "error",
+         "error": "x", "config": {"breakdown": True, "trace_dir": "/t"}}
+    assert "b=16 synthetic +breakdown +trace" in result_line(r)
+    assert "+breakdown" not in result_line({**r, "config": {}})
 
 
 def test_ddp_rows_name_their_non_default_options():

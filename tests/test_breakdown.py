@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -477,6 +478,10 @@ def test_reconciled_within_three_percent():
     ("cuda_events", "cuda", 0.001, {"median": 0.010, "ci_low": 0.008, "ci_high": 0.013}, 0.011,
      "within the noise"),
     ("cuda_events", "cuda", 0.001, FUSED, 0.009, "fused measurement was slower"),
+    # A CPU device runs the phases synchronously: no overlap to lose (torch eager/graph and
+    # TensorFlow eager on the CPU were told "the phase boundaries keep work of one phase
+    # from overlapping the next").
+    ("host", "cpu", 0.011, FUSED, 0.011, "nothing overlaps on a CPU device"),
 ])
 def test_reasons_for_a_difference_over_three_percent(timer, device, host_t, fused, total, needle):
     loop = _loop([{"t_f": total * 0.4, "t_b": total * 0.6}] * 3, host=[{"t_f": host_t}] * 3,
@@ -499,6 +504,18 @@ def test_fused_program_split_from_the_trace_or_said_unavailable():
     assert s["available"] and s["per_iter_s"]["t_b"] == 0.005
     assert s["t_gap_s"] == pytest.approx(0.010 - 0.0095)
     assert s["coverage"] == pytest.approx(0.95) and not warns
+    # The traced ops took longer than the untraced compiled step (TensorFlow graph mode on
+    # the CPU: t_f*+t_b*+t_u* 0.725 ms against t_fbu 0.610 ms, a gap of -0.115 ms shown
+    # without a word): a warning says the split is inflated by the profiler.
+    slow = {**trace, "phases": {"t_f": 0.004, "t_b": 0.006, "t_u": 0.002}}
+    bd, warns = bph.summarize(loop, FUSED, device="cpu", trace=slow)
+    assert bd["split"]["available"] and bd["split"]["t_gap_s"] == pytest.approx(-0.002)
+    assert len(warns) == 1 and warns[0].startswith("breakdown: the trace's forward")
+    assert "+20%" in warns[0] and "profiler" in warns[0]
+    assert bd["split"]["warning"] in warns[0]
+    # within the 3% the breakdown allows: no warning
+    close = {**trace, "phases": {"t_f": 0.003, "t_b": 0.006, "t_u": 0.0012}}
+    assert not bph.summarize(loop, FUSED, device="cpu", trace=close)[1]
     no_phase = {**trace, "phases": {"unattributed": 0.009}, "notes": ["no HLO matched"]}
     bd, warns = bph.summarize(loop, FUSED, device="cpu", trace=no_phase)
     assert bd["split"]["available"] is False and "no HLO matched" in warns[0]
@@ -523,6 +540,19 @@ def test_trace_dir_that_is_a_file_is_refused(tmp_path):
     f.write_text("x")
     with pytest.raises(ConfigError, match="is a file"):
         make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(f))
+
+
+def test_trace_dir_inside_a_file_is_refused_before_the_run(tmp_path):
+    # A folder that cannot be created because a file is in its path was only found by the
+    # profiler after the measurement: the point was stored (exit 0) without its trace, and
+    # the next run with a good --trace skipped it as done.
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="file.txt' is a file, so the trace folder"):
+        make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(f / "sub" / "traces"))
+    # A folder that does not exist yet under an existing one is fine (created at the run).
+    cfg = make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(tmp_path / "a" / "b"))
+    assert cfg.trace_dir == str(tmp_path / "a" / "b")
 
 
 def test_sweep_field_breakdown():
@@ -672,7 +702,7 @@ def test_cli_results_op_classes_and_report_in_process(tmp_path):
     assert res.exit_code == 0, res.output
     assert "device time per op class" in res.output and "jax/xla vs torch/eager" in res.output
     res = run(app, ["results", "--db", str(db), "--op-classes", "--format", "csv"])
-    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("model,framework/mode")
+    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("id,model,framework,mode")
     res = run(app, ["results", "--db", str(db), "--op-classes", "--compare", "modes"])
     assert res.exit_code == 2
     res = run(app, ["report", "--db", str(db), "-o", str(tmp_path / "rep")])
@@ -943,3 +973,108 @@ def test_relabel_xla_pool_backward_moves_only_stored_scatter_fusions(tmp_path):
     assert [t["class"] for t in g["top_ops"]] == ["pooling", "pooling", "other"]
     assert by["transformer"] == oc
     assert mod.relabel(str(db)) == []   # done once
+
+
+def test_breakdown_without_a_phased_step_says_why_in_a_warning():
+    # TensorFlow under a strategy has no phased step: the result said "the tensorflow adapter
+    # has no phased step" (it has one, on one device) and printed nothing, so `dlperf run
+    # --breakdown --nproc 2` showed a row of dashes with no reason.
+    from types import SimpleNamespace
+
+    from dlperf.breakdown.measure import run_breakdown
+
+    session = SimpleNamespace(phased_step=None, phase_timer=None, profile=None)
+    cfg = SimpleNamespace(breakdown=True, trace_dir=None, framework="tensorflow", world_size=2,
+                          device="cpu")
+    out, samples, warns = run_breakdown(cfg, session, {"median": 0.01})
+    assert out["breakdown"]["available"] is False
+    assert "data parallel" in out["breakdown"]["reason"] and "2 devices" in out["breakdown"]["reason"]
+    assert any(w.startswith("breakdown: not measured") and "data parallel" in w for w in warns)
+    assert samples == {}
+    cfg.world_size = 1
+    out, _, warns = run_breakdown(cfg, session, {"median": 0.01})
+    assert out["breakdown"]["reason"] == "the tensorflow adapter has no phased step"
+    assert any("the tensorflow adapter has no phased step" in w for w in warns)
+
+
+def test_cli_op_classes_csv_is_machine_readable_and_empty_is_an_error(tmp_path):
+    # The CSV was the display table: 4 significant digits of ms as strings, "–" for none,
+    # class columns without a unit, only the classes used; with nothing to show it printed
+    # nothing and exited 0 (the table exits 2 with a message).
+    import csv
+    import io
+
+    from typer.testing import CliRunner
+
+    from dlperf.breakdown.opclass import OP_CLASSES
+    from dlperf.cli import app
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(fake_result())
+    res = CliRunner().invoke(app, ["results", "--db", str(db), "--op-classes", "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    (row,) = list(csv.DictReader(io.StringIO(res.output)))
+    assert [f"{c}_s" for c in OP_CLASSES] == [k for k in row if k.endswith("_s")][1:-2]
+    assert float(row["convolution_s"]) == 0.006 and float(row["attention_s"]) == 0.0
+    assert float(row["step_time_median_s"]) == 0.010 and float(row["busy_s"]) == 0.0095
+    assert row["framework"] == "torch" and row["mode"] == "eager" and row["device_kind"] == "gpu"
+    empty = tmp_path / "e.db"
+    with ResultStore(empty) as s:
+        s.add(fake_result(op_classes=None, trace=None, breakdown=None))
+    for fmt in ("csv", "json", "table"):
+        res = CliRunner().invoke(app, ["results", "--db", str(empty), "--op-classes",
+                                       "--format", fmt])
+        assert res.exit_code == 2 and "no result here has op classes" in res.output, fmt
+
+
+def test_cli_op_classes_table_with_output_writes_the_markdown(tmp_path):
+    # 'results --op-classes -o FILE' printed the table to the terminal, wrote no file and
+    # exited 0 ('--compare X -o FILE' writes its Markdown there).
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "r.db"
+    with ResultStore(db) as s:
+        s.add(fake_result())
+        s.add(fake_result(run_key="k2", framework="jax", mode="xla",
+                          summary={"median": 0.008, "mean": 0.008, "ci_low": 0.0079,
+                                   "ci_high": 0.0081}))
+    out = tmp_path / "oc.md"
+    res = CliRunner().invoke(app, ["results", "--db", str(db), "--op-classes", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    md = out.read_text()
+    assert "| convolution |" in md and "jax/xla vs torch/eager" in md
+    assert "Device time per iteration (ms;" in md    # the class columns' unit
+    assert "device time per op class" not in res.output
+
+
+def test_a_second_trace_of_a_point_does_not_overwrite_the_first(tmp_path):
+    # '--trace DIR --rerun' deleted the first run's trace folder and wrote the new trace at
+    # the same path, so the first stored result pointed at the second run's trace.
+    from types import SimpleNamespace
+
+    from dlperf.breakdown.measure import run_breakdown
+
+    calls = []
+
+    def profile(n, folder):
+        calls.append(folder)
+        f = folder / "trace.json"
+        f.write_text(json.dumps({"traceEvents": [], "run": len(calls)}))
+        ops = [TraceOp("k", 0.0, 1.0, ops=("aten::mm",), step=0)]
+        return {"trace": TraceData(ops=ops, steps=[(0.0, 1.0)], device_kind="cpu",
+                                   source="test"),
+                "files": {"chrome_trace": f}}
+
+    cfg = RunConfig(model="fcn5_tiny", batch_size=8, trace_dir=str(tmp_path / "tr"))
+    session = SimpleNamespace(phased_step=None, phase_timer=None, profile=profile)
+    first = run_breakdown(cfg, session, {"median": 1.0})[0]["trace"]["files"]["chrome_trace"]
+    second = run_breakdown(cfg, session, {"median": 1.0})[0]["trace"]["files"]["chrome_trace"]
+    assert first != second
+    assert json.loads(Path(first).read_text())["run"] == 1
+    assert json.loads(Path(second).read_text())["run"] == 2
+    assert Path(second).parent.name.startswith(Path(first).parent.name)

@@ -65,3 +65,26 @@ def test_input_bound_runs_are_labelled_and_compared_with_synthetic(tmp_path):
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "## Input pipelines: real data against synthetic data" in text
     assert "data wait" in text
+
+
+def test_make_imagefolder_does_not_mix_into_another_data_set(tmp_path):
+    # Writing 10 images in 10 classes into a folder of 200 in 4 classes overwrote images of
+    # the old set, added 6 one-image classes and said only "wrote 10 JPEGs": a mixed data set.
+    import pytest
+
+    from dlperf.config import ConfigError
+    from dlperf.data.imagefolder import make_imagefolder
+
+    root = tmp_path / "if"
+    make_imagefolder(root, images=8, classes=2, size=16)
+    before = sorted(p.relative_to(root) for p in root.rglob("*.jpg"))
+    with pytest.raises(ConfigError, match="would not write") as e:
+        make_imagefolder(root, images=4, classes=4, size=16)
+    assert "class_000/img_000002.jpg" in str(e.value) and "empty folder" in str(e.value)
+    with pytest.raises(ConfigError, match="16x16"):
+        make_imagefolder(root, images=8, classes=2, size=32)
+    assert sorted(p.relative_to(root) for p in root.rglob("*.jpg")) == before
+    # the same command again completes (or rewrites) the same set
+    (root / "class_001" / "img_000007.jpg").unlink()
+    assert make_imagefolder(root, images=8, classes=2, size=16)["images"] == 8
+    assert sorted(p.relative_to(root) for p in root.rglob("*.jpg")) == before

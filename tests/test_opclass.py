@@ -206,6 +206,23 @@ def test_short_words_do_not_match_inside_longer_ones() -> None:
     assert classify(ops=["summary_tools"]) == "other"
 
 
+def test_grad_ops_ending_in_dgrad_are_not_convolutions() -> None:
+    # cuDNN's dgrad/wgrad kernels are convolutions, but "SigmoidGrad" and "BiasAddGrad" (the
+    # letters d-g-r-a-d run across the op's name) are not: seen in a TensorFlow eager and an
+    # XLA trace of the MLP fcn5_tiny on the CPU, which has no convolution.
+    assert classify(ops=["BiasAddGrad"], context=["gradient_tape"]) == "elementwise"
+    assert classify(ops=["SigmoidGrad"], context=["gradient_tape"]) == "elementwise"
+    assert classify(ops=["SigmoidGrad", "fusion", "multiply", "broadcast", "subtract",
+                         "subtract_multiply_fusion", "SigmoidGrad"], layers=["Sigmoid", "layers.0_1"],
+                    context=["gradient_tape", "layers.0_1", "Sigmoid"]) == "elementwise"
+    assert classify(ops=["void cudnn::detail::dgrad_engine<float, 128, 6, 7, 3, 3, 5, true>"]) \
+        == "convolution"
+    assert classify(ops=["void cudnn::detail::wgrad_alg0_engine<float, 512, 6, 5, 3, 3, 3>"]) \
+        == "convolution"
+    assert classify(ops=["cutlass_cudnn::library::image_network_first_layer_hmma_wgrad_kernel"]) \
+        == "convolution"
+
+
 def test_every_class_has_a_label() -> None:
     assert len(OP_CLASSES) == 12
     assert label("matmul") == "matmul/linear"

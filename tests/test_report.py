@@ -298,6 +298,35 @@ def test_ratio_of_medians_ci_and_mode_comparison():
     assert "2.000 [" in markdown(fw)
 
 
+def test_comparisons_pair_only_runs_with_the_same_loader_workers_and_devices():
+    """--loader-workers and --nproc change what is measured: torch with batches prepared
+    before timing was compared against jax with 2 loader workers (every torch run against
+    every jax run of the model: 6 identical-looking rows from 3 + 2 runs)."""
+    from dlperf.report.compare import framework_ratios, markdown, mode_speedups
+
+    samples = {i: [0.010 + 0.001 * i] * 6 for i in range(1, 9)}
+    common = dict(status="ok", model="m", device="cpu", precision="fp32", batch_size=8,
+                  data="mnist", threads=1)
+    rows = [dict(id=1, framework="torch", mode="eager", loader_workers=None, **common),
+            dict(id=2, framework="torch", mode="eager", loader_workers=0, **common),
+            dict(id=3, framework="torch", mode="eager", loader_workers=2, **common),
+            dict(id=4, framework="jax", mode="xla", loader_workers=0, **common),
+            dict(id=5, framework="jax", mode="xla", loader_workers=2, **common),
+            dict(id=6, framework="torch", mode="graph", loader_workers=2, **common),
+            # two devices against one; a row from before data parallelism (NULL) is one device
+            dict(id=7, framework="jax", mode="xla", loader_workers=None, world_size=2, **common),
+            dict(id=8, framework="jax", mode="xla", loader_workers=None, world_size=None,
+                 **common)]
+    fw = framework_ratios(rows, samples.__getitem__)
+    got = {(c["loader_workers"], c["other"]): c["speedup"] for c in fw}
+    assert got == {(0, "jax/xla"): pytest.approx(12 / 14), (2, "jax/xla"): pytest.approx(13 / 15),
+                   (None, "jax/xla"): pytest.approx(11 / 18)}
+    (mode,) = mode_speedups(rows, samples.__getitem__)
+    assert mode["loader_workers"] == 2 and mode["speedup"] == pytest.approx(13 / 16)
+    md = markdown(fw)
+    assert "| mnist, 0 wkr |" in md and "| mnist, 2 wkr |" in md and "| mnist |" in md
+
+
 def test_torch_rows_show_the_applied_layout():
     """Rows that differ only in layout (NCHW vs channels_last) tell apart in tables."""
     import json
@@ -311,6 +340,57 @@ def test_torch_rows_show_the_applied_layout():
         "torch/eager"
     assert row_cells({**base, "framework": "jax", "mode": "xla",
                       "result_json": json.dumps({"flags": {"layout": "NHWC"}})})[1] == "jax/xla"
+
+
+def test_real_data_is_set_against_the_synthetic_run_of_the_same_devices_and_accumulation():
+    """A real-data run on one device was set against whichever synthetic run of the model came
+    last, e.g. one on two devices or with --grad-accum 2 (and modes/frameworks compared runs of
+    different accumulation)."""
+    from dlperf.report.compare import data_gaps, framework_ratios, markdown
+
+    samples = {1: [0.010] * 6, 2: [0.030] * 6, 3: [0.020] * 6, 4: [0.040] * 6,
+               5: [0.012] * 6}
+    common = dict(status="ok", model="m", framework="torch", mode="eager", device="cpu",
+                  precision="fp32", batch_size=8, threads=1, samples_per_s=1.0)
+    rows = [dict(id=1, data="synthetic", world_size=None, grad_accum=1, **common),
+            dict(id=2, data="synthetic", world_size=2, grad_accum=1, **common),
+            dict(id=4, data="synthetic", world_size=1, grad_accum=2, **common),
+            dict(id=3, data="mnist", world_size=1, grad_accum=1, loader_workers=0, **common)]
+    (g,) = data_gaps(rows, samples.__getitem__)
+    assert g["relative_throughput"] == pytest.approx(0.5)      # 10 ms synthetic / 20 ms real
+    jax = dict(common, framework="jax", mode="xla")
+    fw = framework_ratios(rows + [dict(id=5, data="synthetic", world_size=1, grad_accum=2,
+                                       **jax)], samples.__getitem__)
+    assert [(c["grad_accum"], c["speedup"]) for c in fw] == [(2, pytest.approx(40 / 12))]
+    assert "| 8 (2 accum) |" in markdown(fw)
+
+
+def test_rows_show_gradient_accumulation_and_breakdown_or_trace():
+    """A plain run, a --trace run and a --grad-accum 2 --breakdown run of one model and batch
+    are three points, but their rows read the same in every identity cell."""
+    import json
+
+    from dlperf.report.breakdown import breakdown_cells
+    from dlperf.report.tables import row_cells
+
+    base = {"model": "fcn5_tiny", "framework": "torch", "mode": "eager", "batch_size": 16,
+            "grad_accum": 1, "status": "ok"}
+    plain = row_cells({**base, "result_json": json.dumps({"config": {}})})
+    traced = row_cells({**base, "result_json": json.dumps({"config": {"trace_dir": "/t"}})})
+    accum = {**base, "grad_accum": 2,
+             "result_json": json.dumps({"config": {"breakdown": True, "grad_accum": 2}})}
+    cells = row_cells(accum)
+    assert plain[1] == "torch/eager" and plain[5] == "16"
+    assert traced[1] == "torch/eager +trace"
+    assert cells[1] == "torch/eager +breakdown" and cells[5] == "16 (2 accum)"
+    assert breakdown_cells(accum)[4] == "16 (2 accum)"
+    # the line printed as each point finishes says it too (RunConfig.label() does)
+    from dlperf.sweep import result_line
+
+    r = {**base, "device": "cpu", "precision": "fp32", "data": "synthetic", "status": "error",
+         "error": "x", "config": {"breakdown": True, "trace_dir": "/t"}}
+    assert "b=16 synthetic +breakdown +trace" in result_line(r)
+    assert "+breakdown" not in result_line({**r, "config": {}})
 
 
 def test_ddp_rows_name_their_non_default_options():

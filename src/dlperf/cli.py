@@ -463,7 +463,7 @@ def results(
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
     compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts), 'allreduce' (stored all-reduce sweeps: time, algbw, busbw per message size), 'repeats' (between-run variation of points run several times, --repeats N: run medians, mean, stdev, CV, olympic mean against the within-run CI).")] = None,
-    op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes.")] = False,
+    op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes (the gaps in the table and JSON; CSV: one row per result, seconds per iteration).")] = False,
     target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
 ) -> None:
     """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
@@ -481,7 +481,8 @@ def results(
             if op_classes:
                 if compare is not None:
                     raise ConfigError("give --op-classes or --compare, not both")
-                text = _op_classes_text(rows, format, _measured_or_none(store))
+                text = _op_classes_text(rows, format, _measured_or_none(store),
+                                        to_file=output is not None)
                 if text is None:
                     return
                 (output.write_text(text) if output else sys.stdout.write(text))
@@ -552,18 +553,20 @@ def results(
     _guard(body)
 
 
-def _op_classes_text(rows, format: str, samples_of=None) -> str | None:
-    """The op-class table and gap attribution; printed directly (None) for ``table``.
-    ``samples_of``: result id -> measured samples, for the gaps' CIs."""
+def _op_classes_text(rows, format: str, samples_of=None, to_file: bool = False) -> str | None:
+    """The op-class table and gap attribution; printed directly (None) for ``table``, or as
+    Markdown (the report's sections) when ``to_file``. ``samples_of``: result id -> measured
+    samples, for the gaps' CIs."""
     from dlperf.report import breakdown as bdr
 
+    if not any(bdr.op_classes_of(r) for r in rows):
+        raise ConfigError("no result here has op classes; measure with --breakdown or "
+                          "--trace DIR")
     gaps = bdr.gap_attribution(rows, samples_of)
+    if format == "table" and to_file:
+        return bdr.op_class_markdown(rows) + ("\n" + bdr.gap_markdown(gaps) if gaps else "")
     if format == "table":
-        t = bdr.op_class_table(rows)
-        if t is None:
-            raise ConfigError("no result here has op classes; measure with --breakdown or "
-                              "--trace DIR")
-        out.print(t)
+        out.print(bdr.op_class_table(rows))
         md = bdr.op_class_markdown(rows)
         if "Unclassified device time" in md:
             out.print(md[md.index("Unclassified device time"):].rstrip(), markup=False,
@@ -581,8 +584,7 @@ def _op_classes_text(rows, format: str, samples_of=None) -> str | None:
                 "trace": bdr.result_of(r).get("trace")}
                for r in rows if bdr.op_classes_of(r)]
         return json.dumps({"results": per, "gaps": gaps}, indent=1, default=str)
-    cols, cells = bdr.op_class_cells(rows)
-    return _csv([dict(zip(cols, c)) for c in cells])
+    return _csv(bdr.op_class_records(rows))
 
 
 def _measured(store):

@@ -317,6 +317,15 @@ class RunConfig(BaseModel):
             if p.exists() and not p.is_dir():
                 raise ValueError(f"trace_dir {self.trace_dir!r} is a file; give a folder for "
                                  f"the traces (created if missing)")
+            # The folder is created after the measurement: a file on its path would only fail
+            # then (the point stored without its trace), so it is refused here.
+            for anc in p.parents:
+                if anc.exists():
+                    if not anc.is_dir():
+                        raise ValueError(f"trace_dir {self.trace_dir!r}: '{anc}' is a file, so "
+                                         f"the trace folder cannot be created there; give a "
+                                         f"folder path that does not pass through a file")
+                    break
         if self.loader_workers is not None and self.data == "synthetic":
             raise ValueError(
                 f"loader_workers {self.loader_workers} needs real data (--data mnist, cifar10, "

@@ -82,7 +82,10 @@ def result_line(r: dict[str, Any]) -> str:
         thr += f" {lay}" if lay else ""
         changed = ddp_changes(cfg.get("ddp"))
         thr += f" ddp({', '.join(changed)})" if changed else ""
-    rep = r.get("repeat") or (r.get("config") or {}).get("repeat")
+    cfg_ = r.get("config") or {}
+    thr += (" +breakdown" if cfg_.get("breakdown") else "") + (" +trace" if cfg_.get("trace_dir")
+                                                              else "")
+    rep = r.get("repeat") or cfg_.get("repeat")
     thr += f" #{rep}" if rep else ""
     label = escape(f"{r['model']} {r['framework']}/{r['mode']} {r['device']}{par} "
                    f"{r['precision']} {b} {r['data']}{thr}")

@@ -9,7 +9,8 @@ fused-step measurement (which stays the headline number, unchanged).
    iterations (after one profiled warm-up iteration), analysed by
    :func:`dlperf.breakdown.trace.analyse`: GPU busy fraction, CPU dispatch time, time per op
    class, the trace's forward/backward/update split. With ``--trace DIR`` the trace files are
-   kept under ``DIR`` and their paths stored; otherwise they go to a temporary folder.
+   kept under ``DIR`` (one new folder per traced run) and their paths stored; otherwise they go
+   to a temporary folder.
 
 In a run of several processes (data parallel) every process runs both, with the same number
 of iterations (the phased count is agreed over the processes: the steps hold collectives);
@@ -47,6 +48,15 @@ def trace_folder(cfg: Any) -> str:
     return re.sub(r"[^\w.\-]+", "_", "-".join(str(p) for p in parts))
 
 
+def _new_folder(base: Path) -> Path:
+    """``base``, or ``base-2``, ``base-3``, ... the first that does not exist: a point traced
+    again (``--rerun``) keeps the earlier run's trace, which its stored result points to."""
+    folder, k = base, 2
+    while folder.exists():
+        folder, k = base.with_name(f"{base.name}-{k}"), k + 1
+    return folder
+
+
 def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}\n" + "".join(traceback.format_exc(limit=6))[-2000:]
 
@@ -75,8 +85,13 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
     multi = dist is not None and dist.world_size > 1
     if cfg.breakdown:
         if session.phased_step is None or session.phase_timer is None:
-            out["breakdown"] = {"available": False,
-                                "reason": f"the {cfg.framework} adapter has no phased step"}
+            why = f"the {cfg.framework} adapter has no phased step"
+            n = getattr(cfg, "world_size", 1) or 1
+            if n > 1:
+                why += (f" under data parallelism ({n} devices): the phased step splits one "
+                        f"device's step; run with --nproc 1 for the phases")
+            out["breakdown"] = {"available": False, "reason": why}
+            warnings.append(f"breakdown: not measured: {why}")
         else:
             try:
                 loop = measure_phases(session.phased_step, session.phase_timer(), cfg.iterations,
@@ -98,11 +113,9 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
         else:
             keep = bool(cfg.trace_dir)
             name = trace_folder(cfg) + (f"-rank{dist.rank}" if multi and dist.rank else "")
-            folder = (Path(cfg.trace_dir).expanduser().resolve() / name if keep
-                      else Path(tempfile.mkdtemp(prefix="dlperf-trace-")))
+            folder = (_new_folder(Path(cfg.trace_dir).expanduser().resolve() / name)
+                      if keep else Path(tempfile.mkdtemp(prefix="dlperf-trace-")))
             try:
-                if keep and folder.exists():
-                    shutil.rmtree(folder)
                 folder.mkdir(parents=True, exist_ok=True)
                 cap = session.profile(TRACE_ITERS, folder)
                 analysis = analyse(cap["trace"])

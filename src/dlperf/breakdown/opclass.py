@@ -82,7 +82,9 @@ _LOSS = (r"cross_?entropy|nll_?loss|ctc_?loss|ctcloss|log_?softmax|smooth_labels
 _ATTENTION = (r"scaled_dot_product|" + _words("sdpa", "mha", "attn", "attend", "self_attn",
                                                "cross_attn")
               + r"|flash|fmha|attention|_efficient_attention|mem_eff")
-_CONV = (r"conv(?!ert)|fprop|dgrad|wgrad|implicit_gemm|implicit_convolve|winograd|fft2d_|"
+# dgrad/wgrad (cuDNN's convolution backward kernels) only at the start of a word: "SigmoidGrad"
+# and "BiasAddGrad" spell d-g-r-a-d too.
+_CONV = (r"conv(?!ert)|fprop|" + _B + r"[dw]grad|implicit_gemm|implicit_convolve|winograd|fft2d_|"
          r"im2col|col2im|nchwtonhwc|nhwctonchw|depthwise")
 _NORM = (r"batch_?norm|layer_?norm|group_?norm|rms_?norm|instance_?norm|normali[sz](?:ation|e)|"
          r"fusedbatchnorm|bn_fw|bn_bw|rowwisemoments|" + _words("bn\\d*", "ln\\d*", "ln_f",

@@ -47,6 +47,8 @@ def reason(rel: float, *, timer: str, device: str, fused: Mapping[str, Any],
       waits for the device (host and device no longer overlap as in the fused step);
     * CUDA events and a host-bound step (dispatch >= 90% of device time) -> the per-phase
       event records add host work to a step the host already limits;
+    * host clock on a CPU device, slower phased loop: nothing overlaps there, so the phased
+      loop itself ran slower (machine load, or the phased step's own code);
     * otherwise, for a slower phased loop: the phase boundaries stop work of one phase
       overlapping the next (e.g. the optimizer's kernels queued behind backward); for a faster
       one: the fused measurement ran slower than the phased one (machine state changed).
@@ -67,6 +69,11 @@ def reason(rel: float, *, timer: str, device: str, fused: Mapping[str, Any],
         return (f"the step is bound by the host (it takes {host_total_s * 1e3:.3g} ms to issue "
                 f"{device_total_s * 1e3:.3g} ms of device work), so the {n_marks} event "
                 f"records per iteration add to it")
+    if timer == "host" and device == "cpu" and rel > 0:
+        return ("nothing overlaps on a CPU device (each phase runs to completion in the "
+                "calling thread), so the phased loop itself ran slower: other load on the "
+                "machine between the two measurements, or the phased step's own code; compare "
+                "the raw samples")
     if rel > 0:
         return ("the phase boundaries keep work of one phase from overlapping the next, "
                 "which the fused step allows")
@@ -151,4 +158,13 @@ def _split(loop: Any, trace: Mapping[str, Any] | None) -> dict[str, Any]:
     }
     if fbu.get("median"):
         out["coverage"] = attributed / fbu["median"]
+        if out["coverage"] > 1 + RECONCILE_TOL:
+            # The traced ops took longer than the untraced step: the profiler slowed them
+            # (on a CPU device the "device" ops are host ops timed with the profiler on).
+            out["warning"] = (
+                f"the trace's forward/backward/update time ({attributed * 1e3:.4g} ms per "
+                f"iteration) exceeds the compiled step t_fbu ({fbu['median'] * 1e3:.4g} ms) by "
+                f"{out['coverage'] - 1:+.0%}: the profiler slowed the traced ops, so t_f, t_b "
+                f"and t_u are too large and the gap is negative; read them as shares of the "
+                f"step")
     return out

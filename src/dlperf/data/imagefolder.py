@@ -110,7 +110,9 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
 
     Images are spread evenly over ``classes`` folders ``class_000`` ... (file
     ``img_000000.jpg`` ...); existing files of the same names are overwritten, so a partly
-    written folder can be completed by running again. Each image is a bilinear up-sampling of a
+    written folder can be completed by running again. A folder that already holds files this
+    call would not write, or images of another size, is refused: writing into it would mix
+    two data sets. Each image is a bilinear up-sampling of a
     random 8 x 8 colour field plus Gaussian noise (sigma 12), clipped to 0..255 and saved as
     baseline JPEG with 4:2:0 chroma subsampling at ``quality`` (Pillow's default subsampling).
 
@@ -118,7 +120,9 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
         ``{"root", "images", "classes", "size", "quality", "bytes"}`` (bytes written).
 
     Raises:
-        ConfigError: a count or size below 1, ``classes > images`` or quality outside 1..95.
+        ConfigError: a count or size below 1, ``classes > images``, quality outside 1..95, or
+            a folder that holds another data set (files of other names, images of another
+            size).
         DataError: Pillow is missing.
     """
     for name, v in (("--images", images), ("--classes", classes), ("--size", size)):
@@ -131,6 +135,7 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
         raise ConfigError(f"--quality must be in 1..95 (Pillow's useful range), got {quality}")
     Image = _pil()
     r = Path(root)
+    _refuse_other_data_set(r, images, classes, size, Image)
     rng = np.random.default_rng(seed)
     dirs = [r / f"class_{c:03d}" for c in range(classes)]
     for d in dirs:
@@ -146,6 +151,30 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
         total += path.stat().st_size
     return {"root": str(r), "images": images, "classes": classes, "size": size,
             "quality": quality, "bytes": total}
+
+
+def _refuse_other_data_set(root: Path, images: int, classes: int, size: int, Image: Any) -> None:
+    """Raise ConfigError if ``root`` holds files :func:`make_imagefolder` with these counts
+    would not write, or an image of it is not ``size x size`` (checked on one file)."""
+    if not root.is_dir():
+        return
+    want = {f"class_{i % classes:03d}/img_{i:06d}.jpg" for i in range(images)}
+    have = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    extra = [h for h in have if h not in want]
+    if extra:
+        raise ConfigError(
+            f"{root} already holds {len(extra)} file(s) that an ImageFolder of {images} images "
+            f"in {classes} classes would not write (e.g. {', '.join(extra[:3])}); writing into "
+            f"it would mix two data sets: give a new or empty folder (the same command again "
+            f"completes a partly written folder)")
+    if have:
+        with Image.open(root / have[0]) as im:
+            got = im.size
+        if got != (size, size):
+            raise ConfigError(
+                f"{root} holds {got[0]}x{got[1]} images ({have[0]}), not {size}x{size}: "
+                f"writing into it would mix two data sets: give a new or empty folder, or "
+                f"--size {got[0]} to complete it")
 
 
 def random_resized_crop_box(height: int, width: int, rng: np.random.Generator,

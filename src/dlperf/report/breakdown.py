@@ -12,11 +12,12 @@ Nothing here imports a framework.
   not attribute (device idle between ops, profiler overhead).
 * :func:`op_class_cells`: device time per iteration by op class.
 * :func:`gap_attribution`: for two frameworks or modes at the same point (model, device,
-  precision, batch, data, threads), the difference in step time split into the difference of
-  each op class's time, the difference in device idle time, and the rest (the traced and the
-  fused measurements differ); ``explained`` = sum of class differences / step-time gap. The
-  device-idle and rest rows are shown apart and are not counted as explained. A gap that is
-  not told apart from noise (:func:`gap_significance`) is not attributed.
+  precision, batch, data, threads, loader workers, devices), the difference in step time
+  split into the difference of each op class's time, the difference in device idle time,
+  and the rest (the traced and the fused measurements differ); ``explained`` = sum of class
+  differences / step-time gap. The device-idle and rest rows are shown apart and are not
+  counted as explained. A gap that is not told apart from noise (:func:`gap_significance`)
+  is not attributed.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from rich.text import Text
 from dlperf.breakdown.opclass import OP_CLASSES
 from dlperf.breakdown.phases import RECONCILE_TOL
 from dlperf.env import environment_differences
-from dlperf.report.compare import POINT_KEYS
-from dlperf.report.tables import DASH, _md_escape, fmt_sig, sort_rows
+from dlperf.report.compare import POINT_KEYS, data_cell, device_cell, point_of
+from dlperf.report.tables import DASH, _md_escape, batch_cell, fmt_sig, sort_rows
 from dlperf.results.store import result_of
 from dlperf.stats import median_diff_ci
 
@@ -92,7 +93,7 @@ def breakdown_cells(row: Mapping[str, Any]) -> list[str]:
     if disp is None:
         disp = (tr.get("dispatch_s") or {}).get("median")
     return [str(row.get("model")), _label(row), str(row.get("device_name") or row.get("device")),
-            str(row.get("precision")), str(row.get("batch_size")),
+            str(row.get("precision")), batch_cell(row),
             _ms(row.get("step_time_median_s")), cells["t_io"], cells["t_h2d"], cells["t_f"],
             cells["t_b"], cells["t_u"], cells["t_fbu"], gap, sum_vs, _ms(disp), busy_s]
 
@@ -104,9 +105,13 @@ BREAKDOWN_LEGEND = (
     "host-to-device copy; *t_f*/*t_b*/*t_u*: forward (with loss), backward, optimizer update. "
     "*t_fbu*: a step compiled as one program (JAX, TensorFlow graph/XLA); its `*` columns are "
     "the profiler trace's device time of the program's forward/backward/update ops and *gap* "
-    "is the rest of t_fbu (device idle between ops, profiler overhead). *sum vs step*: the "
+    "is the rest of t_fbu (device idle between ops, profiler overhead; negative when the "
+    "profiler slowed the traced ops beyond the untraced step, with a warning). *sum vs step*: the "
     "phases' sum against the fused step (`!`: over 3%, the reason is in the result's "
-    "warnings). *dispatch ms*: host time spent issuing one iteration. *busy*: union of device "
+    "warnings). *dispatch ms*: host time spent issuing one iteration: from the phased "
+    "measurement (no profiler running) where there is one, else from the trace (the results "
+    "file's `dispatch_s` column is always the trace's, which includes the profiler's overhead "
+    "and, for an asynchronous step, waits for the device). *busy*: union of device "
     "op intervals over the traced span (GPU busy fraction; `(ops)`: on a CPU device, the share "
     "of host time inside ops).")
 
@@ -173,6 +178,34 @@ def op_class_cells(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[l
     return cols, out
 
 
+def op_class_records(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The op-class table for CSV: one dict per result that has op classes, unrounded.
+
+    Keys: ``id``, ``model``, ``framework``, ``mode``, ``device``, ``precision``,
+    ``batch_size``, ``data``, ``threads``, ``step_time_median_s`` (the fused step), then
+    ``<class>_s`` for every class of :data:`~dlperf.breakdown.opclass.OP_CLASSES` in order
+    (seconds per iteration, 0.0 where the trace had none, so every file has the same
+    columns), ``busy_s``, ``idle_s`` (seconds per iteration), ``device_kind`` (``cpu``: the
+    times are host time inside ops) and ``source`` (the profiler). Gaps are not here (their
+    rows have another shape): ``--format json`` has both.
+    """
+    out = []
+    for r in sort_rows(rows):
+        oc = op_classes_of(r)
+        if not oc:
+            continue
+        tr = result_of(r).get("trace") or {}
+        rec: dict[str, Any] = {k: r.get(k) for k in ("id", "model", "framework", "mode",
+                                                       "device", "precision", "batch_size",
+                                                       "data", "threads",
+                                                       "step_time_median_s")}
+        rec.update({f"{c}_s": oc.get(c, 0.0) for c in OP_CLASSES})
+        rec.update(busy_s=tr.get("busy_s"), idle_s=tr.get("idle_s"),
+                   device_kind=tr.get("device_kind"), source=tr.get("source"))
+        out.append(rec)
+    return out
+
+
 def op_class_table(rows: Sequence[Mapping[str, Any]]) -> Table | None:
     """Rich op-class table (None if no row has op classes)."""
     cols, cells = op_class_cells(rows)
@@ -185,10 +218,11 @@ def op_class_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     if not cells:
         return ""
     return _md(cols, cells, 3) + (
-        "\nDevice time per iteration from a profiler trace of a few iterations after the "
-        "measurement, by op class (dlperf.breakdown.opclass); overlapping ops share their time, "
-        "so the classes add up to *busy ms*. *idle ms*: traced step time with no device op "
-        "running. On a CPU device the times are the host's time inside ops.\n") + \
+        "\nDevice time per iteration (ms; every column but *source*) from a profiler trace "
+        "of a few iterations after the measurement, by op class (dlperf.breakdown.opclass); "
+        "overlapping ops share their time, so the classes add up to *busy ms*. *idle ms*: "
+        "traced step time with no device op running. On a CPU device the times are the host's "
+        "time inside ops.\n") + \
         _other_names_markdown(rows)
 
 
@@ -245,7 +279,7 @@ def _references(rows: Sequence[Mapping[str, Any]]) -> dict[tuple, Mapping[str, A
         if (r.get("status") != "ok" or not r.get("step_time_median_s") or cfg.get("breakdown")
                 or cfg.get("trace_dir") or op_classes_of(r)):
             continue
-        key = (tuple(r.get(k) for k in POINT_KEYS), _label(r))
+        key = (point_of(r), _label(r))
         if key not in refs or str(r.get("created_at") or "") >= str(refs[key].get("created_at") or ""):
             refs[key] = r
     return refs
@@ -358,7 +392,7 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
 
     def step_row(r: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
         if slowed_by_breakdown(r):
-            ref = refs.get((tuple(r.get(k) for k in POINT_KEYS), _label(r)))
+            ref = refs.get((point_of(r), _label(r)))
             if ref is not None:
                 return ref, True
         return r, False
@@ -366,7 +400,7 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
     out = []
     for i, a in enumerate(ok):
         for b in ok[i + 1:]:
-            if tuple(a.get(k) for k in POINT_KEYS) != tuple(b.get(k) for k in POINT_KEYS):
+            if point_of(a) != point_of(b):
                 continue
             if _label(a) == _label(b):
                 continue
@@ -479,7 +513,9 @@ def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
         return ""
     parts = []
     for g in gaps:
-        head = (f"**{g['model']}** {g['precision']} batch {g['batch_size']} on {g['device']}: "
+        w = "" if g.get("loader_workers") is None else f" ({data_cell(g)})"
+        head = (f"**{g['model']}** {g['precision']} batch {batch_cell(g)}{w} on "
+                f"{device_cell(g)}: "
                 f"{g['b']} vs {g['a']}: step {g['b_step_s'] * 1e3:.4g} vs "
                 f"{g['a_step_s'] * 1e3:.4g} ms, gap {g['gap_s'] * 1e3:+.4g} ms")
         refd = [g[s_] for s_, f in (("a", "a_ref"), ("b", "b_ref")) if g.get(f)]
@@ -500,7 +536,10 @@ def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
     """The same as :func:`gap_markdown`, one rich table per pair."""
     out = []
     for g in gaps:
-        title = (f"{g['model']} {g['precision']} b={g['batch_size']}: {g['b']} vs {g['a']}, gap "
+        w = "" if g.get("loader_workers") is None else f" {g['loader_workers']} wkr"
+        n = g.get("world_size") or 1
+        title = (f"{g['model']} {g['precision']} b={batch_cell(g)}{w}"
+                 f"{f' x{n}' if n > 1 else ''}: {g['b']} vs {g['a']}, gap "
                  f"{g['gap_s'] * 1e3:+.4g} ms, " + gap_verdict(g)
                  + (" (a step from a run without --breakdown)" if g.get("a_ref") or g.get("b_ref")
                     else "") + (f"\nnote: {g['note']}" if g.get("note") else "")

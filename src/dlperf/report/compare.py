@@ -11,25 +11,47 @@ same repeat (``dlperf run --repeats N``: repeat k against repeat k, labelled ``#
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import math
 import statistics
 
 from dlperf.env import environment_differences
-from dlperf.report.tables import fmt_sig
+from dlperf.report.tables import batch_cell, fmt_sig
 from dlperf.results.store import repeat_of, result_of
 from dlperf.stats import between_run, ratio_ci, ratio_of_medians_ci
 
 #: What makes two results comparable.
-POINT_KEYS = ("model", "device", "precision", "batch_size", "data", "threads")
+POINT_KEYS = ("model", "device", "precision", "batch_size", "data", "threads", "loader_workers",
+              "world_size", "grad_accum")
+#: Point fields whose missing value means 1 (rows stored before the field existed).
+_ONE_IF_NULL = ("world_size", "grad_accum")
 #: The eager baseline of each framework's graph modes (JAX has no eager training mode here).
 EAGER = {"torch": "eager", "tensorflow": "eager"}
 
 
-def _point(r: dict[str, Any]) -> tuple:
-    return tuple(r.get(k) for k in POINT_KEYS)
+def point_of(r: Mapping[str, Any], keys: Sequence[str] = POINT_KEYS) -> tuple:
+    """The comparison point of a row: its ``keys`` values (default :data:`POINT_KEYS`).
+    ``loader_workers`` None (batches prepared before timing) differs from 0 (the pipeline in
+    the training thread); ``world_size`` and ``grad_accum`` NULL (rows stored before data
+    parallelism) are 1."""
+    return tuple((r.get(k) or 1) if k in _ONE_IF_NULL else r.get(k) for k in keys)
+
+
+_point = point_of
+
+
+def data_cell(c: Mapping[str, Any]) -> str:
+    """The data set of a comparison, with its loader workers when a pipeline read it."""
+    w = c.get("loader_workers")
+    return f"{c.get('data')}" + ("" if w is None else f", {w} wkr")
+
+
+def device_cell(c: Mapping[str, Any]) -> str:
+    """The device of a comparison, ``xN`` for N data-parallel devices."""
+    n = c.get("world_size") or 1
+    return f"{c.get('device')}" + (f" x{n}" if n > 1 else "")
 
 
 def _pairs(rows: Sequence[dict[str, Any]], match: Callable[[dict, dict], bool]):
@@ -91,8 +113,8 @@ def markdown(comparisons: Sequence[dict[str, Any]]) -> str:
     lines = ["| model | precision | batch | device | data | threads | baseline | other | "
              "speed-up [95% CI] |", "|---|---|---:|---|---|---:|---|---|---:|"]
     for c in comparisons:
-        lines.append(f"| {c['model']} | {c['precision']} | {c['batch_size']} | {c['device']} | "
-                     f"{c['data']} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
+        lines.append(f"| {c['model']} | {c['precision']} | {batch_cell(c)} | {device_cell(c)} | "
+                     f"{data_cell(c)} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
                      f"{c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
                      f"{ENV_MARK if c.get('env_differs') else ''} |")
     lines += ["", "*speed-up* = median iteration time of the baseline / of the other: above 1 "
@@ -123,7 +145,8 @@ def env_footnote(pairs) -> str:
 
 
 #: What makes a real-data result comparable to a synthetic one (everything but the data).
-DATA_POINT_KEYS = ("model", "framework", "mode", "device", "precision", "batch_size", "threads")
+DATA_POINT_KEYS = ("model", "framework", "mode", "device", "precision", "batch_size", "threads",
+                   "world_size", "grad_accum")
 
 
 def data_gaps(rows: Sequence[dict[str, Any]],
@@ -152,13 +175,13 @@ def data_gaps(rows: Sequence[dict[str, Any]],
         samples_of: result id -> measured per-iteration times (s).
     """
     ok = [r for r in rows if r.get("status") == "ok"]
-    syn = {(tuple(r.get(k) for k in DATA_POINT_KEYS), repeat_of(r)): r
+    syn = {(point_of(r, DATA_POINT_KEYS), repeat_of(r)): r
            for r in ok if r.get("data") == "synthetic"}
     out = []
     for r in ok:
         if r.get("data") == "synthetic":
             continue
-        pt = tuple(r.get(k) for k in DATA_POINT_KEYS)
+        pt = point_of(r, DATA_POINT_KEYS)
         base = syn.get((pt, repeat_of(r))) or syn.get((pt, 0))  # same repeat, else the first
         rel = lo = hi = slowed = None
         res = result_of(r)
@@ -225,7 +248,7 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
         rep = f" #{g['repeat']}" if g.get("repeat") else ""
         mark = ENV_MARK if g.get("env_differs") else ""
         lines.append(f"| {g['model']} | {g['framework']}/{g['mode']} | {g['precision']} | "
-                     f"{g['batch_size']} | {g['data']}{rep} | {lw} | "
+                     f"{batch_cell(g)} | {g['data']}{rep} | {lw} | "
                      f"{_f(g['synthetic_samples_per_s'], ',.1f')} | "
                      f"{_f(g['real_samples_per_s'], ',.1f')} | {rel}{mark} | "
                      f"{_f(g['data_wait_share'], '.1%')} | {ib} | "

@@ -205,6 +205,23 @@ def _layout(row: Mapping[str, Any]) -> str | None:
     return flags.get("layout") if isinstance(flags, dict) else None
 
 
+def _extra_measurements(row: Mapping[str, Any]) -> str | None:
+    """``+breakdown`` / ``+trace`` for a run measured with --breakdown / --trace (a point of
+    its own: its run key says so), so that it tells apart from the plain run; else None."""
+    cfg = result_of(row).get("config") or {}
+    marks = [m for m, on in (("+breakdown", cfg.get("breakdown")),
+                             ("+trace", cfg.get("trace_dir"))) if on]
+    return " ".join(marks) or None
+
+
+def batch_cell(row: Mapping[str, Any]) -> str:
+    """The global batch, with ``(K accum)`` when it ran as K gradient-accumulation
+    micro-batches (``--grad-accum K``)."""
+    k = row.get("grad_accum")
+    return _text(row.get("batch_size")) + (f" ({k} accum)" if isinstance(k, int) and k > 1
+                                           else "")
+
+
 def _dist_options(row: Mapping[str, Any]) -> str | None:
     """A data-parallel run's options that are not at their default (:func:`dlperf.scaling.
     variant_of`: ``per_device``, ``ddp(broadcast_buffers=False)``), so rows differing only in
@@ -221,7 +238,7 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
     fw = _text(row.get("framework"))
     if row.get("mode"):
         fw += f"/{row['mode']}"
-    for extra in (_layout(row), _dist_options(row)):
+    for extra in (_layout(row), _dist_options(row), _extra_measurements(row)):
         if extra:
             fw += f" {extra}"
     device = _text(row.get("device_name") or row.get("device"))
@@ -235,7 +252,7 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
     ok = is_ok(row)
     n, nodes = int(row.get("world_size") or 1), int(row.get("nnodes") or 1)
     devices = str(n) if nodes == 1 else f"{nodes}x{n // nodes}"
-    batch = _text(row.get("batch_size"))
+    batch = batch_cell(row)
     if n > 1 and row.get("per_device_batch") is not None:
         batch += f" ({row['per_device_batch']}/dev)"
     rep = repeat_of(row)

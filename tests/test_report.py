@@ -565,3 +565,33 @@ def test_machines_of_one_kind_differ_by_gpu_and_host_speed():
                                      "stepping": "8", "mhz": 2100.0, "cache": "107520 KB"}
     assert cpu_identity("") is None
     assert collect_env()["host_speed"] is None and collect_env(speed=True)["host_speed"]
+
+
+def test_real_data_is_set_against_the_synthetic_run_measured_the_same_way():
+    """A plain real-data run against the plain synthetic run, not the +breakdown one stored
+    after it (whose step carries the breakdown's extra work); a +trace real run against the
+    +trace synthetic one; without a twin measured the same way, the plain one."""
+    import json as _json
+
+    from dlperf.report.compare import data_gaps
+
+    common = dict(status="ok", model="resnet50", framework="torch", mode="eager", device="cuda",
+                  precision="bf16", batch_size=128, threads=None)
+
+    def row(i, data, **cfg):
+        return dict(id=i, data=data, loader_workers=4 if data != "synthetic" else None,
+                    result_json=_json.dumps({"config": cfg}), **common)
+
+    t = {1: [0.030] * 8, 2: [0.045] * 8, 3: [0.060] * 8, 4: [0.060] * 8, 5: [0.090] * 8}
+    rows = [row(1, "synthetic"), row(2, "synthetic", breakdown=True),
+            row(3, "imagefolder"), row(4, "imagefolder", trace_dir="tr"),
+            row(5, "imagefolder", breakdown=True)]
+    rows.append(row(6, "synthetic", trace_dir="tr"))
+    t[6] = [0.040] * 8
+    rel = [g["relative_throughput"] for g in data_gaps(rows, t.__getitem__)]
+    # plain 0.030 / 0.060, +trace 0.040 / 0.060, +breakdown 0.045 / 0.090 (the newest plain
+    # synthetic run would have given 0.030 / 0.090 to the +breakdown one)
+    assert sorted(rel) == pytest.approx(sorted([0.030 / 0.060, 0.040 / 0.060, 0.045 / 0.090]))
+    # no +trace synthetic run: the +trace real run falls back to the plain one
+    rel = [g["relative_throughput"] for g in data_gaps(rows[:5], t.__getitem__)]
+    assert sorted(rel) == pytest.approx(sorted([0.030 / 0.060, 0.030 / 0.060, 0.045 / 0.090]))

@@ -18,7 +18,7 @@ import math
 import statistics
 
 from dlperf.env import environment_differences
-from dlperf.report.tables import batch_cell, fmt_sig
+from dlperf.report.tables import batch_cell, extra_measurements, fmt_sig
 from dlperf.results.store import repeat_of, result_of
 from dlperf.stats import between_run, ratio_ci, ratio_of_medians_ci
 
@@ -166,23 +166,28 @@ def data_gaps(rows: Sequence[dict[str, Any]],
     pipeline, e.g. loader workers taking the CPUs the training process needs (on an H200 with 16
     DataLoader workers on 16 CPUs: 1.27 at a data wait of 0.5%); below 1 part of the wait
     overlapped the device's work on the previous step (the GPU runs ahead of the host).
-    Real-data results without a synthetic twin are listed with None there. A repeated run
-    (``repeat`` k) is set against the synthetic run of the same repeat, else against the
-    synthetic repeat 0.
+    Real-data results without a synthetic twin are listed with None there. The twin is the
+    synthetic run measured the same way (plain, ``+breakdown``, ``+trace``: those add work to
+    the step), else the plain one; a repeated run (``repeat`` k) is set against the synthetic
+    run of the same repeat, else against the synthetic repeat 0.
 
     Args:
         rows: result rows (from :meth:`ResultStore.rows`), with ``id``.
         samples_of: result id -> measured per-iteration times (s).
     """
     ok = [r for r in rows if r.get("status") == "ok"]
-    syn = {(point_of(r, DATA_POINT_KEYS), repeat_of(r)): r
+    syn = {(point_of(r, DATA_POINT_KEYS), repeat_of(r), extra_measurements(r)): r
            for r in ok if r.get("data") == "synthetic"}
     out = []
     for r in ok:
         if r.get("data") == "synthetic":
             continue
         pt = point_of(r, DATA_POINT_KEYS)
-        base = syn.get((pt, repeat_of(r))) or syn.get((pt, 0))  # same repeat, else the first
+        # the synthetic run measured the same way (plain, +breakdown, +trace), else the plain
+        # one; the same repeat, else the first
+        base = next((syn[k] for k in ((pt, rep, ex)
+                                      for ex in dict.fromkeys((extra_measurements(r), None))
+                                      for rep in (repeat_of(r), 0)) if k in syn), None)
         rel = lo = hi = slowed = None
         res = result_of(r)
         dw = res.get("data_wait") or {}

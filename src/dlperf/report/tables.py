@@ -205,7 +205,7 @@ def _layout(row: Mapping[str, Any]) -> str | None:
     return flags.get("layout") if isinstance(flags, dict) else None
 
 
-def _extra_measurements(row: Mapping[str, Any]) -> str | None:
+def extra_measurements(row: Mapping[str, Any]) -> str | None:
     """``+breakdown`` / ``+trace`` for a run measured with --breakdown / --trace (a point of
     its own: its run key says so), so that it tells apart from the plain run; else None."""
     cfg = result_of(row).get("config") or {}
@@ -238,7 +238,7 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
     fw = _text(row.get("framework"))
     if row.get("mode"):
         fw += f"/{row['mode']}"
-    for extra in (_layout(row), _dist_options(row), _extra_measurements(row)):
+    for extra in (_layout(row), _dist_options(row), extra_measurements(row)):
         if extra:
             fw += f" {extra}"
     device = _text(row.get("device_name") or row.get("device"))

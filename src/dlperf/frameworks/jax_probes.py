@@ -42,9 +42,18 @@ class JaxCeilings:
         jax, jnp = self.jax, self.jax.numpy
         import numpy as np
 
-        x = jax.device_put(np.ones((nbytes // 4,), np.float32), self.dev)
-        f = jax.jit(lambda v: v * 2.0)
-        return lambda: f(x)
+        # In place (the input donated): read and write nbytes each, as torch's mul(out=y), into
+        # one buffer. A fresh output per call made the CPU measure page faults of a new 128 MiB
+        # array (3.9 GB/s against torch's 27.7 on one CPU); on a GPU XLA reuses its pool anyway.
+        # The values double per call and saturate at inf, which runs at the same speed.
+        held = [jax.device_put(np.ones((nbytes // 4,), np.float32), self.dev)]
+        f = jax.jit(lambda v: v * 2.0, donate_argnums=0)
+
+        def run():
+            held[0] = f(held[0])
+            return held[0]
+
+        return run
 
     def block(self, out: Any) -> None:  # noqa: D102
         out.block_until_ready()

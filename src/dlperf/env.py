@@ -29,38 +29,43 @@ RELEVANT_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "X
                 "MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE", "DLPERF_MXNET_PYTHON")
 
 
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_identity(text: str | None = None) -> dict[str, Any] | None:
-    """The first CPU's identity from /proc/cpuinfo (or ``text`` in its format; None where there
-    is none): ``vendor``,
-    ``family``, ``model``, ``stepping``, ``microcode`` (strings as the kernel gives them),
-    ``mhz`` (float, the current clock at read time) and ``cache`` (e.g. ``"107520 KB"``). On a
-    virtual machine the model *name* is often generic ("Intel(R) Xeon(R) Processor", as on the
-    project's H200 machines) while family/model/stepping still say which generation runs."""
-    keys = {"vendor_id": "vendor", "cpu family": "family", "model": "model",
-            "stepping": "stepping", "microcode": "microcode", "cpu MHz": "mhz",
-            "cache size": "cache"}
+def _first_cpu(text: str | None = None) -> dict[str, str] | None:
+    """The ``key: value`` fields of the first processor in /proc/cpuinfo (or in ``text``, in
+    its format); None where there is no such file (not Linux)."""
     if text is None:
         try:
             text = Path("/proc/cpuinfo").read_text()
         except OSError:
             return None
-    out: dict[str, Any] = {}
+    fields: dict[str, str] = {}
     for line in text.split("\n\n", 1)[0].splitlines():
         k, _, v = line.partition(":")
-        k = k.strip()
-        if k in keys:
-            out[keys[k]] = v.strip()
+        fields.setdefault(k.strip(), v.strip())
+    return fields
+
+
+def cpu_model(fields: dict[str, str] | None = None) -> str:
+    """The CPU model name from /proc/cpuinfo (Linux; or from ``fields`` of :func:`_first_cpu`),
+    else ``platform.processor()``."""
+    fields = _first_cpu() if fields is None else fields
+    if fields and fields.get("model name"):
+        return fields["model name"]
+    return platform.processor() or platform.machine()
+
+
+def cpu_identity(text: str | None = None,
+                 fields: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The first CPU's identity from /proc/cpuinfo (or ``text`` in its format, or ``fields`` of
+    :func:`_first_cpu`; None where there is none): ``vendor``, ``family``, ``model``,
+    ``stepping``, ``microcode`` (strings as the kernel gives them), ``mhz`` (float, the current
+    clock at read time) and ``cache`` (e.g. ``"107520 KB"``). On a virtual machine the model
+    *name* is often generic ("Intel(R) Xeon(R) Processor", as on the project's H200 machines)
+    while family/model/stepping still say which generation runs."""
+    keys = {"vendor_id": "vendor", "cpu family": "family", "model": "model",
+            "stepping": "stepping", "microcode": "microcode", "cpu MHz": "mhz",
+            "cache size": "cache"}
+    fields = _first_cpu(text) if fields is None else fields
+    out: dict[str, Any] = {keys[k]: v for k, v in (fields or {}).items() if k in keys}
     if "mhz" in out:
         try:
             out["mhz"] = float(out["mhz"])
@@ -160,6 +165,7 @@ def collect_env(speed: bool = False) -> dict[str, Any]:
     worker from the framework adapter.
     """
     vm = psutil.virtual_memory()
+    cpu = _first_cpu()  # /proc/cpuinfo read once for the model name and the identity
     try:
         usable = sorted(os.sched_getaffinity(0))
     except AttributeError:
@@ -169,8 +175,8 @@ def collect_env(speed: bool = False) -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
-        "cpu_model": cpu_model(),
-        "cpu_id": cpu_identity(),
+        "cpu_model": cpu_model(cpu),
+        "cpu_id": cpu_identity(fields=cpu),
         "host_speed": host_speed() if speed else None,
         "cpu_logical": psutil.cpu_count(logical=True),
         "cpu_physical": psutil.cpu_count(logical=False),
@@ -194,8 +200,8 @@ def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     and kernel string (on a virtual machine it carries the hypervisor's build), the CPU model
     name and its family/model/stepping, the number of CPUs the run could use, Python, the GPU
     model(s) and driver, the machine as the uuids of its GPUs (``GPU-39397f91+...``: two lent
-    machines of one kind differ there), the host's single-thread speed (:func:`host_speed`, ns per loop
-    iteration) and ``framework version (CUDA, cuDNN)``. Why: on this project's H200 machines
+    machines of one kind differ there), the host's single-thread speed (:func:`host_speed`, ns
+    per loop iteration) and ``framework version (CUDA, cuDNN)``. Why: on this project's H200 machines
     (same GPU model, driver, software and CPU model name) host-bound steps ran up to 1.8x
     slower on some machines than on others (torch eager transformer bf16 b=64 19.37 against
     34.58 ms, on the same VM build fc-v657) while GPU-bound steps agreed within 1% (resnet50

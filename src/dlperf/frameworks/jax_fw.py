@@ -243,7 +243,6 @@ def make_loss_fn(spec: ModelSpec):
     return loss_fn
 
 
-
 #: Where the JAX FLOP count comes from (stored as ``flops.framework_source``).
 HLO_FLOPS_SOURCE = ("XLA cost analysis of the step's HLO before optimisation ('flops' of "
                     "jit(...).lower(...).cost_analysis(): dots and convolutions counted before "

@@ -301,3 +301,30 @@ def test_jax_gpu_backend_failure_keeps_jax_s_reason(monkeypatch, fresh_jax_env):
         jax_fw.JaxAdapter().prepare(cfg, get_spec(cfg.model))
     assert "RESOURCE_EXHAUSTED: Out of memory" in str(e.value)
     assert "use --device cpu" in str(e.value)
+
+
+def test_gpu_trace_without_kernels_is_unavailable_with_its_reason(tmp_path):
+    """A GPU trace with steps but no device ops (on an H200, JAX's tracer inside a process
+    where torch.profiler had taken CUPTI: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) is
+    not stored as a trace with 0 s in every op class: it is unavailable, with its reason."""
+    from types import SimpleNamespace
+
+    from dlperf.breakdown.measure import run_breakdown
+    from dlperf.breakdown.trace import TraceData
+
+    def profile(n, folder):
+        steps = [(i * 1e-2, i * 1e-2 + 5e-3) for i in range(n)]
+        return {"trace": TraceData(ops=[], steps=steps, device_kind="gpu", source="test")}
+
+    session = SimpleNamespace(phased_step=None, phase_timer=None, profile=profile, dist=None)
+    fused = {"median": 1e-2, "mean": 1e-2, "ci_low": 9e-3, "ci_high": 1.1e-2}
+    cfg = make_run_config(model="fcn5_tiny", batch_size=16, device="cuda", trace_dir=str(tmp_path))
+    out, samples, warnings = run_breakdown(cfg, session, fused)
+    assert out["trace"]["available"] is False and "op_classes" not in out
+    assert "no device ops" in out["trace"]["error"] and "CUPTI" in out["trace"]["error"]
+    assert any(w.startswith("trace: the profiler trace failed") for w in warnings)
+    assert not any(k.startswith("trace:") for k in samples)
+    # the same trace from a CPU device (host-op slices) stays a trace
+    cfg = make_run_config(model="fcn5_tiny", batch_size=16, device="cpu", trace_dir=str(tmp_path))
+    out, _, _ = run_breakdown(cfg, session, fused)
+    assert out["trace"]["available"] is True

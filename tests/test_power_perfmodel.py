@@ -185,6 +185,36 @@ def test_datasheet_lookup_is_dense_and_by_name():
     assert datasheet_peaks("AMD EPYC") is None and datasheet_peaks(None) is None
 
 
+def test_worker_looks_the_datasheet_up_by_the_session_s_device_name():
+    """The result's ``versions`` are filled in after the measurement, so the device name is
+    passed in (on an H200 every GPU row had ``datasheet`` None until this was fixed); stored
+    rows without it get the datasheet MFU in the report from their ``device_name``."""
+    import json
+    from types import SimpleNamespace
+
+    from dlperf.report.compare import datasheet_mfu, efficiency_markdown
+    from dlperf.worker import efficiency
+
+    spec = SimpleNamespace(train_flops_per_sample=1e9, flops_source="test")
+    r = {"device": "cuda", "precision": "bf16", "batch_size": 8,
+         "throughput": {"samples_per_s": 1000.0}}
+    out = efficiency(r, spec, {}, "NVIDIA H200")
+    assert out["datasheet"]["name"] == "NVIDIA H200 SXM"
+    assert out["mfu"]["mfu_datasheet"] == pytest.approx(1e12 / 989.5e12)
+    assert efficiency({**r, "device": "cpu"}, spec, {}, "NVIDIA H200")["datasheet"] is None
+    # a stored GPU row without it
+    row = {"status": "ok", "model": "m", "framework": "torch", "mode": "eager",
+           "device": "cuda", "device_name": "NVIDIA H200", "precision": "bf16",
+           "batch_size": 8, "data": "synthetic",
+           "result_json": json.dumps({"mfu": {"achieved_flops_per_s": 98.95e12,
+                                              "mfu_datasheet": None}})}
+    assert datasheet_mfu({"achieved_flops_per_s": 98.95e12}, row) == pytest.approx(0.1)
+    assert "| 10.0% |" in efficiency_markdown([row])
+    assert datasheet_mfu({"achieved_flops_per_s": 1e12}, {**row, "device": "cpu"}) is None
+    assert datasheet_mfu({"achieved_flops_per_s": 1e12},
+                         {**row, "device_name": "Tesla K80"}) is None
+
+
 def test_report_efficiency_section_lists_mfu_and_energy():
     import json
 

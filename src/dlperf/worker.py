@@ -212,7 +212,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         })
         if waits is not None:
             r["samples"]["data_wait"] = waits
-        r.update(efficiency(r, spec, probes))
+        r.update(efficiency(r, spec, probes, session.versions.get("device_name")))
         if dist_info is not None:
             r["dist"] = dist_info
             r["rank_imbalance"] = dist_info["imbalance"]
@@ -482,14 +482,18 @@ def run_probes(session: Any, cfg: RunConfig) -> dict[str, Any]:
     return out
 
 
-def efficiency(r: dict[str, Any], spec: Any, probes: dict[str, Any]) -> dict[str, Any]:
-    """The ``flops``, ``ceilings``, ``datasheet`` and ``mfu`` parts of a result."""
+def efficiency(r: dict[str, Any], spec: Any, probes: dict[str, Any],
+               device_name: str | None) -> dict[str, Any]:
+    """The ``flops``, ``ceilings``, ``datasheet`` and ``mfu`` parts of a result.
+
+    ``device_name`` is the framework session's name of the device (``versions["device_name"]``,
+    e.g. "NVIDIA H200"), which picks the datasheet entry on a GPU; it is passed in because the
+    result's own ``versions`` are filled in only after the measurement."""
     from dlperf.perfmodel.datasheet import datasheet_peaks
     from dlperf.perfmodel.mfu import mfu_summary
 
     fw = probes.get("framework_flops") or {}
-    sheet = datasheet_peaks(r.get("versions", {}).get("device_name")
-                            if r.get("device") == "cuda" else None)
+    sheet = datasheet_peaks(device_name if r.get("device") == "cuda" else None)
     fw_step = fw.get("flops_per_step")  # one process's step: its per-device batch
     analytic = spec.train_flops_per_sample
     # MFU is per device: data parallel throughput is over world_size devices, the ceilings are

@@ -119,6 +119,12 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                 folder.mkdir(parents=True, exist_ok=True)
                 cap = session.profile(TRACE_ITERS, folder)
                 analysis = analyse(cap["trace"])
+                if cfg.device != "cpu" and not analysis["busy_s"]:
+                    raise ValueError(
+                        "the GPU trace holds no device ops: the profiler recorded no kernels "
+                        "(CUPTI takes one subscriber per process, so a profiler already "
+                        "started in this process, e.g. torch.profiler, keeps another out; "
+                        "dlperf's own runs trace in a fresh worker process)")
                 out["op_classes"] = {
                     "per_iter_s": analysis["op_classes"], "busy_s": analysis["busy_s"],
                     "device_kind": analysis["device_kind"], "source": analysis["source"],

@@ -297,6 +297,23 @@ def library_blind_count(flops: dict[str, Any], device: Any) -> bool:
     return device == "cuda" and src.startswith("XLA cost analysis of the compiled step")
 
 
+def datasheet_mfu(mfu: dict[str, Any], row: dict[str, Any]) -> float | None:
+    """MFU against the dense datasheet peak: the stored ``mfu_datasheet``, or for a GPU row
+    stored without one (until December 2026 dlperf looked the device name up before the
+    session had set it, so every GPU row got None), achieved FLOP/s over
+    :func:`dlperf.perfmodel.datasheet.datasheet_peaks` of the row's ``device_name`` at its
+    precision; None where neither is known (CPUs, devices missing from the table)."""
+    from dlperf.perfmodel.datasheet import datasheet_peaks
+
+    if mfu.get("mfu_datasheet") is not None:
+        return mfu["mfu_datasheet"]
+    if row.get("device") != "cuda":
+        return None
+    peak = (datasheet_peaks(row.get("device_name")) or {}).get(str(row.get("precision")))
+    achieved = mfu.get("achieved_flops_per_s")
+    return achieved / peak if achieved is not None and peak else None
+
+
 def efficiency_markdown(rows: Sequence[dict[str, Any]]) -> str:
     """MFU, the measured ceilings, roofline position and energy of each ok result (Markdown);
     empty when no result has any of them."""
@@ -327,7 +344,7 @@ def efficiency_markdown(rows: Sequence[dict[str, Any]]) -> str:
             f"{r.get('precision')} | {r.get('batch_size')} | {r.get('data')} | "
             f"{_f(_div(m.get('achieved_flops_per_s'), 1e12), '.4g')} | "
             f"{_f(_div(m.get('ceiling_flops_per_s'), 1e12), '.4g')} | {_f(m.get('mfu'), '.1%')} | "
-            f"{_f(m.get('mfu_datasheet'), '.1%')} | {ratio} | "
+            f"{_f(datasheet_mfu(m, r), '.1%')} | {ratio} | "
             f"{_f(_div(ceil.get('bandwidth_bytes_per_s'), 1e9), ',.0f')} | "
             f"{_f(roof.get('intensity_flop_per_byte'), '.3g')} | {roof.get('bound') or '-'} | "
             f"{_f(r.get('mean_power_w'), '.0f')} | {_f(r.get('energy_per_iter_j'), '.4g')} |")

@@ -188,11 +188,12 @@ for part in "$@"; do
       cp "$R/breakdown.db" "$R/breakdown_op_classes.json" "$OUT/"
       cp "$R/report-breakdown/report.md" "$OUT/report-breakdown.md"
       ;;
-    gpu_tests)  # every opt-in GPU test (tests/test_gpu_smoke.py first): ~4-5 min on one H200
+    gpu_tests)  # every opt-in GPU test (tests/test_gpu_smoke.py first): ~4-5 min on one H200;
+      # GPU_TESTS="tests/a.py::test_x ..." picks some
       # The whole output goes back in gpu_tests.log (tracebacks of failures included); the
       # call's own output keeps the summary lines.
       budget "${GPU_TESTS_BUDGET:-480}" python3 -m pytest -q -m gpu -p no:cacheprovider -rfEs \
-        --tb=short tests/ > "$OUT/gpu_tests.log" 2>&1
+        --tb=short ${GPU_TESTS:-tests/} > "$OUT/gpu_tests.log" 2>&1
       grep -E '^(FAILED|ERROR|SKIPPED|[0-9]+ (passed|failed))' "$OUT/gpu_tests.log" | cut -c1-400
       ;;
     gap)  # issue 4: both sides of the torch-JAX gaps (resnet50, lstm, transformer) again, in one

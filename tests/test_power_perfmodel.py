@@ -272,6 +272,16 @@ def test_jax_flop_count_from_the_hlo_before_optimisation():
     c = xla_costs(lowered, GpuLike())
     assert c["xla_hlo_flops_per_step"] >= dots and c["xla_cost_flops_per_step"] == 4096.0
     assert framework_flop_count(c)["flops_per_step"] == c["xla_hlo_flops_per_step"]
+    class PluginLowered:  # the CUDA plugin's Lowered: cost_analysis() is None (jax#22713)
+        def cost_analysis(self):
+            return None
+
+        def compiler_ir(self, dialect):
+            return lowered.compiler_ir(dialect)
+
+    c = xla_costs(PluginLowered(), GpuLike())  # the same HLO, counted through the CPU client
+    assert c["xla_hlo_flops_per_step"] == float(lowered.cost_analysis()["flops"])
+    assert framework_flop_count(c)["source"] == HLO_FLOPS_SOURCE
     c = xla_costs(NoCost(), GpuLike())
     assert c["xla_hlo_flops_per_step"] is None
     fb = framework_flop_count(c)

@@ -203,7 +203,7 @@ for part in "$@"; do
       # is the one tables and gap attribution use. Run the gpu_tests part first (call 20 stored
       # torch breakdowns whose trace had failed, which those tests catch).
       export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-/tmp/jax_cache}"
-      budget "${GAP_BUDGET:-420}" python3 -m dlperf sweep benchmarks/h200/gap.yaml --restart \
+      budget "${GAP_BUDGET:-420}" python3 -m dlperf sweep "${GAP_YAML:-benchmarks/h200/gap.yaml}" --restart \
         --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | grep -v '^[│┃┏┡└]' | tail -40
       python3 -m dlperf results --db "$R/breakdown.db" --op-classes 2>&1 | tail -70
       cp "$R/breakdown.db" "$OUT/"

@@ -643,10 +643,55 @@ def test_gap_attribution_between_frameworks(tmp_path):
     assert g["classes"][0]["share"] == pytest.approx(0.75)
     assert g["class_diff_s"] == pytest.approx(-0.0019)
     assert g["explained"] == pytest.approx(0.95)
-    assert g["idle_diff_s"] == pytest.approx(-0.0002)
-    assert g["rest_s"] == pytest.approx(0.0001)
+    # idle of each fused step: 10 - 9.5 and 8 - 7.6 ms; torch's host issues its step in 4 ms
+    # of 10, so neither side is host-paced and the idle is not explained
+    assert g["a_idle_s"] == pytest.approx(0.0005) and g["b_idle_s"] == pytest.approx(0.0004)
+    assert g["a_host_paced"] is None and g["host_idle_diff_s"] == 0.0
+    assert g["idle_diff_s"] == pytest.approx(-0.0001)
+    assert g["traced_idle_diff_s"] == pytest.approx(-0.0002)
+    assert g["rest_s"] == pytest.approx(0.0, abs=1e-12)
     md = bdr.gap_markdown(gaps)
     assert "op classes explain 95% of it" in md and "| convolution | 6.000 | 4.500 | -1.5 | +75% |" in md
+    assert "| device idle, other (not explained) | 0.5000 | 0.4000 | -0.1 | +5% |" in md
+    assert "waiting for the host" not in md.split("*gap*")[0]
+
+
+def test_gap_counts_the_idle_of_a_host_paced_side_as_explained(tmp_path):
+    """A torch step the host issues no faster than the device runs it (CUDA-event phases: 9.5
+    of 10 ms on the host) idles waiting for the host: that idle is explained; JAX's traced
+    kernels taking longer than its fused step leave a rest and no idle."""
+    from dlperf.report import breakdown as bdr
+
+    torch = fake_result()
+    torch["breakdown"] = {**torch["breakdown"], "dispatch_s": {"median": 0.0095}}
+    torch["op_classes"] = {"per_iter_s": {"convolution": 0.004, "normalisation": 0.001,
+                                          "elementwise": 0.001}}  # 6 of 10 ms busy
+    jax = fake_result(run_key="k2", framework="jax", mode="xla",
+                      summary={"median": 0.006, "mean": 0.006, "ci_low": 0.0059,
+                               "ci_high": 0.0061},
+                      breakdown={"available": True, "timer": "lagged_host",
+                                 "dispatch_s": {"median": 0.009}},
+                      op_classes={"per_iter_s": {"convolution": 0.0045, "normalisation": 0.001,
+                                                 "elementwise": 0.0007}})  # 6.2 of 6 ms
+    (g,) = bdr.gap_attribution(_rows(tmp_path, [torch, jax]))
+    assert g["gap_s"] == pytest.approx(-0.004)
+    assert g["a_host_paced"]["ratio"] == pytest.approx(0.95) and g["b_host_paced"] is None
+    assert g["a_idle_s"] == pytest.approx(0.004) and g["b_idle_s"] == 0.0
+    assert g["class_diff_s"] == pytest.approx(0.0002)
+    assert g["host_idle_diff_s"] == pytest.approx(-0.004) and g["idle_diff_s"] == 0.0
+    assert g["rest_s"] == pytest.approx(-0.0002)
+    assert g["explained"] == pytest.approx((0.0002 - 0.004) / -0.004)
+    assert g["explained_by_classes"] == pytest.approx(-0.05)
+    assert (g["class_diff_s"] + g["host_idle_diff_s"] + g["idle_diff_s"] + g["rest_s"]
+            == pytest.approx(g["gap_s"]))
+    md = bdr.gap_markdown([g])
+    assert "op classes and the host-paced idle explain 95% of it (op classes alone -5%)" in md
+    assert "| device idle, waiting for the host (explained) | 4.000 | – | -4 | +100% |" in md
+    # the same torch run with its host well ahead of the device: its idle is not explained
+    torch["breakdown"]["dispatch_s"] = {"median": 0.005}
+    (g,) = bdr.gap_attribution(_rows(tmp_path / "x", [torch, jax]))
+    assert g["a_host_paced"] is None and g["explained"] == pytest.approx(-0.05)
+    assert g["idle_diff_s"] == pytest.approx(-0.004)
 
 
 def test_gap_uses_the_step_without_breakdown_where_the_breakdown_slowed_it(tmp_path):
@@ -849,7 +894,8 @@ def test_gap_within_noise_is_not_attributed(tmp_path):
     lo, hi = g["gap_ci_s"]
     assert lo < 0 < hi
     assert g["not_attributed"] == "within noise" and g["explained"] is None
-    assert g["explained_with_idle"] is None and all(c["share"] is None for c in g["classes"])
+    assert g["explained_with_idle"] is None and g["explained_by_classes"] is None
+    assert all(c["share"] is None for c in g["classes"])
     # the differences stay, in ms
     assert g["classes"][0]["diff_s"] == pytest.approx(-0.0015)
     md = bdr.gap_markdown([g])
@@ -870,14 +916,16 @@ def test_gap_clear_of_noise_keeps_the_shares(tmp_path):
     assert lo <= g["gap_s"] <= hi < 0
     assert g["explained"] == pytest.approx(g["class_diff_s"] / g["gap_s"])
     assert g["classes"][0]["share"] == pytest.approx(g["classes"][0]["diff_s"] / g["gap_s"])
-    # classes + idle + rest add up to the gap; idle and rest are not in "explained"
+    # classes + idle + rest add up to the gap; idle that is not host-paced and the rest are
+    # not in "explained"
+    assert g["host_idle_diff_s"] == 0.0
     assert g["class_diff_s"] + g["idle_diff_s"] + g["rest_s"] == pytest.approx(g["gap_s"])
     md = bdr.gap_markdown([g])
     assert f"op classes explain {g['explained']:.0%} of it" in md
     assert f"| sum of op classes (explained) | – | – | {g['class_diff_s'] * 1e3:+.4g} | " \
            f"{g['explained']:+.0%} |" in md
-    assert "| device idle (not explained) |" in md and "| rest: trace vs fused step (not " \
-        "explained) |" in md
+    assert "| device idle, other (not explained) |" in md
+    assert "| rest: traced device time beyond the fused step (not explained) |" in md
     assert bdr.GAP_LEGEND in md
 
 

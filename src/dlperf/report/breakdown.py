@@ -13,11 +13,13 @@ Nothing here imports a framework.
 * :func:`op_class_cells`: device time per iteration by op class.
 * :func:`gap_attribution`: for two frameworks or modes at the same point (model, device,
   precision, batch, data, threads, loader workers, devices), the difference in step time
-  split into the difference of each op class's time, the difference in device idle time,
-  and the rest (the traced and the fused measurements differ); ``explained`` = sum of class
-  differences / step-time gap. The device-idle and rest rows are shown apart and are not
-  counted as explained. A gap that is not told apart from noise (:func:`gap_significance`)
-  is not attributed.
+  split into the difference of each op class's device time, the difference in the fused
+  step's device idle time (fused step - traced device time), and the rest (traced device
+  time beyond the fused step). Idle counts as explained where the host is shown to set the
+  pace of that side (its host issue time is at least :data:`HOST_BOUND` of the step: the
+  device waits for the host's dispatch, the CPU cost Dai et al. 2022 weigh against the GPU
+  work); other idle and the rest are not. A gap that is not told apart from noise
+  (:func:`gap_significance`) is not attributed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf.breakdown.opclass import OP_CLASSES
-from dlperf.breakdown.phases import RECONCILE_TOL
+from dlperf.breakdown.phases import HOST_BOUND, RECONCILE_TOL
 from dlperf.env import environment_differences
 from dlperf.report.compare import POINT_KEYS, data_cell, device_cell, point_of
 from dlperf.report.tables import DASH, _md_escape, batch_cell, fmt_sig, sort_rows
@@ -356,6 +358,31 @@ def gap_significance(a: Mapping[str, Any], b: Mapping[str, Any],
             "why_not": why}
 
 
+def host_paced(r: Mapping[str, Any], step_s: float) -> dict[str, Any] | None:
+    """Evidence that the host sets the pace of ``r``'s fused step of ``step_s`` seconds, or
+    None: its phased breakdown, timed by CUDA events (so its host times are the host's issue
+    work alone, with no wait for the device), took at least :data:`HOST_BOUND` (90%) of the
+    step on the host per iteration. Then the device cannot run ahead of the host, and its
+    idle time in the fused step is time spent waiting for the host's dispatch.
+
+    Returns ``{"dispatch_s", "step_s", "ratio"}`` (seconds per iteration) or None (no
+    breakdown, another timer, or a host that issues the step faster than the device runs it).
+    """
+    bd = result_of(r).get("breakdown") or {}
+    disp = (bd.get("dispatch_s") or {}).get("median")
+    if bd.get("timer") != "cuda_events" or not disp or not step_s:
+        return None
+    return ({"dispatch_s": disp, "step_s": step_s, "ratio": disp / step_s}
+            if disp >= HOST_BOUND * step_s else None)
+
+
+def _fused_idle(step_s: float, busy_s: float) -> float:
+    """Device idle per iteration in the fused step: the step less the traced device time,
+    assuming the device ops take as long in the trace as in the fused step (0 where the
+    traced ops take longer than the whole step)."""
+    return max(0.0, step_s - busy_s)
+
+
 def gap_attribution(rows: Sequence[Mapping[str, Any]],
                     samples_of: Callable[[int], Sequence[float] | None] | None = None
                     ) -> list[dict[str, Any]]:
@@ -365,20 +392,27 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
     framework/mode (baseline ``a`` first in :data:`BASELINE_ORDER`): ``gap_s`` = fused median
     of ``b`` - of ``a``; per class ``diff_s`` = class time of ``b`` - of ``a`` (device time per
     iteration from each run's profiler trace) and ``share`` = diff / gap; ``class_diff_s`` =
-    the sum of the class differences; ``idle_diff_s`` (device idle per iteration, from the
-    traces); ``rest_s`` = gap - classes - idle (the traced and the fused measurements
-    differ), so classes + idle + rest = gap exactly. ``explained`` = ``class_diff_s`` / gap:
-    the device-idle and rest rows are not counted in it (``explained_with_idle`` adds the idle
-    difference, for reference). ``env_differs``: where the rows that make the gap (steps and
-    traces) ran in different environments (:func:`dlperf.env.environment_differences`); such a
-    gap mixes the machines' difference with the frameworks' and is marked.
+    the sum of the class differences. Each side's device idle in its fused step,
+    ``a_idle_s``/``b_idle_s`` = max(0, fused step - traced device time) (the kernels take as
+    long traced as untraced; the trace's own idle is not used, since the profiler slows the
+    host and so lengthens the idle of a host-bound step: ``traced_idle_diff_s`` keeps it for
+    reference). ``a_host_paced``/``b_host_paced``: :func:`host_paced`'s evidence, or None.
+    ``host_idle_diff_s`` = the difference of the idle of host-paced sides (the device waiting
+    for the host), ``idle_diff_s`` = the rest of the idle difference (cause not shown),
+    ``rest_s`` = gap - classes - both idles (traced device time beyond a fused step), so
+    classes + host idle + idle + rest = gap exactly. ``explained`` = (``class_diff_s`` +
+    ``host_idle_diff_s``) / gap; ``explained_by_classes`` = ``class_diff_s`` / gap;
+    ``explained_with_idle`` adds ``idle_diff_s`` too, for reference. ``env_differs``: where
+    the rows that make the gap (steps and traces) ran in different environments
+    (:func:`dlperf.env.environment_differences`); such a gap mixes the machines' difference
+    with the frameworks' and is marked.
 
     ``significance`` is :func:`gap_significance` of the two rows whose fused steps make the
     gap (``samples_of``: result id -> measured samples, e.g. from
     :meth:`dlperf.results.store.ResultStore.samples`; without it, the rows' own CIs). A gap
     that is not ``attributed`` (within noise, or under :data:`MIN_GAP_SHARE` of ``a``'s step)
-    keeps its class differences in ms but has ``explained``, ``explained_with_idle`` and every
-    ``share`` None, and ``not_attributed`` says why.
+    keeps its class differences in ms but has ``explained``, ``explained_by_classes``,
+    ``explained_with_idle`` and every ``share`` None, and ``not_attributed`` says why.
 
     A side whose breakdown run was slowed by the breakdown itself (:func:`slowed_by_breakdown`)
     takes its fused step from a run of the same point without --breakdown in ``rows`` when
@@ -428,8 +462,16 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
                                     "share": (y - x) / gap if attributed else None})
             classes.sort(key=lambda d: -abs(d["diff_s"]))
             cls_sum = math.fsum(d["diff_s"] for d in classes)
-            idle = ((tb.get("idle_s") or 0.0) - (ta.get("idle_s") or 0.0)
-                    if ta.get("idle_s") is not None and tb.get("idle_s") is not None else None)
+            traced_idle = ((tb.get("idle_s") or 0.0) - (ta.get("idle_s") or 0.0)
+                           if ta.get("idle_s") is not None and tb.get("idle_s") is not None
+                           else None)
+            idle_a = _fused_idle(sa, math.fsum(ca.values()))
+            idle_b = _fused_idle(sb, math.fsum(cb.values()))
+            # host pace from the run whose phases were measured (the breakdown row), against
+            # the step the gap uses
+            hp_a, hp_b = host_paced(a_, sa), host_paced(b_, sb)
+            host_idle = (idle_b if hp_b else 0.0) - (idle_a if hp_a else 0.0)
+            other_idle = (0.0 if hp_b else idle_b) - (0.0 if hp_a else idle_a)
             same_fw = a_.get("framework") == b_.get("framework")
             env = list(dict.fromkeys(
                 d for x, y in ((ra, rb), (a_, b_))
@@ -442,11 +484,15 @@ def gap_attribution(rows: Sequence[Mapping[str, Any]],
                 "b_bd_step_s": b_["step_time_median_s"], "note": note,
                 "gap_s": gap, "gap_ci_s": sig["ci_s"], "significance": sig, "env_differs": env,
                 "not_attributed": sig["why_not"], "classes": classes,
-                "class_diff_s": cls_sum, "idle_diff_s": idle,
-                "rest_s": gap - cls_sum - (idle or 0.0),
-                "explained": cls_sum / gap if attributed else None,
-                "explained_with_idle": ((cls_sum + idle) / gap
-                                        if attributed and idle is not None else None),
+                "class_diff_s": cls_sum, "a_idle_s": idle_a, "b_idle_s": idle_b,
+                "a_host_paced": hp_a, "b_host_paced": hp_b,
+                "host_idle_diff_s": host_idle, "idle_diff_s": other_idle,
+                "traced_idle_diff_s": traced_idle,
+                "rest_s": gap - cls_sum - host_idle - other_idle,
+                "explained": (cls_sum + host_idle) / gap if attributed else None,
+                "explained_by_classes": cls_sum / gap if attributed else None,
+                "explained_with_idle": ((cls_sum + host_idle + other_idle) / gap
+                                        if attributed else None),
             })
     return sorted(out, key=lambda d: (str(d["model"]), str(d["precision"]), d["batch_size"] or 0,
                                       d["a"], d["b"]))
@@ -467,6 +513,9 @@ def gap_verdict(g: Mapping[str, Any]) -> str:
                 f"{MIN_GAP_SHARE:.0%} floor ({_ci_text(g)}): not attributed")
     if why:
         return f"{why} ({_ci_text(g)}): not attributed"
+    if g.get("host_idle_diff_s"):
+        return (f"{_ci_text(g)}; op classes and the host-paced idle explain "
+                f"{g['explained']:.0%} of it (op classes alone {g['explained_by_classes']:.0%})")
     return f"{_ci_text(g)}; op classes explain {g['explained']:.0%} of it"
 
 
@@ -479,20 +528,34 @@ def _gap_rows(g: Mapping[str, Any]) -> list[list[str]]:
              f"{c['diff_s'] * 1e3:+.4g}", _share(g, c["diff_s"])] for c in g["classes"]]
     rows.append(["sum of op classes (explained)", DASH, DASH, f"{g['class_diff_s'] * 1e3:+.4g}",
                  _share(g, g["class_diff_s"])])
+
+    def idle(side: str, host: bool) -> str:
+        paced = bool(g.get(f"{side}_host_paced"))
+        v = g.get(f"{side}_idle_s")
+        return _ms(v) if v is not None and paced == host else DASH
+
+    if g.get("a_host_paced") or g.get("b_host_paced"):
+        rows.append(["device idle, waiting for the host (explained)", idle("a", True),
+                     idle("b", True), f"{g['host_idle_diff_s'] * 1e3:+.4g}",
+                     _share(g, g["host_idle_diff_s"])])
     if g.get("idle_diff_s") is not None:
-        rows.append(["device idle (not explained)", DASH, DASH,
+        rows.append(["device idle, other (not explained)", idle("a", False), idle("b", False),
                      f"{g['idle_diff_s'] * 1e3:+.4g}", _share(g, g["idle_diff_s"])])
-    rows.append(["rest: trace vs fused step (not explained)", DASH, DASH,
+    rows.append(["rest: traced device time beyond the fused step (not explained)", DASH, DASH,
                  f"{g['rest_s'] * 1e3:+.4g}", _share(g, g["rest_s"])])
     return rows
 
 
 GAP_LEGEND = (
     "*gap*: fused step of the second framework/mode minus the first's (median ms per "
-    "iteration). Op-class times come from each run's profiler trace; *explained* = the sum of "
-    "the op-class differences / gap. *device idle* (traced time with no device op running) and "
-    "*rest* (gap - classes - idle: the traced and the fused steps differ) are shown apart and "
-    "not counted as explained; classes + idle + rest = gap. A gap is attributed only when the "
+    "iteration). Op-class times are device time per iteration from each run's profiler trace. "
+    "*device idle* = fused step - traced device time (max 0), per side; it counts as explained "
+    f"only for a side whose host is shown to set its pace (its phased breakdown took at least "
+    f"{HOST_BOUND:.0%} of the step to issue the step, timed by CUDA events: the device waits "
+    "for the host's dispatch); other idle and the *rest* (traced device time beyond the fused "
+    "step: kernels slower under the profiler or in the breakdown's process) are not. "
+    "*explained* = (op classes + host-paced idle) / gap; classes + idle + rest = gap. "
+    "A gap is attributed only when the "
     f"{GAP_CI_LEVEL:.0%} CI of the difference of the two medians excludes 0 (bootstrap of the "
     "two runs' measured samples, each resampled on its own; without samples, the two steps' "
     f"own CIs) and the gap is at least {MIN_GAP_SHARE:.0%} of the first's step (the agreement "

@@ -98,6 +98,9 @@ def test_worker_samples_power_around_the_measured_segment(monkeypatch):
     assert p["window_s"] >= r["measured_time_s"] * 0.95  # the window covers the segment
     assert p["window_s"] <= r["wall_time_s"] + 0.05
     assert r["memory"]["nvml_used_peak_bytes"] == 2**30
+    # the host's speed is probed before and after the measurement
+    assert r["env"]["host_speed"]["python_loop_ns"] > 0
+    assert r["env"]["host_speed_after"]["python_loop_ns"] > 0
 
 
 # --- ceilings ------------------------------------------------------------------------------------

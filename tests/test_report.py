@@ -549,6 +549,12 @@ def test_machines_of_one_kind_differ_by_gpu_and_host_speed():
     diffs = environment_differences(a, res("GPU-cb57bf9e", 41.0, model="207"))
     assert diffs == ["cpu: family 6 model 143 stepping 8 vs family 6 model 207 stepping 8",
                      "machine: GPU-39397f91 vs GPU-cb57bf9e"]
+    # the faster of the probes before and after the measurement counts: one slowed probe
+    # (81 against 161 ns in two workers a minute apart on one H200) is not a second machine
+    slowed = res("GPU-39397f91", 80.0)
+    slowed["env"]["host_speed_after"] = {"python_loop_ns": 41.0}
+    assert environment_of(slowed)["host speed"] == 41.0
+    assert environment_differences(a, slowed) == []
     # results stored before these fields existed compare as before
     old = {"env": {"platform": "Linux-6.18.44-fc-v657-gpu", "gpus": [{"name": "NVIDIA H200"}]}}
     assert environment_differences(a, old) == []

@@ -33,7 +33,7 @@ from typing import Any
 
 from dlperf import convergence, parallel, stats
 from dlperf.config import RunConfig
-from dlperf.env import collect_env
+from dlperf.env import collect_env, host_speed
 from dlperf.errors import DataMissing, DlperfError
 from dlperf.data.pipeline import data_wait_summary
 from dlperf.frameworks import NonFiniteLoss, get_adapter
@@ -262,6 +262,10 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
     if session is not None:
         r["versions"], r["flags"], r["data_info"] = session.versions, session.flags, session.data_info
         r["device_name"] = session.versions.get("device_name")
+    if env.get("host_speed") and session is not None:
+        # A second probe after the measurement (~20 ms): a load passing during one probe slows
+        # it; environment_of takes the faster of the two.
+        env["host_speed_after"] = host_speed()
     r["env"] = env
     # The input pipeline's own warnings (e.g. a JAX pipeline on threads because Grain is missing).
     pipe = (r.get("data_info") or {}).get("pipeline") if isinstance(r.get("data_info"), dict) \

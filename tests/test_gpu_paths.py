@@ -328,3 +328,33 @@ def test_gpu_trace_without_kernels_is_unavailable_with_its_reason(tmp_path):
     cfg = make_run_config(model="fcn5_tiny", batch_size=16, device="cpu", trace_dir=str(tmp_path))
     out, _, _ = run_breakdown(cfg, session, fused)
     assert out["trace"]["available"] is True
+
+
+def test_traced_steps_far_slower_than_the_fused_step_are_warned_about(tmp_path):
+    """Op-class times come from the traced steps: where those took far longer than the fused
+    step (a busy 2-core CPU: ~200 ms traced against a 0.46 ms step), the result says so."""
+    from types import SimpleNamespace
+
+    from dlperf.breakdown.measure import TRACE_SLOWDOWN_WARN, run_breakdown
+    from dlperf.breakdown.trace import TraceData, TraceOp
+
+    def profile_of(step_s):
+        def profile(n, folder):
+            steps = [(i * step_s, (i + 1) * step_s) for i in range(n)]
+            ops = [TraceOp(name="gemm", start_s=a, end_s=a + 0.5 * step_s, cls="matmul")
+                   for a, _ in steps]
+            return {"trace": TraceData(ops=ops, steps=steps, device_kind="cpu", source="test")}
+        return profile
+
+    fused = {"median": 1e-3, "mean": 1e-3, "ci_low": 9e-4, "ci_high": 1.1e-3}
+    cfg = make_run_config(model="fcn5_tiny", batch_size=16, device="cpu", trace_dir=str(tmp_path))
+    slow = SimpleNamespace(phased_step=None, phase_timer=None, profile=profile_of(0.2), dist=None)
+    out, _, warnings = run_breakdown(cfg, slow, fused)
+    # the traced span (first op start to last op end: 4 steps + half of one) per step / fused
+    assert out["trace"]["slowdown"] == pytest.approx((4 * 0.2 + 0.1) / 5 / 1e-3)
+    assert any(w.startswith("trace: the traced steps took") for w in warnings)
+    ok = SimpleNamespace(phased_step=None, phase_timer=None, profile=profile_of(1.2e-3),
+                         dist=None)
+    out, _, warnings = run_breakdown(cfg, ok, fused)
+    assert out["trace"]["slowdown"] < TRACE_SLOWDOWN_WARN
+    assert not any(w.startswith("trace: the traced steps took") for w in warnings)

@@ -258,6 +258,11 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
     from dlperf.worker import now_iso
 
     missing = preflight(points, allow_missing=missing_ok)
+    # Trace folders are written after each measurement: one that cannot be made would leave
+    # the point stored without its trace (and resumed as done), so they are made now; an
+    # OSError is a user error (_guard: exit 2, nothing run or stored).
+    for d in sorted({p.trace_dir for p in points if p.trace_dir}):
+        Path(d).expanduser().mkdir(parents=True, exist_ok=True)
     with ResultStore(db) as store:
         if sweep_config is not None:
             store.add_sweep(sweep, sweep_config, now_iso())

@@ -383,7 +383,7 @@ def mfu_above_one(r: dict[str, Any]) -> str | None:
     mfu = m.get("mfu")
     if mfu is None or mfu <= 1.0:
         return None
-    head = f"MFU above 100% ({mfu:.0%} of the measured {m.get('ceiling_source') or 'ceiling'})"
+    head = f"MFU above 100% ({mfu:.0%} of the {m.get('ceiling_source') or 'measured ceiling'})"
     fw = m.get("mfu_framework")
     if fw is not None and fw <= 1.0:
         return (f"{head}: by the framework's count of the FLOPs it executed it is {fw:.0%}; the "

@@ -57,6 +57,20 @@ def _new_folder(base: Path) -> Path:
     return folder
 
 
+#: Traced steps slower than this multiple of the fused step get a warning (op-class times
+#: and the busy fraction come from them). On the H200 the profiler made host-bound torch steps
+#: 1.6-2.4x longer (resnet50 bf16 b=64: 40.0 against 23.2 ms); on a busy 2-core CPU a
+#: fresh user's traced fcn5_tiny steps took ~200 ms against 0.46 ms.
+TRACE_SLOWDOWN_WARN = 3.0
+
+
+def _traced_slowdown(analysis: dict[str, Any], fused: dict[str, Any]) -> float | None:
+    """The traced steps' wall time per step over the fused step's median (None if either is
+    missing): ``analysis["step_wall_s"]`` is the traced span / steps."""
+    wall, med = analysis.get("step_wall_s"), fused.get("median")
+    return wall / med if wall and med else None
+
+
 def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}\n" + "".join(traceback.format_exc(limit=6))[-2000:]
 
@@ -140,6 +154,15 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                     "files": {k: str(v) for k, v in cap.get("files", {}).items()} if keep else None,
                     "dir": str(folder) if keep else None,
                 }
+                slow = _traced_slowdown(analysis, fused)
+                if slow is not None:
+                    out["trace"]["slowdown"] = slow
+                    if slow > TRACE_SLOWDOWN_WARN:
+                        warnings.append(
+                            f"trace: the traced steps took {slow:.1f}x the fused step (profiler "
+                            f"overhead, or other load on the machine): the op-class times and "
+                            f"busy fraction are those of the traced steps, and a gap attributed "
+                            f"with them leaves a large rest")
                 samples[TRACE_SAMPLE_PREFIX + "dispatch"] = list(analysis["dispatch_samples"])
                 for ph, xs in analysis["phase_samples"].items():
                     samples[TRACE_SAMPLE_PREFIX + ph] = list(xs)

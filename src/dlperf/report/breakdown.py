@@ -503,6 +503,11 @@ def _ci_text(g: Mapping[str, Any]) -> str:
     return "no CI" if not ci else f"CI [{ci[0] * 1e3:+.4g}, {ci[1] * 1e3:+.4g}] ms"
 
 
+#: A gap whose rest (traced device time beyond the fused steps) exceeds this share of it is
+#: flagged: its class differences come from traced steps unlike the measured ones.
+REST_WARN_SHARE = 0.25
+
+
 def gap_verdict(g: Mapping[str, Any]) -> str:
     """One phrase on a gap: its CI and the classes' share, or why it is not attributed."""
     why = g.get("not_attributed")
@@ -514,9 +519,15 @@ def gap_verdict(g: Mapping[str, Any]) -> str:
     if why:
         return f"{why} ({_ci_text(g)}): not attributed"
     if g.get("host_idle_diff_s"):
-        return (f"{_ci_text(g)}; op classes and the host-paced idle explain "
+        text = (f"{_ci_text(g)}; op classes and the host-paced idle explain "
                 f"{g['explained']:.0%} of it (op classes alone {g['explained_by_classes']:.0%})")
-    return f"{_ci_text(g)}; op classes explain {g['explained']:.0%} of it"
+    else:
+        text = f"{_ci_text(g)}; op classes explain {g['explained']:.0%} of it"
+    rest = g.get("rest_s") or 0.0
+    if abs(rest) > REST_WARN_SHARE * abs(g["gap_s"]):
+        text += (f"; the rest is {rest / g['gap_s']:+.0%} of the gap (traced steps unlike the "
+                 f"fused ones): read the shares with care")
+    return text
 
 
 def _share(g: Mapping[str, Any], v: float | None) -> str:
@@ -555,6 +566,9 @@ GAP_LEGEND = (
     "for the host's dispatch); other idle and the *rest* (traced device time beyond the fused "
     "step: kernels slower under the profiler or in the breakdown's process) are not. "
     "*explained* = (op classes + host-paced idle) / gap; classes + idle + rest = gap. "
+    "Shares are signed: a row with the gap's sign adds to it, one with the other sign offsets "
+    "it, so the explained parts can sum past 100% when other rows pull the other way; a "
+    f"rest over {REST_WARN_SHARE:.0%} of the gap is flagged. "
     "A gap is attributed only when the "
     f"{GAP_CI_LEVEL:.0%} CI of the difference of the two medians excludes 0 (bootstrap of the "
     "two runs' measured samples, each resampled on its own; without samples, the two steps' "

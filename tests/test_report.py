@@ -472,10 +472,18 @@ def test_real_against_synthetic_is_a_ratio_of_throughputs():
             {"data_info": {"placement": "pipeline", "pipeline": pipe}}))
         (gj,) = data_gaps(jax_rows, {1: syn, 2: real}.__getitem__)
         assert shown in data_markdown([gj])
+        # the results table tells the two kinds apart too
+        from dlperf.report.tables import row_cells
+
+        kind = shown.split()[2]
+        assert any(c.endswith(f", 4 wkr ({kind})") for c in row_cells(jax_rows[1]))
     rows[1].update(loader_workers=4, result_json=_json.dumps(  # torch: no kind shown
         {"data_info": {"placement": "pipeline", "pipeline": {"num_workers": 4}}}))
     (gt,) = data_gaps(rows, {1: syn, 2: real}.__getitem__)
     assert gt["workers_kind"] is None and "| 4 |" in data_markdown([gt])
+    from dlperf.report.tables import row_cells
+
+    assert any(c.endswith(", 4 wkr") for c in row_cells(rows[1]))
 
 
 def test_comparisons_across_environments_are_marked():

@@ -18,7 +18,7 @@ import math
 import statistics
 
 from dlperf.env import environment_differences
-from dlperf.report.tables import batch_cell, extra_measurements, fmt_sig
+from dlperf.report.tables import batch_cell, extra_measurements, fmt_sig, workers_kind
 from dlperf.results.store import repeat_of, result_of
 from dlperf.stats import between_run, ratio_ci, ratio_of_medians_ci
 
@@ -202,7 +202,7 @@ def data_gaps(rows: Sequence[dict[str, Any]],
                     "loader_workers": r.get("loader_workers"),
                     "pipeline": (res.get("data_info") or {}).get("placement")
                     == "pipeline",
-                    "workers_kind": _workers_kind(res, r.get("framework")),
+                    "workers_kind": workers_kind(res, r.get("framework")),
                     "synthetic_samples_per_s": base.get("samples_per_s") if base else None,
                     "real_samples_per_s": r.get("samples_per_s"),
                     "relative_throughput": rel, "ci_low": lo, "ci_high": hi,
@@ -216,19 +216,6 @@ def data_gaps(rows: Sequence[dict[str, Any]],
                                       str(d["precision"]), d["batch_size"] or 0, str(d["data"]),
                                       -1 if d["loader_workers"] is None else d["loader_workers"],
                                       d["repeat"]))
-
-
-def _workers_kind(res: dict[str, Any], framework: Any) -> str | None:
-    """``processes`` or ``threads`` for a JAX pipeline with workers (results stored before
-    ``workers_kind`` existed ran dlperf's HostPipeline threads), else None."""
-    pipe = (res.get("data_info") or {}).get("pipeline")
-    if not isinstance(pipe, dict) or framework != "jax":
-        return None
-    if pipe.get("workers_kind"):
-        return str(pipe["workers_kind"])
-    if str(pipe.get("impl", "")).startswith("dlperf HostPipeline") and pipe.get("num_workers"):
-        return "threads"
-    return None
 
 
 def _f(v: Any, fmt: str) -> str:

@@ -131,9 +131,9 @@ def write_report(
             "framework-allocated peak / framework-reserved peak / NVML used (process peak RSS "
             "when no device numbers exist). *ok (not steady)*: the step time never settled. "
             "*MFU*: analytic model FLOP/s over the matmul ceiling measured in the same run at "
-            "the run's precision. *data wait*: the median time an iteration waited for its "
-            "batch, as a share of the median iteration (real data through an input pipeline; "
-            "*input-bound* above the run's threshold). *J/iter*: energy per iteration (NVML, "
+            "the run's precision. *data wait*: the share of the measured time the iterations "
+            "spent waiting for their batches (total wait / total measured time; real data "
+            "through an input pipeline; *input-bound* above the run's threshold). *J/iter*: energy per iteration (NVML, "
             "GPU runs). *N wkr*: loader workers of the input pipeline.",
             "",
         ]

@@ -249,6 +249,9 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
         data += f", {row['threads']} thr"
     if row.get("loader_workers") is not None:
         data += f", {row['loader_workers']} wkr"
+        kind = workers_kind(result_of(row), row.get("framework"))
+        if kind:  # a JAX pipeline: Grain processes or dlperf's threads
+            data += f" ({kind})"
     ok = is_ok(row)
     n, nodes = int(row.get("world_size") or 1), int(row.get("nnodes") or 1)
     devices = str(n) if nodes == 1 else f"{nodes}x{n // nodes}"
@@ -323,3 +326,16 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     for row in sort_rows(rows):
         lines.append("| " + " | ".join(_md_escape(c) for c in row_cells(row)) + " |")
     return "\n".join(lines) + "\n"
+
+
+def workers_kind(res: dict[str, Any], framework: Any) -> str | None:
+    """``processes`` or ``threads`` for a JAX pipeline with workers (results stored before
+    ``workers_kind`` existed ran dlperf's HostPipeline threads), else None."""
+    pipe = (res.get("data_info") or {}).get("pipeline")
+    if not isinstance(pipe, dict) or framework != "jax":
+        return None
+    if pipe.get("workers_kind"):
+        return str(pipe["workers_kind"])
+    if str(pipe.get("impl", "")).startswith("dlperf HostPipeline") and pipe.get("num_workers"):
+        return "threads"
+    return None

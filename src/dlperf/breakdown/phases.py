@@ -66,8 +66,8 @@ def reason(rel: float, *, timer: str, device: str, fused: Mapping[str, Any],
     if timer == "lagged_host" and rel > 0:
         excess = rel * med
         if host_input_s is not None and host_input_s < 0.5 * excess:
-            return (f"the phased loop's steps completed {excess * 1e3:.3g} ms apart more than "
-                    f"the fused loop's in the same process; its host input phases (t_io + "
+            return (f"the phased loop's steps completed {excess * 1e3:.3g} ms further apart "
+                    f"than the fused loop's in the same process; its host input phases (t_io + "
                     f"t_h2d, {host_input_s * 1e3:.3g} ms) are not the cause: the phased loop "
                     f"itself ran slower (other load, or the phased step's own dispatch); "
                     f"compare the raw samples")

@@ -111,7 +111,9 @@ BREAKDOWN_LEGEND = (
     "profiler slowed the traced ops beyond the untraced step, with a warning when by over 3%; "
     "not the framework gap of the op-class section). *sum vs step*: the "
     "phases' sum against the fused step (`!`: over 3%, the reason is in the result's "
-    "warnings). *dispatch ms*: host time spent issuing one iteration: from the phased "
+    "warnings; a JAX GPU row's breakdown ran in a second process with command buffers off, "
+    "and its phases are set against that process's own fused step, `breakdown_run.summary`, "
+    "not the *step ms* shown). *dispatch ms*: host time spent issuing one iteration: from the phased "
     "measurement (no profiler running) where there is one, else from the trace (the results "
     "file's `dispatch_s` column is always the trace's, which includes the profiler's overhead "
     "and, for an asynchronous step, waits for the device). *busy*: union of device "
@@ -224,8 +226,9 @@ def op_class_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "\nDevice time per iteration (ms; every column but *source*) from a profiler trace "
         "of a few iterations after the measurement, by op class (dlperf.breakdown.opclass); "
         "overlapping ops share their time, so the classes add up to *busy ms*. *idle ms*: "
-        "traced step time with no device op running. On a CPU device the times are the host's "
-        "time inside ops.\n") + \
+        "traced step time with no device op running (the profiler lengthens it on a host-bound "
+        "step; the gap tables use fused step - busy instead). On a CPU device the times are "
+        "the host's time inside ops.\n") + \
         _other_names_markdown(rows)
 
 

@@ -188,3 +188,21 @@ def test_mfu_above_one_names_the_likely_cause():
     assert "Winograd" in mfu_above_one(res(1.26, fw=1.26, family="cnn"))  # vgg16 fp32
     assert "square-GEMM ceiling" in mfu_above_one(res(1.05, fw=1.04, family="transformer"))
     assert any("input gradient" in w for w in quality_warnings(res(1.03, fw=0.87)))
+
+
+def test_cpu_ceilings_beside_loader_workers_are_warned_about():
+    """On a CPU the ceilings run after the measurement while the loader workers refill their
+    buffers on the same CPUs (fp32 124 against 268 GFLOP/s in a fresh user's runs)."""
+    from dlperf.worker import quality_warnings
+
+    def res(device, workers, ceilings=True):
+        return {"device": device, "config": {"loader_workers": workers},
+                "ceilings": {"matmul_flops_per_s": {"fp32": 1e11}} if ceilings else None}
+
+    def warned(r):
+        return any(w.startswith("the CPU ceilings were measured while") for w in
+                   quality_warnings(r))
+
+    assert warned(res("cpu", 2))
+    assert not warned(res("cpu", 0)) and not warned(res("cpu", None))
+    assert not warned(res("cuda", 2)) and not warned(res("cpu", 2, ceilings=False))

@@ -417,6 +417,13 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
     over = mfu_above_one(r)
     if over:
         w.append(over)
+    workers = (r.get("config") or {}).get("loader_workers")
+    if r.get("device") == "cpu" and workers and r.get("ceilings"):
+        # The workers refill their buffers after the measurement, on the CPUs the ceilings
+        # then run on (a fresh user saw an fp32 ceiling of 124 against 268 GFLOP/s without).
+        w.append(f"the CPU ceilings were measured while {workers} loader workers "
+                 f"could still be using the CPUs: the ceiling may read low and MFU high; "
+                 f"compare with the same point on synthetic data")
     dw = r.get("data_wait") or {}
     if dw.get("input_bound"):
         w.append(f"input-bound: the iterations waited for data {dw['share']:.0%} of the measured "

@@ -183,3 +183,79 @@ def test_version_7_data_wait_is_restated_by_total_time(tmp_path):
         dw = json.loads(a["result_json"])["data_wait"]
         assert dw["median_share"] == 0.0 and dw["share"] == 0.71 and dw["input_bound"] is True
         assert b["data_wait_share"] == 0.05 and b["input_bound"] is False  # already by the rule
+
+
+def _at(result, when):
+    result["created_at"] = when
+    return result
+
+
+def test_merge_keeps_every_result_once_in_time_order_with_samples(tmp_path):
+    from dlperf.results.store import merge_stores
+
+    a, b, dest = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "dest.db"
+    shared = _at(fake_result(), "2026-12-01T10:00:00+00:00")
+    with ResultStore(a) as s:
+        s.add(shared)
+        s.add(_at(fake_result(batch=16, times=(0.02, 0.02, 0.03)), "2026-12-01T12:00:00+00:00"))
+        s.add_collectives(_allreduce_report(), "2026-12-01T10:00:00+00:00")
+        s.add_sweep("sw", {"grid": []}, "2026-12-01T10:00:00+00:00")
+    with ResultStore(b) as s:
+        s.add(shared)  # the same run, copied into both files
+        # a newer run of point a#1 measured on the other machine, and an older one of b=32
+        s.add(_at(fake_result(batch=16, times=(0.05, 0.05, 0.05)), "2026-12-01T13:00:00+00:00"))
+        s.add(_at(fake_result(batch=32), "2026-12-01T09:00:00+00:00"))
+        s.add_collectives(_allreduce_report(), "2026-12-01T10:00:00+00:00")
+        s.add_sweep("sw", {"grid": []}, "2026-12-01T10:00:00+00:00")
+    summary = merge_stores(dest, [a, b])
+    assert summary["added"] == {str(a): 2, str(b): 2}
+    assert summary["results"] == 4 and summary["collectives"] == 1 and summary["sweeps"] == 1
+    with ResultStore(dest) as s:
+        every = s.rows(latest=False)
+        assert [r["created_at"][11:13] for r in every] == ["09", "10", "12", "13"]
+        latest = {r["batch_size"]: r for r in s.rows()}
+        # the newest run of b=16 is the one measured later, wherever it was stored
+        assert latest[16]["step_time_median_s"] == pytest.approx(0.05)
+        assert s.samples(latest[16]["id"])["measure"]["step_time_s"] == [0.05, 0.05, 0.05]
+        assert s.samples(latest[8]["id"])["warmup"]["loss"] == [2.2, 2.1]
+        assert len(s.collectives()) == 2  # one run of two message sizes
+    # merging again adds nothing; dest's own rows are kept when it is also the target
+    again = merge_stores(dest, [a, b, dest])
+    assert again["added"] == {str(a): 0, str(b): 0} and again["results"] == 4
+
+
+def test_merge_refuses_a_missing_source_and_leaves_dest_alone(tmp_path):
+    from dlperf.results.store import merge_stores
+
+    dest = tmp_path / "dest.db"
+    with ResultStore(dest) as s:
+        s.add(fake_result())
+    before = dest.read_bytes()
+    with pytest.raises(ConfigError, match="does not exist"):
+        merge_stores(dest, [tmp_path / "nope.db"])
+    (tmp_path / "foreign.db").write_bytes(b"not sqlite at all, just text" * 10)
+    with pytest.raises(ConfigError, match="not a dlperf results database"):
+        merge_stores(dest, [tmp_path / "foreign.db"])
+    assert dest.read_bytes() == before
+    assert not list(tmp_path.glob("*.merge-tmp"))
+
+
+def test_merge_cli(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    a, dest = tmp_path / "a.db", tmp_path / "d.db"
+    with ResultStore(a) as s:
+        s.add(fake_result())
+    r = subprocess.run([sys.executable, "-m", "dlperf", "merge", str(a), "--db", str(dest)],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "300"})
+    assert r.returncode == 0, r.stderr
+    assert "1 new result(s)" in r.stderr
+    with ResultStore(dest) as s:
+        assert len(s.rows()) == 1
+    r = subprocess.run([sys.executable, "-m", "dlperf", "merge", str(tmp_path / "x.db"),
+                        "--db", str(dest)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "300"})
+    assert r.returncode == 2 and "does not exist" in r.stderr

@@ -851,6 +851,36 @@ def _store_collectives(path: Path, db: str) -> None:
                   highlight=False)
 
 
+@app.command()
+def merge(
+    sources: Annotated[list[str], typer.Argument(help="Results files to add (e.g. the copies that two machines or two device calls wrote).")],
+    db: Annotated[str, typer.Option(help="Results file that receives them (created if missing; its own rows are kept).")] = DEFAULT_DB,
+) -> None:
+    """Combine results files into --db: every result with its raw samples once, newest last.
+
+    A result in several files (the same run, copied) is kept once; results are ordered by the
+    time they were measured, so tables keep showing each point's newest run. --db is replaced
+    in one step: an error leaves it unchanged. Resume a sweep from the merged file.
+    """
+    def body():
+        from dlperf.results.store import merge_stores
+
+        _check_db(db, must_exist=False)
+        for s in sources:
+            if not Path(s).exists():
+                raise ConfigError(f"results file {s!r} to merge does not exist; give an "
+                                  "existing file")
+            _check_db(s, must_exist=True)
+        summary = merge_stores(db, sources)
+        for src, n in summary["added"].items():
+            err.print(f"{src}: {n} new result(s)", highlight=False)
+        err.print(f"{db} now holds {summary['results']} results ({summary['samples']} raw "
+                  f"samples), {summary['collectives']} collective runs and "
+                  f"{summary['sweeps']} sweep records", highlight=False)
+
+    _guard(body)
+
+
 data_app = typer.Typer(no_args_is_help=True, help="Data helpers (a synthetic ImageFolder of JPEGs).")
 app.add_typer(data_app, name="data")
 

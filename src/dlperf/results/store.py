@@ -442,3 +442,95 @@ class ResultStore:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
+    """Combine results files: ``dest`` becomes the union of its own rows and every source's.
+
+    For results measured in pieces on different machines or calls (sweep shards, a sweep
+    resumed from an older copy of its file). Every result row with its raw samples, every
+    collective benchmark row and every sweep record is kept once: a result that is in several
+    files (same run key, ``created_at`` and ``result_json``) is stored once, as is a collective
+    run (``run_id``) or a sweep record. Results are written in order of ``created_at`` (then
+    file, then row), so "the newest row of a point" (:meth:`ResultStore.rows`) stays the newest
+    by time. ``dest`` is rewritten through a temporary file beside it and replaced in one
+    rename: a failure leaves it as it was. Sources are opened as stores (an older schema is
+    migrated in place, as every dlperf command does) and otherwise not changed.
+
+    Args:
+        dest: the results file to write; it may not exist yet (then it is created).
+        sources: results files to add (at least one; ``dest`` itself may be among them).
+
+    Returns:
+        ``{"results": n, "added": {source: new results}, "samples": n, "collectives": n,
+        "sweeps": n}``: the totals in ``dest`` afterwards and what each source added.
+
+    Raises:
+        ConfigError: no sources, a source that does not exist, or a file that is not a dlperf
+            results database.
+    """
+    dest = Path(dest)
+    srcs = [Path(s) for s in sources]
+    if not srcs:
+        raise ConfigError("nothing to merge: name at least one results file to add")
+    for s in srcs:
+        if not s.is_file():
+            raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
+    had_dest = dest.is_file()
+    order = ([dest] if had_dest else []) + [
+        s for s in dict.fromkeys(srcs) if not (had_dest and s.resolve() == dest.resolve())]
+    results: dict[tuple, tuple] = {}  # identity -> (sort key, row, samples)
+    collectives: dict[str, list[dict]] = {}
+    sweeps: dict[tuple, None] = {}
+    added: dict[str, int] = {}
+    for fi, path in enumerate(order):
+        with ResultStore(path) as st:
+            db = st._db
+            n_new = 0
+            for r in db.execute("SELECT * FROM results ORDER BY id"):
+                row = dict(r)
+                ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
+                if ident in results:
+                    continue
+                samples = [tuple(s) for s in db.execute(
+                    "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
+                    "ORDER BY phase, idx", (row["id"],))]
+                results[ident] = ((row.get("created_at") or "", fi, row["id"]), row, samples)
+                n_new += 1
+            for r in db.execute("SELECT * FROM collectives ORDER BY id"):
+                c = dict(r)
+                if c["run_id"] not in collectives or collectives[c["run_id"]][0]["_file"] == fi:
+                    c["_file"] = fi
+                    collectives.setdefault(c["run_id"], []).append(c)
+            for r in db.execute("SELECT name, created_at, config_json FROM sweeps"):
+                sweeps[tuple(r)] = None
+            if not (had_dest and fi == 0):
+                added[str(path)] = n_new
+    tmp = dest.with_name(dest.name + ".merge-tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        with ResultStore(tmp) as out:
+            db = out._db
+            cols = list(COLUMNS)
+            n_samples = 0
+            with out.transaction():
+                for _, row, samples in sorted(results.values(), key=lambda v: v[0]):
+                    cur = db.execute(
+                        f"INSERT INTO results ({', '.join(cols)}) VALUES "
+                        f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
+                    rid = int(cur.lastrowid)
+                    db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
+                                   [(rid, *s) for s in samples])
+                    n_samples += len(samples)
+                ccols = [c for c in (collectives and next(iter(collectives.values()))[0] or {})
+                         if c not in ("id", "_file")]
+                for rows in collectives.values():
+                    db.executemany(
+                        f"INSERT INTO collectives ({', '.join(ccols)}) VALUES "
+                        f"({', '.join('?' * len(ccols))})", [[c[k] for k in ccols] for c in rows])
+                db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
+        tmp.replace(dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"results": len(results), "added": added, "samples": n_samples,
+            "collectives": len(collectives), "sweeps": len(sweeps)}

@@ -327,6 +327,35 @@ def test_comparisons_pair_only_runs_with_the_same_loader_workers_and_devices():
     assert "| mnist, 0 wkr |" in md and "| mnist, 2 wkr |" in md and "| mnist |" in md
 
 
+def test_comparisons_pair_runs_of_the_same_layout_setting():
+    """A torch CNN stored with --layout nchw and again with auto (channels_last) was compared
+    with every graph run and every JAX run: 2 x 2 mode rows, two of them NCHW against NHWC."""
+    import json as _json
+
+    from dlperf.report.compare import framework_ratios, markdown, mode_speedups
+
+    samples = {i: [0.010 * i] * 6 for i in range(1, 6)}
+    common = dict(status="ok", model="resnet50", device="cuda", precision="bf16", batch_size=8,
+                  data="synthetic", threads=None)
+
+    def row(i, fw, mode, layout):
+        cfg = {} if layout is None else {"layout": layout}
+        return dict(id=i, framework=fw, mode=mode, result_json=_json.dumps({"config": cfg}),
+                    **common)
+
+    rows = [row(1, "torch", "eager", "nchw"), row(2, "torch", "graph", "nchw"),
+            row(3, "torch", "eager", "auto"), row(4, "torch", "graph", "auto"),
+            row(5, "jax", "xla", None)]  # stored before --layout: auto
+    modes = mode_speedups(rows, samples.__getitem__)
+    assert sorted((c["baseline"], c["other"], c["speedup"]) for c in modes) == [
+        ("torch/eager", "torch/graph", pytest.approx(3 / 4)),
+        ("torch/eager (nchw)", "torch/graph (nchw)", pytest.approx(1 / 2))]
+    (fw,) = framework_ratios(rows, samples.__getitem__)
+    assert (fw["baseline"], fw["other"], fw["speedup"]) == ("torch/eager", "jax/xla",
+                                                            pytest.approx(3 / 5))
+    assert "torch/eager (nchw) | torch/graph (nchw)" in markdown(modes)
+
+
 def test_torch_rows_show_the_applied_layout():
     """Rows that differ only in layout (NCHW vs channels_last) tell apart in tables."""
     import json

@@ -54,19 +54,29 @@ def device_cell(c: Mapping[str, Any]) -> str:
     return f"{c.get('device')}" + (f" x{n}" if n > 1 else "")
 
 
+def layout_setting(r: Mapping[str, Any]) -> str:
+    """The ``--layout`` a row ran with: ``auto`` (each framework's recommended layout, and rows
+    stored before the option existed), ``nchw`` or ``nhwc`` (forced)."""
+    return (result_of(r).get("config") or {}).get("layout") or "auto"
+
+
 def _pairs(rows: Sequence[dict[str, Any]], match: Callable[[dict, dict], bool]):
+    """Pairs of ok rows at one point, one repeat and one ``--layout`` setting (so a forced
+    NCHW run is compared with forced NCHW, and ``auto`` with ``auto``) that ``match``."""
     ok = [r for r in rows if r.get("status") == "ok"]
     for base in ok:
         for other in ok:
             if (base is not other and _point(base) == _point(other)
-                    and repeat_of(base) == repeat_of(other) and match(base, other)):
+                    and repeat_of(base) == repeat_of(other)
+                    and layout_setting(base) == layout_setting(other) and match(base, other)):
                 yield base, other
 
 
 def _rep(r: dict[str, Any]) -> str:
-    """`` #k`` for repeat k > 0 of a point, else empty."""
-    k = repeat_of(r)
-    return f" #{k}" if k else ""
+    """`` #k`` for repeat k > 0 of a point and `` (nchw)``/`` (nhwc)`` for a forced layout,
+    else empty."""
+    k, lay = repeat_of(r), layout_setting(r)
+    return (f" #{k}" if k else "") + ("" if lay == "auto" else f" ({lay})")
 
 
 def _compare(pairs, samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:

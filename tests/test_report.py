@@ -638,3 +638,34 @@ def test_real_data_is_set_against_the_synthetic_run_measured_the_same_way():
     # no +trace synthetic run: the +trace real run falls back to the plain one
     rel = [g["relative_throughput"] for g in data_gaps(rows[:5], t.__getitem__)]
     assert sorted(rel) == pytest.approx(sorted([0.030 / 0.060, 0.030 / 0.060, 0.045 / 0.090]))
+
+
+def test_framework_matrix_shows_newest_run_range_and_machines():
+    import json as _json
+
+    from dlperf.report.compare import framework_matrix, matrix_markdown
+
+    def row(i, fw, mode, ms, when, gpu="GPU-aaaaaaaa-1", layout=None, model="m"):
+        res = {"config": {} if layout is None else {"layout": layout},
+               "env": {"gpus": [{"uuid": gpu, "name": "H200"}]}}
+        return dict(id=i, status="ok", model=model, device="cuda", precision="bf16",
+                    batch_size=8, data="synthetic", threads=None, framework=fw, mode=mode,
+                    step_time_median_s=ms / 1e3, created_at=when, result_json=_json.dumps(res))
+
+    rows = [row(1, "jax", "xla", 5.0, "2026-12-01T10"), row(2, "jax", "xla", 4.0, "2026-12-01T09"),
+            row(3, "torch", "eager", 10.0, "2026-12-01T10"),
+            row(4, "torch", "eager", 30.0, "2026-12-01T10", layout="nchw"),
+            row(5, "torch", "graph", 8.0, "2026-12-01T10", gpu="GPU-bbbbbbbb-2"),
+            row(6, "torch", "eager", 1.0, "2026-12-01T10", model="z"),
+            dict(id=7, status="crash", model="m", framework="torch", mode="graph")]
+    m, z = framework_matrix(rows)
+    assert list(m["columns"]) == ["torch/eager", "torch/eager (nchw)", "torch/graph", "jax/xla"]
+    # jax's newest run (row 1, 5 ms) is shown, not the faster older one
+    assert m["columns"]["jax/xla"]["median_s"] == pytest.approx(5e-3)
+    assert m["columns"]["jax/xla"]["runs"] == pytest.approx([4e-3, 5e-3])
+    # the forced NCHW column stays out of fastest / slowest
+    assert m["fastest"] == "jax/xla" and m["spread"] == pytest.approx(2.0)
+    assert m["machines"] == 2 and z["spread"] is None and z["machines"] == 1
+    md = matrix_markdown([m, z])
+    assert "**5** (2 runs: 4–5)" in md and "2.00x †" in md
+    assert md.count("\n| z |") == 1 and "| 1 | – | – | – | – |" in md

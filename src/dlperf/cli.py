@@ -467,7 +467,7 @@ def results(
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts), 'allreduce' (stored all-reduce sweeps: time, algbw, busbw per message size), 'repeats' (between-run variation of points run several times, --repeats N: run medians, mean, stdev, CV, olympic mean against the within-run CI).")] = None,
+    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'matrix' (median ms per point x framework/mode side by side, each point's runs as a range), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts), 'allreduce' (stored all-reduce sweeps: time, algbw, busbw per message size), 'repeats' (between-run variation of points run several times, --repeats N: run medians, mean, stdev, CV, olympic mean against the within-run CI).")] = None,
     op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes (the gaps in the table and JSON; CSV: one row per result, seconds per iteration).")] = False,
     target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
 ) -> None:
@@ -495,13 +495,17 @@ def results(
             if compare is not None:
                 from dlperf.report import compare as cmp
 
-                kinds = ("modes", "frameworks", "data", "scaling", "convergence", "allreduce",
-                         "repeats")
+                kinds = ("modes", "frameworks", "matrix", "data", "scaling", "convergence",
+                         "allreduce", "repeats")
                 if compare not in kinds:
                     raise unknown_choice("comparison", compare, kinds)
                 if compare == "allreduce":
                     comps = store.collectives()
                     md = cmp.collectives_markdown
+                elif compare == "matrix":  # every run: a point's earlier runs show as a range
+                    comps = cmp.framework_matrix(store.rows(
+                        latest=False, model=_split(model) or None, status=_split(status) or None))
+                    md = cmp.matrix_markdown
                 elif compare == "repeats":
                     comps = cmp.repeat_runs(rows)
                     md = cmp.repeats_markdown
@@ -669,6 +673,11 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
         if not rows and not store.collectives():
             raise ConfigError(f"{db} holds no results yet")
         sections = []
+        matrix = [p for p in cmp.framework_matrix(store.rows(latest=False))
+                  if len(p["columns"]) > 1]
+        if matrix:
+            sections.append(("Frameworks and modes side by side (ms per iteration)",
+                             cmp.matrix_markdown(matrix)))
         modes = cmp.mode_speedups(rows, _measured(store))
         if modes:
             sections.append(("Graph-optimisation effect (speed-up over eager)",

@@ -526,3 +526,96 @@ def repeats_markdown(summaries: Sequence[dict[str, Any]]) -> str:
               "from per-process state: cuDNN/cuBLAS autotuning choices, allocator layout, host "
               "dispatch speed, clocks."]
     return "\n".join(lines) + "\n"
+
+
+#: Column order of :func:`framework_matrix` (frameworks, then their modes).
+_FW_ORDER = ("torch", "tensorflow", "jax", "mxnet")
+_MODE_ORDER = ("eager", "graph", "xla")
+
+
+def _column_order(col: str) -> tuple:
+    fw, _, rest = col.partition("/")
+    mode = rest.split(" ")[0]
+    return (_FW_ORDER.index(fw) if fw in _FW_ORDER else len(_FW_ORDER), fw,
+            _MODE_ORDER.index(mode) if mode in _MODE_ORDER else len(_MODE_ORDER), rest)
+
+
+def framework_matrix(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cross-framework table: one entry per point, one column per framework/mode.
+
+    Args:
+        rows: result rows, every run (``ResultStore.rows(latest=False)``): a point measured
+            more than once (a resumed sweep that measured it again, ``--repeats``) shows its
+            newest run and the range of all its runs.
+
+    Returns:
+        Per point (the :data:`POINT_KEYS`, ordered by model, precision and batch): ``columns``
+        (``framework/mode``, `` (nchw)``/`` (nhwc)`` for a forced layout) -> ``{"median_s"``
+        (newest run's median iteration time, s), ``"runs"`` (every run's median, oldest
+        first), ``"machine"`` (of the newest run, :func:`dlperf.env.environment_of`)``}``;
+        ``fastest`` (its column), ``spread`` (slowest / fastest newest median; None with one
+        column; both over the ``auto``-layout columns where the point has any) and ``machines`` (distinct machines among those columns' newest runs; above 1 the columns
+        compare machines as well as frameworks).
+    """
+    from dlperf.env import environment_of
+
+    points: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
+    for r in rows:
+        if r.get("status") != "ok" or not r.get("step_time_median_s"):
+            continue
+        col = f"{r['framework']}/{r['mode']}" + ("" if layout_setting(r) == "auto"
+                                                 else f" ({layout_setting(r)})")
+        points.setdefault(point_of(r), {}).setdefault(col, []).append(r)
+    out = []
+    for pt, cols in points.items():
+        cells = {}
+        for col in sorted(cols, key=_column_order):
+            runs = sorted(cols[col], key=lambda r: (r.get("created_at") or "", r.get("id") or 0))
+            cells[col] = {"median_s": runs[-1]["step_time_median_s"],
+                          "runs": [r["step_time_median_s"] for r in runs],
+                          "machine": environment_of(result_of(runs[-1])).get("machine")}
+        meds = {c: v["median_s"] for c, v in cells.items()}
+        if any(" (" not in c for c in meds):  # forced layouts are side notes to `auto`
+            meds = {c: m for c, m in meds.items() if " (" not in c}
+        fastest = min(meds, key=meds.get)
+        out.append({**dict(zip(POINT_KEYS, pt)), "columns": cells, "fastest": fastest,
+                    "spread": max(meds.values()) / meds[fastest] if len(meds) > 1 else None,
+                    "machines": len({cells[c]["machine"] for c in meds})})
+    return sorted(out, key=lambda d: (str(d["model"]), str(d["device"]), str(d["precision"]),
+                                      d["batch_size"] or 0, d["threads"] or 0))
+
+
+def matrix_markdown(points: Sequence[dict[str, Any]]) -> str:
+    """:func:`framework_matrix` as a Markdown table: median ms per iteration, the fastest in
+    bold, the range of a point's runs when it ran more than once, slowest/fastest, and †
+    where the columns of a row ran on different machines."""
+    if not points:
+        return "No results.\n"
+    cols = sorted({c for p in points for c in p["columns"]}, key=_column_order)
+    lines = ["| model | precision | batch | device | data | threads | "
+             + " | ".join(cols) + " | slowest / fastest |",
+             "|---|---|---:|---|---|---:|" + "---:|" * len(cols) + "---:|"]
+    for p in points:
+        cells = []
+        for c in cols:
+            v = p["columns"].get(c)
+            if v is None:
+                cells.append("–")
+                continue
+            s = f"{v['median_s'] * 1e3:.4g}"
+            s = f"**{s}**" if c == p["fastest"] and p["spread"] is not None else s
+            if len(v["runs"]) > 1:
+                s += (f" ({len(v['runs'])} runs: {min(v['runs']) * 1e3:.4g}–"
+                      f"{max(v['runs']) * 1e3:.4g})")
+            cells.append(s)
+        spread = "–" if p["spread"] is None else f"{p['spread']:.2f}x"
+        mark = ENV_MARK if p["machines"] > 1 else ""
+        lines.append(f"| {p['model']} | {p['precision']} | {batch_cell(p)} | {device_cell(p)} | "
+                     f"{data_cell(p)} | {p['threads'] or '-'} | " + " | ".join(cells)
+                     + f" | {spread}{mark} |")
+    lines += ["", "Median ms per iteration of each point's newest run (fastest in bold); "
+              "*(n runs: a–b)*: the point ran n times (separate processes), the range of their "
+              "medians. *slowest / fastest* leaves out forced layouts (nchw, nhwc) where the "
+              "point has `auto` runs. † the newest runs of the row ran on different machines: the ratio mixes "
+              "machines with frameworks (host-bound steps differ most)."]
+    return "\n".join(lines) + "\n"

@@ -107,6 +107,18 @@ def test_run_key_of_a_stored_point_survives_new_fields_at_their_default():
             != RunConfig(model="resnet50_tiny", batch_size=8).run_key())
 
 
+def test_compile_mode_choices_key_and_framework_rule():
+    base = RunConfig(model="fcn5_tiny", batch_size=8, mode="graph")
+    ro = RunConfig(model="fcn5_tiny", batch_size=8, mode="graph", compile_mode="reduce-overhead")
+    assert base.compile_mode == "default" and ro.run_key() != base.run_key()
+    with pytest.raises(ConfigError, match="valid compile_modes: default, max-autotune"):
+        make_run_config(model="fcn5_tiny", batch_size=8, mode="graph", compile_mode="fast")
+    for fw, mode in (("torch", "eager"), ("jax", "xla"), ("tensorflow", "graph")):
+        with pytest.raises(ConfigError, match="needs --framework torch --mode graph"):
+            make_run_config(model="fcn5_tiny", batch_size=8, framework=fw, mode=mode,
+                            compile_mode="reduce-overhead")
+
+
 def test_layout_choices_and_framework_rule():
     with pytest.raises(ValidationError, match="unknown layout 'nwhc'; did you mean 'nhwc'"):
         RunConfig(model="resnet50_tiny", batch_size=2, layout="nwhc")

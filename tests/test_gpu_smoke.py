@@ -231,6 +231,22 @@ def test_torch_compile_tf32_on_cuda():
     _check_memory_power(r)
 
 
+def test_torch_compile_reduce_overhead_runs_as_cuda_graphs():
+    """--compile-mode reduce-overhead on CUDA: every compiled graph captured as a CUDA graph
+    (Inductor declined none), compiled once, no recompile while measured."""
+    _torch_cuda()
+    from dlperf.worker import run_config
+
+    r = _ok(run_config(make_run_config(model="fcn5_tiny", batch_size=64, device="cuda",
+                                       mode="graph", precision="bf16", iterations=SHORT,
+                                       compile_mode="reduce-overhead", measure_ceilings=False)))
+    assert r["flags"]["compile"]["mode"] == "reduce-overhead"
+    c = r["compile"]
+    assert c["cudagraph_skips"] == 0, c
+    assert c["n_compiles"] >= 1 and c["recompiles_measured"] == 0
+    assert r["timing_consistent"], r["timing_rel_diff"]
+
+
 def test_torch_breakdown_and_trace_on_cuda(tmp_path):
     """--breakdown with --trace on CUDA: phases by CUDA events, the trace's step spans found
     (CPU activity traced: session 6's CUDA-only trace had none), kernels classified."""

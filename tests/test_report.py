@@ -420,6 +420,8 @@ def test_rows_show_gradient_accumulation_and_breakdown_or_trace():
          "error": "x", "config": {"breakdown": True, "trace_dir": "/t"}}
     assert "b=16 synthetic +breakdown +trace" in result_line(r)
     assert "+breakdown" not in result_line({**r, "config": {}})
+    ro = {**r, "mode": "graph", "config": {"compile_mode": "reduce-overhead"}}
+    assert "torch/graph \\[reduce-overhead] cpu" in result_line(ro)  # escaped: printed as is
 
 
 def test_ddp_rows_name_their_non_default_options():
@@ -669,3 +671,24 @@ def test_framework_matrix_shows_newest_run_range_and_machines():
     md = matrix_markdown([m, z])
     assert "**5** (2 runs: 4–5)" in md and "2.00x †" in md
     assert md.count("\n| z |") == 1 and "| 1 | – | – | – | – |" in md
+
+
+def test_a_torch_compile_mode_other_than_default_labels_rows_and_columns():
+    import json as _json
+
+    from dlperf.report.compare import framework_matrix, mode_speedups
+    from dlperf.report.tables import row_cells
+
+    common = dict(status="ok", model="m", device="cuda", precision="bf16", batch_size=8,
+                  data="synthetic", threads=None, framework="torch", step_time_median_s=0.01)
+    rows = [dict(id=1, mode="eager", result_json=_json.dumps({"config": {}}), **common),
+            dict(id=2, mode="graph", result_json=_json.dumps(
+                {"config": {"compile_mode": "reduce-overhead"}}), **common),
+            dict(id=3, mode="graph", result_json=_json.dumps(
+                {"config": {"compile_mode": "default"}}), **common)]
+    assert "torch/graph [reduce-overhead]" in row_cells(rows[1])
+    assert "[" not in row_cells(rows[2])[1]
+    (m,) = framework_matrix(rows)
+    assert list(m["columns"]) == ["torch/eager", "torch/graph", "torch/graph [reduce-overhead]"]
+    others = sorted(c["other"] for c in mode_speedups(rows, lambda i: [0.01] * 4))
+    assert others == ["torch/graph", "torch/graph [reduce-overhead]"]

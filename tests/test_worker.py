@@ -76,15 +76,22 @@ def test_real_data_trains_and_loss_falls(data_env, model, data, iters):
 
 
 @pytest.mark.slow
-def test_torch_graph_mode_records_compile_time_and_no_recompiles():
+@pytest.mark.parametrize("compile_mode", ["default", "reduce-overhead"])
+def test_torch_graph_mode_records_compile_time_and_no_recompiles(compile_mode):
     # torch.compile on the CPU builds C++ kernels: tens of seconds, so one small model only.
-    r = run_config(make_run_config(model="fcn5_tiny", batch_size=8, mode="graph", iterations=FAST))
+    # reduce-overhead on the CPU: the same kernels (no CUDA graphs there), the mode recorded and
+    # CUDA-graph steps marked (cudagraph_mark_step_begin) without error.
+    r = run_config(make_run_config(model="fcn5_tiny", batch_size=8, mode="graph", iterations=FAST,
+                                   compile_mode=compile_mode))
     assert r["status"] == "ok", r["error"]
     c = r["compile"]
     assert c["compile_time_s"] > 0.1 and c["n_compiles"] >= 1
     assert c["recompiles_measured"] == 0  # (steady state itself is noisy on a busy 2-core CPU)
     assert r["first_iter_s"] > 10 * r["summary"]["median"]  # compilation is in the first step
-    assert r["flags"]["compile"]["backend"] == "inductor"
+    assert r["flags"]["compile"] == {"backend": "inductor", "mode": compile_mode,
+                                     "fullgraph": False}
+    assert ("cudagraph_skips" in c) == (compile_mode == "reduce-overhead")
+    assert r["config"]["compile_mode"] == compile_mode
 
 
 @pytest.mark.parametrize("device,precision,layout,expect", [

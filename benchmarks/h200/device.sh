@@ -2,7 +2,7 @@
 # Run dlperf's H200 measurements on the GPU machine (the `device` tool), one part per call.
 #   bash benchmarks/h200/device.sh PART [PART...]
 #   PART: smoke | dlbench | real | overhead | overhead_ab | overhead_jax | overhead_gpt2 | frameworks
-#         | cpu_threads | breakdown | gpu_tests | gap | mfu_inputs | allreduce (x2)
+#         | compile_modes | cpu_threads | breakdown | gpu_tests | gap | mfu_inputs | allreduce (x2)
 #         | scaling (x2: weak scaling 1 -> 2 GPUs and convergence on 1 vs 2 GPUs, issue 5)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
@@ -168,6 +168,11 @@ for part in "$@"; do
       budget "${FRAMEWORKS_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/frameworks.yaml \
         --db "$R/frameworks.db" ${FRAMEWORKS_SHARD:+--shard "$FRAMEWORKS_SHARD"} 2>&1 \
         | grep -v '^\s*$' | tail -60
+      cp "$R/frameworks.db" "$OUT/"
+      ;;
+    compile_modes)  # issue 3: torch.compile reduce-overhead (CUDA graphs) on the host-bound points
+      budget "${COMPILE_MODES_BUDGET:-300}" python3 -m dlperf sweep benchmarks/h200/compile_modes.yaml \
+        --db "$R/frameworks.db" 2>&1 | grep -v '^\s*$' | tail -20
       cp "$R/frameworks.db" "$OUT/"
       ;;
     cpu_threads)  # issue 3: the host's 16 cores, 1..16 threads, torch and jax

@@ -122,6 +122,7 @@ def run(
     grad_accum: Annotated[int, typer.Option(help="Gradient-accumulation steps per iteration.")] = 1,
     threads: Annotated[Optional[str], typer.Option(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None,
     layout: Annotated[str, typer.Option(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = "auto",
+    compile_mode: Annotated[str, typer.Option(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = "default",
     timeout: Annotated[float, typer.Option(help="Kill a point's worker after this many seconds.")] = 900.0,
     rerun: Annotated[bool, typer.Option("--rerun", help="Run points again even if the db has them.")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False,
@@ -192,15 +193,16 @@ def run(
                     for th in (_ints(threads, "threads") if threads else [None]):
                         for fw_mode in _split(mode) or [""]:
                             for npr in nprocs:
-                                for lw, li in itertools.product(
+                                for lw, li, cm in itertools.product(
                                         _ints(loader_workers, "loader-workers", low=0)
                                         if loader_workers else [None],
-                                        _split(loader_impl) or ["auto"]):
+                                        _split(loader_impl) or ["auto"],
+                                        _split(compile_mode) or ["default"]):
                                     points.append(make_run_config(
                                         model=m, framework=framework, mode=fw_mode, device=dev,
                                         precision=p, batch_size=b, grad_accum=grad_accum, data=d,
                                         data_dir=data_dir, threads=th, layout=layout,
-                                        iterations=policy, timeout_s=timeout, loader_workers=lw,
+                                        compile_mode=cm, iterations=policy, timeout_s=timeout, loader_workers=lw,
                                         loader_prefetch=loader_prefetch, loader_impl=li,
                                         input_bound_share=input_bound_share,
                                         power_interval_s=power_interval,
@@ -344,7 +346,7 @@ def sweep(
             points = [p for p in points if p.point_key() in mine]
         if dry_run:
             for p in points:
-                out.print(f"{p.run_key()}  {p.label()}", highlight=False)
+                out.print(f"{p.run_key()}  {escape(p.label())}", highlight=False)
             n_points = len({p.point_key() for p in points})
             plural = "s" if n_points != 1 else ""
             out.print(f"{len(points)} points" if n_points == len(points) else

@@ -39,6 +39,12 @@ from dlperf.errors import ConfigError, did_you_mean, unknown_choice
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16")
 LAYOUTS = ("auto", "nchw", "nhwc")
+#: torch.compile's modes (``torch.compile(mode=...)``; PyTorch's torch.compile documentation):
+#: ``default``; ``reduce-overhead`` replays the compiled graphs as CUDA graphs (one launch for
+#: many kernels: the remedy PyTorch gives for steps bound by kernel-launch overhead);
+#: ``max-autotune`` also autotunes matmul/conv templates (and uses CUDA graphs);
+#: ``max-autotune-no-cudagraphs`` autotunes without them.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 #: How a JAX input pipeline's ``loader_workers`` run (``RunConfig.loader_impl``): ``auto``
 #: (Grain worker processes where Grain is installed, else dlperf's host threads), ``processes``
 #: (Grain, required) or ``threads`` (dlperf's :class:`~dlperf.data.pipeline.HostPipeline`).
@@ -47,7 +53,8 @@ LOADER_IMPLS = ("auto", "processes", "threads")
 #: Fields added after the first stored results, with their defaults: a field at its default
 #: is left out of :meth:`RunConfig.run_key`, so adding a field does not change the key (and the
 #: resumability) of every point already stored.
-KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0, "loader_impl": "auto"}
+KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0, "loader_impl": "auto",
+                                       "compile_mode": "default"}
 SCALINGS = ("strong", "weak")
 #: How data-parallel replicas map to processes: one process per device (PyTorch DDP, JAX
 #: multi-process, TensorFlow MultiWorkerMirroredStrategy with one worker per device) or one
@@ -180,6 +187,9 @@ class RunConfig(BaseModel):
     and tf32, where cuDNN's Tensor Core kernels want NHWC, per its performance tuning guide, and
     NCHW in fp32; Flax and Keras: NHWC, their native layout); ``nchw``/``nhwc``
     force one (PyTorch only). The layout as applied is recorded in the result's flags.
+    ``compile_mode`` is ``torch.compile``'s mode in PyTorch's graph mode (:data:`COMPILE_MODES`);
+    the result's ``flags.compile`` records it and, for the CUDA-graph modes, how many graphs
+    Inductor declined to capture (``cudagraph_skips``).
 
     Data parallelism (MEASUREMENT.md "Scaling"): ``nproc`` devices per node on ``nnodes`` nodes,
     ``world_size = nproc * nnodes`` replicas. ``scaling="strong"`` (default): ``batch_size`` is
@@ -212,6 +222,7 @@ class RunConfig(BaseModel):
     threads: int | None = Field(None, ge=1)
     seed: int = 0
     layout: str = "auto"
+    compile_mode: str = "default"
     iterations: IterationPolicy = Field(default_factory=IterationPolicy)
     timeout_s: float = Field(900.0, gt=0.0)
     breakdown: bool = False
@@ -240,11 +251,12 @@ class RunConfig(BaseModel):
             raise unknown_choice("model", v, SPECS)
         return v
 
-    @field_validator("framework", "device", "precision", "layout", "scaling", "loader_impl")
+    @field_validator("framework", "device", "precision", "layout", "scaling", "loader_impl",
+                     "compile_mode")
     @classmethod
     def _choice_known(cls, v: str, info: ValidationInfo) -> str:
         choices = {"framework": FRAMEWORK_MODES, "device": DEVICES,
-                   "precision": PRECISIONS, "layout": LAYOUTS,
+                   "precision": PRECISIONS, "layout": LAYOUTS, "compile_mode": COMPILE_MODES,
                    "scaling": SCALINGS, "loader_impl": LOADER_IMPLS}[info.field_name]
         if v not in choices:
             raise unknown_choice(info.field_name, v, choices)
@@ -309,6 +321,10 @@ class RunConfig(BaseModel):
         elif self.layout == "nchw" and self.framework != "torch":
             raise ValueError(f"layout 'nchw' is a PyTorch option: the {self.framework} models "
                              "are NHWC (channels last); use --layout auto or nhwc")
+        if self.compile_mode != "default" and (self.framework, self.mode) != ("torch", "graph"):
+            raise ValueError(f"compile_mode {self.compile_mode!r} is torch.compile's mode: it "
+                             f"needs --framework torch --mode graph (got {self.framework}/"
+                             f"{self.mode}); leave --compile-mode at default for the others")
         if self.trace_dir is not None:
             if not self.trace_dir.strip():
                 raise ValueError("trace_dir is empty; give a folder for the traces, e.g. "
@@ -412,8 +428,8 @@ class RunConfig(BaseModel):
         labelling and probing settings ``input_bound_share``, ``measure_ceilings`` and
         ``power_interval_s``. A breakdown or a trace is part of what is measured:
         ``breakdown: true`` and ``trace: true`` enter the key when set (not the trace folder).
-        Fields added after the first results (``layout``, ``repeat``, the input-pipeline
-        fields) count only when set, so keys of results stored before they existed stay valid:
+        Fields added after the first results (``layout``, ``repeat``, ``compile_mode``, the
+        input-pipeline fields) count only when set, so keys of results stored before they existed stay valid:
         repeat 0 has the key the point always had, repeat k > 0 a key of its own;
         ``loader_impl`` counts when it is not ``auto`` and there are workers (with 0 workers
         every implementation makes the batch on the calling thread: one measurement).
@@ -453,7 +469,9 @@ class RunConfig(BaseModel):
             update={"repeat": 0}).run_key()
 
     def label(self) -> str:
-        """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``; data
+        """Short human label, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic`` (a
+        torch.compile mode other than the default after the mode: ``torch/graph
+        [reduce-overhead]``); data
         parallel: ``b=128 (2x64)`` and ``x2`` devices (``2x2`` for 2 nodes of 2); a repeated run
         ends in ``#k`` (its ``repeat``, 0-based; repeat 0 has none)."""
         thr = f" threads={self.threads}" if self.threads else ""
@@ -472,8 +490,9 @@ class RunConfig(BaseModel):
                 changed = self.ddp.changed()
                 extra += f" ddp({', '.join(changed)})" if changed else ""
         extra += f" #{self.repeat}" if self.repeat else ""
-        return (f"{self.model} {self.framework}/{self.mode} {self.device}{par} {self.precision} "
-                f"{b} {self.data}{thr}{lw}{extra}")
+        cm = f" [{self.compile_mode}]" if self.compile_mode != "default" else ""
+        return (f"{self.model} {self.framework}/{self.mode}{cm} {self.device}{par} "
+                f"{self.precision} {b} {self.data}{thr}{lw}{extra}")
 
 
 def check_repeats(value: Any, where: str = "--repeats") -> int:

@@ -87,7 +87,9 @@ def result_line(r: dict[str, Any]) -> str:
                                                               else "")
     rep = r.get("repeat") or cfg_.get("repeat")
     thr += f" #{rep}" if rep else ""
-    label = escape(f"{r['model']} {r['framework']}/{r['mode']} {r['device']}{par} "
+    cm = cfg_.get("compile_mode")
+    cm = f" [{cm}]" if cm and cm != "default" else ""
+    label = escape(f"{r['model']} {r['framework']}/{r['mode']}{cm} {r['device']}{par} "
                    f"{r['precision']} {b} {r['data']}{thr}")
     if r["status"] != "ok":
         err = (r.get("error") or "").splitlines()[0][:120] if r.get("error") else ""
@@ -306,7 +308,7 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
     with progress:
         task = progress.add_task("", total=len(todo))
         for cfg in todo:
-            progress.update(task, description=cfg.label())
+            progress.update(task, description=escape(cfg.label()))
             r = runner(cfg)
             store.add(r, sweep=sweep)
             out.ran += 1

@@ -203,7 +203,7 @@ class TorchAdapter:
         on_phase, compile_info = None, None
         eager_model = model
         if cfg.mode == "graph":
-            model, on_phase, compile_info = self._compile(torch, model, flags)
+            model, on_phase, compile_info = self._compile(torch, model, flags, cfg.compile_mode)
 
         src = self._data(torch, cfg, spec, dev, channels_last, rank)
         next_batch, data_info, fetch, to_device = src.next_batch, src.info, src.fetch, src.to_device
@@ -235,10 +235,18 @@ class TorchAdapter:
             # DDP: all-reduce once, with the last micro-batch's backward.
             return ddp.no_sync() if ddp is not None and i < K - 1 else contextlib.nullcontext()
 
+        # CUDA-graph compile modes: a new step starts a new generation of CUDA-graph outputs
+        # (torch.compiler.cudagraph_mark_step_begin, PyTorch's CUDAGraph Trees documentation);
+        # nothing in dlperf reads the previous step's model outputs.
+        begin = (torch.compiler.cudagraph_mark_step_begin
+                 if cfg.mode == "graph" and cfg.compile_mode in ("reduce-overhead", "max-autotune")
+                 else (lambda: None))
+
         def make_step(model):
             if K == 1:
                 def step():
                     x, y = next_batch()
+                    begin()
                     opt.zero_grad(set_to_none=True)
                     with autocast():
                         loss = loss_fn(model(x), y)
@@ -248,6 +256,7 @@ class TorchAdapter:
             else:
                 def step():
                     x, y = next_batch()
+                    begin()
                     opt.zero_grad(set_to_none=True)
                     total = None
                     for i, (xs, ys) in enumerate(zip(x.chunk(K), y.chunk(K))):
@@ -281,6 +290,7 @@ class TorchAdapter:
             mark("t_io")
             x, y = to_device(b)
             mark("t_h2d")
+            begin()
             opt.zero_grad(set_to_none=True)
             total = None
             for i, (xs, ys) in enumerate(zip(x.chunk(K), y.chunk(K)) if K > 1
@@ -435,21 +445,26 @@ class TorchAdapter:
         return out
 
     @staticmethod
-    def _compile(torch: Any, model: Any, flags: dict[str, Any]):
+    def _compile(torch: Any, model: Any, flags: dict[str, Any], mode: str = "default"):
         """``torch.compile`` the model (graph mode); return it with compile-counter probes.
 
-        TorchDynamo + Inductor with the default mode: forward and backward are compiled (the
+        TorchDynamo + Inductor in ``mode`` (:data:`dlperf.config.COMPILE_MODES`; ``default``
+        unless ``--compile-mode`` says otherwise): forward and backward are compiled (the
         backward through AOTAutograd, on the first backward call); the optimizer update stays
         eager, as in PyTorch's own training recipes. Compilation happens in the first
         iteration, which the harness reports apart; compile time is read from Dynamo's
         ``compilation_time_metrics`` and the number of compiled graphs from its counters, so
-        a graph compiled during the measured segment (a recompile) is detected.
+        a graph compiled during the measured segment (a recompile) is detected. In the CUDA-graph
+        modes (``reduce-overhead``, ``max-autotune``) Inductor may decline to capture a graph
+        (CPU tensors, mutated inputs, ...): ``cudagraph_skips`` in the compile info counts
+        those, from Inductor's counter; 0 means every compiled graph ran as a CUDA graph (on
+        CUDA; on the CPU there are no CUDA graphs and the count says nothing).
         """
         from torch._dynamo.utils import compilation_time_metrics, counters
 
         torch._dynamo.reset()  # fresh counters (one configuration per process anyway)
-        compiled = torch.compile(model)
-        flags["compile"] = {"backend": "inductor", "mode": "default", "fullgraph": False}
+        compiled = torch.compile(model) if mode == "default" else torch.compile(model, mode=mode)
+        flags["compile"] = {"backend": "inductor", "mode": mode, "fullgraph": False}
         at_measure: dict[str, int] = {}
 
         def graphs() -> int:
@@ -463,8 +478,11 @@ class TorchAdapter:
             t = sum(compilation_time_metrics.get("_compile.compile_inner", []))
             t += sum(compilation_time_metrics.get("backward._backward_impl", []))
             breaks = int(sum(counters["graph_break"].values()))
-            return {"compile_time_s": t, "n_compiles": graphs(), "graph_breaks": breaks,
+            info = {"compile_time_s": t, "n_compiles": graphs(), "graph_breaks": breaks,
                     "recompiles_measured": graphs() - at_measure.get("graphs", graphs())}
+            if mode in ("reduce-overhead", "max-autotune"):
+                info["cudagraph_skips"] = int(counters["inductor"]["cudagraph_skips"])
+            return info
 
         return compiled, on_phase, compile_info
 

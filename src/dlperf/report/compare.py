@@ -18,7 +18,8 @@ import math
 import statistics
 
 from dlperf.env import environment_differences
-from dlperf.report.tables import batch_cell, extra_measurements, fmt_sig, workers_kind
+from dlperf.report.tables import (batch_cell, compile_mode_label, extra_measurements, fmt_sig,
+                                  workers_kind)
 from dlperf.results.store import repeat_of, result_of
 from dlperf.stats import between_run, ratio_ci, ratio_of_medians_ci
 
@@ -73,10 +74,11 @@ def _pairs(rows: Sequence[dict[str, Any]], match: Callable[[dict, dict], bool]):
 
 
 def _rep(r: dict[str, Any]) -> str:
-    """`` #k`` for repeat k > 0 of a point and `` (nchw)``/`` (nhwc)`` for a forced layout,
-    else empty."""
-    k, lay = repeat_of(r), layout_setting(r)
-    return (f" #{k}" if k else "") + ("" if lay == "auto" else f" ({lay})")
+    """`` #k`` for repeat k > 0 of a point, `` [reduce-overhead]`` etc. for a torch.compile
+    mode other than the default and `` (nchw)``/`` (nhwc)`` for a forced layout, else empty."""
+    k, lay, cm = repeat_of(r), layout_setting(r), compile_mode_label(r)
+    return (f" #{k}" if k else "") + (f" {cm}" if cm else "") + (
+        "" if lay == "auto" else f" ({lay})")
 
 
 def _compare(pairs, samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:
@@ -550,7 +552,8 @@ def framework_matrix(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
     Returns:
         Per point (the :data:`POINT_KEYS`, ordered by model, precision and batch): ``columns``
-        (``framework/mode``, `` (nchw)``/`` (nhwc)`` for a forced layout) -> ``{"median_s"``
+        (``framework/mode``, `` [reduce-overhead]`` etc. for a torch.compile mode other than
+        the default, `` (nchw)``/`` (nhwc)`` for a forced layout) -> ``{"median_s"``
         (newest run's median iteration time, s), ``"runs"`` (every run's median, oldest
         first), ``"machine"`` (of the newest run, :func:`dlperf.env.environment_of`)``}``;
         ``fastest`` (its column), ``spread`` (slowest / fastest newest median; None with one
@@ -563,8 +566,9 @@ def framework_matrix(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         if r.get("status") != "ok" or not r.get("step_time_median_s"):
             continue
-        col = f"{r['framework']}/{r['mode']}" + ("" if layout_setting(r) == "auto"
-                                                 else f" ({layout_setting(r)})")
+        cm = compile_mode_label(r)
+        col = f"{r['framework']}/{r['mode']}" + (f" {cm}" if cm else "") + (
+            "" if layout_setting(r) == "auto" else f" ({layout_setting(r)})")
         points.setdefault(point_of(r), {}).setdefault(col, []).append(r)
     out = []
     for pt, cols in points.items():

@@ -205,6 +205,14 @@ def _layout(row: Mapping[str, Any]) -> str | None:
     return flags.get("layout") if isinstance(flags, dict) else None
 
 
+def compile_mode_label(row: Mapping[str, Any]) -> str | None:
+    """``[reduce-overhead]`` etc. for a PyTorch graph run with a ``torch.compile`` mode other
+    than the default (``--compile-mode``), so that it tells apart from the default run; None
+    otherwise (and for results stored before the option existed: default)."""
+    mode = (result_of(row).get("config") or {}).get("compile_mode")
+    return f"[{mode}]" if mode and mode != "default" else None
+
+
 def extra_measurements(row: Mapping[str, Any]) -> str | None:
     """``+breakdown`` / ``+trace`` for a run measured with --breakdown / --trace (a point of
     its own: its run key says so), so that it tells apart from the plain run; else None."""
@@ -238,7 +246,8 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
     fw = _text(row.get("framework"))
     if row.get("mode"):
         fw += f"/{row['mode']}"
-    for extra in (_layout(row), _dist_options(row), extra_measurements(row)):
+    for extra in (_layout(row), compile_mode_label(row), _dist_options(row),
+                  extra_measurements(row)):
         if extra:
             fw += f" {extra}"
     device = _text(row.get("device_name") or row.get("device"))

@@ -63,8 +63,11 @@ def test_resume_after_kill_9_loses_and_redoes_nothing(tmp_path):
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     while time.time() < deadline:
-        if db.exists() and len(statuses(db)) >= 2:
-            break
+        try:
+            if db.exists() and len(statuses(db)) >= 2:
+                break
+        except sqlite3.OperationalError:  # the file exists, its tables not yet (one transaction)
+            pass
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)  # the sweep process, mid-point
     proc.wait()

@@ -85,7 +85,8 @@ def test_torch_graph_mode_records_compile_time_and_no_recompiles(compile_mode):
                                    compile_mode=compile_mode))
     assert r["status"] == "ok", r["error"]
     c = r["compile"]
-    assert c["compile_time_s"] > 0.1 and c["n_compiles"] >= 1
+    # (> 0, not more: Inductor's on-disk cache can serve a graph compiled by an earlier test)
+    assert c["compile_time_s"] > 0 and c["n_compiles"] >= 1
     assert c["recompiles_measured"] == 0  # (steady state itself is noisy on a busy 2-core CPU)
     assert r["first_iter_s"] > 10 * r["summary"]["median"]  # compilation is in the first step
     assert r["flags"]["compile"] == {"backend": "inductor", "mode": compile_mode,

@@ -645,32 +645,60 @@ def test_real_data_is_set_against_the_synthetic_run_measured_the_same_way():
 def test_framework_matrix_shows_newest_run_range_and_machines():
     import json as _json
 
-    from dlperf.report.compare import framework_matrix, matrix_markdown
+    from dlperf.report.compare import framework_matrix, matrix_flat, matrix_markdown
 
-    def row(i, fw, mode, ms, when, gpu="GPU-aaaaaaaa-1", layout=None, model="m"):
-        res = {"config": {} if layout is None else {"layout": layout},
+    def row(i, fw, mode, ms, when, gpu="GPU-aaaaaaaa-1", layout=None, model="m", cfg=None,
+            **kw):
+        res = {"config": {**({} if layout is None else {"layout": layout}), **(cfg or {})},
                "env": {"gpus": [{"uuid": gpu, "name": "H200"}]}}
         return dict(id=i, status="ok", model=model, device="cuda", precision="bf16",
                     batch_size=8, data="synthetic", threads=None, framework=fw, mode=mode,
-                    step_time_median_s=ms / 1e3, created_at=when, result_json=_json.dumps(res))
+                    step_time_median_s=ms / 1e3, created_at=when, result_json=_json.dumps(res),
+                    **kw)
 
     rows = [row(1, "jax", "xla", 5.0, "2026-12-01T10"), row(2, "jax", "xla", 4.0, "2026-12-01T09"),
             row(3, "torch", "eager", 10.0, "2026-12-01T10"),
-            row(4, "torch", "eager", 30.0, "2026-12-01T10", layout="nchw"),
-            row(5, "torch", "graph", 8.0, "2026-12-01T10", gpu="GPU-bbbbbbbb-2"),
+            row(4, "torch", "eager", 30.0, "2026-12-01T10", layout="nchw", gpu="GPU-cccccccc"),
+            row(5, "torch", "graph", 8.0, "2026-12-01T10", steady_state=False),
+            # a --breakdown run is its own column, not a second run of the plain one
+            row(8, "jax", "xla", 6.0, "2026-12-01T11", cfg={"breakdown": True}),
             row(6, "torch", "eager", 1.0, "2026-12-01T10", model="z"),
             dict(id=7, status="crash", model="m", framework="torch", mode="graph")]
     m, z = framework_matrix(rows)
-    assert list(m["columns"]) == ["torch/eager", "torch/eager (nchw)", "torch/graph", "jax/xla"]
+    assert list(m["columns"]) == ["torch/eager", "torch/eager (nchw)", "torch/graph",
+                                  "jax/xla", "jax/xla +breakdown"]
     # jax's newest run (row 1, 5 ms) is shown, not the faster older one
     assert m["columns"]["jax/xla"]["median_s"] == pytest.approx(5e-3)
     assert m["columns"]["jax/xla"]["runs"] == pytest.approx([4e-3, 5e-3])
-    # the forced NCHW column stays out of fastest / slowest
+    # the forced NCHW column stays out of fastest / slowest, not out of the environments
     assert m["fastest"] == "jax/xla" and m["spread"] == pytest.approx(2.0)
-    assert m["machines"] == 2 and z["spread"] is None and z["machines"] == 1
+    assert any("machine" in d for d in m["env_differs"])
+    assert z["spread"] is None and z["env_differs"] == []
     md = matrix_markdown([m, z])
-    assert "**5** (2 runs: 4–5)" in md and "2.00x †" in md
-    assert md.count("\n| z |") == 1 and "| 1 | – | – | – | – |" in md
+    assert "**5** (2 runs: 4–5)" in md and "2.00x †" in md and "8 (not steady)" in md
+    assert md.count("\n| z |") == 1 and "| 1 | – | – | – | – | – |" in md
+    assert "- m bf16 b=8: machine:" in md
+    flat = matrix_flat([m, z])
+    assert flat[0]["jax/xla median_s"] == pytest.approx(5e-3) and flat[0]["jax/xla runs"] == 2
+    assert flat[1]["jax/xla median_s"] is None and flat[1]["jax/xla runs"] == 0
+
+
+def test_framework_matrix_marks_cpu_runs_of_two_hosts_and_ranges_show_their_difference():
+    import json as _json
+
+    from dlperf.report.compare import framework_matrix, matrix_markdown
+
+    def row(i, fw, ms, platform):
+        return dict(id=i, status="ok", model="m", device="cpu", precision="fp32", batch_size=8,
+                    data="synthetic", threads=1, framework=fw, mode="eager" if fw == "torch"
+                    else "xla", step_time_median_s=ms / 1e3, created_at=f"T{i}",
+                    result_json=_json.dumps({"env": {"platform": platform}}))
+
+    (p,) = framework_matrix([row(1, "torch", 13.751, "vm-a"), row(2, "torch", 13.749, "vm-b"),
+                             row(3, "jax", 20.0, "vm-a")])
+    assert p["env_differs"] == ["platform: vm-b vs vm-a"]
+    md = matrix_markdown([p])
+    assert "(2 runs: 13.749–13.751)" in md and "†" in md
 
 
 def test_a_torch_compile_mode_other_than_default_labels_rows_and_columns():

@@ -207,8 +207,11 @@ def test_merge_keeps_every_result_once_in_time_order_with_samples(tmp_path):
         s.add(_at(fake_result(batch=32), "2026-12-01T09:00:00+00:00"))
         s.add_collectives(_allreduce_report(), "2026-12-01T10:00:00+00:00")
         s.add_sweep("sw", {"grid": []}, "2026-12-01T10:00:00+00:00")
+    a_bytes = a.read_bytes()
     summary = merge_stores(dest, [a, b])
-    assert summary["added"] == {str(a): 2, str(b): 2}
+    assert a.read_bytes() == a_bytes  # sources are read from copies
+    assert summary["added"] == {str(a): {"results": 2, "collectives": 1, "sweeps": 1},
+                                str(b): {"results": 2, "collectives": 0, "sweeps": 0}}
     assert summary["results"] == 4 and summary["collectives"] == 1 and summary["sweeps"] == 1
     with ResultStore(dest) as s:
         every = s.rows(latest=False)
@@ -221,7 +224,8 @@ def test_merge_keeps_every_result_once_in_time_order_with_samples(tmp_path):
         assert len(s.collectives()) == 2  # one run of two message sizes
     # merging again adds nothing; dest's own rows are kept when it is also the target
     again = merge_stores(dest, [a, b, dest])
-    assert again["added"] == {str(a): 0, str(b): 0} and again["results"] == 4
+    nothing = {"results": 0, "collectives": 0, "sweeps": 0}
+    assert again["added"] == {str(a): nothing, str(b): nothing} and again["results"] == 4
 
 
 def test_merge_refuses_a_missing_source_and_leaves_dest_alone(tmp_path):
@@ -236,8 +240,41 @@ def test_merge_refuses_a_missing_source_and_leaves_dest_alone(tmp_path):
     (tmp_path / "foreign.db").write_bytes(b"not sqlite at all, just text" * 10)
     with pytest.raises(ConfigError, match="not a dlperf results database"):
         merge_stores(dest, [tmp_path / "foreign.db"])
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(ConfigError, match="is a folder"):
+        merge_stores(dest, [tmp_path / "adir"])
     assert dest.read_bytes() == before
-    assert not list(tmp_path.glob("*.merge-tmp"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "dest.db", "foreign.db"]
+
+
+def test_merge_keeps_an_old_schema_source_unchanged_a_linked_dest_and_a_concurrent_writer(
+        tmp_path):
+    import os
+
+    from dlperf.results.store import merge_stores
+
+    old = tmp_path / "old.db"  # a version-1 file (no meta row of a newer schema)
+    with ResultStore(old) as s:
+        s.add(_at(fake_result(batch=4), "2026-12-01T08:00:00+00:00"))
+    con = sqlite3.connect(old)
+    con.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    old_bytes = old.read_bytes()
+    real = tmp_path / "real.db"
+    with ResultStore(real) as s:
+        s.add(_at(fake_result(batch=8), "2026-12-01T09:00:00+00:00"))
+    os.chmod(real, 0o600)
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    writer = ResultStore(real)  # a sweep with the file open
+    merge_stores(link, [old])
+    assert old.read_bytes() == old_bytes  # migrated in a copy only
+    assert link.is_symlink() and (real.stat().st_mode & 0o777) == 0o600
+    writer.add(_at(fake_result(batch=16), "2026-12-01T10:00:00+00:00"))  # goes on writing
+    writer.close()
+    with ResultStore(real) as s:
+        assert [r["batch_size"] for r in s.rows()] == [4, 8, 16]
 
 
 def test_merge_cli(tmp_path):
@@ -252,7 +289,7 @@ def test_merge_cli(tmp_path):
                        capture_output=True, text=True, timeout=120,
                        env={**os.environ, "COLUMNS": "300"})
     assert r.returncode == 0, r.stderr
-    assert "1 new result(s)" in r.stderr
+    assert "1 new result(s), 0 new collective run(s)" in r.stderr
     with ResultStore(dest) as s:
         assert len(s.rows()) == 1
     r = subprocess.run([sys.executable, "-m", "dlperf", "merge", str(tmp_path / "x.db"),

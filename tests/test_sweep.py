@@ -111,6 +111,18 @@ def test_shards_split_a_sweep_into_disjoint_parts_sharing_one_db(tmp_path):
     assert all(st == "ok" for _, st, _ in rows)
     dry = dlperf("sweep", str(sw), "--dry-run", "--shard", "1/2")
     assert dry.returncode == 0 and "2 points" in dry.stdout and "b=2" in dry.stdout
+    assert "2 points: 0 pending, 2 stored" in dry.stdout  # its default db: s.db, the one used
+    # against the db: every point stored, and the file read, not changed
+    before = db.read_bytes()
+    dry = dlperf("sweep", str(sw), "--db", str(db), "--dry-run", env={"COLUMNS": "300"})
+    assert dry.returncode == 0 and "5 points: 0 pending, 5 stored in" in dry.stdout
+    assert all(ln.startswith("stored ") for ln in dry.stdout.splitlines()[:5])
+    assert db.read_bytes() == before
+    dry = dlperf("sweep", str(sw), "--db", str(db), "--dry-run", "--restart")
+    assert "5 pending, 0 stored" in dry.stdout
+    (tmp_path / "foreign.db").write_bytes(b"not a database" * 100)
+    dry = dlperf("sweep", str(sw), "--db", str(tmp_path / "foreign.db"), "--dry-run")
+    assert dry.returncode == 2 and "not a dlperf results database" in " ".join(dry.stderr.split())
     bad = dlperf("sweep", str(sw), "--db", str(tmp_path / "x.db"), "--shard", "2/2")
     assert bad.returncode == 2 and "--shard '2/2'" in bad.stderr + bad.stdout
     assert not (tmp_path / "x.db").exists()

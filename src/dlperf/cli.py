@@ -344,13 +344,22 @@ def sweep(
             order = list(dict.fromkeys(p.point_key() for p in points))
             mine = set(order[k_n[0]::k_n[1]])
             points = [p for p in points if p.point_key() in mine]
-        if dry_run:
+        if dry_run:  # what would run: the points not stored in the db (read, not changed)
+            from dlperf.launch.slurm import node_db_path
+            from dlperf.results.store import stored_keys
+
+            path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
+            _check_db(path, must_exist=False)
+            done = set() if restart else stored_keys(path, include_failed=not retry_failed)
             for p in points:
-                out.print(f"{p.run_key()}  {escape(p.label())}", highlight=False)
+                tag = "stored " if p.run_key() in done else "pending"
+                out.print(f"{tag}  {p.run_key()}  {escape(p.label())}", highlight=False)
             n_points = len({p.point_key() for p in points})
             plural = "s" if n_points != 1 else ""
-            out.print(f"{len(points)} points" if n_points == len(points) else
-                      f"{len(points)} runs of {n_points} point{plural} (repeats)")
+            n_done = sum(p.run_key() in done for p in points)
+            out.print((f"{len(points)} points" if n_points == len(points) else
+                       f"{len(points)} runs of {n_points} point{plural} (repeats)")
+                      + f": {len(points) - n_done} pending, {n_done} stored in {path}")
             return
         multi = [p for p in points if p.nnodes > 1]
         if multi and not rdzv_endpoint:
@@ -531,6 +540,8 @@ def results(
                           "data": cmp.data_gaps}[compare]
                     comps = fn(rows, _measured(store))
                     md = cmp.data_markdown if compare == "data" else cmp.markdown
+                if format == "csv" and compare == "matrix":  # one column per framework/mode
+                    comps = cmp.matrix_flat(comps)
                 text = (md(comps) if format == "table" else
                         json.dumps(comps, indent=1) if format == "json" else _csv(comps))
                 if output:
@@ -864,27 +875,25 @@ def _store_collectives(path: Path, db: str) -> None:
 
 @app.command()
 def merge(
-    sources: Annotated[list[str], typer.Argument(help="Results files to add (e.g. the copies that two machines or two device calls wrote).")],
-    db: Annotated[str, typer.Option(help="Results file that receives them (created if missing; its own rows are kept).")] = DEFAULT_DB,
+    sources: Annotated[list[str], typer.Argument(metavar="FILE...", help="Results files to add (e.g. the copies that two machines or two device calls wrote); read, not changed.")],
+    db: Annotated[str, typer.Option(help="Results file that receives them (created if missing; its own rows are kept). Required.")],
 ) -> None:
-    """Combine results files into --db: every result with its raw samples once, newest last.
-
-    A result in several files (the same run, copied) is kept once; results are ordered by the
-    time they were measured, so tables keep showing each point's newest run. --db is replaced
-    in one step: an error leaves it unchanged. Resume a sweep from the merged file.
-    """
+    """Combine results files into --db: every result with its raw samples once, in order of measurement, so tables keep showing each point's newest run. --db is rewritten in one SQLite transaction (an error or a kill leaves it as it was; a sweep writing into it waits, then goes on); resume a sweep from the merged file."""
     def body():
         from dlperf.results.store import merge_stores
 
         _check_db(db, must_exist=False)
         for s in sources:
+            if Path(s).is_dir():
+                raise ConfigError(f"source {s!r} is a folder; give a results file")
             if not Path(s).exists():
                 raise ConfigError(f"results file {s!r} to merge does not exist; give an "
                                   "existing file")
             _check_db(s, must_exist=True)
         summary = merge_stores(db, sources)
         for src, n in summary["added"].items():
-            err.print(f"{src}: {n} new result(s)", highlight=False)
+            err.print(f"{src}: {n['results']} new result(s), {n['collectives']} new collective "
+                      f"run(s), {n['sweeps']} new sweep record(s)", highlight=False)
         err.print(f"{db} now holds {summary['results']} results ({summary['samples']} raw "
                   f"samples), {summary['collectives']} collective runs and "
                   f"{summary['sweeps']} sweep records", highlight=False)

@@ -542,63 +542,121 @@ def _column_order(col: str) -> tuple:
             _MODE_ORDER.index(mode) if mode in _MODE_ORDER else len(_MODE_ORDER), rest)
 
 
+def matrix_column(r: Mapping[str, Any]) -> str:
+    """The column of a row in :func:`framework_matrix`: ``framework/mode`` and whatever else
+    makes it a different measurement of the same point: a torch.compile mode other than the
+    default (`` [reduce-overhead]``), a forced layout (`` (nchw)``), JAX loader workers'
+    kind (`` processes``/`` threads``), data-parallel options not at their default
+    (`` ddp(broadcast_buffers=False)``) and ``+breakdown``/``+trace``."""
+    from dlperf.report.tables import _dist_options
+
+    parts = [f"{r.get('framework')}/{r.get('mode')}"]
+    cm = compile_mode_label(r)
+    if cm:
+        parts.append(cm)
+    if layout_setting(r) != "auto":
+        parts.append(f"({layout_setting(r)})")
+    for extra in (workers_kind(result_of(r), r.get("framework")) if r.get("loader_workers")
+                  else None, _dist_options(r), extra_measurements(r)):
+        if extra:
+            parts.append(extra)
+    return " ".join(parts)
+
+
+def _forced_layout(col: str) -> bool:
+    return "(nchw)" in col or "(nhwc)" in col
+
+
 def framework_matrix(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cross-framework table: one entry per point, one column per framework/mode.
 
     Args:
-        rows: result rows, every run (``ResultStore.rows(latest=False)``): a point measured
-            more than once (a resumed sweep that measured it again, ``--repeats``) shows its
-            newest run and the range of all its runs.
+        rows: result rows, every run (``ResultStore.rows(latest=False)``): a configuration
+            measured more than once (a resumed sweep that measured it again, ``--repeats``, a
+            merged file) shows its newest run and the range of all its runs.
 
     Returns:
-        Per point (the :data:`POINT_KEYS`, ordered by model, precision and batch): ``columns``
-        (``framework/mode``, `` [reduce-overhead]`` etc. for a torch.compile mode other than
-        the default, `` (nchw)``/`` (nhwc)`` for a forced layout) -> ``{"median_s"``
-        (newest run's median iteration time, s), ``"runs"`` (every run's median, oldest
-        first), ``"machine"`` (of the newest run, :func:`dlperf.env.environment_of`)``}``;
-        ``fastest`` (its column), ``spread`` (slowest / fastest newest median; None with one
-        column; both over the ``auto``-layout columns where the point has any) and ``machines`` (distinct machines among those columns' newest runs; above 1 the columns
-        compare machines as well as frameworks).
+        Per point (the :data:`POINT_KEYS`, ordered by model, device, precision, batch, data,
+        threads, devices): ``columns`` (:func:`matrix_column`) -> ``{"median_s"`` (the newest
+        run's median iteration time, s), ``"runs"`` (every run's median, oldest first),
+        ``"steady"`` (False when the newest run did not reach steady state)``}``; ``fastest``
+        (its column) and ``spread`` (slowest / fastest newest median; None with one column),
+        both over the columns without a forced layout where the point has any; ``env_differs``
+        (``dlperf.env.environment_differences`` between the newest runs of the columns shown,
+        each pair's differences; empty: one environment as far as recorded).
     """
-    from dlperf.env import environment_of
-
     points: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
     for r in rows:
         if r.get("status") != "ok" or not r.get("step_time_median_s"):
             continue
-        cm = compile_mode_label(r)
-        col = f"{r['framework']}/{r['mode']}" + (f" {cm}" if cm else "") + (
-            "" if layout_setting(r) == "auto" else f" ({layout_setting(r)})")
-        points.setdefault(point_of(r), {}).setdefault(col, []).append(r)
+        points.setdefault(point_of(r), {}).setdefault(matrix_column(r), []).append(r)
     out = []
     for pt, cols in points.items():
-        cells = {}
+        cells, newest = {}, {}
         for col in sorted(cols, key=_column_order):
             runs = sorted(cols[col], key=lambda r: (r.get("created_at") or "", r.get("id") or 0))
+            newest[col] = runs[-1]
             cells[col] = {"median_s": runs[-1]["step_time_median_s"],
                           "runs": [r["step_time_median_s"] for r in runs],
-                          "machine": environment_of(result_of(runs[-1])).get("machine")}
+                          "steady": runs[-1].get("steady_state") is not False}
         meds = {c: v["median_s"] for c, v in cells.items()}
-        if any(" (" not in c for c in meds):  # forced layouts are side notes to `auto`
-            meds = {c: m for c, m in meds.items() if " (" not in c}
+        if any(not _forced_layout(c) for c in meds):  # forced layouts: side notes to `auto`
+            meds = {c: m for c, m in meds.items() if not _forced_layout(c)}
         fastest = min(meds, key=meds.get)
+        names = list(newest)
+        diffs = sorted({d for a in range(len(names)) for b in range(a + 1, len(names))
+                        for d in environment_differences(
+                            result_of(newest[names[a]]), result_of(newest[names[b]]),
+                            same_framework=(newest[names[a]].get("framework")
+                                            == newest[names[b]].get("framework")))})
         out.append({**dict(zip(POINT_KEYS, pt)), "columns": cells, "fastest": fastest,
                     "spread": max(meds.values()) / meds[fastest] if len(meds) > 1 else None,
-                    "machines": len({cells[c]["machine"] for c in meds})})
+                    "env_differs": diffs})
     return sorted(out, key=lambda d: (str(d["model"]), str(d["device"]), str(d["precision"]),
-                                      d["batch_size"] or 0, d["threads"] or 0))
+                                      d["batch_size"] or 0, str(d["data"]),
+                                      d["loader_workers"] if d["loader_workers"] is not None
+                                      else -1, d["threads"] or 0, d["world_size"] or 1))
+
+
+def matrix_flat(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`framework_matrix` as flat rows for CSV: the point's fields, then per column
+    ``<column> median_s``, ``<column> runs`` (how many) and ``<column> min_s``/``max_s`` of its
+    runs, then ``fastest``, ``spread`` and ``env_differs`` (``; ``-joined)."""
+    cols = sorted({c for p in points for c in p["columns"]}, key=_column_order)
+    out = []
+    for p in points:
+        d = {k: p[k] for k in POINT_KEYS}
+        for c in cols:
+            v = p["columns"].get(c)
+            d[f"{c} median_s"] = v["median_s"] if v else None
+            d[f"{c} runs"] = len(v["runs"]) if v else 0
+            d[f"{c} min_s"] = min(v["runs"]) if v else None
+            d[f"{c} max_s"] = max(v["runs"]) if v else None
+        d.update(fastest=p["fastest"], spread=p["spread"], env_differs="; ".join(p["env_differs"]))
+        out.append(d)
+    return out
+
+
+def _ms_range(lo: float, hi: float) -> str:
+    """``a–b`` in ms with enough significant digits that a != b shows (4 to 7)."""
+    for digits in range(4, 8):
+        a, b = f"{lo * 1e3:.{digits}g}", f"{hi * 1e3:.{digits}g}"
+        if a != b or lo == hi:
+            return f"{a}–{b}"
+    return f"{a}–{b}"
 
 
 def matrix_markdown(points: Sequence[dict[str, Any]]) -> str:
     """:func:`framework_matrix` as a Markdown table: median ms per iteration, the fastest in
-    bold, the range of a point's runs when it ran more than once, slowest/fastest, and †
-    where the columns of a row ran on different machines."""
+    bold, the range of a configuration's runs when it ran more than once, slowest/fastest, and
+    † where the runs shown in a row ran in different environments (listed below the table)."""
     if not points:
         return "No results.\n"
     cols = sorted({c for p in points for c in p["columns"]}, key=_column_order)
     lines = ["| model | precision | batch | device | data | threads | "
              + " | ".join(cols) + " | slowest / fastest |",
              "|---|---|---:|---|---|---:|" + "---:|" * len(cols) + "---:|"]
+    notes = []
     for p in points:
         cells = []
         for c in cols:
@@ -609,17 +667,21 @@ def matrix_markdown(points: Sequence[dict[str, Any]]) -> str:
             s = f"{v['median_s'] * 1e3:.4g}"
             s = f"**{s}**" if c == p["fastest"] and p["spread"] is not None else s
             if len(v["runs"]) > 1:
-                s += (f" ({len(v['runs'])} runs: {min(v['runs']) * 1e3:.4g}–"
-                      f"{max(v['runs']) * 1e3:.4g})")
+                s += f" ({len(v['runs'])} runs: {_ms_range(min(v['runs']), max(v['runs']))})"
+            if not v["steady"]:
+                s += " (not steady)"
             cells.append(s)
         spread = "–" if p["spread"] is None else f"{p['spread']:.2f}x"
-        mark = ENV_MARK if p["machines"] > 1 else ""
+        mark = ENV_MARK if p["env_differs"] else ""
         lines.append(f"| {p['model']} | {p['precision']} | {batch_cell(p)} | {device_cell(p)} | "
                      f"{data_cell(p)} | {p['threads'] or '-'} | " + " | ".join(cells)
                      + f" | {spread}{mark} |")
-    lines += ["", "Median ms per iteration of each point's newest run (fastest in bold); "
-              "*(n runs: a–b)*: the point ran n times (separate processes), the range of their "
-              "medians. *slowest / fastest* leaves out forced layouts (nchw, nhwc) where the "
-              "point has `auto` runs. † the newest runs of the row ran on different machines: the ratio mixes "
-              "machines with frameworks (host-bound steps differ most)."]
-    return "\n".join(lines) + "\n"
+        if p["env_differs"]:
+            notes.append((f"{p['model']} {p['precision']} b={p['batch_size']}",
+                          p["env_differs"]))
+    lines += ["", "Median ms per iteration of the newest run of each configuration (fastest in "
+              "bold); *(n runs: a–b)*: the configuration ran n times (separate processes), the "
+              "range of their medians; *(not steady)*: the newest run did not reach steady "
+              "state. *slowest / fastest* leaves out forced layouts (nchw, nhwc) where the point "
+              "has `auto` runs."]
+    return "\n".join(lines) + "\n" + env_footnote(notes)

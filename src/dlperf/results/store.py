@@ -444,93 +444,160 @@ class ResultStore:
         self.close()
 
 
+def stored_keys(path: str | Path, include_failed: bool = True) -> set[str]:
+    """:meth:`ResultStore.done_keys` of the file at ``path``, read without changing it (no
+    schema migration; for ``dlperf sweep --dry-run``); an empty set if it does not exist.
+
+    Raises:
+        ConfigError: the file is not a dlperf results database.
+    """
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return set()
+    q = ("SELECT DISTINCT run_key FROM results WHERE status NOT IN ('error', 'unavailable')"
+         if include_failed else "SELECT DISTINCT run_key FROM results WHERE status = 'ok'")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+        try:
+            if not con.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
+                raise sqlite3.DatabaseError("no dlperf 'meta' table")
+            return {r[0] for r in con.execute(q)}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise ConfigError(f"{str(path)!r} is not a dlperf results database ({e}); give "
+                          "another --db path") from None
+
+
+def _snapshot(path: Path, dst: Path) -> Path:
+    """A consistent copy of the SQLite file ``path`` at ``dst`` (SQLite's online backup, so a
+    file that a sweep is writing is copied between two of its transactions)."""
+    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+    try:
+        out = sqlite3.connect(str(dst))
+        try:
+            src.backup(out)
+        finally:
+            out.close()
+    except sqlite3.DatabaseError as e:
+        raise ConfigError(f"{str(path)!r} is not a dlperf results database ({e}); give another "
+                          "file") from None
+    finally:
+        src.close()
+    return dst
+
+
+def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
+    """(results with their samples, collective rows, sweep records) of an open store."""
+    results = []
+    for r in db.execute("SELECT * FROM results ORDER BY id").fetchall():
+        row = dict(r)
+        samples = [tuple(x) for x in db.execute(
+            "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
+            "ORDER BY phase, idx", (row["id"],))]
+        results.append((row, samples))
+    colls = [dict(r) for r in db.execute("SELECT * FROM collectives ORDER BY id")]
+    sweeps = [tuple(r) for r in db.execute("SELECT name, created_at, config_json FROM sweeps")]
+    return results, colls, sweeps
+
+
 def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
     """Combine results files: ``dest`` becomes the union of its own rows and every source's.
 
     For results measured in pieces on different machines or calls (sweep shards, a sweep
     resumed from an older copy of its file). Every result row with its raw samples, every
-    collective benchmark row and every sweep record is kept once: a result that is in several
+    collective benchmark run and every sweep record is kept once: a result that is in several
     files (same run key, ``created_at`` and ``result_json``) is stored once, as is a collective
     run (``run_id``) or a sweep record. Results are written in order of ``created_at`` (then
     file, then row), so "the newest row of a point" (:meth:`ResultStore.rows`) stays the newest
-    by time. ``dest`` is rewritten through a temporary file beside it and replaced in one
-    rename: a failure leaves it as it was. Sources are opened as stores (an older schema is
-    migrated in place, as every dlperf command does) and otherwise not changed.
+    by time.
+
+    Sources are read from consistent copies (SQLite's backup), which are migrated to the
+    current schema; the source files themselves are not changed. ``dest`` is rewritten inside
+    one SQLite write transaction: a failure or a kill leaves it as it was, a sweep writing into
+    it at the same time waits for the merge (up to the store's 30 s busy timeout) and then
+    goes on writing into the merged file, and the file stays where it is (a symbolic link
+    keeps pointing at it, its permissions are kept). Row ids of ``dest`` change.
 
     Args:
         dest: the results file to write; it may not exist yet (then it is created).
-        sources: results files to add (at least one; ``dest`` itself may be among them).
+        sources: results files to add (at least one; ``dest`` itself among them is skipped).
 
     Returns:
-        ``{"results": n, "added": {source: new results}, "samples": n, "collectives": n,
-        "sweeps": n}``: the totals in ``dest`` afterwards and what each source added.
+        ``{"results": n, "samples": n, "collectives": n, "sweeps": n}``: the totals in ``dest``
+        afterwards, and ``"added": {source: {"results": n, "collectives": n, "sweeps": n}}``:
+        what each source added that neither ``dest`` nor an earlier source held.
 
     Raises:
-        ConfigError: no sources, a source that does not exist, or a file that is not a dlperf
-            results database.
+        ConfigError: no sources, a source that does not exist or is a folder, or a file that
+            is not a dlperf results database.
     """
+    import tempfile
+
     dest = Path(dest)
-    srcs = [Path(s) for s in sources]
+    srcs = [Path(s) for s in dict.fromkeys(Path(s) for s in sources)]
     if not srcs:
         raise ConfigError("nothing to merge: name at least one results file to add")
     for s in srcs:
+        if s.is_dir():
+            raise ConfigError(f"source {str(s)!r} is a folder; give a results file")
         if not s.is_file():
             raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
-    had_dest = dest.is_file()
-    order = ([dest] if had_dest else []) + [
-        s for s in dict.fromkeys(srcs) if not (had_dest and s.resolve() == dest.resolve())]
-    results: dict[tuple, tuple] = {}  # identity -> (sort key, row, samples)
-    collectives: dict[str, list[dict]] = {}
-    sweeps: dict[tuple, None] = {}
-    added: dict[str, int] = {}
-    for fi, path in enumerate(order):
-        with ResultStore(path) as st:
-            db = st._db
-            n_new = 0
-            for r in db.execute("SELECT * FROM results ORDER BY id"):
-                row = dict(r)
-                ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
-                if ident in results:
-                    continue
-                samples = [tuple(s) for s in db.execute(
-                    "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
-                    "ORDER BY phase, idx", (row["id"],))]
-                results[ident] = ((row.get("created_at") or "", fi, row["id"]), row, samples)
-                n_new += 1
-            for r in db.execute("SELECT * FROM collectives ORDER BY id"):
-                c = dict(r)
-                if c["run_id"] not in collectives or collectives[c["run_id"]][0]["_file"] == fi:
-                    c["_file"] = fi
-                    collectives.setdefault(c["run_id"], []).append(c)
-            for r in db.execute("SELECT name, created_at, config_json FROM sweeps"):
-                sweeps[tuple(r)] = None
-            if not (had_dest and fi == 0):
-                added[str(path)] = n_new
-    tmp = dest.with_name(dest.name + ".merge-tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        with ResultStore(tmp) as out:
+    same = dest.resolve() if dest.exists() else None
+    srcs = [s for s in srcs if s.resolve() != same]
+    with tempfile.TemporaryDirectory(prefix="dlperf-merge-") as tmp:
+        read = []
+        for i, s in enumerate(srcs):
+            with ResultStore(_snapshot(s, Path(tmp) / f"{i}.db")) as st:  # migrates the copy
+                read.append((str(s), _read_store(st._db)))
+        with ResultStore(dest) as out:
             db = out._db
-            cols = list(COLUMNS)
-            n_samples = 0
-            with out.transaction():
+            with out.transaction():  # BEGIN IMMEDIATE: dest's rows read and rewritten at once
+                files = [(None, _read_store(db))] + read
+                results: dict[tuple, tuple] = {}
+                collectives: dict[str, list[dict]] = {}
+                sweeps: dict[tuple, None] = {}
+                added: dict[str, dict[str, int]] = {}
+                for fi, (name, (res, colls, swps)) in enumerate(files):
+                    n = {"results": 0, "collectives": 0, "sweeps": 0}
+                    for row, samples in res:
+                        ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
+                        if ident not in results:
+                            results[ident] = ((row.get("created_at") or "", fi, row["id"]),
+                                              row, samples)
+                            n["results"] += 1
+                    runs: dict[str, list[dict]] = {}
+                    for c in colls:
+                        runs.setdefault(c["run_id"], []).append(c)
+                    for run_id, rows in runs.items():
+                        if run_id not in collectives:
+                            collectives[run_id] = rows
+                            n["collectives"] += 1
+                    for sw in swps:
+                        if sw not in sweeps:
+                            sweeps[sw] = None
+                            n["sweeps"] += 1
+                    if name is not None:
+                        added[name] = n
+                db.execute("DELETE FROM samples")
+                db.execute("DELETE FROM results")
+                db.execute("DELETE FROM collectives")
+                db.execute("DELETE FROM sweeps")
+                cols = list(COLUMNS)
+                n_samples = 0
                 for _, row, samples in sorted(results.values(), key=lambda v: v[0]):
                     cur = db.execute(
                         f"INSERT INTO results ({', '.join(cols)}) VALUES "
                         f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
                     rid = int(cur.lastrowid)
                     db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
-                                   [(rid, *s) for s in samples])
+                                   [(rid, *x) for x in samples])
                     n_samples += len(samples)
-                ccols = [c for c in (collectives and next(iter(collectives.values()))[0] or {})
-                         if c not in ("id", "_file")]
                 for rows in collectives.values():
+                    ccols = [k for k in rows[0] if k != "id"]
                     db.executemany(
                         f"INSERT INTO collectives ({', '.join(ccols)}) VALUES "
                         f"({', '.join('?' * len(ccols))})", [[c[k] for k in ccols] for c in rows])
                 db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
-        tmp.replace(dest)
-    finally:
-        tmp.unlink(missing_ok=True)
     return {"results": len(results), "added": added, "samples": n_samples,
             "collectives": len(collectives), "sweeps": len(sweeps)}

@@ -119,6 +119,19 @@ def test_compile_mode_choices_key_and_framework_rule():
                             compile_mode="reduce-overhead")
 
 
+def test_crossing_modes_with_compile_modes_drops_the_meaningless_pairs(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("name: s\ndefaults: {device: cpu}\ngrid:\n  - {model: fcn5_tiny, batch_size: 8, "
+                 "mode: [eager, graph], compile_mode: [default, reduce-overhead]}\n")
+    pts = load_sweep(f).expand()
+    assert [(p.mode, p.compile_mode) for p in pts] == [
+        ("eager", "default"), ("graph", "default"), ("graph", "reduce-overhead")]
+    f.write_text("name: s\ndefaults: {device: cpu}\ngrid:\n  - {model: fcn5_tiny, batch_size: 8, "
+                 "mode: eager, compile_mode: reduce-overhead}\n")
+    with pytest.raises(ConfigError, match="needs --framework torch --mode graph"):
+        load_sweep(f).expand()
+
+
 def test_layout_choices_and_framework_rule():
     with pytest.raises(ValidationError, match="unknown layout 'nwhc'; did you mean 'nhwc'"):
         RunConfig(model="resnet50_tiny", batch_size=2, layout="nwhc")

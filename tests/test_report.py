@@ -696,7 +696,7 @@ def test_framework_matrix_marks_cpu_runs_of_two_hosts_and_ranges_show_their_diff
 
     (p,) = framework_matrix([row(1, "torch", 13.751, "vm-a"), row(2, "torch", 13.749, "vm-b"),
                              row(3, "jax", 20.0, "vm-a")])
-    assert p["env_differs"] == ["platform: vm-b vs vm-a"]
+    assert p["env_differs"] == ["platform: torch/eager vm-b, jax/xla vm-a"]
     md = matrix_markdown([p])
     assert "(2 runs: 13.749–13.751)" in md and "†" in md
 

@@ -153,8 +153,8 @@ def run(
 ) -> None:
     """Measure training time per iteration for models x batch sizes x precisions (x devices)."""
     def body():
-        from dlperf.config import (check_repeats, make_policy, make_run_config,
-                                   resolve_device, with_repeats)
+        from dlperf.config import (check_repeats, crossed_compile_mode, make_policy,
+                                   make_run_config, resolve_device, with_repeats)
         from dlperf.zoo import get_suite
 
         if bool(model) == bool(suite):
@@ -198,6 +198,8 @@ def run(
                                         if loader_workers else [None],
                                         _split(loader_impl) or ["auto"],
                                         _split(compile_mode) or ["default"]):
+                                    if crossed_compile_mode(fw_mode, cm, _split(mode)):
+                                        continue  # eager x reduce-overhead: no such point
                                     points.append(make_run_config(
                                         model=m, framework=framework, mode=fw_mode, device=dev,
                                         precision=p, batch_size=b, grad_accum=grad_accum, data=d,

@@ -103,6 +103,16 @@ class IterationPolicy(BaseModel):
         return self
 
 
+def crossed_compile_mode(mode: Any, compile_mode: Any, modes_listed: Any) -> bool:
+    """True for a combination that a cross product of ``--mode eager,graph`` with
+    ``--compile-mode default,reduce-overhead`` makes but that means nothing: a compile mode
+    other than the default with a mode other than ``graph``, when ``graph`` is among the modes
+    listed. Such combinations are dropped (the eager point is kept once, with the default);
+    without ``graph`` in the list the combination is kept, and refused with its reason."""
+    listed = modes_listed if isinstance(modes_listed, (list, tuple)) else [modes_listed]
+    return (compile_mode not in (None, "default") and mode != "graph" and "graph" in listed)
+
+
 def _has_image_layout(model: str) -> bool:
     """True if ``model`` has image (4-D) activations, where ``layout`` applies; True for an
     unknown name (the layout then stays in its key; the model is refused elsewhere)."""
@@ -705,6 +715,9 @@ class SweepConfig(BaseModel):
             for pair in pairs:
                 for combo in itertools.product(*(axes[k] for k in keys)):
                     fields = {**dict(zip(keys, combo)), **pair}
+                    if crossed_compile_mode(fields.get("mode"), fields.get("compile_mode"),
+                                            axes.get("mode", [])):
+                        continue  # eager x reduce-overhead from crossing two lists
                     try:
                         cfg = RunConfig(**fields)
                     except ValidationError as e:

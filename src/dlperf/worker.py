@@ -414,6 +414,14 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
         w.append(f"iteration times and wall time differ by {r.get('timing_rel_diff', 0):.1%}")
     if r.get("device") == "cpu" and r.get("precision") == "tf32":
         w.append("tf32 has no effect on the CPU: this is an fp32 run")
+    cm = (r.get("config") or {}).get("compile_mode")
+    if r.get("device") == "cpu" and cm in ("reduce-overhead", "max-autotune"):
+        w.append(f"compile mode {cm} captures CUDA graphs, which the CPU has not: on the CPU "
+                 "it differs from the default mode only in what else the mode sets")
+    skips = (r.get("compile") or {}).get("cudagraph_skips")
+    if r.get("device") == "cuda" and skips:
+        w.append(f"Inductor declined to capture {skips} compiled graph(s) as CUDA graphs: "
+                 "those run kernel by kernel, as in the default mode")
     over = mfu_above_one(r)
     if over:
         w.append(over)

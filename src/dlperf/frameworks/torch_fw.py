@@ -203,7 +203,8 @@ class TorchAdapter:
         on_phase, compile_info = None, None
         eager_model = model
         if cfg.mode == "graph":
-            model, on_phase, compile_info = self._compile(torch, model, flags, cfg.compile_mode)
+            model, on_phase, compile_info = self._compile(torch, model, flags, cfg.compile_mode,
+                                                          dev.type == "cuda")
 
         src = self._data(torch, cfg, spec, dev, channels_last, rank)
         next_batch, data_info, fetch, to_device = src.next_batch, src.info, src.fetch, src.to_device
@@ -445,7 +446,8 @@ class TorchAdapter:
         return out
 
     @staticmethod
-    def _compile(torch: Any, model: Any, flags: dict[str, Any], mode: str = "default"):
+    def _compile(torch: Any, model: Any, flags: dict[str, Any], mode: str = "default",
+                 cuda: bool = False):
         """``torch.compile`` the model (graph mode); return it with compile-counter probes.
 
         TorchDynamo + Inductor in ``mode`` (:data:`dlperf.config.COMPILE_MODES`; ``default``
@@ -457,8 +459,8 @@ class TorchAdapter:
         a graph compiled during the measured segment (a recompile) is detected. In the CUDA-graph
         modes (``reduce-overhead``, ``max-autotune``) Inductor may decline to capture a graph
         (CPU tensors, mutated inputs, ...): ``cudagraph_skips`` in the compile info counts
-        those, from Inductor's counter; 0 means every compiled graph ran as a CUDA graph (on
-        CUDA; on the CPU there are no CUDA graphs and the count says nothing).
+        those, from Inductor's counter (on CUDA only; the CPU has no CUDA graphs); 0 means every
+        compiled graph ran as a CUDA graph.
         """
         from torch._dynamo.utils import compilation_time_metrics, counters
 
@@ -480,7 +482,7 @@ class TorchAdapter:
             breaks = int(sum(counters["graph_break"].values()))
             info = {"compile_time_s": t, "n_compiles": graphs(), "graph_breaks": breaks,
                     "recompiles_measured": graphs() - at_measure.get("graphs", graphs())}
-            if mode in ("reduce-overhead", "max-autotune"):
+            if mode in ("reduce-overhead", "max-autotune") and cuda:
                 info["cudagraph_skips"] = int(counters["inductor"]["cudagraph_skips"])
             return info
 

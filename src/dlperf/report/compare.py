@@ -567,6 +567,30 @@ def _forced_layout(col: str) -> bool:
     return "(nchw)" in col or "(nhwc)" in col
 
 
+def _env_spread(newest: Mapping[str, dict[str, Any]]) -> list[str]:
+    """``"field: column value, column value"`` for each field of
+    :func:`dlperf.env.environment_of` in which the runs ``newest`` (column -> row) differ
+    (unrecorded values skipped; ``framework`` not, it differs by design; host speeds only
+    beyond :data:`dlperf.env.HOST_SPEED_TOLERANCE`)."""
+    from dlperf.env import HOST_SPEED_TOLERANCE, environment_of
+
+    envs = {c: environment_of(result_of(r)) for c, r in newest.items()}
+    out = []
+    for field in next(iter(envs.values()), {}):
+        if field == "framework":
+            continue
+        vals = {c: e[field] for c, e in envs.items() if e.get(field) is not None}
+        if len(set(vals.values())) < 2:
+            continue
+        if field == "host speed":
+            if max(vals.values()) / min(vals.values()) <= HOST_SPEED_TOLERANCE:
+                continue
+            out.append("host speed: " + ", ".join(f"{c} {v:.1f} ns" for c, v in vals.items()))
+        else:
+            out.append(f"{field}: " + ", ".join(f"{c} {v}" for c, v in vals.items()))
+    return out
+
+
 def framework_matrix(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The cross-framework table: one entry per point, one column per framework/mode.
 
@@ -582,8 +606,9 @@ def framework_matrix(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         ``"steady"`` (False when the newest run did not reach steady state)``}``; ``fastest``
         (its column) and ``spread`` (slowest / fastest newest median; None with one column),
         both over the columns without a forced layout where the point has any; ``env_differs``
-        (``dlperf.env.environment_differences`` between the newest runs of the columns shown,
-        each pair's differences; empty: one environment as far as recorded).
+        (the environment fields in which the newest runs of the columns shown differ, each
+        with every column's value, :func:`_env_spread`; empty: one environment as far as
+        recorded).
     """
     points: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
     for r in rows:
@@ -603,12 +628,7 @@ def framework_matrix(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if any(not _forced_layout(c) for c in meds):  # forced layouts: side notes to `auto`
             meds = {c: m for c, m in meds.items() if not _forced_layout(c)}
         fastest = min(meds, key=meds.get)
-        names = list(newest)
-        diffs = sorted({d for a in range(len(names)) for b in range(a + 1, len(names))
-                        for d in environment_differences(
-                            result_of(newest[names[a]]), result_of(newest[names[b]]),
-                            same_framework=(newest[names[a]].get("framework")
-                                            == newest[names[b]].get("framework")))})
+        diffs = _env_spread(newest)
         out.append({**dict(zip(POINT_KEYS, pt)), "columns": cells, "fastest": fastest,
                     "spread": max(meds.values()) / meds[fastest] if len(meds) > 1 else None,
                     "env_differs": diffs})

@@ -7,11 +7,15 @@ import io
 import json
 from typing import Any
 
-from dlperf.results.store import COLUMNS, ResultStore, repeat_of
+from dlperf.results.store import COLUMNS, ResultStore, repeat_of, result_of
 
-#: CSV columns: every flat column except the embedded JSON, then ``repeat`` (from the result
-#: JSON: which repeated run of its point a row is, 0 for the first and for older results).
-CSV_COLUMNS = ["id", *[c for c in COLUMNS if c != "result_json"], "repeat"]
+#: CSV columns: every flat column except the embedded JSON, then from the result JSON:
+#: ``repeat`` (which repeated run of its point a row is, 0 for the first and for older
+#: results), ``layout`` (the ``--layout`` setting; ``auto`` for results from before it) and
+#: ``compile_mode`` (torch.compile's mode in torch graph runs, else empty): settings that tell
+#: apart rows of one model, framework, mode and batch.
+CSV_COLUMNS = ["id", *[c for c in COLUMNS if c != "result_json"], "repeat", "layout",
+               "compile_mode"]
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
@@ -20,7 +24,11 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({**r, "repeat": repeat_of(r)})
+        cfg = result_of(r).get("config") or {}
+        cm = ((cfg.get("compile_mode") or "default")
+              if (r.get("framework"), r.get("mode")) == ("torch", "graph") else None)
+        w.writerow({**r, "repeat": repeat_of(r), "layout": cfg.get("layout") or "auto",
+                    "compile_mode": cm})
     return buf.getvalue()
 
 

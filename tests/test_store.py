@@ -303,3 +303,23 @@ def test_merge_cli(tmp_path):
                         "--db", str(dest)], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "COLUMNS": "300"})
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_read_only_store_reads_an_older_file_without_changing_it(tmp_path):
+    db = tmp_path / "old.db"
+    with ResultStore(db) as s:
+        s.add(fake_result())
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    with ResultStore(db, read_only=True) as s:
+        assert s.schema_version == SCHEMA_VERSION and len(s.rows()) == 1  # migrated in memory
+    assert db.read_bytes() == before
+    with pytest.raises(ConfigError, match="does not exist"):
+        ResultStore(tmp_path / "none.db", read_only=True)
+    (tmp_path / "t.db").write_bytes(b"plain text, not sqlite " * 50)
+    with pytest.raises(ConfigError, match="not a dlperf results database"):
+        ResultStore(tmp_path / "t.db", read_only=True)
+    assert not (tmp_path / "none.db").exists()

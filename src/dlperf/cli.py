@@ -493,7 +493,7 @@ def results(
         if format not in ("table", "csv", "json"):
             raise unknown_choice("format", format, ("table", "csv", "json"))
         _check_db(db, must_exist=True)
-        with ResultStore(db) as store:
+        with ResultStore(db, read_only=True) as store:
             rows = store.rows(latest=not all_runs, model=_split(model) or None,
                               status=_split(status) or None)
             if op_classes:
@@ -683,7 +683,7 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
     from dlperf.report.markdown import write_report
     from dlperf.results.store import ResultStore
 
-    with ResultStore(db) as store:
+    with ResultStore(db, read_only=True) as store:
         rows = store.rows()
         if not rows and not store.collectives():
             raise ConfigError(f"{db} holds no results yet")

@@ -223,16 +223,30 @@ def repeat_of(row: dict[str, Any]) -> int:
 class ResultStore:
     """A results database file (created if missing).
 
+    ``read_only=True`` (``dlperf results``, ``dlperf report``): the file is read into memory
+    and used from there (SQLite's backup, a consistent copy), so reading never changes it:
+    a file of an older schema is migrated in the copy only, and writes go nowhere.
+
     Raises:
         ConfigError: the file is not a dlperf SQLite database, or was written by a newer schema.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
-        if self.path.parent and not self.path.parent.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
+            if read_only:  # a copy in memory: an older file is migrated there, not on disk
+                if not self.path.is_file():
+                    raise ConfigError(f"results file {str(self.path)!r} does not exist")
+                src = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
+                self._db = sqlite3.connect(":memory:", isolation_level=None)
+                try:
+                    src.backup(self._db)
+                finally:
+                    src.close()
+            else:
+                if self.path.parent and not self.path.parent.exists():
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             self._init()
         except sqlite3.DatabaseError as e:
@@ -469,24 +483,6 @@ def stored_keys(path: str | Path, include_failed: bool = True) -> set[str]:
                           "another --db path") from None
 
 
-def _snapshot(path: Path, dst: Path) -> Path:
-    """A consistent copy of the SQLite file ``path`` at ``dst`` (SQLite's online backup, so a
-    file that a sweep is writing is copied between two of its transactions)."""
-    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
-    try:
-        out = sqlite3.connect(str(dst))
-        try:
-            src.backup(out)
-        finally:
-            out.close()
-    except sqlite3.DatabaseError as e:
-        raise ConfigError(f"{str(path)!r} is not a dlperf results database ({e}); give another "
-                          "file") from None
-    finally:
-        src.close()
-    return dst
-
-
 def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
     """(results with their samples, collective rows, sweep records) of an open store."""
     results = []
@@ -512,8 +508,8 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
     file, then row), so "the newest row of a point" (:meth:`ResultStore.rows`) stays the newest
     by time.
 
-    Sources are read from consistent copies (SQLite's backup), which are migrated to the
-    current schema; the source files themselves are not changed. ``dest`` is rewritten inside
+    Sources are read as :class:`ResultStore` ``read_only`` (a consistent copy in memory,
+    migrated there to the current schema); the source files are not changed. ``dest`` is rewritten inside
     one SQLite write transaction: a failure or a kill leaves it as it was, a sweep writing into
     it at the same time waits for the merge (up to the store's 30 s busy timeout) and then
     goes on writing into the merged file, and the file stays where it is (a symbolic link
@@ -532,8 +528,6 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
         ConfigError: no sources, a source that does not exist or is a folder, or a file that
             is not a dlperf results database.
     """
-    import tempfile
-
     dest = Path(dest)
     srcs = [Path(s) for s in dict.fromkeys(Path(s) for s in sources)]
     if not srcs:
@@ -545,59 +539,58 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
             raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
     same = dest.resolve() if dest.exists() else None
     srcs = [s for s in srcs if s.resolve() != same]
-    with tempfile.TemporaryDirectory(prefix="dlperf-merge-") as tmp:
-        read = []
-        for i, s in enumerate(srcs):
-            with ResultStore(_snapshot(s, Path(tmp) / f"{i}.db")) as st:  # migrates the copy
-                read.append((str(s), _read_store(st._db)))
-        with ResultStore(dest) as out:
-            db = out._db
-            with out.transaction():  # BEGIN IMMEDIATE: dest's rows read and rewritten at once
-                files = [(None, _read_store(db))] + read
-                results: dict[tuple, tuple] = {}
-                collectives: dict[str, list[dict]] = {}
-                sweeps: dict[tuple, None] = {}
-                added: dict[str, dict[str, int]] = {}
-                for fi, (name, (res, colls, swps)) in enumerate(files):
-                    n = {"results": 0, "collectives": 0, "sweeps": 0}
-                    for row, samples in res:
-                        ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
-                        if ident not in results:
-                            results[ident] = ((row.get("created_at") or "", fi, row["id"]),
-                                              row, samples)
-                            n["results"] += 1
-                    runs: dict[str, list[dict]] = {}
-                    for c in colls:
-                        runs.setdefault(c["run_id"], []).append(c)
-                    for run_id, rows in runs.items():
-                        if run_id not in collectives:
-                            collectives[run_id] = rows
-                            n["collectives"] += 1
-                    for sw in swps:
-                        if sw not in sweeps:
-                            sweeps[sw] = None
-                            n["sweeps"] += 1
-                    if name is not None:
-                        added[name] = n
-                db.execute("DELETE FROM samples")
-                db.execute("DELETE FROM results")
-                db.execute("DELETE FROM collectives")
-                db.execute("DELETE FROM sweeps")
-                cols = list(COLUMNS)
-                n_samples = 0
-                for _, row, samples in sorted(results.values(), key=lambda v: v[0]):
-                    cur = db.execute(
-                        f"INSERT INTO results ({', '.join(cols)}) VALUES "
-                        f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
-                    rid = int(cur.lastrowid)
-                    db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
-                                   [(rid, *x) for x in samples])
-                    n_samples += len(samples)
-                for rows in collectives.values():
-                    ccols = [k for k in rows[0] if k != "id"]
-                    db.executemany(
-                        f"INSERT INTO collectives ({', '.join(ccols)}) VALUES "
-                        f"({', '.join('?' * len(ccols))})", [[c[k] for k in ccols] for c in rows])
-                db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
+    read = []
+    for s in srcs:
+        with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there
+            read.append((str(s), _read_store(st._db)))
+    with ResultStore(dest) as out:
+        db = out._db
+        with out.transaction():  # BEGIN IMMEDIATE: dest's rows read and rewritten at once
+            files = [(None, _read_store(db))] + read
+            results: dict[tuple, tuple] = {}
+            collectives: dict[str, list[dict]] = {}
+            sweeps: dict[tuple, None] = {}
+            added: dict[str, dict[str, int]] = {}
+            for fi, (name, (res, colls, swps)) in enumerate(files):
+                n = {"results": 0, "collectives": 0, "sweeps": 0}
+                for row, samples in res:
+                    ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
+                    if ident not in results:
+                        results[ident] = ((row.get("created_at") or "", fi, row["id"]),
+                                          row, samples)
+                        n["results"] += 1
+                runs: dict[str, list[dict]] = {}
+                for c in colls:
+                    runs.setdefault(c["run_id"], []).append(c)
+                for run_id, rows in runs.items():
+                    if run_id not in collectives:
+                        collectives[run_id] = rows
+                        n["collectives"] += 1
+                for sw in swps:
+                    if sw not in sweeps:
+                        sweeps[sw] = None
+                        n["sweeps"] += 1
+                if name is not None:
+                    added[name] = n
+            db.execute("DELETE FROM samples")
+            db.execute("DELETE FROM results")
+            db.execute("DELETE FROM collectives")
+            db.execute("DELETE FROM sweeps")
+            cols = list(COLUMNS)
+            n_samples = 0
+            for _, row, samples in sorted(results.values(), key=lambda v: v[0]):
+                cur = db.execute(
+                    f"INSERT INTO results ({', '.join(cols)}) VALUES "
+                    f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
+                rid = int(cur.lastrowid)
+                db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
+                               [(rid, *x) for x in samples])
+                n_samples += len(samples)
+            for rows in collectives.values():
+                ccols = [k for k in rows[0] if k != "id"]
+                db.executemany(
+                    f"INSERT INTO collectives ({', '.join(ccols)}) VALUES "
+                    f"({', '.join('?' * len(ccols))})", [[c[k] for k in ccols] for c in rows])
+            db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
     return {"results": len(results), "added": added, "samples": n_samples,
             "collectives": len(collectives), "sweeps": len(sweeps)}

@@ -185,6 +185,35 @@ def test_sgd_momentum_steps_match_torch():
     np.testing.assert_allclose(np.asarray(km.get_layer("layers.0").kernel), w_torch, atol=1e-6)
 
 
+def test_fused_lstm_loop_matches_keras_generic_loop(monkeypatch):
+    """TorchLSTM's fused, unrolled loop (no cuDNN) computes what Keras's generic while_loop
+    computes: outputs and every gradient, on the same weights and tokens."""
+    from dlperf.zoo.rnn import keras_impl
+
+    spec = zoo.SPECS["lstm_tiny"]
+    keras.utils.set_random_seed(0)
+    model = zoo.build(spec, "tensorflow")
+    layers = keras_impl.recurrent_layers(model)
+    assert layers and all(keras_impl.rnn_loop(layer, 16) == "fused_unrolled" for layer in layers)
+    x = tf.random.stateless_uniform((3, 16), (0, 1), 0, spec.num_classes, tf.int64)
+
+    def forward_and_grads():
+        with tf.GradientTape() as tape:
+            out = model(x, training=False)
+            loss = tf.reduce_sum(out * tf.cos(tf.range(spec.num_classes, dtype=tf.float32)))
+        grads = tape.gradient(loss, model.trainable_variables)
+        return out.numpy(), [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    out_f, grads_f = forward_and_grads()
+    monkeypatch.setattr(keras_impl, "FUSED_MAX_STEPS", 0)  # Keras's generic loop from here
+    assert keras_impl.rnn_loop(layers[0], 16) == "keras_while_loop"
+    out_k, grads_k = forward_and_grads()
+    np.testing.assert_allclose(out_f, out_k, rtol=1e-5, atol=1e-5)
+    assert len(grads_f) == len(grads_k) == 1 + 2 * 4 + 2  # embedding, 2 x LSTM, decoder
+    for gf, gk in zip(grads_f, grads_k):
+        np.testing.assert_allclose(gf, gk, rtol=1e-4, atol=1e-5 * float(np.abs(gk).max()))
+
+
 def test_ctc_loss_matches_torch():
     torch = pytest.importorskip("torch")
     if "deepspeech2_tiny" not in zoo.SPECS:
@@ -251,7 +280,8 @@ def test_adapter_modes_end_to_end(model, mode):
     if zoo.SPECS[model].input_kind == "image":
         assert f["layout"] == "NHWC" and r["data_info"]["layout"] == "NHWC"
     if model == "lstm_tiny":
-        assert f["rnn_cudnn"] is False  # CPU: Keras's generic loop
+        assert f["rnn_cudnn"] is False  # CPU: no cuDNN
+        assert f["rnn_loop"] == "fused_unrolled"  # zoo/rnn/keras_impl.py, TorchLSTM
         assert tp["tokens_per_s"] == pytest.approx(tp["samples_per_s"] * 16)
 
 

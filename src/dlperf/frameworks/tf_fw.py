@@ -25,8 +25,11 @@ Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
   gradient (L2, coupled) for SGD and Adam, decoupled (Keras's ``weight_decay``) for AdamW.
   Optimizer slots are created before the step is traced (``optimizer.build``).
 * recurrent layers: Keras's cuDNN LSTM/GRU kernels on a GPU in ``eager`` and ``graph`` modes;
-  in ``xla`` mode they are switched off (``use_cudnn=False``: XLA cannot compile the cuDNN op),
-  so XLA compiles the generic loop. Flag ``rnn_cudnn``.
+  in ``xla`` mode they are switched off (``use_cudnn=False``: XLA cannot compile the cuDNN op).
+  Without cuDNN (CPU, XLA) the LSTM LM's layers run a fused loop (every step's input
+  projection in one matmul, the recurrence unrolled: ``zoo/rnn/keras_impl.py``), GRUs Keras's
+  generic ``while_loop``. Flags ``rnn_cudnn`` and ``rnn_loop`` (``cudnn``, ``fused_unrolled``
+  or ``keras_while_loop``, of the first recurrent layer).
 * compilation (rule 4): in ``graph``/``xla`` the step is traced before timing
   (``get_concrete_function`` on the first batch's shapes: ``trace_time_s``). Graph
   optimisation / XLA compilation happen in the first call, which the harness times as its
@@ -360,8 +363,11 @@ class TensorFlowAdapter:
                 if cfg.mode == "xla":
                     layer.use_cudnn = False
             flags["rnn_cudnn"] = rnns[0].use_cudnn if gpu else False
+            steps = spec.input_shape[0] if spec.input_kind == "tokens" else None
+            flags["rnn_loop"] = (impl.rnn_loop(rnns[0], steps) if hasattr(impl, "rnn_loop")
+                                 else None)
         else:
-            flags["rnn_cudnn"] = None
+            flags["rnn_cudnn"] = flags["rnn_loop"] = None
         tvars = list(model.trainable_variables)
         with placement():
             opt, l2 = self._optimizer(keras, spec, flags)

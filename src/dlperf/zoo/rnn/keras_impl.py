@@ -12,13 +12,25 @@ convention); ``keras.layers.LSTM`` has one. :class:`TorchLSTM` is a ``keras.laye
 cell (:class:`TwoBiasLSTMCell`) holds both vectors as trainable weights and exposes their sum
 as the ``bias`` the layer uses. The sum is exact (the gates only ever see ``b_ih + b_hh``;
 each vector gets the gradient of the sum, as in PyTorch) and costs one ``4*hidden`` add per
-call, and the layer keeps every code path of ``keras.layers.LSTM``: on a GPU its cuDNN kernel
-(``CudnnRNNV3``, to which Keras passes the bias as the recurrent bias and zeros as the input
-bias), elsewhere the generic ``while_loop`` of the cell. The alternatives were worse: a
-hand-written cell loses cuDNN, and an extra bias added to the layer's input would be a
-different computation. The cuDNN kernel cannot be compiled by XLA, so the TensorFlow adapter
-turns it off (``use_cudnn=False``, see :func:`recurrent_layers`) in ``xla`` mode and records
-that.
+call, and the layer keeps ``keras.layers.LSTM``'s cuDNN path on a GPU (``CudnnRNNV3``, to
+which Keras passes the bias as the recurrent bias and zeros as the input bias). An extra bias
+added to the layer's input instead would be a different computation. The cuDNN kernel cannot
+be compiled by XLA, so the TensorFlow adapter turns it off (``use_cudnn=False``, see
+:func:`recurrent_layers`) in ``xla`` mode and records that.
+
+*The loop without cuDNN* (no GPU visible, or ``use_cudnn=False``, as under XLA) is not
+Keras's generic one: Keras's ``while_loop`` calls the cell per time step, which multiplies
+each step's input by ``W_ih`` separately. :meth:`TorchLSTM.inner_loop` computes the input
+projection of every step as one matmul (``[B*T, in] x [in, 4H]``, plus the summed bias) and
+unrolls the recurrence over the static sequence length (at most :data:`FUSED_MAX_STEPS`
+steps), so each step does only ``h @ W_hh`` and the gates. The same computation, as a
+hand-written TensorFlow (or JAX, ``benchmarks/plain_jax_loop.py``) LSTM does it: on a 2-core
+CPU the lstm step (b=16, fp32, graph mode, 2 threads) took 355 ms against 545 ms with Keras's
+generic loop (one process, alternating blocks; ``benchmarks/plain_tf_loop.py --lstm-impl``,
+``benchmarks/results/cpu-dev/COMMANDS.md``). The steps are taken with ``unstack``, not
+``xproj[:, t]``: the gradient of T strided slices is T zero-filled ``[B, T, 4H]`` tensors
+summed (that cost 25% of the step). Flag ``rnn_loop`` of the TensorFlow adapter says which
+loop ran (:func:`rnn_loop`).
 
 *Gate order.* PyTorch stacks the LSTM gates as ``(i, f, g, o)``, Keras as ``(i, f, c, o)``: the
 same order (``g`` and ``c`` are both the cell candidate), so converting weights is a transpose.
@@ -56,6 +68,10 @@ from keras import ops
 
 from dlperf.zoo.rnn import spec as layout
 from dlperf.zoo.spec import ModelSpec
+
+#: Longest static sequence :meth:`TorchLSTM.inner_loop` unrolls; longer (or dynamic) sequences
+#: run Keras's generic ``while_loop``.
+FUSED_MAX_STEPS = 256
 
 
 class TwoBiasLSTMCell(keras.layers.LSTMCell):
@@ -115,6 +131,39 @@ class TorchLSTM(keras.layers.LSTM):
         keras.layers.RNN.__init__(self, cell, return_sequences=True, **kwargs)
         self.input_spec = keras.layers.InputSpec(ndim=3)
         self.use_cudnn = use_cudnn
+
+    def uses_cudnn(self) -> bool:
+        """True if this layer runs Keras's cuDNN path: ``use_cudnn`` is not False and
+        TensorFlow sees a GPU (Keras's own test, ``tf.config.list_logical_devices``)."""
+        import tensorflow as tf
+
+        return self.use_cudnn in ("auto", True) and bool(tf.config.list_logical_devices("GPU"))
+
+    def fused(self, steps: int | None, mask=None) -> bool:
+        """True if :meth:`inner_loop` runs the fused, unrolled loop for ``steps`` time steps."""
+        return (not self.uses_cudnn() and mask is None and not self.go_backwards
+                and steps is not None and steps <= FUSED_MAX_STEPS
+                and not self.cell.dropout and not self.cell.recurrent_dropout)
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        """``(last_output, outputs [B, T, H], [h, c])``: Keras's cuDNN path where it applies,
+        else the fused loop (module docstring), else Keras's generic loop."""
+        if not self.fused(sequences.shape[1], mask):
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        dt = sequences.dtype
+        cell = self.cell
+        h, c = (ops.cast(s, dt) for s in initial_state)
+        # Every step's input projection at once: [B, T, in] x [in, 4H] + (b_ih + b_hh).
+        xproj = ops.matmul(sequences, ops.cast(cell.kernel, dt)) + ops.cast(cell.bias, dt)
+        w_hh = ops.cast(cell.recurrent_kernel, dt)
+        outputs = []
+        for xp in ops.unstack(xproj, axis=1):
+            i, f, g, o = ops.split(xp + ops.matmul(h, w_hh), 4, axis=-1)  # Keras's (i, f, c, o)
+            sigmoid, tanh = cell.recurrent_activation, cell.activation
+            c = sigmoid(f) * c + sigmoid(i) * tanh(g)
+            h = sigmoid(o) * tanh(c)
+            outputs.append(h)
+        return h, ops.stack(outputs, axis=1), [h, c]
 
 
 def _torch_linear_init(n_in: int):
@@ -204,6 +253,21 @@ def build(spec: ModelSpec) -> keras.Model:
         return _deepspeech2(spec)
     raise NotImplementedError(f"{spec.name}: no Keras implementation of rnn layout {arch!r} "
                               f"(implemented: lstm, deepspeech2)")
+
+
+def rnn_loop(layer: keras.layers.Layer, steps: int | None) -> str:
+    """Which loop a recurrent ``layer`` of this module runs for ``steps`` time steps:
+    ``"cudnn"``, ``"fused_unrolled"`` (:meth:`TorchLSTM.inner_loop`) or ``"keras_while_loop"``
+    (GRUs without cuDNN, and LSTMs the fused loop does not cover)."""
+    if isinstance(layer, TorchLSTM):
+        if layer.uses_cudnn():
+            return "cudnn"
+        return "fused_unrolled" if layer.fused(steps) else "keras_while_loop"
+    import tensorflow as tf
+
+    gpu = bool(tf.config.list_logical_devices("GPU"))
+    return "cudnn" if getattr(layer, "use_cudnn", False) in ("auto", True) and gpu \
+        else "keras_while_loop"
 
 
 def recurrent_layers(model: keras.Model) -> list[keras.layers.Layer]:

@@ -583,8 +583,17 @@ def test_machines_of_one_kind_differ_by_gpu_and_host_speed():
     assert environment_of(a)["machine"] == "GPU-39397f91"
     assert environment_of(a)["cpu"] == "family 6 model 143 stepping 8"
     assert environment_differences(a, res("GPU-39397f91", 40.0 * HOST_SPEED_TOLERANCE * 0.99)) == []
-    (d,) = environment_differences(a, res("GPU-39397f91", 56.0))
+    # one machine: the probe is bimodal there (72-97 or 132-203 ns on one H200), not flagged
+    assert environment_differences(a, res("GPU-39397f91", 80.0)) == []
+    # no machine id (a CPU host): host speed tells the hosts apart
+    cpu_a, cpu_b = res("GPU-x", 40.0), res("GPU-x", 56.0)
+    for r in (cpu_a, cpu_b):
+        r["env"]["gpus"] = []
+    (d,) = environment_differences(cpu_a, cpu_b)
     assert d.startswith("host speed: 40.0 vs 56.0") and "(1.40x)" in d
+    cpu_c = res("GPU-x", 41.0)
+    cpu_c["env"]["gpus"] = []
+    assert environment_differences(cpu_a, cpu_c) == []
     diffs = environment_differences(a, res("GPU-cb57bf9e", 41.0, model="207"))
     assert diffs == ["cpu: family 6 model 143 stepping 8 vs family 6 model 207 stepping 8",
                      "machine: GPU-39397f91 vs GPU-cb57bf9e"]
@@ -699,6 +708,27 @@ def test_framework_matrix_marks_cpu_runs_of_two_hosts_and_ranges_show_their_diff
     assert p["env_differs"] == ["platform: torch/eager vm-b, jax/xla vm-a"]
     md = matrix_markdown([p])
     assert "(2 runs: 13.749–13.751)" in md and "†" in md
+
+
+def test_framework_matrix_host_speed_marks_two_hosts_not_one_machine():
+    """The host-speed probe is bimodal on one H200 (72-97 or 132-203 ns): two runs of one
+    machine are not marked as two environments for it; two GPU-less hosts are."""
+    import json as _json
+
+    from dlperf.report.compare import framework_matrix
+
+    def row(i, fw, ns, gpu):
+        env = {"host_speed": {"python_loop_ns": ns}, "gpus": [{"uuid": gpu}] if gpu else []}
+        return dict(id=i, status="ok", model="m", device="cuda", precision="bf16", batch_size=8,
+                    data="synthetic", threads=None, framework=fw, mode="eager" if fw == "torch"
+                    else "xla", step_time_median_s=0.01, created_at=f"T{i}",
+                    result_json=_json.dumps({"env": env}))
+
+    (one,) = framework_matrix([row(1, "torch", 72.0, "GPU-af969e90-1"),
+                               row(2, "jax", 172.0, "GPU-af969e90-1")])
+    assert one["env_differs"] == []
+    (two,) = framework_matrix([row(1, "torch", 72.0, None), row(2, "jax", 172.0, None)])
+    assert two["env_differs"] == ["host speed: torch/eager 72.0 ns, jax/xla 172.0 ns"]
 
 
 def test_a_torch_compile_mode_other_than_default_labels_rows_and_columns():

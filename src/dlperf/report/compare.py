@@ -571,7 +571,8 @@ def _env_spread(newest: Mapping[str, dict[str, Any]]) -> list[str]:
     """``"field: column value, column value"`` for each field of
     :func:`dlperf.env.environment_of` in which the runs ``newest`` (column -> row) differ
     (unrecorded values skipped; ``framework`` not, it differs by design; host speeds only
-    beyond :data:`dlperf.env.HOST_SPEED_TOLERANCE`)."""
+    beyond :data:`dlperf.env.HOST_SPEED_TOLERANCE`, and not where every run names the same
+    machine: the probe's spread on one machine, :func:`dlperf.env.environment_differences`)."""
     from dlperf.env import HOST_SPEED_TOLERANCE, environment_of
 
     envs = {c: environment_of(result_of(r)) for c, r in newest.items()}
@@ -583,6 +584,9 @@ def _env_spread(newest: Mapping[str, dict[str, Any]]) -> list[str]:
         if len(set(vals.values())) < 2:
             continue
         if field == "host speed":
+            machines = [e.get("machine") for e in envs.values()]
+            if None not in machines and len(set(machines)) == 1:
+                continue  # one machine: the probe's own spread
             if max(vals.values()) / min(vals.values()) <= HOST_SPEED_TOLERANCE:
                 continue
             out.append("host speed: " + ", ".join(f"{c} {v:.1f} ns" for c, v in vals.items()))

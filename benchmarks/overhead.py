@@ -4,7 +4,9 @@ For each (model, batch size) it alternates ``dlperf run`` and the plain loop of 
 (``plain_torch_loop.py``, ``plain_jax_loop.py`` or ``plain_tf_loop.py``; each imports nothing
 from dlperf), ``--rounds`` times each, in the same call and on the same device, and reports the
 ratio of median throughputs (dlperf / plain; the issue asks for >= 0.98 on the GPU, >= 0.95
-per framework) and the round-by-round (paired) ratios.
+per framework), the round-by-round (paired) ratios and their median. ``--alternate`` runs the
+plain loop first in every second round, so that a host that drifts (a shared CPU) biases
+neither side.
 
 ``--mode`` is passed to ``dlperf run`` and, for TensorFlow, to the plain loop (graph =
 ``tf.function``, xla = ``jit_compile``, eager); without it dlperf's default mode of the
@@ -136,6 +138,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads on both sides (TensorFlow: dlperf --threads and the plain "
                         "loop's intra-op N / inter-op 1)")
+    p.add_argument("--alternate", action="store_true",
+                   help="run the plain loop first in every second round (default: dlperf "
+                        "first in every round)")
     p.add_argument("--dlperf-args", default="",
                    help="extra arguments for dlperf run, e.g. '--warmup-window 2 "
                         "--max-warmup-iters 6' for slow CPU steps")
@@ -156,34 +161,48 @@ def main() -> int:
     report: dict = {"framework": a.framework, "precision": a.precision, "device": a.device,
                     "mode": a.mode, "threads": a.threads, "min_time_s": a.min_time,
                     "min_iters": a.min_iters, "plain_warmup": a.plain_warmup,
-                    "dlperf_args": a.dlperf_args, "overhead": [], "truth": []}
-    print(f"{'model':<14}{'batch':>6}{'dlperf samples/s':>18}{'plain samples/s':>17}{'ratio':>8}")
+                    "dlperf_args": a.dlperf_args, "alternate": a.alternate,
+                    "overhead": [], "truth": []}
+    print(f"{'model':<14}{'batch':>6}{'dlperf samples/s':>18}{'plain samples/s':>17}{'ratio':>8}"
+          f"{'paired':>8}")
     for model, batch in parse_points(a.points):
-        d_runs, p_runs, plain, loads = [], [], {}, []
-        for _ in range(a.rounds):
+        d_runs, p_runs, plain, loads, order = [], [], {}, [], []
+        r: dict = {}
+        for i in range(a.rounds):
             load0 = os.getloadavg()
+            # --alternate: odd rounds run the plain loop first, for as many iterations as the
+            # previous round's dlperf run suggested (drift over time then cancels in pairs).
+            plain_first = a.alternate and i % 2 == 1
+            if plain_first:
+                iters = max(a.min_iters, int(a.min_time / r["step_time_mean_s"]))
+                plain = run_plain(model, batch, iters, a, nhwc=applied_nhwc(r))
             r = run_dlperf(model, batch, a)
+            if not plain_first:
+                iters = max(a.min_iters, int(a.min_time / r["step_time_mean_s"]))
+                plain = run_plain(model, batch, iters, a, nhwc=applied_nhwc(r))
             d_runs.append(r["samples_per_s"])
-            iters = max(a.min_iters, int(a.min_time / r["step_time_mean_s"]))
-            plain = run_plain(model, batch, iters, a, nhwc=applied_nhwc(r))
             p_runs.append(plain["samples_per_s"])
-            # The 1/5/15-minute load averages before dlperf's run and after the plain one: a
-            # busy host shows here (the 1-minute figure includes these runs' own threads).
+            order.append("plain,dlperf" if plain_first else "dlperf,plain")
+            # The 1/5/15-minute load averages before and after the round: a busy host shows
+            # here (the 1-minute figure includes this round's own threads).
             loads.append({"before": list(load0), "after": list(os.getloadavg()),
                           "dlperf_warnings": r.get("warnings")})
         d, pl = statistics.median(d_runs), statistics.median(p_runs)
         # The plain loop's switches (optimizer implementation, attention, precision, PRNG...)
         # beside the numbers: dlperf's are in its stored result (--db).
         # ratio: of the medians (the number quoted); paired_ratios: round by round (dlperf's
-        # run and the plain run right after it), which shows drift between rounds.
+        # run and the plain run next to it), which shows drift between rounds.
         row = {"model": model, "batch_size": batch, "dlperf_samples_per_s": d_runs,
                "plain_samples_per_s": p_runs, "ratio": d / pl,
                "paired_ratios": [x / y for x, y in zip(d_runs, p_runs)],
+               "median_paired_ratio": statistics.median(x / y for x, y in zip(d_runs, p_runs)),
+               "round_order": order,
                "plain_args": a.plain_args, "plain_flags": plain.get("flags"),
                "plain_params": plain.get("params"), "dlperf_params": r.get("params"),
                "load_average": loads}
         report["overhead"].append(row)
-        print(f"{model:<14}{batch:>6}{d:>18,.1f}{pl:>17,.1f}{d / pl:>8.4f}", flush=True)
+        print(f"{model:<14}{batch:>6}{d:>18,.1f}{pl:>17,.1f}{d / pl:>8.4f}"
+              f"{row['median_paired_ratio']:>8.4f}", flush=True)
         Path(a.out).write_text(json.dumps(report, indent=1))  # a cut-short call keeps each point
 
     if a.truth and a.framework != "torch":

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,33 @@ def test_unknown_model_is_rejected():
     proc = run_script("--model", "nope", "--batch-size", "2", "--device", "cpu")
     assert proc.returncode != 0
     assert "unknown model" in proc.stderr
+
+
+@pytest.mark.slow
+def test_overhead_driver_compares_dlperf_and_the_plain_loop(tmp_path):
+    """benchmarks/overhead.py --framework tensorflow: both sides in the same mode and thread
+    pools, rounds alternating their order, the same parameter count on both sides."""
+    out = tmp_path / "o.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "overhead.py"), "--framework", "tensorflow",
+         "--device", "cpu", "--mode", "graph", "--threads", "1", "--alternate",
+         "--points", "lstm_tiny:2", "--rounds", "2", "--min-time", "0.2", "--min-iters", "3",
+         "--plain-warmup", "2", "--dlperf-args", "--warmup-window 2 --max-warmup-iters 2",
+         "--db", str(tmp_path / "o.db"), "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert (r["framework"], r["mode"], r["threads"], r["alternate"]) == ("tensorflow", "graph",
+                                                                       1, True)
+    (row,) = r["overhead"]
+    assert row["round_order"] == ["dlperf,plain", "plain,dlperf"]
+    assert row["plain_params"] == row["dlperf_params"] == TINY_PARAMS["lstm_tiny"]
+    f = row["plain_flags"]
+    assert (f["mode"], f["intra_op_threads"], f["inter_op_threads"]) == ("graph", 1, 1)
+    assert len(row["paired_ratios"]) == 2 and all(x > 0 for x in row["paired_ratios"])
+    assert row["ratio"] == pytest.approx(statistics.median(row["dlperf_samples_per_s"])
+                                         / statistics.median(row["plain_samples_per_s"]))
+    assert row["paired_ratios"][1] == pytest.approx(row["dlperf_samples_per_s"][1]
+                                                    / row["plain_samples_per_s"][1])
+    assert len(row["load_average"]) == 2 and len(row["load_average"][0]["before"]) == 3

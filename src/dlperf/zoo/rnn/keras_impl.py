@@ -25,9 +25,9 @@ projection of every step as one matmul (``[B*T, in] x [in, 4H]``, plus the summe
 unrolls the recurrence over the static sequence length (at most :data:`FUSED_MAX_STEPS`
 steps), so each step does only ``h @ W_hh`` and the gates. The same computation, as a
 hand-written TensorFlow (or JAX, ``benchmarks/plain_jax_loop.py``) LSTM does it: on a 2-core
-CPU the lstm step (b=16, fp32, graph mode, 2 threads) took 355 ms against 545 ms with Keras's
-generic loop (one process, alternating blocks; ``benchmarks/plain_tf_loop.py --lstm-impl``,
-``benchmarks/results/cpu-dev/COMMANDS.md``). The steps are taken with ``unstack``, not
+CPU the lstm step (b=16, fp32, graph mode, 2 threads) took 355 and 332 ms against 545 and
+420 ms with Keras's generic loop (two runs of ``benchmarks/tf_model_ab.py``: one process,
+alternating blocks; ``benchmarks/results/cpu-dev/COMMANDS.md``). The steps are taken with ``unstack``, not
 ``xproj[:, t]``: the gradient of T strided slices is T zero-filled ``[B, T, 4H]`` tensors
 summed (that cost 25% of the step). Flag ``rnn_loop`` of the TensorFlow adapter says which
 loop ran (:func:`rnn_loop`).

@@ -164,6 +164,18 @@ def _lstm_layers():
     import keras
     from keras import ops
 
+    def add_torch_lstm_weights(layer, n_in: int) -> None:
+        """PyTorch's LSTM weights on ``layer`` (``units`` H): ``kernel [n_in, 4H]``,
+        ``recurrent_kernel [H, 4H]``, ``bias_ih`` and ``bias_hh [4H]``, all U(-1/sqrt(H),
+        1/sqrt(H)) as ``torch.nn.LSTM`` initialises them."""
+        H, k = layer.units, 1.0 / math.sqrt(layer.units)
+        u = lambda: keras.initializers.RandomUniform(-k, k)  # noqa: E731
+        layer.kernel = layer.add_weight((n_in, 4 * H), initializer=u(), name="kernel")
+        layer.recurrent_kernel = layer.add_weight((H, 4 * H), initializer=u(),
+                                                  name="recurrent_kernel")
+        layer.bias_ih = layer.add_weight((4 * H,), initializer=u(), name="bias_ih")
+        layer.bias_hh = layer.add_weight((4 * H,), initializer=u(), name="bias_hh")
+
     class FusedLSTM(keras.layers.Layer):
         """LSTM layer, gates (i, f, g, o), PyTorch's parameters (``kernel`` ``[in, 4H]``,
         ``recurrent_kernel`` ``[H, 4H]``, ``bias_ih``, ``bias_hh``), zero initial state.
@@ -175,13 +187,7 @@ def _lstm_layers():
             self.units = units
 
         def build(self, shape):
-            H, k = self.units, 1.0 / math.sqrt(self.units)
-            u = lambda: keras.initializers.RandomUniform(-k, k)  # noqa: E731
-            self.kernel = self.add_weight((shape[-1], 4 * H), initializer=u(), name="kernel")
-            self.recurrent_kernel = self.add_weight((H, 4 * H), initializer=u(),
-                                                    name="recurrent_kernel")
-            self.bias_ih = self.add_weight((4 * H,), initializer=u(), name="bias_ih")
-            self.bias_hh = self.add_weight((4 * H,), initializer=u(), name="bias_hh")
+            add_torch_lstm_weights(self, shape[-1])
 
         def call(self, xs):
             xproj = ops.matmul(xs, ops.cast(self.kernel, xs.dtype))
@@ -208,13 +214,7 @@ def _lstm_layers():
 
         def build(self, shape):
             keras.layers.Layer.build(self, shape)
-            H, k = self.units, 1.0 / math.sqrt(self.units)
-            u = lambda: keras.initializers.RandomUniform(-k, k)  # noqa: E731
-            self.kernel = self.add_weight((shape[-1], 4 * H), initializer=u(), name="kernel")
-            self.recurrent_kernel = self.add_weight((H, 4 * H), initializer=u(),
-                                                    name="recurrent_kernel")
-            self.bias_ih = self.add_weight((4 * H,), initializer=u(), name="bias_ih")
-            self.bias_hh = self.add_weight((4 * H,), initializer=u(), name="bias_hh")
+            add_torch_lstm_weights(self, shape[-1])
 
         @property
         def bias(self):
@@ -385,6 +385,24 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, tf)
 
 
+def synthetic_batches(tf, batch: int, kind: str, in_shape, classes: int, seed: int,
+                      n: int = 4) -> list:
+    """``n`` synthetic ``(x, y)`` batches made on the current device before timing: token ids
+    ``[batch, T]`` int64 with next-token targets of the same shape (``kind == "tokens"``), else
+    float32 inputs ``[batch, *in_shape]`` and int64 labels ``[batch]`` in ``[0, classes)``."""
+    out = []
+    for i in range(n):
+        sx, sy = (seed, 2 * i), (seed, 2 * i + 1)
+        if kind == "tokens":
+            x = tf.random.stateless_uniform((batch, *in_shape), sx, 0, classes, tf.int64)
+            y = tf.random.stateless_uniform((batch, *in_shape), sy, 0, classes, tf.int64)
+        else:
+            x = tf.random.stateless_normal((batch, *in_shape), sx, dtype=tf.float32)
+            y = tf.random.stateless_uniform((batch,), sy, 0, classes, tf.int64)
+        out.append((x, y))
+    return out
+
+
 def run(args, tf) -> int:
     """Build, trace, warm up and time the step (module docstring); 0 on success."""
     import keras
@@ -398,16 +416,7 @@ def run(args, tf) -> int:
         model, kind, in_shape, classes, opt, opt_desc = build_model(args.model, args.lstm_impl)
         tvars = list(model.trainable_variables)
         opt.build(tvars)
-        batches = []
-        for i in range(4):  # synthetic data on the device, before timing
-            sx, sy = (args.seed, 2 * i), (args.seed, 2 * i + 1)
-            if kind == "tokens":
-                x = tf.random.stateless_uniform((B, *in_shape), sx, 0, classes, tf.int64)
-                y = tf.random.stateless_uniform((B, *in_shape), sy, 0, classes, tf.int64)
-            else:
-                x = tf.random.stateless_normal((B, *in_shape), sx, dtype=tf.float32)
-                y = tf.random.stateless_uniform((B,), sy, 0, classes, tf.int64)
-            batches.append((x, y))
+        batches = synthetic_batches(tf, B, kind, in_shape, classes, args.seed)
     n_params = sum(int(math.prod(v.shape)) for v in tvars)
     tokens_per_sample = in_shape[0] if kind == "tokens" else 0
 

@@ -88,16 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             shape = (*c_h_w[1:], c_h_w[0]) if kind == "image" else c_h_w
         tvars = list(model.trainable_variables)
         opt.build(tvars)
-        batches = []
-        for i in range(4):
-            sx, sy = (0, 2 * i), (0, 2 * i + 1)
-            if kind == "tokens":
-                x = tf.random.stateless_uniform((B, *shape), sx, 0, classes, tf.int64)
-                y = tf.random.stateless_uniform((B, *shape), sy, 0, classes, tf.int64)
-            else:
-                x = tf.random.stateless_normal((B, *shape), sx, dtype=tf.float32)
-                y = tf.random.stateless_uniform((B,), sy, 0, classes, tf.int64)
-            batches.append((x, y))
+        batches = plain.synthetic_batches(tf, B, kind, shape, classes, 0)
 
         @tf.function(jit_compile=a.mode == "xla")
         def step(x, y):

@@ -403,6 +403,20 @@ def synthetic_batches(tf, batch: int, kind: str, in_shape, classes: int, seed: i
     return out
 
 
+def make_train_step(tf, model, opt, tvars: list, classes: int):
+    """One SGD iteration ``(x, y) -> loss``: forward, float32 cross-entropy over every
+    position (``[-1, classes]`` logits), gradient, ``opt.apply`` on ``tvars``. Not yet a
+    ``tf.function``: the caller wraps it (graph or ``jit_compile``)."""
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = tf.reshape(tf.cast(model(x, training=True), tf.float32), [-1, classes])
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=tf.reshape(y, [-1]), logits=logits))
+        opt.apply(tape.gradient(loss, tvars), tvars)
+        return loss
+    return train_step
+
+
 def run(args, tf) -> int:
     """Build, trace, warm up and time the step (module docstring); 0 on success."""
     import keras
@@ -420,13 +434,7 @@ def run(args, tf) -> int:
     n_params = sum(int(math.prod(v.shape)) for v in tvars)
     tokens_per_sample = in_shape[0] if kind == "tokens" else 0
 
-    def train_step(x, y):
-        with tf.GradientTape() as tape:
-            logits = tf.reshape(tf.cast(model(x, training=True), tf.float32), [-1, classes])
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=tf.reshape(y, [-1]), logits=logits))
-        opt.apply(tape.gradient(loss, tvars), tvars)
-        return loss
+    train_step = make_train_step(tf, model, opt, tvars, classes)
 
     trace_s = 0.0
     step = train_step

@@ -90,14 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         opt.build(tvars)
         batches = plain.synthetic_batches(tf, B, kind, shape, classes, 0)
 
-        @tf.function(jit_compile=a.mode == "xla")
-        def step(x, y):
-            with tf.GradientTape() as tape:
-                logits = tf.reshape(tf.cast(model(x, training=True), tf.float32), [-1, classes])
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                    labels=tf.reshape(y, [-1]), logits=logits))
-            opt.apply(tape.gradient(loss, tvars), tvars)
-            return loss
+        step = tf.function(plain.make_train_step(tf, model, opt, tvars, classes),
+                           jit_compile=a.mode == "xla")
 
         def block(n):
             t0 = time.perf_counter()

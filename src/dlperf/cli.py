@@ -480,7 +480,7 @@ def results(
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'matrix' (median ms per point x framework/mode side by side, each point's runs as a range), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts), 'allreduce' (stored all-reduce sweeps: time, algbw, busbw per message size), 'repeats' (between-run variation of points run several times, --repeats N: run medians, mean, stdev, CV, olympic mean against the within-run CI).")] = None,
+    compare: Annotated[Optional[str], typer.Option(help="Instead of the results: 'modes' (graph/xla vs eager speed-up), 'frameworks' (each framework/mode vs torch/eager), 'matrix' (median ms per point x framework/mode side by side, each point's runs as a range), 'data' (real-data pipelines vs synthetic data), 'scaling' (data-parallel efficiency against one device) or 'convergence' (loss and time to --target-loss across device counts), 'allreduce' (stored all-reduce sweeps: time, algbw, busbw per message size), 'repeats' (between-run variation of points run several times, --repeats N: run medians, mean, stdev, CV, olympic mean against the within-run CI), 'threads' (CPU thread scaling: step time, speed-up, efficiency and Karp-Flatt serial fraction against --threads).")] = None,
     op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes (the gaps in the table and JSON; CSV: one row per result, seconds per iteration).")] = False,
     target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
 ) -> None:
@@ -509,7 +509,7 @@ def results(
                 from dlperf.report import compare as cmp
 
                 kinds = ("modes", "frameworks", "matrix", "data", "scaling", "convergence",
-                         "allreduce", "repeats")
+                         "allreduce", "repeats", "threads")
                 if compare not in kinds:
                     raise unknown_choice("comparison", compare, kinds)
                 if compare == "allreduce":
@@ -522,6 +522,11 @@ def results(
                 elif compare == "repeats":
                     comps = cmp.repeat_runs(rows)
                     md = cmp.repeats_markdown
+                elif compare == "threads":
+                    from dlperf.report import threads as thr
+
+                    comps = thr.thread_scaling(rows, _measured_or_none(store))
+                    md = thr.threads_markdown
                 elif compare == "scaling":
                     from dlperf.report.scaling import scaling_markdown
                     from dlperf.scaling import scaling_points
@@ -544,6 +549,8 @@ def results(
                     md = cmp.data_markdown if compare == "data" else cmp.markdown
                 if format == "csv" and compare == "matrix":  # one column per framework/mode
                     comps = cmp.matrix_flat(comps)
+                elif format == "csv" and compare == "threads":  # one row per thread count
+                    comps = thr.threads_flat(comps)
                 text = (md(comps) if format == "table" else
                         json.dumps(comps, indent=1) if format == "json" else _csv(comps))
                 if output:
@@ -711,6 +718,7 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
         eff = cmp.efficiency_markdown(rows)
         if eff:
             sections.append(("Efficiency: MFU, roofline, energy", eff))
+        sections += _thread_sections(rows, store, output)
         sections += _parallel_sections(rows, store, output, target_loss)
         coll = store.collectives()
         store_env = store.collectives_env() if coll else None
@@ -750,6 +758,20 @@ def _breakdown_sections(rows, samples_of=None) -> list[tuple[str, str]]:
     if (md := bdr.trace_files_markdown(rows)):
         out.append(("Trace files", md))
     return out
+
+
+def _thread_sections(rows, store, output: Path) -> list[tuple[str, str]]:
+    """The report's CPU thread-scaling section (table and one plot per model), when any
+    configuration ran at two or more thread counts."""
+    from dlperf.report import threads as thr
+
+    groups = thr.thread_scaling(rows, _measured_or_none(store))
+    if not groups:
+        return []
+    body = thr.threads_markdown(groups)
+    for png in thr.plot_thread_scaling(groups, output):
+        body += f"\n![step time and speed-up against CPU threads]({png.name})\n"
+    return [("CPU thread scaling", body)]
 
 
 def _parallel_sections(rows, store, output: Path, target_loss: float | None) -> list:

@@ -184,7 +184,8 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
 
     Left panel: median ms per iteration against threads (log2 x, log y), the bootstrap CI of
     the median as error bars and, dashed, linear scaling from the fewest threads
-    (``T(n0) n0 / n``); right panel: speed-up against threads with the ideal ``n / n0``.
+    (``T(n0) n0 / n``); right panel: speed-up against threads (log2-log2, so linear
+    scaling, the dashed ``n / n0``, is a straight line).
     One line per group of :func:`thread_scaling`; failed points are left out (the table lists
     them). Returns the paths in model order; empty for no groups.
     """
@@ -207,7 +208,7 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
         ax_t, ax_s = fig.subplots(1, 2)
         fig.suptitle(f"{model}: CPU thread scaling")
         counts: set[int] = set()
-        top = 1.0
+        top, low = 1.0, 1.0
         for i, g in enumerate(by_model[model]):
             c, m = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
             label = f"{g['column']} {g['precision']} b={g['batch_size']}"
@@ -224,6 +225,7 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
             ax_s.plot(xs, [p["speedup"] for p in pts], color=c, marker=m, ms=5, lw=1.5,
                       label=label)
             top = max(top, xs[-1] / n0, max(p["speedup"] for p in pts))
+            low = min(low, min(p["speedup"] for p in pts))
         ideal = sorted(counts)
         ax_s.plot(ideal, [n / ideal[0] for n in ideal], color="0.5", ls="--", lw=1,
                   label="linear")
@@ -240,8 +242,14 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
         ax_t.set_ylabel("median step time (ms, log axis)")
         ax_t.set_title("time per iteration (bars: bootstrap CI of the median; dashed: linear "
                        "scaling)", fontsize=9)
-        ax_s.set_ylim(0, top * 1.1)
-        ax_s.set_ylabel("speed-up over the fewest threads")
+        ax_s.set_yscale("log", base=2)  # linear scaling is a straight line on log2-log2
+        ax_s.set_ylim(low / 1.3, top * 1.3)
+        ticks = [2.0 ** k for k in range(math.floor(math.log2(low / 1.3)),
+                                          math.ceil(math.log2(top * 1.3)) + 1)]
+        ax_s.set_yticks(ticks, labels=[f"{t:g}" for t in ticks])
+        ax_s.set_ylim(low / 1.3, top * 1.3)
+        ax_s.yaxis.set_minor_locator(NullLocator())
+        ax_s.set_ylabel("speed-up over the fewest threads (log2 axis)")
         ax_s.set_title("speed-up T(n0) / T(n)", fontsize=9)
         ax_t.legend(fontsize=7, loc="upper right", framealpha=0.8)
         path = out / plot_filename(model).replace("step_time_vs_batch_", "step_time_vs_threads_")

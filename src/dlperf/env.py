@@ -12,6 +12,7 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,20 @@ def environment_of(result: dict[str, Any]) -> dict[str, Any]:
             "framework": fwv}
 
 
+def host_speeds_differ(envs: Sequence[Mapping[str, Any]]) -> bool:
+    """True if the host speeds of these environments (:func:`environment_of` dicts) count as
+    a difference of environment: more than :data:`HOST_SPEED_TOLERANCE` apart among those that
+    recorded one, and not all of one machine (every one names the same ``machine``, the uuids
+    of its GPUs: the probe's spread on one machine, see :func:`environment_differences`)."""
+    speeds = [e["host speed"] for e in envs if e.get("host speed") is not None]
+    if len(speeds) < 2:
+        return False
+    machines = [e.get("machine") for e in envs]
+    if None not in machines and len(set(machines)) == 1:
+        return False
+    return max(speeds) / min(speeds) > HOST_SPEED_TOLERANCE
+
+
 def environment_differences(a: dict[str, Any], b: dict[str, Any],
                             same_framework: bool = True) -> list[str]:
     """``"field: A vs B"`` for each field of :func:`environment_of` in which results ``a`` and
@@ -261,9 +276,7 @@ def environment_differences(a: dict[str, Any], b: dict[str, Any],
         if x is None or y is None:
             continue
         if k == "host speed":
-            if ea["machine"] is not None and ea["machine"] == eb["machine"]:
-                continue  # one machine: the probe's own spread (docstring)
-            if max(x, y) / min(x, y) > HOST_SPEED_TOLERANCE:
+            if host_speeds_differ((ea, eb)):  # not on one machine: the docstring says why
                 out.append(f"host speed: {x:.1f} vs {y:.1f} ns per Python loop iteration "
                            f"({max(x, y) / min(x, y):.2f}x)")
         elif x != y:

@@ -573,7 +573,7 @@ def _env_spread(newest: Mapping[str, dict[str, Any]]) -> list[str]:
     (unrecorded values skipped; ``framework`` not, it differs by design; host speeds only
     beyond :data:`dlperf.env.HOST_SPEED_TOLERANCE`, and not where every run names the same
     machine: the probe's spread on one machine, :func:`dlperf.env.environment_differences`)."""
-    from dlperf.env import HOST_SPEED_TOLERANCE, environment_of
+    from dlperf.env import environment_of, host_speeds_differ
 
     envs = {c: environment_of(result_of(r)) for c, r in newest.items()}
     out = []
@@ -584,11 +584,8 @@ def _env_spread(newest: Mapping[str, dict[str, Any]]) -> list[str]:
         if len(set(vals.values())) < 2:
             continue
         if field == "host speed":
-            machines = [e.get("machine") for e in envs.values()]
-            if None not in machines and len(set(machines)) == 1:
-                continue  # one machine: the probe's own spread
-            if max(vals.values()) / min(vals.values()) <= HOST_SPEED_TOLERANCE:
-                continue
+            if not host_speeds_differ(list(envs.values())):
+                continue  # within tolerance, or one machine: the probe's own spread
             out.append("host speed: " + ", ".join(f"{c} {v:.1f} ns" for c, v in vals.items()))
         else:
             out.append(f"{field}: " + ", ".join(f"{c} {v}" for c, v in vals.items()))

@@ -92,9 +92,35 @@ def test_torch_graph_mode_records_compile_time_and_no_recompiles(compile_mode):
     assert r["flags"]["compile"] == {"backend": "inductor", "mode": compile_mode,
                                      "fullgraph": False}
     assert "cudagraph_skips" not in c  # CUDA only
+    assert c["graph_breaks"] == 0 and c["graph_break_reasons"] == {}
     assert r["config"]["compile_mode"] == compile_mode
     assert ("captures CUDA graphs, which the CPU has not" in " ".join(r["warnings"])) == (
         compile_mode == "reduce-overhead")
+
+
+def test_graph_break_reasons_count_both_kinds_of_break():
+    from collections import Counter
+
+    from dlperf.frameworks.torch_fw import graph_break_reasons
+
+    counters = {"graph_break": Counter({"Failed to trace builtin operator\n  Explanation: x": 2}),
+                "unimplemented": Counter({"Attempted to wrap RNN, GRU, or LSTM\n  Hint: y": 1})}
+    assert graph_break_reasons(counters) == {"Failed to trace builtin operator": 2,
+                                             "Attempted to wrap RNN, GRU, or LSTM": 1}
+    assert graph_break_reasons({"graph_break": Counter(), "unimplemented": Counter()}) == {}
+
+
+@pytest.mark.slow
+def test_torch_graph_mode_records_the_lstm_graph_break():
+    """torch.compile stops at nn.LSTM (Dynamo's allow_rnn is off): the result says so, with
+    the reason, and warns that the rest runs eagerly (it recorded 0 breaks before)."""
+    r = run_config(make_run_config(model="lstm_tiny", batch_size=4, mode="graph", iterations=FAST,
+                                   measure_ceilings=False))
+    assert r["status"] == "ok", r["error"]
+    c = r["compile"]
+    assert c["graph_breaks"] >= 1
+    assert any("LSTM" in k for k in c["graph_break_reasons"]), c
+    assert any("broke the graph" in w and "LSTM" in w for w in r["warnings"]), r["warnings"]
 
 
 @pytest.mark.parametrize("device,precision,layout,expect", [

@@ -418,7 +418,12 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
     if r.get("device") == "cpu" and cm in ("reduce-overhead", "max-autotune"):
         w.append(f"compile mode {cm} captures CUDA graphs, which the CPU has not: on the CPU "
                  "it differs from the default mode only in what else the mode sets")
-    skips = (r.get("compile") or {}).get("cudagraph_skips")
+    comp = r.get("compile") or {}
+    if comp.get("graph_breaks"):
+        why = "; ".join(comp.get("graph_break_reasons") or {}) or "reasons not recorded"
+        w.append(f"torch.compile broke the graph {comp['graph_breaks']} time(s) ({why}): "
+                 "the code after a break the compiler stopped at runs eagerly")
+    skips = comp.get("cudagraph_skips")
     if r.get("device") == "cuda" and skips:
         w.append(f"Inductor declined to capture {skips} compiled graph(s) as CUDA graphs: "
                  "those run kernel by kernel, as in the default mode")

@@ -83,6 +83,29 @@ def trace_activities(activity: Any, cuda: bool, purpose: str) -> list[Any]:
     raise ValueError(f"unknown trace purpose {purpose!r}: use 'breakdown' or 'comm'")
 
 
+#: How many distinct graph-break reasons a result keeps (their count is complete).
+MAX_BREAK_REASONS = 5
+
+
+def graph_break_reasons(counters: Any) -> dict[str, int]:
+    """Dynamo's graph breaks so far: first line of each reason -> how many times, most first.
+
+    Dynamo files a break under ``counters["graph_break"]`` when it splits a frame and resumes
+    after the unsupported code (``print``, data-dependent control flow), and under
+    ``counters["unimplemented"]`` when it stops tracing at something it does not support, such
+    as an ``nn.LSTM`` module with ``torch._dynamo.config.allow_rnn`` off (the default in torch
+    2.11-2.13: the embedding and dropout before it are compiled, the LSTM and everything after
+    it run eagerly; measured on torch 2.13 CPU, one graph of two ops for ``lstm``). Both count:
+    reading only the first (dlperf before 2026-12-02) recorded 0 breaks for the LSTM.
+    """
+    out: dict[str, int] = {}
+    for kind in ("graph_break", "unimplemented"):
+        for reason, n in counters[kind].items():
+            key = str(reason).strip().splitlines()[0][:200] if str(reason).strip() else kind
+            out[key] = out.get(key, 0) + int(n)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 class TorchAdapter:
     """The PyTorch framework adapter (see module docstring for the choices it makes)."""
 
@@ -460,7 +483,8 @@ class TorchAdapter:
         modes (``reduce-overhead``, ``max-autotune``) Inductor may decline to capture a graph
         (CPU tensors, mutated inputs, ...): ``cudagraph_skips`` in the compile info counts
         those, from Inductor's counter (on CUDA only; the CPU has no CUDA graphs); 0 means every
-        compiled graph ran as a CUDA graph.
+        compiled graph ran as a CUDA graph. ``graph_breaks`` and ``graph_break_reasons``:
+        :func:`graph_break_reasons`.
         """
         from torch._dynamo.utils import compilation_time_metrics, counters
 
@@ -479,8 +503,10 @@ class TorchAdapter:
         def compile_info() -> dict[str, Any]:
             t = sum(compilation_time_metrics.get("_compile.compile_inner", []))
             t += sum(compilation_time_metrics.get("backward._backward_impl", []))
-            breaks = int(sum(counters["graph_break"].values()))
-            info = {"compile_time_s": t, "n_compiles": graphs(), "graph_breaks": breaks,
+            reasons = graph_break_reasons(counters)
+            info = {"compile_time_s": t, "n_compiles": graphs(),
+                    "graph_breaks": sum(reasons.values()),
+                    "graph_break_reasons": dict(list(reasons.items())[:MAX_BREAK_REASONS]),
                     "recompiles_measured": graphs() - at_measure.get("graphs", graphs())}
             if mode in ("reduce-overhead", "max-autotune") and cuda:
                 info["cudagraph_skips"] = int(counters["inductor"]["cudagraph_skips"])

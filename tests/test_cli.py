@@ -8,8 +8,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+
+#: A committed results file (the 2-core CPU thread sweep), read-only in these tests.
+THREADS_DB = str(Path(__file__).resolve().parents[1] / "benchmarks/results/cpu-dev/dlbench_threads.db")
 
 
 def dlperf(*args, timeout=300, env=None):
@@ -63,6 +68,11 @@ def test_quick_suite_end_to_end(tmp_path):
     (["list", "colours"], "valid list topics"),
     (["sweep", "/nonexistent.yaml"], "does not exist"),
     (["run", "--model", "fcn5_tiny[bold]"], "unknown model 'fcn5_tiny[bold]'"),  # not markup
+    # filters of stored results: a misspelt one is not an empty result
+    (["results", "--db", THREADS_DB, "--status", "okk"],
+     "unknown status 'okk'; did you mean 'ok'?"),
+    (["results", "--db", THREADS_DB, "--model", "resnt50"],
+     f"did you mean 'resnet50'? valid models in {THREADS_DB}"),
 ])
 def test_bad_input_gets_a_clear_error(args, needle):
     r = dlperf(*args)

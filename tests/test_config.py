@@ -65,6 +65,9 @@ grid:
     ("name: t\ngrid:\n  - model: [resnet5]\n    batch_size: 8\n", "grid[0].model"),
     ("name: t\ngrid:\n  - batch_size: 8\n", "needs 'model'"),
     ("name: t\ngrid:\n  - suite: quik\n    batch_size: 8\n", "did you mean 'quick'"),
+    # a model beside a suite was dropped without a word
+    ("name: t\ngrid:\n  - {model: resnet50, suite: quick, batch_size: 8}\n",
+     "grid[0]: give 'model' or 'suite', not both"),
     ("name: t\ngrid: [\n", "not valid YAML"),
     ("name: t\ngrid:\n  - model: fcn5_tiny\n    batch_size: 8\n    colour: red\n", "colour"),
     ("- a\n- b\n", "mapping"),

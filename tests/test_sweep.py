@@ -52,6 +52,19 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     assert "scripted out of memory" in got[64][1]
     assert "code 9" in got[128][1]
     assert "timeout" in got[512][1]
+    # run again: the 4 final failures are kept, and the output says how to measure them again
+    # ('error' is not final: that point runs again, and with the fault gone it is ok)
+    r = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 0, r.stderr
+    assert "6 of 7 points already in" in r.stderr
+    assert "4 of them only failed before" in r.stderr and "--retry-failed" in r.stderr
+    r = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"), "--retry-failed")
+    assert r.returncode == 0, r.stderr
+    assert "only failed before" not in r.stderr
+    latest = {}
+    for b, st, _ in statuses(tmp_path / "r.db"):
+        latest[b] = st
+    assert set(latest.values()) == {"ok"}
 
 
 def test_resume_after_kill_9_loses_and_redoes_nothing(tmp_path):
@@ -181,3 +194,22 @@ def test_a_cuda_sweep_without_a_gpu_is_refused_before_anything_runs(tmp_path):
     assert "Traceback" not in r.stderr
     assert not db.exists()
     assert dlperf("sweep", str(sw), "--dry-run").returncode == 0  # listing needs no GPU
+
+
+def test_more_threads_than_usable_cpus_is_a_warning_of_the_result(tmp_path):
+    """--threads above the CPUs the worker may use measures the oversubscription: the result
+    says so (a 64-thread fcn5_tiny on 2 CPUs ran 36x slower than on 1)."""
+    import json
+
+    usable = len(os.sched_getaffinity(0))
+    db = tmp_path / "r.db"
+    r = dlperf("run", "--framework", "fake", "--model", "fcn5_tiny", "--batch-size", "8",
+               "--device", "cpu", "--threads", f"{usable},{usable + 1}", "--min-iters", "5",
+               "--min-time", "0", "--no-ceilings", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    con = sqlite3.connect(db)
+    got = {json.loads(j)["config"]["threads"]: json.loads(j)["warnings"]
+           for (j,) in con.execute("SELECT result_json FROM results")}
+    con.close()
+    assert not any("oversubscribed" in w for w in got[usable])
+    assert any(f"{usable + 1} threads on {usable} usable CPUs" in w for w in got[usable + 1])

@@ -113,12 +113,12 @@ def run(
     data_dir: Annotated[Optional[str], typer.Option(help="Data root for data-set names (default: $DLPERF_DATA).")] = None,
     db: Annotated[str, typer.Option(help="SQLite results file (created if missing).")] = DEFAULT_DB,
     min_iters: Annotated[int, typer.Option(help="Measure at least this many iterations...")] = 20,
-    min_time: Annotated[Optional[float], typer.Option(help="...and at least this many seconds [default: 1.0; 0.5 for the quick suite].")] = None,
+    min_time: Annotated[Optional[float], typer.Option(help="...and at least this many seconds (default: 1.0; 0.5 for the quick suite).")] = None,
     max_iters: Annotated[int, typer.Option(help="Stop measuring after this many iterations.")] = 100_000,
     max_time: Annotated[float, typer.Option(help="Time budget of the measurement per point (s).")] = 60.0,
     warmup_window: Annotated[int, typer.Option(help="Warm-up window (iterations) for steady-state detection.")] = 5,
     max_warmup_iters: Annotated[int, typer.Option(help="Give up on steady state after this many warm-up iterations.")] = 500,
-    max_warmup_time: Annotated[Optional[float], typer.Option(help="...or this many seconds of warm-up [default: 20; 5 for the quick suite].")] = None,
+    max_warmup_time: Annotated[Optional[float], typer.Option(help="...or this many seconds of warm-up (default: 20; 5 for the quick suite).")] = None,
     grad_accum: Annotated[int, typer.Option(help="Gradient-accumulation steps per iteration.")] = 1,
     threads: Annotated[Optional[str], typer.Option(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None,
     layout: Annotated[str, typer.Option(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = "auto",
@@ -493,9 +493,20 @@ def results(
         if format not in ("table", "csv", "json"):
             raise unknown_choice("format", format, ("table", "csv", "json"))
         _check_db(db, must_exist=True)
+        from dlperf.worker import STATUSES
+
+        for s in _split(status):
+            if s not in STATUSES:
+                raise unknown_choice("status", s, STATUSES)
         with ResultStore(db, read_only=True) as store:
             rows = store.rows(latest=not all_runs, model=_split(model) or None,
                               status=_split(status) or None)
+            if model and not rows:  # a misspelt filter reads as an empty file otherwise
+                stored = sorted({r["model"] for r in store.rows(latest=True)})
+                missing = [m for m in _split(model) if m not in stored]
+                if missing and stored:
+                    raise unknown_choice("model", missing[0], stored,
+                                         plural=f"models in {db}")
             if op_classes:
                 if compare is not None:
                     raise ConfigError("give --op-classes or --compare, not both")

@@ -685,6 +685,9 @@ class SweepConfig(BaseModel):
         for i, entry in enumerate(self.grid):
             entry = dict(entry)
             suite = entry.pop("suite", None)
+            if suite is not None and "model" in entry:
+                raise ConfigError(f"grid[{i}]: give 'model' or 'suite', not both (a suite names "
+                                  "its models); split the entry in two for both")
             merged = {**self.defaults, **entry}
             n_rep = merged.pop("repeats", 1)
             axes: dict[str, list[Any]] = {}

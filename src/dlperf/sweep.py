@@ -287,6 +287,14 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
     if out.skipped:
         console.print(f"resuming: {out.skipped} of {len(points)} points already in {store.path}",
                       markup=False, highlight=False)
+        if not retry_failed:  # a stored failure is kept, not retried: say how to retry it
+            ok_keys = store.done_keys(include_failed=False)
+            failed = sum(1 for p in points if p.run_key() in done and p.run_key() not in ok_keys)
+            if failed:
+                console.print(f"  {failed} of them only failed before (timeout, crash, OOM, ...) "
+                              "and are not run again: add --retry-failed to measure them again "
+                              "(with a larger --timeout for a timeout)",
+                              markup=False, highlight=False)
     missing_data = missing_data or {}
     absent = [p for p in todo if data_key(p) in missing_data]
     warning = missing_data_warning(missing_data, absent, len(todo))

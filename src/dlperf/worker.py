@@ -278,11 +278,20 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
     if session is not None and r.get("status") == "ok":
         cw = cpu_wait(run_delay, r.get("wall_time_s"))
         r["host_cpu_wait"] = cw
+        threads = (r.get("config") or {}).get("threads")
+        usable = env.get("cpu_affinity")
+        over = bool(threads and usable and threads > usable)
+        if over and isinstance(r.get("warnings"), list):
+            r["warnings"].append(
+                f"{threads} threads on {usable} usable CPUs: the framework's own threads take "
+                "turns on the cores (oversubscribed), which measures the oversubscription, not "
+                f"the model; use --threads {usable} or fewer")
         if cw and cw["share"] >= CPU_WAIT_WARN and isinstance(r.get("warnings"), list):
             r["warnings"].append(
                 f"the measuring thread waited for a CPU {cw['share']:.0%} of the measured time "
-                "(other work on its CPUs during the run): host-bound timings are unreliable; "
-                "rerun on a quiet machine")
+                + ("(its own framework's threads, more than the CPUs, and any other work)"
+                   if over else "(other work on its CPUs during the run)")
+                + ": host-bound timings are unreliable; rerun on a quiet machine")
     r["worker"] = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
                    "phases_s": phases}
     return r

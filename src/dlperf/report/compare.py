@@ -499,8 +499,10 @@ def _finite_pos(v: Any) -> bool:
 def repeats_markdown(summaries: Sequence[dict[str, Any]]) -> str:
     """A Markdown table of :func:`repeat_runs` with a legend; a note when there is none."""
     if not summaries:
-        return ("No point has two or more ok runs: measure with `dlperf run ... --repeats N` "
-                "(or `repeats: N` in a sweep file).\n")
+        return ("No point has two or more ok runs of `--repeats N`: measure with `dlperf run "
+                "... --repeats N` (or `repeats: N` in a sweep file). A point measured again "
+                "by a re-run or a merged file replaces its older run here; `--compare matrix` "
+                "shows the range of all its runs.\n")
     lines = ["| point | runs | run medians (ms) | mean of runs (ms) [95% CI] | stdev (ms) | CV | "
              "min / max (ms) | olympic mean (ms) | within-run CI ± | between vs within |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]

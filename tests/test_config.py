@@ -170,3 +170,14 @@ def test_layout_is_no_part_of_the_key_of_a_model_without_image_activations():
     cnn = [make_run_config(model="resnet50_tiny", batch_size=8, layout=lay)
            for lay in ("auto", "nchw", "nhwc")]
     assert len({c.run_key() for c in cnn}) == 3 and "layout=nhwc" in cnn[2].label()
+
+
+def test_imagefolder_without_workers_is_the_point_with_0_workers():
+    """An ImageFolder is read through the pipeline either way: no --loader-workers and
+    --loader-workers 0 are one point with one run key (they were two, measured twice)."""
+    a = make_run_config(model="resnet50_tiny", data="imagefolder:/x", batch_size=8)
+    b = make_run_config(model="resnet50_tiny", data="imagefolder:/x", batch_size=8,
+                        loader_workers=0)
+    assert a.loader_workers == 0 and a.run_key() == b.run_key()
+    c = make_run_config(model="fcn_mnist", data="mnist", batch_size=8)
+    assert c.loader_workers is None  # a data set read into memory: no pipeline unless asked

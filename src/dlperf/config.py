@@ -283,6 +283,11 @@ class RunConfig(BaseModel):
             layouts = DP_LAYOUTS.get(data.get("framework", "torch"))
             if layouts:
                 data = {**data, "dp_layout": layouts[0]}
+        if (isinstance(data, dict) and data.get("loader_workers") is None
+                and str(data.get("data") or "").startswith("imagefolder")):
+            # An ImageFolder is always read through the pipeline, with 0 workers by default:
+            # one point, one run key (None and 0 were two keys for one measurement).
+            data = {**data, "loader_workers": 0}
         return data
 
     @model_validator(mode="after")

@@ -24,7 +24,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Benchmark deep-learning training: time per iteration, throughput, "
                        "memory, over models, frameworks, devices, precisions and batch sizes.")
 out = Console(width=None if sys.stdout.isatty() else 250)
-err = Console(stderr=True)
+# Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs.
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
 
 DEFAULT_DB = "dlperf-results.db"
 LIST_WHAT = ("models", "suites", "frameworks", "datasets", "devices")

@@ -7,6 +7,8 @@ import csv
 import io
 import json
 import sqlite3
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -77,7 +79,7 @@ def test_newest_run_counts_failures_are_kept_and_other_environments_marked():
     assert "- fcn5 torch/eager fp32 b=64: platform: vm-a vs vm-b" in md
     flat = threads_flat([g])
     assert [r["threads"] for r in flat] == [1, 2, 4, 8] and flat[2]["status"] == "timeout"
-    assert threads_markdown([]).startswith("No results at two or more thread counts")
+    assert threads_markdown([]).startswith("No configuration ran at two or more thread counts")
 
 
 def test_speedup_ci_comes_from_the_raw_samples():
@@ -129,3 +131,27 @@ def test_cli_compare_threads_and_report(tmp_path):
     assert "## CPU thread scaling" in md and "step_time_vs_threads_fcn5_tiny.png" in md
     assert (tmp_path / "rep" / "step_time_vs_threads_fcn5_tiny.png").exists()
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2
+
+
+def test_a_failed_fewest_count_keeps_the_group_and_its_csv_row():
+    """The fewest threads timed out and one count ran: the group is shown with the failure
+    (it vanished before), and the CSV has the same columns in every row (it crashed when the
+    first row was the failure)."""
+    rows = [_row(1, 1, 0, status="timeout"), _row(2, 2, 50.0),
+            _row(3, 1, 0, model="lstm", status="crash"), _row(4, 2, 0, model="lstm",
+                                                             status="timeout")]
+    fcn, lstm = sorted(thread_scaling(rows), key=lambda g: g["model"])
+    assert fcn["base_threads"] == 2 and fcn["points"][0]["status"] == "timeout"
+    assert fcn["points"][1]["speedup"] == pytest.approx(1.0)
+    assert lstm["base_threads"] is None and lstm["best_threads"] is None
+    flat = threads_flat([fcn, lstm])
+    assert len({tuple(r) for r in flat}) == 1  # one set of columns
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(flat[0]))
+    w.writeheader()
+    w.writerows(flat)
+    md = threads_markdown([fcn, lstm])
+    assert "| timeout | 50 (1.00x) | – | – | 2 |" in md
+    assert "| crash | timeout | – | – | – |" in md
+    assert [p.name for p in plot_thread_scaling([fcn, lstm], Path(tempfile.mkdtemp()))] == [
+        "step_time_vs_threads_fcn5.png"]

@@ -498,7 +498,7 @@ def results(
 
         for s in _split(status):
             if s not in STATUSES:
-                raise unknown_choice("status", s, STATUSES)
+                raise unknown_choice("status", s, STATUSES, plural="statuses")
         with ResultStore(db, read_only=True) as store:
             rows = store.rows(latest=not all_runs, model=_split(model) or None,
                               status=_split(status) or None)

@@ -293,7 +293,7 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
             if failed:
                 console.print(f"  {failed} of them only failed before (timeout, crash, OOM, ...) "
                               "and are not run again: add --retry-failed to measure them again "
-                              "(with a larger --timeout for a timeout)",
+                              "(for a timeout, with a larger --timeout or timeout_s)",
                               markup=False, highlight=False)
     missing_data = missing_data or {}
     absent = [p for p in todo if data_key(p) in missing_data]

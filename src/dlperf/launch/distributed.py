@@ -245,8 +245,8 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
     elif timed_out:
         status = "timeout"
         msg = (f"data-parallel run exceeded its timeout of {timeout_s:g} s (a rank hung or is "
-               "too slow); raise it with --timeout and add --retry-failed to measure this point "
-               "again, or lower the time budget")
+               "too slow); raise it (--timeout for dlperf run, timeout_s in a sweep file) and "
+               "add --retry-failed to measure this point again, or lower the time budget")
     else:
         status = "crash"
         reported = {p["rank"] for p in per_rank}

@@ -53,8 +53,9 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 r = base_result(cfg, "timeout", f"worker exceeded its timeout of {timeout_s:g} s; "
-                                "raise it with --timeout and add --retry-failed to measure "
-                                "this point again, or lower the time budget")
+                                "raise it (--timeout for dlperf run, timeout_s in a sweep "
+                                "file) and add --retry-failed to measure this point again, or "
+                                "lower the time budget")
                 r["worker"] = {"returncode": None, "stderr_tail": _tail(errf)}
                 return r
             except BaseException:  # Ctrl-C: do not leave the worker running

@@ -79,7 +79,7 @@ def _failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             str(r.get(k))
             for k in ("model", "framework", "mode", "device", "precision", "data")
             if r.get(k) not in (None, "")
-        )
+        ) + (f" {r['threads']} threads" if r.get("threads") else "")
         err = " ".join(str(r.get("error") or "").split())
         if len(err) > _ERROR_DETAIL_CHARS:
             err = err[: _ERROR_DETAIL_CHARS - 1] + "…"

@@ -52,6 +52,12 @@ def karp_flatt(speedup: float, p: float) -> float | None:
     return (1.0 / speedup - 1.0 / p) / (1.0 - 1.0 / p)
 
 
+#: The fields of a point of :func:`thread_scaling` (a failed one has them all None).
+_EMPTY_POINT = {"threads": None, "status": None, "median_s": None, "ci_low_s": None,
+                "ci_high_s": None, "steady": None, "speedup": None, "speedup_ci_low": None,
+                "speedup_ci_high": None, "efficiency": None, "karp_flatt": None}
+
+
 def _ok(r: Mapping[str, Any]) -> bool:
     return r.get("status") == "ok" and bool(r.get("step_time_median_s"))
 
@@ -69,15 +75,17 @@ def thread_scaling(rows: Sequence[dict[str, Any]],
             stored; without it (or without samples) the speed-ups have no CI.
 
     Returns:
-        One dict per group with ok results at two or more thread counts, ordered by model,
-        column, precision and batch: the :data:`GROUP_KEYS`, ``column`` (framework/mode and
-        its variant, :func:`dlperf.report.compare.matrix_column`), ``base_threads`` (``n0``),
-        ``best_threads`` (the fastest), ``points`` (by threads: ``threads``, ``status``;
-        for ok ones ``median_s``, ``ci_low_s``, ``ci_high_s`` (s), ``steady``, ``speedup``,
-        ``speedup_ci_low``/``_high`` (None without samples), ``efficiency``, ``karp_flatt``
-        (None at ``n0``)) and ``env_differs`` (environment differences of any point from the
-        base run, :func:`dlperf.env.environment_differences`; a thread sweep is meant to run
-        on one machine).
+        One dict per group with results (ok or failed) at two or more thread counts, ordered
+        by model, column, precision and batch: the :data:`GROUP_KEYS`, ``column``
+        (framework/mode and its variant, :func:`dlperf.report.compare.matrix_column`),
+        ``base_threads`` (``n0``, the fewest threads that ran ok; None when none did),
+        ``best_threads`` (the fastest; None likewise), ``points`` (by threads, every one with
+        the same fields: ``threads``, ``status``, ``median_s``, ``ci_low_s``, ``ci_high_s``
+        (s), ``steady``, ``speedup``, ``speedup_ci_low``/``_high`` (None without samples),
+        ``efficiency``, ``karp_flatt`` (None at ``n0``); None for a failed point) and
+        ``env_differs`` (environment differences of any point from the base run,
+        :func:`dlperf.env.environment_differences`; a thread sweep is meant to run on one
+        machine).
     """
     groups: dict[tuple, dict[int, dict[str, Any]]] = {}
     for r in rows:
@@ -92,16 +100,16 @@ def thread_scaling(rows: Sequence[dict[str, Any]],
     out = []
     for key, by_n in groups.items():
         ok = {n: r for n, r in by_n.items() if _ok(r)}
-        if len(ok) < 2:
-            continue
-        n0 = min(ok)
-        base = ok[n0]
-        base_samples = samples_of(base["id"]) if samples_of else None
+        if len(by_n) < 2:
+            continue  # one thread count: nothing scales
+        n0 = min(ok) if ok else None
+        base = ok[n0] if ok else None
+        base_samples = samples_of(base["id"]) if samples_of and base else None
         points, diffs = [], []
         for n in sorted(by_n):
             r = by_n[n]
-            if not _ok(r):
-                points.append({"threads": n, "status": r.get("status"), "median_s": None})
+            if not _ok(r):  # a failure is a result: kept, with every field empty
+                points.append({**_EMPTY_POINT, "threads": n, "status": r.get("status")})
                 continue
             t = r["step_time_median_s"]
             s = base["step_time_median_s"] / t
@@ -121,7 +129,8 @@ def thread_scaling(rows: Sequence[dict[str, Any]],
                     if d not in diffs:
                         diffs.append(d)
         out.append({**dict(zip(GROUP_KEYS, key[:-1])), "column": key[-1], "base_threads": n0,
-                    "best_threads": min(ok, key=lambda n: ok[n]["step_time_median_s"]),
+                    "best_threads": (min(ok, key=lambda n: ok[n]["step_time_median_s"])
+                                     if ok else None),
                     "points": points, "env_differs": diffs})
     return sorted(out, key=lambda g: (str(g["model"]), str(g["column"]), str(g["precision"]),
                                       g["batch_size"] or 0, str(g["device"]), str(g["data"])))
@@ -150,7 +159,7 @@ def threads_markdown(groups: Sequence[dict[str, Any]]) -> str:
     each thread count with its speed-up over the fewest threads, then the efficiency and the
     Karp-Flatt serial fraction at the most threads, and the fastest thread count."""
     if not groups:
-        return "No results at two or more thread counts.\n"
+        return "No configuration ran at two or more thread counts.\n"
     counts = sorted({p["threads"] for g in groups for p in g["points"]})
     lines = ["| model | framework/mode | precision | batch | device | data | "
              + " | ".join(f"{n} thr" for n in counts)
@@ -159,14 +168,16 @@ def threads_markdown(groups: Sequence[dict[str, Any]]) -> str:
     for g in groups:
         by_n = {p["threads"]: p for p in g["points"]}
         cells = [_cell(by_n[n]) if n in by_n else "–" for n in counts]
-        last = [p for p in g["points"] if p["status"] == "ok"][-1]
-        kf = last["karp_flatt"]
+        oks = [p for p in g["points"] if p["status"] == "ok"]
+        last = oks[-1] if len(oks) > 1 else None  # efficiency needs two counts that ran
+        kf = last["karp_flatt"] if last else None
         lines.append(
             f"| {g['model']} | {g['column']} | {g['precision']} | {batch_cell(g)} | "
             f"{device_cell(g)} | {data_cell(g)} | " + " | ".join(cells)
-            + f" | {last['efficiency']:.0%} at {last['threads']} | "
+            + (f" | {last['efficiency']:.0%} at {last['threads']} | " if last else " | – | ")
             + ("–" if kf is None else f"{kf:.2f}")
-            + f" | {g['best_threads']}{ENV_MARK if g['env_differs'] else ''} |")
+            + f" | {g['best_threads'] if g['best_threads'] is not None else '–'}"
+            + f"{ENV_MARK if g['env_differs'] else ''} |")
     lines += ["", "Median ms per iteration at each thread count (newest run), *(S x)* the "
               "speed-up S = T(n0) / T(n) over the fewest threads measured (n0); *efficiency* "
               "= S / (n / n0) at the most threads that ran; *serial fraction e*: the "
@@ -198,7 +209,8 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
     out = Path(out_dir)
     by_model: dict[str, list[dict[str, Any]]] = {}
     for g in groups:
-        by_model.setdefault(str(g["model"]), []).append(g)
+        if any(p["status"] == "ok" for p in g["points"]):  # all failed: nothing to draw
+            by_model.setdefault(str(g["model"]), []).append(g)
     if by_model:
         out.mkdir(parents=True, exist_ok=True)
     paths = []

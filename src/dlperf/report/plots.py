@@ -61,10 +61,12 @@ def group_label(key: tuple[str, ...]) -> str:
     return f"{label} {threads} thr" if threads else label
 
 
-def plot_filename(model: str) -> str:
-    """File name of a model's plot: ``step_time_vs_batch_<model>.png`` (unsafe chars -> '_')."""
+def plot_filename(model: str, against: str = "batch") -> str:
+    """File name of a model's plot: ``step_time_vs_<against>_<model>.png`` (unsafe chars ->
+    '_'); ``against`` is the x axis: ``batch`` (this module), ``threads``
+    (:func:`dlperf.report.threads.plot_thread_scaling`)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(model)).strip("._") or "model"
-    return f"step_time_vs_batch_{safe}.png"
+    return f"step_time_vs_{against}_{safe}.png"
 
 
 def _batch(row: Mapping[str, Any]) -> int | None:

@@ -264,7 +264,7 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
         ax_s.set_ylabel("speed-up over the fewest threads (log2 axis)")
         ax_s.set_title("speed-up T(n0) / T(n)", fontsize=9)
         ax_t.legend(fontsize=7, loc="upper right", framealpha=0.8)
-        path = out / plot_filename(model).replace("step_time_vs_batch_", "step_time_vs_threads_")
+        path = out / plot_filename(model, against="threads")
         fig.savefig(path, format="png", metadata={"Software": None})
         paths.append(path)
     return paths

@@ -3,7 +3,7 @@
 #   bash benchmarks/h200/device.sh PART [PART...]
 #   PART: smoke | dlbench | real | overhead | overhead_ab | overhead_jax | overhead_gpt2 | frameworks
 #         | compile_modes | cpu_threads | breakdown | gpu_tests | gap | mfu_inputs | allreduce (x2)
-#         | scaling (x2: weak scaling 1 -> 2 GPUs and convergence on 1 vs 2 GPUs, issue 5)
+#         | probe | scaling (x2: weak scaling 1 -> 2 GPUs and convergence on 1 vs 2 GPUs, issue 5)
 # The machine has torch/CUDA but no registry: pydantic travels as wheels in .whl/, the data
 # sets in .data/ (copies of ../shared/data), and dlperf runs from src/ with the image's torch.
 # mfu_inputs needs Pillow to write and read JPEGs. The image lists pillow (KINDS.md; it comes with
@@ -231,6 +231,14 @@ for part in "$@"; do
       python3 -m dlperf results --db "$R/mfu_inputs.db" --compare data 2>&1 | tail -20
       python3 -m dlperf report --db "$R/mfu_inputs.db" -o "$R/report-mfu-inputs" >/dev/null
       cp "$R/mfu_inputs.db" "$OUT/"; cp "$R/report-mfu-inputs/report.md" "$OUT/mfu_inputs.md"
+      ;;
+    probe)  # issues 3-4: the open questions of benchmarks/h200/probe.yaml (its header), traced
+      export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-/tmp/jax_cache}"
+      budget "${PROBE_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/probe.yaml \
+        --db "$R/probe.db" 2>&1 | grep -v '^\s*$' | grep -v '^[│┃┏┡└]' | tail -40
+      python3 -m dlperf results --db "$R/probe.db" 2>&1 | tail -14
+      python3 -m dlperf results --db "$R/probe.db" --op-classes 2>&1 | tail -40
+      cp "$R/probe.db" "$OUT/"
       ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

@@ -379,6 +379,28 @@ def test_lagged_phase_timer_reason_when_host_phases_set_the_pace():
     assert "(t_io + t_h2d, 0.01 ms)" in bd["reason"]
 
 
+@pytest.mark.parametrize(("total", "busy", "needle"), [
+    # JAX resnet50 bf16 b=64 on an H200 (command buffers off for the trace): 12.2 ms busy,
+    # phases 13.9-14.7 ms, fused 12.8-14.2 ms: both signs come from the host's launch pace.
+    (0.0115, 0.0080, "waiting for the host to launch its kernels"),
+    (0.0085, 0.0080, "waiting for the host to launch its kernels"),
+    # a device busy for the whole step: the launch pace is not the cause
+    (0.0115, 0.0099, "are not the cause: the phased loop itself ran slower"),
+    (0.0085, 0.0084, "the fused measurement was slower"),
+])
+def test_lagged_timer_reason_names_the_host_launch_pace_when_the_device_idles(total, busy, needle):
+    loop = _loop([{"t_io": 0.00001, "t_h2d": 0.0, "t_fbu": total}] * 3, timer="lagged_host")
+    trace = {"phases": {"t_f": busy * 0.3, "t_b": busy * 0.65, "t_u": busy * 0.05},
+             "busy_s": busy, "step_wall_s": total, "phase_source": "HLO"}
+    bd, warns = bph.summarize(loop, FUSED, device="cuda", trace=trace)
+    assert not bd["reconciled"] and needle in bd["reason"], bd["reason"]
+    if "launch" in needle:
+        assert f"busy {busy * 1e3:.3g} ms of a {min(total + 0.00001, 0.010) * 1e3:.3g} ms step" in bd["reason"]
+    # without a trace (no busy time) the idle cannot be shown, and is not claimed
+    bd, _ = bph.summarize(loop, FUSED, device="cuda")
+    assert "launch its kernels" not in bd["reason"]
+
+
 class FakeEvent:
     def __init__(self, log, clock):
         self.log, self.clock, self.t = log, clock, None

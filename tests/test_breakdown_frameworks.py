@@ -189,7 +189,13 @@ def test_torch_cuda_breakdown_reconciles_and_traces_kernels(tmp_path):
         bd["rel_diff"] > 0 and bd["reason"].startswith("the step is bound by the host")), bd
     assert r["trace"]["device_kind"] == "gpu" and r["trace"]["busy_fraction"] > 0.5
     oc = r["op_classes"]["per_iter_s"]
-    assert max(oc, key=oc.get) == "convolution"
+    # Convolution and batch norm are the two largest classes. Which one leads depends on the
+    # GPU: on an H200 in bf16 channels-last the eager BatchNorm kernels (statistics, transform,
+    # two backward kernels, 53 layers each) took 6.6 ms per iteration against 5.1 ms of cuDNN
+    # convolution (call 37 and the stored breakdown), so "convolution first" failed there.
+    top2 = sorted(oc, key=oc.get, reverse=True)[:2]
+    assert set(top2) == {"convolution", "normalisation"}, oc
+    assert oc["convolution"] + oc["normalisation"] > 0.5 * r["op_classes"]["busy_s"]
 
 
 @pytest.mark.gpu
@@ -210,7 +216,12 @@ def test_jax_cuda_breakdown_split(tmp_path):
     _check_common(r, ("t_io", "t_h2d", "t_fbu"))
     assert r["trace"]["device_kind"] == "gpu"
     bd = r["breakdown"]
-    assert abs(bd["rel_diff"]) <= 0.03 or bd["reason"].startswith("within the noise"), bd
+    # Within 3%, or with a reason shown by the measurement: noise of the fused step, or a device
+    # idle between kernels (the trace's busy time short of the step), whose loops then run at
+    # the host's launch pace (on an H200: -22% in call 37, -1.7/+14.9/+6.0% in three runs of
+    # call 38, with a fused step steady to 0.5% between runs).
+    assert abs(bd["rel_diff"]) <= 0.03 or bd["reason"].startswith("within the noise") or (
+        "waiting for the host to launch its kernels" in bd["reason"]), bd
     per = r["breakdown"]["split"]["per_iter_s"]
     assert per["t_b"] > per["t_f"] > 0
     # The FLOP count of the HLO before optimisation sees the convolutions that the compiled

@@ -187,7 +187,12 @@ def test_torch_cuda_breakdown_reconciles_and_traces_kernels(tmp_path):
     # host issuing the step no faster than the GPU ran it.
     assert abs(bd["rel_diff"]) <= 0.03 or (
         bd["rel_diff"] > 0 and bd["reason"].startswith("the step is bound by the host")), bd
-    assert r["trace"]["device_kind"] == "gpu" and r["trace"]["busy_fraction"] > 0.5
+    assert r["trace"]["device_kind"] == "gpu"
+    # The kernels' time per iteration is most of the untraced step and not more than it (a trace
+    # that lost or double-counted kernels fails this). Not the traced busy fraction: the
+    # profiler slows this host-bound step (40 ms traced against 23 ms untraced on an H200,
+    # busy fraction 0.35-0.39 there, 0.5+ elsewhere; calls 37 and 39).
+    assert 0.4 < r["trace"]["busy_s"] / r["summary"]["median"] <= 1 + 0.03
     oc = r["op_classes"]["per_iter_s"]
     # Convolution and batch norm are the two largest classes. Which one leads depends on the
     # GPU: on an H200 in bf16 channels-last the eager BatchNorm kernels (statistics, transform,

@@ -77,6 +77,7 @@ def test_newest_run_counts_failures_are_kept_and_other_environments_marked():
     assert "62% at 8" in line and line.rstrip().endswith("| 8 † |")
     assert f"{karp_flatt(5.0, 8):.2f}" in line
     assert "- fcn5 torch/eager fp32 b=64: platform: vm-a vs vm-b" in md
+    assert "difference with the thread counts'" in md and "frameworks'" not in md
     flat = threads_flat([g])
     assert [r["threads"] for r in flat] == [1, 2, 4, 8] and flat[2]["status"] == "timeout"
     assert threads_markdown([]).startswith("No configuration ran at two or more thread counts")

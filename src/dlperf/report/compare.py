@@ -142,15 +142,16 @@ def markdown(comparisons: Sequence[dict[str, Any]]) -> str:
 ENV_MARK = " †"
 
 
-def env_footnote(pairs) -> str:
+def env_footnote(pairs, compared: str = "frameworks'") -> str:
     """Markdown lines for the marked comparisons: ``(label, differences)`` pairs, from
     :func:`dlperf.env.environment_differences`; empty when none differ. A ratio across
-    environments mixes the frameworks' difference with the machines'."""
+    environments mixes the machines' difference with the one compared (``compared``: the
+    ``frameworks'`` by default; ``thread counts'`` for thread scaling)."""
     marked = [(label, diffs) for label, diffs in pairs if diffs]
     if not marked:
         return ""
     lines = ["", f"{ENV_MARK.strip()} measured in different environments, so the ratio mixes "
-             "the machines' difference with the frameworks'; re-measure both in one "
+             f"the machines' difference with the {compared}; re-measure both in one "
              "environment to compare them:"]
     lines += [f"- {label}: {'; '.join(diffs)}" for label, diffs in marked]
     return "\n".join(lines) + "\n"

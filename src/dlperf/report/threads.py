@@ -186,8 +186,8 @@ def threads_markdown(groups: Sequence[dict[str, Any]]) -> str:
               "parallel overhead. `dlperf results --compare threads -f json` gives every "
               "point's speed-up CI."]
     return "\n".join(lines) + "\n" + env_footnote(
-        (f"{g['model']} {g['column']} {g['precision']} b={g['batch_size']}", g["env_differs"])
-        for g in groups)
+        [(f"{g['model']} {g['column']} {g['precision']} b={g['batch_size']}", g["env_differs"])
+         for g in groups], compared="thread counts'")
 
 
 def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -> list[Path]:

@@ -68,6 +68,9 @@ grid:
     # a model beside a suite was dropped without a word
     ("name: t\ngrid:\n  - {model: resnet50, suite: quick, batch_size: 8}\n",
      "grid[0]: give 'model' or 'suite', not both"),
+    # a model in defaults beside a grid suite was dropped without a word too
+    ("name: t\ndefaults: {model: resnet50}\ngrid:\n  - {suite: quick, batch_size: 8}\n",
+     "grid[0] runs suite 'quick', whose models would replace defaults.model ('resnet50')"),
     ("name: t\ngrid: [\n", "not valid YAML"),
     ("name: t\ngrid:\n  - model: fcn5_tiny\n    batch_size: 8\n    colour: red\n", "colour"),
     ("- a\n- b\n", "mapping"),
@@ -86,6 +89,17 @@ def test_bad_sweep_files_are_explained(tmp_path, text, needle):
     with pytest.raises(ConfigError) as e:
         load_sweep(p)
     assert needle in str(e.value)
+
+
+def test_yaml_errors_name_the_file_and_binary_files_are_refused(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: t\ngrid: [\n")
+    with pytest.raises(ConfigError) as e:
+        load_sweep(p)
+    assert f'in "{p}", line 3' in str(e.value) and "<unicode string>" not in str(e.value)
+    p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_sweep(p)
 
 
 def test_missing_sweep_file():

@@ -101,6 +101,13 @@ def test_plots_one_png_per_model(tmp_path):
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
     assert plot_thread_scaling([], tmp_path / "none") == [] and not (tmp_path / "none").exists()
+    # two model names that sanitise to one file name get two files, not one overwritten
+    rows = [_row(1, 1, 100.0, model="a/b"), _row(2, 2, 55.0, model="a/b"),
+            _row(3, 1, 100.0, model="a:b"), _row(4, 2, 60.0, model="a:b")]
+    paths = plot_thread_scaling(thread_scaling(rows), tmp_path / "dup")
+    assert [p.name for p in paths] == ["step_time_vs_threads_a_b.png",
+                                       "step_time_vs_threads_a_b_2.png"]
+    assert all(p.is_file() for p in paths)
 
 
 def test_cli_compare_threads_and_report(tmp_path):
@@ -126,10 +133,17 @@ def test_cli_compare_threads_and_report(tmp_path):
     r = runner.invoke(app, ["results", "--db", str(db), "--compare", "threads", "-f", "json"])
     (g,) = json.loads(r.output)
     assert g["points"][1]["speedup_ci_low"] is not None  # samples are stored: a CI
+    con = sqlite3.connect(db)  # a stored quality warning on the 2-thread run
+    with con:
+        con.execute("UPDATE results SET warnings = 'noisy' WHERE threads = 2")
+    con.close()
     r = runner.invoke(app, ["report", "--db", str(db), "-o", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## CPU thread scaling" in md and "step_time_vs_threads_fcn5_tiny.png" in md
+    # the warnings table says which thread count the warning belongs to
+    assert "| model | framework/mode | device | precision | batch | threads | warnings |" in md
+    assert "| fcn5_tiny | torch/eager | cpu | fp32 | 8 | 2 | noisy |" in md
     assert (tmp_path / "rep" / "step_time_vs_threads_fcn5_tiny.png").exists()
     assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2
 

@@ -739,10 +739,15 @@ def _write_full_report(db: str, output: Path, title: str, target_loss: float | N
                              cmp.collectives_markdown(coll)))
     warned = [r for r in rows if r.get("warnings")]
     if warned:  # the quality warnings stored with each result (worker.quality_warnings)
-        lines = ["| model | framework/mode | device | precision | batch | warnings |",
-                 "|---|---|---|---|---:|---|"]
+        thr = any(r.get("threads") is not None for r in warned)  # a thread sweep's rows
+        lines = ["| model | framework/mode | device | precision | batch |"
+                 + (" threads |" if thr else "") + " warnings |",
+                 "|---|---|---|---|---:|" + ("---:|" if thr else "") + "---|"]
         lines += [f"| {r['model']} | {r['framework']}/{r['mode']} | {r['device']} | "
-                  f"{r['precision']} | {r['batch_size']} | {r['warnings'].replace('|', '/')} |"
+                  f"{r['precision']} | {r['batch_size']} |"
+                  + (f" {r.get('threads') if r.get('threads') is not None else '–'} |"
+                     if thr else "")
+                  + f" {r['warnings'].replace('|', '/')} |"
                   for r in warned]
         sections.append(("Warnings (results to read with care)", "\n".join(lines) + "\n"))
     env = None

@@ -693,6 +693,10 @@ class SweepConfig(BaseModel):
             if suite is not None and "model" in entry:
                 raise ConfigError(f"grid[{i}]: give 'model' or 'suite', not both (a suite names "
                                   "its models); split the entry in two for both")
+            if suite is not None and "model" in self.defaults:
+                raise ConfigError(f"grid[{i}] runs suite {suite!r}, whose models would replace "
+                                  f"defaults.model ({self.defaults['model']!r}); move 'model' "
+                                  "from defaults into the grid entries without a suite")
             merged = {**self.defaults, **entry}
             n_rep = merged.pop("repeats", 1)
             axes: dict[str, list[Any]] = {}
@@ -750,9 +754,13 @@ def load_sweep(path: str | Path) -> SweepConfig:
     if not p.is_file():
         raise ConfigError(f"sweep file {str(p)!r} does not exist; give the path of a YAML file")
     try:
-        raw = yaml.safe_load(p.read_text())
+        with p.open(encoding="utf-8") as f:  # a named stream: YAML's errors name the file
+            raw = yaml.safe_load(f)
     except yaml.YAMLError as e:
         raise ConfigError(f"sweep file {str(p)!r} is not valid YAML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"sweep file {str(p)!r} is not UTF-8 text ({e.reason} at byte "
+                          f"{e.start}); give a YAML file") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"sweep file {str(p)!r} must be a mapping with 'name' and 'grid' keys")
     try:

@@ -10,7 +10,7 @@ import math
 import operator
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ from dlperf.results.store import repeat_of
 
 from .tables import is_ok, sort_rows, status_label
 
-__all__ = ["plot_step_time_vs_batch", "group_key", "group_label", "plot_filename"]
+__all__ = ["plot_step_time_vs_batch", "group_key", "group_label", "plot_filename",
+           "plot_filenames"]
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "*", "<", ">", "h")
 
@@ -67,6 +68,21 @@ def plot_filename(model: str, against: str = "batch") -> str:
     (:func:`dlperf.report.threads.plot_thread_scaling`)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(model)).strip("._") or "model"
     return f"step_time_vs_{against}_{safe}.png"
+
+
+def plot_filenames(models: Iterable[str], against: str = "batch") -> dict[str, str]:
+    """:func:`plot_filename` of each model, in sorted order, with ``_2``, ``_3``, ... added
+    where two model names sanitise to the same file name (so no plot overwrites another)."""
+    names: dict[str, str] = {}
+    used: set[str] = set()
+    for model in sorted(models):
+        name = plot_filename(model, against)
+        stem, k = name[:-4], 2
+        while name in used:
+            name, k = f"{stem}_{k}.png", k + 1
+        used.add(name)
+        names[model] = name
+    return names
 
 
 def _batch(row: Mapping[str, Any]) -> int | None:
@@ -215,14 +231,9 @@ def plot_step_time_vs_batch(rows: Sequence[Mapping[str, Any]], out_dir: str | Pa
     for r in sort_rows(rows):
         by_model.setdefault(str(r.get("model")), []).append(r)
     paths: list[Path] = []
-    used: set[str] = set()
+    names = plot_filenames(by_model)
     for model in sorted(by_model):
-        name = plot_filename(model)
-        stem, k = name[:-4], 2
-        while name in used:  # two model names that sanitise to the same file name
-            name, k = f"{stem}_{k}.png", k + 1
-        used.add(name)
-        path = out / name
+        path = out / names[model]
         _plot_model(model, by_model[model], path)
         paths.append(path)
     return paths

@@ -204,7 +204,7 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullLocator
 
-    from dlperf.report.plots import _MARKERS, _PlainLogFormatter, plot_filename
+    from dlperf.report.plots import _MARKERS, _PlainLogFormatter, plot_filenames
 
     out = Path(out_dir)
     by_model: dict[str, list[dict[str, Any]]] = {}
@@ -214,6 +214,7 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
     if by_model:
         out.mkdir(parents=True, exist_ok=True)
     paths = []
+    names = plot_filenames(by_model, against="threads")
     for model in sorted(by_model):
         fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
         FigureCanvasAgg(fig)
@@ -264,7 +265,7 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
         ax_s.set_ylabel("speed-up over the fewest threads (log2 axis)")
         ax_s.set_title("speed-up T(n0) / T(n)", fontsize=9)
         ax_t.legend(fontsize=7, loc="upper right", framealpha=0.8)
-        path = out / plot_filename(model, against="threads")
+        path = out / names[model]
         fig.savefig(path, format="png", metadata={"Software": None})
         paths.append(path)
     return paths

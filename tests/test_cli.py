@@ -73,12 +73,30 @@ def test_quick_suite_end_to_end(tmp_path):
      "unknown status 'okk'; did you mean 'ok'?"),
     (["results", "--db", THREADS_DB, "--model", "resnt50"],
      f"did you mean 'resnet50'? valid models in {THREADS_DB}"),
+    # flags that did nothing where they were given
+    (["results", "--db", THREADS_DB, "--target-loss", "2"],
+     "--target-loss is the target of --compare convergence"),
+    (["results", "--db", THREADS_DB, "--samples"], "--samples adds the raw samples to the JSON"),
+    (["results", "--db", THREADS_DB, "-f", "json", "--samples", "--compare", "threads"],
+     "without --compare/--op-classes"),
 ])
 def test_bad_input_gets_a_clear_error(args, needle):
     r = dlperf(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert needle in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_ddp_flags_without_a_ddp_point_are_said_to_change_nothing(tmp_path):
+    """--static-graph etc. with --nproc 1 (or another framework) used to be taken silently."""
+    r = dlperf("run", "--model", "fcn5_tiny", "--device", "cpu", "--static-graph",
+               "--bucket-cap-mb", "50", "--emit-slurm", str(tmp_path / "a.sh"))
+    assert r.returncode == 0, r.stderr
+    assert "note: --bucket-cap-mb, --static-graph set PyTorch DDP" in r.stderr
+    r = dlperf("run", "--model", "fcn5_tiny", "--device", "cpu", "--static-graph", "--nproc",
+               "1,2", "--emit-slurm", str(tmp_path / "b.sh"))
+    assert r.returncode == 0, r.stderr
+    assert "set PyTorch DDP" not in r.stderr  # the 2-process point uses it
 
 
 def test_reading_an_empty_file_leaves_it_empty(tmp_path):

@@ -219,6 +219,15 @@ def run(
                                              "broadcast_buffers": broadcast_buffers},
                                         comm_profile_iters=comm_profile_iters,
                                         target_loss=target_loss))
+        ddp_set = [flag for flag, on in (
+            ("--bucket-cap-mb", bucket_cap_mb != 25.0),
+            ("--gradient-as-bucket-view", gradient_as_bucket_view),
+            ("--static-graph", static_graph), ("--find-unused-parameters", find_unused_parameters),
+            ("--no-broadcast-buffers", not broadcast_buffers)) if on]
+        if ddp_set and not any(p.framework == "torch" and p.nproc * p.nnodes > 1 for p in points):
+            err.print(f"note: {', '.join(ddp_set)} set PyTorch DDP, which only runs with "
+                      "--framework torch and --nproc > 1 (or --nnodes > 1); no point here "
+                      "uses DDP, so they change nothing", markup=False, highlight=False)
         # one run per measurement (0 loader workers under several --loader-impl: one point)
         seen: set[str] = set()
         points = [p for p in points if not (p.run_key() in seen or seen.add(p.run_key()))]
@@ -494,6 +503,13 @@ def results(
         if format not in ("table", "csv", "json"):
             raise unknown_choice("format", format, ("table", "csv", "json"))
         _check_db(db, must_exist=True)
+        if target_loss is not None and compare != "convergence":
+            raise ConfigError("--target-loss is the target of --compare convergence; add "
+                              "--compare convergence, or leave --target-loss out")
+        if samples and (format != "json" or compare is not None or op_classes):
+            raise ConfigError("--samples adds the raw samples to the JSON of the results: give "
+                              "--format json without --compare/--op-classes, or leave --samples "
+                              "out")
         from dlperf.worker import STATUSES
 
         for s in _split(status):

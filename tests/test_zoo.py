@@ -212,7 +212,26 @@ def test_cnn_channels_last_and_bf16_autocast(models, name):
 
 
 def test_lstm_bf16_autocast(models):
+    """bf16 LSTM on the CPU runs where oneDNN has bf16 kernels; elsewhere (AVX2 only) dlperf
+    refuses it with the reason, and stores the point as unavailable rather than a crash."""
+    from dlperf.errors import UnavailableError
+    from dlperf.frameworks.torch_fw import _check_cpu_bf16_lstm
+
     spec = zoo.SPECS["lstm_tiny"]
+    try:
+        _check_cpu_bf16_lstm(torch)
+    except UnavailableError as e:
+        assert "bf16 on this CPU" in str(e) and "--precision fp32" in str(e)
+        with pytest.raises(RuntimeError, match="primitive descriptor"):
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                models("lstm_tiny").eval()(_batch(spec, 2))
+        from dlperf.config import make_run_config
+        from dlperf.worker import run_config
+
+        r = run_config(make_run_config(model="lstm_tiny", device="cpu", precision="bf16",
+                                       batch_size=2, measure_ceilings=False))
+        assert r["status"] == "unavailable" and "bf16 on this CPU" in r["error"], r["error"]
+        return
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         out = models("lstm_tiny").eval()(_batch(spec, 2))
     assert out.shape == _expected_out_shape(spec, 2) and torch.isfinite(out).all()

@@ -34,7 +34,7 @@ from typing import Any
 from dlperf import convergence, parallel, stats
 from dlperf.config import RunConfig
 from dlperf.env import collect_env, host_speed
-from dlperf.errors import DataMissing, DlperfError
+from dlperf.errors import DataMissing, DlperfError, UnavailableError
 from dlperf.data.pipeline import data_wait_summary
 from dlperf.frameworks import NonFiniteLoss, get_adapter
 from dlperf.harness.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, measure
@@ -238,7 +238,9 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             status = "oom"
         elif isinstance(e, NonFiniteLoss):
             status = "nan_loss"
-        elif isinstance(e, DataMissing):  # gone since the preflight: not final, as there
+        elif isinstance(e, (DataMissing, UnavailableError)):
+            # data gone since the preflight, a device or an instruction set this machine lacks:
+            # not final (run again where it is present)
             status = "unavailable"
         elif isinstance(e, DlperfError):
             status = "error"

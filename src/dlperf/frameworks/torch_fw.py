@@ -106,6 +106,29 @@ def graph_break_reasons(counters: Any) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+
+def _check_cpu_bf16_lstm(torch: Any) -> None:
+    """Refuse bf16 on a CPU where PyTorch's ``nn.LSTM`` cannot run it.
+
+    Under CPU autocast, ``nn.LSTM`` runs oneDNN's bf16 LSTM, which needs bf16 instructions
+    (AVX512-BF16 or AMX); on an AVX2-only CPU (an AMD EPYC VM, torch 2.13) it fails with
+    "could not create a primitive descriptor for the LSTM forward propagation primitive".
+    A one-step probe (a 1x1 LSTM on 1 sample) tells.
+
+    Raises:
+        UnavailableError: naming the CPU capability and what to measure instead.
+    """
+    probe = torch.nn.LSTM(1, 1)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            probe(torch.zeros(1, 1, 1))
+    except RuntimeError as e:
+        cap = torch.backends.cpu.get_cpu_capability()
+        raise UnavailableError(
+            f"bf16 on this CPU (capability {cap}): PyTorch's oneDNN LSTM has no bf16 kernel "
+            f"without AVX512-BF16 or AMX ({str(e).splitlines()[0][:90]}); measure "
+            f"--precision fp32 here, or bf16 on a CPU with AVX512-BF16/AMX or on a GPU") from None
+
 class TorchAdapter:
     """The PyTorch framework adapter (see module docstring for the choices it makes)."""
 
@@ -188,6 +211,9 @@ class TorchAdapter:
         with torch.device(dev):
             model = build_torch(spec)
         model.train()
+        if (dev.type == "cpu" and cfg.precision == "bf16"
+                and any(isinstance(m, torch.nn.LSTM) for m in model.modules())):
+            _check_cpu_bf16_lstm(torch)
         channels_last = self.channels_last(cfg, spec)
         if channels_last:
             model = model.to(memory_format=torch.channels_last)

@@ -73,6 +73,8 @@ def test_quick_suite_end_to_end(tmp_path):
      "unknown status 'okk'; did you mean 'ok'?"),
     (["results", "--db", THREADS_DB, "--model", "resnt50"],
      f"did you mean 'resnet50'? valid models in {THREADS_DB}"),
+    (["run", "--model", "fcn5_tiny", "--framework", "torch,jax"],
+     "--framework takes one framework, not 'torch,jax'"),
     # flags that did nothing where they were given
     (["results", "--db", THREADS_DB, "--target-loss", "2"],
      "--target-loss is the target of --compare convergence"),

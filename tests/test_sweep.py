@@ -52,6 +52,13 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     assert "scripted out of memory" in got[64][1]
     assert "code 9" in got[128][1]
     assert "timeout" in got[512][1]
+    # the dry run marks the 4 final failures as failed, not stored ('error' is pending again)
+    dry = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"), "--dry-run")
+    tags = [ln.split()[0] for ln in dry.stdout.splitlines()[:7]]
+    assert sorted(tags) == ["failed"] * 4 + ["pending"] + ["stored"] * 2, dry.stdout
+    assert "(4 of them failed: timeout, crash, OOM, ...; add --retry-failed" in dry.stdout
+    dry = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"), "--dry-run", "--retry-failed")
+    assert "5 pending, 2 stored" in dry.stdout and "of them failed" not in dry.stdout
     # run again: the 4 final failures are kept, and the output says how to measure them again
     # ('error' is not final: that point runs again, and with the fault gone it is ok)
     r = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"))

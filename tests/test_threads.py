@@ -83,6 +83,20 @@ def test_newest_run_counts_failures_are_kept_and_other_environments_marked():
     assert threads_markdown([]).startswith("No configuration ran at two or more thread counts")
 
 
+def test_slower_with_more_threads_and_warned_results_are_marked():
+    """2 threads 5.6x slower than 1 on a busy 2-core host: the cell says slower, e (> 1) is
+    marked, and a result with quality warnings carries the mark the legend explains."""
+    rows = [_row(1, 1, 2.0), _row(2, 2, 11.28, warnings="host busy: the measuring thread "
+                                  "waited for a CPU 67% of the segment")]
+    (g,) = thread_scaling(rows)
+    assert g["points"][1]["warnings"].startswith("host busy") and g["points"][0]["warnings"] is None
+    md = threads_markdown([g])
+    line = [ln for ln in md.splitlines() if ln.startswith("| fcn5 ")][0]
+    assert "| 11.28 (0.18x, slower) ⚠ |" in line and "| 2 (1.00x) |" in line
+    assert f"| {karp_flatt(2.0 / 11.28, 2):.2f} (slower) |" in line
+    assert "*slower*: S < 1" in md and "⚠: the result has quality warnings" in md
+
+
 def test_speedup_ci_comes_from_the_raw_samples():
     samples = {1: [0.100, 0.101, 0.099, 0.100, 0.102], 2: [0.050, 0.051, 0.049, 0.050, 0.05]}
     (g,) = thread_scaling([_row(1, 1, 100.0), _row(2, 2, 50.0)], samples.get)
@@ -170,3 +184,15 @@ def test_a_failed_fewest_count_keeps_the_group_and_its_csv_row():
     assert "| crash | timeout | – | – | – |" in md
     assert [p.name for p in plot_thread_scaling([fcn, lstm], Path(tempfile.mkdtemp()))] == [
         "step_time_vs_threads_fcn5.png"]
+
+
+def test_efficiency_table_names_the_thread_count():
+    """Rows at 1 and 2 threads were two identical-looking lines of the efficiency table."""
+    from dlperf.report.compare import efficiency_markdown
+
+    res = {"mfu": {"mfu": 0.25, "achieved_flops_per_s": 2e11, "ceiling_flops_per_s": 8e11}}
+    rows = [{**_row(1, 1, 100.0), "result_json": json.dumps(res)},
+            {**_row(2, 2, 55.0), "result_json": json.dumps(res)}]
+    md = efficiency_markdown(rows)
+    assert "| fcn5 | torch/eager | cpu, 1 thr | fp32 |" in md
+    assert "| fcn5 | torch/eager | cpu, 2 thr | fp32 |" in md

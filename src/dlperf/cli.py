@@ -8,6 +8,7 @@ already stored is lost.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import sys
@@ -161,6 +162,11 @@ def run(
         if bool(model) == bool(suite):
             raise ConfigError("give exactly one of --model or --suite (e.g. --suite quick)")
         check_repeats(repeats)
+        if "," in framework:
+            raise ConfigError(f"--framework takes one framework, not {framework!r} (the modes "
+                              "differ between them); run one command per framework, or a sweep "
+                              "file with framework: [torch, jax, tensorflow] (each gets its "
+                              "default mode unless mode: is given)")
         nprocs = _ints(nproc, "nproc")
         if nnodes > 1 and not rdzv_endpoint and emit_slurm is None:
             raise ConfigError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT (node 0's "
@@ -284,8 +290,11 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
             outcome = execute(points, store, sweep=sweep, resume=resume, retry_failed=retry_failed,
                               console=err, runner=runner, missing_data=missing)
         except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted[/]: finished points are in {escape(str(db))}; run the same "
-                      "command again to resume")
+            again = ("run the same command again to resume" if resume else
+                     "run the command again without --restart/--rerun to resume (with them it "
+                     "starts over)")
+            err.print(f"[yellow]interrupted[/]: finished points are in {escape(str(db))}; "
+                      f"{again}")
             raise typer.Exit(130) from None
         keys = {p.run_key() for p in points}
         rows = [r for r in store.rows() if r["run_key"] in keys]
@@ -336,7 +345,7 @@ _SWEEP_HELP = (
 def sweep(
     file: Annotated[Path, typer.Argument(help="Sweep YAML file (name, defaults, grid).")],
     db: Annotated[Optional[str], typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
-    restart: Annotated[bool, typer.Option("--restart", help="Ignore results already in the db and run every point.")] = False,
+    restart: Annotated[bool, typer.Option("--restart", "--rerun", help="Ignore results already in the db and run every point (`dlperf run` calls it --rerun; both names work here).")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points that failed before.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
     report: Annotated[Optional[str], typer.Option(help="Also write a report to this folder.")] = None,
@@ -363,15 +372,20 @@ def sweep(
             path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
             _check_db(path, must_exist=False)
             done = set() if restart else stored_keys(path, include_failed=not retry_failed)
+            ok_keys = set() if restart else stored_keys(path, include_failed=False)
             for p in points:
-                tag = "stored " if p.run_key() in done else "pending"
-                out.print(f"{tag}  {p.run_key()}  {escape(p.label())}", highlight=False)
+                k = p.run_key()
+                tag = ("pending" if k not in done else "stored " if k in ok_keys else "failed ")
+                out.print(f"{tag}  {k}  {escape(p.label())}", highlight=False)
             n_points = len({p.point_key() for p in points})
             plural = "s" if n_points != 1 else ""
             n_done = sum(p.run_key() in done for p in points)
+            n_failed = sum(p.run_key() in done and p.run_key() not in ok_keys for p in points)
             out.print((f"{len(points)} points" if n_points == len(points) else
                        f"{len(points)} runs of {n_points} point{plural} (repeats)")
-                      + f": {len(points) - n_done} pending, {n_done} stored in {path}")
+                      + f": {len(points) - n_done} pending, {n_done} stored in {path}"
+                      + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
+                         "--retry-failed to run them again)" if n_failed else ""))
             return
         multi = [p for p in points if p.nnodes > 1]
         if multi and not rdzv_endpoint:
@@ -574,7 +588,8 @@ def results(
                     fn = {"modes": cmp.mode_speedups, "frameworks": cmp.framework_ratios,
                           "data": cmp.data_gaps}[compare]
                     comps = fn(rows, _measured(store))
-                    md = cmp.data_markdown if compare == "data" else cmp.markdown
+                    md = (cmp.data_markdown if compare == "data" else
+                          functools.partial(cmp.markdown, kind=compare))
                 if format == "csv" and compare == "matrix":  # one column per framework/mode
                     comps = cmp.matrix_flat(comps)
                 elif format == "csv" and compare == "threads":  # one row per thread count

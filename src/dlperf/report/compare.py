@@ -118,10 +118,25 @@ def framework_ratios(rows: Sequence[dict[str, Any]], samples_of: Callable[[int],
                            and o["framework"] != fw), samples_of)
 
 
-def markdown(comparisons: Sequence[dict[str, Any]]) -> str:
-    """A Markdown table of comparisons (speed-up with its 95% CI)."""
+#: Why ``--compare modes`` / ``frameworks`` found no pair, and what to run or read instead.
+NO_PAIRS = {
+    "modes": ("No comparable pairs of results: --compare modes puts each framework's graph/xla "
+              "modes against its own eager mode (torch/eager, tensorflow/eager, mxnet/eager) at "
+              "the same point (model, precision, batch, device, data, threads); JAX has one mode, "
+              "xla. Measure the eager mode there too (--mode eager,graph), or read every "
+              "framework/mode and --compile-mode side by side with --compare matrix.\n"),
+    "frameworks": ("No comparable pairs of results: --compare frameworks puts every other "
+                   "framework/mode against torch/eager at the same point (model, precision, "
+                   "batch, device, data, threads). Measure torch/eager there too, or read the "
+                   "times side by side with --compare matrix.\n"),
+}
+
+
+def markdown(comparisons: Sequence[dict[str, Any]], kind: str | None = None) -> str:
+    """A Markdown table of comparisons (speed-up with its 95% CI); with none, why
+    (:data:`NO_PAIRS` of ``kind``, ``modes`` or ``frameworks``)."""
     if not comparisons:
-        return "No comparable pairs of results.\n"
+        return NO_PAIRS.get(kind or "", "No comparable pairs of results.\n")
     lines = ["| model | precision | batch | device | data | threads | baseline | other | "
              "speed-up [95% CI] |", "|---|---|---:|---|---|---:|---|---|---:|"]
     for c in comparisons:
@@ -340,7 +355,8 @@ def efficiency_markdown(rows: Sequence[dict[str, Any]]) -> str:
         if blind:
             roof = {}
         lines.append(
-            f"| {r.get('model')} | {r.get('framework')}/{r.get('mode')} | {r.get('device')} | "
+            f"| {r.get('model')} | {r.get('framework')}/{r.get('mode')} | {device_cell(r)}"
+            f"{'' if r.get('threads') is None else ', ' + str(r['threads']) + ' thr'} | "
             f"{r.get('precision')} | {r.get('batch_size')} | {r.get('data')} | "
             f"{_f(_div(m.get('achieved_flops_per_s'), 1e12), '.4g')} | "
             f"{_f(_div(m.get('ceiling_flops_per_s'), 1e12), '.4g')} | {_f(m.get('mfu'), '.1%')} | "

@@ -55,7 +55,8 @@ def karp_flatt(speedup: float, p: float) -> float | None:
 #: The fields of a point of :func:`thread_scaling` (a failed one has them all None).
 _EMPTY_POINT = {"threads": None, "status": None, "median_s": None, "ci_low_s": None,
                 "ci_high_s": None, "steady": None, "speedup": None, "speedup_ci_low": None,
-                "speedup_ci_high": None, "efficiency": None, "karp_flatt": None}
+                "speedup_ci_high": None, "efficiency": None, "karp_flatt": None,
+                "warnings": None}
 
 
 def _ok(r: Mapping[str, Any]) -> bool:
@@ -82,7 +83,8 @@ def thread_scaling(rows: Sequence[dict[str, Any]],
         ``best_threads`` (the fastest; None likewise), ``points`` (by threads, every one with
         the same fields: ``threads``, ``status``, ``median_s``, ``ci_low_s``, ``ci_high_s``
         (s), ``steady``, ``speedup``, ``speedup_ci_low``/``_high`` (None without samples),
-        ``efficiency``, ``karp_flatt`` (None at ``n0``); None for a failed point) and
+        ``efficiency``, ``karp_flatt`` (None at ``n0``); None for a failed point),
+        ``warnings`` (the result's stored quality warnings, ``; ``-joined, or None) and
         ``env_differs`` (environment differences of any point from the base run,
         :func:`dlperf.env.environment_differences`; a thread sweep is meant to run on one
         machine).
@@ -109,7 +111,8 @@ def thread_scaling(rows: Sequence[dict[str, Any]],
         for n in sorted(by_n):
             r = by_n[n]
             if not _ok(r):  # a failure is a result: kept, with every field empty
-                points.append({**_EMPTY_POINT, "threads": n, "status": r.get("status")})
+                points.append({**_EMPTY_POINT, "threads": n, "status": r.get("status"),
+                               "warnings": r.get("warnings") or None})
                 continue
             t = r["step_time_median_s"]
             s = base["step_time_median_s"] / t
@@ -123,7 +126,8 @@ def thread_scaling(rows: Sequence[dict[str, Any]],
                            "ci_high_s": r.get("step_time_ci_high_s"),
                            "steady": r.get("steady_state") is not False,
                            "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
-                           "efficiency": s / p, "karp_flatt": karp_flatt(s, p)})
+                           "efficiency": s / p, "karp_flatt": karp_flatt(s, p),
+                           "warnings": r.get("warnings") or None})
             if r is not base:
                 for d in environment_differences(result_of(base), result_of(r)):
                     if d not in diffs:
@@ -150,8 +154,9 @@ def threads_flat(groups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def _cell(p: Mapping[str, Any]) -> str:
     if p["status"] != "ok":
         return status_label(p["status"])
-    s = f"{p['median_s'] * 1e3:.4g} ({p['speedup']:.2f}x)"
-    return s + ("" if p["steady"] else " (not steady)")
+    s = f"{p['median_s'] * 1e3:.4g} ({p['speedup']:.2f}x"
+    s += ", slower)" if p["speedup"] < 1 else ")"
+    return s + ("" if p["steady"] else " (not steady)") + (" ⚠" if p.get("warnings") else "")
 
 
 def threads_markdown(groups: Sequence[dict[str, Any]]) -> str:
@@ -175,7 +180,7 @@ def threads_markdown(groups: Sequence[dict[str, Any]]) -> str:
             f"| {g['model']} | {g['column']} | {g['precision']} | {batch_cell(g)} | "
             f"{device_cell(g)} | {data_cell(g)} | " + " | ".join(cells)
             + (f" | {last['efficiency']:.0%} at {last['threads']} | " if last else " | – | ")
-            + ("–" if kf is None else f"{kf:.2f}")
+            + ("–" if kf is None else f"{kf:.2f}" + (" (slower)" if kf > 1 else ""))
             + f" | {g['best_threads'] if g['best_threads'] is not None else '–'}"
             + f"{ENV_MARK if g['env_differs'] else ''} |")
     lines += ["", "Median ms per iteration at each thread count (newest run), *(S x)* the "
@@ -183,7 +188,10 @@ def threads_markdown(groups: Sequence[dict[str, Any]]) -> str:
               "= S / (n / n0) at the most threads that ran; *serial fraction e*: the "
               "Karp-Flatt metric (1/S - 1/p) / (1 - 1/p), p = n / n0 (Karp & Flatt 1990): the "
               "same e at every p is Amdahl's serial fraction, an e that grows with p is "
-              "parallel overhead. `dlperf results --compare threads -f json` gives every "
+              "parallel overhead; *slower*: S < 1, more threads took longer (then e > 1, "
+              "which is no serial fraction: look for oversubscribed cores or a busy host). "
+              "⚠: the result has quality warnings (a wide CI, a busy host, ...: `dlperf "
+              "results` lists them). `dlperf results --compare threads -f json` gives every "
               "point's speed-up CI."]
     return "\n".join(lines) + "\n" + env_footnote(
         [(f"{g['model']} {g['column']} {g['precision']} b={g['batch_size']}", g["env_differs"])

@@ -291,8 +291,9 @@ def _execute(points, db: str, *, sweep, resume: bool, retry_failed: bool, report
                               console=err, runner=runner, missing_data=missing)
         except KeyboardInterrupt:
             again = ("run the same command again to resume" if resume else
-                     "run the command again without --restart/--rerun to resume (with them it "
-                     "starts over)")
+                     "the points not reached yet still hold their earlier results, so run the "
+                     "same command (with --restart/--rerun) again to measure every point anew; "
+                     "without it they count as done")
             err.print(f"[yellow]interrupted[/]: finished points are in {escape(str(db))}; "
                       f"{again}")
             raise typer.Exit(130) from None

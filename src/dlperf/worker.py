@@ -415,8 +415,8 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
         width = (s["ci_high"] - s["ci_low"]) / s["median"]
         if width > WIDE_CI_REL:
             w.append(f"wide CI of the median ({width:.0%} of it): noisy machine or too few "
-                     "iterations; raise --min-time (and add --rerun: a stored point is not "
-                     "measured again)")
+                     "iterations; raise --min-time (iterations.min_time_s in a sweep file) and add "
+                     "--rerun (a stored point is not measured again)")
         if s["mean"] > LONG_TAIL_RATIO * s["median"]:
             w.append(f"mean is {s['mean'] / s['median']:.2f}x the median: a long tail or two "
                      "speeds in the raw samples")

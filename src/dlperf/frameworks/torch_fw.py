@@ -126,7 +126,7 @@ def _check_cpu_bf16_lstm(torch: Any) -> None:
         cap = torch.backends.cpu.get_cpu_capability()
         raise UnavailableError(
             f"bf16 on this CPU (capability {cap}): PyTorch's oneDNN LSTM has no bf16 kernel "
-            f"without AVX512-BF16 or AMX ({str(e).splitlines()[0][:90]}); measure "
+            f"without AVX512-BF16 or AMX ({str(e).splitlines()[0].split('. ')[0]}); measure "
             f"--precision fp32 here, or bf16 on a CPU with AVX512-BF16/AMX or on a GPU") from None
 
 class TorchAdapter:

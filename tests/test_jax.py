@@ -245,9 +245,9 @@ def test_out_of_memory_is_recognised():
     assert not a.is_oom(ValueError("RESOURCE_EXHAUSTED"))
 
 
-def test_cuda_requested_without_gpu_is_an_error_result():
+def test_cuda_requested_without_gpu_is_an_unavailable_result():
     if any(d.platform == "gpu" for d in jax.devices()):
         pytest.skip("this machine has a GPU")
     r = run_config(make_run_config(model="fcn5_tiny", framework="jax", mode="xla", batch_size=8,
                                    device="cuda", iterations=FAST))
-    assert r["status"] == "error" and "--device cpu" in r["error"]
+    assert r["status"] == "unavailable" and "--device cpu" in r["error"]

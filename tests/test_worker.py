@@ -53,13 +53,13 @@ def test_data_that_does_not_fit_is_an_error_result(data_env):
     assert "fcn5_tiny" in r["error"] and "mnist" in r["error"]
 
 
-def test_cuda_requested_without_gpu_is_an_error_result():
+def test_cuda_requested_without_gpu_is_an_unavailable_result():
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     r = run_config(make_run_config(model="fcn5_tiny", batch_size=8, device="cuda", iterations=FAST))
-    assert r["status"] == "error" and "--device cpu" in r["error"]
+    assert r["status"] == "unavailable" and "--device cpu" in r["error"]
 
 
 @pytest.mark.parametrize("model,data,iters", [("fcn_mnist_tiny", "mnist", 400),

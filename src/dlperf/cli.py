@@ -51,6 +51,9 @@ def _ints(value: str, what: str, low: int = 1) -> list[int]:
     return vals
 
 
+#: PyTorch DDP's own default bucket size (MB), dlperf's default for --bucket-cap-mb.
+_DDP_BUCKET_CAP_MB = 25.0
+
 #: Printed under a breakdown table (``dlperf run --breakdown`` and ``dlperf results``).
 _BREAKDOWN_LEGEND = ("t_f/t_b/t_u marked * come from the profiler trace (a step compiled as one "
                      "program); `!`: phases and fused step differ by over 3% (reason in the "
@@ -143,7 +146,7 @@ def run(
     node_rank: Annotated[int, typer.Option(help="This node's index, 0 .. nnodes-1 (node 0 stores the results in --db, node k in DB.node<k>.db).", min=0)] = 0,
     rdzv_endpoint: Annotated[Optional[str], typer.Option(help="HOST:PORT of node 0 for the rendezvous (torchrun c10d), coordinator (jax.distributed) or TF_CONFIG exchange (TensorFlow); needed with --nnodes > 1.")] = None,
     dp_layout: Annotated[Optional[str], typer.Option(help="Data-parallel processes: per_device (one per device) or per_node (one per node driving its devices). Default: torch per_device, jax per_node, tensorflow per_node (TensorFlow on the CPU across nodes needs per_device).")] = None,
-    bucket_cap_mb: Annotated[float, typer.Option(help="PyTorch DDP gradient bucket size (MB).")] = 25.0,
+    bucket_cap_mb: Annotated[float, typer.Option(help="PyTorch DDP gradient bucket size (MB).")] = _DDP_BUCKET_CAP_MB,
     gradient_as_bucket_view: Annotated[bool, typer.Option("--gradient-as-bucket-view", help="PyTorch DDP option.")] = False,
     static_graph: Annotated[bool, typer.Option("--static-graph", help="PyTorch DDP option.")] = False,
     find_unused_parameters: Annotated[bool, typer.Option("--find-unused-parameters", help="PyTorch DDP option.")] = False,
@@ -226,7 +229,7 @@ def run(
                                         comm_profile_iters=comm_profile_iters,
                                         target_loss=target_loss))
         ddp_set = [flag for flag, on in (
-            ("--bucket-cap-mb", bucket_cap_mb != 25.0),
+            ("--bucket-cap-mb", bucket_cap_mb != _DDP_BUCKET_CAP_MB),
             ("--gradient-as-bucket-view", gradient_as_bucket_view),
             ("--static-graph", static_graph), ("--find-unused-parameters", find_unused_parameters),
             ("--no-broadcast-buffers", not broadcast_buffers)) if on]

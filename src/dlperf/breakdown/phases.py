@@ -37,6 +37,11 @@ def describe(xs: Sequence[float]) -> dict[str, float] | None:
             "min": float(a.min()), "max": float(a.max()), "n": int(a.size)}
 
 
+_HOST_PHASES_SET_THE_PACE = ("the host phases (fetching and enqueueing the batch) took longer "
+                             "than the device's work on the step, so they set the pace of the "
+                             "phased loop")
+
+
 def reason(rel: float, *, timer: str, device: str, fused: Mapping[str, Any],
            host_total_s: float | None, device_total_s: float, n_marks: int,
            host_input_s: float | None = None, device_busy_s: float | None = None) -> str:
@@ -71,8 +76,7 @@ def reason(rel: float, *, timer: str, device: str, fused: Mapping[str, Any],
                 f"{(lo - med) / med:+.1%} / {(hi - med) / med:+.1%})")
     if (timer == "lagged_host" and rel > 0 and host_input_s is not None
             and host_input_s >= 0.5 * rel * med):
-        return ("the host phases (fetching and enqueueing the batch) took longer than the "
-                "device's work on the step, so they set the pace of the phased loop")
+        return _HOST_PHASES_SET_THE_PACE
     if (timer == "lagged_host" and device != "cpu" and device_busy_s and med
             and device_busy_s < (1 - RECONCILE_TOL) * min(med, device_total_s)):
         ref = min(med, device_total_s)
@@ -89,8 +93,7 @@ def reason(rel: float, *, timer: str, device: str, fused: Mapping[str, Any],
                     f"t_h2d, {host_input_s * 1e3:.3g} ms) are not the cause: the phased loop "
                     f"itself ran slower (other load, or the phased step's own dispatch); "
                     f"compare the raw samples")
-        return ("the host phases (fetching and enqueueing the batch) took longer than the "
-                "device's work on the step, so they set the pace of the phased loop")
+        return _HOST_PHASES_SET_THE_PACE
     if timer == "host" and device != "cpu" and rel > 0:
         return ("each phase was waited for on the host (this framework has no device events), "
                 "so host dispatch and device work did not overlap as in the fused step")

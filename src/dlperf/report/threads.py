@@ -191,8 +191,8 @@ def threads_markdown(groups: Sequence[dict[str, Any]]) -> str:
               "parallel overhead; *slower*: S < 1, more threads took longer (then e > 1, "
               "which is no serial fraction: look for oversubscribed cores or a busy host). "
               "⚠: the result has quality warnings (a wide CI, a busy host, ...: `dlperf "
-              "results -f csv` and the report's Warnings table list them). `dlperf results --compare threads -f json` gives every "
-              "point's speed-up CI."]
+              "results -f csv` and the report's Warnings table list them). `dlperf results "
+              "--compare threads -f json` gives every point's speed-up CI."]
     return "\n".join(lines) + "\n" + env_footnote(
         [(f"{g['model']} {g['column']} {g['precision']} b={g['batch_size']}", g["env_differs"])
          for g in groups], compared="thread counts'")

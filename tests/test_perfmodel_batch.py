@@ -58,3 +58,29 @@ def test_validation_on_committed_dlbench_is_held_out():
     assert 0 < summary["held-out batch"]["mdape_pct"] < 20
     lo, hi = pb.prediction_interval(rows)
     assert lo < 1 < hi
+
+
+def test_predict_cli_on_committed_files(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    r = CliRunner().invoke(app, ["predict", "--db", str(DLBENCH), "--validate"])
+    assert r.exit_code == 0, r.output
+    assert "held-out batch | 50 |" in r.output
+    r = CliRunner().invoke(app, ["predict", "--db", str(DLBENCH), "--model", "lstm",
+                                 "--precision", "fp32", "-b", "64", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    p = json.loads(r.output)
+    lo, hi = p["interval_s"]
+    assert lo < p["predicted_step_time_s"] < hi
+    assert 64 not in [c["batch_size"] for c in p["calibrated_on"]]  # the measured point is withheld
+    assert p["measured_step_time_s"] == pytest.approx(7.282e-3, rel=1e-3)
+    r = CliRunner().invoke(app, ["predict", "--db", str(DLBENCH), "--model", "resnet50", "-b", "8"])
+    assert r.exit_code == 2 and "several stored series match" in r.output
+    r = CliRunner().invoke(app, ["predict", "--db", str(DLBENCH), "--model", "nosuch", "-b", "8"])
+    assert r.exit_code == 2 and "no stored series matches" in r.output
+    r = CliRunner().invoke(app, ["predict", "--db", str(tmp_path / "none.db"), "--validate"])
+    assert r.exit_code == 2 and "does not exist" in r.output

@@ -15,7 +15,7 @@ loop's default and of the CPU results. ``--threads N`` (TensorFlow only: the tor
 plain loops do not set thread pools) is passed to both sides: dlperf's ``--threads`` and the
 plain loop's intra-op N / inter-op 1, which is what dlperf's ``--threads`` sets.
 
-With ``--truth``, for the listed models it also puts side by side (MEASUREMENT.md rule 2):
+With ``--truth``, for the listed models it also puts side by side (docs/measurement.md rule 2):
   * dlperf's event-timed mean time per iteration,
   * dlperf's wall time of the measured segment / iterations,
   * the plain loop with ``torch.cuda.synchronize()`` after every step (mean per step).

@@ -11,7 +11,7 @@ reasonable to the fastest loop a PyTorch user would write by hand:
 
 * synthetic data generated on the device before timing (no input pipeline, no H2D copies);
 * no host synchronisation inside the timed loop (``--sync-every-step`` exists only to show
-  what a per-step sync costs, see MEASUREMENT.md rule 2);
+  what a per-step sync costs, see docs/measurement.md rule 2);
 * ``optimizer.zero_grad(set_to_none=True)``, the default (foreach) SGD, bf16 autocast for
   mixed precision, ``cudnn.benchmark = True`` and TF32 switched on/off *explicitly*;
 * GPT-2: ``F.scaled_dot_product_attention(is_causal=True)`` (flash attention on CUDA in bf16,
@@ -19,7 +19,7 @@ reasonable to the fastest loop a PyTorch user would write by hand:
   behind one fused Q/K/V projection, and the *fused* AdamW on CUDA (``--optimizer-impl``;
   dlperf's torch adapter uses PyTorch's default, foreach, so on CUDA the two differ there).
 
-The models follow /work/shared/docs/MODELS.md. AlexNet and ResNet-50 come from torchvision
+The models follow docs/zoo.md. AlexNet and ResNet-50 come from torchvision
 (``weights=None``) when it imports, on purpose: that is an implementation written by other
 people, so a mistake in dlperf's own zoo cannot hide in both. Without torchvision a compact
 definition with the same layout (and the same parameter count) is used instead. GPT-2 is
@@ -73,7 +73,7 @@ except Exception:  # noqa: BLE001 - any import failure (missing, ABI mismatch) m
 
 
 # --------------------------------------------------------------------------------------------
-# Models (MODELS.md). Each builder returns (module, input_kind, input_shape, num_classes).
+# Models (docs/zoo.md). Each builder returns (module, input_kind, input_shape, num_classes).
 # input_kind: "vector" / "image" (float32 randn) or "tokens" (int64 ids, CE over all tokens).
 # --------------------------------------------------------------------------------------------
 
@@ -367,7 +367,7 @@ MODEL_NAMES = ("fcn5", "fcn8", "fcn_mnist", "alexnet", "alexnet_cifar", "resnet5
                "lstm", "gpt2_small", "fcn5_tiny", "lstm_tiny", "gpt2_small_tiny")
 
 def make_optimizer(name: str, model: nn.Module, impl: str = "foreach") -> torch.optim.Optimizer:
-    """The optimizer of each model's spec (MODELS.md): SGD + momentum 0.9 for FCN/CNN, plain
+    """The optimizer of each model's spec (docs/zoo.md): SGD + momentum 0.9 for FCN/CNN, plain
     SGD lr 1.0 for the LSTM (Zaremba et al.), with SGD's foreach left at its default (on for
     CUDA tensors). GPT-2: AdamW lr 6e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 (GPT-3
     paper table 2.1 "Small"), decay on *every* parameter as dlperf's spec does (its optimizer
@@ -448,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     if opt_impl == "auto":
         opt_impl = "fused" if on_cuda else "foreach"
 
-    # Precision policy, set explicitly whatever the defaults are (MEASUREMENT.md rule 6).
+    # Precision policy, set explicitly whatever the defaults are (docs/measurement.md rule 6).
     # TF32 only for --precision tf32; under bf16 autocast what stays fp32 stays true fp32.
     precision_flags = apply_precision(args.precision)
     # Autotune convolution algorithms once per shape (the warm-up pays for it).

@@ -100,7 +100,7 @@ def test_loss_handles_kept_per_phase_and_check_can_abort():
 
 
 def test_known_duration_op_reports_at_least_its_duration():
-    # MEASUREMENT.md rule 1 on the CPU with the real clock: a 5 ms sleep per step.
+    # docs/measurement.md rule 1 on the CPU with the real clock: a 5 ms sleep per step.
     res = measure(lambda: time.sleep(0.005), HostTimer(),
                   IterationPolicy(min_iters=5, min_time_s=0.0, warmup_window=2,
                                   min_warmup_iters=0, max_warmup_iters=4))

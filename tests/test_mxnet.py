@@ -293,7 +293,7 @@ def test_sgd_momentum_steps_match_torch(parity, name):
 
 
 def test_engine_is_asynchronous_so_the_step_waits(parity):
-    """Dispatching five 1200^3 matmuls returns long before they have run (MEASUREMENT.md
+    """Dispatching five 1200^3 matmuls returns long before they have run (docs/measurement.md
     rule 1): a host clock without mx.nd.waitall() would time the dispatch only."""
     _, got = parity
     dispatch, complete = float(got["engine/dispatch_s"]), float(got["engine/complete_s"])

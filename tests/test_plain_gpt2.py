@@ -32,7 +32,7 @@ HAVE_JAX = all(importlib.util.find_spec(m) is not None for m in ("jax", "flax", 
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="needs torch")
 needs_jax = pytest.mark.skipif(not HAVE_JAX, reason="needs jax, flax and optax")
 
-#: Hugging Face GPT2LMHeadModel's count for "gpt2" (issue 3 / MODELS.md), written out.
+#: Hugging Face GPT2LMHeadModel's count for "gpt2" (issue 3 / docs/zoo.md), written out.
 GPT2_SMALL_PARAMS = 124_439_808
 
 

@@ -1,7 +1,7 @@
 """The plain PyTorch reference loop (benchmarks/plain_torch_loop.py) runs and reports sane numbers.
 
 It is the yardstick for dlperf's harness overhead, so its arithmetic is tested like dlperf's
-own (MEASUREMENT.md rule 9). It is run as a subprocess, as it will be on the GPU machine.
+own (docs/measurement.md rule 9). It is run as a subprocess, as it will be on the GPU machine.
 """
 
 from __future__ import annotations

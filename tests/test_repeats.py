@@ -1,4 +1,4 @@
-"""Repeated runs (MEASUREMENT.md rule 5): the ``repeat`` identity, ``--repeats N`` / ``repeats:``,
+"""Repeated runs (docs/measurement.md rule 5): the ``repeat`` identity, ``--repeats N`` / ``repeats:``,
 resume per repeat, and ``dlperf results --compare repeats`` (between-run variation, olympic
 mean) against hand-computed numbers."""
 

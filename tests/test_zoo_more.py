@@ -125,7 +125,7 @@ def test_param_count_matches_spec(models, name):
 
 
 def test_literal_param_counts(models):
-    """MODELS.md's counts; GPT-2's is Hugging Face ``GPT2LMHeadModel.from_pretrained("gpt2")``
+    """docs/zoo.md's counts; GPT-2's is Hugging Face ``GPT2LMHeadModel.from_pretrained("gpt2")``
     (124,439,808: the "124M" model, tied output, learned positions, biases), BERT's is
     ``BertForMaskedLM`` of bert-base-uncased (109,514,298: no pooler, no NSP head)."""
     expected = {"vgg16": 138_357_544, "googlenet": 6_624_904, "gpt2_small": 124_439_808,

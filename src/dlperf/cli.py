@@ -190,7 +190,7 @@ def run(
         # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
         dev = device if emit_slurm is not None and device in ("cpu", "cuda") \
             else resolve_device(device)
-        quick = suite == "quick"  # a first run on a laptop: shorter defaults (MODELS.md)
+        quick = suite == "quick"  # a first run on a laptop: shorter defaults (docs/zoo.md)
         policy = make_policy(
             min_iters=min_iters, min_time_s=(0.5 if quick else 1.0) if min_time is None else min_time,
             max_iters=max_iters, max_time_s=max_time, warmup_window=warmup_window,

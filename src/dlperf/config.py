@@ -72,7 +72,7 @@ from dlperf.registry import FRAMEWORK_MODES, FRAMEWORKS  # noqa: E402 (framework
 
 
 class IterationPolicy(BaseModel):
-    """How many iterations to run: warm-up detection and the stopping rule (MEASUREMENT.md 3, 5).
+    """How many iterations to run: warm-up detection and the stopping rule (docs/measurement.md 3, 5).
 
     Warm-up runs in windows of ``warmup_window`` iterations; it ends when the median of the last
     window is within ``warmup_rel_tol`` of the median of the window before it (steady state), or
@@ -123,7 +123,7 @@ def _has_image_layout(model: str) -> bool:
 
 
 class DDPOptions(BaseModel):
-    """``torch.nn.parallel.DistributedDataParallel`` options (MEASUREMENT.md rule 6: recorded and
+    """``torch.nn.parallel.DistributedDataParallel`` options (docs/measurement.md rule 6: recorded and
     settable). Defaults are PyTorch's own (``bucket_cap_mb=25``, ``broadcast_buffers`` on: rank
     0's buffers, e.g. BatchNorm running statistics, are broadcast at every forward; the rest
     off); see the PyTorch DDP documentation for what each changes."""
@@ -173,7 +173,7 @@ class RunConfig(BaseModel):
     """One benchmark point. ``batch_size`` is the global mini-batch (samples per iteration).
 
     With ``grad_accum = K`` each iteration runs K micro-batches of ``batch_size / K`` before one
-    optimizer update, so the samples per iteration stay ``batch_size`` (MEASUREMENT.md rule 9).
+    optimizer update, so the samples per iteration stay ``batch_size`` (docs/measurement.md rule 9).
     ``data`` is ``"synthetic"`` (generated on the device before timing), a data-set name
     (``mnist``, ``cifar10``, ``ptb``, ``wikitext2``, ``imagefolder``, looked up under
     ``data_dir`` or ``$DLPERF_DATA``), ``imagefolder:PATH``, or a path to a data file or folder.
@@ -201,7 +201,7 @@ class RunConfig(BaseModel):
     the result's ``flags.compile`` records it and, for the CUDA-graph modes, how many graphs
     Inductor declined to capture (``cudagraph_skips``).
 
-    Data parallelism (MEASUREMENT.md "Scaling"): ``nproc`` devices per node on ``nnodes`` nodes,
+    Data parallelism (docs/measurement.md "Scaling"): ``nproc`` devices per node on ``nnodes`` nodes,
     ``world_size = nproc * nnodes`` replicas. ``scaling="strong"`` (default): ``batch_size`` is
     the global mini-batch, split evenly across the replicas (it must be divisible by
     ``world_size * grad_accum``); ``scaling="weak"``: ``batch_size`` is the per-device batch
@@ -211,7 +211,7 @@ class RunConfig(BaseModel):
     PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss whose time
     to reach is reported (:mod:`dlperf.convergence`).
 
-    ``repeat`` (>= 0) tells apart repeated runs of one point (MEASUREMENT.md rule 5: between-run
+    ``repeat`` (>= 0) tells apart repeated runs of one point (docs/measurement.md rule 5: between-run
     variation), each measured in its own fresh worker process: ``dlperf run --repeats N`` and
     ``repeats: N`` in a sweep make repeats 0 .. N-1 (:func:`with_repeats`). It is part of the
     run key only when non-zero, so repeat 0 is the point as it was always keyed;
@@ -416,7 +416,7 @@ class RunConfig(BaseModel):
 
     @property
     def global_batch(self) -> int:
-        """Samples per iteration over all replicas (MEASUREMENT.md: per-device x devices)."""
+        """Samples per iteration over all replicas (docs/measurement.md: per-device x devices)."""
         return self.batch_size * self.world_size if self.scaling == "weak" else self.batch_size
 
     @property

@@ -1,7 +1,7 @@
 """Convergence rate: training loss against iterations and against training time (pure).
 
 Shi et al. 2016 compared how fast the loss falls on 1, 2 and 4 GPUs at the same global batch
-(MEASUREMENT.md, "Convergence rate"). dlperf stores every iteration's loss and step time (the
+(docs/measurement.md, "Convergence rate"). dlperf stores every iteration's loss and step time (the
 slowest rank's, for data-parallel runs), in order: the first iteration, the warm-up, the
 measured segment. From them:
 

@@ -1,4 +1,4 @@
-"""The environment fingerprint recorded with every result (MEASUREMENT.md rule 12).
+"""The environment fingerprint recorded with every result (docs/measurement.md rule 12).
 
 :func:`collect_env` is cheap (no subprocess except one ``git`` call, cached) and never imports
 a framework; framework versions come from the adapter and are merged in by the worker.

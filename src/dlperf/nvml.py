@@ -31,7 +31,7 @@ def _handle(nv, uuid: str | None, index: int):
 def memory_used_bytes(uuid: str | None = None, index: int = 0) -> int | None:
     """Device memory in use as NVML sees it (bytes): every process and the CUDA context.
 
-    This is the third of MEASUREMENT.md rule 7's numbers; it includes other processes' memory.
+    This is the third of docs/measurement.md rule 7's numbers; it includes other processes' memory.
     """
     nv = _nvml()
     if nv is None:

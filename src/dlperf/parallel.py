@@ -3,7 +3,7 @@
 Each process of a data-parallel run measures its own iterations (every process runs the same
 number, agreed before the measured segment; :func:`dlperf.harness.loop.measure`). After the
 loop every process contributes a *payload* (:func:`rank_payload`) and all payloads are
-gathered; :func:`merge_ranks` turns them into what one result stores (MEASUREMENT.md rule 8,
+gathered; :func:`merge_ranks` turns them into what one result stores (docs/measurement.md rule 8,
 "the slowest rank defines the step"):
 
 * the step time of iteration ``i`` is the maximum over ranks of rank ``r``'s time of iteration
@@ -47,7 +47,7 @@ def rank_payload(rank: int, *, samples: dict[str, list[float]], losses: dict[str
 
 
 def imbalance(per_rank_medians: Sequence[float]) -> float | None:
-    """``max / median`` of the ranks' median step times (MEASUREMENT.md rule 8); None if the
+    """``max / median`` of the ranks' median step times (docs/measurement.md rule 8); None if the
     median is not positive. One rank: 1.0."""
     if not per_rank_medians:
         raise ValueError("per_rank_medians is empty")

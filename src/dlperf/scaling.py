@@ -1,6 +1,6 @@
 """Scaling efficiency of data-parallel results against their one-device point (pure).
 
-Definitions (MEASUREMENT.md "Scaling", after Shi et al. 2016 and Shi & Chu 2017): with ``N``
+Definitions (docs/measurement.md "Scaling", after Shi et al. 2016 and Shi & Chu 2017): with ``N``
 devices, global batch ``B_N`` and step time ``T_N``, throughput is ``B_N / T_N`` and the speed-up
 over one device is ``S(N) = (B_N / T_N) / (B_1 / T_1)``. Scaling efficiency is ``E(N) = S(N) / N``:
 

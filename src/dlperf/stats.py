@@ -1,4 +1,4 @@
-"""Pure statistics over raw per-iteration samples (MEASUREMENT.md, rule 5).
+"""Pure statistics over raw per-iteration samples (docs/measurement.md, rule 5).
 
 Every function here takes plain numbers (a sequence or a 1-D array, in seconds unless said
 otherwise) and returns plain numbers; nothing is dropped, nothing is timed, no framework is

@@ -1,11 +1,11 @@
 """The worker: one configuration in, one result out.
 
-:func:`run_config` is a plain importable function ``RunConfig -> result dict`` (ARCHITECTURE.md
+:func:`run_config` is a plain importable function ``RunConfig -> result dict`` (docs/architecture.md
 habit 2): tests call it in-process, :mod:`dlperf.launch.process` runs it in a fresh process per
 configuration (``python -m dlperf.worker CONFIG.json RESULT.json``), and later launchers
 (torchrun, jax.distributed) will call the same function.
 
-Failures are results (MEASUREMENT.md rule 11): out-of-memory, a NaN loss, a bad data file or a
+Failures are results (docs/measurement.md rule 11): out-of-memory, a NaN loss, a bad data file or a
 crash inside the framework all return a result dict with ``status`` set and ``error`` saying
 what happened; only the launcher turns a dead process or a timeout into a result.
 
@@ -556,7 +556,7 @@ def efficiency(r: dict[str, Any], spec: Any, probes: dict[str, Any],
 
 def compile_info(session: Any) -> dict[str, Any]:
     """Compile/trace time and counts from the session (None where it compiles nothing),
-    MEASUREMENT.md rule 4."""
+    docs/measurement.md rule 4."""
     info: dict[str, Any] = {"compile_time_s": None, "n_compiles": None,
                             "recompiles_measured": None}
     if session.compile_info is not None:

@@ -8,7 +8,7 @@ computes, per iteration:
 
 * ``busy_s`` and ``busy_fraction``: the union of the op intervals, and its share of the span
   from the first op's start to the last op's end (on a GPU: the union of kernel intervals over
-  the device's wall time; MEASUREMENT.md's "GPU busy" after Dai et al. 2022). The span starts
+  the device's wall time; docs/measurement.md's "GPU busy" after Dai et al. 2022). The span starts
   at the first op, so the host's lead-in to the first traced step is not counted as idle.
 * ``dispatch_s``: the host time of each traced step call (the CPU time spent issuing it; on a
   CPU device the step runs synchronously, so this is the whole step);

@@ -7,7 +7,7 @@ Run one process per device with torchrun::
 
 The backend is NCCL when CUDA is available, else gloo on the CPU. For each message size every
 rank warms up, then (after a barrier) times ``iters`` back-to-back all-reduces: with CUDA events
-recorded around the loop on the GPU (MEASUREMENT.md rules 1-2, no host sync per call) and with
+recorded around the loop on the GPU (docs/measurement.md rules 1-2, no host sync per call) and with
 ``time.perf_counter`` on the CPU (gloo's blocking all-reduce returns when it is complete). The
 time of one call is the loop time / ``iters`` on each rank; rank 0 gathers every rank's time and
 the slowest rank defines the reported time (rule 8). Correctness is checked once per size,

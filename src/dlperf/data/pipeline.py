@@ -14,7 +14,7 @@ every worker count sees the same order); token batches are taken in order (conse
 batches continue each stream). There is no epoch boundary in the stream, so the measured
 iterations see the pipeline's steady state; a data set smaller than one batch is refused.
 
-Data wait (MEASUREMENT.md rule 10): :class:`DataWaitRecorder` reads the host clock around the
+Data wait (docs/measurement.md rule 10): :class:`DataWaitRecorder` reads the host clock around the
 call that hands the step its next batch, i.e. the time the training loop is blocked on input.
 It is two clock reads per iteration (about 0.1 us), inside the step only when the data are real.
 A run is labelled *input-bound* when the measured iterations spent more than
@@ -25,7 +25,7 @@ prefetching loader delivers in bursts: each of N workers makes a whole batch, so
 behind one iteration in N waits long and the rest find a batch ready. The median wait is then ~0
 while most of the time goes into waiting (measured on an H200, resnet50 bf16 on JPEGs with 4
 DataLoader workers: median wait 0.7% of the median iteration, total wait 71% of the time, 27% of
-the synthetic throughput). Totals are also what throughput is made of (MEASUREMENT.md: processing
+the synthetic throughput). Totals are also what throughput is made of (docs/measurement.md: processing
 time is the mean time between iterations).
 """
 

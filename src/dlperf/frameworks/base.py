@@ -104,14 +104,14 @@ class Session:
         memory: returns the memory peaks in bytes (keys ``peak_allocated_bytes``,
             ``peak_reserved_bytes``, ``nvml_used_bytes``, ``peak_rss_bytes``; None if unknown).
         versions: framework, CUDA, cuDNN, NCCL versions and the device name.
-        flags: every setting that changes speed (MEASUREMENT.md rule 6), as applied.
+        flags: every setting that changes speed (docs/measurement.md rule 6), as applied.
         data_info: what fed the model (synthetic, or the data set, split, batches, checksums).
         close: frees the device memory.
         on_phase: called by the harness with ``"measure"`` right before the measured segment
             (an adapter snapshots its compile counters there).
         compile_info: after the loop, ``{"compile_time_s": float | None, "n_compiles": int |
             None, "recompiles_measured": int | None}``: compile/trace time, number of compiled
-            graphs or traces, and how many happened during measurement (MEASUREMENT.md rule 4;
+            graphs or traces, and how many happened during measurement (docs/measurement.md rule 4;
             > 0 means the measured steps were not at steady state).
         phased_step: for ``--breakdown``: runs one iteration calling ``mark(phase, handle)``
             after each phase (``t_io``, ``t_h2d``, ``t_f``, ``t_b``, ``t_u``, or ``t_fbu`` for a

@@ -3,7 +3,7 @@
 Mode ``xla``: one ``jax.jit`` of forward, loss, gradient and the Optax update, with the train
 state (parameters, BN statistics, optimizer state, dropout key) donated
 (``donate_argnums=0``), so XLA updates it in place. Choices, each recorded in
-``Session.flags`` (MEASUREMENT.md rule 6):
+``Session.flags`` (docs/measurement.md rule 6):
 
 * precision: ``fp32`` sets ``jax_default_matmul_precision = "highest"`` (TF32 off, explicitly:
   XLA defaults to TF32-like "default" precision for float32 dots and convolutions on NVIDIA

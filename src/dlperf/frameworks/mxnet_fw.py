@@ -15,7 +15,7 @@ forward + mean cross-entropy, ``backward``, ``Trainer.step``) with
   static_shape=True)`` (a cached graph, memory planned once for the fixed shapes; Gluon's
   recommendation for speed).
 
-Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
+Choices (each recorded in ``Session.flags``, docs/measurement.md rule 6):
 
 * device: ``cpu`` only; the pip wheel of MXNet 1.9.1 is a CPU build (with oneDNN, formerly
   MKL-DNN, and OpenBLAS). ``--device cuda`` and precisions other than ``fp32`` are refused
@@ -46,7 +46,7 @@ Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
 * gradient accumulation (``--grad-accum K``): ``grad_req = "add"``, gradients zeroed before
   each iteration, each micro-batch's loss divided by K.
 
-Timing (MEASUREMENT.md rules 1-2): MXNet's engine is asynchronous on the CPU too (an operator
+Timing (docs/measurement.md rules 1-2): MXNet's engine is asynchronous on the CPU too (an operator
 call returns once it is queued for the engine's worker threads), so a host clock alone would
 time the dispatch. Each step ends with ``mx.nd.waitall()`` (every queued operator, the
 parameter updates included, has finished) and the harness reads a

@@ -7,7 +7,7 @@ forward + loss, gradient, ``optimizer.apply``) run
 * ``graph``: wrapped in ``tf.function`` (traced once into a graph, optimised by Grappler);
 * ``xla``: wrapped in ``tf.function(jit_compile=True)`` (the whole step compiled by XLA).
 
-Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
+Choices (each recorded in ``Session.flags``, docs/measurement.md rule 6):
 
 * precision: ``fp32`` turns TensorFloat-32 off explicitly
   (``tf.config.experimental.enable_tensor_float_32_execution(False)``: TensorFlow's default
@@ -55,9 +55,9 @@ Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
 * devices: ``cpu`` hides every GPU from TensorFlow (``set_visible_devices([], "GPU")``) so ops
   cannot be placed on one; ``cuda`` makes the first GPU the only visible one. GPU memory growth
   is turned on before anything runs (``set_memory_growth``): without it TensorFlow reserves
-  the whole card, and its memory numbers would mean nothing (MEASUREMENT.md rule 7).
+  the whole card, and its memory numbers would mean nothing (docs/measurement.md rule 7).
 
-Timing (MEASUREMENT.md rules 1-2); the step always returns its loss tensor without reading it:
+Timing (docs/measurement.md rules 1-2); the step always returns its loss tensor without reading it:
 
 * CPU: :class:`~dlperf.harness.timers.HostTimer`. TensorFlow executes synchronously on the CPU
   (an eager op, and a ``tf.function`` call, returns when its kernels have run), so the host

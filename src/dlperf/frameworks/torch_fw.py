@@ -1,6 +1,6 @@
 """PyTorch adapter: eager and compiled (``torch.compile``, mode ``graph``) training on CPU or CUDA.
 
-Choices (each recorded in ``Session.flags``, MEASUREMENT.md rule 6):
+Choices (each recorded in ``Session.flags``, docs/measurement.md rule 6):
 
 * precision: ``fp32`` sets matmul and cuDNN float32 precision to IEEE (TF32 off, explicitly:
   cuDNN convolutions default to TF32 in PyTorch); ``tf32`` turns TF32 on for both; ``bf16`` is

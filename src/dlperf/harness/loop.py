@@ -1,9 +1,9 @@
 """The measured training loop: first iteration, detected warm-up, steady-state measurement.
 
-This is the one place where dlperf times training (ARCHITECTURE.md habit 4). It knows nothing
+This is the one place where dlperf times training (docs/architecture.md habit 4). It knows nothing
 about frameworks: it calls ``step()`` (one full iteration: input, forward, backward, update),
 reads durations from a :class:`~dlperf.harness.timers.StepTimer`, and applies the rules of
-MEASUREMENT.md:
+docs/measurement.md:
 
 * rule 3: the first iteration and the warm-up are recorded apart from the measurement; warm-up
   ends when the rolling step time is stable (:func:`dlperf.stats.is_stable` over two
@@ -91,7 +91,7 @@ class LoopResult:
 
     @property
     def timing_consistent(self) -> bool:
-        """True if event times add up to the wall time (MEASUREMENT.md rule 2)."""
+        """True if event times add up to the wall time (docs/measurement.md rule 2)."""
         diff = abs(self.wall_s - self.measured_total_s)
         return diff <= max(WALL_CHECK_REL * self.wall_s, WALL_CHECK_ABS_S)
 

@@ -5,7 +5,7 @@ between consecutive marks. It is the only thing the measured loop knows about th
 
 * :class:`HostTimer` reads a host clock. Correct only where the step is synchronous (PyTorch on
   the CPU), or in tests with a fake clock.
-* :class:`CudaEventTimer` records CUDA events in the stream (MEASUREMENT.md rule 2): recording
+* :class:`CudaEventTimer` records CUDA events in the stream (docs/measurement.md rule 2): recording
   an event does not block the host, so the CPU can run ahead exactly as in an unmeasured loop;
   the durations are read after the loop, with one synchronisation.
 

@@ -13,7 +13,7 @@ see :mod:`dlperf.launch.tf_cluster`); a run that needs only one process on one n
 jit or TensorFlow MirroredStrategy over local devices) runs in an ordinary worker process
 (:mod:`dlperf.launch.process`).
 
-The launcher only starts processes and gathers (ARCHITECTURE.md habit 2): every rank runs
+The launcher only starts processes and gathers (docs/architecture.md habit 2): every rank runs
 :func:`dlperf.worker.run_config` and writes ``rank<R>.json`` holding the merged result of all
 ranks; the lowest rank's file of this node is the result. When the run fails (a rank's
 exception, crash, OOM, or the timeout), the ranks' own files name the cause, and the result is a

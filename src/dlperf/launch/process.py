@@ -1,4 +1,4 @@
-"""Run one configuration in a fresh worker process (MEASUREMENT.md rule 11: isolation).
+"""Run one configuration in a fresh worker process (docs/measurement.md rule 11: isolation).
 
 A fresh process per configuration means one configuration's compiled kernels, autotune caches,
 allocator state or crash cannot leak into the next. The launcher only starts the process and

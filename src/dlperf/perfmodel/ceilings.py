@@ -2,7 +2,7 @@
 memory-bandwidth microbenchmark, on the run's device, with the run's framework.
 
 MFU needs a ceiling, and datasheet peaks are not what a machine delivers (clocks, power caps,
-library versions: MEASUREMENT.md measured 753 TFLOP/s bf16 against a 989 TFLOP/s dense datasheet
+library versions: docs/measurement.md measured 753 TFLOP/s bf16 against a 989 TFLOP/s dense datasheet
 peak on one H200). So each worker process measures, once per framework and device (cached for
 the life of the process), with the framework's own kernels:
 

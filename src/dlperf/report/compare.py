@@ -179,7 +179,7 @@ DATA_POINT_KEYS = ("model", "framework", "mode", "device", "precision", "batch_s
 
 def data_gaps(rows: Sequence[dict[str, Any]],
               samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:
-    """Real data against synthetic data at the same point (MEASUREMENT.md rule 10).
+    """Real data against synthetic data at the same point (docs/measurement.md rule 10).
 
     For every ok result with real data: its throughput, its data wait (share of the measured
     time spent waiting for data; ``input_bound`` label; ``median_wait_share``, the median wait
@@ -442,7 +442,7 @@ def _point_label(row: dict[str, Any]) -> str:
 
 
 def repeat_runs(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Between-run variation of each point with at least two ok runs (MEASUREMENT.md rule 5).
+    """Between-run variation of each point with at least two ok runs (docs/measurement.md rule 5).
 
     Runs of one point: rows with the same :func:`point_key_of` (``dlperf run --repeats N``
     stores repeats 0 .. N-1; with every stored row, ``dlperf results --all``, re-runs of a

@@ -38,7 +38,7 @@ class SuiteEntry:
     data: str = "synthetic"
 
 
-# MODELS.md, "Standard suites".
+# docs/zoo.md, "Standard suites".
 SUITES: dict[str, tuple[SuiteEntry, ...]] = {
     "quick": tuple(
         SuiteEntry(n)

@@ -105,7 +105,7 @@ class ModelSpec:
         params: analytic number of trainable parameters (exact; tests compare every
             implementation with it).
         forward_flops_per_sample: analytic forward FLOPs of one sample (see module docstring).
-        source: where the architecture comes from (paper, MODELS.md row).
+        source: where the architecture comes from (paper, docs/zoo.md row).
         flops_source: where the counting formula comes from.
         optimizer: the optimizer of the spec.
         tiny_of: for a tiny variant, the name of the full model; ``None`` otherwise.

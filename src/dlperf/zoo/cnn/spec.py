@@ -8,7 +8,7 @@ read everything else from ``hyper``. A tiny variant is the same layout with smal
 * ``alexnet``: torchvision's AlexNet (Krizhevsky 2014, "One weird trick for parallelizing
   convolutional neural networks", arXiv:1404.5997; ``torchvision.models.alexnet``): conv
   64-192-384-256-256, AdaptiveAvgPool 6x6, FC 4096-4096-1000 with dropout, no LRN.
-  MODELS.md: 61,100,840 parameters.
+  docs/zoo.md: 61,100,840 parameters.
 * ``alexnet_cifar``: cuda-convnet ``layers-18pct.cfg`` (Krizhevsky), as used by DLBench
   (Shi et al. 2016, AlexNet-R): conv5x5x32, max-pool, relu, conv5x5x32, relu, avg-pool,
   conv5x5x64, relu, avg-pool, FC 1024 -> 10. Pools are 3x3 stride 2 pad 1 (32->16->8->4); the
@@ -20,7 +20,7 @@ read everything else from ``hyper``. A tiny variant is the same layout with smal
   (``torchvision.models.vgg16``): 13 conv3x3 pad 1 with bias + ReLU in 5 blocks
   (64x2, 128x2, 256x3, 512x3, 512x3), a 2x2 stride-2 max-pool after each block,
   AdaptiveAvgPool 7x7, FC 4096-4096-1000 (ReLU, dropout 0.5 after the first two).
-  MODELS.md: 138,357,544 parameters.
+  docs/zoo.md: 138,357,544 parameters.
 * ``googlenet``: Inception v1 (Szegedy et al. 2015, "Going Deeper with Convolutions", table 1)
   with batch norm and without the auxiliary classifiers, torchvision layout
   (``torchvision.models.googlenet(aux_logits=False, transform_input=False)``): every conv is
@@ -30,11 +30,11 @@ read everything else from ``hyper``. A tiny variant is the same layout with smal
   pool, dropout 0.2, FC 1024 -> 1000. An inception block has four branches concatenated:
   1x1; 1x1 -> 3x3; 1x1 -> "5x5"; max-pool 3x3/1 pad 1 -> 1x1. torchvision's "5x5" branch is
   a 3x3 conv (a known quirk kept for weight compatibility, torchvision issue #906), and the
-  MODELS.md count 6,624,904 is that of this layout, so the 3x3 is kept here too.
+  docs/zoo.md count 6,624,904 is that of this layout, so the 3x3 is kept here too.
 * ``resnet50``: ResNet-50 v1.5 (He et al. 2016, "Deep Residual Learning", table 1; v1.5 =
   stride 2 in the 3x3 conv of the bottleneck, as in torchvision and NVIDIA's DeepLearning
   Examples), torchvision layout: bias-free convs, BN with affine weight and bias, 1x1
-  projection shortcut + BN on the first block of each stage. MODELS.md: 25,557,032 parameters.
+  projection shortcut + BN on the first block of each stage. docs/zoo.md: 25,557,032 parameters.
 * ``resnet56``: CIFAR ResNet (He et al. 2016 sec. 4.2): conv3x3x16, 3 stages x n basic blocks
   with 16/32/64 channels (n = 9 for 56 = 6n + 2 layers), option-A shortcuts (identity;
   on a stride-2 stage change: subsample by 2 and zero-pad the new channels: no parameters),
@@ -336,7 +336,7 @@ def cnn_spec(name: str, arch: str, hyper: dict, input_shape: tuple[int, int, int
 
     ``input_shape`` is ``(C, H, W)`` of a float image; ``params`` and
     ``forward_flops_per_sample`` come from the layout's analytic counting function.
-    Optimizer: SGD, momentum 0.9, lr 0.01 (MODELS.md default).
+    Optimizer: SGD, momentum 0.9, lr 0.01 (docs/zoo.md default).
     """
     hyper = {"arch": arch, **hyper}
     params, flops = COUNTS[arch](hyper, input_shape, num_classes)

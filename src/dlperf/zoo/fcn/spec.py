@@ -2,7 +2,7 @@
 
 Source: Shi, Wang, Xu, Chu 2016, "Benchmarking State-of-the-Art Deep Learning Software Tools"
 (DLBench), networks FCN-5, FCN-8 (synthetic, 26752 inputs and outputs) and FCN-R (MNIST);
-docs/MODELS.md fixes the sizes. Every layer is ``Linear`` with bias, with a sigmoid between
+docs/zoo.md fixes the sizes. Every layer is ``Linear`` with bias, with a sigmoid between
 layers (none after the last: it produces the logits of a softmax cross-entropy loss).
 
 The architecture is a list of widths ``hyper["widths"] = (in, h1, ..., out)``; the
@@ -43,7 +43,7 @@ def fcn_spec(name: str, widths: Sequence[int], source: str, *, tiny_of: str | No
     """Build the :class:`ModelSpec` of an FCN with layer widths ``(in, h1, ..., out)``.
 
     The input is a float vector of ``widths[0]`` features, the output ``widths[-1]`` logits.
-    Optimizer: SGD, momentum 0.9, lr 0.01 (MODELS.md default; DLBench used plain SGD).
+    Optimizer: SGD, momentum 0.9, lr 0.01 (docs/zoo.md default; DLBench used plain SGD).
     """
     widths = tuple(int(w) for w in widths)
     if len(widths) < 2 or min(widths) < 1:
@@ -70,11 +70,11 @@ _SHI = "Shi et al. 2016, DLBench"
 SPECS: dict[str, ModelSpec] = {
     s.name: s
     for s in (
-        # MODELS.md: 26752 -> 2048 -> 2048 -> 2048 -> 26752 (three hidden layers).
+        # docs/zoo.md: 26752 -> 2048 -> 2048 -> 2048 -> 26752 (three hidden layers).
         fcn_spec("fcn5", (26752, 2048, 2048, 2048, 26752), f"{_SHI} FCN-5 (synthetic)"),
-        # MODELS.md: as fcn5 with six hidden layers of 2048.
+        # docs/zoo.md: as fcn5 with six hidden layers of 2048.
         fcn_spec("fcn8", (26752,) + (2048,) * 6 + (26752,), f"{_SHI} FCN-8 (synthetic)"),
-        # MODELS.md: 784 -> 2048 -> 4096 -> 1024 -> 10 on MNIST.
+        # docs/zoo.md: 784 -> 2048 -> 4096 -> 1024 -> 10 on MNIST.
         fcn_spec("fcn_mnist", (784, 2048, 4096, 1024, 10), f"{_SHI} FCN-R (MNIST)",
                  real_data=("mnist",)),
         # Tiny CPU-test variants: same layout, small widths. Hidden layers are wide enough that

@@ -187,11 +187,11 @@ def deepspeech2_spec(frames: int = 200, name: str = "deepspeech2", *, bins: int 
                      tiny_of: str | None = None) -> ModelSpec:
     """Build the :class:`ModelSpec` of DeepSpeech2 (Amodei et al. 2016), small variant.
 
-    Layout (MODELS.md; layer details from the paper and deepspeech.pytorch):
+    Layout (docs/zoo.md; layer details from the paper and deepspeech.pytorch):
 
     * input: a ``bins x frames`` float spectrogram (``input_kind="spectrogram"``). 161 bins are
       those of a 20 ms window (320 samples at 16 kHz: 320 / 2 + 1); frames are 10 ms apart.
-      MODELS.md allows 1 s to 10 s; the benchmark needs one fixed shape, so the default is
+      docs/zoo.md allows 1 s to 10 s; the benchmark needs one fixed shape, so the default is
       **2 s = 200 frames** (``frames`` is configurable, like the LSTM's ``seq_len``);
     * two 2-D convs (``DS2_CONVS``) of ``conv_channels`` filters, each bias-free, then BN, then
       the clipped ReLU ``min(max(x, 0), 20)``; output ``[C, 41, 100]`` for 161 x 200;

@@ -30,7 +30,7 @@ The three models:
   embeddings: word 30522 + learned positions 512 + token types 2, summed, LayerNorm, dropout;
   masked-LM head (Hugging Face ``BertForMaskedLM`` layout): ``Linear(d, d)``, GELU,
   LayerNorm, decoder tied to the word embeddings plus its own bias of ``vocab``. No pooler, no
-  next-sentence head (MODELS.md: MLM loss only). 109,514,298 parameters (= Hugging Face
+  next-sentence head (docs/zoo.md: MLM loss only). 109,514,298 parameters (= Hugging Face
   ``BertForMaskedLM`` of bert-base-uncased). Input length 128 (a ``bert_spec(seq_len=512)``
   keeps the parameters: the position table has 512 rows for both). **Masked positions**: a
   speed benchmark needs a fixed shape, so the loss covers ``n = ceil(0.15 * T)`` positions (20

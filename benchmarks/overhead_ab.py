@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import plain_torch_loop as plain  # noqa: E402
 
 from dlperf.config import IterationPolicy, make_run_config  # noqa: E402
-from dlperf.frameworks.torch_fw import TorchAdapter  # noqa: E402
-from dlperf.harness.loop import measure  # noqa: E402
+from dlperf.frameworks.torch.adapter import TorchAdapter  # noqa: E402
+from dlperf.measure.loop import measure  # noqa: E402
 from dlperf.zoo import get_spec  # noqa: E402
 
 

@@ -28,7 +28,7 @@ How to run it
         --warmup 2 --iters 5            # a quick CPU check
 
 Models, with the architecture, trainable parameter count, loss and optimizer of dlperf's
-TensorFlow models (``dlperf.zoo.*.keras_impl``), written here again without looking at them
+TensorFlow models (``dlperf.zoo.*.tensorflow_impl``), written here again without looking at them
 as code (only at what they compute):
 
 * ``resnet50``: ResNet-50 v1.5 (torchvision layout: stride in the 3x3 conv, bias-free convs,

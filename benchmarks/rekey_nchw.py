@@ -56,7 +56,7 @@ def _to_nchw(r: dict) -> bool:
 
 
 def _to_layout_ran(r: dict) -> bool:
-    from dlperf.frameworks.torch_fw import TorchAdapter
+    from dlperf.frameworks.torch.adapter import TorchAdapter
 
     cfg, flags = r.get("config") or {}, r.get("flags") or {}
     if cfg.get("layout", "auto") != "auto" or flags.get("layout") not in ("NCHW", "NHWC"):

@@ -1,7 +1,7 @@
 """One-off: move the max-pool backward of stored JAX GPU results from op class ``other`` to
 ``pooling``, where the stored names show it.
 
-Until the commit that added :func:`dlperf.breakdown.xla.is_instruction_kernel`, an XLA:GPU
+Until the commit that added :func:`dlperf.measure.breakdown.xla.is_instruction_kernel`, an XLA:GPU
 kernel named after its fusion (``input_scatter_fusion_8``, the instruction
 ``input_scatter_fusion.8`` with ``.`` made ``_``) was read by the classifier before the
 primitive of the fusion, and the ``scatter`` in the name put it in ``other`` (the class of an

@@ -1,4 +1,4 @@
-"""Cost of dlperf's NVML power-sampling thread to the measured loop (dlperf.power).
+"""Cost of dlperf's NVML power-sampling thread to the measured loop (dlperf.measure.power).
 
 A training loop is a Python thread that dispatches work; the sampler is a second thread that
 wakes every interval, reads NVML and sleeps. This script times a GIL-bound Python loop (the
@@ -16,7 +16,7 @@ import json
 import statistics
 import time
 
-from dlperf.power import PowerSampler
+from dlperf.measure.power import PowerSampler
 
 
 def busy(n: int) -> float:

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import plain_tf_loop as plain
     from dlperf.frameworks.base import build_model
-    from dlperf.frameworks.tf_fw import TensorFlowAdapter
+    from dlperf.frameworks.tensorflow.adapter import TensorFlowAdapter
     from dlperf.zoo import get_spec
 
     spec = get_spec(a.model)
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def make_session(variant: str):
         from dlperf.config import IterationPolicy, make_run_config
-        from dlperf.harness.loop import measure
+        from dlperf.measure.loop import measure
 
         cfg = make_run_config(model=a.model, batch_size=B, device="cpu", framework="tensorflow",
                               mode=a.mode, threads=a.threads)

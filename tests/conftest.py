@@ -30,7 +30,7 @@ def data_env(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the GPU smoke suite (``tests/test_gpu_smoke.py``, opt-in with ``-m gpu``) before the
+    """Run the GPU smoke suite (``tests/gpu/test_gpu_smoke.py``, opt-in with ``-m gpu``) before the
     other tests: its JAX runs are worker processes that pre-allocate 95% of the GPU, which
     finds no room once an older GPU test has started JAX inside the pytest process (its pool
     stays there). The order is otherwise unchanged; without ``-m gpu`` those tests are

@@ -52,7 +52,7 @@ for part in "$@"; do
   case "$part" in
     smoke)
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-      python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_harness.py 2>&1 | tail -3
+      python3 -m pytest -q -m gpu -p no:cacheprovider tests/measure/test_harness.py 2>&1 | tail -3
       python3 -m dlperf run --model fcn5,resnet50,lstm --batch-size 64 --device cuda \
         --db "$R/smoke.db" --min-time 0.5 2>&1 | tail -12
       ;;
@@ -182,7 +182,7 @@ for part in "$@"; do
       ;;
     breakdown)  # issue 4: phases, GPU busy, op classes of `seven` in torch and jax; gaps
       if [ -n "${BREAKDOWN_TESTS:-}" ]; then  # the opt-in GPU tests of the breakdown first
-        python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_breakdown_frameworks.py 2>&1 | tail -5
+        python3 -m pytest -q -m gpu -p no:cacheprovider tests/integration/test_breakdown_frameworks.py 2>&1 | tail -5
       fi
       budget "${BREAKDOWN_BUDGET:-540}" python3 -m dlperf sweep benchmarks/h200/breakdown.yaml \
         --db "$R/breakdown.db" 2>&1 | grep -v '^\s*$' | tail -60
@@ -193,7 +193,7 @@ for part in "$@"; do
       cp "$R/breakdown.db" "$R/breakdown_op_classes.json" "$OUT/"
       cp "$R/report-breakdown/report.md" "$OUT/report-breakdown.md"
       ;;
-    gpu_tests)  # every opt-in GPU test (tests/test_gpu_smoke.py first): ~4-5 min on one H200;
+    gpu_tests)  # every opt-in GPU test (tests/gpu/test_gpu_smoke.py first): ~4-5 min on one H200;
       # GPU_TESTS="tests/a.py::test_x ..." picks some
       # The whole output goes back in gpu_tests.log (tracebacks of failures included); the
       # call's own output keeps the summary lines.

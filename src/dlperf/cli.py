@@ -575,7 +575,7 @@ def results(
                     md = thr.threads_markdown
                 elif compare == "scaling":
                     from dlperf.report.scaling import scaling_markdown
-                    from dlperf.scaling import scaling_points
+                    from dlperf.perfmodel.scaling import scaling_points
 
                     comps = scaling_points(rows, _measured(store))
                     md = scaling_markdown
@@ -831,7 +831,7 @@ def _parallel_sections(rows, store, output: Path, target_loss: float | None) -> 
     from dlperf.report.convergence import (convergence_groups, convergence_markdown,
                                            plot_convergence)
     from dlperf.report.scaling import plot_scaling, scaling_markdown
-    from dlperf.scaling import scaling_points
+    from dlperf.perfmodel.scaling import scaling_points
 
     sections = []
     if any((r.get("world_size") or 1) > 1 for r in rows):

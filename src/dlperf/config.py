@@ -209,7 +209,7 @@ class RunConfig(BaseModel):
     :attr:`per_device_batch` give both. ``dp_layout`` is how replicas map to processes
     (:data:`DP_LAYOUT_KINDS`; default: the framework's first in :data:`DP_LAYOUTS`); ``ddp`` holds
     PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss whose time
-    to reach is reported (:mod:`dlperf.convergence`).
+    to reach is reported (:mod:`dlperf.perfmodel.convergence`).
 
     ``repeat`` (>= 0) tells apart repeated runs of one point (docs/measurement.md rule 5: between-run
     variation), each measured in its own fresh worker process: ``dlperf run --repeats N`` and

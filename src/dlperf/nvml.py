@@ -72,7 +72,7 @@ def gpus() -> list[dict[str, Any]]:
 
 
 def power_readers(uuid: str | None = None, index: int = 0):
-    """Readers for :class:`dlperf.power.PowerSampler` of one GPU, or ``(None, reason)``.
+    """Readers for :class:`dlperf.measure.power.PowerSampler` of one GPU, or ``(None, reason)``.
 
     Returns ``((read_power_w, read_energy_j | None, read_memory_used_bytes), None)``:
     ``nvmlDeviceGetPowerUsage`` (milliwatts -> W), ``nvmlDeviceGetTotalEnergyConsumption``

@@ -31,6 +31,8 @@ class FrameworkInfo:
         breakdown: whether it has ``--breakdown``/``--trace``.
         pipelines: whether it reads real data through an input pipeline (``--loader-workers``,
             ImageFolder).
+        zoo_impls: whether it builds the zoo's models from ``dlperf.zoo.<family>.<name>_impl``
+            modules (False for a test double that builds no model).
     """
 
     adapter: str
@@ -43,6 +45,7 @@ class FrameworkInfo:
     models: tuple[str, ...] | None = None
     breakdown: bool = True
     pipelines: bool = True
+    zoo_impls: bool = True
 
 
 #: How to make the MXNet interpreter (README "Frameworks"); quoted in errors.
@@ -51,13 +54,13 @@ MXNET_SETUP = ("python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install -r "
 
 
 FRAMEWORKS: dict[str, FrameworkInfo] = {
-    "torch": FrameworkInfo("dlperf.frameworks.torch_fw:TorchAdapter", ("eager", "graph")),
-    "jax": FrameworkInfo("dlperf.frameworks.jax_fw:JaxAdapter", ("xla",)),
-    "tensorflow": FrameworkInfo("dlperf.frameworks.tf_fw:TensorFlowAdapter",
+    "torch": FrameworkInfo("dlperf.frameworks.torch.adapter:TorchAdapter", ("eager", "graph")),
+    "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",)),
+    "tensorflow": FrameworkInfo("dlperf.frameworks.tensorflow.adapter:TensorFlowAdapter",
                                 ("eager", "graph", "xla")),
     # MXNet 1.9.1 (a framework of Shi et al. 2016) needs numpy < 1.24, so it runs in a venv
     # of its own; the pip wheel is CPU-only (no CUDA, no bf16 policy in dlperf).
-    "mxnet": FrameworkInfo("dlperf.frameworks.mxnet_fw:MXNetAdapter", ("eager", "graph"),
+    "mxnet": FrameworkInfo("dlperf.frameworks.mxnet.adapter:MXNetAdapter", ("eager", "graph"),
                            python_env="DLPERF_MXNET_PYTHON", devices=("cpu",),
                            precisions=("fp32",), data_parallel=False, setup=MXNET_SETUP,
                            models=("fcn5", "fcn8", "fcn_mnist", "alexnet", "alexnet_cifar",
@@ -65,8 +68,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            breakdown=False, pipelines=False),
 }
 
-if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake.py
-    FRAMEWORKS["fake"] = FrameworkInfo("dlperf.frameworks.fake:FakeAdapter", ("eager",))
+if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake/adapter.py
+    FRAMEWORKS["fake"] = FrameworkInfo("dlperf.frameworks.fake.adapter:FakeAdapter", ("eager",),
+                                       zoo_impls=False)
 
 #: framework -> modes, for validation.
 FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {k: v.modes for k, v in FRAMEWORKS.items()}

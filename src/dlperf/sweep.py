@@ -151,11 +151,11 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
 
     from dlperf.data import load_dataset, make_batches
     from dlperf.errors import ConfigError, DataMissing
-    from dlperf.zoo import IMPL_MODULES, get_spec
+    from dlperf.registry import FRAMEWORKS
+    from dlperf.zoo import get_spec, impl_module
 
     def has_impl(family: str, framework: str) -> bool:
-        mod = f"dlperf.zoo.{family}.{IMPL_MODULES[framework]}"
-        return importlib.util.find_spec(mod) is not None
+        return importlib.util.find_spec(impl_module(family, framework)) is not None
 
     from dlperf.launch.process import check_framework_python
 
@@ -173,8 +173,9 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
                               "--loader-impl auto or threads")
     for model, framework in {(p.model, p.framework) for p in points}:
         family = get_spec(model).family
-        if framework in IMPL_MODULES and not has_impl(family, framework):
-            have = [fw for fw in IMPL_MODULES if has_impl(family, fw)]
+        info = FRAMEWORKS.get(framework)
+        if info is not None and info.zoo_impls and not has_impl(family, framework):
+            have = [fw for fw, i in FRAMEWORKS.items() if i.zoo_impls and has_impl(family, fw)]
             raise ConfigError(f"{model} has no {framework} implementation yet "
                               f"(family {family}); available in: {', '.join(have)}")
     loaded: dict[DataKey, Any] = {}

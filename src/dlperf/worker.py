@@ -12,10 +12,10 @@ what happened; only the launcher turns a dead process or a timeout into a result
 Data parallelism (``cfg.world_size > 1``): the same function runs in every process (started by
 :mod:`dlperf.launch.distributed`); the adapter joins the process group and the session carries
 a :class:`~dlperf.frameworks.DistContext`. After the loop every process contributes its raw
-samples (:func:`dlperf.parallel.rank_payload`), all are gathered, and every process returns
-the same merged result (:func:`dlperf.parallel.merge_ranks`): the step time is the slowest
+samples (:func:`dlperf.measure.ranks.rank_payload`), all are gathered, and every process returns
+the same merged result (:func:`dlperf.measure.ranks.merge_ranks`): the step time is the slowest
 rank's per iteration, with each rank's samples, the rank imbalance and the exposed
-communication (:mod:`dlperf.comm.overlap`) in ``result["dist"]``.
+communication (:mod:`dlperf.measure.breakdown.overlap`) in ``result["dist"]``.
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from dlperf import convergence, parallel, stats
+from dlperf import stats
+from dlperf.measure import ranks as parallel
+from dlperf.perfmodel import convergence
 from dlperf.config import RunConfig
 from dlperf.env import collect_env, host_speed
 from dlperf.errors import DataMissing, DlperfError, UnavailableError
 from dlperf.data.pipeline import data_wait_summary
 from dlperf.frameworks import NonFiniteLoss, get_adapter
-from dlperf.harness.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, measure
-from dlperf.power import PowerRecord, PowerSampler, energy_summary
+from dlperf.measure.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, measure
+from dlperf.measure.power import PowerRecord, PowerSampler, energy_summary
 from dlperf.zoo import get_spec
 
 SCHEMA_VERSION = 2  # 2: data-parallel fields (dist, per-rank samples, convergence)
@@ -158,7 +160,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
             if any(p.get("recompiles_measured") for p in gathered):
                 comp["recompiles_measured"] = max(p.get("recompiles_measured") or 0
                                                   for p in gathered)
-            from dlperf.comm.overlap import combine_rank_comm
+            from dlperf.measure.breakdown.overlap import combine_rank_comm
 
             per_rank_medians = [p["median_s"] for p in merged["per_rank"] if p["median_s"]]
             comm = combine_rank_comm([p.get("comm") for p in merged["per_rank"]],
@@ -220,7 +222,7 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         r["warnings"] = quality_warnings(r)
         if cfg.breakdown or cfg.trace_dir:
             # A separate, labelled measurement after the fused one (which stays the headline).
-            from dlperf.breakdown.measure import run_breakdown
+            from dlperf.measure.breakdown.run import run_breakdown
 
             t0 = time.perf_counter()
             try:
@@ -464,7 +466,7 @@ def quality_warnings(r: dict[str, Any]) -> list[str]:
 
 
 class PowerControl:
-    """Starts and stops NVML power sampling around the measured segment (dlperf.power).
+    """Starts and stops NVML power sampling around the measured segment (dlperf.measure.power).
 
     ``reason`` says why there is no sampling (a CPU run, no NVML) when it is off.
     """

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dlperf.config import RunConfig
-from dlperf.harness.timers import StepTimer
+from dlperf.measure.timers import StepTimer
 from dlperf.zoo.spec import ModelSpec
 
 
@@ -115,13 +115,13 @@ class Session:
             > 0 means the measured steps were not at steady state).
         phased_step: for ``--breakdown``: runs one iteration calling ``mark(phase, handle)``
             after each phase (``t_io``, ``t_h2d``, ``t_f``, ``t_b``, ``t_u``, or ``t_fbu`` for a
-            step compiled as one program); see :mod:`dlperf.harness.phases`. None: no
+            step compiled as one program); see :mod:`dlperf.measure.phases`. None: no
             breakdown for this framework.
-        phase_timer: makes the :class:`~dlperf.harness.phases.PhaseTimer` for it.
+        phase_timer: makes the :class:`~dlperf.measure.phases.PhaseTimer` for it.
         profile: for ``--breakdown``/``--trace``: ``profile(n, folder) -> {"trace":
             TraceData, "files": {kind: path}}`` runs one warm-up and ``n`` annotated steps
             (``dlperf_step``) under the framework's profiler, writes the trace files into
-            ``folder`` and parses them (:mod:`dlperf.breakdown`).
+            ``folder`` and parses them (:mod:`dlperf.measure.breakdown`).
         data_wait: real data through an input pipeline: the
             :class:`~dlperf.data.pipeline.DataWaitRecorder` around the step's next-batch call
             (its ``mark_measure`` is called from ``on_phase``); None for synthetic data.
@@ -136,7 +136,7 @@ class Session:
         comm_profile: for data-parallel runs whose framework has a profiler: runs ``k`` more
             iterations under it, after the measured segment (a separate, labelled
             measurement), and returns the exposed-communication numbers of
-            :func:`dlperf.comm.overlap.exposed_communication` in seconds per iteration
+            :func:`dlperf.measure.breakdown.overlap.exposed_communication` in seconds per iteration
             (``comm``, ``compute``, ``overlapped``, ``exposed``, ``hidden_share``,
             ``profiled_iters``, ``rule``, ``profiled_wall_s_per_iter``,
             ``exposed_share_of_step``, ``n_comm_spans``, ``note``; JAX adds ``per_device``,
@@ -169,7 +169,7 @@ class Session:
 def build_model(spec: ModelSpec, framework: str, label: str,
                 around: Callable[[], Any] = contextlib.nullcontext) -> tuple[Any, Any]:
     """``(impl module, model)``: the zoo module of ``spec``'s family for ``framework``
-    (``dlperf.zoo.<family>.<IMPL_MODULES[framework]>``) and its ``build(spec)``, called inside
+    (``dlperf.zoo.<family>.<framework>_impl``) and its ``build(spec)``, called inside
     the context ``around()`` (e.g. a device placement).
 
     Raises:
@@ -179,9 +179,9 @@ def build_model(spec: ModelSpec, framework: str, label: str,
             module itself is not caught.
     """
     from dlperf.errors import UnavailableError
-    from dlperf.zoo import IMPL_MODULES
+    from dlperf.zoo import impl_module
 
-    name = f"dlperf.zoo.{spec.family}.{IMPL_MODULES[framework]}"
+    name = impl_module(spec.family, framework)
     try:
         impl = importlib.import_module(name)
         with around():

@@ -9,7 +9,7 @@ PyTorch (one process per device) goes through torchrun::
 JAX and TensorFlow multi-process runs go through :mod:`dlperf.launch.spawn` (the same
 environment and failure behaviour, with ``DLPERF_COORDINATOR`` for ``jax.distributed``, and for
 TensorFlow ``--tf-config``: each process gets ``TF_CONFIG`` for ``MultiWorkerMirroredStrategy``,
-see :mod:`dlperf.launch.tf_cluster`); a run that needs only one process on one node (JAX sharded
+see :mod:`dlperf.frameworks.tensorflow.cluster`); a run that needs only one process on one node (JAX sharded
 jit or TensorFlow MirroredStrategy over local devices) runs in an ordinary worker process
 (:mod:`dlperf.launch.process`).
 

@@ -12,7 +12,7 @@ SIGTERM or SIGINT to the spawner stops every child. PyTorch runs go through torc
 With ``--tf-config`` (TensorFlow ``MultiWorkerMirroredStrategy``) each process also gets
 ``TF_CONFIG``: worker ``RANK`` of a cluster of ``WORLD_SIZE`` gRPC addresses, picked on this
 node and exchanged with the other nodes through the coordinator address before any process
-starts (:mod:`dlperf.launch.tf_cluster`); ``--run-id`` keeps nodes of different runs apart and
+starts (:mod:`dlperf.frameworks.tensorflow.cluster`); ``--run-id`` keeps nodes of different runs apart and
 ``--timeout`` bounds the wait for the other nodes.
 """
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     host, _, port = a.coordinator.rpartition(":")
     workers: list[str] | None = None
     if a.tf_config:
-        from dlperf.launch.tf_cluster import cluster_addresses
+        from dlperf.frameworks.tensorflow.cluster import cluster_addresses
 
         try:
             workers = cluster_addresses(node_rank=a.node_rank, nnodes=a.nnodes, nproc=a.nproc,
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                "GROUP_RANK": str(a.node_rank), "DLPERF_NODE_RANK": str(a.node_rank),
                "DLPERF_COORDINATOR": a.coordinator, "MASTER_ADDR": host, "MASTER_PORT": port}
         if workers is not None:
-            from dlperf.launch.tf_cluster import TF_CONFIG_ENV, tf_config
+            from dlperf.frameworks.tensorflow.cluster import TF_CONFIG_ENV, tf_config
 
             env[TF_CONFIG_ENV] = tf_config(workers, rank)
         children.append(subprocess.Popen([sys.executable, "-m", "dlperf.launch.rank", a.config,

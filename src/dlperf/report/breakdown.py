@@ -31,8 +31,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf.breakdown.opclass import OP_CLASSES
-from dlperf.breakdown.phases import HOST_BOUND, RECONCILE_TOL
+from dlperf.measure.breakdown.opclass import OP_CLASSES
+from dlperf.measure.breakdown.phases import HOST_BOUND, RECONCILE_TOL
 from dlperf.env import environment_differences
 from dlperf.report.compare import POINT_KEYS, data_cell, device_cell, point_of
 from dlperf.report.tables import DASH, _md_escape, batch_cell, fmt_sig, sort_rows
@@ -47,7 +47,7 @@ BASELINE_ORDER = ("torch/eager", "torch/graph", "jax/xla", "tensorflow/eager",
                   "tensorflow/graph", "tensorflow/xla")
 #: Below this share of the baseline's step a gap is not attributed, even when its CI excludes
 #: 0: the breakdown's own parts are held to agree with the fused step within 3%
-#: (:data:`dlperf.breakdown.phases.RECONCILE_TOL`, issue 4), and the two steps come from
+#: (:data:`dlperf.measure.breakdown.phases.RECONCILE_TOL`, issue 4), and the two steps come from
 #: separate processes, whose medians vary by more than a within-run CI says (README,
 #: "Repeated runs"). See :func:`gap_significance`.
 MIN_GAP_SHARE = RECONCILE_TOL
@@ -188,7 +188,7 @@ def op_class_records(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
     Keys: ``id``, ``model``, ``framework``, ``mode``, ``device``, ``precision``,
     ``batch_size``, ``data``, ``threads``, ``step_time_median_s`` (the fused step), then
-    ``<class>_s`` for every class of :data:`~dlperf.breakdown.opclass.OP_CLASSES` in order
+    ``<class>_s`` for every class of :data:`~dlperf.measure.breakdown.opclass.OP_CLASSES` in order
     (seconds per iteration, 0.0 where the trace had none, so every file has the same
     columns), ``busy_s``, ``idle_s`` (seconds per iteration), ``device_kind`` (``cpu``: the
     times are host time inside ops) and ``source`` (the profiler). Gaps are not here (their
@@ -224,7 +224,7 @@ def op_class_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         return ""
     return _md(cols, cells, 3) + (
         "\nDevice time per iteration (ms; every column but *source*) from a profiler trace "
-        "of a few iterations after the measurement, by op class (dlperf.breakdown.opclass); "
+        "of a few iterations after the measurement, by op class (dlperf.measure.breakdown.opclass); "
         "overlapping ops share their time, so the classes add up to *busy ms*. *idle ms*: "
         "traced step time with no device op running (the profiler lengthens it on a host-bound "
         "step; the gap tables use fused step - busy instead). On a CPU device the times are "
@@ -318,7 +318,7 @@ def gap_significance(a: Mapping[str, Any], b: Mapping[str, Any],
        within-run interval covers iteration-to-iteration noise only; two runs are two
        processes, whose medians differ by more (README, "Repeated runs"), and the
        attribution's parts (the profiler trace, the phases) are held to agree with the fused
-       step within 3% (issue 4; :data:`dlperf.breakdown.phases.RECONCILE_TOL`), so a smaller
+       step within 3% (issue 4; :data:`dlperf.measure.breakdown.phases.RECONCILE_TOL`), so a smaller
        gap is below what the attribution can resolve.
 
     Args:

@@ -1,5 +1,5 @@
 """Convergence tables and plots: training loss against iterations and training time, compared
-across device counts at the same global batch (:mod:`dlperf.convergence`). Framework-free."""
+across device counts at the same global batch (:mod:`dlperf.perfmodel.convergence`). Framework-free."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dlperf.convergence import (DEFAULT_WINDOW, curve, smoothed, summarize_convergence,
+from dlperf.perfmodel.convergence import (DEFAULT_WINDOW, curve, smoothed, summarize_convergence,
                                 training_time)
 
 from .scaling import safe_name

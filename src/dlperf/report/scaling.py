@@ -1,4 +1,4 @@
-"""Scaling tables and plots for data-parallel results (:mod:`dlperf.scaling`).
+"""Scaling tables and plots for data-parallel results (:mod:`dlperf.perfmodel.scaling`).
 
 Framework-free. The table has one row per (series, device count): a series is one
 configuration (model, framework/mode, device, precision, data) under one kind of scaling at
@@ -38,7 +38,7 @@ def _f(v: Any, scale: float = 1.0) -> str:
 
 
 def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
-    """A Markdown table of :func:`dlperf.scaling.scaling_points` (one line each)."""
+    """A Markdown table of :func:`dlperf.perfmodel.scaling.scaling_points` (one line each)."""
     if not points:
         return ("No scaling series: a data-parallel result needs the one-device result of the "
                 "same configuration (at its per-device batch for weak scaling, its global batch "

@@ -231,12 +231,12 @@ def batch_cell(row: Mapping[str, Any]) -> str:
 
 
 def _dist_options(row: Mapping[str, Any]) -> str | None:
-    """A data-parallel run's options that are not at their default (:func:`dlperf.scaling.
+    """A data-parallel run's options that are not at their default (:func:`dlperf.perfmodel.scaling.
     variant_of`: ``per_device``, ``ddp(broadcast_buffers=False)``), so rows differing only in
     them tell apart; None for a one-device run or none changed."""
     if int(row.get("world_size") or 1) <= 1:
         return None
-    from dlperf.scaling import variant_of  # pydantic only, no framework
+    from dlperf.perfmodel.scaling import variant_of  # pydantic only, no framework
 
     return variant_of(row) or None
 

@@ -81,18 +81,20 @@ def get_suite(name: str) -> tuple[SuiteEntry, ...]:
         raise unknown_choice("suite", name, SUITES) from None
 
 
-#: framework -> implementation module name inside each family package.
-IMPL_MODULES: dict[str, str] = {"torch": "torch_impl", "jax": "flax_impl", "tensorflow": "keras_impl",
-                                "mxnet": "mxnet_impl"}
+def impl_module(family: str, framework: str) -> str:
+    """The dotted name of ``family``'s implementation for ``framework``: every family package
+    names its implementations ``<framework>_impl.py`` (``torch_impl``, ``jax_impl``,
+    ``tensorflow_impl``, ``mxnet_impl``), so a new framework needs no table here."""
+    return f"dlperf.zoo.{family}.{framework}_impl"
 
 
 def build(spec: ModelSpec, framework: str):
     """Build the model of ``spec`` in ``framework`` (imports that framework lazily).
 
-    Each family package has one module per framework (``torch_impl``, ``flax_impl``,
-    ``keras_impl``) exporting ``build(spec)``.
+    Each family package has one module per framework (``torch_impl``, ``jax_impl``,
+    ``tensorflow_impl``) exporting ``build(spec)``.
     """
-    mod = importlib.import_module(f"dlperf.zoo.{spec.family}.{IMPL_MODULES[framework]}")
+    mod = importlib.import_module(impl_module(spec.family, framework))
     return mod.build(spec)
 
 
@@ -108,5 +110,5 @@ def build_torch(spec: ModelSpec):
     return build(spec, "torch")
 
 
-__all__ = ["IMPL_MODULES", "ModelSpec", "OptimizerSpec", "SPECS", "SUITES", "SuiteEntry", "build",
-           "build_torch", "get_spec", "get_suite"]
+__all__ = ["ModelSpec", "OptimizerSpec", "SPECS", "SUITES", "SuiteEntry", "build",
+           "build_torch", "get_spec", "get_suite", "impl_module"]

@@ -1,7 +1,7 @@
 """Weight conversion between the zoo's framework implementations (for parity tests).
 
 :func:`torch_to_flax` turns the ``state_dict`` of a ``torch_impl`` model into the variables of
-the matching ``flax_impl`` model, so both compute the same function and their outputs can be
+the matching ``jax_impl`` model, so both compute the same function and their outputs can be
 compared. No framework is imported here except JAX/Flax (to check the result against the Flax
 model's own variable shapes); torch tensors are read through ``.detach().cpu().numpy()``.
 
@@ -97,7 +97,7 @@ def _set(tree: dict, path: list[str], value: np.ndarray) -> None:
 
 
 def torch_to_flax(spec: ModelSpec, torch_state_dict: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert a ``torch_impl`` model's ``state_dict`` to the ``flax_impl`` model's variables.
+    """Convert a ``torch_impl`` model's ``state_dict`` to the ``jax_impl`` model's variables.
 
     Args:
         spec: the model (families ``fcn``, ``cnn``, ``rnn``, ``transformer``).

@@ -1,7 +1,7 @@
 """Weight conversion from the PyTorch implementations to the Keras ones (for parity tests).
 
 :func:`torch_to_keras` loads the ``state_dict`` of a ``torch_impl`` model into the matching
-``keras_impl`` model, so both compute the same function and their outputs can be compared.
+``tensorflow_impl`` model, so both compute the same function and their outputs can be compared.
 The Keras layers carry the PyTorch module names (``features.0``, ``layer1.0.conv1``, ``lstm.l0``,
 ``rnns.0``, ...), so weights are matched by name; every PyTorch tensor must be used exactly once
 and every Keras weight set, or :class:`ValueError` says which are left over.
@@ -19,14 +19,14 @@ Rules (PyTorch -> Keras):
 * ``LSTM.weight_ih_l<k> [4H, in]`` / ``weight_hh_l<k> [4H, H]`` -> layer ``lstm.l<k>``'s
   ``kernel [in, 4H]`` / ``recurrent_kernel [H, 4H]`` (transposes: PyTorch's gate order
   ``(i, f, g, o)`` is Keras's ``(i, f, c, o)``), ``bias_ih_l<k>`` / ``bias_hh_l<k>`` ->
-  ``bias_ih`` / ``bias_hh`` (:class:`dlperf.zoo.rnn.keras_impl.TwoBiasLSTMCell`);
+  ``bias_ih`` / ``bias_hh`` (:class:`dlperf.zoo.rnn.tensorflow_impl.TwoBiasLSTMCell`);
 * bidirectional ``GRU`` ``rnns.<i>.{weight,bias}_{ih,hh}_l0[_reverse]`` -> the forward
   (backward) layer of ``Bidirectional`` ``rnns.<i>``: gates reordered from PyTorch's
   ``(r, z, n)`` to Keras's ``(z, r, h)``, weights transposed, ``bias [2, 3H]`` = ``(b_ih,
   b_hh)`` (Keras ``reset_after=True`` is PyTorch's GRU);
 * ``LayerNorm``: ``weight`` -> ``gamma``, ``bias`` -> ``beta``;
 * a layer with a ``torch_params()`` method (the Transformers' learned position / token-type
-  tables and BERT's tied-output bias, :mod:`dlperf.zoo.transformer.keras_impl`) names its own
+  tables and BERT's tied-output bias, :mod:`dlperf.zoo.transformer.tensorflow_impl`) names its own
   ``(variable, PyTorch key)`` pairs; the tied output projections have no weights of their own
   (the embedding is converted once, under its ``Embedding`` layer).
 
@@ -100,7 +100,7 @@ class _Loader:
 
 def torch_to_keras(spec: ModelSpec, torch_state_dict: Mapping[str, Any], keras_model: Any) -> Any:
     """Load the PyTorch ``state_dict`` of ``spec``'s ``torch_impl`` model into ``keras_model``
-    (built by ``keras_impl.build(spec)``), in place; returns ``keras_model``.
+    (built by ``tensorflow_impl.build(spec)``), in place; returns ``keras_model``.
 
     Args:
         spec: the model spec (for error messages and sanity checks).

@@ -1,0 +1,1 @@
+"""fake: see docs/architecture.md."""

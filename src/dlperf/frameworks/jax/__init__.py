@@ -1,0 +1,1 @@
+"""jax: see docs/architecture.md."""

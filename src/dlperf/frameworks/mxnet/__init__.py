@@ -1,0 +1,1 @@
+"""mxnet: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""tensorflow: see docs/architecture.md."""

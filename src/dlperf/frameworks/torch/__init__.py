@@ -1,0 +1,1 @@
+"""torch: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""measure: see docs/architecture.md."""

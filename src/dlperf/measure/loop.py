@@ -1,0 +1,226 @@
+"""The measured training loop: first iteration, detected warm-up, steady-state measurement.
+
+This is the one place where dlperf times training (docs/architecture.md habit 4). It knows nothing
+about frameworks: it calls ``step()`` (one full iteration: input, forward, backward, update),
+reads durations from a :class:`~dlperf.measure.timers.StepTimer`, and applies the rules of
+docs/measurement.md:
+
+* rule 3: the first iteration and the warm-up are recorded apart from the measurement; warm-up
+  ends when the rolling step time is stable (:func:`dlperf.stats.is_stable` over two
+  consecutive windows), not after a fixed count;
+* rule 2: in the measured segment nothing synchronises the host with the device; the timer
+  records a mark per iteration and is read once after the loop; the sum of the per-iteration
+  times is checked against the loop's wall time;
+* rule 5: stop when both a minimum count and a minimum time are reached (or at the budget);
+  every raw sample is kept.
+
+Python's garbage collector: after the first iteration, :func:`measure` collects once and
+freezes every object alive (``gc.collect(); gc.freeze()``), and unfreezes them at the end. The
+collector stays on, so the cyclic garbage the training step makes is collected as in any loop,
+but its full collections no longer walk the objects dlperf itself holds (its imports, config,
+store: some 340,000 objects in a worker, against far fewer in a hand-written training script).
+Without this, full collections of that heap took 9% of the measured time of a 0.45 ms
+host-bound step (fcn5_tiny, batch 1, on a CPU; dlperf read 0.88 of the plain loop's throughput
+there, 0.98 with the freeze), the likely cause of the 3-6% the host-bound models lost against
+the plain loop across processes on the H200 (benchmarks/results/h200/overhead_fp32_s3quiet.json).
+``gc.freeze`` (Python >= 3.7) moves every tracked object to a permanent generation that later
+collections ignore; ``gc.unfreeze`` moves them back to the oldest generation. The breakdown's
+phased loop (:mod:`dlperf.measure.phases`) runs under the same :func:`frozen_heap`.
+
+Data parallelism: the processes of one run must run the same number of steps (each step ends
+in a collective all of them join). With ``agree`` (an elementwise max over processes) the
+decisions are made together, only where the host reads the timer anyway: warm-up goes on
+until *every* process is steady (or any reaches its budget), and the measured count is fixed
+before the measured segment, from the slowest process's warm-up estimate, so nothing is
+exchanged inside the measured segment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf.config import IterationPolicy
+from dlperf.measure.timers import StepTimer
+from dlperf.stats import is_stable
+
+#: Event times and wall time must agree within this share of the wall time, or within
+#: ``WALL_CHECK_ABS_S``: the wall includes one launch latency and one synchronisation
+#: (tens of microseconds), which dominates only very short segments.
+WALL_CHECK_REL = 0.05
+WALL_CHECK_ABS_S = 2e-3
+
+
+@dataclass
+class LoopResult:
+    """Raw outcome of :func:`measure`. All times in seconds.
+
+    Attributes:
+        first_iter_s: the first iteration alone (compilation, autotuning, allocator growth).
+        warmup_s: each warm-up iteration, in order.
+        steady_state: True if warm-up ended because two consecutive windows agreed.
+        measured_s: each measured iteration, in order (never filtered).
+        wall_s: host wall time of the measured segment, from before the first step to after the
+            device finished the last one.
+        losses: opaque per-iteration loss handles for ``first``, ``warmup`` and ``measure``
+            (the framework turns them into floats after the loop, without syncing inside it).
+    """
+
+    first_iter_s: float
+    warmup_s: list[float]
+    steady_state: bool
+    measured_s: list[float]
+    wall_s: float
+    losses: dict[str, list[Any]] = field(default_factory=dict)
+
+    @property
+    def measured_total_s(self) -> float:
+        """Sum of the measured per-iteration times."""
+        return math.fsum(self.measured_s)
+
+    @property
+    def timing_rel_diff(self) -> float:
+        """(wall - sum of iteration times) / wall: how far the device timeline is from the wall."""
+        return (self.wall_s - self.measured_total_s) / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def timing_consistent(self) -> bool:
+        """True if event times add up to the wall time (docs/measurement.md rule 2)."""
+        diff = abs(self.wall_s - self.measured_total_s)
+        return diff <= max(WALL_CHECK_REL * self.wall_s, WALL_CHECK_ABS_S)
+
+
+def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
+            clock: Callable[[], float] = time.perf_counter,
+            check_losses: Callable[[list[Any]], None] | None = None,
+            on_phase: Callable[[str], None] | None = None,
+            agree: Callable[[list[float]], list[float]] | None = None) -> LoopResult:
+    """Run and time one configuration: first iteration, warm-up, measurement.
+
+    Args:
+        step: runs one training iteration and returns a loss handle (e.g. a device tensor; it
+            is not read inside the loop).
+        timer: where boundaries are marked and durations read.
+        policy: warm-up and stopping rules.
+        clock: host clock in seconds (injectable for tests with a fake clock).
+        check_losses: called with the loss handles of the first iteration and of each warm-up
+            window, after the timer has synchronised; may raise (e.g. on a NaN loss) to abort.
+        on_phase: called with ``"measure"`` just before the measured segment starts.
+        agree: elementwise max of a list of floats over the processes of a data-parallel run
+            (see the module docstring); None for one process.
+
+    Returns:
+        LoopResult with every raw sample.
+    """
+    losses: dict[str, list[Any]] = {"first": [], "warmup": [], "measure": []}
+
+    # 1. The first iteration, alone.
+    timer.reserve(max(policy.warmup_window, 1))
+    timer.start()
+    h = step()
+    losses["first"].append(h)
+    timer.mark(h)
+    first = timer.collect()[0]
+    if check_losses is not None:
+        check_losses(losses["first"])
+    with frozen_heap():
+        return _warm_and_measure(step, timer, policy, clock, check_losses, on_phase, agree,
+                                 losses, first)
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Collect, move every live object to the collector's permanent generation for the body,
+    and move them back after (also on an exception); see the module docstring. Nothing where
+    ``gc.freeze`` does not exist (not CPython). The collector stays enabled."""
+    if not hasattr(gc, "freeze"):  # pragma: no cover - CPython has it since 3.7
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
+                      clock: Callable[[], float],
+                      check_losses: Callable[[list[Any]], None] | None,
+                      on_phase: Callable[[str], None] | None,
+                      agree: Callable[[list[float]], list[float]] | None,
+                      losses: dict[str, list[Any]], first: float) -> LoopResult:
+    """Warm-up and measured segment of :func:`measure` (after its first iteration)."""
+
+    # 2. Warm-up in windows; each window is read (one sync per window, not per step).
+    w = policy.warmup_window
+    warm: list[float] = []
+    steady = False
+    t_warm0 = clock()
+    while True:
+        go = len(warm) < policy.max_warmup_iters and clock() - t_warm0 < policy.max_warmup_time_s
+        if agree is not None:  # stop when any process reached its warm-up budget
+            go = agree([0.0 if go else 1.0])[0] == 0.0
+        if not go:
+            break
+        n = min(w, policy.max_warmup_iters - len(warm))
+        timer.start()
+        window_losses = []
+        for _ in range(n):
+            h = step()
+            window_losses.append(h)
+            timer.mark(h)
+        warm.extend(timer.collect())
+        losses["warmup"].extend(window_losses)
+        if check_losses is not None:
+            check_losses(window_losses)
+        stable = (len(warm) >= max(2 * w, policy.min_warmup_iters)
+                  and is_stable(warm[-2 * w:-w], warm[-w:], policy.warmup_rel_tol))
+        if agree is not None:  # steady when every process is
+            stable = agree([0.0 if stable else 1.0])[0] == 0.0
+        if stable:
+            steady = True
+            break
+    if policy.max_warmup_iters == 0:
+        steady = True  # warm-up disabled explicitly: the user takes responsibility
+
+    # 3. Measurement: no host sync until the end. Pre-allocate marks for the expected count.
+    recent = warm[-w:] if warm else [first]
+    est = statistics.median(recent)
+    expected = policy.min_iters if est <= 0 else max(policy.min_iters,
+                                                     math.ceil(policy.min_time_s / est))
+    fixed: int | None = None
+    if agree is not None:
+        # One count for every process, from the slowest estimate, within the budget.
+        budget = policy.max_iters if est <= 0 else max(1, math.floor(policy.max_time_s / est))
+        fixed = int(agree([float(min(expected, policy.max_iters, max(budget, 1)))])[0])
+        expected = fixed
+    timer.reserve(min(policy.max_iters, int(expected * 1.25) + 8))
+    meas_losses = losses["measure"]
+    min_iters, min_time = policy.min_iters, policy.min_time_s
+    max_iters, max_time = policy.max_iters, policy.max_time_s
+    if fixed is not None:  # the count alone stops the agreed segment
+        min_iters, max_iters, min_time, max_time = fixed, fixed, 0.0, math.inf
+    if on_phase is not None:
+        on_phase("measure")
+    n = 0
+    t0 = clock()
+    timer.start()
+    while True:
+        h = step()
+        meas_losses.append(h)
+        timer.mark(h)
+        n += 1
+        elapsed = clock() - t0
+        if (n >= min_iters and elapsed >= min_time) or n >= max_iters or elapsed >= max_time:
+            break
+    measured = timer.collect()
+    wall = clock() - t0
+    return LoopResult(first_iter_s=first, warmup_s=warm, steady_state=steady,
+                      measured_s=measured, wall_s=wall, losses=losses)

@@ -1,0 +1,115 @@
+"""Data-parallel results: per-rank samples merged into one result (framework-free, pure).
+
+Each process of a data-parallel run measures its own iterations (every process runs the same
+number, agreed before the measured segment; :func:`dlperf.measure.loop.measure`). After the
+loop every process contributes a *payload* (:func:`rank_payload`) and all payloads are
+gathered; :func:`merge_ranks` turns them into what one result stores (docs/measurement.md rule 8,
+"the slowest rank defines the step"):
+
+* the step time of iteration ``i`` is the maximum over ranks of rank ``r``'s time of iteration
+  ``i`` (per phase: first, warm-up, measure);
+* the loss of iteration ``i`` is the mean over ranks (with equal per-rank batches, the loss of
+  the global mini-batch, as DDP's gradient average);
+* rank imbalance is ``max_r median_r / median over r of median_r``, the medians being each
+  rank's measured step times (1.0 = balanced);
+* every rank's raw samples are kept, under phases ``rank<r>:<phase>``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["PHASES", "rank_payload", "merge_ranks", "imbalance", "rank_phase"]
+
+PHASES = ("first", "warmup", "measure")
+
+
+def rank_phase(rank: int, phase: str) -> str:
+    """Name under which rank ``rank``'s raw samples of ``phase`` are stored: ``rank1:measure``."""
+    return f"rank{rank}:{phase}"
+
+
+def rank_payload(rank: int, *, samples: dict[str, list[float]], losses: dict[str, list[float]],
+                 wall_s: float, local_rank: int = 0, node_rank: int = 0,
+                 hostname: str | None = None, device: str | None = None,
+                 memory: dict[str, Any] | None = None,
+                 comm: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What one process contributes: its raw per-iteration times (s) and losses per phase,
+    the wall time of its measured segment (s), where it ran and its memory peaks."""
+    return {"rank": int(rank), "local_rank": int(local_rank), "node_rank": int(node_rank),
+            "hostname": hostname, "device": device,
+            "samples": {k: [float(x) for x in v] for k, v in samples.items()},
+            "losses": {k: [float(x) for x in v] for k, v in losses.items()},
+            "wall_s": float(wall_s), "memory": memory or {}, "comm": comm}
+
+
+def imbalance(per_rank_medians: Sequence[float]) -> float | None:
+    """``max / median`` of the ranks' median step times (docs/measurement.md rule 8); None if the
+    median is not positive. One rank: 1.0."""
+    if not per_rank_medians:
+        raise ValueError("per_rank_medians is empty")
+    med = statistics.median(per_rank_medians)
+    return max(per_rank_medians) / med if med > 0 else None
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return math.fsum(xs) / len(xs)
+
+
+def merge_ranks(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Merge the payloads of every rank (any order) into one result's samples.
+
+    Returns ``{"samples": {phase: [max over ranks per iteration], rank_phase(r, phase): [...]},
+    "losses": {phase: [mean over ranks per iteration], rank_phase(r, phase): [...]},
+    "per_rank": [{"rank", "local_rank", "node_rank", "hostname", "device", "n_measured",
+    "median_s", "mean_s", "measured_time_s", "wall_s", "memory", "comm"}],
+    "imbalance": float, "slowest_rank_counts": {rank: iterations where it was slowest},
+    "wall_s": max over ranks}``. With one payload the merged samples equal its own and no
+    ``rank<r>:`` phases are added.
+
+    Raises:
+        ValueError: no payloads, duplicate ranks, or ranks that ran different numbers of
+            iterations in a phase (they must run the same steps in data-parallel training).
+    """
+    if not payloads:
+        raise ValueError("no rank payloads to merge")
+    ps = sorted(payloads, key=lambda p: p["rank"])
+    ranks = [p["rank"] for p in ps]
+    if len(set(ranks)) != len(ranks):
+        raise ValueError(f"duplicate ranks in payloads: {ranks}")
+    samples: dict[str, list[float]] = {}
+    losses: dict[str, list[float]] = {}
+    phases = [ph for ph in PHASES if ph in ps[0]["samples"]]
+    for ph in phases:
+        counts = {p["rank"]: len(p["samples"].get(ph, [])) for p in ps}
+        if len(set(counts.values())) != 1:
+            raise ValueError(f"ranks ran different numbers of {ph} iterations: {counts}")
+        cols = list(zip(*(p["samples"][ph] for p in ps)))
+        samples[ph] = [max(c) for c in cols]
+        lcols = list(zip(*(p["losses"].get(ph, []) for p in ps)))
+        losses[ph] = [_mean(c) for c in lcols]
+    slowest: dict[str, int] = {str(r): 0 for r in ranks}
+    for c in zip(*(p["samples"].get("measure", []) for p in ps)):
+        slowest[str(ranks[max(range(len(c)), key=c.__getitem__)])] += 1
+    per_rank = []
+    for p in ps:
+        m = p["samples"].get("measure", [])
+        per_rank.append({"rank": p["rank"], "local_rank": p.get("local_rank", 0),
+                         "node_rank": p.get("node_rank", 0), "hostname": p.get("hostname"),
+                         "device": p.get("device"), "n_measured": len(m),
+                         "median_s": statistics.median(m) if m else None,
+                         "mean_s": _mean(m) if m else None,
+                         "measured_time_s": math.fsum(m), "wall_s": p.get("wall_s"),
+                         "memory": p.get("memory") or {}, "comm": p.get("comm")})
+        if len(ps) > 1:
+            for ph in phases:
+                samples[rank_phase(p["rank"], ph)] = list(p["samples"][ph])
+                losses[rank_phase(p["rank"], ph)] = list(p["losses"].get(ph, []))
+    meds = [r["median_s"] for r in per_rank if r["median_s"] is not None]
+    return {"samples": samples, "losses": losses, "per_rank": per_rank,
+            "imbalance": imbalance(meds) if meds else None,
+            "slowest_rank_counts": slowest,
+            "wall_s": max(p.get("wall_s") or 0.0 for p in ps)}

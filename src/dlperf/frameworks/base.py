@@ -166,6 +166,91 @@ class Session:
     comm_profile: Callable[[int], dict[str, Any]] | None = None
 
 
+def no_mark(phase: str, handle: Any = None) -> None:
+    """The stage mark of the fused step: does nothing (one Python call per stage, ~50 ns)."""
+
+
+#: The stages of one training iteration, in order (Shi & Chu 2017: t_io, t_h2d, t_f, t_b, t_u;
+#: a step compiled as one program has t_fbu in place of the last three).
+STAGES = ("t_io", "t_h2d", "t_f", "t_b", "t_u")
+
+
+class TrainingRun:
+    """One prepared configuration, as the worker drives it (what ``FrameworkAdapter.prepare``
+    returns). Each framework subclasses it in ``frameworks/<name>/adapter.py`` with small
+    methods; this base holds the defaults and documents the contract.
+
+    The training iteration is written once, in :meth:`staged_step`, which calls
+    ``mark(stage, handle)`` after each stage (``t_io``, ``t_h2d``, ``t_f``, ``t_b``, ``t_u``; or
+    ``t_io``, ``t_h2d``, ``t_fbu`` for a step compiled as one program). The fused timing runs it
+    with :func:`no_mark` (:meth:`step`); the breakdown (:mod:`dlperf.measure.phases`) runs it
+    with timed marks (:attr:`phased_step`). So the two measure the same code.
+
+    Attributes set by the subclass while preparing:
+        timer: per-iteration timer suited to the device (:mod:`dlperf.measure.timers`).
+        versions: framework, CUDA, cuDNN, NCCL versions and ``device_name``.
+        flags: every setting that changes speed (docs/measurement.md rule 6), as applied.
+        data_info: what fed the model (synthetic, or the data set, split, checksums).
+        data_wait: the pipeline's :class:`~dlperf.data.pipeline.DataWaitRecorder`, or None.
+        nvml_target: ``(uuid or None, NVML index)`` of the GPU the run uses; None on a CPU.
+        dist: :class:`DistContext` for a data-parallel run, else None.
+
+    Optional capabilities are attributes that are None here and methods in a subclass that
+    has them; the worker tests ``run.<capability> is not None`` before calling:
+        phased_step(mark): :meth:`staged_step` with timed marks (``--breakdown``).
+        phase_timer(): the :class:`~dlperf.measure.phases.PhaseTimer` for it.
+        profile(n, folder): ``{"trace": TraceData, "files": {kind: path}}`` of one warm-up
+            and ``n`` annotated steps under the framework's profiler (``--breakdown``/``--trace``).
+        compile_info(): ``{"compile_time_s", "n_compiles", "recompiles_measured", ...}``.
+        count_flops(): ``{"flops_per_step", "bytes_per_step", "source", "bytes_source"}`` of
+            one more iteration under the framework's counter.
+        ceiling_backend(): the :class:`~dlperf.perfmodel.ceilings.CeilingBackend` of the device.
+        comm_profile(k): exposed communication of ``k`` profiled data-parallel iterations
+            (:func:`dlperf.measure.breakdown.overlap.exposed_communication`).
+    """
+
+    timer: StepTimer
+    versions: dict[str, Any]
+    flags: dict[str, Any]
+    data_info: dict[str, Any]
+    data_wait: Any = None
+    nvml_target: tuple[str | None, int] | None = None
+    dist: DistContext | None = None
+    phased_step: Callable[..., Any] | None = None
+    phase_timer: Callable[[], Any] | None = None
+    profile: Callable[[int, Any], dict[str, Any]] | None = None
+    compile_info: Callable[[], dict[str, Any]] | None = None
+    count_flops: Callable[[], dict[str, Any]] | None = None
+    ceiling_backend: Callable[[], Any] | None = None
+    comm_profile: Callable[[int], dict[str, Any]] | None = None
+
+    def staged_step(self, mark: Callable[..., None]) -> Any:
+        """Run one training iteration (input, forward, backward, update), calling ``mark``
+        after each stage; return the loss handle (a device scalar, read after the loop)."""
+        raise NotImplementedError
+
+    def step(self) -> Any:
+        """One fused iteration: :meth:`staged_step` with no-op marks; returns the loss handle."""
+        return self.staged_step(no_mark)
+
+    def losses_to_floats(self, handles: list[Any]) -> list[float]:
+        """Loss handles -> Python floats (one device-to-host copy, after the loop)."""
+        return [float(h) for h in handles]
+
+    def memory(self) -> dict[str, int | None]:
+        """Memory peaks in bytes: ``peak_allocated_bytes``, ``peak_reserved_bytes``,
+        ``nvml_used_bytes``, ``peak_rss_bytes`` (None where unknown)."""
+        from dlperf.frameworks.common import memory_record
+
+        return memory_record()
+
+    def on_phase(self, phase: str) -> None:
+        """Called by the harness with ``"measure"`` right before the measured segment."""
+
+    def close(self) -> None:
+        """Free the device memory and stop the input pipeline (called once)."""
+
+
 def build_model(spec: ModelSpec, framework: str, label: str,
                 around: Callable[[], Any] = contextlib.nullcontext) -> tuple[Any, Any]:
     """``(impl module, model)``: the zoo module of ``spec``'s family for ``framework``

@@ -7,7 +7,8 @@ an input batch (``<m>/x``) and, for the optimizer check, the batches and labels 
 count (``<m>/n_params``), the output of the untouched model (``<m>/shape``), the forward outputs
 with PyTorch's weights in inference (``<m>/eval``) and training mode (``<m>/train``, models
 without dropout), the two training steps' losses and the first weight after them
-(``<m>/step_loss``, ``<m>/step_w``) through the adapter's own loss and trainer, and
+(``<m>/step_loss``, ``<m>/step_w``, ``<m>/step_stages``) through the adapter's own staged step,
+loss and trainer, runs prepared by the adapter (``run/*``, :func:`adapter_runs`) and
 ``engine/*`` timings of the asynchronous engine. Not a test module (no ``test_`` prefix).
 """
 
@@ -24,7 +25,7 @@ def main(inp: str, out: str) -> int:
     from mxnet import autograd
 
     import dlperf.zoo as zoo
-    from dlperf.frameworks.mxnet.adapter import MXNetAdapter
+    from dlperf.frameworks.mxnet.step import GluonStep, make_trainer, with_loss
     from dlperf.zoo.convert_mxnet import torch_to_mxnet
 
     data = np.load(inp)
@@ -65,20 +66,21 @@ def main(inp: str, out: str) -> int:
         if f"{name}/step_x0" in data.files:
             for k, p in params.items():  # back to PyTorch's weights and statistics
                 p.set_data(mx.nd.array(arrays[k], dtype="float32"))
-            model = MXNetAdapter.with_loss(mx, net, spec)
-            trainer, _ = MXNetAdapter.make_trainer(mx, params, spec)
-            losses = []
-            for i in range(2):
-                xs = mx.nd.array(data[f"{name}/step_x{i}"], dtype="float32")
-                ys = mx.nd.array(data[f"{name}/step_y{i}"], dtype="float32")
-                with autograd.record():
-                    loss = model(xs, ys)
-                loss.backward()
-                trainer.step(1)
-                losses.append(float(loss.asscalar()))
+            # The adapter's own staged step, loss and trainer, fed the two batches.
+            model = with_loss(mx, net, spec)
+            trainer, _ = make_trainer(mx, params, spec)
+            batches = iter([(mx.nd.array(data[f"{name}/step_x{i}"], dtype="float32"),
+                             mx.nd.array(data[f"{name}/step_y{i}"], dtype="float32"))
+                            for i in range(2)])
+            step = GluonStep(mx, model, trainer, [], 1, batches.__next__)
+            stages: list[str] = []
+            losses = [float(step(lambda s, h=None: stages.append(s)).asscalar())
+                      for _ in range(2)]
             res[f"{name}/step_loss"] = np.array(losses)
+            res[f"{name}/step_stages"] = np.array(stages)
             first = next(iter(params))
             res[f"{name}/step_w"] = params[first].data().asnumpy()
+    res.update(adapter_runs())
     # The engine is asynchronous on the CPU: a dot returns before it has run.
     a = mx.nd.random.normal(shape=(1200, 1200))
     mx.nd.waitall()
@@ -95,6 +97,40 @@ def main(inp: str, out: str) -> int:
     res["engine/complete_s"] = np.array(t2 - t0)
     np.savez(out, **res)
     return 0
+
+
+def adapter_runs() -> dict[str, np.ndarray]:
+    """``run/<mode>/...``: runs prepared by the adapter itself (fcn5_tiny, batch 8, two
+    accumulated micro-batches, seed 0): the losses of three fused steps (``fused``; the
+    measured segment starts before the third) and of three staged steps with recording marks
+    on a second run made from the same seed (``staged``), the marks of one staged step
+    (``stages``), the compile counts and the first call's time."""
+    import dlperf.zoo as zoo
+    from dlperf.config import make_run_config
+    from dlperf.frameworks.mxnet.adapter import MXNetAdapter
+
+    res: dict[str, np.ndarray] = {}
+    spec = zoo.get_spec("fcn5_tiny")
+    for mode in ("eager", "graph"):
+        cfg = make_run_config(model="fcn5_tiny", framework="mxnet", device="cpu", batch_size=8,
+                              grad_accum=2, mode=mode, seed=0)
+        fused = MXNetAdapter().prepare(cfg, spec)
+        handles = [fused.step(), fused.step()]
+        fused.on_phase("measure")  # as the harness does, before the measured steps
+        handles.append(fused.step())
+        res[f"run/{mode}/fused"] = np.array(fused.losses_to_floats(handles))
+        info = fused.compile_info()
+        res[f"run/{mode}/n_compiles"] = np.array(info["n_compiles"])
+        res[f"run/{mode}/recompiles_measured"] = np.array(info["recompiles_measured"])
+        res[f"run/{mode}/first_call_s"] = np.array(fused.flags["first_call_s"])
+        fused.close()
+        staged = MXNetAdapter().prepare(cfg, spec)
+        stages: list[str] = []
+        losses = [staged.staged_step(lambda s, h=None: stages.append(s)) for _ in range(3)]
+        res[f"run/{mode}/staged"] = np.array(staged.losses_to_floats(losses))
+        res[f"run/{mode}/stages"] = np.array(stages[:len(stages) // 3])
+        staged.close()
+    return res
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Without the MXNet interpreter (framework-free checks):
 * bad configurations (cuda, bf16, data parallel, nhwc, a pipeline) are refused before anything
   runs, and a missing or broken interpreter is one ConfigError naming the variable and how to
   make the environment, also through the CLI (exit 2);
-* the PyTorch -> Gluon name mapping and its refusals.
+* the PyTorch -> Gluon name mapping and its refusals;
+* the folder follows the adapter contract (TrainingRun, step.py, input.py, short functions).
 
 With it (``.ci/run`` makes it; elsewhere these tests skip and say why, unless
 ``DLPERF_REQUIRE_MXNET=1`` makes a missing interpreter a failure):
@@ -12,8 +13,10 @@ With it (``.ci/run`` makes it; elsewhere these tests skip and say why, unless
   parameters and the documented output shape;
 * with PyTorch's weights loaded, every tiny model computes PyTorch's forward pass (inference
   mode, BN statistics randomised; training-mode BN for the CNNs without dropout) within float32
-  tolerance, and two SGD-momentum steps of the adapter's own loss and trainer move the weights
-  as PyTorch's do;
+  tolerance, and two SGD-momentum steps of the adapter's own staged step, loss and trainer move
+  the weights as PyTorch's do;
+* the staged step marks its stages in order, and the fused step (no-op marks) computes what the
+  staged step computes (runs prepared by the adapter);
 * the engine is asynchronous (so the adapter's wait is needed), and ``dlperf run --framework
   mxnet`` works end to end in eager and graph mode through the launcher, stored with the MXNet
   version.
@@ -155,6 +158,32 @@ def test_torch_names_map_to_gluon_names():
         torch_to_mxnet({k: v for k, v in sd.items() if k != "a.weight"}, shapes)
 
 
+def test_adapter_is_a_training_run_in_the_standard_files():
+    """The MXNet folder follows the adapter contract (issue 19): its run is a TrainingRun with
+    the staged step in step.py and the batches in input.py, no function over 120 lines, and
+    what it cannot do is a registry capability (no breakdown: no phased step or profile)."""
+    import ast
+
+    from dlperf.frameworks.base import TrainingRun
+    from dlperf.frameworks.mxnet import adapter, step
+    from dlperf.frameworks.mxnet import input as mx_input
+    from dlperf.registry import FRAMEWORKS
+
+    assert issubclass(adapter.MXNetRun, TrainingRun)
+    assert adapter.MXNetRun.staged_step is not TrainingRun.staged_step
+    assert adapter.MXNetRun.phased_step is None and adapter.MXNetRun.profile is None
+    assert FRAMEWORKS["mxnet"].breakdown is False and FRAMEWORKS["mxnet"].python_env
+    assert adapter.MXNetAdapter.modes == FRAMEWORKS["mxnet"].modes
+    folder = Path(adapter.__file__).parent
+    assert {p.name for p in folder.glob("*.py")} >= {"adapter.py", "step.py", "input.py"}
+    assert callable(step.GluonStep) and callable(mx_input.make_data)
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                assert n <= 120, f"{path.name}:{node.lineno} {node.name} has {n} lines"
+
+
 # --- with MXNet: parity against PyTorch -------------------------------------------------------
 
 
@@ -290,6 +319,34 @@ def test_sgd_momentum_steps_match_torch(parity, name):
     np.testing.assert_allclose(got[f"{name}/step_loss"], want[name]["step_loss"], rtol=1e-5)
     w0 = want[name]["step_w"]
     np.testing.assert_allclose(got[f"{name}/step_w"], w0, rtol=1e-4, atol=1e-6)
+
+
+def test_step_marks_its_stages_in_order(parity):
+    """One staged step (step.py): t_io, t_h2d, t_f, t_b, t_u (base.STAGES); with two
+    accumulated micro-batches t_f, t_b once per micro-batch."""
+    from dlperf.frameworks.base import STAGES
+
+    _, got = parity
+    assert list(got["fcn5_tiny/step_stages"]) == list(STAGES) * 2
+    for mode in ("eager", "graph"):
+        assert list(got[f"run/{mode}/stages"]) == ["t_io", "t_h2d", "t_f", "t_b", "t_f", "t_b",
+                                                   "t_u"], mode
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_fused_step_is_the_staged_step(parity, mode):
+    """Two runs prepared by the adapter from the same seed: three fused steps (no-op marks,
+    the first two timed for the compile time) and three staged steps with recording marks
+    give the same losses, so the fused timing runs the staged step's work; the loss of
+    random labels over 512 classes starts near ln(512) and stays finite."""
+    _, got = parity
+    fused, staged = got[f"run/{mode}/fused"], got[f"run/{mode}/staged"]
+    assert fused.shape == (3,) and np.all(np.isfinite(fused))
+    np.testing.assert_allclose(fused, staged, rtol=1e-6)
+    assert abs(fused[0] - np.log(512)) < 0.5
+    assert float(got[f"run/{mode}/first_call_s"]) > 0
+    assert int(got[f"run/{mode}/n_compiles"]) == (1 if mode == "graph" else 0)
+    assert int(got[f"run/{mode}/recompiles_measured"]) == 0
 
 
 def test_engine_is_asynchronous_so_the_step_waits(parity):

@@ -167,13 +167,13 @@ class _FakeProfiler:
 @pytest.mark.parametrize("fail,reason", [("start", "did not start"), ("stop", "did not stop"),
                                          (None, "could not be read")])
 def test_profiler_failure_is_a_reason_and_every_step_still_runs(fail, reason):
-    from dlperf.frameworks.jax.adapter import JaxAdapter
+    from dlperf.frameworks.jax.profile import profile_comm
 
     prof = _FakeProfiler(fail)
     fake_jax = SimpleNamespace(profiler=prof, block_until_ready=lambda x: x)
     steps = []
-    out = JaxAdapter._profile_comm(fake_jax, lambda: steps.append(1) or 0.0,
-                                   {"state": None}, 3)
+    run = SimpleNamespace(step=lambda: steps.append(1) or 0.0, state=None)
+    out = profile_comm(fake_jax, run, 3)
     assert len(steps) == 4  # one warm-up + k, whatever the profiler did (ranks stay matched)
     assert out["exposed"] is None and reason in out["reason"]
     assert out["profiled_iters"] == 3 and out["profiled_wall_s_per_iter"] >= 0
@@ -181,7 +181,7 @@ def test_profiler_failure_is_a_reason_and_every_step_still_runs(fail, reason):
 
 
 def test_a_failed_step_under_the_profiler_stops_the_trace():
-    from dlperf.frameworks.jax.adapter import JaxAdapter
+    from dlperf.frameworks.jax.profile import profile_comm
 
     prof = _FakeProfiler(None)
     fake_jax = SimpleNamespace(profiler=prof, block_until_ready=lambda x: x)
@@ -190,7 +190,7 @@ def test_a_failed_step_under_the_profiler_stops_the_trace():
         raise ValueError("boom")
 
     with pytest.raises(ValueError, match="boom"):
-        JaxAdapter._profile_comm(fake_jax, step, {"state": None}, 2)
+        profile_comm(fake_jax, SimpleNamespace(step=step, state=None), 2)
     assert prof.calls == ["start", "stop"]
 
 

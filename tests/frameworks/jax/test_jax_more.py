@@ -14,7 +14,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from dlperf.config import IterationPolicy, make_run_config  # noqa: E402
-from dlperf.frameworks.jax.adapter import make_loss_fn  # noqa: E402
+from dlperf.frameworks.jax.step import make_loss_fn  # noqa: E402
 from dlperf.worker import run_config  # noqa: E402
 from dlperf.zoo import SPECS, build, get_spec  # noqa: E402
 from dlperf.zoo.convert import flax_input_shape, torch_to_flax  # noqa: E402

@@ -1,0 +1,112 @@
+"""The JAX training step is written once: the fused timing (``run.step()``, no-op marks) and the
+breakdown (``run.phased_step(mark)``, timed marks) run the same staged function and the same
+compiled program, so from the same seed they give the same losses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("flax")
+pytest.importorskip("optax")
+
+from dlperf.config import make_run_config  # noqa: E402
+from dlperf.frameworks import get_adapter  # noqa: E402
+from dlperf.frameworks.base import TrainingRun, no_mark  # noqa: E402
+from dlperf.frameworks.jax.adapter import JaxRun  # noqa: E402
+from dlperf.frameworks.jax.step import JaxStep  # noqa: E402
+from dlperf.zoo import get_spec  # noqa: E402
+
+N_ITERS = 4
+STAGES = ["t_io", "t_h2d", "t_fbu"]
+
+
+def _prepare(model: str = "fcn5_tiny", **kw) -> JaxRun:
+    cfg = make_run_config(model=model, framework="jax", mode="xla", batch_size=8, seed=3, **kw)
+    return get_adapter("jax").prepare(cfg, get_spec(cfg.model))
+
+
+class _Marks:
+    """A phase timer's ``mark``: records each stage and the handle it was given."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, object]] = []
+
+    def __call__(self, phase: str, handle: object = None) -> None:
+        self.seen.append((phase, handle))
+
+
+def _losses(run: JaxRun, phased: bool, marks: _Marks | None = None) -> list[float]:
+    handles = [run.phased_step(marks) if phased else run.step() for _ in range(N_ITERS)]
+    return run.losses_to_floats(handles)
+
+
+@pytest.fixture
+def counted_staged_step(monkeypatch):
+    """Counts calls of :meth:`JaxStep.staged_step`, by mark (the fused step's is ``no_mark``)."""
+    calls: list[object] = []
+    original = JaxStep.staged_step
+
+    def counting(self, mark):
+        calls.append(mark)
+        return original(self, mark)
+
+    monkeypatch.setattr(JaxStep, "staged_step", counting)
+    monkeypatch.setattr(JaxStep, "phased_step", counting)
+    return calls
+
+
+def test_phased_step_is_the_staged_step():
+    """The breakdown's step is the very function the fused step runs (no second copy)."""
+    assert issubclass(JaxRun, TrainingRun)
+    assert JaxRun.phased_step is JaxRun.staged_step is JaxStep.staged_step
+    assert JaxRun.step is TrainingRun.step  # staged_step(no_mark), from the contract
+
+
+@pytest.mark.parametrize("data", ["synthetic", "real"])
+def test_fused_and_phased_runs_give_the_same_losses_from_the_same_seed(
+        data, counted_staged_step, request):
+    kw = {}
+    if data == "real":
+        request.getfixturevalue("data_env")
+        kw = {"data": "mnist", "model": "fcn_mnist_tiny"}
+    runs = {}
+    marks = _Marks()
+    for phased in (False, True):
+        run = _prepare(**kw)
+        try:
+            runs[phased] = _losses(run, phased, marks if phased else None)
+            info = run.compile_info()
+        finally:
+            run.close()
+        assert info["n_compiles"] == 1 and info["recompiles"] == 0
+    assert np.isfinite(runs[False]).all()
+    assert runs[True] == runs[False]  # bit for bit: one program, the same batches and state
+    # every iteration of both went through staged_step: the fused ones with no-op marks
+    assert counted_staged_step == [no_mark] * N_ITERS + [marks] * N_ITERS
+    # three stage marks per phased iteration, in order; t_fbu carries the loss it returns
+    assert [p for p, _ in marks.seen] == STAGES * N_ITERS
+    assert all(h is None for p, h in marks.seen if p != "t_fbu")
+    assert all(h is not None for p, h in marks.seen if p == "t_fbu")
+
+
+def test_fused_and_phased_steps_share_one_compiled_program():
+    """Alternating fused and phased iterations in one run continue one training trajectory:
+    no retrace or recompile, the state flows from one to the other, and the losses are those
+    of an all-fused run."""
+    ref = _prepare()
+    try:
+        fused = _losses(ref, phased=False) + _losses(ref, phased=False)
+    finally:
+        ref.close()
+    run = _prepare()
+    marks = _Marks()
+    try:
+        mixed = _losses(run, phased=False) + _losses(run, phased=True, marks=marks)
+        assert run.flags["retraces"] == 1 and run.flags["recompiles"] == 0
+        assert run.compile_info()["n_compiles"] == 1
+    finally:
+        run.close()
+    assert mixed == fused
+    assert len(marks.seen) == 3 * N_ITERS

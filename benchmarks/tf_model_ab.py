@@ -14,7 +14,7 @@ Variants (``--variants``, comma-separated):
 * ``plain`` or ``plain:IMPL``: the model of ``benchmarks/plain_tf_loop.py`` (IMPL is its
   ``--lstm-impl``: fused, keras, keras_rnn), the step above, a bare loop;
 * ``dlperf``: ``dlperf.zoo``'s Keras model with dlperf's optimizer, the same step, a bare loop;
-* ``dlperf-step``: dlperf's whole ``Session.step`` (``TensorFlowAdapter.prepare`` in
+* ``dlperf-step``: dlperf's whole fused ``step()`` (``TensorFlowAdapter.prepare`` in
   ``--mode``: its model, optimizer, data pool and ``tf.function``), a bare loop;
 * ``dlperf-harness``: that step under dlperf's harness (``harness.loop.measure`` with the
   session's timer, a block = its measured segment): what ``dlperf run`` times.
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     import plain_tf_loop as plain
     from dlperf.frameworks.base import build_model
     from dlperf.frameworks.tensorflow.adapter import TensorFlowAdapter
+    from dlperf.frameworks.tensorflow.step import make_optimizer
     from dlperf.zoo import get_spec
 
     spec = get_spec(a.model)
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _, model = build_model(spec, "tensorflow", "Keras",
                                    around=lambda: tf.device("/CPU:0"))
-            opt, _ = TensorFlowAdapter._optimizer(keras, spec, {})
+            opt, _ = make_optimizer(keras, spec, {})
             kind, classes = spec.input_kind, spec.num_classes
             c_h_w = tuple(spec.input_shape)
             shape = (*c_h_w[1:], c_h_w[0]) if kind == "image" else c_h_w

@@ -27,6 +27,8 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from dlperf.frameworks.tensorflow.adapter import TensorFlowAdapter, import_tf  # noqa: E402
+from dlperf.frameworks.tensorflow.input import make_source  # noqa: E402
+from dlperf.frameworks.tensorflow.step import TrainStep, make_loss, make_optimizer  # noqa: E402
 
 tf, keras = import_tf()
 
@@ -155,7 +157,7 @@ def test_batchnorm_training_mode_and_running_stats_match_torch():
 
 
 def test_sgd_momentum_steps_match_torch():
-    """Two steps (momentum matters from the second) of the adapter's loss and optimizer."""
+    """Two steps (momentum matters from the second) of the adapter's step, loss and optimizer."""
     import torch
 
     spec, tm, km = _torch_pair("fcn5_tiny")
@@ -163,12 +165,13 @@ def test_sgd_momentum_steps_match_torch():
     o = spec.optimizer
     t_opt = torch.optim.SGD(tm.parameters(), lr=o.lr, momentum=o.momentum)
     flags: dict = {}
-    k_opt, l2 = TensorFlowAdapter._optimizer(keras, spec, flags)
+    k_opt, l2 = make_optimizer(keras, spec, flags)
     assert l2 == 0.0 and flags["optimizer"]["impl"] == "keras.optimizers.SGD"
     impl = __import__("dlperf.zoo.fcn.tensorflow_impl", fromlist=["build"])
-    loss_fn = TensorFlowAdapter._loss(tf, spec, impl)
-    tvars = km.trainable_variables
+    loss_fn = make_loss(tf, spec, impl)
+    tvars = list(km.trainable_variables)
     k_opt.build(tvars)
+    train = TrainStep(tf, km, tvars, k_opt, l2, loss_fn, grad_accum=1, replicas=1)  # the adapter's step
     g = torch.Generator().manual_seed(5)
     for _ in range(2):
         x = torch.randn((8, *spec.input_shape), generator=g)
@@ -177,9 +180,7 @@ def test_sgd_momentum_steps_match_torch():
         t_loss = torch.nn.functional.cross_entropy(tm(x), y)
         t_loss.backward()
         t_opt.step()
-        with tf.GradientTape() as tape:
-            k_loss = loss_fn(km(x.numpy(), training=True), tf.constant(y.numpy()))
-        k_opt.apply(tape.gradient(k_loss, tvars), tvars)
+        k_loss = train.replica(tf.constant(x.numpy()), tf.constant(y.numpy()))
         assert float(k_loss) == pytest.approx(float(t_loss.detach()), rel=1e-5)
     w_torch = tm.layers[0].weight.detach().numpy().T
     np.testing.assert_allclose(np.asarray(km.get_layer("layers.0").kernel), w_torch, atol=1e-6)
@@ -327,7 +328,7 @@ def test_real_image_data_is_transposed_to_nhwc_once(tmp_path):
     cfg = make_run_config(model=spec.name, framework="tensorflow", mode="graph", batch_size=8,
                           data="cifar10", data_dir=str(tmp_path), iterations=SHORT)
     impl = __import__("dlperf.zoo.cnn.tensorflow_impl", fromlist=["build"])
-    src = TensorFlowAdapter._data(tf, cfg, spec, "/CPU:0", False, impl)
+    src = make_source(tf, cfg, spec, "/CPU:0", False, impl)
     next_batch, info, first, fetch, to_device, wait = (src.next_batch, src.info, src.first,
                                                        src.fetch, src.to_device, src.wait)
     assert wait is None  # prepared batches: no pipeline, no data wait

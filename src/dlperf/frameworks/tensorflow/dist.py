@@ -31,13 +31,18 @@ Not built: mode ``xla`` under a strategy (refused before anything runs).
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError, UnavailableError
-from dlperf.frameworks.base import DistContext
+from dlperf.frameworks.base import DataSource, DistContext, identity
+from dlperf.frameworks.tensorflow.cluster import TF_CONFIG_ENV, parse_tf_config
+from dlperf.frameworks.tensorflow.input import SYNTHETIC_POOL
 
 MIRRORED = "MirroredStrategy"
 MULTI_WORKER = "MultiWorkerMirroredStrategy"
@@ -190,8 +195,6 @@ def communication(tf: Any, gpu: bool) -> tuple[Any, str]:
 
 
 def _make_multi_worker(tf: Any, cfg: RunConfig, devices: list[str]) -> tuple[Any, DistContext]:
-    from dlperf.frameworks.tensorflow.cluster import TF_CONFIG_ENV, parse_tf_config
-
     try:
         cluster, index = parse_tf_config(os.environ.get(TF_CONFIG_ENV))
     except ValueError as e:
@@ -287,3 +290,42 @@ def distribute(tf: Any, strategy: Any, batch: tuple[Any, Any], per_replica: int,
         return x[r * per_replica:(r + 1) * per_replica], y[r * per_replica:(r + 1) * per_replica]
 
     return strategy.experimental_distribute_values_from_function(part)
+
+
+def replicated_step(tf: Any, strategy: Any, replica_step: Callable[[Any, Any], Any],
+                    replicas: int, local: int) -> Callable[[Any, Any], Any]:
+    """The data-parallel step ``(x, y) -> loss``: ``replica_step`` on every replica
+    (``strategy.run``), returning the mean loss over this process's rows: the sum of its
+    ``local`` replicas' losses (each divided by ``replicas``) times ``replicas / local``. No
+    collective runs for the loss (module docstring)."""
+    scale = replicas / local
+
+    def step_fn(x, y):
+        per = strategy.run(replica_step, args=(x, y))
+        total = tf.add_n(strategy.experimental_local_results(per))
+        return total * scale if scale != 1 else total
+
+    return step_fn
+
+
+def distribute_source(tf: Any, strategy: Any, src: DataSource, per_replica: int,
+                      first_replica: int, synthetic: bool) -> DataSource:
+    """``src`` (this process's rows, on the host) with every batch split onto the replicas'
+    devices (:func:`distribute`): synthetic batches once, before timing (a pool of
+    :data:`~dlperf.frameworks.tensorflow.input.SYNTHETIC_POOL`, cycled); real batches in each
+    step (``to_device``). ``first`` is distributed too (the step is traced for it)."""
+    def place(batch: tuple[Any, Any]) -> Any:
+        return distribute(tf, strategy, batch, per_replica, first_replica)
+
+    if synthetic:
+        pool = [place(src.next_batch()) for _ in range(SYNTHETIC_POOL)]
+        it = itertools.cycle(pool)
+        return dataclasses.replace(src, next_batch=it.__next__, fetch=it.__next__,
+                                   to_device=identity, first=pool[0])
+    host_next = src.next_batch
+
+    def next_batch() -> Any:
+        return place(host_next())
+
+    return dataclasses.replace(src, next_batch=next_batch, fetch=host_next, to_device=place,
+                               first=place(src.first))

@@ -1,4 +1,18 @@
-"""TensorFlow input pipeline: ``tf.data`` (map / batch / prefetch), on the host CPU.
+"""TensorFlow input: the run's batches (:func:`make_source`) and the ``tf.data`` pipeline.
+
+Batches (:func:`make_source`, a :class:`~dlperf.frameworks.base.DataSource`):
+
+* synthetic data: a pool of :data:`SYNTHETIC_POOL` distinct batches made on the device before
+  timing (stateless RNG, seeded by ``cfg.seed``; images NHWC), cycled;
+* real data without a pipeline: batches from :func:`dlperf.data.make_batches` (images
+  transposed NCHW -> NHWC once, on the host), at most :data:`MAX_REAL_BATCHES` of them, kept
+  as host tensors; on a GPU each step copies its batch to the device (inside the iteration, as
+  PyTorch's adapter does; TensorFlow has no pinned host tensors, so the copy is from pageable
+  memory);
+* real data through a pipeline (``--loader-workers N``, always for an ImageFolder): the
+  ``tf.data`` pipeline below; the time the step waits for ``next(iterator)`` is recorded.
+
+The pipeline (:func:`make_dataset`), on the host CPU:
 
 * MNIST / CIFAR-10: ``from_tensor_slices((uint8 images, labels))``, shuffled over the whole data
   set each pass (``reshuffle_each_iteration``), repeated, mapped to normalised float32 (NHWC, or
@@ -21,13 +35,26 @@ batch is made inside ``next()``. Batches stay on the host; on a GPU the step cop
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 
 from dlperf.config import RunConfig
+from dlperf.data import load_dataset, make_batches
+from dlperf.data.batches import _check_fits
+from dlperf.data.dataset import NORMALISATION
+from dlperf.data.imagefolder import CROP_RATIO, CROP_SCALE, IMAGENET_MEAN, IMAGENET_STD
+from dlperf.data.pipeline import DataWaitRecorder
+from dlperf.errors import DataError, UnavailableError
+from dlperf.frameworks.base import DataSource, identity
+from dlperf.zoo.convert_keras import nchw_to_nhwc
 from dlperf.zoo.spec import ModelSpec
 
+#: Distinct synthetic batches made before timing and cycled.
+SYNTHETIC_POOL = 4
+#: Real data: at most this many distinct batches are kept on the host and cycled.
+MAX_REAL_BATCHES = 512
 #: Crop sampling of the TensorFlow Model Garden's ImageNet preprocessing.
 MIN_OBJECT_COVERED = 0.1
 
@@ -42,10 +69,6 @@ def make_dataset(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, batch: int |
     the ``W`` workers' ``j``-th batches hold the samples of the unsharded ``j``-th global batch
     of ``W * batch``; token batches take rows ``[i batch, (i + 1) batch)`` of each global
     batch."""
-    from dlperf.data import make_batches
-    from dlperf.data.dataset import NORMALISATION
-    from dlperf.data.imagefolder import CROP_RATIO, CROP_SCALE, IMAGENET_MEAN, IMAGENET_STD
-    from dlperf.errors import DataError
 
     B, workers, seed = batch or cfg.global_batch, cfg.loader_workers or 0, cfg.seed
     W, index = shard or (1, 0)
@@ -57,8 +80,6 @@ def make_dataset(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, batch: int |
                 X, Y = X[:, index * B:(index + 1) * B], Y[:, index * B:(index + 1) * B]
             d = tf.data.Dataset.from_tensor_slices((X, Y)).repeat()
         else:
-            from dlperf.data.batches import _check_fits
-
             _check_fits(ds, spec)
             n = int(ds.x.shape[0])
             if n < B * W:
@@ -121,3 +142,140 @@ def make_dataset(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, batch: int |
         it = None
 
     return (lambda: next(it)), info, close
+
+
+def make_source(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, gpu: bool, impl: Any,
+                rows: tuple[int, int] | None = None, on_host: bool = False) -> DataSource:
+    """The run's :class:`~dlperf.frameworks.base.DataSource` (module docstring):
+    ``next_batch()`` gives ``(x, y)``; ``to_device(fetch())`` gives the same in two parts (the
+    batch as held, then placed on the run's device ``dev``), for the breakdown's t_io and
+    t_h2d; ``first`` is the batch the step is traced for; ``wait`` is the recorder of a
+    pipeline (else None).
+
+    The batches are global batches (``cfg.global_batch`` rows; data parallel: split across
+    the replicas by :func:`dlperf.frameworks.tensorflow.dist.distribute_source`), or with
+    ``rows = (lo, hi)`` (a multi-worker process) rows ``[lo, hi)`` of each global batch:
+    synthetic batches are drawn for the global batch and cut (the same samples as one process
+    would train on), prepared real batches are cut on the host, and a ``tf.data`` pipeline is
+    sharded (worker ``i`` of ``W`` takes every ``W``-th sample from ``i``, before decoding, so
+    each global batch holds the same samples as without sharding). ``on_host``: synthetic
+    batches are drawn on the host CPU (the caller places the replicas' rows on their devices),
+    so no device holds a global batch.
+
+    Raises:
+        UnavailableError: a spec outside the default input contract whose implementation
+            module ``impl`` has no ``synthetic_batch`` hook.
+        DataError: the data set cannot feed this model (from :mod:`dlperf.data`).
+    """
+    if cfg.data == "synthetic":
+        return _synthetic_source(tf, cfg, spec, dev, impl, rows, on_host)
+    ds = load_dataset(cfg.data, cfg.data_dir)
+    if cfg.loader_workers is not None or ds.kind == "imagefolder":
+        return _pipeline_source(tf, cfg, spec, ds, gpu, rows)
+    return _prepared_source(tf, cfg, spec, ds, dev, gpu, rows)
+
+
+def _synthetic_source(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, impl: Any,
+                      rows: tuple[int, int] | None, on_host: bool) -> DataSource:
+    """:data:`SYNTHETIC_POOL` seeded batches on ``dev`` (or the host CPU), cycled."""
+    B = cfg.global_batch
+    lo, hi = rows if rows is not None else (0, B)
+    image = spec.input_kind == "image"
+    hook = None
+    if not getattr(spec, "default_io", True):
+        hook = getattr(impl, "synthetic_batch", None)
+        if hook is None:
+            raise UnavailableError(f"{spec.name}: {impl.__name__} has no "
+                                   f"synthetic_batch hook for {spec.input_kind} inputs")
+    pool = []
+    with tf.device("/CPU:0" if on_host else dev):
+        for i in range(SYNTHETIC_POOL):
+            x, y = _synthetic_batch(tf, spec, B, (cfg.seed, 2 * i), (cfg.seed, 2 * i + 1), hook)
+            if rows is not None:  # this worker's rows only (a copy: the rest is freed)
+                x, y = tf.identity(x[lo:hi]), tf.identity(y[lo:hi])
+            pool.append((x, y))
+    it = itertools.cycle(pool)
+    info: dict[str, Any] = {"kind": "synthetic", "placement": "device",
+                            "distinct_batches": SYNTHETIC_POOL,
+                            "layout": "NHWC" if image else None}
+    if on_host:
+        info["drawn_on"] = "host, then the replicas' rows copied to their devices"
+    if rows is not None:
+        info["rows"] = f"[{lo}, {hi}) of each global batch of {B}"
+    return DataSource(it.__next__, info, it.__next__, identity, first=pool[0])
+
+
+def _synthetic_batch(tf: Any, spec: ModelSpec, B: int, sx: tuple[int, int],
+                     sy: tuple[int, int], hook: Any) -> tuple[Any, Any]:
+    """One synthetic ``(x, y)`` of ``B`` rows from the stateless seeds ``sx``, ``sy``: the
+    implementation's ``hook(spec, B, sx)``, token ids, or normal inputs (images NHWC) and
+    class labels."""
+    if hook is not None:
+        return hook(spec, B, sx)
+    if spec.input_kind == "tokens":
+        shape = (B, *spec.input_shape)
+        return (tf.random.stateless_uniform(shape, sx, 0, spec.num_classes, tf.int64),
+                tf.random.stateless_uniform(shape, sy, 0, spec.num_classes, tf.int64))
+    c_h_w = tuple(spec.input_shape)
+    shape = (B, *c_h_w[1:], c_h_w[0]) if spec.input_kind == "image" else (B, *c_h_w)
+    return (tf.random.stateless_normal(shape, sx, dtype=tf.float32),
+            tf.random.stateless_uniform((B,), sy, 0, spec.num_classes, tf.int64))
+
+
+def _real_info(ds: Any) -> dict[str, Any]:
+    """The head of a real data set's ``data_info``: kind, name and path."""
+    return {"kind": "real", "dataset": ds.name, "path": str(ds.path)}
+
+
+def _scalar_meta(ds: Any) -> dict[str, Any]:
+    """The data set's metadata that is a plain scalar (stored in ``data_info``)."""
+    return {k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}
+
+
+def _pipeline_source(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, gpu: bool,
+                     rows: tuple[int, int] | None) -> DataSource:
+    """Batches from the ``tf.data`` pipeline (sharded for a multi-worker process), with the
+    time the step waits for each recorded."""
+    B = cfg.global_batch
+    lo, hi = rows if rows is not None else (0, B)
+    shard = None
+    if rows is not None:
+        shard = (B // (hi - lo), lo // (hi - lo))  # (workers, this worker's index)
+    host_next, pipe, close = make_dataset(tf, cfg, spec, ds, batch=hi - lo, shard=shard)
+    first = host_next()  # for tracing; not part of the recorded waits
+    rec = DataWaitRecorder()
+    info = {**_real_info(ds), "placement": "pipeline" + ("-host-pageable" if gpu else ""),
+            "pipeline": pipe, "layout": "NHWC" if spec.input_kind == "image" else None,
+            **_scalar_meta(ds)}
+    nxt = rec.wrap(host_next)  # tf.data places the batches itself: no copy to split off
+    return DataSource(nxt, info, nxt, identity, wait=rec, close=close, first=first)
+
+
+def _prepared_source(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, dev: str, gpu: bool,
+                     rows: tuple[int, int] | None) -> DataSource:
+    """Up to :data:`MAX_REAL_BATCHES` batches of ``ds`` as host tensors, cycled; on a GPU
+    ``to_device`` copies one to ``dev``."""
+    B = cfg.global_batch
+    image = spec.input_kind == "image"
+    X, Y = make_batches(ds, spec, B, max_batches=MAX_REAL_BATCHES)
+    if rows is not None:  # this worker's rows of every global batch
+        X, Y = X[:, rows[0]:rows[1]], Y[:, rows[0]:rows[1]]
+    if image:
+        X = nchw_to_nhwc(X)  # [nb, B, C, H, W] -> [nb, B, H, W, C], once, on the host
+    with tf.device("/CPU:0"):
+        batches = [(tf.constant(X[i]), tf.constant(Y[i])) for i in range(X.shape[0])]
+    it = itertools.cycle(batches)
+    info = {**_real_info(ds), "placement": "host-pageable" if gpu else "host",
+            "distinct_batches": int(X.shape[0]), "layout": "NHWC" if image else None,
+            **({"rows": f"[{rows[0]}, {rows[1]}) of each global batch of {B}"} if rows else {}),
+            **_scalar_meta(ds)}
+
+    def to_device(b: tuple[Any, Any]) -> tuple[Any, Any]:
+        # The step function places its inputs on its device; here the copy is explicit so
+        # that it is its own phase (an identity on the CPU).
+        if not gpu:
+            return b
+        with tf.device(dev):
+            return tf.identity(b[0]), tf.identity(b[1])
+
+    return DataSource(it.__next__, info, it.__next__, to_device, first=batches[0])

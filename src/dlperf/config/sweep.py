@@ -89,6 +89,11 @@ def crossed_compile_mode(mode: Any, compile_mode: Any, modes_listed: Any) -> boo
 GRID_KEYS = frozenset((set(RunConfig.model_fields) - {"repeat"}) | {"suite", "repeats"})
 
 
+def _at(where: str, field: str) -> str:
+    """``grid[2].model`` (a sweep file's entry), or ``model`` (``dlperf run``'s one entry)."""
+    return f"{where}.{field}" if where else field
+
+
 def _check_keys(where: str, d: Mapping[str, Any]) -> None:
     for k in d:
         if k == "repeat":
@@ -107,7 +112,7 @@ def _axes(where: str, merged: Mapping[str, Any]) -> dict[str, list[Any]]:
         if k == "iterations" or not isinstance(v, list):
             axes[k] = [v]
         elif not v:
-            raise ConfigError(f"{where}.{k}: empty list; give at least one value")
+            raise ConfigError(f"{_at(where, k)}: empty list; give at least one value")
         else:
             axes[k] = v
     if "device" in axes:
@@ -127,7 +132,7 @@ def _model_pairs(where: str, suite: Any, axes: dict[str, list[Any]]) -> list[dic
     try:
         entries = get_suite(suite)
     except ConfigError as e:
-        raise ConfigError(f"{where}.suite: {e}" if where else str(e)) from None
+        raise ConfigError(f"{_at(where, 'suite')}: {e}" if where else str(e)) from None
     axes.pop("model", None)
     data_override = axes.pop("data", None)
     if data_override is None:

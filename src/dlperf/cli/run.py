@@ -19,8 +19,20 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import check_db, check_endpoint, check_out_dir, guard, ints, split
 from dlperf.errors import ConfigError
+from dlperf.registry import FRAMEWORKS
 
 Opt = typer.Option
+
+#: Help of --mode and --dp-layout, from the registry (each framework's modes and default
+#: data-parallel layout).
+MODE_HELP = ("Execution mode(s), comma-separated: "
+             + "; ".join(f"{n} {'|'.join(i.modes)}" for n, i in FRAMEWORKS.items())
+             + ". Default: the framework's first.")
+DP_LAYOUT_HELP = ("Data-parallel processes: per_device (one per device) or per_node (one per "
+                  "node driving its devices). Default: "
+                  + ", ".join(f"{n} {i.dp_layouts[0]}" for n, i in FRAMEWORKS.items()
+                              if i.data_parallel)
+                  + " (TensorFlow on the CPU across nodes needs per_device).")
 
 
 @dataclass
@@ -33,7 +45,7 @@ class Point:
     device: Annotated[str, Opt(help="cpu, cuda, or auto (cuda if available).")] = "auto"
     precision: Annotated[str, Opt(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32"
     framework: Annotated[str, Opt(help="Framework (see `dlperf list frameworks`).")] = "torch"
-    mode: Annotated[Optional[str], Opt(help="Execution mode(s), comma-separated: torch eager|graph (torch.compile); jax xla; tensorflow eager|graph|xla. Default: the framework's first.")] = None
+    mode: Annotated[Optional[str], Opt(help=MODE_HELP)] = None
     data: Annotated[Optional[str], Opt(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None
     data_dir: Annotated[Optional[str], Opt(help="Data root for data-set names (default: $DLPERF_DATA).")] = None
     grad_accum: Annotated[int, Opt(help="Gradient-accumulation steps per iteration.")] = 1
@@ -91,7 +103,7 @@ class Parallel:
     nnodes: Annotated[int, Opt(help="Nodes (machines); run the same command on each with its --node-rank.", min=1)] = 1
     node_rank: Annotated[int, Opt(help="This node's index, 0 .. nnodes-1 (node 0 stores the results in --db, node k in DB.node<k>.db).", min=0)] = 0
     rdzv_endpoint: Annotated[Optional[str], Opt(help="HOST:PORT of node 0 for the rendezvous (torchrun c10d), coordinator (jax.distributed) or TF_CONFIG exchange (TensorFlow); needed with --nnodes > 1.")] = None
-    dp_layout: Annotated[Optional[str], Opt(help="Data-parallel processes: per_device (one per device) or per_node (one per node driving its devices). Default: torch per_device, jax per_node, tensorflow per_node (TensorFlow on the CPU across nodes needs per_device).")] = None
+    dp_layout: Annotated[Optional[str], Opt(help=DP_LAYOUT_HELP)] = None
     bucket_cap_mb: Annotated[float, Opt(help="PyTorch DDP gradient bucket size (MB).")] = DDP_BUCKET_CAP_MB
     gradient_as_bucket_view: Annotated[bool, Opt("--gradient-as-bucket-view", help="PyTorch DDP option.")] = False
     static_graph: Annotated[bool, Opt("--static-graph", help="PyTorch DDP option.")] = False

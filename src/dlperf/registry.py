@@ -1,8 +1,12 @@
 """Which frameworks exist and which execution modes each has (no framework imports).
 
 This is the one table to edit when a framework is added: the adapter class (imported lazily,
-``"module:attribute"``) and its modes. ``config`` validates ``--framework`` / ``--mode``
-against it and ``frameworks.get_adapter`` instantiates the adapter.
+``"module:attribute"``), its modes and its capabilities. ``config`` validates a run against it
+(``--framework`` / ``--mode``, devices, precisions, data-parallel layouts and modes, which
+framework-specific options it takes) and calls the framework's own option rules
+(``frameworks/<name>/options.py``, named by :attr:`FrameworkInfo.options`);
+``frameworks.get_adapter`` instantiates the adapter; ``dlperf list`` reads its pip
+distributions. Nothing here imports a framework.
 """
 
 from __future__ import annotations
@@ -33,6 +37,26 @@ class FrameworkInfo:
             ImageFolder).
         zoo_impls: whether it builds the zoo's models from ``dlperf.zoo.<family>.<name>_impl``
             modules (False for a test double that builds no model).
+        title: its name in messages (``"PyTorch"``); ``""``: the registry key.
+        options: ``"module:attribute"`` of its own option rules, a function
+            ``check(cfg) -> list[tuple[field, message]]`` over a validated
+            :class:`~dlperf.config.RunConfig` (imported lazily, when a config of this
+            framework is validated); None: no rules of its own.
+        dp_layouts: its data-parallel process layouts (``per_device``, ``per_node``; the
+            first is its default ``--dp-layout``).
+        dp_modes: the modes its data-parallel engine supports; None: all of its modes.
+        devices_note: why it runs on :attr:`devices` only, added to that error.
+        compiler: the compiler whose mode ``--compile-mode`` picks (``"torch.compile"``).
+        compile_modes: its execution modes that take ``--compile-mode``; ``()``: none (the
+            option is refused).
+        loader_impls: the kinds of input-pipeline workers it offers (``--loader-impl``;
+            ``auto`` first); ``("auto",)``: one kind, the option is refused.
+        pipeline: its input pipeline's workers, in words, for that refusal.
+        ddp: whether its data-parallel engine takes PyTorch DDP's options (``--bucket-cap-mb``,
+            ``--static-graph``, ...; they enter the run key of its data-parallel points).
+        distributions: the pip distributions that make it, each a tuple of alternatives (all
+            needed), for ``dlperf list`` (read from package metadata, without importing it);
+            ``()``: ask the adapter.
     """
 
     adapter: str
@@ -46,6 +70,26 @@ class FrameworkInfo:
     breakdown: bool = True
     pipelines: bool = True
     zoo_impls: bool = True
+    # -- capabilities read by dlperf.config (run validation) and dlperf.cli --
+    title: str = ""
+    options: str | None = None
+    dp_layouts: tuple[str, ...] = ("per_device",)
+    dp_modes: tuple[str, ...] | None = None
+    devices_note: str = ""
+    compiler: str = ""
+    compile_modes: tuple[str, ...] = ()
+    loader_impls: tuple[str, ...] = ("auto",)
+    pipeline: str = "its own input pipeline"
+    ddp: bool = False
+    distributions: tuple[tuple[str, ...], ...] = ()
+
+
+#: torch.compile's modes (``torch.compile(mode=...)``; PyTorch's torch.compile documentation):
+#: ``default``; ``reduce-overhead`` replays the compiled graphs as CUDA graphs (one launch for
+#: many kernels: the remedy PyTorch gives for steps bound by kernel-launch overhead);
+#: ``max-autotune`` also autotunes matmul/conv templates (and uses CUDA graphs);
+#: ``max-autotune-no-cudagraphs`` autotunes without them. The choices of ``--compile-mode``.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 #: How to make the MXNet interpreter (README "Frameworks"); quoted in errors.
@@ -54,10 +98,24 @@ MXNET_SETUP = ("python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install -r "
 
 
 FRAMEWORKS: dict[str, FrameworkInfo] = {
-    "torch": FrameworkInfo("dlperf.frameworks.torch.adapter:TorchAdapter", ("eager", "graph")),
-    "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",)),
+    "torch": FrameworkInfo("dlperf.frameworks.torch.adapter:TorchAdapter", ("eager", "graph"),
+                           title="PyTorch", options="dlperf.frameworks.torch.options:check",
+                           compiler="torch.compile", compile_modes=("graph",),
+                           pipeline="its DataLoader's worker processes", ddp=True,
+                           distributions=(("torch",),)),
+    "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",),
+                         title="JAX", options="dlperf.frameworks.jax.options:check",
+                         dp_layouts=("per_node", "per_device"),
+                         loader_impls=("auto", "processes", "threads"),
+                         distributions=(("jax",), ("flax",), ("optax",))),
+    # XLA cannot reach mirrored variables on other devices: no XLA mode under a tf.distribute
+    # strategy (dp_modes).
     "tensorflow": FrameworkInfo("dlperf.frameworks.tensorflow.adapter:TensorFlowAdapter",
-                                ("eager", "graph", "xla")),
+                                ("eager", "graph", "xla"), title="TensorFlow",
+                                options="dlperf.frameworks.tensorflow.options:check",
+                                dp_layouts=("per_node", "per_device"),
+                                dp_modes=("eager", "graph"), pipeline="tf.data's own threads",
+                                distributions=(("tensorflow", "tensorflow-cpu"), ("keras",))),
     # MXNet 1.9.1 (a framework of Shi et al. 2016) needs numpy < 1.24, so it runs in a venv
     # of its own; the pip wheel is CPU-only (no CUDA, no bf16 policy in dlperf).
     "mxnet": FrameworkInfo("dlperf.frameworks.mxnet.adapter:MXNetAdapter", ("eager", "graph"),
@@ -65,12 +123,34 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            precisions=("fp32",), data_parallel=False, setup=MXNET_SETUP,
                            models=("fcn5", "fcn8", "fcn_mnist", "alexnet", "alexnet_cifar",
                                    "resnet50", "resnet56", "lstm"),
-                           breakdown=False, pipelines=False),
+                           breakdown=False, pipelines=False, title="MXNet",
+                           options="dlperf.frameworks.mxnet.options:check",
+                           devices_note="the MXNet 1.9.1 pip wheel is a CPU build"),
+}
+
+#: Test doubles: registered in :data:`FRAMEWORKS` only with ``DLPERF_FAKE_FRAMEWORK=1``; a test
+#: may also register one in :data:`FRAMEWORK_MODES` alone (:func:`framework_info` finds it
+#: here). The fake stands in for PyTorch's launch (one process per device, DDP's options).
+TEST_DOUBLES: dict[str, FrameworkInfo] = {
+    "fake": FrameworkInfo("dlperf.frameworks.fake.adapter:FakeAdapter", ("eager",),
+                          zoo_impls=False, options="dlperf.frameworks.fake.options:check",
+                          ddp=True),
 }
 
 if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake/adapter.py
-    FRAMEWORKS["fake"] = FrameworkInfo("dlperf.frameworks.fake.adapter:FakeAdapter", ("eager",),
-                                       zoo_impls=False)
+    FRAMEWORKS.update(TEST_DOUBLES)
 
 #: framework -> modes, for validation.
 FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {k: v.modes for k, v in FRAMEWORKS.items()}
+
+
+def framework_info(name: object) -> FrameworkInfo | None:
+    """The registry entry of framework ``name``: :data:`FRAMEWORKS`, else a test double that a
+    test registered in :data:`FRAMEWORK_MODES` only (:data:`TEST_DOUBLES`); None for anything
+    else (an unknown name, or not a string: a stored result's field read back)."""
+    if not isinstance(name, str):
+        return None
+    info = FRAMEWORKS.get(name)
+    if info is None and name in FRAMEWORK_MODES:
+        info = TEST_DOUBLES.get(name)
+    return info

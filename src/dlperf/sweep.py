@@ -126,8 +126,8 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
 
     Each real data set is resolved, read and cut into one batch for each model that uses it
     (corrupt files and data that do not fit the model are refused here). A framework that runs
-    in an interpreter of its own (MXNet) has that interpreter tried once. JAX points with
-    ``loader_impl: processes`` need Grain to be installed.
+    in an interpreter of its own (MXNet) has that interpreter tried once. Points with
+    ``loader_impl: processes`` and workers (JAX's Grain processes) need Grain to be installed.
 
     Args:
         points: the configurations about to run.
@@ -161,16 +161,19 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
 
     for framework in sorted({p.framework for p in points}):
         check_framework_python(framework)  # a framework with an interpreter of its own
-    grain_points = [p for p in points if p.framework == "jax" and p.loader_impl == "processes"
-                    and p.loader_workers]
+    # loader_impl 'processes' is valid only for a framework that offers it (registry
+    # loader_impls); with workers, its workers are Grain processes.
+    grain_points = [p for p in points if p.loader_impl == "processes" and p.loader_workers]
     if grain_points:
         from dlperf.data.grain_pipeline import grain_installed
 
         if not grain_installed():
-            raise ConfigError(f"--loader-impl processes ({grain_points[0].label()}) runs JAX's "
+            p = grain_points[0]
+            title = FRAMEWORKS[p.framework].title or p.framework
+            raise ConfigError(f"--loader-impl processes ({p.label()}) runs {title}'s "
                               "loader workers as Grain processes, and grain is not installed; "
-                              "pip install grain (or pip install 'dlperf[jax]'), or use "
-                              "--loader-impl auto or threads")
+                              f"pip install grain (or pip install 'dlperf[{p.framework}]'), or "
+                              "use --loader-impl auto or threads")
     for model, framework in {(p.model, p.framework) for p in points}:
         family = get_spec(model).family
         info = FRAMEWORKS.get(framework)

@@ -154,3 +154,50 @@ def test_stored_warnings_reach_the_report(tmp_path):
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Warnings" in md and "tf32 has no effect on the CPU" in md
+
+
+def test_compare_and_report_read_one_list_of_sections(tmp_path):
+    """`results --compare` offers exactly the named sections of report/sections.py and prints
+    what the section computes; `report` writes the titled ones, in the list's order."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+    from dlperf.report.sections import COMPARISONS, SECTIONS, Inputs, compare, report_sections
+    from dlperf.results.store import ResultStore
+
+    r = CliRunner().invoke(app, ["results", "--db", THREADS_DB, "--compare", "bogus"])
+    assert r.exit_code == 2
+    assert f"valid comparisons: {', '.join(sorted(COMPARISONS))}" in " ".join(r.output.split())
+    assert {"modes", "frameworks", "matrix", "threads", "data", "repeats", "scaling",
+            "convergence", "allreduce"} <= set(COMPARISONS)
+    r = CliRunner().invoke(app, ["results", "--db", THREADS_DB, "--compare", "threads", "-f",
+                                 "json"])
+    assert r.exit_code == 0, r.output
+    with ResultStore(THREADS_DB, read_only=True) as store:
+        inp = Inputs(store, store.rows(), output=tmp_path / "plots")
+        assert json.loads(r.output) == json.loads(compare("threads", inp, "json"))
+        titles = [t for t, _ in report_sections(inp)]
+    order = [s.title for s in SECTIONS]
+    assert "CPU thread scaling" in titles and titles == sorted(titles, key=order.index)
+    r = CliRunner().invoke(app, ["report", "--db", THREADS_DB, "-o", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert [t for t in order if f"## {t}\n" in md] == titles
+
+
+def test_list_reads_each_framework_s_distributions_from_the_registry(monkeypatch):
+    """`dlperf list frameworks` finds versions from the registry's pip distributions (no
+    table of its own); a missing one names the extra to install."""
+    import dataclasses
+
+    from dlperf import registry
+    from dlperf.cli.list_ import installed_version
+
+    info = registry.FRAMEWORKS["torch"]
+    assert installed_version("torch") == __import__("importlib.metadata").metadata.version("torch")
+    monkeypatch.setitem(registry.FRAMEWORKS, "torch", dataclasses.replace(
+        info, distributions=(("torch",), ("no-such-distribution-dlperf",))))
+    assert installed_version("torch") == ("no: no-such-distribution-dlperf is not installed; "
+                                          "pip install 'dlperf[torch]'")
+    monkeypatch.setitem(registry.FRAMEWORKS, "torch", dataclasses.replace(info, distributions=()))
+    assert installed_version("torch") is None  # ask the adapter

@@ -175,14 +175,15 @@ def test_list_shows_the_install_hint_with_its_extra(monkeypatch, capsys):
     from typer.testing import CliRunner
 
     import dlperf.cli as cli
+    from dlperf.cli import common, list_
 
-    monkeypatch.setattr(cli, "_installed_version", lambda n: (
+    monkeypatch.setattr(list_, "installed_version", lambda n: (
         "no: jax is not installed; pip install 'dlperf[jax]'" if n == "jax" else "1.0"))
-    monkeypatch.setattr(cli, "out", __import__("rich.console").console.Console(
+    monkeypatch.setattr(common, "out", __import__("rich.console").console.Console(
         record=True, width=300))
     r = CliRunner().invoke(cli.app, ["list", "frameworks"])
     assert r.exit_code == 0, r.output
-    assert "pip install 'dlperf[jax]'" in cli.out.export_text()
+    assert "pip install 'dlperf[jax]'" in common.out.export_text()
 
 
 def test_a_cuda_sweep_without_a_gpu_is_refused_before_anything_runs(tmp_path):

@@ -195,3 +195,125 @@ def test_imagefolder_without_workers_is_the_point_with_0_workers():
     assert a.loader_workers == 0 and a.run_key() == b.run_key()
     c = make_run_config(model="fcn_mnist", data="mnist", batch_size=8)
     assert c.loader_workers is None  # a data set read into memory: no pipeline unless asked
+
+
+# --- the config package's seams: registry capabilities, each framework's own rules, error
+# locations, one cross product -----------------------------------------------------------------
+
+
+def test_errors_are_located_at_the_field_their_rule_blames(tmp_path):
+    """A rule over several fields names the field it blames (a FieldRuleError), with its flag
+    for `dlperf run` and its grid entry in a sweep file; nothing is parsed from message text."""
+    with pytest.raises(ConfigError) as e:
+        make_run_config(model="fcn5_tiny", batch_size=8, framework="jax",
+                        compile_mode="reduce-overhead")
+    assert str(e.value).startswith("--compile-mode (compile_mode): compile_mode 'reduce-overhead'")
+    with pytest.raises(ConfigError) as e:
+        make_run_config(model="fcn5_tiny", batch_size=10, grad_accum=4)
+    assert str(e.value).startswith("--batch-size (batch_size): the per-device batch 10")
+    f = tmp_path / "s.yaml"
+    f.write_text("name: s\ngrid:\n  - {model: fcn5_tiny, batch_size: 8}\n"
+                 "  - {model: fcn5_tiny, batch_size: 8, framework: jax, layout: nchw}\n")
+    with pytest.raises(ConfigError) as e:
+        load_sweep(f)
+    assert "grid[1].layout: layout 'nchw' is a PyTorch option" in str(e.value)
+    # an unknown top-level field that is a nested one is pointed to by its path
+    with pytest.raises(ConfigError, match="did you mean 'iterations.min_iters'"):
+        make_run_config(model="fcn5_tiny", batch_size=8, min_iter=3)
+
+
+def _refuse_seed_7(cfg):
+    return [("seed", "seed 7 is refused by this framework's own rules")] if cfg.seed == 7 else []
+
+
+def test_a_framework_s_own_rules_come_from_its_registry_entry(monkeypatch):
+    """config calls the function the registry's ``options`` names, and reads capabilities
+    (here the data-parallel layouts and modes) from the entry, not from tables of its own."""
+    import dataclasses
+
+    from dlperf import registry
+
+    info = registry.FRAMEWORKS["torch"]
+    monkeypatch.setitem(registry.FRAMEWORKS, "torch", dataclasses.replace(
+        info, options=f"{__name__}:_refuse_seed_7", dp_layouts=("per_node", "per_device"),
+        dp_modes=("graph",)))
+    assert make_run_config(model="fcn5_tiny", batch_size=8, seed=6).seed == 6
+    with pytest.raises(ConfigError, match=r"^seed: seed 7 is refused by this framework's own"):
+        make_run_config(model="fcn5_tiny", batch_size=8, seed=7)
+    cfg = make_run_config(model="fcn5_tiny", batch_size=8, nproc=2, mode="graph")
+    assert cfg.dp_layout == "per_node" and cfg.processes_per_node == 1
+    with pytest.raises(ConfigError, match="not available for torch/eager; use mode graph"):
+        make_run_config(model="fcn5_tiny", batch_size=8, nproc=2, mode="eager")
+
+
+@pytest.mark.parametrize("framework,fields,needle", [
+    ("torch", {"mode": "eager", "compile_mode": "max-autotune"}, "needs --framework torch --mode graph"),
+    ("jax", {"layout": "nchw"}, "the jax models are NHWC"),
+    ("jax", {"data": "mnist", "model": "fcn_mnist_tiny", "loader_impl": "threads"},
+     "applies to an input pipeline"),
+    ("tensorflow", {"device": "cpu", "nproc": 2, "nnodes": 2}, "one CPU device per worker"),
+    ("mxnet", {"device": "cpu", "layout": "nhwc"}, "its models are NCHW"),
+])
+def test_each_framework_checks_its_own_options(framework, fields, needle):
+    """frameworks/<name>/options.py: the rules that are the framework's alone."""
+    import importlib
+
+    from dlperf.registry import FRAMEWORKS
+
+    mod, attr = FRAMEWORKS[framework].options.split(":")
+    assert mod == f"dlperf.frameworks.{framework}.options"
+    check = getattr(importlib.import_module(mod), attr)
+    with pytest.raises(ConfigError, match=needle):
+        make_run_config(**{"model": "fcn5_tiny", "batch_size": 8, "framework": framework,
+                           **fields})
+    ok = make_run_config(model="fcn5_tiny", batch_size=8, framework=framework,
+                         **({"device": "cpu"} if framework == "mxnet" else {}))
+    assert check(ok) == []
+
+
+def test_run_flags_and_a_sweep_entry_expand_alike():
+    """`dlperf run` is a one-entry grid: the same entry gives the same points (order, keys,
+    repeats) through the sweep path; the run path only names flags in its errors."""
+    from dlperf.config import SweepConfig, expand_grid
+
+    entry = {"model": ["fcn5_tiny", "lstm_tiny"], "batch_size": [8, 16], "device": "cpu",
+             "mode": ["eager", "graph"], "compile_mode": ["default", "reduce-overhead"],
+             "repeats": 2}
+    run = expand_grid({}, [entry], cli=True)
+    swept = SweepConfig(name="s", grid=[entry]).expand()
+    assert [p.run_key() for p in run] == [p.run_key() for p in swept]
+    assert len(run) == 2 * 2 * 3 * 2 and [p.repeat for p in run[:12]] == [0] * 12
+    with pytest.raises(ConfigError) as e:
+        expand_grid({}, [{"model": "fcn5_tiny", "batch_size": 8, "threads": 0}], cli=True)
+    assert str(e.value).startswith("--threads (threads):")
+    with pytest.raises(ConfigError) as e:
+        SweepConfig(name="s", grid=[{"model": "fcn5_tiny", "batch_size": 8, "threads": 0}]).expand()
+    assert str(e.value).startswith("grid[0].threads:")
+
+
+def test_config_cli_and_sweep_hold_no_framework_name_in_a_conditional():
+    """Framework facts live in the registry and in frameworks/<name>/ (issue 19): no comparison,
+    membership test, dict lookup or table keyed on a framework name in config/, cli/, sweep.py
+    or report/sections.py (the old config.py had 9 such conditionals and 3 tables)."""
+    import ast
+    from pathlib import Path
+
+    from dlperf.registry import FRAMEWORKS, TEST_DOUBLES
+
+    names = set(FRAMEWORKS) | set(TEST_DOUBLES) | {"torch", "jax", "tensorflow", "mxnet", "fake"}
+    src = Path(__file__).resolve().parents[2] / "src" / "dlperf"
+    files = [*(src / "config").glob("*.py"), *(src / "cli").glob("*.py"), src / "sweep.py",
+             src / "report" / "sections.py"]
+    found = []
+    for path in files:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            tests = ([node.test] if isinstance(node, (ast.If, ast.IfExp, ast.While)) else
+                     [node] if isinstance(node, ast.Compare) else
+                     [node.slice] if isinstance(node, ast.Subscript) else
+                     [k for k in node.keys if k is not None] if isinstance(node, ast.Dict) else [])
+            for t in tests:
+                for c in ast.walk(t):
+                    if isinstance(c, ast.Constant) and c.value in names:
+                        found.append(f"{path.name}:{c.lineno}: {c.value!r}")
+    assert found == []

@@ -1,0 +1,38 @@
+"""The ``dlperf`` command line: the only argv parser; thin, calls library functions.
+
+One module per command (``run``, ``sweep``, ``list_``, ``results``, ``report``, ``allreduce``,
+``merge``, ``predict``, ``env``, ``data``), what they share in :mod:`dlperf.cli.common`; this
+module assembles :data:`app` (the ``dlperf`` entry point, ``dlperf.cli:app``). A user error
+(:class:`~dlperf.errors.DlperfError`) prints one clear message and exits with status 2;
+nothing already stored is lost.
+"""
+
+from __future__ import annotations
+
+import typer
+
+# The command modules by name (their functions are not bound here: the package's attributes
+# stay the modules, e.g. dlperf.cli.list_ for a test to patch).
+from dlperf.cli import (allreduce, data, env, list_, merge, predict, report, results, run,
+                        sweep)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Benchmark deep-learning training: time per iteration, throughput, "
+                       "memory, over models, frameworks, devices, precisions and batch sizes.")
+app.command("run")(run.run)
+app.command("sweep", help=sweep.HELP)(sweep.sweep)
+app.command("list")(list_.list_)
+app.command("results")(results.results)
+app.command("report")(report.report)
+app.command("allreduce")(allreduce.allreduce)
+app.command("merge")(merge.merge)
+app.command("predict")(predict.predict)
+app.add_typer(data.data_app, name="data")
+app.command("env")(env.env)
+
+def main() -> None:  # pragma: no cover
+    """Entry point for ``python -m dlperf``."""
+    app()
+
+
+__all__ = ["app", "main"]

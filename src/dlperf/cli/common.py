@@ -1,0 +1,217 @@
+"""What the ``dlperf`` commands share: the consoles, flag parsing and checks, the error guard,
+option groups, and running a list of points (``run`` and ``sweep``).
+
+A user error (:class:`~dlperf.errors.DlperfError`, or a file that cannot be written or read)
+prints one clear message and exits with status 2 (:func:`guard`); nothing already stored is
+lost. Command modules read :data:`out` and :data:`err` through this module (``common.out``), so
+a test can replace them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from dlperf.errors import ConfigError, DlperfError
+
+out = Console(width=None if sys.stdout.isatty() else 250)
+# Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs.
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
+
+DEFAULT_DB = "dlperf-results.db"
+
+#: Printed under a breakdown table (``dlperf run --breakdown`` and ``dlperf results``).
+BREAKDOWN_LEGEND = ("t_f/t_b/t_u marked * come from the profiler trace (a step compiled as one "
+                    "program); `!`: phases and fused step differ by over 3% (reason in the "
+                    "warnings). Op classes: dlperf results --op-classes")
+
+
+def split(value: str | None) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]``; ``[]`` for None or empty."""
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def ints(value: str, what: str, low: int = 1) -> list[int]:
+    """The comma-separated integers of flag ``--{what}``, each ``>= low``.
+
+    Raises:
+        ConfigError: a value that is not an integer, is below ``low``, or no value at all.
+    """
+    vals = []
+    for v in split(value):
+        try:
+            n = int(v)
+        except ValueError:
+            raise ConfigError(f"--{what}: {v!r} is not an integer; give e.g. --{what} 16,32,64") from None
+        if n < low:
+            raise ConfigError(f"--{what}: {n} must be >= {low}")
+        vals.append(n)
+    if not vals:
+        raise ConfigError(f"--{what}: give at least one value, e.g. --{what} 32")
+    return vals
+
+
+def guard(fn: Callable[[], Any]) -> Any:
+    """Run a command body; a user error (DlperfError, or a file that cannot be written or
+    read) -> one message and exit 2."""
+    try:
+        return fn()
+    except DlperfError as e:
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+        raise typer.Exit(2) from None
+    except OSError as e:
+        where = f" {e.filename!r}" if getattr(e, "filename", None) else ""
+        err.print(f"[bold red]error:[/] cannot use{escape(where)}: {escape(str(e.strerror or e))}; "
+                  "give another path",
+                  highlight=False)
+        raise typer.Exit(2) from None
+
+
+def check_out_dir(path: str | Path | None, flag: str) -> None:
+    """A report folder must be a folder (or not exist yet)."""
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} is a file; give a folder for the report")
+
+
+def check_db(path: str, must_exist: bool) -> None:
+    """A results file: not a folder; with ``must_exist``, an existing, non-empty file.
+
+    Raises:
+        ConfigError: naming the path and what to give instead.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"--db {path!r} is a folder; give a results file, e.g. {path}/results.db")
+    if must_exist and not p.is_file():
+        raise ConfigError(f"results file {path!r} does not exist; run `dlperf run ... --db {path}` first")
+    if must_exist and p.stat().st_size == 0:  # reading must not turn it into an empty store
+        raise ConfigError(f"results file {path!r} is empty (0 bytes), not a dlperf results "
+                          f"database; run `dlperf run ... --db {path}` to fill it, or give "
+                          f"another --db path")
+
+
+def check_endpoint(endpoint: str) -> None:
+    """``HOST:PORT`` with a port in 1..65535; ConfigError otherwise."""
+    host, _, port = endpoint.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--rdzv-endpoint {endpoint!r} is not HOST:PORT; give e.g. "
+                          "node0.example.org:29500 or 127.0.0.1:29500")
+
+
+def print_markdown(text: str) -> None:
+    """Markdown tables drawn as tables in a terminal; piped or redirected, the Markdown itself
+    (so ``dlperf results --compare ... > x.md`` writes a Markdown file)."""
+    if sys.stdout.isatty():
+        from rich.markdown import Markdown
+
+        out.print(Markdown(text))
+    else:
+        sys.stdout.write(text)
+
+
+def grouped(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: a command whose flags are the fields of dataclasses, one per group.
+
+    Each group is a dataclass whose fields are ``Annotated[type, typer.Option(...)]`` with a
+    default; the decorated function receives one instance per group (by the keyword given
+    here), typer sees the fields as the command's flags, in order.
+    """
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        params = []
+        for cls in groups.values():
+            hints = typing.get_type_hints(cls, include_extras=True)
+            params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                         default=f.default, annotation=hints[f.name])
+                       for f in dataclasses.fields(cls)]
+
+        def command(**flags: Any) -> Any:
+            return fn(**{name: cls(**{f.name: flags[f.name] for f in dataclasses.fields(cls)})
+                         for name, cls in groups.items()})
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__name__, command.__doc__ = fn.__name__, fn.__doc__
+        return command
+    return decorate
+
+
+def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
+    """The results table of this call's points, their breakdown and repeats tables."""
+    from dlperf.report.breakdown import breakdown_table
+    from dlperf.report.tables import results_table
+
+    out.print(results_table(rows))
+    bt = breakdown_table(rows)
+    if bt is not None:
+        out.print(bt)
+        out.print(BREAKDOWN_LEGEND, highlight=False)
+    if any(p.repeat for p in points):
+        from dlperf.report.compare import repeat_runs, repeats_markdown
+
+        reps = repeat_runs(rows)
+        if reps:
+            print_markdown(repeats_markdown(reps))
+
+
+def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
+            report_dir: str | None, sweep_config: dict | None = None,
+            runner: Callable[[Any], dict[str, Any]] | None = None,
+            missing_ok: bool = False) -> None:
+    """Check, run and store ``points``, print the results; exit 1 if every point that ran
+    failed or any point is ``unavailable`` (missing data or framework: still to measure).
+
+    ``missing_ok`` (``dlperf sweep``): points of a missing data set are stored ``unavailable``
+    and the others run, instead of refusing them all (:func:`dlperf.sweep.preflight`).
+    """
+    from dlperf.report.sections import write_full_report
+    from dlperf.results.store import ResultStore
+    from dlperf.sweep import execute as run_points, preflight
+    from dlperf.worker import now_iso
+
+    missing = preflight(points, allow_missing=missing_ok)
+    # Trace folders are written after each measurement: one that cannot be made would leave
+    # the point stored without its trace (and resumed as done), so they are made now; an
+    # OSError is a user error (guard: exit 2, nothing run or stored).
+    for d in sorted({p.trace_dir for p in points if p.trace_dir}):
+        Path(d).expanduser().mkdir(parents=True, exist_ok=True)
+    with ResultStore(db) as store:
+        if sweep_config is not None:
+            store.add_sweep(sweep, sweep_config, now_iso())
+        try:
+            outcome = run_points(points, store, sweep=sweep, resume=resume,
+                                 retry_failed=retry_failed, console=err, runner=runner,
+                                 missing_data=missing)
+        except KeyboardInterrupt:
+            again = ("run the same command again to resume" if resume else
+                     "the points not reached yet still hold their earlier results, so run the "
+                     "same command (with --restart/--rerun) again to measure every point anew; "
+                     "without it they count as done")
+            err.print(f"[yellow]interrupted[/]: finished points are in {escape(str(db))}; "
+                      f"{again}")
+            raise typer.Exit(130) from None
+        keys = {p.run_key() for p in points}
+        _print_outcome([r for r in store.rows() if r["run_key"] in keys], points)
+        not_run = (f", {outcome.missing_data} not run (data missing)"
+                   if outcome.missing_data else "")
+        err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} "
+                  f"failed{not_run}", markup=False)
+        if report_dir:
+            path = write_full_report(db, Path(report_dir), "dlperf report", None)
+            out.print(f"report: {path}")
+    all_failed = outcome.ran and outcome.failed == outcome.ran
+    if all_failed:
+        err.print("[red]every point that ran failed[/]; see the errors above")
+    if outcome.unavailable:
+        err.print(f"[red]{outcome.unavailable} point(s) unavailable[/] (data or framework not "
+                  "here; see the errors above): they are stored as such; run the same command "
+                  "again once that is fixed to measure them")
+    if all_failed or outcome.unavailable:
+        raise typer.Exit(1)

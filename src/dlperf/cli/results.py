@@ -1,0 +1,167 @@
+"""``dlperf results``: stored results as a table, CSV or JSON; a comparison
+(``--compare NAME``, one of :data:`dlperf.report.sections.COMPARISONS`); or the op classes of
+results measured with ``--breakdown``/``--trace``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from dlperf.cli import common
+from dlperf.cli.common import check_db, guard, print_markdown, split
+from dlperf.errors import ConfigError, unknown_choice
+from dlperf.report.sections import COMPARISONS
+
+FORMATS = ("table", "csv", "json")
+
+#: ``--compare``'s help, from the one list of comparisons.
+COMPARE_HELP = ("Instead of the results: "
+                + ", ".join(f"'{n}' ({s.help})" for n, s in COMPARISONS.items()) + ".")
+
+
+def _op_classes_text(rows: list[dict[str, Any]], format: str, samples_of: Any = None,
+                     to_file: bool = False) -> str | None:
+    """The op-class table and gap attribution; printed directly (None) for ``table``, or as
+    Markdown (the report's sections) when ``to_file``. ``samples_of``: result id -> measured
+    samples, for the gaps' CIs.
+
+    Raises:
+        ConfigError: no result has op classes.
+    """
+    from dlperf.report import breakdown as bdr
+    from dlperf.report.sections import csv_text
+
+    if not any(bdr.op_classes_of(r) for r in rows):
+        raise ConfigError("no result here has op classes; measure with --breakdown or "
+                          "--trace DIR")
+    gaps = bdr.gap_attribution(rows, samples_of)
+    if format == "table" and to_file:
+        return bdr.op_class_markdown(rows) + ("\n" + bdr.gap_markdown(gaps) if gaps else "")
+    if format == "table":
+        common.out.print(bdr.op_class_table(rows))
+        md = bdr.op_class_markdown(rows)
+        if "Unclassified device time" in md:
+            common.out.print(md[md.index("Unclassified device time"):].rstrip(), markup=False,
+                             highlight=False)
+        for g in bdr.gap_tables(gaps):
+            common.out.print(g)
+        if gaps:
+            common.out.print(bdr.GAP_LEGEND, markup=False, highlight=False)
+        return None
+    if format == "json":
+        per = [{"id": r.get("id"), "model": r.get("model"), "framework": r.get("framework"),
+                "mode": r.get("mode"), "device": r.get("device"), "precision": r.get("precision"),
+                "batch_size": r.get("batch_size"), "step_time_median_s": r.get("step_time_median_s"),
+                "op_classes": bdr.result_of(r).get("op_classes"),
+                "trace": bdr.result_of(r).get("trace")}
+               for r in rows if bdr.op_classes_of(r)]
+        return json.dumps({"results": per, "gaps": gaps}, indent=1, default=str)
+    return csv_text(bdr.op_class_records(rows))
+
+
+def _write(text: str, output: Path | None, format: str) -> None:
+    """``text`` to ``output``, or to stdout (a table drawn in a terminal)."""
+    if output:
+        output.write_text(text)
+    elif format == "table":
+        print_markdown(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _check_flags(db: str, format: str, compare: str | None, op_classes: bool, samples: bool,
+                 target_loss: float | None, status: str | None) -> None:
+    """Flags that would do nothing where they were given, and bad values, are refused."""
+    from dlperf.worker import STATUSES
+
+    if format not in FORMATS:
+        raise unknown_choice("format", format, FORMATS)
+    check_db(db, must_exist=True)
+    if target_loss is not None and compare != "convergence":
+        raise ConfigError("--target-loss is the target of --compare convergence; add "
+                          "--compare convergence, or leave --target-loss out")
+    if samples and (format != "json" or compare is not None or op_classes):
+        raise ConfigError("--samples adds the raw samples to the JSON of the results: give "
+                          "--format json without --compare/--op-classes, or leave --samples "
+                          "out")
+    for s in split(status):
+        if s not in STATUSES:
+            raise unknown_choice("status", s, STATUSES, plural="statuses")
+    if op_classes and compare is not None:
+        raise ConfigError("give --op-classes or --compare, not both")
+    if compare is not None and compare not in COMPARISONS:
+        raise unknown_choice("comparison", compare, COMPARISONS)
+
+
+def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
+                  output: Path | None, samples: bool) -> None:
+    """The results table (with the breakdown table), or their CSV or JSON."""
+    from dlperf.report.tables import results_table
+    from dlperf.results.export import to_csv, to_json
+
+    if format == "table":
+        if output:
+            raise ConfigError("--output needs --format csv or json")
+        common.out.print(results_table(rows))
+        if not rows and store.collectives():
+            common.err.print(f"{db} holds all-reduce rows only: dlperf results --db {db} "
+                             "--compare allreduce", markup=False, highlight=False)
+        from dlperf.report.breakdown import breakdown_table
+
+        bt = breakdown_table(rows)
+        if bt is not None:
+            common.out.print(bt)
+            common.out.print(common.BREAKDOWN_LEGEND, highlight=False)
+        return
+    text = to_csv(rows) if format == "csv" else to_json(rows, store, include_samples=samples)
+    if output:
+        output.write_text(text)
+        common.err.print(f"wrote {len(rows)} rows to {output}")
+    else:
+        sys.stdout.write(text)
+
+
+def results(
+    db: Annotated[str, typer.Option(help="Results file.")] = common.DEFAULT_DB,
+    format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
+    model: Annotated[Optional[str], typer.Option(help="Only these models (comma-separated).")] = None,
+    status: Annotated[Optional[str], typer.Option(help="Only these statuses, e.g. ok,oom.")] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
+    samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    compare: Annotated[Optional[str], typer.Option(help=COMPARE_HELP)] = None,
+    op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes (the gaps in the table and JSON; CSV: one row per result, seconds per iteration).")] = False,
+    target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
+) -> None:
+    """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
+    def body() -> None:
+        from dlperf.report.sections import Inputs, compare as comparison, measured_or_none
+        from dlperf.results.store import ResultStore
+
+        _check_flags(db, format, compare, op_classes, samples, target_loss, status)
+        filters = {"model": split(model) or None, "status": split(status) or None}
+        with ResultStore(db, read_only=True) as store:
+            rows = store.rows(latest=not all_runs, **filters)
+            if model and not rows:  # a misspelt filter reads as an empty file otherwise
+                stored = sorted({r["model"] for r in store.rows(latest=True)})
+                missing = [m for m in split(model) if m not in stored]
+                if missing and stored:
+                    raise unknown_choice("model", missing[0], stored,
+                                         plural=f"models in {db}")
+            if op_classes:
+                text = _op_classes_text(rows, format, measured_or_none(store),
+                                        to_file=output is not None)
+                if text is not None:
+                    output.write_text(text) if output else sys.stdout.write(text)
+                return
+            if compare is not None:
+                inp = Inputs(store, rows, filters=filters, target_loss=target_loss)
+                _write(comparison(compare, inp, format), output, format)
+                return
+            _show_results(store, rows, db, format, output, samples)
+
+    guard(body)

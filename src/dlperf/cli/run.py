@@ -1,0 +1,269 @@
+"""``dlperf run``: measure the points its flags name, a one-entry grid
+(:func:`dlperf.config.expand_grid`: the comma-separated lists are its axes).
+
+The flags come in groups, one dataclass each: what to measure (:class:`Point`), how long
+(:class:`Iterations`), the input pipeline (:class:`Pipeline`), what else to record
+(:class:`Probes`), data parallelism (:class:`Parallel`) and where results go
+(:class:`Storage`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from dlperf.cli import common
+from dlperf.cli.common import check_db, check_endpoint, check_out_dir, guard, ints, split
+from dlperf.errors import ConfigError
+from dlperf.registry import FRAMEWORKS
+
+Opt = typer.Option
+
+#: Help of --mode and --dp-layout, from the registry (each framework's modes and default
+#: data-parallel layout).
+MODE_HELP = ("Execution mode(s), comma-separated: "
+             + "; ".join(f"{n} {'|'.join(i.modes)}" for n, i in FRAMEWORKS.items())
+             + ". Default: the framework's first.")
+DP_LAYOUT_HELP = ("Data-parallel processes: per_device (one per device) or per_node (one per "
+                  "node driving its devices). Default: "
+                  + ", ".join(f"{n} {i.dp_layouts[0]}" for n, i in FRAMEWORKS.items()
+                              if i.data_parallel)
+                  + " (TensorFlow on the CPU across nodes needs per_device).")
+
+
+@dataclass
+class Point:
+    """What to measure: model(s) or a suite, batch sizes, framework, modes, device, data."""
+
+    model: Annotated[Optional[str], Opt("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None
+    suite: Annotated[Optional[str], Opt("--suite", "-s", help="A suite: quick, dlbench, seven, distributed (see `dlperf list suites`).")] = None
+    batch_size: Annotated[str, Opt("--batch-size", "-b", help="Global mini-batch size(s), comma-separated.")] = "32"
+    device: Annotated[str, Opt(help="cpu, cuda, or auto (cuda if available).")] = "auto"
+    precision: Annotated[str, Opt(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32"
+    framework: Annotated[str, Opt(help="Framework (see `dlperf list frameworks`).")] = "torch"
+    mode: Annotated[Optional[str], Opt(help=MODE_HELP)] = None
+    data: Annotated[Optional[str], Opt(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None
+    data_dir: Annotated[Optional[str], Opt(help="Data root for data-set names (default: $DLPERF_DATA).")] = None
+    grad_accum: Annotated[int, Opt(help="Gradient-accumulation steps per iteration.")] = 1
+    threads: Annotated[Optional[str], Opt(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None
+    layout: Annotated[str, Opt(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = "auto"
+    compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = "default"
+    repeats: Annotated[int, Opt(help="Runs of each point, each in a fresh worker process, in rounds (every point once, then again, ...): between-run variation and the olympic mean with `dlperf results --compare repeats`.")] = 1
+
+
+@dataclass
+class Iterations:
+    """How long to measure each point (:class:`dlperf.config.IterationPolicy`)."""
+
+    min_iters: Annotated[int, Opt(help="Measure at least this many iterations...")] = 20
+    min_time: Annotated[Optional[float], Opt(help="...and at least this many seconds (default: 1.0; 0.5 for the quick suite).")] = None
+    max_iters: Annotated[int, Opt(help="Stop measuring after this many iterations.")] = 100_000
+    max_time: Annotated[float, Opt(help="Time budget of the measurement per point (s).")] = 60.0
+    warmup_window: Annotated[int, Opt(help="Warm-up window (iterations) for steady-state detection.")] = 5
+    max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = 500
+    max_warmup_time: Annotated[Optional[float], Opt(help="...or this many seconds of warm-up (default: 20; 5 for the quick suite).")] = None
+    timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds.")] = 900.0
+
+
+@dataclass
+class Pipeline:
+    """Real data through the framework's input pipeline."""
+
+    loader_workers: Annotated[Optional[str], Opt(help="Real data through the framework's input pipeline during training with N workers (DataLoader processes / tf.data / JAX: Grain processes, or host threads, see --loader-impl); comma-separated for a sweep, e.g. 0,2,4,8. Default: batches prepared before timing (an ImageFolder always uses the pipeline).")] = None
+    loader_prefetch: Annotated[int, Opt(help="Batches the pipeline prepares ahead (DataLoader prefetch_factor per worker; JAX: Grain's per-worker buffer and device_put buffers, or the thread pipeline's queue depth).")] = 2
+    loader_impl: Annotated[str, Opt(help="JAX only: what the loader workers are: auto (Grain processes where grain is installed, else Python threads with a warning), processes (Grain; pip install grain), threads (dlperf's host threads); comma-separated to compare, e.g. processes,threads.")] = "auto"
+    input_bound_share: Annotated[float, Opt(help="Label a run input-bound when its measured iterations spent more than this share of their time waiting for data.")] = 0.10
+
+
+@dataclass
+class Probes:
+    """What is recorded besides the fused step."""
+
+    breakdown: Annotated[bool, Opt("--breakdown", help="After the fused-step measurement, a separate one of where the time goes: t_io, t_h2d, t_f, t_b, t_u per iteration, CPU dispatch, GPU busy fraction and device time per op class (from a profiler trace).")] = False
+    trace: Annotated[Optional[str], Opt("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None
+    power_interval: Annotated[float, Opt(help="NVML power sampling interval on a GPU (s).")] = 0.025
+    ceilings: Annotated[bool, Opt("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = True
+    target_loss: Annotated[Optional[float], Opt(help="Report the training time until the smoothed loss reaches this value (convergence).")] = None
+
+
+#: PyTorch DDP's own default bucket size (MB), dlperf's default for --bucket-cap-mb.
+DDP_BUCKET_CAP_MB = 25.0
+
+
+@dataclass
+class Parallel:
+    """Data parallelism: devices, nodes, process layout, DDP's options, SLURM."""
+
+    nproc: Annotated[str, Opt(help="Data parallel: devices per node (PyTorch: DDP processes via torchrun; JAX: sharded jit; TensorFlow: MirroredStrategy, or MultiWorkerMirroredStrategy with --dp-layout per_device / --nnodes > 1); comma-separated for a scaling series, e.g. 1,2.")] = "1"
+    scaling: Annotated[str, Opt(help="strong: --batch-size is the global batch, split across devices; weak: --batch-size is the per-device batch.")] = "strong"
+    nnodes: Annotated[int, Opt(help="Nodes (machines); run the same command on each with its --node-rank.", min=1)] = 1
+    node_rank: Annotated[int, Opt(help="This node's index, 0 .. nnodes-1 (node 0 stores the results in --db, node k in DB.node<k>.db).", min=0)] = 0
+    rdzv_endpoint: Annotated[Optional[str], Opt(help="HOST:PORT of node 0 for the rendezvous (torchrun c10d), coordinator (jax.distributed) or TF_CONFIG exchange (TensorFlow); needed with --nnodes > 1.")] = None
+    dp_layout: Annotated[Optional[str], Opt(help=DP_LAYOUT_HELP)] = None
+    bucket_cap_mb: Annotated[float, Opt(help="PyTorch DDP gradient bucket size (MB).")] = DDP_BUCKET_CAP_MB
+    gradient_as_bucket_view: Annotated[bool, Opt("--gradient-as-bucket-view", help="PyTorch DDP option.")] = False
+    static_graph: Annotated[bool, Opt("--static-graph", help="PyTorch DDP option.")] = False
+    find_unused_parameters: Annotated[bool, Opt("--find-unused-parameters", help="PyTorch DDP option.")] = False
+    broadcast_buffers: Annotated[bool, Opt("--broadcast-buffers/--no-broadcast-buffers", help="PyTorch DDP: broadcast rank 0's buffers (BatchNorm statistics) at every forward (PyTorch's default).")] = True
+    comm_profile_iters: Annotated[int, Opt(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = 5
+    emit_slurm: Annotated[Optional[Path], Opt(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None
+
+    def ddp(self) -> dict[str, Any]:
+        """The DDP options (:class:`dlperf.config.DDPOptions` fields)."""
+        return {"bucket_cap_mb": self.bucket_cap_mb,
+                "gradient_as_bucket_view": self.gradient_as_bucket_view,
+                "static_graph": self.static_graph,
+                "find_unused_parameters": self.find_unused_parameters,
+                "broadcast_buffers": self.broadcast_buffers}
+
+    def ddp_flags_set(self) -> list[str]:
+        """The DDP flags given, as written on the command line."""
+        return [flag for flag, on in (
+            ("--bucket-cap-mb", self.bucket_cap_mb != DDP_BUCKET_CAP_MB),
+            ("--gradient-as-bucket-view", self.gradient_as_bucket_view),
+            ("--static-graph", self.static_graph),
+            ("--find-unused-parameters", self.find_unused_parameters),
+            ("--no-broadcast-buffers", not self.broadcast_buffers)) if on]
+
+
+@dataclass
+class Storage:
+    """Where results go, and which points run again."""
+
+    db: Annotated[str, Opt(help="SQLite results file (created if missing).")] = common.DEFAULT_DB
+    rerun: Annotated[bool, Opt("--rerun", help="Run points again even if the db has them.")] = False
+    retry_failed: Annotated[bool, Opt("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False
+    report: Annotated[Optional[str], Opt(help="Also write a Markdown+PNG report to this folder.")] = None
+
+
+def _check_flags(point: Point, par: Parallel) -> None:
+    """Flag checks that need no config: one of --model/--suite, one framework, repeats and
+    the multi-node flags."""
+    from dlperf.config import check_repeats
+
+    if bool(point.model) == bool(point.suite):
+        raise ConfigError("give exactly one of --model or --suite (e.g. --suite quick)")
+    check_repeats(point.repeats)
+    if "," in point.framework:
+        raise ConfigError(f"--framework takes one framework, not {point.framework!r} (the modes "
+                          "differ between them); run one command per framework, or a sweep "
+                          "file with framework: [torch, jax, tensorflow] (each gets its "
+                          "default mode unless mode: is given)")
+    ints(par.nproc, "nproc")
+    if par.nnodes > 1 and not par.rdzv_endpoint and par.emit_slurm is None:
+        raise ConfigError(f"--nnodes {par.nnodes} needs --rdzv-endpoint HOST:PORT (node 0's "
+                          "address and a free port), the same on every node")
+    if par.rdzv_endpoint is not None:
+        check_endpoint(par.rdzv_endpoint)
+    if par.node_rank >= par.nnodes:
+        raise ConfigError(f"--node-rank {par.node_rank} must be < --nnodes {par.nnodes} "
+                          f"(nodes are numbered 0 .. {par.nnodes - 1})")
+
+
+def _policy(point: Point, it: Iterations) -> Any:
+    """The iteration policy; the quick suite (a first run on a laptop) has shorter defaults
+    (docs/zoo.md)."""
+    from dlperf.config import make_policy
+
+    quick = point.suite == "quick"
+    return make_policy(
+        min_iters=it.min_iters,
+        min_time_s=(0.5 if quick else 1.0) if it.min_time is None else it.min_time,
+        max_iters=it.max_iters, max_time_s=it.max_time, warmup_window=it.warmup_window,
+        max_warmup_iters=it.max_warmup_iters,
+        max_warmup_time_s=(5.0 if quick else 20.0) if it.max_warmup_time is None
+        else it.max_warmup_time)
+
+
+def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Parallel,
+               device: str) -> dict[str, Any]:
+    """The one grid entry of ``dlperf run``: lists (comma-separated flags) are its axes, in the
+    order of the nested loops (models outermost, compile modes innermost).
+
+    Raises:
+        ConfigError: a bad iteration flag or list value, naming the flag.
+    """
+    policy = _policy(point, it)
+    entry: dict[str, Any] = ({"suite": point.suite} if point.suite else
+                             {"model": split(point.model), "data": point.data or "synthetic"})
+    if point.suite and point.data:
+        entry["data"] = point.data
+    entry.update(
+        precision=split(point.precision) or ["fp32"],
+        batch_size=ints(point.batch_size, "batch-size"),
+        threads=ints(point.threads, "threads") if point.threads else None,
+        mode=split(point.mode) or "",
+        nproc=ints(par.nproc, "nproc"),
+        loader_workers=(ints(pipe.loader_workers, "loader-workers", low=0)
+                        if pipe.loader_workers else None),
+        loader_impl=split(pipe.loader_impl) or "auto",
+        compile_mode=split(point.compile_mode) or "default",
+        framework=point.framework, device=device, grad_accum=point.grad_accum,
+        data_dir=point.data_dir, layout=point.layout, iterations=policy,
+        timeout_s=it.timeout, loader_prefetch=pipe.loader_prefetch,
+        input_bound_share=pipe.input_bound_share, power_interval_s=probes.power_interval,
+        measure_ceilings=probes.ceilings, breakdown=probes.breakdown, trace_dir=probes.trace,
+        nnodes=par.nnodes, scaling=par.scaling, dp_layout=par.dp_layout or "", ddp=par.ddp(),
+        comm_profile_iters=par.comm_profile_iters, target_loss=probes.target_loss,
+        repeats=point.repeats)
+    return entry
+
+
+def _note_unused_ddp(points: list[Any], par: Parallel) -> None:
+    """Say so when DDP flags were given but no point runs a framework's DDP (registry
+    ``ddp``) on more than one device."""
+    from dlperf.config.identity import takes_ddp_options
+    from dlperf.registry import FRAMEWORKS
+
+    ddp_set = par.ddp_flags_set()
+    if ddp_set and not any(takes_ddp_options(p.framework) and p.distributed for p in points):
+        owners = " or ".join(f"--framework {n}" for n, i in FRAMEWORKS.items() if i.ddp)
+        common.err.print(f"note: {', '.join(ddp_set)} set PyTorch DDP, which only runs with "
+                         f"{owners} and --nproc > 1 (or --nnodes > 1); no point here uses DDP, "
+                         "so they change nothing", markup=False, highlight=False)
+
+
+def _emit_slurm(path: Path, par: Parallel, device: str) -> None:
+    from dlperf.launch.slurm import sbatch_script, strip_node_options
+
+    argv = sys.argv[sys.argv.index("run") + 1:] if "run" in sys.argv else []
+    text = sbatch_script(strip_node_options(argv), nnodes=par.nnodes,
+                         gpus_per_node=max(ints(par.nproc, "nproc")) if device == "cuda" else 0)
+    path.write_text(text)
+    common.out.print(f"wrote {path}: submit with `sbatch {path}`")
+
+
+@common.grouped(point=Point, it=Iterations, pipe=Pipeline, probes=Probes, par=Parallel,
+                store=Storage)
+def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Parallel,
+        store: Storage) -> None:
+    """Measure training time per iteration for models x batch sizes x precisions (x devices)."""
+    def body() -> None:
+        from dlperf.config import expand_grid, resolve_device
+
+        _check_flags(point, par)
+        check_out_dir(store.report, "--report")
+        check_db(store.db, must_exist=False)
+        # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
+        dev = (point.device if par.emit_slurm is not None and point.device in ("cpu", "cuda")
+               else resolve_device(point.device))
+        points = expand_grid({}, [grid_entry(point, it, pipe, probes, par, dev)], cli=True)
+        _note_unused_ddp(points, par)
+        if par.emit_slurm is not None:
+            _emit_slurm(par.emit_slurm, par, dev)
+            return
+        from dlperf.launch.distributed import run_point
+        from dlperf.launch.slurm import node_db_path
+
+        def runner(cfg: Any) -> dict[str, Any]:
+            return run_point(cfg, node_rank=par.node_rank, endpoint=par.rdzv_endpoint)
+
+        common.execute(points, node_db_path(store.db, par.node_rank), sweep=None,
+                       resume=not store.rerun, retry_failed=store.retry_failed,
+                       report_dir=store.report, runner=runner)
+
+    guard(body)

@@ -1,0 +1,134 @@
+"""``dlperf sweep FILE.yaml``: run a grid from a sweep file (:mod:`dlperf.config.sweep`),
+resumable, optionally one shard of it; ``--dry-run`` lists the points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+
+from dlperf.cli import common
+from dlperf.cli.common import check_db, check_endpoint, check_out_dir, guard
+from dlperf.errors import ConfigError
+
+#: ``dlperf sweep --help`` (one string per paragraph: the help keeps line breaks as written).
+HELP = (
+    "Run a grid from a YAML file; resumable: finished points are skipped.\n\n"
+    "Bad values, corrupt data files and data that do not fit a model refuse the whole sweep "
+    "before anything runs (exit status 2). A real data set that is missing (not downloaded or "
+    "made, no DLPERF_DATA) does not: one warning names it, its points are stored as "
+    "'unavailable' with the message, the other points run, and running the sweep again once "
+    "the data are there measures just those points.\n\n"
+    "Exit status: 0; 1 if any point is unavailable (missing data or framework) or every point "
+    "that ran failed; 2 for a user error; 130 when interrupted.")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> ``(K, N)`` with ``0 <= K < N``.
+
+    Raises:
+        ConfigError: anything else, naming the value and the form expected.
+    """
+    k, sep, n = text.partition("/")
+    try:
+        ki, ni = int(k), int(n)
+    except ValueError:
+        ki, ni = -1, 0
+    if not sep or not 0 <= ki < ni:
+        raise ConfigError(f"--shard {text!r}: give K/N with 0 <= K < N, e.g. --shard 0/2 and "
+                          "--shard 1/2 for two sweeps side by side")
+    return ki, ni
+
+
+def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool) -> None:
+    """What would run: each point marked pending, stored or failed in ``path`` (read, not
+    changed), then the counts."""
+    from dlperf.results.store import stored_keys
+
+    check_db(path, must_exist=False)
+    done = set() if restart else stored_keys(path, include_failed=not retry_failed)
+    ok_keys = set() if restart else stored_keys(path, include_failed=False)
+    for p in points:
+        k = p.run_key()
+        tag = ("pending" if k not in done else "stored " if k in ok_keys else "failed ")
+        common.out.print(f"{tag}  {k}  {escape(p.label())}", highlight=False)
+    n_points = len({p.point_key() for p in points})
+    plural = "s" if n_points != 1 else ""
+    n_done = sum(p.run_key() in done for p in points)
+    n_failed = sum(p.run_key() in done and p.run_key() not in ok_keys for p in points)
+    common.out.print((f"{len(points)} points" if n_points == len(points) else
+                      f"{len(points)} runs of {n_points} point{plural} (repeats)")
+                     + f": {len(points) - n_done} pending, {n_done} stored in {path}"
+                     + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
+                        "--retry-failed to run them again)" if n_failed else ""))
+
+
+def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
+                    shards: int) -> None:
+    """Multi-node points need an endpoint; CPU shards side by side are slow (a note); CUDA
+    points need a GPU here (refused once, not once per point)."""
+    from dlperf.config import resolve_device
+
+    multi = [p for p in points if p.nnodes > 1]
+    if multi and not rdzv_endpoint:
+        raise ConfigError(f"{len(multi)} point(s) have nnodes > 1: give --rdzv-endpoint "
+                          "HOST:PORT (node 0's address) and --node-rank on every node")
+    if rdzv_endpoint is not None:
+        check_endpoint(rdzv_endpoint)
+    if shards > 1 and any(p.device == "cpu" for p in points):
+        common.err.print("note: shards that run at the same time on one machine share its CPU "
+                         "cores: CPU timings slow down (several-fold for small steps, with no "
+                         "warning in the results); run CPU shards one after another, or give "
+                         "each its own cores (taskset -c) and threads", markup=False)
+    on_gpu = [p for p in points if p.device == "cuda"]
+    if on_gpu:  # as `dlperf run --device cuda`: refused here, not once per point
+        try:
+            resolve_device("cuda")
+        except ConfigError:
+            raise ConfigError(
+                f"{file}: {len(on_gpu)} of {len(points)} point(s) ask for device cuda, but no "
+                "CUDA GPU is usable here; run the sweep on a GPU machine, or set "
+                "device: cpu (or auto) in the file") from None
+
+
+def sweep(
+    file: Annotated[Path, typer.Argument(help="Sweep YAML file (name, defaults, grid).")],
+    db: Annotated[Optional[str], typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
+    restart: Annotated[bool, typer.Option("--restart", "--rerun", help="Ignore results already in the db and run every point (`dlperf run` calls it --rerun; both names work here).")] = False,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points that failed before.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
+    report: Annotated[Optional[str], typer.Option(help="Also write a report to this folder.")] = None,
+    node_rank: Annotated[int, typer.Option(help="Multi-node points: this node's index (node k > 0 stores in DB.node<k>.db).", min=0)] = 0,
+    rdzv_endpoint: Annotated[Optional[str], typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
+    shard: Annotated[Optional[str], typer.Option(help="K/N: run only every N-th point from the K-th (0-based; a point's repeats stay on its shard), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
+) -> None:
+    """Run a grid from a YAML file; resumable: finished points are skipped (help: HELP)."""
+    def body() -> None:
+        from dlperf.config import load_sweep
+        from dlperf.launch.slurm import node_db_path
+
+        check_out_dir(report, "--report")
+        k_n = parse_shard(shard) if shard is not None else None
+        cfg = load_sweep(file)
+        points = cfg.expand()
+        if k_n is not None:  # by point: the repeats of a point stay on one shard (one GPU)
+            order = list(dict.fromkeys(p.point_key() for p in points))
+            mine = set(order[k_n[0]::k_n[1]])
+            points = [p for p in points if p.point_key() in mine]
+        path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
+        if dry_run:
+            _dry_run(points, path, restart, retry_failed)
+            return
+        _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
+        from dlperf.launch.distributed import run_point
+
+        check_db(path, must_exist=False)
+        common.execute(points, path, sweep=cfg.name, resume=not restart,
+                       retry_failed=retry_failed, report_dir=report,
+                       sweep_config=cfg.model_dump(), missing_ok=True,
+                       runner=lambda c: run_point(c, node_rank=node_rank,
+                                                  endpoint=rdzv_endpoint))
+
+    guard(body)

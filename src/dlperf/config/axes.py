@@ -1,0 +1,87 @@
+"""The nested sub-models of a :class:`~dlperf.config.RunConfig`: how long to measure
+(:class:`IterationPolicy`) and PyTorch DDP's options (:class:`DDPOptions`).
+
+They are nested in ``RunConfig.model_dump()`` (``"iterations": {...}``, ``"ddp": {...}``), as
+stored with every result since they existed; the other axes (data and input pipeline, data
+parallelism, probes) are flat fields of the run config, because their names are the keys of
+every stored config and run key (:mod:`dlperf.config.identity`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class IterationPolicy(BaseModel):
+    """How many iterations to run: warm-up detection and the stopping rule (docs/measurement.md 3, 5).
+
+    Warm-up runs in windows of ``warmup_window`` iterations; it ends when the median of the last
+    window is within ``warmup_rel_tol`` of the median of the window before it (steady state), or
+    when ``max_warmup_iters`` / ``max_warmup_time_s`` is reached (then the result is flagged
+    ``steady_state = False``). Measurement stops once *both* ``min_iters`` iterations and
+    ``min_time_s`` seconds are reached, or earlier at ``max_iters`` / ``max_time_s`` (the time
+    budget), whichever comes first.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_iters: int = Field(20, ge=1)
+    min_time_s: float = Field(1.0, ge=0.0)
+    max_iters: int = Field(100_000, ge=1)
+    max_time_s: float = Field(60.0, gt=0.0)
+    warmup_window: int = Field(5, ge=2)
+    warmup_rel_tol: float = Field(0.05, gt=0.0, lt=1.0)
+    min_warmup_iters: int = Field(10, ge=0)
+    max_warmup_iters: int = Field(500, ge=0)
+    max_warmup_time_s: float = Field(20.0, ge=0.0)
+
+    @model_validator(mode="after")
+    def _check(self) -> IterationPolicy:
+        if self.max_iters < self.min_iters:
+            raise ValueError(f"max_iters ({self.max_iters}) must be >= min_iters ({self.min_iters})")
+        if self.max_time_s < self.min_time_s:
+            raise ValueError(f"max_time_s ({self.max_time_s}) must be >= min_time_s ({self.min_time_s})")
+        return self
+
+
+class DDPOptions(BaseModel):
+    """``torch.nn.parallel.DistributedDataParallel`` options (docs/measurement.md rule 6: recorded and
+    settable). Defaults are PyTorch's own (``bucket_cap_mb=25``, ``broadcast_buffers`` on: rank
+    0's buffers, e.g. BatchNorm running statistics, are broadcast at every forward; the rest
+    off); see the PyTorch DDP documentation for what each changes. A framework takes them when
+    its registry entry says ``ddp=True`` (:mod:`dlperf.registry`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bucket_cap_mb: float = Field(25.0, gt=0.0)
+    gradient_as_bucket_view: bool = False
+    static_graph: bool = False
+    find_unused_parameters: bool = False
+    broadcast_buffers: bool = True
+
+    def changed(self) -> list[str]:
+        """``["broadcast_buffers=False", ...]``: the options not at their default, for labels."""
+        return ddp_changes(self.model_dump())
+
+    def key_dict(self) -> dict[str, Any]:
+        """The options for a run key: fields added after the first results count only when
+        not at their default (``broadcast_buffers``), so older keys stay valid."""
+        d = self.model_dump()
+        if d["broadcast_buffers"]:
+            del d["broadcast_buffers"]
+        return d
+
+
+def ddp_changes(options: Any) -> list[str]:
+    """The DDP options of a stored result (``config.ddp``, a dict) that are not at their
+    default, as ``"name=value"``; ``[]`` for none or for anything that is not a dict.
+
+    Used by run labels, result lines and results tables, so that two runs differing only in a
+    DDP option tell apart.
+    """
+    if not isinstance(options, dict):
+        return []
+    dflt = DDPOptions().model_dump()
+    return [f"{k}={v}" for k, v in options.items() if k in dflt and v != dflt[k]]

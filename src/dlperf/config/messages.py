@@ -1,0 +1,125 @@
+"""Validation error messages, keyed on error locations.
+
+Every error of a run or sweep configuration names where it is (a field, with the CLI flag that
+sets it for ``dlperf run``), what is wrong and how to fix it. The location comes from pydantic
+(``err["loc"]``: ``("batch_size",)``, ``("iterations", "min_iters")``) or, for a rule over several
+fields, from the :class:`FieldRuleError` the rule raised, which names the field it blames; the
+message text is never parsed to find it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from dlperf.errors import did_you_mean
+
+#: RunConfig field (the last element of an error location) -> the ``dlperf run`` flag that
+#: sets it, for error messages.
+CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters": "--max-iters",
+             "max_time_s": "--max-time", "warmup_window": "--warmup-window",
+             "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
+             "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
+             "threads": "--threads", "layout": "--layout", "loader_workers": "--loader-workers",
+             "loader_prefetch": "--loader-prefetch", "loader_impl": "--loader-impl",
+             "input_bound_share": "--input-bound-share",
+             "power_interval_s": "--power-interval", "nproc": "--nproc", "nnodes": "--nnodes",
+             "scaling": "--scaling", "dp_layout": "--dp-layout", "bucket_cap_mb": "--bucket-cap-mb",
+             "comm_profile_iters": "--comm-profile-iters", "target_loss": "--target-loss",
+             "compile_mode": "--compile-mode", "precision": "--precision", "device": "--device",
+             "data": "--data", "breakdown": "--breakdown", "trace_dir": "--trace"}
+
+
+class FieldRuleError(ValueError):
+    """A rule over several fields of a configuration failed; ``field`` is the one it blames
+    (the error's location), ``str(self)`` the message (what is wrong and how to fix it).
+
+    Raised inside a pydantic validator, it reaches :func:`format_validation` as the error's
+    ``ctx["error"]``.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]:
+    """The (sub-)model that holds the last element of ``loc``: ``root`` for ``("colour",)``,
+    IterationPolicy for ``("iterations", "min_iter")``."""
+    model = root
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        sub = getattr(field, "annotation", None) if field is not None else None
+        if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
+            break
+        model = sub
+    return model
+
+
+def unknown_field_message(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """``unknown field 'gird'; did you mean 'grid'?``: the suggestion is the closest field of
+    the model at that location, else the closest field of one of its sub-models, by its path
+    (``min_iter`` at the top of a run config: ``did you mean 'iterations.min_iters'?``)."""
+    name = str(loc[-1])
+    model = _model_at(root, loc)
+    hint = did_you_mean(name, sorted(model.model_fields))
+    if not hint:
+        nested = {f"{k}.{sub}": sub for k, f in model.model_fields.items()
+                  if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
+                  for sub in f.annotation.model_fields}
+        close = did_you_mean(name, sorted(set(nested.values())))
+        path = [p for p, leaf in nested.items() if close and f"{leaf!r}?" in close]
+        hint = f"; did you mean {path[0]!r}?" if path else ""
+    return f"unknown field {name!r}{hint}"
+
+
+def _location(err: dict[str, Any], flags: bool) -> str:
+    """``"batch_size"``, ``"iterations.min_iters"`` or, with ``flags``, ``"--batch-size
+    (batch_size)"``; for a rule over several fields, the field its :class:`FieldRuleError`
+    blames; ``"config"`` for a whole-config error that blames none."""
+    loc = tuple(err["loc"])
+    rule = (err.get("ctx") or {}).get("error")
+    if isinstance(rule, FieldRuleError):
+        loc = (*loc, rule.field)
+    text = ".".join(str(x) for x in loc) or "config"
+    if flags and loc and str(loc[-1]) in CLI_FLAGS:
+        text = f"{CLI_FLAGS[str(loc[-1])]} ({text})"
+    return text
+
+
+def _message(err: dict[str, Any], root: type[BaseModel]) -> str:
+    """The message of one pydantic error: a validator's own text (without pydantic's ``Value
+    error,`` prefix), the did-you-mean of an unknown field, else pydantic's text, followed by
+    ``(got VALUE)`` when the value is not in it already."""
+    msg = err["msg"]
+    ctx = err.get("ctx") or {}
+    if isinstance(ctx.get("error"), Exception):
+        msg = str(ctx["error"])
+    msg = msg.removeprefix("Value error, ")
+    if err.get("type") == "extra_forbidden" and err["loc"]:
+        msg = unknown_field_message(root, tuple(err["loc"]))
+    inp = err.get("input")
+    whole = isinstance(inp, (dict, BaseModel)) or isinstance(ctx.get("error"), FieldRuleError)
+    return msg + (f" (got {inp!r})" if inp is not None and not whole and repr(inp) not in msg
+                  else "")
+
+
+def format_validation(e: ValidationError, root: type[BaseModel], where: str = "",
+                      flags: bool = False) -> str:
+    """One message for all errors of ``e``, each as ``{where}{location}: {message}``.
+
+    Args:
+        e: pydantic's error, raised validating ``root``.
+        root: the model that was validated (for the fields an unknown one is compared with).
+        where: prefix of every location (``"grid[2]."`` in a sweep file).
+        flags: name the ``dlperf run`` flag of each field (:data:`CLI_FLAGS`).
+
+    Returns:
+        ``"loc: message"`` for one error; ``"invalid configuration:"`` and one line each for
+        several.
+    """
+    parts = [f"{where}{_location(err, flags)}: {_message(err, root)}" for err in e.errors()]
+    if len(parts) == 1:
+        return parts[0]
+    return "invalid configuration:\n  " + "\n  ".join(parts)

@@ -1,0 +1,196 @@
+"""The rules over several fields of a run config, one function per axis, all framework-free.
+
+What a framework can do comes from its registry entry (:mod:`dlperf.registry`: devices,
+precisions, models, breakdown, input pipelines, data-parallel layouts and modes, which
+framework-specific options it takes); how its own options combine with the rest of a point is
+checked by the framework itself (``frameworks/<name>/options.py``, the entry's ``options``).
+Each rule raises a :class:`~dlperf.config.messages.FieldRuleError` naming the field it blames,
+what is wrong and how to fix it. :func:`check_run` applies them in order.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dlperf.config.axes import DDPOptions
+from dlperf.config.messages import FieldRuleError
+from dlperf.errors import unknown_choice
+from dlperf.registry import FRAMEWORK_MODES, FRAMEWORKS, FrameworkInfo, framework_info
+
+#: A framework's own option rules: ``check(cfg) -> [(field, message), ...]`` (empty: fine).
+OptionRules = Callable[[Any], list[tuple[str, str]]]
+
+
+def _names(infos: list[tuple[str, FrameworkInfo]]) -> str:
+    return " or ".join(i.title or n for n, i in infos)
+
+
+def check_mode(cfg: Any) -> None:
+    """The mode is one of the framework's (registry ``modes``)."""
+    modes = FRAMEWORK_MODES[cfg.framework]
+    if cfg.mode not in modes:
+        raise FieldRuleError("mode", str(unknown_choice(
+            "mode", cfg.mode, modes, plural=f"modes of framework {cfg.framework!r}")))
+
+
+def check_capabilities(cfg: Any, info: FrameworkInfo) -> None:
+    """Device, precision, model, breakdown, input pipeline and data parallelism are among
+    what the framework has (registry ``devices``, ``precisions``, ``models``, ``breakdown``,
+    ``pipelines``, ``data_parallel``)."""
+    fw = cfg.framework
+    if cfg.device not in info.devices:
+        note = f" ({info.devices_note})" if info.devices_note else ""
+        raise FieldRuleError("device", f"device {cfg.device!r} is not available for framework "
+                                       f"{fw!r}, which runs on {', '.join(info.devices)} only"
+                                       f"{note}; use --device {info.devices[0]}")
+    if cfg.precision not in info.precisions:
+        raise FieldRuleError("precision", f"precision {cfg.precision!r} is not implemented for "
+                                          f"framework {fw!r}; use --precision "
+                                          f"{' or '.join(info.precisions)}")
+    if info.models is not None and cfg.model.removesuffix("_tiny") not in info.models:
+        raise FieldRuleError("model", f"model {cfg.model!r} has no {fw} implementation; {fw} "
+                                      f"has {', '.join(info.models)} (and their _tiny variants)")
+    if not info.breakdown and (cfg.breakdown or cfg.trace_dir):
+        raise FieldRuleError("breakdown", f"--breakdown and --trace are not available for "
+                                          f"framework {fw!r} (no profiler split of its step); "
+                                          "run without them")
+    if not info.pipelines and (cfg.loader_workers is not None
+                               or str(cfg.data).startswith("imagefolder")):
+        raise FieldRuleError(
+            "loader_workers" if cfg.loader_workers is not None else "data",
+            f"framework {fw!r} has no input pipeline: --loader-workers and ImageFolder data are "
+            "not available; use synthetic data or a data set read into memory (mnist, cifar10, "
+            "ptb, wikitext2)")
+    if not info.data_parallel and cfg.world_size > 1:
+        raise FieldRuleError("nproc", f"data parallelism (nproc x nnodes = {cfg.world_size}) is "
+                                      f"not available for framework {fw!r}; use --nproc 1")
+
+
+def check_trace_dir(cfg: Any) -> None:
+    """The trace folder can be made: not empty, not a file, not under a file."""
+    if cfg.trace_dir is None:
+        return
+    if not cfg.trace_dir.strip():
+        raise FieldRuleError("trace_dir", "trace_dir is empty; give a folder for the traces, "
+                                          "e.g. --trace traces/")
+    p = Path(cfg.trace_dir).expanduser()
+    if p.exists() and not p.is_dir():
+        raise FieldRuleError("trace_dir", f"trace_dir {cfg.trace_dir!r} is a file; give a folder "
+                                          "for the traces (created if missing)")
+    # The folder is created after the measurement: a file on its path would only fail then
+    # (the point stored without its trace), so it is refused here.
+    for anc in p.parents:
+        if anc.exists():
+            if not anc.is_dir():
+                raise FieldRuleError("trace_dir", f"trace_dir {cfg.trace_dir!r}: '{anc}' is a "
+                                                  "file, so the trace folder cannot be created "
+                                                  "there; give a folder path that does not pass "
+                                                  "through a file")
+            break
+
+
+def check_data(cfg: Any) -> None:
+    """Loader workers need real data."""
+    if cfg.loader_workers is not None and cfg.data == "synthetic":
+        raise FieldRuleError(
+            "loader_workers",
+            f"loader_workers {cfg.loader_workers} needs real data (--data mnist, cifar10, ptb, "
+            f"wikitext2, imagefolder:PATH, ...): synthetic data are made on the device and have "
+            f"no input pipeline")
+
+
+def check_foreign_options(cfg: Any, info: FrameworkInfo) -> None:
+    """Options that belong to other frameworks stay at their defaults: ``compile_mode`` (the
+    registry's ``compile_modes``), ``loader_impl`` (``loader_impls``) and the DDP options
+    (``ddp``); the refusal names the frameworks that have the option."""
+    fw = cfg.framework
+    if cfg.compile_mode != "default" and not info.compile_modes:
+        owners = [(n, i) for n, i in FRAMEWORKS.items() if i.compile_modes]
+        compilers = " / ".join(dict.fromkeys(i.compiler for _, i in owners))
+        needs = " or ".join(f"--framework {n} --mode {m}" for n, i in owners
+                            for m in i.compile_modes)
+        raise FieldRuleError("compile_mode", f"compile_mode {cfg.compile_mode!r} is {compilers}'s "
+                                             f"mode: it needs {needs} (got {fw}/{cfg.mode}); "
+                                             "leave --compile-mode at default for the others")
+    if cfg.loader_impl not in info.loader_impls:
+        owners = [(n, i) for n, i in FRAMEWORKS.items() if len(i.loader_impls) > 1]
+        raise FieldRuleError("loader_impl", f"loader_impl {cfg.loader_impl!r} is a "
+                                            f"{_names(owners)} option: framework {fw!r} always "
+                                            f"uses {info.pipeline}; use --loader-impl auto")
+    if not info.ddp and cfg.ddp != DDPOptions():
+        raise FieldRuleError("ddp", f"DDP options (--bucket-cap-mb, --static-graph, ...) are "
+                                    f"PyTorch DistributedDataParallel's; framework {fw!r} has "
+                                    "none")
+
+
+def own_rules(info: FrameworkInfo) -> OptionRules | None:
+    """The framework's own option rules (registry ``options``, ``"module:attribute"``,
+    imported now), or None."""
+    if not info.options:
+        return None
+    mod, attr = info.options.split(":")
+    return getattr(importlib.import_module(mod), attr)
+
+
+def check_own_options(cfg: Any, info: FrameworkInfo) -> None:
+    """The framework's own rules (``frameworks/<name>/options.py``); the first error raised."""
+    rules = own_rules(info)
+    for field, message in (rules(cfg) if rules is not None else []):
+        raise FieldRuleError(field, message)
+
+
+def check_parallel(cfg: Any, info: FrameworkInfo) -> None:
+    """The data-parallel layout is one of the framework's (registry ``dp_layouts``) and, with
+    more than one replica, the mode is one its engine supports (``dp_modes``)."""
+    if cfg.dp_layout not in info.dp_layouts:
+        raise FieldRuleError("dp_layout", str(unknown_choice(
+            "dp_layout", cfg.dp_layout, info.dp_layouts,
+            plural=f"data-parallel layouts of framework {cfg.framework!r}")))
+    if cfg.world_size > 1 and info.dp_modes is not None and cfg.mode not in info.dp_modes:
+        raise FieldRuleError("mode", f"data parallelism (nproc x nnodes > 1) is not available "
+                                     f"for {cfg.framework}/{cfg.mode}; use mode "
+                                     f"{' or '.join(info.dp_modes)}")
+
+
+def check_batch(cfg: Any) -> None:
+    """The global batch splits evenly over the replicas (strong scaling) and the per-device
+    batch over the accumulation steps."""
+    n = cfg.world_size
+    if cfg.scaling == "strong" and cfg.batch_size % n:
+        raise FieldRuleError(
+            "batch_size",
+            f"batch_size {cfg.batch_size} is not divisible by the {n} devices (nproc "
+            f"{cfg.nproc} x nnodes {cfg.nnodes}): with strong scaling the global batch is split "
+            f"evenly; give a multiple of {n} (e.g. {max(n, cfg.batch_size - cfg.batch_size % n)}"
+            ") or use --scaling weak")
+    if cfg.per_device_batch % cfg.grad_accum:
+        raise FieldRuleError(
+            "batch_size",
+            f"the per-device batch {cfg.per_device_batch} is not divisible by grad_accum "
+            f"{cfg.grad_accum}; choose a batch size that is a multiple of the accumulation steps"
+            + (" times the devices" if n > 1 and cfg.scaling == "strong" else ""))
+
+
+def check_run(cfg: Any) -> None:
+    """Every rule, in order: mode, the framework's capabilities, trace folder, data, options
+    of other frameworks, the framework's own rules, data parallelism, batch.
+
+    A name registered for validation only (in ``FRAMEWORK_MODES``, without a registry entry)
+    gets the defaults of a :class:`~dlperf.registry.FrameworkInfo`: no capability limits, no
+    options of other frameworks.
+
+    Raises:
+        FieldRuleError: the first rule that fails.
+    """
+    check_mode(cfg)
+    info = framework_info(cfg.framework) or FrameworkInfo("", FRAMEWORK_MODES[cfg.framework])
+    check_capabilities(cfg, info)
+    check_trace_dir(cfg)
+    check_data(cfg)
+    check_foreign_options(cfg, info)
+    check_own_options(cfg, info)
+    check_parallel(cfg, info)
+    check_batch(cfg)

@@ -1,0 +1,251 @@
+"""Grids of benchmark points: :class:`SweepConfig` (a sweep YAML file) and :func:`expand_grid`,
+the one cross product of dlperf (``dlperf run`` builds a one-entry grid from its flags).
+
+A sweep file (``dlperf sweep FILE.yaml``)::
+
+    name: dlbench-h200
+    defaults:                 # any RunConfig field
+      device: cuda
+      iterations: {min_iters: 30, min_time_s: 2.0}
+      repeats: 3              # each point 3 times, each run a fresh process (default 1)
+    grid:                     # each entry: lists are crossed (Cartesian product)
+      - model: [fcn5, fcn8]
+        batch_size: [16, 64, 256]
+        precision: [fp32, bf16]
+      - suite: quick          # expands to the suite's (model, data) entries
+        batch_size: 16
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dlperf.config.messages import format_validation
+from dlperf.config.run import RunConfig, resolve_device
+from dlperf.errors import ConfigError, unknown_choice
+
+
+def check_repeats(value: Any, where: str = "--repeats") -> int:
+    """``value`` as a number of runs per point (an integer >= 1).
+
+    Raises:
+        ConfigError: anything else (0, a negative number, a list, a bool, text), naming
+            ``where`` (``--repeats``, or ``grid[i].repeats:`` in a sweep file) and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} {value!r} is not a valid number of runs per point: give an "
+                          "integer >= 1 (each run is a fresh process; 3 or more give the "
+                          "olympic mean)")
+    return value
+
+
+def with_repeats(points: Sequence[RunConfig], repeats: int | Sequence[int]) -> list[RunConfig]:
+    """Each point as ``repeats`` runs (``repeat`` 0 .. N-1), in rounds: repeat 0 of every
+    point, then repeat 1 of every point, and so on (a point with fewer repeats drops out of
+    the later rounds).
+
+    Rounds rather than a point's repeats back to back: slow drift over a sweep (clocks and
+    temperature, other tenants of the machine, caches) then spreads over every point instead
+    of landing on one point's runs, so the spread of a point's runs covers the whole sweep; a
+    sweep stopped early has every point at least once. Each run is a fresh worker process
+    either way (:mod:`dlperf.sweep`), which is what makes the runs independent.
+
+    Args:
+        points: the points (their own ``repeat`` is replaced).
+        repeats: runs per point, one number for all or one per point.
+
+    Raises:
+        ConfigError: a count below 1 (:func:`check_repeats`); ValueError if a list of counts
+            does not match ``points`` in length.
+    """
+    counts = [repeats] * len(points) if isinstance(repeats, int) else list(repeats)
+    if len(counts) != len(points):
+        raise ValueError(f"{len(counts)} repeat counts for {len(points)} points")
+    for n in counts:
+        check_repeats(n)
+    return [p if p.repeat == r else p.model_copy(update={"repeat": r})
+            for r in range(max(counts, default=0))
+            for p, n in zip(points, counts) if r < n]
+
+
+def crossed_compile_mode(mode: Any, compile_mode: Any, modes_listed: Any) -> bool:
+    """True for a combination that a cross product of ``--mode eager,graph`` with
+    ``--compile-mode default,reduce-overhead`` makes but that means nothing: a compile mode
+    other than the default with a mode other than ``graph``, when ``graph`` is among the modes
+    listed. Such combinations are dropped (the eager point is kept once, with the default);
+    without ``graph`` in the list the combination is kept, and refused with its reason."""
+    listed = modes_listed if isinstance(modes_listed, (list, tuple)) else [modes_listed]
+    return (compile_mode not in (None, "default") and mode != "graph" and "graph" in listed)
+
+
+#: Keys of a grid entry or of ``defaults``: RunConfig's fields (``repeat`` is set by dlperf),
+#: ``suite`` and ``repeats``.
+GRID_KEYS = frozenset((set(RunConfig.model_fields) - {"repeat"}) | {"suite", "repeats"})
+
+
+def _at(where: str, field: str) -> str:
+    """``grid[2].model`` (a sweep file's entry), or ``model`` (``dlperf run``'s one entry)."""
+    return f"{where}.{field}" if where else field
+
+
+def _check_keys(where: str, d: Mapping[str, Any]) -> None:
+    for k in d:
+        if k == "repeat":
+            raise ConfigError(f"{where}: 'repeat' is set by dlperf for each run; give "
+                              "'repeats: N' for N runs of each point")
+        if k not in GRID_KEYS:
+            raise ConfigError(f"{where}: {unknown_choice('key', k, sorted(GRID_KEYS))}") from None
+        if k == "repeats":
+            check_repeats(d[k], f"{where}.repeats:")
+
+
+def _axes(where: str, merged: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Each field's values: a list is an axis, anything else (and ``iterations``) one value."""
+    axes: dict[str, list[Any]] = {}
+    for k, v in merged.items():
+        if k == "iterations" or not isinstance(v, list):
+            axes[k] = [v]
+        elif not v:
+            raise ConfigError(f"{_at(where, k)}: empty list; give at least one value")
+        else:
+            axes[k] = v
+    if "device" in axes:
+        axes["device"] = [resolve_device(d) if d == "auto" else d for d in axes["device"]]
+    return axes
+
+
+def _model_pairs(where: str, suite: Any, axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The (model, data) pairs of a suite entry (data: the suite's, or each value of the
+    entry's ``data`` axis, which is taken out of ``axes``); ``[{}]`` for a model entry."""
+    from dlperf.zoo import get_suite
+
+    if suite is None:
+        if "model" not in axes:
+            raise ConfigError(f"{where}: needs 'model' (or 'suite'); e.g. model: [resnet50]")
+        return [{}]
+    try:
+        entries = get_suite(suite)
+    except ConfigError as e:
+        raise ConfigError(f"{_at(where, 'suite')}: {e}" if where else str(e)) from None
+    axes.pop("model", None)
+    data_override = axes.pop("data", None)
+    if data_override is None:
+        return [{"model": s.model, "data": s.data} for s in entries]
+    return [{"model": s.model, "data": d} for s in entries for d in data_override]
+
+
+def expand_grid(defaults: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], *,
+                cli: bool = False) -> list[RunConfig]:
+    """All points of a grid, in order, duplicates removed (first one kept), with repeats.
+
+    Each entry is merged over ``defaults``; its list values are crossed (the first key is the
+    outermost loop), a ``suite`` gives (model, data) pairs outside them. ``device: auto`` is
+    resolved here (cuda if a GPU is usable, else cpu). A compile mode crossed with a mode it
+    means nothing in is dropped (:func:`crossed_compile_mode`). ``repeats: N`` (one integer >=
+    1, not crossed) runs each point of that entry N times, as :func:`with_repeats` orders them:
+    repeat 0 of every point, then repeat 1, ...; a point listed by two entries runs the larger
+    number of times.
+
+    Args:
+        defaults: fields for every entry.
+        grid: the entries.
+        cli: errors for ``dlperf run`` (its one entry is not named ``grid[0]``; fields are
+            named with their flags) instead of for a sweep file.
+
+    Raises:
+        ConfigError: naming the grid entry (0-based) and field that is wrong.
+    """
+    _check_keys("defaults", defaults)
+    for i, e in enumerate(grid):
+        _check_keys(f"grid[{i}]", e)
+    points: list[RunConfig] = []
+    repeats: dict[str, int] = {}  # run key (repeat 0) -> runs of that point
+    for i, entry in enumerate(grid):
+        where = "" if cli else f"grid[{i}]"
+        entry = dict(entry)
+        suite = entry.pop("suite", None)
+        if suite is not None and "model" in entry:
+            raise ConfigError(f"{where}: give 'model' or 'suite', not both (a suite names "
+                              "its models); split the entry in two for both")
+        if suite is not None and "model" in defaults:
+            raise ConfigError(f"{where} runs suite {suite!r}, whose models would replace "
+                              f"defaults.model ({defaults['model']!r}); move 'model' "
+                              "from defaults into the grid entries without a suite")
+        merged = {**defaults, **entry}
+        n_rep = merged.pop("repeats", 1)
+        axes = _axes(where, merged)
+        pairs = _model_pairs(where, suite, axes)
+        keys = list(axes)
+        for pair in pairs:
+            for combo in itertools.product(*(axes[k] for k in keys)):
+                fields = {**dict(zip(keys, combo)), **pair}
+                if crossed_compile_mode(fields.get("mode"), fields.get("compile_mode"),
+                                        axes.get("mode", [])):
+                    continue  # eager x reduce-overhead from crossing two lists
+                try:
+                    cfg = RunConfig(**fields)
+                except ValidationError as e:
+                    raise ConfigError(format_validation(
+                        e, RunConfig, where=f"{where}." if where else "", flags=cli)) from None
+                key = cfg.run_key()
+                if key not in repeats:
+                    points.append(cfg)
+                repeats[key] = max(repeats.get(key, 0), n_rep)
+    return with_repeats(points, [repeats[p.run_key()] for p in points])
+
+
+class SweepConfig(BaseModel):
+    """A sweep file: a name, defaults for every point and a list of grid entries."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(..., min_length=1)
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    grid: list[dict[str, Any]] = Field(..., min_length=1)
+
+    def expand(self) -> list[RunConfig]:
+        """All points of the grid, in file order, duplicates removed (:func:`expand_grid`).
+
+        Raises:
+            ConfigError: naming the grid entry (0-based) and field that is wrong.
+        """
+        return expand_grid(self.defaults, self.grid)
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep YAML file (every point is validated now, before anything runs).
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or a field is invalid (the message names
+            the file and the field).
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"sweep file {str(p)!r} is a folder; give the path of a YAML file")
+    if not p.is_file():
+        raise ConfigError(f"sweep file {str(p)!r} does not exist; give the path of a YAML file")
+    try:
+        with p.open(encoding="utf-8") as f:  # a named stream: YAML's errors name the file
+            raw = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"sweep file {str(p)!r} is not valid YAML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"sweep file {str(p)!r} is not UTF-8 text ({e.reason} at byte "
+                          f"{e.start}); give a YAML file") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"sweep file {str(p)!r} must be a mapping with 'name' and 'grid' keys")
+    try:
+        cfg = SweepConfig(**raw)
+    except ValidationError as e:
+        raise ConfigError(f"in {p}: " + format_validation(e, SweepConfig)) from None
+    try:
+        cfg.expand()
+    except ConfigError as e:
+        raise ConfigError(f"in {p}: {e}") from None
+    return cfg

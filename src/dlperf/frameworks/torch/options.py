@@ -1,0 +1,29 @@
+"""PyTorch's own option rules (registry ``options``; :mod:`dlperf.config.rules` calls them).
+
+PyTorch takes every image layout (``auto``, ``nchw``, ``nhwc``: channels_last or not),
+``--compile-mode`` (torch.compile's mode) and DDP's options; the last two belong to it alone
+(registry ``compile_modes``, ``ddp``), so other frameworks refuse them without asking here. What
+is PyTorch's own: torch.compile runs in the modes of its registry entry's ``compile_modes``
+(graph) only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.registry import FRAMEWORKS
+
+
+def check(cfg: Any) -> list[tuple[str, str]]:
+    """The errors of ``cfg`` (a validated :class:`dlperf.config.RunConfig` of PyTorch) that are
+    PyTorch's own, as ``(field, message)``; ``[]`` when there are none.
+
+    ``compile_mode`` other than ``default`` needs the mode torch.compile runs in (``graph``).
+    """
+    info = FRAMEWORKS[cfg.framework]
+    if cfg.compile_mode != "default" and cfg.mode not in info.compile_modes:
+        needs = " or ".join(f"--framework {cfg.framework} --mode {m}" for m in info.compile_modes)
+        return [("compile_mode", f"compile_mode {cfg.compile_mode!r} is {info.compiler}'s mode: "
+                                 f"it needs {needs} (got {cfg.framework}/{cfg.mode}); leave "
+                                 "--compile-mode at default for the others")]
+    return []

@@ -1,0 +1,333 @@
+"""Every comparison and report section, listed once (:data:`SECTIONS`).
+
+``dlperf results --compare NAME`` prints the section named NAME as a table, JSON or CSV
+(:func:`compare`); ``dlperf report`` (and ``run``/``sweep --report``) writes every section that
+has something to show, in the order of :data:`SECTIONS`, under its title
+(:func:`write_full_report`). A section is computed from stored results only (no framework is
+imported). The table imports nothing heavy: each section's functions are imported when it is
+computed (:func:`_lazy`), so the CLI can read the list (its help names every comparison) at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dlperf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dlperf.results.store import ResultStore
+
+
+def _lazy(module: str, attr: str, **kwargs: Any) -> Callable[..., Any]:
+    """``module.attr`` (with ``kwargs`` bound), imported at its first call."""
+    def call(*args: Any) -> Any:
+        fn = getattr(importlib.import_module(module), attr)
+        return fn(*args, **kwargs)
+    call.__name__ = attr
+    return call
+
+
+_CMP, _THR, _BDR = "dlperf.report.compare", "dlperf.report.threads", "dlperf.report.breakdown"
+
+
+def measured(store: ResultStore) -> Callable[[int], list[float]]:
+    """result id -> its measured step times (s)."""
+    return lambda rid: store.samples(rid)["measure"]["step_time_s"]
+
+
+def measured_or_none(store: ResultStore) -> Callable[[int], list[float] | None]:
+    """result id -> measured step times (s), None where the result stored none."""
+    return lambda rid: (store.samples(rid).get("measure") or {}).get("step_time_s") or None
+
+
+@dataclass
+class Inputs:
+    """What a section is computed from: the store, its latest row per point (``rows``, after
+    the filters), every stored run with the same filters (:attr:`all_rows`), the target loss
+    of the convergence section and the report folder for plots (None: no plots)."""
+
+    store: ResultStore
+    rows: list[dict[str, Any]]
+    filters: dict[str, Any] = field(default_factory=dict)
+    target_loss: float | None = None
+    output: Path | None = None
+
+    @functools.cached_property
+    def all_rows(self) -> list[dict[str, Any]]:
+        """Every stored run (not only the latest per point), with :attr:`filters`."""
+        return self.store.rows(latest=False, **self.filters)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One comparison or report section.
+
+    Attributes:
+        title: its heading in the report; None: ``--compare`` only.
+        name: its ``dlperf results --compare`` name; None: report only.
+        help: what ``--compare NAME`` shows, for the CLI's help.
+        compute: the comparisons (JSON-able) from :class:`Inputs`.
+        markdown: the table of what ``compute`` returns.
+        as_json: what JSON (and, without ``as_csv``, CSV) shows of it; default: itself.
+        as_csv: the CSV rows of it (one dict per row); default: ``as_json``.
+        report: the report's body (plots included) from :class:`Inputs`, or None to leave the
+            section out; default: ``markdown(compute(...))`` when that is not empty.
+    """
+
+    title: str | None
+    name: str | None = None
+    help: str = ""
+    compute: Callable[[Inputs], Any] | None = None
+    markdown: Callable[[Any], str] | None = None
+    as_json: Callable[[Any], Any] | None = None
+    as_csv: Callable[[Any], list[dict[str, Any]]] | None = None
+    report: Callable[[Inputs], str | None] | None = None
+
+    def report_body(self, inp: Inputs) -> str | None:
+        """The section's body in the report, or None when it has nothing to show."""
+        if self.report is not None:
+            return self.report(inp)
+        comps = self.compute(inp) if self.compute is not None else None
+        return self.markdown(comps) if comps and self.markdown is not None else None
+
+
+def _matrix_report(inp: Inputs) -> str | None:
+    from dlperf.report import compare as cmp
+
+    matrix = [p for p in cmp.framework_matrix(inp.all_rows) if len(p["columns"]) > 1]
+    return cmp.matrix_markdown(matrix) if matrix else None
+
+
+def _threads_report(inp: Inputs) -> str | None:
+    from dlperf.report import threads as thr
+
+    groups = thr.thread_scaling(inp.rows, measured_or_none(inp.store))
+    if not groups:
+        return None
+    body = thr.threads_markdown(groups)
+    for png in thr.plot_thread_scaling(groups, inp.output):
+        body += f"\n![step time and speed-up against CPU threads]({png.name})\n"
+    return body
+
+
+def _scaling_points(inp: Inputs) -> list[dict[str, Any]]:
+    """The data-parallel scaling points (:func:`dlperf.perfmodel.scaling.scaling_points`)."""
+    from dlperf.perfmodel.scaling import scaling_points
+
+    return scaling_points(inp.rows, measured(inp.store))
+
+
+def _scaling_markdown(points: Sequence[dict[str, Any]]) -> str:
+    from dlperf.report.scaling import scaling_markdown
+
+    return scaling_markdown(points)
+
+
+#: Said under the report's scaling table.
+SCALING_NOTE = ("\nEfficiency = speed-up / devices, from throughput (mean step times); the "
+                "medians column uses median step times with a bootstrap CI. Weak: per-device "
+                "batch fixed (E = T1/TN); strong: global batch fixed (E = T1/(N TN)). The step "
+                "time of a data-parallel run is the slowest rank's per iteration; imbalance = "
+                "max/median of the ranks' median step times; exposed communication: "
+                "all-reduce time not overlapped by computation, from a profiled trace of rank 0.\n")
+
+
+def _scaling_report(inp: Inputs) -> str | None:
+    from dlperf.report.scaling import plot_scaling
+
+    if not any((r.get("world_size") or 1) > 1 for r in inp.rows):
+        return None
+    pts = _scaling_points(inp)
+    body = _scaling_markdown(pts)
+    png = plot_scaling(pts, inp.output)
+    if png is not None:
+        body += f"\n![throughput and scaling efficiency against devices]({png.name})\n"
+    return body + SCALING_NOTE
+
+
+def _convergence_groups(inp: Inputs) -> list[dict[str, Any]]:
+    from dlperf.report.convergence import convergence_groups
+
+    return convergence_groups(inp.rows, inp.store.samples, inp.target_loss)
+
+
+def _convergence_markdown(groups: Sequence[dict[str, Any]]) -> str:
+    from dlperf.report.convergence import convergence_markdown
+
+    return convergence_markdown(groups)
+
+
+def _convergence_runs(groups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per run of each group (the group's fields and the run's, without curves)."""
+    return [{**{k: v for k, v in g.items() if k != "runs"},
+             **{k: v for k, v in r.items() if k not in ("times", "losses")}}
+            for g in groups for r in g["runs"]]
+
+
+def _convergence_report(inp: Inputs) -> str | None:
+    from dlperf.report.convergence import plot_convergence
+
+    groups = _convergence_groups(inp)
+    if not groups:
+        return None
+    body = _convergence_markdown(groups)
+    for png in plot_convergence(groups, inp.output):
+        body += f"\n![training loss against iterations and time]({png.name})\n"
+    return body
+
+
+def _warnings_report(inp: Inputs) -> str | None:
+    """The quality warnings stored with each result (worker.quality_warnings), one row each."""
+    warned = [r for r in inp.rows if r.get("warnings")]
+    if not warned:
+        return None
+    threads = any(r.get("threads") is not None for r in warned)  # a thread sweep's rows
+    lines = ["| model | framework/mode | device | precision | batch |"
+             + (" threads |" if threads else "") + " warnings |",
+             "|---|---|---|---|---:|" + ("---:|" if threads else "") + "---|"]
+    lines += [f"| {r['model']} | {r['framework']}/{r['mode']} | {r['device']} | "
+              f"{r['precision']} | {r['batch_size']} |"
+              + (f" {r.get('threads') if r.get('threads') is not None else '–'} |"
+                 if threads else "")
+              + f" {r['warnings'].replace('|', '/')} |"
+              for r in warned]
+    return "\n".join(lines) + "\n"
+
+
+def _rows_md(module: str, attr: str) -> Callable[[Inputs], str | None]:
+    """A report body from ``module.attr(rows)`` (empty text: no section)."""
+    fn = _lazy(module, attr)
+    return lambda inp: fn(inp.rows) or None
+
+
+def _gaps_report(inp: Inputs) -> str | None:
+    from dlperf.report import breakdown as bdr
+
+    return bdr.gap_markdown(bdr.gap_attribution(inp.rows, measured_or_none(inp.store))) or None
+
+
+#: Every section, in the report's order.
+SECTIONS: tuple[Section, ...] = (
+    Section("Frameworks and modes side by side (ms per iteration)", "matrix",
+            "median ms per point x framework/mode side by side, each point's runs as a range",
+            compute=lambda inp: _lazy(_CMP, "framework_matrix")(inp.all_rows),
+            markdown=_lazy(_CMP, "matrix_markdown"), as_csv=_lazy(_CMP, "matrix_flat"),
+            report=_matrix_report),
+    Section("Graph-optimisation effect (speed-up over eager)", "modes",
+            "graph/xla vs eager speed-up",
+            compute=lambda inp: _lazy(_CMP, "mode_speedups")(inp.rows, measured(inp.store)),
+            markdown=_lazy(_CMP, "markdown", kind="modes")),
+    Section("Frameworks against torch/eager (speed-up)", "frameworks",
+            "each framework/mode vs torch/eager",
+            compute=lambda inp: _lazy(_CMP, "framework_ratios")(inp.rows, measured(inp.store)),
+            markdown=_lazy(_CMP, "markdown", kind="frameworks")),
+    Section("Where the time goes: iteration breakdown",
+            report=_rows_md(_BDR, "breakdown_markdown")),
+    Section("Device time per op class", report=_rows_md(_BDR, "op_class_markdown")),
+    Section("Step-time gaps attributed to op classes", report=_gaps_report),
+    Section("Trace files", report=_rows_md(_BDR, "trace_files_markdown")),
+    Section("Input pipelines: real data against synthetic data", "data",
+            "real-data pipelines vs synthetic data",
+            compute=lambda inp: _lazy(_CMP, "data_gaps")(inp.rows, measured(inp.store)),
+            markdown=_lazy(_CMP, "data_markdown")),
+    Section("Repeated runs: between-run variation", "repeats",
+            "between-run variation of points run several times, --repeats N: run medians, mean, "
+            "stdev, CV, olympic mean against the within-run CI",
+            compute=lambda inp: _lazy(_CMP, "repeat_runs")(inp.rows),
+            markdown=_lazy(_CMP, "repeats_markdown")),
+    Section("Efficiency: MFU, roofline, energy", report=_rows_md(_CMP, "efficiency_markdown")),
+    Section("CPU thread scaling", "threads",
+            "CPU thread scaling: step time, speed-up, efficiency and Karp-Flatt serial fraction "
+            "against --threads",
+            compute=lambda inp: _lazy(_THR, "thread_scaling")(inp.rows,
+                                                              measured_or_none(inp.store)),
+            markdown=_lazy(_THR, "threads_markdown"), as_csv=_lazy(_THR, "threads_flat"),
+            report=_threads_report),
+    Section("Data-parallel scaling", "scaling", "data-parallel efficiency against one device",
+            compute=_scaling_points, markdown=_scaling_markdown, report=_scaling_report),
+    Section("Convergence", "convergence",
+            "loss and time to --target-loss across device counts",
+            compute=_convergence_groups, markdown=_convergence_markdown,
+            as_json=_convergence_runs, report=_convergence_report),
+    Section("All-reduce (algbw, busbw per message size)", "allreduce",
+            "stored all-reduce sweeps: time, algbw, busbw per message size",
+            compute=lambda inp: inp.store.collectives(),
+            markdown=_lazy(_CMP, "collectives_markdown")),
+    Section("Warnings (results to read with care)", report=_warnings_report),
+)
+
+#: ``--compare`` name -> its section.
+COMPARISONS: dict[str, Section] = {s.name: s for s in SECTIONS if s.name is not None}
+
+
+def csv_text(dicts: Sequence[dict[str, Any]]) -> str:
+    """CSV with a header from the first dict's keys; list and tuple cells space-separated."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    if dicts:
+        w = csv.DictWriter(buf, fieldnames=list(dicts[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows({k: " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v
+                     for k, v in d.items()} for d in dicts)
+    return buf.getvalue()
+
+
+def compare(name: str, inp: Inputs, format: str) -> str:
+    """The comparison ``name`` (a key of :data:`COMPARISONS`) as Markdown (``table``), JSON or
+    CSV text.
+
+    Raises:
+        KeyError: ``name`` is not a comparison (the CLI checks it first).
+    """
+    s = COMPARISONS[name]
+    comps = s.compute(inp)
+    if format == "table":
+        return s.markdown(comps)
+    shown = s.as_json(comps) if s.as_json is not None else comps
+    if format == "json":
+        return json.dumps(shown, indent=1)
+    return csv_text(s.as_csv(comps) if s.as_csv is not None else shown)
+
+
+def report_sections(inp: Inputs) -> list[tuple[str, str]]:
+    """``(title, body)`` of every report section with something to show, in order."""
+    out = []
+    for s in SECTIONS:
+        if s.title is not None and (body := s.report_body(inp)):
+            out.append((s.title, body))
+    return out
+
+
+def write_full_report(db: str, output: Path, title: str, target_loss: float | None) -> Path:
+    """The report of ``dlperf report`` (and of ``run``/``sweep --report``): results table,
+    plots, every section of :data:`SECTIONS` and the environment; the path of report.md.
+
+    Raises:
+        ConfigError: ``db`` holds no results and no collective runs.
+    """
+    from dlperf.report.markdown import write_report
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(db, read_only=True) as store:
+        rows = store.rows()
+        coll = store.collectives()
+        if not rows and not coll:
+            raise ConfigError(f"{db} holds no results yet")
+        sections = report_sections(Inputs(store, rows, target_loss=target_loss, output=output))
+        store_env = store.collectives_env() if coll else None
+    env = None
+    try:
+        env = json.loads(rows[-1]["result_json"]).get("env")
+    except Exception:  # noqa: BLE001 - the report works without it
+        pass
+    if env is None and coll:  # only all-reduce runs: the environment they stored
+        env = store_env
+    return write_report(rows, output, title=title, env=env, sections=sections)

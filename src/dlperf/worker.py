@@ -1,25 +1,16 @@
 """The worker: one configuration in, one record out.
 
-:func:`run_record` is a plain importable function ``RunConfig -> RunRecord`` (docs/architecture.md
-habit 2); :func:`run_config` returns its flat dict (:meth:`~dlperf.results.schema.RunRecord.
-to_dict`). Tests call them in-process, :mod:`dlperf.launch.process` runs one in a fresh process
-per configuration (``python -m dlperf.worker CONFIG.json RESULT.json``), and the distributed
-launchers call the same function in every rank.
-
-The worker prepares the run, measures it (:func:`dlperf.measure.loop.measure`), probes it
+:func:`run_record` is a plain function ``RunConfig -> RunRecord`` (docs/architecture.md habit 2;
+:func:`run_config` gives its flat dict): tests call it in-process, :mod:`dlperf.launch.process`
+in a fresh process per configuration (``python -m dlperf.worker CONFIG.json RESULT.json``), the
+distributed launchers in every rank (the ranks' samples merged by
+:func:`dlperf.measure.ranks.gather_ranks`: every rank returns the same record). It prepares the
+run, measures it (:func:`dlperf.measure.segment.run_segment`), probes it
 (:mod:`dlperf.measure.probes`) and assembles the record; what is measured and judged lives in
-:mod:`dlperf.measure` (segment, ranks, power_control, host, warnings).
-
-Failures are results (docs/measurement.md rule 11): out-of-memory, a NaN loss, a bad data file or a
-crash inside the framework all return a record with ``status`` set and ``error`` saying what
-happened (:func:`dlperf.results.schema.failure_record`); only the launcher turns a dead process
-or a timeout into a record.
-
-Data parallelism (``cfg.world_size > 1``): the same function runs in every process; the
-adapter joins the process group and the session carries a
-:class:`~dlperf.frameworks.DistContext`. After the loop every process contributes its raw samples
-and all are merged (:func:`dlperf.measure.ranks.gather_ranks`): every process returns the same
-record, whose step time is the slowest rank's per iteration.
+:mod:`dlperf.measure`. Failures are records too (docs/measurement.md rule 11: out of memory, a
+NaN loss, a bad data file, a crash in the framework), with ``status`` and ``error`` set
+(:func:`dlperf.results.schema.failure_record`); only the launcher turns a dead process or a
+timeout into a record.
 """
 
 from __future__ import annotations
@@ -38,17 +29,18 @@ from dlperf.config import RunConfig
 from dlperf.env import collect_env, host_speed
 from dlperf.errors import DataMissing, DlperfError, UnavailableError
 from dlperf.frameworks import NonFiniteLoss, get_adapter
-from dlperf.measure.host import (CPU_WAIT_WARN, RunDelay, busy_host_warning,  # noqa: F401
-                                 cpu_wait, host_checks, thread_run_delay_ns)
-from dlperf.measure.power_control import PowerControl  # noqa: F401
+from dlperf.measure.host import RunDelay, host_checks
+from dlperf.measure.power_control import PowerControl  # noqa: F401 (re-exported)
 from dlperf.measure.probes import (breakdown_into, compile_info, efficiency, profile_comm,
                                    run_probes)
 from dlperf.measure.ranks import gather_ranks, rank_payload
 from dlperf.measure.segment import run_segment, segment_parts
-from dlperf.measure.warnings import (LONG_TAIL_RATIO, PROFILED_SLOWDOWN_WARN,  # noqa: F401
-                                     WIDE_CI_REL, mfu_above_one, quality_warnings)
-from dlperf.results.schema import (SCHEMA_VERSION, STATUSES, RunRecord,  # noqa: F401
-                                   failure_record, new_record, now_iso)
+from dlperf.measure.warnings import quality_warnings
+from dlperf.results.schema import STATUSES, RunRecord, failure_record, new_record, now_iso
+
+#: Imported from here by the launchers, the CLI, tests and benchmarks (their homes: above).
+__all__ = ["run_record", "run_config", "base_result", "failure_status", "main", "STATUSES",
+           "now_iso", "PowerControl", "efficiency", "quality_warnings", "write_json_atomic"]
 from dlperf.zoo import get_spec
 
 

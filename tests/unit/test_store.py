@@ -14,12 +14,12 @@ from dlperf.errors import ConfigError
 from dlperf.results.export import to_csv, to_json
 from dlperf.results.store import SCHEMA_VERSION, ResultStore
 from dlperf.stats import summarize, throughput
-from dlperf.worker import base_result
+from dlperf.results.schema import new_record
 
 
 def fake_result(batch=8, status="ok", times=(0.01, 0.012, 0.011)):
     cfg = make_run_config(model="fcn5_tiny", batch_size=batch)
-    r = base_result(cfg, status, None if status == "ok" else "boom")
+    r = new_record(cfg, status, None if status == "ok" else "boom").to_dict()
     if status == "ok":
         r.update(summary=summarize(list(times)).to_dict(),
                  throughput=throughput(len(times), batch, sum(times)),

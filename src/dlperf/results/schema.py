@@ -41,12 +41,12 @@ __all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Identity", "Timing", "Sum
            "Throughput", "Compile", "Memory", "Power", "Flops", "Mfu", "Convergence", "DataWait",
            "Dist", "RankInfo", "Breakdown", "Trace", "OpClasses", "BreakdownRun", "Env",
            "HostCpuWait", "WorkerInfo", "Spec", "StoredAt", "failure_record", "new_record",
-           "identity_of",
-           "as_record", "now_iso", "TOP_LEVEL_ORDER"]
+           "identity_of", "as_record", "now_iso", "TOP_LEVEL_ORDER"]
 
 #: How a run ended. ``ok``: measured; ``oom``, ``nan_loss``, ``crash``, ``timeout``: final
 #: outcomes of the configuration; ``error``, ``unavailable``: fix and run again.
 STATUSES = ("ok", "oom", "nan_loss", "error", "crash", "timeout", "unavailable")
+
 
 class StoredAt(BaseModel):
     """Where a record read from a results file sits: its row id and the sweep that wrote it."""

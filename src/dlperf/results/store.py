@@ -21,6 +21,13 @@ Tables:
 
 Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
 every earlier result intact and no half-written one. The store never imports a framework.
+
+It stores :class:`~dlperf.results.schema.RunRecord` objects (a result dict is read as one): the
+columns come from the record's typed parts (:func:`flatten`), ``result_json`` is its flat dict
+without raw samples. :meth:`ResultStore.records` reads them back as records (upgraded to the
+current schema, raw samples from ``samples``); :meth:`ResultStore.rows` gives the columns.
+The schema versions and migrations: :mod:`dlperf.results.migrations`; merging files:
+:mod:`dlperf.results.merge`.
 """
 
 from __future__ import annotations

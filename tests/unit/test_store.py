@@ -14,12 +14,12 @@ from dlperf.errors import ConfigError
 from dlperf.results.export import to_csv, to_json
 from dlperf.results.store import SCHEMA_VERSION, ResultStore
 from dlperf.stats import summarize, throughput
-from dlperf.worker import base_result
+from dlperf.results.schema import new_record
 
 
 def fake_result(batch=8, status="ok", times=(0.01, 0.012, 0.011)):
     cfg = make_run_config(model="fcn5_tiny", batch_size=batch)
-    r = base_result(cfg, status, None if status == "ok" else "boom")
+    r = new_record(cfg, status, None if status == "ok" else "boom").to_dict()
     if status == "ok":
         r.update(summary=summarize(list(times)).to_dict(),
                  throughput=throughput(len(times), batch, sum(times)),
@@ -198,7 +198,7 @@ def _at(result, when):
 
 
 def test_merge_keeps_every_result_once_in_time_order_with_samples(tmp_path):
-    from dlperf.results.store import merge_stores
+    from dlperf.results.merge import merge_stores
 
     a, b, dest = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "dest.db"
     shared = _at(fake_result(), "2026-12-01T10:00:00+00:00")
@@ -236,7 +236,7 @@ def test_merge_keeps_every_result_once_in_time_order_with_samples(tmp_path):
 
 
 def test_merge_refuses_a_missing_source_and_leaves_dest_alone(tmp_path):
-    from dlperf.results.store import merge_stores
+    from dlperf.results.merge import merge_stores
 
     dest = tmp_path / "dest.db"
     with ResultStore(dest) as s:
@@ -258,7 +258,7 @@ def test_merge_keeps_an_old_schema_source_unchanged_a_linked_dest_and_a_concurre
         tmp_path):
     import os
 
-    from dlperf.results.store import merge_stores
+    from dlperf.results.merge import merge_stores
 
     old = tmp_path / "old.db"  # a version-1 file (no meta row of a newer schema)
     with ResultStore(old) as s:

@@ -18,7 +18,7 @@ def merge(
 ) -> None:
     """Combine results files into --db: every result with its raw samples once, in order of measurement, so tables keep showing each point's newest run. --db is rewritten in one SQLite transaction (an error or a kill leaves it as it was; a sweep writing into it waits, then goes on); resume a sweep from the merged file."""
     def body() -> None:
-        from dlperf.results.store import merge_stores
+        from dlperf.results.merge import merge_stores
 
         check_db(db, must_exist=False)
         for s in sources:

@@ -13,6 +13,10 @@ gathered; :func:`merge_ranks` turns them into what one result stores (docs/measu
 * rank imbalance is ``max_r median_r / median over r of median_r``, the medians being each
   rank's measured step times (1.0 = balanced);
 * every rank's raw samples are kept, under phases ``rank<r>:<phase>``.
+
+:func:`gather_ranks` is what the worker calls after its loop: it gathers every process's
+payload, merges them and returns the record's merged samples, memory (each peak the maximum
+over ranks) and its ``dist`` part (:func:`dist_part`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["PHASES", "rank_payload", "merge_ranks", "imbalance", "rank_phase"]
+from dlperf.measure.breakdown.overlap import combine_rank_comm
+
+__all__ = ["PHASES", "rank_payload", "merge_ranks", "imbalance", "rank_phase", "max_memory",
+           "dist_part", "gather_ranks"]
 
 PHASES = ("first", "warmup", "measure")
 
@@ -113,3 +120,56 @@ def merge_ranks(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "imbalance": imbalance(meds) if meds else None,
             "slowest_rank_counts": slowest,
             "wall_s": max(p.get("wall_s") or 0.0 for p in ps)}
+
+
+def max_memory(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each memory peak (bytes) as the maximum over ranks (the device that came closest to its
+    limit); None where no rank has the number. Keys sorted."""
+    keys = {k for m in per_rank for k in m}
+    return {k: max((m[k] for m in per_rank if m.get(k) is not None), default=None)
+            for k in sorted(keys)}
+
+
+def dist_part(cfg: Any, dist: Any, merged: dict[str, Any],
+              comm: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``dist`` part of a data-parallel record (:class:`dlperf.results.schema.Dist`):
+    ``cfg`` the RunConfig, ``dist`` the session's :class:`~dlperf.frameworks.base.DistContext`,
+    ``merged`` from :func:`merge_ranks`, ``comm`` the combined exposed communication."""
+    return {"replicas": dist.replicas, "processes": dist.world_size, "nproc": cfg.nproc,
+            "nnodes": cfg.nnodes, "dp_layout": cfg.dp_layout, "backend": dist.backend,
+            "scaling": cfg.scaling, "global_batch": cfg.global_batch,
+            "per_device_batch": cfg.per_device_batch,
+            # one process driving several devices: its step already ends with the slowest
+            # device, and per-device times are not observable without a trace
+            "imbalance": merged["imbalance"] if dist.world_size > 1 else None,
+            "slowest_rank_counts": merged["slowest_rank_counts"],
+            "per_rank": merged["per_rank"], "step_time": "max over ranks per iteration",
+            "loss": "mean over ranks per iteration", "comm": comm, **dist.info}
+
+
+def gather_ranks(cfg: Any, dist: Any, payload: dict[str, Any], *, steady_state: bool,
+                 recompiles_measured: Any) -> dict[str, Any]:
+    """Gather every process's ``payload`` (:func:`rank_payload`; a collective: every process
+    calls it) and merge them.
+
+    Returns ``{"samples", "losses", "wall_s"}`` as :func:`merge_ranks` gives them, with
+    ``steady_state`` (every rank's), ``recompiles_measured`` (the most on any rank, or this
+    process's ``recompiles_measured`` when no rank recompiled), ``memory``
+    (:func:`max_memory`), ``comm`` (:func:`~dlperf.measure.breakdown.overlap.
+    combine_rank_comm` of the ranks' exposed communication, against the slowest rank's median
+    step) and ``dist`` (:func:`dist_part`).
+    """
+    payload = {**payload, "steady_state": steady_state,
+               "recompiles_measured": recompiles_measured}
+    gathered = dist.all_gather(payload)
+    merged = merge_ranks(gathered)
+    if any(p.get("recompiles_measured") for p in gathered):
+        recompiles_measured = max(p.get("recompiles_measured") or 0 for p in gathered)
+    per_rank_medians = [p["median_s"] for p in merged["per_rank"] if p["median_s"]]
+    comm = combine_rank_comm([p.get("comm") for p in merged["per_rank"]],
+                             max(per_rank_medians) if per_rank_medians else None)
+    return {"samples": merged["samples"], "losses": merged["losses"], "wall_s": merged["wall_s"],
+            "steady_state": all(p.get("steady_state", True) for p in gathered),
+            "recompiles_measured": recompiles_measured,
+            "memory": max_memory([p["memory"] for p in merged["per_rank"]]),
+            "comm": comm, "dist": dist_part(cfg, dist, merged, comm)}

@@ -21,6 +21,13 @@ Tables:
 
 Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
 every earlier result intact and no half-written one. The store never imports a framework.
+
+It stores :class:`~dlperf.results.schema.RunRecord` objects (a result dict is read as one): the
+columns come from the record's typed parts (:func:`flatten`), ``result_json`` is its flat dict
+without raw samples. :meth:`ResultStore.records` reads them back as records (upgraded to the
+current schema, raw samples from ``samples``); :meth:`ResultStore.rows` gives the columns.
+The schema versions and migrations: :mod:`dlperf.results.migrations`; merging files:
+:mod:`dlperf.results.merge`.
 """
 
 from __future__ import annotations
@@ -34,81 +41,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.results.migrations import (DATA_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION, TABLES_ADDED,
+                                       migrate_file)
+from dlperf.results.schema import RunRecord, StoredAt, Timing, as_record
 
-SCHEMA_VERSION = 8
-
-#: Columns added by each schema version (older files are migrated on open).
-MIGRATIONS: dict[int, dict[str, str]] = {
-    2: {"compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
-        "warnings": "TEXT"},
-    3: {},
-    # Where the time goes (issue 4): the trace's busy fraction and CPU dispatch time per
-    # iteration, the phases' difference from the fused step, the kept trace file. The full
-    # breakdown, op classes and trace sections stay in result_json; raw phase samples in
-    # ``samples`` (phases "breakdown:t_f", "trace:dispatch", ...).
-    4: {"busy_fraction": "REAL", "dispatch_s": "REAL", "breakdown_rel_diff": "REAL",
-        "trace_path": "TEXT"},
-    # Input pipelines, MFU and energy (issue 4); the details stay in result_json.
-    5: {"loader_workers": "INTEGER", "data_wait_share": "REAL", "input_bound": "INTEGER",
-        "achieved_flops_per_s": "REAL", "mfu": "REAL", "mean_power_w": "REAL",
-        "energy_per_iter_j": "REAL"},
-    # Data parallelism: devices, nodes and per-device batch (``batch_size`` stays the global
-    # batch), rank imbalance, exposed communication per iteration (s) and the training time to
-    # the target loss (s). Rows from before have NULL here: one device.
-    6: {"world_size": "INTEGER", "nnodes": "INTEGER", "per_device_batch": "INTEGER",
-        "rank_imbalance": "REAL", "exposed_comm_s": "REAL", "time_to_target_s": "REAL"},
-    # All-reduce sweeps (issue 5) have a table of their own: COLLECTIVES_SQL.
-    7: {},
-    # No new column: ``data_wait_share`` becomes total wait / total measured time (it was the
-    # median wait / median iteration, which a bursty loader hides); DATA_MIGRATIONS[8].
-    8: {},
-}
-
-
-def _v8_data_wait_share(db: sqlite3.Connection) -> None:
-    """Schema 8: restate the data wait of stored real-data results by the total-time rule.
-
-    Every result since schema 5 kept ``time_share`` (total wait / total measured time) beside
-    the median-based ``share`` in its ``data_wait``; this makes ``time_share`` the ``share``,
-    keeps the old one as ``median_share`` and relabels ``input_bound`` against the result's own
-    threshold, in the columns and in ``result_json`` (dlperf.data.pipeline says why). The raw
-    samples are untouched.
-    """
-    from dlperf.data.pipeline import WAIT_CRITERION
-
-    for rid, js in db.execute("SELECT id, result_json FROM results "
-                              "WHERE data_wait_share IS NOT NULL").fetchall():
-        try:
-            res = json.loads(js or "{}")
-        except ValueError:
-            continue
-        dw = res.get("data_wait") if isinstance(res, dict) else None
-        if not isinstance(dw, dict) or dw.get("time_share") is None or "criterion" in dw:
-            continue
-        share, thr = dw["time_share"], dw.get("threshold")
-        bound = None if thr is None else share > thr
-        dw.update(median_share=dw.get("share"), share=share, input_bound=bound,
-                  criterion=WAIT_CRITERION)
-        db.execute("UPDATE results SET data_wait_share=?, input_bound=?, result_json=? WHERE id=?",
-                   (share, None if bound is None else int(bound), json.dumps(res, default=str),
-                    rid))
-
-
-#: Changes to stored values made when a file is migrated to a schema version (after its columns).
-DATA_MIGRATIONS = {8: _v8_data_wait_share}
-
-#: Tables added by a schema version (created for new files and by the migration).
-#: ``collectives``: one row per message size of a collective benchmark run (dlperf.comm.
-#: allreduce): time (s, the slowest rank's mean per call), algbw/busbw (GB/s, nccl-tests'
-#: definitions), imbalance, wrong elements; ``run_id`` groups the rows of one run, and
-#: ``run_json`` holds that run's settings and environment.
-TABLES_ADDED: dict[int, str] = {
-    7: ("CREATE TABLE IF NOT EXISTS collectives (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-        "run_id TEXT NOT NULL, created_at TEXT, benchmark TEXT NOT NULL, backend TEXT, "
-        "nranks INTEGER, dtype TEXT, size_bytes INTEGER, count INTEGER, time_s REAL, "
-        "algbw_gbps REAL, busbw_gbps REAL, imbalance REAL, wrong INTEGER, device_name TEXT, "
-        "git_sha TEXT, run_json TEXT)"),
-}
+__all__ = ["ResultStore", "COLUMNS", "SCHEMA_VERSION", "MIGRATIONS", "DATA_MIGRATIONS",
+           "TABLES_ADDED", "flatten", "record_of", "result_of", "repeat_of", "stored_keys"]
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
 COLUMNS: dict[str, str] = {
@@ -147,53 +85,109 @@ def _num(x: Any) -> Any:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
-def flatten(result: dict[str, Any], sweep: str | None = None) -> dict[str, Any]:
-    """Map a worker result dict to the ``results`` columns (missing values become None)."""
-    row: dict[str, Any] = {k: result.get(k) for k in COLUMNS if k in result}
-    row["sweep"] = sweep
-    s = result.get("summary") or {}
+def flatten(result: RunRecord | Mapping[str, Any], sweep: str | None = None) -> dict[str, Any]:
+    """The ``results`` columns of a record (or of a result dict, read as one): identity, the
+    step-time statistics (s), throughput, memory peaks (bytes), the model's spec, compile,
+    trace, data wait, MFU, power and convergence numbers, the first and last measured loss and
+    the full record without its raw samples as ``result_json``. Missing values are None; NaN
+    and infinities become None (the raw samples keep them); booleans become 0/1.
+
+    Raises:
+        ConfigError: ``result`` was written by a newer dlperf.
+    """
+    rec = as_record(result)
+    ident, t = rec.identity, rec.timing or Timing()
+    row: dict[str, Any] = {
+        "run_key": ident.run_key, "sweep": sweep, "created_at": ident.created_at,
+        "status": ident.status, "error": ident.error, "model": ident.model,
+        "framework": ident.framework, "mode": ident.mode, "device": ident.device,
+        "device_name": rec.device_name, "precision": ident.precision,
+        "batch_size": ident.batch_size, "grad_accum": ident.grad_accum, "data": ident.data,
+        "threads": ident.threads, "world_size": ident.world_size, "nnodes": ident.nnodes,
+        "per_device_batch": ident.per_device_batch, "rank_imbalance": rec.rank_imbalance,
+        "exposed_comm_s": rec.exposed_comm_s,
+        **{k: getattr(t, k) for k in Timing.model_fields}}
+    s = rec.summary
     for k in SUMMARY_KEYS:
-        row[f"step_time_{k}_s"] = s.get(k)
-    row["n_outliers"] = len(s["outliers"]) if "outliers" in s else None
-    tp = result.get("throughput") or {}
-    row["samples_per_s"] = tp.get("samples_per_s")
-    row["tokens_per_s"] = tp.get("tokens_per_s")
-    row["samples"] = tp.get("samples")
-    for k, v in (result.get("memory") or {}).items():
-        if k in COLUMNS:
-            row[k] = v
-    spec = result.get("spec") or {}
+        row[f"step_time_{k}_s"] = getattr(s, k) if s is not None else None
+    row["n_outliers"] = (len(s.outliers) if s is not None and s.outliers is not None
+                         else None)
+    tp = rec.throughput
+    row["samples_per_s"] = tp.samples_per_s if tp else None
+    row["tokens_per_s"] = tp.tokens_per_s if tp else None
+    row["samples"] = tp.samples if tp else None
+    if rec.memory is not None:
+        row.update({k: v for k, v in rec.memory.model_dump().items() if k in COLUMNS})
+    spec = ident.spec
     for k in ("params", "train_flops_per_sample", "tokens_per_sample"):
-        row[k] = spec.get(k)
-    meas = (result.get("losses") or {}).get("measure") or []
-    comp = result.get("compile") or {}
+        row[k] = getattr(spec, k) if spec is not None else None
+    comp = rec.compile
     for k in ("compile_time_s", "n_compiles", "recompiles_measured"):
-        row[k] = comp.get(k)
-    row["warnings"] = "; ".join(result.get("warnings") or []) or None
-    tr = result.get("trace") or {}
-    row["busy_fraction"] = tr.get("busy_fraction")
-    row["dispatch_s"] = (tr.get("dispatch_s") or {}).get("median")
-    row["trace_path"] = (tr.get("files") or {}).get("chrome_trace")
-    row["breakdown_rel_diff"] = (result.get("breakdown") or {}).get("rel_diff")
-    row["loader_workers"] = (result.get("config") or {}).get("loader_workers")
-    dw = result.get("data_wait") or {}
-    row["data_wait_share"], row["input_bound"] = dw.get("share"), dw.get("input_bound")
-    mfu = result.get("mfu") or {}
-    row["achieved_flops_per_s"], row["mfu"] = mfu.get("achieved_flops_per_s"), mfu.get("mfu")
-    pw = result.get("power") or {}
-    row["mean_power_w"], row["energy_per_iter_j"] = pw.get("mean_power_w"), pw.get("energy_per_iter_j")
-    row["time_to_target_s"] = (result.get("convergence") or {}).get("time_to_target_s")
+        row[k] = getattr(comp, k) if comp is not None else None
+    row["warnings"] = "; ".join(rec.warnings or []) or None
+    tr = rec.trace
+    row["busy_fraction"] = tr.busy_fraction if tr else None
+    row["dispatch_s"] = (tr.dispatch_s or {}).get("median") if tr else None
+    row["trace_path"] = (tr.files or {}).get("chrome_trace") if tr else None
+    row["breakdown_rel_diff"] = rec.breakdown.rel_diff if rec.breakdown else None
+    row["loader_workers"] = (ident.config or {}).get("loader_workers")
+    dw = rec.data_wait
+    row["data_wait_share"], row["input_bound"] = (dw.share, dw.input_bound) if dw else (None,
+                                                                                       None)
+    mfu = rec.mfu
+    row["achieved_flops_per_s"] = mfu.achieved_flops_per_s if mfu else None
+    row["mfu"] = mfu.mfu if mfu else None
+    pw = rec.power
+    row["mean_power_w"] = pw.mean_power_w if pw else None
+    row["energy_per_iter_j"] = pw.energy_per_iter_j if pw else None
+    row["time_to_target_s"] = rec.convergence.time_to_target_s if rec.convergence else None
+    meas = (rec.losses or {}).get("measure") or []
     row["loss_first"] = meas[0] if meas else None
     row["loss_last"] = meas[-1] if meas else None
-    v = result.get("versions") or {}
-    row["framework_version"] = v.get(result.get("framework") or "", None)
-    row["git_sha"] = ((result.get("env") or {}).get("git") or {}).get("sha")
+    row["framework_version"] = (rec.versions or {}).get(ident.framework or "", None)
+    row["git_sha"] = ((rec.env.git if rec.env else None) or {}).get("sha")
     for k in BOOL_COLUMNS:
         if row.get(k) is not None:
             row[k] = int(bool(row[k]))
-    slim = {k: v for k, v in result.items() if k not in ("samples", "losses")}
-    row["result_json"] = json.dumps(slim, default=str)
+    row["result_json"] = json.dumps(rec.to_dict(raw=False), default=str)
     return {k: _num(row.get(k)) for k in COLUMNS}
+
+
+#: Phases whose losses are stored beside their times (the training phases, per rank too); other
+#: phases (``data_wait``, ``breakdown:*``, ``trace:*``) have times only.
+LOSS_PHASES = ("first", "warmup", "measure")
+
+
+def _has_losses(phase: str) -> bool:
+    return phase.rsplit(":", 1)[-1] in LOSS_PHASES and (
+        ":" not in phase or phase.startswith("rank"))
+
+
+def record_of(row: Mapping[str, Any],
+              raw: Mapping[str, Mapping[str, list[Any]]] | None = None) -> RunRecord:
+    """The record of a store row (as from :meth:`ResultStore.rows`): its ``result_json`` read
+    as a :class:`~dlperf.results.schema.RunRecord` (upgraded to the current schema), with its
+    row id and sweep in ``stored``; with ``raw`` (:meth:`ResultStore.samples` of the row) also
+    its raw ``samples`` (s) and ``losses`` (training phases, and any phase with a loss stored;
+    a NaN loss reads back as None, SQLite keeps no NaN). A row without readable JSON gives the
+    record of its identity columns.
+
+    Raises:
+        ConfigError: the row's record was written by a newer dlperf.
+    """
+    res = result_of(row)
+    if not res:
+        res = {k: row.get(k) for k in ("run_key", "status", "error", "created_at", "model",
+                                       "framework", "mode", "device", "precision", "batch_size",
+                                       "grad_accum", "data", "threads") if k in row}
+    rec = RunRecord.from_dict(res)
+    if raw is not None and raw:
+        rec.samples = {ph: list(v["step_time_s"]) for ph, v in raw.items()}
+        rec.losses = {ph: list(v["loss"]) for ph, v in raw.items()
+                      if _has_losses(ph) or any(x is not None for x in v["loss"])}
+    if row.get("id") is not None:
+        rec.stored = StoredAt(id=row["id"], sweep=row.get("sweep"))
+    return rec
 
 
 def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -285,14 +279,7 @@ class ResultStore:
                 raise ConfigError(f"{self.path} has schema version {row[0]}, newer than this "
                                   f"dlperf understands ({SCHEMA_VERSION}); upgrade dlperf")
             else:
-                for v in range(int(row[0]) + 1, SCHEMA_VERSION + 1):
-                    for col, typ in MIGRATIONS[v].items():
-                        db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
-                    if v in TABLES_ADDED:
-                        db.execute(TABLES_ADDED[v])
-                    if v in DATA_MIGRATIONS:
-                        DATA_MIGRATIONS[v](db)
-                    db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(v),))
+                migrate_file(db, int(row[0]))
 
     def transaction(self):
         """Context manager: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
@@ -313,19 +300,28 @@ class ResultStore:
         """The schema version stored in the file."""
         return int(self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
 
-    def add(self, result: dict[str, Any], sweep: str | None = None) -> int:
-        """Store one result and its raw samples in one transaction; return its row id."""
-        row = flatten(result, sweep)
+    def add(self, result: RunRecord | Mapping[str, Any], sweep: str | None = None) -> int:
+        """Store one record (or result dict, read as one) and its raw samples in one
+        transaction; return its row id.
+
+        Raises:
+            ConfigError: the record has no ``run_key`` or ``status``, or was written by a
+                newer dlperf.
+        """
+        rec = as_record(result)
+        if rec.identity.run_key is None or rec.identity.status is None:
+            raise ConfigError("a result needs its identity (run_key and status) to be stored; "
+                              "make failures with dlperf.results.schema.failure_record")
+        row = flatten(rec, sweep)
         cols = list(row)
         with self.transaction():
             cur = self._db.execute(
                 f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [row[c] for c in cols])
             rid = int(cur.lastrowid)
-            samples = result.get("samples") or {}
-            losses = result.get("losses") or {}
+            losses = rec.losses or {}
             recs = []
-            for phase, times in samples.items():
+            for phase, times in (rec.samples or {}).items():
                 ls = losses.get(phase) or []
                 for i, t in enumerate(times):
                     recs.append((rid, phase, i, t, ls[i] if i < len(ls) else None))
@@ -436,6 +432,18 @@ class ResultStore:
             out.append(d)
         return out
 
+    def records(self, *, latest: bool = True, samples: bool = True,
+                **filters: Any) -> list[RunRecord]:
+        """The rows of :meth:`rows` (same ``latest`` and column filters) as
+        :class:`~dlperf.results.schema.RunRecord` objects, oldest first (:func:`record_of`),
+        with their raw samples unless ``samples=False``.
+
+        Raises:
+            ConfigError: a filter names an unknown column; a row was written by a newer dlperf.
+        """
+        return [record_of(r, self.samples(r["id"]) if samples else None)
+                for r in self.rows(latest=latest, **filters)]
+
     def samples(self, result_id: int) -> dict[str, dict[str, list[float]]]:
         """Raw samples of one result: ``{phase: {"step_time_s": [...], "loss": [...]}}``."""
         out: dict[str, dict[str, list[float]]] = {}
@@ -483,114 +491,3 @@ def stored_keys(path: str | Path, include_failed: bool = True) -> set[str]:
                           "another --db path") from None
 
 
-def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
-    """(results with their samples, collective rows, sweep records) of an open store."""
-    results = []
-    for r in db.execute("SELECT * FROM results ORDER BY id").fetchall():
-        row = dict(r)
-        samples = [tuple(x) for x in db.execute(
-            "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
-            "ORDER BY phase, idx", (row["id"],))]
-        results.append((row, samples))
-    colls = [dict(r) for r in db.execute("SELECT * FROM collectives ORDER BY id")]
-    sweeps = [tuple(r) for r in db.execute("SELECT name, created_at, config_json FROM sweeps")]
-    return results, colls, sweeps
-
-
-def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
-    """Combine results files: ``dest`` becomes the union of its own rows and every source's.
-
-    For results measured in pieces on different machines or calls (sweep shards, a sweep
-    resumed from an older copy of its file). Every result row with its raw samples, every
-    collective benchmark run and every sweep record is kept once: a result that is in several
-    files (same run key, ``created_at`` and ``result_json``) is stored once, as is a collective
-    run (``run_id``) or a sweep record. Results are written in order of ``created_at`` (then
-    file, then row), so "the newest row of a point" (:meth:`ResultStore.rows`) stays the newest
-    by time.
-
-    Sources are read as :class:`ResultStore` ``read_only`` (a consistent copy in memory,
-    migrated there to the current schema); the source files are not changed. ``dest`` is rewritten inside
-    one SQLite write transaction: a failure or a kill leaves it as it was, a sweep writing into
-    it at the same time waits for the merge (up to the store's 30 s busy timeout) and then
-    goes on writing into the merged file, and the file stays where it is (a symbolic link
-    keeps pointing at it, its permissions are kept). Row ids of ``dest`` change.
-
-    Args:
-        dest: the results file to write; it may not exist yet (then it is created).
-        sources: results files to add (at least one; ``dest`` itself among them is skipped).
-
-    Returns:
-        ``{"results": n, "samples": n, "collectives": n, "sweeps": n}``: the totals in ``dest``
-        afterwards, and ``"added": {source: {"results": n, "collectives": n, "sweeps": n}}``:
-        what each source added that neither ``dest`` nor an earlier source held.
-
-    Raises:
-        ConfigError: no sources, a source that does not exist or is a folder, or a file that
-            is not a dlperf results database.
-    """
-    dest = Path(dest)
-    srcs = [Path(s) for s in dict.fromkeys(Path(s) for s in sources)]
-    if not srcs:
-        raise ConfigError("nothing to merge: name at least one results file to add")
-    for s in srcs:
-        if s.is_dir():
-            raise ConfigError(f"source {str(s)!r} is a folder; give a results file")
-        if not s.is_file():
-            raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
-    same = dest.resolve() if dest.exists() else None
-    srcs = [s for s in srcs if s.resolve() != same]
-    read = []
-    for s in srcs:
-        with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there
-            read.append((str(s), _read_store(st._db)))
-    with ResultStore(dest) as out:
-        db = out._db
-        with out.transaction():  # BEGIN IMMEDIATE: dest's rows read and rewritten at once
-            files = [(None, _read_store(db))] + read
-            results: dict[tuple, tuple] = {}
-            collectives: dict[str, list[dict]] = {}
-            sweeps: dict[tuple, None] = {}
-            added: dict[str, dict[str, int]] = {}
-            for fi, (name, (res, colls, swps)) in enumerate(files):
-                n = {"results": 0, "collectives": 0, "sweeps": 0}
-                for row, samples in res:
-                    ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
-                    if ident not in results:
-                        results[ident] = ((row.get("created_at") or "", fi, row["id"]),
-                                          row, samples)
-                        n["results"] += 1
-                runs: dict[str, list[dict]] = {}
-                for c in colls:
-                    runs.setdefault(c["run_id"], []).append(c)
-                for run_id, rows in runs.items():
-                    if run_id not in collectives:
-                        collectives[run_id] = rows
-                        n["collectives"] += 1
-                for sw in swps:
-                    if sw not in sweeps:
-                        sweeps[sw] = None
-                        n["sweeps"] += 1
-                if name is not None:
-                    added[name] = n
-            db.execute("DELETE FROM samples")
-            db.execute("DELETE FROM results")
-            db.execute("DELETE FROM collectives")
-            db.execute("DELETE FROM sweeps")
-            cols = list(COLUMNS)
-            n_samples = 0
-            for _, row, samples in sorted(results.values(), key=lambda v: v[0]):
-                cur = db.execute(
-                    f"INSERT INTO results ({', '.join(cols)}) VALUES "
-                    f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
-                rid = int(cur.lastrowid)
-                db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
-                               [(rid, *x) for x in samples])
-                n_samples += len(samples)
-            for rows in collectives.values():
-                ccols = [k for k in rows[0] if k != "id"]
-                db.executemany(
-                    f"INSERT INTO collectives ({', '.join(ccols)}) VALUES "
-                    f"({', '.join('?' * len(ccols))})", [[c[k] for k in ccols] for c in rows])
-            db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
-    return {"results": len(results), "added": added, "samples": n_samples,
-            "collectives": len(collectives), "sweeps": len(sweeps)}

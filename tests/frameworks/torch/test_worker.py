@@ -161,7 +161,7 @@ def test_layout_is_applied_and_recorded(model, layout, expect):
 
 
 def test_a_busy_host_is_warned_about():
-    from dlperf.worker import busy_host_warning
+    from dlperf.measure.host import busy_host_warning
 
     assert "host was busy" in busy_host_warning({"load_average_1_5_15": [4.0, 3, 2],
                                                  "cpu_affinity": 2})
@@ -195,7 +195,7 @@ def test_usable_cpu_busy_only_when_pinned_to_a_subset():
 def test_cpu_wait_of_the_measuring_thread_is_stored_and_warned_about():
     """schedstat's run delay over the measured segment: stored with every ok result; a share
     over CPU_WAIT_WARN of the segment is a warning."""
-    from dlperf.worker import CPU_WAIT_WARN, cpu_wait, thread_run_delay_ns
+    from dlperf.measure.host import CPU_WAIT_WARN, cpu_wait, thread_run_delay_ns
 
     assert cpu_wait({"start": 1_000_000, "end": 101_000_000}, 1.0) == {"seconds": 0.1,
                                                                       "share": 0.1}
@@ -212,7 +212,7 @@ def test_cpu_wait_of_the_measuring_thread_is_stored_and_warned_about():
 
 
 def test_mfu_above_one_names_the_likely_cause():
-    from dlperf.worker import mfu_above_one, quality_warnings
+    from dlperf.measure.warnings import mfu_above_one, quality_warnings
 
     def res(mfu, fw=None, family="fcn"):
         return {"mfu": {"mfu": mfu, "mfu_framework": fw, "ceiling_source": "measured matmul fp32"},
@@ -229,7 +229,7 @@ def test_mfu_above_one_names_the_likely_cause():
 def test_cpu_ceilings_beside_loader_workers_are_warned_about():
     """On a CPU the ceilings run after the measurement while the loader workers refill their
     buffers on the same CPUs (fp32 124 against 268 GFLOP/s in a fresh user's runs)."""
-    from dlperf.worker import quality_warnings
+    from dlperf.measure.warnings import quality_warnings
 
     def res(device, workers, ceilings=True):
         return {"device": device, "config": {"loader_workers": workers},

@@ -1,0 +1,125 @@
+"""Combining results files (``dlperf results --merge``): the union of their rows, each once."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.results.store import COLUMNS, ResultStore
+
+__all__ = ["merge_stores"]
+
+
+def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
+    """(results with their samples, collective rows, sweep records) of an open store."""
+    results = []
+    for r in db.execute("SELECT * FROM results ORDER BY id").fetchall():
+        row = dict(r)
+        samples = [tuple(x) for x in db.execute(
+            "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
+            "ORDER BY phase, idx", (row["id"],))]
+        results.append((row, samples))
+    colls = [dict(r) for r in db.execute("SELECT * FROM collectives ORDER BY id")]
+    sweeps = [tuple(r) for r in db.execute("SELECT name, created_at, config_json FROM sweeps")]
+    return results, colls, sweeps
+
+
+def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
+    """Combine results files: ``dest`` becomes the union of its own rows and every source's.
+
+    For results measured in pieces on different machines or calls (sweep shards, a sweep
+    resumed from an older copy of its file). Every result row with its raw samples, every
+    collective benchmark run and every sweep record is kept once: a result that is in several
+    files (same run key, ``created_at`` and ``result_json``) is stored once, as is a collective
+    run (``run_id``) or a sweep record. Results are written in order of ``created_at`` (then
+    file, then row), so "the newest row of a point" (:meth:`ResultStore.rows`) stays the newest
+    by time.
+
+    Sources are read as :class:`ResultStore` ``read_only`` (a consistent copy in memory,
+    migrated there to the current schema); the source files are not changed. ``dest`` is rewritten inside
+    one SQLite write transaction: a failure or a kill leaves it as it was, a sweep writing into
+    it at the same time waits for the merge (up to the store's 30 s busy timeout) and then
+    goes on writing into the merged file, and the file stays where it is (a symbolic link
+    keeps pointing at it, its permissions are kept). Row ids of ``dest`` change.
+
+    Args:
+        dest: the results file to write; it may not exist yet (then it is created).
+        sources: results files to add (at least one; ``dest`` itself among them is skipped).
+
+    Returns:
+        ``{"results": n, "samples": n, "collectives": n, "sweeps": n}``: the totals in ``dest``
+        afterwards, and ``"added": {source: {"results": n, "collectives": n, "sweeps": n}}``:
+        what each source added that neither ``dest`` nor an earlier source held.
+
+    Raises:
+        ConfigError: no sources, a source that does not exist or is a folder, or a file that
+            is not a dlperf results database.
+    """
+    dest = Path(dest)
+    srcs = [Path(s) for s in dict.fromkeys(Path(s) for s in sources)]
+    if not srcs:
+        raise ConfigError("nothing to merge: name at least one results file to add")
+    for s in srcs:
+        if s.is_dir():
+            raise ConfigError(f"source {str(s)!r} is a folder; give a results file")
+        if not s.is_file():
+            raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
+    same = dest.resolve() if dest.exists() else None
+    srcs = [s for s in srcs if s.resolve() != same]
+    read = []
+    for s in srcs:
+        with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there
+            read.append((str(s), _read_store(st._db)))
+    with ResultStore(dest) as out:
+        db = out._db
+        with out.transaction():  # BEGIN IMMEDIATE: dest's rows read and rewritten at once
+            files = [(None, _read_store(db))] + read
+            results: dict[tuple, tuple] = {}
+            collectives: dict[str, list[dict]] = {}
+            sweeps: dict[tuple, None] = {}
+            added: dict[str, dict[str, int]] = {}
+            for fi, (name, (res, colls, swps)) in enumerate(files):
+                n = {"results": 0, "collectives": 0, "sweeps": 0}
+                for row, samples in res:
+                    ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
+                    if ident not in results:
+                        results[ident] = ((row.get("created_at") or "", fi, row["id"]),
+                                          row, samples)
+                        n["results"] += 1
+                runs: dict[str, list[dict]] = {}
+                for c in colls:
+                    runs.setdefault(c["run_id"], []).append(c)
+                for run_id, rows in runs.items():
+                    if run_id not in collectives:
+                        collectives[run_id] = rows
+                        n["collectives"] += 1
+                for sw in swps:
+                    if sw not in sweeps:
+                        sweeps[sw] = None
+                        n["sweeps"] += 1
+                if name is not None:
+                    added[name] = n
+            db.execute("DELETE FROM samples")
+            db.execute("DELETE FROM results")
+            db.execute("DELETE FROM collectives")
+            db.execute("DELETE FROM sweeps")
+            cols = list(COLUMNS)
+            n_samples = 0
+            for _, row, samples in sorted(results.values(), key=lambda v: v[0]):
+                cur = db.execute(
+                    f"INSERT INTO results ({', '.join(cols)}) VALUES "
+                    f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
+                rid = int(cur.lastrowid)
+                db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
+                               [(rid, *x) for x in samples])
+                n_samples += len(samples)
+            for rows in collectives.values():
+                ccols = [k for k in rows[0] if k != "id"]
+                db.executemany(
+                    f"INSERT INTO collectives ({', '.join(ccols)}) VALUES "
+                    f"({', '.join('?' * len(ccols))})", [[c[k] for k in ccols] for c in rows])
+            db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
+    return {"results": len(results), "added": added, "samples": n_samples,
+            "collectives": len(collectives), "sweeps": len(sweeps)}

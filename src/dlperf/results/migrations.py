@@ -1,0 +1,156 @@
+"""Schema versions of the result record and of the results file, and how older ones are read.
+
+One number, :data:`SCHEMA_VERSION`, for the record (:class:`dlperf.results.schema.RunRecord`,
+its ``schema_version``) and the SQLite file that stores it (:mod:`dlperf.results.store`, its
+``meta.schema_version``). Before they were one, each had its own count:
+
+record (the worker's ``schema_version`` in every result dict):
+    1  the first results (files of store versions 1-5);
+    2  data parallelism: ``world_size``, ``nproc``, ``nnodes``, ``per_device_batch``,
+       ``scaling``, ``dist``, per-rank samples, ``convergence`` (store versions 6-8);
+    8  the typed record, numbered as the file that stores it: a v2 record whose ``data_wait``
+       still has the median rule is restated by the total-time rule (as store version 8 did
+       to stored rows), for results read from a worker's JSON file rather than a store.
+    Record versions 3-7 were never written. Fields a version added are absent from older
+    records (never invented: absent ``world_size`` means one device, as before).
+
+file: the columns each version added (:data:`MIGRATIONS`), tables (:data:`TABLES_ADDED`) and
+changes to stored values (:data:`DATA_MIGRATIONS`), applied by :func:`migrate_file` on opening.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from dlperf.errors import ConfigError
+
+SCHEMA_VERSION = 8
+
+#: Record versions that were written, oldest first (see the module docstring).
+RECORD_VERSIONS = (1, 2, 8)
+
+#: Columns added by each schema version (older files are migrated on open).
+MIGRATIONS: dict[int, dict[str, str]] = {
+    2: {"compile_time_s": "REAL", "n_compiles": "INTEGER", "recompiles_measured": "INTEGER",
+        "warnings": "TEXT"},
+    3: {},
+    # Where the time goes (issue 4): the trace's busy fraction and CPU dispatch time per
+    # iteration, the phases' difference from the fused step, the kept trace file. The full
+    # breakdown, op classes and trace sections stay in result_json; raw phase samples in
+    # ``samples`` (phases "breakdown:t_f", "trace:dispatch", ...).
+    4: {"busy_fraction": "REAL", "dispatch_s": "REAL", "breakdown_rel_diff": "REAL",
+        "trace_path": "TEXT"},
+    # Input pipelines, MFU and energy (issue 4); the details stay in result_json.
+    5: {"loader_workers": "INTEGER", "data_wait_share": "REAL", "input_bound": "INTEGER",
+        "achieved_flops_per_s": "REAL", "mfu": "REAL", "mean_power_w": "REAL",
+        "energy_per_iter_j": "REAL"},
+    # Data parallelism: devices, nodes and per-device batch (``batch_size`` stays the global
+    # batch), rank imbalance, exposed communication per iteration (s) and the training time to
+    # the target loss (s). Rows from before have NULL here: one device.
+    6: {"world_size": "INTEGER", "nnodes": "INTEGER", "per_device_batch": "INTEGER",
+        "rank_imbalance": "REAL", "exposed_comm_s": "REAL", "time_to_target_s": "REAL"},
+    # All-reduce sweeps (issue 5) have a table of their own: COLLECTIVES_SQL.
+    7: {},
+    # No new column: ``data_wait_share`` becomes total wait / total measured time (it was the
+    # median wait / median iteration, which a bursty loader hides); DATA_MIGRATIONS[8].
+    8: {},
+}
+
+
+def restate_data_wait(data_wait: Any) -> bool:
+    """Restate a result's ``data_wait`` (in place) by the total-time rule; True if it changed.
+
+    Every result since store version 5 kept ``time_share`` (total wait / total measured time)
+    beside the median-based ``share``; this makes ``time_share`` the ``share``, keeps the old
+    one as ``median_share`` and relabels ``input_bound`` against the result's own
+    ``threshold`` (dlperf.data.pipeline says why). Left alone: no ``time_share``, or already
+    restated (it has a ``criterion``).
+    """
+    from dlperf.data.pipeline import WAIT_CRITERION
+
+    dw = data_wait
+    if not isinstance(dw, dict) or dw.get("time_share") is None or "criterion" in dw:
+        return False
+    share, thr = dw["time_share"], dw.get("threshold")
+    dw.update(median_share=dw.get("share"), share=share,
+              input_bound=None if thr is None else share > thr, criterion=WAIT_CRITERION)
+    return True
+
+
+def upgrade_record(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the flat result dict ``result`` upgraded to :data:`SCHEMA_VERSION` (see the
+    module docstring); a result without ``schema_version`` is read as version 1.
+
+    Raises:
+        ConfigError: ``result`` is not a mapping, or its version is newer than this dlperf
+            knows, or one that was never written.
+    """
+    if not isinstance(result, Mapping):
+        raise ConfigError(f"a result record is a JSON object, not {type(result).__name__}")
+    out = dict(result)
+    v = out.get("schema_version", 1)
+    if not isinstance(v, int) or isinstance(v, bool) or v not in RECORD_VERSIONS:
+        if isinstance(v, int) and not isinstance(v, bool) and v > SCHEMA_VERSION:
+            raise ConfigError(f"result {out.get('run_key')!r} has schema version {v}, newer "
+                              f"than this dlperf understands ({SCHEMA_VERSION}); upgrade dlperf")
+        raise ConfigError(f"result {out.get('run_key')!r} has schema version {v!r}, which no "
+                          f"dlperf wrote (known: {', '.join(map(str, RECORD_VERSIONS))})")
+    if v < 8 and isinstance(out.get("data_wait"), dict):
+        dw = dict(out["data_wait"])
+        if restate_data_wait(dw):
+            out["data_wait"] = dw
+    out["schema_version"] = SCHEMA_VERSION
+    return out
+
+
+def _v8_data_wait_share(db: sqlite3.Connection) -> None:
+    """File version 8: restate the data wait of stored real-data results by the total-time rule
+    (:func:`restate_data_wait`), in the columns and in ``result_json``. The raw samples are
+    untouched."""
+    for rid, js in db.execute("SELECT id, result_json FROM results "
+                              "WHERE data_wait_share IS NOT NULL").fetchall():
+        try:
+            res = json.loads(js or "{}")
+        except ValueError:
+            continue
+        dw = res.get("data_wait") if isinstance(res, dict) else None
+        if not restate_data_wait(dw):
+            continue
+        bound = dw["input_bound"]
+        db.execute("UPDATE results SET data_wait_share=?, input_bound=?, result_json=? WHERE id=?",
+                   (dw["share"], None if bound is None else int(bound),
+                    json.dumps(res, default=str), rid))
+
+
+#: Changes to stored values made when a file is migrated to a schema version (after its columns).
+DATA_MIGRATIONS = {8: _v8_data_wait_share}
+
+#: Tables added by a schema version (created for new files and by the migration).
+#: ``collectives``: one row per message size of a collective benchmark run (dlperf.comm.
+#: allreduce): time (s, the slowest rank's mean per call), algbw/busbw (GB/s, nccl-tests'
+#: definitions), imbalance, wrong elements; ``run_id`` groups the rows of one run, and
+#: ``run_json`` holds that run's settings and environment.
+TABLES_ADDED: dict[int, str] = {
+    7: ("CREATE TABLE IF NOT EXISTS collectives (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "run_id TEXT NOT NULL, created_at TEXT, benchmark TEXT NOT NULL, backend TEXT, "
+        "nranks INTEGER, dtype TEXT, size_bytes INTEGER, count INTEGER, time_s REAL, "
+        "algbw_gbps REAL, busbw_gbps REAL, imbalance REAL, wrong INTEGER, device_name TEXT, "
+        "git_sha TEXT, run_json TEXT)"),
+}
+
+
+def migrate_file(db: sqlite3.Connection, version: int) -> None:
+    """Bring an open results file of schema ``version`` to :data:`SCHEMA_VERSION`, one version
+    at a time (columns, tables, then stored values; ``meta`` updated after each), inside the
+    caller's transaction."""
+    for v in range(version + 1, SCHEMA_VERSION + 1):
+        for col, typ in MIGRATIONS[v].items():
+            db.execute(f"ALTER TABLE results ADD COLUMN {col} {typ}")
+        if v in TABLES_ADDED:
+            db.execute(TABLES_ADDED[v])
+        if v in DATA_MIGRATIONS:
+            DATA_MIGRATIONS[v](db)
+        db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(v),))

@@ -1,0 +1,380 @@
+"""The typed parts of a result record (:class:`dlperf.results.schema.RunRecord`).
+
+Every part allows extra keys (nothing an older or newer dlperf wrote is lost) and validates
+assignments; numbers are strict (:data:`Num`: an int stays an int, a float a float), so the
+stored JSON is what the producer wrote. Every field is optional: a part holds what its
+producer gave it, and what it did not give stays unset (absent from the flat dict).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr
+
+__all__ = ["Part", "Num", "Bytes", "Spec", "Identity", "Timing", "Summary", "Throughput",
+           "Compile", "Memory", "Power", "Flops", "Mfu", "Convergence", "DataWait", "RankInfo",
+           "Dist", "Breakdown", "Trace", "OpClasses", "BreakdownRun", "Env", "HostCpuWait",
+           "WorkerInfo"]
+
+#: A number exactly as measured: an int or a float, never converted (so the stored JSON is what
+#: the producer wrote); NaN and infinities allowed (raw samples keep them).
+Num = StrictFloat | StrictInt
+#: Bytes of memory (an adapter may report them as a float).
+Bytes = Num
+
+
+class Part(BaseModel):
+    """Base of every part: extra keys are kept (older and newer results lose nothing), and an
+    assignment is validated (``rec.memory = {...}`` becomes a :class:`Memory`)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+
+class Spec(Part):
+    """The model's analytic facts (dlperf.zoo.spec): parameters, FLOPs per sample (forward,
+    and training = 3 x forward by dlperf's convention), tokens per sample (0: not a sequence)."""
+
+    family: StrictStr | None = None
+    params: Num | None = None
+    forward_flops_per_sample: Num | None = None
+    train_flops_per_sample: Num | None = None
+    tokens_per_sample: Num | None = None
+
+
+class Identity(Part):
+    """Which point this is and how it ended: the run key (:meth:`RunConfig.run_key`), the
+    resolved config (``RunConfig.model_dump()``), the axes as columns, ``status`` (one of
+    :data:`STATUSES`) and ``error`` (why, for a failure). ``batch_size`` is the global batch;
+    ``created_at`` is UTC ISO 8601. Flat in :meth:`RunRecord.to_dict`."""
+
+    run_key: StrictStr | None = None
+    repeat: StrictInt | None = None
+    point_key: StrictStr | None = None
+    status: StrictStr | None = None
+    error: StrictStr | None = None
+    created_at: StrictStr | None = None
+    config: dict[str, Any] | None = None
+    model: StrictStr | None = None
+    framework: StrictStr | None = None
+    mode: StrictStr | None = None
+    device: StrictStr | None = None
+    precision: StrictStr | None = None
+    batch_size: StrictInt | None = None
+    grad_accum: StrictInt | None = None
+    data: StrictStr | None = None
+    threads: StrictInt | None = None
+    world_size: StrictInt | None = None
+    nproc: StrictInt | None = None
+    nnodes: StrictInt | None = None
+    per_device_batch: StrictInt | None = None
+    scaling: StrictStr | None = None
+    spec: Spec | None = None
+
+
+class Timing(Part):
+    """The measured segment's timing facts (docs/measurement.md rules 2-3): the first iteration
+    (s), warm-up iterations and their time (s), whether warm-up reached steady state, the
+    measured iterations, their summed time and the segment's wall time (s), and their relative
+    difference with the verdict of the wall-time check. Flat in :meth:`RunRecord.to_dict`."""
+
+    first_iter_s: Num | None = None
+    warmup_iters: StrictInt | None = None
+    warmup_time_s: Num | None = None
+    steady_state: StrictBool | None = None
+    n_measured: StrictInt | None = None
+    measured_time_s: Num | None = None
+    wall_time_s: Num | None = None
+    timing_rel_diff: Num | None = None
+    timing_consistent: StrictBool | None = None
+
+
+class Summary(Part):
+    """Statistics of the measured step times in seconds (:class:`dlperf.stats.Summary`)."""
+
+    n: StrictInt | None = None
+    mean: Num | None = None
+    median: Num | None = None
+    stdev: Num | None = None
+    min: Num | None = None
+    max: Num | None = None
+    q1: Num | None = None
+    q3: Num | None = None
+    iqr: Num | None = None
+    p5: Num | None = None
+    p95: Num | None = None
+    ci_low: Num | None = None
+    ci_high: Num | None = None
+    ci_level: Num | None = None
+    mad: Num | None = None
+    outliers: list[StrictInt] | None = None
+
+
+class Throughput(Part):
+    """Samples trained in the measured segment and the rates (:func:`dlperf.stats.throughput`)."""
+
+    samples: StrictInt | None = None
+    samples_per_s: Num | None = None
+    tokens_per_s: Num | None = None
+
+
+class Compile(Part):
+    """Compile/trace time (s) and counts; ``recompiles_measured`` > 0: the measured steps
+    were not at steady state (docs/measurement.md rule 4)."""
+
+    compile_time_s: Num | None = None
+    n_compiles: Num | None = None
+    recompiles_measured: Num | None = None
+    lower_time_s: Num | None = None
+    backend_compile_time_s: Num | None = None
+    recompiles: Any = None
+    graph_breaks: Num | None = None
+    graph_break_reasons: Any = None
+    cudagraph_skips: Num | None = None
+
+
+class Memory(Part):
+    """Memory peaks in bytes (None where the framework cannot tell); fields in the order the
+    adapters write them (:func:`dlperf.frameworks.common.memory_record`)."""
+
+    peak_rss_bytes: Bytes | None = None
+    peak_allocated_bytes: Bytes | None = None
+    peak_reserved_bytes: Bytes | None = None
+    nvml_used_bytes: Bytes | None = None
+    current_allocated_bytes: Bytes | None = None
+    nvml_used_peak_bytes: Bytes | None = None
+
+
+class Power(Part):
+    """Board power and energy of the measured segment (:func:`dlperf.measure.power.
+    energy_summary`): W, J, samples per J, the raw power samples; ``reason`` when absent."""
+
+    available: StrictBool | None = None
+    reason: StrictStr | None = None
+    energy_source: StrictStr | None = None
+    window_s: Num | None = None
+    energy_j: Num | None = None
+    mean_power_w: Num | None = None
+    energy_per_iter_j: Num | None = None
+    samples_per_j: Num | None = None
+    sampled_mean_power_w: Num | None = None
+    n_samples: Num | None = None
+    interval_s: Num | None = None
+    memory_used_peak_bytes: Bytes | None = None
+    read_errors: Num | None = None
+    power_times_s: list[Any] | None = None
+    power_w: list[Any] | None = None
+
+
+class Flops(Part):
+    """FLOPs of a training sample: analytic (dlperf.zoo.spec) and the framework's own count of
+    one step, with their sources; bytes moved per step."""
+
+    analytic_train_flops_per_sample: Num | None = None
+    analytic_source: StrictStr | None = None
+    framework_flops_per_step: Num | None = None
+    framework_flops_per_sample: Num | None = None
+    framework_to_analytic: Num | None = None
+    framework_source: StrictStr | None = None
+    bytes_per_step: Num | None = None
+    bytes_source: StrictStr | None = None
+
+
+class Mfu(Part):
+    """Model FLOPs utilisation per device (:func:`dlperf.perfmodel.mfu.mfu_summary`): FLOP/s
+    achieved against the measured ceiling and the datasheet peak, and the roofline."""
+
+    achieved_flops_per_s: Num | None = None
+    ceiling_flops_per_s: Num | None = None
+    ceiling_source: StrictStr | None = None
+    mfu: Num | None = None
+    datasheet_flops_per_s: Num | None = None
+    mfu_datasheet: Num | None = None
+    framework_flops_per_sample: Num | None = None
+    framework_achieved_flops_per_s: Num | None = None
+    mfu_framework: Num | None = None
+    roofline: dict[str, Any] | None = None
+
+
+class Convergence(Part):
+    """Training progress over the run (:func:`dlperf.perfmodel.convergence.
+    summarize_convergence`): time (s) and iterations to ``target_loss`` when reached."""
+
+    iterations: Num | None = None
+    training_time_s: Num | None = None
+    final_smoothed_loss: Num | None = None
+    window: Num | None = None
+    target_loss: Num | None = None
+    reached: StrictBool | None = None
+    iterations_to_target: Num | None = None
+    time_to_target_s: Num | None = None
+
+
+class DataWait(Part):
+    """How long the measured iterations waited for data (:func:`dlperf.data.pipeline.
+    data_wait_summary`): ``share`` of the measured time, ``input_bound`` above ``threshold``."""
+
+    n: Num | None = None
+    median_s: Num | None = None
+    mean_s: Num | None = None
+    max_s: Num | None = None
+    share: Num | None = None
+    time_share: Num | None = None
+    threshold: Num | None = None
+    input_bound: StrictBool | None = None
+    median_share: Num | None = None
+    criterion: StrictStr | None = None
+
+
+class RankInfo(Part):
+    """One process of a data-parallel run (:func:`dlperf.measure.ranks.merge_ranks`): where it
+    ran, its measured iterations, median and mean step (s), summed and wall time (s), memory."""
+
+    rank: StrictInt | None = None
+    local_rank: StrictInt | None = None
+    node_rank: StrictInt | None = None
+    hostname: StrictStr | None = None
+    device: StrictStr | None = None
+    n_measured: StrictInt | None = None
+    median_s: Num | None = None
+    mean_s: Num | None = None
+    measured_time_s: Num | None = None
+    wall_s: Num | None = None
+    memory: Memory | None = None
+    comm: dict[str, Any] | None = None
+
+
+class Dist(Part):
+    """A data-parallel run (docs/measurement.md rule 8): devices and processes, the layout and
+    engine, the rank imbalance (max / median of the ranks' median steps), every rank, and the
+    exposed communication (s per iteration, :mod:`dlperf.measure.breakdown.overlap`)."""
+
+    replicas: StrictInt | None = None
+    processes: StrictInt | None = None
+    nproc: StrictInt | None = None
+    nnodes: StrictInt | None = None
+    dp_layout: StrictStr | None = None
+    backend: StrictStr | None = None
+    scaling: StrictStr | None = None
+    global_batch: StrictInt | None = None
+    per_device_batch: StrictInt | None = None
+    imbalance: Num | None = None
+    slowest_rank_counts: dict[str, StrictInt] | None = None
+    per_rank: list[RankInfo] | None = None
+    step_time: StrictStr | None = None
+    loss: StrictStr | None = None
+    comm: dict[str, Any] | None = None
+
+
+class Breakdown(Part):
+    """The phased measurement (``--breakdown``, :mod:`dlperf.measure.phases`): per-phase and
+    host statistics (s), shares, the phases' total against the fused median and whether they
+    reconcile within ``tolerance``; ``reason``/``error`` when not available."""
+
+    available: StrictBool | None = None
+    timer: StrictStr | None = None
+    n_iters: StrictInt | None = None
+    phases_measured: list[StrictStr] | None = None
+    phases: dict[str, Any] | None = None
+    host: dict[str, Any] | None = None
+    shares: dict[str, Any] | None = None
+    total: dict[str, Any] | None = None
+    dispatch_s: Any = None
+    wall_s: Num | None = None
+    fused_median_s: Num | None = None
+    rel_diff: Num | None = None
+    tolerance: Num | None = None
+    reconciled: StrictBool | None = None
+    reason: StrictStr | None = None
+    split: dict[str, Any] | None = None
+    error: StrictStr | None = None
+
+
+class Trace(Part):
+    """The profiler trace (``--breakdown``/``--trace``): busy fraction, busy and idle time per
+    iteration (s), CPU dispatch time, trace phases and the kept files."""
+
+    available: StrictBool | None = None
+    reason: StrictStr | None = None
+    error: StrictStr | None = None
+    n_steps: StrictInt | None = None
+    source: StrictStr | None = None
+    device_kind: StrictStr | None = None
+    busy_fraction: Num | None = None
+    busy_s: Num | None = None
+    idle_s: Num | None = None
+    step_wall_s: Num | None = None
+    dispatch_s: dict[str, Any] | None = None
+    phases: dict[str, Any] | None = None
+    phase_source: StrictStr | None = None
+    notes: list[Any] | None = None
+    files: dict[str, Any] | None = None
+    dir: StrictStr | None = None
+    slowdown: Any = None
+
+
+class OpClasses(Part):
+    """Device time per iteration by operator class (s) from the trace, and the top operators."""
+
+    per_iter_s: dict[str, Any] | None = None
+    busy_s: Num | None = None
+    device_kind: StrictStr | None = None
+    source: StrictStr | None = None
+    top_ops: list[Any] | None = None
+    top_by_class: dict[str, Any] | None = None
+    n_steps: StrictInt | None = None
+
+
+class BreakdownRun(Part):
+    """The separate process that measured the breakdown (:func:`dlperf.launch.process.
+    merge_breakdown`): why apart, how it ended, its own fused summary and flags."""
+
+    why: StrictStr | None = None
+    status: StrictStr | None = None
+    error: StrictStr | None = None
+    summary: dict[str, Any] | None = None
+    flags: dict[str, Any] | None = None
+
+
+class Env(Part):
+    """The machine and process (:func:`dlperf.env.collect_env`, whose key order the fields
+    follow); keys beyond these (``host_speed_after``, ...) are kept."""
+
+    hostname: StrictStr | None = None
+    platform: StrictStr | None = None
+    python: StrictStr | None = None
+    cpu_model: StrictStr | None = None
+    cpu_id: dict[str, Any] | None = None
+    host_speed: dict[str, Any] | None = None
+    cpu_logical: StrictInt | None = None
+    cpu_physical: StrictInt | None = None
+    cpu_affinity: StrictInt | None = None
+    memory_total_bytes: Bytes | None = None
+    memory_available_bytes: Bytes | None = None
+    load_average_1_5_15: list[Any] | None = None
+    usable_cpu_busy_percent: list[Any] | None = None
+    gpus: list[Any] | None = None
+    dlperf_version: StrictStr | None = None
+    git: dict[str, Any] | None = None
+    env: dict[str, Any] | None = None
+
+
+class HostCpuWait(Part):
+    """The measuring thread's wait for a CPU over the measured segment (:func:`dlperf.measure.
+    host.cpu_wait`): seconds and share of the segment's wall time."""
+
+    seconds: Num | None = None
+    share: Num | None = None
+
+
+class WorkerInfo(Part):
+    """The process that produced the record: pid, elapsed time (s) by phase, or for a
+    launcher-made failure its return code and stderr tail."""
+
+    pid: StrictInt | None = None
+    elapsed_s: Num | None = None
+    phases_s: dict[str, Any] | None = None
+    rank: Any = None
+    launcher: Any = None
+    returncode: StrictInt | None = None
+    stderr_tail: StrictStr | None = None

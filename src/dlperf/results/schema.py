@@ -1,0 +1,225 @@
+"""The typed result record: one configuration's outcome, as the worker assembles it, the store
+keeps it and the report reads it.
+
+:class:`RunRecord` is a pydantic model of typed parts (:class:`Identity`, :class:`Timing`,
+:class:`Summary`, :class:`Throughput`, the raw per-iteration ``samples`` and ``losses``,
+:class:`Compile`, :class:`Memory`, :class:`Power`, :class:`Flops`/:class:`Mfu`, :class:`Dist`,
+:class:`Breakdown`/:class:`Trace`, :class:`Env`, ``warnings``, ...). Every part allows extra
+keys, and a part or field that a result did not carry stays unset, so a result dict read with
+:meth:`RunRecord.from_dict` comes back from :meth:`RunRecord.to_dict` as it went in (keys an
+older or newer dlperf wrote included; numbers are never coerced: an ``int`` stays an ``int``).
+
+:meth:`RunRecord.to_dict` is the flat dict that dlperf has always written (``run_key``,
+``model``, ``summary``, ... at the top level; :data:`TOP_LEVEL_ORDER`): the stored JSON, the
+worker's result file and what report/ and perfmodel/ read until they move onto the record.
+
+One schema version (:data:`SCHEMA_VERSION`) for the record and the results file that stores it
+(:mod:`dlperf.results.store`). Older records are upgraded on reading
+(:func:`dlperf.results.migrations.upgrade_record`: record versions 1 and 2, the worker's own
+numbering before the two were one); a newer one is refused. :func:`failure_record` makes the
+record of a run that did not measure (out of memory, a crash, a timeout, ...).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field, StrictInt, StrictStr
+
+from dlperf.results.migrations import SCHEMA_VERSION, upgrade_record
+from dlperf.results.parts import (Breakdown, BreakdownRun, Compile, Convergence, DataWait, Dist,
+                                  Env, Flops, HostCpuWait, Identity, Memory, Mfu, Num, OpClasses,
+                                  Part, Power, RankInfo, Spec, Summary, Throughput, Timing, Trace,
+                                  WorkerInfo)
+
+if TYPE_CHECKING:
+    from dlperf.config import RunConfig
+
+__all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Identity", "Timing", "Summary",
+           "Throughput", "Compile", "Memory", "Power", "Flops", "Mfu", "Convergence", "DataWait",
+           "Dist", "RankInfo", "Breakdown", "Trace", "OpClasses", "BreakdownRun", "Env",
+           "HostCpuWait", "WorkerInfo", "Spec", "StoredAt", "failure_record", "new_record",
+           "identity_of", "as_record", "now_iso", "TOP_LEVEL_ORDER"]
+
+#: How a run ended. ``ok``: measured; ``oom``, ``nan_loss``, ``crash``, ``timeout``: final
+#: outcomes of the configuration; ``error``, ``unavailable``: fix and run again.
+STATUSES = ("ok", "oom", "nan_loss", "error", "crash", "timeout", "unavailable")
+
+
+class StoredAt(BaseModel):
+    """Where a record read from a results file sits: its row id and the sweep that wrote it."""
+
+    id: int
+    sweep: str | None = None
+
+
+#: Parts whose fields are top-level keys of the flat dict (:meth:`RunRecord.to_dict`).
+FLAT_PARTS: dict[str, type[Part]] = {"identity": Identity, "timing": Timing}
+
+
+class RunRecord(Part):
+    """One configuration's result (see the module docstring). Read the typed parts, e.g.
+    ``rec.identity.model``, ``rec.summary.median`` (s), ``rec.samples["measure"]`` (s, one
+    per measured iteration), ``rec.mfu.mfu``.
+
+    Raw samples: ``samples`` maps a phase (``first``, ``warmup``, ``measure``, ``data_wait``,
+    ``breakdown:<phase>``, ``trace:<phase>``, ``rank<r>:<phase>``) to its per-iteration times
+    in seconds; ``losses`` maps ``first``/``warmup``/``measure`` (and ``rank<r>:`` ones) to the
+    per-iteration losses. A part not set is absent from :meth:`to_dict`.
+    """
+
+    schema_version: StrictInt = SCHEMA_VERSION
+    identity: Identity = Field(default_factory=Identity)
+    timing: Timing | None = None
+    summary: Summary | None = None
+    throughput: Throughput | None = None
+    compile: Compile | None = None
+    memory: Memory | None = None
+    samples: dict[str, list[Num | None]] | None = None
+    losses: dict[str, list[Num | None]] | None = None
+    convergence: Convergence | None = None
+    data_wait: DataWait | None = None
+    power: Power | None = None
+    flops: Flops | None = None
+    ceilings: dict[str, Any] | None = None
+    datasheet: dict[str, Any] | None = None
+    mfu: Mfu | None = None
+    probe_errors: dict[str, Any] | None = None
+    dist: Dist | None = None
+    rank_imbalance: Num | None = None
+    exposed_comm_s: Num | None = None
+    warnings: list[StrictStr] | None = None
+    breakdown: Breakdown | None = None
+    op_classes: OpClasses | None = None
+    trace: Trace | None = None
+    breakdown_run: BreakdownRun | None = None
+    versions: dict[str, Any] | None = None
+    flags: dict[str, Any] | None = None
+    data_info: dict[str, Any] | None = None
+    device_name: StrictStr | None = None
+    env: Env | None = None
+    host_cpu_wait: HostCpuWait | None = None
+    ranks: list[Any] | None = None
+    worker: WorkerInfo | None = None
+    stored: StoredAt | None = Field(default=None, exclude=True)
+
+    @classmethod
+    def from_dict(cls, result: Mapping[str, Any]) -> RunRecord:
+        """The record of a flat result dict (a worker's, a launcher's, a stored row's JSON),
+        upgraded to :data:`SCHEMA_VERSION` first (:func:`~dlperf.results.migrations.
+        upgrade_record`). Keys it does not know are kept.
+
+        Raises:
+            ConfigError: the result was written by a newer schema than this dlperf knows.
+            pydantic.ValidationError: a known field has a value of the wrong type.
+        """
+        flat = upgrade_record(result)
+        data: dict[str, Any] = {}
+        for name, part in FLAT_PARTS.items():
+            if name in flat:
+                raise ValueError(f"a flat result has no {name!r} key; got one in "
+                                 f"{flat.get('run_key')!r}")
+            own = {k: flat.pop(k) for k in list(flat) if k in part.model_fields}
+            if own or name == "identity":
+                data[name] = own
+        return cls.model_validate({**flat, **data})
+
+    def to_dict(self, *, raw: bool = True) -> dict[str, Any]:
+        """The flat result dict (see the module docstring), keys in :data:`TOP_LEVEL_ORDER`
+        then extra keys; with ``raw=False`` without ``samples`` and ``losses`` (as the store's
+        ``result_json``)."""
+        d = self.model_dump(exclude_unset=True, exclude={"schema_version", *FLAT_PARTS})
+        flat: dict[str, Any] = {"schema_version": self.schema_version}
+        for name in FLAT_PARTS:
+            part = getattr(self, name)
+            if part is not None:
+                flat.update(part.model_dump(exclude_unset=True))
+        flat.update(d)
+        if not raw:
+            flat.pop("samples", None)
+            flat.pop("losses", None)
+        ordered = {k: flat.pop(k) for k in TOP_LEVEL_ORDER if k in flat}
+        ordered.update(flat)
+        return ordered
+
+    @property
+    def measured_s(self) -> list[Any]:
+        """The measured step times (s), one per iteration; empty for a failure."""
+        return list((self.samples or {}).get("measure") or [])
+
+
+#: Key order of the flat dict: the order in which the worker has always assembled a result.
+TOP_LEVEL_ORDER: tuple[str, ...] = (
+    "schema_version", *(k for k in Identity.model_fields),
+    "summary", "throughput", "first_iter_s", "warmup_iters", "warmup_time_s", "steady_state",
+    "compile", "n_measured", "measured_time_s", "wall_time_s", "timing_rel_diff",
+    "timing_consistent", "memory", "samples", "losses", "convergence", "data_wait", "power",
+    "flops", "ceilings", "datasheet", "mfu", "probe_errors", "dist", "rank_imbalance",
+    "exposed_comm_s", "warnings", "op_classes", "trace", "breakdown", "breakdown_run",
+    "versions", "flags", "data_info", "device_name", "env", "host_cpu_wait", "ranks", "worker")
+
+
+def as_record(result: RunRecord | Mapping[str, Any]) -> RunRecord:
+    """``result`` itself if it is a record, else :meth:`RunRecord.from_dict` of it."""
+    return result if isinstance(result, RunRecord) else RunRecord.from_dict(result)
+
+
+def now_iso() -> str:
+    """Current UTC time, ISO 8601 with seconds (a record's ``created_at``)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def identity_of(cfg: RunConfig, status: str, error: str | None = None) -> Identity:
+    """The identity part of ``cfg``'s record: run and point keys, repeat, ``status``, ``error``,
+    ``created_at`` (now), the resolved config, the axes and the model's spec.
+
+    Raises:
+        ValueError: ``status`` is not one of :data:`STATUSES`.
+    """
+    from dlperf.zoo import get_spec
+
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
+    spec = get_spec(cfg.model)
+    return Identity(
+        run_key=cfg.run_key(), repeat=cfg.repeat, point_key=cfg.point_key(), status=status,
+        error=error, created_at=now_iso(), config=cfg.model_dump(), model=cfg.model,
+        framework=cfg.framework, mode=cfg.mode, device=cfg.device, precision=cfg.precision,
+        batch_size=cfg.global_batch, grad_accum=cfg.grad_accum, data=cfg.data,
+        threads=cfg.threads, world_size=cfg.world_size, nproc=cfg.nproc, nnodes=cfg.nnodes,
+        per_device_batch=cfg.per_device_batch, scaling=cfg.scaling,
+        spec=Spec(family=spec.family, params=spec.params,
+                  forward_flops_per_sample=spec.forward_flops_per_sample,
+                  train_flops_per_sample=spec.train_flops_per_sample,
+                  tokens_per_sample=spec.tokens_per_sample))
+
+
+def new_record(cfg: RunConfig, status: str, error: str | None = None,
+               **parts: Any) -> RunRecord:
+    """A record of a run of ``cfg`` that ended with ``status`` (why in ``error``): its identity
+    (:func:`identity_of`) and any further parts given (``summary=...``, ``env=...``, as dicts
+    or parts; ``timing`` as a dict of :class:`Timing` fields).
+
+    Raises:
+        ValueError: ``status`` is not one of :data:`STATUSES`.
+        pydantic.ValidationError: a part has a field of the wrong type.
+    """
+    return RunRecord.model_validate({"identity": identity_of(cfg, status, error), **parts})
+
+
+def failure_record(cfg: RunConfig, status: str, error: str | None = None,
+                   **parts: Any) -> RunRecord:
+    """The record of a run of ``cfg`` that did not measure: ``status`` is a failure (``oom``,
+    ``nan_loss``, ``error``, ``crash``, ``timeout``, ``unavailable``), ``error`` says why; any
+    further parts given are kept (``env=...``, ``memory=...``, ``worker=...``, ``ranks=...``).
+    The one place a failure is made: the worker's and the launchers' (their flat dict is
+    :meth:`RunRecord.to_dict`).
+
+    Raises:
+        ValueError: ``status`` is ``ok`` or not one of :data:`STATUSES`.
+    """
+    if status == "ok":
+        raise ValueError("failure_record makes failures; a measured run is new_record(cfg, 'ok')")
+    return new_record(cfg, status, error, **parts)

@@ -1,0 +1,190 @@
+"""The typed result record: every committed results file reads into records and round-trips,
+old record versions are upgraded, a newer one is refused, a failure record has its identity."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dlperf.config import make_run_config
+from dlperf.errors import ConfigError
+from dlperf.results.migrations import SCHEMA_VERSION, upgrade_record
+from dlperf.results.schema import (TOP_LEVEL_ORDER, Identity, RunRecord, as_record,
+                                   failure_record, new_record)
+from dlperf.results.store import ResultStore, flatten, record_of
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = sorted((ROOT / "benchmarks" / "results").rglob("*.db"))
+
+
+def canonical(obj) -> str:
+    """JSON text with sorted keys: NaN compares equal to NaN, key order does not matter."""
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def test_the_committed_databases_are_all_found():
+    assert len(COMMITTED) == 19, [str(p) for p in COMMITTED]
+
+
+@pytest.mark.parametrize("db", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_committed_row_parses_and_round_trips(db, tmp_path):
+    """Each stored row's JSON parses into a record whose flat dict is that JSON (upgraded to
+    the current version: ``schema_version`` and nothing else changes for these rows); every
+    record stored again reads back equal, raw samples and columns included."""
+    con = sqlite3.connect(db)
+    stored = [json.loads(js) for (js,) in con.execute("SELECT result_json FROM results "
+                                                      "ORDER BY id")]
+    con.close()
+    for js in stored:
+        rec = RunRecord.from_dict(js)
+        assert rec.identity.run_key == js["run_key"] and rec.identity.status == js["status"]
+        assert rec.schema_version == SCHEMA_VERSION
+        again = rec.to_dict()
+        assert again["schema_version"] == SCHEMA_VERSION
+        assert canonical({**again, "schema_version": js["schema_version"]}) == canonical(js)
+        assert list(again) == [k for k in TOP_LEVEL_ORDER if k in again] + [
+            k for k in again if k not in TOP_LEVEL_ORDER]
+    with ResultStore(db, read_only=True) as src:
+        records = src.records(latest=False)
+        rows = src.rows(latest=False)
+    assert len(records) == len(rows) == len(stored)
+    copy = tmp_path / "copy.db"
+    with ResultStore(copy) as dst:
+        for rec in records:
+            dst.add(rec, sweep=rec.stored.sweep)
+        back = dst.records(latest=False)
+        rows2 = dst.rows(latest=False)
+    assert len(back) == len(records)
+    for a, b, js in zip(records, back, stored):
+        assert canonical(a.to_dict()) == canonical(b.to_dict())  # raw samples included
+        assert a.stored.sweep == b.stored.sweep
+        # the raw samples came from the samples table: one time per measured iteration
+        assert len(a.samples["measure"]) == js["n_measured"] == len(b.samples["measure"])
+        assert len(a.losses["measure"]) == js["n_measured"]
+    for r1, r2, rec in zip(rows, rows2, records):
+        # the columns come from the record: re-stored, they are what was stored
+        for col, v in r1.items():
+            if col in ("id", "result_json"):
+                continue
+            w = r2[col]
+            same = v == w or (isinstance(v, float) and isinstance(w, float)
+                              and math.isclose(v, w, rel_tol=1e-12))
+            assert same, (db.name, rec.identity.run_key, col, v, w)
+
+
+def test_a_v1_record_is_upgraded_without_invented_fields():
+    v1 = {"schema_version": 1, "run_key": "k", "status": "ok", "model": "lstm",
+          "batch_size": 4, "summary": {"median": 0.1}, "an_old_key": {"kept": True}}
+    rec = RunRecord.from_dict(v1)
+    assert rec.identity.world_size is None and rec.dist is None  # absent: one device
+    d = rec.to_dict()
+    assert d == {**v1, "schema_version": SCHEMA_VERSION}
+    assert "world_size" not in d and d["an_old_key"] == {"kept": True}
+
+
+def test_a_v2_data_wait_is_restated_by_the_total_time_rule():
+    """Store version 8 restated stored rows; a worker's v2 JSON read directly gets the same."""
+    dw = {"n": 16, "median_s": 0.0, "share": 0.0, "time_share": 0.71, "threshold": 0.10,
+          "input_bound": False}
+    old = {"schema_version": 2, "run_key": "k", "status": "ok", "data_wait": dict(dw)}
+    rec = RunRecord.from_dict(old)
+    assert rec.data_wait.share == 0.71 and rec.data_wait.median_share == 0.0
+    assert rec.data_wait.input_bound is True and rec.data_wait.criterion
+    assert old["data_wait"] == dw  # the input is not changed
+    new = {**old, "schema_version": SCHEMA_VERSION}
+    assert RunRecord.from_dict(new).data_wait.share == 0.0  # current records are as written
+
+
+def test_a_newer_record_and_a_newer_file_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"schema version 99, newer than this dlperf .*upgrade"):
+        RunRecord.from_dict({"schema_version": 99, "run_key": "k"})
+    with pytest.raises(ConfigError, match="which no dlperf wrote"):
+        upgrade_record({"schema_version": 5})
+    db = tmp_path / "newer.db"
+    ResultStore(db).close()
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+    with pytest.raises(ConfigError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
+        ResultStore(db)
+    with pytest.raises(ConfigError, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
+        ResultStore(db, read_only=True)
+    # a row whose record is newer than the file's reader: refused when read as a record
+    ok = tmp_path / "ok.db"
+    cfg = make_run_config(model="fcn5_tiny", batch_size=2)
+    with ResultStore(ok) as s:
+        s.add(failure_record(cfg, "crash", "x"))
+    con = sqlite3.connect(ok)
+    js = json.loads(con.execute("SELECT result_json FROM results").fetchone()[0])
+    con.execute("UPDATE results SET result_json=?", (json.dumps({**js, "schema_version": 42}),))
+    con.commit()
+    con.close()
+    with ResultStore(ok) as s, pytest.raises(ConfigError, match="42, newer"):
+        s.records()
+
+
+def test_a_failure_record_has_the_identity_fields():
+    cfg = make_run_config(model="fcn5_tiny", batch_size=8, grad_accum=2)
+    rec = failure_record(cfg, "oom", "CUDA out of memory", env={"hostname": "h"},
+                         worker={"returncode": 1, "stderr_tail": "boom"})
+    ident = rec.identity
+    assert ident.run_key == cfg.run_key() and ident.point_key == cfg.point_key()
+    assert ident.status == "oom" and ident.error == "CUDA out of memory"
+    assert (ident.model, ident.framework, ident.mode, ident.device) == (
+        cfg.model, cfg.framework, cfg.mode, cfg.device)
+    assert ident.batch_size == cfg.global_batch and ident.grad_accum == 2
+    assert ident.config == cfg.model_dump() and ident.spec.params > 0
+    assert ident.created_at and ident.repeat == 0
+    d = rec.to_dict()
+    assert set(Identity.model_fields) <= set(d) and d["env"] == {"hostname": "h"}
+    assert "summary" not in d and "samples" not in d  # a failure measured nothing
+    assert d["worker"] == {"returncode": 1, "stderr_tail": "boom"}
+    row = flatten(rec)
+    assert row["status"] == "oom" and row["run_key"] == cfg.run_key()
+    assert row["step_time_median_s"] is None and row["batch_size"] == 8
+    with pytest.raises(ValueError, match="new_record"):
+        failure_record(cfg, "ok")
+    with pytest.raises(ValueError, match="unknown status"):
+        failure_record(cfg, "exploded")
+
+
+def test_the_record_is_typed_and_keeps_what_it_does_not_know():
+    cfg = make_run_config(model="fcn5_tiny", batch_size=2)
+    rec = new_record(cfg, "ok", summary={"median": 0.01, "mean": 0.011, "n": 3,
+                                         "new_stat": 1.5},
+                     memory={"peak_rss_bytes": 7}, samples={"measure": [0.01, 0.012, 0.011]},
+                     timing={"wall_time_s": 0.04, "n_measured": 3}, future_part={"a": 1})
+    assert rec.summary.median == 0.01 and rec.summary.model_extra == {"new_stat": 1.5}
+    assert rec.timing.wall_time_s == 0.04 and rec.measured_s == [0.01, 0.012, 0.011]
+    d = rec.to_dict()
+    assert d["wall_time_s"] == 0.04 and d["n_measured"] == 3 and "timing" not in d
+    assert d["future_part"] == {"a": 1} and d["summary"]["new_stat"] == 1.5
+    assert as_record(d).to_dict() == d and as_record(rec) is rec
+    # numbers are not coerced: an int stays an int, a string is refused
+    assert type(RunRecord.from_dict({"wall_time_s": 2}).timing.wall_time_s) is int
+    with pytest.raises(ValueError):
+        RunRecord.from_dict({"summary": {"median": "fast"}})
+    rec.memory = {"peak_rss_bytes": 9}  # assignments are validated into parts
+    assert rec.memory.peak_rss_bytes == 9
+
+
+def test_records_read_raw_samples_and_losses_back(tmp_path):
+    cfg = make_run_config(model="fcn5_tiny", batch_size=2)
+    rec = new_record(cfg, "ok", samples={"first": [0.5], "measure": [0.01, 0.02],
+                                         "data_wait": [0.001, 0.0]},
+                     losses={"first": [2.0], "measure": [1.0, float("nan")]})
+    with ResultStore(tmp_path / "r.db") as s:
+        rid = s.add(rec, sweep="sw")
+        (back,) = s.records()
+        (no_raw,) = s.records(samples=False)
+        row = s.rows()[0]
+    assert back.stored.id == rid and back.stored.sweep == "sw"
+    assert back.samples == {"data_wait": [0.001, 0.0], "first": [0.5], "measure": [0.01, 0.02]}
+    assert back.losses == {"first": [2.0], "measure": [1.0, None]}  # SQLite keeps no NaN
+    assert no_raw.samples is None and record_of(row).identity.run_key == cfg.run_key()
+    assert "stored" not in back.to_dict()

@@ -116,10 +116,9 @@ def crossed_compile_mode(mode: Any, compile_mode: Any, modes_listed: Any) -> boo
 def _has_image_layout(model: str) -> bool:
     """True if ``model`` has image (4-D) activations, where ``layout`` applies; True for an
     unknown name (the layout then stays in its key; the model is refused elsewhere)."""
-    from dlperf.zoo import SPECS
+    from dlperf.zoo import get_spec, is_model
 
-    spec = SPECS.get(model)
-    return spec is None or spec.input_kind == "image"
+    return not is_model(model) or get_spec(model).input_kind == "image"
 
 
 class DDPOptions(BaseModel):
@@ -255,11 +254,9 @@ class RunConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _model_known(cls, v: str) -> str:
-        from dlperf.zoo import SPECS
+        from dlperf.zoo import get_spec
 
-        if v not in SPECS:
-            raise unknown_choice("model", v, SPECS)
-        return v
+        return get_spec(v).name  # a source's model by its canonical name (dlperf.zoo.sources)
 
     @field_validator("framework", "device", "precision", "layout", "scaling", "loader_impl",
                      "compile_mode")

@@ -32,12 +32,13 @@ says which. This module imports no framework.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import re
 from collections.abc import Mapping
 
-from dlperf.errors import ConfigError, did_you_mean
+from dlperf.errors import ConfigError
 from dlperf.zoo.spec import ModelSpec
 
 #: prefix -> the module whose ``resolve(body, options, name)`` makes the spec.
@@ -126,8 +127,10 @@ def resolve(name: str) -> ModelSpec | None:
     if m is not None:
         prefix, body = m.group(1), m.group(2)
         if prefix not in SOURCES:
+            # prefixes are 2 to 4 letters: one letter off is a ratio of 0.5 (difflib)
+            close = difflib.get_close_matches(prefix, list(SOURCES), n=1, cutoff=0.5)
             raise ConfigError(f"unknown model source {prefix + ':'!r} in {name!r}"
-                              f"{did_you_mean(prefix, SOURCES) or ';'} sources: "
+                              f"{f'; did you mean {close[0]!r}?' if close else ';'} sources: "
                               f"{', '.join(p + ':' for p in sorted(SOURCES))}")
         return importlib.import_module(SOURCES[prefix]).resolve(body, name)
     base = name.partition("?")[0]

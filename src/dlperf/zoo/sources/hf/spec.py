@@ -23,7 +23,8 @@ Options (``hf:llama?layers=4&hidden=512``):
   ``attn_implementation``: ``eager``, ``sdpa``, ...; default the library's choice).
 
 Tasks (``task=``; default: ``seq2seq-lm`` for an encoder-decoder config, else the first of
-``causal-lm``, ``masked-lm``, ``image-classification`` that the type has):
+``masked-lm``, ``causal-lm``, ``image-classification`` that the type has, so ``hf:bert`` is
+BERT's masked LM; ``hf:bert?task=causal-lm&is_decoder=true`` its causal LM head):
 
 ==========================  =================  ================  ==========================
 task                        Auto class         input             loss (dlperf contract)
@@ -66,7 +67,9 @@ TASKS: dict[str, tuple[str, str]] = {
     "image-classification": ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
                              "AutoModelForImageClassification"),
 }
-_DEFAULT_ORDER = ("causal-lm", "masked-lm", "image-classification")
+#: An encoder such as BERT also has a causal-LM class (``BertLMHeadModel``, meant for
+#: ``is_decoder=True``): its masked LM comes first.
+_DEFAULT_ORDER = ("masked-lm", "causal-lm", "image-classification")
 
 #: Option alias -> the config attribute it sets (transformers' standard attribute names;
 #: config classes map them to their own, e.g. GPT-2's ``n_layer``, via ``attribute_map``).

@@ -263,7 +263,8 @@ def test_timm_source_glue(timm_standin, one_thread):
 
 
 def test_timm_errors(timm_standin):
-    with pytest.raises(ConfigError, match="unknown timm model 'tinynet_c'.*close: tinynet_b, tinynet_a"):
+    with pytest.raises(ConfigError,
+                       match="unknown timm model 'tinynet_c'.*close: tinynet_b, tinynet_a"):
         zoo.get_spec("timm:tinynet_c")
     with pytest.raises(ConfigError, match="create_model refused its options"):
         zoo.get_spec("timm:tinynet_a?depth=3")

@@ -266,12 +266,14 @@ def resolve(body: str, name: str) -> ModelSpec:
     counts = count(hyper, kind, shape)
     hyper.update(model_class=counts["model_class"], attn_implementation=counts["attn"],
                  transformers=_transformers().__version__)
+    origin = (f"config file {path}" if path
+              else f"the {config.model_type} config class defaults")
+    with_options = f" with {join_options('', options).lstrip('?')}" if options else ""
     return ModelSpec(
-        name=canonical, family=FAMILY, input_kind=kind, input_shape=shape,  # type: ignore[arg-type]
-        num_classes=classes, params=counts["params"],
+        name=canonical, family=FAMILY, input_kind=kind,  # type: ignore[arg-type]
+        input_shape=shape, num_classes=classes, params=counts["params"],
         forward_flops_per_sample=counts["forward_flops"],
         source=(f"Hugging Face transformers {hyper['transformers']} {counts['model_class']} "
-                f"from {'config file ' + path if path else 'the ' + config.model_type + ' config class defaults'}"
-                f"{' with ' + join_options('', options).lstrip('?') if options else ''}; "
-                "random weights (from_config, never downloaded)"),
+                f"from {origin}{with_options}; random weights (from_config, never "
+                "downloaded)"),
         flops_source=counts["flops_source"], optimizer=OPTIMIZER, hyper=hyper)

@@ -12,6 +12,7 @@ package named ``timm`` with the three functions dlperf calls (``is_model``, ``li
 from __future__ import annotations
 
 import math
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -111,6 +112,18 @@ def test_file_name_is_absolute_and_canonical(nets, monkeypatch):
     spec = zoo.get_spec("file:nets.py:mlp?classes=3&width=8")
     assert spec.name == f"file:{nets}:mlp?classes=3&width=8"
     assert zoo.get_spec("file:./nets.py:mlp?width=8&classes=3").name == spec.name
+
+
+def test_an_edited_file_is_read_again(nets):
+    """The spec is cached per name and file version: a notebook that edits the file gets the
+    new model under the same name."""
+    name = f"file:{nets}:mlp"
+    assert zoo.get_spec(name).params == 16 * 32 + 32 + 32 * 10 + 10
+    nets.write_text(NETS.replace("width: int = 32", "width: int = 4"))
+    st = nets.stat()
+    os.utime(nets, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a later version, surely
+    assert zoo.get_spec(name).params == 16 * 4 + 4 + 4 * 10 + 10
+    assert sum(p.numel() for p in zoo.build(zoo.get_spec(name), "torch").parameters()) == 118
 
 
 def test_each_build_is_a_fresh_model_and_the_hooks_are_its_parts(nets):

@@ -37,6 +37,7 @@ import functools
 import importlib
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from dlperf.errors import ConfigError
 from dlperf.zoo.spec import ModelSpec
@@ -112,17 +113,33 @@ def entry_point_names() -> list[str]:
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
-@functools.lru_cache(maxsize=128)
 def resolve(name: str) -> ModelSpec | None:
     """The spec of model ``name`` from a source, or None if ``name`` names no source model (no
-    prefix and no entry point of that name). Cached per name: a source spec builds the model
-    once (on PyTorch's meta device where the source allows) to count its parameters and FLOPs.
+    prefix and no entry point of that name). Cached per name (and, for ``file:``, the file's
+    modification time, so an edited file is read again): a source spec builds the model once
+    (on PyTorch's meta device where the source allows) to count its parameters and FLOPs.
 
     Raises:
         ConfigError: an unknown prefix (naming the known ones), or the source's own error for a
             bad name, option, file or function (see each source's ``resolve``).
         UnavailableError: the source's library (transformers, timm, torch) is not installed.
     """
+    return _resolve(name, _file_stamp(name))
+
+
+def _file_stamp(name: str) -> int:
+    """The modification time (ns) of a ``file:`` name's file, else 0."""
+    if not name.startswith("file:"):
+        return 0
+    path = name[5:].partition("?")[0].rpartition(":")[0]
+    try:
+        return Path(path).expanduser().stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@functools.lru_cache(maxsize=128)
+def _resolve(name: str, stamp: int) -> ModelSpec | None:
     m = _PREFIX.match(name)
     if m is not None:
         prefix, body = m.group(1), m.group(2)

@@ -12,7 +12,7 @@ name                                   what is built
 ``timm:NAME``                          ``timm.create_model(NAME, pretrained=False)``
 ``file:PATH.py:FUNCTION``              what ``FUNCTION`` in the Python file returns: the
                                        model, a batch maker and the loss (contract in
-                                       :mod:`dlperf.zoo.sources.custom.spec`)
+                                       :mod:`dlperf.zoo.sources.custom.contract`)
 ``NAME`` (no prefix)                   an entry point ``NAME`` of group ``dlperf.models``
                                        that an installed package registers (same contract
                                        as ``file:``); zoo names come first
@@ -25,9 +25,12 @@ Every name takes options after ``?``, ``&``-separated: ``hf:llama?layers=4&hidde
 Each source is a package ``dlperf.zoo.sources.<source>`` whose specs have ``family =
 "sources.<source>"``, so the adapters' seam (``dlperf.zoo.<family>.<framework>_impl`` with
 ``build(spec)``, ``synthetic_batch`` and ``loss_fn``) finds its implementations without a
-change. The spec's parameter count comes from the built model and its FLOPs from the
-framework's own counter (``torch.utils.flop_counter.FlopCounterMode``); ``spec.flops_source``
-says which. This module imports no framework.
+change. In each package ``source.py`` turns a name into a spec (:data:`SOURCES`), from the
+framework-free part (``spec.py``; ``contract.py`` for ``file:``) and the counts of a
+``<framework>_impl``. The spec's parameter count comes from the built model and its FLOPs
+from the framework's own counter (``torch.utils.flop_counter.FlopCounterMode``);
+``spec.flops_source`` says which. This module imports no framework; name helpers are in
+:mod:`dlperf.zoo.sources.names`.
 """
 
 from __future__ import annotations
@@ -36,68 +39,20 @@ import difflib
 import functools
 import importlib
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
 from dlperf.errors import ConfigError
+from dlperf.zoo.sources.names import ENTRY_POINT_GROUP, join_options, parse_value, split_options
 from dlperf.zoo.spec import ModelSpec
 
-#: prefix -> the module whose ``resolve(body, options, name)`` makes the spec.
+#: prefix -> the module whose ``resolve(body, name)`` makes the spec.
 SOURCES: dict[str, str] = {
-    "hf": "dlperf.zoo.sources.hf.spec",
-    "timm": "dlperf.zoo.sources.timm.spec",
-    "file": "dlperf.zoo.sources.custom.spec",
+    "hf": "dlperf.zoo.sources.hf.source",
+    "timm": "dlperf.zoo.sources.timm.source",
+    "file": "dlperf.zoo.sources.custom.source",
 }
 
-#: The entry-point group through which an installed package registers models.
-ENTRY_POINT_GROUP = "dlperf.models"
-
 _PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9_]*):(.*)$", re.S)
-
-
-def parse_value(text: str) -> int | float | bool | str:
-    """An option value: ``"4"`` -> 4, ``"1e-3"`` -> 0.001, ``"true"``/``"false"`` -> bool,
-    anything else the string itself."""
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def split_options(name: str, text: str) -> tuple[str, dict[str, int | float | bool | str]]:
-    """``"gpt2?layers=2&hidden=64"`` -> ``("gpt2", {"layers": 2, "hidden": 64})``.
-
-    Raises:
-        ConfigError: an option without ``=`` or a key given twice (``name`` is named).
-    """
-    body, _, query = text.partition("?")
-    options: dict[str, int | float | bool | str] = {}
-    for part in filter(None, query.split("&")):
-        key, eq, value = part.partition("=")
-        if not eq or not key:
-            raise ConfigError(f"model {name!r}: option {part!r} is not KEY=VALUE; write options "
-                              f"as NAME?key=value&key=value")
-        if key in options:
-            raise ConfigError(f"model {name!r}: option {key!r} is given twice")
-        options[key] = parse_value(value)
-    return body, options
-
-
-def join_options(body: str, options: Mapping[str, object]) -> str:
-    """The canonical form ``body?k1=v1&k2=v2`` (keys sorted; no ``?`` without options), so
-    the same model written with its options in another order has one name."""
-    if not options:
-        return body
-    return body + "?" + "&".join(f"{k}={_text(v)}" for k, v in sorted(options.items()))
-
-
-def _text(v: object) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def is_source_name(name: str) -> bool:
@@ -152,7 +107,7 @@ def _resolve(name: str, stamp: int) -> ModelSpec | None:
         return importlib.import_module(SOURCES[prefix]).resolve(body, name)
     base = name.partition("?")[0]
     if base in entry_point_names():
-        from dlperf.zoo.sources.custom.spec import resolve_entry_point
+        from dlperf.zoo.sources.custom.source import resolve_entry_point
 
         return resolve_entry_point(name)
     return None

@@ -1,6 +1,6 @@
 """PyTorch side of ``file:`` and entry-point models: check and count the user's parts, and
 the adapter hooks ``build``, ``synthetic_batch``, ``loss_fn`` (contract:
-:mod:`dlperf.zoo.sources.custom.spec`).
+:mod:`dlperf.zoo.sources.custom.contract`).
 
 ``build(spec)`` calls the user's function again (a fresh model for each run) and keeps that
 call's batch maker and loss for the hooks, which the adapter calls after ``build`` in the same
@@ -16,7 +16,7 @@ from torch import nn
 
 from dlperf.errors import ConfigError
 from dlperf.zoo.sources import torch_count
-from dlperf.zoo.sources.custom.spec import CONTRACT, call, function_of
+from dlperf.zoo.sources.custom.contract import CONTRACT, call, function_of
 from dlperf.zoo.spec import ModelSpec
 
 #: spec name -> (make_batch, loss) of the latest ``build`` in this process.

@@ -54,8 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError, UnavailableError
-from dlperf.zoo.sources import join_options, split_options
-from dlperf.zoo.spec import ModelSpec, OptimizerSpec
+from dlperf.zoo.spec import OptimizerSpec
 
 FAMILY = "sources.hf"
 
@@ -90,7 +89,8 @@ _TOKEN_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_tok
 OPTIMIZER = OptimizerSpec(name="adamw", lr=5e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
 
 
-def _transformers() -> Any:
+def transformers_module() -> Any:
+    """The imported ``transformers``; raises UnavailableError saying how to install it."""
     try:
         import transformers
     except ImportError:
@@ -109,9 +109,16 @@ def _types_with_a_task() -> set[str]:
     return {t for task in TASKS for t in _mapping(task)}
 
 
-def _base_config(base: str, name: str) -> tuple[Any, str | None, tuple[str, ...]]:
-    """``(config, config.json path or None, architectures named in the file)`` of ``base``."""
-    tf = _transformers()
+def base_config(base: str, name: str) -> tuple[Any, str | None, tuple[str, ...]]:
+    """The config before options, of a model type or a local config.json (``base``).
+
+    Returns ``(config, config.json path or None, architectures named in the file)``.
+
+    Raises:
+        ConfigError: an unknown type (naming close ones), a missing or unreadable file, or
+            a file without a known ``model_type``.
+    """
+    hft = transformers_module()
     path = Path(base).expanduser()
     if base.endswith(".json") or "/" in base or path.exists():
         file = path / "config.json" if path.is_dir() else path
@@ -123,27 +130,30 @@ def _base_config(base: str, name: str) -> tuple[Any, str | None, tuple[str, ...]
         except (OSError, ValueError) as e:
             raise ConfigError(f"model {name!r}: cannot read {str(file)!r} as JSON: {e}") from None
         mt = data.get("model_type") if isinstance(data, dict) else None
-        if mt not in tf.CONFIG_MAPPING:
+        if mt not in hft.CONFIG_MAPPING:
             raise ConfigError(f"model {name!r}: {str(file)!r} has no known \"model_type\" "
                               f"(got {mt!r}); a transformers config.json names it, e.g. "
                               "\"model_type\": \"llama\"")
-        config = tf.CONFIG_MAPPING[mt].from_dict(data)
+        config = hft.CONFIG_MAPPING[mt].from_dict(data)
         return config, str(file.resolve()), tuple(data.get("architectures") or ())
     if base not in _types_with_a_task():
         known = sorted(_types_with_a_task())
         close = difflib.get_close_matches(base, known, n=6, cutoff=0.6)
         hint = f"; close: {', '.join(close)}" if close else ""
         extra = (" (transformers knows it, but dlperf builds only these heads: "
-                 f"{', '.join(TASKS)})" if base in tf.CONFIG_MAPPING else "")
+                 f"{', '.join(TASKS)})" if base in hft.CONFIG_MAPPING else "")
         raise ConfigError(f"unknown Hugging Face model type {base!r} in {name!r}{extra}{hint}; "
                           f"{len(known)} types have a head dlperf builds (transformers "
-                          f"{tf.__version__}: transformers.CONFIG_MAPPING), or give the path "
+                          f"{hft.__version__}: transformers.CONFIG_MAPPING), or give the path "
                           "of a local config.json")
-    return tf.CONFIG_MAPPING[base](), None, ()
+    return hft.CONFIG_MAPPING[base](), None, ()
 
 
-def _task(config: Any, options: dict[str, Any], architectures: tuple[str, ...],
+def task_of(config: Any, options: dict[str, Any], architectures: tuple[str, ...],
           name: str) -> str:
+    """The head (a key of :data:`TASKS`): ``task=`` if given (checked against the type's
+    heads), else the head of the file's ``architectures``, else the default order (module
+    docstring). Raises ConfigError for a head the type lacks."""
     mt = config.model_type
     have = [t for t in TASKS if mt in _mapping(t)]
     if "task" in options:
@@ -166,7 +176,7 @@ def _task(config: Any, options: dict[str, Any], architectures: tuple[str, ...],
                       f"({', '.join(TASKS)})")
 
 
-def _apply(config: Any, options: dict[str, Any], name: str) -> None:
+def apply_options(config: Any, options: dict[str, Any], name: str) -> None:
     """Set the config options (aliases and attributes) on ``config``; refuse unknown ones."""
     for key, value in options.items():
         if key in OWN_OPTIONS:
@@ -193,7 +203,8 @@ def _close_attrs(config: Any, attr: str) -> str:
     return f"; did you mean {', '.join(close)}?" if close else ""
 
 
-def _clip_token_ids(config: Any) -> dict[str, int]:
+def clip_token_ids(config: Any) -> dict[str, int]:
+    """Set token ids beyond ``vocab_size`` to ``vocab_size - 1``; returns the old values."""
     vocab = getattr(config, "vocab_size", None)
     clipped = {}
     for k in _TOKEN_IDS:
@@ -208,17 +219,22 @@ def make_config(hyper: dict[str, Any]) -> Any:
     """The transformers config of an ``hf:`` spec's ``hyper`` (built again in each process
     from the type or file and the options, never stored as an object)."""
     name = hyper["name"]
-    config, _, _ = _base_config(hyper["config_path"] or hyper["model_type"], name)
-    _apply(config, hyper["options"], name)
-    _clip_token_ids(config)
-    _input(config, hyper["task"], hyper["options"], name)  # sets image_size where given
+    config, _, _ = base_config(hyper["config_path"] or hyper["model_type"], name)
+    apply_options(config, hyper["options"], name)
+    clip_token_ids(config)
+    input_of(config, hyper["task"], hyper["options"], name)  # sets image_size where given
     config.use_cache = False
     return config
 
 
-def _input(config: Any, task: str, options: dict[str, Any], name: str
-           ) -> tuple[str, tuple[int, ...], int]:
-    """``(input_kind, input_shape, num_classes)`` of the task."""
+def input_of(config: Any, task: str, options: dict[str, Any], name: str
+             ) -> tuple[str, tuple[int, ...], int]:
+    """``(input_kind, input_shape, num_classes)`` of the task, from ``seq`` / ``image`` and
+    the config (``image`` also sets the config's ``image_size`` where it has one).
+
+    Raises:
+        ConfigError: ``seq`` outside ``1..max_position_embeddings``.
+    """
     if task == "image-classification":
         size = int(options.get("image", getattr(config, "image_size", DEFAULT_IMAGE)))
         if "image" in options and hasattr(config, "image_size"):
@@ -234,46 +250,3 @@ def _input(config: Any, task: str, options: dict[str, Any], name: str
     if task == "seq2seq-lm":
         return "token_pairs", (2, seq), vocab
     return "tokens", (seq,), vocab
-
-
-def resolve(body: str, name: str) -> ModelSpec:
-    """The :class:`ModelSpec` of ``hf:<body>`` (``name`` is the whole name, for messages).
-
-    Parameters come from the model built on the meta device, forward FLOPs from
-    ``FlopCounterMode`` on fake tensors (:mod:`dlperf.zoo.sources.torch_count`).
-
-    Raises:
-        ConfigError: an unknown model type (with close types), a config file that is missing
-            or not a transformers config, an unknown option or attribute, a bad value.
-        UnavailableError: transformers or torch is not installed.
-    """
-    base, options = split_options(name, body)
-    config, path, archs = _base_config(base, name)
-    if "attn" in options and not isinstance(options["attn"], str):
-        raise ConfigError(f"model {name!r}: attn={options['attn']!r} is not an attention "
-                          "implementation (eager, sdpa, flash_attention_2, ...)")
-    _apply(config, options, name)
-    clipped = _clip_token_ids(config)
-    task = _task(config, options, archs, name)
-    kind, shape, classes = _input(config, task, options, name)
-    canonical = "hf:" + join_options(path or base, options)
-    hyper = {"source": "hf", "name": canonical, "model_type": config.model_type,
-             "config_path": path, "options": dict(options), "task": task,
-             "auto_class": TASKS[task][1], "clipped_token_ids": clipped,
-             "dropout": float(getattr(config, "hidden_dropout_prob", 0.0) or 0.0)}
-    from dlperf.zoo.sources.hf.torch_impl import count
-
-    counts = count(hyper, kind, shape)
-    hyper.update(model_class=counts["model_class"], attn_implementation=counts["attn"],
-                 transformers=_transformers().__version__)
-    origin = (f"config file {path}" if path
-              else f"the {config.model_type} config class defaults")
-    with_options = f" with {join_options('', options).lstrip('?')}" if options else ""
-    return ModelSpec(
-        name=canonical, family=FAMILY, input_kind=kind,  # type: ignore[arg-type]
-        input_shape=shape, num_classes=classes, params=counts["params"],
-        forward_flops_per_sample=counts["forward_flops"],
-        source=(f"Hugging Face transformers {hyper['transformers']} {counts['model_class']} "
-                f"from {origin}{with_options}; random weights (from_config, never "
-                "downloaded)"),
-        flops_source=counts["flops_source"], optimizer=OPTIMIZER, hyper=hyper)

@@ -48,13 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError, did_you_mean
-from dlperf.zoo.sources import ENTRY_POINT_GROUP, join_options, split_options
-from dlperf.zoo.spec import ModelSpec
+from dlperf.zoo.sources.names import ENTRY_POINT_GROUP
 
 FAMILY = "sources.custom"
-#: Implementation modules that may accept a model (each has ``accepts(model)`` and
-#: ``inspect_parts(parts, name)``); the first that accepts describes it.
-IMPLS = ("dlperf.zoo.sources.custom.torch_impl",)
 CONTRACT = ("(model, make_batch, loss): see docs/zoo.md, \"file: and entry-point models\"")
 
 
@@ -69,7 +65,7 @@ def _load_module(path: str, mtime_ns: int) -> Any:
     return module
 
 
-def _file_function(path: str, function: str, name: str) -> Callable[..., Any]:
+def file_function(path: str, function: str, name: str) -> Callable[..., Any]:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"model {name!r}: no such file {str(p)!r}; give file:PATH.py:FUNCTION "
@@ -86,7 +82,7 @@ def _file_function(path: str, function: str, name: str) -> Callable[..., Any]:
     return fn
 
 
-def _entry_point(base: str, name: str) -> Any:
+def entry_point(base: str, name: str) -> Any:
     from importlib.metadata import entry_points
 
     eps = list(entry_points(group=ENTRY_POINT_GROUP).select(name=base))
@@ -100,11 +96,11 @@ def function_of(hyper: dict[str, Any]) -> Callable[..., Any]:
     """The model function of a ``sources.custom`` spec's ``hyper`` (the file's function, or
     the entry point's target), loaded again in this process."""
     if hyper["source"] == "file":
-        return _file_function(hyper["path"], hyper["function"], hyper["name"])
-    return _load(_entry_point(hyper["entry_point"], hyper["name"]), hyper["name"])
+        return file_function(hyper["path"], hyper["function"], hyper["name"])
+    return load_entry_point(entry_point(hyper["entry_point"], hyper["name"]), hyper["name"])
 
 
-def _load(ep: Any, name: str) -> Callable[..., Any]:
+def load_entry_point(ep: Any, name: str) -> Callable[..., Any]:
     try:
         fn = ep.load()
     except Exception as e:
@@ -144,70 +140,3 @@ def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[An
             raise ConfigError(f"model {name!r}: the {what} returned is a {type(f).__name__}, "
                               f"not a function; return {CONTRACT}")
     return model, make_batch, loss
-
-
-def impl_for(model: Any, name: str) -> Any:
-    """The implementation module (of :data:`IMPLS`) that accepts ``model``.
-
-    Raises:
-        ConfigError: none does (dlperf runs only PyTorch modules from a file or entry point).
-    """
-    for mod_name in IMPLS:
-        try:
-            impl = importlib.import_module(mod_name)
-        except ImportError:
-            continue
-        if impl.accepts(model):
-            return impl
-    raise ConfigError(f"model {name!r}: the model returned is a {type(model).__module__}."
-                      f"{type(model).__qualname__}; file: and entry-point models are "
-                      "torch.nn.Module for now")
-
-
-def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dict[str, Any],
-          source: str) -> ModelSpec:
-    parts = call(fn, options, name)
-    d = impl_for(parts[0], name).inspect_parts(parts, name)
-    hyper.update(name=name, kwargs=dict(options), framework=d["framework"],
-                 x_dtype=d["x_dtype"])
-    return ModelSpec(
-        name=name, family=FAMILY, input_kind=d["input_kind"],  # type: ignore[arg-type]
-        input_shape=d["input_shape"], num_classes=d["num_classes"], params=d["params"],
-        forward_flops_per_sample=d["forward_flops"], source=source,
-        flops_source=d["flops_source"], hyper=hyper, loss="custom",
-        target_shape=d["target_shape"])
-
-
-def resolve(body: str, name: str) -> ModelSpec:
-    """The spec of ``file:<body>`` (``PATH.py:FUNCTION[?options]``); its name has the
-    absolute path, so the same file is one model from any working directory.
-
-    Raises:
-        ConfigError: not ``PATH.py:FUNCTION``, no such file or function, options the function
-            does not take, or parts that break the contract (module docstring).
-    """
-    base, options = split_options(name, body)
-    path, colon, function = base.rpartition(":")
-    if not colon or not path.endswith(".py") or not function.isidentifier():
-        raise ConfigError(f"model {name!r}: write file:PATH.py:FUNCTION, e.g. "
-                          "file:models/mlp.py:build (FUNCTION returns "
-                          f"{CONTRACT})")
-    abs_path = str(Path(path).expanduser().resolve())
-    canonical = "file:" + join_options(f"{abs_path}:{function}", options)
-    fn = _file_function(abs_path, function, name)
-    return _spec(canonical, fn, options,
-                 {"source": "file", "path": abs_path, "function": function},
-                 f"{function}() in {abs_path} (file: model)")
-
-
-def resolve_entry_point(name: str) -> ModelSpec:
-    """The spec of the model that entry point ``NAME`` (group ``dlperf.models``) builds;
-    ``name`` is ``NAME[?options]``."""
-    base, options = split_options(name, name)
-    ep = _entry_point(base, name)
-    dist = getattr(getattr(ep, "dist", None), "name", None)
-    return _spec(join_options(base, options), _load(ep, name), options,
-                 {"source": "entry_point", "entry_point": base, "value": ep.value,
-                  "distribution": dist},
-                 f"entry point {base} = {ep.value} (group {ENTRY_POINT_GROUP}"
-                 f"{', package ' + dist if dist else ''})")

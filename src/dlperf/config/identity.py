@@ -38,10 +38,9 @@ KEY_EXCLUDED = frozenset({"data_dir", "timeout_s", "iterations", "breakdown", "t
 def has_image_layout(model: str) -> bool:
     """True if ``model`` has image (4-D) activations, where ``layout`` applies; True for an
     unknown name (the layout then stays in its key; the model is refused elsewhere)."""
-    from dlperf.zoo import SPECS
+    from dlperf.zoo import get_spec, is_model
 
-    spec = SPECS.get(model)
-    return spec is None or spec.input_kind == "image"
+    return not is_model(model) or get_spec(model).input_kind == "image"
 
 
 def takes_ddp_options(framework: Any) -> bool:

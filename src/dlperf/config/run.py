@@ -150,11 +150,9 @@ class RunConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _model_known(cls, v: str) -> str:
-        from dlperf.zoo import SPECS
+        from dlperf.zoo import get_spec
 
-        if v not in SPECS:
-            raise unknown_choice("model", v, SPECS)
-        return v
+        return get_spec(v).name  # a source's model by its canonical name (dlperf.zoo.sources)
 
     @field_validator(*_CHOICES)
     @classmethod

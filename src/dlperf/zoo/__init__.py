@@ -4,6 +4,10 @@ Each family package (``fcn``, ``cnn``, ``rnn``, ``transformer``) has ``spec.py``
 ``SPECS: dict[str, ModelSpec]`` (full models and their ``_tiny`` variants) and one implementation module per
 framework (``torch_impl.py`` with ``build(spec) -> torch.nn.Module``). Adding a model is a spec
 entry plus one implementation per framework; this file only gathers them.
+
+Models from outside the zoo (Hugging Face, timm, a user's file, a package's entry point) come
+through :mod:`dlperf.zoo.sources` and the same seam: :func:`get_spec` resolves their names to
+a :class:`ModelSpec` whose ``family`` (``sources.hf``, ...) names their implementation package.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from dlperf.errors import unknown_choice
+from dlperf.errors import ConfigError, DlperfError, unknown_choice
 from dlperf.zoo.spec import ModelSpec, OptimizerSpec
 
 FAMILY_PACKAGES = ("fcn", "cnn", "rnn", "transformer")
@@ -62,15 +66,43 @@ SUITES: dict[str, tuple[SuiteEntry, ...]] = {
 
 
 def get_spec(name: str) -> ModelSpec:
-    """Return the spec of model ``name``.
+    """Return the spec of model ``name``: a zoo model, a model from a source (``hf:TYPE``,
+    ``timm:NAME``, ``file:PATH.py:FUNCTION``, with ``?key=value&...`` options), or a model
+    that an installed package registers as a ``dlperf.models`` entry point
+    (:mod:`dlperf.zoo.sources`). A source's spec is made once per process and name (it
+    builds the model to count it); its ``name`` is the canonical form of ``name`` (options
+    sorted, a file's path absolute).
 
     Raises:
-        ConfigError: ``name`` is not a model; the message suggests the closest name.
+        ConfigError: ``name`` is not a model (the message suggests the closest zoo or
+            entry-point name and shows the source forms), or the source refuses it (its
+            message says why: an unknown Hugging Face type with close ones, a missing file,
+            a function whose return breaks the contract, ...).
+        UnavailableError: the source's library (transformers, timm, torch) is not installed.
     """
+    spec = SPECS.get(name)
+    if spec is not None:
+        return spec
+    from dlperf.zoo import sources
+
+    spec = sources.resolve(name)
+    if spec is None:
+        err = unknown_choice("model", name, [*SPECS, *sources.entry_point_names()])
+        raise ConfigError(f"{err}; or a model from a source: hf:TYPE (e.g. hf:gpt2), "
+                          "timm:NAME, file:PATH.py:FUNCTION, each with ?key=value options "
+                          "(docs/zoo.md)") from None
+    return spec
+
+
+def is_model(name: str) -> bool:
+    """True if ``name`` is a zoo model or resolves to a model from a source (which then is
+    resolved and cached, see :func:`get_spec`); False for an unknown name, a bad option or
+    a missing library."""
     try:
-        return SPECS[name]
-    except KeyError:
-        raise unknown_choice("model", name, SPECS) from None
+        get_spec(name)
+    except DlperfError:
+        return False
+    return True
 
 
 def get_suite(name: str) -> tuple[SuiteEntry, ...]:
@@ -111,4 +143,4 @@ def build_torch(spec: ModelSpec):
 
 
 __all__ = ["ModelSpec", "OptimizerSpec", "SPECS", "SUITES", "SuiteEntry", "build",
-           "build_torch", "get_spec", "get_suite", "impl_module"]
+           "build_torch", "get_spec", "get_suite", "impl_module", "is_model"]

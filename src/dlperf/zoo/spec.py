@@ -29,7 +29,11 @@ those of the first models, so their specs set none of the fields below):
     ``tokens``       int64 ``(T,)``         int64 target_shape  ``(*target_shape, V)``
     ``token_pairs``  int64 ``(2, T)``       int64 target_shape  ``(*target_shape, V)``
     ``spectrogram``  float32 ``(F, T)``     int64 target_shape  ``(T_out, num_classes)``
+    ``custom``       any tensor             any tensor          what the loss takes
     ===============  =====================  ==================  ============================
+
+    ``custom`` (models from a source, :mod:`dlperf.zoo.sources`): the source's batch maker
+    and loss define x, y and the output; the adapters call its hooks (below).
 
     * ``target_shape`` (:attr:`ModelSpec.targets`): ``()`` for vector/image, ``input_shape``
       for tokens unless the spec sets it (bert: ``(n_predictions,)``), ``(T,)`` for token
@@ -51,7 +55,9 @@ those of the first models, so their specs set none of the fields below):
         - ``ctc``: CTC (Graves et al. 2006) of the per-frame log-softmax of the output against
           ``y``, blank 0, input lengths all ``T_out``, target lengths all ``S``; per
           utterance divided by ``S`` and then averaged over the batch (PyTorch ``ctc_loss``
-          ``reduction="mean"``; with optax/Keras: the per-utterance CTC loss / ``S``, mean).
+          ``reduction="mean"``; with optax/Keras: the per-utterance CTC loss / ``S``, mean);
+        - ``custom``: the loss of a model from a source (``file:`` and entry points), returned
+          by its implementation module's ``loss_fn(spec)`` hook.
     * :attr:`ModelSpec.default_io` is True for a spec that needs nothing beyond the first three
       rows with default targets and plain ``ce`` (every model before this table grew, and
       vgg16, googlenet, gpt2_small); the PyTorch adapter handles those itself and asks the
@@ -64,9 +70,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-InputKind = Literal["vector", "image", "tokens", "token_pairs", "spectrogram"]
-Family = Literal["fcn", "cnn", "rnn", "transformer"]
-LossKind = Literal["ce", "mlm", "ctc"]
+InputKind = Literal["vector", "image", "tokens", "token_pairs", "spectrogram", "custom"]
+#: The zoo's families, and one per model source (``sources.<source>``: the package
+#: ``dlperf.zoo.sources.<source>`` holds its ``<framework>_impl`` modules).
+Family = Literal["fcn", "cnn", "rnn", "transformer", "sources.hf", "sources.timm",
+                 "sources.custom"]
+LossKind = Literal["ce", "mlm", "ctc", "custom"]
 
 
 @dataclass(frozen=True)
@@ -94,24 +103,27 @@ class ModelSpec:
 
     Attributes:
         name: registry name, e.g. ``"resnet50"`` or ``"resnet50_tiny"``.
-        family: ``fcn``, ``cnn``, ``rnn`` or ``transformer``.
+        family: ``fcn``, ``cnn``, ``rnn`` or ``transformer``; ``sources.hf``,
+            ``sources.timm`` or ``sources.custom`` for a model from a source.
         input_kind: ``vector`` (float features), ``image`` (float CHW), ``tokens`` (int ids),
-            ``token_pairs`` (int ids, source and decoder input) or ``spectrogram`` (float,
-            frequency bins x frames); see the module docstring.
+            ``token_pairs`` (int ids, source and decoder input), ``spectrogram`` (float,
+            frequency bins x frames) or ``custom`` (a source's own); see the module docstring.
         input_shape: shape of one sample without the batch dimension: ``(features,)``,
             ``(C, H, W)``, ``(seq_len,)``, ``(2, seq_len)`` or ``(bins, frames)``.
         num_classes: output classes; for a language model, the vocabulary size; for CTC the
             characters including the blank (index 0).
         params: analytic number of trainable parameters (exact; tests compare every
-            implementation with it).
-        forward_flops_per_sample: analytic forward FLOPs of one sample (see module docstring).
+            implementation with it); for a model from a source, counted on the built model.
+        forward_flops_per_sample: analytic forward FLOPs of one sample (see module docstring);
+            for a model from a source, counted by the framework's FLOP counter, or None where
+            it could not be counted (``flops_source`` says why).
         source: where the architecture comes from (paper, docs/zoo.md row).
-        flops_source: where the counting formula comes from.
+        flops_source: where the counting formula (or the counter) comes from.
         optimizer: the optimizer of the spec.
         tiny_of: for a tiny variant, the name of the full model; ``None`` otherwise.
         real_data: data-set names this model can train on besides synthetic data.
         hyper: the architecture's sizes (layer widths, hidden size, ...), for implementations.
-        loss: ``ce`` (default), ``mlm`` or ``ctc`` (module docstring).
+        loss: ``ce`` (default), ``mlm``, ``ctc`` or ``custom`` (module docstring).
         label_smoothing: label smoothing of the ``ce`` loss (0 = none).
         target_shape: shape of one sample's target; ``None`` = the input kind's default
             (:attr:`targets`).
@@ -123,7 +135,7 @@ class ModelSpec:
     input_shape: tuple[int, ...]
     num_classes: int
     params: int
-    forward_flops_per_sample: int
+    forward_flops_per_sample: int | None
     source: str
     flops_source: str
     optimizer: OptimizerSpec = field(default_factory=OptimizerSpec)
@@ -159,9 +171,11 @@ class ModelSpec:
                 and self.loss == "ce" and self.label_smoothing == 0.0)
 
     @property
-    def train_flops_per_sample(self) -> int:
-        """Analytic training FLOPs (forward + backward) per sample: 3 x forward (Kaplan 2020)."""
-        return 3 * self.forward_flops_per_sample
+    def train_flops_per_sample(self) -> int | None:
+        """Training FLOPs (forward + backward) per sample: 3 x forward (Kaplan 2020); None
+        where the forward FLOPs are unknown."""
+        f = self.forward_flops_per_sample
+        return None if f is None else 3 * f
 
     @property
     def tokens_per_sample(self) -> int:

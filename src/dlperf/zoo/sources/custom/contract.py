@@ -1,0 +1,142 @@
+"""``file:PATH.py:FUNCTION`` models and models registered as ``dlperf.models`` entry points.
+
+Both name a function that builds the model; dlperf calls it with the name's options as
+keyword arguments (``file:nets.py:mlp?width=256`` calls ``mlp(width=256)``) and it returns
+three things, for PyTorch (the framework the model is written in is read from the model):
+
+``(model, make_batch, loss)``
+    * ``model``: a ``torch.nn.Module``; ``model(x)`` returns whatever ``loss`` takes;
+    * ``make_batch(batch_size: int, generator: torch.Generator, device: torch.device)
+      -> (x, y)``: one synthetic batch, two tensors whose first dimension is ``batch_size``,
+      made on ``device`` with random draws from ``generator`` (dlperf seeds it: the same seed
+      gives the same batches; it makes 4 batches before timing and cycles them);
+    * ``loss(out, y) -> torch.Tensor``: a scalar (one element, floating point) to minimise.
+
+Example (a file ``nets.py``)::
+
+    import torch
+
+    def mlp(width: int = 512):
+        model = torch.nn.Sequential(torch.nn.Linear(64, width), torch.nn.ReLU(),
+                                    torch.nn.Linear(width, 10))
+        def make_batch(batch_size, generator, device):
+            x = torch.randn(batch_size, 64, generator=generator, device=device)
+            y = torch.randint(0, 10, (batch_size,), generator=generator, device=device)
+            return x, y
+        return model, make_batch, torch.nn.functional.cross_entropy
+
+and ``dlperf run --model file:nets.py:mlp?width=256``. A package registers the same function
+as an entry point (``pyproject.toml``: ``[project.entry-points."dlperf.models"]`` ``mlp =
+"nets:mlp"``) and it is then the model ``mlp`` (zoo names come first).
+
+The function is called once when the spec is read (dlperf counts parameters and runs one
+forward of a 2-sample batch from ``make_batch`` on the CPU under ``FlopCounterMode``, and
+checks the three parts) and once more for each run, which trains the model of that call:
+it must build a fresh model each time. The optimizer is the zoo's default (SGD, momentum 0.9,
+lr 0.01). Real data sets do not apply (the batch maker is the data).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError, did_you_mean
+from dlperf.zoo.sources.names import ENTRY_POINT_GROUP
+
+FAMILY = "sources.custom"
+CONTRACT = ("(model, make_batch, loss): see docs/zoo.md, \"file: and entry-point models\"")
+
+
+@functools.lru_cache(maxsize=64)
+def _load_module(path: str, mtime_ns: int) -> Any:
+    """Execute the Python file ``path`` once per version (``mtime_ns``) as a module."""
+    mod_name = "dlperf_file_model_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[mod_name] = module  # dataclasses and pickling look their module up here
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def file_function(path: str, function: str, name: str) -> Callable[..., Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"model {name!r}: no such file {str(p)!r}; give file:PATH.py:FUNCTION "
+                          "with PATH relative to the working directory or absolute")
+    module = _load_module(str(p), p.stat().st_mtime_ns)
+    fn = getattr(module, function, None)
+    if not callable(fn):
+        have = sorted(k for k, v in vars(module).items()
+                      if callable(v) and not k.startswith("_") and
+                      getattr(v, "__module__", None) == module.__name__)
+        raise ConfigError(f"model {name!r}: {p.name} has no function {function!r}"
+                          f"{did_you_mean(function, have) or ';'} its functions: "
+                          f"{', '.join(have) or 'none'}")
+    return fn
+
+
+def entry_point(base: str, name: str) -> Any:
+    from importlib.metadata import entry_points
+
+    eps = list(entry_points(group=ENTRY_POINT_GROUP).select(name=base))
+    if not eps:
+        raise ConfigError(f"model {name!r}: no entry point {base!r} in group "
+                          f"{ENTRY_POINT_GROUP!r} (is its package installed?)")
+    return eps[0]
+
+
+def function_of(hyper: dict[str, Any]) -> Callable[..., Any]:
+    """The model function of a ``sources.custom`` spec's ``hyper`` (the file's function, or
+    the entry point's target), loaded again in this process."""
+    if hyper["source"] == "file":
+        return file_function(hyper["path"], hyper["function"], hyper["name"])
+    return load_entry_point(entry_point(hyper["entry_point"], hyper["name"]), hyper["name"])
+
+
+def load_entry_point(ep: Any, name: str) -> Callable[..., Any]:
+    try:
+        fn = ep.load()
+    except Exception as e:
+        raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} does not "
+                          f"load: {e!r:.300}") from None
+    if not callable(fn):
+        raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} is a "
+                          f"{type(fn).__name__}, not a function returning {CONTRACT}")
+    return fn
+
+
+def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[Any, Any, Any]:
+    """``fn(**options)``, checked to be a 3-tuple ``(model, make_batch, loss)`` whose batch
+    maker and loss are callable.
+
+    Raises:
+        ConfigError: an option the function does not take (naming its parameters), or a
+            return value of another shape (naming what came back and the contract).
+    """
+    try:
+        inspect.signature(fn).bind(**options)
+    except TypeError as e:
+        params = ", ".join(inspect.signature(fn).parameters) or "none"
+        raise ConfigError(f"model {name!r}: options {sorted(options)} do not fit "
+                          f"{getattr(fn, '__name__', fn)}({params}): {e}") from None
+    except ValueError:  # no signature (a builtin): let the call tell
+        pass
+    parts = fn(**options)
+    if not isinstance(parts, (tuple, list)) or len(parts) != 3:
+        got = (f"a {len(parts)}-tuple of ({', '.join(type(p).__name__ for p in parts)})"
+               if isinstance(parts, (tuple, list)) else f"a {type(parts).__name__}")
+        raise ConfigError(f"model {name!r}: {getattr(fn, '__name__', 'the function')}() must "
+                          f"return {CONTRACT}; it returned {got}")
+    model, make_batch, loss = parts
+    for what, f in (("make_batch", make_batch), ("loss", loss)):
+        if not callable(f):
+            raise ConfigError(f"model {name!r}: the {what} returned is a {type(f).__name__}, "
+                              f"not a function; return {CONTRACT}")
+    return model, make_batch, loss

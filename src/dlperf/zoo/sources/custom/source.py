@@ -1,0 +1,93 @@
+"""``file:`` names and ``dlperf.models`` entry points to specs: the user's function is called
+(:mod:`dlperf.zoo.sources.custom.contract`) and the framework implementation that accepts its
+model checks and counts the parts."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.zoo.sources.custom.contract import (
+    CONTRACT,
+    FAMILY,
+    call,
+    entry_point,
+    file_function,
+    load_entry_point,
+)
+from dlperf.zoo.sources.names import ENTRY_POINT_GROUP, join_options, split_options
+from dlperf.zoo.spec import ModelSpec
+
+#: Implementation modules that may accept a model (each has ``accepts(model)`` and
+#: ``inspect_parts(parts, name)``); the first that accepts describes it.
+IMPLS = ("dlperf.zoo.sources.custom.torch_impl",)
+
+
+def impl_for(model: Any, name: str) -> Any:
+    """The implementation module (of :data:`IMPLS`) that accepts ``model``.
+
+    Raises:
+        ConfigError: none does (dlperf runs only PyTorch modules from a file or entry point).
+    """
+    for mod_name in IMPLS:
+        try:
+            impl = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        if impl.accepts(model):
+            return impl
+    raise ConfigError(f"model {name!r}: the model returned is a {type(model).__module__}."
+                      f"{type(model).__qualname__}; file: and entry-point models are "
+                      "torch.nn.Module for now")
+
+
+def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dict[str, Any],
+          source: str) -> ModelSpec:
+    parts = call(fn, options, name)
+    d = impl_for(parts[0], name).inspect_parts(parts, name)
+    hyper.update(name=name, kwargs=dict(options), framework=d["framework"],
+                 x_dtype=d["x_dtype"])
+    return ModelSpec(
+        name=name, family=FAMILY, input_kind=d["input_kind"],  # type: ignore[arg-type]
+        input_shape=d["input_shape"], num_classes=d["num_classes"], params=d["params"],
+        forward_flops_per_sample=d["forward_flops"], source=source,
+        flops_source=d["flops_source"], hyper=hyper, loss="custom",
+        target_shape=d["target_shape"])
+
+
+def resolve(body: str, name: str) -> ModelSpec:
+    """The spec of ``file:<body>`` (``PATH.py:FUNCTION[?options]``); its name has the
+    absolute path, so the same file is one model from any working directory.
+
+    Raises:
+        ConfigError: not ``PATH.py:FUNCTION``, no such file or function, options the function
+            does not take, or parts that break the contract (module docstring).
+    """
+    base, options = split_options(name, body)
+    path, colon, function = base.rpartition(":")
+    if not colon or not path.endswith(".py") or not function.isidentifier():
+        raise ConfigError(f"model {name!r}: write file:PATH.py:FUNCTION, e.g. "
+                          "file:models/mlp.py:build (FUNCTION returns "
+                          f"{CONTRACT})")
+    abs_path = str(Path(path).expanduser().resolve())
+    canonical = "file:" + join_options(f"{abs_path}:{function}", options)
+    fn = file_function(abs_path, function, name)
+    return _spec(canonical, fn, options,
+                 {"source": "file", "path": abs_path, "function": function},
+                 f"{function}() in {abs_path} (file: model)")
+
+
+def resolve_entry_point(name: str) -> ModelSpec:
+    """The spec of the model that entry point ``NAME`` (group ``dlperf.models``) builds;
+    ``name`` is ``NAME[?options]``."""
+    base, options = split_options(name, name)
+    ep = entry_point(base, name)
+    dist = getattr(getattr(ep, "dist", None), "name", None)
+    return _spec(join_options(base, options), load_entry_point(ep, name), options,
+                 {"source": "entry_point", "entry_point": base, "value": ep.value,
+                  "distribution": dist},
+                 f"entry point {base} = {ep.value} (group {ENTRY_POINT_GROUP}"
+                 f"{', package ' + dist if dist else ''})")

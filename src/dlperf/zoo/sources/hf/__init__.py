@@ -1,0 +1,1 @@
+"""``hf:`` models: Hugging Face transformers from a config, random weights (see ``spec.py``)."""

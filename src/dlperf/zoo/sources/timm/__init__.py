@@ -1,0 +1,1 @@
+"""``timm:`` models: ``timm.create_model(NAME, pretrained=False)`` (see ``spec.py``)."""

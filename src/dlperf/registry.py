@@ -7,8 +7,11 @@ against it and ``frameworks.get_adapter`` instantiates the adapter.
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,24 @@ class FrameworkInfo:
             ImageFolder).
         zoo_impls: whether it builds the zoo's models from ``dlperf.zoo.<family>.<name>_impl``
             modules (False for a test double that builds no model).
+
+    How :mod:`dlperf.launch` starts its processes (launch reads these and imports no adapter;
+    a hook is ``"module:function"`` in the framework's own folder, imported only when used,
+    see :func:`load_hook`):
+        launcher: how a data-parallel run's processes start: ``"torchrun"`` (``python -m
+            torch.distributed.run``) or ``"spawn"`` (:mod:`dlperf.launch.spawn`).
+        spawn_args: hook ``(cfg) -> list[str]``: the framework's options for the spawner
+            (passed after ``--``), e.g. TensorFlow's cluster settings; None: none.
+        process_env: hook ``(args, *, node_rank, nnodes, nproc, coordinator) -> list[dict]``,
+            run by the spawner before it starts anything: the extra environment of each of
+            the node's ``nproc`` processes (``args``: what ``spawn_args`` gave); raises
+            RuntimeError or OSError with the reason when it cannot be made.
+        rank_exit: hook ``() -> None`` that a data-parallel process calls after a good run,
+            before it exits (e.g. leaving ``jax.distributed`` at its shutdown barrier).
+        breakdown_apart: hook ``(cfg) -> str | None``: why ``cfg``'s ``--breakdown`` or
+            ``--trace`` must run in a process of its own (a setting it needs would slow the
+            fused step, process-wide), or None; see
+            :func:`dlperf.launch.process.run_breakdown_apart`. None: never.
     """
 
     adapter: str
@@ -46,6 +67,32 @@ class FrameworkInfo:
     breakdown: bool = True
     pipelines: bool = True
     zoo_impls: bool = True
+    # -- how dlperf.launch starts its processes (see the docstring) --
+    launcher: str = "spawn"
+    spawn_args: str | None = None
+    process_env: str | None = None
+    rank_exit: str | None = None
+    breakdown_apart: str | None = None
+
+
+#: The process launchers of ``FrameworkInfo.launcher``.
+LAUNCHERS = ("torchrun", "spawn")
+
+
+def load_hook(ref: str | None) -> Callable[..., Any] | None:
+    """The function a registry hook names (``"package.module:function"``), imported now; None
+    for None.
+
+    Raises:
+        ValueError: ``ref`` is not of the form ``module:function``.
+        ImportError, AttributeError: the module or the function does not exist.
+    """
+    if ref is None:
+        return None
+    mod, sep, attr = ref.partition(":")
+    if not sep or not mod or not attr:
+        raise ValueError(f"registry hook {ref!r} is not 'package.module:function'")
+    return getattr(importlib.import_module(mod), attr)
 
 
 #: How to make the MXNet interpreter (README "Frameworks"); quoted in errors.
@@ -54,10 +101,15 @@ MXNET_SETUP = ("python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install -r "
 
 
 FRAMEWORKS: dict[str, FrameworkInfo] = {
-    "torch": FrameworkInfo("dlperf.frameworks.torch.adapter:TorchAdapter", ("eager", "graph")),
-    "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",)),
+    "torch": FrameworkInfo("dlperf.frameworks.torch.adapter:TorchAdapter", ("eager", "graph"),
+                           launcher="torchrun"),
+    "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",),
+                         rank_exit="dlperf.frameworks.jax.dist:leave_distributed",
+                         breakdown_apart="dlperf.frameworks.jax.dist:breakdown_apart"),
     "tensorflow": FrameworkInfo("dlperf.frameworks.tensorflow.adapter:TensorFlowAdapter",
-                                ("eager", "graph", "xla")),
+                                ("eager", "graph", "xla"),
+                                spawn_args="dlperf.frameworks.tensorflow.cluster:spawn_args",
+                                process_env="dlperf.frameworks.tensorflow.cluster:process_env"),
     # MXNet 1.9.1 (a framework of Shi et al. 2016) needs numpy < 1.24, so it runs in a venv
     # of its own; the pip wheel is CPU-only (no CUDA, no bf16 policy in dlperf).
     "mxnet": FrameworkInfo("dlperf.frameworks.mxnet.adapter:MXNetAdapter", ("eager", "graph"),
@@ -70,7 +122,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
 
 if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake/adapter.py
     FRAMEWORKS["fake"] = FrameworkInfo("dlperf.frameworks.fake.adapter:FakeAdapter", ("eager",),
-                                       zoo_impls=False)
+                                       zoo_impls=False, launcher="torchrun",
+                                       breakdown_apart="dlperf.frameworks.fake.adapter:"
+                                                       "breakdown_apart")
 
 #: framework -> modes, for validation.
 FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {k: v.modes for k, v in FRAMEWORKS.items()}

@@ -79,6 +79,20 @@ class FrameworkInfo:
 LAUNCHERS = ("torchrun", "spawn")
 
 
+def framework_info(name: str) -> FrameworkInfo:
+    """``name``'s entry, for starting its processes (:mod:`dlperf.launch`): from
+    :data:`FRAMEWORKS`, or :data:`TEST_DOUBLES` where a test enables its double only in the
+    processes it starts (``DLPERF_FAKE_FRAMEWORK=1`` in their environment, not in this one).
+
+    Raises:
+        KeyError: ``name`` is in neither table (the message lists the frameworks).
+    """
+    info = FRAMEWORKS.get(name) or TEST_DOUBLES.get(name)
+    if info is None:
+        raise KeyError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
+    return info
+
+
 def load_hook(ref: str | None) -> Callable[..., Any] | None:
     """The function a registry hook names (``"package.module:function"``), imported now; None
     for None.
@@ -120,11 +134,14 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            breakdown=False, pipelines=False),
 }
 
-if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake/adapter.py
-    FRAMEWORKS["fake"] = FrameworkInfo("dlperf.frameworks.fake.adapter:FakeAdapter", ("eager",),
-                                       zoo_impls=False, launcher="torchrun",
-                                       breakdown_apart="dlperf.frameworks.fake.adapter:"
-                                                       "breakdown_apart")
+#: Test doubles (frameworks/fake/adapter.py): in FRAMEWORKS only with DLPERF_FAKE_FRAMEWORK=1.
+TEST_DOUBLES: dict[str, FrameworkInfo] = {
+    "fake": FrameworkInfo("dlperf.frameworks.fake.adapter:FakeAdapter", ("eager",),
+                          zoo_impls=False, launcher="torchrun",
+                          breakdown_apart="dlperf.frameworks.fake.adapter:breakdown_apart"),
+}
+if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":
+    FRAMEWORKS.update(TEST_DOUBLES)
 
 #: framework -> modes, for validation.
 FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {k: v.modes for k, v in FRAMEWORKS.items()}

@@ -14,7 +14,8 @@ import pytest
 from dlperf.config import make_run_config
 from dlperf.launch.distributed import launch_command
 from dlperf.launch.spawn import _process_envs
-from dlperf.registry import FRAMEWORKS, LAUNCHERS, FrameworkInfo, load_hook
+from dlperf.registry import (FRAMEWORKS, LAUNCHERS, TEST_DOUBLES, FrameworkInfo, framework_info,
+                             load_hook)
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "dlperf"
 NAMES = {"torch", "jax", "tensorflow", "mxnet", "fake"}
@@ -53,9 +54,9 @@ def test_frameworks_import_nothing_from_launch():
         assert not [m for m in _imports(path) if m.startswith("dlperf.launch")], path
 
 
-@pytest.mark.parametrize("name", sorted(FRAMEWORKS))
+@pytest.mark.parametrize("name", sorted({**TEST_DOUBLES, **FRAMEWORKS}))
 def test_every_registry_hook_resolves_and_the_launcher_is_known(name):
-    info = FRAMEWORKS[name]
+    info = framework_info(name)  # the test double's entry too, enabled here or not
     assert info.launcher in LAUNCHERS
     for field in HOOKS:
         ref = getattr(info, field)
@@ -64,6 +65,8 @@ def test_every_registry_hook_resolves_and_the_launcher_is_known(name):
 
 
 def test_load_hook_refuses_a_malformed_reference():
+    with pytest.raises(KeyError, match="unknown framework 'nope'"):
+        framework_info("nope")
     assert load_hook(None) is None
     with pytest.raises(ValueError, match="module:function"):
         load_hook("dlperf.frameworks.jax.dist")

@@ -42,7 +42,7 @@ from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.launch.process import breakdown_apart, run_breakdown_apart, run_in_subprocess
-from dlperf.registry import FRAMEWORKS, LAUNCHERS, load_hook
+from dlperf.registry import LAUNCHERS, framework_info, load_hook
 from dlperf.worker import base_result
 
 __all__ = ["run_distributed", "launch_command", "free_port", "run_point", "FAILURE_ORDER"]
@@ -75,7 +75,7 @@ def launch_command(cfg: RunConfig, config_path: Path, out_dir: Path, *, node_ran
     """
     py = sys.executable
     P = cfg.processes_per_node
-    info = FRAMEWORKS[cfg.framework]
+    info = framework_info(cfg.framework)
     if info.launcher == "torchrun":
         cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(P),
                "--max-restarts", "0", "--monitor-interval", "0.2"]

@@ -20,7 +20,7 @@ from dlperf.config import RunConfig
 # The interpreter of a framework with a Python of its own; re-exported (sweep, tests).
 from dlperf.frameworks.common import (check_framework_python, framework_python,  # noqa: F401
                                       worker_interpreter)
-from dlperf.registry import FRAMEWORKS, load_hook
+from dlperf.registry import framework_info, load_hook
 from dlperf.worker import base_result
 
 STDERR_TAIL = 4000
@@ -99,8 +99,7 @@ def breakdown_apart(cfg: RunConfig) -> str | None:
     """
     if not (cfg.breakdown or cfg.trace_dir):
         return None
-    info = FRAMEWORKS.get(cfg.framework)
-    hook = load_hook(info.breakdown_apart) if info is not None else None
+    hook = load_hook(framework_info(cfg.framework).breakdown_apart)
     return hook(cfg) if hook is not None else None
 
 

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 from dlperf.config import RunConfig
-from dlperf.registry import FRAMEWORKS, load_hook
+from dlperf.registry import framework_info, load_hook
 from dlperf.worker import _watch_parent, run_config, write_json_atomic
 
 
@@ -50,9 +50,8 @@ def _rank_exit(framework: str) -> None:
     """After a good run: the framework's ``rank_exit`` hook from its registry entry (JAX waits
     at ``jax.distributed``'s shutdown barrier). The result is written before; a failure of the
     hook is printed, never fatal."""
-    info = FRAMEWORKS.get(framework)
     try:
-        hook = load_hook(info.rank_exit) if info is not None else None
+        hook = load_hook(framework_info(framework).rank_exit)
         if hook is not None:
             hook()
     except Exception as e:  # noqa: BLE001 - reported, never fatal: the result is written

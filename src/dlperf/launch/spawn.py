@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from dlperf.registry import FRAMEWORKS, load_hook
+from dlperf.registry import framework_info, load_hook
 
 GRACE_S = 3.0
 
@@ -53,9 +53,10 @@ def _process_envs(a: argparse.Namespace, hook_args: list[str]) -> list[dict[str,
         ValueError: the framework is not in the registry.
         OSError, RuntimeError: the hook could not make the environment (its reason).
     """
-    info = FRAMEWORKS.get(a.framework)
-    if info is None:
-        raise ValueError(f"unknown framework {a.framework!r} (not in dlperf.registry)")
+    try:
+        info = framework_info(a.framework)
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
     hook = load_hook(info.process_env)
     if hook is None:
         return [{} for _ in range(a.nproc)]

@@ -61,6 +61,10 @@ from dlperf.zoo import build_torch
 from dlperf.zoo.spec import ModelSpec
 
 
+def _nothing() -> None:
+    return None
+
+
 def _check_cpu_bf16_lstm(torch: Any) -> None:
     """Refuse bf16 on a CPU where PyTorch's ``nn.LSTM`` cannot run it.
 
@@ -345,7 +349,9 @@ class TorchRun(TrainingRun):
         process group is left to the process's exit (dlperf.launch.rank): destroying it after
         a peer failed can block."""
         self._close_data()
+        self._close_data = _nothing
         self.step = self.phased_step = None  # type: ignore[assignment]
-        del self.train, self.opt, self.eager_model
+        for name in ("train", "opt", "eager_model"):  # a second close finds nothing to free
+            self.__dict__.pop(name, None)
         if self.cuda:
             self.torch.cuda.empty_cache()

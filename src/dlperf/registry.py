@@ -11,8 +11,11 @@ distributions. Nothing here imports a framework.
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,24 @@ class FrameworkInfo:
         distributions: the pip distributions that make it, each a tuple of alternatives (all
             needed), for ``dlperf list`` (read from package metadata, without importing it);
             ``()``: ask the adapter.
+
+    How :mod:`dlperf.launch` starts its processes (launch reads these and imports no adapter;
+    a hook is ``"module:function"`` in the framework's own folder, imported only when used,
+    see :func:`load_hook`):
+        launcher: how a data-parallel run's processes start: ``"torchrun"`` (``python -m
+            torch.distributed.run``) or ``"spawn"`` (:mod:`dlperf.launch.spawn`).
+        spawn_args: hook ``(cfg) -> list[str]``: the framework's options for the spawner
+            (passed after ``--``), e.g. TensorFlow's cluster settings; None: none.
+        process_env: hook ``(args, *, node_rank, nnodes, nproc, coordinator) -> list[dict]``,
+            run by the spawner before it starts anything: the extra environment of each of
+            the node's ``nproc`` processes (``args``: what ``spawn_args`` gave); raises
+            RuntimeError or OSError with the reason when it cannot be made.
+        rank_exit: hook ``() -> None`` that a data-parallel process calls after a good run,
+            before it exits (e.g. leaving ``jax.distributed`` at its shutdown barrier).
+        breakdown_apart: hook ``(cfg) -> str | None``: why ``cfg``'s ``--breakdown`` or
+            ``--trace`` must run in a process of its own (a setting it needs would slow the
+            fused step, process-wide), or None; see
+            :func:`dlperf.launch.process.run_breakdown_apart`. None: never.
     """
 
     adapter: str
@@ -82,6 +103,12 @@ class FrameworkInfo:
     pipeline: str = "its own input pipeline"
     ddp: bool = False
     distributions: tuple[tuple[str, ...], ...] = ()
+    # -- how dlperf.launch starts its processes (see the docstring) --
+    launcher: str = "spawn"
+    spawn_args: str | None = None
+    process_env: str | None = None
+    rank_exit: str | None = None
+    breakdown_apart: str | None = None
 
 
 #: torch.compile's modes (``torch.compile(mode=...)``; PyTorch's torch.compile documentation):
@@ -90,6 +117,40 @@ class FrameworkInfo:
 #: ``max-autotune`` also autotunes matmul/conv templates (and uses CUDA graphs);
 #: ``max-autotune-no-cudagraphs`` autotunes without them. The choices of ``--compile-mode``.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+#: The process launchers of ``FrameworkInfo.launcher``.
+LAUNCHERS = ("torchrun", "spawn")
+
+
+def launch_info(name: str) -> FrameworkInfo:
+    """``name``'s entry, for starting its processes (:mod:`dlperf.launch`): from
+    :data:`FRAMEWORKS`, or :data:`TEST_DOUBLES` where a test enables its double only in the
+    processes it starts (``DLPERF_FAKE_FRAMEWORK=1`` in their environment, not in this one).
+
+    Raises:
+        KeyError: ``name`` is in neither table (the message lists the frameworks).
+    """
+    info = FRAMEWORKS.get(name) or TEST_DOUBLES.get(name)
+    if info is None:
+        raise KeyError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
+    return info
+
+
+def load_hook(ref: str | None) -> Callable[..., Any] | None:
+    """The function a registry hook names (``"package.module:function"``), imported now; None
+    for None.
+
+    Raises:
+        ValueError: ``ref`` is not of the form ``module:function``.
+        ImportError, AttributeError: the module or the function does not exist.
+    """
+    if ref is None:
+        return None
+    mod, sep, attr = ref.partition(":")
+    if not sep or not mod or not attr:
+        raise ValueError(f"registry hook {ref!r} is not 'package.module:function'")
+    return getattr(importlib.import_module(mod), attr)
 
 
 #: How to make the MXNet interpreter (README "Frameworks"); quoted in errors.
@@ -102,12 +163,14 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            title="PyTorch", options="dlperf.frameworks.torch.options:check",
                            compiler="torch.compile", compile_modes=("graph",),
                            pipeline="its DataLoader's worker processes", ddp=True,
-                           distributions=(("torch",),)),
+                           distributions=(("torch",),), launcher="torchrun"),
     "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",),
                          title="JAX", options="dlperf.frameworks.jax.options:check",
                          dp_layouts=("per_node", "per_device"),
                          loader_impls=("auto", "processes", "threads"),
-                         distributions=(("jax",), ("flax",), ("optax",))),
+                         distributions=(("jax",), ("flax",), ("optax",)),
+                         rank_exit="dlperf.frameworks.jax.dist:leave_distributed",
+                         breakdown_apart="dlperf.frameworks.jax.dist:breakdown_apart"),
     # XLA cannot reach mirrored variables on other devices: no XLA mode under a tf.distribute
     # strategy (dp_modes).
     "tensorflow": FrameworkInfo("dlperf.frameworks.tensorflow.adapter:TensorFlowAdapter",
@@ -115,7 +178,9 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                                 options="dlperf.frameworks.tensorflow.options:check",
                                 dp_layouts=("per_node", "per_device"),
                                 dp_modes=("eager", "graph"), pipeline="tf.data's own threads",
-                                distributions=(("tensorflow", "tensorflow-cpu"), ("keras",))),
+                                distributions=(("tensorflow", "tensorflow-cpu"), ("keras",)),
+                                spawn_args="dlperf.frameworks.tensorflow.cluster:spawn_args",
+                                process_env="dlperf.frameworks.tensorflow.cluster:process_env"),
     # MXNet 1.9.1 (a framework of Shi et al. 2016) needs numpy < 1.24, so it runs in a venv
     # of its own; the pip wheel is CPU-only (no CUDA, no bf16 policy in dlperf).
     "mxnet": FrameworkInfo("dlperf.frameworks.mxnet.adapter:MXNetAdapter", ("eager", "graph"),
@@ -134,7 +199,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
 TEST_DOUBLES: dict[str, FrameworkInfo] = {
     "fake": FrameworkInfo("dlperf.frameworks.fake.adapter:FakeAdapter", ("eager",),
                           zoo_impls=False, options="dlperf.frameworks.fake.options:check",
-                          ddp=True),
+                          ddp=True, launcher="torchrun",
+                          breakdown_apart="dlperf.frameworks.fake.adapter:breakdown_apart"),
 }
 
 if os.environ.get("DLPERF_FAKE_FRAMEWORK") == "1":  # test double, see frameworks/fake/adapter.py

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 
 from dlperf.errors import unknown_choice
-from dlperf.frameworks.base import (DistContext, FrameworkAdapter, NonFiniteLoss, OutOfMemory,
-                                    Session)
+from dlperf.frameworks.base import (DataSource, DistContext, FrameworkAdapter, NonFiniteLoss,
+                                    OutOfMemory, Session, TrainingRun, no_mark)
 from dlperf.registry import FRAMEWORKS
 
 #: name -> "module:attribute" of the adapter class.
@@ -21,4 +21,5 @@ def get_adapter(name: str) -> FrameworkAdapter:
     return getattr(importlib.import_module(mod), attr)()
 
 
-__all__ = ["ADAPTERS", "DistContext", "FrameworkAdapter", "NonFiniteLoss", "OutOfMemory", "Session", "get_adapter"]
+__all__ = ["ADAPTERS", "DataSource", "DistContext", "FrameworkAdapter", "NonFiniteLoss",
+           "OutOfMemory", "Session", "TrainingRun", "get_adapter", "no_mark"]

@@ -1,7 +1,8 @@
 """The framework adapter protocol: the one seam where framework names appear.
 
 An adapter turns a :class:`~dlperf.config.RunConfig` and a :class:`~dlperf.zoo.ModelSpec` into
-a :class:`Session`: a ready-to-run training step plus the timer and probes the harness needs.
+a :class:`TrainingRun` (formerly a :class:`Session`): a ready-to-run staged training step plus
+the timer and probes the harness needs.
 Adding a framework is one adapter module plus its model implementations; the harness, worker,
 store and report do not change.
 """
@@ -295,8 +296,9 @@ class FrameworkAdapter(Protocol):
     def is_oom(self, exc: BaseException) -> bool:
         """True if ``exc`` is this framework's out-of-memory error."""
 
-    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:
-        """Build the model, optimizer, data and step for ``cfg``.
+    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> TrainingRun | Session:
+        """Build the model, optimizer, data and step for ``cfg``: a :class:`TrainingRun`
+        (a :class:`Session` from an adapter not yet moved to it; both have the same attributes).
 
         Raises:
             UnavailableError: the framework or device is not present.

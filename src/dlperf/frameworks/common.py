@@ -1,11 +1,22 @@
-"""What every framework adapter shares: the memory record, the optimizer record and the
-process's peak RSS (no framework imports here)."""
+"""What every framework adapter shares: the memory record, the optimizer record, the
+process's peak RSS, and the interpreter of a framework that runs in a Python of its own
+(:func:`framework_python`, :func:`check_framework_python`, :func:`worker_interpreter`; the
+launcher starts such a framework's workers with it). No framework imports here, and nothing
+from :mod:`dlperf.launch` (which imports this module, not the other way round).
+"""
 
 from __future__ import annotations
 
+import os
 import resource
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.registry import FRAMEWORKS
 
 
 def peak_rss_bytes() -> int:
@@ -32,3 +43,83 @@ def optimizer_flags(o: Any, implementation: str = "default") -> dict[str, Any]:
     if o.name != "sgd":
         rec.update(betas=list(o.betas), eps=o.eps)
     return rec
+
+
+def framework_python(framework: str) -> str | None:
+    """The interpreter that runs ``framework``'s workers when it is not this one, else None.
+
+    Read from the environment variable named by the registry (``DLPERF_MXNET_PYTHON`` for
+    MXNet, whose numpy < 1.24 cannot share a venv with the other frameworks).
+
+    Raises:
+        ConfigError: the variable is unset, or names no executable file; the message says how
+            to make the environment.
+    """
+    info = FRAMEWORKS.get(framework)
+    if info is None or info.python_env is None:
+        return None
+    var = info.python_env
+    path = os.environ.get(var, "").strip()
+    how = f"make it with `{info.setup}`" if info.setup else "point it at that interpreter"
+    if not path:
+        raise ConfigError(f"framework {framework!r} runs in an interpreter of its own, given by "
+                          f"{var}, which is not set; {how}")
+    p = Path(path).expanduser()
+    if not p.is_file() or not os.access(p, os.X_OK):
+        raise ConfigError(f"{var}={path!r} is not an executable Python interpreter; {how}")
+    return str(p)
+
+
+def check_framework_python(framework: str, timeout_s: float = 120.0) -> str | None:
+    """Check, before anything runs, that ``framework``'s own interpreter (if it has one) can
+    import the framework and dlperf's worker; return the framework's version there, or None
+    when the framework runs in this interpreter.
+
+    Raises:
+        ConfigError: the interpreter is missing, the import fails (the error's last line
+            is quoted, with how to make the environment), or it reports no version.
+    """
+    python = framework_python(framework)
+    if python is None:
+        return None
+    info = FRAMEWORKS[framework]
+    with tempfile.TemporaryDirectory(prefix="dlperf-") as tmp:
+        exe, wenv = worker_interpreter(framework, Path(tmp))
+        code = (f"import importlib.metadata as m, dlperf.worker; import {framework}; "
+                f"print(m.version({framework!r}))")
+        try:
+            cp = subprocess.run([exe, "-c", code], capture_output=True, text=True,
+                                timeout=timeout_s, env={**os.environ, **wenv})
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise ConfigError(f"{info.python_env}={python!r} could not be run ({e}); make the "
+                              f"environment with `{info.setup}`") from None
+    if cp.returncode != 0:
+        last = (cp.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ConfigError(f"{info.python_env}={python!r} cannot run dlperf's {framework} worker: "
+                          f"{last}; make the environment with `{info.setup}`")
+    if not cp.stdout.strip():
+        raise ConfigError(f"{info.python_env}={python!r} ran but did not report a {framework} "
+                          f"version: it is not a Python interpreter with {framework}; make the "
+                          f"environment with `{info.setup}`")
+    return cp.stdout.strip().splitlines()[-1]
+
+
+def worker_interpreter(framework: str, tmp: Path) -> tuple[str, dict[str, str]]:
+    """``(python, extra environment)`` for a worker of ``framework``.
+
+    This interpreter and nothing extra, unless the framework has an interpreter of its own
+    (:func:`framework_python`). That interpreter gets this dlperf's source on its path, and
+    nothing else of this environment: a folder under ``tmp`` holding only a link named
+    ``dlperf`` to this package is put first on ``PYTHONPATH`` (this venv's site-packages would
+    bring numpy 2 into a numpy 1.23 interpreter).
+    """
+    python = framework_python(framework)
+    if python is None:
+        return sys.executable, {}
+    pkgs = tmp / "dlperf-src"
+    pkgs.mkdir(exist_ok=True)
+    link = pkgs / "dlperf"
+    if not link.exists():
+        link.symlink_to(Path(__file__).resolve().parent.parent, target_is_directory=True)
+    old = os.environ.get("PYTHONPATH")
+    return python, {"PYTHONPATH": str(pkgs) + (os.pathsep + old if old else "")}

@@ -1,17 +1,20 @@
 """Launch one data-parallel configuration on this node and gather its result.
 
-PyTorch (one process per device) goes through torchrun::
+How the processes start is the framework's registry entry's ``launcher``
+(:class:`dlperf.registry.FrameworkInfo`; this module imports no adapter). PyTorch's (one process
+per device) is torchrun::
 
     python -m torch.distributed.run --nproc-per-node P --max-restarts 0 \\
         (--standalone | --nnodes M --node-rank K --rdzv-backend c10d --rdzv-endpoint H:PORT
          --rdzv-id dlperf-<run key>) -m dlperf.launch.rank CONFIG.json OUT_DIR
 
 JAX and TensorFlow multi-process runs go through :mod:`dlperf.launch.spawn` (the same
-environment and failure behaviour, with ``DLPERF_COORDINATOR`` for ``jax.distributed``, and for
-TensorFlow ``--tf-config``: each process gets ``TF_CONFIG`` for ``MultiWorkerMirroredStrategy``,
-see :mod:`dlperf.frameworks.tensorflow.cluster`); a run that needs only one process on one node (JAX sharded
-jit or TensorFlow MirroredStrategy over local devices) runs in an ordinary worker process
-(:mod:`dlperf.launch.process`).
+environment and failure behaviour, with ``DLPERF_COORDINATOR`` for ``jax.distributed``; a
+framework's ``spawn_args`` and ``process_env`` hooks add what it needs, e.g. TensorFlow's
+``TF_CONFIG`` for ``MultiWorkerMirroredStrategy``, see
+:mod:`dlperf.frameworks.tensorflow.cluster`); a run that needs only one process on one node (JAX
+sharded jit or TensorFlow MirroredStrategy over local devices) runs in an ordinary worker
+process (:mod:`dlperf.launch.process`).
 
 The launcher only starts processes and gathers (docs/architecture.md habit 2): every rank runs
 :func:`dlperf.worker.run_config` and writes ``rank<R>.json`` holding the merged result of all
@@ -38,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
+from dlperf.launch.process import breakdown_apart, run_breakdown_apart, run_in_subprocess
+from dlperf.registry import LAUNCHERS, launch_info, load_hook
 from dlperf.worker import base_result
 
 __all__ = ["run_distributed", "launch_command", "free_port", "run_point", "FAILURE_ORDER"]
@@ -61,14 +66,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def launch_command(cfg: RunConfig, config_path: Path, out_dir: Path, *, node_rank: int = 0,
                    endpoint: str | None = None) -> list[str]:
-    """The command that starts this node's processes of ``cfg`` (see the module docstring).
+    """The command that starts this node's processes of ``cfg`` (see the module docstring):
+    torchrun or :mod:`dlperf.launch.spawn`, as the framework's registry entry says
+    (``FrameworkInfo.launcher``), with its ``spawn_args`` hook's options after ``--``.
 
     ``endpoint`` (``HOST:PORT``) is the c10d rendezvous / coordinator address; needed when
     ``cfg.nnodes > 1``, chosen on 127.0.0.1 otherwise.
     """
     py = sys.executable
     P = cfg.processes_per_node
-    if cfg.framework in ("torch", "fake"):
+    info = launch_info(cfg.framework)
+    if info.launcher == "torchrun":
         cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(P),
                "--max-restarts", "0", "--monitor-interval", "0.2"]
         if cfg.nnodes == 1 and endpoint is None:
@@ -78,20 +86,20 @@ def launch_command(cfg: RunConfig, config_path: Path, out_dir: Path, *, node_ran
                     "--rdzv-backend", "c10d", "--rdzv-endpoint",
                     endpoint or f"127.0.0.1:{free_port()}", "--rdzv-id", f"dlperf-{cfg.run_key()}"]
         return cmd + ["-m", "dlperf.launch.rank", str(config_path), str(out_dir)]
+    if info.launcher != "spawn":
+        raise ValueError(f"framework {cfg.framework!r}: unknown launcher {info.launcher!r} in "
+                         f"its registry entry; use one of {', '.join(LAUNCHERS)}")
     cmd = [py, "-m", "dlperf.launch.spawn", "--nproc", str(P), "--nnodes", str(cfg.nnodes),
-           "--node-rank", str(node_rank), "--coordinator", endpoint or f"127.0.0.1:{free_port()}"]
-    if cfg.framework == "tensorflow":  # MultiWorkerMirroredStrategy: TF_CONFIG per process
-        cmd += ["--tf-config", "--run-id", f"dlperf-{cfg.run_key()}",
-                "--timeout", f"{cfg.timeout_s:g}"]
-    return cmd + [str(config_path), str(out_dir)]
+           "--node-rank", str(node_rank), "--coordinator", endpoint or f"127.0.0.1:{free_port()}",
+           "--framework", cfg.framework, str(config_path), str(out_dir)]
+    spawn_args = load_hook(info.spawn_args)
+    return cmd + (["--", *spawn_args(cfg)] if spawn_args is not None else [])
 
 
 def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None,
               env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``cfg`` the way it needs: one worker process, or a distributed launch."""
     if cfg.processes_per_node * cfg.nnodes == 1:
-        from dlperf.launch.process import breakdown_apart, run_breakdown_apart, run_in_subprocess
-
         if cfg.distributed:  # one process driving several devices (JAX, TensorFlow)
             env = {**{k: v for k, v in NCCL_ENV.items() if k not in os.environ}, **(env or {})}
         why = breakdown_apart(cfg)

@@ -12,12 +12,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
+# The interpreter of a framework with a Python of its own; re-exported (sweep, tests).
+from dlperf.frameworks.common import (check_framework_python, framework_python,  # noqa: F401
+                                      worker_interpreter)
+from dlperf.registry import launch_info, load_hook
 from dlperf.worker import base_result
 
 STDERR_TAIL = 4000
@@ -71,94 +74,6 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
         return r
 
 
-def framework_python(framework: str) -> str | None:
-    """The interpreter that runs ``framework``'s workers when it is not this one, else None.
-
-    Read from the environment variable named by the registry (``DLPERF_MXNET_PYTHON`` for
-    MXNet, whose numpy < 1.24 cannot share a venv with the other frameworks).
-
-    Raises:
-        ConfigError: the variable is unset, or names no executable file; the message says how
-            to make the environment.
-    """
-    from dlperf.errors import ConfigError
-    from dlperf.registry import FRAMEWORKS
-
-    info = FRAMEWORKS.get(framework)
-    if info is None or info.python_env is None:
-        return None
-    var = info.python_env
-    path = os.environ.get(var, "").strip()
-    how = f"make it with `{info.setup}`" if info.setup else "point it at that interpreter"
-    if not path:
-        raise ConfigError(f"framework {framework!r} runs in an interpreter of its own, given by "
-                          f"{var}, which is not set; {how}")
-    p = Path(path).expanduser()
-    if not p.is_file() or not os.access(p, os.X_OK):
-        raise ConfigError(f"{var}={path!r} is not an executable Python interpreter; {how}")
-    return str(p)
-
-
-def check_framework_python(framework: str, timeout_s: float = 120.0) -> str | None:
-    """Check, before anything runs, that ``framework``'s own interpreter (if it has one) can
-    import the framework and dlperf's worker; return the framework's version there, or None
-    when the framework runs in this interpreter.
-
-    Raises:
-        ConfigError: the interpreter is missing, the import fails (the error's last line
-            is quoted, with how to make the environment), or it reports no version.
-    """
-    from dlperf.errors import ConfigError
-    from dlperf.registry import FRAMEWORKS
-
-    python = framework_python(framework)
-    if python is None:
-        return None
-    info = FRAMEWORKS[framework]
-    with tempfile.TemporaryDirectory(prefix="dlperf-") as tmp:
-        exe, wenv = worker_interpreter(framework, Path(tmp))
-        code = (f"import importlib.metadata as m, dlperf.worker; import {framework}; "
-                f"print(m.version({framework!r}))")
-        try:
-            cp = subprocess.run([exe, "-c", code], capture_output=True, text=True,
-                                timeout=timeout_s, env={**os.environ, **wenv})
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise ConfigError(f"{info.python_env}={python!r} could not be run ({e}); make the "
-                              f"environment with `{info.setup}`") from None
-    if cp.returncode != 0:
-        last = (cp.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ConfigError(f"{info.python_env}={python!r} cannot run dlperf's {framework} worker: "
-                          f"{last}; make the environment with `{info.setup}`")
-    if not cp.stdout.strip():
-        raise ConfigError(f"{info.python_env}={python!r} ran but did not report a {framework} "
-                          f"version: it is not a Python interpreter with {framework}; make the "
-                          f"environment with `{info.setup}`")
-    return cp.stdout.strip().splitlines()[-1]
-
-
-def worker_interpreter(framework: str, tmp: Path) -> tuple[str, dict[str, str]]:
-    """``(python, extra environment)`` for a worker of ``framework``.
-
-    This interpreter and nothing extra, unless the framework has an interpreter of its own
-    (:func:`framework_python`). That interpreter gets this dlperf's source on its path, and
-    nothing else of this environment: a folder under ``tmp`` holding only a link named
-    ``dlperf`` to this package is put first on ``PYTHONPATH`` (this venv's site-packages would
-    bring numpy 2 into a numpy 1.23 interpreter).
-    """
-    python = framework_python(framework)
-    if python is None:
-        return sys.executable, {}
-    import dlperf
-
-    pkgs = tmp / "dlperf-src"
-    pkgs.mkdir(exist_ok=True)
-    link = pkgs / "dlperf"
-    if not link.exists():
-        link.symlink_to(Path(dlperf.__file__).resolve().parent, target_is_directory=True)
-    old = os.environ.get("PYTHONPATH")
-    return python, {"PYTHONPATH": str(pkgs) + (os.pathsep + old if old else "")}
-
-
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -177,16 +92,15 @@ def _tail(path: Path) -> str:
 def breakdown_apart(cfg: RunConfig) -> str | None:
     """Why ``cfg``'s ``--breakdown`` must run in a process of its own, or None.
 
-    An adapter whose breakdown changes process-wide settings that also slow the fused step
-    says so (``breakdown_apart(cfg)``; JAX on a GPU turns XLA command buffers off, read once
-    when the backend starts). Adapters without the method never need it.
+    A framework whose breakdown changes process-wide settings that also slow the fused step
+    names a hook in its registry entry (``FrameworkInfo.breakdown_apart``; JAX on a GPU turns
+    XLA command buffers off, read once when the backend starts). Frameworks without one never
+    need it. No adapter is imported here.
     """
     if not (cfg.breakdown or cfg.trace_dir):
         return None
-    from dlperf.frameworks import get_adapter
-
-    fn = getattr(get_adapter(cfg.framework), "breakdown_apart", None)
-    return fn(cfg) if fn is not None else None
+    hook = load_hook(launch_info(cfg.framework).breakdown_apart)
+    return hook(cfg) if hook is not None else None
 
 
 def run_breakdown_apart(cfg: RunConfig, why: str, timeout_s: float | None = None,

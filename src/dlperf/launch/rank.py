@@ -1,12 +1,13 @@
 """One process of a data-parallel run: ``python -m dlperf.launch.rank CONFIG.json OUT_DIR``.
 
-Started by torchrun (PyTorch) or :mod:`dlperf.launch.spawn` (JAX, TensorFlow), which set
-``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``. It runs the ordinary worker function
+Started by torchrun or :mod:`dlperf.launch.spawn` (as the framework's registry entry says),
+which set ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``. It runs the ordinary worker function
 (:func:`dlperf.worker.run_config`: the adapter joins the process group, the ranks' samples are
 gathered and merged there) and writes the result to ``OUT_DIR/rank<RANK>.json``. A failed run
 exits with status 1 right away, so the launcher tears down the other ranks instead of leaving
 them blocked in a collective; the process also exits when its parent (the launcher) dies, so no
-orphan keeps a device busy.
+orphan keeps a device busy. After a good run the framework's ``rank_exit`` hook (registry) runs
+before the process exits.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 from pathlib import Path
 
 from dlperf.config import RunConfig
+from dlperf.registry import launch_info, load_hook
 from dlperf.worker import _watch_parent, run_config, write_json_atomic
 
 
@@ -38,29 +40,22 @@ def main(argv: list[str] | None = None) -> int:
     r.setdefault("worker", {})["rank"] = rank
     write_json_atomic(out / f"rank{rank}.json", r)
     if r["status"] == "ok":
-        _leave_jax_distributed()
+        _rank_exit(cfg.framework)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0 if r["status"] == "ok" else 1)
 
 
-def _leave_jax_distributed() -> None:
-    """After a good run that joined ``jax.distributed``: wait at its shutdown barrier
-    (``jax.distributed.shutdown``) before exiting. Process 0 hosts the coordination service; had
-    it exited while another process was still finishing (its probes, writing its result), that
-    process's coordination client would abort it (SIGABRT, its result lost: seen with two
-    nodes over loopback). Each process has written its result before it gets here, so a
-    failure of the barrier loses nothing; it is printed."""
-    jax = sys.modules.get("jax")
-    if jax is None:
-        return
+def _rank_exit(framework: str) -> None:
+    """After a good run: the framework's ``rank_exit`` hook from its registry entry (JAX waits
+    at ``jax.distributed``'s shutdown barrier). The result is written before; a failure of the
+    hook is printed, never fatal."""
     try:
-        initialized = getattr(jax.distributed, "is_initialized", None)
-        if initialized is not None and not initialized():
-            return
-        jax.distributed.shutdown()
+        hook = load_hook(launch_info(framework).rank_exit)
+        if hook is not None:
+            hook()
     except Exception as e:  # noqa: BLE001 - reported, never fatal: the result is written
-        print(f"jax.distributed.shutdown failed: {e}", file=sys.stderr)
+        print(f"dlperf rank: the {framework} exit hook failed: {e}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -147,7 +147,7 @@ def test_layout_is_applied_and_recorded(model, layout, expect):
     the input batches in channels_last; models without 4-D activations record None."""
     import torch
 
-    from dlperf.frameworks.torch.adapter import TorchAdapter
+    from dlperf.frameworks.torch.input import make_source
     from dlperf.zoo import get_spec
 
     cfg = make_run_config(model=model, batch_size=2, layout=layout, iterations=FAST)
@@ -155,7 +155,7 @@ def test_layout_is_applied_and_recorded(model, layout, expect):
     assert r["status"] == "ok", r["error"]
     assert r["flags"]["layout"] == expect
     if expect == "NHWC":
-        batch = TorchAdapter._data(torch, cfg, get_spec(model), torch.device("cpu"), True).next_batch()
+        batch = make_source(cfg, get_spec(model), torch.device("cpu"), True).next_batch()
         assert batch[0].is_contiguous(memory_format=torch.channels_last)
         assert not batch[0].is_contiguous()
 

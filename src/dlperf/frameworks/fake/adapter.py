@@ -170,3 +170,9 @@ class FakeAdapter:
                        else None,
                        phased_step=phased_step, phase_timer=phase_timer, profile=profile,
                        dist=ctx)
+
+
+def breakdown_apart(cfg: Any) -> str | None:
+    """The registry's ``breakdown_apart`` hook (read by :mod:`dlperf.launch.process`):
+    :meth:`FakeAdapter.breakdown_apart`."""
+    return FakeAdapter().breakdown_apart(cfg)

@@ -148,3 +148,37 @@ def make_context(jax: Any, cfg: RunConfig, platform: str) -> tuple[DistContext, 
                       replicas=cfg.world_size, backend=backend, agree_max=agree_max,
                       all_gather=all_gather, info=info)
     return ctx, mesh, data_sh, repl
+
+
+def breakdown_apart(cfg: RunConfig) -> str | None:
+    """The registry's ``breakdown_apart`` hook (read by :mod:`dlperf.launch.process`, which
+    imports no adapter): the rule of :meth:`JaxAdapter.breakdown_apart
+    <dlperf.frameworks.jax.adapter.JaxAdapter.breakdown_apart>`. On a GPU a ``--breakdown`` or
+    ``--trace`` run turns XLA command buffers off, process-wide and for the fused step too, so
+    the headline is measured in a process without them; not when the user set the flag in
+    ``XLA_FLAGS`` (then both processes have it)."""
+    if (cfg.device == "cuda" and bool(cfg.breakdown or cfg.trace_dir)
+            and "xla_gpu_enable_command_buffer" not in os.environ.get("XLA_FLAGS", "")):
+        return "XLA command buffers off for the breakdown's trace, process-wide"
+    return None
+
+
+def leave_distributed() -> None:
+    """The registry's ``rank_exit`` hook: after a good run that joined ``jax.distributed``,
+    wait at its shutdown barrier (``jax.distributed.shutdown``) before exiting. Process 0 hosts
+    the coordination service; had it exited while another process was still finishing (its
+    probes, writing its result), that process's coordination client would abort it (SIGABRT,
+    its result lost: seen with two nodes over loopback). Each process has written its result
+    before it gets here, so a failure of the barrier loses nothing; it is printed."""
+    import sys
+
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return
+    try:
+        initialized = getattr(jax.distributed, "is_initialized", None)
+        if initialized is not None and not initialized():
+            return
+        jax.distributed.shutdown()
+    except Exception as e:  # noqa: BLE001 - reported, never fatal: the result is written
+        print(f"jax.distributed.shutdown failed: {e}", file=sys.stderr)

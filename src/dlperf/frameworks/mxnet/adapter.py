@@ -160,7 +160,7 @@ class MXNetAdapter:
                 return True, version("mxnet")
             except PackageNotFoundError:  # pragma: no cover - a source build without metadata
                 return True, "unknown"
-        from dlperf.launch.process import check_framework_python
+        from dlperf.frameworks.common import check_framework_python
 
         try:
             ver = check_framework_python(self.name)

@@ -302,3 +302,42 @@ def cluster_addresses(*, node_rank: int, nnodes: int, nproc: int, coordinator: s
     mine = [format_address(host, p) for p in pick_ports(nproc, bind_host)]
     return exchange(node_rank=node_rank, nnodes=nnodes, coordinator=coordinator,
                     addresses=mine, run_id=run_id, timeout_s=timeout_s, listening=listening)
+
+
+def spawn_args(cfg: Any) -> list[str]:
+    """TensorFlow's options for :mod:`dlperf.launch.spawn` (the registry's ``spawn_args``
+    hook): ``--tf-config`` (each process gets ``TF_CONFIG``), ``--run-id`` (keeps nodes of
+    different runs apart: the configuration's run key) and ``--timeout`` (seconds to wait for
+    the other nodes: the run's timeout)."""
+    return ["--tf-config", "--run-id", f"dlperf-{cfg.run_key()}", "--timeout",
+            f"{cfg.timeout_s:g}"]
+
+
+def process_env(args: Sequence[str], *, node_rank: int, nnodes: int, nproc: int,
+                coordinator: str) -> list[dict[str, str]]:
+    """The registry's ``process_env`` hook, run by the spawner before it starts the node's
+    ``nproc`` processes: with ``--tf-config`` in ``args`` (:func:`spawn_args`), ``TF_CONFIG`` of
+    global rank ``node_rank * nproc + i`` for local process ``i``, from
+    :func:`cluster_addresses`; else nothing.
+
+    Raises:
+        RuntimeError: the cluster could not be formed (naming the node and the cause).
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="dlperf spawn -- (tensorflow)")
+    ap.add_argument("--tf-config", action="store_true", help="set TF_CONFIG per process")
+    ap.add_argument("--run-id", default="dlperf", help="identity of the run")
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds to wait for the other nodes")
+    a = ap.parse_args(list(args))
+    if not a.tf_config:
+        return [{} for _ in range(nproc)]
+    try:
+        workers = cluster_addresses(node_rank=node_rank, nnodes=nnodes, nproc=nproc,
+                                    coordinator=coordinator, run_id=a.run_id,
+                                    timeout_s=a.timeout)
+    except (OSError, RuntimeError, ValueError) as e:  # TimeoutError is an OSError
+        raise RuntimeError(f"the TensorFlow cluster of node {node_rank} could not be formed: "
+                           f"{e}") from e
+    return [{TF_CONFIG_ENV: tf_config(workers, node_rank * nproc + i)} for i in range(nproc)]

@@ -1,4 +1,5 @@
-"""``torch.distributed`` set-up shared by the PyTorch adapter and the fake framework.
+"""``torch.distributed`` set-up shared by the PyTorch adapter and the fake framework, and the
+DDP wrapper of the PyTorch adapter (:func:`wrap_ddp`).
 
 A process started by torchrun (or :mod:`dlperf.launch.distributed`) finds its place in the
 environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``; torchrun's
@@ -87,3 +88,20 @@ def init_process_group(torch: Any, cfg: RunConfig) -> tuple[DistContext, Any]:
                       replicas=world, backend=f"ddp/{backend}", agree_max=agree_max,
                       all_gather=all_gather, info=info)
     return ctx, dev
+
+
+def wrap_ddp(torch: Any, model: Any, dev: Any, cfg: RunConfig, ctx: DistContext
+             ) -> tuple[Any, dict[str, Any]]:
+    """``(DistributedDataParallel(model), flags)`` with ``cfg.ddp``'s options (bucket size,
+    gradient-as-bucket-view, static graph, unused-parameter search, buffer broadcast); the
+    flags (``ddp``, ``per_device_batch``) record them, and ``ctx.info["ddp"]`` too.
+    ``torch.nn.parallel.DistributedDataParallel`` is looked up at call time (tests stand in
+    for it)."""
+    o = cfg.ddp
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[dev.index] if dev.type == "cuda" else None,
+        bucket_cap_mb=o.bucket_cap_mb, gradient_as_bucket_view=o.gradient_as_bucket_view,
+        static_graph=o.static_graph, find_unused_parameters=o.find_unused_parameters,
+        broadcast_buffers=o.broadcast_buffers)
+    ctx.info["ddp"] = o.model_dump()
+    return ddp, {"ddp": o.model_dump(), "per_device_batch": cfg.per_device_batch}

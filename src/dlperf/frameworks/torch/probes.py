@@ -1,5 +1,6 @@
-"""PyTorch probes run after the measurement: FLOP and byte counts of one iteration, and the
-kernels of the ceiling microbenchmarks (:mod:`dlperf.perfmodel.ceilings`).
+"""PyTorch probes: the compile counters read around the measured segment (:class:`CompileWatch`),
+and after the measurement the FLOP and byte counts of one iteration and the kernels of the
+ceiling microbenchmarks (:mod:`dlperf.perfmodel.ceilings`).
 
 * FLOPs: ``torch.utils.flop_counter.FlopCounterMode`` over one eager iteration (forward,
   backward, optimizer): it counts matrix multiplications, convolutions and attention (forward
@@ -14,6 +15,92 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from dlperf.frameworks.torch.step import apply_precision
+
+#: How many distinct graph-break reasons a result keeps (their count is complete).
+MAX_BREAK_REASONS = 5
+#: The ``torch.compile`` modes that capture CUDA graphs (where Inductor may skip a graph).
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def graph_break_reasons(counters: Any) -> dict[str, int]:
+    """Dynamo's graph breaks so far: first line of each reason -> how many times, most first.
+
+    Dynamo files a break under ``counters["graph_break"]`` when it splits a frame and resumes
+    after the unsupported code (``print``, data-dependent control flow), and under
+    ``counters["unimplemented"]`` when it stops tracing at something it does not support, such
+    as an ``nn.LSTM`` module with ``torch._dynamo.config.allow_rnn`` off (the default in torch
+    2.11-2.13: the embedding and dropout before it are compiled, the LSTM and everything after
+    it run eagerly; measured on torch 2.13 CPU, one graph of two ops for ``lstm``). Both count:
+    reading only the first (dlperf before 2026-12-02) recorded 0 breaks for the LSTM.
+    """
+    out: dict[str, int] = {}
+    for kind in ("graph_break", "unimplemented"):
+        for reason, n in counters[kind].items():
+            key = str(reason).strip().splitlines()[0][:200] if str(reason).strip() else kind
+            out[key] = out.get(key, 0) + int(n)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+class CompileWatch:
+    """``torch.compile`` (graph mode) and its counters, read around the measured segment.
+
+    TorchDynamo + Inductor in ``mode`` (:data:`dlperf.config.COMPILE_MODES`; ``default``
+    unless ``--compile-mode`` says otherwise): forward and backward are compiled (the backward
+    through AOTAutograd, on the first backward call); the optimizer update stays eager, as in
+    PyTorch's own training recipes. Compilation happens in the first iteration, which the
+    harness reports apart; compile time is read from Dynamo's ``compilation_time_metrics`` and
+    the number of compiled graphs from its counters, so a graph compiled during the measured
+    segment (a recompile) is detected. In the CUDA-graph modes (``reduce-overhead``,
+    ``max-autotune``) Inductor may decline to capture a graph (CPU tensors, mutated inputs,
+    ...): ``cudagraph_skips`` in :meth:`info` counts those, from Inductor's counter (on CUDA
+    only; the CPU has no CUDA graphs); 0 means every compiled graph ran as a CUDA graph.
+    ``graph_breaks`` and ``graph_break_reasons``: :func:`graph_break_reasons`.
+    """
+
+    def __init__(self, torch: Any, mode: str = "default", cuda: bool = False) -> None:
+        from torch._dynamo.utils import compilation_time_metrics, counters
+
+        self.torch, self.mode, self.cuda = torch, mode, cuda
+        self._times, self._counters = compilation_time_metrics, counters
+        self._graphs_at_measure: int | None = None
+        torch._dynamo.reset()  # fresh counters (one configuration per process anyway)
+
+    def compile(self, model: Any) -> Any:
+        """``torch.compile(model)`` in this watch's mode."""
+        if self.mode == "default":
+            return self.torch.compile(model)
+        return self.torch.compile(model, mode=self.mode)
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        """``flags["compile"]``: backend, mode, fullgraph."""
+        return {"backend": "inductor", "mode": self.mode, "fullgraph": False}
+
+    def graphs(self) -> int:
+        """Compiled graphs so far (Dynamo's ``unique_graphs``)."""
+        return int(self._counters["stats"]["unique_graphs"])
+
+    def on_phase(self, phase: str) -> None:
+        """Snapshot the graph count right before the measured segment."""
+        if phase == "measure":
+            self._graphs_at_measure = self.graphs()
+
+    def info(self) -> dict[str, Any]:
+        """``{"compile_time_s", "n_compiles", "graph_breaks", "graph_break_reasons",
+        "recompiles_measured"}`` (+ ``cudagraph_skips`` in the CUDA-graph modes on CUDA)."""
+        t = sum(self._times.get("_compile.compile_inner", []))
+        t += sum(self._times.get("backward._backward_impl", []))
+        reasons = graph_break_reasons(self._counters)
+        n = self.graphs()
+        at = n if self._graphs_at_measure is None else self._graphs_at_measure
+        info = {"compile_time_s": t, "n_compiles": n, "graph_breaks": sum(reasons.values()),
+                "graph_break_reasons": dict(list(reasons.items())[:MAX_BREAK_REASONS]),
+                "recompiles_measured": n - at}
+        if self.mode in CUDAGRAPH_MODES and self.cuda:
+            info["cudagraph_skips"] = int(self._counters["inductor"]["cudagraph_skips"])
+        return info
 
 
 def count_step(torch: Any, step: Callable[[], Any]) -> dict[str, Any]:
@@ -62,8 +149,6 @@ class TorchCeilings:
     @contextlib.contextmanager
     def precision(self, precision: str) -> Iterator[None]:
         """TF32 on for ``tf32`` only, for matmuls (restored afterwards)."""
-        from dlperf.frameworks.torch.adapter import TorchAdapter
-
         b = self.torch.backends
         if hasattr(b.cuda.matmul, "fp32_precision"):  # PyTorch >= 2.9 API
             knobs = [(b.cuda.matmul, "fp32_precision"), (b.cudnn.conv, "fp32_precision"),
@@ -71,7 +156,7 @@ class TorchCeilings:
         else:  # pragma: no cover - older PyTorch
             knobs = [(b.cuda.matmul, "allow_tf32"), (b.cudnn, "allow_tf32")]
         before = [(o, k, getattr(o, k)) for o, k in knobs]
-        TorchAdapter.apply_precision(self.torch, "tf32" if precision == "tf32" else "fp32")
+        apply_precision(self.torch, "tf32" if precision == "tf32" else "fp32")
         try:
             yield
         finally:

@@ -1,0 +1,167 @@
+"""The PyTorch training step, written once and staged (docs/architecture.md, "one staged step").
+
+:class:`TorchStep` runs one iteration (input, host-to-device copy, forward, backward, update)
+and calls ``mark(stage)`` after each stage: ``t_io``, ``t_h2d``, then ``t_f``/``t_b`` for each
+micro-batch, then ``t_u``. The fused timing runs it with the no-op
+:func:`~dlperf.frameworks.base.no_mark`; the breakdown (:mod:`dlperf.measure.phases`) with timed
+marks; the FLOP counter on the eager model (:meth:`TorchStep.with_model`). So the three measure
+the same code, as TorchBench's ``_invoke_staged_train_test`` stages one step.
+
+The numerics of the step live here too: the precision settings (:func:`apply_precision`,
+:func:`make_autocast`), the optimizer (:func:`make_optimizer`, the one place it is chosen) and
+the loss (:func:`make_loss`). This module does not import torch; the functions take it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from dlperf.frameworks.base import no_mark
+from dlperf.frameworks.common import optimizer_flags
+from dlperf.zoo.spec import ModelSpec, OptimizerSpec
+
+#: The context of a micro-batch that all-reduces (no DDP, or the last micro-batch).
+_SYNCED = contextlib.nullcontext()
+
+
+def apply_precision(torch: Any, precision: str) -> dict[str, Any]:
+    """Set the float32 matmul/convolution precision for ``precision`` (``fp32``: IEEE, TF32
+    off, explicitly, since cuDNN convolutions default to TF32 in PyTorch; ``tf32``: TF32 on;
+    ``bf16``: TF32 off for what autocast leaves in fp32); return the settings as applied."""
+    tf32 = precision == "tf32"
+    mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(mm, "fp32_precision"):  # PyTorch >= 2.9 API
+        mm.fp32_precision = "tf32" if tf32 else "ieee"
+        conv.conv.fp32_precision = "tf32" if tf32 else "ieee"
+        conv.rnn.fp32_precision = "tf32" if tf32 else "ieee"
+        applied = {"matmul_fp32_precision": mm.fp32_precision,
+                   "cudnn_conv_fp32_precision": conv.conv.fp32_precision,
+                   "cudnn_rnn_fp32_precision": conv.rnn.fp32_precision}
+    else:  # pragma: no cover - older PyTorch
+        mm.allow_tf32 = tf32
+        conv.allow_tf32 = tf32
+        applied = {"matmul_allow_tf32": mm.allow_tf32, "cudnn_allow_tf32": conv.allow_tf32}
+    applied["autocast_dtype"] = "bfloat16" if precision == "bf16" else None
+    applied["tf32"] = tf32
+    return applied
+
+
+def make_autocast(torch: Any, precision: str, device_type: str) -> Any:
+    """``torch.autocast(device_type, dtype=bfloat16)`` for ``bf16`` (mixed precision over fp32
+    master weights; no loss scaling is needed for bf16), None otherwise. One instance serves
+    every step: entering it saves the state that leaving restores, so sequential use is safe."""
+    if precision != "bf16":
+        return None
+    return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+
+
+def make_optimizer(torch: Any, params: Any, o: OptimizerSpec) -> tuple[Any, dict[str, Any]]:
+    """``(optimizer, flags["optimizer"])`` for the zoo's optimizer spec ``o``:
+    ``torch.optim.SGD``/``Adam``/``AdamW`` with PyTorch's default (``foreach``) implementation.
+
+    Raises:
+        ValueError: ``o.name`` is none of ``sgd``, ``adam``, ``adamw``.
+    """
+    if o.name == "sgd":
+        opt = torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    elif o.name in ("adam", "adamw"):
+        cls = torch.optim.Adam if o.name == "adam" else torch.optim.AdamW
+        opt = cls(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+    else:
+        raise ValueError(f"optimizer {o.name!r} has no PyTorch implementation in dlperf; "
+                         "use sgd, adam or adamw in the model's spec")
+    return opt, optimizer_flags(o, "default")
+
+
+def make_loss(torch: Any, spec: ModelSpec) -> Callable[[Any, Any], Any]:
+    """The loss ``(logits, targets) -> scalar`` of ``spec``: mean cross-entropy of ``[B, C]``
+    or ``[B, T, V]`` logits against ``[B]`` or ``[B, T]`` targets; for a model outside the
+    default input/loss contract (``not spec.default_io``: CTC, masked LM, label smoothing;
+    :mod:`dlperf.zoo.spec`) its implementation module's ``loss_fn(spec)``."""
+    if not spec.default_io:
+        return importlib.import_module(f"dlperf.zoo.{spec.family}.torch_impl").loss_fn(spec)
+    F = torch.nn.functional
+    n_classes = spec.num_classes
+
+    def loss_fn(out: Any, y: Any) -> Any:
+        return F.cross_entropy(out.reshape(-1, n_classes), y.reshape(-1))
+
+    return loss_fn
+
+
+@dataclasses.dataclass(eq=False)
+class TorchStep:
+    """One staged training iteration (see the module docstring).
+
+    Attributes:
+        model: the module trained (eager, ``torch.compile``-d, or DDP-wrapped).
+        opt: its optimizer; ``zero_grad(set_to_none=True)`` (no kernels) before the forward.
+        loss_fn: ``(logits, targets) -> loss`` (:func:`make_loss`).
+        fetch: returns the step's batch as it is held (``DataSource.fetch``).
+        to_device: puts it on the device; None where ``fetch`` gives device tensors already
+            (``DataSource.to_device`` is the identity): no call then.
+        autocast: the ``torch.autocast`` instance of bf16 (:func:`make_autocast`), or None.
+        begin: called at the start of each step, or None; ``torch.compiler.
+            cudagraph_mark_step_begin`` in the CUDA-graph compile modes (a new step starts a new
+            generation of CUDA-graph outputs, PyTorch's CUDAGraph Trees documentation; nothing
+            reads the previous step's outputs).
+        grad_accum: ``K`` micro-batches per step (``x.chunk(K)``), each loss divided by ``K``.
+        no_sync: DDP's ``no_sync`` (the first ``K - 1`` micro-batches do not all-reduce: one
+            all-reduce per step, with the last backward), or None without DDP.
+    """
+
+    model: Any
+    opt: Any
+    loss_fn: Callable[[Any, Any], Any]
+    fetch: Callable[[], Any]
+    to_device: Callable[[Any], Any] | None = None
+    autocast: Any = None
+    begin: Callable[[], Any] | None = None
+    grad_accum: int = 1
+    no_sync: Callable[[], Any] | None = None
+
+    def run(self, mark: Callable[..., None] = no_mark) -> Any:
+        """One iteration, ``mark(stage)`` after each stage; returns the loss (a detached device
+        scalar, the sum over micro-batches of ``loss / K``). ``zero_grad`` counts in ``t_f``."""
+        b = self.fetch()
+        mark("t_io")
+        x, y = b if self.to_device is None else self.to_device(b)
+        mark("t_h2d")
+        if self.begin is not None:
+            self.begin()
+        self.opt.zero_grad(set_to_none=True)
+        K = self.grad_accum
+        if K == 1:
+            total = self._forward_backward(x, y, mark)
+        else:
+            total = None
+            for i, (xs, ys) in enumerate(zip(x.chunk(K), y.chunk(K))):
+                with self.no_sync() if self.no_sync is not None and i < K - 1 else _SYNCED:
+                    loss = self._forward_backward(xs, ys, mark)
+                total = loss if total is None else total + loss
+        self.opt.step()
+        mark("t_u")
+        return total
+
+    def _forward_backward(self, x: Any, y: Any, mark: Callable[..., None]) -> Any:
+        """Forward and loss (``t_f``), backward (``t_b``) of one micro-batch; its loss, detached."""
+        if self.autocast is None:  # no context entered: the fused step's Python calls count
+            loss = self.loss_fn(self.model(x), y)
+        else:  # the forward under autocast, the backward outside it (PyTorch's AMP recipe)
+            with self.autocast:
+                loss = self.loss_fn(self.model(x), y)
+        if self.grad_accum > 1:
+            loss = loss / self.grad_accum
+        mark("t_f")
+        loss.backward()
+        mark("t_b")
+        return loss.detach()
+
+    def with_model(self, model: Any) -> TorchStep:
+        """The same step (optimizer, data, loss, precision) on another module, e.g. the eager
+        model under a FLOP counter (a dispatch mode under ``torch.compile`` would recompile)."""
+        return dataclasses.replace(self, model=model)

@@ -39,6 +39,14 @@ class UnavailableError(DlperfError, RuntimeError):
     """A framework or device that was asked for is not installed or not present."""
 
 
+class NonFiniteLoss(RuntimeError):
+    """The training loss became NaN or infinite; the run is recorded as ``nan_loss``."""
+
+
+class OutOfMemory(RuntimeError):
+    """The device ran out of memory; the run is recorded as ``oom``."""
+
+
 def unknown_choice(what: str, value: str, choices: Iterable[str], *,
                    plural: str | None = None) -> ConfigError:
     """Build the error for a value that is not one of ``choices``.

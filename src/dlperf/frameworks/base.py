@@ -13,19 +13,14 @@ import contextlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from dlperf.config import RunConfig
+from dlperf.errors import NonFiniteLoss, OutOfMemory  # noqa: F401 - re-exported
 from dlperf.measure.timers import StepTimer
 from dlperf.zoo.spec import ModelSpec
 
-
-class NonFiniteLoss(RuntimeError):
-    """The training loss became NaN or infinite; the run is recorded as ``nan_loss``."""
-
-
-class OutOfMemory(RuntimeError):
-    """The device ran out of memory; the run is recorded as ``oom``."""
+if TYPE_CHECKING:  # annotations only: importing config here would be a run-time cycle
+    from dlperf.config import RunConfig
 
 
 @dataclass
@@ -169,6 +164,7 @@ class Session:
 
 def no_mark(phase: str, handle: Any = None) -> None:
     """The stage mark of the fused step: does nothing (one Python call per stage, ~50 ns)."""
+    return None  # a statement, so TensorFlow's AutoGraph can convert it inside tf.function
 
 
 #: The stages of one training iteration, in order (Shi & Chu 2017: t_io, t_h2d, t_f, t_b, t_u;

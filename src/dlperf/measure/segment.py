@@ -12,7 +12,7 @@ from typing import Any
 
 from dlperf import stats
 from dlperf.data.pipeline import data_wait_summary
-from dlperf.frameworks.base import NonFiniteLoss
+from dlperf.errors import NonFiniteLoss
 from dlperf.measure.host import RunDelay
 from dlperf.measure.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, LoopResult, measure
 from dlperf.measure.power import PowerRecord, energy_summary

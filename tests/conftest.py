@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+#: stash key: test-file basename -> path (pytest_collect_file below)
+_BASENAMES = pytest.StashKey[dict]()
+
 # The real data sets live next to the project, at ../shared/data (see its README.md), or where
 # $DLPERF_DATA points when it is set.
 SHARED_DATA = (Path(os.environ["DLPERF_DATA"]) if os.environ.get("DLPERF_DATA")
@@ -36,3 +39,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     stays there). The order is otherwise unchanged; without ``-m gpu`` those tests are
     deselected anyway."""
     items.sort(key=lambda item: Path(str(item.fspath)).name != "test_gpu_smoke.py")
+
+
+def pytest_collect_file(file_path, parent):  # noqa: D103 - a guard, not a hook that collects
+    # Test folders have no __init__.py (pytest's "prepend" import mode), so two test files with
+    # one basename in two folders collide at import time; refuse that at collection, with why.
+    if file_path.name.startswith("test_") and file_path.suffix == ".py":
+        seen = parent.config.stash.setdefault(_BASENAMES, {})
+        other = seen.setdefault(file_path.name, file_path)
+        if other != file_path:
+            raise pytest.UsageError(f"two test files named {file_path.name}: {other} and "
+                                    f"{file_path}; give one a unique basename")
+    return None

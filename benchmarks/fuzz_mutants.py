@@ -191,6 +191,10 @@ def mnist_cases(rng: np.random.Generator) -> list[Case]:
         expect="refuse")
     add("gzip_bomb_3GiB", gzip_bomb(img, 3 << 30), gz(lbl), raw_gz=True, expect="refuse",
         heavy=True)
+    add("gzip_header_lies_800MB", gz(idx_header(0x803, (1 << 20, 28, 28)) + img[16:]),
+        gz(idx_header(0x801, (1 << 20,)) + lbl[8:]), raw_gz=True, expect="refuse")
+    add("dims_over_limit", idx_header(0x803, (1 << 30, 28, 28)) + img[16:],
+        idx_header(0x801, (1 << 30,)) + lbl[8:], expect="refuse")
     add("gzip_header_lies_1GiB", gz(idx_header(0x803, (1 << 20, 32, 32)) + img[16:]), gz(lbl),
         raw_gz=True, expect="refuse")
     for k in range(10):

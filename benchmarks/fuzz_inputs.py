@@ -146,11 +146,14 @@ class Watchdog:
     def __init__(self, limit_s: float, on_hang: Any) -> None:
         self.hard_s, self.on_hang = 3 * limit_s + 10, on_hang
         self.started: float | None = None
+        self._done = threading.Event()
         threading.Thread(target=self._run, daemon=True, name="fuzz-watchdog").start()
 
+    def stop(self) -> None:
+        self._done.set()
+
     def _run(self) -> None:
-        while True:
-            time.sleep(0.5)
+        while not self._done.wait(0.5):
             t = self.started
             if t is not None and time.monotonic() - t > self.hard_s:
                 self.on_hang()
@@ -167,6 +170,7 @@ def run_case(i: int, case: Case, readers: dict[str, Any], work: Path, limit_s: f
     t0 = time.perf_counter()
     try:
         path = case.write(d)
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # the reader's growth only
         t0 = time.perf_counter()
         signal.setitimer(signal.ITIMER_REAL, limit_s)
         try:
@@ -241,6 +245,7 @@ def run(cases: list[Case], *, limit_s: float = 10.0, yaml_reader: str = "auto",
                 records.append(run_case(i, case, readers, Path(tmp), limit_s))
                 dog.started = None
     finally:
+        dog.stop()
         signal.signal(signal.SIGALRM, old)
     write()
     return result

@@ -230,3 +230,26 @@ def test_imagefolder_broken_link_and_fifo_refused(tmp_path):
     ds = load_dataset(f"imagefolder:{root}")
     with pytest.raises(DataError, match=r"z\.jpg is a FIFO"):
         load_eval_image(str(ds.x[1]), 16)
+
+
+def test_input_pipeline_errors_are_marked_whatever_their_type():
+    # tf.data or a DataLoader re-raise a bad file as their own types: the recorder notes where
+    # the exception came from, so a worker can store it as a (non-final) data error.
+    from dlperf.data.pipeline import DataWaitRecorder, INPUT_ERROR_NOTE, raised_by_input
+
+    rec = DataWaitRecorder()
+
+    def bad():
+        raise RuntimeError("InvalidArgumentError: jpeg decode failed")
+    with pytest.raises(RuntimeError) as e:
+        rec.wrap(bad)()
+    assert raised_by_input(e.value) and e.value.__notes__ == [INPUT_ERROR_NOTE]
+    try:
+        try:
+            rec.wrap(bad)()
+        except RuntimeError as inner:
+            raise ValueError("wrapped by a framework") from inner
+    except ValueError as outer:
+        assert raised_by_input(outer)
+    assert not raised_by_input(RuntimeError("from the step"))
+    assert rec.wrap(lambda: 7)() == 7 and len(rec.waits_s) == 1  # failed calls record no wait

@@ -46,9 +46,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuzz_mutants import (Case, cifar_cases, image_cases, mnist_cases,  # noqa: E402
-                          token_cases)
-from fuzz_yaml import yaml_cases  # noqa: E402
+from fuzz_mutants import Case, cifar_cases, image_cases, mnist_cases, token_cases
+from fuzz_yaml import yaml_cases
 
 KINDS = ("mnist", "cifar10", "tokens", "imagefolder", "yaml")
 OUTCOMES = ("refused", "refused_unclear", "accepted", "silently_accepted", "wrongly_refused",
@@ -177,7 +176,7 @@ def run_case(i: int, case: Case, readers: dict[str, Any], work: Path, limit_s: f
             readers[case.kind](path)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-    except BaseException as e:  # noqa: BLE001 - the point: every exception is counted
+    except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
         exc = e

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from fuzz_mutants import REPO, Case, flip
 
 #: The classic "billion laughs" document (9 levels of 9 aliases: 9^9 = 387,420,489 strings when
@@ -61,7 +60,7 @@ def yaml_cases(rng: np.random.Generator) -> list[Case]:
             add(f"truncated_{tag}", text[:int(rng.integers(0, len(text)))], "any")
             add(f"flip_{tag}", flip(text.encode(), rng, 1 + i % 3), "any")
     base = all_seeds["benchmarks/cpu/dlbench_threads.yaml"]
-    head, grid = base.split("grid:\n", 1)
+    head = base.split("grid:\n", 1)[0]
     add("anchors_within_budget", head.replace("  iterations:", "  iterations: &it", 1)
         + "grid:\n  - {model: fcn5, batch_size: 4, framework: torch, mode: eager, "
           "iterations: *it}\n  - {model: fcn8, batch_size: 4, framework: torch, mode: eager, "

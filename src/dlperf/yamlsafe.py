@@ -42,8 +42,16 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from dlperf.errors import ConfigError, DlperfError
 
-__all__ = ["LimitedSafeLoader", "YamlError", "load_yaml", "load_yaml_file", "MAX_YAML_BYTES",
-           "MAX_DEPTH", "MAX_ALIAS_NODES", "MAX_ALIAS_CHARS"]
+__all__ = [
+    "MAX_ALIAS_CHARS",
+    "MAX_ALIAS_NODES",
+    "MAX_DEPTH",
+    "MAX_YAML_BYTES",
+    "LimitedSafeLoader",
+    "YamlError",
+    "load_yaml",
+    "load_yaml_file",
+]
 
 MAX_YAML_BYTES = 1 << 20
 MAX_DEPTH = 64

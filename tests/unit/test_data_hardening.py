@@ -17,8 +17,14 @@ import pytest
 
 from dlperf.data import load_dataset, read_cifar10_bin, read_idx, read_mnist, read_words
 from dlperf.data.idx import MAX_IDX_BYTES, parse_idx
-from dlperf.data.imagefolder import (IMAGE_FORMATS, MAX_IMAGE_PIXELS, image_size,
-                                     load_eval_image, load_train_image, open_image)
+from dlperf.data.imagefolder import (
+    IMAGE_FORMATS,
+    MAX_IMAGE_PIXELS,
+    image_size,
+    load_eval_image,
+    load_train_image,
+    open_image,
+)
 from dlperf.errors import DataError
 
 N = 5
@@ -235,7 +241,7 @@ def test_imagefolder_broken_link_and_fifo_refused(tmp_path):
 def test_input_pipeline_errors_are_marked_whatever_their_type():
     # tf.data or a DataLoader re-raise a bad file as their own types: the recorder notes where
     # the exception came from, so a worker can store it as a (non-final) data error.
-    from dlperf.data.pipeline import DataWaitRecorder, INPUT_ERROR_NOTE, raised_by_input
+    from dlperf.data.pipeline import INPUT_ERROR_NOTE, DataWaitRecorder, raised_by_input
 
     rec = DataWaitRecorder()
 

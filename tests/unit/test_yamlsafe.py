@@ -10,8 +10,15 @@ import pytest
 import yaml
 
 from dlperf.errors import ConfigError
-from dlperf.yamlsafe import (MAX_ALIAS_NODES, MAX_DEPTH, MAX_YAML_BYTES, LimitedSafeLoader,
-                             YamlError, load_yaml, load_yaml_file)
+from dlperf.yamlsafe import (
+    MAX_ALIAS_NODES,
+    MAX_DEPTH,
+    MAX_YAML_BYTES,
+    LimitedSafeLoader,
+    YamlError,
+    load_yaml,
+    load_yaml_file,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 LAUGHS = "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9) if p else '1, 2, 3, 4, 5, 6, 7, 8, 9'}]\n"
@@ -100,8 +107,8 @@ def test_size_limit_checked_before_reading(tmp_path):
     (b"name: x\n# caf\xe9\n", r"^f\.yaml:2: not UTF-8 text \(byte 0xe9 at offset 13"),
     (b"name: x\nv: a\0b\n", r"^f\.yaml:2: not valid YAML: character U\+0000 is not allowed"),
     (b"name: !!python/object/apply:os.system ['true']\n",
-     r"^f\.yaml:1:7: not valid YAML: could not determine a constructor for the tag "
-     r"'tag:yaml.org,2002:python/object/apply:os.system'"),
+     (r"^f\.yaml:1:7: not valid YAML: could not determine a constructor for the tag "
+      r"'tag:yaml.org,2002:python/object/apply:os.system'")),
     (b"a: 1\n\tb: 2\n", r"^f\.yaml:2:1: not valid YAML: found character '\\t'"),
     (b"a: [1, 2\n", r"^f\.yaml:2:1: not valid YAML: expected ',' or ']'"),
     (b"a: 1\n---\nb: 2\n", r"^f\.yaml:2:1: not valid YAML: but found another document"),

@@ -127,7 +127,7 @@ class _IdxFile:
         self._raw.seek(0)
         self.fh: BinaryIO = gzip.GzipFile(fileobj=self._raw, mode="rb") if self.gz else self._raw
 
-    def __enter__(self) -> _IdxFile:
+    def __enter__(self) -> _IdxFile:  # noqa: PYI034 - a private class
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -352,3 +352,93 @@ def test_median_diff_ci_separated_and_overlapping_samples():
         stats.median_diff_ci(a, c, level=1.0)
     with pytest.raises(ValueError):
         stats.median_diff_ci([], c)
+
+
+# --------------------------------------------------------------------------- bootstrap cost
+
+
+def test_bootstrap_medians_exact_distribution_odd_n():
+    # For sorted x = 0..n-1 the bootstrap median is the m-th smallest of n uniform indices:
+    # P(median <= j) = P(Binomial(n, (j + 1) / n) >= m), m = (n + 1) / 2.
+    from scipy.stats import binom
+
+    for n in (5, 9, 31):
+        b = stats.bootstrap_medians(np.arange(n, dtype=float), 200_000, np.random.default_rng(1))
+        m = (n + 1) // 2
+        exact = np.array([binom.sf(m - 1, n, (j + 1) / n) for j in range(n)])
+        emp = np.array([(b <= j).mean() for j in range(n)])
+        assert np.abs(exact - emp).max() < 0.005  # 200k draws: sd of a frequency <= 0.0011
+
+
+def test_bootstrap_medians_match_resampling_even_n_and_ties():
+    rng = np.random.default_rng(2)
+    for x in (np.arange(10, dtype=float), np.round(rng.normal(1, 0.05, 30), 2)):
+        xs = np.sort(x)
+        b = stats.bootstrap_medians(xs, 100_000, np.random.default_rng(3))
+        brute = np.median(x[rng.integers(0, x.size, (100_000, x.size))], axis=1)
+        for g in np.unique(brute):
+            assert abs((b <= g).mean() - (brute <= g).mean()) < 0.01
+
+
+def test_bootstrap_ci_agrees_with_classic_resampling():
+    # scipy.stats.bootstrap (resampling, the method before) and the exact-distribution draws
+    # give the same interval up to Monte Carlo noise: compare means over 30 seeds each.
+    from scipy.stats import bootstrap
+
+    x = np.random.default_rng(4).lognormal(np.log(0.01), 0.1, 60)
+    old = np.array([[bootstrap((x,), np.median, n_resamples=2000, vectorized=True,
+                               confidence_level=0.95, method="percentile",
+                               rng=np.random.default_rng(s)).confidence_interval[k]
+                     for k in (0, 1)] for s in range(30)])
+    new = np.array([bootstrap_median_ci(x, seed=s) for s in range(30)])
+    noise = np.sqrt(old.var(axis=0) / 30 + new.var(axis=0) / 30)
+    assert np.all(np.abs(old.mean(axis=0) - new.mean(axis=0)) < 4 * noise + 1e-12)
+
+
+def test_summarize_1e5_samples_fast_and_bounded():
+    import time
+    import tracemalloc
+
+    x = np.random.default_rng(0).lognormal(np.log(0.01), 0.2, 100_000)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    s = summarize(x)
+    elapsed = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert elapsed < 1.0  # was 27 s
+    assert peak < 64 * 2**20  # was 3.2 GB: O(n + n_resamples) now
+    assert s.ci_low < s.median < s.ci_high and (s.ci_high - s.ci_low) / s.median < 0.01
+    # two-sample CIs of medians and means are bounded too (means: resampled in chunks)
+    tracemalloc.start()
+    stats.median_diff_ci(x, x * 1.01)
+    stats.ratio_ci(x[:20_000], x[:20_000] * 1.01, statistic="mean")
+    assert tracemalloc.get_traced_memory()[1] < 160 * 2**20
+    tracemalloc.stop()
+
+
+def test_mean_resampling_unchanged_within_one_chunk():
+    # Up to _RESAMPLE_CHUNK_ELEMS indices the draws are one call, as before the chunking.
+    a, b = [0.030] * 16, [0.330, 0.030, 0.030, 0.030] * 4
+    rng = np.random.default_rng(0)
+    ma = np.mean(np.asarray(a)[rng.integers(0, 16, (2000, 16))], axis=1)
+    mb = np.mean(np.asarray(b)[rng.integers(0, 16, (2000, 16))], axis=1)
+    lo, hi = np.percentile(ma / mb, [2.5, 97.5])
+    assert stats.ratio_ci(a, b, statistic="mean")[1:] == (float(lo), float(hi))
+
+
+def test_min_samples_for_ci_and_summary_flag():
+    # [min, max] covers the median with probability 1 - 2 * 0.5**n (David & Nagaraja 7.1):
+    # n = 5 -> 0.9375 < 0.95; n = 6 -> 0.96875
+    assert stats.MIN_CI_SAMPLES == stats.min_samples_for_ci(0.95) == 6
+    assert stats.min_samples_for_ci(0.99) == 8 and stats.min_samples_for_ci(0.9) == 5
+    with pytest.raises(ValueError, match="level"):
+        stats.min_samples_for_ci(1.0)
+    few = summarize([1.0, 1.1, 0.9], min_ci_samples=stats.MIN_CI_SAMPLES)
+    assert few.ci_low is None and few.ci_high is None and few.ci_too_few
+    assert few.median == 1.0 and json.loads(json.dumps(few.to_dict()))["ci_low"] is None
+    assert summarize([1.0, 1.1, 0.9]).ci_too_few  # the flag without dropping the CI
+    enough = summarize([1.0, 1.1, 0.9, 1.2, 1.0, 0.95], min_ci_samples=stats.MIN_CI_SAMPLES)
+    assert not enough.ci_too_few and enough.ci_low <= enough.median <= enough.ci_high
+    with pytest.raises(ValueError, match="min_ci_samples"):
+        summarize([1.0], min_ci_samples=0)

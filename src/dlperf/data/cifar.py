@@ -13,37 +13,53 @@ from pathlib import Path
 
 import numpy as np
 
+from dlperf.data.files import check_size, open_regular
 from dlperf.errors import DataError
 
 CIFAR10_SHAPE = (3, 32, 32)
 RECORD_BYTES = 1 + 3 * 32 * 32  # 3073
+#: Largest CIFAR-10 batch file read (1 GiB): 35x an original batch of 10,000 images
+#: (30,730,000 bytes); the file is read whole, so this bounds the memory one file takes.
+MAX_CIFAR_BYTES = 1 << 30
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                    "ship", "truck")
 
 
-def read_cifar10_bin(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
-    """Read one CIFAR-10 binary batch file.
+def read_cifar10_bin(path: str | os.PathLike, *, max_bytes: int = MAX_CIFAR_BYTES
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Read one CIFAR-10 binary batch file (its size is checked before it is read).
+
+    Args:
+        path: a ``data_batch_<i>.bin`` / ``test_batch.bin`` file.
+        max_bytes: size limit, :data:`MAX_CIFAR_BYTES` by default.
 
     Returns:
         ``(x, y)``: ``x`` uint8 ``[N, 3, 32, 32]`` (channels R, G, B; values 0..255),
         ``y`` int64 ``[N]`` labels in ``0..9``.
 
     Raises:
-        DataError: unreadable or empty file, size not a multiple of 3073 bytes (truncated or
-            not CIFAR-10 binary, e.g. the CIFAR-100 or python version), a label above 9.
+        DataError: unreadable, empty or not a regular file, size not a multiple of 3073
+            bytes (truncated or not CIFAR-10 binary, e.g. the CIFAR-100 or python version),
+            over ``max_bytes``, a label above 9.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"cannot read CIFAR-10 file {path}: {e.strerror or e}") from None
-    if len(raw) == 0 or len(raw) % RECORD_BYTES:
-        raise DataError(
-            f"{path} is not a CIFAR-10 binary file: its size {len(raw)} bytes is not a "
-            f"{'non-zero ' if not raw else ''}multiple of {RECORD_BYTES} (1 label byte + "
-            f"3x32x32 pixel bytes per image); the file is truncated or of another format "
-            f"(use the 'CIFAR-10 binary version', cifar-10-binary.tar.gz, not the python or "
-            f"matlab version, nor CIFAR-100)")
+    with open_regular(path, "CIFAR-10 file") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0 or size % RECORD_BYTES:
+            raise DataError(
+                f"{path} is not a CIFAR-10 binary file: its size {size} bytes is not a "
+                f"{'non-zero ' if not size else ''}multiple of {RECORD_BYTES} (1 label byte + "
+                f"3x32x32 pixel bytes per image); the file is truncated or of another format "
+                f"(use the 'CIFAR-10 binary version', cifar-10-binary.tar.gz, not the python "
+                f"or matlab version, nor CIFAR-100)")
+        check_size(path, size, max_bytes, "CIFAR-10 file", "dlperf.data.cifar.MAX_CIFAR_BYTES")
+        try:
+            raw = fh.read(size + 1)
+        except OSError as e:
+            raise DataError(f"cannot read CIFAR-10 file {path}: {e.strerror or e}") from None
+    if len(raw) != size:
+        raise DataError(f"CIFAR-10 file {path} changed while it was read ({size} bytes, then "
+                        f"{len(raw)}); read it again when nothing writes to it")
     rec = np.frombuffer(raw, dtype=np.uint8).reshape(-1, RECORD_BYTES)
     y = rec[:, 0].astype(np.int64)
     bad = np.flatnonzero(y > 9)

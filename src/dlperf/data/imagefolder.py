@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from dlperf.data.files import check_size, open_regular
 from dlperf.errors import ConfigError, DataError, DataMissing
 
 #: File name endings counted as images (lower case).
@@ -41,6 +42,21 @@ EXTENSIONS = (".jpg", ".jpeg", ".png")
 #: 0.456, 0.406], std=[0.229, 0.224, 0.225])``).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+#: Image formats decoded (Pillow format names), whatever a file's name says: the formats of
+#: :data:`EXTENSIONS`. Restricting Pillow to them also keeps its other decoders away from
+#: untrusted files (``PIL.Image.open(formats=...)``).
+IMAGE_FORMATS = ("JPEG", "PNG")
+
+#: Largest image decoded, in pixels: 2**26 = 67,108,864 (8192 x 8192). A 61-megapixel camera
+#: photo (9504 x 6336) fits; decoding one takes up to 3 bytes per pixel (192 MiB) per image in
+#: flight in every loader worker, far more than a training crop needs. Below Pillow's own
+#: bomb warning (``PIL.Image.MAX_IMAGE_PIXELS``, 89,478,485) and error (twice that), which
+#: let a 144-megapixel JPEG through with a warning only.
+MAX_IMAGE_PIXELS = 1 << 26
+
+#: Largest image file read: 256 MiB (an uncompressed 8192 x 8192 RGB PNG is 192 MiB).
+MAX_IMAGE_FILE_BYTES = 1 << 28
 
 #: RandomResizedCrop defaults (torchvision): area fraction and aspect-ratio range.
 CROP_SCALE = (0.08, 1.0)
@@ -76,8 +92,11 @@ def scan_imagefolder(root: str | os.PathLike) -> tuple[list[str], np.ndarray, li
         raise DataMissing(f"ImageFolder {r} is not an existing folder; give a folder with one "
                           f"sub-folder of images per class (make one with `dlperf data "
                           f"make-imagefolder {r}`)")
-    entries = [d for d in r.iterdir() if not d.name.startswith(".")]
-    classes = sorted(d.name for d in entries if d.is_dir())
+    try:
+        entries = [d for d in r.iterdir() if not d.name.startswith(".")]
+        classes = sorted(d.name for d in entries if d.is_dir())
+    except OSError as e:
+        raise DataError(f"cannot list ImageFolder {r}: {e.strerror or e}") from None
     if not classes:
         kind = DataMissing if not entries else DataError
         raise kind(f"ImageFolder {r} has no class sub-folders: expected {r}/<class>/"
@@ -85,7 +104,11 @@ def scan_imagefolder(root: str | os.PathLike) -> tuple[list[str], np.ndarray, li
     paths: list[str] = []
     labels: list[int] = []
     for i, c in enumerate(classes):
-        for f in sorted(os.listdir(r / c)):
+        try:
+            names = sorted(os.listdir(r / c))
+        except OSError as e:
+            raise DataError(f"cannot list class folder {r / c}: {e.strerror or e}") from None
+        for f in names:
             if f.lower().endswith(EXTENSIONS):
                 paths.append(str(r / c / f))
                 labels.append(i)
@@ -97,10 +120,19 @@ def scan_imagefolder(root: str | os.PathLike) -> tuple[list[str], np.ndarray, li
 
 def listing_digest(paths: list[str]) -> str:
     """sha256 of the file names and sizes (a cheap identity of the data set; contents are not
-    hashed: 100,000 JPEGs would take minutes)."""
+    hashed: 100,000 JPEGs would take minutes).
+
+    Raises:
+        DataError: an image cannot be stat'ed (e.g. a broken symbolic link), naming it.
+    """
     h = hashlib.sha256()
     for p in paths:
-        h.update(f"{Path(p).parent.name}/{Path(p).name}:{os.path.getsize(p)}\n".encode())
+        try:
+            size = os.path.getsize(p)
+        except OSError as e:
+            raise DataError(f"cannot read image {p}: {e.strerror or e}; remove or replace the "
+                            f"file") from None
+        h.update(f"{Path(p).parent.name}/{Path(p).name}:{size}\n".encode())
     return h.hexdigest()
 
 
@@ -135,7 +167,7 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
         raise ConfigError(f"--quality must be in 1..95 (Pillow's useful range), got {quality}")
     Image = _pil()
     r = Path(root)
-    _refuse_other_data_set(r, images, classes, size, Image)
+    _refuse_other_data_set(r, images, classes, size)
     rng = np.random.default_rng(seed)
     dirs = [r / f"class_{c:03d}" for c in range(classes)]
     for d in dirs:
@@ -153,7 +185,7 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
             "quality": quality, "bytes": total}
 
 
-def _refuse_other_data_set(root: Path, images: int, classes: int, size: int, Image: Any) -> None:
+def _refuse_other_data_set(root: Path, images: int, classes: int, size: int) -> None:
     """Raise ConfigError if ``root`` holds files :func:`make_imagefolder` with these counts
     would not write, or an image of it is not ``size x size`` (checked on one file)."""
     if not root.is_dir():
@@ -167,9 +199,9 @@ def _refuse_other_data_set(root: Path, images: int, classes: int, size: int, Ima
             f"in {classes} classes would not write (e.g. {', '.join(extra[:3])}); writing into "
             f"it would mix two data sets: give a new or empty folder (the same command again "
             f"completes a partly written folder)")
-    if have:
-        with Image.open(root / have[0]) as im:
-            got = im.size
+    hw = image_size(root / have[0]) if have else None
+    if hw is not None:
+        got = (hw[1], hw[0])
         if got != (size, size):
             raise ConfigError(
                 f"{root} holds {got[0]}x{got[1]} images ({have[0]}), not {size}x{size}: "
@@ -208,49 +240,102 @@ def random_resized_crop_box(height: int, width: int, rng: np.random.Generator,
     return (height - h) // 2, (width - w) // 2, h, w
 
 
+def open_image(path: str | os.PathLike, *, max_pixels: int = MAX_IMAGE_PIXELS,
+               max_bytes: int = MAX_IMAGE_FILE_BYTES) -> Any:
+    """Decode the JPEG or PNG file ``path`` into an RGB Pillow image (fully loaded).
+
+    The checks come before any pixel is decoded: ``path`` must be a regular file (a FIFO
+    would block), non-empty and at most ``max_bytes``; its format must be one of
+    :data:`IMAGE_FORMATS` (whatever its name); the size its header declares must be at most
+    ``max_pixels`` (:data:`MAX_IMAGE_PIXELS`), so a decompression bomb (a small file declaring
+    a huge image) is refused from its header.
+
+    Returns:
+        A ``PIL.Image.Image`` in mode ``"RGB"``.
+
+    Raises:
+        DataError: any of the above, or the file cannot be decoded (truncated, corrupt, not an
+            image): the message names the file and what is wrong.
+    """
+    Image = _pil()
+    with open_regular(path, "image") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            raise DataError(f"image {path} is empty (0 bytes); remove or replace the file")
+        check_size(path, size, max_bytes, "image", "dlperf.data.imagefolder.MAX_IMAGE_FILE_BYTES")
+        try:
+            with Image.open(fh, formats=IMAGE_FORMATS) as im:
+                w, h = im.size
+                if w * h > max_pixels:
+                    raise DataError(
+                        f"image {path} is {w}x{h} = {w * h:,} pixels, more than the "
+                        f"{max_pixels:,}-pixel limit (dlperf.data.imagefolder.MAX_IMAGE_PIXELS; "
+                        f"decoding it would take {3 * w * h / 2**20:,.0f} MiB): a decompression "
+                        f"bomb or an image far larger than training uses; downscale it or "
+                        f"remove it")
+                return im.convert("RGB")
+        except (DataError, MemoryError):
+            raise
+        except Image.DecompressionBombError as e:
+            raise DataError(f"image {path} is refused as a decompression bomb ({e}); remove "
+                            f"or replace the file") from None
+        except Exception as e:  # noqa: BLE001 - Pillow's plugins raise OSError, ValueError,
+            # SyntaxError, struct.error, EOFError, IndexError ... on malformed input: all the file's
+            what = (f"no {' or '.join(IMAGE_FORMATS)} decoder accepts its header: another "
+                    f"format, or a corrupt file" if isinstance(e, Image.UnidentifiedImageError)
+                    else f"{type(e).__name__}: {e}")
+            raise DataError(f"cannot decode image {path} ({what}); remove or replace the "
+                            f"file") from None
+
+
+def image_size(path: str | os.PathLike) -> tuple[int, int] | None:
+    """``(height, width)`` from the image's header (nothing decoded), or None if it cannot be
+    read as a JPEG or PNG file."""
+    Image = _pil()
+    try:
+        with open_regular(path, "image") as fh, Image.open(fh, formats=IMAGE_FORMATS) as im:
+            return im.height, im.width
+    except (DataError, MemoryError):
+        return None
+    except Exception:  # noqa: BLE001 - reported when the pipeline decodes it
+        return None
+
+
 def load_train_image(path: str, out_size: int, rng: np.random.Generator) -> np.ndarray:
-    """Decode a JPEG and apply RandomResizedCrop(out_size) + RandomHorizontalFlip with Pillow.
+    """Decode a JPEG/PNG (:func:`open_image`) and apply RandomResizedCrop(out_size) +
+    RandomHorizontalFlip with Pillow.
 
     Returns:
         ``uint8 [out_size, out_size, 3]`` (H, W, C; RGB).
 
     Raises:
-        DataError: the file cannot be decoded (the message names it).
+        DataError: the file is refused or cannot be decoded (the message names it).
     """
     Image = _pil()
-    try:
-        with Image.open(path) as im:
-            im = im.convert("RGB")
-            top, left, h, w = random_resized_crop_box(im.height, im.width, rng)
-            im = im.resize((out_size, out_size), Image.BILINEAR,
-                           box=(left, top, left + w, top + h))
-            if rng.random() < 0.5:
-                im = im.transpose(Image.FLIP_LEFT_RIGHT)
-            return np.asarray(im, dtype=np.uint8)
-    except (OSError, ValueError) as e:
-        raise DataError(f"cannot decode image {path}: {e}; remove or replace the file") from None
+    im = open_image(path)
+    top, left, h, w = random_resized_crop_box(im.height, im.width, rng)
+    im = im.resize((out_size, out_size), Image.BILINEAR, box=(left, top, left + w, top + h))
+    if rng.random() < 0.5:
+        im = im.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.asarray(im, dtype=np.uint8)
 
 
 def load_eval_image(path: str, out_size: int) -> np.ndarray:
-    """Decode and resize a JPEG deterministically (shorter side to ``out_size / 0.875``, centre
-    crop ``out_size``: the PyTorch ImageNet example's validation transform). ``uint8 [S, S, 3]``.
+    """Decode a JPEG/PNG (:func:`open_image`) and resize it deterministically (shorter side to
+    ``out_size / 0.875``, centre crop ``out_size``: the PyTorch ImageNet example's validation
+    transform). ``uint8 [S, S, 3]``.
 
     Raises:
-        DataError: the file cannot be decoded.
+        DataError: the file is refused or cannot be decoded.
     """
     Image = _pil()
-    try:
-        with Image.open(path) as im:
-            im = im.convert("RGB")
-            short = int(round(out_size / 0.875))
-            s = short / min(im.width, im.height)
-            im = im.resize((max(out_size, round(im.width * s)), max(out_size, round(im.height * s))),
-                           Image.BILINEAR)
-            left, top = (im.width - out_size) // 2, (im.height - out_size) // 2
-            return np.asarray(im.crop((left, top, left + out_size, top + out_size)),
-                              dtype=np.uint8)
-    except (OSError, ValueError) as e:
-        raise DataError(f"cannot decode image {path}: {e}; remove or replace the file") from None
+    im = open_image(path)
+    short = int(round(out_size / 0.875))
+    s = short / min(im.width, im.height)
+    im = im.resize((max(out_size, round(im.width * s)), max(out_size, round(im.height * s))),
+                   Image.BILINEAR)
+    left, top = (im.width - out_size) // 2, (im.height - out_size) // 2
+    return np.asarray(im.crop((left, top, left + out_size, top + out_size)), dtype=np.uint8)
 
 
 def normalize_hwc(batch_u8: np.ndarray) -> np.ndarray:

@@ -263,6 +263,34 @@ class HostPipeline:
 
 # --- the data wait -------------------------------------------------------------------------------
 
+#: The note :func:`mark_input_error` adds to an exception raised while the next batch was
+#: fetched (reading, decoding, augmenting or copying input), whatever its type.
+INPUT_ERROR_NOTE = "dlperf: raised by the input pipeline while fetching the next batch"
+
+
+def mark_input_error(e: BaseException) -> None:
+    """Note on ``e`` (``add_note``, its type unchanged) that the input pipeline raised it, once.
+
+    A framework's pipeline re-raises a bad file as its own exception type (``tf.data``'s
+    ``InvalidArgumentError`` for a corrupt JPEG, Pillow's ``OSError`` through a DataLoader),
+    so the type alone cannot tell a data error from a crash; :func:`raised_by_input` reads the
+    note. An out-of-memory error copying a batch gets the note too: check for OOM first.
+    """
+    if INPUT_ERROR_NOTE not in getattr(e, "__notes__", ()):
+        e.add_note(INPUT_ERROR_NOTE)
+
+
+def raised_by_input(e: BaseException) -> bool:
+    """True if ``e`` (or an exception it was raised from) carries :data:`INPUT_ERROR_NOTE`."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if INPUT_ERROR_NOTE in getattr(e, "__notes__", ()):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
 class DataWaitRecorder:
     """Host time blocked on each next batch: wraps the function that returns it.
 
@@ -281,12 +309,17 @@ class DataWaitRecorder:
         self._measure_from: int | None = None
 
     def wrap(self, fn: Callable[[], Any]) -> Callable[[], Any]:
-        """``fn`` with its duration appended to :attr:`waits_s` at every call."""
+        """``fn`` with its duration appended to :attr:`waits_s` at every call; an exception
+        from ``fn`` is re-raised marked by :func:`mark_input_error`."""
         clock, waits = self._clock, self.waits_s
 
         def timed() -> Any:
             t0 = clock()
-            out = fn()
+            try:
+                out = fn()
+            except Exception as e:
+                mark_input_error(e)
+                raise
             waits.append(clock() - t0)
             return out
 

@@ -302,17 +302,10 @@ def _looks_like_imagefolder(folder: Path) -> bool:
 
 
 def _load_imagefolder(folder: Path) -> Dataset:
-    from dlperf.data.imagefolder import listing_digest, scan_imagefolder
+    from dlperf.data.imagefolder import image_size, listing_digest, scan_imagefolder
 
     paths, labels, classes = scan_imagefolder(folder)
-    size = None
-    try:
-        from PIL import Image
-
-        with Image.open(paths[0]) as im:
-            size = (im.height, im.width)
-    except Exception:  # noqa: BLE001 - reported when the pipeline decodes it
-        pass
+    size = image_size(paths[0])  # None if unreadable: reported when the pipeline decodes it
     meta = {"split": "train", "format": "imagefolder", "files": len(paths),
             "listing_sha256": listing_digest(paths), "n_samples": len(paths),
             "classes": classes, "num_labels": len(classes), "image_size": size}

@@ -102,6 +102,10 @@ class Calibration:
         self._ceil: dict = {} if share_efficiencies is None else share_efficiencies._ceil
         self._eff: dict = {} if share_efficiencies is None else share_efficiencies._eff
         self._fit: dict = {}
+        # fits without other-session terms depend only on the series' points, its traced
+        # anchors and the (shared) roofline: keyed by those, they are shared too
+        self._fit_plain: dict = ({} if share_efficiencies is None
+                                 else share_efficiencies._fit_plain)
 
     # --- work and ceilings --------------------------------------------------------------
     def work(self, model: str, framework: str, precision: str) -> rl.Work:
@@ -216,6 +220,12 @@ class Calibration:
         return median(vals), "; ".join(where)
 
     def _fit_series(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
+        if not with_sessions:
+            key = (cfg, tuple((p.source, p.result_id) for p in s), tuple(
+                (p.source, p.result_id) for p in self.points if p.busy_s and cfg.matches(p)))
+            if key not in self._fit_plain:
+                self._fit_plain[key] = od.fit_series(s, self.prior(cfg, s[0].source, False))
+            return self._fit_plain[key]
         key = (cfg, s[0].source, with_sessions)
         if key not in self._fit:
             self._fit[key] = od.fit_series(s, self.prior(cfg, s[0].source, with_sessions))
@@ -299,9 +309,11 @@ class Calibration:
             q = by.get((c.with_(**changes), src, b))
             if q is None:
                 continue
-            try:
-                fit, _ = self.fit(c, src)
-            except (LookupError, ValueError):
+            ser = [x for x in self.series(c) if x[0].source == src]
+            try:  # the pair's bound by its own series (no other-session terms: cheap, and
+                # never touching the configuration a what-if back-test withholds)
+                fit = self._fit_series(c, ser[0], with_sessions=False)
+            except (IndexError, ValueError):
                 continue
             f = self.work(c.model, c.framework, c.precision).flops(p.per_device_batch)
             dist = abs(math.log(max(f, 1.0) / max(f_target, 1.0)))

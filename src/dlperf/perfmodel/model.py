@@ -195,7 +195,8 @@ def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | N
     net = network or Network()
     if nnodes == 1 and world in nranks and net.intra is None:
         fit = comm.fit_allreduce(cal.records.collectives, world)
-        return fit.time_s, (f"measured: all-reduce sweep of {world} ranks, piecewise a + b M "
+        return fit.time_s, (f"all-reduce sweep of {world} ranks "
+                            f"({', '.join(fit.sources)}), piecewise a + b M "
                             f"({len(fit.regimes)} regimes)"), True
     intra = net.intra
     if intra is None and nranks:

@@ -173,7 +173,7 @@ def test_ddp_overhead_recovered():
     for i, (h, d) in enumerate([(20e-3, 10e-3), (5e-3, 30e-3), (12e-3, 12e-3), (3e-3, 3e-3)]):
         base = float(od.overlap(h, d))
         x = 1e-4 * (i + 1)
-        t2 = float(od.overlap(h * (1 + rho), d * (1 + kappa) + x))
+        t2 = float(od.overlap(h * (1 + rho), d + kappa * h + x))
         dp_pt = type("P", (), {"step_time_s": t2, "source": "s", "result_id": i})()
         pairs.append(dp.Pair(dp_pt, None, None, h, d, x, x, base))
     fit = dp.fit_ddp_overhead(pairs)

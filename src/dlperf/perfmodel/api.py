@@ -339,6 +339,10 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         assumptions += list(dp.ASSUMPTIONS)
         how += " + data parallel"
         cat = "2-GPU from 1-GPU"
+        stored = {c.nranks for c in recs.collectives}
+        if nnodes > 1 or world not in stored:
+            assumptions.append(f"interval from the 2-GPU back-test: no stored measurement of "
+                               f"{world} devices on {nnodes} node(s) to judge this kind against")
     inputs = [p.data_wait_share for p in cal.points if one.cfg.matches(p) and p.data_wait_share]
     if one.cfg.data == "synthetic":
         input_s = 0.0

@@ -88,13 +88,14 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4) -> list
         if len(bs) < min_points:
             continue
         meas = {q.batch_size: q.step_time_s for q in s}
-        tests = [("held-out batch", b, lambda q, b=b: q.batch_size == b) for b in bs]
+        # (category, batch predicted, batch sizes withheld in every file)
+        tests = [("held-out batch", b, lambda x, b=b: x == b) for b in bs]
         if [b for b in bs if 2 * b <= bs[-1]]:
-            tests.append(("extrapolate 2x", bs[-1], lambda q: 2 * q.batch_size > bs[-1]))
+            tests.append(("extrapolate 2x", bs[-1], lambda x: 2 * x > bs[-1]))
         for cat, b, withheld in tests:
-            cal = Calibration(records, lambda q, w=withheld: cfg.matches(q) and w(q),
+            cal = Calibration(records, lambda q, w=withheld: cfg.matches(q) and w(q.batch_size),
                               share_efficiencies=base)
-            train = [x for x in bs if not withheld(_FakeBatch(x))]
+            train = [x for x in bs if not withheld(x)]
             if len(train) < 2:
                 continue
             one = _one(cal, cfg, b, p.source)
@@ -102,11 +103,6 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4) -> list
             out.append(Row(cat, f"{cfg.label()} b={b} [{p.source}]", meas[b], one.step_time_s,
                            a + slope * b, bound=one.bound))
     return out
-
-
-@dataclass
-class _FakeBatch:
-    batch_size: int
 
 
 def lomo_rows(records: Records, base: Calibration) -> list[Row]:

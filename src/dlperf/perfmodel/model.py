@@ -14,6 +14,7 @@ with its result type is :mod:`dlperf.perfmodel.api`. Three ways to get the one-d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlperf.perfmodel import comm
@@ -186,7 +187,7 @@ class Network:
 
 
 def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | None
-                 ) -> tuple[callable, str, bool]:
+                 ) -> tuple[Callable[[float], float], str, bool]:
     """The all-reduce time of a bucket for ``world`` ranks on ``nnodes`` nodes: the stored
     sweep's fit when this machine measured that rank count on one node, else the algorithm over
     the topology (intra link: measured from the stored sweep when there is one, else given).
@@ -213,7 +214,8 @@ def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | N
     return fn, desc, intra.measured and nnodes == 1
 
 
-def data_parallel(one: OneDevice, ddp: dp.DDPOverhead, comm_fn: callable, comm_desc: str,
+def data_parallel(one: OneDevice, ddp: dp.DDPOverhead, comm_fn: Callable[[float], float],
+                  comm_desc: str,
                   comm_measured: bool, bucket_cap_mb: float = dp.DEFAULT_BUCKET_CAP_MB
                   ) -> tuple[float, float, dict[str, str]]:
     """``(step, exposed communication, provenance)`` of the N-device step (s)."""

@@ -1,0 +1,39 @@
+"""Back-test dlperf's performance model on stored results and print the validation table.
+
+Usage (repository root)::
+
+    PYTHONPATH=src python benchmarks/perfmodel_validate.py benchmarks/results/h200 \\
+        benchmarks/results/h200x2 [--category "held-out batch" ...] [--rows rows.json]
+
+Prints the markdown table of :meth:`dlperf.perfmodel.backtest.Validation.table` (the one in
+docs/perfmodel.md) and, with ``--rows``, writes every held-out prediction as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+
+from dlperf.perfmodel.api import validate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+", help="results files or folders of *.db")
+    ap.add_argument("--category", action="append", help="only these categories (repeatable)")
+    ap.add_argument("--rows", help="write every held-out prediction to this JSON file")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    v = validate(args.paths, args.category)
+    print(v.table(), end="")
+    print(f"\n{len(v.rows)} held-out predictions in {time.perf_counter() - t0:.0f} s")
+    if args.rows:
+        with open(args.rows, "w") as f:
+            json.dump([{**asdict(r), "ape_pct": r.ape, "baseline_ape_pct": r.baseline_ape}
+                       for r in v.rows], f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

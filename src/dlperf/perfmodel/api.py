@@ -1,0 +1,383 @@
+"""The performance model's public API: :func:`predict` and :func:`validate`.
+
+``predict`` answers "how fast would this train at another batch size, precision or mode, on
+more GPUs or more nodes" from stored results; ``validate`` back-tests the model on every stored
+point it can (:mod:`dlperf.perfmodel.backtest`). Both are pure over the results files (read
+once per process and cached by path and modification time); no framework is imported.
+
+The prediction interval comes from held-out residuals of the back-test category that matches
+how the prediction was made (``log(measured / predicted)``, the central ``level`` share). The
+back-test is slow (seconds to minutes), so its residuals are cached on disk under
+``$DLPERF_CACHE_DIR`` (default ``~/.cache/dlperf``), keyed by the content of the results files
+and of this package's source: the first prediction of a kind on new data pays for it (up to a
+minute on the committed H200 files), the next ones do not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlperf.errors import ConfigError
+from dlperf.perfmodel import backtest as bt
+from dlperf.perfmodel import comm
+from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import model as pm
+from dlperf.perfmodel.calibrate import Calibration, Config
+from dlperf.perfmodel.records import Records, load
+
+#: Part of the residual cache's key, with the source of this package and the results files.
+MODEL_VERSION = "1"
+
+_RECORDS: dict[tuple, Records] = {}
+
+
+@dataclass
+class Prediction:
+    """A predicted training step.
+
+    Attributes:
+        predicted_step_time_s: one iteration (s).
+        interval_s: ``(low, high)`` (s) holding ``interval_level`` of held-out measurements of
+            this kind of prediction (``how``); ``(nan, nan)`` when no back-test residual exists.
+        interval_level: e.g. 0.9.
+        samples_per_s: global batch / step.
+        scaling_efficiency: the one-device step at the per-device batch over the N-device step
+            (weak scaling; 1.0 on one device).
+        parts: ``host_s``, ``device_s``, ``device_by_class_s`` {op class: s}, ``exposed_comm_s``,
+            ``input_s`` (the one-device host and device parts before DDP's overhead).
+        bound: ``host`` or ``device`` (of the one-device step).
+        how: ``series``, ``what-if``, ``analytic`` (+ ``+ data parallel``).
+        calibrated_on: ``file:id`` of every stored result whose measurement chose a constant.
+        provenance: each constant and where it came from (``measured: ...``, ``given: ...``,
+            ``fitted: ...``).
+        assumptions: what the model assumed for lack of a record.
+        config: the predicted configuration and batch.
+        measured_step_time_s: the stored measurement of exactly this point, if any (it was
+            withheld from the fit).
+    """
+
+    predicted_step_time_s: float
+    interval_s: tuple[float, float]
+    interval_level: float
+    samples_per_s: float
+    scaling_efficiency: float
+    parts: dict[str, Any]
+    bound: str
+    how: str
+    calibrated_on: list[str]
+    provenance: dict[str, str]
+    assumptions: list[str]
+    config: dict[str, Any]
+    measured_step_time_s: float | None = None
+    validation_category: str | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``interval_s`` as a list)."""
+        d = asdict(self)
+        d["interval_s"] = list(self.interval_s)
+        return d
+
+
+def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
+    """:func:`records.load` cached per (paths, modification times).
+
+    Raises:
+        ConfigError: a missing or unreadable results file.
+    """
+    paths = [db] if isinstance(db, (str, os.PathLike)) else list(db)
+    key = tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else None) for p in paths)
+    if key not in _RECORDS:
+        for p in paths:
+            if not Path(p).exists():
+                raise ConfigError(f"results file {str(p)!r} does not exist")
+        _RECORDS[key] = load(paths)
+    return _RECORDS[key]
+
+
+def _link(spec: Any, what: str) -> comm.Link:
+    if isinstance(spec, comm.Link):
+        return spec
+    if isinstance(spec, str):
+        if spec not in comm.LINKS:
+            raise ConfigError(f"network {what} {spec!r}: give one of {', '.join(comm.LINKS)} or "
+                              "{'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
+        return comm.LINKS[spec]
+    if isinstance(spec, Mapping) and {"alpha_s", "bandwidth_bytes_per_s"} <= set(spec):
+        return comm.Link(what, float(spec["alpha_s"]), 1.0 / float(spec["bandwidth_bytes_per_s"]),
+                         "given by the user")
+    raise ConfigError(f"network {what}: {spec!r} is neither a link name ({', '.join(comm.LINKS)}) "
+                      "nor {'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
+
+
+def network_of(network: Any) -> pm.Network | None:
+    """A :class:`model.Network` from None, a link name (the inter-node link), a mapping with
+    ``inter``/``intra`` (names or ``{alpha_s, bandwidth_bytes_per_s}``) and ``algorithm``.
+
+    Raises:
+        ConfigError: an unknown link or algorithm.
+    """
+    if network is None or isinstance(network, pm.Network):
+        return network
+    if isinstance(network, (str, comm.Link)):
+        return pm.Network(inter=_link(network, "inter"))
+    if isinstance(network, Mapping):
+        alg = network.get("algorithm", "best")
+        if alg not in ("best", *comm.ALGORITHMS):
+            raise ConfigError(f"network algorithm {alg!r}: give best, {', '.join(comm.ALGORITHMS)}")
+        return pm.Network(intra=_link(network["intra"], "intra") if "intra" in network else None,
+                          inter=_link(network["inter"], "inter") if "inter" in network else None,
+                          algorithm=alg)
+    raise ConfigError(f"network {network!r}: give a link name or a mapping")
+
+
+def _resolve(recs: Records, model: str, fields: dict[str, str | None]) -> Config:
+    cands = sorted({Config.of(p) for p in recs.points if p.world_size == 1 and p.model == model
+                    and all(v is None or getattr(p, k) == v for k, v in fields.items())},
+                   key=lambda c: c.label())
+    default = [c for c in cands if c.layout == "auto" and c.data == "synthetic"
+               and c.loader_workers is None and c.threads is None and c.grad_accum == 1]
+    if len(default) == 1 or (len(cands) == 1):
+        return (default or cands)[0]
+    if not cands:
+        if None in fields.values():
+            known = sorted({Config.of(p).label() for p in recs.points if p.world_size == 1})
+            raise ConfigError(f"no stored one-device point of {model} with "
+                              + ", ".join(f"{k}={v}" for k, v in fields.items() if v)
+                              + "; give --framework/--mode/--precision/--device for an analytic "
+                              "prediction, or pick a stored configuration: "
+                              + "; ".join(known[:15]) + (" ..." if len(known) > 15 else ""))
+        return Config(model, fields["framework"], fields["mode"], fields["precision"],
+                      fields["device"])
+    raise ConfigError("several stored configurations match; narrow with framework/mode/"
+                      "precision/device: " + "; ".join(c.label() for c in cands))
+
+
+def _interval(recs: Records, category: str, level: float) -> tuple[float, float] | None:
+    res = residuals(recs, category)
+    if not res:
+        return None
+    lo, hi = np.quantile(res, [(1 - level) / 2, (1 + level) / 2])
+    return float(math.exp(min(lo, 0.0))), float(math.exp(max(hi, 0.0)))
+
+
+def _cache_file(recs: Records) -> Path:
+    h = hashlib.sha256(MODEL_VERSION.encode())
+    # the model's own source is part of the key: any change to it re-runs the back-test
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.read_bytes())
+    for s in recs.sources:
+        h.update(Path(s).read_bytes())
+    root = Path(os.environ.get("DLPERF_CACHE_DIR") or Path.home() / ".cache" / "dlperf")
+    return root / f"perfmodel-residuals-{h.hexdigest()[:20]}.json"
+
+
+def residuals(recs: Records, category: str) -> list[float]:
+    """Held-out ``log(measured / predicted)`` of one back-test category on ``recs``, from the
+    on-disk cache or computed (and cached)."""
+    f = _cache_file(recs)
+    cache = {}
+    if f.exists():
+        try:
+            cache = json.loads(f.read_text())
+        except ValueError:
+            cache = {}
+    if category not in cache:
+        cache[category] = bt.run(recs, [category]).residuals(category)
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(json.dumps(cache))
+        except OSError:
+            pass  # a read-only home: no cache, the interval is still computed
+    return cache[category]
+
+
+def _what_if(what_if: Mapping[str, Any] | None, cfg: Config, batch_size: int
+             ) -> tuple[Config, int, float | None]:
+    if not what_if:
+        return cfg, batch_size, None
+    changes, b, host = {}, batch_size, None
+    for k, v in what_if.items():
+        key = k.replace("-", "_")
+        if key in ("precision", "mode", "framework"):
+            changes[key] = v
+        elif key == "batch_size":
+            s = str(v)
+            b = int(round(batch_size * float(s[:-1]))) if s.endswith("x") else int(s)
+        elif key == "host_speed_ns":
+            host = float(v)
+        else:
+            raise ConfigError(f"what-if {k!r}: give precision=, mode=, framework=, "
+                              "batch-size=N or Nx, or host_speed_ns=")
+    return cfg.with_(**changes), b, host
+
+
+def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
+            framework: str | None = None, mode: str | None = None, precision: str | None = None,
+            device: str | None = None, batch_size: int = 0, nproc: int = 1, nnodes: int = 1,
+            network: Any = None, what_if: Mapping[str, Any] | None = None,
+            level: float = 0.9) -> Prediction:
+    """Predict one training iteration from the stored results in ``db``.
+
+    Args:
+        db: a results file, several, or a folder of ``*.db``.
+        model, framework, mode, precision, device: the configuration (None: the one stored, if
+            exactly one matches; all four needed for a model with no stored point).
+        batch_size: the *global* mini-batch (samples per iteration over all devices).
+        nproc, nnodes: devices per node and nodes (data parallel when their product > 1).
+        network: inter-node link (``"ib_ndr"``, ``"eth100"``, ...), or ``{"inter": ..,
+            "intra": .., "algorithm": "ring"|"tree"|"hierarchical"|"best"}``, a link being a
+            name of :data:`comm.LINKS` or ``{"alpha_s": .., "bandwidth_bytes_per_s": ..}``.
+        what_if: predict a changed configuration from the given one's measurements:
+            ``{"precision": "bf16"}``, ``{"mode": "graph"}``, ``{"batch_size": "2x"}``,
+            ``{"host_speed_ns": 90}`` (another host's ``env.host_speed`` probe).
+        level: coverage of the interval.
+
+    Raises:
+        ConfigError: bad arguments, no matching stored configuration, a batch not divisible by
+            the devices, or nothing stored to calibrate on.
+    """
+    if batch_size < 1 or nproc < 1 or nnodes < 1:
+        raise ConfigError(f"batch_size, nproc and nnodes must be >= 1 (got {batch_size}, "
+                          f"{nproc}, {nnodes})")
+    world = nproc * nnodes
+    if batch_size % world:
+        raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
+    recs = records_of(db)
+    base = _resolve(recs, model, {"framework": framework, "mode": mode, "precision": precision,
+                                  "device": device})
+    target, gbatch, host_ns = _what_if(what_if, base, batch_size)
+    if gbatch % world:
+        raise ConfigError(f"global batch {gbatch} is not divisible by {world} devices")
+    b = gbatch // world
+    # the point predicted is withheld from every fit (one device: the configuration at this
+    # batch; N devices: its N-device measurements, the one-device ones stay: they are the input)
+    withheld = [p for p in recs.points if Config.of(p) == target and p.world_size == world
+                and p.nnodes == nnodes and p.per_device_batch == b and not p.variant]
+    cal = Calibration(recs, lambda p: target.matches(p) and (
+        (world == 1 and p.per_device_batch == b) or target != base),
+        share_efficiencies=_base_calibration(recs))
+    try:
+        if target != base:
+            one, cat = pm.what_if(cal, base, target, b), _whatif_category(base, target)
+        elif cal.series(target):
+            one, cat = pm.from_series(cal, target, b), "held-out batch"
+        else:
+            one, cat = pm.analytic(cal, target, b), "leave-one-model-out"
+    except (LookupError, ValueError) as e:
+        raise ConfigError(f"{target.label()}: {e}") from None
+    if gbatch != batch_size and target == base:
+        cat = "what-if B->2B"
+    return _finish(recs, cal, one, cat, world, nnodes, gbatch, network, host_ns, level,
+                   withheld)
+
+
+_BASE: dict[int, Calibration] = {}
+_DDP: dict[tuple, dp.DDPOverhead] = {}
+
+
+def _base_calibration(recs: Records) -> Calibration:
+    """One calibration per loaded records whose roofline fits later calibrations share: each
+    fit leaves out the model it serves, and a prediction withholds only its own model's points
+    (:class:`Calibration`'s ``share_efficiencies``)."""
+    if id(recs) not in _BASE:
+        _BASE[id(recs)] = Calibration(recs)
+    return _BASE[id(recs)]
+
+
+def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
+    key = (id(recs), tuple(sorted((p.source, p.result_id) for p in withheld)))
+    if key not in _DDP:
+        dp_cal = Calibration(recs, lambda p: p in withheld,
+                             share_efficiencies=_base_calibration(recs))
+        pairs = dp.pairs_of(dp_cal, bt.comm_for_records(recs))
+        _DDP[key] = dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
+    ddp = _DDP[key]
+    return ddp, bool(ddp.pairs)
+
+
+def _whatif_category(base: Config, target: Config) -> str:
+    if base.mode != target.mode:
+        return "what-if eager->graph"
+    return "what-if fp32->bf16"
+
+
+def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world: int,
+            nnodes: int, gbatch: int, network: Any, host_ns: float | None, level: float,
+            withheld: list) -> Prediction:
+    prov, assumptions = dict(one.provenance), list(one.assumptions)
+    if host_ns is not None:
+        probes = [min(x for x in p.host_speed_ns if x) for p in cal.points
+                  if one.cfg.matches(p) and any(p.host_speed_ns)]
+        if probes:
+            scale = host_ns / float(np.median(probes))
+            one.host_s *= scale
+            prov["host speed"] = (f"given: probe {host_ns:g} ns against the calibration "
+                                  f"points' median {np.median(probes):.3g} ns: host x {scale:.3g}")
+        else:
+            assumptions.append("host speed given but not recorded with the calibration points: "
+                               "host time unscaled")
+    t1 = one.step_time_s
+    t, exposed = t1, 0.0
+    how = one.how
+    if world > 1:
+        net = network_of(network)
+        fn, desc, measured = pm.comm_time_fn(cal, world, nnodes, net)
+        ddp, fitted = _ddp_overhead(recs, withheld)
+        if not fitted:
+            assumptions.append("no stored N-device pair: DDP's own overhead taken as 0")
+        t, exposed, dprov = pm.data_parallel(one, ddp, fn, desc, measured)
+        prov.update(dprov)
+        assumptions += list(dp.ASSUMPTIONS)
+        how += " + data parallel"
+        cat = "2-GPU from 1-GPU"
+        stored = {c.nranks for c in recs.collectives}
+        if nnodes > 1 or world not in stored:
+            assumptions.append(f"interval from the 2-GPU back-test: no stored measurement of "
+                               f"{world} devices on {nnodes} node(s) to judge this kind against")
+    inputs = [p.data_wait_share for p in cal.points if one.cfg.matches(p) and p.data_wait_share]
+    if one.cfg.data == "synthetic":
+        input_s = 0.0
+        assumptions.append("synthetic data on the device: no input time")
+    else:
+        input_s = float(np.median(inputs)) * t if inputs else 0.0
+        prov["input"] = ("measured: median stored data-wait share of this configuration "
+                         "(the part prefetching did not hide)" if inputs else "not recorded: 0")
+    iv = _interval(recs, cat, level)
+    interval = (t * iv[0], t * iv[1]) if iv else (float("nan"), float("nan"))
+    if iv is None:
+        assumptions.append(f"no back-test residual of kind '{cat}' in these files: no interval")
+    meas = [p.step_time_s for p in withheld]
+    return Prediction(
+        predicted_step_time_s=t, interval_s=interval, interval_level=level,
+        samples_per_s=gbatch / t, scaling_efficiency=t1 / t if world > 1 else 1.0,
+        parts={"host_s": one.host_s, "device_s": one.device_s,
+               "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": exposed,
+               "input_s": input_s},
+        bound=one.bound, how=how, calibrated_on=sorted(set(one.calibrated_on)),
+        provenance=prov, assumptions=assumptions,
+        config={**asdict(one.cfg), "global_batch": gbatch, "per_device_batch": one.batch,
+                "nproc": world // nnodes, "nnodes": nnodes},
+        measured_step_time_s=meas[-1] if meas else None, validation_category=cat)
+
+
+def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
+             categories: Iterable[str] | None = None) -> bt.Validation:
+    """Back-test the model on the stored results (:mod:`dlperf.perfmodel.backtest`); the
+    returned object has ``.table()`` (markdown), ``.summary()`` and ``.rows``.
+
+    Raises:
+        ConfigError: a missing results file or an unknown category.
+    """
+    try:
+        return bt.run(records_of(db), list(categories) if categories else None)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

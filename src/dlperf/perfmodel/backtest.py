@@ -1,0 +1,337 @@
+"""Back-testing: every prediction judged against a stored measurement it was not fitted on.
+
+Categories (each row says which stored points were withheld):
+
+* ``held-out batch``: in every series with 4+ batch sizes, each batch in turn; the point is
+  withheld from every results file (repeats of it elsewhere too);
+* ``extrapolate 2x``: the largest batch from those at most half of it (every point of the
+  configuration above half the largest withheld, in every file);
+* ``leave-one-model-out``: every one-device point of a model from the other models only (its
+  FLOP and byte counts are used, none of its times);
+* ``what-if fp32->bf16``, ``what-if eager->graph``, ``what-if B->2B``: pairs of stored points
+  in one file differing only in that; the target configuration (or batch) withheld;
+* ``all-reduce >= 1 MiB``: each size of a stored sweep from the others (same rank count);
+* ``2-GPU from 1-GPU``: each stored N-device point from its one-device series, DDP's overhead
+  fitted on the pairs of other configurations;
+* ``repeat (noise floor)``: one stored measurement taken as the prediction of a repeat of the
+  same point in the same file: how far the measurements themselves scatter.
+
+Baselines beside the model: ``t(B) = a + b B`` on the same points (batch categories), the
+roofline with one FLOP efficiency per group (leave-one-model-out), no change (what-ifs), one
+``a + b M`` line over the sizes >= 1 MiB (all-reduce), the one-device step plus the gradient
+all-reduce without overlap (2-GPU).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+import numpy as np
+
+from dlperf.perfmodel import comm
+from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import model as pm
+from dlperf.perfmodel.batch import fit_linear
+from dlperf.perfmodel.calibrate import Calibration, Config
+from dlperf.perfmodel.records import Records
+
+CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
+              "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
+              "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)")
+
+
+@dataclass
+class Row:
+    """One held-out prediction (times in s); ``sign_ok`` for what-ifs, ``eff_err_pts`` (scaling
+    efficiency error in points) for N-device rows, ``bound`` of the model's prediction."""
+
+    category: str
+    label: str
+    measured_s: float
+    predicted_s: float
+    baseline_s: float | None = None
+    sign_ok: bool | None = None
+    eff_err_pts: float | None = None
+    bound: str | None = None
+
+    @property
+    def ape(self) -> float:
+        """Absolute percentage error of the model (%)."""
+        return abs(self.predicted_s / self.measured_s - 1.0) * 100.0
+
+    @property
+    def baseline_ape(self) -> float | None:
+        """Absolute percentage error of the baseline (%)."""
+        return None if self.baseline_s is None else abs(self.baseline_s / self.measured_s - 1) * 100
+
+
+def _one(cal: Calibration, cfg: Config, batch: int, source: str | None) -> pm.OneDevice:
+    return pm.from_series(cal, cfg, batch, source)
+
+
+def batch_rows(records: Records, base: Calibration, min_points: int = 4) -> list[Row]:
+    """``held-out batch`` and ``extrapolate 2x`` rows."""
+    out = []
+    seen = set()
+    for p in records.points:
+        cfg = Config.of(p)
+        if p.world_size != 1 or p.instrumented or (cfg, p.source) in seen:
+            continue
+        seen.add((cfg, p.source))
+        s = [q for q in records.points if q.source == p.source and cfg.matches(q)
+             and not q.instrumented]
+        bs = sorted({q.batch_size for q in s})
+        if len(bs) < min_points:
+            continue
+        meas = {q.batch_size: q.step_time_s for q in s}
+        # (category, batch predicted, batch sizes withheld in every file)
+        tests = [("held-out batch", b, lambda x, b=b: x == b) for b in bs]
+        if [b for b in bs if 2 * b <= bs[-1]]:
+            tests.append(("extrapolate 2x", bs[-1], lambda x: 2 * x > bs[-1]))
+        for cat, b, withheld in tests:
+            cal = Calibration(records, lambda q, w=withheld: cfg.matches(q) and w(q.batch_size),
+                              share_efficiencies=base)
+            train = [x for x in bs if not withheld(x)]
+            if len(train) < 2:
+                continue
+            one = _one(cal, cfg, b, p.source)
+            a, slope = fit_linear(train, [meas[x] for x in train])
+            out.append(Row(cat, f"{cfg.label()} b={b} [{p.source}]", meas[b], one.step_time_s,
+                           a + slope * b, bound=one.bound))
+    return out
+
+
+def lomo_rows(records: Records, base: Calibration) -> list[Row]:
+    """``leave-one-model-out`` rows (synthetic one-device points on an accelerator)."""
+    out = []
+    pts = [p for p in records.points if p.world_size == 1 and not p.instrumented
+           and p.data == "synthetic" and p.device != "cpu"]
+    for m in sorted({p.model for p in pts}):
+        cal = Calibration(records, lambda q, m=m: q.model == m, share_efficiencies=base)
+        for p in (q for q in pts if q.model == m):
+            cfg = Config.of(p)
+            try:
+                one = pm.analytic(cal, cfg, p.per_device_batch)
+                ceil = cal.ceiling(cfg.framework, cfg.precision, cal.device_name(cfg))
+                work = cal.work(m, cfg.framework, cfg.precision)
+            except (LookupError, ValueError):
+                continue
+            # baseline: FLOPs / (measured ceiling x one efficiency), the efficiency the median
+            # achieved FLOP rate share of the group's other points
+            others = [q for q in pts if q.group == p.group and q.model != m]
+            e1 = median(cal.work(q.model, q.framework, q.precision).flops(q.per_device_batch)
+                        / q.step_time_s / ceil.flops_per_s for q in others) if others else None
+            bl = work.flops(p.per_device_batch) / (e1 * ceil.flops_per_s) if e1 else None
+            out.append(Row("leave-one-model-out", f"{cfg.label()} b={p.batch_size} "
+                           f"[{p.source}]", p.step_time_s, one.step_time_s, bl, bound=one.bound))
+    return out
+
+
+def whatif_rows(records: Records, base: Calibration) -> list[Row]:
+    """``what-if`` rows: fp32->bf16, eager->graph (same batch) and B->2B (same configuration)."""
+    out = []
+    pts = [p for p in records.points if p.world_size == 1 and not p.instrumented]
+    by = defaultdict(dict)
+    for p in pts:
+        by[p.source][(Config.of(p), p.batch_size)] = p
+    for src, d in by.items():
+        for (cfg, b), p in d.items():
+            cands = []
+            if cfg.precision == "fp32":
+                cands.append(("what-if fp32->bf16", cfg.with_(precision="bf16"), b))
+            if cfg.mode == "eager":
+                cands.append(("what-if eager->graph", cfg.with_(mode="graph"), b))
+            cands.append(("what-if B->2B", cfg, 2 * b))
+            for cat, tcfg, tb in cands:
+                t = d.get((tcfg, tb))
+                if t is None:
+                    continue
+                if tcfg == cfg:
+                    cal = Calibration(records, lambda q: cfg.matches(q) and q.batch_size == tb,
+                                      share_efficiencies=base)
+                    one = _one(cal, cfg, tb, src)
+                else:
+                    cal = Calibration(records, lambda q, c=tcfg: c.matches(q),
+                                      share_efficiencies=base)
+                    try:
+                        one = pm.what_if(cal, cfg, tcfg, tb)
+                    except (LookupError, ValueError):
+                        continue
+                pred, meas = one.step_time_s, t.step_time_s
+                ok = (pred > p.step_time_s) == (meas > p.step_time_s)
+                out.append(Row(cat, f"{cfg.label()} b={b} -> {tcfg.label()} b={tb} [{src}]",
+                               meas, pred, p.step_time_s, sign_ok=ok, bound=one.bound))
+    return out
+
+
+def allreduce_rows(records: Records, min_bytes: int = 1 << 20) -> list[Row]:
+    """``all-reduce >= 1 MiB`` rows, leave one size out per rank count."""
+    out = []
+    colls = [c for c in records.collectives if c.benchmark == "allreduce"]
+    for n in sorted({c.nranks for c in colls}):
+        cn = [c for c in colls if c.nranks == n]
+        for held in cn:
+            if held.size_bytes < min_bytes:
+                continue
+            train = [c for c in cn if c.size_bytes != held.size_bytes]
+            try:
+                fit = comm.fit_allreduce(train, n)
+            except ValueError:
+                continue
+            big = [c for c in train if c.size_bytes >= min_bytes]
+            bl = None
+            if len(big) >= 2:
+                a, b, _ = comm._line_rel(np.array([c.size_bytes for c in big], float),
+                                         np.array([c.time_s for c in big], float))
+                bl = a + b * held.size_bytes
+            out.append(Row("all-reduce >= 1 MiB", f"{n} ranks {held.size_bytes} B [{held.source}]",
+                           held.time_s, fit.time_s(held.size_bytes), bl))
+    return out
+
+
+def comm_for_records(records: Records) -> Callable[[int], Callable[[float], float]]:
+    """Rank count -> all-reduce time function from the stored sweep (nvlink4 ring if none)."""
+    cache = {}
+
+    def comm_for(n: int) -> Callable[[float], float]:
+        if n not in cache:
+            try:
+                cache[n] = comm.fit_allreduce(records.collectives, n).time_s
+            except ValueError:
+                link = comm.LINKS["nvlink4"]
+                cache[n] = lambda m, n=n: comm.ring_allreduce_s(m, n, link)
+        return cache[n]
+    return comm_for
+
+
+def dp_rows(records: Records, base: Calibration) -> list[Row]:
+    """``2-GPU from 1-GPU`` rows: DDP's overhead fitted without the pair's configuration."""
+    comm_for = comm_for_records(records)
+    pairs = dp.pairs_of(base, comm_for)
+    out = []
+    for pr in pairs:
+        key = (pr.cfg, pr.dp.per_device_batch)
+        train = [q for q in pairs if (q.cfg, q.dp.per_device_batch) != key]
+        if not train:
+            continue
+        ddp = dp.fit_ddp_overhead(train)
+        pred = dp.predict_pair(pr, ddp)
+        bl = pr.one_device_s + comm_for(pr.dp.world_size)(dp.gradient_bytes(pr.dp.params))
+        err = None
+        if pr.base is not None:
+            err = abs(pr.base.step_time_s / pred - pr.base.step_time_s / pr.dp.step_time_s) * 100
+        var = f" ({pr.dp.variant})" if pr.dp.variant else ""
+        out.append(Row("2-GPU from 1-GPU", f"{pr.dp.label}{var} [{pr.dp.source}]",
+                       pr.dp.step_time_s, pred, bl, eff_err_pts=err))
+    return out
+
+
+def repeat_rows(records: Records, base: Calibration | None = None) -> list[Row]:
+    """``repeat (noise floor)`` rows: the same one-device point (configuration and batch, data
+    on the device) stored in several results files (other sessions, often other hosts); the
+    earliest file's measurement taken as the prediction of each later one."""
+    groups = defaultdict(dict)
+    for p in records.points:
+        if not p.instrumented and p.world_size == 1 and p.data == "synthetic":
+            groups[(Config.of(p), p.batch_size)].setdefault(p.source, p)
+    order = {s: i for i, s in enumerate(records.sources)}
+    out = []
+    for (cfg, b), by_src in groups.items():
+        srcs = sorted(by_src, key=lambda s: order.get(s, 0))
+        bound = None
+        if base is not None and len(srcs) > 1:
+            try:  # the bound of the point by the model fitted on everything (a label only)
+                bound = pm.from_series(base, cfg, b).bound
+            except (LookupError, ValueError):
+                bound = None
+        for s in srcs[1:]:
+            out.append(Row("repeat (noise floor)", f"{cfg.label()} b={b} [{srcs[0]} -> {s}]",
+                           by_src[s].step_time_s, by_src[srcs[0]].step_time_s, bound=bound))
+    return out
+
+
+@dataclass
+class Validation:
+    """The back-test's rows, with a summary per category and a markdown table."""
+
+    rows: list[Row]
+    sources: list[str]
+
+    def summary(self) -> list[dict]:
+        """Per category: count, MdAPE and max (%), the baseline's, sign accuracy, efficiency
+        error (points)."""
+        by: dict[str, list[Row]] = defaultdict(list)
+        for r in self.rows:
+            by[r.category].append(r)
+        out = []
+        for cat in [c for c in CATEGORIES if c in by]:
+            rs = by[cat]
+            apes = [r.ape for r in rs]
+            base = [r.baseline_ape for r in rs if r.baseline_ape is not None]
+            signs = [r.sign_ok for r in rs if r.sign_ok is not None]
+            effs = [r.eff_err_pts for r in rs if r.eff_err_pts is not None]
+            host = [r.ape for r in rs if r.bound == "host"]
+            out.append({"category": cat, "count": len(rs), "mdape_pct": median(apes),
+                        "max_pct": max(apes),
+                        "host_bound_mdape_pct": median(host) if host else None,
+                        "baseline_mdape_pct": median(base) if base else None,
+                        "baseline_max_pct": max(base) if base else None,
+                        "sign_right": (sum(signs), len(signs)) if signs else None,
+                        "eff_err_median_pts": median(effs) if effs else None,
+                        "eff_err_max_pts": max(effs) if effs else None})
+        return out
+
+    def residuals(self, category: str) -> list[float]:
+        """``log(measured / predicted)`` of the category's rows."""
+        return [math.log(r.measured_s / r.predicted_s) for r in self.rows
+                if r.category == category]
+
+    def table(self) -> str:
+        """Markdown: one line per category."""
+        def f(x, d=2):
+            return "–" if x is None else f"{x:.{d}f}"
+        lines = ["| category | count | MdAPE % | max % | host-bound MdAPE % | baseline MdAPE % | "
+                 "baseline max % | sign right | scaling eff. error (pts, median/max) |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for d in self.summary():
+            sr = "–" if d["sign_right"] is None else f"{d['sign_right'][0]}/{d['sign_right'][1]}"
+            ee = ("–" if d["eff_err_median_pts"] is None
+                  else f"{d['eff_err_median_pts']:.1f} / {d['eff_err_max_pts']:.1f}")
+            lines.append(f"| {d['category']} | {d['count']} | {f(d['mdape_pct'])} | "
+                         f"{f(d['max_pct'], 1)} | {f(d['host_bound_mdape_pct'])} | "
+                         f"{f(d['baseline_mdape_pct'])} | {f(d['baseline_max_pct'], 1)} | {sr} | "
+                         f"{ee} |")
+        return "\n".join(lines) + "\n"
+
+
+def run(records: Records, categories: Sequence[str] | None = None) -> Validation:
+    """Run the back-test categories (all by default) on ``records``.
+
+    Raises:
+        ValueError: an unknown category.
+    """
+    cats = list(categories or CATEGORIES)
+    bad = [c for c in cats if c not in CATEGORIES]
+    if bad:
+        raise ValueError(f"unknown back-test categor{'ies' if len(bad) > 1 else 'y'} "
+                         f"{', '.join(bad)}; known: {', '.join(CATEGORIES)}")
+    base = Calibration(records)
+    rows: list[Row] = []
+    if {"held-out batch", "extrapolate 2x"} & set(cats):
+        rows += [r for r in batch_rows(records, base) if r.category in cats]
+    if "leave-one-model-out" in cats:
+        rows += lomo_rows(records, base)
+    if any(c.startswith("what-if") for c in cats):
+        rows += [r for r in whatif_rows(records, base) if r.category in cats]
+    if "all-reduce >= 1 MiB" in cats:
+        rows += allreduce_rows(records)
+    if "2-GPU from 1-GPU" in cats:
+        rows += dp_rows(records, base)
+    if "repeat (noise floor)" in cats:
+        rows += repeat_rows(records, base)
+    return Validation(rows, list(records.sources))
+

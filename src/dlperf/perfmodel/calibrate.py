@@ -1,0 +1,332 @@
+"""Calibration: every fitted constant of the one-device model, from stored points, cached.
+
+:class:`Calibration` holds the stored points a prediction may use (``exclude`` drops the ones a
+back-test withholds) and fits, on demand and once each:
+
+* the work model of a (model, framework, precision) (:func:`roofline.work_of`);
+* the ceilings of a (framework, precision, device) (:func:`roofline.ceiling_of`);
+* the roofline efficiencies of a (framework, mode, precision, device) group, always *without*
+  the model being predicted (so the roofline is never fitted on the model it predicts);
+* a series' host and device line (:func:`onedevice.fit_series`) with its prior: the roofline,
+  the configuration's traced device busy times and its device-bound steps stored in other
+  results files (other sessions; device time does not depend on the host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from statistics import median
+
+from dlperf.perfmodel import onedevice as od
+from dlperf.perfmodel import roofline as rl
+from dlperf.perfmodel.records import Point, Records
+
+#: A step this much longer than the fitted host time counts as device-bound for an anchor.
+DEVICE_BOUND_MARGIN = 1.25
+#: Pairs of other models a what-if ratio takes the median of (the nearest in FLOPs per step).
+#: Chosen on the what-if back-test of benchmarks/results/h200 (see docs/perfmodel.md).
+TRANSFER_NEAREST = 3
+
+
+def layout_key(layout: str | None) -> str:
+    """``auto`` for a default or unrecorded layout, else the layout asked for."""
+    return "auto" if layout in (None, "auto") else layout
+
+
+@dataclass(frozen=True)
+class Config:
+    """A one-device training configuration (store column values)."""
+
+    model: str
+    framework: str
+    mode: str
+    precision: str
+    device: str = "cuda"
+    data: str = "synthetic"
+    layout: str = "auto"
+    loader_workers: int | None = None
+    threads: int | None = None
+    grad_accum: int = 1
+
+    @classmethod
+    def of(cls, p: Point) -> Config:
+        """The configuration of a stored point."""
+        return cls(p.model, p.framework, p.mode, p.precision, p.device, p.data,
+                   layout_key(p.layout), p.loader_workers, p.threads, p.grad_accum)
+
+    @property
+    def group(self) -> tuple[str, str, str, str]:
+        """``(framework, mode, precision, device)``."""
+        return (self.framework, self.mode, self.precision, self.device)
+
+    def matches(self, p: Point) -> bool:
+        """True for a one-device point of this configuration."""
+        return (p.world_size == 1 and p.model == self.model and p.framework == self.framework
+                and p.mode == self.mode and p.precision == self.precision
+                and p.device == self.device and p.data == self.data
+                and layout_key(p.layout) == self.layout and p.loader_workers == self.loader_workers
+                and p.threads == self.threads and p.grad_accum == self.grad_accum)
+
+    def label(self) -> str:
+        """``model framework/mode precision device`` (+ data, layout when not default)."""
+        extra = "".join(f" {x}" for x in (
+            self.data if self.data != "synthetic" else None,
+            self.layout if self.layout != "auto" else None,
+            f"workers={self.loader_workers}" if self.loader_workers is not None else None,
+            f"threads={self.threads}" if self.threads is not None else None,
+            f"accum={self.grad_accum}" if self.grad_accum != 1 else None) if x)
+        return f"{self.model} {self.framework}/{self.mode} {self.precision} {self.device}{extra}"
+
+    def with_(self, **changes) -> Config:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+class Calibration:
+    """Fitted constants over the stored points that ``exclude`` does not reject.
+
+    Args:
+        records: what :func:`dlperf.perfmodel.records.load` read.
+        exclude: points a back-test withholds (never seen by any fit made here).
+        share_efficiencies: a calibration whose roofline fits (each made *without* the model it
+            serves) may be reused: valid when ``exclude`` rejects only points of the models
+            predicted, since those models' points never enter their own roofline fit anyway.
+    """
+
+    def __init__(self, records: Records, exclude: Callable[[Point], bool] | None = None,
+                 share_efficiencies: Calibration | None = None) -> None:
+        self.records = records
+        self.points = [p for p in records.points if not (exclude and exclude(p))]
+        self._work: dict = {}
+        self._ceil: dict = {} if share_efficiencies is None else share_efficiencies._ceil
+        self._eff: dict = {} if share_efficiencies is None else share_efficiencies._eff
+        self._fit: dict = {}
+        # fits without other-session terms depend only on the series' points, its traced
+        # anchors and the (shared) roofline: keyed by those, they are shared too
+        self._fit_plain: dict = ({} if share_efficiencies is None
+                                 else share_efficiencies._fit_plain)
+
+    # --- work and ceilings --------------------------------------------------------------
+    def work(self, model: str, framework: str, precision: str) -> rl.Work:
+        """Work model of (model, framework, precision) from the FLOP and byte counts stored with
+        any result (counts, not times: a back-test's exclusions do not apply to them); the
+        spec's FLOPs when none is stored."""
+        key = (model, framework, precision)
+        if key not in self._work:
+            from dlperf.zoo import SPECS
+
+            spec = SPECS.get(model)
+            # FLOP and byte counts are static properties of a configuration's graph, not
+            # timings: they come from every stored point, withheld or not
+            self._work[key] = rl.work_of(self.records.points, model, framework, precision,
+                                         spec.train_flops_per_sample if spec else None,
+                                         spec.params if spec else None)
+        return self._work[key]
+
+    def ceiling(self, framework: str, precision: str, device_name: str | None) -> rl.Ceiling:
+        """Measured (else datasheet) ceilings; see :func:`roofline.ceiling_of`."""
+        key = (framework, precision, device_name)
+        if key not in self._ceil:
+            self._ceil[key] = rl.ceiling_of(self.points, framework, precision, device_name)
+        return self._ceil[key]
+
+    def device_name(self, cfg: Config) -> str | None:
+        """The accelerator the configuration's points ran on (else any stored one)."""
+        names = [p.device_name for p in self.points if p.device == cfg.device and p.device_name]
+        own = [p.device_name for p in self.points if cfg.matches(p) and p.device_name]
+        return (own or names or [None])[-1]
+
+    def efficiency(self, group: tuple[str, str, str, str], without_model: str | None,
+                   device_name: str | None) -> rl.Efficiency | None:
+        """Roofline efficiencies of ``group`` fitted on every model but ``without_model``;
+        None when the group has no other stored point."""
+        key = (group, without_model, device_name)
+        if key not in self._eff:
+            try:
+                ceil = self.ceiling(group[0], group[2], device_name)
+                self._eff[key] = od.fit_group(
+                    self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
+                    ceil, exclude=lambda p: p.model == without_model
+                    or (device_name is not None and p.device_name != device_name))
+            except ValueError:
+                self._eff[key] = None
+        return self._eff[key]
+
+    # --- series ---------------------------------------------------------------------------
+    def series(self, cfg: Config) -> list[list[Point]]:
+        """The configuration's un-instrumented one-device series, one per results file, the one
+        with the most batch sizes first (ties: the file loaded last)."""
+        out: dict[str, list[Point]] = {}
+        for p in self.points:
+            if cfg.matches(p) and not p.instrumented:
+                out.setdefault(p.source, []).append(p)
+        order = {s: i for i, s in enumerate(self.records.sources)}
+        ser = [sorted(v, key=lambda p: p.batch_size) for v in out.values()]
+        return sorted(ser, key=lambda s: (-len({p.batch_size for p in s}),
+                                          -order.get(s[0].source, 0)))
+
+    def prior(self, cfg: Config, source: str | None, with_sessions: bool = True
+              ) -> od.DevicePrior | None:
+        """Device prior of ``cfg`` for its series in ``source``: roofline (fitted without this
+        model), traced busy times of ``cfg`` and, with ``with_sessions``, device-bound steps of
+        ``cfg`` in other results files."""
+        dn = self.device_name(cfg)
+        eff = self.efficiency(cfg.group, cfg.model, dn)
+        anchors = [od.Anchor(p.per_device_batch, p.busy_s, od.TRACE_SIGMA,
+                             f"{p.source}:{p.result_id} (trace busy)")
+                   for p in self.points if p.busy_s and cfg.matches(p)]
+        if with_sessions:
+            for s in self.series(cfg):
+                if s[0].source == source:
+                    continue
+                fit = self._fit_series(cfg, s, with_sessions=False)
+                anchors += [od.Anchor(p.per_device_batch, p.step_time_s, od.SESSION_SIGMA,
+                                      f"{p.source}:{p.result_id} (device-bound step)")
+                            for p in s if fit.device_s(p.per_device_batch)
+                            >= DEVICE_BOUND_MARGIN * fit.host_s]
+        work = self.work(cfg.model, cfg.framework, cfg.precision)
+        ceil = self.ceiling(cfg.framework, cfg.precision, dn) if eff else None
+        host = self.host_elsewhere(cfg, source) if with_sessions else None
+        return od.device_prior(work, ceil, eff, anchors, host)
+
+    def host_elsewhere(self, cfg: Config, source: str | None) -> tuple[float, str] | None:
+        """A host time for ``cfg`` carried over from host-bound series of the same model,
+        framework, mode, device, data and layout in other precisions or other results files
+        (fitted without session anchors), times the host ratio between the groups (1 for the
+        same group); the median over them, and where from. None when there is none."""
+        dn = self.device_name(cfg)
+        vals, where = [], []
+        for prec in sorted({p.precision for p in self.points if p.model == cfg.model}):
+            other = cfg.with_(precision=prec)
+            for s in self.series(other):
+                if s[0].source == source and prec == cfg.precision:
+                    continue
+                if len({p.batch_size for p in s}) < 2:
+                    continue  # one point cannot show its host time
+                fit = self._fit_series(other, s, with_sessions=False)
+                if fit.bound(min(fit.batch_sizes)) != "host":
+                    continue
+                ratio = 1.0
+                if prec != cfg.precision:
+                    r = self.host_ratio(other.group, cfg.group, cfg.model, dn)
+                    if r is None:
+                        continue
+                    ratio = r[0]
+                vals.append(fit.host_s * ratio)
+                where.append(f"{prec} in {s[0].source}")
+        if not vals:
+            return None
+        return median(vals), "; ".join(where)
+
+    def _fit_series(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
+        if not with_sessions:
+            key = (cfg, tuple((p.source, p.result_id) for p in s), tuple(
+                (p.source, p.result_id) for p in self.points if p.busy_s and cfg.matches(p)))
+            if key not in self._fit_plain:
+                self._fit_plain[key] = od.fit_series(s, self.prior(cfg, s[0].source, False))
+            return self._fit_plain[key]
+        key = (cfg, s[0].source, with_sessions)
+        if key not in self._fit:
+            self._fit[key] = od.fit_series(s, self.prior(cfg, s[0].source, with_sessions))
+        return self._fit[key]
+
+    def fit(self, cfg: Config, source: str | None = None) -> tuple[od.SeriesFit, list[Point]]:
+        """The fitted series of ``cfg`` (in ``source``, else the best-measured one) and its points.
+
+        Raises:
+            LookupError: no stored one-device point of ``cfg`` (in ``source``).
+        """
+        ser = [s for s in self.series(cfg) if source is None or s[0].source == source]
+        if not ser:
+            raise LookupError(f"no stored one-device point of {cfg.label()}"
+                              + (f" in {source}" if source else ""))
+        return self._fit_series(cfg, ser[0], with_sessions=True), ser[0]
+
+    def host_of_group(self, group: tuple[str, str, str, str], without_model: str | None,
+                      device_name: str | None) -> tuple[float, tuple[str, ...], str] | None:
+        """The host floor (s) for a model with no measurement of its own: the smallest
+        identified host time of ``group`` (roofline fit without ``without_model``), else of the
+        other precisions of the same framework and mode; with the models and the group it came
+        from. None when no such series exists."""
+        eff = self.efficiency(group, without_model, device_name)
+        got = eff.host_floor() if eff else None
+        if got:
+            return got[0], got[1], "/".join(group)
+        others = sorted({p.group for p in self.points if p.group[:2] == group[:2]
+                         and p.group[3] == group[3] and p.group != group})
+        cands = []
+        for g in others:
+            e = self.efficiency(g, without_model, device_name)
+            f = e.host_floor() if e else None
+            if f:
+                cands.append((f[0], f[1], "/".join(g)))
+        return min(cands) if cands else None
+
+    def host_ratio(self, frm: tuple[str, str, str, str], to: tuple[str, str, str, str],
+                   without_model: str | None, device_name: str | None
+                   ) -> tuple[float, tuple[str, ...]] | None:
+        """Median over models of ``H(to) / H(from)`` for models with host-bound series in both
+        groups (same data and layout, median per model), both groups fitted without
+        ``without_model``; None when no model has both."""
+        def hosts(g):
+            eff = self.efficiency(g, without_model, device_name)
+            out: dict[tuple, list[float]] = {}
+            for h in (eff.hosts if eff else ()):
+                if h.identified:
+                    out.setdefault((h.model, h.data, h.layout), []).append(h.host_s)
+            return {k: median(v) for k, v in out.items()}
+        a, b = hosts(frm), hosts(to)
+        both = sorted(set(a) & set(b))
+        if not both:
+            return None
+        return median(b[k] / a[k] for k in both), tuple(sorted({k[0] for k in both}))
+
+    def transfer_ratios(self, frm: Config, to: Config, batch: int,
+                        nearest: int = TRANSFER_NEAREST) -> dict[str, tuple[float, str]]:
+        """Measured ``T(to) / T(from)`` of *other* models' pairs (same batch, same results file),
+        split by the bound of the ``from`` point in its own series fit: ``{"host": (ratio,
+        where from), "device": (...)}``, each present only when measured. The ratio is the
+        median of the ``nearest`` pairs closest in training FLOPs per step to ``frm.model`` at
+        ``batch`` (a GEMM's speed-up from bf16 grows with its size), models of the same family
+        first."""
+        import math
+
+        from dlperf.zoo import SPECS
+
+        fam = getattr(SPECS.get(frm.model), "family", None)
+        f_target = self.work(frm.model, frm.framework, frm.precision).flops(batch)
+        changes = {k: getattr(to, k) for k in ("precision", "mode", "framework")
+                   if getattr(to, k) != getattr(frm, k)}
+        samples: dict[str, list[tuple[int, float, float, str]]] = {"host": [], "device": []}
+        by = {}
+        for p in self.points:
+            if p.world_size == 1 and not p.instrumented and p.model != frm.model:
+                by[(Config.of(p), p.source, p.batch_size)] = p
+        for (c, src, b), p in by.items():
+            if (c.framework, c.mode, c.precision, c.device) != frm.group:
+                continue
+            q = by.get((c.with_(**changes), src, b))
+            if q is None:
+                continue
+            ser = [x for x in self.series(c) if x[0].source == src]
+            try:  # the pair's bound by its own series (no other-session terms: cheap, and
+                # never touching the configuration a what-if back-test withholds)
+                fit = self._fit_series(c, ser[0], with_sessions=False)
+            except (IndexError, ValueError):
+                continue
+            f = self.work(c.model, c.framework, c.precision).flops(p.per_device_batch)
+            dist = abs(math.log(max(f, 1.0) / max(f_target, 1.0)))
+            other_family = int(getattr(SPECS.get(c.model), "family", None) != fam)
+            samples[fit.bound(p.per_device_batch)].append(
+                (other_family, dist, q.step_time_s / p.step_time_s, c.model))
+        out = {}
+        for kind, ss in samples.items():
+            if ss:
+                pick = sorted(ss)[:nearest]
+                models = sorted({s[3] for s in pick})
+                out[kind] = (median(s[2] for s in pick),
+                             f"median T ratio of the {len(pick)} {kind}-bound pair(s) nearest "
+                             f"in FLOPs per step ({', '.join(models)}"
+                             + (", same family)" if pick[0][0] == 0 else ")"))
+        return out

@@ -1,0 +1,292 @@
+"""Communication: fitted all-reduce times, all-reduce algorithms over a topology, and WFBP.
+
+**Fitted all-reduce.** Shi & Chu 2017 model one all-reduce of ``M`` bytes on ``N`` ranks as
+``a + b M`` fitted per ``N``. Over the 8 B - 1 GiB sweep of ``dlperf allreduce`` one line does
+not hold (NCCL changes protocol and channel count with the size, so the bandwidth rises from
+34 GB/s at 1 MiB to 327 GB/s at 1 GiB on two H200s), so :func:`fit_allreduce` fits ``a + b M``
+per *message regime*: contiguous size ranges found by segmented least squares on relative error
+(at most :data:`MAX_REGIMES`, each with at least :data:`MIN_REGIME_POINTS` sizes), per rank count.
+
+**Algorithms over a topology** (alpha: latency per step in s, beta: s per byte of a link):
+
+* ring (Patarasuk & Yuan 2009, bandwidth-optimal; Thakur, Rabenseifner & Gropp 2005 sec. 4):
+  ``T = 2 (p-1) alpha + 2 (p-1)/p M beta``;
+* tree (pipelined double binary tree, Sanders, Speck & Traeff 2009; NCCL 2.4): ``T = 2
+  ceil(log2 p) alpha + 2 M beta`` (reduce then broadcast, each pipelined through every link);
+* hierarchical (intra-node reduce-scatter, inter-node ring all-reduce of ``M/g``, intra-node
+  all-gather; e.g. Jia et al. 2018, "Highly scalable deep learning training system with
+  mixed-precision"): ``T = 2 [(g-1) a_i + (g-1)/g M b_i] + ring_k(M/g; a_e, b_e)``.
+
+The reduction arithmetic is left out (a GPU reduces faster than any link delivers).
+Link values are *given* (:data:`LINKS`, with their sources) unless the stored all-reduce sweep
+measured them on this machine (:func:`measured_link`); every result says which.
+
+**WFBP** (Shi & Chu 2017, sec. III-B, wait-free backpropagation): gradient buckets ``i = 1..n``
+in the order backward produces them, bucket ``i`` ready at ``r_i`` with communication time
+``c_i``; a bucket starts when it is ready and the previous one has finished::
+
+    s_1 = r_1,  s_i = max(r_i, s_{i-1} + c_{i-1}),  e_n = s_n + c_n
+
+and the exposed communication is ``max(0, e_n - t_b)``, ``t_b`` the end of backward.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from dlperf.perfmodel.records import CollectivePoint
+
+#: Regimes of the piecewise fit: at most 6, each at least 3 sizes. Chosen on the leave-one-size-
+#: out back-test of benchmarks/results/h200x2/allreduce.db (sizes >= 1 MiB, 2 ranks): MdAPE 5.5%
+#: with at most 4 regimes, 2.5% with 6 or 8; 2-size regimes over-fit (max error 21% either way).
+MAX_REGIMES = 6
+MIN_REGIME_POINTS = 3
+
+
+@dataclass(frozen=True)
+class Regime:
+    """``t = a + b M`` for ``lo <= M <= hi`` bytes (a in s, b in s/byte)."""
+
+    lo_bytes: int
+    hi_bytes: int
+    a_s: float
+    b_s_per_byte: float
+
+
+@dataclass(frozen=True)
+class AllReduceFit:
+    """A piecewise ``a + b M`` all-reduce model of one rank count; ``sources``: run ids."""
+
+    nranks: int
+    regimes: tuple[Regime, ...]
+    sources: tuple[str, ...]
+
+    def time_s(self, size_bytes: float) -> float:
+        """Predicted all-reduce time (s) of ``size_bytes``; the nearest regime outside the range."""
+        if size_bytes <= 0:
+            return 0.0
+        reg = self.regimes[-1]
+        for r in self.regimes:
+            if size_bytes <= r.hi_bytes:
+                reg = r
+                break
+        return max(reg.a_s + reg.b_s_per_byte * size_bytes, 1e-9)
+
+    @property
+    def large(self) -> Regime:
+        """The regime of the largest messages (its ``b`` is the asymptotic s/byte)."""
+        return self.regimes[-1]
+
+
+def _line_rel(m: np.ndarray, t: np.ndarray) -> tuple[float, float, float]:
+    # least squares on relative error: minimise sum(((a + b m) / t - 1)^2)
+    a_mat = np.stack([1.0 / t, m / t], axis=1)
+    (a, b), *_ = np.linalg.lstsq(a_mat, np.ones_like(t), rcond=None)
+    if b < 0:  # latency-only regime: a constant
+        a, b = 1.0 / np.mean(1.0 / t), 0.0
+    r = (a + b * m) / t - 1.0
+    return float(a), float(b), float(np.sum(r * r))
+
+
+def fit_allreduce(points: Sequence[CollectivePoint], nranks: int,
+                  max_regimes: int = MAX_REGIMES,
+                  min_points: int = MIN_REGIME_POINTS) -> AllReduceFit:
+    """Fit piecewise ``a + b M`` to the all-reduce sizes of ``nranks`` ranks.
+
+    Several runs of the same size are averaged. Regimes are chosen by dynamic programming
+    minimising the summed squared relative error, each at least ``min_points`` sizes long.
+
+    Raises:
+        ValueError: fewer than ``min_points`` sizes measured for ``nranks``.
+    """
+    pts = [p for p in points if p.benchmark == "allreduce" and p.nranks == nranks]
+    sizes = sorted({p.size_bytes for p in pts})
+    if len(sizes) < min_points:
+        raise ValueError(f"{len(sizes)} all-reduce sizes stored for {nranks} ranks; at least "
+                         f"{min_points} are needed (run `dlperf allreduce --nproc {nranks}`)")
+    m = np.array(sizes, float)
+    t = np.array([np.mean([p.time_s for p in pts if p.size_bytes == s]) for s in sizes])
+    n = len(sizes)
+    cost = {}
+    for i in range(n):
+        for j in range(i + min_points, n + 1):
+            cost[i, j] = _line_rel(m[i:j], t[i:j])
+    # best[k][j]: min cost of the first j points with k regimes
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(max_regimes + 1)]
+    back = [[-1] * (n + 1) for _ in range(max_regimes + 1)]
+    best[0][0] = 0.0
+    for k in range(1, max_regimes + 1):
+        for j in range(1, n + 1):
+            for i in range(0, j - min_points + 1):
+                if best[k - 1][i] < inf and (i, j) in cost:
+                    c = best[k - 1][i] + cost[i, j][2]
+                    if c < best[k][j]:
+                        best[k][j], back[k][j] = c, i
+    k = min(range(1, max_regimes + 1), key=lambda kk: (best[kk][n], kk))
+    bounds, j = [], n
+    while k > 0:
+        i = back[k][j]
+        bounds.append((i, j))
+        j, k = i, k - 1
+    regimes = []
+    for i, j in reversed(bounds):
+        a, b, _ = cost[i, j]
+        regimes.append(Regime(sizes[i], sizes[j - 1], a, b))
+    # extend each regime up to the next one's start so any size falls in one
+    regimes = [Regime(r.lo_bytes, (regimes[q + 1].lo_bytes - 1) if q + 1 < len(regimes)
+                      else r.hi_bytes, r.a_s, r.b_s_per_byte) for q, r in enumerate(regimes)]
+    return AllReduceFit(nranks, tuple(regimes), tuple(sorted({p.run_id for p in pts})))
+
+
+@dataclass(frozen=True)
+class Link:
+    """One kind of link: latency per algorithm step ``alpha_s`` and ``beta_s_per_byte``
+    (1 / bandwidth per direction), with where the numbers come from and whether this machine
+    measured them."""
+
+    name: str
+    alpha_s: float
+    beta_s_per_byte: float
+    source: str
+    measured: bool = False
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """1 / beta."""
+        return 1.0 / self.beta_s_per_byte
+
+
+_NCCL_LAT = ("NCCL src/graph/tuning.cc (NVIDIA/nccl, commit 01afd20a), hwLat[..][Ring][Simple]: "
+             "per-step latency")
+#: Given link values (used unless measured here or given by the user). Bandwidth per
+#: direction per GPU; alpha = NCCL's own per-step latency of its ring/Simple model.
+LINKS: dict[str, Link] = {
+    "nvlink4": Link("nvlink4", 3.4e-6, 1 / 450e9,
+                    "NVIDIA H100/H200 datasheets: NVLink 900 GB/s total = 450 GB/s per direction; "
+                    + _NCCL_LAT + " 3.4 us (NVLink)"),
+    "pcie5": Link("pcie5", 5.7e-6, 1 / 63e9,
+                  "PCI-SIG PCIe 5.0: 32 GT/s x16, 128b/130b = 63 GB/s per direction; "
+                  + _NCCL_LAT + " 5.7 us (PCI)"),
+    "ib_ndr": Link("ib_ndr", 9.6e-6, 1 / 50e9,
+                   "InfiniBand NDR 400 Gb/s per port = 50 GB/s per direction (IBTA roadmap; "
+                   "NVIDIA ConnectX-7 datasheet); " + _NCCL_LAT + " 9.6 us (network)"),
+    "eth100": Link("eth100", 9.6e-6, 1 / 12.5e9,
+                   "100 Gb Ethernet (IEEE 802.3) = 12.5 GB/s per direction; "
+                   + _NCCL_LAT + " 9.6 us (network)"),
+}
+
+
+def measured_link(fit: AllReduceFit, name: str = "measured") -> Link:
+    """The link a ring all-reduce of ``fit.nranks`` ranks implies: ``alpha`` from the
+    large-message regime's intercept over ``2 (p-1)`` steps, ``beta`` from its slope over
+    ``2 (p-1)/p`` (the ring formula solved for the link)."""
+    p = fit.nranks
+    reg = fit.large
+    return Link(name, max(reg.a_s, 0.0) / (2 * (p - 1)), reg.b_s_per_byte / (2 * (p - 1) / p),
+                f"measured: all-reduce sweep of {p} ranks ({', '.join(fit.sources)}), "
+                f"regime >= {reg.lo_bytes} B", measured=True)
+
+
+def ring_allreduce_s(size_bytes: float, p: int, link: Link) -> float:
+    """Ring all-reduce time (s) of ``size_bytes`` over ``p`` ranks (Patarasuk & Yuan 2009)."""
+    if p <= 1:
+        return 0.0
+    return 2 * (p - 1) * link.alpha_s + 2 * (p - 1) / p * size_bytes * link.beta_s_per_byte
+
+
+def tree_allreduce_s(size_bytes: float, p: int, link: Link) -> float:
+    """Pipelined (double) binary-tree all-reduce time (s) (Sanders, Speck & Traeff 2009)."""
+    if p <= 1:
+        return 0.0
+    return 2 * math.ceil(math.log2(p)) * link.alpha_s + 2 * size_bytes * link.beta_s_per_byte
+
+
+def hierarchical_allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int,
+                             intra: Link, inter: Link) -> float:
+    """Intra-node reduce-scatter + inter-node ring all-reduce of ``M/g`` + intra all-gather (s)."""
+    g = gpus_per_node
+    intra_s = 0.0 if g <= 1 else (g - 1) * intra.alpha_s + (g - 1) / g * size_bytes * intra.beta_s_per_byte
+    return 2 * intra_s + ring_allreduce_s(size_bytes / max(g, 1), nodes, inter)
+
+
+ALGORITHMS = ("ring", "tree", "hierarchical")
+
+
+def allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int, intra: Link,
+                inter: Link | None, algorithm: str = "best") -> tuple[float, str]:
+    """All-reduce time (s) of ``size_bytes`` over ``gpus_per_node x nodes`` ranks and the
+    algorithm used: ``ring`` and ``tree`` run over the slowest link on the path (``inter`` when
+    ``nodes > 1``), ``hierarchical`` over both; ``best`` takes the fastest of the three, as
+    NCCL's tuner picks per size.
+
+    Raises:
+        ValueError: an unknown algorithm, or ``nodes > 1`` without ``inter``.
+    """
+    p = gpus_per_node * nodes
+    if nodes > 1 and inter is None:
+        raise ValueError("more than one node needs an inter-node link (network=...)")
+    slow = inter if nodes > 1 else intra
+    times = {"ring": ring_allreduce_s(size_bytes, p, slow),
+             "tree": tree_allreduce_s(size_bytes, p, slow)}
+    if nodes > 1:
+        times["hierarchical"] = hierarchical_allreduce_s(size_bytes, gpus_per_node, nodes,
+                                                         intra, inter)
+    if algorithm == "best":
+        name = min(times, key=times.get)
+        return times[name], name
+    if algorithm not in times:
+        raise ValueError(f"algorithm {algorithm!r}: give one of {', '.join(times)} or best")
+    return times[algorithm], algorithm
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """A gradient bucket: bytes and the time backward makes it ready (s from backward's start)."""
+
+    size_bytes: float
+    ready_s: float
+
+
+def wfbp_exposed_s(buckets: Sequence[Bucket], comm_s: Callable[[float], float],
+                   backward_s: float) -> tuple[float, float]:
+    """Shi & Chu's WFBP recursion: ``(exposed communication, total communication)`` in s.
+
+    Args:
+        buckets: in the order backward makes them ready.
+        comm_s: all-reduce time of a bucket of so many bytes (s).
+        backward_s: when backward ends (s from its start).
+    """
+    end, total = 0.0, 0.0
+    for bk in buckets:
+        c = comm_s(bk.size_bytes)
+        start = max(bk.ready_s, end)
+        end = start + c
+        total += c
+    return max(0.0, end - backward_s), total
+
+
+#: PyTorch DDP's first bucket (``torch.distributed`` ``_DEFAULT_FIRST_BUCKET_BYTES``: 1 MiB,
+#: so the first all-reduce starts early); later buckets hold ``bucket_cap_mb`` MiB.
+FIRST_BUCKET_BYTES = 1 << 20
+
+
+def uniform_buckets(grad_bytes: float, backward_s: float, bucket_cap_mb: float = 25.0,
+                    first_bucket_bytes: float = FIRST_BUCKET_BYTES) -> list[Bucket]:
+    """Buckets of ``grad_bytes`` when gradients become ready at a uniform rate over backward
+    (an *assumption* standing in for recorded per-bucket ready times): a first bucket of
+    ``first_bucket_bytes``, then ``bucket_cap_mb`` MiB each; a bucket is ready when its last
+    byte is."""
+    out, done = [], 0.0
+    cap = bucket_cap_mb * (1 << 20)
+    size = min(first_bucket_bytes, grad_bytes)
+    while done < grad_bytes - 1e-9:
+        size = min(size, grad_bytes - done)
+        done += size
+        out.append(Bucket(size, backward_s * done / grad_bytes))
+        size = cap
+    return out

@@ -1,0 +1,228 @@
+"""The performance model's predictions on one device and over data-parallel devices.
+
+Pure functions over a :class:`~dlperf.perfmodel.calibrate.Calibration`; the public entry point
+with its result type is :mod:`dlperf.perfmodel.api`. Three ways to get the one-device parts
+``H`` (host) and ``D(B)`` (device) of a configuration, in order of preference:
+
+1. **measured series**: the configuration's own stored series, fitted (onedevice.fit_series);
+2. **what-if** from a measured configuration that differs in precision or mode: ``H`` times the
+   median host ratio between the two groups over other models, ``D`` times the ratio of the two
+   groups' rooflines for this model (each fitted without it);
+3. **analytic**: the roofline of the group (fitted without this model) for ``D`` and the median
+   host time of the group's host-bound series for ``H``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dlperf.perfmodel import comm
+from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import onedevice as od
+from dlperf.perfmodel import roofline as rl
+from dlperf.perfmodel.calibrate import Calibration, Config
+
+
+@dataclass
+class OneDevice:
+    """The one-device parts of a configuration at one per-device batch.
+
+    ``host_s`` and ``device_s`` are ``H`` and ``D(B)``; ``how``: ``series``, ``what-if`` or
+    ``analytic``; ``calibrated_on``: result ids (``file:id``) whose measurements chose them;
+    ``provenance``: constant -> where it came from; ``params``: the model's parameters.
+    """
+
+    cfg: Config
+    batch: int
+    host_s: float
+    device_s: float
+    how: str
+    calibrated_on: list[str]
+    provenance: dict[str, str]
+    assumptions: list[str] = field(default_factory=list)
+    params: int | None = None
+    fit: od.SeriesFit | None = None
+    device_classes_s: dict[str, float] | None = None
+
+    @property
+    def step_time_s(self) -> float:
+        """``overlap(H, D)`` (s)."""
+        return float(od.overlap(self.host_s, self.device_s))
+
+    @property
+    def bound(self) -> str:
+        """``host`` or ``device``."""
+        return "host" if self.host_s >= self.device_s else "device"
+
+
+def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.Efficiency,
+                                                                        rl.Ceiling, rl.Work]:
+    dn = cal.device_name(cfg)
+    eff = cal.efficiency(cfg.group, cfg.model, dn)
+    if eff is None:
+        raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
+                          "to fit its roofline on")
+    ceil = cal.ceiling(cfg.framework, cfg.precision, dn)
+    work = cal.work(cfg.model, cfg.framework, cfg.precision)
+    return rl.device_time_s(work, ceil, eff, batch), eff, ceil, work
+
+
+def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
+             work: rl.Work | None = None) -> dict[str, float]:
+    """Device time by op class at ``batch``: scaled from a traced run of ``cfg`` when there is
+    one, else split into the roofline's compute and memory terms; normalised to ``device_s``."""
+    work = work or cal.work(cfg.model, cfg.framework, cfg.precision)
+    traced = [p for p in cal.points if cfg.matches(p) and p.op_class_s]
+    cls = rl.class_times_s(traced, work, batch) if traced else None
+    if not cls:
+        try:
+            dn = cal.device_name(cfg)
+            eff = cal.efficiency(cfg.group, cfg.model, dn)
+            ceil = cal.ceiling(cfg.framework, cfg.precision, dn)
+        except ValueError:
+            eff = None
+        if eff is None:
+            return {"device": device_s}
+        cls = {"compute (roofline FLOP term)": work.flops(batch) / (eff.e_flops * ceil.flops_per_s),
+               "memory (roofline byte term)": work.bytes(batch) / (eff.e_bytes
+                                                                  * ceil.bandwidth_bytes_per_s)}
+    tot = sum(cls.values()) or 1.0
+    return {k: v * device_s / tot for k, v in sorted(cls.items(), key=lambda kv: -kv[1])}
+
+
+def from_series(cal: Calibration, cfg: Config, batch: int, source: str | None = None) -> OneDevice:
+    """One-device parts from the configuration's own stored series.
+
+    Raises:
+        LookupError: no stored point of ``cfg``.
+        ValueError: the series cannot be fitted (one batch size and no prior).
+    """
+    fit, pts = cal.fit(cfg, source)
+    prov = {"host time H": f"fitted: series of {len(pts)} point(s) in {pts[0].source}",
+            "device line d0 + d1 B": f"fitted: same series; prior {fit.prior}"}
+    return OneDevice(cfg, batch, fit.host_s, fit.device_s(batch), "series", list(fit.result_ids),
+                     prov, params=pts[0].params, fit=fit,
+                     device_classes_s=_classes(cal, cfg, batch, fit.device_s(batch)))
+
+
+def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
+    """One-device parts from the group's roofline and host median, without ``cfg.model``'s data.
+
+    Raises:
+        LookupError: the group has no other stored point.
+    """
+    d, eff, ceil, work = _roofline_d(cal, cfg, batch)
+    host = cal.host_of_group(cfg.group, cfg.model, cal.device_name(cfg))
+    assumptions = []
+    if host is None:
+        h, hm, hg = 0.0, (), ""
+        assumptions.append(f"host time 0: no series of {cfg.framework}/{cfg.mode} shows its host "
+                           "time (2+ batch sizes, host-bound at the smallest)")
+    else:
+        h, hm, hg = host
+    prov = {"device D": f"roofline of {'/'.join(cfg.group)} fitted without {cfg.model} "
+                        f"(e_F={eff.e_flops:.3g}, e_Y={eff.e_bytes:.3g}, on {len(eff.models)} "
+                        f"models); ceilings {ceil.source}; {work.source}",
+            "host time H": f"host floor: the smallest host time shown by a series of {hg} "
+                           f"(models {', '.join(hm)})" if hm else "none (0)"}
+    from dlperf.zoo import SPECS
+
+    spec = SPECS.get(cfg.model)
+    return OneDevice(cfg, batch, h, d, "analytic", list(eff.result_ids), prov,
+                     assumptions + [f"{cfg.model}'s own measurements not used (analytic)"],
+                     params=spec.params if spec else None,
+                     device_classes_s=_classes(cal, cfg, batch, d, work))
+
+
+def what_if(cal: Calibration, base: Config, target: Config, batch: int) -> OneDevice:
+    """``target``'s parts from ``base``'s measured series (they differ in precision or mode).
+
+    ``H_t = H_b * r_H`` and ``D_t = D_b * r_D``: ``r_H`` the median step ratio of other models'
+    host-bound pairs measured in both configurations (same family preferred), ``r_D`` that of
+    their device-bound pairs, else the ratio of the two groups' rooflines for this model (each
+    fitted without it), else 1; which one was used is in the provenance.
+
+    Raises:
+        LookupError: no stored point of ``base``.
+    """
+    b = from_series(cal, base, batch)
+    ratios = cal.transfer_ratios(base, target, batch)
+    assumptions = list(b.assumptions)
+    prov = dict(b.provenance)
+    ids = list(b.calibrated_on)
+    r_h, why_h = ratios.get("host", (None, ""))
+    r_d, why_d = ratios.get("device", (None, ""))
+    work_t = None
+    if r_d is None:
+        try:
+            rb = _roofline_d(cal, base, batch)[0]
+            rt, eff_t, _, work_t = _roofline_d(cal, target, batch)
+            r_d, why_d = rt / rb, (f"roofline {'/'.join(target.group)} over "
+                                   f"{'/'.join(base.group)} for {base.model}, each fitted "
+                                   "without it")
+            ids += list(eff_t.result_ids)
+        except LookupError:
+            r_d, why_d = 1.0, "none measured: unchanged"
+            assumptions.append("device time unchanged: no pair and no roofline for the target")
+    if r_h is None:
+        r_h, why_h = 1.0, "none measured: unchanged"
+        assumptions.append(f"host time unchanged from {'/'.join(base.group)}: no other model "
+                           "has a host-bound pair in both configurations")
+    prov["host ratio"] = f"{r_h:.3g}: {why_h}"
+    prov["device ratio"] = f"{r_d:.3g}: {why_d}"
+    d = b.device_s * r_d
+    return OneDevice(target, batch, b.host_s * r_h, d, "what-if", ids, prov, assumptions,
+                     params=b.params, device_classes_s=_classes(cal, target, batch, d, work_t))
+
+
+@dataclass
+class Network:
+    """The topology for more devices: links inside a node and between nodes, GPUs per node,
+    and the all-reduce algorithm (``best``, ``ring``, ``tree``, ``hierarchical``)."""
+
+    intra: comm.Link | None = None
+    inter: comm.Link | None = None
+    algorithm: str = "best"
+
+
+def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | None
+                 ) -> tuple[Callable[[float], float], str, bool]:
+    """The all-reduce time of a bucket for ``world`` ranks on ``nnodes`` nodes: the stored
+    sweep's fit when this machine measured that rank count on one node, else the algorithm over
+    the topology (intra link: measured from the stored sweep when there is one, else given).
+    Returns ``(fn, description, measured)``."""
+    nranks = {c.nranks for c in cal.records.collectives if c.benchmark == "allreduce"}
+    net = network or Network()
+    if nnodes == 1 and world in nranks and net.intra is None:
+        fit = comm.fit_allreduce(cal.records.collectives, world)
+        return fit.time_s, (f"all-reduce sweep of {world} ranks "
+                            f"({', '.join(fit.sources)}), piecewise a + b M "
+                            f"({len(fit.regimes)} regimes)"), True
+    intra = net.intra
+    if intra is None and nranks:
+        intra = comm.measured_link(comm.fit_allreduce(cal.records.collectives, max(nranks)),
+                                   "intra (measured)")
+    intra = intra or comm.LINKS["nvlink4"]
+    gpn = world // nnodes
+
+    def fn(size: float) -> float:
+        return comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm)[0]
+
+    desc = (f"{net.algorithm} all-reduce over {gpn} GPU(s) x {nnodes} node(s); intra: "
+            f"{intra.source}" + (f"; inter: {net.inter.source}" if nnodes > 1 and net.inter else ""))
+    return fn, desc, intra.measured and nnodes == 1
+
+
+def data_parallel(one: OneDevice, ddp: dp.DDPOverhead, comm_fn: Callable[[float], float],
+                  comm_desc: str,
+                  comm_measured: bool, bucket_cap_mb: float = dp.DEFAULT_BUCKET_CAP_MB
+                  ) -> tuple[float, float, dict[str, str]]:
+    """``(step, exposed communication, provenance)`` of the N-device step (s)."""
+    x, _ = dp.exposed_comm(one.params, one.device_s, comm_fn, bucket_cap_mb)
+    t = dp.dp_step_s(one.host_s, one.device_s, x, ddp)
+    prov = {"all-reduce": ("measured" if comm_measured else "given") + f": {comm_desc}",
+            "DDP overhead rho, kappa": (f"measured: rho={ddp.rho:.3g} (host), kappa="
+                                        f"{ddp.kappa:.3g} (device) fitted on {len(ddp.pairs)} "
+                                        "stored N-device/1-device pairs")}
+    return t, x, prov

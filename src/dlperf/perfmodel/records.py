@@ -1,0 +1,264 @@
+"""What the performance model reads from stored results: one typed record per measurement.
+
+This is the *only* module of the performance model that reads a results file. Everything else
+in :mod:`dlperf.perfmodel` works on :class:`Point` and :class:`CollectivePoint` values, so when
+the store grows a typed record (``dlperf.results.schema.RunRecord``) only :func:`load` changes.
+
+A :class:`Point` keeps what a model of the step time needs: the configuration (which series a
+measurement belongs to), the median iteration time and the spread of its samples, the analytic
+work (training FLOPs per sample from the model spec; the framework's bytes per step), the
+ceilings measured in the same worker, the host-speed probe, the device busy time and op-class
+times of a traced run, and the data-parallel facts (devices, per-device batch, DDP options).
+Fields the result did not record are ``None``; nothing is invented here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Point:
+    """One stored ``ok`` measurement of a training configuration (times in s, work per step).
+
+    Attributes:
+        source: the results file it came from (its path as given).
+        result_id: the row id in that file.
+        model, framework, mode, precision, device, data: the configuration (store columns).
+        layout: the memory layout asked for (``auto``, ``nchw``, ... or None when not recorded).
+        threads: host threads asked for (None: the framework's default).
+        grad_accum: micro-batches accumulated per step (1: none).
+        batch_size: the global mini-batch (samples per iteration over all devices).
+        world_size, nnodes, per_device_batch: data-parallel shape (1, 1, batch on one device).
+        variant: non-default DDP options, e.g. ``"gradient_as_bucket_view=True"`` ("" for none).
+        instrumented: the run was traced or broke the step into phases (``--breakdown`` /
+            ``--trace``), which changes what is measured; such points calibrate device times
+            but are never used as step times.
+        step_time_s: median iteration time (s).
+        ci_rel: half-width of the median's 95% CI relative to the median (None if not stored).
+        n_measured: measured iterations.
+        train_flops_per_sample: analytic training FLOPs of one sample (model spec).
+        params: parameters of the model.
+        bytes_per_step: the framework's bytes moved per iteration (PyTorch: ATen operands and
+            results, unfused; XLA: "bytes accessed" of the compiled step), or None.
+        matmul_flops_per_s: the GEMM ceilings measured in the same worker, {precision: FLOP/s}.
+        bandwidth_bytes_per_s: the STREAM-scale bandwidth measured in the same worker.
+        host_speed_ns: the host-speed probe before the run (``env.host_speed.python_loop_ns``:
+            ns per iteration of a fixed Python loop; larger is slower), and after it.
+        busy_s: device busy time per iteration in a traced run (kernels and copies, merged).
+        op_class_s: device time per op class per iteration in a traced run.
+        dispatch_s: host time per iteration of a traced run (profiler on: inflated).
+        exposed_comm_s: communication not hidden by compute per iteration (profiled, DP only).
+        loader_workers: input-pipeline worker processes (None: data on the device).
+        data_wait_share: share of the measured time spent waiting for input.
+        device_name: the accelerator's name (``NVIDIA H200``).
+        session: host and day of the measurement, ``"<hostname>/<cpu model>/<YYYY-MM-DD>"``.
+    """
+
+    source: str
+    result_id: int
+    model: str
+    framework: str
+    mode: str
+    precision: str
+    device: str
+    data: str
+    layout: str | None
+    threads: int | None
+    grad_accum: int
+    batch_size: int
+    world_size: int
+    nnodes: int
+    per_device_batch: int
+    variant: str
+    instrumented: bool
+    step_time_s: float
+    ci_rel: float | None
+    n_measured: int | None
+    train_flops_per_sample: float | None
+    params: int | None
+    bytes_per_step: float | None
+    matmul_flops_per_s: dict[str, float] = field(default_factory=dict)
+    bandwidth_bytes_per_s: float | None = None
+    host_speed_ns: tuple[float | None, float | None] = (None, None)
+    busy_s: float | None = None
+    op_class_s: dict[str, float] = field(default_factory=dict)
+    dispatch_s: float | None = None
+    exposed_comm_s: float | None = None
+    loader_workers: int | None = None
+    data_wait_share: float | None = None
+    device_name: str | None = None
+    session: str = ""
+
+    @property
+    def config(self) -> tuple[str, str, str, str, str, str]:
+        """``(model, framework, mode, precision, device, data)``."""
+        return (self.model, self.framework, self.mode, self.precision, self.device, self.data)
+
+    @property
+    def group(self) -> tuple[str, str, str, str]:
+        """``(framework, mode, precision, device)``: what roofline efficiencies are fitted per."""
+        return (self.framework, self.mode, self.precision, self.device)
+
+    @property
+    def label(self) -> str:
+        """``model framework/mode precision device b=B [xN]``."""
+        dp = f" x{self.world_size}" if self.world_size > 1 else ""
+        return (f"{self.model} {self.framework}/{self.mode} {self.precision} {self.device} "
+                f"b={self.batch_size}{dp}")
+
+
+@dataclass(frozen=True)
+class CollectivePoint:
+    """One message size of a stored collective benchmark (``dlperf allreduce``).
+
+    Attributes:
+        source, run_id: file and benchmark run.
+        benchmark: ``allreduce`` (others are ignored by the model).
+        nranks: ranks taking part.
+        size_bytes: message size per rank (bytes).
+        time_s: the slowest rank's mean time per call (s).
+        busbw_gbps: bus bandwidth (GB/s, nccl-tests' definition).
+        device_name: the accelerator's name.
+    """
+
+    source: str
+    run_id: str
+    benchmark: str
+    nranks: int
+    size_bytes: int
+    time_s: float
+    busbw_gbps: float | None
+    device_name: str | None
+
+
+@dataclass
+class Records:
+    """Everything :func:`load` read: measurements and collective benchmarks."""
+
+    points: list[Point]
+    collectives: list[CollectivePoint]
+    sources: list[str]
+
+
+def _get(d: Mapping[str, Any] | None, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, Mapping):
+            return None
+        d = d.get(k)
+    return d
+
+
+def _float(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v and v not in (float("inf"), float("-inf")) else None
+
+
+def _variant(cfg: Mapping[str, Any]) -> str:
+    # DDP options at a non-default value (the defaults of dlperf's DDP config and PyTorch).
+    ddp = cfg.get("ddp") or {}
+    defaults = {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False, "static_graph": False,
+                "find_unused_parameters": False, "broadcast_buffers": True}
+    changed = [f"{k}={ddp[k]}" for k, v in defaults.items() if k in ddp and ddp[k] != v]
+    return ",".join(changed)
+
+
+def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
+    """A :class:`Point` from one store row (``ResultStore.rows()`` dict), or None when the row
+    is not an ``ok`` measurement with a median step time."""
+    from dlperf.results.store import result_of
+
+    if row.get("status") != "ok" or not _float(row.get("step_time_median_s")):
+        return None
+    res = result_of(row)
+    cfg = res.get("config") or {}
+    env = res.get("env") or {}
+    ceil = res.get("ceilings") or {}
+    trace = res.get("trace") or {}
+    med = float(row["step_time_median_s"])
+    lo, hi = _float(row.get("step_time_ci_low_s")), _float(row.get("step_time_ci_high_s"))
+    world = int(row.get("world_size") or 1)
+    batch = int(row["batch_size"])
+    op = _get(res, "op_classes", "per_iter_s") or {}
+    return Point(
+        source=source, result_id=int(row["id"]), model=row.get("model") or "",
+        framework=row.get("framework") or "", mode=row.get("mode") or "",
+        precision=row.get("precision") or "", device=row.get("device") or "",
+        data=row.get("data") or "synthetic", layout=cfg.get("layout"),
+        threads=row.get("threads"), grad_accum=int(row.get("grad_accum") or 1),
+        batch_size=batch, world_size=world, nnodes=int(row.get("nnodes") or 1),
+        per_device_batch=int(row.get("per_device_batch") or batch // world),
+        variant=_variant(cfg) if world > 1 else "",
+        instrumented=bool(cfg.get("breakdown") or cfg.get("trace_dir")),
+        step_time_s=med,
+        ci_rel=(hi - lo) / 2 / med if lo is not None and hi is not None else None,
+        n_measured=row.get("n_measured"),
+        train_flops_per_sample=_float(row.get("train_flops_per_sample")),
+        params=row.get("params"),
+        bytes_per_step=_float(_get(res, "flops", "bytes_per_step")),
+        matmul_flops_per_s={k: float(v) for k, v in (ceil.get("matmul_flops_per_s") or {}).items()
+                            if _float(v)},
+        bandwidth_bytes_per_s=_float(ceil.get("bandwidth_bytes_per_s")),
+        host_speed_ns=(_float(_get(env, "host_speed", "python_loop_ns")),
+                       _float(_get(env, "host_speed_after", "python_loop_ns"))),
+        busy_s=_float(trace.get("busy_s")) if trace.get("available") else None,
+        op_class_s={k: float(v) for k, v in op.items() if _float(v) is not None},
+        dispatch_s=_float(row.get("dispatch_s")),
+        exposed_comm_s=_float(row.get("exposed_comm_s")),
+        loader_workers=row.get("loader_workers"),
+        data_wait_share=_float(row.get("data_wait_share")),
+        device_name=row.get("device_name"),
+        session="/".join(str(x) for x in (env.get("hostname"), _get(env, "cpu_id", "model"),
+                                         (row.get("created_at") or "")[:10])),
+    )
+
+
+def _expand(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[str] = []
+    for p in paths:
+        p = Path(p)
+        out.extend(sorted(str(f) for f in p.glob("*.db")) if p.is_dir() else [str(p)])
+    return out
+
+
+def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
+    """Read results files (or folders of ``*.db``) into :class:`Records`.
+
+    Args:
+        paths: one path or several; a folder stands for every ``*.db`` in it.
+
+    Returns:
+        The ``ok`` measurements (newest row per run key, as the store's views show them) and
+        the collective benchmark rows, in file order.
+
+    Raises:
+        ConfigError: a file is missing or is not a dlperf results database (from the store).
+    """
+    from dlperf.results.store import ResultStore
+
+    files = _expand(paths)
+    points: list[Point] = []
+    colls: list[CollectivePoint] = []
+    for f in files:
+        with ResultStore(f, read_only=True) as store:
+            for row in store.rows():
+                p = point_from_row(row, f)
+                if p is not None:
+                    points.append(p)
+            for c in store.collectives():
+                if _float(c.get("time_s")) and c.get("size_bytes"):
+                    colls.append(CollectivePoint(
+                        source=f, run_id=str(c.get("run_id")), benchmark=c.get("benchmark") or "",
+                        nranks=int(c.get("nranks") or 0), size_bytes=int(c["size_bytes"]),
+                        time_s=float(c["time_s"]), busbw_gbps=_float(c.get("busbw_gbps")),
+                        device_name=c.get("device_name")))
+    return Records(points, colls, files)

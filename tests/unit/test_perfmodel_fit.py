@@ -1,0 +1,198 @@
+"""The performance model's fits recover known parameters from synthetic stored results.
+
+Results are written with the store itself (``ResultStore.add``) for the fake framework with
+step times made by the model's own equations from chosen parameters, read back through the one
+loader (:func:`dlperf.perfmodel.records.load`), and fitted.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from dlperf.perfmodel import comm, onedevice as od, roofline as rl
+from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel.calibrate import Calibration, Config
+from dlperf.perfmodel.records import CollectivePoint, load
+from dlperf.results.store import ResultStore
+
+P_FLOPS, BW = 100e12, 2e12  # the synthetic device's ceilings
+E_F, E_Y = 0.6, 0.5         # the true efficiencies
+
+
+def _result(model, batch, step_s, *, f1, y0, y1, params=10_000_000, precision="bf16",
+            world=1, per_device=None, host_probe=70.0, busy_s=None, rid=0):
+    per_device = per_device or batch
+    res = {
+        "run_key": f"{model}-{precision}-{batch}-{world}-{rid}", "status": "ok",
+        "model": model, "framework": "fake", "mode": "eager", "device": "cuda",
+        "device_name": "Fake GPU", "precision": precision, "batch_size": batch,
+        "grad_accum": 1, "data": "synthetic", "threads": None,
+        "world_size": world, "nnodes": 1, "per_device_batch": per_device,
+        "summary": {"median": step_s, "ci_low": step_s * 0.995, "ci_high": step_s * 1.005},
+        "spec": {"params": params, "train_flops_per_sample": f1},
+        "flops": {"bytes_per_step": y0 + y1 * per_device},
+        "ceilings": {"matmul_flops_per_s": {precision: P_FLOPS}, "bandwidth_bytes_per_s": BW},
+        "config": {"layout": "auto", "breakdown": busy_s is not None},
+        "env": {"hostname": "h", "host_speed": {"python_loop_ns": host_probe}},
+    }
+    if busy_s is not None:
+        res["trace"] = {"available": True, "busy_s": busy_s}
+    return res
+
+
+def _device(f1, y0, y1, b):
+    return f1 * b / (E_F * P_FLOPS) + (y0 + y1 * b) / (E_Y * BW)
+
+
+MODELS = {  # name: (flops/sample, fixed bytes, bytes/sample, host s)
+    "m_compute": (2e9, 1e8, 2e6, 2e-3),
+    "m_memory": (2e8, 5e8, 2e7, 1e-3),
+    "m_host": (5e8, 1e8, 5e6, 8e-3),
+}
+BATCHES = (8, 32, 128, 512, 2048)
+
+
+@pytest.fixture(scope="module")
+def synthetic_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pm") / "synthetic.db"
+    with ResultStore(path) as store:
+        for name, (f1, y0, y1, h) in MODELS.items():
+            for b in BATCHES:
+                t = float(od.overlap(h, _device(f1, y0, y1, b)))
+                store.add(_result(name, b, t, f1=f1, y0=y0, y1=y1))
+    return path
+
+
+def test_loader_reads_what_the_model_needs(synthetic_db):
+    recs = load(synthetic_db)
+    assert len(recs.points) == len(MODELS) * len(BATCHES)
+    p = next(p for p in recs.points if p.model == "m_host" and p.batch_size == 32)
+    f1, y0, y1, h = MODELS["m_host"]
+    assert p.step_time_s == pytest.approx(float(od.overlap(h, _device(f1, y0, y1, 32))))
+    assert p.bytes_per_step == pytest.approx(y0 + y1 * 32)
+    assert p.matmul_flops_per_s == {"bf16": P_FLOPS}
+    assert p.host_speed_ns == (70.0, None)
+    assert p.ci_rel == pytest.approx(0.005)
+
+
+def test_series_fit_recovers_host_and_device_line(synthetic_db):
+    recs = load(synthetic_db)
+    for name, (f1, y0, y1, h) in MODELS.items():
+        pts = sorted((p for p in recs.points if p.model == name), key=lambda p: p.batch_size)
+        fit = od.fit_series(pts, None)
+        assert fit.rms_log < 1e-3, name
+        assert fit.device_per_sample_s == pytest.approx(f1 / (E_F * P_FLOPS) + y1 / (E_Y * BW),
+                                                        rel=0.02), name
+        if h > fit.device_s(BATCHES[0]):  # the host time is shown by the smallest batch
+            assert fit.host_s == pytest.approx(h, rel=0.02), name
+        # between and beyond the fitted batch sizes
+        for b in (64, 4096):
+            assert fit.step_time_s(b) == pytest.approx(
+                float(od.overlap(h, _device(f1, y0, y1, b))), rel=0.01), (name, b)
+
+
+def test_roofline_fit_recovers_efficiencies(synthetic_db):
+    recs = load(synthetic_db)
+    cal = Calibration(recs)
+    eff = cal.efficiency(("fake", "eager", "bf16", "cuda"), None, "Fake GPU")
+    assert eff.e_flops == pytest.approx(E_F, rel=0.03)
+    assert eff.e_bytes == pytest.approx(E_Y, rel=0.03)
+    assert set(eff.models) == set(MODELS)
+    # the work model is the line through the stored byte counts
+    w = cal.work("m_memory", "fake", "bf16")
+    assert (w.bytes_fixed, w.bytes_per_sample) == pytest.approx((5e8, 2e7), rel=1e-6)
+    # host floor: the smallest host time a series shows
+    floor, models = eff.host_floor()
+    assert floor == pytest.approx(MODELS["m_memory"][3], rel=0.05)
+    assert set(models) == set(MODELS)
+
+
+def test_roofline_without_a_model_predicts_it(synthetic_db):
+    from dlperf.perfmodel import model as pm
+
+    recs = load(synthetic_db)
+    cal = Calibration(recs, exclude=lambda p: p.model == "m_compute")
+    one = pm.analytic(cal, Config("m_compute", "fake", "eager", "bf16"), 2048)
+    f1, y0, y1, _ = MODELS["m_compute"]
+    assert one.device_s == pytest.approx(_device(f1, y0, y1, 2048), rel=0.03)
+    own = {f"{p.source}:{p.result_id}" for p in recs.points if p.model == "m_compute"}
+    assert one.calibrated_on and not own & set(one.calibrated_on)
+    assert one.how == "analytic"
+
+
+def test_allreduce_regimes_recovered():
+    # latency floor 20 us below 1 MiB, then 10 us + M / 200 GB/s
+    sizes = [2 ** k for k in range(10, 31)]
+    def t(m):
+        return 20e-6 if m < 2 ** 20 else 10e-6 + m / 200e9
+    pts = [CollectivePoint("x", "r", "allreduce", 2, m, t(m), None, None) for m in sizes]
+    fit = comm.fit_allreduce(pts, 2)
+    for m in (3 * 2 ** 22, 2 ** 29, 2 ** 12):
+        assert fit.time_s(m) == pytest.approx(t(m), rel=0.01)
+    assert fit.large.b_s_per_byte == pytest.approx(1 / 200e9, rel=0.01)
+    link = comm.measured_link(fit)
+    assert link.measured and comm.ring_allreduce_s(2 ** 29, 2, link) == pytest.approx(
+        fit.time_s(2 ** 29), rel=0.01)
+    with pytest.raises(ValueError, match="sizes stored for 4 ranks"):
+        comm.fit_allreduce(pts, 4)
+
+
+def test_allreduce_algorithms_by_hand():
+    link = comm.Link("l", 1e-6, 1e-9, "test")
+    # ring, 4 ranks, 1 MB: 2*3*1us + 2*3/4*1e6*1ns = 6us + 1.5ms
+    assert comm.ring_allreduce_s(1e6, 4, link) == pytest.approx(6e-6 + 1.5e-3)
+    # tree, 8 ranks: 2*3*1us + 2*1e6*1ns
+    assert comm.tree_allreduce_s(1e6, 8, link) == pytest.approx(6e-6 + 2e-3)
+    fast = comm.Link("nv", 1e-6, 1e-11, "test")
+    # hierarchical 4 GPUs x 2 nodes: intra RS+AG 2*(3us + 3/4*1e6*1e-11) + ring over 2 nodes of 250 kB
+    want = 2 * (3e-6 + 0.75e6 * 1e-11) + (2 * 1e-6 + 1.0 * 0.25e6 * 1e-9)
+    assert comm.hierarchical_allreduce_s(1e6, 4, 2, fast, link) == pytest.approx(want)
+    t, name = comm.allreduce_s(1e8, 4, 2, fast, link)
+    assert name == "hierarchical" and t < comm.ring_allreduce_s(1e8, 8, link)
+    with pytest.raises(ValueError, match="inter-node link"):
+        comm.allreduce_s(1e6, 4, 2, fast, None)
+
+
+def test_wfbp_recursion_by_hand():
+    # buckets ready at 1, 2, 3 ms, each taking 1.5 ms: starts 1, 2.5, 4; ends at 5.5 ms
+    bks = [comm.Bucket(1, 1e-3), comm.Bucket(1, 2e-3), comm.Bucket(1, 3e-3)]
+    exposed, total = comm.wfbp_exposed_s(bks, lambda m: 1.5e-3, backward_s=3e-3)
+    assert exposed == pytest.approx(2.5e-3) and total == pytest.approx(4.5e-3)
+    # communication faster than backward: only the last bucket shows
+    exposed, _ = comm.wfbp_exposed_s(bks, lambda m: 0.2e-3, backward_s=3e-3)
+    assert exposed == pytest.approx(0.2e-3)
+    b = comm.uniform_buckets(60 * 2 ** 20, 6e-3, bucket_cap_mb=25)
+    assert [x.size_bytes / 2 ** 20 for x in b] == [1, 25, 25, 9]
+    assert b[-1].ready_s == pytest.approx(6e-3)
+
+
+def test_ddp_overhead_recovered():
+    rho, kappa = 0.3, 0.05
+    pairs = []
+    for i, (h, d) in enumerate([(20e-3, 10e-3), (5e-3, 30e-3), (12e-3, 12e-3), (3e-3, 3e-3)]):
+        base = float(od.overlap(h, d))
+        x = 1e-4 * (i + 1)
+        t2 = float(od.overlap(h * (1 + rho), d + kappa * h + x))
+        dp_pt = type("P", (), {"step_time_s": t2, "source": "s", "result_id": i})()
+        pairs.append(dp.Pair(dp_pt, None, None, h, d, x, x, base))
+    fit = dp.fit_ddp_overhead(pairs)
+    assert fit.rho == pytest.approx(rho, rel=0.02) and fit.kappa == pytest.approx(kappa, rel=0.05)
+    assert fit.rms_log < 1e-6
+    with pytest.raises(ValueError, match="no stored N-device point"):
+        dp.fit_ddp_overhead([])
+
+
+def test_overlap_limits():
+    assert float(od.overlap(3.0, 1e-9)) == pytest.approx(3.0)
+    assert float(od.overlap(2.0, 2.0)) == pytest.approx(2.0 * 2 ** (1 / 8))
+    assert math.isfinite(float(od.overlap(1e300, 1e300)))
+    assert np.allclose(od.overlap(np.array([1.0, 5.0]), np.array([5.0, 1.0])), 5.0, rtol=1e-3)
+
+
+def test_work_of_one_batch_size_and_refusals():
+    recs_pts = []
+    with pytest.raises(ValueError, match="no FLOP count"):
+        rl.work_of(recs_pts, "nosuch", "fake", "bf16")
+    w = rl.work_of(recs_pts, "nosuch", "fake", "bf16", flops_per_sample=1e9)
+    assert w.bytes(100) == 0 and w.flops(100) == 1e11

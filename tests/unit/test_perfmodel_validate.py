@@ -1,0 +1,154 @@
+"""The performance model's back-test and predict API on the committed H200 results.
+
+Every number asserted here was measured on these files (docs/perfmodel.md has the table and the
+command); the assertions are the claims the documentation makes, so they fail if the model or
+the data change so that a claim no longer holds.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from dlperf.errors import ConfigError
+from dlperf.perfmodel import api
+
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
+H200 = [ROOT / "h200", ROOT / "h200x2"]
+DLBENCH = ROOT / "h200/dlbench.db"
+
+
+@pytest.fixture(scope="module")
+def summary():
+    v = api.validate(H200)
+    return {d["category"]: d for d in v.summary()}, v
+
+
+def test_every_category_ran(summary):
+    s, v = summary
+    assert set(s) == {"held-out batch", "extrapolate 2x", "leave-one-model-out",
+                      "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
+                      "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)"}
+    assert s["held-out batch"]["count"] == 86  # 19 series with 4+ batch sizes
+    assert s["extrapolate 2x"]["count"] == 19
+    assert s["2-GPU from 1-GPU"]["count"] == 10  # the stored synthetic-data 2-GPU points
+    assert s["all-reduce >= 1 MiB"]["count"] == 11
+    assert all(r.measured_s > 0 and r.predicted_s > 0 for r in v.rows)
+    assert "| held-out batch | 86 |" in v.table()
+
+
+def test_model_beats_the_linear_baseline_on_held_out_batches(summary):
+    s, _ = summary
+    for cat in ("held-out batch", "extrapolate 2x"):
+        d = s[cat]
+        assert d["mdape_pct"] < d["baseline_mdape_pct"], cat
+        assert d["max_pct"] < d["baseline_max_pct"] or cat == "extrapolate 2x", cat
+    # measured: 3.99% against 5.12%, max 52.5% against 61.1%; 2.44% against 5.59%
+    assert s["held-out batch"]["mdape_pct"] < 4.5
+    assert s["extrapolate 2x"]["mdape_pct"] < 3.0
+
+
+def test_host_bound_points_are_the_hard_part(summary):
+    s, _ = summary
+    # the model misses host-bound points by more than the rest, and host-bound points scatter
+    # between sessions by more still (the noise floor of one measurement)
+    held = s["held-out batch"]
+    assert held["host_bound_mdape_pct"] > held["mdape_pct"]
+    rep = s["repeat (noise floor)"]
+    assert rep["mdape_pct"] < 1.0 < 5.0 < rep["host_bound_mdape_pct"]
+
+
+def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
+    s, _ = summary
+    lomo = s["leave-one-model-out"]
+    assert lomo["mdape_pct"] < 0.6 * lomo["baseline_mdape_pct"]  # 32% against 65%
+    ar = s["all-reduce >= 1 MiB"]
+    assert ar["mdape_pct"] < 5.0 and ar["mdape_pct"] < ar["baseline_mdape_pct"]
+    two = s["2-GPU from 1-GPU"]
+    assert two["mdape_pct"] < two["baseline_mdape_pct"] and two["max_pct"] < two["baseline_max_pct"]
+    assert two["eff_err_median_pts"] < 10.0
+    right, n = s["what-if fp32->bf16"]["sign_right"]
+    assert right / n >= 0.95  # 115 of 120
+    right, n = s["what-if B->2B"]["sign_right"]
+    assert right / n >= 0.9  # 75 of 79
+    assert s["what-if fp32->bf16"]["mdape_pct"] < s["what-if fp32->bf16"]["baseline_mdape_pct"]
+
+
+def test_unknown_category_refused():
+    with pytest.raises(ConfigError, match="unknown back-test category"):
+        api.validate(DLBENCH, ["nosuch"])
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_predict_one_device_withholds_the_point_it_predicts(cache):
+    p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
+    assert p.how == "series" and p.bound in ("host", "device")
+    assert p.measured_step_time_s == pytest.approx(7.282e-3, rel=1e-3)
+    lo, hi = p.interval_s
+    assert lo < p.predicted_step_time_s < hi
+    assert abs(p.predicted_step_time_s / p.measured_step_time_s - 1) < 0.1
+    assert not any(i.endswith(":44") for i in p.calibrated_on)  # result 44 is lstm fp32 b=64
+    assert p.samples_per_s == pytest.approx(64 / p.predicted_step_time_s)
+    assert p.scaling_efficiency == 1.0
+    assert set(p.parts) == {"host_s", "device_s", "device_by_class_s", "exposed_comm_s", "input_s"}
+    d = p.to_dict()
+    json.dumps(d)
+    assert d["interval_s"] == [lo, hi]
+    assert list(cache.glob("perfmodel-residuals-*.json"))  # the back-test residuals were cached
+
+
+def test_predict_data_parallel_and_nodes_say_what_was_measured(cache):
+    p2 = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=128, nproc=2)
+    assert p2.how.endswith("data parallel") and 0 < p2.scaling_efficiency < 1
+    assert p2.provenance["all-reduce"].startswith("measured")
+    assert p2.provenance["DDP overhead rho, kappa"].startswith("measured")
+    assert p2.parts["exposed_comm_s"] > 0
+    pn = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=1024,
+                     nproc=8, nnodes=2, network="ib_ndr")
+    assert pn.provenance["all-reduce"].startswith("given")
+    slow = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=1024,
+                       nproc=8, nnodes=2, network="eth100")
+    assert slow.predicted_step_time_s > pn.predicted_step_time_s
+    assert slow.parts["exposed_comm_s"] > pn.parts["exposed_comm_s"]
+    user = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=1024,
+                       nproc=8, nnodes=2, network={"inter": {"alpha_s": 5e-6,
+                                                             "bandwidth_bytes_per_s": 25e9},
+                                                   "algorithm": "ring"})
+    assert "given by the user" in user.provenance["all-reduce"]
+
+
+def test_predict_what_if_and_analytic(cache):
+    w = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
+                    what_if={"precision": "bf16"})
+    assert w.how == "what-if" and w.config["precision"] == "bf16"
+    base = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64)
+    assert w.predicted_step_time_s < base.predicted_step_time_s
+    b2 = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
+                     what_if={"batch-size": "2x"})
+    assert b2.config["global_batch"] == 128 and b2.predicted_step_time_s > base.predicted_step_time_s
+    a = api.predict(DLBENCH, "bert_base", "torch", "eager", "bf16", "cuda", batch_size=64)
+    assert a.how == "analytic" and any("own measurements not used" in x for x in a.assumptions)
+    assert "ceilings datasheet" in a.provenance["device D"]  # dlbench.db measured no ceilings
+
+
+def test_predict_refuses_bad_requests(cache):
+    with pytest.raises(ConfigError, match="not divisible"):
+        api.predict(H200, "resnet50", "torch", "eager", "bf16", batch_size=127, nproc=2)
+    with pytest.raises(ConfigError, match="several stored configurations"):
+        api.predict(H200, "resnet50", batch_size=64)
+    with pytest.raises(ConfigError, match="network inter 'nosuch'"):
+        api.predict(H200, "resnet50", "torch", "eager", "bf16", batch_size=128, nproc=2,
+                    nnodes=2, network="nosuch")
+    with pytest.raises(ConfigError, match="what-if 'layout'"):
+        api.predict(H200, "resnet50", "torch", "eager", "bf16", batch_size=64,
+                    what_if={"layout": "nchw"})
+    with pytest.raises(ConfigError, match="does not exist"):
+        api.predict(ROOT / "nosuch.db", "lstm", batch_size=64)
+    assert math.isfinite(api.predict(DLBENCH, "fcn5", precision="bf16",
+                                     batch_size=512).predicted_step_time_s)

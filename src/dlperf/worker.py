@@ -27,6 +27,7 @@ from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.env import collect_env, host_speed
+from dlperf.data.pipeline import raised_by_input
 from dlperf.errors import DataMissing, DlperfError, UnavailableError
 from dlperf.frameworks import NonFiniteLoss, get_adapter
 from dlperf.measure.host import RunDelay, host_checks
@@ -62,7 +63,9 @@ def failure_status(exc: BaseException, is_oom: Any) -> tuple[str, str]:
         # not final (run again where it is present)
         status = "unavailable"
     else:
-        status = "error" if isinstance(exc, DlperfError) else "crash"
+        # a bad input file that surfaced as the framework's own exception (tf.data's decode, a
+        # loader worker): "error", not final, so fixing the file gets the point measured
+        status = "error" if isinstance(exc, DlperfError) or raised_by_input(exc) else "crash"
     msg = f"{type(exc).__name__}: {exc}"
     if status == "crash":
         msg += "\n" + "".join(traceback.format_exc(limit=8))[-4000:]

@@ -76,11 +76,18 @@ def test_predict_cli_on_committed_files(tmp_path):
     p = json.loads(r.output)
     lo, hi = p["interval_s"]
     assert lo < p["predicted_step_time_s"] < hi
-    assert 64 not in [c["batch_size"] for c in p["calibrated_on"]]  # the measured point is withheld
+    # the measured point (dlbench.db row of lstm fp32 b=64) is withheld from the fit
+    import sqlite3
+
+    with sqlite3.connect(DLBENCH) as db:
+        (rid,) = db.execute("SELECT id FROM results WHERE model='lstm' AND precision='fp32' AND "
+                            "batch_size=64 AND status='ok'").fetchone()
+    assert p["calibrated_on"] and f"{DLBENCH}:{rid}" not in p["calibrated_on"]
     assert p["measured_step_time_s"] == pytest.approx(7.282e-3, rel=1e-3)
+    assert p["config"]["global_batch"] == 64
     r = CliRunner().invoke(app, ["predict", "--db", str(DLBENCH), "--model", "resnet50", "-b", "8"])
-    assert r.exit_code == 2 and "several stored series match" in r.output
+    assert r.exit_code == 2 and "several stored configurations match" in r.output
     r = CliRunner().invoke(app, ["predict", "--db", str(DLBENCH), "--model", "nosuch", "-b", "8"])
-    assert r.exit_code == 2 and "no stored series matches" in r.output
+    assert r.exit_code == 2 and "no stored one-device point of nosuch" in r.output
     r = CliRunner().invoke(app, ["predict", "--db", str(tmp_path / "none.db"), "--validate"])
     assert r.exit_code == 2 and "does not exist" in r.output

@@ -1,5 +1,6 @@
-"""``dlperf predict``: the iteration time at a batch size that was not measured, from a
-stored series (:mod:`dlperf.perfmodel.predict`); ``--validate`` back-tests it."""
+"""``dlperf predict``: the iteration time of a configuration that was not measured, from stored
+results (:mod:`dlperf.perfmodel.api`): another batch size, precision or mode, more GPUs or
+nodes; ``--validate`` back-tests the model on the stored results."""
 
 from __future__ import annotations
 
@@ -10,50 +11,81 @@ from typing import Annotated, Optional
 import typer
 
 from dlperf.cli import common
-from dlperf.cli.common import check_db, guard, print_markdown
+from dlperf.cli.common import guard, print_markdown
 from dlperf.errors import ConfigError
 
 
+def _what_if(items: list[str]) -> dict[str, str] | None:
+    """``["precision=bf16", "batch-size=2x"]`` -> ``{"precision": "bf16", "batch_size": "2x"}``."""
+    out: dict[str, str] = {}
+    for it in items:
+        key, sep, value = it.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"--what-if {it!r}: give KEY=VALUE, e.g. precision=bf16, "
+                              "mode=graph, batch-size=2x or host_speed_ns=90")
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out or None
+
+
+def _text(p: dict) -> str:
+    """The prediction as a few readable lines."""
+    lo, hi = p["interval_s"]
+    c = p["config"]
+    head = (f"{c.get('model')} {c.get('framework')}/{c.get('mode')} {c.get('precision')} "
+            f"{c.get('device')} b={c.get('global_batch')}")
+    lines = [f"{head}: {p['predicted_step_time_s'] * 1e3:.3f} ms per iteration "
+             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({p['interval_level']:.0%} interval), "
+             f"{p['samples_per_s']:.1f} samples/s, {p['bound']}-bound"]
+    if p.get("scaling_efficiency") is not None and (c.get("nproc") or 1) * (c.get("nnodes") or 1) > 1:
+        lines.append(f"scaling efficiency {p['scaling_efficiency']:.1%}")
+    parts = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in (p.get("parts") or {}).items()
+                      if isinstance(v, (int, float)))
+    if parts:
+        lines.append(f"parts: {parts}")
+    if p.get("measured_step_time_s"):
+        lines.append(f"measured {p['measured_step_time_s'] * 1e3:.3f} ms (withheld from the fit)")
+    lines.append(f"how: {p['how']}")
+    lines.append(f"calibrated on {len(p['calibrated_on'])} stored results")
+    lines += [f"assumption: {a}" for a in p.get("assumptions") or []]
+    return "\n".join(lines)
+
+
 def predict(
-    db: Annotated[str, typer.Option(help="Results file whose stored series calibrate the model.")] = common.DEFAULT_DB,
-    model: Annotated[Optional[str], typer.Option(help="Model of the series to predict.")] = None,
-    framework: Annotated[Optional[str], typer.Option(help="Framework of the series (if several are stored).")] = None,
-    mode: Annotated[Optional[str], typer.Option(help="Mode of the series (if several are stored).")] = None,
-    precision: Annotated[Optional[str], typer.Option(help="Precision of the series (if several are stored).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="Device of the series (if several are stored).")] = None,
+    db: Annotated[list[str], typer.Option(help="Results file(s) or folder(s) whose stored results calibrate the model (repeatable).")] = [common.DEFAULT_DB],  # noqa: B006 - typer reads it
+    model: Annotated[Optional[str], typer.Option(help="Model to predict.")] = None,
+    framework: Annotated[Optional[str], typer.Option(help="Framework (if several are stored).")] = None,
+    mode: Annotated[Optional[str], typer.Option(help="Mode (if several are stored).")] = None,
+    precision: Annotated[Optional[str], typer.Option(help="Precision (if several are stored).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="Device (if several are stored).")] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", "-b", help="Global mini-batch to predict.")] = None,
-    validate: Annotated[bool, typer.Option("--validate", help="Back-test on every stored series with 4+ batch sizes (held-out batch, largest batch) and print MdAPE and max per category.")] = False,
+    nproc: Annotated[int, typer.Option(help="Devices per node (data parallel when nproc x nnodes > 1).")] = 1,
+    nnodes: Annotated[int, typer.Option(help="Nodes.")] = 1,
+    network: Annotated[Optional[str], typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources).")] = None,
+    what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, batch-size=2x (repeatable).")] = [],  # noqa: B006
+    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU).")] = False,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
 ) -> None:
-    """Predict the iteration time at a batch size that was not measured, from a stored series (one device; a first part of the performance model, docs/perfmodel.md)."""
+    """Predict the iteration time, throughput and scaling efficiency of a configuration from stored results (the performance model, docs/perfmodel.md)."""
     def body() -> None:
-        from dlperf.perfmodel.predict import predict as predict_point, validation_table
-        from dlperf.results.store import ResultStore
+        from dlperf.perfmodel import api
 
         if format not in ("text", "json"):
             raise ConfigError(f"--format {format!r}: give text or json")
-        check_db(db, must_exist=True)
-        with ResultStore(db, read_only=True) as store:
-            rows = store.rows()
         if validate:
-            print_markdown(validation_table(rows))
+            v = api.validate(db)
+            if format == "json":
+                sys.stdout.write(json.dumps(v.summary(), indent=1, default=str) + "\n")
+            else:
+                print_markdown(v.table())
             return
         if model is None or batch_size is None:
             raise ConfigError("give --model and --batch-size (or --validate)")
-        p = predict_point(rows, batch_size=batch_size, model=model, framework=framework,
-                          mode=mode, precision=precision, device=device)
+        p = api.predict(db, model, framework=framework, mode=mode, precision=precision,
+                        device=device, batch_size=batch_size, nproc=nproc, nnodes=nnodes,
+                        network=network, what_if=_what_if(what_if)).to_dict()
         if format == "json":
-            sys.stdout.write(json.dumps(p, indent=1) + "\n")
+            sys.stdout.write(json.dumps(p, indent=1, default=str) + "\n")
             return
-        lo, hi = p["interval_s"]
-        meas = (f"; measured {p['measured_step_time_s'] * 1e3:.3f} ms (not used in the fit)"
-                if p["measured_step_time_s"] else "")
-        common.out.print(
-            f"{p['series']} b={batch_size}: {p['predicted_step_time_s'] * 1e3:.3f} ms per "
-            f"iteration ({lo * 1e3:.3f}-{hi * 1e3:.3f} ms, {p['interval_level']:.0%} "
-            f"interval), {p['samples_per_s']:.1f} samples/s, {p['bound']}-bound (host "
-            f"{p['parts']['host_s'] * 1e3:.3f} ms, device {p['parts']['device_s'] * 1e3:.3f} ms)"
-            f"{meas}; calibrated on batch sizes "
-            + ", ".join(str(c['batch_size']) for c in p['calibrated_on']), highlight=False)
+        common.out.print(_text(p), highlight=False)
 
     guard(body)

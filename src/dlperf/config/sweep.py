@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dlperf.config.messages import format_validation
 from dlperf.config.run import RunConfig, resolve_device
+from dlperf.yamlsafe import load_yaml_file
 from dlperf.errors import ConfigError, unknown_choice
 
 
@@ -230,14 +230,9 @@ def load_sweep(path: str | Path) -> SweepConfig:
         raise ConfigError(f"sweep file {str(p)!r} is a folder; give the path of a YAML file")
     if not p.is_file():
         raise ConfigError(f"sweep file {str(p)!r} does not exist; give the path of a YAML file")
-    try:
-        with p.open(encoding="utf-8") as f:  # a named stream: YAML's errors name the file
-            raw = yaml.safe_load(f)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"sweep file {str(p)!r} is not valid YAML: {e}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"sweep file {str(p)!r} is not UTF-8 text ({e.reason} at byte "
-                          f"{e.start}); give a YAML file") from None
+    # yamlsafe: duplicate keys, alias bombs, deep nesting and oversized files are refused with
+    # FILE:LINE:COL (a YamlError is a ConfigError), never expanded into the message
+    raw = load_yaml_file(p, expect_mapping=True)
     if not isinstance(raw, dict):
         raise ConfigError(f"sweep file {str(p)!r} must be a mapping with 'name' and 'grid' keys")
     try:

@@ -65,11 +65,10 @@ class SourceItems(Dataset):
     def __getitem__(self, p: int):
         src = self.source
         if self.tv is not None:
-            from PIL import Image
+            from dlperf.data.imagefolder import open_image
 
-            i = src.plan(p)
-            with Image.open(str(src.ds.x[i])) as im:
-                return self.tv(im.convert("RGB")), int(src.ds.y[i])
+            i = src.plan(p)  # open_image: a bad file is a DataError naming it, not a crash
+            return self.tv(open_image(src.ds.x[i])), int(src.ds.y[i])
         x, y = src.item(p)
         return torch.from_numpy(x), torch.as_tensor(y)
 

@@ -131,7 +131,9 @@ def scaling_points(rows: Sequence[Result],
         ``nnodes``, ``global_batch``, ``per_device_batch``, ``baseline_batch``, ``t1_s`` and
         ``tn_s`` (medians), ``samples_per_s_1`` / ``_n``, ``speedup``, ``efficiency`` (from
         throughput), ``efficiency_median`` with ``ci_low`` / ``ci_high``, ``imbalance``,
-        ``exposed_comm_s`` and the two result ids; sorted by model, precision, batch, devices.
+        ``exposed_comm_s``, the two result ids and ``env_differs`` (the environment fields in
+        which the two runs differ, :func:`dlperf.env.environment_differences`; every entry has
+        the same keys); sorted by model, precision, batch, devices.
         One-device results with the baseline's batch appear as ``devices = 1`` rows
         (efficiency 1) so a table or plot starts at one device.
     """
@@ -198,4 +200,5 @@ def _one_device(b: RunRecord, kind: str, rep: Any) -> dict[str, Any]:
             "t1_s": t1, "tn_s": t1, "samples_per_s_1": samples_per_s(b),
             "samples_per_s_n": samples_per_s(b), "speedup": 1.0, "efficiency": 1.0,
             "efficiency_median": 1.0, "ci_low": None, "ci_high": None, "imbalance": None,
-            "exposed_comm_s": None, "id_1": result_id(b), "id_n": result_id(b)}
+            "exposed_comm_s": None, "id_1": result_id(b), "id_n": result_id(b),
+            "env_differs": []}

@@ -69,8 +69,8 @@ def record_of_row(row: Mapping[str, Any]) -> RunRecord:
     """The record of a store row (``ResultStore.rows``, or a dict of some of its columns):
     its ``result_json`` (or ``result`` dict) upgraded to the current schema, the row's columns
     written into the fields they were made from (:data:`COLUMN_FIELDS`; parts made only as
-    :data:`MADE_FROM_COLUMNS` says), ``warnings`` split at ``; ``, ``loader_workers`` into
-    the config, and the row's ``id`` and ``sweep`` as :attr:`RunRecord.stored`.
+    :data:`MADE_FROM_COLUMNS` says), ``warnings`` (the record's own list where it joins to
+    the column, else the column split at ``; ``), ``loader_workers`` into the config, and the row's ``id`` and ``sweep`` as :attr:`RunRecord.stored`.
 
     Raises:
         ConfigError: the row's record was written by a newer dlperf.
@@ -89,8 +89,10 @@ def record_of_row(row: Mapping[str, Any]) -> RunRecord:
             flat[part] = {**flat[part], name: value}
         elif value is not None and part in MADE_FROM_COLUMNS:
             flat[part] = {name: value}
-    if "warnings" in row:
-        flat["warnings"] = row["warnings"].split("; ") if row["warnings"] else None
+    if "warnings" in row:  # the column joins them with "; ": the record's list if it agrees
+        own, col = flat.get("warnings"), row["warnings"]
+        if not (isinstance(own, list) and "; ".join(map(str, own)) == col):
+            flat["warnings"] = col.split("; ") if col else None
     if "loader_workers" in row:
         cfg, lw = flat.get("config"), row["loader_workers"]
         if isinstance(cfg, dict) and (lw is not None or "loader_workers" in cfg):

@@ -109,6 +109,11 @@ def _match(rec: RunRecord) -> tuple:
                  else 1 for k in MATCH_KEYS) + extra
 
 
+def _batch(rec: RunRecord) -> int:
+    """The global batch of a result that has one (:func:`scaling_points` keeps only those)."""
+    return int(rec.identity.batch_size or 0)
+
+
 def _fields(rec: RunRecord) -> dict[str, Any]:
     return {k: getattr(rec.identity, k) for k in MATCH_KEYS}
 
@@ -137,21 +142,22 @@ def scaling_points(rows: Sequence[Result],
         One-device results with the baseline's batch appear as ``devices = 1`` rows
         (efficiency 1) so a table or plot starts at one device.
     """
-    ok = [r for r in as_records(rows) if r.identity.status == "ok" and samples_per_s(r)]
+    ok = [r for r in as_records(rows) if r.identity.status == "ok" and samples_per_s(r)
+          and r.identity.batch_size is not None]
     base: dict[tuple, RunRecord] = {}
     for r in ok:  # newest one-device result per (configuration, batch)
         if _world(r) == 1:
-            base[(_match(r), int(r.identity.batch_size))] = r
+            base[(_match(r), _batch(r))] = r
     out: list[dict[str, Any]] = []
     used: set[tuple[int, str]] = set()
     for r in ok:
         n = _world(r)
         if n == 1:
             continue
-        pdb, gb = _per_device(r), int(r.identity.batch_size)
+        pdb, gb = _per_device(r), _batch(r)
         for kind, b1 in (("weak", pdb), ("strong", gb)):
             b = base.get((_match(r), b1))
-            if b is None:
+            if b is None or b1 is None:
                 continue
             entry = _entry(r, b, kind, b1, samples_of)
             out.append(entry)
@@ -170,7 +176,7 @@ def _entry(r: RunRecord, b: RunRecord, kind: str, b1: int,
            samples_of: Callable[[int], list[float]] | None) -> dict[str, Any]:
     """The entry of data-parallel result ``r`` against its one-device baseline ``b`` (at
     batch ``b1``) under ``kind`` (``weak``/``strong``) scaling."""
-    n, gb = _world(r), int(r.identity.batch_size)
+    n, gb = _world(r), _batch(r)
     t1, tn = median_s(b), median_s(r)
     e_thr = (samples_per_s(r) / samples_per_s(b)) / n
     rep = _match(r)[len(MATCH_KEYS) + list(MATCH_CONFIG).index("repeat")]
@@ -185,8 +191,9 @@ def _entry(r: RunRecord, b: RunRecord, kind: str, b1: int,
              "exposed_comm_s": r.exposed_comm_s,
              "id_1": result_id(b), "id_n": result_id(r),
              "env_differs": environment_differences(env_of(b), env_of(r))}
-    if samples_of is not None and result_id(b) is not None and result_id(r) is not None:
-        ratio, lo, hi = ratio_of_medians_ci(samples_of(result_id(b)), samples_of(result_id(r)))
+    id_1, id_n = result_id(b), result_id(r)
+    if samples_of is not None and id_1 is not None and id_n is not None:
+        ratio, lo, hi = ratio_of_medians_ci(samples_of(id_1), samples_of(id_n))
         f = gb / (n * b1)
         entry.update(efficiency_median=ratio * f, ci_low=lo * f, ci_high=hi * f)
     return entry
@@ -194,7 +201,7 @@ def _entry(r: RunRecord, b: RunRecord, kind: str, b1: int,
 
 def _one_device(b: RunRecord, kind: str, rep: Any) -> dict[str, Any]:
     """The ``devices = 1`` entry of baseline ``b`` that starts a series."""
-    b1, t1 = int(b.identity.batch_size), median_s(b)
+    b1, t1 = _batch(b), median_s(b)
     return {**_fields(b), "variant": "", "repeat": rep, "scaling": kind, "devices": 1,
             "nnodes": 1, "global_batch": b1, "per_device_batch": b1, "baseline_batch": b1,
             "t1_s": t1, "tn_s": t1, "samples_per_s_1": samples_per_s(b),

@@ -31,7 +31,7 @@ from dlperf.report.opclasses import (OTHER_LIST_SHARE, ms_cell as _ms, op_class_
 from dlperf.report.records import as_record, as_records, label
 from dlperf.report.tables import sort_rows
 from dlperf.results.schema import RunRecord
-from dlperf.results.store import result_of  # noqa: F401 - read by dlperf.cli.results
+from dlperf.results.store import result_of  # re-exported: dlperf.cli.results reads it
 from dlperf.results.view import median_s
 
 __all__ = ["BREAKDOWN_COLUMNS", "BREAKDOWN_LEGEND", "has_breakdown", "breakdown_cells",
@@ -41,7 +41,7 @@ __all__ = ["BREAKDOWN_COLUMNS", "BREAKDOWN_LEGEND", "has_breakdown", "breakdown_
            "op_class_table", "op_class_markdown", "other_names", "BASELINE_ORDER",
            "MIN_GAP_SHARE", "GAP_CI_LEVEL", "REST_WARN_SHARE", "GAP_LEGEND", "ENV_NOTE",
            "slowed_by_breakdown", "gap_significance", "host_paced", "gap_attribution",
-           "gap_verdict", "gap_markdown", "gap_tables"]
+           "gap_verdict", "gap_markdown", "gap_tables", "result_of"]
 
 BREAKDOWN_COLUMNS = ("model", "framework/mode", "device", "precision", "batch", "step ms",
                      "t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu", "gap", "sum vs step",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from dlperf.env import environment_differences
-from dlperf.report.cells import (ENV_MARK, batch_cell, data_cell, device_cell, env_footnote)
+from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
 from dlperf.report.collectives import collectives_markdown
 from dlperf.report.datagaps import DATA_POINT_KEYS, data_gaps, data_markdown
 from dlperf.report.efficiency import (LIBRARY_BLIND_MARK, LIBRARY_BLIND_NOTE, datasheet_mfu,

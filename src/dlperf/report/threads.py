@@ -40,7 +40,7 @@ __all__ = ["GROUP_KEYS", "thread_scaling", "threads_flat", "threads_markdown",
            "plot_thread_scaling", "karp_flatt"]
 
 #: What a group of a thread sweep shares: every comparison key but ``threads``
-#: (:data:`dlperf.report.compare.POINT_KEYS`), plus the framework/mode column.
+#: (:data:`dlperf.report.records.POINT_KEYS`), plus the framework/mode column.
 GROUP_KEYS = ("model", "device", "precision", "batch_size", "data", "loader_workers",
               "world_size", "grad_accum")
 
@@ -80,7 +80,7 @@ def thread_scaling(rows: Sequence[RunRecord | Mapping[str, Any]],
     Returns:
         One dict per group with results (ok or failed) at two or more thread counts, ordered
         by model, column, precision and batch: the :data:`GROUP_KEYS`, ``column``
-        (framework/mode and its variant, :func:`dlperf.report.compare.matrix_column`),
+        (framework/mode and its variant, :func:`dlperf.report.matrix.matrix_column`),
         ``base_threads`` (``n0``, the fewest threads that ran ok; None when none did),
         ``best_threads`` (the fastest; None likewise), ``points`` (by threads, every one with
         the same fields: ``threads``, ``status``, ``median_s``, ``ci_low_s``, ``ci_high_s``

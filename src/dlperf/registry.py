@@ -60,6 +60,12 @@ class FrameworkInfo:
         distributions: the pip distributions that make it, each a tuple of alternatives (all
             needed), for ``dlperf list`` (read from package metadata, without importing it);
             ``()``: ask the adapter.
+        eager_mode: the mode that runs op by op, against which ``dlperf results --compare
+            modes`` sets its other modes (graph, XLA); None: it has no eager training mode
+            (JAX trains through ``jax.jit``), so its modes are not compared that way.
+        layouts: the memory layouts of image activations its models run in (``NCHW``,
+            ``NHWC``), as recorded in a result's ``flags.layout``; with more than one, each run
+            applies one of them (``--layout``, ``auto``: its choice) and the report names it.
 
     How :mod:`dlperf.launch` starts its processes (launch reads these and imports no adapter;
     a hook is ``"module:function"`` in the framework's own folder, imported only when used,
@@ -109,6 +115,9 @@ class FrameworkInfo:
     process_env: str | None = None
     rank_exit: str | None = None
     breakdown_apart: str | None = None
+    # -- read by dlperf.report (comparisons and table cells) --
+    eager_mode: str | None = None
+    layouts: tuple[str, ...] = ("NHWC",)
 
 
 #: torch.compile's modes (``torch.compile(mode=...)``; PyTorch's torch.compile documentation):
@@ -163,7 +172,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            title="PyTorch", options="dlperf.frameworks.torch.options:check",
                            compiler="torch.compile", compile_modes=("graph",),
                            pipeline="its DataLoader's worker processes", ddp=True,
-                           distributions=(("torch",),), launcher="torchrun"),
+                           distributions=(("torch",),), launcher="torchrun",
+                           eager_mode="eager", layouts=("NCHW", "NHWC")),
     "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",),
                          title="JAX", options="dlperf.frameworks.jax.options:check",
                          dp_layouts=("per_node", "per_device"),
@@ -180,7 +190,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                                 dp_modes=("eager", "graph"), pipeline="tf.data's own threads",
                                 distributions=(("tensorflow", "tensorflow-cpu"), ("keras",)),
                                 spawn_args="dlperf.frameworks.tensorflow.cluster:spawn_args",
-                                process_env="dlperf.frameworks.tensorflow.cluster:process_env"),
+                                process_env="dlperf.frameworks.tensorflow.cluster:process_env",
+                                eager_mode="eager"),
     # MXNet 1.9.1 (a framework of Shi et al. 2016) needs numpy < 1.24, so it runs in a venv
     # of its own; the pip wheel is CPU-only (no CUDA, no bf16 policy in dlperf).
     "mxnet": FrameworkInfo("dlperf.frameworks.mxnet.adapter:MXNetAdapter", ("eager", "graph"),
@@ -190,7 +201,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                                    "resnet50", "resnet56", "lstm"),
                            breakdown=False, pipelines=False, title="MXNet",
                            options="dlperf.frameworks.mxnet.options:check",
-                           devices_note="the MXNet 1.9.1 pip wheel is a CPU build"),
+                           devices_note="the MXNet 1.9.1 pip wheel is a CPU build",
+                           eager_mode="eager", layouts=("NCHW",)),
 }
 
 #: Test doubles: registered in :data:`FRAMEWORKS` only with ``DLPERF_FAKE_FRAMEWORK=1``; a test

@@ -750,3 +750,162 @@ def test_a_torch_compile_mode_other_than_default_labels_rows_and_columns():
     assert list(m["columns"]) == ["torch/eager", "torch/graph", "torch/graph [reduce-overhead]"]
     others = sorted(c["other"] for c in mode_speedups(rows, lambda i: [0.01] * 4))
     assert others == ["torch/graph", "torch/graph [reduce-overhead]"]
+
+
+def _stored(run_key, framework, mode, times, **kw):
+    """A result dict as the worker writes it, with its raw measured samples."""
+    import statistics
+
+    med = statistics.median(times)
+    r = {"run_key": run_key, "status": "ok", "model": "fcn5", "framework": framework,
+         "mode": mode, "device": "cpu", "precision": "fp32", "batch_size": 16,
+         "data": "synthetic", "threads": 1,
+         "summary": {"median": med, "mean": statistics.fmean(times), "ci_low": med * 0.99,
+                     "ci_high": med * 1.01},
+         "throughput": {"samples": 16 * len(times), "samples_per_s": 16 / med},
+         "steady_state": True, "samples": {"measure": list(times)}}
+    r.update(kw)
+    return r
+
+
+def test_mxnet_eager_and_graph_runs_are_compared():
+    """--compare modes keyed the eager baseline on a table that named torch and TensorFlow
+    only: MXNet's eager/graph pairs (Gluon imperative against hybridized) were never formed.
+    The baseline is the registry's eager_mode, which MXNet has and JAX has not."""
+    from dlperf.registry import FRAMEWORKS
+    from dlperf.report.compare import markdown, mode_speedups
+
+    assert FRAMEWORKS["mxnet"].eager_mode == "eager" and FRAMEWORKS["jax"].eager_mode is None
+    samples = {1: [0.020] * 6, 2: [0.010] * 6, 3: [0.030] * 6, 4: [0.040] * 6}
+    common = dict(status="ok", model="alexnet_cifar", device="cpu", precision="fp32",
+                  batch_size=16, data="synthetic", threads=2)
+    rows = [dict(id=1, framework="mxnet", mode="eager", **common),
+            dict(id=2, framework="mxnet", mode="graph", **common),
+            dict(id=3, framework="jax", mode="xla", **common),
+            dict(id=4, framework="tensorflow", mode="graph", **common)]
+    (pair,) = mode_speedups(rows, samples.__getitem__)
+    assert (pair["baseline"], pair["other"]) == ("mxnet/eager", "mxnet/graph")
+    assert pair["speedup"] == pytest.approx(2.0) and pair["threads"] == 2
+    assert "| mxnet/eager | mxnet/graph | 2.000 [" in markdown([pair])
+
+
+def test_layout_and_worker_kind_cells_follow_the_registry():
+    """The applied layout is named for a framework that runs several (PyTorch: NCHW or
+    channels_last), not for one of one layout (MXNet: NCHW; Keras, Flax: NHWC); the kind of
+    loader workers for a framework that offers several kinds (JAX)."""
+    import json
+
+    from dlperf.registry import FRAMEWORKS
+    from dlperf.report.tables import row_cells
+
+    assert FRAMEWORKS["mxnet"].layouts == ("NCHW",) and len(FRAMEWORKS["torch"].layouts) == 2
+    base = {"model": "alexnet_cifar", "batch_size": 8, "status": "ok"}
+    flags = json.dumps({"flags": {"layout": "NCHW"}})
+    assert row_cells({**base, "framework": "torch", "mode": "graph",
+                      "result_json": flags})[1] == "torch/graph NCHW"
+    assert row_cells({**base, "framework": "mxnet", "mode": "graph",
+                      "result_json": flags})[1] == "mxnet/graph"
+    pipe = json.dumps({"data_info": {"placement": "pipeline",
+                                     "pipeline": {"workers_kind": "processes"}}})
+    cells = {fw: row_cells({**base, "framework": fw, "mode": "x", "data": "mnist",
+                            "loader_workers": 2, "result_json": pipe})[6]
+             for fw in ("jax", "tensorflow", "mxnet")}
+    assert cells == {"jax": "mnist, 2 wkr (processes)", "tensorflow": "mnist, 2 wkr",
+                     "mxnet": "mnist, 2 wkr"}
+
+
+def test_a_row_reads_as_its_record_with_its_columns_written_back(tmp_path):
+    """The report reads records: a store row's result_json, with the columns made from it
+    written back (a row of columns only reads the same; a column wins where both say)."""
+    import json
+
+    from dlperf.results.store import ResultStore
+    from dlperf.results.view import as_record, median_s, record_of_row, setting
+
+    with ResultStore(tmp_path / "r.db") as s:
+        rid = s.add(_stored("k1", "torch", "eager", [0.010, 0.012, 0.011],
+                            warnings=["a; wide CI", "busy host"],
+                            config={"layout": "nchw", "loader_workers": None},
+                            data_wait={"share": 0.2, "mean_s": 0.001}))
+        (row,) = s.rows()
+        (stored,) = s.records(samples=False)
+    rec = record_of_row(row)
+    assert rec.stored.id == rid and rec.identity.framework == "torch"
+    assert rec.summary.median == pytest.approx(0.011) == stored.summary.median
+    assert rec.timing.steady_state is True and rec.data_wait.mean_s == 0.001
+    assert rec.warnings == ["a; wide CI", "busy host"] == stored.warnings
+    assert setting(rec, "layout") == "nchw" and as_record(rec) is rec
+    # a column wins over the JSON (e.g. a NaN the column stores as NULL)
+    over = record_of_row({**row, "step_time_median_s": None, "steady_state": 0})
+    assert median_s(over) is None and over.timing.steady_state is False
+    # columns only: the parts every measured row has columns for are made from them; a part
+    # the record did not measure (power, MFU, data wait) is not
+    bare = record_of_row({"id": 7, "model": "m", "status": "ok", "step_time_median_s": 0.5,
+                          "samples_per_s": 32.0, "peak_rss_bytes": 1024, "loader_workers": 2,
+                          "mean_power_w": 300.0, "data_wait_share": 0.1})
+    assert (bare.summary.median, bare.throughput.samples_per_s) == (0.5, 32.0)
+    assert bare.memory.peak_rss_bytes == 1024 and setting(bare, "loader_workers") == 2
+    assert bare.power is None and bare.data_wait is None and bare.stored.id == 7
+    # a record that has the part takes the column into it
+    res = json.dumps({"power": {"available": True}})
+    assert record_of_row({"mean_power_w": 300.0, "result_json": res}).power.mean_power_w == 300
+
+
+def test_the_report_reads_records_and_rows_alike(tmp_path):
+    """ResultStore.records() and ResultStore.rows() give the same tables and comparisons
+    (the report reads either; an HTML report reads the records)."""
+    from dlperf.report import sections as S
+    from dlperf.report.compare import framework_ratios, mode_speedups
+    from dlperf.report.matrix import framework_matrix
+    from dlperf.report.tables import markdown_table
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(tmp_path / "r.db") as s:
+        s.add(_stored("k1", "torch", "eager", [0.020, 0.021, 0.019, 0.020]))
+        s.add(_stored("k2", "torch", "graph", [0.010, 0.011, 0.010, 0.012],
+                      config={"compile_mode": "reduce-overhead"}))
+        s.add(_stored("k3", "mxnet", "eager", [0.030, 0.031, 0.029, 0.030]))
+        s.add(_stored("k4", "mxnet", "graph", [0.015, 0.016, 0.015, 0.014]))
+        s.add({**_stored("k5", "jax", "xla", [0.1]), "status": "crash", "summary": None,
+               "error": "boom"})
+        rows, recs = s.rows(), s.records()
+        measured = S.measured(s)
+        assert markdown_table(recs) == markdown_table(rows)
+        assert "| fcn5 | jax/xla |" in markdown_table(recs)
+        for fn in (mode_speedups, framework_ratios):
+            assert fn(recs, measured) == fn(rows, measured)
+        modes = mode_speedups(recs, measured)
+        assert [(c["baseline"], c["other"]) for c in modes] == [
+            ("mxnet/eager", "mxnet/graph"), ("torch/eager", "torch/graph [reduce-overhead]")]
+        assert framework_matrix(recs) == framework_matrix(rows)
+        # the matrix's columns follow the registry: torch, jax, tensorflow, mxnet
+        (point,) = framework_matrix(recs)
+        assert list(point["columns"]) == ["torch/eager", "torch/graph [reduce-overhead]",
+                                          "mxnet/eager", "mxnet/graph"]
+        inp = S.Inputs(s, rows)
+        assert [r.stored.id for r in inp.records] == [r["id"] for r in rows]
+        for name in ("modes", "matrix", "repeats"):
+            assert S.compare(name, inp, "json") == S.compare(name, S.Inputs(s, rows), "json")
+
+
+def test_scaling_comparison_writes_csv():
+    """`dlperf results --compare scaling -f csv` failed on every file with a data-parallel
+    result: the one-device entries that start a series lacked the env_differs of the others
+    (csv's header comes from the first entry)."""
+    import csv
+    import io
+
+    from dlperf.perfmodel.scaling import scaling_points
+    from dlperf.report.sections import csv_text
+
+    def row(i, world, batch, median):
+        return {"id": i, "status": "ok", "model": "m", "framework": "torch", "mode": "eager",
+                "device": "cuda", "precision": "fp32", "data": "synthetic", "world_size": world,
+                "batch_size": batch, "per_device_batch": batch // world,
+                "step_time_median_s": median, "samples_per_s": batch / median}
+
+    pts = scaling_points([row(1, 1, 64, 0.100), row(2, 2, 128, 0.125)])
+    assert {len(p) for p in pts} == {len(pts[0])} and all("env_differs" in p for p in pts)
+    got = list(csv.DictReader(io.StringIO(csv_text(pts))))
+    assert [(r["scaling"], r["devices"]) for r in got] == [("weak", "1"), ("weak", "2")]
+    assert float(got[1]["efficiency"]) == pytest.approx(0.8)

@@ -22,7 +22,10 @@ from typing import Any
 
 from dlperf.config import ddp_changes, layout_change
 from dlperf.env import environment_differences
-from dlperf.results.store import result_of
+from dlperf.results.schema import RunRecord
+from dlperf.results.view import (as_record, as_records, config_of, env_of, median_s,
+                                 result_id, samples_per_s)
+from dlperf.results.view import per_device_of as _per_device, world_of as _world
 from dlperf.stats import ratio_of_medians_ci
 
 __all__ = ["efficiency", "speedup", "scaling_points", "MATCH_KEYS", "world_of",
@@ -31,6 +34,8 @@ __all__ = ["efficiency", "speedup", "scaling_points", "MATCH_KEYS", "world_of",
 #: What must be equal between a data-parallel result and its one-device baseline.
 MATCH_KEYS = ("model", "framework", "mode", "device", "precision", "data", "threads",
               "grad_accum")
+
+Result = RunRecord | Mapping[str, Any]
 
 
 def speedup(t1_s: float, tn_s: float, b1: int, bn: int) -> float:
@@ -61,17 +66,15 @@ def efficiency(t1_s: float, tn_s: float, b1: int, bn: int, n: int) -> float:
     return speedup(t1_s, tn_s, b1, bn) / n
 
 
-def world_of(row: Mapping[str, Any]) -> int:
-    """Devices of a stored row (rows made before data parallelism have none: 1)."""
-    return int(row.get("world_size") or 1)
+def world_of(row: Result) -> int:
+    """Devices of a stored result, a record or a store row (results made before data
+    parallelism have none: 1)."""
+    return _world(as_record(row))
 
 
-def per_device_of(row: Mapping[str, Any]) -> int | None:
-    """Per-device batch of a stored row (its batch when it ran on one device)."""
-    if row.get("per_device_batch") is not None:
-        return int(row["per_device_batch"])
-    b = row.get("batch_size")
-    return None if b is None else int(b) // world_of(row)
+def per_device_of(row: Result) -> int | None:
+    """Per-device batch of a stored result (its batch when it ran on one device)."""
+    return _per_device(as_record(row))
 
 
 #: Config fields (kept in the result JSON, not in columns) that also change what is measured:
@@ -81,19 +84,14 @@ MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "loader_impl": "auto",
                 "breakdown": False, "trace_dir": None, "repeat": 0}
 
 
-def _config(row: Mapping[str, Any]) -> dict[str, Any]:
-    return result_of(row).get("config") or {}
-
-
-def variant_of(row: Mapping[str, Any]) -> str:
+def variant_of(row: Result) -> str:
     """What sets a data-parallel run apart from others of its configuration and device count:
     the DDP options not at their default and a non-default data-parallel layout, e.g.
-    ``"ddp(broadcast_buffers=False)"``; ``""`` for none (and for one-device rows)."""
-    cfg = _config(row)
-    if not isinstance(cfg, dict):
-        return ""
+    ``"ddp(broadcast_buffers=False)"``; ``""`` for none (and for one-device results)."""
+    rec = as_record(row)
+    cfg = config_of(rec)
     parts = []
-    lay = layout_change(row.get("framework"), cfg.get("dp_layout"))
+    lay = layout_change(rec.identity.framework, cfg.get("dp_layout"))
     if lay:
         parts.append(lay)
     changed = ddp_changes(cfg.get("ddp"))
@@ -102,24 +100,33 @@ def variant_of(row: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _match(row: Mapping[str, Any]) -> tuple:
-    cfg = _config(row)
+def _match(rec: RunRecord) -> tuple:
+    cfg = config_of(rec)
     extra = tuple(bool(cfg.get(k)) if k == "trace_dir" else cfg.get(k, default)
                   for k, default in MATCH_CONFIG.items())
-    return tuple(row.get(k) if not (k == "grad_accum" and row.get(k) is None) else 1
-                 for k in MATCH_KEYS) + extra
+    ident = rec.identity
+    return tuple(getattr(ident, k) if not (k == "grad_accum" and ident.grad_accum is None)
+                 else 1 for k in MATCH_KEYS) + extra
 
 
-def scaling_points(rows: Sequence[Mapping[str, Any]],
+def _batch(rec: RunRecord) -> int:
+    """The global batch of a result that has one (:func:`scaling_points` keeps only those)."""
+    return int(rec.identity.batch_size or 0)
+
+
+def _fields(rec: RunRecord) -> dict[str, Any]:
+    return {k: getattr(rec.identity, k) for k in MATCH_KEYS}
+
+
+def scaling_points(rows: Sequence[Result],
                    samples_of: Callable[[int], list[float]] | None = None
                    ) -> list[dict[str, Any]]:
     """One entry per (data-parallel ok result, kind of scaling with a baseline in ``rows``).
 
     Args:
-        rows: store rows (``ResultStore.rows``): columns ``id``, ``status``, ``batch_size``
-            (global), ``per_device_batch``, ``world_size``, ``nnodes``,
-            ``step_time_median_s``, ``samples_per_s``, ``exposed_comm_s``,
-            ``rank_imbalance`` and the :data:`MATCH_KEYS`.
+        rows: results read from a store (``ResultStore.records`` or ``ResultStore.rows``):
+            their status, global and per-device batch, devices and nodes, median step time,
+            samples/s, exposed communication, rank imbalance and the :data:`MATCH_KEYS`.
         samples_of: result id -> measured step times (s), for the CI of the median-based
             efficiency; without it the CI is omitted.
 
@@ -129,59 +136,76 @@ def scaling_points(rows: Sequence[Mapping[str, Any]],
         ``nnodes``, ``global_batch``, ``per_device_batch``, ``baseline_batch``, ``t1_s`` and
         ``tn_s`` (medians), ``samples_per_s_1`` / ``_n``, ``speedup``, ``efficiency`` (from
         throughput), ``efficiency_median`` with ``ci_low`` / ``ci_high``, ``imbalance``,
-        ``exposed_comm_s`` and the two result ids; sorted by model, precision, batch, devices.
+        ``exposed_comm_s``, the two result ids and ``env_differs`` (the environment fields in
+        which the two runs differ, :func:`dlperf.env.environment_differences`; every entry has
+        the same keys); sorted by model, precision, batch, devices.
         One-device results with the baseline's batch appear as ``devices = 1`` rows
         (efficiency 1) so a table or plot starts at one device.
     """
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("samples_per_s")]
-    base: dict[tuple, Mapping[str, Any]] = {}
-    for r in ok:  # newest one-device row per (configuration, batch)
-        if world_of(r) == 1:
-            base[(_match(r), int(r["batch_size"]))] = r
+    ok = [r for r in as_records(rows) if r.identity.status == "ok" and samples_per_s(r)
+          and r.identity.batch_size is not None]
+    base: dict[tuple, RunRecord] = {}
+    for r in ok:  # newest one-device result per (configuration, batch)
+        if _world(r) == 1:
+            base[(_match(r), _batch(r))] = r
     out: list[dict[str, Any]] = []
     used: set[tuple[int, str]] = set()
     for r in ok:
-        n = world_of(r)
+        n = _world(r)
         if n == 1:
             continue
-        pdb, gb = per_device_of(r), int(r["batch_size"])
+        pdb, gb = _per_device(r), _batch(r)
         for kind, b1 in (("weak", pdb), ("strong", gb)):
             b = base.get((_match(r), b1))
-            if b is None:
+            if b is None or b1 is None:
                 continue
-            t1, tn = b["step_time_median_s"], r["step_time_median_s"]
-            e_thr = (r["samples_per_s"] / b["samples_per_s"]) / n
-            rep = _match(r)[len(MATCH_KEYS) + list(MATCH_CONFIG).index("repeat")]
-            entry = {**{k: r.get(k) for k in MATCH_KEYS}, "variant": variant_of(r),
-                     "repeat": rep, "scaling": kind, "devices": n,
-                     "nnodes": r.get("nnodes") or 1, "global_batch": gb,
-                     "per_device_batch": pdb, "baseline_batch": b1, "t1_s": t1, "tn_s": tn,
-                     "samples_per_s_1": b["samples_per_s"], "samples_per_s_n": r["samples_per_s"],
-                     "speedup": e_thr * n, "efficiency": e_thr,
-                     "efficiency_median": efficiency(t1, tn, b1, gb, n) if t1 and tn else None,
-                     "ci_low": None, "ci_high": None, "imbalance": r.get("rank_imbalance"),
-                     "exposed_comm_s": r.get("exposed_comm_s"),
-                     "id_1": b.get("id"), "id_n": r.get("id"),
-                     "env_differs": environment_differences(result_of(b), result_of(r))}
-            if samples_of is not None and b.get("id") is not None and r.get("id") is not None:
-                ratio, lo, hi = ratio_of_medians_ci(samples_of(b["id"]), samples_of(r["id"]))
-                f = gb / (n * b1)
-                entry.update(efficiency_median=ratio * f, ci_low=lo * f, ci_high=hi * f)
+            entry = _entry(r, b, kind, b1, samples_of)
             out.append(entry)
             if (id(b), kind) not in used:
                 used.add((id(b), kind))
-                out.append({**{k: b.get(k) for k in MATCH_KEYS}, "variant": "",
-                            "repeat": rep, "scaling": kind, "devices": 1,
-                            "nnodes": 1, "global_batch": b1, "per_device_batch": b1,
-                            "baseline_batch": b1, "t1_s": t1, "tn_s": t1,
-                            "samples_per_s_1": b["samples_per_s"],
-                            "samples_per_s_n": b["samples_per_s"], "speedup": 1.0,
-                            "efficiency": 1.0, "efficiency_median": 1.0, "ci_low": None,
-                            "ci_high": None, "imbalance": None, "exposed_comm_s": None,
-                            "id_1": b.get("id"), "id_n": b.get("id")})
+                out.append(_one_device(b, kind, entry["repeat"]))
     # A series (weak: per-device batch fixed; strong: global batch fixed) is identified by
     # its baseline batch.
     return sorted(out, key=lambda e: (str(e["model"]), str(e["framework"]), str(e["mode"]),
                                       str(e["device"]), str(e["precision"]), str(e["data"]),
                                       e["scaling"], e["baseline_batch"], e["repeat"],
                                       e["devices"], e["variant"]))
+
+
+def _entry(r: RunRecord, b: RunRecord, kind: str, b1: int,
+           samples_of: Callable[[int], list[float]] | None) -> dict[str, Any]:
+    """The entry of data-parallel result ``r`` against its one-device baseline ``b`` (at
+    batch ``b1``) under ``kind`` (``weak``/``strong``) scaling."""
+    n, gb = _world(r), _batch(r)
+    t1, tn = median_s(b), median_s(r)
+    e_thr = (samples_per_s(r) / samples_per_s(b)) / n
+    rep = _match(r)[len(MATCH_KEYS) + list(MATCH_CONFIG).index("repeat")]
+    entry = {**_fields(r), "variant": variant_of(r),
+             "repeat": rep, "scaling": kind, "devices": n,
+             "nnodes": r.identity.nnodes or 1, "global_batch": gb,
+             "per_device_batch": _per_device(r), "baseline_batch": b1, "t1_s": t1, "tn_s": tn,
+             "samples_per_s_1": samples_per_s(b), "samples_per_s_n": samples_per_s(r),
+             "speedup": e_thr * n, "efficiency": e_thr,
+             "efficiency_median": efficiency(t1, tn, b1, gb, n) if t1 and tn else None,
+             "ci_low": None, "ci_high": None, "imbalance": r.rank_imbalance,
+             "exposed_comm_s": r.exposed_comm_s,
+             "id_1": result_id(b), "id_n": result_id(r),
+             "env_differs": environment_differences(env_of(b), env_of(r))}
+    id_1, id_n = result_id(b), result_id(r)
+    if samples_of is not None and id_1 is not None and id_n is not None:
+        ratio, lo, hi = ratio_of_medians_ci(samples_of(id_1), samples_of(id_n))
+        f = gb / (n * b1)
+        entry.update(efficiency_median=ratio * f, ci_low=lo * f, ci_high=hi * f)
+    return entry
+
+
+def _one_device(b: RunRecord, kind: str, rep: Any) -> dict[str, Any]:
+    """The ``devices = 1`` entry of baseline ``b`` that starts a series."""
+    b1, t1 = _batch(b), median_s(b)
+    return {**_fields(b), "variant": "", "repeat": rep, "scaling": kind, "devices": 1,
+            "nnodes": 1, "global_batch": b1, "per_device_batch": b1, "baseline_batch": b1,
+            "t1_s": t1, "tn_s": t1, "samples_per_s_1": samples_per_s(b),
+            "samples_per_s_n": samples_per_s(b), "speedup": 1.0, "efficiency": 1.0,
+            "efficiency_median": 1.0, "ci_low": None, "ci_high": None, "imbalance": None,
+            "exposed_comm_s": None, "id_1": result_id(b), "id_n": result_id(b),
+            "env_differs": []}

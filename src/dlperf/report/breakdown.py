@@ -1,102 +1,94 @@
-"""Tables of where the time goes: iteration breakdown, op classes, and framework gaps.
-
-Input rows are results-store rows (``result_json`` holds the ``breakdown``, ``op_classes`` and
-``trace`` sections the worker writes with ``--breakdown``/``--trace``). Outputs are rich tables
-for the terminal and the same content as Markdown, for ``dlperf results`` and ``dlperf report``.
-Nothing here imports a framework.
+"""Where the time goes in one step: the iteration breakdown table of results measured with
+``--breakdown``/``--trace``, and the list of kept trace files.
 
 * :func:`breakdown_cells`: per result, the fused step and the median of each phase (ms per
   iteration), their sum against the step, CPU dispatch and GPU busy fraction. For a step
   compiled as one program (JAX, TensorFlow graph/XLA) the forward/backward/update columns come
   from the profiler trace (marked ``*``) and ``gap`` is the compiled step's time the trace did
   not attribute (device idle between ops, profiler overhead).
-* :func:`op_class_cells`: device time per iteration by op class.
-* :func:`gap_attribution`: for two frameworks or modes at the same point (model, device,
-  precision, batch, data, threads, loader workers, devices), the difference in step time
-  split into the difference of each op class's device time, the difference in the fused
-  step's device idle time (fused step - traced device time), and the rest (traced device
-  time beyond the fused step). Idle counts as explained where the host is shown to set the
-  pace of that side (its host issue time is at least :data:`HOST_BOUND` of the step: the
-  device waits for the host's dispatch, the CPU cost Dai et al. 2022 weigh against the GPU
-  work); other idle and the rest are not. A gap that is not told apart from noise
-  (:func:`gap_significance`) is not attributed.
+
+Device time per op class is :mod:`dlperf.report.opclasses`, the step-time gaps between
+frameworks attributed to op classes :mod:`dlperf.report.gaps`; their public names are
+importable from here too (``dlperf results --op-classes`` reads them so). Outputs are rich
+tables for the terminal and the same content as Markdown. Nothing here imports a framework.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
-from rich.text import Text
 
-from dlperf.measure.breakdown.opclass import OP_CLASSES
-from dlperf.measure.breakdown.phases import HOST_BOUND, RECONCILE_TOL
-from dlperf.env import environment_differences
-from dlperf.report.compare import POINT_KEYS, data_cell, device_cell, point_of
-from dlperf.report.tables import DASH, _md_escape, batch_cell, fmt_sig, sort_rows
-from dlperf.results.store import result_of
-from dlperf.stats import median_diff_ci
+from dlperf.report.cells import DASH, batch_cell, md_table, rich_table
+from dlperf.report.gaps import (BASELINE_ORDER, ENV_NOTE, GAP_CI_LEVEL, GAP_LEGEND,
+                                MIN_GAP_SHARE, REST_WARN_SHARE, gap_attribution, gap_markdown,
+                                gap_significance, gap_tables, gap_verdict, host_paced,
+                                slowed_by_breakdown)
+from dlperf.report.opclasses import (OTHER_LIST_SHARE, ms_cell as _ms, op_class_cells,
+                                     op_class_markdown, op_class_records, op_class_table,
+                                     op_classes_of, other_names)
+from dlperf.report.records import as_record, as_records, label
+from dlperf.report.tables import sort_rows
+from dlperf.results.schema import RunRecord
+from dlperf.results.store import result_of  # re-exported: dlperf.cli.results reads it
+from dlperf.results.view import median_s
+
+__all__ = ["BREAKDOWN_COLUMNS", "BREAKDOWN_LEGEND", "has_breakdown", "breakdown_cells",
+           "breakdown_table", "breakdown_markdown", "trace_files_markdown",
+           # from dlperf.report.opclasses and dlperf.report.gaps
+           "OTHER_LIST_SHARE", "op_classes_of", "op_class_cells", "op_class_records",
+           "op_class_table", "op_class_markdown", "other_names", "BASELINE_ORDER",
+           "MIN_GAP_SHARE", "GAP_CI_LEVEL", "REST_WARN_SHARE", "GAP_LEGEND", "ENV_NOTE",
+           "slowed_by_breakdown", "gap_significance", "host_paced", "gap_attribution",
+           "gap_verdict", "gap_markdown", "gap_tables", "result_of"]
 
 BREAKDOWN_COLUMNS = ("model", "framework/mode", "device", "precision", "batch", "step ms",
                      "t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu", "gap", "sum vs step",
                      "dispatch ms", "busy")
-#: Order of framework/mode when choosing the baseline of a pair.
-BASELINE_ORDER = ("torch/eager", "torch/graph", "jax/xla", "tensorflow/eager",
-                  "tensorflow/graph", "tensorflow/xla")
-#: Below this share of the baseline's step a gap is not attributed, even when its CI excludes
-#: 0: the breakdown's own parts are held to agree with the fused step within 3%
-#: (:data:`dlperf.measure.breakdown.phases.RECONCILE_TOL`, issue 4), and the two steps come from
-#: separate processes, whose medians vary by more than a within-run CI says (README,
-#: "Repeated runs"). See :func:`gap_significance`.
-MIN_GAP_SHARE = RECONCILE_TOL
-#: Confidence level of the step-time gap's interval.
-GAP_CI_LEVEL = 0.95
-#: ``other`` time over this share of a result's busy time lists its largest names.
-OTHER_LIST_SHARE = 0.05
+
+Rows = Sequence[RunRecord | Mapping[str, Any]]
 
 
-def _ms(v: Any) -> str:
-    return fmt_sig(v * 1e3) if isinstance(v, (int, float)) and math.isfinite(v) else DASH
+def has_breakdown(row: RunRecord | Mapping[str, Any]) -> bool:
+    """True if the result carries an available breakdown or trace section."""
+    rec = as_record(row)
+    return bool((rec.breakdown is not None and rec.breakdown.available)
+                or (rec.trace is not None and rec.trace.available))
 
 
-def _label(row: Mapping[str, Any]) -> str:
-    return f"{row.get('framework')}/{row.get('mode')}"
-
-
-def has_breakdown(row: Mapping[str, Any]) -> bool:
-    """True if the row carries a breakdown or a trace section."""
-    r = result_of(row)
-    return bool((r.get("breakdown") or {}).get("available") or (r.get("trace") or {}).get("available"))
-
-
-def breakdown_cells(row: Mapping[str, Any]) -> list[str]:
-    """Cells of one row of the breakdown table (:data:`BREAKDOWN_COLUMNS`)."""
-    r = result_of(row)
-    bd = r.get("breakdown") or {}
-    tr = r.get("trace") or {}
-    ph = bd.get("phases") or {}
-    split = bd.get("split") or {}
-    med = lambda p: (ph.get(p) or {}).get("median")  # noqa: E731
-    cells = {p: _ms(med(p)) for p in ("t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu")}
+def _phase_cells(rec: RunRecord) -> tuple[dict[str, str], str]:
+    """The phase cells (ms) of a result's breakdown and its ``gap`` cell."""
+    bd = rec.breakdown
+    ph = (bd.phases if bd is not None else None) or {}
+    split = (bd.split if bd is not None else None) or {}
+    cells = {p: _ms((ph.get(p) or {}).get("median"))
+             for p in ("t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu")}
     gap = DASH
     if "t_fbu" in ph:
         per = split.get("per_iter_s") or {}
         for p in ("t_f", "t_b", "t_u"):
             cells[p] = (_ms(per.get(p)) + "*") if p in per else DASH
         gap = _ms(split.get("t_gap_s"))
-    rel = bd.get("rel_diff")
-    sum_vs = DASH if rel is None else f"{rel:+.1%}" + ("" if bd.get("reconciled") else " !")
-    busy = tr.get("busy_fraction")
-    busy_s = DASH if busy is None else f"{busy:.0%}" + (" (ops)" if tr.get("device_kind") == "cpu"
+    return cells, gap
+
+
+def breakdown_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
+    """Cells of one row of the breakdown table (:data:`BREAKDOWN_COLUMNS`)."""
+    rec = as_record(row)
+    bd, tr = rec.breakdown, rec.trace
+    cells, gap = _phase_cells(rec)
+    rel = bd.rel_diff if bd is not None else None
+    sum_vs = DASH if rel is None else f"{rel:+.1%}" + ("" if bd.reconciled else " !")
+    busy = tr.busy_fraction if tr is not None else None
+    busy_s = DASH if busy is None else f"{busy:.0%}" + (" (ops)" if tr.device_kind == "cpu"
                                                        else "")
-    disp = (bd.get("dispatch_s") or {}).get("median")
+    disp = ((bd.dispatch_s if bd is not None else None) or {}).get("median")
     if disp is None:
-        disp = (tr.get("dispatch_s") or {}).get("median")
-    return [str(row.get("model")), _label(row), str(row.get("device_name") or row.get("device")),
-            str(row.get("precision")), batch_cell(row),
-            _ms(row.get("step_time_median_s")), cells["t_io"], cells["t_h2d"], cells["t_f"],
+        disp = ((tr.dispatch_s if tr is not None else None) or {}).get("median")
+    i = rec.identity
+    return [str(i.model), label(rec), str(rec.device_name or i.device), str(i.precision),
+            batch_cell(rec), _ms(median_s(rec)), cells["t_io"], cells["t_h2d"], cells["t_f"],
             cells["t_b"], cells["t_u"], cells["t_fbu"], gap, sum_vs, _ms(disp), busy_s]
 
 
@@ -121,523 +113,26 @@ BREAKDOWN_LEGEND = (
     "of host time inside ops).")
 
 
-def _rich(columns: Sequence[str], rows: list[list[str]], title: str, numeric_from: int) -> Table:
-    t = Table(title=title)
-    for i, c in enumerate(columns):
-        t.add_column(c, justify="right" if i >= numeric_from else "left", overflow="fold")
-    for cells in rows:
-        t.add_row(*(Text(c) for c in cells))
-    return t
+def breakdown_table(rows: Rows) -> Table | None:
+    """Rich breakdown table of the results that have one (None if none has)."""
+    rs = [breakdown_cells(r) for r in sort_rows(as_records(rows)) if has_breakdown(r)]
+    return rich_table(BREAKDOWN_COLUMNS, rs, "where the time goes (ms per iteration)", 4) \
+        if rs else None
 
 
-def _md(columns: Sequence[str], rows: list[list[str]], numeric_from: int) -> str:
-    lines = ["| " + " | ".join(columns) + " |",
-             "|" + "|".join("---:" if i >= numeric_from else "---" for i in range(len(columns)))
-             + "|"]
-    lines += ["| " + " | ".join(_md_escape(c) for c in cells) + " |" for cells in rows]
-    return "\n".join(lines) + "\n"
+def breakdown_markdown(rows: Rows) -> str:
+    """The breakdown table as Markdown with its legend ("" if no result has a breakdown)."""
+    rs = [breakdown_cells(r) for r in sort_rows(as_records(rows)) if has_breakdown(r)]
+    return (md_table(BREAKDOWN_COLUMNS, rs, 4) + "\n" + BREAKDOWN_LEGEND + "\n") if rs else ""
 
 
-def breakdown_table(rows: Sequence[Mapping[str, Any]]) -> Table | None:
-    """Rich breakdown table of the rows that have one (None if none has)."""
-    rs = [breakdown_cells(r) for r in sort_rows(rows) if has_breakdown(r)]
-    return _rich(BREAKDOWN_COLUMNS, rs, "where the time goes (ms per iteration)", 4) if rs else None
-
-
-def breakdown_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The breakdown table as Markdown with its legend ("" if no row has a breakdown)."""
-    rs = [breakdown_cells(r) for r in sort_rows(rows) if has_breakdown(r)]
-    return (_md(BREAKDOWN_COLUMNS, rs, 4) + "\n" + BREAKDOWN_LEGEND + "\n") if rs else ""
-
-
-def op_classes_of(row: Mapping[str, Any]) -> dict[str, float] | None:
-    """``{class: s per iteration}`` of a row, None if it has no op-class section."""
-    oc = result_of(row).get("op_classes") or {}
-    return oc.get("per_iter_s")
-
-
-def _class_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    used = set()
-    for r in rows:
-        for c, v in (op_classes_of(r) or {}).items():
-            if v:
-                used.add(c)
-    return [c for c in OP_CLASSES if c in used]
-
-
-def op_class_cells(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """(columns, cells) of the op-class table: ms per iteration per class, busy and idle."""
-    rs = [r for r in sort_rows(rows) if op_classes_of(r)]
-    classes = _class_columns(rs)
-    cols = ["model", "framework/mode", "precision", "batch", "step ms",
-            *[OP_CLASSES[c] for c in classes], "busy ms", "idle ms", "source"]
-    out = []
-    for r in rs:
-        oc = op_classes_of(r) or {}
-        tr = result_of(r).get("trace") or {}
-        out.append([str(r.get("model")), _label(r), str(r.get("precision")),
-                    str(r.get("batch_size")), _ms(r.get("step_time_median_s")),
-                    *[_ms(oc.get(c, 0.0)) for c in classes], _ms(tr.get("busy_s")),
-                    _ms(tr.get("idle_s")),
-                    "host ops" if tr.get("device_kind") == "cpu" else "device kernels"])
-    return cols, out
-
-
-def op_class_records(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The op-class table for CSV: one dict per result that has op classes, unrounded.
-
-    Keys: ``id``, ``model``, ``framework``, ``mode``, ``device``, ``precision``,
-    ``batch_size``, ``data``, ``threads``, ``step_time_median_s`` (the fused step), then
-    ``<class>_s`` for every class of :data:`~dlperf.measure.breakdown.opclass.OP_CLASSES` in order
-    (seconds per iteration, 0.0 where the trace had none, so every file has the same
-    columns), ``busy_s``, ``idle_s`` (seconds per iteration), ``device_kind`` (``cpu``: the
-    times are host time inside ops) and ``source`` (the profiler). Gaps are not here (their
-    rows have another shape): ``--format json`` has both.
-    """
-    out = []
-    for r in sort_rows(rows):
-        oc = op_classes_of(r)
-        if not oc:
-            continue
-        tr = result_of(r).get("trace") or {}
-        rec: dict[str, Any] = {k: r.get(k) for k in ("id", "model", "framework", "mode",
-                                                       "device", "precision", "batch_size",
-                                                       "data", "threads",
-                                                       "step_time_median_s")}
-        rec.update({f"{c}_s": oc.get(c, 0.0) for c in OP_CLASSES})
-        rec.update(busy_s=tr.get("busy_s"), idle_s=tr.get("idle_s"),
-                   device_kind=tr.get("device_kind"), source=tr.get("source"))
-        out.append(rec)
-    return out
-
-
-def op_class_table(rows: Sequence[Mapping[str, Any]]) -> Table | None:
-    """Rich op-class table (None if no row has op classes)."""
-    cols, cells = op_class_cells(rows)
-    return _rich(cols, cells, "device time per op class (ms per iteration)", 3) if cells else None
-
-
-def op_class_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The op-class table as Markdown ("" if no row has op classes)."""
-    cols, cells = op_class_cells(rows)
-    if not cells:
-        return ""
-    return _md(cols, cells, 3) + (
-        "\nDevice time per iteration (ms; every column but *source*) from a profiler trace "
-        "of a few iterations after the measurement, by op class (dlperf.measure.breakdown.opclass); "
-        "overlapping ops share their time, so the classes add up to *busy ms*. *idle ms*: "
-        "traced step time with no device op running (the profiler lengthens it on a host-bound "
-        "step; the gap tables use fused step - busy instead). On a CPU device the times are "
-        "the host's time inside ops.\n") + \
-        _other_names_markdown(rows)
-
-
-def other_names(row: Mapping[str, Any], limit: int = 8) -> list[tuple[str, float]]:
-    """The largest stored names of a row's ``other`` (unclassified) time: ``[(name, s per
-    iteration)]``, from ``top_by_class`` (stored since it exists) or else ``top_ops`` (the 15
-    largest ops of any class, all a result stored before)."""
-    oc = result_of(row).get("op_classes") or {}
-    named = (oc.get("top_by_class") or {}).get("other")
-    if named is None:
-        named = [t for t in oc.get("top_ops") or [] if t.get("class") == "other"]
-    return [(str(t.get("name")), float(t.get("s") or 0.0)) for t in named[:limit]]
-
-
-def _other_names_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = []
-    for r in sort_rows(rows):
-        oc = op_classes_of(r) or {}
-        busy = (result_of(r).get("op_classes") or {}).get("busy_s") or math.fsum(oc.values())
-        other = oc.get("other") or 0.0
-        if busy and other > OTHER_LIST_SHARE * busy:
-            names = other_names(r)
-            listed = math.fsum(s_ for _, s_ in names)
-            lines.append(f"- {r.get('model')} {_label(r)} {r.get('precision')} b="
-                         f"{r.get('batch_size')}: other {_ms(other)} ms of {_ms(busy)}"
-                         + (": " + ", ".join(f"`{n}` {_ms(s_)}" for n, s_ in names)
-                            + ("" if listed >= 0.999 * other else
-                               f" (the rest, {_ms(other - listed)} ms, not stored by name)")
-                            if names else ": no names stored"))
-    if not lines:
-        return ""
-    return ("\nUnclassified device time (*other*) over "
-            f"{OTHER_LIST_SHARE:.0%} of a result's busy time, by name (ms per iteration):\n\n"
-            + "\n".join(lines) + "\n")
-
-
-def _order(label: str) -> int:
-    return BASELINE_ORDER.index(label) if label in BASELINE_ORDER else len(BASELINE_ORDER)
-
-
-def slowed_by_breakdown(row: Mapping[str, Any]) -> bool:
-    """True for a JAX ``--breakdown`` run on a GPU that turned XLA command buffers off (flags
-    ``command_buffers`` = ``off ...``): its fused step ran without them too, which is not the
-    framework's own speed (a scanned LSTM on the H200: 10.30 ms against 4.39 ms)."""
-    flags = result_of(row).get("flags") or {}
-    return str(flags.get("command_buffers", "")).startswith("off")
-
-
-def _references(rows: Sequence[Mapping[str, Any]]) -> dict[tuple, Mapping[str, Any]]:
-    """Ok rows measured without --breakdown/--trace, newest per (point, framework/mode)."""
-    refs: dict[tuple, Mapping[str, Any]] = {}
-    for r in rows:
-        cfg = result_of(r).get("config") or {}
-        if (r.get("status") != "ok" or not r.get("step_time_median_s") or cfg.get("breakdown")
-                or cfg.get("trace_dir") or op_classes_of(r)):
-            continue
-        key = (point_of(r), _label(r))
-        if key not in refs or str(r.get("created_at") or "") >= str(refs[key].get("created_at") or ""):
-            refs[key] = r
-    return refs
-
-
-def _ci_of(row: Mapping[str, Any]) -> tuple[float, float] | None:
-    lo, hi = row.get("step_time_ci_low_s"), row.get("step_time_ci_high_s")
-    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
-        return float(lo), float(hi)
-    return None
-
-
-def gap_significance(a: Mapping[str, Any], b: Mapping[str, Any],
-                     samples_of: Callable[[int], Sequence[float] | None] | None = None
-                     ) -> dict[str, Any]:
-    """Whether the fused-step gap ``b - a`` of two rows is told apart from noise.
-
-    Rule (both must hold for the gap to be attributed to op classes):
-
-    1. **Not within noise**: the 95% (:data:`GAP_CI_LEVEL`) confidence interval of
-       median(b) - median(a) excludes 0. The interval is the two-sample percentile bootstrap
-       of the two runs' stored measured samples (phase ``measure``; each run resampled on its
-       own, 2000 resamples, seed 0: :func:`dlperf.stats.median_diff_ci`, after Efron &
-       Tibshirani 1993, ch. 8 and 13, the same resampling as the speed-up CIs of
-       ``--compare``). Where samples are missing, the interval made of the two steps' own 95%
-       CIs of the median, ``[lo_b - hi_a, hi_b - lo_a]``: wider than the bootstrap's, so it
-       can call a real difference noise but never the reverse (two 95% intervals that do not
-       overlap mean a difference at the 5% level or stricter; Schenker & Gentleman 2001).
-    2. **Not too small**: |gap| is at least :data:`MIN_GAP_SHARE` (3%) of ``a``'s step. A
-       within-run interval covers iteration-to-iteration noise only; two runs are two
-       processes, whose medians differ by more (README, "Repeated runs"), and the
-       attribution's parts (the profiler trace, the phases) are held to agree with the fused
-       step within 3% (issue 4; :data:`dlperf.measure.breakdown.phases.RECONCILE_TOL`), so a smaller
-       gap is below what the attribution can resolve.
-
-    Args:
-        a, b: result rows (``step_time_median_s``, ``step_time_ci_low_s``/``_high_s``, ``id``):
-            the rows whose fused steps make the gap (a run without --breakdown where the gap
-            takes its step from one).
-        samples_of: result id -> measured per-iteration times in s (None or empty: not stored).
-
-    Returns:
-        ``{"gap_s", "ci_s": [low, high] or None, "ci_source", "within_noise", "too_small",
-        "attributed", "why_not"}`` (``why_not``: ``"within noise"``, ``"too small"``, ``"no
-        gap"`` or None); ``within_noise`` is None when neither samples nor CIs are stored
-        (then only rule 2 decides, and ``ci_source`` says so).
-    """
-    sa, sb = float(a["step_time_median_s"]), float(b["step_time_median_s"])
-    gap = sb - sa
-    xa = list(samples_of(a["id"]) or []) if samples_of and a.get("id") is not None else []
-    xb = list(samples_of(b["id"]) or []) if samples_of and b.get("id") is not None else []
-    ci: tuple[float, float] | None = None
-    if len(xa) >= 2 and len(xb) >= 2:
-        _, lo, hi = median_diff_ci(xa, xb, level=GAP_CI_LEVEL)
-        ci = (lo, hi)
-        source = (f"bootstrap of the measured samples ({len(xa)} and {len(xb)} iterations; "
-                  f"{GAP_CI_LEVEL:.0%})")
-    elif (ca := _ci_of(a)) and (cb := _ci_of(b)):
-        ci = (cb[0] - ca[1], cb[1] - ca[0])
-        source = f"the two steps' own {GAP_CI_LEVEL:.0%} CIs (no stored samples)"
-    else:
-        source = "none: no samples and no CIs stored"
-    within = None if ci is None else bool(ci[0] <= 0.0 <= ci[1])
-    too_small = abs(gap) < MIN_GAP_SHARE * sa
-    why = None
-    if within:
-        why = "within noise"
-    elif too_small:
-        why = "too small"
-    elif gap == 0:
-        why = "no gap"
-    return {"gap_s": gap, "ci_s": None if ci is None else [ci[0], ci[1]], "ci_source": source,
-            "within_noise": within, "too_small": too_small, "attributed": why is None,
-            "why_not": why}
-
-
-def host_paced(r: Mapping[str, Any], step_s: float) -> dict[str, Any] | None:
-    """Evidence that the host sets the pace of ``r``'s fused step of ``step_s`` seconds, or
-    None: its phased breakdown, timed by CUDA events (so its host times are the host's issue
-    work alone, with no wait for the device), took at least :data:`HOST_BOUND` (90%) of the
-    step on the host per iteration. Then the device cannot run ahead of the host, and its
-    idle time in the fused step is time spent waiting for the host's dispatch.
-
-    Returns ``{"dispatch_s", "step_s", "ratio"}`` (seconds per iteration) or None (no
-    breakdown, another timer, or a host that issues the step faster than the device runs it).
-    """
-    bd = result_of(r).get("breakdown") or {}
-    disp = (bd.get("dispatch_s") or {}).get("median")
-    if bd.get("timer") != "cuda_events" or not disp or not step_s:
-        return None
-    return ({"dispatch_s": disp, "step_s": step_s, "ratio": disp / step_s}
-            if disp >= HOST_BOUND * step_s else None)
-
-
-def _fused_idle(step_s: float, busy_s: float) -> float:
-    """Device idle per iteration in the fused step: the step less the traced device time,
-    assuming the device ops take as long in the trace as in the fused step (0 where the
-    traced ops take longer than the whole step)."""
-    return max(0.0, step_s - busy_s)
-
-
-def gap_attribution(rows: Sequence[Mapping[str, Any]],
-                    samples_of: Callable[[int], Sequence[float] | None] | None = None
-                    ) -> list[dict[str, Any]]:
-    """Step-time gaps between frameworks/modes at the same point, attributed to op classes.
-
-    For each pair of ``ok`` rows with op classes at the same :data:`POINT_KEYS` and different
-    framework/mode (baseline ``a`` first in :data:`BASELINE_ORDER`): ``gap_s`` = fused median
-    of ``b`` - of ``a``; per class ``diff_s`` = class time of ``b`` - of ``a`` (device time per
-    iteration from each run's profiler trace) and ``share`` = diff / gap; ``class_diff_s`` =
-    the sum of the class differences. Each side's device idle in its fused step,
-    ``a_idle_s``/``b_idle_s`` = max(0, fused step - traced device time) (the kernels take as
-    long traced as untraced; the trace's own idle is not used, since the profiler slows the
-    host and so lengthens the idle of a host-bound step: ``traced_idle_diff_s`` keeps it for
-    reference). ``a_host_paced``/``b_host_paced``: :func:`host_paced`'s evidence, or None.
-    ``host_idle_diff_s`` = the difference of the idle of host-paced sides (the device waiting
-    for the host), ``idle_diff_s`` = the rest of the idle difference (cause not shown),
-    ``rest_s`` = gap - classes - both idles (traced device time beyond a fused step), so
-    classes + host idle + idle + rest = gap exactly. ``explained`` = (``class_diff_s`` +
-    ``host_idle_diff_s``) / gap; ``explained_by_classes`` = ``class_diff_s`` / gap;
-    ``explained_with_idle`` adds ``idle_diff_s`` too, for reference. ``env_differs``: where
-    the rows that make the gap (steps and traces) ran in different environments
-    (:func:`dlperf.env.environment_differences`); such a gap mixes the machines' difference
-    with the frameworks' and is marked.
-
-    ``significance`` is :func:`gap_significance` of the two rows whose fused steps make the
-    gap (``samples_of``: result id -> measured samples, e.g. from
-    :meth:`dlperf.results.store.ResultStore.samples`; without it, the rows' own CIs). A gap
-    that is not ``attributed`` (within noise, or under :data:`MIN_GAP_SHARE` of ``a``'s step)
-    keeps its class differences in ms but has ``explained``, ``explained_by_classes``,
-    ``explained_with_idle`` and every ``share`` None, and ``not_attributed`` says why.
-
-    A side whose breakdown run was slowed by the breakdown itself (:func:`slowed_by_breakdown`)
-    takes its fused step from a run of the same point without --breakdown in ``rows`` when
-    there is one (``a_ref``/``b_ref`` True; the breakdown run's own step stays in
-    ``a_bd_step_s``/``b_bd_step_s``), so the gap is the frameworks' and not the breakdown
-    mode's; without one, ``note`` says that the gap is partly the breakdown mode's.
-    """
-    ok = [r for r in rows if r.get("status") == "ok" and op_classes_of(r)
-          and r.get("step_time_median_s")]
-    refs = _references(rows)
-
-    def step_row(r: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
-        if slowed_by_breakdown(r):
-            ref = refs.get((point_of(r), _label(r)))
-            if ref is not None:
-                return ref, True
-        return r, False
-
-    out = []
-    for i, a in enumerate(ok):
-        for b in ok[i + 1:]:
-            if point_of(a) != point_of(b):
-                continue
-            if _label(a) == _label(b):
-                continue
-            if (_order(_label(b)), _label(b)) < (_order(_label(a)), _label(a)):
-                a_, b_ = b, a
-            else:
-                a_, b_ = a, b
-            ca, cb = op_classes_of(a_) or {}, op_classes_of(b_) or {}
-            ta, tb = result_of(a_).get("trace") or {}, result_of(b_).get("trace") or {}
-            (ra, ref_a), (rb, ref_b) = step_row(a_), step_row(b_)
-            sa, sb = float(ra["step_time_median_s"]), float(rb["step_time_median_s"])
-            gap = sb - sa
-            sig = gap_significance(ra, rb, samples_of)
-            attributed = sig["attributed"]
-            unref = [_label(x) for x, ref in ((a_, ref_a), (b_, ref_b))
-                     if slowed_by_breakdown(x) and not ref]
-            note = (f"{', '.join(unref)} ran with XLA command buffers off (--breakdown) and no "
-                    f"run without --breakdown of this point is here: the gap is partly the "
-                    f"breakdown mode's" if unref else None)
-            classes = []
-            for c in OP_CLASSES:
-                x, y = ca.get(c, 0.0), cb.get(c, 0.0)
-                if x or y:
-                    classes.append({"class": c, "a_s": x, "b_s": y, "diff_s": y - x,
-                                    "share": (y - x) / gap if attributed else None})
-            classes.sort(key=lambda d: -abs(d["diff_s"]))
-            cls_sum = math.fsum(d["diff_s"] for d in classes)
-            traced_idle = ((tb.get("idle_s") or 0.0) - (ta.get("idle_s") or 0.0)
-                           if ta.get("idle_s") is not None and tb.get("idle_s") is not None
-                           else None)
-            idle_a = _fused_idle(sa, math.fsum(ca.values()))
-            idle_b = _fused_idle(sb, math.fsum(cb.values()))
-            # host pace from the run whose phases were measured (the breakdown row), against
-            # the step the gap uses
-            hp_a, hp_b = host_paced(a_, sa), host_paced(b_, sb)
-            host_idle = (idle_b if hp_b else 0.0) - (idle_a if hp_a else 0.0)
-            other_idle = (0.0 if hp_b else idle_b) - (0.0 if hp_a else idle_a)
-            same_fw = a_.get("framework") == b_.get("framework")
-            env = list(dict.fromkeys(
-                d for x, y in ((ra, rb), (a_, b_))
-                for d in environment_differences(result_of(x), result_of(y),
-                                                 same_framework=same_fw)))
-            out.append({
-                **{k: a_.get(k) for k in POINT_KEYS},
-                "a": _label(a_), "b": _label(b_), "a_step_s": sa, "b_step_s": sb,
-                "a_ref": ref_a, "b_ref": ref_b, "a_bd_step_s": a_["step_time_median_s"],
-                "b_bd_step_s": b_["step_time_median_s"], "note": note,
-                "gap_s": gap, "gap_ci_s": sig["ci_s"], "significance": sig, "env_differs": env,
-                "not_attributed": sig["why_not"], "classes": classes,
-                "class_diff_s": cls_sum, "a_idle_s": idle_a, "b_idle_s": idle_b,
-                "a_host_paced": hp_a, "b_host_paced": hp_b,
-                "host_idle_diff_s": host_idle, "idle_diff_s": other_idle,
-                "traced_idle_diff_s": traced_idle,
-                "rest_s": gap - cls_sum - host_idle - other_idle,
-                "explained": (cls_sum + host_idle) / gap if attributed else None,
-                "explained_by_classes": cls_sum / gap if attributed else None,
-                "explained_with_idle": ((cls_sum + host_idle + other_idle) / gap
-                                        if attributed else None),
-            })
-    return sorted(out, key=lambda d: (str(d["model"]), str(d["precision"]), d["batch_size"] or 0,
-                                      d["a"], d["b"]))
-
-
-def _ci_text(g: Mapping[str, Any]) -> str:
-    ci = g.get("gap_ci_s")
-    return "no CI" if not ci else f"CI [{ci[0] * 1e3:+.4g}, {ci[1] * 1e3:+.4g}] ms"
-
-
-#: A gap whose rest (traced device time beyond the fused steps) exceeds this share of it is
-#: flagged: its class differences come from traced steps unlike the measured ones.
-REST_WARN_SHARE = 0.25
-
-
-def gap_verdict(g: Mapping[str, Any]) -> str:
-    """One phrase on a gap: its CI and the classes' share, or why it is not attributed."""
-    why = g.get("not_attributed")
-    if why == "within noise":
-        return f"gap within noise ({_ci_text(g)}): not attributed"
-    if why == "too small":
-        return (f"{abs(g['gap_s']) / g['a_step_s']:.1%} of {g['a']}'s step, under the "
-                f"{MIN_GAP_SHARE:.0%} floor ({_ci_text(g)}): not attributed")
-    if why:
-        return f"{why} ({_ci_text(g)}): not attributed"
-    if g.get("host_idle_diff_s"):
-        text = (f"{_ci_text(g)}; op classes and the host-paced idle explain "
-                f"{g['explained']:.0%} of it (op classes alone {g['explained_by_classes']:.0%})")
-    else:
-        text = f"{_ci_text(g)}; op classes explain {g['explained']:.0%} of it"
-    rest = g.get("rest_s") or 0.0
-    if abs(rest) > REST_WARN_SHARE * abs(g["gap_s"]):
-        text += (f"; the rest is {rest / g['gap_s']:+.0%} of the gap (traced steps unlike the "
-                 f"fused ones): read the shares with care")
-    return text
-
-
-def _share(g: Mapping[str, Any], v: float | None) -> str:
-    return DASH if v is None or g.get("explained") is None else f"{v / g['gap_s']:+.0%}"
-
-
-def _gap_rows(g: Mapping[str, Any]) -> list[list[str]]:
-    rows = [[OP_CLASSES.get(c["class"], c["class"]), _ms(c["a_s"]), _ms(c["b_s"]),
-             f"{c['diff_s'] * 1e3:+.4g}", _share(g, c["diff_s"])] for c in g["classes"]]
-    rows.append(["sum of op classes (explained)", DASH, DASH, f"{g['class_diff_s'] * 1e3:+.4g}",
-                 _share(g, g["class_diff_s"])])
-
-    def idle(side: str, host: bool) -> str:
-        paced = bool(g.get(f"{side}_host_paced"))
-        v = g.get(f"{side}_idle_s")
-        return _ms(v) if v is not None and paced == host else DASH
-
-    if g.get("a_host_paced") or g.get("b_host_paced"):
-        rows.append(["device idle, waiting for the host (explained)", idle("a", True),
-                     idle("b", True), f"{g['host_idle_diff_s'] * 1e3:+.4g}",
-                     _share(g, g["host_idle_diff_s"])])
-    if g.get("idle_diff_s") is not None:
-        rows.append(["device idle, other (not explained)", idle("a", False), idle("b", False),
-                     f"{g['idle_diff_s'] * 1e3:+.4g}", _share(g, g["idle_diff_s"])])
-    rows.append(["rest: traced device time beyond the fused step (not explained)", DASH, DASH,
-                 f"{g['rest_s'] * 1e3:+.4g}", _share(g, g["rest_s"])])
-    return rows
-
-
-GAP_LEGEND = (
-    "*gap*: fused step of the second framework/mode minus the first's (median ms per "
-    "iteration). Op-class times are device time per iteration from each run's profiler trace. "
-    "*device idle* = fused step - traced device time (max 0), per side; it counts as explained "
-    f"only for a side whose host is shown to set its pace (its phased breakdown took at least "
-    f"{HOST_BOUND:.0%} of the step to issue the step, timed by CUDA events: the device waits "
-    "for the host's dispatch); other idle and the *rest* (traced device time beyond the fused "
-    "step: kernels slower under the profiler or in the breakdown's process) are not. "
-    "*explained* = (op classes + host-paced idle) / gap; classes + idle + rest = gap. "
-    "Shares are signed: a row with the gap's sign adds to it, one with the other sign offsets "
-    "it, so the explained parts can sum past 100% when other rows pull the other way; a "
-    f"rest over {REST_WARN_SHARE:.0%} of the gap is flagged. "
-    "A gap is attributed only when the "
-    f"{GAP_CI_LEVEL:.0%} CI of the difference of the two medians excludes 0 (bootstrap of the "
-    "two runs' measured samples, each resampled on its own; without samples, the two steps' "
-    f"own CIs) and the gap is at least {MIN_GAP_SHARE:.0%} of the first's step (the agreement "
-    "the breakdown holds its parts to; separate processes vary more than a within-run CI "
-    "says); otherwise the differences are listed without shares.")
-
-
-#: Said of a gap whose two sides ran in different environments.
-ENV_NOTE = ("measured in different environments (the gap mixes the machines' difference with "
-            "the frameworks'; re-measure both sides in one)")
-
-
-def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:
-    """One Markdown table per pair (classes by |difference|, their sum, idle, rest) and the
-    legend; the heading line says the gap, its CI and the explained share, or why the gap is
-    not attributed."""
-    if not gaps:
-        return ""
-    parts = []
-    for g in gaps:
-        w = "" if g.get("loader_workers") is None else f" ({data_cell(g)})"
-        head = (f"**{g['model']}** {g['precision']} batch {batch_cell(g)}{w} on "
-                f"{device_cell(g)}: "
-                f"{g['b']} vs {g['a']}: step {g['b_step_s'] * 1e3:.4g} vs "
-                f"{g['a_step_s'] * 1e3:.4g} ms, gap {g['gap_s'] * 1e3:+.4g} ms")
-        refd = [g[s_] for s_, f in (("a", "a_ref"), ("b", "b_ref")) if g.get(f)]
-        if refd:
-            head += (f" ({', '.join(refd)}: the fused step of its run without --breakdown; "
-                     f"the breakdown run slowed it)")
-        head += "; " + gap_verdict(g)
-        if g.get("env_differs"):
-            head += f". {ENV_NOTE}: {'; '.join(g['env_differs'])}"
-        if g.get("note"):
-            head += f". Note: {g['note']}"
-        parts.append(head + "\n\n" + _md(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms",
-                                          "share of gap"), _gap_rows(g), 1))
-    return "\n".join(parts) + "\n" + GAP_LEGEND + "\n"
-
-
-def gap_tables(gaps: Sequence[Mapping[str, Any]]) -> list[Table]:
-    """The same as :func:`gap_markdown`, one rich table per pair."""
-    out = []
-    for g in gaps:
-        w = "" if g.get("loader_workers") is None else f" {g['loader_workers']} wkr"
-        n = g.get("world_size") or 1
-        title = (f"{g['model']} {g['precision']} b={batch_cell(g)}{w}"
-                 f"{f' x{n}' if n > 1 else ''}: {g['b']} vs {g['a']}, gap "
-                 f"{g['gap_s'] * 1e3:+.4g} ms, " + gap_verdict(g)
-                 + (" (a step from a run without --breakdown)" if g.get("a_ref") or g.get("b_ref")
-                    else "") + (f"\nnote: {g['note']}" if g.get("note") else "")
-                 + (f"\n{ENV_NOTE}: {'; '.join(g['env_differs'])}" if g.get("env_differs")
-                    else ""))
-        out.append(_rich(("op class", f"{g['a']} ms", f"{g['b']} ms", "diff ms", "share of gap"),
-                         _gap_rows(g), title, 1))
-    return out
-
-
-def trace_files_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+def trace_files_markdown(rows: Rows) -> str:
     """A list of the kept trace files ("" if none)."""
     lines = []
-    for r in sort_rows(rows):
-        files = (result_of(r).get("trace") or {}).get("files") or {}
+    for r in sort_rows(as_records(rows)):
+        files = (r.trace.files if r.trace is not None else None) or {}
         if files.get("chrome_trace"):
-            lines.append(f"- {r.get('model')} {_label(r)} {r.get('precision')} b="
-                         f"{r.get('batch_size')}: `{files['chrome_trace']}`")
+            lines.append(f"- {r.identity.model} {label(r)} {r.identity.precision} b="
+                         f"{r.identity.batch_size}: `{files['chrome_trace']}`")
     return ("Chrome-trace JSON (opens in https://ui.perfetto.dev or chrome://tracing):\n\n"
             + "\n".join(lines) + "\n") if lines else ""

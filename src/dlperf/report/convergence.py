@@ -13,8 +13,11 @@ from matplotlib.figure import Figure
 from dlperf.perfmodel.convergence import (DEFAULT_WINDOW, curve, smoothed, summarize_convergence,
                                 training_time)
 
-from .scaling import safe_name
-from .tables import fmt_sig
+from dlperf.report.cells import fmt_sig
+from dlperf.report.records import as_records, fields, is_ok
+from dlperf.report.scaling import safe_name
+from dlperf.results.schema import RunRecord
+from dlperf.results.view import result_id, setting, world_of
 
 __all__ = ["GROUP_KEYS", "convergence_groups", "convergence_markdown", "plot_convergence"]
 
@@ -24,7 +27,7 @@ GROUP_KEYS = ("model", "framework", "mode", "device", "precision", "data", "thre
 DASH = "–"
 
 
-def convergence_groups(rows: Sequence[Mapping[str, Any]],
+def convergence_groups(rows: Sequence[RunRecord | Mapping[str, Any]],
                        samples_of: Callable[[int], dict[str, dict[str, list[float]]]],
                        target_loss: float | None = None,
                        window: int = DEFAULT_WINDOW) -> list[dict[str, Any]]:
@@ -34,8 +37,8 @@ def convergence_groups(rows: Sequence[Mapping[str, Any]],
     about convergence) unless a target loss was given or stored.
 
     Args:
-        rows: store rows with ``id``, ``status``, ``world_size``, ``nnodes``, ``result_json``
-            and the :data:`GROUP_KEYS`.
+        rows: results read from a store (``ResultStore.records`` or ``ResultStore.rows``):
+            their status, devices, config (``target_loss``) and the :data:`GROUP_KEYS`.
         samples_of: result id -> ``{phase: {"step_time_s": [...], "loss": [...]}}``
             (``ResultStore.samples``).
         target_loss: overrides the target stored with each result.
@@ -46,29 +49,24 @@ def convergence_groups(rows: Sequence[Mapping[str, Any]],
         times, s), "losses",
         **summarize_convergence(...)}]}]``, runs sorted by devices.
     """
-    import json
-
     groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in rows:
-        if r.get("status") != "ok" or r.get("id") is None:
+    for r in as_records(rows):
+        rid = result_id(r)
+        if not is_ok(r) or rid is None:
             continue
-        try:
-            cfg = json.loads(r.get("result_json") or "{}").get("config") or {}
-        except ValueError:
-            cfg = {}
-        target = target_loss if target_loss is not None else cfg.get("target_loss")
-        if r.get("data") == "synthetic" and target is None:
+        target = target_loss if target_loss is not None else setting(r, "target_loss")
+        if r.identity.data == "synthetic" and target is None:
             continue
-        raw = samples_of(r["id"])
+        raw = samples_of(rid)
         s = {ph: v["step_time_s"] for ph, v in raw.items() if ":" not in ph}
         ls = {ph: v["loss"] for ph, v in raw.items() if ":" not in ph}
         times, losses = curve(s, ls)
         if not losses or any(x is None for x in losses):
             continue
-        run = {"devices": int(r.get("world_size") or 1), "nnodes": int(r.get("nnodes") or 1),
-               "id": r["id"], "times": times, "losses": losses,
+        run = {"devices": world_of(r), "nnodes": int(r.identity.nnodes or 1),
+               "id": rid, "times": times, "losses": losses,
                **summarize_convergence(s, ls, target, window)}
-        groups.setdefault(tuple(r.get(k) for k in GROUP_KEYS), []).append(run)
+        groups.setdefault(tuple(fields(r, GROUP_KEYS).values()), []).append(run)
     out = []
     for key, runs in groups.items():
         out.append({**dict(zip(GROUP_KEYS, key)),

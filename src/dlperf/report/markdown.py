@@ -11,8 +11,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .plots import plot_step_time_vs_batch
-from .tables import COLUMNS, is_ok, markdown_table, sort_rows, status_label
+from dlperf.report.plots import plot_step_time_vs_batch
+from dlperf.report.records import as_records, is_ok
+from dlperf.report.tables import COLUMNS, markdown_table, sort_rows, status_label
+from dlperf.results.schema import RunRecord
 
 __all__ = ["write_report", "REPORT_NAME"]
 
@@ -43,22 +45,22 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
-def _environment(rows: Sequence[Mapping[str, Any]], env: Mapping[str, Any] | None) -> list[str]:
+def _environment(recs: Sequence[RunRecord], env: Mapping[str, Any] | None) -> list[str]:
     lines = ["## Environment", ""]
     devices = sorted(
         {
-            (str(r.get("device") or ""), str(r.get("device_name") or ""))
-            for r in rows
-            if r.get("device") or r.get("device_name")
+            (str(r.identity.device or ""), str(r.device_name or ""))
+            for r in recs
+            if r.identity.device or r.device_name
         }
     )
     if devices:
         names = [f"{d} ({n})" if d and n and d != n else (n or d) for d, n in devices]
         lines.append("- devices: " + "; ".join(_md(x) for x in names))
-    frameworks = sorted({str(r["framework"]) for r in rows if r.get("framework")})
+    frameworks = sorted({str(r.identity.framework) for r in recs if r.identity.framework})
     if frameworks:
         lines.append("- frameworks: " + ", ".join(_md(f) for f in frameworks))
-    stamps = sorted(str(r["created_at"]) for r in rows if r.get("created_at"))
+    stamps = sorted(str(r.identity.created_at) for r in recs if r.identity.created_at)
     if stamps:
         span = stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} to {stamps[-1]}"
         lines.append(f"- results created: {_md(span)}")
@@ -69,29 +71,30 @@ def _environment(rows: Sequence[Mapping[str, Any]], env: Mapping[str, Any] | Non
     return lines + [""]
 
 
-def _failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    failed = [r for r in sort_rows(rows) if not is_ok(r)]
+def _failures(recs: Sequence[RunRecord]) -> list[str]:
+    failed = [r for r in sort_rows(recs) if not is_ok(r)]
     if not failed:
         return []
     lines = ["## Failures", "", "Failures are results (MEASUREMENT rule 11); each is listed with its configuration.", ""]
     for r in failed:
+        i = r.identity
         cfg = " ".join(
-            str(r.get(k))
-            for k in ("model", "framework", "mode", "device", "precision", "data")
-            if r.get(k) not in (None, "")
-        ) + (f" {r['threads']} threads" if r.get("threads") else "")
-        err = " ".join(str(r.get("error") or "").split())
+            str(v)
+            for v in (i.model, i.framework, i.mode, i.device, i.precision, i.data)
+            if v not in (None, "")
+        ) + (f" {i.threads} threads" if i.threads else "")
+        err = " ".join(str(i.error or "").split())
         if len(err) > _ERROR_DETAIL_CHARS:
             err = err[: _ERROR_DETAIL_CHARS - 1] + "…"
-        line = f"- **{_md(status_label(r.get('status')))}** {_md(cfg)}, batch {r.get('batch_size')}"
-        if r.get("run_key"):
-            line += f" (run `{_md(r['run_key'])}`)"
+        line = f"- **{_md(status_label(i.status))}** {_md(cfg)}, batch {i.batch_size}"
+        if i.run_key:
+            line += f" (run `{_md(i.run_key)}`)"
         lines.append(line + (f": {_md(err)}" if err else ""))
     return lines + [""]
 
 
 def write_report(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[RunRecord | Mapping[str, Any]],
     out_dir: str | Path,
     *,
     title: str = "dlperf report",
@@ -111,8 +114,8 @@ def write_report(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = list(rows)
-    counts = Counter(str(r.get("status")) for r in rows)
+    rows = as_records(rows)
+    counts = Counter(str(r.identity.status) for r in rows)
     n_ok = counts.pop("ok", 0)
     summary = f"{len(rows)} result(s): {n_ok} ok"
     if counts:
@@ -147,7 +150,7 @@ def write_report(
     if plots:
         lines += ["## Step time vs batch size", ""]
         # plot_step_time_vs_batch returns one path per model, in sorted model order
-        for model, path in zip(sorted({str(r.get("model")) for r in rows}), plots):
+        for model, path in zip(sorted({str(r.identity.model) for r in rows}), plots):
             rel = path.relative_to(out).as_posix()
             lines += [f"### {_md(model)}", "", f"![{_md(model)}: step time and throughput vs batch size]({rel})", ""]
 

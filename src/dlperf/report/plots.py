@@ -19,9 +19,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
-from dlperf.results.store import repeat_of
-
-from .tables import is_ok, sort_rows, status_label
+from dlperf.report.records import as_record, as_records, field, is_ok
+from dlperf.report.tables import sort_rows, status_label
+from dlperf.results.schema import RunRecord
+from dlperf.results.view import ci_s, median_s, repeat_in, samples_per_s, world_of
 
 __all__ = ["plot_step_time_vs_batch", "group_key", "group_label", "plot_filename",
            "plot_filenames"]
@@ -40,7 +41,7 @@ def _finite(v: Any) -> bool:
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
 
-def group_key(row: Mapping[str, Any]) -> tuple[str, ...]:
+def group_key(row: RunRecord | Mapping[str, Any]) -> tuple[str, ...]:
     """Line identity: (framework, mode, device, precision, data, threads, devices), as strings
     (devices: ``""`` for one, ``"x2"``, ``"2x2"`` for 2 nodes of 2). The x axis is the global
     batch.
@@ -48,11 +49,12 @@ def group_key(row: Mapping[str, Any]) -> tuple[str, ...]:
     ``threads`` is part of the key because rows that differ only in CPU threads are different
     configurations; drawing them as one line would zig-zag between them.
     """
+    rec = as_record(row)
     key = tuple(
-        "" if row.get(k) is None else str(row.get(k))
+        "" if field(rec, k) is None else str(field(rec, k))
         for k in ("framework", "mode", "device", "precision", "data", "threads")
     )
-    n, nodes = int(row.get("world_size") or 1), int(row.get("nnodes") or 1)
+    n, nodes = world_of(rec), int(rec.identity.nnodes or 1)
     return key + ("" if n == 1 else (f"x{n}" if nodes == 1 else f"{nodes}x{n // nodes}"),)
 
 
@@ -85,9 +87,9 @@ def plot_filenames(models: Iterable[str], against: str = "batch") -> dict[str, s
     return names
 
 
-def _batch(row: Mapping[str, Any]) -> int | None:
-    """The row's batch size as a positive int, or None (missing, not an integer, < 1)."""
-    b = row.get("batch_size")
+def _batch(rec: RunRecord) -> int | None:
+    """The result's batch size as a positive int, or None (missing, not an integer, < 1)."""
+    b = rec.identity.batch_size
     if b is None or isinstance(b, bool):
         return None
     try:
@@ -97,36 +99,39 @@ def _batch(row: Mapping[str, Any]) -> int | None:
     return b if b >= 1 else None
 
 
-def _latest(rows: list[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """Of several ok rows for one run (re-runs), the newest (created_at, then run_key)."""
-    return max(rows, key=lambda r: (str(r.get("created_at") or ""), str(r.get("run_key") or "")))
+def _latest(recs: list[RunRecord]) -> RunRecord:
+    """Of several ok results for one run (re-runs), the newest (created_at, then run_key)."""
+    return max(recs, key=lambda r: (str(r.identity.created_at or ""),
+                                    str(r.identity.run_key or "")))
 
 
-def _point(rows: list[Mapping[str, Any]]) -> tuple[float, float, float, float | None, int]:
+def _point(rows: Sequence[RunRecord | Mapping[str, Any]]
+           ) -> tuple[float, float, float, float | None, int]:
     """One plotted point from the ok rows of one point: ``(median ms, low ms, high ms,
     samples/s, runs)``. Re-runs of a repeat count once (the newest); one run gives its median
     and the bootstrap CI of its median; several repeats (``--repeats``) give the median of
     their medians and the range from the fastest to the slowest run (between-run variation,
     which one run's CI does not show)."""
-    by_rep: dict[int, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        by_rep.setdefault(repeat_of(dict(r)), []).append(r)
+    by_rep: dict[int, list[RunRecord]] = {}
+    for r in as_records(rows):
+        by_rep.setdefault(repeat_in(r), []).append(r)
     runs = [_latest(rs) for _, rs in sorted(by_rep.items())]
     if len(runs) == 1:
         r = runs[0]
-        m = r["step_time_median_s"] * 1e3
-        lo = r["step_time_ci_low_s"] * 1e3 if _finite(r.get("step_time_ci_low_s")) else m
-        hi = r["step_time_ci_high_s"] * 1e3 if _finite(r.get("step_time_ci_high_s")) else m
-        sps = r.get("samples_per_s") if _finite(r.get("samples_per_s")) else None
+        m = median_s(r) * 1e3
+        c_lo, c_hi = ci_s(r)
+        lo = c_lo * 1e3 if _finite(c_lo) else m
+        hi = c_hi * 1e3 if _finite(c_hi) else m
+        sps = samples_per_s(r) if _finite(samples_per_s(r)) else None
         return m, lo, hi, sps, 1
-    meds = [r["step_time_median_s"] * 1e3 for r in runs]
-    sps_all = [r["samples_per_s"] for r in runs if _finite(r.get("samples_per_s"))]
+    meds = [median_s(r) * 1e3 for r in runs]
+    sps_all = [samples_per_s(r) for r in runs if _finite(samples_per_s(r))]
     return (statistics.median(meds), min(meds), max(meds),
             statistics.median(sps_all) if sps_all else None, len(runs))
 
 
-def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
-    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+def _plot_model(model: str, rows: list[RunRecord], path: Path) -> None:
+    groups: dict[tuple[str, ...], list[RunRecord]] = {}
     for r in rows:
         groups.setdefault(group_key(r), []).append(r)
 
@@ -145,14 +150,14 @@ def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
     for gi, key in enumerate(sorted(groups)):
         color, marker = colors[gi], _MARKERS[gi % len(_MARKERS)]
         label = group_label(key)
-        by_batch: dict[int, list[Mapping[str, Any]]] = {}
-        failed: dict[int, Mapping[str, Any]] = {}
+        by_batch: dict[int, list[RunRecord]] = {}
+        failed: dict[int, RunRecord] = {}
         for r in groups[key]:
             b = _batch(r)
             if b is None:
                 continue  # no place on a log2 axis
             all_batches.add(b)
-            if is_ok(r) and _finite(r.get("step_time_median_s")):
+            if is_ok(r) and _finite(median_s(r)):
                 by_batch.setdefault(b, []).append(r)
             elif not is_ok(r):
                 failed.setdefault(b, r)  # first failure per batch (rows arrive sorted)
@@ -180,7 +185,7 @@ def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
                 continue  # a later run at this point succeeded; the table still lists the failure
             y = 0.95 - 0.06 * (n_fail_marks % 8)
             n_fail_marks += 1
-            text = status_label(r.get("status"))
+            text = status_label(r.identity.status)
             for ax, tr in ((ax_t, trans_t), (ax_s, trans_s)):
                 ax.plot([b], [y], transform=tr, marker="x", ms=9, mew=2, color=color, ls="none", clip_on=False)
                 ax.annotate(text, (b, y), xycoords=tr, xytext=(6, -3), textcoords="offset points", fontsize=7, color=color)
@@ -213,7 +218,8 @@ def _plot_model(model: str, rows: list[Mapping[str, Any]], path: Path) -> None:
     fig.savefig(path, format="png", metadata={"Software": None})
 
 
-def plot_step_time_vs_batch(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+def plot_step_time_vs_batch(rows: Sequence[RunRecord | Mapping[str, Any]],
+                            out_dir: str | Path) -> list[Path]:
     """One PNG per model: median step time (ms) and samples/s against batch size.
 
     Left panel: x = batch size (log2 axis), y = median time per iteration in ms (log axis) with
@@ -227,9 +233,9 @@ def plot_step_time_vs_batch(rows: Sequence[Mapping[str, Any]], out_dir: str | Pa
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    by_model: dict[str, list[Mapping[str, Any]]] = {}
-    for r in sort_rows(rows):
-        by_model.setdefault(str(r.get("model")), []).append(r)
+    by_model: dict[str, list[RunRecord]] = {}
+    for r in sort_rows(as_records(rows)):
+        by_model.setdefault(str(r.identity.model), []).append(r)
     paths: list[Path] = []
     names = plot_filenames(by_model)
     for model in sorted(by_model):

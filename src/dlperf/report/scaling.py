@@ -16,8 +16,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .compare import ENV_MARK, env_footnote
-from .tables import fmt_sig
+from dlperf.report.cells import ENV_MARK, env_footnote, fmt_sig
 
 __all__ = ["scaling_markdown", "plot_scaling", "series_key", "SCALING_PLOT"]
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dlperf.errors import ConfigError
 
 if TYPE_CHECKING:
+    from dlperf.results.schema import RunRecord
     from dlperf.results.store import ResultStore
 
 
@@ -33,7 +34,10 @@ def _lazy(module: str, attr: str, **kwargs: Any) -> Callable[..., Any]:
     return call
 
 
-_CMP, _THR, _BDR = "dlperf.report.compare", "dlperf.report.threads", "dlperf.report.breakdown"
+_CMP, _THR = "dlperf.report.compare", "dlperf.report.threads"
+_MAT, _DAT, _REP = "dlperf.report.matrix", "dlperf.report.datagaps", "dlperf.report.repeats"
+_EFF, _COL = "dlperf.report.efficiency", "dlperf.report.collectives"
+_BDR, _OPC, _GAP = "dlperf.report.breakdown", "dlperf.report.opclasses", "dlperf.report.gaps"
 
 
 def measured(store: ResultStore) -> Callable[[int], list[float]]:
@@ -49,8 +53,9 @@ def measured_or_none(store: ResultStore) -> Callable[[int], list[float] | None]:
 @dataclass
 class Inputs:
     """What a section is computed from: the store, its latest row per point (``rows``, after
-    the filters), every stored run with the same filters (:attr:`all_rows`), the target loss
-    of the convergence section and the report folder for plots (None: no plots)."""
+    the filters; :attr:`records` reads them as records), every stored run with the same
+    filters (:attr:`all_records`), the target loss of the convergence section and the report
+    folder for plots (None: no plots). Sections read the records."""
 
     store: ResultStore
     rows: list[dict[str, Any]]
@@ -59,9 +64,23 @@ class Inputs:
     output: Path | None = None
 
     @functools.cached_property
+    def records(self) -> list[RunRecord]:
+        """:attr:`rows` as records (:func:`dlperf.results.view.as_records`)."""
+        from dlperf.results.view import as_records
+
+        return as_records(self.rows)
+
+    @functools.cached_property
     def all_rows(self) -> list[dict[str, Any]]:
         """Every stored run (not only the latest per point), with :attr:`filters`."""
         return self.store.rows(latest=False, **self.filters)
+
+    @functools.cached_property
+    def all_records(self) -> list[RunRecord]:
+        """:attr:`all_rows` as records."""
+        from dlperf.results.view import as_records
+
+        return as_records(self.all_rows)
 
 
 @dataclass(frozen=True)
@@ -98,16 +117,16 @@ class Section:
 
 
 def _matrix_report(inp: Inputs) -> str | None:
-    from dlperf.report import compare as cmp
+    from dlperf.report import matrix as mat
 
-    matrix = [p for p in cmp.framework_matrix(inp.all_rows) if len(p["columns"]) > 1]
-    return cmp.matrix_markdown(matrix) if matrix else None
+    matrix = [p for p in mat.framework_matrix(inp.all_records) if len(p["columns"]) > 1]
+    return mat.matrix_markdown(matrix) if matrix else None
 
 
 def _threads_report(inp: Inputs) -> str | None:
     from dlperf.report import threads as thr
 
-    groups = thr.thread_scaling(inp.rows, measured_or_none(inp.store))
+    groups = thr.thread_scaling(inp.records, measured_or_none(inp.store))
     if not groups:
         return None
     body = thr.threads_markdown(groups)
@@ -120,7 +139,7 @@ def _scaling_points(inp: Inputs) -> list[dict[str, Any]]:
     """The data-parallel scaling points (:func:`dlperf.perfmodel.scaling.scaling_points`)."""
     from dlperf.perfmodel.scaling import scaling_points
 
-    return scaling_points(inp.rows, measured(inp.store))
+    return scaling_points(inp.records, measured(inp.store))
 
 
 def _scaling_markdown(points: Sequence[dict[str, Any]]) -> str:
@@ -141,7 +160,9 @@ SCALING_NOTE = ("\nEfficiency = speed-up / devices, from throughput (mean step t
 def _scaling_report(inp: Inputs) -> str | None:
     from dlperf.report.scaling import plot_scaling
 
-    if not any((r.get("world_size") or 1) > 1 for r in inp.rows):
+    from dlperf.results.view import world_of
+
+    if not any(world_of(r) > 1 for r in inp.records):
         return None
     pts = _scaling_points(inp)
     body = _scaling_markdown(pts)
@@ -154,7 +175,7 @@ def _scaling_report(inp: Inputs) -> str | None:
 def _convergence_groups(inp: Inputs) -> list[dict[str, Any]]:
     from dlperf.report.convergence import convergence_groups
 
-    return convergence_groups(inp.rows, inp.store.samples, inp.target_loss)
+    return convergence_groups(inp.records, inp.store.samples, inp.target_loss)
 
 
 def _convergence_markdown(groups: Sequence[dict[str, Any]]) -> str:
@@ -184,68 +205,72 @@ def _convergence_report(inp: Inputs) -> str | None:
 
 def _warnings_report(inp: Inputs) -> str | None:
     """The quality warnings stored with each result (worker.quality_warnings), one row each."""
-    warned = [r for r in inp.rows if r.get("warnings")]
+    from dlperf.results.view import warnings_text
+
+    warned = [(r.identity, text) for r in inp.records if (text := warnings_text(r))]
     if not warned:
         return None
-    threads = any(r.get("threads") is not None for r in warned)  # a thread sweep's rows
+    threads = any(i.threads is not None for i, _ in warned)  # a thread sweep's rows
     lines = ["| model | framework/mode | device | precision | batch |"
              + (" threads |" if threads else "") + " warnings |",
              "|---|---|---|---|---:|" + ("---:|" if threads else "") + "---|"]
-    lines += [f"| {r['model']} | {r['framework']}/{r['mode']} | {r['device']} | "
-              f"{r['precision']} | {r['batch_size']} |"
-              + (f" {r.get('threads') if r.get('threads') is not None else '–'} |"
-                 if threads else "")
-              + f" {r['warnings'].replace('|', '/')} |"
-              for r in warned]
+    lines += [f"| {i.model} | {i.framework}/{i.mode} | {i.device} | "
+              f"{i.precision} | {i.batch_size} |"
+              + (f" {i.threads if i.threads is not None else '–'} |" if threads else "")
+              + f" {text.replace('|', '/')} |"
+              for i, text in warned]
     return "\n".join(lines) + "\n"
 
 
-def _rows_md(module: str, attr: str) -> Callable[[Inputs], str | None]:
-    """A report body from ``module.attr(rows)`` (empty text: no section)."""
+def _records_md(module: str, attr: str) -> Callable[[Inputs], str | None]:
+    """A report body from ``module.attr(records)`` (empty text: no section)."""
     fn = _lazy(module, attr)
-    return lambda inp: fn(inp.rows) or None
+    return lambda inp: fn(inp.records) or None
 
 
 def _gaps_report(inp: Inputs) -> str | None:
-    from dlperf.report import breakdown as bdr
+    from dlperf.report import gaps
 
-    return bdr.gap_markdown(bdr.gap_attribution(inp.rows, measured_or_none(inp.store))) or None
+    return gaps.gap_markdown(gaps.gap_attribution(inp.records,
+                                                  measured_or_none(inp.store))) or None
 
 
 #: Every section, in the report's order.
 SECTIONS: tuple[Section, ...] = (
     Section("Frameworks and modes side by side (ms per iteration)", "matrix",
             "median ms per point x framework/mode side by side, each point's runs as a range",
-            compute=lambda inp: _lazy(_CMP, "framework_matrix")(inp.all_rows),
-            markdown=_lazy(_CMP, "matrix_markdown"), as_csv=_lazy(_CMP, "matrix_flat"),
+            compute=lambda inp: _lazy(_MAT, "framework_matrix")(inp.all_records),
+            markdown=_lazy(_MAT, "matrix_markdown"), as_csv=_lazy(_MAT, "matrix_flat"),
             report=_matrix_report),
     Section("Graph-optimisation effect (speed-up over eager)", "modes",
             "graph/xla vs eager speed-up",
-            compute=lambda inp: _lazy(_CMP, "mode_speedups")(inp.rows, measured(inp.store)),
+            compute=lambda inp: _lazy(_CMP, "mode_speedups")(inp.records, measured(inp.store)),
             markdown=_lazy(_CMP, "markdown", kind="modes")),
     Section("Frameworks against torch/eager (speed-up)", "frameworks",
             "each framework/mode vs torch/eager",
-            compute=lambda inp: _lazy(_CMP, "framework_ratios")(inp.rows, measured(inp.store)),
+            compute=lambda inp: _lazy(_CMP, "framework_ratios")(inp.records,
+                                                                measured(inp.store)),
             markdown=_lazy(_CMP, "markdown", kind="frameworks")),
     Section("Where the time goes: iteration breakdown",
-            report=_rows_md(_BDR, "breakdown_markdown")),
-    Section("Device time per op class", report=_rows_md(_BDR, "op_class_markdown")),
+            report=_records_md(_BDR, "breakdown_markdown")),
+    Section("Device time per op class", report=_records_md(_OPC, "op_class_markdown")),
     Section("Step-time gaps attributed to op classes", report=_gaps_report),
-    Section("Trace files", report=_rows_md(_BDR, "trace_files_markdown")),
+    Section("Trace files", report=_records_md(_BDR, "trace_files_markdown")),
     Section("Input pipelines: real data against synthetic data", "data",
             "real-data pipelines vs synthetic data",
-            compute=lambda inp: _lazy(_CMP, "data_gaps")(inp.rows, measured(inp.store)),
-            markdown=_lazy(_CMP, "data_markdown")),
+            compute=lambda inp: _lazy(_DAT, "data_gaps")(inp.records, measured(inp.store)),
+            markdown=_lazy(_DAT, "data_markdown")),
     Section("Repeated runs: between-run variation", "repeats",
             "between-run variation of points run several times, --repeats N: run medians, mean, "
             "stdev, CV, olympic mean against the within-run CI",
-            compute=lambda inp: _lazy(_CMP, "repeat_runs")(inp.rows),
-            markdown=_lazy(_CMP, "repeats_markdown")),
-    Section("Efficiency: MFU, roofline, energy", report=_rows_md(_CMP, "efficiency_markdown")),
+            compute=lambda inp: _lazy(_REP, "repeat_runs")(inp.records),
+            markdown=_lazy(_REP, "repeats_markdown")),
+    Section("Efficiency: MFU, roofline, energy",
+            report=_records_md(_EFF, "efficiency_markdown")),
     Section("CPU thread scaling", "threads",
             "CPU thread scaling: step time, speed-up, efficiency and Karp-Flatt serial fraction "
             "against --threads",
-            compute=lambda inp: _lazy(_THR, "thread_scaling")(inp.rows,
+            compute=lambda inp: _lazy(_THR, "thread_scaling")(inp.records,
                                                               measured_or_none(inp.store)),
             markdown=_lazy(_THR, "threads_markdown"), as_csv=_lazy(_THR, "threads_flat"),
             report=_threads_report),
@@ -258,7 +283,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("All-reduce (algbw, busbw per message size)", "allreduce",
             "stored all-reduce sweeps: time, algbw, busbw per message size",
             compute=lambda inp: inp.store.collectives(),
-            markdown=_lazy(_CMP, "collectives_markdown")),
+            markdown=_lazy(_COL, "collectives_markdown")),
     Section("Warnings (results to read with care)", report=_warnings_report),
 )
 
@@ -321,13 +346,12 @@ def write_full_report(db: str, output: Path, title: str, target_loss: float | No
         coll = store.collectives()
         if not rows and not coll:
             raise ConfigError(f"{db} holds no results yet")
-        sections = report_sections(Inputs(store, rows, target_loss=target_loss, output=output))
+        inp = Inputs(store, rows, target_loss=target_loss, output=output)
+        sections = report_sections(inp)
         store_env = store.collectives_env() if coll else None
-    env = None
-    try:
-        env = json.loads(rows[-1]["result_json"]).get("env")
-    except Exception:  # noqa: BLE001 - the report works without it
-        pass
+    # the newest result's environment, as stored
+    last = inp.records[-1].env if rows else None
+    env = last.model_dump(exclude_unset=True) if last is not None else None
     if env is None and coll:  # only all-reduce runs: the environment they stored
         env = store_env
-    return write_report(rows, output, title=title, env=env, sections=sections)
+    return write_report(inp.records, output, title=title, env=env, sections=sections)

@@ -28,17 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.env import environment_differences
-from dlperf.report.compare import (ENV_MARK, data_cell, device_cell, env_footnote,
-                                   matrix_column, point_of)
-from dlperf.report.tables import batch_cell, status_label
-from dlperf.results.store import result_of
+from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
+from dlperf.report.matrix import matrix_column
+from dlperf.report.records import as_records, is_ok, point_of
+from dlperf.report.tables import status_label
+from dlperf.results.schema import RunRecord
+from dlperf.results.view import ci_s, env_of, median_s, result_id, warnings_text
 from dlperf.stats import ratio_of_medians_ci
 
 __all__ = ["GROUP_KEYS", "thread_scaling", "threads_flat", "threads_markdown",
            "plot_thread_scaling", "karp_flatt"]
 
 #: What a group of a thread sweep shares: every comparison key but ``threads``
-#: (:data:`dlperf.report.compare.POINT_KEYS`), plus the framework/mode column.
+#: (:data:`dlperf.report.records.POINT_KEYS`), plus the framework/mode column.
 GROUP_KEYS = ("model", "device", "precision", "batch_size", "data", "loader_workers",
               "world_size", "grad_accum")
 
@@ -59,18 +61,18 @@ _EMPTY_POINT = {"threads": None, "status": None, "median_s": None, "ci_low_s": N
                 "warnings": None}
 
 
-def _ok(r: Mapping[str, Any]) -> bool:
-    return r.get("status") == "ok" and bool(r.get("step_time_median_s"))
+def _ok(r: RunRecord) -> bool:
+    return is_ok(r) and bool(median_s(r))
 
 
-def thread_scaling(rows: Sequence[dict[str, Any]],
+def thread_scaling(rows: Sequence[RunRecord | Mapping[str, Any]],
                    samples_of: Callable[[int], list[float] | None] | None = None
                    ) -> list[dict[str, Any]]:
     """Thread-count groups of stored results with their speed-ups and efficiencies.
 
     Args:
-        rows: result rows (``ResultStore.rows()``: the newest run per configuration), with
-            ``id``. Rows without a ``threads`` value (GPU runs, CPU runs at the framework's
+        rows: results (``ResultStore.records()`` or ``ResultStore.rows()``: the newest run
+            per configuration) read from a store. Results without a ``threads`` value (GPU runs, CPU runs at the framework's
             default thread count) are not part of any group.
         samples_of: result id -> measured per-iteration times (s), or None where none were
             stored; without it (or without samples) the speed-ups have no CI.
@@ -78,7 +80,7 @@ def thread_scaling(rows: Sequence[dict[str, Any]],
     Returns:
         One dict per group with results (ok or failed) at two or more thread counts, ordered
         by model, column, precision and batch: the :data:`GROUP_KEYS`, ``column``
-        (framework/mode and its variant, :func:`dlperf.report.compare.matrix_column`),
+        (framework/mode and its variant, :func:`dlperf.report.matrix.matrix_column`),
         ``base_threads`` (``n0``, the fewest threads that ran ok; None when none did),
         ``best_threads`` (the fastest; None likewise), ``points`` (by threads, every one with
         the same fields: ``threads``, ``status``, ``median_s``, ``ci_low_s``, ``ci_high_s``
@@ -89,55 +91,58 @@ def thread_scaling(rows: Sequence[dict[str, Any]],
         :func:`dlperf.env.environment_differences`; a thread sweep is meant to run on one
         machine).
     """
-    groups: dict[tuple, dict[int, dict[str, Any]]] = {}
-    for r in rows:
-        n = r.get("threads")
+    groups: dict[tuple, dict[int, RunRecord]] = {}
+    for r in as_records(rows):
+        n = r.identity.threads
         if n is None:
             continue
         key = point_of(r, GROUP_KEYS) + (matrix_column(r),)
         cur = groups.setdefault(key, {}).get(n)
-        # the newest row wins; an ok row beats a failed one of the same thread count
-        if cur is None or (_ok(r), r.get("id") or 0) >= (_ok(cur), cur.get("id") or 0):
+        # the newest result wins; an ok one beats a failed one of the same thread count
+        if cur is None or (_ok(r), result_id(r) or 0) >= (_ok(cur), result_id(cur) or 0):
             groups[key][n] = r
-    out = []
-    for key, by_n in groups.items():
-        ok = {n: r for n, r in by_n.items() if _ok(r)}
-        if len(by_n) < 2:
-            continue  # one thread count: nothing scales
-        n0 = min(ok) if ok else None
-        base = ok[n0] if ok else None
-        base_samples = samples_of(base["id"]) if samples_of and base else None
-        points, diffs = [], []
-        for n in sorted(by_n):
-            r = by_n[n]
-            if not _ok(r):  # a failure is a result: kept, with every field empty
-                points.append({**_EMPTY_POINT, "threads": n, "status": r.get("status"),
-                               "warnings": r.get("warnings") or None})
-                continue
-            t = r["step_time_median_s"]
-            s = base["step_time_median_s"] / t
-            lo = hi = None
-            samples = samples_of(r["id"]) if samples_of and base_samples else None
-            if base_samples and samples:
-                _, lo, hi = ratio_of_medians_ci(base_samples, samples)
-            p = n / n0
-            points.append({"threads": n, "status": "ok", "median_s": t,
-                           "ci_low_s": r.get("step_time_ci_low_s"),
-                           "ci_high_s": r.get("step_time_ci_high_s"),
-                           "steady": r.get("steady_state") is not False,
-                           "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
-                           "efficiency": s / p, "karp_flatt": karp_flatt(s, p),
-                           "warnings": r.get("warnings") or None})
-            if r is not base:
-                for d in environment_differences(result_of(base), result_of(r)):
-                    if d not in diffs:
-                        diffs.append(d)
-        out.append({**dict(zip(GROUP_KEYS, key[:-1])), "column": key[-1], "base_threads": n0,
-                    "best_threads": (min(ok, key=lambda n: ok[n]["step_time_median_s"])
-                                     if ok else None),
-                    "points": points, "env_differs": diffs})
+    out = [_group(key, by_n, samples_of) for key, by_n in groups.items()
+           if len(by_n) >= 2]  # one thread count: nothing scales
     return sorted(out, key=lambda g: (str(g["model"]), str(g["column"]), str(g["precision"]),
                                       g["batch_size"] or 0, str(g["device"]), str(g["data"])))
+
+
+def _group(key: tuple, by_n: dict[int, RunRecord],
+           samples_of: Callable[[int], list[float] | None] | None) -> dict[str, Any]:
+    """One group of :func:`thread_scaling`: ``key`` (the group's fields and column) and its
+    result at each thread count."""
+    ok = {n: r for n, r in by_n.items() if _ok(r)}
+    n0 = min(ok) if ok else None
+    base = ok[n0] if ok else None
+    base_samples = samples_of(result_id(base)) if samples_of and base else None
+    points, diffs = [], []
+    for n in sorted(by_n):
+        r = by_n[n]
+        if not _ok(r):  # a failure is a result: kept, with every field empty
+            points.append({**_EMPTY_POINT, "threads": n, "status": r.identity.status,
+                           "warnings": warnings_text(r)})
+            continue
+        t = median_s(r)
+        s = median_s(base) / t
+        lo = hi = None
+        samples = samples_of(result_id(r)) if samples_of and base_samples else None
+        if base_samples and samples:
+            _, lo, hi = ratio_of_medians_ci(base_samples, samples)
+        p = n / n0
+        ci_low, ci_high = ci_s(r)
+        points.append({"threads": n, "status": "ok", "median_s": t,
+                       "ci_low_s": ci_low, "ci_high_s": ci_high,
+                       "steady": (r.timing.steady_state if r.timing else None) is not False,
+                       "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
+                       "efficiency": s / p, "karp_flatt": karp_flatt(s, p),
+                       "warnings": warnings_text(r)})
+        if r is not base:
+            for d in environment_differences(env_of(base), env_of(r)):
+                if d not in diffs:
+                    diffs.append(d)
+    return {**dict(zip(GROUP_KEYS, key[:-1])), "column": key[-1], "base_threads": n0,
+            "best_threads": (min(ok, key=lambda n: median_s(ok[n])) if ok else None),
+            "points": points, "env_differs": diffs}
 
 
 def threads_flat(groups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,38 +11,37 @@ import io
 import json
 from typing import Any
 
+from dlperf.registry import framework_info
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import COLUMNS, ResultStore, record_of
+from dlperf.results.view import repeat_in, setting
+
+__all__ = ["CSV_COLUMNS", "compiles", "csv_extras", "repeat_in", "to_csv", "to_json"]
 
 #: CSV columns: every flat column except the embedded JSON, then from the record:
 #: ``repeat`` (which repeated run of its point a row is, 0 for the first and for older
 #: results), ``layout`` (the ``--layout`` setting; ``auto`` for results from before it) and
-#: ``compile_mode`` (torch.compile's mode in torch graph runs, else empty): settings that tell
-#: apart rows of one model, framework, mode and batch.
+#: ``compile_mode`` (the compiler's mode, e.g. torch.compile's, in a mode that takes
+#: ``--compile-mode``, else empty): settings that tell apart rows of one model, framework,
+#: mode and batch.
 CSV_COLUMNS = ["id", *[c for c in COLUMNS if c != "result_json"], "repeat", "layout",
                "compile_mode"]
 
-#: The (framework, mode) whose config's ``compile_mode`` is a setting (torch.compile's mode);
-#: elsewhere the column is empty. (A registry fact, to move there with the config split.)
-COMPILE_MODE_POINT = ("torch", "graph")
 
-
-def repeat_in(rec: RunRecord) -> int:
-    """Which repeated run of its point a record is (``dlperf run --repeats N``): its
-    ``repeat``, else the config's, else 0 (results from before repeats existed)."""
-    rep = rec.identity.repeat
-    if rep is None:
-        rep = (rec.identity.config or {}).get("repeat")
-    return rep if isinstance(rep, int) and not isinstance(rep, bool) else 0
+def compiles(rec: RunRecord) -> bool:
+    """True when the record's framework and mode take ``--compile-mode`` (the registry's
+    ``compile_modes``, e.g. PyTorch's graph mode: torch.compile), so its ``compile_mode`` is a
+    setting of the run (``default`` when not given)."""
+    info = framework_info(rec.identity.framework)
+    return info is not None and rec.identity.mode in info.compile_modes
 
 
 def csv_extras(rec: RunRecord) -> dict[str, Any]:
     """The CSV columns that come from a record rather than a store column: ``repeat``,
     ``layout`` and ``compile_mode`` (see :data:`CSV_COLUMNS`)."""
-    cfg = rec.identity.config or {}
-    point = (rec.identity.framework, rec.identity.mode)
-    cm = (cfg.get("compile_mode") or "default") if point == COMPILE_MODE_POINT else None
-    return {"repeat": repeat_in(rec), "layout": cfg.get("layout") or "auto", "compile_mode": cm}
+    cm = (setting(rec, "compile_mode") or "default") if compiles(rec) else None
+    return {"repeat": repeat_in(rec), "layout": setting(rec, "layout") or "auto",
+            "compile_mode": cm}
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:

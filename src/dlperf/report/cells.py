@@ -1,0 +1,122 @@
+"""Cell formats and table builders shared by the report's tables (no result reading here
+beyond the identity fields of a cell).
+
+Numbers print with :func:`fmt_sig` (4 significant digits, fixed notation); a missing value
+prints as :data:`DASH`. Comparison cells (:func:`batch_cell`, :func:`data_cell`,
+:func:`device_cell`) take a comparison dict of the report (its point fields under the store's
+column names) or, for :func:`batch_cell`, a record.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from dlperf.results.schema import RunRecord
+
+__all__ = ["DASH", "ENV_MARK", "fmt_sig", "fmt_opt", "finite", "md_escape", "batch_cell",
+           "data_cell", "device_cell", "env_footnote", "rich_table", "md_table"]
+
+DASH = "–"
+#: Marks a comparison whose two results ran in different environments (:func:`env_footnote`).
+ENV_MARK = " †"
+
+
+def finite(v: Any) -> bool:
+    """True for an int or float that is neither NaN nor infinite."""
+    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def fmt_sig(v: Any, sig: int = 4) -> str:
+    """Format a number with ``sig`` significant digits in fixed notation (no exponent).
+
+    ``12.3456 -> '12.35'``, ``0.0523412 -> '0.05234'``, ``123456.7 -> '123457'``; None, NaN and
+    inf give a dash.
+    """
+    if not finite(v):
+        return DASH
+    v = float(v)
+    if v == 0:
+        return "0"
+    decimals = max(0, sig - 1 - math.floor(math.log10(abs(v))))
+    out = f"{v:.{decimals}f}"
+    # rounding can add a digit (9.9996 -> '10.000'); re-format with one decimal fewer
+    if decimals > 0 and len(out.replace("-", "").replace(".", "").lstrip("0")) > sig:
+        out = f"{v:.{decimals - 1}f}"
+    return out
+
+
+def fmt_opt(v: Any, fmt: str) -> str:
+    """``format(v, fmt)``, or ``-`` for None."""
+    return "-" if v is None else format(v, fmt)
+
+
+def md_escape(s: str) -> str:
+    """Escape text for a GFM table cell: backslashes, pipes, HTML angle brackets, newlines."""
+    s = s.replace("\\", "\\\\").replace("|", "\\|")
+    s = s.replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("\r", " ").replace("\n", " ")
+
+
+def batch_cell(c: RunRecord | Mapping[str, Any]) -> str:
+    """The global batch of a record or a comparison, with ``(K accum)`` when it ran as K
+    gradient-accumulation micro-batches (``--grad-accum K``)."""
+    if isinstance(c, RunRecord):
+        b, k = c.identity.batch_size, c.identity.grad_accum
+    else:
+        b, k = c.get("batch_size"), c.get("grad_accum")
+    text = DASH if b is None or b == "" else str(b)
+    return text + (f" ({k} accum)" if isinstance(k, int) and k > 1 else "")
+
+
+def data_cell(c: Mapping[str, Any]) -> str:
+    """The data set of a comparison, with its loader workers when a pipeline read it."""
+    w = c.get("loader_workers")
+    return f"{c.get('data')}" + ("" if w is None else f", {w} wkr")
+
+
+def device_cell(c: Mapping[str, Any]) -> str:
+    """The device of a comparison, ``xN`` for N data-parallel devices."""
+    n = c.get("world_size") or 1
+    return f"{c.get('device')}" + (f" x{n}" if n > 1 else "")
+
+
+def env_footnote(pairs: Iterable[tuple[str, Sequence[str] | None]],
+                 compared: str = "frameworks'") -> str:
+    """Markdown lines for the marked comparisons: ``(label, differences)`` pairs, from
+    :func:`dlperf.env.environment_differences`; empty when none differ. A ratio across
+    environments mixes the machines' difference with the one compared (``compared``: the
+    ``frameworks'`` by default; ``thread counts'`` for thread scaling)."""
+    marked = [(lab, diffs) for lab, diffs in pairs if diffs]
+    if not marked:
+        return ""
+    lines = ["", f"{ENV_MARK.strip()} measured in different environments, so the ratio mixes "
+             f"the machines' difference with the {compared}; re-measure both in one "
+             "environment to compare them:"]
+    lines += [f"- {lab}: {'; '.join(diffs)}" for lab, diffs in marked]
+    return "\n".join(lines) + "\n"
+
+
+def rich_table(columns: Sequence[str], rows: list[list[str]], title: str,
+               numeric_from: int) -> Table:
+    """A rich table of text cells (never read as markup); columns from ``numeric_from`` on
+    are right-aligned."""
+    t = Table(title=title)
+    for i, c in enumerate(columns):
+        t.add_column(c, justify="right" if i >= numeric_from else "left", overflow="fold")
+    for cells in rows:
+        t.add_row(*(Text(c) for c in cells))
+    return t
+
+
+def md_table(columns: Sequence[str], rows: list[list[str]], numeric_from: int) -> str:
+    """The same table as GitHub Markdown (cells escaped), ending in a newline."""
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "|".join("---:" if i >= numeric_from else "---" for i in range(len(columns)))
+             + "|"]
+    lines += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in rows]
+    return "\n".join(lines) + "\n"

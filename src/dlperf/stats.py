@@ -296,7 +296,7 @@ def summarize(
     )
 
 
-def olympic_mean(values: Sequence[float]) -> float:
+def olympic_mean(values: Sequence[float] | np.ndarray) -> float:
     """MLPerf-style olympic mean: drop one minimum and one maximum, average the rest.
 
     Only one copy of each extreme is dropped (ties stay). Needs at least 3 values; raises
@@ -422,7 +422,7 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], *, statistic: str = "median
         statistic of ``b``.
     """
     x, y = _as_samples(a, "a"), _as_samples(b, "b")
-    funcs = {"median": np.median, "mean": np.mean}
+    funcs: dict[str, Callable[..., Any]] = {"median": np.median, "mean": np.mean}
     if statistic not in funcs:
         raise ValueError(f"statistic must be one of {sorted(funcs)}, got {statistic!r}")
     f = funcs[statistic]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from dlperf.errors import did_you_mean
 
@@ -74,7 +75,7 @@ def unknown_field_message(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     return f"unknown field {name!r}{hint}"
 
 
-def _location(err: dict[str, Any], flags: bool) -> str:
+def _location(err: ErrorDetails, flags: bool) -> str:
     """``"batch_size"``, ``"iterations.min_iters"`` or, with ``flags``, ``"--batch-size
     (batch_size)"``; for a rule over several fields, the field its :class:`FieldRuleError`
     blames; ``"config"`` for a whole-config error that blames none."""
@@ -88,7 +89,7 @@ def _location(err: dict[str, Any], flags: bool) -> str:
     return text
 
 
-def _message(err: dict[str, Any], root: type[BaseModel]) -> str:
+def _message(err: ErrorDetails, root: type[BaseModel]) -> str:
     """The message of one pydantic error: a validator's own text (without pydantic's ``Value
     error,`` prefix), the did-you-mean of an unknown field, else pydantic's text, followed by
     ``(got VALUE)`` when the value is not in it already."""

@@ -157,9 +157,11 @@ class RunConfig(BaseModel):
     @field_validator(*_CHOICES)
     @classmethod
     def _choice_known(cls, v: str, info: ValidationInfo) -> str:
-        choices = _CHOICES[info.field_name]
+        name = info.field_name
+        assert name is not None  # pydantic sets it for a field validator
+        choices = _CHOICES[name]
         if v not in choices:
-            raise unknown_choice(info.field_name, v, choices)
+            raise unknown_choice(name, v, choices)
         return v
 
     @model_validator(mode="before")

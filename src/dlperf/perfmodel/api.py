@@ -148,15 +148,15 @@ def _resolve(recs: Records, model: str, fields: dict[str, str | None]) -> Config
     if len(default) == 1 or (len(cands) == 1):
         return (default or cands)[0]
     if not cands:
-        if None in fields.values():
+        fw, mode, prec, dev = (fields.get(k) for k in ("framework", "mode", "precision", "device"))
+        if fw is None or mode is None or prec is None or dev is None:
             known = sorted({Config.of(p).label() for p in recs.points if p.world_size == 1})
             raise ConfigError(f"no stored one-device point of {model} with "
                               + ", ".join(f"{k}={v}" for k, v in fields.items() if v)
                               + "; give --framework/--mode/--precision/--device for an analytic "
                               "prediction, or pick a stored configuration: "
                               + "; ".join(known[:15]) + (" ..." if len(known) > 15 else ""))
-        return Config(model, fields["framework"], fields["mode"], fields["precision"],
-                      fields["device"])
+        return Config(model, fw, mode, prec, dev)
     raise ConfigError("several stored configurations match; narrow with framework/mode/"
                       "precision/device: " + "; ".join(c.label() for c in cands))
 

@@ -37,7 +37,7 @@ from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel.batch import fit_linear
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.records import Records
+from dlperf.perfmodel.records import Point, Records
 
 CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
@@ -73,6 +73,26 @@ def _one(cal: Calibration, cfg: Config, batch: int, source: str | None) -> pm.On
     return pm.from_series(cal, cfg, batch, source)
 
 
+def _batch_is(b: int) -> Callable[[int], bool]:
+    """Batch size -> True for ``b`` (one held-out batch size)."""
+    return lambda x: x == b
+
+
+def _batch_over_half(top: int) -> Callable[[int], bool]:
+    """Batch size -> True above ``top / 2`` (withheld to extrapolate 2x up to ``top``)."""
+    return lambda x: 2 * x > top
+
+
+def _points_at(cfg: Config, withheld: Callable[[int], bool]) -> Callable[[Point], bool]:
+    """Point -> True for ``cfg``'s points at a withheld batch size (a calibration's exclude)."""
+    return lambda q: cfg.matches(q) and withheld(q.batch_size)
+
+
+def _model_is(model: str) -> Callable[[Point], bool]:
+    """Point -> True for the points of ``model`` (a calibration's exclude)."""
+    return lambda q: q.model == model
+
+
 def batch_rows(records: Records, base: Calibration, min_points: int = 4) -> list[Row]:
     """``held-out batch`` and ``extrapolate 2x`` rows."""
     out = []
@@ -89,12 +109,11 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4) -> list
             continue
         meas = {q.batch_size: q.step_time_s for q in s}
         # (category, batch predicted, batch sizes withheld in every file)
-        tests = [("held-out batch", b, lambda x, b=b: x == b) for b in bs]
+        tests = [("held-out batch", b, _batch_is(b)) for b in bs]
         if [b for b in bs if 2 * b <= bs[-1]]:
-            tests.append(("extrapolate 2x", bs[-1], lambda x: 2 * x > bs[-1]))
+            tests.append(("extrapolate 2x", bs[-1], _batch_over_half(bs[-1])))
         for cat, b, withheld in tests:
-            cal = Calibration(records, lambda q, w=withheld: cfg.matches(q) and w(q.batch_size),
-                              share_efficiencies=base)
+            cal = Calibration(records, _points_at(cfg, withheld), share_efficiencies=base)
             train = [x for x in bs if not withheld(x)]
             if len(train) < 2:
                 continue
@@ -111,7 +130,7 @@ def lomo_rows(records: Records, base: Calibration) -> list[Row]:
     pts = [p for p in records.points if p.world_size == 1 and not p.instrumented
            and p.data == "synthetic" and p.device != "cpu"]
     for m in sorted({p.model for p in pts}):
-        cal = Calibration(records, lambda q, m=m: q.model == m, share_efficiencies=base)
+        cal = Calibration(records, _model_is(m), share_efficiencies=base)
         for p in (q for q in pts if q.model == m):
             cfg = Config.of(p)
             try:
@@ -135,7 +154,7 @@ def whatif_rows(records: Records, base: Calibration) -> list[Row]:
     """``what-if`` rows: fp32->bf16, eager->graph (same batch) and B->2B (same configuration)."""
     out = []
     pts = [p for p in records.points if p.world_size == 1 and not p.instrumented]
-    by = defaultdict(dict)
+    by: defaultdict[str, dict[tuple[Config, int], Point]] = defaultdict(dict)
     for p in pts:
         by[p.source][(Config.of(p), p.batch_size)] = p
     for src, d in by.items():
@@ -151,12 +170,11 @@ def whatif_rows(records: Records, base: Calibration) -> list[Row]:
                 if t is None:
                     continue
                 if tcfg == cfg:
-                    cal = Calibration(records, lambda q: cfg.matches(q) and q.batch_size == tb,
+                    cal = Calibration(records, _points_at(cfg, _batch_is(tb)),
                                       share_efficiencies=base)
                     one = _one(cal, cfg, tb, src)
                 else:
-                    cal = Calibration(records, lambda q, c=tcfg: c.matches(q),
-                                      share_efficiencies=base)
+                    cal = Calibration(records, tcfg.matches, share_efficiencies=base)
                     try:
                         one = pm.what_if(cal, cfg, tcfg, tb)
                     except (LookupError, ValueError):
@@ -195,7 +213,7 @@ def allreduce_rows(records: Records, min_bytes: int = 1 << 20) -> list[Row]:
 
 def comm_for_records(records: Records) -> Callable[[int], Callable[[float], float]]:
     """Rank count -> all-reduce time function from the stored sweep (nvlink4 ring if none)."""
-    cache = {}
+    cache: dict[int, Callable[[float], float]] = {}
 
     def comm_for(n: int) -> Callable[[float], float]:
         if n not in cache:
@@ -203,7 +221,10 @@ def comm_for_records(records: Records) -> Callable[[int], Callable[[float], floa
                 cache[n] = comm.fit_allreduce(records.collectives, n).time_s
             except ValueError:
                 link = comm.LINKS["nvlink4"]
-                cache[n] = lambda m, n=n: comm.ring_allreduce_s(m, n, link)
+
+                def ring_s(size_bytes: float, n: int = n) -> float:
+                    return comm.ring_allreduce_s(size_bytes, n, link)
+                cache[n] = ring_s
         return cache[n]
     return comm_for
 
@@ -234,7 +255,7 @@ def repeat_rows(records: Records, base: Calibration | None = None) -> list[Row]:
     """``repeat (noise floor)`` rows: the same one-device point (configuration and batch, data
     on the device) stored in several results files (other sessions, often other hosts); the
     earliest file's measurement taken as the prediction of each later one."""
-    groups = defaultdict(dict)
+    groups: defaultdict[tuple[Config, int], dict[str, Point]] = defaultdict(dict)
     for p in records.points:
         if not p.instrumented and p.world_size == 1 and p.data == "synthetic":
             groups[(Config.of(p), p.batch_size)].setdefault(p.source, p)

@@ -121,6 +121,7 @@ def fit_batch(batch_sizes: Sequence[float], step_times_s: Sequence[float]) -> Ba
         r = least_squares(resid, start, method="trf", x_scale="jac", max_nfev=400)
         if best is None or r.cost < best.cost:
             best = r
+    assert best is not None  # the loop tried three starts
     h, d0, d1 = (float(v) for v in np.exp(np.clip(best.x, -60.0, 10.0)))
     rms = float(np.sqrt(np.mean(resid(best.x) ** 2)))
     return BatchFit(h, d0, d1, tuple(int(v) for v in b), rms)

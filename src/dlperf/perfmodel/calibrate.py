@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from statistics import median
+from typing import Any
 
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
@@ -78,7 +79,7 @@ class Config:
             f"accum={self.grad_accum}" if self.grad_accum != 1 else None) if x)
         return f"{self.model} {self.framework}/{self.mode} {self.precision} {self.device}{extra}"
 
-    def with_(self, **changes) -> Config:
+    def with_(self, **changes: Any) -> Config:
         """A copy with some fields changed."""
         return replace(self, **changes)
 
@@ -135,7 +136,8 @@ class Calibration:
         """The accelerator the configuration's points ran on (else any stored one)."""
         names = [p.device_name for p in self.points if p.device == cfg.device and p.device_name]
         own = [p.device_name for p in self.points if cfg.matches(p) and p.device_name]
-        return (own or names or [None])[-1]
+        pick = own or names
+        return pick[-1] if pick else None
 
     def efficiency(self, group: tuple[str, str, str, str], without_model: str | None,
                    device_name: str | None) -> rl.Efficiency | None:
@@ -221,11 +223,11 @@ class Calibration:
 
     def _fit_series(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
         if not with_sessions:
-            key = (cfg, tuple((p.source, p.result_id) for p in s), tuple(
+            pkey = (cfg, tuple((p.source, p.result_id) for p in s), tuple(
                 (p.source, p.result_id) for p in self.points if p.busy_s and cfg.matches(p)))
-            if key not in self._fit_plain:
-                self._fit_plain[key] = od.fit_series(s, self.prior(cfg, s[0].source, False))
-            return self._fit_plain[key]
+            if pkey not in self._fit_plain:
+                self._fit_plain[pkey] = od.fit_series(s, self.prior(cfg, s[0].source, False))
+            return self._fit_plain[pkey]
         key = (cfg, s[0].source, with_sessions)
         if key not in self._fit:
             self._fit[key] = od.fit_series(s, self.prior(cfg, s[0].source, with_sessions))

@@ -115,6 +115,7 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
     d, eff, ceil, work = _roofline_d(cal, cfg, batch)
     host = cal.host_of_group(cfg.group, cfg.model, cal.device_name(cfg))
     assumptions = []
+    hm: tuple[str, ...]
     if host is None:
         h, hm, hg = 0.0, (), ""
         assumptions.append(f"host time 0: no series of {cfg.framework}/{cfg.mode} shows its host "

@@ -200,6 +200,7 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
         r = least_squares(resid, start, method="trf", x_scale="jac", max_nfev=300)
         if best is None or r.cost < best.cost:
             best = r
+    assert best is not None  # the loop tried three starts
     h, d0, d1 = (float(v) for v in np.exp(np.clip(best.x, -60.0, 10.0)))
     fit_res = np.log(overlap(h, d0 + d1 * b)) - lt
     ids = tuple(f"{p.source}:{p.result_id}" for p in points) + tuple(a.source for a in anchors)
@@ -242,9 +243,11 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
                          p.step_time_s, i, 1.0 / _sigma(p)))
     for p in traced:
         wk = work_for(p)
+        busy_s = p.busy_s
+        assert busy_s  # traced holds only the points with a busy time
         rows.append((wk.flops(p.per_device_batch) / ceiling.flops_per_s,
                      wk.bytes(p.per_device_batch) / ceiling.bandwidth_bytes_per_s,
-                     p.busy_s, -1, 1.0 / TRACE_SIGMA))
+                     busy_s, -1, 1.0 / TRACE_SIGMA))
     a = np.array(rows, float)
     fl, by, meas, si, wt = a[:, 0], a[:, 1], a[:, 2], a[:, 3].astype(int), a[:, 4]
     tmins = np.array([min(p.step_time_s for p in s) for s in series] or [1.0])

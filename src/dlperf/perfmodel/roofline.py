@@ -75,8 +75,8 @@ def ceiling_of(points: Iterable[Point], framework: str, precision: str,
            and p.device == "cuda" and (device_name is None or p.device_name == device_name)]
     for cand in ([p for p in pts if p.framework == framework], pts):
         if cand:
-            return Ceiling(median(p.matmul_flops_per_s[precision] for p in cand),
-                           median(p.bandwidth_bytes_per_s for p in cand),
+            bws = [bw for p in cand if (bw := p.bandwidth_bytes_per_s)]  # every p in pts has one
+            return Ceiling(median(p.matmul_flops_per_s[precision] for p in cand), median(bws),
                            f"measured: median of {len(cand)} workers"
                            + ("" if cand[0].framework == framework or cand is not pts
                               else " (another framework)"))

@@ -111,7 +111,8 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                 cur = db.execute(
                     f"INSERT INTO results ({', '.join(cols)}) VALUES "
                     f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
-                rid = int(cur.lastrowid)
+                rid = cur.lastrowid
+                assert rid is not None  # sqlite sets it after an INSERT
                 db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
                                [(rid, *x) for x in samples])
                 n_samples += len(samples)

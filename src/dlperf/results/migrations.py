@@ -117,7 +117,7 @@ def _v8_data_wait_share(db: sqlite3.Connection) -> None:
         except ValueError:
             continue
         dw = res.get("data_wait") if isinstance(res, dict) else None
-        if not restate_data_wait(dw):
+        if not isinstance(dw, dict) or not restate_data_wait(dw):
             continue
         bound = dw["input_bound"]
         db.execute("UPDATE results SET data_wait_share=?, input_bound=?, result_json=? WHERE id=?",

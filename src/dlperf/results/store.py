@@ -318,7 +318,8 @@ class ResultStore:
             cur = self._db.execute(
                 f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [row[c] for c in cols])
-            rid = int(cur.lastrowid)
+            rid = cur.lastrowid
+            assert rid is not None  # sqlite sets it after an INSERT
             losses = rec.losses or {}
             recs = []
             for phase, times in (rec.samples or {}).items():
@@ -408,7 +409,8 @@ class ResultStore:
         Raises:
             ConfigError: a filter names an unknown column.
         """
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         for k, v in filters.items():
             if v is None:
                 continue

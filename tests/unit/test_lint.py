@@ -1,0 +1,58 @@
+"""The linter (ruff) and the type checker (mypy) pass, as configured in pyproject.toml.
+
+Both run as subprocesses from the repository root, so they read ``[tool.ruff]`` and
+``[tool.mypy]`` there (rules, ignores with their reasons, the files mypy checks); a failure shows
+the tool's own report. Each is skipped only when its package is missing (both come with the
+``test`` extra: ``pip install -e .[test]``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What ruff lints: the package, its tests and the benchmark scripts.
+RUFF_PATHS = ("src", "tests", "benchmarks")
+
+
+def _run_tool(module: str, *args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m <module> <args>`` in the repository root (skip if not installed)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (it is in the test extra: pip install -e .[test])")
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout_s, check=False)
+
+
+def _report(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "until `ruff check --fix src tests benchmarks` is run over the tree (I001 import order, "
+    "UP045/UP017/UP035/UP033, F401) and the hand fixes of B007/B023/E741/F841/F811 outside "
+    "config/results/stats/perfmodel are merged; then remove this marker (strict: it fails "
+    "as XPASS once ruff passes)"))
+def test_ruff_clean():
+    """``ruff check`` over src, tests and benchmarks finds nothing (rules in pyproject.toml)."""
+    proc = _run_tool("ruff", "check", "--no-fix", "--output-format", "concise", *RUFF_PATHS,
+                     timeout_s=120)
+    assert proc.returncode == 0, _report(proc)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "until the 4 errors in perfmodel/scaling.py (Optional per_device_batch passed to "
+    "efficiency and multiplied, lines 161/168) and perfmodel/ceilings.py (fn = None on a "
+    "Callable variable, line 112; an untyped lambda with a default argument, line 140) are "
+    "fixed on their branches; then remove this marker (strict: it fails as XPASS once mypy "
+    "passes)"))
+def test_mypy_clean():
+    """``mypy`` on the files listed in pyproject.toml (config, results, stats, perfmodel)
+    reports no error."""
+    proc = _run_tool("mypy", timeout_s=480)
+    assert proc.returncode == 0, _report(proc)
+    assert "Success: no issues found" in proc.stdout, _report(proc)

@@ -174,3 +174,33 @@ def test_the_fingerprint_names_the_machine_and_the_framework_version():
                   "device_name": "cpu", "method": C.CEILINGS_METHOD_VERSION}
     env["cpu_id"]["mhz"] = 3000.0  # the clock read at one moment is not the machine
     assert C.machine_fingerprint(env, {"torch": "2.13.0", "device_name": "cpu"}, "torch") == fp
+
+
+def test_a_sweep_seeds_its_cache_from_recent_results_of_its_file(tmp_path):
+    import datetime as dt
+    import os
+
+    from dlperf.config import make_run_config
+    from dlperf.resume import ceilings_cache
+    from dlperf.results.store import ResultStore
+    from dlperf.worker import base_result
+
+    p = make_run_config(model="fcn5_tiny", batch_size=8, device="cpu")
+    recent, _ = measure("fp32", now_s=dt.datetime.now(dt.timezone.utc).timestamp())
+    old_c = json.loads(json.dumps(recent))
+    old_c["device"] = "cpu:old"
+    with ResultStore(tmp_path / "r.db") as s:
+        for ceil, age_s in ((recent, 60), (old_c, C.CACHE_MAX_AGE_S + 60)):
+            r = base_result(p.model_copy(update={"seed": int(age_s)}), "ok")
+            r["created_at"] = (dt.datetime.now(dt.timezone.utc)
+                               - dt.timedelta(seconds=age_s)).isoformat(timespec="seconds")
+            r["ceilings"] = ceil
+            s.add(r)
+        with ceilings_cache([p], s) as (cache, path):
+            assert os.environ[C.CACHE_ENV] == str(path)
+            got = C.CeilingCache.load(path).entries
+        with ceilings_cache([p.model_copy(update={"measure_ceilings": False})], s) as none:
+            assert none is None and C.CACHE_ENV not in os.environ
+    assert sorted(got) == ["fake|cpu|bandwidth|threads=1", "fake|cpu|matmul:fp32|threads=1"]
+    assert {e["where"] for e in got.values()} == {f"results file {tmp_path / 'r.db'}"}
+    assert C.CACHE_ENV not in os.environ and not path.exists()

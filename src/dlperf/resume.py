@@ -156,7 +156,7 @@ def ceilings_cache(points: Sequence[RunConfig], store: ResultStore
         yield None
         return
     cache = CeilingCache()
-    since = (_dt.datetime.now(_dt.timezone.utc)
+    since = (_dt.datetime.now(_dt.UTC)
              - _dt.timedelta(seconds=CACHE_MAX_AGE_S)).isoformat(timespec="seconds")
     for r in store.rows(status="ok", framework=sorted({p.framework for p in points}),
                         device=sorted({p.device for p in points})):

@@ -265,7 +265,7 @@ def missing_data_warning(missing: Mapping[DataKey, str], points: list[RunConfig]
 
 def _clock(seconds: float) -> str:
     """``m:ss`` (``h:mm:ss`` from an hour)."""
-    m, sec = divmod(int(round(seconds)), 60)
+    m, sec = divmod(round(seconds), 60)
     return f"{m // 60}:{m % 60:02d}:{sec:02d}" if m >= 60 else f"{m}:{sec:02d}"
 
 
@@ -370,7 +370,7 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                         console=console, transient=True, disable=not bar)
-    started, durations = time.monotonic(), []
+    started, durations = time.monotonic(), list[float]()
     with progress, ceilings_cache(todo, store) as cache:
         task = progress.add_task("", total=len(todo))
         for k, cfg in enumerate(todo, 1):

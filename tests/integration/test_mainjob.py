@@ -17,7 +17,6 @@ import pytest
 
 import dlperf
 
-
 #: This dlperf's source, first on the path of the commands (they run in a temporary folder).
 SRC = str(Path(dlperf.__file__).resolve().parents[1])
 

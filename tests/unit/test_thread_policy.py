@@ -16,8 +16,8 @@ from rich.console import Console
 from dlperf.config import make_policy, make_run_config
 from dlperf.env import BUSY_OTHER_CPUS, ThreadChoice, choose_threads
 from dlperf.perfmodel.ceilings import CACHE_ENV, CeilingCache
-from dlperf.resume import auto_threads, changed_settings, resolve_threads
 from dlperf.results.store import ResultStore
+from dlperf.resume import auto_threads, changed_settings, resolve_threads
 from dlperf.stats import summarize, throughput
 from dlperf.sweep import execute, progress_line
 from dlperf.worker import base_result

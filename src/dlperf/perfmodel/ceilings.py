@@ -318,7 +318,7 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
     t0, point = clock(), dict(point or {})
     thr = threads if threads else "default"
     now_s = time.time() if now_s is None else now_s
-    stamp = _dt.datetime.fromtimestamp(now_s, _dt.timezone.utc).isoformat(timespec="seconds")
+    stamp = _dt.datetime.fromtimestamp(now_s, _dt.UTC).isoformat(timespec="seconds")
     shared: CeilingCache | None = None
     ladders: dict[str, dict[str, Any]] = {}
     origin: dict[str, dict[str, Any]] = {}

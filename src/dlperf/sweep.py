@@ -18,16 +18,21 @@ bad configurations still refuse the whole sweep before anything runs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
 from dlperf.config import RunConfig, ddp_changes, layout_change
 from dlperf.results.store import ResultStore
+
+if TYPE_CHECKING:
+    from dlperf.env import ThreadChoice
 
 
 @dataclass
@@ -44,6 +49,9 @@ class SweepOutcome:
     failed: int = 0
     missing_data: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
+    #: The points as run or found stored: threads chosen by the policy filled in
+    #: (:func:`dlperf.resume.resolve_threads`); their run keys select this call's rows.
+    points: list[RunConfig] = field(default_factory=list)
 
     @property
     def unavailable(self) -> int:
@@ -255,11 +263,38 @@ def missing_data_warning(missing: Mapping[DataKey, str], points: list[RunConfig]
     return "\n".join(lines)
 
 
+def _clock(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` from an hour)."""
+    m, sec = divmod(round(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{sec:02d}" if m >= 60 else f"{m}:{sec:02d}"
+
+
+def progress_line(k: int, n: int, label: str, elapsed_s: float,
+                  durations_s: list[float]) -> str:
+    """The line printed before point ``k`` of ``n`` starts where no progress bar is drawn (a
+    log, a pipe): ``[3/8] LABEL (0:21 elapsed, about 0:35 left)``; the time left is the mean
+    time of the points done so far times the points left, this one included (none before the
+    first point ends)."""
+    left = ""
+    if durations_s:
+        left = f", about {_clock(sum(durations_s) / len(durations_s) * (n - k + 1))} left"
+    return f"[{k}/{n}] {label} ({_clock(elapsed_s)} elapsed{left})"
+
+
+def _note_policy(r: dict[str, Any], cfg: RunConfig, auto_keys: set[str],
+                 threads: ThreadChoice | None) -> None:
+    """Record in ``r["env"]["thread_policy"]`` how the threads of an auto-threads point were
+    chosen (:meth:`dlperf.env.ThreadChoice.record`)."""
+    if threads is not None and cfg.run_key() in auto_keys:
+        r["env"] = {**(r.get("env") or {}), "thread_policy": threads.record()}
+
+
 def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = None,
             resume: bool = True, retry_failed: bool = False,
             runner: Callable[[RunConfig], dict[str, Any]] | None = None,
             console: Console | None = None, show_progress: bool = True,
-            missing_data: Mapping[DataKey, str] | None = None) -> SweepOutcome:
+            missing_data: Mapping[DataKey, str] | None = None,
+            threads: ThreadChoice | None = None, rerun_flag: str = "--rerun") -> SweepOutcome:
     """Run ``points`` in order, storing each result as it arrives.
 
     Args:
@@ -271,23 +306,36 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
         runner: ``RunConfig -> result``; default: a fresh worker process per point, or a
             distributed launch for data-parallel points (:func:`dlperf.launch.distributed.run_point`).
         console: where progress and one line per result go.
-        show_progress: draw a progress bar.
+        show_progress: draw a progress bar on a terminal; elsewhere (a log, a pipe) print one
+            line per point before it starts, "[k/N] label (elapsed, about ... left)".
         missing_data: data sets that are not there (:func:`preflight` with
             ``allow_missing``); the points to run that use one are stored as ``unavailable``
             results with its message before the others run, without a worker, after one
             warning (:func:`missing_data_warning`).
+        threads: the thread policy's choice for CPU points without threads
+            (:func:`dlperf.env.choose_threads`; :func:`dlperf.resume.resolve_threads` says how
+            it meets stored points); recorded in each such result's ``env.thread_policy``.
+            None: points run as given.
+        rerun_flag: the flag named by the warning about stored points measured with other
+            settings (:func:`dlperf.resume.changed_settings`).
+
+    The matmul and bandwidth ceilings are measured once per framework, device, precision and
+    thread count and handed to the workers (:func:`dlperf.resume.ceilings_cache`).
 
     Returns:
         SweepOutcome with counts and the results produced by this call (``ran``: points given
         to ``runner``; ``missing_data``: points stored unavailable without running).
     """
+    from dlperf.resume import ceilings_cache, changed_settings, resolve_threads
+
     if runner is None:
         from dlperf.launch.distributed import run_point
         runner = run_point
     console = console or Console(stderr=True)
     done = store.done_keys(include_failed=not retry_failed) if resume else set()
+    points, auto_keys = resolve_threads(points, threads, store, done)
     todo = [p for p in points if p.run_key() not in done]
-    out = SweepOutcome(skipped=len(points) - len(todo))
+    out = SweepOutcome(skipped=len(points) - len(todo), points=points)
     if out.skipped:
         console.print(f"resuming: {out.skipped} of {len(points)} points already in {store.path}",
                       markup=False, highlight=False)
@@ -299,6 +347,10 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
                               "and are not run again: add --retry-failed to measure them again "
                               "(for a timeout, with a larger --timeout or timeout_s)",
                               markup=False, highlight=False)
+        changed = changed_settings([p for p in points if p.run_key() in done], store,
+                                   threads, rerun_flag)
+        if changed:
+            console.print(f"[yellow]{escape(changed)}[/]", highlight=False)
     missing_data = missing_data or {}
     absent = [p for p in todo if data_key(p) in missing_data]
     warning = missing_data_warning(missing_data, absent, len(todo))
@@ -314,15 +366,26 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
             out.results.append(r)
             console.print(result_line(r), highlight=False)
         todo = [p for p in todo if data_key(p) not in missing_data]
+    bar = show_progress and console.is_terminal
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True,
-                        disable=not show_progress)
-    with progress:
+                        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                        console=console, transient=True, disable=not bar)
+    started, durations = time.monotonic(), list[float]()
+    with progress, ceilings_cache(todo, store) as cache:
         task = progress.add_task("", total=len(todo))
-        for cfg in todo:
+        for k, cfg in enumerate(todo, 1):
             progress.update(task, description=escape(cfg.label()))
+            if show_progress and not bar:
+                progress.console.print(progress_line(k, len(todo), cfg.label(),
+                                                     time.monotonic() - started, durations),
+                                       markup=False, highlight=False)
+            t0 = time.monotonic()
             r = runner(cfg)
+            durations.append(time.monotonic() - t0)
+            _note_policy(r, cfg, auto_keys, threads)
             store.add(r, sweep=sweep)
+            if cache is not None and cache[0].add_result(r, "this sweep"):
+                cache[0].save(cache[1])
             out.ran += 1
             out.failed += r["status"] != "ok"
             out.results.append(r)

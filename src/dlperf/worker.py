@@ -152,7 +152,7 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
         power_record=seg.power_record, power_reason=seg.power_reason)
     phases["stats"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    probes = run_probes(session, cfg)
+    probes = run_probes(session, cfg, env)
     phases["probes"] = time.perf_counter() - t1
     bad = [i for i, x in enumerate(losses["measure"]) if not math.isfinite(x)]
     rec = new_record(cfg, "nan_loss" if bad else "ok",

@@ -19,6 +19,34 @@ from dlperf.cli import (allreduce, data, env, list_, merge, predict, report, res
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark deep-learning training: time per iteration, throughput, "
                        "memory, over models, frameworks, devices, precisions and batch sizes.")
+
+
+def version_text() -> str:
+    """``dlperf 0.1.0 (git 466ebcf, modified; Python 3.11.7)``: the package version, the
+    commit of a source checkout (:func:`dlperf.env.git_sha`) and the interpreter."""
+    import platform
+
+    import dlperf
+    from dlperf.env import git_sha
+
+    g = git_sha()
+    where = (f"git {g['sha'][:7]}{', modified' if g.get('dirty') else ''}; " if g.get("sha")
+             else "")
+    return f"dlperf {dlperf.__version__} ({where}Python {platform.python_version()})"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print dlperf's version and exit.")) -> None:
+    """Benchmark deep-learning training (see the commands below)."""
+
+
 app.command("run")(run.run)
 app.command("sweep", help=sweep.HELP)(sweep.sweep)
 app.command("list")(list_.list_)
@@ -35,4 +63,4 @@ def main() -> None:  # pragma: no cover
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "version_text"]

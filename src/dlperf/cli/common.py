@@ -161,6 +161,20 @@ def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
             print_markdown(repeats_markdown(reps))
 
 
+def choose_threads_once(points: list[Any]) -> Any:
+    """The thread policy's choice for the CPU points without ``--threads``
+    (:func:`dlperf.env.choose_threads`, a measurement of the host's load), printed once; None
+    when no point is such (then nothing is measured)."""
+    from dlperf.env import choose_threads
+    from dlperf.resume import auto_threads
+
+    if not any(auto_threads(p) for p in points):
+        return None
+    choice = choose_threads()
+    err.print(choice.line(), markup=False, highlight=False)
+    return choice
+
+
 def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
             report_dir: str | None, sweep_config: dict | None = None,
             runner: Callable[[Any], dict[str, Any]] | None = None,
@@ -177,6 +191,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     from dlperf.worker import now_iso
 
     missing = preflight(points, allow_missing=missing_ok)
+    threads = choose_threads_once(points)
     # Trace folders are written after each measurement: one that cannot be made would leave
     # the point stored without its trace (and resumed as done), so they are made now; an
     # OSError is a user error (guard: exit 2, nothing run or stored).
@@ -188,7 +203,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         try:
             outcome = run_points(points, store, sweep=sweep, resume=resume,
                                  retry_failed=retry_failed, console=err, runner=runner,
-                                 missing_data=missing)
+                                 missing_data=missing, threads=threads)
         except KeyboardInterrupt:
             again = ("run the same command again to resume" if resume else
                      "the points not reached yet still hold their earlier results, so run the "
@@ -197,8 +212,8 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
             err.print(f"[yellow]interrupted[/]: finished points are in {escape(str(db))}; "
                       f"{again}")
             raise typer.Exit(130) from None
-        keys = {p.run_key() for p in points}
-        _print_outcome([r for r in store.rows() if r["run_key"] in keys], points)
+        keys = {p.run_key() for p in outcome.points}
+        _print_outcome([r for r in store.rows() if r["run_key"] in keys], outcome.points)
         not_run = (f", {outcome.missing_data} not run (data missing)"
                    if outcome.missing_data else "")
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} "

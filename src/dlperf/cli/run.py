@@ -35,13 +35,19 @@ DP_LAYOUT_HELP = ("Data-parallel processes: per_device (one per device) or per_n
                   + " (TensorFlow on the CPU across nodes needs per_device).")
 
 
+#: Default batch sizes of a suite's run (``--batch-size`` not given): the quick suite (the
+#: README's main job) shows each model's step time and throughput at two batch sizes, so its
+#: plots have lines, not single dots (docs/zoo.md); others: 32.
+SUITE_BATCH_SIZES = {"quick": "8,32"}
+
+
 @dataclass
 class Point:
     """What to measure: model(s) or a suite, batch sizes, framework, modes, device, data."""
 
     model: Annotated[Optional[str], Opt("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None
     suite: Annotated[Optional[str], Opt("--suite", "-s", help="A suite: quick, dlbench, seven, distributed (see `dlperf list suites`).")] = None
-    batch_size: Annotated[str, Opt("--batch-size", "-b", help="Global mini-batch size(s), comma-separated.")] = "32"
+    batch_size: Annotated[Optional[str], Opt("--batch-size", "-b", help="Global mini-batch size(s), comma-separated. Default: 32; 8,32 for the quick suite.")] = None
     device: Annotated[str, Opt(help="cpu, cuda, or auto (cuda if available).")] = "auto"
     precision: Annotated[str, Opt(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32"
     framework: Annotated[str, Opt(help="Framework (see `dlperf list frameworks`).")] = "torch"
@@ -194,7 +200,8 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
         entry["data"] = point.data
     entry.update(
         precision=split(point.precision) or ["fp32"],
-        batch_size=ints(point.batch_size, "batch-size"),
+        batch_size=ints(point.batch_size or SUITE_BATCH_SIZES.get(point.suite or "", "32"),
+                        "batch-size"),
         threads=ints(point.threads, "threads") if point.threads else None,
         mode=split(point.mode) or "",
         nproc=ints(par.nproc, "nproc"),

@@ -7,6 +7,7 @@ fused one, which stays the headline (docs/measurement.md)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,12 +19,18 @@ from dlperf.results.schema import RunRecord, as_record
 __all__ = ["run_probes", "efficiency", "compile_info", "profile_comm", "breakdown_into"]
 
 
-def run_probes(session: Any, cfg: Any) -> dict[str, Any]:
+def run_probes(session: Any, cfg: Any, env: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """After the measurement: the framework's FLOP/byte count of one iteration and the measured
     ceilings (MFU); each failure is recorded in ``errors``, never fails the result.
 
+    The ceilings are those of ``cfg.precision`` and the point's thread count, measured once per
+    machine, framework, device, precision and thread count and cached for the sweep's points
+    (:func:`dlperf.perfmodel.ceilings.point_ceilings`: the sweep's cache file is named by
+    ``$DLPERF_CEILINGS_CACHE``); ``env`` (:func:`dlperf.env.collect_env`'s dict) identifies the
+    machine for the cache.
+
     Returns ``{"framework_flops": dict | None, "ceilings": dict | None, "errors": {probe:
-    why}}`` (:func:`dlperf.perfmodel.ceilings.measure_ceilings` for the ceilings)."""
+    why}}``."""
     out: dict[str, Any] = {"framework_flops": None, "ceilings": None, "errors": {}}
     if session.count_flops is not None:
         try:
@@ -31,10 +38,16 @@ def run_probes(session: Any, cfg: Any) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001
             out["errors"]["framework_flops"] = f"{type(e).__name__}: {str(e)[:300]}"
     if cfg.measure_ceilings and session.ceiling_backend is not None:
-        from dlperf.perfmodel.ceilings import measure_ceilings
+        from dlperf.perfmodel.ceilings import CACHE_ENV, machine_fingerprint, point_ceilings
 
+        versions = session.versions or {}
         try:
-            out["ceilings"] = measure_ceilings(session.ceiling_backend())
+            out["ceilings"] = point_ceilings(
+                session.ceiling_backend(), cfg.precision,
+                threads=cfg.threads or (session.flags or {}).get("threads"),
+                fingerprint=machine_fingerprint(env or {}, versions, cfg.framework),
+                point={"run_key": cfg.run_key(), "label": cfg.label()},
+                cache_path=os.environ.get(CACHE_ENV) or None)
         except Exception as e:  # noqa: BLE001
             out["errors"]["ceilings"] = f"{type(e).__name__}: {str(e)[:300]}"
     elif not cfg.measure_ceilings:

@@ -3,8 +3,13 @@ memory-bandwidth microbenchmark, on the run's device, with the run's framework.
 
 MFU needs a ceiling, and datasheet peaks are not what a machine delivers (clocks, power caps,
 library versions: docs/measurement.md measured 753 TFLOP/s bf16 against a 989 TFLOP/s dense datasheet
-peak on one H200). So each worker process measures, once per framework and device (cached for
-the life of the process), with the framework's own kernels:
+peak on one H200). So the ceilings are measured on the machine, with the framework's own
+kernels, once per framework, device, precision and thread count (:func:`point_ceilings`): a
+point measures the matmul ceiling of its own precision and the bandwidth, or takes them from
+the cache (this process's, then the sweep's file, :class:`CeilingCache`, which the sweep fills
+from the results file and from each point's result); a cached entry counts only for the same
+machine (:func:`machine_fingerprint`) and for :data:`CACHE_MAX_AGE_S`. Each result says where
+its ceilings came from (``origin``: measured in this point, or cached from point X).
 
 * **matmul**: square ``n x n @ n x n`` products, ``2 n^3`` FLOPs each, for ``fp32`` (IEEE float32:
   TF32 explicitly off), ``tf32`` (float32 with TensorFloat-32 allowed) and ``bf16`` (bfloat16
@@ -25,9 +30,13 @@ a framework.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
+import json
 import math
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 MATMUL_PRECISIONS = ("fp32", "tf32", "bf16")
@@ -152,3 +161,210 @@ def measure_ceilings(backend: CeilingBackend, precisions: tuple[str, ...] = MATM
         _CACHE[key] = out
     return out
 
+
+
+# --- once per framework, device, precision and thread count ---------------------------------
+
+#: Bumped when what the probes measure changes: a cached ceiling of another method is measured
+#: again (2: one precision per point, cached across the points of a sweep).
+CEILINGS_METHOD_VERSION = 2
+#: The environment variable naming the cache file of a sweep (:func:`dlperf.sweep.execute`
+#: sets it for its workers); unset: only this process's cache.
+CACHE_ENV = "DLPERF_CEILINGS_CACHE"
+#: A cached ceiling older than this (s) is measured again: a machine's clocks, power cap or
+#: libraries may change without its fingerprint changing; a day costs one measurement per day.
+CACHE_MAX_AGE_S = 24 * 3600.0
+
+_POINT_CACHE: dict[str, dict[str, Any]] = {}  # this process's entries, by cache key
+
+
+def machine_fingerprint(env: Mapping[str, Any], versions: Mapping[str, Any],
+                        framework: str) -> dict[str, Any]:
+    """What must be equal for a cached ceiling to stand for this machine: the host name, the
+    CPU (model name and family/model/stepping), the CPUs this process may use, the GPUs (uuids,
+    else names), the framework's version, the device's name and :data:`CEILINGS_METHOD_VERSION`.
+
+    ``env``: :func:`dlperf.env.collect_env`'s dict; ``versions``: the framework session's
+    (``{framework: version, "device_name": ...}``). Returns a JSON-able dict."""
+    cid = env.get("cpu_id") or {}
+    gpus = sorted(str(g.get("uuid") or g.get("name")) for g in env.get("gpus") or []
+                  if isinstance(g, Mapping))
+    return {"hostname": env.get("hostname"), "cpu_model": env.get("cpu_model"),
+            "cpu": [cid.get("family"), cid.get("model"), cid.get("stepping")],
+            "usable_cpus": env.get("cpu_affinity"), "gpus": gpus,
+            "framework": f"{framework} {versions.get(framework)}",
+            "device_name": versions.get("device_name"), "method": CEILINGS_METHOD_VERSION}
+
+
+def cache_key(framework: Any, device_key: Any, component: str, threads: Any) -> str:
+    """The cache key of one ceiling: ``component`` is ``"matmul:<precision>"`` or
+    ``"bandwidth"``; ``threads`` the framework's thread count (``"default"`` if not set)."""
+    return f"{framework}|{device_key}|{component}|threads={threads if threads else 'default'}"
+
+
+def _age_s(measured_at: Any, now_s: float) -> float:
+    """Seconds since the ISO time ``measured_at``; infinite if it cannot be read."""
+    try:
+        return now_s - _dt.datetime.fromisoformat(str(measured_at)).timestamp()
+    except ValueError:
+        return math.inf
+
+
+class CeilingCache:
+    """Ceilings measured before, by :func:`cache_key`: each entry is ``{"key", "fingerprint",
+    "ladder"`` (a :func:`_ladder` dict: ``best``, ``best_size``, ``runs``, ``error``)``,
+    "measured_at"`` (ISO time)``, "run_key", "label"`` (the point that measured it)``, "where"``
+    (in words: ``"this sweep"``, ``"results file X"``)``}``. A JSON file between the sweep,
+    which writes it, and its workers, which read it (:data:`CACHE_ENV`)."""
+
+    def __init__(self, entries: Mapping[str, dict[str, Any]] | None = None) -> None:
+        self.entries: dict[str, dict[str, Any]] = dict(entries or {})
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> CeilingCache:
+        """The cache in file ``path``; empty if there is none or it cannot be read (a cache:
+        measuring again is the fallback)."""
+        if not path:
+            return cls()
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return cls()
+        return cls(data.get("entries") if isinstance(data, dict) else None)
+
+    def save(self, path: str | Path) -> None:
+        """Write the cache to ``path`` (through a temporary file and a rename)."""
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps({"entries": self.entries}))
+        os.replace(tmp, p)
+
+    def get(self, key: str, fingerprint: Mapping[str, Any],
+            now_s: float | None = None) -> dict[str, Any] | None:
+        """The entry of ``key`` if it was measured on this machine (same ``fingerprint``) less
+        than :data:`CACHE_MAX_AGE_S` ago, else None."""
+        e = self.entries.get(key)
+        now_s = time.time() if now_s is None else now_s
+        if e is None or e.get("fingerprint") != dict(fingerprint):
+            return None
+        return e if _age_s(e.get("measured_at"), now_s) <= CACHE_MAX_AGE_S else None
+
+    def add_result(self, result: Mapping[str, Any], where: str) -> int:
+        """Add the ceilings that ``result`` (a flat result dict) measured itself (``origin``
+        ``how == "measured"``, with a rate), unless a newer entry has the key; returns how
+        many were added. Cached ones are skipped: an entry always names the point that
+        measured it."""
+        c = result.get("ceilings") or {}
+        n = 0
+        for comp, o in (c.get("origin") or {}).items():
+            ladder = (c.get("bandwidth") if comp == "bandwidth"
+                      else (c.get("matmul") or {}).get(comp.partition(":")[2]))
+            if (not isinstance(o, Mapping) or o.get("how") != "measured" or not ladder
+                    or ladder.get("best") is None or not c.get("fingerprint")):
+                continue
+            key = cache_key(c.get("framework"), c.get("device"), comp, c.get("threads"))
+            old = self.entries.get(key)
+            if old is not None and str(old.get("measured_at")) > str(o.get("measured_at")):
+                continue
+            self.entries[key] = {"key": key, "fingerprint": c["fingerprint"], "ladder": ladder,
+                                 "measured_at": o.get("measured_at"),
+                                 "run_key": result.get("run_key"), "label": o.get("label"),
+                                 "where": where}
+            n += 1
+        return n
+
+
+def _measure_component(backend: CeilingBackend, component: str,
+                       clock: Callable[[], float]) -> dict[str, Any]:
+    """Measure one ceiling (``"matmul:<precision>"`` or ``"bandwidth"``): a :func:`_ladder`."""
+    kind = backend.device_kind
+    if component == "bandwidth":
+        out = _ladder(backend.scale, BANDWIDTH_BYTES[kind], lambda b: 2.0 * b, backend, kind,
+                      clock)
+    else:
+        p = component.partition(":")[2]
+        with backend.precision(p):
+            out = _ladder(lambda n: backend.matmul(n, p), MATMUL_SIZES[kind],
+                          lambda n: 2.0 * n ** 3, backend, kind, clock)
+    backend.release()
+    return out
+
+
+def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
+                   fingerprint: Mapping[str, Any], point: Mapping[str, Any] | None = None,
+                   cache_path: str | Path | None = None,
+                   clock: Callable[[], float] = time.perf_counter,
+                   now_s: float | None = None) -> dict[str, Any]:
+    """The ceilings of one point: the matmul ceiling at the point's ``precision`` and the
+    memory bandwidth, each taken from this process's cache, else from the cache file
+    ``cache_path`` (:class:`CeilingCache`, same machine and recent enough), else measured here.
+
+    Args:
+        backend: the framework's :class:`CeilingBackend` on the point's device.
+        precision: ``fp32``, ``tf32`` or ``bf16``.
+        threads: the framework's thread count (part of the cache key; None: its default).
+        fingerprint: :func:`machine_fingerprint` of this machine.
+        point: ``{"run_key", "label"}`` of the point, named as the origin of what it measures.
+        cache_path: the sweep's cache file (None: only this process's cache).
+        clock: interval clock (s); ``now_s``: wall time (s since the epoch) for the age.
+
+    Returns:
+        ``{"framework", "device", "threads", "precision", "matmul_flops_per_s": {precision:
+        FLOP/s or None}, "bandwidth_bytes_per_s", "matmul": {precision: ladder}, "bandwidth":
+        ladder, "elapsed_s"`` (spent here)``, "cached"`` (nothing measured here)``, "origin":
+        {"matmul:<precision>" | "bandwidth": {"how": "measured" | "cached", "where", "run_key",
+        "label", "measured_at"}}, "fingerprint", "method"}``.
+    """
+    t0, point = clock(), dict(point or {})
+    thr = threads if threads else "default"
+    now_s = time.time() if now_s is None else now_s
+    stamp = _dt.datetime.fromtimestamp(now_s, _dt.UTC).isoformat(timespec="seconds")
+    shared: CeilingCache | None = None
+    ladders: dict[str, dict[str, Any]] = {}
+    origin: dict[str, dict[str, Any]] = {}
+    for comp in (f"matmul:{precision}", "bandwidth"):
+        key = cache_key(backend.framework, backend.device_key, comp, thr)
+        entry = CeilingCache(_POINT_CACHE).get(key, fingerprint, now_s)
+        if entry is None and cache_path:
+            shared = shared or CeilingCache.load(cache_path)
+            entry = shared.get(key, fingerprint, now_s)
+        if entry is None:
+            ladder = _measure_component(backend, comp, clock)
+            origin[comp] = {"how": "measured", "where": "this point",
+                            "run_key": point.get("run_key"), "label": point.get("label"),
+                            "measured_at": stamp}
+            if ladder["best"] is not None:
+                _POINT_CACHE[key] = {"key": key, "fingerprint": dict(fingerprint),
+                                     "ladder": ladder, "measured_at": stamp,
+                                     "run_key": point.get("run_key"),
+                                     "label": point.get("label"), "where": "this process"}
+        else:
+            ladder = entry["ladder"]
+            origin[comp] = {"how": "cached", **{k: entry.get(k) for k in (
+                "where", "run_key", "label", "measured_at")}}
+        ladders[comp] = ladder
+    mm, bw = ladders[f"matmul:{precision}"], ladders["bandwidth"]
+    return {"framework": backend.framework, "device": backend.device_key, "threads": thr,
+            "precision": precision, "matmul_flops_per_s": {precision: mm["best"]},
+            "bandwidth_bytes_per_s": bw["best"], "matmul": {precision: mm}, "bandwidth": bw,
+            "elapsed_s": clock() - t0,
+            "cached": all(o["how"] == "cached" for o in origin.values()), "origin": origin,
+            "fingerprint": dict(fingerprint),
+            "method": "square GEMM 2n^3 FLOPs at the point's precision, best over sizes; "
+                      "bandwidth y=2x (STREAM scale), 2 x bytes; host clock over back-to-back "
+                      "calls, one device wait; once per framework, device, precision and "
+                      "threads (origin says where each came from)"}
+
+
+def origin_text(ceilings: Mapping[str, Any] | None) -> str | None:
+    """One line saying where a result's ceilings came from, e.g. ``"matmul:fp32 cached from
+    fcn5_tiny torch/eager cpu fp32 b=8 synthetic (this sweep); bandwidth measured in this
+    point"``; None without an ``origin`` (results before :data:`CEILINGS_METHOD_VERSION` 2)."""
+    parts = []
+    for comp, o in ((ceilings or {}).get("origin") or {}).items():
+        if o.get("how") == "measured":
+            parts.append(f"{comp} measured in this point")
+        else:
+            parts.append(f"{comp} cached from {o.get('label') or o.get('run_key')} "
+                         f"({o.get('where')}, {o.get('measured_at')})")
+    return "; ".join(parts) or None

@@ -1,0 +1,179 @@
+"""What a sweep takes from its results file before it runs (:func:`dlperf.sweep.execute`).
+
+- **Threads chosen for the host** (:func:`resolve_threads`): CPU points whose threads were not
+  given run with :func:`dlperf.env.choose_threads`'s choice, which enters their run key (the
+  result says what was measured). A point stored before under the same policy, at whatever
+  count the host's load chose then, is done: running the same command on a busier or quieter
+  host resumes instead of measuring everything again.
+- **Settings outside the run key** (:func:`changed_settings`): the iteration policy, the
+  ceilings, the power sampling and the profiled communication change what is measured but not
+  which point it is (run keys of stored results stay valid), so a stored point measured with
+  other settings is kept, and one warning says so and names ``--rerun``.
+- **The ceilings cache** (:func:`ceilings_cache`): the matmul and bandwidth ceilings measured
+  by recent points of this machine (:mod:`dlperf.perfmodel.ceilings`) are handed to the
+  workers in a file, so each is measured once per framework, device, precision and thread
+  count, not after every point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from dlperf.config import RunConfig
+from dlperf.env import ThreadChoice
+from dlperf.registry import framework_info
+from dlperf.results.store import ResultStore
+
+#: Fields outside the run key that change what is measured (the others there say how long a
+#: worker may take, where data are, how a result is labelled). ``iterations`` is compared field
+#: by field.
+MEASUREMENT_SETTINGS = ("iterations", "measure_ceilings", "power_interval_s",
+                        "comm_profile_iters")
+#: Run keys per query (SQLite's limit on the parameters of one statement is 999 in old builds).
+_CHUNK = 500
+
+
+def auto_threads(cfg: RunConfig) -> bool:
+    """Whether the thread policy applies to ``cfg``: a CPU point on one process whose threads
+    were not given, of a framework that runs the zoo's models (a test double runs none)."""
+    info = framework_info(cfg.framework)
+    return (cfg.device == "cpu" and cfg.threads is None and not cfg.distributed
+            and bool(info and info.zoo_impls))
+
+
+def stored_results(store: ResultStore, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The newest stored result (its JSON, without samples) of each run key in ``keys``."""
+    out: dict[str, dict[str, Any]] = {}
+    keys = list(dict.fromkeys(keys))
+    for i in range(0, len(keys), _CHUNK):
+        for r in store.rows(run_key=keys[i:i + _CHUNK]):
+            try:
+                out[r["run_key"]] = json.loads(r.get("result_json") or "{}")
+            except ValueError:
+                out[r["run_key"]] = {}
+    return out
+
+
+def _policy_of(result: dict[str, Any]) -> str | None:
+    return ((result.get("env") or {}).get("thread_policy") or {}).get("policy")
+
+
+def resolve_threads(points: Sequence[RunConfig], choice: ThreadChoice | None,
+                    store: ResultStore, done: set[str]) -> tuple[list[RunConfig], set[str]]:
+    """The points as they run, and the run keys of those the policy applies to.
+
+    Each point of :func:`auto_threads` becomes the one already stored under the policy (the
+    framework's default, or a count the policy chose, as the stored result's
+    ``env.thread_policy`` says), else ``choice.threads`` (None keeps the framework's default).
+    Other points, and all of them without ``choice``, are unchanged."""
+    if choice is None:
+        return list(points), set()
+    counts = [choice.threads] + [k for k in range(1, choice.usable_cpus) if k != choice.threads]
+    variants = {i: [p if k is None else p.model_copy(update={"threads": k}) for k in counts]
+                for i, p in enumerate(points) if auto_threads(p)}
+    stored = stored_results(store, [v.run_key() for vs in variants.values() for v in vs
+                                    if v.threads is not None and v.run_key() in done])
+    out, keys = [], set()
+    for i, p in enumerate(points):
+        if i not in variants:
+            out.append(p)
+            continue
+        found = [v for v in variants[i] if v.run_key() in done
+                 and (v.threads is None or _policy_of(stored.get(v.run_key(), {})) == "auto")]
+        if p.run_key() in done:
+            found.append(p)  # the framework's default, stored before the policy existed
+        q = found[0] if found else variants[i][0]
+        out.append(q)
+        keys.add(q.run_key())
+    return out, keys
+
+
+def _differences(old: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """``"field: A stored, B now"`` for each :data:`MEASUREMENT_SETTINGS` field that differs
+    (fields the stored config lacks, written by an older dlperf, are not compared)."""
+    out = []
+    for f in MEASUREMENT_SETTINGS:
+        if f not in old:
+            continue
+        if isinstance(now.get(f), dict) and isinstance(old[f], dict):
+            out += [f"{f}.{k}: {old[f][k]} stored, {v} now" for k, v in now[f].items()
+                    if k in old[f] and old[f][k] != v]
+        elif old[f] != now.get(f):
+            out.append(f"{f}: {old[f]} stored, {now.get(f)} now")
+    return out
+
+
+def changed_settings(skipped: Sequence[RunConfig], store: ResultStore,
+                     choice: ThreadChoice | None = None, rerun_flag: str = "--rerun"
+                     ) -> str | None:
+    """One warning (plain text) when stored points that are skipped were measured with other
+    settings than these points have (:data:`MEASUREMENT_SETTINGS`, and the threads the policy
+    chose: ``choice``), naming the differences and ``rerun_flag``; None when none differ."""
+    stored = stored_results(store, [p.run_key() for p in skipped])
+    diffs: dict[str, int] = {}
+    n = 0
+    for p in skipped:
+        old = stored.get(p.run_key())
+        if not old:
+            continue
+        lines = _differences(old.get("config") or {}, p.model_dump())
+        if choice is not None and _policy_of(old) == "auto" and p.threads != choice.threads:
+            lines.append(f"threads (auto): {p.threads or 'default'} stored, "
+                         f"{choice.threads or 'default'} now")
+        n += bool(lines)
+        for line in lines:
+            diffs[line] = diffs.get(line, 0) + 1
+    if not n:
+        return None
+    listed = "; ".join(f"{d}" + (f" ({c} points)" if c != n else "")
+                       for d, c in list(diffs.items())[:4])
+    more = f"; and {len(diffs) - 4} more" if len(diffs) > 4 else ""
+    return (f"warning: {n} of the {len(skipped)} points already stored were measured with "
+            f"other settings ({listed}{more}); they are kept, not measured again: add "
+            f"{rerun_flag} to measure them with this command's settings")
+
+
+@contextlib.contextmanager
+def ceilings_cache(points: Sequence[RunConfig], store: ResultStore
+                   ) -> Iterator[tuple[Any, Path] | None]:
+    """While a sweep runs: a :class:`~dlperf.perfmodel.ceilings.CeilingCache` file, named by
+    ``$DLPERF_CEILINGS_CACHE`` for the workers, holding the ceilings measured by ``store``'s
+    results of the points' frameworks and devices within
+    :data:`~dlperf.perfmodel.ceilings.CACHE_MAX_AGE_S` (a worker takes one only for the same
+    machine: the fingerprint). Yields ``(cache, path)``, or None when no point measures
+    ceilings; the caller adds each new result (``cache.add_result(r, "this sweep")``) and saves
+    it. The file and the variable are gone afterwards."""
+    from dlperf.perfmodel.ceilings import CACHE_ENV, CACHE_MAX_AGE_S, CeilingCache
+
+    if not any(p.measure_ceilings for p in points):
+        yield None
+        return
+    cache = CeilingCache()
+    since = (_dt.datetime.now(_dt.UTC)
+             - _dt.timedelta(seconds=CACHE_MAX_AGE_S)).isoformat(timespec="seconds")
+    for r in store.rows(status="ok", framework=sorted({p.framework for p in points}),
+                        device=sorted({p.device for p in points})):
+        if str(r.get("created_at") or "") >= since and '"origin"' in (r["result_json"] or ""):
+            try:
+                cache.add_result(json.loads(r["result_json"]), f"results file {store.path}")
+            except ValueError:
+                continue
+    old = os.environ.get(CACHE_ENV)
+    with tempfile.TemporaryDirectory(prefix="dlperf-ceilings-") as tmp:
+        path = Path(tmp) / "ceilings.json"
+        cache.save(path)
+        os.environ[CACHE_ENV] = str(path)
+        try:
+            yield cache, path
+        finally:
+            if old is None:
+                os.environ.pop(CACHE_ENV, None)
+            else:
+                os.environ[CACHE_ENV] = old

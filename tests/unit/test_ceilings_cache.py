@@ -1,0 +1,206 @@
+"""The ceilings of a point (dlperf.perfmodel.ceilings.point_ceilings): only the point's
+precision, measured once per framework, device, precision and thread count, cached in this
+process and in the sweep's file, with the origin of each; a cached entry counts only for the
+same machine and for a day."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+
+from dlperf.perfmodel import ceilings as C
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class CountingBackend:
+    """Kernels on a fake clock (matmul 1 TFLOP/s, bf16 2x; bandwidth 100 GB/s) that count
+    what they were asked to run."""
+
+    framework, device_kind, device_key = "fake", "cpu", "cpu"
+
+    def __init__(self, clock):
+        self.clock, self.calls = clock, []
+
+    @contextlib.contextmanager
+    def precision(self, p):
+        yield
+
+    def matmul(self, n, p):
+        self.calls.append(f"matmul:{p}")
+        rate = 2e12 if p == "bf16" else 1e12
+
+        def run():
+            self.clock.t += 2 * n ** 3 / rate
+        return run
+
+    def scale(self, nbytes):
+        self.calls.append("bandwidth")
+
+        def run():
+            self.clock.t += 2 * nbytes / 100e9
+        return run
+
+    def block(self, out):
+        pass
+
+    def release(self):
+        pass
+
+
+FP = {"hostname": "vm", "cpu_model": "x", "cpu": ["6", "167", "1"], "usable_cpus": 2,
+      "gpus": [], "framework": "fake 1.0", "device_name": None, "method": 2}
+A = {"run_key": "aaaa", "label": "fcn5_tiny fake/eager cpu fp32 b=8 synthetic"}
+B = {"run_key": "bbbb", "label": "lstm_tiny fake/eager cpu fp32 b=8 synthetic"}
+NOW = 1.8e9
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_cache(monkeypatch):
+    monkeypatch.setattr(C, "_POINT_CACHE", {})
+
+
+def measure(precision="fp32", threads=1, fp=FP, point=A, cache_path=None, now_s=NOW):
+    clock = FakeClock()
+    be = CountingBackend(clock)
+    out = C.point_ceilings(be, precision, threads=threads, fingerprint=fp, point=point,
+                           cache_path=cache_path, clock=clock, now_s=now_s)
+    return out, be.calls
+
+
+def test_a_point_measures_its_own_precision_and_the_bandwidth_only():
+    c, calls = measure("bf16")
+    assert calls == ["matmul:bf16", "bandwidth"]
+    assert c["matmul_flops_per_s"] == {"bf16": pytest.approx(2e12)}
+    assert c["bandwidth_bytes_per_s"] == pytest.approx(100e9)
+    assert c["cached"] is False and c["threads"] == 1 and c["precision"] == "bf16"
+    assert c["origin"]["matmul:bf16"] == {"how": "measured", "where": "this point",
+                                          "run_key": "aaaa", "label": A["label"],
+                                          "measured_at": "2027-01-15T08:00:00+00:00"}
+    assert C.origin_text(c) == "matmul:bf16 measured in this point; bandwidth measured in this point"
+
+
+def test_the_same_process_measures_once_per_precision_and_thread_count():
+    measure("fp32", threads=1)
+    again, calls = measure("fp32", threads=1, point=B)
+    assert calls == [] and again["cached"] is True
+    assert again["origin"]["bandwidth"]["where"] == "this process"
+    assert again["origin"]["bandwidth"]["run_key"] == "aaaa"  # who measured it
+    _, calls = measure("bf16", threads=1)
+    assert calls == ["matmul:bf16"]  # the bandwidth of 1 thread is known
+    _, calls = measure("fp32", threads=2)
+    assert calls == ["matmul:fp32", "bandwidth"]  # another thread count: measured
+
+
+def test_the_sweeps_file_hands_ceilings_to_the_next_worker(tmp_path, monkeypatch):
+    path = tmp_path / "ceilings.json"
+    first, _ = measure("fp32")
+    cache = C.CeilingCache()
+    assert cache.add_result({"run_key": "aaaa", "ceilings": first}, "this sweep") == 2
+    cache.save(path)
+    monkeypatch.setattr(C, "_POINT_CACHE", {})  # the next worker is a fresh process
+    second, calls = measure("fp32", point=B, cache_path=path)
+    assert calls == [] and second["cached"] is True
+    o = second["origin"]["matmul:fp32"]
+    assert (o["how"], o["where"], o["run_key"], o["label"]) == ("cached", "this sweep", "aaaa",
+                                                                A["label"])
+    assert second["matmul"] == first["matmul"]
+    assert "cached from fcn5_tiny" in C.origin_text(second)
+    # a cached result adds nothing: an entry always names the point that measured it
+    assert C.CeilingCache().add_result({"run_key": "bbbb", "ceilings": second}, "x") == 0
+
+
+@pytest.mark.parametrize("change", ["machine", "framework", "age"])
+def test_a_cached_ceiling_of_another_machine_or_too_old_is_measured_again(tmp_path, change,
+                                                                          monkeypatch):
+    path = tmp_path / "ceilings.json"
+    first, _ = measure("fp32")
+    cache = C.CeilingCache()
+    cache.add_result({"run_key": "aaaa", "ceilings": first}, "results file r.db")
+    cache.save(path)
+    monkeypatch.setattr(C, "_POINT_CACHE", {})
+    fp, now = dict(FP), NOW
+    if change == "machine":
+        fp["cpu"] = ["6", "143", "8"]
+    elif change == "framework":
+        fp["framework"] = "fake 2.0"
+    else:
+        now = NOW + C.CACHE_MAX_AGE_S + 1
+    c, calls = measure("fp32", fp=fp, cache_path=path, now_s=now)
+    assert calls == ["matmul:fp32", "bandwidth"] and c["cached"] is False
+    # within the day, same machine: taken from the file
+    monkeypatch.setattr(C, "_POINT_CACHE", {})
+    _, calls = measure("fp32", cache_path=path, now_s=NOW + C.CACHE_MAX_AGE_S - 1)
+    assert calls == []
+
+
+def test_a_cache_file_that_cannot_be_read_is_an_empty_cache(tmp_path):
+    bad = tmp_path / "c.json"
+    bad.write_text("{not json")
+    assert C.CeilingCache.load(bad).entries == {}
+    assert C.CeilingCache.load(tmp_path / "missing.json").entries == {}
+    c, calls = measure("fp32", cache_path=bad)
+    assert calls == ["matmul:fp32", "bandwidth"] and c["cached"] is False
+
+
+def test_the_newest_measurement_of_a_key_wins_and_failed_ones_are_not_cached():
+    old, _ = measure("fp32", now_s=NOW)
+    C._POINT_CACHE.clear()
+    new, _ = measure("fp32", now_s=NOW + 60)
+    cache = C.CeilingCache()
+    cache.add_result({"run_key": "new", "ceilings": new}, "this sweep")
+    cache.add_result({"run_key": "old", "ceilings": old}, "results file r.db")
+    assert {e["run_key"] for e in cache.entries.values()} == {"new"}
+    failed = json.loads(json.dumps(new))
+    failed["matmul"]["fp32"]["best"] = None
+    assert C.CeilingCache().add_result({"run_key": "f", "ceilings": failed}, "x") == 1  # bw only
+
+
+def test_the_fingerprint_names_the_machine_and_the_framework_version():
+    env = {"hostname": "h", "cpu_model": "Xeon", "cpu_id": {"family": "6", "model": "167",
+                                                            "stepping": "1", "mhz": 2600.0},
+           "cpu_affinity": 2, "gpus": [{"uuid": "GPU-b"}, {"name": "H200"}]}
+    fp = C.machine_fingerprint(env, {"torch": "2.13.0", "device_name": "cpu"}, "torch")
+    assert fp == {"hostname": "h", "cpu_model": "Xeon", "cpu": ["6", "167", "1"],
+                  "usable_cpus": 2, "gpus": ["GPU-b", "H200"], "framework": "torch 2.13.0",
+                  "device_name": "cpu", "method": C.CEILINGS_METHOD_VERSION}
+    env["cpu_id"]["mhz"] = 3000.0  # the clock read at one moment is not the machine
+    assert C.machine_fingerprint(env, {"torch": "2.13.0", "device_name": "cpu"}, "torch") == fp
+
+
+def test_a_sweep_seeds_its_cache_from_recent_results_of_its_file(tmp_path):
+    import datetime as dt
+    import os
+
+    from dlperf.config import make_run_config
+    from dlperf.results.store import ResultStore
+    from dlperf.resume import ceilings_cache
+    from dlperf.worker import base_result
+
+    p = make_run_config(model="fcn5_tiny", batch_size=8, device="cpu")
+    recent, _ = measure("fp32", now_s=dt.datetime.now(dt.UTC).timestamp())
+    old_c = json.loads(json.dumps(recent))
+    old_c["device"] = "cpu:old"
+    with ResultStore(tmp_path / "r.db") as s:
+        for ceil, age_s in ((recent, 60), (old_c, C.CACHE_MAX_AGE_S + 60)):
+            r = base_result(p.model_copy(update={"seed": int(age_s)}), "ok")
+            r["created_at"] = (dt.datetime.now(dt.UTC)
+                               - dt.timedelta(seconds=age_s)).isoformat(timespec="seconds")
+            r["ceilings"] = ceil
+            s.add(r)
+        with ceilings_cache([p], s) as (_, path):
+            assert os.environ[C.CACHE_ENV] == str(path)
+            got = C.CeilingCache.load(path).entries
+        with ceilings_cache([p.model_copy(update={"measure_ceilings": False})], s) as none:
+            assert none is None and C.CACHE_ENV not in os.environ
+    assert sorted(got) == ["fake|cpu|bandwidth|threads=1", "fake|cpu|matmul:fp32|threads=1"]
+    assert {e["where"] for e in got.values()} == {f"results file {tmp_path / 'r.db'}"}
+    assert C.CACHE_ENV not in os.environ and not path.exists()

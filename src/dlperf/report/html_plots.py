@@ -357,7 +357,10 @@ def overview_figure(pts: Sequence[PointView],
         # one slot per series in every panel (numeric: a series missing here leaves its gap)
         fig.update_yaxes(range=[-0.6, len(series) - 0.4], showticklabels=False, showgrid=False,
                          zeroline=False, row=r, col=c)
-        fig.update_xaxes(rangemode="tozero", row=r, col=c, tickformat="~s")
+        measured = any(q.model == model and q.samples_per_s is not None for q in pts)
+        fig.update_xaxes(rangemode="tozero", row=r, col=c, tickformat="~s",
+                         showticklabels=measured, showgrid=measured, range=None if measured
+                         else [0, 1])
     if any(not p.ok for p in pts):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="✗ failed / "
                                  "unavailable (not measured)",

@@ -44,7 +44,7 @@ def _describe(name: str, recs: list[Any]) -> str:
 
 def _sides(base: str, new: str, db: str | None, models: list[str]) -> tuple[Any, Any, str, str]:
     """(BASE records, NEW records, BASE's description, NEW's)."""
-    from dlperf.results.history import match_revision
+    from dlperf.results.history import match_revision, revision_of
     from dlperf.results.store import ResultStore
 
     def records(path: str) -> list[Any]:
@@ -55,6 +55,13 @@ def _sides(base: str, new: str, db: str | None, models: list[str]) -> tuple[Any,
 
     if db is None:
         rb, rn = records(base), records(new)
+        for name, recs in ((base, rb), (new, rn)):
+            revs = sorted({revision_of(r) for r in recs})
+            if len(revs) > 1:  # all runs are used; say so, and how to pick one revision
+                common.err.print(f"note: {name} holds {len(revs)} revisions ({', '.join(revs)});"
+                                 " every run of a point is used: to compare two of them, "
+                                 f"dlperf compare --db {name} {revs[0]} {revs[-1]}",
+                                 markup=False, highlight=False)
         return rb, rn, _describe(base, rb), _describe(new, rn)
     recs = records(db)
     wb, rb = match_revision(recs, base)

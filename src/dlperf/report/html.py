@@ -43,14 +43,11 @@ def _e(text: Any) -> str:
 
 
 def _versions(rec: RunRecord) -> str | None:
-    """``torch 2.13.0+cpu (cuda 13.0, cudnn 91900)`` from a record's versions."""
-    v = rec.versions or {}
-    fw = v.get("framework")
-    if not fw or v.get(fw) is None:
-        return None
-    extra = [f"{k} {v[k]}" for k in ("jaxlib", "flax", "keras", "cuda", "cudnn", "nccl")
-             if v.get(k) is not None]
-    return f"{fw} {v[fw]}" + (f" ({', '.join(extra)})" if extra else "")
+    """``torch 2.13.0+cpu (13.0, 91900)``: the framework, its version and its CUDA/cuDNN, as
+    :func:`dlperf.env.environment_of` states them."""
+    from dlperf.env import environment_of
+
+    return environment_of({"versions": rec.versions or {}}).get("framework")
 
 
 def _flags(env: dict[str, Any]) -> list[str]:
@@ -302,7 +299,8 @@ def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[
     plots, note = _plots(pts)
     if plots:
         blocks.append(("plots", "Step time and throughput", plots + note))
-    blocks.append(("results", "Results", _results_table(pts)))
+    blocks.append(("results", "Results", _results_table(pts) if pts else
+                   "<p>No training results here (only what the sections below show).</p>"))
     fails = _failures(pts)
     if fails:
         blocks.append(("failures", "Failures (results, not data)", fails))
@@ -326,7 +324,7 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
     return its path. The sections' PNG plots are made in a temporary folder and inlined.
 
     Raises:
-        ConfigError: ``db`` holds no results.
+        ConfigError: ``db`` holds no results and no all-reduce runs.
     """
     from dlperf.report.sections import Inputs, report_sections
     from dlperf.results.store import ResultStore
@@ -334,8 +332,8 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
     output = Path(output)
     with ResultStore(db, read_only=True) as store:
         records = store.records()
-        if not records:
-            raise ConfigError(f"{db} holds no results yet: nothing for an HTML report")
+        if not records and not store.collectives():
+            raise ConfigError(f"{db} holds no results yet")
         all_records = store.records(latest=False, samples=False)
         with tempfile.TemporaryDirectory(prefix="dlperf-html-") as tmp:
             sections = report_sections(Inputs(store, store.rows(), target_loss=target_loss,

@@ -232,7 +232,7 @@ def _config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list
         x, y = a.get(k), b.get(k)
         if isinstance(x, dict) and isinstance(y, dict):
             out += _config_diff(x, y, f"{prefix}{k}.")
-        elif x != y:
+        elif x != y and x is not None and y is not None:  # None: not recorded on a side
             out.append(f"{prefix}{k}: {x} vs {y}")
     return out
 

@@ -19,7 +19,7 @@ FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
 
 def dlperf(*args, env=None, timeout=300):
     return subprocess.run([sys.executable, "-m", "dlperf", *args], capture_output=True, text=True,
-                          env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
+                          check=False, env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
 
 
 def measure(db, tag, step_s):

@@ -226,8 +226,9 @@ def open_in_chromium(page: Path, shot: Path) -> tuple[str, list[str]]:
             "--window-size=1400,2000"]
     url = page.resolve().as_uri()
     a = subprocess.run([*base, f"--screenshot={shot}", url], capture_output=True, text=True,
-                       timeout=180)
-    b = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+                       timeout=180, check=False)
+    b = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180,
+                       check=False)
     console = [ln for ln in (a.stderr + b.stderr).splitlines() if ":CONSOLE" in ln]
     return b.stdout, console
 

@@ -191,7 +191,8 @@ def _results_table(pts: Sequence[PointView]) -> str:
                     f"<td class='nw'>{st}</td>"
                     f"<td class='num' title='{_e(p.ci_text)}'>{_e(step)}</td>"
                     f"<td class='num'>{_e(fmt_sig(p.samples_per_s))}</td>"
-                    f"<td class='num'>{_mfu(p)}</td><td class='nw'>{_e(mem)}</td><td>{warn}</td></tr>")
+                    f"<td class='num'>{_mfu(p)}</td><td class='nw'>{_e(mem)}</td>"
+                    f"<td>{warn}</td></tr>")
     note = ("<p class='note'>One row per point; <i>runs</i>: its repeated runs (all used). "
             "Step time: the median of one run with the 95% bootstrap CI of the median, or the "
             "mean of several runs' medians with the 95% t interval. Failed and unavailable "

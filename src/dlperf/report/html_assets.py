@@ -40,7 +40,8 @@ pre.err { white-space:pre-wrap; background:#fff7f7; border:1px solid #fecaca; bo
   padding:8px 10px; margin:4px 0 12px; max-height:220px; overflow:auto; }
 .scroll { overflow-x:auto; }
 table { border-collapse:collapse; width:100%; font-size:13px; margin:6px 0 10px; }
-th, td { padding:5px 9px; border-bottom:1px solid var(--line); text-align:left; vertical-align:top; }
+th, td { padding:5px 9px; border-bottom:1px solid var(--line); text-align:left;
+  vertical-align:top; }
 th { background:#f1f5f9; font-weight:600; position:sticky; top:0; }
 tbody tr:nth-child(even) { background:#fafbfc; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }

@@ -36,7 +36,8 @@ from dlperf.results.history import created_of, revision_of, sha_of, tag_of
 from dlperf.results.schema import RunRecord
 
 __all__ = ["PointView", "points_of", "batch_figure", "overview_figure", "trend_figure",
-           "trend_points", "figure_title", "log_ticks", "series_colors", "esc", "COLORS", "FAIL_COLOR", "WARN_COLOR"]
+           "trend_points", "figure_title", "log_ticks", "series_colors", "esc", "COLORS",
+           "FAIL_COLOR", "WARN_COLOR"]
 
 #: Series colours: the colour-blind-safe Okabe-Ito palette (Okabe & Ito 2008; its yellow
 #: darkened for a white page), then Paul Tol's muted scheme (Tol 2021, "Colour schemes",
@@ -228,8 +229,8 @@ def _err(v: float | None, ci: tuple[float, float] | None, scale: float = 1.0) ->
     return (max(0.0, (ci[1] - v) * scale), max(0.0, (v - ci[0]) * scale))
 
 
-def _warn_trace(pts: Sequence[PointView], xs: list[Any], ys: list[float | None], row: int,
-                col: int, fig: go.Figure, show: bool) -> None:
+def _warn_trace(pts: Sequence[PointView], xs: Sequence[Any], ys: Sequence[float | None],
+                row: int | None, col: int | None, fig: go.Figure, show: bool) -> None:
     """Amber rings on the points with warnings (hover: the warnings)."""
     sel = [i for i, p in enumerate(pts) if p.warnings and ys[i] is not None]
     show = show and not any(t.legendgroup == "warn" for t in fig.data)
@@ -282,7 +283,8 @@ def batch_figure(model: str, pts: Sequence[PointView],
         color = colors.get(s, COLORS[n % len(COLORS)])
         xs = [p.batch for p in ok]
         for col, ys, err in (
-                (1, [p.step_s * 1e3 for p in ok], [_err(p.step_s, p.ci_s, 1e3) for p in ok]),
+                (1, [(p.step_s or 0.0) * 1e3 for p in ok],
+                 [_err(p.step_s, p.ci_s, 1e3) for p in ok]),
                 (2, [p.samples_per_s or 0.0 for p in ok],
                  [_err(p.samples_per_s, p.tp_ci) for p in ok])):
             spans[col] += [y + e[0] for y, e in zip(ys, err)]
@@ -423,7 +425,7 @@ def trend_figure(model: str, trends: Sequence[tuple[str, list[tuple[str, list[Ru
         ref = ok[0][1].step_s or 1.0
         first = esc(ok[0][0])
         name = esc(views[0][1].series_label + f" b={views[0][1].batch}")
-        ys = [pv.step_s / ref for _, pv in ok]
+        ys = [(pv.step_s or 0.0) / ref for _, pv in ok]
         err = [_err(pv.step_s, pv.ci_s, 1.0 / ref) for _, pv in ok]
         fig.add_trace(go.Scatter(
             x=[esc(rev) for rev, _ in ok], y=ys, mode="lines+markers", name=name,

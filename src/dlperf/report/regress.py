@@ -175,7 +175,7 @@ def attribute_op_classes(base: Sequence[RunRecord], new: Sequence[RunRecord],
     cn, nn = mean_classes(new)
     if not nb or not nn:
         return None
-    classes = []
+    classes: list[dict[str, Any]] = []
     for k in sorted(set(cb) | set(cn)):
         b, n = cb.get(k, 0.0), cn.get(k, 0.0)
         if b or n:
@@ -296,8 +296,8 @@ def geometric_summary(points: Sequence[PointComparison],
     if not done:
         return None
     z = float(_sps.norm.ppf(1 - (1 - level) / 2))
-    logs = [math.log(p.ratio) for p in done]
-    ses = [(math.log(p.ci[1]) - math.log(p.ci[0])) / (2 * z) for p in done]
+    logs = [math.log(p.ratio or 1.0) for p in done]
+    ses = [(math.log(p.ci[1]) - math.log(p.ci[0])) / (2 * z) for p in done if p.ci is not None]
     m = math.fsum(logs) / len(done)
     se = math.sqrt(math.fsum(s * s for s in ses)) / len(done)
     return math.exp(m), math.exp(m - z * se), math.exp(m + z * se), len(done)
@@ -433,8 +433,8 @@ def comparison_markdown(comp: Comparison) -> str:
     attributions, the notes and the summary line."""
     lvl = f"{comp.level:.0%}"
     lines = [f"BASE: {_cell(comp.base_name)}  \nNEW: {_cell(comp.new_name)}", "",
-             f"| point | runs used (BASE / NEW) | BASE ms | NEW ms | NEW/BASE [{lvl} CI] | "
-             "change | CI from | verdict |", "|---|---:|---:|---:|---:|---:|---|---|"]
+             (f"| point | runs used (BASE / NEW) | BASE ms | NEW ms | NEW/BASE [{lvl} CI] | "
+              "change | CI from | verdict |"), "|---|---:|---:|---:|---:|---:|---|---|"]
     for pc in comp.points:
         ratio = ("–" if pc.ratio is None or pc.ci is None else
                  f"{pc.ratio:.3f} [{pc.ci[0]:.3f}, {pc.ci[1]:.3f}]")
@@ -451,10 +451,10 @@ def comparison_markdown(comp: Comparison) -> str:
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"- {_cell(pc.label)}: {_cell(n)}" for pc, n in notes]
-    lines += ["", "Runs used: every ok run of the point on each side. CI from *runs*: Welch's t "
-              "interval of the ratio of the geometric means of the run medians (>= 2 runs a "
-              "side); *iterations*: bootstrap of the median ratio of the measured iterations "
-              "(one run on a side: run-to-run variation not included)."]
+    lines += ["", ("Runs used: every ok run of the point on each side. CI from *runs*: Welch's "
+                   "t interval of the ratio of the geometric means of the run medians (>= 2 runs"
+                   " a side); *iterations*: bootstrap of the median ratio of the measured "
+                   "iterations (one run on a side: run-to-run variation not included).")]
     if comp.threshold is not None:
         regs = comp.regressions
         lines += ["", f"Regression threshold: significantly slower by more than "

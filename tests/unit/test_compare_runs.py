@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from dlperf.errors import ConfigError
-from dlperf.report import regress
+from dlperf.report import regress, regress_text
 from dlperf.results import history
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import ResultStore
@@ -107,6 +107,16 @@ def test_one_run_a_side_uses_iterations_and_says_so():
     assert any("run-to-run variation not included" in n for n in pc.notes)
 
 
+def test_no_samples_and_one_run_a_side_has_no_interval():
+    a, b = rec("p1"), rec("p1", (0.02,) * 5)
+    a.samples, b.samples = None, None  # stored before raw samples: the summary median only
+    pc = regress.compare_records([a], [b], threshold=0.05).points[0]
+    assert pc.ratio == pytest.approx(2.0) and pc.ci is None and pc.ci_from is None
+    assert not pc.significant and not pc.regression and pc.verdict == "no significant change"
+    assert any("no interval" in n for n in pc.notes)
+    assert regress.compare_records([a], [b]).summary is None
+
+
 def test_every_run_is_used_and_failures_are_outcomes():
     base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
     new = [rec("p1", noisy(0.010, seed=9), repeat=0), rec("p1", status="crash", repeat=1),
@@ -119,11 +129,11 @@ def test_every_run_is_used_and_failures_are_outcomes():
     assert any("1 of 3 runs not used (crash)" in n for n in by["p1"].notes)
     assert by["p2"].outcome == "failed in NEW" and by["p2"].regression
     assert by["p3"].outcome == "only in NEW" and not by["p3"].regression
-    js = regress.comparison_json(comp)
+    js = regress_text.comparison_json(comp)
     p1 = next(p for p in js["points"] if p["point_key"] == "p1")
     assert len(p1["base_runs"]) == 3 and len(p1["new_runs"]) == 3
     assert sorted(js["regressions"]) == ["p2"]
-    md = regress.comparison_markdown(comp)
+    md = regress_text.comparison_markdown(comp)
     assert "| 3 / 2 of 3 |" in md and "failed in NEW **REGRESSION**" in md
 
 
@@ -140,7 +150,7 @@ def test_op_class_attribution():
     delta = pc.new_step_s - pc.base_step_s
     assert top["share"] == pytest.approx(0.008 / delta)
     assert att["explained"] == pytest.approx(0.010 / delta)
-    text = regress.attribution_text(pc)
+    text = regress_text.attribution_text(pc)
     assert text.startswith("+10.") and "in normalisation" in text
     assert f"{0.008 / delta:.0%} in normalisation" in text
     # one side without traces: no attribution
@@ -158,9 +168,9 @@ def test_summary_is_the_geometric_mean_with_a_combined_interval():
     ra, rb = (p.ratio for p in comp.points)
     assert n == 2 and r == pytest.approx(math.sqrt(ra * rb))
     assert lo < r < hi and lo > 1.0
-    line = regress.summary_line(comp)
+    line = regress_text.summary_line(comp)
     assert line.startswith(f"NEW is {r:.3f}x [{lo:.3f}, {hi:.3f}] slower than BASE over 2 points")
-    faster = regress.summary_line(regress.compare_records(new, base))
+    faster = regress_text.summary_line(regress.compare_records(new, base))
     assert "faster than BASE over 2 points" in faster and f"{r:.3f}x" in faster
 
 

@@ -81,8 +81,9 @@ def compare(
 ) -> None:
     """Compare two result files or two tags/commits point by point (help: HELP)."""
     def body() -> int:
-        from dlperf.report.regress import (compare_records, comparison_json,
-                                           comparison_markdown, parse_threshold, summary_line)
+        from dlperf.report.regress import compare_records, parse_threshold
+        from dlperf.report.regress_text import (comparison_json, comparison_markdown,
+                                                summary_line)
 
         if format not in FORMATS:
             raise unknown_choice("format", format, FORMATS)

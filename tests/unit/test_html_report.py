@@ -177,6 +177,11 @@ def test_trend_across_tags_is_relative_to_the_first():
     assert line.y[0] == pytest.approx(1.0) and line.y[1] == pytest.approx(1.2, rel=0.02)
     assert "id=\"plot-trend-0\"" in rhtml.render_html("t", recs[1:], recs)
     assert "plot-trend" not in rhtml.render_html("t", recs[:1], recs[:1])
+    failing = [rec("f", 8, status="oom", tag="v1"),
+               rec("f", 8, status="oom", tag="v2", created="2026-02-01T00:00:00+00:00")]
+    assert trend_points(failing) == {}  # failed at every revision: no trend to draw
+    half = trend_points([rec("f", 8, tag="v1"), failing[1]])  # ok once, then failed
+    assert [rev for rev, _ in next(iter(half.values()))] == ["v1", "v2"]
 
 
 def test_self_contained_and_deterministic(tmp_path, evil_report):

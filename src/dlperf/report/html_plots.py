@@ -379,7 +379,8 @@ def overview_figure(pts: Sequence[PointView],
 def trend_points(records: Sequence[RunRecord]) -> dict[str, list[tuple[str, list[RunRecord]]]]:
     """Point key -> ``[(revision, runs), ...]`` in the order the revisions were first measured
     (:func:`~dlperf.results.history.revision_of`), for the points measured at two or more
-    revisions."""
+    revisions and ok at one at least (a point that failed at every revision has no trend: the
+    failures section lists it)."""
     first: dict[str, Any] = {}
     by: dict[str, dict[str, list[RunRecord]]] = {}
     for r in records:
@@ -391,7 +392,8 @@ def trend_points(records: Sequence[RunRecord]) -> dict[str, list[tuple[str, list
         by.setdefault(point_key_of(r), {}).setdefault(rev, []).append(r)
     order = sorted(first, key=lambda v: (first[v] is None, first[v] or 0, v))
     return {k: [(v, revs[v]) for v in order if v in revs] for k, revs in by.items()
-            if len(revs) >= 2}
+            if len(revs) >= 2 and any(r.identity.status == "ok" for rs in revs.values()
+                                      for r in rs)}
 
 
 def _rev_hover(pv: PointView, rev: str, runs: Sequence[RunRecord]) -> str:

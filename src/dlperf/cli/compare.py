@@ -70,8 +70,8 @@ def _sides(base: str, new: str, db: str | None, models: list[str]) -> tuple[Any,
 
 
 def compare(
-    base: Annotated[str, typer.Argument(help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit).")],
-    new: Annotated[str, typer.Argument(help="NEW: a results file, or with --db a tag or commit.")],
+    base: Annotated[str, typer.Argument(metavar="BASE", help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit).")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit.")],
     db: Annotated[Optional[str], typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it.")] = None,
     fail_if_slower: Annotated[Optional[str], typer.Option(help="Exit 1 when a point is significantly slower by more than this, e.g. 5% (or fails in NEW only).")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,

@@ -327,7 +327,7 @@ def overview_figure(pts: Sequence[PointView],
     cols = min(3, len(models))
     rows = math.ceil(len(models) / cols)
     panel_px = 46 + 22 * len(series)
-    height = 40 + rows * (panel_px + 56)
+    height = max(40 + rows * (panel_px + 56), 130 + 28 * (len(series) + 2))  # the legend fits
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[esc(m) for m in models],
                         horizontal_spacing=0.05, vertical_spacing=min(0.3, 56 / height))
     shown: set[tuple[str, ...]] = set()

@@ -1,10 +1,10 @@
 """The ``dlperf`` command line: the only argv parser; thin, calls library functions.
 
-One module per command (``run``, ``sweep``, ``list_``, ``results``, ``report``, ``allreduce``,
-``merge``, ``predict``, ``env``, ``data``), what they share in :mod:`dlperf.cli.common`; this
-module assembles :data:`app` (the ``dlperf`` entry point, ``dlperf.cli:app``). A user error
-(:class:`~dlperf.errors.DlperfError`) prints one clear message and exits with status 2;
-nothing already stored is lost.
+One module per command (``run``, ``sweep``, ``list_``, ``results``, ``report``, ``compare``,
+``allreduce``, ``merge``, ``predict``, ``env``, ``data``), what they share in
+:mod:`dlperf.cli.common`; this module assembles :data:`app` (the ``dlperf`` entry point,
+``dlperf.cli:app``). A user error (:class:`~dlperf.errors.DlperfError`) prints one clear
+message and exits with status 2; nothing already stored is lost.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import typer
 
 # The command modules by name (their functions are not bound here: the package's attributes
 # stay the modules, e.g. dlperf.cli.list_ for a test to patch).
-from dlperf.cli import (allreduce, data, env, list_, merge, predict, report, results, run,
-                        sweep)
+from dlperf.cli import (allreduce, compare, data, env, list_, merge, predict, report, results,
+                        run, sweep)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark deep-learning training: time per iteration, throughput, "
@@ -52,6 +52,7 @@ app.command("sweep", help=sweep.HELP)(sweep.sweep)
 app.command("list")(list_.list_)
 app.command("results")(results.results)
 app.command("report")(report.report)
+app.command("compare", help=compare.HELP)(compare.compare)
 app.command("allreduce")(allreduce.allreduce)
 app.command("merge")(merge.merge)
 app.command("predict")(predict.predict)

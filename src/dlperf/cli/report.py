@@ -1,5 +1,6 @@
 """``dlperf report``: a Markdown report with plots from a results file (its sections:
-:data:`dlperf.report.sections.SECTIONS`)."""
+:data:`dlperf.report.sections.SECTIONS`), and a self-contained interactive HTML report beside
+it (:mod:`dlperf.report.html`)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,37 @@ from typing import Annotated, Optional
 import typer
 
 from dlperf.cli import common
-from dlperf.cli.common import check_db, check_out_dir, guard
+from dlperf.cli.common import check_db, check_out_dir, guard, split
+from dlperf.errors import unknown_choice
+
+#: Report formats: ``md`` (report.md + PNGs, for terminals and diffs), ``html`` (report.html).
+FORMATS = ("md", "html")
 
 
 def report(
     db: Annotated[str, typer.Option(help="Results file.")] = common.DEFAULT_DB,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for report.md and the PNG plots.")] = Path("dlperf-report"),
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for report.md and the PNG plots, and report.html.")] = Path("dlperf-report"),
     title: Annotated[str, typer.Option(help="Report title.")] = "dlperf report",
     target_loss: Annotated[Optional[float], typer.Option(help="Target loss of the convergence section (default: the one stored with each run).")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="md (report.md + PNGs), html (one self-contained report.html with interactive plots), or md,html (both).")] = "md,html",
 ) -> None:
-    """Write a Markdown report (table + time-per-iteration plots) from a results file."""
+    """Write a Markdown report (table + plots) and an HTML report from a results file."""
     def body() -> None:
         from dlperf.report.sections import write_full_report
 
+        formats = split(format)
+        for f in formats or [""]:
+            if f not in FORMATS:
+                raise unknown_choice("report format", f, FORMATS)
         check_db(db, must_exist=True)
         check_out_dir(output, "--output")
-        path = write_full_report(db, output, title, target_loss)
-        common.out.print(f"report: {path}")
+        if "md" in formats:
+            path = write_full_report(db, output, title, target_loss)
+            common.out.print(f"report: {path}")
+        if "html" in formats:
+            from dlperf.report.html import write_html_report
+
+            path = write_html_report(db, output, title, target_loss)
+            common.out.print(f"report: {path}")
 
     guard(body)

@@ -136,6 +136,9 @@ def results(
     compare: Annotated[Optional[str], typer.Option(help=COMPARE_HELP)] = None,
     op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes (the gaps in the table and JSON; CSV: one row per result, seconds per iteration).")] = False,
     target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
+    tag: Annotated[Optional[str], typer.Option(help="Only results with these tags (dlperf run --tag; comma-separated).")] = None,
+    sha: Annotated[Optional[str], typer.Option(help="Only results measured at this git commit (4-40 hex digits).")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only results created at or after this date (ISO, UTC), e.g. 2026-01-31.")] = None,
 ) -> None:
     """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
     def body() -> None:
@@ -146,6 +149,13 @@ def results(
         filters = {"model": split(model) or None, "status": split(status) or None}
         with ResultStore(db, read_only=True) as store:
             rows = store.rows(latest=not all_runs, **filters)
+            history = tag or sha or since
+            if history:  # the newest run per point among those that match
+                from dlperf.results.history import select_rows
+
+                every = select_rows(store.rows(latest=False, **filters), tag=split(tag),
+                                    sha=sha, since=since, latest=False)
+                rows = select_rows(every, latest=not all_runs)
             if model and not rows:  # a misspelt filter reads as an empty file otherwise
                 stored = sorted({r["model"] for r in store.rows(latest=True)})
                 missing = [m for m in split(model) if m not in stored]
@@ -160,6 +170,8 @@ def results(
                 return
             if compare is not None:
                 inp = Inputs(store, rows, filters=filters, target_loss=target_loss)
+                if history:
+                    inp.all_rows = every
                 _write(comparison(compare, inp, format), output, format)
                 return
             _show_results(store, rows, db, format, output, samples)

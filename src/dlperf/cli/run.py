@@ -144,6 +144,7 @@ class Storage:
     rerun: Annotated[bool, Opt("--rerun", help="Run points again even if the db has them.")] = False
     retry_failed: Annotated[bool, Opt("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False
     report: Annotated[Optional[str], Opt(help="Also write a Markdown+PNG report to this folder.")] = None
+    tag: Annotated[Optional[str], Opt(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None
 
 
 def _check_flags(point: Point, par: Parallel) -> None:
@@ -269,8 +270,15 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         def runner(cfg: Any) -> dict[str, Any]:
             return run_point(cfg, node_rank=par.node_rank, endpoint=par.rdzv_endpoint)
 
-        common.execute(points, node_db_path(store.db, par.node_rank), sweep=None,
-                       resume=not store.rerun, retry_failed=store.retry_failed,
-                       report_dir=store.report, runner=runner)
+        from dlperf.results.history import check_tag, resume_plan, tagging
+
+        db = node_db_path(store.db, par.node_rank)
+        points, resume, n_tagged = resume_plan(points, db, check_tag(store.tag), rerun=store.rerun,
+                                               retry_failed=store.retry_failed)
+        if n_tagged:
+            common.err.print(f"resuming: {n_tagged} point(s) already stored with tag "
+                             f"{store.tag!r} in {db}", markup=False, highlight=False)
+        common.execute(points, db, sweep=None, resume=resume, retry_failed=store.retry_failed,
+                       report_dir=store.report, runner=tagging(runner, store.tag))
 
     guard(body)

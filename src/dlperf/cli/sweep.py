@@ -103,6 +103,7 @@ def sweep(
     node_rank: Annotated[int, typer.Option(help="Multi-node points: this node's index (node k > 0 stores in DB.node<k>.db).", min=0)] = 0,
     rdzv_endpoint: Annotated[Optional[str], typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
     shard: Annotated[Optional[str], typer.Option(help="K/N: run only every N-th point from the K-th (0-based; a point's repeats stay on its shard), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
+    tag: Annotated[Optional[str], typer.Option(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None,
 ) -> None:
     """Run a grid from a YAML file; resumable: finished points are skipped (help: HELP)."""
     def body() -> None:
@@ -124,11 +125,18 @@ def sweep(
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
         from dlperf.launch.distributed import run_point
 
+        from dlperf.results.history import check_tag, resume_plan, tagging
+
         check_db(path, must_exist=False)
-        common.execute(points, path, sweep=cfg.name, resume=not restart,
+        points, resume, n_tagged = resume_plan(points, path, check_tag(tag), rerun=restart,
+                                               retry_failed=retry_failed)
+        if n_tagged:
+            common.err.print(f"resuming: {n_tagged} point(s) already stored with tag {tag!r} "
+                             f"in {path}", markup=False, highlight=False)
+        common.execute(points, path, sweep=cfg.name, resume=resume,
                        retry_failed=retry_failed, report_dir=report,
                        sweep_config=cfg.model_dump(), missing_ok=True,
-                       runner=lambda c: run_point(c, node_rank=node_rank,
-                                                  endpoint=rdzv_endpoint))
+                       runner=tagging(lambda c: run_point(c, node_rank=node_rank,
+                                                          endpoint=rdzv_endpoint), tag))
 
     guard(body)

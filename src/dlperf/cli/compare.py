@@ -1,0 +1,115 @@
+"""``dlperf compare BASE NEW``: two result files (or, with ``--db F``, two tags or commits of one
+file) compared point by point (:mod:`dlperf.report.regress`): NEW/BASE of the step time with a
+confidence interval, significance, the op-class attribution and a one-line summary;
+``--fail-if-slower 5%`` exits 1 when a point regressed (for CI)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from dlperf.cli import common
+from dlperf.cli.common import check_db, guard, print_markdown, split
+from dlperf.errors import ConfigError, unknown_choice
+
+FORMATS = ("table", "json")
+
+HELP = ("Compare two result files point by point (or, with --db FILE, two tags or git commits "
+        "stored in it): NEW/BASE of the median step time with a 95% CI (from the runs when "
+        "both sides have 2 or more, else from the iterations), significance, op classes where "
+        "both sides were traced, and a one-line summary. Every run of a point is used.\n\n"
+        "Exit status: 0; 1 with --fail-if-slower when a point is significantly slower by more "
+        "than the threshold or fails in NEW only; 2 for a user error.")
+
+
+def _describe(name: str, recs: list[Any]) -> str:
+    """``a.db: 6 runs of 2 points; commit 466ebcf0; tag 'v1'``."""
+    from dlperf.report.regress import point_key_of
+    from dlperf.results.history import sha_of, tag_of
+
+    shas = sorted({s[:8] for r in recs if (s := sha_of(r))})
+    tags = sorted({t for r in recs if (t := tag_of(r))})
+    n_pts = len({point_key_of(r) for r in recs})
+    text = f"{name}: {len(recs)} runs of {n_pts} point{'s' if n_pts != 1 else ''}"
+    if shas:
+        text += f"; commit{'s' if len(shas) > 1 else ''} {', '.join(shas)}"
+    if tags:
+        text += f"; tag{'s' if len(tags) > 1 else ''} {', '.join(repr(t) for t in tags)}"
+    return text
+
+
+def _sides(base: str, new: str, db: str | None, models: list[str]) -> tuple[Any, Any, str, str]:
+    """(BASE records, NEW records, BASE's description, NEW's)."""
+    from dlperf.results.history import match_revision, revision_of
+    from dlperf.results.store import ResultStore
+
+    def records(path: str) -> list[Any]:
+        check_db(path, must_exist=True)
+        with ResultStore(path, read_only=True) as store:
+            recs = store.records(latest=False)
+        return [r for r in recs if not models or r.identity.model in models]
+
+    if db is None:
+        rb, rn = records(base), records(new)
+        for name, recs in ((base, rb), (new, rn)):
+            revs = sorted({revision_of(r) for r in recs})
+            if len(revs) > 1:  # all runs are used; say so, and how to pick one revision
+                common.err.print(f"note: {name} holds {len(revs)} revisions ({', '.join(revs)});"
+                                 " every run of a point is used: to compare two of them, "
+                                 f"dlperf compare --db {name} {revs[0]} {revs[-1]}",
+                                 markup=False, highlight=False)
+        return rb, rn, _describe(base, rb), _describe(new, rn)
+    recs = records(db)
+    wb, rb = match_revision(recs, base)
+    wn, rn = match_revision(recs, new)
+    return rb, rn, _describe(f"{db} {wb}", rb), _describe(f"{db} {wn}", rn)
+
+
+def compare(
+    base: Annotated[str, typer.Argument(metavar="BASE", help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit).")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit.")],
+    db: Annotated[Optional[str], typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it.")] = None,
+    fail_if_slower: Annotated[Optional[str], typer.Option(help="Exit 1 when a point is significantly slower by more than this, e.g. 5% (or fails in NEW only).")] = None,
+    level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
+    model: Annotated[Optional[str], typer.Option(help="Only these models (comma-separated).")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="table (Markdown) or json.")] = "table",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Compare two result files or two tags/commits point by point (help: HELP)."""
+    def body() -> int:
+        from dlperf.report.regress import compare_records, parse_threshold
+        from dlperf.report.regress_text import (comparison_json, comparison_markdown,
+                                                summary_line)
+
+        if format not in FORMATS:
+            raise unknown_choice("format", format, FORMATS)
+        threshold = parse_threshold(fail_if_slower)
+        rb, rn, nb, nn = _sides(base, new, db, split(model))
+        if not rb or not rn:
+            raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
+                              + (f" of model(s) {model}" if model else ""))
+        comp = compare_records(rb, rn, base_name=nb, new_name=nn, level=level,
+                               threshold=threshold)
+        text = (comparison_markdown(comp) if format == "table"
+                else json.dumps(comparison_json(comp), indent=1, default=str) + "\n")
+        if output is not None:
+            output.write_text(text)
+            common.err.print(summary_line(comp), markup=False, highlight=False)
+        elif format == "table":
+            print_markdown(text)
+        else:
+            sys.stdout.write(text)
+        regs = comp.regressions if threshold is not None else []
+        if regs:
+            common.err.print(f"{len(regs)} point(s) regressed (--fail-if-slower "
+                             f"{fail_if_slower}): "
+                             + "; ".join(p.label for p in regs), markup=False, highlight=False)
+            return 1
+        return 0
+
+    if guard(body):
+        raise typer.Exit(1)

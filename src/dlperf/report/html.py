@@ -1,0 +1,347 @@
+"""The HTML report: one self-contained ``report.html`` (plotly.js inlined: it opens without a
+network) with the environment on top, interactive plots (:mod:`dlperf.report.html_plots`), the
+results table with warnings and failures marked, the report's sections
+(:data:`dlperf.report.sections.SECTIONS`, their Markdown rendered, their PNGs inlined) and
+the trend of each point across tags and commits.
+
+Records are read with :meth:`dlperf.results.store.ResultStore.records`. Every text that comes
+from a result (names, errors, warnings, environment values) is HTML-escaped. The page is a
+pure function of the results file (no clock, no host lookups, fixed element ids): the same file
+gives the same page.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.report.html_assets import CSS, PAGE
+from dlperf.report.html_plots import (PointView, batch_figure, esc, figure_title,
+                                      overview_figure, points_of, series_colors, trend_figure,
+                                      trend_points)
+from dlperf.report.tables import fmt_bytes_triple, fmt_sig
+from dlperf.results.history import sha_of, tag_of
+from dlperf.results.schema import RunRecord
+
+__all__ = ["HTML_NAME", "render_html", "write_html_report", "environments", "ISA_FLAGS"]
+
+HTML_NAME = "report.html"
+#: Instruction-set flags worth showing for deep-learning kernels (vector widths, FMA, the
+#: bf16/int8 dot-product and matrix extensions); the full list is behind a "details" toggle.
+ISA_FLAGS = re.compile(r"^(sse4_2|avx|avx2|fma|f16c|avx512\w*|avx_vnni\w*|amx\w*|vnni\w*|"
+                       r"bf16|sve\w*|sme\w*|asimd\w*|neon|i8mm)$")
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text))
+
+
+def _versions(rec: RunRecord) -> str | None:
+    """``torch 2.13.0+cpu (13.0, 91900)``: the framework, its version and its CUDA/cuDNN, as
+    :func:`dlperf.env.environment_of` states them."""
+    from dlperf.env import environment_of
+
+    return environment_of({"versions": rec.versions or {}}).get("framework")
+
+
+def _flags(env: dict[str, Any]) -> list[str]:
+    """The CPU's instruction-set flags where the environment recorded them (``cpu_flags``,
+    or ``cpu_id.flags``; a list or a space-separated string)."""
+    raw = env.get("cpu_flags") or (env.get("cpu_id") or {}).get("flags") or []
+    flags = raw.split() if isinstance(raw, str) else [str(f) for f in raw]
+    return sorted(set(flags))
+
+
+def environments(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
+    """The distinct environments the records ran in (by host, CPU, platform and GPUs), each
+    ``{"n", "host", "platform", "python", "cpu", "cpus", "flags", "memory_bytes", "load",
+    "gpus", "devices", "frameworks", "dlperf", "commits", "tags", "created"}``: what a reader
+    needs to judge the numbers (load: the 1-minute load average at the start of the runs,
+    lowest and highest)."""
+    groups: dict[tuple, list[RunRecord]] = {}
+    for r in records:
+        e = r.env.model_dump() if r.env is not None else {}
+        gpus = tuple(str(g.get("name")) for g in e.get("gpus") or [] if isinstance(g, dict))
+        groups.setdefault((e.get("hostname"), e.get("cpu_model"), e.get("platform"), gpus),
+                          []).append(r)
+    out = []
+    for (host, cpu, platform, gpus), recs in groups.items():
+        e = recs[-1].env.model_dump() if recs[-1].env is not None else {}
+        loads = [float(r.env.load_average_1_5_15[0]) for r in recs
+                 if r.env and r.env.load_average_1_5_15]
+        cid = e.get("cpu_id") or {}
+        gl = [g for g in e.get("gpus") or [] if isinstance(g, dict)]
+        stamps = sorted(str(r.identity.created_at) for r in recs if r.identity.created_at)
+        git = e.get("git") or {}
+        out.append({
+            "n": len(recs), "host": host, "platform": platform, "python": e.get("python"),
+            "cpu": cpu, "cpu_id": (f"{cid.get('vendor', '')} family {cid.get('family')} model "
+                                   f"{cid.get('model')} stepping {cid.get('stepping')}"
+                                   if cid.get("model") is not None else None),
+            "cpus": (e.get("cpu_logical"), e.get("cpu_physical"), e.get("cpu_affinity")),
+            "flags": _flags(e), "memory_bytes": e.get("memory_total_bytes"),
+            "load": (min(loads), max(loads)) if loads else None,
+            "gpus": [f"{g.get('name')}" + (f", driver {g.get('driver')}" if g.get("driver")
+                                           else "") for g in gl],
+            "devices": sorted({f"{r.identity.device}: {r.device_name}" if r.device_name
+                               else str(r.identity.device) for r in recs}),
+            "frameworks": sorted({v for r in recs if (v := _versions(r))}),
+            "dlperf": e.get("dlperf_version"),
+            "commits": sorted({s[:10] + ("+dirty" if git.get("dirty") else "")
+                               for r in recs if (s := sha_of(r))}),
+            "tags": sorted({t for r in recs if (t := tag_of(r))}),
+            "created": (stamps[0], stamps[-1]) if stamps else None})
+    return out
+
+
+def _env_rows(e: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(name, value HTML)`` of one environment (:func:`environments`), in reading order."""
+    rows = [("device", "<br>".join(_e(d) for d in e["devices"]) or "–"),
+            ("frameworks", "<br>".join(_e(f) for f in e["frameworks"]) or "–")]
+    logical, physical, usable = e["cpus"]
+    cpu = _e(e["cpu"] or "–") + (f"<br><span class='note'>{_e(e['cpu_id'])}</span>"
+                                 if e["cpu_id"] else "")
+    cpu += (f"<br><span class='note'>{_e(logical)} logical / {_e(physical)} physical cores, "
+            f"{_e(usable)} usable</span>" if logical else "")
+    rows.append(("CPU", cpu))
+    isa = [f for f in e["flags"] if ISA_FLAGS.match(f)]
+    if e["flags"]:
+        flags = (" ".join(f'<code class="flag">{_e(f)}</code>' for f in isa) or "–")
+        flags += (f"<details><summary>all {len(e['flags'])} flags</summary>"
+                  f"<span class='note'>{_e(' '.join(e['flags']))}</span></details>")
+    else:
+        flags = "<span class='note'>not recorded with these results</span>"
+    rows.append(("CPU instruction sets", flags))
+    if e["load"] is not None:
+        lo, hi = e["load"]
+        text = (f"{lo:.2f}" if lo == hi else f"{lo:.2f}–{hi:.2f}") + (
+            f" on {usable} usable CPUs" if usable else "")
+        busy = bool(usable) and hi > usable  # more runnable tasks than usable CPUs
+        rows.append(("load average (1 min, at the start of the runs)",
+                     _e(text) + (' <span class="badge warn">busy host</span>' if busy else "")))
+    if e["gpus"]:
+        rows.append(("GPUs", "<br>".join(_e(g) for g in e["gpus"])))
+    if e["memory_bytes"]:
+        rows.append(("memory", _e(f"{e['memory_bytes'] / 1024 ** 3:.1f} GiB")))
+    rows.append(("host", _e(f"{e['host'] or '?'} · {e['platform'] or '?'} · "
+                            f"Python {e['python'] or '?'}")))
+    rev = ", ".join(e["commits"]) or "not recorded"
+    rows.append(("dlperf, commit, tags", _e(f"dlperf {e['dlperf'] or '?'} · {rev}")
+                 + (f" · tags {_e(', '.join(e['tags']))}" if e["tags"] else "")))
+    if e["created"]:
+        a, b = e["created"]
+        rows.append(("measured (UTC)", _e(a if a == b else f"{a} to {b}")))
+    return rows
+
+
+def _env_html(envs: Sequence[dict[str, Any]]) -> str:
+    """One environment as a grid; several as a table, one column each, the rows in which they
+    differ marked."""
+    if not envs:
+        return "<p>No environment recorded.</p>"
+    if len(envs) == 1:
+        return '<div class="env">' + "".join(
+            f'<div class="item"><div class="k">{_e(k)}</div><div class="v">{v}</div></div>'
+            for k, v in _env_rows(envs[0])) + "</div>"
+    cols = [dict(_env_rows(e)) for e in envs]
+    keys = list(dict.fromkeys(k for c in cols for k in c))
+    head = "".join(f"<th>environment {n + 1} ({e['n']} runs)</th>" for n, e in enumerate(envs))
+    body = []
+    for k in keys:
+        vals = [c.get(k, "–") for c in cols]
+        differs = k != "measured (UTC)" and len(set(vals)) > 1
+        body.append(f"<tr class='{'differs' if differs else ''}'><th>{_e(k)}</th>"
+                    + "".join(f"<td>{v}</td>" for v in vals) + "</tr>")
+    return (f"<p class='note'>These results come from {len(envs)} environments; rows where "
+            "they differ are marked.</p><div class='scroll'><table class='envt'><thead><tr>"
+            f"<th></th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _mfu(pv: PointView) -> str:
+    vals = [r.mfu.mfu for r in pv.ok if r.mfu is not None and r.mfu.mfu is not None]
+    return f"{100 * sum(vals) / len(vals):.1f}%" if vals else "–"
+
+
+def _results_table(pts: Sequence[PointView]) -> str:
+    head = ("<tr><th>model</th><th>framework/mode, device, precision, data</th>"
+            "<th class='num'>batch</th><th class='num'>runs</th><th>status</th>"
+            "<th class='num'>step ms [95% CI]</th><th class='num'>samples/s</th>"
+            "<th class='num'>MFU</th><th>peak memory</th><th>warnings</th></tr>")
+    rows = []
+    for p in pts:
+        cls = "failed" if not p.ok else ("warned" if p.warnings else "")
+        st = (f"<span class='st-ok'>{_e(p.status)}</span>" if p.ok
+              else f"<span class='st-fail'>✗ {_e(p.status)}</span>")
+        step = "–" if p.step_s is None else fmt_sig(p.step_s * 1e3) + (
+            f" [{fmt_sig(p.ci_s[0] * 1e3)}, {fmt_sig(p.ci_s[1] * 1e3)}]" if p.ci_s else "")
+        rec = (p.ok or p.runs)[-1]
+        mem = fmt_bytes_triple(rec.memory.model_dump()) if rec.memory is not None else "–"
+        warn = (f"<details class='w'><summary>⚠ {len(p.warnings)} warning"
+                f"{'s' if len(p.warnings) > 1 else ''}: {_e(p.warnings[0][:70])}…</summary>"
+                "<ul class='warn'>" + "".join(f"<li>{_e(w)}</li>" for w in p.warnings)
+                + "</ul></details>") if p.warnings else ""
+        rows.append(f"<tr class='{cls}'><td>{_e(p.model)}</td><td>{_e(p.series_label)}</td>"
+                    f"<td class='num'>{p.batch}</td><td class='num'>{len(p.runs)}</td>"
+                    f"<td class='nw'>{st}</td>"
+                    f"<td class='num' title='{_e(p.ci_text)}'>{_e(step)}</td>"
+                    f"<td class='num'>{_e(fmt_sig(p.samples_per_s))}</td>"
+                    f"<td class='num'>{_mfu(p)}</td><td class='nw'>{_e(mem)}</td>"
+                    f"<td>{warn}</td></tr>")
+    note = ("<p class='note'>One row per point; <i>runs</i>: its repeated runs (all used). "
+            "Step time: the median of one run with the 95% bootstrap CI of the median, or the "
+            "mean of several runs' medians with the 95% t interval. Failed and unavailable "
+            "points are marked ✗ and drawn on the plots' axes, not as data; an amber edge "
+            "marks points with warnings.</p>")
+    return (f"<div class='scroll'><table><thead>{head}</thead><tbody>{''.join(rows)}</tbody>"
+            f"</table></div>{note}")
+
+
+def _failures(pts: Sequence[PointView]) -> str:
+    out = []
+    for p in pts:
+        for r in p.runs:
+            if r.identity.status != "ok":
+                out.append(f"<h3><span class='st-fail'>✗ {_e(p.status)}</span> {_e(p.label)}"
+                           f"{' #' + str(r.identity.repeat) if r.identity.repeat else ''}</h3>"
+                           f"<pre class='err'>{_e(r.identity.error or '(no message)')}</pre>")
+    return "".join(out)
+
+
+def _markdown_html(md_text: str, img_dir: Path | None) -> str:
+    """Markdown of a report section as HTML (raw HTML in it escaped), its PNG images inlined
+    from ``img_dir`` as data URIs."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(md_text)
+    for t in tokens:
+        for child in t.children or []:
+            if child.type == "image" and img_dir is not None:
+                src = str(child.attrGet("src") or "")
+                f = img_dir / Path(src).name
+                if src.endswith(".png") and f.is_file():
+                    data = base64.b64encode(f.read_bytes()).decode("ascii")
+                    child.attrSet("src", f"data:image/png;base64,{data}")
+    return f"<div class='md scroll'>{md.renderer.render(tokens, md.options, {})}</div>"
+
+
+def _figure_div(fig: Any, div_id: str) -> str:
+    """A figure as a titled block (plotly.js is in the page's head once)."""
+    cfg = {"displaylogo": False, "responsive": True,
+           "toImageButtonOptions": {"format": "svg", "filename": div_id}}
+    return (f"<div class='plot'><div class='ptitle'>{_e(figure_title(fig))}</div>"
+            + fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=cfg)
+            + "</div>")
+
+
+def _plots(pts: Sequence[PointView]) -> tuple[str, str]:
+    """(the batch plots and overview, the legend note) of the latest points."""
+    by_series: dict[tuple, set[int]] = {}
+    for p in pts:
+        by_series.setdefault((p.model, p.series), set()).add(p.batch)
+    multi = [p for p in pts if len(by_series[(p.model, p.series)]) >= 2]
+    single = [p for p in pts if len(by_series[(p.model, p.series)]) < 2]
+    divs = []
+    colors = series_colors(pts)
+    if single:
+        divs.append(_figure_div(overview_figure(single, colors), "plot-overview"))
+    for n, model in enumerate(dict.fromkeys(p.model for p in multi)):
+        divs.append(_figure_div(batch_figure(model, [p for p in multi if p.model == model],
+                                             colors), f"plot-batch-{n}"))
+    note = ("<p class='note'>Hover a point for its settings, interval, runs and warnings; drag "
+            "to zoom, double-click to reset, click a legend entry to hide a series. Error bars: "
+            "95% intervals (throughput's scaled from the step time's). ✗: failed or "
+            "unavailable, not measured.</p>")
+    return "".join(divs), note
+
+
+def _trends(all_records: Sequence[RunRecord]) -> str:
+    trends = trend_points(all_records)
+    if not trends:
+        return ""
+    by_model: dict[str, list[tuple[str, Any]]] = {}
+    for key, revs in trends.items():
+        by_model.setdefault(str(revs[0][1][0].identity.model), []).append((key, revs))
+    return "".join(_figure_div(trend_figure(m, tr), f"plot-trend-{n}")
+                   for n, (m, tr) in enumerate(sorted(by_model.items())))
+
+
+def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[RunRecord],
+                sections: Sequence[tuple[str, str]] = (), source: str = "",
+                img_dir: Path | None = None) -> str:
+    """The report page.
+
+    Args:
+        title: the page title.
+        records: the results to show (the newest run per run key: every repeat of a point).
+        all_records: every stored run (older re-runs, other tags and commits) for the trends.
+        sections: ``(title, Markdown body)`` of the report's sections
+            (:func:`dlperf.report.sections.report_sections`).
+        source: where the results come from (shown under the title).
+        img_dir: the folder the sections' PNG plots were written to (inlined).
+    """
+    from plotly.offline import get_plotlyjs
+
+    pts = points_of(records)
+    n_ok = sum(bool(p.ok) for p in pts)
+    n_warn = sum(bool(p.warnings) for p in pts)
+    badges = (f"<span class='badge'>{len(pts)} points, {len(records)} runs</span>"
+              f"<span class='badge ok'>{n_ok} ok</span>"
+              + (f"<span class='badge fail'>{len(pts) - n_ok} failed or unavailable</span>"
+                 if len(pts) > n_ok else "")
+              + (f"<span class='badge warn'>⚠ {n_warn} with warnings</span>" if n_warn else ""))
+    blocks = [("environment", "Environment", _env_html(environments(records)))]
+    plots, note = _plots(pts)
+    if plots:
+        blocks.append(("plots", "Step time and throughput", plots + note))
+    blocks.append(("results", "Results", _results_table(pts) if pts else
+                   "<p>No training results here (only what the sections below show).</p>"))
+    fails = _failures(pts)
+    if fails:
+        blocks.append(("failures", "Failures (results, not data)", fails))
+    trends = _trends(all_records)
+    if trends:
+        blocks.append(("trends", "Across revisions (tags and commits)", trends
+                       + "<p class='note'>Each line is one point; markers: the step time at "
+                         "a revision with its 95% interval, small dots: single runs.</p>"))
+    for n, (head, body) in enumerate(sections):
+        blocks.append((f"section-{n}", head, _markdown_html(body, img_dir)))
+    body = "\n".join(f"<section class='card' id='{bid}'><h2>{_e(h)}</h2>{content}</section>"
+                     for bid, h, content in blocks)
+    toc = "".join(f"<a href='#{bid}'>{_e(h)}</a>" for bid, h, _ in blocks)
+    return PAGE.format(title=_e(title), css=CSS, plotlyjs=get_plotlyjs(), subtitle=esc(source),
+                       badges=badges, toc=toc, body=body)
+
+
+def write_html_report(db: str, output: Path, title: str = "dlperf report",
+                      target_loss: float | None = None) -> Path:
+    """Write ``output/report.html`` from the results file ``db`` (the folder is created);
+    return its path. The sections' PNG plots are made in a temporary folder and inlined.
+
+    Raises:
+        ConfigError: ``db`` holds no results and no all-reduce runs.
+    """
+    from dlperf.report.sections import Inputs, report_sections
+    from dlperf.results.store import ResultStore
+
+    output = Path(output)
+    with ResultStore(db, read_only=True) as store:
+        records = store.records()
+        if not records and not store.collectives():
+            raise ConfigError(f"{db} holds no results yet")
+        all_records = store.records(latest=False, samples=False)
+        with tempfile.TemporaryDirectory(prefix="dlperf-html-") as tmp:
+            sections = report_sections(Inputs(store, store.rows(), target_loss=target_loss,
+                                              output=Path(tmp)))
+            page = render_html(title, records, all_records, sections,
+                               source=f"results file {Path(db).name}", img_dir=Path(tmp))
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / HTML_NAME
+    path.write_text(page, encoding="utf-8", newline="\n")
+    return path

@@ -1,0 +1,147 @@
+"""A comparison of :mod:`dlperf.report.regress` as text: the Markdown table of ``dlperf
+compare`` (one row per point, the op-class attributions, the notes), the hyperfine-style
+summary line, and the JSON with every run used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.report.regress import (MIN_ATTRIBUTED_SHARE, Comparison, PointComparison, ok_runs,
+                                   run_median_s)
+from dlperf.results.schema import RunRecord
+
+__all__ = ["change_text", "attribution_text", "summary_line", "comparison_markdown",
+           "comparison_json"]
+
+
+def _pct(r: float) -> str:
+    return f"{(r - 1) * 100:+.1f}%"
+
+
+def _ms(v: float | None) -> str:
+    from dlperf.report.tables import fmt_sig
+
+    return fmt_sig(v * 1e3) if v is not None else "–"
+
+
+def _cell(text: Any) -> str:
+    """Markdown table cell: pipes escaped, newlines to spaces, HTML brackets escaped."""
+    s = str(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return " ".join(s.split())
+
+
+def change_text(pc: PointComparison) -> str:
+    """``+6.0% [+4.0, +8.0]``: the change of the step time with its interval, or the
+    outcome of a point not compared."""
+    if pc.ratio is None or pc.ci is None:
+        return pc.outcome
+    return (f"{_pct(pc.ratio)} [{(pc.ci[0] - 1) * 100:+.1f}, {(pc.ci[1] - 1) * 100:+.1f}]")
+
+
+def attribution_text(pc: PointComparison) -> str | None:
+    """``+6.0% [+4.0, +8.0], 80% in normalisation, 15% in matmul/linear (op classes explain
+    97%)``, or why the change is not attributed; None without op classes on both sides."""
+    from dlperf.measure.breakdown.opclass import OP_CLASSES
+
+    att = pc.attribution
+    if att is None:
+        return None
+    head = change_text(pc)
+    if not pc.significant:
+        return f"{head}: no significant change, not attributed to op classes"
+    named = [c for c in att["classes"]
+             if c["share"] is not None and c["share"] >= MIN_ATTRIBUTED_SHARE]
+    parts = [f"{c['share']:.0%} in {OP_CLASSES.get(c['class'], c['class'])}" for c in named[:3]]
+    expl = att.get("explained")
+    tail = f" (op classes explain {expl:.0%}" if expl is not None else " ("
+    tail += f"; traces of {att['runs'][0]} and {att['runs'][1]} run(s))"
+    return head + (", " + ", ".join(parts) if parts else ", no single op class") + tail
+
+
+def summary_line(comp: Comparison) -> str:
+    """The hyperfine-style line: ``NEW is 1.08x [1.05, 1.11] slower than BASE over 12
+    points`` (faster: the inverse factor; BASE and NEW are named above it), or why there is
+    none."""
+    s = comp.summary
+    if s is None:
+        return "no point measured on both sides: NEW and BASE not compared"
+    r, lo, hi, n = s
+    pts = f"over {n} point{'s' if n != 1 else ''} (geometric mean, {comp.level:.0%} CI)"
+    if lo <= 1.0 <= hi:
+        return (f"NEW takes {r:.3f}x [{lo:.3f}, {hi:.3f}] the step time of BASE: no "
+                f"significant difference {pts}")
+    if r > 1:
+        return f"NEW is {r:.3f}x [{lo:.3f}, {hi:.3f}] slower than BASE {pts}"
+    return f"NEW is {1 / r:.3f}x [{1 / hi:.3f}, {1 / lo:.3f}] faster than BASE {pts}"
+
+
+def _runs_cell(pc: PointComparison) -> str:
+    def side(runs: list[RunRecord]) -> str:
+        ok = len(ok_runs(runs))
+        return str(ok) if ok == len(runs) else f"{ok} of {len(runs)}"
+    return f"{side(pc.base)} / {side(pc.new)}"
+
+
+def comparison_markdown(comp: Comparison) -> str:
+    """The comparison as Markdown: one row per point (runs used on each side, step times,
+    NEW/BASE with its interval and where it comes from, the verdict), then the op-class
+    attributions, the notes and the summary line."""
+    lvl = f"{comp.level:.0%}"
+    lines = [f"BASE: {_cell(comp.base_name)}  \nNEW: {_cell(comp.new_name)}", "",
+             (f"| point | runs used (BASE / NEW) | BASE ms | NEW ms | NEW/BASE [{lvl} CI] | "
+              "change | CI from | verdict |"), "|---|---:|---:|---:|---:|---:|---|---|"]
+    for pc in comp.points:
+        ratio = ("–" if pc.ratio is None or pc.ci is None else
+                 f"{pc.ratio:.3f} [{pc.ci[0]:.3f}, {pc.ci[1]:.3f}]")
+        change = "–" if pc.ratio is None else _pct(pc.ratio)
+        verdict = pc.verdict + (" **REGRESSION**" if pc.regression else "")
+        lines.append(f"| {_cell(pc.label)} | {_runs_cell(pc)} | {_ms(pc.base_step_s)} | "
+                     f"{_ms(pc.new_step_s)} | {ratio} | {change} | {pc.ci_from or '–'} | "
+                     f"{verdict} |")
+    atts = [(pc, t) for pc in comp.points if (t := attribution_text(pc))]
+    if atts:
+        lines += ["", "Op classes (device time per iteration from the traces):", ""]
+        lines += [f"- {_cell(pc.label)}: {_cell(t)}" for pc, t in atts]
+    notes = [(pc, n) for pc in comp.points for n in pc.notes]
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"- {_cell(pc.label)}: {_cell(n)}" for pc, n in notes]
+    lines += ["", ("Runs used: every ok run of the point on each side. CI from *runs*: Welch's "
+                   "t interval of the ratio of the geometric means of the run medians (>= 2 runs"
+                   " a side); *iterations*: bootstrap of the median ratio of the measured "
+                   "iterations (one run on a side: run-to-run variation not included).")]
+    if comp.threshold is not None:
+        regs = comp.regressions
+        lines += ["", f"Regression threshold: significantly slower by more than "
+                      f"{comp.threshold:.1%}, or failing in NEW only: "
+                      + (f"{len(regs)} point(s): " + "; ".join(_cell(p.label) for p in regs)
+                         if regs else "none")]
+    lines += ["", summary_line(comp)]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_json(comp: Comparison) -> dict[str, Any]:
+    """The comparison as JSON-able data: every point with the runs used on each side (row
+    id, repeat, status, commit, tag, median s), the ratio, interval, verdict, attribution and
+    notes; the summary."""
+    from dlperf.results.history import sha_of, tag_of
+
+    def runs(rs: list[RunRecord]) -> list[dict[str, Any]]:
+        return [{"id": r.stored.id if r.stored else None, "repeat": r.identity.repeat,
+                 "status": r.identity.status, "created_at": r.identity.created_at,
+                 "sha": sha_of(r), "tag": tag_of(r), "median_s": run_median_s(r)} for r in rs]
+
+    s = comp.summary
+    return {"base": comp.base_name, "new": comp.new_name, "level": comp.level,
+            "threshold": comp.threshold,
+            "summary": None if s is None else {"ratio": s[0], "ci": [s[1], s[2]], "points": s[3],
+                                               "text": summary_line(comp)},
+            "regressions": [p.key for p in comp.regressions],
+            "points": [{"point_key": p.key, "label": p.label, "outcome": p.outcome,
+                        "verdict": p.verdict, "ratio": p.ratio,
+                        "ci": list(p.ci) if p.ci else None, "ci_from": p.ci_from,
+                        "significant": p.significant, "regression": p.regression,
+                        "base_step_s": p.base_step_s, "new_step_s": p.new_step_s,
+                        "attribution": p.attribution, "notes": p.notes,
+                        "base_runs": runs(p.base), "new_runs": runs(p.new)}
+                       for p in comp.points]}

@@ -1,0 +1,101 @@
+"""``dlperf compare`` end to end with the fake framework: a regression injected on purpose (the
+fake's step made 10% slower, DLPERF_FAKE_STEP_S) is caught with a non-zero exit; two runs of
+the same code are not flagged; tags in one file (``run --tag``, ``merge``) compare the same
+way, ``results --tag`` filters and the HTML report draws the trend."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+STEP_S = 0.010  # the fake's step: long enough that a 10% change is far above sleep jitter
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
+
+
+def dlperf(*args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "dlperf", *args], capture_output=True, text=True,
+                          check=False, env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
+
+
+def measure(db, tag, step_s):
+    """Two runs (--repeats 2: a run-level interval) of one fake point, tagged."""
+    r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
+               "--min-iters", "15", "--min-time", "0.15", "--max-warmup-time", "2",
+               "--no-ceilings", "--db", str(db), "--tag", tag,
+               env={"DLPERF_FAKE_STEP_S": str(step_s)})
+    assert r.returncode == 0, r.stderr
+    return db
+
+
+@pytest.fixture(scope="module")
+def dbs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cmp")
+    return {"base": measure(d / "base.db", "base", STEP_S),
+            "same": measure(d / "same.db", "same", STEP_S),
+            "slow": measure(d / "slow.db", "slow", STEP_S * 1.10), "dir": d}
+
+
+@pytest.mark.slow
+def test_injected_regression_is_caught_and_same_code_is_not(dbs):
+    slow = dlperf("compare", str(dbs["base"]), str(dbs["slow"]), "--fail-if-slower", "5%")
+    assert slow.returncode == 1, slow.stdout + slow.stderr
+    assert "REGRESSION" in slow.stdout and "1 point(s) regressed" in slow.stderr
+    m = re.search(r"NEW is (\d\.\d+)x \[(\d\.\d+), (\d\.\d+)\] slower than BASE over 1 point",
+                  slow.stdout)
+    assert m and 1.05 < float(m.group(1)) < 1.15 and float(m.group(2)) > 1.0, slow.stdout
+    assert "| 2 / 2 |" in slow.stdout and "| runs |" in slow.stdout  # both runs, run-level CI
+    same = dlperf("compare", str(dbs["base"]), str(dbs["same"]), "--fail-if-slower", "5%")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "REGRESSION" not in same.stdout and "regressed" not in same.stderr
+    # JSON: the ratio and every run used
+    js = dlperf("compare", str(dbs["base"]), str(dbs["slow"]), "--format", "json")
+    assert js.returncode == 0, js.stderr  # no threshold: no failing exit
+    data = json.loads(js.stdout)
+    (p,) = data["points"]
+    assert p["ci_from"] == "runs" and len(p["base_runs"]) == len(p["new_runs"]) == 2
+    assert 1.05 < p["ratio"] < 1.15 and p["ci"][0] > 1.0
+    assert [r["tag"] for r in p["new_runs"]] == ["slow", "slow"]
+
+
+@pytest.mark.slow
+def test_tags_in_one_file(dbs):
+    hist = dbs["dir"] / "hist.db"
+    r = dlperf("merge", str(dbs["base"]), str(dbs["same"]), str(dbs["slow"]), "--db", str(hist))
+    assert r.returncode == 0, r.stderr
+    slow = dlperf("compare", "--db", str(hist), "base", "slow", "--fail-if-slower", "5%")
+    assert slow.returncode == 1 and "tag 'slow'" in slow.stdout, slow.stdout + slow.stderr
+    same = dlperf("compare", "--db", str(hist), "tag:base", "same", "--fail-if-slower", "5%")
+    assert same.returncode == 0, same.stdout + same.stderr
+    bad = dlperf("compare", "--db", str(hist), "base", "nope")
+    assert bad.returncode == 2 and "tags: base, same, slow" in bad.stderr
+    rows = json.loads(dlperf("results", "--db", str(hist), "--tag", "slow", "--format", "json"
+                             ).stdout)
+    assert len(rows) == 2 and all(r["run_key"] for r in rows)
+    out = dbs["dir"] / "report"
+    r = dlperf("report", "--db", str(hist), "-o", str(out), "-f", "html")
+    assert r.returncode == 0, r.stderr
+    page = (out / "report.html").read_text()
+    assert "id=\"plot-trend-0\"" in page and "Across revisions" in page
+
+
+@pytest.mark.slow
+def test_a_new_tag_measures_again(tmp_path):
+    db = tmp_path / "t.db"
+    measure(db, "one", STEP_S)
+    r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
+               "--min-iters", "15", "--min-time", "0.15", "--no-ceilings", "--db", str(db),
+               "--tag", "one", env={"DLPERF_FAKE_STEP_S": str(STEP_S)})
+    assert r.returncode == 0 and "2 point(s) already stored with tag 'one'" in r.stderr
+    assert "0 run," in r.stderr
+    r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
+               "--min-iters", "15", "--min-time", "0.15", "--no-ceilings", "--db", str(db),
+               "--tag", "two", env={"DLPERF_FAKE_STEP_S": str(STEP_S)})
+    assert r.returncode == 0 and "2 run, 0 already in" in r.stderr, r.stderr
+    bad = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "--db", str(db),
+                 "--tag", "two words")
+    assert bad.returncode == 2 and "--tag 'two words'" in bad.stderr

@@ -1,0 +1,229 @@
+"""Statistics of ``dlperf compare`` (dlperf.report.regress) and the history selectors
+(dlperf.results.history) on synthetic records."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from dlperf.errors import ConfigError
+from dlperf.report import regress, regress_text
+from dlperf.results import history
+from dlperf.results.schema import RunRecord
+from dlperf.results.store import ResultStore
+
+
+def rec(point: str = "p1", samples=(0.010,) * 20, *, status: str = "ok", repeat: int = 0,
+        model: str = "m", batch: int = 8, op_classes=None, tag=None, sha="a" * 40,
+        created="2026-01-01T00:00:00+00:00", error=None) -> RunRecord:
+    """A result record of point ``point`` with measured ``samples`` (s)."""
+    d = {"run_key": f"{point}-{repeat}", "point_key": point, "repeat": repeat, "status": status,
+         "error": error, "model": model, "framework": "fake", "mode": "eager", "device": "cpu",
+         "precision": "fp32", "batch_size": batch, "data": "synthetic", "created_at": created,
+         "config": {"iterations": {"min_iters": 10}, "repeat": repeat},
+         "env": {"git": {"sha": sha, "dirty": False}, "cpu_model": "cpu"}}
+    if status == "ok":
+        d["samples"] = {"measure": list(samples)}
+        d["summary"] = {"median": float(np.median(samples)), "ci_low": min(samples),
+                        "ci_high": max(samples)}
+        d["throughput"] = {"samples_per_s": batch / float(np.mean(samples))}
+    if op_classes is not None:
+        d["op_classes"] = {"per_iter_s": op_classes}
+    if tag is not None:
+        d["tag"] = tag
+    return RunRecord.from_dict(d)
+
+
+def noisy(median: float, n: int = 30, rel: float = 0.002, seed: int = 0) -> list[float]:
+    """``n`` iteration times around ``median`` (s) with a small symmetric spread."""
+    rng = np.random.default_rng(seed)
+    return list(median * (1 + rel * rng.standard_normal(n)))
+
+
+def test_parse_threshold():
+    assert regress.parse_threshold("5%") == pytest.approx(0.05)
+    assert regress.parse_threshold("5") == pytest.approx(0.05)
+    assert regress.parse_threshold(" 12.5 % ") == pytest.approx(0.125)
+    assert regress.parse_threshold(None) is None
+    for bad in ("", "five", "0", "-3%"):
+        with pytest.raises(ConfigError, match="--fail-if-slower"):
+            regress.parse_threshold(bad)
+
+
+def test_run_level_interval_is_welch_t_on_log_run_medians():
+    base, new = [1.00, 1.03, 0.98, 1.01], [1.12, 1.09, 1.11]
+    r, lo, hi = regress.ratio_from_runs(base, new)
+    assert r == pytest.approx(math.exp(np.mean(np.log(new)) - np.mean(np.log(base))))
+    # scipy's own Welch interval of the difference of log means, exponentiated
+    ci = sps.ttest_ind(np.log(new), np.log(base), equal_var=False).confidence_interval(0.95)
+    assert (lo, hi) == pytest.approx((math.exp(ci.low), math.exp(ci.high)))
+    assert 1.0 < lo < r < hi
+    # a wider level gives a wider interval
+    _, lo99, hi99 = regress.ratio_from_runs(base, new, level=0.99)
+    assert lo99 < lo and hi99 > hi
+
+
+def test_run_level_interval_edge_cases():
+    assert regress.ratio_from_runs([2.0, 2.0], [2.2, 2.2]) == pytest.approx((1.1, 1.1, 1.1))
+    with pytest.raises(ValueError, match="at least 2 runs"):
+        regress.ratio_from_runs([1.0], [1.0, 1.1])
+    with pytest.raises(ValueError, match="positive"):
+        regress.ratio_from_runs([1.0, 0.0], [1.0, 1.1])
+
+
+def test_regression_from_runs_is_caught_and_same_code_is_not():
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
+    slow = [rec("p1", noisy(0.011, seed=10 + s), repeat=s) for s in range(3)]
+    same = [rec("p1", noisy(0.010, seed=20 + s), repeat=s) for s in range(3)]
+    comp = regress.compare_records(base, slow, threshold=0.05)
+    (pc,) = comp.points
+    assert pc.ci_from == "runs" and pc.significant and pc.regression
+    assert pc.ratio == pytest.approx(1.1, rel=0.01)
+    assert pc.verdict == "slower" and comp.regressions == [pc]
+    comp2 = regress.compare_records(base, same, threshold=0.05)
+    assert comp2.regressions == []
+    assert comp2.points[0].ratio == pytest.approx(1.0, abs=0.01)
+    # without a threshold nothing is a regression, however slow
+    assert regress.compare_records(base, slow).regressions == []
+
+
+def test_threshold_needs_significance_and_size():
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
+    three = [rec("p1", noisy(0.0103, seed=30 + s), repeat=s) for s in range(3)]
+    pc = regress.compare_records(base, three, threshold=0.05).points[0]
+    assert pc.significant and pc.verdict == "slower" and not pc.regression  # 3% < 5%
+    pc = regress.compare_records(base, three, threshold=0.02).points[0]
+    assert pc.regression
+
+
+def test_one_run_a_side_uses_iterations_and_says_so():
+    pc = regress.compare_records([rec("p1", noisy(0.010))],
+                                 [rec("p1", noisy(0.012, seed=1))], threshold=0.05).points[0]
+    assert pc.ci_from == "iterations" and pc.regression
+    assert pc.ratio == pytest.approx(1.2, rel=0.01)
+    assert any("run-to-run variation not included" in n for n in pc.notes)
+
+
+def test_no_samples_and_one_run_a_side_has_no_interval():
+    a, b = rec("p1"), rec("p1", (0.02,) * 5)
+    a.samples, b.samples = None, None  # stored before raw samples: the summary median only
+    pc = regress.compare_records([a], [b], threshold=0.05).points[0]
+    assert pc.ratio == pytest.approx(2.0) and pc.ci is None and pc.ci_from is None
+    assert not pc.significant and not pc.regression and pc.verdict == "no significant change"
+    assert any("no interval" in n for n in pc.notes)
+    assert regress.compare_records([a], [b]).summary is None
+
+
+def test_every_run_is_used_and_failures_are_outcomes():
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
+    new = [rec("p1", noisy(0.010, seed=9), repeat=0), rec("p1", status="crash", repeat=1),
+           rec("p1", noisy(0.010, seed=8), repeat=2)]
+    comp = regress.compare_records(base + [rec("p2", batch=16)], new +
+                                   [rec("p2", status="oom", batch=16), rec("p3", batch=32)],
+                                   threshold=0.05)
+    by = {p.key: p for p in comp.points}
+    assert by["p1"].ci_from == "runs"  # 3 and 2 ok runs
+    assert any("1 of 3 runs not used (crash)" in n for n in by["p1"].notes)
+    assert by["p2"].outcome == "failed in NEW" and by["p2"].regression
+    assert by["p3"].outcome == "only in NEW" and not by["p3"].regression
+    js = regress_text.comparison_json(comp)
+    p1 = next(p for p in js["points"] if p["point_key"] == "p1")
+    assert len(p1["base_runs"]) == 3 and len(p1["new_runs"]) == 3
+    assert sorted(js["regressions"]) == ["p2"]
+    md = regress_text.comparison_markdown(comp)
+    assert "| 3 / 2 of 3 |" in md and "failed in NEW **REGRESSION**" in md
+
+
+def test_op_class_attribution():
+    base_oc = {"normalisation": 0.010, "matmul": 0.050, "elementwise": 0.020}
+    new_oc = {"normalisation": 0.018, "matmul": 0.051, "elementwise": 0.021}
+    base = [rec("p1", noisy(0.100, seed=s), repeat=s, op_classes=base_oc) for s in range(2)]
+    new = [rec("p1", noisy(0.110, seed=5 + s), repeat=s, op_classes=new_oc) for s in range(2)]
+    pc = regress.compare_records(base, new).points[0]
+    att = pc.attribution
+    assert att is not None and att["runs"] == [2, 2]
+    top = att["classes"][0]
+    assert top["class"] == "normalisation" and top["diff_s"] == pytest.approx(0.008)
+    delta = pc.new_step_s - pc.base_step_s
+    assert top["share"] == pytest.approx(0.008 / delta)
+    assert att["explained"] == pytest.approx(0.010 / delta)
+    text = regress_text.attribution_text(pc)
+    assert text.startswith("+10.") and "in normalisation" in text
+    assert f"{0.008 / delta:.0%} in normalisation" in text
+    # one side without traces: no attribution
+    plain = [rec("p1", noisy(0.100, seed=s), repeat=s) for s in range(2)]
+    assert regress.compare_records(plain, new).points[0].attribution is None
+
+
+def test_summary_is_the_geometric_mean_with_a_combined_interval():
+    base = [rec(k, noisy(0.010, seed=s), repeat=s, batch=b) for k, b in (("a", 8), ("b", 16))
+            for s in range(3)]
+    new = ([rec("a", noisy(0.011, seed=7 + s), repeat=s, batch=8) for s in range(3)]
+           + [rec("b", noisy(0.0121, seed=9 + s), repeat=s, batch=16) for s in range(3)])
+    comp = regress.compare_records(base, new)
+    r, lo, hi, n = comp.summary
+    ra, rb = (p.ratio for p in comp.points)
+    assert n == 2 and r == pytest.approx(math.sqrt(ra * rb))
+    assert lo < r < hi and lo > 1.0
+    line = regress_text.summary_line(comp)
+    assert line.startswith(f"NEW is {r:.3f}x [{lo:.3f}, {hi:.3f}] slower than BASE over 2 points")
+    faster = regress_text.summary_line(regress.compare_records(new, base))
+    assert "faster than BASE over 2 points" in faster and f"{r:.3f}x" in faster
+
+
+def test_history_select_and_revisions(tmp_path):
+    a = rec("p1", tag="v1", sha="abcdef12" + "0" * 32, created="2026-01-01T00:00:00+00:00")
+    b = rec("p1", tag="v2", sha="abcdef34" + "0" * 32, created="2026-02-01T00:00:00")
+    c = rec("p1", sha="99" * 20, created="2026-03-01T00:00:00+00:00")
+    assert history.tag_of(a) == "v1" and history.tag_of(c) is None
+    assert history.revision_of(c) == "99999999" and history.revision_of(b) == "v2"
+    assert history.select([a, b, c], tag="v2") == [b]
+    assert history.select([a, b, c], tag=["v1", "v2"]) == [a, b]
+    assert history.select([a, b, c], sha="ABCDEF") == [a, b]
+    assert history.select([a, b, c], since="2026-01-15") == [b, c]
+    with pytest.raises(ConfigError, match="--since"):
+        history.select([a], since="last week")
+    with pytest.raises(ConfigError, match="hex digits"):
+        history.select([a], sha="xyz")
+    assert history.match_revision([a, b, c], "v1") == ("tag 'v1'", [a])
+    assert history.match_revision([a, b, c], "9999")[1] == [c]
+    with pytest.raises(ConfigError, match="2 commits"):
+        history.match_revision([a, b, c], "abcdef")
+    with pytest.raises(ConfigError, match="tags: v1, v2"):
+        history.match_revision([a, b, c], "v3")
+    with pytest.raises(ConfigError, match="--tag"):
+        history.check_tag("has space")
+
+
+class _Point:
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def run_key(self) -> str:
+        return self.key
+
+
+def test_a_new_tag_measures_again_and_its_own_tag_resumes(tmp_path):
+    db = str(tmp_path / "h.db")
+    with ResultStore(db) as store:
+        store.add(rec("p1", tag="v1"))
+        store.add(rec("p2", tag="v1", status="oom", batch=16))
+        store.add(rec("p3", tag="v2", status="error", batch=32))
+    pts = [_Point("p1-0"), _Point("p2-0"), _Point("p3-0")]
+    todo, resume, n = history.resume_plan(pts, db, "v1", rerun=False, retry_failed=False)
+    assert [p.key for p in todo] == ["p3-0"] and resume is False and n == 2
+    todo, _, n = history.resume_plan(pts, db, "v1", rerun=False, retry_failed=True)
+    assert [p.key for p in todo] == ["p2-0", "p3-0"] and n == 1
+    todo, _, n = history.resume_plan(pts, db, "v2", rerun=False, retry_failed=False)
+    assert len(todo) == 3 and n == 0  # p3 under v2 is an 'error': not done
+    assert history.resume_plan(pts, db, None, rerun=False, retry_failed=False) == (pts, True, 0)
+    assert history.resume_plan(pts, db, "v1", rerun=True, retry_failed=False) == (pts, False, 0)
+    # the tag goes into the stored result, and rows can be selected by it
+    tagged = history.tagging(lambda cfg: {"status": "ok"}, "v3")(None)
+    assert tagged["tag"] == "v3"
+    with ResultStore(db, read_only=True) as store:
+        rows = history.select_rows(store.rows(latest=False), tag="v1")
+    assert sorted(r["run_key"] for r in rows) == ["p1-0", "p2-0"]

@@ -219,8 +219,11 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} "
                   f"failed{not_run}", markup=False)
         if report_dir:
+            from dlperf.report.html import write_html_report
+
             path = write_full_report(db, Path(report_dir), "dlperf report", None)
-            out.print(f"report: {path}")
+            html = write_html_report(db, Path(report_dir), "dlperf report", None)
+            out.print(f"report: {html} (interactive; open it in a browser) and {path}")
     all_failed = outcome.ran and outcome.failed == outcome.ran
     if all_failed:
         err.print("[red]every point that ran failed[/]; see the errors above")

@@ -109,6 +109,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
         else:
             try:
                 loop = measure_phases(session.phased_step, session.phase_timer(), cfg.iterations,
+                                      clock=session.clock,
                                       agree=dist.agree_max if multi else None)
                 floats = session.losses_to_floats(loop.losses)
                 if not all(math.isfinite(x) for x in floats):

@@ -31,7 +31,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as _sps
 
 __all__ = [
     "Summary",
@@ -164,6 +163,9 @@ def bootstrap_median_ci(
     if np.all(x == x[0]):  # degenerate: every resample has the same median
         v = float(x[0])
         return (v, v)
+    from scipy import stats as _sps  # here, not at the top: ~0.7 s of CPU that every CLI
+    # process importing this module paid (results, report, list, launchers), used only here
+
     res = _sps.bootstrap(
         (x,),
         np.median,
@@ -251,6 +253,8 @@ def between_run(values: Sequence[float], level: float = 0.95,
     n = int(x.size)
     mean = float(np.mean(x))
     stdev = float(np.std(x, ddof=1)) if n > 1 else 0.0
+    from scipy import stats as _sps  # see bootstrap_median_ci
+
     half = (float(_sps.t.ppf(1 - (1 - level) / 2, n - 1)) * stdev / math.sqrt(n)
             if n > 1 else None)
     return {

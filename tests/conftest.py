@@ -14,6 +14,16 @@ SHARED_DATA = (Path(os.environ["DLPERF_DATA"]) if os.environ.get("DLPERF_DATA")
                else Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Make ``$PYTHONPATH`` absolute (``PYTHONPATH=src pytest``, as the developers run it), so
+    that a subprocess started in another folder (``cwd=tmp_path``) imports this checkout's
+    source, not whatever ``dlperf`` is installed."""
+    pp = os.environ.get("PYTHONPATH")
+    if pp:
+        os.environ["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) if p else p
+                                                   for p in pp.split(os.pathsep))
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The folder of real data sets (``../shared/data``); skips the test if it is absent."""

@@ -66,7 +66,8 @@ def scripted_failure(batch_size: int) -> str | None:
 
 def stage_durations(step_s: float) -> dict[str, float]:
     """Each stage's duration in seconds for a step of ``step_s``: :data:`PHASE_SHARES` of it,
-    the last stage taking what the others left, so that they add up to ``step_s`` exactly."""
+    the last stage taking what the others left, so that they add up to ``step_s`` (to float
+    rounding)."""
     out, left = {}, step_s
     names = list(PHASE_SHARES)
     for p in names[:-1]:

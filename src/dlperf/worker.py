@@ -116,7 +116,8 @@ def run_config(cfg: RunConfig) -> dict[str, Any]:
         dist = session.dist
         t0 = time.perf_counter()
         try:
-            loop = measure(session.step, session.timer, cfg.iterations, clock=session.clock,
+            loop = measure(session.step, session.timer, cfg.iterations,
+                           clock=getattr(session, "clock", time.perf_counter),
                            check_losses=check, on_phase=on_phase,
                            agree=dist.agree_max if dist is not None and dist.world_size > 1
                            else None)

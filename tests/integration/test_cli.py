@@ -24,10 +24,17 @@ def dlperf(*args, timeout=300, env=None):
 
 @pytest.mark.slow
 def test_quick_suite_end_to_end(tmp_path):
+    """The quick suite through the command line: a worker process per model, stored, read in
+    every format, resumed, reported. On the fake framework, whose workers start in a fraction
+    of a second (14 PyTorch workers took 53 s): PyTorch trains every quick-suite model through
+    the same worker code in tests/zoo (test_training_through_the_harness), and runs through
+    the command line in tests/unit/test_threads.py and tests/integration/test_distributed.py."""
     db, rep = tmp_path / "q.db", tmp_path / "report"
-    r = dlperf("run", "--suite", "quick", "--device", "cpu", "--batch-size", "8", "--min-iters",
-               "5", "--min-time", "0.1", "--max-warmup-time", "2", "--db", str(db),
-               "--report", str(rep), "--no-ceilings")  # ceilings: tests of their own
+    fake = {"DLPERF_FAKE_FRAMEWORK": "1"}
+    r = dlperf("run", "--suite", "quick", "--framework", "fake", "--device", "cpu",
+               "--batch-size", "8", "--min-iters", "5", "--min-time", "0.1",
+               "--max-warmup-time", "2", "--db", str(db), "--report", str(rep),
+               "--no-ceilings", env=fake)  # ceilings: tests of their own
     assert r.returncode == 0, r.stderr
     from dlperf.zoo import SUITES
 
@@ -39,19 +46,22 @@ def test_quick_suite_end_to_end(tmp_path):
     assert all(f"step_time_vs_batch_{m}.png" in md for m in models)
 
     # results in every format
-    rows = list(csv.DictReader(io.StringIO(dlperf("results", "--db", str(db), "-f", "csv").stdout)))
+    rows = list(csv.DictReader(io.StringIO(dlperf("results", "--db", str(db), "-f", "csv",
+                                                  env=fake).stdout)))
     assert sorted(x["model"] for x in rows) == sorted(models)
     assert all(x["status"] == "ok" and float(x["samples_per_s"]) > 0 for x in rows)
-    js = json.loads(dlperf("results", "--db", str(db), "-f", "json", "--samples").stdout)
+    js = json.loads(dlperf("results", "--db", str(db), "-f", "json", "--samples",
+                           env=fake).stdout)
     assert all(len(x["raw_samples"]["measure"]["step_time_s"]) == x["n_measured"] for x in js)
     assert all(x["result"]["env"]["python"] for x in js)
 
     # the same command again resumes: nothing re-run
-    r2 = dlperf("run", "--suite", "quick", "--device", "cpu", "--batch-size", "8", "--min-iters",
-                "5", "--min-time", "0.1", "--max-warmup-time", "2", "--db", str(db))
+    r2 = dlperf("run", "--suite", "quick", "--framework", "fake", "--device", "cpu",
+                "--batch-size", "8", "--min-iters", "5", "--min-time", "0.1",
+                "--max-warmup-time", "2", "--db", str(db), env=fake)
     assert r2.returncode == 0 and f"0 run, {len(models)} already" in r2.stderr
 
-    r3 = dlperf("report", "--db", str(db), "-o", str(tmp_path / "r2"))
+    r3 = dlperf("report", "--db", str(db), "-o", str(tmp_path / "r2"), env=fake)
     assert r3.returncode == 0 and (tmp_path / "r2" / "report.md").is_file()
 
 

@@ -166,6 +166,7 @@ def test_lagged_sync_timer_reads_completion_intervals():
         LaggedSyncTimer(block, lag=0)
 
 
+@pytest.mark.gc_state
 def test_heap_frozen_while_measuring_and_restored_after():
     """dlperf's own objects are moved out of the collector's reach (gc.freeze) from the warm-up
     on, the collector stays enabled, and the freeze is undone after measure(), also on error."""

@@ -195,6 +195,32 @@ def test_tiny_train_step_is_fast(name):
     assert min(times) < 0.25, times
 
 
+@pytest.mark.parametrize("name", TINY)
+def test_training_through_the_harness(name):
+    """dlperf.worker.run_config on the CPU with PyTorch, as a quick-suite point runs in its
+    worker: the run is ok with finite, positive losses and a consistent throughput. (The
+    command line runs the whole quick suite once, on the fake framework:
+    tests/integration/test_cli.py; tests/zoo/test_zoo_more.py does this for the other
+    families.)"""
+    from dlperf.config import IterationPolicy, make_run_config
+    from dlperf.worker import run_config
+
+    spec = zoo.SPECS[name]
+    n = torch.get_num_threads()
+    try:  # one thread: intra-op threads sharing 2 busy cores can slow a step 100-fold
+        r = run_config(make_run_config(model=name, batch_size=8, threads=1, iterations=(
+            IterationPolicy(min_iters=4, min_time_s=0.0, warmup_window=2, min_warmup_iters=0,
+                            max_warmup_iters=4))))
+    finally:
+        torch.set_num_threads(n)
+    assert r["status"] == "ok", r["error"]
+    assert r["n_measured"] >= 4 and r["throughput"]["samples_per_s"] > 0
+    assert r["throughput"]["samples_per_s"] == pytest.approx(
+        r["n_measured"] * 8 / r["measured_time_s"])
+    losses = r["losses"]["first"] + r["losses"]["warmup"] + r["losses"]["measure"]
+    assert losses and all(math.isfinite(v) and v > 0 for v in losses)
+
+
 @pytest.mark.parametrize("name", ["alexnet_tiny", "alexnet_cifar_tiny", "resnet50_tiny",
                                   "resnet56_tiny"])
 def test_cnn_channels_last_and_bf16_autocast(models, name):

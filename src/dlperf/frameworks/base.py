@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -139,6 +140,8 @@ class Session:
             ``devices``, ``comm_ops`` and ``reason``: why ``exposed`` is None, if it is).
             Every process must run the same iterations (their collectives match), whatever
             its profiler does; the worker records an exception from it as the ``reason``.
+        clock: the host clock in seconds that the harness's loops read (``time.perf_counter``;
+            the fake framework's virtual clock in tests).
     """
 
     step: Callable[[], Any]
@@ -160,6 +163,7 @@ class Session:
     ceiling_backend: Callable[[], Any] | None = None
     dist: DistContext | None = None
     comm_profile: Callable[[int], dict[str, Any]] | None = None
+    clock: Callable[[], float] = time.perf_counter
 
 
 def no_mark(phase: str, handle: Any = None) -> None:
@@ -191,6 +195,8 @@ class TrainingRun:
         data_wait: the pipeline's :class:`~dlperf.data.pipeline.DataWaitRecorder`, or None.
         nvml_target: ``(uuid or None, NVML index)`` of the GPU the run uses; None on a CPU.
         dist: :class:`DistContext` for a data-parallel run, else None.
+        clock: the host clock in seconds that the harness's loops read (``time.perf_counter``;
+            the fake framework's virtual clock, which its timer reads too).
 
     Optional capabilities are attributes that are None here and methods in a subclass that
     has them; the worker tests ``run.<capability> is not None`` before calling:
@@ -220,6 +226,7 @@ class TrainingRun:
     count_flops: Callable[[], dict[str, Any]] | None = None
     ceiling_backend: Callable[[], Any] | None = None
     comm_profile: Callable[[int], dict[str, Any]] | None = None
+    clock: Callable[[], float] = staticmethod(time.perf_counter)
 
     def staged_step(self, mark: Callable[..., None]) -> Any:
         """Run one training iteration (input, forward, backward, update), calling ``mark``

@@ -6,6 +6,7 @@ convergence, from the (merged) raw samples; docs/measurement.md rules 2, 3, 9)."
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,8 +61,9 @@ def run_segment(session: Any, cfg: Any, delay: RunDelay) -> Segment:
             power.start()  # last thing before the measured segment
 
     try:
+        # the session's clock where it has one (the fake framework's fake clock), else the host's
         loop = measure(session.step, session.timer, cfg.iterations, check_losses=check,
-                       on_phase=on_phase,
+                       on_phase=on_phase, clock=getattr(session, "clock", time.perf_counter),
                        agree=dist.agree_max if dist is not None and dist.world_size > 1 else None)
     finally:
         power_record = power.stop()  # first thing after it

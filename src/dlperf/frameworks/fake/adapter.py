@@ -1,20 +1,29 @@
-"""A fake framework for tests: no training, scripted durations and failures.
+"""A fake framework for tests: no training, scripted durations on a fake clock, scripted failures.
 
 Enabled only when ``DLPERF_FAKE_FRAMEWORK=1`` (then ``--framework fake`` is valid). Each step
-sleeps ``DLPERF_FAKE_STEP_S`` seconds (default 0.001) and returns a loss that decreases.
+takes ``DLPERF_FAKE_STEP_S`` seconds (default 0.001) of a :class:`~dlperf.frameworks.fake.clock.
+FakeClock`, without sleeping: the run's timer, the harness's loops (:attr:`FakeRun.clock`), the
+phase timer and the data-wait recorder all read that clock, so every duration is exactly the
+scripted one and a run's measured segment costs microseconds of real time. The step returns a
+loss that decreases.
+
 ``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
 ``oom`` raises an out-of-memory error, ``crash`` kills the process without a result, ``nan``
-returns NaN losses, ``hang`` sleeps forever (for timeout tests), ``error`` raises a DataError.
+returns NaN losses, ``hang`` sleeps forever in real time (for timeout tests), ``error`` raises a
+DataError.
 
-Breakdown (``--breakdown``/``--trace``): the phased step sleeps :data:`PHASE_SHARES` of the
-step time per phase (they add up to the fused step); the "profile" writes a small Chrome-trace
-JSON and returns a trace with one op per phase per step, of the slept durations.
+The step is one staged step (:meth:`FakeRun.staged_step`): its stages take
+:data:`PHASE_SHARES` of the step time (they add up to the fused step); the fused timing runs it
+with no-op marks, the breakdown (``--breakdown``) with timed ones. The "profile" writes a small
+Chrome-trace JSON and returns a trace with one op per stage per step, of those durations.
 
 With real data (``data`` not ``synthetic``) each step first waits ``DLPERF_FAKE_DATA_WAIT_S``
 seconds (default 0) for its "batch", recorded as the data wait of a pipeline.
 ``DLPERF_FAKE_BREAKDOWN_APART=1`` makes a ``--breakdown`` run two processes, as JAX's on a GPU
-(:meth:`FakeAdapter.breakdown_apart`). ``DLPERF_FAKE_NVML=1`` makes the session claim GPU 0 for NVML (tests of the power sampling
-patch :func:`dlperf.nvml.power_readers`).
+(:meth:`FakeAdapter.breakdown_apart`). ``DLPERF_FAKE_NVML=1`` makes the run claim GPU 0 for
+NVML (tests of the power sampling patch :func:`dlperf.nvml.power_readers`); the power sampler
+is a thread on the real clock, so then the steps take real time (they sleep, and the run's
+clock is ``time.perf_counter``).
 
 Data parallel (``nproc x nnodes > 1``, under a launcher): the process joins a gloo process group
 (PyTorch must be installed), each step ends with an all-reduce of one number, as DDP's
@@ -24,21 +33,23 @@ and ``DLPERF_FAKE_FAIL_RANK=R`` limits the scripted failures to rank ``R``.
 
 from __future__ import annotations
 
+import json
 import os
-import resource
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.errors import DataError
-from dlperf.frameworks.base import OutOfMemory, Session
+from dlperf.frameworks.base import OutOfMemory, TrainingRun
+from dlperf.frameworks.fake.clock import FakeClock
 from dlperf.measure.timers import HostTimer
 from dlperf.zoo.spec import ModelSpec
 
-
-#: Share of the step each phase sleeps in the fake phased step (sums to 1).
+#: Share of the step each stage takes in the fake staged step (sums to 1).
 PHASE_SHARES = {"t_io": 0.1, "t_h2d": 0.1, "t_f": 0.3, "t_b": 0.4, "t_u": 0.1}
-#: Op class of each fake phase's op in the fake trace.
+#: Op class of each fake stage's op in the fake trace.
 PHASE_OPS = {"t_io": "aten::index_select", "t_h2d": "Memcpy HtoD (Pinned -> Device)",
              "t_f": "aten::conv2d", "t_b": "aten::convolution_backward",
              "t_u": "aten::_foreach_add_"}
@@ -51,6 +62,19 @@ def scripted_failure(batch_size: int) -> str | None:
         if int(b) == batch_size:
             return kind
     return None
+
+
+def stage_durations(step_s: float) -> dict[str, float]:
+    """Each stage's duration in seconds for a step of ``step_s``: :data:`PHASE_SHARES` of it,
+    the last stage taking what the others left, so that they add up to ``step_s`` (to float
+    rounding)."""
+    out, left = {}, step_s
+    names = list(PHASE_SHARES)
+    for p in names[:-1]:
+        out[p] = step_s * PHASE_SHARES[p]
+        left -= out[p]
+    out[names[-1]] = left
+    return out
 
 
 class FakeAdapter:
@@ -76,100 +100,127 @@ class FakeAdapter:
     def is_oom(self, exc: BaseException) -> bool:  # noqa: D102
         return isinstance(exc, OutOfMemory)
 
-    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> Session:  # noqa: D102
-        fail = scripted_failure(cfg.batch_size)
-        dt = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001"))
-        ctx, sync = None, None
+    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> FakeRun:
+        """A :class:`FakeRun` for ``cfg`` (``spec`` is not used: nothing is trained).
+
+        Raises:
+            DataError: ``DLPERF_FAKE_FAIL`` scripts ``error`` for this batch size.
+        """
+        return FakeRun(cfg)
+
+
+class FakeRun(TrainingRun):
+    """One prepared fake configuration (see the module docstring).
+
+    Attributes:
+        clock: the run's clock in seconds: a :class:`FakeClock` (``time.perf_counter`` with
+            ``DLPERF_FAKE_NVML=1``); every timer of the run reads it.
+        step_s: the scripted step time in seconds (``DLPERF_FAKE_STEP_S``).
+    """
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.step_s = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001"))
+        self._fail = scripted_failure(cfg.batch_size)
+        if os.environ.get("DLPERF_FAKE_NVML") == "1":
+            self.clock: Callable[[], float] = time.perf_counter
+            self._take: Callable[[float], None] = time.sleep
+            self.nvml_target = (None, 0)
+        else:
+            fake = FakeClock()
+            self.clock, self._take = fake, fake.advance
+        self._sync: Callable[[], None] | None = None
         if cfg.distributed:
-            import torch
-            import torch.distributed as dist
-
-            from dlperf.frameworks.torch.dist import init_process_group
-
-            ctx, _ = init_process_group(torch, cfg)
-            only = os.environ.get("DLPERF_FAKE_FAIL_RANK")
-            if only is not None and int(only) != ctx.rank:
-                fail = None
-            one = torch.ones(1)
-
-            def sync() -> None:
-                dist.all_reduce(one)
-        if fail == "error":
+            self._join_process_group(cfg)
+        if self._fail == "error":
             raise DataError("scripted data error")
-        n = [0]
-        rec = None
-        next_batch = None
+        self._n = 0
+        self._stages = stage_durations(self.step_s)
+        self.timer = HostTimer(clock=self.clock)
+        self.versions = {"framework": "fake", "fake": "0", "device_name": "fake"}
+        self.flags = {"step_s": self.step_s}
+        self.data_info = {"kind": cfg.data}
+        self._next_batch: Callable[[], Any] | None = None
         if cfg.data != "synthetic":
             from dlperf.data.pipeline import DataWaitRecorder
 
-            wait = float(os.environ.get("DLPERF_FAKE_DATA_WAIT_S", "0"))
-            rec = DataWaitRecorder()
-            next_batch = rec.wrap(lambda: time.sleep(wait) if wait > 0 else None)
+            wait_s = float(os.environ.get("DLPERF_FAKE_DATA_WAIT_S", "0"))
+            self.data_wait = DataWaitRecorder(clock=self.clock)
+            self._next_batch = self.data_wait.wrap(lambda: self._take(wait_s) if wait_s > 0
+                                                   else None)
 
-        def step() -> Any:
-            n[0] += 1
-            if next_batch is not None:
-                next_batch()
-            if fail == "oom" and n[0] > 2:
-                raise OutOfMemory("scripted out of memory")
-            if fail == "crash" and n[0] > 2:
-                os._exit(9)
-            if fail == "hang":
-                time.sleep(3600)
-            time.sleep(dt)
-            if sync is not None:
-                sync()
-            return float("nan") if fail == "nan" and n[0] > 3 else 1.0 / n[0]
+    def _join_process_group(self, cfg: RunConfig) -> None:
+        """Join the run's gloo process group; each step then ends in an all-reduce."""
+        import torch
+        import torch.distributed as dist
 
-        def memory() -> dict[str, int | None]:
-            rss = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-            return {"peak_rss_bytes": rss, "peak_allocated_bytes": None,
-                    "peak_reserved_bytes": None, "nvml_used_bytes": None}
+        from dlperf.frameworks.torch.dist import init_process_group
 
-        def phased_step(mark):
-            for p, share in PHASE_SHARES.items():
-                time.sleep(dt * share)
-                mark(p)
-            return 1.0
+        self.dist, _ = init_process_group(torch, cfg)
+        only = os.environ.get("DLPERF_FAKE_FAIL_RANK")
+        if only is not None and int(only) != self.dist.rank:
+            self._fail = None
+        one = torch.ones(1)
+        self._sync = lambda: dist.all_reduce(one)
 
-        def phase_timer():
-            from dlperf.measure.phases import HostPhaseTimer
+    def staged_step(self, mark: Callable[..., None]) -> float:
+        """One fake iteration: the scripted failure, if due, then each stage taking its share
+        of the step on the run's clock, ``mark(stage)`` after each; returns the loss
+        (``1/n``, NaN from the 4th step with ``nan``)."""
+        self._n += 1
+        n, fail = self._n, self._fail
+        if self._next_batch is not None:
+            self._next_batch()
+        if fail == "oom" and n > 2:
+            raise OutOfMemory("scripted out of memory")
+        if fail == "crash" and n > 2:
+            os._exit(9)
+        if fail == "hang":
+            time.sleep(3600)  # real time: what a timeout is for
+        for p, dt in self._stages.items():
+            self._take(dt)
+            mark(p)
+        if self._sync is not None:
+            self._sync()
+        return float("nan") if fail == "nan" and n > 3 else 1.0 / n
 
-            return HostPhaseTimer()
+    def phased_step(self, mark: Callable[..., None]) -> float:
+        """The breakdown's step: :meth:`staged_step` with the phase timer's marks."""
+        return self.staged_step(mark)
 
-        def profile(n: int, folder):
-            import json
-            from pathlib import Path
+    def phase_timer(self) -> Any:
+        """A host-clock phase timer reading the run's clock."""
+        from dlperf.measure.phases import HostPhaseTimer
 
-            from dlperf.measure.breakdown.trace import TraceData, TraceOp
+        return HostPhaseTimer(clock=self.clock)
 
-            ops, steps, evs = [], [], []
-            for i in range(n):
-                t0 = time.perf_counter()
-                for p, share in PHASE_SHARES.items():
-                    s = time.perf_counter()
-                    time.sleep(dt * share)
-                    e = time.perf_counter()
-                    ops.append(TraceOp(PHASE_OPS[p], s, e, ops=(PHASE_OPS[p],),
-                                       phase=None if p == "t_io" else p, step=i))
-                    evs.append({"ph": "X", "name": PHASE_OPS[p], "ts": s * 1e6,
-                                "dur": (e - s) * 1e6, "pid": 0, "tid": 0, "cat": "kernel"})
-                steps.append((t0, time.perf_counter()))
-            path = Path(folder) / "trace.json"
-            path.write_text(json.dumps({"traceEvents": evs}))
-            return {"trace": TraceData(ops=ops, steps=steps, device_kind="cpu", source="fake",
-                                       phase_source="fake"), "files": {"chrome_trace": path}}
+    def on_phase(self, phase: str) -> None:
+        """Start counting the data wait at the measured segment."""
+        if phase == "measure" and self.data_wait is not None:
+            self.data_wait.mark_measure()
 
-        return Session(step=step, timer=HostTimer(), losses_to_floats=lambda h: [float(x) for x in h],
-                       memory=memory, versions={"framework": "fake", "fake": "0",
-                                                "device_name": "fake"},
-                       flags={"step_s": dt}, data_info={"kind": cfg.data}, data_wait=rec,
-                       on_phase=(lambda ph: ph == "measure" and rec.mark_measure())
-                       if rec is not None else None,
-                       nvml_target=(None, 0) if os.environ.get("DLPERF_FAKE_NVML") == "1"
-                       else None,
-                       phased_step=phased_step, phase_timer=phase_timer, profile=profile,
-                       dist=ctx)
+    def profile(self, n: int, folder: Any) -> dict[str, Any]:
+        """``n`` fake traced steps: one op per stage, with its start and end on the run's
+        clock, as a :class:`~dlperf.measure.breakdown.trace.TraceData` and a Chrome-trace
+        JSON file ``folder/trace.json``."""
+        from dlperf.measure.breakdown.trace import TraceData, TraceOp
+
+        ops, steps, evs = [], [], []
+        clock = self.clock
+        for i in range(n):
+            t0 = clock()
+            for p, dt in self._stages.items():
+                s = clock()
+                self._take(dt)
+                e = clock()
+                ops.append(TraceOp(PHASE_OPS[p], s, e, ops=(PHASE_OPS[p],),
+                                   phase=None if p == "t_io" else p, step=i))
+                evs.append({"ph": "X", "name": PHASE_OPS[p], "ts": s * 1e6,
+                            "dur": (e - s) * 1e6, "pid": 0, "tid": 0, "cat": "kernel"})
+            steps.append((t0, clock()))
+        path = Path(folder) / "trace.json"
+        path.write_text(json.dumps({"traceEvents": evs}))
+        return {"trace": TraceData(ops=ops, steps=steps, device_kind="cpu", source="fake",
+                                   phase_source="fake"), "files": {"chrome_trace": path}}
 
 
 def breakdown_apart(cfg: Any) -> str | None:

@@ -26,6 +26,7 @@ import math
 import re
 import shutil
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
         else:
             try:
                 loop = measure_phases(session.phased_step, session.phase_timer(), cfg.iterations,
+                                      clock=getattr(session, "clock", time.perf_counter),
                                       agree=dist.agree_max if multi else None)
                 floats = session.losses_to_floats(loop.losses)
                 if not all(math.isfinite(x) for x in floats):

@@ -1,0 +1,114 @@
+"""The fake framework (the test double of the end-to-end tests): its step takes its scripted
+time on a fake clock that every timer of the run reads, so timing arithmetic is exact and no
+test waits for it; its staged step serves the fused timing and the breakdown alike."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from dlperf.config import IterationPolicy, make_run_config
+from dlperf.frameworks.base import OutOfMemory
+from dlperf.frameworks.fake.adapter import PHASE_SHARES, FakeAdapter, stage_durations
+from dlperf.frameworks.fake.clock import FakeClock
+from dlperf.measure.loop import measure
+from dlperf.measure.phases import measure_phases
+from dlperf.zoo import get_spec
+
+
+@pytest.fixture
+def fake_run(monkeypatch):
+    """``make(batch_size=8, data="synthetic", **env)``: a prepared fake run with ``DLPERF_FAKE_*`` set from
+    ``env`` (``STEP_S="0.004"`` sets ``DLPERF_FAKE_STEP_S``)."""
+
+    def make(batch_size=8, data="synthetic", **env):
+        for k, v in env.items():
+            monkeypatch.setenv(f"DLPERF_FAKE_{k}", v)
+        cfg = make_run_config(model="fcn5_tiny", framework="torch", batch_size=batch_size)
+        if data != "synthetic":  # the fake reads no data: no folder is checked
+            cfg = cfg.model_copy(update={"data": data})
+        return FakeAdapter().prepare(cfg, get_spec("fcn5_tiny"))
+
+    return make
+
+
+def test_the_clock_moves_only_forward_and_only_when_told():
+    c = FakeClock()
+    assert c() == 0.0
+    c.advance(0.25)
+    c.advance(0.0)
+    assert c() == 0.25
+    with pytest.raises(ValueError, match="only moves forward"):
+        c.advance(-1e-9)
+    assert c() == 0.25
+
+
+def test_stage_durations_add_up_to_the_step_exactly():
+    for step_s in (0.001, 0.004, 0.02, 1 / 3):
+        d = stage_durations(step_s)
+        assert list(d) == list(PHASE_SHARES)
+        assert math.fsum(d.values()) == pytest.approx(step_s, rel=1e-12)
+        for p, share in list(PHASE_SHARES.items())[:-1]:
+            assert d[p] == step_s * share
+
+
+def test_a_measured_second_is_exact_and_costs_no_real_second(fake_run):
+    run = fake_run(STEP_S="0.004")
+    pol = IterationPolicy(min_iters=5, min_time_s=1.0, warmup_window=2, min_warmup_iters=0)
+    t0 = time.perf_counter()
+    loop = measure(run.step, run.timer, pol, clock=run.clock)
+    real_s = time.perf_counter() - t0
+    # 1 s of the fake clock at 4 ms per step: 250 steps (251 where the float sum of 250
+    # steps rounds below 1 s), each 4 ms to float rounding
+    assert len(loop.measured_s) in (250, 251)
+    assert all(x == pytest.approx(0.004, rel=1e-9) for x in loop.measured_s)
+    assert loop.first_iter_s == pytest.approx(0.004, rel=1e-9)
+    assert loop.steady_state and loop.timing_consistent
+    assert loop.wall_s == pytest.approx(loop.measured_total_s, rel=1e-12)
+    assert real_s < 0.5  # no sleeping: a real second would be 1 s
+    losses = run.losses_to_floats(loop.losses["measure"])
+    assert losses == sorted(losses, reverse=True)  # the loss falls
+
+
+def test_the_phases_add_up_to_the_fused_step(fake_run):
+    run = fake_run(STEP_S="0.01")
+    pol = IterationPolicy(min_iters=6, min_time_s=0.0)
+    fused = measure(run.step, run.timer, pol, clock=run.clock)
+    phased = measure_phases(run.phased_step, run.phase_timer(), pol, clock=run.clock)
+    assert phased.phases == list(PHASE_SHARES)
+    for it in phased.per_iter:
+        assert it == pytest.approx({p: 0.01 * s for p, s in PHASE_SHARES.items()}, rel=1e-9)
+        assert math.fsum(it.values()) == pytest.approx(fused.measured_s[0], rel=1e-9)
+
+
+def test_data_wait_is_on_the_same_clock(fake_run, tmp_path):
+    run = fake_run(STEP_S="0.004", DATA_WAIT_S="0.004", data=f"imagefolder:{tmp_path}")
+    pol = IterationPolicy(min_iters=10, min_time_s=0.0, warmup_window=2, max_warmup_iters=4)
+    loop = measure(run.step, run.timer, pol, clock=run.clock, on_phase=run.on_phase)
+    waits = run.data_wait.measured()
+    assert len(waits) == len(loop.measured_s) == 10
+    assert all(w == pytest.approx(0.004, rel=1e-9) for w in waits)
+    assert all(x == pytest.approx(0.008, rel=1e-9) for x in loop.measured_s)
+
+
+def test_scripted_failures(fake_run):
+    run = fake_run(batch_size=64, FAIL="64=oom,128=nan")
+    run.step()
+    run.step()
+    with pytest.raises(OutOfMemory, match="scripted"):
+        run.step()
+    run = fake_run(batch_size=128, FAIL="64=oom,128=nan")
+    assert [math.isnan(run.step()) for _ in range(5)] == [False] * 3 + [True] * 2
+    assert fake_run(batch_size=8, FAIL="64=oom").step() == 1.0  # other batch sizes: no failure
+
+
+def test_the_real_clock_with_fake_nvml(fake_run):
+    """The power sampler is a thread on the real clock: with ``DLPERF_FAKE_NVML=1`` the
+    steps take real time."""
+    run = fake_run(STEP_S="0.005", NVML="1")
+    assert run.clock is time.perf_counter and run.nvml_target == (None, 0)
+    t0 = time.perf_counter()
+    run.step()
+    assert time.perf_counter() - t0 >= 0.005

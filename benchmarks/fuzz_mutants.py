@@ -144,7 +144,7 @@ def mnist_cases(rng: np.random.Generator) -> list[Case]:
     lbl = idx_header(0x801, (n,)) + real_lbl[8:8 + n]
     cases: list[Case] = []
 
-    def add(mut: str, i: bytes, l: bytes, *, gzipped: bool = False, expect: str | None = None,
+    def add(mut: str, i: bytes, l: bytes, *, gzipped: bool = False, expect: str | None = None,  # noqa: E741 - images, labels
             heavy: bool = False, raw_gz: bool = False) -> None:
         """``i``/``l`` are the decompressed contents unless ``raw_gz`` (then the file bytes)."""
         if expect is None:

@@ -57,11 +57,12 @@ import json
 import platform
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import flax.linen as nn
 import optax
 
 MODEL_NAMES = ("resnet50", "lstm", "gpt2_small", "resnet50_tiny", "lstm_tiny", "gpt2_small_tiny")
@@ -188,7 +189,7 @@ class WordLM(nn.Module):
         x = nn.Embed(self.vocab, self.emb, embedding_init=nn.initializers.normal(1.0))(tokens)
         x = x.astype(self.dtype)
         x = nn.Dropout(self.dropout, deterministic=not train)(x)
-        for layer in range(self.layers):
+        for _layer in range(self.layers):
             x = LSTMLayer(self.hidden, dtype=self.dtype)(x)
             x = nn.Dropout(self.dropout, deterministic=not train)(x)
         return nn.Dense(self.vocab, dtype=self.dtype)(x)  # [B, T, vocab]

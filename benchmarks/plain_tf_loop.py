@@ -243,7 +243,7 @@ def word_lm(vocab: int, emb: int, hidden: int, layers: int, steps: int, p: float
     inp = keras.Input((steps,), dtype="int64")
     x = L.Embedding(vocab, emb, embeddings_initializer=keras.initializers.RandomNormal(0, 1))(inp)
     x = L.Dropout(p)(x)
-    for layer in range(layers):
+    for _layer in range(layers):
         if lstm_impl == "fused":
             x = FusedLSTM(hidden)(x)
         elif lstm_impl == "keras":

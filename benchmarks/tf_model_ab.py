@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     tf.config.set_visible_devices([], "GPU")
     tf.config.experimental.enable_tensor_float_32_execution(False)
     import keras
-
     import plain_tf_loop as plain
+
     from dlperf.frameworks.base import build_model
     from dlperf.frameworks.tensorflow.adapter import TensorFlowAdapter
     from dlperf.frameworks.tensorflow.step import make_optimizer

@@ -329,7 +329,7 @@ def between_run(values: Sequence[float], level: float = 0.95,
     n = int(x.size)
     mean = float(np.mean(x))
     stdev = float(np.std(x, ddof=1)) if n > 1 else 0.0
-    from scipy import stats as _sps  # here, not at module import: ~0.7 s of CPU for every CLI process
+    from scipy import stats as _sps  # here, not at import: ~0.7 s of CPU per CLI process
 
     half = (float(_sps.t.ppf(1 - (1 - level) / 2, n - 1)) * stdev / math.sqrt(n)
             if n > 1 else None)

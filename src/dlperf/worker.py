@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
-from dlperf.env import collect_env, host_speed
 from dlperf.data.pipeline import raised_by_input
+from dlperf.env import collect_env, host_speed
 from dlperf.errors import DataMissing, DlperfError, UnavailableError
 from dlperf.frameworks import NonFiniteLoss, get_adapter
 from dlperf.measure.host import RunDelay, host_checks
 from dlperf.measure.power_control import PowerControl  # noqa: F401 (re-exported)
-from dlperf.measure.probes import (breakdown_into, compile_info, efficiency, profile_comm,
-                                   run_probes)
+from dlperf.measure.probes import breakdown_into, compile_info, efficiency, profile_comm, run_probes
 from dlperf.measure.ranks import gather_ranks, rank_payload
 from dlperf.measure.segment import run_segment, segment_parts
 from dlperf.measure.warnings import quality_warnings

@@ -58,7 +58,7 @@ def _torch_cuda(n: int = 1):
     return torch
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jax_gpus() -> tuple[int, str]:
     """(GPUs JAX sees, why none). Asked in a child process: starting JAX's GPU backend here
     would leave its memory pool in the pytest process for every later test."""

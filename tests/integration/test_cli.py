@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-
 #: A committed results file (the 2-core CPU thread sweep), read-only in these tests.
 THREADS_DB = str(Path(__file__).resolve().parents[2] / "benchmarks/results/cpu-dev/dlbench_threads.db")
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-
 FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.004"}
 
 

@@ -16,8 +16,7 @@ import sys
 
 import pytest
 
-from dlperf.config import (RunConfig, SweepConfig, check_repeats, make_run_config,
-                           with_repeats)
+from dlperf.config import RunConfig, SweepConfig, check_repeats, make_run_config, with_repeats
 from dlperf.errors import ConfigError
 from dlperf.results.store import ResultStore
 from dlperf.stats import summarize, throughput
@@ -86,7 +85,7 @@ def test_sweep_repeats_from_defaults_and_entries():
     assert [(p.batch_size, p.repeat) for p in pts] == [(1, 0), (2, 0), (4, 0), (1, 1), (2, 1),
                                                        (4, 1), (4, 2)]
     assert len({p.run_key() for p in pts}) == 7
-    for where, grid, needle in [
+    for _where, grid, needle in [
             ("grid", [{"batch_size": 1, "repeats": 0}], "grid[0].repeats: 0 is not"),
             ("grid", [{"batch_size": 1, "repeats": [1, 2]}], "grid[0].repeats: [1, 2] is not"),
             ("grid", [{"batch_size": 1, "repeat": 2}], "give 'repeats: N'")]:

@@ -10,14 +10,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlperf.config import ConfigError, IterationPolicy, RunConfig, SweepConfig, make_run_config
 from dlperf.measure.breakdown import phases as bph
 from dlperf.measure.breakdown.torch_trace import from_chrome_trace
 from dlperf.measure.breakdown.trace import TraceData, TraceOp, analyse, attribute, union_length
-from dlperf.measure.breakdown.xla import infer_phases, jax_names, jax_phase, parse_hlo, tf_names, tf_phase
-from dlperf.config import ConfigError, IterationPolicy, RunConfig, SweepConfig, make_run_config
-from dlperf.measure.phases import (CudaPhaseTimer, HostPhaseTimer, LaggedPhaseTimer,
-                                   PhaseLoopResult,
-                                   measure_phases)
+from dlperf.measure.breakdown.xla import (
+    infer_phases,
+    jax_names,
+    jax_phase,
+    parse_hlo,
+    tf_names,
+    tf_phase,
+)
+from dlperf.measure.phases import (
+    CudaPhaseTimer,
+    HostPhaseTimer,
+    LaggedPhaseTimer,
+    PhaseLoopResult,
+    measure_phases,
+)
 from fakes import FakeClock
 
 # --- attribution -----------------------------------------------------------------------------
@@ -795,8 +806,14 @@ def test_cli_results_op_classes_and_report_in_process(tmp_path):
 
 
 def test_xspace_gpu_layout_roundtrip_and_jax_trace(tmp_path):
-    from dlperf.measure.breakdown.xspace import (XEvent, XLine, XPlane, jax_trace, read_chrome_planes,
-                                         to_chrome_trace)
+    from dlperf.measure.breakdown.xspace import (
+        XEvent,
+        XLine,
+        XPlane,
+        jax_trace,
+        read_chrome_planes,
+        to_chrome_trace,
+    )
 
     host = XPlane("/host:CPU", [XLine("python", [
         XEvent("dlperf_step", 0.0, 100.0, {"step_num": 0}),
@@ -1089,8 +1106,8 @@ def test_cli_op_classes_csv_is_machine_readable_and_empty_is_an_error(tmp_path):
 
     from typer.testing import CliRunner
 
-    from dlperf.measure.breakdown.opclass import OP_CLASSES
     from dlperf.cli import app
+    from dlperf.measure.breakdown.opclass import OP_CLASSES
     from dlperf.results.store import ResultStore
 
     db = tmp_path / "r.db"

@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import pytest
 
-from dlperf.measure.breakdown.overlap import (exposed_communication, length, overlap_length,
-                                 spans_from_chrome_trace, union)
 from dlperf.config import DDPOptions, IterationPolicy, make_run_config
-from dlperf.perfmodel.convergence import smoothed, summarize_convergence, time_to_target, training_time
 from dlperf.errors import ConfigError
+from dlperf.measure.breakdown.overlap import (
+    exposed_communication,
+    length,
+    overlap_length,
+    spans_from_chrome_trace,
+    union,
+)
 from dlperf.measure.loop import measure
-from dlperf.measure.timers import HostTimer
 from dlperf.measure.ranks import imbalance, merge_ranks, rank_payload
+from dlperf.measure.timers import HostTimer
+from dlperf.perfmodel.convergence import (
+    smoothed,
+    summarize_convergence,
+    time_to_target,
+    training_time,
+)
 from dlperf.perfmodel.scaling import efficiency, scaling_points, speedup
 from fakes import FakeClock
-
 
 # --- merging ranks -------------------------------------------------------------------------
 
@@ -316,8 +325,7 @@ def test_cli_multi_node_needs_an_endpoint_and_writes_a_slurm_script(tmp_path):
 def test_convergence_groups_tables_and_plots(tmp_path):
     import json
 
-    from dlperf.report.convergence import (convergence_groups, convergence_markdown,
-                                           plot_convergence)
+    from dlperf.report.convergence import convergence_groups, convergence_markdown, plot_convergence
     from dlperf.report.scaling import plot_scaling, scaling_markdown
 
     def row(id_, world, data="mnist"):

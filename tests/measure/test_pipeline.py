@@ -12,10 +12,19 @@ import pytest
 
 from dlperf.data import load_dataset, make_batches
 from dlperf.data.dataset import Dataset
-from dlperf.data.imagefolder import (load_train_image, make_imagefolder, random_resized_crop_box,
-                                     scan_imagefolder)
-from dlperf.data.pipeline import (DataWaitRecorder, HostPipeline, IndexPlan, SampleSource,
-                                  data_wait_summary)
+from dlperf.data.imagefolder import (
+    load_train_image,
+    make_imagefolder,
+    random_resized_crop_box,
+    scan_imagefolder,
+)
+from dlperf.data.pipeline import (
+    DataWaitRecorder,
+    HostPipeline,
+    IndexPlan,
+    SampleSource,
+    data_wait_summary,
+)
 from dlperf.errors import ConfigError, DataError
 from dlperf.zoo import get_spec
 

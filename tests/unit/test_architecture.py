@@ -71,21 +71,32 @@ def cycles(edges):
     # Tarjan SCC
     index, low, stack, on, out, i = {}, {}, [], set(), [], [0]
     sys.setrecursionlimit(10000)
-    def strong(v):
-        index[v] = low[v] = i[0]; i[0] += 1; stack.append(v); on.add(v)
+
+    def strong(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = i[0]
+        i[0] += 1
+        stack.append(v)
+        on.add(v)
         for w in edges.get(v, ()):
             if w not in index:
-                strong(w); low[v] = min(low[v], low[w])
+                strong(w)
+                low[v] = min(low[v], low[w])
             elif w in on:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
             comp = []
             while True:
-                w = stack.pop(); on.discard(w); comp.append(w)
-                if w == v: break
-            if len(comp) > 1: out.append(sorted(comp))
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
     for v in list(edges):
-        if v not in index: strong(v)
+        if v not in index:
+            strong(v)
     return out
 
 

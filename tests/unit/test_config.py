@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from dlperf.config import RunConfig, load_sweep, make_run_config
-from pydantic import ValidationError
 from dlperf.errors import ConfigError
 
 

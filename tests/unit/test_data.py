@@ -11,8 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlperf.data import (DATASETS, Dataset, cap_vocab, data_root, load_dataset, make_batches,
-                         read_cifar10_bin, write_cifar10_bin)
+from dlperf.data import (
+    DATASETS,
+    Dataset,
+    cap_vocab,
+    data_root,
+    load_dataset,
+    make_batches,
+    read_cifar10_bin,
+    write_cifar10_bin,
+)
 from dlperf.errors import ConfigError, DataError
 
 try:

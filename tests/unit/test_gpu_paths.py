@@ -91,10 +91,10 @@ def test_torch_ddp_phased_step_all_reduces_once_per_iteration_like_the_fused_ste
     phased step must do the same, or its t_b holds K all-reduces where the fused step has one.
     (On the GPU this is NCCL over the ranks; the process group is faked here.)"""
     torch = pytest.importorskip("torch")
-    import torch.nn.parallel
+    import torch.nn.parallel  # noqa: F811 - the submodule, after importorskip bound torch
 
-    from dlperf.frameworks.torch import dist as torch_dist
     from dlperf.frameworks.base import DistContext
+    from dlperf.frameworks.torch import dist as torch_dist
     from dlperf.frameworks.torch.adapter import TorchAdapter
     from dlperf.zoo import get_spec
 
@@ -173,8 +173,8 @@ def test_breakdown_of_a_multi_process_run_agrees_and_keeps_each_ranks_trace(tmp_
     deleted and overwrote each other's files)."""
     from types import SimpleNamespace
 
-    from dlperf.measure.breakdown.run import run_breakdown, trace_folder
     from dlperf.frameworks.base import DistContext
+    from dlperf.measure.breakdown.run import run_breakdown, trace_folder
     from dlperf.measure.phases import HostPhaseTimer
 
     agreed: list[list[float]] = []

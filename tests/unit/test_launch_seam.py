@@ -14,8 +14,14 @@ import pytest
 from dlperf.config import make_run_config
 from dlperf.launch.distributed import launch_command
 from dlperf.launch.spawn import _process_envs
-from dlperf.registry import (FRAMEWORKS, LAUNCHERS, TEST_DOUBLES, FrameworkInfo, launch_info,
-                             load_hook)
+from dlperf.registry import (
+    FRAMEWORKS,
+    LAUNCHERS,
+    TEST_DOUBLES,
+    FrameworkInfo,
+    launch_info,
+    load_hook,
+)
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "dlperf"
 NAMES = {"torch", "jax", "tensorflow", "mxnet", "fake"}

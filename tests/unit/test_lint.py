@@ -32,11 +32,6 @@ def _report(proc: subprocess.CompletedProcess[str]) -> str:
     return f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "until `ruff check --fix src tests benchmarks` is run over the tree (I001 import order, "
-    "UP045/UP017/UP035/UP033, F401) and the hand fixes of B007/B023/E741/F841/F811 outside "
-    "config/results/stats/perfmodel are merged; then remove this marker (strict: it fails "
-    "as XPASS once ruff passes)"))
 def test_ruff_clean():
     """``ruff check`` over src, tests and benchmarks finds nothing (rules in pyproject.toml)."""
     proc = _run_tool("ruff", "check", "--no-fix", "--output-format", "concise", *RUFF_PATHS,
@@ -44,12 +39,6 @@ def test_ruff_clean():
     assert proc.returncode == 0, _report(proc)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "until the 4 errors in perfmodel/scaling.py (Optional per_device_batch passed to "
-    "efficiency and multiplied, lines 161/168) and perfmodel/ceilings.py (fn = None on a "
-    "Callable variable, line 112; an untyped lambda with a default argument, line 140) are "
-    "fixed on their branches; then remove this marker (strict: it fails as XPASS once mypy "
-    "passes)"))
 def test_mypy_clean():
     """``mypy`` on the files listed in pyproject.toml (config, results, stats, perfmodel)
     reports no error."""

@@ -10,8 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from dlperf.perfmodel import comm, onedevice as od, roofline as rl
+from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import onedevice as od
+from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import CollectivePoint, load
 from dlperf.results.store import ResultStore

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from dlperf.measure.power import PowerRecord, PowerSampler, energy_summary, trapezoid_energy_j
 from dlperf.perfmodel.ceilings import measure_ceilings, time_calls
 from dlperf.perfmodel.datasheet import datasheet_peaks
 from dlperf.perfmodel.mfu import mfu_summary
-from dlperf.measure.power import PowerRecord, PowerSampler, energy_summary, trapezoid_energy_j
 from fakes import FakeClock
 
 
@@ -245,8 +245,12 @@ def test_jax_flop_count_from_the_hlo_before_optimisation():
     import jax
     import jax.numpy as jnp
 
-    from dlperf.frameworks.jax.adapter import (COMPILED_FLOPS_SOURCE, HLO_FLOPS_SOURCE,
-                                          framework_flop_count, xla_costs)
+    from dlperf.frameworks.jax.adapter import (
+        COMPILED_FLOPS_SOURCE,
+        HLO_FLOPS_SOURCE,
+        framework_flop_count,
+        xla_costs,
+    )
 
     def loss(w, x):
         return jnp.sum(jnp.tanh(x @ w[0]) @ w[1])
@@ -298,8 +302,7 @@ def test_stored_compiled_jax_gpu_counts_lose_their_roofline_in_the_table():
     import json
 
     from dlperf.frameworks.jax.adapter import COMPILED_FLOPS_SOURCE, HLO_FLOPS_SOURCE
-    from dlperf.report.compare import (LIBRARY_BLIND_MARK, efficiency_markdown,
-                                       library_blind_count)
+    from dlperf.report.compare import LIBRARY_BLIND_MARK, efficiency_markdown, library_blind_count
 
     old = {"framework_source": "XLA cost analysis of the compiled step ('flops'; loop bodies "
                                "counted once)", "framework_to_analytic": 0.017}

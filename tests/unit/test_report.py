@@ -568,8 +568,14 @@ def test_comparisons_across_environments_are_marked():
 def test_machines_of_one_kind_differ_by_gpu_and_host_speed():
     """Same VM build, GPU model and software, yet host-bound steps 1.4x apart: the GPUs' uuids
     and the host's single-thread speed tell the machines apart."""
-    from dlperf.env import (HOST_SPEED_TOLERANCE, collect_env, cpu_identity,
-                            environment_differences, environment_of, host_speed)
+    from dlperf.env import (
+        HOST_SPEED_TOLERANCE,
+        collect_env,
+        cpu_identity,
+        environment_differences,
+        environment_of,
+        host_speed,
+    )
 
     def res(uuid, ns, model="143"):
         return {"env": {"platform": "Linux-6.18.44-fc-v657-gpu", "cpu_model": "Xeon",

@@ -13,8 +13,14 @@ import pytest
 from dlperf.config import make_run_config
 from dlperf.errors import ConfigError
 from dlperf.results.migrations import SCHEMA_VERSION, upgrade_record
-from dlperf.results.schema import (TOP_LEVEL_ORDER, Identity, RunRecord, as_record,
-                                   failure_record, new_record)
+from dlperf.results.schema import (
+    TOP_LEVEL_ORDER,
+    Identity,
+    RunRecord,
+    as_record,
+    failure_record,
+    new_record,
+)
 from dlperf.results.store import ResultStore, flatten, record_of
 
 ROOT = Path(__file__).resolve().parents[2]

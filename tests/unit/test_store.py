@@ -12,9 +12,9 @@ import pytest
 from dlperf.config import make_run_config
 from dlperf.errors import ConfigError
 from dlperf.results.export import to_csv, to_json
+from dlperf.results.schema import new_record
 from dlperf.results.store import SCHEMA_VERSION, ResultStore
 from dlperf.stats import summarize, throughput
-from dlperf.results.schema import new_record
 
 
 def fake_result(batch=8, status="ok", times=(0.01, 0.012, 0.011)):

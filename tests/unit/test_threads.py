@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.report.threads import (karp_flatt, plot_thread_scaling, thread_scaling,
-                                   threads_flat, threads_markdown)
+from dlperf.report.threads import (
+    karp_flatt,
+    plot_thread_scaling,
+    thread_scaling,
+    threads_flat,
+    threads_markdown,
+)
 
 
 def _row(i, threads, ms, fw="torch", mode="eager", model="fcn5", status="ok", platform="vm-a",

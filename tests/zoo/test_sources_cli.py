@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from dlperf.results.store import ResultStore, result_of  # noqa: E402
-
 from test_sources_custom import NETS, make_plugin  # noqa: E402  (tests/zoo is on sys.path)
+
+from dlperf.results.store import ResultStore, result_of  # noqa: E402
 
 HF = "hf:gpt2?layers=2&hidden=64&heads=2&vocab=512&seq=32"
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -205,7 +205,7 @@ def test_training_through_the_harness(name):
     from dlperf.config import IterationPolicy, make_run_config
     from dlperf.worker import run_config
 
-    spec = zoo.SPECS[name]
+    assert name in zoo.SPECS
     n = torch.get_num_threads()
     try:  # one thread: intra-op threads sharing 2 busy cores can slow a step 100-fold
         r = run_config(make_run_config(model=name, batch_size=8, threads=1, iterations=(

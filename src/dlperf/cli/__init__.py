@@ -13,8 +13,19 @@ import typer
 
 # The command modules by name (their functions are not bound here: the package's attributes
 # stay the modules, e.g. dlperf.cli.list_ for a test to patch).
-from dlperf.cli import (allreduce, compare, data, env, list_, merge, predict, report, results,
-                        run, sweep)
+from dlperf.cli import (
+    allreduce,
+    compare,
+    data,
+    env,
+    list_,
+    merge,
+    predict,
+    report,
+    results,
+    run,
+    sweep,
+)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark deep-learning training: time per iteration, throughput, "

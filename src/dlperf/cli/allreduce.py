@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,7 +22,7 @@ def store_collectives(path: Path, db: str) -> None:
     Raises:
         ConfigError: ``path`` is not a readable all-reduce report.
     """
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from dlperf.results.store import ResultStore
 
@@ -31,7 +32,7 @@ def store_collectives(path: Path, db: str) -> None:
         raise ConfigError(f"{str(path)!r} is not a readable all-reduce JSON file ({e})") from None
     if not isinstance(report, dict):
         raise ConfigError(f"{str(path)!r} is not an all-reduce report (a JSON object)")
-    created = datetime.fromtimestamp(Path(path).stat().st_mtime, timezone.utc).isoformat(
+    created = datetime.fromtimestamp(Path(path).stat().st_mtime, UTC).isoformat(
         timespec="seconds")
     with ResultStore(db) as store:
         before = {r["run_id"] for r in store.collectives()}
@@ -69,9 +70,9 @@ def allreduce(
     max_bytes: Annotated[str, typer.Option(help="Largest message, e.g. 1M, 1G.")] = "1G",
     iters: Annotated[int, typer.Option(help="Timed all-reduces per size.", min=1)] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed all-reduces per size.", min=0)] = 5,
-    output: Annotated[Optional[Path], typer.Option("--json", help="Write rows and environment here.")] = None,
-    db: Annotated[Optional[str], typer.Option(help="Also store the rows in this results file (see: dlperf results --compare allreduce).")] = None,
-    from_json: Annotated[Optional[Path], typer.Option(help="Store the rows of an earlier --json file in --db instead of running.")] = None,
+    output: Annotated[Path | None, typer.Option("--json", help="Write rows and environment here.")] = None,
+    db: Annotated[str | None, typer.Option(help="Also store the rows in this results file (see: dlperf results --compare allreduce).")] = None,
+    from_json: Annotated[Path | None, typer.Option(help="Store the rows of an earlier --json file in --db instead of running.")] = None,
 ) -> None:
     """All-reduce bandwidth (algbw/busbw) over message sizes, in the manner of nccl-tests."""
     def body() -> None:

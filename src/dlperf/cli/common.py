@@ -187,7 +187,8 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     """
     from dlperf.report.sections import write_full_report
     from dlperf.results.store import ResultStore
-    from dlperf.sweep import execute as run_points, preflight
+    from dlperf.sweep import execute as run_points
+    from dlperf.sweep import preflight
     from dlperf.worker import now_iso
 
     missing = preflight(points, allow_missing=missing_ok)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -72,18 +72,17 @@ def _sides(base: str, new: str, db: str | None, models: list[str]) -> tuple[Any,
 def compare(
     base: Annotated[str, typer.Argument(metavar="BASE", help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit).")],
     new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit.")],
-    db: Annotated[Optional[str], typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it.")] = None,
-    fail_if_slower: Annotated[Optional[str], typer.Option(help="Exit 1 when a point is significantly slower by more than this, e.g. 5% (or fails in NEW only).")] = None,
+    db: Annotated[str | None, typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it.")] = None,
+    fail_if_slower: Annotated[str | None, typer.Option(help="Exit 1 when a point is significantly slower by more than this, e.g. 5% (or fails in NEW only).")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
-    model: Annotated[Optional[str], typer.Option(help="Only these models (comma-separated).")] = None,
+    model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table (Markdown) or json.")] = "table",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Compare two result files or two tags/commits point by point (help: HELP)."""
     def body() -> int:
         from dlperf.report.regress import compare_records, parse_threshold
-        from dlperf.report.regress_text import (comparison_json, comparison_markdown,
-                                                summary_line)
+        from dlperf.report.regress_text import comparison_json, comparison_markdown, summary_line
 
         if format not in FORMATS:
             raise unknown_choice("format", format, FORMATS)

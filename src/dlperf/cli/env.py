@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -88,7 +88,7 @@ def env_text(e: Mapping[str, Any], frameworks: Mapping[str, tuple[bool, str]] | 
 def env(fmt: Annotated[str, typer.Option("--format", "-f", help="text (readable) or json (the raw fingerprint stored with results).")] = "text",
         as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
         framework: Annotated[bool, typer.Option(help="Also import the frameworks for their versions.")] = True,
-        threads: Annotated[Optional[bool], typer.Option("--threads/--no-threads", help="Text: also measure the host's load (0.5 s) and say which threads `dlperf run` would choose now. Default: on.")] = None) -> None:
+        threads: Annotated[bool | None, typer.Option("--threads/--no-threads", help="Text: also measure the host's load (0.5 s) and say which threads `dlperf run` would choose now. Default: on.")] = None) -> None:
     """Print the environment recorded with every result: dlperf, host, CPU and its
     instruction sets, memory, load, GPUs, frameworks."""
     def body() -> None:

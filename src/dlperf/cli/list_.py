@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -109,7 +109,7 @@ _SHOW = {"models": _models, "suites": _suites, "frameworks": _frameworks,
          "datasets": _datasets, "devices": _devices}
 
 
-def list_(what: Annotated[Optional[str], typer.Argument(help=f"One of: {', '.join(LIST_WHAT)} (default: all).")] = None) -> None:
+def list_(what: Annotated[str | None, typer.Argument(help=f"One of: {', '.join(LIST_WHAT)} (default: all).")] = None) -> None:
     """List models, suites, frameworks, data sets and devices."""
     def body() -> None:
         if what is not None and what not in LIST_WHAT:

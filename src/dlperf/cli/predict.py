@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -52,15 +52,15 @@ def _text(p: dict) -> str:
 
 def predict(
     db: Annotated[list[str], typer.Option(help="Results file(s) or folder(s) whose stored results calibrate the model (repeatable).")] = [common.DEFAULT_DB],  # noqa: B006 - typer reads it
-    model: Annotated[Optional[str], typer.Option(help="Model to predict.")] = None,
-    framework: Annotated[Optional[str], typer.Option(help="Framework (if several are stored).")] = None,
-    mode: Annotated[Optional[str], typer.Option(help="Mode (if several are stored).")] = None,
-    precision: Annotated[Optional[str], typer.Option(help="Precision (if several are stored).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="Device (if several are stored).")] = None,
-    batch_size: Annotated[Optional[int], typer.Option("--batch-size", "-b", help="Global mini-batch to predict.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model to predict.")] = None,
+    framework: Annotated[str | None, typer.Option(help="Framework (if several are stored).")] = None,
+    mode: Annotated[str | None, typer.Option(help="Mode (if several are stored).")] = None,
+    precision: Annotated[str | None, typer.Option(help="Precision (if several are stored).")] = None,
+    device: Annotated[str | None, typer.Option(help="Device (if several are stored).")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Global mini-batch to predict.")] = None,
     nproc: Annotated[int, typer.Option(help="Devices per node (data parallel when nproc x nnodes > 1).")] = 1,
     nnodes: Annotated[int, typer.Option(help="Nodes.")] = 1,
-    network: Annotated[Optional[str], typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources).")] = None,
+    network: Annotated[str | None, typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources).")] = None,
     what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, batch-size=2x (repeatable).")] = [],  # noqa: B006
     validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU).")] = False,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",

@@ -5,7 +5,7 @@ it (:mod:`dlperf.report.html`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,7 +21,7 @@ def report(
     db: Annotated[str, typer.Option(help="Results file.")] = common.DEFAULT_DB,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for report.md and the PNG plots, and report.html.")] = Path("dlperf-report"),
     title: Annotated[str, typer.Option(help="Report title.")] = "dlperf report",
-    target_loss: Annotated[Optional[float], typer.Option(help="Target loss of the convergence section (default: the one stored with each run).")] = None,
+    target_loss: Annotated[float | None, typer.Option(help="Target loss of the convergence section (default: the one stored with each run).")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="md (report.md + PNGs), html (one self-contained report.html with interactive plots), or md,html (both).")] = "md,html",
 ) -> None:
     """Write a Markdown report (table + plots) and an HTML report from a results file."""

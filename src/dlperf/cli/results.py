@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -128,21 +128,22 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
 def results(
     db: Annotated[str, typer.Option(help="Results file.")] = common.DEFAULT_DB,
     format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
-    model: Annotated[Optional[str], typer.Option(help="Only these models (comma-separated).")] = None,
-    status: Annotated[Optional[str], typer.Option(help="Only these statuses, e.g. ok,oom.")] = None,
+    model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
+    status: Annotated[str | None, typer.Option(help="Only these statuses, e.g. ok,oom.")] = None,
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
-    compare: Annotated[Optional[str], typer.Option(help=COMPARE_HELP)] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    compare: Annotated[str | None, typer.Option(help=COMPARE_HELP)] = None,
     op_classes: Annotated[bool, typer.Option("--op-classes", help="Instead of the results: device time per op class of results measured with --breakdown/--trace, and step-time gaps between frameworks/modes at the same point attributed to op classes (the gaps in the table and JSON; CSV: one row per result, seconds per iteration).")] = False,
-    target_loss: Annotated[Optional[float], typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
-    tag: Annotated[Optional[str], typer.Option(help="Only results with these tags (dlperf run --tag; comma-separated).")] = None,
-    sha: Annotated[Optional[str], typer.Option(help="Only results measured at this git commit (4-40 hex digits).")] = None,
-    since: Annotated[Optional[str], typer.Option(help="Only results created at or after this date (ISO, UTC), e.g. 2026-01-31.")] = None,
+    target_loss: Annotated[float | None, typer.Option(help="With --compare convergence: the target loss (default: the one stored with each run).")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only results with these tags (dlperf run --tag; comma-separated).")] = None,
+    sha: Annotated[str | None, typer.Option(help="Only results measured at this git commit (4-40 hex digits).")] = None,
+    since: Annotated[str | None, typer.Option(help="Only results created at or after this date (ISO, UTC), e.g. 2026-01-31.")] = None,
 ) -> None:
     """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
     def body() -> None:
-        from dlperf.report.sections import Inputs, compare as comparison, measured_or_none
+        from dlperf.report.sections import Inputs, measured_or_none
+        from dlperf.report.sections import compare as comparison
         from dlperf.results.store import ResultStore
 
         _check_flags(db, format, compare, op_classes, samples, target_loss, status)

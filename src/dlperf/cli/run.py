@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -45,17 +45,17 @@ SUITE_BATCH_SIZES = {"quick": "8,32"}
 class Point:
     """What to measure: model(s) or a suite, batch sizes, framework, modes, device, data."""
 
-    model: Annotated[Optional[str], Opt("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None
-    suite: Annotated[Optional[str], Opt("--suite", "-s", help="A suite: quick, dlbench, seven, distributed (see `dlperf list suites`).")] = None
-    batch_size: Annotated[Optional[str], Opt("--batch-size", "-b", help="Global mini-batch size(s), comma-separated. Default: 32; 8,32 for the quick suite.")] = None
+    model: Annotated[str | None, Opt("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None
+    suite: Annotated[str | None, Opt("--suite", "-s", help="A suite: quick, dlbench, seven, distributed (see `dlperf list suites`).")] = None
+    batch_size: Annotated[str | None, Opt("--batch-size", "-b", help="Global mini-batch size(s), comma-separated. Default: 32; 8,32 for the quick suite.")] = None
     device: Annotated[str, Opt(help="cpu, cuda, or auto (cuda if available).")] = "auto"
     precision: Annotated[str, Opt(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32"
     framework: Annotated[str, Opt(help="Framework (see `dlperf list frameworks`).")] = "torch"
-    mode: Annotated[Optional[str], Opt(help=MODE_HELP)] = None
-    data: Annotated[Optional[str], Opt(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None
-    data_dir: Annotated[Optional[str], Opt(help="Data root for data-set names (default: $DLPERF_DATA).")] = None
+    mode: Annotated[str | None, Opt(help=MODE_HELP)] = None
+    data: Annotated[str | None, Opt(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None
+    data_dir: Annotated[str | None, Opt(help="Data root for data-set names (default: $DLPERF_DATA).")] = None
     grad_accum: Annotated[int, Opt(help="Gradient-accumulation steps per iteration.")] = 1
-    threads: Annotated[Optional[str], Opt(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None
+    threads: Annotated[str | None, Opt(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None
     layout: Annotated[str, Opt(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = "auto"
     compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = "default"
     repeats: Annotated[int, Opt(help="Runs of each point, each in a fresh worker process, in rounds (every point once, then again, ...): between-run variation and the olympic mean with `dlperf results --compare repeats`.")] = 1
@@ -66,12 +66,12 @@ class Iterations:
     """How long to measure each point (:class:`dlperf.config.IterationPolicy`)."""
 
     min_iters: Annotated[int, Opt(help="Measure at least this many iterations...")] = 20
-    min_time: Annotated[Optional[float], Opt(help="...and at least this many seconds (default: 1.0; 0.5 for the quick suite).")] = None
+    min_time: Annotated[float | None, Opt(help="...and at least this many seconds (default: 1.0; 0.5 for the quick suite).")] = None
     max_iters: Annotated[int, Opt(help="Stop measuring after this many iterations.")] = 100_000
     max_time: Annotated[float, Opt(help="Time budget of the measurement per point (s).")] = 60.0
     warmup_window: Annotated[int, Opt(help="Warm-up window (iterations) for steady-state detection.")] = 5
     max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = 500
-    max_warmup_time: Annotated[Optional[float], Opt(help="...or this many seconds of warm-up (default: 20; 5 for the quick suite).")] = None
+    max_warmup_time: Annotated[float | None, Opt(help="...or this many seconds of warm-up (default: 20; 5 for the quick suite).")] = None
     timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds.")] = 900.0
 
 
@@ -79,7 +79,7 @@ class Iterations:
 class Pipeline:
     """Real data through the framework's input pipeline."""
 
-    loader_workers: Annotated[Optional[str], Opt(help="Real data through the framework's input pipeline during training with N workers (DataLoader processes / tf.data / JAX: Grain processes, or host threads, see --loader-impl); comma-separated for a sweep, e.g. 0,2,4,8. Default: batches prepared before timing (an ImageFolder always uses the pipeline).")] = None
+    loader_workers: Annotated[str | None, Opt(help="Real data through the framework's input pipeline during training with N workers (DataLoader processes / tf.data / JAX: Grain processes, or host threads, see --loader-impl); comma-separated for a sweep, e.g. 0,2,4,8. Default: batches prepared before timing (an ImageFolder always uses the pipeline).")] = None
     loader_prefetch: Annotated[int, Opt(help="Batches the pipeline prepares ahead (DataLoader prefetch_factor per worker; JAX: Grain's per-worker buffer and device_put buffers, or the thread pipeline's queue depth).")] = 2
     loader_impl: Annotated[str, Opt(help="JAX only: what the loader workers are: auto (Grain processes where grain is installed, else Python threads with a warning), processes (Grain; pip install grain), threads (dlperf's host threads); comma-separated to compare, e.g. processes,threads.")] = "auto"
     input_bound_share: Annotated[float, Opt(help="Label a run input-bound when its measured iterations spent more than this share of their time waiting for data.")] = 0.10
@@ -90,10 +90,10 @@ class Probes:
     """What is recorded besides the fused step."""
 
     breakdown: Annotated[bool, Opt("--breakdown", help="After the fused-step measurement, a separate one of where the time goes: t_io, t_h2d, t_f, t_b, t_u per iteration, CPU dispatch, GPU busy fraction and device time per op class (from a profiler trace).")] = False
-    trace: Annotated[Optional[str], Opt("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None
+    trace: Annotated[str | None, Opt("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None
     power_interval: Annotated[float, Opt(help="NVML power sampling interval on a GPU (s).")] = 0.025
     ceilings: Annotated[bool, Opt("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = True
-    target_loss: Annotated[Optional[float], Opt(help="Report the training time until the smoothed loss reaches this value (convergence).")] = None
+    target_loss: Annotated[float | None, Opt(help="Report the training time until the smoothed loss reaches this value (convergence).")] = None
 
 
 #: PyTorch DDP's own default bucket size (MB), dlperf's default for --bucket-cap-mb.
@@ -108,15 +108,15 @@ class Parallel:
     scaling: Annotated[str, Opt(help="strong: --batch-size is the global batch, split across devices; weak: --batch-size is the per-device batch.")] = "strong"
     nnodes: Annotated[int, Opt(help="Nodes (machines); run the same command on each with its --node-rank.", min=1)] = 1
     node_rank: Annotated[int, Opt(help="This node's index, 0 .. nnodes-1 (node 0 stores the results in --db, node k in DB.node<k>.db).", min=0)] = 0
-    rdzv_endpoint: Annotated[Optional[str], Opt(help="HOST:PORT of node 0 for the rendezvous (torchrun c10d), coordinator (jax.distributed) or TF_CONFIG exchange (TensorFlow); needed with --nnodes > 1.")] = None
-    dp_layout: Annotated[Optional[str], Opt(help=DP_LAYOUT_HELP)] = None
+    rdzv_endpoint: Annotated[str | None, Opt(help="HOST:PORT of node 0 for the rendezvous (torchrun c10d), coordinator (jax.distributed) or TF_CONFIG exchange (TensorFlow); needed with --nnodes > 1.")] = None
+    dp_layout: Annotated[str | None, Opt(help=DP_LAYOUT_HELP)] = None
     bucket_cap_mb: Annotated[float, Opt(help="PyTorch DDP gradient bucket size (MB).")] = DDP_BUCKET_CAP_MB
     gradient_as_bucket_view: Annotated[bool, Opt("--gradient-as-bucket-view", help="PyTorch DDP option.")] = False
     static_graph: Annotated[bool, Opt("--static-graph", help="PyTorch DDP option.")] = False
     find_unused_parameters: Annotated[bool, Opt("--find-unused-parameters", help="PyTorch DDP option.")] = False
     broadcast_buffers: Annotated[bool, Opt("--broadcast-buffers/--no-broadcast-buffers", help="PyTorch DDP: broadcast rank 0's buffers (BatchNorm statistics) at every forward (PyTorch's default).")] = True
     comm_profile_iters: Annotated[int, Opt(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = 5
-    emit_slurm: Annotated[Optional[Path], Opt(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None
+    emit_slurm: Annotated[Path | None, Opt(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None
 
     def ddp(self) -> dict[str, Any]:
         """The DDP options (:class:`dlperf.config.DDPOptions` fields)."""
@@ -143,8 +143,8 @@ class Storage:
     db: Annotated[str, Opt(help="SQLite results file (created if missing).")] = common.DEFAULT_DB
     rerun: Annotated[bool, Opt("--rerun", help="Run points again even if the db has them.")] = False
     retry_failed: Annotated[bool, Opt("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False
-    report: Annotated[Optional[str], Opt(help="Also write a Markdown+PNG report to this folder.")] = None
-    tag: Annotated[Optional[str], Opt(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None
+    report: Annotated[str | None, Opt(help="Also write a Markdown+PNG report to this folder.")] = None
+    tag: Annotated[str | None, Opt(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None
 
 
 def _check_flags(point: Point, par: Parallel) -> None:

@@ -4,7 +4,7 @@ resumable, optionally one shard of it; ``--dry-run`` lists the points."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -95,15 +95,15 @@ def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
 
 def sweep(
     file: Annotated[Path, typer.Argument(help="Sweep YAML file (name, defaults, grid).")],
-    db: Annotated[Optional[str], typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
+    db: Annotated[str | None, typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
     restart: Annotated[bool, typer.Option("--restart", "--rerun", help="Ignore results already in the db and run every point (`dlperf run` calls it --rerun; both names work here).")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points that failed before.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
-    report: Annotated[Optional[str], typer.Option(help="Also write a report to this folder.")] = None,
+    report: Annotated[str | None, typer.Option(help="Also write a report to this folder.")] = None,
     node_rank: Annotated[int, typer.Option(help="Multi-node points: this node's index (node k > 0 stores in DB.node<k>.db).", min=0)] = 0,
-    rdzv_endpoint: Annotated[Optional[str], typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
-    shard: Annotated[Optional[str], typer.Option(help="K/N: run only every N-th point from the K-th (0-based; a point's repeats stay on its shard), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
-    tag: Annotated[Optional[str], typer.Option(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None,
+    rdzv_endpoint: Annotated[str | None, typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
+    shard: Annotated[str | None, typer.Option(help="K/N: run only every N-th point from the K-th (0-based; a point's repeats stay on its shard), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None,
 ) -> None:
     """Run a grid from a YAML file; resumable: finished points are skipped (help: HELP)."""
     def body() -> None:
@@ -124,7 +124,6 @@ def sweep(
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
         from dlperf.launch.distributed import run_point
-
         from dlperf.results.history import check_tag, resume_plan, tagging
 
         check_db(path, must_exist=False)

@@ -174,7 +174,7 @@ def run_rank(sizes: list[int], dtype: str = "float32", warmup: int = 5, iters: i
         return None
     allr = torch.stack(gathered).cpu()  # (ranks, 2, sizes)
     rows = []
-    for i, size in enumerate(sizes):
+    for i, _size in enumerate(sizes):
         per_rank = [float(v) for v in allr[:, 0, i]]
         wrong = int(allr[:, 1, i].sum().item())
         nbytes = counts[i] * esize

@@ -24,11 +24,26 @@ from __future__ import annotations
 from dlperf.config.axes import DDPOptions, IterationPolicy, ddp_changes
 from dlperf.config.identity import KEY_OMIT_AT_DEFAULT, layout_change
 from dlperf.config.messages import CLI_FLAGS, FieldRuleError, format_validation
-from dlperf.config.run import (DEVICES, DP_LAYOUT_KINDS, LAYOUTS, LOADER_IMPLS, PRECISIONS,
-                               SCALINGS, RunConfig, make_policy, make_run_config,
-                               resolve_device)
-from dlperf.config.sweep import (SweepConfig, check_repeats, crossed_compile_mode, expand_grid,
-                                 load_sweep, with_repeats)
+from dlperf.config.run import (
+                               DEVICES,
+                               DP_LAYOUT_KINDS,
+                               LAYOUTS,
+                               LOADER_IMPLS,
+                               PRECISIONS,
+                               SCALINGS,
+                               RunConfig,
+                               make_policy,
+                               make_run_config,
+                               resolve_device,
+)
+from dlperf.config.sweep import (
+                               SweepConfig,
+                               check_repeats,
+                               crossed_compile_mode,
+                               expand_grid,
+                               load_sweep,
+                               with_repeats,
+)
 from dlperf.errors import ConfigError
 from dlperf.registry import COMPILE_MODES, FRAMEWORK_MODES, FRAMEWORKS
 

@@ -24,11 +24,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from dlperf.config.identity import label, point_key, run_key
 from dlperf.config.axes import DDPOptions, IterationPolicy
+from dlperf.config.identity import label, point_key, run_key
 from dlperf.config.messages import format_validation
 from dlperf.config.rules import check_run
 from dlperf.errors import ConfigError, unknown_choice

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dlperf.config.messages import format_validation
 from dlperf.config.run import RunConfig, resolve_device
-from dlperf.yamlsafe import load_yaml_file
 from dlperf.errors import ConfigError, unknown_choice
+from dlperf.yamlsafe import load_yaml_file
 
 
 def check_repeats(value: Any, where: str = "--repeats") -> int:

@@ -5,8 +5,16 @@ from __future__ import annotations
 import importlib
 
 from dlperf.errors import unknown_choice
-from dlperf.frameworks.base import (DataSource, DistContext, FrameworkAdapter, NonFiniteLoss,
-                                    OutOfMemory, Session, TrainingRun, no_mark)
+from dlperf.frameworks.base import (
+    DataSource,
+    DistContext,
+    FrameworkAdapter,
+    NonFiniteLoss,
+    OutOfMemory,
+    Session,
+    TrainingRun,
+    no_mark,
+)
 from dlperf.registry import FRAMEWORKS
 
 #: name -> "module:attribute" of the adapter class.

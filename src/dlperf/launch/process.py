@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
+
 # The interpreter of a framework with a Python of its own; re-exported (sweep, tests).
-from dlperf.frameworks.common import (check_framework_python, framework_python,  # noqa: F401
-                                      worker_interpreter)
+from dlperf.frameworks.common import check_framework_python, framework_python, worker_interpreter  # noqa: F401
 from dlperf.registry import launch_info, load_hook
 from dlperf.worker import base_result
 

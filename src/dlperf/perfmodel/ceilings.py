@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -109,6 +110,7 @@ def _ladder(make: Callable[[int], Callable[[], Any]], sizes: tuple[int, ...],
     """Run ``make(size)`` for each size; ``work(size)`` = FLOPs or bytes per call."""
     rows: list[dict[str, Any]] = []
     error = None
+    fn: Callable[[], Any] | None = None
     for size in sizes:
         try:
             fn = make(size)
@@ -125,6 +127,11 @@ def _ladder(make: Callable[[int], Callable[[], Any]], sizes: tuple[int, ...],
     best = max(rows, key=lambda r: r["rate"]) if rows else None
     return {"best": best["rate"] if best else None, "best_size": best["size"] if best else None,
             "runs": rows, "error": error}
+
+
+def _matmul_of(backend: Any, n: int, precision: str) -> Callable[[], Any]:
+    """The backend's n x n matmul callable at ``precision`` (one ladder rung)."""
+    return backend.matmul(n, precision)
 
 
 def measure_ceilings(backend: CeilingBackend, precisions: tuple[str, ...] = MATMUL_PRECISIONS,
@@ -146,7 +153,8 @@ def measure_ceilings(backend: CeilingBackend, precisions: tuple[str, ...] = MATM
     matmul: dict[str, Any] = {}
     for p in precisions:
         with backend.precision(p):
-            matmul[p] = _ladder(lambda n, p=p: backend.matmul(n, p), MATMUL_SIZES[kind],
+            matmul[p] = _ladder(functools.partial(_matmul_of, backend, precision=p),
+                                MATMUL_SIZES[kind],
                                 lambda n: 2.0 * n ** 3, backend, kind, clock)
         backend.release()
     bw = _ladder(backend.scale, BANDWIDTH_BYTES[kind], lambda b: 2.0 * b, backend, kind, clock)

@@ -23,9 +23,17 @@ from typing import Any
 from dlperf.config import ddp_changes, layout_change
 from dlperf.env import environment_differences
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import (as_record, as_records, config_of, env_of, median_s,
-                                 result_id, samples_per_s)
-from dlperf.results.view import per_device_of as _per_device, world_of as _world
+from dlperf.results.view import (
+    as_record,
+    as_records,
+    config_of,
+    env_of,
+    median_s,
+    result_id,
+    samples_per_s,
+)
+from dlperf.results.view import per_device_of as _per_device
+from dlperf.results.view import world_of as _world
 from dlperf.stats import ratio_of_medians_ci
 
 __all__ = ["efficiency", "speedup", "scaling_points", "MATCH_KEYS", "world_of",

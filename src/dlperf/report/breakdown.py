@@ -21,13 +21,31 @@ from typing import Any
 from rich.table import Table
 
 from dlperf.report.cells import DASH, batch_cell, md_table, rich_table
-from dlperf.report.gaps import (BASELINE_ORDER, ENV_NOTE, GAP_CI_LEVEL, GAP_LEGEND,
-                                MIN_GAP_SHARE, REST_WARN_SHARE, gap_attribution, gap_markdown,
-                                gap_significance, gap_tables, gap_verdict, host_paced,
-                                slowed_by_breakdown)
-from dlperf.report.opclasses import (OTHER_LIST_SHARE, ms_cell as _ms, op_class_cells,
-                                     op_class_markdown, op_class_records, op_class_table,
-                                     op_classes_of, other_names)
+from dlperf.report.gaps import (
+    BASELINE_ORDER,
+    ENV_NOTE,
+    GAP_CI_LEVEL,
+    GAP_LEGEND,
+    MIN_GAP_SHARE,
+    REST_WARN_SHARE,
+    gap_attribution,
+    gap_markdown,
+    gap_significance,
+    gap_tables,
+    gap_verdict,
+    host_paced,
+    slowed_by_breakdown,
+)
+from dlperf.report.opclasses import (
+    OTHER_LIST_SHARE,
+    op_class_cells,
+    op_class_markdown,
+    op_class_records,
+    op_class_table,
+    op_classes_of,
+    other_names,
+)
+from dlperf.report.opclasses import ms_cell as _ms
 from dlperf.report.records import as_record, as_records, label
 from dlperf.report.tables import sort_rows
 from dlperf.results.schema import RunRecord

@@ -23,13 +23,26 @@ from dlperf.env import environment_differences
 from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
 from dlperf.report.collectives import collectives_markdown
 from dlperf.report.datagaps import DATA_POINT_KEYS, data_gaps, data_markdown
-from dlperf.report.efficiency import (LIBRARY_BLIND_MARK, LIBRARY_BLIND_NOTE, datasheet_mfu,
-                                      efficiency_markdown, library_blind_count)
+from dlperf.report.efficiency import (
+    LIBRARY_BLIND_MARK,
+    LIBRARY_BLIND_NOTE,
+    datasheet_mfu,
+    efficiency_markdown,
+    library_blind_count,
+)
 from dlperf.report.matrix import framework_matrix, matrix_column, matrix_flat, matrix_markdown
-from dlperf.report.records import (POINT_KEYS, as_records, compile_mode_label, eager_mode_of,
-                                   fields, is_ok, label, layout_setting, point_of)
-from dlperf.report.repeats import (REPEAT_POINT_KEYS, point_key_of, repeat_runs,
-                                   repeats_markdown)
+from dlperf.report.records import (
+    POINT_KEYS,
+    as_records,
+    compile_mode_label,
+    eager_mode_of,
+    fields,
+    is_ok,
+    label,
+    layout_setting,
+    point_of,
+)
+from dlperf.report.repeats import REPEAT_POINT_KEYS, point_key_of, repeat_runs, repeats_markdown
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import env_of, repeat_in, result_id
 from dlperf.stats import ratio_of_medians_ci

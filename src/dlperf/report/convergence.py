@@ -10,9 +10,13 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dlperf.perfmodel.convergence import (DEFAULT_WINDOW, curve, smoothed, summarize_convergence,
-                                training_time)
-
+from dlperf.perfmodel.convergence import (
+    DEFAULT_WINDOW,
+    curve,
+    smoothed,
+    summarize_convergence,
+    training_time,
+)
 from dlperf.report.cells import fmt_sig
 from dlperf.report.records import as_records, fields, is_ok
 from dlperf.report.scaling import safe_name

@@ -8,9 +8,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dlperf.env import environment_differences
-from dlperf.report.cells import ENV_MARK, batch_cell, env_footnote, fmt_opt as _f
-from dlperf.report.records import (as_records, extra_measurements, field, fields, is_ok,
-                                   point_of, workers_kind)
+from dlperf.report.cells import ENV_MARK, batch_cell, env_footnote
+from dlperf.report.cells import fmt_opt as _f
+from dlperf.report.records import (
+    as_records,
+    extra_measurements,
+    field,
+    fields,
+    is_ok,
+    point_of,
+    workers_kind,
+)
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import env_of, repeat_in, result_id, samples_per_s
 from dlperf.stats import ratio_ci

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dlperf.report.cells import device_cell, fmt_opt as _f
+from dlperf.report.cells import device_cell
+from dlperf.report.cells import fmt_opt as _f
 from dlperf.report.records import as_record, as_records, fields, is_ok, label
 from dlperf.results.parts import Flops, Mfu, Part
 from dlperf.results.schema import RunRecord

@@ -25,7 +25,8 @@ from dlperf.measure.breakdown.opclass import OP_CLASSES
 from dlperf.measure.breakdown.phases import HOST_BOUND, RECONCILE_TOL
 from dlperf.registry import FRAMEWORKS
 from dlperf.report.cells import DASH, batch_cell, data_cell, device_cell, md_table, rich_table
-from dlperf.report.opclasses import ms_cell as _ms, op_classes_of
+from dlperf.report.opclasses import ms_cell as _ms
+from dlperf.report.opclasses import op_classes_of
 from dlperf.report.records import POINT_KEYS, as_record, as_records, fields, is_ok, label, point_of
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import ci_s, config_of, env_of, median_s, result_id

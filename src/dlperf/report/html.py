@@ -22,9 +22,17 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.report.html_assets import CSS, PAGE
-from dlperf.report.html_plots import (PointView, batch_figure, esc, figure_title,
-                                      overview_figure, points_of, series_colors, trend_figure,
-                                      trend_points)
+from dlperf.report.html_plots import (
+    PointView,
+    batch_figure,
+    esc,
+    figure_title,
+    overview_figure,
+    points_of,
+    series_colors,
+    trend_figure,
+    trend_points,
+)
 from dlperf.report.tables import fmt_bytes_triple, fmt_sig
 from dlperf.results.history import sha_of, tag_of
 from dlperf.results.schema import RunRecord
@@ -71,7 +79,7 @@ def environments(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
         groups.setdefault((e.get("hostname"), e.get("cpu_model"), e.get("platform"), gpus),
                           []).append(r)
     out = []
-    for (host, cpu, platform, gpus), recs in groups.items():
+    for (host, cpu, platform, _gpus), recs in groups.items():
         e = recs[-1].env.model_dump() if recs[-1].env is not None else {}
         loads = [float(r.env.load_average_1_5_15[0]) for r in recs
                  if r.env and r.env.load_average_1_5_15]

@@ -9,9 +9,20 @@ from typing import Any
 
 from dlperf.registry import FRAMEWORKS, framework_info
 from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
-from dlperf.report.records import (POINT_KEYS, as_record, as_records, compile_mode_label,
-                                   dist_options, extra_measurements, field, is_ok, label,
-                                   layout_setting, point_of, workers_kind)
+from dlperf.report.records import (
+    POINT_KEYS,
+    as_record,
+    as_records,
+    compile_mode_label,
+    dist_options,
+    extra_measurements,
+    field,
+    is_ok,
+    label,
+    layout_setting,
+    point_of,
+    workers_kind,
+)
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import env_of, median_s, result_id
 

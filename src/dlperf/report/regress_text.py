@@ -6,8 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.report.regress import (MIN_ATTRIBUTED_SHARE, Comparison, PointComparison, ok_runs,
-                                   run_median_s)
+from dlperf.report.regress import (
+    MIN_ATTRIBUTED_SHARE,
+    Comparison,
+    PointComparison,
+    ok_runs,
+    run_median_s,
+)
 from dlperf.results.schema import RunRecord
 
 __all__ = ["change_text", "attribution_text", "summary_line", "comparison_markdown",

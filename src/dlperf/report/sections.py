@@ -159,7 +159,6 @@ SCALING_NOTE = ("\nEfficiency = speed-up / devices, from throughput (mean step t
 
 def _scaling_report(inp: Inputs) -> str | None:
     from dlperf.report.scaling import plot_scaling
-
     from dlperf.results.view import world_of
 
     if not any(world_of(r) > 1 for r in inp.records):

@@ -37,8 +37,17 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf.report.cells import DASH, batch_cell, finite, fmt_sig, md_escape
-from dlperf.report.records import (applied_layout, as_record, as_records, compile_mode_label,
-                                   dist_options, extra_measurements, field, is_ok, workers_kind)
+from dlperf.report.records import (
+    applied_layout,
+    as_record,
+    as_records,
+    compile_mode_label,
+    dist_options,
+    extra_measurements,
+    field,
+    is_ok,
+    workers_kind,
+)
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import repeat_of, result_of
 from dlperf.results.view import ci_s, median_s, repeat_in, samples_per_s, world_of

@@ -73,7 +73,7 @@ def created_of(rec: RunRecord) -> _dt.datetime | None:
         t = _dt.datetime.fromisoformat(text)
     except ValueError:
         return None
-    return t.replace(tzinfo=_dt.timezone.utc) if t.tzinfo is None else t
+    return t.replace(tzinfo=_dt.UTC) if t.tzinfo is None else t
 
 
 def revision_of(rec: RunRecord) -> str:
@@ -104,7 +104,7 @@ def parse_since(text: str | None) -> _dt.datetime | None:
     except ValueError:
         raise ConfigError(f"--since {text!r} is not a date; give an ISO date or date-time, e.g. "
                           "--since 2026-01-31 or --since 2026-01-31T12:00 (UTC)") from None
-    return t.replace(tzinfo=_dt.timezone.utc) if t.tzinfo is None else t
+    return t.replace(tzinfo=_dt.UTC) if t.tzinfo is None else t
 
 
 def _sha_matches(sha: str | None, prefix: str) -> bool:

@@ -29,10 +29,31 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field, StrictInt, StrictStr
 
 from dlperf.results.migrations import SCHEMA_VERSION, upgrade_record
-from dlperf.results.parts import (Breakdown, BreakdownRun, Compile, Convergence, DataWait, Dist,
-                                  Env, Flops, HostCpuWait, Identity, Memory, Mfu, Num, OpClasses,
-                                  Part, Power, RankInfo, Spec, Summary, Throughput, Timing, Trace,
-                                  WorkerInfo)
+from dlperf.results.parts import (
+    Breakdown,
+    BreakdownRun,
+    Compile,
+    Convergence,
+    DataWait,
+    Dist,
+    Env,
+    Flops,
+    HostCpuWait,
+    Identity,
+    Memory,
+    Mfu,
+    Num,
+    OpClasses,
+    Part,
+    Power,
+    RankInfo,
+    Spec,
+    Summary,
+    Throughput,
+    Timing,
+    Trace,
+    WorkerInfo,
+)
 
 if TYPE_CHECKING:
     from dlperf.config import RunConfig
@@ -168,7 +189,7 @@ def as_record(result: RunRecord | Mapping[str, Any]) -> RunRecord:
 
 def now_iso() -> str:
     """Current UTC time, ISO 8601 with seconds (a record's ``created_at``)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def identity_of(cfg: RunConfig, status: str, error: str | None = None) -> Identity:

@@ -36,13 +36,18 @@ import hashlib
 import json
 import math
 import sqlite3
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.results.migrations import (DATA_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION, TABLES_ADDED,
-                                       migrate_file)
+from dlperf.results.migrations import (
+    DATA_MIGRATIONS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES_ADDED,
+    migrate_file,
+)
 from dlperf.results.schema import RunRecord, StoredAt, Timing, as_record
 
 __all__ = ["ResultStore", "COLUMNS", "SCHEMA_VERSION", "MIGRATIONS", "DATA_MIGRATIONS",

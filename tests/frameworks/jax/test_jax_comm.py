@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dlperf.measure.breakdown.xspace import XEvent, XLine, XPlane, load_planes, steps_of
 from dlperf.measure.breakdown.overlap import COLLECTIVE_OP, exposed_from_xspace, spans_from_xspace
+from dlperf.measure.breakdown.xspace import XEvent, XLine, XPlane, load_planes, steps_of
 
 US = 1_000  # ns per microsecond
 

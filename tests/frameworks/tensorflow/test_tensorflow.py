@@ -329,7 +329,7 @@ def test_real_image_data_is_transposed_to_nhwc_once(tmp_path):
                           data="cifar10", data_dir=str(tmp_path), iterations=SHORT)
     impl = __import__("dlperf.zoo.cnn.tensorflow_impl", fromlist=["build"])
     src = make_source(tf, cfg, spec, "/CPU:0", False, impl)
-    next_batch, info, first, fetch, to_device, wait = (src.next_batch, src.info, src.first,
+    next_batch, info, _first, fetch, to_device, wait = (src.next_batch, src.info, src.first,
                                                        src.fetch, src.to_device, src.wait)
     assert wait is None  # prepared batches: no pipeline, no data wait
     X, Y = make_batches(load_dataset("cifar10", tmp_path), spec, 8)

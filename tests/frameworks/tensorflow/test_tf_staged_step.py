@@ -18,8 +18,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from dlperf.frameworks.tensorflow.adapter import (TensorFlowAdapter,  # noqa: E402
-                                                  TensorFlowRun, import_tf)
+from dlperf.frameworks.tensorflow.adapter import TensorFlowAdapter, TensorFlowRun, import_tf  # noqa: E402
 
 tf, keras = import_tf()
 

@@ -209,7 +209,7 @@ def test_four_implementations_compute_the_same_function():
         # Weights large enough that activations reach O(1) (GPT-2's N(0, 0.02) keeps them so
         # small that GELU's tanh form and erf form agree to 1e-6), visible biases and
         # LayerNorm affine terms (they start at 0 and 1).
-        for name, v in sd.items():
+        for v in sd.values():
             if v.dim() == 2:
                 v.normal_(0.0, 0.3)
             else:

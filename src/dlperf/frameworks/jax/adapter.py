@@ -55,13 +55,29 @@ from dlperf.errors import UnavailableError
 from dlperf.frameworks.common import memory_record
 from dlperf.frameworks.jax.dist import make_context, setup_process
 from dlperf.frameworks.jax.input import make_source
+from dlperf.frameworks.jax.probes import (
+    COMPILED_FLOPS_SOURCE,
+    HLO_FLOPS_SOURCE,
+    MATMUL_PRECISION,
+    JaxCeilings,
+    framework_flop_count,
+    nvml_target,
+    pool_bytes,
+    versions,
+    xla_costs,
+)
 from dlperf.frameworks.jax.profile import profile_comm, trace_steps
-from dlperf.frameworks.jax.probes import (COMPILED_FLOPS_SOURCE, HLO_FLOPS_SOURCE,
-                                          MATMUL_PRECISION, JaxCeilings, framework_flop_count,
-                                          nvml_target, pool_bytes, versions, xla_costs)
-from dlperf.frameworks.jax.step import (TIMER_LAG, JaxStep, init_state, listen_for_compiles,
-                                        make_loss_fn, make_optimizer, make_train_step,
-                                        optimizer_flags, stop_counting_compiles)
+from dlperf.frameworks.jax.step import (
+    TIMER_LAG,
+    JaxStep,
+    init_state,
+    listen_for_compiles,
+    make_loss_fn,
+    make_optimizer,
+    make_train_step,
+    optimizer_flags,
+    stop_counting_compiles,
+)
 from dlperf.measure.timers import LaggedSyncTimer
 from dlperf.zoo import impl_module
 from dlperf.zoo.convert import flax_input_shape

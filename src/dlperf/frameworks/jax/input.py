@@ -42,8 +42,12 @@ import numpy as np
 
 from dlperf.config import RunConfig
 from dlperf.data import load_dataset, make_batches
-from dlperf.data.grain_pipeline import (GRAIN_START_METHOD, THREADS_WARNING, GrainPipeline,
-                                        import_grain)
+from dlperf.data.grain_pipeline import (
+    GRAIN_START_METHOD,
+    THREADS_WARNING,
+    GrainPipeline,
+    import_grain,
+)
 from dlperf.data.pipeline import DataWaitRecorder, HostPipeline, SampleSource
 from dlperf.errors import ConfigError, UnavailableError
 from dlperf.frameworks.base import DataSource, identity

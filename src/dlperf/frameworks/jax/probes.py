@@ -213,7 +213,7 @@ class JaxCeilings:
         return lambda: f(a, b)
 
     def scale(self, nbytes: int) -> Callable[[], Any]:  # noqa: D102
-        jax, jnp = self.jax, self.jax.numpy
+        jax = self.jax
         import numpy as np
 
         # In place (the input donated): read and write nbytes each, as torch's mul(out=y), into

@@ -24,8 +24,13 @@ from typing import Any
 
 from dlperf.measure.breakdown.overlap import exposed_from_xspace
 from dlperf.measure.breakdown.xla import parse_hlo
-from dlperf.measure.breakdown.xspace import (STEP_NAME, jax_trace, load_planes, steps_of,
-                                             to_chrome_trace)
+from dlperf.measure.breakdown.xspace import (
+    STEP_NAME,
+    jax_trace,
+    load_planes,
+    steps_of,
+    to_chrome_trace,
+)
 
 
 def profiler_options(jax: Any) -> dict[str, Any]:

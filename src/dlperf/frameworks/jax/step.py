@@ -200,9 +200,9 @@ def _grads_accumulated(jax: Any, grad_fn: Any, params: Any, bs: Any, x: Any, y: 
     grads, loss = None, jnp.zeros((), jnp.float32)
     for i in range(k):
         rng, sub = _split(jax, rng)  # before slicing the batch: the program's order as before
-        (l, bs), g = grad_fn(params, bs, xs[i], ys[i], sub)
+        (loss_i, bs), g = grad_fn(params, bs, xs[i], ys[i], sub)
         grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
-        loss = loss + l
+        loss = loss + loss_i
     grads = jax.tree.map(lambda g: g / k, grads)
     return loss / k, grads, bs, rng
 

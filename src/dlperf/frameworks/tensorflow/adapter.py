@@ -105,8 +105,7 @@ from dlperf.frameworks.tensorflow import dist as tf_dist  # noqa: E402
 from dlperf.frameworks.tensorflow import probes  # noqa: E402
 from dlperf.frameworks.tensorflow.input import make_source  # noqa: E402
 from dlperf.frameworks.tensorflow.profile import phase_spans, profile_steps  # noqa: E402
-from dlperf.frameworks.tensorflow.step import (TfStep, TrainStep, make_loss,  # noqa: E402
-                                               make_optimizer, no_span)
+from dlperf.frameworks.tensorflow.step import TfStep, TrainStep, make_loss, make_optimizer, no_span  # noqa: E402
 from dlperf.measure.timers import HostTimer, LaggedSyncTimer  # noqa: E402
 from dlperf.zoo.spec import ModelSpec  # noqa: E402
 

@@ -16,8 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.measure.breakdown.xla import parse_hlo
-from dlperf.measure.breakdown.xspace import (PHASE_PREFIX, STEP_NAME, load_planes, tf_trace,
-                                             to_chrome_trace)
+from dlperf.measure.breakdown.xspace import (
+    PHASE_PREFIX,
+    STEP_NAME,
+    load_planes,
+    tf_trace,
+    to_chrome_trace,
+)
 
 
 def phase_spans(tf: Any) -> Callable[[str], AbstractContextManager[Any]]:

@@ -47,14 +47,27 @@ from dlperf.errors import UnavailableError
 from dlperf.frameworks.base import DataSource, DistContext, TrainingRun, identity
 from dlperf.frameworks.common import memory_record
 from dlperf.frameworks.torch import dist as torch_dist
-from dlperf.frameworks.torch.probes import (CUDAGRAPH_MODES, CompileWatch, TorchCeilings,
-                                            count_step)
+
 # trace_activities and graph_break_reasons are imported from here by tests and scripts.
-from dlperf.frameworks.torch.probes import graph_break_reasons  # noqa: F401
-from dlperf.frameworks.torch.profile import profile_comm, profile_steps
-from dlperf.frameworks.torch.profile import trace_activities  # noqa: F401
-from dlperf.frameworks.torch.step import (TorchStep, apply_precision, make_autocast, make_loss,
-                                          make_optimizer)
+from dlperf.frameworks.torch.probes import (
+    CUDAGRAPH_MODES,
+    CompileWatch,
+    TorchCeilings,
+    count_step,
+    graph_break_reasons,  # noqa: F401
+)
+from dlperf.frameworks.torch.profile import (
+    profile_comm,
+    profile_steps,
+    trace_activities,  # noqa: F401
+)
+from dlperf.frameworks.torch.step import (
+    TorchStep,
+    apply_precision,
+    make_autocast,
+    make_loss,
+    make_optimizer,
+)
 from dlperf.measure.phases import CudaPhaseTimer, HostPhaseTimer
 from dlperf.measure.timers import CudaEventTimer, HostTimer
 from dlperf.zoo import build_torch

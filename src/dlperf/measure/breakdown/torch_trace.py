@@ -148,7 +148,7 @@ def from_chrome_trace(doc: Mapping[str, Any] | list) -> TraceData:
         source = "torch.profiler (CUPTI kernels and copies)"
         kind = "gpu"
     else:
-        for key, tevs in by_thread.items():
+        for tevs in by_thread.values():
             for inner, stack, s, t in _self_slices(tevs):
                 o, ctx, ph = _stack_names(stack)
                 ops.append(TraceOp(name=inner["name"], start_s=s * us, end_s=t * us,

@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.measure.breakdown.trace import TraceData, TraceOp
-from dlperf.measure.breakdown.xla import HloInstr, infer_phases, jax_names, jax_phase, tf_names, tf_phase
+from dlperf.measure.breakdown.xla import (
+    HloInstr,
+    infer_phases,
+    jax_names,
+    jax_phase,
+    tf_names,
+    tf_phase,
+)
 
 STEP_NAME = "dlperf_step"
 PHASE_PREFIX = "dlperf_phase:"
@@ -119,7 +126,7 @@ def read_with_protobuf(path: str | Path) -> list[XPlane]:
         def stat(s):
             which = s.WhichOneof("value")
             if which == "ref_value":
-                return sm[s.ref_value].name if s.ref_value in sm else s.ref_value
+                return sm[s.ref_value].name if s.ref_value in sm else s.ref_value  # noqa: B023 - called in this pass
             return _val(getattr(s, which)) if which else None
 
         lines = []

@@ -100,7 +100,7 @@ class TorchMaxPool2D(keras.layers.Layer):
         self.pads = tuple(tuple(int(v) for v in p) for p in pads)
 
     def call(self, x):  # noqa: D102
-        (t, b), (l, r) = self.pads
+        (t, b), (l, r) = self.pads  # noqa: E741 - top, bottom, left, right
         if t or b or l or r:
             x = ops.pad(x, [[0, 0], [t, b], [l, r], [0, 0]], constant_values=float("-inf"))
         return ops.max_pool(x, self.pool_size, self.strides, padding="valid")
@@ -126,7 +126,7 @@ class AvgPool2DExcludePad(keras.layers.Layer):
         self._factor = factor.astype(np.float32)[None, :, :, None]
 
     def call(self, x):  # noqa: D102
-        (t, b), (l, r) = self.pads
+        (t, b), (l, r) = self.pads  # noqa: E741 - top, bottom, left, right
         if t or b or l or r:
             x = ops.pad(x, [[0, 0], [t, b], [l, r], [0, 0]])
         y = ops.average_pool(x, self.pool_size, self.strides, padding="valid")

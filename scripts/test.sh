@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's test command (and CI's: .ci/run calls exactly this): on a fresh machine it makes
+# the venvs, installs dlperf with the CPU builds of PyTorch, JAX and TensorFlow, Hugging Face
+# transformers and pandas, MXNet 1.9.1 in a venv of its own (numpy < 1.24), and Chromium for the
+# HTML report's browser test where it can (root with apt-get), then runs the test suite.
+# Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/unit -x`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install -q -e '.[torch,jax,tensorflow,hf,notebook,test]'
+python3 -m venv .venv-mxnet
+.venv-mxnet/bin/pip install -q -r requirements-mxnet.txt
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "test.sh: installing chromium (apt-get) for the HTML report's browser test" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+export DLPERF_MXNET_PYTHON="$PWD/.venv-mxnet/bin/python" DLPERF_REQUIRE_MXNET=1
+if command -v chromium >/dev/null 2>&1; then
+  # the browser is here: its test must run (fail, not skip); the screenshot is kept
+  export DLPERF_REQUIRE_BROWSER=1 DLPERF_SCREENSHOT_DIR="$PWD/ci-artifacts/html"
+fi
+exec .venv/bin/pytest "$@"

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from dlperf.config import IterationPolicy, make_run_config  # noqa: E402
 from dlperf.worker import run_config  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_intra_op_thread():
+    """One PyTorch thread for these in-process runs: by this point of the suite the process has
+    imported TensorFlow and JAX, whose thread pools share the 2 cores with PyTorch's; with two
+    intra-op threads a tiny step slowed 20-fold in the full run (fcn5_tiny graph: 41 ms median
+    against ~2 ms alone), failing the compile-in-first-step check on timing alone."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 FAST = IterationPolicy(min_iters=6, min_time_s=0.0, warmup_window=2, min_warmup_iters=0,
                        max_warmup_iters=6)

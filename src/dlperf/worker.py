@@ -32,7 +32,15 @@ from dlperf.errors import DataMissing, DlperfError, UnavailableError
 from dlperf.frameworks import NonFiniteLoss, get_adapter
 from dlperf.measure.host import RunDelay, host_checks
 from dlperf.measure.power_control import PowerControl  # noqa: F401 (re-exported)
-from dlperf.measure.probes import breakdown_into, compile_info, efficiency, profile_comm, run_probes
+from dlperf.measure.probes import (
+    breakdown_into,
+    compile_info,
+    dispatch_into,
+    dist_runtime_into,
+    efficiency,
+    profile_comm,
+    run_probes,
+)
 from dlperf.measure.ranks import gather_ranks, rank_payload
 from dlperf.measure.segment import run_segment, segment_parts
 from dlperf.measure.warnings import quality_warnings
@@ -136,6 +144,7 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
         comm = profile_comm(session, cfg.comm_profile_iters, adapter.is_oom)
         if session.comm_profile is not None and cfg.comm_profile_iters > 0:
             phases["comm_profile"] = time.perf_counter() - t1
+        dist_runtime_into(session, dist)
         merged = gather_ranks(cfg, dist, rank_payload(
             dist.rank, samples=samples, losses=losses, wall_s=loop.wall_s,
             local_rank=dist.local_rank, node_rank=dist.node_rank, hostname=env.get("hostname"),
@@ -151,6 +160,7 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
         power_record=seg.power_record, power_reason=seg.power_reason)
     phases["stats"] = time.perf_counter() - t0
     t1 = time.perf_counter()
+    host = dispatch_into(parts["samples"], cfg, session, (parts.get("summary") or {}).get("median"))
     probes = run_probes(session, cfg, env)
     phases["probes"] = time.perf_counter() - t1
     bad = [i for i, x in enumerate(losses["measure"]) if not math.isfinite(x)]
@@ -159,11 +169,12 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
                      memory=memory, **parts)
     for k, v in efficiency(rec, spec, probes, session.versions.get("device_name")).items():
         setattr(rec, k, v)
+    rec.host = host
     if merged is not None:
         rec.dist, rec.rank_imbalance = merged["dist"], merged["dist"]["imbalance"]
         rec.exposed_comm_s = (merged["comm"] or {}).get("exposed")
     rec.warnings = quality_warnings(rec)
-    if cfg.breakdown or cfg.trace_dir:
+    if cfg.traced:
         breakdown_into(rec, cfg, session, phases)
     return rec
 

@@ -184,7 +184,7 @@ def test_version_7_data_wait_is_restated_by_total_time(tmp_path):
     con.commit()
     con.close()
     with ResultStore(db) as s:
-        assert s.schema_version == 8
+        assert s.schema_version == SCHEMA_VERSION
         a, b = sorted(s.rows(), key=lambda r: r["batch_size"])
         assert a["data_wait_share"] == pytest.approx(0.71) and a["input_bound"] is True
         dw = json.loads(a["result_json"])["data_wait"]

@@ -91,6 +91,7 @@ class Probes:
 
     breakdown: Annotated[bool, Opt("--breakdown", help="After the fused-step measurement, a separate one of where the time goes: t_io, t_h2d, t_f, t_b, t_u per iteration, CPU dispatch, GPU busy fraction and device time per op class (from a profiler trace).")] = False
     trace: Annotated[str | None, Opt("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None
+    timeline: Annotated[bool, Opt("--timeline", help="Keep the per-kernel timeline of a few profiled iterations (stream, start, duration, op class, launching op, phase, launch geometry, host launch interval), compressed, in the results file: what the performance model is re-fitted from.")] = False
     power_interval: Annotated[float, Opt(help="NVML power sampling interval on a GPU (s).")] = 0.025
     ceilings: Annotated[bool, Opt("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = True
     target_loss: Annotated[float | None, Opt(help="Report the training time until the smoothed loss reaches this value (convergence).")] = None
@@ -215,6 +216,7 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
         timeout_s=it.timeout, loader_prefetch=pipe.loader_prefetch,
         input_bound_share=pipe.input_bound_share, power_interval_s=probes.power_interval,
         measure_ceilings=probes.ceilings, breakdown=probes.breakdown, trace_dir=probes.trace,
+        timeline=probes.timeline,
         nnodes=par.nnodes, scaling=par.scaling, dp_layout=par.dp_layout or "", ddp=par.ddp(),
         comm_profile_iters=par.comm_profile_iters, target_loss=probes.target_loss,
         repeats=point.repeats)

@@ -30,6 +30,7 @@ KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0, "loader_im
 #: Fields never in a run key: how long, from where, how it is labelled or probed, and the
 #: fields whose place in the key :func:`run_key` decides itself (batch and data parallelism).
 KEY_EXCLUDED = frozenset({"data_dir", "timeout_s", "iterations", "breakdown", "trace_dir",
+                          "timeline",
                           "input_bound_share", "measure_ceilings", "power_interval_s",
                           "target_loss", "comm_profile_iters", "scaling", "nproc", "nnodes",
                           "dp_layout", "ddp", "batch_size"})
@@ -66,7 +67,7 @@ def run_key(cfg: Any) -> str:
     again (the policy actually used is stored with every result); so are the labelling and
     probing settings ``input_bound_share``, ``measure_ceilings`` and ``power_interval_s``. A
     breakdown or a trace is part of what is measured: ``breakdown: true`` and ``trace: true``
-    enter the key when set (not the trace folder). Fields added after the first results
+    enter the key when set (not the trace folder), and ``timeline: true`` likewise. Fields added after the first results
     (``layout``, ``repeat``, ``compile_mode``, the input-pipeline fields) count only when set,
     so keys of results stored before they existed stay valid: repeat 0 has the key the point
     always had, repeat k > 0 a key of its own; ``loader_impl`` counts when it is not ``auto``
@@ -88,6 +89,8 @@ def run_key(cfg: Any) -> str:
         d["breakdown"] = True
     if cfg.trace_dir:
         d["trace"] = True
+    if cfg.timeline:
+        d["timeline"] = True
     # The batch by what it measures: the global batch (one replica: the batch as before, so
     # keys of single-device results made before data parallelism existed do not change).
     d["batch_size"] = cfg.global_batch
@@ -120,6 +123,7 @@ def label(cfg: Any) -> str:
     lw = f" workers={cfg.loader_workers}" if cfg.loader_workers is not None else ""
     lw += f" loader={cfg.loader_impl}" if cfg.loader_impl != "auto" else ""
     extra = (" +breakdown" if cfg.breakdown else "") + (" +trace" if cfg.trace_dir else "")
+    extra += " +timeline" if cfg.timeline else ""
     b, par = f"b={cfg.global_batch}", ""
     if cfg.distributed:
         b += f" ({cfg.world_size}x{cfg.per_device_batch})"

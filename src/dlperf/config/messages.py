@@ -29,7 +29,8 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "scaling": "--scaling", "dp_layout": "--dp-layout", "bucket_cap_mb": "--bucket-cap-mb",
              "comm_profile_iters": "--comm-profile-iters", "target_loss": "--target-loss",
              "compile_mode": "--compile-mode", "precision": "--precision", "device": "--device",
-             "data": "--data", "breakdown": "--breakdown", "trace_dir": "--trace"}
+             "data": "--data", "breakdown": "--breakdown", "trace_dir": "--trace",
+             "timeline": "--timeline"}
 
 
 class FieldRuleError(ValueError):

@@ -53,8 +53,8 @@ def check_capabilities(cfg: Any, info: FrameworkInfo) -> None:
     if info.models is not None and cfg.model.removesuffix("_tiny") not in info.models:
         raise FieldRuleError("model", f"model {cfg.model!r} has no {fw} implementation; {fw} "
                                       f"has {', '.join(info.models)} (and their _tiny variants)")
-    if not info.breakdown and (cfg.breakdown or cfg.trace_dir):
-        raise FieldRuleError("breakdown", f"--breakdown and --trace are not available for "
+    if not info.breakdown and cfg.traced:
+        raise FieldRuleError("breakdown", f"--breakdown, --trace and --timeline are not available for "
                                           f"framework {fw!r} (no profiler split of its step); "
                                           "run without them")
     if not info.pipelines and (cfg.loader_workers is not None

@@ -13,7 +13,7 @@ The fields of a run config, by axis (each axis validated in one place):
 - data parallelism: ``nproc``, ``nnodes``, ``scaling``, ``dp_layout``, ``ddp``
   (:class:`~dlperf.config.axes.DDPOptions`), ``comm_profile_iters``;
 - the measurement: ``iterations`` (:class:`~dlperf.config.axes.IterationPolicy`),
-  ``timeout_s``, ``breakdown``, ``trace_dir``, ``measure_ceilings``, ``power_interval_s``,
+  ``timeout_s``, ``breakdown``, ``trace_dir``, ``timeline``, ``measure_ceilings``, ``power_interval_s``,
   ``repeat``.
 
 They stay flat (two nested sub-models) because ``RunConfig.model_dump()`` is stored with every
@@ -139,6 +139,7 @@ class RunConfig(BaseModel):
     timeout_s: float = Field(900.0, gt=0.0)
     breakdown: bool = False
     trace_dir: str | None = None
+    timeline: bool = False
     loader_workers: int | None = Field(None, ge=0, strict=True)
     loader_prefetch: int = Field(2, ge=1, strict=True)
     loader_impl: str = "auto"
@@ -216,6 +217,12 @@ class RunConfig(BaseModel):
     def processes_per_node(self) -> int:
         """Processes a launcher starts on each node: ``nproc`` (per_device) or 1 (per_node)."""
         return self.nproc if self.dp_layout == "per_device" else 1
+
+    @property
+    def traced(self) -> bool:
+        """True if a profiler trace is taken after the measurement (``--breakdown``,
+        ``--trace`` or ``--timeline``)."""
+        return bool(self.breakdown or self.trace_dir or self.timeline)
 
     @property
     def distributed(self) -> bool:

@@ -163,6 +163,7 @@ class Session:
     ceiling_backend: Callable[[], Any] | None = None
     dist: DistContext | None = None
     comm_profile: Callable[[int], dict[str, Any]] | None = None
+    dist_details: Callable[[], dict[str, Any]] | None = None
     clock: Callable[[], float] = time.perf_counter
 
 
@@ -210,6 +211,9 @@ class TrainingRun:
         ceiling_backend(): the :class:`~dlperf.perfmodel.ceilings.CeilingBackend` of the device.
         comm_profile(k): exposed communication of ``k`` profiled data-parallel iterations
             (:func:`dlperf.measure.breakdown.overlap.exposed_communication`).
+        dist_details(): what the data-parallel machinery recorded of itself after the
+            measured segment (PyTorch: DDP's buckets in ready order, their sizes and its
+            sampled compute/communication times), stored as ``dist.runtime``.
     """
 
     timer: StepTimer
@@ -226,6 +230,7 @@ class TrainingRun:
     count_flops: Callable[[], dict[str, Any]] | None = None
     ceiling_backend: Callable[[], Any] | None = None
     comm_profile: Callable[[int], dict[str, Any]] | None = None
+    dist_details: Callable[[], dict[str, Any]] | None = None
     clock: Callable[[], float] = staticmethod(time.perf_counter)
 
     def staged_step(self, mark: Callable[..., None]) -> Any:

@@ -97,7 +97,7 @@ def breakdown_apart(cfg: RunConfig) -> str | None:
     XLA command buffers off, read once when the backend starts). Frameworks without one never
     need it. No adapter is imported here.
     """
-    if not (cfg.breakdown or cfg.trace_dir):
+    if not cfg.traced:
         return None
     hook = load_hook(launch_info(cfg.framework).breakdown_apart)
     return hook(cfg) if hook is not None else None
@@ -109,7 +109,8 @@ def run_breakdown_apart(cfg: RunConfig, why: str, timeout_s: float | None = None
     framework's own settings (the headline, as without ``--breakdown``), then the breakdown
     run, whose sections are merged in (:func:`merge_breakdown`). Each process gets the full
     timeout. A failed headline is the result (no breakdown is run)."""
-    head = run_in_subprocess(cfg.model_copy(update={"breakdown": False, "trace_dir": None}),
+    head = run_in_subprocess(cfg.model_copy(update={"breakdown": False, "trace_dir": None,
+                                                     "timeline": False}),
                              timeout_s, env)
     head = _as_point(head, cfg)
     if head.get("status") != "ok":
@@ -143,7 +144,7 @@ def merge_breakdown(head: dict[str, Any], bd: dict[str, Any], why: str) -> dict[
                                    f"{str(bd.get('error'))[:500]}"}
         r["warnings"].append(f"breakdown: its process ended {bd.get('status')}")
         return r
-    for k in ("breakdown", "op_classes", "trace"):
+    for k in ("breakdown", "op_classes", "trace", "timeline"):
         if k in bd:
             r[k] = bd[k]
     r["samples"].update({k: v for k, v in (bd.get("samples") or {}).items()

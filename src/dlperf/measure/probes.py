@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dlperf.measure.dispatch import METHOD, probe_count, probe_dispatch
 from dlperf.perfmodel.datasheet import datasheet_peaks
 from dlperf.perfmodel.mfu import mfu_summary
 from dlperf.results.schema import RunRecord, as_record
@@ -141,3 +142,46 @@ def breakdown_into(rec: RunRecord, cfg: Any, session: Any, phases: dict[str, flo
         setattr(rec, k, v)
     rec.samples = {**(rec.samples or {}), **extra}
     rec.warnings = [*(rec.warnings or []), *warns]
+
+
+#: Raw-sample phases of the dispatch probe (:mod:`dlperf.measure.dispatch`).
+DISPATCH_SAMPLE = "host:dispatch"
+SYNC_WAIT_SAMPLE = "host:sync_wait"
+
+
+def dispatch_into(samples: dict[str, list[float]], cfg: Any, session: Any,
+                  step_median_s: float | None) -> dict[str, Any]:
+    """The ``host`` part of a record: the untraced host dispatch time per iteration
+    (:func:`dlperf.measure.dispatch.probe_dispatch`), its raw samples added to ``samples``
+    (:data:`DISPATCH_SAMPLE`, :data:`SYNC_WAIT_SAMPLE`). On a CPU device nothing is probed
+    (the host runs the step: its dispatch is the step) and the part says so. Every process of
+    a data-parallel run probes the same number of iterations (the steps hold collectives). A
+    failure is kept as the part's ``error``; the measurement stands."""
+    if cfg.device == "cpu":
+        return {"dispatch_s": None, "method": METHOD,
+                "reason": "CPU device: the host runs the step, so its dispatch is the step"}
+    n = probe_count(step_median_s)
+    dist = getattr(session, "dist", None)
+    if dist is not None and dist.world_size > 1:
+        n = int(-dist.agree_max([-float(n)])[0])  # the fewest any process asked for
+    try:
+        out = probe_dispatch(session.step, lambda h: session.losses_to_floats([h]), n,
+                             clock=getattr(session, "clock", time.perf_counter))
+    except Exception as e:  # noqa: BLE001 - the fused result stands
+        return {"dispatch_s": None, "method": METHOD, "error": f"{type(e).__name__}: {e}"[:500]}
+    samples[DISPATCH_SAMPLE] = out.pop("dispatch_samples")
+    samples[SYNC_WAIT_SAMPLE] = out.pop("sync_wait_samples")
+    return out
+
+
+def dist_runtime_into(session: Any, dist: Any) -> None:
+    """Put what the framework's data-parallel machinery recorded of itself
+    (``session.dist_details()``, e.g. DDP's buckets) into ``dist.info["runtime"]`` (stored as
+    the record's ``dist.runtime``); a failure is kept there as ``error``."""
+    details = getattr(session, "dist_details", None)
+    if details is None:
+        return
+    try:
+        dist.info["runtime"] = details()
+    except Exception as e:  # noqa: BLE001 - the measurement stands
+        dist.info["runtime"] = {"error": f"{type(e).__name__}: {e}"[:500]}

@@ -11,6 +11,9 @@ record (the worker's ``schema_version`` in every result dict):
     8  the typed record, numbered as the file that stores it: a v2 record whose ``data_wait``
        still has the median rule is restated by the total-time rule (as store version 8 did
        to stored rows), for results read from a worker's JSON file rather than a store.
+    9  the host's untraced dispatch time (``host``), kernels and copies per iteration in
+       ``trace``, the per-kernel ``timeline`` (``--timeline``; in the file, a table of its
+       own) and DDP's bucket record in ``dist.ddp_runtime``. A v8 record reads unchanged.
     Record versions 3-7 were never written. Fields a version added are absent from older
     records (never invented: absent ``world_size`` means one device, as before).
 
@@ -27,10 +30,10 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: Record versions that were written, oldest first (see the module docstring).
-RECORD_VERSIONS = (1, 2, 8)
+RECORD_VERSIONS = (1, 2, 8, 9)
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -57,6 +60,9 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     # No new column: ``data_wait_share`` becomes total wait / total measured time (it was the
     # median wait / median iteration, which a bursty loader hides); DATA_MIGRATIONS[8].
     8: {},
+    # The per-kernel timeline (``--timeline``) has a table of its own (TABLES_ADDED[9]); the
+    # host dispatch part and the trace's kernel counts stay in result_json.
+    9: {},
 }
 
 
@@ -139,6 +145,10 @@ TABLES_ADDED: dict[int, str] = {
         "nranks INTEGER, dtype TEXT, size_bytes INTEGER, count INTEGER, time_s REAL, "
         "algbw_gbps REAL, busbw_gbps REAL, imbalance REAL, wrong INTEGER, device_name TEXT, "
         "git_sha TEXT, run_json TEXT)"),
+    # ``timelines``: the compressed per-kernel timeline of a result (dlperf.results.timelines),
+    # kept out of result_json so that reading results does not decode it.
+    9: ("CREATE TABLE IF NOT EXISTS timelines (result_id INTEGER PRIMARY KEY REFERENCES "
+        "results(id) ON DELETE CASCADE, format TEXT, data TEXT NOT NULL)"),
 }
 
 

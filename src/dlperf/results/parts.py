@@ -305,6 +305,8 @@ class Trace(Part):
     idle_s: Num | None = None
     step_wall_s: Num | None = None
     dispatch_s: dict[str, Any] | None = None
+    kernels_per_iter: Num | None = None
+    copies_per_iter: Num | None = None
     phases: dict[str, Any] | None = None
     phase_source: StrictStr | None = None
     notes: list[Any] | None = None
@@ -378,3 +380,34 @@ class WorkerInfo(Part):
     launcher: Any = None
     returncode: StrictInt | None = None
     stderr_tail: StrictStr | None = None
+
+
+class Host(Part):
+    """The host's own time per iteration, untraced (:mod:`dlperf.measure.dispatch`): the step
+    call's host time from an idle device (``dispatch_s``) and the wait for its output after it
+    returned (``sync_wait_s``); stats in seconds; ``iters`` probed; ``reason``/``error`` when
+    not measured."""
+
+    dispatch_s: dict[str, Any] | None = None
+    sync_wait_s: dict[str, Any] | None = None
+    iters: StrictInt | None = None
+    method: StrictStr | None = None
+    reason: StrictStr | None = None
+    error: StrictStr | None = None
+
+
+class Timeline(Part):
+    """The per-kernel timeline of the traced iterations, compressed (``--timeline``;
+    :mod:`dlperf.measure.breakdown.timeline`, whose ``decode`` reads it)."""
+
+    format: StrictStr | None = None
+    encoding: StrictStr | None = None
+    n_ops: StrictInt | None = None
+    n_steps: StrictInt | None = None
+    device_kind: StrictStr | None = None
+    source: StrictStr | None = None
+    steps_ns: list[Any] | None = None
+    columns: list[StrictStr] | None = None
+    data: StrictStr | None = None
+    raw_bytes: StrictInt | None = None
+    stored_bytes: StrictInt | None = None

@@ -38,6 +38,7 @@ from dlperf.results.parts import (
     Dist,
     Env,
     Flops,
+    Host,
     HostCpuWait,
     Identity,
     Memory,
@@ -50,6 +51,7 @@ from dlperf.results.parts import (
     Spec,
     Summary,
     Throughput,
+    Timeline,
     Timing,
     Trace,
     WorkerInfo,
@@ -115,6 +117,8 @@ class RunRecord(Part):
     breakdown: Breakdown | None = None
     op_classes: OpClasses | None = None
     trace: Trace | None = None
+    timeline: Timeline | None = None
+    host: Host | None = None
     breakdown_run: BreakdownRun | None = None
     versions: dict[str, Any] | None = None
     flags: dict[str, Any] | None = None

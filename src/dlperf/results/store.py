@@ -17,7 +17,8 @@ Tables:
                                   batch (in ``step_time_s``; no loss); for data-parallel runs
                                   the phases hold the slowest rank's times and the ranks' mean
                                   loss, and each rank's own are under ``rank<r>:<phase>``.
-    ``sweeps(name, created_at, config_json)``  the sweep files that wrote into this store.
+    ``sweeps(name, created_at, config_json)``  the sweep files that wrote into this store;
+    ``collectives``, ``timelines``: :data:`TABLES_ADDED` (:mod:`dlperf.results.timelines`).
 
 Each :meth:`ResultStore.add` is one transaction, so a process killed at any moment leaves
 every earlier result intact and no half-written one. The store never imports a framework.
@@ -26,9 +27,7 @@ It stores :class:`~dlperf.results.schema.RunRecord` objects (a result dict is re
 columns come from the record's typed parts (:func:`flatten`), ``result_json`` is its flat dict
 without raw samples. :meth:`ResultStore.records` reads them back as records (upgraded to the
 current schema, raw samples from ``samples``); :meth:`ResultStore.rows` gives the columns.
-The schema versions and migrations: :mod:`dlperf.results.migrations`; merging files:
-:mod:`dlperf.results.merge`.
-"""
+Schema versions: :mod:`dlperf.results.migrations`; merging: :mod:`dlperf.results.merge`."""
 
 from __future__ import annotations
 
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.results import timelines
 from dlperf.results.migrations import (
     DATA_MIGRATIONS,
     MIGRATIONS,
@@ -50,8 +50,8 @@ from dlperf.results.migrations import (
 )
 from dlperf.results.schema import RunRecord, StoredAt, Timing, as_record
 
-__all__ = ["ResultStore", "COLUMNS", "SCHEMA_VERSION", "MIGRATIONS", "DATA_MIGRATIONS",
-           "TABLES_ADDED", "flatten", "record_of", "result_of", "repeat_of", "stored_keys"]
+__all__ = ["ResultStore", "COLUMNS", "SCHEMA_VERSION", "MIGRATIONS", "DATA_MIGRATIONS", "TABLES_ADDED",
+           "flatten", "record_of", "result_of", "repeat_of", "stored_keys", "timelines"]
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
 COLUMNS: dict[str, str] = {
@@ -115,8 +115,7 @@ def flatten(result: RunRecord | Mapping[str, Any], sweep: str | None = None) -> 
     s = rec.summary
     for k in SUMMARY_KEYS:
         row[f"step_time_{k}_s"] = getattr(s, k) if s is not None else None
-    row["n_outliers"] = (len(s.outliers) if s is not None and s.outliers is not None
-                         else None)
+    row["n_outliers"] = len(s.outliers) if s is not None and s.outliers is not None else None
     tp = rec.throughput
     row["samples_per_s"] = tp.samples_per_s if tp else None
     row["tokens_per_s"] = tp.tokens_per_s if tp else None
@@ -154,7 +153,7 @@ def flatten(result: RunRecord | Mapping[str, Any], sweep: str | None = None) -> 
     for k in BOOL_COLUMNS:
         if row.get(k) is not None:
             row[k] = int(bool(row[k]))
-    row["result_json"] = json.dumps(rec.to_dict(raw=False), default=str)
+    row["result_json"] = json.dumps(timelines.without_data(rec.to_dict(raw=False)), default=str)
     return {k: _num(row.get(k)) for k in COLUMNS}
 
 
@@ -332,6 +331,7 @@ class ResultStore:
                 for i, t in enumerate(times):
                     recs.append((rid, phase, i, t, ls[i] if i < len(ls) else None))
             self._db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", recs)
+            timelines.save(self._db, rid, rec.timeline)
         return rid
 
     def add_collectives(self, report: dict[str, Any], created_at: str) -> str:

@@ -113,7 +113,7 @@ def _traced_on_gpu(cfg: RunConfig) -> bool:
     """True for a run on a GPU whose profiler trace is analysed: ``--breakdown`` or
     ``--trace DIR`` (both store op classes and the trace's phase split, which need every
     kernel's HLO op)."""
-    return cfg.device == "cuda" and bool(cfg.breakdown or cfg.trace_dir)
+    return cfg.device == "cuda" and cfg.traced
 
 
 def _command_buffers_off_for_breakdown(started: bool) -> str:
@@ -330,7 +330,7 @@ class JaxRun(JaxStep):
         train_step = make_train_step(jax, model, tx, make_loss_fn(spec), cfg.grad_accum,
                                      cfg.world_size, self._count_trace)
         self._hlo_text = self._compile(train_step, self._first, replicated,
-                                       keep_hlo=bool(cfg.breakdown or cfg.trace_dir))
+                                       keep_hlo=cfg.traced)
         self.versions = versions(jax, self.dev)
         self.timer = LaggedSyncTimer(jax.block_until_ready, lag=TIMER_LAG)
         self.nvml_target = nvml_target(self.dev)

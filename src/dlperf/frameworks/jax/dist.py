@@ -157,7 +157,7 @@ def breakdown_apart(cfg: RunConfig) -> str | None:
     ``--trace`` run turns XLA command buffers off, process-wide and for the fused step too, so
     the headline is measured in a process without them; not when the user set the flag in
     ``XLA_FLAGS`` (then both processes have it)."""
-    if (cfg.device == "cuda" and bool(cfg.breakdown or cfg.trace_dir)
+    if (cfg.device == "cuda" and cfg.traced
             and "xla_gpu_enable_command_buffer" not in os.environ.get("XLA_FLAGS", "")):
         return "XLA command buffers off for the breakdown's trace, process-wide"
     return None

@@ -188,6 +188,7 @@ class TorchRun(TrainingRun):
         if self.dist is not None:
             model, ddp_flags = torch_dist.wrap_ddp(torch, model, self.dev, cfg, self.dist)
             self.flags.update(ddp_flags)
+            self.dist_details = lambda ddp=model: torch_dist.ddp_runtime(ddp)
         self.eager_model, self.watch = model, None
         if cfg.mode == "graph":
             self.watch = CompileWatch(torch, cfg.compile_mode, self.cuda)

@@ -105,3 +105,45 @@ def wrap_ddp(torch: Any, model: Any, dev: Any, cfg: RunConfig, ctx: DistContext
         broadcast_buffers=o.broadcast_buffers)
     ctx.info["ddp"] = o.model_dump()
     return ddp, {"ddp": o.model_dump(), "per_device_batch": cfg.per_device_batch}
+
+
+#: Keys of DDP's own logging data (``DistributedDataParallel._get_ddp_logging_data()``, PyTorch's
+#: ``DDPLoggingData``) kept in the record: the bucket layout after DDP rebuilt its buckets in
+#: gradient-ready order, the ready order of the last iteration, and the compute/communication
+#: times (ns) DDP samples on CUDA every few iterations (``avg_*`` where present).
+DDP_RUNTIME_KEYS = ("bucket_cap_bytes", "bucket_sizes", "rebuilt_bucket_sizes",
+                    "rebuilt_per_bucket_param_indices", "prev_iteration_grad_ready_order_indices",
+                    "num_parameter_tensors", "total_parameter_size_bytes", "has_rebuilt_buckets",
+                    "num_buckets_reduced", "gradient_as_bucket_view", "iteration", "dtypes",
+                    "forward_compute_time", "backward_compute_time", "backward_comm_time",
+                    "backward_compute_comm_overlap_time", "avg_forward_compute_time",
+                    "avg_backward_compute_time", "avg_backward_comm_time",
+                    "avg_backward_compute_comm_overlap_time", "nccl_version")
+
+
+def _ints(v: Any) -> Any:
+    """DDP logs lists as comma-separated strings ("1050624, 1050624"); give them as ints."""
+    if isinstance(v, str) and v and all(p.strip().lstrip("-").isdigit() for p in v.split(",")):
+        xs = [int(p) for p in v.split(",")]
+        return xs if "," in v else xs[0]
+    return v
+
+
+def ddp_runtime(ddp: Any) -> dict[str, Any]:
+    """DDP's record of itself after the measured segment (:data:`DDP_RUNTIME_KEYS` from
+    ``_get_ddp_logging_data()``, a private but long-standing PyTorch API): ``buckets`` is one
+    ``{"index", "bytes", "params"}`` per bucket in the order DDP reduces them (parameter
+    indices as DDP numbers them), from the rebuilt layout where DDP rebuilt its buckets;
+    times are nanoseconds as DDP logs them; ``source`` names the API. Raises what the API
+    raises (the caller keeps it as an error)."""
+    data = ddp._get_ddp_logging_data()
+    out = {k: _ints(data[k]) for k in DDP_RUNTIME_KEYS if k in data}
+    sizes = out.get("rebuilt_bucket_sizes") or out.get("bucket_sizes")
+    params = data.get("rebuilt_per_bucket_param_indices")
+    sizes = sizes if isinstance(sizes, list) else [sizes] if isinstance(sizes, int) else []
+    per = ([[int(x) for x in grp.split()] for grp in params.split(",")]
+           if isinstance(params, str) and params.strip() else [])
+    out["buckets"] = [{"index": i, "bytes": b, "params": per[i] if i < len(per) else None}
+                      for i, b in enumerate(sizes)]
+    out["source"] = "torch DistributedDataParallel._get_ddp_logging_data()"
+    return out

@@ -5,12 +5,13 @@ fused-step measurement (which stays the headline number, unchanged).
 
 1. (``--breakdown``) a phased measurement (:func:`dlperf.measure.phases.measure_phases`):
    t_io, t_h2d, t_f, t_b, t_u per iteration (or t_fbu for a fused compiled step);
-2. (``--breakdown`` or ``--trace DIR``) a profiler trace of :data:`TRACE_ITERS` more
+2. (``--breakdown``, ``--trace DIR`` or ``--timeline``) a profiler trace of :data:`TRACE_ITERS` more
    iterations (after one profiled warm-up iteration), analysed by
    :func:`dlperf.measure.breakdown.trace.analyse`: GPU busy fraction, CPU dispatch time, time per op
    class, the trace's forward/backward/update split. With ``--trace DIR`` the trace files are
    kept under ``DIR`` (one new folder per traced run) and their paths stored; otherwise they go
-   to a temporary folder.
+   to a temporary folder. With ``--timeline`` the parsed per-kernel timeline is kept in the
+   result, compressed (:mod:`dlperf.measure.breakdown.timeline`).
 
 In a run of several processes (data parallel) every process runs both, with the same number
 of iterations (the phased count is agreed over the processes: the steps hold collectives);
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.measure.breakdown.phases import summarize
+from dlperf.measure.breakdown.timeline import encode as encode_timeline
 from dlperf.measure.breakdown.trace import analyse
 from dlperf.measure.phases import measure_phases
 
@@ -121,7 +123,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                 warnings.append(f"breakdown: the phased measurement failed ({type(e).__name__}: "
                                 f"{e})")
                 loop = None
-    want_trace = bool(cfg.breakdown or cfg.trace_dir)
+    want_trace = bool(getattr(cfg, "traced", cfg.breakdown or cfg.trace_dir))
     if want_trace:
         if session.profile is None:
             out["trace"] = {"available": False,
@@ -152,10 +154,14 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                     "busy_fraction": analysis["busy_fraction"], "busy_s": analysis["busy_s"],
                     "idle_s": analysis["idle_s"], "step_wall_s": analysis["step_wall_s"],
                     "dispatch_s": analysis["dispatch_s"], "phases": analysis["phases"],
+                    "kernels_per_iter": analysis["kernels_per_iter"],
+                    "copies_per_iter": analysis["copies_per_iter"],
                     "phase_source": analysis["phase_source"], "notes": analysis["notes"],
                     "files": {k: str(v) for k, v in cap.get("files", {}).items()} if keep else None,
                     "dir": str(folder) if keep else None,
                 }
+                if getattr(cfg, "timeline", False):
+                    out["timeline"] = encode_timeline(cap["trace"])
                 slow = _traced_slowdown(analysis, fused)
                 if slow is not None:
                     out["trace"]["slowdown"] = slow

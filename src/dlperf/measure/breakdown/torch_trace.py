@@ -40,6 +40,26 @@ _COPY_OPS = ("aten::to", "aten::copy_", "aten::_to_copy")
 _STEP_RX = re.compile(re.escape(STEP_PREFIX) + r"(\d+)")
 
 
+_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+#: Kineto's kernel/copy ``args`` kept in the timeline, under dlperf's names.
+_ARGS = {"stream": "stream", "device": "device", "grid": "grid", "block": "block",
+         "registers per thread": "registers", "shared memory": "shared_memory",
+         "bytes": "bytes"}
+
+
+def _extra(args: Mapping[str, Any], launch: Mapping[str, Any] | None,
+           ops: tuple[str, ...]) -> dict[str, Any]:
+    """The timeline's fields of one device event (see :class:`TraceOp`): Kineto's args, the
+    launching ATen op and the host launch call's interval (s)."""
+    out = {k: args[a] for a, k in _ARGS.items() if a in args}
+    if ops:
+        out["op"] = ops[0]
+    if launch is not None:
+        out["launch_start_s"] = float(launch["ts"]) * 1e-6
+        out["launch_end_s"] = _end(launch) * 1e-6
+    return out
+
+
 def _events(doc: Mapping[str, Any] | list) -> list[dict[str, Any]]:
     evs = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
     return [e for e in evs if isinstance(e, dict) and e.get("ph") == "X"
@@ -144,7 +164,9 @@ def from_chrome_trace(doc: Mapping[str, Any] | list) -> TraceData:
             if e.get("cat") != "kernel" and not o:
                 o = ("memcpy",) if e.get("cat") == "gpu_memcpy" else ("memset",)
             ops.append(TraceOp(name=e["name"], start_s=float(e["ts"]) * us, end_s=_end(e) * us,
-                               ops=(*o, e["name"]), context=ctx, phase=ph, step=step))
+                               ops=(*o, e["name"]), context=ctx, phase=ph, step=step,
+                               kind=_KINDS.get(e.get("cat"), "kernel"),
+                               extra=_extra(args, launches.get(c), o)))
         source = "torch.profiler (CUPTI kernels and copies)"
         kind = "gpu"
     else:
@@ -152,7 +174,7 @@ def from_chrome_trace(doc: Mapping[str, Any] | list) -> TraceData:
             for inner, stack, s, t in _self_slices(tevs):
                 o, ctx, ph = _stack_names(stack)
                 ops.append(TraceOp(name=inner["name"], start_s=s * us, end_s=t * us,
-                                   ops=o, context=ctx, phase=ph, uid=id(inner),
+                                   ops=o, context=ctx, phase=ph, uid=id(inner), kind="host_op",
                                    step=_step_of(s, starts, steps)))
         source = "torch.profiler (host ops: self time of each ATen op)"
         kind = "cpu"

@@ -55,6 +55,14 @@ class TraceOp:
         cls: the op class, if the parser already knows it (else classified on demand).
         uid: identity of the call this interval belongs to (several self-time slices of one
             host op share it); None: one interval is one call.
+        kind: what the interval is: ``kernel``, ``memcpy``, ``memset`` (device activity) or
+            ``host_op`` (host self time on a CPU device); None: not told by the parser
+            (a device op counts as a kernel).
+        extra: what else the trace said of it, for the kept timeline
+            (:mod:`dlperf.measure.breakdown.timeline`): ``stream``, ``device``, ``grid``,
+            ``block``, ``registers``, ``shared_memory`` (bytes per block), ``bytes`` (copies),
+            ``launch_start_s``/``launch_end_s`` (the host launch call), ``op`` (launching
+            operator); keys absent where the profiler does not say.
     """
 
     name: str
@@ -67,6 +75,8 @@ class TraceOp:
     step: int | None = None
     cls: str | None = None
     uid: int | None = None
+    kind: str | None = None
+    extra: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def op_class(self) -> str:
@@ -144,12 +154,36 @@ def _stats(xs: Sequence[float]) -> dict[str, float] | None:
     return {"median": med, "mean": math.fsum(s) / n, "min": s[0], "max": s[-1]}
 
 
+#: Device-op kinds that are copies (host<->device, device<->device) or fills.
+COPY_KINDS = ("memcpy", "memset")
+
+
+def launches_per_iter(trace: TraceData) -> dict[str, float | None]:
+    """Device ops per traced iteration: ``kernels_per_iter`` (compute kernels) and
+    ``copies_per_iter`` (memcpy and memset), counting the ops assigned to a traced step (the
+    host launches a step issues, the quantity a per-launch host cost multiplies: Dai et al.
+    2022, sec. 4; docs/perfmodel.md). None for a CPU device, whose ops are host-op slices."""
+    n = len(trace.steps)
+    if trace.device_kind != "gpu" or n == 0:
+        return {"kernels_per_iter": None, "copies_per_iter": None}
+    k = c = 0
+    for op in trace.ops:
+        if op.step is None or not 0 <= op.step < n:
+            continue
+        if op.kind in COPY_KINDS:
+            c += 1
+        else:
+            k += 1
+    return {"kernels_per_iter": k / n, "copies_per_iter": c / n}
+
+
 def analyse(trace: TraceData) -> dict[str, Any]:
     """Busy fraction, dispatch time, time per op class and per phase, per iteration.
 
     Returns a JSON-able dict (seconds per iteration unless named otherwise):
     ``n_steps``, ``span_s`` (first op start to last op end), ``step_wall_s`` (span / steps),
     ``busy_s``, ``idle_s``, ``busy_fraction``, ``dispatch_s`` (stats over the traced steps),
+    ``kernels_per_iter`` and ``copies_per_iter`` (:func:`launches_per_iter`),
     ``op_classes`` ({class: s}, every class, adding up to ``busy_s``), ``phases`` ({phase: s}
     for attributed phases, plus ``unattributed``) and ``phase_samples`` ({phase: [s per step]})
     where steps are known, ``top_ops`` (name, class, s per iteration, calls per iteration),
@@ -169,6 +203,7 @@ def analyse(trace: TraceData) -> dict[str, Any]:
         "n_steps": n, "device_kind": trace.device_kind, "source": trace.source,
         "phase_source": trace.phase_source, "notes": list(trace.notes),
         "dispatch_s": _stats(disp), "dispatch_samples": disp,
+        **launches_per_iter(trace),
     }
     if not ops:
         out.update(span_s=0.0, step_wall_s=None, busy_s=0.0, idle_s=None, busy_fraction=None,

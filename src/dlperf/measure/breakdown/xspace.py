@@ -286,13 +286,33 @@ def _assign_steps(raw: list[tuple[XEvent, dict[str, Any]]], steps: list[tuple[fl
 
 
 def _make(raw: list[tuple[XEvent, dict[str, Any]]], steps: list[tuple[float, float]],
-          run_key: str | None) -> list[TraceOp]:
+          run_key: str | None, on_gpu: bool = True) -> list[TraceOp]:
     if steps:  # ops of the profiled warm-up step (before the first annotated one) are dropped
         raw = [(e, d) for e, d in raw if e.start_ns >= steps[0][0]]
     idx = _assign_steps(raw, steps, run_key)
     return [TraceOp(name=d.get("name") or e.name, start_s=e.start_ns * 1e-9, end_s=e.end_ns * 1e-9,
                     ops=tuple(d["ops"]), layers=tuple(d["layers"]), context=tuple(d["context"]),
-                    phase=d["phase"], step=k) for (e, d), k in zip(raw, idx)]
+                    phase=d["phase"], step=k, kind=_kind(e) if on_gpu else "host_op",
+                    extra=_xextra(e))
+            for (e, d), k in zip(raw, idx)]
+
+
+#: XPlane event stats kept in the timeline (small scalars only).
+_XSTATS = ("kernel_details", "memcpy_details", "correlation_id", "hlo_op", "hlo_module",
+           "tf_op", "stream_id", "device_id")
+
+
+def _kind(e: XEvent) -> str:
+    """``memcpy``/``memset`` for XLA's copy events (by their stats or name), else ``kernel``."""
+    name = e.name.lower()
+    if "memcpy_details" in e.stats or "memcpy" in name:
+        return "memcpy"
+    return "memset" if "memset" in name else "kernel"
+
+
+def _xextra(e: XEvent) -> dict[str, Any]:
+    return {k: v for k in _XSTATS if isinstance(v := e.stats.get(k), (int, float, str))
+            and (not isinstance(v, str) or len(v) <= 300)}
 
 
 def jax_trace(planes: Sequence[XPlane], hlo: dict[str, HloInstr] | None) -> TraceData:
@@ -321,7 +341,7 @@ def jax_trace(planes: Sequence[XPlane], hlo: dict[str, HloInstr] | None) -> Trac
     if raw and not any(d["phase"] for _, d in raw):
         notes.append("no HLO metadata matched the trace's ops: forward/backward/update "
                      "cannot be told apart")
-    return TraceData(ops=_make(raw, steps, "run_id"), steps=[(s * 1e-9, t * 1e-9) for s, t in steps],
+    return TraceData(ops=_make(raw, steps, "run_id", on_gpu), steps=[(s * 1e-9, t * 1e-9) for s, t in steps],
                      device_kind="gpu" if on_gpu else "cpu",
                      source="jax.profiler (XSpace: " + ("GPU kernels" if on_gpu else
                                                          "XLA:CPU thunks") + ")",
@@ -382,7 +402,7 @@ def tf_trace(planes: Sequence[XPlane], mode: str, hlo: dict[str, HloInstr] | Non
                 d = tf_names(m.group(1), m.group(2), model_scope,
                              (e.name,) if gpu else ())
             raw.append((e, d))
-    return TraceData(ops=_make(raw, steps, None), steps=[(s * 1e-9, t * 1e-9) for s, t in steps],
+    return TraceData(ops=_make(raw, steps, None, on_gpu), steps=[(s * 1e-9, t * 1e-9) for s, t in steps],
                      device_kind="gpu" if on_gpu else "cpu",
                      source=f"tf.profiler (XSpace: {'GPU kernels' if on_gpu else 'host ops'}, "
                             f"{mode} mode)", phase_source=phase_source)

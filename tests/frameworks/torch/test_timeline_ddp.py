@@ -1,0 +1,67 @@
+"""PyTorch: --timeline through the CLI into the results file, and DDP's bucket record."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dlperf.frameworks.torch.dist import ddp_runtime  # noqa: E402
+from dlperf.measure.breakdown.timeline import decode  # noqa: E402
+from dlperf.results import timelines  # noqa: E402
+from dlperf.results.store import ResultStore  # noqa: E402
+
+
+def test_timeline_run_is_stored_and_decodes(tmp_path):
+    db = tmp_path / "t.db"
+    r = subprocess.run([sys.executable, "-m", "dlperf", "run", "--framework", "torch",
+                        "--model", "fcn5_tiny", "--batch-size", "8", "--threads", "1",
+                        "--timeline", "--no-ceilings", "--db", str(db)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with ResultStore(db, read_only=True) as s:
+        (rec,) = s.records()
+        assert rec.identity.status == "ok" and rec.identity.config["timeline"] is True
+        assert rec.timeline.n_steps == 5 and rec.timeline.data is None
+        ops = decode(timelines.load(s, rec.stored.id))
+    assert len(ops) == rec.timeline.n_ops > 0
+    # A CPU device: host-op self time, every op in one of the 5 traced iterations.
+    assert {o["kind"] for o in ops} == {"host_op"}
+    assert {o["step"] for o in ops} == set(range(5))
+    assert any(o["op_class"] == "matmul" for o in ops)
+    # CPU: the dispatch probe says why it did not run.
+    assert rec.host.dispatch_s is None and "CPU device" in rec.host.reason
+
+
+def _ddp_world_of_one(port: int):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=0, world_size=1)
+
+
+def test_ddp_runtime_lists_buckets_in_reduction_order():
+    _ddp_world_of_one(29611)
+    try:
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(6)])
+        d = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.5)
+        opt = torch.optim.SGD(d.parameters(), lr=0.01)
+        for _ in range(3):
+            d(torch.randn(4, 256)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        info = ddp_runtime(d)
+    finally:
+        torch.distributed.destroy_process_group()
+    json.dumps(info)  # stored as JSON
+    assert info["num_parameter_tensors"] == 12 and info["bucket_cap_bytes"] == 524288
+    b = info["buckets"]
+    assert sum(x["bytes"] for x in b) == info["total_parameter_size_bytes"] == 6 * 257 * 256 * 4
+    assert len(b) >= 3  # 1.5 MiB of gradients in 0.5 MiB buckets
+    # Gradients become ready last layer first: the first bucket holds the last layer.
+    assert b[0]["params"][0] == 11 and sorted(p for x in b for p in x["params"]) == list(range(12))
+    assert info["prev_iteration_grad_ready_order_indices"][0] == 11

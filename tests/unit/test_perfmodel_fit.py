@@ -198,3 +198,31 @@ def test_work_of_one_batch_size_and_refusals():
         rl.work_of(recs_pts, "nosuch", "fake", "bf16")
     w = rl.work_of(recs_pts, "nosuch", "fake", "bf16", flops_per_sample=1e9)
     assert w.bytes(100) == 0 and w.flops(100) == 1e11
+
+
+def test_measured_host_dispatch_pins_the_host_time_of_a_flat_series(tmp_path):
+    """Two host-bound batch sizes alone cannot tell H from the device line; the untraced host
+    dispatch (record ``host``, schema 9) pins H, and an upper-bound probe (no wait after the
+    host returned) never pushes H above it."""
+    f1, y0, y1, h_true = 5e8, 1e8, 5e6, 8e-3
+    path = tmp_path / "host.db"
+    with ResultStore(path) as s:
+        for rid, b in enumerate((8, 32)):
+            d = _device(f1, y0, y1, b)
+            t = float(od.overlap(h_true, d))
+            res = _result("m_flat", b, t, f1=f1, y0=y0, y1=y1, rid=rid)
+            # the probe: host returned after 0.97 H (idle device), then waited for the device
+            res["host"] = {"dispatch_s": {"median": 0.97 * h_true},
+                           "sync_wait_s": {"median": 0.2 * h_true}}
+            s.add(res)
+    pts = load(path).points
+    assert [p.host_dispatch_s for p in pts] == pytest.approx([0.97 * h_true] * 2)
+    fit = od.fit_series(pts, None)
+    assert fit.host_s == pytest.approx(0.97 * h_true, rel=0.03)
+    assert "host dispatch measured at 2 point(s)" in fit.prior
+    assert od.host_measurements(pts) == [(pytest.approx(0.97 * h_true), True)] * 2
+    # A probe whose host never waited is an upper bound: H may lie below it, never above.
+    upper = [p.__class__(**{**p.__dict__, "host_sync_wait_s": 0.0,
+                            "host_dispatch_s": 0.5 * h_true}) for p in pts]
+    assert od.host_measurements(upper)[0][1] is False
+    assert od.fit_series(upper, None).host_s <= 0.5 * h_true * 1.02

@@ -63,6 +63,28 @@ IDENTIFY_MIN_BATCHES = 3
 #: Log-width of a host time carried over from a host-bound series of the same model in another
 #: precision or results file (host times of one point differ by up to 40% between sessions).
 HOST_TRANSFER_SIGMA = 0.3
+#: Log-width of the untraced host dispatch time of a point (``Point.host_dispatch_s``,
+#: :mod:`dlperf.measure.dispatch`) as a measurement of the series' ``H``: the probe runs from
+#: an idle device after the measured segment, a few iterations, so it sees the same host a few
+#: seconds later (repeated probes of one point agree within ~5-10%).
+HOST_MEAS_SIGMA = 0.1
+#: The probe's dispatch is ``H`` when the host returned clearly before the device finished
+#: (wait after return > this share of the dispatch); otherwise the host may have blocked on a
+#: full launch queue, and the dispatch is only an upper bound of ``H``.
+HOST_MEAS_WAIT_SHARE = 0.05
+
+
+def host_measurements(points: Sequence[Point]) -> list[tuple[float, bool]]:
+    """``(dispatch_s, exact)`` of the points with an untraced host dispatch time: ``exact``
+    when the probe's host returned before the device finished (:data:`HOST_MEAS_WAIT_SHARE`),
+    else the dispatch is an upper bound of ``H``."""
+    out = []
+    for p in points:
+        d = p.host_dispatch_s
+        if d and d > 0:
+            w = p.host_sync_wait_s or 0.0
+            out.append((d, w > HOST_MEAS_WAIT_SHARE * d))
+    return out
 
 
 def overlap(h: np.ndarray | float, d: np.ndarray | float, p: float = SMOOTH_P) -> np.ndarray:
@@ -167,10 +189,12 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     b = np.array([p.per_device_batch for p in points], float)
     t = np.array([p.step_time_s for p in points], float)
     w = 1.0 / np.array([_sigma(p) for p in points])
-    if (prior is None or (prior.d1 is None and not prior.anchors)) and len(set(b.tolist())) < 2:
+    if ((prior is None or (prior.d1 is None and not prior.anchors)) and len(set(b.tolist())) < 2
+            and not host_measurements(points)):
         raise ValueError("one batch size and no device prior: the host and device parts "
                          "cannot be told apart; measure another batch size")
     tmin = float(t.min())
+    hosts = host_measurements(points)
     anchors = prior.anchors if prior else ()
     if prior is not None and (prior.d1 or anchors):
         d1_0 = prior.d1 or float(np.median([a.device_s / a.batch for a in anchors]))
@@ -189,6 +213,8 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
             r.append([(math.log(d1) - math.log(prior.d1)) / prior.sigma])
         r.append([(math.log(d0 + d1 * a.batch) - math.log(a.device_s)) / a.sigma for a in anchors])
         r.append([min(0.0, math.log(tmin) - math.log(h)) / HOST_PRIOR_SIGMA])
+        r.append([((math.log(h) - math.log(m)) if exact else max(0.0, math.log(h) - math.log(m)))
+                  / HOST_MEAS_SIGMA for m, exact in hosts])
         if prior is not None and prior.host_s:
             r.append([(math.log(h) - math.log(prior.host_s)) / prior.host_sigma])
         else:
@@ -206,6 +232,8 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     ids = tuple(f"{p.source}:{p.result_id}" for p in points) + tuple(a.source for a in anchors)
     label = "none" if prior is None else prior.label + (
         f"; host prior {prior.host_label}" if prior.host_s else "")
+    if hosts:
+        label += f"; host dispatch measured at {len(hosts)} point(s)"
     return SeriesFit(h, d0, d1, tuple(int(v) for v in b), ids, label,
                      float(np.sqrt(np.mean(fit_res ** 2))))
 

@@ -52,6 +52,11 @@ class Point:
         busy_s: device busy time per iteration in a traced run (kernels and copies, merged).
         op_class_s: device time per op class per iteration in a traced run.
         dispatch_s: host time per iteration of a traced run (profiler on: inflated).
+        host_dispatch_s: the host's untraced dispatch time per iteration, probed from an idle
+            device after the measurement (record ``host.dispatch_s``, schema 9; median, s).
+        host_sync_wait_s: the wait for the step's output after the host returned, in that
+            probe (median, s): > 0 means the host finished issuing before the device finished.
+        kernels_per_iter: device kernels per iteration of a traced run of this point.
         exposed_comm_s: communication not hidden by compute per iteration (profiled, DP only).
         loader_workers: input-pipeline worker processes (None: data on the device).
         data_wait_share: share of the measured time spent waiting for input.
@@ -88,6 +93,9 @@ class Point:
     busy_s: float | None = None
     op_class_s: dict[str, float] = field(default_factory=dict)
     dispatch_s: float | None = None
+    host_dispatch_s: float | None = None
+    host_sync_wait_s: float | None = None
+    kernels_per_iter: float | None = None
     exposed_comm_s: float | None = None
     loader_workers: int | None = None
     data_wait_share: float | None = None
@@ -211,6 +219,9 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
         busy_s=_float(trace.get("busy_s")) if trace.get("available") else None,
         op_class_s={k: float(v) for k, v in op.items() if _float(v) is not None},
         dispatch_s=_float(row.get("dispatch_s")),
+        host_dispatch_s=_float(_get(res, "host", "dispatch_s", "median")),
+        host_sync_wait_s=_float(_get(res, "host", "sync_wait_s", "median")),
+        kernels_per_iter=_float(trace.get("kernels_per_iter")),
         exposed_comm_s=_float(row.get("exposed_comm_s")),
         loader_workers=row.get("loader_workers"),
         data_wait_share=_float(row.get("data_wait_share")),

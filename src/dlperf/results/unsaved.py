@@ -14,10 +14,17 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved"]
+from dlperf.results.dbfile import StoreError
+
+__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
+           "signals_held"]
 
 _seq = itertools.count()
 
@@ -65,3 +72,42 @@ def read_unsaved(path: Path) -> tuple[dict[str, Any], str | None] | None:
     if not isinstance(d, dict) or not isinstance(d.get("result"), dict):
         return None
     return d["result"], d.get("sweep")
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait (blocked, then delivered) while the block runs in the main
+    thread, so a result that was measured is stored whole before a sweep stops; elsewhere (another
+    thread, no ``pthread_sigmask``) the block just runs."""
+    if (threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "pthread_sigmask")):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None:
+    """``store.add(result, sweep=sweep)`` (a writable :class:`~dlperf.results.store.ResultStore`)
+    with SIGINT/SIGTERM held until its transaction ends; when the store cannot take it (locked
+    past the timeout, a full disk, a read-only file) the result is kept beside the file
+    (:func:`keep_unsaved`) for the next writer.
+
+    Raises:
+        StoreError: the store's error (nothing stored before is lost), saying where the result
+            was kept, or that it could not be.
+    """
+    with signals_held():
+        try:
+            store.add(result, sweep=sweep)
+        except StoreError as e:
+            kept = keep_unsaved(result, store.path, sweep)
+            where = (f"the result just measured is kept in {str(kept)!r} and is stored by the "
+                     f"next `dlperf run` or `dlperf sweep` that writes to {str(store.path)!r}"
+                     if kept is not None else
+                     "the result just measured could not be kept beside it either; that point "
+                     "is measured again when the sweep is resumed")
+            raise type(e)(f"{e}; {where}") from None

@@ -135,8 +135,9 @@ def result_line(r: dict[str, Any]) -> str:
         extra += (f", target loss {conv['target_loss']:g} reached after "
                   f"{conv['iterations_to_target']} iterations, {conv['time_to_target_s']:.3f} s"
                   if conv.get("reached") else f", target loss {conv['target_loss']:g} not reached")
-    return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter "
-            f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}], "
+    ci = ("\\[no CI: too few iterations]" if s.get("ci_low") is None or s.get("ci_high") is None
+          else f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}]")
+    return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter {ci}, "
             f"{tp['samples_per_s']:,.1f} samples/s{extra}{warn}")
 
 

@@ -2,8 +2,9 @@
 into one file share the work instead of repeating it (issue 23: two identical sweeps on one
 database measured every overlapping point twice).
 
-Table ``claims(run_key PRIMARY KEY, pid, host, sweep, started_at, heartbeat)`` (times in seconds
-since the epoch), made by the first sweep that claims a point. It is coordination state, not
+Table ``claims(run_key PRIMARY KEY, owner, pid, host, sweep, started_at, heartbeat)`` (times in
+seconds since the epoch; ``owner`` a random id of one sweep call, so two sweeps in one process
+are told apart), made by the first sweep that claims a point. It is coordination state, not
 results: it is not part of the schema version (an older dlperf ignores it), merges and exports
 leave it out, and readers never touch it.
 
@@ -14,12 +15,12 @@ Before a point runs, :meth:`Claims.claim` decides in one write transaction:
   only with ``retry_failed``: it is not measured again;
 - ``busy``: another process holds a live claim on it: the sweep goes on with other points and
   comes back to it at the end (:meth:`Claims.claim` again);
-- ``mine``: no claim, this process's own, or a *stale* one, which is taken over: the holder's
+- ``mine``: no claim, this sweep's own, or a *stale* one, which is taken over: the holder's
   process is gone (same host: no such process id, or a zombie) or its heartbeat is older than
   :func:`stale_after_s` (any host; a sweep killed with ``kill -9`` or a crashed machine).
 
 The claim is dropped once the point's result is stored (:meth:`Claims.release`); while points
-run, a thread renews this process's claims every :func:`heartbeat_s` (:meth:`Claims.beating`),
+run, a thread renews this sweep's claims every :func:`heartbeat_s` (:meth:`Claims.beating`),
 on a connection of its own. Heartbeats on different hosts compare wall clocks: clocks that
 differ by more than :func:`stale_after_s` would take over live claims (use NTP).
 """
@@ -30,6 +31,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,8 +43,8 @@ from dlperf.results.dbfile import StoreError, open_writer
 __all__ = ["Claims", "run_claimed", "CLAIMS_SQL", "STALE_ENV", "DEFAULT_STALE_S", "stale_after_s",
            "heartbeat_s", "process_gone"]
 
-CLAIMS_SQL = ("CREATE TABLE IF NOT EXISTS claims (run_key TEXT PRIMARY KEY, pid INTEGER, "
-              "host TEXT, sweep TEXT, started_at REAL, heartbeat REAL)")
+CLAIMS_SQL = ("CREATE TABLE IF NOT EXISTS claims (run_key TEXT PRIMARY KEY, owner TEXT, "
+              "pid INTEGER, host TEXT, sweep TEXT, started_at REAL, heartbeat REAL)")
 #: Environment variable: seconds without a heartbeat after which a claim is stale.
 STALE_ENV = "DLPERF_CLAIM_STALE_S"
 #: Default of :data:`STALE_ENV`: six missed heartbeats (:func:`heartbeat_s`).
@@ -91,8 +93,8 @@ def process_gone(pid: int) -> bool:
 
 
 class Claims:
-    """The claims of one sweep (this process) on a writable :class:`~dlperf.results.store.
-    ResultStore` (see the module docstring).
+    """The claims of one sweep (one call; a process may run several) on a writable
+    :class:`~dlperf.results.store.ResultStore` (see the module docstring).
 
     Args:
         store: the store the sweep writes into (its connection and transactions are used).
@@ -108,7 +110,7 @@ class Claims:
                  sweep: str | None = None) -> None:
         self.store, self.resume, self.retry_failed, self.sweep = (store, resume, retry_failed,
                                                                   sweep)
-        self.host, self.pid = socket.gethostname(), os.getpid()
+        self.host, self.pid, self.owner = socket.gethostname(), os.getpid(), uuid.uuid4().hex
         self.held: set[str] = set()
         db = store._db
         with store.transaction("preparing to share it with other sweeps"):
@@ -121,9 +123,9 @@ class Claims:
         return self.store._db.execute(q, (run_key, self.since_id, self.resume,
                                           not self.retry_failed)).fetchone() is not None
 
-    def _stale(self, pid: int, host: str, heartbeat: float, now: float) -> bool:
-        if host == self.host and pid == self.pid:
-            return True  # this process's own (an earlier sweep call in it)
+    def _stale(self, owner: str, pid: int, host: str, heartbeat: float, now: float) -> bool:
+        if owner == self.owner:
+            return True  # this sweep's own
         if host == self.host and process_gone(pid):
             return True
         return now - (heartbeat or 0.0) > stale_after_s()
@@ -141,24 +143,24 @@ class Claims:
             if self._done(run_key):
                 return "done", None
             now = time.time()
-            row = db.execute("SELECT pid, host, sweep, heartbeat FROM claims WHERE run_key=?",
-                             (run_key,)).fetchone()
-            if row is not None and not self._stale(row[0], row[1], row[3], now):
-                return "busy", {"pid": row[0], "host": row[1], "sweep": row[2],
-                                "age_s": now - (row[3] or 0.0)}
-            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?)",
-                       (run_key, self.pid, self.host, self.sweep, now, now))
+            row = db.execute("SELECT owner, pid, host, sweep, heartbeat FROM claims "
+                             "WHERE run_key=?", (run_key,)).fetchone()
+            if row is not None and not self._stale(*row[:3], row[4], now):
+                return "busy", {"pid": row[1], "host": row[2], "sweep": row[3],
+                                "age_s": now - (row[4] or 0.0)}
+            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (run_key, self.owner, self.pid, self.host, self.sweep, now, now))
         self.held.add(run_key)
         return "mine", None
 
     def release(self, run_key: str) -> None:
-        """Drop this process's claim on ``run_key`` (after its result is stored); a failure to
+        """Drop this sweep's claim on ``run_key`` (after its result is stored); a failure to
         (a locked file) leaves it to go stale. Never raises for the file."""
         self.held.discard(run_key)
         try:
             with self.store.transaction("releasing a claim"):
-                self.store._db.execute("DELETE FROM claims WHERE run_key=? AND pid=? AND host=?",
-                                       (run_key, self.pid, self.host))
+                self.store._db.execute("DELETE FROM claims WHERE run_key=? AND owner=?",
+                                       (run_key, self.owner))
         except StoreError:
             pass
 
@@ -169,11 +171,11 @@ class Claims:
 
     @contextmanager
     def beating(self) -> Iterator[None]:
-        """While the block runs, a thread renews this process's claims every
+        """While the block runs, a thread renews this sweep's claims every
         :func:`heartbeat_s` on a connection of its own; afterwards every claim still held is
         released (also when the block raises: an interrupted sweep)."""
         stop = threading.Event()
-        path, pid, host = self.store.path, self.pid, self.host
+        path, owner = self.store.path, self.owner
 
         def beat() -> None:
             con = None
@@ -181,8 +183,8 @@ class Claims:
                 con = open_writer(path)
                 while not stop.wait(heartbeat_s()):
                     try:
-                        con.execute("UPDATE claims SET heartbeat=? WHERE pid=? AND host=?",
-                                    (time.time(), pid, host))
+                        con.execute("UPDATE claims SET heartbeat=? WHERE owner=?",
+                                    (time.time(), owner))
                     except Exception:  # noqa: BLE001 - a missed beat only risks a takeover
                         pass
             except Exception:  # noqa: BLE001 - no heartbeat: claims go stale, never a crash
@@ -203,7 +205,7 @@ class Claims:
 
 def run_claimed(points: Sequence[Any], claims: Claims, run: Callable[[int, Any], None],
                 elsewhere: Callable[[], None], console: Any, path: str | Path) -> None:
-    """Run each point (a :class:`~dlperf.config.RunConfig`) that this process claims:
+    """Run each point (a :class:`~dlperf.config.RunConfig`) that this sweep claims:
     ``run(k, point)`` (``k`` 1-based) for ``mine``, ``elsewhere()`` for ``done``. Points
     another process is measuring (``busy``) are revisited every few seconds until they are
     stored or their claim goes stale and is taken over, so every point is stored when this

@@ -53,6 +53,8 @@ from typing import Any
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The dlperf source the sweeps run (``--src``: e.g. an older tree, for a before/after).
+SRC = [ROOT / "src"]
 FINAL = ("ok", "oom", "nan_loss", "crash", "timeout")
 #: The counts every trial must keep at zero, and the checks that must hold.
 ZERO = ("lost", "redone", "duplicates", "missing")
@@ -73,7 +75,7 @@ def sweep_yaml(path: Path, batches: list[int], *, min_iters: int = 20, framework
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The sweeps' environment: the fake framework on a real clock, this checkout's source."""
-    src = str(ROOT / "src")
+    src = str(SRC[0])
     pp = os.environ.get("PYTHONPATH")
     return {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_REAL_CLOCK": "1",
             "DLPERF_FAKE_STEP_S": "0.005", "PYTHONPATH": src + (os.pathsep + pp if pp else ""),
@@ -416,6 +418,7 @@ def run(trials: int = 5, points: int = 8, seed: int = 0, torch: bool = False,
                                            "kill9_sweep"), "attack": "torch_kill9"})
     result = summarize(records)
     result.update(trials=trials, points=points, seed=seed, clean_sweep_s=round(clean_s, 2),
+                  src=str(SRC[0]),
                   seconds=round(time.monotonic() - t_start, 1),
                   host={"python": platform.python_version(), "cpus": os.cpu_count(),
                         "platform": platform.platform()},
@@ -521,6 +524,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "Command: `PYTHONPATH=src python benchmarks/reliability.py "
               f"--trials {result['trials']} --points {result['points']} --seed {result['seed']}"
               + (" --torch" if any(r['attack'] == 'torch_kill9' for r in result['records'])
+                 else "")
+              + (f" --src {result['src']}" if result.get("src") not in (None, str(ROOT / "src"))
                  else "") + " -o <out>.json`"]
     return "\n".join(lines) + "\n"
 
@@ -533,7 +538,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch", action="store_true", help="also a real PyTorch tiny sweep")
     ap.add_argument("-o", "--output", type=Path, default=None)
+    ap.add_argument("--src", type=Path, default=None,
+                    help="the dlperf source folder the sweeps run (default: this checkout's)")
     a = ap.parse_args(argv)
+    if a.src is not None:
+        SRC[0] = a.src.resolve()
     res = run(a.trials, a.points, a.seed, a.torch, a.output)
     print(json.dumps({"totals": res["totals"], "problems": res["problems"],
                       "goal_met": res["goal_met"], "seconds": res["seconds"]}, indent=1))

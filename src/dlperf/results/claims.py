@@ -145,7 +145,7 @@ class Claims:
             now = time.time()
             row = db.execute("SELECT owner, pid, host, sweep, heartbeat FROM claims "
                              "WHERE run_key=?", (run_key,)).fetchone()
-            if row is not None and not self._stale(*row[:3], row[4], now):
+            if row is not None and not self._stale(row[0], row[1], row[2], row[4], now):
                 return "busy", {"pid": row[1], "host": row[2], "sweep": row[3],
                                 "age_s": now - (row[4] or 0.0)}
             db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",

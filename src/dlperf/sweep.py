@@ -36,6 +36,7 @@ from rich.progress import (
 
 from dlperf.config import RunConfig, ddp_changes, layout_change
 from dlperf.results.store import ResultStore
+from dlperf.results.unsaved import store_or_keep
 
 if TYPE_CHECKING:
     from dlperf.env import ThreadChoice
@@ -47,13 +48,17 @@ class SweepOutcome:
 
     ``ran``: points given to the runner (a worker); ``failed``: of those, results not ``ok``;
     ``skipped``: points already in the store; ``missing_data``: points stored ``unavailable``
-    without running because their data set is missing; ``results``: every result stored.
+    without running because their data set is missing; ``elsewhere``: points another process
+    measured meanwhile; ``results``: every result stored.
     """
 
     ran: int = 0
     skipped: int = 0
     failed: int = 0
     missing_data: int = 0
+    #: Points of this call that another process writing to the same file measured meanwhile
+    #: (:mod:`dlperf.results.claims`): not run here.
+    elsewhere: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
     #: The points as run or found stored: threads chosen by the policy filled in
     #: (:func:`dlperf.resume.resolve_threads`); their run keys select this call's rows.
@@ -130,8 +135,9 @@ def result_line(r: dict[str, Any]) -> str:
         extra += (f", target loss {conv['target_loss']:g} reached after "
                   f"{conv['iterations_to_target']} iterations, {conv['time_to_target_s']:.3f} s"
                   if conv.get("reached") else f", target loss {conv['target_loss']:g} not reached")
-    return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter "
-            f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}], "
+    ci = ("\\[no CI: too few iterations]" if s.get("ci_low") is None or s.get("ci_high") is None
+          else f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}]")
+    return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter {ci}, "
             f"{tp['samples_per_s']:,.1f} samples/s{extra}{warn}")
 
 
@@ -295,6 +301,46 @@ def _note_policy(r: dict[str, Any], cfg: RunConfig, auto_keys: set[str],
         r["env"] = {**(r.get("env") or {}), "thread_policy": threads.record()}
 
 
+class _PointRunner:
+    """Runs the claimed points of :func:`execute` one at a time: progress line, worker, store
+    (:func:`~dlperf.results.unsaved.store_or_keep`), ceilings cache, counts and the result line."""
+
+    def __init__(self, store: ResultStore, sweep: str | None, runner: Callable[..., Any],
+                 out: SweepOutcome, progress: Progress, task: Any, cache: Any, n: int,
+                 line_per_point: bool, note: Callable[[dict[str, Any], RunConfig], None]
+                 ) -> None:
+        self.store, self.sweep, self.runner, self.out = store, sweep, runner, out
+        self.progress, self.task, self.cache, self.n = progress, task, cache, n
+        self.line_per_point, self.note = line_per_point, note
+        self.started, self.durations = time.monotonic(), list[float]()
+
+    def run(self, k: int, cfg: RunConfig) -> None:
+        """Measure point ``k`` (1-based) and store its result."""
+        self.progress.update(self.task, description=escape(cfg.label()))
+        if self.line_per_point:
+            self.progress.console.print(progress_line(k, self.n, cfg.label(),
+                                                      time.monotonic() - self.started,
+                                                      self.durations),
+                                        markup=False, highlight=False)
+        t0 = time.monotonic()
+        r = self.runner(cfg)
+        self.durations.append(time.monotonic() - t0)
+        self.note(r, cfg)
+        store_or_keep(self.store, r, self.sweep)
+        if self.cache is not None and self.cache[0].add_result(r, "this sweep"):
+            self.cache[0].save(self.cache[1])
+        self.out.ran += 1
+        self.out.failed += r["status"] != "ok"
+        self.out.results.append(r)
+        self.progress.console.print(result_line(r), highlight=False)
+        self.progress.advance(self.task)
+
+    def elsewhere(self) -> None:
+        """A point another process measured: counted, not run."""
+        self.out.elsewhere += 1
+        self.progress.advance(self.task)
+
+
 def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = None,
             resume: bool = True, retry_failed: bool = False,
             runner: Callable[[RunConfig], dict[str, Any]] | None = None,
@@ -326,18 +372,28 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
             settings (:func:`dlperf.resume.changed_settings`).
 
     The matmul and bandwidth ceilings are measured once per framework, device, precision and
-    thread count and handed to the workers (:func:`dlperf.resume.ceilings_cache`).
+    thread count and handed to the workers (:func:`dlperf.resume.ceilings_cache`). Each point
+    is claimed in the store before it runs (:mod:`dlperf.results.claims`): sweeps writing into
+    one file at once share the points, none measured twice; a point another process is
+    measuring is waited for at the end.
 
     Returns:
         SweepOutcome with counts and the results produced by this call (``ran``: points given
-        to ``runner``; ``missing_data``: points stored unavailable without running).
+        to ``runner``; ``missing_data``: points stored unavailable without running;
+        ``elsewhere``: points another process measured meanwhile).
+
+    Raises:
+        StoreError: the store could not take a result (the result is kept beside it:
+            :func:`dlperf.results.unsaved.store_or_keep`).
     """
+    from dlperf.results.claims import Claims, run_claimed
     from dlperf.resume import ceilings_cache, changed_settings, resolve_threads
 
     if runner is None:
         from dlperf.launch.distributed import run_point
         runner = run_point
     console = console or Console(stderr=True)
+    claims = Claims(store, resume=resume, retry_failed=retry_failed, sweep=sweep)
     done = store.done_keys(include_failed=not retry_failed) if resume else set()
     points, auto_keys = resolve_threads(points, threads, store, done)
     todo = [p for p in points if p.run_key() not in done]
@@ -367,7 +423,7 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
         env = collect_env()
         for cfg in absent:  # stored at once: `dlperf results` shows them while the rest runs
             r = missing_data_result(cfg, missing_data[data_key(cfg)], env)
-            store.add(r, sweep=sweep)
+            store_or_keep(store, r, sweep)
             out.missing_data += 1
             out.results.append(r)
             console.print(result_line(r), highlight=False)
@@ -376,25 +432,14 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                         console=console, transient=True, disable=not bar)
-    started, durations = time.monotonic(), list[float]()
-    with progress, ceilings_cache(todo, store) as cache:
+    with progress, ceilings_cache(todo, store) as cache, claims.beating():
         task = progress.add_task("", total=len(todo))
-        for k, cfg in enumerate(todo, 1):
-            progress.update(task, description=escape(cfg.label()))
-            if show_progress and not bar:
-                progress.console.print(progress_line(k, len(todo), cfg.label(),
-                                                     time.monotonic() - started, durations),
-                                       markup=False, highlight=False)
-            t0 = time.monotonic()
-            r = runner(cfg)
-            durations.append(time.monotonic() - t0)
-            _note_policy(r, cfg, auto_keys, threads)
-            store.add(r, sweep=sweep)
-            if cache is not None and cache[0].add_result(r, "this sweep"):
-                cache[0].save(cache[1])
-            out.ran += 1
-            out.failed += r["status"] != "ok"
-            out.results.append(r)
-            progress.console.print(result_line(r), highlight=False)
-            progress.advance(task)
+        pr = _PointRunner(store, sweep, runner, out, progress, task, cache, len(todo),
+                          show_progress and not bar,
+                          lambda r, cfg: _note_policy(r, cfg, auto_keys, threads))
+        run_claimed(todo, claims, pr.run, pr.elsewhere, progress.console, store.path)
+    if out.elsewhere:
+        console.print(f"{out.elsewhere} point(s) were measured by another process writing to "
+                      f"{store.path} at the same time (shared, not repeated)", markup=False,
+                      highlight=False)
     return out

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from dlperf.cli import common
-from dlperf.cli.common import check_db, guard
+from dlperf.cli.common import check_db, check_output, guard
 from dlperf.errors import ConfigError
 
 
@@ -83,6 +83,7 @@ def allreduce(
 
         if db is not None:
             check_db(db, must_exist=False)
+            check_output(output, "--json", db)
         if from_json is not None:
             if db is None:
                 raise ConfigError("--from-json stores an earlier run: give --db too")

@@ -9,11 +9,14 @@ a test can replace them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import signal
 import sys
+import threading
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +65,10 @@ def ints(value: str, what: str, low: int = 1) -> list[int]:
 
 def guard(fn: Callable[[], Any]) -> Any:
     """Run a command body; a user error (DlperfError, or a file that cannot be written or
-    read) -> one message and exit 2."""
+    read) -> one message and exit 2. An SQLite error that escaped the store's own messages
+    (:mod:`dlperf.results.dbfile`) is worded the same way, never a traceback."""
+    import sqlite3
+
     try:
         return fn()
     except DlperfError as e:
@@ -74,12 +80,63 @@ def guard(fn: Callable[[], Any]) -> Any:
                   "give another path",
                   highlight=False)
         raise typer.Exit(2) from None
+    except sqlite3.Error as e:
+        err.print(f"[bold red]error:[/] the results file could not be used ({escape(str(e))}); "
+                  "it may be damaged or locked: nothing stored in it was changed; check it "
+                  "(sqlite3 FILE 'PRAGMA integrity_check'), or give another --db path",
+                  highlight=False)
+        raise typer.Exit(2) from None
 
 
-def check_out_dir(path: str | Path | None, flag: str) -> None:
-    """A report folder must be a folder (or not exist yet)."""
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    """``a`` and ``b`` name one file: the same path once links are followed, or two names
+    (hard links) of one existing file."""
+    pa, pb = Path(a), Path(b)
+    if pa.resolve() == pb.resolve():
+        return True
+    try:
+        return pa.exists() and pb.exists() and pa.samefile(pb)
+    except OSError:
+        return False
+
+
+def check_output(path: str | Path | None, flag: str, *dbs: str | Path | None) -> None:
+    """An output file (``-o``) must not be one of the results files ``dbs`` read or written by
+    the same command (``dlperf results --db r.db -o r.db`` replaced the database with CSV).
+
+    Raises:
+        ConfigError: naming both and what to give instead.
+    """
+    if path is None:
+        return
+    for db in dbs:
+        if db is not None and _same_file(path, db):
+            raise ConfigError(f"{flag} {str(path)!r} is the results file {str(db)!r}: writing "
+                              f"there would destroy it; give another file for {flag}")
+
+
+#: Files a report folder gets: report.md, report.html and plots (``*.png``).
+_REPORT_FILES, _REPORT_SUFFIXES = ("report.md", "report.html"), (".png",)
+
+
+def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None) -> None:
+    """A report folder must be a folder (or not exist yet), and with ``db`` the results file
+    must not be one of the files the report writes there (report.md, report.html, ``*.png``).
+
+    Raises:
+        ConfigError: naming the path and what to give instead.
+    """
     if path is not None and Path(path).exists() and not Path(path).is_dir():
         raise ConfigError(f"{flag} {str(path)!r} is a file; give a folder for the report")
+    if path is None or db is None:
+        return
+    dbp = Path(db)
+    inside = _same_file(dbp.parent, path) if dbp.parent.exists() else False
+    if inside and (dbp.name in _REPORT_FILES or dbp.suffix.lower() in _REPORT_SUFFIXES
+                   or any(_same_file(Path(path) / n, dbp) for n in _REPORT_FILES)):
+        raise ConfigError(f"the results file {str(db)!r} is in the report folder {flag} "
+                          f"{str(path)!r} under a name the report writes; give another folder "
+                          f"for {flag}, or rename the results file")
 
 
 def check_db(path: str, must_exist: bool) -> None:
@@ -175,6 +232,29 @@ def choose_threads_once(points: list[Any]) -> Any:
     return choice
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while points run (:func:`terminated_as_interrupt`): handled as Ctrl-C is (the
+    worker stopped, claims released, a message), then exit status 143 (128 + SIGTERM)."""
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """While the block runs in the main thread, SIGTERM raises :class:`Terminated` (a
+    KeyboardInterrupt), so ``kill PID`` stops a sweep as cleanly as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
             report_dir: str | None, sweep_config: dict | None = None,
             runner: Callable[[Any], dict[str, Any]] | None = None,
@@ -202,21 +282,25 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         if sweep_config is not None:
             store.add_sweep(sweep, sweep_config, now_iso())
         try:
-            outcome = run_points(points, store, sweep=sweep, resume=resume,
-                                 retry_failed=retry_failed, console=err, runner=runner,
-                                 missing_data=missing, threads=threads)
-        except KeyboardInterrupt:
+            with terminated_as_interrupt():
+                outcome = run_points(points, store, sweep=sweep, resume=resume,
+                                     retry_failed=retry_failed, console=err, runner=runner,
+                                     missing_data=missing, threads=threads)
+        except KeyboardInterrupt as e:
             again = ("run the same command again to resume" if resume else
                      "the points not reached yet still hold their earlier results, so run the "
                      "same command (with --restart/--rerun) again to measure every point anew; "
                      "without it they count as done")
-            err.print(f"[yellow]interrupted[/]: finished points are in {escape(str(db))}; "
+            how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+            err.print(f"[yellow]{how}[/]: finished points are in {escape(str(db))}; "
                       f"{again}")
-            raise typer.Exit(130) from None
+            raise typer.Exit(143 if isinstance(e, Terminated) else 130) from None
         keys = {p.run_key() for p in outcome.points}
         _print_outcome([r for r in store.rows() if r["run_key"] in keys], outcome.points)
         not_run = (f", {outcome.missing_data} not run (data missing)"
                    if outcome.missing_data else "")
+        if outcome.elsewhere:
+            not_run += f", {outcome.elsewhere} measured by another process at the same time"
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} "
                   f"failed{not_run}", markup=False)
         if report_dir:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from dlperf.cli import common
-from dlperf.cli.common import check_db, guard, print_markdown, split
+from dlperf.cli.common import check_db, check_output, guard, print_markdown, split
 from dlperf.errors import ConfigError, unknown_choice
 
 FORMATS = ("table", "json")
@@ -87,6 +87,7 @@ def compare(
         if format not in FORMATS:
             raise unknown_choice("format", format, FORMATS)
         threshold = parse_threshold(fail_if_slower)
+        check_output(output, "--output", *((db,) if db is not None else (base, new)))
         rb, rn, nb, nn = _sides(base, new, db, split(model))
         if not rb or not rn:
             raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"

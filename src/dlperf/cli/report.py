@@ -33,7 +33,7 @@ def report(
             if f not in FORMATS:
                 raise unknown_choice("report format", f, FORMATS)
         check_db(db, must_exist=True)
-        check_out_dir(output, "--output")
+        check_out_dir(output, "--output", db)
         if "md" in formats:
             path = write_full_report(db, output, title, target_loss)
             common.out.print(f"report: {path}")

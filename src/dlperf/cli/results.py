@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from dlperf.cli import common
-from dlperf.cli.common import check_db, guard, print_markdown, split
+from dlperf.cli.common import check_db, check_output, guard, print_markdown, split
 from dlperf.errors import ConfigError, unknown_choice
 from dlperf.report.sections import COMPARISONS
 
@@ -147,6 +147,7 @@ def results(
         from dlperf.results.store import ResultStore
 
         _check_flags(db, format, compare, op_classes, samples, target_loss, status)
+        check_output(output, "--output", db)
         filters = {"model": split(model) or None, "status": split(status) or None}
         with ResultStore(db, read_only=True) as store:
             rows = store.rows(latest=not all_runs, **filters)

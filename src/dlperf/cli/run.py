@@ -256,7 +256,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         from dlperf.config import expand_grid, resolve_device
 
         _check_flags(point, par)
-        check_out_dir(store.report, "--report")
+        check_out_dir(store.report, "--report", store.db)
         check_db(store.db, must_exist=False)
         # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
         dev = (point.device if par.emit_slurm is not None and point.device in ("cpu", "cuda")

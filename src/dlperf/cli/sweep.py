@@ -119,6 +119,7 @@ def sweep(
             mine = set(order[k_n[0]::k_n[1]])
             points = [p for p in points if p.point_key() in mine]
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
+        check_out_dir(report, "--report", path)
         if dry_run:
             _dry_run(points, path, restart, retry_failed)
             return

@@ -127,7 +127,9 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
               "n_measured": n, "measured_time_s": total, "wall_time_s": wall_s,
               "timing_rel_diff": rel, "timing_consistent": consistent}
     return {
-        "summary": stats.summarize(measured).to_dict(),
+        # below MIN_CI_SAMPLES no interval reaches 95%: none is stored (and a warning says
+        # so: dlperf.measure.warnings)
+        "summary": stats.summarize(measured, min_ci_samples=stats.MIN_CI_SAMPLES).to_dict(),
         "throughput": stats.throughput(n, cfg.global_batch, total, spec.tokens_per_sample),
         "timing": timing, "compile": comp,
         "samples": {**samples, **({"data_wait": waits} if waits is not None else {})},

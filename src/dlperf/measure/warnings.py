@@ -1,9 +1,10 @@
 """Plain-language warnings about a measurement that should not be trusted as it is.
 
 :func:`quality_warnings` reads a finished record (:class:`dlperf.results.schema.RunRecord`)
-and says what in it is doubtful: a wide confidence interval or a long tail, no steady state,
-iteration times that disagree with the wall time, settings without effect on the device, graph
-breaks, an MFU above 100% (:func:`mfu_above_one` names the likely cause), CPU ceilings measured
+and says what in it is doubtful: too few iterations for a confidence interval
+(:data:`dlperf.stats.MIN_CI_SAMPLES`; none is stored then), a wide one or a long tail, no
+steady state, iteration times that disagree with the wall time, settings without effect on the
+device, graph breaks, an MFU above 100% (:func:`mfu_above_one` names the likely cause), CPU ceilings measured
 beside loader workers, an input-bound run, a profiler that shifted the communication overlap.
 The thresholds are below (documented in docs/measurement.md).
 """
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlperf.results.schema import RunRecord, as_record
+from dlperf.stats import min_samples_for_ci
 
 __all__ = ["WIDE_CI_REL", "LONG_TAIL_RATIO", "PROFILED_SLOWDOWN_WARN", "quality_warnings",
            "mfu_above_one"]
@@ -55,7 +57,13 @@ def mfu_above_one(result: RunRecord | Mapping[str, Any]) -> str | None:
 def _timing_warnings(r: RunRecord) -> list[str]:
     w: list[str] = []
     s = r.summary
-    if s is not None and s.median:
+    if s is not None and s.median and (s.ci_low is None or s.ci_high is None):
+        level = s.ci_level or 0.95
+        w.append(f"only {s.n} measured iteration(s): too few for a {level:.0%} confidence "
+                 f"interval of the median (it needs {min_samples_for_ci(level)}), so none is "
+                 "stored; raise --min-iters (iterations.min_iters in a sweep file) or "
+                 "--min-time and add --rerun")
+    elif s is not None and s.median:
         width = (s.ci_high - s.ci_low) / s.median
         if width > WIDE_CI_REL:
             w.append(f"wide CI of the median ({width:.0%} of it): noisy machine or too few "

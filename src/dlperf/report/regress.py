@@ -45,6 +45,7 @@ from scipy import stats as _sps
 
 from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord
+from dlperf.stats import MIN_CI_SAMPLES
 
 __all__ = ["PointComparison", "Comparison", "parse_threshold", "point_key_of", "point_label",
            "run_median_s", "ratio_from_runs", "ratio_from_iterations", "attribute_op_classes",
@@ -269,6 +270,13 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
             pc.ratio = pc.new_step_s / pc.base_step_s
             pc.notes.append("no interval: a side has one run and no stored samples (only its "
                             "median); not called significant, left out of the summary")
+            lo = hi = None
+        elif min(len(xb), len(xn)) < MIN_CI_SAMPLES:  # no interval reaches the level
+            pc.ratio = pc.new_step_s / pc.base_step_s
+            pc.notes.append(f"no interval: a side has only {min(len(xb), len(xn))} measured "
+                            f"iterations (a 95% interval needs {MIN_CI_SAMPLES}); not called "
+                            "significant, left out of the summary; measure with a larger "
+                            "--min-iters")
             lo = hi = None
         else:
             pc.ratio, lo, hi = ratio_from_iterations(xb, xn, level)

@@ -7,23 +7,40 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.results.store import COLUMNS, ResultStore
+from dlperf.results.store import COLLECTIVE_COLUMNS, COLUMNS, ResultStore
 
 __all__ = ["merge_stores"]
 
 
 def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
-    """(results with their samples, collective rows, sweep records) of an open store."""
+    """(results with their samples, collective rows, sweep records) of an open store.
+
+    Only dlperf's own columns are read (:data:`COLUMNS`, :data:`COLLECTIVE_COLUMNS`, named
+    here, never taken from the file), so a file with columns of other names (a foreign file
+    made to look like a results file) can add nothing to the SQL that is run; the layout of
+    every file was checked on opening (:func:`dlperf.results.dbfile.check_layout`)."""
     results = []
-    for r in db.execute("SELECT * FROM results ORDER BY id").fetchall():
+    cols = ", ".join(("id", *COLUMNS))
+    for r in db.execute(f"SELECT {cols} FROM results ORDER BY id").fetchall():
         row = dict(r)
         samples = [tuple(x) for x in db.execute(
             "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
             "ORDER BY phase, idx", (row["id"],))]
         results.append((row, samples))
-    colls = [dict(r) for r in db.execute("SELECT * FROM collectives ORDER BY id")]
+    ccols = ", ".join(("id", *COLLECTIVE_COLUMNS))
+    colls = [dict(r) for r in db.execute(f"SELECT {ccols} FROM collectives ORDER BY id")]
     sweeps = [tuple(r) for r in db.execute("SELECT name, created_at, config_json FROM sweeps")]
     return results, colls, sweeps
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are one file (the same path after links, or hard links of one file)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
 
 
 def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
@@ -38,10 +55,10 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
     by time.
 
     Sources are read as :class:`ResultStore` ``read_only`` (a consistent copy in memory,
-    migrated there to the current schema); the source files are not changed. ``dest`` is rewritten inside
-    one SQLite write transaction: a failure or a kill leaves it as it was, a sweep writing into
-    it at the same time waits for the merge (up to the store's 30 s busy timeout) and then
-    goes on writing into the merged file, and the file stays where it is (a symbolic link
+    migrated there to the current schema); the source files are not changed. ``dest`` is
+    rewritten inside one SQLite write transaction: a failure or a kill leaves it as it was, a
+    sweep writing into it at the same time waits for the merge (up to the store's lock timeout,
+    ``DLPERF_DB_TIMEOUT_S``) and then goes on writing into the merged file, and the file stays where it is (a symbolic link
     keeps pointing at it, its permissions are kept). Row ids of ``dest`` change.
 
     Args:
@@ -66,8 +83,7 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
             raise ConfigError(f"source {str(s)!r} is a folder; give a results file")
         if not s.is_file():
             raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
-    same = dest.resolve() if dest.exists() else None
-    srcs = [s for s in srcs if s.resolve() != same]
+    srcs = [s for s in srcs if not _same_file(s, dest)]
     read = []
     for s in srcs:
         with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there
@@ -117,10 +133,10 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                                [(rid, *x) for x in samples])
                 n_samples += len(samples)
             for rows in collectives.values():
-                ccols = [k for k in rows[0] if k != "id"]
                 db.executemany(
-                    f"INSERT INTO collectives ({', '.join(ccols)}) VALUES "
-                    f"({', '.join('?' * len(ccols))})", [[c[k] for k in ccols] for c in rows])
+                    f"INSERT INTO collectives ({', '.join(COLLECTIVE_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * len(COLLECTIVE_COLUMNS))})",
+                    [[c[k] for k in COLLECTIVE_COLUMNS] for c in rows])
             db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
     return {"results": len(results), "added": added, "samples": n_samples,
             "collectives": len(collectives), "sweeps": len(sweeps)}

@@ -8,9 +8,12 @@ scripted one and a run's measured segment costs microseconds of real time. The s
 loss that decreases.
 
 ``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
-``oom`` raises an out-of-memory error, ``crash`` kills the process without a result, ``nan``
-returns NaN losses, ``hang`` sleeps forever in real time (for timeout tests), ``error`` raises a
-DataError.
+``oom`` raises an out-of-memory error, ``memerr`` a plain ``MemoryError`` (the host allocator's,
+also an out-of-memory result), ``crash`` kills the process without a result, ``segv`` sends
+the process SIGSEGV (a segmentation fault in native code), ``nan`` returns NaN losses, ``hang``
+sleeps forever in real time (for timeout tests), ``error`` raises a DataError.
+``DLPERF_FAKE_REAL_CLOCK=1`` makes the steps take real time (they sleep, and the run's clock is
+``time.perf_counter``), for tests that interrupt a run from outside (benchmarks/reliability.py).
 
 The step is one staged step (:meth:`FakeRun.staged_step`): its stages take
 :data:`PHASE_SHARES` of the step time (they add up to the fused step); the fused timing runs it
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -98,7 +102,7 @@ class FakeAdapter:
         return ["cpu"]
 
     def is_oom(self, exc: BaseException) -> bool:  # noqa: D102
-        return isinstance(exc, OutOfMemory)
+        return isinstance(exc, (OutOfMemory, MemoryError))
 
     def prepare(self, cfg: RunConfig, spec: ModelSpec) -> FakeRun:
         """A :class:`FakeRun` for ``cfg`` (``spec`` is not used: nothing is trained).
@@ -121,10 +125,12 @@ class FakeRun(TrainingRun):
     def __init__(self, cfg: RunConfig) -> None:
         self.step_s = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001"))
         self._fail = scripted_failure(cfg.batch_size)
-        if os.environ.get("DLPERF_FAKE_NVML") == "1":
+        if os.environ.get("DLPERF_FAKE_NVML") == "1" or os.environ.get(
+                "DLPERF_FAKE_REAL_CLOCK") == "1":
             self.clock: Callable[[], float] = time.perf_counter
             self._take: Callable[[float], None] = time.sleep
-            self.nvml_target = (None, 0)
+            if os.environ.get("DLPERF_FAKE_NVML") == "1":
+                self.nvml_target = (None, 0)
         else:
             fake = FakeClock()
             self.clock, self._take = fake, fake.advance
@@ -172,8 +178,12 @@ class FakeRun(TrainingRun):
             self._next_batch()
         if fail == "oom" and n > 2:
             raise OutOfMemory("scripted out of memory")
+        if fail == "memerr" and n > 2:
+            raise MemoryError("scripted host allocation failure")
         if fail == "crash" and n > 2:
             os._exit(9)
+        if fail == "segv" and n > 2:
+            os.kill(os.getpid(), signal.SIGSEGV)
         if fail == "hang":
             time.sleep(3600)  # real time: what a timeout is for
         for p, dt in self._stages.items():

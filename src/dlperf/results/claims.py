@@ -1,0 +1,240 @@
+"""Claims: which process is measuring which point of a results file, so that sweeps writing
+into one file share the work instead of repeating it (issue 23: two identical sweeps on one
+database measured every overlapping point twice).
+
+Table ``claims(run_key PRIMARY KEY, owner, pid, host, sweep, started_at, heartbeat)`` (times in
+seconds since the epoch; ``owner`` a random id of one sweep call, so two sweeps in one process
+are told apart), made by the first sweep that claims a point. It is coordination state, not
+results: it is not part of the schema version (an older dlperf ignores it), merges and exports
+leave it out, and readers never touch it.
+
+Before a point runs, :meth:`Claims.claim` decides in one write transaction:
+
+- ``done``: the point has a final result (not ``error``/``unavailable``) stored by another
+  process since this sweep started, or (when resuming) one stored before it started, ``ok``
+  only with ``retry_failed``: it is not measured again;
+- ``busy``: another process holds a live claim on it: the sweep goes on with other points and
+  comes back to it at the end (:meth:`Claims.claim` again);
+- ``mine``: no claim, this sweep's own, or a *stale* one, which is taken over: the holder's
+  process is gone (same host: no such process id, or a zombie) or its heartbeat is older than
+  :func:`stale_after_s` (any host; a sweep killed with ``kill -9`` or a crashed machine).
+
+The claim is dropped once the point's result is stored (:meth:`Claims.release`); while points
+run, a thread renews this sweep's claims every :func:`heartbeat_s` (:meth:`Claims.beating`),
+on a connection of its own. Heartbeats on different hosts compare wall clocks: clocks that
+differ by more than :func:`stale_after_s` would take over live claims (use NTP).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.results.dbfile import StoreError, open_writer
+
+__all__ = ["Claims", "run_claimed", "CLAIMS_SQL", "STALE_ENV", "DEFAULT_STALE_S", "stale_after_s",
+           "heartbeat_s", "process_gone"]
+
+CLAIMS_SQL = ("CREATE TABLE IF NOT EXISTS claims (run_key TEXT PRIMARY KEY, owner TEXT, "
+              "pid INTEGER, host TEXT, sweep TEXT, started_at REAL, heartbeat REAL)")
+#: Environment variable: seconds without a heartbeat after which a claim is stale.
+STALE_ENV = "DLPERF_CLAIM_STALE_S"
+#: Default of :data:`STALE_ENV`: six missed heartbeats (:func:`heartbeat_s`).
+DEFAULT_STALE_S = 120.0
+
+
+def stale_after_s() -> float:
+    """Seconds without a heartbeat after which another process's claim is taken over:
+    ``$DLPERF_CLAIM_STALE_S`` or :data:`DEFAULT_STALE_S`.
+
+    Raises:
+        ConfigError: the variable is not a positive, finite number.
+    """
+    raw = os.environ.get(STALE_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_STALE_S
+    try:
+        v = float(raw)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v < float("inf"):
+        raise ConfigError(f"{STALE_ENV}={raw!r}: give the seconds after which a silent claim "
+                          "is taken over as a positive number, e.g. 120")
+    return v
+
+
+def heartbeat_s() -> float:
+    """Seconds between heartbeats: a sixth of :func:`stale_after_s` (at least 0.05 s)."""
+    return max(0.05, stale_after_s() / 6)
+
+
+def process_gone(pid: int) -> bool:
+    """True when no process ``pid`` runs on this host, or it is a zombie (dead, not yet reaped
+    by its parent; Linux's ``/proc/PID/stat``)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
+
+
+class Claims:
+    """The claims of one sweep (one call; a process may run several) on a writable
+    :class:`~dlperf.results.store.ResultStore` (see the module docstring).
+
+    Args:
+        store: the store the sweep writes into (its connection and transactions are used).
+        resume: results stored before this sweep started count as done.
+        retry_failed: with ``resume``, only ``ok`` results stored before count.
+        sweep: the sweep's name, recorded with its claims.
+
+    Raises:
+        StoreError: the claims table cannot be made (a read-only or locked file).
+    """
+
+    def __init__(self, store: Any, *, resume: bool, retry_failed: bool,
+                 sweep: str | None = None) -> None:
+        self.store, self.resume, self.retry_failed, self.sweep = (store, resume, retry_failed,
+                                                                  sweep)
+        self.host, self.pid, self.owner = socket.gethostname(), os.getpid(), uuid.uuid4().hex
+        self.held: set[str] = set()
+        db = store._db
+        with store.transaction("preparing to share it with other sweeps"):
+            db.execute(CLAIMS_SQL)
+            self.since_id = db.execute("SELECT COALESCE(MAX(id), 0) FROM results").fetchone()[0]
+
+    def _done(self, run_key: str) -> bool:
+        q = ("SELECT 1 FROM results WHERE run_key=? AND status NOT IN ('error', 'unavailable') "
+             "AND (id > ? OR (? AND (status = 'ok' OR ?))) LIMIT 1")
+        return self.store._db.execute(q, (run_key, self.since_id, self.resume,
+                                          not self.retry_failed)).fetchone() is not None
+
+    def _stale(self, owner: str, pid: int, host: str, heartbeat: float, now: float) -> bool:
+        if owner == self.owner:
+            return True  # this sweep's own
+        if host == self.host and process_gone(pid):
+            return True
+        return now - (heartbeat or 0.0) > stale_after_s()
+
+    def claim(self, run_key: str) -> tuple[str, dict[str, Any] | None]:
+        """``("mine", None)``, ``("done", None)`` or ``("busy", holder)`` for the point
+        ``run_key`` (see the module docstring); ``holder``: ``pid``, ``host``, ``sweep``,
+        ``age_s`` (since its heartbeat). A ``mine`` claim is recorded before this returns.
+
+        Raises:
+            StoreError: the file stayed locked, or cannot be written.
+        """
+        db = self.store._db
+        with self.store.transaction("claiming a point"):
+            if self._done(run_key):
+                return "done", None
+            now = time.time()
+            row = db.execute("SELECT owner, pid, host, sweep, heartbeat FROM claims "
+                             "WHERE run_key=?", (run_key,)).fetchone()
+            if row is not None and not self._stale(row[0], row[1], row[2], row[4], now):
+                return "busy", {"pid": row[1], "host": row[2], "sweep": row[3],
+                                "age_s": now - (row[4] or 0.0)}
+            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (run_key, self.owner, self.pid, self.host, self.sweep, now, now))
+        self.held.add(run_key)
+        return "mine", None
+
+    def release(self, run_key: str) -> None:
+        """Drop this sweep's claim on ``run_key`` (after its result is stored); a failure to
+        (a locked file) leaves it to go stale. Never raises for the file."""
+        self.held.discard(run_key)
+        try:
+            with self.store.transaction("releasing a claim"):
+                self.store._db.execute("DELETE FROM claims WHERE run_key=? AND owner=?",
+                                       (run_key, self.owner))
+        except StoreError:
+            pass
+
+    def release_all(self) -> None:
+        """Drop every claim this object still holds (a sweep stopped early)."""
+        for k in list(self.held):
+            self.release(k)
+
+    @contextmanager
+    def beating(self) -> Iterator[None]:
+        """While the block runs, a thread renews this sweep's claims every
+        :func:`heartbeat_s` on a connection of its own; afterwards every claim still held is
+        released (also when the block raises: an interrupted sweep)."""
+        stop = threading.Event()
+        path, owner = self.store.path, self.owner
+
+        def beat() -> None:
+            con = None
+            try:
+                con = open_writer(path)
+                while not stop.wait(heartbeat_s()):
+                    try:
+                        con.execute("UPDATE claims SET heartbeat=? WHERE owner=?",
+                                    (time.time(), owner))
+                    except Exception:  # noqa: BLE001 - a missed beat only risks a takeover
+                        pass
+            except Exception:  # noqa: BLE001 - no heartbeat: claims go stale, never a crash
+                pass
+            finally:
+                if con is not None:
+                    con.close()
+
+        t = threading.Thread(target=beat, name="dlperf-claims-heartbeat", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join(timeout=5.0)
+            self.release_all()
+
+
+def run_claimed(points: Sequence[Any], claims: Claims, run: Callable[[int, Any], None],
+                elsewhere: Callable[[], None], console: Any, path: str | Path) -> None:
+    """Run each point (a :class:`~dlperf.config.RunConfig`) that this sweep claims:
+    ``run(k, point)`` (``k`` 1-based) for ``mine``, ``elsewhere()`` for ``done``. Points
+    another process is measuring (``busy``) are revisited every few seconds until they are
+    stored or their claim goes stale and is taken over, so every point is stored when this
+    returns; one line on ``console`` (a rich Console) says so.
+
+    Raises:
+        StoreError: from claiming (a locked or unwritable file) or from ``run``.
+    """
+    waiting: list[tuple[int, Any]] = []
+    for k, cfg in enumerate(points, 1):
+        state, _ = claims.claim(cfg.run_key())
+        if state == "mine":
+            run(k, cfg)
+        elif state == "done":
+            elsewhere()
+        else:
+            waiting.append((k, cfg))
+    if waiting:
+        console.print(f"waiting for {len(waiting)} point(s) that another process is measuring "
+                      f"in {path} (shared, not repeated)", markup=False, highlight=False)
+    while waiting:
+        time.sleep(min(2.0, heartbeat_s()))
+        still = []
+        for k, cfg in waiting:
+            state, _ = claims.claim(cfg.run_key())
+            if state == "mine":
+                run(k, cfg)
+            elif state == "done":
+                elsewhere()
+            else:
+                still.append((k, cfg))
+        waiting = still

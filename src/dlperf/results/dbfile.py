@@ -1,0 +1,236 @@
+"""Opening a results file safely, and the errors of one, in words (issue 23).
+
+- **Paths** go into SQLite as percent-quoted ``file:`` URIs (:func:`file_uri`): ``#``, ``?``,
+  ``%`` and spaces are part of the file name, never read as URI syntax (unquoted, ``a#b.db``
+  opened a file named ``a`` and showed an empty table).
+- **Readers** (:func:`open_copy`) read the file into memory through SQLite's backup (a
+  consistent copy) from a read-only connection, so reading never changes the file. A writer
+  killed inside a transaction leaves a *hot journal* that a read-only connection may not roll
+  back (``SQLITE_READONLY_ROLLBACK``); then the file and its journal are copied to a temporary
+  folder and rolled back there: the reader sees the last committed state and the file stays as
+  it is (the next writer rolls it back for good).
+- **Writers** (:func:`open_writer`) wait for another writer's lock for :func:`db_timeout_s`
+  seconds (SQLite's busy handler retries within it), then fail with :class:`StoreBusy`.
+- **Errors** (:func:`store_error`): a locked file, a full disk, a read-only file or folder, a
+  damaged file or an I/O error become a :class:`StoreError` that says what happened and what to
+  do; a failed write is rolled back, so nothing stored before is lost.
+- **Layout** (:func:`parse_version`, :func:`check_layout`, :func:`check_intact`): a
+  ``schema_version`` that is not a whole number, one newer than this dlperf, a file that claims
+  a version but lacks its tables or columns, and a file whose pages are damaged
+  (``PRAGMA quick_check``) are refused with the version and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dlperf.errors import ConfigError
+
+__all__ = ["StoreError", "StoreBusy", "DB_TIMEOUT_ENV", "DEFAULT_DB_TIMEOUT_S", "db_timeout_s",
+           "file_uri", "open_copy", "open_writer", "store_error", "sqlite_errors",
+           "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES"]
+
+#: Environment variable: seconds a writer waits for another process's lock on the file.
+DB_TIMEOUT_ENV = "DLPERF_DB_TIMEOUT_S"
+#: Default of :data:`DB_TIMEOUT_ENV`: long enough for a merge of a large file or a reader's
+#: copy, short enough that a forgotten ``sqlite3`` shell holding a transaction is reported.
+DEFAULT_DB_TIMEOUT_S = 120.0
+#: Tables every results file of the current schema has.
+REQUIRED_TABLES = ("meta", "results", "samples", "sweeps", "collectives")
+
+
+class StoreError(ConfigError):
+    """A results file that cannot be read or written as asked (locked, full disk, read-only,
+    damaged, not dlperf's, a newer schema); the message names the file and what to do."""
+
+
+class StoreBusy(StoreError):
+    """Another process kept the results file locked for longer than :func:`db_timeout_s`."""
+
+
+def db_timeout_s() -> float:
+    """Seconds to wait for another process's lock: ``$DLPERF_DB_TIMEOUT_S`` (a positive number)
+    or :data:`DEFAULT_DB_TIMEOUT_S`.
+
+    Raises:
+        ConfigError: the variable is set but not a positive, finite number.
+    """
+    raw = os.environ.get(DB_TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_DB_TIMEOUT_S
+    try:
+        v = float(raw)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v < float("inf"):
+        raise ConfigError(f"{DB_TIMEOUT_ENV}={raw!r}: give the seconds to wait for a locked "
+                          "results file as a positive number, e.g. 300")
+    return v
+
+
+def file_uri(path: str | Path, mode: str) -> str:
+    """The SQLite URI of ``path`` opened with ``mode`` (``ro``, ``rw`` or ``rwc``): an absolute
+    ``file:`` URI whose path is percent-quoted (:meth:`pathlib.Path.as_uri`), so ``#``, ``?``,
+    ``%`` and spaces stay part of the name (SQLite's URI rules: sqlite.org/uri.html)."""
+    return f"{Path(os.path.abspath(path)).as_uri()}?mode={mode}"
+
+
+def _name(e: BaseException) -> str:
+    return getattr(e, "sqlite_errorname", None) or ""
+
+
+def store_error(e: sqlite3.Error, path: str | Path, doing: str) -> StoreError:
+    """The :class:`StoreError` (or :class:`StoreBusy`) for SQLite's error ``e`` on the results
+    file ``path`` while ``doing`` (e.g. ``"storing a result"``): what happened, that nothing
+    stored before is lost (SQLite rolled the write back), and what to do."""
+    where, name = repr(str(path)), _name(e)
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StoreBusy(
+            f"{where} stayed locked by another process for {db_timeout_s():g} s while "
+            f"{doing} (another sweep or merge writing to it, or a program holding a transaction "
+            f"open); nothing stored in it is lost. Run the same command again once it is free, "
+            f"or wait longer: {DB_TIMEOUT_ENV}=SECONDS")
+    if name.startswith("SQLITE_FULL"):
+        return StoreError(f"the disk (or quota) holding {where} is full: {doing} failed and "
+                          "was rolled back; nothing stored before is lost. Free some space and "
+                          "run the same command again (it resumes)")
+    if name.startswith("SQLITE_READONLY"):
+        return StoreError(f"{where} cannot be written (a read-only file, folder or file "
+                          f"system) while {doing}; nothing stored in it is lost. Make it "
+                          "writable, or give another --db path")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return StoreError(f"{where} is damaged or not a dlperf results database ({e}); restore "
+                          "it from a copy, or give another --db path")
+    if name.startswith("SQLITE_CANTOPEN"):
+        return StoreError(f"{where} cannot be opened ({e}): its folder is missing or not "
+                          "accessible; give another --db path")
+    if name.startswith("SQLITE_IOERR"):
+        return StoreError(f"input/output error on {where} while {doing} ({e}); nothing stored "
+                          "before is lost. Check the disk, then run the same command again")
+    return StoreError(f"{where}: SQLite failed while {doing} ({e}); nothing stored before is "
+                      "lost; if it persists, give another --db path")
+
+
+@contextmanager
+def sqlite_errors(path: str | Path, doing: str) -> Iterator[None]:
+    """Turn an :class:`sqlite3.Error` inside the block into :func:`store_error`'s."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise store_error(e, path, doing) from None
+
+
+def open_writer(path: str | Path) -> sqlite3.Connection:
+    """A connection that may write ``path`` (created if missing; autocommit, transactions are
+    explicit), waiting up to :func:`db_timeout_s` for another process's lock.
+
+    Raises:
+        StoreError: it cannot be opened (:func:`store_error`).
+    """
+    with sqlite_errors(path, "opening it"):
+        return sqlite3.connect(file_uri(path, "rwc"), uri=True, timeout=db_timeout_s(),
+                               isolation_level=None)
+
+
+def open_copy(path: str | Path) -> sqlite3.Connection:
+    """An in-memory copy of the results file ``path`` (see the module docstring); the file is
+    opened read-only and never written, a hot journal is rolled back in a temporary copy.
+
+    Raises:
+        StoreError: the file cannot be read, or is not an SQLite database.
+    """
+    mem = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        try:
+            _backup(file_uri(path, "ro"), mem)
+        except sqlite3.Error as e:
+            if _name(e) != "SQLITE_READONLY_ROLLBACK":
+                raise
+            with tempfile.TemporaryDirectory(prefix="dlperf-read-") as tmp:
+                copy = Path(tmp) / "copy.db"
+                shutil.copyfile(path, copy)
+                journal = Path(f"{path}-journal")
+                if journal.is_file():
+                    shutil.copyfile(journal, Path(f"{copy}-journal"))
+                _backup(file_uri(copy, "rw"), mem)
+    except sqlite3.Error as e:
+        mem.close()
+        if _name(e).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+            raise StoreError(f"{str(path)!r} is not a dlperf results database ({e}); give "
+                             "another --db path") from None
+        raise store_error(e, path, "reading it") from None
+    return mem
+
+
+def _backup(uri: str, dest: sqlite3.Connection) -> None:
+    src = sqlite3.connect(uri, uri=True, timeout=db_timeout_s())
+    try:
+        src.backup(dest)
+    finally:
+        src.close()
+
+
+def parse_version(value: object, path: str | Path, newest: int) -> int:
+    """The ``meta.schema_version`` ``value`` of the file ``path`` as a number.
+
+    Raises:
+        StoreError: not a whole number >= 1 (naming it), or newer than ``newest``.
+    """
+    try:
+        v = int(str(value).strip())
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise StoreError(f"{str(path)!r} has schema_version {value!r}, which is not a schema "
+                         "version (a whole number from 1): the file is damaged or was not "
+                         "written by dlperf; restore it from a copy, or give another --db path")
+    if v > newest:
+        raise StoreError(f"{str(path)!r} has schema version {v}, newer than this dlperf "
+                         f"understands ({newest}): upgrade dlperf (pip install -U dlperf) to "
+                         "read or extend it, or give another --db path")
+    return v
+
+
+def check_layout(db: sqlite3.Connection, path: str | Path, version: int,
+                 columns: Iterable[str]) -> None:
+    """The tables of :data:`REQUIRED_TABLES` are there and ``results`` has ``id`` and every
+    column of ``columns`` (run after migrating to the current schema).
+
+    Raises:
+        StoreError: naming the version the file claims and what it lacks.
+    """
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    missing = [t for t in REQUIRED_TABLES if t not in tables]
+    if not missing:
+        have = {r[1] for r in db.execute("PRAGMA table_info(results)")}
+        missing = [f"results.{c}" for c in ("id", *columns) if c not in have]
+        have_s = {r[1] for r in db.execute("PRAGMA table_info(samples)")}
+        missing += [f"samples.{c}" for c in ("result_id", "phase", "idx", "step_time_s", "loss")
+                    if c not in have_s]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5
+                                          else "")
+        raise StoreError(f"{str(path)!r} claims dlperf schema version {version} but lacks "
+                         f"{shown}: it is damaged or was not written by dlperf; restore it "
+                         "from a copy, or give another --db path")
+
+
+def check_intact(db: sqlite3.Connection, path: str | Path) -> None:
+    """SQLite's ``PRAGMA quick_check`` of the open file finds nothing (a page-level check of
+    every table and index, O(size of the file)).
+
+    Raises:
+        StoreError: the problems it reports (the first three) and what to do.
+    """
+    with sqlite_errors(path, "checking it"):
+        found = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
+    if found != ["ok"]:
+        raise StoreError(f"{str(path)!r} is damaged (SQLite's quick_check: "
+                         f"{'; '.join(map(str, found))}); restore it from a copy, or give "
+                         "another --db path")

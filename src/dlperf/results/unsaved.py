@@ -1,0 +1,113 @@
+"""Results that were measured but could not be stored (the results file stayed locked, the disk
+filled up): kept as JSON files beside it until the next writer stores them.
+
+A point that took minutes to measure should not be lost because another process held the file
+or the disk was full at the moment of storing. :func:`keep_unsaved` writes the result to
+``<db>.unsaved/<run_key>-<pid>-<n>.json`` (atomically: a temporary name, then a rename), and
+the next :class:`~dlperf.results.store.ResultStore` opened to write ``<db>`` stores each file
+once (a result already in the file, by run key and ``created_at``, is not stored twice) and
+deletes it. Readers do not see kept results until then.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dlperf.results.dbfile import StoreError
+
+__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
+           "signals_held"]
+
+_seq = itertools.count()
+
+
+def unsaved_dir(db: str | Path) -> Path:
+    """The folder of results kept for ``db``: ``<db>.unsaved`` beside it."""
+    return Path(f"{db}.unsaved")
+
+
+def keep_unsaved(result: dict[str, Any], db: str | Path, sweep: str | None) -> Path | None:
+    """Write ``result`` (a result dict, raw samples included) and its ``sweep`` name to a new
+    file under :func:`unsaved_dir`; its path, or None when it cannot be written either (the
+    same full disk: the caller's error then says the result is lost)."""
+    folder = unsaved_dir(db)
+    name = f"{result.get('run_key') or 'result'}-{os.getpid()}-{next(_seq)}.json"
+    tmp = folder / f".{name}.tmp"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"sweep": sweep, "result": result}, default=str))
+        os.replace(tmp, folder / name)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return None
+    return folder / name
+
+
+def unsaved_files(db: str | Path) -> list[Path]:
+    """The kept results of ``db``, oldest first (none when the folder does not exist)."""
+    folder = unsaved_dir(db)
+    if not folder.is_dir():
+        return []
+    files = [p for p in folder.glob("*.json") if p.is_file()]
+    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def read_unsaved(path: Path) -> tuple[dict[str, Any], str | None] | None:
+    """``(result, sweep)`` of a kept file, or None when it cannot be read (left in place)."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(d, dict) or not isinstance(d.get("result"), dict):
+        return None
+    return d["result"], d.get("sweep")
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait (blocked, then delivered) while the block runs in the main
+    thread, so a result that was measured is stored whole before a sweep stops; elsewhere (another
+    thread, no ``pthread_sigmask``) the block just runs."""
+    if (threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "pthread_sigmask")):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None:
+    """``store.add(result, sweep=sweep)`` (a writable :class:`~dlperf.results.store.ResultStore`)
+    with SIGINT/SIGTERM held until its transaction ends; when the store cannot take it (locked
+    past the timeout, a full disk, a read-only file) the result is kept beside the file
+    (:func:`keep_unsaved`) for the next writer.
+
+    Raises:
+        StoreError: the store's error (nothing stored before is lost), saying where the result
+            was kept, or that it could not be.
+    """
+    with signals_held():
+        try:
+            store.add(result, sweep=sweep)
+        except StoreError as e:
+            kept = keep_unsaved(result, store.path, sweep)
+            where = (f"the result just measured is kept in {str(kept)!r} and is stored by the "
+                     f"next `dlperf run` or `dlperf sweep` that writes to {str(store.path)!r}"
+                     if kept is not None else
+                     "the result just measured could not be kept beside it either; that point "
+                     "is measured again when the sweep is resumed")
+            raise type(e)(f"{e}; {where}") from None

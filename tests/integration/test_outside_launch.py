@@ -226,3 +226,30 @@ def test_a_point_of_another_world_size_is_refused(tmp_path):
     msg = " ".join(out.stderr.split())
     assert "slurm started 2 processes" in msg and "--nproc 2 --nnodes 1" in msg
     assert not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_srun_tasks_of_jax_join_by_jax_distributed_detection(tmp_path):
+    """JAX ranks of a simulated srun step: jax.distributed.initialize() finds the coordinator,
+    process count and id in the SLURM variables itself (JAX's SlurmCluster)."""
+    pytest.importorskip("jax")
+    import random
+
+    db = tmp_path / "r.db"
+    job = str(random.randrange(10_000, 1_000_000))  # JAX's port: 61440 + job id % 4096
+    procs = [subprocess.Popen([sys.executable, "-m", "dlperf", "run", "--framework", "jax",
+                               "--model", "fcn5_tiny", "--batch-size", "8", "--device", "cpu",
+                               "--nproc", "2", "--dp-layout", "per_device", "--threads", "1",
+                               "--db", str(db), *FAST], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                              env=_clean_env(**srun_env(k, 2, SLURM_JOB_ID=job)))
+             for k in (0, 1)]
+    outs = [p.communicate(timeout=280)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[-3000:] for o in outs]
+    row, rec = _record(db)
+    assert row["status"] == "ok" and row["world_size"] == 2
+    assert rec["worker"]["launched_by"]["launcher"] == "slurm"
+    jd = rec["flags"]["data_parallel_setup"]["jax_distributed"]
+    assert jd["coordinator"] == "auto-detected by jax.distributed"
+    assert (jd["num_processes"], jd["process_id"]) == (2, 0)

@@ -253,3 +253,30 @@ def test_two_srun_tasks_of_jax_join_by_jax_distributed_detection(tmp_path):
     jd = rec["flags"]["data_parallel_setup"]["jax_distributed"]
     assert jd["coordinator"] == "auto-detected by jax.distributed"
     assert (jd["num_processes"], jd["process_id"]) == (2, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_two_srun_tasks_of_tensorflow_join_through_slurm_cluster_resolver(tmp_path):
+    """TensorFlow workers of a simulated srun step: TF_CONFIG from SlurmClusterResolver
+    (workers on localhost at MASTER_PORT + 1, + 2), MultiWorkerMirroredStrategy over gRPC."""
+    pytest.importorskip("tensorflow")
+    from dlperf.launch.distributed import free_port
+
+    db = tmp_path / "r.db"
+    port = str(free_port())
+    procs = [subprocess.Popen([sys.executable, "-m", "dlperf", "run", "--framework",
+                               "tensorflow", "--mode", "graph", "--model", "fcn5_tiny",
+                               "--batch-size", "8", "--device", "cpu", "--nproc", "2",
+                               "--dp-layout", "per_device", "--threads", "1", "--db", str(db),
+                               *FAST], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, cwd=tmp_path,
+                              env=_clean_env(**srun_env(k, 2, MASTER_PORT=port)))
+             for k in (0, 1)]
+    outs = [p.communicate(timeout=380)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[-3000:] for o in outs]
+    row, rec = _record(db)
+    assert row["status"] == "ok" and row["world_size"] == 2
+    assert rec["worker"]["launched_by"]["launcher"] == "slurm"
+    assert rec["dist"]["strategy"] == "MultiWorkerMirroredStrategy"
+    assert rec["dist"]["tf_config"] == {"workers": 2, "task_index": 0, "task_type": "worker"}

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The README's test command (and CI's: .ci/run calls exactly this): on a fresh machine it makes
 # the venvs, installs dlperf with the CPU builds of PyTorch, JAX and TensorFlow, Hugging Face
-# transformers and pandas, MXNet 1.9.1 in a venv of its own (numpy < 1.24), and Chromium for the
-# HTML report's browser test where it can (root with apt-get), then runs the test suite.
+# transformers and pandas at the exact versions of constraints/ci.txt (pyproject.toml has
+# ranges; scripts/make_constraints.py writes that file from a venv), MXNet 1.9.1 in a venv of
+# its own (numpy < 1.24), and Chromium for the HTML report's browser test where it can (root
+# with apt-get), then runs the test suite.
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/unit -x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/pip install -q -e '.[torch,jax,tensorflow,hf,notebook,test]'
+.venv/bin/pip install -q -c constraints/ci.txt -e '.[torch,jax,tensorflow-cpu,hf,notebook,test]'
 python3 -m venv .venv-mxnet
 .venv-mxnet/bin/pip install -q -r requirements-mxnet.txt
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -80,6 +80,11 @@ class FrameworkInfo:
             RuntimeError or OSError with the reason when it cannot be made.
         rank_exit: hook ``() -> None`` that a data-parallel process calls after a good run,
             before it exits (e.g. leaving ``jax.distributed`` at its shutdown barrier).
+        outside_env: hook ``(launch) -> dict[str, str]``: the extra environment a process
+            needs to join ranks that an outside launcher started (torchrun, ``srun``, a
+            PyTorchJob; ``launch`` is :meth:`dlperf.launch.outside.OutsideLaunch.record`), set
+            in the process before its run (:mod:`dlperf.launch.joined`); raises ConfigError
+            when the framework cannot join that launcher. None: the env:// variables suffice.
         breakdown_apart: hook ``(cfg) -> str | None``: why ``cfg``'s ``--breakdown`` or
             ``--trace`` must run in a process of its own (a setting it needs would slow the
             fused step, process-wide), or None; see
@@ -114,6 +119,7 @@ class FrameworkInfo:
     spawn_args: str | None = None
     process_env: str | None = None
     rank_exit: str | None = None
+    outside_env: str | None = None
     breakdown_apart: str | None = None
     # -- read by dlperf.report (comparisons and table cells) --
     eager_mode: str | None = None
@@ -180,6 +186,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                          loader_impls=("auto", "processes", "threads"),
                          distributions=(("jax",), ("flax",), ("optax",)),
                          rank_exit="dlperf.frameworks.jax.dist:leave_distributed",
+                         outside_env="dlperf.frameworks.jax.dist:outside_env",
                          breakdown_apart="dlperf.frameworks.jax.dist:breakdown_apart"),
     # XLA cannot reach mirrored variables on other devices: no XLA mode under a tf.distribute
     # strategy (dp_modes).
@@ -191,6 +198,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                                 distributions=(("tensorflow", "tensorflow-cpu"), ("keras",)),
                                 spawn_args="dlperf.frameworks.tensorflow.cluster:spawn_args",
                                 process_env="dlperf.frameworks.tensorflow.cluster:process_env",
+                                outside_env="dlperf.frameworks.tensorflow.dist:outside_env",
                                 eager_mode="eager"),
     # MXNet 1.9.1 (a framework of Shi et al. 2016) needs numpy < 1.24, so it runs in a venv
     # of its own; the pip wheel is CPU-only (no CUDA, no bf16 policy in dlperf).

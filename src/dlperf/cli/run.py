@@ -9,6 +9,7 @@ The flags come in groups, one dataclass each: what to measure (:class:`Point`), 
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,6 +262,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
         dev = (point.device if par.emit_slurm is not None and point.device in ("cpu", "cuda")
                else resolve_device(point.device))
+        outside = _outside_launch(par)
         points = expand_grid({}, [grid_entry(point, it, pipe, probes, par, dev)], cli=True)
         _note_unused_ddp(points, par)
         if par.emit_slurm is not None:
@@ -275,6 +277,9 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         from dlperf.results.history import check_tag, resume_plan, tagging
 
         db = node_db_path(store.db, par.node_rank)
+        if outside is not None:
+            _execute_joined(outside, points, store, db)
+            return
         points, resume, n_tagged = resume_plan(points, db, check_tag(store.tag), rerun=store.rerun,
                                                retry_failed=store.retry_failed)
         if n_tagged:
@@ -284,3 +289,52 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
                        report_dir=store.report, runner=tagging(runner, store.tag))
 
     guard(body)
+
+
+def _outside_launch(par: Parallel) -> Any:
+    """The outside launcher that started this process (:mod:`dlperf.launch.outside`), or None
+    (none, or dlperf's own multi-node launch: --rdzv-endpoint / --emit-slurm). With several
+    ranks and --nproc/--nnodes left at 1, they are taken from the launch."""
+    if par.emit_slurm is not None or par.rdzv_endpoint is not None:
+        return None
+    from dlperf.launch.outside import detect
+
+    outside = detect()
+    if outside is not None and outside.world_size > 1 and par.nproc == "1" and par.nnodes == 1:
+        par.nproc, par.nnodes = str(outside.local_world_size), outside.nnodes
+    return outside
+
+
+def _execute_joined(outside: Any, points: list[Any], store: Storage, db: str) -> None:
+    """Run ``points`` in this rank of an outside launch (:mod:`dlperf.launch.joined`). Every
+    rank runs every point (no resume: the ranks must run the same points, and only rank 0
+    reads the results file); rank 0 stores them in ``db``, the others in a temporary file, and
+    print only their progress."""
+    import tempfile
+
+    from dlperf.launch.joined import check_points, leave, run_joined
+    from dlperf.results.history import check_tag, tagging
+
+    tag = check_tag(store.tag)
+    common.err.print(f"launched by {outside.launcher}: rank {outside.rank} of "
+                     f"{outside.world_size}; every point runs (no resume)",
+                     markup=False, highlight=False)
+    single = outside.world_size == 1
+    if not single:
+        check_points(points, outside)
+    runner = tagging(lambda cfg: run_joined(cfg, outside), tag)
+    try:
+        if outside.rank == 0:
+            common.execute(points, db, sweep=None, resume=False,
+                           retry_failed=store.retry_failed, report_dir=store.report,
+                           runner=runner)
+            return
+        from rich.console import Console
+
+        common.out = Console(file=open(os.devnull, "w"))  # noqa: SIM115 - the rank's own
+        with tempfile.TemporaryDirectory(prefix="dlperf-rank-") as tmp:
+            common.execute(points, str(Path(tmp) / "rank.db"), sweep=None, resume=False,
+                           retry_failed=store.retry_failed, report_dir=None, runner=runner)
+    finally:
+        if not single:
+            leave(points[0].framework)

@@ -42,6 +42,42 @@ def parse_shard(text: str) -> tuple[int, int]:
     return ki, ni
 
 
+def shard_points(points: list[Any], k: int, n: int) -> list[Any]:
+    """Shard ``k`` of ``n`` of ``points``: every ``n``-th point from the ``k``-th, by point (a
+    point's repeats stay on one shard: one GPU, one array task)."""
+    order = list(dict.fromkeys(p.point_key() for p in points))
+    mine = set(order[k::n])
+    return [p for p in points if p.point_key() in mine]
+
+
+def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, db: str,
+                 options: list[str]) -> None:
+    """Write the job-array script of ``--slurm-array`` (:func:`dlperf.launch.slurm.
+    array_script`): ``shards`` tasks (default: one per point).
+
+    Raises:
+        ConfigError: multi-node points (an array task is one node), or more shards than points.
+    """
+    from dlperf.launch.slurm import array_script, shard_db_path
+
+    n_points = len({p.point_key() for p in points})
+    multi = [p for p in points if p.nnodes > 1]
+    if multi:
+        raise ConfigError(f"--slurm-array: {len(multi)} point(s) have nnodes > 1, and an array "
+                          "task runs on one node; run those with `dlperf run --emit-slurm`")
+    n = n_points if shards is None else shards
+    if not 1 <= n <= n_points:
+        raise ConfigError(f"--shards {n}: give 1 to {n_points} (the sweep has {n_points} "
+                          "points; each array task runs at least one)")
+    gpus = max((p.world_size for p in points if p.device == "cuda"), default=0)
+    path.write_text(array_script(file, n, db=db, gpus_per_task=gpus, options=options))
+    first = shard_db_path(db, "0")
+    common.out.print(f"wrote {path}: {n} array task(s) for {n_points} point(s); submit with "
+                     f"`sbatch {path}`, then combine the tasks' results files ({first}, ...) "
+                     f"with `dlperf merge ... --db {db}` (the script's first lines say how)",
+                     markup=False, highlight=False)
+
+
 def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool) -> None:
     """What would run: each point marked pending, stored or failed in ``path`` (read, not
     changed), then the counts."""
@@ -104,6 +140,8 @@ def sweep(
     rdzv_endpoint: Annotated[str | None, typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
     shard: Annotated[str | None, typer.Option(help="K/N: run only every N-th point from the K-th (0-based; a point's repeats stay on its shard), e.g. 0/2 and 1/2 on two GPUs at once; shards may share one --db.")] = None,
     tag: Annotated[str | None, typer.Option(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None,
+    slurm_array: Annotated[Path | None, typer.Option(help="Write a SLURM sbatch script that runs the sweep as a job array (one task per --shard K/N, each into DB.shard<K>.db; combine them with `dlperf merge`), and exit.")] = None,
+    shards: Annotated[int | None, typer.Option(help="--slurm-array: array tasks N (default: one per point).", min=1)] = None,
 ) -> None:
     """Run a grid from a YAML file; resumable: finished points are skipped (help: HELP)."""
     def body() -> None:
@@ -114,10 +152,20 @@ def sweep(
         k_n = parse_shard(shard) if shard is not None else None
         cfg = load_sweep(file)
         points = cfg.expand()
+        if slurm_array is not None:
+            if shard is not None:
+                raise ConfigError("--slurm-array writes one task per shard; leave out --shard")
+            opts = [*(["--tag", tag] if tag else []), *(["--retry-failed"] if retry_failed
+                                                         else []),
+                    *(["--restart"] if restart else [])]
+            _write_array(slurm_array, file, points, shards,
+                         db or str(Path(file).with_suffix(".db")), opts)
+            return
+        if shards is not None:
+            raise ConfigError("--shards is the number of array tasks of --slurm-array; for one "
+                              "shard of the sweep here give --shard K/N")
         if k_n is not None:  # by point: the repeats of a point stay on one shard (one GPU)
-            order = list(dict.fromkeys(p.point_key() for p in points))
-            mine = set(order[k_n[0]::k_n[1]])
-            points = [p for p in points if p.point_key() in mine]
+            points = shard_points(points, *k_n)
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         check_out_dir(report, "--report", path)
         if dry_run:

@@ -99,7 +99,7 @@ GPU_MEM_FRACTION = "0.95"
 PRNG_IMPL = "rbg"
 
 #: Losses the JAX step implements (:func:`dlperf.frameworks.jax.step.make_loss_fn`).
-LOSSES = ("ce", "mlm", "ctc")
+LOSSES = ("ce", "mlm", "ctc", "custom")
 
 
 #: XLA flag that turns GPU command buffers (CUDA graphs of several thunks) off: kernels run
@@ -322,7 +322,9 @@ class JaxRun(JaxStep):
         self._record_settings()
         model, tx = self._model_and_optimizer()
         in_shape = flax_input_shape(spec)
-        in_dtype = jnp.int32 if spec.input_kind in ("tokens", "token_pairs") else jnp.float32
+        in_dtype = (jnp.dtype(spec.hyper["x_dtype"]) if "x_dtype" in spec.hyper  # a source's
+                    else jnp.int32 if spec.input_kind in ("tokens", "token_pairs")
+                    else jnp.float32)
         k_init, k_drop, k_data = jax.random.split(jax.random.key(cfg.seed, impl=PRNG_IMPL), 3)
         self._init_state(model, tx, (k_init, k_drop), (in_shape, in_dtype), replicated)
         self._take_source(make_source(jax, cfg, spec, self.dev, k_data, in_shape, in_dtype,

@@ -68,9 +68,11 @@ def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
             flags["cpu_devices_set_by"] = "XLA_FLAGS"
     nproc = processes(cfg)
     if nproc > 1:
-        if "RANK" not in os.environ or "DLPERF_COORDINATOR" not in os.environ:
+        auto = os.environ.get(AUTO_INIT_ENV) == "auto"
+        if "RANK" not in os.environ or not (auto or "DLPERF_COORDINATOR" in os.environ):
             raise ConfigError("a multi-process JAX run must be started by dlperf's launcher "
-                              "(dlperf run --nproc N --dp-layout per_device, or --nnodes > 1)")
+                              "(dlperf run --nproc N --dp-layout per_device, or --nnodes > 1) "
+                              "or by torchrun, srun or a PyTorchJob running `dlperf run`")
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         if world != nproc:
             raise ConfigError(f"the launcher started {world} processes but the configuration "
@@ -81,12 +83,55 @@ def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
         kw: dict[str, Any] = {}
         if cfg.device == "cuda" and cfg.dp_layout == "per_device":
             kw["local_device_ids"] = [int(os.environ.get("LOCAL_RANK", "0"))]
+        timeout = int(min(cfg.timeout_s, 300))
+        if auto:  # JAX's own cluster detection (SLURM: coordinator, count and id from srun)
+            jax.distributed.initialize(initialization_timeout=timeout, **kw)
+            flags["jax_distributed"] = {"coordinator": "auto-detected by jax.distributed",
+                                        "num_processes": jax.process_count(),
+                                        "process_id": jax.process_index(), **kw}
+            if (jax.process_count(), jax.process_index()) != (world, rank):
+                raise ConfigError(f"jax.distributed detected process {jax.process_index()} of "
+                                  f"{jax.process_count()}, the launcher said {rank} of {world}")
+            return flags
         jax.distributed.initialize(coordinator_address=os.environ["DLPERF_COORDINATOR"],
                                    num_processes=world, process_id=rank,
-                                   initialization_timeout=int(min(cfg.timeout_s, 300)), **kw)
+                                   initialization_timeout=timeout, **kw)
         flags["jax_distributed"] = {"coordinator": os.environ["DLPERF_COORDINATOR"],
                                     "num_processes": world, "process_id": rank, **kw}
     return flags
+
+
+#: ``auto``: :func:`setup_process` calls ``jax.distributed.initialize()`` without a coordinator,
+#: so JAX detects its cluster itself (set by :func:`outside_env` for ranks started by srun).
+AUTO_INIT_ENV = "DLPERF_JAX_INIT"
+
+
+def outside_env(launch: dict[str, Any]) -> dict[str, str]:
+    """The registry's ``outside_env`` hook: how JAX ranks started by an outside launcher
+    (:mod:`dlperf.launch.outside`; ``launch`` is its record) find their coordinator.
+
+    * ``slurm``: ``jax.distributed.initialize()`` detects the job itself (JAX's ``SlurmCluster``:
+      coordinator on the first host of ``SLURM_STEP_NODELIST``, a port from the job id; process
+      count and id from ``SLURM_NTASKS`` / ``SLURM_PROCID``).
+    * ``torchrun``: the coordinator on ``MASTER_ADDR`` at ``MASTER_PORT + 1`` (torchrun's agent
+      holds ``MASTER_PORT`` for its own store).
+    * ``pytorchjob`` / ``env``: ``MASTER_ADDR:MASTER_PORT`` (nobody else listens there).
+
+    A ``DLPERF_COORDINATOR`` already in the environment is kept.
+
+    Raises:
+        ConfigError: no ``MASTER_ADDR``/``MASTER_PORT`` outside SLURM.
+    """
+    if "DLPERF_COORDINATOR" in os.environ:
+        return {}
+    if launch["launcher"] == "slurm":
+        return {AUTO_INIT_ENV: "auto"}
+    addr, port = launch.get("master_addr"), launch.get("master_port")
+    if not addr or port is None:
+        raise ConfigError(f"JAX ranks started by {launch['launcher']} need MASTER_ADDR and "
+                          "MASTER_PORT (or DLPERF_COORDINATOR=HOST:PORT) for jax.distributed")
+    step = 1 if launch["launcher"] == "torchrun" else 0
+    return {"DLPERF_COORDINATOR": f"{addr}:{int(port) + step}"}
 
 
 def _gather_bytes(multihost_utils: Any, np: Any, data: bytes) -> list[bytes]:

@@ -198,6 +198,18 @@ def make_source(jax: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
     return src
 
 
+def _batch_hook(spec: ModelSpec) -> Any:
+    """The ``synthetic_batch(spec, B, key)`` hook of the implementation module of a spec with a
+    ``custom`` loss (``file:`` and entry-point models), else None."""
+    if getattr(spec, "loss", "ce") != "custom":
+        return None
+    import importlib
+
+    from dlperf.zoo import impl_module
+
+    return importlib.import_module(impl_module(spec.family, "jax")).synthetic_batch
+
+
 def _synthetic(jax: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
                in_shape: tuple[int, ...], in_dtype: Any, sharding: Any) -> DataSource:
     """:data:`SYNTHETIC_POOL` random batches made on the device (inputs normal, or ids in
@@ -205,8 +217,11 @@ def _synthetic(jax: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
     jnp = jax.numpy
     B, tgt = cfg.global_batch, targets_shape(spec)
     y_low = 1 if getattr(spec, "loss", "ce") == "ctc" else 0
+    hook = _batch_hook(spec)
 
     def gen(kx, ky):
+        if hook is not None:  # a model from a source makes its own batches
+            return hook(spec, B, kx)
         if jnp.issubdtype(in_dtype, jnp.integer):
             x = jax.random.randint(kx, (B, *in_shape), 0, spec.num_classes, in_dtype)
         else:

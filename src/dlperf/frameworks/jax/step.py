@@ -25,6 +25,7 @@ forward, backward and update are one XLA program, split later by the trace).
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -75,7 +76,8 @@ def stop_counting_compiles(flags: dict[str, Any]) -> None:
 def make_loss_fn(spec: ModelSpec) -> Callable[[Any, Any], Any]:
     """The spec's loss ``(logits, y) -> float32 scalar`` in JAX (zoo/spec.py contract).
 
-    ``ce``/``mlm``: mean softmax cross-entropy of ``logits.reshape(-1, V)`` against
+    ``custom`` (``file:`` and entry-point models): the ``loss_fn(spec)`` hook of the spec's
+    implementation module. ``ce``/``mlm``: mean softmax cross-entropy of ``logits.reshape(-1, V)`` against
     ``y.reshape(-1)``, with ``optax.smooth_labels`` for ``spec.label_smoothing``; ``ctc``:
     ``optax.ctc_loss`` of ``[B, T, C]`` logits against ``[B, S]`` labels (blank 0, no
     paddings), each utterance divided by ``S``, then the batch mean (torch ``reduction="mean"``).
@@ -84,6 +86,10 @@ def make_loss_fn(spec: ModelSpec) -> Callable[[Any, Any], Any]:
     import jax.numpy as jnp
     import optax
 
+    if getattr(spec, "loss", "ce") == "custom":  # a model from a source: its module's hook
+        from dlperf.zoo import impl_module
+
+        return importlib.import_module(impl_module(spec.family, "jax")).loss_fn(spec)
     n_classes = spec.num_classes
     smoothing = float(getattr(spec, "label_smoothing", 0.0) or 0.0)
     ctc = getattr(spec, "loss", "ce") == "ctc"

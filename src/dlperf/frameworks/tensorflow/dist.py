@@ -329,3 +329,43 @@ def distribute_source(tf: Any, strategy: Any, src: DataSource, per_replica: int,
 
     return dataclasses.replace(src, next_batch=next_batch, fetch=host_next, to_device=place,
                                first=place(src.first))
+
+
+def outside_env(launch: dict[str, Any]) -> dict[str, str]:
+    """The registry's ``outside_env`` hook: the ``TF_CONFIG`` of a worker whose process an
+    outside launcher started (:mod:`dlperf.launch.outside`; ``launch`` is its record).
+
+    * ``TF_CONFIG`` already set (a Kubernetes TFJob, or by hand): kept.
+    * ``slurm``: from TensorFlow's ``SlurmClusterResolver`` (every task of the ``srun`` step a
+      worker, ordered by host and task; worker ``i`` listens on its host at port
+      ``MASTER_PORT + 1 + local index``); it sets no ``CUDA_VISIBLE_DEVICES`` (dlperf picks the
+      GPU of ``LOCAL_RANK``). The resolver's worker index must be the task's rank.
+
+    Raises:
+        ConfigError: another launcher without ``TF_CONFIG`` (torchrun's environment names only
+            rank 0's address, and every TensorFlow worker needs every worker's), or a
+            resolver whose order differs from the ranks'.
+    """
+    if TF_CONFIG_ENV in os.environ:
+        return {}
+    if launch["launcher"] != "slurm":
+        raise ConfigError(f"TensorFlow workers started by {launch['launcher']} need "
+                          f"{TF_CONFIG_ENV} (every worker's address and this one's index); "
+                          "start them with srun, or with dlperf run --nproc N --dp-layout "
+                          "per_device (dlperf's launcher writes it)")
+    from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
+        SlurmClusterResolver,
+    )
+
+    per_node = int(launch["local_world_size"])
+    port = launch.get("master_port")
+    resolver = SlurmClusterResolver(port_base=int(port) + 1 if port else 8888,
+                                    gpus_per_node=per_node, gpus_per_task=1,
+                                    auto_set_gpu=False)
+    workers = resolver.cluster_spec().as_dict().get("worker", [])
+    index = int(resolver.task_id)
+    if index != int(launch["rank"]) or len(workers) != int(launch["world_size"]):
+        raise ConfigError(f"SlurmClusterResolver made task {index} of {len(workers)} workers "
+                          f"for rank {launch['rank']} of {launch['world_size']}")
+    return {TF_CONFIG_ENV: json.dumps({"cluster": {"worker": list(workers)},
+                                       "task": {"type": "worker", "index": index}})}

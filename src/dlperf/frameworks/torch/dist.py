@@ -82,7 +82,9 @@ def init_process_group(torch: Any, cfg: RunConfig) -> tuple[DistContext, Any]:
         return out
 
     info = {"process_group_backend": backend, "master_addr": os.environ.get("MASTER_ADDR"),
-            "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "dlperf",
+            # an outside launcher (dlperf.launch.outside) names itself; else torchrun or dlperf's
+            "launcher": os.environ.get("DLPERF_LAUNCHED_BY") or (
+                "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "dlperf"),
             "gather_backend": "gloo"}
     ctx = DistContext(rank=rank, world_size=world, local_rank=local, node_rank=node,
                       replicas=world, backend=f"ddp/{backend}", agree_max=agree_max,

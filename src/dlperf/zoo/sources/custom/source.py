@@ -23,14 +23,15 @@ from dlperf.zoo.spec import ModelSpec
 
 #: Implementation modules that may accept a model (each has ``accepts(model)`` and
 #: ``inspect_parts(parts, name)``); the first that accepts describes it.
-IMPLS = ("dlperf.zoo.sources.custom.torch_impl",)
+IMPLS = ("dlperf.zoo.sources.custom.torch_impl", "dlperf.zoo.sources.custom.jax_impl")
 
 
 def impl_for(model: Any, name: str) -> Any:
     """The implementation module (of :data:`IMPLS`) that accepts ``model``.
 
     Raises:
-        ConfigError: none does (dlperf runs only PyTorch modules from a file or entry point).
+        ConfigError: none does (dlperf runs PyTorch and Flax modules from a file or entry
+            point).
     """
     for mod_name in IMPLS:
         try:
@@ -41,7 +42,7 @@ def impl_for(model: Any, name: str) -> Any:
             return impl
     raise ConfigError(f"model {name!r}: the model returned is a {type(model).__module__}."
                       f"{type(model).__qualname__}; file: and entry-point models are "
-                      "torch.nn.Module for now")
+                      "a torch.nn.Module (PyTorch) or a flax.linen.Module (JAX) for now")
 
 
 def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dict[str, Any],

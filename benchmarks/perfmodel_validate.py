@@ -3,10 +3,14 @@
 Usage (repository root)::
 
     PYTHONPATH=src python benchmarks/perfmodel_validate.py benchmarks/results/h200 \\
-        benchmarks/results/h200x2 [--category "held-out batch" ...] [--rows rows.json]
+        benchmarks/results/h200x2 [--category "held-out batch" ...] [--rows rows.json] \
+        [--no-host-probe]
 
 Prints the markdown table of :meth:`dlperf.perfmodel.backtest.Validation.table` (the one in
 docs/perfmodel.md) and, with ``--rows``, writes every held-out prediction as JSON.
+``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
+ignore ``host.dispatch_s`` (:func:`dlperf.perfmodel.onedevice.host_measurements` returns
+nothing), so its effect on the same held-out points can be read off.
 """
 
 from __future__ import annotations
@@ -24,7 +28,13 @@ def main() -> None:
     ap.add_argument("paths", nargs="+", help="results files or folders of *.db")
     ap.add_argument("--category", action="append", help="only these categories (repeatable)")
     ap.add_argument("--rows", help="write every held-out prediction to this JSON file")
+    ap.add_argument("--no-host-probe", action="store_true",
+                    help="ablation: fit without the points' untraced host dispatch times")
     args = ap.parse_args()
+    if args.no_host_probe:
+        from dlperf.perfmodel import onedevice
+
+        onedevice.host_measurements = lambda points: []
     t0 = time.perf_counter()
     v = validate(args.paths, args.category)
     print(v.table(), end="")

@@ -31,6 +31,7 @@ from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
+from dlperf.perfmodel.scaling import efficiency
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Records, load
 
@@ -358,7 +359,8 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
     meas = [p.step_time_s for p in withheld]
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
-        samples_per_s=gbatch / t, scaling_efficiency=t1 / t if world > 1 else 1.0,
+        samples_per_s=gbatch / t,
+        scaling_efficiency=efficiency(t1, t, one.batch, gbatch, world) if world > 1 else 1.0,
         parts={"host_s": one.host_s, "device_s": one.device_s,
                "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": exposed,
                "input_s": input_s},

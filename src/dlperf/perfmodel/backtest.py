@@ -35,9 +35,9 @@ import numpy as np
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
-from dlperf.perfmodel.batch import fit_linear
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Point, Records
+from dlperf.perfmodel.scaling import efficiency
 
 CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
@@ -67,6 +67,19 @@ class Row:
     def baseline_ape(self) -> float | None:
         """Absolute percentage error of the baseline (%)."""
         return None if self.baseline_s is None else abs(self.baseline_s / self.measured_s - 1) * 100
+
+
+def fit_linear(batch_sizes: Sequence[float], step_times_s: Sequence[float]
+               ) -> tuple[float, float]:
+    """The baseline ``t(B) = a + b B`` by least squares: ``(a, b)`` in (s, s/sample).
+
+    Raises:
+        ValueError: fewer than 2 points (``numpy.polyfit`` needs two for a line).
+    """
+    if len(batch_sizes) < 2:
+        raise ValueError(f"a line needs 2 points, got {len(batch_sizes)}")
+    b, a = np.polyfit(np.asarray(batch_sizes, float), np.asarray(step_times_s, float), 1)
+    return float(a), float(b)
 
 
 def _one(cal: Calibration, cfg: Config, batch: int, source: str | None) -> pm.OneDevice:
@@ -244,7 +257,9 @@ def dp_rows(records: Records, base: Calibration) -> list[Row]:
         bl = pr.one_device_s + comm_for(pr.dp.world_size)(dp.gradient_bytes(pr.dp.params))
         err = None
         if pr.base is not None:
-            err = abs(pr.base.step_time_s / pred - pr.base.step_time_s / pr.dp.step_time_s) * 100
+            t1, n, b = pr.base.step_time_s, pr.dp.world_size, pr.dp.per_device_batch
+            err = abs(efficiency(t1, pred, b, n * b, n)
+                      - efficiency(t1, pr.dp.step_time_s, b, n * b, n)) * 100
         var = f" ({pr.dp.variant})" if pr.dp.variant else ""
         out.append(Row("2-GPU from 1-GPU", f"{pr.dp.label}{var} [{pr.dp.source}]",
                        pr.dp.step_time_s, pred, bl, eff_err_pts=err))

@@ -104,6 +104,7 @@ def plot_predicted(rows: Sequence[Any], out_dir: str | Path) -> Path | None:
     category, the ``y = x`` line and +-10% lines; None when there is no row."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     if not rows:
         return None
@@ -122,6 +123,10 @@ def plot_predicted(rows: Sequence[Any], out_dir: str | Path) -> Path | None:
                    color=f"C{i % 10}", label=f"{cat} ({len(rs)})", alpha=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):  # 1-2-5 ticks as plain numbers (2, 5, 10, 20 ms)
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("measured step time (ms)")

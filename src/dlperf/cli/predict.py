@@ -50,6 +50,29 @@ def _text(p: dict) -> str:
     return "\n".join(lines)
 
 
+def _dai(db: list[str], amortise_iters: int, format: str) -> None:
+    """``--dai-table``: read the results files (folders: their ``*.db``) and print the table."""
+    from pathlib import Path
+
+    from dlperf.perfmodel import dai
+    from dlperf.results.store import ResultStore
+
+    if amortise_iters < 1:
+        raise ConfigError(f"--amortise-iters must be at least 1, got {amortise_iters}")
+    files = [str(f) for d in db for f in (sorted(Path(d).glob("*.db")) if Path(d).is_dir()
+                                          else [Path(d)])]
+    records = {}
+    for f in files:
+        with ResultStore(f, read_only=True) as store:  # ConfigError for a missing file
+            records[f] = store.records()
+    rows = dai.dai_rows(records, amortise_iters)
+    compiled = dai.compile_shares(records, amortise_iters)
+    if format == "json":
+        sys.stdout.write(json.dumps(dai.dai_json(rows, compiled), indent=1, default=str) + "\n")
+    else:
+        print_markdown(dai.dai_markdown(rows, compiled))
+
+
 def predict(
     db: Annotated[list[str], typer.Option(help="Results file(s) or folder(s) whose stored results calibrate the model (repeatable).")] = [common.DEFAULT_DB],  # noqa: B006 - typer reads it
     model: Annotated[str | None, typer.Option(help="Model to predict.")] = None,
@@ -63,6 +86,8 @@ def predict(
     network: Annotated[str | None, typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources).")] = None,
     what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, batch-size=2x (repeatable).")] = [],  # noqa: B006
     validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU).")] = False,
+    dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
+    amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
 ) -> None:
     """Predict the iteration time, throughput and scaling efficiency of a configuration from stored results (the performance model, docs/perfmodel.md)."""
@@ -71,6 +96,9 @@ def predict(
 
         if format not in ("text", "json"):
             raise ConfigError(f"--format {format!r}: give text or json")
+        if dai_table:
+            _dai(db, amortise_iters, format)
+            return
         if validate:
             v = api.validate(db)
             if format == "json":

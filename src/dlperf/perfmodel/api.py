@@ -33,6 +33,7 @@ from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Records, load
+from dlperf.perfmodel.scaling import efficiency
 
 #: Part of the residual cache's key, with the source of this package and the results files.
 MODEL_VERSION = "1"
@@ -358,7 +359,8 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
     meas = [p.step_time_s for p in withheld]
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
-        samples_per_s=gbatch / t, scaling_efficiency=t1 / t if world > 1 else 1.0,
+        samples_per_s=gbatch / t,
+        scaling_efficiency=efficiency(t1, t, one.batch, gbatch, world) if world > 1 else 1.0,
         parts={"host_s": one.host_s, "device_s": one.device_s,
                "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": exposed,
                "input_s": input_s},
@@ -370,14 +372,22 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
 
 
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
-             categories: Iterable[str] | None = None) -> bt.Validation:
+             categories: Iterable[str] | None = None,
+             budget_s: float | None = None) -> bt.Validation:
     """Back-test the model on the stored results (:mod:`dlperf.perfmodel.backtest`); the
-    returned object has ``.table()`` (markdown), ``.summary()`` and ``.rows``.
+    returned object has ``.table()`` (markdown), ``.summary()``, ``.rows`` and ``.left_out``.
+
+    Args:
+        db: a results file, several, or folders of ``*.db``.
+        categories: which of :data:`backtest.CATEGORIES` (None: all).
+        budget_s: None runs every prediction; else at most this many *estimated* seconds of
+            them (:class:`backtest.Budget`: deterministic, the cheap categories first); what
+            it left out is counted in ``.left_out``.
 
     Raises:
-        ConfigError: a missing results file or an unknown category.
+        ConfigError: a missing results file, an unknown category or a negative budget.
     """
     try:
-        return bt.run(records_of(db), list(categories) if categories else None)
+        return bt.run(records_of(db), list(categories) if categories else None, budget_s)
     except ValueError as e:
         raise ConfigError(str(e)) from None

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
 import numpy as np
@@ -35,9 +35,9 @@ import numpy as np
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
-from dlperf.perfmodel.batch import fit_linear
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Point, Records
+from dlperf.perfmodel.scaling import efficiency
 
 CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
@@ -69,6 +69,71 @@ class Row:
         return None if self.baseline_s is None else abs(self.baseline_s / self.measured_s - 1) * 100
 
 
+#: Estimated seconds per unit of back-test work, by kind: per prediction, except
+#: leave-one-model-out, whose cost is its roofline refits: per (framework, mode, precision,
+#: device) group the model is in. The largest seen on the committed H200 files
+#: (benchmarks/results/h200/*.db, h200x2) on the project's shared 2-core VM: held-out batch
+#: 0.042 s per prediction (calibration.db), leave-one-model-out 0.094 s per group (alexnet in
+#: frameworks.db, 6 groups, 0.56 s), what-if 0.15 s per prediction (mfu_inputs.db), 2-GPU
+#: 0.028 s per pair (h200x2); a repeat row costs the series fit that labels its bound, taken
+#: as a held-out batch row's. Only a :class:`Budget` reads them: they bound a back-test run
+#: inside a report, never a fit.
+COST_S = {"batch": 0.045, "lomo": 0.1, "what-if": 0.15, "all-reduce": 0.002, "2-GPU": 0.03,
+          "repeat": 0.045}
+
+
+@dataclass
+class Budget:
+    """A bound on a back-test's *estimated* time (s), so a report can include a back-test
+    without waiting for all of it. Work comes in units (a series for the batch categories, a
+    model for leave-one-model-out, one pair or size otherwise), each estimated by
+    :data:`COST_S`; a unit runs only when its estimate fits in what
+    is left, else its predictions are counted in ``left_out`` (category -> predictions). The
+    estimate, not a clock, decides: the same files give the same rows on every machine.
+
+    Raises:
+        ValueError: a negative ``seconds``.
+    """
+
+    seconds: float
+    spent_s: float = 0.0
+    left_out: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.seconds < 0:
+            raise ValueError(f"a back-test budget must be >= 0 s, got {self.seconds}")
+
+    def take(self, kind: str, rows: Sequence[str], units: int | None = None) -> bool:
+        """True (and charged) when the unit of ``rows`` (their categories) made by ``kind``
+        (a key of :data:`COST_S`) fits; else False and counted as left out. ``units``: what
+        :data:`COST_S` counts for ``kind`` (None: the rows)."""
+        cost = COST_S[kind] * (len(rows) if units is None else units)
+        if self.spent_s + cost <= self.seconds:
+            self.spent_s += cost
+            return True
+        for cat in rows:
+            self.left_out[cat] = self.left_out.get(cat, 0) + 1
+        return False
+
+
+def _take(budget: Budget | None, kind: str, rows: Sequence[str],
+          units: int | None = None) -> bool:
+    return budget is None or budget.take(kind, rows, units)
+
+
+def fit_linear(batch_sizes: Sequence[float], step_times_s: Sequence[float]
+               ) -> tuple[float, float]:
+    """The baseline ``t(B) = a + b B`` by least squares: ``(a, b)`` in (s, s/sample).
+
+    Raises:
+        ValueError: fewer than 2 points (``numpy.polyfit`` needs two for a line).
+    """
+    if len(batch_sizes) < 2:
+        raise ValueError(f"a line needs 2 points, got {len(batch_sizes)}")
+    b, a = np.polyfit(np.asarray(batch_sizes, float), np.asarray(step_times_s, float), 1)
+    return float(a), float(b)
+
+
 def _one(cal: Calibration, cfg: Config, batch: int, source: str | None) -> pm.OneDevice:
     return pm.from_series(cal, cfg, batch, source)
 
@@ -93,8 +158,11 @@ def _model_is(model: str) -> Callable[[Point], bool]:
     return lambda q: q.model == model
 
 
-def batch_rows(records: Records, base: Calibration, min_points: int = 4) -> list[Row]:
-    """``held-out batch`` and ``extrapolate 2x`` rows."""
+def batch_rows(records: Records, base: Calibration, min_points: int = 4,
+               categories: Sequence[str] = ("held-out batch", "extrapolate 2x"),
+               budget: Budget | None = None) -> list[Row]:
+    """``held-out batch`` and ``extrapolate 2x`` rows (those of ``categories``), one series
+    at a time within ``budget``."""
     out = []
     seen = set()
     for p in records.points:
@@ -112,11 +180,13 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4) -> list
         tests = [("held-out batch", b, _batch_is(b)) for b in bs]
         if [b for b in bs if 2 * b <= bs[-1]]:
             tests.append(("extrapolate 2x", bs[-1], _batch_over_half(bs[-1])))
+        tests = [t for t in tests if t[0] in categories
+                 and len([x for x in bs if not t[2](x)]) >= 2]
+        if not tests or not _take(budget, "batch", [t[0] for t in tests]):
+            continue
         for cat, b, withheld in tests:
             cal = Calibration(records, _points_at(cfg, withheld), share_efficiencies=base)
             train = [x for x in bs if not withheld(x)]
-            if len(train) < 2:
-                continue
             one = _one(cal, cfg, b, p.source)
             a, slope = fit_linear(train, [meas[x] for x in train])
             out.append(Row(cat, f"{cfg.label()} b={b} [{p.source}]", meas[b], one.step_time_s,
@@ -124,12 +194,17 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4) -> list
     return out
 
 
-def lomo_rows(records: Records, base: Calibration) -> list[Row]:
-    """``leave-one-model-out`` rows (synthetic one-device points on an accelerator)."""
+def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None) -> list[Row]:
+    """``leave-one-model-out`` rows (synthetic one-device points on an accelerator), one model
+    at a time (models in name order) within ``budget``."""
     out = []
     pts = [p for p in records.points if p.world_size == 1 and not p.instrumented
            and p.data == "synthetic" and p.device != "cpu"]
     for m in sorted({p.model for p in pts}):
+        mine = [q for q in pts if q.model == m]
+        if not _take(budget, "lomo", ["leave-one-model-out"] * len(mine),
+                     len({q.group for q in mine})):
+            continue
         cal = Calibration(records, _model_is(m), share_efficiencies=base)
         for p in (q for q in pts if q.model == m):
             cfg = Config.of(p)
@@ -150,8 +225,12 @@ def lomo_rows(records: Records, base: Calibration) -> list[Row]:
     return out
 
 
-def whatif_rows(records: Records, base: Calibration) -> list[Row]:
-    """``what-if`` rows: fp32->bf16, eager->graph (same batch) and B->2B (same configuration)."""
+def whatif_rows(records: Records, base: Calibration,
+                categories: Sequence[str] = ("what-if fp32->bf16", "what-if eager->graph",
+                                             "what-if B->2B"),
+                budget: Budget | None = None) -> list[Row]:
+    """``what-if`` rows (those of ``categories``): fp32->bf16, eager->graph (same batch) and
+    B->2B (same configuration), one pair at a time within ``budget``."""
     out = []
     pts = [p for p in records.points if p.world_size == 1 and not p.instrumented]
     by: defaultdict[str, dict[tuple[Config, int], Point]] = defaultdict(dict)
@@ -167,7 +246,7 @@ def whatif_rows(records: Records, base: Calibration) -> list[Row]:
             cands.append(("what-if B->2B", cfg, 2 * b))
             for cat, tcfg, tb in cands:
                 t = d.get((tcfg, tb))
-                if t is None:
+                if t is None or cat not in categories or not _take(budget, "what-if", [cat]):
                     continue
                 if tcfg == cfg:
                     cal = Calibration(records, _points_at(cfg, _batch_is(tb)),
@@ -186,12 +265,17 @@ def whatif_rows(records: Records, base: Calibration) -> list[Row]:
     return out
 
 
-def allreduce_rows(records: Records, min_bytes: int = 1 << 20) -> list[Row]:
-    """``all-reduce >= 1 MiB`` rows, leave one size out per rank count."""
+def allreduce_rows(records: Records, min_bytes: int = 1 << 20,
+                   budget: Budget | None = None) -> list[Row]:
+    """``all-reduce >= 1 MiB`` rows, leave one size out per rank count (one rank count at a
+    time within ``budget``)."""
     out = []
     colls = [c for c in records.collectives if c.benchmark == "allreduce"]
     for n in sorted({c.nranks for c in colls}):
         cn = [c for c in colls if c.nranks == n]
+        if not _take(budget, "all-reduce", ["all-reduce >= 1 MiB"]
+                     * sum(c.size_bytes >= min_bytes for c in cn)):
+            continue
         for held in cn:
             if held.size_bytes < min_bytes:
                 continue
@@ -229,8 +313,13 @@ def comm_for_records(records: Records) -> Callable[[int], Callable[[float], floa
     return comm_for
 
 
-def dp_rows(records: Records, base: Calibration) -> list[Row]:
-    """``2-GPU from 1-GPU`` rows: DDP's overhead fitted without the pair's configuration."""
+def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -> list[Row]:
+    """``2-GPU from 1-GPU`` rows: DDP's overhead fitted without the pair's configuration (all
+    pairs or none within ``budget``: each row's fit uses the other pairs)."""
+    cands = sum(p.world_size > 1 and p.nnodes == 1 and not p.instrumented
+                and p.data == "synthetic" for p in base.points)
+    if not _take(budget, "2-GPU", ["2-GPU from 1-GPU"] * cands):
+        return []
     comm_for = comm_for_records(records)
     pairs = dp.pairs_of(base, comm_for)
     out = []
@@ -244,14 +333,17 @@ def dp_rows(records: Records, base: Calibration) -> list[Row]:
         bl = pr.one_device_s + comm_for(pr.dp.world_size)(dp.gradient_bytes(pr.dp.params))
         err = None
         if pr.base is not None:
-            err = abs(pr.base.step_time_s / pred - pr.base.step_time_s / pr.dp.step_time_s) * 100
+            t1, n, b = pr.base.step_time_s, pr.dp.world_size, pr.dp.per_device_batch
+            err = abs(efficiency(t1, pred, b, n * b, n)
+                      - efficiency(t1, pr.dp.step_time_s, b, n * b, n)) * 100
         var = f" ({pr.dp.variant})" if pr.dp.variant else ""
         out.append(Row("2-GPU from 1-GPU", f"{pr.dp.label}{var} [{pr.dp.source}]",
                        pr.dp.step_time_s, pred, bl, eff_err_pts=err))
     return out
 
 
-def repeat_rows(records: Records, base: Calibration | None = None) -> list[Row]:
+def repeat_rows(records: Records, base: Calibration | None = None,
+                budget: Budget | None = None) -> list[Row]:
     """``repeat (noise floor)`` rows: the same one-device point (configuration and batch, data
     on the device) stored in several results files (other sessions, often other hosts); the
     earliest file's measurement taken as the prediction of each later one."""
@@ -263,6 +355,8 @@ def repeat_rows(records: Records, base: Calibration | None = None) -> list[Row]:
     out = []
     for (cfg, b), by_src in groups.items():
         srcs = sorted(by_src, key=lambda s: order.get(s, 0))
+        if len(srcs) < 2 or not _take(budget, "repeat", ["repeat (noise floor)"] * (len(srcs) - 1)):
+            continue
         bound = None
         if base is not None and len(srcs) > 1:
             try:  # the bound of the point by the model fitted on everything (a label only)
@@ -281,6 +375,10 @@ class Validation:
 
     rows: list[Row]
     sources: list[str]
+    #: predictions a :class:`Budget` left out, per category (empty: the back-test is complete)
+    left_out: dict[str, int] = field(default_factory=dict)
+    #: the budget it ran under (estimated s), None for none
+    budget_s: float | None = None
 
     def summary(self) -> list[dict]:
         """Per category: count, MdAPE and max (%), the baseline's, sign accuracy, efficiency
@@ -329,30 +427,43 @@ class Validation:
         return "\n".join(lines) + "\n"
 
 
-def run(records: Records, categories: Sequence[str] | None = None) -> Validation:
+def run(records: Records, categories: Sequence[str] | None = None,
+        budget_s: float | None = None) -> Validation:
     """Run the back-test categories (all by default) on ``records``.
 
+    Args:
+        records: the stored results (:func:`dlperf.perfmodel.records.load`).
+        categories: which of :data:`CATEGORIES` (None: all).
+        budget_s: None runs everything; else a :class:`Budget` of this many estimated seconds,
+            spent in the order held-out batch and extrapolation, all-reduce, 2-GPU, repeats,
+            leave-one-model-out, what-ifs (the cheap and the goal-setting ones first); what it
+            left out is in :attr:`Validation.left_out`.
+
     Raises:
-        ValueError: an unknown category.
+        ValueError: an unknown category, or a negative budget.
     """
     cats = list(categories or CATEGORIES)
     bad = [c for c in cats if c not in CATEGORIES]
     if bad:
         raise ValueError(f"unknown back-test categor{'ies' if len(bad) > 1 else 'y'} "
                          f"{', '.join(bad)}; known: {', '.join(CATEGORIES)}")
+    budget = None if budget_s is None else Budget(budget_s)
     base = Calibration(records)
-    rows: list[Row] = []
+    part: dict[str, list[Row]] = {}
+    # spent in this order (a budget favours the first), listed in the historical order below
     if {"held-out batch", "extrapolate 2x"} & set(cats):
-        rows += [r for r in batch_rows(records, base) if r.category in cats]
-    if "leave-one-model-out" in cats:
-        rows += lomo_rows(records, base)
-    if any(c.startswith("what-if") for c in cats):
-        rows += [r for r in whatif_rows(records, base) if r.category in cats]
+        part["batch"] = batch_rows(records, base, categories=cats, budget=budget)
     if "all-reduce >= 1 MiB" in cats:
-        rows += allreduce_rows(records)
+        part["all-reduce"] = allreduce_rows(records, budget=budget)
     if "2-GPU from 1-GPU" in cats:
-        rows += dp_rows(records, base)
+        part["2-GPU"] = dp_rows(records, base, budget)
     if "repeat (noise floor)" in cats:
-        rows += repeat_rows(records, base)
-    return Validation(rows, list(records.sources))
-
+        part["repeat"] = repeat_rows(records, base, budget)
+    if "leave-one-model-out" in cats:
+        part["lomo"] = lomo_rows(records, base, budget)
+    if any(c.startswith("what-if") for c in cats):
+        part["what-if"] = whatif_rows(records, base, categories=cats, budget=budget)
+    rows = [r for k in ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat")
+            for r in part.get(k, [])]
+    return Validation(rows, list(records.sources), dict(budget.left_out) if budget else {},
+                      budget_s)

@@ -16,7 +16,7 @@ import base64
 import html
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -221,13 +221,35 @@ def _failures(pts: Sequence[PointView]) -> str:
     return "".join(out)
 
 
-def _markdown_html(md_text: str, img_dir: Path | None) -> str:
+def _markdown_html(md_text: str, img_dir: Path | None,
+                   figures: Mapping[str, Any] | None = None, fig_id: str = "plot-section") -> str:
     """Markdown of a report section as HTML (raw HTML in it escaped), its PNG images inlined
-    from ``img_dir`` as data URIs."""
+    from ``img_dir`` as data URIs; a paragraph that is one image named in ``figures`` becomes
+    that interactive figure (ids ``fig_id-N``)."""
     from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(md_text)
+    if figures:
+        out: list[Token] = []
+        i = 0
+        while i < len(tokens):
+            t = tokens[i]
+            kids = t.children or []
+            if (t.type == "inline" and len(kids) == 1 and kids[0].type == "image"
+                    and out and out[-1].type == "paragraph_open"
+                    and (fig := figures.get(Path(str(kids[0].attrGet("src") or "")).name))
+                    is not None):
+                out.pop()  # the paragraph becomes the figure's block
+                block = Token("html_block", "", 0)
+                block.content = _figure_div(fig, f"{fig_id}-{sum(x.type == 'html_block' for x in out)}")
+                out.append(block)
+                i += 2  # the paragraph_close
+                continue
+            out.append(t)
+            i += 1
+        tokens = out
     for t in tokens:
         for child in t.children or []:
             if child.type == "image" and img_dir is not None:
@@ -282,7 +304,7 @@ def _trends(all_records: Sequence[RunRecord]) -> str:
 
 def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[RunRecord],
                 sections: Sequence[tuple[str, str]] = (), source: str = "",
-                img_dir: Path | None = None) -> str:
+                img_dir: Path | None = None, figures: Mapping[str, Any] | None = None) -> str:
     """The report page.
 
     Args:
@@ -293,6 +315,8 @@ def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[
             (:func:`dlperf.report.sections.report_sections`).
         source: where the results come from (shown under the title).
         img_dir: the folder the sections' PNG plots were written to (inlined).
+        figures: interactive (plotly) figures of the sections, by the name of the image their
+            Markdown links (:attr:`dlperf.report.sections.Inputs.figures`).
     """
     from plotly.offline import get_plotlyjs
 
@@ -319,7 +343,8 @@ def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[
                        + "<p class='note'>Each line is one point; markers: the step time at "
                          "a revision with its 95% interval, small dots: single runs.</p>"))
     for n, (head, body) in enumerate(sections):
-        blocks.append((f"section-{n}", head, _markdown_html(body, img_dir)))
+        blocks.append((f"section-{n}", head, _markdown_html(body, img_dir, figures,
+                                                            f"plot-section-{n}")))
     body = "\n".join(f"<section class='card' id='{bid}'><h2>{_e(h)}</h2>{content}</section>"
                      for bid, h, content in blocks)
     toc = "".join(f"<a href='#{bid}'>{_e(h)}</a>" for bid, h, _ in blocks)
@@ -345,10 +370,12 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
             raise ConfigError(f"{db} holds no results yet")
         all_records = store.records(latest=False, samples=False)
         with tempfile.TemporaryDirectory(prefix="dlperf-html-") as tmp:
-            sections = report_sections(Inputs(store, store.rows(), target_loss=target_loss,
-                                              output=Path(tmp)))
+            inp = Inputs(store, store.rows(), target_loss=target_loss, output=Path(tmp),
+                         figures={})
+            sections = report_sections(inp)
             page = render_html(title, records, all_records, sections,
-                               source=f"results file {Path(db).name}", img_dir=Path(tmp))
+                               source=f"results file {Path(db).name}", img_dir=Path(tmp),
+                               figures=inp.figures)
     output.mkdir(parents=True, exist_ok=True)
     path = output / HTML_NAME
     path.write_text(page, encoding="utf-8", newline="\n")

@@ -36,7 +36,7 @@ from dlperf.results.history import created_of, revision_of, sha_of, tag_of
 from dlperf.results.schema import RunRecord
 
 __all__ = ["PointView", "points_of", "batch_figure", "overview_figure", "trend_figure",
-           "trend_points", "figure_title", "log_ticks", "series_colors", "esc", "COLORS",
+           "trend_points", "figure_title", "style_figure", "log_ticks", "series_colors", "esc", "COLORS",
            "FAIL_COLOR", "WARN_COLOR"]
 
 #: Series colours: the colour-blind-safe Okabe-Ito palette (Okabe & Ito 2008; its yellow
@@ -195,6 +195,10 @@ def _layout(fig: go.Figure, title: str, height: int) -> None:
         legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top",
                 "font": {"size": 11}},
         hoverlabel={"align": "left"}, meta={"title": title})
+
+
+#: The report's look for a figure made elsewhere (:mod:`dlperf.report.predicted`).
+style_figure = _layout
 
 
 def figure_title(fig: go.Figure) -> str:

@@ -55,13 +55,17 @@ class Inputs:
     """What a section is computed from: the store, its latest row per point (``rows``, after
     the filters; :attr:`records` reads them as records), every stored run with the same
     filters (:attr:`all_records`), the target loss of the convergence section and the report
-    folder for plots (None: no plots). Sections read the records."""
+    folder for plots (None: no plots), and for report.html the interactive figures the
+    sections make (:attr:`figures`). Sections read the records."""
 
     store: ResultStore
     rows: list[dict[str, Any]]
     filters: dict[str, Any] = field(default_factory=dict)
     target_loss: float | None = None
     output: Path | None = None
+    #: report.html's interactive figures: a section puts a plotly figure here under the name
+    #: of the image its Markdown links (the page shows the figure there); None: no HTML page
+    figures: dict[str, Any] | None = None
 
     @functools.cached_property
     def records(self) -> list[RunRecord]:
@@ -227,6 +231,14 @@ def _records_md(module: str, attr: str) -> Callable[[Inputs], str | None]:
     return lambda inp: fn(inp.records) or None
 
 
+def _predicted_report(inp: Inputs) -> str | None:
+    from dlperf.report.predicted import predicted_section
+
+    if not inp.rows and not inp.store.collectives():
+        return None
+    return predicted_section(inp.store.path, inp.output, inp.figures)
+
+
 def _gaps_report(inp: Inputs) -> str | None:
     from dlperf.report import gaps
 
@@ -279,6 +291,8 @@ SECTIONS: tuple[Section, ...] = (
             "loss and time to --target-loss across device counts",
             compute=_convergence_groups, markdown=_convergence_markdown,
             as_json=_convergence_runs, report=_convergence_report),
+    Section("Predicted vs measured: the performance model's back-test",
+            report=_predicted_report),
     Section("All-reduce (algbw, busbw per message size)", "allreduce",
             "stored all-reduce sweeps: time, algbw, busbw per message size",
             compute=lambda inp: inp.store.collectives(),

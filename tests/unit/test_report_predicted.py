@@ -1,0 +1,122 @@
+"""The report's "Predicted vs measured" section (dlperf.report.predicted) and the back-test
+budget it runs under (dlperf.perfmodel.backtest.Budget), on the committed H200 results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlperf.errors import ConfigError
+from dlperf.perfmodel import api
+from dlperf.perfmodel import backtest as bt
+from dlperf.report import predicted as pr
+
+H200 = Path(__file__).resolve().parents[2] / "benchmarks/results/h200"
+CAL = H200 / "calibration.db"
+BATCH = ["held-out batch", "extrapolate 2x"]
+
+
+def test_budget_leaves_out_whole_units_and_changes_no_prediction():
+    full = api.validate(CAL, BATCH)
+    part = api.validate(CAL, BATCH, budget_s=0.5)
+    assert full.left_out == {} and full.budget_s is None
+    assert part.budget_s == 0.5 and sum(part.left_out.values()) > 0
+    for cat in BATCH:
+        n_full = sum(r.category == cat for r in full.rows)
+        n_part = sum(r.category == cat for r in part.rows)
+        assert n_part + part.left_out.get(cat, 0) == n_full, cat
+    # the predictions made are the ones the full run makes (the budget only skips series)
+    made = {(r.category, r.label): r.predicted_s for r in full.rows}
+    for r in part.rows:
+        assert r.predicted_s == pytest.approx(made[(r.category, r.label)], rel=1e-9)
+    # whole series: a series is either all in or all out
+    def series(r):
+        return r.label.split(" b=")[0], r.label.rpartition(" [")[2]
+    kept = {series(r) for r in part.rows}
+    assert kept and {(r.category, r.label) for r in full.rows if series(r) in kept} == \
+        {(r.category, r.label) for r in part.rows}
+    # deterministic: the estimate decides, not a clock
+    again = api.validate(CAL, BATCH, budget_s=0.5)
+    assert [(r.label, r.predicted_s) for r in again.rows] == \
+        [(r.label, r.predicted_s) for r in part.rows]
+
+
+def test_budget_accounting():
+    b = bt.Budget(1.0)
+    assert b.take("batch", ["held-out batch"] * 10)  # 10 x 0.045 s
+    assert b.spent_s == pytest.approx(10 * bt.COST_S["batch"])
+    assert not b.take("what-if", ["what-if B->2B"] * 5)  # 0.75 s more does not fit
+    assert b.left_out == {"what-if B->2B": 5}
+    assert b.take("lomo", ["leave-one-model-out"] * 7, units=2)  # 2 groups x 0.1 s
+    assert b.spent_s == pytest.approx(10 * 0.045 + 0.2)
+    with pytest.raises(ValueError, match=">= 0 s"):
+        bt.Budget(-1.0)
+    with pytest.raises(ConfigError, match=">= 0 s"):
+        api.validate(CAL, BATCH, budget_s=-1.0)
+
+
+def test_section_markdown_with_png(tmp_path):
+    body = pr.predicted_section(CAL, tmp_path)
+    assert body is not None
+    assert "| category | n | MdAPE % | max % | baseline MdAPE % | baseline max % | left out |" \
+        in body
+    assert "| held-out batch |" in body
+    assert f"![predicted against measured step time]({pr.PLOT_NAME})" in body
+    assert (tmp_path / pr.PLOT_NAME).stat().st_size > 10_000
+    assert "dlperf predict --validate --db calibration.db" in body
+    assert "without the what-if categories" in body
+    # the table's counts are the bounded back-test's
+    v = pr.backtest(CAL)
+    n = sum(r.category == "held-out batch" for r in v.rows)
+    assert f"| held-out batch | {n} |" in body
+    assert bt.Budget(pr.BUDGET_S).seconds >= 0 and v.budget_s == pr.BUDGET_S
+
+
+def test_section_html_figure_instead_of_png(tmp_path):
+    figures: dict = {}
+    body = pr.predicted_section(CAL, tmp_path, figures)
+    assert body is not None and pr.PLOT_NAME in body
+    assert not (tmp_path / pr.PLOT_NAME).exists()  # no PNG for the page
+    fig = figures[pr.PLOT_NAME]
+    cats = [t.name for t in fig.data if t.mode == "markers"]
+    assert cats and all(c.split(" (")[0] in pr.STEP_CATEGORIES for c in cats)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    line = next(t for t in fig.data if t.name == "y = x")
+    assert list(line.x) == list(line.y)
+    pts = next(t for t in fig.data if t.mode == "markers")
+    assert "measured" in pts.hovertext[0] and "calibration.db" in pts.hovertext[0]
+    assert "/" + "benchmarks" not in pts.hovertext[0]  # the file's name, not its path
+
+
+def test_markdown_image_becomes_the_interactive_figure():
+    import plotly.graph_objects as go
+
+    from dlperf.report.html import _markdown_html
+
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[1, 2]))
+    html = _markdown_html("a table\n\n![scatter](x.png)\n\n![other](y.png)\n", None,
+                          {"x.png": fig}, "plot-section-3")
+    assert "id=\"plot-section-3-0\"" in html or "id='plot-section-3-0'" in html
+    assert "x.png" not in html and "y.png" in html  # only the named image is replaced
+    assert "<p>a table</p>" in html
+
+
+def test_too_few_points_is_a_one_line_note(tmp_path):
+    body = pr.predicted_section(H200 / "reproduce.db", tmp_path)
+    assert body is not None and body.count("\n") == 1
+    assert body.startswith("Too few points to back-test")
+    assert not (tmp_path / pr.PLOT_NAME).exists()
+
+
+def test_report_and_page_carry_the_section(tmp_path):
+    from dlperf.report.html import write_html_report
+    from dlperf.report.sections import write_full_report
+
+    md = write_full_report(str(CAL), tmp_path / "md", "t", None).read_text()
+    assert "## Predicted vs measured: the performance model's back-test" in md
+    assert (tmp_path / "md" / pr.PLOT_NAME).exists()
+    page = write_html_report(str(CAL), tmp_path / "html").read_text()
+    assert "Predicted vs measured" in page
+    assert "Predicted against measured step time" in page
+    assert pr.PLOT_NAME not in page  # the figure, not a link to a PNG

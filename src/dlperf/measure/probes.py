@@ -83,7 +83,8 @@ def efficiency(result: RunRecord | Mapping[str, Any], spec: Any, probes: Mapping
              "framework_to_analytic": (fw_step / b_dev / analytic
                                        if fw_step and analytic else None),
              "framework_source": fw.get("source"),
-             "bytes_per_step": fw.get("bytes_per_step"), "bytes_source": fw.get("bytes_source")}
+             "bytes_per_step": fw.get("bytes_per_step"), "bytes_source": fw.get("bytes_source"),
+             "ops_per_step": fw.get("aten_ops_per_step")}
     sps = (r.throughput.samples_per_s if r.throughput is not None else None) or 0
     mfu = mfu_summary(train_flops_per_sample=analytic, samples_per_s=sps / n_dev or None,
                       precision=ident.precision, batch_size=b_dev,

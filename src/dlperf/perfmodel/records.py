@@ -57,6 +57,8 @@ class Point:
         host_sync_wait_s: the wait for the step's output after the host returned, in that
             probe (median, s): > 0 means the host finished issuing before the device finished.
         kernels_per_iter: device kernels per iteration of a traced run of this point.
+        ops_per_step: operators one eager step dispatches (record ``flops.ops_per_step``;
+            PyTorch: ATen operators other than views), counted without the device.
         exposed_comm_s: communication not hidden by compute per iteration (profiled, DP only).
         loader_workers: input-pipeline worker processes (None: data on the device).
         data_wait_share: share of the measured time spent waiting for input.
@@ -96,6 +98,7 @@ class Point:
     host_dispatch_s: float | None = None
     host_sync_wait_s: float | None = None
     kernels_per_iter: float | None = None
+    ops_per_step: int | None = None
     exposed_comm_s: float | None = None
     loader_workers: int | None = None
     data_wait_share: float | None = None
@@ -222,6 +225,7 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
         host_dispatch_s=_float(_get(res, "host", "dispatch_s", "median")),
         host_sync_wait_s=_float(_get(res, "host", "sync_wait_s", "median")),
         kernels_per_iter=_float(trace.get("kernels_per_iter")),
+        ops_per_step=_get(res, "flops", "ops_per_step"),
         exposed_comm_s=_float(row.get("exposed_comm_s")),
         loader_workers=row.get("loader_workers"),
         data_wait_share=_float(row.get("data_wait_share")),

@@ -168,7 +168,8 @@ class Power(Part):
 
 class Flops(Part):
     """FLOPs of a training sample: analytic (dlperf.zoo.spec) and the framework's own count of
-    one step, with their sources; bytes moved per step."""
+    one step, with their sources; bytes moved per step; ``ops_per_step``: operators one eager
+    step dispatches (PyTorch: ATen operators other than views, counted by the byte counter)."""
 
     analytic_train_flops_per_sample: Num | None = None
     analytic_source: StrictStr | None = None
@@ -178,6 +179,7 @@ class Flops(Part):
     framework_source: StrictStr | None = None
     bytes_per_step: Num | None = None
     bytes_source: StrictStr | None = None
+    ops_per_step: StrictInt | None = None
 
 
 class Mfu(Part):

@@ -110,15 +110,21 @@ def count_step(torch: Any, step: Callable[[], Any]) -> dict[str, Any]:
     from torch.utils.flop_counter import FlopCounterMode
 
     class BytesCounter(TorchDispatchMode):
-        """Sum of operand and result bytes of every non-view ATen operator."""
+        """Sum of operand and result bytes of every non-view ATen operator, and how many
+        operators (views apart) one step dispatches."""
 
         def __init__(self) -> None:
             super().__init__()
             self.total = 0
+            self.ops = 0
+            self.views = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            if not getattr(func, "is_view", False):
+            if getattr(func, "is_view", False):
+                self.views += 1
+            else:
+                self.ops += 1
                 for t in tree_flatten((args, kwargs or {}, out))[0]:
                     if isinstance(t, torch.Tensor):
                         self.total += t.numel() * t.element_size()
@@ -132,6 +138,9 @@ def count_step(torch: Any, step: Callable[[], Any]) -> dict[str, Any]:
         torch.cuda.synchronize()
     return {"flops_per_step": float(fc.get_total_flops()) or None,
             "bytes_per_step": float(bc.total) or None,
+            # what a per-operator host cost multiplies (docs/perfmodel.md): the eager step's
+            # ATen operators below autograd, without and with views
+            "aten_ops_per_step": bc.ops, "aten_views_per_step": bc.views,
             "source": "torch.utils.flop_counter.FlopCounterMode (matmul/conv/attention, fwd+bwd)",
             "bytes_source": "sum of ATen operator operands and results (unfused, no cache)"}
 

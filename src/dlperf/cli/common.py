@@ -161,6 +161,21 @@ def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
             print_markdown(repeats_markdown(reps))
 
 
+def print_glance(store: Any, rows: list[dict[str, Any]]) -> None:
+    """After the results of a run or sweep: the relative summary when it measured several
+    modes, frameworks or precisions (:mod:`dlperf.report.glance`) and the batch-size advice
+    when it varied the batch size (:mod:`dlperf.report.batches`); nothing otherwise."""
+    from dlperf.report.batches import advice_lines, batch_advice
+    from dlperf.report.glance import relative_summary, summary_lines
+    from dlperf.results.store import record_of
+
+    if len(rows) < 2:
+        return
+    recs = [record_of(r, store.samples(r["id"])) for r in rows]
+    for line in summary_lines(relative_summary(recs)) + advice_lines(batch_advice(recs)):
+        out.print(line, markup=False, highlight=False)
+
+
 def choose_threads_once(points: list[Any]) -> Any:
     """The thread policy's choice for the CPU points without ``--threads``
     (:func:`dlperf.env.choose_threads`, a measurement of the host's load), printed once; None
@@ -214,7 +229,9 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                       f"{again}")
             raise typer.Exit(130) from None
         keys = {p.run_key() for p in outcome.points}
-        _print_outcome([r for r in store.rows() if r["run_key"] in keys], outcome.points)
+        rows = [r for r in store.rows() if r["run_key"] in keys]
+        _print_outcome(rows, outcome.points)
+        print_glance(store, rows)
         not_run = (f", {outcome.missing_data} not run (data missing)"
                    if outcome.missing_data else "")
         err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import sys
 import typing
 from collections.abc import Callable
@@ -23,7 +24,23 @@ from rich.markup import escape
 
 from dlperf.errors import ConfigError, DlperfError
 
-out = Console(width=None if sys.stdout.isatty() else 250)
+#: The width of the results' console off a terminal (a pipe, a file, a log) when $COLUMNS is
+#: not set: rich's default, 80, would stack every results table; 160 holds a CPU run's table
+#: whole (its empty GPU columns are dropped: :func:`dlperf.report.terminal.fit_table`).
+PIPE_WIDTH = 160
+
+
+def console_width(is_tty: bool, environ: Any = None) -> int | None:
+    """The width of the results' console: ``$COLUMNS`` where it is a positive integer (also
+    on a terminal), else the terminal's own (None: rich asks it), else :data:`PIPE_WIDTH`."""
+    env = os.environ if environ is None else environ
+    cols = str(env.get("COLUMNS") or "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    return None if is_tty else PIPE_WIDTH
+
+
+out = Console(width=console_width(sys.stdout.isatty()))
 # Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs.
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
 
@@ -107,13 +124,23 @@ def check_endpoint(endpoint: str) -> None:
                           "node0.example.org:29500 or 127.0.0.1:29500")
 
 
+def print_table(table: Any) -> None:
+    """A rich table on :data:`out`, fitted to its width (:func:`dlperf.report.terminal.
+    fit_table`: empty columns dropped, words never split)."""
+    from dlperf.report.terminal import fit_table
+
+    out.print(fit_table(table, out.width))
+
+
 def print_markdown(text: str) -> None:
-    """Markdown tables drawn as tables in a terminal; piped or redirected, the Markdown itself
+    """Markdown tables drawn as tables fitted to the terminal's width
+    (:func:`dlperf.report.terminal.markdown_blocks`); piped or redirected, the Markdown itself
     (so ``dlperf results --compare ... > x.md`` writes a Markdown file)."""
     if sys.stdout.isatty():
-        from rich.markdown import Markdown
+        from dlperf.report.terminal import markdown_blocks
 
-        out.print(Markdown(text))
+        for block in markdown_blocks(text, out.width):
+            out.print(block)
     else:
         sys.stdout.write(text)
 
@@ -148,10 +175,10 @@ def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
     from dlperf.report.breakdown import breakdown_table
     from dlperf.report.tables import results_table
 
-    out.print(results_table(rows))
+    print_table(results_table(rows))
     bt = breakdown_table(rows)
     if bt is not None:
-        out.print(bt)
+        print_table(bt)
         out.print(BREAKDOWN_LEGEND, highlight=False)
     if any(p.repeat for p in points):
         from dlperf.report.compare import repeat_runs, repeats_markdown

@@ -120,8 +120,11 @@ def _framework_base(labels: Sequence[str], recs: dict[str, RunRecord]) -> dict[s
             and _compile_mode(recs[lab]) == "default"]
     if not mine:
         return {}
-    mine.sort(key=lambda lab: (prefer.index(recs[lab].identity.mode)
-                               if recs[lab].identity.mode in prefer else len(prefer), lab))
+    def rank(lab: str) -> tuple[int, str]:
+        mode = str(recs[lab].identity.mode)
+        return (prefer.index(mode) if mode in prefer else len(prefer), lab)
+
+    mine.sort(key=rank)
     base = mine[0]
     return {lab: base for lab in labels if str(recs[lab].identity.framework) != first}
 

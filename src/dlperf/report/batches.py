@@ -119,9 +119,14 @@ def _one_series(by_batch: dict[int, list[RunRecord]], tolerance: float,
         return out
     step = {b: _step_s(ok[b]) for b in fitting}
     tput = {b: b / step[b] for b in fitting if step[b] > 0}
+    if not tput:  # no step time stored (a hand-made record): nothing to rank
+        out["advice"] = _advice_text(out)
+        return out
     best = max(tput, key=lambda b: tput[b])
     plateau = None
-    for b in fitting:
+    lo: float | None
+    hi: float | None
+    for b in tput:
         if b == best:
             share, lo, hi, src = 1.0, 1.0, 1.0, None
         else:

@@ -75,6 +75,8 @@ def relative_summary(records: Iterable[RunRecord], level: float = 0.95
         for (base, other), pairs in by.items():
             gs = geometric_summary([p.comparison for p in pairs], level)
             speedups = [p.speedup or 0.0 for p in pairs]
+            lo: float | None
+            hi: float | None
             if gs is not None:
                 sp, lo, hi = 1.0 / gs[0], 1.0 / gs[2], 1.0 / gs[1]
             else:  # no pair has an interval: the geometric mean alone

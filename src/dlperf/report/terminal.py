@@ -1,0 +1,220 @@
+"""Tables that fit a terminal of a given width, with words kept whole.
+
+A table is printed at the console's width (:func:`fit_table`): columns whose every cell is
+empty (or a dash) are dropped; if the table still cannot be drawn without splitting a word
+(the sum of each column's longest word, its padding and the borders is wider than the width),
+the columns with one value in every row move to a caption under the table ("device: cpu ·
+precision: fp32"); if that is still too wide, each row is shown as a block of ``column: value``
+lines (stacked). Cells wrap at spaces, never inside a word, except a single word longer than
+the whole width (a long path), which has to be folded.
+
+:func:`markdown_blocks` renders the Markdown of a comparison for a terminal: its tables as fitted
+tables, the rest as rich Markdown. Written to a file or a pipe, Markdown stays Markdown (the
+CLI decides that, :func:`dlperf.cli.common.print_markdown`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["EMPTY_CELLS", "fit_table", "min_table_width", "markdown_blocks", "md_cell_text"]
+
+#: Cell texts that count as empty when deciding whether a column is dropped.
+EMPTY_CELLS = frozenset({"", "–", "-", "—"})
+#: The caption's separator between the settings moved out of the columns.
+_SEP = " · "
+
+
+def _plain(cell: Any) -> str:
+    """The text of a cell (a :class:`~rich.text.Text` or a string; other renderables: their
+    ``str``)."""
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split()), default=0)
+
+
+def _columns(table: Table) -> list[list[Any]]:
+    return [list(col.cells) for col in table.columns]
+
+
+def min_table_width(table: Table, keep: Sequence[int] | None = None) -> int:
+    """The narrowest width (characters) at which ``table`` (its columns ``keep``; default
+    all) is drawn without splitting a word: per column its longest word (header and cells)
+    plus the padding, plus one border per column and one more."""
+    cols = table.columns
+    keep = range(len(cols)) if keep is None else keep
+    pad = table.padding[1] + table.padding[3]
+    total = 0
+    for i in keep:
+        col = cols[i]
+        words = [_longest_word(_plain(col.header))] + [_longest_word(_plain(c))
+                                                         for c in col.cells]
+        total += max(words) + pad
+    borders = (len(keep) + 1) if table.box is not None and table.show_edge else max(
+        len(keep) - 1, 0)
+    return total + borders
+
+
+def _copy(table: Table, keep: Sequence[int], caption: str | None, width: int) -> Table:
+    """``table`` with the columns ``keep`` only, each at least as wide as its longest word
+    (capped at the width, so one overlong word folds instead of overflowing) and wrapping at
+    spaces, and ``caption`` added under it."""
+    cap = " ".join(c for c in (_plain(table.caption) if table.caption else "", caption or "")
+                   if c) or None
+    t = Table(title=table.title, caption=cap, box=table.box, show_lines=table.show_lines,
+              show_header=table.show_header, show_edge=table.show_edge,
+              title_style=table.title_style, caption_style=table.caption_style,
+              header_style=table.header_style, padding=table.padding,
+              caption_justify="left")
+    cells = _columns(table)
+    pad = table.padding[1] + table.padding[3]
+    for i in keep:
+        col = table.columns[i]
+        words = [_longest_word(_plain(col.header))] + [_longest_word(_plain(c))
+                                                         for c in cells[i]]
+        t.add_column(col.header, justify=col.justify, style=col.style,
+                     header_style=col.header_style, no_wrap=False, overflow="fold",
+                     min_width=min(max(words), max(width - pad - 2, 1)))
+    for r in range(table.row_count):
+        t.add_row(*(cells[i][r] for i in keep), style=table.rows[r].style)
+    return t
+
+
+def _stacked(table: Table, keep: Sequence[int], caption: str | None, width: int
+             ) -> RenderableType:
+    """Each row of ``table`` as a block of ``column: value`` lines (empty cells left out),
+    under the title; for a width too narrow for any table of these columns."""
+    cells = _columns(table)
+    heads = [_plain(table.columns[i].header) for i in keep]
+    key_w = min(max((len(h) for h in heads), default=1), max(width // 3, 8))
+    parts: list[RenderableType] = []
+    if table.title:
+        parts.append(Text(_plain(table.title), style="bold"))
+    if caption:
+        parts.append(Text(caption, style="dim"))
+    for r in range(table.row_count):
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(style="bold", width=key_w, overflow="fold")
+        grid.add_column(overflow="fold", max_width=max(width - key_w - 1, 1))
+        style = table.rows[r].style or ""
+        for h, i in zip(heads, keep):
+            cell = cells[i][r]
+            if _plain(cell).strip() in EMPTY_CELLS:
+                continue
+            value = cell.copy() if isinstance(cell, Text) else Text(_plain(cell))
+            if style:
+                value.stylize(style)
+            grid.add_row(Text(h), value)
+        parts += [Text(""), grid] if r or parts else [grid]
+    return Group(*parts)
+
+
+def fit_table(table: Table, width: int) -> RenderableType:
+    """``table`` drawn within ``width`` characters with words kept whole (module docstring):
+    all-empty columns dropped, then constant columns moved to a caption, then stacked rows.
+
+    Args:
+        table: a rich table whose cells are text (:class:`~rich.text.Text` or strings).
+        width: the console's width in characters (>= 1).
+
+    Returns:
+        A renderable: a new table (the given one is not changed) or a group of row blocks.
+    """
+    cells = _columns(table)
+    n = table.row_count
+    keep = [i for i in range(len(cells))
+            if n == 0 or any(_plain(c).strip() not in EMPTY_CELLS for c in cells[i])]
+    keep = keep or list(range(len(cells)))
+    if min_table_width(table, keep) <= width:
+        return _copy(table, keep, None, width)
+    caption = None
+    if n >= 2:
+        const = [i for i in keep if len({_plain(c) for c in cells[i]}) == 1]
+        rest = [i for i in keep if i not in const]
+        if const and rest:
+            caption = _SEP.join(f"{_plain(table.columns[i].header)}: {_plain(cells[i][0])}"
+                                for i in const)
+            if min_table_width(table, rest) <= width:
+                return _copy(table, rest, caption, width)
+            keep = rest
+    return _stacked(table, keep, caption, width)
+
+
+_INLINE = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
+
+
+def md_cell_text(cell: str) -> Text:
+    """A Markdown table cell as styled text: ``**bold**``, ``*italic*`` and ```code```
+    styled, ``\\|`` and ``\\*`` unescaped, ``&lt;``/``&gt;``/``&amp;`` decoded."""
+    cell = (cell.replace("\\|", "|").replace("&lt;", "<").replace("&gt;", ">")
+            .replace("&amp;", "&"))
+    out, pos = Text(), 0
+    for m in _INLINE.finditer(cell):
+        out.append(cell[pos:m.start()].replace("\\*", "*"))
+        bold, code, italic = m.groups()
+        out.append(bold if bold is not None else code if code is not None else italic,
+                   style="bold" if bold is not None else "cyan" if code is not None
+                   else "italic")
+        pos = m.end()
+    out.append(cell[pos:].replace("\\*", "*"))
+    return out
+
+
+def _split_row(line: str) -> list[str]:
+    """The cells of a Markdown table row (``\\|`` is a pipe inside a cell)."""
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
+    return [c.strip() for c in re.split(r"(?<!\\)\|", body)]
+
+
+_ALIGN_ROW = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _md_table(lines: list[str]) -> Table:
+    heads, aligns = _split_row(lines[0]), _split_row(lines[1])
+    t = Table()
+    for h, a in zip(heads, aligns + [""] * len(heads)):
+        t.add_column(md_cell_text(h), justify="right" if a.endswith(":") and not
+                     a.startswith(":") else "left")
+    for line in lines[2:]:
+        cells = _split_row(line)
+        cells = (cells + [""] * len(heads))[:len(heads)]
+        t.add_row(*(md_cell_text(c) for c in cells))
+    return t
+
+
+def markdown_blocks(text: str, width: int) -> list[RenderableType]:
+    """The Markdown ``text`` as renderables for a terminal ``width`` characters wide: each
+    table (a header row, an alignment row ``|---|---:|``, body rows) as a fitted table
+    (:func:`fit_table`), the text between them as rich Markdown."""
+    lines = text.splitlines()
+    out: list[RenderableType] = []
+    prose: list[str] = []
+    i = 0
+    while i < len(lines):
+        if (lines[i].lstrip().startswith("|") and i + 1 < len(lines)
+                and _ALIGN_ROW.match(lines[i + 1])):
+            j = i + 2
+            while j < len(lines) and lines[j].lstrip().startswith("|"):
+                j += 1
+            if "".join(prose).strip():
+                out.append(Markdown("\n".join(prose)))
+            prose = []
+            out.append(fit_table(_md_table(lines[i:j]), width))
+            i = j
+            continue
+        prose.append(lines[i])
+        i += 1
+    if "".join(prose).strip():
+        out.append(Markdown("\n".join(prose)))
+    return out

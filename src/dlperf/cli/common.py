@@ -40,7 +40,9 @@ def console_width(is_tty: bool, environ: Any = None) -> int | None:
     return None if is_tty else PIPE_WIDTH
 
 
-out = Console(width=console_width(sys.stdout.isatty()))
+# Off a terminal, lines of text stay whole (soft wrap: a log or a test reads them as printed);
+# tables still fit the width.
+out = Console(width=console_width(sys.stdout.isatty()), soft_wrap=not sys.stdout.isatty())
 # Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs.
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
 

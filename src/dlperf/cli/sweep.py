@@ -4,7 +4,7 @@ resumable, optionally one shard of it; ``--dry-run`` lists the points."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -42,27 +42,73 @@ def parse_shard(text: str) -> tuple[int, int]:
     return ki, ni
 
 
-def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool) -> None:
-    """What would run: each point marked pending, stored or failed in ``path`` (read, not
-    changed), then the counts."""
+def _dry_threads(points: list[Any], path: str, done: set[str]) -> list[Any]:
+    """The thread policy a sweep would apply (printed: to how many CPU points, what it would
+    choose on this host now and why), and the points as they would run
+    (:func:`dlperf.resume.resolve_threads`: a point stored under the policy keeps its count)."""
+    from dlperf.env import choose_threads
+    from dlperf.results.store import ResultStore
+    from dlperf.resume import auto_threads, resolve_threads
+
+    auto = [p for p in points if auto_threads(p)]
+    if not auto:
+        common.out.print("threads: as each point gives them (the policy sets the threads of CPU "
+                         "points without threads only)", markup=False, highlight=False)
+        return points
+    choice = choose_threads()
+    common.out.print(f"thread policy for {len(auto)} CPU point(s) without threads, measured "
+                     f"now: {choice.line()}", markup=False, highlight=False)
+    if not done:  # nothing stored: no earlier choice to keep, the store is never read
+        return resolve_threads(points, choice, cast(Any, None), done)[0]
+    with ResultStore(path, read_only=True) as store:
+        return resolve_threads(points, choice, store, done)[0]
+
+
+def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
+             tag: str | None) -> None:
+    """What would run: the thread policy and the tag, then each point (threads as the policy
+    would set them) marked pending, stored or failed in ``path`` (read, not changed; with a
+    tag, only results stored under it count), then the counts."""
+    from dlperf.results.history import check_tag, resume_plan
     from dlperf.results.store import stored_keys
 
     check_db(path, must_exist=False)
+    check_tag(tag)
     done = set() if restart else stored_keys(path, include_failed=not retry_failed)
     ok_keys = set() if restart else stored_keys(path, include_failed=False)
-    for p in points:
+    from dlperf.resume import auto_threads
+
+    by_policy = [auto_threads(p) for p in points]
+    points = _dry_threads(points, path, done)
+    if tag is None:
+        common.out.print("tag: none (--tag NAME labels the results, for dlperf results --tag "
+                         "and dlperf compare)", markup=False, highlight=False)
+    else:
+        common.out.print(f"tag: {tag!r}: the results are labelled with it; a point counts as "
+                         "stored only under this tag (stored under another tag or none, it is "
+                         "measured again)", markup=False, highlight=False)
+        if not restart:
+            keys = {p.run_key() for p in points}
+            todo = resume_plan(points, path, tag, rerun=False, retry_failed=retry_failed)[0]
+            done = keys - {p.run_key() for p in todo}
+            todo_ok = resume_plan(points, path, tag, rerun=False, retry_failed=True)[0]
+            ok_keys = keys - {p.run_key() for p in todo_ok}
+    for p, policy in zip(points, by_policy):
         k = p.run_key()
-        tag = ("pending" if k not in done else "stored " if k in ok_keys else "failed ")
-        common.out.print(f"{tag}  {k}  {escape(p.label())}", highlight=False)
+        mark = ("pending" if k not in done else "stored " if k in ok_keys else "failed ")
+        auto = " (threads: auto policy)" if policy else ""
+        common.out.print(f"{mark}  {k}  {escape(p.label())}{auto}", highlight=False)
     n_points = len({p.point_key() for p in points})
     plural = "s" if n_points != 1 else ""
     n_done = sum(p.run_key() in done for p in points)
     n_failed = sum(p.run_key() in done and p.run_key() not in ok_keys for p in points)
+    where = path + (f" under tag {tag!r}" if tag is not None else "")
     common.out.print((f"{len(points)} points" if n_points == len(points) else
                       f"{len(points)} runs of {n_points} point{plural} (repeats)")
-                     + f": {len(points) - n_done} pending, {n_done} stored in {path}"
+                     + f": {len(points) - n_done} pending, {n_done} stored in {where}"
                      + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
-                        "--retry-failed to run them again)" if n_failed else ""))
+                        "--retry-failed to run them again)" if n_failed else ""),
+                     markup=False, highlight=False)
 
 
 def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
@@ -98,7 +144,7 @@ def sweep(
     db: Annotated[str | None, typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
     restart: Annotated[bool, typer.Option("--restart", "--rerun", help="Ignore results already in the db and run every point (`dlperf run` calls it --rerun; both names work here).")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points that failed before.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points (threads as the thread policy would set them on this host now, stored or pending under --tag) and exit.")] = False,
     report: Annotated[str | None, typer.Option(help="Also write a report to this folder.")] = None,
     node_rank: Annotated[int, typer.Option(help="Multi-node points: this node's index (node k > 0 stores in DB.node<k>.db).", min=0)] = 0,
     rdzv_endpoint: Annotated[str | None, typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
@@ -120,7 +166,7 @@ def sweep(
             points = [p for p in points if p.point_key() in mine]
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         if dry_run:
-            _dry_run(points, path, restart, retry_failed)
+            _dry_run(points, path, restart, retry_failed, tag)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
         from dlperf.launch.distributed import run_point

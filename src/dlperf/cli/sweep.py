@@ -42,73 +42,77 @@ def parse_shard(text: str) -> tuple[int, int]:
     return ki, ni
 
 
-def _dry_threads(points: list[Any], path: str, done: set[str]) -> list[Any]:
-    """The thread policy a sweep would apply (printed: to how many CPU points, what it would
-    choose on this host now and why), and the points as they would run
-    (:func:`dlperf.resume.resolve_threads`: a point stored under the policy keeps its count)."""
+def _dry_threads(points: list[Any], path: str, done: set[str]) -> tuple[list[Any], str]:
+    """The points as a sweep would run them (:func:`dlperf.resume.resolve_threads`: CPU points
+    without threads get the thread policy's choice, measured on this host now; a point stored
+    under the policy keeps its count), and a line saying what the policy chose and why."""
     from dlperf.env import choose_threads
     from dlperf.results.store import ResultStore
     from dlperf.resume import auto_threads, resolve_threads
 
     auto = [p for p in points if auto_threads(p)]
     if not auto:
-        common.out.print("threads: as each point gives them (the policy sets the threads of CPU "
-                         "points without threads only)", markup=False, highlight=False)
-        return points
+        return points, ("threads: as each point gives them (the thread policy sets the threads "
+                        "of CPU points without threads only)")
     choice = choose_threads()
-    common.out.print(f"thread policy for {len(auto)} CPU point(s) without threads, measured "
-                     f"now: {choice.line()}", markup=False, highlight=False)
+    line = (f"thread policy for the {len(auto)} CPU point(s) without threads, measured now: "
+            f"{choice.line()}")
     if not done:  # nothing stored: no earlier choice to keep, the store is never read
-        return resolve_threads(points, choice, cast(Any, None), done)[0]
+        return resolve_threads(points, choice, cast(Any, None), done)[0], line
     with ResultStore(path, read_only=True) as store:
-        return resolve_threads(points, choice, store, done)[0]
+        return resolve_threads(points, choice, store, done)[0], line
+
+
+def _tagged_done(points: list[Any], path: str, tag: str, retry_failed: bool
+                 ) -> tuple[set[str], set[str]]:
+    """(run keys done under ``tag``, run keys stored ok under it) of ``points``
+    (:func:`dlperf.results.history.resume_plan`)."""
+    from dlperf.results.history import resume_plan
+
+    keys = {p.run_key() for p in points}
+    todo = resume_plan(points, path, tag, rerun=False, retry_failed=retry_failed)[0]
+    todo_ok = resume_plan(points, path, tag, rerun=False, retry_failed=True)[0]
+    return keys - {p.run_key() for p in todo}, keys - {p.run_key() for p in todo_ok}
 
 
 def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
              tag: str | None) -> None:
-    """What would run: the thread policy and the tag, then each point (threads as the policy
-    would set them) marked pending, stored or failed in ``path`` (read, not changed; with a
-    tag, only results stored under it count), then the counts."""
-    from dlperf.results.history import check_tag, resume_plan
+    """What would run: each point (threads as the thread policy would set them, marked so)
+    pending, stored or failed in ``path`` (read, not changed; with a tag, only results stored
+    under it count), the counts, then the thread policy and the tag."""
+    from dlperf.results.history import check_tag
     from dlperf.results.store import stored_keys
+    from dlperf.resume import auto_threads
 
     check_db(path, must_exist=False)
     check_tag(tag)
     done = set() if restart else stored_keys(path, include_failed=not retry_failed)
     ok_keys = set() if restart else stored_keys(path, include_failed=False)
-    from dlperf.resume import auto_threads
-
     by_policy = [auto_threads(p) for p in points]
-    points = _dry_threads(points, path, done)
-    if tag is None:
-        common.out.print("tag: none (--tag NAME labels the results, for dlperf results --tag "
-                         "and dlperf compare)", markup=False, highlight=False)
-    else:
-        common.out.print(f"tag: {tag!r}: the results are labelled with it; a point counts as "
-                         "stored only under this tag (stored under another tag or none, it is "
-                         "measured again)", markup=False, highlight=False)
-        if not restart:
-            keys = {p.run_key() for p in points}
-            todo = resume_plan(points, path, tag, rerun=False, retry_failed=retry_failed)[0]
-            done = keys - {p.run_key() for p in todo}
-            todo_ok = resume_plan(points, path, tag, rerun=False, retry_failed=True)[0]
-            ok_keys = keys - {p.run_key() for p in todo_ok}
+    points, threads_line = _dry_threads(points, path, done)
+    if tag is not None and not restart:
+        done, ok_keys = _tagged_done(points, path, tag, retry_failed)
     for p, policy in zip(points, by_policy):
         k = p.run_key()
         mark = ("pending" if k not in done else "stored " if k in ok_keys else "failed ")
-        auto = " (threads: auto policy)" if policy else ""
+        auto = " (threads: policy)" if policy else ""
         common.out.print(f"{mark}  {k}  {escape(p.label())}{auto}", highlight=False)
     n_points = len({p.point_key() for p in points})
     plural = "s" if n_points != 1 else ""
     n_done = sum(p.run_key() in done for p in points)
     n_failed = sum(p.run_key() in done and p.run_key() not in ok_keys for p in points)
     where = path + (f" under tag {tag!r}" if tag is not None else "")
-    common.out.print((f"{len(points)} points" if n_points == len(points) else
-                      f"{len(points)} runs of {n_points} point{plural} (repeats)")
-                     + f": {len(points) - n_done} pending, {n_done} stored in {where}"
-                     + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
-                        "--retry-failed to run them again)" if n_failed else ""),
-                     markup=False, highlight=False)
+    tag_line = ("tag: none (--tag NAME labels the results, for dlperf results --tag and dlperf "
+                "compare)" if tag is None else
+                f"tag: {tag!r}: the results are labelled with it; a point counts as stored "
+                "only under this tag (stored under another tag or none, it is measured again)")
+    for line in ((f"{len(points)} points" if n_points == len(points) else
+                  f"{len(points)} runs of {n_points} point{plural} (repeats)")
+                 + f": {len(points) - n_done} pending, {n_done} stored in {where}"
+                 + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
+                    "--retry-failed to run them again)" if n_failed else ""),
+                 threads_line, tag_line):
+        common.out.print(line, markup=False, highlight=False)
 
 
 def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,

@@ -3,9 +3,10 @@
 A table is printed at the console's width (:func:`fit_table`): columns whose every cell is
 empty (or a dash) are dropped; if the table still cannot be drawn without splitting a word
 (the sum of each column's longest word, its padding and the borders is wider than the width),
-the columns with one value in every row move to a caption under the table ("device: cpu ·
-precision: fp32"); if that is still too wide, each row is shown as a block of ``column: value``
-lines (stacked). Cells wrap at spaces, never inside a word, except a single word longer than
+it is drawn in a compact style (no frame, two spaces between columns); then the columns with
+one value in every row move to a caption under the table ("device: cpu · precision: fp32");
+if that is still too wide, each row is shown as a block of ``column  value`` lines
+(stacked). Cells wrap at spaces, never inside a word, except a single word longer than
 the whole width (a long path), which has to be folded.
 
 :func:`markdown_blocks` renders the Markdown of a comparison for a terminal: its tables as fitted
@@ -19,6 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.markdown import Markdown
 from rich.table import Table
@@ -46,44 +48,95 @@ def _columns(table: Table) -> list[list[Any]]:
     return [list(col.cells) for col in table.columns]
 
 
-def min_table_width(table: Table, keep: Sequence[int] | None = None) -> int:
+def _overhead(table: Table, n: int, compact: bool) -> int:
+    """Characters a table of ``n`` columns adds to its cells: padding and borders (boxed, as
+    ``table``), or two per gap between columns (compact, :data:`_COMPACT`)."""
+    if compact:
+        return 2 * max(n - 1, 0)
+    pad = (table.padding[1] + table.padding[3]) * n
+    if table.box is None:
+        return pad
+    return pad + (n + 1 if table.show_edge else max(n - 1, 0))
+
+
+def min_table_width(table: Table, keep: Sequence[int] | None = None,
+                    compact: bool = False) -> int:
     """The narrowest width (characters) at which ``table`` (its columns ``keep``; default
-    all) is drawn without splitting a word: per column its longest word (header and cells)
-    plus the padding, plus one border per column and one more."""
+    all) is drawn without splitting a word: per column its longest word (header and cells),
+    plus the padding and borders (``compact``: of the compact style, two per gap)."""
     cols = table.columns
     keep = range(len(cols)) if keep is None else keep
-    pad = table.padding[1] + table.padding[3]
     total = 0
     for i in keep:
         col = cols[i]
-        words = [_longest_word(_plain(col.header))] + [_longest_word(_plain(c))
-                                                         for c in col.cells]
-        total += max(words) + pad
-    borders = (len(keep) + 1) if table.box is not None and table.show_edge else max(
-        len(keep) - 1, 0)
-    return total + borders
+        total += max([_longest_word(_plain(col.header))]
+                     + [_longest_word(_plain(c)) for c in col.cells])
+    return total + _overhead(table, len(keep), compact)
 
 
-def _copy(table: Table, keep: Sequence[int], caption: str | None, width: int) -> Table:
-    """``table`` with the columns ``keep`` only, each at least as wide as its longest word
-    (capped at the width, so one overlong word folds instead of overflowing) and wrapping at
-    spaces, and ``caption`` added under it."""
+#: The compact style (no frame; a rule under the header; columns two spaces apart), tried
+#: when the boxed table would split words.
+_COMPACT = {"box": box.SIMPLE_HEAD, "show_edge": False, "padding": (0, 1),
+            "collapse_padding": True, "pad_edge": False}
+
+
+def _longest_line(text: str) -> int:
+    return max((len(line) for line in text.splitlines()), default=0)
+
+
+def _spread(natural: Sequence[int], minimum: Sequence[int], room: int) -> list[int]:
+    """Column widths that add up to at most ``room``: each its ``natural`` width (its longest
+    line) when they all fit; else each starts at its ``minimum`` (its longest word), the
+    columns that need the least more get their natural width first (short cells such as
+    ``12.35 [12.20, 12.51]`` stay on one line), and the room left is shared by the rest in
+    proportion to what they lack. Needs ``sum(minimum) <= room``."""
+    if sum(natural) <= room:
+        return list(natural)
+    widths = list(minimum)
+    left = room - sum(minimum)
+    rest = sorted(range(len(widths)), key=lambda i: natural[i] - minimum[i])
+    while rest and natural[rest[0]] - minimum[rest[0]] <= left:
+        i = rest.pop(0)
+        left -= natural[i] - minimum[i]
+        widths[i] = natural[i]
+    lack = sum(natural[i] - widths[i] for i in rest)
+    for i in rest:
+        widths[i] += (natural[i] - widths[i]) * left // lack if lack else 0
+    for i in rest:  # what the rounding left over, one character at a time
+        if sum(widths) < room and widths[i] < natural[i]:
+            widths[i] += 1
+    return widths
+
+
+def _copy(table: Table, keep: Sequence[int], caption: str | None, width: int,
+          compact: bool = False) -> Table:
+    """``table`` with the columns ``keep`` only (in the compact style: :data:`_COMPACT`) at
+    widths that add up to ``width`` (:func:`_spread`: none narrower than its longest word, so
+    cells wrap at spaces), and ``caption`` added under it. Needs
+    ``min_table_width(table, keep, compact) <= width``."""
     cap = " ".join(c for c in (_plain(table.caption) if table.caption else "", caption or "")
                    if c) or None
-    t = Table(title=table.title, caption=cap, box=table.box, show_lines=table.show_lines,
-              show_header=table.show_header, show_edge=table.show_edge,
-              title_style=table.title_style, caption_style=table.caption_style,
-              header_style=table.header_style, padding=table.padding,
-              caption_justify="left")
+    style: dict[str, Any] = (dict(_COMPACT) if compact else
+                             {"box": table.box, "show_edge": table.show_edge,
+                              "padding": table.padding})
+    t = Table(title=table.title, caption=cap, show_lines=table.show_lines,
+              show_header=table.show_header, title_style=table.title_style,
+              caption_style=table.caption_style, header_style=table.header_style,
+              caption_justify="left", **style)
     cells = _columns(table)
-    pad = table.padding[1] + table.padding[3]
-    for i in keep:
+    texts = [[_plain(table.columns[i].header)] + [_plain(c) for c in cells[i]] for i in keep]
+    room = width - _overhead(table, len(keep), compact)
+    whole = [max(map(_longest_line, col)) for col in texts]
+    minimum = [max(map(_longest_word, col)) for col in texts]
+    # too wide with whole headers: the headers wrap first (their cells' lines are the aim)
+    aim = whole if sum(whole) <= room else [
+        max([_longest_word(col[0])] + [_longest_line(c) for c in col[1:]]) for col in texts]
+    widths = _spread(aim, minimum, room)
+    for i, w in zip(keep, widths):
         col = table.columns[i]
-        words = [_longest_word(_plain(col.header))] + [_longest_word(_plain(c))
-                                                         for c in cells[i]]
         t.add_column(col.header, justify=col.justify, style=col.style,
                      header_style=col.header_style, no_wrap=False, overflow="fold",
-                     min_width=min(max(words), max(width - pad - 2, 1)))
+                     width=max(w, 1))
     for r in range(table.row_count):
         t.add_row(*(cells[i][r] for i in keep), style=table.rows[r].style)
     return t
@@ -120,7 +173,8 @@ def _stacked(table: Table, keep: Sequence[int], caption: str | None, width: int
 
 def fit_table(table: Table, width: int) -> RenderableType:
     """``table`` drawn within ``width`` characters with words kept whole (module docstring):
-    all-empty columns dropped, then constant columns moved to a caption, then stacked rows.
+    all-empty columns dropped; then, until it fits, the compact style (no frame), the
+    constant columns moved to a caption (boxed, then compact), and last stacked rows.
 
     Args:
         table: a rich table whose cells are text (:class:`~rich.text.Text` or strings).
@@ -134,8 +188,9 @@ def fit_table(table: Table, width: int) -> RenderableType:
     keep = [i for i in range(len(cells))
             if n == 0 or any(_plain(c).strip() not in EMPTY_CELLS for c in cells[i])]
     keep = keep or list(range(len(cells)))
-    if min_table_width(table, keep) <= width:
-        return _copy(table, keep, None, width)
+    for compact in (False, True):
+        if min_table_width(table, keep, compact) <= width:
+            return _copy(table, keep, None, width, compact)
     caption = None
     if n >= 2:
         const = [i for i in keep if len({_plain(c) for c in cells[i]}) == 1]
@@ -143,8 +198,9 @@ def fit_table(table: Table, width: int) -> RenderableType:
         if const and rest:
             caption = _SEP.join(f"{_plain(table.columns[i].header)}: {_plain(cells[i][0])}"
                                 for i in const)
-            if min_table_width(table, rest) <= width:
-                return _copy(table, rest, caption, width)
+            for compact in (False, True):
+                if min_table_width(table, rest, compact) <= width:
+                    return _copy(table, rest, caption, width, compact)
             keep = rest
     return _stacked(table, keep, caption, width)
 

@@ -131,7 +131,7 @@ def print_table(table: Any) -> None:
     fit_table`: empty columns dropped, words never split)."""
     from dlperf.report.terminal import fit_table
 
-    out.print(fit_table(table, out.width))
+    out.print(fit_table(table, out.width), soft_wrap=False)
 
 
 def print_markdown(text: str) -> None:

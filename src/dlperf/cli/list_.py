@@ -50,7 +50,7 @@ def _models() -> None:
     for s in SPECS.values():
         t.add_row(s.name, s.family, f"{s.input_kind} {'x'.join(map(str, s.input_shape))}",
                   str(s.num_classes), f"{s.params:,}", f"{s.train_flops_per_sample / 1e9:.4g}",
-                  ",".join(s.real_data), s.source)
+                  ", ".join(s.real_data), s.source)
     common.print_table(t)
 
 

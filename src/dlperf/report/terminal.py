@@ -108,18 +108,14 @@ def _spread(natural: Sequence[int], minimum: Sequence[int], room: int) -> list[i
     return widths
 
 
-def _copy(table: Table, keep: Sequence[int], caption: str | None, width: int,
-          compact: bool = False) -> Table:
+def _copy(table: Table, keep: Sequence[int], width: int, compact: bool = False) -> Table:
     """``table`` with the columns ``keep`` only (in the compact style: :data:`_COMPACT`) at
     widths that add up to ``width`` (:func:`_spread`: none narrower than its longest word, so
-    cells wrap at spaces), and ``caption`` added under it. Needs
-    ``min_table_width(table, keep, compact) <= width``."""
-    cap = " ".join(c for c in (_plain(table.caption) if table.caption else "", caption or "")
-                   if c) or None
+    cells wrap at spaces). Needs ``min_table_width(table, keep, compact) <= width``."""
     style: dict[str, Any] = (dict(_COMPACT) if compact else
                              {"box": table.box, "show_edge": table.show_edge,
                               "padding": table.padding})
-    t = Table(title=table.title, caption=cap, show_lines=table.show_lines,
+    t = Table(title=table.title, caption=table.caption, show_lines=table.show_lines,
               show_header=table.show_header, title_style=table.title_style,
               caption_style=table.caption_style, header_style=table.header_style,
               caption_justify="left", **style)
@@ -190,7 +186,7 @@ def fit_table(table: Table, width: int) -> RenderableType:
     keep = keep or list(range(len(cells)))
     for compact in (False, True):
         if min_table_width(table, keep, compact) <= width:
-            return _copy(table, keep, None, width, compact)
+            return _copy(table, keep, width, compact)
     caption = None
     if n >= 2:
         const = [i for i in keep if len({_plain(c) for c in cells[i]}) == 1]
@@ -199,8 +195,9 @@ def fit_table(table: Table, width: int) -> RenderableType:
             caption = _SEP.join(f"{_plain(table.columns[i].header)}: {_plain(cells[i][0])}"
                                 for i in const)
             for compact in (False, True):
-                if min_table_width(table, rest, compact) <= width:
-                    return _copy(table, rest, caption, width, compact)
+                if min_table_width(table, rest, compact) <= width:  # the caption under it,
+                    # as wide as the console (a table's own caption wraps at its width)
+                    return Group(_copy(table, rest, width, compact), Text(caption))
             keep = rest
     return _stacked(table, keep, caption, width)
 

@@ -15,17 +15,20 @@ from dlperf.results.schema import RunRecord
 def rec(model: str = "m", *, fw: str = "torch", mode: str = "eager", prec: str = "fp32",
         b: int = 8, med: float = 0.010, rel: float = 0.01, n: int = 30, repeat: int = 0,
         status: str = "ok", seed: int = 0, cm: str = "default", error: str | None = None,
-        threads: int | None = None) -> RunRecord:
+        threads: int | None = None, world: int = 1, **cfg_extra) -> RunRecord:
     """A result of one run: ``n`` iterations around ``med`` s with relative spread ``rel``."""
     rng = np.random.default_rng(seed)
     samples = list(med * (1 + rel * rng.standard_normal(n)))
     cfg = {"model": model, "framework": fw, "mode": mode, "precision": prec, "batch_size": b,
            "device": "cpu", "data": "synthetic", "compile_mode": cm, "repeat": repeat,
-           "threads": threads, "iterations": {"min_iters": 10, "seed_differs": seed}}
-    key = f"{model}-{fw}-{mode}-{cm}-{prec}-{b}-{threads}"
+           "threads": threads, "iterations": {"min_iters": 10, "seed_differs": seed},
+           "nproc": world, "dp_layout": "per_device", "ddp": {"bucket_cap_mb": 25.0},
+           **cfg_extra}
+    key = f"{model}-{fw}-{mode}-{cm}-{prec}-{b}-{threads}-{world}-{sorted(cfg_extra.items())}"
     d = {"run_key": f"{key}-{repeat}", "point_key": key, "repeat": repeat, "status": status,
          "error": error, "model": model, "framework": fw, "mode": mode, "device": "cpu",
          "precision": prec, "batch_size": b, "data": "synthetic", "threads": threads,
+         "world_size": world,
          "config": cfg, "env": {"cpu_model": "c"}}
     if status == "ok":
         d["samples"] = {"measure": samples}
@@ -92,6 +95,20 @@ def test_modes_and_frameworks_axes_pick_their_baselines_from_the_registry():
     assert fws[0].speedup == pytest.approx(0.010 / 0.008, rel=0.02)
     # JAX has no eager mode: alone it has no modes pair
     assert axes.axis_pairs([rec(fw="jax", mode="xla")], axes.AXES["modes"]) == []
+
+
+def test_settings_that_change_nothing_measured_do_not_split_a_pair():
+    """One process: the data-parallel settings (each framework's default layout) are no
+    difference; several: a DDP option is, except between frameworks (their engines differ)."""
+    one = [rec(), rec(fw="jax", mode="xla", dp_layout="per_node", med=0.005)]
+    assert [p.other for p in axes.axis_pairs(one, axes.AXES["frameworks"])] == ["jax/xla"]
+    two = [rec(world=2), rec(prec="bf16", world=2, ddp={"bucket_cap_mb": 50.0})]
+    assert axes.precision_speedups(two) == []
+    two[1] = rec(prec="bf16", world=2)
+    assert len(axes.precision_speedups(two)) == 1
+    # the iteration policy and where the data came from are not the point
+    other_policy = rec(prec="bf16", iterations={"min_iters": 50}, data_dir="/x", timeout_s=5.0)
+    assert len(axes.precision_speedups([rec(), other_policy])) == 1
 
 
 def test_relative_summary_is_the_geometric_mean_with_the_combined_interval():

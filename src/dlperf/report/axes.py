@@ -62,6 +62,11 @@ def free_key(rec: RunRecord, free: Iterable[str]) -> str:
     d["grad_accum"] = d["grad_accum"] or 1
     d["nnodes"] = d["nnodes"] or 1
     d["trace_dir"] = bool(cfg.get("trace_dir"))
+    if d["world_size"] == 1:  # as the run key: the data-parallel settings of one process
+        for k in ("nproc", "dp_layout", "ddp", "scaling"):  # change nothing measured
+            d.pop(k, None)
+    if d.get("loader_workers") is None:
+        d.pop("loader_prefetch", None)
     d.setdefault("layout", "auto")
     d.setdefault("compile_mode", "default")
     for k in free:
@@ -156,8 +161,10 @@ class Axis:
 #: The axes, in the order of the relative summary.
 AXES: dict[str, Axis] = {
     "modes": Axis("modes", ("mode", "compile_mode"), mode_label, _eager_base),
-    "frameworks": Axis("frameworks", ("framework", "mode", "compile_mode", "loader_impl"),
-                       mode_label, _framework_base),
+    # each framework's own engine settings (its default data-parallel layout, DDP's options)
+    # are part of what is compared
+    "frameworks": Axis("frameworks", ("framework", "mode", "compile_mode", "loader_impl",
+                                      "dp_layout", "ddp"), mode_label, _framework_base),
     "precision": Axis("precision", ("precision",), lambda r: str(r.identity.precision),
                       _precision_base),
 }

@@ -60,17 +60,20 @@ def _overhead(table: Table, n: int, compact: bool) -> int:
 
 
 def min_table_width(table: Table, keep: Sequence[int] | None = None,
-                    compact: bool = False) -> int:
+                    compact: bool = False, whole_cells: bool = False) -> int:
     """The narrowest width (characters) at which ``table`` (its columns ``keep``; default
     all) is drawn without splitting a word: per column its longest word (header and cells),
-    plus the padding and borders (``compact``: of the compact style, two per gap)."""
+    plus the padding and borders (``compact``: of the compact style, two per gap). With
+    ``whole_cells``: without wrapping any cell either (each column as wide as its longest
+    cell line; headers may still wrap at spaces)."""
     cols = table.columns
     keep = range(len(cols)) if keep is None else keep
     total = 0
+    cell = _longest_line if whole_cells else _longest_word
     for i in keep:
         col = cols[i]
         total += max([_longest_word(_plain(col.header))]
-                     + [_longest_word(_plain(c)) for c in col.cells])
+                     + [cell(_plain(c)) for c in col.cells])
     return total + _overhead(table, len(keep), compact)
 
 
@@ -169,8 +172,9 @@ def _stacked(table: Table, keep: Sequence[int], caption: str | None, width: int
 
 def fit_table(table: Table, width: int) -> RenderableType:
     """``table`` drawn within ``width`` characters with words kept whole (module docstring):
-    all-empty columns dropped; then, until it fits, the compact style (no frame), the
-    constant columns moved to a caption (boxed, then compact), and last stacked rows.
+    all-empty columns dropped; then the first of these that fits with every cell on one line,
+    else with cells wrapped at spaces: framed, unframed (the compact style), framed with the
+    constant columns moved to a line under it, unframed so; last, stacked rows.
 
     Args:
         table: a rich table whose cells are text (:class:`~rich.text.Text` or strings).
@@ -184,22 +188,23 @@ def fit_table(table: Table, width: int) -> RenderableType:
     keep = [i for i in range(len(cells))
             if n == 0 or any(_plain(c).strip() not in EMPTY_CELLS for c in cells[i])]
     keep = keep or list(range(len(cells)))
-    for compact in (False, True):
-        if min_table_width(table, keep, compact) <= width:
-            return _copy(table, keep, width, compact)
-    caption = None
-    if n >= 2:
+    rest, caption = keep, None
+    if n >= 2:  # the columns with one value in every row can go to a line under the table
         const = [i for i in keep if len({_plain(c) for c in cells[i]}) == 1]
-        rest = [i for i in keep if i not in const]
-        if const and rest:
+        if const and len(const) < len(keep):
+            rest = [i for i in keep if i not in const]
             caption = _SEP.join(f"{_plain(table.columns[i].header)}: {_plain(cells[i][0])}"
                                 for i in const)
-            for compact in (False, True):
-                if min_table_width(table, rest, compact) <= width:  # the caption under it,
-                    # as wide as the console (a table's own caption wraps at its width)
-                    return Group(_copy(table, rest, width, compact), Text(caption))
-            keep = rest
-    return _stacked(table, keep, caption, width)
+    # Every cell whole if that fits (framed, unframed, the constant columns moved out), else
+    # the cells wrapped at spaces (in the same order), else the rows stacked.
+    tries = [(keep, False), (keep, True)] + ([(rest, False), (rest, True)] if caption else [])
+    for whole in (True, False):
+        for k, (cols, compact) in enumerate(tries):
+            if min_table_width(table, cols, compact, whole_cells=whole) <= width:
+                t = _copy(table, cols, width, compact)
+                # the caption is as wide as the console (a table's own wraps at its width)
+                return t if k < 2 else Group(t, Text(caption or ""))
+    return _stacked(table, rest, caption, width)
 
 
 _INLINE = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")

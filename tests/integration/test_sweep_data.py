@@ -76,8 +76,10 @@ def test_missing_data_is_stored_unavailable_and_the_rest_runs_then_resume_measur
     assert "worker" not in stored  # recorded without starting a worker
     assert stored["config"]["data"] == "imagefolder" and stored["env"]["hostname"]
     # `dlperf results` shows it like any result
-    table = dlperf("results", "--db", str(db)).stdout
-    # (an ImageFolder point is the 0-worker pipeline point; rich may wrap the status cell)
+    # (an ImageFolder point is the 0-worker pipeline point; 250 columns: the width this test
+    # was written for, before tables honoured $COLUMNS, so the status cell is not wrapped
+    # among the other columns)
+    table = dlperf("results", "--db", str(db), env={"COLUMNS": "250"}).stdout
     assert "unavailable: data set 'imagefolder' not" in " ".join(table.split())
     assert "imagefolder, 0 wkr" in table
     # `dlperf run` of that point alone is refused as before: a clear error, exit 2, no result

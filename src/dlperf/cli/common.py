@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import os
 import signal
 import sys
 import threading
@@ -26,7 +27,25 @@ from rich.markup import escape
 
 from dlperf.errors import ConfigError, DlperfError
 
-out = Console(width=None if sys.stdout.isatty() else 250)
+#: The width of the results' console off a terminal (a pipe, a file, a log) when $COLUMNS is
+#: not set: rich's default, 80, would stack every results table; 160 holds a CPU run's table
+#: whole (its empty GPU columns are dropped: :func:`dlperf.report.terminal.fit_table`).
+PIPE_WIDTH = 160
+
+
+def console_width(is_tty: bool, environ: Any = None) -> int | None:
+    """The width of the results' console: ``$COLUMNS`` where it is a positive integer (also
+    on a terminal), else the terminal's own (None: rich asks it), else :data:`PIPE_WIDTH`."""
+    env = os.environ if environ is None else environ
+    cols = str(env.get("COLUMNS") or "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    return None if is_tty else PIPE_WIDTH
+
+
+# Off a terminal, lines of text stay whole (soft wrap: a log or a test reads them as printed);
+# tables still fit the width.
+out = Console(width=console_width(sys.stdout.isatty()), soft_wrap=not sys.stdout.isatty())
 # Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs.
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
 
@@ -164,13 +183,23 @@ def check_endpoint(endpoint: str) -> None:
                           "node0.example.org:29500 or 127.0.0.1:29500")
 
 
+def print_table(table: Any) -> None:
+    """A rich table on :data:`out`, fitted to its width (:func:`dlperf.report.terminal.
+    fit_table`: empty columns dropped, words never split)."""
+    from dlperf.report.terminal import fit_table
+
+    out.print(fit_table(table, out.width), soft_wrap=False)
+
+
 def print_markdown(text: str) -> None:
-    """Markdown tables drawn as tables in a terminal; piped or redirected, the Markdown itself
+    """Markdown tables drawn as tables fitted to the terminal's width
+    (:func:`dlperf.report.terminal.markdown_blocks`); piped or redirected, the Markdown itself
     (so ``dlperf results --compare ... > x.md`` writes a Markdown file)."""
     if sys.stdout.isatty():
-        from rich.markdown import Markdown
+        from dlperf.report.terminal import markdown_blocks
 
-        out.print(Markdown(text))
+        for block in markdown_blocks(text, out.width):
+            out.print(block)
     else:
         sys.stdout.write(text)
 
@@ -205,10 +234,10 @@ def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
     from dlperf.report.breakdown import breakdown_table
     from dlperf.report.tables import results_table
 
-    out.print(results_table(rows))
+    print_table(results_table(rows))
     bt = breakdown_table(rows)
     if bt is not None:
-        out.print(bt)
+        print_table(bt)
         out.print(BREAKDOWN_LEGEND, highlight=False)
     if any(p.repeat for p in points):
         from dlperf.report.compare import repeat_runs, repeats_markdown
@@ -216,6 +245,21 @@ def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
         reps = repeat_runs(rows)
         if reps:
             print_markdown(repeats_markdown(reps))
+
+
+def print_glance(store: Any, rows: list[dict[str, Any]]) -> None:
+    """After the results of a run or sweep: the relative summary when it measured several
+    modes, frameworks or precisions (:mod:`dlperf.report.glance`) and the batch-size advice
+    when it varied the batch size (:mod:`dlperf.report.batches`); nothing otherwise."""
+    from dlperf.report.batches import advice_lines, batch_advice
+    from dlperf.report.glance import relative_summary, summary_lines
+    from dlperf.results.store import record_of
+
+    if len(rows) < 2:
+        return
+    recs = [record_of(r, store.samples(r["id"])) for r in rows]
+    for line in summary_lines(relative_summary(recs)) + advice_lines(batch_advice(recs)):
+        out.print(line, markup=False, highlight=False)
 
 
 def choose_threads_once(points: list[Any]) -> Any:
@@ -296,7 +340,9 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                       f"{again}")
             raise typer.Exit(143 if isinstance(e, Terminated) else 130) from None
         keys = {p.run_key() for p in outcome.points}
-        _print_outcome([r for r in store.rows() if r["run_key"] in keys], outcome.points)
+        rows = [r for r in store.rows() if r["run_key"] in keys]
+        _print_outcome(rows, outcome.points)
+        print_glance(store, rows)
         not_run = (f", {outcome.missing_data} not run (data missing)"
                    if outcome.missing_data else "")
         if outcome.elsewhere:

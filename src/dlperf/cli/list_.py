@@ -50,8 +50,8 @@ def _models() -> None:
     for s in SPECS.values():
         t.add_row(s.name, s.family, f"{s.input_kind} {'x'.join(map(str, s.input_shape))}",
                   str(s.num_classes), f"{s.params:,}", f"{s.train_flops_per_sample / 1e9:.4g}",
-                  ",".join(s.real_data), s.source)
-    common.out.print(t)
+                  ", ".join(s.real_data), s.source)
+    common.print_table(t)
 
 
 def _suites() -> None:
@@ -65,7 +65,7 @@ def _suites() -> None:
     for n, es in SUITES.items():
         t.add_row(n, ", ".join(e.model + ("" if e.data == "synthetic" else f":{e.data}")
                                for e in es))
-    common.out.print(t)
+    common.print_table(t)
 
 
 def _frameworks() -> None:
@@ -83,7 +83,7 @@ def _frameworks() -> None:
             ok, ver = get_adapter(n).available()
             ver = ver if ok else f"no: {ver}"
         t.add_row(n, ", ".join(FRAMEWORK_MODES.get(n, ())), escape(ver))  # 'dlperf[jax]'
-    common.out.print(t)
+    common.print_table(t)
 
 
 def _datasets() -> None:

@@ -42,13 +42,13 @@ def _op_classes_text(rows: list[dict[str, Any]], format: str, samples_of: Any = 
     if format == "table" and to_file:
         return bdr.op_class_markdown(rows) + ("\n" + bdr.gap_markdown(gaps) if gaps else "")
     if format == "table":
-        common.out.print(bdr.op_class_table(rows))
+        common.print_table(bdr.op_class_table(rows))
         md = bdr.op_class_markdown(rows)
         if "Unclassified device time" in md:
             common.out.print(md[md.index("Unclassified device time"):].rstrip(), markup=False,
                              highlight=False)
         for g in bdr.gap_tables(gaps):
-            common.out.print(g)
+            common.print_table(g)
         if gaps:
             common.out.print(bdr.GAP_LEGEND, markup=False, highlight=False)
         return None
@@ -106,7 +106,7 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
     if format == "table":
         if output:
             raise ConfigError("--output needs --format csv or json")
-        common.out.print(results_table(rows))
+        common.print_table(results_table(rows))
         if not rows and store.collectives():
             common.err.print(f"{db} holds all-reduce rows only: dlperf results --db {db} "
                              "--compare allreduce", markup=False, highlight=False)
@@ -114,7 +114,7 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
 
         bt = breakdown_table(rows)
         if bt is not None:
-            common.out.print(bt)
+            common.print_table(bt)
             common.out.print(common.BREAKDOWN_LEGEND, highlight=False)
         return
     text = to_csv(rows) if format == "csv" else to_json(rows, store, include_samples=samples)

@@ -4,7 +4,7 @@ resumable, optionally one shard of it; ``--dry-run`` lists the points."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -78,27 +78,77 @@ def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, 
                      markup=False, highlight=False)
 
 
-def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool) -> None:
-    """What would run: each point marked pending, stored or failed in ``path`` (read, not
-    changed), then the counts."""
+def _dry_threads(points: list[Any], path: str, done: set[str]) -> tuple[list[Any], str]:
+    """The points as a sweep would run them (:func:`dlperf.resume.resolve_threads`: CPU points
+    without threads get the thread policy's choice, measured on this host now; a point stored
+    under the policy keeps its count), and a line saying what the policy chose and why."""
+    from dlperf.env import choose_threads
+    from dlperf.results.store import ResultStore
+    from dlperf.resume import auto_threads, resolve_threads
+
+    auto = [p for p in points if auto_threads(p)]
+    if not auto:
+        return points, ("threads: as each point gives them (the thread policy sets the threads "
+                        "of CPU points without threads only)")
+    choice = choose_threads()
+    line = (f"thread policy for the {len(auto)} CPU point(s) without threads, measured now: "
+            f"{choice.line()}")
+    if not done:  # nothing stored: no earlier choice to keep, the store is never read
+        return resolve_threads(points, choice, cast(Any, None), done)[0], line
+    with ResultStore(path, read_only=True) as store:
+        return resolve_threads(points, choice, store, done)[0], line
+
+
+def _tagged_done(points: list[Any], path: str, tag: str, retry_failed: bool
+                 ) -> tuple[set[str], set[str]]:
+    """(run keys done under ``tag``, run keys stored ok under it) of ``points``
+    (:func:`dlperf.results.history.resume_plan`)."""
+    from dlperf.results.history import resume_plan
+
+    keys = {p.run_key() for p in points}
+    todo = resume_plan(points, path, tag, rerun=False, retry_failed=retry_failed)[0]
+    todo_ok = resume_plan(points, path, tag, rerun=False, retry_failed=True)[0]
+    return keys - {p.run_key() for p in todo}, keys - {p.run_key() for p in todo_ok}
+
+
+def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
+             tag: str | None) -> None:
+    """What would run: each point (threads as the thread policy would set them, marked so)
+    pending, stored or failed in ``path`` (read, not changed; with a tag, only results stored
+    under it count), the counts, then the thread policy and the tag."""
+    from dlperf.results.history import check_tag
     from dlperf.results.store import stored_keys
+    from dlperf.resume import auto_threads
 
     check_db(path, must_exist=False)
+    check_tag(tag)
     done = set() if restart else stored_keys(path, include_failed=not retry_failed)
     ok_keys = set() if restart else stored_keys(path, include_failed=False)
-    for p in points:
+    by_policy = [auto_threads(p) for p in points]
+    points, threads_line = _dry_threads(points, path, done)
+    if tag is not None and not restart:
+        done, ok_keys = _tagged_done(points, path, tag, retry_failed)
+    for p, policy in zip(points, by_policy):
         k = p.run_key()
-        tag = ("pending" if k not in done else "stored " if k in ok_keys else "failed ")
-        common.out.print(f"{tag}  {k}  {escape(p.label())}", highlight=False)
+        mark = ("pending" if k not in done else "stored " if k in ok_keys else "failed ")
+        auto = " (threads: policy)" if policy else ""
+        common.out.print(f"{mark}  {k}  {escape(p.label())}{auto}", highlight=False)
     n_points = len({p.point_key() for p in points})
     plural = "s" if n_points != 1 else ""
     n_done = sum(p.run_key() in done for p in points)
     n_failed = sum(p.run_key() in done and p.run_key() not in ok_keys for p in points)
-    common.out.print((f"{len(points)} points" if n_points == len(points) else
-                      f"{len(points)} runs of {n_points} point{plural} (repeats)")
-                     + f": {len(points) - n_done} pending, {n_done} stored in {path}"
-                     + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
-                        "--retry-failed to run them again)" if n_failed else ""))
+    where = path + (f" under tag {tag!r}" if tag is not None else "")
+    tag_line = ("tag: none (--tag NAME labels the results, for dlperf results --tag and dlperf "
+                "compare)" if tag is None else
+                f"tag: {tag!r}: the results are labelled with it; a point counts as stored "
+                "only under this tag (stored under another tag or none, it is measured again)")
+    for line in ((f"{len(points)} points" if n_points == len(points) else
+                  f"{len(points)} runs of {n_points} point{plural} (repeats)")
+                 + f": {len(points) - n_done} pending, {n_done} stored in {where}"
+                 + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
+                    "--retry-failed to run them again)" if n_failed else ""),
+                 threads_line, tag_line):
+        common.out.print(line, markup=False, highlight=False)
 
 
 def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
@@ -134,7 +184,7 @@ def sweep(
     db: Annotated[str | None, typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
     restart: Annotated[bool, typer.Option("--restart", "--rerun", help="Ignore results already in the db and run every point (`dlperf run` calls it --rerun; both names work here).")] = False,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again points that failed before.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points and exit.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points (threads as the thread policy would set them on this host now, stored or pending under --tag) and exit.")] = False,
     report: Annotated[str | None, typer.Option(help="Also write a report to this folder.")] = None,
     node_rank: Annotated[int, typer.Option(help="Multi-node points: this node's index (node k > 0 stores in DB.node<k>.db).", min=0)] = 0,
     rdzv_endpoint: Annotated[str | None, typer.Option(help="Multi-node points: HOST:PORT of node 0 (same on every node).")] = None,
@@ -169,7 +219,7 @@ def sweep(
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         check_out_dir(report, "--report", path)
         if dry_run:
-            _dry_run(points, path, restart, retry_failed)
+            _dry_run(points, path, restart, retry_failed, tag)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
         from dlperf.launch.distributed import run_point

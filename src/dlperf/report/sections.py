@@ -38,6 +38,7 @@ _CMP, _THR = "dlperf.report.compare", "dlperf.report.threads"
 _MAT, _DAT, _REP = "dlperf.report.matrix", "dlperf.report.datagaps", "dlperf.report.repeats"
 _EFF, _COL = "dlperf.report.efficiency", "dlperf.report.collectives"
 _BDR, _OPC, _GAP = "dlperf.report.breakdown", "dlperf.report.opclasses", "dlperf.report.gaps"
+_AXS, _GLA, _BAT = "dlperf.report.axes", "dlperf.report.glance", "dlperf.report.batches"
 
 
 def measured(store: ResultStore) -> Callable[[int], list[float]]:
@@ -73,6 +74,14 @@ class Inputs:
         from dlperf.results.view import as_records
 
         return as_records(self.rows)
+
+    @functools.cached_property
+    def sampled(self) -> list[RunRecord]:
+        """:attr:`rows` as records with their raw samples (the run-level and iteration
+        intervals of the precision, summary and batch sections)."""
+        from dlperf.results.store import record_of
+
+        return [record_of(r, self.store.samples(r["id"])) for r in self.rows]
 
     @functools.cached_property
     def all_rows(self) -> list[dict[str, Any]]:
@@ -248,6 +257,11 @@ def _gaps_report(inp: Inputs) -> str | None:
 
 #: Every section, in the report's order.
 SECTIONS: tuple[Section, ...] = (
+    Section("Relative speed at a glance", "summary",
+            "one line per pair of modes, frameworks or precisions: the geometric-mean speed-up "
+            "over the points measured in both, with its CI",
+            compute=lambda inp: _lazy(_GLA, "relative_summary")(inp.sampled),
+            markdown=_lazy(_GLA, "summary_markdown")),
     Section("Frameworks and modes side by side (ms per iteration)", "matrix",
             "median ms per point x framework/mode side by side, each point's runs as a range",
             compute=lambda inp: _lazy(_MAT, "framework_matrix")(inp.all_records),
@@ -262,6 +276,16 @@ SECTIONS: tuple[Section, ...] = (
             compute=lambda inp: _lazy(_CMP, "framework_ratios")(inp.records,
                                                                 measured(inp.store)),
             markdown=_lazy(_CMP, "markdown", kind="frameworks")),
+    Section("Precision effect (speed-up over fp32)", "precision",
+            "bf16/tf32 vs fp32 speed-up per point, CI from runs (--repeats) or, with one run "
+            "a side, from iterations (said so)",
+            compute=lambda inp: _lazy(_AXS, "precision_speedups")(inp.sampled),
+            markdown=_lazy(_AXS, "precision_markdown")),
+    Section("Batch size: what fits and where throughput stops growing", "batch",
+            "per batch sweep: the largest batch that fit (first OOM/failure) and the smallest "
+            "batch within 5% of the best throughput (CI respected)",
+            compute=lambda inp: _lazy(_BAT, "batch_advice")(inp.sampled),
+            markdown=_lazy(_BAT, "advice_markdown")),
     Section("Where the time goes: iteration breakdown",
             report=_records_md(_BDR, "breakdown_markdown")),
     Section("Device time per op class", report=_records_md(_OPC, "op_class_markdown")),

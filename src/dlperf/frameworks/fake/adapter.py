@@ -7,6 +7,10 @@ phase timer and the data-wait recorder all read that clock, so every duration is
 scripted one and a run's measured segment costs microseconds of real time. The step returns a
 loss that decreases.
 
+``DLPERF_FAKE_STEP_FACTORS`` scales that step time by precision and batch size, e.g.
+``bf16=0.5,64=1.9``: a bf16 point steps in half the time, a batch of 64 in 1.9 times it
+(:func:`step_factor`; for tests of the precision, summary and batch-size comparisons).
+
 ``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
 ``oom`` raises an out-of-memory error, ``memerr`` a plain ``MemoryError`` (the host allocator's,
 also an out-of-memory result), ``crash`` kills the process without a result, ``segv`` sends
@@ -57,6 +61,17 @@ PHASE_SHARES = {"t_io": 0.1, "t_h2d": 0.1, "t_f": 0.3, "t_b": 0.4, "t_u": 0.1}
 PHASE_OPS = {"t_io": "aten::index_select", "t_h2d": "Memcpy HtoD (Pinned -> Device)",
              "t_f": "aten::conv2d", "t_b": "aten::convolution_backward",
              "t_u": "aten::_foreach_add_"}
+
+
+def step_factor(cfg: RunConfig) -> float:
+    """The product of the ``$DLPERF_FAKE_STEP_FACTORS`` factors (``KEY=FACTOR``, comma-separated)
+    whose key is ``cfg``'s precision or batch size; 1.0 when none is."""
+    f = 1.0
+    for item in filter(None, os.environ.get("DLPERF_FAKE_STEP_FACTORS", "").split(",")):
+        key, _, value = item.partition("=")
+        if key.strip() in (cfg.precision, str(cfg.batch_size)):
+            f *= float(value)
+    return f
 
 
 def scripted_failure(batch_size: int) -> str | None:
@@ -123,7 +138,7 @@ class FakeRun(TrainingRun):
     """
 
     def __init__(self, cfg: RunConfig) -> None:
-        self.step_s = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001"))
+        self.step_s = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001")) * step_factor(cfg)
         self._fail = scripted_failure(cfg.batch_size)
         if os.environ.get("DLPERF_FAKE_NVML") == "1" or os.environ.get(
                 "DLPERF_FAKE_REAL_CLOCK") == "1":

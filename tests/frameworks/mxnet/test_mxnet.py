@@ -81,7 +81,7 @@ def mxpy() -> str:
     # found by a fresh user: these started a worker and were stored as errors
     ({"model": "vgg16_tiny"}, ["'vgg16_tiny' has no mxnet implementation", "resnet56"]),
     ({"model": "deepspeech2_tiny"}, ["has no mxnet implementation"]),
-    ({"breakdown": True}, ["--breakdown and --trace are not available", "mxnet"]),
+    ({"breakdown": True}, ["--breakdown, --trace and --timeline are not available", "mxnet"]),
     ({"data": "imagefolder:/tmp/x"}, ["no input pipeline", "synthetic"]),
 ])
 def test_config_refuses_what_mxnet_cannot_do(kw, words):

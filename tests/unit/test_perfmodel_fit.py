@@ -226,3 +226,37 @@ def test_measured_host_dispatch_pins_the_host_time_of_a_flat_series(tmp_path):
                             "host_dispatch_s": 0.5 * h_true}) for p in pts]
     assert od.host_measurements(upper)[0][1] is False
     assert od.fit_series(upper, None).host_s <= 0.5 * h_true * 1.02
+
+
+def test_leave_one_model_out_host_is_the_per_operator_cost_times_its_operators(tmp_path):
+    """Host-bound series whose host time is 30 us per dispatched operator (record
+    ``flops.ops_per_step``): a model withheld gets 30 us x its own operator count (a count, not
+    a time), not the group's smallest host time."""
+    c = 30e-6
+    ops = {"m_a": 100, "m_b": 200, "m_c": 400, "m_target": 800}
+    path = tmp_path / "ops.db"
+    with ResultStore(path) as s:
+        for name, n in ops.items():
+            f1, y0, y1 = 5e8, 1e8, 5e6
+            for rid, b in enumerate(BATCHES):
+                t = float(od.overlap(c * n, _device(f1, y0, y1, b)))
+                res = _result(name, b, t, f1=f1, y0=y0, y1=y1, rid=rid)
+                res["flops"]["ops_per_step"] = n
+                s.add(res)
+    recs = load(path)
+    cal = Calibration(recs, exclude=lambda p: p.model == "m_target")
+    group = ("fake", "eager", "bf16", "cuda")
+    assert cal.op_count("m_target", "fake", "bf16") == 800
+    per, models = cal.host_per_op(group, "m_target", "Fake GPU")
+    assert per == pytest.approx(c, rel=0.03) and "m_target" not in models
+    h, _, where = cal.host_of_group(group, "m_target", "Fake GPU")
+    assert h == pytest.approx(c * 800, rel=0.03) and "800 ops" in where
+    # a model never counted has no operator count (its host falls back to the floor)
+    assert Calibration(load(synthetic_db_path(tmp_path))).op_count("m_host", "fake", "bf16") is None
+
+
+def synthetic_db_path(tmp_path):
+    p = tmp_path / "nocount.db"
+    with ResultStore(p) as s:
+        s.add(_result("m_host", 8, 0.01, f1=5e8, y0=1e8, y1=5e6))
+    return p

@@ -245,12 +245,47 @@ class Calibration:
                               + (f" in {source}" if source else ""))
         return self._fit_series(cfg, ser[0], with_sessions=True), ser[0]
 
+    def op_count(self, model: str, framework: str, precision: str) -> int | None:
+        """Operators one eager step of ``model`` dispatches in ``framework`` at ``precision``
+        (the median ``Point.ops_per_step`` over every stored point, withheld ones included: a
+        count of the model's code, made without the device and without timing, like its FLOPs),
+        or None where none was counted."""
+        xs = sorted(p.ops_per_step for p in self.records.points
+                    if p.model == model and p.framework == framework
+                    and p.precision == precision and p.ops_per_step)
+        return xs[len(xs) // 2] if xs else None
+
+    def host_per_op(self, group: tuple[str, str, str, str], without_model: str | None,
+                    device_name: str | None) -> tuple[float, tuple[str, ...]] | None:
+        """The host time per dispatched operator (s) of ``group``: the median over its
+        identified host-bound series (roofline fit without ``without_model``) of ``H / ops``
+        (:meth:`op_count`), with the models it came from; None when no such series has a count.
+        Dai et al. 2022 (sec. 4) found the host's share set by the operators a framework
+        dispatches; on the H200 (calibration2.db) ``H / ops`` of torch eager spread 35-66 us
+        over 8 of 9 networks (the LSTM's cuDNN ops: 99-212 us)."""
+        eff = self.efficiency(group, without_model, device_name)
+        per = {}
+        for h in (eff.hosts if eff else ()):
+            n = self.op_count(h.model, group[0], group[2])
+            if h.identified and n and h.model != without_model:
+                per.setdefault(h.model, []).append(h.host_s / n)
+        if not per:
+            return None
+        vals = sorted(median(v) for v in per.values())
+        return median(vals), tuple(sorted(per))
+
     def host_of_group(self, group: tuple[str, str, str, str], without_model: str | None,
                       device_name: str | None) -> tuple[float, tuple[str, ...], str] | None:
-        """The host floor (s) for a model with no measurement of its own: the smallest
-        identified host time of ``group`` (roofline fit without ``without_model``), else of the
-        other precisions of the same framework and mode; with the models and the group it came
+        """The host time (s) for a model with no measurement of its own: where the model's
+        operator count is known (:meth:`op_count`), the group's host time per operator
+        (:meth:`host_per_op`) times that count; else the host floor, the smallest identified
+        host time of ``group`` (roofline fit without ``without_model``), else of the other
+        precisions of the same framework and mode; with the models and the group it came
         from. None when no such series exists."""
+        n = (self.op_count(without_model, group[0], group[2]) if without_model else None)
+        per = self.host_per_op(group, without_model, device_name) if n else None
+        if per is not None and n:
+            return per[0] * n, per[1], "/".join(group) + f" ({per[0] * 1e6:.3g} us x {n} ops)"
         eff = self.efficiency(group, without_model, device_name)
         got = eff.host_floor() if eff else None
         if got:

@@ -198,20 +198,20 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
     """
     policy = _policy(point, it)
     entry: dict[str, Any] = ({"suite": point.suite} if point.suite else
-                             {"model": split(point.model), "data": point.data or "synthetic"})
+                             {"model": split(point.model, "model"), "data": point.data or "synthetic"})
     if point.suite and point.data:
         entry["data"] = point.data
     entry.update(
-        precision=split(point.precision) or ["fp32"],
+        precision=split(point.precision, "precision") or ["fp32"],
         batch_size=ints(point.batch_size or SUITE_BATCH_SIZES.get(point.suite or "", "32"),
                         "batch-size"),
         threads=ints(point.threads, "threads") if point.threads else None,
-        mode=split(point.mode) or "",
+        mode=split(point.mode, "mode") or "",
         nproc=ints(par.nproc, "nproc"),
         loader_workers=(ints(pipe.loader_workers, "loader-workers", low=0)
                         if pipe.loader_workers else None),
-        loader_impl=split(pipe.loader_impl) or "auto",
-        compile_mode=split(point.compile_mode) or "default",
+        loader_impl=split(pipe.loader_impl, "loader-impl") or "auto",
+        compile_mode=split(point.compile_mode, "compile-mode") or "default",
         framework=point.framework, device=device, grad_accum=point.grad_accum,
         data_dir=point.data_dir, layout=point.layout, iterations=policy,
         timeout_s=it.timeout, loader_prefetch=pipe.loader_prefetch,

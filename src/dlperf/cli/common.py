@@ -123,6 +123,19 @@ def guard(fn: Callable[[], Any]) -> Any:
         raise typer.Exit(2) from None
 
 
+def spec_bounded(body: Callable[[], Any], timeout_s: float) -> Any:
+    """``body()`` with ``file:`` models' specs made in a child process stopped after
+    ``timeout_s`` (:mod:`dlperf.zoo.sources.custom.isolated`): the user's file is imported
+    while points are validated, before any worker (and its ``--timeout``) exists. A limit
+    that is not positive is refused by the config's own check, so it is not applied here."""
+    from dlperf.zoo.sources.custom.isolated import bounded
+
+    if not timeout_s > 0:
+        return body()
+    with bounded(timeout_s):
+        return body()
+
+
 def same_file(a: str | Path, b: str | Path) -> bool:
     """``a`` and ``b`` name one file: the same path once links are followed, or two names
     (hard links) of one existing file."""

@@ -73,7 +73,7 @@ class Iterations:
     warmup_window: Annotated[int, Opt(help="Warm-up window (iterations) for steady-state detection.")] = 5
     max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = 500
     max_warmup_time: Annotated[float | None, Opt(help="...or this many seconds of warm-up (default: 20; 5 for the quick suite).")] = None
-    timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds.")] = 900.0
+    timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds (also the limit on making a file: model's spec, which imports the file in a process of its own).")] = 900.0
 
 
 @dataclass
@@ -288,7 +288,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         common.execute(points, db, sweep=None, resume=resume, retry_failed=store.retry_failed,
                        report_dir=store.report, runner=tagging(runner, store.tag))
 
-    guard(body)
+    guard(lambda: common.spec_bounded(body, it.timeout))
 
 
 def _outside_launch(par: Parallel) -> Any:

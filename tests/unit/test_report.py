@@ -153,25 +153,25 @@ def test_markdown_table_rows_and_values(rows):
     assert fp32_32[col["status"]] == "ok"
     # 0.010 s -> 10.00 ms; CI 0.99x / 1.01x -> 9.900 / 10.10 ms
     assert fp32_32[col["median ms [CI]"]] == "10.00 [9.900, 10.10]"
-    assert fp32_32[col["samples/s"]] == "3200"  # 32 / 0.010
-    assert fp32_32[col["tokens/s"]] == "–"
+    assert fp32_32[col["samples/s (mean)"]] == "3200"  # 32 / 0.010
+    assert fp32_32[col["tokens/s (mean)"]] == "–"
     assert fp32_32[col["peak mem (alloc / resv / NVML)"]] == "2.00 / 3.00 / 3.50 GiB"
 
     bf16_32 = body[1]
     assert bf16_32[col["median ms [CI]"]] == "5.000 [4.950, 5.050]"
-    assert bf16_32[col["samples/s"]] == "6400"
+    assert bf16_32[col["samples/s (mean)"]] == "6400"
 
     oom = body[4]
     assert oom[col["status"]].startswith("OOM: CUDA out of memory.")
     assert oom[col["status"]].endswith("…")
     assert "Traceback" not in oom[col["status"]]  # only the first line
-    assert oom[col["median ms [CI]"]] == "–" and oom[col["samples/s"]] == "–"
+    assert oom[col["median ms [CI]"]] == "–" and oom[col["samples/s (mean)"]] == "–"
     assert oom[col["peak mem (alloc / resv / NVML)"]] == "RSS 1.00 GiB"
 
     lstm = body[0]
     assert lstm[col["device"]] == "cpu (AMD EPYC)"
     assert lstm[col["data"]] == "synthetic, 8 thr"
-    assert lstm[col["tokens/s"]] == "11200"  # 16 / 0.05 * 35
+    assert lstm[col["tokens/s (mean)"]] == "11200"  # 16 / 0.05 * 35
     assert lstm[col["peak mem (alloc / resv / NVML)"]] == "RSS 512.00 MiB"
 
 
@@ -915,3 +915,20 @@ def test_scaling_comparison_writes_csv():
     got = list(csv.DictReader(io.StringIO(csv_text(pts))))
     assert [(r["scaling"], r["devices"]) for r in got] == [("weak", "1"), ("weak", "2")]
     assert float(got[1]["efficiency"]) == pytest.approx(0.8)
+
+
+def test_throughput_and_mfu_headers_say_they_come_from_the_mean():
+    """samples/s is DLBench's total samples / total measured time (global batch / the mean
+    iteration time); beside the median of a long-tailed run it must not read as batch / median
+    (the fresh-user trial: 0.600 ms median at b=8 beside 6,259 samples/s)."""
+    assert {"samples/s (mean)", "tokens/s (mean)", "MFU (mean)"} <= set(COLUMNS)
+    assert not {"samples/s", "tokens/s", "MFU"} & set(COLUMNS)
+    # median 0.6 ms, mean 1.278 ms: 8 / mean = 6,259 samples/s
+    r = _row(batch=8, median_s=0.0006, step_time_mean_s=0.0012782, samples_per_s=8 / 0.0012782)
+    header, _, line = _table_lines(markdown_table([r]))[:3]
+    cells = dict(zip(_cells(header), _cells(line), strict=True))
+    assert cells["samples/s (mean)"] == "6259" and cells["median ms [CI]"].startswith("0.6000")
+    md = Path(__file__).resolve().parents[2] / "docs" / "measurement.md"
+    text = " ".join(md.read_text().split())
+    assert "**Throughput**: global batch / *mean* step time" in text
+    assert "global batch / step time" not in text  # the old line 10, which read as the median

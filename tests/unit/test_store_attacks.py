@@ -95,6 +95,27 @@ def test_an_output_that_is_the_database_is_refused(tmp_path):
     assert (rep / "report.md").read_bytes() == inside.read_bytes()  # not overwritten
 
 
+def test_an_output_named_relatively_that_is_the_database_is_refused(tmp_path, monkeypatch):
+    """The fresh-user trial's cases: ``-o X.db``, ``-o ./X.db`` and a path through ``..``,
+    relative to the working directory, for CSV and JSON; the file stays byte for byte."""
+    sub = tmp_path / "dbt"
+    sub.mkdir()
+    db = make_db(sub / "g1.db")
+    before = db.read_bytes()
+    monkeypatch.chdir(sub)
+    for out in ("g1.db", "./g1.db", "../dbt/g1.db", str(tmp_path / "dbt" / ".." / "dbt" /
+                                                          "g1.db")):
+        for fmt in ("csv", "json"):
+            code, text, exc = cli("results", "--db", "g1.db", "--format", fmt, "-o", out)
+            assert code == 2 and exc is None and "would destroy it" in text, (out, fmt, text)
+            assert "wrote" not in text
+        code, text, exc = cli("results", "--db", "./g1.db", "-f", "csv", "-o", out)
+        assert code == 2 and "would destroy it" in text, (out, text)
+    assert db.read_bytes() == before
+    with ResultStore(db, read_only=True) as s:  # still a results database
+        assert len(s.rows()) == 2
+
+
 def test_a_locked_file_waits_then_fails_clearly_and_keeps_what_was_stored(tmp_path,
                                                                             monkeypatch):
     db = make_db(tmp_path / "r.db")

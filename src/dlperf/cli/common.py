@@ -57,19 +57,35 @@ BREAKDOWN_LEGEND = ("t_f/t_b/t_u marked * come from the profiler trace (a step c
                     "warnings). Op classes: dlperf results --op-classes")
 
 
-def split(value: str | None) -> list[str]:
-    """``"a, b,,c"`` -> ``["a", "b", "c"]``; ``[]`` for None or empty."""
-    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+def split(value: str | None, flag: str | None = None) -> list[str]:
+    """The items of the comma-separated list of flag ``--{flag}``: ``"a, b"`` -> ``["a",
+    "b"]``; ``[]`` for None or empty.
+
+    Raises:
+        ConfigError: an empty item (``8,,32``, a comma at either end): a typo that would
+            silently drop a value, naming the flag and the list.
+    """
+    if not value:
+        return []
+    items = [v.strip() for v in value.split(",")]
+    if any(not v for v in items):
+        name = f"--{flag} " if flag else ""
+        example = ",".join(v for v in items if v) or "a,b"
+        raise ConfigError(f"{name}{value!r} has an empty item (two commas in a row, or a comma "
+                          f"at an end); give the values separated by single commas, e.g. "
+                          f"{name}{example}")
+    return items
 
 
 def ints(value: str, what: str, low: int = 1) -> list[int]:
     """The comma-separated integers of flag ``--{what}``, each ``>= low``.
 
     Raises:
-        ConfigError: a value that is not an integer, is below ``low``, or no value at all.
+        ConfigError: a value that is not an integer, is below ``low``, an empty item, or no
+            value at all.
     """
     vals = []
-    for v in split(value):
+    for v in split(value, what):
         try:
             n = int(v)
         except ValueError:
@@ -107,7 +123,20 @@ def guard(fn: Callable[[], Any]) -> Any:
         raise typer.Exit(2) from None
 
 
-def _same_file(a: str | Path, b: str | Path) -> bool:
+def spec_bounded(body: Callable[[], Any], timeout_s: float) -> Any:
+    """``body()`` with ``file:`` models' specs made in a child process stopped after
+    ``timeout_s`` (:mod:`dlperf.zoo.sources.custom.isolated`): the user's file is imported
+    while points are validated, before any worker (and its ``--timeout``) exists. A limit
+    that is not positive is refused by the config's own check, so it is not applied here."""
+    from dlperf.zoo.sources.custom.isolated import bounded
+
+    if not timeout_s > 0:
+        return body()
+    with bounded(timeout_s):
+        return body()
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
     """``a`` and ``b`` name one file: the same path once links are followed, or two names
     (hard links) of one existing file."""
     pa, pb = Path(a), Path(b)
@@ -129,7 +158,7 @@ def check_output(path: str | Path | None, flag: str, *dbs: str | Path | None) ->
     if path is None:
         return
     for db in dbs:
-        if db is not None and _same_file(path, db):
+        if db is not None and same_file(path, db):
             raise ConfigError(f"{flag} {str(path)!r} is the results file {str(db)!r}: writing "
                               f"there would destroy it; give another file for {flag}")
 
@@ -142,17 +171,29 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     """A report folder must be a folder (or not exist yet), and with ``db`` the results file
     must not be one of the files the report writes there (report.md, report.html, ``*.png``).
 
+    Checked before anything is measured: an empty path, a file, or a path under a file (a
+    folder that could never be made there) would otherwise fail only after the run.
+
     Raises:
         ConfigError: naming the path and what to give instead.
     """
+    if path is not None and not str(path).strip():
+        raise ConfigError(f"{flag} is empty; give a folder for the report (e.g. {flag} "
+                          "dlperf-report), or leave the flag out")
     if path is not None and Path(path).exists() and not Path(path).is_dir():
         raise ConfigError(f"{flag} {str(path)!r} is a file; give a folder for the report")
+    if path is not None and not Path(path).exists():
+        above = next((p for p in Path(path).absolute().parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise ConfigError(f"{flag} {str(path)!r} is under {str(above)!r}, which is a "
+                              "file, not a folder: the report folder cannot be made there; "
+                              "give another folder")
     if path is None or db is None:
         return
     dbp = Path(db)
-    inside = _same_file(dbp.parent, path) if dbp.parent.exists() else False
+    inside = same_file(dbp.parent, path) if dbp.parent.exists() else False
     if inside and (dbp.name in _REPORT_FILES or dbp.suffix.lower() in _REPORT_SUFFIXES
-                   or any(_same_file(Path(path) / n, dbp) for n in _REPORT_FILES)):
+                   or any(same_file(Path(path) / n, dbp) for n in _REPORT_FILES)):
         raise ConfigError(f"the results file {str(db)!r} is in the report folder {flag} "
                           f"{str(path)!r} under a name the report writes; give another folder "
                           f"for {flag}, or rename the results file")

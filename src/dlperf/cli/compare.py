@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from dlperf.cli import common
-from dlperf.cli.common import check_db, check_output, guard, print_markdown, split
+from dlperf.cli.common import check_db, check_output, guard, print_markdown, same_file, split
 from dlperf.errors import ConfigError, unknown_choice
 
 FORMATS = ("table", "json")
@@ -69,6 +69,21 @@ def _sides(base: str, new: str, db: str | None, models: list[str]) -> tuple[Any,
     return rb, rn, _describe(f"{db} {wb}", rb), _describe(f"{db} {wn}", rn)
 
 
+def _note_same(base: str, new: str, db: str | None) -> None:
+    """A note when BASE and NEW are one file (or, with ``--db``, one revision): every point
+    is then compared with itself (ratio 1, nothing significant), which is rarely meant."""
+    if db is None and same_file(base, new):
+        what = (f"BASE and NEW are the same file ({base})" if base == new else
+                f"BASE {base} and NEW {new} are the same file")
+    elif db is not None and base == new:
+        what = f"BASE and NEW are the same revision ({base}) of {db}"
+    else:
+        return
+    common.err.print(f"note: {what}: every point is compared with itself (ratio 1); give two "
+                     "different result files, or --db FILE with two tags or commits",
+                     markup=False, highlight=False)
+
+
 def compare(
     base: Annotated[str, typer.Argument(metavar="BASE", help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit).")],
     new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit.")],
@@ -88,7 +103,8 @@ def compare(
             raise unknown_choice("format", format, FORMATS)
         threshold = parse_threshold(fail_if_slower)
         check_output(output, "--output", *((db,) if db is not None else (base, new)))
-        rb, rn, nb, nn = _sides(base, new, db, split(model))
+        rb, rn, nb, nn = _sides(base, new, db, split(model, "model"))
+        _note_same(base, new, db)
         if not rb or not rn:
             raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
                               + (f" of model(s) {model}" if model else ""))

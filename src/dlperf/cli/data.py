@@ -19,7 +19,7 @@ def make_imagefolder_cmd(
     folder: Annotated[Path, typer.Argument(help="Folder to write (one sub-folder per class).")],
     images: Annotated[int, typer.Option(help="Number of JPEG images.")] = 1000,
     classes: Annotated[int, typer.Option(help="Number of classes (sub-folders).")] = 10,
-    size: Annotated[int, typer.Option(help="Image side in pixels (square images).")] = 256,
+    size: Annotated[int, typer.Option(help="Image side in pixels (square images; at most 8192, the largest image the ImageFolder reader decodes).")] = 256,
     quality: Annotated[int, typer.Option(help="JPEG quality (Pillow, 1..95).")] = 90,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
 ) -> None:

@@ -28,7 +28,7 @@ def report(
     def body() -> None:
         from dlperf.report.sections import write_full_report
 
-        formats = split(format)
+        formats = split(format, "format")
         for f in formats or [""]:
             if f not in FORMATS:
                 raise unknown_choice("report format", f, FORMATS)

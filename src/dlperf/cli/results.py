@@ -13,7 +13,7 @@ import typer
 
 from dlperf.cli import common
 from dlperf.cli.common import check_db, check_output, guard, print_markdown, split
-from dlperf.errors import ConfigError, unknown_choice
+from dlperf.errors import ConfigError, did_you_mean, unknown_choice
 from dlperf.report.sections import COMPARISONS
 
 FORMATS = ("table", "csv", "json")
@@ -88,13 +88,30 @@ def _check_flags(db: str, format: str, compare: str | None, op_classes: bool, sa
         raise ConfigError("--samples adds the raw samples to the JSON of the results: give "
                           "--format json without --compare/--op-classes, or leave --samples "
                           "out")
-    for s in split(status):
+    for s in split(status, "status"):
         if s not in STATUSES:
             raise unknown_choice("status", s, STATUSES, plural="statuses")
     if op_classes and compare is not None:
         raise ConfigError("give --op-classes or --compare, not both")
     if compare is not None and compare not in COMPARISONS:
         raise unknown_choice("comparison", compare, COMPARISONS)
+
+
+def _check_tags(store: Any, tags: list[str], db: str) -> None:
+    """Each of ``tags`` is the tag of some stored result (a misspelt tag read as an empty
+    table, exit 0, where ``dlperf compare --db`` refused it).
+
+    Raises:
+        ConfigError: naming the first unknown tag, the closest stored one and every stored tag.
+    """
+    from dlperf.results.history import tag_of
+
+    have = sorted({t for r in store.records(latest=False, samples=False) if (t := tag_of(r))})
+    for t in tags:
+        if t not in have:
+            raise ConfigError(f"no result in {db} has tag {t!r}{did_you_mean(t, have) or ';'} "
+                              f"tags there: {', '.join(have) or 'none'} (dlperf run --tag NAME "
+                              "tags results)")
 
 
 def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
@@ -148,19 +165,22 @@ def results(
 
         _check_flags(db, format, compare, op_classes, samples, target_loss, status)
         check_output(output, "--output", db)
-        filters = {"model": split(model) or None, "status": split(status) or None}
+        filters = {"model": split(model, "model") or None,
+                   "status": split(status, "status") or None}
         with ResultStore(db, read_only=True) as store:
             rows = store.rows(latest=not all_runs, **filters)
             history = tag or sha or since
+            if tag:
+                _check_tags(store, split(tag, "tag"), db)
             if history:  # the newest run per point among those that match
                 from dlperf.results.history import select_rows
 
-                every = select_rows(store.rows(latest=False, **filters), tag=split(tag),
+                every = select_rows(store.rows(latest=False, **filters), tag=split(tag, "tag"),
                                     sha=sha, since=since, latest=False)
                 rows = select_rows(every, latest=not all_runs)
             if model and not rows:  # a misspelt filter reads as an empty file otherwise
                 stored = sorted({r["model"] for r in store.rows(latest=True)})
-                missing = [m for m in split(model) if m not in stored]
+                missing = [m for m in split(model, "model") if m not in stored]
                 if missing and stored:
                     raise unknown_choice("model", missing[0], stored,
                                          plural=f"models in {db}")

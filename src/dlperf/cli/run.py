@@ -73,7 +73,7 @@ class Iterations:
     warmup_window: Annotated[int, Opt(help="Warm-up window (iterations) for steady-state detection.")] = 5
     max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = 500
     max_warmup_time: Annotated[float | None, Opt(help="...or this many seconds of warm-up (default: 20; 5 for the quick suite).")] = None
-    timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds.")] = 900.0
+    timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds (also the limit on making a file: model's spec, which imports the file in a process of its own).")] = 900.0
 
 
 @dataclass
@@ -198,20 +198,20 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
     """
     policy = _policy(point, it)
     entry: dict[str, Any] = ({"suite": point.suite} if point.suite else
-                             {"model": split(point.model), "data": point.data or "synthetic"})
+                             {"model": split(point.model, "model"), "data": point.data or "synthetic"})
     if point.suite and point.data:
         entry["data"] = point.data
     entry.update(
-        precision=split(point.precision) or ["fp32"],
+        precision=split(point.precision, "precision") or ["fp32"],
         batch_size=ints(point.batch_size or SUITE_BATCH_SIZES.get(point.suite or "", "32"),
                         "batch-size"),
         threads=ints(point.threads, "threads") if point.threads else None,
-        mode=split(point.mode) or "",
+        mode=split(point.mode, "mode") or "",
         nproc=ints(par.nproc, "nproc"),
         loader_workers=(ints(pipe.loader_workers, "loader-workers", low=0)
                         if pipe.loader_workers else None),
-        loader_impl=split(pipe.loader_impl) or "auto",
-        compile_mode=split(point.compile_mode) or "default",
+        loader_impl=split(pipe.loader_impl, "loader-impl") or "auto",
+        compile_mode=split(point.compile_mode, "compile-mode") or "default",
         framework=point.framework, device=device, grad_accum=point.grad_accum,
         data_dir=point.data_dir, layout=point.layout, iterations=policy,
         timeout_s=it.timeout, loader_prefetch=pipe.loader_prefetch,
@@ -288,7 +288,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         common.execute(points, db, sweep=None, resume=resume, retry_failed=store.retry_failed,
                        report_dir=store.report, runner=tagging(runner, store.tag))
 
-    guard(body)
+    guard(lambda: common.spec_bounded(body, it.timeout))
 
 
 def _outside_launch(par: Parallel) -> Any:

@@ -237,4 +237,21 @@ def sweep(
                        runner=tagging(lambda c: run_point(c, node_rank=node_rank,
                                                           endpoint=rdzv_endpoint), tag))
 
-    guard(body)
+    guard(lambda: common.spec_bounded(body, _spec_limit(file)))
+
+
+def _spec_limit(file: Path) -> float:
+    """The time limit on making a ``file:`` model's spec in a sweep: the file's
+    ``defaults.timeout_s`` where it is a positive number, else RunConfig's default (a file
+    that cannot be read gets the default here and its error from :func:`load_sweep`)."""
+    from dlperf.config import RunConfig
+    from dlperf.yamlsafe import load_yaml_file
+
+    default = float(RunConfig.model_fields["timeout_s"].default)
+    try:
+        doc = load_yaml_file(file)
+    except Exception:  # noqa: BLE001 - load_sweep reports it
+        return default
+    t = (doc.get("defaults") or {}).get("timeout_s") if isinstance(doc, dict) else None
+    ok = isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
+    return float(t) if ok else default

@@ -23,9 +23,11 @@ dependencies are); a missing Pillow is a :class:`~dlperf.errors.DataError` that 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +138,28 @@ def listing_digest(paths: list[str]) -> str:
     return h.hexdigest()
 
 
+#: Peak memory while one synthetic image is made and encoded, in bytes per pixel: the
+#: up-sampled colour field as a Pillow image (4 bytes per RGB pixel) and as an array (3) and the
+#: noisy result as an array (3) and as a Pillow image (4), not all alive at once; plus, whatever
+#: the size, the float64 temporaries of one band of noise (:data:`_NOISE_BAND_BYTES`). Measured
+#: (peak RSS of a fresh process, Pillow 11, numpy 2): 10.1 bytes per pixel at 6144 x 6144, 21.8
+#: at 2048 x 2048 where the band's ~50 MB dominates; 14 leaves room. At the pixel limit (8192 x
+#: 8192) that is under 1 GiB.
+MAKE_BYTES_PER_PIXEL = 14
+
+#: Share of the memory available now that making one image may take (a shared host keeps the
+#: rest; ``psutil.virtual_memory().available``).
+MAKE_MEMORY_SHARE = 0.5
+
+#: Rows of noise drawn at a time are sized to about this many pixels (24 MiB of float64 noise).
+_NOISE_BAND_PIXELS = 1 << 20
+#: Bound on the band's temporaries: 3 channels x 8 bytes x 3 arrays (noise, sum, clipped).
+_NOISE_BAND_BYTES = 72 * _NOISE_BAND_PIXELS
+
+#: Side of the sample image whose JPEG size estimates the bytes per pixel of the data set.
+_SAMPLE_SIDE = 256
+
+
 def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int = 10,
                      size: int = 256, quality: int = 90, seed: int = 0) -> dict[str, Any]:
     """Write a synthetic ImageFolder of ``images`` JPEGs of ``size x size`` pixels.
@@ -148,13 +172,20 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
     random 8 x 8 colour field plus Gaussian noise (sigma 12), clipped to 0..255 and saved as
     baseline JPEG with 4:2:0 chroma subsampling at ``quality`` (Pillow's default subsampling).
 
+    Before anything is written the request is checked against what can be read and what
+    fits: ``size x size`` at most :data:`MAX_IMAGE_PIXELS` (the readers' limit), one image's
+    working memory (:data:`MAKE_BYTES_PER_PIXEL`) within :data:`MAKE_MEMORY_SHARE` of the
+    memory available now, and the estimated bytes of all the JPEGs (a sample image encoded
+    at ``quality``) within the free space of the folder's file system. A refused call, or one
+    that fails part-way, leaves no empty folder it made behind.
+
     Returns:
         ``{"root", "images", "classes", "size", "quality", "bytes"}`` (bytes written).
 
     Raises:
-        ConfigError: a count or size below 1, ``classes > images``, quality outside 1..95, or
-            a folder that holds another data set (files of other names, images of another
-            size).
+        ConfigError: a count or size below 1, ``classes > images``, quality outside 1..95,
+            images larger than the readers' limit, more memory or disk than there is, or a
+            folder that holds another data set (files of other names, images of another size).
         DataError: Pillow is missing.
     """
     for name, v in (("--images", images), ("--classes", classes), ("--size", size)):
@@ -165,34 +196,125 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
                           f"needs at least one image")
     if not 1 <= quality <= 95:
         raise ConfigError(f"--quality must be in 1..95 (Pillow's useful range), got {quality}")
+    _check_pixels(size)
     Image = _pil()
     r = Path(root)
-    _refuse_other_data_set(r, images, classes, size)
+    _check_memory(size)
+    existing_bytes = _refuse_other_data_set(r, images, classes, size)
+    _check_disk(r, images, size, quality, existing_bytes)
+    made = [p for p in (r, *r.parents) if not p.exists()]  # removed again if left empty
     rng = np.random.default_rng(seed)
     dirs = [r / f"class_{c:03d}" for c in range(classes)]
-    for d in dirs:
-        d.mkdir(parents=True, exist_ok=True)
     total = 0
-    for i in range(images):
-        field = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
-        img = Image.fromarray(field).resize((size, size), Image.BILINEAR)
-        a = np.asarray(img, dtype=np.float32) + rng.normal(0.0, 12.0, (size, size, 3))
-        img = Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
-        path = dirs[i % classes] / f"img_{i:06d}.jpg"
-        img.save(path, format="JPEG", quality=quality)
-        total += path.stat().st_size
+    try:
+        for d in dirs:
+            if not d.exists():
+                made.insert(0, d)
+            d.mkdir(parents=True, exist_ok=True)
+        for i in range(images):
+            path = dirs[i % classes] / f"img_{i:06d}.jpg"
+            _synthetic_image(Image, rng, size).save(path, format="JPEG", quality=quality)
+            total += path.stat().st_size
+    except BaseException:
+        for d in made:  # class folders first, then the root and parents this call made
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only when empty: images already written stay (run again to finish)
+        raise
     return {"root": str(r), "images": images, "classes": classes, "size": size,
             "quality": quality, "bytes": total}
 
 
-def _refuse_other_data_set(root: Path, images: int, classes: int, size: int) -> None:
+def _synthetic_image(Image: Any, rng: np.random.Generator, size: int) -> Any:
+    """One ``size x size`` synthetic image (:func:`make_imagefolder`); the noise is drawn in
+    bands of rows, so no ``float64`` copy of the whole image is ever held (the values, and
+    so the files, are those of one draw of the whole: the generator's stream is sequential)."""
+    field = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+    base = np.asarray(Image.fromarray(field).resize((size, size), Image.BILINEAR))
+    out = np.empty_like(base)
+    band = max(1, _NOISE_BAND_PIXELS // size)
+    for r0 in range(0, size, band):
+        r1 = min(size, r0 + band)
+        a = base[r0:r1].astype(np.float32) + rng.normal(0.0, 12.0, (r1 - r0, size, 3))
+        out[r0:r1] = np.clip(a, 0, 255).astype(np.uint8)
+    del base
+    return Image.fromarray(out)
+
+
+def _check_pixels(size: int) -> None:
+    """Images must be readable by :func:`open_image` (:data:`MAX_IMAGE_PIXELS`)."""
+    if size * size > MAX_IMAGE_PIXELS:
+        side = math.isqrt(MAX_IMAGE_PIXELS)
+        raise ConfigError(
+            f"--size {size} makes {size}x{size} = {size * size:,} pixels per image, more than "
+            f"the {MAX_IMAGE_PIXELS:,} ({side}x{side}) that dlperf's ImageFolder reader "
+            f"decodes (dlperf.data.imagefolder.MAX_IMAGE_PIXELS): such images could not be "
+            f"used; give --size {side} or less (training crops are 224)")
+
+
+def _check_memory(size: int) -> None:
+    """One image's working memory must fit in :data:`MAKE_MEMORY_SHARE` of the memory
+    available now."""
+    import psutil
+
+    need = size * size * MAKE_BYTES_PER_PIXEL + _NOISE_BAND_BYTES
+    avail = psutil.virtual_memory().available
+    if need > MAKE_MEMORY_SHARE * avail:
+        raise ConfigError(
+            f"--size {size}: making one {size}x{size} image needs about {need / 2**30:.1f} GiB "
+            f"of memory, more than {MAKE_MEMORY_SHARE:.0%} of the {avail / 2**30:.1f} GiB "
+            f"available now; give a smaller --size")
+
+
+def _estimate_bytes(images: int, size: int, quality: int) -> int:
+    """Estimated bytes of ``images`` JPEGs of ``size x size`` at ``quality``: a sample image
+    (at most :data:`_SAMPLE_SIDE` on a side, made as the real ones are) encoded in memory,
+    scaled by the pixel count (the noise, which sets the JPEG size, is the same per pixel)."""
+    import io
+
+    side = min(size, _SAMPLE_SIDE)
+    buf = io.BytesIO()
+    _synthetic_image(_pil(), np.random.default_rng(0), side).save(buf, format="JPEG",
+                                                                  quality=quality)
+    return math.ceil(images * buf.tell() * (size * size) / (side * side))
+
+
+def _check_disk(root: Path, images: int, size: int, quality: int, existing_bytes: int) -> None:
+    """The estimated JPEGs must fit in the free space of ``root``'s file system (plus the
+    bytes of the files there that would be overwritten), with 10% to spare."""
+    import shutil
+
+    need = _estimate_bytes(images, size, quality)
+    near = next((p for p in (root, *root.parents) if p.exists()), Path("."))
+    if not near.is_dir():
+        return  # a path under a file: mkdir names it
+    free = shutil.disk_usage(near).free + existing_bytes
+    if need * 1.1 > free:
+        raise ConfigError(
+            f"--images {images} of --size {size} at --quality {quality} would write about "
+            f"{need / 2**30:,.2f} GiB of JPEGs (estimated from a sample), more than the "
+            f"{free / 2**30:,.2f} GiB free for {root}; give fewer --images, a smaller --size, "
+            f"or a folder on a larger disk")
+
+
+_NAME = re.compile(r"class_(\d+)/img_(\d+)\.jpg")
+
+
+def _refuse_other_data_set(root: Path, images: int, classes: int, size: int) -> int:
     """Raise ConfigError if ``root`` holds files :func:`make_imagefolder` with these counts
-    would not write, or an image of it is not ``size x size`` (checked on one file)."""
+    would not write, or an image of it is not ``size x size`` (checked on one file); return
+    the bytes of the files there (all of them about to be overwritten)."""
     if not root.is_dir():
-        return
-    want = {f"class_{i % classes:03d}/img_{i:06d}.jpg" for i in range(images)}
+        return 0
+
+    def ours(rel: str) -> bool:
+        m = _NAME.fullmatch(rel)
+        if m is None:
+            return False
+        c, i = int(m.group(1)), int(m.group(2))
+        return i < images and c == i % classes and rel == f"class_{c:03d}/img_{i:06d}.jpg"
+
     have = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    extra = [h for h in have if h not in want]
+    extra = [h for h in have if not ours(h)]
     if extra:
         raise ConfigError(
             f"{root} already holds {len(extra)} file(s) that an ImageFolder of {images} images "
@@ -207,6 +329,7 @@ def _refuse_other_data_set(root: Path, images: int, classes: int, size: int) -> 
                 f"{root} holds {got[0]}x{got[1]} images ({have[0]}), not {size}x{size}: "
                 f"writing into it would mix two data sets: give a new or empty folder, or "
                 f"--size {got[0]} to complete it")
+    return sum((root / h).stat().st_size for h in have)
 
 
 def random_resized_crop_box(height: int, width: int, rng: np.random.Generator,

@@ -1,5 +1,6 @@
 """What every framework adapter shares: the memory record, the optimizer record, the
-process's peak RSS, and the interpreter of a framework that runs in a Python of its own
+process's peak RSS, native start-up log lines kept quiet (:func:`quiet_native_logs`), and the
+interpreter of a framework that runs in a Python of its own
 (:func:`framework_python`, :func:`check_framework_python`, :func:`worker_interpreter`; the
 launcher starts such a framework's workers with it). No framework imports here, and nothing
 from :mod:`dlperf.launch` (which imports this module, not the other way round).
@@ -7,11 +8,14 @@ from :mod:`dlperf.launch` (which imports this module, not the other way round).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import resource
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +127,64 @@ def worker_interpreter(framework: str, tmp: Path) -> tuple[str, dict[str, str]]:
         link.symlink_to(Path(__file__).resolve().parent.parent, target_is_directory=True)
     old = os.environ.get("PYTHONPATH")
     return python, {"PYTHONPATH": str(pkgs) + (os.pathsep + old if old else "")}
+
+
+#: A line of the C++ logging that TensorFlow and XLA use (absl / glog format):
+#: ``I0000 00:00:1796299601.823106   23165 port.cc:153] message``: severity, date, time, thread,
+#: file:line.
+_NATIVE_LOG_LINE = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ [^\]\s]+:\d+\] ?(.*)$")
+#: absl's notice before its logging is set up; it comes before every early line.
+_ABSL_NOTICE = "WARNING: All log messages before absl::InitializeLog() is called are written"
+
+
+def filter_native_log(text: str) -> str:
+    """``text`` (what native code wrote to stderr) without the C++ log lines of severity INFO
+    and WARNING and their continuation lines, without absl's pre-initialisation notice, and
+    with each remaining line once (TensorFlow 2.21's shared libraries each print the same
+    start-up lines, so they came twice). Errors (``E``/``F`` lines) and any other output stay.
+
+    Why not ``TF_CPP_MIN_LOG_LEVEL``: TensorFlow 2.21 writes its start-up lines (the oneDNN
+    notice, the CPU-feature guard) before absl's logging reads it, so they print at any level
+    (checked: ``TF_CPP_MIN_LOG_LEVEL=3 python -c 'import tensorflow'``).
+    """
+    kept: list[str] = []
+    seen: set[str] = set()
+    dropping = False
+    for line in text.splitlines():
+        m = _NATIVE_LOG_LINE.match(line)
+        if line.startswith(_ABSL_NOTICE):
+            dropping = False
+            continue
+        if m is not None:
+            dropping = m.group(1) in "IW"
+            key = m.group(1) + m.group(2)
+        else:
+            key = line
+        if dropping or key in seen:
+            continue
+        seen.add(key)
+        kept.append(line)
+    return "".join(k + "\n" for k in kept)
+
+
+@contextlib.contextmanager
+def quiet_native_logs() -> Iterator[None]:
+    """Within: what is written to file descriptor 2 (native libraries write there directly,
+    past ``sys.stderr``) is collected and, on exit, written back through
+    :func:`filter_native_log`: a framework imported here (``dlperf env``) prints no start-up
+    log lines, while its errors still show. Python's own ``sys.stderr`` is flushed around it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            rest = filter_native_log(tmp.read().decode("utf-8", "replace"))
+            if rest:
+                sys.stderr.write(rest)
+                sys.stderr.flush()

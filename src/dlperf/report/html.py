@@ -179,8 +179,9 @@ def _mfu(pv: PointView) -> str:
 def _results_table(pts: Sequence[PointView]) -> str:
     head = ("<tr><th>model</th><th>framework/mode, device, precision, data</th>"
             "<th class='num'>batch</th><th class='num'>runs</th><th>status</th>"
-            "<th class='num'>step ms [95% CI]</th><th class='num'>samples/s</th>"
-            "<th class='num'>MFU</th><th>peak memory</th><th>warnings</th></tr>")
+            "<th class='num'>step ms [95% CI]</th><th class='num' title='global batch / mean "
+            "iteration time (total samples / total measured time)'>samples/s (mean)</th>"
+            "<th class='num'>MFU (mean)</th><th>peak memory</th><th>warnings</th></tr>")
     rows = []
     for p in pts:
         cls = "failed" if not p.ok else ("warned" if p.warnings else "")

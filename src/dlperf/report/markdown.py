@@ -129,12 +129,14 @@ def write_report(
         lines += [
             "",
             f"Columns: *{COLUMNS[COLUMNS.index('median ms [CI]')]}* is the median time per training iteration with the "
-            "bootstrap confidence interval of the median; *samples/s* and *tokens/s* count "
-            "measured steps x global batch over the measured time; *peak mem* gives the "
+            "bootstrap confidence interval of the median; *samples/s (mean)* and *tokens/s "
+            "(mean)* count measured steps x global batch over the measured time (global batch "
+            "over the *mean* iteration time, so below global batch over the median when "
+            "iterations have a long tail); *peak mem* gives the "
             "framework-allocated peak / framework-reserved peak / NVML used (process peak RSS "
             "when no device numbers exist). *ok (not steady)*: the step time never settled. "
-            "*MFU*: analytic model FLOP/s over the matmul ceiling measured in the same run at "
-            "the run's precision. *data wait*: the share of the measured time the iterations "
+            "*MFU (mean)*: analytic model FLOP/s (from that throughput) over the matmul ceiling "
+            "measured in the same run at the run's precision. *data wait*: the share of the measured time the iterations "
             "spent waiting for their batches (total wait / total measured time; real data "
             "through an input pipeline; *input-bound* above the run's threshold). *J/iter*: energy per iteration (NVML, "
             "GPU runs). *N wkr*: loader workers of the input pipeline.",

@@ -6,9 +6,13 @@ en dash. Cell conventions (shared by both outputs):
 
 - ``median ms [CI]``: median step time in milliseconds with the bootstrap CI of the median,
   4 significant digits, e.g. ``12.35 [12.20, 12.51]``.
-- ``samples/s``, ``tokens/s``: 4 significant digits; tokens/s is a dash when it is missing or 0
-  (the model has no tokens).
-- ``MFU``: model FLOPs utilisation against the matmul ceiling measured in the same run, percent.
+- ``samples/s (mean)``, ``tokens/s (mean)``: 4 significant digits; tokens/s is a dash when it
+  is missing or 0 (the model has no tokens). DLBench's throughput: measured iterations x global
+  batch / the sum of the measured iteration times, i.e. global batch / the *mean* iteration
+  time (docs/measurement.md), so with a long tail it sits below global batch / the median
+  beside it; the header says so.
+- ``MFU (mean)``: model FLOPs utilisation against the matmul ceiling measured in the same run,
+  percent, from the same mean-based throughput.
 - ``data wait``: median data wait / median iteration time, with ``input-bound`` when above the
   run's threshold; a dash for synthetic data (and prepared batches).
 - ``J/iter``: energy per iteration from NVML (GPU runs), 4 significant digits.
@@ -83,9 +87,9 @@ COLUMNS: tuple[str, ...] = (
     "data",
     "status",
     "median ms [CI]",
-    "samples/s",
-    "tokens/s",
-    "MFU",
+    "samples/s (mean)",
+    "tokens/s (mean)",
+    "MFU (mean)",
     "data wait",
     "J/iter",
     "peak mem (alloc / resv / NVML)",
@@ -94,7 +98,8 @@ COLUMNS: tuple[str, ...] = (
 ERROR_MAX_CHARS = 60
 _GIB = 1024**3
 _MIB = 1024**2
-_NUMERIC = {"devices", "batch", "median ms [CI]", "samples/s", "tokens/s", "MFU", "J/iter"}
+_NUMERIC = {"devices", "batch", "median ms [CI]", "samples/s (mean)", "tokens/s (mean)",
+            "MFU (mean)", "J/iter"}
 
 
 def _str_key(v: Any) -> tuple[bool, str]:

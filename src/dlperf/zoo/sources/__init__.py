@@ -78,8 +78,18 @@ def resolve(name: str) -> ModelSpec | None:
         ConfigError: an unknown prefix (naming the known ones), or the source's own error for a
             bad name, option, file or function (see each source's ``resolve``).
         UnavailableError: the source's library (transformers, timm, torch) is not installed.
+
+    A ``file:`` spec is made in a child process with a time limit inside
+    :func:`dlperf.zoo.sources.custom.isolated.bounded` (``dlperf run`` and ``sweep``).
     """
-    return _resolve(name, _file_stamp(name))
+    stamp = _file_stamp(name)
+    if name.startswith("file:"):  # the user's code: within `bounded`, in a child with a limit
+        from dlperf.zoo.sources.custom import isolated
+
+        bound = isolated.current_bound()
+        if bound is not None:
+            return isolated.resolve(name, stamp, bound)
+    return _resolve(name, stamp)
 
 
 def _file_stamp(name: str) -> int:

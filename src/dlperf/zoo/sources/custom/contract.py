@@ -43,6 +43,7 @@ import hashlib
 import importlib.util
 import inspect
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,23 +55,57 @@ FAMILY = "sources.custom"
 CONTRACT = ("(model, make_batch, loss): see docs/zoo.md, \"file: and entry-point models\"")
 
 
+def raised(e: BaseException) -> str:
+    """``SystemExit(3)`` / ``RuntimeError: boom``: what a user's code raised, for a message."""
+    if not isinstance(e, Exception):
+        return f"{type(e).__name__}({', '.join(map(repr, e.args))})"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
 @functools.lru_cache(maxsize=64)
 def _load_module(path: str, mtime_ns: int) -> Any:
-    """Execute the Python file ``path`` once per version (``mtime_ns``) as a module."""
+    """Execute the Python file ``path`` once per version (``mtime_ns``) as a module.
+
+    Raises:
+        ConfigError: the file raised anything while it ran (an exception, ``SystemExit``, or
+            another ``BaseException`` but ``KeyboardInterrupt``), naming the file: a model
+            file that exits would otherwise end dlperf silently with its exit status.
+    """
     mod_name = "dlperf_file_model_" + hashlib.sha1(path.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(mod_name, path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[mod_name] = module  # dataclasses and pickling look their module up here
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except KeyboardInterrupt:
+        sys.modules.pop(mod_name, None)
+        raise
+    except BaseException as e:  # noqa: BLE001 - the user's file: SystemExit included
+        sys.modules.pop(mod_name, None)
+        where = next((f"line {fr.lineno}" for fr in reversed(traceback.extract_tb(
+            e.__traceback__)) if fr.filename == path), None)
+        raise ConfigError(f"importing {path} raised {raised(e)}"
+                          f"{f' ({where})' if where else ''}; a model file defines its "
+                          "function and must import without error or exit; fix the file"
+                          ) from None
     return module
 
 
 def file_function(path: str, function: str, name: str) -> Callable[..., Any]:
+    """The function ``function`` of the Python file ``path`` (imported once per version).
+
+    Raises:
+        ConfigError: no such file, the file fails to import (:func:`_load_module`), or it has
+            no such function (the closest and all of its functions named).
+    """
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"model {name!r}: no such file {str(p)!r}; give file:PATH.py:FUNCTION "
                           "with PATH relative to the working directory or absolute")
-    module = _load_module(str(p), p.stat().st_mtime_ns)
+    try:
+        module = _load_module(str(p), p.stat().st_mtime_ns)
+    except ConfigError as e:
+        raise ConfigError(f"model {name!r}: {e}") from None
     fn = getattr(module, function, None)
     if not callable(fn):
         have = sorted(k for k, v in vars(module).items()
@@ -103,7 +138,9 @@ def function_of(hyper: dict[str, Any]) -> Callable[..., Any]:
 def load_entry_point(ep: Any, name: str) -> Callable[..., Any]:
     try:
         fn = ep.load()
-    except Exception as e:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - the package's code: SystemExit included
         raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} does not "
                           f"load: {e!r:.300}") from None
     if not callable(fn):
@@ -128,7 +165,13 @@ def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[An
                           f"{getattr(fn, '__name__', fn)}({params}): {e}") from None
     except ValueError:  # no signature (a builtin): let the call tell
         pass
-    parts = fn(**options)
+    try:
+        parts = fn(**options)
+    except (KeyboardInterrupt, Exception):
+        raise
+    except BaseException as e:  # noqa: BLE001 - SystemExit from the user's function
+        raise ConfigError(f"model {name!r}: {getattr(fn, '__name__', 'the function')}() raised "
+                          f"{raised(e)} instead of returning {CONTRACT}") from None
     if not isinstance(parts, (tuple, list)) or len(parts) != 3:
         got = (f"a {len(parts)}-tuple of ({', '.join(type(p).__name__ for p in parts)})"
                if isinstance(parts, (tuple, list)) else f"a {type(parts).__name__}")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, DlperfError
 from dlperf.zoo.sources.custom.contract import (
     CONTRACT,
     FAMILY,
@@ -17,6 +17,7 @@ from dlperf.zoo.sources.custom.contract import (
     entry_point,
     file_function,
     load_entry_point,
+    raised,
 )
 from dlperf.zoo.sources.names import ENTRY_POINT_GROUP, join_options, split_options
 from dlperf.zoo.spec import ModelSpec
@@ -47,7 +48,13 @@ def impl_for(model: Any, name: str) -> Any:
 
 def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dict[str, Any],
           source: str) -> ModelSpec:
-    parts = call(fn, options, name)
+    try:
+        parts = call(fn, options, name)
+    except (KeyboardInterrupt, DlperfError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's function: named, not a traceback
+        raise ConfigError(f"model {name!r}: {source} raised {raised(e)} when called to count "
+                          "the model; fix the function") from None
     d = impl_for(parts[0], name).inspect_parts(parts, name)
     hyper.update(name=name, kwargs=dict(options), framework=d["framework"],
                  x_dtype=d["x_dtype"])

@@ -22,6 +22,7 @@ import datetime as _dt
 import json
 import os
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -165,15 +166,42 @@ def ceilings_cache(points: Sequence[RunConfig], store: ResultStore
                 cache.add_result(json.loads(r["result_json"]), f"results file {store.path}")
             except ValueError:
                 continue
-    old = os.environ.get(CACHE_ENV)
     with tempfile.TemporaryDirectory(prefix="dlperf-ceilings-") as tmp:
         path = Path(tmp) / "ceilings.json"
         cache.save(path)
-        os.environ[CACHE_ENV] = str(path)
+        _announce(CACHE_ENV, str(path))
         try:
             yield cache, path
         finally:
-            if old is None:
-                os.environ.pop(CACHE_ENV, None)
-            else:
-                os.environ[CACHE_ENV] = old
+            _withdraw(CACHE_ENV, str(path))
+
+
+#: Cache files of the sweeps running in this process, oldest first, and the variable's value
+#: before the first: two sweeps run at once in one process (threads, the Python API) each set
+#: and restore ``$DLPERF_CEILINGS_CACHE``; restoring in any order must leave the value it had
+#: before either, never a file the other sweep already deleted.
+_ANNOUNCED: list[str] = []
+_BEFORE: dict[str, str | None] = {}
+_ANNOUNCE_LOCK = threading.Lock()
+
+
+def _announce(var: str, value: str) -> None:
+    with _ANNOUNCE_LOCK:
+        if not _ANNOUNCED:
+            _BEFORE[var] = os.environ.get(var)
+        _ANNOUNCED.append(value)
+        os.environ[var] = value
+
+
+def _withdraw(var: str, value: str) -> None:
+    with _ANNOUNCE_LOCK:
+        if value in _ANNOUNCED:
+            _ANNOUNCED.remove(value)
+        if _ANNOUNCED:
+            os.environ[var] = _ANNOUNCED[-1]
+            return
+        old = _BEFORE.pop(var, None)
+        if old is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = old

@@ -5,6 +5,7 @@ same machine and for a day."""
 
 from __future__ import annotations
 
+import os
 import contextlib
 import json
 
@@ -204,3 +205,23 @@ def test_a_sweep_seeds_its_cache_from_recent_results_of_its_file(tmp_path):
     assert sorted(got) == ["fake|cpu|bandwidth|threads=1", "fake|cpu|matmul:fp32|threads=1"]
     assert {e["where"] for e in got.values()} == {f"results file {tmp_path / 'r.db'}"}
     assert C.CACHE_ENV not in os.environ and not path.exists()
+
+
+def test_two_sweeps_in_one_process_restore_the_cache_variable_in_any_order(monkeypatch):
+    """Sweeps running at once in one process (threads) each announce their ceilings cache in
+    $DLPERF_CEILINGS_CACHE; ending in either order leaves the value from before both, never
+    the path of a file the other sweep deleted."""
+    from dlperf import resume
+    from dlperf.perfmodel.ceilings import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, "/user/own.json")
+    resume._announce(CACHE_ENV, "/tmp/a.json")
+    resume._announce(CACHE_ENV, "/tmp/b.json")
+    assert os.environ[CACHE_ENV] == "/tmp/b.json"
+    resume._withdraw(CACHE_ENV, "/tmp/b.json")
+    assert os.environ[CACHE_ENV] == "/tmp/a.json"
+    resume._announce(CACHE_ENV, "/tmp/c.json")
+    resume._withdraw(CACHE_ENV, "/tmp/a.json")
+    assert os.environ[CACHE_ENV] == "/tmp/c.json"
+    resume._withdraw(CACHE_ENV, "/tmp/c.json")
+    assert os.environ[CACHE_ENV] == "/user/own.json"

@@ -5,9 +5,9 @@ same machine and for a day."""
 
 from __future__ import annotations
 
-import os
 import contextlib
 import json
+import os
 
 import pytest
 

@@ -264,7 +264,7 @@ class Calibration:
         dispatches; on the H200 (calibration2.db) ``H / ops`` of torch eager spread 35-66 us
         over 8 of 9 networks (the LSTM's cuDNN ops: 99-212 us)."""
         eff = self.efficiency(group, without_model, device_name)
-        per = {}
+        per: dict[str, list[float]] = {}
         for h in (eff.hosts if eff else ()):
             n = self.op_count(h.model, group[0], group[2])
             if h.identified and n and h.model != without_model:

@@ -71,25 +71,77 @@ def gpus() -> list[dict[str, Any]]:
     return out
 
 
+#: NVML field value types (``nvmlValueType_t``) -> the member of ``nvmlValue_t`` holding it.
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+#: ``PowerReader.source`` of the two NVML power readings (stored as ``power.power_source``).
+POWER_INSTANT = "nvml_field_power_instant"
+POWER_AVERAGE = "nvml_power_usage"
+
+
+class PowerReader:
+    """Board power of one GPU in watts, called with no arguments; ``source`` says which NVML
+    reading it is (:data:`POWER_INSTANT` or :data:`POWER_AVERAGE`)."""
+
+    def __init__(self, read_mw: Any, source: str) -> None:
+        self._read_mw, self.source = read_mw, source
+
+    def __call__(self) -> float:
+        return float(self._read_mw()) / 1000.0
+
+
+def _instant_power_mw(nv: Any, h: Any) -> float:
+    """``NVML_FI_DEV_POWER_INSTANT`` of ``h`` through ``nvmlDeviceGetFieldValues`` (mW).
+
+    Raises:
+        Exception: the driver lacks the field (old driver: ``NVML_ERROR_NOT_SUPPORTED`` or an
+            unknown field id), or answers for it with an error or a value type it has no
+            member for.
+    """
+    v = nv.nvmlDeviceGetFieldValues(h, [nv.NVML_FI_DEV_POWER_INSTANT])[0]
+    if v.nvmlReturn != 0:  # NVML_SUCCESS
+        raise RuntimeError(f"NVML_FI_DEV_POWER_INSTANT: NVML error {v.nvmlReturn}")
+    return float(getattr(v.value, _VALUE_MEMBERS[v.valueType]))
+
+
+def power_reader(nv: Any, h: Any) -> PowerReader:
+    """The board-power reader of GPU handle ``h``: the instantaneous power field
+    (``nvmlDeviceGetFieldValues(NVML_FI_DEV_POWER_INSTANT)``, NVML 12.x drivers, Ampere and
+    newer) where the driver answers it, else ``nvmlDeviceGetPowerUsage``, which on Ampere and
+    newer is a 1 s average (NVML API reference, ``nvmlDeviceGetPowerUsage``): 25 ms samples of it
+    are smoothed. Either in mW, read as W.
+
+    Raises:
+        Exception: neither reading works here (pynvml's NVMLError).
+    """
+    if hasattr(nv, "NVML_FI_DEV_POWER_INSTANT") and hasattr(nv, "nvmlDeviceGetFieldValues"):
+        try:
+            if _instant_power_mw(nv, h) > 0:
+                return PowerReader(lambda: _instant_power_mw(nv, h), POWER_INSTANT)
+        except Exception:  # noqa: BLE001 - older driver or GPU: the averaged reading
+            pass
+    nv.nvmlDeviceGetPowerUsage(h)
+    return PowerReader(lambda: nv.nvmlDeviceGetPowerUsage(h), POWER_AVERAGE)
+
+
 def power_readers(uuid: str | None = None, index: int = 0):
     """Readers for :class:`dlperf.measure.power.PowerSampler` of one GPU, or ``(None, reason)``.
 
     Returns ``((read_power_w, read_energy_j | None, read_memory_used_bytes), None)``:
-    ``nvmlDeviceGetPowerUsage`` (milliwatts -> W), ``nvmlDeviceGetTotalEnergyConsumption``
-    (millijoules since the driver loaded -> J; None where the device does not support it, i.e.
-    before Volta) and ``nvmlDeviceGetMemoryInfo().used`` (bytes). Each reader is tried once here.
+    :func:`power_reader` (the instantaneous power where the driver offers it, else
+    ``nvmlDeviceGetPowerUsage``; mW -> W; its ``source`` says which),
+    ``nvmlDeviceGetTotalEnergyConsumption`` (millijoules since the driver loaded -> J; None
+    where the device does not support it, i.e. before Volta) and
+    ``nvmlDeviceGetMemoryInfo().used`` (bytes). Each reader is tried once here.
     """
     nv = _nvml()
     if nv is None:
         return None, "NVML is not available (no NVIDIA driver or nvidia-ml-py)"
     try:
         h = _handle(nv, uuid, index)
-        nv.nvmlDeviceGetPowerUsage(h)
+        power_w = power_reader(nv, h)
     except Exception as e:  # noqa: BLE001
         return None, f"NVML power reading is not supported here: {e}"
-
-    def power_w() -> float:
-        return nv.nvmlDeviceGetPowerUsage(h) / 1000.0
 
     def memory_used() -> int:
         return int(nv.nvmlDeviceGetMemoryInfo(h).used)

@@ -55,6 +55,10 @@ class FrameworkInfo:
         loader_impls: the kinds of input-pipeline workers it offers (``--loader-impl``;
             ``auto`` first); ``("auto",)``: one kind, the option is refused.
         pipeline: its input pipeline's workers, in words, for that refusal.
+        optimizer_impls: the implementations of the optimizer update it offers
+            (``--optimizer-impl``; ``auto`` first: its default, whatever it resolves to);
+            ``("auto",)``: one, the option is refused.
+        optimizer: its optimizer update, in words, for that refusal.
         ddp: whether its data-parallel engine takes PyTorch DDP's options (``--bucket-cap-mb``,
             ``--static-graph``, ...; they enter the run key of its data-parallel points).
         distributions: the pip distributions that make it, each a tuple of alternatives (all
@@ -112,6 +116,8 @@ class FrameworkInfo:
     compile_modes: tuple[str, ...] = ()
     loader_impls: tuple[str, ...] = ("auto",)
     pipeline: str = "its own input pipeline"
+    optimizer_impls: tuple[str, ...] = ("auto",)
+    optimizer: str = "one optimizer implementation"
     ddp: bool = False
     distributions: tuple[tuple[str, ...], ...] = ()
     # -- how dlperf.launch starts its processes (see the docstring) --
@@ -132,6 +138,15 @@ class FrameworkInfo:
 #: ``max-autotune`` also autotunes matmul/conv templates (and uses CUDA graphs);
 #: ``max-autotune-no-cudagraphs`` autotunes without them. The choices of ``--compile-mode``.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+#: The implementations of the optimizer update (``--optimizer-impl``), PyTorch's
+#: (``torch.optim`` documentation, "Algorithms" / foreach and fused): ``auto`` (PyTorch's own
+#: default: ``foreach`` where its foreach kernels run (CUDA), the for-loop on the CPU; what
+#: dlperf always ran), ``fused`` (one kernel per parameter group, ``fused=True``; the fastest on
+#: CUDA, also on the CPU since PyTorch 2.4), ``foreach`` (``foreach=True``: multi-tensor ops)
+#: and ``single`` (``foreach=False``: a Python loop over the parameters).
+OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "single")
 
 
 #: The process launchers of ``FrameworkInfo.launcher``.
@@ -178,12 +193,14 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            title="PyTorch", options="dlperf.frameworks.torch.options:check",
                            compiler="torch.compile", compile_modes=("graph",),
                            pipeline="its DataLoader's worker processes", ddp=True,
+                           optimizer_impls=OPTIMIZER_IMPLS,
                            distributions=(("torch",),), launcher="torchrun",
                            eager_mode="eager", layouts=("NCHW", "NHWC")),
     "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",),
                          title="JAX", options="dlperf.frameworks.jax.options:check",
                          dp_layouts=("per_node", "per_device"),
                          loader_impls=("auto", "processes", "threads"),
+                         optimizer="Optax's update inside the jitted step",
                          distributions=(("jax",), ("flax",), ("optax",)),
                          rank_exit="dlperf.frameworks.jax.dist:leave_distributed",
                          outside_env="dlperf.frameworks.jax.dist:outside_env",
@@ -195,6 +212,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                                 options="dlperf.frameworks.tensorflow.options:check",
                                 dp_layouts=("per_node", "per_device"),
                                 dp_modes=("eager", "graph"), pipeline="tf.data's own threads",
+                                optimizer="the Keras optimizer's apply inside the traced step",
                                 distributions=(("tensorflow", "tensorflow-cpu"), ("keras",)),
                                 spawn_args="dlperf.frameworks.tensorflow.cluster:spawn_args",
                                 process_env="dlperf.frameworks.tensorflow.cluster:process_env",
@@ -210,6 +228,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            breakdown=False, pipelines=False, title="MXNet",
                            options="dlperf.frameworks.mxnet.options:check",
                            devices_note="the MXNet 1.9.1 pip wheel is a CPU build",
+                           optimizer="gluon.Trainer's update",
                            eager_mode="eager", layouts=("NCHW",)),
 }
 

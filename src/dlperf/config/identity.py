@@ -25,7 +25,7 @@ from dlperf.registry import framework_info
 #: is left out of :func:`run_key`, so adding a field does not change the key (and the
 #: resumability) of every point already stored.
 KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0, "loader_impl": "auto",
-                                       "compile_mode": "default"}
+                                       "compile_mode": "default", "optimizer_impl": "auto"}
 
 #: Fields never in a run key: how long, from where, how it is labelled or probed, and the
 #: fields whose place in the key :func:`run_key` decides itself (batch and data parallelism).
@@ -68,7 +68,8 @@ def run_key(cfg: Any) -> str:
     probing settings ``input_bound_share``, ``measure_ceilings`` and ``power_interval_s``. A
     breakdown or a trace is part of what is measured: ``breakdown: true`` and ``trace: true``
     enter the key when set (not the trace folder), and ``timeline: true`` likewise. Fields added after the first results
-    (``layout``, ``repeat``, ``compile_mode``, the input-pipeline fields) count only when set,
+    (``layout``, ``repeat``, ``compile_mode``, ``optimizer_impl``, the input-pipeline fields)
+    count only when set,
     so keys of results stored before they existed stay valid: repeat 0 has the key the point
     always had, repeat k > 0 a key of its own; ``loader_impl`` counts when it is not ``auto``
     and there are workers (with 0 workers every implementation makes the batch on the calling
@@ -135,6 +136,7 @@ def label(cfg: Any) -> str:
             extra += f" ddp({', '.join(changed)})" if changed else ""
     extra += f" #{cfg.repeat}" if cfg.repeat else ""
     cm = f" [{cfg.compile_mode}]" if cfg.compile_mode != "default" else ""
+    extra += f" opt={cfg.optimizer_impl}" if cfg.optimizer_impl != "auto" else ""
     return (f"{cfg.model} {cfg.framework}/{cfg.mode}{cm} {cfg.device}{par} "
             f"{cfg.precision} {b} {cfg.data}{thr}{lw}{extra}")
 

@@ -24,6 +24,7 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
              "threads": "--threads", "layout": "--layout", "loader_workers": "--loader-workers",
              "loader_prefetch": "--loader-prefetch", "loader_impl": "--loader-impl",
+             "optimizer_impl": "--optimizer-impl",
              "input_bound_share": "--input-bound-share",
              "power_interval_s": "--power-interval", "nproc": "--nproc", "nnodes": "--nnodes",
              "scaling": "--scaling", "dp_layout": "--dp-layout", "bucket_cap_mb": "--bucket-cap-mb",

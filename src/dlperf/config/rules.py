@@ -104,7 +104,8 @@ def check_data(cfg: Any) -> None:
 
 def check_foreign_options(cfg: Any, info: FrameworkInfo) -> None:
     """Options that belong to other frameworks stay at their defaults: ``compile_mode`` (the
-    registry's ``compile_modes``), ``loader_impl`` (``loader_impls``) and the DDP options
+    registry's ``compile_modes``), ``loader_impl`` (``loader_impls``), ``optimizer_impl``
+    (``optimizer_impls``) and the DDP options
     (``ddp``); the refusal names the frameworks that have the option."""
     fw = cfg.framework
     if cfg.compile_mode != "default" and not info.compile_modes:
@@ -120,6 +121,12 @@ def check_foreign_options(cfg: Any, info: FrameworkInfo) -> None:
         raise FieldRuleError("loader_impl", f"loader_impl {cfg.loader_impl!r} is a "
                                             f"{_names(owners)} option: framework {fw!r} always "
                                             f"uses {info.pipeline}; use --loader-impl auto")
+    if cfg.optimizer_impl not in info.optimizer_impls:
+        owners = [(n, i) for n, i in FRAMEWORKS.items() if len(i.optimizer_impls) > 1]
+        raise FieldRuleError("optimizer_impl", f"optimizer_impl {cfg.optimizer_impl!r} is a "
+                                               f"{_names(owners)} option: framework {fw!r} "
+                                               f"always uses {info.optimizer}; use "
+                                               "--optimizer-impl auto")
     if not info.ddp and cfg.ddp != DDPOptions():
         raise FieldRuleError("ddp", f"DDP options (--bucket-cap-mb, --static-graph, ...) are "
                                     f"PyTorch DistributedDataParallel's; framework {fw!r} has "

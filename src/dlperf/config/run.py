@@ -5,7 +5,7 @@ The fields of a run config, by axis (each axis validated in one place):
 
 - what is trained: ``model``, ``batch_size``, ``grad_accum``, ``seed``, ``target_loss``;
 - the framework: ``framework``, ``mode``, ``precision``, ``layout``, ``compile_mode``,
-  ``threads`` (capabilities and options: :mod:`dlperf.config.rules`, the registry and the
+  ``optimizer_impl``, ``threads`` (capabilities and options: :mod:`dlperf.config.rules`, the registry and the
   framework's own ``options.py``);
 - the device: ``device``;
 - the data and its input pipeline: ``data``, ``data_dir``, ``loader_workers``,
@@ -39,7 +39,7 @@ from dlperf.config.identity import label, point_key, run_key
 from dlperf.config.messages import format_validation
 from dlperf.config.rules import check_run
 from dlperf.errors import ConfigError, unknown_choice
-from dlperf.registry import COMPILE_MODES, FRAMEWORK_MODES, framework_info
+from dlperf.registry import COMPILE_MODES, FRAMEWORK_MODES, OPTIMIZER_IMPLS, framework_info
 
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -62,7 +62,7 @@ DP_LAYOUT_KINDS = ("per_device", "per_node")
 _CHOICES: dict[str, Any] = {"framework": FRAMEWORK_MODES, "device": DEVICES,
                             "precision": PRECISIONS, "layout": LAYOUTS,
                             "compile_mode": COMPILE_MODES, "scaling": SCALINGS,
-                            "loader_impl": LOADER_IMPLS}
+                            "loader_impl": LOADER_IMPLS, "optimizer_impl": OPTIMIZER_IMPLS}
 
 
 class RunConfig(BaseModel):
@@ -97,6 +97,11 @@ class RunConfig(BaseModel):
     (:data:`~dlperf.registry.COMPILE_MODES`, torch.compile's) in the modes of its registry entry's
     ``compile_modes``; the result's ``flags.compile`` records it and, for the CUDA-graph modes,
     how many graphs Inductor declined to capture (``cudagraph_skips``).
+    ``optimizer_impl`` (:data:`~dlperf.registry.OPTIMIZER_IMPLS`, in the framework's registry
+    ``optimizer_impls``) picks the implementation of the optimizer update: ``auto`` is the
+    framework's default as dlperf always ran it (PyTorch: ``foreach`` on CUDA, the for-loop on
+    the CPU); PyTorch also offers ``fused`` (the fastest on CUDA), ``foreach`` and ``single``.
+    The implementation as applied is recorded in the result's ``flags.optimizer``.
 
     Data parallelism (docs/measurement.md "Scaling"): ``nproc`` devices per node on ``nnodes``
     nodes, ``world_size = nproc * nnodes`` replicas. ``scaling="strong"`` (default):
@@ -135,6 +140,7 @@ class RunConfig(BaseModel):
     seed: int = 0
     layout: str = "auto"
     compile_mode: str = "default"
+    optimizer_impl: str = "auto"
     iterations: IterationPolicy = Field(default_factory=IterationPolicy)
     timeout_s: float = Field(900.0, gt=0.0)
     breakdown: bool = False

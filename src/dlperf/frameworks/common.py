@@ -38,10 +38,11 @@ def memory_record(peak_allocated_bytes: int | None = None, peak_reserved_bytes: 
             "peak_reserved_bytes": peak_reserved_bytes, "nvml_used_bytes": nvml_used_bytes}
 
 
-def optimizer_flags(o: Any, implementation: str = "default") -> dict[str, Any]:
+def optimizer_flags(o: Any, implementation: str | bool = "default") -> dict[str, Any]:
     """The ``flags["optimizer"]`` record of a zoo :class:`~dlperf.zoo.spec.OptimizerSpec` ``o``
     (name, learning rate, momentum, weight decay; betas and eps for Adam/AdamW) and the
-    framework's ``implementation`` of it (e.g. torch's ``foreach``)."""
+    framework's ``implementation`` of it, under ``foreach`` (torch: ``"default"``, or the
+    ``foreach=`` keyword passed)."""
     rec: dict[str, Any] = {"name": o.name, "lr": o.lr, "momentum": o.momentum,
                            "weight_decay": o.weight_decay, "foreach": implementation}
     if o.name != "sgd":

@@ -2,8 +2,12 @@
 
 :class:`PowerSampler` starts right before the measured iterations (the worker's
 ``on_phase("measure")``) and stops right after them. Between, a daemon thread wakes every
-``interval_s`` (default 25 ms), reads the board power (``nvmlDeviceGetPowerUsage``, mW) and the
-device memory in use, and sleeps again. It cannot slow the measured loop down much:
+``interval_s`` (default 25 ms), reads the board power and the device memory in use, and sleeps
+again. The power is NVML's instantaneous reading (``nvmlDeviceGetFieldValues`` of
+``NVML_FI_DEV_POWER_INSTANT``) where the driver offers it, else ``nvmlDeviceGetPowerUsage``,
+which on Ampere and newer is a 1 s average (25 ms samples of it are smoothed); the result's
+``power_source`` says which (:func:`dlperf.nvml.power_reader`). Energy from the counter (below)
+is unaffected by the choice. It cannot slow the measured loop down much:
 
 * it sleeps in ``threading.Event.wait``, which releases the GIL, and pynvml's ctypes calls
   release it too while the driver answers; the thread holds the GIL only for a few Python lines
@@ -48,6 +52,7 @@ class PowerRecord:
     energy_stop_j: float | None = None
     memory_used_peak_bytes: int | None = None
     errors: int = 0
+    power_source: str | None = None
 
 
 def trapezoid_energy_j(times_s: list[float], watts: list[float]) -> float | None:
@@ -71,6 +76,9 @@ class PowerSampler:
         read_memory_used: returns device memory in use (bytes), or None.
         interval_s: time between samples.
         clock: monotonic host clock in seconds (injectable for tests).
+        power_source: which reading ``read_power_w`` is (e.g. ``nvml_field_power_instant``),
+            copied into each :class:`PowerRecord`; default: ``read_power_w.source`` if it has
+            one (:class:`dlperf.nvml.PowerReader`), else None.
 
     A reader that raises is counted in ``errors`` and skipped, never propagated into the run.
     """
@@ -79,9 +87,11 @@ class PowerSampler:
                  read_energy_j: Callable[[], float] | None = None,
                  read_memory_used: Callable[[], int | None] | None = None,
                  interval_s: float = 0.025,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 power_source: str | None = None) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be > 0")
+        self.power_source = power_source or getattr(read_power_w, "source", None)
         self._power, self._energy, self._mem = read_power_w, read_energy_j, read_memory_used
         self.interval_s, self._clock = interval_s, clock
         self._stop = threading.Event()
@@ -118,7 +128,8 @@ class PowerSampler:
 
     def start(self) -> None:
         """Read the energy counter and a first sample, then start the thread."""
-        self._rec = PowerRecord(t_start=math.nan, t_stop=math.nan)
+        self._rec = PowerRecord(t_start=math.nan, t_stop=math.nan,
+                                power_source=self.power_source)
         # Each clock read right after its energy read: the window matches the counter's.
         self._rec.energy_start_j = self._read_energy()
         self._rec.t_start = self._clock()
@@ -155,13 +166,15 @@ def energy_summary(rec: PowerRecord | None, measured_time_s: float, n_iters: int
         ``"sampled_power_trapezoid"``), ``window_s``, ``energy_j`` (over the window),
         ``mean_power_w``, ``energy_per_iter_j``, ``samples_per_j``, ``sampled_mean_power_w``,
         ``n_samples``, ``interval_s`` (mean between samples), ``memory_used_peak_bytes``,
-        ``read_errors``, ``power_times_s`` (relative to the window start) and ``power_w``.
+        ``read_errors``, ``power_source`` (the NVML reading sampled: ``nvml_field_power_instant``
+        or ``nvml_power_usage``, the 1 s average), ``power_times_s`` (relative to the window
+        start) and ``power_w``.
     """
     none = {"available": False, "reason": reason, "energy_source": None, "window_s": None,
             "energy_j": None, "mean_power_w": None, "energy_per_iter_j": None,
             "samples_per_j": None, "sampled_mean_power_w": None, "n_samples": 0,
             "interval_s": None, "memory_used_peak_bytes": None, "read_errors": None,
-            "power_times_s": [], "power_w": []}
+            "power_source": None, "power_times_s": [], "power_w": []}
     if rec is None:
         return none
     window = rec.t_stop - rec.t_start
@@ -175,7 +188,7 @@ def energy_summary(rec: PowerRecord | None, measured_time_s: float, n_iters: int
         window = rec.times_s[-1] - rec.times_s[0]
     else:
         return {**none, "reason": "no power readings (NVML power query failed)",
-                "read_errors": rec.errors}
+                "read_errors": rec.errors, "power_source": rec.power_source}
     mean_p = energy / window if window > 0 else None
     per_iter = mean_p * measured_time_s / n_iters if mean_p is not None and n_iters else None
     n = len(rec.times_s)
@@ -190,5 +203,5 @@ def energy_summary(rec: PowerRecord | None, measured_time_s: float, n_iters: int
             "n_samples": n, "interval_s": (rec.times_s[-1] - rec.times_s[0]) / (n - 1)
             if n > 1 else None,
             "memory_used_peak_bytes": rec.memory_used_peak_bytes, "read_errors": rec.errors,
-            "power_times_s": [rec.times_s[i] - t0 for i in keep],
+            "power_source": rec.power_source, "power_times_s": [rec.times_s[i] - t0 for i in keep],
             "power_w": [rec.watts[i] for i in keep]}

@@ -69,6 +69,7 @@ def free_key(rec: RunRecord, free: Iterable[str]) -> str:
         d.pop("loader_prefetch", None)
     d.setdefault("layout", "auto")
     d.setdefault("compile_mode", "default")
+    d.setdefault("optimizer_impl", "auto")  # results stored before --optimizer-impl: auto
     for k in free:
         d.pop(k, None)
     return json.dumps(d, sort_keys=True, default=str)

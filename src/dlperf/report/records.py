@@ -18,7 +18,8 @@ from dlperf.results.schema import RunRecord
 from dlperf.results.view import as_record, as_records, config_of, setting
 
 __all__ = ["POINT_KEYS", "as_record", "as_records", "field", "fields", "point_of", "label",
-           "is_ok", "layout_setting", "compile_mode_label", "extra_measurements",
+           "is_ok", "layout_setting", "compile_mode_label", "optimizer_impl_label",
+           "extra_measurements",
            "workers_kind", "applied_layout", "dist_options", "eager_mode_of"]
 
 #: What makes two results comparable: the point they measured.
@@ -76,6 +77,14 @@ def compile_mode_label(r: RunRecord | Mapping[str, Any]) -> str | None:
     for results stored before the option existed: default)."""
     mode = setting(as_record(r), "compile_mode")
     return f"[{mode}]" if mode and mode != "default" else None
+
+
+def optimizer_impl_label(r: RunRecord | Mapping[str, Any]) -> str | None:
+    """``opt=fused`` etc. for a run with an optimizer implementation other than the default
+    (``--optimizer-impl``), so that it tells apart from the default run; None otherwise (and
+    for results stored before the option existed: auto)."""
+    impl = setting(as_record(r), "optimizer_impl")
+    return f"opt={impl}" if impl and impl != "auto" else None
 
 
 def extra_measurements(r: RunRecord | Mapping[str, Any]) -> str | None:

@@ -162,6 +162,7 @@ class Power(Part):
     interval_s: Num | None = None
     memory_used_peak_bytes: Bytes | None = None
     read_errors: Num | None = None
+    power_source: StrictStr | None = None
     power_times_s: list[Any] | None = None
     power_w: list[Any] | None = None
 

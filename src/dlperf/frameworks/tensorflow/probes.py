@@ -8,7 +8,8 @@ counts more op kinds than the analytic convention and than PyTorch's counter; op
 registered statistic (e.g. fused cuDNN RNN kernels) count 0.
 
 Memory: CPU: peak RSS, and ``get_memory_info("CPU:0")``'s peak as ``peak_allocated_bytes``
-(TensorFlow's CPU allocator, since the process's first op). GPU:
+(TensorFlow's CPU allocator, since the process's first op: it is not reset) where the build
+tracks it (tensorflow-cpu 2.21 does); None where it raises. GPU:
 ``tf.config.experimental.get_memory_info("GPU:0")`` peak (as ``peak_allocated_bytes``, the BFC
 allocator's peak in use; reset when the run is prepared) and current, plus NVML's device view;
 TensorFlow does not expose its reserved pool, so ``peak_reserved_bytes`` is None (NVML

@@ -14,8 +14,10 @@ Choices (each recorded in ``TrainingRun.flags``, docs/measurement.md rule 6):
   off for what autocast leaves in fp32. No loss scaling is needed for bf16.
 * ``cudnn.benchmark = True`` on CUDA (PyTorch performance tuning guide): autotuning happens in
   the first iteration and warm-up of each shape, which the harness reports apart.
-* optimizer: ``torch.optim.SGD``/``Adam``/``AdamW`` with PyTorch's default ``foreach``
-  implementation; ``zero_grad(set_to_none=True)``.
+* optimizer: ``torch.optim.SGD``/``Adam``/``AdamW``; ``--optimizer-impl auto`` (default)
+  keeps PyTorch's default implementation (``foreach`` on CUDA, the for-loop on the CPU),
+  ``fused``/``foreach``/``single`` force one (``fused`` is the fastest on CUDA);
+  ``flags.optimizer.impl`` records the one that ran; ``zero_grad(set_to_none=True)``.
 * data (:mod:`dlperf.frameworks.torch.input`): synthetic batches made on the device before
   timing; real data prepared on the host (pinned on CUDA) and copied with ``non_blocking=True``
   inside each step; with ``--loader-workers N`` (and always for an ImageFolder) a
@@ -184,7 +186,7 @@ class TorchRun(TrainingRun):
         self.flags = self._settings()
         model = self._build_model()
         self.opt, self.flags["optimizer"] = make_optimizer(torch, model.parameters(),
-                                                           spec.optimizer)
+                                                           spec.optimizer, cfg.optimizer_impl)
         if self.dist is not None:
             model, ddp_flags = torch_dist.wrap_ddp(torch, model, self.dev, cfg, self.dist)
             self.flags.update(ddp_flags)

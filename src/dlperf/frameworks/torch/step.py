@@ -59,22 +59,70 @@ def make_autocast(torch: Any, precision: str, device_type: str) -> Any:
     return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
 
 
-def make_optimizer(torch: Any, params: Any, o: OptimizerSpec) -> tuple[Any, dict[str, Any]]:
+#: ``--optimizer-impl`` -> the keyword arguments of ``torch.optim.SGD``/``Adam``/``AdamW``
+#: (:data:`dlperf.registry.OPTIMIZER_IMPLS`); ``auto`` passes none: PyTorch's own default.
+_IMPL_KWARGS: dict[str, dict[str, bool]] = {"auto": {}, "fused": {"fused": True},
+                                            "foreach": {"foreach": True},
+                                            "single": {"foreach": False}}
+
+
+def default_impl(torch: Any, params: list[Any]) -> str:
+    """The implementation PyTorch picks when neither ``foreach`` nor ``fused`` is given:
+    ``foreach`` when every parameter is on a device with foreach kernels (CUDA), else
+    ``single`` (its for-loop; the CPU), as ``torch.optim.optimizer._default_to_fused_or_foreach``
+    decides (a private function: ``default`` where it is missing)."""
+    try:  # torch.optim deletes its submodule names: imported by name (torch is imported)
+        mod = importlib.import_module(f"{torch.optim.__name__}.optimizer")
+    except ImportError:  # pragma: no cover - a PyTorch without it
+        mod = None
+    decide = getattr(mod, "_default_to_fused_or_foreach", None)
+    if decide is None:  # pragma: no cover - a PyTorch without it
+        return "default"
+    fused, foreach = decide(params, False, False)
+    return "fused" if fused else "foreach" if foreach else "single"
+
+
+def make_optimizer(torch: Any, params: Any, o: OptimizerSpec,
+                   impl: str = "auto") -> tuple[Any, dict[str, Any]]:
     """``(optimizer, flags["optimizer"])`` for the zoo's optimizer spec ``o``:
-    ``torch.optim.SGD``/``Adam``/``AdamW`` with PyTorch's default (``foreach``) implementation.
+    ``torch.optim.SGD``/``Adam``/``AdamW`` in implementation ``impl`` (``--optimizer-impl``):
+    ``auto`` (PyTorch's default, as dlperf always ran it: ``foreach`` on CUDA, the for-loop on
+    the CPU), ``fused`` (``fused=True``: the fastest on CUDA), ``foreach`` (``foreach=True``) or
+    ``single`` (``foreach=False``).
+
+    The record keeps ``foreach: "default"`` at ``auto`` (what results stored before the option
+    had) and the keyword passed otherwise; ``impl_asked`` is ``impl`` and ``impl`` the
+    implementation that runs (at ``auto``: :func:`default_impl`).
 
     Raises:
-        ValueError: ``o.name`` is none of ``sgd``, ``adam``, ``adamw``.
+        ValueError: ``o.name`` is none of ``sgd``, ``adam``, ``adamw``, or ``impl`` is not one
+            of :data:`_IMPL_KWARGS`.
+        RuntimeError: PyTorch refuses the implementation for these parameters (e.g. ``fused``
+            on a device without fused kernels); the message names ``--optimizer-impl``.
     """
-    if o.name == "sgd":
-        opt = torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
-    elif o.name in ("adam", "adamw"):
-        cls = torch.optim.Adam if o.name == "adam" else torch.optim.AdamW
-        opt = cls(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
-    else:
-        raise ValueError(f"optimizer {o.name!r} has no PyTorch implementation in dlperf; "
-                         "use sgd, adam or adamw in the model's spec")
-    return opt, optimizer_flags(o, "default")
+    if impl not in _IMPL_KWARGS:
+        raise ValueError(f"optimizer implementation {impl!r} is unknown; use one of "
+                         f"{', '.join(_IMPL_KWARGS)}")
+    params = list(params)
+    kw = _IMPL_KWARGS[impl]
+    try:
+        if o.name == "sgd":
+            opt = torch.optim.SGD(params, lr=o.lr, momentum=o.momentum,
+                                  weight_decay=o.weight_decay, **kw)
+        elif o.name in ("adam", "adamw"):
+            cls = torch.optim.Adam if o.name == "adam" else torch.optim.AdamW
+            opt = cls(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
+                      **kw)
+        else:
+            raise ValueError(f"optimizer {o.name!r} has no PyTorch implementation in dlperf; "
+                             "use sgd, adam or adamw in the model's spec")
+    except RuntimeError as e:
+        raise RuntimeError(f"--optimizer-impl {impl}: PyTorch {torch.__version__} refuses it for "
+                           f"{o.name} here ({e}); use --optimizer-impl auto") from e
+    flags = optimizer_flags(o, "default" if impl == "auto" else kw.get("foreach", False))
+    flags.update(impl_asked=impl, fused=kw.get("fused", False),
+                 impl=default_impl(torch, params) if impl == "auto" else impl)
+    return opt, flags
 
 
 def make_loss(torch: Any, spec: ModelSpec) -> Callable[[Any, Any], Any]:

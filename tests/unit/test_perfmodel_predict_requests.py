@@ -195,6 +195,9 @@ def test_cpu_thread_series_are_told_apart_by_threads(synth):
     assert code == 0, out
     p = json.loads(r.output)
     assert p["config"]["threads"] == 4 and p["warnings"] == []
+    code, out, _ = _cli("--db", synth, "--model", "m_cpu", "--device", "cpu", "--threads", "4",
+                        "-b", "32")
+    assert code == 0 and out.startswith("m_cpu fake/eager fp32 cpu threads=4 b=32: "), out
     one = api.predict(synth, "m_cpu", device="cpu", threads=1, batch_size=32)
     assert one.predicted_step_time_s > p["predicted_step_time_s"]  # 1 thread is slower here
     out = _refused("--db", synth, "--model", "m_cpu", "--device", "cpu", "--threads", "3",

@@ -39,8 +39,14 @@ def _headline(p: dict) -> str:
     """``model fw/mode precision device b=B: T ms per iteration [lo, hi] (90% interval), ...``;
     without an interval, why there is none."""
     c = p["config"]
+    extra = "".join(f" {x}" for x in (
+        c.get("data") if c.get("data") not in (None, "synthetic") else None,
+        c.get("layout") if c.get("layout") not in (None, "auto") else None,
+        f"workers={c['loader_workers']}" if c.get("loader_workers") is not None else None,
+        f"threads={c['threads']}" if c.get("threads") is not None else None,
+        f"accum={c['grad_accum']}" if (c.get("grad_accum") or 1) != 1 else None) if x)
     head = (f"{c.get('model')} {c.get('framework')}/{c.get('mode')} {c.get('precision')} "
-            f"{c.get('device')} b={c.get('global_batch')}")
+            f"{c.get('device')}{extra} b={c.get('global_batch')}")
     lo, hi = p["interval_s"]
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo == lo and hi == hi:
         iv = f" [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({p['interval_level']:.0%} interval)"

@@ -20,7 +20,7 @@ All raise :class:`~dlperf.errors.ConfigError` with what is wrong and how to fix 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dlperf.errors import ConfigError, unknown_choice
@@ -198,6 +198,7 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
         raise ConfigError(f"no stored one-device results in {_files(recs) or 'these folders'}:"
                           " nothing to calibrate a prediction on; store some with `dlperf run "
                           "... --db FILE` first")
+
     def match(c: Config, keys: Iterable[str]) -> bool:
         return c.model == model and all(given.get(k) is None or getattr(c, k) == given[k]
                                         for k in keys)
@@ -215,7 +216,8 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
                                                 getattr(pick, k)]) for c in cands if c != pick)
         return pick, (f"{len(cands)} stored configurations match {_describe(model, given)}; "
                       f"predicted {pick.label()}, the one with the default "
-                      f"{_and([FLAGS[k] for k in differ])}; for another add {others}")
+                      f"{_and([FLAGS[k] for k in differ if k in SELECTORS])}; for another "
+                      f"add {others}")
     core = [k for k in differ if k not in SELECTORS]
     # differing in framework/mode/precision/device: those first (each may have one default)
     options = list(dict.fromkeys(_selecting_flags(c, core or differ) for c in cands))
@@ -228,7 +230,7 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
 
 
 def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[Config],
-              match: Any) -> Config:
+              match: Callable[[Config, Iterable[str]], bool]) -> Config:
     """:func:`resolve` when nothing matches: a selector no stored series has, else the
     configuration to predict analytically, else the refusal listing what is stored."""
     picked = [k for k in SELECTORS if given.get(k) is not None]
@@ -237,9 +239,9 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
         values = "; ".join(f"{FLAGS[k]} " + ", ".join(sorted(
             {str(getattr(c, k)) for c in near if getattr(c, k) is not None},
             key=lambda s: (len(s), s)) or ["(none: the default)"]) for k in picked)
-        raise ConfigError(f"no stored series of {_describe(model, {k: v for k, v in given.items() if k not in SELECTORS})}"
-                          f" has {' '.join(f'{FLAGS[k]} {given[k]}' for k in picked)}; "
-                          f"stored: {values}")
+        what = _describe(model, {k: v for k, v in given.items() if k not in SELECTORS})
+        asked = " ".join(f"{FLAGS[k]} {given[k]}" for k in picked)
+        raise ConfigError(f"no stored series of {what} has {asked}; stored: {values}")
     core = {k: given.get(k) for k in ("framework", "mode", "precision", "device")}
     missing = [FLAGS[k] for k, v in core.items() if v is None]
     if not missing:

@@ -30,12 +30,13 @@ def test_every_category_ran(summary):
     assert set(s) == {"held-out batch", "extrapolate 2x", "leave-one-model-out",
                       "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
                       "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)"}
-    assert s["held-out batch"]["count"] == 86  # 19 series with 4+ batch sizes
-    assert s["extrapolate 2x"]["count"] == 19
+    # 19 series with 4+ batch sizes, and calibration2.db's 17 (session 14)
+    assert s["held-out batch"]["count"] == 154
+    assert s["extrapolate 2x"]["count"] == 35
     assert s["2-GPU from 1-GPU"]["count"] == 10  # the stored synthetic-data 2-GPU points
     assert s["all-reduce >= 1 MiB"]["count"] == 11
     assert all(r.measured_s > 0 and r.predicted_s > 0 for r in v.rows)
-    assert "| held-out batch | 86 |" in v.table()
+    assert "| held-out batch | 154 |" in v.table()
 
 
 def test_model_beats_the_linear_baseline_on_held_out_batches(summary):
@@ -44,7 +45,7 @@ def test_model_beats_the_linear_baseline_on_held_out_batches(summary):
         d = s[cat]
         assert d["mdape_pct"] < d["baseline_mdape_pct"], cat
         assert d["max_pct"] < d["baseline_max_pct"] or cat == "extrapolate 2x", cat
-    # measured: 3.99% against 5.12%, max 52.5% against 61.1%; 2.44% against 5.59%
+    # measured: 4.21% against 7.03%, max 52.6% against 76.6%; 2.63% against 9.44%
     assert s["held-out batch"]["mdape_pct"] < 4.5
     assert s["extrapolate 2x"]["mdape_pct"] < 3.0
 
@@ -62,17 +63,31 @@ def test_host_bound_points_are_the_hard_part(summary):
 def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     s, _ = summary
     lomo = s["leave-one-model-out"]
-    assert lomo["mdape_pct"] < 0.6 * lomo["baseline_mdape_pct"]  # 32% against 65%
+    assert lomo["mdape_pct"] < 0.4 * lomo["baseline_mdape_pct"]  # 22.2% against 67.1%
     ar = s["all-reduce >= 1 MiB"]
     assert ar["mdape_pct"] < 5.0 and ar["mdape_pct"] < ar["baseline_mdape_pct"]
     two = s["2-GPU from 1-GPU"]
     assert two["mdape_pct"] < two["baseline_mdape_pct"] and two["max_pct"] < two["baseline_max_pct"]
     assert two["eff_err_median_pts"] < 10.0
+    # session 14's calibration2.db added host-bound fp32/bf16 pairs whose difference is within
+    # the host noise: 115 of 120 signs right became 134 of 154 (docs/perfmodel.md)
     right, n = s["what-if fp32->bf16"]["sign_right"]
-    assert right / n >= 0.95  # 115 of 120
+    assert right / n >= 0.85  # 134 of 154
     right, n = s["what-if B->2B"]["sign_right"]
-    assert right / n >= 0.9  # 75 of 79
+    assert right / n >= 0.9  # 90 of 98
     assert s["what-if fp32->bf16"]["mdape_pct"] < s["what-if fp32->bf16"]["baseline_mdape_pct"]
+
+
+def test_the_baseline_comparison_the_docs_state(summary):
+    # README's Status and docs/perfmodel.md "Against its baselines": by MdAPE the model beats
+    # its baseline in every category that has one except what-if eager->graph (9.64% vs 7.39%)
+    s, _ = summary
+    with_baseline = {c for c, d in s.items() if d["baseline_mdape_pct"] is not None}
+    beats = {c for c in with_baseline if s[c]["mdape_pct"] < s[c]["baseline_mdape_pct"]}
+    assert with_baseline - beats == {"what-if eager->graph"}
+    assert len(beats) == 7 and "repeat (noise floor)" not in with_baseline
+    ar = s["all-reduce >= 1 MiB"]
+    assert ar["max_pct"] > ar["baseline_max_pct"]  # its worst miss is the larger one (21.9/16.4)
 
 
 def test_unknown_category_refused():

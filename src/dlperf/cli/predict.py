@@ -16,26 +16,51 @@ from dlperf.errors import ConfigError
 
 
 def _what_if(items: list[str]) -> dict[str, str] | None:
-    """``["precision=bf16", "batch-size=2x"]`` -> ``{"precision": "bf16", "batch_size": "2x"}``."""
+    """``["precision=bf16", "batch-size=2x"]`` -> ``{"precision": "bf16", "batch_size": "2x"}``.
+
+    Raises:
+        ConfigError: an item that is not KEY=VALUE, or a key given twice.
+    """
     out: dict[str, str] = {}
     for it in items:
         key, sep, value = it.partition("=")
-        if not sep or not key or not value:
+        if not sep or not key.strip() or not value.strip():
             raise ConfigError(f"--what-if {it!r}: give KEY=VALUE, e.g. precision=bf16, "
                               "mode=graph, batch-size=2x or host_speed_ns=90")
-        out[key.strip().replace("-", "_")] = value.strip()
+        k = key.strip().replace("-", "_")
+        if k in out:
+            raise ConfigError(f"--what-if {k.replace('_', '-')} is given twice ({out[k]} and "
+                              f"{value.strip()}); give it once")
+        out[k] = value.strip()
     return out or None
 
 
-def _text(p: dict) -> str:
-    """The prediction as a few readable lines."""
-    lo, hi = p["interval_s"]
+def _headline(p: dict) -> str:
+    """``model fw/mode precision device b=B: T ms per iteration [lo, hi] (90% interval), ...``;
+    without an interval, why there is none."""
     c = p["config"]
+    extra = "".join(f" {x}" for x in (
+        c.get("data") if c.get("data") not in (None, "synthetic") else None,
+        c.get("layout") if c.get("layout") not in (None, "auto") else None,
+        f"workers={c['loader_workers']}" if c.get("loader_workers") is not None else None,
+        f"threads={c['threads']}" if c.get("threads") is not None else None,
+        f"accum={c['grad_accum']}" if (c.get("grad_accum") or 1) != 1 else None) if x)
     head = (f"{c.get('model')} {c.get('framework')}/{c.get('mode')} {c.get('precision')} "
-            f"{c.get('device')} b={c.get('global_batch')}")
-    lines = [f"{head}: {p['predicted_step_time_s'] * 1e3:.3f} ms per iteration "
-             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({p['interval_level']:.0%} interval), "
-             f"{p['samples_per_s']:.1f} samples/s, {p['bound']}-bound"]
+            f"{c.get('device')}{extra} b={c.get('global_batch')}")
+    lo, hi = p["interval_s"]
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo == lo and hi == hi:
+        iv = f" [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({p['interval_level']:.0%} interval)"
+    else:
+        iv = f" (no {p['interval_level']:.0%} interval: {p.get('interval_note') or 'none computed'})"
+    return (f"{head}: {p['predicted_step_time_s'] * 1e3:.3f} ms per iteration{iv}, "
+            f"{p['samples_per_s']:.1f} samples/s, {p['bound']}-bound")
+
+
+def _text(p: dict) -> str:
+    """The prediction as a few readable lines (warnings right after the headline)."""
+    c = p["config"]
+    lines = [_headline(p)]
+    lines += [f"warning: {w}" for w in p.get("warnings") or []]
     if p.get("scaling_efficiency") is not None and (c.get("nproc") or 1) * (c.get("nnodes") or 1) > 1:
         lines.append(f"scaling efficiency {p['scaling_efficiency']:.1%}")
     parts = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in (p.get("parts") or {}).items()
@@ -80,11 +105,16 @@ def predict(
     mode: Annotated[str | None, typer.Option(help="Mode (if several are stored).")] = None,
     precision: Annotated[str | None, typer.Option(help="Precision (if several are stored).")] = None,
     device: Annotated[str | None, typer.Option(help="Device (if several are stored).")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", help="Global mini-batch to predict.")] = None,
-    nproc: Annotated[int, typer.Option(help="Devices per node (data parallel when nproc x nnodes > 1).")] = 1,
-    nnodes: Annotated[int, typer.Option(help="Nodes.")] = 1,
-    network: Annotated[str | None, typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources).")] = None,
-    what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, batch-size=2x (repeatable).")] = [],  # noqa: B006
+    data: Annotated[str | None, typer.Option(help="Data of the stored series (synthetic, imagefolder, mnist, ...), if several are stored.")] = None,
+    layout: Annotated[str | None, typer.Option(help="Image layout of the stored series (auto, nchw, nhwc), if several are stored.")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads of the stored series, if several are stored (CPU thread sweeps).")] = None,
+    loader_workers: Annotated[int | None, typer.Option(min=0, help="Input-pipeline workers of the stored series, if several are stored.")] = None,
+    grad_accum: Annotated[int | None, typer.Option(min=1, help="Gradient accumulation of the stored series, if several are stored.")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", min=1, help="Global mini-batch to predict (>= 1).")] = None,
+    nproc: Annotated[int, typer.Option(min=1, help="Devices per node (data parallel when nproc x nnodes > 1).")] = 1,
+    nnodes: Annotated[int, typer.Option(min=1, help="Nodes (more than one needs --network).")] = 1,
+    network: Annotated[str | None, typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources); required with --nnodes > 1.")] = None,
+    what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, framework=jax, batch-size=2x (or =256), host_speed_ns=90 (repeatable).")] = [],  # noqa: B006
     validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU).")] = False,
     dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
@@ -110,7 +140,11 @@ def predict(
             raise ConfigError("give --model and --batch-size (or --validate)")
         p = api.predict(db, model, framework=framework, mode=mode, precision=precision,
                         device=device, batch_size=batch_size, nproc=nproc, nnodes=nnodes,
-                        network=network, what_if=_what_if(what_if)).to_dict()
+                        network=network, what_if=_what_if(what_if), data=data, layout=layout,
+                        loader_workers=loader_workers, threads=threads,
+                        grad_accum=grad_accum).to_dict()
+        if any(x != x for x in p["interval_s"]):  # no interval: null in JSON, not NaN
+            p["interval_s"] = [None, None]
         if format == "json":
             sys.stdout.write(json.dumps(p, indent=1, default=str) + "\n")
             return

@@ -31,6 +31,7 @@ from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
+from dlperf.perfmodel import request as rq
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Records, load
 from dlperf.perfmodel.scaling import efficiency
@@ -64,6 +65,10 @@ class Prediction:
         config: the predicted configuration and batch.
         measured_step_time_s: the stored measurement of exactly this point, if any (it was
             withheld from the fit).
+        warnings: what makes this prediction less trustworthy than its interval says: a batch
+            far outside the measured series (device memory is not modelled), a configuration
+            picked among several stored ones (:mod:`dlperf.perfmodel.request`).
+        interval_note: why there is no interval (``interval_s`` is NaN), else None.
     """
 
     predicted_step_time_s: float
@@ -80,6 +85,8 @@ class Prediction:
     config: dict[str, Any]
     measured_step_time_s: float | None = None
     validation_category: str | None = field(default=None, repr=False)
+    warnings: list[str] = field(default_factory=list)
+    interval_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``interval_s`` as a list)."""
@@ -92,7 +99,7 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     """:func:`records.load` cached per (paths, modification times).
 
     Raises:
-        ConfigError: a missing or unreadable results file.
+        ConfigError: a missing or unreadable results file, a folder with no ``*.db``.
     """
     paths = [db] if isinstance(db, (str, os.PathLike)) else list(db)
     key = tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else None) for p in paths)
@@ -100,6 +107,9 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
         for p in paths:
             if not Path(p).exists():
                 raise ConfigError(f"results file {str(p)!r} does not exist")
+            if Path(p).is_dir() and not any(Path(p).glob("*.db")):
+                raise ConfigError(f"folder {str(p)!r} holds no results file (*.db); give a "
+                                  "results file or a folder of them")
         _RECORDS[key] = load(paths)
     return _RECORDS[key]
 
@@ -138,28 +148,6 @@ def network_of(network: Any) -> pm.Network | None:
                           inter=_link(network["inter"], "inter") if "inter" in network else None,
                           algorithm=alg)
     raise ConfigError(f"network {network!r}: give a link name or a mapping")
-
-
-def _resolve(recs: Records, model: str, fields: dict[str, str | None]) -> Config:
-    cands = sorted({Config.of(p) for p in recs.points if p.world_size == 1 and p.model == model
-                    and all(v is None or getattr(p, k) == v for k, v in fields.items())},
-                   key=lambda c: c.label())
-    default = [c for c in cands if c.layout == "auto" and c.data == "synthetic"
-               and c.loader_workers is None and c.threads is None and c.grad_accum == 1]
-    if len(default) == 1 or (len(cands) == 1):
-        return (default or cands)[0]
-    if not cands:
-        fw, mode, prec, dev = (fields.get(k) for k in ("framework", "mode", "precision", "device"))
-        if fw is None or mode is None or prec is None or dev is None:
-            known = sorted({Config.of(p).label() for p in recs.points if p.world_size == 1})
-            raise ConfigError(f"no stored one-device point of {model} with "
-                              + ", ".join(f"{k}={v}" for k, v in fields.items() if v)
-                              + "; give --framework/--mode/--precision/--device for an analytic "
-                              "prediction, or pick a stored configuration: "
-                              + "; ".join(known[:15]) + (" ..." if len(known) > 15 else ""))
-        return Config(model, fw, mode, prec, dev)
-    raise ConfigError("several stored configurations match; narrow with framework/mode/"
-                      "precision/device: " + "; ".join(c.label() for c in cands))
 
 
 def _interval(recs: Records, category: str, level: float) -> tuple[float, float] | None:
@@ -201,61 +189,71 @@ def residuals(recs: Records, category: str) -> list[float]:
     return cache[category]
 
 
-def _what_if(what_if: Mapping[str, Any] | None, cfg: Config, batch_size: int
-             ) -> tuple[Config, int, float | None]:
-    if not what_if:
-        return cfg, batch_size, None
-    changes, b, host = {}, batch_size, None
-    for k, v in what_if.items():
-        key = k.replace("-", "_")
-        if key in ("precision", "mode", "framework"):
-            changes[key] = v
-        elif key == "batch_size":
-            s = str(v)
-            b = int(round(batch_size * float(s[:-1]))) if s.endswith("x") else int(s)
-        elif key == "host_speed_ns":
-            host = float(v)
-        else:
-            raise ConfigError(f"what-if {k!r}: give precision=, mode=, framework=, "
-                              "batch-size=N or Nx, or host_speed_ns=")
-    return cfg.with_(**changes), b, host
+def _network_for(network: Any, nnodes: int) -> pm.Network | None:
+    """:func:`network_of`, refusing what cannot work before anything is loaded."""
+    net = network_of(network)
+    if nnodes > 1 and (net is None or net.inter is None):
+        raise ConfigError(f"{nnodes} nodes need an inter-node link: give --network (network= in "
+                          f"the API) one of {', '.join(comm.LINKS)}, e.g. --network ib_ndr; "
+                          "docs/perfmodel.md gives each link's latency, bandwidth and source")
+    if nnodes == 1 and net is not None and net.algorithm == "hierarchical":
+        raise ConfigError("the hierarchical all-reduce needs more than one node; give algorithm "
+                          "ring, tree or best, or nnodes > 1")
+    return net
 
 
 def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             framework: str | None = None, mode: str | None = None, precision: str | None = None,
             device: str | None = None, batch_size: int = 0, nproc: int = 1, nnodes: int = 1,
             network: Any = None, what_if: Mapping[str, Any] | None = None,
-            level: float = 0.9) -> Prediction:
+            level: float = 0.9, *, data: str | None = None, layout: str | None = None,
+            loader_workers: int | None = None, threads: int | None = None,
+            grad_accum: int | None = None) -> Prediction:
     """Predict one training iteration from the stored results in ``db``.
 
     Args:
         db: a results file, several, or a folder of ``*.db``.
         model, framework, mode, precision, device: the configuration (None: the one stored, if
-            exactly one matches; all four needed for a model with no stored point).
+            exactly one matches; all four needed for a model with no stored point). Names are
+            checked against the zoo and the registry (:func:`request.check_names`).
         batch_size: the *global* mini-batch (samples per iteration over all devices).
         nproc, nnodes: devices per node and nodes (data parallel when their product > 1).
         network: inter-node link (``"ib_ndr"``, ``"eth100"``, ...), or ``{"inter": ..,
             "intra": .., "algorithm": "ring"|"tree"|"hierarchical"|"best"}``, a link being a
-            name of :data:`comm.LINKS` or ``{"alpha_s": .., "bandwidth_bytes_per_s": ..}``.
+            name of :data:`comm.LINKS` or ``{"alpha_s": .., "bandwidth_bytes_per_s": ..}``;
+            required when ``nnodes > 1``.
         what_if: predict a changed configuration from the given one's measurements:
-            ``{"precision": "bf16"}``, ``{"mode": "graph"}``, ``{"batch_size": "2x"}``,
-            ``{"host_speed_ns": 90}`` (another host's ``env.host_speed`` probe).
+            ``{"precision": "bf16"}``, ``{"mode": "graph"}``, ``{"framework": "jax"}``,
+            ``{"batch_size": "2x"}`` (or ``256``), ``{"host_speed_ns": 90}`` (another host's
+            ``env.host_speed`` probe).
         level: coverage of the interval.
+        data, layout, loader_workers, threads, grad_accum: select among stored series of the
+            same model, framework, mode, precision and device (:data:`request.SELECTORS`;
+            None: any, the default one preferred, which ``warnings`` then names).
 
     Raises:
-        ConfigError: bad arguments, no matching stored configuration, a batch not divisible by
-            the devices, or nothing stored to calibrate on.
+        ConfigError: bad arguments (an unknown model, framework, mode, precision, device or
+            layout; a what-if out of range or one the framework cannot run; several nodes
+            without a network), no matching stored configuration or several with no default,
+            a batch not divisible by the devices, or nothing stored to calibrate on.
     """
     if batch_size < 1 or nproc < 1 or nnodes < 1:
         raise ConfigError(f"batch_size, nproc and nnodes must be >= 1 (got {batch_size}, "
                           f"{nproc}, {nnodes})")
+    net = _network_for(network, nnodes)
     world = nproc * nnodes
     if batch_size % world:
         raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
     recs = records_of(db)
-    base = _resolve(recs, model, {"framework": framework, "mode": mode, "precision": precision,
-                                  "device": device})
-    target, gbatch, host_ns = _what_if(what_if, base, batch_size)
+    given = {"framework": framework, "mode": mode, "precision": precision, "device": device,
+             "data": data, "layout": layout.lower() if layout else None,
+             "loader_workers": loader_workers, "threads": threads, "grad_accum": grad_accum}
+    rq.check_names(recs, model, given)
+    base, note = rq.resolve(recs, model, given)
+    target, gbatch, host_ns = rq.apply_what_if(what_if, base, batch_size)
+    if target != base:
+        rq.check_target(recs, target, "--what-if " + ", ".join(
+            f"{k}={v}" for k, v in (what_if or {}).items()))
     if gbatch % world:
         raise ConfigError(f"global batch {gbatch} is not divisible by {world} devices")
     b = gbatch // world
@@ -277,8 +275,9 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
         raise ConfigError(f"{target.label()}: {e}") from None
     if gbatch != batch_size and target == base:
         cat = "what-if B->2B"
-    return _finish(recs, cal, one, cat, world, nnodes, gbatch, network, host_ns, level,
-                   withheld)
+    pred = _finish(recs, cal, one, cat, world, nnodes, gbatch, net, host_ns, level, withheld)
+    pred.warnings = [*rq.extrapolation(recs, base, b), *([note] if note else [])]
+    return pred
 
 
 _BASE: dict[int, Calibration] = {}
@@ -312,8 +311,8 @@ def _whatif_category(base: Config, target: Config) -> str:
 
 
 def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world: int,
-            nnodes: int, gbatch: int, network: Any, host_ns: float | None, level: float,
-            withheld: list) -> Prediction:
+            nnodes: int, gbatch: int, network: pm.Network | None, host_ns: float | None,
+            level: float, withheld: list) -> Prediction:
     prov, assumptions = dict(one.provenance), list(one.assumptions)
     if host_ns is not None:
         probes = [min(x for x in p.host_speed_ns if x) for p in cal.points
@@ -330,8 +329,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
     t, exposed = t1, 0.0
     how = one.how
     if world > 1:
-        net = network_of(network)
-        fn, desc, measured = pm.comm_time_fn(cal, world, nnodes, net)
+        fn, desc, measured = pm.comm_time_fn(cal, world, nnodes, network)
         ddp, fitted = _ddp_overhead(recs, withheld)
         if not fitted:
             assumptions.append("no stored N-device pair: DDP's own overhead taken as 0")
@@ -352,10 +350,16 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         input_s = float(np.median(inputs)) * t if inputs else 0.0
         prov["input"] = ("measured: median stored data-wait share of this configuration "
                          "(the part prefetching did not hide)" if inputs else "not recorded: 0")
+    if network is not None and network.inter is not None and nnodes == 1:
+        assumptions.append(f"inter-node link {network.inter.name} not used: one node")
     iv = _interval(recs, cat, level)
     interval = (t * iv[0], t * iv[1]) if iv else (float("nan"), float("nan"))
+    note = None
     if iv is None:
         assumptions.append(f"no back-test residual of kind '{cat}' in these files: no interval")
+        note = (f"the back-test found no stored point it could predict as a '{cat}' while "
+                "withholding it in these results files, so this kind of prediction's error "
+                "is not known here")
     meas = [p.step_time_s for p in withheld]
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
@@ -368,7 +372,8 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         provenance=prov, assumptions=assumptions,
         config={**asdict(one.cfg), "global_batch": gbatch, "per_device_batch": one.batch,
                 "nproc": world // nnodes, "nnodes": nnodes},
-        measured_step_time_s=meas[-1] if meas else None, validation_category=cat)
+        measured_step_time_s=meas[-1] if meas else None, validation_category=cat,
+        interval_note=note)
 
 
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],

@@ -1,0 +1,359 @@
+"""What a prediction asks for, checked and resolved before anything is fitted.
+
+:func:`dlperf.perfmodel.api.predict` (and ``dlperf predict`` through it) calls these to turn
+its arguments into the stored configuration it predicts from:
+
+* :func:`check_names`: the model, framework, mode, precision and device given are ones dlperf
+  knows (the zoo, :mod:`dlperf.registry`: each framework's modes, precisions and devices, as
+  ``dlperf run`` validates them) or ones stored in the results;
+* :func:`resolve`: the one stored configuration that matches, with the selectors
+  (:data:`SELECTORS`: data, layout, loader workers, threads, gradient accumulation) that tell
+  stored series apart; several left: the default one, said so, or a refusal that lists each
+  one with the flags that select it;
+* :func:`apply_what_if`: a ``what_if`` mapping parsed and range-checked, and
+  :func:`check_target` on the configuration it gives;
+* :func:`extrapolation`: the warning for a batch far outside the measured series.
+
+All raise :class:`~dlperf.errors.ConfigError` with what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from dlperf.errors import ConfigError, unknown_choice
+from dlperf.perfmodel.calibrate import Config
+from dlperf.perfmodel.records import Records
+from dlperf.registry import FRAMEWORKS, framework_info
+
+#: The fields beyond framework/mode/precision/device that tell stored one-device series of a
+#: model apart: field -> (the value a run without the option stores, the ``dlperf predict``
+#: flag that selects it). ``None`` cannot be given as a flag: it is the framework's default.
+SELECTORS: dict[str, tuple[Any, str]] = {
+    "data": ("synthetic", "--data"), "layout": ("auto", "--layout"),
+    "loader_workers": (None, "--loader-workers"), "threads": (None, "--threads"),
+    "grad_accum": (1, "--grad-accum")}
+
+#: Every field of :class:`Config` a request can fix, with its ``dlperf predict`` flag.
+FLAGS: dict[str, str] = {"framework": "--framework", "mode": "--mode",
+                         "precision": "--precision", "device": "--device",
+                         **{k: flag for k, (_, flag) in SELECTORS.items()}}
+
+#: The most configurations a message lists.
+MAX_LISTED = 15
+
+#: Image layouts a run can ask for (``dlperf run --layout``), lower case as stored.
+LAYOUTS = ("auto", "nchw", "nhwc")
+
+#: Whether a measured series covers a batch: the prediction extrapolates beyond this factor
+#: over the largest measured batch (or under the smallest over it).
+EXTRAPOLATION_FACTOR = 2.0
+
+
+def _one_device(recs: Records) -> list[Config]:
+    return sorted({Config.of(p) for p in recs.points if p.world_size == 1}, key=_order)
+
+
+def _order(c: Config) -> tuple:
+    # numbers in numeric order, None (the default) first
+    return tuple((v is not None, v if isinstance(v, (int, float)) else 0, str(v))
+                 for v in (c.model, c.framework, c.mode, c.precision, c.device, c.data,
+                           c.layout, c.loader_workers, c.threads, c.grad_accum))
+
+
+def _registry_union(attr: str) -> set[str]:
+    return {v for info in FRAMEWORKS.values() for v in getattr(info, attr)}
+
+
+def check_names(recs: Records, model: str, fields: Mapping[str, Any]) -> None:
+    """Refuse a name dlperf does not know before any stored configuration is looked for.
+
+    Args:
+        recs: the loaded results (their stored values are always accepted: a file written by
+            another version or a test framework).
+        model: the model; a plain name that is neither stored nor a zoo/entry-point model is
+            refused (``dlperf.zoo.get_spec``'s "unknown model ... did you mean" message); a
+            source name (``hf:``, ``timm:``, ``file:``) is not built here.
+        fields: ``framework``, ``mode``, ``precision``, ``device`` and :data:`SELECTORS`
+            values (None: not given).
+
+    Raises:
+        ConfigError: an unknown model, framework, mode, precision, device or layout; the
+            message names the close match and the valid choices.
+    """
+    stored = [Config.of(p) for p in recs.points]
+    if ":" not in model and model not in {c.model for c in stored}:
+        from dlperf.zoo import get_spec
+
+        try:
+            get_spec(model)
+        except ConfigError as e:
+            raise ConfigError(f"{e}; and no stored one-device point of {model} is in the "
+                              "results given") from None
+    fw = fields.get("framework")
+    if fw is not None and fw not in FRAMEWORKS and fw not in {c.framework for c in stored}:
+        raise unknown_choice("framework", fw, {*FRAMEWORKS, *(c.framework for c in stored)})
+    info = framework_info(fw)
+    for key, attr in (("mode", "modes"), ("precision", "precisions"), ("device", "devices")):
+        value = fields.get(key)
+        if value is None:
+            continue
+        known = _registry_union(attr) | {getattr(c, key) for c in stored}
+        if value not in known:
+            raise unknown_choice(key, value, known)
+        if info is None:
+            continue
+        ok = set(getattr(info, attr)) | {getattr(c, key) for c in stored if c.framework == fw}
+        if value not in ok:
+            note = f" ({info.devices_note})" if key == "device" and info.devices_note else ""
+            raise ConfigError(f"{key} {value!r} is not available for framework {fw!r}, which "
+                              f"has {' and '.join(getattr(info, attr))} only{note}; give "
+                              f"--{key} {' or '.join(getattr(info, attr))}")
+    layout = fields.get("layout")
+    if layout is not None and layout not in {*LAYOUTS, *(c.layout for c in stored)}:
+        raise unknown_choice("layout", layout, {*LAYOUTS, *(c.layout for c in stored)})
+
+
+def check_target(recs: Records, cfg: Config, where: str) -> None:
+    """Refuse a configuration to predict (a what-if's or an analytic one) that its framework
+    cannot run: a mode, precision or device not in its registry entry. A configuration whose
+    framework/mode/precision/device is stored is accepted as it is.
+
+    Args:
+        where: how the request made it, for the message (``"--what-if framework=jax"``).
+
+    Raises:
+        ConfigError: naming the framework's modes, precisions or devices and the fix.
+    """
+    if any(Config.of(p).group == cfg.group for p in recs.points):
+        return
+    info = framework_info(cfg.framework)
+    if info is None:
+        if cfg.framework not in {p.framework for p in recs.points}:
+            raise unknown_choice("framework", cfg.framework,
+                                 {*FRAMEWORKS, *(p.framework for p in recs.points)})
+        return
+    title = info.title or cfg.framework
+    for key, attr in (("mode", "modes"), ("precision", "precisions"), ("device", "devices")):
+        allowed = getattr(info, attr)
+        value = getattr(cfg, key)
+        known = _registry_union(attr) | {getattr(Config.of(p), key) for p in recs.points}
+        if value not in known:
+            raise ConfigError(f"{where}: {unknown_choice(key, value, known)}")
+        if value not in allowed:
+            fix = (f"add --what-if {key}={allowed[0]}" + (
+                f" (or {', '.join(allowed[1:])})" if len(allowed) > 1 else "")
+                if where.startswith("--what-if") and key != "device"
+                else f"give --{key} {' or '.join(allowed)}")
+            raise ConfigError(f"{where} asks for {cfg.label()}, but {title} has no {key} "
+                              f"{value!r} (its {attr}: {', '.join(allowed)}); {fix}")
+
+
+def _files(recs: Records) -> str:
+    return ", ".join(recs.sources) if len(recs.sources) <= 3 else (
+        f"{', '.join(recs.sources[:3])} and {len(recs.sources) - 3} more files")
+
+
+def _flag_value(key: str, value: Any) -> str:
+    return f"{FLAGS[key]} {value}" if value is not None else f"(no {FLAGS[key]})"
+
+
+def _selecting_flags(c: Config, keys: Iterable[str]) -> str:
+    return " ".join(_flag_value(k, getattr(c, k)) for k in keys)
+
+
+def _and(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def _describe(model: str, given: Mapping[str, Any]) -> str:
+    return " ".join([model, *(f"{FLAGS[k]} {v}" for k, v in given.items() if v is not None)])
+
+
+def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config, str | None]:
+    """The stored one-device configuration of ``model`` that ``given`` selects.
+
+    Args:
+        recs: the loaded results.
+        model: the model.
+        given: :data:`FLAGS`' fields (None: not given).
+
+    Returns:
+        ``(config, note)``: ``note`` is None when one configuration matched, else the sentence
+        saying that several matched, that the one with every unspecified selector at its
+        default (:data:`SELECTORS`) was used, and which flags select the others. With nothing
+        stored but framework, mode, precision and device all given: that configuration (to
+        predict analytically), its selectors as given.
+
+    Raises:
+        ConfigError: nothing stored at all; a selector value no stored series of that
+            configuration has (the stored values listed); no match and not enough given for
+            an analytic prediction (the stored configurations listed); several match and no
+            single default (each listed with the flags that select it).
+    """
+    stored = _one_device(recs)
+    if not stored:
+        raise ConfigError(f"no stored one-device results in {_files(recs) or 'these folders'}:"
+                          " nothing to calibrate a prediction on; store some with `dlperf run "
+                          "... --db FILE` first")
+
+    def match(c: Config, keys: Iterable[str]) -> bool:
+        return c.model == model and all(given.get(k) is None or getattr(c, k) == given[k]
+                                        for k in keys)
+    cands = [c for c in stored if match(c, FLAGS)]
+    if len(cands) == 1:
+        return cands[0], None
+    if not cands:
+        return _no_match(recs, model, given, stored, match), None
+    default = [c for c in cands if all(getattr(c, k) == d for k, (d, _) in SELECTORS.items()
+                                       if given.get(k) is None)]
+    differ = [k for k in FLAGS if len({getattr(c, k) for c in cands}) > 1]
+    if len(default) == 1:
+        pick = default[0]
+        others = "; ".join(_selecting_flags(c, [k for k in differ if getattr(c, k) !=
+                                                getattr(pick, k)]) for c in cands if c != pick)
+        return pick, (f"{len(cands)} stored configurations match {_describe(model, given)}; "
+                      f"predicted {pick.label()}, the one with the default "
+                      f"{_and([FLAGS[k] for k in differ if k in SELECTORS])}; for another "
+                      f"add {others}")
+    core = [k for k in differ if k not in SELECTORS]
+    # differing in framework/mode/precision/device: those first (each may have one default)
+    options = list(dict.fromkeys(_selecting_flags(c, core or differ) for c in cands))
+    also = [FLAGS[k] for k in differ if k not in core] if core else []
+    raise ConfigError(f"several stored configurations match {_describe(model, given)}; they "
+                      f"differ in {_and([FLAGS[k] for k in core or differ])}"
+                      + (f" (and some in {_and(also)})" if also else "") + ": add one of "
+                      + "; ".join(options[:MAX_LISTED])
+                      + (f"; ... ({len(options)} in all)" if len(options) > MAX_LISTED else ""))
+
+
+def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[Config],
+              match: Callable[[Config, Iterable[str]], bool]) -> Config:
+    """:func:`resolve` when nothing matches: a selector no stored series has, else the
+    configuration to predict analytically, else the refusal listing what is stored."""
+    picked = [k for k in SELECTORS if given.get(k) is not None]
+    near = [c for c in stored if match(c, ("framework", "mode", "precision", "device"))]
+    if picked and near:
+        values = "; ".join(f"{FLAGS[k]} " + ", ".join(sorted(
+            {str(getattr(c, k)) for c in near if getattr(c, k) is not None},
+            key=lambda s: (len(s), s)) or ["(none: the default)"]) for k in picked)
+        what = _describe(model, {k: v for k, v in given.items() if k not in SELECTORS})
+        asked = " ".join(f"{FLAGS[k]} {given[k]}" for k in picked)
+        raise ConfigError(f"no stored series of {what} has {asked}; stored: {values}")
+    core = {k: given.get(k) for k in ("framework", "mode", "precision", "device")}
+    missing = [FLAGS[k] for k, v in core.items() if v is None]
+    if not missing:
+        sel = {k: (given[k] if given.get(k) is not None else d)
+               for k, (d, _) in SELECTORS.items()}
+        return Config(model, str(core["framework"]), str(core["mode"]),
+                      str(core["precision"]), str(core["device"]), **sel)
+    of_model = [c for c in stored if c.model == model]
+    known = [c.label() for c in (of_model or stored)]
+    where = f"{model}'s stored configurations" if of_model else "stored configurations"
+    with_ = ", ".join(f"{k}={v}" for k, v in core.items() if v)
+    raise ConfigError(f"no stored one-device point of {model}"
+                      + (f" with {with_}" if with_ else "")
+                      + f"; give {'/'.join(missing)} too for an analytic prediction, or pick "
+                      f"one of the {where}: " + "; ".join(known[:MAX_LISTED])
+                      + (f" ... ({len(known)} in all)" if len(known) > MAX_LISTED else ""))
+
+
+def _batch(value: Any, batch_size: int) -> int:
+    s = str(value).strip()
+    if s.lower().endswith("x"):
+        try:
+            factor = float(s[:-1])
+        except ValueError:
+            raise ConfigError(f"--what-if batch-size={s}: {s[:-1]!r} is not a number; give a "
+                              "factor such as 2x or 0.5x, or a batch such as 256") from None
+        if not math.isfinite(factor) or factor <= 0:
+            raise ConfigError(f"--what-if batch-size={s}: the factor must be a positive finite "
+                              "number, e.g. 2x or 0.5x")
+        exact = batch_size * factor
+        b = round(exact)
+        if b < 1 or abs(exact - b) > 1e-9 * exact:
+            raise ConfigError(f"--what-if batch-size={s}: {factor:g} x {batch_size} = {exact:g} "
+                              "is not a whole batch of at least 1 sample; give a factor that "
+                              f"makes one, or the batch itself, e.g. batch-size={max(b, 1)}")
+        return b
+    try:
+        b = int(s)
+    except ValueError:
+        raise ConfigError(f"--what-if batch-size={s}: give a whole batch (e.g. 256) or a "
+                          "factor of this batch (e.g. 2x, 0.5x)") from None
+    if b < 1:
+        raise ConfigError(f"--what-if batch-size={s}: the batch must be at least 1 sample")
+    return b
+
+
+def _host_speed(value: Any) -> float:
+    try:
+        ns = float(str(value).strip())
+    except ValueError:
+        ns = float("nan")
+    if not math.isfinite(ns) or ns <= 0:
+        raise ConfigError(f"--what-if host_speed_ns={value}: give the other host's host-speed "
+                          "probe, a positive number of ns per Python loop iteration (e.g. 90; "
+                          "`dlperf env` prints this host's)")
+    return ns
+
+
+def apply_what_if(what_if: Mapping[str, Any] | None, cfg: Config, batch_size: int
+                  ) -> tuple[Config, int, float | None]:
+    """The configuration, global batch and host-speed probe a what-if asks for.
+
+    Args:
+        what_if: ``{"precision": "bf16"}``, ``{"mode": "graph"}``, ``{"framework": "jax"}``,
+            ``{"batch_size": "2x" | "0.5x" | 256}``, ``{"host_speed_ns": 90}`` (``-`` or ``_``
+            in the keys); None or empty: no change.
+        cfg: the measured configuration the what-if starts from.
+        batch_size: its global batch (samples).
+
+    Returns:
+        ``(target config, global batch, host probe in ns or None)``.
+
+    Raises:
+        ConfigError: an unknown key; a batch that is not a whole number >= 1 (a factor: not a
+            positive finite number, or one that gives no whole batch); a host probe that is not
+            a positive finite number; an empty name.
+    """
+    if not what_if:
+        return cfg, batch_size, None
+    changes: dict[str, str] = {}
+    b, host = batch_size, None
+    for k, v in what_if.items():
+        key = str(k).strip().replace("-", "_")
+        if key in ("precision", "mode", "framework"):
+            if not str(v).strip():
+                raise ConfigError(f"--what-if {key}=: give a {key}")
+            changes[key] = str(v).strip()
+        elif key == "batch_size":
+            b = _batch(v, batch_size)
+        elif key == "host_speed_ns":
+            host = _host_speed(v)
+        else:
+            raise ConfigError(f"what-if {k!r}: give precision=, mode=, framework=, "
+                              "batch-size=N or Nx, or host_speed_ns=")
+    return cfg.with_(**changes), b, host
+
+
+def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
+    """The warning for predicting ``cfg`` at ``batch`` samples per device from its measured
+    series when that batch is over :data:`EXTRAPOLATION_FACTOR` times the largest measured one
+    or under the smallest over it; ``[]`` otherwise, or when ``cfg`` has no measured series.
+    Device memory is not modelled, so such a batch may not even fit."""
+    bs = sorted({p.per_device_batch for p in recs.points if cfg.matches(p) and not p.instrumented})
+    if not bs:
+        return []
+    lo, hi = bs[0], bs[-1]
+    if batch > EXTRAPOLATION_FACTOR * hi:
+        where = f"over {EXTRAPOLATION_FACTOR:g}x the largest measured batch"
+    elif batch * EXTRAPOLATION_FACTOR < lo:
+        where = f"under 1/{EXTRAPOLATION_FACTOR:g} of the smallest measured batch"
+    else:
+        return []
+    return [f"batch {batch} per device is {where}: the prediction extrapolates from the "
+            f"measured batches {lo}..{hi} of {cfg.label()} ({len(bs)} sizes); device memory "
+            "is not modelled, so this batch may not fit on the device"]

@@ -1,0 +1,308 @@
+"""``dlperf predict`` and :func:`dlperf.perfmodel.api.predict` on requests a fresh user makes:
+bad input refused with a message that says what to give (never a traceback), stored series told
+apart by --threads/--data/--layout, a batch far outside the measured ones warned about, a
+prediction without an interval saying why. On the committed H200 files and on small synthetic
+results files written with the store itself (the fake framework, as test_perfmodel_fit does).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlperf.cli import app
+from dlperf.errors import ConfigError
+from dlperf.perfmodel import api
+from dlperf.perfmodel import onedevice as od
+from dlperf.results.store import ResultStore
+
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
+H200 = ROOT / "h200"
+BASE = ["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
+        "--device", "cuda", "-b", "64"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cache(tmp_path_factory):
+    """The back-test residuals (the interval) cached in a folder of this module's own."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("residuals")))
+    yield
+    mp.undo()
+
+
+def _result(model, batch, step_s, *, precision="bf16", device="cuda", layout="auto",
+            threads=None, data="synthetic", rid=0):
+    f1 = 2e9
+    return {
+        "run_key": f"{model}-{precision}-{device}-{layout}-{threads}-{data}-{batch}-{rid}",
+        "status": "ok", "model": model, "framework": "fake", "mode": "eager",
+        "device": device, "device_name": "Fake GPU" if device == "cuda" else None,
+        "precision": precision, "batch_size": batch, "grad_accum": 1, "data": data,
+        "threads": threads, "world_size": 1, "nnodes": 1, "per_device_batch": batch,
+        "summary": {"median": step_s, "ci_low": step_s * 0.995, "ci_high": step_s * 1.005},
+        "spec": {"params": 10_000_000, "train_flops_per_sample": f1},
+        "flops": {"bytes_per_step": 1e8 + 2e6 * batch},
+        "ceilings": {"matmul_flops_per_s": {precision: 100e12}, "bandwidth_bytes_per_s": 2e12},
+        "config": {"layout": layout, "breakdown": False},
+        "env": {"hostname": "h", "host_speed": {"python_loop_ns": 70.0}},
+    }
+
+
+def _step(b, host_s=2e-3, per_sample_s=1e-4):
+    return float(od.overlap(host_s, 1e-3 + per_sample_s * b))
+
+
+def _db(path, batches=(16, 32, 64, 128)):
+    """Two models of fake/eager/bf16/cuda, m_cnn also in layouts nchw and nhwc, and a CPU
+    series of m_cpu at threads 1 and 4."""
+    with ResultStore(path) as store:
+        for b in batches:
+            store.add(_result("m_cnn", b, _step(b)))
+            store.add(_result("m_cnn", b, _step(b, per_sample_s=1.2e-4), layout="nchw"))
+            store.add(_result("m_other", b, _step(b, 3e-3, 2e-4)))
+            for t in (1, 4):
+                store.add(_result("m_cpu", b, _step(b, 1e-3, 1e-3 / t), precision="fp32",
+                                  device="cpu", threads=t))
+        for b in batches[:2]:
+            store.add(_result("m_cnn", b, _step(b, per_sample_s=0.9e-4), layout="nhwc"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    return _db(tmp_path_factory.mktemp("pred") / "synthetic.db")
+
+
+@pytest.fixture(scope="module")
+def short(tmp_path_factory):
+    """Series of 3 batch sizes: too short for the held-out batch back-test (no interval)."""
+    return _db(tmp_path_factory.mktemp("pred") / "short.db", batches=(16, 32, 64))
+
+
+def _cli(*args):
+    r = CliRunner().invoke(app, ["predict", *map(str, args)])
+    return r.exit_code, " ".join(r.output.split()), r
+
+
+def _refused(*args):
+    code, out, r = _cli(*args)
+    assert code == 2, out
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert "Traceback" not in r.output
+    return out
+
+
+# -- 1. no tracebacks, bad values refused -----------------------------------------------------
+
+def test_nodes_without_network_name_the_flag_and_its_choices():
+    out = _refused("--db", H200, *BASE, "--nproc", "8", "--nnodes", "2")
+    assert "--network" in out and "ib_ndr" in out and "eth100" in out and "nvlink4" in out
+    with pytest.raises(ConfigError, match="--network"):
+        api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+                    nproc=8, nnodes=2)
+    with pytest.raises(ConfigError, match="hierarchical all-reduce needs more than one node"):
+        api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+                    nproc=2, network={"inter": "ib_ndr", "algorithm": "hierarchical"})
+
+
+@pytest.mark.parametrize("item, words", [
+    ("batch-size=abc", "give a whole batch"),
+    ("batch-size=0x", "factor must be a positive finite number"),
+    ("batch-size=-2x", "factor must be a positive finite number"),
+    ("batch-size=nanx", "factor must be a positive finite number"),
+    ("batch-size=1.3x", "83.2 is not a whole batch"),
+    ("batch-size=0", "at least 1 sample"),
+    ("batch-size=-3", "at least 1 sample"),
+    ("host_speed_ns=-5", "positive number of ns"),
+    ("host_speed_ns=0", "positive number of ns"),
+    ("host_speed_ns=nan", "positive number of ns"),
+    ("host-speed-ns=fast", "positive number of ns"),
+    ("precision=fp8", "unknown precision 'fp8'"),
+    ("mode=xla", "PyTorch has no mode 'xla' (its modes: eager, graph); add --what-if mode=eager"),
+    ("framework=jax", "JAX has no mode 'eager' (its modes: xla); add --what-if mode=xla"),
+    ("framework=mxnet", "MXNet has no precision 'bf16'"),
+    ("framework=pytorch", "unknown framework 'pytorch'; did you mean 'torch'?"),
+])
+def test_what_if_values_are_checked(item, words):
+    out = _refused("--db", H200, *BASE, "--what-if", item)
+    assert words in out
+
+
+def test_what_if_given_twice_or_malformed_is_refused():
+    assert "given twice" in _refused("--db", H200, *BASE, "--what-if", "precision=tf32",
+                                     "--what-if", "precision=fp32")
+    assert "give KEY=VALUE" in _refused("--db", H200, *BASE, "--what-if", "precision=")
+
+
+@pytest.mark.parametrize("flag, value", [("-b", "0"), ("-b", "-1"), ("--nproc", "0"),
+                                         ("--nnodes", "0"), ("--threads", "0")])
+def test_counts_below_one_are_refused(flag, value):
+    args = [a for a in BASE if a not in ("-b", "64")] + ["-b", "64"]
+    out = _refused("--db", H200, *args, flag, value)
+    assert flag in out
+
+
+def test_what_if_that_the_framework_can_run_still_predicts():
+    # the checks do not get in the way of a valid what-if: jax/xla from torch/eager
+    p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+                    what_if={"framework": "jax", "mode": "xla"})
+    assert p.config["framework"] == "jax" and p.config["mode"] == "xla" and p.how == "what-if"
+    p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+                    what_if={"batch_size": 128})  # a number, from the Python API
+    assert p.config["global_batch"] == 128
+
+
+# -- 2. extrapolation ---------------------------------------------------------------------------
+
+def test_far_batches_warn_in_text_and_json(synth):
+    code, out, _ = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", "1000")
+    assert code == 0, out
+    assert ("warning: batch 1000 per device is over 2x the largest measured batch: the "
+            "prediction extrapolates from the measured batches 16..128") in out
+    assert "memory is not modelled" in out and "may not fit" in out
+    code, out, r = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", "4",
+                        "--format", "json")
+    assert code == 0, out
+    w = json.loads(r.output)["warnings"]
+    assert len(w) == 1 and "under 1/2 of the smallest measured batch" in w[0]
+    assert "16..128" in w[0] and "memory is not modelled" in w[0]
+    # inside the measured range, and up to 2x beyond it: no warning
+    for b in ("8", "64", "256"):
+        code, out, r = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", b,
+                            "--format", "json")
+        assert code == 0 and json.loads(r.output)["warnings"] == [], out
+    # a what-if batch is judged against the series it is predicted from
+    p = api.predict(synth, "m_cnn", layout="auto", batch_size=64, what_if={"batch_size": "8x"})
+    assert p.config["global_batch"] == 512 and "512 per device" in p.warnings[0]
+
+
+def test_extrapolation_on_the_h200_series():
+    p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=100_000_000)
+    assert any("extrapolates from the measured batches 16..256" in w for w in p.warnings)
+
+
+# -- 3. selecting among stored series -----------------------------------------------------------
+
+def test_cpu_thread_series_are_told_apart_by_threads(synth):
+    out = _refused("--db", synth, "--model", "m_cpu", "--framework", "fake", "--mode", "eager",
+                   "--precision", "fp32", "--device", "cpu", "-b", "32")
+    assert "differ in --threads: add one of --threads 1; --threads 4" in out
+    assert "narrow with" not in out and "--framework" not in out.split("differ in")[1]
+    code, out, r = _cli("--db", synth, "--model", "m_cpu", "--device", "cpu", "--threads", "4",
+                        "-b", "32", "--format", "json")
+    assert code == 0, out
+    p = json.loads(r.output)
+    assert p["config"]["threads"] == 4 and p["warnings"] == []
+    code, out, _ = _cli("--db", synth, "--model", "m_cpu", "--device", "cpu", "--threads", "4",
+                        "-b", "32")
+    assert code == 0 and out.startswith("m_cpu fake/eager fp32 cpu threads=4 b=32: "), out
+    one = api.predict(synth, "m_cpu", device="cpu", threads=1, batch_size=32)
+    assert one.predicted_step_time_s > p["predicted_step_time_s"]  # 1 thread is slower here
+    out = _refused("--db", synth, "--model", "m_cpu", "--device", "cpu", "--threads", "3",
+                   "-b", "32")
+    assert "has --threads 3; stored: --threads 1, 4" in out
+
+
+def test_the_default_layout_is_used_and_named(synth):
+    p = api.predict(synth, "m_cnn", batch_size=64)
+    assert p.config["layout"] == "auto"
+    assert len(p.warnings) == 1
+    assert ("3 stored configurations match m_cnn; predicted m_cnn fake/eager bf16 cuda, the one "
+            "with the default --layout; for another add --layout nchw; --layout nhwc"
+            ) in p.warnings[0]
+    nchw = api.predict(synth, "m_cnn", layout="NCHW", batch_size=64)
+    assert nchw.config["layout"] == "nchw" and nchw.warnings == []
+    assert nchw.predicted_step_time_s > p.predicted_step_time_s  # its series is slower
+    out = _refused("--db", synth, "--model", "m_cnn", "--layout", "chw", "-b", "64")
+    assert "unknown layout 'chw'; did you mean 'nchw'?" in out
+
+
+def test_h200_cpu_points_and_layouts_are_reachable():
+    base = ["--db", H200, "--model", "resnet50", "--framework", "torch", "--mode", "eager",
+            "--precision", "fp32"]
+    out = _refused(*base, "--device", "cpu", "-b", "64")
+    assert ("differ in --threads: add one of --threads 1; --threads 2; --threads 4; --threads 8;"
+            " --threads 16") in out
+    assert "framework/mode/precision/device" not in out
+    # --threads selects one: whatever the model then says, it is about that series
+    code, out, _ = _cli(*base, "--device", "cpu", "--threads", "8", "-b", "64")
+    assert "resnet50 torch/eager fp32 cpu threads=8" in out and "several" not in out
+    code, out, r = _cli(*base, "--device", "cuda", "-b", "64", "--format", "json")
+    assert code == 0, out
+    w = json.loads(r.output)["warnings"]
+    assert any("3 stored configurations match" in x and "--layout nchw; --layout nhwc" in x
+               for x in w)
+    code, out, r = _cli(*base, "--device", "cuda", "--layout", "nhwc", "-b", "64",
+                        "--format", "json")
+    assert code == 0, out
+    p = json.loads(r.output)
+    assert p["config"]["layout"] == "nhwc" and p["warnings"] == []
+    code, out, r = _cli("--db", H200, "--model", "resnet50", "--framework", "jax",
+                        "--precision", "bf16", "--data", "imagefolder", "-b", "64")
+    assert code == 2 and "differ in --loader-workers: add one of --loader-workers 0;" in out
+    code, out, r = _cli("--db", H200, "--model", "resnet50", "--framework", "jax",
+                        "--precision", "bf16", "--data", "imagefolder", "--loader-workers", "4",
+                        "-b", "64", "--format", "json")
+    assert code == 0, out
+    assert json.loads(r.output)["config"]["loader_workers"] == 4
+
+
+def test_ambiguity_lists_only_what_was_not_given():
+    out = _refused("--db", H200, "--model", "resnet50", "--device", "cpu", "-b", "8")
+    assert "differ in --framework and --mode (and some in --threads): add one of " in out
+    assert "--framework jax --mode xla; --framework torch --mode eager" in out
+    assert "--device" not in out.split("differ in")[1]
+
+
+# -- 4. messages --------------------------------------------------------------------------------
+
+def test_unknown_model_and_framework_say_so(synth):
+    out = _refused("--db", H200, "--model", "resnt50", "-b", "64")
+    assert "unknown model 'resnt50'; did you mean 'resnet50'?" in out
+    out = _refused("--db", H200, "--model", "resnt50", "--framework", "torch", "--mode", "eager",
+                   "--precision", "bf16", "--device", "cuda", "-b", "64")
+    assert "unknown model 'resnt50'" in out and "FLOP" not in out
+    out = _refused("--db", H200, "--model", "resnet50", "--framework", "pytorch", "-b", "64")
+    assert "unknown framework 'pytorch'; did you mean 'torch'?" in out
+    assert "alexnet" not in out  # no list of unrelated stored configurations
+    out = _refused("--db", H200, "--model", "resnet50", "--framework", "torch", "--mode", "xla",
+                   "-b", "64")
+    assert "unknown mode 'xla'" in out or "mode 'xla' is not available for framework" in out
+    out = _refused("--db", H200, "--model", "resnet50", "--framework", "mxnet", "--device",
+                   "cuda", "-b", "64")
+    assert "device 'cuda' is not available for framework 'mxnet'" in out
+    assert "give --device cpu" in out
+    # a model only stored (not in the zoo) is known
+    code, out, _ = _cli("--db", synth, "--model", "m_other", "-b", "64")
+    assert code == 0, out
+
+
+def test_empty_files_and_folders(tmp_path):
+    (tmp_path / "zero.db").write_bytes(b"")
+    out = _refused("--db", tmp_path / "zero.db", "--model", "fcn5_tiny", "-b", "8")
+    assert "empty (0 bytes)" in out
+    with ResultStore(tmp_path / "none.db"):
+        pass
+    out = _refused("--db", tmp_path / "none.db", "--model", "fcn5_tiny", "-b", "8")
+    assert "no stored one-device results in" in out and "nothing to calibrate" in out
+    (tmp_path / "empty").mkdir()
+    out = _refused("--db", tmp_path / "empty", "--model", "fcn5_tiny", "-b", "8")
+    assert "holds no results file" in out
+    out = _refused("--db", tmp_path / "empty", "--validate")
+    assert "holds no results file" in out
+
+
+def test_no_interval_is_explained(short, synth):
+    code, out, _ = _cli("--db", short, "--model", "m_other", "-b", "48")
+    assert code == 0, out
+    assert "(90% interval)" not in out
+    assert "ms per iteration (no 90% interval: the back-test found no stored point" in out
+    code, out, r = _cli("--db", short, "--model", "m_other", "-b", "48", "--format", "json")
+    p = json.loads(r.output)  # strict JSON: no NaN
+    assert p["interval_s"] == [None, None] and "back-test" in p["interval_note"]
+    code, out, r = _cli("--db", synth, "--model", "m_other", "-b", "48", "--format", "json")
+    p = json.loads(r.output)
+    lo, hi = p["interval_s"]
+    assert lo < p["predicted_step_time_s"] < hi and p["interval_note"] is None

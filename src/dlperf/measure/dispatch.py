@@ -20,25 +20,17 @@ fused result is not touched.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
+
+from dlperf.measure.breakdown.trace import time_stats
 
 #: Probe iterations (each from an idle device), and the time they may take at most (s).
 DISPATCH_ITERS = 5
 DISPATCH_BUDGET_S = 1.0
 METHOD = ("untraced: per iteration, wait for the device, time the step call on the host "
           "(dispatch_s) and the wait for its output after it returned (sync_wait_s)")
-
-
-def _stats(xs: list[float]) -> dict[str, float] | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    n = len(s)
-    med = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-    return {"median": med, "mean": math.fsum(s) / n, "min": s[0], "max": s[-1]}
 
 
 def probe_count(step_median_s: float | None, n: int = DISPATCH_ITERS,
@@ -81,5 +73,5 @@ def probe_dispatch(step: Callable[[], Any], wait: Callable[[Any], Any], n: int,
         t2 = clock()
         disp.append(t1 - t0)
         sync.append(t2 - t1)
-    return {"dispatch_s": _stats(disp), "sync_wait_s": _stats(sync), "dispatch_samples": disp,
+    return {"dispatch_s": time_stats(disp), "sync_wait_s": time_stats(sync), "dispatch_samples": disp,
             "sync_wait_samples": sync, "iters": n, "method": METHOD}

@@ -145,7 +145,8 @@ def attribute(ops: Sequence[TraceOp]) -> list[float]:
     return share
 
 
-def _stats(xs: Sequence[float]) -> dict[str, float] | None:
+def time_stats(xs: Sequence[float]) -> dict[str, float] | None:
+    """``{"median", "mean", "min", "max"}`` of ``xs`` (seconds), or None when empty."""
     if not xs:
         return None
     s = sorted(xs)
@@ -202,7 +203,7 @@ def analyse(trace: TraceData) -> dict[str, Any]:
     out: dict[str, Any] = {
         "n_steps": n, "device_kind": trace.device_kind, "source": trace.source,
         "phase_source": trace.phase_source, "notes": list(trace.notes),
-        "dispatch_s": _stats(disp), "dispatch_samples": disp,
+        "dispatch_s": time_stats(disp), "dispatch_samples": disp,
         **launches_per_iter(trace),
     }
     if not ops:

@@ -37,8 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import ConfigError
-from dlperf.results.dbfile import StoreError, open_writer
+from dlperf.results.dbfile import StoreError, open_writer, seconds_from_env
 
 __all__ = ["Claims", "run_claimed", "CLAIMS_SQL", "STALE_ENV", "DEFAULT_STALE_S", "stale_after_s",
            "heartbeat_s", "process_gone"]
@@ -58,17 +57,8 @@ def stale_after_s() -> float:
     Raises:
         ConfigError: the variable is not a positive, finite number.
     """
-    raw = os.environ.get(STALE_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_STALE_S
-    try:
-        v = float(raw)
-    except ValueError:
-        v = float("nan")
-    if not 0 < v < float("inf"):
-        raise ConfigError(f"{STALE_ENV}={raw!r}: give the seconds after which a silent claim "
-                          "is taken over as a positive number, e.g. 120")
-    return v
+    return seconds_from_env(STALE_ENV, DEFAULT_STALE_S,
+                            "the seconds after which a silent claim is taken over", 120)
 
 
 def heartbeat_s() -> float:

@@ -61,16 +61,26 @@ def db_timeout_s() -> float:
     Raises:
         ConfigError: the variable is set but not a positive, finite number.
     """
-    raw = os.environ.get(DB_TIMEOUT_ENV)
+    return seconds_from_env(DB_TIMEOUT_ENV, DEFAULT_DB_TIMEOUT_S,
+                            "the seconds to wait for a locked results file", 300)
+
+
+def seconds_from_env(var: str, default: float, what: str, example: float) -> float:
+    """``$var`` as a positive, finite number of seconds, or ``default`` when unset or blank.
+
+    Raises:
+        ConfigError: the variable is set but not a positive, finite number; the message says
+            what it sets (``what``) and gives ``example``.
+    """
+    raw = os.environ.get(var)
     if raw is None or not raw.strip():
-        return DEFAULT_DB_TIMEOUT_S
+        return default
     try:
         v = float(raw)
     except ValueError:
         v = float("nan")
     if not 0 < v < float("inf"):
-        raise ConfigError(f"{DB_TIMEOUT_ENV}={raw!r}: give the seconds to wait for a locked "
-                          "results file as a positive number, e.g. 300")
+        raise ConfigError(f"{var}={raw!r}: give {what} as a positive number, e.g. {example:g}")
     return v
 
 

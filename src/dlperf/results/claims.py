@@ -204,27 +204,23 @@ def run_claimed(points: Sequence[Any], claims: Claims, run: Callable[[int, Any],
     Raises:
         StoreError: from claiming (a locked or unwritable file) or from ``run``.
     """
-    waiting: list[tuple[int, Any]] = []
-    for k, cfg in enumerate(points, 1):
-        state, _ = claims.claim(cfg.run_key())
-        if state == "mine":
-            run(k, cfg)
-        elif state == "done":
-            elsewhere()
-        else:
-            waiting.append((k, cfg))
-    if waiting:
-        console.print(f"waiting for {len(waiting)} point(s) that another process is measuring "
-                      f"in {path} (shared, not repeated)", markup=False, highlight=False)
-    while waiting:
-        time.sleep(min(2.0, heartbeat_s()))
-        still = []
-        for k, cfg in waiting:
+    def attempt(items: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        """Claim each point: run it (ours), count it (stored elsewhere) or keep it (busy)."""
+        busy = []
+        for k, cfg in items:
             state, _ = claims.claim(cfg.run_key())
             if state == "mine":
                 run(k, cfg)
             elif state == "done":
                 elsewhere()
             else:
-                still.append((k, cfg))
-        waiting = still
+                busy.append((k, cfg))
+        return busy
+
+    waiting = attempt(list(enumerate(points, 1)))
+    if waiting:
+        console.print(f"waiting for {len(waiting)} point(s) that another process is measuring "
+                      f"in {path} (shared, not repeated)", markup=False, highlight=False)
+    while waiting:
+        time.sleep(min(2.0, heartbeat_s()))
+        waiting = attempt(waiting)

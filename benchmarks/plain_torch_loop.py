@@ -372,14 +372,18 @@ def make_optimizer(name: str, model: nn.Module, impl: str = "foreach") -> torch.
     CUDA tensors). GPT-2: AdamW lr 6e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 (GPT-3
     paper table 2.1 "Small"), decay on *every* parameter as dlperf's spec does (its optimizer
     spec cannot exempt biases and LayerNorms; nanoGPT exempts the 1-D ones), implementation
-    ``impl``: "fused" (one multi-tensor CUDA kernel) or "foreach"."""
+    ``impl``: "fused" (one multi-tensor CUDA kernel) or "foreach". SGD takes ``impl`` too when it
+    is "fused" or "foreach" (``--optimizer-impl`` given explicitly); "default" leaves SGD at
+    PyTorch's own choice (foreach for CUDA tensors)."""
     if name.startswith("gpt2"):
         return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), eps=1e-8,
                                  weight_decay=0.1, fused=impl == "fused",
                                  foreach=impl == "foreach")
+    sgd_impl = ({"fused": True} if impl == "fused" else {"foreach": True} if impl == "foreach"
+                else {})
     if name.startswith("lstm"):
-        return torch.optim.SGD(model.parameters(), lr=1.0)
-    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        return torch.optim.SGD(model.parameters(), lr=1.0, **sgd_impl)
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, **sgd_impl)
 
 
 def apply_precision(precision: str) -> dict:
@@ -431,8 +435,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="CNNs: model and images in torch.channels_last (NHWC), as the PyTorch "
                         "performance tuning guide recommends on CUDA (dlperf's layout=auto)")
     p.add_argument("--optimizer-impl", choices=("auto", "fused", "foreach"), default="auto",
-                   help="GPT-2's AdamW: fused (one CUDA kernel; auto on CUDA) or foreach "
-                        "(auto on CPU; what dlperf's torch adapter uses, PyTorch's default)")
+                   help="the optimizer's implementation: fused (one CUDA kernel) or foreach. "
+                        "auto: GPT-2's AdamW fused on CUDA, foreach on CPU; SGD at "
+                        "PyTorch's default (foreach for CUDA tensors)")
     args = p.parse_args(argv)
 
     if args.model not in MODEL_NAMES:
@@ -445,8 +450,9 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     on_cuda = device.type == "cuda"
     opt_impl = args.optimizer_impl
-    if opt_impl == "auto":
-        opt_impl = "fused" if on_cuda else "foreach"
+    if opt_impl == "auto":  # AdamW: fused on CUDA; SGD: PyTorch's default
+        opt_impl = ("fused" if on_cuda else "foreach") if args.model.startswith("gpt2") \
+            else "default"
 
     # Precision policy, set explicitly whatever the defaults are (docs/measurement.md rule 6).
     # TF32 only for --precision tf32; under bf16 autocast what stays fp32 stays true fp32.
@@ -467,7 +473,6 @@ def main(argv: list[str] | None = None) -> int:
     model.train()
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     optimizer = make_optimizer(args.model, model, opt_impl)
-    is_adamw = isinstance(optimizer, torch.optim.AdamW)
 
     # Synthetic data, made on the device before timing: 4 distinct batches cycled through, so
     # no step reads the same input as the one before it and no H2D copy is in the loop.
@@ -578,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
                                    for k, v in optimizer.defaults.items()
                                    if isinstance(v, (int, float, bool, type(None), tuple))},
             # AdamW: "fused" or "foreach" as asked; SGD: PyTorch's default (foreach on CUDA).
-            "optimizer_impl": opt_impl if is_adamw else "default",
+            "optimizer_impl": opt_impl,
             "attention": "F.scaled_dot_product_attention(is_causal=True)"
             if args.model.startswith("gpt2") else None,
             "cpu_threads": torch.get_num_threads(),

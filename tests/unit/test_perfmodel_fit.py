@@ -260,3 +260,40 @@ def synthetic_db_path(tmp_path):
     with ResultStore(p) as s:
         s.add(_result("m_host", 8, 0.01, f1=5e8, y0=1e8, y1=5e6))
     return p
+
+
+def test_without_operator_counts_the_host_follows_the_kernel_count_and_probes_show_it(tmp_path):
+    """A compiled framework records no operator count; its host time per step follows the
+    kernels it launches (record ``trace.kernels_per_iter``). The series here are *device*-bound
+    at every batch size, so no batch sweep shows H; their two-sided host probes do, and a
+    withheld model gets the group's host time per kernel times its own kernel count."""
+    c = 8e-6
+    kernels = {"m_a": 50, "m_b": 100, "m_c": 200, "m_target": 400}
+    path = tmp_path / "kernels.db"
+    f1, y0, y1 = 2e10, 1e9, 5e7  # device time 0.35-2.3 ms: above every H
+    with ResultStore(path) as s:
+        for name, n in kernels.items():
+            for rid, b in enumerate((8, 32, 128)):
+                d = _device(f1, y0, y1, b)
+                assert d > 1.2 * c * n
+                res = _result(name, b, float(od.overlap(c * n, d)), f1=f1, y0=y0, y1=y1,
+                              rid=rid)
+                res["trace"] = {"available": True, "kernels_per_iter": n}
+                res["host"] = {"dispatch_s": {"median": c * n},
+                               "sync_wait_s": {"median": d - c * n}}
+                s.add(res)
+    recs = load(path)
+    cal = Calibration(recs, exclude=lambda p: p.model == "m_target")
+    group = ("fake", "eager", "bf16", "cuda")
+    assert cal.count_kind("fake") == "kernels"
+    assert cal.op_count("m_target", "fake", "bf16") == 400
+    eff = cal.efficiency(group, "m_target", "Fake GPU")
+    hosts = {h.model: h for h in eff.hosts}
+    assert all(h.measured and h.identified and not h.host_bound for h in hosts.values())
+    assert hosts["m_b"].host_s == pytest.approx(c * 100, rel=0.05)
+    h, _, where = cal.host_of_group(group, "m_target", "Fake GPU")
+    assert h == pytest.approx(c * 400, rel=0.05) and "400 kernels" in where
+    # without the probes the same device-bound series show no host time at all
+    bare = [p.__class__(**{**p.__dict__, "host_dispatch_s": None, "host_sync_wait_s": None})
+            for p in recs.points]
+    assert od.host_measurements(bare) == []

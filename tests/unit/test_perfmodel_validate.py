@@ -30,13 +30,14 @@ def test_every_category_ran(summary):
     assert set(s) == {"held-out batch", "extrapolate 2x", "leave-one-model-out",
                       "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
                       "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)"}
-    # 19 series with 4+ batch sizes, and calibration2.db's 17 (session 14)
-    assert s["held-out batch"]["count"] == 154
-    assert s["extrapolate 2x"]["count"] == 35
+    # 19 series with 4+ batch sizes, calibration2.db's 17 (session 14) and its 4 JAX bf16
+    # series (session 15)
+    assert s["held-out batch"]["count"] == 170
+    assert s["extrapolate 2x"]["count"] == 39
     assert s["2-GPU from 1-GPU"]["count"] == 10  # the stored synthetic-data 2-GPU points
     assert s["all-reduce >= 1 MiB"]["count"] == 11
     assert all(r.measured_s > 0 and r.predicted_s > 0 for r in v.rows)
-    assert "| held-out batch | 154 |" in v.table()
+    assert "| held-out batch | 170 |" in v.table()
 
 
 def test_model_beats_the_linear_baseline_on_held_out_batches(summary):
@@ -45,7 +46,7 @@ def test_model_beats_the_linear_baseline_on_held_out_batches(summary):
         d = s[cat]
         assert d["mdape_pct"] < d["baseline_mdape_pct"], cat
         assert d["max_pct"] < d["baseline_max_pct"] or cat == "extrapolate 2x", cat
-    # measured: 4.21% against 7.03%, max 52.6% against 76.6%; 2.63% against 9.44%
+    # measured: 4.13% against 6.59%, max 52.6% against 76.6%; 2.61% against 9.44%
     assert s["held-out batch"]["mdape_pct"] < 4.5
     assert s["extrapolate 2x"]["mdape_pct"] < 3.0
 
@@ -61,9 +62,13 @@ def test_host_bound_points_are_the_hard_part(summary):
 
 
 def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
-    s, _ = summary
+    s, v = summary
     lomo = s["leave-one-model-out"]
-    assert lomo["mdape_pct"] < 0.4 * lomo["baseline_mdape_pct"]  # 22.2% against 67.1%
+    assert lomo["mdape_pct"] < 0.4 * lomo["baseline_mdape_pct"]  # 21.6% against 73.2%
+    # JAX's host time follows its kernel count (6.7-8.4 us per kernel on the H200), and a
+    # device-bound series whose host probe is two-sided shows its host time: before both, the
+    # JAX small networks were predicted at 6.4 ms of host (resnet50's), max 1656%
+    assert lomo["max_pct"] < 400  # 318%
     ar = s["all-reduce >= 1 MiB"]
     assert ar["mdape_pct"] < 5.0 and ar["mdape_pct"] < ar["baseline_mdape_pct"]
     two = s["2-GPU from 1-GPU"]
@@ -72,9 +77,17 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     # session 14's calibration2.db added host-bound fp32/bf16 pairs whose difference is within
     # the host noise: 115 of 120 signs right became 134 of 154 (docs/perfmodel.md)
     right, n = s["what-if fp32->bf16"]["sign_right"]
-    assert right / n >= 0.85  # 134 of 154
+    assert right / n >= 0.85  # 136 of 156
     right, n = s["what-if B->2B"]["sign_right"]
-    assert right / n >= 0.9  # 90 of 98
+    assert right / n >= 0.9  # 102 of 111
+    # judged only where the measured change exceeds the median repeat scatter of its bound
+    # (host-bound 14.8%, device-bound 0.24%): B->2B 93 of 93, fp32->bf16 125 of 139
+    noise = v.noise_pct()
+    assert 5.0 < noise["host"] and noise["device"] < 1.0
+    right, n = s["what-if B->2B"]["sign_right_resolved"]
+    assert right == n and n >= 90
+    right, n = s["what-if fp32->bf16"]["sign_right_resolved"]
+    assert right / n >= 0.88 and n < s["what-if fp32->bf16"]["sign_right"][1]
     assert s["what-if fp32->bf16"]["mdape_pct"] < s["what-if fp32->bf16"]["baseline_mdape_pct"]
 
 

@@ -245,14 +245,26 @@ class Calibration:
                               + (f" in {source}" if source else ""))
         return self._fit_series(cfg, ser[0], with_sessions=True), ser[0]
 
+    def count_kind(self, framework: str) -> str:
+        """What :meth:`op_count` counts for ``framework``: ``"ops"`` (operators one eager step
+        dispatches, ``Point.ops_per_step``) where any stored point of the framework has that
+        count (PyTorch), else ``"kernels"`` (``Point.kernels_per_iter`` from a traced run: a
+        compiled program's host work is launching its kernels; XLA:GPU's runtime launches each
+        thunk from the host thread)."""
+        has_ops = any(p.ops_per_step for p in self.records.points if p.framework == framework)
+        return "ops" if has_ops else "kernels"
+
     def op_count(self, model: str, framework: str, precision: str) -> int | None:
-        """Operators one eager step of ``model`` dispatches in ``framework`` at ``precision``
-        (the median ``Point.ops_per_step`` over every stored point, withheld ones included: a
-        count of the model's code, made without the device and without timing, like its FLOPs),
-        or None where none was counted."""
-        xs = sorted(p.ops_per_step for p in self.records.points
-                    if p.model == model and p.framework == framework
-                    and p.precision == precision and p.ops_per_step)
+        """The host-work count of one step of ``model`` in ``framework`` at ``precision``
+        (:meth:`count_kind`): the median over every stored point, withheld ones included. The
+        operator count is a count of the model's code, made without the device and without
+        timing, like its FLOPs; the kernel count comes from a trace of the model, a count that
+        a compile of the program would give without running it, not a time. None where none
+        was counted."""
+        kind = self.count_kind(framework)
+        xs = sorted(round(c) for p in self.records.points
+                    if p.model == model and p.framework == framework and p.precision == precision
+                    for c in [p.ops_per_step if kind == "ops" else p.kernels_per_iter] if c)
         return xs[len(xs) // 2] if xs else None
 
     def host_per_op(self, group: tuple[str, str, str, str], without_model: str | None,
@@ -285,7 +297,8 @@ class Calibration:
         n = (self.op_count(without_model, group[0], group[2]) if without_model else None)
         per = self.host_per_op(group, without_model, device_name) if n else None
         if per is not None and n:
-            return per[0] * n, per[1], "/".join(group) + f" ({per[0] * 1e6:.3g} us x {n} ops)"
+            kind = self.count_kind(group[0])
+            return per[0] * n, per[1], "/".join(group) + f" ({per[0] * 1e6:.3g} us x {n} {kind})"
         eff = self.efficiency(group, without_model, device_name)
         got = eff.host_floor() if eff else None
         if got:

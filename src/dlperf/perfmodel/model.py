@@ -125,8 +125,9 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
     prov = {"device D": f"roofline of {'/'.join(cfg.group)} fitted without {cfg.model} "
                         f"(e_F={eff.e_flops:.3g}, e_Y={eff.e_bytes:.3g}, on {len(eff.models)} "
                         f"models); ceilings {ceil.source}; {work.source}",
-            "host time H": (f"host time per dispatched operator of {hg}, from models "
-                            f"{', '.join(hm)}" if hm and hg.endswith("ops)") else
+            "host time H": (f"host time per dispatched operator or kernel of {hg}, from "
+                            f"models {', '.join(hm)}"
+                            if hm and hg.endswith(("ops)", "kernels)")) else
                             f"host floor: the smallest host time shown by a series of {hg} "
                             f"(models {', '.join(hm)})" if hm else "none (0)")}
     from dlperf.zoo import SPECS

@@ -326,11 +326,15 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
                    + wk.bytes(p0.per_device_batch) / (ey * ceiling.bandwidth_bytes_per_s))
         h = float(np.exp(r.x[2 + i]))
         n_b = len({p.batch_size for p in s})
-        if n_b >= IDENTIFY_MIN_BATCHES:
-            # the series shows its own host time: fitted on its points alone, no roofline
+        exact = [m for m, ok in host_measurements(s) if ok]
+        measured = 2 * len(exact) > len(s)
+        if n_b >= IDENTIFY_MIN_BATCHES or measured:
+            # the series shows its own host time (its batch sizes, or the host probe's two-sided
+            # measurements): fitted on its points alone, no roofline
             own = fit_series(s, None)
             hosts.append(rl.SeriesHost(p0.model, p0.data, p0.layout or "auto", own.host_s,
-                                       own.bound(min(own.batch_sizes)) == "host", n_b))
+                                       own.bound(min(own.batch_sizes)) == "host", n_b,
+                                       measured))
         else:
             hosts.append(rl.SeriesHost(p0.model, p0.data, p0.layout or "auto", h,
                                        h >= d_small, n_b))

@@ -155,12 +155,15 @@ class SeriesHost:
     host_s: float
     host_bound: bool
     n_batch_sizes: int = 1
+    measured: bool = False
 
     @property
     def identified(self) -> bool:
-        """Host-bound at its smallest batch in a fit of its own 3+ batch sizes: the data show
-        the host time."""
-        return self.host_bound and self.n_batch_sizes >= 3
+        """The data show the host time: host-bound at its smallest batch in a fit of its own
+        3+ batch sizes, or ``measured``: most of its points carry an untraced host dispatch
+        time taken while the device was still busy (two-sided, :func:`dlperf.perfmodel.
+        onedevice.host_measurements`), which shows ``H`` of a device-bound series too."""
+        return (self.host_bound and self.n_batch_sizes >= 3) or self.measured
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def test_a_run_over_precisions_and_batches_ends_with_the_summary_and_the_advice(
     for prec, best in (("fp32", "914.3"), ("bf16", "1662")):
         assert (f"fcn5_tiny fake/eager cpu {prec} synthetic: fits up to b=32 (b=64: OOM); "
                 f"throughput stops growing at b=16: 97% [97%, 97%] of the best ({best} "
-                "samples/s at b=32)") in out, out
+                "samples/s (mean) at b=32)") in out, out
     summary = out[out.index("relative speed"):]
     assert len(summary.splitlines()) <= 8  # concise
 

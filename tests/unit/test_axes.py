@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dlperf.report import axes, batches, glance, regress
+from dlperf.report.cells import fmt_sig
 from dlperf.results.schema import RunRecord
 
 
@@ -158,8 +159,14 @@ def test_batch_advice_fits_fails_and_plateau():
     assert a["batches"] == [8, 16, 32, 64, 128, 256]
     assert a["fits_up_to"] == 64 and a["first_failure"]["batch"] == 128
     assert a["first_failure"]["status"] == "OOM"
-    assert a["best_batch"] == 64 and a["best_samples_per_s"] == pytest.approx(64 / 0.039,
-                                                                            rel=0.01)
+    assert a["best_batch"] == 64 and a["best_median_samples_per_s"] == pytest.approx(
+        64 / 0.039, rel=0.01)
+    # the number printed is the table's (mean) throughput of the same runs, not b / median
+    best_runs = [r for r in _sweep({64: 0.039}, rel=0.002)]
+    assert a["best_samples_per_s"] != a["best_median_samples_per_s"]
+    assert a["best_samples_per_s"] == pytest.approx(best_runs[0].throughput.samples_per_s,
+                                                    rel=0.01)
+    assert f"{fmt_sig(a['best_samples_per_s'])} samples/s (mean) at b=64" in a["advice"]
     pl = a["plateau"]
     assert pl["batch"] == 32 and pl["ci_low"] >= 0.95 and pl["ci_from"] == "iterations"
     assert pl["share"] == pytest.approx((32 / 0.020) / (64 / 0.039), rel=0.01)

@@ -6,14 +6,16 @@ Points that differ only in their batch size (:func:`dlperf.report.axes.free_key`
 
 - **fits**: the largest batch with an ok run; the smallest batch whose runs all failed is the
   *first failure*, with its status (``OOM`` where it ran out of memory, else the failure).
-- **plateau**: throughput T(b) = b / step time(b) (samples per second). The best batch is the
-  one with the highest T; the plateau is the smallest batch b whose throughput is within
+- **plateau**: throughput T(b) = b / median step time(b) (samples per second). The best batch
+  is the one with the highest T; the plateau is the smallest batch b whose throughput is within
   :data:`PLATEAU_TOLERANCE` of the best *with the interval respected*: the lower end of the
   95% interval of T(b) / T(best) is at least ``1 - tolerance``. The interval is that of the
   step-time ratio step(best) / step(b) (:func:`dlperf.report.regress.compare_point`: from runs
   when both have two or more, else from iterations, said by ``ci_from``), scaled by the exact
   factor b / b_best. Where the best batch is the largest tried and nothing failed above it,
-  throughput may still grow: the advice says to try larger batches.
+  throughput may still grow: the advice says to try larger batches. The samples/s printed
+  beside the advice is the results table's (mean: total samples / total time), so the two
+  agree; T(b) ranks, because the median and its interval resist a few slow iterations.
 
 Printed after a run or sweep that varied the batch size (:func:`advice_lines`) and in the
 report's "Batch size" section (:func:`advice_markdown`).
@@ -32,6 +34,7 @@ from dlperf.report.cells import fmt_sig
 from dlperf.report.regress import compare_point, ok_runs, run_median_s
 from dlperf.report.tables import fmt_bytes_triple, short_error, status_label
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import samples_per_s
 
 __all__ = ["PLATEAU_TOLERANCE", "batch_advice", "advice_lines", "advice_markdown",
            "NO_BATCH_SERIES"]
@@ -69,6 +72,16 @@ def _step_s(runs: Sequence[RunRecord]) -> float:
     return float(np.median(xs)) if xs else (meds[0] if meds else 0.0)
 
 
+def _mean_tput(runs: Sequence[RunRecord], fallback: float) -> float:
+    """The throughput the results tables show (``samples/s (mean)``: total samples over total
+    measured time, DLBench's definition), averaged over the batch's ok runs; ``fallback``
+    (b / the median step) for records that stored none. The ranking and the plateau use the
+    median step and its interval; this is only the number printed beside them, so that it is
+    the same number as the table's."""
+    xs = [float(t) for r in runs if (t := samples_per_s(r)) is not None and t > 0]
+    return float(np.mean(xs)) if xs else fallback
+
+
 def _failure(runs: Sequence[RunRecord]) -> dict[str, Any]:
     r = runs[-1]
     return {"status": status_label(r.identity.status), "error": short_error(r.identity.error)}
@@ -84,7 +97,7 @@ def _advice_text(a: dict[str, Any]) -> str:
         fits += " (nothing larger tried)"
     if a["best_batch"] is None:
         return fits
-    best = f"{fmt_sig(a['best_samples_per_s'])} samples/s at b={a['best_batch']}"
+    best = f"{fmt_sig(a['best_samples_per_s'])} samples/s (mean) at b={a['best_batch']}"
     if a["still_growing"]:
         return (f"{fits}; throughput still grows at the largest batch tried ({best}): try "
                 "larger batches")
@@ -119,6 +132,7 @@ def _one_series(by_batch: dict[int, list[RunRecord]], tolerance: float,
         return out
     step = {b: _step_s(ok[b]) for b in fitting}
     tput = {b: b / step[b] for b in fitting if step[b] > 0}
+    shown = {b: _mean_tput(ok[b], tput[b]) for b in tput}
     if not tput:  # no step time stored (a hand-made record): nothing to rank
         out["advice"] = _advice_text(out)
         return out
@@ -136,12 +150,14 @@ def _one_series(by_batch: dict[int, list[RunRecord]], tolerance: float,
             lo, hi = ((pc.ci[0] * scale, pc.ci[1] * scale) if pc.ci is not None
                       else (None, None))
             src = pc.ci_from
-        row = {"batch": b, "samples_per_s": tput.get(b), "share": share, "ci_low": lo,
+        row = {"batch": b, "samples_per_s": shown[b], "median_samples_per_s": tput[b],
+               "share": share, "ci_low": lo,
                "ci_high": hi, "ci_from": src}
         out["per_batch"].append(row)
         if plateau is None and (lo if lo is not None else share) >= 1.0 - tolerance:
             plateau = row
-    out.update(best_batch=best, best_samples_per_s=tput[best], plateau=plateau,
+    out.update(best_batch=best, best_samples_per_s=shown[best],
+               best_median_samples_per_s=tput[best], plateau=plateau,
                still_growing=(best == max(fitting) == max(batches) and len(fitting) >= 2
                               and plateau is not None and plateau["batch"] == best))
     out["advice"] = _advice_text(out)
@@ -206,7 +222,7 @@ def advice_markdown(advice: Sequence[dict[str, Any]]) -> str:
     if not advice:
         return NO_BATCH_SERIES
     lines = ["| model | framework/mode | device | precision | data | batches tried | fits up to "
-             "| first failure | best samples/s | throughput stops growing at |",
+             "| first failure | best samples/s (mean) | throughput stops growing at |",
              "|---|---|---|---|---|---|---:|---|---:|---:|"]
     for a in advice:
         ff = a["first_failure"]

@@ -356,6 +356,13 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     from dlperf.sweep import preflight
     from dlperf.worker import now_iso
 
+    from dlperf.launch.tempdirs import reclaim_stale
+
+    gone = reclaim_stale()  # folders of a run or sweep killed with SIGKILL (issue 23)
+    if gone:
+        err.print(f"note: removed {len(gone)} temporary folder(s) left by dlperf processes "
+                  f"that are gone: {', '.join(str(p) for p in gone[:3])}"
+                  f"{' ...' if len(gone) > 3 else ''}", markup=False, highlight=False)
     missing = preflight(points, allow_missing=missing_ok)
     threads = choose_threads_once(points)
     # Trace folders are written after each measurement: one that cannot be made would leave

@@ -216,17 +216,35 @@ def collect_env(speed: bool = False) -> dict[str, Any]:
     }
 
 
+def optimizer_ran(result: Mapping[str, Any]) -> str | None:
+    """The optimizer implementation a result ran, from its ``flags.optimizer``: ``impl`` as
+    recorded (``fused``, ``foreach``, ``single``, ``optax``, ``keras.optimizers.SGD``, ...);
+    ``default`` for a result stored before ``--optimizer-impl`` existed, which recorded only
+    ``foreach: "default"`` (the framework's own pick: ``foreach`` on CUDA, the for-loop on the
+    CPU); None where nothing was recorded."""
+    o = (result.get("flags") or {}).get("optimizer")
+    if not isinstance(o, Mapping):
+        return None
+    if o.get("impl"):
+        return str(o["impl"])
+    return "default" if o.get("foreach") == "default" else None
+
+
 def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     """What of a result's recorded environment decides how fast the same point runs.
 
     Returns ``{"platform", "cpu_model", "cpu", "cpus used", "python", "gpu", "gpu driver",
-    "machine", "host speed", "framework"}`` (None where the result did not record it): the OS
+    "machine", "host speed", "framework", "optimizer implementation"}`` (None where the result
+    did not record it): the OS
     and kernel string (on a virtual machine it carries the hypervisor's build), the CPU model
     name and its family/model/stepping, the number of CPUs the run could use, Python, the GPU
     model(s) and driver, the machine as the uuids of its GPUs (``GPU-39397f91+...``: two lent
     machines of one kind differ there), the host's single-thread speed (:func:`host_speed`, ns
     per loop iteration; the faster of the worker's probes before and after its measurement,
-    ``host_speed`` and ``host_speed_after``) and ``framework version (CUDA, cuDNN)``. Why: on this project's H200 machines
+    ``host_speed`` and ``host_speed_after``), ``framework version (CUDA, cuDNN)`` and the
+    optimizer implementation that ran (:func:`optimizer_ran`: ``--optimizer-impl auto`` ran
+    PyTorch's ``foreach`` on CUDA before issue 23 and ``fused`` since, 4-5% apart on the H200).
+    Why: on this project's H200 machines
     (same GPU model, driver, software and CPU model name) host-bound steps ran up to 1.8x
     slower on some machines than on others (torch eager transformer bf16 b=64 19.37 against
     34.58 ms, on the same VM build fc-v657) while GPU-bound steps agreed within 1% (resnet50
@@ -258,7 +276,7 @@ def environment_of(result: dict[str, Any]) -> dict[str, Any]:
                                             if g.get("driver")})) or None,
             "machine": "+".join(uuids) or None,
             "host speed": float(speed) if speed else None,
-            "framework": fwv}
+            "framework": fwv, "optimizer implementation": optimizer_ran(result)}
 
 
 def host_speeds_differ(envs: Sequence[Mapping[str, Any]]) -> bool:
@@ -278,8 +296,8 @@ def host_speeds_differ(envs: Sequence[Mapping[str, Any]]) -> bool:
 def environment_differences(a: dict[str, Any], b: dict[str, Any],
                             same_framework: bool = True) -> list[str]:
     """``"field: A vs B"`` for each field of :func:`environment_of` in which results ``a`` and
-    ``b`` differ (fields either did not record are skipped; ``framework`` only when
-    ``same_framework``: across frameworks it differs by design; host speeds only when they
+    ``b`` differ (fields either did not record are skipped; ``framework`` and ``optimizer
+    implementation`` only when ``same_framework``: across frameworks they differ by design; host speeds only when they
     are more than :data:`HOST_SPEED_TOLERANCE` apart, and not between two results of the same
     machine, see below). Empty: same environment as far as recorded.
 
@@ -294,7 +312,7 @@ def environment_differences(a: dict[str, Any], b: dict[str, Any],
     out = []
     for k, x in ea.items():
         y = eb[k]
-        if k == "framework" and not same_framework:
+        if k in ("framework", "optimizer implementation") and not same_framework:
             continue
         if x is None or y is None:
             continue

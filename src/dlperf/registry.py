@@ -141,10 +141,11 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 
 
 #: The implementations of the optimizer update (``--optimizer-impl``), PyTorch's
-#: (``torch.optim`` documentation, "Algorithms" / foreach and fused): ``auto`` (PyTorch's own
-#: default: ``foreach`` where its foreach kernels run (CUDA), the for-loop on the CPU; what
-#: dlperf always ran), ``fused`` (one kernel per parameter group, ``fused=True``; the fastest on
-#: CUDA, also on the CPU since PyTorch 2.4), ``foreach`` (``foreach=True``: multi-tensor ops)
+#: (``torch.optim`` documentation, "Algorithms" / foreach and fused): ``auto`` (the fastest:
+#: ``fused`` where PyTorch has fused kernels for the optimizer on the parameters' device, CUDA
+#: and the CPU; PyTorch's own default elsewhere, which is what ``auto`` ran before issue 23:
+#: ``foreach`` on CUDA, the for-loop on the CPU), ``fused`` (one kernel per parameter group,
+#: ``fused=True``; on the CPU since PyTorch 2.4), ``foreach`` (``foreach=True``: multi-tensor ops)
 #: and ``single`` (``foreach=False``: a Python loop over the parameters).
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "single")
 

@@ -21,7 +21,6 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.env import ThreadChoice
+from dlperf.launch.tempdirs import owned_tempdir
 from dlperf.registry import framework_info
 from dlperf.results.store import ResultStore
 
@@ -166,7 +166,7 @@ def ceilings_cache(points: Sequence[RunConfig], store: ResultStore
                 cache.add_result(json.loads(r["result_json"]), f"results file {store.path}")
             except ValueError:
                 continue
-    with tempfile.TemporaryDirectory(prefix="dlperf-ceilings-") as tmp:
+    with owned_tempdir("dlperf-ceilings-") as tmp:
         path = Path(tmp) / "ceilings.json"
         cache.save(path)
         _announce(CACHE_ENV, str(path))

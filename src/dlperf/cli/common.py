@@ -350,12 +350,18 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     ``missing_ok`` (``dlperf sweep``): points of a missing data set are stored ``unavailable``
     and the others run, instead of refusing them all (:func:`dlperf.sweep.preflight`).
     """
+    from dlperf.launch.tempdirs import reclaim_stale
     from dlperf.report.sections import write_full_report
     from dlperf.results.store import ResultStore
     from dlperf.sweep import execute as run_points
     from dlperf.sweep import preflight
     from dlperf.worker import now_iso
 
+    gone = reclaim_stale()  # folders of a run or sweep killed with SIGKILL (issue 23)
+    if gone:
+        err.print(f"note: removed {len(gone)} temporary folder(s) left by dlperf processes "
+                  f"that are gone: {', '.join(str(p) for p in gone[:3])}"
+                  f"{' ...' if len(gone) > 3 else ''}", markup=False, highlight=False)
     missing = preflight(points, allow_missing=missing_ok)
     threads = choose_threads_once(points)
     # Trace folders are written after each measurement: one that cannot be made would leave

@@ -59,7 +59,7 @@ class Point:
     threads: Annotated[str | None, Opt(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None
     layout: Annotated[str, Opt(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = "auto"
     compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = "default"
-    optimizer_impl: Annotated[str, Opt(help="PyTorch only: the optimizer update's implementation: auto (PyTorch's default: foreach on CUDA, the for-loop on the CPU), fused (fused=True, the fastest on CUDA), foreach, single (for-loop); comma-separated to compare, e.g. auto,fused. Recorded in flags.optimizer.")] = "auto"
+    optimizer_impl: Annotated[str, Opt(help="PyTorch only: the optimizer update's implementation: auto (the fastest: fused=True where PyTorch has fused kernels, CUDA and the CPU; PyTorch's default elsewhere), fused (fused=True), foreach (foreach=True), single (for-loop); comma-separated to compare, e.g. auto,fused. Recorded in flags.optimizer.")] = "auto"
     repeats: Annotated[int, Opt(help="Runs of each point, each in a fresh worker process, in rounds (every point once, then again, ...): between-run variation and the olympic mean with `dlperf results --compare repeats`.")] = 1
 
 

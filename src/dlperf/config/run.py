@@ -99,8 +99,10 @@ class RunConfig(BaseModel):
     how many graphs Inductor declined to capture (``cudagraph_skips``).
     ``optimizer_impl`` (:data:`~dlperf.registry.OPTIMIZER_IMPLS`, in the framework's registry
     ``optimizer_impls``) picks the implementation of the optimizer update: ``auto`` is the
-    framework's default as dlperf always ran it (PyTorch: ``foreach`` on CUDA, the for-loop on
-    the CPU); PyTorch also offers ``fused`` (the fastest on CUDA), ``foreach`` and ``single``.
+    fastest standard one of the framework (PyTorch: ``fused`` where it has fused kernels, CUDA
+    and the CPU; before issue 23 PyTorch's default, ``foreach`` on CUDA; Optax/Keras/Gluon
+    updates inside the compiled step); PyTorch also offers ``fused``, ``foreach`` and
+    ``single`` to compare.
     The implementation as applied is recorded in the result's ``flags.optimizer``.
 
     Data parallelism (docs/measurement.md "Scaling"): ``nproc`` devices per node on ``nnodes``

@@ -35,13 +35,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.launch.process import breakdown_apart, run_breakdown_apart, run_in_subprocess
+from dlperf.launch.tempdirs import owned_tempdir
 from dlperf.registry import LAUNCHERS, launch_info, load_hook
 from dlperf.worker import base_result
 
@@ -126,7 +126,7 @@ def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None 
         The merged result (every rank's samples), or a failure result (see module docstring).
     """
     timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
-    with tempfile.TemporaryDirectory(prefix="dlperf-dist-") as tmp:
+    with owned_tempdir("dlperf-dist-") as tmp:
         out = Path(tmp)
         cpath = out / "config.json"
         cpath.write_text(cfg.model_dump_json())

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from dlperf.config import RunConfig
 
 # The interpreter of a framework with a Python of its own; re-exported (sweep, tests).
 from dlperf.frameworks.common import check_framework_python, framework_python, worker_interpreter  # noqa: F401
+from dlperf.launch.tempdirs import owned_tempdir
 from dlperf.registry import launch_info, load_hook
 from dlperf.worker import base_result
 
@@ -41,7 +41,7 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
         tail of the worker's stderr in ``error``.
     """
     timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
-    with tempfile.TemporaryDirectory(prefix="dlperf-") as tmp:
+    with owned_tempdir("dlperf-") as tmp:  # reclaimed if this process is killed (SIGKILL)
         cpath, rpath = Path(tmp) / "config.json", Path(tmp) / "result.json"
         cpath.write_text(cfg.model_dump_json())
         python, wenv = worker_interpreter(cfg.framework, Path(tmp))

@@ -94,9 +94,9 @@ def env_footnote(pairs: Iterable[tuple[str, Sequence[str] | None]],
     marked = [(lab, diffs) for lab, diffs in pairs if diffs]
     if not marked:
         return ""
-    lines = ["", f"{ENV_MARK.strip()} measured in different environments, so the ratio mixes "
-             f"the machines' difference with the {compared}; re-measure both in one "
-             "environment to compare them:"]
+    lines = ["", f"{ENV_MARK.strip()} measured in different environments (machine, software "
+             "or the optimizer implementation that ran), so the ratio mixes that difference "
+             f"with the {compared}; re-measure both in one environment to compare them:"]
     lines += [f"- {lab}: {'; '.join(diffs)}" for lab, diffs in marked]
     return "\n".join(lines) + "\n"
 

@@ -374,8 +374,9 @@ GAP_LEGEND = (
 
 
 #: Said of a gap whose two sides ran in different environments.
-ENV_NOTE = ("measured in different environments (the gap mixes the machines' difference with "
-            "the frameworks'; re-measure both sides in one)")
+ENV_NOTE = ("measured in different environments (the gap mixes the difference of machine, "
+            "software or optimizer implementation with the frameworks'; re-measure both sides "
+            "in one)")
 
 
 def gap_markdown(gaps: Sequence[Mapping[str, Any]]) -> str:

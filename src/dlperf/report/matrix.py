@@ -20,11 +20,12 @@ from dlperf.report.records import (
     is_ok,
     label,
     layout_setting,
+    optimizer_impl_label,
     point_of,
     workers_kind,
 )
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import env_of, median_s, result_id
+from dlperf.results.view import env_of, median_s, result_id, setting
 
 __all__ = ["matrix_column", "framework_matrix", "matrix_flat", "matrix_markdown"]
 
@@ -45,7 +46,8 @@ def matrix_column(r: RunRecord | Mapping[str, Any]) -> str:
     """The column of a result in :func:`framework_matrix`: ``framework/mode`` and whatever
     else makes it a different measurement of the same point: a compiler mode other than the
     default (`` [reduce-overhead]``), a forced layout (`` (nchw)``), the kind of loader
-    workers where a framework has several (`` processes``/`` threads``), data-parallel options
+    workers where a framework has several (`` processes``/`` threads``), an optimizer
+    implementation asked for other than ``auto`` (`` opt=fused``), data-parallel options
     not at their default (`` ddp(broadcast_buffers=False)``) and ``+breakdown``/``+trace``."""
     rec = as_record(r)
     parts = [label(rec)]
@@ -55,7 +57,7 @@ def matrix_column(r: RunRecord | Mapping[str, Any]) -> str:
     if layout_setting(rec) != "auto":
         parts.append(f"({layout_setting(rec)})")
     for extra in (workers_kind(rec) if field(rec, "loader_workers") else None,
-                  dist_options(rec), extra_measurements(rec)):
+                  optimizer_impl_label(rec), dist_options(rec), extra_measurements(rec)):
         if extra:
             parts.append(extra)
     return " ".join(parts)
@@ -68,9 +70,12 @@ def _forced_layout(col: str) -> bool:
 def _env_spread(newest: Mapping[str, RunRecord]) -> list[str]:
     """``"field: column value, column value"`` for each field of
     :func:`dlperf.env.environment_of` in which the runs ``newest`` (column -> result) differ
-    (unrecorded values skipped; ``framework`` not, it differs by design; host speeds only
-    beyond :data:`dlperf.env.HOST_SPEED_TOLERANCE`, and not where every run names the same
-    machine: the probe's spread on one machine, :func:`dlperf.env.environment_differences`)."""
+    (unrecorded values skipped; ``framework`` not, it differs by design; the optimizer
+    implementation only among columns of one framework that asked for the same
+    ``--optimizer-impl``: other columns differ in it by design, and their labels say so; host
+    speeds only beyond :data:`dlperf.env.HOST_SPEED_TOLERANCE`, and not where every run names
+    the same machine: the probe's spread on one machine,
+    :func:`dlperf.env.environment_differences`)."""
     from dlperf.env import environment_of, host_speeds_differ
 
     envs = {c: environment_of(env_of(r)) for c, r in newest.items()}
@@ -79,6 +84,9 @@ def _env_spread(newest: Mapping[str, RunRecord]) -> list[str]:
         if name == "framework":
             continue
         vals = {c: e[name] for c, e in envs.items() if e.get(name) is not None}
+        if name == "optimizer implementation":
+            out += _optimizer_spread(newest, vals)
+            continue
         if len(set(vals.values())) < 2:
             continue
         if name == "host speed":
@@ -88,6 +96,20 @@ def _env_spread(newest: Mapping[str, RunRecord]) -> list[str]:
         else:
             out.append(f"{name}: " + ", ".join(f"{c} {v}" for c, v in vals.items()))
     return out
+
+
+def _optimizer_spread(newest: Mapping[str, RunRecord], ran: Mapping[str, str]) -> list[str]:
+    """``"optimizer implementation: column value, ..."`` for each group of columns of one
+    framework and one asked ``--optimizer-impl`` (``auto`` for results stored before it) whose
+    runs ran different implementations (``ran``: column -> what ran), e.g. a result of ``auto``
+    stored before issue 23 (PyTorch's ``foreach`` on CUDA) beside one of today's (``fused``)."""
+    groups: dict[tuple[str, str], dict[str, str]] = {}
+    for c, v in ran.items():
+        rec = newest[c]
+        asked = setting(rec, "optimizer_impl") or "auto"
+        groups.setdefault((str(rec.identity.framework), str(asked)), {})[c] = v
+    return ["optimizer implementation: " + ", ".join(f"{c} {v}" for c, v in g.items())
+            for g in groups.values() if len(set(g.values())) > 1]
 
 
 def framework_matrix(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -95,7 +96,13 @@ class ResultStore:
     open_copy`), so reading never changes it: a file of an older schema is migrated in the copy
     only, and writes go nowhere. A reader refuses a file that does not exist or is empty
     (0 bytes), rather than reading it as an empty store. Opened to write, the file gets the
-    results kept beside it (:mod:`dlperf.results.unsaved`) stored first.
+    results kept beside it (:mod:`dlperf.results.unsaved`) stored first. A writer given an
+    empty (0-byte) file starts a new store in it and says so on stderr (one line, also in
+    :attr:`notice`): there is nothing in such a file to lose (SQLite writes a database's
+    first page at its first commit, so a file it left empty never held a result; one emptied
+    by something else has lost its content already, and refusing would not bring it back),
+    and a ``touch r.db`` is a fine way to name a new store. A 0-byte file beside a hot
+    journal is rolled back by SQLite first, and then is no new store.
 
     Raises:
         StoreError (a ConfigError): the file is not a dlperf SQLite database, is damaged,
@@ -107,6 +114,7 @@ class ResultStore:
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        was_empty = False
         if self.path.is_dir():
             raise StoreError(f"results file {str(self.path)!r} is a folder; give a results "
                              f"file, e.g. {self.path / 'results.db'}")
@@ -120,13 +128,21 @@ class ResultStore:
         else:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+            was_empty = self.path.is_file() and self.path.stat().st_size == 0
             self._db = open_writer(self.path)
+        #: A line saying what opening did that the user should know (a new store in an empty
+        #: file), or None; printed on stderr when set.
+        self.notice: str | None = None
         try:
             self._db.row_factory = sqlite3.Row
             self._claimed: int | None = None  # the version the file said it had
             check_intact(self._db, self.path)
             with sqlite_errors(self.path, "opening it"):
                 self._init()
+            if not read_only and was_empty and self._claimed is None:
+                self.notice = (f"note: results file {str(self.path)!r} was empty (0 bytes); "
+                               f"started a new dlperf results database in it")
+                print(self.notice, file=sys.stderr)
             if not read_only:
                 self._store_unsaved()
         except BaseException:

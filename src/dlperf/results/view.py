@@ -181,7 +181,8 @@ def warnings_text(rec: RunRecord) -> str | None:
 
 def env_of(rec: RunRecord) -> dict[str, Any]:
     """What :func:`dlperf.env.environment_of` reads of a record: its ``env`` and
-    ``versions`` as stored."""
+    ``versions`` as stored, and ``flags.optimizer`` (the optimizer implementation that ran)."""
     env = rec.env.model_dump(exclude_unset=True) if rec.env is not None else None
-    return {"env": env, "versions": rec.versions}
+    return {"env": env, "versions": rec.versions,
+            "flags": {"optimizer": (rec.flags or {}).get("optimizer")}}
 

@@ -110,3 +110,45 @@ def test_fused_and_phased_steps_share_one_compiled_program():
         run.close()
     assert mixed == fused
     assert len(marks.seen) == 3 * N_ITERS
+
+
+def test_the_optax_update_runs_inside_the_jitted_step(monkeypatch):
+    """Issue 23 item 5 (optax under jit): the Optax update is traced into the compiled step.
+    Its Python ``update`` runs once per trace (``flags.retraces``), never per step, while the
+    parameters change at every step, so every update is the compiled program's; the record
+    says so (``flags.optimizer.in_compiled_step``)."""
+    import jax
+    import optax
+
+    import dlperf.frameworks.jax.adapter as adapter
+
+    calls: list[int] = []
+    real = adapter.make_optimizer
+
+    def counted(optax_mod, o):
+        tx = real(optax_mod, o)
+
+        def update(grads, state, params=None):
+            calls.append(1)
+            return tx.update(grads, state, params)
+
+        return optax.GradientTransformation(tx.init, update)
+
+    monkeypatch.setattr(adapter, "make_optimizer", counted)
+    run = _prepare()
+    try:
+        traced = len(calls)
+        assert traced == run.flags["retraces"] == 1
+        before = [np.asarray(p).copy() for p in jax.tree.leaves(run.state["params"])]
+        for _ in range(N_ITERS):
+            prev = [np.asarray(p).copy() for p in jax.tree.leaves(run.state["params"])]
+            run.step()
+            now = jax.tree.leaves(run.state["params"])
+            assert any(not np.array_equal(a, np.asarray(b)) for a, b in zip(prev, now))
+        assert len(calls) == traced and run.flags["retraces"] == 1
+        assert any(not np.array_equal(a, np.asarray(b))
+                   for a, b in zip(before, jax.tree.leaves(run.state["params"])))
+        opt = run.flags["optimizer"]
+        assert opt["impl"] == "optax" and opt["in_compiled_step"] is True
+    finally:
+        run.close()

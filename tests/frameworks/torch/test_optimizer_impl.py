@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from dlperf.config import RunConfig, make_run_config  # noqa: E402
 from dlperf.config.sweep import expand_grid  # noqa: E402
 from dlperf.errors import ConfigError  # noqa: E402
-from dlperf.frameworks.torch.step import make_optimizer  # noqa: E402
+from dlperf.frameworks.torch.step import auto_impl, fused_devices, make_optimizer  # noqa: E402
 from dlperf.zoo.spec import OptimizerSpec  # noqa: E402
 
 
@@ -48,10 +48,54 @@ def test_implementations_compute_the_same_update():
         torch.testing.assert_close(out[impl], out["auto"])
 
 
-def test_auto_keeps_pytorchs_default_and_records_what_ran():
-    """auto passes neither foreach nor fused (what stored points measured): on the CPU PyTorch
-    runs its for-loop, and the record says so while keeping ``foreach: "default"``."""
-    opt, flags = make_optimizer(torch, _param(), OptimizerSpec(name="sgd", lr=0.1), "auto")
+def test_auto_runs_fused_where_pytorch_has_it_and_records_what_ran():
+    """auto (issue 23 item 5) runs the fastest standard implementation: ``fused=True`` for
+    SGD/Adam/AdamW on the CPU (PyTorch >= 2.4 has the kernels there); the record says
+    ``impl: fused`` while ``foreach`` stays ``"default"`` (no ``foreach=`` keyword passed)."""
+    for name in ("sgd", "adam", "adamw"):
+        params = _param()
+        opt, flags = make_optimizer(torch, params, OptimizerSpec(name=name, lr=0.1), "auto")
+        assert opt.defaults.get("fused") is True and opt.defaults.get("foreach") is None
+        assert flags["foreach"] == "default" and flags["impl_asked"] == "auto"
+        assert flags["impl"] == "fused" and flags["fused"] is True
+        assert "auto_fallback" not in flags
+        opt.step()
+        assert not torch.equal(params[0].detach(), torch.ones(4))
+
+
+@pytest.mark.parametrize("name,devices,fused_on,want", [
+    ("sgd", {"cuda"}, ("cuda", "cpu"), "fused"),
+    ("adamw", {"cuda"}, ("cuda",), "fused"),
+    ("adam", {"cpu"}, ("cuda", "cpu"), "fused"),
+    ("adam", {"cpu"}, ("cuda",), "default"),        # a PyTorch without CPU kernels
+    ("sgd", {"cuda", "cpu"}, ("cuda",), "default"),  # a parameter left on the CPU
+    ("sgd", {"meta"}, ("cuda", "cpu"), "default"),
+    ("rmsprop", {"cuda"}, ("cuda", "cpu"), "default"),  # no fused kernel for it
+    ("sgd", set(), ("cuda", "cpu"), "default"),
+])
+def test_auto_resolution_by_device_type(name, devices, fused_on, want):
+    """:func:`auto_impl` decides from the parameters' device types, so CUDA is covered here
+    without a GPU."""
+    assert auto_impl(name, devices, fused_on) == want
+
+
+def test_this_pytorch_has_fused_kernels_on_cuda_and_the_cpu():
+    """The device types read from PyTorch (a private function; an empty tuple would silently
+    make auto PyTorch's default again): CUDA and, since PyTorch 2.4, the CPU."""
+    assert {"cuda", "cpu"} <= set(fused_devices(torch))
+
+
+def test_auto_falls_back_to_pytorchs_default_without_a_fused_kernel():
+    """Where fused cannot serve (here: no fused kernels on the parameters' device), auto passes
+    no keyword, as dlperf did before issue 23, and records what PyTorch ran."""
+    import dlperf.frameworks.torch.step as step
+
+    orig = step.fused_devices
+    step.fused_devices = lambda torch: ("cuda",)
+    try:
+        opt, flags = make_optimizer(torch, _param(), OptimizerSpec(name="sgd", lr=0.1), "auto")
+    finally:
+        step.fused_devices = orig
     assert opt.defaults.get("foreach") is None and not opt.defaults.get("fused")
     assert flags["foreach"] == "default" and flags["impl_asked"] == "auto"
     assert flags["impl"] == "single" and flags["fused"] is False

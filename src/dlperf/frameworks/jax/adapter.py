@@ -184,7 +184,7 @@ class JaxAdapter:
                    if importlib.util.find_spec(m) is None]
         if missing:
             return False, (f"{', '.join(missing)} not installed; pip install 'dlperf[jax]' "
-                           "(for NVIDIA GPUs: pip install 'jax[cuda12]')")
+                           "(for NVIDIA GPUs: pip install 'dlperf[jax-cuda]')")
         vers = []
         for m in ("jax", "jaxlib", "flax", "optax"):
             try:
@@ -285,7 +285,7 @@ def _device(jax: Any, cfg: RunConfig) -> Any:
     except RuntimeError as e:
         raise UnavailableError(f"device 'cuda' was asked for but JAX has no GPU "
                                f"backend: {str(e)[:600]} (without a CUDA build of "
-                               f"jaxlib: pip install 'jax[cuda12]' or 'jax[cuda13]'); "
+                               f"jaxlib: pip install 'dlperf[jax-cuda]'); "
                                f"use --device cpu") from None
 
 

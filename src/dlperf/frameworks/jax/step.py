@@ -134,9 +134,12 @@ def make_optimizer(optax: Any, o: Any) -> Any:
 
 
 def optimizer_flags(o: Any) -> dict[str, Any]:
-    """``flags["optimizer"]`` of a JAX run (the record it has always stored)."""
+    """``flags["optimizer"]`` of a JAX run (the record it has always stored, and
+    ``in_compiled_step``: the Optax update is traced into the one ``jax.jit`` program of
+    :func:`make_train_step`, so XLA fuses it; tested in
+    ``tests/frameworks/jax/test_jax_staged_step.py``)."""
     return {"name": o.name, "lr": o.lr, "momentum": o.momentum,
-            "weight_decay": o.weight_decay, "impl": "optax"}
+            "weight_decay": o.weight_decay, "impl": "optax", "in_compiled_step": True}
 
 
 def init_state(jax: Any, model: Any, tx: Any, keys: tuple[Any, Any],

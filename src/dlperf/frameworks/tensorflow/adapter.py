@@ -253,8 +253,9 @@ class TensorFlowAdapter:
         except UnavailableError as e:
             return False, str(e)
         except Exception as e:  # pragma: no cover - depends on the install
-            return False, (f"tensorflow/keras is not installed ({e}); "
-                           f"pip install 'dlperf[tensorflow]'")
+            return False, (f"tensorflow/keras is not installed ({e}); pip install "
+                           "'dlperf[tensorflow]' (CPU only: 'dlperf[tensorflow-cpu]'; for NVIDIA "
+                           "GPUs: pip install 'dlperf[tensorflow-cuda]')")
         if not keras.__version__.startswith("3"):  # pragma: no cover - depends on the install
             return False, f"keras {keras.__version__} is installed; dlperf needs Keras 3"
         return True, tf.__version__

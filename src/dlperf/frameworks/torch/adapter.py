@@ -15,8 +15,9 @@ Choices (each recorded in ``TrainingRun.flags``, docs/measurement.md rule 6):
 * ``cudnn.benchmark = True`` on CUDA (PyTorch performance tuning guide): autotuning happens in
   the first iteration and warm-up of each shape, which the harness reports apart.
 * optimizer: ``torch.optim.SGD``/``Adam``/``AdamW``; ``--optimizer-impl auto`` (default)
-  keeps PyTorch's default implementation (``foreach`` on CUDA, the for-loop on the CPU),
-  ``fused``/``foreach``/``single`` force one (``fused`` is the fastest on CUDA);
+  runs the fastest standard implementation, ``fused=True`` where PyTorch has fused kernels
+  (CUDA and the CPU; :func:`~dlperf.frameworks.torch.step.auto_impl`), PyTorch's default
+  elsewhere; ``fused``/``foreach``/``single`` force one;
   ``flags.optimizer.impl`` records the one that ran; ``zero_grad(set_to_none=True)``.
 * data (:mod:`dlperf.frameworks.torch.input`): synthetic batches made on the device before
   timing; real data prepared on the host (pinned on CUDA) and copied with ``non_blocking=True``
@@ -137,7 +138,8 @@ class TorchAdapter:
         try:
             import torch
         except Exception as e:  # pragma: no cover - depends on the install
-            return False, f"torch is not installed ({e}); pip install 'dlperf[torch]'"
+            return False, (f"torch is not installed ({e}); pip install 'dlperf[torch]' (for "
+                           "NVIDIA GPUs: pip install 'dlperf[torch-cuda]')")
         return True, torch.__version__
 
     def devices(self) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from dlperf.frameworks.base import no_mark
@@ -60,10 +60,43 @@ def make_autocast(torch: Any, precision: str, device_type: str) -> Any:
 
 
 #: ``--optimizer-impl`` -> the keyword arguments of ``torch.optim.SGD``/``Adam``/``AdamW``
-#: (:data:`dlperf.registry.OPTIMIZER_IMPLS`); ``auto`` passes none: PyTorch's own default.
-_IMPL_KWARGS: dict[str, dict[str, bool]] = {"auto": {}, "fused": {"fused": True},
+#: (:data:`dlperf.registry.OPTIMIZER_IMPLS`); ``default`` passes none: PyTorch's own default
+#: (what ``auto`` ran before issue 23, and runs where no fused kernel serves).
+_IMPL_KWARGS: dict[str, dict[str, bool]] = {"default": {}, "fused": {"fused": True},
                                             "foreach": {"foreach": True},
                                             "single": {"foreach": False}}
+#: The zoo's optimizers that ``torch.optim`` implements fused (``fused=True``; the torch.optim
+#: documentation lists Adam, AdamW, SGD and Adagrad; the zoo uses the first three).
+FUSED_OPTIMIZERS = frozenset({"sgd", "adam", "adamw"})
+#: Why ``auto`` is ``fused`` (docs/frameworks.md, "Optimizer implementation").
+AUTO_EVIDENCE = ("H200, benchmarks/results/h200/yourmodel: fused against foreach -4.5% per step "
+                 "(fcn5 fp32 b=512), -4.9% (gpt2_small bf16 b=8, AdamW); 2-core Xeon, "
+                 "optimizer step alone: fused 1.5x (SGD) and 4.9x (AdamW) faster than the "
+                 "for-loop, foreach no faster than it")
+
+
+def fused_devices(torch: Any) -> tuple[str, ...]:
+    """The device types with fused optimizer kernels in this PyTorch:
+    ``torch.utils._foreach_utils._get_fused_kernels_supported_devices()`` (``cuda``, ``cpu``,
+    ``mps``, ``xpu``, ... in PyTorch 2.13; a private function: empty where it is missing, so
+    ``auto`` keeps PyTorch's default)."""
+    try:
+        mod = importlib.import_module(f"{torch.__name__}.utils._foreach_utils")
+        return tuple(mod._get_fused_kernels_supported_devices())
+    except (ImportError, AttributeError):  # pragma: no cover - a PyTorch without it
+        return ()
+
+
+def auto_impl(optimizer: str, device_types: Iterable[str], fused_on: Iterable[str]) -> str:
+    """What ``--optimizer-impl auto`` runs (issue 23 item 5: the fastest standard
+    implementation): ``fused`` when ``optimizer`` is in :data:`FUSED_OPTIMIZERS` and every
+    parameter's device type (``device_types``, e.g. ``{"cuda"}``) is among ``fused_on``
+    (:func:`fused_devices`), else ``default`` (PyTorch's own pick: ``foreach`` on CUDA, the
+    for-loop elsewhere). No parameters: ``default``. Evidence: :data:`AUTO_EVIDENCE`."""
+    types, fused_on = set(device_types), set(fused_on)
+    if optimizer in FUSED_OPTIMIZERS and types and types <= fused_on:
+        return "fused"
+    return "default"
 
 
 def default_impl(torch: Any, params: list[Any]) -> str:
@@ -82,46 +115,63 @@ def default_impl(torch: Any, params: list[Any]) -> str:
     return "fused" if fused else "foreach" if foreach else "single"
 
 
+def _construct(torch: Any, params: list[Any], o: OptimizerSpec, kw: dict[str, bool]) -> Any:
+    if o.name == "sgd":
+        return torch.optim.SGD(params, lr=o.lr, momentum=o.momentum,
+                               weight_decay=o.weight_decay, **kw)
+    if o.name in ("adam", "adamw"):
+        cls = torch.optim.Adam if o.name == "adam" else torch.optim.AdamW
+        return cls(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay, **kw)
+    raise ValueError(f"optimizer {o.name!r} has no PyTorch implementation in dlperf; "
+                     "use sgd, adam or adamw in the model's spec")
+
+
 def make_optimizer(torch: Any, params: Any, o: OptimizerSpec,
                    impl: str = "auto") -> tuple[Any, dict[str, Any]]:
     """``(optimizer, flags["optimizer"])`` for the zoo's optimizer spec ``o``:
     ``torch.optim.SGD``/``Adam``/``AdamW`` in implementation ``impl`` (``--optimizer-impl``):
-    ``auto`` (PyTorch's default, as dlperf always ran it: ``foreach`` on CUDA, the for-loop on
-    the CPU), ``fused`` (``fused=True``: the fastest on CUDA), ``foreach`` (``foreach=True``) or
-    ``single`` (``foreach=False``).
+    ``auto`` (the fastest: :func:`auto_impl`, ``fused`` wherever PyTorch has fused kernels for
+    the optimizer on the parameters' device, CUDA and the CPU; PyTorch's default elsewhere;
+    before issue 23 it was always PyTorch's default, ``foreach`` on CUDA), ``fused``
+    (``fused=True``), ``foreach`` (``foreach=True``) or ``single`` (``foreach=False``).
 
-    The record keeps ``foreach: "default"`` at ``auto`` (what results stored before the option
-    had) and the keyword passed otherwise; ``impl_asked`` is ``impl`` and ``impl`` the
-    implementation that runs (at ``auto``: :func:`default_impl`).
+    The record: ``impl_asked`` is ``impl``; ``impl`` the implementation that ran (the one
+    comparisons read, :mod:`dlperf.report.records`); ``fused`` whether ``fused=True`` was
+    passed; ``foreach`` the ``foreach=`` keyword passed, ``"default"`` where none was (at
+    ``auto``, as in results stored before the option). Should ``auto``'s fused optimizer be
+    refused by PyTorch, PyTorch's default runs and ``auto_fallback`` says why.
 
     Raises:
         ValueError: ``o.name`` is none of ``sgd``, ``adam``, ``adamw``, or ``impl`` is not one
-            of :data:`_IMPL_KWARGS`.
+            of :data:`dlperf.registry.OPTIMIZER_IMPLS`.
         RuntimeError: PyTorch refuses the implementation for these parameters (e.g. ``fused``
             on a device without fused kernels); the message names ``--optimizer-impl``.
     """
-    if impl not in _IMPL_KWARGS:
+    if impl != "auto" and (impl not in _IMPL_KWARGS or impl == "default"):
         raise ValueError(f"optimizer implementation {impl!r} is unknown; use one of "
-                         f"{', '.join(_IMPL_KWARGS)}")
+                         f"auto, {', '.join(k for k in _IMPL_KWARGS if k != 'default')}")
     params = list(params)
-    kw = _IMPL_KWARGS[impl]
-    try:
-        if o.name == "sgd":
-            opt = torch.optim.SGD(params, lr=o.lr, momentum=o.momentum,
-                                  weight_decay=o.weight_decay, **kw)
-        elif o.name in ("adam", "adamw"):
-            cls = torch.optim.Adam if o.name == "adam" else torch.optim.AdamW
-            opt = cls(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
-                      **kw)
-        else:
-            raise ValueError(f"optimizer {o.name!r} has no PyTorch implementation in dlperf; "
-                             "use sgd, adam or adamw in the model's spec")
-    except RuntimeError as e:
-        raise RuntimeError(f"--optimizer-impl {impl}: PyTorch {torch.__version__} refuses it for "
-                           f"{o.name} here ({e}); use --optimizer-impl auto") from e
-    flags = optimizer_flags(o, "default" if impl == "auto" else kw.get("foreach", False))
+    fallback = None
+    if impl == "auto":
+        ran = auto_impl(o.name, {p.device.type for p in params}, fused_devices(torch))
+        try:
+            opt = _construct(torch, params, o, _IMPL_KWARGS[ran])
+        except RuntimeError as e:  # pragma: no cover - a device PyTorch lists but refuses
+            fallback, ran = f"fused refused by PyTorch {torch.__version__}: {e}", "default"
+            opt = _construct(torch, params, o, {})
+    else:
+        ran = impl
+        try:
+            opt = _construct(torch, params, o, _IMPL_KWARGS[impl])
+        except RuntimeError as e:
+            raise RuntimeError(f"--optimizer-impl {impl}: PyTorch {torch.__version__} refuses "
+                               f"it for {o.name} here ({e}); use --optimizer-impl auto") from e
+    kw = _IMPL_KWARGS[ran]
+    flags = optimizer_flags(o, kw.get("foreach", "default" if impl == "auto" else False))
     flags.update(impl_asked=impl, fused=kw.get("fused", False),
-                 impl=default_impl(torch, params) if impl == "auto" else impl)
+                 impl=default_impl(torch, params) if ran == "default" else ran)
+    if fallback:
+        flags["auto_fallback"] = fallback
     return opt, flags
 
 

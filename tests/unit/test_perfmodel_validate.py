@@ -64,11 +64,15 @@ def test_host_bound_points_are_the_hard_part(summary):
 def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     s, v = summary
     lomo = s["leave-one-model-out"]
-    assert lomo["mdape_pct"] < 0.4 * lomo["baseline_mdape_pct"]  # 21.6% against 73.2%
+    assert lomo["mdape_pct"] < 0.4 * lomo["baseline_mdape_pct"]  # 21.1% against 73.2%
     # JAX's host time follows its kernel count (6.7-8.4 us per kernel on the H200), and a
     # device-bound series whose host probe is two-sided shows its host time: before both, the
-    # JAX small networks were predicted at 6.4 ms of host (resnet50's), max 1656%
-    assert lomo["max_pct"] < 400  # 318%
+    # JAX small networks were predicted at 6.4 ms of host (resnet50's), max 1656%. A torch
+    # graph model takes eager's host per operator (no graph series shows its own): an upper
+    # bound, 460% over for resnet56 graph bf16 b=128 (docs/perfmodel.md)
+    assert lomo["max_pct"] < 500
+    graph = [r for r in v.rows if r.category == "leave-one-model-out" and "torch/graph" in r.label]
+    assert sorted(r.ape for r in graph)[len(graph) // 2] < 25  # 0.056 ms of device alone before
     ar = s["all-reduce >= 1 MiB"]
     assert ar["mdape_pct"] < 5.0 and ar["mdape_pct"] < ar["baseline_mdape_pct"]
     two = s["2-GPU from 1-GPU"]

@@ -310,6 +310,8 @@ def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: Iterati
         measured, wall, moved = _segment(step, timer, policy, clock, on_phase, agree,
                                          losses["measure"], statistics.median(recent), count,
                                          seg_s)
+        if count.read is None:  # no counter: nothing known of compiles (no exchange either)
+            break
         left_s = policy.max_time_s - (clock() - t_budget0)
         # what a new warm-up (two windows at least) and a new segment need of the budget
         clean = [x for i, x in enumerate(measured) if i not in set(moved)] or measured
@@ -322,7 +324,7 @@ def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: Iterati
                  0.0 if steady and remeasured < MAX_REMEASURES and fits else 1.0]
         if agree is not None:  # every process measures again if any compiled
             again = agree(again)
-        if count.read is None or again[0] == 0.0 or again[1] != 0.0:
+        if again[0] == 0.0 or again[1] != 0.0:
             break
         compiled["warmup"] += [len(warm) + i for i in moved]
         warm.extend(measured)

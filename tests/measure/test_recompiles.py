@@ -258,3 +258,40 @@ def test_ahead_of_time_and_lazy_compilers_get_the_same_time_to_target(fake_recor
     assert z.time_to_target_no_compile_s == pytest.approx(0.01 * z.iterations_to_target)
     assert a.compile_time_s == pytest.approx(2.0) and z.compile_time_s == pytest.approx(2.0)
     assert a.recompiles == z.recompiles == 0
+
+
+def test_the_convergence_table_and_json_carry_compile_time_and_recompiles():
+    import json
+
+    from dlperf.report.convergence import convergence_groups, convergence_markdown
+    from dlperf.report.sections import _convergence_runs
+
+    def row(id_, comp):
+        return {"id": id_, "status": "ok", "model": "fcn_mnist", "framework": "jax",
+                "mode": "xla", "device": "cpu", "precision": "fp32", "data": "mnist",
+                "threads": None, "batch_size": 32, "world_size": 1, "nnodes": 1,
+                "result_json": json.dumps({"config": {"target_loss": 1.5},
+                                           **({"compile": comp} if comp else {})})}
+
+    raw = {1: {"first": {"step_time_s": [1.0], "loss": [3.0]},
+               "warmup": {"step_time_s": [0.5, 2.0], "loss": [2.5, 2.0]},
+               "measure": {"step_time_s": [0.5, 0.5, 0.5], "loss": [1.0, 1.0, 1.0]}}}
+    comp = {"compile_before_loop_s": 3.0, "compiled_at": {"first": [], "warmup": [1],
+                                                          "measure": []}}
+    (g,) = convergence_groups([row(1, comp)], raw.__getitem__, window=2)
+    (r,) = g["runs"]
+    # smoothed (window 2): [None, 2.75, 2.25, 1.5, 1.0, 1.0]: 1.5 at iteration 4
+    assert r["iterations_to_target"] == 4
+    assert r["time_to_target_s"] == 3.0 + 4.0 and r["time_to_target_no_compile_s"] == 2.0
+    assert r["compile_time_s"] == 3.0 + 2.0 and r["recompiles"] == 1
+    md = convergence_markdown([g])
+    assert "| s to target | s to target without compile | compile s (before loop + in loop) " \
+           "| recompiles |" in md
+    assert "| 4 | 7.000 | 2.000 | 5.000 (3.000 + 2.000) | 1 |" in md
+    (js,) = _convergence_runs([g])
+    assert js["compile_before_loop_s"] == 3.0 and js["recompiles"] == 1
+    assert js["time_to_target_no_compile_s"] == 2.0
+    # a record from before schema 10: nothing known of compile before the loop
+    (g,) = convergence_groups([row(1, None)], raw.__getitem__, window=2)
+    assert g["runs"][0]["compile_before_loop_s"] is None
+    assert "(? + " in convergence_markdown([g])

@@ -295,3 +295,12 @@ def test_the_convergence_table_and_json_carry_compile_time_and_recompiles():
     (g,) = convergence_groups([row(1, None)], raw.__getitem__, window=2)
     assert g["runs"][0]["compile_before_loop_s"] is None
     assert "(? + " in convergence_markdown([g])
+
+
+def test_data_parallel_compile_steps_are_any_ranks():
+    from dlperf.measure.ranks import union_compiled_at
+
+    assert union_compiled_at([None, None]) is None
+    assert union_compiled_at([{"first": [0], "measure": [3]},
+                              {"first": [0], "measure": [1, 3]}, None]) == \
+        {"first": [0], "measure": [1, 3]}

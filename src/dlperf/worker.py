@@ -139,6 +139,7 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
     losses = {k: session.losses_to_floats(v) for k, v in loop.losses.items()}
     samples = {"first": [loop.first_iter_s], "warmup": loop.warmup_s, "measure": loop.measured_s}
     comp, steady, wall_s = compile_info(session), loop.steady_state, loop.wall_s
+    compiled_at = loop.compiled_at
     if dist is not None:
         t1 = time.perf_counter()
         comm = profile_comm(session, cfg.comm_profile_iters, adapter.is_oom)
@@ -149,15 +150,18 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
             dist.rank, samples=samples, losses=losses, wall_s=loop.wall_s,
             local_rank=dist.local_rank, node_rank=dist.node_rank, hostname=env.get("hostname"),
             device=session.versions.get("device_name"), memory=memory, comm=comm),
-            steady_state=loop.steady_state, recompiles_measured=comp.get("recompiles_measured"))
+            steady_state=loop.steady_state, recompiles_measured=comp.get("recompiles_measured"),
+            compiled_at=compiled_at)
         samples, losses, wall_s = merged["samples"], merged["losses"], merged["wall_s"]
         steady, memory = merged["steady_state"], merged["memory"]
         comp["recompiles_measured"] = merged["recompiles_measured"]
+        compiled_at = merged["compiled_at"]
     parts = segment_parts(
         cfg, spec, samples=samples, losses=losses, wall_s=wall_s, steady_state=steady, comp=comp,
         own_measured_s=loop.measured_s, per_rank=merged["dist"]["per_rank"] if merged else None,
         waits=session.data_wait.measured() if session.data_wait is not None else None,
-        power_record=seg.power_record, power_reason=seg.power_reason)
+        power_record=seg.power_record, power_reason=seg.power_reason,
+        compiled_at=compiled_at, remeasured=loop.remeasured)
     phases["stats"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     host = dispatch_into(parts["samples"], cfg, session, (parts.get("summary") or {}).get("median"))

@@ -109,7 +109,12 @@ class Session:
         compile_info: after the loop, ``{"compile_time_s": float | None, "n_compiles": int |
             None, "recompiles_measured": int | None}``: compile/trace time, number of compiled
             graphs or traces, and how many happened during measurement (docs/measurement.md rule 4;
-            > 0 means the measured steps were not at steady state).
+            > 0 means the measured steps were not at steady state), and
+            ``compile_before_loop_s``: the compile/trace work done before the first timed
+            iteration (0 where compilation is lazy, inside the first step).
+        compile_count: the number of compilations (graphs, traces, builds) so far, as a cheap
+            Python read: the harness calls it after every step, also in the measured segment
+            (docs/measurement.md, "Recompiles"); None where the framework compiles nothing.
         phased_step: for ``--breakdown``: runs one iteration calling ``mark(phase, handle)``
             after each phase (``t_io``, ``t_h2d``, ``t_f``, ``t_b``, ``t_u``, or ``t_fbu`` for a
             step compiled as one program); see :mod:`dlperf.measure.phases`. None: no
@@ -154,6 +159,7 @@ class Session:
     close: Callable[[], None] = lambda: None
     on_phase: Callable[[str], None] | None = None
     compile_info: Callable[[], dict[str, Any]] | None = None
+    compile_count: Callable[[], int] | None = None
     phased_step: Callable[..., Any] | None = None
     phase_timer: Callable[[], Any] | None = None
     profile: Callable[[int, Any], dict[str, Any]] | None = None
@@ -205,7 +211,10 @@ class TrainingRun:
         phase_timer(): the :class:`~dlperf.measure.phases.PhaseTimer` for it.
         profile(n, folder): ``{"trace": TraceData, "files": {kind: path}}`` of one warm-up
             and ``n`` annotated steps under the framework's profiler (``--breakdown``/``--trace``).
-        compile_info(): ``{"compile_time_s", "n_compiles", "recompiles_measured", ...}``.
+        compile_info(): ``{"compile_time_s", "n_compiles", "recompiles_measured",
+            "compile_before_loop_s", ...}``.
+        compile_count(): compilations so far, a cheap Python read called after every step
+            (:attr:`Session.compile_count`).
         count_flops(): ``{"flops_per_step", "bytes_per_step", "source", "bytes_source"}`` of
             one more iteration under the framework's counter.
         ceiling_backend(): the :class:`~dlperf.perfmodel.ceilings.CeilingBackend` of the device.
@@ -227,6 +236,7 @@ class TrainingRun:
     phase_timer: Callable[[], Any] | None = None
     profile: Callable[[int, Any], dict[str, Any]] | None = None
     compile_info: Callable[[], dict[str, Any]] | None = None
+    compile_count: Callable[[], int] | None = None
     count_flops: Callable[[], dict[str, Any]] | None = None
     ceiling_backend: Callable[[], Any] | None = None
     comm_profile: Callable[[int], dict[str, Any]] | None = None

@@ -14,6 +14,19 @@ docs/measurement.md:
 * rule 5: stop when both a minimum count and a minimum time are reached (or at the budget);
   every raw sample is kept.
 
+Compiles (docs/measurement.md, "Recompiles"): where the framework counts its compilations
+(``compiles``: a cheap Python read, e.g. Dynamo's graph counter, JAX's trace and XLA-compile
+counts, ``tf.function``'s tracing count), the loop reads the counter after each step and
+records the steps after which it moved (``LoopResult.compiled_at``). Warm-up does not end
+while compiles still happen: two windows agree only if neither holds a compile. A measured
+segment in which the step compiled after a settled warm-up is left behind (it becomes
+warm-up), warm-up starts again and the segment is measured again, at most
+:data:`MAX_REMEASURES` times and within the time budget (``max_time_s``, counted from the first
+measured segment's start; the new segment always gets its minimums). A step that compiled all
+through warm-up (it never settled) is not measured again: it would compile again. If the last
+segment still compiled, its compile steps are reported (and :mod:`dlperf.measure.segment`
+leaves them out of the statistics).
+
 Python's garbage collector: after the first iteration, :func:`measure` collects once and
 freezes every object alive (``gc.collect(); gc.freeze()``), and unfreezes them at the end. The
 collector stays on, so the cyclic garbage the training step makes is collected as in any loop,
@@ -55,6 +68,10 @@ from dlperf.stats import is_stable
 #: (tens of microseconds), which dominates only very short segments.
 WALL_CHECK_REL = 0.05
 WALL_CHECK_ABS_S = 2e-3
+#: How many times a measured segment in which the step compiled is measured again (after a
+#: fresh warm-up) before its compile steps are excluded instead: a step that keeps
+#: recompiling (a shape that changes every few steps) would otherwise never be measured.
+MAX_REMEASURES = 2
 
 
 @dataclass
@@ -64,12 +81,18 @@ class LoopResult:
     Attributes:
         first_iter_s: the first iteration alone (compilation, autotuning, allocator growth).
         warmup_s: each warm-up iteration, in order.
-        steady_state: True if warm-up ended because two consecutive windows agreed.
+        steady_state: True if the (last) warm-up ended because two consecutive windows
+            agreed, with no compile in either.
         measured_s: each measured iteration, in order (never filtered).
         wall_s: host wall time of the measured segment, from before the first step to after the
             device finished the last one.
         losses: opaque per-iteration loss handles for ``first``, ``warmup`` and ``measure``
             (the framework turns them into floats after the loop, without syncing inside it).
+        compiled_at: ``{"first", "warmup", "measure"}`` -> indices (into that phase's
+            samples) of the steps after which the compile counter moved; None where the
+            framework has no counter.
+        remeasured: how many measured segments were left behind (moved to the warm-up)
+            because the step compiled in them.
     """
 
     first_iter_s: float
@@ -78,6 +101,8 @@ class LoopResult:
     measured_s: list[float]
     wall_s: float
     losses: dict[str, list[Any]] = field(default_factory=dict)
+    compiled_at: dict[str, list[int]] | None = None
+    remeasured: int = 0
 
     @property
     def measured_total_s(self) -> float:
@@ -100,7 +125,8 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
             clock: Callable[[], float] = time.perf_counter,
             check_losses: Callable[[list[Any]], None] | None = None,
             on_phase: Callable[[str], None] | None = None,
-            agree: Callable[[list[float]], list[float]] | None = None) -> LoopResult:
+            agree: Callable[[list[float]], list[float]] | None = None,
+            compiles: Callable[[], int] | None = None) -> LoopResult:
     """Run and time one configuration: first iteration, warm-up, measurement.
 
     Args:
@@ -114,6 +140,8 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
         on_phase: called with ``"measure"`` just before the measured segment starts.
         agree: elementwise max of a list of floats over the processes of a data-parallel run
             (see the module docstring); None for one process.
+        compiles: the framework's count of compilations so far (a cheap read: it is called
+            after every step); None where it has none (see the module docstring).
 
     Returns:
         LoopResult with every raw sample.
@@ -122,16 +150,18 @@ def measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
 
     # 1. The first iteration, alone.
     timer.reserve(max(policy.warmup_window, 1))
+    count = _Count(compiles)
     timer.start()
     h = step()
     losses["first"].append(h)
     timer.mark(h)
     first = timer.collect()[0]
+    first_compiled = count.moved()
     if check_losses is not None:
         check_losses(losses["first"])
     with frozen_heap():
         return _warm_and_measure(step, timer, policy, clock, check_losses, on_phase, agree,
-                                 losses, first)
+                                 losses, first, count, first_compiled)
 
 
 @contextlib.contextmanager
@@ -150,65 +180,90 @@ def frozen_heap() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
-                      clock: Callable[[], float],
-                      check_losses: Callable[[list[Any]], None] | None,
-                      on_phase: Callable[[str], None] | None,
-                      agree: Callable[[list[float]], list[float]] | None,
-                      losses: dict[str, list[Any]], first: float) -> LoopResult:
-    """Warm-up and measured segment of :func:`measure` (after its first iteration)."""
+class _Count:
+    """The run's compile counter (``read``: a cheap Python read, or None where the framework
+    has none) and its last value seen (``last``)."""
 
-    # 2. Warm-up in windows; each window is read (one sync per window, not per step).
-    w = policy.warmup_window
-    warm: list[float] = []
-    steady = False
+    def __init__(self, read: Callable[[], int] | None) -> None:
+        self.read = read
+        self.last = read() if read is not None else 0
+
+    def moved(self) -> bool:
+        """Read the counter; True if it changed since the last read (a compile happened)."""
+        if self.read is None:
+            return False
+        c = self.read()
+        if c == self.last:
+            return False
+        self.last = c
+        return True
+
+
+def _warm_up(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
+             clock: Callable[[], float], check_losses: Callable[[list[Any]], None] | None,
+             agree: Callable[[list[float]], list[float]] | None, losses: dict[str, list[Any]],
+             warm: list[float], compiled: list[int], count: _Count, time_cap_s: float) -> bool:
+    """One warm-up in windows (one sync per window, not per step), appended to ``warm`` (s),
+    ``losses["warmup"]`` and ``compiled`` (indices into ``warm`` of the steps after which the
+    compile counter moved). Steady when the last two windows agree (:func:`is_stable`) and
+    no step in them compiled; else it stops at ``max_warmup_iters`` (counted from this
+    warm-up's start) or ``time_cap_s``. Returns whether it reached steady state."""
+    w, n0 = policy.warmup_window, len(warm)
     t_warm0 = clock()
     while True:
-        go = len(warm) < policy.max_warmup_iters and clock() - t_warm0 < policy.max_warmup_time_s
+        done = len(warm) - n0
+        go = done < policy.max_warmup_iters and clock() - t_warm0 < time_cap_s
         if agree is not None:  # stop when any process reached its warm-up budget
             go = agree([0.0 if go else 1.0])[0] == 0.0
         if not go:
-            break
-        n = min(w, policy.max_warmup_iters - len(warm))
+            return False
+        n = min(w, policy.max_warmup_iters - done)
         timer.start()
         window_losses = []
-        for _ in range(n):
+        for i in range(n):
             h = step()
             window_losses.append(h)
             timer.mark(h)
+            if count.moved():
+                compiled.append(len(warm) + i)
         warm.extend(timer.collect())
         losses["warmup"].extend(window_losses)
         if check_losses is not None:
             check_losses(window_losses)
-        stable = (len(warm) >= max(2 * w, policy.min_warmup_iters)
+        quiet = not compiled or compiled[-1] < len(warm) - 2 * w  # no compile in either window
+        stable = (len(warm) - n0 >= max(2 * w, policy.min_warmup_iters) and quiet
                   and is_stable(warm[-2 * w:-w], warm[-w:], policy.warmup_rel_tol))
         if agree is not None:  # steady when every process is
             stable = agree([0.0 if stable else 1.0])[0] == 0.0
         if stable:
-            steady = True
-            break
-    if policy.max_warmup_iters == 0:
-        steady = True  # warm-up disabled explicitly: the user takes responsibility
+            return True
 
-    # 3. Measurement: no host sync until the end. Pre-allocate marks for the expected count.
-    recent = warm[-w:] if warm else [first]
-    est = statistics.median(recent)
+
+def _segment(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
+             clock: Callable[[], float], on_phase: Callable[[str], None] | None,
+             agree: Callable[[list[float]], list[float]] | None, meas_losses: list[Any],
+             est: float, count: _Count, max_time_s: float
+             ) -> tuple[list[float], float, list[int]]:
+    """One measured segment: no host sync until the end (marks pre-allocated for the
+    expected count). Returns its step times (s), its wall time (s) and the indices of the
+    steps after which the compile counter moved. The counter is read per step only where the
+    framework has one: a Python attribute read (docs/measurement.md, "Recompiles")."""
     expected = policy.min_iters if est <= 0 else max(policy.min_iters,
                                                      math.ceil(policy.min_time_s / est))
     fixed: int | None = None
     if agree is not None:
         # One count for every process, from the slowest estimate, within the budget.
-        budget = policy.max_iters if est <= 0 else max(1, math.floor(policy.max_time_s / est))
+        budget = policy.max_iters if est <= 0 else max(1, math.floor(max_time_s / est))
         fixed = int(agree([float(min(expected, policy.max_iters, max(budget, 1)))])[0])
         expected = fixed
     timer.reserve(min(policy.max_iters, int(expected * 1.25) + 8))
-    meas_losses = losses["measure"]
-    min_iters, min_time = policy.min_iters, policy.min_time_s
-    max_iters, max_time = policy.max_iters, policy.max_time_s
+    min_iters, min_time = policy.min_iters, min(policy.min_time_s, max_time_s)
+    max_iters, max_time = policy.max_iters, max_time_s
     if fixed is not None:  # the count alone stops the agreed segment
         min_iters, max_iters, min_time, max_time = fixed, fixed, 0.0, math.inf
     if on_phase is not None:
         on_phase("measure")
+    read, last, compiled = count.read, count.last, []
     n = 0
     t0 = clock()
     timer.start()
@@ -217,10 +272,75 @@ def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: Iterati
         meas_losses.append(h)
         timer.mark(h)
         n += 1
+        if read is not None:
+            c = read()
+            if c != last:
+                compiled.append(n - 1)
+                last = c
         elapsed = clock() - t0
         if (n >= min_iters and elapsed >= min_time) or n >= max_iters or elapsed >= max_time:
             break
     measured = timer.collect()
     wall = clock() - t0
+    count.last = last
+    return measured, wall, compiled
+
+
+def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
+                      clock: Callable[[], float],
+                      check_losses: Callable[[list[Any]], None] | None,
+                      on_phase: Callable[[str], None] | None,
+                      agree: Callable[[list[float]], list[float]] | None,
+                      losses: dict[str, list[Any]], first: float, count: _Count,
+                      first_compiled: bool) -> LoopResult:
+    """Warm-up and measured segment of :func:`measure` (after its first iteration), measured
+    again after a fresh warm-up while the step compiles in the measured segment (when the
+    warm-up before it had settled, at most :data:`MAX_REMEASURES` times, within
+    ``policy.max_time_s``; the segment left behind becomes warm-up)."""
+    warm: list[float] = []
+    compiled: dict[str, list[int]] = {"first": [0] if first_compiled else [], "warmup": [],
+                                      "measure": []}
+    steady = _warm_up(step, timer, policy, clock, check_losses, agree, losses, warm,
+                      compiled["warmup"], count, policy.max_warmup_time_s)
+    if policy.max_warmup_iters == 0:
+        steady = True  # warm-up disabled explicitly: the user takes responsibility
+    remeasured, t_budget0, seg_s = 0, clock(), policy.max_time_s
+    while True:
+        recent = warm[-policy.warmup_window:] if warm else [first]
+        measured, wall, moved = _segment(step, timer, policy, clock, on_phase, agree,
+                                         losses["measure"], statistics.median(recent), count,
+                                         seg_s)
+        if count.read is None:  # no counter: nothing known of compiles (no exchange either)
+            break
+        left_s = policy.max_time_s - (clock() - t_budget0)
+        # what a new warm-up (two windows at least) and a new segment need of the budget
+        clean = [x for i, x in enumerate(measured) if i not in set(moved)] or measured
+        est = statistics.median(clean)
+        keep_s = max(policy.min_time_s, policy.min_iters * est) + policy.warmup_window * est
+        fits = left_s - keep_s >= 2 * policy.warmup_window * est
+        # a step that compiled all through warm-up (it never settled) would compile again:
+        # its compile steps are excluded instead
+        again = [1.0 if moved else 0.0,
+                 0.0 if steady and remeasured < MAX_REMEASURES and fits else 1.0]
+        if agree is not None:  # every process measures again if any compiled
+            again = agree(again)
+        if again[0] == 0.0 or again[1] != 0.0:
+            break
+        compiled["warmup"] += [len(warm) + i for i in moved]
+        warm.extend(measured)
+        losses["warmup"].extend(losses["measure"])
+        losses["measure"] = []
+        remeasured += 1
+        steady = _warm_up(step, timer, policy, clock, check_losses, agree, losses, warm,
+                          compiled["warmup"], count, min(policy.max_warmup_time_s,
+                                                         left_s - keep_s))
+        # what is left of the budget, but never less than the segment's minimums need (a
+        # window's overshoot of the warm-up at most exceeds the budget)
+        seg_s = max(policy.max_time_s - (clock() - t_budget0), keep_s)
+        if policy.max_warmup_iters == 0:
+            steady = True
+    compiled["measure"] = moved
     return LoopResult(first_iter_s=first, warmup_s=warm, steady_state=steady,
-                      measured_s=measured, wall_s=wall, losses=losses)
+                      measured_s=measured, wall_s=wall, losses=losses,
+                      compiled_at=compiled if count.read is not None else None,
+                      remeasured=remeasured)

@@ -29,7 +29,7 @@ from typing import Any
 from dlperf.measure.breakdown.overlap import combine_rank_comm
 
 __all__ = ["PHASES", "rank_payload", "merge_ranks", "imbalance", "rank_phase", "max_memory",
-           "dist_part", "gather_ranks"]
+           "dist_part", "union_compiled_at", "gather_ranks"]
 
 PHASES = ("first", "warmup", "measure")
 
@@ -147,20 +147,34 @@ def dist_part(cfg: Any, dist: Any, merged: dict[str, Any],
             "loss": "mean over ranks per iteration", "comm": comm, **dist.info}
 
 
+def union_compiled_at(per_rank: Sequence[dict[str, list[int]] | None]
+                      ) -> dict[str, list[int]] | None:
+    """Phase -> sorted indices of the steps after which any rank's compile counter moved
+    (the merged step is the slowest rank's, so a compile on one rank makes it a compile
+    step); None when no rank has a counter."""
+    have = [c for c in per_rank if c is not None]
+    if not have:
+        return None
+    phases = sorted({ph for c in have for ph in c})
+    return {ph: sorted({int(i) for c in have for i in c.get(ph, [])}) for ph in phases}
+
+
 def gather_ranks(cfg: Any, dist: Any, payload: dict[str, Any], *, steady_state: bool,
-                 recompiles_measured: Any) -> dict[str, Any]:
+                 recompiles_measured: Any,
+                 compiled_at: dict[str, list[int]] | None = None) -> dict[str, Any]:
     """Gather every process's ``payload`` (:func:`rank_payload`; a collective: every process
     calls it) and merge them.
 
     Returns ``{"samples", "losses", "wall_s"}`` as :func:`merge_ranks` gives them, with
     ``steady_state`` (every rank's), ``recompiles_measured`` (the most on any rank, or this
-    process's ``recompiles_measured`` when no rank recompiled), ``memory``
+    process's ``recompiles_measured`` when no rank recompiled), ``compiled_at``
+    (:func:`union_compiled_at` of the ranks' compile steps), ``memory``
     (:func:`max_memory`), ``comm`` (:func:`~dlperf.measure.breakdown.overlap.
     combine_rank_comm` of the ranks' exposed communication, against the slowest rank's median
     step) and ``dist`` (:func:`dist_part`).
     """
     payload = {**payload, "steady_state": steady_state,
-               "recompiles_measured": recompiles_measured}
+               "recompiles_measured": recompiles_measured, "compiled_at": compiled_at}
     gathered = dist.all_gather(payload)
     merged = merge_ranks(gathered)
     if any(p.get("recompiles_measured") for p in gathered):
@@ -171,5 +185,6 @@ def gather_ranks(cfg: Any, dist: Any, payload: dict[str, Any], *, steady_state: 
     return {"samples": merged["samples"], "losses": merged["losses"], "wall_s": merged["wall_s"],
             "steady_state": all(p.get("steady_state", True) for p in gathered),
             "recompiles_measured": recompiles_measured,
+            "compiled_at": union_compiled_at([p.get("compiled_at") for p in gathered]),
             "memory": max_memory([p["memory"] for p in merged["per_rank"]]),
             "comm": comm, "dist": dist_part(cfg, dist, merged, comm)}

@@ -20,7 +20,7 @@ from dlperf.measure.power import PowerRecord, energy_summary
 from dlperf.measure.power_control import PowerControl
 from dlperf.perfmodel import convergence
 
-__all__ = ["Segment", "run_segment", "timing_check", "segment_parts"]
+__all__ = ["Segment", "run_segment", "timing_check", "compile_handling", "segment_parts"]
 
 
 @dataclass
@@ -64,7 +64,8 @@ def run_segment(session: Any, cfg: Any, delay: RunDelay) -> Segment:
         # the session's clock where it has one (the fake framework's fake clock), else the host's
         loop = measure(session.step, session.timer, cfg.iterations, check_losses=check,
                        on_phase=on_phase, clock=getattr(session, "clock", time.perf_counter),
-                       agree=dist.agree_max if dist is not None and dist.world_size > 1 else None)
+                       agree=dist.agree_max if dist is not None and dist.world_size > 1 else None,
+                       compiles=getattr(session, "compile_count", None))
     finally:
         power_record = power.stop()  # first thing after it
         delay.stop()
@@ -91,11 +92,31 @@ def timing_check(checks: Sequence[tuple[float, float]]) -> tuple[float, bool]:
     return max(rels, key=abs), consistent
 
 
+def compile_handling(compiled_at: dict[str, list[int]] | None, remeasured: int,
+                     recompiles_measured: Any) -> tuple[str | None, list[int]]:
+    """How compiles in the measured segment were handled (docs/measurement.md, "Recompiles")
+    and the measured steps left out of the statistics: ``("none", [])`` no compile while
+    measured; ``("remeasured", [])`` the step compiled in an earlier segment, which became
+    warm-up, and the final one has none; ``("excluded", steps)`` it compiled in the final
+    segment too: those steps (indices into the measured samples) are left out of the summary,
+    CI and throughput; ``("not located", [])`` the framework counted compiles while measured
+    (``recompiles_measured``) but has no per-step counter; ``(None, [])`` no counter and
+    nothing counted."""
+    if compiled_at is None:
+        return ("not located", []) if recompiles_measured else (None, [])
+    steps = sorted(set(compiled_at.get("measure") or []))
+    if steps:
+        return "excluded", steps
+    return ("remeasured" if remeasured else "none"), []
+
+
 def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
                   losses: dict[str, list[float]], wall_s: float, steady_state: bool,
                   comp: dict[str, Any], own_measured_s: list[float],
                   per_rank: list[dict[str, Any]] | None, waits: list[float] | None,
-                  power_record: PowerRecord | None, power_reason: str | None) -> dict[str, Any]:
+                  power_record: PowerRecord | None, power_reason: str | None,
+                  compiled_at: dict[str, list[int]] | None = None,
+                  remeasured: int = 0) -> dict[str, Any]:
     """The record parts (dicts) of a measured segment.
 
     Args:
@@ -110,31 +131,48 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
         per_rank: the ``dist`` part's ``per_rank`` for a data-parallel run, else None.
         waits: this process's data wait per measured iteration (s), or None.
         power_record, power_reason: the power sampler's record, or why there is none.
+        compiled_at: the loop's compile steps by phase (``LoopResult.compiled_at``; any
+            rank's), None where the framework has no compile counter.
+        remeasured: measured segments left behind because the step compiled in them.
 
     Returns:
-        ``summary``, ``throughput``, ``timing`` (:class:`dlperf.results.schema.Timing`),
-        ``compile``, ``samples`` (with ``data_wait``), ``losses``, ``convergence``,
-        ``data_wait`` and ``power``.
+        ``summary``, ``throughput`` (both over the measured steps less the excluded compile
+        steps: :func:`compile_handling`), ``timing`` (:class:`dlperf.results.schema.Timing`),
+        ``compile``, ``samples`` (with ``data_wait``; every raw sample), ``losses``,
+        ``convergence``, ``data_wait`` and ``power``.
     """
     measured = samples["measure"]
     n, total = len(measured), math.fsum(measured)
     checks = ([(p["measured_time_s"], p["wall_s"]) for p in per_rank] if per_rank is not None
               else [(total, wall_s)])
     rel, consistent = timing_check(checks)
+    handling, excluded = compile_handling(compiled_at, remeasured,
+                                          comp.get("recompiles_measured"))
+    skip = set(excluded)
+    kept = [x for i, x in enumerate(measured) if i not in skip] if skip else measured
     timing = {"first_iter_s": samples["first"][0], "warmup_iters": len(samples["warmup"]),
               "warmup_time_s": math.fsum(samples["warmup"]),
-              "steady_state": steady_state and not comp.get("recompiles_measured"),
+              "steady_state": steady_state and not comp.get("recompiles_measured")
+              and not excluded,
               "n_measured": n, "measured_time_s": total, "wall_time_s": wall_s,
-              "timing_rel_diff": rel, "timing_consistent": consistent}
+              "timing_rel_diff": rel, "timing_consistent": consistent,
+              "warmup_settled": steady_state, "remeasured": remeasured}
+    if handling is not None:
+        timing.update(compile_handling=handling, excluded_steps=excluded)
+    if compiled_at is not None:
+        comp = {**comp, "compiled_at": compiled_at}
     return {
         # below MIN_CI_SAMPLES no interval reaches 95%: none is stored (and a warning says
         # so: dlperf.measure.warnings)
-        "summary": stats.summarize(measured, min_ci_samples=stats.MIN_CI_SAMPLES).to_dict(),
-        "throughput": stats.throughput(n, cfg.global_batch, total, spec.tokens_per_sample),
+        "summary": stats.summarize(kept, min_ci_samples=stats.MIN_CI_SAMPLES).to_dict(),
+        "throughput": stats.throughput(len(kept), cfg.global_batch, math.fsum(kept),
+                                       spec.tokens_per_sample),
         "timing": timing, "compile": comp,
         "samples": {**samples, **({"data_wait": waits} if waits is not None else {})},
         "losses": losses,
-        "convergence": convergence.summarize_convergence(samples, losses, cfg.target_loss),
+        "convergence": convergence.summarize_convergence(
+            samples, losses, cfg.target_loss, compiled_at=compiled_at,
+            compile_before_loop_s=comp.get("compile_before_loop_s")),
         "data_wait": (data_wait_summary(waits, own_measured_s, cfg.input_bound_share)
                       if waits is not None else None),
         # NVML samples this process's GPU: energy per sample over its share of the batch.

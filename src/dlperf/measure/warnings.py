@@ -2,8 +2,8 @@
 
 :func:`quality_warnings` reads a finished record (:class:`dlperf.results.schema.RunRecord`)
 and says what in it is doubtful: too few iterations for a confidence interval
-(:data:`dlperf.stats.MIN_CI_SAMPLES`; none is stored then), a wide one or a long tail, no
-steady state, iteration times that disagree with the wall time, settings without effect on the
+(:data:`dlperf.stats.MIN_CI_SAMPLES`; none is stored then), a wide one or a long tail, a
+warm-up that never settled and a step that recompiled while measured (told apart), iteration times that disagree with the wall time, settings without effect on the
 device, graph breaks, an MFU above 100% (:func:`mfu_above_one` names the likely cause), CPU ceilings measured
 beside loader workers, an input-bound run, a profiler that shifted the communication overlap.
 The thresholds are below (documented in docs/measurement.md).
@@ -73,11 +73,51 @@ def _timing_warnings(r: RunRecord) -> list[str]:
             w.append(f"mean is {s.mean / s.median:.2f}x the median: a long tail or two "
                      "speeds in the raw samples")
     t = r.timing
-    if t is not None and t.steady_state is False:
-        w.append("warm-up did not reach steady state (or the step recompiled while measured)")
+    w += _steady_warnings(r)
     if t is not None and t.timing_consistent is False:
         rel = t.timing_rel_diff if "timing_rel_diff" in t.model_fields_set else 0
         w.append(f"iteration times and wall time differ by {rel:.1%}")
+    return w
+
+
+def _steady_warnings(r: RunRecord) -> list[str]:
+    """Whether the run never settled and whether it compiled while measured, apart
+    (docs/measurement.md, "Recompiles"); a record from before schema 10 says less."""
+    t, comp = r.timing, r.compile
+    if t is None:
+        return []
+    at = (comp.compiled_at if comp is not None else None) or {}
+    rm = comp.recompiles_measured if comp is not None else None
+    if t.warmup_settled is None:  # recorded before the loop knew about compiles
+        if t.steady_state is not False:
+            return []
+        if rm:
+            return [f"the step recompiled {rm} time(s) while measured and those steps are in "
+                    "the median, CI and throughput (recorded before dlperf left them out); "
+                    "measure it again"]
+        return ["warm-up did not reach steady state (or the step recompiled while measured)"]
+    w: list[str] = []
+    if t.warmup_settled is False:
+        n_warm = t.warmup_iters or 0
+        warm_c = at.get("warmup") or []
+        if warm_c:
+            w.append(f"warm-up never settled: the step was still compiling ({len(warm_c)} "
+                     f"compile(s) in {n_warm} warm-up iterations, the last at iteration "
+                     f"{warm_c[-1] + 1}); its shapes or guards keep changing")
+        else:
+            w.append(f"warm-up never settled: the step time did not stabilise in {n_warm} "
+                     "warm-up iterations; raise --max-warmup-iters / --max-warmup-time or "
+                     "measure on a quieter machine")
+    steps = t.excluded_steps or []
+    again = f", after measuring again {t.remeasured} time(s)" if t.remeasured else ""
+    if t.compile_handling == "excluded" and steps:
+        w.append(f"the step recompiled while measured{again}: {len(steps)} of "
+                 f"{t.n_measured} measured step(s) compiled and are excluded from the median, "
+                 "CI and throughput (their raw samples are kept)")
+    elif t.compile_handling == "not located":
+        w.append(f"the step recompiled {rm} time(s) while measured, and the framework does "
+                 "not say at which steps: none is excluded, so the median, CI and "
+                 "throughput include them")
     return w
 
 

@@ -12,17 +12,35 @@ measured segment. From them:
   (a trailing moving average; a mini-batch loss alone is too noisy to compare to a target);
 * the **time to target** is the training time at the first iteration whose smoothed loss is at
   or below the target loss.
+
+Compilation is counted the same way in every framework (docs/measurement.md, "Recompiles and
+time to target"), with and without it:
+
+* **with compile** (``training_time_s``, ``time_to_target_s``): the compile work the framework
+  did before its first timed iteration (``compile_before_loop_s``: JAX's ahead-of-time
+  ``lower().compile()``, TensorFlow's tracing; 0 where compilation is lazy, as
+  ``torch.compile``'s and MXNet's) plus the step times, which hold the compile work done
+  inside steps (the first iteration; later steps that compiled);
+* **without compile** (``training_time_no_compile_s``, ``time_to_target_no_compile_s``): the
+  step times with each *compile step* (the first iteration, and every step after which the
+  framework's compile counter moved: ``compiled_at``) counted at no more than the reference
+  step, the median of the measured steps that did not compile; nothing before the loop. The
+  difference is ``compile_time_s`` = ``compile_before_loop_s`` + ``compile_in_loop_s`` (the
+  compile steps' excess over the reference, which includes the first iteration's other
+  one-off work: autotuning, allocator growth), a measured estimate that needs no framework's
+  own timer, so it means the same in each.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["DEFAULT_WINDOW", "training_time", "smoothed", "time_to_target", "curve",
-           "summarize_convergence"]
+           "compile_steps", "without_compile", "summarize_convergence"]
 
 #: Trailing window (iterations) of the smoothed loss.
 DEFAULT_WINDOW = 10
@@ -83,23 +101,79 @@ def curve(samples: dict[str, Sequence[float]], losses: dict[str, Sequence[float]
     return times, ls
 
 
+def compile_steps(samples: dict[str, Sequence[float]],
+                  compiled_at: dict[str, Sequence[int]] | None) -> list[int]:
+    """Indices along :func:`curve` of the compile steps: the first iteration (always: it
+    carries the compilation wherever the framework compiles lazily) and each step after which
+    the compile counter moved (``compiled_at``: phase -> indices into that phase's samples;
+    None: no counter, the first iteration only). Sorted, without duplicates."""
+    out = {0} if samples.get("first") else set()
+    offset = 0
+    for ph in ("first", "warmup", "measure"):
+        out.update(offset + int(i) for i in (compiled_at or {}).get(ph, ())
+                   if 0 <= int(i) < len(samples.get(ph, [])))
+        offset += len(samples.get(ph, []))
+    return sorted(out)
+
+
+def without_compile(times_s: Sequence[float], steps: Sequence[int],
+                    reference_s: float | None) -> list[float]:
+    """``times_s`` with each compile step (index in ``steps``) counted at no more than
+    ``reference_s`` (the steady step, s); unchanged where ``reference_s`` is None."""
+    out = [float(x) for x in times_s]
+    if reference_s is None:
+        return out
+    for i in steps:
+        if 0 <= i < len(out):
+            out[i] = min(out[i], reference_s)
+    return out
+
+
+def _reference_step(samples: dict[str, Sequence[float]],
+                    compiled_at: dict[str, Sequence[int]] | None) -> float | None:
+    """Median of the measured steps that did not compile (all measured steps if every one
+    did), s; None without measured steps."""
+    meas = [float(x) for x in samples.get("measure", [])]
+    skip = set((compiled_at or {}).get("measure", ()))
+    kept = [x for i, x in enumerate(meas) if i not in skip] or meas
+    return statistics.median(kept) if kept else None
+
+
 def summarize_convergence(samples: dict[str, Sequence[float]],
                           losses: dict[str, Sequence[float]], target: float | None,
-                          window: int = DEFAULT_WINDOW) -> dict[str, Any]:
-    """What a result stores about convergence: ``iterations``, ``training_time_s``,
+                          window: int = DEFAULT_WINDOW, *,
+                          compiled_at: dict[str, Sequence[int]] | None = None,
+                          compile_before_loop_s: float | None = None) -> dict[str, Any]:
+    """What a result stores about convergence: ``iterations``, ``training_time_s`` (with
+    compile: ``compile_before_loop_s`` + the step times), ``training_time_no_compile_s``,
     ``final_smoothed_loss`` (last value of :func:`smoothed`, None if fewer than ``window``
-    iterations), ``window``, ``target_loss`` and, with a target, ``reached`` plus
-    ``iterations_to_target`` and ``time_to_target_s`` (None when not reached)."""
+    iterations), ``window``, ``target_loss``, the compile accounting (module docstring:
+    ``compile_before_loop_s`` as given, None if unknown and then counted as 0;
+    ``compile_in_loop_s``, ``compile_time_s``, ``compile_steps``, ``recompiles``: the compile
+    steps after the first iteration) and, with a target, ``reached`` plus
+    ``iterations_to_target``, ``time_to_target_s`` and ``time_to_target_no_compile_s`` (None
+    when not reached). ``compiled_at``: phase -> indices of the steps after which the
+    framework's compile counter moved (None: it has none)."""
     times, ls = curve(samples, losses)
     n = min(len(times), len(ls))
     times, ls = times[:n], ls[:n]
+    steps = [i for i in compile_steps(samples, compiled_at) if i < n]
+    bare = without_compile(times, steps, _reference_step(samples, compiled_at))
+    before = float(compile_before_loop_s or 0.0)
+    in_loop = math.fsum(times) - math.fsum(bare)
     sm = smoothed(ls, window) if ls else []
-    out: dict[str, Any] = {"iterations": n, "training_time_s": math.fsum(times),
+    out: dict[str, Any] = {"iterations": n, "training_time_s": before + math.fsum(times),
+                           "training_time_no_compile_s": math.fsum(bare),
                            "final_smoothed_loss": sm[-1] if sm else None, "window": window,
-                           "target_loss": target}
+                           "target_loss": target, "compile_before_loop_s": compile_before_loop_s,
+                           "compile_in_loop_s": in_loop, "compile_time_s": before + in_loop,
+                           "compile_steps": len(steps),
+                           "recompiles": sum(1 for i in steps if i > 0)}
     if target is not None:
         hit = time_to_target(ls, times, target, window)
+        k = hit["iteration"] if hit else 0
         out.update(reached=hit is not None,
                    iterations_to_target=hit["iteration"] if hit else None,
-                   time_to_target_s=hit["time_s"] if hit else None)
+                   time_to_target_s=before + hit["time_s"] if hit else None,
+                   time_to_target_no_compile_s=math.fsum(bare[:k]) if hit else None)
     return out

@@ -51,7 +51,10 @@ def convergence_groups(rows: Sequence[RunRecord | Mapping[str, Any]],
     Returns:
         ``[{**group keys, "runs": [{"devices", "nnodes", "id", "times" (per-iteration step
         times, s), "losses",
-        **summarize_convergence(...)}]}]``, runs sorted by devices.
+        **summarize_convergence(...)}]}]``, runs sorted by devices; compile is counted from
+        each record's ``compile.compiled_at`` and ``compile.compile_before_loop_s`` (absent
+        before schema 10: the first iteration is the only compile step and nothing is known
+        of compile work before the loop, shown as "?").
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in as_records(rows):
@@ -67,9 +70,14 @@ def convergence_groups(rows: Sequence[RunRecord | Mapping[str, Any]],
         times, losses = curve(s, ls)
         if not losses or any(x is None for x in losses):
             continue
+        comp = r.compile
         run = {"devices": world_of(r), "nnodes": int(r.identity.nnodes or 1),
                "id": rid, "times": times, "losses": losses,
-               **summarize_convergence(s, ls, target, window)}
+               **summarize_convergence(
+                   s, ls, target, window,
+                   compiled_at=comp.compiled_at if comp is not None else None,
+                   compile_before_loop_s=comp.compile_before_loop_s if comp is not None
+                   else None)}
         groups.setdefault(tuple(fields(r, GROUP_KEYS).values()), []).append(run)
     out = []
     for key, runs in groups.items():
@@ -78,15 +86,25 @@ def convergence_groups(rows: Sequence[RunRecord | Mapping[str, Any]],
     return sorted(out, key=lambda g: tuple(str(g[k]) for k in GROUP_KEYS))
 
 
+def _compile_cell(r: Mapping[str, Any]) -> str:
+    """``total (before loop + in loop)`` compile seconds; ``?`` for a part not recorded."""
+    before = r.get("compile_before_loop_s")
+    return (f"{fmt_sig(r.get('compile_time_s'))} "
+            f"({'?' if before is None else fmt_sig(before)} + {fmt_sig(r.get('compile_in_loop_s'))})")
+
+
 def convergence_markdown(groups: Sequence[Mapping[str, Any]]) -> str:
-    """One line per run: devices, iterations, training time, final smoothed loss, and the
-    iterations and training time to the target loss."""
+    """One line per run: devices, iterations, training time (with compile), final smoothed
+    loss, the iterations and training time to the target loss with and without compile, the
+    compile time (before the loop + in it, s) and the recompiles
+    (:func:`dlperf.perfmodel.convergence.summarize_convergence`)."""
     if not groups:
         return ("No convergence runs (ok results on real data, or with --target-loss).\n")
     lines = ["| model | framework/mode | device | precision | data | global batch | devices | "
              "iterations | training s | final loss (smoothed) | target loss | "
-             "iterations to target | s to target |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "iterations to target | s to target | s to target without compile | "
+             "compile s (before loop + in loop) | recompiles |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for g in groups:
         for r in g["runs"]:
             tgt = r.get("target_loss")
@@ -97,7 +115,9 @@ def convergence_markdown(groups: Sequence[Mapping[str, Any]]) -> str:
                 f"{r['iterations']} | {fmt_sig(r['training_time_s'])} | "
                 f"{fmt_sig(r['final_smoothed_loss'])} | {DASH if tgt is None else f'{tgt:g}'} | "
                 f"{r['iterations_to_target'] if hit else ('not reached' if tgt is not None else DASH)} | "
-                f"{fmt_sig(r['time_to_target_s']) if hit else DASH} |")
+                f"{fmt_sig(r['time_to_target_s']) if hit else DASH} | "
+                f"{fmt_sig(r.get('time_to_target_no_compile_s')) if hit else DASH} | "
+                f"{_compile_cell(r)} | {r.get('recompiles', DASH)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -119,7 +139,8 @@ def plot_convergence(groups: Sequence[Mapping[str, Any]], out_dir: str | Path,
             xs = [k + 1 for k, v in enumerate(sm) if v is not None]
             ys = [v for v in sm if v is not None]
             cum = training_time(r["times"])
-            ts = [cum[k - 1] for k in xs]
+            before = r.get("compile_before_loop_s") or 0.0  # training time counts compile
+            ts = [before + cum[k - 1] for k in xs]
             label = f"{r['devices']} device{'s' if r['devices'] > 1 else ''}"
             ax_i.plot(xs, ys, color=f"C{i % 10}", label=label)
             ax_t.plot(ts, ys, color=f"C{i % 10}", label=label)
@@ -127,7 +148,7 @@ def plot_convergence(groups: Sequence[Mapping[str, Any]], out_dir: str | Path,
                 for ax in (ax_i, ax_t):
                     ax.axhline(r["target_loss"], color="0.4", ls="--", lw=1)
         ax_i.set_xlabel("iteration")
-        ax_t.set_xlabel("training time (s, sum of iteration times)")
+        ax_t.set_xlabel("training time (s: compile before the loop + iteration times)")
         for ax in (ax_i, ax_t):
             ax.set_ylabel(f"loss (mean of last {window})")
             ax.grid(True, alpha=0.3)

@@ -14,6 +14,11 @@ record (the worker's ``schema_version`` in every result dict):
     9  the host's untraced dispatch time (``host``), kernels and copies per iteration in
        ``trace``, the per-kernel ``timeline`` (``--timeline``; in the file, a table of its
        own) and DDP's bucket record in ``dist.ddp_runtime``. A v8 record reads unchanged.
+    10 compile events (docs/measurement.md, "Recompiles"): ``warmup_settled``,
+       ``compile_handling``, ``remeasured``, ``excluded_steps`` beside ``steady_state``;
+       ``compile.compile_before_loop_s`` and ``compile.compiled_at``; time to target with and
+       without compile in ``convergence``. A v9 record reads unchanged (its
+       ``time_to_target_s`` leaves out compile work done before the loop, as it did).
     Record versions 3-7 were never written. Fields a version added are absent from older
     records (never invented: absent ``world_size`` means one device, as before).
 
@@ -30,10 +35,10 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: Record versions that were written, oldest first (see the module docstring).
-RECORD_VERSIONS = (1, 2, 8, 9)
+RECORD_VERSIONS = (1, 2, 8, 9, 10)
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -63,6 +68,9 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     # The per-kernel timeline (``--timeline``) has a table of its own (TABLES_ADDED[9]); the
     # host dispatch part and the trace's kernel counts stay in result_json.
     9: {},
+    # Compile events and time to target with and without compile (issue 23): all in
+    # result_json.
+    10: {},
 }
 
 

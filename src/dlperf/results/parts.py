@@ -87,6 +87,16 @@ class Timing(Part):
     wall_time_s: Num | None = None
     timing_rel_diff: Num | None = None
     timing_consistent: StrictBool | None = None
+    # schema 10 (docs/measurement.md, "Recompiles"): whether the warm-up detector itself
+    # settled (``steady_state`` is also False when the step compiled while measured), how the
+    # compiles in the measured segment were handled ("none", "remeasured": measured again
+    # after them; "excluded": their steps left out of summary, CI and throughput; "not
+    # located": the framework counted them but not at which step), the segments measured
+    # again, and the indices (into samples["measure"]) of the excluded steps.
+    warmup_settled: StrictBool | None = None
+    compile_handling: StrictStr | None = None
+    remeasured: StrictInt | None = None
+    excluded_steps: list[StrictInt] | None = None
 
 
 class Summary(Part):
@@ -131,6 +141,11 @@ class Compile(Part):
     graph_breaks: Num | None = None
     graph_break_reasons: Any = None
     cudagraph_skips: Num | None = None
+    # schema 10: compile work done before the first timed iteration (s; 0 where compilation is
+    # lazy) and, where the framework counts compiles, phase -> indices of the steps after
+    # which its counter moved ("first", "warmup", "measure"; data parallel: any rank's).
+    compile_before_loop_s: Num | None = None
+    compiled_at: dict[str, list[StrictInt]] | None = None
 
 
 class Memory(Part):
@@ -201,7 +216,9 @@ class Mfu(Part):
 
 class Convergence(Part):
     """Training progress over the run (:func:`dlperf.perfmodel.convergence.
-    summarize_convergence`): time (s) and iterations to ``target_loss`` when reached."""
+    summarize_convergence`): time (s) and iterations to ``target_loss`` when reached, with
+    and without compile (schema 10; before it, ``time_to_target_s`` left out compile work done
+    before the loop)."""
 
     iterations: Num | None = None
     training_time_s: Num | None = None
@@ -211,6 +228,15 @@ class Convergence(Part):
     reached: StrictBool | None = None
     iterations_to_target: Num | None = None
     time_to_target_s: Num | None = None
+    # schema 10: compile counted the same way in every framework, with and without it
+    # (dlperf.perfmodel.convergence); times in s.
+    training_time_no_compile_s: Num | None = None
+    time_to_target_no_compile_s: Num | None = None
+    compile_before_loop_s: Num | None = None
+    compile_in_loop_s: Num | None = None
+    compile_time_s: Num | None = None
+    compile_steps: Num | None = None
+    recompiles: Num | None = None
 
 
 class DataWait(Part):

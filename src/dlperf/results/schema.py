@@ -179,7 +179,7 @@ class RunRecord(Part):
 TOP_LEVEL_ORDER: tuple[str, ...] = (
     "schema_version", *(k for k in Identity.model_fields),
     "summary", "throughput", "first_iter_s", "warmup_iters", "warmup_time_s", "steady_state",
-    "compile", "n_measured", "measured_time_s", "wall_time_s", "timing_rel_diff",
+    "warmup_settled", "compile_handling", "remeasured", "excluded_steps", "compile", "n_measured", "measured_time_s", "wall_time_s", "timing_rel_diff",
     "timing_consistent", "memory", "samples", "losses", "convergence", "data_wait", "power",
     "flops", "ceilings", "datasheet", "mfu", "probe_errors", "dist", "rank_imbalance",
     "exposed_comm_s", "warnings", "op_classes", "trace", "breakdown", "breakdown_run",

@@ -32,6 +32,15 @@ NVML (tests of the power sampling patch :func:`dlperf.nvml.power_readers`); the 
 is a thread on the real clock, so then the steps take real time (they sleep, and the run's
 clock is ``time.perf_counter``).
 
+Compilation (docs/measurement.md, "Recompiles"), scripted when any of these is set:
+``DLPERF_FAKE_COMPILE_BEFORE_S`` seconds of compile work before the loop (as JAX's
+ahead-of-time compile), ``DLPERF_FAKE_COMPILE_S`` seconds added to the first step (a lazy
+compile, as ``torch.compile``'s), and recompiles: ``DLPERF_FAKE_RECOMPILE_EVERY=K`` at every
+K-th step (steps counted from 1, the first included), ``DLPERF_FAKE_RECOMPILE_AT=7,30`` at
+those steps; each adds ``DLPERF_FAKE_RECOMPILE_S`` seconds (default 100 x the step) to its
+step. The run then has a compile counter (:meth:`FakeRun.compile_count`) and
+:meth:`FakeRun.compile_info`, as a compiling framework's.
+
 Data parallel (``nproc x nnodes > 1``, under a launcher): the process joins a gloo process group
 (PyTorch must be installed), each step ends with an all-reduce of one number, as DDP's
 gradient all-reduce does (so a rank that dies or hangs stops the others, as in real training),
@@ -81,6 +90,22 @@ def scripted_failure(batch_size: int) -> str | None:
         if int(b) == batch_size:
             return kind
     return None
+
+
+def scripted_compiles(step_s: float) -> dict[str, Any] | None:
+    """The scripted compilation (module docstring): ``{"before_s", "first_s", "every",
+    "at", "recompile_s"}``, or None when no ``DLPERF_FAKE_*COMPILE*`` variable is set."""
+    env = os.environ
+    keys = ("DLPERF_FAKE_COMPILE_BEFORE_S", "DLPERF_FAKE_COMPILE_S",
+            "DLPERF_FAKE_RECOMPILE_EVERY", "DLPERF_FAKE_RECOMPILE_AT", "DLPERF_FAKE_RECOMPILE_S")
+    if not any(env.get(k) for k in keys):
+        return None
+    return {"before_s": float(env.get("DLPERF_FAKE_COMPILE_BEFORE_S") or 0.0),
+            "first_s": float(env.get("DLPERF_FAKE_COMPILE_S") or 0.0),
+            "every": int(env.get("DLPERF_FAKE_RECOMPILE_EVERY") or 0),
+            "at": {int(x) for x in (env.get("DLPERF_FAKE_RECOMPILE_AT") or "").split(",")
+                   if x.strip()},
+            "recompile_s": float(env.get("DLPERF_FAKE_RECOMPILE_S") or 100 * step_s)}
 
 
 def stage_durations(step_s: float) -> dict[str, float]:
@@ -156,6 +181,12 @@ class FakeRun(TrainingRun):
             raise DataError("scripted data error")
         self._n = 0
         self._stages = stage_durations(self.step_s)
+        self._comp = scripted_compiles(self.step_s)
+        self._compiles, self._compile_s, self._compiles_at_measure = 0, 0.0, 0
+        if self._comp is not None:
+            self._take(self._comp["before_s"])  # compile work before the loop
+            self.compile_count = lambda: self._compiles
+            self.compile_info = self._compile_info
         self.timer = HostTimer(clock=self.clock)
         self.versions = {"framework": "fake", "fake": "0", "device_name": "fake"}
         self.flags = {"step_s": self.step_s}
@@ -201,6 +232,8 @@ class FakeRun(TrainingRun):
             os.kill(os.getpid(), signal.SIGSEGV)
         if fail == "hang":
             time.sleep(3600)  # real time: what a timeout is for
+        if self._comp is not None:
+            self._compile_in_step(n)
         for p, dt in self._stages.items():
             self._take(dt)
             mark(p)
@@ -218,8 +251,34 @@ class FakeRun(TrainingRun):
 
         return HostPhaseTimer(clock=self.clock)
 
+    def _compile_in_step(self, n: int) -> None:
+        """The scripted compile work of step ``n`` (1-based), on the run's clock."""
+        c = self._comp
+        assert c is not None
+        dt = 0.0
+        if n == 1 and c["first_s"] > 0:
+            dt += c["first_s"]
+            self._compiles += 1
+        if (c["every"] and n % c["every"] == 0) or n in c["at"]:
+            dt += c["recompile_s"]
+            self._compiles += 1
+        if dt > 0:
+            self._take(dt)
+            self._compile_s += dt
+
+    def _compile_info(self) -> dict[str, Any]:
+        """``{"compile_time_s", "n_compiles", "recompiles_measured", "compile_before_loop_s"}``
+        of the scripted compilation (s, counts)."""
+        c = self._comp
+        assert c is not None
+        return {"compile_time_s": c["before_s"] + self._compile_s, "n_compiles": self._compiles,
+                "recompiles_measured": self._compiles - self._compiles_at_measure,
+                "compile_before_loop_s": c["before_s"]}
+
     def on_phase(self, phase: str) -> None:
-        """Start counting the data wait at the measured segment."""
+        """Start counting the data wait (and the recompiles) at the measured segment."""
+        if phase == "measure":
+            self._compiles_at_measure = self._compiles
         if phase == "measure" and self.data_wait is not None:
             self.data_wait.mark_measure()
 

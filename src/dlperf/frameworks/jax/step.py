@@ -343,9 +343,17 @@ class JaxStep(TrainingRun):
             if self.data_wait is not None:
                 self.data_wait.mark_measure()
 
+    def compile_count(self) -> int:
+        """Traces plus XLA compilations after the ahead-of-time one, so far: an attribute and
+        a dict read, called by the harness after every step (docs/measurement.md,
+        "Recompiles"; about 100 ns on the dev CPU)."""
+        return self._traces + self.flags["recompiles"]  # type: ignore[no-any-return]
+
     def compile_info(self) -> dict[str, Any]:
         """``{"compile_time_s", "n_compiles" (traces), "lower_time_s",
-        "backend_compile_time_s", "recompiles", "recompiles_measured"}`` (seconds, counts)."""
+        "backend_compile_time_s", "recompiles", "recompiles_measured",
+        "compile_before_loop_s"}`` (seconds, counts). The ahead-of-time compile is all
+        before the loop: ``compile_before_loop_s`` = ``compile_time_s``."""
         # A retrace during measurement nearly always compiles too; a compile without a
         # retrace (e.g. arguments placed differently) is a recompile all the same.
         f, measured = self.flags, None
@@ -355,4 +363,5 @@ class JaxStep(TrainingRun):
         return {"compile_time_s": f["compile_time_s"], "n_compiles": self._traces,
                 "lower_time_s": f["lower_time_s"],
                 "backend_compile_time_s": f["backend_compile_time_s"],
-                "recompiles": f["recompiles"], "recompiles_measured": measured}
+                "recompiles": f["recompiles"], "recompiles_measured": measured,
+                "compile_before_loop_s": f["compile_time_s"]}

@@ -335,16 +335,23 @@ class MXNetRun(TrainingRun):
             return 0.0
         return max(0.0, first - second) if second is not None else first
 
+    def compile_count(self) -> int:
+        """Cached-graph builds so far (0 without a hybridized model): called by the harness
+        after every step (docs/measurement.md, "Recompiles")."""
+        return self._builds.n if self._builds is not None else 0
+
     def compile_info(self) -> dict[str, Any]:
-        """``{"compile_time_s", "n_compiles", "recompiles_measured"}`` (module docstring); also
-        recorded in ``flags`` with ``build_cache_s`` and ``n_cached_graph_builds``."""
+        """``{"compile_time_s", "n_compiles", "recompiles_measured", "compile_before_loop_s"}``
+        (module docstring: the graph is built in the first call, so nothing before the loop);
+        also recorded in ``flags`` with ``build_cache_s`` and ``n_cached_graph_builds``."""
         n = self._builds.n if self._builds is not None else 0
         self.flags["compile_time_s"] = self._compile_time_s()
         self.flags["build_cache_s"] = self._builds.seconds if self._builds is not None else None
         self.flags["n_cached_graph_builds"] = n
         at = self._builds_at_measure
         return {"compile_time_s": self.flags["compile_time_s"], "n_compiles": n,
-                "recompiles_measured": n - (n if at is None else at)}
+                "recompiles_measured": n - (n if at is None else at),
+                "compile_before_loop_s": 0.0}
 
     def close(self) -> None:
         """Wait for the engine, drop the model, trainer and batches, collect."""

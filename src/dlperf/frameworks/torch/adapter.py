@@ -199,6 +199,7 @@ class TorchRun(TrainingRun):
             model = self.watch.compile(model)
             self.flags["compile"] = self.watch.flags
             self.compile_info = self.watch.info
+            self.compile_count = self.watch.graphs
         src = self._data()
         self.data_info, self.data_wait, self._close_data = src.info, src.wait, src.close
         self.train = self._make_step(model, src)

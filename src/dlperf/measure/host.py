@@ -9,6 +9,7 @@ the measured segment, and :func:`cpu_wait` turns it into the thread's wait for a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,27 +40,39 @@ class RunDelay:
     def __init__(self) -> None:
         self.start_ns: int | None = None
         self.end_ns: int | None = None
+        self.wall_ns: int | None = None
+        self._t0 = 0
 
     def start(self) -> None:  # noqa: D102
         self.start_ns = thread_run_delay_ns()
+        self._t0 = time.perf_counter_ns()
 
     def stop(self) -> None:  # noqa: D102
         self.end_ns = thread_run_delay_ns()
+        self.wall_ns = time.perf_counter_ns() - self._t0 if self.start_ns is not None else None
 
     def as_dict(self) -> dict[str, int | None]:
-        """``{"start": ns, "end": ns}``, as :func:`cpu_wait` takes it."""
-        return {"start": self.start_ns, "end": self.end_ns}
+        """``{"start": ns, "end": ns, "wall": ns}``, as :func:`cpu_wait` takes it: ``wall`` is
+        the host time between the two readings, the window the run delay was counted over."""
+        return {"start": self.start_ns, "end": self.end_ns, "wall": self.wall_ns}
 
 
 def cpu_wait(run_delay: Mapping[str, int | None] | None, wall_s: float | None
              ) -> dict[str, float] | None:
     """The measuring thread's wait for a CPU over the measured segment: ``seconds`` and
-    ``share`` of the segment's wall time; None without both schedstat readings."""
-    if not run_delay or run_delay.get("start") is None or run_delay.get("end") is None \
-            or not wall_s:
+    ``share`` of the wall time of the window the two schedstat readings bound (``wall`` in
+    ns, when :class:`RunDelay` recorded it; else ``wall_s``, the segment's). The readings
+    bracket the segment and a little around it, so the window's own wall time is the
+    denominator: a thread descheduled just outside the segment cannot make the share exceed
+    1. None without both schedstat readings."""
+    if not run_delay or run_delay.get("start") is None or run_delay.get("end") is None:
+        return None
+    window = run_delay.get("wall")
+    denom = window / 1e9 if window else wall_s
+    if not denom:
         return None
     sec = (run_delay["end"] - run_delay["start"]) / 1e9
-    return {"seconds": sec, "share": sec / wall_s}
+    return {"seconds": sec, "share": sec / denom}
 
 
 def busy_host_warning(env: Mapping[str, Any]) -> str | None:

@@ -254,3 +254,14 @@ def test_cpu_ceilings_beside_loader_workers_are_warned_about():
     assert warned(res("cpu", 2))
     assert not warned(res("cpu", 0)) and not warned(res("cpu", None))
     assert not warned(res("cuda", 2)) and not warned(res("cpu", 2, ceilings=False))
+
+
+def test_cpu_wait_share_is_of_the_window_its_readings_bound():
+    """The run delay is read just outside the measured segment: its share is taken of that
+    window's own wall time, so waiting right before the segment starts cannot push it over 1
+    (seen on a loaded 2-core host: 16 ms of delay against a 13 ms segment)."""
+    from dlperf.measure.host import cpu_wait
+
+    assert cpu_wait({"start": 0, "end": 16_000_000, "wall": 20_000_000}, 0.013) == {
+        "seconds": 0.016, "share": 0.8}
+    assert cpu_wait({"start": 0, "end": 1_000_000, "wall": None}, 0.01)["share"] == 0.1

@@ -14,6 +14,13 @@ record (the worker's ``schema_version`` in every result dict):
     9  the host's untraced dispatch time (``host``), kernels and copies per iteration in
        ``trace``, the per-kernel ``timeline`` (``--timeline``; in the file, a table of its
        own) and DDP's bucket record in ``dist.ddp_runtime``. A v8 record reads unchanged.
+    10 CPU placement and batch semantics (issue 23): ``env.cpu_list``, ``env.numa_nodes``
+       (``env.numa_note`` where unknown), ``env.cpu_bind`` and ``config.cpu_bind``
+       (``--cpu-bind``), ``env.thread_policy`` for data-parallel CPU ranks; ``world_size``,
+       ``nproc``, ``nnodes``, ``per_device_batch`` and ``scaling`` as every record since
+       version 2 has them. A v9 record reads unchanged; where an older one lacks the batch
+       fields, the readers derive them (:func:`dlperf.results.view.batch_fields`: one device,
+       strong scaling) without writing them into the record; the placement stays absent.
     Record versions 3-7 were never written. Fields a version added are absent from older
     records (never invented: absent ``world_size`` means one device, as before).
 
@@ -30,10 +37,10 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: Record versions that were written, oldest first (see the module docstring).
-RECORD_VERSIONS = (1, 2, 8, 9)
+RECORD_VERSIONS = (1, 2, 8, 9, 10)
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -63,6 +70,9 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     # The per-kernel timeline (``--timeline``) has a table of its own (TABLES_ADDED[9]); the
     # host dispatch part and the trace's kernel counts stay in result_json.
     9: {},
+    # No new column: the CPU placement stays in result_json; ``scaling`` is read from the
+    # record (dlperf.results.export adds it to the CSV, derived for older rows).
+    10: {},
 }
 
 

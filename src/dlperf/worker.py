@@ -197,7 +197,8 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
         merged = gather_ranks(cfg, dist, rank_payload(
             dist.rank, samples=samples, losses=losses, wall_s=loop.wall_s,
             local_rank=dist.local_rank, node_rank=dist.node_rank, hostname=env.get("hostname"),
-            device=session.versions.get("device_name"), memory=memory, comm=comm),
+            device=session.versions.get("device_name"), memory=memory, comm=comm,
+            cpus=env.get("cpu_list"), threads=(session.flags or {}).get("threads")),
             steady_state=loop.steady_state, recompiles_measured=comp.get("recompiles_measured"))
         samples, losses, wall_s = merged["samples"], merged["losses"], merged["wall_s"]
         steady, memory = merged["steady_state"], merged["memory"]

@@ -23,6 +23,7 @@ import psutil
 
 import dlperf
 from dlperf import nvml
+from dlperf.placement import NODE_DIR, format_cpulist, numa_nodes_of, numa_topology, usable_cpus
 
 #: Environment variables that change speed or placement; recorded when set.
 RELEVANT_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS",
@@ -184,16 +185,18 @@ def collect_env(speed: bool = False) -> dict[str, Any]:
     with ``speed``, the host's single-thread speed (:func:`host_speed`, ~20 ms; the worker
     measures it before anything is timed).
 
+    The CPUs: ``cpu_affinity`` (how many this process may use), ``cpu_list`` (which, as a
+    cpulist, e.g. ``"0-3"``), ``numa_nodes`` (the NUMA nodes holding them; None where the OS
+    gives no NUMA information, ``numa_note`` then says so).
+
     Returns a JSON-able dict. Framework versions (torch, CUDA, cuDNN, NCCL) are added by the
     worker from the framework adapter.
     """
     vm = psutil.virtual_memory()
     cpu = _first_cpu()  # /proc/cpuinfo read once for the model name and the identity
-    try:
-        usable = sorted(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = list(range(os.cpu_count() or 1))
+    usable = usable_cpus()
     affinity = len(usable)
+    topo = numa_topology()
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -205,6 +208,9 @@ def collect_env(speed: bool = False) -> dict[str, Any]:
         "cpu_logical": psutil.cpu_count(logical=True),
         "cpu_physical": psutil.cpu_count(logical=False),
         "cpu_affinity": affinity,
+        "cpu_list": format_cpulist(usable),
+        "numa_nodes": numa_nodes_of(usable, topo),
+        "numa_note": None if topo is not None else f"no NUMA information ({NODE_DIR} absent)",
         "memory_total_bytes": int(vm.total),
         "memory_available_bytes": int(vm.available),
         "load_average_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,

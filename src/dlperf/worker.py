@@ -44,6 +44,7 @@ from dlperf.measure.probes import (
 from dlperf.measure.ranks import gather_ranks, rank_payload
 from dlperf.measure.segment import run_segment, segment_parts
 from dlperf.measure.warnings import quality_warnings
+from dlperf.placement import bind_cpus
 from dlperf.results.schema import STATUSES, RunRecord, failure_record, new_record, now_iso
 
 #: Imported from here by the launchers, the CLI, tests and benchmarks (their homes: above).
@@ -79,6 +80,44 @@ def failure_status(exc: BaseException, is_oom: Any) -> tuple[str, str]:
     return status, msg[:8000]
 
 
+def place_worker(cfg: RunConfig) -> dict[str, Any] | None:
+    """Bind this process to CPUs as ``cfg.cpu_bind`` says (:func:`dlperf.placement.
+    bind_cpus`; a data-parallel rank by its ``LOCAL_RANK`` among the node's
+    :attr:`~RunConfig.processes_per_node`, so ranks get disjoint CPUs) and return what was
+    done (``env.cpu_bind``); None for ``none``.
+
+    Raises:
+        ValueError: the binding cannot be made here (CPUs not usable, too few CPUs).
+        OSError: the OS refused it.
+    """
+    if cfg.cpu_bind == "none":
+        return None
+    local, procs = 0, 1
+    if cfg.distributed:
+        local, procs = int(os.environ.get("LOCAL_RANK", "0")), cfg.processes_per_node
+    return bind_cpus(cfg.cpu_bind, local, procs)
+
+
+#: Why a data-parallel CPU run without ``--threads`` gives each rank one thread.
+RANK_THREADS_REASON = ("several processes per node: one thread each (OMP_NUM_THREADS=1, "
+                       "torchrun's default, set by the launcher for every framework), so the "
+                       "ranks do not oversubscribe the CPUs; a one-device baseline without "
+                       "--threads uses every CPU, so give --threads N to both for a like-for-"
+                       "like scaling efficiency")
+
+
+def rank_thread_policy(cfg: RunConfig) -> dict[str, Any] | None:
+    """How the threads of a data-parallel CPU rank were chosen when ``--threads`` was not
+    given (``env.thread_policy``: ``policy: "ranks"``, the ``OMP_NUM_THREADS`` the rank
+    started with and :data:`RANK_THREADS_REASON`); None for other runs (one process: the
+    thread policy of :func:`dlperf.env.choose_threads` is recorded by the sweep)."""
+    if not (cfg.distributed and cfg.device == "cpu" and cfg.threads is None):
+        return None
+    omp = os.environ.get("OMP_NUM_THREADS")
+    return {"policy": "ranks", "threads": int(omp) if omp and omp.isdigit() else None,
+            "reason": RANK_THREADS_REASON}
+
+
 def run_config(cfg: RunConfig) -> dict[str, Any]:
     """Run one configuration in this process and return its record's flat dict."""
     return run_record(cfg).to_dict()
@@ -89,7 +128,17 @@ def run_record(cfg: RunConfig) -> RunRecord:
     failure of the run itself; see module docstring)."""
     t_begin = time.perf_counter()
     spec = get_spec(cfg.model)
+    try:
+        placed = place_worker(cfg)  # before the framework starts its threads
+    except (ValueError, OSError) as e:
+        return failure_record(cfg, "error", f"--cpu-bind {cfg.cpu_bind}: {e}",
+                              env=collect_env())
     env = collect_env(speed=True)
+    if placed is not None:
+        env["cpu_bind"] = placed
+    policy = rank_thread_policy(cfg)
+    if policy is not None:
+        env["thread_policy"] = policy
     adapter = get_adapter(cfg.framework)
     ok, why = adapter.available()
     if not ok:
@@ -149,7 +198,8 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
         merged = gather_ranks(cfg, dist, rank_payload(
             dist.rank, samples=samples, losses=losses, wall_s=loop.wall_s,
             local_rank=dist.local_rank, node_rank=dist.node_rank, hostname=env.get("hostname"),
-            device=session.versions.get("device_name"), memory=memory, comm=comm),
+            device=session.versions.get("device_name"), memory=memory, comm=comm,
+            cpus=env.get("cpu_list"), threads=(session.flags or {}).get("threads")),
             steady_state=loop.steady_state, recompiles_measured=comp.get("recompiles_measured"),
             compiled_at=compiled_at)
         samples, losses, wall_s = merged["samples"], merged["losses"], merged["wall_s"]

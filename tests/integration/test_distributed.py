@@ -55,7 +55,7 @@ def test_two_process_ddp_run_is_one_stored_result_with_both_ranks(tmp_path):
     db = tmp_path / "r.db"
     p = _dlperf("run", "--model", "fcn5_tiny", "--batch-size", "16", "--nproc", "2",
                 "--device", "cpu", "--bucket-cap-mb", "1", "--comm-profile-iters", "2",
-                "--no-broadcast-buffers", "--db", str(db), *FAST)
+                "--no-broadcast-buffers", "--cpu-bind", "cores", "--db", str(db), *FAST)
     out, _ = p.communicate(timeout=140)
     assert p.returncode == 0, out[-3000:]
     with ResultStore(db) as s:
@@ -84,6 +84,20 @@ def test_two_process_ddp_run_is_one_stored_result_with_both_ranks(tmp_path):
     assert c["rule"] == "cpu-gloo" and c["profiled_iters"] == 2 and c["n_comm_spans"] >= 2
     assert 0 <= c["exposed"] <= c["comm"] and row["exposed_comm_s"] == c["exposed"]
     assert c["exposed"] == min(pr["comm"]["exposed"] for pr in d["per_rank"])
+    # --cpu-bind cores: each rank bound to its own block of the usable CPUs, recorded per rank
+    from dlperf.placement import parse_cpulist, usable_cpus
+
+    sets = [set(parse_cpulist(pr["cpus"])) for pr in d["per_rank"]]
+    assert sets[0] and sets[1] and not sets[0] & sets[1]
+    assert sets[0] | sets[1] == set(usable_cpus())
+    bind = r["env"]["cpu_bind"]
+    assert bind["mode"] == "cores" and bind["applied"] and bind["local_procs"] == 2
+    assert parse_cpulist(bind["cpus"]) == sorted(sets[0]) and r["config"]["cpu_bind"] == "cores"
+    assert r["env"]["cpu_list"] == bind["cpus"]  # the env is read after binding
+    # threads not given: one per rank, recorded with the reason and warned about
+    assert r["env"]["thread_policy"]["policy"] == "ranks"
+    assert [pr["threads"] for pr in d["per_rank"]] == [1, 1]
+    assert any("CPU ranks ran" in w for w in r["warnings"])
 
 
 @pytest.mark.slow

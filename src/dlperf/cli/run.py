@@ -48,7 +48,7 @@ class Point:
 
     model: Annotated[str | None, Opt("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None
     suite: Annotated[str | None, Opt("--suite", "-s", help="A suite: quick, dlbench, seven, distributed (see `dlperf list suites`).")] = None
-    batch_size: Annotated[str | None, Opt("--batch-size", "-b", help="Global mini-batch size(s), comma-separated. Default: 32; 8,32 for the quick suite.")] = None
+    batch_size: Annotated[str | None, Opt("--batch-size", "-b", help="Mini-batch size(s), comma-separated: the global batch (split across devices) with --scaling strong, the default; the per-device batch with --scaling weak. Results store both (batch_size: global; per_device_batch) and the scaling. Default: 32; 8,32 for the quick suite.")] = None
     device: Annotated[str, Opt(help="cpu, cuda, or auto (cuda if available).")] = "auto"
     precision: Annotated[str, Opt(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32"
     framework: Annotated[str, Opt(help="Framework (see `dlperf list frameworks`).")] = "torch"
@@ -56,7 +56,8 @@ class Point:
     data: Annotated[str | None, Opt(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None
     data_dir: Annotated[str | None, Opt(help="Data root for data-set names (default: $DLPERF_DATA).")] = None
     grad_accum: Annotated[int, Opt(help="Gradient-accumulation steps per iteration.")] = 1
-    threads: Annotated[str | None, Opt(help="CPU threads for the framework; comma-separated for a thread sweep, e.g. 1,2,4,8.")] = None
+    threads: Annotated[str | None, Opt(help="CPU threads for the framework (per process: each data-parallel rank gets this many); comma-separated for a thread sweep, e.g. 1,2,4,8. Default: the thread policy (every usable CPU on a quiet host, fewer on a busy one; 1 per data-parallel CPU rank), recorded with each result.")] = None
+    cpu_bind: Annotated[str, Opt(help="Bind the worker to CPUs before the framework starts: none (default: as started), cores (the usable CPUs split into disjoint blocks, one per data-parallel rank), numa (each rank on one NUMA node's CPUs) or a CPU list such as 0-3,8 (split among the ranks). Recorded with the result (env.cpu_bind); the YAML field is cpu_bind.")] = "none"
     layout: Annotated[str, Opt(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = "auto"
     compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = "default"
     optimizer_impl: Annotated[str, Opt(help="PyTorch only: the optimizer update's implementation: auto (the fastest: fused=True where PyTorch has fused kernels, CUDA and the CPU; PyTorch's default elsewhere), fused (fused=True), foreach (foreach=True), single (for-loop); comma-separated to compare, e.g. auto,fused. Recorded in flags.optimizer.")] = "auto"
@@ -108,7 +109,7 @@ class Parallel:
     """Data parallelism: devices, nodes, process layout, DDP's options, SLURM."""
 
     nproc: Annotated[str, Opt(help="Data parallel: devices per node (PyTorch: DDP processes via torchrun; JAX: sharded jit; TensorFlow: MirroredStrategy, or MultiWorkerMirroredStrategy with --dp-layout per_device / --nnodes > 1); comma-separated for a scaling series, e.g. 1,2.")] = "1"
-    scaling: Annotated[str, Opt(help="strong: --batch-size is the global batch, split across devices; weak: --batch-size is the per-device batch.")] = "strong"
+    scaling: Annotated[str, Opt(help="strong (default): --batch-size is the global batch, split across devices; weak: --batch-size is the per-device batch (global = per-device x devices). Results store the global batch (batch_size), the per-device batch and this setting.")] = "strong"
     nnodes: Annotated[int, Opt(help="Nodes (machines); run the same command on each with its --node-rank.", min=1)] = 1
     node_rank: Annotated[int, Opt(help="This node's index, 0 .. nnodes-1 (node 0 stores the results in --db, node k in DB.node<k>.db).", min=0)] = 0
     rdzv_endpoint: Annotated[str | None, Opt(help="HOST:PORT of node 0 for the rendezvous (torchrun c10d), coordinator (jax.distributed) or TF_CONFIG exchange (TensorFlow); needed with --nnodes > 1.")] = None
@@ -207,6 +208,7 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
         batch_size=ints(point.batch_size or SUITE_BATCH_SIZES.get(point.suite or "", "32"),
                         "batch-size"),
         threads=ints(point.threads, "threads") if point.threads else None,
+        cpu_bind=point.cpu_bind,
         mode=split(point.mode, "mode") or "",
         nproc=ints(par.nproc, "nproc"),
         loader_workers=(ints(pipe.loader_workers, "loader-workers", low=0)

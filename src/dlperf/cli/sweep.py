@@ -179,6 +179,23 @@ def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
                 "device: cpu (or auto) in the file") from None
 
 
+def with_cpu_bind(points: list[Any], cpu_bind: str | None) -> list[Any]:
+    """``points`` with ``cpu_bind`` set in each (``--cpu-bind``); unchanged for None.
+
+    Raises:
+        ConfigError: ``cpu_bind`` is not a setting (:func:`dlperf.placement.check_cpu_bind`).
+    """
+    from dlperf.placement import check_cpu_bind
+
+    if cpu_bind is None:
+        return points
+    try:
+        value = check_cpu_bind(cpu_bind)
+    except ValueError as e:
+        raise ConfigError(f"--cpu-bind: {e}") from None
+    return [p.model_copy(update={"cpu_bind": value}) for p in points]
+
+
 def sweep(
     file: Annotated[Path, typer.Argument(help="Sweep YAML file (name, defaults, grid).")],
     db: Annotated[str | None, typer.Option(help="Results file (default: the YAML file's path with .db instead of .yaml).")] = None,
@@ -192,6 +209,7 @@ def sweep(
     tag: Annotated[str | None, typer.Option(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None,
     slurm_array: Annotated[Path | None, typer.Option(help="Write a SLURM sbatch script that runs the sweep as a job array (one task per --shard K/N, each into DB.shard<K>.db; combine them with `dlperf merge`), and exit.")] = None,
     shards: Annotated[int | None, typer.Option(help="--slurm-array: array tasks N (default: one per point).", min=1)] = None,
+    cpu_bind: Annotated[str | None, typer.Option(help="Bind every point's worker (each data-parallel rank to its own CPUs) as the file's cpu_bind field would: none, cores, numa or a CPU list such as 0-3; overrides the file.")] = None,
 ) -> None:
     """Run a grid from a YAML file; resumable: finished points are skipped (help: HELP)."""
     def body() -> None:
@@ -201,7 +219,7 @@ def sweep(
         check_out_dir(report, "--report")
         k_n = parse_shard(shard) if shard is not None else None
         cfg = load_sweep(file)
-        points = cfg.expand()
+        points = with_cpu_bind(cfg.expand(), cpu_bind)
         if slurm_array is not None:
             if shard is not None:
                 raise ConfigError("--slurm-array writes one task per shard; leave out --shard")

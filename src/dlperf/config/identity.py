@@ -25,7 +25,8 @@ from dlperf.registry import framework_info
 #: is left out of :func:`run_key`, so adding a field does not change the key (and the
 #: resumability) of every point already stored.
 KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0, "loader_impl": "auto",
-                                       "compile_mode": "default", "optimizer_impl": "auto"}
+                                       "compile_mode": "default", "optimizer_impl": "auto",
+                                       "cpu_bind": "none"}
 
 #: Fields never in a run key: how long, from where, how it is labelled or probed, and the
 #: fields whose place in the key :func:`run_key` decides itself (batch and data parallelism).
@@ -119,6 +120,7 @@ def label(cfg: Any) -> str:
     repeat 0 has none).
     """
     thr = f" threads={cfg.threads}" if cfg.threads else ""
+    thr += f" cpu-bind={cfg.cpu_bind}" if cfg.cpu_bind != "none" else ""
     thr += (f" layout={cfg.layout}" if cfg.layout != "auto" and has_image_layout(cfg.model)
             else "")
     lw = f" workers={cfg.loader_workers}" if cfg.loader_workers is not None else ""

@@ -22,7 +22,7 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "max_time_s": "--max-time", "warmup_window": "--warmup-window",
              "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
-             "threads": "--threads", "layout": "--layout", "loader_workers": "--loader-workers",
+             "threads": "--threads", "cpu_bind": "--cpu-bind", "layout": "--layout", "loader_workers": "--loader-workers",
              "loader_prefetch": "--loader-prefetch", "loader_impl": "--loader-impl",
              "optimizer_impl": "--optimizer-impl",
              "input_bound_share": "--input-bound-share",

@@ -5,7 +5,7 @@ The fields of a run config, by axis (each axis validated in one place):
 
 - what is trained: ``model``, ``batch_size``, ``grad_accum``, ``seed``, ``target_loss``;
 - the framework: ``framework``, ``mode``, ``precision``, ``layout``, ``compile_mode``,
-  ``optimizer_impl``, ``threads`` (capabilities and options: :mod:`dlperf.config.rules`, the registry and the
+  ``optimizer_impl``, ``threads``, ``cpu_bind`` (capabilities and options: :mod:`dlperf.config.rules`, the registry and the
   framework's own ``options.py``);
 - the device: ``device``;
 - the data and its input pipeline: ``data``, ``data_dir``, ``loader_workers``,
@@ -104,6 +104,9 @@ class RunConfig(BaseModel):
     updates inside the compiled step); PyTorch also offers ``fused``, ``foreach`` and
     ``single`` to compare.
     The implementation as applied is recorded in the result's ``flags.optimizer``.
+    ``cpu_bind`` (:mod:`dlperf.placement`: ``none``, ``cores``, ``numa`` or a cpulist such as
+    ``0-3``) binds the worker, and each data-parallel rank to a disjoint set, to CPUs before
+    the framework starts; what was bound is recorded in the result's ``env.cpu_bind``.
 
     Data parallelism (docs/measurement.md "Scaling"): ``nproc`` devices per node on ``nnodes``
     nodes, ``world_size = nproc * nnodes`` replicas. ``scaling="strong"`` (default):
@@ -139,6 +142,7 @@ class RunConfig(BaseModel):
     data: str = "synthetic"
     data_dir: str | None = None
     threads: int | None = Field(None, ge=1)
+    cpu_bind: str = "none"
     seed: int = 0
     layout: str = "auto"
     compile_mode: str = "default"
@@ -169,6 +173,13 @@ class RunConfig(BaseModel):
         from dlperf.zoo import get_spec
 
         return get_spec(v).name  # a source's model by its canonical name (dlperf.zoo.sources)
+
+    @field_validator("cpu_bind")
+    @classmethod
+    def _cpu_bind_known(cls, v: str) -> str:
+        from dlperf.placement import check_cpu_bind
+
+        return check_cpu_bind(v)  # a cpulist in its canonical form: one point, one key
 
     @field_validator(*_CHOICES)
     @classmethod

@@ -43,11 +43,13 @@ def rank_payload(rank: int, *, samples: dict[str, list[float]], losses: dict[str
                  wall_s: float, local_rank: int = 0, node_rank: int = 0,
                  hostname: str | None = None, device: str | None = None,
                  memory: dict[str, Any] | None = None,
-                 comm: dict[str, Any] | None = None) -> dict[str, Any]:
+                 comm: dict[str, Any] | None = None, cpus: str | None = None,
+                 threads: int | None = None) -> dict[str, Any]:
     """What one process contributes: its raw per-iteration times (s) and losses per phase,
-    the wall time of its measured segment (s), where it ran and its memory peaks."""
+    the wall time of its measured segment (s), where it ran (``cpus``: the CPUs it could use,
+    a cpulist; ``threads``: the framework's threads) and its memory peaks."""
     return {"rank": int(rank), "local_rank": int(local_rank), "node_rank": int(node_rank),
-            "hostname": hostname, "device": device,
+            "hostname": hostname, "device": device, "cpus": cpus, "threads": threads,
             "samples": {k: [float(x) for x in v] for k, v in samples.items()},
             "losses": {k: [float(x) for x in v] for k, v in losses.items()},
             "wall_s": float(wall_s), "memory": memory or {}, "comm": comm}
@@ -71,7 +73,8 @@ def merge_ranks(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     Returns ``{"samples": {phase: [max over ranks per iteration], rank_phase(r, phase): [...]},
     "losses": {phase: [mean over ranks per iteration], rank_phase(r, phase): [...]},
-    "per_rank": [{"rank", "local_rank", "node_rank", "hostname", "device", "n_measured",
+    "per_rank": [{"rank", "local_rank", "node_rank", "hostname", "device", "cpus", "threads",
+    "n_measured",
     "median_s", "mean_s", "measured_time_s", "wall_s", "memory", "comm"}],
     "imbalance": float, "slowest_rank_counts": {rank: iterations where it was slowest},
     "wall_s": max over ranks}``. With one payload the merged samples equal its own and no
@@ -106,7 +109,8 @@ def merge_ranks(payloads: Sequence[dict[str, Any]]) -> dict[str, Any]:
         m = p["samples"].get("measure", [])
         per_rank.append({"rank": p["rank"], "local_rank": p.get("local_rank", 0),
                          "node_rank": p.get("node_rank", 0), "hostname": p.get("hostname"),
-                         "device": p.get("device"), "n_measured": len(m),
+                         "device": p.get("device"), "cpus": p.get("cpus"),
+                         "threads": p.get("threads"), "n_measured": len(m),
                          "median_s": statistics.median(m) if m else None,
                          "mean_s": _mean(m) if m else None,
                          "measured_time_s": math.fsum(m), "wall_s": p.get("wall_s"),

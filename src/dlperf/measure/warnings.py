@@ -3,7 +3,9 @@
 :func:`quality_warnings` reads a finished record (:class:`dlperf.results.schema.RunRecord`)
 and says what in it is doubtful: too few iterations for a confidence interval
 (:data:`dlperf.stats.MIN_CI_SAMPLES`; none is stored then), a wide one or a long tail, a
-warm-up that never settled and a step that recompiled while measured (told apart), iteration times that disagree with the wall time, settings without effect on the
+warm-up that never settled and a step that recompiled while measured (told apart), bimodal
+step times and CPU ranks whose threads differ from a one-device run's
+(:mod:`dlperf.measure.spread`), iteration times that disagree with the wall time, settings without effect on the
 device, graph breaks, an MFU above 100% (:func:`mfu_above_one` names the likely cause), CPU ceilings measured
 beside loader workers, an input-bound run, a profiler that shifted the communication overlap.
 The thresholds are below (documented in docs/measurement.md).
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dlperf.measure.spread import spread_warnings
 from dlperf.results.schema import RunRecord, as_record
 from dlperf.stats import min_samples_for_ci
 
@@ -147,7 +150,7 @@ def quality_warnings(result: RunRecord | Mapping[str, Any]) -> list[str]:
     the module docstring), in a fixed order; empty when there is nothing to say. A dict is read
     as a record (:func:`~dlperf.results.schema.as_record`)."""
     r = as_record(result)
-    w = _timing_warnings(r) + _setting_warnings(r)
+    w = _timing_warnings(r) + spread_warnings(r) + _setting_warnings(r)
     over = mfu_above_one(r)
     if over:
         w.append(over)

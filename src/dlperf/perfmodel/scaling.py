@@ -37,7 +37,7 @@ from dlperf.results.view import world_of as _world
 from dlperf.stats import ratio_of_medians_ci
 
 __all__ = ["efficiency", "speedup", "scaling_points", "MATCH_KEYS", "world_of",
-           "per_device_of", "variant_of"]
+           "per_device_of", "variant_of", "threads_of", "thread_mismatch"]
 
 #: What must be equal between a data-parallel result and its one-device baseline.
 MATCH_KEYS = ("model", "framework", "mode", "device", "precision", "data", "threads",
@@ -89,7 +89,32 @@ def per_device_of(row: Result) -> int | None:
 #: a baseline must agree on them too (a --breakdown or --trace run is another measurement);
 #: repeated runs (``--repeats``) form one series per repeat (repeat k against repeat k).
 MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "loader_impl": "auto",
-                "breakdown": False, "trace_dir": None, "repeat": 0}
+                "breakdown": False, "trace_dir": None, "repeat": 0, "cpu_bind": "none"}
+
+
+def threads_of(row: Result) -> int | None:
+    """The threads one process of a result ran with: the framework's count as applied
+    (``flags.threads``), else ``--threads`` as given; None where neither was recorded."""
+    rec = as_record(row)
+    t = (rec.flags or {}).get("threads")
+    if isinstance(t, int) and not isinstance(t, bool) and t > 0:
+        return t
+    return rec.identity.threads
+
+
+def thread_mismatch(baseline: Result, run: Result) -> str | None:
+    """Why an efficiency of CPU run ``run`` (N ranks) against its one-device ``baseline``
+    compares different thread counts, or None when the baseline's threads equal one rank's,
+    either is unrecorded, or the device is not the CPU (there the threads feed the device and
+    the ranks' one thread each is the launchers' usual setting). On a CPU a data-parallel rank without ``--threads`` runs 1 thread while a
+    one-device run uses every CPU: 2 ranks against 1 then measure threads as much as devices
+    (an efficiency of 19.5 was seen)."""
+    t1, tn = threads_of(baseline), threads_of(run)
+    if as_record(run).identity.device != "cpu" or t1 is None or tn is None or t1 == tn:
+        return None
+    return (f"threads differ: the one-device baseline ran {t1} thread(s), each of the "
+            f"{_world(as_record(run))} ranks {tn}; the efficiency measures the thread counts "
+            f"as well as the devices (measure both with the same --threads)")
 
 
 def variant_of(row: Result) -> str:
@@ -144,9 +169,11 @@ def scaling_points(rows: Sequence[Result],
         ``nnodes``, ``global_batch``, ``per_device_batch``, ``baseline_batch``, ``t1_s`` and
         ``tn_s`` (medians), ``samples_per_s_1`` / ``_n``, ``speedup``, ``efficiency`` (from
         throughput), ``efficiency_median`` with ``ci_low`` / ``ci_high``, ``imbalance``,
-        ``exposed_comm_s``, the two result ids and ``env_differs`` (the environment fields in
-        which the two runs differ, :func:`dlperf.env.environment_differences`; every entry has
-        the same keys); sorted by model, precision, batch, devices.
+        ``exposed_comm_s``, the two result ids, ``env_differs`` (the environment fields in
+        which the two runs differ, :func:`dlperf.env.environment_differences`), ``threads_1``
+        and ``threads_per_rank`` (:func:`threads_of`) and ``warnings`` (why the efficiency is
+        not like for like: :func:`thread_mismatch`; empty when it is). Every entry has the
+        same keys; sorted by model, precision, batch, devices.
         One-device results with the baseline's batch appear as ``devices = 1`` rows
         (efficiency 1) so a table or plot starts at one device.
     """
@@ -198,7 +225,9 @@ def _entry(r: RunRecord, b: RunRecord, kind: str, b1: int,
              "ci_low": None, "ci_high": None, "imbalance": r.rank_imbalance,
              "exposed_comm_s": r.exposed_comm_s,
              "id_1": result_id(b), "id_n": result_id(r),
-             "env_differs": environment_differences(env_of(b), env_of(r))}
+             "env_differs": environment_differences(env_of(b), env_of(r)),
+             "threads_1": threads_of(b), "threads_per_rank": threads_of(r),
+             "warnings": [w for w in (thread_mismatch(b, r),) if w]}
     id_1, id_n = result_id(b), result_id(r)
     if samples_of is not None and id_1 is not None and id_n is not None:
         ratio, lo, hi = ratio_of_medians_ci(samples_of(id_1), samples_of(id_n))
@@ -216,4 +245,5 @@ def _one_device(b: RunRecord, kind: str, rep: Any) -> dict[str, Any]:
             "samples_per_s_n": samples_per_s(b), "speedup": 1.0, "efficiency": 1.0,
             "efficiency_median": 1.0, "ci_low": None, "ci_high": None, "imbalance": None,
             "exposed_comm_s": None, "id_1": result_id(b), "id_n": result_id(b),
-            "env_differs": []}
+            "env_differs": [], "threads_1": threads_of(b), "threads_per_rank": threads_of(b),
+            "warnings": []}

@@ -19,7 +19,7 @@ from rich.text import Text
 from dlperf.results.schema import RunRecord
 
 __all__ = ["DASH", "ENV_MARK", "fmt_sig", "fmt_opt", "finite", "md_escape", "batch_cell",
-           "data_cell", "device_cell", "env_footnote", "rich_table", "md_table"]
+           "devices_cell", "data_cell", "device_cell", "env_footnote", "rich_table", "md_table"]
 
 DASH = "–"
 #: Marks a comparison whose two results ran in different environments (:func:`env_footnote`).
@@ -71,6 +71,13 @@ def batch_cell(c: RunRecord | Mapping[str, Any]) -> str:
         b, k = c.get("batch_size"), c.get("grad_accum")
     text = DASH if b is None or b == "" else str(b)
     return text + (f" ({k} accum)" if isinstance(k, int) and k > 1 else "")
+
+
+def devices_cell(c: Mapping[str, Any]) -> str:
+    """The data-parallel devices of a comparison (``world_size``; ``2x4`` for 2 nodes of 4;
+    1 where it has none: before data parallelism every run had one device)."""
+    n, nodes = c.get("world_size") or 1, c.get("nnodes") or 1
+    return str(n) if nodes == 1 else f"{nodes}x{n // nodes}"
 
 
 def data_cell(c: Mapping[str, Any]) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dlperf.env import environment_differences
-from dlperf.report.cells import ENV_MARK, batch_cell, env_footnote
+from dlperf.report.cells import ENV_MARK, batch_cell, devices_cell, env_footnote
 from dlperf.report.cells import fmt_opt as _f
 from dlperf.report.records import (
     as_records,
@@ -20,7 +20,7 @@ from dlperf.report.records import (
     workers_kind,
 )
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import env_of, repeat_in, result_id, samples_per_s
+from dlperf.results.view import batch_fields, env_of, repeat_in, result_id, samples_per_s
 from dlperf.stats import ratio_ci
 
 __all__ = ["DATA_POINT_KEYS", "data_gaps", "data_markdown"]
@@ -86,7 +86,8 @@ def _data_gap(r: RunRecord, syn: dict[tuple, RunRecord],
         if mean_wait_s is not None and real_t and syn_t:
             slowed = ((math.fsum(real_t) / len(real_t) - mean_wait_s)
                       / (math.fsum(syn_t) / len(syn_t)))
-    return {**fields(r, DATA_POINT_KEYS), "data": r.identity.data, "repeat": repeat_in(r),
+    return {**fields(r, DATA_POINT_KEYS), **batch_fields(r), "data": r.identity.data,
+            "repeat": repeat_in(r),
             "loader_workers": field(r, "loader_workers"),
             "pipeline": (r.data_info or {}).get("placement") == "pipeline",
             "workers_kind": workers_kind(r),
@@ -105,10 +106,11 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
     """A Markdown table of :func:`data_gaps`."""
     if not gaps:
         return "No results with real data.\n"
-    lines = ["| model | framework/mode | precision | batch | data | loader workers | "
+    lines = ["| model | framework/mode | precision | devices | scaling | global batch | "
+             "per-device batch | data | loader workers | "
              "synthetic samples/s | real samples/s | real / synthetic [95% CI] | data wait | "
              "input-bound | step less wait / synthetic |",
-             "|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|"]
+             "|---|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|"]
     for g in gaps:
         rel = ("-" if g["relative_throughput"] is None else
                f"{g['relative_throughput']:.3f} [{g['ci_low']:.3f}, {g['ci_high']:.3f}]")
@@ -119,7 +121,8 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
         rep = f" #{g['repeat']}" if g.get("repeat") else ""
         mark = ENV_MARK if g.get("env_differs") else ""
         lines.append(f"| {g['model']} | {g['framework']}/{g['mode']} | {g['precision']} | "
-                     f"{batch_cell(g)} | {g['data']}{rep} | {lw} | "
+                     f"{devices_cell(g)} | {g.get('scaling') or '-'} | {batch_cell(g)} | "
+                     f"{_f(g.get('per_device_batch'), 'd')} | {g['data']}{rep} | {lw} | "
                      f"{_f(g['synthetic_samples_per_s'], ',.1f')} | "
                      f"{_f(g['real_samples_per_s'], ',.1f')} | {rel}{mark} | "
                      f"{_f(g['data_wait_share'], '.1%')} | {ib} | "
@@ -132,7 +135,10 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
                  "the synthetic mean iteration; above 1 the step itself ran slower beside the "
                  "pipeline (loader workers competing for the CPUs); below 1 part of the wait "
                  "overlapped the device's work on the previous step. "
-                 "*prepared*: batches made before timing (no pipeline).")
+                 "*prepared*: batches made before timing (no pipeline). *devices*: data-"
+                 "parallel replicas (real and synthetic are paired at the same count); "
+                 "*scaling*: strong, --batch-size was the global batch; weak, the per-device "
+                 "batch.")
     lines.append(env_footnote(
         (f"{g['model']} {g['framework']}/{g['mode']} {g['precision']} b={g['batch_size']} "
          f"{g['data']} ({g['loader_workers']} workers) vs synthetic", g.get("env_differs"))

@@ -22,6 +22,9 @@ __all__ = ["scaling_markdown", "plot_scaling", "series_key", "SCALING_PLOT"]
 
 SCALING_PLOT = "scaling.png"
 DASH = "–"
+#: After an efficiency that is not like for like (an entry's ``warnings``, e.g. the baseline's
+#: threads differ from a rank's); the reasons follow the table.
+FLAG_MARK = " ⚠"
 
 
 def series_key(p: Mapping[str, Any]) -> tuple:
@@ -67,9 +70,17 @@ def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
             f"{p['efficiency']:.3f} | {em} | "
             f"{imb} | "
             f"{_f(p.get('exposed_comm_s'), 1e3)} | {_increase(p)} |")
-    return "\n".join(lines) + "\n" + env_footnote(
+    return "\n".join(lines) + "\n" + _flag_notes(points) + env_footnote(
         (f"{p['model']} {p['framework']}/{p['mode']}{_variant(p)} {p['precision']} "
          f"{p['devices']} devices vs 1", p.get("env_differs")) for p in points)
+
+
+def _flag_notes(points: Sequence[Mapping[str, Any]]) -> str:
+    """The reasons behind each :data:`FLAG_MARK`, one line per flagged row; ``""`` for none."""
+    notes = [f"- {FLAG_MARK.strip()} {p['model']} {p['framework']}/{p['mode']}{_variant(p)} "
+             f"{p['precision']} {p['scaling']} {p['devices']} devices: {w}"
+             for p in points for w in (p.get("warnings") or [])]
+    return ("\n" + "\n".join(notes) + "\n") if notes else ""
 
 
 def _increase(p: Mapping[str, Any]) -> str:

@@ -20,7 +20,9 @@ en dash. Cell conventions (shared by both outputs):
   framework-reserved peak / NVML used, in one unit (GiB, or MiB when all are below 1 GiB).
   Rows without any device memory number show the process peak RSS instead (``RSS 1.20 GiB``).
 - ``devices``: data-parallel replicas (``1``; ``2``; ``2x2`` for 2 nodes of 2); ``batch`` is the
-  global batch, with the per-device batch in parentheses when there are several devices.
+  global batch, with the per-device batch and the scaling (``strong``: ``--batch-size`` was
+  the global batch; ``weak``: the per-device batch) in parentheses when there are several
+  devices.
 - ``status``: ``ok``; ``ok (not steady)`` when ``steady_state`` is False; for failures the
   status and the first line of the error, shortened to :data:`ERROR_MAX_CHARS` characters.
 
@@ -55,7 +57,7 @@ from dlperf.report.records import (
 )
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import repeat_of, result_of
-from dlperf.results.view import ci_s, median_s, repeat_in, samples_per_s, world_of
+from dlperf.results.view import ci_s, median_s, repeat_in, samples_per_s, scaling_of, world_of
 
 __all__ = [
     "COLUMNS",
@@ -227,7 +229,7 @@ def row_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
     devices = str(n) if nodes == 1 else f"{nodes}x{n // nodes}"
     batch = batch_cell(rec)
     if n > 1 and i.per_device_batch is not None:
-        batch += f" ({i.per_device_batch}/dev)"
+        batch += f" ({i.per_device_batch}/dev, {scaling_of(rec)})"
     rep = repeat_in(rec)
     tp, mfu, power = rec.throughput, rec.mfu, rec.power
     return [

@@ -14,7 +14,7 @@ from typing import Any
 from dlperf.registry import framework_info
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import COLUMNS, ResultStore, record_of
-from dlperf.results.view import repeat_in, setting
+from dlperf.results.view import batch_fields, repeat_in, setting
 
 __all__ = ["CSV_COLUMNS", "compiles", "csv_extras", "repeat_in", "to_csv", "to_json"]
 
@@ -23,9 +23,14 @@ __all__ = ["CSV_COLUMNS", "compiles", "csv_extras", "repeat_in", "to_csv", "to_j
 #: results), ``layout`` (the ``--layout`` setting; ``auto`` for results from before it) and
 #: ``compile_mode`` (the compiler's mode, e.g. torch.compile's, in a mode that takes
 #: ``--compile-mode``, else empty): settings that tell apart rows of one model, framework,
-#: mode and batch.
+#: mode and batch. Then the batch semantics: ``batch_size`` is always the global batch (samples
+#: per iteration over all devices), ``per_device_batch`` the batch of one device, ``world_size``
+#: the devices and ``scaling`` how ``--batch-size`` was read (``strong``: as the global batch;
+#: ``weak``: as the per-device batch); for results older than these fields they are derived
+#: (one device, ``strong``; :func:`dlperf.results.view.batch_fields`). ``cpu_bind``: the
+#: ``--cpu-bind`` setting (``none`` for results from before it).
 CSV_COLUMNS = ["id", *[c for c in COLUMNS if c != "result_json"], "repeat", "layout",
-               "compile_mode"]
+               "compile_mode", "scaling", "cpu_bind"]
 
 
 def compiles(rec: RunRecord) -> bool:
@@ -38,10 +43,13 @@ def compiles(rec: RunRecord) -> bool:
 
 def csv_extras(rec: RunRecord) -> dict[str, Any]:
     """The CSV columns that come from a record rather than a store column: ``repeat``,
-    ``layout`` and ``compile_mode`` (see :data:`CSV_COLUMNS`)."""
+    ``layout``, ``compile_mode``, ``scaling`` and ``cpu_bind``, and the batch fields of
+    :func:`~dlperf.results.view.batch_fields` (derived where an older row has NULL there;
+    see :data:`CSV_COLUMNS`)."""
     cm = (setting(rec, "compile_mode") or "default") if compiles(rec) else None
     return {"repeat": repeat_in(rec), "layout": setting(rec, "layout") or "auto",
-            "compile_mode": cm}
+            "compile_mode": cm, **batch_fields(rec),
+            "cpu_bind": setting(rec, "cpu_bind") or "none"}
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
@@ -56,14 +64,17 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 
 def to_json(rows: list[dict[str, Any]], store: ResultStore | None = None,
             include_samples: bool = False) -> str:
-    """Rows as a JSON list: the columns, and the row's record as ``result``
+    """Rows as a JSON list: the columns (with the batch fields and ``scaling`` of
+    :func:`csv_extras`, derived for older rows, and ``cpu_bind``), and the row's record as ``result``
     (:meth:`~dlperf.results.schema.RunRecord.to_dict` without raw samples; None for a row
     without JSON); with ``include_samples`` (and a store), each row gets its raw per-iteration
     times and losses as ``raw_samples`` (``samples`` stays the count of samples measured)."""
     out = []
     for r in rows:
         d = {k: v for k, v in r.items() if k != "result_json"}
-        d["result"] = record_of(r).to_dict(raw=False) if r.get("result_json") else None
+        rec = record_of(r)
+        d.update(batch_fields(rec), cpu_bind=setting(rec, "cpu_bind") or "none")
+        d["result"] = rec.to_dict(raw=False) if r.get("result_json") else None
         if include_samples and store is not None:
             d["raw_samples"] = store.samples(r["id"])
         out.append(d)

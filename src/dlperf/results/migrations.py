@@ -19,6 +19,13 @@ record (the worker's ``schema_version`` in every result dict):
        ``compile.compile_before_loop_s`` and ``compile.compiled_at``; time to target with and
        without compile in ``convergence``. A v9 record reads unchanged (its
        ``time_to_target_s`` leaves out compile work done before the loop, as it did).
+       Also in 10, CPU placement and batch semantics (issue 23): ``env.cpu_list``, ``env.numa_nodes``
+       (``env.numa_note`` where unknown), ``env.cpu_bind`` and ``config.cpu_bind``
+       (``--cpu-bind``), ``env.thread_policy`` for data-parallel CPU ranks; ``world_size``,
+       ``nproc``, ``nnodes``, ``per_device_batch`` and ``scaling`` as every record since
+       version 2 has them. A v9 record reads unchanged; where an older one lacks the batch
+       fields, the readers derive them (:func:`dlperf.results.view.batch_fields`: one device,
+       strong scaling) without writing them into the record; the placement stays absent.
     Record versions 3-7 were never written. Fields a version added are absent from older
     records (never invented: absent ``world_size`` means one device, as before).
 
@@ -69,7 +76,8 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     # host dispatch part and the trace's kernel counts stay in result_json.
     9: {},
     # Compile events and time to target with and without compile (issue 23): all in
-    # result_json.
+    # result_json. No new column: the CPU placement stays in result_json; ``scaling`` is read from the
+    # record (dlperf.results.export adds it to the CSV, derived for older rows).
     10: {},
 }
 

@@ -369,7 +369,13 @@ class BreakdownRun(Part):
 
 class Env(Part):
     """The machine and process (:func:`dlperf.env.collect_env`, whose key order the fields
-    follow); keys beyond these (``host_speed_after``, ...) are kept."""
+    follow); keys beyond these (``host_speed_after``, ...) are kept. Schema 10 added the CPU
+    placement: ``cpu_list`` (the CPUs the worker could use, a cpulist such as ``"0-3"``),
+    ``numa_nodes`` (the NUMA nodes holding them; None with ``numa_note`` where the OS gave no
+    NUMA information) and ``cpu_bind`` (what ``--cpu-bind`` did, :func:`dlperf.placement.
+    bind_cpus`; None when not asked). The extra key ``thread_policy`` says how the threads were
+    chosen where they were not given (:meth:`dlperf.env.ThreadChoice.record`, or the per-rank
+    default of a data-parallel CPU run). Older records have none of them."""
 
     hostname: StrictStr | None = None
     platform: StrictStr | None = None
@@ -380,6 +386,9 @@ class Env(Part):
     cpu_logical: StrictInt | None = None
     cpu_physical: StrictInt | None = None
     cpu_affinity: StrictInt | None = None
+    cpu_list: StrictStr | None = None
+    numa_nodes: list[StrictInt] | None = None
+    numa_note: StrictStr | None = None
     memory_total_bytes: Bytes | None = None
     memory_available_bytes: Bytes | None = None
     load_average_1_5_15: list[Any] | None = None
@@ -388,6 +397,7 @@ class Env(Part):
     dlperf_version: StrictStr | None = None
     git: dict[str, Any] | None = None
     env: dict[str, Any] | None = None
+    cpu_bind: dict[str, Any] | None = None
 
 
 class HostCpuWait(Part):

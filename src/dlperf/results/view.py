@@ -25,7 +25,8 @@ from dlperf.results.store import SUMMARY_KEYS, result_of
 
 __all__ = ["COLUMN_FIELDS", "MADE_FROM_COLUMNS", "record_of_row", "as_record", "as_records",
            "config_of", "setting", "repeat_in", "result_id", "median_s", "ci_s",
-           "samples_per_s", "world_of", "per_device_of", "warnings_text", "env_of"]
+           "samples_per_s", "world_of", "per_device_of", "scaling_of", "batch_fields",
+           "warnings_text", "env_of"]
 
 #: Store column -> ``(part, field)`` of the record it was made from (:func:`flatten`'s
 #: inverse, for the columns readers read; ``""``: a top-level field of the flat result dict,
@@ -172,6 +173,24 @@ def per_device_of(rec: RunRecord) -> int | None:
     if ident.per_device_batch is not None:
         return int(ident.per_device_batch)
     return None if ident.batch_size is None else int(ident.batch_size) // world_of(rec)
+
+
+def scaling_of(rec: RunRecord) -> str:
+    """``strong`` or ``weak``: how ``--batch-size`` was read (strong: the global batch; weak:
+    the per-device batch). Records without it (before data parallelism) ran on one device,
+    where both read the same: ``strong``."""
+    s = rec.identity.scaling or config_of(rec).get("scaling")
+    return s if s in ("strong", "weak") else "strong"
+
+
+def batch_fields(rec: RunRecord) -> dict[str, Any]:
+    """The batch semantics of a record, as every export names them: ``batch_size`` (the
+    global batch: samples per iteration over all devices), ``per_device_batch``,
+    ``world_size`` (devices), ``nnodes`` and ``scaling`` (:func:`scaling_of`); derived for
+    records older than these fields (one device, strong scaling), never written back."""
+    return {"batch_size": rec.identity.batch_size, "per_device_batch": per_device_of(rec),
+            "world_size": world_of(rec), "nnodes": int(rec.identity.nnodes or 1),
+            "scaling": scaling_of(rec)}
 
 
 def warnings_text(rec: RunRecord) -> str | None:

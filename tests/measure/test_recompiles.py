@@ -7,6 +7,8 @@ framework, on a fake clock: exact."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from dlperf.config import IterationPolicy, make_run_config
@@ -304,3 +306,34 @@ def test_data_parallel_compile_steps_are_any_ranks():
     assert union_compiled_at([{"first": [0], "measure": [3]},
                               {"first": [0], "measure": [1, 3]}, None]) == \
         {"first": [0], "measure": [1, 3]}
+
+
+def test_warm_up_switched_off_is_not_detected_steady_state():
+    """``--max-warmup-iters 0``: the loop does not look for steady state, so it is stored as
+    not detected (None), never as True; a compile in the measured steps still makes it
+    False."""
+    res = run(set(), max_warmup_iters=0)
+    assert res.warmup_s == [] and res.steady_state is None
+    res = run({5}, max_warmup_iters=0)
+    assert res.steady_state is None  # the loop's flag; the record marks the compile (below)
+    assert res.compiled_at["measure"] == [3]
+
+
+def test_warm_up_switched_off_is_stored_and_said(fake_record, monkeypatch):
+    import dlperf.config as config_mod
+
+    real = config_mod.IterationPolicy
+
+    def no_warmup(**kw):
+        return real(**{**kw, "max_warmup_iters": 0, "min_warmup_iters": 0})
+
+    monkeypatch.setattr(sys.modules[__name__], "IterationPolicy", no_warmup)
+    rec = fake_record()
+    t = rec.timing
+    assert rec.identity.status == "ok" and t.warmup_iters == 0
+    assert t.steady_state is None
+    ws = [w for w in rec.warnings if "warm-up switched off" in w]
+    assert len(ws) == 1 and "not looked for" in ws[0]
+    from dlperf.report.tables import _fmt_status
+
+    assert _fmt_status(rec) == "ok (no warm-up)"

@@ -82,7 +82,8 @@ class LoopResult:
         first_iter_s: the first iteration alone (compilation, autotuning, allocator growth).
         warmup_s: each warm-up iteration, in order.
         steady_state: True if the (last) warm-up ended because two consecutive windows
-            agreed, with no compile in either.
+            agreed, with no compile in either; None when warm-up was switched off
+            (``max_warmup_iters == 0``): steady state was not looked for.
         measured_s: each measured iteration, in order (never filtered).
         wall_s: host wall time of the measured segment, from before the first step to after the
             device finished the last one.
@@ -97,7 +98,7 @@ class LoopResult:
 
     first_iter_s: float
     warmup_s: list[float]
-    steady_state: bool
+    steady_state: bool | None
     measured_s: list[float]
     wall_s: float
     losses: dict[str, list[Any]] = field(default_factory=dict)
@@ -302,8 +303,9 @@ def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: Iterati
                                       "measure": []}
     steady = _warm_up(step, timer, policy, clock, check_losses, agree, losses, warm,
                       compiled["warmup"], count, policy.max_warmup_time_s)
+    steady: bool | None
     if policy.max_warmup_iters == 0:
-        steady = True  # warm-up disabled explicitly: the user takes responsibility
+        steady = None  # warm-up disabled explicitly: steady state not detected (not False)
     remeasured, t_budget0, seg_s = 0, clock(), policy.max_time_s
     while True:
         recent = warm[-policy.warmup_window:] if warm else [first]
@@ -338,7 +340,7 @@ def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: Iterati
         # window's overshoot of the warm-up at most exceeds the budget)
         seg_s = max(policy.max_time_s - (clock() - t_budget0), keep_s)
         if policy.max_warmup_iters == 0:
-            steady = True
+            steady = None
     compiled["measure"] = moved
     return LoopResult(first_iter_s=first, warmup_s=warm, steady_state=steady,
                       measured_s=measured, wall_s=wall, losses=losses,

@@ -163,7 +163,13 @@ def union_compiled_at(per_rank: Sequence[dict[str, list[int]] | None]
     return {ph: sorted({int(i) for c in have for i in c.get(ph, [])}) for ph in phases}
 
 
-def gather_ranks(cfg: Any, dist: Any, payload: dict[str, Any], *, steady_state: bool,
+def _all_steady(flags: list[bool | None]) -> bool | None:
+    """Every rank's steady state: False if any rank's is False, None (not looked for: warm-up
+    off) if any is None, else True."""
+    return False if any(f is False for f in flags) else (None if None in flags else True)
+
+
+def gather_ranks(cfg: Any, dist: Any, payload: dict[str, Any], *, steady_state: bool | None,
                  recompiles_measured: Any,
                  compiled_at: dict[str, list[int]] | None = None) -> dict[str, Any]:
     """Gather every process's ``payload`` (:func:`rank_payload`; a collective: every process
@@ -187,7 +193,7 @@ def gather_ranks(cfg: Any, dist: Any, payload: dict[str, Any], *, steady_state: 
     comm = combine_rank_comm([p.get("comm") for p in merged["per_rank"]],
                              max(per_rank_medians) if per_rank_medians else None)
     return {"samples": merged["samples"], "losses": merged["losses"], "wall_s": merged["wall_s"],
-            "steady_state": all(p.get("steady_state", True) for p in gathered),
+            "steady_state": _all_steady([p.get("steady_state", True) for p in gathered]),
             "recompiles_measured": recompiles_measured,
             "compiled_at": union_compiled_at([p.get("compiled_at") for p in gathered]),
             "memory": max_memory([p["memory"] for p in merged["per_rank"]]),

@@ -111,7 +111,7 @@ def compile_handling(compiled_at: dict[str, list[int]] | None, remeasured: int,
 
 
 def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
-                  losses: dict[str, list[float]], wall_s: float, steady_state: bool,
+                  losses: dict[str, list[float]], wall_s: float, steady_state: bool | None,
                   comp: dict[str, Any], own_measured_s: list[float],
                   per_rank: list[dict[str, Any]] | None, waits: list[float] | None,
                   power_record: PowerRecord | None, power_reason: str | None,
@@ -125,7 +125,8 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
         spec: the model's spec (``tokens_per_sample``).
         samples, losses: raw times (s) and losses by phase, merged over ranks.
         wall_s: the segment's wall time (s), the slowest rank's.
-        steady_state: warm-up ended at steady state (on every rank).
+        steady_state: warm-up ended at steady state (on every rank); None when warm-up was
+            switched off (``--max-warmup-iters 0``).
         comp: the compile part (:func:`dlperf.measure.probes.compile_info`).
         own_measured_s: this process's own measured times (s): the data wait's reference.
         per_rank: the ``dist`` part's ``per_rank`` for a data-parallel run, else None.
@@ -152,8 +153,9 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
     kept = [x for i, x in enumerate(measured) if i not in skip] if skip else measured
     timing = {"first_iter_s": samples["first"][0], "warmup_iters": len(samples["warmup"]),
               "warmup_time_s": math.fsum(samples["warmup"]),
-              "steady_state": steady_state and not comp.get("recompiles_measured")
-              and not excluded,
+              # None (warm-up off: not looked for) stays None unless a compile shows it unsteady
+              "steady_state": (False if comp.get("recompiles_measured") or excluded
+                               else steady_state),
               "n_measured": n, "measured_time_s": total, "wall_time_s": wall_s,
               "timing_rel_diff": rel, "timing_consistent": consistent,
               "warmup_settled": steady_state, "remeasured": remeasured}

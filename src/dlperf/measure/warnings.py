@@ -91,6 +91,9 @@ def _steady_warnings(r: RunRecord) -> list[str]:
         return []
     at = (comp.compiled_at if comp is not None else None) or {}
     rm = comp.recompiles_measured if comp is not None else None
+    if t.steady_state is None and t.warmup_iters == 0 and r.identity.status == "ok":
+        return ["warm-up switched off (--max-warmup-iters 0): steady state was not looked for, "
+                "so the first measured steps may still include start-up effects"]
     if t.warmup_settled is None:  # recorded before the loop knew about compiles
         if t.steady_state is not False:
             return []

@@ -173,6 +173,8 @@ def _fmt_status(rec: RunRecord) -> str:
     status = str(rec.identity.status or "unknown")
     if status == "ok":
         steady = rec.timing.steady_state if rec.timing is not None else None
+        if steady is None and rec.timing is not None and rec.timing.warmup_iters == 0:
+            return "ok (no warm-up)"
         return "ok (not steady)" if steady is False else "ok"
     label = status_label(status)
     err = short_error(rec.identity.error)

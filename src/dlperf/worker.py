@@ -211,7 +211,8 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
         own_measured_s=loop.measured_s, per_rank=merged["dist"]["per_rank"] if merged else None,
         waits=session.data_wait.measured() if session.data_wait is not None else None,
         power_record=seg.power_record, power_reason=seg.power_reason,
-        compiled_at=compiled_at, remeasured=loop.remeasured)
+        compiled_at=compiled_at, remeasured=loop.remeasured,
+        ci_target=(cfg.iterations.ci_target_rel, loop.ci_extensions, loop.ci_rel))
     phases["stats"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     host = dispatch_into(parts["samples"], cfg, session, (parts.get("summary") or {}).get("median"))

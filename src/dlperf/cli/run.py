@@ -75,6 +75,7 @@ class Iterations:
     warmup_window: Annotated[int, Opt(help="Warm-up window (iterations) for steady-state detection.")] = 5
     max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = 500
     max_warmup_time: Annotated[float | None, Opt(help="...or this many seconds of warm-up (default: 20; 5 for the quick suite).")] = None
+    ci_target: Annotated[float | None, Opt(help="Measure until the 95% CI of the median is within +- this share of it (e.g. 0.01), up to --max-time / --max-iters; off by default.")] = None
     timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds (also the limit on making a file: model's spec, which imports the file in a process of its own).")] = 900.0
 
 
@@ -185,7 +186,7 @@ def _policy(point: Point, it: Iterations) -> Any:
         min_iters=it.min_iters,
         min_time_s=(0.5 if quick else 1.0) if it.min_time is None else it.min_time,
         max_iters=it.max_iters, max_time_s=it.max_time, warmup_window=it.warmup_window,
-        max_warmup_iters=it.max_warmup_iters,
+        max_warmup_iters=it.max_warmup_iters, ci_target_rel=it.ci_target,
         max_warmup_time_s=(5.0 if quick else 20.0) if it.max_warmup_time is None
         else it.max_warmup_time)
 

@@ -22,7 +22,10 @@ class IterationPolicy(BaseModel):
     when ``max_warmup_iters`` / ``max_warmup_time_s`` is reached (then the result is flagged
     ``steady_state = False``). Measurement stops once *both* ``min_iters`` iterations and
     ``min_time_s`` seconds are reached, or earlier at ``max_iters`` / ``max_time_s`` (the time
-    budget), whichever comes first.
+    budget), whichever comes first. With ``ci_target_rel`` set, a segment that stopped on its
+    minimums is extended (more measured steps, same conditions) until the 95% interval of the
+    median is within +-``ci_target_rel`` of the median, or the budget ends (as pytest-benchmark
+    and hyperfine calibrate the number of rounds).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -36,6 +39,7 @@ class IterationPolicy(BaseModel):
     min_warmup_iters: int = Field(10, ge=0)
     max_warmup_iters: int = Field(500, ge=0)
     max_warmup_time_s: float = Field(20.0, ge=0.0)
+    ci_target_rel: float | None = Field(None, gt=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _check(self) -> IterationPolicy:

@@ -20,7 +20,7 @@ from dlperf.errors import did_you_mean
 #: sets it, for error messages.
 CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters": "--max-iters",
              "max_time_s": "--max-time", "warmup_window": "--warmup-window",
-             "max_warmup_iters": "--max-warmup-iters", "max_warmup_time_s": "--max-warmup-time",
+             "max_warmup_iters": "--max-warmup-iters", "ci_target_rel": "--ci-target", "max_warmup_time_s": "--max-warmup-time",
              "timeout_s": "--timeout", "batch_size": "--batch-size", "grad_accum": "--grad-accum",
              "threads": "--threads", "cpu_bind": "--cpu-bind", "layout": "--layout", "loader_workers": "--loader-workers",
              "loader_prefetch": "--loader-prefetch", "loader_impl": "--loader-impl",

@@ -55,7 +55,7 @@ import gc
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,8 @@ WALL_CHECK_ABS_S = 2e-3
 #: fresh warm-up) before its compile steps are excluded instead: a step that keeps
 #: recompiling (a shape that changes every few steps) would otherwise never be measured.
 MAX_REMEASURES = 2
+#: z of the two-sided 95% interval; :func:`median_ci_rel` uses it.
+Z95 = 1.959964
 
 
 @dataclass
@@ -94,6 +96,10 @@ class LoopResult:
             framework has no counter.
         remeasured: how many measured segments were left behind (moved to the warm-up)
             because the step compiled in them.
+        ci_extensions: how many times the measured segment was extended to reach
+            ``policy.ci_target_rel`` (0 without a target).
+        ci_rel: with a target, the relative half-width of the median's 95% interval
+            (:func:`median_ci_rel`) at the end; None without one.
     """
 
     first_iter_s: float
@@ -104,6 +110,8 @@ class LoopResult:
     losses: dict[str, list[Any]] = field(default_factory=dict)
     compiled_at: dict[str, list[int]] | None = None
     remeasured: int = 0
+    ci_extensions: int = 0
+    ci_rel: float | None = None
 
     @property
     def measured_total_s(self) -> float:
@@ -287,6 +295,60 @@ def _segment(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
     return measured, wall, compiled
 
 
+def median_ci_rel(xs: Sequence[float]) -> float:
+    """Half the width of the distribution-free 95% interval of the median of ``xs``, over the
+    median: the order statistics ``x_(j)``, ``x_(k)`` with ``j, k = n/2 -+ z sqrt(n)/2``
+    (the normal approximation to the binomial; Conover, *Practical Nonparametric Statistics*,
+    3rd ed., 1999, sec. 3.2). A sort, no resampling: cheap enough between two segments. The
+    stored interval is the bootstrap's (:mod:`dlperf.stats`); the two agree closely for the
+    sample sizes a target asks for. ``inf`` for fewer than 6 samples or a zero median."""
+    n = len(xs)
+    if n < 6:
+        return math.inf
+    ys = sorted(xs)
+    half = Z95 * math.sqrt(n) / 2.0
+    j = max(0, math.floor(n / 2.0 - half) - 1)
+    k = min(n - 1, math.ceil(n / 2.0 + half) - 1)
+    med = statistics.median(ys)
+    return (ys[k] - ys[j]) / (2.0 * med) if med > 0 else math.inf
+
+
+def _extend_to_ci(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
+                  clock: Callable[[], float], agree: Callable[[list[float]], list[float]] | None,
+                  losses: dict[str, list[Any]], count: _Count, measured: list[float],
+                  wall: float, moved: list[int], t_budget0: float
+                  ) -> tuple[list[float], float, list[int], int, float | None]:
+    """Extend the measured segment until :func:`median_ci_rel` of its steps (less the
+    compiled ones) is within ``policy.ci_target_rel``, or ``max_iters`` / ``max_time_s``
+    (from ``t_budget0``) run out. Each extension asks for as many steps again as were
+    measured (the interval narrows as 1/sqrt(n)), capped by the budget; all processes extend
+    together (``agree``). Returns the steps, wall (s), compile indices, extensions and the
+    final relative half-width."""
+    target = policy.ci_target_rel
+    if target is None:
+        return measured, wall, moved, 0, None
+    ext = 0
+    while True:
+        skip = set(moved)
+        clean = [x for i, x in enumerate(measured) if i not in skip] or measured
+        rel = median_ci_rel(clean)
+        left_s = policy.max_time_s - (clock() - t_budget0)
+        est = statistics.median(clean)
+        more = (rel > target and len(measured) < policy.max_iters
+                and left_s > policy.warmup_window * est)
+        if agree is not None:
+            more = agree([1.0 if more else 0.0])[0] > 0.0
+        if not more:
+            return measured, wall, moved, ext, rel
+        n_more = max(1, min(len(measured), policy.max_iters - len(measured)))
+        sub = policy.model_copy(update={"min_iters": n_more, "max_iters": n_more,
+                                        "min_time_s": 0.0})
+        m2, w2, moved2 = _segment(step, timer, sub, clock, None, agree, losses["measure"],
+                                  est, count, max(left_s, est))
+        moved = moved + [len(measured) + i for i in moved2]
+        measured, wall, ext = measured + m2, wall + w2, ext + 1
+
+
 def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
                       clock: Callable[[], float],
                       check_losses: Callable[[list[Any]], None] | None,
@@ -341,8 +403,11 @@ def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: Iterati
         seg_s = max(policy.max_time_s - (clock() - t_budget0), keep_s)
         if policy.max_warmup_iters == 0:
             steady = None
+    measured, wall, moved, ext, ci_rel = _extend_to_ci(step, timer, policy, clock, agree,
+                                                       losses, count, measured, wall, moved,
+                                                       t_budget0)
     compiled["measure"] = moved
     return LoopResult(first_iter_s=first, warmup_s=warm, steady_state=steady,
                       measured_s=measured, wall_s=wall, losses=losses,
                       compiled_at=compiled if count.read is not None else None,
-                      remeasured=remeasured)
+                      remeasured=remeasured, ci_extensions=ext, ci_rel=ci_rel)

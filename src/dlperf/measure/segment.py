@@ -116,7 +116,9 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
                   per_rank: list[dict[str, Any]] | None, waits: list[float] | None,
                   power_record: PowerRecord | None, power_reason: str | None,
                   compiled_at: dict[str, list[int]] | None = None,
-                  remeasured: int = 0) -> dict[str, Any]:
+                  remeasured: int = 0,
+                  ci_target: tuple[float | None, int, float | None] = (None, 0, None)
+                  ) -> dict[str, Any]:
     """The record parts (dicts) of a measured segment.
 
     Args:
@@ -135,6 +137,9 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
         compiled_at: the loop's compile steps by phase (``LoopResult.compiled_at``; any
             rank's), None where the framework has no compile counter.
         remeasured: measured segments left behind because the step compiled in them.
+        ci_target: ``(policy.ci_target_rel, LoopResult.ci_extensions, LoopResult.ci_rel)``:
+            the CI-width target, how often the segment was extended for it and the relative
+            half-width it ended at (this process's steps).
 
     Returns:
         ``summary``, ``throughput`` (both over the measured steps less the excluded compile
@@ -161,6 +166,9 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
               "warmup_settled": steady_state, "remeasured": remeasured}
     if handling is not None:
         timing.update(compile_handling=handling, excluded_steps=excluded)
+    if ci_target[0] is not None:
+        timing.update(ci_target_rel=ci_target[0], ci_extensions=ci_target[1],
+                      ci_rel_reached=ci_target[2])
     if compiled_at is not None:
         comp = {**comp, "compiled_at": compiled_at}
     return {

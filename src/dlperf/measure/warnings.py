@@ -76,6 +76,12 @@ def _timing_warnings(r: RunRecord) -> list[str]:
             w.append(f"mean is {s.mean / s.median:.2f}x the median: a long tail or two "
                      "speeds in the raw samples")
     t = r.timing
+    if (t is not None and t.ci_target_rel is not None and t.ci_rel_reached is not None
+            and t.ci_rel_reached > t.ci_target_rel):
+        w.append(f"the CI target (+-{t.ci_target_rel:.1%} of the median) was not reached: "
+                 f"+-{t.ci_rel_reached:.1%} after {t.n_measured} measured iterations "
+                 f"({t.ci_extensions} extension(s)); the budget ran out: raise --max-time / "
+                 "--max-iters or measure on a quieter machine")
     w += _steady_warnings(r)
     if t is not None and t.timing_consistent is False:
         rel = t.timing_rel_diff if "timing_rel_diff" in t.model_fields_set else 0

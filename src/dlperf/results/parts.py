@@ -97,6 +97,12 @@ class Timing(Part):
     compile_handling: StrictStr | None = None
     remeasured: StrictInt | None = None
     excluded_steps: list[StrictInt] | None = None
+    # schema 10: the CI-width target (``--ci-target``), the extensions of the measured
+    # segment it took and the relative half-width of the median's 95% interval it ended at
+    # (dlperf.measure.loop.median_ci_rel); absent without a target.
+    ci_target_rel: Num | None = None
+    ci_extensions: StrictInt | None = None
+    ci_rel_reached: Num | None = None
 
 
 class Summary(Part):

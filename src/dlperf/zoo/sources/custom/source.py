@@ -23,16 +23,19 @@ from dlperf.zoo.sources.names import ENTRY_POINT_GROUP, join_options, split_opti
 from dlperf.zoo.spec import ModelSpec
 
 #: Implementation modules that may accept a model (each has ``accepts(model)`` and
-#: ``inspect_parts(parts, name)``); the first that accepts describes it.
-IMPLS = ("dlperf.zoo.sources.custom.torch_impl", "dlperf.zoo.sources.custom.jax_impl")
+#: ``inspect_parts(parts, name)``); the first that accepts describes it. TensorFlow's comes
+#: first: its ``accepts`` imports nothing, so a Keras model's process (the TensorFlow worker)
+#: does not import torch or Flax to be told no.
+IMPLS = ("dlperf.zoo.sources.custom.tensorflow_impl", "dlperf.zoo.sources.custom.torch_impl",
+         "dlperf.zoo.sources.custom.jax_impl")
 
 
 def impl_for(model: Any, name: str) -> Any:
     """The implementation module (of :data:`IMPLS`) that accepts ``model``.
 
     Raises:
-        ConfigError: none does (dlperf runs PyTorch and Flax modules from a file or entry
-            point).
+        ConfigError: none does (dlperf runs PyTorch and Flax modules and Keras models from a
+            file or entry point).
     """
     for mod_name in IMPLS:
         try:
@@ -43,7 +46,8 @@ def impl_for(model: Any, name: str) -> Any:
             return impl
     raise ConfigError(f"model {name!r}: the model returned is a {type(model).__module__}."
                       f"{type(model).__qualname__}; file: and entry-point models are "
-                      "a torch.nn.Module (PyTorch) or a flax.linen.Module (JAX) for now")
+                      "a torch.nn.Module (PyTorch), a flax.linen.Module (JAX) or a keras.Model "
+                      "(TensorFlow) for now")
 
 
 def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dict[str, Any],

@@ -23,12 +23,15 @@ For TensorFlow the function returns ``(model, make_batch, loss)``:
 
 Nothing here starts TensorFlow's runtime: the worker reads the spec in its own process before
 the adapter sets TensorFlow's threads, visible devices and distribution strategy, which TensorFlow
-fixes when its runtime starts. So the parts are checked in a ``tf.Graph`` of their own (the model
-built, its forward and the loss staged as graph ops, nothing run): the parameter count is the
+fixes when its runtime starts. So the function is called, and the parts checked, in a
+``tf.Graph`` of their own (:func:`spec_scope`: the model built, its forward and the loss
+staged as graph ops, nothing run): the parameter count is the
 model's trainable variables (Keras's non-trainable weights, such as BatchNorm's moving
 statistics, are buffers in PyTorch's terms and not counted), and the forward FLOPs come from
 TensorFlow's own counter (``tf.compat.v1.profiler`` ``float_operation()``, the counter the
-adapter uses for the whole step) over the ops of one forward of the check batch.
+adapter uses for the whole step) over the ops of one forward of the check batch. Where the
+runtime already runs (a notebook that used TensorFlow before) the parts run eagerly on the
+check batch and the forward is counted from a ``tf.function`` trace.
 
 ``build(spec)`` calls the user's function again (a fresh model for each run) and keeps that
 call's batch maker and loss for the hooks, which the adapter calls after ``build``.
@@ -36,8 +39,10 @@ call's batch maker and loss for the hooks, which the adapter calls after ``build
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from dlperf.errors import ConfigError
@@ -49,9 +54,9 @@ _PARTS: dict[str, tuple[Any, Any]] = {}
 #: Samples in the (staged, never run) batch that checks and counts the parts.
 CHECK_BATCH = 2
 #: What the forward FLOPs of a spec are (``spec.flops_source``).
-FLOPS_SOURCE = ("tf.compat.v1.profiler float_operation() (TensorFlow {version}): the graph ops "
-                "of one forward of a {n}-sample batch from make_batch, staged in a tf.Graph "
-                "(never run), / {n}, counted by dlperf.zoo.sources.custom; it counts every op "
+FLOPS_SOURCE = ("tf.compat.v1.profiler float_operation() (TensorFlow {version}): the graph "
+                "ops of one forward (training=True) of a {n}-sample batch from make_batch "
+                "(staged, never run), / {n}, counted by dlperf.zoo.sources.custom; it counts every op "
                 "type with a registered statistic (element-wise ops too), more than the "
                 "analytic convention; train = 3 x forward")
 
@@ -88,6 +93,46 @@ def _float32(tf: Any, out: Any) -> Any:
     return tf.cast(out, tf.float32) if getattr(dtype, "is_floating", False) else out
 
 
+def runtime_started() -> bool:
+    """True once TensorFlow's runtime (its eager context) has started in this process: its
+    thread pools and visible devices are fixed from then on. False where TensorFlow is not
+    imported."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return False
+    from tensorflow.python.eager import context
+
+    return getattr(context.context(), "_context_handle", None) is not None
+
+
+@contextlib.contextmanager
+def spec_scope() -> Iterator[None]:
+    """Within (where TensorFlow is imported and its runtime has not started): a fresh
+    ``tf.Graph`` is the default, so the user's function makes its layers' variables (a
+    ``Dropout``'s seed generator is made with the layer) and :func:`inspect_parts` stages the
+    parts there, without starting the runtime. Keras's global seed generator is put back as it
+    was on exit (one made inside would belong to the graph). Elsewhere it does nothing: a
+    process without TensorFlow has no Keras model, and where the runtime already runs (a
+    notebook that used TensorFlow) the parts are inspected eagerly."""
+    if sys.modules.get("tensorflow") is None or runtime_started():
+        yield
+        return
+    import tensorflow as tf
+
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:  # pragma: no cover - another Keras layout
+        global_state = None
+    key = "global_seed_generator"
+    kept = global_state.get_global_attribute(key) if global_state is not None else None
+    try:
+        with tf.Graph().as_default():
+            yield
+    finally:
+        if global_state is not None:
+            global_state.set_global_attribute(key, kept)
+
+
 def _graph_flops(graph: Any) -> int:
     """TensorFlow's profiler count of the float operations of ``graph`` (nothing runs)."""
     from tensorflow.python.profiler import model_analyzer, option_builder
@@ -97,22 +142,34 @@ def _graph_flops(graph: Any) -> int:
     return int(model_analyzer.profile(graph=graph, options=opts).total_float_ops)
 
 
+def _forward_flops(tf: Any, model: Any, x: Any) -> tuple[Any, int]:
+    """``(out, FLOPs)`` of ``model(x, training=True)``, building the model where it is not
+    built. In a graph (:func:`spec_scope`) the forward is staged twice and the profiler's count
+    after the second minus that after the first is the forward's (the first also staged the
+    initialisers; a ``tf.function`` trace would start the runtime); eagerly, the count of a
+    ``tf.function`` trace of the built model (never run)."""
+    out = model(x, training=True)
+    if not tf.executing_eagerly():
+        graph = tf.compat.v1.get_default_graph()
+        before = _graph_flops(graph)
+        out = model(x, training=True)
+        return out, _graph_flops(graph) - before
+    trace = tf.function(lambda x_: model(x_, training=True))
+    return out, _graph_flops(trace.get_concrete_function(tf.TensorSpec(x.shape, x.dtype)).graph)
+
+
 def _stage(tf: Any, parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
-    """Stage batch, forward and loss in the current (graph) context; return x, y, out, the
-    loss value and the forward's FLOPs (the profiler's count after a second forward minus the
-    count after the first, which also built the model: its initialisers are not counted)."""
+    """Batch, forward and loss, staged in the default graph (in :func:`spec_scope`) or run
+    eagerly (TensorFlow already running); return x, y, out, the loss value and the forward's
+    FLOPs (:func:`_forward_flops`)."""
     model, make_batch, loss = parts
     try:
         batch = make_batch(CHECK_BATCH)
     except Exception as e:
         raise ConfigError(f"model {name!r}: make_batch({CHECK_BATCH}) failed: {e!r:.400}") from e
     x, y = _check_batch(tf, batch, name)
-    graph = tf.compat.v1.get_default_graph()
     try:
-        model(x, training=True)  # builds the model (variables and their initialisers)
-        before = _graph_flops(graph)
-        out = model(x, training=True)
-        flops = _graph_flops(graph) - before
+        out, flops = _forward_flops(tf, model, x)
     except Exception as e:
         raise ConfigError(f"model {name!r}: building the model or its forward of a "
                           f"{CHECK_BATCH}-sample batch x {_describe(x)} failed (model(x, "
@@ -127,9 +184,10 @@ def _stage(tf: Any, parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
 
 
 def inspect_parts(parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
-    """Describe the parts for the spec from a ``tf.Graph`` in which they are staged, never run
-    (module docstring): a :data:`CHECK_BATCH`-sample batch from ``make_batch``, the model
-    built and called, the loss, which must be a float scalar or one value per sample.
+    """Describe the parts for the spec, staged in :func:`spec_scope`'s graph and never run
+    (module docstring; eagerly where TensorFlow's runtime already ran before): a
+    :data:`CHECK_BATCH`-sample batch from ``make_batch``, the model built and called, the
+    loss, which must be a float scalar or one value per sample.
 
     Returns the same keys as the PyTorch side (``input_kind`` ``tokens`` for a 2-D integer
     ``x``, else ``custom``; ``params`` the trainable variables' elements; ``forward_flops``
@@ -147,9 +205,8 @@ def inspect_parts(parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
         raise ConfigError(f"model {name!r}: Keras runs on the {backend!r} backend in this "
                           "process; dlperf trains Keras models with TensorFlow: set "
                           "KERAS_BACKEND=tensorflow (or run a Flax model with --framework jax)")
-    with tf.Graph().as_default():  # nothing runs: TensorFlow's runtime does not start
-        staged = _stage(tf, parts, name)
-        params = sum(math.prod(v.shape) for v in parts[0].trainable_weights)
+    staged = _stage(tf, parts, name)
+    params = sum(math.prod(v.shape) for v in parts[0].trainable_weights)
     x, y, out, value = staged["x"], staged["y"], staged["out"], staged["value"]
     shape = tuple(getattr(value, "shape", ()) or ())
     if not (getattr(getattr(value, "dtype", None), "is_floating", False)

@@ -72,7 +72,8 @@ def _describe(a: Any) -> str:
     shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
     if shape is None:
         return type(a).__name__
-    return f"tensor {tuple(shape)} {getattr(dtype, 'name', dtype)}"
+    kind = "tensor" if type(a).__module__.startswith("tensorflow") else type(a).__name__
+    return f"{kind} {tuple(shape)} {getattr(dtype, 'name', dtype)}"
 
 
 def _check_batch(tf: Any, batch: Any, name: str) -> tuple[Any, Any]:

@@ -211,3 +211,22 @@ def test_dlperf_run_keras_entry_point_model_in_xla_mode(tmp_path):
     assert rec["flags"]["jit_compile"] is True
     assert rec["framework"] == "tensorflow" and rec["mode"] == "xla"
     assert losses and all(0 < v < 10 for v in losses)  # cross-entropy of 5 classes: ~1.6
+
+
+def test_recurrent_layers_hook_finds_nested_lstm_and_gru():
+    """The hook the adapter uses to turn cuDNN off in xla mode: both directions of a
+    Bidirectional LSTM and a GRU, in a Sequential and inside a subclassed model."""
+    import keras
+
+    from dlperf.zoo.sources.custom.tensorflow_impl import recurrent_layers
+
+    class Sub(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.bi = keras.layers.Bidirectional(keras.layers.LSTM(4))
+            self.gru = keras.layers.GRU(3)
+
+    seq = keras.Sequential([keras.layers.Embedding(10, 4), keras.layers.Bidirectional(
+        keras.layers.LSTM(4, return_sequences=True)), keras.layers.GRU(3)])
+    for model in (seq, Sub()):
+        assert [type(la).__name__ for la in recurrent_layers(model)] == ["LSTM", "LSTM", "GRU"]

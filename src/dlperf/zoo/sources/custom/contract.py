@@ -2,7 +2,8 @@
 
 Both name a function that builds the model; dlperf calls it with the name's options as
 keyword arguments (``file:nets.py:mlp?width=256`` calls ``mlp(width=256)``) and it returns
-three things, for PyTorch (the framework the model is written in is read from the model):
+three things, here for PyTorch (the framework the model is written in is read from the model;
+the JAX and TensorFlow contracts are in ``jax_impl`` and ``tensorflow_impl``):
 
 ``(model, make_batch, loss)``
     * ``model``: a ``torch.nn.Module``; ``model(x)`` returns whatever ``loss`` takes;

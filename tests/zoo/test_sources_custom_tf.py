@@ -230,3 +230,15 @@ def test_recurrent_layers_hook_finds_nested_lstm_and_gru():
         keras.layers.LSTM(4, return_sequences=True)), keras.layers.GRU(3)])
     for model in (seq, Sub()):
         assert [type(la).__name__ for la in recurrent_layers(model)] == ["LSTM", "LSTM", "GRU"]
+
+
+def test_a_keras_model_run_with_another_framework_names_the_right_one():
+    """`dlperf run` without --framework tensorflow: the worker's build names the model's
+    framework and the flag, instead of a type mismatch."""
+    pytest.importorskip("torch")
+    from dlperf.zoo.sources.custom import torch_impl
+
+    spec = zoo.get_spec(f"file:{EXAMPLE}:mlp?width=8")
+    with pytest.raises(ConfigError, match="is a tensorflow model .* run it with --framework "
+                                          "tensorflow"):
+        torch_impl.build(spec)

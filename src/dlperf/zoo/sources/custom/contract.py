@@ -150,6 +150,20 @@ def load_entry_point(ep: Any, name: str) -> Callable[..., Any]:
     return fn
 
 
+def check_framework(hyper: dict[str, Any], framework: str, name: str) -> None:
+    """Refuse to build a ``sources.custom`` model for ``framework`` (an implementation module's
+    own) when its spec says the function returns a model of another framework.
+
+    Raises:
+        ConfigError: naming the model's framework and the ``--framework`` to run it with.
+    """
+    written = hyper.get("framework")
+    if written and written != framework:
+        raise ConfigError(f"model {name!r} is a {written} model (read from the model its "
+                          f"function returns), not a {framework} one; run it with "
+                          f"--framework {written}")
+
+
 def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[Any, Any, Any]:
     """``fn(**options)``, checked to be a 3-tuple ``(model, make_batch, loss)`` whose batch
     maker and loss are callable.

@@ -2,7 +2,8 @@
 
 Both name a function that builds the model; dlperf calls it with the name's options as
 keyword arguments (``file:nets.py:mlp?width=256`` calls ``mlp(width=256)``) and it returns
-three things, for PyTorch (the framework the model is written in is read from the model):
+three things, here for PyTorch (the framework the model is written in is read from the model;
+the JAX and TensorFlow contracts are in ``jax_impl`` and ``tensorflow_impl``):
 
 ``(model, make_batch, loss)``
     * ``model``: a ``torch.nn.Module``; ``model(x)`` returns whatever ``loss`` takes;
@@ -147,6 +148,20 @@ def load_entry_point(ep: Any, name: str) -> Callable[..., Any]:
         raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} is a "
                           f"{type(fn).__name__}, not a function returning {CONTRACT}")
     return fn
+
+
+def check_framework(hyper: dict[str, Any], framework: str, name: str) -> None:
+    """Refuse to build a ``sources.custom`` model for ``framework`` (an implementation module's
+    own) when its spec says the function returns a model of another framework.
+
+    Raises:
+        ConfigError: naming the model's framework and the ``--framework`` to run it with.
+    """
+    written = hyper.get("framework")
+    if written and written != framework:
+        raise ConfigError(f"model {name!r} is a {written} model (read from the model its "
+                          f"function returns), not a {framework} one; run it with "
+                          f"--framework {written}")
 
 
 def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[Any, Any, Any]:

@@ -4,8 +4,9 @@ model checks and counts the parts."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +24,23 @@ from dlperf.zoo.sources.names import ENTRY_POINT_GROUP, join_options, split_opti
 from dlperf.zoo.spec import ModelSpec
 
 #: Implementation modules that may accept a model (each has ``accepts(model)`` and
-#: ``inspect_parts(parts, name)``); the first that accepts describes it.
-IMPLS = ("dlperf.zoo.sources.custom.torch_impl", "dlperf.zoo.sources.custom.jax_impl")
+#: ``inspect_parts(parts, name)``); the first that accepts describes it. TensorFlow's comes
+#: first: its ``accepts`` imports nothing, so a Keras model's process (the TensorFlow worker)
+#: does not import torch or Flax to be told no.
+IMPLS = ("dlperf.zoo.sources.custom.tensorflow_impl", "dlperf.zoo.sources.custom.torch_impl",
+         "dlperf.zoo.sources.custom.jax_impl")
+#: Implementation modules (importing no framework themselves) whose ``spec_scope()`` context
+#: the user's function is called and its parts inspected in, for the spec: TensorFlow's stages
+#: them in a ``tf.Graph`` so that its runtime does not start (tensorflow_impl's docstring).
+SCOPED = ("dlperf.zoo.sources.custom.tensorflow_impl",)
 
 
 def impl_for(model: Any, name: str) -> Any:
     """The implementation module (of :data:`IMPLS`) that accepts ``model``.
 
     Raises:
-        ConfigError: none does (dlperf runs PyTorch and Flax modules from a file or entry
-            point).
+        ConfigError: none does (dlperf runs PyTorch and Flax modules and Keras models from a
+            file or entry point).
     """
     for mod_name in IMPLS:
         try:
@@ -43,19 +51,30 @@ def impl_for(model: Any, name: str) -> Any:
             return impl
     raise ConfigError(f"model {name!r}: the model returned is a {type(model).__module__}."
                       f"{type(model).__qualname__}; file: and entry-point models are "
-                      "a torch.nn.Module (PyTorch) or a flax.linen.Module (JAX) for now")
+                      "a torch.nn.Module (PyTorch), a flax.linen.Module (JAX) or a keras.Model "
+                      "(TensorFlow) for now")
+
+
+@contextlib.contextmanager
+def _spec_scopes() -> Iterator[None]:
+    """Within: the ``spec_scope()`` of each module of :data:`SCOPED`."""
+    with contextlib.ExitStack() as stack:
+        for mod_name in SCOPED:
+            stack.enter_context(importlib.import_module(mod_name).spec_scope())
+        yield
 
 
 def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dict[str, Any],
           source: str) -> ModelSpec:
-    try:
-        parts = call(fn, options, name)
-    except (KeyboardInterrupt, DlperfError):
-        raise
-    except Exception as e:  # noqa: BLE001 - the user's function: named, not a traceback
-        raise ConfigError(f"model {name!r}: {source} raised {raised(e)} when called to count "
-                          "the model; fix the function") from None
-    d = impl_for(parts[0], name).inspect_parts(parts, name)
+    with _spec_scopes():
+        try:
+            parts = call(fn, options, name)
+        except (KeyboardInterrupt, DlperfError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's function: named, not a traceback
+            raise ConfigError(f"model {name!r}: {source} raised {raised(e)} when called to "
+                              "count the model; fix the function") from None
+        d = impl_for(parts[0], name).inspect_parts(parts, name)
     hyper.update(name=name, kwargs=dict(options), framework=d["framework"],
                  x_dtype=d["x_dtype"])
     return ModelSpec(

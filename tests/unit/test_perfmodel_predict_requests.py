@@ -19,6 +19,8 @@ from dlperf.results.store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
 H200 = ROOT / "h200"
+#: One- and two-GPU folders: the back-test residuals of these are the session's h200_validation
+H200_BOTH = [H200, ROOT / "h200x2"]
 BASE = ["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
         "--device", "cuda", "-b", "64"]
 
@@ -144,12 +146,12 @@ def test_counts_below_one_are_refused(flag, value):
     assert flag in out
 
 
-def test_what_if_that_the_framework_can_run_still_predicts():
+def test_what_if_that_the_framework_can_run_still_predicts(h200_validation):
     # the checks do not get in the way of a valid what-if: jax/xla from torch/eager
-    p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+    p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
                     what_if={"framework": "jax", "mode": "xla"})
     assert p.config["framework"] == "jax" and p.config["mode"] == "xla" and p.how == "what-if"
-    p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+    p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
                     what_if={"batch_size": 128})  # a number, from the Python API
     assert p.config["global_batch"] == 128
 

@@ -20,8 +20,8 @@ DLBENCH = ROOT / "h200/dlbench.db"
 
 
 @pytest.fixture(scope="module")
-def summary():
-    v = api.validate(H200)
+def summary(h200_validation):
+    v = h200_validation  # api.validate(H200), shared with test_perfmodel_predict_requests
     return {d["category"]: d for d in v.summary()}, v
 
 
@@ -135,7 +135,7 @@ def test_predict_one_device_withholds_the_point_it_predicts(cache):
     assert list(cache.glob("perfmodel-residuals-*.json"))  # the back-test residuals were cached
 
 
-def test_predict_data_parallel_and_nodes_say_what_was_measured(cache):
+def test_predict_data_parallel_and_nodes_say_what_was_measured(cache, h200_validation):
     p2 = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=128, nproc=2)
     assert p2.how.endswith("data parallel") and 0 < p2.scaling_efficiency < 1
     assert p2.provenance["all-reduce"].startswith("measured")
@@ -155,7 +155,7 @@ def test_predict_data_parallel_and_nodes_say_what_was_measured(cache):
     assert "given by the user" in user.provenance["all-reduce"]
 
 
-def test_predict_what_if_and_analytic(cache):
+def test_predict_what_if_and_analytic(cache, h200_validation):
     w = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
                     what_if={"precision": "bf16"})
     assert w.how == "what-if" and w.config["precision"] == "bf16"

@@ -10,7 +10,11 @@ how the prediction was made (``log(measured / predicted)``, the central ``level`
 back-test is slow (seconds to minutes), so its residuals are cached on disk under
 ``$DLPERF_CACHE_DIR`` (default ``~/.cache/dlperf``), keyed by the content of the results files
 and of this package's source: the first prediction of a kind on new data pays for it (up to a
-minute on the committed H200 files), the next ones do not.
+minute on the committed H200 files), the next ones do not. Within one process the residuals are
+also kept in memory (:data:`_RESIDUALS`, under the same content key), and a full
+:func:`validate` (no budget) puts its categories' residuals there, so that a prediction after a
+validation of the same files does not run the back-test again; every back-test of one loaded
+records object shares one :func:`_base_calibration` (its roofline and plain-series fits).
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ from dlperf.perfmodel.scaling import efficiency
 MODEL_VERSION = "1"
 
 _RECORDS: dict[tuple, Records] = {}
+#: This process's back-test residuals: on-disk cache file name (a hash of the results files'
+#: content and this package's source, :func:`_cache_file`) -> category -> residuals.
+_RESIDUALS: dict[str, dict[str, list[float]]] = {}
 
 
 @dataclass
@@ -171,7 +178,7 @@ def _cache_file(recs: Records) -> Path:
 
 def residuals(recs: Records, category: str) -> list[float]:
     """Held-out ``log(measured / predicted)`` of one back-test category on ``recs``, from the
-    on-disk cache or computed (and cached)."""
+    on-disk cache (and this process's, :data:`_RESIDUALS`) or computed (and cached in both)."""
     f = _cache_file(recs)
     cache = {}
     if f.exists():
@@ -180,12 +187,15 @@ def residuals(recs: Records, category: str) -> list[float]:
         except ValueError:
             cache = {}
     if category not in cache:
-        cache[category] = bt.run(recs, [category]).residuals(category)
+        mem = _RESIDUALS.get(f.name, {})
+        cache[category] = (mem[category] if category in mem else bt.run(
+            recs, [category], base=_base_calibration(recs)).residuals(category))
         try:
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(json.dumps(cache))
         except OSError:
             pass  # a read-only home: no cache, the interval is still computed
+    _RESIDUALS.setdefault(f.name, {})[category] = cache[category]
     return cache[category]
 
 
@@ -392,7 +402,14 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
     Raises:
         ConfigError: a missing results file, an unknown category or a negative budget.
     """
+    recs = records_of(db)
+    cats = list(categories) if categories else None
     try:
-        return bt.run(records_of(db), list(categories) if categories else None, budget_s)
+        v = bt.run(recs, cats, budget_s, base=_base_calibration(recs))
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    if budget_s is None:  # every row of each category it ran: the residuals predict() uses
+        mem = _RESIDUALS.setdefault(_cache_file(recs).name, {})
+        for cat in cats or bt.CATEGORIES:
+            mem[cat] = v.residuals(cat)
+    return v

@@ -455,7 +455,7 @@ class Validation:
 
 
 def run(records: Records, categories: Sequence[str] | None = None,
-        budget_s: float | None = None) -> Validation:
+        budget_s: float | None = None, base: Calibration | None = None) -> Validation:
     """Run the back-test categories (all by default) on ``records``.
 
     Args:
@@ -465,6 +465,10 @@ def run(records: Records, categories: Sequence[str] | None = None,
             spent in the order held-out batch and extrapolation, all-reduce, 2-GPU, repeats,
             leave-one-model-out, what-ifs (the cheap and the goal-setting ones first); what it
             left out is in :attr:`Validation.left_out`.
+        base: a :class:`Calibration` of ``records`` without exclusions whose shared fits
+            (``share_efficiencies``) this run reuses and extends, so that several runs on the
+            same records fit each roofline and plain series once (None: a fresh one; the rows
+            are the same either way).
 
     Raises:
         ValueError: an unknown category, or a negative budget.
@@ -475,7 +479,7 @@ def run(records: Records, categories: Sequence[str] | None = None,
         raise ValueError(f"unknown back-test categor{'ies' if len(bad) > 1 else 'y'} "
                          f"{', '.join(bad)}; known: {', '.join(CATEGORIES)}")
     budget = None if budget_s is None else Budget(budget_s)
-    base = Calibration(records)
+    base = Calibration(records) if base is None else base
     part: dict[str, list[Row]] = {}
     # spent in this order (a budget favours the first), listed in the historical order below
     if {"held-out batch", "extrapolate 2x"} & set(cats):

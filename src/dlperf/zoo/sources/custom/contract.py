@@ -198,3 +198,22 @@ def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[An
             raise ConfigError(f"model {name!r}: the {what} returned is a {type(f).__name__}, "
                               f"not a function; return {CONTRACT}")
     return model, make_batch, loss
+
+
+def call_for(spec: Any, framework: str, accepts: Callable[[Any], bool], kind: str,
+             parts: dict[str, tuple[Any, Any]]) -> tuple[Any, Any, Any]:
+    """The ``build`` path every implementation module shares: refuse a model of another
+    framework (:func:`check_framework`), call the spec's function (:func:`call`), check the
+    model is one ``accepts`` takes (``kind`` names it in the error) and keep its batch maker
+    and loss in ``parts`` (the module's own, by spec name).
+
+    Raises:
+        ConfigError: from the checks above, naming the contract.
+    """
+    check_framework(spec.hyper, framework, spec.name)
+    model, make_batch, loss = call(function_of(spec.hyper), spec.hyper["kwargs"], spec.name)
+    if not accepts(model):
+        raise ConfigError(f"model {spec.name!r}: the function returned a "
+                          f"{type(model).__name__} this time, not a {kind}; return {CONTRACT}")
+    parts[spec.name] = (make_batch, loss)
+    return model, make_batch, loss

@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.zoo.sources.custom.contract import CONTRACT, call, check_framework, function_of
+from dlperf.zoo.sources.custom.contract import call_for
 from dlperf.zoo.spec import ModelSpec
 
 #: spec name -> (make_batch, loss) of the latest ``build`` in this process.
@@ -226,14 +226,7 @@ def inspect_parts(parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
 
 
 def _call(spec: ModelSpec) -> tuple[Any, Any, Any]:
-    check_framework(spec.hyper, "tensorflow", spec.name)
-    model, make_batch, loss = call(function_of(spec.hyper), spec.hyper["kwargs"], spec.name)
-    if not accepts(model):
-        raise ConfigError(f"model {spec.name!r}: the function returned a "
-                          f"{type(model).__name__} this time, not a keras.Model; return "
-                          f"{CONTRACT}")
-    _PARTS[spec.name] = (make_batch, loss)
-    return model, make_batch, loss
+    return call_for(spec, "tensorflow", accepts, "keras.Model", _PARTS)
 
 
 def build(spec: ModelSpec) -> Any:

@@ -205,3 +205,32 @@ def bind_cpus(mode: str, local_rank: int = 0, local_procs: int = 1) -> dict[str,
             "cpus": None if cpus is None else format_cpulist(cpus),
             "numa_nodes": None if cpus is None else numa_nodes_of(cpus, topo),
             "applied": cpus is not None}
+
+
+def check_here(points: Sequence[Any]) -> None:
+    """Refuse, before anything runs, a ``cpu_bind`` that cannot be made on this host for
+    ``points`` (run configs: ``cpu_bind``, ``nproc`` ranks per node): the same check as the
+    worker's :func:`plan_cpus` for every local rank, against this process's usable CPUs and
+    NUMA nodes. Without it, ``--cpu-bind 0-99`` on a 2-CPU host started a worker and stored an
+    error row.
+
+    Raises:
+        ConfigError: naming the setting and why it cannot be made here.
+    """
+    from dlperf.errors import ConfigError
+
+    usable, topo = usable_cpus(), None
+    seen: set[tuple[str, int]] = set()
+    for p in points:
+        mode, procs = str(getattr(p, "cpu_bind", "none")), int(getattr(p, "nproc", 1) or 1)
+        if mode == "none" or (mode, procs) in seen:
+            continue
+        seen.add((mode, procs))
+        if mode == "numa" and topo is None:
+            topo = numa_topology() or {}
+        try:
+            for rank in range(procs):
+                plan_cpus(mode, usable, rank, procs, topo)
+        except ValueError as e:
+            raise ConfigError(f"{e}; on this host use --cpu-bind none, cores or a list within "
+                              f"{format_cpulist(usable)}") from None

@@ -182,6 +182,37 @@ def test_efficiency_against_a_baseline_with_other_threads_is_flagged(tmp_path):
         scaling_markdown(pts)
 
 
+def test_a_baseline_with_given_threads_serves_ranks_without_them(tmp_path):
+    """Seen in a fresh-user trial: the one-device point stored with threads=1 (the thread
+    policy on a busy host) and the ranks without --threads: the identity's threads differ,
+    and the efficiency went missing ("No scaling series"). It is found, and flagged only
+    when the threads as run differ."""
+    from dlperf.perfmodel.scaling import scaling_points
+    from dlperf.results.store import ResultStore
+
+    one = _result(1, 1)
+    one["config"]["threads"] = 1
+    one["threads"] = 1
+    ranks = _result(2, 1, times=(0.005, 0.006, 0.006))
+    with ResultStore(tmp_path / "r.db") as s:
+        s.add(one)
+        s.add(ranks)
+        recs = s.records()
+    assert {r.identity.threads for r in recs} == {1, None}
+    pts = scaling_points(recs)
+    (dp,) = [p for p in pts if p["devices"] == 2 and p["scaling"] == "strong"]
+    assert dp["efficiency"] > 0 and dp["warnings"] == []  # 1 thread each, as run
+    two = _result(1, 2)
+    two["config"]["threads"] = 2
+    two["threads"] = 2
+    with ResultStore(tmp_path / "r2.db") as s:
+        s.add(two)
+        s.add(ranks)
+        pts = scaling_points(s.records())
+    (dp,) = [p for p in pts if p["devices"] == 2 and p["scaling"] == "strong"]
+    assert "threads differ" in dp["warnings"][0]
+
+
 def test_exports_name_global_and_per_device_batch_and_the_scaling(tmp_path):
     from dlperf.results.export import to_csv, to_json
     from dlperf.results.store import ResultStore
@@ -226,3 +257,21 @@ def test_compare_data_and_the_results_table_show_devices_and_scaling():
 
     cells = row_cells(RunRecord.from_dict(_result(2, 1, scaling="weak", batch=8)))
     assert "16 (8/dev, weak)" in cells
+
+
+def test_a_binding_this_host_cannot_make_is_refused_before_anything_runs():
+    """--cpu-bind 0-99 on a small host stopped only in the worker, as a stored error row."""
+    from types import SimpleNamespace
+
+    from dlperf.errors import ConfigError
+    from dlperf.placement import check_here, format_cpulist, usable_cpus
+
+    usable = usable_cpus()
+    check_here([SimpleNamespace(cpu_bind="cores", nproc=1),
+                SimpleNamespace(cpu_bind="none", nproc=64)])
+    check_here([SimpleNamespace(cpu_bind=format_cpulist(usable[:1]), nproc=1)])
+    beyond = max(usable) + 1
+    with pytest.raises(ConfigError, match=f"CPU\\(s\\) {beyond}.*usable by this process"):
+        check_here([SimpleNamespace(cpu_bind=f"0-{beyond}", nproc=1)])
+    with pytest.raises(ConfigError, match="for .* processes"):
+        check_here([SimpleNamespace(cpu_bind="cores", nproc=len(usable) + 1)])

@@ -17,7 +17,10 @@ import pytest
 from dlperf.launch.tempdirs import OWNER_FILE, owned_tempdir, reclaim_stale
 
 HOLD = """
-import os, sys, time
+import os, signal, sys, time
+# as in a terminal: a shell's background job starts with SIGINT ignored, and Python then keeps
+# it ignored (no KeyboardInterrupt)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {src!r})
 from dlperf.cli.common import terminated_as_interrupt
 from dlperf.launch.tempdirs import owned_tempdir

@@ -273,6 +273,10 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         if par.emit_slurm is not None:
             _emit_slurm(par.emit_slurm, par, dev)
             return
+        if outside is None:
+            from dlperf.placement import check_here
+
+            check_here(points)
         from dlperf.launch.distributed import run_point
         from dlperf.launch.slurm import node_db_path
 

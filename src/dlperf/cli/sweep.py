@@ -240,6 +240,9 @@ def sweep(
             _dry_run(points, path, restart, retry_failed, tag)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
+        from dlperf.placement import check_here
+
+        check_here(points)
         from dlperf.launch.distributed import run_point
         from dlperf.results.history import check_tag, resume_plan, tagging
 

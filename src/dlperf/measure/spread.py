@@ -50,16 +50,17 @@ def bimodal_warning(samples_s: Sequence[float | None]) -> str | None:
 def rank_threads_warning(r: RunRecord) -> str | None:
     """A warning for a data-parallel CPU run whose threads were not given: each rank ran the
     launchers' one thread (``env.thread_policy``, :func:`dlperf.worker.rank_thread_policy`),
-    while a one-device run without ``--threads`` uses every CPU, so an efficiency against
-    such a baseline compares thread counts too; None for other runs."""
+    while a one-device run without ``--threads`` takes the thread policy's count, so an
+    efficiency against such a baseline may compare thread counts too; None for other runs."""
     ident = r.identity
     if ident.device != "cpu" or (ident.world_size or 1) < 2 or ident.threads is not None:
         return None
     t = (r.flags or {}).get("threads")
     per = f"{t} thread(s)" if isinstance(t, int) else "the launcher's default threads"
     return (f"each of the {ident.world_size} CPU ranks ran {per} (--threads not given); a "
-            "one-device run without --threads uses every usable CPU, so a scaling efficiency "
-            "against it measures threads as well as devices: give the same --threads to both")
+            "one-device run without --threads takes the thread policy's count (every usable "
+            "CPU on a quiet host), so a scaling efficiency against it may measure threads as "
+            "well as devices (the scaling table says when): give the same --threads to both")
 
 
 def spread_warnings(r: RunRecord) -> list[str]:

@@ -142,6 +142,12 @@ def _match(rec: RunRecord) -> tuple:
                  else 1 for k in MATCH_KEYS) + extra
 
 
+def _no_threads(match: tuple) -> tuple:
+    """A :func:`_match` key without its ``threads``."""
+    i = MATCH_KEYS.index("threads")
+    return match[:i] + match[i + 1:]
+
+
 def _batch(rec: RunRecord) -> int:
     """The global batch of a result that has one (:func:`scaling_points` keeps only those)."""
     return int(rec.identity.batch_size or 0)
@@ -180,9 +186,11 @@ def scaling_points(rows: Sequence[Result],
     ok = [r for r in as_records(rows) if r.identity.status == "ok" and samples_per_s(r)
           and r.identity.batch_size is not None]
     base: dict[tuple, RunRecord] = {}
+    loose: dict[tuple, RunRecord] = {}  # the same, whatever its threads
     for r in ok:  # newest one-device result per (configuration, batch)
         if _world(r) == 1:
             base[(_match(r), _batch(r))] = r
+            loose[(_no_threads(_match(r)), _batch(r))] = r
     out: list[dict[str, Any]] = []
     used: set[tuple[int, str]] = set()
     for r in ok:
@@ -191,7 +199,10 @@ def scaling_points(rows: Sequence[Result],
             continue
         pdb, gb = _per_device(r), _batch(r)
         for kind, b1 in (("weak", pdb), ("strong", gb)):
-            b = base.get((_match(r), b1))
+            # a baseline with other threads still counts: its entry says so
+            # (thread_mismatch); without it, ranks started without --threads (their own
+            # default) found no baseline and the efficiency silently went missing
+            b = base.get((_match(r), b1)) or loose.get((_no_threads(_match(r)), b1))
             if b is None or b1 is None:
                 continue
             entry = _entry(r, b, kind, b1, samples_of)

@@ -242,3 +242,13 @@ def test_a_keras_model_run_with_another_framework_names_the_right_one():
     with pytest.raises(ConfigError, match="is a tensorflow model .* run it with --framework "
                                           "tensorflow"):
         torch_impl.build(spec)
+
+
+def test_a_keras_file_under_another_framework_is_refused_before_a_worker_starts(tmp_path):
+    """A fresh user ran the Keras example without --framework: a worker started, an error row
+    was stored and the console line was cut before the advice. Now the config refuses it."""
+    from dlperf.config import make_run_config
+
+    ex = Path(__file__).resolve().parents[2] / "examples/keras_mlp.py"
+    with pytest.raises(ConfigError, match="is a tensorflow model .* --framework tensorflow"):
+        make_run_config(model=f"file:{ex}:mlp", framework="torch", batch_size=8)

@@ -96,3 +96,19 @@ def test_the_result_records_which_power_reading_was_sampled(monkeypatch):
     # a reader without a source (a test's lambda) records None, or what the caller says
     assert PowerSampler(lambda: 1.0).power_source is None
     assert PowerSampler(lambda: 1.0, power_source="x").power_source == "x"
+
+
+def test_a_second_start_replaces_the_running_sampler():
+    """A segment measured again (after a recompile) starts the sampler again: one thread
+    samples, and the record covers the last segment (its energy from the second start)."""
+    import threading
+
+    energy = iter([10.0, 25.0, 40.0])
+    s = PowerSampler(lambda: 100.0, lambda: next(energy), interval_s=0.001)
+    s.start()
+    first = s._thread
+    s.start()
+    assert not first.is_alive() and s._thread is not first
+    assert sum(t.name == "dlperf-power" for t in threading.enumerate()) == 1
+    rec = s.stop()
+    assert rec.energy_start_j == 25.0 and rec.energy_stop_j == 40.0

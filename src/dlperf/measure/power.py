@@ -127,7 +127,12 @@ class PowerSampler:
             self._sample()
 
     def start(self) -> None:
-        """Read the energy counter and a first sample, then start the thread."""
+        """Read the energy counter and a first sample, then start the thread. A second start
+        (a segment measured again after a recompile) first stops the running thread, so the
+        record covers the last segment and one thread samples it."""
+        if self._thread is not None and self._thread.is_alive():
+            self._stop.set()
+            self._thread.join(timeout=5.0)
         self._rec = PowerRecord(t_start=math.nan, t_stop=math.nan,
                                 power_source=self.power_source)
         # Each clock read right after its energy read: the window matches the counter's.

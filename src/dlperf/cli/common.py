@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from dlperf.errors import ConfigError, DlperfError
+from dlperf.results.dbfile import same_file
 
 #: The width of the results' console off a terminal (a pipe, a file, a log) when $COLUMNS is
 #: not set: rich's default, 80, would stack every results table; 160 holds a CPU run's table
@@ -134,18 +135,6 @@ def spec_bounded(body: Callable[[], Any], timeout_s: float) -> Any:
         return body()
     with bounded(timeout_s):
         return body()
-
-
-def same_file(a: str | Path, b: str | Path) -> bool:
-    """``a`` and ``b`` name one file: the same path once links are followed, or two names
-    (hard links) of one existing file."""
-    pa, pb = Path(a), Path(b)
-    if pa.resolve() == pb.resolve():
-        return True
-    try:
-        return pa.exists() and pb.exists() and pa.samefile(pb)
-    except OSError:
-        return False
 
 
 def check_output(path: str | Path | None, flag: str, *dbs: str | Path | None) -> None:

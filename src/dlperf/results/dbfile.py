@@ -244,3 +244,15 @@ def check_intact(db: sqlite3.Connection, path: str | Path) -> None:
         raise StoreError(f"{str(path)!r} is damaged (SQLite's quick_check: "
                          f"{'; '.join(map(str, found))}); restore it from a copy, or give "
                          "another --db path")
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """``a`` and ``b`` name one file: the same path once links are followed, or two names
+    (hard links) of one existing file."""
+    pa, pb = Path(a), Path(b)
+    if pa.resolve() == pb.resolve():
+        return True
+    try:
+        return pa.exists() and pb.exists() and pa.samefile(pb)
+    except OSError:
+        return False

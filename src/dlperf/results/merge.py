@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.results.dbfile import same_file
 from dlperf.results.store import COLLECTIVE_COLUMNS, COLUMNS, ResultStore
 
 __all__ = ["merge_stores"]
@@ -31,16 +32,6 @@ def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
     colls = [dict(r) for r in db.execute(f"SELECT {ccols} FROM collectives ORDER BY id")]
     sweeps = [tuple(r) for r in db.execute("SELECT name, created_at, config_json FROM sweeps")]
     return results, colls, sweeps
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """``a`` and ``b`` are one file (the same path after links, or hard links of one file)."""
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return a.exists() and b.exists() and a.samefile(b)
-    except OSError:
-        return False
 
 
 def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
@@ -83,7 +74,7 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
             raise ConfigError(f"source {str(s)!r} is a folder; give a results file")
         if not s.is_file():
             raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
-    srcs = [s for s in srcs if not _same_file(s, dest)]
+    srcs = [s for s in srcs if not same_file(s, dest)]
     read = []
     for s in srcs:
         with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there

@@ -36,16 +36,21 @@ def check_mode(cfg: Any) -> None:
             "mode", cfg.mode, modes, plural=f"modes of framework {cfg.framework!r}")))
 
 
-def _model_framework(model: str) -> str | None:
-    """The framework a ``file:`` or entry-point model's function returns a model of (its
-    spec's ``hyper["framework"]``, read when the spec was made); None for the zoo's models,
-    which every framework implements, and for names that are not models."""
+def _check_model_framework(model: str, framework: str) -> None:
+    """A ``file:`` or entry-point model returns a model of one framework (its spec's
+    ``hyper["framework"]``, read when the spec was made); refuse it under another, with
+    :func:`dlperf.zoo.sources.custom.contract.check_framework`'s message. The zoo's models,
+    which every framework implements, and names that are not models pass."""
+    from dlperf.errors import ConfigError
     from dlperf.zoo import get_spec, is_model
+    from dlperf.zoo.sources.custom.contract import check_framework
 
     if not is_model(model):
-        return None
-    fw = (get_spec(model).hyper or {}).get("framework")
-    return fw if isinstance(fw, str) else None
+        return
+    try:
+        check_framework(get_spec(model).hyper or {}, framework, model)
+    except ConfigError as e:
+        raise FieldRuleError("framework", str(e)) from None
 
 
 def check_capabilities(cfg: Any, info: FrameworkInfo) -> None:
@@ -62,11 +67,7 @@ def check_capabilities(cfg: Any, info: FrameworkInfo) -> None:
         raise FieldRuleError("precision", f"precision {cfg.precision!r} is not implemented for "
                                           f"framework {fw!r}; use --precision "
                                           f"{' or '.join(info.precisions)}")
-    written = _model_framework(cfg.model)
-    if written and written != fw:
-        raise FieldRuleError("framework", f"model {cfg.model!r} is a {written} model (its "
-                                          f"function returns one), not a {fw} one; run it with "
-                                          f"--framework {written}")
+    _check_model_framework(cfg.model, fw)
     if info.models is not None and cfg.model.removesuffix("_tiny") not in info.models:
         raise FieldRuleError("model", f"model {cfg.model!r} has no {fw} implementation; {fw} "
                                       f"has {', '.join(info.models)} (and their _tiny variants)")

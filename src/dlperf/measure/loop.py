@@ -61,7 +61,7 @@ from typing import Any
 
 from dlperf.config import IterationPolicy
 from dlperf.measure.timers import StepTimer
-from dlperf.stats import is_stable
+from dlperf.stats import MIN_CI_SAMPLES, is_stable
 
 #: Event times and wall time must agree within this share of the wall time, or within
 #: ``WALL_CHECK_ABS_S``: the wall includes one launch latency and one synchronisation
@@ -301,9 +301,10 @@ def median_ci_rel(xs: Sequence[float]) -> float:
     (the normal approximation to the binomial; Conover, *Practical Nonparametric Statistics*,
     3rd ed., 1999, sec. 3.2). A sort, no resampling: cheap enough between two segments. The
     stored interval is the bootstrap's (:mod:`dlperf.stats`); the two agree closely for the
-    sample sizes a target asks for. ``inf`` for fewer than 6 samples or a zero median."""
+    sample sizes a target asks for. ``inf`` for fewer than :data:`~dlperf.stats.MIN_CI_SAMPLES`
+    (6) samples, too few for any 95% interval of the median, or a zero median."""
     n = len(xs)
-    if n < 6:
+    if n < MIN_CI_SAMPLES:
         return math.inf
     ys = sorted(xs)
     half = Z95 * math.sqrt(n) / 2.0

@@ -107,6 +107,9 @@ class Calibration:
         # anchors and the (shared) roofline: keyed by those, they are shared too
         self._fit_plain: dict = ({} if share_efficiencies is None
                                  else share_efficiencies._fit_plain)
+        # host-work counts read every stored point (withheld ones too): they depend on the
+        # records alone, so they are shared like the plain fits
+        self._counts: dict = {} if share_efficiencies is None else share_efficiencies._counts
 
     # --- work and ceilings --------------------------------------------------------------
     def work(self, model: str, framework: str, precision: str) -> rl.Work:
@@ -251,8 +254,11 @@ class Calibration:
         count (PyTorch), else ``"kernels"`` (``Point.kernels_per_iter`` from a traced run: a
         compiled program's host work is launching its kernels; XLA:GPU's runtime launches each
         thunk from the host thread)."""
-        has_ops = any(p.ops_per_step for p in self.records.points if p.framework == framework)
-        return "ops" if has_ops else "kernels"
+        if framework not in self._counts:
+            has_ops = any(p.ops_per_step for p in self.records.points
+                          if p.framework == framework)
+            self._counts[framework] = "ops" if has_ops else "kernels"
+        return self._counts[framework]
 
     def op_count(self, model: str, framework: str, precision: str) -> int | None:
         """The host-work count of one step of ``model`` in ``framework`` at ``precision``
@@ -261,11 +267,15 @@ class Calibration:
         timing, like its FLOPs; the kernel count comes from a trace of the model, a count that
         a compile of the program would give without running it, not a time. None where none
         was counted."""
-        kind = self.count_kind(framework)
-        xs = sorted(round(c) for p in self.records.points
-                    if p.model == model and p.framework == framework and p.precision == precision
-                    for c in [p.ops_per_step if kind == "ops" else p.kernels_per_iter] if c)
-        return xs[len(xs) // 2] if xs else None
+        key = (model, framework, precision)
+        if key not in self._counts:
+            kind = self.count_kind(framework)
+            xs = sorted(round(c) for p in self.records.points
+                        if p.model == model and p.framework == framework
+                        and p.precision == precision
+                        for c in [p.ops_per_step if kind == "ops" else p.kernels_per_iter] if c)
+            self._counts[key] = xs[len(xs) // 2] if xs else None
+        return self._counts[key]
 
     def host_per_op(self, group: tuple[str, str, str, str], without_model: str | None,
                     device_name: str | None) -> tuple[float, tuple[str, ...]] | None:

@@ -106,9 +106,10 @@ def thread_mismatch(baseline: Result, run: Result) -> str | None:
     """Why an efficiency of CPU run ``run`` (N ranks) against its one-device ``baseline``
     compares different thread counts, or None when the baseline's threads equal one rank's,
     either is unrecorded, or the device is not the CPU (there the threads feed the device and
-    the ranks' one thread each is the launchers' usual setting). On a CPU a data-parallel rank without ``--threads`` runs 1 thread while a
-    one-device run uses every CPU: 2 ranks against 1 then measure threads as much as devices
-    (an efficiency of 19.5 was seen)."""
+    the ranks' one thread each is the launchers' usual setting). On a CPU a data-parallel rank
+    without ``--threads`` runs 1 thread while a one-device run takes the thread policy's count
+    (every usable CPU on a quiet host): 2 ranks against 1 then measure threads as much as
+    devices (an efficiency of 19.5 was seen)."""
     t1, tn = threads_of(baseline), threads_of(run)
     if as_record(run).identity.device != "cpu" or t1 is None or tn is None or t1 == tn:
         return None

@@ -211,12 +211,17 @@ class _Count:
 def _warm_up(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,
              clock: Callable[[], float], check_losses: Callable[[list[Any]], None] | None,
              agree: Callable[[list[float]], list[float]] | None, losses: dict[str, list[Any]],
-             warm: list[float], compiled: list[int], count: _Count, time_cap_s: float) -> bool:
+             warm: list[float], compiled: list[int], count: _Count, time_cap_s: float
+             ) -> bool | None:
     """One warm-up in windows (one sync per window, not per step), appended to ``warm`` (s),
     ``losses["warmup"]`` and ``compiled`` (indices into ``warm`` of the steps after which the
     compile counter moved). Steady when the last two windows agree (:func:`is_stable`) and
     no step in them compiled; else it stops at ``max_warmup_iters`` (counted from this
-    warm-up's start) or ``time_cap_s``. Returns whether it reached steady state."""
+    warm-up's start) or ``time_cap_s``. Returns whether it reached steady state; None when
+    warm-up is switched off (``max_warmup_iters == 0``): steady state is not looked for (the
+    same on every process, so no exchange is needed)."""
+    if policy.max_warmup_iters == 0:
+        return None
     w, n0 = policy.warmup_window, len(warm)
     t_warm0 = clock()
     while True:
@@ -366,9 +371,6 @@ def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: Iterati
                                       "measure": []}
     steady = _warm_up(step, timer, policy, clock, check_losses, agree, losses, warm,
                       compiled["warmup"], count, policy.max_warmup_time_s)
-    steady: bool | None
-    if policy.max_warmup_iters == 0:
-        steady = None  # warm-up disabled explicitly: steady state not detected (not False)
     remeasured, t_budget0, seg_s = 0, clock(), policy.max_time_s
     while True:
         recent = warm[-policy.warmup_window:] if warm else [first]
@@ -402,8 +404,6 @@ def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: Iterati
         # what is left of the budget, but never less than the segment's minimums need (a
         # window's overshoot of the warm-up at most exceeds the budget)
         seg_s = max(policy.max_time_s - (clock() - t_budget0), keep_s)
-        if policy.max_warmup_iters == 0:
-            steady = None
     measured, wall, moved, ext, ci_rel = _extend_to_ci(step, timer, policy, clock, agree,
                                                        losses, count, measured, wall, moved,
                                                        t_budget0)

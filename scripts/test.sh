@@ -5,7 +5,8 @@
 # ranges; scripts/make_constraints.py writes that file from a venv), MXNet 1.9.1 in a venv of
 # its own (numpy < 1.24), and Chromium for the HTML report's browser test where it can (root
 # with apt-get), then runs the test suite.
-# Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/unit -x`).
+# Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/unit -x`). The tests run in
+# two processes (pytest-xdist; DLPERF_TEST_WORKERS=N for another count, 0 for one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -21,4 +22,4 @@ if command -v chromium >/dev/null 2>&1; then
   # the browser is here: its test must run (fail, not skip); the screenshot is kept
   export DLPERF_REQUIRE_BROWSER=1 DLPERF_SCREENSHOT_DIR="$PWD/ci-artifacts/html"
 fi
-exec .venv/bin/pytest "$@"
+exec .venv/bin/pytest -n "${DLPERF_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -54,3 +54,5 @@ def test_dlperf_env_prints_no_line_twice_and_no_start_up_log():
     assert not any("absl::InitializeLog" in ln or "oneDNN custom operations" in ln
                    for ln in lines), p.stderr
     assert any(ln.strip().startswith("tensorflow 2.") for ln in lines), p.stdout  # imported
+    assert any(ln.strip().startswith(("frameworks  torch 2.", "torch 2.")) for ln in lines), \
+        p.stdout

@@ -65,7 +65,12 @@ class CompileWatch:
         self.torch, self.mode, self.cuda = torch, mode, cuda
         self._times, self._counters = compilation_time_metrics, counters
         self._graphs_at_measure: int | None = None
-        torch._dynamo.reset()  # fresh counters (one configuration per process anyway)
+        # Fresh counters (one configuration per process anyway): Dynamo's reset() drops its
+        # caches but not these module-level tallies, so a second watch in one process (the
+        # tests' in-process runs) would count the first one's graphs and compile time too.
+        torch._dynamo.reset()
+        counters.clear()
+        compilation_time_metrics.clear()
 
     def compile(self, model: Any) -> Any:
         """``torch.compile(model)`` in this watch's mode."""

@@ -32,7 +32,8 @@ as an entry point (``pyproject.toml``: ``[project.entry-points."dlperf.models"]`
 
 The function is called once when the spec is read (dlperf counts parameters and runs one
 forward of a 2-sample batch from ``make_batch`` on the CPU under ``FlopCounterMode``, and
-checks the three parts) and once more for each run, which trains the model of that call:
+checks the three parts: ``make_batch`` and ``loss`` must take the arguments above
+(:func:`check_arity`), the model must have trainable parameters) and once more for each run, which trains the model of that call:
 it must build a fresh model each time. The optimizer is the zoo's default (SGD, momentum 0.9,
 lr 0.01). Real data sets do not apply (the batch maker is the data).
 """
@@ -162,6 +163,30 @@ def check_framework(hyper: dict[str, Any], framework: str, name: str) -> None:
         raise ConfigError(f"model {name!r} is a {written} model (read from the model its "
                           f"function returns), not a {framework} one; run it with "
                           f"--framework {written}")
+
+
+def check_arity(f: Callable[..., Any], args: tuple[str, ...], what: str, name: str) -> None:
+    """Refuse a ``make_batch`` or ``loss`` (``what``) that cannot be called with the
+    ``len(args)`` positional arguments dlperf passes (``args`` names them for the message, as
+    the framework's contract does). A callable without a readable signature (a builtin) is
+    let through: its call tells.
+
+    Raises:
+        ConfigError: naming the signature found, the one expected and docs/zoo.md.
+    """
+    try:
+        sig = inspect.signature(f)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*args)
+    except TypeError:
+        expected = f"{what}({', '.join(args)})"
+        raise ConfigError(f"model {name!r}: the {what} returned is "
+                          f"{getattr(f, '__name__', what)}{sig}, but dlperf calls {expected} "
+                          f"({len(args)} positional argument{'s' if len(args) != 1 else ''}); "
+                          f"define it as {expected}: see docs/zoo.md, \"file: and "
+                          "entry-point models\"") from None
 
 
 def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[Any, Any, Any]:

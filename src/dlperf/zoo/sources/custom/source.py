@@ -75,6 +75,11 @@ def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dic
             raise ConfigError(f"model {name!r}: {source} raised {raised(e)} when called to "
                               "count the model; fix the function") from None
         d = impl_for(parts[0], name).inspect_parts(parts, name)
+    if not d["params"]:
+        raise ConfigError(f"model {name!r}: the model returned (a {type(parts[0]).__name__}) "
+                          "has no trainable parameters, and a training step has nothing to "
+                          "update (the optimizer refuses an empty parameter list); return a "
+                          f"model with at least one trainable layer: {CONTRACT}")
     hyper.update(name=name, kwargs=dict(options), framework=d["framework"],
                  x_dtype=d["x_dtype"])
     return ModelSpec(
@@ -91,7 +96,8 @@ def resolve(body: str, name: str) -> ModelSpec:
 
     Raises:
         ConfigError: not ``PATH.py:FUNCTION``, no such file or function, options the function
-            does not take, or parts that break the contract (module docstring).
+            does not take, parts that break the contract (module docstring), or a model
+            without trainable parameters.
     """
     base, options = split_options(name, body)
     path, colon, function = base.rpartition(":")

@@ -90,6 +90,13 @@ def failing_batch():
 def no_params():
     _, make, loss = mlp()
     return torch.nn.ReLU(), make, loss
+
+def returns_int():
+    return 3
+
+def identity_model():
+    _, make, loss = mlp()
+    return torch.nn.Identity(), make, loss
 '''
 
 
@@ -174,6 +181,8 @@ def test_each_build_is_a_fresh_model_and_the_hooks_are_its_parts(nets):
     ("{nets}:failing_batch", ["make_batch(2, generator, device) failed",
                               "a bug inside make_batch"]),
     ("{nets}:no_params", ["(a ReLU) has no trainable parameters", "at least one trainable"]),
+    ("{nets}:returns_int", ["it returned an int"]),
+    ("{nets}:identity_model", ["(an Identity) has no trainable parameters"]),
     ("{nets}", ["write file:PATH.py:FUNCTION"]),
 ])
 def test_file_errors(nets, body, words):

@@ -50,7 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import ConfigError, did_you_mean
+from dlperf.errors import ConfigError, did_you_mean, with_article
 from dlperf.zoo.sources.names import ENTRY_POINT_GROUP
 
 FAMILY = "sources.custom"
@@ -146,8 +146,9 @@ def load_entry_point(ep: Any, name: str) -> Callable[..., Any]:
         raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} does not "
                           f"load: {e!r:.300}") from None
     if not callable(fn):
-        raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} is a "
-                          f"{type(fn).__name__}, not a function returning {CONTRACT}")
+        raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} is "
+                          f"{with_article(type(fn).__name__)}, not a function returning "
+                          f"{CONTRACT}")
     return fn
 
 
@@ -213,15 +214,19 @@ def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[An
         raise ConfigError(f"model {name!r}: {getattr(fn, '__name__', 'the function')}() raised "
                           f"{raised(e)} instead of returning {CONTRACT}") from None
     if not isinstance(parts, (tuple, list)) or len(parts) != 3:
-        got = (f"a {len(parts)}-tuple of ({', '.join(type(p).__name__ for p in parts)})"
-               if isinstance(parts, (tuple, list)) else f"a {type(parts).__name__}")
+        if isinstance(parts, (tuple, list)):
+            types = ", ".join(type(p).__name__ for p in parts)
+            got = with_article(f"{len(parts)}-tuple of ({types})")
+        else:
+            got = with_article(type(parts).__name__)
         raise ConfigError(f"model {name!r}: {getattr(fn, '__name__', 'the function')}() must "
                           f"return {CONTRACT}; it returned {got}")
     model, make_batch, loss = parts
     for what, f in (("make_batch", make_batch), ("loss", loss)):
         if not callable(f):
-            raise ConfigError(f"model {name!r}: the {what} returned is a {type(f).__name__}, "
-                              f"not a function; return {CONTRACT}")
+            raise ConfigError(f"model {name!r}: the {what} returned is "
+                              f"{with_article(type(f).__name__)}, not a function; return "
+                              f"{CONTRACT}")
     return model, make_batch, loss
 
 
@@ -238,7 +243,8 @@ def call_for(spec: Any, framework: str, accepts: Callable[[Any], bool], kind: st
     check_framework(spec.hyper, framework, spec.name)
     model, make_batch, loss = call(function_of(spec.hyper), spec.hyper["kwargs"], spec.name)
     if not accepts(model):
-        raise ConfigError(f"model {spec.name!r}: the function returned a "
-                          f"{type(model).__name__} this time, not a {kind}; return {CONTRACT}")
+        raise ConfigError(f"model {spec.name!r}: the function returned "
+                          f"{with_article(type(model).__name__)} this time, not a {kind}; "
+                          f"return {CONTRACT}")
     parts[spec.name] = (make_batch, loss)
     return model, make_batch, loss

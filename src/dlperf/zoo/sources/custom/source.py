@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import ConfigError, DlperfError
+from dlperf.errors import ConfigError, DlperfError, with_article
 from dlperf.zoo.sources.custom.contract import (
     CONTRACT,
     FAMILY,
@@ -49,8 +49,9 @@ def impl_for(model: Any, name: str) -> Any:
             continue
         if impl.accepts(model):
             return impl
-    raise ConfigError(f"model {name!r}: the model returned is a {type(model).__module__}."
-                      f"{type(model).__qualname__}; file: and entry-point models are "
+    raise ConfigError(f"model {name!r}: the model returned is "
+                      f"{with_article(type(model).__module__)}.{type(model).__qualname__}; "
+                      "file: and entry-point models are "
                       "a torch.nn.Module (PyTorch), a flax.linen.Module (JAX) or a keras.Model "
                       "(TensorFlow) for now")
 
@@ -76,7 +77,8 @@ def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dic
                               "count the model; fix the function") from None
         d = impl_for(parts[0], name).inspect_parts(parts, name)
     if not d["params"]:
-        raise ConfigError(f"model {name!r}: the model returned (a {type(parts[0]).__name__}) "
+        raise ConfigError(f"model {name!r}: the model returned "
+                          f"({with_article(type(parts[0]).__name__)}) "
                           "has no trainable parameters, and a training step has nothing to "
                           "update (the optimizer refuses an empty parameter list); return a "
                           f"model with at least one trainable layer: {CONTRACT}")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig, SweepConfig, make_run_config
-from dlperf.errors import ConfigError, UnavailableError
+from dlperf.errors import ConfigError, UnavailableError, with_article
 from dlperf.results.store import ResultStore, flatten
 from dlperf.sweep import SweepOutcome
 
@@ -177,8 +177,9 @@ def _rows(source: Any, latest: bool, filters: dict[str, Any]) -> list[dict[str, 
     if isinstance(source, Mapping):
         source = [source]
     if not isinstance(source, (list, tuple)) or not all(isinstance(r, Mapping) for r in source):
-        raise ConfigError(f"to_dataframe takes a results file, a ResultStore, a result dict, "
-                          f"a list of them or a SweepOutcome; got a {type(source).__name__}")
+        raise ConfigError("to_dataframe takes a results file, a ResultStore, a result dict, "
+                          "a list of them or a SweepOutcome; got "
+                          f"{with_article(type(source).__name__)}")
     rows = [flatten(dict(r)) for r in source]
     for k, v in filters.items():
         if rows and k not in rows[0]:

@@ -64,3 +64,17 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` with the closest of ``choices`` (difflib), or ``""``."""
     close = difflib.get_close_matches(str(value), list(choices), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def with_article(word: object) -> str:
+    """``word`` with its indefinite article, for messages: ``"an int"``, ``"a str"``,
+    ``"an 8-tuple"``. By the first letter (a, e, i, o, u take ``an``) or number (8, 11, 18
+    and their 80s/800s... spoken with a vowel: ``an 11-tuple``); a rule of thumb, not a
+    pronunciation dictionary (``a UUID`` reads as ``an UUID``)."""
+    text = str(word)
+    digits = text[:len(text) - len(text.lstrip("0123456789"))]
+    if digits:
+        vowel = digits.startswith("8") or (len(digits) % 3 == 2 and digits[:2] in ("11", "18"))
+    else:
+        vowel = text[:1].lower() in ("a", "e", "i", "o", "u")
+    return f"{'an' if vowel else 'a'} {text}"

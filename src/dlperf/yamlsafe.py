@@ -40,7 +40,7 @@ import yaml
 from yaml.events import AliasEvent, MappingStartEvent, SequenceStartEvent
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from dlperf.errors import ConfigError, DlperfError
+from dlperf.errors import ConfigError, DlperfError, with_article
 
 __all__ = [
     "MAX_ALIAS_CHARS",
@@ -257,7 +257,7 @@ def load_yaml(text: str | bytes, name: str = "<string>", *, max_bytes: int = MAX
         got = ("an empty document" if data is None else
                "a mapping with a non-text key " + _short(repr(next(k for k in data
                                                                    if not isinstance(k, str))))
-               if isinstance(data, dict) else f"a {type(data).__name__}")
+               if isinstance(data, dict) else with_article(type(data).__name__))
         raise YamlError(f"{name}: expected a mapping of names to values at the top, got {got}",
                         name, 1)
     return data

@@ -130,3 +130,14 @@ def test_compare_a_file_with_itself_notes_it(tmp_path, monkeypatch):
     other = make_db(tmp_path / "o.db")
     code, text = cli("compare", str(db), str(other))
     assert code == 0 and "same file" not in text, text
+
+
+def test_run_help_names_every_suite(monkeypatch):
+    """Session 15: `dlperf run --help` listed quick, dlbench, seven, distributed (no `tiny`):
+    the list comes from the suites registry now."""
+    from dlperf.zoo import SUITES
+
+    monkeypatch.setenv("COLUMNS", "300")
+    code, text = cli("run", "--help")
+    assert code == 0
+    assert f"A suite: {', '.join(SUITES)} (see" in text and "tiny" in SUITES

@@ -82,6 +82,13 @@ grid:
     ("name: x\ngird:\n  - {model: fcn5_tiny}\n", "unknown field 'gird'; did you mean 'grid'?"),
     ("name: x\ndefaults: {iterations: {min_iter: 5}}\ngrid:\n  - {model: fcn5_tiny, batch_size: 4}\n",
      "iterations.min_iter: unknown field 'min_iter'; did you mean 'min_iters'?"),
+    # a bad value under defaults is reported there, not at the first grid entry it reaches
+    ("name: x\ndefaults: {iterations: {ci_target_rel: 2}}\ngrid:\n  - {model: fcn5_tiny, "
+     "batch_size: 4}\n", "defaults.iterations.ci_target_rel: Input should be less than 1"),
+    ("name: x\ndefaults: {iterations: {ci_target_rel: 2}}\ngrid:\n  - {model: fcn5_tiny, "
+     "batch_size: 4, iterations: {ci_target_rel: 3}}\n", "grid[0].iterations.ci_target_rel"),
+    ("name: x\ndefaults: {batch_size: 0}\ngrid:\n  - {model: fcn5_tiny}\n",
+     "defaults.batch_size"),
 ])
 def test_bad_sweep_files_are_explained(tmp_path, text, needle):
     p = tmp_path / "bad.yaml"
@@ -318,3 +325,26 @@ def test_config_cli_and_sweep_hold_no_framework_name_in_a_conditional():
                     if isinstance(c, ast.Constant) and c.value in names:
                         found.append(f"{path.name}:{c.lineno}: {c.value!r}")
     assert found == []
+
+
+def test_a_sweep_path_that_is_not_a_regular_file_is_named_so(tmp_path):
+    """``dlperf sweep /dev/null`` said "does not exist"; a missing path still does."""
+    with pytest.raises(ConfigError, match="'/dev/null' is not a regular file"):
+        load_sweep("/dev/null")
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_sweep(tmp_path / "missing.yaml")
+    (tmp_path / "empty.yaml").write_text("")
+    with pytest.raises(ConfigError, match="got an empty document"):
+        load_sweep(tmp_path / "empty.yaml")
+    (tmp_path / "int.yaml").write_text("3\n")
+    with pytest.raises(ConfigError, match="got an int"):
+        load_sweep(tmp_path / "int.yaml")
+
+
+def test_with_article():
+    from dlperf.errors import with_article
+
+    assert [with_article(w) for w in ("int", "str", "Identity", "8-tuple", "2-tuple",
+                                      "11-tuple", "18-tuple", "110-tuple")] == [
+        "an int", "a str", "an Identity", "an 8-tuple", "a 2-tuple", "an 11-tuple",
+        "an 18-tuple", "a 110-tuple"]

@@ -13,6 +13,7 @@ from dlperf.report.breakdown import gap_attribution, gap_markdown
 from dlperf.report.compare import framework_ratios, markdown, mode_speedups
 from dlperf.report.matrix import framework_matrix, matrix_markdown
 from dlperf.report.regress import compare_point
+from dlperf.report.tables import row_cells
 from dlperf.results.view import as_records
 
 OLD_AUTO = {"name": "sgd", "foreach": "default"}  # stored before --optimizer-impl
@@ -106,3 +107,36 @@ def test_the_reports_gap_section_flags_it():
                            for g in flagged)
     assert all({g["a"], g["b"]} == {"torch/eager", "torch/graph"} for g in flagged)
     assert "optimizer implementation: foreach vs fused" in gap_markdown(flagged)
+
+
+AUTO_DEFAULT = {"name": "sgd", "foreach": "default", "impl_asked": "auto", "fused": False,
+                "impl": "foreach"}  # auto where no fused kernel serves: PyTorch's own pick
+
+
+def test_the_results_table_labels_what_auto_ran_when_not_the_framework_default():
+    """Session 15's trial: the table said ``opt=fused`` for an explicit ask and nothing for
+    ``auto``, which ran fused too; now ``opt=fused (auto)``, and nothing where ``auto`` ran
+    PyTorch's default, for results stored before the option, or for other frameworks."""
+    def cell(opt, asked="auto", fw="torch", mode="eager"):
+        return row_cells(as_records([_row(1, opt, fw=fw, mode=mode, asked=asked)])[0])[1]
+
+    assert cell({**AUTO_FUSED, "fused": True}) == "torch/eager opt=fused (auto)"
+    assert cell(FUSED, asked="fused") == "torch/eager opt=fused"
+    assert cell(FOREACH, asked="foreach") == "torch/eager opt=foreach"
+    assert cell(AUTO_DEFAULT) == "torch/eager"
+    assert cell(OLD_AUTO) == "torch/eager"
+    assert cell(OPTAX, fw="jax", mode="xla") == "jax/xla"
+
+
+def test_the_matrix_says_when_auto_and_an_explicit_ask_ran_the_same_implementation():
+    rows = [_row(1, AUTO_FUSED), _row(2, FOREACH, asked="foreach"), _row(3, FUSED, asked="fused"),
+            _row(4, AUTO_FUSED, mode="graph")]  # another mode: not the same measurement
+    (pt,) = framework_matrix(rows)
+    assert pt["same_optimizer"] == ["torch/eager and torch/eager opt=fused ran the same "
+                                    "optimizer implementation (fused)"]
+    assert pt["env_differs"] == []
+    md = matrix_markdown([pt])
+    assert "asked for different optimizer implementations but ran the same one" in md
+    assert "torch/eager and torch/eager opt=fused ran the same optimizer implementation" in md
+    (other,) = framework_matrix([_row(1, AUTO_DEFAULT), _row(3, FUSED, asked="fused")])
+    assert other["same_optimizer"] == []

@@ -83,7 +83,7 @@ def test_to_dataframe_of_dicts_with_filters():
     assert list(df["model"]) == ["a"] and "result_json" not in df.columns
     with pytest.raises(ConfigError, match="unknown result column 'stauts'"):
         api.to_dataframe(rows, stauts="ok")
-    with pytest.raises(ConfigError, match="got a int"):
+    with pytest.raises(ConfigError, match="got an int"):
         api.to_dataframe(3)
     with pytest.raises(ConfigError, match="does not exist"):
         api.to_dataframe("no/such/results.db")

@@ -70,6 +70,33 @@ def vector_loss():
 
 def not_torch():
     return "a model", (lambda b, g, d: None), (lambda o, y: None)
+
+def short_batch():
+    m, _, loss = mlp()
+    def make_batch(b):
+        return torch.randn(b, 16), torch.randint(0, 10, (b,))
+    return m, make_batch, loss
+
+def one_arg_loss():
+    m, make, _ = mlp()
+    return m, make, lambda out: out.sum()
+
+def failing_batch():
+    m, _, loss = mlp()
+    def make_batch(batch_size, generator, device):
+        raise TypeError("a bug inside make_batch")
+    return m, make_batch, loss
+
+def no_params():
+    _, make, loss = mlp()
+    return torch.nn.ReLU(), make, loss
+
+def returns_int():
+    return 3
+
+def identity_model():
+    _, make, loss = mlp()
+    return torch.nn.Identity(), make, loss
 '''
 
 
@@ -146,6 +173,16 @@ def test_each_build_is_a_fresh_model_and_the_hooks_are_its_parts(nets):
     ("{nets}:vector_loss", ["one-element float tensor", "tensor (2,) float32"]),
     ("{nets}:not_torch", ["the model returned is a builtins.str", "torch.nn.Module"]),
     ("{nets}:mlp?widht=8", ["options ['widht'] do not fit mlp(width, classes)"]),
+    ("{nets}:short_batch", ["make_batch returned is make_batch(b)", "dlperf calls make_batch("
+                            "batch_size, generator, device)", "docs/zoo.md"]),
+    ("{nets}:one_arg_loss", ["loss returned is <lambda>(out)", "dlperf calls loss(out, y)",
+                             "docs/zoo.md"]),
+    # a TypeError raised inside a make_batch of the right signature is the user's, named so
+    ("{nets}:failing_batch", ["make_batch(2, generator, device) failed",
+                              "a bug inside make_batch"]),
+    ("{nets}:no_params", ["(a ReLU) has no trainable parameters", "at least one trainable"]),
+    ("{nets}:returns_int", ["it returned an int"]),
+    ("{nets}:identity_model", ["(an Identity) has no trainable parameters"]),
     ("{nets}", ["write file:PATH.py:FUNCTION"]),
 ])
 def test_file_errors(nets, body, words):
@@ -302,3 +339,12 @@ def test_real_timm():
     spec = zoo.get_spec("timm:resnet18")
     assert spec.params == 11_689_512 and spec.input_shape == (3, 224, 224)
     assert spec.forward_flops_per_sample == pytest.approx(2 * 1.814e9, rel=0.01)
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "jax"])
+def test_a_torch_file_under_another_framework_is_refused_naming_torch(nets, framework):
+    """Session 15's item 1 asked whether a torch file run with --framework tensorflow/jax is
+    told so: the config refuses it before a worker starts, naming --framework torch."""
+    with pytest.raises(ConfigError, match="is a torch model .* not a "
+                                          f"{framework} one; run it with --framework torch"):
+        make_run_config(model=f"file:{nets}:mlp", framework=framework, batch_size=8)

@@ -52,6 +52,17 @@ def vector_loss():
 
 def no_train():
     return NoTrain(), make, ce
+
+class NoParams(nn.Module):
+    @nn.compact
+    def __call__(self, x, train: bool):
+        return nn.relu(x)
+
+def torch_batch():
+    return Dense(), (lambda b, generator, device: make(b, generator)), ce
+
+def no_params():
+    return NoParams(), make, lambda out, y: out.mean()
 '''
 
 
@@ -82,6 +93,9 @@ def test_jax_file_spec_is_counted_without_starting_xla():
     ("one_array", ["must return (x, y)", "array (2, 4) float32"]),
     ("vector_loss", ["must return a float scalar", "array (2,) float32"]),
     ("no_train", ["__call__ must take (x, train)"]),
+    ("torch_batch", ["make_batch returned is <lambda>(b, generator, device)",
+                     "dlperf calls make_batch(batch_size, key)"]),
+    ("no_params", ["(a NoParams) has no trainable parameters"]),
 ])
 def test_jax_file_errors(tmp_path, fn, words):
     (tmp_path / "bad.py").write_text(BAD)

@@ -60,6 +60,15 @@ def torch_order():
 
 def not_a_model():
     return "mlp", make, ce
+
+def torch_batch():
+    return dense(), (lambda b, generator, device: make(b)), ce
+
+def one_arg_loss():
+    return dense(), make, lambda y: tf.reduce_sum(y)
+
+def no_weights():
+    return keras.Sequential([keras.layers.ReLU()]), make, ce
 '''
 
 PLUGIN = '''
@@ -147,6 +156,10 @@ def test_eager_inspection_where_tensorflow_already_runs(tmp_path):
                      "tensor (3, 3) float32"]),
     ("torch_order", ["loss(y_true, y_pred) (Keras's order)"]),
     ("not_a_model", ["a builtins.str", "keras.Model (TensorFlow)"]),
+    ("torch_batch", ["make_batch returned is <lambda>(b, generator, device)",
+                     "dlperf calls make_batch(batch_size)", "docs/zoo.md"]),
+    ("one_arg_loss", ["dlperf calls loss(y_true, y_pred)"]),
+    ("no_weights", ["(a Sequential) has no trainable parameters"]),
 ])
 def test_keras_file_errors(tmp_path, fn, words):
     (tmp_path / "bad.py").write_text(BAD)

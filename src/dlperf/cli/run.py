@@ -21,6 +21,7 @@ from dlperf.cli import common
 from dlperf.cli.common import check_db, check_endpoint, check_out_dir, guard, ints, split
 from dlperf.errors import ConfigError
 from dlperf.registry import FRAMEWORKS
+from dlperf.zoo import SUITES
 
 Opt = typer.Option
 
@@ -40,6 +41,8 @@ DP_LAYOUT_HELP = ("Data-parallel processes: per_device (one per device) or per_n
 #: README's main job) shows each model's step time and throughput at two batch sizes, so its
 #: plots have lines, not single dots (docs/zoo.md); others: 32.
 SUITE_BATCH_SIZES = {"quick": "8,32"}
+#: Help of --suite, from the suites registry (:data:`dlperf.zoo.SUITES`).
+SUITE_HELP = f"A suite: {', '.join(SUITES)} (see `dlperf list suites`)."
 
 
 @dataclass
@@ -47,7 +50,7 @@ class Point:
     """What to measure: model(s) or a suite, batch sizes, framework, modes, device, data."""
 
     model: Annotated[str | None, Opt("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None
-    suite: Annotated[str | None, Opt("--suite", "-s", help="A suite: quick, dlbench, seven, distributed (see `dlperf list suites`).")] = None
+    suite: Annotated[str | None, Opt("--suite", "-s", help=SUITE_HELP)] = None
     batch_size: Annotated[str | None, Opt("--batch-size", "-b", help="Mini-batch size(s), comma-separated: the global batch (split across devices) with --scaling strong, the default; the per-device batch with --scaling weak. Results store both (batch_size: global; per_device_batch) and the scaling. Default: 32; 8,32 for the quick suite.")] = None
     device: Annotated[str, Opt(help="cpu, cuda, or auto (cuda if available).")] = "auto"
     precision: Annotated[str, Opt(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32"

@@ -120,6 +120,17 @@ def _axes(where: str, merged: Mapping[str, Any]) -> dict[str, list[Any]]:
     return axes
 
 
+def _error_prefix(e: ValidationError, where: str, entry: Mapping[str, Any],
+                  defaults: Mapping[str, Any]) -> str:
+    """Where a point's validation error is: ``defaults.`` when every field it names came from
+    ``defaults`` (the entry does not set it), else ``grid[i].`` (``where``; nothing for
+    ``dlperf run``'s one entry)."""
+    fields = {str(err["loc"][0]) for err in e.errors() if err["loc"]}
+    if where and fields and all(f in defaults and f not in entry for f in fields):
+        return "defaults."
+    return f"{where}." if where else ""
+
+
 def _model_pairs(where: str, suite: Any, axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """The (model, data) pairs of a suite entry (data: the suite's, or each value of the
     entry's ``data`` axis, which is taken out of ``axes``); ``[{}]`` for a model entry."""
@@ -192,7 +203,8 @@ def expand_grid(defaults: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], 
                     cfg = RunConfig(**fields)
                 except ValidationError as e:
                     raise ConfigError(format_validation(
-                        e, RunConfig, where=f"{where}." if where else "", flags=cli)) from None
+                        e, RunConfig, where=_error_prefix(e, where, entry, defaults),
+                        flags=cli)) from None
                 key = cfg.run_key()
                 if key not in repeats:
                     points.append(cfg)
@@ -228,8 +240,11 @@ def load_sweep(path: str | Path) -> SweepConfig:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"sweep file {str(p)!r} is a folder; give the path of a YAML file")
-    if not p.is_file():
+    if not p.exists():
         raise ConfigError(f"sweep file {str(p)!r} does not exist; give the path of a YAML file")
+    if not p.is_file():
+        raise ConfigError(f"sweep file {str(p)!r} is not a regular file (a device, pipe or "
+                          "socket); give the path of a YAML file")
     # yamlsafe: duplicate keys, alias bombs, deep nesting and oversized files are refused with
     # FILE:LINE:COL (a YamlError is a ConfigError), never expanded into the message
     raw = load_yaml_file(p, expect_mapping=True)

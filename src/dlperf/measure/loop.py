@@ -329,7 +329,15 @@ def _extend_to_ci(step: Callable[[], Any], timer: StepTimer, policy: IterationPo
     (from ``t_budget0``) run out. Each extension asks for as many steps again as were
     measured (the interval narrows as 1/sqrt(n)), capped by the budget; all processes extend
     together (``agree``). Returns the steps, wall (s), compile indices, extensions and the
-    final relative half-width."""
+    final relative half-width.
+
+    The budget is counted in the segment's own pace, its wall time per step so far (the
+    slowest process's where they agree), not the median step: a data-parallel extension's
+    count is fixed before it starts, and sized from the median it overran the budget wherever
+    slow steps lift the mean above the median (session 15: ``--nproc 2``, ``--max-time 8``
+    measured 9.84 s). So an extension starts only where a warm-up window of steps fits in
+    what is left (as before, now at that pace), and asks for no more steps than fit: it ends
+    within the budget, or about one step past it where the pace changes."""
     target = policy.ci_target_rel
     if target is None:
         return measured, wall, moved, 0, None
@@ -339,18 +347,21 @@ def _extend_to_ci(step: Callable[[], Any], timer: StepTimer, policy: IterationPo
         clean = [x for i, x in enumerate(measured) if i not in skip] or measured
         rel = median_ci_rel(clean)
         left_s = policy.max_time_s - (clock() - t_budget0)
-        est = statistics.median(clean)
-        more = (rel > target and len(measured) < policy.max_iters
-                and left_s > policy.warmup_window * est)
+        pace = max(wall / len(measured), statistics.median(clean))
+        if agree is not None:  # the slowest process's pace and time left decide for all
+            pace, neg_left = agree([pace, -left_s])
+            left_s = -neg_left
+        fit = math.floor(left_s / pace) if pace > 0 else policy.max_iters
+        n_more = min(len(measured), policy.max_iters - len(measured), fit)
+        more = rel > target and n_more >= 1 and left_s > policy.warmup_window * pace
         if agree is not None:
             more = agree([1.0 if more else 0.0])[0] > 0.0
         if not more:
             return measured, wall, moved, ext, rel
-        n_more = max(1, min(len(measured), policy.max_iters - len(measured)))
         sub = policy.model_copy(update={"min_iters": n_more, "max_iters": n_more,
                                         "min_time_s": 0.0})
         m2, w2, moved2 = _segment(step, timer, sub, clock, None, agree, losses["measure"],
-                                  est, count, max(left_s, est))
+                                  pace, count, max(left_s, pace))
         moved = moved + [len(measured) + i for i in moved2]
         measured, wall, ext = measured + m2, wall + w2, ext + 1
 

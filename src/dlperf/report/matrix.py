@@ -112,6 +112,25 @@ def _optimizer_spread(newest: Mapping[str, RunRecord], ran: Mapping[str, str]) -
             for g in groups.values() if len(set(g.values())) > 1]
 
 
+def _same_optimizer(newest: Mapping[str, RunRecord]) -> list[str]:
+    """``"torch/eager and torch/eager opt=fused ran the same optimizer implementation
+    (fused)"`` for each group of columns that differ only in the ``--optimizer-impl`` asked
+    (``auto`` against the implementation it chose) and ran one implementation (recorded in
+    ``flags.optimizer``): they measured the same thing twice, so their difference is run-to-run
+    variation, not the implementations'."""
+    from dlperf.env import environment_of
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for c, rec in newest.items():
+        ran = environment_of(env_of(rec)).get("optimizer implementation")
+        asked = optimizer_impl_label(rec)
+        if ran is not None:
+            rest = c.replace(f" {asked}", "", 1) if asked else c
+            groups.setdefault((rest, str(ran)), []).append(c)
+    return [f"{' and '.join(cols)} ran the same optimizer implementation ({ran})"
+            for (_, ran), cols in groups.items() if len(cols) > 1]
+
+
 def framework_matrix(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The cross-framework table: one entry per point, one column per framework/mode.
 
@@ -130,7 +149,8 @@ def framework_matrix(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict
         both over the columns without a forced layout where the point has any; ``env_differs``
         (the environment fields in which the newest runs of the columns shown differ, each
         with every column's value, :func:`_env_spread`; empty: one environment as far as
-        recorded).
+        recorded); ``same_optimizer`` (columns that asked for different ``--optimizer-impl``
+        but ran the same implementation, :func:`_same_optimizer`).
     """
     points: dict[tuple, dict[str, list[RunRecord]]] = {}
     for r in as_records(rows):
@@ -154,7 +174,7 @@ def framework_matrix(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict
         diffs = _env_spread(newest)
         out.append({**dict(zip(POINT_KEYS, pt)), "columns": cells, "fastest": fastest,
                     "spread": max(meds.values()) / meds[fastest] if len(meds) > 1 else None,
-                    "env_differs": diffs})
+                    "env_differs": diffs, "same_optimizer": _same_optimizer(newest)})
     return sorted(out, key=lambda d: (str(d["model"]), str(d["device"]), str(d["precision"]),
                                       d["batch_size"] or 0, str(d["data"]),
                                       d["loader_workers"] if d["loader_workers"] is not None
@@ -164,7 +184,7 @@ def framework_matrix(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict
 def matrix_flat(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """:func:`framework_matrix` as flat rows for CSV: the point's fields, then per column
     ``<column> median_s``, ``<column> runs`` (how many) and ``<column> min_s``/``max_s`` of its
-    runs, then ``fastest``, ``spread`` and ``env_differs`` (``; ``-joined)."""
+    runs, then ``fastest``, ``spread``, ``env_differs`` and ``same_optimizer`` (``; ``-joined)."""
     cols = sorted({c for p in points for c in p["columns"]}, key=_column_order)
     out = []
     for p in points:
@@ -175,7 +195,8 @@ def matrix_flat(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             d[f"{c} runs"] = len(v["runs"]) if v else 0
             d[f"{c} min_s"] = min(v["runs"]) if v else None
             d[f"{c} max_s"] = max(v["runs"]) if v else None
-        d.update(fastest=p["fastest"], spread=p["spread"], env_differs="; ".join(p["env_differs"]))
+        d.update(fastest=p["fastest"], spread=p["spread"], env_differs="; ".join(p["env_differs"]),
+                 same_optimizer="; ".join(p.get("same_optimizer", ())))
         out.append(d)
     return out
 
@@ -199,8 +220,10 @@ def matrix_markdown(points: Sequence[dict[str, Any]]) -> str:
     lines = ["| model | precision | batch | device | data | threads | "
              + " | ".join(cols) + " | slowest / fastest |",
              "|---|---|---:|---|---|---:|" + "---:|" * len(cols) + "---:|"]
-    notes = []
+    notes, same = [], []
     for p in points:
+        same += [f"- {p['model']} {p['precision']} b={p['batch_size']}: {n}"
+                 for n in p.get("same_optimizer", ())]
         cells = []
         for c in cols:
             v = p["columns"].get(c)
@@ -227,4 +250,7 @@ def matrix_markdown(points: Sequence[dict[str, Any]]) -> str:
               "range of their medians; *(not steady)*: the newest run did not reach steady "
               "state. *slowest / fastest* leaves out forced layouts (nchw, nhwc) where the point "
               "has `auto` runs."]
+    if same:
+        lines += ["", "Columns that asked for different optimizer implementations but ran the "
+                  "same one (`auto` chose it): their difference is run-to-run variation:", *same]
     return "\n".join(lines) + "\n" + env_footnote(notes)

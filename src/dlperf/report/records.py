@@ -19,7 +19,7 @@ from dlperf.results.view import as_record, as_records, config_of, setting
 
 __all__ = ["POINT_KEYS", "as_record", "as_records", "field", "fields", "point_of", "label",
            "is_ok", "layout_setting", "compile_mode_label", "optimizer_impl_label",
-           "extra_measurements",
+           "optimizer_label", "extra_measurements",
            "workers_kind", "applied_layout", "dist_options", "eager_mode_of"]
 
 #: What makes two results comparable: the point they measured.
@@ -85,6 +85,25 @@ def optimizer_impl_label(r: RunRecord | Mapping[str, Any]) -> str | None:
     for results stored before the option existed: auto)."""
     impl = setting(as_record(r), "optimizer_impl")
     return f"opt={impl}" if impl and impl != "auto" else None
+
+
+def optimizer_label(r: RunRecord | Mapping[str, Any]) -> str | None:
+    """The optimizer part of a result's label in the results table: ``opt=fused`` etc. for an
+    implementation asked for (:func:`optimizer_impl_label`); for ``auto``, what it ran where
+    that is not the framework's own default, ``opt=fused (auto)`` (the record's
+    ``flags.optimizer``: ``impl_asked`` ``auto``, ``fused`` passed, ``impl`` what ran; PyTorch
+    records these); None where ``auto`` ran the framework's default (no fused kernels here, a
+    fused optimizer refused, a framework with one implementation) or the record does not say
+    (stored before ``--optimizer-impl``)."""
+    rec = as_record(r)
+    asked = optimizer_impl_label(rec)
+    if asked:
+        return asked
+    o = (rec.flags or {}).get("optimizer")
+    if isinstance(o, Mapping) and o.get("impl_asked") == "auto" and o.get("fused") is True \
+            and o.get("impl"):
+        return f"opt={o['impl']} (auto)"
+    return None
 
 
 def extra_measurements(r: RunRecord | Mapping[str, Any]) -> str | None:

@@ -52,7 +52,7 @@ from dlperf.report.records import (
     extra_measurements,
     field,
     is_ok,
-    optimizer_impl_label,
+    optimizer_label,
     workers_kind,
 )
 from dlperf.results.schema import RunRecord
@@ -198,7 +198,7 @@ def _framework_cell(rec: RunRecord) -> str:
     fw = _text(rec.identity.framework)
     if rec.identity.mode:
         fw += f"/{rec.identity.mode}"
-    for extra in (applied_layout(rec), compile_mode_label(rec), optimizer_impl_label(rec),
+    for extra in (applied_layout(rec), compile_mode_label(rec), optimizer_label(rec),
                   dist_options(rec), extra_measurements(rec)):
         if extra:
             fw += f" {extra}"

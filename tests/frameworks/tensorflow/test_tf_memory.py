@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from dlperf.frameworks.tensorflow.adapter import import_tf  # noqa: E402
-from dlperf.frameworks.tensorflow.probes import memory  # noqa: E402
+from dlperf.frameworks.tensorflow.probes import CPU_TRACKED_MIN_BYTES, memory  # noqa: E402
 
 tf, _keras = import_tf()
 
@@ -37,3 +37,31 @@ def test_an_untracked_cpu_allocator_gives_none(err):
         experimental=types.SimpleNamespace(get_memory_info=refuse)))
     m = memory(fake_tf, gpu=False, nvml_target=None)
     assert m["peak_allocated_bytes"] is None and m["peak_rss_bytes"] > 0
+
+
+def test_a_cpu_allocator_that_counted_nothing_gives_none_not_zero():
+    """oneDNN's CPU allocator counts only tensors of 256 KiB or more: a peak of 0 (a small
+    Keras model at batch 8, session 15's keras_mlp) is unknown, not 0 bytes."""
+    fake_tf = types.SimpleNamespace(config=types.SimpleNamespace(
+        experimental=types.SimpleNamespace(get_memory_info=lambda d: {"current": 0,
+                                                                      "peak": 0})))
+    m = memory(fake_tf, gpu=False, nvml_target=None)
+    assert m["peak_allocated_bytes"] is None and m.get("current_allocated_bytes") is None
+    assert m["peak_rss_bytes"] > 0
+
+
+def test_the_cpu_allocator_counts_only_tensors_of_256_kib_or_more():
+    """The threshold the docstring of probes states, checked against this build (in a fresh
+    process: this one's allocator has counted other tests' tensors)."""
+    import subprocess
+    import sys
+
+    n = CPU_TRACKED_MIN_BYTES // 4  # float32 elements
+    code = ("import tensorflow as tf; g = lambda: tf.config.experimental.get_memory_info("
+            f"'CPU:0')['current']; a = tf.zeros({n - 1}, tf.float32); s = g(); "
+            f"b = tf.zeros({n}, tf.float32); print(s, g() - s)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    small, large = map(int, out.stdout.split()[-2:])
+    assert (small, large) == (0, CPU_TRACKED_MIN_BYTES)

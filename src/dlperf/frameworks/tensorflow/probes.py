@@ -9,7 +9,13 @@ registered statistic (e.g. fused cuDNN RNN kernels) count 0.
 
 Memory: CPU: peak RSS, and ``get_memory_info("CPU:0")``'s peak as ``peak_allocated_bytes``
 (TensorFlow's CPU allocator, since the process's first op: it is not reset) where the build
-tracks it (tensorflow-cpu 2.21 does); None where it raises. GPU:
+tracks it (tensorflow-cpu 2.21 does); None where it raises. That allocator (oneDNN's CPU
+allocator) counts only the allocations of :data:`CPU_TRACKED_MIN_BYTES` or more, which it
+takes from its BFC pool; smaller ones go to ``malloc`` uncounted (checked with
+tensorflow-cpu 2.21: a 262,140-byte tensor leaves the count at 0, a 262,144-byte one adds
+262,144). So the CPU number is the peak of the large tensors, a lower bound, and a peak of 0
+means no tensor was that large (a small model at a small batch), not that nothing was
+allocated: it is reported as None (unknown), with peak RSS. GPU:
 ``tf.config.experimental.get_memory_info("GPU:0")`` peak (as ``peak_allocated_bytes``, the BFC
 allocator's peak in use; reset when the run is prepared) and current, plus NVML's device view;
 TensorFlow does not expose its reserved pool, so ``peak_reserved_bytes`` is None (NVML
@@ -26,6 +32,11 @@ from typing import Any
 from dlperf import nvml
 from dlperf.env import cpu_model
 from dlperf.frameworks.common import memory_record
+
+#: Smallest allocation TensorFlow's oneDNN CPU allocator counts in ``get_memory_info("CPU:0")``
+#: (its ``kSmallAllocationsThreshold``, 256 KiB; measured with tensorflow-cpu 2.21: module
+#: docstring).
+CPU_TRACKED_MIN_BYTES = 262_144
 
 
 def count_graph_flops(tf: Any, concrete_fn: Any) -> dict[str, Any]:
@@ -66,8 +77,10 @@ def count_step_flops(tf: Any, fn: Any, traced: bool, first_batch: Any,
 def memory(tf: Any, gpu: bool, nvml_target: tuple[str | None, int] | None
            ) -> dict[str, int | None]:
     """Memory peaks in bytes (module docstring): ``peak_rss_bytes``, ``peak_allocated_bytes``,
-    ``current_allocated_bytes`` (where TensorFlow tracks them), ``peak_reserved_bytes``
-    (None) and ``nvml_used_bytes`` (GPU ``nvml_target = (uuid, index)``; None on a CPU)."""
+    ``current_allocated_bytes`` (where TensorFlow tracks them; on a CPU None also where its
+    allocator counted nothing, which means no tensor of :data:`CPU_TRACKED_MIN_BYTES` or more,
+    not none at all), ``peak_reserved_bytes`` (None) and ``nvml_used_bytes`` (GPU
+    ``nvml_target = (uuid, index)``; None on a CPU)."""
     m = memory_record()
     if gpu:
         info = tf.config.experimental.get_memory_info("GPU:0")
@@ -78,10 +91,11 @@ def memory(tf: Any, gpu: bool, nvml_target: tuple[str | None, int] | None
         return m
     try:  # TensorFlow's CPU allocator tracks its peak too (since its first op)
         info = tf.config.experimental.get_memory_info("CPU:0")
+    except (ValueError, RuntimeError):  # not tracked by this build
+        return m
+    if int(info["peak"]) > 0:  # 0: only small tensors, which it does not count (unknown)
         m["peak_allocated_bytes"] = int(info["peak"])
         m["current_allocated_bytes"] = int(info["current"])
-    except (ValueError, RuntimeError):  # not tracked by this build
-        pass
     return m
 
 

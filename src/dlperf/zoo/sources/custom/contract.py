@@ -32,7 +32,8 @@ as an entry point (``pyproject.toml``: ``[project.entry-points."dlperf.models"]`
 
 The function is called once when the spec is read (dlperf counts parameters and runs one
 forward of a 2-sample batch from ``make_batch`` on the CPU under ``FlopCounterMode``, and
-checks the three parts) and once more for each run, which trains the model of that call:
+checks the three parts: ``make_batch`` and ``loss`` must take the arguments above
+(:func:`check_arity`), the model must have trainable parameters) and once more for each run, which trains the model of that call:
 it must build a fresh model each time. The optimizer is the zoo's default (SGD, momentum 0.9,
 lr 0.01). Real data sets do not apply (the batch maker is the data).
 """
@@ -49,7 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import ConfigError, did_you_mean
+from dlperf.errors import ConfigError, did_you_mean, with_article
 from dlperf.zoo.sources.names import ENTRY_POINT_GROUP
 
 FAMILY = "sources.custom"
@@ -145,8 +146,9 @@ def load_entry_point(ep: Any, name: str) -> Callable[..., Any]:
         raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} does not "
                           f"load: {e!r:.300}") from None
     if not callable(fn):
-        raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} is a "
-                          f"{type(fn).__name__}, not a function returning {CONTRACT}")
+        raise ConfigError(f"model {name!r}: entry point {ep.name} = {ep.value!r} is "
+                          f"{with_article(type(fn).__name__)}, not a function returning "
+                          f"{CONTRACT}")
     return fn
 
 
@@ -162,6 +164,30 @@ def check_framework(hyper: dict[str, Any], framework: str, name: str) -> None:
         raise ConfigError(f"model {name!r} is a {written} model (read from the model its "
                           f"function returns), not a {framework} one; run it with "
                           f"--framework {written}")
+
+
+def check_arity(f: Callable[..., Any], args: tuple[str, ...], what: str, name: str) -> None:
+    """Refuse a ``make_batch`` or ``loss`` (``what``) that cannot be called with the
+    ``len(args)`` positional arguments dlperf passes (``args`` names them for the message, as
+    the framework's contract does). A callable without a readable signature (a builtin) is
+    let through: its call tells.
+
+    Raises:
+        ConfigError: naming the signature found, the one expected and docs/zoo.md.
+    """
+    try:
+        sig = inspect.signature(f)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*args)
+    except TypeError:
+        expected = f"{what}({', '.join(args)})"
+        raise ConfigError(f"model {name!r}: the {what} returned is "
+                          f"{getattr(f, '__name__', what)}{sig}, but dlperf calls {expected} "
+                          f"({len(args)} positional argument{'s' if len(args) != 1 else ''}); "
+                          f"define it as {expected}: see docs/zoo.md, \"file: and "
+                          "entry-point models\"") from None
 
 
 def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[Any, Any, Any]:
@@ -188,15 +214,19 @@ def call(fn: Callable[..., Any], options: dict[str, Any], name: str) -> tuple[An
         raise ConfigError(f"model {name!r}: {getattr(fn, '__name__', 'the function')}() raised "
                           f"{raised(e)} instead of returning {CONTRACT}") from None
     if not isinstance(parts, (tuple, list)) or len(parts) != 3:
-        got = (f"a {len(parts)}-tuple of ({', '.join(type(p).__name__ for p in parts)})"
-               if isinstance(parts, (tuple, list)) else f"a {type(parts).__name__}")
+        if isinstance(parts, (tuple, list)):
+            types = ", ".join(type(p).__name__ for p in parts)
+            got = with_article(f"{len(parts)}-tuple of ({types})")
+        else:
+            got = with_article(type(parts).__name__)
         raise ConfigError(f"model {name!r}: {getattr(fn, '__name__', 'the function')}() must "
                           f"return {CONTRACT}; it returned {got}")
     model, make_batch, loss = parts
     for what, f in (("make_batch", make_batch), ("loss", loss)):
         if not callable(f):
-            raise ConfigError(f"model {name!r}: the {what} returned is a {type(f).__name__}, "
-                              f"not a function; return {CONTRACT}")
+            raise ConfigError(f"model {name!r}: the {what} returned is "
+                              f"{with_article(type(f).__name__)}, not a function; return "
+                              f"{CONTRACT}")
     return model, make_batch, loss
 
 
@@ -213,7 +243,8 @@ def call_for(spec: Any, framework: str, accepts: Callable[[Any], bool], kind: st
     check_framework(spec.hyper, framework, spec.name)
     model, make_batch, loss = call(function_of(spec.hyper), spec.hyper["kwargs"], spec.name)
     if not accepts(model):
-        raise ConfigError(f"model {spec.name!r}: the function returned a "
-                          f"{type(model).__name__} this time, not a {kind}; return {CONTRACT}")
+        raise ConfigError(f"model {spec.name!r}: the function returned "
+                          f"{with_article(type(model).__name__)} this time, not a {kind}; "
+                          f"return {CONTRACT}")
     parts[spec.name] = (make_batch, loss)
     return model, make_batch, loss

@@ -31,7 +31,7 @@ import math
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.zoo.sources.custom.contract import call_for
+from dlperf.zoo.sources.custom.contract import call_for, check_arity
 from dlperf.zoo.spec import ModelSpec
 
 #: spec name -> (make_batch, loss) of the latest ``build`` in this process.
@@ -63,12 +63,16 @@ def inspect_parts(parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
     ``x``, else ``custom``; ``forward_flops`` None, counted at run time by XLA).
 
     Raises:
-        ConfigError: a batch, forward or loss that breaks the contract, naming what came back.
+        ConfigError: a ``make_batch`` or ``loss`` of another signature
+            (:func:`~dlperf.zoo.sources.custom.contract.check_arity`), or a batch, forward or
+            loss that breaks the contract, naming what came back.
     """
     import jax
     import jax.numpy as jnp
 
     model, make_batch, loss = parts
+    check_arity(make_batch, ("batch_size", "key"), "make_batch", name)
+    check_arity(loss, ("out", "y"), "loss", name)
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)  # a raw PRNG key's shape: nothing runs
     try:
         batch = jax.eval_shape(lambda k: make_batch(CHECK_BATCH, k), key)
@@ -96,7 +100,7 @@ def inspect_parts(parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
     if getattr(value, "shape", None) != () or not jnp.issubdtype(value.dtype, jnp.floating):
         raise ConfigError(f"model {name!r}: loss(out, y) must return a float scalar; it "
                           f"returned {_describe(value)}")
-    params = sum(math.prod(p.shape) for p in jax.tree.leaves(variables["params"]))
+    params = sum(math.prod(p.shape) for p in jax.tree.leaves(variables.get("params", {})))
     x_int = jnp.issubdtype(x.dtype, jnp.integer)
     out_shape = getattr(out, "shape", ())
     return {"input_kind": "tokens" if x_int and len(x.shape) == 2 else "custom",

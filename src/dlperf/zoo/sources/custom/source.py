@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import ConfigError, DlperfError
+from dlperf.errors import ConfigError, DlperfError, with_article
 from dlperf.zoo.sources.custom.contract import (
     CONTRACT,
     FAMILY,
@@ -49,8 +49,9 @@ def impl_for(model: Any, name: str) -> Any:
             continue
         if impl.accepts(model):
             return impl
-    raise ConfigError(f"model {name!r}: the model returned is a {type(model).__module__}."
-                      f"{type(model).__qualname__}; file: and entry-point models are "
+    raise ConfigError(f"model {name!r}: the model returned is "
+                      f"{with_article(type(model).__module__)}.{type(model).__qualname__}; "
+                      "file: and entry-point models are "
                       "a torch.nn.Module (PyTorch), a flax.linen.Module (JAX) or a keras.Model "
                       "(TensorFlow) for now")
 
@@ -75,6 +76,12 @@ def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dic
             raise ConfigError(f"model {name!r}: {source} raised {raised(e)} when called to "
                               "count the model; fix the function") from None
         d = impl_for(parts[0], name).inspect_parts(parts, name)
+    if not d["params"]:
+        raise ConfigError(f"model {name!r}: the model returned "
+                          f"({with_article(type(parts[0]).__name__)}) "
+                          "has no trainable parameters, and a training step has nothing to "
+                          "update (the optimizer refuses an empty parameter list); return a "
+                          f"model with at least one trainable layer: {CONTRACT}")
     hyper.update(name=name, kwargs=dict(options), framework=d["framework"],
                  x_dtype=d["x_dtype"])
     return ModelSpec(
@@ -91,7 +98,8 @@ def resolve(body: str, name: str) -> ModelSpec:
 
     Raises:
         ConfigError: not ``PATH.py:FUNCTION``, no such file or function, options the function
-            does not take, or parts that break the contract (module docstring).
+            does not take, parts that break the contract (module docstring), or a model
+            without trainable parameters.
     """
     base, options = split_options(name, body)
     path, colon, function = base.rpartition(":")

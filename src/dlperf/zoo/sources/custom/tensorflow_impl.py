@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.zoo.sources.custom.contract import call_for
+from dlperf.zoo.sources.custom.contract import call_for, check_arity
 from dlperf.zoo.spec import ModelSpec
 
 #: spec name -> (make_batch, loss) of the latest ``build`` in this process.
@@ -164,6 +164,8 @@ def _stage(tf: Any, parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
     eagerly (TensorFlow already running); return x, y, out, the loss value and the forward's
     FLOPs (:func:`_forward_flops`)."""
     model, make_batch, loss = parts
+    check_arity(make_batch, ("batch_size",), "make_batch", name)
+    check_arity(loss, ("y_true", "y_pred"), "loss", name)
     try:
         batch = make_batch(CHECK_BATCH)
     except Exception as e:

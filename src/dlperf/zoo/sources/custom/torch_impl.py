@@ -16,7 +16,7 @@ from torch import nn
 
 from dlperf.errors import ConfigError
 from dlperf.zoo.sources import torch_count
-from dlperf.zoo.sources.custom.contract import call_for
+from dlperf.zoo.sources.custom.contract import call_for, check_arity
 from dlperf.zoo.spec import ModelSpec
 
 #: spec name -> (make_batch, loss) of the latest ``build`` in this process.
@@ -59,11 +59,20 @@ def inspect_parts(parts: tuple[Any, Any, Any], name: str) -> dict[str, Any]:
     ``x_dtype``.
 
     Raises:
-        ConfigError: a batch, forward or loss that breaks the contract, naming what came back.
+        ConfigError: a ``make_batch`` or ``loss`` of another signature
+            (:func:`~dlperf.zoo.sources.custom.contract.check_arity`), or a batch, forward or
+            loss that breaks the contract, naming what came back.
     """
     model, make_batch, loss = parts
+    check_arity(make_batch, ("batch_size", "generator", "device"), "make_batch", name)
+    check_arity(loss, ("out", "y"), "loss", name)
     g = torch.Generator().manual_seed(0)
-    x, y = _check_batch(make_batch(CHECK_BATCH, g, torch.device("cpu")), name)
+    try:
+        batch = make_batch(CHECK_BATCH, g, torch.device("cpu"))
+    except Exception as e:
+        raise ConfigError(f"model {name!r}: make_batch({CHECK_BATCH}, generator, device) "
+                          f"failed: {e!r:.400}") from e
+    x, y = _check_batch(batch, name)
     try:
         flops = torch_count.forward_flops_real(model, (x,), CHECK_BATCH)
         with torch.no_grad():

@@ -207,6 +207,27 @@ def bind_cpus(mode: str, local_rank: int = 0, local_procs: int = 1) -> dict[str,
             "applied": cpus is not None}
 
 
+def thread_policy_cpus(points: Sequence[Any]) -> list[int] | None:
+    """The CPUs the thread policy (:func:`dlperf.env.choose_threads`) should count for
+    one-process ``points`` (run configs with ``cpu_bind``): the CPUs the worker will be bound
+    to, so that a busy host's thread count fits the binding (``--cpu-bind 0-3`` on a busy
+    16-CPU host: at most 3 threads, not 15). With several bindings among the points, the
+    smallest set (a count that fits each); None when no point is bound (the process's own
+    usable CPUs) or a binding cannot be made here (:func:`check_here` refuses it first)."""
+    modes = sorted({str(getattr(p, "cpu_bind", "none")) for p in points} - {"none"})
+    if not modes:
+        return None
+    usable, sets = usable_cpus(), []
+    for mode in modes:
+        try:
+            cpus = plan_cpus(mode, usable, 0, 1, numa_topology() if mode == "numa" else None)
+        except ValueError:
+            return None
+        if cpus is not None:
+            sets.append(cpus)
+    return min(sets, key=len) if sets else None
+
+
 def check_here(points: Sequence[Any]) -> None:
     """Refuse, before anything runs, a ``cpu_bind`` that cannot be made on this host for
     ``points`` (run configs: ``cpu_bind``, ``nproc`` ranks per node): the same check as the

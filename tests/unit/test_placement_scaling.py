@@ -275,3 +275,31 @@ def test_a_binding_this_host_cannot_make_is_refused_before_anything_runs():
         check_here([SimpleNamespace(cpu_bind=f"0-{beyond}", nproc=1)])
     with pytest.raises(ConfigError, match="for .* processes"):
         check_here([SimpleNamespace(cpu_bind="cores", nproc=len(usable) + 1)])
+
+
+def test_the_thread_policy_counts_the_cpus_a_point_is_bound_to(monkeypatch):
+    """On a busy host the policy chose floor(usable - other) threads over every usable CPU,
+    also for a point bound to fewer (--cpu-bind 0 on a busy 16-CPU host: 15 threads on one
+    CPU). It now counts the bound CPUs; unbound points keep the process's own."""
+    from types import SimpleNamespace
+
+    from dlperf.cli import common
+    from dlperf.placement import thread_policy_cpus
+
+    usable = usable_cpus()
+    first = format_cpulist(usable[:1])
+    assert thread_policy_cpus([SimpleNamespace(cpu_bind="none")]) is None
+    assert thread_policy_cpus([SimpleNamespace(cpu_bind=first)]) == usable[:1]
+    assert thread_policy_cpus([SimpleNamespace(cpu_bind="cores")]) == usable
+    both = [SimpleNamespace(cpu_bind="cores"), SimpleNamespace(cpu_bind=first)]
+    assert thread_policy_cpus(both) == usable[:1]  # the smallest: a count that fits each
+    assert thread_policy_cpus([SimpleNamespace(cpu_bind=f"0-{max(usable) + 1}")]) is None
+
+    seen = []
+    monkeypatch.setattr("dlperf.env.choose_threads",
+                        lambda cpus=None: seen.append(cpus) or SimpleNamespace(line=lambda: "x"))
+    monkeypatch.setattr(common, "err", SimpleNamespace(print=lambda *a, **k: None))
+    point = make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", cpu_bind=first)
+    common.choose_threads_once([point])
+    common.choose_threads_once([point.model_copy(update={"cpu_bind": "none"})])
+    assert seen == [usable[:1], None]

@@ -297,11 +297,13 @@ def choose_threads_once(points: list[Any]) -> Any:
     (:func:`dlperf.env.choose_threads`, a measurement of the host's load), printed once; None
     when no point is such (then nothing is measured)."""
     from dlperf.env import choose_threads
+    from dlperf.placement import thread_policy_cpus
     from dlperf.resume import auto_threads
 
-    if not any(auto_threads(p) for p in points):
+    auto = [p for p in points if auto_threads(p)]
+    if not auto:
         return None
-    choice = choose_threads()
+    choice = choose_threads(thread_policy_cpus(auto))
     err.print(choice.line(), markup=False, highlight=False)
     return choice
 

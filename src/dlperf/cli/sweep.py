@@ -90,7 +90,9 @@ def _dry_threads(points: list[Any], path: str, done: set[str]) -> tuple[list[Any
     if not auto:
         return points, ("threads: as each point gives them (the thread policy sets the threads "
                         "of CPU points without threads only)")
-    choice = choose_threads()
+    from dlperf.placement import thread_policy_cpus
+
+    choice = choose_threads(thread_policy_cpus(auto))
     line = (f"thread policy for the {len(auto)} CPU point(s) without threads, measured now: "
             f"{choice.line()}")
     if not done:  # nothing stored: no earlier choice to keep, the store is never read

@@ -28,9 +28,9 @@ from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.env import ThreadChoice
-from dlperf.launch.tempdirs import owned_tempdir
 from dlperf.registry import framework_info
 from dlperf.results.store import ResultStore
+from dlperf.tempdirs import owned_tempdir
 
 #: Fields outside the run key that change what is measured (the others there say how long a
 #: worker may take, where data are, how a result is labelled). ``iterations`` is compared field

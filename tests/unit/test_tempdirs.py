@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.launch.tempdirs import OWNER_FILE, owned_tempdir, reclaim_stale
+from dlperf.tempdirs import OWNER_FILE, owned_tempdir, reclaim_stale
 
 HOLD = """
 import os, signal, sys, time
@@ -23,7 +23,7 @@ import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {src!r})
 from dlperf.cli.common import terminated_as_interrupt
-from dlperf.launch.tempdirs import owned_tempdir
+from dlperf.tempdirs import owned_tempdir
 try:
     with terminated_as_interrupt(), owned_tempdir("dlperf-") as tmp:
         print(tmp, flush=True)
@@ -126,3 +126,19 @@ def test_the_next_run_reclaims_a_killed_runs_folder(tmp_path):
     assert "removed 1 temporary folder(s)" in " ".join(r.stderr.split()), r.stderr
     assert not d.exists()
     assert sorted(x.name for x in tmp_path.iterdir()) == ["r.db"]
+
+
+def test_every_dlperf_temporary_folder_is_an_owned_one():
+    """A folder made with tempfile directly is not reclaimed after a SIGKILL (the rank's,
+    trace and framework-version folders were not, session 15's note): every ``dlperf-``
+    folder in the source goes through dlperf.tempdirs."""
+    import re
+
+    src = Path(__file__).resolve().parents[2] / "src" / "dlperf"
+    direct = re.compile(r"(mkdtemp|TemporaryDirectory)\([^)]*dlperf-")
+    found = [f"{p.relative_to(src)}:{i}" for p in src.rglob("*.py") if p.name != "tempdirs.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if direct.search(line)]
+    assert found == []
+    made = re.compile(r"(owned_tempdir|make_owned)\(\"(dlperf-[a-z-]*)\"\)")
+    prefixes = {m.group(2) for p in src.rglob("*.py") for m in made.finditer(p.read_text())}
+    assert {"dlperf-rank-", "dlperf-trace-", "dlperf-", "dlperf-spec-"} <= prefixes, prefixes

@@ -341,11 +341,11 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     ``missing_ok`` (``dlperf sweep``): points of a missing data set are stored ``unavailable``
     and the others run, instead of refusing them all (:func:`dlperf.sweep.preflight`).
     """
-    from dlperf.launch.tempdirs import reclaim_stale
     from dlperf.report.sections import write_full_report
     from dlperf.results.store import ResultStore
     from dlperf.sweep import execute as run_points
     from dlperf.sweep import preflight
+    from dlperf.tempdirs import reclaim_stale
     from dlperf.worker import now_iso
 
     gone = reclaim_stale()  # folders of a run or sweep killed with SIGKILL (issue 23)

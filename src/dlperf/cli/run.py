@@ -322,7 +322,6 @@ def _execute_joined(outside: Any, points: list[Any], store: Storage, db: str) ->
     rank runs every point (no resume: the ranks must run the same points, and only rank 0
     reads the results file); rank 0 stores them in ``db``, the others in a temporary file, and
     print only their progress."""
-    import tempfile
 
     from dlperf.launch.joined import check_points, leave, run_joined
     from dlperf.results.history import check_tag, tagging
@@ -344,7 +343,9 @@ def _execute_joined(outside: Any, points: list[Any], store: Storage, db: str) ->
         from rich.console import Console
 
         common.out = Console(file=open(os.devnull, "w"))  # noqa: SIM115 - the rank's own
-        with tempfile.TemporaryDirectory(prefix="dlperf-rank-") as tmp:
+        from dlperf.tempdirs import owned_tempdir
+
+        with owned_tempdir("dlperf-rank-") as tmp:  # reclaimed if the rank is SIGKILLed
             common.execute(points, str(Path(tmp) / "rank.db"), sweep=None, resume=False,
                            retry_failed=store.retry_failed, report_dir=None, runner=runner)
     finally:

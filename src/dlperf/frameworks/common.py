@@ -88,7 +88,9 @@ def check_framework_python(framework: str, timeout_s: float = 120.0) -> str | No
     if python is None:
         return None
     info = FRAMEWORKS[framework]
-    with tempfile.TemporaryDirectory(prefix="dlperf-") as tmp:
+    from dlperf.tempdirs import owned_tempdir
+
+    with owned_tempdir("dlperf-") as tmp:
         exe, wenv = worker_interpreter(framework, Path(tmp))
         code = (f"import importlib.metadata as m, dlperf.worker; import {framework}; "
                 f"print(m.version({framework!r}))")

@@ -41,8 +41,8 @@ from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.launch.process import breakdown_apart, run_breakdown_apart, run_in_subprocess
-from dlperf.launch.tempdirs import owned_tempdir
 from dlperf.registry import LAUNCHERS, launch_info, load_hook
+from dlperf.tempdirs import owned_tempdir
 from dlperf.worker import base_result
 
 __all__ = ["run_distributed", "launch_command", "free_port", "run_point", "FAILURE_ORDER"]

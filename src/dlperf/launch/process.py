@@ -19,8 +19,8 @@ from dlperf.config import RunConfig
 
 # The interpreter of a framework with a Python of its own; re-exported (sweep, tests).
 from dlperf.frameworks.common import check_framework_python, framework_python, worker_interpreter  # noqa: F401
-from dlperf.launch.tempdirs import owned_tempdir
 from dlperf.registry import launch_info, load_hook
+from dlperf.tempdirs import owned_tempdir
 from dlperf.worker import base_result
 
 STDERR_TAIL = 4000

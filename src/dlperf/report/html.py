@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import html
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -370,7 +369,9 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
         if not records and not store.collectives():
             raise ConfigError(f"{db} holds no results yet")
         all_records = store.records(latest=False, samples=False)
-        with tempfile.TemporaryDirectory(prefix="dlperf-html-") as tmp:
+        from dlperf.tempdirs import owned_tempdir
+
+        with owned_tempdir("dlperf-html-") as tmp:
             inp = Inputs(store, store.rows(), target_loss=target_loss, output=Path(tmp),
                          figures={})
             sections = report_sections(inp)

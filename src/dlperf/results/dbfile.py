@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -162,7 +161,9 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
         except sqlite3.Error as e:
             if _name(e) != "SQLITE_READONLY_ROLLBACK":
                 raise
-            with tempfile.TemporaryDirectory(prefix="dlperf-read-") as tmp:
+            from dlperf.tempdirs import owned_tempdir
+
+            with owned_tempdir("dlperf-read-") as tmp:
                 copy = Path(tmp) / "copy.db"
                 shutil.copyfile(path, copy)
                 journal = Path(f"{path}-journal")

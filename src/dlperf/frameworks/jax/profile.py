@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import glob
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from dlperf.measure.breakdown.xspace import (
     steps_of,
     to_chrome_trace,
 )
+from dlperf.tempdirs import make_owned
 
 
 def profiler_options(jax: Any) -> dict[str, Any]:
@@ -142,7 +142,9 @@ def profile_comm(jax: Any, run: Any, k: int) -> dict[str, Any]:
     numbers are stored.
     """
     out = _comm_record(k)
-    folder = tempfile.mkdtemp(prefix="dlperf-jaxcomm-")
+    owned = make_owned("dlperf-jaxcomm-")  # reclaimed after a SIGKILL
+    folder = str(owned / "trace")
+    Path(folder).mkdir()
     try:
         jax.block_until_ready(run.state)
         started = _start(jax, folder, out)
@@ -158,4 +160,4 @@ def profile_comm(jax: Any, run: Any, k: int) -> dict[str, Any]:
         _read_exposed(folder, k, wall_s, out)
         return out
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(owned, ignore_errors=True)

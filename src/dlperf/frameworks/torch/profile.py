@@ -9,7 +9,6 @@ module imports without it.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -89,7 +88,9 @@ def profile_comm(torch: Any, step: Callable[[], Any], k: int, cuda: bool) -> dic
         if cuda:
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0
-    with tempfile.TemporaryDirectory(prefix="dlperf-trace-") as tmp:
+    from dlperf.tempdirs import owned_tempdir
+
+    with owned_tempdir("dlperf-trace-") as tmp:
         path = f"{tmp}/trace.json"
         prof.export_chrome_trace(path)
         with open(path) as f:

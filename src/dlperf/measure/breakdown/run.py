@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import re
 import shutil
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -36,6 +35,7 @@ from dlperf.measure.breakdown.phases import summarize
 from dlperf.measure.breakdown.timeline import encode as encode_timeline
 from dlperf.measure.breakdown.trace import analyse
 from dlperf.measure.phases import measure_phases
+from dlperf.tempdirs import make_owned
 
 #: Traced iterations (after one profiled warm-up iteration).
 TRACE_ITERS = 5
@@ -131,8 +131,11 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
         else:
             keep = bool(cfg.trace_dir)
             name = trace_folder(cfg) + (f"-rank{dist.rank}" if multi and dist.rank else "")
+            # a temporary trace goes in a subfolder of an owned folder (reclaimed after a
+            # SIGKILL; the owner file stays out of the profiler's tree)
+            owned = None if keep else make_owned("dlperf-trace-")
             folder = (_new_folder(Path(cfg.trace_dir).expanduser().resolve() / name)
-                      if keep else Path(tempfile.mkdtemp(prefix="dlperf-trace-")))
+                      if owned is None else owned / "trace")
             try:
                 folder.mkdir(parents=True, exist_ok=True)
                 cap = session.profile(TRACE_ITERS, folder)
@@ -178,8 +181,8 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                 out["trace"] = {"available": False, "error": _error(e)}
                 warnings.append(f"trace: the profiler trace failed ({type(e).__name__}: {e})")
             finally:
-                if not keep:
-                    shutil.rmtree(folder, ignore_errors=True)
+                if owned is not None:
+                    shutil.rmtree(owned, ignore_errors=True)
     if loop is not None:
         bd, w = summarize(loop, fused, device=cfg.device, trace=analysis)
         out["breakdown"] = {"available": True, **bd}

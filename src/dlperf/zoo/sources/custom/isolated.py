@@ -23,7 +23,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,7 +85,9 @@ def _run_child(name: str, timeout_s: float) -> tuple[Any, ...]:
     """Run the child for ``name``; its answer, or an ``("error", ...)`` of why there is none."""
     path = name[5:].partition("?")[0].rpartition(":")[0]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    with tempfile.TemporaryDirectory(prefix="dlperf-spec-") as tmp:
+    from dlperf.tempdirs import owned_tempdir
+
+    with owned_tempdir("dlperf-spec-") as tmp:
         out, log = Path(tmp) / "spec.pickle", Path(tmp) / "output.txt"
         with open(log, "wb") as logf:
             proc = subprocess.Popen([sys.executable, "-m", CHILD, name, str(out)],

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["OWNER_FILE", "PREFIX", "owned_tempdir", "reclaim_stale"]
+__all__ = ["OWNER_FILE", "PREFIX", "make_owned", "owned_tempdir", "reclaim_stale"]
 
 #: Every dlperf temporary folder's name starts so (``dlperf-``, ``dlperf-dist-``, ...).
 PREFIX = "dlperf-"
@@ -43,10 +43,11 @@ def _started(pid: int) -> float | None:
         return None
 
 
-@contextmanager
-def owned_tempdir(prefix: str = PREFIX) -> Iterator[str]:
-    """A temporary folder (``tempfile.TemporaryDirectory(prefix=prefix)``, under ``$TMPDIR``)
-    that names this process as its owner (:data:`OWNER_FILE`); removed when the block ends.
+def make_owned(prefix: str = PREFIX) -> Path:
+    """A new temporary folder (``tempfile.mkdtemp(prefix=prefix)``, under ``$TMPDIR``) that
+    names this process as its owner (:data:`OWNER_FILE`); the caller removes it. Put what a
+    tool writes as a tree (a profiler's trace) in a subfolder, so that the owner file is not
+    read as one of its files.
 
     Raises:
         ValueError: ``prefix`` does not start with :data:`PREFIX` (:func:`reclaim_stale` would
@@ -54,11 +55,25 @@ def owned_tempdir(prefix: str = PREFIX) -> Iterator[str]:
     """
     if not prefix.startswith(PREFIX):
         raise ValueError(f"temporary folder prefix {prefix!r} must start with {PREFIX!r}")
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        pid = os.getpid()
-        Path(tmp, OWNER_FILE).write_text(json.dumps(
-            {"pid": pid, "started": _started(pid), "host": socket.gethostname()}))
-        yield tmp
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    pid = os.getpid()
+    (tmp / OWNER_FILE).write_text(json.dumps(
+        {"pid": pid, "started": _started(pid), "host": socket.gethostname()}))
+    return tmp
+
+
+@contextmanager
+def owned_tempdir(prefix: str = PREFIX) -> Iterator[str]:
+    """:func:`make_owned` as a block: the folder (a str) is removed when the block ends.
+
+    Raises:
+        ValueError: as :func:`make_owned`.
+    """
+    tmp = make_owned(prefix)
+    try:
+        yield str(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _owner_gone(info: dict) -> bool:

@@ -139,6 +139,9 @@ def breakdown_into(rec: RunRecord, cfg: Any, session: Any, phases: dict[str, flo
                                          "error": f"{type(e).__name__}: {e}"}}, {}
         warns = [f"breakdown: failed ({type(e).__name__}: {e})"]
     phases["breakdown"] = time.perf_counter() - t0
+    buckets = sections.pop("buckets_timeline", None)
+    if buckets is not None and rec.dist is not None:
+        rec.dist.buckets_timeline = buckets
     for k, v in sections.items():
         setattr(rec, k, v)
     rec.samples = {**(rec.samples or {}), **extra}

@@ -299,6 +299,9 @@ class Dist(Part):
     step_time: StrictStr | None = None
     loss: StrictStr | None = None
     comm: dict[str, Any] | None = None
+    #: Per rank, DDP's buckets with gradient-ready and all-reduce start/end (traced runs;
+    #: :mod:`dlperf.measure.breakdown.buckets`).
+    buckets_timeline: dict[str, Any] | None = None
 
 
 class Breakdown(Part):

@@ -31,7 +31,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from dlperf.measure.breakdown.buckets import match_buckets, summarize_buckets
 from dlperf.measure.breakdown.phases import summarize
+from dlperf.measure.breakdown.timeline import decode as decode_timeline
 from dlperf.measure.breakdown.timeline import encode as encode_timeline
 from dlperf.measure.breakdown.trace import analyse
 from dlperf.measure.phases import measure_phases
@@ -78,6 +80,46 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}\n" + "".join(traceback.format_exc(limit=6))[-2000:]
 
 
+#: What ``dist.buckets_timeline`` holds (docs/measurement.md, "Per-bucket all-reduce timeline").
+BUCKETS_WHAT = ("per rank, DDP's buckets in reduction order with the median over the traced "
+                "iterations of the gradient-ready time, the all-reduce start and end (ns from "
+                "the iteration's host start), the end of backward and the exposed tail "
+                "(max(0, last all-reduce end - backward end))")
+
+
+def _rank_buckets(trace: Any, dist: Any) -> dict[str, Any] | None:
+    """This rank's bucket timeline (:func:`~dlperf.measure.breakdown.buckets.
+    summarize_buckets`) from its parsed ``trace`` and its ``dist.info["runtime"]["buckets"]``;
+    None where the run records no buckets (no DDP); a failure is kept as ``error``."""
+    runtime = dist.info.get("runtime") if isinstance(dist.info, dict) else None
+    buckets = runtime.get("buckets") if isinstance(runtime, dict) else None
+    if not buckets:
+        return None
+    out: dict[str, Any] = {"rank": dist.rank}
+    if trace is None:
+        return {**out, "error": "the trace failed: nothing to read the buckets from"}
+    try:
+        tl = encode_timeline(trace)
+        per_step = match_buckets(decode_timeline(tl), buckets, tl["n_steps"])
+        return {**out, **summarize_buckets(per_step)}
+    except Exception as e:  # noqa: BLE001 - recorded, the result stands
+        return {**out, "error": f"{type(e).__name__}: {e}"[:500]}
+
+
+def _gather_buckets(trace: Any, dist: Any) -> dict[str, Any] | None:
+    """Every rank's :func:`_rank_buckets` (a collective: every rank of a traced
+    data-parallel run calls it, trace or not), as the ``dist.buckets_timeline`` part; None
+    where no rank records buckets."""
+    mine = _rank_buckets(trace, dist)
+    got = dist.all_gather(mine)
+    ranks = sorted((r for r in got if r is not None), key=lambda r: r["rank"])
+    if not ranks:
+        return None
+    return {"what": BUCKETS_WHAT, "unit": "ns", "per_rank": ranks,
+            "source": "PyTorch DDP reducer (buckets launched in index order) matched by "
+                      "order to the traced all-reduces; WFBP after Shi & Chu 2017"}
+
+
 def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                   ) -> tuple[dict[str, Any], dict[str, list[float]], list[str]]:
     """Run the breakdown/trace measurements of ``cfg`` on a prepared ``session``.
@@ -88,8 +130,9 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
         fused: the fused step's summary (median, mean, ci_low, ci_high in seconds).
 
     Returns:
-        (result sections ``breakdown``/``op_classes``/``trace``, raw samples by phase name,
-        warnings).
+        (result sections ``breakdown``/``op_classes``/``trace``/``timeline``, and in a traced
+        data-parallel run with DDP buckets ``buckets_timeline`` (every rank's, for
+        ``dist.buckets_timeline``), raw samples by phase name, warnings).
     """
     out: dict[str, Any] = {}
     samples: dict[str, list[float]] = {}
@@ -136,6 +179,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
             owned = None if keep else make_owned("dlperf-trace-")
             folder = (_new_folder(Path(cfg.trace_dir).expanduser().resolve() / name)
                       if owned is None else owned / "trace")
+            cap = None
             try:
                 folder.mkdir(parents=True, exist_ok=True)
                 cap = session.profile(TRACE_ITERS, folder)
@@ -183,6 +227,10 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
             finally:
                 if owned is not None:
                     shutil.rmtree(owned, ignore_errors=True)
+            if multi:
+                bt = _gather_buckets((cap or {}).get("trace"), dist)
+                if bt is not None:
+                    out["buckets_timeline"] = bt
     if loop is not None:
         bd, w = summarize(loop, fused, device=cfg.device, trace=analysis)
         out["breakdown"] = {"available": True, **bd}

@@ -69,7 +69,7 @@ def encode(trace: TraceData) -> dict[str, Any]:
         return index[s]
 
     cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
-    for op in sorted(trace.ops, key=lambda o: o.start_s):
+    for op in sorted([*trace.ops, *trace.collectives], key=lambda o: o.start_s):
         x = op.extra or {}
         k = op.step if op.step is not None and 0 <= op.step < len(trace.steps) else None
         base = trace.steps[k][0] if k is not None else t0
@@ -139,7 +139,8 @@ def decode(timeline: Mapping[str, Any]) -> list[dict[str, Any]]:
 def per_step_counts(ops: list[dict[str, Any]], n_steps: int) -> dict[str, float]:
     """Kernels and copies per iteration from decoded ``ops`` (ops no iteration claims are
     left out): ``{"kernels_per_iter", "copies_per_iter"}``."""
-    k = sum(1 for o in ops if o["step"] is not None and o["kind"] not in ("memcpy", "memset"))
+    k = sum(1 for o in ops if o["step"] is not None
+            and o["kind"] not in ("memcpy", "memset", "collective"))
     c = sum(1 for o in ops if o["step"] is not None and o["kind"] in ("memcpy", "memset"))
     n = max(n_steps, 1)
     return {"kernels_per_iter": k / n, "copies_per_iter": c / n}

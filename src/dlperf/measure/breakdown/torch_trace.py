@@ -179,8 +179,27 @@ def from_chrome_trace(doc: Mapping[str, Any] | list) -> TraceData:
         source = "torch.profiler (host ops: self time of each ATen op)"
         kind = "cpu"
     return TraceData(ops=ops, steps=[(s * us, t * us) for _, s, t in steps], device_kind=kind,
-                     source=source, phase_source="host stack: autograd nodes = t_b, "
+                     source=source, collectives=_collectives(host, starts, steps),
+                     phase_source="host stack: autograd nodes = t_b, "
                      "Optimizer.* annotations = t_u, top-level input copies = t_h2d, else t_f")
+
+
+#: A process group's collective span (``record_function`` of gloo/NCCL/UCC/MPI work, e.g.
+#: ``gloo:all_reduce`` on gloo's worker thread, ``nccl:all_reduce`` at the enqueue).
+_COLLECTIVE_RX = re.compile(r"^(gloo|nccl|ucc|mpi):\w+")
+
+
+def _collectives(host: list[dict[str, Any]], starts: list[float],
+                 steps: list[tuple[int, float, float]]) -> list[TraceOp]:
+    """The collective spans (``user_annotation``s named ``<backend>:<collective>``) of any
+    thread, as ``kind="collective"`` ops with their ``tid`` in ``extra["stream"]``."""
+    us = 1e-6
+    return [TraceOp(name=e["name"], start_s=float(e["ts"]) * us, end_s=_end(e) * us,
+                    ops=(e["name"],), phase=None, kind="collective", cls="communication",
+                    step=_step_of(float(e["ts"]), starts, steps),
+                    extra={"stream": e.get("tid")})
+            for e in host if e.get("cat") == "user_annotation"
+            and _COLLECTIVE_RX.match(str(e.get("name")))]
 
 
 def _ordered(tevs: list[dict[str, Any]]) -> list[dict[str, Any]]:

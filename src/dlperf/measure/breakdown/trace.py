@@ -95,6 +95,9 @@ class TraceData:
         source: what produced it, e.g. ``"torch.profiler (CUPTI kernels)"``.
         phase_source: how ``TraceOp.phase`` was decided (None if the trace has no phases).
         notes: caveats to show with the numbers.
+        collectives: host spans of collectives (e.g. ``gloo:all_reduce`` on the process
+            group's worker thread; ``kind="collective"``), kept for the timeline only:
+            :func:`analyse` does not count them (their time is the wire's, not an op's).
     """
 
     ops: list[TraceOp]
@@ -103,6 +106,7 @@ class TraceData:
     source: str
     phase_source: str | None = None
     notes: list[str] = field(default_factory=list)
+    collectives: list[TraceOp] = field(default_factory=list)
 
 
 def union_length(intervals: Sequence[tuple[float, float]]) -> float:

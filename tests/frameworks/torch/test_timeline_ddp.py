@@ -65,3 +65,35 @@ def test_ddp_runtime_lists_buckets_in_reduction_order():
     # Gradients become ready last layer first: the first bucket holds the last layer.
     assert b[0]["params"][0] == 11 and sorted(p for x in b for p in x["params"]) == list(range(12))
     assert info["prev_iteration_grad_ready_order_indices"][0] == 11
+
+
+def test_ddp_bucket_timeline_is_recorded_for_every_rank(tmp_path):
+    """CPU, gloo, 2 ranks through the CLI: dist.buckets_timeline has both ranks, one entry
+    per DDP bucket of dist.runtime, all-reduces in bucket order, ready <= start <= end."""
+    db = tmp_path / "t.db"
+    r = subprocess.run([sys.executable, "-m", "dlperf", "run", "--framework", "torch",
+                        "--model", "fcn5_tiny", "--batch-size", "8", "--device", "cpu",
+                        "--nproc", "2", "--threads", "1", "--timeline", "--no-ceilings",
+                        "--db", str(db)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with ResultStore(db, read_only=True) as s:
+        (rec,) = s.records()
+        ops = decode(timelines.load(s, rec.stored.id))
+    assert rec.identity.status == "ok"
+    # rank 0's timeline keeps gloo's all-reduce spans (worker thread), one per traced step
+    spans = [o for o in ops if o["kind"] == "collective" and o["name"] == "gloo:all_reduce"]
+    assert sorted(o["step"] for o in spans) == list(range(5))
+    bt = rec.dist.buckets_timeline
+    assert bt is not None and [p["rank"] for p in bt["per_rank"]] == [0, 1]
+    n_buckets = len(rec.dist.runtime["buckets"])
+    for p in bt["per_rank"]:
+        assert "error" not in p, p
+        assert p["matched_iterations"] == p["n_iterations"] == 5
+        assert p["n_buckets"] == len(p["buckets"]) == n_buckets
+        assert p["ready_source"] == "allreduce_enqueue"
+        assert [b["index"] for b in p["buckets"]] == list(range(n_buckets))
+        for b in p["buckets"]:
+            assert 0 <= b["ready_ns"] <= b["start_ns"] <= b["end_ns"]
+        starts = [b["start_ns"] for b in p["buckets"]]
+        assert starts == sorted(starts)
+        assert p["exposed_tail_ns"] is not None and p["exposed_tail_ns"] >= 0

@@ -26,6 +26,9 @@ record (the worker's ``schema_version`` in every result dict):
        version 2 has them. A v9 record reads unchanged; where an older one lacks the batch
        fields, the readers derive them (:func:`dlperf.results.view.batch_fields`: one device,
        strong scaling) without writing them into the record; the placement stays absent.
+       Also in 10, per-bucket DDP all-reduce times on every rank (issue 20):
+       ``dist.buckets_timeline`` in traced data-parallel runs, and ``collective`` rows (the
+       process group's spans) in the kept timeline; absent from records written before.
     Record versions 3-7 were never written. Fields a version added are absent from older
     records (never invented: absent ``world_size`` means one device, as before).
 

@@ -10,6 +10,10 @@ column-wise, with a string table, compressed with zlib and base64-encoded, so th
 result can carry it (the store keeps it in a table of its own, not in ``result_json``) and a
 later model can be re-fitted without running again.
 
+Besides the device ops, the process group's collective spans (kind ``collective``, e.g.
+``gloo:all_reduce`` on gloo's worker thread; :attr:`TraceData.collectives`) are kept, for
+:mod:`dlperf.measure.breakdown.buckets`.
+
 Times are integer nanoseconds from the host start of the op's traced iteration (from the first
 traced iteration's start for an op no iteration claims). Format name :data:`FORMAT`; a reader
 refuses another.

@@ -210,7 +210,7 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
             cfg = Config.of(p)
             try:
                 one = pm.analytic(cal, cfg, p.per_device_batch)
-                ceil = cal.ceiling(cfg.framework, cfg.precision, cal.device_name(cfg))
+                ceil = cal.ceiling(cfg.framework, cfg.precision, cal.device_name(cfg), m)
                 work = cal.work(m, cfg.framework, cfg.precision)
             except (LookupError, ValueError):
                 continue

@@ -63,7 +63,7 @@ def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.
     if eff is None:
         raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
                           "to fit its roofline on")
-    ceil = cal.ceiling(cfg.framework, cfg.precision, dn)
+    ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
     work = cal.work(cfg.model, cfg.framework, cfg.precision)
     return rl.device_time_s(work, ceil, eff, batch), eff, ceil, work
 
@@ -79,7 +79,7 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
         try:
             dn = cal.device_name(cfg)
             eff = cal.efficiency(cfg.group, cfg.model, dn)
-            ceil = cal.ceiling(cfg.framework, cfg.precision, dn)
+            ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
         except ValueError:
             eff = None
         if eff is None:
@@ -127,7 +127,7 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
                         f"models); ceilings {ceil.source}; {work.source}",
             "host time H": (f"host time per dispatched operator or kernel of {hg}, from "
                             f"models {', '.join(hm)}"
-                            if hm and hg.endswith(("ops)", "kernels)")) else
+                            if hm and hg.endswith(("ops)", "kernels)", "launches)")) else
                             f"host floor: the smallest host time shown by a series of {hg} "
                             f"(models {', '.join(hm)})" if hm else "none (0)")}
     from dlperf.zoo import SPECS

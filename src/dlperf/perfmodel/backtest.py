@@ -255,7 +255,7 @@ def whatif_rows(records: Records, base: Calibration,
                 else:
                     cal = Calibration(records, tcfg.matches, share_efficiencies=base)
                     try:
-                        one = pm.what_if(cal, cfg, tcfg, tb)
+                        one = pm.what_if(cal, cfg, tcfg, tb, src)
                     except (LookupError, ValueError):
                         continue
                 pred, meas = one.step_time_s, t.step_time_s

@@ -25,6 +25,9 @@ from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.records import COMPILE_SEP, Point, Records, compile_of, mode_key
 
+#: The :class:`Point` attribute of each host-work count kind (:meth:`Calibration.count_kind`).
+_COUNT_ATTR = {"ops": "ops_per_step", "launches": "launches_per_iter",
+               "kernels": "kernels_per_iter"}
 #: A step this much longer than the fitted host time counts as device-bound for an anchor.
 DEVICE_BOUND_MARGIN = 1.25
 #: Pairs of other models a what-if ratio takes the median of (the nearest in FLOPs per step).
@@ -268,47 +271,70 @@ class Calibration:
                               + (f" in {source}" if source else ""))
         return self._fit_series(cfg, ser[0], with_sessions=True), ser[0]
 
-    def count_kind(self, framework: str) -> str:
-        """What :meth:`op_count` counts for ``framework``: ``"ops"`` (operators one eager step
-        dispatches, ``Point.ops_per_step``) where any stored point of the framework has that
-        count (PyTorch); else ``"launches"`` (``Point.launches_per_iter``: the host launches of
-        a compiled XLA program, its kernels folded into the command buffers XLA launches whole,
-        :mod:`dlperf.perfmodel.hostcount`) where any point has a stored XLA timeline; else
-        ``"kernels"`` (``Point.kernels_per_iter`` from a traced run: a compiled program's host
-        work is launching its kernels)."""
-        if framework not in self._counts:
-            pts = [p for p in self.records.points if p.framework == framework]
-            self._counts[framework] = ("ops" if any(p.ops_per_step for p in pts) else
-                                       "launches" if any(p.launches_per_iter for p in pts)
-                                       else "kernels")
-        return self._counts[framework]
+    def count_kind(self, framework: str, mode: str | None = None) -> str:
+        """What :meth:`op_count` counts for ``framework`` (in group mode ``mode``).
 
-    def op_count(self, model: str, framework: str, precision: str) -> int | None:
-        """The host-work count of one step of ``model`` in ``framework`` at ``precision``
-        (:meth:`count_kind`): the median over every stored point, withheld ones included. The
-        operator count is a count of the model's code, made without the device and without
-        timing, like its FLOPs; the kernel and launch counts come from a trace of the model,
-        counts that a compile of the program would give without running it, not times. None
-        where none was counted."""
-        key = (model, framework, precision)
+        Without ``mode``: ``"ops"`` (operators one eager step dispatches,
+        ``Point.ops_per_step``) where any stored point of the framework has that count
+        (PyTorch); else ``"launches"`` (``Point.launches_per_iter``: the host launches of a
+        compiled XLA program, its kernels folded into the command buffers XLA launches whole,
+        :mod:`dlperf.perfmodel.hostcount`) where any point has a stored XLA timeline; else
+        ``"kernels"`` (``Point.kernels_per_iter`` from a traced run). With ``mode``: ``"ops"``
+        in the framework's eager mode (registry ``eager_mode``: the host dispatches operator
+        by operator, Dai et al. 2022); in a compiled mode what its program launches, the first
+        of launches, kernels, ops that a stored point of that mode has (torch.compile's
+        default mode launches every generated kernel from Python: on the H200 resnet50 and
+        the transformer read 28-30 us of host per kernel in graph mode, calibration2.db, but
+        24-40 us per eager operator)."""
+        key = ("kind", framework, mode)
         if key not in self._counts:
-            attr = {"ops": "ops_per_step", "launches": "launches_per_iter",
-                    "kernels": "kernels_per_iter"}[self.count_kind(framework)]
+            pts = [p for p in self.records.points if p.framework == framework
+                   and (mode is None or p.group[1] == mode)]
+            order = ("ops", "launches", "kernels")
+            if mode is not None:
+                from dlperf.registry import framework_info
+
+                info = framework_info(framework)
+                eager = info is not None and info.eager_mode == mode
+                order = ("ops",) if eager else ("launches", "kernels", "ops")
+            kind = next((k for k in order if any(getattr(p, _COUNT_ATTR[k]) for p in pts)),
+                        order[0] if mode is not None else "kernels")
+            self._counts[key] = kind
+        return self._counts[key]
+
+    def op_count(self, model: str, framework: str, precision: str, kind: str | None = None,
+                 mode: str | None = None) -> int | None:
+        """The host-work count of one step of ``model`` in ``framework`` at ``precision``:
+        ``kind`` (default :meth:`count_kind` of the framework), the median over every stored
+        point (of group mode ``mode`` for kernels and launches, which a trace of that mode
+        counts; operators are counted in eager mode whatever the run's mode), withheld ones
+        included. The operator count is a count of the model's code, made without the device
+        and without timing, like its FLOPs; the kernel and launch counts come from a trace of
+        the model, counts that a compile of the program would give without running it, not
+        times. None where none was counted."""
+        kind = kind or self.count_kind(framework)
+        mode = None if kind == "ops" else mode
+        key = (model, framework, precision, kind, mode)
+        if key not in self._counts:
+            attr = _COUNT_ATTR[kind]
             xs = sorted(round(c) for p in self.records.points
                         if p.model == model and p.framework == framework
-                        and p.precision == precision for c in [getattr(p, attr)] if c)
+                        and p.precision == precision and (mode is None or p.group[1] == mode)
+                        for c in [getattr(p, attr)] if c)
             self._counts[key] = xs[len(xs) // 2] if xs else None
         return self._counts[key]
 
     def _counted_hosts(self, group: tuple[str, str, str, str], without_model: str | None,
-                       device_name: str | None) -> dict[str, tuple[float, int]]:
+                       device_name: str | None, kind: str | None = None
+                       ) -> dict[str, tuple[float, int]]:
         """``{model: (median identified host time (s), its count)}`` of ``group``'s series
-        (roofline fit without ``without_model``) whose model has a host-work count."""
+        (roofline fit without ``without_model``) whose model has a host-work count of ``kind``
+        (default: the framework's) in the group's mode."""
         eff = self.efficiency(group, without_model, device_name)
         per: dict[str, list[float]] = {}
         counts: dict[str, int] = {}
         for h in (eff.hosts if eff else ()):
-            n = self.op_count(h.model, group[0], group[2])
+            n = self.op_count(h.model, group[0], group[2], kind, group[1])
             if h.identified and n and h.model != without_model:
                 per.setdefault(h.model, []).append(h.host_s)
                 counts[h.model] = n
@@ -327,7 +353,7 @@ class Calibration:
         launch, no fixed part. None without any."""
         from scipy.optimize import nnls
 
-        per = self._counted_hosts(group, without_model, device_name)
+        per = self._counted_hosts(group, without_model, device_name, "launches")
         if not per:
             return None
         models = tuple(sorted(per))
@@ -340,23 +366,19 @@ class Calibration:
         return float(fixed), float(slope), models
 
     def host_per_op(self, group: tuple[str, str, str, str], without_model: str | None,
-                    device_name: str | None) -> tuple[float, tuple[str, ...]] | None:
-        """The host time per dispatched operator (s) of ``group``: the median over its
-        identified host-bound series (roofline fit without ``without_model``) of ``H / ops``
+                    device_name: str | None, kind: str | None = None
+                    ) -> tuple[float, tuple[str, ...]] | None:
+        """The host time per dispatched operator (s) of ``group`` (per counted ``kind``,
+        default the framework's, :meth:`count_kind`): the median over its models with an
+        identified host time (roofline fit without ``without_model``) of ``H / count``
         (:meth:`op_count`), with the models it came from; None when no such series has a count.
         Dai et al. 2022 (sec. 4) found the host's share set by the operators a framework
         dispatches; on the H200 (calibration2.db) ``H / ops`` of torch eager spread 35-66 us
         over 8 of 9 networks (the LSTM's cuDNN ops: 99-212 us)."""
-        eff = self.efficiency(group, without_model, device_name)
-        per: dict[str, list[float]] = {}
-        for h in (eff.hosts if eff else ()):
-            n = self.op_count(h.model, group[0], group[2])
-            if h.identified and n and h.model != without_model:
-                per.setdefault(h.model, []).append(h.host_s / n)
+        per = self._counted_hosts(group, without_model, device_name, kind)
         if not per:
             return None
-        vals = sorted(median(v) for v in per.values())
-        return median(vals), tuple(sorted(per))
+        return median(h / n for h, n in per.values()), tuple(sorted(per))
 
     def host_of_group(self, group: tuple[str, str, str, str], without_model: str | None,
                       device_name: str | None) -> tuple[float, tuple[str, ...], str] | None:
@@ -372,8 +394,15 @@ class Calibration:
         from the host: on the H200 its host probe read 23.5 ms for resnet50 bf16 b=8 against
         eager's 20.7 ms at b=16, calibration2.db). In a tier with several groups the smallest
         estimate is taken. None when no tier has one."""
-        n = (self.op_count(without_model, group[0], group[2]) if without_model else None)
-        kind = self.count_kind(group[0])
+        # the group's own count kind, else operators (a compiled mode's model with no trace
+        # of that mode still has its operator count)
+        kind, n = self.count_kind(group[0], group[1]), None
+        for k in dict.fromkeys((kind, "ops")):
+            n = self.op_count(without_model, group[0], group[2], k, group[1]) \
+                if without_model else None
+            if n:
+                kind = k
+                break
         # other modes only with the same compile mode: a CUDA-graph replay has no per-operator
         # host work to borrow from a mode that launches every kernel
         same = [p.group for p in self.points if p.framework == group[0]
@@ -394,7 +423,7 @@ class Calibration:
                             f" ({line[0] * 1e3:.3g} ms + {line[1] * 1e6:.3g} us x {n} "
                             f"{kind})")))
                         continue
-                per = self.host_per_op(g, without_model, device_name) if n else None
+                per = self.host_per_op(g, without_model, device_name, kind) if n else None
                 if per is not None and n:
                     cands.append((per[0] * n, per[1],
                                   "/".join(g) + f" ({per[0] * 1e6:.3g} us x {n} {kind})"))

@@ -143,10 +143,9 @@ class Calibration:
     def ceiling(self, framework: str, precision: str, device_name: str | None,
                 without_model: str | None = None) -> rl.Ceiling:
         """Measured (else datasheet) ceilings (:func:`roofline.ceiling_of`) over the workers of
-        every stored point but ``without_model``'s: the model a prediction or a roofline fit is
-        for. Microbenchmarks of the device, not step times; taken from the records rather than
-        from this calibration's points, they depend on the records and ``without_model`` alone,
-        so a shared cache gives the same value whichever back-test computed it first."""
+        every stored point but ``without_model``'s (the model predicted or fitted without):
+        device microbenchmarks, not step times, depending on the records and ``without_model``
+        alone, so a shared cache gives the same value whichever back-test filled it first."""
         key = (framework, precision, device_name, without_model)
         if key not in self._ceil:
             self._ceil[key] = rl.ceiling_of(
@@ -272,25 +271,20 @@ class Calibration:
         return self._fit_series(cfg, ser[0], with_sessions=True), ser[0]
 
     def count_kind(self, framework: str, mode: str | None = None) -> str:
-        """What :meth:`op_count` counts for ``framework`` (in group mode ``mode``).
-
-        Without ``mode``: ``"ops"`` (operators one eager step dispatches,
-        ``Point.ops_per_step``) where any stored point of the framework has that count
-        (PyTorch); else ``"launches"`` (``Point.launches_per_iter``: the host launches of a
-        compiled XLA program, its kernels folded into the command buffers XLA launches whole,
-        :mod:`dlperf.perfmodel.hostcount`) where any point has a stored XLA timeline; else
-        ``"kernels"`` (``Point.kernels_per_iter`` from a traced run). With ``mode``: ``"ops"``
-        in the framework's eager mode (registry ``eager_mode``: the host dispatches operator
-        by operator, Dai et al. 2022); in a compiled mode what its program launches, the first
-        of launches, kernels, ops that a stored point of that mode has (torch.compile's
-        default mode launches every generated kernel from Python: on the H200 resnet50 and
-        the transformer read 28-30 us of host per kernel in graph mode, calibration2.db, but
-        24-40 us per eager operator)."""
+        """What :meth:`op_count` counts for ``framework`` (in group mode ``mode``): ``"ops"``
+        (``Point.ops_per_step``, operators an eager step dispatches), ``"launches"``
+        (``Point.launches_per_iter``, an XLA program's host launches,
+        :mod:`dlperf.perfmodel.hostcount`) or ``"kernels"`` (``Point.kernels_per_iter``).
+        Without ``mode``: the first of these any stored point of the framework has (kernels
+        if none). In the registry's ``eager_mode``: ops (Dai et al. 2022); in a compiled mode
+        the first of launches, kernels, ops a point of that mode has (torch.compile's default
+        mode launches each generated kernel from Python: resnet50 and the transformer read
+        28-30 us of host per graph-mode kernel on the H200, calibration2.db)."""
         key = ("kind", framework, mode)
         if key not in self._counts:
             pts = [p for p in self.records.points if p.framework == framework
                    and (mode is None or p.group[1] == mode)]
-            order = ("ops", "launches", "kernels")
+            order: tuple[str, ...] = ("ops", "launches", "kernels")
             if mode is not None:
                 from dlperf.registry import framework_info
 

@@ -114,7 +114,7 @@ def launches(seq: Sequence[Mapping[str, Any]], min_graph: int = MIN_GRAPH_SIZE) 
 
 def launches_per_iter(ops: Iterable[Mapping[str, Any]]) -> float | None:
     """The median of :func:`launches` over the traced iterations of a decoded timeline
-    (:func:`dlperf.measure.breakdown.timeline.decode`; rows with ``step`` None are left out);
+    (:func:`dlperf.results.timelines.decode`; rows with ``step`` None are left out);
     None when no row belongs to an iteration."""
     steps: dict[int, list[Mapping[str, Any]]] = {}
     for o in ops:

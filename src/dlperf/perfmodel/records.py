@@ -279,7 +279,6 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
     import hashlib
     import json
 
-    from dlperf.measure.breakdown.timeline import decode
     from dlperf.perfmodel import hostcount
     from dlperf.results import timelines
 
@@ -300,7 +299,7 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
         if not tl or XLA_TIMELINE_SOURCE not in str(tl.get("source") or ""):
             continue
         try:
-            n = hostcount.launches_per_iter(decode(tl))
+            n = hostcount.launches_per_iter(timelines.decode(tl))
         except ValueError:
             continue  # a timeline that does not decode counts nothing
         if n:

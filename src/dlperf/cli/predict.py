@@ -44,7 +44,9 @@ def _headline(p: dict) -> str:
         c.get("layout") if c.get("layout") not in (None, "auto") else None,
         f"workers={c['loader_workers']}" if c.get("loader_workers") is not None else None,
         f"threads={c['threads']}" if c.get("threads") is not None else None,
-        f"accum={c['grad_accum']}" if (c.get("grad_accum") or 1) != 1 else None) if x)
+        f"accum={c['grad_accum']}" if (c.get("grad_accum") or 1) != 1 else None,
+        f"compile={c['compile_mode']}" if c.get("compile_mode") not in (None, "default")
+        else None) if x)
     head = (f"{c.get('model')} {c.get('framework')}/{c.get('mode')} {c.get('precision')} "
             f"{c.get('device')}{extra} b={c.get('global_batch')}")
     lo, hi = p["interval_s"]
@@ -110,6 +112,7 @@ def predict(
     threads: Annotated[int | None, typer.Option(min=1, help="CPU threads of the stored series, if several are stored (CPU thread sweeps).")] = None,
     loader_workers: Annotated[int | None, typer.Option(min=0, help="Input-pipeline workers of the stored series, if several are stored.")] = None,
     grad_accum: Annotated[int | None, typer.Option(min=1, help="Gradient accumulation of the stored series, if several are stored.")] = None,
+    compile_mode: Annotated[str | None, typer.Option(help="Compile mode of the stored graph series (default, reduce-overhead, ...), if several are stored.")] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", min=1, help="Global mini-batch to predict (>= 1).")] = None,
     nproc: Annotated[int, typer.Option(min=1, help="Devices per node (data parallel when nproc x nnodes > 1).")] = 1,
     nnodes: Annotated[int, typer.Option(min=1, help="Nodes (more than one needs --network).")] = 1,
@@ -142,7 +145,7 @@ def predict(
                         device=device, batch_size=batch_size, nproc=nproc, nnodes=nnodes,
                         network=network, what_if=_what_if(what_if), data=data, layout=layout,
                         loader_workers=loader_workers, threads=threads,
-                        grad_accum=grad_accum).to_dict()
+                        grad_accum=grad_accum, compile_mode=compile_mode).to_dict()
         if any(x != x for x in p["interval_s"]):  # no interval: null in JSON, not NaN
             p["interval_s"] = [None, None]
         if format == "json":

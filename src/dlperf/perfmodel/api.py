@@ -218,7 +218,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             network: Any = None, what_if: Mapping[str, Any] | None = None,
             level: float = 0.9, *, data: str | None = None, layout: str | None = None,
             loader_workers: int | None = None, threads: int | None = None,
-            grad_accum: int | None = None) -> Prediction:
+            grad_accum: int | None = None, compile_mode: str | None = None) -> Prediction:
     """Predict one training iteration from the stored results in ``db``.
 
     Args:
@@ -237,9 +237,11 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             ``{"batch_size": "2x"}`` (or ``256``), ``{"host_speed_ns": 90}`` (another host's
             ``env.host_speed`` probe).
         level: coverage of the interval.
-        data, layout, loader_workers, threads, grad_accum: select among stored series of the
-            same model, framework, mode, precision and device (:data:`request.SELECTORS`;
-            None: any, the default one preferred, which ``warnings`` then names).
+        data, layout, loader_workers, threads, grad_accum, compile_mode: select among stored
+            series of the same model, framework, mode, precision and device
+            (:data:`request.SELECTORS`; None: any, the default one preferred, which
+            ``warnings`` then names). ``compile_mode``: the compiler's mode of a graph run
+            (PyTorch: ``reduce-overhead`` replays CUDA graphs), a configuration of its own.
 
     Raises:
         ConfigError: bad arguments (an unknown model, framework, mode, precision, device or
@@ -257,7 +259,8 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     recs = records_of(db)
     given = {"framework": framework, "mode": mode, "precision": precision, "device": device,
              "data": data, "layout": layout.lower() if layout else None,
-             "loader_workers": loader_workers, "threads": threads, "grad_accum": grad_accum}
+             "loader_workers": loader_workers, "threads": threads, "grad_accum": grad_accum,
+             "compile_mode": compile_mode}
     rq.check_names(recs, model, given)
     base, note = rq.resolve(recs, model, given)
     target, gbatch, host_ns = rq.apply_what_if(what_if, base, batch_size)

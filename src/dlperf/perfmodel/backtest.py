@@ -210,7 +210,7 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
             cfg = Config.of(p)
             try:
                 one = pm.analytic(cal, cfg, p.per_device_batch)
-                ceil = cal.ceiling(cfg.framework, cfg.precision, cal.device_name(cfg))
+                ceil = cal.ceiling(cfg.framework, cfg.precision, cal.device_name(cfg), m)
                 work = cal.work(m, cfg.framework, cfg.precision)
             except (LookupError, ValueError):
                 continue
@@ -255,7 +255,7 @@ def whatif_rows(records: Records, base: Calibration,
                 else:
                     cal = Calibration(records, tcfg.matches, share_efficiencies=base)
                     try:
-                        one = pm.what_if(cal, cfg, tcfg, tb)
+                        one = pm.what_if(cal, cfg, tcfg, tb, src)
                     except (LookupError, ValueError):
                         continue
                 pred, meas = one.step_time_s, t.step_time_s
@@ -394,7 +394,7 @@ class Validation:
         """Whether a what-if row's *measured* change ``|measured / baseline - 1|`` exceeds the
         median repeat scatter of its bound (:meth:`noise_pct`): a smaller change is within
         the noise of measuring the same point twice, so its sign says nothing about the model
-        (on the committed H200 files: 14.8% for host-bound points, 0.24% for device-bound).
+        (on the committed H200 files: 15.0% for host-bound points, 0.26% for device-bound).
         Every row counts when no repeat rows ran."""
         if r.baseline_s is None:
             return True

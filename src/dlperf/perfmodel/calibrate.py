@@ -19,10 +19,15 @@ from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any
 
+import numpy as np
+
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel.records import Point, Records
+from dlperf.perfmodel.records import COMPILE_SEP, Point, Records, compile_of, mode_key
 
+#: The :class:`Point` attribute of each host-work count kind (:meth:`Calibration.count_kind`).
+_COUNT_ATTR = {"ops": "ops_per_step", "launches": "launches_per_iter",
+               "kernels": "kernels_per_iter"}
 #: A step this much longer than the fitted host time counts as device-bound for an anchor.
 DEVICE_BOUND_MARGIN = 1.25
 #: Pairs of other models a what-if ratio takes the median of (the nearest in FLOPs per step).
@@ -37,7 +42,8 @@ def layout_key(layout: str | None) -> str:
 
 @dataclass(frozen=True)
 class Config:
-    """A one-device training configuration (store column values)."""
+    """A one-device training configuration (store column values; ``compile_mode``: the
+    compiler's mode of a graph run, ``default`` where none was recorded)."""
 
     model: str
     framework: str
@@ -49,17 +55,21 @@ class Config:
     loader_workers: int | None = None
     threads: int | None = None
     grad_accum: int = 1
+    compile_mode: str = "default"
 
     @classmethod
     def of(cls, p: Point) -> Config:
         """The configuration of a stored point."""
         return cls(p.model, p.framework, p.mode, p.precision, p.device, p.data,
-                   layout_key(p.layout), p.loader_workers, p.threads, p.grad_accum)
+                   layout_key(p.layout), p.loader_workers, p.threads, p.grad_accum,
+                   p.compile_mode)
 
     @property
     def group(self) -> tuple[str, str, str, str]:
-        """``(framework, mode, precision, device)``."""
-        return (self.framework, self.mode, self.precision, self.device)
+        """``(framework, mode, precision, device)``, the mode with a compile mode other than
+        ``default`` (:func:`dlperf.perfmodel.records.mode_key`)."""
+        return (self.framework, mode_key(self.mode, self.compile_mode), self.precision,
+                self.device)
 
     def matches(self, p: Point) -> bool:
         """True for a one-device point of this configuration."""
@@ -67,7 +77,8 @@ class Config:
                 and p.mode == self.mode and p.precision == self.precision
                 and p.device == self.device and p.data == self.data
                 and layout_key(p.layout) == self.layout and p.loader_workers == self.loader_workers
-                and p.threads == self.threads and p.grad_accum == self.grad_accum)
+                and p.threads == self.threads and p.grad_accum == self.grad_accum
+                and p.compile_mode == self.compile_mode)
 
     def label(self) -> str:
         """``model framework/mode precision device`` (+ data, layout when not default)."""
@@ -77,7 +88,8 @@ class Config:
             f"workers={self.loader_workers}" if self.loader_workers is not None else None,
             f"threads={self.threads}" if self.threads is not None else None,
             f"accum={self.grad_accum}" if self.grad_accum != 1 else None) if x)
-        return f"{self.model} {self.framework}/{self.mode} {self.precision} {self.device}{extra}"
+        return (f"{self.model} {self.framework}/{mode_key(self.mode, self.compile_mode)} "
+                f"{self.precision} {self.device}{extra}")
 
     def with_(self, **changes: Any) -> Config:
         """A copy with some fields changed."""
@@ -128,11 +140,17 @@ class Calibration:
                                          spec.params if spec else None)
         return self._work[key]
 
-    def ceiling(self, framework: str, precision: str, device_name: str | None) -> rl.Ceiling:
-        """Measured (else datasheet) ceilings; see :func:`roofline.ceiling_of`."""
-        key = (framework, precision, device_name)
+    def ceiling(self, framework: str, precision: str, device_name: str | None,
+                without_model: str | None = None) -> rl.Ceiling:
+        """Measured (else datasheet) ceilings (:func:`roofline.ceiling_of`) over the workers of
+        every stored point but ``without_model``'s (the model predicted or fitted without):
+        device microbenchmarks, not step times, depending on the records and ``without_model``
+        alone, so a shared cache gives the same value whichever back-test filled it first."""
+        key = (framework, precision, device_name, without_model)
         if key not in self._ceil:
-            self._ceil[key] = rl.ceiling_of(self.points, framework, precision, device_name)
+            self._ceil[key] = rl.ceiling_of(
+                [p for p in self.records.points if p.model != without_model], framework,
+                precision, device_name)
         return self._ceil[key]
 
     def device_name(self, cfg: Config) -> str | None:
@@ -145,15 +163,19 @@ class Calibration:
     def efficiency(self, group: tuple[str, str, str, str], without_model: str | None,
                    device_name: str | None) -> rl.Efficiency | None:
         """Roofline efficiencies of ``group`` fitted on every model but ``without_model``;
-        None when the group has no other stored point."""
+        None when the group has no other stored point. A group whose mode carries a compile
+        mode (``graph+reduce-overhead``) is fitted with its base mode's points too: replaying
+        CUDA graphs changes the host's work, not the kernels."""
         key = (group, without_model, device_name)
         if key not in self._eff:
             try:
-                ceil = self.ceiling(group[0], group[2], device_name)
+                ceil = self.ceiling(group[0], group[2], device_name, without_model)
+                base = group[1].split(COMPILE_SEP)[0]
                 self._eff[key] = od.fit_group(
                     self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
                     ceil, exclude=lambda p: p.model == without_model
-                    or (device_name is not None and p.device_name != device_name))
+                    or (device_name is not None and p.device_name != device_name),
+                    device_groups=[(group[0], base, *group[2:])] if base != group[1] else [])
             except ValueError:
                 self._eff[key] = None
         return self._eff[key]
@@ -191,7 +213,7 @@ class Calibration:
                             for p in s if fit.device_s(p.per_device_batch)
                             >= DEVICE_BOUND_MARGIN * fit.host_s]
         work = self.work(cfg.model, cfg.framework, cfg.precision)
-        ceil = self.ceiling(cfg.framework, cfg.precision, dn) if eff else None
+        ceil = self.ceiling(cfg.framework, cfg.precision, dn, cfg.model) if eff else None
         host = self.host_elsewhere(cfg, source) if with_sessions else None
         return od.device_prior(work, ceil, eff, anchors, host)
 
@@ -248,81 +270,154 @@ class Calibration:
                               + (f" in {source}" if source else ""))
         return self._fit_series(cfg, ser[0], with_sessions=True), ser[0]
 
-    def count_kind(self, framework: str) -> str:
-        """What :meth:`op_count` counts for ``framework``: ``"ops"`` (operators one eager step
-        dispatches, ``Point.ops_per_step``) where any stored point of the framework has that
-        count (PyTorch), else ``"kernels"`` (``Point.kernels_per_iter`` from a traced run: a
-        compiled program's host work is launching its kernels; XLA:GPU's runtime launches each
-        thunk from the host thread)."""
-        if framework not in self._counts:
-            has_ops = any(p.ops_per_step for p in self.records.points
-                          if p.framework == framework)
-            self._counts[framework] = "ops" if has_ops else "kernels"
-        return self._counts[framework]
-
-    def op_count(self, model: str, framework: str, precision: str) -> int | None:
-        """The host-work count of one step of ``model`` in ``framework`` at ``precision``
-        (:meth:`count_kind`): the median over every stored point, withheld ones included. The
-        operator count is a count of the model's code, made without the device and without
-        timing, like its FLOPs; the kernel count comes from a trace of the model, a count that
-        a compile of the program would give without running it, not a time. None where none
-        was counted."""
-        key = (model, framework, precision)
+    def count_kind(self, framework: str, mode: str | None = None) -> str:
+        """What :meth:`op_count` counts for ``framework`` (in group mode ``mode``): ``"ops"``
+        (``Point.ops_per_step``, operators an eager step dispatches), ``"launches"``
+        (``Point.launches_per_iter``, an XLA program's host launches,
+        :mod:`dlperf.perfmodel.hostcount`) or ``"kernels"`` (``Point.kernels_per_iter``).
+        Without ``mode``: the first of these any stored point of the framework has (kernels
+        if none). In the registry's ``eager_mode``: ops (Dai et al. 2022); in a compiled mode
+        the first of launches, kernels, ops a point of that mode has (torch.compile's default
+        mode launches each generated kernel from Python: resnet50 and the transformer read
+        28-30 us of host per graph-mode kernel on the H200, calibration2.db)."""
+        key = ("kind", framework, mode)
         if key not in self._counts:
-            kind = self.count_kind(framework)
+            pts = [p for p in self.records.points if p.framework == framework
+                   and (mode is None or p.group[1] == mode)]
+            order: tuple[str, ...] = ("ops", "launches", "kernels")
+            if mode is not None:
+                from dlperf.registry import framework_info
+
+                info = framework_info(framework)
+                eager = info is not None and info.eager_mode == mode
+                order = ("ops",) if eager else ("launches", "kernels", "ops")
+            kind = next((k for k in order if any(getattr(p, _COUNT_ATTR[k]) for p in pts)),
+                        order[0] if mode is not None else "kernels")
+            self._counts[key] = kind
+        return self._counts[key]
+
+    def op_count(self, model: str, framework: str, precision: str, kind: str | None = None,
+                 mode: str | None = None) -> int | None:
+        """The host-work count of one step of ``model`` in ``framework`` at ``precision``:
+        ``kind`` (default :meth:`count_kind` of the framework), the median over every stored
+        point (of group mode ``mode`` for kernels and launches, which a trace of that mode
+        counts; operators are counted in eager mode whatever the run's mode), withheld ones
+        included. The operator count is a count of the model's code, made without the device
+        and without timing, like its FLOPs; the kernel and launch counts come from a trace of
+        the model, counts that a compile of the program would give without running it, not
+        times. None where none was counted."""
+        kind = kind or self.count_kind(framework)
+        mode = None if kind == "ops" else mode
+        key = (model, framework, precision, kind, mode)
+        if key not in self._counts:
+            attr = _COUNT_ATTR[kind]
             xs = sorted(round(c) for p in self.records.points
                         if p.model == model and p.framework == framework
-                        and p.precision == precision
-                        for c in [p.ops_per_step if kind == "ops" else p.kernels_per_iter] if c)
+                        and p.precision == precision and (mode is None or p.group[1] == mode)
+                        for c in [getattr(p, attr)] if c)
             self._counts[key] = xs[len(xs) // 2] if xs else None
         return self._counts[key]
 
+    def _counted_hosts(self, group: tuple[str, str, str, str], without_model: str | None,
+                       device_name: str | None, kind: str | None = None
+                       ) -> dict[str, tuple[float, int]]:
+        """``{model: (median identified host time (s), its count)}`` of ``group``'s series
+        (roofline fit without ``without_model``) whose model has a host-work count of ``kind``
+        (default: the framework's) in the group's mode."""
+        eff = self.efficiency(group, without_model, device_name)
+        per: dict[str, list[float]] = {}
+        counts: dict[str, int] = {}
+        for h in (eff.hosts if eff else ()):
+            n = self.op_count(h.model, group[0], group[2], kind, group[1])
+            if h.identified and n and h.model != without_model:
+                per.setdefault(h.model, []).append(h.host_s)
+                counts[h.model] = n
+        return {m: (median(v), counts[m]) for m, v in per.items()}
+
+    def host_line(self, group: tuple[str, str, str, str], without_model: str | None,
+                  device_name: str | None) -> tuple[float, float, tuple[str, ...]] | None:
+        """``(fixed_s, per_launch_s, models)``: the host time of a compiled program as a fixed
+        part per call plus a cost per host launch (:meth:`count_kind` ``"launches"``), fitted
+        over ``group``'s models with an identified host time and a launch count (without
+        ``without_model``; one value per model, the median of its series) by non-negative least
+        squares on relative error. The fixed part is what the smallest programs show (fcn5: one
+        command buffer, 0.28-0.51 ms of dispatch on the H200); the per-launch part, 9-18 us on
+        the H200 (calibration2.db), is the ~1 us per kernel of the LSTM's ``lax.scan`` and the
+        6-9 us per kernel of the ResNets alike. With one such model only: its host time per
+        launch, no fixed part. None without any."""
+        from scipy.optimize import nnls
+
+        per = self._counted_hosts(group, without_model, device_name, "launches")
+        if not per:
+            return None
+        models = tuple(sorted(per))
+        if len(per) == 1:
+            (h, n), = per.values()
+            return 0.0, h / n, models
+        a = np.array([[1.0, n] for _, n in per.values()])
+        y = np.array([h for h, _ in per.values()])
+        (fixed, slope), _ = nnls(a / y[:, None], np.ones_like(y))
+        return float(fixed), float(slope), models
+
     def host_per_op(self, group: tuple[str, str, str, str], without_model: str | None,
-                    device_name: str | None) -> tuple[float, tuple[str, ...]] | None:
-        """The host time per dispatched operator (s) of ``group``: the median over its
-        identified host-bound series (roofline fit without ``without_model``) of ``H / ops``
+                    device_name: str | None, kind: str | None = None
+                    ) -> tuple[float, tuple[str, ...]] | None:
+        """The host time per dispatched operator (s) of ``group`` (per counted ``kind``,
+        default the framework's, :meth:`count_kind`): the median over its models with an
+        identified host time (roofline fit without ``without_model``) of ``H / count``
         (:meth:`op_count`), with the models it came from; None when no such series has a count.
         Dai et al. 2022 (sec. 4) found the host's share set by the operators a framework
         dispatches; on the H200 (calibration2.db) ``H / ops`` of torch eager spread 35-66 us
         over 8 of 9 networks (the LSTM's cuDNN ops: 99-212 us)."""
-        eff = self.efficiency(group, without_model, device_name)
-        per: dict[str, list[float]] = {}
-        for h in (eff.hosts if eff else ()):
-            n = self.op_count(h.model, group[0], group[2])
-            if h.identified and n and h.model != without_model:
-                per.setdefault(h.model, []).append(h.host_s / n)
+        per = self._counted_hosts(group, without_model, device_name, kind)
         if not per:
             return None
-        vals = sorted(median(v) for v in per.values())
-        return median(vals), tuple(sorted(per))
+        return median(h / n for h, n in per.values()), tuple(sorted(per))
 
     def host_of_group(self, group: tuple[str, str, str, str], without_model: str | None,
                       device_name: str | None) -> tuple[float, tuple[str, ...], str] | None:
         """The host time (s) for a model with no measurement of its own, with the models and
         the group it came from. Where the model's host-work count is known (:meth:`op_count`),
         a group's host time per counted operator or kernel (:meth:`host_per_op`) times that
-        count; else a group's host floor, its smallest identified host time. Groups are tried
-        in tiers, each fitted without ``without_model``: ``group`` itself; the other precisions
-        of its framework and mode; then the framework's other modes on the device, same
-        precision first (PyTorch's compiled step in default mode still launches every kernel
+        count, or for host launches of a compiled program the group's fixed part plus its cost
+        per launch times the count (:meth:`host_line`); else a group's host floor, its smallest
+        identified host time. Groups are tried in tiers, each fitted without ``without_model``:
+        ``group`` itself; the other precisions of its framework and mode; then the framework's
+        other modes on the device with the same compile mode (a CUDA-graph replay has no
+        per-operator host work to borrow), same precision first (PyTorch's compiled step in default mode still launches every kernel
         from the host: on the H200 its host probe read 23.5 ms for resnet50 bf16 b=8 against
         eager's 20.7 ms at b=16, calibration2.db). In a tier with several groups the smallest
         estimate is taken. None when no tier has one."""
-        n = (self.op_count(without_model, group[0], group[2]) if without_model else None)
-        kind = self.count_kind(group[0])
-        same = [p.group for p in self.points]
+        # the group's own count kind, else operators (a compiled mode's model with no trace
+        # of that mode still has its operator count)
+        kind, n = self.count_kind(group[0], group[1]), None
+        for k in dict.fromkeys((kind, "ops")):
+            n = self.op_count(without_model, group[0], group[2], k, group[1]) \
+                if without_model else None
+            if n:
+                kind = k
+                break
+        # other modes only with the same compile mode: a CUDA-graph replay has no per-operator
+        # host work to borrow from a mode that launches every kernel
+        same = [p.group for p in self.points if p.framework == group[0]
+                and p.device == group[3] and compile_of(p.group[1]) == compile_of(group[1])]
         tiers = [
             [group],
-            sorted({g for g in same if g[:2] == group[:2] and g[3] == group[3] and g != group}),
-            sorted({g for g in same if g[0] == group[0] and g[1] != group[1]
-                    and g[2] == group[2] and g[3] == group[3]}),
-            sorted({g for g in same if g[0] == group[0] and g[1] != group[1]
-                    and g[2] != group[2] and g[3] == group[3]}),
+            sorted({g for g in same if g[1] == group[1] and g != group}),
+            sorted({g for g in same if g[1] != group[1] and g[2] == group[2]}),
+            sorted({g for g in same if g[1] != group[1] and g[2] != group[2]}),
         ]
         for tier in tiers:
             cands = []
             for g in tier:
-                per = self.host_per_op(g, without_model, device_name) if n else None
+                if n and kind == "launches":
+                    line = self.host_line(g, without_model, device_name)
+                    if line is not None:
+                        cands.append((line[0] + line[1] * n, line[2], "/".join(g) + (
+                            f" ({line[0] * 1e3:.3g} ms + {line[1] * 1e6:.3g} us x {n} "
+                            f"{kind})")))
+                        continue
+                per = self.host_per_op(g, without_model, device_name, kind) if n else None
                 if per is not None and n:
                     cands.append((per[0] * n, per[1],
                                   "/".join(g) + f" ({per[0] * 1e6:.3g} us x {n} {kind})"))
@@ -376,7 +471,7 @@ class Calibration:
             if p.world_size == 1 and not p.instrumented and p.model != frm.model:
                 by[(Config.of(p), p.source, p.batch_size)] = p
         for (c, src, b), p in by.items():
-            if (c.framework, c.mode, c.precision, c.device) != frm.group:
+            if c.group != frm.group:
                 continue
             q = by.get((c.with_(**changes), src, b))
             if q is None:

@@ -63,7 +63,7 @@ def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.
     if eff is None:
         raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
                           "to fit its roofline on")
-    ceil = cal.ceiling(cfg.framework, cfg.precision, dn)
+    ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
     work = cal.work(cfg.model, cfg.framework, cfg.precision)
     return rl.device_time_s(work, ceil, eff, batch), eff, ceil, work
 
@@ -79,7 +79,7 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
         try:
             dn = cal.device_name(cfg)
             eff = cal.efficiency(cfg.group, cfg.model, dn)
-            ceil = cal.ceiling(cfg.framework, cfg.precision, dn)
+            ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
         except ValueError:
             eff = None
         if eff is None:
@@ -127,7 +127,7 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
                         f"models); ceilings {ceil.source}; {work.source}",
             "host time H": (f"host time per dispatched operator or kernel of {hg}, from "
                             f"models {', '.join(hm)}"
-                            if hm and hg.endswith(("ops)", "kernels)")) else
+                            if hm and hg.endswith(("ops)", "kernels)", "launches)")) else
                             f"host floor: the smallest host time shown by a series of {hg} "
                             f"(models {', '.join(hm)})" if hm else "none (0)")}
     from dlperf.zoo import SPECS
@@ -139,18 +139,23 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
                      device_classes_s=_classes(cal, cfg, batch, d, work))
 
 
-def what_if(cal: Calibration, base: Config, target: Config, batch: int) -> OneDevice:
-    """``target``'s parts from ``base``'s measured series (they differ in precision or mode).
+def what_if(cal: Calibration, base: Config, target: Config, batch: int,
+            source: str | None = None) -> OneDevice:
+    """``target``'s parts from ``base``'s measured series (they differ in precision or mode):
+    its series in ``source`` (a results file: one host session, whose host time the target
+    shares), else the best-measured one.
 
     ``H_t = H_b * r_H`` and ``D_t = D_b * r_D``: ``r_H`` the median step ratio of other models'
     host-bound pairs measured in both configurations (same family preferred), ``r_D`` that of
     their device-bound pairs, else the ratio of the two groups' rooflines for this model (each
-    fitted without it), else 1; which one was used is in the provenance.
+    fitted without it), else 1; which one was used is in the provenance. The base series is
+    the one in ``source`` when given: a what-if of a pair measured in one file starts from
+    that file's host (the same point read 15 ms in one session and 22 ms in another).
 
     Raises:
         LookupError: no stored point of ``base``.
     """
-    b = from_series(cal, base, batch)
+    b = from_series(cal, base, batch, source)
     ratios = cal.transfer_ratios(base, target, batch)
     assumptions = list(b.assumptions)
     prov = dict(b.provenance)

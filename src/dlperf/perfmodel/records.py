@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,9 @@ class Point:
         host_sync_wait_s: the wait for the step's output after the host returned, in that
             probe (median, s): > 0 means the host finished issuing before the device finished.
         kernels_per_iter: device kernels per iteration of a traced run of this point.
+        launches_per_iter: host launches per iteration of a compiled XLA program, counted from
+            the point's stored timeline (:mod:`dlperf.perfmodel.hostcount`: kernels folded into
+            the command buffers an unprofiled run launches); None without an XLA timeline.
         ops_per_step: operators one eager step dispatches (record ``flops.ops_per_step``;
             PyTorch: ATen operators other than views), counted without the device.
         exposed_comm_s: communication not hidden by compute per iteration (profiled, DP only).
@@ -64,6 +67,10 @@ class Point:
         data_wait_share: share of the measured time spent waiting for input.
         device_name: the accelerator's name (``NVIDIA H200``).
         session: host and day of the measurement, ``"<hostname>/<cpu model>/<YYYY-MM-DD>"``.
+        compile_mode: the compiler's mode of a graph run (``config.compile_mode``; PyTorch:
+            torch.compile's ``default``, ``reduce-overhead``: CUDA graphs, ...); ``default``
+            where none was recorded. A mode other than ``default`` is a configuration of its
+            own (:attr:`group`): replaying CUDA graphs removes the per-operator host work.
     """
 
     source: str
@@ -98,12 +105,14 @@ class Point:
     host_dispatch_s: float | None = None
     host_sync_wait_s: float | None = None
     kernels_per_iter: float | None = None
+    launches_per_iter: float | None = None
     ops_per_step: int | None = None
     exposed_comm_s: float | None = None
     loader_workers: int | None = None
     data_wait_share: float | None = None
     device_name: str | None = None
     session: str = ""
+    compile_mode: str = "default"
 
     @property
     def config(self) -> tuple[str, str, str, str, str, str]:
@@ -112,15 +121,32 @@ class Point:
 
     @property
     def group(self) -> tuple[str, str, str, str]:
-        """``(framework, mode, precision, device)``: what roofline efficiencies are fitted per."""
-        return (self.framework, self.mode, self.precision, self.device)
+        """``(framework, mode, precision, device)``: what roofline efficiencies are fitted per;
+        the mode carries a compile mode other than ``default`` (:func:`mode_key`)."""
+        return (self.framework, mode_key(self.mode, self.compile_mode), self.precision,
+                self.device)
 
     @property
     def label(self) -> str:
         """``model framework/mode precision device b=B [xN]``."""
         dp = f" x{self.world_size}" if self.world_size > 1 else ""
-        return (f"{self.model} {self.framework}/{self.mode} {self.precision} {self.device} "
-                f"b={self.batch_size}{dp}")
+        return (f"{self.model} {self.framework}/{mode_key(self.mode, self.compile_mode)} "
+                f"{self.precision} {self.device} b={self.batch_size}{dp}")
+
+
+#: Joins a mode and a compile mode other than ``default`` in a group's mode (:func:`mode_key`).
+COMPILE_SEP = "+"
+
+
+def mode_key(mode: str, compile_mode: str | None) -> str:
+    """The mode of a group: ``mode``, or ``mode+compile_mode`` for a compile mode other than
+    ``default`` (``graph+reduce-overhead``), so that such runs are fitted and compared apart."""
+    return mode if compile_mode in (None, "", "default") else f"{mode}{COMPILE_SEP}{compile_mode}"
+
+
+def compile_of(mode: str) -> str:
+    """The compile mode in a group's mode (:func:`mode_key`): ``default`` when there is none."""
+    return mode.split(COMPILE_SEP, 1)[1] if COMPILE_SEP in mode else "default"
 
 
 @dataclass(frozen=True)
@@ -232,7 +258,58 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
         device_name=row.get("device_name"),
         session="/".join(str(x) for x in (env.get("hostname"), _get(env, "cpu_id", "model"),
                                          (row.get("created_at") or "")[:10])),
+        compile_mode=str(cfg.get("compile_mode") or "default"),
     )
+
+
+#: Timelines whose host launches :mod:`hostcount` counts: those of XLA programs (their device
+#: ops come from an XSpace trace with HLO ops, which the command-buffer rules are about).
+XLA_TIMELINE_SOURCE = "XSpace"
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("DLPERF_CACHE_DIR") or Path.home() / ".cache" / "dlperf")
+
+
+def _launch_counts(store: Any, path: str) -> dict[int, float]:
+    """``{result id: launches per iteration}`` of the XLA timelines stored in ``path`` (open as
+    ``store``). Decoding them takes ~0.7 s for calibration2.db's 28 JAX timelines, so the
+    counts are kept under ``$DLPERF_CACHE_DIR`` (default ``~/.cache/dlperf``), keyed by the
+    file's content and the counting rule's source (``hostcount.py``)."""
+    import hashlib
+    import json
+
+    from dlperf.perfmodel import hostcount
+    from dlperf.results import timelines
+
+    db = store._db
+    if not db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='timelines'"
+                      ).fetchone():
+        return {}
+    h = hashlib.sha256(Path(hostcount.__file__).read_bytes())
+    h.update(Path(path).read_bytes())
+    cache = _cache_root() / f"perfmodel-launches-{h.hexdigest()[:20]}.json"
+    try:
+        return {int(k): float(v) for k, v in json.loads(cache.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        pass
+    out: dict[int, float] = {}
+    for (rid,) in db.execute("SELECT result_id FROM timelines").fetchall():
+        tl = timelines.load(store, rid)
+        if not tl or XLA_TIMELINE_SOURCE not in str(tl.get("source") or ""):
+            continue
+        try:
+            n = hostcount.launches_per_iter(timelines.decode(tl))
+        except ValueError:
+            continue  # a timeline that does not decode counts nothing
+        if n:
+            out[int(rid)] = n
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(out))
+    except OSError:
+        pass  # a read-only home: counted again next time
+    return out
 
 
 def _expand(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
@@ -265,9 +342,12 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     colls: list[CollectivePoint] = []
     for f in files:
         with ResultStore(f, read_only=True) as store:
+            counts = _launch_counts(store, f)
             for row in store.rows():
                 p = point_from_row(row, f)
                 if p is not None:
+                    if p.result_id in counts:
+                        p = replace(p, launches_per_iter=counts[p.result_id])
                     points.append(p)
             for c in store.collectives():
                 if _float(c.get("time_s")) and c.get("size_bytes"):

@@ -26,7 +26,7 @@ from typing import Any
 from dlperf.errors import ConfigError, unknown_choice
 from dlperf.perfmodel.calibrate import Config
 from dlperf.perfmodel.records import Records
-from dlperf.registry import FRAMEWORKS, framework_info
+from dlperf.registry import COMPILE_MODES, FRAMEWORKS, framework_info
 
 #: The fields beyond framework/mode/precision/device that tell stored one-device series of a
 #: model apart: field -> (the value a run without the option stores, the ``dlperf predict``
@@ -34,7 +34,7 @@ from dlperf.registry import FRAMEWORKS, framework_info
 SELECTORS: dict[str, tuple[Any, str]] = {
     "data": ("synthetic", "--data"), "layout": ("auto", "--layout"),
     "loader_workers": (None, "--loader-workers"), "threads": (None, "--threads"),
-    "grad_accum": (1, "--grad-accum")}
+    "grad_accum": (1, "--grad-accum"), "compile_mode": ("default", "--compile-mode")}
 
 #: Every field of :class:`Config` a request can fix, with its ``dlperf predict`` flag.
 FLAGS: dict[str, str] = {"framework": "--framework", "mode": "--mode",
@@ -60,7 +60,8 @@ def _order(c: Config) -> tuple:
     # numbers in numeric order, None (the default) first
     return tuple((v is not None, v if isinstance(v, (int, float)) else 0, str(v))
                  for v in (c.model, c.framework, c.mode, c.precision, c.device, c.data,
-                           c.layout, c.loader_workers, c.threads, c.grad_accum))
+                           c.layout, c.loader_workers, c.threads, c.grad_accum,
+                           c.compile_mode))
 
 
 def _registry_union(attr: str) -> set[str]:
@@ -80,8 +81,8 @@ def check_names(recs: Records, model: str, fields: Mapping[str, Any]) -> None:
             values (None: not given).
 
     Raises:
-        ConfigError: an unknown model, framework, mode, precision, device or layout; the
-            message names the close match and the valid choices.
+        ConfigError: an unknown model, framework, mode, precision, device, layout or compile
+            mode; the message names the close match and the valid choices.
     """
     stored = [Config.of(p) for p in recs.points]
     if ":" not in model and model not in {c.model for c in stored}:
@@ -114,6 +115,10 @@ def check_names(recs: Records, model: str, fields: Mapping[str, Any]) -> None:
     layout = fields.get("layout")
     if layout is not None and layout not in {*LAYOUTS, *(c.layout for c in stored)}:
         raise unknown_choice("layout", layout, {*LAYOUTS, *(c.layout for c in stored)})
+    cm = fields.get("compile_mode")
+    if cm is not None and cm not in {*COMPILE_MODES, *(c.compile_mode for c in stored)}:
+        raise unknown_choice("compile_mode", cm, {*COMPILE_MODES,
+                                                  *(c.compile_mode for c in stored)})
 
 
 def check_target(recs: Records, cfg: Config, where: str) -> None:

@@ -3,18 +3,30 @@
 reading results never decodes them. The record's ``timeline`` part keeps its description
 (format, op and step counts, sizes) without the ``data``.
 
-Reading: :func:`load` gives the encoded timeline of a stored result;
-:func:`dlperf.measure.breakdown.timeline.decode` turns it into one dict per device op.
+Reading: :func:`load` gives the encoded timeline of a stored result; :func:`decode` turns it
+into one dict per device op (:mod:`dlperf.measure.breakdown.timeline` writes the format and
+re-exports :func:`decode`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
 from dlperf.errors import ConfigError
+
+#: Format of the encoded timeline; :func:`decode` refuses another.
+FORMAT = "dlperf-timeline/1"
+#: Per-op columns, in order (see :func:`decode`).
+COLUMNS = ("step", "kind", "stream", "device", "start_ns", "dur_ns", "name", "op_class", "op",
+           "phase", "context", "grid", "block", "registers", "shared_memory", "bytes",
+           "launch_start_ns", "launch_dur_ns")
+#: Columns stored as indices into the string table.
+STRING_COLS = ("kind", "name", "op_class", "op", "phase", "context", "grid", "block")
 
 
 def without_data(result: dict[str, Any]) -> dict[str, Any]:
@@ -54,3 +66,31 @@ def load(store: Any, result_id: int) -> dict[str, Any] | None:
         return None
     part = (json.loads(row[0] or "{}").get("timeline") or {})
     return {**part, "format": got[0], "data": got[1]}
+
+
+def decode(timeline: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ops of an encoded timeline (:func:`dlperf.measure.breakdown.timeline.encode`), one
+    dict per op with the keys of :data:`COLUMNS` (strings restored; absent values None), in
+    start order.
+
+    Raises:
+        ValueError: not a timeline of :data:`FORMAT`, or its data does not decode.
+    """
+    if not isinstance(timeline, Mapping) or timeline.get("format") != FORMAT:
+        got = timeline.get("format") if isinstance(timeline, Mapping) else type(timeline).__name__
+        raise ValueError(f"not a dlperf timeline of format {FORMAT!r} (got {got!r})")
+    try:
+        doc = json.loads(zlib.decompress(base64.b64decode(timeline["data"])))
+        strings, cols = doc["strings"], doc["cols"]
+        n = len(cols["step"])
+        out = []
+        for i in range(n):
+            row = {}
+            for c in COLUMNS:
+                v = cols[c][i] if c in cols else None
+                row[c] = strings[v] if c in STRING_COLS and v is not None else v
+            out.append(row)
+        return out
+    except (KeyError, IndexError, TypeError, ValueError, zlib.error) as e:
+        raise ValueError(f"the stored timeline does not decode ({type(e).__name__}: {e}); "
+                         f"re-run the point with --timeline") from e

@@ -24,19 +24,16 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Mapping
 from typing import Any
 
 from dlperf.measure.breakdown.trace import TraceData
 
-#: Format of the encoded timeline; :func:`decode` refuses another.
-FORMAT = "dlperf-timeline/1"
-#: Per-op columns, in order (see :func:`decode`).
-COLUMNS = ("step", "kind", "stream", "device", "start_ns", "dur_ns", "name", "op_class", "op",
-           "phase", "context", "grid", "block", "registers", "shared_memory", "bytes",
-           "launch_start_ns", "launch_dur_ns")
-#: Columns stored as indices into the string table.
-_STRING_COLS = ("kind", "name", "op_class", "op", "phase", "context", "grid", "block")
+# The stored format (FORMAT, COLUMNS, the string columns) and its reader, decode, live with the
+# store (dlperf.results.timelines), so that the performance model reads timelines without
+# importing dlperf.measure.
+from dlperf.results.timelines import COLUMNS, FORMAT, decode  # noqa: F401 - re-exported
+from dlperf.results.timelines import STRING_COLS as _STRING_COLS
+
 #: zlib level: 6 (zlib's default) compresses a 2,700-kernel ResNet-50 timeline to ~1/10.
 _LEVEL = 6
 #: Context (annotations, autograd nodes) kept per op: the innermost entries, joined.
@@ -111,33 +108,6 @@ def _geom(g: Any) -> str | None:
     if isinstance(g, (list, tuple)):
         return ",".join(str(v) for v in g)
     return str(g)
-
-
-def decode(timeline: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The ops of an encoded timeline (:func:`encode`), one dict per op with the keys of
-    :data:`COLUMNS` (strings restored; absent values None), in start order.
-
-    Raises:
-        ValueError: not a timeline of :data:`FORMAT`, or its data does not decode.
-    """
-    if not isinstance(timeline, Mapping) or timeline.get("format") != FORMAT:
-        got = timeline.get("format") if isinstance(timeline, Mapping) else type(timeline).__name__
-        raise ValueError(f"not a dlperf timeline of format {FORMAT!r} (got {got!r})")
-    try:
-        doc = json.loads(zlib.decompress(base64.b64decode(timeline["data"])))
-        strings, cols = doc["strings"], doc["cols"]
-        n = len(cols["step"])
-        out = []
-        for i in range(n):
-            row = {}
-            for c in COLUMNS:
-                v = cols[c][i] if c in cols else None
-                row[c] = strings[v] if c in _STRING_COLS and v is not None else v
-            out.append(row)
-        return out
-    except (KeyError, IndexError, TypeError, ValueError, zlib.error) as e:
-        raise ValueError(f"the stored timeline does not decode ({type(e).__name__}: {e}); "
-                         f"re-run the point with --timeline") from e
 
 
 def per_step_counts(ops: list[dict[str, Any]], n_steps: int) -> dict[str, float]:

@@ -102,7 +102,8 @@ def place_worker(cfg: RunConfig) -> dict[str, Any] | None:
 RANK_THREADS_REASON = ("several processes per node: one thread each (OMP_NUM_THREADS=1, "
                        "torchrun's default, set by the launcher for every framework), so the "
                        "ranks do not oversubscribe the CPUs; a one-device baseline without "
-                       "--threads uses every CPU, so give --threads N to both for a like-for-"
+                       "--threads takes the thread policy's count (every CPU on a quiet "
+                       "host), so give --threads N to both for a like-for-"
                        "like scaling efficiency")
 
 

@@ -348,3 +348,21 @@ def test_with_article():
                                       "11-tuple", "18-tuple", "110-tuple")] == [
         "an int", "a str", "an Identity", "an 8-tuple", "a 2-tuple", "an 11-tuple",
         "an 18-tuple", "a 110-tuple"]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("iterations", {"max_time_s": float("inf")}), ("timeout_s", float("inf")),
+    ("ddp", {"bucket_cap_mb": float("inf")}), ("target_loss", float("nan")),
+    ("iterations", {"max_warmup_time_s": float("inf")})])
+def test_infinite_or_nan_numbers_are_refused_up_front(field, value):
+    """`--max-time inf` passed the CLI, and every point then crashed in a worker whose config
+    could not carry inf (a crash row stored); `--target-loss nan` was dropped silently."""
+    with pytest.raises(ConfigError, match="finite number"):
+        make_run_config(model="fcn5_tiny", batch_size=8, **{field: value})
+
+
+def test_a_yaml_integer_cpu_bind_is_one_cpu_and_other_types_are_refused():
+    assert make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", cpu_bind=0).cpu_bind == "0"
+    for bad in (True, [1], 1.5):
+        with pytest.raises(ConfigError, match="cpu_bind"):
+            make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", cpu_bind=bad)

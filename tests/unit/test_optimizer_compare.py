@@ -140,3 +140,18 @@ def test_the_matrix_says_when_auto_and_an_explicit_ask_ran_the_same_implementati
     assert "torch/eager and torch/eager opt=fused ran the same optimizer implementation" in md
     (other,) = framework_matrix([_row(1, AUTO_DEFAULT), _row(3, FUSED, asked="fused")])
     assert other["same_optimizer"] == []
+
+
+def test_the_csv_export_tells_optimizer_implementations_apart():
+    """Session 16's trial: the CSV had no optimizer column, so auto/foreach/fused rows of one
+    configuration looked identical there (the table and JSON had it)."""
+    import csv
+    import io
+
+    from dlperf.results.export import to_csv
+
+    rows = [_row(1, {**AUTO_FUSED, "fused": True}), _row(2, FOREACH, asked="foreach"),
+            _row(3, OPTAX, fw="jax", mode="xla")]
+    got = [(r["optimizer_impl"], r["optimizer_ran"])
+           for r in csv.DictReader(io.StringIO(to_csv(rows)))]
+    assert got == [("auto", "fused"), ("foreach", "foreach"), ("auto", "optax")]

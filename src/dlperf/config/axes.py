@@ -28,7 +28,7 @@ class IterationPolicy(BaseModel):
     and hyperfine calibrate the number of rounds).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     min_iters: int = Field(20, ge=1)
     min_time_s: float = Field(1.0, ge=0.0)
@@ -57,7 +57,7 @@ class DDPOptions(BaseModel):
     off); see the PyTorch DDP documentation for what each changes. A framework takes them when
     its registry entry says ``ddp=True`` (:mod:`dlperf.registry`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     bucket_cap_mb: float = Field(25.0, gt=0.0)
     gradient_as_bucket_view: bool = False

@@ -130,7 +130,7 @@ class RunConfig(BaseModel):
             (:mod:`dlperf.config.messages`), :func:`make_run_config` makes it a ConfigError.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str
     framework: str = "torch"
@@ -174,11 +174,15 @@ class RunConfig(BaseModel):
 
         return get_spec(v).name  # a source's model by its canonical name (dlperf.zoo.sources)
 
-    @field_validator("cpu_bind")
+    @field_validator("cpu_bind", mode="before")
     @classmethod
-    def _cpu_bind_known(cls, v: str) -> str:
+    def _cpu_bind_known(cls, v: Any) -> str:
         from dlperf.placement import check_cpu_bind
 
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)  # YAML `cpu_bind: 7` is one CPU, as `--cpu-bind 7` is
+        if not isinstance(v, str):
+            raise ValueError(f"got {v!r}; give none, cores, numa or a CPU list such as 0-3,8")
         return check_cpu_bind(v)  # a cpulist in its canonical form: one point, one key
 
     @field_validator(*_CHOICES)

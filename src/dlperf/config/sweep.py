@@ -215,7 +215,7 @@ def expand_grid(defaults: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], 
 class SweepConfig(BaseModel):
     """A sweep file: a name, defaults for every point and a list of grid entries."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(..., min_length=1)
     defaults: dict[str, Any] = Field(default_factory=dict)

@@ -211,6 +211,21 @@ def _tail(path: Path) -> str:
         return ""
 
 
+#: A line that names an exception (``ValueError: ...``, ``torch.OutOfMemoryError: ...``).
+_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b:?.*$")
+
+
+def last_error_line(log: str) -> str | None:
+    """The last line of ``log`` (a launcher's or worker's output) that names an exception, as
+    Python prints it last in a traceback (``ValueError: bad batch``), cut to 300 characters;
+    None when there is none (a rank killed by a signal prints nothing)."""
+    for line in reversed(log.splitlines()):
+        line = line.strip()
+        if _EXC_LINE.match(line) and not line.startswith("Traceback"):
+            return line[:300]
+    return None
+
+
 def _failed_ranks(log: str) -> dict[int, int]:
     """{rank: exit code} of the failed ranks that torchrun's summary (``rank : R (local_rank:
     L)`` / ``exitcode : C``) or dlperf's spawner (``rank R exited with code C``) lists."""
@@ -272,6 +287,10 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
                 per_rank.append({"rank": rk, "status": "crash", "error": err})
                 parts.append(f"rank {rk} {err}")
             msg = "; ".join(parts)
+            last = last_error_line(tail)
+            if last:  # what the rank printed as it died (the whole tail: worker.stderr_tail)
+                msg += (f"; its output ends with: {last} (all of it: dlperf results "
+                        "--format json, worker.stderr_tail)")
         elif cause is not None and cause["error"]:
             # no rank died silently: a rank's own report (an exception it caught) names it
             msg = f"rank {cause['rank']}: {cause['error']}"

@@ -11,6 +11,7 @@ import io
 import json
 from typing import Any
 
+from dlperf.env import optimizer_ran
 from dlperf.registry import framework_info
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import COLUMNS, ResultStore, record_of
@@ -28,9 +29,13 @@ __all__ = ["CSV_COLUMNS", "compiles", "csv_extras", "repeat_in", "to_csv", "to_j
 #: the devices and ``scaling`` how ``--batch-size`` was read (``strong``: as the global batch;
 #: ``weak``: as the per-device batch); for results older than these fields they are derived
 #: (one device, ``strong``; :func:`dlperf.results.view.batch_fields`). ``cpu_bind``: the
-#: ``--cpu-bind`` setting (``none`` for results from before it).
+#: ``--cpu-bind`` setting (``none`` for results from before it). ``optimizer_impl``: the
+#: ``--optimizer-impl`` asked for (``auto`` unless given); ``optimizer_ran``: the implementation
+#: the result says it ran (:func:`dlperf.env.optimizer_ran`: ``fused``, ``foreach``,
+#: ``single``, ``optax``, ...; empty where nothing was recorded), so that runs of one configuration
+#: with different optimizer implementations tell apart in a spreadsheet.
 CSV_COLUMNS = ["id", *[c for c in COLUMNS if c != "result_json"], "repeat", "layout",
-               "compile_mode", "scaling", "cpu_bind"]
+               "compile_mode", "scaling", "cpu_bind", "optimizer_impl", "optimizer_ran"]
 
 
 def compiles(rec: RunRecord) -> bool:
@@ -43,13 +48,16 @@ def compiles(rec: RunRecord) -> bool:
 
 def csv_extras(rec: RunRecord) -> dict[str, Any]:
     """The CSV columns that come from a record rather than a store column: ``repeat``,
-    ``layout``, ``compile_mode``, ``scaling`` and ``cpu_bind``, and the batch fields of
+    ``layout``, ``compile_mode``, ``scaling``, ``cpu_bind``, ``optimizer_impl`` and
+    ``optimizer_ran``, and the batch fields of
     :func:`~dlperf.results.view.batch_fields` (derived where an older row has NULL there;
     see :data:`CSV_COLUMNS`)."""
     cm = (setting(rec, "compile_mode") or "default") if compiles(rec) else None
     return {"repeat": repeat_in(rec), "layout": setting(rec, "layout") or "auto",
             "compile_mode": cm, **batch_fields(rec),
-            "cpu_bind": setting(rec, "cpu_bind") or "none"}
+            "cpu_bind": setting(rec, "cpu_bind") or "none",
+            "optimizer_impl": setting(rec, "optimizer_impl") or "auto",
+            "optimizer_ran": optimizer_ran({"flags": rec.flags or {}})}
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:

@@ -310,3 +310,12 @@ def test_no_interval_is_explained(short, synth):
     p = json.loads(r.output)
     lo, hi = p["interval_s"]
     assert lo < p["predicted_step_time_s"] < hi and p["interval_note"] is None
+
+
+def test_validate_and_dai_table_refuse_selectors_they_would_ignore(synth):
+    """Session 16's trial: `--validate --model nosuch` printed the whole back-test (rc 0),
+    the selector silently ignored."""
+    out = _refused("--db", synth, "--validate", "--model", "nosuch")
+    assert "--validate back-tests every stored result" in out and "--model" in out
+    out = _refused("--db", synth, "--dai-table", "--precision", "bf16", "-b", "8")
+    assert "--dai-table splits" in out and "--precision, --batch-size" in out

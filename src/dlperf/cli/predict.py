@@ -129,6 +129,19 @@ def predict(
 
         if format not in ("text", "json"):
             raise ConfigError(f"--format {format!r}: give text or json")
+        picks = {"--model": model, "--framework": framework, "--mode": mode,
+                 "--precision": precision, "--device": device, "--data": data,
+                 "--layout": layout, "--threads": threads, "--loader-workers": loader_workers,
+                 "--grad-accum": grad_accum, "--compile-mode": compile_mode,
+                 "--batch-size": batch_size, "--network": network,
+                 "--what-if": what_if or None}
+        given = [k for k, v in picks.items() if v is not None]
+        if (validate or dai_table) and given:
+            whole = "--validate back-tests" if validate else "--dai-table splits"
+            raise ConfigError(f"{whole} every stored result of the --db files; "
+                              f"{', '.join(given)} would be ignored: drop "
+                              f"{'it' if len(given) == 1 else 'them'}, or give a --db file "
+                              "holding only what you want judged")
         if dai_table:
             _dai(db, amortise_iters, format)
             return

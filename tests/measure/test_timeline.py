@@ -3,7 +3,10 @@ probe and DDP's bucket record: what the performance model is fitted from."""
 
 from __future__ import annotations
 
+import base64
+import json
 import sqlite3
+import zlib
 from types import SimpleNamespace
 
 import pytest
@@ -84,6 +87,63 @@ def test_timeline_refuses_foreign_and_corrupt_data():
         decode({**enc, "data": enc["data"][:-12]})
     with pytest.raises(ValueError, match="no traced steps"):
         encode(TraceData(ops=[], steps=[], device_kind="gpu", source="t"))
+
+
+def shapes_doc():
+    """One step traced with shapes: aten::linear > aten::addmm (profiler FLOPs, fp32 dims)
+    launching a GEMM kernel, then aten::relu (dims, no FLOPs) and a kernel launched under an
+    op traced without shapes."""
+    mm = {"flops": 2 * 8 * 16 * 32, "Input Dims": [[32], [8, 16], [16, 32], [], []],
+          "Input type": ["float", "float", "float", "Scalar", "Scalar"]}
+    relu = {"Input Dims": [[8, 32]], "Input type": ["c10::BFloat16"]}
+    evs = [_x("dlperf_step#0", "user_annotation", 0, 900),
+           _x("aten::linear", "cpu_op", 10, 100, **{"Input Dims": [[8, 16], [32, 16], [32]],
+                                                    "Input type": ["float"] * 3}),
+           _x("aten::addmm", "cpu_op", 20, 80, **mm),
+           _x("cudaLaunchKernel", "cuda_runtime", 30, 6, correlation=1),
+           _x("aten::relu", "cpu_op", 200, 50, **relu),
+           _x("cudaLaunchKernel", "cuda_runtime", 210, 6, correlation=2),
+           _x("aten::neg", "cpu_op", 300, 50),
+           _x("cudaLaunchKernel", "cuda_runtime", 310, 6, correlation=3)]
+    evs += [_x(k, "kernel", t, 40, tid=7, correlation=c, stream=7)
+            for k, t, c in (("sm90_gemm", 40, 1), ("relu_kernel", 220, 2), ("neg_kernel", 320, 3))]
+    return {"traceEvents": evs}
+
+
+def test_timeline_keeps_the_launching_ops_flops_and_input_bytes():
+    ops = {o["name"]: o for o in decode(encode(from_chrome_trace(shapes_doc())))}
+    g = ops["sm90_gemm"]
+    # FLOPs of aten::addmm (not of the outer aten::linear, the op column), bytes of its
+    # fp32 tensor inputs: bias 32, input 8x16, weight^T 16x32; Scalars count nothing.
+    assert g["op"] == "aten::linear" and g["op_flops"] == 2 * 8 * 16 * 32
+    assert g["op_bytes"] == 4 * (32 + 8 * 16 + 16 * 32)
+    assert ops["relu_kernel"]["op_flops"] is None and ops["relu_kernel"]["op_bytes"] == 2 * 8 * 32
+    assert ops["neg_kernel"]["op_flops"] is None and ops["neg_kernel"]["op_bytes"] is None
+
+
+def test_cpu_host_op_rows_carry_their_ops_flops_and_bytes():
+    doc = shapes_doc()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e["cat"] in ("cpu_op",
+                                                                       "user_annotation")]
+    ops = decode(encode(from_chrome_trace(doc)))
+    by = {o["name"]: o for o in ops}
+    assert by["aten::addmm"]["op_flops"] == 2 * 8 * 16 * 32
+    assert by["aten::addmm"]["op_bytes"] == 4 * (32 + 8 * 16 + 16 * 32)
+    assert by["aten::linear"]["op_flops"] is None  # linear reports none; addmm under it does
+    assert by["aten::linear"]["op_bytes"] == 4 * (8 * 16 + 32 * 16 + 32)
+
+
+def test_a_timeline_stored_before_the_cost_columns_decodes_them_as_none():
+    enc = encode(from_chrome_trace(shapes_doc()))
+    doc = json.loads(zlib.decompress(base64.b64decode(enc["data"])))
+    for c in ("op_flops", "op_bytes"):
+        del doc["cols"][c]
+    old = {**enc, "columns": [c for c in enc["columns"] if c not in ("op_flops", "op_bytes")],
+           "data": base64.b64encode(zlib.compress(json.dumps(doc).encode())).decode()}
+    ops = decode(old)
+    assert len(ops) == 3 and {o["name"] for o in ops} >= {"sm90_gemm"}
+    assert all(o["op_flops"] is None and o["op_bytes"] is None for o in ops)
+    assert [o["start_ns"] for o in ops] == [o["start_ns"] for o in decode(enc)]
 
 
 def _record(run_key="k1", timeline=None):

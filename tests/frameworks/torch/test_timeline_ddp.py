@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -34,8 +35,47 @@ def test_timeline_run_is_stored_and_decodes(tmp_path):
     assert {o["kind"] for o in ops} == {"host_op"}
     assert {o["step"] for o in ops} == set(range(5))
     assert any(o["op_class"] == "matmul" for o in ops)
+    # Traced with shapes and FLOPs: fcn5_tiny is Linear 512-128-128-128-512 at batch 8, so
+    # every forward addmm and backward mm is 2*M*N*K of one layer, 2*8*512*128 or 2*8*128*128,
+    # and an fp32 addmm reads bias + input + weight: 4*(n_out + 8*n_in + n_in*n_out) bytes.
+    widths = (512, 128, 128, 128, 512)
+    layers = list(zip(widths, widths[1:]))
+    mms = [o for o in ops if o["name"] in ("aten::addmm", "aten::mm")]
+    assert {o["name"] for o in mms} == {"aten::addmm", "aten::mm"}
+    assert {o["op_flops"] for o in mms} == {2 * 8 * i * j for i, j in layers}
+    addmm_bytes = {o["op_bytes"] for o in mms if o["name"] == "aten::addmm"}
+    assert addmm_bytes == {4 * (j + 8 * i + i * j) for i, j in layers}
+    assert all(o["op_bytes"] > 0 for o in mms)
     # CPU: the dispatch probe says why it did not run.
     assert rec.host.dispatch_s is None and "CPU device" in rec.host.reason
+
+
+def test_shapes_and_flops_only_when_asked(tmp_path):
+    from dlperf.frameworks.torch.profile import add_flops, profile_steps
+
+    lin = torch.nn.Linear(16, 32)
+    x = torch.randn(8, 16)
+
+    def step():
+        lin(x).sum().backward()
+
+    plain = profile_steps(torch, step, False, 1, tmp_path)["trace"]
+    assert all(not (o.extra or {}).get("op_flops") for o in plain.ops)
+    assert all("op_bytes" not in (o.extra or {}) for o in plain.ops)
+    shaped = profile_steps(torch, step, False, 1, tmp_path, shapes=True)["trace"]
+    addmm = [o for o in shaped.ops if o.name == "aten::addmm"]
+    assert addmm and all(o.extra["op_flops"] == 2 * 8 * 16 * 32 for o in addmm)
+    assert all(o.extra["op_bytes"] == 4 * (32 + 8 * 16 + 16 * 32) for o in addmm)
+    # add_flops matches by External id and name, and keeps a count already there.
+    doc = {"traceEvents": [{"cat": "cpu_op", "name": "aten::mm", "args": {"External id": 3}},
+                           {"cat": "cpu_op", "name": "aten::mm", "args": {"External id": 4,
+                                                                           "flops": 7}},
+                           {"cat": "cpu_op", "name": "aten::add", "args": {"External id": 5}}]}
+    evs = [SimpleNamespace(id=3, name="aten::mm", flops=64),
+           SimpleNamespace(id=4, name="aten::mm", flops=99),
+           SimpleNamespace(id=5, name="aten::mul", flops=8)]
+    assert add_flops(doc, evs) == 1
+    assert [e["args"].get("flops") for e in doc["traceEvents"]] == [64, 7, None]
 
 
 def _ddp_world_of_one(port: int):

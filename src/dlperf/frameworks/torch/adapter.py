@@ -323,8 +323,10 @@ class TorchRun(TrainingRun):
 
     def profile(self, n: int, folder: Any) -> dict[str, Any]:
         """One warm-up and ``n`` fused steps under ``torch.profiler``
-        (:func:`dlperf.frameworks.torch.profile.profile_steps`)."""
-        return profile_steps(self.torch, self.step, self.cuda, n, folder)
+        (:func:`dlperf.frameworks.torch.profile.profile_steps`), with input shapes and FLOPs
+        only when the run keeps a timeline (``cfg.timeline``)."""
+        return profile_steps(self.torch, self.step, self.cuda, n, folder,
+                             shapes=bool(getattr(self.cfg, "timeline", False)))
 
     def _comm_profile(self, k: int) -> dict[str, Any]:
         """``comm_profile`` of a data-parallel run

@@ -42,10 +42,15 @@ def trace_activities(activity: Any, cuda: bool, purpose: str) -> list[Any]:
 
 
 def profile_steps(torch: Any, step: Callable[[], Any], cuda: bool, n: int,
-                  folder: Any) -> dict[str, Any]:
+                  folder: Any, shapes: bool = False) -> dict[str, Any]:
     """Trace one warm-up and ``n`` steps with ``torch.profiler`` (CPU ops; CUDA kernels on a
     GPU), each step in ``record_function("dlperf_step#<i>")``; write the Chrome trace
     (``export_chrome_trace``) to ``folder/trace.json`` and parse it.
+
+    ``shapes`` (``--timeline``): profile with ``record_shapes=True, with_flops=True`` (input
+    dims and types on every ATen op; more profiler overhead in the traced steps) and put each
+    op's FLOPs, which torch 2.13's Chrome trace leaves out, in its event's ``args["flops"]``
+    (:func:`add_flops`) before parsing; the file on disk is the profiler's own.
 
     Returns:
         ``{"trace": TraceData, "files": {"chrome_trace": path}}``
@@ -58,7 +63,7 @@ def profile_steps(torch: Any, step: Callable[[], Any], cuda: bool, n: int,
         torch.cuda.synchronize()
     # One warm-up step inside the profiler (CUPTI and profiler start-up costs), then n.
     with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=n, repeat=1),
-                 record_shapes=False) as prof:
+                 record_shapes=shapes, with_flops=shapes) as prof:
         for i in range(n + 1):
             with record_function(f"{STEP_PREFIX}{i - 1}"):
                 step()
@@ -67,8 +72,31 @@ def profile_steps(torch: Any, step: Callable[[], Any], cuda: bool, n: int,
             prof.step()
     path = Path(folder) / "trace.json"
     prof.export_chrome_trace(str(path))
-    trace = from_chrome_trace(json.loads(path.read_text()))
+    doc = json.loads(path.read_text())
+    if shapes:
+        add_flops(doc, prof.events())
+    trace = from_chrome_trace(doc)
     return {"trace": trace, "files": {"chrome_trace": path}}
+
+
+def add_flops(doc: dict[str, Any], events: Any) -> int:
+    """Put the FLOPs ``torch.profiler`` counted for each op (``FunctionEvent.flops`` of
+    ``prof.events()``, torch's formulas under ``with_flops=True``) in the ``args["flops"]`` of
+    its ``cpu_op`` event in the loaded Chrome trace ``doc`` (matched by ``External id`` ==
+    ``FunctionEvent.id`` and the same name); an event that already has ``flops`` keeps it.
+    Returns how many events got one."""
+    flops = {(ev.id, ev.name): int(ev.flops) for ev in events
+             if getattr(ev, "flops", 0)}
+    n = 0
+    for e in doc.get("traceEvents", []) if isinstance(doc, dict) else []:
+        args = e.get("args") if isinstance(e, dict) and e.get("cat") == "cpu_op" else None
+        if not isinstance(args, dict) or "flops" in args:
+            continue
+        f = flops.get((args.get("External id"), e.get("name")))
+        if f is not None:
+            args["flops"] = f
+            n += 1
+    return n
 
 
 def profile_comm(torch: Any, step: Callable[[], Any], k: int, cuda: bool) -> dict[str, Any]:

@@ -4,7 +4,8 @@ A profiler trace is tens of megabytes and is deleted after its analysis unless `
 keeps it. The performance model (docs/perfmodel.md, "Records the model needs") needs less
 than the trace and more than its summary: every device op of the traced iterations with its
 stream, start and duration, op class, launching operator, phase, launch geometry (grid, block,
-registers, shared memory: the wave effect) and the host interval of its launch call. This
+registers, shared memory: the wave effect), the host interval of its launch call and, when
+traced with shapes (``--timeline``), the launching ATen op's FLOPs and input bytes. This
 module turns a parsed :class:`~dlperf.measure.breakdown.trace.TraceData` into that table,
 column-wise, with a string table, compressed with zlib and base64-encoded, so that a stored
 result can carry it (the store keeps it in a table of its own, not in ``result_json``) and a
@@ -88,6 +89,7 @@ def encode(trace: TraceData) -> dict[str, Any]:
             "bytes": x.get("bytes"),
             "launch_start_ns": _ns(ls - base) if ls is not None else None,
             "launch_dur_ns": _ns(le - ls) if ls is not None and le is not None else None,
+            "op_flops": x.get("op_flops"), "op_bytes": x.get("op_bytes"),
         }
         for c in COLUMNS:
             cols[c].append(sid(row[c]) if c in _STRING_COLS else row[c])

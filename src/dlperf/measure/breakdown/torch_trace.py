@@ -18,6 +18,12 @@ ATen op under the innermost autograd node (what the model or the autograd engine
 nodes. On a CPU device there are no kernels: the self time of each ``cpu_op`` (its interval
 minus its children's) is the op time, with the same names.
 
+With ``record_shapes``/``with_flops`` (``--timeline``), each ``cpu_op`` carries
+``args["Input Dims"]`` and ``args["Input type"]``, and :func:`dlperf.frameworks.torch.profile.
+profile_steps` puts the profiler's FLOP count of an op (torch 2.13's Chrome trace leaves it out)
+in ``args["flops"]``; every op (kernel or host-op slice) then gets ``op_flops`` and ``op_bytes``
+of its launching ATen op in ``extra`` (:func:`_op_cost`).
+
 Phase of an op: ``t_u`` under an ``Optimizer.`` annotation, ``t_b`` under an autograd node,
 ``t_h2d`` for a top-level ``aten::to``/``aten::copy_``/``aten::_to_copy`` (the input copy),
 else ``t_f``.
@@ -45,6 +51,61 @@ _KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 _ARGS = {"stream": "stream", "device": "device", "grid": "grid", "block": "block",
          "registers per thread": "registers", "shared memory": "shared_memory",
          "bytes": "bytes"}
+
+
+#: Bytes per element of the tensor types torch.profiler names in ``args["Input type"]`` (c10's
+#: type names, as torch 2.13 writes them); other entries (``Scalar``, ``ScalarList``, ``""``,
+#: lists) are not tensors and count nothing.
+DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8,
+               "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+               "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::Half>": 4,
+               "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1,
+               "c10::Float8_e5m2fnuz": 1}
+
+
+def _op_cost(e: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{"op_flops", "op_bytes"}`` of one ``cpu_op`` event (keys only where known).
+
+    ``op_flops``: the profiler's ``args["flops"]`` (torch's own formulas, e.g. 2*M*N*K for
+    ``aten::mm``/``aten::addmm``; only matmul, convolution and a few elementwise ops report
+    it). ``op_bytes``: the sum over the op's tensor inputs of numel x element size (from
+    ``args["Input Dims"]`` and ``args["Input type"]``, :data:`DTYPE_BYTES`; a 0-d tensor counts
+    one element); absent when no input is a tensor of a known type or the op was not traced with
+    shapes. Bytes read, not written: outputs are not in the trace.
+    """
+    args = (e or {}).get("args") or {}
+    out: dict[str, Any] = {}
+    fl = args.get("flops")
+    if isinstance(fl, (int, float)) and not isinstance(fl, bool):
+        out["op_flops"] = int(fl)
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if isinstance(dims, list) and isinstance(types, list):
+        total, seen = 0, False
+        for d, t in zip(dims, types):
+            size = DTYPE_BYTES.get(t) if isinstance(t, str) else None
+            if size is None or not isinstance(d, list) \
+                    or not all(isinstance(v, int) for v in d):
+                continue
+            n = 1
+            for v in d:
+                n *= v
+            total += n * size
+            seen = True
+        if seen:
+            out["op_bytes"] = total
+    return out
+
+
+def _cost_op(stack: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ATen op a device op's FLOPs and bytes are read from: below the innermost autograd
+    node, the innermost ``cpu_op`` reporting ``flops`` (``aten::addmm`` under ``aten::linear``,
+    ``aten::conv2d`` above the backend's convolution), else the innermost ``cpu_op``."""
+    nodes = [i for i, e in enumerate(stack) if e["name"].startswith(_AUTOGRAD)]
+    below = [e for e in (stack[nodes[-1] + 1:] if nodes else stack) if e.get("cat") == "cpu_op"]
+    for e in reversed(below):
+        if "flops" in (e.get("args") or {}):
+            return e
+    return below[-1] if below else None
 
 
 def _extra(args: Mapping[str, Any], launch: Mapping[str, Any] | None,
@@ -159,14 +220,15 @@ def from_chrome_trace(doc: Mapping[str, Any] | list) -> TraceData:
                 stack, t_host = hit
                 o, ctx, ph = _stack_names(stack)
                 step = _step_of(t_host, starts, steps)
+                cost = _op_cost(_cost_op(stack))
             else:
-                o, ctx, ph, step = (), (), None, None
+                o, ctx, ph, step, cost = (), (), None, None, {}
             if e.get("cat") != "kernel" and not o:
                 o = ("memcpy",) if e.get("cat") == "gpu_memcpy" else ("memset",)
             ops.append(TraceOp(name=e["name"], start_s=float(e["ts"]) * us, end_s=_end(e) * us,
                                ops=(*o, e["name"]), context=ctx, phase=ph, step=step,
                                kind=_KINDS.get(e.get("cat"), "kernel"),
-                               extra=_extra(args, launches.get(c), o)))
+                               extra={**_extra(args, launches.get(c), o), **cost}))
         source = "torch.profiler (CUPTI kernels and copies)"
         kind = "gpu"
     else:
@@ -175,7 +237,7 @@ def from_chrome_trace(doc: Mapping[str, Any] | list) -> TraceData:
                 o, ctx, ph = _stack_names(stack)
                 ops.append(TraceOp(name=inner["name"], start_s=s * us, end_s=t * us,
                                    ops=o, context=ctx, phase=ph, uid=id(inner), kind="host_op",
-                                   step=_step_of(s, starts, steps)))
+                                   step=_step_of(s, starts, steps), extra=_op_cost(inner) or None))
         source = "torch.profiler (host ops: self time of each ATen op)"
         kind = "cpu"
     return TraceData(ops=ops, steps=[(s * us, t * us) for _, s, t in steps], device_kind=kind,

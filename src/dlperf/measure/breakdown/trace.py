@@ -62,7 +62,8 @@ class TraceOp:
             (:mod:`dlperf.measure.breakdown.timeline`): ``stream``, ``device``, ``grid``,
             ``block``, ``registers``, ``shared_memory`` (bytes per block), ``bytes`` (copies),
             ``launch_start_s``/``launch_end_s`` (the host launch call), ``op`` (launching
-            operator); keys absent where the profiler does not say.
+            operator), ``op_flops``/``op_bytes`` (that operator's FLOPs and input bytes);
+            keys absent where the profiler does not say.
     """
 
     name: str

@@ -141,3 +141,21 @@ def test_run_help_names_every_suite(monkeypatch):
     code, text = cli("run", "--help")
     assert code == 0
     assert f"A suite: {', '.join(SUITES)} (see" in text and "tiny" in SUITES
+
+
+def test_an_empty_optimizer_impl_is_refused_not_read_as_auto(tmp_path):
+    """Session 16's trial: `--optimizer-impl ''` ran as auto without a word."""
+    db = tmp_path / "r.db"
+    code, out = cli(*RUN, "--batch-size", "8", "--optimizer-impl", "", "--db", str(db))
+    assert code == 2 and "--optimizer-impl '' is empty; give auto, fused" in out
+    assert not db.exists()
+
+
+def test_results_since_after_every_result_says_so(tmp_path):
+    """Session 16's trial: `--since` past every result printed an empty table and no note."""
+    db = make_db(tmp_path / "r.db")
+    code, out = cli("results", "--db", str(db), "--since", "2099-01-01")
+    assert code == 0 and "note: no result in" in out and "at or after 2099-01-01" in out
+    assert "the newest is from 20" in out
+    code, out = cli("results", "--db", str(db), "--since", "2000-01-01")
+    assert code == 0 and "note: no result" not in out

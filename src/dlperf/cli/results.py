@@ -175,9 +175,15 @@ def results(
             if history:  # the newest run per point among those that match
                 from dlperf.results.history import select_rows
 
-                every = select_rows(store.rows(latest=False, **filters), tag=split(tag, "tag"),
-                                    sha=sha, since=since, latest=False)
+                stored = store.rows(latest=False, **filters)
+                every = select_rows(stored, tag=split(tag, "tag"), sha=sha, since=since,
+                                    latest=False)
                 rows = select_rows(every, latest=not all_runs)
+                if since and not rows and stored and format == "table" and output is None:
+                    newest = max(str(r.get("created_at") or "") for r in stored)
+                    common.err.print(f"note: no result in {db} was created at or after "
+                                     f"{since} (UTC); the newest is from {newest[:19]}",
+                                     markup=False, highlight=False)
             if model and not rows:  # a misspelt filter reads as an empty file otherwise
                 stored = sorted({r["model"] for r in store.rows(latest=True)})
                 missing = [m for m in split(model, "model") if m not in stored]

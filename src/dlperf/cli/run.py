@@ -179,6 +179,18 @@ def _check_flags(point: Point, par: Parallel) -> None:
                           f"(nodes are numbered 0 .. {par.nnodes - 1})")
 
 
+def _empty_impl(point: Point) -> str:
+    """What an ``--optimizer-impl`` with no items means: nothing (the flag's default is
+    ``auto``, so only an explicit ``--optimizer-impl ''`` gets here; it was read as ``auto``
+    silently).
+
+    Raises:
+        ConfigError: always, naming the values to give.
+    """
+    raise ConfigError(f"--optimizer-impl {point.optimizer_impl!r} is empty; give auto, fused, "
+                      "foreach or single (comma-separated to compare, e.g. auto,fused)")
+
+
 def _policy(point: Point, it: Iterations) -> Any:
     """The iteration policy; the quick suite (a first run on a laptop) has shorter defaults
     (docs/zoo.md)."""
@@ -218,7 +230,7 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
         loader_workers=(ints(pipe.loader_workers, "loader-workers", low=0)
                         if pipe.loader_workers else None),
         loader_impl=split(pipe.loader_impl, "loader-impl") or "auto",
-        optimizer_impl=split(point.optimizer_impl, "optimizer-impl") or "auto",
+        optimizer_impl=split(point.optimizer_impl, "optimizer-impl") or _empty_impl(point),
         compile_mode=split(point.compile_mode, "compile-mode") or "default",
         framework=point.framework, device=device, grad_accum=point.grad_accum,
         data_dir=point.data_dir, layout=point.layout, iterations=policy,

@@ -5,7 +5,8 @@ only in the stored worker.stderr_tail)."""
 from __future__ import annotations
 
 from dlperf.config import make_run_config
-from dlperf.launch.distributed import _collect, last_error_line
+from dlperf.launch.distributed import _collect
+from dlperf.launch.process import last_error_line
 
 TRACEBACK = """[rank1]: Traceback (most recent call last):
   File "model.py", line 9, in make_batch
@@ -34,3 +35,17 @@ def test_a_rank_that_died_without_a_result_names_its_error(tmp_path):
     (tmp_path / "launcher.log").write_text("dlperf spawn: rank 1 exited with code -9\n")
     r = _collect(cfg, tmp_path, rc=1, timed_out=False, timeout_s=60.0, cmd=["x"])
     assert "SIGKILL" in r["error"] and "ends with" not in r["error"]
+
+
+def test_a_worker_crash_names_its_exception_not_a_log_line():
+    """Session 16's trial: a SIGKILLed --timeline worker's 'cause' was a Kineto log line."""
+    from dlperf.launch.process import crash_message
+
+    kineto = "USDT:2026-12-03 17:23:17 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+    msg = crash_message(-9, kineto)
+    assert "killed by signal SIGKILL" in msg and "profiler_start" not in msg
+    assert "worker.stderr_tail" in msg
+    assert crash_message(1, TRACEBACK).endswith(
+        "ValueError: rank 1 cannot make a batch (all of its output: worker.stderr_tail in "
+        "--format json)")
+    assert crash_message(3, "abort: bad state\n").endswith(": abort: bad state\n")

@@ -40,7 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
-from dlperf.launch.process import breakdown_apart, run_breakdown_apart, run_in_subprocess
+from dlperf.launch.process import (
+    breakdown_apart,
+    last_error_line,
+    run_breakdown_apart,
+    run_in_subprocess,
+)
 from dlperf.registry import LAUNCHERS, launch_info, load_hook
 from dlperf.tempdirs import owned_tempdir
 from dlperf.worker import base_result
@@ -209,21 +214,6 @@ def _tail(path: Path) -> str:
         return path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
     except OSError:
         return ""
-
-
-#: A line that names an exception (``ValueError: ...``, ``torch.OutOfMemoryError: ...``).
-_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b:?.*$")
-
-
-def last_error_line(log: str) -> str | None:
-    """The last line of ``log`` (a launcher's or worker's output) that names an exception, as
-    Python prints it last in a traceback (``ValueError: bad batch``), cut to 300 characters;
-    None when there is none (a rank killed by a signal prints nothing)."""
-    for line in reversed(log.splitlines()):
-        line = line.strip()
-        if _EXC_LINE.match(line) and not line.startswith("Traceback"):
-            return line[:300]
-    return None
 
 
 def _failed_ranks(log: str) -> dict[int, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -66,12 +67,46 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
                 raise
         if rc == 0 and rpath.is_file():
             return json.loads(rpath.read_text())
-        sig = f" (killed by signal {signal.Signals(-rc).name})" if rc < 0 else ""
         tail = _tail(errf)
-        r = base_result(cfg, "crash", f"worker exited with code {rc}{sig} and no result: "
-                        f"{tail[-1500:]}")
+        r = base_result(cfg, "crash", crash_message(rc, tail))
         r["worker"] = {"returncode": rc, "stderr_tail": tail}
         return r
+
+
+#: A line that names an exception (``ValueError: ...``, ``torch.OutOfMemoryError: ...``).
+_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b:?.*$")
+
+
+def last_error_line(log: str) -> str | None:
+    """The last line of ``log`` (a launcher's or worker's output) that names an exception, as
+    Python prints it last in a traceback (``ValueError: bad batch``), cut to 300 characters;
+    None when there is none (a rank killed by a signal prints nothing)."""
+    for line in reversed(log.splitlines()):
+        line = line.strip()
+        if _EXC_LINE.match(line) and not line.startswith("Traceback"):
+            return line[:300]
+    return None
+
+
+def crash_message(rc: int, tail: str) -> str:
+    """The error of a worker that exited with code ``rc`` (negative: killed by that signal)
+    without writing a result, from the end of its output ``tail``: the last exception line
+    where it printed one; else, when a signal killed it, a pointer to the output (its last
+    lines are whatever it printed before, e.g. a profiler's log line, not a cause); else the
+    last 1,500 characters of the output."""
+    sig = ""
+    if rc < 0:
+        try:
+            sig = f" (killed by signal {signal.Signals(-rc).name})"
+        except ValueError:
+            sig = f" (killed by signal {-rc})"
+    head = f"worker exited with code {rc}{sig} and no result"
+    cause = last_error_line(tail)
+    if cause:
+        return f"{head}: {cause} (all of its output: worker.stderr_tail in --format json)"
+    if rc < 0:
+        return f"{head}; its output is in worker.stderr_tail (dlperf results --format json)"
+    return f"{head}: {tail[-1500:]}"
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

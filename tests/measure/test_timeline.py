@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from test_breakdown import _x, gpu_trace_doc  # tests/measure is on sys.path
 
-from dlperf.measure.breakdown.timeline import FORMAT, decode, encode, per_step_counts
+from dlperf.measure.breakdown.timeline import FORMAT, decode, encode, per_step_counts, rows
 from dlperf.measure.breakdown.torch_trace import from_chrome_trace
 from dlperf.measure.breakdown.trace import TraceData, TraceOp, analyse, launches_per_iter
 from dlperf.measure.dispatch import probe_count, probe_dispatch
@@ -77,6 +77,10 @@ def test_timeline_round_trips_with_times_from_each_iterations_start():
     cp = [o for o in ops if o["kind"] == "memcpy"][0]
     assert cp["bytes"] == 4096 and cp["step"] == 0
     assert per_step_counts(ops, 2) == {"kernels_per_iter": 1.0, "copies_per_iter": 1.0}
+    # the rows before encoding are what decoding gives back (the bucket matcher reads them)
+    assert rows(td) == ops
+    for doc in (shapes_doc(), gpu_trace_doc()):
+        assert rows(from_chrome_trace(doc)) == decode(encode(from_chrome_trace(doc)))
 
 
 def test_timeline_refuses_foreign_and_corrupt_data():
@@ -87,6 +91,8 @@ def test_timeline_refuses_foreign_and_corrupt_data():
         decode({**enc, "data": enc["data"][:-12]})
     with pytest.raises(ValueError, match="no traced steps"):
         encode(TraceData(ops=[], steps=[], device_kind="gpu", source="t"))
+    with pytest.raises(ValueError, match="no traced steps"):
+        rows(TraceData(ops=[], steps=[], device_kind="gpu", source="t"))
 
 
 def shapes_doc():

@@ -33,8 +33,8 @@ from typing import Any
 
 from dlperf.measure.breakdown.buckets import match_buckets, summarize_buckets
 from dlperf.measure.breakdown.phases import summarize
-from dlperf.measure.breakdown.timeline import decode as decode_timeline
 from dlperf.measure.breakdown.timeline import encode as encode_timeline
+from dlperf.measure.breakdown.timeline import rows as timeline_rows
 from dlperf.measure.breakdown.trace import analyse
 from dlperf.measure.phases import measure_phases
 from dlperf.tempdirs import make_owned
@@ -99,8 +99,7 @@ def _rank_buckets(trace: Any, dist: Any) -> dict[str, Any] | None:
     if trace is None:
         return {**out, "error": "the trace failed: nothing to read the buckets from"}
     try:
-        tl = encode_timeline(trace)
-        per_step = match_buckets(decode_timeline(tl), buckets, tl["n_steps"])
+        per_step = match_buckets(timeline_rows(trace), buckets, len(trace.steps))
         return {**out, **summarize_buckets(per_step)}
     except Exception as e:  # noqa: BLE001 - recorded, the result stands
         return {**out, "error": f"{type(e).__name__}: {e}"[:500]}

@@ -45,12 +45,16 @@ def _ns(x: float | None) -> int | None:
     return None if x is None else int(round(x * 1e9))
 
 
-def encode(trace: TraceData) -> dict[str, Any]:
-    """The timeline of ``trace`` as a JSON-able dict:
-    ``{"format", "encoding", "n_ops", "n_steps", "device_kind", "source", "steps_ns",
-    "columns", "data", "raw_bytes", "stored_bytes"}``; ``steps_ns`` is ``[[start, end], ...]``
-    of the traced iterations (ns from the first one's start), ``data`` the base64 of the
-    zlib-compressed JSON ``{"strings": [...], "cols": {column: [values]}}``.
+def _text(s: Any) -> str | None:
+    """A string column's value as stored: at most 300 characters, ``""`` as absent."""
+    return None if s is None or s == "" else str(s)[:300]
+
+
+def rows(trace: TraceData) -> list[dict[str, Any]]:
+    """The ops of ``trace`` (device ops and the process group's collective spans), one dict
+    per op with the keys of :data:`COLUMNS`, in start order: exactly what
+    :func:`dlperf.results.timelines.decode` gives back from :func:`encode`'s result, without
+    the compression round trip (times in ns from the start of the op's traced iteration).
 
     Raises:
         ValueError: the trace has no traced steps.
@@ -58,19 +62,7 @@ def encode(trace: TraceData) -> dict[str, Any]:
     if not trace.steps:
         raise ValueError("the trace has no traced steps: nothing to anchor a timeline to")
     t0 = trace.steps[0][0]
-    strings: list[str] = []
-    index: dict[str, int] = {}
-
-    def sid(s: Any) -> int | None:
-        if s is None or s == "":
-            return None
-        s = str(s)[:300]
-        if s not in index:
-            index[s] = len(strings)
-            strings.append(s)
-        return index[s]
-
-    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+    out = []
     for op in sorted([*trace.ops, *trace.collectives], key=lambda o: o.start_s):
         x = op.extra or {}
         k = op.step if op.step is not None and 0 <= op.step < len(trace.steps) else None
@@ -91,6 +83,35 @@ def encode(trace: TraceData) -> dict[str, Any]:
             "launch_dur_ns": _ns(le - ls) if ls is not None and le is not None else None,
             "op_flops": x.get("op_flops"), "op_bytes": x.get("op_bytes"),
         }
+        out.append({c: _text(row[c]) if c in _STRING_COLS else row[c] for c in COLUMNS})
+    return out
+
+
+def encode(trace: TraceData) -> dict[str, Any]:
+    """The timeline of ``trace`` (:func:`rows`) as a JSON-able dict:
+    ``{"format", "encoding", "n_ops", "n_steps", "device_kind", "source", "steps_ns",
+    "columns", "data", "raw_bytes", "stored_bytes"}``; ``steps_ns`` is ``[[start, end], ...]``
+    of the traced iterations (ns from the first one's start), ``data`` the base64 of the
+    zlib-compressed JSON ``{"strings": [...], "cols": {column: [values]}}``.
+
+    Raises:
+        ValueError: the trace has no traced steps.
+    """
+    ops = rows(trace)
+    t0 = trace.steps[0][0]
+    strings: list[str] = []
+    index: dict[str, int] = {}
+
+    def sid(s: str | None) -> int | None:
+        if s is None:
+            return None
+        if s not in index:
+            index[s] = len(strings)
+            strings.append(s)
+        return index[s]
+
+    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+    for row in ops:
         for c in COLUMNS:
             cols[c].append(sid(row[c]) if c in _STRING_COLS else row[c])
     raw = json.dumps({"strings": strings, "cols": cols}, separators=(",", ":")).encode()

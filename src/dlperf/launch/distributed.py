@@ -41,7 +41,9 @@ from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.launch.process import (
+    OUTPUT_KEPT,
     breakdown_apart,
+    exited,
     last_error_line,
     run_breakdown_apart,
     run_in_subprocess,
@@ -267,20 +269,13 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
         if silent_ranks:
             parts = []
             for rk, code in sorted(silent_ranks.items()):
-                sig = ""
-                if code < 0:
-                    try:
-                        sig = f" (killed by signal {signal.Signals(-code).name})"
-                    except ValueError:
-                        pass
-                err = f"exited with code {code}{sig} and no result"
+                err = exited(code)
                 per_rank.append({"rank": rk, "status": "crash", "error": err})
                 parts.append(f"rank {rk} {err}")
             msg = "; ".join(parts)
             last = last_error_line(tail)
             if last:  # what the rank printed as it died (the whole tail: worker.stderr_tail)
-                msg += (f"; its output ends with: {last} (all of it: dlperf results "
-                        "--format json, worker.stderr_tail)")
+                msg += f"; its output ends with: {last} ({OUTPUT_KEPT})"
         elif cause is not None and cause["error"]:
             # no rank died silently: a rank's own report (an exception it caught) names it
             msg = f"rank {cause['rank']}: {cause['error']}"

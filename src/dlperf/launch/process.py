@@ -88,22 +88,32 @@ def last_error_line(log: str) -> str | None:
     return None
 
 
+#: Where the whole output of a worker or rank that died is kept, for its error message.
+OUTPUT_KEPT = "all of its output: worker.stderr_tail in --format json"
+
+
+def exited(rc: int) -> str:
+    """``exited with code RC [(killed by signal NAME)] and no result``: a worker or rank
+    that ended with code ``rc`` (negative: killed by that signal) without a result."""
+    sig = ""
+    if rc < 0:
+        try:
+            sig = f" (killed by signal {signal.Signals(-rc).name})"
+        except ValueError:  # not a signal this OS names
+            pass
+    return f"exited with code {rc}{sig} and no result"
+
+
 def crash_message(rc: int, tail: str) -> str:
     """The error of a worker that exited with code ``rc`` (negative: killed by that signal)
     without writing a result, from the end of its output ``tail``: the last exception line
     where it printed one; else, when a signal killed it, a pointer to the output (its last
     lines are whatever it printed before, e.g. a profiler's log line, not a cause); else the
     last 1,500 characters of the output."""
-    sig = ""
-    if rc < 0:
-        try:
-            sig = f" (killed by signal {signal.Signals(-rc).name})"
-        except ValueError:
-            sig = f" (killed by signal {-rc})"
-    head = f"worker exited with code {rc}{sig} and no result"
+    head = f"worker {exited(rc)}"
     cause = last_error_line(tail)
     if cause:
-        return f"{head}: {cause} (all of its output: worker.stderr_tail in --format json)"
+        return f"{head}: {cause} ({OUTPUT_KEPT})"
     if rc < 0:
         return f"{head}; its output is in worker.stderr_tail (dlperf results --format json)"
     return f"{head}: {tail[-1500:]}"

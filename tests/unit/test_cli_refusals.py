@@ -143,11 +143,16 @@ def test_run_help_names_every_suite(monkeypatch):
     assert f"A suite: {', '.join(SUITES)} (see" in text and "tiny" in SUITES
 
 
-def test_an_empty_optimizer_impl_is_refused_not_read_as_auto(tmp_path):
-    """Session 16's trial: `--optimizer-impl ''` ran as auto without a word."""
+@pytest.mark.parametrize("flag, choices", [
+    ("--optimizer-impl", "auto, fused, foreach or single"),
+    ("--compile-mode", "default, reduce-overhead, max-autotune or max-autotune-no-cudagraphs"),
+    ("--loader-impl", "auto, processes or threads")])
+def test_an_empty_value_is_refused_not_read_as_the_default(tmp_path, flag, choices):
+    """Session 16's trial: `--optimizer-impl ''` ran as auto without a word (and so did
+    `--compile-mode ''` and `--loader-impl ''`, as their defaults)."""
     db = tmp_path / "r.db"
-    code, out = cli(*RUN, "--batch-size", "8", "--optimizer-impl", "", "--db", str(db))
-    assert code == 2 and "--optimizer-impl '' is empty; give auto, fused" in out
+    code, out = cli(*RUN, "--batch-size", "8", flag, "", "--db", str(db))
+    assert code == 2 and f"{flag} '' is empty; give {choices}" in out
     assert not db.exists()
 
 

@@ -20,7 +20,7 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import check_db, check_endpoint, check_out_dir, guard, ints, split
 from dlperf.errors import ConfigError
-from dlperf.registry import FRAMEWORKS
+from dlperf.registry import COMPILE_MODES, FRAMEWORKS, OPTIMIZER_IMPLS
 from dlperf.zoo import SUITES
 
 Opt = typer.Option
@@ -179,16 +179,20 @@ def _check_flags(point: Point, par: Parallel) -> None:
                           f"(nodes are numbered 0 .. {par.nnodes - 1})")
 
 
-def _empty_impl(point: Point) -> str:
-    """What an ``--optimizer-impl`` with no items means: nothing (the flag's default is
-    ``auto``, so only an explicit ``--optimizer-impl ''`` gets here; it was read as ``auto``
-    silently).
+def _listed(value: str, flag: str, choices: tuple[str, ...]) -> list[str]:
+    """The comma-separated values of a flag whose default is a value (``--optimizer-impl
+    auto``, ``--compile-mode default``, ``--loader-impl auto``): an explicit empty value
+    (``--optimizer-impl ''``) is refused, not read as the default (it was, silently).
 
     Raises:
-        ConfigError: always, naming the values to give.
+        ConfigError: an empty value, naming ``choices``; an empty item (:func:`split`).
     """
-    raise ConfigError(f"--optimizer-impl {point.optimizer_impl!r} is empty; give auto, fused, "
-                      "foreach or single (comma-separated to compare, e.g. auto,fused)")
+    items = split(value, flag)
+    if not items:
+        raise ConfigError(f"--{flag} {value!r} is empty; give {', '.join(choices[:-1])} or "
+                          f"{choices[-1]} (comma-separated to compare, e.g. "
+                          f"{choices[0]},{choices[1]})")
+    return items
 
 
 def _policy(point: Point, it: Iterations) -> Any:
@@ -214,6 +218,8 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
     Raises:
         ConfigError: a bad iteration flag or list value, naming the flag.
     """
+    from dlperf.config import LOADER_IMPLS  # (pydantic: not at the CLI's start-up)
+
     policy = _policy(point, it)
     entry: dict[str, Any] = ({"suite": point.suite} if point.suite else
                              {"model": split(point.model, "model"), "data": point.data or "synthetic"})
@@ -229,9 +235,9 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
         nproc=ints(par.nproc, "nproc"),
         loader_workers=(ints(pipe.loader_workers, "loader-workers", low=0)
                         if pipe.loader_workers else None),
-        loader_impl=split(pipe.loader_impl, "loader-impl") or "auto",
-        optimizer_impl=split(point.optimizer_impl, "optimizer-impl") or _empty_impl(point),
-        compile_mode=split(point.compile_mode, "compile-mode") or "default",
+        loader_impl=_listed(pipe.loader_impl, "loader-impl", LOADER_IMPLS),
+        optimizer_impl=_listed(point.optimizer_impl, "optimizer-impl", OPTIMIZER_IMPLS),
+        compile_mode=_listed(point.compile_mode, "compile-mode", COMPILE_MODES),
         framework=point.framework, device=device, grad_accum=point.grad_accum,
         data_dir=point.data_dir, layout=point.layout, iterations=policy,
         timeout_s=it.timeout, loader_prefetch=pipe.loader_prefetch,

@@ -175,12 +175,12 @@ def results(
             if history:  # the newest run per point among those that match
                 from dlperf.results.history import select_rows
 
-                stored = store.rows(latest=False, **filters)
-                every = select_rows(stored, tag=split(tag, "tag"), sha=sha, since=since,
+                matching = store.rows(latest=False, **filters)
+                every = select_rows(matching, tag=split(tag, "tag"), sha=sha, since=since,
                                     latest=False)
                 rows = select_rows(every, latest=not all_runs)
-                if since and not rows and stored and format == "table" and output is None:
-                    newest = max(str(r.get("created_at") or "") for r in stored)
+                if since and not rows and matching and format == "table" and output is None:
+                    newest = max(str(r.get("created_at") or "") for r in matching)
                     common.err.print(f"note: no result in {db} was created at or after "
                                      f"{since} (UTC); the newest is from {newest[:19]}",
                                      markup=False, highlight=False)

@@ -46,6 +46,12 @@ def compiles(rec: RunRecord) -> bool:
     return info is not None and rec.identity.mode in info.compile_modes
 
 
+def _placement(rec: RunRecord) -> dict[str, Any]:
+    """The columns CSV and JSON both add: the batch fields of
+    :func:`~dlperf.results.view.batch_fields` and ``cpu_bind``."""
+    return {**batch_fields(rec), "cpu_bind": setting(rec, "cpu_bind") or "none"}
+
+
 def csv_extras(rec: RunRecord) -> dict[str, Any]:
     """The CSV columns that come from a record rather than a store column: ``repeat``,
     ``layout``, ``compile_mode``, ``scaling``, ``cpu_bind``, ``optimizer_impl`` and
@@ -54,8 +60,7 @@ def csv_extras(rec: RunRecord) -> dict[str, Any]:
     see :data:`CSV_COLUMNS`)."""
     cm = (setting(rec, "compile_mode") or "default") if compiles(rec) else None
     return {"repeat": repeat_in(rec), "layout": setting(rec, "layout") or "auto",
-            "compile_mode": cm, **batch_fields(rec),
-            "cpu_bind": setting(rec, "cpu_bind") or "none",
+            "compile_mode": cm, **_placement(rec),
             "optimizer_impl": setting(rec, "optimizer_impl") or "auto",
             "optimizer_ran": optimizer_ran({"flags": rec.flags or {}})}
 
@@ -81,7 +86,7 @@ def to_json(rows: list[dict[str, Any]], store: ResultStore | None = None,
     for r in rows:
         d = {k: v for k, v in r.items() if k != "result_json"}
         rec = record_of(r)
-        d.update(batch_fields(rec), cpu_bind=setting(rec, "cpu_bind") or "none")
+        d.update(_placement(rec))
         d["result"] = rec.to_dict(raw=False) if r.get("result_json") else None
         if include_samples and store is not None:
             d["raw_samples"] = store.samples(r["id"])

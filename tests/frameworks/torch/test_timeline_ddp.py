@@ -18,18 +18,24 @@ from dlperf.results import timelines  # noqa: E402
 from dlperf.results.store import ResultStore  # noqa: E402
 
 
-def test_timeline_run_is_stored_and_decodes(tmp_path):
+def _timeline_run(tmp_path, *flags):
+    """``dlperf run --framework torch --model fcn5_tiny --batch-size 8 --threads 1 --timeline
+    --no-ceilings FLAGS`` into a new file: its one record and decoded timeline."""
     db = tmp_path / "t.db"
     r = subprocess.run([sys.executable, "-m", "dlperf", "run", "--framework", "torch",
                         "--model", "fcn5_tiny", "--batch-size", "8", "--threads", "1",
-                        "--timeline", "--no-ceilings", "--db", str(db)],
+                        "--timeline", "--no-ceilings", *flags, "--db", str(db)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     with ResultStore(db, read_only=True) as s:
         (rec,) = s.records()
-        assert rec.identity.status == "ok" and rec.identity.config["timeline"] is True
-        assert rec.timeline.n_steps == 5 and rec.timeline.data is None
-        ops = decode(timelines.load(s, rec.stored.id))
+        return rec, decode(timelines.load(s, rec.stored.id))
+
+
+def test_timeline_run_is_stored_and_decodes(tmp_path):
+    rec, ops = _timeline_run(tmp_path)
+    assert rec.identity.status == "ok" and rec.identity.config["timeline"] is True
+    assert rec.timeline.n_steps == 5 and rec.timeline.data is None
     assert len(ops) == rec.timeline.n_ops > 0
     # A CPU device: host-op self time, every op in one of the 5 traced iterations.
     assert {o["kind"] for o in ops} == {"host_op"}
@@ -110,16 +116,8 @@ def test_ddp_runtime_lists_buckets_in_reduction_order():
 def test_ddp_bucket_timeline_is_recorded_for_every_rank(tmp_path):
     """CPU, gloo, 2 ranks through the CLI: dist.buckets_timeline has both ranks, one entry
     per DDP bucket of dist.runtime, all-reduces in bucket order, ready <= start <= end."""
-    db = tmp_path / "t.db"
-    r = subprocess.run([sys.executable, "-m", "dlperf", "run", "--framework", "torch",
-                        "--model", "fcn5_tiny", "--batch-size", "8", "--device", "cpu",
-                        "--nproc", "2", "--threads", "1", "--timeline", "--no-ceilings",
-                        "--bucket-cap-mb", "0.2", "--db", str(db)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    with ResultStore(db, read_only=True) as s:
-        (rec,) = s.records()
-        ops = decode(timelines.load(s, rec.stored.id))
+    rec, ops = _timeline_run(tmp_path, "--device", "cpu", "--nproc", "2",
+                             "--bucket-cap-mb", "0.2")
     assert rec.identity.status == "ok"
     bt = rec.dist.buckets_timeline
     assert bt is not None and [p["rank"] for p in bt["per_rank"]] == [0, 1]

@@ -37,7 +37,7 @@ from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.records import Records, load
+from dlperf.perfmodel.records import Records, cache_root, load
 from dlperf.perfmodel.scaling import efficiency
 
 #: Part of the residual cache's key, with the source of this package and the results files.
@@ -172,8 +172,7 @@ def _cache_file(recs: Records) -> Path:
         h.update(f.read_bytes())
     for s in recs.sources:
         h.update(Path(s).read_bytes())
-    root = Path(os.environ.get("DLPERF_CACHE_DIR") or Path.home() / ".cache" / "dlperf")
-    return root / f"perfmodel-residuals-{h.hexdigest()[:20]}.json"
+    return cache_root() / f"perfmodel-residuals-{h.hexdigest()[:20]}.json"
 
 
 def residuals(recs: Records, category: str) -> list[float]:

@@ -267,7 +267,10 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
 XLA_TIMELINE_SOURCE = "XSpace"
 
 
-def _cache_root() -> Path:
+def cache_root() -> Path:
+    """The folder of the performance model's on-disk caches (launch counts here, back-test
+    residuals in :mod:`dlperf.perfmodel.api`): ``$DLPERF_CACHE_DIR``, default
+    ``~/.cache/dlperf``."""
     return Path(os.environ.get("DLPERF_CACHE_DIR") or Path.home() / ".cache" / "dlperf")
 
 
@@ -288,7 +291,7 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
         return {}
     h = hashlib.sha256(Path(hostcount.__file__).read_bytes())
     h.update(Path(path).read_bytes())
-    cache = _cache_root() / f"perfmodel-launches-{h.hexdigest()[:20]}.json"
+    cache = cache_root() / f"perfmodel-launches-{h.hexdigest()[:20]}.json"
     try:
         return {int(k): float(v) for k, v in json.loads(cache.read_text()).items()}
     except (OSError, ValueError, AttributeError):

@@ -178,16 +178,15 @@ def whatif_rows(records: Records, base: Calibration,
                 t = d.get((tcfg, tb))
                 if t is None or cat not in categories or not charge(budget, "what-if", [cat]):
                     continue
-                if tcfg == cfg:
-                    cal = Calibration(records, _points_at(cfg, _batch_is(tb)),
-                                      share_efficiencies=base)
-                    one = _one(cal, cfg, tb, src)
-                else:
-                    cal = Calibration(records, tcfg.matches, share_efficiencies=base)
-                    try:
-                        one = pm.what_if(cal, cfg, tcfg, tb, src)
-                    except (LookupError, ValueError):
-                        continue
+                try:  # a B->2B base series left with one batch size cannot be fitted
+                    if tcfg == cfg:
+                        one = _one(Calibration(records, _points_at(cfg, _batch_is(tb)),
+                                               share_efficiencies=base), cfg, tb, src)
+                    else:
+                        one = pm.what_if(Calibration(records, tcfg.matches,
+                                                     share_efficiencies=base), cfg, tcfg, tb, src)
+                except (LookupError, ValueError):
+                    continue
                 pred, meas = one.step_time_s, t.step_time_s
                 ok = (pred > p.step_time_s) == (meas > p.step_time_s)
                 out.append(Row(cat, f"{cfg.label()} b={b} -> {tcfg.label()} b={tb} [{src}]",

@@ -103,13 +103,17 @@ def recorded_profile(points: Sequence[Point], target: Point | Config, world: int
                      ) -> BucketProfile | None:
     """The recorded buckets a prediction of ``target`` on ``world`` devices uses: from a stored
     point of the same model, framework and precision with a usable record (:func:`profile_of`),
-    with DDP's default options, not in ``withheld`` (never the point predicted); preferring the
-    same mode, then device, then rank count, then the nearest per-device batch (log ratio).
-    None when there is none (the uniform-bucket assumptions then hold)."""
+    with DDP's default options; never the point predicted: not in ``withheld`` and not at the
+    target's own mode, device, rank count and per-device batch (in any file, whatever its
+    other selectors); preferring the same mode, then device, then rank count, then the
+    nearest per-device batch (log ratio). None when there is none (the uniform-bucket
+    assumptions then hold)."""
     key = (target.model, target.framework, target.precision)
     out = {(w.source, w.result_id) for w in withheld}
+    itself = (target.mode, target.device, world, per_device_batch)
     cands = [(q, pr) for q in points if q.buckets and not q.variant
              and (q.source, q.result_id) not in out
+             and (q.mode, q.device, q.world_size, q.per_device_batch) != itself
              and (q.model, q.framework, q.precision) == key
              for pr in [profile_of(q)] if pr is not None]
     if not cands:

@@ -16,8 +16,15 @@ import pytest
 from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
-from dlperf.perfmodel.records import (CollectivePoint, Point, RankBuckets, RecordedBucket,
-                                      Records, load, rank_buckets)
+from dlperf.perfmodel.records import (
+    CollectivePoint,
+    Point,
+    RankBuckets,
+    RecordedBucket,
+    Records,
+    load,
+    rank_buckets,
+)
 
 CPU_DB = Path(__file__).resolve().parents[2] / "benchmarks/results/cpu-dev/ddp_buckets.db"
 

@@ -154,6 +154,8 @@ class Pair:
 
     ``base`` is the one-device point at the per-device batch in the same results file when one
     was measured (weak scaling), else None (the one-device step is then predicted).
+    ``buckets``: the record (``source:id``) whose buckets the exposed all-reduce was computed
+    over, None for DDP's default buckets (:func:`recorded_profile`).
     """
 
     dp: Point

@@ -11,6 +11,10 @@ docs/perfmodel.md) and, with ``--rows``, writes every held-out prediction as JSO
 ``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
 ignore ``host.dispatch_s`` (:func:`dlperf.perfmodel.onedevice.host_measurements` returns
 nothing), so its effect on the same held-out points can be read off.
+
+Files holding traced DDP runs with a bucket record and an all-reduce sweep of their rank count
+also get the WFBP recursion's own categories (:mod:`dlperf.perfmodel.bucketcheck`), e.g.
+``benchmarks/perfmodel_validate.py benchmarks/results/cpu-dev/ddp_buckets.db``.
 """
 
 from __future__ import annotations

@@ -47,8 +47,10 @@ def test_cpu_buckets_match_by_order_with_enqueue_as_ready():
     assert (b0["index"], b0["ready_ns"], b0["start_ns"], b0["end_ns"]) == (0, 160, 170, 370)
     assert (b1["index"], b1["ready_ns"], b1["start_ns"], b1["end_ns"]) == (1, 280, 400, 550)
     assert b1["params"] == [1, 0] and b1["bytes"] == 8000
-    # backward ends with its last non-communication op (aten::view, 300 + 10)
-    assert row["t_b_end_ns"] == 310
+    # backward ends with its last non-communication op (aten::view, 300 + 10) and starts with
+    # its first (AddmmBackward0 at 100; the enqueues and gloo spans are not backward compute)
+    assert row["t_b_end_ns"] == 310 and row["t_b_start_ns"] == 100
+    assert summarize_buckets([row])["t_b_start_ns"] == 100
 
 
 def test_gpu_buckets_use_nccl_kernels_and_their_launch():

@@ -345,9 +345,10 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         ddp, fitted = _ddp_overhead(recs, withheld)
         if not fitted:
             assumptions.append("no stored N-device pair: DDP's own overhead taken as 0")
-        t, exposed, dprov = pm.data_parallel(one, ddp, fn, desc, measured)
+        prof = dp.recorded_profile(recs.points, one.cfg, world, one.batch, withheld)
+        t, exposed, dprov = pm.data_parallel(one, ddp, fn, desc, measured, profile=prof)
         prov.update(dprov)
-        assumptions += list(dp.ASSUMPTIONS)
+        assumptions += dp.assumptions(prof)
         how += " + data parallel"
         cat = "2-GPU from 1-GPU"
         stored = {c.nranks for c in recs.collectives}

@@ -14,7 +14,9 @@ Categories (each row says which stored points were withheld):
 * ``2-GPU from 1-GPU``: each stored N-device point from its one-device series, DDP's overhead
   fitted on the pairs of other configurations;
 * ``repeat (noise floor)``: one stored measurement taken as the prediction of a repeat of the
-  same point in the same file: how far the measurements themselves scatter.
+  same point in the same file: how far the measurements themselves scatter;
+* the WFBP recursion and the bucket all-reduce cost on recorded bucket timelines
+  (:mod:`dlperf.perfmodel.bucketcheck`), where a results file holds them.
 
 Baselines beside the model: ``t(B) = a + b B`` on the same points (batch categories), the
 roofline with one FLOP efficiency per group (leave-one-model-out), no change (what-ifs), one
@@ -32,93 +34,21 @@ from statistics import median
 
 import numpy as np
 
+from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
+from dlperf.perfmodel.btrows import COST_S as COST_S
+from dlperf.perfmodel.btrows import Budget as Budget
+from dlperf.perfmodel.btrows import Row as Row
+from dlperf.perfmodel.btrows import charge
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Point, Records
 from dlperf.perfmodel.scaling import efficiency
 
 CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
-              "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)")
-
-
-@dataclass
-class Row:
-    """One held-out prediction (times in s); ``sign_ok`` for what-ifs, ``eff_err_pts`` (scaling
-    efficiency error in points) for N-device rows, ``bound`` of the model's prediction."""
-
-    category: str
-    label: str
-    measured_s: float
-    predicted_s: float
-    baseline_s: float | None = None
-    sign_ok: bool | None = None
-    eff_err_pts: float | None = None
-    bound: str | None = None
-
-    @property
-    def ape(self) -> float:
-        """Absolute percentage error of the model (%)."""
-        return abs(self.predicted_s / self.measured_s - 1.0) * 100.0
-
-    @property
-    def baseline_ape(self) -> float | None:
-        """Absolute percentage error of the baseline (%)."""
-        return None if self.baseline_s is None else abs(self.baseline_s / self.measured_s - 1) * 100
-
-
-#: Estimated seconds per unit of back-test work, by kind: per prediction, except
-#: leave-one-model-out, whose cost is its roofline refits: per (framework, mode, precision,
-#: device) group the model is in. The largest seen on the committed H200 files
-#: (benchmarks/results/h200/*.db, h200x2) on the project's shared 2-core VM: held-out batch
-#: 0.042 s per prediction (calibration.db), leave-one-model-out 0.094 s per group (alexnet in
-#: frameworks.db, 6 groups, 0.56 s), what-if 0.15 s per prediction (mfu_inputs.db), 2-GPU
-#: 0.028 s per pair (h200x2); a repeat row costs the series fit that labels its bound, taken
-#: as a held-out batch row's. Only a :class:`Budget` reads them: they bound a back-test run
-#: inside a report, never a fit.
-COST_S = {"batch": 0.045, "lomo": 0.1, "what-if": 0.15, "all-reduce": 0.002, "2-GPU": 0.03,
-          "repeat": 0.045}
-
-
-@dataclass
-class Budget:
-    """A bound on a back-test's *estimated* time (s), so a report can include a back-test
-    without waiting for all of it. Work comes in units (a series for the batch categories, a
-    model for leave-one-model-out, one pair or size otherwise), each estimated by
-    :data:`COST_S`; a unit runs only when its estimate fits in what
-    is left, else its predictions are counted in ``left_out`` (category -> predictions). The
-    estimate, not a clock, decides: the same files give the same rows on every machine.
-
-    Raises:
-        ValueError: a negative ``seconds``.
-    """
-
-    seconds: float
-    spent_s: float = 0.0
-    left_out: dict[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.seconds < 0:
-            raise ValueError(f"a back-test budget must be >= 0 s, got {self.seconds}")
-
-    def take(self, kind: str, rows: Sequence[str], units: int | None = None) -> bool:
-        """True (and charged) when the unit of ``rows`` (their categories) made by ``kind``
-        (a key of :data:`COST_S`) fits; else False and counted as left out. ``units``: what
-        :data:`COST_S` counts for ``kind`` (None: the rows)."""
-        cost = COST_S[kind] * (len(rows) if units is None else units)
-        if self.spent_s + cost <= self.seconds:
-            self.spent_s += cost
-            return True
-        for cat in rows:
-            self.left_out[cat] = self.left_out.get(cat, 0) + 1
-        return False
-
-
-def _take(budget: Budget | None, kind: str, rows: Sequence[str],
-          units: int | None = None) -> bool:
-    return budget is None or budget.take(kind, rows, units)
+              "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)", *bc.CATEGORIES)
 
 
 def fit_linear(batch_sizes: Sequence[float], step_times_s: Sequence[float]
@@ -182,7 +112,7 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
             tests.append(("extrapolate 2x", bs[-1], _batch_over_half(bs[-1])))
         tests = [t for t in tests if t[0] in categories
                  and len([x for x in bs if not t[2](x)]) >= 2]
-        if not tests or not _take(budget, "batch", [t[0] for t in tests]):
+        if not tests or not charge(budget, "batch", [t[0] for t in tests]):
             continue
         for cat, b, withheld in tests:
             cal = Calibration(records, _points_at(cfg, withheld), share_efficiencies=base)
@@ -202,7 +132,7 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
            and p.data == "synthetic" and p.device != "cpu"]
     for m in sorted({p.model for p in pts}):
         mine = [q for q in pts if q.model == m]
-        if not _take(budget, "lomo", ["leave-one-model-out"] * len(mine),
+        if not charge(budget, "lomo", ["leave-one-model-out"] * len(mine),
                      len({q.group for q in mine})):
             continue
         cal = Calibration(records, _model_is(m), share_efficiencies=base)
@@ -246,18 +176,17 @@ def whatif_rows(records: Records, base: Calibration,
             cands.append(("what-if B->2B", cfg, 2 * b))
             for cat, tcfg, tb in cands:
                 t = d.get((tcfg, tb))
-                if t is None or cat not in categories or not _take(budget, "what-if", [cat]):
+                if t is None or cat not in categories or not charge(budget, "what-if", [cat]):
                     continue
-                if tcfg == cfg:
-                    cal = Calibration(records, _points_at(cfg, _batch_is(tb)),
-                                      share_efficiencies=base)
-                    one = _one(cal, cfg, tb, src)
-                else:
-                    cal = Calibration(records, tcfg.matches, share_efficiencies=base)
-                    try:
-                        one = pm.what_if(cal, cfg, tcfg, tb, src)
-                    except (LookupError, ValueError):
-                        continue
+                try:  # a B->2B base series left with one batch size cannot be fitted
+                    if tcfg == cfg:
+                        one = _one(Calibration(records, _points_at(cfg, _batch_is(tb)),
+                                               share_efficiencies=base), cfg, tb, src)
+                    else:
+                        one = pm.what_if(Calibration(records, tcfg.matches,
+                                                     share_efficiencies=base), cfg, tcfg, tb, src)
+                except (LookupError, ValueError):
+                    continue
                 pred, meas = one.step_time_s, t.step_time_s
                 ok = (pred > p.step_time_s) == (meas > p.step_time_s)
                 out.append(Row(cat, f"{cfg.label()} b={b} -> {tcfg.label()} b={tb} [{src}]",
@@ -273,7 +202,7 @@ def allreduce_rows(records: Records, min_bytes: int = 1 << 20,
     colls = [c for c in records.collectives if c.benchmark == "allreduce"]
     for n in sorted({c.nranks for c in colls}):
         cn = [c for c in colls if c.nranks == n]
-        if not _take(budget, "all-reduce", ["all-reduce >= 1 MiB"]
+        if not charge(budget, "all-reduce", ["all-reduce >= 1 MiB"]
                      * sum(c.size_bytes >= min_bytes for c in cn)):
             continue
         for held in cn:
@@ -318,7 +247,7 @@ def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -
     pairs or none within ``budget``: each row's fit uses the other pairs)."""
     cands = sum(p.world_size > 1 and p.nnodes == 1 and not p.instrumented
                 and p.data == "synthetic" for p in base.points)
-    if not _take(budget, "2-GPU", ["2-GPU from 1-GPU"] * cands):
+    if not charge(budget, "2-GPU", ["2-GPU from 1-GPU"] * cands):
         return []
     comm_for = comm_for_records(records)
     pairs = dp.pairs_of(base, comm_for)
@@ -355,7 +284,7 @@ def repeat_rows(records: Records, base: Calibration | None = None,
     out = []
     for (cfg, b), by_src in groups.items():
         srcs = sorted(by_src, key=lambda s: order.get(s, 0))
-        if len(srcs) < 2 or not _take(budget, "repeat", ["repeat (noise floor)"] * (len(srcs) - 1)):
+        if len(srcs) < 2 or not charge(budget, "repeat", ["repeat (noise floor)"] * (len(srcs) - 1)):
             continue
         bound = None
         if base is not None and len(srcs) > 1:
@@ -490,11 +419,13 @@ def run(records: Records, categories: Sequence[str] | None = None,
         part["2-GPU"] = dp_rows(records, base, budget)
     if "repeat (noise floor)" in cats:
         part["repeat"] = repeat_rows(records, base, budget)
+    if set(bc.CATEGORIES) & set(cats):
+        part["wfbp"] = bc.rows(records, cats, budget)
     if "leave-one-model-out" in cats:
         part["lomo"] = lomo_rows(records, base, budget)
     if any(c.startswith("what-if") for c in cats):
         part["what-if"] = whatif_rows(records, base, categories=cats, budget=budget)
-    rows = [r for k in ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat")
+    rows = [r for k in ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp")
             for r in part.get(k, [])]
     return Validation(rows, list(records.sources), dict(budget.left_out) if budget else {},
                       budget_s)

@@ -263,13 +263,23 @@ def wfbp_exposed_s(buckets: Sequence[Bucket], comm_s: Callable[[float], float],
         comm_s: all-reduce time of a bucket of so many bytes (s).
         backward_s: when backward ends (s from its start).
     """
-    end, total = 0.0, 0.0
+    sched = wfbp_schedule(buckets, comm_s)
+    end = sched[-1][1] if sched else 0.0
+    return max(0.0, end - backward_s), sum(e - s for s, e in sched)
+
+
+def wfbp_schedule(buckets: Sequence[Bucket], comm_s: Callable[[float], float]
+                  ) -> list[tuple[float, float]]:
+    """``(start, end)`` (s from backward's start) of each bucket's all-reduce by the WFBP
+    recursion ``s_i = max(r_i, e_{i-1})``, ``e_i = s_i + c_i``: one all-reduce at a time, in
+    bucket order (Shi & Chu 2017, sec. III-B)."""
+    out: list[tuple[float, float]] = []
+    end = 0.0
     for bk in buckets:
-        c = comm_s(bk.size_bytes)
         start = max(bk.ready_s, end)
-        end = start + c
-        total += c
-    return max(0.0, end - backward_s), total
+        end = start + comm_s(bk.size_bytes)
+        out.append((start, end))
+    return out
 
 
 #: PyTorch DDP's first bucket (``torch.distributed`` ``_DEFAULT_FIRST_BUCKET_BYTES``: 1 MiB,

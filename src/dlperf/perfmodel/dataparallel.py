@@ -19,11 +19,15 @@ so that, with ``overlap`` the p-norm of :mod:`dlperf.perfmodel.onedevice`::
 
     T_N = overlap(H (1 + rho), D + kappa H + X)
 
-Recorded bucket order and ready times do not exist yet, so the buckets are those of PyTorch DDP's
-default policy with gradients ready at a uniform rate over backward, backward taking 2/3 of ``D``
-(twice the forward FLOPs, Kaplan et al. 2020), and gradients in float32 (4 bytes per parameter:
-dlperf keeps float32 parameters under bf16 autocast): all three are assumptions, said so in
-every prediction.
+The buckets of the recursion are, where a stored traced DDP run of the same model, framework
+and precision recorded them (``dist.buckets_timeline``, :func:`recorded_profile`), that run's
+buckets in reduction order with their recorded bytes, each ready at the recorded fraction of
+that run's backward span (from its first to its last non-communication backward op), so that
+they transfer to another batch or device time. Otherwise they are those of PyTorch DDP's
+default policy with gradients ready at a uniform rate over backward and 4 bytes per parameter
+(float32 gradients: dlperf keeps float32 parameters under bf16 autocast). Either way backward
+takes 2/3 of ``D`` (twice the forward FLOPs, Kaplan et al. 2020). Every prediction lists what
+it assumed (:func:`assumptions`) and names the stored record it took the buckets from.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import numpy as np
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.records import Point
+from dlperf.perfmodel.records import Point, RankBuckets
 
 #: Share of the device time that is backward (backward = 2 x forward FLOPs, Kaplan et al. 2020).
 BACKWARD_SHARE = 2.0 / 3.0
@@ -51,6 +55,85 @@ ASSUMPTIONS = (
     f"backward = {BACKWARD_SHARE:.3g} of the device time (Kaplan et al. 2020: 2x forward)",
     f"gradients: {GRAD_BYTES_PER_PARAM} bytes per parameter (float32)",
 )
+
+
+@dataclass(frozen=True)
+class BucketProfile:
+    """Gradient buckets as a stored DDP run recorded them, in reduction order: bytes and the
+    ready time as a fraction of that run's backward span (0: backward's first op, 1: its last;
+    the mean over the run's ranks), and the record they came from (``source:id``, its ranks and
+    per-device batch)."""
+
+    sizes_bytes: tuple[float, ...]
+    ready_fraction: tuple[float, ...]
+    record: str
+    world_size: int
+    per_device_batch: int
+
+    def buckets(self, backward_s: float) -> list[comm.Bucket]:
+        """The buckets of a backward of ``backward_s`` seconds (ready = fraction x span)."""
+        return [comm.Bucket(m, f * backward_s) for m, f in zip(self.sizes_bytes,
+                                                               self.ready_fraction)]
+
+
+def ready_fractions(rank: RankBuckets) -> list[float] | None:
+    """Each bucket's ready time as a fraction of the rank's backward span, clipped to [0, 1]
+    (DDP hands the last bucket over just after backward's last op); None without the backward
+    start, with a ready time missing, or with an empty span."""
+    t0, t1 = rank.t_b_start_s, rank.t_b_end_s
+    if t0 is None or t1 <= t0 or any(b.ready_s is None for b in rank.buckets):
+        return None
+    return [min(1.0, max(0.0, ((b.ready_s or 0.0) - t0) / (t1 - t0))) for b in rank.buckets]
+
+
+def profile_of(p: Point) -> BucketProfile | None:
+    """The :class:`BucketProfile` of a stored point's recorded buckets, or None when no rank's
+    record gives ready fractions or the ranks' bucket layouts differ."""
+    fr = [(r, f) for r in p.buckets for f in [ready_fractions(r)] if f is not None]
+    if not fr or len({tuple(b.size_bytes for b in r.buckets) for r, _ in fr}) != 1:
+        return None
+    sizes = tuple(b.size_bytes for b in fr[0][0].buckets)
+    mean = tuple(float(np.mean([f[i] for _, f in fr])) for i in range(len(sizes)))
+    return BucketProfile(sizes, mean, f"{p.source}:{p.result_id}", p.world_size,
+                         p.per_device_batch)
+
+
+def recorded_profile(points: Sequence[Point], target: Point | Config, world: int,
+                     per_device_batch: int, withheld: Sequence[Point] = ()
+                     ) -> BucketProfile | None:
+    """The recorded buckets a prediction of ``target`` on ``world`` devices uses: from a stored
+    point of the same model, framework and precision with a usable record (:func:`profile_of`),
+    with DDP's default options; never the point predicted: not in ``withheld`` and not at the
+    target's own mode, device, rank count and per-device batch (in any file, whatever its
+    other selectors); preferring the same mode, then device, then rank count, then the
+    nearest per-device batch (log ratio). None when there is none (the uniform-bucket
+    assumptions then hold)."""
+    key = (target.model, target.framework, target.precision)
+    out = {(w.source, w.result_id) for w in withheld}
+    itself = (target.mode, target.device, world, per_device_batch)
+    cands = [(q, pr) for q in points if q.buckets and not q.variant
+             and (q.source, q.result_id) not in out
+             and (q.mode, q.device, q.world_size, q.per_device_batch) != itself
+             and (q.model, q.framework, q.precision) == key
+             for pr in [profile_of(q)] if pr is not None]
+    if not cands:
+        return None
+    _, pr = min(cands, key=lambda c: (c[0].mode != target.mode, c[0].device != target.device,
+                                      c[0].world_size != world,
+                                      abs(np.log(c[0].per_device_batch / per_device_batch)),
+                                      c[1].record))
+    return pr
+
+
+def assumptions(profile: BucketProfile | None) -> list[str]:
+    """What a data-parallel prediction assumed: :data:`ASSUMPTIONS` without a recorded
+    profile; with one, the record it read and the backward share."""
+    if profile is None:
+        return list(ASSUMPTIONS)
+    return [f"gradient buckets: recorded order, sizes and ready times (as a fraction of "
+            f"backward) of {profile.record} ({profile.world_size} ranks, per-device batch "
+            f"{profile.per_device_batch}, {len(profile.sizes_bytes)} buckets, "
+            f"{sum(profile.sizes_bytes) / 1e6:.4g} MB)", ASSUMPTIONS[1]]
 
 
 @dataclass(frozen=True)
@@ -71,6 +154,8 @@ class Pair:
 
     ``base`` is the one-device point at the per-device batch in the same results file when one
     was measured (weak scaling), else None (the one-device step is then predicted).
+    ``buckets``: the record (``source:id``) whose buckets the exposed all-reduce was computed
+    over, None for DDP's default buckets (:func:`recorded_profile`).
     """
 
     dp: Point
@@ -81,6 +166,7 @@ class Pair:
     exposed_s: float
     comm_s: float
     one_device_s: float
+    buckets: str | None = None
 
 
 def gradient_bytes(params: int | None) -> float:
@@ -89,9 +175,14 @@ def gradient_bytes(params: int | None) -> float:
 
 
 def exposed_comm(params: int | None, device_s: float, comm_s: Callable[[float], float],
-                 bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB) -> tuple[float, float]:
-    """``(exposed, total)`` all-reduce time (s) of one step by the WFBP recursion."""
+                 bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
+                 profile: BucketProfile | None = None) -> tuple[float, float]:
+    """``(exposed, total)`` all-reduce time (s) of one step by the WFBP recursion over the
+    recorded buckets of ``profile``, else over :func:`comm.uniform_buckets` of the gradient
+    bytes; backward is :data:`BACKWARD_SHARE` of ``device_s``."""
     tb = BACKWARD_SHARE * device_s
+    if profile is not None and tb > 0:
+        return comm.wfbp_exposed_s(profile.buckets(tb), comm_s, tb)
     g = gradient_bytes(params)
     if g <= 0 or tb <= 0:
         return 0.0, 0.0
@@ -107,7 +198,8 @@ def dp_step_s(host_s: float, device_s: float, exposed_s: float, ddp: DDPOverhead
 def pairs_of(cal: Calibration, comm_for: Callable[[int], Callable[[float], float]]
              ) -> list[Pair]:
     """Every stored N-device ``ok`` point of one node on synthetic data with its one-device
-    model.
+    model; its exposed all-reduce over the buckets another stored run recorded
+    (:func:`recorded_profile`, never the point's own record) where there is one.
 
     Args:
         cal: the calibration (its points: the N-device points and their one-device series).
@@ -129,8 +221,10 @@ def pairs_of(cal: Calibration, comm_for: Callable[[int], Callable[[float], float
         h, d = fit.host_s, fit.device_s(b)
         one = bases[-1].step_time_s if bases else fit.step_time_s(b)
         # the fit's own miss at a measured base is carried as a factor (the pair is about DDP)
-        x, total = exposed_comm(p.params, d, comm_for(p.world_size))
-        out.append(Pair(p, bases[-1] if bases else None, cfg, h, d, x, total, one))
+        prof = recorded_profile(cal.records.points, p, p.world_size, b, withheld=[p])
+        x, total = exposed_comm(p.params, d, comm_for(p.world_size), profile=prof)
+        out.append(Pair(p, bases[-1] if bases else None, cfg, h, d, x, total, one,
+                        prof.record if prof else None))
     return out
 
 

@@ -225,13 +225,19 @@ def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | N
 
 def data_parallel(one: OneDevice, ddp: dp.DDPOverhead, comm_fn: Callable[[float], float],
                   comm_desc: str,
-                  comm_measured: bool, bucket_cap_mb: float = dp.DEFAULT_BUCKET_CAP_MB
+                  comm_measured: bool, bucket_cap_mb: float = dp.DEFAULT_BUCKET_CAP_MB,
+                  profile: dp.BucketProfile | None = None
                   ) -> tuple[float, float, dict[str, str]]:
-    """``(step, exposed communication, provenance)`` of the N-device step (s)."""
-    x, _ = dp.exposed_comm(one.params, one.device_s, comm_fn, bucket_cap_mb)
+    """``(step, exposed communication, provenance)`` of the N-device step (s); the WFBP
+    recursion runs over ``profile``'s recorded buckets when given (:func:`dp.recorded_profile`),
+    else over DDP's default buckets of uniformly ready gradients."""
+    x, _ = dp.exposed_comm(one.params, one.device_s, comm_fn, bucket_cap_mb, profile)
     t = dp.dp_step_s(one.host_s, one.device_s, x, ddp)
     prov = {"all-reduce": ("measured" if comm_measured else "given") + f": {comm_desc}",
             "DDP overhead rho, kappa": (f"measured: rho={ddp.rho:.3g} (host), kappa="
                                         f"{ddp.kappa:.3g} (device) fitted on {len(ddp.pairs)} "
-                                        "stored N-device/1-device pairs")}
+                                        "stored N-device/1-device pairs"),
+            "gradient buckets": (f"measured: recorded buckets_timeline of {profile.record}"
+                                 if profile else "assumed: DDP's default buckets, gradients "
+                                 "ready uniformly over backward")}
     return t, x, prov

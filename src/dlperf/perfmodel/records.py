@@ -22,6 +22,70 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class RecordedBucket:
+    """One DDP gradient bucket of one rank as recorded (``dist.buckets_timeline``; times in s
+    from the traced iteration's host start, medians over the traced iterations).
+
+    Attributes:
+        index: DDP's bucket index (reduction order is the record's order).
+        size_bytes: the bucket's gradient bytes.
+        ready_s: when DDP handed it to the process group (the enqueue or kernel launch that
+            follows the bucket's last gradient); None where not observable.
+        start_s, end_s, dur_s: its all-reduce (gloo span or NCCL kernel).
+    """
+
+    index: int | None
+    size_bytes: float
+    ready_s: float | None
+    start_s: float
+    end_s: float
+    dur_s: float
+
+
+@dataclass(frozen=True)
+class RankBuckets:
+    """One rank's recorded bucket timeline (``dist.buckets_timeline.per_rank[r]``; s from the
+    iteration's host start): backward's first and last non-communication op (``t_b_start_s``
+    is None in records made before it was kept), the last all-reduce end and the exposed tail
+    (median over iterations of max(0, last end - backward end)), the buckets in reduction
+    order, and how ready times were observed (``ready_source``)."""
+
+    rank: int
+    t_b_start_s: float | None
+    t_b_end_s: float
+    last_end_s: float
+    exposed_tail_s: float
+    buckets: tuple[RecordedBucket, ...]
+    ready_source: str | None
+
+
+def _ns(x: Any) -> float | None:
+    v = _float(x)
+    return None if v is None else v * 1e-9
+
+
+def rank_buckets(bt: Mapping[str, Any] | None) -> tuple[RankBuckets, ...]:
+    """The matched ranks of a ``dist.buckets_timeline`` record (ns -> s); a rank that failed,
+    matched no iteration or lacks its backward end or all-reduce times is left out."""
+    out = []
+    for r in (bt or {}).get("per_rank") or []:
+        if not isinstance(r, Mapping) or not r.get("matched_iterations") or not r.get("buckets"):
+            continue
+        t_end, last, tail = _ns(r.get("t_b_end_ns")), _ns(r.get("last_end_ns")), _ns(
+            r.get("exposed_tail_ns"))
+        bks = [RecordedBucket(b.get("index"), float(b.get("bytes") or 0), _ns(b.get("ready_ns")),
+                              s0, e0, _ns(b.get("dur_ns")) or e0 - s0)
+               for b in r["buckets"]
+               for s0, e0 in [(_ns(b.get("start_ns")), _ns(b.get("end_ns")))]
+               if s0 is not None and e0 is not None]
+        if t_end is None or last is None or len(bks) != len(r["buckets"]):
+            continue
+        out.append(RankBuckets(int(r.get("rank") or 0), _ns(r.get("t_b_start_ns")), t_end, last,
+                               tail or 0.0, tuple(bks), r.get("ready_source")))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Point:
     """One stored ``ok`` measurement of a training configuration (times in s, work per step).
 
@@ -67,6 +131,11 @@ class Point:
         data_wait_share: share of the measured time spent waiting for input.
         device_name: the accelerator's name (``NVIDIA H200``).
         session: host and day of the measurement, ``"<hostname>/<cpu model>/<YYYY-MM-DD>"``.
+        buckets: the recorded per-bucket all-reduce timeline of a traced PyTorch DDP run
+            (``dist.buckets_timeline``), one :class:`RankBuckets` per rank whose iterations
+            matched; ``()`` where none was recorded.
+        comm_backend: the data-parallel run's process-group backend (``dist.process_group_
+            backend``: ``nccl``, ``gloo``), None on one device or where not recorded.
         compile_mode: the compiler's mode of a graph run (``config.compile_mode``; PyTorch:
             torch.compile's ``default``, ``reduce-overhead``: CUDA graphs, ...); ``default``
             where none was recorded. A mode other than ``default`` is a configuration of its
@@ -113,6 +182,8 @@ class Point:
     device_name: str | None = None
     session: str = ""
     compile_mode: str = "default"
+    buckets: tuple[RankBuckets, ...] = ()
+    comm_backend: str | None = None
 
     @property
     def config(self) -> tuple[str, str, str, str, str, str]:
@@ -161,6 +232,7 @@ class CollectivePoint:
         time_s: the slowest rank's mean time per call (s).
         busbw_gbps: bus bandwidth (GB/s, nccl-tests' definition).
         device_name: the accelerator's name.
+        backend: the process-group backend that ran it (``nccl``, ``gloo``; None: not stored).
     """
 
     source: str
@@ -171,6 +243,7 @@ class CollectivePoint:
     time_s: float
     busbw_gbps: float | None
     device_name: str | None
+    backend: str | None = None
 
 
 @dataclass
@@ -259,6 +332,8 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
         session="/".join(str(x) for x in (env.get("hostname"), _get(env, "cpu_id", "model"),
                                          (row.get("created_at") or "")[:10])),
         compile_mode=str(cfg.get("compile_mode") or "default"),
+        buckets=rank_buckets(_get(res, "dist", "buckets_timeline")) if world > 1 else (),
+        comm_backend=_get(res, "dist", "process_group_backend") if world > 1 else None,
     )
 
 
@@ -358,5 +433,5 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
                         source=f, run_id=str(c.get("run_id")), benchmark=c.get("benchmark") or "",
                         nranks=int(c.get("nranks") or 0), size_bytes=int(c["size_bytes"]),
                         time_s=float(c["time_s"]), busbw_gbps=_float(c.get("busbw_gbps")),
-                        device_name=c.get("device_name")))
+                        device_name=c.get("device_name"), backend=c.get("backend")))
     return Records(points, colls, files)

@@ -8,6 +8,8 @@ distributed deep learning frameworks on GPUs", WFBP: ``s_i = max(r_i, s_{i-1} + 
 
 * ``ready_ns`` (r_i): when bucket i's gradients were ready;
 * ``start_ns``/``end_ns`` (s_i, s_i + c_i): its all-reduce on the wire;
+* ``t_b_start_ns``: the start of backward computation (its first non-communication op), so
+  that a ready time is also a fraction of the backward span;
 * ``t_b_end_ns``: the end of backward computation, so that the exposed tail is
   ``last all-reduce end - t_b_end``.
 
@@ -79,13 +81,24 @@ def _enqueues(step_ops: Sequence[Mapping[str, Any]]) -> list[int]:
     return out
 
 
-def _t_b_end(step_ops: Sequence[Mapping[str, Any]]) -> int | None:
-    """End (ns) of the last backward op that is not communication, None if none."""
-    ends = [int(o["start_ns"]) + int(o["dur_ns"] or 0) for o in step_ops
+def _backward_ops(step_ops: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The backward ops (phase ``t_b``) that are not communication."""
+    return [o for o in step_ops
             if o.get("phase") == "t_b" and o.get("kind") != "collective"
             and o.get("op_class") != "communication"
             and not _is_kernel_allreduce(o) and o.get("op") not in _ENQUEUE_OPS]
+
+
+def _t_b_end(step_ops: Sequence[Mapping[str, Any]]) -> int | None:
+    """End (ns) of the last backward op that is not communication, None if none."""
+    ends = [int(o["start_ns"]) + int(o["dur_ns"] or 0) for o in _backward_ops(step_ops)]
     return max(ends) if ends else None
+
+
+def _t_b_start(step_ops: Sequence[Mapping[str, Any]]) -> int | None:
+    """Start (ns) of the first backward op that is not communication, None if none."""
+    starts = [int(o["start_ns"]) for o in _backward_ops(step_ops)]
+    return min(starts) if starts else None
 
 
 def match_buckets(ops: Sequence[Mapping[str, Any]], buckets: Sequence[Mapping[str, Any]],
@@ -101,8 +114,8 @@ def match_buckets(ops: Sequence[Mapping[str, Any]], buckets: Sequence[Mapping[st
         n_steps: traced iterations (default: 1 + the largest ``step`` in ``ops``).
 
     Returns:
-        One dict per iteration ``{"step", "matched", "t_b_end_ns", "source", "ready_source",
-        "buckets", "reason"}``; ``buckets`` (when matched) is one
+        One dict per iteration ``{"step", "matched", "t_b_start_ns", "t_b_end_ns", "source",
+        "ready_source", "buckets", "reason"}``; ``buckets`` (when matched) is one
         ``{"index", "bytes", "params", "ready_ns", "start_ns", "end_ns"}`` per bucket in
         reduction order (ns from the iteration's start; ``ready_ns`` None where not
         observable); ``reason`` says why an iteration was not matched (``buckets`` then []).
@@ -131,6 +144,7 @@ def _match_step(k: int, step_ops: list[Mapping[str, Any]],
                 buckets: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One iteration of :func:`match_buckets`."""
     row: dict[str, Any] = {"step": k, "matched": False, "t_b_end_ns": _t_b_end(step_ops),
+                           "t_b_start_ns": _t_b_start(step_ops),
                            "source": None, "ready_source": None, "buckets": [], "reason": None}
     kernels = [o for o in step_ops if _is_kernel_allreduce(o)]
     spans = [o for o in step_ops if _is_span_allreduce(o)]
@@ -173,9 +187,9 @@ def summarize_buckets(per_step: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     :func:`match_buckets`'s output: medians over the matched iterations.
 
     Returns ``{"n_iterations", "matched_iterations", "n_buckets", "source", "ready_source",
-    "t_b_end_ns", "last_end_ns", "exposed_tail_ns", "buckets", "reasons"}``; ``buckets`` is
-    one ``{"index", "bytes", "n_params", "ready_ns", "start_ns", "end_ns", "dur_ns"}`` per
-    bucket (each the median over matched iterations, ns from the iteration start);
+    "t_b_start_ns", "t_b_end_ns", "last_end_ns", "exposed_tail_ns", "buckets", "reasons"}``;
+    ``buckets`` is one ``{"index", "bytes", "n_params", "ready_ns", "start_ns", "end_ns",
+    "dur_ns"}`` per bucket (each the median over matched iterations, ns from the iteration start);
     ``exposed_tail_ns`` is the median over matched iterations of ``max(0, last all-reduce end
     - t_b_end)`` (the communication left after backward, WFBP's exposed part); ``reasons``
     the distinct reasons of unmatched iterations.
@@ -186,6 +200,7 @@ def summarize_buckets(per_step: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                            "n_buckets": len(ok[0]["buckets"]) if ok else None,
                            "source": ok[0]["source"] if ok else None,
                            "ready_source": ok[0]["ready_source"] if ok else None,
+                           "t_b_start_ns": _median([s.get("t_b_start_ns") for s in ok]),
                            "t_b_end_ns": _median([s.get("t_b_end_ns") for s in ok]),
                            "last_end_ns": None, "exposed_tail_ns": None, "buckets": [],
                            "reasons": reasons}

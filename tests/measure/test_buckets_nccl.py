@@ -122,3 +122,24 @@ def test_nccl_record_keeps_version_and_overrides():
                                      (None, None)])
 def test_version_text(v, text):
     assert version_text(v) == text
+
+
+class _FakeDDP:
+    def __init__(self, data):
+        self._data = data
+
+    def _get_ddp_logging_data(self):
+        return self._data
+
+
+def test_ddp_runtime_records_nccl_only_with_the_nccl_backend(monkeypatch):
+    from dlperf.frameworks.torch.dist import ddp_runtime
+
+    monkeypatch.setenv("NCCL_PROTO", "LL128")
+    monkeypatch.delenv("NCCL_ALGO", raising=False)
+    base = {"bucket_sizes": "4000, 8000", "rebuilt_per_bucket_param_indices": "3 2, 1 0"}
+    info = ddp_runtime(_FakeDDP({**base, "backend_name": "nccl", "nccl_version": "2.21.5"}))
+    assert info["nccl"]["version"] == "2.21.5" and info["nccl"]["proto"] == "LL128"
+    assert info["nccl"]["env"]["NCCL_PROTO"] == "LL128" and info["nccl"]["algo"] is None
+    assert [b["params"] for b in info["buckets"]] == [[3, 2], [1, 0]]
+    assert "nccl" not in ddp_runtime(_FakeDDP({**base, "backend_name": "gloo"}))

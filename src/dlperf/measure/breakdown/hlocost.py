@@ -186,14 +186,23 @@ def _shape_of(instrs: dict[str, HloInstr], name: str) -> tuple[int, ...] | None:
     return a[0][1] if a else None
 
 
-def _gemm_flops(ins: HloInstr, instrs: dict[str, HloInstr]) -> int | None:
-    m = re.search(r"backend_config=(\{.*\})", ins.attrs)
-    lhs, res = _shape_of(instrs, ins.operands[0]) if ins.operands else None, arrays(ins.shape)
-    if not m or lhs is None or not res:
+def _backend_config(attrs: str) -> dict[str, Any] | None:
+    """The JSON ``backend_config={...}`` of an instruction's attributes, None if absent or not
+    JSON."""
+    at = attrs.find("backend_config={")
+    if at < 0:
         return None
     try:
-        cfg = json.loads(m.group(1))
+        cfg, _ = json.JSONDecoder().raw_decode(attrs, at + len("backend_config="))
     except ValueError:
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def _gemm_flops(ins: HloInstr, instrs: dict[str, HloInstr]) -> int | None:
+    lhs, res = _shape_of(instrs, ins.operands[0]) if ins.operands else None, arrays(ins.shape)
+    cfg = _backend_config(ins.attrs)
+    if cfg is None or lhs is None or not res:
         return None
     dn = (cfg.get("gemm_backend_config") or cfg).get("dot_dimension_numbers") or {}
     k = dn.get("lhs_contracting_dimensions")

@@ -198,3 +198,35 @@ def test_traced_mlp_timeline_rows_carry_flops_and_bytes(tmp_path):
         assert all(o["op_bytes"] for o in mine)  # every thunk is named after its instruction
     dots = [o for o in ops if o["step"] == 0 and o["op_flops"]]
     assert {o["op_flops"] for o in dots} == {2 * B * D * H, 2 * B * H * OUT}
+
+
+@pytest.mark.slow
+def test_jax_timeline_run_stores_kernel_flops(tmp_path):
+    """``dlperf run --framework jax --model fcn5_tiny --timeline`` on the CPU: the stored
+    timeline's dot thunks carry 2*M*N*K of one layer, and one iteration's sum is every
+    layer's forward and weight-gradient matmul plus the input-gradient matmuls of all
+    layers but the first (its input needs no gradient)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("jax")
+    pytest.importorskip("flax")
+    from dlperf.measure.breakdown.timeline import decode
+    from dlperf.results import timelines
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "t.db"
+    r = subprocess.run([sys.executable, "-m", "dlperf", "run", "--framework", "jax",
+                        "--model", "fcn5_tiny", "--batch-size", "8", "--threads", "1",
+                        "--timeline", "--no-ceilings", "--db", str(db)],
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with ResultStore(db, read_only=True) as s:
+        (rec,) = s.records()
+        ops = decode(timelines.load(s, rec.stored.id))
+    widths = (512, 128, 128, 128, 512)
+    layers = [2 * 8 * i * j for i, j in zip(widths, widths[1:])]
+    dots = [o for o in ops if o["step"] == 0 and o["op_flops"]]
+    assert {o["op_flops"] for o in dots} == set(layers)
+    assert sum(o["op_flops"] for o in dots) == 2 * sum(layers) + sum(layers[1:])
+    assert all(o["op_bytes"] for o in ops if o["step"] is not None)

@@ -21,9 +21,11 @@ from dlperf.errors import ConfigError
 
 #: Format of the encoded timeline; :func:`decode` refuses another.
 FORMAT = "dlperf-timeline/1"
-#: Per-op columns, in order (see :func:`decode`). ``op_flops``/``op_bytes`` (the launching ATen
-#: op's profiler FLOPs and input bytes, repeated on each of its kernels or host-op slices; None
-#: where not derivable) came later: a timeline stored without them decodes them as None.
+#: Per-op columns, in order (see :func:`decode`). ``op_flops``/``op_bytes`` (torch: the launching
+#: ATen op's profiler FLOPs and input bytes; XLA: the kernel's HLO instruction's dot/convolution
+#: FLOPs and operand + result bytes, :mod:`dlperf.measure.breakdown.hlocost`; repeated on each
+#: kernel or host-op slice of the op; None where not derivable) came later: a timeline stored
+#: without them decodes them as None.
 COLUMNS = ("step", "kind", "stream", "device", "start_ns", "dur_ns", "name", "op_class", "op",
            "phase", "context", "grid", "block", "registers", "shared_memory", "bytes",
            "launch_start_ns", "launch_dur_ns", "op_flops", "op_bytes")

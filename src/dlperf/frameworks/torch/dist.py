@@ -18,6 +18,7 @@ from typing import Any
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError, UnavailableError
 from dlperf.frameworks.base import DistContext
+from dlperf.measure.breakdown.nccl import nccl_record
 
 
 def env_ranks() -> tuple[int, int, int, int]:
@@ -136,7 +137,9 @@ def ddp_runtime(ddp: Any) -> dict[str, Any]:
     ``_get_ddp_logging_data()``, a private but long-standing PyTorch API): ``buckets`` is one
     ``{"index", "bytes", "params"}`` per bucket in the order DDP reduces them (parameter
     indices as DDP numbers them), from the rebuilt layout where DDP rebuilt its buckets;
-    times are nanoseconds as DDP logs them; ``source`` names the API. Raises what the API
+    times are nanoseconds as DDP logs them; ``source`` names the API; with the NCCL backend,
+    ``nccl`` (:func:`dlperf.measure.breakdown.nccl.nccl_record`: NCCL's version and the
+    ``NCCL_*`` variables in force). Raises what the API
     raises (the caller keeps it as an error)."""
     data = ddp._get_ddp_logging_data()
     out = {k: _ints(data[k]) for k in DDP_RUNTIME_KEYS if k in data}
@@ -148,4 +151,18 @@ def ddp_runtime(ddp: Any) -> dict[str, Any]:
     out["buckets"] = [{"index": i, "bytes": b, "params": per[i] if i < len(per) else None}
                       for i, b in enumerate(sizes)]
     out["source"] = "torch DistributedDataParallel._get_ddp_logging_data()"
+    if data.get("backend_name") == "nccl":  # NCCL version and NCCL_* overrides in force
+        out["nccl"] = nccl_record(data.get("nccl_version") or _nccl_version(), os.environ)
     return out
+
+
+def _nccl_version() -> Any:
+    """``torch.cuda.nccl.version()`` where this torch build has NCCL (a CUDA build), else
+    None: a capability check, not a framework one."""
+    import torch
+
+    nccl = getattr(torch.cuda, "nccl", None)
+    try:
+        return nccl.version() if nccl is not None and torch.cuda.is_available() else None
+    except (AttributeError, RuntimeError):  # a build without NCCL
+        return None

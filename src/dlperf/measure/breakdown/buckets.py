@@ -40,6 +40,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dlperf.measure.breakdown.nccl import bucket_algorithms
+
 __all__ = ["match_buckets", "summarize_buckets", "READY_SOURCES"]
 
 #: A device kernel of an all-reduce (NCCL names them ``ncclDevKernel_AllReduce_...`` /
@@ -116,9 +118,12 @@ def match_buckets(ops: Sequence[Mapping[str, Any]], buckets: Sequence[Mapping[st
     Returns:
         One dict per iteration ``{"step", "matched", "t_b_start_ns", "t_b_end_ns", "source",
         "ready_source", "buckets", "reason"}``; ``buckets`` (when matched) is one
-        ``{"index", "bytes", "params", "ready_ns", "start_ns", "end_ns"}`` per bucket in
-        reduction order (ns from the iteration's start; ``ready_ns`` None where not
-        observable); ``reason`` says why an iteration was not matched (``buckets`` then []).
+        ``{"index", "bytes", "params", "ready_ns", "start_ns", "end_ns", "algorithm",
+        "protocol", "nccl_kernel"}`` per bucket in reduction order (ns from the iteration's
+        start; ``ready_ns`` None where not observable; ``algorithm``/``protocol`` what the
+        NCCL kernel's name determines, :func:`dlperf.measure.breakdown.nccl.parse_kernel`,
+        None where it does not or for a gloo span; ``nccl_kernel`` the kernel's name);
+        ``reason`` says why an iteration was not matched (``buckets`` then []).
 
     Raises:
         ValueError: ``buckets`` is empty (nothing to match).
@@ -167,12 +172,14 @@ def _match_step(k: int, step_ops: list[Mapping[str, Any]],
                          f"buckets: matching by order needs one per bucket (other collectives "
                          f"in the step, or a bucket layout that changed)")
         return row
-    for b, o, r in zip(buckets, coll, ready):
+    names = [o.get("name") if o.get("kind") == "kernel" else None for o in coll]
+    for b, o, r, a in zip(buckets, coll, ready, bucket_algorithms(names)):
         start = int(o["start_ns"])
         row["buckets"].append({"index": b.get("index"), "bytes": b.get("bytes"),
                                "params": b.get("params"),
                                "ready_ns": int(r) if r is not None else None,
-                               "start_ns": start, "end_ns": start + int(o["dur_ns"] or 0)})
+                               "start_ns": start, "end_ns": start + int(o["dur_ns"] or 0),
+                               **a})
     row["matched"] = True
     return row
 
@@ -182,14 +189,22 @@ def _median(xs: Sequence[int | None]) -> int | None:
     return int(round(statistics.median(have))) if have else None
 
 
+def _agreed(xs: Sequence[Any]) -> Any:
+    """The one value every entry of ``xs`` has, else None (none, or they differ)."""
+    return xs[0] if xs and all(x == xs[0] for x in xs) else None
+
+
 def summarize_buckets(per_step: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The small record of one rank (``dist.buckets_timeline.per_rank[r]``) from
     :func:`match_buckets`'s output: medians over the matched iterations.
 
     Returns ``{"n_iterations", "matched_iterations", "n_buckets", "source", "ready_source",
-    "t_b_start_ns", "t_b_end_ns", "last_end_ns", "exposed_tail_ns", "buckets", "reasons"}``;
+    "t_b_start_ns", "t_b_end_ns", "last_end_ns", "exposed_tail_ns", "buckets", "reasons", "nccl_kernels"}``;
     ``buckets`` is one ``{"index", "bytes", "n_params", "ready_ns", "start_ns", "end_ns",
-    "dur_ns"}`` per bucket (each the median over matched iterations, ns from the iteration start);
+    "dur_ns", "algorithm", "protocol"}`` per bucket (times the median over matched
+    iterations, ns from the iteration start; ``algorithm``/``protocol`` where every matched
+    iteration's kernel name gives the same one, else None); ``nccl_kernels`` the distinct
+    all-reduce kernel names seen;
     ``exposed_tail_ns`` is the median over matched iterations of ``max(0, last all-reduce end
     - t_b_end)`` (the communication left after backward, WFBP's exposed part); ``reasons``
     the distinct reasons of unmatched iterations.
@@ -203,7 +218,10 @@ def summarize_buckets(per_step: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                            "t_b_start_ns": _median([s.get("t_b_start_ns") for s in ok]),
                            "t_b_end_ns": _median([s.get("t_b_end_ns") for s in ok]),
                            "last_end_ns": None, "exposed_tail_ns": None, "buckets": [],
-                           "reasons": reasons}
+                           "reasons": reasons,
+                           "nccl_kernels": sorted({b["nccl_kernel"] for s in ok
+                                                   for b in s["buckets"]
+                                                   if b.get("nccl_kernel")})}
     if not ok:
         return out
     n = len(ok[0]["buckets"])
@@ -216,7 +234,9 @@ def summarize_buckets(per_step: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "ready_ns": _median([c.get("ready_ns") for c in col]),
             "start_ns": _median([c["start_ns"] for c in col]),
             "end_ns": _median([c["end_ns"] for c in col]),
-            "dur_ns": _median([c["end_ns"] - c["start_ns"] for c in col])})
+            "dur_ns": _median([c["end_ns"] - c["start_ns"] for c in col]),
+            "algorithm": _agreed([c.get("algorithm") for c in col]),
+            "protocol": _agreed([c.get("protocol") for c in col])})
     lasts = [max(b["end_ns"] for b in s["buckets"]) for s in ok]
     out["last_end_ns"] = _median(lasts)
     tails = [max(0, last - s["t_b_end_ns"]) for s, last in zip(ok, lasts)

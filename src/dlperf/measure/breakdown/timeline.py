@@ -4,8 +4,10 @@ A profiler trace is tens of megabytes and is deleted after its analysis unless `
 keeps it. The performance model (docs/perfmodel.md, "Records the model needs") needs less
 than the trace and more than its summary: every device op of the traced iterations with its
 stream, start and duration, op class, launching operator, phase, launch geometry (grid, block,
-registers, shared memory: the wave effect), the host interval of its launch call and, when
-traced with shapes (``--timeline``), the launching ATen op's FLOPs and input bytes. This
+registers, shared memory: the wave effect), the host interval of its launch call and the
+FLOPs and bytes of what launched it (PyTorch, traced with shapes under ``--timeline``: the
+ATen op's FLOPs and input bytes; JAX: the HLO instruction's, from the compiled step,
+:mod:`dlperf.measure.breakdown.hlocost`). This
 module turns a parsed :class:`~dlperf.measure.breakdown.trace.TraceData` into that table,
 column-wise, with a string table, compressed with zlib and base64-encoded, so that a stored
 result can carry it (the store keeps it in a table of its own, not in ``result_json``) and a

@@ -54,6 +54,9 @@ class HloInstr:
     fused: tuple[str, ...] = ()                 # opcodes inside a fusion
     computation: str = ""
     operands: tuple[str, ...] = ()
+    shape: str = ""                             # result type text: f32[64,512]{1,0}, (..., ...)
+    attrs: str = ""                             # text after the operand list (window=, ...)
+    calls: str = ""                             # the fused computation of a fusion
 
 
 def _type_end(s: str) -> int:
@@ -69,16 +72,17 @@ def _type_end(s: str) -> int:
     return m.end() if m else 0
 
 
-def _operands(s: str) -> tuple[str, ...]:
-    """Operand names in ``s`` = the text after ``opcode(``, up to the matching ``)``."""
-    depth = 1
+def _operands(s: str) -> tuple[tuple[str, ...], str]:
+    """Operand names in ``s`` = the text after ``opcode(``, up to the matching ``)``, and the
+    text after that ``)`` (the attributes)."""
+    depth, rest = 1, ""
     for i, ch in enumerate(s):
         depth += ch == "("
         depth -= ch == ")"
         if depth == 0:
-            s = s[:i]
+            s, rest = s[:i], s[i + 1:]
             break
-    return tuple(re.findall(r"%([\w.\-]+)", s))
+    return tuple(re.findall(r"%([\w.\-]+)", s)), rest
 
 
 def _tables(text: str) -> dict[int, tuple[str, str, int]]:
@@ -148,12 +152,14 @@ def parse_hlo(text: str) -> dict[str, HloInstr]:
         if not m or not comp:
             continue
         root, name, rest = m.group(1), m.group(2), m.group(3)
-        after = rest[_type_end(rest):].lstrip()
+        end = _type_end(rest)
+        after = rest[end:].lstrip()
         om = re.match(r"([\w\-]+)\(", after)
         if not om:
             continue
-        ins = HloInstr(name=name, opcode=om.group(1), computation=comp,
-                       operands=_operands(after[om.end():]))
+        operands, attrs = _operands(after[om.end():])
+        ins = HloInstr(name=name, opcode=om.group(1), computation=comp, operands=operands,
+                       shape=rest[:end], attrs=attrs)
         md = re.search(r"metadata=\{(.*?)\}(?:,|$)", after)
         if md:
             body = md.group(1)
@@ -166,7 +172,7 @@ def parse_hlo(text: str) -> dict[str, HloInstr]:
         if (x := _TARGET.search(after)):
             ins.target = x.group(1)
         if ins.opcode == "fusion" and (x := _CALLS.search(after)):
-            calls[name] = x.group(1)
+            calls[name] = ins.calls = x.group(1)
         instrs[name] = ins
         comps[comp].append(name)
         if root:

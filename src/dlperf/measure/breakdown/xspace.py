@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlperf.measure.breakdown.hlocost import kernel_costs
 from dlperf.measure.breakdown.trace import TraceData, TraceOp
 from dlperf.measure.breakdown.xla import (
     HloInstr,
@@ -293,7 +294,7 @@ def _make(raw: list[tuple[XEvent, dict[str, Any]]], steps: list[tuple[float, flo
     return [TraceOp(name=d.get("name") or e.name, start_s=e.start_ns * 1e-9, end_s=e.end_ns * 1e-9,
                     ops=tuple(d["ops"]), layers=tuple(d["layers"]), context=tuple(d["context"]),
                     phase=d["phase"], step=k, kind=_kind(e) if on_gpu else "host_op",
-                    extra=_xextra(e))
+                    extra={**_xextra(e), **d.get("cost", {})})
             for (e, d), k in zip(raw, idx)]
 
 
@@ -320,11 +321,14 @@ def jax_trace(planes: Sequence[XPlane], hlo: dict[str, HloInstr] | None) -> Trac
 
     Device ops are events with an ``hlo_op`` stat (module docstring); each is described by
     its HLO instruction in ``hlo`` (:func:`~dlperf.measure.breakdown.xla.parse_hlo` of the compiled
-    step), which gives its phase (jvp / transpose(jvp) / neither) and its op class.
+    step), which gives its phase (jvp / transpose(jvp) / neither), its op class and, in the
+    op's ``extra``, ``op_flops``/``op_bytes`` (:func:`~dlperf.measure.breakdown.hlocost.
+    kernel_costs`, computed once per trace; absent where not derivable or not mapped).
     """
     steps = steps_of(planes)
     hlo = hlo or {}
     inferred = infer_phases(hlo, jax_phase)
+    costs = kernel_costs(hlo)
     raw = []
     on_gpu = False
     for e, gpu in _device_events(planes, lambda e: "hlo_op" in e.stats):
@@ -336,6 +340,8 @@ def jax_trace(planes: Sequence[XPlane], hlo: dict[str, HloInstr] | None) -> Trac
         d = jax_names(ins, e.name, inferred.get(op))
         if ins is None and op:
             d["ops"] = (e.name, op)
+        if op in costs:  # op_flops/op_bytes of the kernel's HLO instruction (hlocost)
+            d["cost"] = {k: v for k, v in costs[op].items() if v is not None}
         raw.append((e, d))
     notes = []
     if raw and not any(d["phase"] for _, d in raw):

@@ -70,6 +70,11 @@ class FrameworkInfo:
         layouts: the memory layouts of image activations its models run in (``NCHW``,
             ``NHWC``), as recorded in a result's ``flags.layout``; with more than one, each run
             applies one of them (``--layout``, ``auto``: its choice) and the report names it.
+        layout_free_modes: its modes whose compiler picks the convolutions' memory layout
+            itself, whatever ``--layout`` asked for (torch.compile: Inductor's
+            ``layout_optimization``, on by default, converts a graph with convolutions to
+            channels_last, ``torch/_inductor/graph.py`` ``decide_layout_opt``); read by the
+            performance model's what-if (:func:`dlperf.perfmodel.model.what_if`).
 
     How :mod:`dlperf.launch` starts its processes (launch reads these and imports no adapter;
     a hook is ``"module:function"`` in the framework's own folder, imported only when used,
@@ -130,6 +135,7 @@ class FrameworkInfo:
     # -- read by dlperf.report (comparisons and table cells) --
     eager_mode: str | None = None
     layouts: tuple[str, ...] = ("NHWC",)
+    layout_free_modes: tuple[str, ...] = ()
 
 
 #: torch.compile's modes (``torch.compile(mode=...)``; PyTorch's torch.compile documentation):
@@ -196,7 +202,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            pipeline="its DataLoader's worker processes", ddp=True,
                            optimizer_impls=OPTIMIZER_IMPLS,
                            distributions=(("torch",),), launcher="torchrun",
-                           eager_mode="eager", layouts=("NCHW", "NHWC")),
+                           eager_mode="eager", layouts=("NCHW", "NHWC"),
+                           layout_free_modes=("graph",)),
     "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",),
                          title="JAX", options="dlperf.frameworks.jax.options:check",
                          dp_layouts=("per_node", "per_device"),

@@ -14,6 +14,7 @@ back-test withholds) and fits, on demand and once each:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from statistics import median
@@ -24,6 +25,7 @@ import numpy as np
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.records import COMPILE_SEP, Point, Records, compile_of, mode_key
+from dlperf.registry import framework_info
 
 #: The :class:`Point` attribute of each host-work count kind (:meth:`Calibration.count_kind`).
 _COUNT_ATTR = {"ops": "ops_per_step", "launches": "launches_per_iter",
@@ -286,8 +288,6 @@ class Calibration:
                    and (mode is None or p.group[1] == mode)]
             order: tuple[str, ...] = ("ops", "launches", "kernels")
             if mode is not None:
-                from dlperf.registry import framework_info
-
                 info = framework_info(framework)
                 eager = info is not None and info.eager_mode == mode
                 order = ("ops",) if eager else ("launches", "kernels", "ops")
@@ -456,11 +456,12 @@ class Calibration:
         where from), "device": (...)}``, each present only when measured. The ratio is the
         median of the ``nearest`` pairs closest in training FLOPs per step to ``frm.model`` at
         ``batch`` (a GEMM's speed-up from bf16 grows with its size), models of the same family
-        first."""
-        import math
-
+        first. A pair whose base asked for a layout while ``to``'s mode picks its own (registry
+        ``layout_free_modes``) is skipped: it changes the layout too (resnet50 bf16 NCHW eager
+        -> graph 0.38, at ``auto`` 0.70, frameworks.db)."""
         from dlperf.zoo import SPECS
-
+        lf = getattr(framework_info(to.framework), "layout_free_modes", ())
+        free = to.mode in lf and frm.mode not in lf  # pairs at a layout of their own skipped
         fam = getattr(SPECS.get(frm.model), "family", None)
         f_target = self.work(frm.model, frm.framework, frm.precision).flops(batch)
         changes = {k: getattr(to, k) for k in ("precision", "mode", "framework")
@@ -471,7 +472,7 @@ class Calibration:
             if p.world_size == 1 and not p.instrumented and p.model != frm.model:
                 by[(Config.of(p), p.source, p.batch_size)] = p
         for (c, src, b), p in by.items():
-            if c.group != frm.group:
+            if c.group != frm.group or (free and c.layout != "auto"):
                 continue
             q = by.get((c.with_(**changes), src, b))
             if q is None:

@@ -206,6 +206,8 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                     "files": {k: str(v) for k, v in cap.get("files", {}).items()} if keep else None,
                     "dir": str(folder) if keep else None,
                 }
+                if cap.get("compiles") is not None:  # what the traced steps compiled
+                    out["trace"]["compiles"] = cap["compiles"]
                 if getattr(cfg, "timeline", False):
                     out["timeline"] = encode_timeline(cap["trace"])
                 slow = _traced_slowdown(analysis, fused)

@@ -40,7 +40,6 @@ from PyTorch, cuDNN, cuBLAS, XLA and TensorFlow traces.
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Iterable, Sequence
 

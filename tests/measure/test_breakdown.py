@@ -901,6 +901,10 @@ def test_merge_breakdown_keeps_the_headline_when_the_breakdown_process_fails():
     assert r["summary"] == {"median": 0.004} and r["breakdown"] == {"available": True}
     assert set(r["samples"]) == {"measure", "breakdown:t_f", "trace:dispatch"}
     assert r["samples"]["measure"] == [0.004] and r["warnings"] == ["breakdown: x"]
+    # the breakdown process's own time account is kept (a GPU JAX point's second process)
+    worker = {"pid": 7, "elapsed_s": 30.0, "phases_s": {"prepare": 25.0, "breakdown": 3.0}}
+    r = merge_breakdown(head, {**ok, "worker": worker}, "why")
+    assert r["breakdown_run"]["worker"] == worker and "worker" not in r
 
 
 def _timed(samples, **over):

@@ -176,13 +176,17 @@ def merge_breakdown(head: dict[str, Any], bd: dict[str, Any], why: str) -> dict[
     Taken from ``bd``: the ``breakdown``, ``op_classes`` and ``trace`` sections, its samples
     under ``breakdown:``/``trace:`` and its warnings about them. Kept beside them:
     ``breakdown_run`` = ``{"why", "status", "error", "summary" (the breakdown run's own fused
-    step, against which its phases are reconciled), "flags"}``. A failed ``bd`` leaves
+    step, against which its phases are reconciled), "flags"}``, and ``"worker"`` (that
+    process's pid, elapsed_s and phases_s: where its time went) where it reported one. A
+    failed ``bd`` leaves
     ``breakdown`` unavailable with its error; the headline stands.
     """
     r = {**head, "samples": dict(head.get("samples") or {}),
          "warnings": list(head.get("warnings") or [])}
     r["breakdown_run"] = {"why": why, "status": bd.get("status"), "error": bd.get("error"),
                           "summary": bd.get("summary"), "flags": bd.get("flags")}
+    if bd.get("worker"):
+        r["breakdown_run"]["worker"] = bd["worker"]
     if bd.get("status") != "ok":
         r["breakdown"] = {"available": False,
                           "error": f"the breakdown's own process ended {bd.get('status')}: "

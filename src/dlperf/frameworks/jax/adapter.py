@@ -70,6 +70,7 @@ from dlperf.frameworks.jax.profile import profile_comm, trace_steps
 from dlperf.frameworks.jax.step import (
     TIMER_LAG,
     JaxStep,
+    compiles_counted,
     init_state,
     listen_for_compiles,
     make_loss_fn,
@@ -77,6 +78,7 @@ from dlperf.frameworks.jax.step import (
     make_train_step,
     optimizer_flags,
     stop_counting_compiles,
+    traced_compiles,
 )
 from dlperf.measure.timers import LaggedSyncTimer
 from dlperf.zoo import impl_module
@@ -449,8 +451,14 @@ class JaxRun(JaxStep):
 
     def profile(self, n: int, folder: Any) -> dict[str, Any]:
         """One warm-up and ``n`` annotated steps under ``jax.profiler``, parsed
-        (:func:`dlperf.frameworks.jax.profile.trace_steps`)."""
-        return trace_steps(self._jax, self, self._hlo_text, n, folder)
+        (:func:`dlperf.frameworks.jax.profile.trace_steps`), plus ``compiles``: what the traced
+        steps compiled (:func:`traced_compiles`; the traced program is the measured one, so
+        nothing: its executable is reused)."""
+        traces0 = self._traces
+        with compiles_counted() as seen:
+            out = trace_steps(self._jax, self, self._hlo_text, n, folder)
+        out["compiles"] = traced_compiles(self._traces - traces0, seen)
+        return out
 
     def comm_profile(self, k: int) -> dict[str, Any]:
         """Exposed communication of ``k`` profiled steps (data parallel only; None otherwise:

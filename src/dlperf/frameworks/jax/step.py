@@ -25,9 +25,10 @@ forward, backward and update are one XLA program, split later by the trace).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dlperf.frameworks.base import TrainingRun
@@ -45,10 +46,30 @@ _ACTIVE_FLAGS: dict[str, Any] | None = None
 _LISTENER_REGISTERED = False
 
 
+#: Further counters (:func:`compiles_counted`), each counting besides the active run's flags.
+_SCOPES: list[dict[str, Any]] = []
+
+
 def _compile_listener(event: str, duration_s: float, **_: Any) -> None:
-    if event == _BACKEND_COMPILE_EVENT and _ACTIVE_FLAGS is not None:
-        _ACTIVE_FLAGS["recompiles"] += 1
-        _ACTIVE_FLAGS["recompile_time_s"] += float(duration_s)
+    if event != _BACKEND_COMPILE_EVENT:
+        return
+    for d in ([_ACTIVE_FLAGS] if _ACTIVE_FLAGS is not None else []) + _SCOPES:
+        d["recompiles"] += 1
+        d["recompile_time_s"] += float(duration_s)
+
+
+@contextlib.contextmanager
+def compiles_counted() -> Iterator[dict[str, Any]]:
+    """Count the XLA compilations of the ``with`` block: yields ``{"recompiles": n,
+    "recompile_time_s": s}`` (counts, seconds of XLA backend compile), filled in as they happen
+    (the ``jax.monitoring`` event of :func:`listen_for_compiles`, which must be registered).
+    The active run's flags count them too, as without it."""
+    counter: dict[str, Any] = {"recompiles": 0, "recompile_time_s": 0.0}
+    _SCOPES.append(counter)
+    try:
+        yield counter
+    finally:
+        _SCOPES.remove(counter)
 
 
 def listen_for_compiles(jax: Any) -> None:
@@ -71,6 +92,18 @@ def stop_counting_compiles(flags: dict[str, Any]) -> None:
     """Stop counting into ``flags`` if it is the active run's (a later run's stay active)."""
     if _ACTIVE_FLAGS is flags:
         count_compiles_into(None)
+
+
+def traced_compiles(retraces: int, seen: dict[str, Any]) -> dict[str, Any]:
+    """The ``trace.compiles`` part of a record: what the profiled steps compiled. ``retraces``:
+    traces of the Python step function during them; ``seen``: :func:`compiles_counted`'s
+    counter over them. Keys ``retraces``, ``xla_compiles`` (counts), ``xla_compile_time_s``
+    (s) and ``executable``: ``"reused"`` (the measured step's compiled program ran under the
+    profiler, nothing was compiled) or ``"compiled again"``."""
+    n = int(seen["recompiles"])
+    return {"retraces": retraces, "xla_compiles": n,
+            "xla_compile_time_s": float(seen["recompile_time_s"]),
+            "executable": "reused" if n == 0 and retraces == 0 else "compiled again"}
 
 
 def make_loss_fn(spec: ModelSpec) -> Callable[[Any, Any], Any]:

@@ -11,7 +11,9 @@ fused-step measurement (which stays the headline number, unchanged).
    class, the trace's forward/backward/update split. With ``--trace DIR`` the trace files are
    kept under ``DIR`` (one new folder per traced run) and their paths stored; otherwise they go
    to a temporary folder. With ``--timeline`` the parsed per-kernel timeline is kept in the
-   result, compressed (:mod:`dlperf.measure.breakdown.timeline`).
+   result, compressed (:mod:`dlperf.measure.breakdown.timeline`). Where the session's
+   ``profile`` reports what the traced steps compiled (JAX: ``compiles``, nothing when the
+   measured executable is reused), it is kept as ``trace.compiles``.
 
 In a run of several processes (data parallel) every process runs both, with the same number
 of iterations (the phased count is agreed over the processes: the steps hold collectives);
@@ -119,6 +121,24 @@ def _gather_buckets(trace: Any, dist: Any) -> dict[str, Any] | None:
                       "order to the traced all-reduces; WFBP after Shi & Chu 2017"}
 
 
+def _trace_section(analysis: dict[str, Any], cap: dict[str, Any], kept: Path | None
+                   ) -> dict[str, Any]:
+    """The ``trace`` section from the trace's ``analysis`` and the session's ``profile``
+    result ``cap``; ``kept``: the folder under ``--trace DIR`` (its files are named), else
+    None. ``compiles``: what the traced steps compiled, where the session reports it."""
+    sec = {k: analysis[k] for k in ("n_steps", "source", "device_kind", "busy_fraction",
+                                    "busy_s", "idle_s", "step_wall_s", "dispatch_s", "phases",
+                                    "kernels_per_iter", "copies_per_iter", "phase_source",
+                                    "notes")}
+    sec = {"available": True, **sec,
+           "files": ({k: str(v) for k, v in cap.get("files", {}).items()}
+                     if kept is not None else None),
+           "dir": str(kept) if kept is not None else None}
+    if cap.get("compiles") is not None:
+        sec["compiles"] = cap["compiles"]
+    return sec
+
+
 def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                   ) -> tuple[dict[str, Any], dict[str, list[float]], list[str]]:
     """Run the breakdown/trace measurements of ``cfg`` on a prepared ``session``.
@@ -194,18 +214,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                     "device_kind": analysis["device_kind"], "source": analysis["source"],
                     "top_ops": analysis["top_ops"], "top_by_class": analysis["top_by_class"],
                     "n_steps": analysis["n_steps"]}
-                out["trace"] = {
-                    "available": True, "n_steps": analysis["n_steps"],
-                    "source": analysis["source"], "device_kind": analysis["device_kind"],
-                    "busy_fraction": analysis["busy_fraction"], "busy_s": analysis["busy_s"],
-                    "idle_s": analysis["idle_s"], "step_wall_s": analysis["step_wall_s"],
-                    "dispatch_s": analysis["dispatch_s"], "phases": analysis["phases"],
-                    "kernels_per_iter": analysis["kernels_per_iter"],
-                    "copies_per_iter": analysis["copies_per_iter"],
-                    "phase_source": analysis["phase_source"], "notes": analysis["notes"],
-                    "files": {k: str(v) for k, v in cap.get("files", {}).items()} if keep else None,
-                    "dir": str(folder) if keep else None,
-                }
+                out["trace"] = _trace_section(analysis, cap, folder if keep else None)
                 if getattr(cfg, "timeline", False):
                     out["timeline"] = encode_timeline(cap["trace"])
                 slow = _traced_slowdown(analysis, fused)

@@ -7,7 +7,9 @@ Usage (repository root)::
         [--no-host-probe]
 
 Prints the markdown table of :meth:`dlperf.perfmodel.backtest.Validation.table` (the one in
-docs/perfmodel.md) and, with ``--rows``, writes every held-out prediction as JSON.
+docs/perfmodel.md), the prediction intervals' leave-one-out coverage
+(:meth:`~dlperf.perfmodel.backtest.Validation.coverage_table`, docs/perfmodel.md "Prediction
+interval") and, with ``--rows``, writes every held-out prediction as JSON.
 ``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
 ignore ``host.dispatch_s`` (:func:`dlperf.perfmodel.onedevice.host_measurements` returns
 nothing), so its effect on the same held-out points can be read off.
@@ -42,6 +44,9 @@ def main() -> None:
     t0 = time.perf_counter()
     v = validate(args.paths, args.category)
     print(v.table(), end="")
+    print("\n90% prediction intervals, leave-one-out coverage (overall / host / device) and "
+          "median width (high / low):\n")
+    print(v.coverage_table(), end="")
     print(f"\n{len(v.rows)} held-out predictions in {time.perf_counter() - t0:.0f} s")
     if args.rows:
         with open(args.rows, "w") as f:

@@ -319,3 +319,28 @@ def test_validate_and_dai_table_refuse_selectors_they_would_ignore(synth):
     assert "--validate back-tests every stored result" in out and "--model" in out
     out = _refused("--db", synth, "--dai-table", "--precision", "bf16", "-b", "8")
     assert "--dai-table splits" in out and "--precision, --batch-size" in out
+
+
+def test_validate_prints_interval_coverage_and_json_keeps_interval_keys(synth):
+    """``--validate`` adds the intervals' leave-one-out coverage (a second table; a key per
+    category in JSON); a prediction's ``interval_s`` stays ``[low, high]`` and it names the
+    residual group its interval came from."""
+    code, out, r = _cli("--db", synth, "--validate")
+    assert code == 0, out
+    assert "90% coverage, Mondrian (all/host/device)" in r.output
+    row = [ln for ln in r.output.splitlines() if ln.startswith("| held-out batch |")]
+    assert len(row) == 2 and "%" in row[1]  # the error table's row, then the coverage row
+    code, out, r = _cli("--db", synth, "--validate", "--format", "json")
+    d = {x["category"]: x for x in json.loads(r.output)}
+    cov = d["held-out batch"]["interval_coverage_90"]
+    assert cov["count"] == d["held-out batch"]["count"] and 0.0 <= cov["coverage"] <= 1.0
+    from dlperf.perfmodel.intervals import INTERVAL_CATEGORIES
+
+    assert all(x["interval_coverage_90"] is None for c, x in d.items()
+               if c not in INTERVAL_CATEGORIES) and "extrapolate 2x" in d
+    code, out, r = _cli("--db", synth, "--model", "m_other", "-b", "48", "--format", "json")
+    p = json.loads(r.output)
+    assert isinstance(p["interval_s"], list) and len(p["interval_s"]) == 2
+    assert p["interval_level"] == 0.9
+    assert p["interval_group"].startswith("held-out batch, ")
+    assert p["interval_group"].split(": ")[1].split(" rows")[0].isdigit()

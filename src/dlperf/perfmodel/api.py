@@ -5,8 +5,10 @@ more GPUs or more nodes" from stored results; ``validate`` back-tests the model 
 point it can (:mod:`dlperf.perfmodel.backtest`). Both are pure over the results files (read
 once per process and cached by path and modification time); no framework is imported.
 
-The prediction interval comes from held-out residuals of the back-test category that matches
-how the prediction was made (``log(measured / predicted)``, the central ``level`` share). The
+The prediction interval comes from held-out residuals ``log(measured / predicted)`` of the
+back-test category that matches how the prediction was made: a Mondrian conformal interval
+(:func:`dlperf.perfmodel.intervals.mondrian`) from the residuals of the prediction's own bound
+(host or device) in that category when there are enough, else the category's. The
 back-test is slow (seconds to minutes), so its residuals are cached on disk under
 ``$DLPERF_CACHE_DIR`` (default ``~/.cache/dlperf``), keyed by the content of the results files
 and of this package's source: the first prediction of a kind on new data pays for it (up to a
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,7 @@ from dlperf.errors import ConfigError
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel.calibrate import Calibration, Config
@@ -41,12 +43,13 @@ from dlperf.perfmodel.records import Records, cache_root, load
 from dlperf.perfmodel.scaling import efficiency
 
 #: Part of the residual cache's key, with the source of this package and the results files.
-MODEL_VERSION = "1"
+#: "2": residuals stored with their bound (``[[log ratio, bound], ...]``), for Mondrian intervals.
+MODEL_VERSION = "2"
 
 _RECORDS: dict[tuple, Records] = {}
 #: This process's back-test residuals: on-disk cache file name (a hash of the results files'
-#: content and this package's source, :func:`_cache_file`) -> category -> residuals.
-_RESIDUALS: dict[str, dict[str, list[float]]] = {}
+#: content and this package's source, :func:`_cache_file`) -> category -> ``(residual, bound)``.
+_RESIDUALS: dict[str, dict[str, list[iv.Residual]]] = {}
 
 
 @dataclass
@@ -76,6 +79,9 @@ class Prediction:
             far outside the measured series (device memory is not modelled), a configuration
             picked among several stored ones (:mod:`dlperf.perfmodel.request`).
         interval_note: why there is no interval (``interval_s`` is NaN), else None.
+        interval_group: which held-out residuals the interval came from, e.g.
+            ``held-out batch, host-bound: 105 rows, conformal`` (:class:`intervals.Interval`);
+            None without an interval.
     """
 
     predicted_step_time_s: float
@@ -94,6 +100,7 @@ class Prediction:
     validation_category: str | None = field(default=None, repr=False)
     warnings: list[str] = field(default_factory=list)
     interval_note: str | None = None
+    interval_group: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``interval_s`` as a list)."""
@@ -157,12 +164,10 @@ def network_of(network: Any) -> pm.Network | None:
     raise ConfigError(f"network {network!r}: give a link name or a mapping")
 
 
-def _interval(recs: Records, category: str, level: float) -> tuple[float, float] | None:
-    res = residuals(recs, category)
-    if not res:
-        return None
-    lo, hi = np.quantile(res, [(1 - level) / 2, (1 + level) / 2])
-    return float(math.exp(min(lo, 0.0))), float(math.exp(max(hi, 0.0)))
+def _interval(recs: Records, category: str, level: float,
+              bound: str | None) -> iv.Interval | None:
+    """The Mondrian conformal interval of a prediction of ``bound`` made as ``category``."""
+    return iv.mondrian(bounded_residuals(recs, category), bound, level, category)
 
 
 def _cache_file(recs: Records) -> Path:
@@ -172,23 +177,41 @@ def _cache_file(recs: Records) -> Path:
         h.update(f.read_bytes())
     for s in recs.sources:
         h.update(Path(s).read_bytes())
-    return cache_root() / f"perfmodel-residuals-{h.hexdigest()[:20]}.json"
+    return cache_root() / f"perfmodel-residuals-v{MODEL_VERSION}-{h.hexdigest()[:20]}.json"
+
+
+def _read_cache(f: Path) -> dict[str, list[iv.Residual]]:
+    """The on-disk residual cache; entries not of the form ``[[float, bound], ...]`` (an older
+    format, a damaged file) are dropped, so they are recomputed, never misread."""
+    try:
+        raw = json.loads(f.read_text()) if f.exists() else {}
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, list[iv.Residual]] = {}
+    for cat, v in (raw.items() if isinstance(raw, dict) else ()):
+        if isinstance(v, list) and all(
+                isinstance(x, list) and len(x) == 2 and isinstance(x[0], (int, float))
+                and x[1] in (None, "host", "device") for x in v):
+            out[cat] = [(float(x[0]), x[1]) for x in v]
+    return out
 
 
 def residuals(recs: Records, category: str) -> list[float]:
-    """Held-out ``log(measured / predicted)`` of one back-test category on ``recs``, from the
-    on-disk cache (and this process's, :data:`_RESIDUALS`) or computed (and cached in both)."""
+    """Held-out ``log(measured / predicted)`` of one back-test category on ``recs``
+    (:func:`bounded_residuals` without the bounds)."""
+    return [r for r, _ in bounded_residuals(recs, category)]
+
+
+def bounded_residuals(recs: Records, category: str) -> list[iv.Residual]:
+    """Held-out ``(log(measured / predicted), bound)`` of one back-test category on ``recs``,
+    from the on-disk cache (and this process's, :data:`_RESIDUALS`) or computed (and cached in
+    both)."""
     f = _cache_file(recs)
-    cache = {}
-    if f.exists():
-        try:
-            cache = json.loads(f.read_text())
-        except ValueError:
-            cache = {}
+    cache = _read_cache(f)
     if category not in cache:
         mem = _RESIDUALS.get(f.name, {})
         cache[category] = (mem[category] if category in mem else bt.run(
-            recs, [category], base=_base_calibration(recs)).residuals(category))
+            recs, [category], base=_base_calibration(recs)).bounded_residuals(category))
         try:
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(json.dumps(cache))
@@ -365,10 +388,11 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
                          "(the part prefetching did not hide)" if inputs else "not recorded: 0")
     if network is not None and network.inter is not None and nnodes == 1:
         assumptions.append(f"inter-node link {network.inter.name} not used: one node")
-    iv = _interval(recs, cat, level)
-    interval = (t * iv[0], t * iv[1]) if iv else (float("nan"), float("nan"))
+    ivl = _interval(recs, cat, level, one.bound)
+    interval = ((t * ivl.low_ratio, t * ivl.high_ratio) if ivl
+                else (float("nan"), float("nan")))
     note = None
-    if iv is None:
+    if ivl is None:
         assumptions.append(f"no back-test residual of kind '{cat}' in these files: no interval")
         note = (f"the back-test found no stored point it could predict as a '{cat}' while "
                 "withholding it in these results files, so this kind of prediction's error "
@@ -386,7 +410,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         config={**asdict(one.cfg), "global_batch": gbatch, "per_device_batch": one.batch,
                 "nproc": world // nnodes, "nnodes": nnodes},
         measured_step_time_s=meas[-1] if meas else None, validation_category=cat,
-        interval_note=note)
+        interval_note=note, interval_group=ivl.describe() if ivl else None)
 
 
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
@@ -414,5 +438,5 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
     if budget_s is None:  # every row of each category it ran: the residuals predict() uses
         mem = _RESIDUALS.setdefault(_cache_file(recs).name, {})
         for cat in cats or bt.CATEGORIES:
-            mem[cat] = v.residuals(cat)
+            mem[cat] = v.bounded_residuals(cat)
     return v

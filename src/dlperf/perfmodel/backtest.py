@@ -37,6 +37,7 @@ import numpy as np
 from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel.btrows import COST_S as COST_S
 from dlperf.perfmodel.btrows import Budget as Budget
@@ -362,6 +363,27 @@ class Validation:
         """``log(measured / predicted)`` of the category's rows."""
         return [math.log(r.measured_s / r.predicted_s) for r in self.rows
                 if r.category == category]
+
+    def bounded_residuals(self, category: str) -> list[iv.Residual]:
+        """``(log(measured / predicted), bound)`` of the category's rows: what a Mondrian
+        interval (:func:`dlperf.perfmodel.intervals.mondrian`) is built from."""
+        return iv.residuals_of(self.rows, category)
+
+    def coverage(self, level: float = 0.9, rule: str = "mondrian") -> list[dict]:
+        """Leave-one-out coverage of the prediction intervals per category
+        (:func:`dlperf.perfmodel.intervals.coverage`: overall and per bound, and the median
+        width ``high / low``); ``rule`` ``mondrian`` (what :func:`~dlperf.perfmodel.api.predict`
+        uses) or ``pooled`` (the rule before it). Cheap: no model is re-fitted.
+
+        Raises:
+            ValueError: an unknown rule or a level outside (0, 1).
+        """
+        return iv.coverage(self.rows, level, rule)
+
+    def coverage_table(self, level: float = 0.9) -> str:
+        """Markdown: per interval category, the coverage and width of the pooled rule beside
+        the Mondrian one (:meth:`coverage`)."""
+        return iv.coverage_markdown(self.coverage(level, "pooled"), self.coverage(level), level)
 
     def table(self) -> str:
         """Markdown: one line per category."""

@@ -1,0 +1,258 @@
+"""Prediction intervals from held-out back-test residuals, and a back-test of their coverage.
+
+A prediction's interval is ``prediction x [low_ratio, high_ratio]``, the ratios taken from the
+held-out residuals ``log(measured / predicted)`` of the back-test category that matches how the
+prediction was made (:mod:`dlperf.perfmodel.api`). Two rules:
+
+* ``pooled`` (the rule until session 18): the empirical ``(1 - level) / 2`` and
+  ``(1 + level) / 2`` quantiles (``numpy.quantile``, linear interpolation) of all the
+  category's residuals;
+* ``mondrian`` (the rule :func:`dlperf.perfmodel.api.predict` uses): Mondrian conformal
+  prediction (Vovk, Gammerman & Shafer 2005, *Algorithmic Learning in a Random World*, ch. 4):
+  the residuals of the prediction's own (category, bound) group when that group has at least
+  :data:`MIN_GROUP_ROWS` of them, else the whole category's; from those ``n`` residuals the
+  finite-sample conformal quantiles (:func:`conformal_bounds`), which hold the next
+  exchangeable residual with probability >= ``level``.
+
+Both are widened to include 0, so the prediction itself is always inside its interval (a
+wider interval: coverage can only rise).
+
+:func:`coverage` judges a rule the way the back-test judges the model: every held-out row's
+interval is built from the *other* rows of its category (leave-one-out, so a row never widens
+its own interval) and the row counts as covered when its measurement lies inside.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+import numpy as np
+
+from dlperf.perfmodel.btrows import Row
+
+#: Fewest residuals a (category, bound) group needs to get an interval of its own (else the
+#: category's pooled residuals): 20 gives finite two-sided 90% conformal quantiles (19 do).
+MIN_GROUP_ROWS = 20
+
+#: The back-test categories :func:`dlperf.perfmodel.api.predict` takes intervals from.
+INTERVAL_CATEGORIES = ("held-out batch", "leave-one-model-out", "what-if fp32->bf16",
+                       "what-if eager->graph", "what-if B->2B", "2-GPU from 1-GPU")
+
+#: One held-out residual: ``(log(measured / predicted), bound of the prediction or None)``.
+Residual = tuple[float, str | None]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Multiplicative interval around a prediction.
+
+    Attributes:
+        low_ratio, high_ratio: the interval is ``prediction x [low_ratio, high_ratio]``
+            (``low_ratio <= 1 <= high_ratio``).
+        group: which residuals it came from, e.g. ``held-out batch, host-bound`` or
+            ``2-GPU from 1-GPU, pooled``.
+        n: how many residuals.
+        method: ``conformal`` (two one-sided conformal quantiles), ``conformal |r|`` (a
+            symmetric one: too few rows for two sides), ``empirical`` (the pooled rule, or too
+            few rows for any conformal interval at this level).
+    """
+
+    low_ratio: float
+    high_ratio: float
+    group: str
+    n: int
+    method: str
+
+    def describe(self) -> str:
+        """``held-out batch, host-bound: 105 rows, conformal``."""
+        return f"{self.group}: {self.n} rows, {self.method}"
+
+
+def _rank(x: float) -> int:
+    """``ceil(x)`` robust to float error just above an integer (``20 * 0.95``)."""
+    return math.ceil(x - 1e-9)
+
+
+def empirical_bounds(values: Sequence[float], level: float) -> tuple[float, float]:
+    """The central ``level`` of ``values`` by ``numpy.quantile`` (log-ratio units).
+
+    Raises:
+        ValueError: no values, or ``level`` outside (0, 1).
+    """
+    _check(values, level)
+    lo, hi = np.quantile(np.asarray(values, float), [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def conformal_bounds(values: Sequence[float], level: float) -> tuple[float, float, str]:
+    """Split-conformal bounds from ``n`` exchangeable residuals (log-ratio units) and the
+    method used.
+
+    Two-sided: with ``alpha = 1 - level`` and ``k = ceil((n + 1)(1 - alpha / 2))``, the k-th
+    smallest residual is the upper bound and the (n + 1 - k)-th smallest the lower one; each
+    side misses a new exchangeable residual with probability <= alpha / 2 (Vovk et al. 2005;
+    Lei et al. 2018, "Distribution-free predictive inference for regression", JASA, Lemma 2),
+    so together <= alpha. Needs ``k <= n`` (n >= 19 at 90%). Otherwise the symmetric score
+    ``|r|`` with ``k = ceil((n + 1)(1 - alpha))`` (n >= 9 at 90%); below that no finite
+    conformal interval exists and the empirical quantiles are returned, said so by the method
+    (``empirical``).
+
+    Raises:
+        ValueError: no values, or ``level`` outside (0, 1).
+    """
+    _check(values, level)
+    s = np.sort(np.asarray(values, float))
+    n, alpha = len(s), 1.0 - level
+    k = _rank((n + 1) * (1 - alpha / 2))
+    if k <= n:
+        return float(s[n - k]), float(s[k - 1]), "conformal"
+    k = _rank((n + 1) * (1 - alpha))
+    if k <= n:
+        a = float(np.sort(np.abs(s))[k - 1])
+        return -a, a, "conformal |r|"
+    lo, hi = empirical_bounds(values, level)
+    return lo, hi, "empirical"
+
+
+def _check(values: Sequence[float], level: float) -> None:
+    if not len(values):
+        raise ValueError("an interval needs at least one residual")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"interval level must be in (0, 1), got {level}")
+
+
+def _ratios(lo: float, hi: float) -> tuple[float, float]:
+    """Log bounds -> ratios, widened to include 1 (the prediction itself)."""
+    return math.exp(min(lo, 0.0)), math.exp(max(hi, 0.0))
+
+
+def pooled(residuals: Sequence[Residual], bound: str | None, level: float,
+           category: str = "") -> Interval | None:
+    """The pooled empirical rule (module docstring); None without residuals."""
+    if not residuals:
+        return None
+    lo, hi = _ratios(*empirical_bounds([r for r, _ in residuals], level))
+    return Interval(lo, hi, f"{category}, pooled", len(residuals), "empirical")
+
+
+def mondrian(residuals: Sequence[Residual], bound: str | None, level: float,
+             category: str = "") -> Interval | None:
+    """The Mondrian conformal rule (module docstring): the (category, ``bound``) group's
+    residuals when there are :data:`MIN_GROUP_ROWS` of them, else all; None without any."""
+    if not residuals:
+        return None
+    own = [r for r, b in residuals if bound is not None and b == bound]
+    if len(own) >= MIN_GROUP_ROWS:
+        vals, group = own, f"{category}, {bound}-bound"
+    else:
+        vals, group = [r for r, _ in residuals], f"{category}, pooled"
+    lo, hi, method = conformal_bounds(vals, level)
+    return Interval(*_ratios(lo, hi), group, len(vals), method)
+
+
+#: Interval rule: (residuals, bound of the prediction, level, category) -> interval or None.
+Rule = Callable[[Sequence[Residual], str | None, float, str], Interval | None]
+RULES: dict[str, Rule] = {"pooled": pooled, "mondrian": mondrian}
+
+
+def residuals_of(rows: Sequence[Row], category: str) -> list[Residual]:
+    """``(log(measured / predicted), bound)`` of the category's rows."""
+    return [(math.log(r.measured_s / r.predicted_s), r.bound) for r in rows
+            if r.category == category]
+
+
+def coverage(rows: Sequence[Row], level: float = 0.9, rule: str | Rule = "mondrian",
+             categories: Sequence[str] = INTERVAL_CATEGORIES) -> list[dict]:
+    """Leave-one-out coverage of an interval rule on back-test rows.
+
+    For every row of each category its interval comes from the category's other rows
+    (``rule``: a name of :data:`RULES` or a :data:`Rule`); the row is covered when
+    ``low_ratio <= measured / predicted <= high_ratio``.
+
+    Returns:
+        Per category with rows, in ``categories`` order: ``category``, ``count``,
+        ``coverage`` (share of rows covered, 0-1), ``coverage_host`` / ``coverage_device``
+        (same, rows of that predicted bound; None without any), ``count_host`` /
+        ``count_device``, ``median_width`` (median ``high_ratio / low_ratio``, unitless) and
+        ``median_width_host`` / ``median_width_device``,
+        ``uncovered`` (rows with no interval: a category of one row), ``groups``
+        ({group: rows whose interval came from it}).
+
+    Raises:
+        ValueError: an unknown rule name, or ``level`` outside (0, 1).
+    """
+    fn = RULES.get(rule) if isinstance(rule, str) else rule
+    if fn is None:
+        raise ValueError(f"unknown interval rule {rule!r}; known: {', '.join(RULES)}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"interval level must be in (0, 1), got {level}")
+    out = []
+    for cat in categories:
+        res = residuals_of(rows, cat)
+        if not res:
+            continue
+        hit: dict[str | None, list[bool]] = {"host": [], "device": [], None: []}
+        widths: dict[str | None, list[float]] = {"host": [], "device": [], None: []}
+        groups: dict[str, int] = {}
+        none = 0
+        for i, (r, b) in enumerate(res):
+            key = b if b in ("host", "device") else None
+            iv = fn(res[:i] + res[i + 1:], b, level, cat)
+            if iv is None:
+                none += 1
+                ok = False
+            else:
+                ok = math.log(iv.low_ratio) <= r <= math.log(iv.high_ratio)
+                widths[key].append(iv.high_ratio / iv.low_ratio)
+                groups[iv.group] = groups.get(iv.group, 0) + 1
+            hit[key].append(ok)
+        every = [x for v in hit.values() for x in v]
+        every_w = [x for v in widths.values() for x in v]
+        out.append({"category": cat, "count": len(res), "coverage": sum(every) / len(every),
+                    "coverage_host": _share(hit["host"]),
+                    "coverage_device": _share(hit["device"]),
+                    "count_host": len(hit["host"]), "count_device": len(hit["device"]),
+                    "median_width": median(every_w) if every_w else None,
+                    "median_width_host": median(widths["host"]) if widths["host"] else None,
+                    "median_width_device": (median(widths["device"]) if widths["device"]
+                                            else None),
+                    "uncovered": none, "groups": groups})
+    return out
+
+
+def _share(xs: list[bool]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def coverage_markdown(before: Sequence[dict], after: Sequence[dict], level: float = 0.9) -> str:
+    """Markdown table of two :func:`coverage` results side by side (pooled -> Mondrian); a
+    width is the median ``high / low`` ratio (overall, then host-bound / device-bound rows)."""
+    def pct(x: float | None) -> str:
+        return "–" if x is None else f"{x:.0%}"
+
+    def cell(d: dict) -> str:
+        return (f"{pct(d['coverage'])} / {pct(d['coverage_host'])} / "
+                f"{pct(d['coverage_device'])}")
+
+    def width(d: dict) -> str:
+        def w(x: float | None) -> str:
+            return "–" if x is None else f"{x:.2f}"
+        if d["median_width_host"] is None and d["median_width_device"] is None:
+            return w(d["median_width"])
+        return (f"{w(d['median_width'])} ({w(d['median_width_host'])} / "
+                f"{w(d['median_width_device'])})")
+    lines = [f"| category | rows (host/device) | {level:.0%} coverage, pooled (all/host/device) "
+             f"| width (host/device) | {level:.0%} coverage, Mondrian (all/host/device) "
+             "| width (host/device) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    by = {d["category"]: d for d in after}
+    for b in before:
+        a = by.get(b["category"])
+        if a is None:
+            continue
+        lines.append(f"| {b['category']} | {b['count']} ({b['count_host']}/{b['count_device']}) "
+                     f"| {cell(b)} | {width(b)} | {cell(a)} | {width(a)} |")
+    return "\n".join(lines) + "\n"

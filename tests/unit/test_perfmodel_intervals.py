@@ -1,0 +1,119 @@
+"""Prediction intervals (:mod:`dlperf.perfmodel.intervals`): the conformal quantile, the
+Mondrian groups, and the leave-one-out coverage back-test, on residuals of known distribution.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dlperf.perfmodel import api
+from dlperf.perfmodel import intervals as iv
+from dlperf.perfmodel.backtest import Validation
+from dlperf.perfmodel.btrows import Row
+
+
+def _rows(residuals, bounds, category="held-out batch"):
+    """Back-test rows whose ``log(measured / predicted)`` are ``residuals``."""
+    return [Row(category, f"r{i}", measured_s=math.exp(r) * 1e-3, predicted_s=1e-3, bound=b)
+            for i, (r, b) in enumerate(zip(residuals, bounds, strict=True))]
+
+
+def test_conformal_quantile_is_the_finite_sample_order_statistic():
+    s = list(np.arange(1, 40, dtype=float) - 20.0)  # -19 .. 19, n = 39
+    lo, hi, how = iv.conformal_bounds(s, 0.9)
+    # k = ceil(40 x 0.95) = 38: the 38th smallest (18) and the 2nd smallest (-18)
+    assert (lo, hi, how) == (-18.0, 18.0, "conformal")
+    lo, hi, how = iv.conformal_bounds(s[:19], 0.9)  # n = 19: k = 19, the extremes
+    assert (lo, hi, how) == (-19.0, -1.0, "conformal")
+    # n = 10: two sides need k = ceil(11 x 0.95) = 11 > 10; |r| needs k = ceil(9.9) = 10
+    lo, hi, how = iv.conformal_bounds([0.1, -0.3, 0.2, 0.05, -0.1, 0.0, 0.15, -0.2, 0.25, 0.1],
+                                      0.9)
+    assert (lo, hi, how) == (-0.3, 0.3, "conformal |r|")
+    lo, hi, how = iv.conformal_bounds([0.1, -0.1, 0.2], 0.9)  # too few for any: said so
+    assert how == "empirical" and -0.1 <= lo < hi <= 0.2
+    with pytest.raises(ValueError, match="at least one residual"):
+        iv.conformal_bounds([], 0.9)
+    with pytest.raises(ValueError, match="level must be in"):
+        iv.conformal_bounds([0.1], 1.5)
+
+
+def test_conformal_holds_its_level_where_the_plain_quantile_does_not():
+    """20 rows per category, each judged from the other 19, over 500 draws of normal
+    residuals: the conformal rule covers >= 90% on average (its guarantee), the plain
+    empirical quantile about 81% ((17.1 - 0.9) / 20 of the order statistics)."""
+    rng = np.random.default_rng(7)
+    conf, emp = [], []
+    for _ in range(500):
+        rows = _rows(rng.normal(0.0, 0.1, 20), ["device"] * 20)
+        conf.append(iv.coverage(rows, 0.9, "mondrian")[0]["coverage"])
+        emp.append(iv.coverage(rows, 0.9, "pooled")[0]["coverage"])
+    assert 0.89 <= np.mean(conf) <= 0.95
+    assert np.mean(emp) < 0.85
+
+
+def test_coverage_catches_a_too_narrow_rule():
+    rng = np.random.default_rng(1)
+    rows = _rows(rng.normal(0.0, 0.1, 400), ["device"] * 400)
+
+    def narrow(res, bound, level, category):  # the central 50% labelled as 90%
+        return iv.pooled(res, bound, 0.5, category)
+
+    ok = iv.coverage(rows, 0.9, "mondrian")[0]
+    bad = iv.coverage(rows, 0.9, narrow)[0]
+    assert 0.87 <= ok["coverage"] <= 0.94 and ok["count_device"] == 400
+    assert bad["coverage"] < 0.6 and bad["median_width"] < ok["median_width"]
+    with pytest.raises(ValueError, match="unknown interval rule"):
+        iv.coverage(rows, 0.9, "nosuch")
+
+
+def test_mondrian_groups_fix_coverage_per_bound():
+    """Host-bound residuals scatter 7x wider than device-bound ones (as on the H200 files):
+    one pooled interval is too narrow for host and too wide for device; per bound, both hold."""
+    rng = np.random.default_rng(3)
+    res = [*rng.normal(0.05, 0.15, 150), *rng.normal(0.0, 0.02, 250)]
+    rows = _rows(res, ["host"] * 150 + ["device"] * 250)
+    (p,) = iv.coverage(rows, 0.9, "pooled")
+    (m,) = iv.coverage(rows, 0.9, "mondrian")
+    assert p["coverage_host"] < 0.8 and p["coverage_device"] > 0.97
+    assert 0.85 <= m["coverage_host"] <= 0.95 and 0.85 <= m["coverage_device"] <= 0.95
+    assert m["median_width_device"] < p["median_width_device"] < m["median_width_host"]
+    assert m["groups"] == {"held-out batch, host-bound": 150, "held-out batch, device-bound": 250}
+    # a group under MIN_GROUP_ROWS falls back to the whole category
+    few = iv.mondrian([(0.1, "host")] * 5 + [(0.0, "device")] * 30, "host", 0.9, "c")
+    assert few.group == "c, pooled" and few.n == 35
+    own = iv.mondrian([(0.1, "host")] * 20 + [(0.0, "device")] * 30, "host", 0.9, "c")
+    assert own.group == "c, host-bound" and own.n == 20
+    assert own.low_ratio == 1.0 and own.high_ratio == pytest.approx(math.exp(0.1))
+    assert own.describe() == "c, host-bound: 20 rows, conformal"
+    assert iv.mondrian([], "host", 0.9, "c") is None
+
+
+def test_validation_reports_coverage_and_the_table():
+    rng = np.random.default_rng(5)
+    rows = (_rows(rng.normal(0, 0.1, 60), ["host"] * 30 + ["device"] * 30)
+            + _rows(rng.normal(0, 0.3, 40), [None] * 40, "2-GPU from 1-GPU")
+            + _rows([0.1, 0.2], ["device"] * 2, "repeat (noise floor)"))
+    v = Validation(rows, [])
+    cov = {d["category"]: d for d in v.coverage()}
+    assert set(cov) == {"held-out batch", "2-GPU from 1-GPU"}  # not the noise floor
+    assert cov["2-GPU from 1-GPU"]["coverage_host"] is None
+    assert cov["2-GPU from 1-GPU"]["groups"] == {"2-GPU from 1-GPU, pooled": 40}
+    t = v.coverage_table()
+    assert "90% coverage, Mondrian" in t and "| held-out batch | 60 (30/30) |" in t
+    assert v.bounded_residuals("held-out batch")[0][1] == "host"
+
+
+def test_residual_cache_refuses_an_old_format(tmp_path, monkeypatch):
+    """MODEL_VERSION 1 cached bare floats; read as version 2 they are dropped (recomputed),
+    never taken as (residual, bound) pairs."""
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"held-out batch": [0.1, -0.2],
+                             "what-if B->2B": [[0.1, "host"], [-0.2, None]],
+                             "leave-one-model-out": [[0.1, "sideways"]]}))
+    assert api._read_cache(f) == {"what-if B->2B": [(0.1, "host"), (-0.2, None)]}
+    f.write_text("not json")
+    assert api._read_cache(f) == {}
+    assert api._read_cache(tmp_path / "absent.json") == {}
+    assert api.MODEL_VERSION == "2"

@@ -73,6 +73,8 @@ def _text(p: dict) -> str:
         lines.append(f"measured {p['measured_step_time_s'] * 1e3:.3f} ms (withheld from the fit)")
     lines.append(f"how: {p['how']}")
     lines.append(f"calibrated on {len(p['calibrated_on'])} stored results")
+    if p.get("interval_group"):
+        lines.append(f"interval from: {p['interval_group']}")
     lines += [f"assumption: {a}" for a in p.get("assumptions") or []]
     return "\n".join(lines)
 

@@ -70,7 +70,10 @@ def _text(p: dict) -> str:
     if parts:
         lines.append(f"parts: {parts}")
     if p.get("measured_step_time_s"):
-        lines.append(f"measured {p['measured_step_time_s'] * 1e3:.3f} ms (withheld from the fit)")
+        m = p["measured_step_time_s"]
+        err = (p["predicted_step_time_s"] - m) / m
+        lines.append(f"measured {m * 1e3:.3f} ms (withheld from the fit; the prediction is "
+                     f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it)")
     lines.append(f"how: {p['how']}")
     lines.append(f"calibrated on {len(p['calibrated_on'])} stored results")
     if p.get("interval_group"):

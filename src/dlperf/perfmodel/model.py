@@ -134,6 +134,15 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
     from dlperf.zoo import SPECS
 
     spec = SPECS.get(cfg.model)
+    if hm and not hg.endswith(("ops)", "kernels)", "launches)")):
+        assumptions.append(f"host time: no operator or launch count of {cfg.model} is stored, so "
+                           f"its host is {hg}'s smallest ({h * 1e3:.3g} ms); a model that launches "
+                           "many small kernels is under-predicted (a --timeline run of it gives "
+                           "the count)")
+    if spec is not None and spec.family == "rnn":
+        assumptions.append("device time: a roofline of FLOPs and bytes; a recurrent model's "
+                           "time-step loop is bound by kernel latency, not by either, and can "
+                           "run far longer (docs/perfmodel.md, Against the goals)")
     return OneDevice(cfg, batch, h, d, "analytic", list(eff.result_ids), prov,
                      assumptions + [f"{cfg.model}'s own measurements not used (analytic)"],
                      params=spec.params if spec else None,

@@ -197,7 +197,7 @@ def estimate(rungs: Iterable[Rung], workers: int, batch: int, compute_s: float) 
     src = _pick(own, batch) if own else _source(rungs, workers)
     if src is None:
         what = ("the stored worker counts all kept up (no time known)" if rungs else
-                "no real-data measurement of this configuration stored")
+                "no loader-worker measurement (data_wait) of this configuration stored")
         return InputEstimate(compute_s, 0.0, None, f"not recorded: {what}: 0", [],
                              [f"input time 0: {what}"])
     prod = float(src.production_s or 0.0) * batch / src.batch

@@ -35,6 +35,8 @@ from dlperf.errors import ConfigError
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import inputcheck as ic
+from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
@@ -348,7 +350,11 @@ def _whatif_category(base: Config, target: Config) -> str:
 def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world: int,
             nnodes: int, gbatch: int, network: pm.Network | None, host_ns: float | None,
             level: float, withheld: list) -> Prediction:
-    prov, assumptions = dict(one.provenance), list(one.assumptions)
+    rungs, notes = ip.ladder_for(recs.points, one.cfg, withheld)
+    if rungs and one.cfg.loader_workers is not None:  # Shi & Chu: t_c + the ladder's t_io
+        one, cnotes = ip.compute_part(cal, one)
+        notes, cat = [*notes, *cnotes], ic.CATEGORY
+    prov, assumptions = dict(one.provenance), [*one.assumptions, *notes]
     if host_ns is not None:
         probes = [min(x for x in p.host_speed_ns if x) for p in cal.points
                   if one.cfg.matches(p) and any(p.host_speed_ns)]
@@ -378,14 +384,16 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         if nnodes > 1 or world not in stored:
             assumptions.append(f"interval from the 2-GPU back-test: no stored measurement of "
                                f"{world} devices on {nnodes} node(s) to judge this kind against")
-    inputs = [p.data_wait_share for p in cal.points if one.cfg.matches(p) and p.data_wait_share]
     if one.cfg.data == "synthetic":
         input_s = 0.0
         assumptions.append("synthetic data on the device: no input time")
-    else:
-        input_s = float(np.median(inputs)) * t if inputs else 0.0
-        prov["input"] = ("measured: median stored data-wait share of this configuration "
-                         "(the part prefetching did not hide)" if inputs else "not recorded: 0")
+    else:  # inputpipe.py: the mean iteration with the input prefetching does not hide
+        est = ip.estimate(rungs if one.cfg.loader_workers is not None else [],
+                          one.cfg.loader_workers or 0, one.batch, t)
+        input_s, t = est.input_s, est.step_s
+        prov["input"] = est.provenance
+        assumptions += est.assumptions
+        one.calibrated_on = [*one.calibrated_on, *est.calibrated_on]
     if network is not None and network.inter is not None and nnodes == 1:
         assumptions.append(f"inter-node link {network.inter.name} not used: one node")
     ivl = _interval(recs, cat, level, one.bound)

@@ -37,6 +37,7 @@ import numpy as np
 from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel.btrows import COST_S as COST_S
@@ -49,7 +50,8 @@ from dlperf.perfmodel.scaling import efficiency
 
 CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
-              "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)", *bc.CATEGORIES)
+              "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)", *bc.CATEGORIES,
+              *ic.CATEGORIES)
 
 
 def fit_linear(batch_sizes: Sequence[float], step_times_s: Sequence[float]
@@ -443,6 +445,7 @@ def run(records: Records, categories: Sequence[str] | None = None,
         part["repeat"] = repeat_rows(records, base, budget)
     if set(bc.CATEGORIES) & set(cats):
         part["wfbp"] = bc.rows(records, cats, budget)
+    part["wfbp"] = [*part.get("wfbp", []), *ic.rows(records, cats, budget)]  # input ladders
     if "leave-one-model-out" in cats:
         part["lomo"] = lomo_rows(records, base, budget)
     if any(c.startswith("what-if") for c in cats):

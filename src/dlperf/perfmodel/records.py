@@ -129,6 +129,14 @@ class Point:
         exposed_comm_s: communication not hidden by compute per iteration (profiled, DP only).
         loader_workers: input-pipeline worker processes (None: data on the device).
         data_wait_share: share of the measured time spent waiting for input.
+        data_wait_mean_s: mean wait for the next batch per measured iteration (record
+            ``data_wait.mean_s``), None where no input pipeline was timed.
+        step_time_mean_s: mean iteration time (``measured_time_s / n_measured``), None where
+            not stored.
+        loader_impl: the input pipeline's implementation (``data_info.pipeline.impl``, e.g.
+            ``torch.utils.data.DataLoader``), None for data on the device.
+        t_io_s: the training thread's time getting a batch in a ``--breakdown`` run
+            (``breakdown.host.t_io`` median; the phase timer's when the host's is absent).
         device_name: the accelerator's name (``NVIDIA H200``).
         session: host and day of the measurement, ``"<hostname>/<cpu model>/<YYYY-MM-DD>"``.
         buckets: the recorded per-bucket all-reduce timeline of a traced PyTorch DDP run
@@ -179,6 +187,10 @@ class Point:
     exposed_comm_s: float | None = None
     loader_workers: int | None = None
     data_wait_share: float | None = None
+    data_wait_mean_s: float | None = None
+    step_time_mean_s: float | None = None
+    loader_impl: str | None = None
+    t_io_s: float | None = None
     device_name: str | None = None
     session: str = ""
     compile_mode: str = "default"
@@ -328,6 +340,11 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
         exposed_comm_s=_float(row.get("exposed_comm_s")),
         loader_workers=row.get("loader_workers"),
         data_wait_share=_float(row.get("data_wait_share")),
+        data_wait_mean_s=_float(_get(res, "data_wait", "mean_s")),
+        step_time_mean_s=_float(row.get("step_time_mean_s")),
+        loader_impl=_get(res, "data_info", "pipeline", "impl"),
+        t_io_s=_float(_get(res, "breakdown", "host", "t_io", "median")
+                      or _get(res, "breakdown", "phases", "t_io", "median")),
         device_name=row.get("device_name"),
         session="/".join(str(x) for x in (env.get("hostname"), _get(env, "cpu_id", "model"),
                                          (row.get("created_at") or "")[:10])),

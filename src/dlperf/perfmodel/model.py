@@ -273,7 +273,10 @@ def data_parallel(one: OneDevice, ddp: dp.DDPOverhead, comm_fn: Callable[[float]
     prov = {"all-reduce": ("measured" if comm_measured else "given") + f": {comm_desc}",
             "DDP overhead rho, kappa": (f"measured: rho={ddp.rho:.3g} (host), kappa="
                                         f"{ddp.kappa:.3g} (device) fitted on {len(ddp.pairs)} "
-                                        "stored N-device/1-device pairs"),
+                                        "stored N-device/1-device pairs" if ddp.pairs else
+                                        "not measured: no stored N-device point has its "
+                                        "one-device series at the same threads; rho = kappa = "
+                                        "0 (DDP's own overhead left out)"),
             "gradient buckets": (f"measured: recorded buckets_timeline of {profile.record}"
                                  if profile else "assumed: DDP's default buckets, gradients "
                                  "ready uniformly over backward")}

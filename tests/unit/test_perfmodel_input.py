@@ -86,3 +86,35 @@ def test_predict_real_data_uses_the_ladder_not_its_own_point(tmp_path, monkeypat
     assert p.validation_category == ic.CATEGORY
     syn = predict(MFU_INPUTS, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=128)
     assert syn.parts["input_s"] == 0.0
+
+
+def test_predict_real_data_is_judged_against_the_mean_and_says_input_bound(tmp_path,
+                                                                             monkeypatch) -> None:
+    # the input model predicts the MEAN iteration (the median hides the stalls): the withheld
+    # point it is compared with must be its mean too; a step that is mostly input is input-bound
+    from dlperf.perfmodel.api import predict
+
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    p = predict(MFU_INPUTS, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=128,
+                data="imagefolder", loader_workers=0)
+    own = [q for q in load([MFU_INPUTS]).points if q.result_id == 2]
+    assert own[0].step_time_mean_s != own[0].step_time_s
+    assert p.measured_step_time_s == pytest.approx(own[0].step_time_mean_s)
+    assert p.bound == "input"
+    assert p.parts["input_s"] > p.predicted_step_time_s / 2
+
+
+def test_jax_ladder_uses_the_predicted_points_own_loader_implementation(tmp_path,
+                                                                         monkeypatch) -> None:
+    # mfu_inputs.db holds two JAX pipelines (host threads; grain processes): one ladder, never
+    # rungs of both, and the one of the point whose measurement is shown
+    from dlperf.perfmodel.api import predict
+
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    p = predict(MFU_INPUTS, "resnet50", "jax", "xla", "bf16", "cuda", batch_size=128,
+                data="imagefolder", loader_workers=0)
+    note = next(a for a in p.assumptions if "loader implementations" in a)
+    assert "(the predicted point's own)" in note and "HostPipeline" in note.split(" is used")[0]
+    used = {q.loader_impl for q in load([MFU_INPUTS]).points
+            if f"{q.source}:{q.result_id}" in p.calibrated_on and q.loader_impl}
+    assert len(used) == 1 and "HostPipeline" in next(iter(used))

@@ -344,3 +344,12 @@ def test_validate_prints_interval_coverage_and_json_keeps_interval_keys(synth):
     assert p["interval_level"] == 0.9
     assert p["interval_group"].startswith("held-out batch, ")
     assert p["interval_group"].split(": ")[1].split(" rows")[0].isdigit()
+
+
+def test_validate_refuses_nproc_and_a_second_report(short):
+    # --validate back-tests every stored result: a --nproc it would ignore is refused, and it
+    # is one report: --dai-table beside it is refused too (it was dropped silently)
+    out = _refused("--db", short, "--validate", "--nproc", "2")
+    assert "--nproc" in out and "ignored" in out
+    out = _refused("--db", short, "--validate", "--dai-table")
+    assert "one of them" in out

@@ -213,6 +213,17 @@ def test_predict_what_if_and_analytic(cache, h200_validation):
     a = api.predict(DLBENCH, "bert_base", "torch", "eager", "bf16", "cuda", batch_size=64)
     assert a.how == "analytic" and any("own measurements not used" in x for x in a.assumptions)
     assert "ceilings datasheet" in a.provenance["device D"]  # dlbench.db measured no ceilings
+    # an analytic prediction of a configuration the model has a series in another precision of
+    # points at the what-if that uses the model's own measurements
+    t = api.predict(H200, "alexnet", "jax", "xla", "tf32", "cuda", batch_size=64)
+    assert t.how == "analytic"
+    assert any(w.startswith("analytic: alexnet jax/xla tf32 cuda is not stored") and
+               "--what-if precision=tf32" in w for w in t.warnings)
+    # a recurrent model without a launch count: both known weaknesses are said
+    r = api.predict(H200, "deepspeech2", "jax", "xla", "bf16", "cuda", batch_size=32)
+    assert r.how == "analytic"
+    assert any(x.startswith("host time: no operator or launch count") for x in r.assumptions)
+    assert any("recurrent model" in x for x in r.assumptions)
 
 
 def test_predict_refuses_bad_requests(cache):

@@ -72,8 +72,11 @@ def _text(p: dict) -> str:
     if p.get("measured_step_time_s"):
         m = p["measured_step_time_s"]
         err = (p["predicted_step_time_s"] - m) / m
+        pt = p["predicted_step_time_s"]
+        off = (f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it" if 0.5 < pt / m < 2
+               else f"{max(pt / m, m / pt):.1f}x {'above' if pt > m else 'below'} it")
         lines.append(f"measured {m * 1e3:.3f} ms (withheld from the fit; the prediction is "
-                     f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it)")
+                     f"{off})")
     lines.append(f"how: {p['how']}")
     lines.append(f"calibrated on {len(p['calibrated_on'])} stored results")
     if p.get("interval_group"):
@@ -139,8 +142,12 @@ def predict(
                  "--layout": layout, "--threads": threads, "--loader-workers": loader_workers,
                  "--grad-accum": grad_accum, "--compile-mode": compile_mode,
                  "--batch-size": batch_size, "--network": network,
-                 "--what-if": what_if or None}
+                 "--what-if": what_if or None, "--nproc": nproc if nproc != 1 else None,
+                 "--nnodes": nnodes if nnodes != 1 else None}
         given = [k for k, v in picks.items() if v is not None]
+        if validate and dai_table:
+            raise ConfigError("--validate and --dai-table are two reports: give one of them "
+                              "(run the command twice for both)")
         if (validate or dai_table) and given:
             whole = "--validate back-tests" if validate else "--dai-table splits"
             raise ConfigError(f"{whole} every stored result of the --db files; "

@@ -68,7 +68,8 @@ class Prediction:
             (weak scaling; 1.0 on one device).
         parts: ``host_s``, ``device_s``, ``device_by_class_s`` {op class: s}, ``exposed_comm_s``,
             ``input_s`` (the one-device host and device parts before DDP's overhead).
-        bound: ``host`` or ``device`` (of the one-device step).
+        bound: ``host`` or ``device`` (of the one-device step), ``input`` where the exposed input
+            time is more than half of the iteration (:mod:`dlperf.perfmodel.inputpipe`).
         how: ``series``, ``what-if``, ``analytic`` (+ ``+ data parallel``).
         calibrated_on: ``file:id`` of every stored result whose measurement chose a constant.
         provenance: each constant and where it came from (``measured: ...``, ``given: ...``,
@@ -314,6 +315,16 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
         cat = "what-if B->2B"
     pred = _finish(recs, cal, one, cat, world, nnodes, gbatch, net, host_ns, level, withheld)
     pred.warnings = [*rq.extrapolation(recs, base, b), *([note] if note else [])]
+    if one.how == "analytic" and target == base:  # the model's own series in another config
+        own = sorted({Config.of(p) for p in recs.points if p.model == model and p.world_size == 1
+                      and p.framework == target.framework and p.device == target.device
+                      and Config.of(p) != target}, key=lambda c: c.label())
+        if own:
+            pred.warnings.append(
+                f"analytic: {target.label()} is not stored, but {own[0].label()} is; a what-if "
+                f"from it uses {model}'s own measurements (e.g. --precision {own[0].precision} "
+                f"--mode {own[0].mode} --what-if precision={target.precision}"
+                + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")
     return pred
 
 
@@ -405,7 +416,10 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         note = (f"the back-test found no stored point it could predict as a '{cat}' while "
                 "withholding it in these results files, so this kind of prediction's error "
                 "is not known here")
-    meas = [p.step_time_s for p in withheld]
+    # the measurement the prediction is judged against: the mean iteration where the input
+    # model predicted one (inputpipe.py: the median hides the stalls), else the median
+    real = one.cfg.data != "synthetic" and cat == ic.CATEGORY
+    meas = [(p.step_time_mean_s or p.step_time_s) if real else p.step_time_s for p in withheld]
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
         samples_per_s=gbatch / t,
@@ -413,7 +427,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         parts={"host_s": one.host_s, "device_s": one.device_s,
                "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": exposed,
                "input_s": input_s},
-        bound=one.bound, how=how, calibrated_on=sorted(set(one.calibrated_on)),
+        bound="input" if input_s > t - input_s else one.bound, how=how, calibrated_on=sorted(set(one.calibrated_on)),
         provenance=prov, assumptions=assumptions,
         config={**asdict(one.cfg), "global_batch": gbatch, "per_device_batch": one.batch,
                 "nproc": world // nnodes, "nnodes": nnodes},

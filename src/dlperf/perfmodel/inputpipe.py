@@ -54,7 +54,8 @@ from dlperf.perfmodel.records import Point
 INPUT_BOUND_SHARE = 0.1
 
 #: Shi & Chu 2017's I/O overlap, cited in every provenance line this module writes.
-SOURCE = "Shi & Chu 2017, sec. III-A: t = t_io + t_c without prefetching, max(t_c, t_io) with"
+SOURCE = ("Shi & Chu 2017, sec. III-A: t = t_io + t_c without prefetching, max(t_c, t_io) "
+          "with it")
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,8 @@ def estimate(rungs: Iterable[Rung], workers: int, batch: int, compute_s: float) 
     if src.workers != workers:
         per_worker = prod * max(src.workers, 1)
         prod = per_worker / max(workers, 1)
-        notes.append(f"{workers} workers not measured: the nearest measured count "
+        notes.append(f"{workers} workers: no stored measurement used (none stored, or only "
+                     f"the predicted point's own, withheld): the nearest measured count "
                      f"({src.workers}) scaled {max(src.workers, 1)}/{max(workers, 1)} (ideal "
                      "parallel loaders; workers contending for the host are not modelled)")
         how = f"scaled from {src.workers} workers"
@@ -229,9 +231,16 @@ def ladder_for(points: Iterable[Point], cfg: Config,
             by.setdefault(p.loader_impl, []).append((p, r))
     if not by:
         return [], []
-    impl = list(by)[-1]
+    # the predicted point's own implementation where it is stored, else one that measured the
+    # asked worker count, else the newest: never two pipelines' rungs in one ladder
+    own = [p.loader_impl for p in withheld if p.loader_impl in by]
+    has_w = [i for i, prs in by.items() if any(p.loader_workers == cfg.loader_workers
+                                              for p, _ in prs)]
+    impl = own[-1] if own else has_w[-1] if has_w else list(by)[-1]
+    why = ("the predicted point's own" if own else "one that measured this worker count"
+           if has_w else "the last loaded")
     notes = ([f"loader implementations {', '.join(map(str, by))} stored for this "
-              f"configuration: the last loaded ({impl}) is used"] if len(by) > 1 else [])
+              f"configuration: {impl} is used ({why})"] if len(by) > 1 else [])
     return [r for _, r in by[impl]], notes
 
 

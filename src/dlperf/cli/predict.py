@@ -81,6 +81,7 @@ def _text(p: dict) -> str:
     lines.append(f"calibrated on {len(p['calibrated_on'])} stored results")
     if p.get("interval_group"):
         lines.append(f"interval from: {p['interval_group']}")
+    lines += [f"from: {k}: {v}" for k, v in (p.get("provenance") or {}).items()]
     lines += [f"assumption: {a}" for a in p.get("assumptions") or []]
     return "\n".join(lines)
 

@@ -412,6 +412,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
                 else (float("nan"), float("nan")))
     note = None
     if ivl is None:
+        assumptions = [a for a in assumptions if not a.startswith("interval from the")]
         assumptions.append(f"no back-test residual of kind '{cat}' in these files: no interval")
         note = (f"the back-test found no stored point it could predict as a '{cat}' while "
                 "withholding it in these results files, so this kind of prediction's error "

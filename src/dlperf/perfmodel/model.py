@@ -274,9 +274,10 @@ def data_parallel(one: OneDevice, ddp: dp.DDPOverhead, comm_fn: Callable[[float]
             "DDP overhead rho, kappa": (f"measured: rho={ddp.rho:.3g} (host), kappa="
                                         f"{ddp.kappa:.3g} (device) fitted on {len(ddp.pairs)} "
                                         "stored N-device/1-device pairs" if ddp.pairs else
-                                        "not measured: no stored N-device point has its "
-                                        "one-device series at the same threads; rho = kappa = "
-                                        "0 (DDP's own overhead left out)"),
+                                        "not measured: no stored N-device point of these "
+                                        "files pairs with a one-device series of the same "
+                                        "configuration; rho = kappa = 0 (DDP's own overhead "
+                                        "left out)"),
             "gradient buckets": (f"measured: recorded buckets_timeline of {profile.record}"
                                  if profile else "assumed: DDP's default buckets, gradients "
                                  "ready uniformly over backward")}

@@ -212,7 +212,8 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
         d0_0 = tmin * 0.05
     else:
         i0, i1 = int(np.argmin(b)), int(np.argmax(b))
-        d1_0 = max((t[i1] - t[i0]) / (b[i1] - b[i0]), tmin * 1e-4 / b.max())
+        slope = (t[i1] - t[i0]) / (b[i1] - b[i0]) if b[i1] > b[i0] else 0.0  # repeats of one B
+        d1_0 = max(slope, tmin * 1e-4 / b.max())
         d0_0 = max(t[i0] - d1_0 * b[i0], tmin * 0.05)
     x0 = np.log([tmin * 0.9, d0_0, d1_0])
     lt = np.log(t)

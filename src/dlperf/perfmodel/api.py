@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,13 +45,16 @@ from dlperf.perfmodel.records import Records, cache_root, load
 from dlperf.perfmodel.scaling import efficiency
 
 #: Part of the residual cache's key, with the source of this package and the results files.
-#: "2": residuals stored with their bound (``[[log ratio, bound], ...]``), for Mondrian intervals.
-MODEL_VERSION = "2"
+#: "2": residuals stored with their bound (``[[log ratio, bound], ...]``), for Mondrian intervals;
+#: "3": and with their measured point (``[[log ratio, bound, "source:id"], ...]``), so that a
+#: prediction of a stored point leaves that point's own residual out of its interval.
+MODEL_VERSION = "3"
 
 _RECORDS: dict[tuple, Records] = {}
 #: This process's back-test residuals: on-disk cache file name (a hash of the results files'
-#: content and this package's source, :func:`_cache_file`) -> category -> ``(residual, bound)``.
-_RESIDUALS: dict[str, dict[str, list[iv.Residual]]] = {}
+#: content and this package's source, :func:`_cache_file`) -> category ->
+#: ``(residual, bound, point)``.
+_RESIDUALS: dict[str, dict[str, list[iv.KeyedResidual]]] = {}
 
 
 @dataclass
@@ -167,10 +170,13 @@ def network_of(network: Any) -> pm.Network | None:
     raise ConfigError(f"network {network!r}: give a link name or a mapping")
 
 
-def _interval(recs: Records, category: str, level: float,
-              bound: str | None) -> iv.Interval | None:
-    """The Mondrian conformal interval of a prediction of ``bound`` made as ``category``."""
-    return iv.mondrian(bounded_residuals(recs, category), bound, level, category)
+def _interval(recs: Records, category: str, level: float, bound: str | None,
+              withheld: Iterable = ()) -> iv.Interval | None:
+    """The Mondrian conformal interval of a prediction of ``bound`` made as ``category``,
+    without the residuals of the ``withheld`` points (the stored measurements of the point
+    predicted: :func:`intervals.without_points`)."""
+    ids = {f"{p.source}:{p.result_id}" for p in withheld}
+    return iv.mondrian(bounded_residuals(recs, category, ids), bound, level, category)
 
 
 def _cache_file(recs: Records) -> Path:
@@ -183,19 +189,20 @@ def _cache_file(recs: Records) -> Path:
     return cache_root() / f"perfmodel-residuals-v{MODEL_VERSION}-{h.hexdigest()[:20]}.json"
 
 
-def _read_cache(f: Path) -> dict[str, list[iv.Residual]]:
-    """The on-disk residual cache; entries not of the form ``[[float, bound], ...]`` (an older
-    format, a damaged file) are dropped, so they are recomputed, never misread."""
+def _read_cache(f: Path) -> dict[str, list[iv.KeyedResidual]]:
+    """The on-disk residual cache; entries not of the form ``[[float, bound, point], ...]`` (an
+    older format, a damaged file) are dropped, so they are recomputed, never misread."""
     try:
         raw = json.loads(f.read_text()) if f.exists() else {}
     except (OSError, ValueError):
         return {}
-    out: dict[str, list[iv.Residual]] = {}
+    out: dict[str, list[iv.KeyedResidual]] = {}
     for cat, v in (raw.items() if isinstance(raw, dict) else ()):
         if isinstance(v, list) and all(
-                isinstance(x, list) and len(x) == 2 and isinstance(x[0], (int, float))
-                and x[1] in (None, "host", "device") for x in v):
-            out[cat] = [(float(x[0]), x[1]) for x in v]
+                isinstance(x, list) and len(x) == 3 and isinstance(x[0], (int, float))
+                and x[1] in (None, "host", "device") and (x[2] is None or isinstance(x[2], str))
+                for x in v):
+            out[cat] = [(float(x[0]), x[1], x[2]) for x in v]
     return out
 
 
@@ -205,16 +212,22 @@ def residuals(recs: Records, category: str) -> list[float]:
     return [r for r, _ in bounded_residuals(recs, category)]
 
 
-def bounded_residuals(recs: Records, category: str) -> list[iv.Residual]:
+def bounded_residuals(recs: Records, category: str,
+                      exclude: Collection[str] = ()) -> list[iv.Residual]:
     """Held-out ``(log(measured / predicted), bound)`` of one back-test category on ``recs``,
     from the on-disk cache (and this process's, :data:`_RESIDUALS`) or computed (and cached in
-    both)."""
+    both); ``exclude``: the measured points (``source:result_id``) whose residuals are left
+    out (:func:`intervals.without_points`)."""
+    return iv.without_points(_keyed_residuals(recs, category), exclude)
+
+
+def _keyed_residuals(recs: Records, category: str) -> list[iv.KeyedResidual]:
     f = _cache_file(recs)
     cache = _read_cache(f)
     if category not in cache:
         mem = _RESIDUALS.get(f.name, {})
         cache[category] = (mem[category] if category in mem else bt.run(
-            recs, [category], base=_base_calibration(recs)).bounded_residuals(category))
+            recs, [category], base=_base_calibration(recs)).keyed_residuals(category))
         try:
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(json.dumps(cache))
@@ -407,7 +420,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         one.calibrated_on = [*one.calibrated_on, *est.calibrated_on]
     if network is not None and network.inter is not None and nnodes == 1:
         assumptions.append(f"inter-node link {network.inter.name} not used: one node")
-    ivl = _interval(recs, cat, level, one.bound)
+    ivl = _interval(recs, cat, level, one.bound, withheld)
     interval = ((t * ivl.low_ratio, t * ivl.high_ratio) if ivl
                 else (float("nan"), float("nan")))
     note = None
@@ -461,5 +474,5 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
     if budget_s is None:  # every row of each category it ran: the residuals predict() uses
         mem = _RESIDUALS.setdefault(_cache_file(recs).name, {})
         for cat in cats or bt.CATEGORIES:
-            mem[cat] = v.bounded_residuals(cat)
+            mem[cat] = v.keyed_residuals(cat)
     return v

@@ -43,7 +43,7 @@ from dlperf.perfmodel import model as pm
 from dlperf.perfmodel.btrows import COST_S as COST_S
 from dlperf.perfmodel.btrows import Budget as Budget
 from dlperf.perfmodel.btrows import Row as Row
-from dlperf.perfmodel.btrows import charge
+from dlperf.perfmodel.btrows import charge, point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Point, Records
 from dlperf.perfmodel.scaling import efficiency
@@ -108,7 +108,8 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
         bs = sorted({q.batch_size for q in s})
         if len(bs) < min_points:
             continue
-        meas = {q.batch_size: q.step_time_s for q in s}
+        at = {q.batch_size: q for q in s}
+        meas = {b: q.step_time_s for b, q in at.items()}
         # (category, batch predicted, batch sizes withheld in every file)
         tests = [("held-out batch", b, _batch_is(b)) for b in bs]
         if [b for b in bs if 2 * b <= bs[-1]]:
@@ -123,7 +124,7 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
             one = _one(cal, cfg, b, p.source)
             a, slope = fit_linear(train, [meas[x] for x in train])
             out.append(Row(cat, f"{cfg.label()} b={b} [{p.source}]", meas[b], one.step_time_s,
-                           a + slope * b, bound=one.bound))
+                           a + slope * b, bound=one.bound, point=point_id(at[b])))
     return out
 
 
@@ -154,7 +155,8 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
                         / q.step_time_s / ceil.flops_per_s for q in others) if others else None
             bl = work.flops(p.per_device_batch) / (e1 * ceil.flops_per_s) if e1 else None
             out.append(Row("leave-one-model-out", f"{cfg.label()} b={p.batch_size} "
-                           f"[{p.source}]", p.step_time_s, one.step_time_s, bl, bound=one.bound))
+                           f"[{p.source}]", p.step_time_s, one.step_time_s, bl, bound=one.bound,
+                           point=point_id(p)))
     return out
 
 
@@ -193,7 +195,8 @@ def whatif_rows(records: Records, base: Calibration,
                 pred, meas = one.step_time_s, t.step_time_s
                 ok = (pred > p.step_time_s) == (meas > p.step_time_s)
                 out.append(Row(cat, f"{cfg.label()} b={b} -> {tcfg.label()} b={tb} [{src}]",
-                               meas, pred, p.step_time_s, sign_ok=ok, bound=one.bound))
+                               meas, pred, p.step_time_s, sign_ok=ok, bound=one.bound,
+                               point=point_id(t)))
     return out
 
 
@@ -270,7 +273,7 @@ def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -
                       - efficiency(t1, pr.dp.step_time_s, b, n * b, n)) * 100
         var = f" ({pr.dp.variant})" if pr.dp.variant else ""
         out.append(Row("2-GPU from 1-GPU", f"{pr.dp.label}{var} [{pr.dp.source}]",
-                       pr.dp.step_time_s, pred, bl, eff_err_pts=err))
+                       pr.dp.step_time_s, pred, bl, eff_err_pts=err, point=point_id(pr.dp)))
     return out
 
 
@@ -297,7 +300,8 @@ def repeat_rows(records: Records, base: Calibration | None = None,
                 bound = None
         for s in srcs[1:]:
             out.append(Row("repeat (noise floor)", f"{cfg.label()} b={b} [{srcs[0]} -> {s}]",
-                           by_src[s].step_time_s, by_src[srcs[0]].step_time_s, bound=bound))
+                           by_src[s].step_time_s, by_src[srcs[0]].step_time_s, bound=bound,
+                           point=point_id(by_src[s])))
     return out
 
 
@@ -370,6 +374,11 @@ class Validation:
         """``(log(measured / predicted), bound)`` of the category's rows: what a Mondrian
         interval (:func:`dlperf.perfmodel.intervals.mondrian`) is built from."""
         return iv.residuals_of(self.rows, category)
+
+    def keyed_residuals(self, category: str) -> list[iv.KeyedResidual]:
+        """``(log(measured / predicted), bound, point)`` of the category's rows
+        (:func:`dlperf.perfmodel.intervals.keyed_residuals_of`)."""
+        return iv.keyed_residuals_of(self.rows, category)
 
     def coverage(self, level: float = 0.9, rule: str = "mondrian") -> list[dict]:
         """Leave-one-out coverage of the prediction intervals per category

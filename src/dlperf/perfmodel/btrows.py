@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class Row:
     """One held-out prediction (times in s); ``sign_ok`` for what-ifs, ``eff_err_pts`` (scaling
-    efficiency error in points) for N-device rows, ``bound`` of the model's prediction."""
+    efficiency error in points) for N-device rows, ``bound`` of the model's prediction,
+    ``point``: the measured point's identity ``source:result_id`` (:func:`point_id`; None for
+    rows that measure no stored point, e.g. an all-reduce size), so that a prediction of that
+    very point can leave this row's residual out of its interval."""
 
     category: str
     label: str
@@ -20,6 +24,7 @@ class Row:
     sign_ok: bool | None = None
     eff_err_pts: float | None = None
     bound: str | None = None
+    point: str | None = None
 
     @property
     def ape(self) -> float:
@@ -30,6 +35,11 @@ class Row:
     def baseline_ape(self) -> float | None:
         """Absolute percentage error of the baseline (%)."""
         return None if self.baseline_s is None else abs(self.baseline_s / self.measured_s - 1) * 100
+
+
+def point_id(p: Any) -> str:
+    """``source:result_id`` of a stored point (:class:`dlperf.perfmodel.records.Point`)."""
+    return f"{p.source}:{p.result_id}"
 
 
 #: Estimated seconds per unit of back-test work, by kind: per prediction, except

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from statistics import median
 
 from dlperf.perfmodel import inputpipe as ip
-from dlperf.perfmodel.btrows import Budget, Row, charge
+from dlperf.perfmodel.btrows import Budget, Row, charge, point_id
 from dlperf.perfmodel.records import Point, Records
 
 CATEGORY = "input: leave-one-worker-count-out"
@@ -68,5 +68,6 @@ def _rows(points: Sequence[Point]) -> list[Row]:
             out.append(Row(CATEGORY, f"{p.label} {p.data} workers={r.workers} "
                            f"({p.loader_impl}) mean {r.step_mean_s * 1e3:.1f} ms median "
                            f"{r.step_median_s * 1e3:.1f} ms t_c {tc * 1e3:.1f} ms from id {src} "
-                           f"[{p.source}:{p.result_id}]", r.step_mean_s, est.step_s, base))
+                           f"[{p.source}:{p.result_id}]", r.step_mean_s, est.step_s, base,
+                           point=point_id(p)))
     return out

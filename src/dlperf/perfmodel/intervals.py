@@ -25,7 +25,7 @@ its own interval) and the row counts as covered when its measurement lies inside
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -43,6 +43,9 @@ INTERVAL_CATEGORIES = ("held-out batch", "leave-one-model-out", "what-if fp32->b
 
 #: One held-out residual: ``(log(measured / predicted), bound of the prediction or None)``.
 Residual = tuple[float, str | None]
+#: A residual with the identity (``source:result_id``, :func:`btrows.point_id`) of the measured
+#: point it is the error on, or None: ``(log ratio, bound, point)``.
+KeyedResidual = tuple[float, str | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,21 @@ def residuals_of(rows: Sequence[Row], category: str) -> list[Residual]:
     """``(log(measured / predicted), bound)`` of the category's rows."""
     return [(math.log(r.measured_s / r.predicted_s), r.bound) for r in rows
             if r.category == category]
+
+
+def keyed_residuals_of(rows: Sequence[Row], category: str) -> list[KeyedResidual]:
+    """``(log(measured / predicted), bound, point)`` of the category's rows (``point``:
+    :attr:`Row.point`, the measured point's ``source:result_id``)."""
+    return [(math.log(r.measured_s / r.predicted_s), r.bound, r.point) for r in rows
+            if r.category == category]
+
+
+def without_points(keyed: Sequence[KeyedResidual], points: Collection[str]) -> list[Residual]:
+    """The residuals of ``keyed`` whose measured point is not in ``points`` (``source:
+    result_id``): a prediction of a stored point takes its interval without that point's own
+    back-test residual (leave-one-out, as :func:`coverage` judges the rule), else a small
+    category's interval would reach the point's measurement by construction."""
+    return [(r, b) for r, b, p in keyed if p is None or p not in points]
 
 
 def coverage(rows: Sequence[Row], level: float = 0.9, rule: str | Rule = "mondrian",

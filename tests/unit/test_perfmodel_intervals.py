@@ -106,14 +106,50 @@ def test_validation_reports_coverage_and_the_table():
 
 
 def test_residual_cache_refuses_an_old_format(tmp_path, monkeypatch):
-    """MODEL_VERSION 1 cached bare floats; read as version 2 they are dropped (recomputed),
-    never taken as (residual, bound) pairs."""
+    """MODEL_VERSION 1 cached bare floats, 2 (residual, bound) pairs; read as version 3 they
+    are dropped (recomputed), never taken as (residual, bound, point) triples."""
     f = tmp_path / "c.json"
     f.write_text(json.dumps({"held-out batch": [0.1, -0.2],
                              "what-if B->2B": [[0.1, "host"], [-0.2, None]],
-                             "leave-one-model-out": [[0.1, "sideways"]]}))
-    assert api._read_cache(f) == {"what-if B->2B": [(0.1, "host"), (-0.2, None)]}
+                             "what-if fp32->bf16": [[0.1, "host", "a.db:3"], [-0.2, None, None]],
+                             "2-GPU from 1-GPU": [[0.1, None, 7]],
+                             "leave-one-model-out": [[0.1, "sideways", "a.db:1"]]}))
+    assert api._read_cache(f) == {"what-if fp32->bf16": [(0.1, "host", "a.db:3"),
+                                                         (-0.2, None, None)]}
     f.write_text("not json")
     assert api._read_cache(f) == {}
     assert api._read_cache(tmp_path / "absent.json") == {}
-    assert api.MODEL_VERSION == "2"
+    assert api.MODEL_VERSION == "3"
+
+
+def test_interval_leaves_out_the_predicted_points_own_residual(monkeypatch):
+    """A small category (12 rows) where one row's residual is an outlier (x 12): the interval
+    of a prediction of that row's point does not reach it; of any other point, it does."""
+    rng = np.random.default_rng(2)
+    rows = _rows([*rng.normal(0, 0.05, 11), math.log(12.0)], ["device"] * 12, "input")
+    for i, r in enumerate(rows):
+        r.point = f"x.db:{i + 1}"
+    keyed = iv.keyed_residuals_of(rows, "input")
+    assert keyed[-1][2] == "x.db:12" and len(keyed) == 12
+    monkeypatch.setattr(api, "_keyed_residuals", lambda recs, cat: keyed)
+
+    class P:
+        source, result_id = "x.db", 12
+
+    own = api._interval(None, "input", 0.9, "device", [P()])
+    other = api._interval(None, "input", 0.9, "device", [])
+    assert own.n == 11 and own.high_ratio < 2.0  # the x 12 residual is gone
+    assert other.n == 12 and other.high_ratio == pytest.approx(12.0)
+    assert api.bounded_residuals(None, "input", {"x.db:12"}) == [(r, b) for r, b, _ in
+                                                                 keyed[:-1]]
+
+
+def test_stored_input_point_interval_does_not_end_at_its_own_measurement(tmp_path, monkeypatch):
+    """The committed JAX imagefolder w=8 point (grain, measured mean 616 ms, the input
+    category's worst residual): its interval used to end exactly at 616.085 ms."""
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    p = api.predict("benchmarks/results/h200/mfu_inputs.db", "resnet50", framework="jax",
+                    data="imagefolder", loader_workers=8, batch_size=128)
+    assert p.measured_step_time_s == pytest.approx(0.616085, rel=1e-4)
+    assert p.interval_s[1] < 0.5 * p.measured_step_time_s
+    assert p.interval_group is not None and "11 rows" in p.interval_group

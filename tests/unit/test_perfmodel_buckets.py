@@ -221,3 +221,20 @@ def test_validate_has_the_recursion_categories_where_records_exist():
     assert set(s) == set(bc.CATEGORIES)
     assert s[bc.WFBP_CATEGORY]["count"] == 10 and s[bc.BUCKET_CATEGORY]["count"] == 20
     assert s[bc.WFBP_CATEGORY]["mdape_pct"] < s[bc.WFBP_CATEGORY]["baseline_mdape_pct"]
+
+
+def test_cpu_ddp_points_carry_their_ranks_thread_count(cpu_records, tmp_path, monkeypatch):
+    """The 2-rank rows of the committed file have no ``threads`` column (the launcher set one
+    thread per rank, recorded in ``dist.per_rank[*].threads``); read as threads=1 they match
+    the one-device series (threads=1), so a prediction of a stored 2-rank point is judged
+    against it (id 8: fcn5 2x32, id 2: 2x64), and the DDP-overhead pairs are found."""
+    from dlperf.perfmodel import api
+
+    by_id = {p.result_id: p for p in cpu_records.points}
+    assert by_id[8].world_size == 2 and by_id[8].threads == 1 == by_id[5].threads
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    p = api.predict(CPU_DB, "fcn5", batch_size=64, nproc=2)
+    assert p.measured_step_time_s == by_id[8].step_time_s
+    p = api.predict(CPU_DB, "fcn5", batch_size=128, nproc=2)
+    assert p.measured_step_time_s == by_id[2].step_time_s
+    assert "not measured" not in p.provenance["DDP overhead rho, kappa"]

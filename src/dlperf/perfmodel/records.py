@@ -292,6 +292,20 @@ def _variant(cfg: Mapping[str, Any]) -> str:
     return ",".join(changed)
 
 
+def _threads(row: Mapping[str, Any], res: Mapping[str, Any], world: int) -> int | None:
+    """The host threads of a row: its ``threads`` column; for an N-device CPU row with none
+    asked for, the count every rank recorded running with (``dist.per_rank[*].threads``, e.g.
+    1 under the launcher's one-thread-per-rank policy, ``env.thread_policy``), so that it
+    matches the one-device series run at that count. GPU rows keep None (threads do not
+    shape a GPU step here, and their one-device series are stored with None)."""
+    if row.get("threads") is not None or world < 2 or row.get("device") != "cpu":
+        return row.get("threads")
+    ranks = {r.get("threads") for r in (_get(res, "dist", "per_rank") or [])
+             if isinstance(r, Mapping)}
+    return int(next(iter(ranks))) if len(ranks) == 1 and isinstance(next(iter(ranks)), int) \
+        else None
+
+
 def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
     """A :class:`Point` from one store row (``ResultStore.rows()`` dict), or None when the row
     is not an ``ok`` measurement with a median step time."""
@@ -314,7 +328,7 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
         framework=row.get("framework") or "", mode=row.get("mode") or "",
         precision=row.get("precision") or "", device=row.get("device") or "",
         data=row.get("data") or "synthetic", layout=cfg.get("layout"),
-        threads=row.get("threads"), grad_accum=int(row.get("grad_accum") or 1),
+        threads=_threads(row, res, world), grad_accum=int(row.get("grad_accum") or 1),
         batch_size=batch, world_size=world, nnodes=int(row.get("nnodes") or 1),
         per_device_batch=int(row.get("per_device_batch") or batch // world),
         variant=_variant(cfg) if world > 1 else "",

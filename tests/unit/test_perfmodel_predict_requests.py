@@ -353,3 +353,16 @@ def test_validate_refuses_nproc_and_a_second_report(short):
     assert "--nproc" in out and "ignored" in out
     out = _refused("--db", short, "--validate", "--dai-table")
     assert "one of them" in out
+
+
+def test_missing_flop_count_says_how_to_give_one():
+    from pathlib import Path
+
+    from dlperf.errors import ConfigError
+    from dlperf.perfmodel import api
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks/results/h200"
+    with pytest.raises(ConfigError, match=r"stored only as hf:gpt2 torch.*Give one: store a "
+                                          r"run of it \(dlperf run --model hf:gpt2"):
+        api.predict([root, root / "yourmodel/yourmodel.db"], "hf:gpt2", framework="jax",
+                    mode="xla", precision="bf16", device="cuda", batch_size=8)

@@ -323,7 +323,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
         else:
             one, cat = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
-        raise ConfigError(f"{target.label()}: {e}") from None
+        raise ConfigError(f"{target.label()}: {e}{_how_to_give_flops(recs, target, e)}") from None
     if gbatch != batch_size and target == base:
         cat = "what-if B->2B"
     pred = _finish(recs, cal, one, cat, world, nnodes, gbatch, net, host_ns, level, withheld)
@@ -339,6 +339,23 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
                 f"--mode {own[0].mode} --what-if precision={target.precision}"
                 + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")
     return pred
+
+
+def _how_to_give_flops(recs: Records, target: Config, e: Exception) -> str:
+    """For a missing FLOP count (:func:`roofline.work_of`), how to give one: store a run of this
+    configuration (``dlperf run`` records ``train_flops_per_sample``); names the model's stored
+    configurations in other frameworks, whose counts are not taken across."""
+    if not str(e).startswith("no FLOP count"):
+        return ""
+    own = sorted({Config.of(p) for p in recs.points if p.model == target.model
+                  and p.train_flops_per_sample}, key=lambda c: c.label())
+    run = (f" Give one: store a run of it (dlperf run --model {target.model} --framework "
+           f"{target.framework} --precision {target.precision} ...: a run records "
+           "train_flops_per_sample) and predict from that file")
+    if not own:
+        return "." + run
+    return (f". {target.model} is stored only as {', '.join(c.label() for c in own[:3])}, "
+            f"whose FLOP count is not taken for {target.framework} (the graphs may differ)." + run)
 
 
 _BASE: dict[int, Calibration] = {}

@@ -328,7 +328,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
         cat = "what-if B->2B"
     pred = _finish(recs, cal, one, cat, world, nnodes, gbatch, net, host_ns, level, withheld)
     pred.warnings = [*rq.extrapolation(recs, base, b), *([note] if note else [])]
-    if one.how == "analytic" and target == base:  # the model's own series in another config
+    if pred.how == "analytic" and target == base:  # the model's own series in another config
         own = sorted({Config.of(p) for p in recs.points if p.model == model and p.world_size == 1
                       and p.framework == target.framework and p.device == target.device
                       and Config.of(p) != target}, key=lambda c: c.label())

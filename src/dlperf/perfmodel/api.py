@@ -40,6 +40,7 @@ from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
+from dlperf.perfmodel.btrows import point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Records, cache_root, load
 from dlperf.perfmodel.scaling import efficiency
@@ -175,7 +176,7 @@ def _interval(recs: Records, category: str, level: float, bound: str | None,
     """The Mondrian conformal interval of a prediction of ``bound`` made as ``category``,
     without the residuals of the ``withheld`` points (the stored measurements of the point
     predicted: :func:`intervals.without_points`)."""
-    ids = {f"{p.source}:{p.result_id}" for p in withheld}
+    ids = {point_id(p) for p in withheld}
     return iv.mondrian(bounded_residuals(recs, category, ids), bound, level, category)
 
 
@@ -184,8 +185,9 @@ def _cache_file(recs: Records) -> Path:
     # the model's own source is part of the key: any change to it re-runs the back-test
     for f in sorted(Path(__file__).parent.glob("*.py")):
         h.update(f.read_bytes())
-    for s in recs.sources:
+    for s in recs.sources:  # content and resolved path: the residuals name their points by it
         h.update(Path(s).read_bytes())
+        h.update(os.path.realpath(s).encode())
     return cache_root() / f"perfmodel-residuals-v{MODEL_VERSION}-{h.hexdigest()[:20]}.json"
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +39,9 @@ class Row:
 
 
 def point_id(p: Any) -> str:
-    """``source:result_id`` of a stored point (:class:`dlperf.perfmodel.records.Point`)."""
-    return f"{p.source}:{p.result_id}"
+    """``source:result_id`` of a stored point (:class:`dlperf.perfmodel.records.Point`), the
+    source as its resolved path (the same file named relatively or absolutely is one file)."""
+    return f"{os.path.realpath(p.source)}:{p.result_id}"
 
 
 #: Estimated seconds per unit of back-test work, by kind: per prediction, except

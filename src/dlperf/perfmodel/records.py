@@ -302,8 +302,8 @@ def _threads(row: Mapping[str, Any], res: Mapping[str, Any], world: int) -> int 
         return row.get("threads")
     ranks = {r.get("threads") for r in (_get(res, "dist", "per_rank") or [])
              if isinstance(r, Mapping)}
-    return int(next(iter(ranks))) if len(ranks) == 1 and isinstance(next(iter(ranks)), int) \
-        else None
+    only = next(iter(ranks)) if len(ranks) == 1 else None
+    return only if isinstance(only, int) else None
 
 
 def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:

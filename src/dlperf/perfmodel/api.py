@@ -423,10 +423,6 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         assumptions += dp.assumptions(prof)
         how += " + data parallel"
         cat = "2-GPU from 1-GPU"
-        stored = {c.nranks for c in recs.collectives}
-        if nnodes > 1 or world not in stored:
-            assumptions.append(f"interval from the 2-GPU back-test: no stored measurement of "
-                               f"{world} devices on {nnodes} node(s) to judge this kind against")
     if one.cfg.data == "synthetic":
         input_s = 0.0
         assumptions.append("synthetic data on the device: no input time")
@@ -443,8 +439,11 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
     interval = ((t * ivl.low_ratio, t * ivl.high_ratio) if ivl
                 else (float("nan"), float("nan")))
     note = None
+    if ivl is not None and world > 1 and (nnodes > 1 or world not in
+                                           {c.nranks for c in recs.collectives}):
+        assumptions.append(f"interval from the 2-GPU back-test: no stored measurement of "
+                           f"{world} devices on {nnodes} node(s) to judge this kind against")
     if ivl is None:
-        assumptions = [a for a in assumptions if not a.startswith("interval from the")]
         assumptions.append(f"no back-test residual of kind '{cat}' in these files: no interval")
         note = (f"the back-test found no stored point it could predict as a '{cat}' while "
                 "withholding it in these results files, so this kind of prediction's error "
@@ -460,7 +459,8 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         parts={"host_s": one.host_s, "device_s": one.device_s,
                "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": exposed,
                "input_s": input_s},
-        bound="input" if input_s > t - input_s else one.bound, how=how, calibrated_on=sorted(set(one.calibrated_on)),
+        bound="input" if input_s > t - input_s else one.bound, how=how,
+        calibrated_on=sorted(set(one.calibrated_on)),
         provenance=prov, assumptions=assumptions,
         config={**asdict(one.cfg), "global_batch": gbatch, "per_device_batch": one.batch,
                 "nproc": world // nnodes, "nnodes": nnodes},

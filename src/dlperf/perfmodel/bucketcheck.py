@@ -52,8 +52,12 @@ def sweep_points(collectives: list[CollectivePoint], p: Point) -> list[Collectiv
 def sweep_fit(collectives: list[CollectivePoint], p: Point) -> comm.AllReduceFit | None:
     """The piecewise ``a + b M`` (:func:`comm.fit_allreduce`) of :func:`sweep_points`, None
     when too few sizes were stored."""
+    return _fit(sweep_points(collectives, p), p.world_size)
+
+
+def _fit(pts: list[CollectivePoint], nranks: int) -> comm.AllReduceFit | None:
     try:
-        return comm.fit_allreduce(sweep_points(collectives, p), p.world_size)
+        return comm.fit_allreduce(pts, nranks)
     except ValueError:
         return None
 
@@ -82,10 +86,11 @@ def _rows(records: Records) -> list[Row]:
     for p in records.points:
         if not p.buckets:
             continue
-        fit = sweep_fit(records.collectives, p)
+        pts = sweep_points(records.collectives, p)
+        fit = _fit(pts, p.world_size)
         if fit is None:
             continue
-        line = _line(sweep_points(records.collectives, p))
+        line = _line(pts)
         for r in p.buckets:
             tag = f"{p.label} rank {r.rank} [{p.source}:{p.result_id}]"
             for b in r.buckets:

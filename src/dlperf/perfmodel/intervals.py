@@ -4,7 +4,7 @@ A prediction's interval is ``prediction x [low_ratio, high_ratio]``, the ratios 
 held-out residuals ``log(measured / predicted)`` of the back-test category that matches how the
 prediction was made (:mod:`dlperf.perfmodel.api`). Two rules:
 
-* ``pooled`` (the rule until session 18): the empirical ``(1 - level) / 2`` and
+* ``pooled`` (the rule before session 17): the empirical ``(1 - level) / 2`` and
   ``(1 + level) / 2`` quantiles (``numpy.quantile``, linear interpolation) of all the
   category's residuals;
 * ``mondrian`` (the rule :func:`dlperf.perfmodel.api.predict` uses): Mondrian conformal
@@ -163,8 +163,7 @@ RULES: dict[str, Rule] = {"pooled": pooled, "mondrian": mondrian}
 
 def residuals_of(rows: Sequence[Row], category: str) -> list[Residual]:
     """``(log(measured / predicted), bound)`` of the category's rows."""
-    return [(math.log(r.measured_s / r.predicted_s), r.bound) for r in rows
-            if r.category == category]
+    return [(r, b) for r, b, _ in keyed_residuals_of(rows, category)]
 
 
 def keyed_residuals_of(rows: Sequence[Row], category: str) -> list[KeyedResidual]:

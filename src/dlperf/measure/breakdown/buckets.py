@@ -91,16 +91,14 @@ def _backward_ops(step_ops: Sequence[Mapping[str, Any]]) -> list[Mapping[str, An
             and not _is_kernel_allreduce(o) and o.get("op") not in _ENQUEUE_OPS]
 
 
-def _t_b_end(step_ops: Sequence[Mapping[str, Any]]) -> int | None:
-    """End (ns) of the last backward op that is not communication, None if none."""
-    ends = [int(o["start_ns"]) + int(o["dur_ns"] or 0) for o in _backward_ops(step_ops)]
-    return max(ends) if ends else None
-
-
-def _t_b_start(step_ops: Sequence[Mapping[str, Any]]) -> int | None:
-    """Start (ns) of the first backward op that is not communication, None if none."""
-    starts = [int(o["start_ns"]) for o in _backward_ops(step_ops)]
-    return min(starts) if starts else None
+def _backward_span(step_ops: Sequence[Mapping[str, Any]]) -> tuple[int | None, int | None]:
+    """Start of the first and end of the last backward op that is not communication (ns),
+    ``(None, None)`` if none."""
+    bw = _backward_ops(step_ops)
+    if not bw:
+        return None, None
+    return (min(int(o["start_ns"]) for o in bw),
+            max(int(o["start_ns"]) + int(o["dur_ns"] or 0) for o in bw))
 
 
 def match_buckets(ops: Sequence[Mapping[str, Any]], buckets: Sequence[Mapping[str, Any]],
@@ -148,8 +146,9 @@ def match_buckets(ops: Sequence[Mapping[str, Any]], buckets: Sequence[Mapping[st
 def _match_step(k: int, step_ops: list[Mapping[str, Any]],
                 buckets: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One iteration of :func:`match_buckets`."""
-    row: dict[str, Any] = {"step": k, "matched": False, "t_b_end_ns": _t_b_end(step_ops),
-                           "t_b_start_ns": _t_b_start(step_ops),
+    t_b_start, t_b_end = _backward_span(step_ops)
+    row: dict[str, Any] = {"step": k, "matched": False, "t_b_end_ns": t_b_end,
+                           "t_b_start_ns": t_b_start,
                            "source": None, "ready_source": None, "buckets": [], "reason": None}
     kernels = [o for o in step_ops if _is_kernel_allreduce(o)]
     spans = [o for o in step_ops if _is_span_allreduce(o)]
@@ -199,7 +198,8 @@ def summarize_buckets(per_step: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     :func:`match_buckets`'s output: medians over the matched iterations.
 
     Returns ``{"n_iterations", "matched_iterations", "n_buckets", "source", "ready_source",
-    "t_b_start_ns", "t_b_end_ns", "last_end_ns", "exposed_tail_ns", "buckets", "reasons", "nccl_kernels"}``;
+    "t_b_start_ns", "t_b_end_ns", "last_end_ns", "exposed_tail_ns", "buckets", "reasons",
+    "nccl_kernels"}``;
     ``buckets`` is one ``{"index", "bytes", "n_params", "ready_ns", "start_ns", "end_ns",
     "dur_ns", "algorithm", "protocol"}`` per bucket (times the median over matched
     iterations, ns from the iteration start; ``algorithm``/``protocol`` where every matched

@@ -90,7 +90,11 @@ def arrays(shape: str) -> list[tuple[str, tuple[int, ...]]]:
 
 def nbytes(shape: str) -> int:
     """Bytes of every array in an HLO type text (sub-byte types rounded up per array)."""
-    return sum(math.ceil(_BITS[t] * math.prod(d) / 8) for t, d in arrays(shape))
+    return _bytes_of(arrays(shape))
+
+
+def _bytes_of(arrs: list[tuple[str, tuple[int, ...]]]) -> int:
+    return sum(math.ceil(_BITS[t] * math.prod(d) / 8) for t, d in arrs)
 
 
 def _dims_attr(attrs: str, key: str) -> tuple[int, ...]:
@@ -260,7 +264,7 @@ def instruction_bytes(ins: HloInstr, instrs: dict[str, HloInstr]) -> int | None:
     res = arrays(ins.shape)
     if ins.opcode == "custom-call" and len(res) > 1 and res[-1][0] in ("u8", "s8"):
         res = res[:-1]
-    total = sum(math.ceil(_BITS[t] * math.prod(d) / 8) for t, d in res)
+    total = _bytes_of(res)
     for o in ins.operands:
         src = instrs.get(o)
         if src is None:

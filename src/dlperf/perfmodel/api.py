@@ -40,6 +40,7 @@ from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
+from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.btrows import point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Records, cache_root, load
@@ -347,7 +348,7 @@ def _how_to_give_flops(recs: Records, target: Config, e: Exception) -> str:
     """For a missing FLOP count (:func:`roofline.work_of`), how to give one: store a run of this
     configuration (``dlperf run`` records ``train_flops_per_sample``); names the model's stored
     configurations in other frameworks, whose counts are not taken across."""
-    if not str(e).startswith("no FLOP count"):
+    if not isinstance(e, rl.NoFlopCount):
         return ""
     own = sorted({Config.of(p) for p in recs.points if p.model == target.model
                   and p.train_flops_per_sample}, key=lambda c: c.label())

@@ -109,6 +109,11 @@ class Work:
         return self.bytes_fixed + self.bytes_per_sample * batch
 
 
+class NoFlopCount(ValueError):
+    """No FLOP count of a model anywhere (:func:`work_of`): neither a stored point nor the
+    spec gives one."""
+
+
 def work_of(points: Iterable[Point], model: str, framework: str, precision: str,
             flops_per_sample: float | None = None, params: int | None = None) -> Work:
     """The work model of (model, framework, precision) from the stored counts.
@@ -118,7 +123,7 @@ def work_of(points: Iterable[Point], model: str, framework: str, precision: str,
         flops_per_sample, params: the spec's numbers when no point carries them.
 
     Raises:
-        ValueError: no FLOP count anywhere (neither a stored point nor ``flops_per_sample``).
+        NoFlopCount: no FLOP count anywhere (neither a stored point nor ``flops_per_sample``).
     """
     pts = [p for p in points if p.model == model and p.framework == framework
            and p.precision == precision and p.world_size == 1]
@@ -126,7 +131,7 @@ def work_of(points: Iterable[Point], model: str, framework: str, precision: str,
     f1 = f1 or flops_per_sample
     params = next((p.params for p in pts if p.params), None) or params
     if not f1:
-        raise ValueError(f"no FLOP count for {model}: not in the stored results, not given")
+        raise NoFlopCount(f"no FLOP count for {model}: not in the stored results, not given")
     by_batch: dict[int, list[float]] = defaultdict(list)
     for p in pts:
         if p.bytes_per_step:

@@ -114,8 +114,11 @@ def test_results_fit_the_terminal_width_with_words_whole(swept, columns):
         assert empty not in out
     if columns == 200:
         assert "┃ model" in out  # one table
-    else:  # no frame, and the settings shared by every row in a caption
-        assert "┃" not in out and "precision" in out and "16" in words
+    else:  # the settings shared by every row in a caption under the table. Whether the
+        # table keeps its frame depends on the peak-memory column: it is measured (the
+        # process's RSS), so it is one value in every row on some machines and a column on
+        # others; tests/unit/test_terminal.py covers the frame choice with fixed cells.
+        assert "precision" in out and "16" in words
         assert ("model: fcn5_tiny · framework/mode: fake/eager · device: cpu (fake) · "
                 "devices: 1 · data: synthetic") in " ".join(out.split())
 

@@ -199,7 +199,9 @@ class Calibration:
               ) -> od.DevicePrior | None:
         """Device prior of ``cfg`` for its series in ``source``: roofline (fitted without this
         model), traced busy times of ``cfg`` and, with ``with_sessions``, device-bound steps of
-        ``cfg`` in other results files."""
+        ``cfg`` in other results files and a host time: carried over from a host-bound series
+        of the model (:meth:`host_elsewhere`), else estimated from other models
+        (:meth:`host_of_group`, :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`)."""
         dn = self.device_name(cfg)
         eff = self.efficiency(cfg.group, cfg.model, dn)
         anchors = [od.Anchor(p.per_device_batch, p.busy_s, od.TRACE_SIGMA,
@@ -217,7 +219,13 @@ class Calibration:
         work = self.work(cfg.model, cfg.framework, cfg.precision)
         ceil = self.ceiling(cfg.framework, cfg.precision, dn, cfg.model) if eff else None
         host = self.host_elsewhere(cfg, source) if with_sessions else None
-        return od.device_prior(work, ceil, eff, anchors, host)
+        sigma = od.HOST_TRANSFER_SIGMA
+        if with_sessions and host is None:
+            est = self.host_of_group(cfg.group, cfg.model, dn)
+            if est is not None and est[0] > 0:
+                host = (est[0], f"estimated from {est[2]} ({len(est[1])} other models)")
+                sigma = od.HOST_ESTIMATE_SIGMA
+        return od.device_prior(work, ceil, eff, anchors, host, sigma)
 
     def host_elsewhere(self, cfg: Config, source: str | None) -> tuple[float, str] | None:
         """A host time for ``cfg`` carried over from host-bound series of the same model,

@@ -454,12 +454,12 @@ def run(records: Records, categories: Sequence[str] | None = None,
         part["repeat"] = repeat_rows(records, base, budget)
     if set(bc.CATEGORIES) & set(cats):
         part["wfbp"] = bc.rows(records, cats, budget)
-    part["wfbp"] = [*part.get("wfbp", []), *ic.rows(records, cats, budget)]  # input ladders
+    part["input"] = ic.rows(records, cats, budget)  # input-pipeline ladders
     if "leave-one-model-out" in cats:
         part["lomo"] = lomo_rows(records, base, budget)
     if any(c.startswith("what-if") for c in cats):
         part["what-if"] = whatif_rows(records, base, categories=cats, budget=budget)
-    rows = [r for k in ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp")
-            for r in part.get(k, [])]
+    order = ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp", "input")
+    rows = [r for k in order for r in part.get(k, [])]
     return Validation(rows, list(records.sources), dict(budget.left_out) if budget else {},
                       budget_s)

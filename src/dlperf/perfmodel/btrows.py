@@ -54,7 +54,7 @@ def point_id(p: Any) -> str:
 #: as a held-out batch row's. Only a :class:`Budget` reads them: they bound a back-test run
 #: inside a report, never a fit.
 COST_S = {"batch": 0.045, "lomo": 0.1, "what-if": 0.15, "all-reduce": 0.002, "2-GPU": 0.03,
-          "repeat": 0.045, "wfbp": 0.002}
+          "repeat": 0.045, "wfbp": 0.002, "input": 0.002}
 
 
 @dataclass

@@ -40,11 +40,11 @@ def compute_s(points: Sequence[Point], p: Point) -> float | None:
 def rows(records: Records, categories: Sequence[str] = CATEGORIES,
          budget: Budget | None = None) -> list[Row]:
     """The :data:`CATEGORY` rows (when asked for in ``categories``), charged to ``budget``
-    together as cheap arithmetic (kind ``wfbp``): all or none."""
+    together as cheap arithmetic (kind ``input``): all or none."""
     if CATEGORY not in categories:
         return []
     out = _rows(records.points)
-    return out if charge(budget, "wfbp", [r.category for r in out]) else []
+    return out if charge(budget, "input", [r.category for r in out]) else []
 
 
 def _rows(points: Sequence[Point]) -> list[Row]:

@@ -140,7 +140,6 @@ def parse_hlo(text: str) -> dict[str, HloInstr]:
     instrs: dict[str, HloInstr] = {}
     comps: dict[str, list[str]] = {}
     roots: dict[str, str] = {}
-    calls: dict[str, str] = {}
     comp = ""
     for line in text.splitlines():
         m = _COMP.match(line)
@@ -172,13 +171,14 @@ def parse_hlo(text: str) -> dict[str, HloInstr]:
         if (x := _TARGET.search(after)):
             ins.target = x.group(1)
         if ins.opcode == "fusion" and (x := _CALLS.search(after)):
-            calls[name] = ins.calls = x.group(1)
+            ins.calls = x.group(1)
         instrs[name] = ins
         comps[comp].append(name)
         if root:
             roots[comp] = name
-    for name, callee in calls.items():
-        ins = instrs[name]
+    for ins in instrs.values():
+        if not (callee := ins.calls):
+            continue
         members = [instrs[n] for n in comps.get(callee, []) if n in instrs]
         ins.fused = tuple(dict.fromkeys(i.opcode for i in members if i.opcode not in
                                         ("parameter", "constant", "bitcast", "get-tuple-element",

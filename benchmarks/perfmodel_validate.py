@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict
 
@@ -50,8 +51,16 @@ def main() -> None:
     print(f"\n{len(v.rows)} held-out predictions in {time.perf_counter() - t0:.0f} s")
     if args.rows:
         with open(args.rows, "w") as f:
-            json.dump([{**asdict(r), "ape_pct": r.ape, "baseline_ape_pct": r.baseline_ape}
-                       for r in v.rows], f, indent=1)
+            json.dump([{**asdict(r), "ape_pct": r.ape, "baseline_ape_pct": r.baseline_ape,
+                        "point": _relative(r.point)} for r in v.rows], f, indent=1)
+
+
+def _relative(point: str | None) -> str | None:
+    """``path:id`` with the path relative to the working directory (the file is committed)."""
+    if not point:
+        return point
+    path, _, rid = point.rpartition(":")
+    return f"{os.path.relpath(path)}:{rid}"
 
 
 if __name__ == "__main__":

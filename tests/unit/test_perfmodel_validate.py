@@ -49,8 +49,10 @@ def test_model_beats_the_linear_baseline_on_held_out_batches(summary):
         d = s[cat]
         assert d["mdape_pct"] < d["baseline_mdape_pct"], cat
         assert d["max_pct"] < d["baseline_max_pct"] or cat == "extrapolate 2x", cat
-    # measured: 4.21% against 5.70%, max 52.6% against 76.6%; 3.10% against 7.78%
+    # measured: 4.21% against 5.70%, max 33.5% against 76.6%; 3.10% against 7.78%. The max
+    # was 52.6% before a device-bound series' host got the estimated prior (session 18)
     assert s["held-out batch"]["mdape_pct"] < 4.5
+    assert s["held-out batch"]["max_pct"] < 40
     assert s["extrapolate 2x"]["mdape_pct"] < 3.2
 
 

@@ -14,7 +14,6 @@ back-test withholds) and fits, on demand and once each:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from statistics import median
@@ -32,9 +31,6 @@ _COUNT_ATTR = {"ops": "ops_per_step", "launches": "launches_per_iter",
                "kernels": "kernels_per_iter"}
 #: A step this much longer than the fitted host time counts as device-bound for an anchor.
 DEVICE_BOUND_MARGIN = 1.25
-#: Pairs of other models a what-if ratio takes the median of (the nearest in FLOPs per step).
-#: Chosen on the what-if back-test of benchmarks/results/h200 (see docs/perfmodel.md).
-TRANSFER_NEAREST = 3
 
 
 def layout_key(layout: str | None) -> str:
@@ -211,7 +207,7 @@ class Calibration:
             for s in self.series(cfg):
                 if s[0].source == source:
                     continue
-                fit = self._fit_series(cfg, s, with_sessions=False)
+                fit = self.fit_points(cfg, s, with_sessions=False)
                 anchors += [od.Anchor(p.per_device_batch, p.step_time_s, od.SESSION_SIGMA,
                                       f"{p.source}:{p.result_id} (device-bound step)")
                             for p in s if fit.device_s(p.per_device_batch)
@@ -241,7 +237,7 @@ class Calibration:
                     continue
                 if len({p.batch_size for p in s}) < 2:
                     continue  # one point cannot show its host time
-                fit = self._fit_series(other, s, with_sessions=False)
+                fit = self.fit_points(other, s, with_sessions=False)
                 if fit.bound(min(fit.batch_sizes)) != "host":
                     continue
                 ratio = 1.0
@@ -256,7 +252,9 @@ class Calibration:
             return None
         return median(vals), "; ".join(where)
 
-    def _fit_series(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
+    def fit_points(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
+        """The fit of ``cfg``'s series ``s`` (one results file's points), cached; without
+        ``with_sessions`` its prior has no other-session anchors and no host from elsewhere."""
         if not with_sessions:
             pkey = (cfg, tuple((p.source, p.result_id) for p in s), tuple(
                 (p.source, p.result_id) for p in self.points if p.busy_s and cfg.matches(p)))
@@ -278,7 +276,7 @@ class Calibration:
         if not ser:
             raise LookupError(f"no stored one-device point of {cfg.label()}"
                               + (f" in {source}" if source else ""))
-        return self._fit_series(cfg, ser[0], with_sessions=True), ser[0]
+        return self.fit_points(cfg, ser[0], with_sessions=True), ser[0]
 
     def count_kind(self, framework: str, mode: str | None = None) -> str:
         """What :meth:`op_count` counts for ``framework`` (in group mode ``mode``): ``"ops"``
@@ -456,53 +454,3 @@ class Calibration:
         if not both:
             return None
         return median(b[k] / a[k] for k in both), tuple(sorted({k[0] for k in both}))
-
-    def transfer_ratios(self, frm: Config, to: Config, batch: int,
-                        nearest: int = TRANSFER_NEAREST) -> dict[str, tuple[float, str]]:
-        """Measured ``T(to) / T(from)`` of *other* models' pairs (same batch, same results file),
-        split by the bound of the ``from`` point in its own series fit: ``{"host": (ratio,
-        where from), "device": (...)}``, each present only when measured. The ratio is the
-        median of the ``nearest`` pairs closest in training FLOPs per step to ``frm.model`` at
-        ``batch`` (a GEMM's speed-up from bf16 grows with its size), models of the same family
-        first. A pair whose base asked for a layout while ``to``'s mode picks its own (registry
-        ``layout_free_modes``) is skipped: it changes the layout too (resnet50 bf16 NCHW eager
-        -> graph 0.38, at ``auto`` 0.70, frameworks.db)."""
-        from dlperf.zoo import SPECS
-        lf = getattr(framework_info(to.framework), "layout_free_modes", ())
-        free = to.mode in lf and frm.mode not in lf  # pairs at a layout of their own skipped
-        fam = getattr(SPECS.get(frm.model), "family", None)
-        f_target = self.work(frm.model, frm.framework, frm.precision).flops(batch)
-        changes = {k: getattr(to, k) for k in ("precision", "mode", "framework")
-                   if getattr(to, k) != getattr(frm, k)}
-        samples: dict[str, list[tuple[int, float, float, str]]] = {"host": [], "device": []}
-        by = {}
-        for p in self.points:
-            if p.world_size == 1 and not p.instrumented and p.model != frm.model:
-                by[(Config.of(p), p.source, p.batch_size)] = p
-        for (c, src, b), p in by.items():
-            if c.group != frm.group or (free and c.layout != "auto"):
-                continue
-            q = by.get((c.with_(**changes), src, b))
-            if q is None:
-                continue
-            ser = [x for x in self.series(c) if x[0].source == src]
-            try:  # the pair's bound by its own series (no other-session terms: cheap, and
-                # never touching the configuration a what-if back-test withholds)
-                fit = self._fit_series(c, ser[0], with_sessions=False)
-            except (IndexError, ValueError):
-                continue
-            f = self.work(c.model, c.framework, c.precision).flops(p.per_device_batch)
-            dist = abs(math.log(max(f, 1.0) / max(f_target, 1.0)))
-            other_family = int(getattr(SPECS.get(c.model), "family", None) != fam)
-            samples[fit.bound(p.per_device_batch)].append(
-                (other_family, dist, q.step_time_s / p.step_time_s, c.model))
-        out = {}
-        for kind, ss in samples.items():
-            if ss:
-                pick = sorted(ss)[:nearest]
-                models = sorted({s[3] for s in pick})
-                out[kind] = (median(s[2] for s in pick),
-                             f"median T ratio of the {len(pick)} {kind}-bound pair(s) nearest "
-                             f"in FLOPs per step ({', '.join(models)}"
-                             + (", same family)" if pick[0][0] == 0 else ")"))
-        return out

@@ -22,6 +22,7 @@ from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config
+from dlperf.perfmodel.transfer import transfer_ratios
 from dlperf.registry import framework_info
 
 
@@ -174,7 +175,7 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     """
     base, layout_note = _layout_base(cal, base, target, batch, source)
     b = from_series(cal, base, batch, source)
-    ratios = cal.transfer_ratios(base, target, batch)
+    ratios = transfer_ratios(cal, base, target, batch)
     assumptions = list(b.assumptions) + ([layout_note] if layout_note else [])
     prov = dict(b.provenance)
     ids = list(b.calibrated_on)

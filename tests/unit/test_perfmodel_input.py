@@ -118,3 +118,27 @@ def test_jax_ladder_uses_the_predicted_points_own_loader_implementation(tmp_path
     used = {q.loader_impl for q in load([MFU_INPUTS]).points
             if f"{q.source}:{q.result_id}" in p.calibrated_on and q.loader_impl}
     assert len(used) == 1 and "HostPipeline" in next(iter(used))
+
+
+def test_a_worker_count_never_stored_is_predicted_from_the_ladder(tmp_path, monkeypatch) -> None:
+    # mfu_inputs.db's torch ladder holds 0, 2, 4, 8 and 16 workers: 3 workers is predicted by
+    # scaling the nearest measured count (a tie goes to the larger: 4 workers, x 4/3), said so
+    from dlperf.perfmodel.api import predict
+
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    kw = dict(batch_size=128, data="imagefolder")
+    p3 = predict(MFU_INPUTS, "resnet50", "torch", "eager", "bf16", "cuda", loader_workers=3, **kw)
+    p4 = predict(MFU_INPUTS, "resnet50", "torch", "eager", "bf16", "cuda", loader_workers=4, **kw)
+    assert "scaled from 4 workers" in p3.provenance["input"]
+    assert any("no stored series of" in w and "workers=3" in w and "0, 2, 4, 8, 16" in w
+               for w in p3.warnings)
+    assert p3.measured_step_time_s is None and p3.validation_category == ic.CATEGORY
+    own4 = next(q for q in load([MFU_INPUTS]).points if q.result_id == 4)
+    assert p3.parts["input_s"] + 0.0296 == pytest.approx(own4.step_time_mean_s * 4 / 3, rel=0.2)
+    assert p3.predicted_step_time_s > p4.predicted_step_time_s
+    # a count on a configuration with no ladder is still refused, listing what is stored
+    from dlperf.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no stored series of .* has --data synthetic --loader-workers 3"):
+        predict(MFU_INPUTS, "resnet50", "torch", "eager", "bf16", "cuda", loader_workers=3,
+                batch_size=128, data="synthetic")

@@ -119,7 +119,7 @@ def predict(
     data: Annotated[str | None, typer.Option(help="Data of the stored series (synthetic, imagefolder, mnist, ...), if several are stored.")] = None,
     layout: Annotated[str | None, typer.Option(help="Image layout of the stored series (auto, nchw, nhwc), if several are stored.")] = None,
     threads: Annotated[int | None, typer.Option(min=1, help="CPU threads of the stored series, if several are stored (CPU thread sweeps).")] = None,
-    loader_workers: Annotated[int | None, typer.Option(min=0, help="Input-pipeline workers of the stored series, if several are stored.")] = None,
+    loader_workers: Annotated[int | None, typer.Option(min=0, help="Input-pipeline workers of the stored series, if several are stored; a count not stored is predicted from the stored ones (the input scaled from the nearest).")] = None,
     grad_accum: Annotated[int | None, typer.Option(min=1, help="Gradient accumulation of the stored series, if several are stored.")] = None,
     compile_mode: Annotated[str | None, typer.Option(help="Compile mode of the stored graph series (default, reduce-overhead, ...), if several are stored.")] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", min=1, help="Global mini-batch to predict (>= 1).")] = None,

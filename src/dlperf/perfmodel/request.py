@@ -210,6 +210,8 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
     cands = [c for c in stored if match(c, FLAGS)]
     if len(cands) == 1:
         return cands[0], None
+    if not cands and (ladder := _unstored_workers(stored, given, match)):
+        return ladder
     if not cands:
         return _no_match(recs, model, given, stored, match), None
     default = [c for c in cands if all(getattr(c, k) == d for k, (d, _) in SELECTORS.items()
@@ -232,6 +234,29 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
                       + (f" (and some in {_and(also)})" if also else "") + ": add one of "
                       + "; ".join(options[:MAX_LISTED])
                       + (f"; ... ({len(options)} in all)" if len(options) > MAX_LISTED else ""))
+
+
+def _unstored_workers(stored: list[Config], given: Mapping[str, Any],
+                      match: Callable[[Config, Iterable[str]], bool]
+                      ) -> tuple[Config, str] | None:
+    """A loader-worker count no stored series has, of a configuration whose other worker
+    counts are stored (one ladder: every other field selects a single configuration): that
+    configuration at the asked count, whose input part :mod:`dlperf.perfmodel.inputpipe`
+    scales from the nearest measured count, and the note saying so. None otherwise."""
+    w = given.get("loader_workers")
+    if w is None:
+        return None
+    others = [k for k in FLAGS if k != "loader_workers"]
+    ladder = {c.with_(loader_workers=w) for c in stored
+              if c.loader_workers is not None and match(c, others)}
+    if len(ladder) != 1:
+        return None
+    cfg = next(iter(ladder))
+    counts = sorted({c.loader_workers for c in stored if c.loader_workers is not None
+                     and c.with_(loader_workers=w) == cfg})
+    return cfg, (f"no stored series of {cfg.label()}: its input part is scaled from the "
+                 f"nearest of the stored worker counts ({', '.join(map(str, counts))}), its "
+                 "compute part is the synthetic-data step")
 
 
 def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[Config],

@@ -318,3 +318,47 @@ def test_an_estimated_host_prior_keeps_a_device_bound_series_device_bound(tmp_pa
     assert fit.host_s < 5e-3
     assert all(fit.bound(b) == "device" for b in steps_ms)
     assert fit.step_time_s(64) == pytest.approx(97.83e-3, rel=0.02)
+
+
+def test_roofline_fit_recovers_the_device_time_per_kernel(tmp_path):
+    """Device-bound series whose device time is ``F/(e_F P) + Y/(e_Y W) + K t_k`` with t_k = 4
+    us and each model's kernel count in its trace (``trace.kernels_per_iter``): the kernel-term
+    fit recovers t_k, e_F and e_Y; a withheld model is predicted with its own count (a count,
+    not a time); a configuration with no count gets the roofline fitted without the term."""
+    t_k = 4e-6
+    models = {  # name: (flops/sample, fixed bytes, bytes/sample, kernels)
+        "k_compute": (2e9, 1e8, 2e6, 300), "k_memory": (2e8, 5e8, 2e7, 150),
+        "k_loop": (1e8, 5e7, 1e6, 1600), "k_mixed": (8e8, 2e8, 8e6, 600),
+        "k_target": (5e8, 1e8, 4e6, 1000),
+    }
+    path = tmp_path / "kernels.db"
+    with ResultStore(path) as s:
+        for name, (f1, y0, y1, k) in models.items():
+            for rid, b in enumerate(BATCHES):
+                d = _device(f1, y0, y1, b) + k * t_k
+                res = _result(name, b, float(od.overlap(1e-4, d)), f1=f1, y0=y0, y1=y1, rid=rid)
+                res["trace"] = {"available": True, "kernels_per_iter": k + (rid % 2)}
+                s.add(res)
+        s.add(_result("k_uncounted", 64, 5e-3, f1=5e8, y0=1e8, y1=4e6))
+    recs = load(path)
+    cal = Calibration(recs)
+    group = ("fake", "eager", "bf16", "cuda")
+    eff = cal.efficiency(group, "k_target", "Fake GPU", kernels=True)
+    assert eff.kernel_s == pytest.approx(t_k, rel=0.01)
+    assert (eff.e_flops, eff.e_bytes) == pytest.approx((E_F, E_Y), rel=0.01)
+    assert "k_target" not in eff.models + eff.kernel_models
+    plain = cal.efficiency(group, "k_target", "Fake GPU")
+    assert plain.kernel_s == 0.0 and plain.rms_log > 10 * eff.rms_log
+    target = Config("k_target", "fake", "eager", "bf16")
+    assert cal.kernel_count(target) == pytest.approx(1000, abs=1)  # median of 1000/1001
+    assert cal.roofline(target) == (eff, cal.kernel_count(target))
+    from dlperf.perfmodel import model as pm
+
+    f1, y0, y1, k = models["k_target"]
+    one = pm.analytic(Calibration(recs, exclude=lambda p: p.model == "k_target"), target, 16)
+    assert one.device_s == pytest.approx(_device(f1, y0, y1, 16) + k * t_k, rel=0.03)
+    assert "kernel term" in " ".join(one.device_classes_s or {})
+    # no count: the roofline fitted without kernel counts, no kernel term
+    bare = Config("k_uncounted", "fake", "eager", "bf16")
+    assert cal.kernel_count(bare) is None
+    assert cal.roofline(bare) == (cal.efficiency(group, "k_uncounted", "Fake GPU"), None)

@@ -107,8 +107,9 @@ def test_validation_reports_coverage_and_the_table():
 
 
 def test_residual_cache_refuses_an_old_format(tmp_path, monkeypatch):
-    """MODEL_VERSION 1 cached bare floats, 2 (residual, bound) pairs; read as version 3 they
-    are dropped (recomputed), never taken as (residual, bound, point) triples."""
+    """MODEL_VERSION 1 cached bare floats, 2 (residual, bound) pairs; read as version 3 or 4
+    (4: the roofline's kernel term, same triples) they are dropped (recomputed), never taken
+    as (residual, bound, point) triples."""
     f = tmp_path / "c.json"
     f.write_text(json.dumps({"held-out batch": [0.1, -0.2],
                              "what-if B->2B": [[0.1, "host"], [-0.2, None]],
@@ -120,7 +121,7 @@ def test_residual_cache_refuses_an_old_format(tmp_path, monkeypatch):
     f.write_text("not json")
     assert api._read_cache(f) == {}
     assert api._read_cache(tmp_path / "absent.json") == {}
-    assert api.MODEL_VERSION == "3"
+    assert api.MODEL_VERSION == "4"
 
 
 def test_interval_leaves_out_the_predicted_points_own_residual(monkeypatch):

@@ -49,8 +49,9 @@ from dlperf.perfmodel.scaling import efficiency
 #: Part of the residual cache's key, with the source of this package and the results files.
 #: "2": residuals stored with their bound (``[[log ratio, bound], ...]``), for Mondrian intervals;
 #: "3": and with their measured point (``[[log ratio, bound, "source:id"], ...]``), so that a
-#: prediction of a stored point leaves that point's own residual out of its interval.
-MODEL_VERSION = "3"
+#: prediction of a stored point leaves that point's own residual out of its interval; "4": the
+#: device roofline's kernel term ``K t_k`` (:func:`dlperf.perfmodel.roofline.device_time_s`).
+MODEL_VERSION = "4"
 
 _RECORDS: dict[tuple, Records] = {}
 #: This process's back-test residuals: on-disk cache file name (a hash of the results files'

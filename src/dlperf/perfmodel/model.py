@@ -61,13 +61,13 @@ class OneDevice:
 def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.Efficiency,
                                                                         rl.Ceiling, rl.Work]:
     dn = cal.device_name(cfg)
-    eff = cal.efficiency(cfg.group, cfg.model, dn)
+    eff, kernels = cal.roofline(cfg)
     if eff is None:
         raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
                           "to fit its roofline on")
     ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
     work = cal.work(cfg.model, cfg.framework, cfg.precision)
-    return rl.device_time_s(work, ceil, eff, batch), eff, ceil, work
+    return rl.device_time_s(work, ceil, eff, batch, kernels), eff, ceil, work
 
 
 def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
@@ -80,7 +80,7 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
     if not cls:
         try:
             dn = cal.device_name(cfg)
-            eff = cal.efficiency(cfg.group, cfg.model, dn)
+            eff, kernels = cal.roofline(cfg)
             ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
         except ValueError:
             eff = None
@@ -89,6 +89,8 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
         cls = {"compute (roofline FLOP term)": work.flops(batch) / (eff.e_flops * ceil.flops_per_s),
                "memory (roofline byte term)": work.bytes(batch) / (eff.e_bytes
                                                                   * ceil.bandwidth_bytes_per_s)}
+        if kernels and eff.kernel_s:
+            cls["kernels (roofline kernel term)"] = kernels * eff.kernel_s
     tot = sum(cls.values()) or 1.0
     return {k: v * device_s / tot for k, v in sorted(cls.items(), key=lambda kv: -kv[1])}
 
@@ -124,9 +126,12 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
                            "time (2+ batch sizes, host-bound at the smallest)")
     else:
         h, hm, hg = host
+    kernels = cal.kernel_count(cfg) if eff.kernel_models else None
+    kterm = (f", t_k={eff.kernel_s * 1e6:.3g} us x {kernels:.0f} kernels (counts of "
+             f"{len(eff.kernel_models)} models)" if kernels else ", no kernel term")
     prov = {"device D": f"roofline of {'/'.join(cfg.group)} fitted without {cfg.model} "
-                        f"(e_F={eff.e_flops:.3g}, e_Y={eff.e_bytes:.3g}, on {len(eff.models)} "
-                        f"models); ceilings {ceil.source}; {work.source}",
+                        f"(e_F={eff.e_flops:.3g}, e_Y={eff.e_bytes:.3g}{kterm}, on "
+                        f"{len(eff.models)} models); ceilings {ceil.source}; {work.source}",
             "host time H": (f"host time per dispatched operator or kernel of {hg}, from "
                             f"models {', '.join(hm)}"
                             if hm and hg.endswith(("ops)", "kernels)", "launches)")) else

@@ -3,10 +3,11 @@
 A step issues host work ``H`` per iteration (Python, the framework's dispatcher, kernel launches;
 independent of the batch) while the device executes ``D(B) = d0 + d1 B``: ``d1`` the per-sample
 work, ``d0`` the part that does not shrink with the batch (weights, gradients and optimizer
-state, and the floor of kernels too small to fill the device: the small-batch/wave effect).
-With the host running ahead of the device the step is ``max(H, D)`` (Dai et al. 2022, sec. 3:
-a step is CPU- or GPU-bound); the corner is rounded in practice (launch queues drain, small
-kernels under-fill the device), so the model is the p-norm (:data:`SMOOTH_P`)::
+state, and the floor of kernels too small to fill the device: the small-batch/wave effect, the
+roofline's kernel term ``K t_k``). With the host running ahead of the device the step is
+``max(H, D)`` (Dai et al. 2022, sec. 3: a step is CPU- or GPU-bound); the corner is rounded in
+practice (launch queues drain, small kernels under-fill the device), so the model is the
+p-norm (:data:`SMOOTH_P`)::
 
     T(B) = (H^p + D(B)^p)^(1/p),   p = SMOOTH_P = 8
 
@@ -88,6 +89,11 @@ HOST_MEAS_SIGMA = 0.1
 #: back-test of benchmarks/results/h200 (+h200x2): MdAPE 21.20% per point, 21.12% per model;
 #: JAX fcn5 (whose efficiencies came from the conv nets' many points) 114% -> 48%.
 MODEL_VOTES = True
+#: Bounds (s) of the device time per kernel ``t_k`` a group's roofline fit may choose
+#: (:func:`fit_group`; 1 ns: no kernel term, 100 us: past any launch latency of a GPU) and the
+#: fit's start (2 us: a small kernel's busy time on the H200, busy / kernels of the JAX LSTM).
+KERNEL_S_BOUNDS = (1e-9, 1e-4)
+KERNEL_S_START = 2e-6
 #: The probe's dispatch is ``H`` when the host returned clearly before the device finished
 #: (wait after return > this share of the dispatch); otherwise the host may have blocked on a
 #: full launch queue, and the dispatch is only an upper bound of ``H``.
@@ -264,8 +270,13 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
 def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
               work_for: Callable[[Point], rl.Work], ceiling: rl.Ceiling,
               exclude: Callable[[Point], bool] = lambda p: False,
-              device_groups: Iterable[tuple[str, str, str, str]] = ()) -> rl.Efficiency:
-    """Fit ``e_F``, ``e_Y`` of one group jointly with one host time per series.
+              device_groups: Iterable[tuple[str, str, str, str]] = (),
+              kernels_for: Callable[[Point], float | None] = lambda p: None) -> rl.Efficiency:
+    """Fit ``e_F``, ``e_Y`` (and ``t_k``) of one group jointly with one host time per series.
+
+    The device time of a point is :func:`dlperf.perfmodel.roofline.device_time_s` with its
+    kernel count; ``t_k`` is fitted (within :data:`KERNEL_S_BOUNDS`) when some point has a
+    count, else it is 0 and the fit is the roofline alone.
 
     Args:
         points: all stored points; those of ``group`` on one device that ``exclude`` does not
@@ -278,6 +289,8 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             that replays CUDA graphs runs its base mode's kernels): they calibrate ``e_F``,
             ``e_Y`` with a host time of their own per series, and are not in the result's
             ``hosts``.
+        kernels_for: ``K``, device kernels per step of a point (None: not counted, no kernel
+            term at that point).
 
     Raises:
         ValueError: no usable point in the group.
@@ -291,22 +304,14 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
     if not steps and not traced:
         raise ValueError(f"no stored point of {'/'.join(group)} to fit its roofline on")
     series = list(group_series(steps).values())
-    rows = []  # (flops term, bytes term, measured, series index or -1 for a busy time, weight)
-    for i, s in enumerate(series):
-        for p in s:
-            wk = work_for(p)
-            rows.append((wk.flops(p.per_device_batch) / ceiling.flops_per_s,
-                         wk.bytes(p.per_device_batch) / ceiling.bandwidth_bytes_per_s,
-                         p.step_time_s, i, 1.0 / _sigma(p)))
-    for p in traced:
-        wk = work_for(p)
-        busy_s = p.busy_s
-        assert busy_s  # traced holds only the points with a busy time
-        rows.append((wk.flops(p.per_device_batch) / ceiling.flops_per_s,
-                     wk.bytes(p.per_device_batch) / ceiling.bandwidth_bytes_per_s,
-                     busy_s, -1, 1.0 / TRACE_SIGMA))
+    # (F/P, Y/W, K, measured, series index or -1 for a busy time, weight)
+    rows = [(*_terms(p, work_for, ceiling, kernels_for), p.step_time_s, i, 1.0 / _sigma(p))
+            for i, s in enumerate(series) for p in s]
+    rows += [(*_terms(p, work_for, ceiling, kernels_for), p.busy_s or 0.0, -1,
+              1.0 / TRACE_SIGMA) for p in traced]
     a = np.array(rows, float)
-    fl, by, meas, si, wt = a[:, 0], a[:, 1], a[:, 2], a[:, 3].astype(int), a[:, 4]
+    fl, by, kn, meas = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    si, wt = a[:, 4].astype(int), a[:, 5]
     # one vote per model: a model's rows share a total weight, so that the models measured at
     # many batch sizes and in many files (resnet50) do not set the efficiencies that a model
     # without measurements is predicted with (MODEL_VOTES)
@@ -316,38 +321,44 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
         wt = wt / np.sqrt(np.array([per_model[m] for m in row_models], float))
     tmins = np.array([min(p.step_time_s for p in s) for s in series] or [1.0])
     is_step = si >= 0
+    fit_k = bool((kn > 0).any())
+    n0 = 3 if fit_k else 2  # log e_F, log e_Y (, log t_k), then one log H per series
 
     def resid(x: np.ndarray) -> np.ndarray:
         ef, ey = np.exp(x[:2])
-        d = fl / ef + by / ey
+        d = fl / ef + by / ey + (kn * math.exp(x[2]) if fit_k else 0.0)
         pred = d.copy()
         if is_step.any():
-            h = np.exp(x[2:])
+            h = np.exp(x[n0:])
             pred[is_step] = overlap(h[si[is_step]], d[is_step])
         r = (np.log(pred) - np.log(meas)) * wt
-        hp = np.minimum(0.0, np.log(tmins) - x[2:]) / HOST_PRIOR_SIGMA if len(series) else []
+        hp = np.minimum(0.0, np.log(tmins) - x[n0:]) / HOST_PRIOR_SIGMA if len(series) else []
         return np.concatenate([r, hp])
 
     from scipy.sparse import lil_matrix
 
     n_s = len(series)
-    x0 = np.concatenate([np.log([0.5, 0.5]), np.log(tmins * 0.5) if n_s else []])
-    lo = np.concatenate([[-7.0, -7.0], np.full(n_s, -20.0)])
-    hi = np.concatenate([[2.0, 2.0], np.full(n_s, 3.0)])
+    k_lo, k_hi = np.log(KERNEL_S_BOUNDS)
+    x0 = np.concatenate([np.log([0.5, 0.5]), [np.log(KERNEL_S_START)] if fit_k else [],
+                         np.log(tmins * 0.5) if n_s else []])
+    lo = np.concatenate([[-7.0, -7.0], [k_lo] if fit_k else [], np.full(n_s, -20.0)])
+    hi = np.concatenate([[2.0, 2.0], [k_hi] if fit_k else [], np.full(n_s, 3.0)])
     # each host time touches only its own series' rows: a sparse Jacobian keeps the finite
     # differences to a few evaluations per step however many series there are
-    sparsity = lil_matrix((len(meas) + n_s, 2 + n_s), dtype=int)
-    sparsity[: len(meas), :2] = 1
+    sparsity = lil_matrix((len(meas) + n_s, n0 + n_s), dtype=int)
+    sparsity[: len(meas), :n0] = 1
     for row, s_i in enumerate(si):
         if s_i >= 0:
-            sparsity[row, 2 + s_i] = 1
+            sparsity[row, n0 + s_i] = 1
     for s_i in range(n_s):
-        sparsity[len(meas) + s_i, 2 + s_i] = 1
+        sparsity[len(meas) + s_i, n0 + s_i] = 1
     r = least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=400,
                       jac_sparsity=sparsity)
     ef, ey = (float(v) for v in np.exp(r.x[:2]))
+    tk = float(np.exp(r.x[2])) if fit_k else 0.0
     res = resid(r.x)[: len(meas)] / wt
     models = tuple(sorted({p.model for p in steps} | {p.model for p in traced}))
+    k_models = tuple(sorted({m for m, k in zip(row_models, kn) if k > 0}))
     ids = tuple(f"{p.source}:{p.result_id}" for s in series for p in s) + tuple(
         f"{p.source}:{p.result_id}" for p in traced)
     hosts = []
@@ -355,10 +366,9 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
         p0 = s[0]
         if p0.group != group:
             continue
-        wk = work_for(p0)
-        d_small = (wk.flops(p0.per_device_batch) / (ef * ceiling.flops_per_s)
-                   + wk.bytes(p0.per_device_batch) / (ey * ceiling.bandwidth_bytes_per_s))
-        h = float(np.exp(r.x[2 + i]))
+        f0, y0, k0 = _terms(p0, work_for, ceiling, kernels_for)
+        d_small = f0 / ef + y0 / ey + k0 * tk
+        h = float(np.exp(r.x[n0 + i]))
         n_b = len({p.batch_size for p in s})
         exact = [m for m, ok in host_measurements(s) if ok]
         measured = 2 * len(exact) > len(s)
@@ -375,7 +385,17 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             hosts.append(rl.SeriesHost(p0.model, p0.data, p0.layout or "auto", h,
                                        h >= d_small, n_b))
     return rl.Efficiency(group, ef, ey, models, ids, float(np.sqrt(np.mean(res ** 2))),
-                         tuple(hosts))
+                         tuple(hosts), tk, k_models)
+
+
+def _terms(p: Point, work_for: Callable[[Point], rl.Work], ceiling: rl.Ceiling,
+           kernels_for: Callable[[Point], float | None]) -> tuple[float, float, float]:
+    """``(F / P, Y / W, K)`` of a point: its roofline terms at efficiency 1 (s) and its kernel
+    count (0 where not counted)."""
+    wk = work_for(p)
+    b = p.per_device_batch
+    return (wk.flops(b) / ceiling.flops_per_s, wk.bytes(b) / ceiling.bandwidth_bytes_per_s,
+            float(kernels_for(p) or 0.0))
 
 
 def _busy_prior(p0: Point, traced: Sequence[Point]) -> DevicePrior | None:

@@ -13,14 +13,25 @@ Work per step (per device) at mini-batch ``B``:
 
 Device time (Williams, Waterman & Patterson 2009, the roofline; summed rather than maxed over
 the step because a step is a sequence of kernels of which some are compute- and some
-memory-bound, as in Dai et al. 2022's per-layer accounting)::
+memory-bound, as in Dai et al. 2022's per-layer accounting), plus a per-kernel cost where the
+step's kernel count is known::
 
-    D(B) = F(B) / (e_F * P) + Y(B) / (e_Y * W)
+    D(B) = F(B) / (e_F * P) + Y(B) / (e_Y * W) + K * t_k
 
 with ``P`` the GEMM ceiling at the run's precision and ``W`` the STREAM bandwidth, both
 *measured* by dlperf's own microbenchmarks in the workers (:mod:`dlperf.perfmodel.ceilings`;
 the median over every stored result of the same framework and device), and ``e_F``, ``e_Y``
-two efficiencies fitted per (framework, mode, precision, device) group. The fit is joint with one
+two efficiencies fitted per (framework, mode, precision, device) group. ``K`` is the number of
+device kernels one step runs (a traced run's ``trace.kernels_per_iter``, the kernels of its
+stored timeline per step; :meth:`dlperf.perfmodel.calibrate.Calibration.kernel_count`) and
+``t_k`` a device time per kernel fitted per group with ``e_F`` and ``e_Y``: every kernel costs a
+launch latency and a ramp-up/drain of the device that neither its FLOPs nor its bytes pay for,
+so a step of many small kernels (an LSTM's time-step loop, a small batch) takes ``~K t_k``
+however little work it has: the kernel-launch floor of Dai et al. 2022's "GPU work", and the
+per-kernel overheads that Lin et al. 2022 (arXiv:2201.07821) model apart from the kernels' own
+times. On the H200 files ``t_k`` comes out at 2-8 us (docs/perfmodel.md). A configuration
+without a kernel count is modelled without the term, with efficiencies fitted without it
+(:meth:`dlperf.perfmodel.calibrate.Calibration.roofline`). The fit is joint with one
 host time per measured series (:mod:`dlperf.perfmodel.onedevice`), since a step is the overlap
 of host dispatch and device execution and most small-batch points say nothing about ``D``.
 Traced runs (``--breakdown``/``--trace``) add direct observations of ``D`` (the device busy
@@ -178,7 +189,9 @@ class Efficiency:
     ``e_flops`` and ``e_bytes`` multiply the ceilings; ``models`` are the models whose
     measurements chose them, ``result_ids`` those measurements (``source:id``);
     ``rms_log`` is the root mean square of the log residuals of the joint fit; ``hosts`` the
-    host time of every series in the fit.
+    host time of every series in the fit; ``kernel_s`` the device time per kernel ``t_k`` (s;
+    0 for a fit without kernel counts) and ``kernel_models`` the models whose kernel counts
+    were in the fit.
     """
 
     group: tuple[str, str, str, str]
@@ -188,6 +201,8 @@ class Efficiency:
     result_ids: tuple[str, ...]
     rms_log: float
     hosts: tuple[SeriesHost, ...] = ()
+    kernel_s: float = 0.0
+    kernel_models: tuple[str, ...] = ()
 
     def host_floor(self) -> tuple[float, tuple[str, ...]] | None:
         """The smallest identified host time (s) of the group (:attr:`SeriesHost.identified`)
@@ -201,10 +216,19 @@ class Efficiency:
         return min(h.host_s for h in hs), tuple(sorted({h.model for h in hs}))
 
 
-def device_time_s(work: Work, ceiling: Ceiling, eff: Efficiency, batch: float) -> float:
-    """Roofline device time of one step (s): ``F/(e_F P) + Y/(e_Y W)``."""
+def device_time_s(work: Work, ceiling: Ceiling, eff: Efficiency, batch: float,
+                  kernels: float | None = None) -> float:
+    """Roofline device time of one step (s): ``F/(e_F P) + Y/(e_Y W) + K t_k``.
+
+    Args:
+        work, ceiling, eff: the work model, the ceilings and the group's fitted efficiencies
+            (``eff.kernel_s`` is ``t_k``).
+        batch: samples per device.
+        kernels: ``K``, device kernels per step; None: no kernel term.
+    """
     return (work.flops(batch) / (eff.e_flops * ceiling.flops_per_s)
-            + work.bytes(batch) / (eff.e_bytes * ceiling.bandwidth_bytes_per_s))
+            + work.bytes(batch) / (eff.e_bytes * ceiling.bandwidth_bytes_per_s)
+            + (kernels or 0.0) * eff.kernel_s)
 
 
 def class_times_s(points: Sequence[Point], work: Work, batch: float) -> dict[str, float] | None:

@@ -4,7 +4,7 @@ Usage (repository root)::
 
     PYTHONPATH=src python benchmarks/perfmodel_validate.py benchmarks/results/h200 \\
         benchmarks/results/h200x2 [--category "held-out batch" ...] [--rows rows.json] \
-        [--no-host-probe]
+        [--no-host-probe] [--no-kernel-term]
 
 Prints the markdown table of :meth:`dlperf.perfmodel.backtest.Validation.table` (the one in
 docs/perfmodel.md), the prediction intervals' leave-one-out coverage
@@ -12,7 +12,11 @@ docs/perfmodel.md), the prediction intervals' leave-one-out coverage
 interval") and, with ``--rows``, writes every held-out prediction as JSON.
 ``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
 ignore ``host.dispatch_s`` (:func:`dlperf.perfmodel.onedevice.host_measurements` returns
-nothing), so its effect on the same held-out points can be read off.
+nothing), so its effect on the same held-out points can be read off. ``--no-kernel-term`` is
+the ablation of the device roofline's kernel term ``K t_k``: no configuration has a kernel count
+(:meth:`dlperf.perfmodel.calibrate.Calibration.kernel_count` returns None), so every prediction
+is made as for a model never traced; its leave-one-model-out row is the model predicted from
+its FLOP and byte counts without a trace of it.
 
 Files holding traced DDP runs with a bucket record and an all-reduce sweep of their rank count
 also get the WFBP recursion's own categories (:mod:`dlperf.perfmodel.bucketcheck`), e.g.
@@ -37,7 +41,13 @@ def main() -> None:
     ap.add_argument("--rows", help="write every held-out prediction to this JSON file")
     ap.add_argument("--no-host-probe", action="store_true",
                     help="ablation: fit without the points' untraced host dispatch times")
+    ap.add_argument("--no-kernel-term", action="store_true",
+                    help="ablation: no kernel counts, so no roofline kernel term anywhere")
     args = ap.parse_args()
+    if args.no_kernel_term:
+        from dlperf.perfmodel.calibrate import Calibration
+
+        Calibration.kernel_count = lambda self, cfg: None  # type: ignore[method-assign]
     if args.no_host_probe:
         from dlperf.perfmodel import onedevice
 

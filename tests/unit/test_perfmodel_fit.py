@@ -362,3 +362,25 @@ def test_roofline_fit_recovers_the_device_time_per_kernel(tmp_path):
     bare = Config("k_uncounted", "fake", "eager", "bf16")
     assert cal.kernel_count(bare) is None
     assert cal.roofline(bare) == (cal.efficiency(group, "k_uncounted", "Fake GPU"), None)
+
+
+@pytest.mark.parametrize("precision, capped", [("bf16", True), ("tf32", True), ("fp32", False)])
+def test_flop_efficiency_is_capped_at_the_tensor_core_ceiling(tmp_path, precision, capped):
+    """Device-bound points made with e_F = 1.5 (FLOPs faster than the measured GEMM ceiling):
+    at a tensor-core precision the fit may not choose e_F > 1 (its best is the bound), at fp32
+    (whose ceiling is the CUDA cores', while convolutions run on TF32) it recovers 1.5."""
+    e_f = 1.5
+    path = tmp_path / "cap.db"
+    with ResultStore(path) as s:
+        for name, (f1, y0, y1, _h) in MODELS.items():
+            for rid, b in enumerate(BATCHES):
+                d = f1 * b / (e_f * P_FLOPS) + (y0 + y1 * b) / (E_Y * BW)
+                s.add(_result(name, b, float(od.overlap(1e-5, d)), f1=f1, y0=y0, y1=y1,
+                              precision=precision, rid=rid))
+    eff = Calibration(load(path)).efficiency(("fake", "eager", precision, "cuda"), None,
+                                             "Fake GPU")
+    assert rl.flops_efficiency_cap(precision) == (1.0 if capped else math.e ** 2)
+    if capped:
+        assert eff.e_flops == pytest.approx(1.0, abs=1e-6)
+    else:
+        assert eff.e_flops == pytest.approx(e_f, rel=0.03)

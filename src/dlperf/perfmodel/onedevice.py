@@ -342,7 +342,8 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
     x0 = np.concatenate([np.log([0.5, 0.5]), [np.log(KERNEL_S_START)] if fit_k else [],
                          np.log(tmins * 0.5) if n_s else []])
     lo = np.concatenate([[-7.0, -7.0], [k_lo] if fit_k else [], np.full(n_s, -20.0)])
-    hi = np.concatenate([[2.0, 2.0], [k_hi] if fit_k else [], np.full(n_s, 3.0)])
+    f_hi = math.log(rl.flops_efficiency_cap(group[2]))
+    hi = np.concatenate([[f_hi, 2.0], [k_hi] if fit_k else [], np.full(n_s, 3.0)])
     # each host time touches only its own series' rows: a sparse Jacobian keeps the finite
     # differences to a few evaluations per step however many series there are
     sparsity = lil_matrix((len(meas) + n_s, n0 + n_s), dtype=int)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dlperf.perfmodel import api
+from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel.backtest import Validation
 from dlperf.perfmodel.btrows import Row
@@ -116,11 +117,11 @@ def test_residual_cache_refuses_an_old_format(tmp_path, monkeypatch):
                              "what-if fp32->bf16": [[0.1, "host", "a.db:3"], [-0.2, None, None]],
                              "2-GPU from 1-GPU": [[0.1, None, 7]],
                              "leave-one-model-out": [[0.1, "sideways", "a.db:1"]]}))
-    assert api._read_cache(f) == {"what-if fp32->bf16": [(0.1, "host", "a.db:3"),
+    assert fc.read_residuals(f) == {"what-if fp32->bf16": [(0.1, "host", "a.db:3"),
                                                          (-0.2, None, None)]}
     f.write_text("not json")
-    assert api._read_cache(f) == {}
-    assert api._read_cache(tmp_path / "absent.json") == {}
+    assert fc.read_residuals(f) == {}
+    assert fc.read_residuals(tmp_path / "absent.json") == {}
     assert api.MODEL_VERSION == "4"
 
 

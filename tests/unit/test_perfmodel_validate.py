@@ -251,3 +251,35 @@ def test_predict_refuses_bad_requests(cache):
         api.predict(ROOT / "nosuch.db", "lstm", batch_size=64)
     assert math.isfinite(api.predict(DLBENCH, "fcn5", precision="bf16",
                                      batch_size=512).predicted_step_time_s)
+
+
+def _fresh_process(monkeypatch):
+    """Forget what this process loaded and fitted, as a new ``dlperf predict`` would."""
+    for name in ("_RECORDS", "_BASE", "_FITS_STORED", "_RESIDUALS", "_DDP"):
+        monkeypatch.setattr(api, name, {})
+
+
+def test_group_fits_are_cached_on_disk_and_read_back_the_same(cache, monkeypatch):
+    """A prediction stores the roofline group fits it made (fitcache.py); a later process reads
+    them instead of fitting again and predicts the same numbers, to the last bit; a damaged
+    cache file is an empty cache."""
+    from dlperf.perfmodel import fitcache as fc
+    from dlperf.perfmodel import onedevice as od
+
+    args = (DLBENCH, "resnet56", "torch", "eager", "bf16", "cuda")
+    _fresh_process(monkeypatch)
+    first = api.predict(*args, batch_size=48).to_dict()
+    files = list(cache.glob("perfmodel-fits-*.json"))
+    assert len(files) == 1
+    stored = fc.read_fits(files[0])
+    assert stored and all(v is None or v.group[0] == "torch" or v.models for v in stored.values())
+    _fresh_process(monkeypatch)
+    calls = []
+    real = od.fit_group
+    monkeypatch.setattr(od, "fit_group", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    again = api.predict(*args, batch_size=48).to_dict()
+    assert again == first and calls == []  # every fit it needed came from the file
+    files[0].write_text("[[1, 2], \"not a fit\"]")
+    assert fc.read_fits(files[0]) == {}
+    _fresh_process(monkeypatch)
+    assert api.predict(*args, batch_size=48).to_dict() == first and calls  # fitted again

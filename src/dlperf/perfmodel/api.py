@@ -16,12 +16,13 @@ minute on the committed H200 files), the next ones do not. Within one process th
 also kept in memory (:data:`_RESIDUALS`, under the same content key), and a full
 :func:`validate` (no budget) puts its categories' residuals there, so that a prediction after a
 validation of the same files does not run the back-test again; every back-test of one loaded
-records object shares one :func:`_base_calibration` (its roofline and plain-series fits).
+records object shares one :func:`_base_calibration` (its roofline and plain-series fits). The
+roofline group fits are kept on disk too (:mod:`dlperf.perfmodel.fitcache`, same key), so a
+new process reads them back instead of fitting each group again.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Collection, Iterable, Mapping
@@ -35,6 +36,7 @@ from dlperf.errors import ConfigError
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
@@ -43,7 +45,7 @@ from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.btrows import point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.records import Records, cache_root, load
+from dlperf.perfmodel.records import Records, load
 from dlperf.perfmodel.scaling import efficiency
 
 #: Part of the residual cache's key, with the source of this package and the results files.
@@ -183,31 +185,7 @@ def _interval(recs: Records, category: str, level: float, bound: str | None,
 
 
 def _cache_file(recs: Records) -> Path:
-    h = hashlib.sha256(MODEL_VERSION.encode())
-    # the model's own source is part of the key: any change to it re-runs the back-test
-    for f in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(f.read_bytes())
-    for s in recs.sources:  # content and resolved path: the residuals name their points by it
-        h.update(Path(s).read_bytes())
-        h.update(os.path.realpath(s).encode())
-    return cache_root() / f"perfmodel-residuals-v{MODEL_VERSION}-{h.hexdigest()[:20]}.json"
-
-
-def _read_cache(f: Path) -> dict[str, list[iv.KeyedResidual]]:
-    """The on-disk residual cache; entries not of the form ``[[float, bound, point], ...]`` (an
-    older format, a damaged file) are dropped, so they are recomputed, never misread."""
-    try:
-        raw = json.loads(f.read_text()) if f.exists() else {}
-    except (OSError, ValueError):
-        return {}
-    out: dict[str, list[iv.KeyedResidual]] = {}
-    for cat, v in (raw.items() if isinstance(raw, dict) else ()):
-        if isinstance(v, list) and all(
-                isinstance(x, list) and len(x) == 3 and isinstance(x[0], (int, float))
-                and x[1] in (None, "host", "device") and (x[2] is None or isinstance(x[2], str))
-                for x in v):
-            out[cat] = [(float(x[0]), x[1], x[2]) for x in v]
-    return out
+    return fc.residuals_file(recs, MODEL_VERSION)
 
 
 def residuals(recs: Records, category: str) -> list[float]:
@@ -227,7 +205,7 @@ def bounded_residuals(recs: Records, category: str,
 
 def _keyed_residuals(recs: Records, category: str) -> list[iv.KeyedResidual]:
     f = _cache_file(recs)
-    cache = _read_cache(f)
+    cache = fc.read_residuals(f)
     if category not in cache:
         mem = _RESIDUALS.get(f.name, {})
         cache[category] = (mem[category] if category in mem else bt.run(
@@ -342,6 +320,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
                 f"from it uses {model}'s own measurements (e.g. --precision {own[0].precision} "
                 f"--mode {own[0].mode} --what-if precision={target.precision}"
                 + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")
+    _store_fits(recs)
     return pred
 
 
@@ -363,6 +342,7 @@ def _how_to_give_flops(recs: Records, target: Config, e: Exception) -> str:
 
 
 _BASE: dict[int, Calibration] = {}
+_FITS_STORED: dict[int, int] = {}  # group fits on disk per records (id)
 _DDP: dict[tuple, dp.DDPOverhead] = {}
 
 
@@ -371,8 +351,18 @@ def _base_calibration(recs: Records) -> Calibration:
     fit leaves out the model it serves, and a prediction withholds only its own model's points
     (:class:`Calibration`'s ``share_efficiencies``)."""
     if id(recs) not in _BASE:
-        _BASE[id(recs)] = Calibration(recs)
+        _BASE[id(recs)] = cal = Calibration(recs)
+        cal._eff.update(fc.read_fits(fc.fits_file(recs, MODEL_VERSION)))  # fitcache.py
+        _FITS_STORED[id(recs)] = len(cal._eff)
     return _BASE[id(recs)]
+
+
+def _store_fits(recs: Records) -> None:
+    """Write the base calibration's group fits to disk when this process added some."""
+    cal = _BASE.get(id(recs))
+    if cal is not None and len(cal._eff) > _FITS_STORED.get(id(recs), 0):
+        fc.write_fits(fc.fits_file(recs, MODEL_VERSION), cal._eff)
+        _FITS_STORED[id(recs)] = len(cal._eff)
 
 
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:

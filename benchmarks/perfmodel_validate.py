@@ -44,6 +44,12 @@ def main() -> None:
     ap.add_argument("--no-kernel-term", action="store_true",
                     help="ablation: no kernel counts, so no roofline kernel term anywhere")
     args = ap.parse_args()
+    if args.no_kernel_term or args.no_host_probe:
+        # an ablation patches the model at run time, which the caches' key cannot see: fits and
+        # residuals cached by a normal run would be read back as the ablation's (fitcache.py)
+        import tempfile
+
+        os.environ["DLPERF_CACHE_DIR"] = tempfile.mkdtemp(prefix="dlperf-ablation-")
     if args.no_kernel_term:
         from dlperf.perfmodel.calibrate import Calibration
 

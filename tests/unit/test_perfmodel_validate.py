@@ -283,3 +283,54 @@ def test_group_fits_are_cached_on_disk_and_read_back_the_same(cache, monkeypatch
     assert fc.read_fits(files[0]) == {}
     _fresh_process(monkeypatch)
     assert api.predict(*args, batch_size=48).to_dict() == first and calls  # fitted again
+
+
+@pytest.mark.parametrize("field, bad", [
+    ("e_flops", True), ("e_flops", 0), ("e_flops", float("nan")), ("e_flops", -1.0),
+    ("e_bytes", "0.5"), ("kernel_s", float("inf")), ("models", "resnet50"), ("hosts", {}),
+    ("host_bound", "false"), ("n_batch_sizes", 2.7), ("measured", "no"), ("group", "abcd"),
+    ("key_kernels", "false"), ("key_group", [1, 2, 3, 4])])
+def test_a_cache_entry_of_the_wrong_type_is_dropped_not_converted(cache, monkeypatch, field, bad):
+    """Every field of a stored group fit must have its own type (a JSON bool for a bool, a finite
+    positive number where the model divides by it): anything else drops the entry, so it is
+    fitted again instead of being read as something it is not."""
+    from dlperf.perfmodel import fitcache as fc
+
+    _fresh_process(monkeypatch)
+    api.predict(DLBENCH, "resnet56", "torch", "eager", "bf16", "cuda", batch_size=48)
+    f = next(cache.glob("perfmodel-fits-*.json"))
+    rows = json.loads(f.read_text())
+    key, val = next(r for r in rows if r[1] is not None and r[1]["hosts"])
+    assert len(fc.read_fits(f)) == len(rows)
+    if field == "key_kernels":
+        key[3] = bad
+    elif field == "key_group":
+        key[0] = bad
+    elif field in ("host_bound", "n_batch_sizes", "measured"):
+        val["hosts"][0][field] = bad
+    else:
+        val[field] = bad
+    f.write_text(json.dumps(rows))
+    assert len(fc.read_fits(f)) == len(rows) - 1
+
+
+def test_an_unwritable_cache_folder_warns_once_and_leaves_no_temporary_file(tmp_path,
+                                                                          monkeypatch):
+    import warnings
+
+    from dlperf.perfmodel import fitcache as fc
+
+    monkeypatch.setattr(fc, "_WARNED", set())
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "sub" / "fits.json"  # under a regular file: mkdir fails
+    with pytest.warns(UserWarning, match="cannot write the performance model's cache"):
+        fc.write_fits(target, {})
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        fc.write_fits(target, {})
+    assert again == []  # once per folder
+    d = tmp_path / "dir.json"
+    d.mkdir()  # a folder where the file should be: the rename fails after the temp file exists
+    with pytest.warns(UserWarning):
+        fc.write_fits(d, {})
+    assert list(tmp_path.rglob("*.tmp")) == []

@@ -23,7 +23,6 @@ new process reads them back instead of fitting each group again.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -210,11 +209,7 @@ def _keyed_residuals(recs: Records, category: str) -> list[iv.KeyedResidual]:
         mem = _RESIDUALS.get(f.name, {})
         cache[category] = (mem[category] if category in mem else bt.run(
             recs, [category], base=_base_calibration(recs)).keyed_residuals(category))
-        try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(json.dumps(cache))
-        except OSError:
-            pass  # a read-only home: no cache, the interval is still computed
+        fc.write_residuals(f, cache)  # a read-only home: no cache (one warning), still computed
     _RESIDUALS.setdefault(f.name, {})[category] = cache[category]
     return cache[category]
 

@@ -110,6 +110,11 @@ class Calibration:
                  share_efficiencies: Calibration | None = None) -> None:
         self.records = records
         self.points = [p for p in records.points if not (exclude and exclude(p))]
+        # the one-device models this calibration withholds points of: a roofline fit without
+        # another model would differ from the shared one, so it stays in this calibration
+        self._withheld_models = {p.model for p in records.points
+                                 if exclude and p.world_size == 1 and exclude(p)}
+        self._eff_own: dict = {}
         self._work: dict = {}
         self._ceil: dict = {} if share_efficiencies is None else share_efficiencies._ceil
         self._eff: dict = {} if share_efficiencies is None else share_efficiencies._eff
@@ -168,11 +173,14 @@ class Calibration:
         kernel counts (:meth:`kernel_count`) enter the fit and ``t_k`` is fitted with ``e_F``,
         ``e_Y`` (:func:`~dlperf.perfmodel.onedevice.fit_group`)."""
         key = (group, without_model, device_name, kernels)
-        if key not in self._eff:
+        # shared (share_efficiencies, and fitcache.py's file) only if made on every point but
+        # those of without_model, as any calibration of the same records would make it
+        eff = self._eff if self._withheld_models <= {without_model} else self._eff_own
+        if key not in eff:
             try:
                 ceil = self.ceiling(group[0], group[2], device_name, without_model)
                 base = group[1].split(COMPILE_SEP)[0]
-                self._eff[key] = od.fit_group(
+                eff[key] = od.fit_group(
                     self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
                     ceil, exclude=lambda p: p.model == without_model
                     or (device_name is not None and p.device_name != device_name),
@@ -180,8 +188,8 @@ class Calibration:
                     kernels_for=(lambda p: self.kernel_count(Config.of(p))) if kernels
                     else lambda p: None)
             except ValueError:
-                self._eff[key] = None
-        return self._eff[key]
+                eff[key] = None
+        return eff[key]
 
     def kernel_count(self, cfg: Config) -> float | None:
         """Device kernels per step of ``cfg``'s model, framework, precision and group mode (else
@@ -207,9 +215,10 @@ class Calibration:
         """``(efficiencies, K)`` that model ``cfg``'s device time (fitted without its model):
         with the kernel term where its kernel count is known, else the roofline alone fitted
         without kernel counts (K None): kernel-term efficiencies without the term would leave
-        out the floor they were fitted with (leave-one-model-out on benchmarks/results/h200
-        +h200x2 with every withheld model's count hidden: 20.20% so, 19.44% with this
-        fallback, as without the term; 17.17% with the counts, docs/perfmodel.md)."""
+        out the floor they were fitted with (leave-one-model-out on session 18's
+        benchmarks/results/h200 + h200x2 with every withheld model's count hidden: 20.20% so,
+        19.44% with this fallback, as without the term; 17.17% with the counts; on session
+        19's files 19.78% without counts, 16.28% with them, docs/perfmodel.md)."""
         k = self.kernel_count(cfg)
         return self.efficiency(cfg.group, cfg.model, self.device_name(cfg), k is not None), k
 

@@ -127,11 +127,11 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
     else:
         h, hm, hg = host
     kernels = cal.kernel_count(cfg) if eff.kernel_models else None
-    kterm = (f", t_k={eff.kernel_s * 1e6:.3g} us x {kernels:.0f} kernels (counts of "
-             f"{len(eff.kernel_models)} models)" if kernels else ", no kernel term")
+    kterm = (f" x {kernels:.0f} kernels (counts of {len(eff.kernel_models)} models)"
+             if kernels else "")
     prov = {"device D": f"roofline of {'/'.join(cfg.group)} fitted without {cfg.model} "
-                        f"(e_F={eff.e_flops:.3g}, e_Y={eff.e_bytes:.3g}{kterm}, on "
-                        f"{len(eff.models)} models); ceilings {ceil.source}; {work.source}",
+                        f"({eff.describe()}{kterm}, on {len(eff.models)} models); "
+                        f"ceilings {ceil.source}; {work.source}",
             "host time H": (f"host time per dispatched operator or kernel of {hg}, from "
                             f"models {', '.join(hm)}"
                             if hm and hg.endswith(("ops)", "kernels)", "launches)")) else
@@ -191,8 +191,8 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
         try:
             rb = _roofline_d(cal, base, batch)[0]
             rt, eff_t, _, work_t = _roofline_d(cal, target, batch)
-            r_d, why_d = rt / rb, (f"roofline {'/'.join(target.group)} over "
-                                   f"{'/'.join(base.group)} for {base.model}, each fitted "
+            r_d, why_d = rt / rb, (f"roofline {'/'.join(target.group)} ({eff_t.describe()}) "
+                                   f"over {'/'.join(base.group)} for {base.model}, each fitted "
                                    "without it")
             ids += list(eff_t.result_ids)
         except LookupError:

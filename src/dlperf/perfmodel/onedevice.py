@@ -427,6 +427,6 @@ def device_prior(work: rl.Work | None, ceiling: rl.Ceiling | None,
                            hs, host_sigma, hl)
     d1 = (work.flops_per_sample / (eff.e_flops * ceiling.flops_per_s)
           + work.bytes_per_sample / (eff.e_bytes * ceiling.bandwidth_bytes_per_s))
-    label = f"roofline e_F={eff.e_flops:.3g}, e_Y={eff.e_bytes:.3g}" + (
+    label = f"roofline {eff.describe()}" + (
         f"; {len(anchors)} measured device time(s)" if anchors else "")
     return DevicePrior(d1, PRIOR_SIGMA, tuple(anchors), label, hs, host_sigma, hl)

@@ -375,8 +375,8 @@ XLA_TIMELINE_SOURCE = "XSpace"
 
 def cache_root() -> Path:
     """The folder of the performance model's on-disk caches (launch counts here, back-test
-    residuals in :mod:`dlperf.perfmodel.api`): ``$DLPERF_CACHE_DIR``, default
-    ``~/.cache/dlperf``."""
+    residuals and roofline group fits in :mod:`dlperf.perfmodel.fitcache`):
+    ``$DLPERF_CACHE_DIR``, default ``~/.cache/dlperf``."""
     return Path(os.environ.get("DLPERF_CACHE_DIR") or Path.home() / ".cache" / "dlperf")
 
 

@@ -230,6 +230,15 @@ class Efficiency:
     kernel_s: float = 0.0
     kernel_models: tuple[str, ...] = ()
 
+    def describe(self) -> str:
+        """``e_F``, ``e_Y`` and ``t_k`` in words, for a prediction's provenance: says when
+        ``e_F`` sits at its cap (:func:`flops_efficiency_cap`) and when the fit had no kernel
+        term (no kernel counts)."""
+        cap = self.e_flops >= flops_efficiency_cap(self.group[2]) * (1 - 1e-6)
+        return (f"e_F={self.e_flops:.3g}{' (capped: the GEMM ceiling)' if cap else ''}, "
+                f"e_Y={self.e_bytes:.3g}, " + (f"t_k={self.kernel_s * 1e6:.3g} us per kernel"
+                                               if self.kernel_s else "no kernel term"))
+
     def host_floor(self) -> tuple[float, tuple[str, ...]] | None:
         """The smallest identified host time (s) of the group (:attr:`SeriesHost.identified`)
         and the models with identified host times; None if none. The smallest, not the median:

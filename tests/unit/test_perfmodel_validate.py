@@ -228,6 +228,11 @@ def test_predict_what_if_and_analytic(cache, h200_validation):
     assert t.how == "analytic"
     assert any(w.startswith("analytic: alexnet jax/xla tf32 cuda is not stored") and
                "--what-if precision=tf32" in w for w in t.warnings)
+    # stored only at the batch predicted (withheld): the warning says so, not "not stored"
+    w64 = api.predict(H200, "bert_base", "jax", "xla", "fp32", "cuda", batch_size=64)
+    assert w64.how == "analytic" and w64.measured_step_time_s
+    assert any(w.startswith("analytic: bert_base jax/xla fp32 cuda is stored only at batch 64, "
+                            "which a prediction of it withholds") for w in w64.warnings)
     # a recurrent model without a launch count: both known weaknesses are said (fp32: the
     # JAX bf16 series of deepspeech2 is stored since session 19, with its timeline's counts)
     r = api.predict(H200, "deepspeech2", "jax", "xla", "fp32", "cuda", batch_size=32)

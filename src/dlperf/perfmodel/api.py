@@ -311,7 +311,9 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
                       and Config.of(p) != target}, key=lambda c: c.label())
         if own:
             pred.warnings.append(
-                f"analytic: {target.label()} is not stored, but {own[0].label()} is; a what-if "
+                f"analytic: {target.label()} is "
+                + (f"stored only at batch {b}, which a prediction of it withholds"
+                   if withheld else "not stored") + f", but {own[0].label()} is; a what-if "
                 f"from it uses {model}'s own measurements (e.g. --precision {own[0].precision} "
                 f"--mode {own[0].mode} --what-if precision={target.precision}"
                 + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")

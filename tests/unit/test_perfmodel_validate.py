@@ -290,23 +290,36 @@ def test_group_fits_are_cached_on_disk_and_read_back_the_same(cache, monkeypatch
     assert api.predict(*args, batch_size=48).to_dict() == first and calls  # fitted again
 
 
+@pytest.fixture(scope="module")
+def stored_fits(tmp_path_factory):
+    """The group-fit cache file's rows after one prediction on dlbench.db (its own cache)."""
+    cache = tmp_path_factory.mktemp("fits")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLPERF_CACHE_DIR", str(cache))
+        _fresh_process(mp)
+        api.predict(DLBENCH, "resnet56", "torch", "eager", "bf16", "cuda", batch_size=48)
+    return json.loads(next(cache.glob("perfmodel-fits-*.json")).read_text())
+
+
 @pytest.mark.parametrize("field, bad", [
     ("e_flops", True), ("e_flops", 0), ("e_flops", float("nan")), ("e_flops", -1.0),
     ("e_bytes", "0.5"), ("kernel_s", float("inf")), ("models", "resnet50"), ("hosts", {}),
     ("host_bound", "false"), ("n_batch_sizes", 2.7), ("measured", "no"), ("group", "abcd"),
     ("key_kernels", "false"), ("key_group", [1, 2, 3, 4])])
-def test_a_cache_entry_of_the_wrong_type_is_dropped_not_converted(cache, monkeypatch, field, bad):
+def test_a_cache_entry_of_the_wrong_type_is_dropped_not_converted(tmp_path, stored_fits, field,
+                                                                  bad):
     """Every field of a stored group fit must have its own type (a JSON bool for a bool, a finite
     positive number where the model divides by it): anything else drops the entry, so it is
     fitted again instead of being read as something it is not."""
+    import copy
+
     from dlperf.perfmodel import fitcache as fc
 
-    _fresh_process(monkeypatch)
-    api.predict(DLBENCH, "resnet56", "torch", "eager", "bf16", "cuda", batch_size=48)
-    f = next(cache.glob("perfmodel-fits-*.json"))
-    rows = json.loads(f.read_text())
-    key, val = next(r for r in rows if r[1] is not None and r[1]["hosts"])
+    rows = copy.deepcopy(stored_fits)
+    f = tmp_path / "fits.json"
+    f.write_text(json.dumps(rows))
     assert len(fc.read_fits(f)) == len(rows)
+    key, val = next(r for r in rows if r[1] is not None and r[1]["hosts"])
     if field == "key_kernels":
         key[3] = bad
     elif field == "key_group":

@@ -109,11 +109,11 @@ class Calibration:
     def __init__(self, records: Records, exclude: Callable[[Point], bool] | None = None,
                  share_efficiencies: Calibration | None = None) -> None:
         self.records = records
-        self.points = [p for p in records.points if not (exclude and exclude(p))]
+        out = [(p, bool(exclude and exclude(p))) for p in records.points]  # exclude once each
+        self.points = [p for p, withheld in out if not withheld]
         # the one-device models this calibration withholds points of: a roofline fit without
         # another model would differ from the shared one, so it stays in this calibration
-        self._withheld_models = {p.model for p in records.points
-                                 if exclude and p.world_size == 1 and exclude(p)}
+        self._withheld_models = {p.model for p, withheld in out if withheld and p.world_size == 1}
         self._eff_own: dict = {}
         self._work: dict = {}
         self._ceil: dict = {} if share_efficiencies is None else share_efficiencies._ceil

@@ -22,6 +22,7 @@ cache and one warning naming it, not an error.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -45,11 +46,30 @@ def content_key(recs: Records, version: str) -> str:
     (the fits' numerics) and every results file of ``recs`` (content and resolved path: cached
     rows name their points by it). A fit made under a runtime patch of the model (an ablation)
     is not covered: such a run must use a cache folder of its own
-    (``benchmarks/perfmodel_validate.py`` does)."""
+    (``benchmarks/perfmodel_validate.py`` does). Computed once per process for the same files
+    (path, size and modification time): a prediction asks for it several times, and hashing
+    the committed H200 files takes 50 ms."""
+    stats = tuple((s, os.stat(s).st_mtime_ns, os.stat(s).st_size) for s in recs.sources)
+    return _content_key(version, stats)
+
+
+@functools.lru_cache(maxsize=64)
+def _content_key(version: str, stats: tuple[tuple[str, int, int], ...]) -> str:
+    h = hashlib.sha256(version.encode())
+    h.update(_code_key().encode())
+    for s, _, _ in stats:
+        h.update(Path(s).read_bytes())
+        h.update(os.path.realpath(s).encode())
+    return h.hexdigest()[:20]
+
+
+@functools.lru_cache(maxsize=1)
+def _code_key() -> str:
+    """The digest of the numpy and scipy versions and the ``dlperf`` package's source."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 
-    h = hashlib.sha256(version.encode())
+    h = hashlib.sha256()
     for dist in ("numpy", "scipy"):
         try:
             h.update(f"{dist}={dist_version(dist)}".encode())
@@ -58,10 +78,7 @@ def content_key(recs: Records, version: str) -> str:
     for f in sorted(Path(__file__).parents[1].rglob("*.py")):
         h.update(str(f.relative_to(Path(__file__).parents[1])).encode())
         h.update(f.read_bytes())
-    for s in recs.sources:
-        h.update(Path(s).read_bytes())
-        h.update(os.path.realpath(s).encode())
-    return h.hexdigest()[:20]
+    return h.hexdigest()
 
 
 def _write_atomic(f: Path, text: str) -> None:
@@ -186,7 +203,6 @@ def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
 
 def write_fits(f: Path, fits: dict[EffKey, rl.Efficiency | None]) -> None:
     """Store ``fits`` in ``f`` (:func:`_write_atomic`)."""
-
     rows = [[[list(k[0]), k[1], k[2], k[3]], None if v is None else asdict(v)]
             for k, v in fits.items()]
     _write_atomic(f, json.dumps(rows))

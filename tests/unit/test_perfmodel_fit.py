@@ -384,3 +384,48 @@ def test_flop_efficiency_is_capped_at_the_tensor_core_ceiling(tmp_path, precisio
         assert eff.e_flops == pytest.approx(1.0, abs=1e-6)
     else:
         assert eff.e_flops == pytest.approx(e_f, rel=0.03)
+
+
+def test_a_precision_what_if_in_eager_mode_adds_the_host_of_the_added_operators(tmp_path):
+    """Eager host-bound series whose host is 30 us per fp32 operator, and whose bf16 step adds
+    operators (autocast's casts) of 10 us each: the target model, its bf16 steps withheld, gets
+    ``H_fp32 + (n_bf16 - n_fp32) x 10 us`` in bf16 (``transfer.added_ops_host``), not the
+    other models' step ratio (1.08-1.17 here against its own 1.67)."""
+    from dlperf.perfmodel import model as pmodel
+    from dlperf.perfmodel.transfer import added_ops_host, transfer_ratios
+
+    c, c_add = 30e-6, 10e-6
+    ops = {"m_a": (100, 150), "m_b": (200, 260), "m_c": (400, 500), "m_target": (100, 300)}
+    f1, y0, y1 = 5e8, 1e8, 5e6  # host-bound up to b=128, device-bound above
+    path = tmp_path / "casts.db"
+    with ResultStore(path) as s:
+        rid = 0
+        for name, (n32, n16) in ops.items():
+            for prec, n in (("fp32", n32), ("bf16", n16)):
+                h = c * n32 + c_add * (n - n32)
+                for b in BATCHES:
+                    rid += 1
+                    t = float(od.overlap(h, _device(f1, y0, y1, b)))
+                    res = _result(name, b, t, f1=f1, y0=y0, y1=y1, precision=prec, rid=rid)
+                    res["flops"]["ops_per_step"] = n
+                    s.add(res)
+    base, target = Config("m_target", "fake", "eager", "fp32"), Config("m_target", "fake",
+                                                                       "eager", "bf16")
+    # its bf16 steps withheld, as in the back-test; its operator count (of its code) is not
+    cal = Calibration(load(path), exclude=target.matches)
+    assert cal.op_count("m_target", "fake", "bf16", "ops") == 300
+    h32 = c * 100
+    h16, why = added_ops_host(cal, base, target, h32)
+    assert h16 == pytest.approx(h32 + 200 * c_add, rel=0.03)
+    assert "200 operators x" in why and "m_target" not in why.split(":")[-1]
+    one = pmodel.what_if(cal, base, target, 128)
+    assert one.step_time_s == pytest.approx(h32 + 200 * c_add, rel=0.05)
+    assert "operators x" in one.provenance["host ratio"]
+    # the other models' step ratio, which this replaces, would have missed by a third
+    r_steps = transfer_ratios(cal, base, target, 128)["host"][0]
+    assert r_steps == pytest.approx(1.1, abs=0.08)
+    # not a precision change in an operator-counted mode, or nothing added: no answer
+    assert added_ops_host(cal, base, base.with_(mode="graph"), h32) is None
+    assert added_ops_host(cal, base, base, h32) is None
+    assert added_ops_host(cal, base.with_(model="m_none"), target.with_(model="m_none"),
+                          h32) is None

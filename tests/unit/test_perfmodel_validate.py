@@ -100,17 +100,22 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     # session 14's calibration2.db added host-bound fp32/bf16 pairs whose difference is within
     # the host noise: 115 of 120 signs right became 134 of 154 (docs/perfmodel.md)
     right, n = s["what-if fp32->bf16"]["sign_right"]
-    assert right / n >= 0.85  # 161 of 188 (session 16: 145 of 166)
+    # 169 of 190 since session 20 adds the host of the operators bf16 adds in eager mode
+    # (transfer.added_ops_host); 164 of 190 by the other models' step ratio (session 16: 145
+    # of 166); MdAPE 24.39% -> 20.75%, host-bound 23.03% -> 13.84%
+    assert right / n >= 0.88
+    wb = s["what-if fp32->bf16"]
+    assert wb["mdape_pct"] < 22.0 and wb["host_bound_mdape_pct"] < 16.0
     right, n = s["what-if B->2B"]["sign_right"]
     assert right / n >= 0.88  # 143 of 161
     # judged only where the measured change exceeds the median repeat scatter of its bound
-    # (host-bound 15.0%, device-bound 0.26%): B->2B 127 of 129, fp32->bf16 150 of 170
+    # (host-bound 15.1%, device-bound 0.26%): B->2B 137 of 139, fp32->bf16 153 of 167
     noise = v.noise_pct()
     assert 5.0 < noise["host"] and noise["device"] < 1.0
     right, n = s["what-if B->2B"]["sign_right_resolved"]
     assert right >= n - 2 and n >= 100
     right, n = s["what-if fp32->bf16"]["sign_right_resolved"]
-    assert right / n >= 0.88 and n < s["what-if fp32->bf16"]["sign_right"][1]
+    assert right / n >= 0.91 and n < s["what-if fp32->bf16"]["sign_right"][1]
     # eager->graph: a pair of one file starts from that file's eager series (its host
     # session); the CUDA-graph runs are not eager->graph pairs any more: 7.55% against no
     # change's 8.45%, max 86% (553% before both), 42 of 58 signs (beyond noise 33 of 44).

@@ -240,7 +240,7 @@ class Calibration:
         """Device prior of ``cfg`` for its series in ``source``: roofline (fitted without this
         model), traced busy times of ``cfg`` and, with ``with_sessions``, device-bound steps of
         ``cfg`` in other results files and a host time: carried over from a host-bound series
-        of the model (:meth:`host_elsewhere`), else estimated from other models
+        of the model (:func:`~dlperf.perfmodel.transfer.host_elsewhere`), else estimated from other models
         (:meth:`host_of_group`, :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`)."""
         dn = self.device_name(cfg)
         eff = self.roofline(cfg)[0]
@@ -258,7 +258,8 @@ class Calibration:
                             >= DEVICE_BOUND_MARGIN * fit.host_s]
         work = self.work(cfg.model, cfg.framework, cfg.precision)
         ceil = self.ceiling(cfg.framework, cfg.precision, dn, cfg.model) if eff else None
-        host = self.host_elsewhere(cfg, source) if with_sessions else None
+        from dlperf.perfmodel.transfer import host_elsewhere
+        host = host_elsewhere(self, cfg, source) if with_sessions else None
         sigma = od.HOST_TRANSFER_SIGMA
         if with_sessions and host is None:
             est = self.host_of_group(cfg.group, cfg.model, dn)
@@ -266,35 +267,6 @@ class Calibration:
                 host = (est[0], f"estimated from {est[2]} ({len(est[1])} other models)")
                 sigma = od.HOST_ESTIMATE_SIGMA
         return od.device_prior(work, ceil, eff, anchors, host, sigma)
-
-    def host_elsewhere(self, cfg: Config, source: str | None) -> tuple[float, str] | None:
-        """A host time for ``cfg`` carried over from host-bound series of the same model,
-        framework, mode, device, data and layout in other precisions or other results files
-        (fitted without session anchors), times the host ratio between the groups (1 for the
-        same group); the median over them, and where from. None when there is none."""
-        dn = self.device_name(cfg)
-        vals, where = [], []
-        for prec in sorted({p.precision for p in self.points if p.model == cfg.model}):
-            other = cfg.with_(precision=prec)
-            for s in self.series(other):
-                if s[0].source == source and prec == cfg.precision:
-                    continue
-                if len({p.batch_size for p in s}) < 2:
-                    continue  # one point cannot show its host time
-                fit = self.fit_points(other, s, with_sessions=False)
-                if fit.bound(min(fit.batch_sizes)) != "host":
-                    continue
-                ratio = 1.0
-                if prec != cfg.precision:
-                    r = self.host_ratio(other.group, cfg.group, cfg.model, dn)
-                    if r is None:
-                        continue
-                    ratio = r[0]
-                vals.append(fit.host_s * ratio)
-                where.append(f"{prec} in {s[0].source}")
-        if not vals:
-            return None
-        return median(vals), "; ".join(where)
 
     def fit_points(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
         """The fit of ``cfg``'s series ``s`` (one results file's points), cached; without
@@ -368,7 +340,7 @@ class Calibration:
             self._counts[key] = xs[len(xs) // 2] if xs else None
         return self._counts[key]
 
-    def _counted_hosts(self, group: tuple[str, str, str, str], without_model: str | None,
+    def counted_hosts(self, group: tuple[str, str, str, str], without_model: str | None,
                        device_name: str | None, kind: str | None = None
                        ) -> dict[str, tuple[float, int]]:
         """``{model: (median identified host time (s), its count)}`` of ``group``'s series
@@ -397,7 +369,7 @@ class Calibration:
         launch, no fixed part. None without any."""
         from scipy.optimize import nnls
 
-        per = self._counted_hosts(group, without_model, device_name, "launches")
+        per = self.counted_hosts(group, without_model, device_name, "launches")
         if not per:
             return None
         models = tuple(sorted(per))
@@ -419,7 +391,7 @@ class Calibration:
         Dai et al. 2022 (sec. 4) found the host's share set by the operators a framework
         dispatches; on the H200 (calibration2.db) ``H / ops`` of torch eager spread 35-66 us
         over 8 of 9 networks (the LSTM's cuDNN ops: 99-212 us)."""
-        per = self._counted_hosts(group, without_model, device_name, kind)
+        per = self.counted_hosts(group, without_model, device_name, kind)
         if not per:
             return None
         return median(h / n for h, n in per.values()), tuple(sorted(per))

@@ -22,7 +22,7 @@ from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.transfer import transfer_ratios
+from dlperf.perfmodel.transfer import added_ops_host, transfer_ratios
 from dlperf.registry import framework_info
 
 
@@ -162,7 +162,9 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     shares), else the best-measured one.
 
     ``H_t = H_b * r_H`` and ``D_t = D_b * r_D``: ``r_H`` the median step ratio of other models'
-    host-bound pairs measured in both configurations (same family preferred), ``r_D`` that of
+    host-bound pairs measured in both configurations (same family preferred; a precision change
+    in a mode counted in operators adds the operators' host instead,
+    :func:`~dlperf.perfmodel.transfer.added_ops_host`), ``r_D`` that of
     their device-bound pairs, else the ratio of the two groups' rooflines for this model (each
     fitted without it), else 1; which one was used is in the provenance. The base series is
     the one in ``source`` when given: a what-if of a pair measured in one file starts from
@@ -198,7 +200,10 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
         except LookupError:
             r_d, why_d = 1.0, "none measured: unchanged"
             assumptions.append("device time unchanged: no pair and no roofline for the target")
-    if r_h is None:
+    added = added_ops_host(cal, base, target, b.host_s)
+    if added is not None:
+        r_h, why_h = added[0] / b.host_s, added[1]
+    elif r_h is None:
         r_h, why_h = 1.0, "none measured: unchanged"
         assumptions.append(f"host time unchanged from {'/'.join(base.group)}: no other model "
                            "has a host-bound pair in both configurations")

@@ -429,3 +429,26 @@ def test_a_precision_what_if_in_eager_mode_adds_the_host_of_the_added_operators(
     assert added_ops_host(cal, base, base, h32) is None
     assert added_ops_host(cal, base.with_(model="m_none"), target.with_(model="m_none"),
                           h32) is None
+
+
+def test_a_tf32_run_without_an_operator_count_has_fp32s(tmp_path):
+    """TF32 is a math mode over the fp32 program: where a tf32 point's operators were not
+    counted, its count is fp32's (``calibrate.SAME_OPERATORS``); a counted tf32 point keeps
+    its own, no other precision borrows, and kernel counts are never carried over."""
+    path = tmp_path / "tf32.db"
+    with ResultStore(path) as s:
+        for rid, (model, prec, ops) in enumerate([("m_a", "fp32", 120), ("m_a", "tf32", None),
+                                                  ("m_b", "fp32", 80), ("m_b", "tf32", 90),
+                                                  ("m_c", "fp32", 50), ("m_c", "bf16", None)]):
+            res = _result(model, 32, 0.01, f1=5e8, y0=1e8, y1=5e6, precision=prec, rid=rid)
+            if ops:
+                res["flops"]["ops_per_step"] = ops
+            res["trace"] = {"available": True, "kernels_per_iter": 300.0} if prec == "fp32" \
+                else res.get("trace")
+            s.add(res)
+    cal = Calibration(load(path))
+    assert cal.op_count("m_a", "fake", "tf32", "ops") == 120
+    assert cal.op_count("m_b", "fake", "tf32", "ops") == 90
+    assert cal.op_count("m_c", "fake", "bf16", "ops") is None
+    assert cal.kernel_count(Config("m_a", "fake", "eager", "fp32")) == 300.0
+    assert cal.kernel_count(Config("m_a", "fake", "eager", "tf32")) is None

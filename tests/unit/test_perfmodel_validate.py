@@ -78,9 +78,13 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     # a fixed part plus 9-18 us per launch), and a device-bound series whose host probe is
     # two-sided shows its host time: before both, the JAX small networks were predicted at
     # 6.4 ms of host (resnet50's), max 1656%; with a cost per kernel the JAX LSTM was 14 ms
-    # (318% over). The worst miss is now lstm torch/graph tf32 (305%: no tf32 operator count,
-    # the graph bf16 host floor), docs/perfmodel.md
-    assert lomo["max_pct"] < 320
+    # (318% over). lstm torch/graph tf32 was the worst (305%: no tf32 operator count, the graph
+    # bf16 host floor) until session 20 gave tf32 fp32's operator count (SAME_OPERATORS): 71%;
+    # the worst is now JAX fcn5 fp32 b=16 (177.5%), docs/perfmodel.md
+    assert lomo["max_pct"] < 200
+    tf32_graph_lstm = [r.ape for r in v.rows if r.category == "leave-one-model-out"
+                       and r.label.startswith("lstm torch/graph tf32")]
+    assert len(tf32_graph_lstm) == 2 and max(tf32_graph_lstm) < 80
     lstm = [r.ape for r in v.rows if r.category == "leave-one-model-out"
             and r.label.startswith("lstm jax/xla") and " tf32 " not in r.label]
     # its device time: 46.5% under (median, max 60%) by the roofline alone; with the kernel
@@ -122,8 +126,8 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     # Session 17: with calibration2.db's new pairs 10.13% against 8.93%; torch.compile picks
     # the layout itself, so an NCHW eager base starts from the auto series and NCHW pairs give
     # no ratio: 8.82%, max 76.7%, 45 of 63 signs (beyond noise 35 of 48)
-    eg = s["what-if eager->graph"]
-    assert eg["mdape_pct"] < eg["baseline_mdape_pct"] and eg["max_pct"] < 80
+    eg = s["what-if eager->graph"]  # 8.01% since session 20's tf32 operator counts
+    assert eg["mdape_pct"] < 8.5 < eg["baseline_mdape_pct"] and eg["max_pct"] < 80
     right, n = eg["sign_right_resolved"]
     assert right / n >= 0.72
     nchw = [r.ape for r in v.rows if r.category == "what-if eager->graph"
@@ -136,7 +140,7 @@ def test_the_baseline_comparison_the_docs_state(summary):
     # README's Status and docs/perfmodel.md "Against its baselines": by MdAPE the model beats
     # its baseline in every category that has one (eager->graph since session 16: 7.55% vs
     # 8.45%; it lost before, 9.45% vs 8.76%, and on session 17's data until the layout fix,
-    # 10.13% vs 8.93%; now 8.82%)
+    # 10.13% vs 8.93%; 8.82% in session 19, 8.01% in session 20)
     s, _ = summary
     with_baseline = {c for c, d in s.items() if d["baseline_mdape_pct"] is not None}
     beats = {c for c in with_baseline if s[c]["mdape_pct"] < s[c]["baseline_mdape_pct"]}

@@ -61,8 +61,11 @@ def unknown_choice(what: str, value: str, choices: Iterable[str], *,
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` with the closest of ``choices`` (difflib), or ``""``."""
-    close = difflib.get_close_matches(str(value), list(choices), n=1)
+    """``"; did you mean 'x'?"`` with the closest of ``choices`` (difflib), or ``""``; a
+    choice equal but for case (``LSTM`` for ``lstm``) first."""
+    choices = list(choices)
+    same = [c for c in choices if str(c).lower() == str(value).lower()]
+    close = same or difflib.get_close_matches(str(value), choices, n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 

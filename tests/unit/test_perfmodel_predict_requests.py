@@ -366,3 +366,82 @@ def test_missing_flop_count_says_how_to_give_one():
                                           r"run of it \(dlperf run --model hf:gpt2"):
         api.predict([root, root / "yourmodel/yourmodel.db"], "hf:gpt2", framework="jax",
                     mode="xla", precision="bf16", device="cuda", batch_size=8)
+
+
+# -- session 20: the break test's findings ------------------------------------------------------
+
+@pytest.mark.parametrize("kw, words", [
+    ({"batch_size": "16"}, "batch_size '16': give a whole number"),
+    ({"batch_size": True}, "batch_size True: give a whole number"),
+    ({"batch_size": 16.5}, "batch_size 16.5: give a whole number"),
+    ({"batch_size": 64, "nproc": None}, "nproc None: give a whole number"),
+    ({"batch_size": 64, "what_if": ["precision=bf16"]}, "what_if ['precision=bf16']: give a mapping"),
+    ({"batch_size": 256, "nproc": 8, "nnodes": 2,
+      "network": {"inter": {"alpha_s": float("nan"), "bandwidth_bytes_per_s": 1e9}}},
+     "alpha_s nan: give the latency per step in seconds, a finite number >= 0"),
+    ({"batch_size": 256, "nproc": 8, "nnodes": 2,
+      "network": {"inter": {"alpha_s": -1.0, "bandwidth_bytes_per_s": 1e9}}}, "alpha_s -1.0"),
+    ({"batch_size": 256, "nproc": 8, "nnodes": 2,
+      "network": {"inter": {"alpha_s": 1e-5, "bandwidth_bytes_per_s": 0}}},
+     "bandwidth_bytes_per_s 0: give the bandwidth per direction in bytes/s, a finite number > 0"),
+    ({"batch_size": 256, "nproc": 8, "nnodes": 2,
+      "network": {"inter": {"alpha_s": "x", "bandwidth_bytes_per_s": 1e9}}}, "alpha_s 'x'"),
+])
+def test_the_python_api_refuses_wrong_types_and_links_before_loading_anything(kw, words):
+    # a NaN latency had predicted 22.3 ms at 100% scaling efficiency; a string batch, a list
+    # what-if, a zero bandwidth raised TypeError, AttributeError, ZeroDivisionError
+    with pytest.raises(ConfigError, match=None) as e:
+        api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", **kw)
+    assert words in str(e.value)
+    with pytest.raises(ConfigError, match="give a results file, a folder of them"):
+        api.predict(None, "resnet50", batch_size=16)
+
+
+def test_a_prediction_names_the_measurement_it_is_judged_against(h200_validation):
+    # the same point is stored in two files (two host sessions); the prediction comes from the
+    # series of the file of the point it compares with, as the back-test's pair does (6.81 ms
+    # there for this what-if), and names it; the CLI had fitted dlbench.db, compared with
+    # calibration2.db, and named neither
+    kw = dict(framework="torch", mode="eager", precision="fp32", device="cuda", data="synthetic",
+              batch_size=16)
+    p = api.predict(H200_BOTH, "lstm", what_if={"precision": "bf16"}, **kw)
+    assert len(p.measured_points) == 2 and p.measured_point in p.measured_points
+    assert p.measured_step_time_s == p.measured_points[p.measured_point]
+    src = p.measured_point.rsplit(":", 1)[0]
+    assert src.endswith("calibration2.db") and src in p.provenance["host time H"]
+    assert "operators x" in p.provenance["host ratio"]
+    row = [r for r in h200_validation.rows if r.category == "what-if fp32->bf16"
+           and r.label.startswith("lstm torch/eager fp32 cuda b=16 ->") and "calibration2" in r.label]
+    assert len(row) == 1 and p.predicted_step_time_s == pytest.approx(row[0].predicted_s, rel=1e-6)
+    code, out, _ = _cli("--db", H200, "--model", "lstm", "--framework", "torch", "--mode", "eager",
+                        "--precision", "fp32", "--device", "cuda", "--data", "synthetic",
+                        "-b", "16", "--what-if", "precision=bf16")
+    assert code == 0 and "calibration2.db:" in out and "also measured:" in out
+    # another host's speed: the stored measurements were taken at this host's, no comparison
+    h = api.predict(H200_BOTH, "lstm", what_if={"host_speed_ns": 900}, **kw)
+    assert h.measured_step_time_s is None and h.measured_points == {}
+    assert any("host-speed change is not back-tested" in a for a in h.assumptions)
+
+
+def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200_validation):
+    f = tmp_path / "a_file"
+    f.write_text("")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DLPERF_CACHE_DIR", str(f))  # not a folder: the cache cannot be written
+    try:
+        code, out, r = _cli("--db", H200, "--db", ROOT / "h200x2", *BASE,
+                            "--what-if", "precision=fp32,mode=graph")
+    finally:
+        mp.undo()
+    assert code == 0, out
+    assert "warning: dlperf: cannot write the performance model's cache" in out
+    assert "UserWarning" not in out and "api.py" not in out
+    assert "resnet50 torch/graph fp32 cuda b=64:" in out
+
+
+def test_no_cpu_ceiling_is_the_reason_given():
+    out = _refused("--db", H200, "--model", "resnet50", "--framework", "torch", "--mode", "eager",
+                   "--precision", "fp32", "--device", "cpu", "-b", "16", "--threads", "8")
+    assert "no roofline for torch/eager/fp32/cpu: no measured ceiling for torch fp32" in out
+    assert "--measure-ceilings" in out and "other than resnet50" not in out
+    assert "did you mean 'lstm'?" in _refused("--db", H200, "--model", "LSTM", "-b", "16")

@@ -104,9 +104,16 @@ def guard(fn: Callable[[], Any]) -> Any:
     read) -> one message and exit 2. An SQLite error that escaped the store's own messages
     (:mod:`dlperf.results.dbfile`) is worded the same way, never a traceback."""
     import sqlite3
+    import warnings
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:  # a warning is one line, as an error is
+        err.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False)
 
     try:
-        return fn()
+        with warnings.catch_warnings():
+            warnings.showwarning = show  # restored on leaving
+            return fn()
     except DlperfError as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(2) from None

@@ -22,6 +22,9 @@ def _what_if(items: list[str]) -> dict[str, str] | None:
         ConfigError: an item that is not KEY=VALUE, or a key given twice.
     """
     out: dict[str, str] = {}
+    # "precision=bf16,mode=graph": two changes in one flag (no value holds a comma)
+    items = [part for it in items for part in (it.split(",") if all(
+        "=" in x for x in it.split(",")) else [it])]
     for it in items:
         key, sep, value = it.partition("=")
         if not sep or not key.strip() or not value.strip():
@@ -75,8 +78,13 @@ def _text(p: dict) -> str:
         pt = p["predicted_step_time_s"]
         off = (f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it" if 0.5 < pt / m < 2
                else f"{max(pt / m, m / pt):.1f}x {'above' if pt > m else 'below'} it")
-        lines.append(f"measured {m * 1e3:.3f} ms (withheld from the fit; the prediction is "
+        at = f" in {p['measured_point']}" if p.get("measured_point") else ""
+        lines.append(f"measured {m * 1e3:.3f} ms{at} (withheld from the fit; the prediction is "
                      f"{off})")
+        others = [f"{v * 1e3:.3f} ms in {k}" for k, v in (p.get("measured_points") or {}).items()
+                  if k != p.get("measured_point")]
+        if others:
+            lines.append(f"also measured: {'; '.join(others)} (another host session)")
     lines.append(f"how: {p['how']}")
     lines.append(f"calibrated on {len(p['calibrated_on'])} stored results")
     if p.get("interval_group"):

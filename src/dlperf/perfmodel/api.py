@@ -23,6 +23,8 @@ new process reads them back instead of fitting each group again.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -84,7 +86,11 @@ class Prediction:
         assumptions: what the model assumed for lack of a record.
         config: the predicted configuration and batch.
         measured_step_time_s: the stored measurement of exactly this point, if any (it was
-            withheld from the fit).
+            withheld from the fit): the one in the results file whose series the prediction
+            came from, else the last loaded; none for a ``host_speed_ns`` what-if (measured
+            at another host's speed).
+        measured_point: its ``file:id``; ``measured_points``: every stored measurement of the
+            point, ``{file:id: s}`` (the same point differs between host sessions).
         warnings: what makes this prediction less trustworthy than its interval says: a batch
             far outside the measured series (device memory is not modelled), a configuration
             picked among several stored ones (:mod:`dlperf.perfmodel.request`).
@@ -107,6 +113,8 @@ class Prediction:
     assumptions: list[str]
     config: dict[str, Any]
     measured_step_time_s: float | None = None
+    measured_point: str | None = None
+    measured_points: dict[str, float] = field(default_factory=dict)
     validation_category: str | None = field(default=None, repr=False)
     warnings: list[str] = field(default_factory=list)
     interval_note: str | None = None
@@ -130,7 +138,8 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     if key not in _RECORDS:
         for p in paths:
             if not Path(p).exists():
-                raise ConfigError(f"results file {str(p)!r} does not exist")
+                raise ConfigError(f"{str(p)!r} does not exist: give a results file (*.db) or "
+                                  "a folder of them")
             if Path(p).is_dir() and not any(Path(p).glob("*.db")):
                 raise ConfigError(f"folder {str(p)!r} holds no results file (*.db); give a "
                                   "results file or a folder of them")
@@ -147,10 +156,26 @@ def _link(spec: Any, what: str) -> comm.Link:
                               "{'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
         return comm.LINKS[spec]
     if isinstance(spec, Mapping) and {"alpha_s", "bandwidth_bytes_per_s"} <= set(spec):
-        return comm.Link(what, float(spec["alpha_s"]), 1.0 / float(spec["bandwidth_bytes_per_s"]),
-                         "given by the user")
+        a, bw = spec["alpha_s"], spec["bandwidth_bytes_per_s"]
+        if not _real(a) or not math.isfinite(a) or a < 0:
+            raise ConfigError(f"network {what} alpha_s {a!r}: give the latency per step in "
+                              "seconds, a finite number >= 0 (e.g. 9.6e-6)")
+        if not _real(bw) or not math.isfinite(bw) or bw <= 0:
+            raise ConfigError(f"network {what} bandwidth_bytes_per_s {bw!r}: give the bandwidth "
+                              "per direction in bytes/s, a finite number > 0 (e.g. 50e9)")
+        return comm.Link(what, float(a), 1.0 / float(bw), "given by the user")
     raise ConfigError(f"network {what}: {spec!r} is neither a link name ({', '.join(comm.LINKS)}) "
                       "nor {'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
+
+
+def _real(x: Any) -> bool:
+    """A real number, not a bool or a string."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _whole(x: Any) -> bool:
+    """A whole number (int or numpy integer), not a bool."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def network_of(network: Any) -> pm.Network | None:
@@ -264,6 +289,17 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             without a network), no matching stored configuration or several with no default,
             a batch not divisible by the devices, or nothing stored to calibrate on.
     """
+    for name, v in (("batch_size", batch_size), ("nproc", nproc), ("nnodes", nnodes)):
+        if not _whole(v):
+            raise ConfigError(f"{name} {v!r}: give a whole number >= 1 (e.g. {name}=64)")
+    batch_size, nproc, nnodes = int(batch_size), int(nproc), int(nnodes)
+    if what_if is not None and not isinstance(what_if, Mapping):
+        raise ConfigError(f"what_if {what_if!r}: give a mapping such as "
+                          "{'precision': 'bf16'} or {'batch_size': '2x'}")
+    if not isinstance(db, (str, os.PathLike)) and not (
+            isinstance(db, Iterable) and all(isinstance(x, (str, os.PathLike)) for x in db)):
+        raise ConfigError(f"db {db!r}: give a results file, a folder of them, or a list of "
+                          "either")
     if batch_size < 1 or nproc < 1 or nnodes < 1:
         raise ConfigError(f"batch_size, nproc and nnodes must be >= 1 (got {batch_size}, "
                           f"{nproc}, {nnodes})")
@@ -292,11 +328,18 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     cal = Calibration(recs, lambda p: target.matches(p) and (
         (world == 1 and p.per_device_batch == b) or target != base),
         share_efficiencies=_base_calibration(recs))
+    # a point stored in one file is predicted from that file's series (its host session), as
+    # the back-test does; else from the best-measured series
+    own = [p.source for p in withheld if world == 1]
+    sources = [x for x in (own[-1] if own else None, None)
+               if x is None or any(s[0].source == x for s in cal.series(base))]
     try:
         if target != base:
-            one, cat = pm.what_if(cal, base, target, b), _whatif_category(base, target)
+            one, cat = _first(lambda x: pm.what_if(cal, base, target, b, x),
+                              sources), _whatif_category(base, target)
         elif cal.series(target):
-            one, cat = pm.from_series(cal, target, b), "held-out batch"
+            one, cat = _first(lambda x: pm.from_series(cal, target, b, x),
+                              sources), "held-out batch"
         else:
             one, cat = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
@@ -305,6 +348,11 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
         cat = "what-if B->2B"
     pred = _finish(recs, cal, one, cat, world, nnodes, gbatch, net, host_ns, level, withheld)
     pred.warnings = [*rq.extrapolation(recs, base, b), *([note] if note else [])]
+    if host_ns is not None or target.framework != base.framework:
+        pred.assumptions.append(
+            f"interval from the '{cat}' back-test: "
+            + ("a host-speed change" if host_ns is not None else "a change of framework")
+            + " is not back-tested on stored pairs, so its error is not known here")
     if pred.how == "analytic" and target == base:  # the model's own series in another config
         own = sorted({Config.of(p) for p in recs.points if p.model == model and p.world_size == 1
                       and p.framework == target.framework and p.device == target.device
@@ -319,6 +367,17 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
                 + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")
     _store_fits(recs)
     return pred
+
+
+def _first(make: Any, sources: list[str | None]) -> pm.OneDevice:
+    """``make(source)`` for the first of ``sources`` that works (the last one's error else)."""
+    for i, x in enumerate(sources):
+        try:
+            return make(x)
+        except (LookupError, ValueError):
+            if i == len(sources) - 1:
+                raise
+    raise LookupError("no series")
 
 
 def _how_to_give_flops(recs: Records, target: Config, e: Exception) -> str:
@@ -440,7 +499,10 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
     # the measurement the prediction is judged against: the mean iteration where the input
     # model predicted one (inputpipe.py: the median hides the stalls), else the median
     real = one.cfg.data != "synthetic" and cat == ic.CATEGORY
-    meas = [(p.step_time_mean_s or p.step_time_s) if real else p.step_time_s for p in withheld]
+    measured = {point_id(p): (p.step_time_mean_s or p.step_time_s) if real else p.step_time_s
+                for p in withheld} if host_ns is None else {}  # not at another host's speed
+    src = one.fit.result_ids[0].rsplit(":", 1)[0] if one.fit and one.fit.result_ids else None
+    pick = [k for k in measured if k.rsplit(":", 1)[0] == src] or list(measured)[-1:]
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
         samples_per_s=gbatch / t,
@@ -453,7 +515,9 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         provenance=prov, assumptions=assumptions,
         config={**asdict(one.cfg), "global_batch": gbatch, "per_device_batch": one.batch,
                 "nproc": world // nnodes, "nnodes": nnodes},
-        measured_step_time_s=meas[-1] if meas else None, validation_category=cat,
+        measured_step_time_s=measured[pick[0]] if pick else None,
+        measured_point=pick[0] if pick else None, measured_points=measured,
+        validation_category=cat,
         interval_note=note, interval_group=ivl.describe() if ivl else None)
 
 

@@ -62,10 +62,13 @@ def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.
                                                                         rl.Ceiling, rl.Work]:
     dn = cal.device_name(cfg)
     eff, kernels = cal.roofline(cfg)
+    try:  # the ceilings first: without them no roofline fits, and the reason is theirs
+        ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
+    except ValueError as e:
+        raise LookupError(f"no roofline for {'/'.join(cfg.group)}: {e}") from None
     if eff is None:
         raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
                           "to fit its roofline on")
-    ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
     work = cal.work(cfg.model, cfg.framework, cfg.precision)
     return rl.device_time_s(work, ceil, eff, batch, kernels), eff, ceil, work
 
@@ -211,7 +214,8 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     prov["device ratio"] = f"{r_d:.3g}: {why_d}"
     d = b.device_s * r_d
     return OneDevice(target, batch, b.host_s * r_h, d, "what-if", ids, prov, assumptions,
-                     params=b.params, device_classes_s=_classes(cal, target, batch, d, work_t))
+                     params=b.params, fit=b.fit,
+                     device_classes_s=_classes(cal, target, batch, d, work_t))
 
 
 def _layout_base(cal: Calibration, base: Config, target: Config, batch: int,

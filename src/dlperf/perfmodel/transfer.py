@@ -66,8 +66,9 @@ def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
             pick = sorted(ss)[:nearest]
             models = sorted({s[3] for s in pick})
             out[kind] = (median(s[2] for s in pick),
-                         f"median T ratio of the {len(pick)} {kind}-bound pair(s) nearest "
-                         f"in FLOPs per step ({', '.join(models)}"
+                         f"median T ratio of the {len(pick)} {kind}-bound pair(s) of "
+                         f"{len(models)} other model(s) nearest in FLOPs per step "
+                         f"({', '.join(models)}"
                          + (", same family)" if pick[0][0] == 0 else ")"))
     return out
 

@@ -278,11 +278,12 @@ def attack_sweep(work: Path, yaml: Path, env: dict[str, str], delay_s: float,
     return rec
 
 
-def faults(work: Path, env: dict[str, str]) -> dict[str, Any]:
-    """Points that fail each way, then a resume: each failure recorded, nothing redone."""
+def faults(work: Path, env: dict[str, str], timeout_s: float = 8.0) -> dict[str, Any]:
+    """Points that fail each way, then a resume: each failure recorded, nothing redone;
+    ``timeout_s``: the points' timeout (the hanging point waits for it)."""
     kinds = {2: "nan", 3: "hang", 4: "segv", 5: "memerr", 6: "oom", 7: "crash"}
     want = {1: "ok", 2: "nan_loss", 3: "timeout", 4: "crash", 5: "oom", 6: "oom", 7: "crash"}
-    yaml = sweep_yaml(work / "faults.yaml", list(want), timeout_s=8.0)
+    yaml = sweep_yaml(work / "faults.yaml", list(want), timeout_s=timeout_s)
     db = work / "r.db"
     fenv = {**env, "DLPERF_FAKE_FAIL": ",".join(f"{b}={k}" for b, k in kinds.items())}
     rc, secs = run_sweep(yaml, db, work / "sweep.log", fenv)
@@ -385,8 +386,10 @@ def calibrate(work: Path, yaml: Path, env: dict[str, str]) -> float:
 
 
 def run(trials: int = 5, points: int = 8, seed: int = 0, torch: bool = False,
-        out: Path | None = None) -> dict[str, Any]:
-    """Every attack (the module docstring); returns (and writes to ``out``) the record."""
+        out: Path | None = None, fault_timeout_s: float = 8.0) -> dict[str, Any]:
+    """Every attack (the module docstring); returns (and writes to ``out``) the record.
+    ``fault_timeout_s``: the timeout of the ``faults`` points (its hanging point waits that
+    long; a point of the fake framework takes under a second)."""
     rng = random.Random(seed)
     env = environment()
     t_start = time.monotonic()
@@ -404,7 +407,7 @@ def run(trials: int = 5, points: int = 8, seed: int = 0, torch: bool = False,
             work.mkdir()
             records.append(attack_sweep(work, yaml, env, delay, how))
         (base / "faults").mkdir()
-        records.append(faults(base / "faults", env))
+        records.append(faults(base / "faults", env, fault_timeout_s))
         for name, kill in (("concurrent", None),
                            ("concurrent_kill9", rng.uniform(0.5, clean_s * 0.6))):
             work = base / name

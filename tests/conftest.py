@@ -76,6 +76,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: Path(str(item.fspath)).name != "test_gpu_smoke.py")
 
 
+#: Test files that share an expensive session fixture, run by one xdist worker as one unit of
+#: ``--dist loadfile`` (scripts/test.sh): a session fixture is built once per worker that uses
+#: it, so files spread over two workers built it twice. Both of these ask for
+#: ``h200_validation`` (tests/unit/conftest.py: the full back-test of the committed H200 files,
+#: 30-40 s on 2 cores), and the predictions on those files take their intervals from it.
+SAME_WORKER = {
+    "tests/unit/test_perfmodel_validate.py": "h200_validation",
+    "tests/unit/test_perfmodel_predict_requests.py": "h200_validation",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the files of :data:`SAME_WORKER` in one unit each; None (xdist's
+    own scheduler) for any other ``--dist``."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _LoadFileSharing(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SAME_WORKER.get(path, path)
+
+    return _LoadFileSharing(config, log)
+
+
 def pytest_collect_file(file_path, parent):  # noqa: D103 - a guard, not a hook that collects
     # Test folders have no __init__.py (pytest's "prepend" import mode), so two test files with
     # one basename in two folders collide at import time; refuse that at collection, with why.

@@ -416,8 +416,8 @@ def test_a_prediction_names_the_measurement_it_is_judged_against(h200_validation
     row = [r for r in h200_validation.rows if r.category == "what-if fp32->bf16"
            and r.label.startswith("lstm torch/eager fp32 cuda b=16 ->") and "calibration2" in r.label]
     assert len(row) == 1 and p.predicted_step_time_s == pytest.approx(row[0].predicted_s, rel=1e-6)
-    code, out, _ = _cli("--db", H200, "--model", "lstm", "--framework", "torch", "--mode", "eager",
-                        "--precision", "fp32", "--device", "cuda", "--data", "synthetic",
+    code, out, _ = _cli("--db", H200, "--db", ROOT / "h200x2", "--model", "lstm", "--framework",
+                        "torch", "--mode", "eager", "--precision", "fp32", "--device", "cuda", "--data", "synthetic",
                         "-b", "16", "--what-if", "precision=bf16")
     assert code == 0 and "calibration2.db:" in out and "also measured:" in out
     # another host's speed: the stored measurements were taken at this host's, no comparison

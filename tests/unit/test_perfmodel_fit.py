@@ -389,10 +389,11 @@ def test_flop_efficiency_is_capped_at_the_tensor_core_ceiling(tmp_path, precisio
 def test_a_precision_what_if_in_eager_mode_adds_the_host_of_the_added_operators(tmp_path):
     """Eager host-bound series whose host is 30 us per fp32 operator, and whose bf16 step adds
     operators (autocast's casts) of 10 us each: the target model, its bf16 steps withheld, gets
-    ``H_fp32 + (n_bf16 - n_fp32) x 10 us`` in bf16 (``transfer.added_ops_host``), not the
+    ``H_fp32 + (n_bf16 - n_fp32) x 10 us`` in bf16 (``hostmove.added_ops_host``), not the
     other models' step ratio (1.08-1.17 here against its own 1.67)."""
     from dlperf.perfmodel import model as pmodel
-    from dlperf.perfmodel.transfer import added_ops_host, transfer_ratios
+    from dlperf.perfmodel.hostmove import added_ops_host
+    from dlperf.perfmodel.transfer import transfer_ratios
 
     c, c_add = 30e-6, 10e-6
     ops = {"m_a": (100, 150), "m_b": (200, 260), "m_c": (400, 500), "m_target": (100, 300)}

@@ -105,7 +105,7 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     # the host noise: 115 of 120 signs right became 134 of 154 (docs/perfmodel.md)
     right, n = s["what-if fp32->bf16"]["sign_right"]
     # 169 of 190 since session 20 adds the host of the operators bf16 adds in eager mode
-    # (transfer.added_ops_host); 164 of 190 by the other models' step ratio (session 16: 145
+    # (hostmove.added_ops_host); 164 of 190 by the other models' step ratio (session 16: 145
     # of 166); MdAPE 24.39% -> 20.75%, host-bound 23.03% -> 13.84%
     assert right / n >= 0.88
     wb = s["what-if fp32->bf16"]

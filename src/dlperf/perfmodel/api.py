@@ -23,8 +23,6 @@ new process reads them back instead of fitting each group again.
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -35,7 +33,6 @@ import numpy as np
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import backtest as bt
-from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputcheck as ic
@@ -46,6 +43,7 @@ from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.btrows import point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
+from dlperf.perfmodel.netspec import network_for, whole
 from dlperf.perfmodel.records import Records, load
 from dlperf.perfmodel.scaling import efficiency
 
@@ -147,58 +145,6 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     return _RECORDS[key]
 
 
-def _link(spec: Any, what: str) -> comm.Link:
-    if isinstance(spec, comm.Link):
-        return spec
-    if isinstance(spec, str):
-        if spec not in comm.LINKS:
-            raise ConfigError(f"network {what} {spec!r}: give one of {', '.join(comm.LINKS)} or "
-                              "{'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
-        return comm.LINKS[spec]
-    if isinstance(spec, Mapping) and {"alpha_s", "bandwidth_bytes_per_s"} <= set(spec):
-        a, bw = spec["alpha_s"], spec["bandwidth_bytes_per_s"]
-        if not _real(a) or not math.isfinite(a) or a < 0:
-            raise ConfigError(f"network {what} alpha_s {a!r}: give the latency per step in "
-                              "seconds, a finite number >= 0 (e.g. 9.6e-6)")
-        if not _real(bw) or not math.isfinite(bw) or bw <= 0:
-            raise ConfigError(f"network {what} bandwidth_bytes_per_s {bw!r}: give the bandwidth "
-                              "per direction in bytes/s, a finite number > 0 (e.g. 50e9)")
-        return comm.Link(what, float(a), 1.0 / float(bw), "given by the user")
-    raise ConfigError(f"network {what}: {spec!r} is neither a link name ({', '.join(comm.LINKS)}) "
-                      "nor {'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
-
-
-def _real(x: Any) -> bool:
-    """A real number, not a bool or a string."""
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def _whole(x: Any) -> bool:
-    """A whole number (int or numpy integer), not a bool."""
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def network_of(network: Any) -> pm.Network | None:
-    """A :class:`model.Network` from None, a link name (the inter-node link), a mapping with
-    ``inter``/``intra`` (names or ``{alpha_s, bandwidth_bytes_per_s}``) and ``algorithm``.
-
-    Raises:
-        ConfigError: an unknown link or algorithm.
-    """
-    if network is None or isinstance(network, pm.Network):
-        return network
-    if isinstance(network, (str, comm.Link)):
-        return pm.Network(inter=_link(network, "inter"))
-    if isinstance(network, Mapping):
-        alg = network.get("algorithm", "best")
-        if alg not in ("best", *comm.ALGORITHMS):
-            raise ConfigError(f"network algorithm {alg!r}: give best, {', '.join(comm.ALGORITHMS)}")
-        return pm.Network(intra=_link(network["intra"], "intra") if "intra" in network else None,
-                          inter=_link(network["inter"], "inter") if "inter" in network else None,
-                          algorithm=alg)
-    raise ConfigError(f"network {network!r}: give a link name or a mapping")
-
-
 def _interval(recs: Records, category: str, level: float, bound: str | None,
               withheld: Iterable = ()) -> iv.Interval | None:
     """The Mondrian conformal interval of a prediction of ``bound`` made as ``category``,
@@ -239,19 +185,6 @@ def _keyed_residuals(recs: Records, category: str) -> list[iv.KeyedResidual]:
     return cache[category]
 
 
-def _network_for(network: Any, nnodes: int) -> pm.Network | None:
-    """:func:`network_of`, refusing what cannot work before anything is loaded."""
-    net = network_of(network)
-    if nnodes > 1 and (net is None or net.inter is None):
-        raise ConfigError(f"{nnodes} nodes need an inter-node link: give --network (network= in "
-                          f"the API) one of {', '.join(comm.LINKS)}, e.g. --network ib_ndr; "
-                          "docs/perfmodel.md gives each link's latency, bandwidth and source")
-    if nnodes == 1 and net is not None and net.algorithm == "hierarchical":
-        raise ConfigError("the hierarchical all-reduce needs more than one node; give algorithm "
-                          "ring, tree or best, or nnodes > 1")
-    return net
-
-
 def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             framework: str | None = None, mode: str | None = None, precision: str | None = None,
             device: str | None = None, batch_size: int = 0, nproc: int = 1, nnodes: int = 1,
@@ -290,7 +223,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             a batch not divisible by the devices, or nothing stored to calibrate on.
     """
     for name, v in (("batch_size", batch_size), ("nproc", nproc), ("nnodes", nnodes)):
-        if not _whole(v):
+        if not whole(v):
             raise ConfigError(f"{name} {v!r}: give a whole number >= 1 (e.g. {name}=64)")
     batch_size, nproc, nnodes = int(batch_size), int(nproc), int(nnodes)
     if what_if is not None and not isinstance(what_if, Mapping):
@@ -303,7 +236,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     if batch_size < 1 or nproc < 1 or nnodes < 1:
         raise ConfigError(f"batch_size, nproc and nnodes must be >= 1 (got {batch_size}, "
                           f"{nproc}, {nnodes})")
-    net = _network_for(network, nnodes)
+    net = network_for(network, nnodes)
     world = nproc * nnodes
     if batch_size % world:
         raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
@@ -330,8 +263,8 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
         share_efficiencies=_base_calibration(recs))
     # a point stored in one file is predicted from that file's series (its host session), as
     # the back-test does; else from the best-measured series
-    own = [p.source for p in withheld if world == 1]
-    sources = [x for x in (own[-1] if own else None, None)
+    files = [p.source for p in withheld if world == 1]
+    sources = [x for x in (files[-1] if files else None, None)
                if x is None or any(s[0].source == x for s in cal.series(base))]
     try:
         if target != base:
@@ -499,10 +432,10 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
     # the measurement the prediction is judged against: the mean iteration where the input
     # model predicted one (inputpipe.py: the median hides the stalls), else the median
     real = one.cfg.data != "synthetic" and cat == ic.CATEGORY
-    measured = {point_id(p): (p.step_time_mean_s or p.step_time_s) if real else p.step_time_s
-                for p in withheld} if host_ns is None else {}  # not at another host's speed
+    stored = {point_id(p): (p.step_time_mean_s or p.step_time_s) if real else p.step_time_s
+              for p in withheld} if host_ns is None else {}  # not at another host's speed
     src = one.fit.result_ids[0].rsplit(":", 1)[0] if one.fit and one.fit.result_ids else None
-    pick = [k for k in measured if k.rsplit(":", 1)[0] == src] or list(measured)[-1:]
+    pick = [k for k in stored if k.rsplit(":", 1)[0] == src] or list(stored)[-1:]
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
         samples_per_s=gbatch / t,
@@ -515,8 +448,8 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         provenance=prov, assumptions=assumptions,
         config={**asdict(one.cfg), "global_batch": gbatch, "per_device_batch": one.batch,
                 "nproc": world // nnodes, "nnodes": nnodes},
-        measured_step_time_s=measured[pick[0]] if pick else None,
-        measured_point=pick[0] if pick else None, measured_points=measured,
+        measured_step_time_s=stored[pick[0]] if pick else None,
+        measured_point=pick[0] if pick else None, measured_points=stored,
         validation_category=cat,
         interval_note=note, interval_group=ivl.describe() if ivl else None)
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
+from dlperf.perfmodel.hostmove import host_elsewhere
 from dlperf.perfmodel.records import COMPILE_SEP, Point, Records, compile_of, mode_key
 from dlperf.registry import framework_info
 
@@ -246,7 +247,7 @@ class Calibration:
         """Device prior of ``cfg`` for its series in ``source``: roofline (fitted without this
         model), traced busy times of ``cfg`` and, with ``with_sessions``, device-bound steps of
         ``cfg`` in other results files and a host time: carried over from a host-bound series
-        of the model (:func:`~dlperf.perfmodel.transfer.host_elsewhere`), else estimated from other models
+        of the model (:func:`~dlperf.perfmodel.hostmove.host_elsewhere`), else estimated from other models
         (:meth:`host_of_group`, :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`)."""
         dn = self.device_name(cfg)
         eff = self.roofline(cfg)[0]
@@ -264,7 +265,6 @@ class Calibration:
                             >= DEVICE_BOUND_MARGIN * fit.host_s]
         work = self.work(cfg.model, cfg.framework, cfg.precision)
         ceil = self.ceiling(cfg.framework, cfg.precision, dn, cfg.model) if eff else None
-        from dlperf.perfmodel.transfer import host_elsewhere
         host = host_elsewhere(self, cfg, source) if with_sessions else None
         sigma = od.HOST_TRANSFER_SIGMA
         if with_sessions and host is None:

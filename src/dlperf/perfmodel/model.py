@@ -22,7 +22,8 @@ from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.transfer import added_ops_host, transfer_ratios
+from dlperf.perfmodel.hostmove import added_ops_host
+from dlperf.perfmodel.transfer import transfer_ratios
 from dlperf.registry import framework_info
 
 
@@ -167,7 +168,7 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     ``H_t = H_b * r_H`` and ``D_t = D_b * r_D``: ``r_H`` the median step ratio of other models'
     host-bound pairs measured in both configurations (same family preferred; a precision change
     in a mode counted in operators adds the operators' host instead,
-    :func:`~dlperf.perfmodel.transfer.added_ops_host`), ``r_D`` that of
+    :func:`~dlperf.perfmodel.hostmove.added_ops_host`), ``r_D`` that of
     their device-bound pairs, else the ratio of the two groups' rooflines for this model (each
     fitted without it), else 1; which one was used is in the provenance. The base series is
     the one in ``source`` when given: a what-if of a pair measured in one file starts from

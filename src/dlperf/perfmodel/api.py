@@ -264,8 +264,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     # a point stored in one file is predicted from that file's series (its host session), as
     # the back-test does; else from the best-measured series
     files = [p.source for p in withheld if world == 1]
-    sources = [x for x in (files[-1] if files else None, None)
-               if x is None or any(s[0].source == x for s in cal.series(base))]
+    sources: list[str | None] = [files[-1], None] if files else [None]
     try:
         if target != base:
             one, cat = _first(lambda x: pm.what_if(cal, base, target, b, x),
@@ -303,14 +302,15 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
 
 
 def _first(make: Any, sources: list[str | None]) -> pm.OneDevice:
-    """``make(source)`` for the first of ``sources`` that works (the last one's error else)."""
-    for i, x in enumerate(sources):
+    """``make(source)`` for the first of ``sources`` that works, else the last one's error
+    (a source without a series of the configuration: LookupError; one point: ValueError)."""
+    *firsts, last = sources
+    for x in firsts:
         try:
             return make(x)
         except (LookupError, ValueError):
-            if i == len(sources) - 1:
-                raise
-    raise LookupError("no series")
+            pass
+    return make(last)
 
 
 def _how_to_give_flops(recs: Records, target: Config, e: Exception) -> str:

@@ -28,13 +28,13 @@ from dlperf.perfmodel.hostmove import host_elsewhere
 from dlperf.perfmodel.records import COMPILE_SEP, Point, Records, compile_of, mode_key
 from dlperf.registry import framework_info
 
-#: The :class:`Point` attribute of each host-work count kind (:meth:`Calibration.count_kind`).
 #: Precisions that dispatch the operators of another: TF32 is a math mode of cuBLAS/cuDNN
 #: (PyTorch ``allow_tf32``/``fp32_precision``, JAX ``jax_default_matmul_precision``) over
 #: the fp32 program, so where a tf32 run's operators were not counted, fp32's count is its
 #: count (:meth:`Calibration.op_count`). Kernel and launch counts are not carried over: the
 #: libraries pick other kernels (JAX resnet50: 1,302 kernels in fp32, 994 in bf16).
 SAME_OPERATORS = {"tf32": "fp32"}
+#: The :class:`Point` attribute of each host-work count kind (:meth:`Calibration.count_kind`).
 _COUNT_ATTR = {"ops": "ops_per_step", "launches": "launches_per_iter",
                "kernels": "kernels_per_iter"}
 #: A step this much longer than the fitted host time counts as device-bound for an anchor.
@@ -247,8 +247,9 @@ class Calibration:
         """Device prior of ``cfg`` for its series in ``source``: roofline (fitted without this
         model), traced busy times of ``cfg`` and, with ``with_sessions``, device-bound steps of
         ``cfg`` in other results files and a host time: carried over from a host-bound series
-        of the model (:func:`~dlperf.perfmodel.hostmove.host_elsewhere`), else estimated from other models
-        (:meth:`host_of_group`, :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`)."""
+        of the model (:func:`~dlperf.perfmodel.hostmove.host_elsewhere`), else estimated from
+        other models (:meth:`host_of_group`,
+        :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`)."""
         dn = self.device_name(cfg)
         eff = self.roofline(cfg)[0]
         anchors = [od.Anchor(p.per_device_batch, p.busy_s, od.TRACE_SIGMA,

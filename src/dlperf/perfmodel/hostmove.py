@@ -17,11 +17,11 @@ from typing import Any
 def added_ops_host(cal: Any, frm: Any, to: Any, host_s: float,
                    device_name: str | None = None) -> tuple[float, str] | None:
     """The host time (s) of ``to`` from ``frm``'s, ``host_s``, where the two differ in
-    precision only and their mode dispatches operators (:meth:`~dlperf.perfmodel.calibrate.Calibration.count_kind`
-    ``"ops"``: eager mode): ``H_to = H_frm + (n_to - n_frm) c_add``, with ``n`` the model's
-    operators per step in each precision (:meth:`~dlperf.perfmodel.calibrate.Calibration.op_count`, a count of its code)
-    and ``c_add`` the host cost of an operator the change adds, the median over *other* models
-    with an identified host time in both groups (roofline fits without ``frm.model``) of
+    precision only and their mode dispatches operators (``Calibration.count_kind`` ``"ops"``:
+    eager mode): ``H_to = H_frm + (n_to - n_frm) c_add``, with ``n`` the model's operators
+    per step in each precision (``Calibration.op_count``, a count of its code) and ``c_add``
+    the host cost of an operator the change adds, the median over *other* models with an
+    identified host time in both groups (roofline fits without ``frm.model``) of
     ``(H_to - H_frm) / (n_to - n_frm)``. With the second value, where from.
 
     Mixed precision in eager PyTorch adds autocast's cast operators (``aten::_to_copy``) to every
@@ -67,9 +67,9 @@ def host_elsewhere(cal: Any, cfg: Any, source: str | None
     """A host time (s) for ``cfg`` carried over from host-bound series of the same model,
     framework, mode, device, data and layout in other precisions or other results files than
     ``source`` (fitted without session anchors; the series fit's host prior,
-    :meth:`~dlperf.perfmodel.calibrate.Calibration.prior`): from another precision by :func:`added_ops_host` where the mode
-    counts operators, else times the groups' host ratio (:meth:`~dlperf.perfmodel.calibrate.Calibration.host_ratio`); 1
-    for the same group. The median over them, and where from; None when there is none."""
+    ``Calibration.prior``): from another precision by :func:`added_ops_host` where the mode
+    counts operators, else times the groups' host ratio (``Calibration.host_ratio``); 1 for
+    the same group. The median over them, and where from; None when there is none."""
     dn = cal.device_name(cfg)
     vals, where = [], []
     for prec in sorted({p.precision for p in cal.points if p.model == cfg.model}):

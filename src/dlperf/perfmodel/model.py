@@ -204,7 +204,7 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
         except LookupError:
             r_d, why_d = 1.0, "none measured: unchanged"
             assumptions.append("device time unchanged: no pair and no roofline for the target")
-    added = added_ops_host(cal, base, target, b.host_s)
+    added = added_ops_host(cal, base, target, b.host_s, cal.device_name(base))
     if added is not None:
         r_h, why_h = added[0] / b.host_s, added[1]
     elif r_h is None:

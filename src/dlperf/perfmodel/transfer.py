@@ -70,4 +70,3 @@ def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
                          f"({', '.join(models)}"
                          + (", same family)" if pick[0][0] == 0 else ")"))
     return out
-

@@ -1,12 +1,15 @@
 """The architecture rules of docs/architecture.md, measured on src/dlperf with ast alone (nothing
-imported): no module over 500 lines, no function over 120, no import cycle between modules or
-between dlperf's packages (function-level imports included), and no framework name in a
-conditional or a framework-keyed table outside frameworks/, zoo/ and registry.py."""
+imported): no import cycle between modules or between dlperf's packages (function-level imports
+included), and no framework name in a conditional or a framework-keyed table outside
+frameworks/, zoo/ and registry.py. Sizes are not rules: modules over 500 lines and functions over
+120 are listed as a warning for review (a long module is a prompt to look at its concept, never a
+reason to cut it in two)."""
 
 from __future__ import annotations
 
 import ast
 import sys
+import warnings
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "dlperf"
@@ -115,13 +118,21 @@ def _package_edges(edges):
 SCAN = scan(SRC)
 
 
-def test_no_module_over_500_lines():
-    mods = SCAN[0]
-    assert not {m: n for m, n in mods.items() if n > MAX_MODULE_LINES}
+def review_list(mods, funcs) -> list[str]:
+    """Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES, longest first."""
+    out = [f"module {m}: {n} lines" for m, n in sorted(mods.items(), key=lambda kv: -kv[1])
+           if n > MAX_MODULE_LINES]
+    out += [f"function {where}: {n} lines" for n, where in sorted(funcs, reverse=True)
+            if n > MAX_FUNCTION_LINES]
+    return out
 
 
-def test_no_function_over_120_lines():
-    assert not [f for f in SCAN[1] if f[0] > MAX_FUNCTION_LINES]
+def test_sizes_are_listed_for_review():
+    """Long modules and functions are reported (a pytest warning), not failed."""
+    listed = review_list(SCAN[0], SCAN[1])
+    if listed:
+        warnings.warn("sizes to review: " + "; ".join(listed), stacklevel=1)
+    assert all(int(x.rsplit(": ", 1)[1].split()[0]) > 0 for x in listed)
 
 
 def test_no_import_cycle_between_modules_or_packages():
@@ -145,7 +156,8 @@ def test_the_checks_can_fail(tmp_path):
         "def f(fw):\n    from dlperf.a import x\n    if fw == 'jax':\n        pass\n"
         + "    pass\n" * 121)
     mods, funcs, edges, conds = scan(pkg)
-    assert max(mods.values()) > MAX_MODULE_LINES
-    assert max(funcs)[0] > MAX_FUNCTION_LINES
+    listed = review_list(mods, funcs)
+    assert any(x.startswith("module dlperf.a.x:") for x in listed)
+    assert any(x.startswith("function ") and " f: " in x for x in listed)
     assert cycles(edges) == [["dlperf.a.x", "dlperf.a.y"]]
     assert conds and "'jax'" in conds[0]

@@ -51,3 +51,14 @@ def test_a_bad_split_file_is_refused_naming_it(tmp_path, content):
         split.load(p)
     with pytest.raises(ConfigError, match="cannot read"):
         split.load(tmp_path / "missing.json")
+
+
+def test_the_split_table_gives_each_side_its_own_numbers():
+    from dlperf.perfmodel.backtest import Validation
+
+    v = Validation([Row("held-out batch", "a", 1.0, 1.1, model="alexnet", bound="host"),
+                    Row("held-out batch", "b", 1.0, 1.05, model="resnet50")], [])
+    line = [ln for ln in v.split_table(split.load()).splitlines()
+            if ln.startswith("| held-out batch")][0]
+    # development: resnet50 (5% off), test: alexnet (10% off, host-bound)
+    assert line.startswith("| held-out batch | 1 / 1 | 5.00 / 10.00 | – / 10.00 |")

@@ -406,29 +406,28 @@ class Validation:
         host-bound MdAPE, the baseline's MdAPE, signs right (all pairs), the ``level``
         interval's leave-one-out coverage (:meth:`coverage`, Mondrian; intervals built from
         all the category's other rows, judged on the side's rows)."""
-        def side_of(r: Row) -> str:
-            return split.side(r.model, r.run_id)
+        def on(side: str) -> Callable[[Row], bool]:
+            return lambda r: split.side(r.model, r.run_id) == side
 
-        sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows
-                                                             if side_of(r) == s])}
+        sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows if on(s)(r)])}
                 for s in SIDES}
-        covs = {s: {d["category"]: d for d in iv.coverage(
-            self.rows, level, counted=lambda r, s=s: side_of(r) == s)} for s in SIDES}
+        covs = {s: {d["category"]: d for d in iv.coverage(self.rows, level, counted=on(s))}
+                for s in SIDES}
 
         def pct(x: float | None) -> str:
             return "–" if x is None else f"{x:.2f}"
 
-        def pair(fn: Callable[[dict | None, dict | None], str], cat: str) -> str:
-            return " / ".join(fn(sums[s].get(cat), covs[s].get(cat)) for s in SIDES)
+        def one(d: dict | None, c: dict | None) -> list[str]:
+            if d is None:
+                return ["0", "–", "–", "–", "–", "–"]
+            sr = d["sign_right"]
+            return [str(d["count"]), pct(d["mdape_pct"]), pct(d["host_bound_mdape_pct"]),
+                    pct(d["baseline_mdape_pct"]), f"{sr[0]}/{sr[1]}" if sr else "–",
+                    f"{c['coverage']:.0%}" if c else "–"]
 
         def cells(cat: str) -> list[str]:
-            return [pair(lambda d, c: str(d["count"]) if d else "0", cat),
-                    pair(lambda d, c: pct(d["mdape_pct"]) if d else "–", cat),
-                    pair(lambda d, c: pct(d["host_bound_mdape_pct"]) if d else "–", cat),
-                    pair(lambda d, c: pct(d["baseline_mdape_pct"]) if d else "–", cat),
-                    pair(lambda d, c: f"{d['sign_right'][0]}/{d['sign_right'][1]}"
-                         if d and d["sign_right"] else "–", cat),
-                    pair(lambda d, c: f"{c['coverage']:.0%}" if c else "–", cat)]
+            dev, test = (one(sums[s].get(cat), covs[s].get(cat)) for s in SIDES)
+            return [f"{a} / {b}" for a, b in zip(dev, test, strict=True)]
         lines = ["| category (dev / test) | rows | MdAPE % | host-bound MdAPE % | "
                  f"baseline MdAPE % | sign right | {level:.0%} interval coverage |",
                  "|---|---:|---:|---:|---:|---:|---:|"]

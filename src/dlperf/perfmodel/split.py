@@ -81,13 +81,17 @@ def load(path: str | os.PathLike | None = None) -> Split:
         d = json.loads(p.read_text())
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read the development/test split {p}: {e}") from e
-    test, dev, salt = (d.get("test_models"), d.get("development_models"), d.get("salt")
-                       ) if isinstance(d, dict) else (None, None, None)
-    if not (isinstance(salt, str) and _names(test) and _names(dev)):
+    d = d if isinstance(d, dict) else {}
+    test, dev, salt = _names(d.get("test_models")), _names(d.get("development_models")), \
+        d.get("salt")
+    if not isinstance(salt, str) or test is None or dev is None:
         raise ConfigError(f"{p} is not a split file: it needs a string 'salt' and lists of "
                           "model names 'test_models' and 'development_models'")
-    return Split(frozenset(test), frozenset(dev), salt)
+    return Split(test, dev, salt)
 
 
-def _names(x: object) -> bool:
-    return isinstance(x, list) and all(isinstance(s, str) for s in x)
+def _names(x: object) -> frozenset[str] | None:
+    """A list of strings as a set; None for anything else."""
+    if isinstance(x, list) and all(isinstance(s, str) for s in x):
+        return frozenset(x)
+    return None

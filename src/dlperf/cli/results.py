@@ -80,7 +80,7 @@ def _check_flags(db: str, format: str, compare: str | None, op_classes: bool, sa
 
     if format not in FORMATS:
         raise unknown_choice("format", format, FORMATS)
-    check_db(db, must_exist=True)
+    check_db(db, must_exist=True, folder=True)
     if target_loss is not None and compare != "convergence":
         raise ConfigError("--target-loss is the target of --compare convergence; add "
                           "--compare convergence, or leave --target-loss out")
@@ -143,7 +143,7 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
 
 
 def results(
-    db: Annotated[str, typer.Option(help="Results file.")] = common.DEFAULT_DB,
+    db: Annotated[str, typer.Option(help="Results file, or a folder of them (its *.db read as one).")] = common.DEFAULT_DB,
     format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     status: Annotated[str | None, typer.Option(help="Only these statuses, e.g. ok,oom.")] = None,
@@ -161,13 +161,13 @@ def results(
     def body() -> None:
         from dlperf.report.sections import Inputs, measured_or_none
         from dlperf.report.sections import compare as comparison
-        from dlperf.results.store import ResultStore
+        from dlperf.results.merge import open_results
 
         _check_flags(db, format, compare, op_classes, samples, target_loss, status)
         check_output(output, "--output", db)
         filters = {"model": split(model, "model") or None,
                    "status": split(status, "status") or None}
-        with ResultStore(db, read_only=True) as store:
+        with open_results(db) as store:
             rows = store.rows(latest=not all_runs, **filters)
             history = tag or sha or since
             if tag:

@@ -96,3 +96,44 @@ def test_a_folder_without_results_is_refused_in_words(tmp_path):
     for cmd in ("results", "report"):
         r = runner.invoke(app, [cmd, "--db", str(tmp_path / "e")])
         assert r.exit_code == 2 and "holds no results file" in r.output, r.output
+
+
+def test_warnings_show_in_the_default_table(tmp_path):
+    from dlperf.report.tables import markdown_table, results_table, warning_lines
+
+    wide = rec("noisy", 8, step_s=0.01, ci=(0.0068, 0.0132),
+               warnings=["wide CI of the median (64% of it): noisy machine"])
+    quiet = rec("quiet", 8)
+    table = results_table([wide, quiet])
+    status = next(c for c in table.columns if c.header == "status")
+    assert [c.plain for c in status.cells] == ["ok ⚠ 1", "ok"]
+    assert "| ok ⚠ 1 |" in markdown_table([wide, quiet])
+    assert warning_lines([quiet, wide]) == [
+        "⚠ noisy torch/eager cpu fp32 b=8: wide CI of the median (64% of it): noisy machine"]
+    many = [rec(f"m{k:02d}", 8, warnings=["a", "b"]) for k in range(15)]
+    lines = warning_lines(many, limit=12)
+    assert len(lines) == 13 and lines[0].endswith(": a (+1 more)")
+    assert lines[-1].startswith("... and 3 more results with warnings")
+    db = store_of(tmp_path / "w.db", [wide, quiet])
+    r = invoke("results", "--db", db)
+    assert r.exit_code == 0 and "ok ⚠ 1" in r.stdout
+    assert "⚠ noisy torch/eager cpu fp32 b=8: wide CI of the median (64% of it)" in r.stdout
+
+
+def test_all_runs_show_tag_time_and_commit(tmp_path):
+    from dlperf.report.tables import HISTORY_COLUMNS, history_cells, results_table
+
+    v1 = rec("m", 8, tag="v1", sha="a" * 40, created="2026-01-01T10:00:00+00:00")
+    v2 = rec("m", 8, step_s=0.02, tag="v2", sha="b" * 40, created="2026-02-01T11:30:05+00:00")
+    assert history_cells(v2) == ["v2", "2026-02-01 11:30:05", "bbbbbbbbbb"]
+    assert [c.header for c in results_table([v1, v2], history=True).columns][-3:] \
+        == list(HISTORY_COLUMNS)
+    assert "tag" not in [c.header for c in results_table([v1, v2]).columns]
+    db = store_of(tmp_path / "h.db", [v1, v2])
+    latest = invoke("results", "--db", db)
+    assert "aaaaaaaaaa" not in latest.stdout and "bbbbbbbbbb" not in latest.stdout
+    every = invoke("results", "--db", db, "--all")
+    assert every.exit_code == 0, every.output
+    for text in ("v1", "v2", "aaaaaaaaaa", "bbbbbbbbbb", "2026-01-01 10:00:00",
+                 "2026-02-01 11:30:05"):
+        assert text in every.stdout, text

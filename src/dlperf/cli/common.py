@@ -274,12 +274,22 @@ def grouped(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return decorate
 
 
+def print_warning_lines(rows: list[dict[str, Any]]) -> None:
+    """Under a results table: one line per result with warnings (the table's ``⚠ N``),
+    :func:`dlperf.report.tables.warning_lines`."""
+    from dlperf.report.tables import warning_lines
+
+    for line in warning_lines(rows):
+        out.print(line, markup=False, highlight=False, style="yellow")
+
+
 def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
     """The results table of this call's points, their breakdown and repeats tables."""
     from dlperf.report.breakdown import breakdown_table
     from dlperf.report.tables import results_table
 
     print_table(results_table(rows))
+    print_warning_lines(rows)
     bt = breakdown_table(rows)
     if bt is not None:
         print_table(bt)

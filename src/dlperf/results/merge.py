@@ -158,6 +158,6 @@ def open_results(path: str | Path) -> Iterator[ResultStore]:
 
     with owned_tempdir("dlperf-union-") as tmp:
         union = Path(tmp) / f"{Path(path).name or 'results'}.db"
-        merge_stores(union, files)  # reads (and refuses) every source before writing
+        merge_stores(union, list[str | Path](files))  # reads (and refuses) every source before writing
         with ResultStore(union, read_only=True) as store:
             yield store

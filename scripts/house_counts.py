@@ -67,7 +67,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-HISTORY = re.compile(r"\bsession \d+|\bround \d+|(?<!since )(?<!tag )(?<!e\.g\. )"
+HISTORY = re.compile(r"\bsession \d+|\bround \d+(?![.\d])|(?<!since )(?<!tag )(?<!e\.g\. )"
                      r"(?<![-\w`])20\d\d-\d\d-\d\d(?![\w`])", re.IGNORECASE)
 
 

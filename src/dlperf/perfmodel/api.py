@@ -139,9 +139,6 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
             if not Path(p).exists():
                 raise ConfigError(f"{str(p)!r} does not exist: give a results file (*.db) or "
                                   "a folder of them")
-            if Path(p).is_dir() and not any(Path(p).glob("*.db")):
-                raise ConfigError(f"folder {str(p)!r} holds no results file (*.db); give a "
-                                  "results file or a folder of them")
         _RECORDS[key] = load(paths)
     return _RECORDS[key]
 

@@ -305,10 +305,12 @@ def test_no_interval_is_explained(short, synth):
     code, out, _ = _cli("--db", short, "--model", "m_other", "-b", "48")
     assert code == 0, out
     assert "(90% interval)" not in out
-    assert "ms per iteration (no 90% interval: the back-test found no stored point" in out
+    assert "ms per iteration (no 90% interval: not validated on these results files" in out
     code, out, r = _cli("--db", short, "--model", "m_other", "-b", "48", "--format", "json")
     p = json.loads(r.output)  # strict JSON: no NaN
-    assert p["interval_s"] == [None, None] and "back-test" in p["interval_note"]
+    assert p["interval_s"] == [None, None] and "--validate" in p["interval_note"]
+    code, out, r = _cli("--db", synth, "--validate")  # writes the table beside the file
+    assert code == 0 and "perfmodel_residuals.json" in out
     code, out, r = _cli("--db", synth, "--model", "m_other", "-b", "48", "--format", "json")
     p = json.loads(r.output)
     lo, hi = p["interval_s"]
@@ -437,7 +439,7 @@ def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200
     finally:
         mp.undo()
     assert code == 0, out
-    assert "warning: dlperf: cannot write the performance model's cache" in out
+    assert "warning: dlperf: cannot write the performance model's store" in out
     assert "UserWarning" not in out and "api.py" not in out
     assert "resnet50 torch/graph fp32 cuda b=64:" in out
 

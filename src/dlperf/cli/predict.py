@@ -133,7 +133,7 @@ def predict(
     nnodes: Annotated[int, typer.Option(min=1, help="Nodes (more than one needs --network).")] = 1,
     network: Annotated[str | None, typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources); required with --nnodes > 1.")] = None,
     what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, framework=jax, batch-size=2x (or =256), host_speed_ns=90 (repeatable).")] = [],  # noqa: B006
-    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU), and the 90% prediction intervals' leave-one-out coverage per category and bound.")] = False,
+    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU), and the 90% prediction intervals' leave-one-out coverage per category and bound; writes the residual table predictions take their intervals from beside the results files (perfmodel_residuals.json).")] = False,
     dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
@@ -165,7 +165,10 @@ def predict(
             _dai(db, amortise_iters, format)
             return
         if validate:
-            v = api.validate(db)
+            from dlperf.perfmodel import validation
+
+            v = validation.validate(db)
+            table = validation.store_table(db, v)
             if format == "json":  # each category with its interval coverage, where it has one
                 cov = {d["category"]: d for d in v.coverage()}
                 rows = [{**d, "interval_coverage_90": cov.get(d["category"])}
@@ -179,6 +182,8 @@ def predict(
                                "(high / low), the pooled rule beside the Mondrian one "
                                "predictions use (docs/perfmodel.md, Prediction interval)\n\n"
                                + v.coverage_table())
+                common.out.print(f"\nresidual table for predictions' intervals: {table}",
+                                 highlight=False)
             return
         if model is None or batch_size is None:
             raise ConfigError("give --model and --batch-size (or --validate)")

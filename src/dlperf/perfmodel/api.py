@@ -1,24 +1,20 @@
-"""The performance model's public API: :func:`predict` and :func:`validate`.
+"""The performance model's public API: :func:`predict` (and :func:`validate`, which lives in
+:mod:`dlperf.perfmodel.validation`, outside a prediction's imports).
 
 ``predict`` answers "how fast would this train at another batch size, precision or mode, on
-more GPUs or more nodes" from stored results; ``validate`` back-tests the model on every stored
-point it can (:mod:`dlperf.perfmodel.backtest`). Both are pure over the results files (read
-once per process and cached by path and modification time); no framework is imported.
+more GPUs or more nodes" from stored results. It is pure over the results files (read once per
+process and kept by path and modification time); no framework is imported.
 
 The prediction interval comes from held-out residuals ``log(measured / predicted)`` of the
 back-test category that matches how the prediction was made: a Mondrian conformal interval
 (:func:`dlperf.perfmodel.intervals.mondrian`) from the residuals of the prediction's own bound
-(host or device) in that category when there are enough, else the category's. The
-back-test is slow (seconds to minutes), so its residuals are cached on disk under
-``$DLPERF_CACHE_DIR`` (default ``~/.cache/dlperf``), keyed by the content of the results files
-and of this package's source: the first prediction of a kind on new data pays for it (up to a
-minute on the committed H200 files), the next ones do not. Within one process the residuals are
-also kept in memory (:data:`_RESIDUALS`, under the same content key), and a full
-:func:`validate` (no budget) puts its categories' residuals there, so that a prediction after a
-validation of the same files does not run the back-test again; every back-test of one loaded
-records object shares one :func:`_base_calibration` (its roofline and plain-series fits). The
-roofline group fits are kept on disk too (:mod:`dlperf.perfmodel.fitcache`, same key), so a
-new process reads them back instead of fitting each group again.
+(host or device) in that category when there are enough, else the category's. ``predict`` never
+runs the back-test: it reads the residual table that ``dlperf predict --validate`` wrote beside
+the results files (:func:`dlperf.perfmodel.fitcache.read_table`, keyed by the model's source and
+the files' content), or, in the same process, the residuals a :func:`validate` of the same files
+left in memory. Without either a prediction has no interval and says how to get one. The roofline
+group fits are stored too (:func:`dlperf.perfmodel.fitcache.fits_file`, same key), so a new
+process reads them back instead of fitting each group again.
 """
 
 from __future__ import annotations
@@ -32,34 +28,25 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
-from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel.btrows import point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.netspec import network_for, whole
-from dlperf.perfmodel.records import Records, load
+from dlperf.perfmodel.records import Records, load, point_id
 from dlperf.perfmodel.scaling import efficiency
 
-#: Part of the residual cache's key, with the source of this package and the results files.
-#: "2": residuals stored with their bound (``[[log ratio, bound], ...]``), for Mondrian intervals;
-#: "3": and with their measured point (``[[log ratio, bound, "source:id"], ...]``), so that a
-#: prediction of a stored point leaves that point's own residual out of its interval; "4": the
-#: device roofline's kernel term ``K t_k`` (:func:`dlperf.perfmodel.roofline.device_time_s`).
-MODEL_VERSION = "4"
-
 _RECORDS: dict[tuple, Records] = {}
-#: This process's back-test residuals: on-disk cache file name (a hash of the results files'
-#: content and this package's source, :func:`_cache_file`) -> category ->
-#: ``(residual, bound, point)``.
-_RESIDUALS: dict[str, dict[str, list[iv.KeyedResidual]]] = {}
+#: This process's residual tables: (model key, data digest) -> category ->
+#: ``(residual, bound, point)``, read from the table beside the data or left by :func:`validate`.
+_RESIDUALS: dict[tuple[str, str], dict[str, list[iv.KeyedResidual]]] = {}
+#: Why a set of results files has no residual table (same key), for the prediction's note.
+_NO_TABLE: dict[tuple[str, str], str] = {}
 
 
 @dataclass
@@ -152,8 +139,9 @@ def _interval(recs: Records, category: str, level: float, bound: str | None,
     return iv.mondrian(bounded_residuals(recs, category, ids), bound, level, category)
 
 
-def _cache_file(recs: Records) -> Path:
-    return fc.residuals_file(recs, MODEL_VERSION)
+def table_key(recs: Records) -> tuple[str, str]:
+    """The residual table's key of ``recs``: the model's source and the files' content."""
+    return fc.model_key(), fc.data_digest(recs.sources)
 
 
 def residuals(recs: Records, category: str) -> list[float]:
@@ -165,22 +153,23 @@ def residuals(recs: Records, category: str) -> list[float]:
 def bounded_residuals(recs: Records, category: str,
                       exclude: Collection[str] = ()) -> list[iv.Residual]:
     """Held-out ``(log(measured / predicted), bound)`` of one back-test category on ``recs``,
-    from the on-disk cache (and this process's, :data:`_RESIDUALS`) or computed (and cached in
-    both); ``exclude``: the measured points (``source:result_id``) whose residuals are left
-    out (:func:`intervals.without_points`)."""
+    from the residual table (:func:`_keyed_residuals`); ``exclude``: the measured points
+    (``source:result_id``) whose residuals are left out (:func:`intervals.without_points`)."""
     return iv.without_points(_keyed_residuals(recs, category), exclude)
 
 
 def _keyed_residuals(recs: Records, category: str) -> list[iv.KeyedResidual]:
-    f = _cache_file(recs)
-    cache = fc.read_residuals(f)
-    if category not in cache:
-        mem = _RESIDUALS.get(f.name, {})
-        cache[category] = (mem[category] if category in mem else bt.run(
-            recs, [category], base=_base_calibration(recs)).keyed_residuals(category))
-        fc.write_residuals(f, cache)  # a read-only home: no cache (one warning), still computed
-    _RESIDUALS.setdefault(f.name, {})[category] = cache[category]
-    return cache[category]
+    """The category's residuals from this process's tables or the one beside the data
+    (:func:`fitcache.read_table`); empty when there is none of the current key (the reason is
+    kept in :data:`_NO_TABLE`). Never runs a back-test."""
+    key = table_key(recs)
+    if key not in _RESIDUALS and key not in _NO_TABLE:
+        table, why = fc.read_table(recs.sources)
+        if table is None:
+            _NO_TABLE[key] = why
+        else:
+            _RESIDUALS[key] = table
+    return _RESIDUALS.get(key, {}).get(category, [])
 
 
 def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
@@ -339,7 +328,7 @@ def _base_calibration(recs: Records) -> Calibration:
     (:class:`Calibration`'s ``share_efficiencies``)."""
     if id(recs) not in _BASE:
         _BASE[id(recs)] = cal = Calibration(recs)
-        cal._eff.update(fc.read_fits(fc.fits_file(recs, MODEL_VERSION)))  # fitcache.py
+        cal._eff.update(fc.read_fits(fc.fits_file(recs)))  # fitcache.py
         _FITS_STORED[id(recs)] = len(cal._eff)
     return _BASE[id(recs)]
 
@@ -348,7 +337,7 @@ def _store_fits(recs: Records) -> None:
     """Write the base calibration's group fits to disk when this process added some."""
     cal = _BASE.get(id(recs))
     if cal is not None and len(cal._eff) > _FITS_STORED.get(id(recs), 0):
-        fc.write_fits(fc.fits_file(recs, MODEL_VERSION), cal._eff)
+        fc.write_fits(fc.fits_file(recs), cal._eff)
         _FITS_STORED[id(recs)] = len(cal._eff)
 
 
@@ -357,7 +346,7 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     if key not in _DDP:
         dp_cal = Calibration(recs, lambda p: p in withheld,
                              share_efficiencies=_base_calibration(recs))
-        pairs = dp.pairs_of(dp_cal, bt.comm_for_records(recs))
+        pairs = dp.pairs_of(dp_cal, dp.comm_for_records(recs))
         _DDP[key] = dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
     ddp = _DDP[key]
     return ddp, bool(ddp.pairs)
@@ -375,7 +364,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
     rungs, notes = ip.ladder_for(recs.points, one.cfg, withheld)
     if rungs and one.cfg.loader_workers is not None:  # Shi & Chu: t_c + the ladder's t_io
         one, cnotes = ip.compute_part(cal, one)
-        notes, cat = [*notes, *cnotes], ic.CATEGORY
+        notes, cat = [*notes, *cnotes], ip.INPUT_CATEGORY
     prov, assumptions = dict(one.provenance), [*one.assumptions, *notes]
     if host_ns is not None:
         probes = [min(x for x in p.host_speed_ns if x) for p in cal.points
@@ -423,17 +412,28 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         assumptions.append(f"interval from the 2-GPU back-test: no stored measurement of "
                            f"{world} devices on {nnodes} node(s) to judge this kind against")
     if ivl is None:
-        assumptions.append(f"no back-test residual of kind '{cat}' in these files: no interval")
-        note = (f"the back-test found no stored point it could predict as a '{cat}' while "
-                "withholding it in these results files, so this kind of prediction's error "
-                "is not known here")
+        why = _NO_TABLE.get(table_key(recs))
+        if why:
+            assumptions.append(f"no residual table for these files: no interval ({why})")
+            note = (f"not validated on these results files ({why}); run dlperf predict "
+                    "--validate with the same --db to back-test the model and store the table")
+        else:
+            assumptions.append(f"no back-test residual of kind '{cat}' in these files: no "
+                               "interval")
+            note = (f"the back-test found no stored point it could predict as a '{cat}' while "
+                    "withholding it in these results files, so this kind of prediction's "
+                    "error is not known here")
     # the measurement the prediction is judged against: the mean iteration where the input
     # model predicted one (inputpipe.py: the median hides the stalls), else the median
-    real = one.cfg.data != "synthetic" and cat == ic.CATEGORY
+    real = one.cfg.data != "synthetic" and cat == ip.INPUT_CATEGORY
     stored = {point_id(p): (p.step_time_mean_s or p.step_time_s) if real else p.step_time_s
               for p in withheld} if host_ns is None else {}  # not at another host's speed
-    src = one.fit.result_ids[0].rsplit(":", 1)[0] if one.fit and one.fit.result_ids else None
-    pick = [k for k in stored if k.rsplit(":", 1)[0] == src] or list(stored)[-1:]
+    # the fit names its points by the path as given, point_id by the resolved path: compare
+    # resolved paths, so a relative and an absolute --db pick the same measurement (the last
+    # stored of the series' file, else the last loaded)
+    src = (os.path.realpath(one.fit.result_ids[0].rsplit(":", 1)[0])
+           if one.fit and one.fit.result_ids else None)
+    pick = [k for k in stored if k.rsplit(":", 1)[0] == src][-1:] or list(stored)[-1:]
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
         samples_per_s=gbatch / t,
@@ -454,28 +454,8 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
 
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
              categories: Iterable[str] | None = None,
-             budget_s: float | None = None) -> bt.Validation:
-    """Back-test the model on the stored results (:mod:`dlperf.perfmodel.backtest`); the
-    returned object has ``.table()`` (markdown), ``.summary()``, ``.rows`` and ``.left_out``.
+             budget_s: float | None = None) -> Any:
+    """:func:`dlperf.perfmodel.validation.validate` (imported only when called)."""
+    from dlperf.perfmodel import validation
 
-    Args:
-        db: a results file, several, or folders of ``*.db``.
-        categories: which of :data:`backtest.CATEGORIES` (None: all).
-        budget_s: None runs every prediction; else at most this many *estimated* seconds of
-            them (:class:`backtest.Budget`: deterministic, the cheap categories first); what
-            it left out is counted in ``.left_out``.
-
-    Raises:
-        ConfigError: a missing results file, an unknown category or a negative budget.
-    """
-    recs = records_of(db)
-    cats = list(categories) if categories else None
-    try:
-        v = bt.run(recs, cats, budget_s, base=_base_calibration(recs))
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    if budget_s is None:  # every row of each category it ran: the residuals predict() uses
-        mem = _RESIDUALS.setdefault(_cache_file(recs).name, {})
-        for cat in cats or bt.CATEGORIES:
-            mem[cat] = v.keyed_residuals(cat)
-    return v
+    return validation.validate(db, categories, budget_s)

@@ -232,24 +232,6 @@ def allreduce_rows(records: Records, min_bytes: int = 1 << 20,
     return out
 
 
-def comm_for_records(records: Records) -> Callable[[int], Callable[[float], float]]:
-    """Rank count -> all-reduce time function from the stored sweep (nvlink4 ring if none)."""
-    cache: dict[int, Callable[[float], float]] = {}
-
-    def comm_for(n: int) -> Callable[[float], float]:
-        if n not in cache:
-            try:
-                cache[n] = comm.fit_allreduce(records.collectives, n).time_s
-            except ValueError:
-                link = comm.LINKS["nvlink4"]
-
-                def ring_s(size_bytes: float, n: int = n) -> float:
-                    return comm.ring_allreduce_s(size_bytes, n, link)
-                cache[n] = ring_s
-        return cache[n]
-    return comm_for
-
-
 def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -> list[Row]:
     """``2-GPU from 1-GPU`` rows: DDP's overhead fitted without the pair's configuration (all
     pairs or none within ``budget``: each row's fit uses the other pairs)."""
@@ -257,7 +239,7 @@ def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -
                 and p.data == "synthetic" for p in base.points)
     if not charge(budget, "2-GPU", ["2-GPU from 1-GPU"] * cands):
         return []
-    comm_for = comm_for_records(records)
+    comm_for = dp.comm_for_records(records)
     pairs = dp.pairs_of(base, comm_for)
     out = []
     for pr in pairs:

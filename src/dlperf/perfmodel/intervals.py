@@ -28,10 +28,13 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dlperf.perfmodel.btrows import Row
+if TYPE_CHECKING:
+    from dlperf.perfmodel.btrows import Row
+
 
 #: Fewest residuals a (category, bound) group needs to get an interval of its own (else the
 #: category's pooled residuals): 20 gives finite two-sided 90% conformal quantiles (19 do).

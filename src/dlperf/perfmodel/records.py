@@ -459,3 +459,9 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
                         time_s=float(c["time_s"]), busbw_gbps=_float(c.get("busbw_gbps")),
                         device_name=c.get("device_name"), backend=c.get("backend")))
     return Records(points, colls, files)
+
+
+def point_id(p: Any) -> str:
+    """``source:result_id`` of a stored point (:class:`dlperf.perfmodel.records.Point`), the
+    source as its resolved path (the same file named relatively or absolutely is one file)."""
+    return f"{os.path.realpath(p.source)}:{p.result_id}"

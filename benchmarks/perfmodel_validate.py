@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict
 
 from dlperf.perfmodel import split
-from dlperf.perfmodel.api import validate
+from dlperf.perfmodel.validation import validate
 
 
 def main() -> None:

@@ -432,7 +432,12 @@ def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200
     f = tmp_path / "a_file"
     f.write_text("")
     mp = pytest.MonkeyPatch()
-    mp.setenv("DLPERF_CACHE_DIR", str(f))  # not a folder: the cache cannot be written
+    mp.setenv("DLPERF_CACHE_DIR", str(f))  # not a folder: the fits cannot be stored
+    from dlperf.perfmodel import fitcache
+
+    for name in ("_BASE", "_FITS_STORED"):  # as a new process: the group fits are made
+        mp.setattr(api, name, {})
+    mp.setattr(fitcache, "_WARNED", set())
     try:
         code, out, r = _cli("--db", H200, "--db", ROOT / "h200x2", *BASE,
                             "--what-if", "precision=fp32,mode=graph")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api
+from dlperf.perfmodel import api, validation
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
 H200 = [ROOT / "h200", ROOT / "h200x2"]
@@ -21,7 +21,7 @@ DLBENCH = ROOT / "h200/dlbench.db"
 
 @pytest.fixture(scope="module")
 def summary(h200_validation):
-    v = h200_validation  # api.validate(H200), shared with test_perfmodel_predict_requests
+    v = h200_validation  # validation.validate(H200), shared with test_perfmodel_predict_requests
     return {d["category"]: d for d in v.summary()}, v
 
 
@@ -172,7 +172,7 @@ def test_prediction_intervals_hold_their_level_per_bound(summary):
 
 def test_unknown_category_refused():
     with pytest.raises(ConfigError, match="unknown back-test category"):
-        api.validate(DLBENCH, ["nosuch"])
+        validation.validate(DLBENCH, ["nosuch"])
 
 
 @pytest.fixture

@@ -168,7 +168,6 @@ def predict(
             from dlperf.perfmodel import validation
 
             v = validation.validate(db)
-            table = validation.store_table(db, v)
             if format == "json":  # each category with its interval coverage, where it has one
                 cov = {d["category"]: d for d in v.coverage()}
                 rows = [{**d, "interval_coverage_90": cov.get(d["category"])}
@@ -182,6 +181,12 @@ def predict(
                                "(high / low), the pooled rule beside the Mondrian one "
                                "predictions use (docs/perfmodel.md, Prediction interval)\n\n"
                                + v.coverage_table())
+            try:  # after the report: a folder that cannot be written loses none of it
+                table = validation.store_table(db, v)
+            except ConfigError as e:
+                common.err.print(f"warning: no residual table stored: {e}", highlight=False)
+                return
+            if format != "json":
                 common.out.print(f"\nresidual table for predictions' intervals: {table}",
                                  highlight=False)
             return

@@ -1,5 +1,5 @@
-"""The performance model's public API: :func:`predict` (and :func:`validate`, which lives in
-:mod:`dlperf.perfmodel.validation`, outside a prediction's imports).
+"""The performance model's public API for predictions: :func:`predict` (its validation,
+``validate``, lives in :mod:`dlperf.perfmodel.validation`, outside a prediction's imports).
 
 ``predict`` answers "how fast would this train at another batch size, precision or mode, on
 more GPUs or more nodes" from stored results. It is pure over the results files (read once per
@@ -450,12 +450,3 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         measured_point=pick[0] if pick else None, measured_points=stored,
         validation_category=cat,
         interval_note=note, interval_group=ivl.describe() if ivl else None)
-
-
-def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
-             categories: Iterable[str] | None = None,
-             budget_s: float | None = None) -> Any:
-    """:func:`dlperf.perfmodel.validation.validate` (imported only when called)."""
-    from dlperf.perfmodel import validation
-
-    return validation.validate(db, categories, budget_s)

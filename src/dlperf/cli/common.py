@@ -233,13 +233,21 @@ def _check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = N
                           f"for {flag}, or rename the results file")
 
 
-def check_db(path: str, must_exist: bool) -> None:
-    """A results file: not a folder; with ``must_exist``, an existing, non-empty file.
+def check_db(path: str, must_exist: bool, folder: bool = False) -> None:
+    """A results file: not a folder (unless ``folder``: then a folder of results files, read
+    as one: :func:`dlperf.results.merge.open_results`); with ``must_exist``, an existing,
+    non-empty file.
 
     Raises:
         ConfigError: naming the path and what to give instead.
     """
     p = Path(path)
+    if p.is_dir() and folder:
+        from dlperf.results.dbfile import results_files
+
+        for f in results_files(p):
+            check_db(f, must_exist)
+        return
     if p.is_dir():
         raise ConfigError(f"--db {path!r} is a folder; give a results file, e.g. {path}/results.db")
     if must_exist and not p.is_file():
@@ -304,12 +312,22 @@ def grouped(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return decorate
 
 
+def print_warning_lines(rows: list[dict[str, Any]]) -> None:
+    """Under a results table: one line per result with warnings (the table's ``⚠ N``),
+    :func:`dlperf.report.tables.warning_lines`."""
+    from dlperf.report.tables import warning_lines
+
+    for line in warning_lines(rows):
+        out.print(line, markup=False, highlight=False, style="yellow")
+
+
 def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
     """The results table of this call's points, their breakdown and repeats tables."""
     from dlperf.report.breakdown import breakdown_table
     from dlperf.report.tables import results_table
 
     print_table(results_table(rows))
+    print_warning_lines(rows)
     bt = breakdown_table(rows)
     if bt is not None:
         print_table(bt)

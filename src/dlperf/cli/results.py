@@ -87,7 +87,7 @@ def _check_flags(db: str, format: str, compare: str | None, op_classes: bool, sa
 
     if format not in FORMATS:
         raise unknown_choice("format", format, FORMATS)
-    check_db(db, must_exist=True)
+    check_db(db, must_exist=True, folder=True)
     if target_loss is not None and compare != "convergence":
         raise ConfigError("--target-loss is the target of --compare convergence; add "
                           "--compare convergence, or leave --target-loss out")
@@ -122,15 +122,19 @@ def _check_tags(store: Any, tags: list[str], db: str) -> None:
 
 
 def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
-                  output: Path | None, samples: bool, force: bool = False) -> None:
-    """The results table (with the breakdown table), or their CSV or JSON."""
+                  output: Path | None, samples: bool, history: bool = False,
+                  force: bool = False) -> None:
+    """The results table (with the breakdown table and the results' warnings), or their CSV
+    or JSON; ``history``: the table has the tag, time and commit columns; ``force``: an
+    ``output`` that is not an earlier export is replaced."""
     from dlperf.report.tables import results_table
     from dlperf.results.export import to_csv, to_json
 
     if format == "table":
         if output:
             raise ConfigError("--output needs --format csv or json")
-        common.print_table(results_table(rows))
+        common.print_table(results_table(rows, history=history))
+        common.print_warning_lines(rows)
         if not rows and store.collectives():
             common.err.print(f"{db} holds all-reduce rows only: dlperf results --db {db} "
                              "--compare allreduce", markup=False, highlight=False)
@@ -150,11 +154,11 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
 
 
 def results(
-    db: Annotated[str, typer.Option(help="Results file.")] = common.DEFAULT_DB,
+    db: Annotated[str, typer.Option(help="Results file, or a folder of them (its *.db read as one).")] = common.DEFAULT_DB,
     format: Annotated[str | None, typer.Option("--format", "-f", help="table, csv or json (default: the --output file's suffix, .csv, .json or .md; else table).")] = None,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     status: Annotated[str | None, typer.Option(help="Only these statuses, e.g. ok,oom.")] = None,
-    all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point.")] = False,
+    all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point; the table adds each run's tag, time and commit.")] = False,
     samples: Annotated[bool, typer.Option("--samples", help="JSON: include raw per-iteration samples.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
     compare: Annotated[str | None, typer.Option(help=COMPARE_HELP)] = None,
@@ -170,14 +174,14 @@ def results(
         from dlperf.outputs import format_for
         from dlperf.report.sections import Inputs, measured_or_none
         from dlperf.report.sections import compare as comparison
-        from dlperf.results.store import ResultStore
+        from dlperf.results.merge import open_results
 
         fmt = format_for(output, format, SUFFIX_FORMATS, "table")
         _check_flags(db, fmt, compare, op_classes, samples, target_loss, status)
         check_output(output, "--output", db, kind=KIND.get(fmt, "markdown"), force=force)
         filters = {"model": split(model, "model") or None,
                    "status": split(status, "status") or None}
-        with ResultStore(db, read_only=True) as store:
+        with open_results(db) as store:
             rows = store.rows(latest=not all_runs, **filters)
             history = tag or sha or since
             if tag:
@@ -212,6 +216,7 @@ def results(
                     inp.all_rows = every
                 _write(comparison(compare, inp, fmt), output, fmt, db, force)
                 return
-            _show_results(store, rows, db, fmt, output, samples, force)
+            _show_results(store, rows, db, fmt, output, samples,
+                          history=bool(all_runs or history), force=force)
 
     guard(body)

@@ -272,11 +272,11 @@ def store_profile(path: str, profile: GpuProfile) -> None:
 def stored_profiles(paths: Any) -> dict[str, GpuProfile]:
     """The device profiles stored in results files (paths or folders of ``*.db``), by name;
     the last file's wins where two hold the same name."""
-    from dlperf.perfmodel.records import _expand
+    from dlperf.results.dbfile import results_files
     from dlperf.results.store import ResultStore
 
     out: dict[str, GpuProfile] = {}
-    for f in _expand(paths):
+    for f in results_files(paths):
         try:
             with ResultStore(f, read_only=True) as store:
                 rows = store._db.execute("SELECT key, value FROM meta WHERE key LIKE ?",

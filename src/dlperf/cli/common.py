@@ -464,5 +464,9 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         err.print(f"[red]{outcome.unavailable} point(s) unavailable[/] (data or framework not "
                   "here; see the errors above): they are stored as such; run the same command "
                   "again once that is fixed to measure them")
-    if all_failed or outcome.unavailable:
+    if outcome.left:
+        err.print(f"[red]{outcome.left} point(s) left to another process[/] that still held "
+                  "them when the wait ended (see above); run the same command again to measure "
+                  "or collect them")
+    if all_failed or outcome.unavailable or outcome.left:
         raise typer.Exit(1)

@@ -31,6 +31,7 @@ import os
 import time
 from dataclasses import asdict
 
+from dlperf.perfmodel import split
 from dlperf.perfmodel.api import validate
 
 
@@ -41,6 +42,8 @@ def main() -> None:
     ap.add_argument("--rows", help="write every held-out prediction to this JSON file")
     ap.add_argument("--no-host-probe", action="store_true",
                     help="ablation: fit without the points' untraced host dispatch times")
+    ap.add_argument("--split", default=None,
+                    help="the development/test split (default: benchmarks/results/split.json)")
     ap.add_argument("--no-kernel-term", action="store_true",
                     help="ablation: no kernel counts, so no roofline kernel term anywhere")
     args = ap.parse_args()
@@ -61,6 +64,9 @@ def main() -> None:
     t0 = time.perf_counter()
     v = validate(args.paths, args.category)
     print(v.table(), end="")
+    print("\nThe same, development / test side of the frozen split "
+          f"({os.path.relpath(args.split or split.DEFAULT_PATH)}):\n")
+    print(v.split_table(split.load(args.split)), end="")
     print("\n90% prediction intervals, leave-one-out coverage (overall / host / device) and "
           "median width (high / low):\n")
     print(v.coverage_table(), end="")

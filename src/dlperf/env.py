@@ -307,7 +307,7 @@ def environment_differences(a: dict[str, Any], b: dict[str, Any],
     are more than :data:`HOST_SPEED_TOLERANCE` apart, and not between two results of the same
     machine, see below). Empty: same environment as far as recorded.
 
-    Host speed within one machine: on one H200 machine (``GPU-af969e90``, 2026-12-01, 36 workers
+    Host speed within one machine: on one H200 machine (``GPU-af969e90``, 36 workers
     in 30 minutes) the probe was bimodal, 72-97 or 132-203 ns, and both probes of a worker read
     the slow mode in 4 of the 36, so it flagged half of that machine's same-machine pairs.
     Where both results name the same machine (the uuids of its GPUs), the host-speed
@@ -339,7 +339,7 @@ def environment_differences(a: dict[str, Any], b: dict[str, Any],
 BUSY_OTHER_CPUS = 0.5
 #: How long :func:`choose_threads` samples the CPUs' busy share (s), while dlperf itself idles.
 THREAD_SAMPLE_S = 0.5
-#: The measurement behind the policy (2-core Xeon VM, 2026-12-03, load average 2.7-3.3 from
+#: The measurement behind the policy (2-core Xeon VM, load average 2.7-3.3 from
 #: other users; `dlperf run --threads 1,2 --min-time 1`, torch eager, b=32, fp32).
 THREAD_EVIDENCE = ("on a busy 2-core host, 2 threads made resnet56_tiny take 913 ms per step "
                    "against 22 ms on 1 thread, and fcn5_tiny's p95 step 167x its median "

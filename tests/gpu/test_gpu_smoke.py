@@ -14,7 +14,7 @@ What each asserts is what a wrong GPU branch got wrong before, or would: the dev
 and memory peaks of the run (rule 7's three numbers), the TF32/precision flags as applied, the
 channels_last layout of bf16 CNNs, the FLOP count from the HLO in JAX, NVML power and energy
 of the same GPU, the ceilings' order (bf16 > fp32), a breakdown whose trace finds its step
-spans (session 6: a CUDA-only trace found none), pinned real data, and on 2 GPUs DDP over
+spans (a CUDA-only trace finds none), pinned real data, and on 2 GPUs DDP over
 NCCL with its exposed communication, the NCCL all-reduce benchmark and JAX sharded jit.
 """
 
@@ -249,7 +249,7 @@ def test_torch_compile_reduce_overhead_runs_as_cuda_graphs():
 
 def test_torch_breakdown_and_trace_on_cuda(tmp_path):
     """--breakdown with --trace on CUDA: phases by CUDA events, the trace's step spans found
-    (CPU activity traced: session 6's CUDA-only trace had none), kernels classified."""
+    (CPU activity traced: a CUDA-only trace has none), kernels classified."""
     _torch_cuda()
     from dlperf.worker import run_config
 

@@ -141,7 +141,7 @@ def test_cli_breakdown_results_and_report_with_fake_framework(tmp_path):
     assert "marked * come from the profiler trace" in " ".join(out.split())  # the legend
     rc, out = dlperf("results", "--db", str(db))
     # the phase columns the fake measures (a column with no value anywhere, t_fbu of a
-    # compiled step here, is dropped from terminal tables since session 14)
+    # compiled step here, is dropped from terminal tables)
     assert rc == 0 and "where the time goes" in out and "t_io" in out and "t_u" in out
     assert "marked * come from the profiler trace" in " ".join(out.split())
     rc, out = dlperf("results", "--db", str(db), "--op-classes", "--format", "json")

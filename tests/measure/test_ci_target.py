@@ -127,7 +127,7 @@ def test_dlperf_run_stores_the_target(tmp_path):
 
 @pytest.mark.parametrize("agreed", [False, True])
 def test_an_extension_never_passes_max_time_by_more_than_one_step(agreed):
-    """Session 15's trial: with --nproc 2 a --ci-target run overran --max-time 8 by 23%. A
+    """With --nproc 2 a --ci-target run must not overrun --max-time by more than a step. A
     data-parallel extension has a fixed count (the processes agree on it before it starts);
     sized from the median step (the fast steps) it overran a step time whose slow steps lift
     the mean above the median. Here every 5th step is slow (median 7.5 ms, mean 12 ms), and

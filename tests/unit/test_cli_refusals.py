@@ -133,8 +133,8 @@ def test_compare_a_file_with_itself_notes_it(tmp_path, monkeypatch):
 
 
 def test_run_help_names_every_suite(monkeypatch):
-    """Session 15: `dlperf run --help` listed quick, dlbench, seven, distributed (no `tiny`):
-    the list comes from the suites registry now."""
+    """`dlperf run --help` names every suite (``tiny`` included): the list comes from the
+    suites registry, not from a list written in the help."""
     from dlperf.zoo import SUITES
 
     monkeypatch.setenv("COLUMNS", "300")
@@ -148,8 +148,8 @@ def test_run_help_names_every_suite(monkeypatch):
     ("--compile-mode", "default, reduce-overhead, max-autotune or max-autotune-no-cudagraphs"),
     ("--loader-impl", "auto, processes or threads")])
 def test_an_empty_value_is_refused_not_read_as_the_default(tmp_path, flag, choices):
-    """Session 16's trial: `--optimizer-impl ''` ran as auto without a word (and so did
-    `--compile-mode ''` and `--loader-impl ''`, as their defaults)."""
+    """`--optimizer-impl ''`, `--compile-mode ''` and `--loader-impl ''` are refused, not run
+    silently as their defaults."""
     db = tmp_path / "r.db"
     code, out = cli(*RUN, "--batch-size", "8", flag, "", "--db", str(db))
     assert code == 2 and f"{flag} '' is empty; give {choices}" in out
@@ -157,7 +157,7 @@ def test_an_empty_value_is_refused_not_read_as_the_default(tmp_path, flag, choic
 
 
 def test_results_since_after_every_result_says_so(tmp_path):
-    """Session 16's trial: `--since` past every result printed an empty table and no note."""
+    """`--since` past every result says that no result is that recent, not an empty table."""
     db = make_db(tmp_path / "r.db")
     code, out = cli("results", "--db", str(db), "--since", "2099-01-01")
     assert code == 0 and "note: no result in" in out and "at or after 2099-01-01" in out

@@ -1,6 +1,6 @@
-"""What a failed data-parallel rank says on the console (session 16's fresh-user trial: "rank 1
-exited with code 1 and no result ... see the errors above", with no error above: the cause was
-only in the stored worker.stderr_tail)."""
+"""What a failed data-parallel rank says on the console: its cause, not only "rank 1 exited
+with code 1 and no result ... see the errors above" with the cause kept in the stored
+worker.stderr_tail alone."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_rank_that_died_without_a_result_names_its_error(tmp_path):
 
 
 def test_a_worker_crash_names_its_exception_not_a_log_line():
-    """Session 16's trial: a SIGKILLed --timeline worker's 'cause' was a Kineto log line."""
+    """A SIGKILLed --timeline worker's cause is its exception, not a Kineto log line."""
     from dlperf.launch.process import crash_message
 
     kineto = "USDT:2026-12-03 17:23:17 SyncActivityProfilerHandler.cpp:52] profiler_start\n"

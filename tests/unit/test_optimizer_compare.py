@@ -114,9 +114,9 @@ AUTO_DEFAULT = {"name": "sgd", "foreach": "default", "impl_asked": "auto", "fuse
 
 
 def test_the_results_table_labels_what_auto_ran_when_not_the_framework_default():
-    """Session 15's trial: the table said ``opt=fused`` for an explicit ask and nothing for
-    ``auto``, which ran fused too; now ``opt=fused (auto)``, and nothing where ``auto`` ran
-    PyTorch's default, for results stored before the option, or for other frameworks."""
+    """The table says ``opt=fused`` for an explicit ask and ``opt=fused (auto)`` for ``auto``
+    that ran fused; nothing where ``auto`` ran PyTorch's default, for results stored before
+    the option, or for other frameworks."""
     def cell(opt, asked="auto", fw="torch", mode="eager"):
         return row_cells(as_records([_row(1, opt, fw=fw, mode=mode, asked=asked)])[0])[1]
 
@@ -143,8 +143,8 @@ def test_the_matrix_says_when_auto_and_an_explicit_ask_ran_the_same_implementati
 
 
 def test_the_csv_export_tells_optimizer_implementations_apart():
-    """Session 16's trial: the CSV had no optimizer column, so auto/foreach/fused rows of one
-    configuration looked identical there (the table and JSON had it)."""
+    """The CSV has an optimizer column, so auto/foreach/fused rows of one configuration tell
+    apart there as in the table and the JSON."""
     import csv
     import io
 

@@ -33,9 +33,9 @@ def canonical(obj) -> str:
 
 
 def test_the_committed_databases_are_all_found():
-    # the 19 databases of session 12, reproduce.db (session 13), calibration2.db (session 14,
-    # the first written at schema 9), yourmodel/yourmodel.db (session 15) and
-    # cpu-dev/ddp_buckets.db (session 17, gloo DDP runs with per-bucket timelines)
+    # the H200 sweeps' databases, reproduce.db, calibration2.db (the first written at schema
+    # 9), yourmodel/yourmodel.db and cpu-dev/ddp_buckets.db (gloo DDP runs with per-bucket
+    # timelines)
     assert len(COMMITTED) == 23, [str(p) for p in COMMITTED]
 
 

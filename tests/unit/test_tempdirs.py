@@ -129,9 +129,9 @@ def test_the_next_run_reclaims_a_killed_runs_folder(tmp_path):
 
 
 def test_every_dlperf_temporary_folder_is_an_owned_one():
-    """A folder made with tempfile directly is not reclaimed after a SIGKILL (the rank's,
-    trace and framework-version folders were not, session 15's note): every ``dlperf-``
-    folder in the source goes through dlperf.tempdirs."""
+    """A folder made with tempfile directly is not reclaimed after a SIGKILL: every
+    ``dlperf-`` folder in the source (the rank's, trace and framework-version folders
+    included) goes through dlperf.tempdirs."""
     import re
 
     src = Path(__file__).resolve().parents[2] / "src" / "dlperf"

@@ -343,8 +343,8 @@ def test_real_timm():
 
 @pytest.mark.parametrize("framework", ["tensorflow", "jax"])
 def test_a_torch_file_under_another_framework_is_refused_naming_torch(nets, framework):
-    """Session 15's item 1 asked whether a torch file run with --framework tensorflow/jax is
-    told so: the config refuses it before a worker starts, naming --framework torch."""
+    """A torch file run with --framework tensorflow/jax is refused by the config before a
+    worker starts, naming --framework torch."""
     with pytest.raises(ConfigError, match="is a torch model .* not a "
                                           f"{framework} one; run it with --framework torch"):
         make_run_config(model=f"file:{nets}:mlp", framework=framework, batch_size=8)

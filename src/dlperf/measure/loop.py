@@ -336,9 +336,9 @@ def _extend_to_ci(step: Callable[[], Any], timer: StepTimer, policy: IterationPo
     The budget is counted in the segment's own pace, its wall time per step so far (the
     slowest process's where they agree), not the median step: a data-parallel extension's
     count is fixed before it starts, and sized from the median it overran the budget wherever
-    slow steps lift the mean above the median (session 15: ``--nproc 2``, ``--max-time 8``
-    measured 9.84 s). So an extension starts only where a warm-up window of steps fits in
-    what is left (as before, now at that pace), and asks for no more steps than fit: it ends
+    slow steps lift the mean above the median (``--nproc 2``, ``--max-time 8`` measured
+    9.84 s that way). So an extension starts only where a warm-up window of steps fits in
+    what is left, at that pace, and asks for no more steps than fit: it ends
     within the budget, or about one step past it where the pace changes."""
     target = policy.ci_target_rel
     if target is None:

@@ -47,6 +47,7 @@ from dlperf.perfmodel.btrows import charge, point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Point, Records
 from dlperf.perfmodel.scaling import efficiency
+from dlperf.perfmodel.split import SIDES, Split
 
 CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
@@ -124,7 +125,8 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
             one = _one(cal, cfg, b, p.source)
             a, slope = fit_linear(train, [meas[x] for x in train])
             out.append(Row(cat, f"{cfg.label()} b={b} [{p.source}]", meas[b], one.step_time_s,
-                           a + slope * b, bound=one.bound, point=point_id(at[b])))
+                           a + slope * b, bound=one.bound, point=point_id(at[b]),
+                           model=cfg.model))
     return out
 
 
@@ -156,7 +158,7 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
             bl = work.flops(p.per_device_batch) / (e1 * ceil.flops_per_s) if e1 else None
             out.append(Row("leave-one-model-out", f"{cfg.label()} b={p.batch_size} "
                            f"[{p.source}]", p.step_time_s, one.step_time_s, bl, bound=one.bound,
-                           point=point_id(p)))
+                           point=point_id(p), model=m))
     return out
 
 
@@ -196,7 +198,7 @@ def whatif_rows(records: Records, base: Calibration,
                 ok = (pred > p.step_time_s) == (meas > p.step_time_s)
                 out.append(Row(cat, f"{cfg.label()} b={b} -> {tcfg.label()} b={tb} [{src}]",
                                meas, pred, p.step_time_s, sign_ok=ok, bound=one.bound,
-                               point=point_id(t)))
+                               point=point_id(t), model=cfg.model))
     return out
 
 
@@ -226,7 +228,7 @@ def allreduce_rows(records: Records, min_bytes: int = 1 << 20,
                                          np.array([c.time_s for c in big], float))
                 bl = a + b * held.size_bytes
             out.append(Row("all-reduce >= 1 MiB", f"{n} ranks {held.size_bytes} B [{held.source}]",
-                           held.time_s, fit.time_s(held.size_bytes), bl))
+                           held.time_s, fit.time_s(held.size_bytes), bl, run_id=held.run_id))
     return out
 
 
@@ -273,7 +275,8 @@ def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -
                       - efficiency(t1, pr.dp.step_time_s, b, n * b, n)) * 100
         var = f" ({pr.dp.variant})" if pr.dp.variant else ""
         out.append(Row("2-GPU from 1-GPU", f"{pr.dp.label}{var} [{pr.dp.source}]",
-                       pr.dp.step_time_s, pred, bl, eff_err_pts=err, point=point_id(pr.dp)))
+                       pr.dp.step_time_s, pred, bl, eff_err_pts=err, point=point_id(pr.dp),
+                       model=pr.dp.model))
     return out
 
 
@@ -301,7 +304,7 @@ def repeat_rows(records: Records, base: Calibration | None = None,
         for s in srcs[1:]:
             out.append(Row("repeat (noise floor)", f"{cfg.label()} b={b} [{srcs[0]} -> {s}]",
                            by_src[s].step_time_s, by_src[srcs[0]].step_time_s, bound=bound,
-                           point=point_id(by_src[s])))
+                           point=point_id(by_src[s]), model=cfg.model))
     return out
 
 
@@ -336,12 +339,13 @@ class Validation:
             return True
         return abs(r.measured_s / r.baseline_s - 1.0) * 100.0 > noise.get(r.bound, 0.0)
 
-    def summary(self) -> list[dict]:
+    def summary(self, rows: Sequence[Row] | None = None) -> list[dict]:
         """Per category: count, MdAPE and max (%), the baseline's, sign accuracy (all pairs, and
         the pairs whose measured change exceeds the noise floor, :meth:`resolved`),
-        efficiency error (points)."""
+        efficiency error (points); of ``rows`` (a subset of :attr:`rows`, e.g. one side of
+        the split; None: all). The noise floor is always that of all the repeat rows."""
         by: dict[str, list[Row]] = defaultdict(list)
-        for r in self.rows:
+        for r in self.rows if rows is None else rows:
             by[r.category].append(r)
         noise = self.noise_pct()
         out = []
@@ -395,6 +399,42 @@ class Validation:
         """Markdown: per interval category, the coverage and width of the pooled rule beside
         the Mondrian one (:meth:`coverage`)."""
         return iv.coverage_markdown(self.coverage(level, "pooled"), self.coverage(level), level)
+
+    def split_table(self, split: Split, level: float = 0.9) -> str:
+        """Markdown: one line per category, each measure for the development and the test
+        side of ``split`` (:mod:`dlperf.perfmodel.split`) as ``dev / test``: rows, MdAPE,
+        host-bound MdAPE, the baseline's MdAPE, signs right (all pairs), the ``level``
+        interval's leave-one-out coverage (:meth:`coverage`, Mondrian; intervals built from
+        all the category's other rows, judged on the side's rows)."""
+        def on(side: str) -> Callable[[Row], bool]:
+            return lambda r: split.side(r.model, r.run_id) == side
+
+        sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows if on(s)(r)])}
+                for s in SIDES}
+        covs = {s: {d["category"]: d for d in iv.coverage(self.rows, level, counted=on(s))}
+                for s in SIDES}
+
+        def pct(x: float | None) -> str:
+            return "–" if x is None else f"{x:.2f}"
+
+        def one(d: dict | None, c: dict | None) -> list[str]:
+            if d is None:
+                return ["0", "–", "–", "–", "–", "–"]
+            sr = d["sign_right"]
+            return [str(d["count"]), pct(d["mdape_pct"]), pct(d["host_bound_mdape_pct"]),
+                    pct(d["baseline_mdape_pct"]), f"{sr[0]}/{sr[1]}" if sr else "–",
+                    f"{c['coverage']:.0%}" if c else "–"]
+
+        def cells(cat: str) -> list[str]:
+            dev, test = (one(sums[s].get(cat), covs[s].get(cat)) for s in SIDES)
+            return [f"{a} / {b}" for a, b in zip(dev, test, strict=True)]
+        lines = ["| category (dev / test) | rows | MdAPE % | host-bound MdAPE % | "
+                 f"baseline MdAPE % | sign right | {level:.0%} interval coverage |",
+                 "|---|---:|---:|---:|---:|---:|---:|"]
+        cats = [c for c in CATEGORIES if any(c in sums[s] for s in SIDES)]
+        for cat in cats:
+            lines.append(f"| {cat} | " + " | ".join(cells(cat)) + " |")
+        return "\n".join(lines) + "\n"
 
     def table(self) -> str:
         """Markdown: one line per category."""

@@ -15,7 +15,9 @@ class Row:
     efficiency error in points) for N-device rows, ``bound`` of the model's prediction,
     ``point``: the measured point's identity ``source:result_id`` (:func:`point_id`; None for
     rows that measure no stored point, e.g. an all-reduce size), so that a prediction of that
-    very point can leave this row's residual out of its interval."""
+    very point can leave this row's residual out of its interval; ``model`` of the predicted
+    point, or ``run_id`` of the all-reduce run, which decide its side of the frozen
+    development/test split (:meth:`dlperf.perfmodel.split.Split.side`)."""
 
     category: str
     label: str
@@ -26,6 +28,8 @@ class Row:
     eff_err_pts: float | None = None
     bound: str | None = None
     point: str | None = None
+    model: str | None = None
+    run_id: str | None = None
 
     @property
     def ape(self) -> float:

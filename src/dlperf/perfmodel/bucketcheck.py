@@ -96,7 +96,7 @@ def _rows(records: Records) -> list[Row]:
             for b in r.buckets:
                 bl = line[0] + line[1] * b.size_bytes if line else None
                 out.append(Row(BUCKET_CATEGORY, f"{tag} bucket {b.index} {b.size_bytes:.0f} B",
-                                 b.dur_s, fit.time_s(b.size_bytes), bl))
+                                 b.dur_s, fit.time_s(b.size_bytes), bl, model=p.model))
             t0 = r.t_b_start_s
             if t0 is None or any(b.ready_s is None for b in r.buckets):
                 continue
@@ -107,5 +107,6 @@ def _rows(records: Records) -> list[Row]:
                                                           tb), fit.time_s)[-1][1]
             out.append(Row(WFBP_CATEGORY, f"{tag}: exposed tail recorded "
                              f"{r.exposed_tail_s * 1e3:.1f} ms, predicted "
-                             f"{max(0.0, end - tb) * 1e3:.1f} ms", r.last_end_s - t0, end, uni))
+                             f"{max(0.0, end - tb) * 1e3:.1f} ms", r.last_end_s - t0, end, uni,
+                             model=p.model))
     return out

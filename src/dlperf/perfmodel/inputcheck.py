@@ -69,5 +69,5 @@ def _rows(points: Sequence[Point]) -> list[Row]:
                            f"({p.loader_impl}) mean {r.step_mean_s * 1e3:.1f} ms median "
                            f"{r.step_median_s * 1e3:.1f} ms t_c {tc * 1e3:.1f} ms from id {src} "
                            f"[{p.source}:{p.result_id}]", r.step_mean_s, est.step_s, base,
-                           point=point_id(p)))
+                           point=point_id(p), model=p.model))
     return out

@@ -182,12 +182,15 @@ def without_points(keyed: Sequence[KeyedResidual], points: Collection[str]) -> l
 
 
 def coverage(rows: Sequence[Row], level: float = 0.9, rule: str | Rule = "mondrian",
-             categories: Sequence[str] = INTERVAL_CATEGORIES) -> list[dict]:
+             categories: Sequence[str] = INTERVAL_CATEGORIES,
+             counted: Callable[[Row], bool] | None = None) -> list[dict]:
     """Leave-one-out coverage of an interval rule on back-test rows.
 
     For every row of each category its interval comes from the category's other rows
     (``rule``: a name of :data:`RULES` or a :data:`Rule`); the row is covered when
-    ``low_ratio <= measured / predicted <= high_ratio``.
+    ``low_ratio <= measured / predicted <= high_ratio``. ``counted``: only the rows it
+    accepts are judged (e.g. one side of the development/test split); the intervals are still
+    built from all the category's other rows (None: every row is judged).
 
     Returns:
         Per category with rows, in ``categories`` order: ``category``, ``count``,
@@ -208,14 +211,18 @@ def coverage(rows: Sequence[Row], level: float = 0.9, rule: str | Rule = "mondri
         raise ValueError(f"interval level must be in (0, 1), got {level}")
     out = []
     for cat in categories:
-        res = residuals_of(rows, cat)
-        if not res:
+        mine = [r for r in rows if r.category == cat]
+        res = residuals_of(mine, cat)
+        judged = [counted is None or counted(r) for r in mine]
+        if not any(judged):
             continue
         hit: dict[str | None, list[bool]] = {"host": [], "device": [], None: []}
         widths: dict[str | None, list[float]] = {"host": [], "device": [], None: []}
         groups: dict[str, int] = {}
         none = 0
         for i, (r, b) in enumerate(res):
+            if not judged[i]:
+                continue
             key = b if b in ("host", "device") else None
             iv = fn(res[:i] + res[i + 1:], b, level, cat)
             if iv is None:
@@ -228,7 +235,7 @@ def coverage(rows: Sequence[Row], level: float = 0.9, rule: str | Rule = "mondri
             hit[key].append(ok)
         every = [x for v in hit.values() for x in v]
         every_w = [x for v in widths.values() for x in v]
-        out.append({"category": cat, "count": len(res), "coverage": sum(every) / len(every),
+        out.append({"category": cat, "count": len(every), "coverage": sum(every) / len(every),
                     "coverage_host": _share(hit["host"]),
                     "coverage_device": _share(hit["device"]),
                     "count_host": len(hit["host"]), "count_device": len(hit["device"]),

@@ -41,7 +41,7 @@ def test_an_untracked_cpu_allocator_gives_none(err):
 
 def test_a_cpu_allocator_that_counted_nothing_gives_none_not_zero():
     """oneDNN's CPU allocator counts only tensors of 256 KiB or more: a peak of 0 (a small
-    Keras model at batch 8, session 15's keras_mlp) is unknown, not 0 bytes."""
+    Keras model at batch 8, such as a small keras MLP) is unknown, not 0 bytes."""
     fake_tf = types.SimpleNamespace(config=types.SimpleNamespace(
         experimental=types.SimpleNamespace(get_memory_info=lambda d: {"current": 0,
                                                                       "peak": 0})))

@@ -33,7 +33,7 @@ def graph_break_reasons(counters: Any) -> dict[str, int]:
     as an ``nn.LSTM`` module with ``torch._dynamo.config.allow_rnn`` off (the default in torch
     2.11-2.13: the embedding and dropout before it are compiled, the LSTM and everything after
     it run eagerly; measured on torch 2.13 CPU, one graph of two ops for ``lstm``). Both count:
-    reading only the first (dlperf before 2026-12-02) recorded 0 breaks for the LSTM.
+    reading only the first would record 0 breaks for the LSTM.
     """
     out: dict[str, int] = {}
     for kind in ("graph_break", "unimplemented"):

@@ -27,7 +27,7 @@ def trace_activities(activity: Any, cuda: bool, purpose: str) -> list[Any]:
     - ``"breakdown"``: CPU and, on a GPU, CUDA. The breakdown needs the CPU side: its steps
       are found by their ``record_function`` spans (CPU events) and the CPU dispatch time is
       read from the CPU ops. Traced with CUDA only, the trace has no step spans and the
-      breakdown's trace fails (it did on the H200 in session 6, call 20).
+      breakdown's trace fails (as it did on an H200).
     - ``"comm"``: on a GPU CUDA only (the exposed-communication rule uses kernels only, and
       tracing CPU ops slowed a host-bound step, googlenet fp32 on an H200 pair, from 31.7 to
       50.5 ms per iteration, which shifts the very overlap being measured); CPU on a CPU.

@@ -1,0 +1,64 @@
+"""The reader of the frozen development/test split (benchmarks/results/split.json)."""
+
+import hashlib
+import json
+
+import pytest
+
+from dlperf.errors import ConfigError
+from dlperf.perfmodel import split
+from dlperf.perfmodel.btrows import Row
+
+
+def test_the_committed_split_puts_each_listed_model_on_its_side():
+    sp = split.load()
+    assert sp.side_of_model("resnet56") == split.TEST
+    assert sp.side_of_model("bert_base") == split.TEST
+    assert sp.side_of_model("resnet50") == split.DEVELOPMENT
+    assert sp.side_of_model("gpt2_small") == split.DEVELOPMENT
+    assert sp.test_models.isdisjoint(sp.development_models)
+
+
+def test_a_model_outside_the_lists_follows_the_hash_rule():
+    sp = split.load()
+    names = [f"hf:model{i}" for i in range(200)]
+
+    def rule(n: str) -> bool:
+        h = hashlib.sha256(("dlperf-split-v1:" + n).encode()).hexdigest()
+        return int(h[:8], 16) / 2**32 < 0.3
+
+    sides = [sp.side_of_model(n) for n in names]
+    assert sides == [split.TEST if rule(n) else split.DEVELOPMENT for n in names]
+    assert 0.15 < sides.count(split.TEST) / len(names) < 0.45  # the rule's 30%, roughly
+    assert sp.side_of_run("abc") == (split.TEST if rule("abc") else split.DEVELOPMENT)
+
+
+def test_a_row_is_sided_by_its_model_else_its_run():
+    sp = split.load()
+    r = Row("held-out batch", "x", 1.0, 1.0, model="alexnet")
+    assert sp.side(r.model, r.run_id) == split.TEST
+    assert sp.side(None, None) == split.DEVELOPMENT
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"salt": 1}),
+                                     json.dumps([1, 2]),
+                                     json.dumps({"salt": "s", "test_models": "a",
+                                                 "development_models": []})])
+def test_a_bad_split_file_is_refused_naming_it(tmp_path, content):
+    p = tmp_path / "split.json"
+    p.write_text(content)
+    with pytest.raises(ConfigError, match="split"):
+        split.load(p)
+    with pytest.raises(ConfigError, match="cannot read"):
+        split.load(tmp_path / "missing.json")
+
+
+def test_the_split_table_gives_each_side_its_own_numbers():
+    from dlperf.perfmodel.backtest import Validation
+
+    v = Validation([Row("held-out batch", "a", 1.0, 1.1, model="alexnet", bound="host"),
+                    Row("held-out batch", "b", 1.0, 1.05, model="resnet50")], [])
+    line = [ln for ln in v.split_table(split.load()).splitlines()
+            if ln.startswith("| held-out batch")][0]
+    # development: resnet50 (5% off), test: alexnet (10% off, host-bound)
+    assert line.startswith("| held-out batch | 1 / 1 | 5.00 / 10.00 | – / 10.00 |")

@@ -74,6 +74,10 @@ __all__ = ["PointComparison", "Comparison", "parse_threshold", "point_key_of", "
 MIN_ATTRIBUTED_SHARE = 0.10
 #: Runs each side needs, each fit to be judged (:func:`run_flags`), for a point to be judged.
 MIN_RUNS = 2
+#: A run's measuring thread must also have waited this long (s) to count as on a busy host: a
+#: segment of microseconds of real time (a fake clock) that lost one scheduler slice has a
+#: large share and says nothing.
+BUSY_MIN_WAIT_S = 0.01
 #: Exit statuses of ``dlperf compare`` with a threshold (2 is a user error, as for every
 #: command): a regression; a point of BASE missing from NEW, or no point in common; no point
 #: judged.
@@ -219,7 +223,7 @@ def attribute_op_classes(base: Sequence[RunRecord], new: Sequence[RunRecord],
 def run_flags(rec: RunRecord) -> list[str]:
     """Why a run is not fit to be judged by the gate, in words (empty: fit): its measuring
     thread waited for a CPU :data:`~dlperf.measure.host.CPU_WAIT_WARN` or more of the measured
-    time (``host_cpu_wait``: a busy host), its measured steps are bimodal
+    time and at least :data:`BUSY_MIN_WAIT_S` (``host_cpu_wait``: a busy host), its measured steps are bimodal
     (:func:`~dlperf.measure.spread.bimodal_warning`) or have two modes
     (:func:`~dlperf.measure.spread.modes_of`), or they drift
     (:func:`~dlperf.measure.spread.drift_of`). Computed from the stored samples, so records
@@ -230,7 +234,9 @@ def run_flags(rec: RunRecord) -> list[str]:
     out = []
     cw = rec.host_cpu_wait
     share = getattr(cw, "share", None) if cw is not None else None
-    if isinstance(share, (int, float)) and share >= CPU_WAIT_WARN:
+    sec = getattr(cw, "seconds", None) if cw is not None else None
+    if (isinstance(share, (int, float)) and share >= CPU_WAIT_WARN
+            and isinstance(sec, (int, float)) and sec >= BUSY_MIN_WAIT_S):
         out.append("busy host")
     xs = _finite(rec.measured_s)
     if bimodal_warning(xs) or modes_of(xs) is not None:

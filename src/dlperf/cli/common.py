@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from dlperf.errors import ConfigError, DlperfError
-from dlperf.results.dbfile import same_file
+from dlperf.outputs import OutputRefused, check_target, same_file, write_output
 
 #: The width of the results' console off a terminal (a pipe, a file, a log) when $COLUMNS is
 #: not set: rich's default, 80, would stack every results table; 160 holds a CPU run's table
@@ -144,28 +144,53 @@ def spec_bounded(body: Callable[[], Any], timeout_s: float) -> Any:
         return body()
 
 
-def check_output(path: str | Path | None, flag: str, *dbs: str | Path | None) -> None:
+def check_output(path: str | Path | None, flag: str, *dbs: str | Path | None,
+                 kind: str | None = None, force: bool = False) -> None:
     """An output file (``-o``) must not be one of the results files ``dbs`` read or written by
-    the same command (``dlperf results --db r.db -o r.db`` replaced the database with CSV).
+    the same command (``dlperf results --db r.db -o r.db`` replaced the database with CSV), a
+    folder, or (with ``kind``, :data:`dlperf.outputs.KINDS`) a database or a path in a missing
+    folder: checked before the command works (:func:`dlperf.outputs.check_target`); whether an
+    existing file is an earlier output of that kind is checked when it is written
+    (:func:`write_file`).
 
     Raises:
-        ConfigError: naming both and what to give instead.
+        ConfigError: naming the path and what to give instead.
     """
     if path is None:
         return
-    for db in dbs:
-        if db is not None and same_file(path, db):
-            raise ConfigError(f"{flag} {str(path)!r} is the results file {str(db)!r}: writing "
-                              f"there would destroy it; give another file for {flag}")
+    if kind is None:
+        for db in dbs:
+            if db is not None and same_file(path, db):
+                raise OutputRefused(f"{flag} {str(path)!r} is the results file {str(db)!r}: "
+                                    "writing there would destroy it; give another file for "
+                                    f"{flag}")
+        return
+    check_target(path, kind, None, flag=flag, force=force, protect=dbs)
+
+
+def write_file(path: str | Path, text: str | bytes, kind: str, flag: str, *,
+               force: bool = False, protect: tuple[str | Path | None, ...] = ()) -> Path:
+    """Write a command's output file through the one door (:func:`dlperf.outputs.
+    write_output`: never over a results file, a database or a file of another kind without
+    ``--force``; atomically).
+
+    Raises:
+        ConfigError: the file may not be written (the message says why and what to do).
+    """
+    return write_output(path, text, kind, flag=flag, force=force, protect=protect)
 
 
 #: Files a report folder gets: report.md, report.html and plots (``*.png``).
 _REPORT_FILES, _REPORT_SUFFIXES = ("report.md", "report.html"), (".png",)
 
 
-def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None) -> None:
+def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None, *,
+                  title: str = "dlperf report", force: bool = False) -> None:
     """A report folder must be a folder (or not exist yet), and with ``db`` the results file
     must not be one of the files the report writes there (report.md, report.html, ``*.png``).
+    Files already there under those names must be an earlier report's (:func:`dlperf.outputs.
+    check_target`: ``report.md`` starting with the heading ``# {title}``, ``report.html`` with
+    dlperf's generator tag, ``*.png`` images), unless ``force``; a database, never.
 
     Checked before anything is measured: an empty path, a file, or a path under a file (a
     folder that could never be made there) would otherwise fail only after the run.
@@ -173,6 +198,19 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     Raises:
         ConfigError: naming the path and what to give instead.
     """
+    _check_out_dir(path, flag, db)
+    if path is None or not Path(path).is_dir():
+        return
+    folder = Path(path)
+    check_target(folder / "report.md", "markdown", f"# {title}\n", flag=flag, force=force,
+                 protect=(db,))
+    check_target(folder / "report.html", "html", "", flag=flag, force=force, protect=(db,))
+    for png in sorted(folder.glob("*.png")):
+        check_target(png, "png", "", flag=flag, force=force, protect=(db,))
+
+
+def _check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None) -> None:
+    """:func:`check_out_dir`'s checks of the folder itself and of the results file in it."""
     if path is not None and not str(path).strip():
         raise ConfigError(f"{flag} is empty; give a folder for the report (e.g. {flag} "
                           "dlperf-report), or leave the flag out")
@@ -195,13 +233,21 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
                           f"for {flag}, or rename the results file")
 
 
-def check_db(path: str, must_exist: bool) -> None:
-    """A results file: not a folder; with ``must_exist``, an existing, non-empty file.
+def check_db(path: str, must_exist: bool, folder: bool = False) -> None:
+    """A results file: not a folder (unless ``folder``: then a folder of results files, read
+    as one: :func:`dlperf.results.merge.open_results`); with ``must_exist``, an existing,
+    non-empty file.
 
     Raises:
         ConfigError: naming the path and what to give instead.
     """
     p = Path(path)
+    if p.is_dir() and folder:
+        from dlperf.results.dbfile import results_files
+
+        for f in results_files(p):
+            check_db(f, must_exist)
+        return
     if p.is_dir():
         raise ConfigError(f"--db {path!r} is a folder; give a results file, e.g. {path}/results.db")
     if must_exist and not p.is_file():
@@ -266,12 +312,22 @@ def grouped(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return decorate
 
 
+def print_warning_lines(rows: list[dict[str, Any]]) -> None:
+    """Under a results table: one line per result with warnings (the table's ``⚠ N``),
+    :func:`dlperf.report.tables.warning_lines`."""
+    from dlperf.report.tables import warning_lines
+
+    for line in warning_lines(rows):
+        out.print(line, markup=False, highlight=False, style="yellow")
+
+
 def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
     """The results table of this call's points, their breakdown and repeats tables."""
     from dlperf.report.breakdown import breakdown_table
     from dlperf.report.tables import results_table
 
     print_table(results_table(rows))
+    print_warning_lines(rows)
     bt = breakdown_table(rows)
     if bt is not None:
         print_table(bt)

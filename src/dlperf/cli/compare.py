@@ -91,18 +91,23 @@ def compare(
     fail_if_slower: Annotated[str | None, typer.Option(help="Exit 1 when a point is significantly slower by more than this, e.g. 5% (or fails in NEW only).")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
-    format: Annotated[str, typer.Option("--format", "-f", help="table (Markdown) or json.")] = "table",
+    format: Annotated[str | None, typer.Option("--format", "-f", help="table (Markdown) or json (default: the --output file's suffix, .json or .md; else table).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output file that is not an earlier comparison of the same format (never a database).")] = False,
 ) -> None:
     """Compare two result files or two tags/commits point by point (help: HELP)."""
     def body() -> int:
+        from dlperf.outputs import format_for
         from dlperf.report.regress import compare_records, parse_threshold
         from dlperf.report.regress_text import comparison_json, comparison_markdown, summary_line
 
-        if format not in FORMATS:
-            raise unknown_choice("format", format, FORMATS)
+        fmt = format_for(output, format, {".json": "json", ".md": "table"}, "table")
+        if fmt not in FORMATS:
+            raise unknown_choice("format", fmt, FORMATS)
+        kind = "json" if fmt == "json" else "markdown"
+        sides = (db,) if db is not None else (base, new)
         threshold = parse_threshold(fail_if_slower)
-        check_output(output, "--output", *((db,) if db is not None else (base, new)))
+        check_output(output, "--output", *sides, kind=kind, force=force)
         rb, rn, nb, nn = _sides(base, new, db, split(model, "model"))
         _note_same(base, new, db)
         if not rb or not rn:
@@ -110,12 +115,12 @@ def compare(
                               + (f" of model(s) {model}" if model else ""))
         comp = compare_records(rb, rn, base_name=nb, new_name=nn, level=level,
                                threshold=threshold)
-        text = (comparison_markdown(comp) if format == "table"
+        text = (comparison_markdown(comp) if fmt == "table"
                 else json.dumps(comparison_json(comp), indent=1, default=str) + "\n")
         if output is not None:
-            output.write_text(text)
+            common.write_file(output, text, kind, "--output", force=force, protect=sides)
             common.err.print(summary_line(comp), markup=False, highlight=False)
-        elif format == "table":
+        elif fmt == "table":
             print_markdown(text)
         else:
             sys.stdout.write(text)

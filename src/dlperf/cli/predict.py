@@ -96,15 +96,13 @@ def _text(p: dict) -> str:
 
 def _dai(db: list[str], amortise_iters: int, format: str) -> None:
     """``--dai-table``: read the results files (folders: their ``*.db``) and print the table."""
-    from pathlib import Path
-
     from dlperf.perfmodel import dai
+    from dlperf.results.dbfile import results_files
     from dlperf.results.store import ResultStore
 
     if amortise_iters < 1:
         raise ConfigError(f"--amortise-iters must be at least 1, got {amortise_iters}")
-    files = [str(f) for d in db for f in (sorted(Path(d).glob("*.db")) if Path(d).is_dir()
-                                          else [Path(d)])]
+    files = results_files(db)
     records = {}
     for f in files:
         with ResultStore(f, read_only=True) as store:  # ConfigError for a missing file

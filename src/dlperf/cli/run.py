@@ -152,6 +152,7 @@ class Storage:
     retry_failed: Annotated[bool, Opt("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False
     report: Annotated[str | None, Opt(help="Also write a Markdown+PNG report to this folder.")] = None
     tag: Annotated[str | None, Opt(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None
+    force: Annotated[bool, Opt("--force", help="Replace files in the way of --emit-slurm or --report that dlperf did not write for them (never a database).")] = False
 
 
 def _check_flags(point: Point, par: Parallel) -> None:
@@ -264,13 +265,16 @@ def _note_unused_ddp(points: list[Any], par: Parallel) -> None:
                          "so they change nothing", markup=False, highlight=False)
 
 
-def _emit_slurm(path: Path, par: Parallel, device: str) -> None:
+def _emit_slurm(path: Path, par: Parallel, device: str, db: str, force: bool) -> None:
+    """Write the sbatch script of ``--emit-slurm`` (never over the results file ``db``, a
+    database, or a file that is not a script dlperf wrote, without ``force``)."""
     from dlperf.launch.slurm import sbatch_script, strip_node_options
 
     argv = sys.argv[sys.argv.index("run") + 1:] if "run" in sys.argv else []
-    text = sbatch_script(strip_node_options(argv), nnodes=par.nnodes,
+    text = sbatch_script([a for a in strip_node_options(argv) if a != "--force"],
+                         nnodes=par.nnodes,
                          gpus_per_node=max(ints(par.nproc, "nproc")) if device == "cuda" else 0)
-    path.write_text(text)
+    common.write_file(path, text, "slurm", "--emit-slurm", force=force, protect=(db,))
     common.out.print(f"wrote {path}: submit with `sbatch {path}`")
 
 
@@ -283,7 +287,9 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         from dlperf.config import expand_grid, resolve_device
 
         _check_flags(point, par)
-        check_out_dir(store.report, "--report", store.db)
+        check_out_dir(store.report, "--report", store.db, force=store.force)
+        common.check_output(par.emit_slurm, "--emit-slurm", store.db, kind="slurm",
+                            force=store.force)
         check_db(store.db, must_exist=False)
         # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
         dev = (point.device if par.emit_slurm is not None and point.device in ("cpu", "cuda")
@@ -292,7 +298,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         points = expand_grid({}, [grid_entry(point, it, pipe, probes, par, dev)], cli=True)
         _note_unused_ddp(points, par)
         if par.emit_slurm is not None:
-            _emit_slurm(par.emit_slurm, par, dev)
+            _emit_slurm(par.emit_slurm, par, dev, store.db, store.force)
             return
         if outside is None:
             from dlperf.placement import check_here

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dlperf.results.dbfile import results_files
+
 
 @dataclass(frozen=True)
 class RecordedBucket:
@@ -421,16 +423,6 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
     return out
 
 
-def _expand(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out: list[str] = []
-    for p in paths:
-        p = Path(p)
-        out.extend(sorted(str(f) for f in p.glob("*.db")) if p.is_dir() else [str(p)])
-    return out
-
-
 def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     """Read results files (or folders of ``*.db``) into :class:`Records`.
 
@@ -442,11 +434,12 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
         the collective benchmark rows, in file order.
 
     Raises:
-        ConfigError: a file is missing or is not a dlperf results database (from the store).
+        ConfigError: a file is missing or is not a dlperf results database (from the store),
+            or a folder holds no ``*.db`` (:func:`dlperf.results.dbfile.results_files`).
     """
     from dlperf.results.store import ResultStore
 
-    files = _expand(paths)
+    files = results_files(paths)
     points: list[Point] = []
     colls: list[CollectivePoint] = []
     for f in files:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.outputs import atomic_write
 from dlperf.report.html_assets import CSS, PAGE
 from dlperf.report.html_plots import (
     PointView,
@@ -352,19 +353,32 @@ def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[
                        badges=badges, toc=toc, body=body)
 
 
+def _source_text(db: str | Path) -> str:
+    """``results file NAME``, or ``results folder NAME (N files: a.db, b.db, ...)``."""
+    from dlperf.results.dbfile import results_files
+
+    p = Path(db)
+    if not p.is_dir():
+        return f"results file {p.name}"
+    names = [Path(f).name for f in results_files(p)]
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    return f"results folder {p.name or str(p)} ({len(names)} files: {shown})"
+
+
 def write_html_report(db: str, output: Path, title: str = "dlperf report",
                       target_loss: float | None = None) -> Path:
-    """Write ``output/report.html`` from the results file ``db`` (the folder is created);
+    """Write ``output/report.html`` from the results file ``db`` (or a folder of them, read as
+    one: :func:`dlperf.results.merge.open_results`; the output folder is created);
     return its path. The sections' PNG plots are made in a temporary folder and inlined.
 
     Raises:
         ConfigError: ``db`` holds no results and no all-reduce runs.
     """
     from dlperf.report.sections import Inputs, report_sections
-    from dlperf.results.store import ResultStore
+    from dlperf.results.merge import open_results
 
     output = Path(output)
-    with ResultStore(db, read_only=True) as store:
+    with open_results(db) as store:
         records = store.records()
         if not records and not store.collectives():
             raise ConfigError(f"{db} holds no results yet")
@@ -373,12 +387,12 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
 
         with owned_tempdir("dlperf-html-") as tmp:
             inp = Inputs(store, store.rows(), target_loss=target_loss, output=Path(tmp),
-                         figures={})
+                         figures={}, source=db)
             sections = report_sections(inp)
             page = render_html(title, records, all_records, sections,
-                               source=f"results file {Path(db).name}", img_dir=Path(tmp),
+                               source=_source_text(db), img_dir=Path(tmp),
                                figures=inp.figures)
     output.mkdir(parents=True, exist_ok=True)
     path = output / HTML_NAME
-    path.write_text(page, encoding="utf-8", newline="\n")
+    atomic_write(path, page)  # an earlier report or --force: cli check_out_dir
     return path

@@ -56,8 +56,9 @@ class Inputs:
     """What a section is computed from: the store, its latest row per point (``rows``, after
     the filters; :attr:`records` reads them as records), every stored run with the same
     filters (:attr:`all_records`), the target loss of the convergence section and the report
-    folder for plots (None: no plots), and for report.html the interactive figures the
-    sections make (:attr:`figures`). Sections read the records."""
+    folder for plots (None: no plots), for report.html the interactive figures the
+    sections make (:attr:`figures`), and the results file or folder the user named
+    (:attr:`source`; None: the store's file). Sections read the records."""
 
     store: ResultStore
     rows: list[dict[str, Any]]
@@ -67,6 +68,9 @@ class Inputs:
     #: report.html's interactive figures: a section puts a plotly figure here under the name
     #: of the image its Markdown links (the page shows the figure there); None: no HTML page
     figures: dict[str, Any] | None = None
+    #: the results file or folder as the user named it (a folder is read into a merged copy:
+    #: :func:`dlperf.results.merge.open_results`); None: :attr:`store`'s own file
+    source: str | Path | None = None
 
     @functools.cached_property
     def records(self) -> list[RunRecord]:
@@ -245,7 +249,7 @@ def _predicted_report(inp: Inputs) -> str | None:
 
     if not inp.rows and not inp.store.collectives():
         return None
-    return predicted_section(inp.store.path, inp.output, inp.figures)
+    return predicted_section(inp.source or inp.store.path, inp.output, inp.figures)
 
 
 def _gaps_report(inp: Inputs) -> str | None:
@@ -371,19 +375,21 @@ def report_sections(inp: Inputs) -> list[tuple[str, str]]:
 def write_full_report(db: str, output: Path, title: str, target_loss: float | None) -> Path:
     """The report of ``dlperf report`` (and of ``run``/``sweep --report``): results table,
     plots, every section of :data:`SECTIONS` and the environment; the path of report.md.
+    ``db``: a results file, or a folder of them read as one
+    (:func:`dlperf.results.merge.open_results`).
 
     Raises:
         ConfigError: ``db`` holds no results and no collective runs.
     """
     from dlperf.report.markdown import write_report
-    from dlperf.results.store import ResultStore
+    from dlperf.results.merge import open_results
 
-    with ResultStore(db, read_only=True) as store:
+    with open_results(db) as store:
         rows = store.rows()
         coll = store.collectives()
         if not rows and not coll:
             raise ConfigError(f"{db} holds no results yet")
-        inp = Inputs(store, rows, target_loss=target_loss, output=output)
+        inp = Inputs(store, rows, target_loss=target_loss, output=output, source=db)
         sections = report_sections(inp)
         store_env = store.collectives_env() if coll else None
     # the newest result's environment, as stored

@@ -24,7 +24,14 @@ en dash. Cell conventions (shared by both outputs):
   the global batch; ``weak``: the per-device batch) in parentheses when there are several
   devices.
 - ``status``: ``ok``; ``ok (not steady)`` when ``steady_state`` is False; for failures the
-  status and the first line of the error, shortened to :data:`ERROR_MAX_CHARS` characters.
+  status and the first line of the error, shortened to :data:`ERROR_MAX_CHARS` characters;
+  ``⚠ N`` after it when the result carries N quality warnings (a wide CI, a busy host, ...:
+  :func:`dlperf.measure.warnings.quality_warnings`), which :func:`warning_lines` lists under
+  the table, so a result to read with care never shows as a plain ``ok``.
+- ``tag``, ``measured (UTC)``, ``commit`` (:data:`HISTORY_COLUMNS`, with ``history=True``:
+  ``dlperf results --all`` and its ``--tag/--sha/--since``): the run's tag, when it was
+  measured and the git commit it was measured at (10 hex digits, ``+dirty`` for a working tree
+  with changes), so runs of one point at several revisions can be told apart.
 
 - ``model``: ends in ``#k`` for repeat k > 0 of a point (``dlperf run --repeats N``); each
   repeated run is a row of its own.
@@ -55,17 +62,21 @@ from dlperf.report.records import (
     optimizer_label,
     workers_kind,
 )
+from dlperf.results.history import sha_of, tag_of
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import repeat_of, result_of
 from dlperf.results.view import ci_s, median_s, repeat_in, samples_per_s, scaling_of, world_of
 
 __all__ = [
     "COLUMNS",
+    "HISTORY_COLUMNS",
+    "history_cells",
     "ERROR_MAX_CHARS",
     "sort_rows",
     "row_cells",
     "results_table",
     "markdown_table",
+    "warning_lines",
     "fmt_sig",
     "fmt_bytes_triple",
     "fmt_data_wait",
@@ -98,7 +109,13 @@ COLUMNS: tuple[str, ...] = (
     "peak mem (alloc / resv / NVML)",
 )
 
+#: The columns ``history=True`` adds (:func:`results_table`): what tells runs of one point
+#: at several revisions apart.
+HISTORY_COLUMNS: tuple[str, ...] = ("tag", "measured (UTC)", "commit")
+
 ERROR_MAX_CHARS = 60
+#: Warned results :func:`warning_lines` lists by default (the rest are counted).
+WARNING_LINES = 12
 _GIB = 1024**3
 _MIB = 1024**2
 _NUMERIC = {"devices", "batch", "median ms [CI]", "samples/s (mean)", "tokens/s (mean)",
@@ -174,8 +191,11 @@ def _fmt_status(rec: RunRecord) -> str:
     if status == "ok":
         steady = rec.timing.steady_state if rec.timing is not None else None
         if steady is None and rec.timing is not None and rec.timing.warmup_iters == 0:
-            return "ok (no warm-up)"
-        return "ok (not steady)" if steady is False else "ok"
+            text = "ok (no warm-up)"
+        else:
+            text = "ok (not steady)" if steady is False else "ok"
+        n = len(rec.warnings or [])
+        return text + (f" ⚠ {n}" if n else "")
     label = status_label(status)
     err = short_error(rec.identity.error)
     return f"{label}: {err}" if err else label
@@ -217,6 +237,19 @@ def _data_cell(rec: RunRecord) -> str:
         if kind:  # several kinds of workers (JAX: Grain processes or dlperf's threads)
             data += f" ({kind})"
     return data
+
+
+def history_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
+    """The cells of :data:`HISTORY_COLUMNS` of one result: its tag, ``created_at`` to the
+    second (UTC) and its commit (10 hex digits, ``+dirty`` when the tree had changes)."""
+    rec = as_record(row)
+    created = str(rec.identity.created_at or "")
+    when = created[:19].replace("T", " ") if created else DASH
+    sha = sha_of(rec)
+    git = (rec.env.git if rec.env is not None else None) or {}
+    dirty = isinstance(git, dict) and bool(git.get("dirty"))
+    commit = sha[:10] + ("+dirty" if dirty else "") if sha else DASH
+    return [tag_of(rec) or DASH, when, commit]
 
 
 def row_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
@@ -268,18 +301,41 @@ def fmt_data_wait(r: RunRecord | Mapping[str, Any]) -> str:
 
 
 def results_table(rows: Sequence[RunRecord | Mapping[str, Any]], *,
-                  title: str | None = "dlperf results") -> Table:
-    """A :class:`rich.table.Table` of ``rows`` (columns :data:`COLUMNS`), failed rows in red.
+                  title: str | None = "dlperf results", history: bool = False) -> Table:
+    """A :class:`rich.table.Table` of ``rows`` (columns :data:`COLUMNS`, and with ``history``
+    :data:`HISTORY_COLUMNS`), failed rows in red, rows with warnings in amber.
 
     Cells are :class:`rich.text.Text`, so brackets in error messages are never read as markup.
     """
     table = Table(title=title, show_lines=False)
-    for col in COLUMNS:
+    for col in COLUMNS + (HISTORY_COLUMNS if history else ()):
         table.add_column(col, justify="right" if col in _NUMERIC else "left", overflow="fold")
     for rec in sort_rows(as_records(rows)):
-        style = "" if is_ok(rec) else "red"
-        table.add_row(*(Text(c, style=style) for c in row_cells(rec)))
+        style = "red" if not is_ok(rec) else ("yellow" if rec.warnings else "")
+        cells = row_cells(rec) + (history_cells(rec) if history else [])
+        table.add_row(*(Text(c, style=style) for c in cells))
     return table
+
+
+def warning_lines(rows: Sequence[RunRecord | Mapping[str, Any]],
+                  limit: int | None = WARNING_LINES) -> list[str]:
+    """One line per result with quality warnings, in table order: ``⚠ model framework/mode
+    device precision b=N [T thr]: the first warning (+k more)``; past ``limit`` results, one line
+    counting the rest (None: every one). Empty when no result has a warning."""
+    warned = [r for r in sort_rows(as_records(rows)) if r.warnings]
+    out = []
+    for rec in warned[:limit] if limit is not None else warned:
+        i = rec.identity
+        rep = repeat_in(rec)
+        more = len(rec.warnings or []) - 1
+        thr = f" {i.threads} thr" if i.threads is not None else ""
+        out.append(f"⚠ {i.model}{f' #{rep}' if rep else ''} {_framework_cell(rec)} "
+                   f"{i.device} {i.precision} b={i.batch_size}{thr}: {rec.warnings[0]}"
+                   + (f" (+{more} more)" if more else ""))
+    if limit is not None and len(warned) > limit:
+        out.append(f"... and {len(warned) - limit} more results with warnings (every warning: "
+                   "the report's 'Warnings' section, or --format json)")
+    return out
 
 
 def markdown_table(rows: Sequence[RunRecord | Mapping[str, Any]]) -> str:

@@ -14,6 +14,8 @@
 - **Errors** (:func:`store_error`): a locked file, a full disk, a read-only file or folder, a
   damaged file or an I/O error become a :class:`StoreError` that says what happened and what to
   do; a failed write is rolled back, so nothing stored before is lost.
+- **Folders** (:func:`results_files`): wherever a command reads results (``predict``,
+  ``results``, ``report``), a folder stands for every ``*.db`` directly in it.
 - **Layout** (:func:`parse_version`, :func:`check_layout`, :func:`check_intact`): a
   ``schema_version`` that is not a whole number, one newer than this dlperf, a file that claims
   a version but lacks its tables or columns, and a file whose pages are damaged
@@ -30,10 +32,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dlperf.errors import ConfigError
+from dlperf.outputs import same_file
 
 __all__ = ["StoreError", "StoreBusy", "DB_TIMEOUT_ENV", "DEFAULT_DB_TIMEOUT_S", "db_timeout_s",
            "file_uri", "open_copy", "open_writer", "store_error", "sqlite_errors",
-           "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES"]
+           "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES",
+           "results_files", "same_file"]
 
 #: Environment variable: seconds a writer waits for another process's lock on the file.
 DB_TIMEOUT_ENV = "DLPERF_DB_TIMEOUT_S"
@@ -247,13 +251,35 @@ def check_intact(db: sqlite3.Connection, path: str | Path) -> None:
                          "another --db path")
 
 
-def same_file(a: str | Path, b: str | Path) -> bool:
-    """``a`` and ``b`` name one file: the same path once links are followed, or two names
-    (hard links) of one existing file."""
-    pa, pb = Path(a), Path(b)
-    if pa.resolve() == pb.resolve():
-        return True
-    try:
-        return pa.exists() and pb.exists() and pa.samefile(pb)
-    except OSError:
-        return False
+def results_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    """The results files that ``paths`` name: a file as itself, a folder as every ``*.db``
+    directly in it, sorted by name (one resolver for every command that reads results:
+    ``predict``, ``results``, ``report``). Files are not opened here: a missing file is
+    :class:`~dlperf.results.store.ResultStore`'s to refuse.
+
+    Args:
+        paths: one path or several (files or folders).
+
+    Returns:
+        The file paths, in the order given (a folder's files where the folder was named),
+        each once.
+
+    Raises:
+        ConfigError: a folder that holds no ``*.db`` file (naming it and what it holds).
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[str] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(str(f) for f in p.glob("*.db") if f.is_file())
+            if not found:
+                held = sorted(f.name for f in p.iterdir())[:5]
+                raise ConfigError(f"folder {str(p)!r} holds no results file (*.db)"
+                                  + (f"; it holds {', '.join(held)}" if held else
+                                     "; it is empty")
+                                  + ": give a results file or a folder of them")
+            out.extend(found)
+        else:
+            out.append(str(p))
+    return list(dict.fromkeys(out))

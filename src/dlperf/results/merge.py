@@ -1,16 +1,20 @@
-"""Combining results files (``dlperf results --merge``): the union of their rows, each once."""
+"""Combining results files (``dlperf results --merge``): the union of their rows, each once;
+and reading a folder of results files as one (:func:`open_results`, for ``dlperf results``
+and ``report``)."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.results.dbfile import same_file
+from dlperf.results.dbfile import results_files, same_file
 from dlperf.results.store import COLLECTIVE_COLUMNS, COLUMNS, ResultStore
 
-__all__ = ["merge_stores"]
+__all__ = ["merge_stores", "open_results"]
 
 
 def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
@@ -131,3 +135,29 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
             db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
     return {"results": len(results), "added": added, "samples": n_samples,
             "collectives": len(collectives), "sweeps": len(sweeps)}
+
+
+@contextmanager
+def open_results(path: str | Path) -> Iterator[ResultStore]:
+    """A results file, or a folder of them read as one, opened read-only.
+
+    A folder stands for every ``*.db`` in it (:func:`dlperf.results.dbfile.results_files`,
+    the resolver ``predict`` uses); two or more are merged (:func:`merge_stores`: every row
+    once, the newest row of a point the newest by time) into a file in a temporary folder
+    that is removed when the block ends. The files themselves are only read.
+
+    Raises:
+        ConfigError: a folder without ``*.db``; what :class:`ResultStore` refuses.
+    """
+    files = results_files(path)
+    if len(files) == 1:
+        with ResultStore(files[0], read_only=True) as store:
+            yield store
+        return
+    from dlperf.tempdirs import owned_tempdir
+
+    with owned_tempdir("dlperf-union-") as tmp:
+        union = Path(tmp) / f"{Path(path).name or 'results'}.db"
+        merge_stores(union, list[str | Path](files))  # reads (and refuses) every source before writing
+        with ResultStore(union, read_only=True) as store:
+            yield store

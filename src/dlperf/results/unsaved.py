@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dlperf.outputs import atomic_write
 from dlperf.results.dbfile import StoreError
 
 __all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
@@ -39,17 +40,13 @@ def keep_unsaved(result: dict[str, Any], db: str | Path, sweep: str | None) -> P
     file under :func:`unsaved_dir`; its path, or None when it cannot be written either (the
     same full disk: the caller's error then says the result is lost)."""
     folder = unsaved_dir(db)
-    name = f"{result.get('run_key') or 'result'}-{os.getpid()}-{next(_seq)}.json"
-    tmp = folder / f".{name}.tmp"
+    key = "".join(c for c in str(result.get("run_key") or "result") if c.isalnum())[:64]
+    name = f"{key or 'result'}-{os.getpid()}-{next(_seq)}.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"sweep": sweep, "result": result}, default=str))
-        os.replace(tmp, folder / name)
-    except OSError:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+        atomic_write(folder / name, json.dumps({"sweep": sweep, "result": result},
+                                               default=str))
+    except (OSError, ValueError):
         return None
     return folder / name
 

@@ -61,6 +61,7 @@ import numpy as np
 
 from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import label_of_record
 from dlperf.stats import MIN_CI_SAMPLES
 
 __all__ = ["PointComparison", "Comparison", "parse_threshold", "point_key_of", "point_label",
@@ -114,16 +115,9 @@ def point_key_of(rec: RunRecord) -> str:
 
 
 def point_label(rec: RunRecord) -> str:
-    """``model framework/mode device precision b=N data`` (+ threads, devices), the point's
-    settings as a short label (no repeat number)."""
-    i = rec.identity
-    n = i.world_size or 1
-    par = "" if n == 1 else (f" x{i.nproc}" if (i.nnodes or 1) == 1 else f" {i.nnodes}x{i.nproc}")
-    thr = f" threads={i.threads}" if i.threads else ""
-    cm = (i.config or {}).get("compile_mode")
-    cm = f" [{cm}]" if cm and cm != "default" else ""
-    return (f"{i.model} {i.framework}/{i.mode}{cm} {i.device}{par} {i.precision} "
-            f"b={i.batch_size} {i.data}{thr}")
+    """The point's label as ``dlperf run`` prints it, without the repeat number
+    (:func:`~dlperf.results.view.label_of_record`)."""
+    return label_of_record(rec, repeat=False)
 
 
 def _finite(xs: Iterable[Any]) -> list[float]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.outputs import atomic_write
 from dlperf.report.html_assets import CSS, PAGE
 from dlperf.report.html_plots import (
     PointView,
@@ -393,5 +394,5 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
                                figures=inp.figures)
     output.mkdir(parents=True, exist_ok=True)
     path = output / HTML_NAME
-    path.write_text(page, encoding="utf-8", newline="\n")
+    atomic_write(path, page)  # an earlier report or --force: cli check_out_dir
     return path

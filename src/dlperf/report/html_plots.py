@@ -34,6 +34,7 @@ from dlperf.report.regress import point_key_of, run_median_s
 from dlperf.report.tables import fmt_sig, status_label
 from dlperf.results.history import created_of, revision_of, sha_of, tag_of
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import SERIES_SETTINGS, label_of_record
 
 __all__ = ["PointView", "points_of", "batch_figure", "overview_figure", "trend_figure",
            "trend_points", "figure_title", "style_figure", "log_ticks", "series_colors", "esc", "COLORS",
@@ -135,8 +136,7 @@ def _series(rec: RunRecord) -> tuple[tuple[str, ...], str]:
     mode = f"{i.mode}[{cm}]" if cm and cm != "default" else str(i.mode)
     key = tuple("" if v is None else str(v) for v in (i.framework, mode, i.device, i.precision,
                                                        i.data, i.threads)) + (devs,)
-    label = f"{i.framework}/{mode} {i.device}{devs} {i.precision} {i.data}"
-    return key, label + (f" {i.threads} thr" if i.threads else "")
+    return key, label_of_record(rec, only=SERIES_SETTINGS)
 
 
 def _aggregate(pv: PointView) -> None:

@@ -94,12 +94,11 @@ def test_validation_on_committed_dlbench_is_held_out():
 
 def test_predict_cli_on_committed_files(tmp_path):
     import json
+    import shutil
 
     from typer.testing import CliRunner
 
     from dlperf.cli import app
-
-    import shutil
 
     db = tmp_path / "dlbench.db"  # --validate writes its table beside the file: a copy
     shutil.copy(DLBENCH, db)

@@ -200,3 +200,9 @@ def test_stored_input_point_interval_does_not_end_at_its_own_measurement(tmp_pat
     assert p.measured_step_time_s == pytest.approx(0.616085, rel=1e-4)
     assert p.interval_s[1] < 0.5 * p.measured_step_time_s
     assert p.interval_group is not None and "11 rows" in p.interval_group
+
+
+def test_the_model_key_covers_what_a_prediction_imports_and_not_the_back_test():
+    mods = fc.prediction_modules()
+    assert {"api", "equations", "onedevice", "roofline", "intervals", "fitcache"} <= mods
+    assert not {"backtest", "validation", "bucketcheck", "inputcheck", "split"} & mods

@@ -33,6 +33,7 @@ from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
+from dlperf.perfmodel import memory
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
@@ -82,8 +83,13 @@ class Prediction:
             picked among several stored ones (:mod:`dlperf.perfmodel.request`).
         interval_note: why there is no interval (``interval_s`` is NaN), else None.
         interval_group: which held-out residuals the interval came from, e.g.
-            ``held-out batch, host-bound: 105 rows, conformal`` (:class:`intervals.Interval`);
-            None without an interval.
+            ``held-out batch, host-bound: 105 rows, conformal`` (:class:`intervals.Interval`),
+            or ``borrowed from 2-GPU from 1-GPU at 95%: ...`` where the prediction's own path
+            has no back-test rows; None without an interval.
+        gpu: the device the prediction is for, by name (``NVIDIA H200``; a CPU's model),
+            from the stored points it was calibrated on.
+        host_session: the host session (``host/cpu model/date``) the host time came from: the
+            session of the series fitted, or how it was estimated without one.
     """
 
     predicted_step_time_s: float
@@ -105,6 +111,8 @@ class Prediction:
     warnings: list[str] = field(default_factory=list)
     interval_note: str | None = None
     interval_group: str | None = None
+    gpu: str | None = None
+    host_session: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``interval_s`` as a list)."""
@@ -228,6 +236,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     if batch_size % world:
         raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
     recs = records_of(db)
+    device = rq.device_for(recs, device)
     given = {"framework": framework, "mode": mode, "precision": precision, "device": device,
              "data": data, "layout": layout.lower() if layout else None,
              "loader_workers": loader_workers, "threads": threads, "grad_accum": grad_accum,
@@ -241,6 +250,10 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     if gbatch % world:
         raise ConfigError(f"global batch {gbatch} is not divisible by {world} devices")
     b = gbatch // world
+    _check_scale_out(recs, target, world, nnodes)
+    _, no_fit = memory.check([p for p in recs.points if target.matches(p)], b)
+    if no_fit:
+        raise ConfigError(f"{target.label()}: {no_fit}")
     # the point predicted is withheld from every fit (one device: the configuration at this
     # batch; N devices: its N-device measurements, the one-device ones stay: they are the input)
     withheld = [p for p in recs.points if Config.of(p) == target and p.world_size == world
@@ -286,6 +299,23 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
                 + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")
     _store_fits(recs)
     return pred
+
+
+def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
+    """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
+    DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
+    would otherwise get a GPU's NVLink defaults and the 2-GPU interval)."""
+    if world == 1 or target.device == "cuda":
+        return
+    stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
+              and p.nnodes == 1}
+    if nnodes > 1 or not stored:
+        raise ConfigError(
+            f"{target.label()} on {world} {target.device} devices"
+            + (f" over {nnodes} nodes" if nnodes > 1 else "") + ": the model has no "
+            f"data-parallel measurement of device {target.device} to calibrate or judge it "
+            + ("across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
+            f"--device {target.device} --nproc 2 ...) or predict one device")
 
 
 def _first(make: Any, sources: list[str | None]) -> pm.OneDevice:
@@ -403,15 +433,27 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         one.calibrated_on = [*one.calibrated_on, *est.calibrated_on]
     if network is not None and network.inter is not None and nnodes == 1:
         assumptions.append(f"inter-node link {network.inter.name} not used: one node")
-    ivl = _interval(recs, cat, level, one.bound, withheld)
+    # N devices: the back-test judges the stored 2-GPU points; other counts on one node
+    # borrow its residuals at a wider level, several nodes are not validated at all
+    stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
+    borrowed = world > 1 and nnodes == 1 and world not in stored_n
+    note = None
+    if world > 1 and nnodes > 1:
+        ivl = None
+        note = (f"multi-node: not validated (no stored measurement of {nnodes} nodes to "
+                "judge this kind of prediction against)")
+        assumptions.append("no interval: " + note)
+    else:
+        ivl = _interval(recs, cat, 1 - (1 - level) / 2 if borrowed else level, one.bound,
+                        withheld)
     interval = ((t * ivl.low_ratio, t * ivl.high_ratio) if ivl
                 else (float("nan"), float("nan")))
-    note = None
-    if ivl is not None and world > 1 and (nnodes > 1 or world not in
-                                           {c.nranks for c in recs.collectives}):
-        assumptions.append(f"interval from the 2-GPU back-test: no stored measurement of "
-                           f"{world} devices on {nnodes} node(s) to judge this kind against")
-    if ivl is None:
+    group = ivl.describe() if ivl else None
+    if ivl is not None and borrowed:
+        group = f"borrowed from {cat} at {1 - (1 - level) / 2:.0%}: {group}"
+        assumptions.append(f"interval borrowed from the {sorted(stored_n)}-device back-test at "
+                           f"a wider level: no stored measurement of {world} devices")
+    if ivl is None and note is None:
         why = _NO_TABLE.get(table_key(recs))
         if why:
             assumptions.append(f"no residual table for these files: no interval ({why})")
@@ -449,4 +491,25 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         measured_step_time_s=stored[pick[0]] if pick else None,
         measured_point=pick[0] if pick else None, measured_points=stored,
         validation_category=cat,
-        interval_note=note, interval_group=ivl.describe() if ivl else None)
+        interval_note=note, interval_group=group,
+        gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg), host_session=_session(
+            recs, one))
+
+
+def _cpu_name(recs: Records, cfg: Config) -> str | None:
+    """A CPU device's model (from the stored points' sessions) for a ``cpu`` prediction."""
+    if cfg.device != "cpu":
+        return None
+    names = rq.calibrated_devices(recs).get("cpu") or []
+    return f"CPU {names[-1]}" if names else "CPU"
+
+
+def _session(recs: Records, one: pm.OneDevice) -> str:
+    """Where the host time came from: the session of the series fitted, or how it was had."""
+    ids = set(one.fit.result_ids) if one.fit else set()
+    sess = sorted({p.session for p in recs.points if f"{p.source}:{p.result_id}" in ids
+                   and p.session})
+    if sess:
+        return ", ".join(sess)
+    return "not measured for this configuration: " + one.provenance.get(
+        "host time H", "estimated from other stored configurations")

@@ -1,7 +1,7 @@
 """What the performance model computed, stored and keyed by what it was computed from.
 
 One key covers both stores: the source of the modules of :mod:`dlperf.perfmodel` that compute
-a prediction (:func:`model_key`: every module but the back-test's, :data:`NOT_MODEL_MODULES`)
+a prediction (:func:`model_key`: the modules a prediction imports, not the back-test's)
 and the content of the results files (:func:`data_digest`). Any change to either makes a new key,
 and nothing computed from other inputs is read back.
 
@@ -46,12 +46,9 @@ from dlperf.perfmodel.records import Records, cache_root
 #: ``(group, without_model, device_name, kernels)``: the key of ``Calibration._eff``.
 EffKey = tuple[tuple[str, str, str, str], "str | None", "str | None", bool]
 
-#: Modules of :mod:`dlperf.perfmodel` that judge predictions, report or store, not make them:
-#: their source is not part of :func:`model_key` (editing the back-test or this store does not
-#: change a prediction).
-NOT_MODEL_MODULES = frozenset({"backtest.py", "btrows.py", "bucketcheck.py", "inputcheck.py",
-                               "split.py", "validation.py", "dai.py", "convergence.py",
-                               "mfu.py", "fitcache.py"})
+#: The module a prediction starts from: :func:`model_key` hashes it and every module of
+#: :mod:`dlperf.perfmodel` it imports, directly or not.
+PREDICTION_ENTRY = "api"
 #: The residual table's file name (:func:`table_file`).
 TABLE_NAME = "perfmodel_residuals.json"
 #: The residual table's format; part of its key.
@@ -63,14 +60,43 @@ MAX_ABS_LOG_RESIDUAL = 10.0
 
 @functools.lru_cache(maxsize=1)
 def model_key() -> str:
-    """A hex digest of the source of every module of :mod:`dlperf.perfmodel` that computes a
-    prediction (names and bytes, in name order; not :data:`NOT_MODEL_MODULES`)."""
+    """A hex digest of the source of the modules of :mod:`dlperf.perfmodel` that make a
+    prediction (:func:`prediction_modules`; names and bytes, in name order): editing the
+    back-test, a report or a module no prediction imports changes no key."""
     h = hashlib.sha256(f"table format {TABLE_FORMAT}".encode())
-    for f in sorted(Path(__file__).parent.glob("*.py")):
-        if f.name not in NOT_MODEL_MODULES:
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
+    folder = Path(__file__).parent
+    for name in sorted(prediction_modules()):
+        h.update(name.encode())
+        h.update((folder / f"{name}.py").read_bytes())
     return h.hexdigest()[:20]
+
+
+def prediction_modules(entry: str = PREDICTION_ENTRY) -> set[str]:
+    """Names of the modules of :mod:`dlperf.perfmodel` that ``entry`` imports, directly or
+    through each other (at module level or inside a function), ``entry`` included: read from
+    their source (:mod:`ast`), nothing is imported."""
+    import ast
+
+    folder = Path(__file__).parent
+    pkg = "dlperf.perfmodel"
+    seen: set[str] = set()
+    todo = [entry]
+    while todo:
+        name = todo.pop()
+        f = folder / f"{name}.py"
+        if name in seen or not f.is_file():
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse(f.read_text())):
+            mod = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+            if isinstance(node, ast.ImportFrom) and mod == pkg:
+                todo += [a.name for a in node.names]
+            elif mod.startswith(pkg + "."):
+                todo.append(mod.split(".")[2])
+            elif isinstance(node, ast.Import):
+                todo += [a.name.split(".")[2] for a in node.names
+                         if a.name.startswith(pkg + ".")]
+    return seen
 
 
 def data_digest(sources: Sequence[str], relative_to: Path | None = None) -> str:

@@ -181,10 +181,13 @@ def test_far_batches_warn_in_text_and_json(synth):
 
 
 def test_extrapolation_on_the_h200_series(h200_validation):
-    # on the session's validated files: the interval's residuals come from memory
-    p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda",
-                    batch_size=100_000_000)
+    # far outside the measured batches: a warning where it still fits in device memory,
+    # refused (with the largest batch that fits) where it does not
+    p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=1024)
     assert any("extrapolates from the measured batches 16..256" in w for w in p.warnings)
+    with pytest.raises(ConfigError, match="does not fit in the NVIDIA H200's memory"):
+        api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda",
+                    batch_size=100_000_000)
 
 
 # -- 3. selecting among stored series -----------------------------------------------------------
@@ -318,8 +321,7 @@ def test_no_interval_is_explained(short, synth):
 
 
 def test_validate_and_dai_table_refuse_selectors_they_would_ignore(synth):
-    """Session 16's trial: `--validate --model nosuch` printed the whole back-test (rc 0),
-    the selector silently ignored."""
+    """``--validate --model nosuch`` is refused: the back-test would ignore the selector."""
     out = _refused("--db", synth, "--validate", "--model", "nosuch")
     assert "--validate back-tests every stored result" in out and "--model" in out
     out = _refused("--db", synth, "--dai-table", "--precision", "bf16", "-b", "8")
@@ -373,7 +375,7 @@ def test_missing_flop_count_says_how_to_give_one():
                     mode="xla", precision="bf16", device="cuda", batch_size=8)
 
 
-# -- session 20: the break test's findings ------------------------------------------------------
+# -- a break test's findings -------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, words", [
     ({"batch_size": "16"}, "batch_size '16': give a whole number"),
@@ -446,7 +448,7 @@ def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200
     assert code == 0, out
     assert "warning: dlperf: cannot write the performance model's store" in out
     assert "UserWarning" not in out and "api.py" not in out
-    assert "resnet50 torch/graph fp32 cuda b=64:" in out
+    assert "resnet50 torch/graph fp32 cuda (NVIDIA H200) b=64:" in out
 
 
 def test_no_cpu_ceiling_is_the_reason_given():

@@ -27,15 +27,17 @@ def summary(h200_validation):
 
 def test_every_category_ran(summary):
     s, v = summary
-    assert set(s) == {"held-out batch", "extrapolate 2x", "leave-one-model-out",
+    assert set(s) == {"held-out batch", "extrapolate 2x", "extrapolate down 2x",
+                      "one-point series up", "one-point series down", "two-point series up",
+                      "two-point series down", "leave-one-model-out",
                       "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
-                      "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)",
-                      "input: leave-one-worker-count-out"}
-    # 19 series with 4+ batch sizes, calibration2.db's 17 (session 14), its 4 JAX bf16
-    # series (session 15), session 16's 10 (JAX fp32, torch graph and seven-suite eager) and
-    # session 17's 30 points (gpt2_small eager bf16, seven-suite eager fp32, JAX resnet50 fp32,
-    # JAX transformer bf16) and session 19's 14 (JAX bf16 bert_base, deepspeech2, gpt2_small
-    # b=8-64, JAX transformer fp32 b=8, 16)
+                      "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
+                      "repeat (noise floor)", "input: leave-one-worker-count-out"}
+    # one- and two-point series: each neighbouring pair (triple) of a series, both ways
+    assert s["one-point series up"]["count"] == s["one-point series down"]["count"] == 238
+    assert s["two-point series up"]["count"] == s["two-point series down"]["count"] == 132
+    assert s["N-GPU via predict --nproc"]["count"] == 8  # the stored 2-GPU points, no variants
+    # every point of the committed series with 4+ batch sizes
     assert s["held-out batch"]["count"] == 250
     assert s["extrapolate 2x"]["count"] == 59
     assert s["2-GPU from 1-GPU"]["count"] == 10  # the stored synthetic-data 2-GPU points
@@ -50,10 +52,9 @@ def test_model_beats_the_linear_baseline_on_held_out_batches(summary):
         d = s[cat]
         assert d["mdape_pct"] < d["baseline_mdape_pct"], cat
         assert d["max_pct"] < d["baseline_max_pct"] or cat == "extrapolate 2x", cat
-    # measured: 4.11% against 5.57%, max 45.1% against 76.6%; 3.00% against 7.36% (session 19's
-    # data; 4.23% / 33.5% and 3.22% on session 18's). The max is JAX bert_base bf16 b=16
-    # (7.65 ms, CI 19% of it, between 12.35 ms at b=8 and 11.33 ms at b=32; 12.60 ms in the
-    # call before). It was 52.6% before a device-bound series' host got the estimated prior
+    # measured: 4.11% against 5.57%, max 45.1% against 76.6%; 3.00% against 7.36%. The max is
+    # JAX bert_base bf16 b=16 (7.65 ms, CI 19% of it, between 12.35 ms at b=8 and 11.33 ms
+    # at b=32)
     assert s["held-out batch"]["mdape_pct"] < 4.5
     assert s["held-out batch"]["max_pct"] < 50
     assert s["extrapolate 2x"]["mdape_pct"] < 3.3
@@ -76,11 +77,8 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     assert lomo["mdape_pct"] < 18  # 19.78% without the kernel term (--no-kernel-term)
     # JAX's host time follows its host launches (kernels folded into XLA's command buffers,
     # a fixed part plus 9-18 us per launch), and a device-bound series whose host probe is
-    # two-sided shows its host time: before both, the JAX small networks were predicted at
-    # 6.4 ms of host (resnet50's), max 1656%; with a cost per kernel the JAX LSTM was 14 ms
-    # (318% over). lstm torch/graph tf32 was the worst (305%: no tf32 operator count, the graph
-    # bf16 host floor) until session 20 gave tf32 fp32's operator count (SAME_OPERATORS): 71%;
-    # the worst is now JAX fcn5 fp32 b=16 (177.5%), docs/perfmodel.md
+    # two-sided shows its host time; tf32 takes fp32's operator count (SAME_OPERATORS); the
+    # worst is JAX fcn5 fp32 b=16 (177.5%), docs/perfmodel.md
     assert lomo["max_pct"] < 200
     tf32_graph_lstm = [r.ape for r in v.rows if r.category == "leave-one-model-out"
                        and r.label.startswith("lstm torch/graph tf32")]
@@ -101,12 +99,10 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     two = s["2-GPU from 1-GPU"]
     assert two["mdape_pct"] < two["baseline_mdape_pct"] and two["max_pct"] < two["baseline_max_pct"]
     assert two["eff_err_median_pts"] < 10.0
-    # session 14's calibration2.db added host-bound fp32/bf16 pairs whose difference is within
-    # the host noise: 115 of 120 signs right became 134 of 154 (docs/perfmodel.md)
+    # calibration2.db's host-bound fp32/bf16 pairs differ by less than the host noise
     right, n = s["what-if fp32->bf16"]["sign_right"]
-    # 169 of 190 since session 20 adds the host of the operators bf16 adds in eager mode
-    # (hostmove.added_ops_host); 164 of 190 by the other models' step ratio (session 16: 145
-    # of 166); MdAPE 24.39% -> 20.75%, host-bound 23.03% -> 13.84%
+    # 169 of 190 with the host of the operators bf16 adds in eager mode
+    # (hostmove.added_ops_host); MdAPE 20.75%, host-bound 13.84%
     assert right / n >= 0.88
     wb = s["what-if fp32->bf16"]
     assert wb["mdape_pct"] < 22.0 and wb["host_bound_mdape_pct"] < 16.0
@@ -121,12 +117,9 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
     right, n = s["what-if fp32->bf16"]["sign_right_resolved"]
     assert right / n >= 0.91 and n < s["what-if fp32->bf16"]["sign_right"][1]
     # eager->graph: a pair of one file starts from that file's eager series (its host
-    # session); the CUDA-graph runs are not eager->graph pairs any more: 7.55% against no
-    # change's 8.45%, max 86% (553% before both), 42 of 58 signs (beyond noise 33 of 44).
-    # Session 17: with calibration2.db's new pairs 10.13% against 8.93%; torch.compile picks
-    # the layout itself, so an NCHW eager base starts from the auto series and NCHW pairs give
-    # no ratio: 8.82%, max 76.7%, 45 of 63 signs (beyond noise 35 of 48)
-    eg = s["what-if eager->graph"]  # 8.01% since session 20's tf32 operator counts
+    # session); CUDA-graph runs are not eager->graph pairs; torch.compile picks the layout
+    # itself, so an NCHW eager base starts from the auto series: 8.01%, max 76.7%
+    eg = s["what-if eager->graph"]
     assert eg["mdape_pct"] < 8.5 < eg["baseline_mdape_pct"] and eg["max_pct"] < 80
     right, n = eg["sign_right_resolved"]
     assert right / n >= 0.72
@@ -137,10 +130,8 @@ def test_analytic_allreduce_dp_and_whatif_against_their_baselines(summary):
 
 
 def test_the_baseline_comparison_the_docs_state(summary):
-    # README's Status and docs/perfmodel.md "Against its baselines": by MdAPE the model beats
-    # its baseline in every category that has one (eager->graph since session 16: 7.55% vs
-    # 8.45%; it lost before, 9.45% vs 8.76%, and on session 17's data until the layout fix,
-    # 10.13% vs 8.93%; 8.82% in session 19, 8.01% in session 20)
+    # README's Status and docs/perfmodel.md: by MdAPE the model beats its baseline in every
+    # category that has one
     s, _ = summary
     with_baseline = {c for c, d in s.items() if d["baseline_mdape_pct"] is not None}
     beats = {c for c in with_baseline if s[c]["mdape_pct"] < s[c]["baseline_mdape_pct"]}
@@ -258,7 +249,7 @@ def test_predict_what_if_and_analytic(cache, h200_validation):
     assert any(w.startswith("analytic: bert_base jax/xla fp32 cuda is stored only at batch 64, "
                             "which a prediction of it withholds") for w in w64.warnings)
     # a recurrent model without a launch count: both known weaknesses are said (fp32: the
-    # JAX bf16 series of deepspeech2 is stored since session 19, with its timeline's counts)
+    # JAX bf16 series of deepspeech2 is stored with its timeline's counts)
     r = api.predict(H200, "deepspeech2", "jax", "xla", "fp32", "cuda", batch_size=32)
     assert r.how == "analytic"
     assert any(x.startswith("host time: no operator or launch count") for x in r.assumptions)

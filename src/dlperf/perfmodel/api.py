@@ -270,8 +270,8 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             one, cat = _first(lambda x: pm.what_if(cal, base, target, b, x),
                               sources), _whatif_category(base, target)
         elif cal.series(target):
-            one, cat = _first(lambda x: pm.from_series(cal, target, b, x),
-                              sources), "held-out batch"
+            one = _first(lambda x: pm.from_series(cal, target, b, x), sources)
+            cat = series_category(one.fit.batch_sizes if one.fit else (), b)
         else:
             one, cat = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
@@ -299,6 +299,24 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
                 + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")
     _store_fits(recs)
     return pred
+
+
+def series_category(batches: Iterable[int], batch: int) -> str:
+    """The back-test category whose residuals judge a prediction at per-device ``batch`` from a
+    series fitted on ``batches``: a series of one or two batch sizes has its own categories,
+    up or down; a longer one is ``extrapolate 2x`` (``extrapolate down 2x``) at twice its
+    largest batch or more (half its smallest or less), else ``held-out batch``."""
+    bs = sorted(set(batches))
+    if not bs:
+        return "held-out batch"
+    way = "up" if batch > bs[-1] else "down" if batch < bs[0] else None
+    if len(bs) <= 2 and way:
+        return f"{'one' if len(bs) == 1 else 'two'}-point series {way}"
+    if len(bs) > 2 and batch >= 2 * bs[-1]:
+        return "extrapolate 2x"
+    if len(bs) > 2 and 2 * batch <= bs[0]:
+        return "extrapolate down 2x"
+    return "held-out batch"
 
 
 def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
@@ -497,11 +515,12 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
 
 
 def _cpu_name(recs: Records, cfg: Config) -> str | None:
-    """A CPU device's model (from the stored points' sessions) for a ``cpu`` prediction."""
+    """A CPU device's model (``env.cpu_model`` of the stored points) for a ``cpu`` prediction;
+    None where none was recorded."""
     if cfg.device != "cpu":
         return None
     names = rq.calibrated_devices(recs).get("cpu") or []
-    return f"CPU {names[-1]}" if names else "CPU"
+    return names[-1] if names else None
 
 
 def _session(recs: Records, one: pm.OneDevice) -> str:

@@ -17,6 +17,13 @@ from dlperf.perfmodel import api
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import intervals as iv
+from dlperf.perfmodel.btrows import Row
+from dlperf.perfmodel.records import Records, point_id
+
+#: Each stored one-node N-device point predicted by :func:`dlperf.perfmodel.api.predict`
+#: itself (``dlperf predict --nproc N``), which withholds the point; the baseline is perfect
+#: weak scaling (the stored one-device step at the per-device batch).
+PREDICT_NPROC_CATEGORY = "N-GPU via predict --nproc"
 
 
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
@@ -40,15 +47,44 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
     """
     recs = api.records_of(db)
     cats = list(categories) if categories else None
+    own = cats is not None and PREDICT_NPROC_CATEGORY in cats
     try:
-        v = bt.run(recs, cats, budget_s, base=api._base_calibration(recs))
+        v = bt.run(recs, [c for c in cats if c != PREDICT_NPROC_CATEGORY] if own and cats
+                   else cats, budget_s, base=api._base_calibration(recs))
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    if (cats is None or own) and budget_s is None:
+        v.rows += predict_nproc_rows(recs)
     if budget_s is None and cats is None:  # every row: the residuals predict() uses
         key = api.table_key(recs)
         api._RESIDUALS[key] = residual_table(v)
         api._NO_TABLE.pop(key, None)
     return v
+
+
+def predict_nproc_rows(recs: Records) -> list[Row]:
+    """:data:`PREDICT_NPROC_CATEGORY` rows: every stored synthetic-data N-device point of one
+    node without DDP options, predicted through :func:`api.predict` (its own path and
+    withholding), against the one-device step at the same per-device batch."""
+    out = []
+    for p in recs.points:
+        if p.world_size < 2 or p.nnodes != 1 or p.variant or p.instrumented \
+                or p.data != "synthetic":
+            continue
+        one = [q.step_time_s for q in recs.points if q.world_size == 1 and not q.instrumented
+               and q.config == p.config and q.per_device_batch == p.per_device_batch
+               and q.layout == p.layout and q.threads == p.threads]
+        try:
+            pred = api.predict(recs.sources, p.model, p.framework, p.mode, p.precision, p.device,
+                               batch_size=p.batch_size, nproc=p.world_size, data=p.data,
+                               layout=p.layout, threads=p.threads, grad_accum=p.grad_accum,
+                               compile_mode=p.compile_mode)
+        except ConfigError:
+            continue
+        out.append(Row(PREDICT_NPROC_CATEGORY, f"{p.label} [{p.source}]", p.step_time_s,
+                       pred.predicted_step_time_s, one[-1] if one else None,
+                       point=point_id(p), model=p.model))
+    return out
 
 
 def residual_table(v: bt.Validation) -> dict[str, list[iv.KeyedResidual]]:

@@ -42,6 +42,10 @@ from dlperf.perfmodel.netspec import network_for, whole
 from dlperf.perfmodel.records import Records, load, point_id
 from dlperf.perfmodel.scaling import efficiency
 
+#: The back-test category of an N-device prediction: every stored N-device point predicted
+#: through :func:`predict` itself (:mod:`dlperf.perfmodel.validation`).
+NPROC_CATEGORY = "N-GPU via predict --nproc"
+
 _RECORDS: dict[tuple, Records] = {}
 #: This process's residual tables: (model key, data digest) -> category ->
 #: ``(residual, bound, point)``, read from the table beside the data or left by :func:`validate`.
@@ -438,7 +442,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         prov.update(dprov)
         assumptions += dp.assumptions(prof)
         how += " + data parallel"
-        cat = "2-GPU from 1-GPU"
+        cat = NPROC_CATEGORY
     if one.cfg.data == "synthetic":
         input_s = 0.0
         assumptions.append("synthetic data on the device: no input time")

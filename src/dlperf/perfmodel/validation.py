@@ -23,7 +23,7 @@ from dlperf.perfmodel.records import Records, point_id
 #: Each stored one-node N-device point predicted by :func:`dlperf.perfmodel.api.predict`
 #: itself (``dlperf predict --nproc N``), which withholds the point; the baseline is perfect
 #: weak scaling (the stored one-device step at the per-device batch).
-PREDICT_NPROC_CATEGORY = "N-GPU via predict --nproc"
+PREDICT_NPROC_CATEGORY = api.NPROC_CATEGORY
 
 
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],

@@ -19,10 +19,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.outputs import atomic_write
 from dlperf.results.dbfile import StoreError
+
+if TYPE_CHECKING:
+    from dlperf.results.schema import RunRecord
 
 __all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
            "signals_held"]
@@ -87,7 +90,7 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None:
+def store_or_keep(store: Any, result: RunRecord, sweep: str | None) -> None:
     """``store.add(result, sweep=sweep)`` (a writable :class:`~dlperf.results.store.ResultStore`)
     with SIGINT/SIGTERM held until its transaction ends; when the store cannot take it (locked
     past the timeout, a full disk, a read-only file) the result is kept beside the file
@@ -101,7 +104,7 @@ def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None
         try:
             store.add(result, sweep=sweep)
         except StoreError as e:
-            kept = keep_unsaved(result, store.path, sweep)
+            kept = keep_unsaved(result.to_dict(), store.path, sweep)
             where = (f"the result just measured is kept in {str(kept)!r} and is stored by the "
                      f"next `dlperf run` or `dlperf sweep` that writes to {str(store.path)!r}"
                      if kept is not None else

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from dlperf.errors import ConfigError
 from dlperf.report import html as rhtml
 from dlperf.report.html_plots import batch_figure, overview_figure, points_of
 from dlperf.results.schema import RunRecord
@@ -90,8 +91,9 @@ def test_names_warnings_and_errors_are_escaped(evil_report):
     page = evil_report.read_text()
     n_plots = page.count("class='plot'")
     assert n_plots >= 3  # overview, batch plot, trend
-    # only plotly.js in the head and one script per plot: nothing from the results
-    assert page.count("<script") == 1 + n_plots
+    # plotly.js and its stand-in in the head, one script per plot, the tables' script at the
+    # end: nothing from the results
+    assert page.count("<script") == 3 + n_plots
     assert "<img src=x" not in page and "<b>bold</b>" not in page
     assert "<title>t &lt;i&gt;</title>" in page and "<h1>t &lt;i&gt;</h1>" in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;|pipe" in page  # the table cell
@@ -184,13 +186,36 @@ def test_trend_across_tags_is_relative_to_the_first():
     assert [rev for rev, _ in next(iter(half.values()))] == ["v1", "v2"]
 
 
-def test_self_contained_and_deterministic(tmp_path, evil_report):
+def test_offline_plotly_once_per_folder_and_deterministic(tmp_path, evil_report):
     page = evil_report.read_text()
-    assert re.search(r"""<(script|img|link)[^>]+(src|href)=["']?https?:""", page) is None
+    assert re.search(r"""<(script|img|link)[^>]+(src|href)=["']?(https?:|//)""", page) is None
     assert "<link" not in page
-    assert len(page) > 3_000_000 and "Plotly.newPlot" in page  # plotly.js inlined
-    again = rhtml.write_html_report(str(tmp_path / "r.db"), tmp_path / "out2", title="t <i>")
-    assert again.read_text() == page
+    # plotly.js is a file beside the page, loaded by a relative path; the page itself is small
+    js = evil_report.parent / rhtml.PLOTLY_JS
+    assert f'<script src="{rhtml.PLOTLY_JS}"></script>' in page
+    assert js.stat().st_size > 3_000_000 and len(page) < 300_000 and "Plotly.newPlot" in page
+    assert "Plotly.newPlot" not in page[:page.index("<main>")]  # not inlined in the head
+    # written once per folder: a second report into the folder leaves it untouched
+    os.utime(js, ns=(1_000_000_000, 1_000_000_000))
+    again = rhtml.write_html_report(str(tmp_path / "r.db"), evil_report.parent, title="t <i>")
+    assert again.read_text() == page and js.stat().st_mtime_ns == 1_000_000_000
+    other = rhtml.write_html_report(str(tmp_path / "r.db"), tmp_path / "out2", title="t <i>")
+    assert other.read_text() == page  # the same file gives the same page
+    # a file of that name that dlperf did not write is not overwritten
+    (tmp_path / "out3").mkdir()
+    (tmp_path / "out3" / rhtml.PLOTLY_JS).write_text("mine")
+    with pytest.raises(ConfigError, match="is not the plotly.js dlperf writes"):
+        rhtml.write_html_report(str(tmp_path / "r.db"), tmp_path / "out3")
+    assert (tmp_path / "out3" / rhtml.PLOTLY_JS).read_text() == "mine"
+
+
+def test_a_page_without_its_plotly_file_says_so(tmp_path, evil_report):
+    page = tmp_path / "alone.html"
+    page.write_text(evil_report.read_text())  # copied without plotly.js
+    dom, console = open_in_chromium(page, tmp_path / "alone.png")
+    assert "noplotly" in dom.split("<head>")[0]  # the page knows
+    assert f"needs {rhtml.PLOTLY_JS} beside this page" in dom
+    assert [ln for ln in console if "Uncaught" in ln] == []
 
 
 def test_report_command_formats(tmp_path):
@@ -202,7 +227,8 @@ def test_report_command_formats(tmp_path):
     assert r.exit_code == 0, r.output
     assert {p.name for p in (tmp_path / "both").iterdir()} >= {"report.md", "report.html"}
     r = runner.invoke(app, ["report", "--db", db, "-o", str(tmp_path / "h"), "-f", "html"])
-    assert r.exit_code == 0 and [p.name for p in (tmp_path / "h").iterdir()] == ["report.html"]
+    assert r.exit_code == 0 and sorted(p.name for p in (tmp_path / "h").iterdir()) == [
+        rhtml.PLOTLY_JS, "report.html"]
     r = runner.invoke(app, ["report", "--db", db, "-o", str(tmp_path / "x"), "-f", "pdf"])
     assert r.exit_code == 2 and "unknown report format 'pdf'" in r.output
 

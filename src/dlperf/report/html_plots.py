@@ -4,8 +4,10 @@ The report's points (:class:`PointView`: every run of a benchmark point, ok or n
 as:
 
 - per model, step time and throughput against the global batch (:func:`batch_figure`), one
-  line per series (framework/mode, device, precision, data, threads, devices), for the series
-  that have two or more batch sizes;
+  line per series (every setting of the run key but the batch: framework/mode, layout,
+  compile mode, optimizer, device, devices, precision, data, threads, ...; labelled as the
+  results table writes them, with the settings that tell two series of one label apart),
+  for the series that have two or more batch sizes;
 - a throughput overview across models (:func:`overview_figure`) for the series with one batch
   size (a suite run at one batch: no one-dot plots);
 - per model, the step time of each point across revisions (tags or commits,
@@ -127,16 +129,80 @@ class PointView:
         return "<br>".join(lines)
 
 
+#: Config fields that do not set a series (a line) apart: the batch (the x axis), the repeat
+#: (repeats are one point), and what the run key leaves out (:data:`dlperf.config.identity.
+#: KEY_EXCLUDED`: how long and from where; the data-parallel fields are added back as the run
+#: key adds them).
+_NOT_SERIES = frozenset({"batch_size", "repeat"})
+
+
+def _series_config(rec: RunRecord) -> dict[str, Any]:
+    """What sets ``rec``'s series apart: its stored config as the run key reads it
+    (:func:`dlperf.config.identity.run_key`), without the batch and the repeat, with the
+    applied image layout (``auto`` resolves per framework) and the devices."""
+    from dlperf.config.identity import KEY_EXCLUDED, KEY_OMIT_AT_DEFAULT
+    from dlperf.report.records import applied_layout
+
+    i = rec.identity
+    cfg = dict(i.config or {})
+    d = {k: v for k, v in cfg.items() if k not in KEY_EXCLUDED and k not in _NOT_SERIES}
+    for k, default in KEY_OMIT_AT_DEFAULT.items():
+        if d.get(k) == default:
+            d.pop(k, None)
+    for k in ("breakdown", "timeline"):
+        if cfg.get(k):
+            d[k] = True
+    if cfg.get("trace_dir"):
+        d["trace"] = True
+    for k in ("model", "framework", "mode", "device", "precision", "data", "threads"):
+        d.setdefault(k, getattr(i, k))  # records stored without a config
+    d.update(world_size=int(i.world_size or 1), nnodes=int(i.nnodes or 1))
+    if d["world_size"] > 1:
+        d.update(dp_layout=cfg.get("dp_layout"), ddp=cfg.get("ddp"), scaling=cfg.get("scaling"))
+    lay = applied_layout(rec)
+    if lay:
+        d["applied_layout"] = lay
+    return d
+
+
 def _series(rec: RunRecord) -> tuple[tuple[str, ...], str]:
+    """``((label, key), label)``: the series of ``rec`` (every setting but the batch,
+    :func:`_series_config`) and its label as the results table writes the configuration
+    (framework/mode with layout, compile mode, optimizer and data-parallel options; device and
+    devices; precision; data; threads)."""
+    import json
+
+    from dlperf.report.tables import framework_cell
+
     i = rec.identity
     n, nodes = int(i.world_size or 1), int(i.nnodes or 1)
     devs = "" if n == 1 else (f"x{n}" if nodes == 1 else f"{nodes}x{n // nodes}")
-    cm = (i.config or {}).get("compile_mode")
-    mode = f"{i.mode}[{cm}]" if cm and cm != "default" else str(i.mode)
-    key = tuple("" if v is None else str(v) for v in (i.framework, mode, i.device, i.precision,
-                                                       i.data, i.threads)) + (devs,)
-    label = f"{i.framework}/{mode} {i.device}{devs} {i.precision} {i.data}"
-    return key, label + (f" {i.threads} thr" if i.threads else "")
+    label = f"{framework_cell(rec)} {i.device}{devs} {i.precision} {i.data}"
+    label += f" {i.threads} thr" if i.threads else ""
+    key = json.dumps(_series_config(rec), sort_keys=True, default=str)
+    return (label, key), label
+
+
+def _tell_apart(views: Sequence[PointView]) -> None:
+    """Series of one model that share a label but differ in a setting the label leaves out:
+    each label gets the differing settings, e.g. ``(seed=1)``."""
+    import json
+
+    by_label: dict[tuple[str, str], set[str]] = {}
+    for pv in views:
+        by_label.setdefault((pv.model, pv.series[0]), set()).add(pv.series[1])
+    for (model, lab), keys in by_label.items():
+        if len(keys) < 2:
+            continue
+        cfgs = {k: json.loads(k) for k in keys}
+        names = sorted({f for c in cfgs.values() for f in c
+                        if len({json.dumps(d.get(f), sort_keys=True) for d in cfgs.values()}) > 1})
+        for pv in views:
+            if pv.model == model and pv.series[0] == lab:
+                c = cfgs[pv.series[1]]
+                extra = ", ".join(f"{f}={c.get(f)}" for f in names)
+                pv.series_label = f"{lab} ({extra})"
+                pv.series = (pv.series_label, pv.series[1])
 
 
 def _aggregate(pv: PointView) -> None:
@@ -177,6 +243,7 @@ def points_of(records: Sequence[RunRecord]) -> list[PointView]:
     for pv in by.values():
         pv.ok = [r for r in pv.runs if r.identity.status == "ok" and run_median_s(r) is not None]
         _aggregate(pv)
+    _tell_apart(list(by.values()))
     return sorted(by.values(), key=lambda p: (p.model, p.series, p.batch))
 
 

@@ -10,7 +10,7 @@ numbers sort as numbers: a cell's ``data-v`` when it has one, else the first num
 text; a dash or an empty cell sorts last either way) and gives each table of more than
 :data:`FILTER_MIN_ROWS` rows a filter box (rows that hold every word typed, case-insensitive;
 the count of rows shown beside it). On a narrow screen (a phone) it moves the plots' legends
-under the plots. It reads the page's text (``textContent``) and writes only attributes,
+under the plots and makes room for the subplot titles under the plot's tool bar. It reads the page's text (``textContent``) and writes only attributes,
 classes and element order: no text of a result is ever parsed as HTML.
 """
 
@@ -38,9 +38,9 @@ nav.toc { position:sticky; top:0; z-index:10; background:#fff; border-bottom:1px
   padding:6px 32px; font-size:13px; display:flex; flex-wrap:wrap; gap:2px 16px;
   max-height:40vh; overflow-y:auto; }
 nav.toc a { color:var(--accent); text-decoration:none; white-space:nowrap; }
-main { max-width:1360px; margin:0 auto; padding:18px 24px 48px; }
+main { max-width:1440px; margin:0 auto; padding:18px 16px 48px; }
 section.card { background:var(--card); border:1px solid var(--line); border-radius:10px;
-  padding:16px 20px; margin:0 0 18px; box-shadow:0 1px 2px rgba(0,0,0,.04); min-width:0;
+  padding:16px; margin:0 0 18px; box-shadow:0 1px 2px rgba(0,0,0,.04); min-width:0;
   scroll-margin-top:64px; }
 section.card > h2 { margin:0 0 10px; font-size:17px; }
 h3 { font-size:15px; margin:16px 0 6px; }
@@ -66,9 +66,9 @@ th, td { padding:5px 8px; border-bottom:1px solid var(--line); text-align:left;
   vertical-align:top; overflow-wrap:break-word; }
 th { background:#f1f5f9; font-weight:600; }
 th.sortable { cursor:pointer; user-select:none; }
-th.sortable::after { content:" \\2195"; color:#94a3b8; font-size:11px; }
-th[aria-sort=ascending]::after { content:" \\25B2"; color:var(--accent); }
-th[aria-sort=descending]::after { content:" \\25BC"; color:var(--accent); }
+th.sortable::after { content:"\\2195"; color:#94a3b8; font-size:10px; margin-left:2px; }
+th[aria-sort=ascending]::after { content:"\\25B2"; color:var(--accent); }
+th[aria-sort=descending]::after { content:"\\25BC"; color:var(--accent); }
 tbody tr:nth-child(even) { background:#fafbfc; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 td.num { white-space:nowrap; }
@@ -96,11 +96,14 @@ ul.warn { margin:2px 0 0 16px; padding:0; color:var(--warn); font-size:12px; }
 details.w summary { color:var(--warn); font-size:12px; }
 details summary { cursor:pointer; color:var(--accent); }
 .md img { max-width:100%; height:auto; }
-.md table { width:auto; min-width:50%; }
+.md table { width:auto; min-width:50%; font-size:12px; }
+.md th, .md td { padding:4px 6px; }
+.md th { hyphens:auto; }
 @media (max-width: 760px) {
   header.top { padding:12px 14px 10px; }
   header.top h1 { font-size:18px; }
   nav.toc { position:static; padding:6px 14px; max-height:none; }
+  nav.toc a { white-space:normal; }
   main { padding:10px 8px 32px; }
   section.card { padding:12px 10px; border-radius:8px; }
   .env { grid-template-columns:1fr; }
@@ -199,9 +202,13 @@ TABLE_JS = """
       return;
     }
     Array.prototype.forEach.call(document.querySelectorAll(".js-plotly-plot"), function (gd) {
-      window.Plotly.relayout(gd, {"legend.orientation": "h", "legend.x": 0,
-        "legend.xanchor": "left", "legend.y": -0.22, "legend.yanchor": "top",
-        "margin.r": 8, "margin.l": 48});
+      var upd = {"legend.orientation": "h", "legend.x": 0, "legend.xanchor": "left",
+        "legend.y": -0.22, "legend.yanchor": "top", "margin.r": 8, "margin.l": 48,
+        "margin.t": 64};
+      ((gd.layout && gd.layout.annotations) || []).forEach(function (a, i) {
+        if (a.yref === "paper" && a.y >= 1) { upd["annotations[" + i + "].font.size"] = 10; }
+      });
+      window.Plotly.relayout(gd, upd);
     });
   }
   function ready() {

@@ -129,17 +129,18 @@ class PointView:
         return "<br>".join(lines)
 
 
-#: Config fields that do not set a series (a line) apart: the batch (the x axis), the repeat
+#: Config fields that do not set a series (a line) apart: the model (each figure is one
+#: model's, and a series keeps its colour across models), the batch (the x axis), the repeat
 #: (repeats are one point), and what the run key leaves out (:data:`dlperf.config.identity.
 #: KEY_EXCLUDED`: how long and from where; the data-parallel fields are added back as the run
 #: key adds them).
-_NOT_SERIES = frozenset({"batch_size", "repeat"})
+_NOT_SERIES = frozenset({"model", "batch_size", "repeat"})
 
 
 def _series_config(rec: RunRecord) -> dict[str, Any]:
     """What sets ``rec``'s series apart: its stored config as the run key reads it
-    (:func:`dlperf.config.identity.run_key`), without the batch and the repeat, with the
-    applied image layout (``auto`` resolves per framework) and the devices."""
+    (:func:`dlperf.config.identity.run_key`), without the model, the batch and the repeat,
+    with the applied image layout (``auto`` resolves per framework) and the devices."""
     from dlperf.config.identity import KEY_EXCLUDED, KEY_OMIT_AT_DEFAULT
     from dlperf.report.records import applied_layout
 
@@ -149,12 +150,17 @@ def _series_config(rec: RunRecord) -> dict[str, Any]:
     for k, default in KEY_OMIT_AT_DEFAULT.items():
         if d.get(k) == default:
             d.pop(k, None)
+    if d.get("loader_workers") is None:  # batches prepared before timing: no pipeline
+        d.pop("loader_workers", None)
+        d.pop("loader_prefetch", None)
+    if not d.get("loader_workers"):  # 0 workers: the calling thread, whatever the impl
+        d.pop("loader_impl", None)
     for k in ("breakdown", "timeline"):
         if cfg.get(k):
             d[k] = True
     if cfg.get("trace_dir"):
         d["trace"] = True
-    for k in ("model", "framework", "mode", "device", "precision", "data", "threads"):
+    for k in ("framework", "mode", "device", "precision", "data", "threads"):
         d.setdefault(k, getattr(i, k))  # records stored without a config
     d.update(world_size=int(i.world_size or 1), nnodes=int(i.nnodes or 1))
     if d["world_size"] > 1:
@@ -185,7 +191,8 @@ def _series(rec: RunRecord) -> tuple[tuple[str, ...], str]:
 
 def _tell_apart(views: Sequence[PointView]) -> None:
     """Series of one model that share a label but differ in a setting the label leaves out:
-    each label gets the differing settings, e.g. ``(seed=1)``."""
+    each label gets the differing settings it has, e.g. ``(seed=1)`` (a setting another
+    series lacks or leaves at its default shows on the series that has it)."""
     import json
 
     by_label: dict[tuple[str, str], set[str]] = {}
@@ -200,8 +207,8 @@ def _tell_apart(views: Sequence[PointView]) -> None:
         for pv in views:
             if pv.model == model and pv.series[0] == lab:
                 c = cfgs[pv.series[1]]
-                extra = ", ".join(f"{f}={c.get(f)}" for f in names)
-                pv.series_label = f"{lab} ({extra})"
+                extra = ", ".join(f"{f}={c[f]}" for f in names if c.get(f) is not None)
+                pv.series_label = f"{lab} ({extra})" if extra else lab
                 pv.series = (pv.series_label, pv.series[1])
 
 
@@ -248,19 +255,39 @@ def points_of(records: Sequence[RunRecord]) -> list[PointView]:
 
 
 def series_colors(pts: Sequence[PointView]) -> dict[tuple[str, ...], str]:
-    """One colour per series (:data:`COLORS` in series order), the same in every figure."""
+    """One colour per series (:data:`COLORS` in series order), the same in every figure;
+    empty when there are more series than colours (then each figure colours its own series,
+    so no two lines of one figure share a colour)."""
     order = sorted({p.series for p in pts})
+    if len(order) > len(COLORS):
+        return {}
     return {s: COLORS[n % len(COLORS)] for n, s in enumerate(order)}
 
 
+#: A figure with more legend entries than this puts its legend under the plots (at the
+#: right, a long legend takes the plots' width).
+LEGEND_RIGHT_MAX = 10
+
+
 def _layout(fig: go.Figure, title: str, height: int) -> None:
-    """The report's look: white template, legend at the right, ``title`` kept as the figure's
-    name in its metadata (the page shows it as a heading: :func:`figure_title`)."""
+    """The report's look: white template, legend at the right (under the plots when it has
+    more than :data:`LEGEND_RIGHT_MAX` entries, the figure taller by its lines), ``title``
+    kept as the figure's name in its metadata (the page shows it as a heading:
+    :func:`figure_title`)."""
+    names = [t.name for t in fig.data if t.showlegend is not False and t.name]
+    entries = len(dict.fromkeys(names))
+    legend: dict[str, Any] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0,
+                              "yanchor": "top", "font": {"size": 11}}
+    margin = {"l": 64, "r": 16, "t": 36, "b": 56}
+    if entries > LEGEND_RIGHT_MAX:
+        margin["b"] = 80 + 30 * entries  # a legend line with a marker: about 29 px
+        legend = {"orientation": "v", "x": 0.0, "xanchor": "left", "y": -0.08,
+                  "yanchor": "top", "font": {"size": 11}, "maxheight": margin["b"]}
+        height += margin["b"] - 56
+        legend["y"] = -56 / max(height - margin["b"] - margin["t"], 1)
     fig.update_layout(
         height=height, template="plotly_white", font={"family": _FONT, "size": 12},
-        margin={"l": 64, "r": 16, "t": 36, "b": 56}, hovermode="closest",
-        legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top",
-                "font": {"size": 11}},
+        margin=margin, hovermode="closest", legend=legend,
         hoverlabel={"align": "left"}, meta={"title": title})
 
 

@@ -23,8 +23,11 @@ What each count is (every rule is here, so that a reader can argue with it):
     Calls of a function named ``base_result`` in ``src/``.
 ``label writers``
     Functions and methods in ``src/`` with an f-string that formats both a ``device`` and a
-    ``precision`` value (a name, attribute or subscript of that name), with the order of the
-    two in it ("device precision" or "precision device").
+    ``precision`` value (a name, attribute, subscript or call with that name: ``i.device``,
+    ``r["device"]``, ``r.get("device")``), with the order of the two in it ("device precision"
+    or "precision device"); an f-string with a ``|`` (a Markdown table row) or without a space
+    (a file name) is not a label. A function named ``*label*`` that names both and writes its
+    label by pieces counts too ("by pieces"), unless it hands them to ``label_of``.
 ``DDP 25 MiB default``
     Source files with a code line (not a comment, not a docstring) that holds the number 25
     (``25``/``25.0``) and the word "bucket" (the number of lines and of files).
@@ -129,9 +132,8 @@ def _value_name(v: ast.AST) -> str | None:
         return v.attr
     if isinstance(v, ast.Subscript) and isinstance(v.slice, ast.Constant):
         return str(v.slice.value)
-    if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "get":
-        if v.args and isinstance(v.args[0], ast.Constant):
-            return str(v.args[0].value)
+    if isinstance(v, ast.Call) and v.args and isinstance(v.args[0], ast.Constant):
+        return str(v.args[0].value)  # r.get("device"), given("device")
     return None
 
 
@@ -145,6 +147,9 @@ def label_writers(src: Path) -> list[str]:
             for n in ast.walk(fn):
                 if not isinstance(n, ast.JoinedStr):
                     continue
+                lits = [str(v.value) for v in n.values if isinstance(v, ast.Constant)]
+                if any("|" in x for x in lits) or not any(" " in x for x in lits):
+                    continue  # a Markdown table row or a file name: not a label
                 order = [_value_name(v.value) for v in n.values
                          if isinstance(v, ast.FormattedValue)]
                 order = [o for o in order if o in ("device", "precision")]
@@ -152,6 +157,12 @@ def label_writers(src: Path) -> list[str]:
                     hits.append(f"{p.relative_to(src.parent)}:{fn.lineno} {fn.name}: "
                                 f"{' '.join(order[:2])}")
                     break
+            else:
+                names = _names(fn)
+                if "label" in fn.name and {"device", "precision"} <= names and (
+                        "label_of" not in names):
+                    hits.append(f"{p.relative_to(src.parent)}:{fn.lineno} {fn.name}: "
+                                "by pieces")
     # a nested function is walked inside its parent too: keep one line per (file, line)
     return sorted(set(hits))
 

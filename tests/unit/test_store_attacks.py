@@ -90,8 +90,11 @@ def test_an_output_that_is_the_database_is_refused(tmp_path):
     inside = make_db(rep / "report.md")
     code, text, exc = cli("report", "--db", str(inside), "-o", str(rep))
     assert code == 2 and exc is None and "under a name the report writes" in text
-    ok = make_db(rep / "results.db")  # a db beside the report's files is fine
-    assert cli("report", "--db", str(ok), "-o", str(rep), "-f", "md")[0] == 0
+    ok = make_db(rep / "results.db")  # a db beside the report's files is fine, but the
+    code, text, exc = cli("report", "--db", str(ok), "-o", str(rep), "-f", "md")  # other db
+    assert code == 2 and exc is None and "SQLite database" in text, text  # is never replaced
+    code, text, exc = cli("report", "--db", str(ok), "-o", str(rep), "-f", "md", "--force")
+    assert code == 2 and "not even with --force" in text, text
     assert (rep / "report.md").read_bytes() == inside.read_bytes()  # not overwritten
 
 

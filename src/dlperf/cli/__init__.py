@@ -1,7 +1,7 @@
 """The ``dlperf`` command line: the only argv parser; thin, calls library functions.
 
 One module per command (``run``, ``sweep``, ``list_``, ``results``, ``report``, ``compare``,
-``allreduce``, ``merge``, ``predict``, ``env``, ``data``), what they share in
+``allreduce``, ``merge``, ``predict``, ``calibrate``, ``env``, ``data``), what they share in
 :mod:`dlperf.cli.common`; this module assembles :data:`app` (the ``dlperf`` entry point,
 ``dlperf.cli:app``). A user error (:class:`~dlperf.errors.DlperfError`) prints one clear
 message and exits with status 2; nothing already stored is lost.
@@ -15,6 +15,7 @@ import typer
 # stay the modules, e.g. dlperf.cli.list_ for a test to patch).
 from dlperf.cli import (
     allreduce,
+    calibrate,
     compare,
     data,
     env,
@@ -67,6 +68,7 @@ app.command("compare", help=compare.HELP)(compare.compare)
 app.command("allreduce")(allreduce.allreduce)
 app.command("merge")(merge.merge)
 app.command("predict")(predict.predict)
+app.command("calibrate")(calibrate.calibrate)
 app.add_typer(data.data_app, name="data")
 app.command("env")(env.env)
 

@@ -73,6 +73,7 @@ def allreduce(
     output: Annotated[Path | None, typer.Option("--json", help="Write rows and environment here.")] = None,
     db: Annotated[str | None, typer.Option(help="Also store the rows in this results file (see: dlperf results --compare allreduce).")] = None,
     from_json: Annotated[Path | None, typer.Option(help="Store the rows of an earlier --json file in --db instead of running.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --json file that is not an earlier all-reduce JSON (never a database).")] = False,
 ) -> None:
     """All-reduce bandwidth (algbw/busbw) over message sizes, in the manner of nccl-tests."""
     def body() -> None:
@@ -83,7 +84,12 @@ def allreduce(
 
         if db is not None:
             check_db(db, must_exist=False)
-            check_output(output, "--json", db)
+        check_output(output, "--json", db, from_json, kind="json", force=force)
+        if output is not None and output.exists() and output.stat().st_size and not force:
+            # the rank writes it; an earlier all-reduce JSON starts with its "benchmark" key
+            from dlperf.outputs import check_target
+
+            check_target(output, "json", '{"benchmark": "allreduce"', flag="--json")
         if from_json is not None:
             if db is None:
                 raise ConfigError("--from-json stores an earlier run: give --db too")

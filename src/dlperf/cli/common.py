@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from dlperf.errors import ConfigError, DlperfError
-from dlperf.results.dbfile import same_file
+from dlperf.outputs import OutputRefused, check_target, same_file, write_output
 
 #: The width of the results' console off a terminal (a pipe, a file, a log) when $COLUMNS is
 #: not set: rich's default, 80, would stack every results table; 160 holds a CPU run's table
@@ -144,28 +144,55 @@ def spec_bounded(body: Callable[[], Any], timeout_s: float) -> Any:
         return body()
 
 
-def check_output(path: str | Path | None, flag: str, *dbs: str | Path | None) -> None:
+def check_output(path: str | Path | None, flag: str, *dbs: str | Path | None,
+                 kind: str | None = None, force: bool = False) -> None:
     """An output file (``-o``) must not be one of the results files ``dbs`` read or written by
-    the same command (``dlperf results --db r.db -o r.db`` replaced the database with CSV).
+    the same command (``dlperf results --db r.db -o r.db`` replaced the database with CSV), a
+    folder, or (with ``kind``, :data:`dlperf.outputs.KINDS`) a database or a path in a missing
+    folder: checked before the command works (:func:`dlperf.outputs.check_target`); whether an
+    existing file is an earlier output of that kind is checked when it is written
+    (:func:`write_file`).
 
     Raises:
-        ConfigError: naming both and what to give instead.
+        ConfigError: naming the path and what to give instead.
     """
     if path is None:
         return
-    for db in dbs:
-        if db is not None and same_file(path, db):
-            raise ConfigError(f"{flag} {str(path)!r} is the results file {str(db)!r}: writing "
-                              f"there would destroy it; give another file for {flag}")
+    if kind is None:
+        for db in dbs:
+            if db is not None and same_file(path, db):
+                raise OutputRefused(f"{flag} {str(path)!r} is the results file {str(db)!r}: "
+                                    "writing there would destroy it; give another file for "
+                                    f"{flag}")
+        return
+    check_target(path, kind, None, flag=flag, force=force, protect=dbs)
+
+
+def write_file(path: str | Path, text: str | bytes, kind: str, flag: str, *,
+               force: bool = False, protect: tuple[str | Path | None, ...] = ()) -> Path:
+    """Write a command's output file through the one door (:func:`dlperf.outputs.
+    write_output`: never over a results file, a database or a file of another kind without
+    ``--force``; atomically).
+
+    Raises:
+        ConfigError: the file may not be written (the message says why and what to do).
+    """
+    return write_output(path, text, kind, flag=flag, force=force, protect=protect)
 
 
 #: Files a report folder gets: report.md, report.html and plots (``*.png``).
 _REPORT_FILES, _REPORT_SUFFIXES = ("report.md", "report.html"), (".png",)
 
 
-def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None) -> None:
+def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None, *,
+                  title: str = "dlperf report", force: bool = False) -> None:
     """A report folder must be a folder (or not exist yet), and with ``db`` the results file
     must not be one of the files the report writes there (report.md, report.html, ``*.png``).
+    Files already there under those names must be an earlier report's (:func:`dlperf.outputs.
+    check_target`: ``report.md`` starting with the heading ``# {title}``, ``report.html`` with
+    dlperf's generator tag, ``*.png`` images), unless ``force``; a database, never; and the
+    plotly.js beside report.html must be the one dlperf writes, ``--force`` or not
+    (:func:`dlperf.report.html.check_plotly_js`).
 
     Checked before anything is measured: an empty path, a file, or a path under a file (a
     folder that could never be made there) would otherwise fail only after the run.
@@ -173,6 +200,23 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     Raises:
         ConfigError: naming the path and what to give instead.
     """
+    _check_out_dir(path, flag, db)
+    if path is None or not Path(path).is_dir():
+        return
+    folder = Path(path)
+    check_target(folder / "report.md", "markdown", f"# {title}\n", flag=flag, force=force,
+                 protect=(db,))
+    check_target(folder / "report.html", "html", "", flag=flag, force=force, protect=(db,))
+    for png in sorted(folder.glob("*.png")):
+        check_target(png, "png", "", flag=flag, force=force, protect=(db,))
+    for js in sorted(folder.glob("plotly-*.min.js")):  # report.html's plotly.js, kept
+        from dlperf.report.html import check_plotly_js
+
+        check_plotly_js(js)
+
+
+def _check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None) -> None:
+    """:func:`check_out_dir`'s checks of the folder itself and of the results file in it."""
     if path is not None and not str(path).strip():
         raise ConfigError(f"{flag} is empty; give a folder for the report (e.g. {flag} "
                           "dlperf-report), or leave the flag out")
@@ -366,6 +410,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     ``missing_ok`` (``dlperf sweep``): points of a missing data set are stored ``unavailable``
     and the others run, instead of refusing them all (:func:`dlperf.sweep.preflight`).
     """
+    from dlperf.interrupts import deferring
     from dlperf.report.sections import write_full_report
     from dlperf.results.store import ResultStore
     from dlperf.sweep import execute as run_points
@@ -389,7 +434,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         if sweep_config is not None:
             store.add_sweep(sweep, sweep_config, now_iso())
         try:
-            with terminated_as_interrupt():
+            with terminated_as_interrupt(), deferring():  # a result is stored whole
                 outcome = run_points(points, store, sweep=sweep, resume=resume,
                                      retry_failed=retry_failed, console=err, runner=runner,
                                      missing_data=missing, threads=threads)
@@ -425,5 +470,9 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         err.print(f"[red]{outcome.unavailable} point(s) unavailable[/] (data or framework not "
                   "here; see the errors above): they are stored as such; run the same command "
                   "again once that is fixed to measure them")
-    if all_failed or outcome.unavailable:
+    if outcome.left:
+        err.print(f"[red]{outcome.left} point(s) left to another process[/] that still held "
+                  "them when the wait ended (see above); run the same command again to measure "
+                  "or collect them")
+    if all_failed or outcome.unavailable or outcome.left:
         raise typer.Exit(1)

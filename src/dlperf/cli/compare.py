@@ -19,11 +19,14 @@ from dlperf.errors import ConfigError, unknown_choice
 FORMATS = ("table", "json")
 
 HELP = ("Compare two result files point by point (or, with --db FILE, two tags or git commits "
-        "stored in it): NEW/BASE of the median step time with a 95% CI (from the runs when "
-        "both sides have 2 or more, else from the iterations), significance, op classes where "
-        "both sides were traced, and a one-line summary. Every run of a point is used.\n\n"
-        "Exit status: 0; 1 with --fail-if-slower when a point is significantly slower by more "
-        "than the threshold or fails in NEW only; 2 for a user error.")
+        "stored in it): NEW/BASE of the median step time with a 95% CI, significance, op "
+        "classes where both sides were traced, and a one-line summary. A point is judged only "
+        "on a run-level interval: 2 or more runs a side (dlperf run --repeats 3), each on a "
+        "quiet host, without two modes or a drift; other points are 'not judged', counted, "
+        "with what would make them judgeable.\n\n"
+        "Exit status: 0; with --fail-if-slower: 1 when a point is significantly slower by "
+        "more than the threshold or fails in NEW only, 3 when a point of BASE is missing from "
+        "NEW or the two share no point, 4 when no point could be judged; 2 for a user error.")
 
 
 def _describe(name: str, recs: list[Any]) -> str:
@@ -88,44 +91,51 @@ def compare(
     base: Annotated[str, typer.Argument(metavar="BASE", help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit).")],
     new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit.")],
     db: Annotated[str | None, typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it.")] = None,
-    fail_if_slower: Annotated[str | None, typer.Option(help="Exit 1 when a point is significantly slower by more than this, e.g. 5% (or fails in NEW only).")] = None,
+    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 4 when nothing could be judged.")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
-    format: Annotated[str, typer.Option("--format", "-f", help="table (Markdown) or json.")] = "table",
+    format: Annotated[str | None, typer.Option("--format", "-f", help="table (Markdown) or json (default: the --output file's suffix, .json or .md; else table).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output file that is not an earlier comparison of the same format (never a database).")] = False,
 ) -> None:
     """Compare two result files or two tags/commits point by point (help: HELP)."""
     def body() -> int:
+        from dlperf.outputs import format_for
         from dlperf.report.regress import compare_records, parse_threshold
         from dlperf.report.regress_text import comparison_json, comparison_markdown, summary_line
 
-        if format not in FORMATS:
-            raise unknown_choice("format", format, FORMATS)
+        fmt = format_for(output, format, {".json": "json", ".md": "table"}, "table")
+        if fmt not in FORMATS:
+            raise unknown_choice("format", fmt, FORMATS)
+        kind = "json" if fmt == "json" else "markdown"
+        sides = (db,) if db is not None else (base, new)
         threshold = parse_threshold(fail_if_slower)
-        check_output(output, "--output", *((db,) if db is not None else (base, new)))
+        check_output(output, "--output", *sides, kind=kind, force=force)
         rb, rn, nb, nn = _sides(base, new, db, split(model, "model"))
         _note_same(base, new, db)
-        if not rb or not rn:
+        if (not rb or not rn) and (threshold is None or not rb):  # gate: NEW empty is exit 3
             raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
                               + (f" of model(s) {model}" if model else ""))
         comp = compare_records(rb, rn, base_name=nb, new_name=nn, level=level,
                                threshold=threshold)
-        text = (comparison_markdown(comp) if format == "table"
+        text = (comparison_markdown(comp) if fmt == "table"
                 else json.dumps(comparison_json(comp), indent=1, default=str) + "\n")
         if output is not None:
-            output.write_text(text)
+            common.write_file(output, text, kind, "--output", force=force, protect=sides)
             common.err.print(summary_line(comp), markup=False, highlight=False)
-        elif format == "table":
+        elif fmt == "table":
             print_markdown(text)
         else:
             sys.stdout.write(text)
-        regs = comp.regressions if threshold is not None else []
-        if regs:
-            common.err.print(f"{len(regs)} point(s) regressed (--fail-if-slower "
-                             f"{fail_if_slower}): "
-                             + "; ".join(p.label for p in regs), markup=False, highlight=False)
-            return 1
-        return 0
+        from dlperf.report.regress import gate_status
 
-    if guard(body):
-        raise typer.Exit(1)
+        code, why = gate_status(comp)
+        if why:
+            common.err.print(why.replace(f"--fail-if-slower {comp.threshold:.3g}",
+                                         f"--fail-if-slower {fail_if_slower}"),
+                             markup=False, highlight=False)
+        return code
+
+    code = guard(body)
+    if code:
+        raise typer.Exit(code)

@@ -23,6 +23,7 @@ def report(
     title: Annotated[str, typer.Option(help="Report title.")] = "dlperf report",
     target_loss: Annotated[float | None, typer.Option(help="Target loss of the convergence section (default: the one stored with each run).")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="md (report.md + PNGs), html (one self-contained report.html with interactive plots), or md,html (both).")] = "md,html",
+    force: Annotated[bool, typer.Option("--force", help="Replace files in the folder under the report's names (report.md, report.html, *.png) that are not an earlier report's (never a database).")] = False,
 ) -> None:
     """Write a Markdown report (table + plots) and an HTML report from a results file."""
     def body() -> None:
@@ -33,7 +34,7 @@ def report(
             if f not in FORMATS:
                 raise unknown_choice("report format", f, FORMATS)
         check_db(db, must_exist=True, folder=True)
-        check_out_dir(output, "--output", db)
+        check_out_dir(output, "--output", db, title=title, force=force)
         if "md" in formats:
             path = write_full_report(db, output, title, target_loss)
             common.out.print(f"report: {path}")

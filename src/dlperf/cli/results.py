@@ -17,6 +17,10 @@ from dlperf.errors import ConfigError, did_you_mean, unknown_choice
 from dlperf.report.sections import COMPARISONS
 
 FORMATS = ("table", "csv", "json")
+#: The format an ``--output`` file's suffix names when ``--format`` is not given.
+SUFFIX_FORMATS = {".csv": "csv", ".json": "json", ".md": "table", ".markdown": "table"}
+#: The output kind (:data:`dlperf.outputs.KINDS`) a format writes.
+KIND = {"table": "markdown", "csv": "csv", "json": "json"}
 
 #: ``--compare``'s help, from the one list of comparisons.
 COMPARE_HELP = ("Instead of the results: "
@@ -63,10 +67,13 @@ def _op_classes_text(rows: list[dict[str, Any]], format: str, samples_of: Any = 
     return csv_text(bdr.op_class_records(rows))
 
 
-def _write(text: str, output: Path | None, format: str) -> None:
-    """``text`` to ``output``, or to stdout (a table drawn in a terminal)."""
+def _write(text: str, output: Path | None, format: str, db: str = "",
+           force: bool = False) -> None:
+    """``text`` to ``output`` (through :func:`dlperf.cli.common.write_file`: never over the
+    results file ``db``, a database, or a file of another kind without ``force``), or to
+    stdout (a table drawn in a terminal)."""
     if output:
-        output.write_text(text)
+        common.write_file(output, text, KIND[format], "--output", force=force, protect=(db,))
     elif format == "table":
         print_markdown(text)
     else:
@@ -115,9 +122,11 @@ def _check_tags(store: Any, tags: list[str], db: str) -> None:
 
 
 def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
-                  output: Path | None, samples: bool, history: bool = False) -> None:
+                  output: Path | None, samples: bool, history: bool = False,
+                  force: bool = False) -> None:
     """The results table (with the breakdown table and the results' warnings), or their CSV
-    or JSON; ``history``: the table has the tag, time and commit columns."""
+    or JSON; ``history``: the table has the tag, time and commit columns; ``force``: an
+    ``output`` that is not an earlier export is replaced."""
     from dlperf.report.tables import results_table
     from dlperf.results.export import to_csv, to_json
 
@@ -138,7 +147,7 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
         return
     text = to_csv(rows) if format == "csv" else to_json(rows, store, include_samples=samples)
     if output:
-        output.write_text(text)
+        _write(text, output, format, db, force)
         common.err.print(f"wrote {len(rows)} rows to {output}")
     else:
         sys.stdout.write(text)
@@ -146,7 +155,7 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
 
 def results(
     db: Annotated[str, typer.Option(help="Results file, or a folder of them (its *.db read as one).")] = common.DEFAULT_DB,
-    format: Annotated[str, typer.Option("--format", "-f", help="table, csv or json.")] = "table",
+    format: Annotated[str | None, typer.Option("--format", "-f", help="table, csv or json (default: the --output file's suffix, .csv, .json or .md; else table).")] = None,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     status: Annotated[str | None, typer.Option(help="Only these statuses, e.g. ok,oom.")] = None,
     all_runs: Annotated[bool, typer.Option("--all", help="Every stored run, not only the latest per point; the table adds each run's tag, time and commit.")] = False,
@@ -158,15 +167,18 @@ def results(
     tag: Annotated[str | None, typer.Option(help="Only results with these tags (dlperf run --tag; comma-separated).")] = None,
     sha: Annotated[str | None, typer.Option(help="Only results measured at this git commit (4-40 hex digits).")] = None,
     since: Annotated[str | None, typer.Option(help="Only results created at or after this date (ISO, UTC), e.g. 2026-01-31.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output file that is not an earlier export of the same format (never a database).")] = False,
 ) -> None:
     """Show stored results as a table, CSV or JSON, or compare modes and frameworks."""
     def body() -> None:
+        from dlperf.outputs import format_for
         from dlperf.report.sections import Inputs, measured_or_none
         from dlperf.report.sections import compare as comparison
         from dlperf.results.merge import open_results
 
-        _check_flags(db, format, compare, op_classes, samples, target_loss, status)
-        check_output(output, "--output", db)
+        fmt = format_for(output, format, SUFFIX_FORMATS, "table")
+        _check_flags(db, fmt, compare, op_classes, samples, target_loss, status)
+        check_output(output, "--output", db, kind=KIND.get(fmt, "markdown"), force=force)
         filters = {"model": split(model, "model") or None,
                    "status": split(status, "status") or None}
         with open_results(db) as store:
@@ -181,7 +193,7 @@ def results(
                 every = select_rows(matching, tag=split(tag, "tag"), sha=sha, since=since,
                                     latest=False)
                 rows = select_rows(every, latest=not all_runs)
-                if since and not rows and matching and format == "table" and output is None:
+                if since and not rows and matching and fmt == "table" and output is None:
                     newest = max(str(r.get("created_at") or "") for r in matching)
                     common.err.print(f"note: no result in {db} was created at or after "
                                      f"{since} (UTC); the newest is from {newest[:19]}",
@@ -193,18 +205,18 @@ def results(
                     raise unknown_choice("model", missing[0], stored,
                                          plural=f"models in {db}")
             if op_classes:
-                text = _op_classes_text(rows, format, measured_or_none(store),
+                text = _op_classes_text(rows, fmt, measured_or_none(store),
                                         to_file=output is not None)
                 if text is not None:
-                    output.write_text(text) if output else sys.stdout.write(text)
+                    _write(text, output, fmt, db, force) if output else sys.stdout.write(text)
                 return
             if compare is not None:
                 inp = Inputs(store, rows, filters=filters, target_loss=target_loss)
                 if history:
                     inp.all_rows = every
-                _write(comparison(compare, inp, format), output, format)
+                _write(comparison(compare, inp, fmt), output, fmt, db, force)
                 return
-            _show_results(store, rows, db, format, output, samples,
-                          history=bool(all_runs or history))
+            _show_results(store, rows, db, fmt, output, samples,
+                          history=bool(all_runs or history), force=force)
 
     guard(body)

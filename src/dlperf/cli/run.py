@@ -19,6 +19,7 @@ import typer
 
 from dlperf.cli import common
 from dlperf.cli.common import check_db, check_endpoint, check_out_dir, guard, ints, split
+from dlperf.config.defaults import DDP, DEFAULT_BATCH_SIZE, ITERATIONS, QUICK_ITERATIONS, RUN
 from dlperf.errors import ConfigError
 from dlperf.registry import COMPILE_MODES, FRAMEWORKS, OPTIMIZER_IMPLS
 from dlperf.zoo import SUITES
@@ -51,19 +52,19 @@ class Point:
 
     model: Annotated[str | None, Opt("--model", "-m", help="Model name(s), comma-separated (see `dlperf list models`).")] = None
     suite: Annotated[str | None, Opt("--suite", "-s", help=SUITE_HELP)] = None
-    batch_size: Annotated[str | None, Opt("--batch-size", "-b", help="Mini-batch size(s), comma-separated: the global batch (split across devices) with --scaling strong, the default; the per-device batch with --scaling weak. Results store both (batch_size: global; per_device_batch) and the scaling. Default: 32; 8,32 for the quick suite.")] = None
+    batch_size: Annotated[str | None, Opt("--batch-size", "-b", help=f"Mini-batch size(s), comma-separated: the global batch (split across devices) with --scaling strong, the default; the per-device batch with --scaling weak. Results store both (batch_size: global; per_device_batch) and the scaling. Default: {DEFAULT_BATCH_SIZE}; {SUITE_BATCH_SIZES['quick']} for the quick suite.")] = None
     device: Annotated[str, Opt(help="cpu, cuda, or auto (cuda if available).")] = "auto"
-    precision: Annotated[str, Opt(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = "fp32"
-    framework: Annotated[str, Opt(help="Framework (see `dlperf list frameworks`).")] = "torch"
+    precision: Annotated[str, Opt(help="fp32 (TF32 off), tf32, bf16 (autocast); comma-separated.")] = RUN.precision
+    framework: Annotated[str, Opt(help="Framework (see `dlperf list frameworks`).")] = RUN.framework
     mode: Annotated[str | None, Opt(help=MODE_HELP)] = None
     data: Annotated[str | None, Opt(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None
     data_dir: Annotated[str | None, Opt(help="Data root for data-set names (default: $DLPERF_DATA).")] = None
-    grad_accum: Annotated[int, Opt(help="Gradient-accumulation steps per iteration.")] = 1
+    grad_accum: Annotated[int, Opt(help="Gradient-accumulation steps per iteration.")] = RUN.grad_accum
     threads: Annotated[str | None, Opt(help="CPU threads for the framework (per process: each data-parallel rank gets this many); comma-separated for a thread sweep, e.g. 1,2,4,8. Default: the thread policy (every usable CPU on a quiet host, fewer on a busy one; 1 per data-parallel CPU rank), recorded with each result.")] = None
-    cpu_bind: Annotated[str, Opt(help="Bind the worker to CPUs before the framework starts: none (default: as started), cores (the usable CPUs split into disjoint blocks, one per data-parallel rank), numa (each rank on one NUMA node's CPUs) or a CPU list such as 0-3,8 (split among the ranks). Recorded with the result (env.cpu_bind); the YAML field is cpu_bind.")] = "none"
-    layout: Annotated[str, Opt(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = "auto"
-    compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = "default"
-    optimizer_impl: Annotated[str, Opt(help="PyTorch only: the optimizer update's implementation: auto (the fastest: fused=True where PyTorch has fused kernels, CUDA and the CPU; PyTorch's default elsewhere), fused (fused=True), foreach (foreach=True), single (for-loop); comma-separated to compare, e.g. auto,fused. Recorded in flags.optimizer.")] = "auto"
+    cpu_bind: Annotated[str, Opt(help="Bind the worker to CPUs before the framework starts: none (default: as started), cores (the usable CPUs split into disjoint blocks, one per data-parallel rank), numa (each rank on one NUMA node's CPUs) or a CPU list such as 0-3,8 (split among the ranks). Recorded with the result (env.cpu_bind); the YAML field is cpu_bind.")] = RUN.cpu_bind
+    layout: Annotated[str, Opt(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = RUN.layout
+    compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = RUN.compile_mode
+    optimizer_impl: Annotated[str, Opt(help="PyTorch only: the optimizer update's implementation: auto (the fastest: fused=True where PyTorch has fused kernels, CUDA and the CPU; PyTorch's default elsewhere), fused (fused=True), foreach (foreach=True), single (for-loop); comma-separated to compare, e.g. auto,fused. Recorded in flags.optimizer.")] = RUN.optimizer_impl
     repeats: Annotated[int, Opt(help="Runs of each point, each in a fresh worker process, in rounds (every point once, then again, ...): between-run variation and the olympic mean with `dlperf results --compare repeats`.")] = 1
 
 
@@ -71,15 +72,15 @@ class Point:
 class Iterations:
     """How long to measure each point (:class:`dlperf.config.IterationPolicy`)."""
 
-    min_iters: Annotated[int, Opt(help="Measure at least this many iterations...")] = 20
-    min_time: Annotated[float | None, Opt(help="...and at least this many seconds (default: 1.0; 0.5 for the quick suite).")] = None
-    max_iters: Annotated[int, Opt(help="Stop measuring after this many iterations.")] = 100_000
-    max_time: Annotated[float, Opt(help="Time budget of the measurement per point (s).")] = 60.0
-    warmup_window: Annotated[int, Opt(help="Warm-up window (iterations) for steady-state detection.")] = 5
-    max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = 500
-    max_warmup_time: Annotated[float | None, Opt(help="...or this many seconds of warm-up (default: 20; 5 for the quick suite).")] = None
+    min_iters: Annotated[int, Opt(help="Measure at least this many iterations...")] = ITERATIONS.min_iters
+    min_time: Annotated[float | None, Opt(help=f"...and at least this many seconds (default: {ITERATIONS.min_time_s}; {QUICK_ITERATIONS.min_time_s} for the quick suite).")] = None
+    max_iters: Annotated[int, Opt(help="Stop measuring after this many iterations.")] = ITERATIONS.max_iters
+    max_time: Annotated[float, Opt(help="Time budget of the measurement per point (s).")] = ITERATIONS.max_time_s
+    warmup_window: Annotated[int, Opt(help="Warm-up window (iterations) for steady-state detection.")] = ITERATIONS.warmup_window
+    max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = ITERATIONS.max_warmup_iters
+    max_warmup_time: Annotated[float | None, Opt(help=f"...or this many seconds of warm-up (default: {ITERATIONS.max_warmup_time_s:g}; {QUICK_ITERATIONS.max_warmup_time_s:g} for the quick suite).")] = None
     ci_target: Annotated[float | None, Opt(help="Measure until the 95% CI of the median is within +- this share of it (e.g. 0.01), up to --max-time / --max-iters; off by default.")] = None
-    timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds (also the limit on making a file: model's spec, which imports the file in a process of its own).")] = 900.0
+    timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds (also the limit on making a file: model's spec, which imports the file in a process of its own).")] = RUN.timeout_s
 
 
 @dataclass
@@ -87,9 +88,9 @@ class Pipeline:
     """Real data through the framework's input pipeline."""
 
     loader_workers: Annotated[str | None, Opt(help="Real data through the framework's input pipeline during training with N workers (DataLoader processes / tf.data / JAX: Grain processes, or host threads, see --loader-impl); comma-separated for a sweep, e.g. 0,2,4,8. Default: batches prepared before timing (an ImageFolder always uses the pipeline).")] = None
-    loader_prefetch: Annotated[int, Opt(help="Batches the pipeline prepares ahead (DataLoader prefetch_factor per worker; JAX: Grain's per-worker buffer and device_put buffers, or the thread pipeline's queue depth).")] = 2
-    loader_impl: Annotated[str, Opt(help="JAX only: what the loader workers are: auto (Grain processes where grain is installed, else Python threads with a warning), processes (Grain; pip install grain), threads (dlperf's host threads); comma-separated to compare, e.g. processes,threads.")] = "auto"
-    input_bound_share: Annotated[float, Opt(help="Label a run input-bound when its measured iterations spent more than this share of their time waiting for data.")] = 0.10
+    loader_prefetch: Annotated[int, Opt(help="Batches the pipeline prepares ahead (DataLoader prefetch_factor per worker; JAX: Grain's per-worker buffer and device_put buffers, or the thread pipeline's queue depth).")] = RUN.loader_prefetch
+    loader_impl: Annotated[str, Opt(help="JAX only: what the loader workers are: auto (Grain processes where grain is installed, else Python threads with a warning), processes (Grain; pip install grain), threads (dlperf's host threads); comma-separated to compare, e.g. processes,threads.")] = RUN.loader_impl
+    input_bound_share: Annotated[float, Opt(help="Label a run input-bound when its measured iterations spent more than this share of their time waiting for data.")] = RUN.input_bound_share
 
 
 @dataclass
@@ -99,13 +100,9 @@ class Probes:
     breakdown: Annotated[bool, Opt("--breakdown", help="After the fused-step measurement, a separate one of where the time goes: t_io, t_h2d, t_f, t_b, t_u per iteration, CPU dispatch, GPU busy fraction and device time per op class (from a profiler trace).")] = False
     trace: Annotated[str | None, Opt("--trace", help="Keep a Chrome-trace/Perfetto JSON of a few iterations after the measurement under this folder (path stored in the result).")] = None
     timeline: Annotated[bool, Opt("--timeline", help="Keep the per-kernel timeline of a few profiled iterations (stream, start, duration, op class, launching op, phase, launch geometry, host launch interval), compressed, in the results file: what the performance model is re-fitted from.")] = False
-    power_interval: Annotated[float, Opt(help="NVML power sampling interval on a GPU (s).")] = 0.025
-    ceilings: Annotated[bool, Opt("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = True
+    power_interval: Annotated[float, Opt(help="NVML power sampling interval on a GPU (s).")] = RUN.power_interval_s
+    ceilings: Annotated[bool, Opt("--ceilings/--no-ceilings", help="Measure the matmul and memory-bandwidth ceilings after each point (for MFU).")] = RUN.measure_ceilings
     target_loss: Annotated[float | None, Opt(help="Report the training time until the smoothed loss reaches this value (convergence).")] = None
-
-
-#: PyTorch DDP's own default bucket size (MB), dlperf's default for --bucket-cap-mb.
-DDP_BUCKET_CAP_MB = 25.0
 
 
 @dataclass
@@ -113,17 +110,17 @@ class Parallel:
     """Data parallelism: devices, nodes, process layout, DDP's options, SLURM."""
 
     nproc: Annotated[str, Opt(help="Data parallel: devices per node (PyTorch: DDP processes via torchrun; JAX: sharded jit; TensorFlow: MirroredStrategy, or MultiWorkerMirroredStrategy with --dp-layout per_device / --nnodes > 1); comma-separated for a scaling series, e.g. 1,2.")] = "1"
-    scaling: Annotated[str, Opt(help="strong (default): --batch-size is the global batch, split across devices; weak: --batch-size is the per-device batch (global = per-device x devices). Results store the global batch (batch_size), the per-device batch and this setting.")] = "strong"
-    nnodes: Annotated[int, Opt(help="Nodes (machines); run the same command on each with its --node-rank.", min=1)] = 1
+    scaling: Annotated[str, Opt(help="strong (default): --batch-size is the global batch, split across devices; weak: --batch-size is the per-device batch (global = per-device x devices). Results store the global batch (batch_size), the per-device batch and this setting.")] = RUN.scaling
+    nnodes: Annotated[int, Opt(help="Nodes (machines); run the same command on each with its --node-rank.", min=1)] = RUN.nnodes
     node_rank: Annotated[int, Opt(help="This node's index, 0 .. nnodes-1 (node 0 stores the results in --db, node k in DB.node<k>.db).", min=0)] = 0
     rdzv_endpoint: Annotated[str | None, Opt(help="HOST:PORT of node 0 for the rendezvous (torchrun c10d), coordinator (jax.distributed) or TF_CONFIG exchange (TensorFlow); needed with --nnodes > 1.")] = None
     dp_layout: Annotated[str | None, Opt(help=DP_LAYOUT_HELP)] = None
-    bucket_cap_mb: Annotated[float, Opt(help="PyTorch DDP gradient bucket size (MB).")] = DDP_BUCKET_CAP_MB
-    gradient_as_bucket_view: Annotated[bool, Opt("--gradient-as-bucket-view", help="PyTorch DDP option.")] = False
-    static_graph: Annotated[bool, Opt("--static-graph", help="PyTorch DDP option.")] = False
-    find_unused_parameters: Annotated[bool, Opt("--find-unused-parameters", help="PyTorch DDP option.")] = False
-    broadcast_buffers: Annotated[bool, Opt("--broadcast-buffers/--no-broadcast-buffers", help="PyTorch DDP: broadcast rank 0's buffers (BatchNorm statistics) at every forward (PyTorch's default).")] = True
-    comm_profile_iters: Annotated[int, Opt(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = 5
+    bucket_cap_mb: Annotated[float, Opt(help="PyTorch DDP gradient bucket size (MiB).")] = DDP.bucket_cap_mb
+    gradient_as_bucket_view: Annotated[bool, Opt("--gradient-as-bucket-view", help="PyTorch DDP option.")] = DDP.gradient_as_bucket_view
+    static_graph: Annotated[bool, Opt("--static-graph", help="PyTorch DDP option.")] = DDP.static_graph
+    find_unused_parameters: Annotated[bool, Opt("--find-unused-parameters", help="PyTorch DDP option.")] = DDP.find_unused_parameters
+    broadcast_buffers: Annotated[bool, Opt("--broadcast-buffers/--no-broadcast-buffers", help="PyTorch DDP: broadcast rank 0's buffers (BatchNorm statistics) at every forward (PyTorch's default).")] = DDP.broadcast_buffers
+    comm_profile_iters: Annotated[int, Opt(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = RUN.comm_profile_iters
     emit_slurm: Annotated[Path | None, Opt(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None
 
     def ddp(self) -> dict[str, Any]:
@@ -137,11 +134,13 @@ class Parallel:
     def ddp_flags_set(self) -> list[str]:
         """The DDP flags given, as written on the command line."""
         return [flag for flag, on in (
-            ("--bucket-cap-mb", self.bucket_cap_mb != DDP_BUCKET_CAP_MB),
-            ("--gradient-as-bucket-view", self.gradient_as_bucket_view),
-            ("--static-graph", self.static_graph),
-            ("--find-unused-parameters", self.find_unused_parameters),
-            ("--no-broadcast-buffers", not self.broadcast_buffers)) if on]
+            ("--bucket-cap-mb", self.bucket_cap_mb != DDP.bucket_cap_mb),
+            ("--gradient-as-bucket-view",
+             self.gradient_as_bucket_view != DDP.gradient_as_bucket_view),
+            ("--static-graph", self.static_graph != DDP.static_graph),
+            ("--find-unused-parameters",
+             self.find_unused_parameters != DDP.find_unused_parameters),
+            ("--no-broadcast-buffers", self.broadcast_buffers != DDP.broadcast_buffers)) if on]
 
 
 @dataclass
@@ -153,6 +152,7 @@ class Storage:
     retry_failed: Annotated[bool, Opt("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False
     report: Annotated[str | None, Opt(help="Also write a Markdown+PNG report to this folder.")] = None
     tag: Annotated[str | None, Opt(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None
+    force: Annotated[bool, Opt("--force", help="Replace files in the way of --emit-slurm or --report that dlperf did not write for them (never a database).")] = False
 
 
 def _check_flags(point: Point, par: Parallel) -> None:
@@ -200,13 +200,13 @@ def _policy(point: Point, it: Iterations) -> Any:
     (docs/zoo.md)."""
     from dlperf.config import make_policy
 
-    quick = point.suite == "quick"
+    base = QUICK_ITERATIONS if point.suite == "quick" else ITERATIONS
     return make_policy(
         min_iters=it.min_iters,
-        min_time_s=(0.5 if quick else 1.0) if it.min_time is None else it.min_time,
+        min_time_s=base.min_time_s if it.min_time is None else it.min_time,
         max_iters=it.max_iters, max_time_s=it.max_time, warmup_window=it.warmup_window,
         max_warmup_iters=it.max_warmup_iters, ci_target_rel=it.ci_target,
-        max_warmup_time_s=(5.0 if quick else 20.0) if it.max_warmup_time is None
+        max_warmup_time_s=base.max_warmup_time_s if it.max_warmup_time is None
         else it.max_warmup_time)
 
 
@@ -222,12 +222,13 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
 
     policy = _policy(point, it)
     entry: dict[str, Any] = ({"suite": point.suite} if point.suite else
-                             {"model": split(point.model, "model"), "data": point.data or "synthetic"})
+                             {"model": split(point.model, "model"), "data": point.data or RUN.data})
     if point.suite and point.data:
         entry["data"] = point.data
     entry.update(
-        precision=split(point.precision, "precision") or ["fp32"],
-        batch_size=ints(point.batch_size or SUITE_BATCH_SIZES.get(point.suite or "", "32"),
+        precision=split(point.precision, "precision") or [RUN.precision],
+        batch_size=ints(point.batch_size
+                        or SUITE_BATCH_SIZES.get(point.suite or "", str(DEFAULT_BATCH_SIZE)),
                         "batch-size"),
         threads=ints(point.threads, "threads") if point.threads else None,
         cpu_bind=point.cpu_bind,
@@ -264,13 +265,16 @@ def _note_unused_ddp(points: list[Any], par: Parallel) -> None:
                          "so they change nothing", markup=False, highlight=False)
 
 
-def _emit_slurm(path: Path, par: Parallel, device: str) -> None:
+def _emit_slurm(path: Path, par: Parallel, device: str, db: str, force: bool) -> None:
+    """Write the sbatch script of ``--emit-slurm`` (never over the results file ``db``, a
+    database, or a file that is not a script dlperf wrote, without ``force``)."""
     from dlperf.launch.slurm import sbatch_script, strip_node_options
 
     argv = sys.argv[sys.argv.index("run") + 1:] if "run" in sys.argv else []
-    text = sbatch_script(strip_node_options(argv), nnodes=par.nnodes,
+    text = sbatch_script([a for a in strip_node_options(argv) if a != "--force"],
+                         nnodes=par.nnodes,
                          gpus_per_node=max(ints(par.nproc, "nproc")) if device == "cuda" else 0)
-    path.write_text(text)
+    common.write_file(path, text, "slurm", "--emit-slurm", force=force, protect=(db,))
     common.out.print(f"wrote {path}: submit with `sbatch {path}`")
 
 
@@ -283,7 +287,9 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         from dlperf.config import expand_grid, resolve_device
 
         _check_flags(point, par)
-        check_out_dir(store.report, "--report", store.db)
+        check_out_dir(store.report, "--report", store.db, force=store.force)
+        common.check_output(par.emit_slurm, "--emit-slurm", store.db, kind="slurm",
+                            force=store.force)
         check_db(store.db, must_exist=False)
         # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
         dev = (point.device if par.emit_slurm is not None and point.device in ("cpu", "cuda")
@@ -292,7 +298,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         points = expand_grid({}, [grid_entry(point, it, pipe, probes, par, dev)], cli=True)
         _note_unused_ddp(points, par)
         if par.emit_slurm is not None:
-            _emit_slurm(par.emit_slurm, par, dev)
+            _emit_slurm(par.emit_slurm, par, dev, store.db, store.force)
             return
         if outside is None:
             from dlperf.placement import check_here

@@ -21,8 +21,9 @@ HELP = (
     "made, no DLPERF_DATA) does not: one warning names it, its points are stored as "
     "'unavailable' with the message, the other points run, and running the sweep again once "
     "the data are there measures just those points.\n\n"
-    "Exit status: 0; 1 if any point is unavailable (missing data or framework) or every point "
-    "that ran failed; 2 for a user error; 130 when interrupted.")
+    "Exit status: 0; 1 if any point is unavailable (missing data or framework), every point "
+    "that ran failed, or another process still held points when the wait for them ended; 2 "
+    "for a user error; 130 when interrupted (143: SIGTERM).")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -51,9 +52,11 @@ def shard_points(points: list[Any], k: int, n: int) -> list[Any]:
 
 
 def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, db: str,
-                 options: list[str]) -> None:
+                 options: list[str], force: bool = False) -> None:
     """Write the job-array script of ``--slurm-array`` (:func:`dlperf.launch.slurm.
-    array_script`): ``shards`` tasks (default: one per point).
+    array_script`): ``shards`` tasks (default: one per point); never over the results file
+    ``db``, the sweep file, a database or a file that is not a script dlperf wrote (without
+    ``force``: :func:`dlperf.cli.common.write_file`).
 
     Raises:
         ConfigError: multi-node points (an array task is one node), or more shards than points.
@@ -70,7 +73,8 @@ def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, 
         raise ConfigError(f"--shards {n}: give 1 to {n_points} (the sweep has {n_points} "
                           "points; each array task runs at least one)")
     gpus = max((p.world_size for p in points if p.device == "cuda"), default=0)
-    path.write_text(array_script(file, n, db=db, gpus_per_task=gpus, options=options))
+    common.write_file(path, array_script(file, n, db=db, gpus_per_task=gpus, options=options),
+                      "slurm", "--slurm-array", force=force, protect=(db, file))
     first = shard_db_path(db, "0")
     common.out.print(f"wrote {path}: {n} array task(s) for {n_points} point(s); submit with "
                      f"`sbatch {path}`, then combine the tasks' results files ({first}, ...) "
@@ -212,13 +216,14 @@ def sweep(
     slurm_array: Annotated[Path | None, typer.Option(help="Write a SLURM sbatch script that runs the sweep as a job array (one task per --shard K/N, each into DB.shard<K>.db; combine them with `dlperf merge`), and exit.")] = None,
     shards: Annotated[int | None, typer.Option(help="--slurm-array: array tasks N (default: one per point).", min=1)] = None,
     cpu_bind: Annotated[str | None, typer.Option(help="Bind every point's worker (each data-parallel rank to its own CPUs) as the file's cpu_bind field would: none, cores, numa or a CPU list such as 0-3; overrides the file.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace files in the way of --slurm-array or --report that dlperf did not write for them (never a database).")] = False,
 ) -> None:
     """Run a grid from a YAML file; resumable: finished points are skipped (help: HELP)."""
     def body() -> None:
         from dlperf.config import load_sweep
         from dlperf.launch.slurm import node_db_path
 
-        check_out_dir(report, "--report")
+        check_out_dir(report, "--report", force=force)
         k_n = parse_shard(shard) if shard is not None else None
         cfg = load_sweep(file)
         points = with_cpu_bind(cfg.expand(), cpu_bind)
@@ -229,7 +234,7 @@ def sweep(
                                                          else []),
                     *(["--restart"] if restart else [])]
             _write_array(slurm_array, file, points, shards,
-                         db or str(Path(file).with_suffix(".db")), opts)
+                         db or str(Path(file).with_suffix(".db")), opts, force)
             return
         if shards is not None:
             raise ConfigError("--shards is the number of array tasks of --slurm-array; for one "
@@ -237,7 +242,7 @@ def sweep(
         if k_n is not None:  # by point: the repeats of a point stay on one shard (one GPU)
             points = shard_points(points, *k_n)
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
-        check_out_dir(report, "--report", path)
+        check_out_dir(report, "--report", path, force=force)
         if dry_run:
             _dry_run(points, path, restart, retry_failed, tag)
             return

@@ -273,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
                        "warmup": a.warmup, "iters": a.iters, "factor": a.factor,
                        "rows": rows, "framework": _provenance(torch, backend),
                        "env": collect_env()}
-                with open(a.json, "w") as f:
-                    json.dump(doc, f, indent=2)
+                from dlperf.outputs import atomic_write
+
+                atomic_write(a.json, json.dumps(doc, indent=2))  # checked by the CLI
         ok = rows is None or all(r["correct"] for r in rows)
     finally:
         dist.destroy_process_group()

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from dlperf.config.defaults import DDP, ITERATIONS
+
 
 class IterationPolicy(BaseModel):
     """How many iterations to run: warm-up detection and the stopping rule (docs/measurement.md 3, 5).
@@ -30,15 +32,15 @@ class IterationPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    min_iters: int = Field(20, ge=1)
-    min_time_s: float = Field(1.0, ge=0.0)
-    max_iters: int = Field(100_000, ge=1)
-    max_time_s: float = Field(60.0, gt=0.0)
-    warmup_window: int = Field(5, ge=2)
-    warmup_rel_tol: float = Field(0.05, gt=0.0, lt=1.0)
-    min_warmup_iters: int = Field(10, ge=0)
-    max_warmup_iters: int = Field(500, ge=0)
-    max_warmup_time_s: float = Field(20.0, ge=0.0)
+    min_iters: int = Field(ITERATIONS.min_iters, ge=1)
+    min_time_s: float = Field(ITERATIONS.min_time_s, ge=0.0)
+    max_iters: int = Field(ITERATIONS.max_iters, ge=1)
+    max_time_s: float = Field(ITERATIONS.max_time_s, gt=0.0)
+    warmup_window: int = Field(ITERATIONS.warmup_window, ge=2)
+    warmup_rel_tol: float = Field(ITERATIONS.warmup_rel_tol, gt=0.0, lt=1.0)
+    min_warmup_iters: int = Field(ITERATIONS.min_warmup_iters, ge=0)
+    max_warmup_iters: int = Field(ITERATIONS.max_warmup_iters, ge=0)
+    max_warmup_time_s: float = Field(ITERATIONS.max_warmup_time_s, ge=0.0)
     ci_target_rel: float | None = Field(None, gt=0.0, lt=1.0)
 
     @model_validator(mode="after")
@@ -52,18 +54,18 @@ class IterationPolicy(BaseModel):
 
 class DDPOptions(BaseModel):
     """``torch.nn.parallel.DistributedDataParallel`` options (docs/measurement.md rule 6: recorded and
-    settable). Defaults are PyTorch's own (``bucket_cap_mb=25``, ``broadcast_buffers`` on: rank
+    settable). Defaults are PyTorch's own (:data:`dlperf.config.defaults.DDP`; ``broadcast_buffers`` on: rank
     0's buffers, e.g. BatchNorm running statistics, are broadcast at every forward; the rest
     off); see the PyTorch DDP documentation for what each changes. A framework takes them when
     its registry entry says ``ddp=True`` (:mod:`dlperf.registry`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    bucket_cap_mb: float = Field(25.0, gt=0.0)
-    gradient_as_bucket_view: bool = False
-    static_graph: bool = False
-    find_unused_parameters: bool = False
-    broadcast_buffers: bool = True
+    bucket_cap_mb: float = Field(DDP.bucket_cap_mb, gt=0.0)
+    gradient_as_bucket_view: bool = DDP.gradient_as_bucket_view
+    static_graph: bool = DDP.static_graph
+    find_unused_parameters: bool = DDP.find_unused_parameters
+    broadcast_buffers: bool = DDP.broadcast_buffers
 
     def changed(self) -> list[str]:
         """``["broadcast_buffers=False", ...]``: the options not at their default, for labels."""

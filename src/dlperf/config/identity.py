@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from dlperf.config.axes import ddp_changes
@@ -111,37 +112,83 @@ def point_key(cfg: Any) -> str:
 
 
 def label(cfg: Any) -> str:
-    """Short human label of ``cfg``, e.g. ``resnet50 torch/eager cuda bf16 b=64 synthetic``.
+    """Short human label of the run config ``cfg`` (:func:`label_of` of its settings), e.g.
+    ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
+    return label_of({**cfg.model_dump(exclude={"iterations"}), "batch_size": cfg.global_batch,
+                     "per_device_batch": cfg.per_device_batch, "world_size": cfg.world_size})
 
-    A compile mode other than the default follows the mode (``torch/graph
-    [reduce-overhead]``); data parallel: ``b=128 (2x64)`` and ``x2`` devices (``2x2`` for 2
-    nodes of 2), a data-parallel layout other than the framework's default and the DDP options
-    that are not at their default; a repeated run ends in ``#k`` (its ``repeat``, 0-based;
-    repeat 0 has none).
+
+def label_of(s: Mapping[str, Any]) -> str:
+    """The label of a benchmark point or of a group of points, from its settings: the one
+    place a label is written, in one order.
+
+    ``s`` holds some of a run config's fields (``model``, ``framework``, ``mode``,
+    ``compile_mode``, ``device``, ``nproc``, ``nnodes``, ``precision``, ``data``,
+    ``threads``, ``cpu_bind``, ``layout``, ``loader_workers``, ``loader_impl``, ``breakdown``,
+    ``trace_dir``, ``timeline``, ``dp_layout``, ``ddp``, ``optimizer_impl``, ``repeat``) with
+    ``batch_size`` the global batch and, for data parallelism, ``world_size`` and
+    ``per_device_batch`` (:func:`dlperf.results.view.settings_of` reads them from a record).
+    A setting absent or None is left out, so a group's label names what its points share.
+
+    Order: ``model framework/mode [compile mode] device[ xN] precision b=B[ (NxP)] data``, then
+    the settings not at their default: ``threads=`` ``cpu-bind=`` ``layout=`` (image models
+    only) ``workers=`` ``loader=`` ``+breakdown`` ``+trace`` ``+timeline``, a data-parallel
+    layout other than the framework's, ``ddp(...)`` (PyTorch DDP options not at their
+    default), ``opt=`` and ``#repeat`` (0-based; repeat 0 has none). E.g.
+    ``resnet50 torch/graph [reduce-overhead] cuda x2 bf16 b=128 (2x64) synthetic`` (2 devices
+    on one node; ``2x2`` for 2 nodes of 2).
     """
-    thr = f" threads={cfg.threads}" if cfg.threads else ""
-    thr += f" cpu-bind={cfg.cpu_bind}" if cfg.cpu_bind != "none" else ""
-    thr += (f" layout={cfg.layout}" if cfg.layout != "auto" and has_image_layout(cfg.model)
-            else "")
-    lw = f" workers={cfg.loader_workers}" if cfg.loader_workers is not None else ""
-    lw += f" loader={cfg.loader_impl}" if cfg.loader_impl != "auto" else ""
-    extra = (" +breakdown" if cfg.breakdown else "") + (" +trace" if cfg.trace_dir else "")
-    extra += " +timeline" if cfg.timeline else ""
-    b, par = f"b={cfg.global_batch}", ""
-    if cfg.distributed:
-        b += f" ({cfg.world_size}x{cfg.per_device_batch})"
-        par = (f" x{cfg.nproc}" if cfg.nnodes == 1 else f" {cfg.nnodes}x{cfg.nproc}")
-        lay = layout_change(cfg.framework, cfg.dp_layout)
-        extra += f" {lay}" if lay else ""
-        if takes_ddp_options(cfg.framework):
-            changed = cfg.ddp.changed()
-            extra += f" ddp({', '.join(changed)})" if changed else ""
-    extra += f" #{cfg.repeat}" if cfg.repeat else ""
-    cm = f" [{cfg.compile_mode}]" if cfg.compile_mode != "default" else ""
-    extra += f" opt={cfg.optimizer_impl}" if cfg.optimizer_impl != "auto" else ""
-    return (f"{cfg.model} {cfg.framework}/{cfg.mode}{cm} {cfg.device}{par} "
-            f"{cfg.precision} {b} {cfg.data}{thr}{lw}{extra}")
+    def given(k: str) -> Any:
+        return s.get(k)
+
+    model, fw, mode = given("model"), given("framework"), given("mode")
+    nproc, nnodes = given("nproc"), given("nnodes") or 1
+    world = given("world_size") or (nproc * nnodes if nproc else 1)
+    words: list[str] = []
+    if model is not None:
+        words.append(str(model))
+    if fw is not None or mode is not None:
+        fm = "/".join(str(x) for x in (fw, mode) if x is not None)
+        cm = given("compile_mode")
+        words.append(fm + (f" [{cm}]" if cm and cm != "default" else ""))
+    if given("device") is not None:
+        par = ""
+        if world > 1:
+            per_node = nproc or world // nnodes
+            par = f" x{per_node}" if nnodes == 1 else f" {nnodes}x{per_node}"
+        words.append(f"{given('device')}{par}")
+    if given("precision") is not None:
+        words.append(str(given("precision")))
+    if given("batch_size") is not None:
+        pdb = given("per_device_batch")
+        words.append(f"b={given('batch_size')}" + (f" ({world}x{pdb})" if world > 1 and pdb
+                                                    else ""))
+    if given("data") is not None:
+        words.append(str(given("data")))
+    if given("threads"):
+        words.append(f"threads={given('threads')}")
+    if given("cpu_bind") not in (None, "none"):
+        words.append(f"cpu-bind={given('cpu_bind')}")
+    if given("layout") not in (None, "auto") and (model is None or has_image_layout(model)):
+        words.append(f"layout={given('layout')}")
+    if given("loader_workers") is not None:
+        words.append(f"workers={given('loader_workers')}")
+    if given("loader_impl") not in (None, "auto"):
+        words.append(f"loader={given('loader_impl')}")
+    words += [w for k, w in (("breakdown", "+breakdown"), ("trace_dir", "+trace"),
+                             ("timeline", "+timeline")) if given(k)]
+    if world > 1:
+        lay = layout_change(fw, given("dp_layout"))
+        words += [lay] if lay else []
+        changed = ddp_changes(given("ddp")) if takes_ddp_options(fw) else []
+        words += [f"ddp({', '.join(changed)})"] if changed else []
+    if given("optimizer_impl") not in (None, "auto"):
+        words.append(f"opt={given('optimizer_impl')}")
+    if given("repeat"):
+        words.append(f"#{given('repeat')}")
+    return " ".join(words)
 
 
 __all__ = ["KEY_EXCLUDED", "KEY_OMIT_AT_DEFAULT", "ddp_changes", "has_image_layout", "label",
+           "label_of",
            "layout_change", "point_key", "run_key", "takes_ddp_options"]

@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from dlperf.config.axes import DDPOptions, IterationPolicy
+from dlperf.config.defaults import RUN
 from dlperf.config.identity import label, point_key, run_key
 from dlperf.config.messages import format_validation
 from dlperf.config.rules import check_run
@@ -133,37 +134,37 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str
-    framework: str = "torch"
+    framework: str = RUN.framework
     mode: str = ""  # "" -> the framework's first (default) mode
-    device: str = "cpu"
-    precision: str = "fp32"
+    device: str = RUN.device
+    precision: str = RUN.precision
     batch_size: int = Field(..., ge=1, strict=True)
-    grad_accum: int = Field(1, ge=1, strict=True)
-    data: str = "synthetic"
+    grad_accum: int = Field(RUN.grad_accum, ge=1, strict=True)
+    data: str = RUN.data
     data_dir: str | None = None
     threads: int | None = Field(None, ge=1)
-    cpu_bind: str = "none"
+    cpu_bind: str = RUN.cpu_bind
     seed: int = 0
-    layout: str = "auto"
-    compile_mode: str = "default"
-    optimizer_impl: str = "auto"
+    layout: str = RUN.layout
+    compile_mode: str = RUN.compile_mode
+    optimizer_impl: str = RUN.optimizer_impl
     iterations: IterationPolicy = Field(default_factory=IterationPolicy)
-    timeout_s: float = Field(900.0, gt=0.0)
+    timeout_s: float = Field(RUN.timeout_s, gt=0.0)
     breakdown: bool = False
     trace_dir: str | None = None
     timeline: bool = False
     loader_workers: int | None = Field(None, ge=0, strict=True)
-    loader_prefetch: int = Field(2, ge=1, strict=True)
-    loader_impl: str = "auto"
-    input_bound_share: float = Field(0.10, gt=0.0, lt=1.0)
-    measure_ceilings: bool = True
-    power_interval_s: float = Field(0.025, ge=0.005, le=1.0)
-    nproc: int = Field(1, ge=1, strict=True)
-    nnodes: int = Field(1, ge=1, strict=True)
-    scaling: str = "strong"
+    loader_prefetch: int = Field(RUN.loader_prefetch, ge=1, strict=True)
+    loader_impl: str = RUN.loader_impl
+    input_bound_share: float = Field(RUN.input_bound_share, gt=0.0, lt=1.0)
+    measure_ceilings: bool = RUN.measure_ceilings
+    power_interval_s: float = Field(RUN.power_interval_s, ge=0.005, le=1.0)
+    nproc: int = Field(RUN.nproc, ge=1, strict=True)
+    nnodes: int = Field(RUN.nnodes, ge=1, strict=True)
+    scaling: str = RUN.scaling
     dp_layout: str = ""  # "" -> the framework's default (registry dp_layouts[0])
     ddp: DDPOptions = Field(default_factory=DDPOptions)
-    comm_profile_iters: int = Field(5, ge=0, strict=True)
+    comm_profile_iters: int = Field(RUN.comm_profile_iters, ge=0, strict=True)
     target_loss: float | None = None
     repeat: int = Field(0, ge=0, strict=True)
 

@@ -11,7 +11,6 @@ from dlperf.frameworks.base import (
     FrameworkAdapter,
     NonFiniteLoss,
     OutOfMemory,
-    Session,
     TrainingRun,
     no_mark,
 )
@@ -30,4 +29,4 @@ def get_adapter(name: str) -> FrameworkAdapter:
 
 
 __all__ = ["ADAPTERS", "DataSource", "DistContext", "FrameworkAdapter", "NonFiniteLoss",
-           "OutOfMemory", "Session", "TrainingRun", "get_adapter", "no_mark"]
+           "OutOfMemory", "TrainingRun", "get_adapter", "no_mark"]

@@ -1,7 +1,7 @@
 """The framework adapter protocol: the one seam where framework names appear.
 
 An adapter turns a :class:`~dlperf.config.RunConfig` and a :class:`~dlperf.zoo.ModelSpec` into
-a :class:`TrainingRun` (formerly a :class:`Session`): a ready-to-run staged training step plus
+a :class:`TrainingRun`: a ready-to-run staged training step plus
 the timer and probes the harness needs.
 Adding a framework is one adapter module plus its model implementations; the harness, worker,
 store and report do not change.
@@ -90,89 +90,6 @@ class DataSource:
     arrays: list[Any] = field(default_factory=list)
 
 
-@dataclass
-class Session:
-    """A prepared training run, owned by the worker for the duration of one configuration.
-
-    Attributes:
-        step: runs one iteration (input, forward, backward, update); returns a loss handle.
-        timer: per-iteration timer suited to the device.
-        losses_to_floats: turns loss handles into Python floats (called after the loop).
-        memory: returns the memory peaks in bytes (keys ``peak_allocated_bytes``,
-            ``peak_reserved_bytes``, ``nvml_used_bytes``, ``peak_rss_bytes``; None if unknown).
-        versions: framework, CUDA, cuDNN, NCCL versions and the device name.
-        flags: every setting that changes speed (docs/measurement.md rule 6), as applied.
-        data_info: what fed the model (synthetic, or the data set, split, batches, checksums).
-        close: frees the device memory.
-        on_phase: called by the harness with ``"measure"`` right before the measured segment
-            (an adapter snapshots its compile counters there).
-        compile_info: after the loop, ``{"compile_time_s": float | None, "n_compiles": int |
-            None, "recompiles_measured": int | None}``: compile/trace time, number of compiled
-            graphs or traces, and how many happened during measurement (docs/measurement.md rule 4;
-            > 0 means the measured steps were not at steady state), and
-            ``compile_before_loop_s``: the compile/trace work done before the first timed
-            iteration (0 where compilation is lazy, inside the first step).
-        compile_count: the number of compilations (graphs, traces, builds) so far, as a cheap
-            Python read: the harness calls it after every step, also in the measured segment
-            (docs/measurement.md, "Recompiles"); None where the framework compiles nothing.
-        phased_step: for ``--breakdown``: runs one iteration calling ``mark(phase, handle)``
-            after each phase (``t_io``, ``t_h2d``, ``t_f``, ``t_b``, ``t_u``, or ``t_fbu`` for a
-            step compiled as one program); see :mod:`dlperf.measure.phases`. None: no
-            breakdown for this framework.
-        phase_timer: makes the :class:`~dlperf.measure.phases.PhaseTimer` for it.
-        profile: for ``--breakdown``/``--trace``: ``profile(n, folder) -> {"trace":
-            TraceData, "files": {kind: path}}`` runs one warm-up and ``n`` annotated steps
-            (``dlperf_step``) under the framework's profiler, writes the trace files into
-            ``folder`` and parses them (:mod:`dlperf.measure.breakdown`).
-        data_wait: real data through an input pipeline: the
-            :class:`~dlperf.data.pipeline.DataWaitRecorder` around the step's next-batch call
-            (its ``mark_measure`` is called from ``on_phase``); None for synthetic data.
-        nvml_target: ``(uuid or None, NVML index)`` of the GPU the run uses; None on a CPU.
-        count_flops: after the measurement, runs one more iteration under the framework's
-            FLOP counter (or reads its compiler's cost analysis) and returns
-            ``{"flops_per_step", "bytes_per_step", "source", "bytes_source"}`` (None where a
-            count is not available).
-        ceiling_backend: returns the framework's
-            :class:`~dlperf.perfmodel.ceilings.CeilingBackend` for the run's device.
-        dist: set for data-parallel runs (:class:`DistContext`).
-        comm_profile: for data-parallel runs whose framework has a profiler: runs ``k`` more
-            iterations under it, after the measured segment (a separate, labelled
-            measurement), and returns the exposed-communication numbers of
-            :func:`dlperf.measure.breakdown.overlap.exposed_communication` in seconds per iteration
-            (``comm``, ``compute``, ``overlapped``, ``exposed``, ``hidden_share``,
-            ``profiled_iters``, ``rule``, ``profiled_wall_s_per_iter``,
-            ``exposed_share_of_step``, ``n_comm_spans``, ``note``; JAX adds ``per_device``,
-            ``devices``, ``comm_ops`` and ``reason``: why ``exposed`` is None, if it is).
-            Every process must run the same iterations (their collectives match), whatever
-            its profiler does; the worker records an exception from it as the ``reason``.
-        clock: the host clock in seconds that the harness's loops read (``time.perf_counter``;
-            the fake framework's virtual clock in tests).
-    """
-
-    step: Callable[[], Any]
-    timer: StepTimer
-    losses_to_floats: Callable[[list[Any]], list[float]]
-    memory: Callable[[], dict[str, int | None]]
-    versions: dict[str, Any] = field(default_factory=dict)
-    flags: dict[str, Any] = field(default_factory=dict)
-    data_info: dict[str, Any] = field(default_factory=dict)
-    close: Callable[[], None] = lambda: None
-    on_phase: Callable[[str], None] | None = None
-    compile_info: Callable[[], dict[str, Any]] | None = None
-    compile_count: Callable[[], int] | None = None
-    phased_step: Callable[..., Any] | None = None
-    phase_timer: Callable[[], Any] | None = None
-    profile: Callable[[int, Any], dict[str, Any]] | None = None
-    data_wait: Any = None
-    nvml_target: tuple[str | None, int] | None = None
-    count_flops: Callable[[], dict[str, Any]] | None = None
-    ceiling_backend: Callable[[], Any] | None = None
-    dist: DistContext | None = None
-    comm_profile: Callable[[int], dict[str, Any]] | None = None
-    dist_details: Callable[[], dict[str, Any]] | None = None
-    clock: Callable[[], float] = time.perf_counter
-
-
 def no_mark(phase: str, handle: Any = None) -> None:
     """The stage mark of the fused step: does nothing (one Python call per stage, ~50 ns)."""
     return None  # a statement, so TensorFlow's AutoGraph can convert it inside tf.function
@@ -214,7 +131,7 @@ class TrainingRun:
         compile_info(): ``{"compile_time_s", "n_compiles", "recompiles_measured",
             "compile_before_loop_s", ...}``.
         compile_count(): compilations so far, a cheap Python read called after every step
-            (:attr:`Session.compile_count`).
+            (docs/measurement.md, "Recompiles"); None where the framework compiles nothing.
         count_flops(): ``{"flops_per_step", "bytes_per_step", "source", "bytes_source"}`` of
             one more iteration under the framework's counter.
         ceiling_backend(): the :class:`~dlperf.perfmodel.ceilings.CeilingBackend` of the device.
@@ -314,9 +231,8 @@ class FrameworkAdapter(Protocol):
     def is_oom(self, exc: BaseException) -> bool:
         """True if ``exc`` is this framework's out-of-memory error."""
 
-    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> TrainingRun | Session:
-        """Build the model, optimizer, data and step for ``cfg``: a :class:`TrainingRun`
-        (a :class:`Session` from an adapter not yet moved to it; both have the same attributes).
+    def prepare(self, cfg: RunConfig, spec: ModelSpec) -> TrainingRun:
+        """Build the model, optimizer, data and step for ``cfg``: a :class:`TrainingRun`.
 
         Raises:
             UnavailableError: the framework or device is not present.

@@ -34,6 +34,7 @@ import numpy as np
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import inputpipe as ip
@@ -381,7 +382,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
                   if one.cfg.matches(p) and any(p.host_speed_ns)]
         if probes:
             scale = host_ns / float(np.median(probes))
-            one.host_s *= scale
+            one.host_s = eq.host_scaled_s(one.host_s, host_ns, float(np.median(probes)))
             prov["host speed"] = (f"given: probe {host_ns:g} ns against the calibration "
                                   f"points' median {np.median(probes):.3g} ns: host x {scale:.3g}")
         else:

@@ -32,12 +32,17 @@ and the exposed communication is ``max(0, e_n - t_b)``, ``t_b`` the end of backw
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from dlperf.perfmodel import equations as eq
+from dlperf.perfmodel.equations import FIRST_BUCKET_BYTES as FIRST_BUCKET_BYTES
+from dlperf.perfmodel.equations import Bucket as Bucket
+from dlperf.perfmodel.equations import uniform_buckets as uniform_buckets
+from dlperf.perfmodel.equations import wfbp_exposed_s as wfbp_exposed_s
+from dlperf.perfmodel.equations import wfbp_schedule as wfbp_schedule
 from dlperf.perfmodel.records import CollectivePoint
 
 #: Regimes of the piecewise fit: at most 6, each at least 3 sizes. Chosen on the leave-one-size-
@@ -193,17 +198,15 @@ def measured_link(fit: AllReduceFit, name: str = "measured") -> Link:
 
 
 def ring_allreduce_s(size_bytes: float, p: int, link: Link) -> float:
-    """Ring all-reduce time (s) of ``size_bytes`` over ``p`` ranks (Patarasuk & Yuan 2009)."""
-    if p <= 1:
-        return 0.0
-    return 2 * (p - 1) * link.alpha_s + 2 * (p - 1) / p * size_bytes * link.beta_s_per_byte
+    """Ring all-reduce time (s) of ``size_bytes`` over ``p`` ranks on ``link``
+    (:func:`dlperf.perfmodel.equations.ring_allreduce_s`)."""
+    return eq.ring_allreduce_s(size_bytes, p, link.alpha_s, link.beta_s_per_byte)
 
 
 def tree_allreduce_s(size_bytes: float, p: int, link: Link) -> float:
-    """Pipelined (double) binary-tree all-reduce time (s) (Sanders, Speck & Traeff 2009)."""
-    if p <= 1:
-        return 0.0
-    return 2 * math.ceil(math.log2(p)) * link.alpha_s + 2 * size_bytes * link.beta_s_per_byte
+    """Pipelined binary-tree all-reduce time (s) on ``link``
+    (:func:`dlperf.perfmodel.equations.tree_allreduce_s`)."""
+    return eq.tree_allreduce_s(size_bytes, p, link.alpha_s, link.beta_s_per_byte)
 
 
 def hierarchical_allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int,
@@ -244,61 +247,3 @@ def allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int, intra: Link,
     if algorithm not in times:
         raise ValueError(f"algorithm {algorithm!r}: give one of {', '.join(times)} or best")
     return times[algorithm], algorithm
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """A gradient bucket: bytes and the time backward makes it ready (s from backward's start)."""
-
-    size_bytes: float
-    ready_s: float
-
-
-def wfbp_exposed_s(buckets: Sequence[Bucket], comm_s: Callable[[float], float],
-                   backward_s: float) -> tuple[float, float]:
-    """Shi & Chu's WFBP recursion: ``(exposed communication, total communication)`` in s.
-
-    Args:
-        buckets: in the order backward makes them ready.
-        comm_s: all-reduce time of a bucket of so many bytes (s).
-        backward_s: when backward ends (s from its start).
-    """
-    sched = wfbp_schedule(buckets, comm_s)
-    end = sched[-1][1] if sched else 0.0
-    return max(0.0, end - backward_s), sum(e - s for s, e in sched)
-
-
-def wfbp_schedule(buckets: Sequence[Bucket], comm_s: Callable[[float], float]
-                  ) -> list[tuple[float, float]]:
-    """``(start, end)`` (s from backward's start) of each bucket's all-reduce by the WFBP
-    recursion ``s_i = max(r_i, e_{i-1})``, ``e_i = s_i + c_i``: one all-reduce at a time, in
-    bucket order (Shi & Chu 2017, sec. III-B)."""
-    out: list[tuple[float, float]] = []
-    end = 0.0
-    for bk in buckets:
-        start = max(bk.ready_s, end)
-        end = start + comm_s(bk.size_bytes)
-        out.append((start, end))
-    return out
-
-
-#: PyTorch DDP's first bucket (``torch.distributed`` ``_DEFAULT_FIRST_BUCKET_BYTES``: 1 MiB,
-#: so the first all-reduce starts early); later buckets hold ``bucket_cap_mb`` MiB.
-FIRST_BUCKET_BYTES = 1 << 20
-
-
-def uniform_buckets(grad_bytes: float, backward_s: float, bucket_cap_mb: float = 25.0,
-                    first_bucket_bytes: float = FIRST_BUCKET_BYTES) -> list[Bucket]:
-    """Buckets of ``grad_bytes`` when gradients become ready at a uniform rate over backward
-    (an *assumption* standing in for recorded per-bucket ready times): a first bucket of
-    ``first_bucket_bytes``, then ``bucket_cap_mb`` MiB each; a bucket is ready when its last
-    byte is."""
-    out, done = [], 0.0
-    cap = bucket_cap_mb * (1 << 20)
-    size = min(first_bucket_bytes, grad_bytes)
-    while done < grad_bytes - 1e-9:
-        size = min(size, grad_bytes - done)
-        done += size
-        out.append(Bucket(size, backward_s * done / grad_bytes))
-        size = cap
-    return out

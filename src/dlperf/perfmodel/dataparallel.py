@@ -38,16 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlperf.perfmodel import comm
-from dlperf.perfmodel import onedevice as od
+from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel.calibrate import Calibration, Config
+from dlperf.perfmodel.equations import BACKWARD_SHARE as BACKWARD_SHARE
+from dlperf.perfmodel.equations import DEFAULT_BUCKET_CAP_MB as DEFAULT_BUCKET_CAP_MB
+from dlperf.perfmodel.equations import GRAD_BYTES_PER_PARAM as GRAD_BYTES_PER_PARAM
 from dlperf.perfmodel.records import Point, RankBuckets
-
-#: Share of the device time that is backward (backward = 2 x forward FLOPs, Kaplan et al. 2020).
-BACKWARD_SHARE = 2.0 / 3.0
-#: Bytes per gradient element (float32 gradients of float32 parameters).
-GRAD_BYTES_PER_PARAM = 4
-#: DDP's default bucket size (MiB; PyTorch ``DistributedDataParallel(bucket_cap_mb=25)``).
-DEFAULT_BUCKET_CAP_MB = 25.0
 
 ASSUMPTIONS = (
     "gradient buckets: PyTorch DDP defaults (1 MiB first, then bucket_cap_mb), gradients ready "
@@ -192,7 +188,7 @@ def exposed_comm(params: int | None, device_s: float, comm_s: Callable[[float], 
 def dp_step_s(host_s: float, device_s: float, exposed_s: float, ddp: DDPOverhead | None) -> float:
     """``overlap(H (1 + rho), D + kappa H + X)`` (s); without ``ddp`` rho = kappa = 0."""
     rho, kappa = (ddp.rho, ddp.kappa) if ddp else (0.0, 0.0)
-    return float(od.overlap(host_s * (1 + rho), device_s + kappa * host_s + exposed_s))
+    return eq.dp_step_s(host_s, device_s, exposed_s, rho, kappa)
 
 
 def pairs_of(cal: Calibration, comm_for: Callable[[int], Callable[[float], float]]
@@ -231,8 +227,8 @@ def pairs_of(cal: Calibration, comm_for: Callable[[int], Callable[[float], float
 def predict_pair(pair: Pair, ddp: DDPOverhead | None) -> float:
     """The N-device step of a pair (s): the DDP model relative to the one-device step, i.e.
     ``T_1 * dp_step(H, D, X) / overlap(H, D)`` so the one-device model's own miss cancels."""
-    ratio = dp_step_s(pair.host_s, pair.device_s, pair.exposed_s, ddp) / float(
-        od.overlap(pair.host_s, pair.device_s))
+    ratio = dp_step_s(pair.host_s, pair.device_s, pair.exposed_s, ddp) / eq.step_s(
+        pair.host_s, pair.device_s)
     return pair.one_device_s * ratio
 
 

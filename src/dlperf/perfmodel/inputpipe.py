@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Point
@@ -122,16 +123,7 @@ def rung_of(p: Point) -> Rung | None:
                 p.data_wait_mean_s, p.t_io_s, f"{p.source}:{p.result_id}")
 
 
-def iteration_s(compute_s: float, t_io_s: float, workers: int) -> float:
-    """Shi & Chu's iteration (s): ``t_io + t_c`` at ``workers = 0``, else ``max(t_c, t_io,w)``.
-
-    Raises:
-        ValueError: a negative time or worker count.
-    """
-    if compute_s < 0 or t_io_s < 0 or workers < 0:
-        raise ValueError(f"compute_s, t_io_s and workers must be >= 0 (got {compute_s}, "
-                         f"{t_io_s}, {workers})")
-    return t_io_s + compute_s if workers == 0 else max(compute_s, t_io_s)
+iteration_s = eq.input_iteration_s
 
 
 @dataclass

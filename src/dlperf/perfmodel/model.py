@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
+from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config
@@ -51,7 +52,7 @@ class OneDevice:
     @property
     def step_time_s(self) -> float:
         """``overlap(H, D)`` (s)."""
-        return float(od.overlap(self.host_s, self.device_s))
+        return eq.step_s(self.host_s, self.device_s)
 
     @property
     def bound(self) -> str:

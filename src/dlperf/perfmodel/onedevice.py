@@ -30,15 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlperf.perfmodel import roofline as rl
+from dlperf.perfmodel.equations import SMOOTH_P as SMOOTH_P
+from dlperf.perfmodel.equations import overlap as overlap
 from dlperf.perfmodel.records import Point
 
-#: The rounding of the host/device corner (``max(H, D)`` as p -> inf, ``H + D`` at p = 1).
-#: 8 was chosen on the dlbench series of benchmarks/results/h200/dlbench.db (held-out MdAPE
-#: 4.8% at p=1.5, 4.2% at 4, 3.9% at 8, 4.4% at 32), so figures on that file are not
-#: out-of-sample for this one global constant; it is not fitted per series. Re-checked on
-#: all H200 files in session 20 (held-out batch 4.47% at p=4, 4.11% at 8, 4.13% at 16;
-#: extrapolate 2x 4.67%, 3.00%, 4.02%): 8 kept.
-SMOOTH_P = 8.0
 #: Relative error the model is assumed to have at a point besides the point's own noise.
 #: Chosen on the held-out batch back-test of benchmarks/results/h200 (dlbench.db and
 #: calibration.db): 0.01, 0.02, 0.04 gave MdAPE within 0.2 points of each other.
@@ -113,13 +108,6 @@ def host_measurements(points: Sequence[Point]) -> list[tuple[float, bool]]:
             w = p.host_sync_wait_s or 0.0
             out.append((d, w > HOST_MEAS_WAIT_SHARE * d))
     return out
-
-
-def overlap(h: np.ndarray | float, d: np.ndarray | float, p: float = SMOOTH_P) -> np.ndarray:
-    """``(h^p + d^p)^(1/p)``, computed without overflow (s)."""
-    h, d = np.asarray(h, float), np.asarray(d, float)
-    m = np.maximum(np.maximum(h, d), 1e-300)
-    return m * ((h / m) ** p + (d / m) ** p) ** (1.0 / p)
 
 
 def series_key(p: Point) -> tuple:

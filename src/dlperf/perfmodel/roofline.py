@@ -48,6 +48,7 @@ from statistics import median
 
 import numpy as np
 
+from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel.records import Point
 
 #: Batch-independent bytes per parameter when only one batch size of a model was stored:
@@ -261,9 +262,9 @@ def device_time_s(work: Work, ceiling: Ceiling, eff: Efficiency, batch: float,
         batch: samples per device.
         kernels: ``K``, device kernels per step; None: no kernel term.
     """
-    return (work.flops(batch) / (eff.e_flops * ceiling.flops_per_s)
-            + work.bytes(batch) / (eff.e_bytes * ceiling.bandwidth_bytes_per_s)
-            + (kernels or 0.0) * eff.kernel_s)
+    return eq.roofline_device_s(work.flops(batch), work.bytes(batch), kernels,
+                                ceiling.flops_per_s, ceiling.bandwidth_bytes_per_s,
+                                eff.e_flops, eff.e_bytes, eff.kernel_s)
 
 
 def class_times_s(points: Sequence[Point], work: Work, batch: float) -> dict[str, float] | None:

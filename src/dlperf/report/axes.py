@@ -32,6 +32,7 @@ from dlperf.registry import FRAMEWORKS, framework_info
 from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
 from dlperf.report.regress import PointComparison, compare_point, point_key_of
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import label_of_record
 
 __all__ = ["AXES", "Axis", "AxisPair", "free_key", "points_of", "axis_pairs",
            "precision_speedups", "precision_markdown", "BASE_PRECISION"]
@@ -89,10 +90,9 @@ def _compile_mode(rec: RunRecord) -> str:
 
 
 def mode_label(rec: RunRecord) -> str:
-    """``framework/mode``, with ``[compile mode]`` when it is not the default."""
-    cm = _compile_mode(rec)
-    return (f"{rec.identity.framework}/{rec.identity.mode}"
-            + ("" if cm == "default" else f" [{cm}]"))
+    """``framework/mode``, with ``[compile mode]`` when it is not the default
+    (:func:`~dlperf.results.view.label_of_record` of those settings)."""
+    return label_of_record(rec, only=("framework", "mode", "compile_mode"))
 
 
 def _eager_base(labels: Sequence[str], recs: dict[str, RunRecord]) -> dict[str, str]:

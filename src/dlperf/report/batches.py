@@ -34,7 +34,7 @@ from dlperf.report.cells import fmt_sig
 from dlperf.report.regress import compare_point, ok_runs, run_median_s
 from dlperf.report.tables import fmt_bytes_triple, short_error, status_label
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import samples_per_s
+from dlperf.results.view import SERIES_SETTINGS, label_of_record, samples_per_s
 
 __all__ = ["PLATEAU_TOLERANCE", "batch_advice", "advice_lines", "advice_markdown",
            "NO_BATCH_SERIES"]
@@ -119,6 +119,7 @@ def _one_series(by_batch: dict[int, list[RunRecord]], tolerance: float,
     i = rep.identity
     out: dict[str, Any] = {
         "model": i.model, "framework": i.framework, "mode": i.mode, "label": mode_label(rep),
+        "series": label_of_record(rep, only=("model", *SERIES_SETTINGS)),
         "device": i.device, "world_size": i.world_size or 1, "precision": i.precision,
         "data": i.data, "threads": i.threads, "batches": batches,
         "fits_up_to": max(fitting) if fitting else None,
@@ -198,10 +199,7 @@ def batch_advice(records: Iterable[RunRecord], tolerance: float = PLATEAU_TOLERA
 
 
 def _who(a: dict[str, Any]) -> str:
-    n = a["world_size"]
-    thr = f" threads={a['threads']}" if a["threads"] else ""
-    return (f"{a['model']} {a['label']} {a['device']}{f' x{n}' if n > 1 else ''} "
-            f"{a['precision']} {a['data']}{thr}")
+    return str(a["series"])
 
 
 def advice_lines(advice: Sequence[dict[str, Any]], max_lines: int = 6) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from dlperf.config.identity import label_of
 from dlperf.perfmodel.convergence import (
     DEFAULT_WINDOW,
     curve,
@@ -132,8 +133,7 @@ def plot_convergence(groups: Sequence[Mapping[str, Any]], out_dir: str | Path,
         fig = Figure(figsize=(12.0, 4.5), dpi=110, layout="constrained")
         FigureCanvasAgg(fig)
         ax_i, ax_t = fig.subplots(1, 2)
-        fig.suptitle(f"{g['model']} {g['framework']}/{g['mode']} {g['device']} {g['precision']} "
-                     f"{g['data']}, global batch {g['batch_size']}: training loss")
+        fig.suptitle(f"{label_of({k: g[k] for k in GROUP_KEYS})}: training loss")
         for i, r in enumerate(g["runs"]):
             sm = smoothed(r["losses"], window)
             xs = [k + 1 for k, v in enumerate(sm) if v is not None]

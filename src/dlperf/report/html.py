@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.outputs import atomic_write
 from dlperf.report.html_assets import CSS, PAGE, PLOTLY_MISSING_JS, TABLE_JS
 from dlperf.report.html_plots import (
     PointView,
@@ -42,7 +43,7 @@ from dlperf.results.history import sha_of, tag_of
 from dlperf.results.schema import RunRecord
 
 __all__ = ["HTML_NAME", "PLOTLY_JS", "render_html", "write_html_report", "write_plotly_js",
-           "environments", "ISA_FLAGS"]
+           "check_plotly_js", "environments", "ISA_FLAGS"]
 
 HTML_NAME = "report.html"
 
@@ -458,31 +459,46 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
                            figures=inp.figures)
     write_plotly_js(output)
     path = output / HTML_NAME
-    path.write_text(page, encoding="utf-8", newline="\n")
+    atomic_write(path, page)  # an earlier report or --force: cli check_out_dir
     return path
+
+
+def check_plotly_js(path: Path) -> None:
+    """A file named like :data:`PLOTLY_JS` in a report folder: nothing to say when it is
+    another plotly version's or this very plotly.js (a report written again leaves it as it
+    is).
+
+    Raises:
+        OutputRefused: it is named :data:`PLOTLY_JS` and holds something else (dlperf does not
+            replace what it did not write).
+    """
+    from plotly.offline import get_plotlyjs
+
+    from dlperf.outputs import OutputRefused
+
+    path = Path(path)
+    if path.name != PLOTLY_JS or not path.exists():
+        return
+    js = get_plotlyjs().encode("utf-8")
+    if not path.is_file() or path.stat().st_size != len(js) or path.read_bytes() != js:
+        raise OutputRefused(f"{str(path)!r} is there and is not the plotly.js dlperf writes "
+                            f"({len(js)} bytes); remove it, or give another report folder")
 
 
 def write_plotly_js(folder: Path) -> Path:
     """``folder/``:data:`PLOTLY_JS`: the plotly package's plotly.js, written once per folder
-    (a report written again leaves it as it is; written to a temporary name and renamed, so a
-    kill never leaves half of it); its path.
+    (a report written again leaves it as it is; written atomically, so a kill never leaves
+    half of it); its path.
 
     Raises:
-        ConfigError: a file of that name is there and is not this plotly.js (dlperf does not
-            overwrite what it did not write).
+        OutputRefused: a file of that name is there and is not this plotly.js
+            (:func:`check_plotly_js`).
     """
-    import os
-
     from plotly.offline import get_plotlyjs
 
     path = Path(folder) / PLOTLY_JS
-    js = get_plotlyjs().encode("utf-8")
-    if path.is_file():
-        if path.stat().st_size == len(js) and path.read_bytes() == js:
-            return path
-        raise ConfigError(f"{str(path)!r} is there and is not the plotly.js dlperf writes "
-                          f"({len(js)} bytes); remove it, or give another report folder")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(js)
-    os.replace(tmp, path)
+    if path.exists():
+        check_plotly_js(path)
+        return path
+    atomic_write(path, get_plotlyjs().encode("utf-8"))
     return path

@@ -36,6 +36,7 @@ from dlperf.report.regress import point_key_of, run_median_s
 from dlperf.report.tables import fmt_sig, status_label
 from dlperf.results.history import created_of, revision_of, sha_of, tag_of
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import label_of_record, settings_of
 
 __all__ = ["PointView", "points_of", "batch_figure", "overview_figure", "trend_figure",
            "trend_points", "figure_title", "style_figure", "log_ticks", "series_colors", "esc", "COLORS",
@@ -135,13 +136,15 @@ class PointView:
 #: KEY_EXCLUDED`: how long and from where; the data-parallel fields are added back as the run
 #: key adds them).
 _NOT_SERIES = frozenset({"model", "batch_size", "repeat"})
+#: Settings a series' label leaves out (the figure names the model, the axis the batch).
+_NOT_IN_SERIES_LABEL = frozenset({"model", "batch_size", "per_device_batch", "repeat"})
 
 
 def _series_config(rec: RunRecord) -> dict[str, Any]:
     """What sets ``rec``'s series apart: its stored config as the run key reads it
     (:func:`dlperf.config.identity.run_key`), without the model, the batch and the repeat,
     with the applied image layout (``auto`` resolves per framework) and the devices."""
-    from dlperf.config.identity import KEY_EXCLUDED, KEY_OMIT_AT_DEFAULT
+    from dlperf.config.identity import KEY_EXCLUDED, KEY_OMIT_AT_DEFAULT, has_image_layout
     from dlperf.report.records import applied_layout
 
     i = rec.identity
@@ -150,6 +153,8 @@ def _series_config(rec: RunRecord) -> dict[str, Any]:
     for k, default in KEY_OMIT_AT_DEFAULT.items():
         if d.get(k) == default:
             d.pop(k, None)
+    if "layout" in d and not has_image_layout(str(i.model)):
+        del d["layout"]  # no 4-D activations: the layout changes nothing measured
     if d.get("loader_workers") is None:  # batches prepared before timing: no pipeline
         d.pop("loader_workers", None)
         d.pop("loader_prefetch", None)
@@ -172,19 +177,14 @@ def _series_config(rec: RunRecord) -> dict[str, Any]:
 
 
 def _series(rec: RunRecord) -> tuple[tuple[str, ...], str]:
-    """``((label, key), label)``: the series of ``rec`` (every setting but the batch,
-    :func:`_series_config`) and its label as the results table writes the configuration
-    (framework/mode with layout, compile mode, optimizer and data-parallel options; device and
-    devices; precision; data; threads)."""
+    """``((label, key), label)``: the series of ``rec`` (every setting but the model, the
+    batch and the repeat: :func:`_series_config`) and its label, the point's label
+    (:func:`dlperf.results.view.label_of_record`) without those settings, e.g.
+    ``torch/graph [max-autotune] cuda bf16 synthetic layout=nhwc +breakdown``."""
     import json
 
-    from dlperf.report.tables import framework_cell
-
-    i = rec.identity
-    n, nodes = int(i.world_size or 1), int(i.nnodes or 1)
-    devs = "" if n == 1 else (f"x{n}" if nodes == 1 else f"{nodes}x{n // nodes}")
-    label = f"{framework_cell(rec)} {i.device}{devs} {i.precision} {i.data}"
-    label += f" {i.threads} thr" if i.threads else ""
+    shown = [k for k in settings_of(rec) if k not in _NOT_IN_SERIES_LABEL]
+    label = label_of_record(rec, only=shown)
     key = json.dumps(_series_config(rec), sort_keys=True, default=str)
     return (label, key), label
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dlperf.outputs import atomic_write
 from dlperf.report.plots import plot_step_time_vs_batch
 from dlperf.report.records import as_records, is_ok
 from dlperf.report.tables import COLUMNS, markdown_table, sort_rows, status_label
@@ -157,5 +158,5 @@ def write_report(
             lines += [f"### {_md(model)}", "", f"![{_md(model)}: step time and throughput vs batch size]({rel})", ""]
 
     path = out / REPORT_NAME
-    path.write_text("\n".join(lines).rstrip("\n") + "\n", encoding="utf-8", newline="\n")
+    atomic_write(path, "\n".join(lines).rstrip("\n") + "\n")  # checked: cli check_out_dir
     return path

@@ -22,10 +22,20 @@ from matplotlib.transforms import blended_transform_factory
 from dlperf.report.records import as_record, as_records, field, is_ok
 from dlperf.report.tables import sort_rows, status_label
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import ci_s, median_s, repeat_in, samples_per_s, world_of
+from dlperf.results.view import (
+    ci_s,
+    label_of_record,
+    median_s,
+    repeat_in,
+    samples_per_s,
+    world_of,
+)
 
-__all__ = ["plot_step_time_vs_batch", "group_key", "group_label", "plot_filename",
-           "plot_filenames"]
+__all__ = ["plot_step_time_vs_batch", "group_key", "plot_filename", "plot_filenames"]
+
+#: The settings a plotted line's points share (:func:`group_key`), which its legend names.
+_LINE_SETTINGS = ("framework", "mode", "device", "nproc", "nnodes", "world_size", "precision",
+                  "data", "threads")
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "*", "<", ">", "h")
 
@@ -56,12 +66,6 @@ def group_key(row: RunRecord | Mapping[str, Any]) -> tuple[str, ...]:
     )
     n, nodes = world_of(rec), int(rec.identity.nnodes or 1)
     return key + ("" if n == 1 else (f"x{n}" if nodes == 1 else f"{nodes}x{n // nodes}"),)
-
-
-def group_label(key: tuple[str, ...]) -> str:
-    framework, mode, device, precision, data, threads, devices = key
-    label = f"{framework}/{mode} {device}{devices} {precision} {data}".replace("  ", " ").strip()
-    return f"{label} {threads} thr" if threads else label
 
 
 def plot_filename(model: str, against: str = "batch") -> str:
@@ -149,7 +153,7 @@ def _plot_model(model: str, rows: list[RunRecord], path: Path) -> None:
 
     for gi, key in enumerate(sorted(groups)):
         color, marker = colors[gi], _MARKERS[gi % len(_MARKERS)]
-        label = group_label(key)
+        label = label_of_record(groups[key][0], only=_LINE_SETTINGS)
         by_batch: dict[int, list[RunRecord]] = {}
         failed: dict[int, RunRecord] = {}
         for r in groups[key]:

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlperf.report.cells import fmt_opt as _f
-from dlperf.report.records import as_record, as_records, fields, is_ok, label
+from dlperf.report.records import as_record, as_records, fields, is_ok
 from dlperf.report.tables import fmt_sig
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import ci_s, median_s, repeat_in, result_id
+from dlperf.results.view import ci_s, label_of_record, median_s, repeat_in, result_id
 from dlperf.stats import between_run
 
 __all__ = ["REPEAT_POINT_KEYS", "point_key_of", "repeat_runs", "repeats_markdown"]
@@ -32,21 +32,9 @@ def point_key_of(row: RunRecord | Mapping[str, Any]) -> str:
 
 
 def _point_label(rec: RunRecord) -> str:
-    """The label of a result's point as ``dlperf run`` prints it (:meth:`RunConfig.label` of
-    the stored config at repeat 0), or a shorter one from its identity when the stored config
-    is not a valid configuration of this dlperf version."""
-    from pydantic import ValidationError
-
-    from dlperf.config import RunConfig
-
-    cfg = rec.identity.config
-    if isinstance(cfg, dict):
-        try:
-            return RunConfig.model_validate({**cfg, "repeat": 0}).label()
-        except (ValidationError, ValueError, TypeError):
-            pass
-    i = rec.identity
-    return f"{i.model} {label(rec)} {i.device} {i.precision} b={i.batch_size} {i.data}"
+    """The label of a result's point as ``dlperf run`` prints it, without the repeat number
+    (:func:`~dlperf.results.view.label_of_record`)."""
+    return label_of_record(rec, repeat=False)
 
 
 def repeat_runs(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict[str, Any]]:

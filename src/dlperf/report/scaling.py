@@ -98,12 +98,15 @@ def _variant(p: Mapping[str, Any]) -> str:
 
 
 def _label(key: tuple) -> str:
+    """A series' legend: its label (:func:`~dlperf.config.identity.label_of`), the DDP variant,
+    and the kind of scaling with its fixed batch."""
+    from dlperf.config.identity import label_of
+
     model, fw, mode, device, precision, data, threads, kind, b, rep, variant = key
     fixed = f"{b}/dev" if kind == "weak" else f"global {b}"
-    thr = f" {threads} thr" if threads else ""
-    thr += f" #{rep}" if rep else ""
-    var = f" {variant}" if variant else ""
-    return f"{model} {fw}/{mode}{var} {device} {precision} {data}{thr}, {kind} ({fixed})"
+    lab = label_of({"model": model, "framework": fw, "mode": mode, "device": device,
+                    "precision": precision, "data": data, "threads": threads, "repeat": rep})
+    return f"{lab}{f' {variant}' if variant else ''}, {kind} ({fixed})"
 
 
 def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Path | None:

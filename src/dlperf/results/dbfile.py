@@ -32,11 +32,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dlperf.errors import ConfigError
+from dlperf.outputs import same_file
 
 __all__ = ["StoreError", "StoreBusy", "DB_TIMEOUT_ENV", "DEFAULT_DB_TIMEOUT_S", "db_timeout_s",
            "file_uri", "open_copy", "open_writer", "store_error", "sqlite_errors",
            "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES",
-           "results_files"]
+           "results_files", "same_file"]
 
 #: Environment variable: seconds a writer waits for another process's lock on the file.
 DB_TIMEOUT_ENV = "DLPERF_DB_TIMEOUT_S"
@@ -248,18 +249,6 @@ def check_intact(db: sqlite3.Connection, path: str | Path) -> None:
         raise StoreError(f"{str(path)!r} is damaged (SQLite's quick_check: "
                          f"{'; '.join(map(str, found))}); restore it from a copy, or give "
                          "another --db path")
-
-
-def same_file(a: str | Path, b: str | Path) -> bool:
-    """``a`` and ``b`` name one file: the same path once links are followed, or two names
-    (hard links) of one existing file."""
-    pa, pb = Path(a), Path(b)
-    if pa.resolve() == pb.resolve():
-        return True
-    try:
-        return pa.exists() and pb.exists() and pa.samefile(pb)
-    except OSError:
-        return False
 
 
 def results_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:

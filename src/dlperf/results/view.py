@@ -26,6 +26,7 @@ from dlperf.results.store import SUMMARY_KEYS, result_of
 __all__ = ["COLUMN_FIELDS", "MADE_FROM_COLUMNS", "record_of_row", "as_record", "as_records",
            "config_of", "setting", "repeat_in", "result_id", "median_s", "ci_s",
            "samples_per_s", "world_of", "per_device_of", "scaling_of", "batch_fields",
+           "settings_of", "label_of_record", "SERIES_SETTINGS",
            "warnings_text", "env_of"]
 
 #: Store column -> ``(part, field)`` of the record it was made from (:func:`flatten`'s
@@ -191,6 +192,41 @@ def batch_fields(rec: RunRecord) -> dict[str, Any]:
     return {"batch_size": rec.identity.batch_size, "per_device_batch": per_device_of(rec),
             "world_size": world_of(rec), "nnodes": int(rec.identity.nnodes or 1),
             "scaling": scaling_of(rec)}
+
+
+def settings_of(rec: RunRecord) -> dict[str, Any]:
+    """The settings of a record's point for its label (:func:`dlperf.config.identity.label_of`):
+    its stored config with the record's identity over it (the axes, ``batch_size`` the global
+    batch, ``per_device_batch``, ``world_size``, ``repeat``), so a record that stored no
+    config, or one from before a field existed, still has its axes."""
+    i = rec.identity
+    ident = {k: getattr(i, k) for k in ("model", "framework", "mode", "device", "precision",
+                                        "data", "threads", "nproc", "nnodes", "repeat")}
+    return {**config_of(rec), **{k: v for k, v in ident.items() if v is not None},
+            **batch_fields(rec)}
+
+
+#: The settings a series of points along the batch size shares (a plot's line): the label of
+#: the series (:func:`label_of_record` with ``only=SERIES_SETTINGS``).
+SERIES_SETTINGS = ("framework", "mode", "compile_mode", "device", "nproc", "nnodes",
+                   "world_size", "precision", "data", "threads")
+
+
+def label_of_record(rec: RunRecord, *, repeat: bool = True,
+                    only: Iterable[str] | None = None) -> str:
+    """The label of a record's point (:func:`dlperf.config.identity.label_of` of
+    :func:`settings_of`); without the repeat number with ``repeat=False``; of the settings in
+    ``only`` alone when given (the label of a group of points that share them, e.g.
+    :data:`SERIES_SETTINGS`)."""
+    from dlperf.config.identity import label_of
+
+    s = settings_of(rec)
+    if not repeat:
+        s.pop("repeat", None)
+    if only is not None:
+        keep = set(only)
+        s = {k: v for k, v in s.items() if k in keep}
+    return label_of(s)
 
 
 def warnings_text(rec: RunRecord) -> str | None:

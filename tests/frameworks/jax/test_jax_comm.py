@@ -197,7 +197,7 @@ def test_a_failed_step_under_the_profiler_stops_the_trace():
 def test_worker_records_a_failing_comm_profile(monkeypatch):
     from dlperf import registry, worker
     from dlperf.config import IterationPolicy, make_run_config
-    from dlperf.frameworks.base import DistContext, Session
+    from dlperf.frameworks.base import DistContext, TrainingRun
     from dlperf.measure.timers import HostTimer
 
     monkeypatch.setitem(registry.FRAMEWORK_MODES, "fake", ("eager",))
@@ -215,10 +215,18 @@ def test_worker_records_a_failing_comm_profile(monkeypatch):
             return False
 
         def prepare(self, cfg, spec):
-            return Session(step=lambda: 1.0, timer=HostTimer(),
-                           losses_to_floats=lambda hs: [float(h) for h in hs],
-                           memory=lambda: {"peak_rss_bytes": 1}, dist=DistContext(replicas=2),
-                           comm_profile=boom)
+            class Run(TrainingRun):
+                timer, versions, flags, data_info = HostTimer(), {}, {}, {}
+                dist = DistContext(replicas=2)
+                comm_profile = staticmethod(boom)
+
+                def staged_step(self, mark):
+                    return 1.0
+
+                def memory(self):
+                    return {"peak_rss_bytes": 1}
+
+            return Run()
 
     monkeypatch.setattr(worker, "get_adapter", lambda name: Adapter())
     cfg = make_run_config(model="fcn5_tiny", framework="fake", batch_size=16, nproc=2,

@@ -86,7 +86,7 @@ class CompileWatch:
     def graphs(self) -> int:
         """Compiled graphs so far (Dynamo's ``unique_graphs``; a recompile adds one): two
         dict reads, about 50 ns on the dev CPU, as the harness calls it after every step
-        (``Session.compile_count``; docs/measurement.md, "Recompiles")."""
+        (``TrainingRun.compile_count``; docs/measurement.md, "Recompiles")."""
         return self._counters["stats"]["unique_graphs"]  # type: ignore[no-any-return]
 
     def on_phase(self, phase: str) -> None:

@@ -145,7 +145,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
 
     Args:
         cfg: the RunConfig (``breakdown``, ``trace_dir``, ``iterations``, ``device``).
-        session: the adapter's Session (``phased_step``, ``phase_timer``, ``profile``).
+        session: the adapter's :class:`~dlperf.frameworks.base.TrainingRun` (``phased_step``, ``phase_timer``, ``profile``).
         fused: the fused step's summary (median, mean, ci_low, ci_high in seconds).
 
     Returns:

@@ -31,6 +31,7 @@ the compute dtype (``jnp.bfloat16`` for mixed precision); parameters are always 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -450,6 +451,25 @@ class ResNetCifar(nn.Module):
         return torch_dense(x.shape[-1], self.num_classes, "fc", d)(x)
 
 
+#: ``hyper["arch"]`` -> the Flax model of that layout, from ``(hyper, spec, dtype)``.
+LAYOUTS: dict[str, Callable[[dict, ModelSpec, Any], nn.Module]] = {
+    "alexnet": lambda h, s, dt: AlexNet(tuple(h["channels"]), h["fc"], h["avgpool"],
+                                        h["dropout"], s.num_classes, dtype=dt),
+    "alexnet_cifar": lambda h, s, dt: AlexNetCifar(tuple(h["channels"]), tuple(h["pools"]),
+                                                   s.num_classes, dtype=dt),
+    "vgg": lambda h, s, dt: VGG(tuple(tuple(b) for b in h["blocks"]), h["fc"], h["avgpool"],
+                                h["dropout"], s.num_classes, dtype=dt),
+    "googlenet": lambda h, s, dt: GoogLeNet(tuple(h["stem"]),
+                                            tuple(tuple(r) for r in h["inception"]),
+                                            h["dropout"], s.num_classes, dtype=dt),
+    "resnet_bottleneck": lambda h, s, dt: ResNetBottleneck(h["stem"], tuple(h["widths"]),
+                                                           tuple(h["blocks"]), h["expansion"],
+                                                           s.num_classes, dtype=dt),
+    "resnet_cifar": lambda h, s, dt: ResNetCifar(tuple(h["channels"]), tuple(h["blocks"]),
+                                                 s.num_classes, dtype=dt),
+}
+
+
 def build(spec: ModelSpec, dtype: Any = jnp.float32) -> nn.Module:
     """Build the Flax CNN of ``spec`` (family ``cnn``; layout ``spec.hyper["arch"]``).
 
@@ -461,24 +481,7 @@ def build(spec: ModelSpec, dtype: Any = jnp.float32) -> nn.Module:
     """
     if spec.family != "cnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not a cnn")
-    h = spec.hyper
-    arch = h["arch"]
-    if arch == "alexnet":
-        return AlexNet(tuple(h["channels"]), h["fc"], h["avgpool"], h["dropout"],
-                       spec.num_classes, dtype=dtype)
-    if arch == "alexnet_cifar":
-        return AlexNetCifar(tuple(h["channels"]), tuple(h["pools"]), spec.num_classes,
-                            dtype=dtype)
-    if arch == "vgg":
-        return VGG(tuple(tuple(b) for b in h["blocks"]), h["fc"], h["avgpool"], h["dropout"],
-                   spec.num_classes, dtype=dtype)
-    if arch == "googlenet":
-        return GoogLeNet(tuple(h["stem"]), tuple(tuple(r) for r in h["inception"]),
-                         h["dropout"], spec.num_classes, dtype=dtype)
-    if arch == "resnet_bottleneck":
-        return ResNetBottleneck(h["stem"], tuple(h["widths"]), tuple(h["blocks"]),
-                                h["expansion"], spec.num_classes, dtype=dtype)
-    if arch == "resnet_cifar":
-        return ResNetCifar(tuple(h["channels"]), tuple(h["blocks"]), spec.num_classes,
-                           dtype=dtype)
-    raise NotImplementedError(f"{spec.name}: no Flax implementation of cnn layout {arch!r}")
+    arch = spec.hyper["arch"]
+    if arch not in LAYOUTS:
+        raise NotImplementedError(f"{spec.name}: no Flax implementation of cnn layout {arch!r}")
+    return LAYOUTS[arch](spec.hyper, spec, dtype)

@@ -26,6 +26,7 @@ Imported only in the MXNet interpreter (``DLPERF_MXNET_PYTHON``), never by dlper
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import mxnet as mx
 from mxnet.gluon import nn
@@ -293,6 +294,21 @@ class ResNetCifar(nn.HybridBlock):
         return self.fc(F.flatten(F.mean(x, axis=(2, 3), keepdims=True)))
 
 
+#: ``hyper["arch"]`` -> the Gluon model of that layout, from ``(hyper, spec)``.
+LAYOUTS: dict[str, Callable[[dict, ModelSpec], nn.HybridBlock]] = {
+    "alexnet": lambda h, s: AlexNet(s.input_shape[0], tuple(h["channels"]), h["fc"],
+                                    h["avgpool"], h["dropout"], s.num_classes),
+    "alexnet_cifar": lambda h, s: AlexNetCifar(s.input_shape[0], tuple(h["channels"]),
+                                               tuple(h["pools"]), tuple(s.input_shape[1:]),
+                                               s.num_classes),
+    "resnet_bottleneck": lambda h, s: ResNetBottleneck(s.input_shape[0], h["stem"],
+                                                       tuple(h["widths"]), tuple(h["blocks"]),
+                                                       h["expansion"], s.num_classes),
+    "resnet_cifar": lambda h, s: ResNetCifar(s.input_shape[0], tuple(h["channels"]),
+                                             tuple(h["blocks"]), s.num_classes),
+}
+
+
 def build(spec: ModelSpec) -> nn.HybridBlock:
     """Build the CNN of ``spec`` (family ``cnn``; layout ``spec.hyper["arch"]``); parameters
     are initialised by the adapter on its context.
@@ -302,19 +318,8 @@ def build(spec: ModelSpec) -> nn.HybridBlock:
     """
     if spec.family != "cnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not a cnn")
-    h = spec.hyper
-    c, height, width = spec.input_shape
-    arch = h["arch"]
-    if arch == "alexnet":
-        return AlexNet(c, tuple(h["channels"]), h["fc"], h["avgpool"], h["dropout"],
-                       spec.num_classes)
-    if arch == "alexnet_cifar":
-        return AlexNetCifar(c, tuple(h["channels"]), tuple(h["pools"]), (height, width),
-                            spec.num_classes)
-    if arch == "resnet_bottleneck":
-        return ResNetBottleneck(c, h["stem"], tuple(h["widths"]), tuple(h["blocks"]),
-                                h["expansion"], spec.num_classes)
-    if arch == "resnet_cifar":
-        return ResNetCifar(c, tuple(h["channels"]), tuple(h["blocks"]), spec.num_classes)
-    raise NotImplementedError(f"{spec.name}: the {arch} layout has no MXNet implementation "
-                              f"(MXNet has alexnet, alexnet_cifar, resnet50 and resnet56)")
+    arch = spec.hyper["arch"]
+    if arch not in LAYOUTS:
+        raise NotImplementedError(f"{spec.name}: the {arch} layout has no MXNet implementation "
+                                  f"(MXNet has alexnet, alexnet_cifar, resnet50 and resnet56)")
+    return LAYOUTS[arch](spec.hyper, spec)

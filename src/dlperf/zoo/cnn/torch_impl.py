@@ -9,6 +9,8 @@ under ``torch.autocast`` (bf16), and none synchronises with the host.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -386,6 +388,26 @@ class ResNetCifar(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
+#: ``hyper["arch"]`` -> the model of that layout, from ``(hyper, spec)``.
+LAYOUTS: dict[str, Callable[[dict, ModelSpec], nn.Module]] = {
+    "alexnet": lambda h, s: AlexNet(s.input_shape[0], tuple(h["channels"]), h["fc"],
+                                    h["avgpool"], h["dropout"], s.num_classes),
+    "alexnet_cifar": lambda h, s: AlexNetCifar(s.input_shape[0], tuple(h["channels"]),
+                                               tuple(h["pools"]), tuple(s.input_shape[1:]),
+                                               s.num_classes),
+    "vgg": lambda h, s: VGG(s.input_shape[0], tuple(tuple(b) for b in h["blocks"]), h["fc"],
+                            h["avgpool"], h["dropout"], s.num_classes),
+    "googlenet": lambda h, s: GoogLeNet(s.input_shape[0], tuple(h["stem"]),
+                                        tuple(tuple(r) for r in h["inception"]), h["dropout"],
+                                        s.num_classes),
+    "resnet_bottleneck": lambda h, s: ResNetBottleneck(s.input_shape[0], h["stem"],
+                                                       tuple(h["widths"]), tuple(h["blocks"]),
+                                                       h["expansion"], s.num_classes),
+    "resnet_cifar": lambda h, s: ResNetCifar(s.input_shape[0], tuple(h["channels"]),
+                                             tuple(h["blocks"]), s.num_classes),
+}
+
+
 def build(spec: ModelSpec) -> nn.Module:
     """Build the CNN of ``spec`` (family ``cnn``; layout ``spec.hyper["arch"]``).
 
@@ -394,24 +416,7 @@ def build(spec: ModelSpec) -> nn.Module:
     """
     if spec.family != "cnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not a cnn")
-    h = spec.hyper
-    c, height, width = spec.input_shape
-    arch = h["arch"]
-    if arch == "alexnet":
-        return AlexNet(c, tuple(h["channels"]), h["fc"], h["avgpool"], h["dropout"],
-                       spec.num_classes)
-    if arch == "alexnet_cifar":
-        return AlexNetCifar(c, tuple(h["channels"]), tuple(h["pools"]), (height, width),
-                            spec.num_classes)
-    if arch == "vgg":
-        return VGG(c, tuple(tuple(b) for b in h["blocks"]), h["fc"], h["avgpool"], h["dropout"],
-                   spec.num_classes)
-    if arch == "googlenet":
-        return GoogLeNet(c, tuple(h["stem"]), tuple(tuple(r) for r in h["inception"]),
-                         h["dropout"], spec.num_classes)
-    if arch == "resnet_bottleneck":
-        return ResNetBottleneck(c, h["stem"], tuple(h["widths"]), tuple(h["blocks"]),
-                                h["expansion"], spec.num_classes)
-    if arch == "resnet_cifar":
-        return ResNetCifar(c, tuple(h["channels"]), tuple(h["blocks"]), spec.num_classes)
-    raise ValueError(f"{spec.name}: unknown cnn layout {arch!r}")
+    arch = spec.hyper["arch"]
+    if arch not in LAYOUTS:
+        raise ValueError(f"{spec.name}: unknown cnn layout {arch!r}; known: {', '.join(LAYOUTS)}")
+    return LAYOUTS[arch](spec.hyper, spec)

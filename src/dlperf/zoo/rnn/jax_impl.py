@@ -25,6 +25,7 @@ U(+-1/sqrt(H)); decoder U(+-1/sqrt(H)) weight and bias.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -218,6 +219,15 @@ class DeepSpeech2(nn.Module):
         return torch_dense(self.hidden, self.num_classes, "fc", d)(x)
 
 
+#: ``hyper["arch"]`` (``lstm`` where absent) -> the Flax model, from ``(hyper, spec, dtype)``.
+LAYOUTS: dict[str, Callable[[dict, ModelSpec, Any], nn.Module]] = {
+    "lstm": lambda h, s, dt: LSTMLanguageModel(h["vocab"], h["emb"], h["hidden"], h["layers"],
+                                               h["dropout"], dtype=dt),
+    "deepspeech2": lambda h, s, dt: DeepSpeech2(h["conv_channels"], h["hidden"], h["layers"],
+                                                s.num_classes, dtype=dt),
+}
+
+
 def build(spec: ModelSpec, dtype: Any = jnp.float32) -> nn.Module:
     """Build the Flax recurrent model of ``spec`` (family ``rnn``), torch-default init.
 
@@ -227,12 +237,7 @@ def build(spec: ModelSpec, dtype: Any = jnp.float32) -> nn.Module:
     """
     if spec.family != "rnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not an rnn")
-    h = spec.hyper
-    arch = h.get("arch", "lstm")
-    if arch == "deepspeech2":
-        return DeepSpeech2(h["conv_channels"], h["hidden"], h["layers"], spec.num_classes,
-                           dtype=dtype)
-    if arch != "lstm":
+    arch = spec.hyper.get("arch", "lstm")
+    if arch not in LAYOUTS:
         raise ValueError(f"{spec.name}: unknown rnn layout {arch!r}")
-    return LSTMLanguageModel(h["vocab"], h["emb"], h["hidden"], h["layers"], h["dropout"],
-                             dtype=dtype)
+    return LAYOUTS[arch](spec.hyper, spec, dtype)

@@ -62,6 +62,7 @@ adapter uses for it, as ``torch_impl`` does for PyTorch.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import keras
 from keras import ops
@@ -228,6 +229,10 @@ def _deepspeech2(spec: ModelSpec) -> keras.Model:
     return keras.Model(spec_in, logits, name=spec.name)
 
 
+#: ``hyper["arch"]`` (``lstm`` where absent) -> the Keras model of that layout.
+LAYOUTS: dict[str, Callable[[ModelSpec], keras.Model]] = {"lstm": _lstm_lm, "deepspeech2": _deepspeech2}
+
+
 def build(spec: ModelSpec) -> keras.Model:
     """Build the recurrent model of ``spec`` (family ``rnn``) in Keras.
 
@@ -247,12 +252,10 @@ def build(spec: ModelSpec) -> keras.Model:
     if spec.family != "rnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not an rnn")
     arch = spec.hyper.get("arch", "lstm")
-    if arch == "lstm":
-        return _lstm_lm(spec)
-    if arch == "deepspeech2":
-        return _deepspeech2(spec)
-    raise NotImplementedError(f"{spec.name}: no Keras implementation of rnn layout {arch!r} "
-                              f"(implemented: lstm, deepspeech2)")
+    if arch not in LAYOUTS:
+        raise NotImplementedError(f"{spec.name}: no Keras implementation of rnn layout {arch!r} "
+                                  f"(implemented: {', '.join(LAYOUTS)})")
+    return LAYOUTS[arch](spec)
 
 
 def rnn_loop(layer: keras.layers.Layer, steps: int | None) -> str:

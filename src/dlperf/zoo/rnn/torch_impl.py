@@ -86,6 +86,16 @@ class DeepSpeech2(nn.Module):
         return self.fc(x).transpose(0, 1)  # [B, T', classes]
 
 
+#: ``hyper["arch"]`` (``lstm`` where absent) -> the model of that layout, from ``(hyper, spec)``.
+LAYOUTS: dict[str, Callable[[dict, ModelSpec], nn.Module]] = {
+    "lstm": lambda h, s: LSTMLanguageModel(h["vocab"], h["emb"], h["hidden"], h["layers"],
+                                           h["dropout"]),
+    "deepspeech2": lambda h, s: DeepSpeech2(h["conv_channels"],
+                                            layout.deepspeech2_geometry(h)["rnn_in"],
+                                            h["hidden"], h["layers"], s.num_classes),
+}
+
+
 def build(spec: ModelSpec) -> nn.Module:
     """Build the recurrent model of ``spec`` (family ``rnn``), default initialisation.
 
@@ -94,15 +104,10 @@ def build(spec: ModelSpec) -> nn.Module:
     """
     if spec.family != "rnn":
         raise ValueError(f"{spec.name} is a {spec.family} model, not an rnn")
-    h = spec.hyper
-    arch = h.get("arch", "lstm")
-    if arch == "deepspeech2":
-        geo = layout.deepspeech2_geometry(h)
-        return DeepSpeech2(h["conv_channels"], geo["rnn_in"], h["hidden"], h["layers"],
-                           spec.num_classes)
-    if arch == "lstm":
-        return LSTMLanguageModel(h["vocab"], h["emb"], h["hidden"], h["layers"], h["dropout"])
-    raise ValueError(f"{spec.name}: unknown rnn layout {arch!r}")
+    arch = spec.hyper.get("arch", "lstm")
+    if arch not in LAYOUTS:
+        raise ValueError(f"{spec.name}: unknown rnn layout {arch!r}")
+    return LAYOUTS[arch](spec.hyper, spec)
 
 
 # --- harness hooks (dlperf.zoo.spec contract; used for specs that are not ``default_io``) -----

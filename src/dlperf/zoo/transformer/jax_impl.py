@@ -27,6 +27,7 @@ before the head); ``gpt2`` ``[B, T]`` -> ``[B, T, V]``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -325,6 +326,19 @@ class GPT2(nn.Module):
         return wte.attend(_ln(self.eps, "ln_f", dt)(x))
 
 
+#: ``hyper["arch"]`` -> the Flax model of that layout, from ``(hyper, dtype)``.
+LAYOUTS: dict[str, Callable[[dict, Any], nn.Module]] = {
+    "transformer": lambda h, dt: Transformer(h["vocab"], h["d_model"], h["heads"], h["ffn"],
+                                             h["enc_layers"], h["dec_layers"], h["seq_len"],
+                                             h["dropout"], dtype=dt),
+    "bert": lambda h, dt: Bert(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["layers"],
+                               h["max_positions"], h["type_vocab"], tuple(h["positions"]),
+                               h["dropout"], h["ln_eps"], dtype=dt),
+    "gpt2": lambda h, dt: GPT2(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["layers"],
+                               h["seq_len"], h["dropout"], h["ln_eps"], dtype=dt),
+}
+
+
 def build(spec: ModelSpec, dtype: Any = jnp.float32) -> nn.Module:
     """Build the Flax Transformer of ``spec`` (family ``transformer``; ``hyper["arch"]``).
 
@@ -332,16 +346,7 @@ def build(spec: ModelSpec, dtype: Any = jnp.float32) -> nn.Module:
     """
     if spec.family != "transformer":
         raise ValueError(f"{spec.name} is a {spec.family} model, not a transformer")
-    h = spec.hyper
-    arch = h["arch"]
-    if arch == "transformer":
-        return Transformer(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["enc_layers"],
-                           h["dec_layers"], h["seq_len"], h["dropout"], dtype=dtype)
-    if arch == "bert":
-        return Bert(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["layers"],
-                    h["max_positions"], h["type_vocab"], tuple(h["positions"]), h["dropout"],
-                    h["ln_eps"], dtype=dtype)
-    if arch == "gpt2":
-        return GPT2(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["layers"], h["seq_len"],
-                    h["dropout"], h["ln_eps"], dtype=dtype)
-    raise ValueError(f"{spec.name}: unknown transformer layout {arch!r}")
+    arch = spec.hyper["arch"]
+    if arch not in LAYOUTS:
+        raise ValueError(f"{spec.name}: unknown transformer layout {arch!r}")
+    return LAYOUTS[arch](spec.hyper, dtype)

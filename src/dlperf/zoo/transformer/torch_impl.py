@@ -292,23 +292,27 @@ class GPT2(nn.Module):
 # --- build and harness hooks ---------------------------------------------------------------------
 
 
+#: ``hyper["arch"]`` -> the model of that layout, from ``hyper``.
+LAYOUTS: dict[str, Callable[[dict], nn.Module]] = {
+    "transformer": lambda h: Transformer(h["vocab"], h["d_model"], h["heads"], h["ffn"],
+                                         h["enc_layers"], h["dec_layers"], h["seq_len"],
+                                         h["dropout"]),
+    "bert": lambda h: Bert(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["layers"],
+                           h["max_positions"], h["type_vocab"], tuple(h["positions"]),
+                           h["dropout"], h["ln_eps"]),
+    "gpt2": lambda h: GPT2(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["layers"],
+                           h["seq_len"], h["dropout"], h["ln_eps"]),
+}
+
+
 def build(spec: ModelSpec) -> nn.Module:
     """Build the Transformer of ``spec`` (family ``transformer``; layout ``hyper["arch"]``)."""
     if spec.family != "transformer":
         raise ValueError(f"{spec.name} is a {spec.family} model, not a transformer")
-    h = spec.hyper
-    arch = h["arch"]
-    if arch == "transformer":
-        return Transformer(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["enc_layers"],
-                           h["dec_layers"], h["seq_len"], h["dropout"])
-    if arch == "bert":
-        return Bert(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["layers"],
-                    h["max_positions"], h["type_vocab"], tuple(h["positions"]), h["dropout"],
-                    h["ln_eps"])
-    if arch == "gpt2":
-        return GPT2(h["vocab"], h["d_model"], h["heads"], h["ffn"], h["layers"], h["seq_len"],
-                    h["dropout"], h["ln_eps"])
-    raise ValueError(f"{spec.name}: unknown transformer layout {arch!r}")
+    arch = spec.hyper["arch"]
+    if arch not in LAYOUTS:
+        raise ValueError(f"{spec.name}: unknown transformer layout {arch!r}")
+    return LAYOUTS[arch](spec.hyper)
 
 
 def synthetic_batch(spec: ModelSpec, batch_size: int, generator: torch.Generator,

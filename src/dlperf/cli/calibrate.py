@@ -1,0 +1,237 @@
+"""``dlperf calibrate``: on a new machine, one command measures what the timeline replay
+(:mod:`dlperf.perfmodel.replay`) needs to predict there, and stores a device profile in the
+results file.
+
+What runs, in order, each point a fresh worker through the sweep machinery (resumable: a
+second call continues where the first stopped, a finished point is not measured again):
+
+1. the **profile points**: a small model (``--profile-model``, default ``fcn5``) at each
+   precision the framework has, with the ceilings microbenchmarks on (a square-GEMM ladder at
+   2048-8192 per precision and the ``y = 2x`` bandwidth kernel,
+   :mod:`dlperf.perfmodel.ceilings`) and ``--timeline``: GEMM ceilings per precision at a few
+   shapes, memory bandwidth, the host-speed probe, the untraced host dispatch of the profile
+   model (the *dispatch probe*: the same work timed on every machine, which the replay's host
+   scales by) and the launch calls of a traced iteration;
+2. the **model points**: one traced iteration (``--timeline``) of each ``--model`` at each of
+   ``--batch-sizes`` (two by default) at ``--precision``.
+
+Then the device profile (:class:`dlperf.perfmodel.hardware.GpuProfile`: the datasheet of the
+GPU with everything measured put in its place) is stored under ``--name`` in the results
+file's ``meta`` table, where ``dlperf predict --gpu NAME`` finds it. A point that fails is a
+stored failure, not the end of the calibration; the budget (``--budget-s``) stops starting new
+points once spent.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from typing import Annotated, Any
+
+import typer
+
+from dlperf.cli.common import guard
+from dlperf.errors import ConfigError
+
+#: The measurement policy of a calibration point: short, since a traced point only needs a
+#: steady step (the timeline itself is 5 traced iterations after the measured segment).
+ITERATIONS = {"min_iters": 10, "min_time_s": 0.3, "max_time_s": 3.0, "max_warmup_time_s": 4.0}
+
+
+def _profile_grid(framework: str, device: str, profile_model: str, batch: int,
+                  precisions: list[str]) -> list[dict[str, Any]]:
+    return [{"framework": framework, "device": device, "model": profile_model,
+             "batch_size": batch, "precision": precisions, "measure_ceilings": True,
+             "timeline": True}]
+
+
+def _model_grid(framework: str, device: str, models: list[str], batches: list[int],
+                precision: str, mode: str | None) -> list[dict[str, Any]]:
+    e: dict[str, Any] = {"framework": framework, "device": device, "model": models,
+                         "batch_size": batches, "precision": precision,
+                         "measure_ceilings": False, "timeline": True}
+    if mode:
+        e["mode"] = mode
+    return [e]
+
+
+def launch_s_of(points: list[Any], db: str) -> float | None:
+    """The untraced launch call of the profile points' traces (s): the median traced launch
+    call over their timelines, divided by the traced/untraced host ratio
+    (:data:`dlperf.perfmodel.replay.TRACED_HOST_INFLATION`); None without a launch span."""
+    from dlperf.perfmodel import replay
+
+    calls = []
+    for _, st in replay.load_traces(db, [p.result_id for p in points]):
+        calls += [h.call_s for h in st.launches if h.call_s > 0]
+    if not calls:
+        return None
+    return statistics.median(calls) / replay.TRACED_HOST_INFLATION
+
+
+def build_profile(db: str, name: str, device_name: str | None, profile_ids: list[int]) -> Any:
+    """The device profile of ``device_name`` from the results of ``db`` (its datasheet, with
+    the measured ceilings, host probe and launch call in their places), named ``name``; a
+    device without a datasheet (a CPU, an unknown GPU) gets one from the stored environment
+    (SM count and clock from NVML, else the CPU's cores and clock)."""
+    from dataclasses import replace
+
+    from dlperf.perfmodel import hardware, records
+
+    recs = records.load(db)
+    pts = [p for p in recs.points if p.device_name == device_name]
+    try:
+        prof = hardware.profile_from_points(pts, device_name or "")
+    except ConfigError:
+        prof = _undocumented(pts, device_name)
+    mine = [p for p in pts if p.result_id in profile_ids]
+    disp = [p.host_dispatch_s for p in mine if p.host_dispatch_s]
+    extra = dict(prof.extra)
+    if disp and mine:
+        extra["dispatch_probe"] = {"model": mine[0].model, "framework": mine[0].framework,
+                                   "mode": mine[0].mode, "batch_size": mine[0].batch_size,
+                                   "host_dispatch_s": statistics.median(disp),
+                                   "points": len(disp)}
+    prof = replace(prof, name=name, launch_s=launch_s_of(mine, db), extra=extra)
+    measured = list(prof.measured) + (["launch_s"] if prof.launch_s else []) + (
+        ["dispatch_probe"] if disp else [])
+    return replace(prof, measured=tuple(dict.fromkeys(measured)),
+                   source=f"dlperf calibrate ({prof.source})")
+
+
+def _undocumented(pts: list[Any], device_name: str | None) -> Any:
+    """A profile of a device no datasheet names: the measured ceilings alone, SMs and clock
+    from the stored environment (1 and 1 where it holds neither)."""
+    from dlperf.perfmodel.hardware import GpuProfile
+    from dlperf.results.store import ResultStore, result_of
+
+    sms, clock = 1, 1.0
+    for p in pts[:1]:
+        with ResultStore(p.source, read_only=True) as store:
+            row = next((r for r in store.rows() if int(r["id"]) == p.result_id), None)
+        env = (result_of(row) if row else {}).get("env") or {}
+        gpus = env.get("gpus") or []
+        if gpus:
+            clock = float(gpus[0].get("clock_sm_max_mhz") or 1.0)
+            sms = int(gpus[0].get("multiprocessors") or 1)
+        else:
+            sms = int(env.get("cpu_physical") or env.get("cpu_logical") or 1)
+            clock = float((env.get("cpu_id") or {}).get("mhz") or 1.0)
+    gemm: dict[str, float] = {}
+    for prec in ("fp32", "tf32", "bf16"):
+        v = [p.matmul_flops_per_s[prec] for p in pts if p.matmul_flops_per_s.get(prec)]
+        if v:
+            gemm[prec] = statistics.median(v)
+    bw = [p.bandwidth_bytes_per_s for p in pts if p.bandwidth_bytes_per_s]
+    hs = [x for p in pts for x in p.host_speed_ns if x]
+    measured = [f"gemm_{k}" for k in gemm] + (["bandwidth"] if bw else []) + (
+        ["host_speed"] if hs else [])
+    return GpuProfile(name=device_name or "device", sms=sms, clock_mhz=clock,
+                      bandwidth_bytes_per_s=statistics.median(bw) if bw else 1.0,
+                      gemm_flops_per_s=gemm, device_name=device_name,
+                      host_speed_ns=statistics.median(hs) if hs else None,
+                      measured=tuple(measured), source="no datasheet: measured values only")
+
+
+def calibrate(
+    db: Annotated[str, typer.Option("--db", help="Results file the points and the profile go "
+                                                 "into (created if missing; resumable).")],
+    name: Annotated[str, typer.Option("--name", help="Name of the device profile, for "
+                                                     "`dlperf predict --gpu NAME` (e.g. h100).")],
+    framework: Annotated[str, typer.Option("--framework", help="Framework of the points.")]
+    = "torch",
+    device: Annotated[str, typer.Option("--device", help="cuda or cpu.")] = "cuda",
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", help="A model to trace (repeatable); none: the device profile only.")] = None,
+    batch_sizes: Annotated[str, typer.Option(
+        "--batch-sizes", help="Batch sizes of each model's traced points, comma-separated.")]
+    = "16,64",
+    precision: Annotated[str, typer.Option("--precision", help="Precision of the model "
+                                                               "points.")] = "bf16",
+    mode: Annotated[str | None, typer.Option("--mode", help="Mode of the model points (the "
+                                                            "framework's default if not "
+                                                            "given).")] = None,
+    profile_model: Annotated[str, typer.Option(
+        "--profile-model", help="Small model whose points measure the ceilings.")] = "fcn5",
+    profile_batch: Annotated[int, typer.Option("--profile-batch", help="Its batch size.")] = 64,
+    budget_s: Annotated[float, typer.Option(
+        "--budget-s", help="Start no new point after this many seconds.")] = 600.0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")]
+    = False,
+) -> None:
+    """Measure a device profile (GEMM ceilings, bandwidth, host speed, launch call) and one
+    traced iteration at two batch sizes per model, in at most --budget-s seconds; store the
+    profile in --db for `dlperf predict --gpu NAME`."""
+    guard(lambda: _calibrate(db, name, framework, device, list(model or []), batch_sizes,
+                             precision, mode, profile_model, profile_batch, budget_s, json_out))
+
+
+def _calibrate(db: str, name: str, framework: str, device: str, models: list[str],
+               batch_sizes: str, precision: str, mode: str | None, profile_model: str,
+               profile_batch: int, budget_s: float, json_out: bool) -> None:
+    from dlperf import api
+    from dlperf.perfmodel import hardware
+    from dlperf.registry import framework_info
+
+    t0 = time.monotonic()
+    info = framework_info(framework)
+    if info is None:
+        raise ConfigError(f"--framework {framework!r} is not a framework dlperf knows; "
+                          "`dlperf list frameworks` lists them")
+    try:
+        batches = [int(b) for b in batch_sizes.split(",") if b.strip()]
+    except ValueError:
+        raise ConfigError(f"--batch-sizes {batch_sizes!r}: give whole numbers separated by "
+                          "commas, e.g. 16,64") from None
+    if any(b < 1 for b in batches) or (models and not batches):
+        raise ConfigError(f"--batch-sizes {batch_sizes!r}: give whole numbers >= 1")
+    if not name.strip():
+        raise ConfigError("--name: give the profile a name, e.g. h100")
+    precs = [p for p in ("fp32", "tf32", "bf16") if p in info.precisions] or ["fp32"]
+    defaults = {"iterations": ITERATIONS, "data": "synthetic", "timeout_s": 300}
+    prof_out = api.sweep(_profile_grid(framework, device, profile_model, profile_batch, precs),
+                         defaults=defaults, name=f"calibrate-{name}-profile", db=db)
+    profile_results = [r for r in prof_out.results if r.get("status") == "ok"]
+    ids = _stored_ids(db, profile_model, framework, device, profile_batch)
+    for m in models:
+        if time.monotonic() - t0 > budget_s:
+            typer.echo(f"budget of {budget_s:.0f} s spent: {m} and later models not traced "
+                       "(run the same command again to continue)", err=True)
+            break
+        api.sweep(_model_grid(framework, device, [m], batches, precision, mode),
+                  defaults=defaults, name=f"calibrate-{name}", db=db)
+    device_name = _device_name(db, ids) or (profile_results[0].get("device_name")
+                                            if profile_results else None)
+    prof = build_profile(db, name, device_name, ids)
+    hardware.store_profile(db, prof)
+    took = time.monotonic() - t0
+    if json_out:
+        typer.echo(json.dumps({**prof.to_dict(), "calibrate_s": took}, indent=1))
+        return
+    g = ", ".join(f"{k} {v / 1e12:.1f}" for k, v in prof.gemm_flops_per_s.items())
+    typer.echo(f"device profile {prof.name!r} ({prof.device_name}) stored in {db} after "
+               f"{took:.0f} s")
+    typer.echo(f"  GEMM ceilings (TFLOP/s): {g}; bandwidth {prof.bandwidth_bytes_per_s / 1e9:.0f}"
+               f" GB/s; host probe {prof.host_speed_ns or float('nan'):.1f} ns; launch call "
+               f"{(prof.launch_s or float('nan')) * 1e6:.1f} us")
+    typer.echo(f"  measured: {', '.join(prof.measured) or 'nothing'}; the rest: {prof.source}")
+
+
+def _stored_ids(db: str, model: str, framework: str, device: str, batch: int) -> list[int]:
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(db, read_only=True) as store:
+        return [int(r["id"]) for r in store.rows(model=model, framework=framework,
+                                                 device=device, batch_size=batch)
+                if r.get("status") == "ok"]
+
+
+def _device_name(db: str, ids: list[int]) -> str | None:
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(db, read_only=True) as store:
+        for r in store.rows():
+            if int(r["id"]) in ids and r.get("device_name"):
+                return str(r["device_name"])
+    return None

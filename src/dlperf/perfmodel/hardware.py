@@ -1,0 +1,379 @@
+"""GPU profiles for the timeline replay: datasheets of GPUs never at hand, device profiles
+measured by ``dlperf calibrate``, and the occupancy arithmetic that turns a kernel's launch
+geometry into waves on a given GPU.
+
+A :class:`GpuProfile` holds what :mod:`dlperf.perfmodel.transforms` needs to move a kernel
+from one GPU to another (Habitat, Yu et al. ATC'21): SM count, SM clock, memory bandwidth, the
+GEMM ceiling per precision, the per-SM limits of the compute capability (registers, threads,
+resident blocks, shared memory) and the host: the host-speed probe of the machine
+(``env.host_speed.python_loop_ns``) and the kernel launch latency. ``measured`` says which
+numbers came from the machine (``dlperf calibrate``, or the ceilings every stored result
+carries) and which from the datasheet.
+
+Datasheet sources (dense rates: NVIDIA prints tensor-core rates "with sparsity", twice the
+dense rate, for Hopper and Ada; the A100 datasheet prints both):
+
+* H100 SXM5 / H100 PCIe: NVIDIA H100 Tensor Core GPU datasheet (FP32 67 / 51 TFLOPS, TF32
+  989* / 756*, BF16 1,979* / 1,513*, 3.35 / 2.0 TB/s); SM counts 132 / 114 and 50 MB L2 from
+  the NVIDIA H100 Tensor Core GPU Architecture whitepaper (Table 3). Max SM clock 1,980 /
+  1,755 MHz (nvidia-smi ``clocks.max.sm``; 1,980 MHz as recorded by dlperf on the H100 and H200
+  machines here, ``env.gpus[].clock_sm_max_mhz``).
+* H200 SXM: NVIDIA H200 datasheet (the H100 SXM's compute, 141 GB HBM3e at 4.8 TB/s).
+* A100 SXM4 80GB / PCIe 40GB: NVIDIA A100 datasheet (FP32 19.5, TF32 156, BF16 312 dense;
+  2,039 / 1,555 GB/s); 108 SMs, 1,410 MHz boost (A100 whitepaper, Table 3).
+* L40S: NVIDIA L40S datasheet (FP32 91.6, TF32 183, BF16 362 dense, 864 GB/s; 142 SMs,
+  2,520 MHz boost).
+* A10: NVIDIA A10 datasheet (FP32 31.2, TF32 62.5, BF16 125 dense, 600 GB/s; 72 SMs,
+  1,695 MHz boost).
+* V100 SXM2: NVIDIA V100 datasheet (FP32 15.7 TFLOPS, 900 GB/s, no TF32 or BF16; 80 SMs,
+  1,530 MHz boost).
+* Per-SM limits by compute capability: CUDA C++ Programming Guide, "Technical Specifications
+  per Compute Capability" (7.0, 8.0, 8.6, 8.9, 9.0) and the CUDA Occupancy Calculator's
+  allocation rules (registers in units of 256 per warp; 1 KB of shared memory reserved per
+  block from 8.0 on).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from dlperf.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """Per-SM resources of a compute capability (CUDA C++ Programming Guide).
+
+    Attributes:
+        registers: 32-bit registers per SM.
+        threads: resident threads per SM.
+        blocks: resident blocks per SM.
+        shared_bytes: shared memory per SM usable by blocks (bytes).
+        reserved_shared_bytes: shared memory the system reserves per block (bytes).
+    """
+
+    registers: int = 65536
+    threads: int = 2048
+    blocks: int = 32
+    shared_bytes: int = 228 * 1024
+    reserved_shared_bytes: int = 1024
+
+
+#: Per-SM limits by compute capability.
+SM_LIMITS: dict[str, SmLimits] = {
+    "7.0": SmLimits(65536, 2048, 32, 96 * 1024, 0),
+    "8.0": SmLimits(65536, 2048, 32, 164 * 1024, 1024),
+    "8.6": SmLimits(65536, 1536, 16, 100 * 1024, 1024),
+    "8.9": SmLimits(65536, 1536, 24, 100 * 1024, 1024),
+    "9.0": SmLimits(65536, 2048, 32, 228 * 1024, 1024),
+}
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """What the replay knows of one GPU and the host that drives it.
+
+    Attributes:
+        name: a short name (``h100``, ``h200``, ``a100``).
+        device_name: the name the driver reports (``NVIDIA H100 80GB HBM3``), if known.
+        sms: streaming multiprocessors.
+        clock_mhz: the SM clock the kernels run at (max boost).
+        bandwidth_bytes_per_s: DRAM bandwidth (datasheet, or measured copy/scale bandwidth).
+        gemm_flops_per_s: GEMM ceiling per precision (``fp32``: CUDA cores, ``tf32``,
+            ``bf16``: dense tensor cores); a precision the GPU lacks is absent.
+        compute_capability: ``"9.0"`` etc. (:data:`SM_LIMITS`).
+        l2_bytes: last-level cache.
+        host_speed_ns: the host-speed probe (``python_loop_ns``; larger is slower), or None.
+        launch_s: the time from one launch to the next kernel's start on an idle device, or
+            None.
+        h2d_bytes_per_s: host-to-device copy bandwidth (pinned), or None.
+        measured: the fields measured on the machine (the rest from the datasheet).
+        source: where the numbers come from, in words.
+    """
+
+    name: str
+    sms: int
+    clock_mhz: float
+    bandwidth_bytes_per_s: float
+    gemm_flops_per_s: Mapping[str, float]
+    compute_capability: str = "9.0"
+    l2_bytes: float | None = None
+    device_name: str | None = None
+    host_speed_ns: float | None = None
+    launch_s: float | None = None
+    h2d_bytes_per_s: float | None = None
+    measured: tuple[str, ...] = ()
+    source: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def sm_limits(self) -> SmLimits:
+        """The per-SM limits of :attr:`compute_capability` (9.0's for an unknown one)."""
+        return SM_LIMITS.get(self.compute_capability, SM_LIMITS["9.0"])
+
+    @property
+    def datasheet_only(self) -> bool:
+        """True when nothing of this GPU was measured (a GPU never at hand)."""
+        return not self.measured
+
+    def gemm(self, precision: str) -> float | None:
+        """The GEMM ceiling at ``precision`` (``fp16`` reads ``bf16``), None if absent."""
+        p = "bf16" if precision == "fp16" else precision
+        return self.gemm_flops_per_s.get(p)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        d = asdict(self)
+        d["gemm_flops_per_s"] = dict(self.gemm_flops_per_s)
+        d["measured"] = list(self.measured)
+        d["extra"] = dict(self.extra)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GpuProfile:
+        """The inverse of :meth:`to_dict` (unknown keys ignored).
+
+        Raises:
+            ConfigError: a required field is missing.
+        """
+        try:
+            return cls(name=str(d["name"]), sms=int(d["sms"]), clock_mhz=float(d["clock_mhz"]),
+                       bandwidth_bytes_per_s=float(d["bandwidth_bytes_per_s"]),
+                       gemm_flops_per_s={k: float(v) for k, v in
+                                         (d.get("gemm_flops_per_s") or {}).items() if v},
+                       compute_capability=str(d.get("compute_capability") or "9.0"),
+                       l2_bytes=d.get("l2_bytes"), device_name=d.get("device_name"),
+                       host_speed_ns=d.get("host_speed_ns"), launch_s=d.get("launch_s"),
+                       h2d_bytes_per_s=d.get("h2d_bytes_per_s"),
+                       measured=tuple(d.get("measured") or ()), source=str(d.get("source") or ""),
+                       extra=dict(d.get("extra") or {}))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"a stored device profile lacks a field or has a bad value ({e}); "
+                              "run `dlperf calibrate` again") from e
+
+
+def _ds(name: str, device_name: str, sms: int, clock: float, bw: float, fp32: float,
+        tf32: float | None, bf16: float | None, cc: str, l2_mb: float, source: str) -> GpuProfile:
+    g = {"fp32": fp32 * 1e12}
+    if tf32:
+        g["tf32"] = tf32 * 1e12
+    if bf16:
+        g["bf16"] = bf16 * 1e12
+    return GpuProfile(name=name, device_name=device_name, sms=sms, clock_mhz=clock,
+                      bandwidth_bytes_per_s=bw * 1e12, gemm_flops_per_s=g,
+                      compute_capability=cc, l2_bytes=l2_mb * 2**20, source=source)
+
+
+#: Datasheet profiles by short name (dense TFLOP/s, TB/s); the module docstring cites each.
+DATASHEETS: dict[str, GpuProfile] = {
+    "h100": _ds("h100", "NVIDIA H100 80GB HBM3", 132, 1980, 3.35, 67, 989 / 2, 1979 / 2, "9.0",
+                50, "NVIDIA H100 datasheet (SXM5) and H100 whitepaper"),
+    "h100-pcie": _ds("h100-pcie", "NVIDIA H100 PCIe", 114, 1755, 2.0, 51, 756 / 2, 1513 / 2,
+                     "9.0", 50, "NVIDIA H100 datasheet (PCIe) and H100 whitepaper"),
+    "h200": _ds("h200", "NVIDIA H200", 132, 1980, 4.8, 67, 989 / 2, 1979 / 2, "9.0", 50,
+                "NVIDIA H200 datasheet (SXM)"),
+    "a100": _ds("a100", "NVIDIA A100-SXM4-80GB", 108, 1410, 2.039, 19.5, 156, 312, "8.0", 40,
+                "NVIDIA A100 datasheet (SXM4 80GB) and A100 whitepaper"),
+    "a100-40gb": _ds("a100-40gb", "NVIDIA A100-PCIE-40GB", 108, 1410, 1.555, 19.5, 156, 312,
+                     "8.0", 40, "NVIDIA A100 datasheet (PCIe 40GB)"),
+    "l40s": _ds("l40s", "NVIDIA L40S", 142, 2520, 0.864, 91.6, 183, 362, "8.9", 96,
+                "NVIDIA L40S datasheet"),
+    "a10": _ds("a10", "NVIDIA A10", 72, 1695, 0.6, 31.2, 62.5, 125, "8.6", 6,
+               "NVIDIA A10 datasheet"),
+    "v100": _ds("v100", "Tesla V100-SXM2-32GB", 80, 1530, 0.9, 15.7, None, None, "7.0", 6,
+                "NVIDIA V100 datasheet (SXM2)"),
+}
+
+#: Substrings of a driver's device name that identify a datasheet (first match wins: the
+#: PCIe and 40GB variants before their SXM siblings).
+_MATCH = (("H100 PCIe", "h100-pcie"), ("H100", "h100"), ("H200", "h200"),
+          ("A100-PCIE-40GB", "a100-40gb"), ("A100", "a100"), ("L40S", "l40s"),
+          ("A10", "a10"), ("V100", "v100"))
+
+
+def datasheet(name: str) -> GpuProfile:
+    """The datasheet profile of ``name``: a short name of :data:`DATASHEETS` (``h100``) or a
+    driver's device name (``NVIDIA H100 80GB HBM3``).
+
+    Raises:
+        ConfigError: no datasheet matches (the message lists the known ones).
+    """
+    key = name.strip().lower()
+    if key in DATASHEETS:
+        return DATASHEETS[key]
+    for sub, short in _MATCH:
+        if sub.lower() in key:
+            return DATASHEETS[short]
+    raise ConfigError(f"no datasheet for GPU {name!r}; known: {', '.join(DATASHEETS)}, or "
+                      "run `dlperf calibrate` on it to store a measured profile")
+
+
+def short_name(device_name: str | None) -> str | None:
+    """The :data:`DATASHEETS` key of a driver's device name, None if none matches."""
+    if not device_name:
+        return None
+    try:
+        return datasheet(device_name).name
+    except ConfigError:
+        return None
+
+
+def blocks_per_sm(threads_per_block: int, registers: int | None, shared_bytes: int | None,
+                  limits: SmLimits) -> int:
+    """Resident blocks per SM of a kernel (the CUDA Occupancy Calculator's rules): the least
+    of the block limit, the threads (in whole warps), the registers (``registers`` per thread
+    rounded up to 8, allocated per warp in units of 256) and the shared memory (per block plus
+    the system's reserve, in 128-byte units); at least 1 (the kernel did run)."""
+    warps = max(1, math.ceil(threads_per_block / 32))
+    by_threads = limits.threads // (warps * 32)
+    by_regs = limits.blocks
+    if registers:
+        per_warp = math.ceil(math.ceil(registers / 8) * 8 * 32 / 256) * 256
+        by_regs = (limits.registers // per_warp) // warps
+    by_smem = limits.blocks
+    if shared_bytes:
+        need = math.ceil((shared_bytes + limits.reserved_shared_bytes) / 128) * 128
+        by_smem = limits.shared_bytes // need
+    return max(1, min(limits.blocks, by_threads, by_regs, by_smem))
+
+
+def waves(blocks: int, threads_per_block: int, registers: int | None,
+          shared_bytes: int | None, gpu: GpuProfile) -> float:
+    """Waves of a launch of ``blocks`` blocks on ``gpu``: ``ceil(blocks / (SMs x blocks per
+    SM))`` (Habitat's wave size)."""
+    size = gpu.sms * blocks_per_sm(threads_per_block, registers, shared_bytes, gpu.sm_limits)
+    return math.ceil(blocks / size)
+
+
+# --- profiles stored in a results file ------------------------------------------------------
+
+#: ``resolve("datasheet:h100")``: the datasheet alone, whatever was measured.
+DATASHEET_PREFIX = "datasheet:"
+#: Prefix of a device profile's key in a results file's ``meta`` table.
+META_PREFIX = "device_profile:"
+
+
+def store_profile(path: str, profile: GpuProfile) -> None:
+    """Store ``profile`` in the results file ``path`` (its ``meta`` table, key
+    ``device_profile:<name>``; created if missing), replacing one of the same name.
+
+    Raises:
+        ConfigError: ``path`` cannot be opened as a results file (from the store).
+    """
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(path) as store, store.transaction("storing the device profile"):
+        store._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                          (META_PREFIX + profile.name, json.dumps(profile.to_dict())))
+
+
+def stored_profiles(paths: Any) -> dict[str, GpuProfile]:
+    """The device profiles stored in results files (paths or folders of ``*.db``), by name;
+    the last file's wins where two hold the same name."""
+    from dlperf.results.dbfile import results_files
+    from dlperf.results.store import ResultStore
+
+    out: dict[str, GpuProfile] = {}
+    for f in results_files(paths):
+        try:
+            with ResultStore(f, read_only=True) as store:
+                rows = store._db.execute("SELECT key, value FROM meta WHERE key LIKE ?",
+                                         (META_PREFIX + "%",)).fetchall()
+        except Exception:  # noqa: BLE001 - a file that is not a results file holds none
+            continue
+        for k, v in rows:
+            try:
+                out[k[len(META_PREFIX):]] = GpuProfile.from_dict(json.loads(v))
+            except (ValueError, ConfigError):
+                continue
+    return out
+
+
+def profile_from_points(points: Any, device_name: str) -> GpuProfile:
+    """The profile of the GPU ``device_name`` from stored results: its datasheet with the
+    ceilings the results measured (median of every result's matmul ceiling per precision and
+    its bandwidth) and the median host-speed probe of those results.
+
+    Raises:
+        ConfigError: no datasheet matches ``device_name``.
+    """
+    import statistics
+
+    base = datasheet(device_name)
+    mine = [p for p in points if p.device_name == device_name]
+    gemm = dict(base.gemm_flops_per_s)
+    measured: list[str] = []
+    for prec in ("fp32", "tf32", "bf16"):
+        v = [p.matmul_flops_per_s[prec] for p in mine if p.matmul_flops_per_s.get(prec)]
+        if v:
+            gemm[prec] = statistics.median(v)
+            measured.append(f"gemm_{prec}")
+    bw = [p.bandwidth_bytes_per_s for p in mine if p.bandwidth_bytes_per_s]
+    hs = [x for p in mine for x in p.host_speed_ns if x]
+    if bw:
+        measured.append("bandwidth")
+    if hs:
+        measured.append("host_speed")
+    return replace(base, gemm_flops_per_s=gemm,
+                   bandwidth_bytes_per_s=statistics.median(bw) if bw
+                   else base.bandwidth_bytes_per_s,
+                   host_speed_ns=statistics.median(hs) if hs else None,
+                   device_name=device_name, measured=tuple(measured),
+                   source=f"{base.source}; ceilings and host probe of {len(mine)} stored results")
+
+
+def resolve(name: str, paths: Any = None, points: Any = None) -> GpuProfile:
+    """The profile of the GPU ``name``: a profile stored by ``dlperf calibrate`` in one of
+    ``paths`` (by its name or device name), else the stored results' own ceilings on that
+    device (``points``), else its datasheet alone (:attr:`GpuProfile.datasheet_only`).
+    ``datasheet:NAME`` asks for the datasheet alone even where measurements exist.
+
+    Raises:
+        ConfigError: nothing is known of ``name``.
+    """
+    key = name.strip().lower()
+    if key.startswith(DATASHEET_PREFIX):
+        return datasheet(key[len(DATASHEET_PREFIX):])
+    if paths is not None:
+        stored = stored_profiles(paths)
+        for pname, prof in stored.items():
+            if pname.lower() == key or (prof.device_name or "").lower() == key:
+                return prof
+        try:
+            short = datasheet(name).name
+        except ConfigError:
+            short = None
+        for prof in stored.values():
+            if short and short_name(prof.device_name) == short:
+                return prof
+    if points is not None:
+        names = sorted({p.device_name for p in points if p.device_name})
+        for dn in names:
+            if short_name(dn) == datasheet(name).name:
+                return profile_from_points(points, dn)
+    return datasheet(name)
+
+
+def achieved_like(dst: GpuProfile, src: GpuProfile) -> GpuProfile:
+    """``dst`` with each datasheet ceiling that ``src`` measured (a GEMM ceiling, the
+    bandwidth) scaled to the share of its datasheet ``src`` achieved, so that a measured
+    source and a datasheet target are compared like for like (a measured fp32 GEMM of
+    51 TFLOP/s on an H200 against the H100's datasheet 67 would read as a faster H100).
+    Fields ``dst`` measured itself stay; without a datasheet for ``src`` nothing changes."""
+    try:
+        ref = datasheet(src.device_name or src.name)
+    except ConfigError:
+        return dst
+    gemm = dict(dst.gemm_flops_per_s)
+    for prec, v in src.gemm_flops_per_s.items():
+        if (f"gemm_{prec}" in src.measured and f"gemm_{prec}" not in dst.measured
+                and prec in gemm and ref.gemm(prec)):
+            gemm[prec] = gemm[prec] * v / ref.gemm_flops_per_s[prec]
+    bw = dst.bandwidth_bytes_per_s
+    if "bandwidth" in src.measured and "bandwidth" not in dst.measured:
+        bw = bw * src.bandwidth_bytes_per_s / ref.bandwidth_bytes_per_s
+    return replace(dst, gemm_flops_per_s=gemm, bandwidth_bytes_per_s=bw)

@@ -1,0 +1,517 @@
+"""Timeline replay: one traced iteration becomes a host thread issuing launches and device
+streams running kernels, and the step time is what that queue gives in steady state.
+
+A stored timeline (``--timeline``; :mod:`dlperf.results.timelines`) holds every device op of a
+few profiled iterations with its stream, start, duration, launch geometry and, for PyTorch, the
+host interval of its launch call. :func:`step_trace` turns one traced iteration into a
+:class:`StepTrace`:
+
+* **host**: the launches in host order, each with the host work before it (the gap since the
+  previous launch call ended: Python, the dispatcher, autograd) and the launch call itself,
+  plus the work after the last launch. A profiled iteration's host runs slower than an
+  unprofiled one (the profiler's callbacks); every traced result also stores an *untraced*
+  host dispatch probe (``host.dispatch_s``: the step call timed from an idle device), so the
+  host intervals are scaled by ``untraced / traced`` (:func:`deinflate`). A launch call that
+  blocks (the launch queue full behind a device-bound step) is waiting, not work: its time is
+  replaced by the step's median launch call (:data:`BLOCKED_CALL_S`). XLA programs have no
+  launch spans in the trace: their kernels are folded into the launches an unprofiled run
+  makes (:func:`xla_launch_groups`, the command-buffer rules of
+  :mod:`dlperf.perfmodel.hostcount`) and the untraced host time is spread evenly over those.
+* **device**: each op runs on its stream (lane) in the traced order, no earlier than its
+  launch returned, after the previous op of its lane, and after the op of another lane whose
+  end its traced start waited for (an inferred cross-stream event: a start the op's own lane
+  and launch do not explain, within :data:`CROSS_LANE_SLACK_S` of another lane's end;
+  Lumos, Liang et al. 2025, recovers the same dependencies from traces).
+
+:func:`simulate` runs the iteration :data:`REPEATS` times back to back without a host sync
+(dlperf's measured loop never syncs inside the segment, docs/measurement.md rule 2) and
+returns the steady-state period: host-bound and device-bound come out of the queue, not out of
+a fitted corner. Kernel durations are used as traced: on the H200 the traced per-iteration
+kernel sum equals the untraced step time of device-bound points within 0.1% (gpt2_small fp32
+b=64: 1,193.6 vs 1,192.1 ms; fcn5 fp32 b=4096: 49.66 vs 49.67 ms).
+
+Transforms (another GPU, precision, batch size) are functions ``StepTrace -> StepTrace`` in
+:mod:`dlperf.perfmodel.transforms`; this module neither imports a framework nor keys on one:
+what differs between frameworks is read off the timeline (launch spans, the XSpace source).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+#: Iterations replayed back to back; the period is read between the last two after
+#: :data:`WARM` warm iterations (the first fills the pipeline).
+REPEATS = 4
+WARM = 2
+#: Traced launch calls longer than this are taken as blocked (the launch queue full, or a
+#: synchronising call); their host work is the step's median launch call. Unblocked launch
+#: calls read 3-50 us under the profiler on the H200 (calibration2.db); a blocked one reads
+#: 0.1-100 ms.
+BLOCKED_CALL_S = 200e-6
+#: An op's traced start counts as waiting for another lane's op when it starts within this
+#: long after that op's end and neither its launch nor its own lane explains the start.
+CROSS_LANE_SLACK_S = 20e-6
+#: Where a result stores no untraced host probe, the traced host is divided by this: the
+#: median traced / untraced host dispatch ratio over the development points of
+#: calibration2.db (docs/replay.md, "Host de-inflation"; the issue's 1.72).
+TRACED_HOST_INFLATION = 1.72
+#: Device ops that take no device time of their own in a replay (the profiler's markers).
+_SKIP_KINDS = ("collective", "host_op")
+
+
+@dataclass(frozen=True)
+class DeviceOp:
+    """One device op of a traced iteration.
+
+    Attributes:
+        lane: the stream it ran on (an int; 0 where the trace names none).
+        dur_s: its duration (s).
+        kind: ``kernel``, ``memcpy``, ``memset``.
+        name, op_class, op, phase: as stored (kernel name, op class, launching operator or HLO
+            op, ``t_f``/``t_b``/``t_u``).
+        launch: index of the host launch that issues it (:attr:`StepTrace.launches`).
+        after: indices of ops on other lanes it waits for (inferred cross-stream events).
+        grid, block: launch geometry ``(x, y, z)``, None where not recorded (XLA traces).
+        registers: registers per thread; shared_memory: bytes of shared memory per block.
+        flops, bytes: the launching op's FLOPs and bytes (``op_flops``/``op_bytes``), or None.
+    """
+
+    lane: int
+    dur_s: float
+    kind: str
+    name: str
+    op_class: str | None
+    op: str | None
+    phase: str | None
+    launch: int
+    after: tuple[int, ...] = ()
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    registers: int | None = None
+    shared_memory: int | None = None
+    flops: float | None = None
+    bytes: float | None = None
+
+    @property
+    def blocks(self) -> int | None:
+        """Thread blocks of the launch (grid x*y*z), None without a grid."""
+        return self.grid[0] * self.grid[1] * self.grid[2] if self.grid else None
+
+    @property
+    def threads_per_block(self) -> int | None:
+        """Threads per block (block x*y*z), None without a block."""
+        return self.block[0] * self.block[1] * self.block[2] if self.block else None
+
+
+@dataclass(frozen=True)
+class HostLaunch:
+    """One host launch: ``before_s`` of host work since the previous launch call returned,
+    then the launch call of ``call_s`` (s, untraced after :func:`deinflate`)."""
+
+    before_s: float
+    call_s: float
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """One iteration as the replay sees it.
+
+    Attributes:
+        ops: the device ops (host launch order within a lane is the traced order).
+        launches: the host launches, in host order.
+        tail_s: host work after the last launch until the step call returns (s).
+        meta: where it came from and what it is (``model``, ``framework``, ``mode``,
+            ``precision``, ``batch_size``, ``device_name``, ``source``, ``result_id``,
+            ``host_speed_ns``, ``measured_step_s``, ``host_untraced_s``, ``host_traced_s``,
+            ``xla``: launches folded from an XLA program) and every transform applied
+            (``transforms``: a list of strings).
+    """
+
+    ops: tuple[DeviceOp, ...]
+    launches: tuple[HostLaunch, ...]
+    tail_s: float
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def host_s(self) -> float:
+        """Host work per iteration (s): every launch's work and call, and the tail."""
+        return sum(h.before_s + h.call_s for h in self.launches) + self.tail_s
+
+    @property
+    def kernel_s(self) -> float:
+        """Device time per iteration summed over ops (s; overlapping lanes counted twice)."""
+        return sum(o.dur_s for o in self.ops)
+
+    def with_note(self, note: str, **meta: Any) -> StepTrace:
+        """A copy whose ``meta['transforms']`` ends with ``note`` (and ``meta`` updated)."""
+        m = dict(self.meta)
+        m.update(meta)
+        m["transforms"] = [*self.meta.get("transforms", []), note]
+        return replace(self, meta=m)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What :func:`simulate` gives (s): the steady-state ``step_s``, the iteration's ``host_s``
+    and summed ``device_s``, the device's idle share of the period ``device_idle``, and
+    ``bound`` (``host`` when the host's work per iteration exceeds the device's busy time)."""
+
+    step_s: float
+    host_s: float
+    device_s: float
+    device_idle: float
+    bound: str
+
+
+def _triple(s: Any) -> tuple[int, int, int] | None:
+    if not s:
+        return None
+    try:
+        parts = [int(x) for x in str(s).split(",")]
+    except ValueError:
+        return None
+    parts = (parts + [1, 1, 1])[:3]
+    return (parts[0], parts[1], parts[2]) if all(p > 0 for p in parts) else None
+
+
+def _num(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else None
+
+
+def iterations(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]
+               ) -> list[list[Mapping[str, Any]]]:
+    """The device ops of each traced iteration, in device start order.
+
+    PyTorch timelines assign each op to the iteration whose host window launched it (its
+    ``step``; times relative to that window's start). An XLA program's device runs behind the
+    host, so its ops are assigned by position instead: the ops sorted by absolute start, cut
+    into ``n_steps`` equal runs (every iteration of one program runs the same ops).
+
+    Raises:
+        ValueError: the timeline has no traced iteration.
+    """
+    steps = tl_meta.get("steps_ns") or []
+    dev = [o for o in ops if o.get("kind") not in _SKIP_KINDS and o.get("dur_ns") is not None]
+    if not steps:
+        raise ValueError("the timeline has no traced iterations (steps_ns is empty)")
+    if _is_xla(tl_meta):
+        def absolute(o: Mapping[str, Any]) -> float:
+            k = o.get("step")
+            base = steps[k][0] if k is not None and 0 <= k < len(steps) else steps[0][0]
+            return base + o["start_ns"]
+        dev = sorted(dev, key=absolute)
+        n = len(steps)
+        size = len(dev) // n
+        if size == 0:
+            raise ValueError("the timeline has fewer device ops than traced iterations")
+        return [dev[i * size:(i + 1) * size] for i in range(n)]
+    out: list[list[Mapping[str, Any]]] = [[] for _ in steps]
+    for o in dev:
+        k = o.get("step")
+        if k is not None and 0 <= k < len(steps):
+            out[k].append(o)
+    return [sorted(s, key=lambda o: o["start_ns"]) for s in out]
+
+
+def _is_xla(tl_meta: Mapping[str, Any]) -> bool:
+    from dlperf.perfmodel.records import XLA_TIMELINE_SOURCE
+
+    return XLA_TIMELINE_SOURCE in str(tl_meta.get("source") or "")
+
+
+def pick_iteration(its: Sequence[Sequence[Mapping[str, Any]]]) -> int:
+    """The traced iteration to replay: of the iterations after the first (the first runs
+    right after the profiler starts), the one whose summed device time is the median (the
+    lower median for an even count); the first when it is the only one."""
+    cand = list(range(1, len(its))) or [0]
+    cand = [i for i in cand if its[i]] or [0]
+    sums = sorted((sum(o["dur_ns"] for o in its[i]), i) for i in cand)
+    return sums[(len(sums) - 1) // 2][1]
+
+
+def xla_launch_groups(seq: Sequence[Mapping[str, Any]]) -> list[int]:
+    """For each op of one XLA iteration (device order), the index of the host launch that
+    issues it in an unprofiled run: a convolution custom call is a launch of its own, a run of
+    at least ``MIN_GRAPH_SIZE`` other ops between them (and between loop-body boundaries) is
+    one command buffer, a shorter run one launch per op (:mod:`dlperf.perfmodel.hostcount`,
+    whose :func:`~dlperf.perfmodel.hostcount.launches` counts the same launches)."""
+    from dlperf.perfmodel import hostcount as hc
+
+    ids: dict[str, int] = {}
+    keys = [ids.setdefault(str(o.get("name")), len(ids)) for o in seq]
+    cuts = hc.loop_starts(keys)
+    group = [0] * len(seq)
+    nxt = 0
+    run: list[int] = []
+
+    def flush() -> None:
+        nonlocal nxt, run
+        if len(run) >= hc.MIN_GRAPH_SIZE:
+            for j in run:
+                group[j] = nxt
+            nxt += 1
+        else:
+            for j in run:
+                group[j] = nxt
+                nxt += 1
+        run = []
+
+    for i, o in enumerate(seq):
+        if i in cuts:
+            flush()
+        if str(o.get("op") or "").startswith(hc.NOT_CAPTURED):
+            flush()
+            group[i] = nxt
+            nxt += 1
+        else:
+            run.append(i)
+    flush()
+    return group
+
+
+def _cross_lane_deps(seq: Sequence[Mapping[str, Any]], lanes: Sequence[int],
+                     ready_ns: Sequence[float | None]) -> list[tuple[int, ...]]:
+    """Inferred waits on other lanes: op ``i`` waits for the op of another lane that ended
+    last at or before its start, when that end is within :data:`CROSS_LANE_SLACK_S` of its
+    start and later than both its own lane's previous end and its launch's return."""
+    slack = CROSS_LANE_SLACK_S * 1e9
+    last_end: dict[int, tuple[float, int]] = {}  # lane -> (end, index) of its latest-ending op
+    deps: list[tuple[int, ...]] = []
+    for i, o in enumerate(seq):
+        s, lane = o["start_ns"], lanes[i]
+        own = last_end.get(lane, (float("-inf"), -1))[0]
+        rdy = ready_ns[i]
+        explained = max(own, rdy if rdy is not None else float("-inf"))
+        best: tuple[float, int] | None = None
+        for ln, (end, j) in last_end.items():
+            if ln != lane and end <= s + 1 and s - end <= slack and end > explained + 1:
+                if best is None or end > best[0]:
+                    best = (end, j)
+        deps.append((best[1],) if best else ())
+        e = s + o["dur_ns"]
+        if e > last_end.get(lane, (float("-inf"), -1))[0]:
+            last_end[lane] = (e, i)
+    return deps
+
+
+def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
+               meta: Mapping[str, Any] | None = None, iteration: int | None = None) -> StepTrace:
+    """One traced iteration of a decoded timeline as a :class:`StepTrace`, host times *as
+    traced* (:func:`deinflate` scales them to an untraced host).
+
+    Args:
+        tl_meta: the timeline's description (``steps_ns``, ``source``; the stored
+            ``timeline`` part of the record without ``data``).
+        ops: :func:`dlperf.results.timelines.decode` of it.
+        meta: copied into :attr:`StepTrace.meta`.
+        iteration: which traced iteration (default :func:`pick_iteration`).
+
+    Raises:
+        ValueError: no traced iteration, or the chosen one has no device op.
+    """
+    its = iterations(tl_meta, ops)
+    k = pick_iteration(its) if iteration is None else iteration
+    seq = its[k]
+    if not seq:
+        raise ValueError(f"traced iteration {k} has no device op")
+    steps = tl_meta["steps_ns"]
+    window_ns = steps[k][1] - steps[k][0]
+    xla = _is_xla(tl_meta)
+    lanes = [int(o["stream"]) if o.get("stream") is not None else 0 for o in seq]
+    launches: list[HostLaunch] = []
+    launch_of = [0] * len(seq)
+    if xla:
+        group = xla_launch_groups(seq)
+        n = max(group) + 1
+        launches = [HostLaunch(1.0, 0.0) for _ in range(n)]  # shares; deinflate sets the total
+        launch_of = group
+        ready: list[float | None] = [None] * len(seq)
+        tail = 0.0
+    else:
+        order = sorted((i for i, o in enumerate(seq) if o.get("launch_start_ns") is not None),
+                       key=lambda i: seq[i]["launch_start_ns"])
+        calls = [max(0.0, float(seq[i].get("launch_dur_ns") or 0)) for i in order]
+        unblocked = [c for c in calls if c <= BLOCKED_CALL_S * 1e9] or [0.0]
+        med_call = statistics.median(unblocked)
+        prev_end = 0.0
+        pos = {}
+        for j, i in enumerate(order):
+            ls = float(seq[i]["launch_start_ns"])
+            c = calls[j]
+            launches.append(HostLaunch(max(0.0, ls - prev_end) * 1e-9,
+                                       (c if c <= BLOCKED_CALL_S * 1e9 else med_call) * 1e-9))
+            prev_end = max(prev_end, ls + c)
+            pos[i] = j
+        tail = max(0.0, window_ns - prev_end) * 1e-9
+        ready = [None] * len(seq)
+        cur = 0
+        for i, o in enumerate(seq):  # an op without a launch span goes with the last launch
+            if i in pos:
+                cur = pos[i]
+                ready[i] = float(o["launch_start_ns"]) + float(o.get("launch_dur_ns") or 0)
+            launch_of[i] = cur
+        if not launches:
+            launches = [HostLaunch(0.0, 0.0)]
+    deps = _cross_lane_deps(seq, lanes, ready)
+    dops = tuple(
+        DeviceOp(lane=lanes[i], dur_s=o["dur_ns"] * 1e-9, kind=str(o.get("kind") or "kernel"),
+                 name=str(o.get("name") or ""), op_class=o.get("op_class"), op=o.get("op"),
+                 phase=o.get("phase"), launch=launch_of[i], after=deps[i],
+                 grid=_triple(o.get("grid")), block=_triple(o.get("block")),
+                 registers=o.get("registers"), shared_memory=o.get("shared_memory"),
+                 flops=_num(o.get("op_flops")), bytes=_num(o.get("op_bytes")))
+        for i, o in enumerate(seq))
+    m = dict(meta or {})
+    m.update({"iteration": k, "xla": xla, "traced_window_s": window_ns * 1e-9,
+              "transforms": []})
+    return StepTrace(dops, tuple(launches), tail, m)
+
+
+def deinflate(step: StepTrace, host_untraced_s: float | None,
+              host_traced_s: float | None = None) -> StepTrace:
+    """``step`` with its host work scaled to an untraced host.
+
+    With ``host_untraced_s`` (the result's ``host.dispatch_s`` median) the host intervals are
+    scaled so that they sum to it; an XLA program's launches share it evenly. Without it, a
+    traced host is divided by :data:`TRACED_HOST_INFLATION` (``host_traced_s``, default the
+    step's own traced host work).
+    """
+    h = step.host_s
+    if step.meta.get("xla"):
+        total = host_untraced_s
+        if total is None:
+            total = (host_traced_s or step.meta.get("traced_window_s") or 0.0) \
+                / TRACED_HOST_INFLATION
+        n = len(step.launches)
+        launches = tuple(HostLaunch(total / n, 0.0) for _ in step.launches)
+        return replace(step, launches=launches, tail_s=0.0).with_note(
+            f"host: {total * 1e3:.3f} ms over {n} launches", host_s=total)
+    if host_untraced_s is not None and h > 0:
+        f = host_untraced_s / h
+    else:
+        f = 1.0 / TRACED_HOST_INFLATION
+    return scale_host(step, f).with_note(f"host de-inflated x{f:.3f}")
+
+
+def scale_host(step: StepTrace, f: float) -> StepTrace:
+    """``step`` with every host interval multiplied by ``f`` (no note)."""
+    return replace(step, launches=tuple(HostLaunch(h.before_s * f, h.call_s * f)
+                                        for h in step.launches), tail_s=step.tail_s * f)
+
+
+def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM,
+             host_waits: bool = False) -> ReplayResult:
+    """Replay ``step`` ``repeats`` times back to back (the host never waits for the device)
+    and return the steady-state period.
+
+    Each op starts at the latest of: its launch call's return, its lane's previous op's end,
+    and the ends of the ops it waits for (:attr:`DeviceOp.after`, same iteration). The period
+    is the mean spacing of the iterations' device ends after ``warm`` iterations, or of the
+    host's, whichever is larger (a host-bound step's device idles between them).
+
+    Raises:
+        ValueError: ``repeats <= warm``.
+    """
+    if repeats <= warm:
+        raise ValueError(f"repeats ({repeats}) must exceed warm ({warm})")
+    ops, launches = step.ops, step.launches
+    n_l = len(launches)
+    # host times of each launch's return within one iteration (relative to its start)
+    ret = [0.0] * n_l
+    t = 0.0
+    for j, h in enumerate(launches):
+        t += h.before_s + h.call_s
+        ret[j] = t
+    host_iter = t + step.tail_s
+    lane_free: dict[int, float] = {}
+    dev_end = []
+    busy = 0.0
+    h_start = 0.0
+    for r in range(repeats):
+        h0 = h_start
+        end = [0.0] * len(ops)
+        last = 0.0
+        for i, o in enumerate(ops):
+            s = h0 + ret[o.launch] if o.launch < n_l else h0
+            free = lane_free.get(o.lane, 0.0)
+            if free > s:
+                s = free
+            for j in o.after:
+                if end[j] > s:
+                    s = end[j]
+            e = s + o.dur_s
+            end[i] = e
+            lane_free[o.lane] = e
+            if e > last:
+                last = e
+        dev_end.append(max(last, h0 + host_iter))
+        h_start = dev_end[-1] if host_waits else h0 + host_iter
+        if r == repeats - 1:
+            busy = sum(o.dur_s for o in ops)
+    span = repeats - 1 - warm
+    period = (dev_end[-1] - dev_end[warm]) / span if span > 0 else dev_end[-1] - dev_end[-2]
+    period = max(period, host_iter)
+    return ReplayResult(step_s=period, host_s=host_iter, device_s=busy,
+                        device_idle=max(0.0, 1 - busy / period) if period > 0 else 0.0,
+                        bound="host" if host_iter >= busy else "device")
+
+
+def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, StepTrace]]:
+    """Every stored timeline of the results file ``path`` (or those of ``ids``) as ``(Point,
+    StepTrace)`` pairs, host times as traced (:func:`deinflate` not applied); results whose
+    timeline does not decode or has no iteration are left out.
+
+    Raises:
+        ConfigError: ``path`` is not a results file (from the store).
+    """
+    from dlperf.perfmodel.records import point_from_row
+    from dlperf.results import timelines
+    from dlperf.results.store import ResultStore
+
+    out: list[tuple[Any, StepTrace]] = []
+    with ResultStore(path, read_only=True) as store:
+        db = store._db
+        if not db.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
+                          "name='timelines'").fetchone():
+            return out
+        have = {r[0] for r in db.execute("SELECT result_id FROM timelines")}
+        for row in store.rows():
+            rid = int(row["id"])
+            if rid not in have or (ids is not None and rid not in ids):
+                continue
+            p = point_from_row(row, path)
+            if p is None:
+                continue
+            tl = timelines.load(store, rid)
+            try:
+                ops = timelines.decode(tl or {})
+                st = step_trace(tl or {}, ops, meta=point_meta(p))
+            except ValueError:
+                continue
+            out.append((p, st))
+    return out
+
+
+def point_meta(p: Any) -> dict[str, Any]:
+    """The :attr:`StepTrace.meta` of a trace of the stored point ``p`` (a
+    :class:`~dlperf.perfmodel.records.Point`)."""
+    hs = [x for x in p.host_speed_ns if x]
+    return {"model": p.model, "framework": p.framework, "mode": p.mode,
+            "precision": p.precision, "batch_size": p.batch_size,
+            "device_name": p.device_name, "source": p.source, "result_id": p.result_id,
+            "host_speed_ns": statistics.median(hs) if hs else None,
+            "measured_step_s": p.step_time_s, "host_untraced_s": p.host_dispatch_s,
+            "host_traced_s": p.dispatch_s, "compile_mode": p.compile_mode}
+
+
+def replay_own(p: Any, st: StepTrace) -> ReplayResult:
+    """The replay of a stored point's own trace: its host de-inflated to the point's own
+    untraced probe (:func:`deinflate`), kernels as traced."""
+    return simulate(deinflate(st, p.host_dispatch_s, p.dispatch_s))

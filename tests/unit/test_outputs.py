@@ -1,0 +1,206 @@
+"""One door for every file dlperf writes (dlperf.outputs): no flag that takes a path replaces a
+results database (not even with --force), another kind of file (without --force) or an input
+of the same command; an earlier output of the same kind is replaced; writes are atomic and never
+follow a link; the format follows the suffix."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlperf.cli import app
+from dlperf.errors import ConfigError
+from dlperf.outputs import OutputRefused, atomic_write, check_target, format_for, write_output
+from dlperf.results.store import ResultStore
+
+
+def make_db(path: Path, batches=(8, 16)) -> Path:
+    """A results file with an ok result per batch size."""
+    from dlperf.config import make_run_config
+    from dlperf.results.schema import new_record
+    from dlperf.stats import summarize, throughput
+
+    with ResultStore(path) as s:
+        for b in batches:
+            r = new_record(make_run_config(model="fcn5_tiny", batch_size=b), "ok").to_dict()
+            times = [0.01, 0.012, 0.011, 0.0105]
+            r.update(summary=summarize(times).to_dict(),
+                     throughput=throughput(len(times), b, sum(times)),
+                     samples={"measure": times}, n_measured=len(times), steady_state=True)
+            s.add(r)
+    return path
+
+
+def cli(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(app, list(args))
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    return r.exit_code, " ".join(r.output.split())
+
+
+def foreign_db(path: Path) -> Path:
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    return path
+
+
+def test_a_database_is_never_replaced_not_even_with_force(tmp_path):
+    db = foreign_db(tmp_path / "other.csv")
+    before = db.read_bytes()
+    for force in (False, True):
+        with pytest.raises(OutputRefused, match="SQLite database"):
+            write_output(db, "id,run_key\n", "csv", force=force)
+    assert db.read_bytes() == before
+
+
+def test_another_kind_of_file_needs_force_an_earlier_output_does_not(tmp_path):
+    f = tmp_path / "notes.csv"
+    f.write_text("name,age\nada,36\n")
+    with pytest.raises(OutputRefused, match=r"starts with 'name,age'.*--force"):
+        write_output(f, "id,run_key,model\n1,a,b\n", "csv")
+    assert f.read_text() == "name,age\nada,36\n"
+    write_output(f, "id,run_key,model\n1,a,b\n", "csv", force=True)
+    write_output(f, "id,run_key,model,extra\n2,c,d,e\n", "csv")  # an earlier export: replaced
+    assert f.read_text().startswith("id,run_key,model,extra")
+    j = tmp_path / "r.json"
+    write_output(j, '[\n {\n  "id": 1\n }\n]\n', "json")
+    write_output(j, '[\n {\n  "id": 2\n }\n]\n', "json")
+    with pytest.raises(OutputRefused):
+        write_output(j, '{"benchmark": "allreduce"}', "json")  # another JSON: refused
+    (tmp_path / "e").write_text("")
+    write_output(tmp_path / "e", "anything", "markdown")  # an empty file holds nothing
+
+
+def test_folders_inputs_and_missing_folders_are_refused(tmp_path):
+    db = make_db(tmp_path / "r.db")
+    with pytest.raises(OutputRefused, match="would destroy it"):
+        check_target(tmp_path / "." / "r.db", "csv", "x", protect=(db,))
+    (tmp_path / "link.csv").symlink_to(db)
+    with pytest.raises(OutputRefused, match="would destroy it"):
+        check_target(tmp_path / "link.csv", "csv", "x", protect=(db,))
+    with pytest.raises(OutputRefused, match="is a folder"):
+        check_target(tmp_path, "csv", "x")
+    with pytest.raises(OutputRefused, match="does not exist"):
+        check_target(tmp_path / "no" / "x.csv", "csv", "x")
+    with pytest.raises(OutputRefused, match="is empty"):
+        check_target("", "csv", "x")
+
+
+def test_atomic_write_never_follows_a_link_and_keeps_the_mode(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out.json"
+    out.symlink_to(victim)  # a link at the target: replaced, its target kept
+    atomic_write(out, "{}")
+    assert victim.read_text() == "precious" and not out.is_symlink() and out.read_text() == "{}"
+    f = tmp_path / "m.csv"
+    f.write_text("x")
+    os.chmod(f, 0o640)
+    atomic_write(f, "y")
+    assert stat.S_IMODE(f.stat().st_mode) == 0o640 and f.read_text() == "y"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "out.json", "victim.txt"]
+
+
+def test_the_format_follows_the_suffix():
+    fmts = {".csv": "csv", ".json": "json", ".md": "table"}
+    assert format_for("a.csv", None, fmts, "table") == "csv"
+    assert format_for("a.JSON", None, fmts, "table") == "json"
+    assert format_for("a.out", None, fmts, "table") == "table"
+    assert format_for(None, "csv", fmts, "table") == "csv"
+    with pytest.raises(ConfigError, match="disagree"):
+        format_for("a.csv", "json", fmts, "table")
+
+
+def test_every_flag_that_takes_a_path_refuses_a_results_database(tmp_path):
+    """The issue's cases: --emit-slurm and --slurm-array at the --db path replaced the database
+    (exit 0); results -o turned another database into CSV. Each flag is refused, the files
+    stay byte for byte; with --force too."""
+    db, other = make_db(tmp_path / "r.db"), make_db(tmp_path / "other.db")
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("name: s\ndefaults: {model: fcn5_tiny, device: cpu}\ngrid:\n"
+                     "  - batch_size: [2]\n")
+    keep = {p: p.read_bytes() for p in (db, other, sweep)}
+    cases = [
+        ("results", "--db", str(db), "-f", "csv", "-o", str(other)),
+        ("results", "--db", str(db), "-o", str(other)),
+        ("results", "--db", str(db), "--compare", "frameworks", "-o", str(other)),
+        ("compare", str(db), str(db), "-o", str(other)),
+        ("run", "--model", "fcn5_tiny", "--db", str(db), "--emit-slurm", str(db)),
+        ("run", "--model", "fcn5_tiny", "--db", str(db), "--emit-slurm", str(other)),
+        ("sweep", str(sweep), "--db", str(db), "--slurm-array", str(db)),
+        ("sweep", str(sweep), "--db", str(db), "--slurm-array", str(other)),
+        ("sweep", str(sweep), "--db", str(db), "--slurm-array", str(sweep)),
+        ("allreduce", "--db", str(db), "--json", str(other)),
+    ]
+    for args in cases:
+        for extra in ((), ("--force",)):
+            code, text = cli(*args, *extra)
+            assert code == 2 and ("would destroy it" in text or "SQLite database" in text), \
+                (args, extra, text)
+    assert {p: p.read_bytes() for p in keep} == keep
+    with ResultStore(other, read_only=True) as s:
+        assert len(s.rows()) == 2
+
+
+def test_cli_outputs_replace_their_own_and_refuse_others(tmp_path):
+    db = make_db(tmp_path / "r.db")
+    out = tmp_path / "out.csv"
+    assert cli("results", "--db", str(db), "-o", str(out))[0] == 0  # CSV by the suffix
+    assert out.read_text().startswith("id,run_key,")
+    assert cli("results", "--db", str(db), "-o", str(out))[0] == 0  # its own: replaced
+    code, text = cli("results", "--db", str(db), "-f", "json", "-o", str(out))
+    assert code == 2 and "disagree" in text
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": 1}')
+    code, text = cli("results", "--db", str(db), "-o", str(notes))
+    assert code == 2 and "--force" in text and notes.read_text() == '{"mine": 1}'
+    assert cli("results", "--db", str(db), "-o", str(notes), "--force")[0] == 0
+    assert notes.read_text().startswith("[")
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\nmy own job\n")
+    code, text = cli("run", "--model", "fcn5_tiny", "--device", "cpu", "--db", str(db),
+                     "--emit-slurm", str(script))
+    assert code == 2 and "--force" in text and "my own job" in script.read_text()
+    assert cli("run", "--model", "fcn5_tiny", "--device", "cpu", "--db", str(db),
+               "--emit-slurm", str(script), "--force")[0] == 0
+    assert "# Generated by `dlperf" in script.read_text()
+    assert cli("run", "--model", "fcn5_tiny", "--device", "cpu", "--db", str(db),
+               "--emit-slurm", str(script))[0] == 0  # its own script: replaced
+
+
+def test_a_report_folder_keeps_files_that_are_not_an_earlier_reports(tmp_path):
+    db = make_db(tmp_path / "r.db")
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    (rep / "report.md").write_text("my notes\n")
+    (rep / "photo.png").write_text("not an image")
+    code, text = cli("report", "--db", str(db), "-o", str(rep), "-f", "md")
+    assert code == 2 and "report.md" in text and "--force" in text
+    (rep / "report.md").unlink()
+    code, text = cli("report", "--db", str(db), "-o", str(rep), "-f", "md")
+    assert code == 2 and "photo.png" in text
+    (rep / "photo.png").unlink()
+    assert cli("report", "--db", str(db), "-o", str(rep), "-f", "md")[0] == 0
+    assert cli("report", "--db", str(db), "-o", str(rep), "-f", "md")[0] == 0  # again: its own
+    code, text = cli("report", "--db", str(db), "-o", str(rep), "-f", "md", "--title", "X")
+    assert code == 2  # another title: not known as this report's without --force
+    assert cli("report", "--db", str(db), "-o", str(rep), "-f", "md", "--title", "X",
+               "--force")[0] == 0
+
+
+def test_merge_into_a_file_that_is_not_a_results_database_is_refused(tmp_path):
+    src = make_db(tmp_path / "a.db")
+    csv = tmp_path / "b.csv"
+    csv.write_text("id,run_key\n1,x\n")
+    code, text = cli("merge", str(src), "--db", str(csv))
+    assert code == 2 and csv.read_text() == "id,run_key\n1,x\n"
+    other = foreign_db(tmp_path / "c.db")
+    before = other.read_bytes()
+    code, text = cli("merge", str(src), "--db", str(other))
+    assert code == 2 and "not a dlperf results database" in text and other.read_bytes() == before

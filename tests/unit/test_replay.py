@@ -1,0 +1,130 @@
+"""The timeline replay (dlperf.perfmodel.replay): a traced iteration replayed as a host
+issuing launches and device lanes running kernels, on hand-made timelines with known
+answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlperf.perfmodel import replay as R
+
+
+def _op(step, start_us, dur_us, launch_us=None, call_us=5.0, stream=7, name="k", op_class=None,
+        kind="kernel", grid="128,1,1", block="256,1,1"):
+    return {"step": step, "kind": kind, "stream": stream, "start_ns": int(start_us * 1e3),
+            "dur_ns": int(dur_us * 1e3), "name": name, "op_class": op_class, "op": "aten::x",
+            "phase": "t_f", "grid": grid, "block": block, "registers": 32, "shared_memory": 0,
+            "launch_start_ns": None if launch_us is None else int(launch_us * 1e3),
+            "launch_dur_ns": None if launch_us is None else int(call_us * 1e3),
+            "op_flops": None, "op_bytes": None}
+
+
+def _torch_timeline(host_gap_us, dur_us, n=10, steps=3, window_us=None):
+    """``steps`` iterations of ``n`` kernels: launch every ``host_gap_us`` (5 us calls), each
+    kernel ``dur_us`` long, run as soon as launched and its lane is free."""
+    ops = []
+    for s in range(steps):
+        free = 0.0
+        for i in range(n):
+            ls = host_gap_us * (i + 1) + 5.0 * i
+            start = max(ls + 5.0, free)
+            free = start + dur_us
+            ops.append(_op(s, start, dur_us, launch_us=ls))
+    w = window_us or (host_gap_us + 5.0) * n + 10.0
+    meta = {"steps_ns": [[int(s * 1e6), int(s * 1e6 + w * 1e3)] for s in range(steps)],
+            "source": "torch.profiler (CUPTI kernels and copies)"}
+    return meta, ops
+
+
+def test_host_bound_step_is_the_host_work():
+    meta, ops = _torch_timeline(host_gap_us=20.0, dur_us=2.0)
+    st = R.step_trace(meta, ops)
+    r = R.simulate(st)
+    assert r.bound == "host"
+    assert r.step_s == pytest.approx(st.host_s, rel=1e-9)
+    assert st.host_s == pytest.approx((20 + 5) * 10e-6 + 10e-6, rel=1e-6)
+
+
+def test_device_bound_step_is_the_kernel_sum():
+    meta, ops = _torch_timeline(host_gap_us=1.0, dur_us=50.0)
+    st = R.step_trace(meta, ops)
+    r = R.simulate(st)
+    assert r.bound == "device"
+    assert r.step_s == pytest.approx(10 * 50e-6, rel=1e-6)
+
+
+def test_deinflate_scales_host_to_the_untraced_probe():
+    meta, ops = _torch_timeline(host_gap_us=20.0, dur_us=2.0)
+    st = R.step_trace(meta, ops)
+    d = R.deinflate(st, host_untraced_s=0.5 * st.host_s)
+    assert d.host_s == pytest.approx(0.5 * st.host_s)
+    assert R.simulate(d).step_s == pytest.approx(0.5 * st.host_s, rel=1e-6)
+    # without a probe: divided by the traced/untraced ratio
+    d2 = R.deinflate(st, None)
+    assert d2.host_s == pytest.approx(st.host_s / R.TRACED_HOST_INFLATION)
+    assert d.meta["transforms"] and "de-inflated" in d.meta["transforms"][0]
+
+
+def test_blocked_launch_call_is_not_host_work():
+    meta, ops = _torch_timeline(host_gap_us=1.0, dur_us=50.0)
+    ops = [dict(o) for o in ops]
+    for o in ops:
+        if o["step"] == 1 and o["start_ns"] > 300_000:
+            o["launch_dur_ns"] = 5_000_000  # 5 ms inside a launch: the queue was full
+            break
+    st = R.step_trace(meta, ops, iteration=1)
+    assert max(h.call_s for h in st.launches) < R.BLOCKED_CALL_S
+
+
+def test_cross_lane_wait_is_inferred_and_kept():
+    # lane 7 runs a 100 us kernel; lane 9's kernel was launched early but started only when
+    # the first ended: a cross-stream event
+    ops = [_op(0, 10, 100, launch_us=1, stream=7), _op(0, 111, 10, launch_us=2, stream=9)]
+    meta = {"steps_ns": [[0, 20_000]], "source": "torch.profiler"}
+    st = R.step_trace(meta, ops)
+    assert st.ops[1].after == (0,)
+    r = R.simulate(st)
+    # halving the first kernel moves the second: it waits for it
+    from dataclasses import replace
+    st2 = replace(st, ops=(replace(st.ops[0], dur_s=50e-6), st.ops[1]))
+    assert r.step_s == pytest.approx(100e-6, rel=0.05)  # lane 7 is the bottleneck
+    assert R.simulate(st2).step_s < 0.7 * r.step_s
+    one = R.simulate(st2, repeats=2, warm=1)
+    assert one.step_s == pytest.approx(50e-6)
+
+
+def test_independent_lanes_overlap():
+    ops = [_op(0, 10, 100, launch_us=1, stream=7), _op(0, 12, 100, launch_us=2, stream=9)]
+    meta = {"steps_ns": [[0, 20_000]], "source": "torch.profiler"}
+    st = R.step_trace(meta, ops)
+    assert st.ops[1].after == ()
+    assert R.simulate(st).step_s == pytest.approx(100e-6, rel=0.05)
+
+
+def test_xla_iterations_are_cut_by_position_and_launches_folded():
+    # 3 iterations of 12 kernels on one stream, the device lagging the host windows
+    ops = []
+    for s in range(3):
+        for i in range(12):
+            name = "__cudnn$convForward" if i == 6 else f"fusion_{i}"
+            ops.append({"step": 0, "kind": "kernel", "stream": None, "start_ns": (s * 12 + i)
+                        * 10_000, "dur_ns": 8_000, "name": name, "op_class": "elementwise",
+                        "op": name, "phase": "t_f"})
+    meta = {"steps_ns": [[0, 100_000], [100_000, 200_000], [200_000, 300_000]],
+            "source": "jax.profiler (XSpace: GPU kernels)"}
+    its = R.iterations(meta, ops)
+    assert [len(i) for i in its] == [12, 12, 12]
+    st = R.step_trace(meta, ops)
+    # 6 fusions (one command buffer), the convolution, 5 fusions (one command buffer)
+    assert len(st.launches) == 3
+    d = R.deinflate(st, host_untraced_s=30e-6)
+    assert d.host_s == pytest.approx(30e-6)
+    assert R.simulate(d).step_s == pytest.approx(12 * 8e-6, rel=1e-6)
+
+
+def test_no_iterations_is_a_clear_error():
+    with pytest.raises(ValueError, match="no traced iterations"):
+        R.step_trace({"steps_ns": []}, [])
+    with pytest.raises(ValueError, match="repeats"):
+        meta, ops = _torch_timeline(1.0, 1.0)
+        R.simulate(R.step_trace(meta, ops), repeats=2, warm=2)

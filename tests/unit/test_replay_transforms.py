@@ -1,0 +1,150 @@
+"""Per-kernel transforms (dlperf.perfmodel.transforms) and the GPU profiles and occupancy
+arithmetic they use (dlperf.perfmodel.hardware)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from dlperf.errors import ConfigError
+from dlperf.perfmodel import hardware as H
+from dlperf.perfmodel import replay as R
+from dlperf.perfmodel import transforms as T
+
+
+def _k(dur_us, name="vectorized_elementwise_kernel", op_class="elementwise", phase="t_f",
+       grid=(1024, 1, 1), block=(256, 1, 1), flops=None, nbytes=None, lane=7, launch=0):
+    return R.DeviceOp(lane=lane, dur_s=dur_us * 1e-6, kind="kernel", name=name,
+                      op_class=op_class, op="aten::x", phase=phase, launch=launch, grid=grid,
+                      block=block, registers=32, shared_memory=0, flops=flops, bytes=nbytes)
+
+
+def _step(ops, precision="fp32", batch=32):
+    return R.StepTrace(tuple(ops), (R.HostLaunch(1e-6, 1e-6),), 0.0,
+                       {"precision": precision, "batch_size": batch, "host_speed_ns": 100.0,
+                        "transforms": []})
+
+
+def test_blocks_per_sm_follows_the_occupancy_rules():
+    lim = H.SM_LIMITS["9.0"]
+    assert H.blocks_per_sm(256, 32, 0, lim) == 8       # threads and registers: 8
+    assert H.blocks_per_sm(256, 128, 0, lim) == 2      # 4096 registers a warp: 16 warps
+    assert H.blocks_per_sm(128, 32, 48 * 1024, lim) == 4  # 49 KB a block of 228 KB
+    assert H.blocks_per_sm(32, 16, 0, lim) == 32       # the block limit
+    assert H.blocks_per_sm(1024, 255, 0, lim) == 1     # never 0: the kernel ran
+    a100 = H.datasheet("a100")
+    assert H.waves(108 * 8 + 1, 256, 32, 0, a100) == 2
+
+
+def test_datasheets_resolve_by_short_or_driver_name():
+    assert H.datasheet("NVIDIA H100 80GB HBM3").name == "h100"
+    assert H.datasheet("NVIDIA H100 PCIe").name == "h100-pcie"
+    assert H.datasheet("h200").bandwidth_bytes_per_s == pytest.approx(4.8e12)
+    assert H.datasheet("h200").datasheet_only
+    with pytest.raises(ConfigError, match="no datasheet"):
+        H.datasheet("tpu-v5")
+
+
+def test_profile_round_trips_through_a_results_file(tmp_path):
+    db = str(tmp_path / "r.db")
+    p = replace(H.datasheet("h100"), name="my-h100", host_speed_ns=90.0, measured=("bandwidth",))
+    H.store_profile(db, p)
+    got = H.stored_profiles(db)["my-h100"]
+    assert got == p
+    assert H.resolve("my-h100", paths=db) == p
+    assert H.resolve("NVIDIA H100 80GB HBM3", paths=db) == p   # by the driver's name
+    assert H.resolve("a100", paths=db).name == "a100"           # datasheet only
+
+
+def test_same_gpu_is_the_identity():
+    st = _step([_k(10), _k(50, name="sm90_xmma_gemm_bf16bf16", op_class="matmul")])
+    h = H.datasheet("h200")
+    out = T.to_gpu(st, h, h)
+    assert [o.dur_s for o in out.ops] == pytest.approx([o.dur_s for o in st.ops])
+
+
+def test_memory_bound_kernel_follows_bandwidth_and_gemm_follows_the_ceiling():
+    src = H.datasheet("h200")
+    dst = replace(src, name="slow", bandwidth_bytes_per_s=src.bandwidth_bytes_per_s / 2,
+                  gemm_flops_per_s={k: v / 4 for k, v in src.gemm_flops_per_s.items()})
+    mem, gemm = _k(101), _k(101, name="sm90_xmma_gemm_bf16bf16_f32", op_class="matmul")
+    f = T.KERNEL_FLOOR_S * 1e6
+    assert T.kernel_on_gpu(mem, src, dst, "bf16") == pytest.approx((f + (101 - f) * 2) * 1e-6)
+    want = f + (101 - f) * 2 ** T.GEMM_GAMMA * 4 ** (1 - T.GEMM_GAMMA)
+    assert T.kernel_on_gpu(gemm, src, dst, "bf16") == pytest.approx(want * 1e-6)
+    # a roofline position from the trace's FLOPs and bytes: far above the ridge, compute-bound
+    hot = replace(gemm, flops=1e12, bytes=1e6)
+    assert T.gamma(hot, dst, "bf16") < 0.01
+
+
+def test_fewer_sms_add_waves_to_a_full_launch():
+    src = H.datasheet("h100")
+    dst = replace(src, name="half", sms=66)
+    k = _k(101, grid=(132 * 8, 1, 1))
+    assert T.kernel_on_gpu(k, src, dst, "fp32") == pytest.approx(
+        (1 + 100 * src.bandwidth_bytes_per_s / dst.bandwidth_bytes_per_s) * 1e-6)
+    # a compute-only kernel: the waves double
+    c = replace(k, flops=1e15, bytes=1.0)
+    assert T.kernel_on_gpu(c, src, dst, "fp32") == pytest.approx(
+        (1 + 100 * 2 ** (1 - T.gamma(c, dst, "fp32"))) * 1e-6, rel=1e-3)
+
+
+def test_host_follows_the_dispatch_ratio_only_when_given():
+    src, dst = H.datasheet("h200"), H.datasheet("h100")
+    st = _step([_k(1)])
+    assert T.to_gpu(st, src, dst, host_ratio=1.5).host_s == pytest.approx(1.5 * st.host_s)
+    same = T.to_gpu(st, src, dst)
+    assert same.host_s == pytest.approx(st.host_s)
+    assert "host unscaled" in same.meta["transforms"][-1]
+
+
+def test_precision_names_and_gemm_speedup():
+    assert T.math_precision(_k(1, name="cutlass_80_simt_sgemm_128x64"), "bf16") == "fp32"
+    assert T.math_precision(_k(1, name="sm80_xmma_gemm_tf32f32"), "fp32") == "tf32"
+    assert T.math_precision(_k(1, name="nvjet_sm90_tst_192x128_h_bz"), "fp32") == "bf16"
+    g = H.datasheet("h200")
+    sgemm = _k(1001, name="cutlass_80_simt_sgemm_128x64", op_class="matmul")
+    bf = T.kernel_to_precision(sgemm, "fp32", "bf16", g)
+    assert bf < 0.5 * sgemm.dur_s
+    back = T.kernel_to_precision(replace(sgemm, name="sm90_xmma_gemm_bf16bf16", dur_s=bf),
+                                 "bf16", "fp32", g)
+    assert back > bf
+    ew = _k(101)
+    assert T.kernel_to_precision(ew, "fp32", "bf16", g) == pytest.approx(
+        (1 + 100 * T.MEMORY_RATIO["elementwise"]) * 1e-6)
+    opt = _k(101, op_class="optimizer", phase="t_u")
+    assert T.kernel_to_precision(opt, "fp32", "bf16", g) == pytest.approx(opt.dur_s)
+
+
+def test_to_precision_adds_and_drops_casts():
+    g = H.datasheet("h200")
+    st = _step([_k(100, name="cutlass_80_simt_sgemm", op_class="matmul", nbytes=4e6), _k(5)])
+    bf = T.to_precision(st, "bf16", g, cast_host_s=10e-6)
+    assert len(bf.ops) == 3 and bf.ops[0].name == "cast (autocast)"
+    assert bf.host_s == pytest.approx(st.host_s + 10e-6)
+    assert bf.meta["precision"] == "bf16"
+    cast = _k(3, name="vectorized_elementwise_kernel<bfloat16_copy_kernel_cuda>",
+              op_class="matmul")
+    fp = T.to_precision(_step([cast, *st.ops], precision="bf16"), "fp32", g)
+    assert len(fp.ops) == 2 and "-1 casts" in fp.meta["transforms"][-1]
+
+
+def test_batch_from_one_trace_scales_kernels_not_the_optimizer():
+    g = H.datasheet("h200")
+    full = _k(101, grid=(132 * 8 * 4, 1, 1))
+    opt = _k(50, op_class="optimizer", phase="t_u")
+    out = T.to_batch(_step([full, opt], batch=32), 64, g)
+    assert out.ops[0].dur_s == pytest.approx((1 + 100 * 2) * 1e-6)
+    assert out.ops[1].dur_s == pytest.approx(opt.dur_s)
+    with pytest.raises(ValueError, match="batch size is unknown"):
+        T.to_batch(_step([full], batch=0), 64, g)
+
+
+def test_interpolation_between_two_traces_is_exact_at_a_power_law():
+    a = _step([_k(101), _k(11, op_class="optimizer", phase="t_u")], batch=16)
+    b = _step([_k(401), _k(11, op_class="optimizer", phase="t_u")], batch=64)  # linear
+    mid = T.interpolate_batch(a, b, 32)
+    assert mid.ops[0].dur_s == pytest.approx(201e-6)
+    assert mid.ops[1].dur_s == pytest.approx(11e-6)
+    assert mid.meta["batch_size"] == 32

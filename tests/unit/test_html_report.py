@@ -314,12 +314,12 @@ def test_points_that_differ_only_by_layout_are_two_lines():
         r.identity.point_key = r.identity.run_key = f"resnet/{r.identity.batch_size}/{layout}"
     pts = points_of(recs)
     assert len({p.series for p in pts}) == 2
-    assert sorted({p.series_label for p in pts}) == ["torch/eager NCHW cpu fp32 synthetic",
-                                                      "torch/eager NHWC cpu fp32 synthetic"]
+    names = ["torch/eager cpu fp32 synthetic layout=nchw",
+             "torch/eager cpu fp32 synthetic layout=nhwc"]  # the points' labels, less b= N
+    assert sorted({p.series_label for p in pts}) == names
     fig = batch_figure("resnet", pts)
     lines = [t for t in fig.data if t.mode == "lines+markers" and t.showlegend]
-    assert sorted(t.name for t in lines) == ["torch/eager NCHW cpu fp32 synthetic",
-                                             "torch/eager NHWC cpu fp32 synthetic"]
+    assert sorted(t.name for t in lines) == names
     assert all(list(t.x) == [8, 16] for t in lines)
     # a setting the label does not show still sets the series apart, and is named
     seeded = [rec("m", b) for b in (8, 16)] + [rec("m", b) for b in (8, 16)]

@@ -59,6 +59,9 @@ class SweepOutcome:
     #: Points of this call that another process writing to the same file measured meanwhile
     #: (:mod:`dlperf.results.claims`): not run here.
     elsewhere: int = 0
+    #: Points still claimed by another process when the wait for them ended
+    #: (:func:`dlperf.results.claims.run_claimed`): not measured, not stored by this call.
+    left: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
     #: The points as run or found stored: threads chosen by the policy filled in
     #: (:func:`dlperf.resume.resolve_threads`); their run keys select this call's rows.
@@ -448,7 +451,8 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
         pr = _PointRunner(store, sweep, runner, out, progress, task, cache, len(todo),
                           show_progress and not bar,
                           lambda r, cfg: _note_policy(r, cfg, auto_keys, threads))
-        run_claimed(todo, claims, pr.run, pr.elsewhere, progress.console, store.path)
+        out.left = len(run_claimed(todo, claims, pr.run, pr.elsewhere, progress.console,
+                                   store.path))
     if out.elsewhere:
         console.print(f"{out.elsewhere} point(s) were measured by another process writing to "
                       f"{store.path} at the same time (shared, not repeated)", markup=False,

@@ -404,6 +404,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     ``missing_ok`` (``dlperf sweep``): points of a missing data set are stored ``unavailable``
     and the others run, instead of refusing them all (:func:`dlperf.sweep.preflight`).
     """
+    from dlperf.interrupts import deferring
     from dlperf.report.sections import write_full_report
     from dlperf.results.store import ResultStore
     from dlperf.sweep import execute as run_points
@@ -427,7 +428,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         if sweep_config is not None:
             store.add_sweep(sweep, sweep_config, now_iso())
         try:
-            with terminated_as_interrupt():
+            with terminated_as_interrupt(), deferring():  # a result is stored whole
                 outcome = run_points(points, store, sweep=sweep, resume=resume,
                                      retry_failed=retry_failed, console=err, runner=runner,
                                      missing_data=missing, threads=threads)
@@ -463,5 +464,9 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         err.print(f"[red]{outcome.unavailable} point(s) unavailable[/] (data or framework not "
                   "here; see the errors above): they are stored as such; run the same command "
                   "again once that is fixed to measure them")
-    if all_failed or outcome.unavailable:
+    if outcome.left:
+        err.print(f"[red]{outcome.left} point(s) left to another process[/] that still held "
+                  "them when the wait ended (see above); run the same command again to measure "
+                  "or collect them")
+    if all_failed or outcome.unavailable or outcome.left:
         raise typer.Exit(1)

@@ -21,8 +21,9 @@ HELP = (
     "made, no DLPERF_DATA) does not: one warning names it, its points are stored as "
     "'unavailable' with the message, the other points run, and running the sweep again once "
     "the data are there measures just those points.\n\n"
-    "Exit status: 0; 1 if any point is unavailable (missing data or framework) or every point "
-    "that ran failed; 2 for a user error; 130 when interrupted.")
+    "Exit status: 0; 1 if any point is unavailable (missing data or framework), every point "
+    "that ran failed, or another process still held points when the wait for them ended; 2 "
+    "for a user error; 130 when interrupted (143: SIGTERM).")
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -20,6 +20,7 @@ from dlperf.config import RunConfig
 
 # The interpreter of a framework with a Python of its own; re-exported (sweep, tests).
 from dlperf.frameworks.common import check_framework_python, framework_python, worker_interpreter  # noqa: F401
+from dlperf.procgroup import end_group, wait_group
 from dlperf.registry import launch_info, load_hook
 from dlperf.tempdirs import owned_tempdir
 from dlperf.worker import base_result
@@ -53,7 +54,7 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=penv,
                                     start_new_session=True)
             try:
-                rc = proc.wait(timeout=timeout_s)
+                rc = wait_group(proc, timeout_s)  # what it forked ends with it
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 r = base_result(cfg, "timeout", f"worker exceeded its timeout of {timeout_s:g} s; "
@@ -120,11 +121,7 @@ def crash_message(rc: int, tail: str) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+    end_group(proc)
 
 
 def _tail(path: Path) -> str:

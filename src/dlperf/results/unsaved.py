@@ -14,18 +14,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dlperf.interrupts import held
 from dlperf.outputs import atomic_write
 from dlperf.results.dbfile import StoreError
 
-__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
-           "signals_held"]
+__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep"]
 
 _seq = itertools.count()
 
@@ -71,33 +67,18 @@ def read_unsaved(path: Path) -> tuple[dict[str, Any], str | None] | None:
     return d["result"], d.get("sweep")
 
 
-@contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait (blocked, then delivered) while the block runs in the main
-    thread, so a result that was measured is stored whole before a sweep stops; elsewhere (another
-    thread, no ``pthread_sigmask``) the block just runs."""
-    if (threading.current_thread() is not threading.main_thread()
-            or not hasattr(signal, "pthread_sigmask")):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None:
     """``store.add(result, sweep=sweep)`` (a writable :class:`~dlperf.results.store.ResultStore`)
-    with SIGINT/SIGTERM held until its transaction ends; when the store cannot take it (locked
-    past the timeout, a full disk, a read-only file) the result is kept beside the file
-    (:func:`keep_unsaved`) for the next writer.
+    with SIGINT/SIGTERM held for the process until its transaction ends
+    (:func:`dlperf.interrupts.held`: the result is stored whole, then the signal acts); when
+    the store cannot take it (locked past the timeout, a full disk, a read-only file) the
+    result is kept beside the file (:func:`keep_unsaved`) for the next writer.
 
     Raises:
         StoreError: the store's error (nothing stored before is lost), saying where the result
             was kept, or that it could not be.
     """
-    with signals_held():
+    with held():
         try:
             store.add(result, sweep=sweep)
         except StoreError as e:

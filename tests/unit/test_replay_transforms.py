@@ -135,16 +135,18 @@ def test_batch_from_one_trace_scales_kernels_not_the_optimizer():
     full = _k(101, grid=(132 * 8 * 4, 1, 1))
     opt = _k(50, op_class="optimizer", phase="t_u")
     out = T.to_batch(_step([full, opt], batch=32), 64, g)
-    assert out.ops[0].dur_s == pytest.approx((1 + 100 * 2) * 1e-6)
+    f = T.BATCH_FLOOR_S * 1e6
+    assert out.ops[0].dur_s == pytest.approx((f + (101 - f) * 2) * 1e-6)
     assert out.ops[1].dur_s == pytest.approx(opt.dur_s)
     with pytest.raises(ValueError, match="batch size is unknown"):
         T.to_batch(_step([full], batch=0), 64, g)
 
 
 def test_interpolation_between_two_traces_is_exact_at_a_power_law():
-    a = _step([_k(101), _k(11, op_class="optimizer", phase="t_u")], batch=16)
-    b = _step([_k(401), _k(11, op_class="optimizer", phase="t_u")], batch=64)  # linear
+    f = T.BATCH_FLOOR_S * 1e6
+    a = _step([_k(f + 100), _k(11, op_class="optimizer", phase="t_u")], batch=16)
+    b = _step([_k(f + 400), _k(11, op_class="optimizer", phase="t_u")], batch=64)  # linear
     mid = T.interpolate_batch(a, b, 32)
-    assert mid.ops[0].dur_s == pytest.approx(201e-6)
+    assert mid.ops[0].dur_s == pytest.approx((f + 200) * 1e-6)
     assert mid.ops[1].dur_s == pytest.approx(11e-6)
     assert mid.meta["batch_size"] == 32

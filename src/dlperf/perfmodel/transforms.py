@@ -246,10 +246,17 @@ def _reindex(old: Sequence[DeviceOp], new: Sequence[DeviceOp]) -> list[DeviceOp]
 
 # --- batch size -----------------------------------------------------------------------------
 
+#: The part of a kernel's time that does not grow with the batch (launch, ramp-up, drain, the
+#: latency of a kernel too small to fill the GPU), chosen on the development rows of
+#: calibration2.db (benchmarks/replay_validate.py, batch from one trace, ratios 1/2-2):
+#: MdAPE XLA / torch 16.2 / 4.7% at 1 us, 10.8 / 4.5% at 2, 8.9 / 4.3% at 3, 9.7 / 3.8% at 5,
+#: 10.0 / 4.1% at 8 us.
+BATCH_FLOOR_S = 3e-6
+
 def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile) -> float:
     """Duration of ``op`` at batch ``b_dst`` from one trace at ``b_src``: a kernel of the
     optimizer (phase ``t_u`` or op class ``optimizer``) keeps its time; any other kernel's
-    time above :data:`KERNEL_FLOOR_S` scales with the batch.
+    time above :data:`BATCH_FLOOR_S` scales with the batch.
 
     Wave quantisation (the blocks scaled with the batch, the time with the waves on ``gpu``,
     a launch under one wave kept as it is) was tried and lost on the development rows of
@@ -260,7 +267,7 @@ def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile) -> fl
     :func:`dlperf.perfmodel.hardware.waves`)."""
     if op.phase == "t_u" or op.op_class == "optimizer":
         return op.dur_s
-    floor = min(op.dur_s, KERNEL_FLOOR_S)
+    floor = min(op.dur_s, BATCH_FLOOR_S)
     return floor + (op.dur_s - floor) * b_dst / b_src
 
 
@@ -293,7 +300,7 @@ def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
     def sums(st: StepTrace) -> dict[tuple[str | None, str | None, str], float]:
         out: dict[tuple[str | None, str | None, str], float] = {}
         for o in st.ops:
-            out[key(o)] = out.get(key(o), 0.0) + max(o.dur_s - KERNEL_FLOOR_S, 0.0)
+            out[key(o)] = out.get(key(o), 0.0) + max(o.dur_s - BATCH_FLOOR_S, 0.0)
         return out
 
     sn, sf = sums(near), sums(far)
@@ -317,7 +324,7 @@ def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
     t = math.log(b_dst / bn)
     ops = []
     for o in near.ops:
-        floor = min(o.dur_s, KERNEL_FLOOR_S)
+        floor = min(o.dur_s, BATCH_FLOOR_S)
         s = max(-0.5, min(1.5, slope(key(o))))
         ops.append(replace(o, dur_s=floor + (o.dur_s - floor) * math.exp(s * t)))
     return replace(near, ops=tuple(ops)).with_note(

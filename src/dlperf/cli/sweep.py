@@ -123,10 +123,11 @@ def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
     pending, stored or failed in ``path`` (read, not changed; with a tag, only results stored
     under it count), the counts, then the thread policy and the tag."""
     from dlperf.results.history import check_tag
-    from dlperf.results.store import stored_keys
+    from dlperf.results.store import check_writer, stored_keys
     from dlperf.resume import auto_threads
 
     check_db(path, must_exist=False)
+    check_writer(path)  # what the sweep itself would refuse (read-only, damaged, ...)
     check_tag(tag)
     done = set() if restart else stored_keys(path, include_failed=not retry_failed)
     ok_keys = set() if restart else stored_keys(path, include_failed=False)
@@ -243,13 +244,16 @@ def sweep(
             points = shard_points(points, *k_n)
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         check_out_dir(report, "--report", path, force=force)
-        if dry_run:
-            _dry_run(points, path, restart, retry_failed, tag)
-            return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
         from dlperf.placement import check_here
 
         check_here(points)
+        if dry_run:  # after the checks the sweep makes before it runs, and the data's
+            from dlperf.sweep import preflight
+
+            preflight(points, allow_missing=True)
+            _dry_run(points, path, restart, retry_failed, tag)
+            return
         from dlperf.launch.distributed import run_point
         from dlperf.results.history import check_tag, resume_plan, tagging
 

@@ -390,15 +390,26 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
             :func:`dlperf.results.unsaved.store_or_keep`).
     """
     from dlperf.results.claims import Claims, run_claimed
-    from dlperf.resume import ceilings_cache, changed_settings, resolve_threads
+    from dlperf.resume import (
+        ceilings_cache,
+        changed_settings,
+        code_changes,
+        code_notice,
+        resolve_threads,
+    )
 
     if runner is None:
         from dlperf.launch.distributed import run_point
         runner = run_point
     console = console or Console(stderr=True)
-    claims = Claims(store, resume=resume, retry_failed=retry_failed, sweep=sweep)
     done = store.done_keys(include_failed=not retry_failed) if resume else set()
     points, auto_keys = resolve_threads(points, threads, store, done)
+    recode = code_changes(points, store, done)
+    if recode:
+        done = done - {p.run_key() for p in recode}
+        console.print(code_notice(recode), markup=False, highlight=False)
+    claims = Claims(store, resume=resume, retry_failed=retry_failed, sweep=sweep,
+                    redo={p.run_key() for p in recode})
     todo = [p for p in points if p.run_key() not in done]
     out = SweepOutcome(skipped=len(points) - len(todo), points=points)
     if out.skipped:

@@ -190,7 +190,9 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     must not be one of the files the report writes there (report.md, report.html, ``*.png``).
     Files already there under those names must be an earlier report's (:func:`dlperf.outputs.
     check_target`: ``report.md`` starting with the heading ``# {title}``, ``report.html`` with
-    dlperf's generator tag, ``*.png`` images), unless ``force``; a database, never.
+    dlperf's generator tag, ``*.png`` images), unless ``force``; a database, never; and the
+    plotly.js beside report.html must be the one dlperf writes, ``--force`` or not
+    (:func:`dlperf.report.html.check_plotly_js`).
 
     Checked before anything is measured: an empty path, a file, or a path under a file (a
     folder that could never be made there) would otherwise fail only after the run.
@@ -207,6 +209,10 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     check_target(folder / "report.html", "html", "", flag=flag, force=force, protect=(db,))
     for png in sorted(folder.glob("*.png")):
         check_target(png, "png", "", flag=flag, force=force, protect=(db,))
+    for js in sorted(folder.glob("plotly-*.min.js")):  # report.html's plotly.js, kept
+        from dlperf.report.html import check_plotly_js
+
+        check_plotly_js(js)
 
 
 def _check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None) -> None:

@@ -141,7 +141,8 @@ def _src_profile(lib: TraceLibrary, device_name: str | None) -> hardware.GpuProf
 
 def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
             batch_size: int, gpu: str | None = None, *,
-            exclude: Sequence[tuple[str, int]] = ()) -> TracePrediction:
+            exclude: Sequence[tuple[str, int]] = (), host: str = "dispatch",
+            anchor: bool = True) -> TracePrediction:
     """Predict one point from stored timelines (see the module docstring).
 
     Args:
@@ -150,6 +151,14 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         gpu: the target GPU (a profile's name, a datasheet's short name or a driver's device
             name); None: the GPU of the traces.
         exclude: ``(file, result_id)`` of traces not to use (the back-test's held-out point).
+        host: how the host moves to another machine: ``dispatch`` (the dispatch probes'
+            ratio, :func:`host_ratio`; unscaled without both), ``probe`` (the Python-loop
+            host-speed probes' ratio), ``none`` (unscaled).
+        anchor: moving to another GPU, where the source GPU's files hold an untraced
+            measurement of exactly this point, predict ``measured x replay on the target /
+            replay on the source`` (the replay's own error on the source, mostly the host
+            probe's noise and a batch transform's, cancels; Habitat likewise scales measured
+            kernel times).
 
     Raises:
         ConfigError: no trace of the model, framework and mode is stored (the step-level
@@ -172,8 +181,8 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     src_prec = precision if same else pool[0][0].precision
     pool = [x for x in pool if x[0].precision == src_prec]
     pool.sort(key=lambda x: x[0].batch_size)
-    host = _host_probe([p for p, _ in pool])
-    steps = {p.batch_size: replay.deinflate(st, host, p.dispatch_s) for p, st in pool}
+    probe_s = _host_probe([p for p, _ in pool])
+    steps = {p.batch_size: replay.deinflate(st, probe_s, p.dispatch_s) for p, st in pool}
     used: list[Any] = []
     if batch_size in steps:
         st = steps[batch_size]
@@ -203,14 +212,33 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                                      cast_host_s=CAST_HOST_S if not st.meta.get("xla") else 0.0)
         category = "precision"
     dst_gpu = src_gpu
+    anchored = None
     if gpu is not None:
         dst_gpu = hardware.resolve(gpu, paths=lib.files, points=lib.recs.points)
         if hardware.short_name(dst_gpu.device_name) != hardware.short_name(src_gpu.device_name) \
                 or dst_gpu.name != src_gpu.name:
-            st = transforms.to_gpu(st, src_gpu, dst_gpu,
-                                   host_ratio=host_ratio(lib, src_gpu, dst_gpu))
+            hr = None
+            if host == "dispatch":
+                hr = host_ratio(lib, src_gpu, dst_gpu)
+            elif host == "probe":
+                hs = [x for q, _ in pool for x in q.host_speed_ns if x]
+                if hs and dst_gpu.host_speed_ns:
+                    hr = dst_gpu.host_speed_ns / statistics.median(hs)
+            elif host != "none":
+                raise ConfigError(f"host={host!r}: use dispatch, probe or none")
+            on_src = replay.simulate(st).step_s
+            st = transforms.to_gpu(st, src_gpu, dst_gpu, host_ratio=hr)
             category = "gpu"
+            m_src = _measured(lib, model, framework, mode, precision, batch_size,
+                              src_gpu.device_name or "") if anchor else None
+            if m_src:
+                anchored = m_src / on_src
+                st = st.with_note(f"anchored: x{anchored:.3f} (measured {m_src * 1e3:.3f} ms "
+                                  f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
     r = replay.simulate(st)
+    if anchored:
+        r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle,
+                                r.bound)
     half = INTERVAL_P90[category] * (DATASHEET_WIDEN if dst_gpu.datasheet_only else 1.0)
     lo_s, hi_s = r.step_s * max(0.0, 1 - half), r.step_s * (1 + half)
     measured = _measured(lib, model, framework, mode, precision, batch_size,
@@ -221,7 +249,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         category=category, sources=tuple(f"{p.source}:{p.result_id}" for p in used),
         transforms=tuple(st.meta.get("transforms", [])), measured_s=measured,
         extra={"source_gpu": src_gpu.name, "source_precision": src_prec,
-               "host_probe_s": host})
+               "host_probe_s": probe_s, "host_move": host})
 
 
 def dispatch_probe(points: Sequence[Any], device_name: str | None,

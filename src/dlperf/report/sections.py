@@ -42,8 +42,8 @@ _AXS, _GLA, _BAT = "dlperf.report.axes", "dlperf.report.glance", "dlperf.report.
 
 
 def measured(store: ResultStore) -> Callable[[int], list[float]]:
-    """result id -> its measured step times (s)."""
-    return lambda rid: store.samples(rid)["measure"]["step_time_s"]
+    """result id -> its measured step times (s); empty where the result stored none."""
+    return lambda rid: (store.samples(rid).get("measure") or {}).get("step_time_s") or []
 
 
 def measured_or_none(store: ResultStore) -> Callable[[int], list[float] | None]:

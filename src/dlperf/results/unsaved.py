@@ -21,7 +21,8 @@ from dlperf.interrupts import held
 from dlperf.outputs import atomic_write
 from dlperf.results.dbfile import StoreError
 
-__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep"]
+__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
+           "quarantine"]
 
 _seq = itertools.count()
 
@@ -56,11 +57,29 @@ def unsaved_files(db: str | Path) -> list[Path]:
     return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
 
 
+def quarantine(path: Path) -> Path | None:
+    """Move a kept file that cannot be stored to ``quarantine/`` in its folder (a name not
+    taken there); its new path, or None when it cannot be moved (it stays)."""
+    folder = path.parent / "quarantine"
+    try:
+        folder.mkdir(exist_ok=True)
+        for n in itertools.count():
+            dest = folder / (path.name if n == 0 else f"{path.stem}-{n}{path.suffix}")
+            if not dest.exists():
+                os.replace(path, dest)
+                return dest
+    except OSError:
+        pass
+    return None
+
+
 def read_unsaved(path: Path) -> tuple[dict[str, Any], str | None] | None:
     """``(result, sweep)`` of a kept file, or None when it cannot be read (left in place)."""
     try:
+        if path.stat().st_size > 256 * 2**20:  # no kept result is that large
+            return None
         d = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(d, dict) or not isinstance(d.get("result"), dict):
         return None

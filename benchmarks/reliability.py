@@ -16,7 +16,13 @@ time: a worker process, warm-up and a measured segment of real sleeps) are run w
   in a loop (and through ``dlperf results``): every point measured once;
 * ``concurrent_kill9``: two sweeps at once, one killed with SIGKILL mid-point: the other
   takes over its claim and finishes the grid;
-* ``torch_kill9`` (``--torch``): a real PyTorch tiny sweep killed with SIGKILL, then resumed.
+* ``torch_kill9`` (``--torch``): a real PyTorch tiny sweep killed with SIGKILL, then resumed;
+* ``store_sigint`` / ``store_sigterm`` (``--store-trials N`` of each): the signal lands while a
+  result is being stored: the sweep runs under a wrapper that slows the store's INSERT (a
+  marker file, then a sleep inside the transaction), and the signal is sent when the marker of
+  a randomly chosen point appears. The result being stored must be in the file when the sweep
+  has stopped (``dropped`` counts those that are not), the exit status 130 / 143 with a
+  message, and the resume must not measure it again.
 
 After each attack the sweep is resumed (run again to the end) and counted: ``lost`` (rows that
 were in the file after the attack and are gone after the resume), ``redone`` (points with a
@@ -57,7 +63,26 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = [ROOT / "src"]
 FINAL = ("ok", "oom", "nan_loss", "crash", "timeout")
 #: The counts every trial must keep at zero, and the checks that must hold.
-ZERO = ("lost", "redone", "duplicates", "missing")
+ZERO = ("lost", "redone", "duplicates", "missing", "dropped")
+
+#: The wrapper of the ``store_*`` attacks: ``python WRAPPER ARGS...`` runs ``dlperf ARGS...``
+#: with every result's INSERT slowed: a marker file ``$ATTACK_MARKS/<n>.<run_key>`` is written
+#: inside the store's transaction, then it sleeps ``$ATTACK_STORE_DELAY_S``.
+STORE_WRAPPER = """
+import os, sys, time, itertools
+from pathlib import Path
+import dlperf.results.store as st
+_insert, _n = st.ResultStore._insert, itertools.count(1)
+def slow_insert(self, rec, sweep):
+    rid = _insert(self, rec, sweep)
+    Path(os.environ["ATTACK_MARKS"], f"{next(_n)}.{rec.identity.run_key}").write_text("")
+    time.sleep(float(os.environ["ATTACK_STORE_DELAY_S"]))
+    return rid
+st.ResultStore._insert = slow_insert
+from dlperf.cli import main
+sys.argv = ["dlperf", *sys.argv[1:]]
+main()
+"""
 
 
 def sweep_yaml(path: Path, batches: list[int], *, min_iters: int = 20, framework: str = "fake",
@@ -278,6 +303,47 @@ def attack_sweep(work: Path, yaml: Path, env: dict[str, str], delay_s: float,
     return rec
 
 
+def attack_store(work: Path, yaml: Path, env: dict[str, str], how: str, nth: int,
+                 delay_s: float = 0.4) -> dict[str, Any]:
+    """One trial of ``store_sigint``/``store_sigterm``: the signal lands while the ``nth``
+    result of the sweep is inside its store transaction (module docstring)."""
+    db, log, marks = work / "r.db", work / "sweep.log", work / "marks"
+    marks.mkdir()
+    (work / "tmp").mkdir(exist_ok=True)
+    wrapper = work / "slow_store.py"
+    wrapper.write_text(STORE_WRAPPER)
+    env = {**env, "TMPDIR": str(work / "tmp"), "ATTACK_MARKS": str(marks),
+           "ATTACK_STORE_DELAY_S": str(delay_s)}
+    p = subprocess.Popen([sys.executable, str(wrapper), "sweep", str(yaml), "--db", str(db)],
+                         env=env, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
+    sig = signal.SIGINT if how == "store_sigint" else signal.SIGTERM
+    rec: dict[str, Any] = {"attack": how, "nth_store": nth}
+    key, t_end = None, time.monotonic() + 300
+    while key is None and p.poll() is None and time.monotonic() < t_end:
+        hit = [m.name for m in marks.iterdir() if m.name.split(".", 1)[0] == str(nth)]
+        if hit:
+            key = hit[0].split(".", 1)[1]
+            p.send_signal(sig)
+        else:
+            time.sleep(0.005)
+    rc = p.wait(timeout=120)
+    rec.update(exit_code=rc, signalled=key is not None, run_key=key)
+    text = log.read_text(errors="replace") if log.exists() else ""
+    rec["message"] = ("terminated (SIGTERM)" in text if how == "store_sigterm"
+                      else "interrupted" in text)
+    rec["traceback"] = "Traceback" in text
+    before = rows(db)
+    rec["dropped"] = int(key is not None and key not in {r[1] for r in before})
+    rec["reader_ok_after_attack"] = reader_ok(db)
+    rec["copy_integrity_after_attack"] = copy_integrity(db)
+    rc2, _ = run_sweep(yaml, db, work / "resume.log", {k: v for k, v in env.items()
+                                                         if not k.startswith("ATTACK_")})
+    rec["resume_exit_code"] = rc2
+    rec.update(count(db, before, keys_of(yaml)))
+    rec["temp_left"] = len(list((work / "tmp").iterdir()))
+    return rec
+
+
 def faults(work: Path, env: dict[str, str], timeout_s: float = 8.0) -> dict[str, Any]:
     """Points that fail each way, then a resume: each failure recorded, nothing redone;
     ``timeout_s``: the points' timeout (the hanging point waits for it)."""
@@ -386,10 +452,12 @@ def calibrate(work: Path, yaml: Path, env: dict[str, str]) -> float:
 
 
 def run(trials: int = 5, points: int = 8, seed: int = 0, torch: bool = False,
-        out: Path | None = None, fault_timeout_s: float = 8.0) -> dict[str, Any]:
+        out: Path | None = None, fault_timeout_s: float = 8.0, store_trials: int = 1,
+        only_store: bool = False) -> dict[str, Any]:
     """Every attack (the module docstring); returns (and writes to ``out``) the record.
     ``fault_timeout_s``: the timeout of the ``faults`` points (its hanging point waits that
-    long; a point of the fake framework takes under a second)."""
+    long; a point of the fake framework takes under a second); ``store_trials``: trials of
+    each ``store_*`` attack; ``only_store``: those alone."""
     rng = random.Random(seed)
     env = environment()
     t_start = time.monotonic()
@@ -402,18 +470,24 @@ def run(trials: int = 5, points: int = 8, seed: int = 0, torch: bool = False,
                 + [("kill9_worker", rng.uniform(0.3, clean_s * 0.8)) for _ in range(trials)]
                 + [("sigint", rng.uniform(0.5, clean_s * 0.8)),
                    ("sigterm", rng.uniform(0.5, clean_s * 0.8))])
-        for i, (how, delay) in enumerate(plan):
+        for i, (how, delay) in enumerate([] if only_store else plan):
             work = base / f"{how}-{i}"
             work.mkdir()
             records.append(attack_sweep(work, yaml, env, delay, how))
-        (base / "faults").mkdir()
-        records.append(faults(base / "faults", env, fault_timeout_s))
-        for name, kill in (("concurrent", None),
-                           ("concurrent_kill9", rng.uniform(0.5, clean_s * 0.6))):
-            work = base / name
-            work.mkdir()
-            records.append(concurrent(work, yaml, env, kill))
-        if torch:
+        for i in range(store_trials):
+            for how in ("store_sigint", "store_sigterm"):
+                work = base / f"{how}-{i}"
+                work.mkdir()
+                records.append(attack_store(work, yaml, env, how, rng.randint(1, points)))
+        if not only_store:
+            (base / "faults").mkdir()
+            records.append(faults(base / "faults", env, fault_timeout_s))
+            for name, kill in (("concurrent", None),
+                               ("concurrent_kill9", rng.uniform(0.5, clean_s * 0.6))):
+                work = base / name
+                work.mkdir()
+                records.append(concurrent(work, yaml, env, kill))
+        if torch and not only_store:
             work = base / "torch"
             work.mkdir()
             tyaml = sweep_yaml(work / "torch.yaml", [4, 8], min_iters=10, framework="torch")
@@ -423,6 +497,7 @@ def run(trials: int = 5, points: int = 8, seed: int = 0, torch: bool = False,
                                            "kill9_sweep"), "attack": "torch_kill9"})
     result = summarize(records)
     result.update(trials=trials, points=points, seed=seed, clean_sweep_s=round(clean_s, 2),
+                  store_trials=store_trials, only_store=only_store,
                   src=str(SRC[0]),
                   seconds=round(time.monotonic() - t_start, 1),
                   host={"python": platform.python_version(), "cpus": os.cpu_count(),
@@ -450,6 +525,14 @@ def problems(r: dict[str, Any]) -> list[str]:
         bad.append("read errors while writing")
     if r.get("resume_exit_code") not in (0, None):
         bad.append(f"resume exit {r.get('resume_exit_code')}")
+    if r["attack"] in ("store_sigint", "store_sigterm"):
+        want = 130 if r["attack"] == "store_sigint" else 143
+        if not r.get("signalled"):
+            bad.append("the store to hit never came")
+        elif r.get("exit_code") not in (want, 0):
+            bad.append(f"exit {r.get('exit_code')} (want {want})")
+        elif r.get("exit_code") == want and not r.get("message"):
+            bad.append("no message")
     if r["attack"] in ("sigint", "sigterm"):
         want = 130 if r["attack"] == "sigint" else 143
         # 0: the sweep ended before the signal; -SIGINT/-SIGTERM: it came while Python was
@@ -498,9 +581,11 @@ def markdown(result: dict[str, Any]) -> str:
              f"Goal met: **{'yes' if result['goal_met'] else 'no'}**. {t['trials']} trials in "
              f"{result['seconds']} s (a clean sweep: {result['clean_sweep_s']} s) on "
              f"{result['host']['cpus']} CPUs, Python {result['host']['python']}.", "",
-             "| lost | redone | duplicates | missing | integrity ok | reads while writing "
-             "(errors) | CLI reads while writing |", "|---:|---:|---:|---:|---:|---|---:|",
-             f"| {t['lost']} | {t['redone']} | {t['duplicates']} | {t['missing']} | "
+             "| lost | dropped in a store | redone | duplicates | missing | integrity ok | reads "
+             "while writing (errors) | CLI reads while writing |",
+             "|---:|---:|---:|---:|---:|---:|---|---:|",
+             f"| {t['lost']} | {t['dropped']} | {t['redone']} | {t['duplicates']} | "
+             f"{t['missing']} | "
              f"{t['integrity_ok']}/{t['trials']} | {t['reads_while_writing']} "
              f"({t['read_errors']}) | {t['cli_reads_while_writing']} |", "",
              f"Temporary folders left behind by killed sweeps (not part of the goal): "
@@ -514,6 +599,9 @@ def markdown(result: dict[str, Any]) -> str:
             notes.append(f"workers gone after {r['orphans_gone_s']:.2f} s")
         if r.get("temp_left"):
             notes.append(f"{r['temp_left']} temporary folder(s) left behind")
+        if r["attack"].startswith("store_"):
+            notes.append(f"signal during store #{r['nth_store']}: "
+                         + ("result dropped" if r.get("dropped") else "result kept"))
         if r["attack"] == "kill9_worker":
             notes.append("worker killed, recorded as crash" if r.get("worker_kill_recorded")
                          else "no worker was running" if not r.get("killed_worker")
@@ -534,6 +622,8 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{r['integrity']} | {'; '.join(notes)} |")
     lines += ["", "Command: `PYTHONPATH=src python benchmarks/reliability.py "
               f"--trials {result['trials']} --points {result['points']} --seed {result['seed']}"
+              f" --store-trials {result.get('store_trials', 1)}"
+              + (" --only-store" if result.get("only_store") else "")
               + (" --torch" if any(r['attack'] == 'torch_kill9' for r in result['records'])
                  else "")
               + (f" --src {result['src']}" if result.get("src") not in (None, str(ROOT / "src"))
@@ -548,13 +638,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", type=int, default=8, help="points per sweep")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch", action="store_true", help="also a real PyTorch tiny sweep")
+    ap.add_argument("--store-trials", type=int, default=1,
+                    help="trials of each signal-during-a-store attack (SIGINT, SIGTERM)")
+    ap.add_argument("--only-store", action="store_true",
+                    help="only the signal-during-a-store attacks")
     ap.add_argument("-o", "--output", type=Path, default=None)
     ap.add_argument("--src", type=Path, default=None,
                     help="the dlperf source folder the sweeps run (default: this checkout's)")
     a = ap.parse_args(argv)
     if a.src is not None:
         SRC[0] = a.src.resolve()
-    res = run(a.trials, a.points, a.seed, a.torch, a.output)
+    res = run(a.trials, a.points, a.seed, a.torch, a.output, store_trials=a.store_trials,
+              only_store=a.only_store)
     print(json.dumps({"totals": res["totals"], "problems": res["problems"],
                       "goal_met": res["goal_met"], "seconds": res["seconds"]}, indent=1))
     return 0 if res["goal_met"] else 1

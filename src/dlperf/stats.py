@@ -21,6 +21,15 @@ imported. Conventions, stated once:
   never removed (asv, hyperfine and pytest-benchmark do the same).
 - **Repeated runs** are summarised by their between-run spread and by the MLPerf "olympic"
   mean (drop one fastest and one slowest run, average the rest; MLPerf Training rules, scoring).
+- **Drift** (:func:`trend`): the Mann-Kendall trend test of step time against step index (Mann
+  1945; Kendall 1975) with the Theil-Sen slope and its distribution-free interval (Theil 1950;
+  Sen 1968); a drift is a significant trend whose whole interval amounts to more than
+  :data:`DRIFT_MIN_REL` of the median over the series.
+- **Two modes** (:func:`two_modes`): a two-component normal mixture fitted to the log step
+  times by EM (Dempster, Laird & Rubin 1977), kept over one normal when the BIC (Schwarz 1978)
+  prefers it strongly, the components are separated by Ashman's D (Ashman, Bird & Zepf 1994;
+  :data:`MODES_MIN_D`), the fitted density dips between them and the smaller component holds
+  at least :data:`MODES_MIN_SHARE` of the steps.
 
 Invalid input (empty, non-finite, not 1-D) raises :class:`ValueError` with a message that names
 the problem.
@@ -32,6 +41,7 @@ import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -51,6 +61,19 @@ __all__ = [
     "MIN_CI_SAMPLES",
     "min_samples_for_ci",
     "bootstrap_medians",
+    "Trend",
+    "trend",
+    "DRIFT_MIN_REL",
+    "DRIFT_P",
+    "TREND_MAX_POINTS",
+    "Modes",
+    "two_modes",
+    "MODES_MIN_SHARE",
+    "MODES_MIN_GAP_REL",
+    "MODES_MIN_SAMPLES",
+    "MODES_MIN_D",
+    "MODES_MIN_DBIC",
+    "TREND_MIN_SAMPLES",
 ]
 
 # Consistency constant of the modified z-score: 0.6745 = Phi^-1(0.75), so that MAD / 0.6745
@@ -497,3 +520,250 @@ def median_diff_ci(a: Sequence[float], b: Sequence[float], *, level: float = 0.9
     ma, mb = _two_sample_stats(x, y, np.median, level, n_resamples, seed)
     lo, hi = np.percentile(mb - ma, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return diff, float(lo), float(hi)
+
+
+# --- drift: a trend over the measured segment -------------------------------------------------
+
+#: A trend is a drift when it is significant at this level (two-sided Mann-Kendall p-value)...
+DRIFT_P = 0.01
+#: ...and the whole 95% interval of the Theil-Sen slope, times the span of the series, is more
+#: than this share of the median (5%: a drift that moves the median of a run by less is within
+#: what a run-to-run comparison resolves anyway).
+DRIFT_MIN_REL = 0.05
+#: Longer series are reduced to this many consecutive block medians before the test (the test
+#: and the slope are O(m^2) in the points; block medians also damp the short-range
+#: autocorrelation of step times, which makes the Mann-Kendall p-value optimistic: Hamed & Rao
+#: 1998, J. Hydrology 204:182-196).
+TREND_MAX_POINTS = 400
+#: Fewer samples than this: no trend is tested (a Mann-Kendall test of a handful of points has
+#: little power and the slope interval spans everything).
+TREND_MIN_SAMPLES = 10
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The trend of a series of step times against their index (:func:`trend`).
+
+    ``n``: samples; ``points``: the points tested (``n``, or :data:`TREND_MAX_POINTS` block
+    medians); ``tau``: Kendall's tau of time against index; ``z``, ``p``: the Mann-Kendall
+    statistic and its two-sided p-value; ``slope_s``: the Theil-Sen slope in seconds per step,
+    with its 95% interval ``slope_ci_s``; ``change_rel``: the slope times the span of the series
+    (``n - 1`` steps) over the median, the relative change from the first step to the last,
+    with its interval ``change_rel_ci``; ``drifting``: ``p < DRIFT_P`` and the whole of
+    ``change_rel_ci`` beyond ``+-DRIFT_MIN_REL`` on the side of the trend."""
+
+    n: int
+    points: int
+    tau: float
+    z: float
+    p: float
+    slope_s: float
+    slope_ci_s: tuple[float, float]
+    change_rel: float
+    change_rel_ci: tuple[float, float]
+    drifting: bool
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict (tuples as lists)."""
+        d = asdict(self)
+        d["slope_ci_s"], d["change_rel_ci"] = list(self.slope_ci_s), list(self.change_rel_ci)
+        return d
+
+
+def _blocks(x: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, value)``: ``x`` itself with indices 0..n-1 when ``n <= m``, else the medians of
+    ``m`` consecutive, near-equal blocks at their blocks' mean index."""
+    n = x.size
+    if n <= m:
+        return np.arange(n, dtype=np.float64), x
+    edges = np.linspace(0, n, m + 1).astype(np.int64)
+    idx = np.array([(a + b - 1) / 2.0 for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    val = np.array([np.median(x[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    return idx, val
+
+
+def trend(samples_s: Any, level: float = 0.95) -> Trend | None:
+    """The Mann-Kendall trend test of ``samples_s`` (step times in s, in the order measured)
+    against their index, with the Theil-Sen slope and its interval; None for fewer than
+    :data:`TREND_MIN_SAMPLES` samples.
+
+    Mann-Kendall (Mann 1945, Econometrica 13:245-259; Kendall 1975, *Rank Correlation
+    Methods*): ``S = sum_{i<j} sign(x_j - x_i)``, ``Var(S) = [m(m-1)(2m+5) - sum_t t(t-1)(2t+5)]
+    / 18`` over the groups of ``t`` tied values, ``z = (S - sign(S)) / sqrt(Var S)`` (continuity
+    correction), two-sided normal p-value. Theil-Sen (Theil 1950; Sen 1968, JASA 63:1379-1389):
+    the median of the pairwise slopes ``(x_j - x_i) / (j - i)``; its interval is the pair of
+    order statistics of the ``N`` slopes at ``(N -+ z_{(1+level)/2} sqrt(Var S)) / 2`` (Sen
+    1968; Gilbert 1987, *Statistical Methods for Environmental Pollution Monitoring*, sec.
+    16.5; the rule of ``scipy.stats.theilslopes``). A series longer than
+    :data:`TREND_MAX_POINTS` is tested on that many block medians (:data:`TREND_MAX_POINTS`).
+    The drift rule is in :class:`Trend`. Raises ValueError on non-finite samples or a level
+    outside (0, 1).
+    """
+    x = _as_samples(samples_s, "samples_s")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+    n = int(x.size)
+    if n < TREND_MIN_SAMPLES:
+        return None
+    t, y = _blocks(x, TREND_MAX_POINTS)
+    m = int(y.size)
+    i, j = np.triu_indices(m, k=1)
+    dy = y[j] - y[i]
+    s = float(np.sign(dy).sum())
+    _, counts = np.unique(y, return_counts=True)
+    ties = float(np.sum(counts * (counts - 1.0) * (2.0 * counts + 5.0)))
+    var = (m * (m - 1.0) * (2.0 * m + 5.0) - ties) / 18.0
+    z = (s - math.copysign(1.0, s)) / math.sqrt(var) if var > 0 and s != 0 else 0.0
+    p = math.erfc(abs(z) / math.sqrt(2.0))
+    pairs = m * (m - 1) / 2.0
+    tau = s / pairs
+    slopes = np.sort(dy / (t[j] - t[i]))
+    slope = float(np.median(slopes))
+    zq = NormalDist().inv_cdf((1.0 + level) / 2.0)
+    half = zq * math.sqrt(max(var, 0.0))
+    nt = slopes.size
+    lo_i = max(int(round((nt - half) / 2.0)) - 1, 0)
+    hi_i = min(int(round((nt + half) / 2.0)), nt - 1)
+    lo, hi = float(slopes[lo_i]), float(slopes[hi_i])
+    med = float(np.median(x))
+    span = (n - 1.0) / med if med > 0 else 0.0
+    ch, ch_lo, ch_hi = slope * span, lo * span, hi * span
+    drifting = bool(p < DRIFT_P and (ch_lo > DRIFT_MIN_REL or ch_hi < -DRIFT_MIN_REL))
+    return Trend(n=n, points=m, tau=tau, z=z, p=p, slope_s=slope, slope_ci_s=(lo, hi),
+                 change_rel=ch, change_rel_ci=(ch_lo, ch_hi), drifting=drifting)
+
+
+# --- two modes -----------------------------------------------------------------------------
+
+#: The smaller mode must hold at least this share of the steps (fewer are a tail, which the
+#: outlier flags and the long-tail warning cover).
+MODES_MIN_SHARE = 0.10
+#: The modes' typical step times must differ by at least this share of the faster one (closer
+#: modes move the median by less than a run-to-run comparison resolves; a coarse clock's two
+#: neighbouring ticks are not two modes).
+MODES_MIN_GAP_REL = 0.05
+#: Ashman's D two normal components must exceed. Above 2 they are separated (Ashman, Bird &
+#: Zepf 1994, AJ 108:2348-2361); but a skewed one-mode distribution (a base time plus an
+#: exponential delay) fitted by two normals reaches D of 2.0-2.3, and step times are skewed, so
+#: the rule asks for 3 (two real modes of the tests in tests/unit/test_stats_drift.py: 7-12).
+MODES_MIN_D = 3.0
+#: The BIC must prefer two components by more than this (Kass & Raftery 1995, JASA
+#: 90:773-795: a difference above 10 is "very strong" evidence).
+MODES_MIN_DBIC = 10.0
+#: Fewer samples than this: no test (a mixture of five parameters needs data to choose it).
+MODES_MIN_SAMPLES = 20
+#: Longer series are thinned to this many samples drawn without replacement (seed 0: the
+#: shares of the modes are kept in expectation; a stride could alias with a step that
+#: alternates), so the fit costs milliseconds whatever ``n``.
+MODES_MAX_POINTS = 5000
+#: Floor of a component's standard deviation in log time (0.2%): a coarse clock's identical
+#: readings must not make a component of zero width and infinite likelihood.
+_MODES_SD_FLOOR = 2e-3
+
+
+@dataclass(frozen=True)
+class Modes:
+    """Two modes of a series of step times (:func:`two_modes`).
+
+    ``n``: samples; ``fast_s``, ``slow_s``: the typical step time of each mode (s: the
+    exponential of its component's mean log time, a geometric mean); ``fast_share``,
+    ``slow_share``: the share of the steps in each (sum 1); ``d``: Ashman's D; ``dbic``: BIC of
+    one normal minus BIC of two (positive: two fit better); ``bimodal``: the rule of
+    :func:`two_modes`."""
+
+    n: int
+    fast_s: float
+    slow_s: float
+    fast_share: float
+    slow_share: float
+    d: float
+    dbic: float
+    bimodal: bool
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict."""
+        return asdict(self)
+
+
+def _normal_logpdf(y: np.ndarray, mu: float, var: float) -> np.ndarray:
+    return -0.5 * (math.log(2.0 * math.pi * var) + (y - mu) ** 2 / var)
+
+
+def two_modes(samples_s: Any, max_iter: int = 200) -> Modes | None:
+    """Whether the step times ``samples_s`` (s) have two modes, with both and their shares;
+    None for fewer than :data:`MODES_MIN_SAMPLES` samples or when all are equal.
+
+    On the log times (a step time's spread is relative), a two-component normal mixture is
+    fitted by EM (Dempster, Laird & Rubin 1977, JRSS B 39:1-38), started from the best split of
+    the sorted values into two groups (the least within-group sum of squares), and compared with
+    one normal by the BIC (Schwarz 1978). Two modes when all of: the BIC prefers two
+    components by more than :data:`MODES_MIN_DBIC`; Ashman's ``D = sqrt(2) |mu1 - mu2| /
+    sqrt(s1^2 + s2^2) > 3`` (:data:`MODES_MIN_D`; a long tail fits a wide second component of
+    small D); the fitted density has two maxima (it dips between the means: a skewed
+    distribution fitted by two normals has one); the smaller component holds at least
+    :data:`MODES_MIN_SHARE`; and the modes differ by at least :data:`MODES_MIN_GAP_REL`.
+    Deterministic (no random start); more than :data:`MODES_MAX_POINTS` samples are thinned
+    first (a seeded draw without replacement). Raises ValueError on
+    non-finite or non-positive samples.
+    """
+    x = _as_samples(samples_s, "samples_s")
+    if np.any(x <= 0):
+        raise ValueError("step times must be positive (seconds)")
+    n = int(x.size)
+    if n < MODES_MIN_SAMPLES:
+        return None
+    if n > MODES_MAX_POINTS:
+        x = x[np.random.default_rng(0).choice(n, MODES_MAX_POINTS, replace=False)]
+    y = np.sort(np.log(x))
+    if y[-1] - y[0] <= 0:
+        return None
+    m = y.size
+    var_floor = _MODES_SD_FLOOR ** 2
+    # one normal (MLE)
+    mu0, var0 = float(y.mean()), max(float(y.var()), var_floor)
+    ll1 = float(_normal_logpdf(y, mu0, var0).sum())
+    # start: the split of the sorted values with the least within-group sum of squares
+    c1, c2 = np.cumsum(y), np.cumsum(y * y)
+    k = np.arange(1, m)
+    left = c2[:-1] - c1[:-1] ** 2 / k
+    right = (c2[-1] - c2[:-1]) - (c1[-1] - c1[:-1]) ** 2 / (m - k)
+    cut = int(np.argmin(left + right)) + 1
+    w = np.array([cut / m, 1.0 - cut / m])
+    mu = np.array([y[:cut].mean(), y[cut:].mean()])
+    var = np.maximum([y[:cut].var(), y[cut:].var()], var_floor)
+    ll2 = -math.inf
+    for _ in range(max_iter):
+        lp = np.stack([np.log(w[c]) + _normal_logpdf(y, mu[c], var[c]) for c in (0, 1)])
+        top = lp.max(axis=0)
+        tot = top + np.log(np.exp(lp - top).sum(axis=0))
+        new_ll = float(tot.sum())
+        r = np.exp(lp - tot)
+        nk = r.sum(axis=1)
+        if np.any(nk < 1e-9 * m):  # a component emptied: one mode
+            break
+        w = nk / m
+        mu = (r * y).sum(axis=1) / nk
+        var = np.maximum((r * (y - mu[:, None]) ** 2).sum(axis=1) / nk, var_floor)
+        if new_ll - ll2 < 1e-9 * max(1.0, abs(new_ll)):
+            ll2 = new_ll
+            break
+        ll2 = new_ll
+    if not math.isfinite(ll2):
+        return None
+    order = np.argsort(mu)
+    w, mu, var = w[order], mu[order], var[order]
+    d = float(math.sqrt(2.0) * abs(mu[1] - mu[0]) / math.sqrt(var[0] + var[1]))
+    # the fitted density's maxima lie between the two means (Ray & Lindsay 2005, Ann. Stat.
+    # 33:2042-2065): two modes only if it dips between them
+    g = np.linspace(mu[0], mu[1], 513)
+    dens = w[0] * np.exp(_normal_logpdf(g, mu[0], var[0])) + w[1] * np.exp(
+        _normal_logpdf(g, mu[1], var[1]))
+    peaks = int(np.sum((dens[1:-1] > dens[:-2]) & (dens[1:-1] >= dens[2:])))
+    peaks += int(dens[0] > dens[1]) + int(dens[-1] > dens[-2])
+    dbic = (2 * math.log(m) - 2 * ll1) - (5 * math.log(m) - 2 * ll2)
+    fast, slow = float(math.exp(mu[0])), float(math.exp(mu[1]))
+    bimodal = bool(dbic > MODES_MIN_DBIC and d > MODES_MIN_D and peaks >= 2
+                   and min(w) >= MODES_MIN_SHARE
+                   and slow >= fast * (1.0 + MODES_MIN_GAP_REL))
+    return Modes(n=n, fast_s=fast, slow_s=slow, fast_share=float(w[0]), slow_share=float(w[1]),
+                 d=d, dbic=float(dbic), bimodal=bimodal)

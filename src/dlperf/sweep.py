@@ -62,6 +62,9 @@ class SweepOutcome:
     #: Points of this call that another process writing to the same file measured meanwhile
     #: (:mod:`dlperf.results.claims`): not run here.
     elsewhere: int = 0
+    #: Points still claimed by another process when the wait for them ended
+    #: (:func:`dlperf.results.claims.run_claimed`): not measured, not stored by this call.
+    left: int = 0
     results: list[RunRecord] = field(default_factory=list)
     #: The points as run or found stored: threads chosen by the policy filled in
     #: (:func:`dlperf.resume.resolve_threads`); their run keys select this call's rows.
@@ -366,15 +369,26 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
             :func:`dlperf.results.unsaved.store_or_keep`).
     """
     from dlperf.results.claims import Claims, run_claimed
-    from dlperf.resume import ceilings_cache, changed_settings, resolve_threads
+    from dlperf.resume import (
+        ceilings_cache,
+        changed_settings,
+        code_changes,
+        code_notice,
+        resolve_threads,
+    )
 
     if runner is None:
         from dlperf.launch.distributed import run_point
         runner = run_point
     console = console or Console(stderr=True)
-    claims = Claims(store, resume=resume, retry_failed=retry_failed, sweep=sweep)
     done = store.done_keys(include_failed=not retry_failed) if resume else set()
     points, auto_keys = resolve_threads(points, threads, store, done)
+    recode = code_changes(points, store, done)
+    if recode:
+        done = done - {p.run_key() for p in recode}
+        console.print(code_notice(recode), markup=False, highlight=False)
+    claims = Claims(store, resume=resume, retry_failed=retry_failed, sweep=sweep,
+                    redo={p.run_key() for p in recode})
     todo = [p for p in points if p.run_key() not in done]
     out = SweepOutcome(skipped=len(points) - len(todo), points=points)
     if out.skipped:
@@ -416,7 +430,8 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
         pr = _PointRunner(store, sweep, runner, out, progress, task, cache, len(todo),
                           show_progress and not bar,
                           lambda r, cfg: _note_policy(r, cfg, auto_keys, threads))
-        run_claimed(todo, claims, pr.run, pr.elsewhere, progress.console, store.path)
+        out.left = len(run_claimed(todo, claims, pr.run, pr.elsewhere, progress.console,
+                                   store.path))
     if out.elsewhere:
         console.print(f"{out.elsewhere} point(s) were measured by another process writing to "
                       f"{store.path} at the same time (shared, not repeated)", markup=False,

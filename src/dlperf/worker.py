@@ -167,7 +167,10 @@ def run_record(cfg: RunConfig) -> RunRecord:
             # slows it; environment_of takes the faster of the two.
             env["host_speed_after"] = host_speed()
     rec.env = env
-    host_checks(rec, env, delay, measured=session is not None)
+    # the thread's wait for a CPU says something of the timings only where they are host time
+    # (the fake framework's virtual clock is not: its measured segment lasts microseconds)
+    on_host_clock = getattr(session, "clock", time.perf_counter) is time.perf_counter
+    host_checks(rec, env, delay, measured=session is not None, host_clock=on_host_clock)
     rec.worker = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
                   "phases_s": phases}
     return rec

@@ -67,6 +67,37 @@ def test_the_budget_stops_the_extension_and_the_record_says_so():
     assert not [w for w in quality_warnings(met) if "CI target" in w]
 
 
+def drifting_run(target, drift_per_step=0.002, rel_noise=0.05, **policy):
+    """A step that is 0.2% slower each step (with 5% noise), measured with ``target``."""
+    clock, rnd, n = FakeClock(), random.Random(7), [0]
+
+    def step():
+        n[0] += 1
+        clock.t += 0.01 * (1 + drift_per_step * n[0]) * (1 + rel_noise * rnd.gauss(0, 1))
+        return 1.0
+
+    pol = {"min_iters": 200, "min_time_s": 0.0, "warmup_window": 5, "min_warmup_iters": 10,
+           "max_warmup_iters": 10, "max_time_s": 600.0, "ci_target_rel": target, **policy}
+    return measure(step, HostTimer(clock=clock), IterationPolicy(**pol), clock=clock)
+
+
+def test_a_drifting_segment_is_not_extended_and_the_record_says_why():
+    """A step that drifts (0.2% slower per step: +40% over the 200 measured steps): a CI target
+    does not extend the segment (each extension would move the median further); the record's
+    warnings name the drift, as not steady, and why the target was not reached."""
+    res = drifting_run(0.001)
+    assert res.ci_extensions == 0 and len(res.measured_s) == 200 and res.ci_rel > 0.001
+    steady = drifting_run(0.002, drift_per_step=0.0)  # the same noise without the drift
+    assert steady.ci_extensions >= 1
+    rec = as_record({"status": "ok", "n_measured": 200, "ci_target_rel": 0.001,
+                     "ci_extensions": 0, "ci_rel_reached": res.ci_rel,
+                     "samples": {"measure": res.measured_s}})
+    ws = quality_warnings(rec)
+    assert any(w.startswith("drifting: the step time rose") for w in ws), ws
+    target = [w for w in ws if "CI target" in w]
+    assert len(target) == 1 and "drift" in target[0] and "--max-time" not in target[0]
+
+
 def test_a_target_must_be_a_share():
     for bad in (0.0, 1.5, -0.1):
         with pytest.raises(ConfigError, match="--ci-target"):

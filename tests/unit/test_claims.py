@@ -139,3 +139,55 @@ def test_two_sweeps_on_one_file_share_the_points(tmp_path, cfgs):
     with ResultStore(db, read_only=True) as s:
         assert sorted(r["batch_size"] for r in s.rows(latest=False)) == [1, 2, 3, 4]
         assert s._db.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+
+
+def test_a_heartbeat_in_the_future_is_taken_over_once_it_stops_changing(tmp_path, cfgs,
+                                                                        monkeypatch):
+    """A claim whose heartbeat lies in the future (a clock set ahead, a copied or tampered
+    file) made run and sweep wait forever: it is now watched on this process's own clock and
+    taken over once it has not changed for the stale time; one that keeps changing is live."""
+    monkeypatch.setenv("DLPERF_CLAIM_STALE_S", "0.3")
+    store = ResultStore(tmp_path / "r.db")
+    c = Claims(store, resume=True, retry_failed=False, sweep="b")
+    k = cfgs[0].run_key()
+    future = time.time() + 10**6
+    store._db.execute("INSERT INTO claims VALUES (?, 'x', 1, 'elsewhere', 's', ?, ?)",
+                      (k, future, future))
+    state, holder = c.claim(k)
+    assert state == "busy" and holder["age_s"] < -1e5
+    time.sleep(0.15)
+    store._db.execute("UPDATE claims SET heartbeat=? WHERE run_key=?", (future + 1, k))
+    time.sleep(0.2)
+    assert c.claim(k)[0] == "busy"  # it changed 0.2 s ago: a live holder
+    time.sleep(0.4)
+    assert c.claim(k) == ("mine", None)  # silent for longer than the stale time
+    k2 = cfgs[1].run_key()  # a heartbeat that is not a number: not a sweep's
+    store._db.execute("INSERT INTO claims VALUES (?, 'x', 1, 'elsewhere', 's', 0, 'soon')",
+                      (k2,))
+    assert c.claim(k2) == ("mine", None)
+
+
+def test_the_wait_for_another_process_is_bounded_and_says_for_whom(tmp_path, cfgs):
+    """A live holder that never finishes: the wait ends at wait_limit_s (a fake clock), the
+    points are returned as left to it, and the lines name the holder."""
+    from dlperf.results.claims import run_claimed, wait_limit_s
+
+    store = ResultStore(tmp_path / "r.db")
+    holder = Claims(store, resume=True, retry_failed=False, sweep="a")
+    pts = [cfgs[0].model_copy(update={"timeout_s": 5.0})]
+    assert holder.claim(pts[0].run_key())[0] == "mine"
+    waiter = Claims(store, resume=True, retry_failed=False, sweep="b")
+    t = [0.0]
+
+    def sleep(s):
+        t[0] += s
+        holder.store._db.execute("UPDATE claims SET heartbeat=?", (time.time() + t[0],))
+
+    con = Console(record=True, width=300)
+    left = run_claimed(pts, waiter, lambda k, c: None, lambda: None, con, "r.db",
+                       clock=lambda: t[0], sleep=sleep)
+    text = con.export_text()
+    assert left == pts and wait_limit_s(pts) == pytest.approx(2 * 5 + 120 + 60)
+    assert f"pid {holder.pid} on host {holder.host}" in text
+    assert "stopped waiting after" in text and "still waiting" in text
+    assert t[0] == pytest.approx(wait_limit_s(pts), abs=2.5)

@@ -14,6 +14,7 @@ from dlperf.report import regress, regress_text
 from dlperf.results import history
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import ResultStore
+from dlperf.resume import resume_plan
 
 
 def rec(point: str = "p1", samples=(0.010,) * 20, *, status: str = "ok", repeat: int = 0,
@@ -99,12 +100,24 @@ def test_threshold_needs_significance_and_size():
     assert pc.regression
 
 
-def test_one_run_a_side_uses_iterations_and_says_so():
-    pc = regress.compare_records([rec("p1", noisy(0.010))],
-                                 [rec("p1", noisy(0.012, seed=1))], threshold=0.05).points[0]
-    assert pc.ci_from == "iterations" and pc.regression
+def test_one_run_a_side_is_not_judged_and_says_what_would_judge_it():
+    """One run a side: the gate gives the ratio and the iterations' interval, but no verdict
+    (iterations of one process leave out the variation between processes)."""
+    comp = regress.compare_records([rec("p1", noisy(0.010))],
+                                   [rec("p1", noisy(0.012, seed=1))], threshold=0.05)
+    (pc,) = comp.points
+    assert pc.ci_from == "iterations" and pc.significant  # descriptive: shown
+    assert pc.judged is False and not pc.regression and pc.verdict == "not judged"
     assert pc.ratio == pytest.approx(1.2, rel=0.01)
-    assert any("run-to-run variation not included" in n for n in pc.notes)
+    assert pc.not_judged == ["1 run in BASE, 2 needed", "1 run in NEW, 2 needed"]
+    assert "--repeats 3" in pc.advice and "compare --run" in pc.advice
+    assert comp.summary is None and comp.not_judged == [pc]
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    md = regress_text.comparison_markdown(comp)
+    assert "| not judged |" in md and "To judge it: measure each side with --repeats 3" in md
+    assert "1 point: 0 judged, 1 not judged (1 run in BASE, 2 needed; 1 run in NEW" in md
+    assert "no point judged (1 measured on both sides but not judged)" in md
+    assert regress.gate_status(regress.compare_records([rec("p1")], [rec("p1")]))[0] == 0
 
 
 def test_no_samples_and_one_run_a_side_has_no_interval():
@@ -112,9 +125,78 @@ def test_no_samples_and_one_run_a_side_has_no_interval():
     a.samples, b.samples = None, None  # stored before raw samples: the summary median only
     pc = regress.compare_records([a], [b], threshold=0.05).points[0]
     assert pc.ratio == pytest.approx(2.0) and pc.ci is None and pc.ci_from is None
-    assert not pc.significant and not pc.regression and pc.verdict == "no significant change"
+    assert not pc.significant and not pc.regression and pc.verdict == "not judged"
     assert any("no interval" in n for n in pc.notes)
     assert regress.compare_records([a], [b]).summary is None
+
+
+def drifting(seed: int, n: int = 60) -> list[float]:
+    return list(0.010 * np.linspace(1.0, 1.6, n) * (1 + 0.01 * np.random.default_rng(seed)
+                                                     .standard_normal(n)))
+
+
+def two_speeds(seed: int, n: int = 60) -> list[float]:
+    return list(0.010 * np.where(np.arange(n) % 2, 1.3, 1.0)
+                * (1 + 0.005 * np.random.default_rng(seed).standard_normal(n)))
+
+
+def test_runs_unfit_to_judge_are_left_out_with_the_reason():
+    """A drifting run, a run with two modes and a run whose thread waited for a CPU are left
+    out; with 2 fit runs left on each side the point is judged on those, else not judged with
+    the reasons counted and the advice for each."""
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
+    new = [rec("p1", noisy(0.010, seed=10), repeat=0), rec("p1", noisy(0.010, seed=11), repeat=1),
+           rec("p1", drifting(12), repeat=2)]
+    pc = regress.compare_records(base, new, threshold=0.05).points[0]
+    assert pc.judged and pc.left_out == [("NEW", 2, ["drifting"])] and not pc.regression
+    busy = rec("p1", noisy(0.010, seed=13), repeat=1)
+    busy.host_cpu_wait = {"seconds": 0.2, "share": 0.2}
+    new = [rec("p1", two_speeds(14), repeat=0), busy, rec("p1", drifting(15), repeat=2)]
+    comp = regress.compare_records(base, new, threshold=0.05)
+    (pc,) = comp.points
+    assert pc.judged is False and pc.verdict == "not judged"
+    assert pc.not_judged == ["0 runs in NEW fit to judge (3 left out), 2 needed",
+                             "two modes: 1 run", "busy host: 1 run", "drifting: 1 run"]
+    assert "--repeats" not in pc.advice  # enough runs were made: each reason's own advice
+    assert "quiet host" in pc.advice and "alternates" in pc.advice and "grows" in pc.advice
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    assert regress.run_flags(base[0]) == []
+
+
+def test_the_gate_fails_on_missing_points_and_nothing_in_common():
+    """With a threshold: a point of BASE missing from NEW, or no point in common, exits 3; a
+    point only in NEW does not; without a threshold nothing fails."""
+    base = [rec(k, noisy(0.010, seed=s), repeat=s, batch=b) for k, b in (("a", 8), ("b", 16))
+            for s in range(2)]
+    new = [rec("a", noisy(0.010, seed=5 + s), repeat=s, batch=8) for s in range(2)]
+    comp = regress.compare_records(base, new, threshold=0.05)
+    code, why = regress.gate_status(comp)
+    assert code == regress.EXIT_MISSING and "1 point(s) of BASE missing from NEW" in why
+    assert regress.gate_status(regress.compare_records(base, new))[0] == 0
+    other = [rec("c", noisy(0.010, seed=s), repeat=s, batch=32) for s in range(2)]
+    code, why = regress.gate_status(regress.compare_records(base, other, threshold=0.05))
+    assert code == regress.EXIT_MISSING and "no point in common" in why
+    code, _ = regress.gate_status(regress.compare_records(new, base, threshold=0.05))
+    assert code == 0  # b is new: not a failure
+    # a regression outranks a missing point
+    slow = [rec("a", noisy(0.012, seed=5 + s), repeat=s, batch=8) for s in range(2)]
+    assert regress.gate_status(regress.compare_records(base, slow, threshold=0.05))[0] == 1
+
+
+def test_runs_of_one_side_all_before_the_other_get_a_note():
+    """BASE's runs all made before NEW's: judged, with a note naming dlperf compare --run;
+    interleaved runs: no note."""
+    t = "2026-01-01T00:00:0{}+00:00"
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s, created=t.format(s)) for s in range(2)]
+    new = [rec("p1", noisy(0.010, seed=5 + s), repeat=s, created=t.format(5 + s))
+           for s in range(2)]
+    pc = regress.compare_records(base, new).points[0]
+    assert pc.judged and any("compare --run alternates" in n for n in pc.notes)
+    new = [rec("p1", noisy(0.010, seed=5 + s), repeat=s, created=t.format(2 * s + 1))
+           for s in range(2)]
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s, created=t.format(2 * s)) for s in range(2)]
+    pc = regress.compare_records(base, new).points[0]
+    assert not any("alternates" in n for n in pc.notes)
 
 
 def test_every_run_is_used_and_failures_are_outcomes():
@@ -213,14 +295,14 @@ def test_a_new_tag_measures_again_and_its_own_tag_resumes(tmp_path):
         store.add(rec("p2", tag="v1", status="oom", batch=16))
         store.add(rec("p3", tag="v2", status="error", batch=32))
     pts = [_Point("p1-0"), _Point("p2-0"), _Point("p3-0")]
-    todo, resume, n = history.resume_plan(pts, db, "v1", rerun=False, retry_failed=False)
+    todo, resume, n = resume_plan(pts, db, "v1", rerun=False, retry_failed=False)
     assert [p.key for p in todo] == ["p3-0"] and resume is False and n == 2
-    todo, _, n = history.resume_plan(pts, db, "v1", rerun=False, retry_failed=True)
+    todo, _, n = resume_plan(pts, db, "v1", rerun=False, retry_failed=True)
     assert [p.key for p in todo] == ["p2-0", "p3-0"] and n == 1
-    todo, _, n = history.resume_plan(pts, db, "v2", rerun=False, retry_failed=False)
+    todo, _, n = resume_plan(pts, db, "v2", rerun=False, retry_failed=False)
     assert len(todo) == 3 and n == 0  # p3 under v2 is an 'error': not done
-    assert history.resume_plan(pts, db, None, rerun=False, retry_failed=False) == (pts, True, 0)
-    assert history.resume_plan(pts, db, "v1", rerun=True, retry_failed=False) == (pts, False, 0)
+    assert resume_plan(pts, db, None, rerun=False, retry_failed=False) == (pts, True, 0)
+    assert resume_plan(pts, db, "v1", rerun=True, retry_failed=False) == (pts, False, 0)
     # the tag goes into the stored result, and rows can be selected by it
     tagged = history.tagging(lambda cfg: RunRecord.from_dict({"status": "ok"}), "v3")(None)
     assert tagged.identity.tag == "v3" and tagged.to_dict()["tag"] == "v3"

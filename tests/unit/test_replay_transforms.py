@@ -90,11 +90,13 @@ def test_fewer_sms_add_waves_to_a_full_launch():
         (1 + 100 * 2 ** (1 - T.gamma(c, dst, "fp32"))) * 1e-6, rel=1e-3)
 
 
-def test_host_follows_the_host_speed_probe():
-    src = replace(H.datasheet("h200"), host_speed_ns=100.0)
-    dst = replace(H.datasheet("h100"), host_speed_ns=150.0)
+def test_host_follows_the_dispatch_ratio_only_when_given():
+    src, dst = H.datasheet("h200"), H.datasheet("h100")
     st = _step([_k(1)])
-    assert T.to_gpu(st, src, dst).host_s == pytest.approx(1.5 * st.host_s)
+    assert T.to_gpu(st, src, dst, host_ratio=1.5).host_s == pytest.approx(1.5 * st.host_s)
+    same = T.to_gpu(st, src, dst)
+    assert same.host_s == pytest.approx(st.host_s)
+    assert "host unscaled" in same.meta["transforms"][-1]
 
 
 def test_precision_names_and_gemm_speedup():
@@ -128,21 +130,23 @@ def test_to_precision_adds_and_drops_casts():
     assert len(fp.ops) == 2 and "-1 casts" in fp.meta["transforms"][-1]
 
 
-def test_batch_from_one_trace_scales_waves_not_the_optimizer():
+def test_batch_from_one_trace_scales_kernels_not_the_optimizer():
     g = H.datasheet("h200")
-    full = _k(101, grid=(132 * 8 * 4, 1, 1))       # 4 waves at b=32
+    full = _k(101, grid=(132 * 8 * 4, 1, 1))
     opt = _k(50, op_class="optimizer", phase="t_u")
     out = T.to_batch(_step([full, opt], batch=32), 64, g)
-    assert out.ops[0].dur_s == pytest.approx((1 + 100 * 2) * 1e-6)
+    f = T.BATCH_FLOOR_S * 1e6
+    assert out.ops[0].dur_s == pytest.approx((f + (101 - f) * 2) * 1e-6)
     assert out.ops[1].dur_s == pytest.approx(opt.dur_s)
     with pytest.raises(ValueError, match="batch size is unknown"):
         T.to_batch(_step([full], batch=0), 64, g)
 
 
 def test_interpolation_between_two_traces_is_exact_at_a_power_law():
-    a = _step([_k(101), _k(11, op_class="optimizer", phase="t_u")], batch=16)
-    b = _step([_k(401), _k(11, op_class="optimizer", phase="t_u")], batch=64)  # linear
+    f = T.BATCH_FLOOR_S * 1e6
+    a = _step([_k(f + 100), _k(11, op_class="optimizer", phase="t_u")], batch=16)
+    b = _step([_k(f + 400), _k(11, op_class="optimizer", phase="t_u")], batch=64)  # linear
     mid = T.interpolate_batch(a, b, 32)
-    assert mid.ops[0].dur_s == pytest.approx(201e-6)
+    assert mid.ops[0].dur_s == pytest.approx((f + 200) * 1e-6)
     assert mid.ops[1].dur_s == pytest.approx(11e-6)
     assert mid.meta["batch_size"] == 32

@@ -142,3 +142,21 @@ def test_every_dlperf_temporary_folder_is_an_owned_one():
     made = re.compile(r"(owned_tempdir|make_owned)\(\"(dlperf-[a-z-]*)\"\)")
     prefixes = {m.group(2) for p in src.rglob("*.py") for m in made.finditer(p.read_text())}
     assert {"dlperf-rank-", "dlperf-trace-", "dlperf-", "dlperf-spec-"} <= prefixes, prefixes
+
+
+def test_an_empty_folder_left_by_a_kill_is_reclaimed_after_the_grace(tmp_path):
+    """A kill between mkdtemp and the owner file left an empty dlperf-* folder that no run ever
+    reclaimed; it goes once older than EMPTY_GRACE_S; a fresh one, or one with content, stays."""
+    from dlperf.tempdirs import EMPTY_GRACE_S, OWNER_FILE, reclaim_stale
+
+    old, fresh, partial, full = (tmp_path / f"dlperf-{n}" for n in ("old", "new", "part",
+                                                                      "full"))
+    for d in (old, fresh, partial, full):
+        d.mkdir()
+    (partial / OWNER_FILE).write_text("")
+    (full / "trace.json").write_text("{}")
+    past = time.time() - EMPTY_GRACE_S - 5
+    for d in (old, partial, full):
+        os.utime(d, (past, past))
+    assert sorted(p.name for p in reclaim_stale(tmp_path)) == ["dlperf-old", "dlperf-part"]
+    assert fresh.is_dir() and full.is_dir()

@@ -9,7 +9,9 @@ second call continues where the first stopped, a finished point is not measured 
    precision the framework has, with the ceilings microbenchmarks on (a square-GEMM ladder at
    2048-8192 per precision and the ``y = 2x`` bandwidth kernel,
    :mod:`dlperf.perfmodel.ceilings`) and ``--timeline``: GEMM ceilings per precision at a few
-   shapes, memory bandwidth, the host-speed probe, and the launch calls of a traced iteration;
+   shapes, memory bandwidth, the host-speed probe, the untraced host dispatch of the profile
+   model (the *dispatch probe*: the same work timed on every machine, which the replay's host
+   scales by) and the launch calls of a traced iteration;
 2. the **model points**: one traced iteration (``--timeline``) of each ``--model`` at each of
    ``--batch-sizes`` (two by default) at ``--precision``.
 
@@ -83,9 +85,17 @@ def build_profile(db: str, name: str, device_name: str | None, profile_ids: list
         prof = hardware.profile_from_points(pts, device_name or "")
     except ConfigError:
         prof = _undocumented(pts, device_name)
-    prof = replace(prof, name=name, launch_s=launch_s_of(
-        [p for p in pts if p.result_id in profile_ids], db))
-    measured = list(prof.measured) + (["launch_s"] if prof.launch_s else [])
+    mine = [p for p in pts if p.result_id in profile_ids]
+    disp = [p.host_dispatch_s for p in mine if p.host_dispatch_s]
+    extra = dict(prof.extra)
+    if disp and mine:
+        extra["dispatch_probe"] = {"model": mine[0].model, "framework": mine[0].framework,
+                                   "mode": mine[0].mode, "batch_size": mine[0].batch_size,
+                                   "host_dispatch_s": statistics.median(disp),
+                                   "points": len(disp)}
+    prof = replace(prof, name=name, launch_s=launch_s_of(mine, db), extra=extra)
+    measured = list(prof.measured) + (["launch_s"] if prof.launch_s else []) + (
+        ["dispatch_probe"] if disp else [])
     return replace(prof, measured=tuple(dict.fromkeys(measured)),
                    source=f"dlperf calibrate ({prof.source})")
 

@@ -193,7 +193,9 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     must not be one of the files the report writes there (report.md, report.html, ``*.png``).
     Files already there under those names must be an earlier report's (:func:`dlperf.outputs.
     check_target`: ``report.md`` starting with the heading ``# {title}``, ``report.html`` with
-    dlperf's generator tag, ``*.png`` images), unless ``force``; a database, never.
+    dlperf's generator tag, ``*.png`` images), unless ``force``; a database, never; and the
+    plotly.js beside report.html must be the one dlperf writes, ``--force`` or not
+    (:func:`dlperf.report.html.check_plotly_js`).
 
     Checked before anything is measured: an empty path, a file, or a path under a file (a
     folder that could never be made there) would otherwise fail only after the run.
@@ -210,6 +212,10 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     check_target(folder / "report.html", "html", "", flag=flag, force=force, protect=(db,))
     for png in sorted(folder.glob("*.png")):
         check_target(png, "png", "", flag=flag, force=force, protect=(db,))
+    for js in sorted(folder.glob("plotly-*.min.js")):  # report.html's plotly.js, kept
+        from dlperf.report.html import check_plotly_js
+
+        check_plotly_js(js)
 
 
 def _check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None) -> None:
@@ -407,6 +413,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     ``missing_ok`` (``dlperf sweep``): points of a missing data set are stored ``unavailable``
     and the others run, instead of refusing them all (:func:`dlperf.sweep.preflight`).
     """
+    from dlperf.interrupts import deferring
     from dlperf.report.sections import write_full_report
     from dlperf.results.store import ResultStore
     from dlperf.sweep import execute as run_points
@@ -430,7 +437,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         if sweep_config is not None:
             store.add_sweep(sweep, sweep_config, now_iso())
         try:
-            with terminated_as_interrupt():
+            with terminated_as_interrupt(), deferring():  # a result is stored whole
                 outcome = run_points(points, store, sweep=sweep, resume=resume,
                                      retry_failed=retry_failed, console=err, runner=runner,
                                      missing_data=missing, threads=threads)
@@ -466,5 +473,9 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
         err.print(f"[red]{outcome.unavailable} point(s) unavailable[/] (data or framework not "
                   "here; see the errors above): they are stored as such; run the same command "
                   "again once that is fixed to measure them")
-    if all_failed or outcome.unavailable:
+    if outcome.left:
+        err.print(f"[red]{outcome.left} point(s) left to another process[/] that still held "
+                  "them when the wait ended (see above); run the same command again to measure "
+                  "or collect them")
+    if all_failed or outcome.unavailable or outcome.left:
         raise typer.Exit(1)

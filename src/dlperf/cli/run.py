@@ -313,14 +313,16 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         def runner(cfg: Any) -> RunRecord:
             return run_point(cfg, node_rank=par.node_rank, endpoint=par.rdzv_endpoint)
 
-        from dlperf.results.history import check_tag, resume_plan, tagging
+        from dlperf.results.history import check_tag, tagging
+        from dlperf.resume import resume_plan
 
         db = node_db_path(store.db, par.node_rank)
         if outside is not None:
             _execute_joined(outside, points, store, db)
             return
-        points, resume, n_tagged = resume_plan(points, db, check_tag(store.tag), rerun=store.rerun,
-                                               retry_failed=store.retry_failed)
+        points, resume, n_tagged = resume_plan(
+            points, db, check_tag(store.tag), rerun=store.rerun, retry_failed=store.retry_failed,
+            notice=lambda line: common.err.print(line, markup=False, highlight=False))
         if n_tagged:
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag "
                              f"{store.tag!r} in {db}", markup=False, highlight=False)

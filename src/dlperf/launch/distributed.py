@@ -50,6 +50,7 @@ from dlperf.launch.process import (
     run_breakdown_apart,
     run_in_subprocess,
 )
+from dlperf.procgroup import kill_group, wait_group
 from dlperf.registry import LAUNCHERS, launch_info, load_hook
 from dlperf.results.parts import RankOutcome, WorkerInfo
 from dlperf.results.schema import RunRecord, failure_record
@@ -157,7 +158,7 @@ def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None 
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=penv,
                                     start_new_session=True)
             try:
-                rc: int | None = proc.wait(timeout=timeout_s)
+                rc: int | None = wait_group(proc, timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out, rc = True, None
                 _stop(proc, out)
@@ -202,6 +203,22 @@ def _kill_leftover_ranks(out: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        _kill_rank_group(pid, out)
+
+
+def _kill_rank_group(pid: int, out: Path) -> None:
+    """SIGKILL what a rank (a session leader: its group's id is its pid) forked and left: only
+    when a process of that group is still one of this run's (a fork keeps the rank's command
+    line), so the group's id cannot have passed to another process."""
+    import psutil
+
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pid and _is_rank_of(p.pid, out):
+                kill_group(pid)
+                return
+        except (OSError, psutil.Error):
+            continue
 
 
 def _is_rank_of(pid: int, out: Path) -> bool:

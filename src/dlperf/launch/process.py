@@ -22,6 +22,7 @@ from dlperf.errors import ConfigError
 
 # The interpreter of a framework with a Python of its own; re-exported (sweep, tests).
 from dlperf.frameworks.common import check_framework_python, framework_python, worker_interpreter  # noqa: F401
+from dlperf.procgroup import end_group, wait_group
 from dlperf.registry import launch_info, load_hook
 from dlperf.results.parts import Breakdown, BreakdownRun, WorkerInfo
 from dlperf.results.schema import RunRecord, failure_record, identity_of
@@ -56,7 +57,7 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=penv,
                                     start_new_session=True)
             try:
-                rc = proc.wait(timeout=timeout_s)
+                rc = wait_group(proc, timeout_s)  # what it forked ends with it
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 return failure_record(
@@ -135,11 +136,7 @@ def crash_message(rc: int, tail: str) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+    end_group(proc)
 
 
 def _tail(path: Path) -> str:

@@ -61,7 +61,7 @@ from typing import Any
 
 from dlperf.config import IterationPolicy
 from dlperf.measure.timers import StepTimer
-from dlperf.stats import MIN_CI_SAMPLES, is_stable
+from dlperf.stats import MIN_CI_SAMPLES, TREND_MIN_SAMPLES, is_stable, trend
 
 #: Event times and wall time must agree within this share of the wall time, or within
 #: ``WALL_CHECK_ABS_S``: the wall includes one launch latency and one synchronisation
@@ -328,7 +328,9 @@ def _extend_to_ci(step: Callable[[], Any], timer: StepTimer, policy: IterationPo
     compiled ones) is within ``policy.ci_target_rel``, or ``max_iters`` / ``max_time_s``
     (from ``t_budget0``) run out. Each extension asks for as many steps again as were
     measured (the interval narrows as 1/sqrt(n)), capped by the budget; all processes extend
-    together (``agree``). Returns the steps, wall (s), compile indices, extensions and the
+    together (``agree``). A segment whose steps drift (:func:`dlperf.stats.trend`) is not
+    extended: more steps of a drift move the median further instead of narrowing its interval
+    (the record's warnings say so). Returns the steps, wall (s), compile indices, extensions and the
     final relative half-width.
 
     The budget is counted in the segment's own pace, its wall time per step so far (the
@@ -354,6 +356,8 @@ def _extend_to_ci(step: Callable[[], Any], timer: StepTimer, policy: IterationPo
         fit = math.floor(left_s / pace) if pace > 0 else policy.max_iters
         n_more = min(len(measured), policy.max_iters - len(measured), fit)
         more = rel > target and n_more >= 1 and left_s > policy.warmup_window * pace
+        if more and _drifting(clean):  # more steps of a drift move the median, not narrow it
+            more = False
         if agree is not None:
             more = agree([1.0 if more else 0.0])[0] > 0.0
         if not more:
@@ -364,6 +368,13 @@ def _extend_to_ci(step: Callable[[], Any], timer: StepTimer, policy: IterationPo
                                   pace, count, max(left_s, pace))
         moved = moved + [len(measured) + i for i in moved2]
         measured, wall, ext = measured + m2, wall + w2, ext + 1
+
+
+def _drifting(xs: Sequence[float]) -> bool:
+    """Whether the step times ``xs`` (s, in order) drift (:func:`dlperf.stats.trend`): the
+    measured segment is then not extended for a CI target."""
+    t = trend(xs) if len(xs) >= TREND_MIN_SAMPLES else None
+    return bool(t is not None and t.drifting)
 
 
 def _warm_and_measure(step: Callable[[], Any], timer: StepTimer, policy: IterationPolicy,

@@ -18,6 +18,7 @@ from dlperf.measure.host import RunDelay
 from dlperf.measure.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, LoopResult, measure
 from dlperf.measure.power import PowerRecord, energy_summary
 from dlperf.measure.power_control import PowerControl
+from dlperf.measure.spread import drift_of
 from dlperf.perfmodel import convergence
 
 __all__ = ["Segment", "run_segment", "timing_check", "compile_handling", "segment_parts"]
@@ -158,9 +159,10 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
     kept = [x for i, x in enumerate(measured) if i not in skip] if skip else measured
     timing = {"first_iter_s": samples["first"][0], "warmup_iters": len(samples["warmup"]),
               "warmup_time_s": math.fsum(samples["warmup"]),
-              # None (warm-up off: not looked for) stays None unless a compile shows it unsteady
+              # None (warm-up off: not looked for) stays None unless a compile or a drift of
+              # the measured steps (dlperf.measure.spread.drift_of) shows it unsteady
               "steady_state": (False if comp.get("recompiles_measured") or excluded
-                               else steady_state),
+                               or drift_of(kept) is not None else steady_state),
               "n_measured": n, "measured_time_s": total, "wall_time_s": wall_s,
               "timing_rel_diff": rel, "timing_consistent": consistent,
               "warmup_settled": steady_state, "remeasured": remeasured}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dlperf.measure.spread import spread_warnings
+from dlperf.measure.spread import drift_of, spread_warnings
 from dlperf.results.schema import RunRecord, as_record
 from dlperf.stats import min_samples_for_ci
 
@@ -77,6 +77,12 @@ def _timing_warnings(r: RunRecord) -> list[str]:
                      "speeds in the raw samples")
     t = r.timing
     if (t is not None and t.ci_target_rel is not None and t.ci_rel_reached is not None
+            and t.ci_rel_reached > t.ci_target_rel and drift_of(r.measured_s) is not None):
+        w.append(f"the CI target (+-{t.ci_target_rel:.1%} of the median) was not reached: "
+                 f"+-{t.ci_rel_reached:.1%} after {t.n_measured} measured iterations; the "
+                 "measured segment was not extended because its steps drift (see the drift "
+                 "warning): more of them would move the median, not narrow its interval")
+    elif (t is not None and t.ci_target_rel is not None and t.ci_rel_reached is not None
             and t.ci_rel_reached > t.ci_target_rel):
         w.append(f"the CI target (+-{t.ci_target_rel:.1%} of the median) was not reached: "
                  f"+-{t.ci_rel_reached:.1%} after {t.n_measured} measured iterations "

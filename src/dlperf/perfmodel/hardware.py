@@ -251,6 +251,8 @@ def waves(blocks: int, threads_per_block: int, registers: int | None,
 
 # --- profiles stored in a results file ------------------------------------------------------
 
+#: ``resolve("datasheet:h100")``: the datasheet alone, whatever was measured.
+DATASHEET_PREFIX = "datasheet:"
 #: Prefix of a device profile's key in a results file's ``meta`` table.
 META_PREFIX = "device_profile:"
 
@@ -328,11 +330,14 @@ def resolve(name: str, paths: Any = None, points: Any = None) -> GpuProfile:
     """The profile of the GPU ``name``: a profile stored by ``dlperf calibrate`` in one of
     ``paths`` (by its name or device name), else the stored results' own ceilings on that
     device (``points``), else its datasheet alone (:attr:`GpuProfile.datasheet_only`).
+    ``datasheet:NAME`` asks for the datasheet alone even where measurements exist.
 
     Raises:
         ConfigError: nothing is known of ``name``.
     """
     key = name.strip().lower()
+    if key.startswith(DATASHEET_PREFIX):
+        return datasheet(key[len(DATASHEET_PREFIX):])
     if paths is not None:
         stored = stored_profiles(paths)
         for pname, prof in stored.items():
@@ -351,3 +356,24 @@ def resolve(name: str, paths: Any = None, points: Any = None) -> GpuProfile:
             if short_name(dn) == datasheet(name).name:
                 return profile_from_points(points, dn)
     return datasheet(name)
+
+
+def achieved_like(dst: GpuProfile, src: GpuProfile) -> GpuProfile:
+    """``dst`` with each datasheet ceiling that ``src`` measured (a GEMM ceiling, the
+    bandwidth) scaled to the share of its datasheet ``src`` achieved, so that a measured
+    source and a datasheet target are compared like for like (a measured fp32 GEMM of
+    51 TFLOP/s on an H200 against the H100's datasheet 67 would read as a faster H100).
+    Fields ``dst`` measured itself stay; without a datasheet for ``src`` nothing changes."""
+    try:
+        ref = datasheet(src.device_name or src.name)
+    except ConfigError:
+        return dst
+    gemm = dict(dst.gemm_flops_per_s)
+    for prec, v in src.gemm_flops_per_s.items():
+        if (f"gemm_{prec}" in src.measured and f"gemm_{prec}" not in dst.measured
+                and prec in gemm and ref.gemm(prec)):
+            gemm[prec] = gemm[prec] * v / ref.gemm_flops_per_s[prec]
+    bw = dst.bandwidth_bytes_per_s
+    if "bandwidth" in src.measured and "bandwidth" not in dst.measured:
+        bw = bw * src.bandwidth_bytes_per_s / ref.bandwidth_bytes_per_s
+    return replace(dst, gemm_flops_per_s=gemm, bandwidth_bytes_per_s=bw)

@@ -19,10 +19,27 @@ side had and where its interval comes from:
   :func:`dlperf.stats.ratio_ci` (Efron & Tibshirani 1993, ch. 8). It covers iteration noise
   within the runs only, not the variation between processes, and says so.
 
-A change is *significant* when its interval excludes 1. A point is a *regression* when it is
+A change is *significant* when its interval excludes 1.
+
+**The gate** (``dlperf compare``, :func:`compare_records`): a point is *judged* only on a
+run-level interval, from at least :data:`MIN_RUNS` runs a side that are each fit to be judged
+(:func:`run_flags`: a run whose measuring thread waited for a CPU, whose steps have two modes or
+drift is left out, with the reason). Iterations of one run share its process, so their
+interval leaves out the variation between processes (JIT and autotuning choices, memory layout,
+clocks): two runs of the same code then differ "significantly" (+6% and +48% were seen on two
+hosts). A point with fewer fit runs is *not judged*: it gets a ratio (and the descriptive
+interval) but no verdict, the summary counts it with the reason, and the output says what
+would make it judgeable (:func:`judge_advice`). Runs are best interleaved in time (BASE, NEW,
+NEW, BASE, ...: ``dlperf compare --run``, as ``asv run --interleave-processes`` does), so that a
+slow change of the host falls on both sides; a comparison whose BASE runs all came before its
+NEW runs (or after) says so in a note. A judged point is a *regression* when it is
 significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv compare
---factor``: a ratio beyond the factor and a statistically significant difference). A point
-that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression too.
+--factor``: a ratio beyond the factor and a statistically significant difference; asv's
+``is_different`` asks for a Mann-Whitney test or non-overlapping intervals of the samples).
+A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
+too. With a threshold the comparison also fails when a point of BASE is missing from NEW (or
+the two share no point) and when no point could be judged (:func:`gate_status`, exit codes
+:data:`EXIT_REGRESSION`, :data:`EXIT_MISSING`, :data:`EXIT_NOT_JUDGED`).
 
 The summary is the geometric mean of the compared points' ratios (as hyperfine and asv
 summarise relative speed), with an interval that combines the points' own intervals on the log
@@ -49,11 +66,25 @@ from dlperf.stats import MIN_CI_SAMPLES
 
 __all__ = ["PointComparison", "Comparison", "parse_threshold", "point_key_of", "point_label",
            "run_median_s", "ratio_from_runs", "ratio_from_iterations", "attribute_op_classes",
-           "compare_records", "geometric_summary", "MIN_ATTRIBUTED_SHARE", "ok_runs"]
+           "compare_records", "geometric_summary", "MIN_ATTRIBUTED_SHARE", "ok_runs",
+           "MIN_RUNS", "run_flags", "judge_advice", "gate_status", "EXIT_REGRESSION",
+           "EXIT_MISSING", "EXIT_NOT_JUDGED"]
 
 #: Op classes whose change is at least this share of the step's change are named in the
 #: attribution text (the rest is in the JSON).
 MIN_ATTRIBUTED_SHARE = 0.10
+#: Runs each side needs, each fit to be judged (:func:`run_flags`), for a point to be judged.
+MIN_RUNS = 2
+#: A run's measuring thread must also have waited this long (s) to count as on a busy host: a
+#: segment of microseconds of real time (a fake clock) that lost one scheduler slice has a
+#: large share and says nothing.
+BUSY_MIN_WAIT_S = 0.01
+#: Exit statuses of ``dlperf compare`` with a threshold (2 is a user error, as for every
+#: command): a regression; a point of BASE missing from NEW, or no point in common; no point
+#: judged.
+EXIT_REGRESSION = 1
+EXIT_MISSING = 3
+EXIT_NOT_JUDGED = 4
 
 
 def parse_threshold(text: str | None) -> float | None:
@@ -183,12 +214,61 @@ def attribute_op_classes(base: Sequence[RunRecord], new: Sequence[RunRecord],
             "explained": total / delta_s if delta_s else None, "runs": [nb, nn]}
 
 
+def run_flags(rec: RunRecord) -> list[str]:
+    """Why a run is not fit to be judged by the gate, in words (empty: fit): its measuring
+    thread waited for a CPU :data:`~dlperf.measure.host.CPU_WAIT_WARN` or more of the measured
+    time and at least :data:`BUSY_MIN_WAIT_S` (``host_cpu_wait``: a busy host), its measured steps are bimodal
+    (:func:`~dlperf.measure.spread.bimodal_warning`) or have two modes
+    (:func:`~dlperf.measure.spread.modes_of`), or they drift
+    (:func:`~dlperf.measure.spread.drift_of`). Computed from the stored samples, so records
+    stored before these tests existed are judged by them too."""
+    from dlperf.measure.host import CPU_WAIT_WARN
+    from dlperf.measure.spread import bimodal_warning, drift_of, modes_of
+
+    out = []
+    cw = rec.host_cpu_wait
+    share = getattr(cw, "share", None) if cw is not None else None
+    sec = getattr(cw, "seconds", None) if cw is not None else None
+    if (isinstance(share, (int, float)) and share >= CPU_WAIT_WARN
+            and isinstance(sec, (int, float)) and sec >= BUSY_MIN_WAIT_S):
+        out.append("busy host")
+    xs = _finite(rec.measured_s)
+    if bimodal_warning(xs) or modes_of(xs) is not None:
+        out.append("two modes")
+    if drift_of(xs) is not None:
+        out.append("drifting")
+    return out
+
+
+#: What would make a point judgeable, by the reason it was not.
+_ADVICE = {
+    "runs": "measure each side with --repeats 3 (dlperf run --repeats 3 --tag NAME), or let "
+            "dlperf compare --run measure BASE and NEW alternately",
+    "busy host": "measure on a quiet host (nothing else on its CPUs), or give fewer --threads",
+    "two modes": "find what alternates (the run's warnings name both modes) or measure on a "
+                 "quiet host",
+    "drifting": "find what grows while the run trains (the run's warnings give the drift); a "
+                "drifting step has no steady median to compare",
+}
+
+
+def judge_advice(keys: Iterable[str]) -> str:
+    """What would make a point judgeable, in words, for the causes ``keys``: ``"runs"`` (too
+    few runs measured) and the reasons of :func:`run_flags`."""
+    keys = [k for k in dict.fromkeys(keys) if k in _ADVICE] or ["runs"]
+    return "; ".join(_ADVICE[k] for k in keys)
+
+
 @dataclass
 class PointComparison:
     """One point compared: its runs on each side and, where both measured, the ratio NEW/BASE
     of the step time with its interval (``ci_from``: ``"runs"`` or ``"iterations"``), the
     verdict and the op-class attribution. ``outcome``: ``compared``, ``only in BASE``, ``only
-    in NEW``, ``failed in NEW``, ``failed in BASE`` or ``failed in both``."""
+    in NEW``, ``failed in NEW``, ``failed in BASE`` or ``failed in both``. In a gate comparison
+    (:func:`compare_records`) ``judged`` says whether a compared point was judged (None
+    outside one), ``not_judged`` why not, ``advice`` what would make it judgeable
+    (:func:`judge_advice`), and ``left_out`` the runs not used, as ``(side, repeat,
+    reasons)``."""
 
     key: str
     label: str
@@ -204,13 +284,19 @@ class PointComparison:
     regression: bool = False
     attribution: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    judged: bool | None = None
+    not_judged: list[str] = field(default_factory=list)
+    left_out: list[tuple[str, int, list[str]]] = field(default_factory=list)
+    advice: str | None = None
 
     @property
     def verdict(self) -> str:
-        """``slower``, ``faster``, ``no significant change``, or the outcome when not
-        compared."""
+        """``slower``, ``faster``, ``no significant change``, ``not judged``, or the outcome
+        when not compared."""
         if self.outcome != "compared":
             return self.outcome
+        if self.judged is False:
+            return "not judged"
         if not self.significant:
             return "no significant change"
         return "slower" if (self.ratio or 1.0) > 1 else "faster"
@@ -234,10 +320,58 @@ def _config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list
     return out
 
 
+def _fit_runs(pc: PointComparison, ob: list[RunRecord], on: list[RunRecord]
+              ) -> tuple[list[RunRecord], list[RunRecord]]:
+    """The gate's judgement of ``pc`` (module docstring): the runs of each side fit to be
+    judged; sets ``judged``, ``not_judged`` and ``left_out``."""
+    fit: dict[str, list[RunRecord]] = {"BASE": [], "NEW": []}
+    counts: dict[str, int] = {}
+    for side, runs in (("BASE", ob), ("NEW", on)):
+        for r in runs:
+            flags = run_flags(r)
+            if flags:
+                pc.left_out.append((side, int(r.identity.repeat or 0), flags))
+                for f in flags:
+                    counts[f] = counts.get(f, 0) + 1
+            else:
+                fit[side].append(r)
+    for side, runs in (("BASE", ob), ("NEW", on)):
+        n = len(fit[side])
+        if n < MIN_RUNS:
+            left = len(runs) - n
+            pc.not_judged.append(f"{n} run{'s' if n != 1 else ''} in {side}"
+                                 + (f" fit to judge ({left} left out)" if left else "")
+                                 + f", {MIN_RUNS} needed")
+    if pc.not_judged:
+        pc.not_judged += [f"{f}: {c} run{'s' if c != 1 else ''}" for f, c in counts.items()]
+        causes = ["runs"] if min(len(ob), len(on)) < MIN_RUNS else []
+        pc.advice = judge_advice(causes + list(counts))
+    pc.judged = not pc.not_judged
+    return fit["BASE"], fit["NEW"]
+
+
+def _interleaving_note(base: list[RunRecord], new: list[RunRecord]) -> str | None:
+    """A note when every BASE run was made before every NEW run (or after): a change of the
+    host between them is then read as a change of the point."""
+    from dlperf.results.history import created_of
+
+    tb = [t for r in base if (t := created_of(r)) is not None]
+    tn = [t for r in new if (t := created_of(r)) is not None]
+    if len(tb) < 2 or len(tn) < 2 or not (max(tb) < min(tn) or max(tn) < min(tb)):
+        return None
+    first = "BASE" if max(tb) < min(tn) else "NEW"
+    return (f"every {first} run was made before every {'NEW' if first == 'BASE' else 'BASE'} "
+            "run: a change of the host between them (other work, clocks, temperature) reads "
+            "as a change of the point; dlperf compare --run alternates them")
+
+
 def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, level: float = 0.95,
-                  threshold: float | None = None) -> PointComparison:
+                  threshold: float | None = None, gate: bool = False) -> PointComparison:
     """Compare one point's BASE and NEW runs (module docstring); ``threshold``: the regression
-    threshold (0.05 = 5%), None: no regression verdict beyond failures."""
+    threshold (0.05 = 5%), None: no regression verdict beyond failures. ``gate``: judge it as
+    ``dlperf compare`` does (run-level intervals from runs fit to be judged, else not judged;
+    module docstring); off, the interval comes from the runs or else the iterations, as for
+    the descriptive comparisons of one file (modes, frameworks, batch sizes)."""
     label = point_label((base or new)[0])
     pc = PointComparison(key, label, list(base), list(new))
     ob, on = ok_runs(base), ok_runs(new)
@@ -249,6 +383,12 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
                       "failed in NEW" if not on else "failed in BASE")
         pc.regression = pc.outcome == "failed in NEW"
         return pc
+    if gate:
+        fb, fn = _fit_runs(pc, ob, on)
+        if pc.judged:
+            ob, on = fb, fn
+            note = _interleaving_note(ob, on)
+            pc.notes += [note] if note else []
     mb, mn = [run_median_s(r) or 0.0 for r in ob], [run_median_s(r) or 0.0 for r in on]
     lo: float | None
     hi: float | None
@@ -276,13 +416,14 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         else:
             pc.ratio, lo, hi = ratio_from_iterations(xb, xn, level)
             pc.ci_from = "iterations"
-            pc.notes.append(f"interval from iterations ({len(ob)} and {len(on)} run(s)): "
-                            "run-to-run variation not included; --repeats 3 on both sides "
-                            "for a run-level interval")
+            if not gate:
+                pc.notes.append(f"interval from iterations ({len(ob)} and {len(on)} run(s)): "
+                                "run-to-run variation not included; --repeats 3 on both "
+                                "sides for a run-level interval")
     if lo is not None and hi is not None:
         pc.ci = (lo, hi)
         pc.significant = not lo <= 1.0 <= hi
-    pc.regression = bool(threshold is not None and pc.significant
+    pc.regression = bool(threshold is not None and pc.significant and pc.judged is not False
                          and pc.ratio > 1.0 + threshold)
     pc.attribution = attribute_op_classes(ob, on, pc.new_step_s - pc.base_step_s)
     for what, runs, used in (("BASE", base, ob), ("NEW", new, on)):
@@ -302,8 +443,10 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
 def geometric_summary(points: Sequence[PointComparison],
                       level: float = 0.95) -> tuple[float, float, float, int] | None:
     """The geometric mean of the compared points' ratios with its interval (module
-    docstring): ``(ratio, low, high, n_points)``; None when no point was compared."""
-    done = [p for p in points if p.ratio is not None and p.ci is not None]
+    docstring): ``(ratio, low, high, n_points)``; None when no point was compared. Points a
+    gate did not judge are left out."""
+    done = [p for p in points if p.ratio is not None and p.ci is not None
+            and p.judged is not False]
     if not done:
         return None
     from scipy import stats as _sps  # here, not at import (as above)
@@ -337,6 +480,50 @@ class Comparison:
         """Points significantly slower than the threshold allows, or failing only in NEW."""
         return [p for p in self.points if p.regression]
 
+    @property
+    def judged(self) -> list[PointComparison]:
+        """The points judged (measured on both sides with enough fit runs)."""
+        return [p for p in self.points if p.judged]
+
+    @property
+    def not_judged(self) -> list[PointComparison]:
+        """The points measured on both sides but not judged (:attr:`PointComparison.
+        not_judged` says why)."""
+        return [p for p in self.points if p.judged is False]
+
+    @property
+    def missing(self) -> list[PointComparison]:
+        """The points of BASE that NEW lacks."""
+        return [p for p in self.points if p.outcome == "only in BASE"]
+
+
+def gate_status(comp: Comparison) -> tuple[int, str | None]:
+    """The exit status of ``dlperf compare`` and its one-line reason (None with status 0).
+    Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
+    point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
+    from NEW, or no point is in both), :data:`EXIT_NOT_JUDGED` (no point could be judged);
+    else 0."""
+    if comp.threshold is None:
+        return 0, None
+    regs = comp.regressions
+    if regs:
+        return EXIT_REGRESSION, (f"{len(regs)} point(s) regressed (--fail-if-slower "
+                                 f"{comp.threshold:.3g}): " + "; ".join(p.label for p in regs))
+    both = [p for p in comp.points if p.base and p.new]
+    if not both:
+        return EXIT_MISSING, ("BASE and NEW have no point in common: nothing was compared (were "
+                              "the same settings measured on both sides?)")
+    miss = comp.missing
+    if miss:
+        return EXIT_MISSING, (f"{len(miss)} point(s) of BASE missing from NEW: "
+                              + "; ".join(p.label for p in miss[:5])
+                              + (" ..." if len(miss) > 5 else ""))
+    if not comp.judged:
+        return EXIT_NOT_JUDGED, (f"no point could be judged ({len(comp.not_judged)} not "
+                                 "judged; the table says why and what would make them "
+                                 "judgeable)")
+    return 0, None
+
 
 def _sort_key(rec: RunRecord) -> tuple[Any, ...]:
     i = rec.identity
@@ -348,7 +535,8 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
                     base_name: str = "BASE", new_name: str = "NEW", level: float = 0.95,
                     threshold: float | None = None) -> Comparison:
     """Compare every point (matched by :func:`point_key_of`) of ``base`` and ``new`` records
-    (all runs of each point on each side are used). Points in model, framework, mode, device,
+    as the gate does (:func:`compare_point` with ``gate``: all fit runs of each point on each
+    side are used). Points in model, framework, mode, device,
     precision, batch order; the points only in NEW last.
 
     Raises:
@@ -363,8 +551,89 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
             by.setdefault(point_key_of(r), []).append(r)
     if not by_b and not by_n:
         raise ConfigError(f"no results in {base_name} or {new_name}: nothing to compare")
+    stale = {**_drop_old_code(by_b, "BASE"), **_drop_old_code(by_n, "NEW")}
+    moved = _match_moved_files(by_b, by_n)
     keys = sorted(set(by_b) | set(by_n), key=lambda k: (k not in by_b, _sort_key(
         (by_b.get(k) or by_n[k])[0]), k))
-    pts = [compare_point(k, by_b.get(k, []), by_n.get(k, []), level=level, threshold=threshold)
-           for k in keys]
+    pts = [compare_point(k, by_b.get(k, []), by_n.get(k, []), level=level, threshold=threshold,
+                         gate=True) for k in keys]
+    for p in pts:
+        p.notes += stale.get(p.key, [])
+        if p.key in moved:
+            p.notes.append(moved[p.key])
     return Comparison(pts, base_name, new_name, level, threshold)
+
+
+def _code(rec: RunRecord) -> str | None:
+    spec = rec.identity.spec
+    return spec.code if spec is not None else None
+
+
+def _drop_old_code(by: dict[str, list[RunRecord]], side: str) -> dict[str, list[str]]:
+    """Leave out, in place, the runs of a point measured with other code than its newest run
+    (a ``file:`` model edited and measured again: :attr:`dlperf.zoo.spec.ModelSpec.code`);
+    returns key -> the note saying how many."""
+    from dlperf.results.history import created_of
+
+    notes: dict[str, list[str]] = {}
+    for k, runs in by.items():
+        codes = {_code(r) for r in runs}
+        if len(codes - {None}) < 2:
+            continue
+        newest = max(runs, key=lambda r: (created_of(r) is not None, created_of(r) or 0,
+                                          r.stored.id if r.stored else 0))
+        keep = [r for r in runs if _code(r) == _code(newest)]
+        notes[k] = [f"{side}: {len(runs) - len(keep)} run(s) of older code of the model left "
+                    f"out (its newest runs are of code {_code(newest)})"]
+        by[k] = keep
+    return notes
+
+
+#: Config fields that do not tell two points apart when matching a moved ``file:`` model.
+_LOOSE_SKIP = frozenset({"model", "repeat", "data_dir", "timeout_s", "iterations", "trace_dir"})
+
+
+def _loose_key(rec: RunRecord) -> str | None:
+    """For a ``file:`` model: its settings with the file named by its base name only (the same
+    model in two checkouts has two absolute paths); None for other models."""
+    import json
+    import posixpath
+
+    model = str(rec.identity.model or "")
+    if not model.startswith("file:"):
+        return None
+    body, _, query = model[5:].partition("?")
+    path, _, fn = body.rpartition(":")
+    cfg = {k: v for k, v in (rec.identity.config or {}).items() if k not in _LOOSE_SKIP}
+    return json.dumps([posixpath.basename(path.replace("\\", "/")), fn, query, cfg],
+                      sort_keys=True, default=str)
+
+
+def _match_moved_files(by_b: dict[str, list[RunRecord]], by_n: dict[str, list[RunRecord]]
+                       ) -> dict[str, str]:
+    """Pair, in place, a BASE point and a NEW point of a ``file:`` model that no key matched
+    but whose file has the same name and whose settings are the same (``dlperf compare --run``
+    measures the two checkouts' copies of one file): NEW's runs move under BASE's key. Only
+    one-to-one pairs are made. Returns BASE key -> the note saying so."""
+    def loose(by: dict[str, list[RunRecord]], keys: set[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        seen: dict[str, int] = {}
+        for k in keys:
+            lk = _loose_key(by[k][0])
+            if lk is not None:
+                out[lk] = k
+                seen[lk] = seen.get(lk, 0) + 1
+        return {lk: k for lk, k in out.items() if seen[lk] == 1}
+
+    lb = loose(by_b, set(by_b) - set(by_n))
+    ln = loose(by_n, set(by_n) - set(by_b))
+    notes = {}
+    for lk, kb in lb.items():
+        kn = ln.get(lk)
+        if kn is None:
+            continue
+        mb, mn = by_b[kb][0].identity.model, by_n[kn][0].identity.model
+        by_n[kb] = by_n.pop(kn)
+        notes[kb] = (f"matched by the file's name: BASE measured {mb}, NEW {mn} (the same "
+                     "settings)")
+    return notes

@@ -16,7 +16,7 @@ from dlperf.report.regress import (
 from dlperf.results.schema import RunRecord
 
 __all__ = ["change_text", "attribution_text", "summary_line", "comparison_markdown",
-           "comparison_json"]
+           "comparison_json", "counts_line"]
 
 
 def _pct(r: float) -> str:
@@ -68,6 +68,9 @@ def summary_line(comp: Comparison) -> str:
     points`` (faster: the inverse factor; BASE and NEW are named above it), or why there is
     none."""
     s = comp.summary
+    if s is None and comp.not_judged:
+        return (f"no point judged ({len(comp.not_judged)} measured on both sides but not "
+                "judged): NEW and BASE not compared")
     if s is None:
         return "no point measured on both sides: NEW and BASE not compared"
     r, lo, hi, n = s
@@ -78,6 +81,31 @@ def summary_line(comp: Comparison) -> str:
     if r > 1:
         return f"NEW is {r:.3f}x [{lo:.3f}, {hi:.3f}] slower than BASE {pts}"
     return f"NEW is {1 / r:.3f}x [{1 / hi:.3f}, {1 / lo:.3f}] faster than BASE {pts}"
+
+
+def counts_line(comp: Comparison) -> str:
+    """``4 points: 2 judged (1 regression), 1 not judged (1 run in NEW, 2 needed), 1 only in
+    BASE``: what the gate did with every point."""
+    pts = comp.points
+    parts = [f"{len(comp.judged)} judged"
+             + (f" ({len(comp.regressions)} regression"
+                f"{'s' if len(comp.regressions) != 1 else ''})"
+                if comp.threshold is not None and comp.regressions else "")]
+    nj = comp.not_judged
+    if nj:
+        why: dict[str, int] = {}
+        for p in nj:
+            for r in p.not_judged:
+                why[r] = why.get(r, 0) + 1
+        reasons = "; ".join(f"{r}" + (f" ({c} points)" if c > 1 else "")
+                            for r, c in list(why.items())[:4])
+        parts.append(f"{len(nj)} not judged ({reasons})")
+    others: dict[str, int] = {}
+    for p in pts:
+        if p.outcome != "compared":
+            others[p.outcome] = others.get(p.outcome, 0) + 1
+    parts += [f"{c} {o}" for o, c in others.items()]
+    return f"{len(pts)} point{'s' if len(pts) != 1 else ''}: " + ", ".join(parts)
 
 
 def _runs_cell(pc: PointComparison) -> str:
@@ -107,21 +135,38 @@ def comparison_markdown(comp: Comparison) -> str:
     if atts:
         lines += ["", "Op classes (device time per iteration from the traces):", ""]
         lines += [f"- {_cell(pc.label)}: {_cell(t)}" for pc, t in atts]
+    nj = comp.not_judged
+    if nj:
+        lines += ["", "Not judged (the gate judges a point on run-level intervals from runs fit "
+                      "to judge; these get no verdict):", ""]
+        lines += [f"- {_cell(pc.label)}: {_cell('; '.join(pc.not_judged))}. To judge it: "
+                  f"{_cell(pc.advice or '')}" for pc in nj]
+        left = [(pc, side, rep, why) for pc in nj for side, rep, why in pc.left_out]
+        if left:
+            lines += [f"  - left out: {side} run #{rep} of {_cell(pc.label)}: "
+                      f"{', '.join(why)}" for pc, side, rep, why in left]
+    judged_left = [(pc, side, rep, why) for pc in comp.judged for side, rep, why in pc.left_out]
+    if judged_left:
+        lines += ["", "Runs left out of judged points:", ""]
+        lines += [f"- {_cell(pc.label)}: {side} run #{rep}: {', '.join(why)}"
+                  for pc, side, rep, why in judged_left]
     notes = [(pc, n) for pc in comp.points for n in pc.notes]
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"- {_cell(pc.label)}: {_cell(n)}" for pc, n in notes]
-    lines += ["", ("Runs used: every ok run of the point on each side. CI from *runs*: Welch's "
-                   "t interval of the ratio of the geometric means of the run medians (>= 2 runs"
-                   " a side); *iterations*: bootstrap of the median ratio of the measured "
-                   "iterations (one run on a side: run-to-run variation not included).")]
+    lines += ["", ("Runs used: every ok run of the point on each side fit to judge (not on a "
+                   "busy host, without two modes or a drift). CI from *runs*: Welch's t "
+                   "interval of the ratio of the geometric means of the run medians (>= 2 runs "
+                   "a side: a judged point); *iterations*: bootstrap of the median ratio of the "
+                   "measured iterations (one run on a side: run-to-run variation not included, "
+                   "so not judged).")]
     if comp.threshold is not None:
         regs = comp.regressions
         lines += ["", f"Regression threshold: significantly slower by more than "
                       f"{comp.threshold:.1%}, or failing in NEW only: "
                       + (f"{len(regs)} point(s): " + "; ".join(_cell(p.label) for p in regs)
                          if regs else "none")]
-    lines += ["", summary_line(comp)]
+    lines += ["", counts_line(comp), "", summary_line(comp)]
     return "\n".join(lines) + "\n"
 
 
@@ -142,11 +187,17 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
             "summary": None if s is None else {"ratio": s[0], "ci": [s[1], s[2]], "points": s[3],
                                                "text": summary_line(comp)},
             "regressions": [p.key for p in comp.regressions],
+            "counts": {"points": len(comp.points), "judged": len(comp.judged),
+                       "not_judged": len(comp.not_judged), "missing": len(comp.missing),
+                       "text": counts_line(comp)},
             "points": [{"point_key": p.key, "label": p.label, "outcome": p.outcome,
                         "verdict": p.verdict, "ratio": p.ratio,
                         "ci": list(p.ci) if p.ci else None, "ci_from": p.ci_from,
                         "significant": p.significant, "regression": p.regression,
                         "base_step_s": p.base_step_s, "new_step_s": p.new_step_s,
                         "attribution": p.attribution, "notes": p.notes,
+                        "judged": p.judged, "not_judged": p.not_judged, "advice": p.advice,
+                        "left_out": [{"side": a, "repeat": b, "reasons": c}
+                                     for a, b, c in p.left_out],
                         "base_runs": runs(p.base), "new_runs": runs(p.new)}
                        for p in comp.points]}

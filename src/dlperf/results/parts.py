@@ -38,13 +38,16 @@ class Part(BaseModel):
 
 class Spec(Part):
     """The model's analytic facts (dlperf.zoo.spec): parameters, FLOPs per sample (forward,
-    and training = 3 x forward by dlperf's convention), tokens per sample (0: not a sequence)."""
+    and training = 3 x forward by dlperf's convention), tokens per sample (0: not a sequence),
+    and ``code``, the fingerprint of a source model's code (:attr:`dlperf.zoo.spec.ModelSpec.
+    code`; absent for the zoo's models and for records made before it existed)."""
 
     family: StrictStr | None = None
     params: Num | None = None
     forward_flops_per_sample: Num | None = None
     train_flops_per_sample: Num | None = None
     tokens_per_sample: Num | None = None
+    code: StrictStr | None = None
 
 
 class Identity(Part):

@@ -286,7 +286,7 @@ def identity_of(cfg: RunConfig, status: str, error: str | None = None) -> Identi
         spec=Spec(family=spec.family, params=spec.params,
                   forward_flops_per_sample=spec.forward_flops_per_sample,
                   train_flops_per_sample=spec.train_flops_per_sample,
-                  tokens_per_sample=spec.tokens_per_sample))
+                  tokens_per_sample=spec.tokens_per_sample, code=spec.code))
 
 
 def new_record(cfg: RunConfig, status: str, error: str | None = None,

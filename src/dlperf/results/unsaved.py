@@ -14,13 +14,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dlperf.interrupts import held
 from dlperf.outputs import atomic_write
 from dlperf.results.dbfile import StoreError
 
@@ -28,7 +25,7 @@ if TYPE_CHECKING:
     from dlperf.results.schema import RunRecord
 
 __all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
-           "signals_held"]
+           "quarantine"]
 
 _seq = itertools.count()
 
@@ -63,44 +60,47 @@ def unsaved_files(db: str | Path) -> list[Path]:
     return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
 
 
+def quarantine(path: Path) -> Path | None:
+    """Move a kept file that cannot be stored to ``quarantine/`` in its folder (a name not
+    taken there); its new path, or None when it cannot be moved (it stays)."""
+    folder = path.parent / "quarantine"
+    try:
+        folder.mkdir(exist_ok=True)
+        for n in itertools.count():
+            dest = folder / (path.name if n == 0 else f"{path.stem}-{n}{path.suffix}")
+            if not dest.exists():
+                os.replace(path, dest)
+                return dest
+    except OSError:
+        pass
+    return None
+
+
 def read_unsaved(path: Path) -> tuple[dict[str, Any], str | None] | None:
     """``(result, sweep)`` of a kept file, or None when it cannot be read (left in place)."""
     try:
+        if path.stat().st_size > 256 * 2**20:  # no kept result is that large
+            return None
         d = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(d, dict) or not isinstance(d.get("result"), dict):
         return None
     return d["result"], d.get("sweep")
 
 
-@contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait (blocked, then delivered) while the block runs in the main
-    thread, so a result that was measured is stored whole before a sweep stops; elsewhere (another
-    thread, no ``pthread_sigmask``) the block just runs."""
-    if (threading.current_thread() is not threading.main_thread()
-            or not hasattr(signal, "pthread_sigmask")):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def store_or_keep(store: Any, result: RunRecord, sweep: str | None) -> None:
     """``store.add(result, sweep=sweep)`` (a writable :class:`~dlperf.results.store.ResultStore`)
-    with SIGINT/SIGTERM held until its transaction ends; when the store cannot take it (locked
-    past the timeout, a full disk, a read-only file) the result is kept beside the file
-    (:func:`keep_unsaved`) for the next writer.
+    with SIGINT/SIGTERM held for the process until its transaction ends
+    (:func:`dlperf.interrupts.held`: the result is stored whole, then the signal acts); when
+    the store cannot take it (locked past the timeout, a full disk, a read-only file) the
+    result is kept beside the file (:func:`keep_unsaved`) for the next writer.
 
     Raises:
         StoreError: the store's error (nothing stored before is lost), saying where the result
             was kept, or that it could not be.
     """
-    with signals_held():
+    with held():
         try:
             store.add(result, sweep=sweep)
         except StoreError as e:

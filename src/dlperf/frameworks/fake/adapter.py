@@ -11,6 +11,15 @@ loss that decreases.
 ``bf16=0.5,64=1.9``: a bf16 point steps in half the time, a batch of 64 in 1.9 times it
 (:func:`step_factor`; for tests of the precision, summary and batch-size comparisons).
 
+Variation, for tests of the statistics and of ``dlperf compare`` (each off by default):
+``DLPERF_FAKE_RUN_NOISE=REL`` multiplies every step of a run by one factor ``exp(REL * z)``
+drawn per run (the variation between processes that a run-level interval covers),
+``DLPERF_FAKE_NOISE=REL`` each step by its own ``exp(REL * z)``, ``DLPERF_FAKE_DRIFT=REL``
+step ``k`` (from 1) by ``1 + REL * k`` (a step that slows steadily), and
+``DLPERF_FAKE_MODES=SHARE:FACTOR`` a random ``SHARE`` of the steps by ``FACTOR`` (two modes).
+The draws come from ``DLPERF_FAKE_SEED`` when set, else from fresh entropy, so two runs differ
+as two processes do (:class:`StepVariation`).
+
 ``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
 ``oom`` raises an out-of-memory error, ``memerr`` a plain ``MemoryError`` (the host allocator's,
 also an out-of-memory result), ``crash`` kills the process without a result, ``segv`` sends
@@ -50,6 +59,7 @@ and ``DLPERF_FAKE_FAIL_RANK=R`` limits the scripted failures to rank ``R``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import time
@@ -81,6 +91,44 @@ def step_factor(cfg: RunConfig) -> float:
         if key.strip() in (cfg.precision, str(cfg.batch_size)):
             f *= float(value)
     return f
+
+
+class StepVariation:
+    """The scripted variation of a fake run's step times (module docstring): :meth:`factor`
+    of step ``k`` multiplies its scripted time. All off (factor 1.0) when no
+    ``DLPERF_FAKE_{RUN_NOISE,NOISE,DRIFT,MODES}`` is set.
+
+    Raises:
+        ValueError: a value that is not a number (``MODES``: ``SHARE:FACTOR``, share in [0, 1]).
+    """
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        import numpy as np
+
+        e = os.environ if env is None else env
+        self.run_noise = float(e.get("DLPERF_FAKE_RUN_NOISE") or 0.0)
+        self.noise = float(e.get("DLPERF_FAKE_NOISE") or 0.0)
+        self.drift = float(e.get("DLPERF_FAKE_DRIFT") or 0.0)
+        share, _, factor = (e.get("DLPERF_FAKE_MODES") or "").partition(":")
+        self.mode_share, self.mode_factor = float(share or 0.0), float(factor or 1.0)
+        if not 0.0 <= self.mode_share <= 1.0:
+            raise ValueError(f"DLPERF_FAKE_MODES share {self.mode_share} is not in [0, 1]")
+        seed = e.get("DLPERF_FAKE_SEED")
+        self.rng = np.random.default_rng(int(seed) if seed else None)
+        self.active = bool(self.run_noise or self.noise or self.drift or self.mode_share)
+        self.run_factor = float(np.exp(self.run_noise * self.rng.standard_normal())
+                                ) if self.run_noise else 1.0
+
+    def factor(self, k: int) -> float:
+        """The factor of step ``k`` (1-based) of this run."""
+        if not self.active:
+            return 1.0
+        f = self.run_factor * (1.0 + self.drift * k)
+        if self.noise:
+            f *= float(math.exp(self.noise * self.rng.standard_normal()))
+        if self.mode_share and self.rng.random() < self.mode_share:
+            f *= self.mode_factor
+        return f
 
 
 def scripted_failure(batch_size: int) -> str | None:
@@ -181,6 +229,7 @@ class FakeRun(TrainingRun):
             raise DataError("scripted data error")
         self._n = 0
         self._stages = stage_durations(self.step_s)
+        self._vary = StepVariation()
         self._comp = scripted_compiles(self.step_s)
         self._compiles, self._compile_s, self._compiles_at_measure = 0, 0.0, 0
         if self._comp is not None:
@@ -234,8 +283,9 @@ class FakeRun(TrainingRun):
             time.sleep(3600)  # real time: what a timeout is for
         if self._comp is not None:
             self._compile_in_step(n)
+        f = self._vary.factor(n)
         for p, dt in self._stages.items():
-            self._take(dt)
+            self._take(dt * f)
             mark(p)
         if self._sync is not None:
             self._sync()

@@ -29,6 +29,7 @@ from typing import Any
 
 from dlperf import errors
 from dlperf.errors import ConfigError, DlperfError
+from dlperf.procgroup import end_group, wait_group
 
 #: The bound in force (seconds), innermost last; empty: specs are made in this process.
 _BOUNDS: list[float] = []
@@ -94,7 +95,7 @@ def _run_child(name: str, timeout_s: float) -> tuple[Any, ...]:
                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
                                     start_new_session=True)
             try:
-                rc = proc.wait(timeout=timeout_s)
+                rc = wait_group(proc, timeout_s)  # what the file forked ends with it
             except subprocess.TimeoutExpired:
                 _kill(proc)
                 return ("error", "ConfigError",
@@ -118,6 +119,4 @@ def _run_child(name: str, timeout_s: float) -> tuple[Any, ...]:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    end_group(proc)

@@ -3,6 +3,8 @@ the model built on the meta device (:mod:`dlperf.zoo.sources.hf.torch_impl`)."""
 
 from __future__ import annotations
 
+import json
+
 from dlperf.errors import ConfigError, UnavailableError
 from dlperf.zoo.sources.hf.spec import (
     FAMILY,
@@ -16,7 +18,7 @@ from dlperf.zoo.sources.hf.spec import (
     transformers_module,
 )
 from dlperf.zoo.sources.names import join_options, split_options
-from dlperf.zoo.spec import ModelSpec
+from dlperf.zoo.spec import ModelSpec, code_fingerprint
 
 
 def resolve(body: str, name: str) -> ModelSpec:
@@ -62,4 +64,6 @@ def resolve(body: str, name: str) -> ModelSpec:
         source=(f"Hugging Face transformers {hyper['transformers']} {counts['model_class']} "
                 f"from {origin}{with_options}; random weights (from_config, never "
                 "downloaded)"),
-        flops_source=counts["flops_source"], optimizer=OPTIMIZER, hyper=hyper)
+        flops_source=counts["flops_source"], optimizer=OPTIMIZER, hyper=hyper,
+        code=code_fingerprint(json.dumps(config.to_dict(), sort_keys=True, default=str),
+                              hyper["transformers"]))

@@ -1,0 +1,170 @@
+"""Back-test of the timeline replay (docs/replay.md, "Back-test") on stored timelines, one
+category per transform, development and test models apart (benchmarks/results/split.json),
+with the step-level model (:func:`dlperf.perfmodel.api.predict`) on the same rows as the
+baseline.
+
+Categories (each row: one stored point predicted without its own trace unless said):
+
+* ``own trace``: the point's own trace replayed, host de-inflated to its own untraced probe;
+* ``batch, one trace``: from the trace of each other traced batch of the configuration
+  (:func:`dlperf.perfmodel.transforms.to_batch`), batches at most 2x apart and further apart
+  in separate rows;
+* ``batch, interpolated``: from the two nearest other traced batches (leave the point out);
+* ``precision``: from the trace of the other precision (fp32 <-> bf16) at the same batch;
+  the sign check counts rows whose measured change is beyond the two points' noise (their
+  95% CIs, at least 2%) and whose predicted change has the same sign;
+* ``compile``: a torch.compile (graph) point from graph traces at other batch sizes (the
+  replay refuses eager -> graph: a compiled program's kernels are not the eager ones).
+
+    PYTHONPATH=src python benchmarks/replay_validate.py [--db FILE] [--no-baseline]
+        [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dlperf.perfmodel import hardware, replay, retarget, transforms
+
+ROOT = Path(__file__).resolve().parents[1]
+SPLIT = json.loads((ROOT / "benchmarks/results/split.json").read_text())
+
+
+def side(model: str) -> str:
+    return "test" if model in SPLIT["test_models"] else "dev"
+
+
+def _row(cat: str, p: Any, pred: float, how: str, base: float | None = None,
+         **extra: Any) -> dict[str, Any]:
+    return {"category": cat, "side": side(p.model), "model": p.model,
+            "framework": p.framework, "mode": p.mode, "precision": p.precision,
+            "batch_size": p.batch_size, "measured_s": p.step_time_s, "predicted_s": pred,
+            "error": pred / p.step_time_s - 1, "how": how, "baseline_s": base,
+            "baseline_error": (base / p.step_time_s - 1) if base else None, **extra}
+
+
+def baseline(files: list[str], p: Any, **kw: Any) -> float | None:
+    """The step-level model's prediction of ``p`` (its own point withheld), None on error."""
+    try:
+        from dlperf.perfmodel.api import predict
+
+        return predict(files, p.model, p.framework, p.mode, kw.pop("precision", p.precision),
+                       p.device, batch_size=p.batch_size, **kw).predicted_step_time_s
+    except Exception:  # noqa: BLE001 - a baseline that cannot answer is left out
+        return None
+
+
+def host_of(pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
+    v = [p.host_dispatch_s for p, _ in pool if p.host_dispatch_s]
+    return statistics.median(v) if v else None
+
+
+def run(db: str, with_baseline: bool) -> list[dict[str, Any]]:
+    files = [db]
+    pairs = replay.load_traces(db)
+    recs_points = [p for p, _ in pairs]
+    gpu = hardware.profile_from_points(recs_points, recs_points[0].device_name or "NVIDIA H200")
+    fam: dict[tuple, list[tuple[Any, replay.StepTrace]]] = {}
+    for p, st in pairs:
+        if p.compile_mode == "default":
+            fam.setdefault((p.model, p.framework, p.mode, p.precision), []).append((p, st))
+    rows: list[dict[str, Any]] = []
+    for p, st in pairs:
+        r = replay.replay_own(p, st)
+        rows.append(_row("own trace", p, r.step_s, "own trace, own probe"))
+    for key, pool in fam.items():
+        pool.sort(key=lambda x: x[0].batch_size)
+        cat_b = "compile" if key[2] == "graph" else "batch"
+        for p, _ in pool:
+            others = [x for x in pool if x[0].result_id != p.result_id]
+            if not others:
+                continue
+            h = host_of(others)
+            base = baseline(files, p) if with_baseline else None
+            for q, st in others:
+                pred = replay.simulate(transforms.to_batch(
+                    replay.deinflate(st, h, q.dispatch_s), p.batch_size, gpu)).step_s
+                near = 0.5 <= p.batch_size / q.batch_size <= 2
+                rows.append(_row(f"{cat_b}, one trace ({'1/2-2x' if near else 'further'})", p,
+                                 pred, f"b={q.batch_size} -> {p.batch_size}", base))
+            lo = [x for x in others if x[0].batch_size < p.batch_size]
+            hi = [x for x in others if x[0].batch_size > p.batch_size]
+            two = (lo[-1], hi[0]) if lo and hi else (
+                tuple(others[:2]) if not lo else tuple(others[-2:]))
+            if len(two) == 2:
+                a, b = (replay.deinflate(x[1], h, x[0].dispatch_s) for x in two)
+                pred = replay.simulate(transforms.interpolate_batch(a, b, p.batch_size)).step_s
+                rows.append(_row(f"{cat_b}, interpolated", p, pred,
+                                 f"b={two[0][0].batch_size},{two[1][0].batch_size} -> "
+                                 f"{p.batch_size}", base))
+    for key, pool in fam.items():
+        other = "bf16" if key[3] == "fp32" else ("fp32" if key[3] == "bf16" else None)
+        if other is None:
+            continue
+        src_pool = {q.batch_size: (q, st) for q, st in fam.get((*key[:3], other), [])}
+        h_src = host_of(list(src_pool.values()))
+        for p, _ in pool:
+            if p.batch_size not in src_pool:
+                continue
+            q, st = src_pool[p.batch_size]
+            cast = retarget.CAST_HOST_S if not st.meta.get("xla") else 0.0
+            pred = replay.simulate(transforms.to_precision(
+                replay.deinflate(st, h_src, q.dispatch_s), key[3], gpu,
+                cast_host_s=cast)).step_s
+            base = baseline(files, q, what_if={"precision": key[3]}) if with_baseline else None
+            noise = max(0.02, (p.ci_rel or 0) + (q.ci_rel or 0))
+            change = p.step_time_s / q.step_time_s - 1
+            rows.append(_row(f"precision {other} -> {key[3]}", p, pred, f"{other} -> {key[3]}",
+                             base,
+                             measured_change=change, predicted_change=pred / q.step_time_s - 1,
+                             beyond_noise=abs(change) > noise))
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> str:
+    cats = list(dict.fromkeys(r["category"] for r in rows))
+    out = ["| category | side | rows | replay MdAPE | replay p90 | within 3% | "
+           "step-level MdAPE (same rows) | signs right (beyond noise) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for c in cats:
+        for s in ("dev", "test"):
+            rs = [r for r in rows if r["category"] == c and r["side"] == s]
+            if not rs:
+                continue
+            a = sorted(abs(r["error"]) for r in rs)
+            b = [abs(r["baseline_error"]) for r in rs if r.get("baseline_error") is not None]
+            sig = [r for r in rs if r.get("beyond_noise")]
+            right = sum(1 for r in sig if math.copysign(1, r["predicted_change"])
+                        == math.copysign(1, r["measured_change"]))
+            out.append(f"| {c} | {s} | {len(rs)} | {statistics.median(a) * 100:.1f}% | "
+                       f"{a[min(len(a) - 1, int(0.9 * len(a)))] * 100:.1f}% | "
+                       f"{sum(x <= 0.03 for x in a) / len(a):.0%} | "
+                       + (f"{statistics.median(b) * 100:.1f}% ({len(b)})" if b else "-")
+                       + " | " + (f"{right}/{len(sig)}" if sig else "-") + " |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--db", default=str(ROOT / "benchmarks/results/h200/calibration2.db"))
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    t = time.perf_counter()
+    rows = run(args.db, not args.no_baseline)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    print(summarise(rows))
+    print(f"\n{len(rows)} rows in {time.perf_counter() - t:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

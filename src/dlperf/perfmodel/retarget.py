@@ -1,0 +1,355 @@
+"""A prediction from stored timelines: the configuration's nearest traced iterations,
+transformed kernel by kernel to the batch size, precision and GPU asked for, and replayed.
+
+This is the replay's prediction path (``dlperf predict ... --gpu NAME``, :func:`predict`):
+
+1. the traced points of the same model, framework and mode (any precision, batch size or GPU)
+   in the results files; a torch.compile or other graph mode is predicted from its own traces
+   only (a compiled program's kernels are not the eager ones: without a trace of the mode the
+   answer is refused as unknown);
+2. at the asked precision where traced, else from the other precision
+   (:func:`~dlperf.perfmodel.transforms.to_precision`);
+3. at the asked batch: the trace of that batch, else interpolated between the two traced
+   batches around it (:func:`~dlperf.perfmodel.transforms.interpolate_batch`), else from the
+   nearest one by wave quantisation (:func:`~dlperf.perfmodel.transforms.to_batch`);
+4. the host de-inflated to the untraced probe (the median over the configuration's traced
+   points of the source file: the host's work does not depend on the batch, and one probe of
+   5 iterations reads 12% (log sd) off the step it belongs to);
+5. on the asked GPU (:func:`~dlperf.perfmodel.transforms.to_gpu`) from the traces' GPU: each
+   profile a stored ``dlperf calibrate`` profile, else the stored results' own ceilings on that
+   GPU, else the datasheet (then said: ``datasheet_only``, and a wider interval).
+
+The interval is the back-test's (``benchmarks/replay_validate.py``): the 90th percentile of
+the absolute relative error of the development rows of the prediction's category, doubled
+for a datasheet-only GPU (nothing of it measured).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.perfmodel import hardware, replay, transforms
+
+#: 90th percentile of |relative error| of the development rows per category
+#: (benchmarks/replay_validate.py on calibration2.db; docs/replay.md, "Back-test"; batch from
+#: one trace: its 1/2-2x rows). Another GPU has no back-test of its own on one GPU's files:
+#: its band is an assumption (Habitat's 11.8% median over six GPUs, three times), until the
+#: H100 check's rows give one.
+INTERVAL_P90 = {"own trace": 0.17, "batch, interpolated": 0.29, "batch, one trace": 0.30,
+                "precision": 0.60, "gpu": 0.35}
+#: A GPU never at hand (datasheet only) doubles the interval's half-width.
+DATASHEET_WIDEN = 2.0
+
+
+@dataclass(frozen=True)
+class TracePrediction:
+    """A step time predicted by the replay.
+
+    Attributes:
+        step_s: the predicted steady-state iteration time (s).
+        interval_s: ``(low, high)`` (s), the back-test's 90% band of the category.
+        host_s, device_s: the replayed iteration's host work and summed device time (s).
+        bound: ``host`` or ``device``.
+        gpu: the target profile's name; ``datasheet_only``: nothing of it measured.
+        category: the back-test category the prediction belongs to.
+        sources: ``file:id`` of the traces used.
+        transforms: what was done to them, in order.
+        measured_s: the stored measurement of exactly this point on this GPU, if any.
+    """
+
+    step_s: float
+    interval_s: tuple[float, float]
+    host_s: float
+    device_s: float
+    bound: str
+    gpu: str
+    datasheet_only: bool
+    category: str
+    sources: tuple[str, ...]
+    transforms: tuple[str, ...]
+    measured_s: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"step_s": self.step_s, "interval_s": list(self.interval_s),
+                "host_s": self.host_s, "device_s": self.device_s, "bound": self.bound,
+                "gpu": self.gpu, "datasheet_only": self.datasheet_only,
+                "category": self.category, "sources": list(self.sources),
+                "transforms": list(self.transforms), "measured_s": self.measured_s,
+                **dict(self.extra)}
+
+
+class TraceLibrary:
+    """The traced points of some results files, loaded once per configuration family.
+
+    Args:
+        paths: results files or folders of them.
+    """
+
+    def __init__(self, paths: Any) -> None:
+        from dlperf.perfmodel import records
+        from dlperf.results.dbfile import results_files
+
+        self.files = results_files(paths)
+        self.recs = records.load(self.files)
+        self._traces: dict[tuple[str, str, str], list[tuple[Any, replay.StepTrace]]] = {}
+        self._have: dict[str, set[int]] = {}
+
+    def _with_timeline(self, f: str) -> set[int]:
+        if f not in self._have:
+            import sqlite3
+
+            con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+            try:
+                self._have[f] = {r[0] for r in con.execute("SELECT result_id FROM timelines")}
+            except sqlite3.Error:
+                self._have[f] = set()
+            finally:
+                con.close()
+        return self._have[f]
+
+    def traces(self, model: str, framework: str, mode: str) -> list[tuple[Any, replay.StepTrace]]:
+        """``(Point, StepTrace)`` of every traced one-device point of the family (host as
+        traced), in file order."""
+        key = (model, framework, mode)
+        if key not in self._traces:
+            out = []
+            for f in self.files:
+                ids = [p.result_id for p in self.recs.points
+                       if p.source == f and p.config[:3] == key and p.world_size == 1
+                       and p.data == "synthetic" and p.result_id in self._with_timeline(f)]
+                if ids:
+                    out += replay.load_traces(f, ids)
+            self._traces[key] = out
+        return self._traces[key]
+
+
+def _host_probe(points: Sequence[Any]) -> float | None:
+    v = [p.host_dispatch_s for p in points if p.host_dispatch_s]
+    return statistics.median(v) if v else None
+
+
+def _src_profile(lib: TraceLibrary, device_name: str | None) -> hardware.GpuProfile:
+    if not device_name:
+        raise ConfigError("the traces name no GPU (device_name): they cannot be moved to another")
+    return hardware.resolve(device_name, paths=lib.files, points=lib.recs.points)
+
+
+def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
+            batch_size: int, gpu: str | None = None, *,
+            exclude: Sequence[tuple[str, int]] = (), host: str = "dispatch",
+            anchor: bool = True) -> TracePrediction:
+    """Predict one point from stored timelines (see the module docstring).
+
+    Args:
+        lib: the traced points (:class:`TraceLibrary`).
+        model, framework, mode, precision, batch_size: the configuration (one device).
+        gpu: the target GPU (a profile's name, a datasheet's short name or a driver's device
+            name); None: the GPU of the traces.
+        exclude: ``(file, result_id)`` of traces not to use (the back-test's held-out point).
+        host: how the host moves to another machine: ``dispatch`` (the dispatch probes'
+            ratio, :func:`host_ratio`; unscaled without both), ``probe`` (the Python-loop
+            host-speed probes' ratio), ``none`` (unscaled).
+        anchor: moving to another GPU, where the source GPU's files hold an untraced
+            measurement of exactly this point, predict ``measured x replay on the target /
+            replay on the source`` (the replay's own error on the source, mostly the host
+            probe's noise and a batch transform's, cancels; Habitat likewise scales measured
+            kernel times).
+
+    Raises:
+        ConfigError: no trace of the model, framework and mode is stored (the step-level
+            model is the fallback), or the GPU is unknown.
+    """
+    fam = [(p, st) for p, st in lib.traces(model, framework, mode)
+           if (p.source, p.result_id) not in set(exclude) and p.compile_mode == "default"]
+    if not fam:
+        raise ConfigError(f"no stored timeline of {model} {framework}/{mode}: the replay "
+                          "cannot predict it (trace a point with --timeline, or `dlperf "
+                          "calibrate --model`); the step-level model is the fallback")
+    same = [x for x in fam if x[0].precision == precision]
+    pool = same or fam
+    # the source file: the one holding the most traces of the pool (one host session)
+    files: dict[str, int] = {}
+    for p, _ in pool:
+        files[p.source] = files.get(p.source, 0) + 1
+    src_file = max(files, key=lambda f: (files[f], f))
+    pool = [x for x in pool if x[0].source == src_file]
+    src_prec = precision if same else pool[0][0].precision
+    pool = [x for x in pool if x[0].precision == src_prec]
+    pool.sort(key=lambda x: x[0].batch_size)
+    probe_s = _host_probe([p for p, _ in pool])
+    steps = {p.batch_size: replay.deinflate(st, probe_s, p.dispatch_s) for p, st in pool}
+    used: list[Any] = []
+    if batch_size in steps:
+        st = steps[batch_size]
+        used = [p for p, _ in pool if p.batch_size == batch_size][:1]
+        category = "own trace"
+    else:
+        bs = sorted(steps)
+        lo = [b for b in bs if b < batch_size]
+        hi = [b for b in bs if b > batch_size]
+        dev = _src_profile(lib, pool[0][0].device_name)
+        if lo and hi:
+            a, b = lo[-1], hi[0]
+        elif len(bs) >= 2:
+            a, b = (bs[-2], bs[-1]) if hi == [] else (bs[0], bs[1])
+        else:
+            a = b = bs[0]
+        if a != b:
+            st = transforms.interpolate_batch(steps[a], steps[b], batch_size)
+            category = "batch, interpolated"
+        else:
+            st = transforms.to_batch(steps[a], batch_size, dev)
+            category = "batch, one trace"
+        used = [p for p, _ in pool if p.batch_size in (a, b)]
+    src_gpu = _src_profile(lib, pool[0][0].device_name)
+    if src_prec != precision:
+        st = transforms.to_precision(st, precision, src_gpu,
+                                     cast_host_s=CAST_HOST_S if not st.meta.get("xla") else 0.0)
+        category = "precision"
+    dst_gpu = src_gpu
+    anchored = None
+    if gpu is not None:
+        dst_gpu = hardware.resolve(gpu, paths=lib.files, points=lib.recs.points)
+        if hardware.short_name(dst_gpu.device_name) != hardware.short_name(src_gpu.device_name) \
+                or dst_gpu.name != src_gpu.name:
+            hr = None
+            if host == "dispatch":
+                hr = host_ratio(lib, src_gpu, dst_gpu)
+            elif host == "probe":
+                hs = [x for q, _ in pool for x in q.host_speed_ns if x]
+                if hs and dst_gpu.host_speed_ns:
+                    hr = dst_gpu.host_speed_ns / statistics.median(hs)
+            elif host != "none":
+                raise ConfigError(f"host={host!r}: use dispatch, probe or none")
+            on_src = replay.simulate(st).step_s
+            st = transforms.to_gpu(st, src_gpu, dst_gpu, host_ratio=hr)
+            category = "gpu"
+            m_src = _measured(lib, model, framework, mode, precision, batch_size,
+                              src_gpu.device_name or "") if anchor else None
+            if m_src:
+                anchored = m_src / on_src
+                st = st.with_note(f"anchored: x{anchored:.3f} (measured {m_src * 1e3:.3f} ms "
+                                  f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
+    r = replay.simulate(st)
+    if anchored:
+        r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle,
+                                r.bound)
+    half = INTERVAL_P90[category] * (DATASHEET_WIDEN if dst_gpu.datasheet_only else 1.0)
+    lo_s, hi_s = r.step_s * max(0.0, 1 - half), r.step_s * (1 + half)
+    measured = _measured(lib, model, framework, mode, precision, batch_size,
+                         dst_gpu.device_name or "")
+    return TracePrediction(
+        step_s=r.step_s, interval_s=(lo_s, hi_s), host_s=r.host_s, device_s=r.device_s,
+        bound=r.bound, gpu=dst_gpu.name, datasheet_only=dst_gpu.datasheet_only,
+        category=category, sources=tuple(f"{p.source}:{p.result_id}" for p in used),
+        transforms=tuple(st.meta.get("transforms", [])), measured_s=measured,
+        extra={"source_gpu": src_gpu.name, "source_precision": src_prec,
+               "host_probe_s": probe_s, "host_move": host})
+
+
+def dispatch_probe(points: Sequence[Any], device_name: str | None,
+                   probe: Mapping[str, Any]) -> float | None:
+    """The median untraced host dispatch (s) of the stored points of ``probe``'s
+    configuration (``model``, ``framework``, ``mode``; any precision and batch: the host of
+    an eager step does not depend on them much) on ``device_name``'s GPU; None if none."""
+    want = hardware.short_name(device_name)
+    v = [p.host_dispatch_s for p in points if p.host_dispatch_s and p.world_size == 1
+         and (p.model, p.framework, p.mode) == (probe.get("model"), probe.get("framework"),
+                                                 probe.get("mode"))
+         and hardware.short_name(p.device_name) == want]
+    return statistics.median(v) if v else None
+
+
+def host_ratio(lib: TraceLibrary, src: hardware.GpuProfile,
+               dst: hardware.GpuProfile) -> float | None:
+    """Target host time / source host time for the same dispatch work: the ``dlperf
+    calibrate`` dispatch probes of both machines (the profile model's untraced host dispatch,
+    ``extra['dispatch_probe']``), when both ran the same profile configuration; None
+    otherwise (a source without a calibrate profile: its stored points may have run other
+    work, e.g. another optimizer implementation, :func:`dispatch_probe` reads them)."""
+    a = dict(src.extra.get("dispatch_probe") or {})
+    b = dict(dst.extra.get("dispatch_probe") or {})
+    same = all(a.get(k) == b.get(k) for k in ("model", "framework", "mode", "batch_size"))
+    if not (a.get("host_dispatch_s") and b.get("host_dispatch_s") and same):
+        return None
+    return b["host_dispatch_s"] / a["host_dispatch_s"]
+
+
+#: Host work of one cast autocast adds (s, untraced), chosen on the development rows of the
+#: precision back-test (benchmarks/replay_validate.py; fp32 -> bf16 MdAPE 10.0% at 0, 10.8% at
+#: 16 us, the step-level model's median added-operator host, docs/perfmodel.md, 12.7% at 40
+#: us): the cast kernels' device time and the host's own noise already cover it.
+CAST_HOST_S = 0.0
+
+
+def _measured(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
+              batch: int, device_name: str) -> float | None:
+    """The median stored untraced step of exactly this point on ``device_name``'s GPU."""
+    want = hardware.short_name(device_name)
+    v = [p.step_time_s for p in lib.recs.points
+         if p.config[:4] == (model, framework, mode, precision) and p.batch_size == batch
+         and p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default"
+         and not p.instrumented and p.layout in (None, "auto") and p.grad_accum == 1
+         and hardware.short_name(p.device_name) == want]
+    return statistics.median(v) if v else None
+
+
+def error(pred: float, measured: float) -> float:
+    """Signed relative error ``pred / measured - 1``."""
+    return pred / measured - 1.0 if measured > 0 else math.nan
+
+
+def answer(db: Any, model: str, framework: str | None, mode: str | None,
+           precision: str | None, batch_size: int, gpu: str) -> dict[str, Any]:
+    """``dlperf predict --gpu GPU``: :func:`predict` of the configuration on ``gpu``, the
+    unspecified framework, mode and precision taken from the model's stored traces (the only
+    one, else refused naming the candidates), as a JSON-ready dict with ``config``.
+
+    Raises:
+        ConfigError: no trace of the model, several candidates, or an unknown GPU.
+    """
+    lib = TraceLibrary(db)
+    cands = sorted({(p.framework, p.mode, p.precision) for p in lib.recs.points
+                    if p.model == model and p.world_size == 1
+                    and (framework is None or p.framework == framework)
+                    and (mode is None or p.mode == mode)})
+    fms = sorted({c[:2] for c in cands})
+    if not fms:
+        raise ConfigError(f"no stored result of {model!r}"
+                          + (f" in {framework}" if framework else "") + " in the --db files")
+    if len(fms) > 1:
+        raise ConfigError(f"{model} is stored in several frameworks/modes: "
+                          f"{', '.join('/'.join(x) for x in fms)}; give --framework and --mode")
+    fw, md = fms[0]
+    precs = sorted({c[2] for c in cands})
+    prec = precision or (precs[0] if len(precs) == 1 else None)
+    if prec is None:
+        raise ConfigError(f"{model} {fw}/{md} is stored in several precisions "
+                          f"({', '.join(precs)}); give --precision")
+    p = predict(lib, model, fw, md, prec, batch_size, gpu)
+    out = p.to_dict()
+    out["config"] = {"model": model, "framework": fw, "mode": md, "precision": prec,
+                     "batch_size": batch_size, "gpu": gpu}
+    return out
+
+
+def text(d: Mapping[str, Any]) -> str:
+    """:func:`answer`'s dict as a few readable lines."""
+    c = d["config"]
+    lo, hi = d["interval_s"]
+    mark = " (datasheet only: nothing of this GPU measured)" if d.get("datasheet_only") else ""
+    lines = [f"{c['model']} {c['framework']}/{c['mode']} {c['precision']} b={c['batch_size']} "
+             f"on {d['gpu']}{mark}: {d['step_s'] * 1e3:.3f} ms per iteration "
+             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the {d['category']} back-test), "
+             f"{d['bound']}-bound",
+             f"replayed from {', '.join(d['sources']) or '-'}: {'; '.join(d['transforms'])}"]
+    if d.get("measured_s"):
+        lines.append(f"measured there: {d['measured_s'] * 1e3:.3f} ms")
+    return "\n".join(lines)

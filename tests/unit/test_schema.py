@@ -36,9 +36,9 @@ def canonical(obj) -> str:
 
 def test_the_committed_databases_are_all_found():
     # the H200 sweeps' databases, reproduce.db, calibration2.db (the first written at schema
-    # 9), yourmodel/yourmodel.db and cpu-dev/ddp_buckets.db (gloo DDP runs with per-bucket
-    # timelines)
-    assert len(COMMITTED) == 23, [str(p) for p in COMMITTED]
+    # 9), yourmodel/yourmodel.db, cpu-dev/ddp_buckets.db (gloo DDP runs with per-bucket
+    # timelines) and h100/calibrate.db (dlperf calibrate on an H100)
+    assert len(COMMITTED) == 24, [str(p) for p in COMMITTED]
 
 
 @pytest.mark.parametrize("db", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))

@@ -8,7 +8,9 @@ each a small named function ``StepTrace -> StepTrace`` that says what it did in
   name), its memory-boundness and the mixed-precision casts autocast adds;
 * :func:`to_batch`, :func:`interpolate_batch`: another batch size, from two traced batches
   (each kernel group's duration a power law of the batch) or from one;
-* :func:`host_speed`: the host scaled by a ratio of host times.
+* :func:`host_speed`: the host scaled by a ratio of host times;
+* :func:`to_data_parallel`: DDP's bucketed all-reduces inserted at their gradient-ready ops
+  and overlapped with the rest of the backward (WFBP).
 
 What a kernel is, is read from the trace alone (no framework is named): a GEMM or
 convolution kernel by its op class and name, its arithmetic precision by its name (cuBLAS,
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from dlperf.perfmodel.hardware import GpuProfile, waves
@@ -329,3 +331,75 @@ def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
         ops.append(replace(o, dur_s=floor + (o.dur_s - floor) * math.exp(s * t)))
     return replace(near, ops=tuple(ops)).with_note(
         f"batch {bn} -> {b_dst} (interpolated with the trace at {bf})", batch_size=b_dst)
+
+
+# --- data parallel --------------------------------------------------------------------------
+
+#: The lane of the inserted all-reduces (a stream of its own, as NCCL's and gloo's are).
+COMM_LANE = -1
+
+
+def to_data_parallel(step: StepTrace, bucket_bytes: Sequence[float],
+                     allreduce_s: Callable[[float], float]) -> StepTrace:
+    """``step`` (one device) with DDP's gradient all-reduces inserted, wait-free
+    backpropagation (WFBP, Zhang et al. 2017; PyTorch DDP, Li et al. VLDB 2020):
+
+    * bucket ``k`` (``bucket_bytes`` in reduction order: DDP fills buckets in reverse
+      parameter order, which is the order backward produces gradients) is ready when the
+      backward (phase ``t_b``) has run the share ``sum(bytes[:k+1]) / sum(bytes)`` of its
+      device time: the first backward op past that share is its gradient-ready op;
+    * its all-reduce (``allreduce_s(bytes)``: a measured all-reduce sweep or the link model,
+      :mod:`dlperf.perfmodel.comm`) runs on :data:`COMM_LANE` after that op and after the
+      previous bucket's all-reduce;
+    * the ops after the backward (the optimizer) wait for the last all-reduce.
+
+    Raises:
+        ValueError: no bucket, or no backward op in the trace.
+    """
+    if not bucket_bytes:
+        raise ValueError("no gradient bucket to all-reduce")
+    ops = list(step.ops)
+    back = [i for i, o in enumerate(ops) if o.phase == "t_b"]
+    if not back:
+        raise ValueError("the trace has no backward op (phase t_b): the gradients' ready times "
+                         "are unknown")
+    total_b = sum(ops[i].dur_s for i in back) or 1.0
+    total_bytes = float(sum(bucket_bytes))
+    ready: list[int] = []
+    acc, j, done = 0.0, 0, 0.0
+    for nbytes in bucket_bytes:
+        done += nbytes
+        target = done / total_bytes * total_b
+        while j < len(back) - 1 and acc + ops[back[j]].dur_s < target - 1e-15:
+            acc += ops[back[j]].dur_s
+            j += 1
+        ready.append(back[j])
+    # insert each all-reduce right after its ready op; renumber the dependencies
+    inserts: dict[int, list[DeviceOp]] = {}
+    for k, (nbytes, i) in enumerate(zip(bucket_bytes, ready)):
+        inserts.setdefault(i, []).append(DeviceOp(
+            lane=COMM_LANE, dur_s=allreduce_s(nbytes), kind="collective",
+            name=f"all-reduce bucket {k}", op_class="communication", op="all_reduce",
+            phase="t_b", launch=ops[i].launch, after=(i,), bytes=nbytes))
+    new: list[DeviceOp] = []
+    pos: dict[int, int] = {}
+    comm_idx: list[int] = []
+    for i, o in enumerate(ops):
+        pos[i] = len(new)
+        new.append(o)
+        for c in inserts.get(i, []):
+            comm_idx.append(len(new))
+            new.append(c)
+    out: list[DeviceOp] = []
+    last_back = max(back)
+    for n, o in enumerate(new):
+        if o.lane == COMM_LANE:
+            out.append(replace(o, after=(pos[o.after[0]],)))
+            continue
+        old = next(i for i, p in pos.items() if p == n)
+        after = tuple(pos[a] for a in o.after)
+        if old > last_back and o.phase != "t_b":
+            after = (*after, comm_idx[-1])
+        out.append(replace(o, after=after))
+    return replace(step, ops=tuple(out)).with_note(
+        f"data parallel: {len(bucket_bytes)} buckets, {total_bytes / 2**20:.1f} MiB all-reduced")

@@ -28,6 +28,9 @@ from rich.markup import escape
 from dlperf.errors import ConfigError, DlperfError
 from dlperf.outputs import OutputRefused, check_target, same_file, write_output
 
+if typing.TYPE_CHECKING:
+    from dlperf.results.schema import RunRecord
+
 #: The width of the results' console off a terminal (a pipe, a file, a log) when $COLUMNS is
 #: not set: rich's default, 80, would stack every results table; 160 holds a CPU run's table
 #: whole (its empty GPU columns are dropped: :func:`dlperf.report.terminal.fit_table`).
@@ -402,7 +405,7 @@ def terminated_as_interrupt() -> Iterator[None]:
 
 def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
             report_dir: str | None, sweep_config: dict | None = None,
-            runner: Callable[[Any], dict[str, Any]] | None = None,
+            runner: Callable[[Any], RunRecord] | None = None,
             missing_ok: bool = False) -> None:
     """Check, run and store ``points``, print the results; exit 1 if every point that ran
     failed or any point is ``unavailable`` (missing data or framework: still to measure).

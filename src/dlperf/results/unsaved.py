@@ -15,11 +15,14 @@ import itertools
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.interrupts import held
 from dlperf.outputs import atomic_write
 from dlperf.results.dbfile import StoreError
+
+if TYPE_CHECKING:
+    from dlperf.results.schema import RunRecord
 
 __all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
            "quarantine"]
@@ -86,7 +89,7 @@ def read_unsaved(path: Path) -> tuple[dict[str, Any], str | None] | None:
     return d["result"], d.get("sweep")
 
 
-def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None:
+def store_or_keep(store: Any, result: RunRecord, sweep: str | None) -> None:
     """``store.add(result, sweep=sweep)`` (a writable :class:`~dlperf.results.store.ResultStore`)
     with SIGINT/SIGTERM held for the process until its transaction ends
     (:func:`dlperf.interrupts.held`: the result is stored whole, then the signal acts); when
@@ -101,7 +104,7 @@ def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None
         try:
             store.add(result, sweep=sweep)
         except StoreError as e:
-            kept = keep_unsaved(result, store.path, sweep)
+            kept = keep_unsaved(result.to_dict(), store.path, sweep)
             where = (f"the result just measured is kept in {str(kept)!r} and is stored by the "
                      f"next `dlperf run` or `dlperf sweep` that writes to {str(store.path)!r}"
                      if kept is not None else

@@ -162,10 +162,10 @@ def test_a_rank_exception_is_the_failure_message_when_no_rank_died_silently(tmp_
         (tmp_path / f"rank{rank}.json").write_text(json.dumps(
             {"status": "crash", "error": err, "worker": {"rank": rank}}))
     (tmp_path / "launcher.log").write_text("dlperf spawn: rank 1 exited with code 1\n")
-    r = _collect(cfg, tmp_path, 1, False, 60.0, ["spawn"])
-    assert r["status"] == "crash"
-    assert r["error"] == "rank 1: ValueError: destinations can not be empty"
-    assert [p["status"] for p in r["ranks"]] == ["crash", "crash"]
+    rec = _collect(cfg, tmp_path, 1, False, 60.0, ["spawn"])
+    assert rec.identity.status == "crash"
+    assert rec.identity.error == "rank 1: ValueError: destinations can not be empty"
+    assert [p.status for p in rec.ranks] == ["crash", "crash"]
 
 
 # --- the sharded input pipeline (TensorFlow in this process, no strategy) -----------------------

@@ -9,6 +9,12 @@
   ceilings, the power sampling and the profiled communication change what is measured but not
   which point it is (run keys of stored results stay valid), so a stored point measured with
   other settings is kept, and one warning says so and names ``--rerun``.
+- **Tags** (:func:`resume_plan`): a tagged ``run``/``sweep`` resumes only the points stored
+  under its own tag.
+- **Code that changed** (:func:`code_changes`): a model from a source (a ``file:`` model, an
+  entry point, an ``hf:`` config) carries a fingerprint of its code
+  (:attr:`dlperf.zoo.spec.ModelSpec.code`) in each result; a stored point whose fingerprint
+  differs from the code's now is not done: it is measured again, and a notice says so.
 - **The ceilings cache** (:func:`ceilings_cache`): the matmul and bandwidth ceilings measured
   by recent points of this machine (:mod:`dlperf.perfmodel.ceilings`) are handed to the
   workers in a file, so each is measured once per framework, device, precision and thread
@@ -22,13 +28,14 @@ import datetime as _dt
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.env import ThreadChoice
 from dlperf.registry import framework_info
+from dlperf.results.schema import RunRecord
 from dlperf.results.store import ResultStore
 from dlperf.tempdirs import owned_tempdir
 
@@ -49,6 +56,19 @@ def auto_threads(cfg: RunConfig) -> bool:
             and bool(info and info.zoo_impls))
 
 
+def thread_variants(cfg: RunConfig, usable: int | None = None) -> list[RunConfig]:
+    """``cfg`` with each thread count the policy can choose (1 .. the usable CPUs, ``usable``
+    or this process's affinity), for a point of :func:`auto_threads`; [] for other points."""
+    if not auto_threads(cfg):
+        return []
+    if usable is None:
+        try:
+            usable = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            usable = os.cpu_count() or 1
+    return [cfg.model_copy(update={"threads": k}) for k in range(1, max(usable, 1) + 1)]
+
+
 def stored_results(store: ResultStore, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The newest stored result (its JSON, without samples) of each run key in ``keys``."""
     out: dict[str, dict[str, Any]] = {}
@@ -60,6 +80,49 @@ def stored_results(store: ResultStore, keys: Sequence[str]) -> dict[str, dict[st
             except ValueError:
                 out[r["run_key"]] = {}
     return out
+
+
+def code_of(cfg: RunConfig) -> str | None:
+    """The fingerprint of ``cfg``'s model's code now (:attr:`dlperf.zoo.spec.ModelSpec.code`);
+    None for the zoo's models (and for a model whose spec cannot be made here: the run
+    itself then says why)."""
+    from dlperf.errors import DlperfError
+    from dlperf.zoo import get_spec
+
+    try:
+        return get_spec(cfg.model).code
+    except DlperfError:
+        return None
+
+
+def stored_code(result: dict[str, Any]) -> str | None:
+    """The code fingerprint a stored result (its JSON) was measured with, or None."""
+    spec = result.get("spec")
+    code = spec.get("code") if isinstance(spec, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def code_changes(points: Sequence[RunConfig], store: ResultStore, done: set[str]
+                 ) -> list[RunConfig]:
+    """The points of ``done`` (run keys with a final result) whose model's code changed since
+    their newest stored result: both fingerprints known and different. Zoo models (no
+    fingerprint) and results stored before fingerprints existed never count as changed."""
+    now = {p.run_key(): c for p in points if p.run_key() in done and (c := code_of(p))}
+    if not now:
+        return []
+    stored = stored_results(store, list(now))
+    return [p for p in points if (k := p.run_key()) in now
+            and (old := stored_code(stored.get(k, {}))) is not None and old != now[k]]
+
+
+def code_notice(changed: Sequence[RunConfig]) -> str | None:
+    """One line for the points measured again because their code changed; None for none."""
+    if not changed:
+        return None
+    models = sorted({p.model for p in changed})
+    shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
+    return (f"note: {len(changed)} stored point(s) of {shown} were measured with other code "
+            "(the model's file, entry point module or config changed since): measured again")
 
 
 def _policy_of(result: dict[str, Any]) -> str | None:
@@ -205,3 +268,70 @@ def _withdraw(var: str, value: str) -> None:
             os.environ.pop(var, None)
         else:
             os.environ[var] = old
+
+
+def resume_plan(points: list[Any], db: str, tag: str | None, *, rerun: bool,
+                retry_failed: bool, notice: Callable[[str], Any] | None = None
+                ) -> tuple[list[Any], bool, int]:
+    """What a tagged ``run``/``sweep`` runs: (points to give the sweep, its ``resume`` flag,
+    points left out because they are done under ``tag``).
+
+    Without a tag: every point, resuming as always (``resume = not rerun``). With one: a point
+    counts as done only when ``db`` holds a final result of it *with this tag* (``ok``, or
+    with ``retry_failed`` not set also a final failure: :data:`FINAL_FAILURES`); those are left
+    out and the rest run (``resume=False``), so a new tag measures every point again while an
+    interrupted tagged sweep resumes. A CPU point whose threads the thread policy chooses
+    (:func:`auto_threads`) is done when it is stored under the tag with the
+    policy's choice, whatever count that was (the point's run key holds the count chosen when it
+    ran). A point of a model whose code changed since (:func:`code_changes`) is
+    not done: ``notice`` gets one line saying so.
+
+    Raises:
+        ConfigError: ``db`` is not a dlperf results file.
+    """
+    from dlperf.results.history import FINAL_FAILURES, tag_of
+
+    if tag is None or rerun:
+        return points, not rerun, 0
+    if not Path(db).is_file() or Path(db).stat().st_size == 0:
+        return points, False, 0
+    final = ("ok",) if retry_failed else ("ok", *FINAL_FAILURES)
+    with ResultStore(db, read_only=True) as store:
+        done = {r.identity.run_key: r for r in store.records(latest=False, samples=False)
+                if tag_of(r) == tag and r.identity.status in final}
+    todo, recoded = [], []
+    for p in points:
+        hit = _tagged_hit(p, done)
+        if hit is None:
+            todo.append(p)
+        elif _code_changed(p, hit):
+            todo.append(p)
+            recoded.append(p)
+    if recoded and notice is not None:
+        notice(code_notice(recoded) or "")
+    return todo, False, len(points) - len(todo)
+
+
+def _tagged_hit(p: Any, done: dict[str, RunRecord]) -> RunRecord | None:
+    """The stored record that makes ``p`` done under a tag: its own run key's, else (a point
+    of the thread policy) one of its thread counts' stored with the policy's choice."""
+    rec = done.get(p.run_key())
+    if rec is not None:
+        return rec
+    if not isinstance(p, RunConfig):
+        return None
+    for v in thread_variants(p):
+        rec = done.get(v.run_key())
+        tp = getattr(rec.env, "thread_policy", None) if rec is not None and rec.env else None
+        if isinstance(tp, dict) and tp.get("policy") == "auto":
+            return rec
+    return None
+
+
+def _code_changed(p: Any, rec: RunRecord) -> bool:
+    """Whether ``p``'s model's code fingerprint now differs from the one ``rec`` stored."""
+    if not isinstance(p, RunConfig):
+        return False
+    old = rec.identity.spec.code if rec.identity.spec is not None else None
+    now = code_of(p)
+    return old is not None and now is not None and old != now

@@ -99,3 +99,39 @@ def test_a_new_tag_measures_again(tmp_path):
     bad = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "--db", str(db),
                  "--tag", "two words")
     assert bad.returncode == 2 and "--tag 'two words'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_compare_run_alternates_and_gates(tmp_path):
+    """``dlperf compare --run``, the command for CI: BASE and NEW measured alternately (two
+    rounds), with run-to-run noise in the fake's steps. Identical sides pass (exit 0, judged);
+    NEW made 10% slower by its own environment fails (exit 1); a NEW file that lacks a point
+    of BASE fails with exit 3; an existing gate file is refused without --resume."""
+    flags = ["--", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--no-ceilings",
+             "--max-warmup-time", "2"]
+    noise = {"DLPERF_FAKE_RUN_NOISE": "0.01", "DLPERF_FAKE_NOISE": "0.05"}
+    same = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--rounds", "2", "--db",
+                  str(tmp_path / "same.db"), "--fail-if-slower", "5%", *flags, env=noise)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "1 point: 1 judged" in same.stdout and "| 2 / 2 |" in same.stdout
+    assert "[4/4] round 2 of 2: BASE" in same.stderr  # BASE NEW, NEW BASE
+    slow = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--rounds", "2", "--db",
+                  str(tmp_path / "slow.db"), "--fail-if-slower", "5%",
+                  "--new-env", f"DLPERF_FAKE_STEP_S={0.001 * 1.10}", *flags, env=noise)
+    assert slow.returncode == 1, slow.stdout + slow.stderr
+    assert "REGRESSION" in slow.stdout and "1 point(s) regressed" in slow.stderr
+    again = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--db",
+                   str(tmp_path / "same.db"), *flags)
+    assert again.returncode == 2 and "--resume" in again.stderr
+    # a point of BASE gone from NEW: exit 3 (the two-file workflow)
+    two = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8,16", "--repeats", "2",
+                 "--no-ceilings", "--max-warmup-time", "2", "--db", str(tmp_path / "b.db"))
+    assert two.returncode == 0, two.stderr
+    one = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
+                 "--no-ceilings", "--max-warmup-time", "2", "--db", str(tmp_path / "n.db"))
+    assert one.returncode == 0, one.stderr
+    gone = dlperf("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db"),
+                  "--fail-if-slower", "5%")
+    assert gone.returncode == 3, gone.stdout + gone.stderr
+    assert "1 point(s) of BASE missing from NEW" in gone.stderr
+    assert dlperf("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db")).returncode == 0

@@ -14,6 +14,7 @@ from dlperf.report import regress, regress_text
 from dlperf.results import history
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import ResultStore
+from dlperf.resume import resume_plan
 
 
 def rec(point: str = "p1", samples=(0.010,) * 20, *, status: str = "ok", repeat: int = 0,
@@ -294,17 +295,17 @@ def test_a_new_tag_measures_again_and_its_own_tag_resumes(tmp_path):
         store.add(rec("p2", tag="v1", status="oom", batch=16))
         store.add(rec("p3", tag="v2", status="error", batch=32))
     pts = [_Point("p1-0"), _Point("p2-0"), _Point("p3-0")]
-    todo, resume, n = history.resume_plan(pts, db, "v1", rerun=False, retry_failed=False)
+    todo, resume, n = resume_plan(pts, db, "v1", rerun=False, retry_failed=False)
     assert [p.key for p in todo] == ["p3-0"] and resume is False and n == 2
-    todo, _, n = history.resume_plan(pts, db, "v1", rerun=False, retry_failed=True)
+    todo, _, n = resume_plan(pts, db, "v1", rerun=False, retry_failed=True)
     assert [p.key for p in todo] == ["p2-0", "p3-0"] and n == 1
-    todo, _, n = history.resume_plan(pts, db, "v2", rerun=False, retry_failed=False)
+    todo, _, n = resume_plan(pts, db, "v2", rerun=False, retry_failed=False)
     assert len(todo) == 3 and n == 0  # p3 under v2 is an 'error': not done
-    assert history.resume_plan(pts, db, None, rerun=False, retry_failed=False) == (pts, True, 0)
-    assert history.resume_plan(pts, db, "v1", rerun=True, retry_failed=False) == (pts, False, 0)
+    assert resume_plan(pts, db, None, rerun=False, retry_failed=False) == (pts, True, 0)
+    assert resume_plan(pts, db, "v1", rerun=True, retry_failed=False) == (pts, False, 0)
     # the tag goes into the stored result, and rows can be selected by it
-    tagged = history.tagging(lambda cfg: {"status": "ok"}, "v3")(None)
-    assert tagged["tag"] == "v3"
+    tagged = history.tagging(lambda cfg: RunRecord.from_dict({"status": "ok"}), "v3")(None)
+    assert tagged.identity.tag == "v3" and tagged.to_dict()["tag"] == "v3"
     with ResultStore(db, read_only=True) as store:
         rows = history.select_rows(store.rows(latest=False), tag="v1")
     assert sorted(r["run_key"] for r in rows) == ["p1-0", "p2-0"]

@@ -26,6 +26,7 @@ from dlperf.config import IterationPolicy, make_run_config  # noqa: E402
 from dlperf.errors import ConfigError, UnavailableError  # noqa: E402
 from dlperf.worker import run_config  # noqa: E402
 from dlperf.zoo.sources.custom import torch_impl as custom_impl  # noqa: E402
+from dlperf.zoo.spec import code_fingerprint  # noqa: E402
 
 FAST = IterationPolicy(min_iters=4, min_time_s=0.0, warmup_window=2, min_warmup_iters=0,
                        max_warmup_iters=4)
@@ -245,6 +246,9 @@ def test_entry_point_model(plugin, one_thread):
     assert spec.params == 16 * 8 + 8 + 8 * 10 + 10
     assert spec.hyper["distribution"] == "dlperf-test-plugin"
     assert spec.hyper["value"] == "dlperf_test_plugin:mlp"
+    # the entry point's module file is the model's code fingerprint
+    src = (plugin / "dlperf_test_plugin" / "__init__.py").read_bytes()
+    assert spec.code == code_fingerprint(src)
     r = run_config(make_run_config(model="plugin_mlp?width=8", batch_size=4,
                                    threads=one_thread, iterations=FAST))
     assert r["status"] == "ok", r["error"]

@@ -78,6 +78,9 @@ def test_options_and_canonical_name():
                                   "layers": 2}
     # GPT-2's token ids (50256) are beyond a vocabulary of 512: clipped, and said so
     assert a.hyper["clipped_token_ids"] == {"bos_token_id": 50256, "eos_token_id": 50256}
+    # the resolved config is the model's code fingerprint: another config, another code
+    b = zoo.get_spec("hf:gpt2?vocab=512&seq=32&heads=2&hidden=64&layers=3")
+    assert a.code and a.code.startswith("sha256:") and b.code and a.code != b.code
 
 
 def test_a_local_config_json_is_the_same_model(tmp_path):

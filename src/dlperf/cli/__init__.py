@@ -64,7 +64,9 @@ app.command("sweep", help=sweep.HELP)(sweep.sweep)
 app.command("list")(list_.list_)
 app.command("results")(results.results)
 app.command("report")(report.report)
-app.command("compare", help=compare.HELP)(compare.compare)
+app.command("compare", help=compare.HELP,
+            context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+            )(compare.compare)
 app.command("allreduce")(allreduce.allreduce)
 app.command("merge")(merge.merge)
 app.command("predict")(predict.predict)

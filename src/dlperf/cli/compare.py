@@ -87,10 +87,53 @@ def _note_same(base: str, new: str, db: str | None) -> None:
                      markup=False, highlight=False)
 
 
+#: The results file of ``--run`` when ``--db`` is not given.
+RUN_DB = "dlperf-gate.db"
+
+
+def _run_sides(base: str, new: str, db: str | None, rounds: int, base_env: list[str] | None,
+               new_env: list[str] | None, resume: bool, run_args: list[str]) -> str:
+    """``--run``: measure BASE_DIR and NEW_DIR alternately (:mod:`dlperf.alternate`) into the
+    results file (``--db``, default :data:`RUN_DB`) under the tags ``base`` and ``new``;
+    returns its path.
+
+    Raises:
+        ConfigError: a side that is not a folder, an existing results file without
+            ``--resume``, bad flags after ``--`` (:func:`dlperf.alternate.check_run_flags`).
+    """
+    from dlperf.alternate import Side, check_run_flags, parse_env, run_rounds
+
+    args = check_run_flags(run_args)
+    for name, d in (("BASE", base), ("NEW", new)):
+        if not Path(d).is_dir():
+            raise ConfigError(f"--run: {name} {d!r} is not a folder; give the checkouts of the "
+                              "two revisions, e.g. dlperf compare --run ../base . -- FLAGS "
+                              "(git worktree add ../base main makes one)")
+    path = Path(db or RUN_DB).resolve()
+    if path.exists() and not resume:
+        raise ConfigError(f"--run: {str(path)!r} exists; give a new --db for this gate, or "
+                          "--resume to go on with an interrupted one (its runs are kept)")
+    check_db(str(path), must_exist=False)
+    sides = (Side("BASE", "base", Path(base).resolve(), parse_env(base_env, "--base-env")),
+             Side("NEW", "new", Path(new).resolve(), parse_env(new_env, "--new-env")))
+    common.err.print(f"measuring BASE ({sides[0].directory}) and NEW ({sides[1].directory}) "
+                     f"alternately, {rounds} runs each, into {path}", markup=False,
+                     highlight=False)
+    run_rounds(sides, args, path, rounds,
+               echo=lambda line: common.err.print(line, markup=False, highlight=False))
+    return str(path)
+
+
 def compare(
-    base: Annotated[str, typer.Argument(metavar="BASE", help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit).")],
-    new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit.")],
-    db: Annotated[str | None, typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it.")] = None,
+    ctx: typer.Context,
+    base: Annotated[str, typer.Argument(metavar="BASE", help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit); with --run, the folder of BASE's code.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit; with --run, the folder of NEW's code.")],
+    db: Annotated[str | None, typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it. With --run: where the runs go (default dlperf-gate.db).")] = None,
+    run: Annotated[bool, typer.Option("--run", help="Measure first: BASE and NEW are folders (checkouts of two revisions); the dlperf run flags after -- are run in each, alternately (BASE NEW NEW BASE ...), --rounds times each, then compared. The command for CI.")] = False,
+    rounds: Annotated[int, typer.Option(help="With --run: runs of every point on each side (2 or more; a point is judged on 2).")] = 3,
+    base_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for BASE's runs (repeatable).")] = None,
+    new_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for NEW's runs (repeatable).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="With --run: go on with an interrupted gate in --db (its runs are kept).")] = False,
     fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 4 when nothing could be judged.")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
@@ -108,11 +151,20 @@ def compare(
         if fmt not in FORMATS:
             raise unknown_choice("format", fmt, FORMATS)
         kind = "json" if fmt == "json" else "markdown"
-        sides = (db,) if db is not None else (base, new)
         threshold = parse_threshold(fail_if_slower)
+        if ctx.args and not run:
+            raise ConfigError(f"unexpected arguments {' '.join(ctx.args)!r}: dlperf run flags "
+                              "after -- are for --run")
+        gate_db, b, n = db, base, new
+        if run:
+            gate_db = str(Path(db or RUN_DB).resolve())
+            check_output(output, "--output", gate_db, kind=kind, force=force)
+            gate_db = _run_sides(base, new, db, rounds, base_env, new_env, resume, ctx.args)
+            b, n = "tag:base", "tag:new"
+        sides = (gate_db,) if gate_db is not None else (b, n)
         check_output(output, "--output", *sides, kind=kind, force=force)
-        rb, rn, nb, nn = _sides(base, new, db, split(model, "model"))
-        _note_same(base, new, db)
+        rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"))
+        _note_same(b, n, gate_db)
         if (not rb or not rn) and (threshold is None or not rb):  # gate: NEW empty is exit 3
             raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
                               + (f" of model(s) {model}" if model else ""))

@@ -105,11 +105,23 @@ def _dry_threads(points: list[Any], path: str, done: set[str]) -> tuple[list[Any
         return resolve_threads(points, choice, store, done)[0], line
 
 
+def _dry_code_changes(points: list[Any], path: str, done: set[str]) -> set[str]:
+    """Run keys of ``points`` stored in ``path`` whose model's code changed since
+    (:func:`dlperf.resume.code_changes`): the sweep measures them again."""
+    if not done:
+        return set()
+    from dlperf.results.store import ResultStore
+    from dlperf.resume import code_changes
+
+    with ResultStore(path, read_only=True) as store:
+        return {p.run_key() for p in code_changes(points, store, done)}
+
+
 def _tagged_done(points: list[Any], path: str, tag: str, retry_failed: bool
                  ) -> tuple[set[str], set[str]]:
     """(run keys done under ``tag``, run keys stored ok under it) of ``points``
-    (:func:`dlperf.results.history.resume_plan`)."""
-    from dlperf.results.history import resume_plan
+    (:func:`dlperf.resume.resume_plan`)."""
+    from dlperf.resume import resume_plan
 
     keys = {p.run_key() for p in points}
     todo = resume_plan(points, path, tag, rerun=False, retry_failed=retry_failed)[0]
@@ -123,20 +135,31 @@ def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
     pending, stored or failed in ``path`` (read, not changed; with a tag, only results stored
     under it count), the counts, then the thread policy and the tag."""
     from dlperf.results.history import check_tag
-    from dlperf.results.store import stored_keys
+    from dlperf.results.store import check_writer, stored_keys
     from dlperf.resume import auto_threads
 
     check_db(path, must_exist=False)
+    check_writer(path)  # what the sweep itself would refuse (read-only, damaged, ...)
     check_tag(tag)
     done = set() if restart else stored_keys(path, include_failed=not retry_failed)
     ok_keys = set() if restart else stored_keys(path, include_failed=False)
     by_policy = [auto_threads(p) for p in points]
+    given = points
     points, threads_line = _dry_threads(points, path, done)
+    changed = _dry_code_changes(points, path, done) if not restart else set()
     if tag is not None and not restart:
-        done, ok_keys = _tagged_done(points, path, tag, retry_failed)
+        # as the run decides: on the points as given (a point of the thread policy is stored
+        # under the tag at whatever count it chose then)
+        gd, gok = _tagged_done(given, path, tag, retry_failed)
+        done = {q.run_key() for p, q in zip(given, points, strict=True) if p.run_key() in gd}
+        ok_keys = {q.run_key() for p, q in zip(given, points, strict=True)
+                   if p.run_key() in gok}
+        changed = set()
+    done -= changed
     for p, policy in zip(points, by_policy):
         k = p.run_key()
-        mark = ("pending" if k not in done else "stored " if k in ok_keys else "failed ")
+        mark = ("changed" if k in changed else "pending" if k not in done else
+                "stored " if k in ok_keys else "failed ")
         auto = " (threads: policy)" if policy else ""
         common.out.print(f"{mark}  {k}  {escape(p.label())}{auto}", highlight=False)
     n_points = len({p.point_key() for p in points})
@@ -183,6 +206,29 @@ def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
                 f"{file}: {len(on_gpu)} of {len(points)} point(s) ask for device cuda, but no "
                 "CUDA GPU is usable here; run the sweep on a GPU machine, or set "
                 "device: cpu (or auto) in the file") from None
+
+
+def _dry_checks(points: list[Any], file: Path, rdzv_endpoint: str | None, shards: int) -> None:
+    """What the sweep checks before it runs, for ``--dry-run``: the data sets (read and cut
+    into a batch, :func:`dlperf.sweep.preflight`) and the frameworks' interpreters are
+    refused as the sweep refuses them; what depends on this host (a CUDA GPU, its CPUs for
+    ``cpu_bind``, the node options) is printed as a note instead, since a dry run is often made
+    on another machine than the sweep (a login node).
+
+    Raises:
+        ConfigError, DataError: what the sweep would refuse on any host.
+    """
+    from dlperf.placement import check_here
+    from dlperf.sweep import preflight
+
+    preflight(points, allow_missing=True)
+    for check in (lambda: _check_runnable(points, file, rdzv_endpoint, shards),
+                  lambda: check_here(points)):
+        try:
+            check()
+        except ConfigError as e:
+            common.err.print(f"note: run on this host, the sweep would stop here: {e}",
+                             markup=False, highlight=False)
 
 
 def with_cpu_bind(points: list[Any], cpu_bind: str | None) -> list[Any]:
@@ -243,7 +289,8 @@ def sweep(
             points = shard_points(points, *k_n)
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         check_out_dir(report, "--report", path, force=force)
-        if dry_run:
+        if dry_run:  # the checks the sweep makes before it runs, those of this host as notes
+            _dry_checks(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
             _dry_run(points, path, restart, retry_failed, tag)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
@@ -251,11 +298,13 @@ def sweep(
 
         check_here(points)
         from dlperf.launch.distributed import run_point
-        from dlperf.results.history import check_tag, resume_plan, tagging
+        from dlperf.results.history import check_tag, tagging
+        from dlperf.resume import resume_plan
 
         check_db(path, must_exist=False)
-        points, resume, n_tagged = resume_plan(points, path, check_tag(tag), rerun=restart,
-                                               retry_failed=retry_failed)
+        points, resume, n_tagged = resume_plan(
+            points, path, check_tag(tag), rerun=restart, retry_failed=retry_failed,
+            notice=lambda line: common.err.print(line, markup=False, highlight=False))
         if n_tagged:
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag {tag!r} "
                              f"in {path}", markup=False, highlight=False)

@@ -119,11 +119,14 @@ def host_warnings(threads: int | None, usable_cpus: int | None,
     return w
 
 
-def host_checks(rec: RunRecord, env: Mapping[str, Any], delay: RunDelay, measured: bool) -> None:
+def host_checks(rec: RunRecord, env: Mapping[str, Any], delay: RunDelay, measured: bool,
+                host_clock: bool = True) -> None:
     """Add to a finished record's warnings: the input pipeline's own (``data_info``), the
     busy-host warning (:func:`busy_host_warning`) and, for a measured ``ok`` run, set its
-    ``host_cpu_wait`` (:func:`cpu_wait` over ``delay``) and add :func:`host_warnings`. A
-    record without a warnings list (a failure) is left alone."""
+    ``host_cpu_wait`` (:func:`cpu_wait` over ``delay``; not where the timings are not host
+    time, ``host_clock`` False: the fake framework's virtual clock, whose measured segment
+    lasts microseconds) and add :func:`host_warnings`. A record without a warnings list (a
+    failure) is left alone."""
     if rec.warnings is None:
         return
     pipe = (rec.data_info or {}).get("pipeline")
@@ -131,7 +134,8 @@ def host_checks(rec: RunRecord, env: Mapping[str, Any], delay: RunDelay, measure
     busy = busy_host_warning(env)
     warns += [busy] if busy else []
     if measured and rec.identity.status == "ok":
-        cw = cpu_wait(delay.as_dict(), rec.timing.wall_time_s if rec.timing else None)
+        cw = (cpu_wait(delay.as_dict(), rec.timing.wall_time_s if rec.timing else None)
+              if host_clock else None)
         rec.host_cpu_wait = cw
         warns += host_warnings((rec.identity.config or {}).get("threads"),
                                env.get("cpu_affinity"), cw)

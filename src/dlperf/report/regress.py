@@ -551,8 +551,89 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
             by.setdefault(point_key_of(r), []).append(r)
     if not by_b and not by_n:
         raise ConfigError(f"no results in {base_name} or {new_name}: nothing to compare")
+    stale = {**_drop_old_code(by_b, "BASE"), **_drop_old_code(by_n, "NEW")}
+    moved = _match_moved_files(by_b, by_n)
     keys = sorted(set(by_b) | set(by_n), key=lambda k: (k not in by_b, _sort_key(
         (by_b.get(k) or by_n[k])[0]), k))
     pts = [compare_point(k, by_b.get(k, []), by_n.get(k, []), level=level, threshold=threshold,
                          gate=True) for k in keys]
+    for p in pts:
+        p.notes += stale.get(p.key, [])
+        if p.key in moved:
+            p.notes.append(moved[p.key])
     return Comparison(pts, base_name, new_name, level, threshold)
+
+
+def _code(rec: RunRecord) -> str | None:
+    spec = rec.identity.spec
+    return spec.code if spec is not None else None
+
+
+def _drop_old_code(by: dict[str, list[RunRecord]], side: str) -> dict[str, list[str]]:
+    """Leave out, in place, the runs of a point measured with other code than its newest run
+    (a ``file:`` model edited and measured again: :attr:`dlperf.zoo.spec.ModelSpec.code`);
+    returns key -> the note saying how many."""
+    from dlperf.results.history import created_of
+
+    notes: dict[str, list[str]] = {}
+    for k, runs in by.items():
+        codes = {_code(r) for r in runs}
+        if len(codes - {None}) < 2:
+            continue
+        newest = max(runs, key=lambda r: (created_of(r) is not None, created_of(r) or 0,
+                                          r.stored.id if r.stored else 0))
+        keep = [r for r in runs if _code(r) == _code(newest)]
+        notes[k] = [f"{side}: {len(runs) - len(keep)} run(s) of older code of the model left "
+                    f"out (its newest runs are of code {_code(newest)})"]
+        by[k] = keep
+    return notes
+
+
+#: Config fields that do not tell two points apart when matching a moved ``file:`` model.
+_LOOSE_SKIP = frozenset({"model", "repeat", "data_dir", "timeout_s", "iterations", "trace_dir"})
+
+
+def _loose_key(rec: RunRecord) -> str | None:
+    """For a ``file:`` model: its settings with the file named by its base name only (the same
+    model in two checkouts has two absolute paths); None for other models."""
+    import json
+    import posixpath
+
+    model = str(rec.identity.model or "")
+    if not model.startswith("file:"):
+        return None
+    body, _, query = model[5:].partition("?")
+    path, _, fn = body.rpartition(":")
+    cfg = {k: v for k, v in (rec.identity.config or {}).items() if k not in _LOOSE_SKIP}
+    return json.dumps([posixpath.basename(path.replace("\\", "/")), fn, query, cfg],
+                      sort_keys=True, default=str)
+
+
+def _match_moved_files(by_b: dict[str, list[RunRecord]], by_n: dict[str, list[RunRecord]]
+                       ) -> dict[str, str]:
+    """Pair, in place, a BASE point and a NEW point of a ``file:`` model that no key matched
+    but whose file has the same name and whose settings are the same (``dlperf compare --run``
+    measures the two checkouts' copies of one file): NEW's runs move under BASE's key. Only
+    one-to-one pairs are made. Returns BASE key -> the note saying so."""
+    def loose(by: dict[str, list[RunRecord]], keys: set[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        seen: dict[str, int] = {}
+        for k in keys:
+            lk = _loose_key(by[k][0])
+            if lk is not None:
+                out[lk] = k
+                seen[lk] = seen.get(lk, 0) + 1
+        return {lk: k for lk, k in out.items() if seen[lk] == 1}
+
+    lb = loose(by_b, set(by_b) - set(by_n))
+    ln = loose(by_n, set(by_n) - set(by_b))
+    notes = {}
+    for lk, kb in lb.items():
+        kn = ln.get(lk)
+        if kn is None:
+            continue
+        mb, mn = by_b[kb][0].identity.model, by_n[kn][0].identity.model
+        by_n[kb] = by_n.pop(kn)
+        notes[kb] = (f"matched by the file's name: BASE measured {mb}, NEW {mn} (the same "
+                     "settings)")
+    return notes

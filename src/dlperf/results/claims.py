@@ -112,15 +112,18 @@ class Claims:
         resume: results stored before this sweep started count as done.
         retry_failed: with ``resume``, only ``ok`` results stored before count.
         sweep: the sweep's name, recorded with its claims.
+        redo: run keys whose results stored before this sweep do not count as done, even
+            with ``resume`` (points measured again because their code changed).
 
     Raises:
         StoreError: the claims table cannot be made (a read-only or locked file).
     """
 
     def __init__(self, store: Any, *, resume: bool, retry_failed: bool,
-                 sweep: str | None = None) -> None:
+                 sweep: str | None = None, redo: set[str] | None = None) -> None:
         self.store, self.resume, self.retry_failed, self.sweep = (store, resume, retry_failed,
                                                                   sweep)
+        self.redo = set(redo or ())
         self.host, self.pid, self.owner = socket.gethostname(), os.getpid(), uuid.uuid4().hex
         self.held: set[str] = set()
         #: run key -> (owner, heartbeat, time.monotonic() when first seen so): how long
@@ -134,7 +137,8 @@ class Claims:
     def _done(self, run_key: str) -> bool:
         q = ("SELECT 1 FROM results WHERE run_key=? AND status NOT IN ('error', 'unavailable') "
              "AND (id > ? OR (? AND (status = 'ok' OR ?))) LIMIT 1")
-        return self.store._db.execute(q, (run_key, self.since_id, self.resume,
+        return self.store._db.execute(q, (run_key, self.since_id,
+                                          self.resume and run_key not in self.redo,
                                           not self.retry_failed)).fetchone() is not None
 
     def _stale(self, run_key: str, owner: str, pid: Any, host: str, heartbeat: Any,

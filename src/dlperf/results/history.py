@@ -1,14 +1,14 @@
 """Results over time: tags, commits and dates of stored records, and selecting by them.
 
-A result is tagged with ``dlperf run/sweep --tag NAME``: the tag is stored in the record as the
-top-level key ``tag`` (:data:`TAG_KEY`; a :class:`~dlperf.results.schema.RunRecord` keeps keys
-it does not know, so no column and no schema change is needed). The commit is the one the
+A result is tagged with ``dlperf run/sweep --tag NAME``: the tag is the record's
+``identity.tag`` (the top-level key ``tag``, :data:`TAG_KEY`, of its flat dict; no column of
+its own). The commit is the one the
 worker records in ``env.git.sha`` (:func:`dlperf.env.collect_env`); the date is the record's
 ``created_at`` (UTC, ISO 8601).
 
 A tag is a *label* of a run, not part of a point's identity (the run key stays what it was):
 ``dlperf run --tag NEW`` on a file that holds the point under another tag measures it again
-(:func:`resume_plan`), while an interrupted tagged sweep still resumes the points it has
+(:func:`dlperf.resume.resume_plan`), while an interrupted tagged sweep still resumes the points it has
 already measured under its own tag.
 
 :func:`select` filters records by tag, commit (prefix) and date; :func:`revision_of` names the
@@ -26,7 +26,7 @@ from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord
 
 __all__ = ["TAG_KEY", "check_tag", "tag_of", "sha_of", "created_of", "revision_of", "parse_since",
-           "select", "select_rows", "tagging", "resume_plan", "match_revision",
+           "select", "select_rows", "tagging", "match_revision",
            "FINAL_FAILURES"]
 
 #: The record key that holds the tag.
@@ -53,8 +53,7 @@ def check_tag(tag: str | None) -> str | None:
 
 def tag_of(rec: RunRecord) -> str | None:
     """The record's tag (``dlperf run --tag``), or None."""
-    tag = (rec.model_extra or {}).get(TAG_KEY)
-    return tag if isinstance(tag, str) and tag else None
+    return rec.identity.tag or None
 
 
 def sha_of(rec: RunRecord) -> str | None:
@@ -170,48 +169,18 @@ def match_revision(records: Sequence[RunRecord], name: str) -> tuple[str, list[R
                       "tags results)")
 
 
-def tagging(runner: Callable[[Any], dict[str, Any]], tag: str | None
-            ) -> Callable[[Any], dict[str, Any]]:
-    """``runner`` (``RunConfig -> result dict``) whose results carry ``tag`` (unchanged when
-    ``tag`` is None)."""
+def tagging(runner: Callable[[Any], RunRecord], tag: str | None
+            ) -> Callable[[Any], RunRecord]:
+    """``runner`` (``RunConfig -> RunRecord``) whose records carry ``tag`` in
+    ``identity.tag`` (unchanged when ``tag`` is None)."""
     if tag is None:
         return runner
 
-    def run(cfg: Any) -> dict[str, Any]:
-        result = runner(cfg)
-        result[TAG_KEY] = tag
-        return result
+    def run(cfg: Any) -> RunRecord:
+        rec = runner(cfg)
+        rec.identity.tag = tag
+        return rec
     return run
-
-
-def resume_plan(points: list[Any], db: str, tag: str | None, *, rerun: bool,
-                retry_failed: bool) -> tuple[list[Any], bool, int]:
-    """What a tagged ``run``/``sweep`` runs: (points to give the sweep, its ``resume`` flag,
-    points left out because they are done under ``tag``).
-
-    Without a tag: every point, resuming as always (``resume = not rerun``). With one: a point
-    counts as done only when ``db`` holds a final result of it *with this tag* (``ok``, or
-    with ``retry_failed`` not set also a final failure: :data:`FINAL_FAILURES`); those are left
-    out and the rest run (``resume=False``), so a new tag measures every point again while an
-    interrupted tagged sweep resumes.
-
-    Raises:
-        ConfigError: ``db`` is not a dlperf results file.
-    """
-    from pathlib import Path
-
-    from dlperf.results.store import ResultStore
-
-    if tag is None or rerun:
-        return points, not rerun, 0
-    if not Path(db).is_file() or Path(db).stat().st_size == 0:
-        return points, False, 0
-    final = ("ok",) if retry_failed else ("ok", *FINAL_FAILURES)
-    with ResultStore(db, read_only=True) as store:
-        done = {r.identity.run_key for r in store.records(latest=False, samples=False)
-                if tag_of(r) == tag and r.identity.status in final}
-    todo = [p for p in points if p.run_key() not in done]
-    return todo, False, len(points) - len(todo)
 
 
 def select_rows(rows: Sequence[dict[str, Any]], *, tag: Sequence[str] | str | None = None,

@@ -127,6 +127,11 @@ class ModelSpec:
         label_smoothing: label smoothing of the ``ce`` loss (0 = none).
         target_shape: shape of one sample's target; ``None`` = the input kind's default
             (:attr:`targets`).
+        code: a fingerprint of the code that builds the model, for a model from a source
+            (:func:`code_fingerprint`): of a ``file:`` model's file, an entry point's module
+            file, an ``hf:`` model's resolved config; ``None`` for the zoo's own models (their
+            code is dlperf's, whose commit each result records). A point measured with
+            another fingerprint is measured again (:mod:`dlperf.resume`).
     """
 
     name: str
@@ -145,6 +150,7 @@ class ModelSpec:
     loss: LossKind = "ce"
     label_smoothing: float = 0.0
     target_shape: tuple[int, ...] | None = None
+    code: str | None = None
 
     @property
     def targets(self) -> tuple[int, ...]:
@@ -198,3 +204,17 @@ class ModelSpec:
     def is_tiny(self) -> bool:
         """True for a ``<name>_tiny`` CPU-test variant."""
         return self.tiny_of is not None
+
+
+def code_fingerprint(*parts: bytes | str) -> str:
+    """``sha256:`` and the first 16 hex digits of the SHA-256 of ``parts`` (bytes, or text as
+    UTF-8), each preceded by its length so that no two lists of parts collide: what
+    :attr:`ModelSpec.code` holds."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in parts:
+        b = p.encode() if isinstance(p, str) else p
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return "sha256:" + h.hexdigest()[:16]

@@ -21,7 +21,7 @@ from dlperf.zoo.sources.custom.contract import (
     raised,
 )
 from dlperf.zoo.sources.names import ENTRY_POINT_GROUP, join_options, split_options
-from dlperf.zoo.spec import ModelSpec
+from dlperf.zoo.spec import ModelSpec, code_fingerprint
 
 #: Implementation modules that may accept a model (each has ``accepts(model)`` and
 #: ``inspect_parts(parts, name)``); the first that accepts describes it. TensorFlow's comes
@@ -66,7 +66,7 @@ def _spec_scopes() -> Iterator[None]:
 
 
 def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dict[str, Any],
-          source: str) -> ModelSpec:
+          source: str, code: str | None = None) -> ModelSpec:
     with _spec_scopes():
         try:
             parts = call(fn, options, name)
@@ -89,7 +89,32 @@ def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dic
         input_shape=d["input_shape"], num_classes=d["num_classes"], params=d["params"],
         forward_flops_per_sample=d["forward_flops"], source=source,
         flops_source=d["flops_source"], hyper=hyper, loss="custom",
-        target_shape=d["target_shape"])
+        target_shape=d["target_shape"], code=code)
+
+
+def source_file_fingerprint(path: str | None) -> str | None:
+    """:func:`~dlperf.zoo.spec.code_fingerprint` of the bytes of the Python file ``path``;
+    None when there is none or it cannot be read (a namespace package, a zip)."""
+    if not path:
+        return None
+    try:
+        return code_fingerprint(Path(path).read_bytes())
+    except OSError:
+        return None
+
+
+def _entry_point_file(value: str) -> str | None:
+    """The source file of entry point ``value``'s module (``module:attr``), found without
+    importing it; None where there is none."""
+    import importlib.util
+
+    module = value.partition(":")[0].strip()
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(found, "origin", None)
+    return origin if origin and origin.endswith(".py") else None
 
 
 def resolve(body: str, name: str) -> ModelSpec:
@@ -112,7 +137,8 @@ def resolve(body: str, name: str) -> ModelSpec:
     fn = file_function(abs_path, function, name)
     return _spec(canonical, fn, options,
                  {"source": "file", "path": abs_path, "function": function},
-                 f"{function}() in {abs_path} (file: model)")
+                 f"{function}() in {abs_path} (file: model)",
+                 code=source_file_fingerprint(abs_path))
 
 
 def resolve_entry_point(name: str) -> ModelSpec:
@@ -125,4 +151,5 @@ def resolve_entry_point(name: str) -> ModelSpec:
                  {"source": "entry_point", "entry_point": base, "value": ep.value,
                   "distribution": dist},
                  f"entry point {base} = {ep.value} (group {ENTRY_POINT_GROUP}"
-                 f"{', package ' + dist if dist else ''})")
+                 f"{', package ' + dist if dist else ''})",
+                 code=source_file_fingerprint(_entry_point_file(ep.value)))

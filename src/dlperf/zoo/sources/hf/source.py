@@ -3,6 +3,8 @@ the model built on the meta device (:mod:`dlperf.zoo.sources.hf.torch_impl`)."""
 
 from __future__ import annotations
 
+import json
+
 from dlperf.errors import ConfigError, UnavailableError
 from dlperf.zoo.sources.hf.spec import (
     FAMILY,
@@ -10,13 +12,14 @@ from dlperf.zoo.sources.hf.spec import (
     TASKS,
     apply_options,
     base_config,
+    check_sizes,
     clip_token_ids,
     input_of,
     task_of,
     transformers_module,
 )
 from dlperf.zoo.sources.names import join_options, split_options
-from dlperf.zoo.spec import ModelSpec
+from dlperf.zoo.spec import ModelSpec, code_fingerprint
 
 
 def resolve(body: str, name: str) -> ModelSpec:
@@ -36,6 +39,7 @@ def resolve(body: str, name: str) -> ModelSpec:
         raise ConfigError(f"model {name!r}: attn={options['attn']!r} is not an attention "
                           "implementation (eager, sdpa, flash_attention_2, ...)")
     apply_options(config, options, name)
+    check_sizes(config, name)  # before anything is built, even on the meta device
     clipped = clip_token_ids(config)
     task = task_of(config, options, archs, name)
     kind, shape, classes = input_of(config, task, options, name)
@@ -62,4 +66,6 @@ def resolve(body: str, name: str) -> ModelSpec:
         source=(f"Hugging Face transformers {hyper['transformers']} {counts['model_class']} "
                 f"from {origin}{with_options}; random weights (from_config, never "
                 "downloaded)"),
-        flops_source=counts["flops_source"], optimizer=OPTIMIZER, hyper=hyper)
+        flops_source=counts["flops_source"], optimizer=OPTIMIZER, hyper=hyper,
+        code=code_fingerprint(json.dumps(config.to_dict(), sort_keys=True, default=str),
+                              hyper["transformers"]))

@@ -1,0 +1,108 @@
+"""How often the regression gate errs, measured through its CI command (issue 39's "done when").
+
+``dlperf compare --run DIR DIR --fail-if-slower T -- FLAGS`` is run ``--pairs`` times with two
+identical sides (a verdict of regression there is a false alarm) and ``--pairs`` times with NEW
+made ``--slowdown`` slower (``DLPERF_FAKE_STEP_S`` of NEW's runs: a regression the gate must
+catch), on the fake framework with run-to-run noise (``DLPERF_FAKE_RUN_NOISE``: one factor per
+run, the variation between processes) and step noise (``DLPERF_FAKE_NOISE``). Then a pair of
+result files where NEW lacks a point of BASE is compared (the gate must fail with 3).
+
+    PYTHONPATH=src DLPERF_FAKE_FRAMEWORK=1 python benchmarks/gate_check.py \
+        [--pairs 20] [--rounds 3] [--threshold 3%] [--slowdown 0.05] [--run-noise 0.01] \
+        [--step-noise 0.05] [-o benchmarks/results/cpu-dev/gate_check.json]
+
+Writes the JSON (every gate's exit status, ratio and interval) and prints the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+FLAGS = ["-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--no-ceilings",
+         "--max-warmup-time", "2"]
+STEP_S = 0.001
+
+
+def dlperf(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dlperf", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=False, timeout=1800)
+
+
+def gate(work: Path, name: str, new_env: dict[str, str], env: dict[str, str],
+         a: argparse.Namespace) -> dict[str, Any]:
+    """One gate run; its exit status and the point's comparison from the JSON output."""
+    out = work / f"{name}.json"
+    extra = [x for k, v in new_env.items() for x in ("--new-env", f"{k}={v}")]
+    t0 = time.monotonic()
+    r = dlperf(["compare", "--run", str(work), str(work), "--rounds", str(a.rounds),
+                "--db", str(work / f"{name}.db"), "--fail-if-slower", a.threshold,
+                "-o", str(out), *extra, "--", *FLAGS], env, work)
+    row: dict[str, Any] = {"name": name, "returncode": r.returncode,
+                           "seconds": round(time.monotonic() - t0, 1)}
+    if out.is_file():
+        (p,) = json.loads(out.read_text())["points"]
+        row.update(ratio=p["ratio"], ci=p["ci"], judged=p["judged"], verdict=p["verdict"],
+                   regression=p["regression"])
+    else:
+        row["stderr"] = r.stderr[-2000:]
+    return row
+
+
+def vanished(work: Path, env: dict[str, str]) -> dict[str, Any]:
+    """BASE measures batches 8 and 16, NEW only 8 (twice each): the gate's exit status."""
+    for name, b in (("vb", "8,16"), ("vn", "8")):
+        r = dlperf(["run", "-m", "fcn5_tiny", "--framework", "fake", "-b", b, "--repeats", "2",
+                    "--no-ceilings", "--max-warmup-time", "2", "--db", str(work / f"{name}.db")],
+                   env, work)
+        if r.returncode:
+            return {"returncode": None, "stderr": r.stderr[-2000:]}
+    r = dlperf(["compare", str(work / "vb.db"), str(work / "vn.db"), "--fail-if-slower", "5%"],
+               env, work)
+    return {"returncode": r.returncode, "message": r.stderr.strip().splitlines()[-1:]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threshold", default="3%")
+    ap.add_argument("--slowdown", type=float, default=0.05)
+    ap.add_argument("--run-noise", type=float, default=0.01)
+    ap.add_argument("--step-noise", type=float, default=0.05)
+    ap.add_argument("-o", "--output", type=Path)
+    a = ap.parse_args()
+    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": str(STEP_S),
+           "DLPERF_FAKE_RUN_NOISE": str(a.run_noise), "DLPERF_FAKE_NOISE": str(a.step_noise)}
+    rows: dict[str, list[dict[str, Any]]] = {"same": [], "slow": []}
+    with tempfile.TemporaryDirectory(prefix="gate-check-") as tmp:
+        work = Path(tmp)
+        for i in range(a.pairs):
+            rows["same"].append(gate(work, f"same{i}", {}, env, a))
+            rows["slow"].append(gate(work, f"slow{i}", {
+                "DLPERF_FAKE_STEP_S": str(STEP_S * (1 + a.slowdown))}, env, a))
+            print(f"pair {i + 1}/{a.pairs}: same exit {rows['same'][-1]['returncode']}, slow "
+                  f"exit {rows['slow'][-1]['returncode']}", flush=True)
+        gone = vanished(work, env)
+    summary = {
+        "false_alarms": sum(r["returncode"] == 1 for r in rows["same"]),
+        "same_not_zero": sum(r["returncode"] != 0 for r in rows["same"]),
+        "caught": sum(r["returncode"] == 1 for r in rows["slow"]),
+        "pairs": a.pairs, "vanished_exit": gone.get("returncode"),
+        "settings": {k: v for k, v in vars(a).items() if k != "output"},
+    }
+    print(json.dumps(summary, indent=1))
+    if a.output:
+        a.output.write_text(json.dumps({"summary": summary, "vanished": gone, **rows},
+                                       indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

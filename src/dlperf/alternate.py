@@ -1,0 +1,167 @@
+"""Measuring BASE and NEW alternately, for the regression gate (``dlperf compare --run``).
+
+A side is a directory (a checkout of the code at one revision) and, optionally, environment
+variables of its own. Each round runs ``dlperf run RUN_FLAGS`` once per side, as a child
+process whose working directory is the side's directory, with ``DIR/src`` (where it exists)
+first on ``PYTHONPATH`` and the side's variables set: a ``file:`` model given by a relative
+path is the side's own file, a package of a ``src/`` layout is the side's own code, and
+``python -m`` puts the directory itself first on the module path. Round ``r`` stores repeat
+``r`` of every point under the side's tag (``--tag``, ``--repeats r+1``: a tagged run resumes
+the repeats it holds and runs the next), so the results file holds ``rounds`` runs a side.
+
+The order alternates as BASE NEW, NEW BASE, BASE NEW, ... (an ABBA order): a slow change of the
+host during the gate (other work, clocks, temperature) falls on both sides alike instead of on
+whichever ran last. This is what ``asv run --interleave-processes`` does for the processes of
+two commits (asv 0.3 release notes: "to obtain better sampling over long-time background
+performance variations"); hyperfine runs each command's runs together (its issue #21 asks for
+interleaving). The comparison itself is :func:`dlperf.report.regress.compare_records`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+
+__all__ = ["Side", "RESERVED_FLAGS", "check_run_flags", "parse_env", "rounds_order",
+           "side_environment", "run_rounds", "RoundResult"]
+
+#: ``dlperf run`` flags the gate sets itself (or that make no sense in it).
+RESERVED_FLAGS = ("--db", "--tag", "--repeats", "--rerun", "--retry-failed", "--report",
+                  "--emit-slurm", "--node-rank", "--nnodes", "--rdzv-endpoint")
+
+
+@dataclass
+class Side:
+    """One side of the gate: ``name`` (``BASE`` or ``NEW``), its ``tag`` in the results
+    file, the ``directory`` its runs start in and its own environment variables ``env``."""
+
+    name: str
+    tag: str
+    directory: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RoundResult:
+    """One ``dlperf run`` of one side in one round: its exit status and the last lines of its
+    output (stderr)."""
+
+    round: int
+    side: str
+    returncode: int
+    tail: str
+
+
+def parse_env(items: Sequence[str] | None, flag: str) -> dict[str, str]:
+    """``["K=V", ...]`` of ``--base-env``/``--new-env`` as a dict.
+
+    Raises:
+        ConfigError: an item without ``=`` or with an empty name.
+    """
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"{flag} {item!r}: give NAME=VALUE, e.g. {flag} "
+                              "DLPERF_FAKE_STEP_S=0.00105")
+        out[key.strip()] = value
+    return out
+
+
+def check_run_flags(args: Sequence[str]) -> list[str]:
+    """The ``dlperf run`` flags after ``--``, checked: they must name what to measure and must
+    not set what the gate sets (:data:`RESERVED_FLAGS`).
+
+    Raises:
+        ConfigError: no flags, or a reserved one.
+    """
+    args = list(args)
+    if not args:
+        raise ConfigError("dlperf compare --run BASE_DIR NEW_DIR needs the points to measure "
+                          "after --, as for dlperf run, e.g. dlperf compare --run ../base . "
+                          "--fail-if-slower 5% -- --model file:bench/model.py:build -b 32")
+    for a in args:
+        name = a.split("=", 1)[0]
+        if name in RESERVED_FLAGS:
+            raise ConfigError(f"{name} is set by dlperf compare --run (each side's runs go into "
+                              "its --db under the tags base and new, --rounds runs a side); "
+                              "leave it out of the flags after --")
+    return args
+
+
+def rounds_order(rounds: int) -> list[tuple[int, int]]:
+    """``(round, side index)`` in the order run: BASE NEW, NEW BASE, BASE NEW, ... (0 is BASE).
+
+    Raises:
+        ConfigError: fewer than 2 rounds (a run-level interval needs 2 runs a side).
+    """
+    if rounds < 2:
+        raise ConfigError(f"--rounds {rounds}: give 2 or more (a point is judged on at least 2 "
+                          "runs a side; 3, the default, leaves one to spare)")
+    return [(r, s) for r in range(rounds) for s in ((0, 1) if r % 2 == 0 else (1, 0))]
+
+
+def side_environment(side: Side, base_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of ``side``'s runs: ``base_env`` (default: this process's) with the
+    side's variables, and ``DIR/src`` first on ``PYTHONPATH`` where that folder exists (the
+    side's variables win, ``PYTHONPATH`` among them)."""
+    env = dict(os.environ if base_env is None else base_env)
+    src = side.directory / "src"
+    if src.is_dir():
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src.resolve()),
+                                                        env.get("PYTHONPATH")) if p)
+    env.update(side.env)
+    return env
+
+
+def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, rounds: int, *,
+               runner: Callable[..., Any] = subprocess.run,
+               echo: Callable[[str], None] = print) -> list[RoundResult]:
+    """Run ``dlperf run RUN_ARGS`` for each side in :func:`rounds_order`, storing into ``db``
+    (an absolute path) under each side's tag, repeat ``r`` in round ``r``; ``echo`` gets one
+    line per run. A run that exits 1 (its points failed or were unavailable: stored as
+    results) does not stop the gate. A side whose run exits otherwise (its code refused the
+    flags: a ``file:`` model gone from NEW, say) is not run again and its error is echoed: the
+    comparison then finds its points missing, which fails the gate.
+
+    Raises:
+        ConfigError: both sides' runs exited so (the flags themselves are wrong), with the
+            last output lines.
+    """
+    out: list[RoundResult] = []
+    order = rounds_order(rounds)
+    broken: dict[str, str] = {}
+    for k, (r, s) in enumerate(order, 1):
+        side = sides[s]
+        if side.name in broken:
+            continue
+        cmd = [sys.executable, "-m", "dlperf", "run", *run_args, "--db", str(db),
+               "--tag", side.tag, "--repeats", str(r + 1)]
+        echo(f"[{k}/{len(order)}] round {r + 1} of {rounds}: {side.name} "
+             f"({side.directory}, tag {side.tag})")
+        proc = runner(cmd, cwd=str(side.directory), env=side_environment(side),
+                      capture_output=True, text=True, check=False)
+        lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
+        tail = "\n".join(lines[-12:])
+        out.append(RoundResult(r, side.name, proc.returncode, tail))
+        last = next((ln for ln in reversed(lines) if " run, " in ln), None)
+        if last:
+            echo(f"    {last.strip()}")
+        if proc.returncode not in (0, 1):
+            broken[side.name] = tail
+            echo(f"    {side.name}: dlperf run exited with status {proc.returncode} and is not "
+                 f"run again; its last lines:\n{tail}")
+            if len(broken) == 2:
+                raise ConfigError(f"dlperf run failed on both sides (in {sides[0].directory} "
+                                  f"and {sides[1].directory}); the last lines:\n{tail}")
+        elif proc.returncode == 1:
+            echo(f"    {side.name}: some points failed or were unavailable (stored as such; "
+                 "the comparison shows them)")
+    return out

@@ -1,0 +1,86 @@
+"""``dlperf compare --run``'s runner (dlperf.alternate): the ABBA order, each side's folder and
+environment, the flags it refuses, and what it does when a side's run fails."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from dlperf import alternate
+from dlperf.errors import ConfigError
+
+
+def test_rounds_alternate_abba():
+    assert alternate.rounds_order(3) == [(0, 0), (0, 1), (1, 1), (1, 0), (2, 0), (2, 1)]
+    with pytest.raises(ConfigError, match="--rounds 1"):
+        alternate.rounds_order(1)
+
+
+def test_flags_and_env_are_checked():
+    assert alternate.check_run_flags(["-m", "x"]) == ["-m", "x"]
+    with pytest.raises(ConfigError, match="needs the points to measure after --"):
+        alternate.check_run_flags([])
+    for bad in (["--db", "x.db"], ["--tag=v1"], ["--repeats", "3"]):
+        with pytest.raises(ConfigError, match="set by dlperf compare --run"):
+            alternate.check_run_flags(["-m", "x", *bad])
+    assert alternate.parse_env(["A=1", "B=x=y"], "--new-env") == {"A": "1", "B": "x=y"}
+    with pytest.raises(ConfigError, match="--base-env 'A'"):
+        alternate.parse_env(["A"], "--base-env")
+
+
+def test_side_environment_puts_its_src_first(tmp_path):
+    (tmp_path / "src").mkdir()
+    side = alternate.Side("NEW", "new", tmp_path, {"X": "1"})
+    env = alternate.side_environment(side, {"PYTHONPATH": "/elsewhere", "Y": "2"})
+    assert env["PYTHONPATH"] == os.pathsep.join([str((tmp_path / "src").resolve()), "/elsewhere"])
+    assert env["X"] == "1" and env["Y"] == "2"
+    bare = alternate.Side("BASE", "base", tmp_path / "missing", {})
+    assert "PYTHONPATH" not in alternate.side_environment(bare, {})
+
+
+def _sides(tmp_path: Path) -> tuple[alternate.Side, alternate.Side]:
+    (tmp_path / "b").mkdir(exist_ok=True)
+    (tmp_path / "n").mkdir(exist_ok=True)
+    return (alternate.Side("BASE", "base", tmp_path / "b", {"S": "b"}),
+            alternate.Side("NEW", "new", tmp_path / "n", {"S": "n"}))
+
+
+def test_each_run_starts_in_its_side_with_the_next_repeat(tmp_path):
+    calls = []
+
+    def runner(cmd, cwd, env, **kw):
+        calls.append((cmd, cwd, env["S"]))
+        return SimpleNamespace(returncode=0, stderr="1 run, 0 already in g.db, 0 failed\n")
+
+    lines: list[str] = []
+    out = alternate.run_rounds(_sides(tmp_path), ["-m", "x"], tmp_path / "g.db", 2,
+                               runner=runner, echo=lines.append)
+    assert [(c[2], c[0][-3], c[0][-1]) for c in calls] == [
+        ("b", "base", "1"), ("n", "new", "1"), ("n", "new", "2"), ("b", "base", "2")]
+    assert all(c[1].endswith(c[2]) for c in calls)  # the side's folder
+    assert all(c[0][3:6] == ["run", "-m", "x"] and "--db" in c[0] for c in calls)
+    assert [r.returncode for r in out] == [0, 0, 0, 0]
+    assert sum("1 run, 0 already" in ln for ln in lines) == 4
+
+
+def test_a_side_whose_run_is_refused_stops_and_both_refused_is_an_error(tmp_path):
+    def new_breaks(cmd, cwd, env, **kw):
+        rc = 2 if env["S"] == "n" else 0
+        return SimpleNamespace(returncode=rc, stderr="error: no such function build\n")
+
+    lines: list[str] = []
+    out = alternate.run_rounds(_sides(tmp_path), ["-m", "x"], tmp_path / "g.db", 3,
+                               runner=new_breaks, echo=lines.append)
+    assert [(r.side, r.returncode) for r in out] == [("BASE", 0), ("NEW", 2), ("BASE", 0),
+                                                     ("BASE", 0)]
+    assert any("not run again" in ln and "no such function" in ln for ln in lines)
+
+    def both_break(cmd, cwd, env, **kw):
+        return SimpleNamespace(returncode=2, stderr="error: unknown model\n")
+
+    with pytest.raises(ConfigError, match="failed on both sides"):
+        alternate.run_rounds(_sides(tmp_path), ["-m", "x"], tmp_path / "g.db", 2,
+                             runner=both_break, echo=lambda s: None)

@@ -60,11 +60,12 @@ class Point:
     data: Annotated[str | None, Opt(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None
     data_dir: Annotated[str | None, Opt(help="Data root for data-set names (default: $DLPERF_DATA).")] = None
     grad_accum: Annotated[int, Opt(help="Gradient-accumulation steps per iteration.")] = RUN.grad_accum
-    threads: Annotated[str | None, Opt(help="CPU threads for the framework (per process: each data-parallel rank gets this many); comma-separated for a thread sweep, e.g. 1,2,4,8. Default: the thread policy (every usable CPU on a quiet host, fewer on a busy one; 1 per data-parallel CPU rank), recorded with each result.")] = None
+    threads: Annotated[str | None, Opt(help="CPU threads for the framework (per process: each data-parallel rank gets this many); comma-separated for a thread sweep, e.g. 1,2,4,8. Default: the thread policy (every usable CPU on a quiet host, fewer on a busy one; 1 per data-parallel CPU rank), chosen once per results file and recorded with each result.")] = None
     cpu_bind: Annotated[str, Opt(help="Bind the worker to CPUs before the framework starts: none (default: as started), cores (the usable CPUs split into disjoint blocks, one per data-parallel rank), numa (each rank on one NUMA node's CPUs) or a CPU list such as 0-3,8 (split among the ranks). Recorded with the result (env.cpu_bind); the YAML field is cpu_bind.")] = RUN.cpu_bind
     layout: Annotated[str, Opt(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = RUN.layout
     compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = RUN.compile_mode
     optimizer_impl: Annotated[str, Opt(help="PyTorch only: the optimizer update's implementation: auto (the fastest: fused=True where PyTorch has fused kernels, CUDA and the CPU; PyTorch's default elsewhere), fused (fused=True), foreach (foreach=True), single (for-loop); comma-separated to compare, e.g. auto,fused. Recorded in flags.optimizer.")] = RUN.optimizer_impl
+    rechoose_threads: Annotated[bool, Opt("--rechoose-threads", help="Measure the host's load again for the thread policy instead of keeping the choice this results file's CPU points were measured with (warned where it differs).")] = False
     repeats: Annotated[int, Opt(help="Runs of each point, each in a fresh worker process, in rounds (every point once, then again, ...): between-run variation and the olympic mean with `dlperf results --compare repeats`.")] = 1
 
 
@@ -324,6 +325,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag "
                              f"{store.tag!r} in {db}", markup=False, highlight=False)
         common.execute(points, db, sweep=None, resume=resume, retry_failed=store.retry_failed,
+                       rechoose_threads=point.rechoose_threads,
                        report_dir=store.report, runner=tagging(runner, store.tag))
 
     guard(lambda: common.spec_bounded(body, it.timeout))

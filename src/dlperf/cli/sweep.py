@@ -82,11 +82,12 @@ def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, 
                      markup=False, highlight=False)
 
 
-def _dry_threads(points: list[Any], path: str, done: set[str]) -> tuple[list[Any], str]:
+def _dry_threads(points: list[Any], path: str, done: set[str], rechoose: bool = False
+                 ) -> tuple[list[Any], str]:
     """The points as a sweep would run them (:func:`dlperf.resume.resolve_threads`: CPU points
-    without threads get the thread policy's choice, measured on this host now; a point stored
-    under the policy keeps its count), and a line saying what the policy chose and why."""
-    from dlperf.env import choose_threads
+    without threads get the thread policy's choice, the results file's or measured on this host
+    now: :func:`dlperf.cli.common.choose_threads_once`; a point stored under the policy keeps
+    its count), and a line saying what the policy chose and why."""
     from dlperf.results.store import ResultStore
     from dlperf.resume import auto_threads, resolve_threads
 
@@ -94,10 +95,9 @@ def _dry_threads(points: list[Any], path: str, done: set[str]) -> tuple[list[Any
     if not auto:
         return points, ("threads: as each point gives them (the thread policy sets the threads "
                         "of CPU points without threads only)")
-    from dlperf.placement import thread_policy_cpus
-
-    choice = choose_threads(thread_policy_cpus(auto))
-    line = (f"thread policy for the {len(auto)} CPU point(s) without threads, measured now: "
+    choice = common.choose_threads_once(auto, path, rechoose, echo=False)
+    how = "this results file's" if choice.chosen_at else "measured now"
+    line = (f"thread policy for the {len(auto)} CPU point(s) without threads, {how}: "
             f"{choice.line()}")
     if not done:  # nothing stored: no earlier choice to keep, the store is never read
         return resolve_threads(points, choice, cast(Any, None), done)[0], line
@@ -130,7 +130,7 @@ def _tagged_done(points: list[Any], path: str, tag: str, retry_failed: bool
 
 
 def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
-             tag: str | None) -> None:
+             tag: str | None, rechoose: bool = False) -> None:
     """What would run: each point (threads as the thread policy would set them, marked so)
     pending, stored or failed in ``path`` (read, not changed; with a tag, only results stored
     under it count), the counts, then the thread policy and the tag."""
@@ -144,7 +144,7 @@ def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
     ok_keys = set() if restart else stored_keys(path, include_failed=False)
     by_policy = [auto_threads(p) for p in points]
     given = points
-    points, threads_line = _dry_threads(points, path, done)
+    points, threads_line = _dry_threads(points, path, done, rechoose)
     changed = _dry_code_changes(points, path, done) if not restart else set()
     if tag is not None and not restart:
         # as the run decides: on the points as given (a point of the thread policy is stored
@@ -237,6 +237,7 @@ def sweep(
     tag: Annotated[str | None, typer.Option(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None,
     slurm_array: Annotated[Path | None, typer.Option(help="Write a SLURM sbatch script that runs the sweep as a job array (one task per --shard K/N, each into DB.shard<K>.db; combine them with `dlperf merge`), and exit.")] = None,
     shards: Annotated[int | None, typer.Option(help="--slurm-array: array tasks N (default: one per point).", min=1)] = None,
+    rechoose_threads: Annotated[bool, typer.Option("--rechoose-threads", help="Measure the host's load again for the thread policy instead of keeping the choice this results file's CPU points were measured with (warned where it differs).")] = False,
     cpu_bind: Annotated[str | None, typer.Option(help="Bind every point's worker (each data-parallel rank to its own CPUs) as the file's cpu_bind field would: none, cores, numa or a CPU list such as 0-3; overrides the file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace files in the way of --slurm-array or --report that dlperf did not write for them (never a database).")] = False,
 ) -> None:
@@ -266,7 +267,7 @@ def sweep(
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         check_out_dir(report, "--report", path, force=force)
         if dry_run:
-            _dry_run(points, path, restart, retry_failed, tag)
+            _dry_run(points, path, restart, retry_failed, tag, rechoose_threads)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
         from dlperf.placement import check_here
@@ -284,6 +285,7 @@ def sweep(
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag {tag!r} "
                              f"in {path}", markup=False, highlight=False)
         common.execute(points, path, sweep=cfg.name, resume=resume,
+                       rechoose_threads=rechoose_threads,
                        retry_failed=retry_failed, report_dir=report,
                        sweep_config=cfg.model_dump(), missing_ok=True,
                        runner=tagging(lambda c: run_point(c, node_rank=node_rank,

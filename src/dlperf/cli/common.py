@@ -52,6 +52,12 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
 
 DEFAULT_DB = "dlperf-results.db"
 
+#: Help of ``--nccl-nvls`` (run, sweep, allreduce).
+NVLS_HELP = ("NCCL's NVLink SHARP (NVLS) algorithms for multi-GPU runs: default (NCCL decides: on "
+             "where the system has NVLink multicast) or off (NCCL_NVLS_ENABLE=0, and "
+             "multicast off for PyTorch symmetric memory and NVSHMEM: a machine whose "
+             "multicast does not work needs it). Recorded with each result (env.env).")
+
 #: Printed under a breakdown table (``dlperf run --breakdown`` and ``dlperf results``).
 BREAKDOWN_LEGEND = ("t_f/t_b/t_u marked * come from the profiler trace (a step compiled as one "
                     "program); `!`: phases and fused step differ by over 3% (reason in the "

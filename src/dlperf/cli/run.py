@@ -123,6 +123,7 @@ class Parallel:
     broadcast_buffers: Annotated[bool, Opt("--broadcast-buffers/--no-broadcast-buffers", help="PyTorch DDP: broadcast rank 0's buffers (BatchNorm statistics) at every forward (PyTorch's default).")] = DDP.broadcast_buffers
     comm_profile_iters: Annotated[int, Opt(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = RUN.comm_profile_iters
     emit_slurm: Annotated[Path | None, Opt(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None
+    nccl_nvls: Annotated[str, Opt(help=common.NVLS_HELP)] = "default"
 
     def ddp(self) -> dict[str, Any]:
         """The DDP options (:class:`dlperf.config.DDPOptions` fields)."""
@@ -288,6 +289,9 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         from dlperf.config import expand_grid, resolve_device
 
         _check_flags(point, par)
+        from dlperf.launch.distributed import set_nccl_nvls
+
+        set_nccl_nvls(par.nccl_nvls)
         check_out_dir(store.report, "--report", store.db, force=store.force)
         common.check_output(par.emit_slurm, "--emit-slurm", store.db, kind="slurm",
                             force=store.force)

@@ -237,6 +237,7 @@ def sweep(
     tag: Annotated[str | None, typer.Option(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None,
     slurm_array: Annotated[Path | None, typer.Option(help="Write a SLURM sbatch script that runs the sweep as a job array (one task per --shard K/N, each into DB.shard<K>.db; combine them with `dlperf merge`), and exit.")] = None,
     shards: Annotated[int | None, typer.Option(help="--slurm-array: array tasks N (default: one per point).", min=1)] = None,
+    nccl_nvls: Annotated[str, typer.Option(help=common.NVLS_HELP)] = "default",
     rechoose_threads: Annotated[bool, typer.Option("--rechoose-threads", help="Measure the host's load again for the thread policy instead of keeping the choice this results file's CPU points were measured with (warned where it differs).")] = False,
     cpu_bind: Annotated[str | None, typer.Option(help="Bind every point's worker (each data-parallel rank to its own CPUs) as the file's cpu_bind field would: none, cores, numa or a CPU list such as 0-3; overrides the file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace files in the way of --slurm-array or --report that dlperf did not write for them (never a database).")] = False,
@@ -247,6 +248,9 @@ def sweep(
         from dlperf.launch.slurm import node_db_path
 
         check_out_dir(report, "--report", force=force)
+        from dlperf.launch.distributed import set_nccl_nvls
+
+        set_nccl_nvls(nccl_nvls)
         k_n = parse_shard(shard) if shard is not None else None
         cfg = load_sweep(file)
         points = with_cpu_bind(cfg.expand(), cpu_bind)
@@ -255,7 +259,8 @@ def sweep(
                 raise ConfigError("--slurm-array writes one task per shard; leave out --shard")
             opts = [*(["--tag", tag] if tag else []), *(["--retry-failed"] if retry_failed
                                                          else []),
-                    *(["--restart"] if restart else [])]
+                    *(["--restart"] if restart else []),
+                    *(["--nccl-nvls", nccl_nvls] if nccl_nvls != "default" else [])]
             _write_array(slurm_array, file, points, shards,
                          db or str(Path(file).with_suffix(".db")), opts, force)
             return

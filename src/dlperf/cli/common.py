@@ -398,6 +398,31 @@ def choose_threads_once(points: list[Any], db: str | None = None,
     return choice
 
 
+def check_memory(points: list[Any], db: str) -> None:
+    """Refuse, before anything runs, the points whose estimated memory exceeds the device's or
+    the host's (:func:`dlperf.guards.memory_refusals`, from the model's spec and the peaks
+    ``db`` holds at other batch sizes).
+
+    Raises:
+        ConfigError: naming each such point, its estimate and the largest batch that fits.
+    """
+    from dlperf.guards import memory_refusals
+
+    stored: list[Any] = []
+    if Path(db).is_file() and Path(db).stat().st_size:
+        from dlperf.results.store import ResultStore
+
+        with ResultStore(db, read_only=True) as store:
+            stored = store.records(latest=False, samples=False)
+    bad = memory_refusals(points, stored)
+    if bad:
+        shown = bad[:5] + ([f"... and {len(bad) - 5} more"] if len(bad) > 5 else [])
+        raise ConfigError(f"{len(bad)} point(s) would not fit in memory; nothing was run:\n  "
+                          + "\n  ".join(shown) + "\nGive smaller batch sizes, or "
+                          "--no-memory-check to run them anyway (an estimate, module "
+                          "dlperf.guards, can be wrong)")
+
+
 def _count(threads: int | None) -> str:
     return f"{threads} thread(s)" if threads is not None else "the framework's default threads"
 
@@ -447,7 +472,8 @@ def terminated_as_interrupt() -> Iterator[None]:
 def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
             report_dir: str | None, sweep_config: dict | None = None,
             runner: Callable[[Any], dict[str, Any]] | None = None,
-            missing_ok: bool = False, rechoose_threads: bool = False) -> None:
+            missing_ok: bool = False, rechoose_threads: bool = False,
+            memory_check: bool = True) -> None:
     """Check, run and store ``points``, print the results; exit 1 if every point that ran
     failed or any point is ``unavailable`` (missing data or framework: still to measure).
 
@@ -468,6 +494,8 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                   f"that are gone: {', '.join(str(p) for p in gone[:3])}"
                   f"{' ...' if len(gone) > 3 else ''}", markup=False, highlight=False)
     missing = preflight(points, allow_missing=missing_ok)
+    if memory_check:
+        check_memory(points, db)
     threads = choose_threads_once(points, db, rechoose_threads)
     # Trace folders are written after each measurement: one that cannot be made would leave
     # the point stored without its trace (and resumed as done), so they are made now; an

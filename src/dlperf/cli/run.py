@@ -81,6 +81,7 @@ class Iterations:
     max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = ITERATIONS.max_warmup_iters
     max_warmup_time: Annotated[float | None, Opt(help=f"...or this many seconds of warm-up (default: {ITERATIONS.max_warmup_time_s:g}; {QUICK_ITERATIONS.max_warmup_time_s:g} for the quick suite).")] = None
     ci_target: Annotated[float | None, Opt(help="Measure until the 95% CI of the median is within +- this share of it (e.g. 0.01), up to --max-time / --max-iters; off by default.")] = None
+    memory_check: Annotated[bool, Opt("--memory-check/--no-memory-check", help="Refuse, before anything runs, points whose estimated memory (the model's weights, gradients, optimizer state, inputs and logits, or peaks stored at other batch sizes) exceeds the device's or the host's, naming the largest batch that fits.")] = True
     timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds (also the limit on making a file: model's spec, which imports the file in a process of its own).")] = RUN.timeout_s
 
 
@@ -329,7 +330,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag "
                              f"{store.tag!r} in {db}", markup=False, highlight=False)
         common.execute(points, db, sweep=None, resume=resume, retry_failed=store.retry_failed,
-                       rechoose_threads=point.rechoose_threads,
+                       rechoose_threads=point.rechoose_threads, memory_check=it.memory_check,
                        report_dir=store.report, runner=tagging(runner, store.tag))
 
     guard(lambda: common.spec_bounded(body, it.timeout))

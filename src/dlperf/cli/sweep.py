@@ -170,12 +170,24 @@ def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
                 "compare)" if tag is None else
                 f"tag: {tag!r}: the results are labelled with it; a point counts as stored "
                 "only under this tag (stored under another tag or none, it is measured again)")
+    pending = [p for p in points if p.run_key() not in done]
+    rows: list[Any] = []
+    if Path(path).is_file() and Path(path).stat().st_size:
+        from dlperf.results.store import ResultStore
+
+        with ResultStore(path, read_only=True) as store:
+            rows = store.rows(latest=False)
+    from dlperf.guards import clock_text, duration_estimate
+
+    secs, how = duration_estimate(pending, rows)
+    time_line = (f"estimated time: about {clock_text(secs)} for the {len(pending)} pending "
+                 f"run(s) ({how})" if pending else "estimated time: nothing pending")
     for line in ((f"{len(points)} points" if n_points == len(points) else
                   f"{len(points)} runs of {n_points} point{plural} (repeats)")
                  + f": {len(points) - n_done} pending, {n_done} stored in {where}"
                  + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
                     "--retry-failed to run them again)" if n_failed else ""),
-                 threads_line, tag_line):
+                 time_line, threads_line, tag_line):
         common.out.print(line, markup=False, highlight=False)
 
 
@@ -238,6 +250,7 @@ def sweep(
     slurm_array: Annotated[Path | None, typer.Option(help="Write a SLURM sbatch script that runs the sweep as a job array (one task per --shard K/N, each into DB.shard<K>.db; combine them with `dlperf merge`), and exit.")] = None,
     shards: Annotated[int | None, typer.Option(help="--slurm-array: array tasks N (default: one per point).", min=1)] = None,
     nccl_nvls: Annotated[str, typer.Option(help=common.NVLS_HELP)] = "default",
+    memory_check: Annotated[bool, typer.Option("--memory-check/--no-memory-check", help="Refuse, before anything runs, points whose estimated memory exceeds the device's or the host's (dlperf.guards), naming the largest batch that fits.")] = True,
     rechoose_threads: Annotated[bool, typer.Option("--rechoose-threads", help="Measure the host's load again for the thread policy instead of keeping the choice this results file's CPU points were measured with (warned where it differs).")] = False,
     cpu_bind: Annotated[str | None, typer.Option(help="Bind every point's worker (each data-parallel rank to its own CPUs) as the file's cpu_bind field would: none, cores, numa or a CPU list such as 0-3; overrides the file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace files in the way of --slurm-array or --report that dlperf did not write for them (never a database).")] = False,
@@ -290,7 +303,7 @@ def sweep(
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag {tag!r} "
                              f"in {path}", markup=False, highlight=False)
         common.execute(points, path, sweep=cfg.name, resume=resume,
-                       rechoose_threads=rechoose_threads,
+                       rechoose_threads=rechoose_threads, memory_check=memory_check,
                        retry_failed=retry_failed, report_dir=report,
                        sweep_config=cfg.model_dump(), missing_ok=True,
                        runner=tagging(lambda c: run_point(c, node_rank=node_rank,

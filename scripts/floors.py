@@ -29,6 +29,14 @@ def floors(path: Path = PYPROJECT) -> dict[str, str]:
     return out
 
 
+def _key(v: str) -> tuple[int, ...]:
+    """``"1.26.0"`` and ``"1.26"`` -> ``(1, 26)``: release numbers without trailing zeros."""
+    parts = [int(x) for x in re.findall(r"\d+", v)]
+    while parts and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
 def main(argv: list[str]) -> int:
     want = floors()
     if argv[:1] != ["--check"]:
@@ -42,8 +50,7 @@ def main(argv: list[str]) -> int:
             have = version(name)
         except PackageNotFoundError:
             have = None
-        if have is None or tuple(map(int, re.findall(r"\d+", have))) != tuple(
-                map(int, re.findall(r"\d+", v))):
+        if have is None or _key(have) != _key(v):
             bad.append(f"{name}: {have} installed, {v} declared")
     if bad:
         print("not at the declared minimum: " + "; ".join(bad), file=sys.stderr)

@@ -17,7 +17,8 @@ drawn per run (the variation between processes that a run-level interval covers)
 ``DLPERF_FAKE_NOISE=REL`` each step by its own ``exp(REL * z)``, ``DLPERF_FAKE_DRIFT=REL``
 step ``k`` (from 1) by ``1 + REL * k`` (a step that slows steadily), and
 ``DLPERF_FAKE_MODES=SHARE:FACTOR`` a random ``SHARE`` of the steps by ``FACTOR`` (two modes).
-The draws come from ``DLPERF_FAKE_SEED`` when set, else from fresh entropy, so two runs differ
+The draws come from ``DLPERF_FAKE_SEED`` and the run's repeat number when the seed is set
+(deterministic, and each repeat a run of its own), else from fresh entropy, so two runs differ
 as two processes do (:class:`StepVariation`).
 
 ``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
@@ -102,7 +103,7 @@ class StepVariation:
         ValueError: a value that is not a number (``MODES``: ``SHARE:FACTOR``, share in [0, 1]).
     """
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, repeat: int = 0) -> None:
         import numpy as np
 
         e = os.environ if env is None else env
@@ -114,7 +115,7 @@ class StepVariation:
         if not 0.0 <= self.mode_share <= 1.0:
             raise ValueError(f"DLPERF_FAKE_MODES share {self.mode_share} is not in [0, 1]")
         seed = e.get("DLPERF_FAKE_SEED")
-        self.rng = np.random.default_rng(int(seed) if seed else None)
+        self.rng = np.random.default_rng([int(seed), repeat] if seed else None)
         self.active = bool(self.run_noise or self.noise or self.drift or self.mode_share)
         self.run_factor = float(np.exp(self.run_noise * self.rng.standard_normal())
                                 ) if self.run_noise else 1.0
@@ -229,7 +230,7 @@ class FakeRun(TrainingRun):
             raise DataError("scripted data error")
         self._n = 0
         self._stages = stage_durations(self.step_s)
-        self._vary = StepVariation()
+        self._vary = StepVariation(repeat=cfg.repeat)
         self._comp = scripted_compiles(self.step_s)
         self._compiles, self._compile_s, self._compiles_at_measure = 0, 0.0, 0
         if self._comp is not None:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from dlperf.errors import ConfigError
 from dlperf.report import html as rhtml
 from dlperf.report.html_plots import batch_figure, overview_figure, points_of
 from dlperf.results.schema import RunRecord
@@ -90,8 +91,9 @@ def test_names_warnings_and_errors_are_escaped(evil_report):
     page = evil_report.read_text()
     n_plots = page.count("class='plot'")
     assert n_plots >= 3  # overview, batch plot, trend
-    # only plotly.js in the head and one script per plot: nothing from the results
-    assert page.count("<script") == 1 + n_plots
+    # plotly.js and its stand-in in the head, one script per plot, the tables' script at the
+    # end: nothing from the results
+    assert page.count("<script") == 3 + n_plots
     assert "<img src=x" not in page and "<b>bold</b>" not in page
     assert "<title>t &lt;i&gt;</title>" in page and "<h1>t &lt;i&gt;</h1>" in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;|pipe" in page  # the table cell
@@ -184,13 +186,36 @@ def test_trend_across_tags_is_relative_to_the_first():
     assert [rev for rev, _ in next(iter(half.values()))] == ["v1", "v2"]
 
 
-def test_self_contained_and_deterministic(tmp_path, evil_report):
+def test_offline_plotly_once_per_folder_and_deterministic(tmp_path, evil_report):
     page = evil_report.read_text()
-    assert re.search(r"""<(script|img|link)[^>]+(src|href)=["']?https?:""", page) is None
+    assert re.search(r"""<(script|img|link)[^>]+(src|href)=["']?(https?:|//)""", page) is None
     assert "<link" not in page
-    assert len(page) > 3_000_000 and "Plotly.newPlot" in page  # plotly.js inlined
-    again = rhtml.write_html_report(str(tmp_path / "r.db"), tmp_path / "out2", title="t <i>")
-    assert again.read_text() == page
+    # plotly.js is a file beside the page, loaded by a relative path; the page itself is small
+    js = evil_report.parent / rhtml.PLOTLY_JS
+    assert f'<script src="{rhtml.PLOTLY_JS}"></script>' in page
+    assert js.stat().st_size > 3_000_000 and len(page) < 300_000 and "Plotly.newPlot" in page
+    assert "Plotly.newPlot" not in page[:page.index("<main>")]  # not inlined in the head
+    # written once per folder: a second report into the folder leaves it untouched
+    os.utime(js, ns=(1_000_000_000, 1_000_000_000))
+    again = rhtml.write_html_report(str(tmp_path / "r.db"), evil_report.parent, title="t <i>")
+    assert again.read_text() == page and js.stat().st_mtime_ns == 1_000_000_000
+    other = rhtml.write_html_report(str(tmp_path / "r.db"), tmp_path / "out2", title="t <i>")
+    assert other.read_text() == page  # the same file gives the same page
+    # a file of that name that dlperf did not write is not overwritten
+    (tmp_path / "out3").mkdir()
+    (tmp_path / "out3" / rhtml.PLOTLY_JS).write_text("mine")
+    with pytest.raises(ConfigError, match="is not the plotly.js dlperf writes"):
+        rhtml.write_html_report(str(tmp_path / "r.db"), tmp_path / "out3")
+    assert (tmp_path / "out3" / rhtml.PLOTLY_JS).read_text() == "mine"
+
+
+def test_a_page_without_its_plotly_file_says_so(tmp_path, evil_report):
+    page = tmp_path / "alone.html"
+    page.write_text(evil_report.read_text())  # copied without plotly.js
+    dom, console = open_in_chromium(page, tmp_path / "alone.png")
+    assert "noplotly" in dom.split("<head>")[0]  # the page knows
+    assert f"needs {rhtml.PLOTLY_JS} beside this page" in dom
+    assert [ln for ln in console if "Uncaught" in ln] == []
 
 
 def test_report_command_formats(tmp_path):
@@ -202,7 +227,8 @@ def test_report_command_formats(tmp_path):
     assert r.exit_code == 0, r.output
     assert {p.name for p in (tmp_path / "both").iterdir()} >= {"report.md", "report.html"}
     r = runner.invoke(app, ["report", "--db", db, "-o", str(tmp_path / "h"), "-f", "html"])
-    assert r.exit_code == 0 and [p.name for p in (tmp_path / "h").iterdir()] == ["report.html"]
+    assert r.exit_code == 0 and sorted(p.name for p in (tmp_path / "h").iterdir()) == [
+        rhtml.PLOTLY_JS, "report.html"]
     r = runner.invoke(app, ["report", "--db", db, "-o", str(tmp_path / "x"), "-f", "pdf"])
     assert r.exit_code == 2 and "unknown report format 'pdf'" in r.output
 
@@ -271,3 +297,178 @@ def test_report_renders_in_chromium_without_console_errors(tmp_path, evil_report
     assert colours is not None and len(colours) > 200  # not blank: text, plots, badges
     # the header band is dark, the page below it light
     assert sum(img.getpixel((700, 20))) < 150 and sum(img.getpixel((10, 1000))) > 600
+
+
+# --- what the page shows: one line per configuration, distributions, sections with data ------
+
+def test_points_that_differ_only_by_layout_are_two_lines():
+    from dlperf.report.html_plots import batch_figure
+
+    def lay(r, layout):
+        r.identity.config = {**(r.identity.config or {}), "layout": layout}
+        r.flags = {"layout": layout.upper()}
+        return r
+
+    recs = [lay(rec("resnet", b), lay_) for b in (8, 16) for lay_ in ("nchw", "nhwc")]
+    for r, layout in zip(recs, ["nchw", "nhwc"] * 2):  # distinct points, as the run key says
+        r.identity.point_key = r.identity.run_key = f"resnet/{r.identity.batch_size}/{layout}"
+    pts = points_of(recs)
+    assert len({p.series for p in pts}) == 2
+    names = ["torch/eager cpu fp32 synthetic layout=nchw",
+             "torch/eager cpu fp32 synthetic layout=nhwc"]  # the points' labels, less b= N
+    assert sorted({p.series_label for p in pts}) == names
+    fig = batch_figure("resnet", pts)
+    lines = [t for t in fig.data if t.mode == "lines+markers" and t.showlegend]
+    assert sorted(t.name for t in lines) == names
+    assert all(list(t.x) == [8, 16] for t in lines)
+    # a setting the label does not show still sets the series apart, and is named
+    seeded = [rec("m", b) for b in (8, 16)] + [rec("m", b) for b in (8, 16)]
+    for r in seeded[2:]:
+        r.identity.config = {**r.identity.config, "seed": 1}
+        r.identity.point_key = r.identity.run_key = f"m/{r.identity.batch_size}/seed1"
+    labels = sorted({p.series_label for p in points_of(seeded)})
+    assert labels == ["torch/eager cpu fp32 synthetic", "torch/eager cpu fp32 synthetic (seed=1)"]
+
+
+def test_box_stats_are_exact_quartiles_and_tukey_fences():
+    from dlperf.report.distribution import MAX_OUTLIERS, box_stats
+
+    xs = [10.0] * 20 + [11.0, 12.0, 13.0, 14.0] + [40.0, 2.0]
+    st = box_stats(xs)
+    q1, med, q3 = np.percentile(xs, [25, 50, 75])
+    assert (st["q1"], st["median"], st["q3"]) == (q1, med, q3)
+    iqr = q3 - q1
+    assert st["lowerfence"] == min(x for x in xs if x >= q1 - 1.5 * iqr)
+    assert st["upperfence"] == max(x for x in xs if x <= q3 + 1.5 * iqr)
+    beyond = [x for x in xs if x < st["lowerfence"] or x > st["upperfence"]]
+    assert sorted(st["outliers"]) == sorted(beyond) and 40.0 in beyond and 2.0 in beyond
+    assert st["n"] == len(xs) and st["mean"] == pytest.approx(np.mean(xs))
+    many = box_stats(list(range(100)) + [1e6 + k for k in range(100)])  # two far clusters
+    assert many["n_outliers"] <= 100 and len(many["outliers"]) <= MAX_OUTLIERS
+    with pytest.raises(ValueError):
+        box_stats([])
+
+
+def test_each_point_has_a_distribution_box_from_its_raw_samples():
+    from dlperf.report.distribution import distribution_figure, point_samples_s
+
+    recs = [rec("m", 8), rec("m", 16), rec("m", 16, repeat=1), rec("m", 32, status="oom")]
+    for r in recs[1:3]:
+        r.identity.point_key = "m/torch/eager/16"
+    pts = points_of(recs)
+    assert [len(point_samples_s(p)) for p in pts] == [20, 40, 0]  # repeats pooled
+    fig = distribution_figure("m", pts)
+    (box,) = [t for t in fig.data if t.type == "box"]
+    assert len(box.q1) == 2  # one box per point with samples; the OOM point has none
+    med16 = np.median(point_samples_s(pts[1])) * 1e3
+    assert med16 in [pytest.approx(m) for m in box.median]
+    page = rhtml.render_html("t", recs, recs)
+    assert "id='distribution'" in page and 'id="plot-dist-0"' in page
+    assert distribution_figure("m", points_of([rec("m", 8, status="oom")])) is None
+
+
+def test_convergence_section_only_with_a_target_loss(tmp_path):
+    from dlperf.report.sections import Inputs, report_sections
+
+    def real(target):
+        r = rec("fcn_mnist", 32)
+        r.identity.data = "mnist"
+        r.identity.config = {**r.identity.config, "target_loss": target}
+        r.losses = {"measure": list(np.linspace(2.0, 0.5, 20))}
+        return r
+
+    for target, shown in ((None, False), (1.0, True)):
+        db = store_of(tmp_path / f"c{target}.db", [real(target)])
+        with ResultStore(db, read_only=True) as store:
+            titles = [t for t, _ in report_sections(Inputs(store, store.rows(),
+                                                           output=tmp_path))]
+            given = [t for t, _ in report_sections(Inputs(store, store.rows(), target_loss=1.5,
+                                                          output=tmp_path))]
+        assert ("Convergence" in titles) is shown, titles
+        assert "Convergence" in given  # --target-loss gives it one
+
+
+def test_tables_sort_and_filter_in_a_real_browser(tmp_path):
+    """The page's own script, driven in Chromium: a click on a column name sorts by it
+    (numbers as numbers, ascending then descending, a dash last), and the filter box keeps
+    the rows that hold every word typed."""
+    recs = [rec(f"m{k}", 8, step_s=s) for k, s in enumerate((0.02, 0.003, 0.1, 0.0105))]
+    recs += [rec("zz", 8, status="oom", error="no memory")]
+    recs += [rec(f"f{k}", 8, step_s=0.01, framework="jax", mode="xla") for k in range(5)]
+    page = tmp_path / "out" / "report.html"
+    rhtml.write_html_report(store_of(tmp_path / "r.db", recs), page.parent)
+    drive = """<script>
+    window.addEventListener("load", function () {
+      var t = document.querySelector("#results table"), out = [];
+      function models() {
+        return Array.prototype.filter.call(t.tBodies[0].rows, function (r) {
+          return !r.classList.contains("hidden"); }).map(function (r) {
+          return r.cells[0].textContent; }).join(",");
+      }
+      var step = Array.prototype.filter.call(t.tHead.rows[0].cells, function (c) {
+        return c.textContent.indexOf("step ms") === 0; })[0];
+      step.click(); out.push("asc=" + models());
+      step.click(); out.push("desc=" + models());
+      var box = document.querySelector("#results .tfilter input");
+      box.value = "jax  F3"; box.dispatchEvent(new Event("input"));
+      out.push("filter=" + models());
+      out.push("count=" + document.querySelector("#results .tfilter .count").textContent);
+      var pre = document.createElement("pre"); pre.id = "drive";
+      pre.textContent = out.join(";"); document.body.appendChild(pre);
+    });
+    </script></body>"""
+    driven = page.with_name("driven.html")
+    driven.write_text(page.read_text().replace("</body>", drive))
+    dom, console = open_in_chromium(driven, tmp_path / "driven.png")
+    assert console == [], console
+    got = dict(kv.split("=", 1) for kv in
+               re.search(r'<pre id="drive">([^<]*)</pre>', dom).group(1).split(";"))
+    fs = ",".join(f"f{k}" for k in range(5))
+    assert got["asc"] == f"m1,{fs},m3,m0,m2,zz"  # 3, 10 (x5, order kept), 10.5, 20, 100 ms
+    assert got["desc"] == f"m2,m0,m3,{fs},m1,zz"  # the OOM row's dash stays last
+    assert got["filter"] == "f3" and got["count"] == "1 of 10 rows"
+
+
+def layout_probe(page: Path, tmp_path: Path, width: int) -> dict[str, str]:
+    """Open ``page`` in Chromium ``width`` px wide; return ``{"page": scroll width, "view":
+    viewport width, "over": the sections whose boxes scroll sideways}``."""
+    probe = """<script>
+    window.addEventListener("load", function () { setTimeout(function () {
+      var over = [];
+      document.querySelectorAll(".scroll").forEach(function (e) {
+        if (e.scrollWidth > e.clientWidth + 1) { over.push(e.closest("section").id); } });
+      var nav = document.querySelector("nav.toc");
+      var pre = document.createElement("pre"); pre.id = "probe";
+      pre.textContent = "page=" + document.documentElement.scrollWidth + ";view=" +
+        window.innerWidth + ";over=" + over.join(",") + ";nav=" +
+        (nav.scrollWidth > nav.clientWidth + 1 ? "overflows" : "fits");
+      document.body.appendChild(pre); }, 300); });
+    </script></body>"""
+    probed = page.with_name(f"probe{width}.html")
+    probed.write_text(page.read_text().replace("</body>", probe))
+    exe = chromium()
+    r = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--virtual-time-budget=15000", f"--window-size={width},1200",
+                        "--dump-dom", probed.resolve().as_uri()],
+                       capture_output=True, text=True, timeout=180, check=False)
+    text = re.search(r'<pre id="probe">([^<]*)</pre>', r.stdout).group(1)
+    return dict(kv.split("=", 1) for kv in text.split(";"))
+
+
+def test_the_page_fits_1400_px_and_a_narrow_screen(tmp_path):
+    """A report with long names, warnings, many sections' tables: at 1400 px nothing scrolls
+    sideways, not even the results table, and the navigation wraps; at 500 px (Chromium's
+    narrowest window) the page itself is no wider than the screen (wide tables scroll in
+    their own box)."""
+    recs = [rec(m, b, step_s=0.001 * b, warnings=["wide CI of the median (64% of it): a long "
+                                                   "warning that has to wrap in its cell"]
+                if b == 16 else None, framework=fw, mode=mode)
+            for m in ("gpt2_small_tiny", "resnet56_tiny", "lstm_tiny")
+            for b in (8, 16, 32) for fw, mode in (("torch", "eager"), ("jax", "xla"))]
+    page = rhtml.write_html_report(store_of(tmp_path / "r.db", recs), tmp_path / "out")
+    wide = layout_probe(page, tmp_path, 1400)
+    assert wide["page"] == wide["view"] == "1400" and wide["over"] == "", wide
+    assert wide["nav"] == "fits"
+    narrow = layout_probe(page, tmp_path, 500)
+    assert int(narrow["page"]) <= int(narrow["view"]), narrow
+    assert narrow["nav"] == "fits"

@@ -102,11 +102,15 @@ def test_markdown_image_becomes_the_interactive_figure():
     assert "<p>a table</p>" in html
 
 
-def test_too_few_points_is_a_one_line_note(tmp_path):
-    body = pr.predicted_section(H200 / "reproduce.db", tmp_path)
-    assert body is not None and body.count("\n") == 1
-    assert body.startswith("Too few points to back-test")
+def test_too_few_points_leave_the_section_out(tmp_path):
+    from dlperf.report.sections import Inputs, report_sections
+    from dlperf.results.store import ResultStore
+
+    assert pr.predicted_section(H200 / "reproduce.db", tmp_path) is None
     assert not (tmp_path / pr.PLOT_NAME).exists()
+    with ResultStore(H200 / "reproduce.db", read_only=True) as store:
+        titles = [t for t, _ in report_sections(Inputs(store, store.rows()))]
+    assert titles and not any(t.startswith("Predicted vs measured") for t in titles)
 
 
 def test_report_and_page_carry_the_section(tmp_path):

@@ -28,6 +28,9 @@ from rich.markup import escape
 from dlperf.errors import ConfigError, DlperfError
 from dlperf.outputs import OutputRefused, check_target, same_file, write_output
 
+if typing.TYPE_CHECKING:
+    from dlperf.results.schema import RunRecord
+
 #: The width of the results' console off a terminal (a pipe, a file, a log) when $COLUMNS is
 #: not set: rich's default, 80, would stack every results table; 160 holds a CPU run's table
 #: whole (its empty GPU columns are dropped: :func:`dlperf.report.terminal.fit_table`).
@@ -196,7 +199,9 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     must not be one of the files the report writes there (report.md, report.html, ``*.png``).
     Files already there under those names must be an earlier report's (:func:`dlperf.outputs.
     check_target`: ``report.md`` starting with the heading ``# {title}``, ``report.html`` with
-    dlperf's generator tag, ``*.png`` images), unless ``force``; a database, never.
+    dlperf's generator tag, ``*.png`` images), unless ``force``; a database, never; and the
+    plotly.js beside report.html must be the one dlperf writes, ``--force`` or not
+    (:func:`dlperf.report.html.check_plotly_js`).
 
     Checked before anything is measured: an empty path, a file, or a path under a file (a
     folder that could never be made there) would otherwise fail only after the run.
@@ -213,6 +218,10 @@ def check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = No
     check_target(folder / "report.html", "html", "", flag=flag, force=force, protect=(db,))
     for png in sorted(folder.glob("*.png")):
         check_target(png, "png", "", flag=flag, force=force, protect=(db,))
+    for js in sorted(folder.glob("plotly-*.min.js")):  # report.html's plotly.js, kept
+        from dlperf.report.html import check_plotly_js
+
+        check_plotly_js(js)
 
 
 def _check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = None) -> None:
@@ -471,7 +480,7 @@ def terminated_as_interrupt() -> Iterator[None]:
 
 def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
             report_dir: str | None, sweep_config: dict | None = None,
-            runner: Callable[[Any], dict[str, Any]] | None = None,
+            runner: Callable[[Any], RunRecord] | None = None,
             missing_ok: bool = False, rechoose_threads: bool = False,
             memory_check: bool = True) -> None:
     """Check, run and store ``points``, print the results; exit 1 if every point that ran

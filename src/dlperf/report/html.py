@@ -1,8 +1,13 @@
-"""The HTML report: one self-contained ``report.html`` (plotly.js inlined: it opens without a
-network) with the environment on top, interactive plots (:mod:`dlperf.report.html_plots`), the
-results table with warnings and failures marked, the report's sections
-(:data:`dlperf.report.sections.SECTIONS`, their Markdown rendered, their PNGs inlined) and
-the trend of each point across tags and commits.
+"""The HTML report: ``report.html`` with the environment on top, interactive plots
+(:mod:`dlperf.report.html_plots`), each point's per-iteration distribution
+(:mod:`dlperf.report.distribution`), the results table with warnings and failures marked, the
+report's sections (:data:`dlperf.report.sections.SECTIONS`, their Markdown rendered, their
+PNGs inlined) and the trend of each point across tags and commits. Every table sorts and
+filters (:data:`dlperf.report.html_assets.TABLE_JS`).
+
+The page opens without a network: plotly.js is a file beside it (:data:`PLOTLY_JS`, written
+once per report folder by :func:`write_plotly_js`: 4.8 MB that used to be inlined in every
+page), everything else is in the page.
 
 Records are read with :meth:`dlperf.results.store.ResultStore.records`. Every text that comes
 from a result (names, errors, warnings, environment values) is HTML-escaped. The page is a
@@ -21,7 +26,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.outputs import atomic_write
-from dlperf.report.html_assets import CSS, PAGE
+from dlperf.report.html_assets import CSS, PAGE, PLOTLY_MISSING_JS, TABLE_JS
 from dlperf.report.html_plots import (
     PointView,
     batch_figure,
@@ -37,9 +42,21 @@ from dlperf.report.tables import fmt_bytes_triple, fmt_sig
 from dlperf.results.history import sha_of, tag_of
 from dlperf.results.schema import RunRecord
 
-__all__ = ["HTML_NAME", "render_html", "write_html_report", "environments", "ISA_FLAGS"]
+__all__ = ["HTML_NAME", "PLOTLY_JS", "render_html", "write_html_report", "write_plotly_js",
+           "check_plotly_js", "environments", "ISA_FLAGS"]
 
 HTML_NAME = "report.html"
+
+
+def _plotly_js_name() -> str:
+    from plotly.offline import get_plotlyjs_version
+
+    return f"plotly-{get_plotlyjs_version()}.min.js"
+
+
+#: The file beside report.html that holds plotly.js (the version of the plotly package's
+#: bundle in its name, so reports of two plotly versions in one folder do not clash).
+PLOTLY_JS = _plotly_js_name()
 #: Instruction-set flags worth showing for deep-learning kernels (vector widths, FMA, the
 #: bf16/int8 dot-product and matrix extensions); the full list is behind a "details" toggle.
 ISA_FLAGS = re.compile(r"^(sse4_2|avx|avx2|fma|f16c|avx512\w*|avx_vnni\w*|amx\w*|vnni\w*|"
@@ -176,8 +193,24 @@ def _mfu(pv: PointView) -> str:
     return f"{100 * sum(vals) / len(vals):.1f}%" if vals else "–"
 
 
+def _v(x: float | int | None) -> str:
+    """The ``data-v`` attribute a column sorts by (:data:`~dlperf.report.html_assets.
+    TABLE_JS`): a number, empty (sorted last) for none."""
+    return f" data-v='{float(x)!r}'" if isinstance(x, (int, float)) and x == x else " data-v=''"
+
+
+def _mem_bytes(rec: RunRecord) -> float | None:
+    """The number a memory cell sorts by: the largest device number, else the peak RSS."""
+    m = rec.memory
+    if m is None:
+        return None
+    dev = [v for v in (m.peak_allocated_bytes, m.peak_reserved_bytes, m.nvml_used_bytes)
+           if isinstance(v, (int, float))]
+    return float(max(dev)) if dev else m.peak_rss_bytes
+
+
 def _results_table(pts: Sequence[PointView]) -> str:
-    head = ("<tr><th>model</th><th>framework/mode, device, precision, data</th>"
+    head = ("<tr><th>model</th><th>configuration</th>"
             "<th class='num'>batch</th><th class='num'>runs</th><th>status</th>"
             "<th class='num'>step ms [95% CI]</th><th class='num' title='global batch / mean "
             "iteration time (total samples / total measured time)'>samples/s (mean)</th>"
@@ -198,11 +231,13 @@ def _results_table(pts: Sequence[PointView]) -> str:
         rows.append(f"<tr class='{cls}'><td>{_e(p.model)}</td><td>{_e(p.series_label)}</td>"
                     f"<td class='num'>{p.batch}</td><td class='num'>{len(p.runs)}</td>"
                     f"<td class='nw'>{st}</td>"
-                    f"<td class='num' title='{_e(p.ci_text)}'>{_e(step)}</td>"
-                    f"<td class='num'>{_e(fmt_sig(p.samples_per_s))}</td>"
-                    f"<td class='num'>{_mfu(p)}</td><td class='nw'>{_e(mem)}</td>"
-                    f"<td>{warn}</td></tr>")
-    note = ("<p class='note'>One row per point; <i>runs</i>: its repeated runs (all used). "
+                    f"<td class='num' title='{_e(p.ci_text)}'{_v(p.step_s)}>{_e(step)}</td>"
+                    f"<td class='num'{_v(p.samples_per_s)}>{_e(fmt_sig(p.samples_per_s))}</td>"
+                    f"<td class='num'>{_mfu(p)}</td><td{_v(_mem_bytes(rec))}>{_e(mem)}</td>"
+                    f"<td{_v(len(p.warnings))}>{warn}</td></tr>")
+    note = ("<p class='note'>One row per point (click a column's name to sort by it); "
+            "<i>configuration</i>: framework/mode with layout and other settings, device, "
+            "precision, data; <i>runs</i>: its repeated runs (all used). "
             "Step time: the median of one run with the 95% bootstrap CI of the median, or the "
             "mean of several runs' medians with the 95% t interval. Failed and unavailable "
             "points are marked ✗ and drawn on the plots' axes, not as data; an amber edge "
@@ -263,10 +298,14 @@ def _markdown_html(md_text: str, img_dir: Path | None,
 
 
 def _figure_div(fig: Any, div_id: str) -> str:
-    """A figure as a titled block (plotly.js is in the page's head once)."""
+    """A figure as a titled block (plotly.js is loaded once, in the page's head; without it
+    the block says which file is missing)."""
     cfg = {"displaylogo": False, "responsive": True,
            "toImageButtonOptions": {"format": "svg", "filename": div_id}}
-    return (f"<div class='plot'><div class='ptitle'>{_e(figure_title(fig))}</div>"
+    missing = (f"This plot needs {PLOTLY_JS} beside this page (dlperf report writes it "
+               "there); copy the report's folder, not the page alone.")
+    return (f"<div class='plot' data-missing='{_e(missing)}'>"
+            f"<div class='ptitle'>{_e(figure_title(fig))}</div>"
             + fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=cfg)
             + "</div>")
 
@@ -292,6 +331,27 @@ def _plots(pts: Sequence[PointView]) -> tuple[str, str]:
     return "".join(divs), note
 
 
+def _distributions(pts: Sequence[PointView]) -> str:
+    """Per model, a box plot of each point's per-iteration step times (one figure per model,
+    :func:`dlperf.report.distribution.distribution_figure`); empty when no point has samples."""
+    from dlperf.report.distribution import distribution_figure
+
+    colors = series_colors(pts)
+    divs = []
+    for model in dict.fromkeys(p.model for p in pts):
+        fig = distribution_figure(model, [p for p in pts if p.model == model], colors)
+        if fig is not None:
+            divs.append(_figure_div(fig, f"plot-dist-{len(divs)}"))
+    if not divs:
+        return ""
+    return "".join(divs) + (
+        "<p class='note'>Each box: one point's measured iterations (every ok run pooled): "
+        "the box spans the quartiles, the solid line is the median and the dashed one the "
+        "mean, whiskers reach the last iteration within 1.5 IQR of the box (Tukey) and "
+        "circles are the iterations beyond (the most extreme 40 of a point). A wide box or "
+        "many circles: a noisy machine, a step that varies, or two modes.</p>")
+
+
 def _trends(all_records: Sequence[RunRecord]) -> str:
     trends = trend_points(all_records)
     if not trends:
@@ -305,7 +365,8 @@ def _trends(all_records: Sequence[RunRecord]) -> str:
 
 def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[RunRecord],
                 sections: Sequence[tuple[str, str]] = (), source: str = "",
-                img_dir: Path | None = None, figures: Mapping[str, Any] | None = None) -> str:
+                img_dir: Path | None = None, figures: Mapping[str, Any] | None = None,
+                plotly_src: str | None = None) -> str:
     """The report page.
 
     Args:
@@ -315,12 +376,13 @@ def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[
         sections: ``(title, Markdown body)`` of the report's sections
             (:func:`dlperf.report.sections.report_sections`).
         source: where the results come from (shown under the title).
-        img_dir: the folder the sections' PNG plots were written to (inlined).
+        img_dir: the folder the sections' PNG plots were written to, to inline them (a page
+            on its own); None: the page links them by name (they are beside it).
         figures: interactive (plotly) figures of the sections, by the name of the image their
             Markdown links (:attr:`dlperf.report.sections.Inputs.figures`).
+        plotly_src: where the page loads plotly.js from (default :data:`PLOTLY_JS`, the file
+            :func:`write_plotly_js` puts beside the page).
     """
-    from plotly.offline import get_plotlyjs
-
     pts = points_of(records)
     n_ok = sum(bool(p.ok) for p in pts)
     n_warn = sum(bool(p.warnings) for p in pts)
@@ -335,6 +397,9 @@ def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[
         blocks.append(("plots", "Step time and throughput", plots + note))
     blocks.append(("results", "Results", _results_table(pts) if pts else
                    "<p>No training results here (only what the sections below show).</p>"))
+    dists = _distributions(pts)
+    if dists:
+        blocks.append(("distribution", "Per-iteration step time", dists))
     fails = _failures(pts)
     if fails:
         blocks.append(("failures", "Failures (results, not data)", fails))
@@ -349,8 +414,9 @@ def render_html(title: str, records: Sequence[RunRecord], all_records: Sequence[
     body = "\n".join(f"<section class='card' id='{bid}'><h2>{_e(h)}</h2>{content}</section>"
                      for bid, h, content in blocks)
     toc = "".join(f"<a href='#{bid}'>{_e(h)}</a>" for bid, h, _ in blocks)
-    return PAGE.format(title=_e(title), css=CSS, plotlyjs=get_plotlyjs(), subtitle=esc(source),
-                       badges=badges, toc=toc, body=body)
+    return PAGE.format(title=_e(title), css=CSS, plotly_src=_e(plotly_src or PLOTLY_JS),
+                       plotly_missing=PLOTLY_MISSING_JS, table_js=TABLE_JS,
+                       subtitle=esc(source), badges=badges, toc=toc, body=body)
 
 
 def _source_text(db: str | Path) -> str:
@@ -369,7 +435,9 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
                       target_loss: float | None = None) -> Path:
     """Write ``output/report.html`` from the results file ``db`` (or a folder of them, read as
     one: :func:`dlperf.results.merge.open_results`; the output folder is created);
-    return its path. The sections' PNG plots are made in a temporary folder and inlined.
+    return its path. The sections' PNG plots (those that are not interactive figures) and
+    plotly.js (:func:`write_plotly_js`) are written beside it, and the page links them, so a
+    report folder holds each once and the page stays small.
 
     Raises:
         ConfigError: ``db`` holds no results and no all-reduce runs.
@@ -383,16 +451,54 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
         if not records and not store.collectives():
             raise ConfigError(f"{db} holds no results yet")
         all_records = store.records(latest=False, samples=False)
-        from dlperf.tempdirs import owned_tempdir
-
-        with owned_tempdir("dlperf-html-") as tmp:
-            inp = Inputs(store, store.rows(), target_loss=target_loss, output=Path(tmp),
-                         figures={}, source=db)
-            sections = report_sections(inp)
-            page = render_html(title, records, all_records, sections,
-                               source=_source_text(db), img_dir=Path(tmp),
-                               figures=inp.figures)
-    output.mkdir(parents=True, exist_ok=True)
+        output.mkdir(parents=True, exist_ok=True)
+        inp = Inputs(store, store.rows(), target_loss=target_loss, output=output,
+                     figures={}, source=db)
+        sections = report_sections(inp)
+        page = render_html(title, records, all_records, sections, source=_source_text(db),
+                           figures=inp.figures)
+    write_plotly_js(output)
     path = output / HTML_NAME
     atomic_write(path, page)  # an earlier report or --force: cli check_out_dir
+    return path
+
+
+def check_plotly_js(path: Path) -> None:
+    """A file named like :data:`PLOTLY_JS` in a report folder: nothing to say when it is
+    another plotly version's or this very plotly.js (a report written again leaves it as it
+    is).
+
+    Raises:
+        OutputRefused: it is named :data:`PLOTLY_JS` and holds something else (dlperf does not
+            replace what it did not write).
+    """
+    from plotly.offline import get_plotlyjs
+
+    from dlperf.outputs import OutputRefused
+
+    path = Path(path)
+    if path.name != PLOTLY_JS or not path.exists():
+        return
+    js = get_plotlyjs().encode("utf-8")
+    if not path.is_file() or path.stat().st_size != len(js) or path.read_bytes() != js:
+        raise OutputRefused(f"{str(path)!r} is there and is not the plotly.js dlperf writes "
+                            f"({len(js)} bytes); remove it, or give another report folder")
+
+
+def write_plotly_js(folder: Path) -> Path:
+    """``folder/``:data:`PLOTLY_JS`: the plotly package's plotly.js, written once per folder
+    (a report written again leaves it as it is; written atomically, so a kill never leaves
+    half of it); its path.
+
+    Raises:
+        OutputRefused: a file of that name is there and is not this plotly.js
+            (:func:`check_plotly_js`).
+    """
+    from plotly.offline import get_plotlyjs
+
+    path = Path(folder) / PLOTLY_JS
+    if path.exists():
+        check_plotly_js(path)
+        return path
+    atomic_write(path, get_plotlyjs().encode("utf-8"))
     return path

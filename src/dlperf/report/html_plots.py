@@ -4,8 +4,10 @@ The report's points (:class:`PointView`: every run of a benchmark point, ok or n
 as:
 
 - per model, step time and throughput against the global batch (:func:`batch_figure`), one
-  line per series (framework/mode, device, precision, data, threads, devices), for the series
-  that have two or more batch sizes;
+  line per series (every setting of the run key but the batch: framework/mode, layout,
+  compile mode, optimizer, device, devices, precision, data, threads, ...; labelled as the
+  results table writes them, with the settings that tell two series of one label apart),
+  for the series that have two or more batch sizes;
 - a throughput overview across models (:func:`overview_figure`) for the series with one batch
   size (a suite run at one batch: no one-dot plots);
 - per model, the step time of each point across revisions (tags or commits,
@@ -34,7 +36,7 @@ from dlperf.report.regress import point_key_of, run_median_s
 from dlperf.report.tables import fmt_sig, status_label
 from dlperf.results.history import created_of, revision_of, sha_of, tag_of
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import SERIES_SETTINGS, label_of_record
+from dlperf.results.view import label_of_record, settings_of
 
 __all__ = ["PointView", "points_of", "batch_figure", "overview_figure", "trend_figure",
            "trend_points", "figure_title", "style_figure", "log_ticks", "series_colors", "esc", "COLORS",
@@ -128,15 +130,86 @@ class PointView:
         return "<br>".join(lines)
 
 
-def _series(rec: RunRecord) -> tuple[tuple[str, ...], str]:
+#: Config fields that do not set a series (a line) apart: the model (each figure is one
+#: model's, and a series keeps its colour across models), the batch (the x axis), the repeat
+#: (repeats are one point), and what the run key leaves out (:data:`dlperf.config.identity.
+#: KEY_EXCLUDED`: how long and from where; the data-parallel fields are added back as the run
+#: key adds them).
+_NOT_SERIES = frozenset({"model", "batch_size", "repeat"})
+#: Settings a series' label leaves out (the figure names the model, the axis the batch).
+_NOT_IN_SERIES_LABEL = frozenset({"model", "batch_size", "per_device_batch", "repeat"})
+
+
+def _series_config(rec: RunRecord) -> dict[str, Any]:
+    """What sets ``rec``'s series apart: its stored config as the run key reads it
+    (:func:`dlperf.config.identity.run_key`), without the model, the batch and the repeat,
+    with the applied image layout (``auto`` resolves per framework) and the devices."""
+    from dlperf.config.identity import KEY_EXCLUDED, KEY_OMIT_AT_DEFAULT, has_image_layout
+    from dlperf.report.records import applied_layout
+
     i = rec.identity
-    n, nodes = int(i.world_size or 1), int(i.nnodes or 1)
-    devs = "" if n == 1 else (f"x{n}" if nodes == 1 else f"{nodes}x{n // nodes}")
-    cm = (i.config or {}).get("compile_mode")
-    mode = f"{i.mode}[{cm}]" if cm and cm != "default" else str(i.mode)
-    key = tuple("" if v is None else str(v) for v in (i.framework, mode, i.device, i.precision,
-                                                       i.data, i.threads)) + (devs,)
-    return key, label_of_record(rec, only=SERIES_SETTINGS)
+    cfg = dict(i.config or {})
+    d = {k: v for k, v in cfg.items() if k not in KEY_EXCLUDED and k not in _NOT_SERIES}
+    for k, default in KEY_OMIT_AT_DEFAULT.items():
+        if d.get(k) == default:
+            d.pop(k, None)
+    if "layout" in d and not has_image_layout(str(i.model)):
+        del d["layout"]  # no 4-D activations: the layout changes nothing measured
+    if d.get("loader_workers") is None:  # batches prepared before timing: no pipeline
+        d.pop("loader_workers", None)
+        d.pop("loader_prefetch", None)
+    if not d.get("loader_workers"):  # 0 workers: the calling thread, whatever the impl
+        d.pop("loader_impl", None)
+    for k in ("breakdown", "timeline"):
+        if cfg.get(k):
+            d[k] = True
+    if cfg.get("trace_dir"):
+        d["trace"] = True
+    for k in ("framework", "mode", "device", "precision", "data", "threads"):
+        d.setdefault(k, getattr(i, k))  # records stored without a config
+    d.update(world_size=int(i.world_size or 1), nnodes=int(i.nnodes or 1))
+    if d["world_size"] > 1:
+        d.update(dp_layout=cfg.get("dp_layout"), ddp=cfg.get("ddp"), scaling=cfg.get("scaling"))
+    lay = applied_layout(rec)
+    if lay:
+        d["applied_layout"] = lay
+    return d
+
+
+def _series(rec: RunRecord) -> tuple[tuple[str, ...], str]:
+    """``((label, key), label)``: the series of ``rec`` (every setting but the model, the
+    batch and the repeat: :func:`_series_config`) and its label, the point's label
+    (:func:`dlperf.results.view.label_of_record`) without those settings, e.g.
+    ``torch/graph [max-autotune] cuda bf16 synthetic layout=nhwc +breakdown``."""
+    import json
+
+    shown = [k for k in settings_of(rec) if k not in _NOT_IN_SERIES_LABEL]
+    label = label_of_record(rec, only=shown)
+    key = json.dumps(_series_config(rec), sort_keys=True, default=str)
+    return (label, key), label
+
+
+def _tell_apart(views: Sequence[PointView]) -> None:
+    """Series of one model that share a label but differ in a setting the label leaves out:
+    each label gets the differing settings it has, e.g. ``(seed=1)`` (a setting another
+    series lacks or leaves at its default shows on the series that has it)."""
+    import json
+
+    by_label: dict[tuple[str, str], set[str]] = {}
+    for pv in views:
+        by_label.setdefault((pv.model, pv.series[0]), set()).add(pv.series[1])
+    for (model, lab), keys in by_label.items():
+        if len(keys) < 2:
+            continue
+        cfgs = {k: json.loads(k) for k in keys}
+        names = sorted({f for c in cfgs.values() for f in c
+                        if len({json.dumps(d.get(f), sort_keys=True) for d in cfgs.values()}) > 1})
+        for pv in views:
+            if pv.model == model and pv.series[0] == lab:
+                c = cfgs[pv.series[1]]
+                extra = ", ".join(f"{f}={c[f]}" for f in names if c.get(f) is not None)
+                pv.series_label = f"{lab} ({extra})" if extra else lab
+                pv.series = (pv.series_label, pv.series[1])
 
 
 def _aggregate(pv: PointView) -> None:
@@ -177,23 +250,44 @@ def points_of(records: Sequence[RunRecord]) -> list[PointView]:
     for pv in by.values():
         pv.ok = [r for r in pv.runs if r.identity.status == "ok" and run_median_s(r) is not None]
         _aggregate(pv)
+    _tell_apart(list(by.values()))
     return sorted(by.values(), key=lambda p: (p.model, p.series, p.batch))
 
 
 def series_colors(pts: Sequence[PointView]) -> dict[tuple[str, ...], str]:
-    """One colour per series (:data:`COLORS` in series order), the same in every figure."""
+    """One colour per series (:data:`COLORS` in series order), the same in every figure;
+    empty when there are more series than colours (then each figure colours its own series,
+    so no two lines of one figure share a colour)."""
     order = sorted({p.series for p in pts})
+    if len(order) > len(COLORS):
+        return {}
     return {s: COLORS[n % len(COLORS)] for n, s in enumerate(order)}
 
 
+#: A figure with more legend entries than this puts its legend under the plots (at the
+#: right, a long legend takes the plots' width).
+LEGEND_RIGHT_MAX = 10
+
+
 def _layout(fig: go.Figure, title: str, height: int) -> None:
-    """The report's look: white template, legend at the right, ``title`` kept as the figure's
-    name in its metadata (the page shows it as a heading: :func:`figure_title`)."""
+    """The report's look: white template, legend at the right (under the plots when it has
+    more than :data:`LEGEND_RIGHT_MAX` entries, the figure taller by its lines), ``title``
+    kept as the figure's name in its metadata (the page shows it as a heading:
+    :func:`figure_title`)."""
+    names = [t.name for t in fig.data if t.showlegend is not False and t.name]
+    entries = len(dict.fromkeys(names))
+    legend: dict[str, Any] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0,
+                              "yanchor": "top", "font": {"size": 11}}
+    margin = {"l": 64, "r": 16, "t": 36, "b": 56}
+    if entries > LEGEND_RIGHT_MAX:
+        margin["b"] = 80 + 30 * entries  # a legend line with a marker: about 29 px
+        legend = {"orientation": "v", "x": 0.0, "xanchor": "left", "y": -0.08,
+                  "yanchor": "top", "font": {"size": 11}, "maxheight": margin["b"]}
+        height += margin["b"] - 56
+        legend["y"] = -56 / max(height - margin["b"] - margin["t"], 1)
     fig.update_layout(
         height=height, template="plotly_white", font={"family": _FONT, "size": 12},
-        margin={"l": 64, "r": 16, "t": 36, "b": 56}, hovermode="closest",
-        legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top",
-                "font": {"size": 11}},
+        margin=margin, hovermode="closest", legend=legend,
         hoverlabel={"align": "left"}, meta={"title": title})
 
 

@@ -204,8 +204,10 @@ def _note(v: Any, db: str | Path) -> str:
 def predicted_section(db: str | Path, output: Path | None,
                       figures: dict[str, Any] | None = None,
                       budget_s: float | None = BUDGET_S) -> str | None:
-    """The section's Markdown body, or a one-line note when the file has too few points to
-    back-test; None when it holds no training result (only all-reduce runs count too).
+    """The section's Markdown body (a one-line note when the back-test failed or its budget
+    left every prediction out); None when the file has too few points to back-test (a
+    series with 4+ batch sizes, two models in a framework/mode/precision group, an all-reduce
+    sweep or a 2-GPU point with its 1-GPU series): the report shows sections with data only.
 
     Args:
         db: the report's results file.
@@ -222,9 +224,7 @@ def predicted_section(db: str | Path, output: Path | None,
         if v.left_out:
             return ("No back-test prediction fits in the report's budget: "
                     f"`dlperf predict --validate --db {Path(db).name}` runs them.\n")
-        return ("Too few points to back-test the performance model here (it needs a series "
-                "with 4+ batch sizes, two models in a framework/mode/precision group, an "
-                "all-reduce sweep or a 2-GPU point with its 1-GPU series).\n")
+        return None  # too few points to back-test: no section
     body = validation_markdown(v) + "\n" + _note(v, db)
     rows = _step_rows(v)
     if rows and figures is not None:

@@ -42,8 +42,8 @@ _AXS, _GLA, _BAT = "dlperf.report.axes", "dlperf.report.glance", "dlperf.report.
 
 
 def measured(store: ResultStore) -> Callable[[int], list[float]]:
-    """result id -> its measured step times (s)."""
-    return lambda rid: store.samples(rid)["measure"]["step_time_s"]
+    """result id -> its measured step times (s); empty where the result stored none."""
+    return lambda rid: (store.samples(rid).get("measure") or {}).get("step_time_s") or []
 
 
 def measured_or_none(store: ResultStore) -> Callable[[int], list[float] | None]:
@@ -208,9 +208,13 @@ def _convergence_runs(groups: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _convergence_report(inp: Inputs) -> str | None:
+    """The report's convergence section: the groups with a target loss (given with
+    ``--target-loss`` or stored with a run); None without one (a loss curve with nothing to
+    reach measures no convergence: ``dlperf results --compare convergence`` still lists it)."""
     from dlperf.report.convergence import plot_convergence
 
-    groups = _convergence_groups(inp)
+    groups = [g for g in _convergence_groups(inp)
+              if any(r.get("target_loss") is not None for r in g["runs"])]
     if not groups:
         return None
     body = _convergence_markdown(groups)

@@ -77,6 +77,7 @@ __all__ = [
     "results_table",
     "markdown_table",
     "warning_lines",
+    "framework_cell",
     "fmt_sig",
     "fmt_bytes_triple",
     "fmt_data_wait",
@@ -214,7 +215,11 @@ def _text(v: Any) -> str:
     return DASH if v is None or v == "" else str(v)
 
 
-def _framework_cell(rec: RunRecord) -> str:
+def framework_cell(row: RunRecord | Mapping[str, Any]) -> str:
+    """The ``framework/mode`` cell: framework/mode, then the applied image layout, the compile
+    mode, the optimizer, the data-parallel options and the extra measurements where a run has
+    them (``torch/eager NHWC [max-autotune] +breakdown``)."""
+    rec = as_record(row)
     fw = _text(rec.identity.framework)
     if rec.identity.mode:
         fw += f"/{rec.identity.mode}"
@@ -269,7 +274,7 @@ def row_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
     tp, mfu, power = rec.throughput, rec.mfu, rec.power
     return [
         _text(i.model) + (f" #{rep}" if rep else ""),
-        _framework_cell(rec),
+        framework_cell(rec),
         device,
         devices,
         _text(i.precision),
@@ -329,7 +334,7 @@ def warning_lines(rows: Sequence[RunRecord | Mapping[str, Any]],
         rep = repeat_in(rec)
         more = len(rec.warnings or []) - 1
         thr = f" {i.threads} thr" if i.threads is not None else ""
-        out.append(f"⚠ {i.model}{f' #{rep}' if rep else ''} {_framework_cell(rec)} "
+        out.append(f"⚠ {i.model}{f' #{rep}' if rep else ''} {framework_cell(rec)} "
                    f"{i.device} {i.precision} b={i.batch_size}{thr}: {rec.warnings[0]}"
                    + (f" (+{more} more)" if more else ""))
     if limit is not None and len(warned) > limit:

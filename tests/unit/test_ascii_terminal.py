@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 from dlperf.cli import streams
+from dlperf.results.schema import new_record
 from dlperf.results.store import ResultStore
-from dlperf.worker import base_result
 
 
 def test_the_handler_writes_ascii_for_what_the_encoding_lacks():
@@ -35,7 +35,7 @@ def test_reading_commands_on_an_ascii_terminal(tmp_path):
         for rep in (0, 1):
             cfg = make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", threads=1,
                                   repeat=rep)
-            r = base_result(cfg, "ok")
+            r = new_record(cfg, "ok").to_dict()
             times = [0.002 * (1 + 0.01 * i) for i in range(12)]
             from dlperf.stats import summarize, throughput
 

@@ -6,8 +6,9 @@ baseline.
 Categories (each row: one stored point predicted without its own trace unless said):
 
 * ``own trace``: the point's own trace replayed, host de-inflated to its own untraced probe;
-* ``batch, one trace``: from the trace of each other traced batch of the configuration, by
-  wave quantisation (:func:`dlperf.perfmodel.transforms.to_batch`);
+* ``batch, one trace``: from the trace of each other traced batch of the configuration
+  (:func:`dlperf.perfmodel.transforms.to_batch`), batches at most 2x apart and further apart
+  in separate rows;
 * ``batch, interpolated``: from the two nearest other traced batches (leave the point out);
 * ``precision``: from the trace of the other precision (fp32 <-> bf16) at the same batch;
   the sign check counts rows whose measured change is beyond the two points' noise (their
@@ -90,8 +91,9 @@ def run(db: str, with_baseline: bool) -> list[dict[str, Any]]:
             for q, st in others:
                 pred = replay.simulate(transforms.to_batch(
                     replay.deinflate(st, h, q.dispatch_s), p.batch_size, gpu)).step_s
-                rows.append(_row(f"{cat_b}, one trace", p, pred,
-                                 f"b={q.batch_size} -> {p.batch_size}", base))
+                near = 0.5 <= p.batch_size / q.batch_size <= 2
+                rows.append(_row(f"{cat_b}, one trace ({'1/2-2x' if near else 'further'})", p,
+                                 pred, f"b={q.batch_size} -> {p.batch_size}", base))
             lo = [x for x in others if x[0].batch_size < p.batch_size]
             hi = [x for x in others if x[0].batch_size > p.batch_size]
             two = (lo[-1], hi[0]) if lo and hi else (
@@ -119,7 +121,8 @@ def run(db: str, with_baseline: bool) -> list[dict[str, Any]]:
             base = baseline(files, q, what_if={"precision": key[3]}) if with_baseline else None
             noise = max(0.02, (p.ci_rel or 0) + (q.ci_rel or 0))
             change = p.step_time_s / q.step_time_s - 1
-            rows.append(_row("precision", p, pred, f"{other} -> {key[3]}", base,
+            rows.append(_row(f"precision {other} -> {key[3]}", p, pred, f"{other} -> {key[3]}",
+                             base,
                              measured_change=change, predicted_change=pred / q.step_time_s - 1,
                              beyond_noise=abs(change) > noise))
     return rows

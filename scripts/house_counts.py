@@ -310,7 +310,10 @@ def history(root: Path) -> dict[str, list[str]]:
 def commits(root: Path, rev: str, n: int | None, since: str | None) -> tuple[int, int, float, int]:
     args = ["git", "-C", str(root), "log", "--format=%x00%s%x01%b"]
     args += [f"{since}..{rev}"] if since else ["-n", str(n), rev]
-    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:  # not a git checkout (an exported tree): no commits to count
+        return 0, 0, 0.0, 0
+    out = proc.stdout
     entries = [e.split("\x01", 1) for e in out.split("\x00")[1:]]
     if not entries:
         return 0, 0, 0.0, 0

@@ -28,6 +28,7 @@ from typing import Any
 
 from dlperf.config import RunConfig, SweepConfig, make_run_config
 from dlperf.errors import ConfigError, UnavailableError, with_article
+from dlperf.results.schema import RunRecord
 from dlperf.results.store import ResultStore, flatten
 from dlperf.sweep import SweepOutcome
 
@@ -46,20 +47,21 @@ def config(model: str, **fields: Any) -> RunConfig:
 
 
 def run(model: str | RunConfig, *, in_process: bool = False, db: str | Path | None = None,
-        **fields: Any) -> dict[str, Any]:
-    """Measure one point and return its result dict (``status``, ``summary`` with the step
-    time statistics in seconds, ``throughput``, ``spec``, ``flags``, ...).
+        **fields: Any) -> RunRecord:
+    """Measure one point and return its record (:class:`~dlperf.results.schema.RunRecord`:
+    ``identity.status``, ``summary`` with the step time statistics in seconds,
+    ``throughput``, ``identity.spec``, ``flags``, ...; ``to_dict()`` is the stored JSON).
 
     Args:
         model: a model name (with ``fields`` for the rest of the point) or a ready
             :class:`~dlperf.config.RunConfig` (then no ``fields``).
-        in_process: measure in this process (:func:`dlperf.worker.run_config`: quick, but the
+        in_process: measure in this process (:func:`dlperf.worker.run_record`: quick, but the
             framework's state, threads and compile caches stay for the next point); default a
             fresh worker process per point, as ``dlperf run`` does.
         db: also store the result in this results file (created if missing).
 
-    A failed run is a result with ``status`` other than ``ok`` and the reason in ``error``;
-    it does not raise.
+    A failed run is a record with ``identity.status`` other than ``ok`` and the reason in
+    ``identity.error``; it does not raise.
 
     Raises:
         ConfigError: a bad field or model name (before anything runs).
@@ -72,9 +74,9 @@ def run(model: str | RunConfig, *, in_process: bool = False, db: str | Path | No
     else:
         cfg = config(model, **fields)
     if in_process:
-        from dlperf.worker import run_config
+        from dlperf.worker import run_record
 
-        result = run_config(cfg)
+        result = run_record(cfg)
     else:
         from dlperf.launch.distributed import run_point
 
@@ -105,7 +107,7 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
 
     Returns:
         :class:`~dlperf.sweep.SweepOutcome`: ``ran``, ``failed``, ``skipped`` and the new
-        ``results`` (dicts, in order).
+        ``results`` (records, in order).
 
     Raises:
         ConfigError: a bad entry or field (naming ``grid[i]`` and the field), or data that do
@@ -125,7 +127,7 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
     missing = preflight(points, allow_missing=True)
     runner = None
     if in_process:
-        from dlperf.worker import run_config as runner
+        from dlperf.worker import run_record as runner
     with ExitStack() as stack:
         if db is None:
             db = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "results.db"
@@ -142,8 +144,9 @@ def to_dataframe(source: Any, *, latest: bool = True, result_json: bool = False,
     ``samples_per_s``, ``tokens_per_s``, ``mfu``, ``params``, ...; units in the names).
 
     Args:
-        source: a results file path, a :class:`~dlperf.results.store.ResultStore`, a result
-            dict, a list of them, or a :class:`~dlperf.sweep.SweepOutcome`.
+        source: a results file path, a :class:`~dlperf.results.store.ResultStore`, a record
+            (:func:`run`'s; or its flat dict), a list of them, or a
+            :class:`~dlperf.sweep.SweepOutcome`.
         latest: from a store, only the newest result per point (as ``dlperf results``).
         result_json: keep the ``result_json`` column (the whole result as JSON: breakdown,
             op classes, flags, environment); dropped by default.
@@ -177,13 +180,14 @@ def _rows(source: Any, latest: bool, filters: dict[str, Any]) -> list[dict[str, 
             return store.rows(latest=latest, **filters)
     if isinstance(source, SweepOutcome):
         source = source.results
-    if isinstance(source, Mapping):
+    if isinstance(source, (Mapping, RunRecord)):
         source = [source]
-    if not isinstance(source, (list, tuple)) or not all(isinstance(r, Mapping) for r in source):
-        raise ConfigError("to_dataframe takes a results file, a ResultStore, a result dict, "
-                          "a list of them or a SweepOutcome; got "
+    if not isinstance(source, (list, tuple)) or not all(isinstance(r, (Mapping, RunRecord))
+                                                        for r in source):
+        raise ConfigError("to_dataframe takes a results file, a ResultStore, a record, a "
+                          "list of them or a SweepOutcome; got "
                           f"{with_article(type(source).__name__)}")
-    rows = [flatten(dict(r)) for r in source]
+    rows = [flatten(r if isinstance(r, RunRecord) else dict(r)) for r in source]
     for k, v in filters.items():
         if rows and k not in rows[0]:
             raise ConfigError(f"unknown result column {k!r}; columns: {', '.join(rows[0])}")

@@ -34,9 +34,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from dlperf.config import RunConfig, ddp_changes, layout_change
+from dlperf.config import RunConfig
+from dlperf.results.parts import Env
+from dlperf.results.schema import RunRecord, failure_record
 from dlperf.results.store import ResultStore
 from dlperf.results.unsaved import store_or_keep
+from dlperf.results.view import label_of_record
 
 if TYPE_CHECKING:
     from dlperf.env import ThreadChoice
@@ -49,7 +52,7 @@ class SweepOutcome:
     ``ran``: points given to the runner (a worker); ``failed``: of those, results not ``ok``;
     ``skipped``: points already in the store; ``missing_data``: points stored ``unavailable``
     without running because their data set is missing; ``elsewhere``: points another process
-    measured meanwhile; ``results``: every result stored.
+    measured meanwhile; ``results``: every record stored.
     """
 
     ran: int = 0
@@ -62,7 +65,7 @@ class SweepOutcome:
     #: Points still claimed by another process when the wait for them ended
     #: (:func:`dlperf.results.claims.run_claimed`): not measured, not stored by this call.
     left: int = 0
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[RunRecord] = field(default_factory=list)
     #: The points as run or found stored: threads chosen by the policy filled in
     #: (:func:`dlperf.resume.resolve_threads`); their run keys select this call's rows.
     points: list[RunConfig] = field(default_factory=list)
@@ -71,7 +74,7 @@ class SweepOutcome:
     def unavailable(self) -> int:
         """Results of this call with status ``unavailable`` (missing data, recorded without a
         worker, or a framework that is not installed): points still to measure."""
-        return sum(r["status"] == "unavailable" for r in self.results)
+        return sum(r.identity.status == "unavailable" for r in self.results)
 
 
 #: Identity of a point's data: (``data``, ``data_dir``), as :func:`preflight` loads them.
@@ -83,65 +86,45 @@ def data_key(p: RunConfig) -> DataKey:
     return (p.data, p.data_dir)
 
 
-def result_line(r: dict[str, Any]) -> str:
-    """One-line human summary of a result (rich markup).
+def result_line(rec: RunRecord) -> str:
+    """One-line human summary of a record (rich markup): its label
+    (:func:`~dlperf.results.view.label_of_record`), then the median step with its CI, the
+    throughput and what else was measured; a failure's status and the first line of its error.
 
-    Everything taken from the result (model, error text, warnings) is escaped, so brackets in
+    Everything taken from the record (model, error text, warnings) is escaped, so brackets in
     it (an install hint's ``'.[jax]'``, ``[input-bound]``) are printed, not read as markup.
     """
-    thr = f" threads={r['threads']}" if r.get("threads") else ""
-    lw = (r.get("config") or {}).get("loader_workers")
-    thr += f" workers={lw}" if lw is not None else ""
-    impl = (r.get("config") or {}).get("loader_impl")
-    thr += f" loader={impl}" if impl and impl != "auto" else ""
-    n = r.get("world_size") or 1
-    par = "" if n == 1 else (f" x{r.get('nproc')}" if (r.get("nnodes") or 1) == 1
-                             else f" {r.get('nnodes')}x{r.get('nproc')}")
-    b = f"b={r['batch_size']}" + (f" ({n}x{r.get('per_device_batch')})" if n > 1 else "")
-    if n > 1:
-        cfg = r.get("config") or {}
-        lay = layout_change(r.get("framework"), cfg.get("dp_layout"))
-        thr += f" {lay}" if lay else ""
-        changed = ddp_changes(cfg.get("ddp"))
-        thr += f" ddp({', '.join(changed)})" if changed else ""
-    cfg_ = r.get("config") or {}
-    thr += (" +breakdown" if cfg_.get("breakdown") else "") + (" +trace" if cfg_.get("trace_dir")
-                                                              else "")
-    rep = r.get("repeat") or cfg_.get("repeat")
-    thr += f" #{rep}" if rep else ""
-    cm = cfg_.get("compile_mode")
-    cm = f" [{cm}]" if cm and cm != "default" else ""
-    label = escape(f"{r['model']} {r['framework']}/{r['mode']}{cm} {r['device']}{par} "
-                   f"{r['precision']} {b} {r['data']}{thr}")
-    if r["status"] != "ok":
-        err = (r.get("error") or "").splitlines()[0][:120] if r.get("error") else ""
-        return f"[red]{r['status']:>8}[/] {label}  {escape(err)}"
-    s = r["summary"]
-    tp = r["throughput"]
-    extra = f", {tp['tokens_per_s']:,.0f} tokens/s" if tp.get("tokens_per_s") else ""
-    mfu = (r.get("mfu") or {}).get("mfu")
+    i = rec.identity
+    label = escape(label_of_record(rec))
+    if i.status != "ok":
+        err = i.error.splitlines()[0][:120] if i.error else ""
+        return f"[red]{i.status:>8}[/] {label}  {escape(err)}"
+    s, tp = rec.summary, rec.throughput
+    assert s is not None and tp is not None  # an ok record has both
+    extra = f", {tp.tokens_per_s:,.0f} tokens/s" if tp.tokens_per_s else ""
+    mfu = rec.mfu.mfu if rec.mfu is not None else None
     extra += f", MFU {mfu:.1%}" if mfu is not None else ""
-    dw = r.get("data_wait") or {}
-    if dw.get("share") is not None:
-        extra += f", data wait {dw['share']:.1%}" + (" \\[input-bound]" if dw["input_bound"] else "")
-    e = (r.get("power") or {}).get("energy_per_iter_j")
+    dw = rec.data_wait
+    if dw is not None and dw.share is not None:
+        extra += f", data wait {dw.share:.1%}" + (" \\[input-bound]" if dw.input_bound else "")
+    e = rec.power.energy_per_iter_j if rec.power is not None else None
     extra += f", {e:.4g} J/iter" if e is not None else ""
-    warn = "".join(f"\n         [yellow]warning: {escape(str(w))}[/]"
-                   for w in r.get("warnings") or [])
-    d = r.get("dist") or {}
-    if d:
-        extra += f", imbalance {d['imbalance']:.3f}" if d.get("imbalance") else ""
-        if (d.get("comm") or {}).get("exposed") is not None:
-            extra += f", exposed comm {d['comm']['exposed'] * 1e3:.3f} ms/iter"
-    conv = r.get("convergence") or {}
-    if conv.get("target_loss") is not None:
-        extra += (f", target loss {conv['target_loss']:g} reached after "
-                  f"{conv['iterations_to_target']} iterations, {conv['time_to_target_s']:.3f} s"
-                  if conv.get("reached") else f", target loss {conv['target_loss']:g} not reached")
-    ci = ("\\[no CI: too few iterations]" if s.get("ci_low") is None or s.get("ci_high") is None
-          else f"[{s['ci_low'] * 1e3:.3f}, {s['ci_high'] * 1e3:.3f}]")
-    return (f"[green]{'ok':>8}[/] {label}  {s['median'] * 1e3:.3f} ms/iter {ci}, "
-            f"{tp['samples_per_s']:,.1f} samples/s{extra}{warn}")
+    warn = "".join(f"\n         [yellow]warning: {escape(str(w))}[/]" for w in rec.warnings or [])
+    d = rec.dist
+    if d is not None:
+        extra += f", imbalance {d.imbalance:.3f}" if d.imbalance else ""
+        exposed = (d.comm or {}).get("exposed")
+        if exposed is not None:
+            extra += f", exposed comm {exposed * 1e3:.3f} ms/iter"
+    conv = rec.convergence
+    if conv is not None and conv.target_loss is not None:
+        extra += (f", target loss {conv.target_loss:g} reached after "
+                  f"{conv.iterations_to_target} iterations, {conv.time_to_target_s:.3f} s"
+                  if conv.reached else f", target loss {conv.target_loss:g} not reached")
+    ci = ("\\[no CI: too few iterations]" if s.ci_low is None or s.ci_high is None
+          else f"[{s.ci_low * 1e3:.3f}, {s.ci_high * 1e3:.3f}]")
+    return (f"[green]{'ok':>8}[/] {label}  {s.median * 1e3:.3f} ms/iter {ci}, "
+            f"{tp.samples_per_s:,.1f} samples/s{extra}{warn}")
 
 
 def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[DataKey, str]:
@@ -228,24 +211,18 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
 
 
 def missing_data_result(cfg: RunConfig, message: str, env: dict[str, Any] | None = None
-                        ) -> dict[str, Any]:
-    """The result of a point whose data set is missing, made without starting a worker.
+                        ) -> RunRecord:
+    """The record of a point whose data set is missing, made without starting a worker: a
+    :func:`~dlperf.results.schema.failure_record` with status ``unavailable``.
 
     Args:
         cfg: the point.
-        message: the :class:`~dlperf.errors.DataMissing` message (what is missing, how to fix).
+        message: the :class:`~dlperf.errors.DataMissing` message (what is missing, how to fix):
+            the record's ``error``.
         env: the environment fingerprint (:func:`dlperf.env.collect_env`) to store with it.
-
-    Returns:
-        A result dict like a worker's failure (:func:`dlperf.worker.base_result`: identity
-        columns, ``run_key``, ``config``) with status ``unavailable`` and ``error`` = message.
     """
-    from dlperf.worker import base_result
-
-    r = base_result(cfg, "unavailable", message)
-    if env is not None:
-        r["env"] = env
-    return r
+    return failure_record(cfg, "unavailable", message,
+                          **({"env": env} if env is not None else {}))
 
 
 def missing_data_warning(missing: Mapping[DataKey, str], points: list[RunConfig],
@@ -297,22 +274,23 @@ def progress_line(k: int, n: int, label: str, elapsed_s: float,
     return f"[{k}/{n}] {label} ({_clock(elapsed_s)} elapsed{left})"
 
 
-def _note_policy(r: dict[str, Any], cfg: RunConfig, auto_keys: set[str],
+def _note_policy(rec: RunRecord, cfg: RunConfig, auto_keys: set[str],
                  threads: ThreadChoice | None) -> None:
-    """Record in ``r["env"]["thread_policy"]`` how the threads of an auto-threads point were
+    """Record in ``rec.env.thread_policy`` how the threads of an auto-threads point were
     chosen (:meth:`dlperf.env.ThreadChoice.record`)."""
     if threads is not None and cfg.run_key() in auto_keys:
-        r["env"] = {**(r.get("env") or {}), "thread_policy": threads.record()}
+        rec.env = rec.env or Env()
+        rec.env.thread_policy = threads.record()
 
 
 class _PointRunner:
     """Runs the claimed points of :func:`execute` one at a time: progress line, worker, store
     (:func:`~dlperf.results.unsaved.store_or_keep`), ceilings cache, counts and the result line."""
 
-    def __init__(self, store: ResultStore, sweep: str | None, runner: Callable[..., Any],
-                 out: SweepOutcome, progress: Progress, task: Any, cache: Any, n: int,
-                 line_per_point: bool, note: Callable[[dict[str, Any], RunConfig], None]
-                 ) -> None:
+    def __init__(self, store: ResultStore, sweep: str | None,
+                 runner: Callable[[RunConfig], RunRecord], out: SweepOutcome,
+                 progress: Progress, task: Any, cache: Any, n: int, line_per_point: bool,
+                 note: Callable[[RunRecord, RunConfig], None]) -> None:
         self.store, self.sweep, self.runner, self.out = store, sweep, runner, out
         self.progress, self.task, self.cache, self.n = progress, task, cache, n
         self.line_per_point, self.note = line_per_point, note
@@ -327,16 +305,17 @@ class _PointRunner:
                                                       self.durations),
                                         markup=False, highlight=False)
         t0 = time.monotonic()
-        r = self.runner(cfg)
+        rec = self.runner(cfg)
         self.durations.append(time.monotonic() - t0)
-        self.note(r, cfg)
-        store_or_keep(self.store, r, self.sweep)
-        if self.cache is not None and self.cache[0].add_result(r, "this sweep"):
+        self.note(rec, cfg)
+        store_or_keep(self.store, rec, self.sweep)
+        if self.cache is not None and self.cache[0].add_result(rec.to_dict(raw=False),
+                                                               "this sweep"):
             self.cache[0].save(self.cache[1])
         self.out.ran += 1
-        self.out.failed += r["status"] != "ok"
-        self.out.results.append(r)
-        self.progress.console.print(result_line(r), highlight=False)
+        self.out.failed += rec.identity.status != "ok"
+        self.out.results.append(rec)
+        self.progress.console.print(result_line(rec), highlight=False)
         self.progress.advance(self.task)
 
     def elsewhere(self) -> None:
@@ -347,7 +326,7 @@ class _PointRunner:
 
 def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = None,
             resume: bool = True, retry_failed: bool = False,
-            runner: Callable[[RunConfig], dict[str, Any]] | None = None,
+            runner: Callable[[RunConfig], RunRecord] | None = None,
             console: Console | None = None, show_progress: bool = True,
             missing_data: Mapping[DataKey, str] | None = None,
             threads: ThreadChoice | None = None, rerun_flag: str = "--rerun") -> SweepOutcome:
@@ -359,7 +338,7 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
         sweep: sweep name recorded with each result.
         resume: skip points whose run key already has a result in ``store``.
         retry_failed: with ``resume``, run again points whose stored results all failed.
-        runner: ``RunConfig -> result``; default: a fresh worker process per point, or a
+        runner: ``RunConfig -> RunRecord``; default: a fresh worker process per point, or a
             distributed launch for data-parallel points (:func:`dlperf.launch.distributed.run_point`).
         console: where progress and one line per result go.
         show_progress: draw a progress bar on a terminal; elsewhere (a log, a pipe) print one
@@ -437,11 +416,11 @@ def execute(points: list[RunConfig], store: ResultStore, *, sweep: str | None = 
         console.print(f"[yellow]{escape(warning)}[/]", highlight=False)
         env = collect_env()
         for cfg in absent:  # stored at once: `dlperf results` shows them while the rest runs
-            r = missing_data_result(cfg, missing_data[data_key(cfg)], env)
-            store_or_keep(store, r, sweep)
+            rec = missing_data_result(cfg, missing_data[data_key(cfg)], env)
+            store_or_keep(store, rec, sweep)
             out.missing_data += 1
-            out.results.append(r)
-            console.print(result_line(r), highlight=False)
+            out.results.append(rec)
+            console.print(result_line(rec), highlight=False)
         todo = [p for p in todo if data_key(p) not in missing_data]
     bar = show_progress and console.is_terminal
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -48,16 +48,9 @@ from dlperf.placement import bind_cpus
 from dlperf.results.schema import STATUSES, RunRecord, failure_record, new_record, now_iso
 
 #: Imported from here by the launchers, the CLI, tests and benchmarks (their homes: above).
-__all__ = ["run_record", "run_config", "base_result", "failure_status", "main", "STATUSES",
+__all__ = ["run_record", "run_config", "failure_status", "main", "STATUSES",
            "now_iso", "PowerControl", "efficiency", "quality_warnings", "write_json_atomic"]
 from dlperf.zoo import get_spec
-
-
-def base_result(cfg: RunConfig, status: str, error: str | None = None) -> dict[str, Any]:
-    """The flat dict of a record with only its identity (config, keys, ``status``, ``error``:
-    :func:`~dlperf.results.schema.new_record`); kept for the launchers that build failures as
-    dicts (and re-key a result with it)."""
-    return new_record(cfg, status, error).to_dict()
 
 
 def failure_status(exc: BaseException, is_oom: Any) -> tuple[str, str]:
@@ -120,7 +113,9 @@ def rank_thread_policy(cfg: RunConfig) -> dict[str, Any] | None:
 
 
 def run_config(cfg: RunConfig) -> dict[str, Any]:
-    """Run one configuration in this process and return its record's flat dict."""
+    """Run one configuration in this process and return its record's flat dict
+    (:meth:`RunRecord.to_dict`: the JSON the worker process writes), for tests that read it
+    as stored; dlperf itself passes the record (:func:`run_record`)."""
     return run_record(cfg).to_dict()
 
 
@@ -272,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) == 3:
         threading.Thread(target=_watch_parent, args=(int(argv[2]),), daemon=True).start()
     cfg = RunConfig.model_validate_json(Path(argv[0]).read_text())
-    write_json_atomic(Path(argv[1]), run_config(cfg))
+    write_json_atomic(Path(argv[1]), run_record(cfg).to_dict())
     return 0
 
 

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,7 +108,9 @@ def _jax_gpu(n: int = 1) -> None:
                         "tests/gpu/test_gpu_smoke.py first or alone")
 
 
-def _ok(r: dict) -> dict:
+def _ok(r: dict | Any) -> dict:
+    """The stored form of an ok result: a launcher's record as its flat dict."""
+    r = r if isinstance(r, dict) else r.to_dict()
     assert r["status"] == "ok", r.get("error")
     return r
 

@@ -219,7 +219,7 @@ def test_jax_cuda_breakdown_split(tmp_path):
     # (one subscriber per process), and the backend has started with command buffers on.
     src = str(Path(__file__).resolve().parents[2] / "src")
     pp = os.environ.get("PYTHONPATH", "")
-    r = run_point(cfg, env={"PYTHONPATH": src + (os.pathsep + pp if pp else "")})
+    r = run_point(cfg, env={"PYTHONPATH": src + (os.pathsep + pp if pp else "")}).to_dict()
     _check_common(r, ("t_io", "t_h2d", "t_fbu"))
     assert r["trace"]["device_kind"] == "gpu"
     bd = r["breakdown"]

@@ -144,7 +144,7 @@ def test_jax_two_nodes_of_two_devices_over_loopback(tmp_path):
             phases = set(s.samples(row["id"]))
         d = json.loads(row["result_json"])["dist"]
         assert d["backend"] == "jax-sharded-jit/jax.distributed" and d["processes"] == 2
-        assert len(d["mesh"]["devices"]) == 4 and {"rank0:measure", "rank1:measure"} <= phases
+        assert len(d["engine"]["mesh"]["devices"]) == 4 and {"rank0:measure", "rank1:measure"} <= phases
 
 
 @pytest.mark.slow
@@ -164,7 +164,7 @@ def test_a_failed_rank_is_a_recorded_result_and_leaves_no_process(monkeypatch, k
                               min_warmup_iters=0, max_warmup_iters=4))
     r = run_point(cfg, env={"DLPERF_FAKE_FAIL": f"16={kind}", "DLPERF_FAKE_FAIL_RANK": "1",
                             "DLPERF_FAKE_FRAMEWORK": "1", "PYTHONPATH": SRC,
-                            mark.split("=")[0]: mark.split("=")[1]})
+                            mark.split("=")[0]: mark.split("=")[1]}).to_dict()
     assert r["status"] == status, r["error"]
     assert r["world_size"] == 2 and r["per_device_batch"] == 8
     if kind != "hang":
@@ -185,7 +185,7 @@ def test_convergence_on_one_and_two_workers_at_the_same_global_batch(tmp_path, d
                                target_loss=2.2, comm_profile_iters=0, iterations=pol)
             for n in (1, 2)}
     res = {1: run_config(cfgs[1]),  # one worker in this process (PyTorch is imported already)
-           2: run_point(cfgs[2], env={"PYTHONPATH": SRC, "DLPERF_DATA": str(data_env)})}
+           2: run_point(cfgs[2], env={"PYTHONPATH": SRC, "DLPERF_DATA": str(data_env)}).to_dict()}
     assert [res[n]["status"] for n in (1, 2)] == ["ok", "ok"], res[2]["error"]
     with ResultStore(tmp_path / "c.db") as s:
         for n in (1, 2):
@@ -225,11 +225,11 @@ def test_jax_sharded_jit_and_jax_distributed_train_like_one_device():
                               **kw)
         # one device: in this process; several: fresh processes (devices are set at start-up)
         runs[name] = r = (run_config(cfg) if name == "one" else
-                          run_point(cfg, env={"PYTHONPATH": SRC}))
+                          run_point(cfg, env={"PYTHONPATH": SRC}).to_dict())
         assert r["status"] == "ok", r["error"]
     sh, pr = runs["sharded"], runs["processes"]
     assert sh["dist"]["backend"] == "jax-sharded-jit" and sh["dist"]["processes"] == 1
-    assert sh["dist"]["mesh"]["devices"] == ["cpu:0", "cpu:1"]
+    assert sh["dist"]["engine"]["mesh"]["devices"] == ["cpu:0", "cpu:1"]
     assert sh["world_size"] == 2 and sh["per_device_batch"] == 8 and sh["batch_size"] == 16
     assert pr["dist"]["backend"] == "jax-sharded-jit/jax.distributed"
     assert pr["dist"]["processes"] == 2 and "rank1:measure" in pr["samples"]
@@ -309,7 +309,7 @@ def test_tensorflow_mirrored_strategy_over_two_logical_cpus_trains_like_one_devi
         assert r["status"] == "ok", r["error"]
     d = runs[2]["dist"]
     assert d["backend"] == "tf.distribute.MirroredStrategy" and d["replicas"] == 2
-    assert d["devices"] == ["/CPU:0", "/CPU:1"] and d["replicas_in_sync"] == 2
+    assert d["engine"]["devices"] == ["/CPU:0", "/CPU:1"] and d["engine"]["replicas_in_sync"] == 2
     assert runs[2]["per_device_batch"] == 8
     # synthetic batches are drawn for the global batch, then split: the same training
     one = runs[1]["losses"]["first"] + runs[1]["losses"]["warmup"]

@@ -211,7 +211,7 @@ def test_two_srun_tasks_join_over_loopback(tmp_path):
     row, rec = _record(db)
     assert row["status"] == "ok" and row["world_size"] == 2
     assert rec["worker"]["launched_by"]["launcher"] == "slurm"
-    assert rec["dist"]["launcher"] == "slurm"  # torch.distributed set-up records it too
+    assert rec["dist"]["engine"]["launcher"] == "slurm"  # torch.distributed set-up records it too
     assert [p["rank"] for p in rec["dist"]["per_rank"]] == [0, 1]
     assert [p.name for p in tmp_path.glob("*.db")] == ["r.db"]  # rank 1 stored nothing here
 
@@ -278,5 +278,5 @@ def test_two_srun_tasks_of_tensorflow_join_through_slurm_cluster_resolver(tmp_pa
     row, rec = _record(db)
     assert row["status"] == "ok" and row["world_size"] == 2
     assert rec["worker"]["launched_by"]["launcher"] == "slurm"
-    assert rec["dist"]["strategy"] == "MultiWorkerMirroredStrategy"
-    assert rec["dist"]["tf_config"] == {"workers": 2, "task_index": 0, "task_type": "worker"}
+    assert rec["dist"]["engine"]["strategy"] == "MultiWorkerMirroredStrategy"
+    assert rec["dist"]["engine"]["tf_config"] == {"workers": 2, "task_index": 0, "task_type": "worker"}

@@ -18,9 +18,9 @@ import pytest
 
 from dlperf.config import RunConfig, SweepConfig, check_repeats, make_run_config, with_repeats
 from dlperf.errors import ConfigError
+from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import ResultStore
 from dlperf.stats import summarize, throughput
-from dlperf.worker import base_result
 
 FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002", "COLUMNS": "200"}
 #: A point measured on the H200 (benchmarks/results/h200/frameworks.db): its stored config, made
@@ -104,7 +104,7 @@ def test_resume_after_a_partial_sweep_redoes_no_finished_repeat(tmp_path):
 
     def runner(cfg):
         calls.append((cfg.batch_size, cfg.repeat))
-        return fake_result(cfg, [0.010 + 0.001 * cfg.repeat])
+        return RunRecord.from_dict(fake_result(cfg, [0.010 + 0.001 * cfg.repeat]))
 
     pts = with_repeats([make_run_config(model="fcn5_tiny", batch_size=n) for n in (1, 2)], 3)
     with ResultStore(tmp_path / "r.db") as store:
@@ -122,7 +122,7 @@ def test_resume_after_a_partial_sweep_redoes_no_finished_repeat(tmp_path):
 def fake_result(cfg, medians_s, status="ok", ci_rel=0.02):
     """A stored-looking result of ``cfg`` whose median is ``medians_s[0]`` (s) with a CI of
     ``+-ci_rel`` of it."""
-    r = base_result(cfg, status, None if status == "ok" else "boom")
+    r = new_record(cfg, status, None if status == "ok" else "boom").to_dict()
     if status == "ok":
         m = medians_s[0]
         times = [m * 0.99, m, m * 1.01]

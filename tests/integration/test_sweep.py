@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.results.schema import RunRecord
+
 FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002"}
 
 
@@ -159,14 +161,14 @@ def test_result_line_prints_brackets_from_errors_and_labels():
               "device": "cpu", "precision": "fp32", "batch_size": 32, "data": "synthetic",
               "error": "jax not installed; pip install 'dlperf[jax]' (GPUs: 'jax[cuda12]')"}
     c = Console(record=True, width=300)
-    c.print(result_line(failed), highlight=False)
+    c.print(result_line(RunRecord.from_dict(failed)), highlight=False)
     text = c.export_text()
     assert "pip install 'dlperf[jax]'" in text and "'jax[cuda12]'" in text
     ok = {**failed, "status": "ok", "error": None, "throughput": {"samples_per_s": 100.0},
           "summary": {"median": 0.01, "ci_low": 0.009, "ci_high": 0.011},
           "data_wait": {"share": 0.5, "input_bound": True}, "warnings": ["see [docs]"]}
     c = Console(record=True, width=300)
-    c.print(result_line(ok), highlight=False)
+    c.print(result_line(RunRecord.from_dict(ok)), highlight=False)
     text = c.export_text()
     assert "data wait 50.0% [input-bound]" in text and "warning: see [docs]" in text
 

@@ -29,6 +29,7 @@ from dlperf.measure.phases import (
     PhaseLoopResult,
     measure_phases,
 )
+from dlperf.results.schema import RunRecord
 from fakes import FakeClock
 
 # --- attribution -----------------------------------------------------------------------------
@@ -883,27 +884,35 @@ def test_breakdown_apart_runs_the_headline_without_it_and_merges(tmp_path):
 
 
 def test_merge_breakdown_keeps_the_headline_when_the_breakdown_process_fails():
+    """Records in, a record out whose parts are typed and whose stored form is the headline's
+    with the breakdown's sections; the inputs are not modified."""
     from dlperf.launch.process import merge_breakdown
+    from dlperf.results.parts import BreakdownRun, Summary
 
-    head = {"status": "ok", "summary": {"median": 0.004}, "samples": {"measure": [0.004]},
-            "warnings": []}
-    bd = {"status": "oom", "error": "out of memory", "summary": None, "flags": {"x": 1}}
-    r = merge_breakdown(head, bd, "why")
+    rec = RunRecord.from_dict
+    head = rec({"status": "ok", "summary": {"median": 0.004}, "samples": {"measure": [0.004]},
+                "warnings": []})
+    bd = rec({"status": "oom", "error": "out of memory", "summary": None, "flags": {"x": 1}})
+    m = merge_breakdown(head, bd, "why")
+    assert isinstance(m.breakdown_run, BreakdownRun) and m.breakdown_run.why == "why"
+    r = m.to_dict()
     assert r["summary"] == {"median": 0.004} and r["samples"] == {"measure": [0.004]}
     assert r["breakdown"]["available"] is False and "ended oom" in r["breakdown"]["error"]
     assert r["breakdown_run"] == {"why": "why", "status": "oom", "error": "out of memory",
                                   "summary": None, "flags": {"x": 1}}
-    assert head["warnings"] == []  # the inputs are not modified
-    ok = {"status": "ok", "summary": {"median": 0.005}, "breakdown": {"available": True},
-          "samples": {"measure": [0.005], "breakdown:t_f": [0.001], "trace:dispatch": [0.1]},
-          "warnings": ["breakdown: x", "wide CI"]}
-    r = merge_breakdown(head, ok, "why")
+    assert head.warnings == [] and head.breakdown_run is None  # the inputs are not modified
+    ok = rec({"status": "ok", "summary": {"median": 0.005}, "breakdown": {"available": True},
+              "samples": {"measure": [0.005], "breakdown:t_f": [0.001], "trace:dispatch": [0.1]},
+              "warnings": ["breakdown: x", "wide CI"]})
+    m = merge_breakdown(head, ok, "why")
+    assert isinstance(m.breakdown_run.summary, Summary)
+    r = m.to_dict()
     assert r["summary"] == {"median": 0.004} and r["breakdown"] == {"available": True}
     assert set(r["samples"]) == {"measure", "breakdown:t_f", "trace:dispatch"}
     assert r["samples"]["measure"] == [0.004] and r["warnings"] == ["breakdown: x"]
     # the breakdown process's own time account is kept (a GPU JAX point's second process)
     worker = {"pid": 7, "elapsed_s": 30.0, "phases_s": {"prepare": 25.0, "breakdown": 3.0}}
-    r = merge_breakdown(head, {**ok, "worker": worker}, "why")
+    r = merge_breakdown(head, rec({**ok.to_dict(), "worker": worker}), "why").to_dict()
     assert r["breakdown_run"]["worker"] == worker and "worker" not in r
 
 

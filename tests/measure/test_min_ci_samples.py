@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from dlperf.results.schema import RunRecord
 from dlperf.stats import MIN_CI_SAMPLES
 
 
@@ -92,7 +93,7 @@ def test_a_missing_ci_goes_through_store_exports_report_and_comparisons(run_fake
         assert "2.000" in cells[0] and not any("[" in x for x in cells[0])  # median, no CI
         assert any(x.startswith("2.000 [") for x in cells[1])
     c = Console(record=True, width=300)
-    c.print(result_line(few), highlight=False)
+    c.print(result_line(RunRecord.from_dict(few)), highlight=False)
     line = c.export_text()
     assert "2.000 ms/iter [no CI: too few iterations]" in line and "warning: only 3" in line
     comp = compare_records(recs[:1], recs[:1])

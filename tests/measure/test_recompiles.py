@@ -336,4 +336,4 @@ def test_warm_up_switched_off_is_stored_and_said(fake_record, monkeypatch):
     assert len(ws) == 1 and "not looked for" in ws[0]
     from dlperf.report.tables import _fmt_status
 
-    assert _fmt_status(rec) == "ok (no warm-up)"
+    assert _fmt_status(rec) == f"ok (no warm-up) ⚠ {len(rec.warnings)}"

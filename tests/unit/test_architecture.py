@@ -1,9 +1,10 @@
 """The architecture rules of docs/architecture.md, measured on src/dlperf with ast alone (nothing
 imported): no import cycle between modules or between dlperf's packages (function-level imports
-included), and no framework name in a conditional or a framework-keyed table outside
-frameworks/, zoo/ and registry.py. Sizes are not rules: modules over 500 lines and functions over
-120 are listed as a warning for review (a long module is a prompt to look at its concept, never a
-reason to cut it in two)."""
+included), no framework name in a conditional or a framework-keyed table outside
+frameworks/, zoo/ and registry.py, and no pydantic model that accepts keys it does not
+declare. Sizes are not rules: modules over 500 lines and functions over 120 are listed as a
+warning for review (a long module is a prompt to look at its concept, never a reason to cut it
+in two)."""
 
 from __future__ import annotations
 
@@ -145,6 +146,26 @@ def test_no_framework_name_in_conditionals_outside_frameworks():
     assert SCAN[3] == []
 
 
+def allowing_extra(root: Path) -> list[str]:
+    """Classes under ``root`` whose pydantic ``model_config`` allows keys they do not declare
+    (``extra="allow"`` or ``extra="ignore"``): a record part or a config must name every field,
+    so a misspelt one is an error, not a silent new key."""
+    found = []
+    for p in sorted(root.rglob("*.py")):
+        for n in ast.walk(ast.parse(p.read_text())):
+            if not isinstance(n, ast.Call) or getattr(n.func, "id", None) != "ConfigDict":
+                continue
+            for kw in n.keywords:
+                if (kw.arg == "extra" and isinstance(kw.value, ast.Constant)
+                        and kw.value.value in ("allow", "ignore")):
+                    found.append(f"{p}:{n.lineno} extra={kw.value.value!r}")
+    return found
+
+
+def test_no_model_accepts_keys_it_does_not_declare():
+    assert allowing_extra(SRC) == []
+
+
 def test_the_checks_can_fail(tmp_path):
     """The scanner finds each kind of violation in a planted tree."""
     pkg = tmp_path / "dlperf"
@@ -161,3 +182,7 @@ def test_the_checks_can_fail(tmp_path):
     assert any(x.startswith("function ") and " f: " in x for x in listed)
     assert cycles(edges) == [["dlperf.a.x", "dlperf.a.y"]]
     assert conds and "'jax'" in conds[0]
+    (pkg / "a" / "z.py").write_text("from pydantic import BaseModel, ConfigDict\n\n\n"
+                                    "class P(BaseModel):\n"
+                                    "    model_config = ConfigDict(extra='allow')\n")
+    assert [x.rsplit(" ", 1)[1] for x in allowing_extra(pkg)] == ["extra='allow'"]

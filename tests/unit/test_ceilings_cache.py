@@ -182,9 +182,9 @@ def test_a_sweep_seeds_its_cache_from_recent_results_of_its_file(tmp_path):
     import os
 
     from dlperf.config import make_run_config
+    from dlperf.results.schema import new_record
     from dlperf.results.store import ResultStore
     from dlperf.resume import ceilings_cache
-    from dlperf.worker import base_result
 
     p = make_run_config(model="fcn5_tiny", batch_size=8, device="cpu")
     recent, _ = measure("fp32", now_s=dt.datetime.now(dt.UTC).timestamp())
@@ -192,7 +192,7 @@ def test_a_sweep_seeds_its_cache_from_recent_results_of_its_file(tmp_path):
     old_c["device"] = "cpu:old"
     with ResultStore(tmp_path / "r.db") as s:
         for ceil, age_s in ((recent, 60), (old_c, C.CACHE_MAX_AGE_S + 60)):
-            r = base_result(p.model_copy(update={"seed": int(age_s)}), "ok")
+            r = new_record(p.model_copy(update={"seed": int(age_s)}), "ok").to_dict()
             r["created_at"] = (dt.datetime.now(dt.UTC)
                                - dt.timedelta(seconds=age_s)).isoformat(timespec="seconds")
             r["ceilings"] = ceil

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from dlperf.config import make_run_config
 from dlperf.results.claims import Claims, process_gone
-from dlperf.results.schema import new_record
+from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import ResultStore
 from dlperf.stats import summarize, throughput
 
@@ -118,7 +118,7 @@ def test_two_sweeps_on_one_file_share_the_points(tmp_path, cfgs):
             with lock:
                 ran.append((name, cfg.batch_size))
             time.sleep(0.2)
-            return ok(cfg)
+            return RunRecord.from_dict(ok(cfg))
         return run
 
     outs = {}

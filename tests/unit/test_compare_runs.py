@@ -304,8 +304,8 @@ def test_a_new_tag_measures_again_and_its_own_tag_resumes(tmp_path):
     assert resume_plan(pts, db, None, rerun=False, retry_failed=False) == (pts, True, 0)
     assert resume_plan(pts, db, "v1", rerun=True, retry_failed=False) == (pts, False, 0)
     # the tag goes into the stored result, and rows can be selected by it
-    tagged = history.tagging(lambda cfg: {"status": "ok"}, "v3")(None)
-    assert tagged["tag"] == "v3"
+    tagged = history.tagging(lambda cfg: RunRecord.from_dict({"status": "ok"}), "v3")(None)
+    assert tagged.identity.tag == "v3" and tagged.to_dict()["tag"] == "v3"
     with ResultStore(db, read_only=True) as store:
         rows = history.select_rows(store.rows(latest=False), tag="v1")
     assert sorted(r["run_key"] for r in rows) == ["p1-0", "p2-0"]

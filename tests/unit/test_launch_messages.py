@@ -27,14 +27,15 @@ def test_the_last_exception_line_is_found_or_none():
 def test_a_rank_that_died_without_a_result_names_its_error(tmp_path):
     (tmp_path / "launcher.log").write_text(TRACEBACK)
     cfg = make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", nproc=2)
-    r = _collect(cfg, tmp_path, rc=1, timed_out=False, timeout_s=60.0, cmd=["x"])
-    assert r["status"] == "crash"
-    assert "rank 1 exited with code 1 and no result" in r["error"]
-    assert "ends with: ValueError: rank 1 cannot make a batch" in r["error"]
-    assert "worker.stderr_tail" in r["error"]
+    r = _collect(cfg, tmp_path, rc=1, timed_out=False, timeout_s=60.0, cmd=["x"]).identity
+    assert r.status == "crash"
+    assert "rank 1 exited with code 1 and no result" in r.error
+    assert "ends with: ValueError: rank 1 cannot make a batch" in r.error
+    assert "worker.stderr_tail" in r.error
     (tmp_path / "launcher.log").write_text("dlperf spawn: rank 1 exited with code -9\n")
-    r = _collect(cfg, tmp_path, rc=1, timed_out=False, timeout_s=60.0, cmd=["x"])
-    assert "SIGKILL" in r["error"] and "ends with" not in r["error"]
+    rec = _collect(cfg, tmp_path, rc=1, timed_out=False, timeout_s=60.0, cmd=["x"])
+    assert "SIGKILL" in rec.identity.error and "ends with" not in rec.identity.error
+    assert [(o.rank, o.status) for o in rec.ranks] == [(1, "crash")]  # typed rank outcomes
 
 
 def test_a_worker_crash_names_its_exception_not_a_log_line():

@@ -135,16 +135,37 @@ def test_batch_from_one_trace_scales_kernels_not_the_optimizer():
     full = _k(101, grid=(132 * 8 * 4, 1, 1))
     opt = _k(50, op_class="optimizer", phase="t_u")
     out = T.to_batch(_step([full, opt], batch=32), 64, g)
-    assert out.ops[0].dur_s == pytest.approx((1 + 100 * 2) * 1e-6)
+    f = T.BATCH_FLOOR_S * 1e6
+    assert out.ops[0].dur_s == pytest.approx((f + (101 - f) * 2) * 1e-6)
     assert out.ops[1].dur_s == pytest.approx(opt.dur_s)
     with pytest.raises(ValueError, match="batch size is unknown"):
         T.to_batch(_step([full], batch=0), 64, g)
 
 
 def test_interpolation_between_two_traces_is_exact_at_a_power_law():
-    a = _step([_k(101), _k(11, op_class="optimizer", phase="t_u")], batch=16)
-    b = _step([_k(401), _k(11, op_class="optimizer", phase="t_u")], batch=64)  # linear
+    f = T.BATCH_FLOOR_S * 1e6
+    a = _step([_k(f + 100), _k(11, op_class="optimizer", phase="t_u")], batch=16)
+    b = _step([_k(f + 400), _k(11, op_class="optimizer", phase="t_u")], batch=64)  # linear
     mid = T.interpolate_batch(a, b, 32)
-    assert mid.ops[0].dur_s == pytest.approx(201e-6)
+    assert mid.ops[0].dur_s == pytest.approx((f + 200) * 1e-6)
     assert mid.ops[1].dur_s == pytest.approx(11e-6)
     assert mid.meta["batch_size"] == 32
+
+
+def test_data_parallel_overlaps_all_reduces_with_the_backward():
+    fwd = [_k(100, phase="t_f", launch=0)]
+    back = [_k(100, phase="t_b", launch=0) for _ in range(4)]
+    opt = [_k(50, op_class="optimizer", phase="t_u", launch=0)]
+    st = _step([*fwd, *back, *opt])
+    one = R.simulate(st).step_s
+    assert one == pytest.approx(550e-6, rel=1e-6)
+    # two equal buckets of 30 us each: the first hides under the backward, the second is
+    # exposed after the backward's last op, before the optimizer
+    dp = T.to_data_parallel(st, [1e6, 1e6], lambda b: 30e-6)
+    assert sum(o.lane == T.COMM_LANE for o in dp.ops) == 2
+    assert R.simulate(dp).step_s == pytest.approx(580e-6, rel=1e-6)
+    # one slow all-reduce of everything: exposed in full
+    slow = T.to_data_parallel(st, [2e6], lambda b: 400e-6)
+    assert R.simulate(slow).step_s == pytest.approx(950e-6, rel=1e-6)
+    with pytest.raises(ValueError, match="no backward"):
+        T.to_data_parallel(_step(fwd), [1e6], lambda b: 1e-6)

@@ -11,6 +11,7 @@ from rich.console import Console
 from dlperf.report.markdown import write_report
 from dlperf.report.plots import plot_filename, plot_step_time_vs_batch
 from dlperf.report.tables import COLUMNS, fmt_sig, markdown_table, results_table, short_error
+from dlperf.results.schema import RunRecord
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 GIB = 1024**3
@@ -418,10 +419,10 @@ def test_rows_show_gradient_accumulation_and_breakdown_or_trace():
 
     r = {**base, "device": "cpu", "precision": "fp32", "data": "synthetic", "status": "error",
          "error": "x", "config": {"breakdown": True, "trace_dir": "/t"}}
-    assert "b=16 synthetic +breakdown +trace" in result_line(r)
-    assert "+breakdown" not in result_line({**r, "config": {}})
+    assert "b=16 synthetic +breakdown +trace" in result_line(RunRecord.from_dict(r))
+    assert "+breakdown" not in result_line(RunRecord.from_dict({**r, "config": {}}))
     ro = {**r, "mode": "graph", "config": {"compile_mode": "reduce-overhead"}}
-    assert "torch/graph \\[reduce-overhead] cpu" in result_line(ro)  # escaped: printed as is
+    assert "torch/graph \\[reduce-overhead] cpu" in result_line(RunRecord.from_dict(ro))  # escaped: printed as is
 
 
 def test_ddp_rows_name_their_non_default_options():
@@ -443,15 +444,15 @@ def test_ddp_rows_name_their_non_default_options():
         {"config": {"ddp": off}})})[1] == "torch/eager"  # one process: DDP is not used
     r = {**base, "device": "cpu", "precision": "fp32", "data": "synthetic", "nproc": 2,
          "status": "error", "error": "x", "config": {"ddp": {**off, "bucket_cap_mb": 50.0}}}
-    assert "ddp(bucket_cap_mb=50.0, broadcast_buffers=False)" in result_line(r)
+    assert "ddp(bucket_cap_mb=50.0, broadcast_buffers=False)" in result_line(RunRecord.from_dict(r))
     # TensorFlow/JAX: one process per device (not the default) is named, the default is not
     tf = {**base, "framework": "tensorflow", "mode": "graph"}
     assert row_cells({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_device"}})}
                      )[1] == "tensorflow/graph per_device"
     assert row_cells({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_node"}})}
                      )[1] == "tensorflow/graph"
-    assert " x2 fp32 b=16 (2x8) synthetic per_device" in result_line(
-        {**r, **tf, "config": {"dp_layout": "per_device"}})
+    assert " x2 fp32 b=16 (2x8) synthetic per_device" in result_line(RunRecord.from_dict(
+        {**r, **tf, "config": {"dp_layout": "per_device"}}))
     from dlperf.config import RunConfig
 
     cfg = RunConfig(model="fcn5_tiny", framework="tensorflow", mode="graph", device="cpu",

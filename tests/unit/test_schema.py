@@ -13,6 +13,7 @@ import pytest
 from dlperf.config import make_run_config
 from dlperf.errors import ConfigError
 from dlperf.results.migrations import SCHEMA_VERSION, upgrade_record
+from dlperf.results.parts import Dist
 from dlperf.results.schema import (
     TOP_LEVEL_ORDER,
     Identity,
@@ -20,6 +21,7 @@ from dlperf.results.schema import (
     as_record,
     failure_record,
     new_record,
+    upgrade,
 )
 from dlperf.results.store import ResultStore, flatten, record_of
 
@@ -34,16 +36,17 @@ def canonical(obj) -> str:
 
 def test_the_committed_databases_are_all_found():
     # the H200 sweeps' databases, reproduce.db, calibration2.db (the first written at schema
-    # 9), yourmodel/yourmodel.db and cpu-dev/ddp_buckets.db (gloo DDP runs with per-bucket
-    # timelines)
-    assert len(COMMITTED) == 23, [str(p) for p in COMMITTED]
+    # 9), yourmodel/yourmodel.db, cpu-dev/ddp_buckets.db (gloo DDP runs with per-bucket
+    # timelines) and h100/calibrate.db (dlperf calibrate on an H100)
+    assert len(COMMITTED) == 24, [str(p) for p in COMMITTED]
 
 
 @pytest.mark.parametrize("db", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_committed_row_parses_and_round_trips(db, tmp_path):
-    """Each stored row's JSON parses into a record whose flat dict is that JSON (upgraded to
-    the current version: ``schema_version`` and nothing else changes for these rows); every
-    record stored again reads back equal, raw samples and columns included."""
+    """Each stored row's JSON parses into a record whose flat dict is that JSON upgraded to
+    the current version (``schema_version``, and a data-parallel ``dist``'s engine keys moved
+    into ``dist.engine``: nothing else changes, no key is unrecognised); every record stored
+    again reads back equal, raw samples and columns included."""
     con = sqlite3.connect(db)
     stored = [json.loads(js) for (js,) in con.execute("SELECT result_json FROM results "
                                                       "ORDER BY id")]
@@ -54,7 +57,12 @@ def test_every_committed_row_parses_and_round_trips(db, tmp_path):
         assert rec.schema_version == SCHEMA_VERSION
         again = rec.to_dict()
         assert again["schema_version"] == SCHEMA_VERSION
-        assert canonical({**again, "schema_version": js["schema_version"]}) == canonical(js)
+        assert "unrecognised" not in again  # every stored key has its field
+        assert canonical(again) == canonical(upgrade(js))
+        moved = {k: v for k, v in js.get("dist", {}).items() if k not in Dist.model_fields}
+        assert rec.dist is None or rec.dist.engine == (moved or None)
+        if rec.dist is None:
+            assert canonical({**again, "schema_version": js["schema_version"]}) == canonical(js)
         assert list(again) == [k for k in TOP_LEVEL_ORDER if k in again] + [
             k for k in again if k not in TOP_LEVEL_ORDER]
     with ResultStore(db, read_only=True) as src:
@@ -91,8 +99,10 @@ def test_a_v1_record_is_upgraded_without_invented_fields():
     rec = RunRecord.from_dict(v1)
     assert rec.identity.world_size is None and rec.dist is None  # absent: one device
     d = rec.to_dict()
-    assert d == {**v1, "schema_version": SCHEMA_VERSION}
-    assert "world_size" not in d and d["an_old_key"] == {"kept": True}
+    kept = {k: v for k, v in v1.items() if k != "an_old_key"}
+    assert d == {**kept, "schema_version": SCHEMA_VERSION,
+                 "unrecognised": {"an_old_key": {"kept": True}}}  # kept, not lost
+    assert "world_size" not in d
 
 
 def test_a_v2_data_wait_is_restated_by_the_total_time_rule():
@@ -131,6 +141,10 @@ def test_a_newer_record_and_a_newer_file_are_refused(tmp_path):
     con = sqlite3.connect(ok)
     js = json.loads(con.execute("SELECT result_json FROM results").fetchone()[0])
     con.execute("UPDATE results SET result_json=?", (json.dumps({**js, "schema_version": 42}),))
+    from dlperf.results.rowcheck import seal
+    from dlperf.results.rows import COLUMNS
+
+    seal(con, 1, COLUMNS)  # as a newer dlperf would have stored it: its checksum matches
     con.commit()
     con.close()
     with ResultStore(ok) as s, pytest.raises(ConfigError, match="42, newer"):
@@ -150,7 +164,9 @@ def test_a_failure_record_has_the_identity_fields():
     assert ident.config == cfg.model_dump() and ident.spec.params > 0
     assert ident.created_at and ident.repeat == 0
     d = rec.to_dict()
-    assert set(Identity.model_fields) <= set(d) and d["env"] == {"hostname": "h"}
+    # every identity field but the tag (set only by a tagged run: dlperf run --tag)
+    assert set(Identity.model_fields) - {"tag"} <= set(d) and "tag" not in d
+    assert d["env"] == {"hostname": "h"}
     assert "summary" not in d and "samples" not in d  # a failure measured nothing
     assert d["worker"] == {"returncode": 1, "stderr_tail": "boom"}
     row = flatten(rec)
@@ -162,18 +178,21 @@ def test_a_failure_record_has_the_identity_fields():
         failure_record(cfg, "exploded")
 
 
-def test_the_record_is_typed_and_keeps_what_it_does_not_know():
+def test_the_record_is_typed_and_refuses_what_it_does_not_know():
+    import pydantic
+
     cfg = make_run_config(model="fcn5_tiny", batch_size=2)
-    rec = new_record(cfg, "ok", summary={"median": 0.01, "mean": 0.011, "n": 3,
-                                         "new_stat": 1.5},
+    rec = new_record(cfg, "ok", summary={"median": 0.01, "mean": 0.011, "n": 3},
                      memory={"peak_rss_bytes": 7}, samples={"measure": [0.01, 0.012, 0.011]},
-                     timing={"wall_time_s": 0.04, "n_measured": 3}, future_part={"a": 1})
-    assert rec.summary.median == 0.01 and rec.summary.model_extra == {"new_stat": 1.5}
+                     timing={"wall_time_s": 0.04, "n_measured": 3})
+    assert rec.summary.median == 0.01 and rec.summary.model_extra is None
     assert rec.timing.wall_time_s == 0.04 and rec.measured_s == [0.01, 0.012, 0.011]
     d = rec.to_dict()
     assert d["wall_time_s"] == 0.04 and d["n_measured"] == 3 and "timing" not in d
-    assert d["future_part"] == {"a": 1} and d["summary"]["new_stat"] == 1.5
     assert as_record(d).to_dict() == d and as_record(rec) is rec
+    for bad in ({"summary": {"median": 0.01, "new_stat": 1.5}}, {"future_part": {"a": 1}}):
+        with pytest.raises(pydantic.ValidationError, match="Extra inputs are not permitted"):
+            new_record(cfg, "ok", **bad)
     # numbers are not coerced: an int stays an int, a string is refused
     assert type(RunRecord.from_dict({"wall_time_s": 2}).timing.wall_time_s) is int
     with pytest.raises(ValueError):
@@ -197,3 +216,38 @@ def test_records_read_raw_samples_and_losses_back(tmp_path):
     assert back.losses == {"first": [2.0], "measure": [1.0, None]}  # SQLite keeps no NaN
     assert no_raw.samples is None and record_of(row).identity.run_key == cfg.run_key()
     assert "stored" not in back.to_dict()
+
+
+def test_a_part_refuses_a_key_it_does_not_declare():
+    """A misspelt field is an error where it is made (in the worker, a launcher or a test), not
+    a new key in the store; the error names the key."""
+    import pydantic
+
+    cfg = make_run_config(model="fcn5_tiny", batch_size=2)
+    with pytest.raises(pydantic.ValidationError, match="summary.medain"):
+        RunRecord.from_dict({"schema_version": SCHEMA_VERSION, "run_key": "k", "status": "ok",
+                             "summary": {"medain": 0.01}})
+    rec = new_record(cfg, "ok")
+    with pytest.raises(pydantic.ValidationError, match="thread_polciy"):
+        rec.env = {"thread_polciy": {}}
+    with pytest.raises(pydantic.ValidationError, match="tagg"):
+        RunRecord.from_dict({**rec.to_dict(), "tagg": "v1"})
+
+
+def test_an_older_record_keeps_its_unknown_keys_in_unrecognised():
+    """Records written before parts refused unknown keys (version < 11) read: a key that no
+    part declares is kept under its dotted path, not lost and not refused; a data-parallel
+    record's engine description moves into ``dist.engine``."""
+    old = {"schema_version": 10, "run_key": "k", "status": "ok", "odd": 1,
+           "env": {"hostname": "h", "gpu_clock_mhz": 1980},
+           "dist": {"replicas": 2, "master_addr": "localhost", "ddp": {"bucket_cap_mb": 25.0},
+                    "per_rank": [{"rank": 0, "cpus": "0-1", "numa": 0}]},
+           "breakdown_run": {"why": "x", "worker": {"pid": 1, "host": "h"}}}
+    rec = RunRecord.from_dict(old)
+    assert rec.unrecognised == {"odd": 1, "env.gpu_clock_mhz": 1980,
+                                "dist.per_rank[0].numa": 0, "breakdown_run.worker.host": "h"}
+    assert rec.dist.engine == {"master_addr": "localhost"}
+    assert rec.dist.ddp == {"bucket_cap_mb": 25.0} and rec.env.hostname == "h"
+    again = RunRecord.from_dict(rec.to_dict())  # version 11 now: read as it is
+    assert canonical(again.to_dict()) == canonical(rec.to_dict())
+    assert old["dist"]["master_addr"] == "localhost"  # the input is not changed

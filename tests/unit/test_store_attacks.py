@@ -18,7 +18,7 @@ from dlperf.cli import app
 from dlperf.config import make_run_config
 from dlperf.errors import ConfigError
 from dlperf.results.dbfile import StoreBusy, StoreError, file_uri
-from dlperf.results.schema import new_record
+from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import ResultStore, stored_keys
 from dlperf.stats import summarize, throughput
 
@@ -169,7 +169,7 @@ def test_a_result_measured_while_the_file_is_locked_is_kept_and_stored_later(tmp
         r.update(run_key=cfg.run_key(), config=cfg.model_dump())
         if cfg.batch_size == 2:
             holder.execute("BEGIN IMMEDIATE")  # somebody takes the lock while it runs
-        return r
+        return RunRecord.from_dict(r)
 
     with ResultStore(db) as store, pytest.raises(StoreBusy) as err:
         execute(cfgs, store, runner=runner, console=Console(quiet=True))

@@ -16,11 +16,11 @@ from rich.console import Console
 from dlperf.config import make_policy, make_run_config
 from dlperf.env import BUSY_OTHER_CPUS, ThreadChoice, choose_threads
 from dlperf.perfmodel.ceilings import CACHE_ENV, CeilingCache
+from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import ResultStore
 from dlperf.resume import auto_threads, changed_settings, resolve_threads
 from dlperf.stats import summarize, throughput
 from dlperf.sweep import execute, progress_line
-from dlperf.worker import base_result
 
 
 @pytest.mark.parametrize("usable,other,load,want,busy", [
@@ -53,7 +53,7 @@ FAST = make_policy(min_iters=3, min_time_s=0.0)
 
 
 def ok_result(cfg, ms=2.0, policy=None):
-    r = base_result(cfg, "ok")
+    r = new_record(cfg, "ok").to_dict()
     times = [ms / 1e3] * 3
     r.update(summary=summarize(times).to_dict(),
              throughput=throughput(3, cfg.global_batch, sum(times)), samples={"measure": times},
@@ -125,7 +125,7 @@ def test_execute_prints_progress_off_a_terminal_records_the_policy_and_shares_ce
                          "fingerprint": {"hostname": "h"},
                          "origin": {c: {"how": "measured", "measured_at": "2027-01-01T00:00:00"}
                                     for c in ("matmul:fp32", "bandwidth")}}
-        return r
+        return RunRecord.from_dict(r)
 
     buf = io.StringIO()
     con = Console(file=buf, force_terminal=False, width=200)

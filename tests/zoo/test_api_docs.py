@@ -70,8 +70,8 @@ def test_run_in_a_worker_process_and_store(tmp_path):
     """The default: a fresh worker process per point, as `dlperf run` does."""
     db = tmp_path / "r.db"
     r = api.run("fcn5_tiny", batch_size=4, device="cpu", threads=1, iterations=QUICK, db=db)
-    assert r["status"] == "ok", r["error"]
-    assert r["worker"]["pid"] != __import__("os").getpid()
+    assert r.identity.status == "ok", r.identity.error
+    assert r.worker.pid != __import__("os").getpid()
     df = api.to_dataframe(db)
     assert list(df["model"]) == ["fcn5_tiny"] and df["samples_per_s"][0] > 0
 

@@ -192,7 +192,7 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     defaults = {"iterations": ITERATIONS, "data": "synthetic", "timeout_s": 300}
     prof_out = api.sweep(_profile_grid(framework, device, profile_model, profile_batch, precs),
                          defaults=defaults, name=f"calibrate-{name}-profile", db=db)
-    profile_results = [r for r in prof_out.results if r.get("status") == "ok"]
+    profile_results = [r for r in prof_out.results if r.identity.status == "ok"]
     ids = _stored_ids(db, profile_model, framework, device, profile_batch)
     for m in models:
         if time.monotonic() - t0 > budget_s:
@@ -201,7 +201,7 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
             break
         api.sweep(_model_grid(framework, device, [m], batches, precision, mode),
                   defaults=defaults, name=f"calibrate-{name}", db=db)
-    device_name = _device_name(db, ids) or (profile_results[0].get("device_name")
+    device_name = _device_name(db, ids) or (profile_results[0].device_name
                                             if profile_results else None)
     prof = build_profile(db, name, device_name, ids)
     hardware.store_profile(db, prof)

@@ -28,6 +28,9 @@ from rich.markup import escape
 from dlperf.errors import ConfigError, DlperfError
 from dlperf.outputs import OutputRefused, check_target, same_file, write_output
 
+if typing.TYPE_CHECKING:
+    from dlperf.results.schema import RunRecord
+
 #: The width of the results' console off a terminal (a pipe, a file, a log) when $COLUMNS is
 #: not set: rich's default, 80, would stack every results table; 160 holds a CPU run's table
 #: whole (its empty GPU columns are dropped: :func:`dlperf.report.terminal.fit_table`).
@@ -43,6 +46,26 @@ def console_width(is_tty: bool, environ: Any = None) -> int | None:
         return int(cols)
     return None if is_tty else PIPE_WIDTH
 
+
+def safe_streams(*streams: Any) -> None:
+    """Let ``streams`` (default: stdout and stderr) print any text: where their encoding
+    cannot encode every character (``PYTHONIOENCODING=ascii``, a ``C`` locale, a legacy code
+    page), the characters it cannot are written as ``?`` instead of raising
+    ``UnicodeEncodeError`` in the middle of a table."""
+    import codecs
+
+    for st in streams or (sys.stdout, sys.stderr):
+        enc = (getattr(st, "encoding", None) or "utf-8").lower()
+        try:
+            full = codecs.lookup(enc).name in ("utf-8", "utf-16", "utf-32")
+        except LookupError:
+            full = False
+        if not full and hasattr(st, "reconfigure"):
+            with contextlib.suppress(ValueError, OSError):
+                st.reconfigure(errors="replace")
+
+
+safe_streams()
 
 # Off a terminal, lines of text stay whole (soft wrap: a log or a test reads them as printed);
 # tables still fit the width.
@@ -402,7 +425,7 @@ def terminated_as_interrupt() -> Iterator[None]:
 
 def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
             report_dir: str | None, sweep_config: dict | None = None,
-            runner: Callable[[Any], dict[str, Any]] | None = None,
+            runner: Callable[[Any], RunRecord] | None = None,
             missing_ok: bool = False) -> None:
     """Check, run and store ``points``, print the results; exit 1 if every point that ran
     failed or any point is ``unavailable`` (missing data or framework: still to measure).

@@ -137,6 +137,7 @@ def predict(
     dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Predict on this GPU by replaying stored per-kernel timelines (docs/replay.md): a `dlperf calibrate` profile's name, or a datasheet's (h100, h200, a100, l40s, ...; then marked datasheet only).")] = None,
 ) -> None:
     """Predict the iteration time, throughput and scaling efficiency of a configuration from stored results (the performance model, docs/perfmodel.md)."""
     def body() -> None:
@@ -182,6 +183,12 @@ def predict(
             return
         if model is None or batch_size is None:
             raise ConfigError("give --model and --batch-size (or --validate)")
+        if gpu is not None:  # the timeline replay's prediction path (dlperf.perfmodel.retarget)
+            from dlperf.perfmodel import retarget
+            r = retarget.answer(db, model, framework, mode, precision, batch_size, gpu)
+            sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"
+                             else retarget.text(r) + "\n")
+            return
         p = api.predict(db, model, framework=framework, mode=mode, precision=precision,
                         device=device, batch_size=batch_size, nproc=nproc, nnodes=nnodes,
                         network=network, what_if=_what_if(what_if), data=data, layout=layout,

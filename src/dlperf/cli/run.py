@@ -13,7 +13,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from dlperf.config.defaults import DDP, DEFAULT_BATCH_SIZE, ITERATIONS, QUICK_IT
 from dlperf.errors import ConfigError
 from dlperf.registry import COMPILE_MODES, FRAMEWORKS, OPTIMIZER_IMPLS
 from dlperf.zoo import SUITES
+
+if TYPE_CHECKING:
+    from dlperf.results.schema import RunRecord
 
 Opt = typer.Option
 
@@ -307,7 +310,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         from dlperf.launch.distributed import run_point
         from dlperf.launch.slurm import node_db_path
 
-        def runner(cfg: Any) -> dict[str, Any]:
+        def runner(cfg: Any) -> RunRecord:
             return run_point(cfg, node_rank=par.node_rank, endpoint=par.rdzv_endpoint)
 
         from dlperf.results.history import check_tag, tagging

@@ -135,10 +135,11 @@ def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
     pending, stored or failed in ``path`` (read, not changed; with a tag, only results stored
     under it count), the counts, then the thread policy and the tag."""
     from dlperf.results.history import check_tag
-    from dlperf.results.store import stored_keys
+    from dlperf.results.store import check_writer, stored_keys
     from dlperf.resume import auto_threads
 
     check_db(path, must_exist=False)
+    check_writer(path)  # what the sweep itself would refuse (read-only, damaged, ...)
     check_tag(tag)
     done = set() if restart else stored_keys(path, include_failed=not retry_failed)
     ok_keys = set() if restart else stored_keys(path, include_failed=False)
@@ -207,6 +208,29 @@ def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
                 "device: cpu (or auto) in the file") from None
 
 
+def _dry_checks(points: list[Any], file: Path, rdzv_endpoint: str | None, shards: int) -> None:
+    """What the sweep checks before it runs, for ``--dry-run``: the data sets (read and cut
+    into a batch, :func:`dlperf.sweep.preflight`) and the frameworks' interpreters are
+    refused as the sweep refuses them; what depends on this host (a CUDA GPU, its CPUs for
+    ``cpu_bind``, the node options) is printed as a note instead, since a dry run is often made
+    on another machine than the sweep (a login node).
+
+    Raises:
+        ConfigError, DataError: what the sweep would refuse on any host.
+    """
+    from dlperf.placement import check_here
+    from dlperf.sweep import preflight
+
+    preflight(points, allow_missing=True)
+    for check in (lambda: _check_runnable(points, file, rdzv_endpoint, shards),
+                  lambda: check_here(points)):
+        try:
+            check()
+        except ConfigError as e:
+            common.err.print(f"note: run on this host, the sweep would stop here: {e}",
+                             markup=False, highlight=False)
+
+
 def with_cpu_bind(points: list[Any], cpu_bind: str | None) -> list[Any]:
     """``points`` with ``cpu_bind`` set in each (``--cpu-bind``); unchanged for None.
 
@@ -265,7 +289,8 @@ def sweep(
             points = shard_points(points, *k_n)
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         check_out_dir(report, "--report", path, force=force)
-        if dry_run:
+        if dry_run:  # the checks the sweep makes before it runs, those of this host as notes
+            _dry_checks(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
             _dry_run(points, path, restart, retry_failed, tag)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)

@@ -37,6 +37,20 @@ from pydantic import (
 from dlperf.config.axes import DDPOptions, IterationPolicy
 from dlperf.config.defaults import RUN
 from dlperf.config.identity import label, point_key, run_key
+from dlperf.config.limits import (
+    MAX_BATCH,
+    MAX_GRAD_ACCUM,
+    MAX_ITERS,
+    MAX_NODES,
+    MAX_PREFETCH,
+    MAX_PROCESSES,
+    MAX_REPEATS,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_THREADS,
+    MAX_WORKERS,
+    over,
+)
 from dlperf.config.messages import format_validation
 from dlperf.config.rules import check_run
 from dlperf.errors import ConfigError, unknown_choice
@@ -64,6 +78,20 @@ _CHOICES: dict[str, Any] = {"framework": FRAMEWORK_MODES, "device": DEVICES,
                             "precision": PRECISIONS, "layout": LAYOUTS,
                             "compile_mode": COMPILE_MODES, "scaling": SCALINGS,
                             "loader_impl": LOADER_IMPLS, "optimizer_impl": OPTIMIZER_IMPLS}
+
+
+#: Field -> (limit, what it counts): the user-sized quantities of a point
+#: (:mod:`dlperf.config.limits`).
+_LIMITS: dict[str, tuple[float, str]] = {
+    "batch_size": (MAX_BATCH, "samples per iteration"),
+    "grad_accum": (MAX_GRAD_ACCUM, "micro-batches per step"),
+    "seed": (MAX_SEED, "(the largest seed every framework takes)"),
+    "threads": (MAX_THREADS, "threads"), "nproc": (MAX_PROCESSES, "processes per node"),
+    "nnodes": (MAX_NODES, "nodes"), "loader_workers": (MAX_WORKERS, "loader workers"),
+    "loader_prefetch": (MAX_PREFETCH, "batches prefetched"),
+    "comm_profile_iters": (MAX_ITERS, "iterations"), "repeat": (MAX_REPEATS - 1, "(repeat index)"),
+    "timeout_s": (MAX_SECONDS, "seconds"),
+}
 
 
 class RunConfig(BaseModel):
@@ -167,6 +195,20 @@ class RunConfig(BaseModel):
     comm_profile_iters: int = Field(RUN.comm_profile_iters, ge=0, strict=True)
     target_loss: float | None = None
     repeat: int = Field(0, ge=0, strict=True)
+
+    @field_validator(*_LIMITS)
+    @classmethod
+    def _within_limits(cls, v: Any, info: ValidationInfo) -> Any:
+        """Every user-sized quantity under its limit (:mod:`dlperf.config.limits`)."""
+        name = info.field_name
+        assert name is not None  # pydantic sets it for a field validator
+        limit, what = _LIMITS[name]
+        msg = over(v, limit, what)
+        if msg:
+            raise ValueError(msg)
+        if name == "seed" and v < 0:
+            raise ValueError(f"{v} is negative; give a seed from 0 to {MAX_SEED:,}")
+        return v
 
     @field_validator("model")
     @classmethod

@@ -17,10 +17,12 @@ sharded jit or TensorFlow MirroredStrategy over local devices) runs in an ordina
 process (:mod:`dlperf.launch.process`).
 
 The launcher only starts processes and gathers (docs/architecture.md habit 2): every rank runs
-:func:`dlperf.worker.run_config` and writes ``rank<R>.json`` holding the merged result of all
-ranks; the lowest rank's file of this node is the result. When the run fails (a rank's
-exception, crash, OOM, or the timeout), the ranks' own files name the cause, and the result is a
-failure record with each rank's status, the exit status and the tail of the launcher's output.
+:func:`dlperf.worker.run_record` and writes ``rank<R>.json`` holding the merged record of all
+ranks, read back here as a :class:`~dlperf.results.schema.RunRecord`; the lowest rank's record
+of this node is the result. When the run fails (a rank's exception, crash, OOM, or the
+timeout), the ranks' own records name the cause, and the result is a failure record
+(:func:`~dlperf.results.schema.failure_record`) with each rank's outcome (``ranks``), the exit
+status and the tail of the launcher's output (``worker``).
 On a timeout or Ctrl-C every process of the run is stopped: SIGTERM to the launcher's process
 group (torchrun forwards it to its workers), SIGKILL after a grace period, then SIGKILL to any
 rank that is still alive (found by the pid files the ranks write), so no orphan remains.
@@ -37,9 +39,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from dlperf.config import RunConfig
+from dlperf.errors import ConfigError
 from dlperf.launch.process import (
     OUTPUT_KEPT,
     breakdown_apart,
@@ -50,8 +52,9 @@ from dlperf.launch.process import (
 )
 from dlperf.procgroup import kill_group, wait_group
 from dlperf.registry import LAUNCHERS, launch_info, load_hook
+from dlperf.results.parts import RankOutcome, WorkerInfo
+from dlperf.results.schema import RunRecord, failure_record
 from dlperf.tempdirs import owned_tempdir
-from dlperf.worker import base_result
 
 __all__ = ["run_distributed", "launch_command", "free_port", "run_point", "FAILURE_ORDER"]
 
@@ -105,8 +108,9 @@ def launch_command(cfg: RunConfig, config_path: Path, out_dir: Path, *, node_ran
 
 
 def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None,
-              env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``cfg`` the way it needs: one worker process, or a distributed launch."""
+              env: dict[str, str] | None = None) -> RunRecord:
+    """Run ``cfg`` the way it needs (one worker process, or a distributed launch) and return
+    its record."""
     if cfg.processes_per_node * cfg.nnodes == 1:
         if cfg.distributed:  # one process driving several devices (JAX, TensorFlow)
             env = {**{k: v for k, v in NCCL_ENV.items() if k not in os.environ}, **(env or {})}
@@ -119,8 +123,8 @@ def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None
 
 def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None,
                     env: dict[str, str] | None = None,
-                    timeout_s: float | None = None) -> dict[str, Any]:
-    """Launch this node's processes of ``cfg``, wait, and return the run's result dict.
+                    timeout_s: float | None = None) -> RunRecord:
+    """Launch this node's processes of ``cfg``, wait, and return the run's record.
 
     Args:
         cfg: a data-parallel configuration.
@@ -131,7 +135,7 @@ def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None 
         timeout_s: wall-clock limit of the whole run (default ``cfg.timeout_s``).
 
     Returns:
-        The merged result (every rank's samples), or a failure result (see module docstring).
+        The merged record (every rank's samples), or a failure record (see module docstring).
     """
     timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
     with owned_tempdir("dlperf-dist-") as tmp:
@@ -245,35 +249,47 @@ def _failed_ranks(log: str) -> dict[int, int]:
     return found
 
 
-def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout_s: float,
-             cmd: list[str]) -> dict[str, Any]:
-    results: list[dict[str, Any]] = []
+def _rank_of(rec: RunRecord) -> int | None:
+    """The rank that wrote ``rec`` (``worker.rank``), or None."""
+    return rec.worker.rank if rec.worker is not None else None
+
+
+def _read_ranks(out: Path) -> list[RunRecord]:
+    """The records the ranks wrote (``rank<R>.json``) in rank order; a file that is not a
+    record (cut short by a kill) is left out, as a rank that wrote none."""
+    recs: list[RunRecord] = []
     for f in out.glob("rank*.json"):
         try:
-            results.append(json.loads(f.read_text()))
-        except (OSError, ValueError):
+            recs.append(RunRecord.from_dict(json.loads(f.read_text())))
+        except (OSError, ValueError, ConfigError):
             continue
-    results.sort(key=lambda r: (r.get("worker") or {}).get("rank", 0))
+    return sorted(recs, key=lambda r: _rank_of(r) or 0)
+
+
+def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout_s: float,
+             cmd: list[str]) -> RunRecord:
+    results = _read_ranks(out)
     tail = _tail(out / "launcher.log")
     launcher = {"command": cmd, "returncode": rc, "timed_out": timed_out,
-                "ranks_reported": [(r.get("worker") or {}).get("rank") for r in results]}
-    complete = [r for r in results if r.get("summary")]
+                "ranks_reported": [_rank_of(r) for r in results]}
+    complete = [r for r in results if r.summary is not None]
     if complete:  # the measurement finished and was merged (status ok, or e.g. nan_loss)
-        r = complete[0]
-        r.setdefault("worker", {})["launcher"] = launcher
-        return r
-    statuses = [(r.get("worker") or {}).get("rank", i) for i, r in enumerate(results)]
-    per_rank = [{"rank": rk, "status": r.get("status"), "error": (r.get("error") or "")[:2000]}
-                for rk, r in zip(statuses, results)]
-    failed = [p for p in per_rank if p["status"] != "ok"]
-    cause = min(failed, key=lambda p: (FAILURE_ORDER.index(p["status"])
-                                       if p["status"] in FAILURE_ORDER else len(FAILURE_ORDER),
-                                       not p["error"]), default=None)
+        rec = complete[0]
+        rec.worker = rec.worker or WorkerInfo()
+        rec.worker.launcher = launcher
+        return rec
+    per_rank = [RankOutcome(rank=i if _rank_of(r) is None else _rank_of(r),
+                            status=r.identity.status, error=(r.identity.error or "")[:2000])
+                for i, r in enumerate(results)]
+    failed = [p for p in per_rank if p.status != "ok"]
+    cause = min(failed, key=lambda p: (FAILURE_ORDER.index(p.status)
+                                       if p.status in FAILURE_ORDER else len(FAILURE_ORDER),
+                                       not p.error), default=None)
     n_here = cfg.processes_per_node
     silent = n_here - len(results)
-    if cause is not None and cause["status"] in FAILURE_ORDER[:4]:
-        status = cause["status"]
-        msg = f"rank {cause['rank']}: {cause['error']}"
+    if cause is not None and cause.status in FAILURE_ORDER[:4]:
+        status = str(cause.status)
+        msg = f"rank {cause.rank}: {cause.error}"
     elif timed_out:
         status = "timeout"
         msg = (f"data-parallel run exceeded its timeout of {timeout_s:g} s (a rank hung or is "
@@ -281,28 +297,26 @@ def _collect(cfg: RunConfig, out: Path, rc: int | None, timed_out: bool, timeout
                "add --retry-failed to measure this point again, or lower the time budget")
     else:
         status = "crash"
-        reported = {p["rank"] for p in per_rank}
+        reported = {p.rank for p in per_rank}
         silent_ranks = {rk: c for rk, c in _failed_ranks(tail).items() if rk not in reported}
         if silent_ranks:
             parts = []
             for rk, code in sorted(silent_ranks.items()):
                 err = exited(code)
-                per_rank.append({"rank": rk, "status": "crash", "error": err})
+                per_rank.append(RankOutcome(rank=rk, status="crash", error=err))
                 parts.append(f"rank {rk} {err}")
             msg = "; ".join(parts)
             last = last_error_line(tail)
             if last:  # what the rank printed as it died (the whole tail: worker.stderr_tail)
                 msg += f"; its output ends with: {last} ({OUTPUT_KEPT})"
-        elif cause is not None and cause["error"]:
+        elif cause is not None and cause.error:
             # no rank died silently: a rank's own report (an exception it caught) names it
-            msg = f"rank {cause['rank']}: {cause['error']}"
+            msg = f"rank {cause.rank}: {cause.error}"
         else:
             why = f"launcher exited with code {rc}" if rc else "no rank wrote a result"
             msg = (f"{why}; {silent} of {n_here} ranks on this node wrote no result: "
                    f"{tail[-1500:]}")
-    if cause is not None and status != cause["status"]:
-        msg += f"; rank {cause['rank']}: {cause['status']}: {cause['error'][:300]}"
-    r = base_result(cfg, status, msg[:8000])
-    r["ranks"] = per_rank
-    r["worker"] = {"launcher": launcher, "stderr_tail": tail}
-    return r
+    if cause is not None and status != cause.status:
+        msg += f"; rank {cause.rank}: {cause.status}: {(cause.error or '')[:300]}"
+    return failure_record(cfg, status, msg[:8000], ranks=per_rank,
+                          worker=WorkerInfo(launcher=launcher, stderr_tail=tail))

@@ -5,7 +5,7 @@ Every rank runs the same ``dlperf run`` command. With one process in the launch
 (:func:`dlperf.launch.distributed.run_point`, its own worker process or dlperf's launcher) and
 the record notes the launch. With several, each rank runs each point in its own process (the
 launcher started it; dlperf starts nothing): the launch's env:// variables and the framework's
-``outside_env`` hook (registry) are set, then :func:`dlperf.worker.run_config` joins the
+``outside_env`` hook (registry) are set, then :func:`dlperf.worker.run_record` joins the
 process group and merges the ranks' samples, as in a rank that dlperf's launcher started
 (:mod:`dlperf.launch.rank`). Points run one after another in one process, sharing the process
 group (each point's world size must be the launch's); the isolation of a fresh process per
@@ -16,12 +16,13 @@ records the launch under ``worker.launched_by``.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError
 from dlperf.launch.outside import OutsideLaunch
 from dlperf.registry import launch_info, load_hook
+from dlperf.results.parts import WorkerInfo
+from dlperf.results.schema import RunRecord, failure_record
 
 __all__ = ["check_points", "run_joined", "leave"]
 
@@ -55,26 +56,25 @@ def _join_env(cfg: RunConfig, launch: OutsideLaunch) -> None:
         os.environ.update(hook(launch.record()))
 
 
-def run_joined(cfg: RunConfig, launch: OutsideLaunch) -> dict[str, Any]:
-    """The result of ``cfg`` in this rank of ``launch`` (module docstring); never raises for a
+def run_joined(cfg: RunConfig, launch: OutsideLaunch) -> RunRecord:
+    """The record of ``cfg`` in this rank of ``launch`` (module docstring); never raises for a
     failure of the run itself (a failure record, as from any launcher)."""
     if launch.world_size == 1:
         from dlperf.launch.distributed import run_point
 
-        r = run_point(cfg)
+        rec = run_point(cfg)
     else:
-        from dlperf.worker import run_config
+        from dlperf.worker import run_record
 
         try:
             _join_env(cfg, launch)
         except ConfigError as e:
-            from dlperf.worker import base_result
-
-            r = base_result(cfg, "error", str(e))
+            rec = failure_record(cfg, "error", str(e))
         else:
-            r = run_config(cfg)
-    r.setdefault("worker", {})["launched_by"] = launch.record()
-    return r
+            rec = run_record(cfg)
+    rec.worker = rec.worker or WorkerInfo()
+    rec.worker.launched_by = launch.record()
+    return rec
 
 
 def leave(framework: str) -> None:

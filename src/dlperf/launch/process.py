@@ -2,8 +2,10 @@
 
 A fresh process per configuration means one configuration's compiled kernels, autotune caches,
 allocator state or crash cannot leak into the next. The launcher only starts the process and
-gathers its result; a process that dies without a result, or outlives its timeout, becomes a
-``crash`` or ``timeout`` result here.
+gathers its result: the worker's JSON is read back into a :class:`~dlperf.results.schema.
+RunRecord` right after the process boundary (a file that does not read as one is a ``crash``),
+and a process that dies without a result, or outlives its timeout, becomes a ``crash`` or
+``timeout`` record here (:func:`~dlperf.results.schema.failure_record`).
 """
 
 from __future__ import annotations
@@ -14,23 +16,24 @@ import re
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from dlperf.config import RunConfig
+from dlperf.errors import ConfigError
 
 # The interpreter of a framework with a Python of its own; re-exported (sweep, tests).
 from dlperf.frameworks.common import check_framework_python, framework_python, worker_interpreter  # noqa: F401
 from dlperf.procgroup import end_group, wait_group
 from dlperf.registry import launch_info, load_hook
+from dlperf.results.parts import Breakdown, BreakdownRun, WorkerInfo
+from dlperf.results.schema import RunRecord, failure_record, identity_of
 from dlperf.tempdirs import owned_tempdir
-from dlperf.worker import base_result
 
 STDERR_TAIL = 4000
 
 
 def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
-                      env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``cfg`` in ``python -m dlperf.worker`` and return its result dict.
+                      env: dict[str, str] | None = None) -> RunRecord:
+    """Run ``cfg`` in ``python -m dlperf.worker`` and return its record.
 
     Args:
         cfg: the configuration.
@@ -39,8 +42,8 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
         env: extra environment variables for the worker.
 
     Returns:
-        The worker's result, or a ``crash`` / ``timeout`` result with the exit code and the
-        tail of the worker's stderr in ``error``.
+        The worker's record, or a ``crash`` / ``timeout`` record with the exit code and the
+        tail of the worker's stderr (``worker.returncode``, ``worker.stderr_tail``).
     """
     timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
     with owned_tempdir("dlperf-") as tmp:  # reclaimed if this process is killed (SIGKILL)
@@ -57,21 +60,33 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
                 rc = wait_group(proc, timeout_s)  # what it forked ends with it
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                r = base_result(cfg, "timeout", f"worker exceeded its timeout of {timeout_s:g} s; "
-                                "raise it (--timeout for dlperf run, timeout_s in a sweep "
-                                "file) and add --retry-failed to measure this point again, or "
-                                "lower the time budget")
-                r["worker"] = {"returncode": None, "stderr_tail": _tail(errf)}
-                return r
+                return failure_record(
+                    cfg, "timeout", f"worker exceeded its timeout of {timeout_s:g} s; raise it "
+                    "(--timeout for dlperf run, timeout_s in a sweep file) and add "
+                    "--retry-failed to measure this point again, or lower the time budget",
+                    worker=WorkerInfo(returncode=None, stderr_tail=_tail(errf)))
             except BaseException:  # Ctrl-C: do not leave the worker running
                 _kill_group(proc)
                 raise
         if rc == 0 and rpath.is_file():
-            return json.loads(rpath.read_text())
+            return read_record(rpath, cfg, errf)
         tail = _tail(errf)
-        r = base_result(cfg, "crash", crash_message(rc, tail))
-        r["worker"] = {"returncode": rc, "stderr_tail": tail}
-        return r
+        return failure_record(cfg, "crash", crash_message(rc, tail),
+                              worker=WorkerInfo(returncode=rc, stderr_tail=tail))
+
+
+def read_record(path: Path, cfg: RunConfig, stderr: Path | None = None) -> RunRecord:
+    """The record a worker wrote to ``path`` (its flat JSON, :meth:`RunRecord.to_dict`), read
+    back right after the process boundary; a file that is not a record of this dlperf (cut
+    short, a field of the wrong type, an unknown key) is a ``crash`` record of ``cfg`` that says
+    why, with the tail of the worker's output ``stderr``."""
+    try:
+        return RunRecord.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, ConfigError) as e:  # pydantic's ValidationError is a ValueError
+        tail = _tail(stderr) if stderr is not None else ""
+        return failure_record(cfg, "crash", f"the worker's result {path.name} is not a record "
+                              f"this dlperf reads: {str(e)[:2000]}",
+                              worker=WorkerInfo(returncode=0, stderr_tail=tail))
 
 
 #: A line that names an exception (``ValueError: ...``, ``torch.OutOfMemoryError: ...``).
@@ -146,7 +161,7 @@ def breakdown_apart(cfg: RunConfig) -> str | None:
 
 
 def run_breakdown_apart(cfg: RunConfig, why: str, timeout_s: float | None = None,
-                        env: dict[str, str] | None = None) -> dict[str, Any]:
+                        env: dict[str, str] | None = None) -> RunRecord:
     """Run ``cfg`` as two fresh worker processes: the fused-step measurement with the
     framework's own settings (the headline, as without ``--breakdown``), then the breakdown
     run, whose sections are merged in (:func:`merge_breakdown`). Each process gets the full
@@ -155,46 +170,56 @@ def run_breakdown_apart(cfg: RunConfig, why: str, timeout_s: float | None = None
                                                      "timeline": False}),
                              timeout_s, env)
     head = _as_point(head, cfg)
-    if head.get("status") != "ok":
+    if head.identity.status != "ok":
         return head
     return merge_breakdown(head, run_in_subprocess(cfg, timeout_s, env), why)
 
 
-def _as_point(r: dict[str, Any], cfg: RunConfig) -> dict[str, Any]:
-    """``r`` under ``cfg``'s identity (its run key, config and repeat): it is that point's
-    result, stored and resumed as such."""
-    ident = base_result(cfg, r.get("status", "crash"))
-    return {**r, **{k: ident[k] for k in ("run_key", "point_key", "repeat", "config")}}
+def _as_point(rec: RunRecord, cfg: RunConfig) -> RunRecord:
+    """``rec`` under ``cfg``'s identity (its run key, point key, repeat and config): it is that
+    point's record, stored and resumed as such."""
+    ident = identity_of(cfg, rec.identity.status or "crash")
+    rec.identity = rec.identity.model_copy(update={
+        k: getattr(ident, k) for k in ("run_key", "point_key", "repeat", "config")})
+    return rec
 
 
-def merge_breakdown(head: dict[str, Any], bd: dict[str, Any], why: str) -> dict[str, Any]:
-    """The headline result ``head`` with the breakdown of the separate run ``bd``.
+#: The parts the breakdown's own process contributes to the headline's record.
+BREAKDOWN_PARTS = ("breakdown", "op_classes", "trace", "timeline")
+#: Prefixes of the samples and warnings that belong to the breakdown.
+BREAKDOWN_PREFIXES = ("breakdown:", "trace:")
 
-    Taken from ``bd``: the ``breakdown``, ``op_classes`` and ``trace`` sections, its samples
-    under ``breakdown:``/``trace:`` and its warnings about them. Kept beside them:
-    ``breakdown_run`` = ``{"why", "status", "error", "summary" (the breakdown run's own fused
-    step, against which its phases are reconciled), "flags"}``, and ``"worker"`` (that
-    process's pid, elapsed_s and phases_s: where its time went) where it reported one. A
-    failed ``bd`` leaves
-    ``breakdown`` unavailable with its error; the headline stands.
+
+def merge_breakdown(head: RunRecord, bd: RunRecord, why: str) -> RunRecord:
+    """The headline record ``head`` with the breakdown of the separate run ``bd``.
+
+    Taken from ``bd``: the parts :data:`BREAKDOWN_PARTS`, its samples and warnings under
+    :data:`BREAKDOWN_PREFIXES`. Kept beside them: ``breakdown_run`` (:class:`BreakdownRun`: why
+    apart, how that process ended, its own fused summary, against which its phases are
+    reconciled, its flags and its :class:`WorkerInfo`: where its time went). A failed ``bd``
+    leaves ``breakdown`` unavailable with its error; the headline stands. ``head`` is not
+    changed.
     """
-    r = {**head, "samples": dict(head.get("samples") or {}),
-         "warnings": list(head.get("warnings") or [])}
-    r["breakdown_run"] = {"why": why, "status": bd.get("status"), "error": bd.get("error"),
-                          "summary": bd.get("summary"), "flags": bd.get("flags")}
-    if bd.get("worker"):
-        r["breakdown_run"]["worker"] = bd["worker"]
-    if bd.get("status") != "ok":
-        r["breakdown"] = {"available": False,
-                          "error": f"the breakdown's own process ended {bd.get('status')}: "
-                                   f"{str(bd.get('error'))[:500]}"}
-        r["warnings"].append(f"breakdown: its process ended {bd.get('status')}")
-        return r
-    for k in ("breakdown", "op_classes", "trace", "timeline"):
-        if k in bd:
-            r[k] = bd[k]
-    r["samples"].update({k: v for k, v in (bd.get("samples") or {}).items()
-                         if k.startswith(("breakdown:", "trace:"))})
-    r["warnings"] += [w for w in bd.get("warnings") or []
-                      if w.startswith(("breakdown:", "trace:"))]
-    return r
+    rec = head.model_copy(deep=True)
+    rec.samples = dict(rec.samples or {})
+    rec.warnings = list(rec.warnings or [])
+    status = bd.identity.status
+    run = BreakdownRun(why=why, status=status, error=bd.identity.error, summary=bd.summary,
+                       flags=bd.flags)
+    if bd.worker is not None:
+        run.worker = bd.worker
+    rec.breakdown_run = run
+    if status != "ok":
+        rec.breakdown = Breakdown(available=False,
+                                  error=f"the breakdown's own process ended {status}: "
+                                        f"{str(bd.identity.error)[:500]}")
+        rec.warnings = [*rec.warnings, f"breakdown: its process ended {status}"]
+        return rec
+    for k in BREAKDOWN_PARTS:
+        if k in bd.model_fields_set:
+            setattr(rec, k, getattr(bd, k))
+    rec.samples = {**rec.samples, **{k: v for k, v in (bd.samples or {}).items()
+                                     if k.startswith(BREAKDOWN_PREFIXES)}}
+    rec.warnings = [*rec.warnings, *(w for w in bd.warnings or []
+                                      if w.startswith(BREAKDOWN_PREFIXES))]
+    return rec

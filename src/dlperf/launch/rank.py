@@ -2,8 +2,9 @@
 
 Started by torchrun or :mod:`dlperf.launch.spawn` (as the framework's registry entry says),
 which set ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``. It runs the ordinary worker function
-(:func:`dlperf.worker.run_config`: the adapter joins the process group, the ranks' samples are
-gathered and merged there) and writes the result to ``OUT_DIR/rank<RANK>.json``. A failed run
+(:func:`dlperf.worker.run_record`: the adapter joins the process group, the ranks' samples are
+gathered and merged there) and writes the record, its rank in ``worker.rank``, to
+``OUT_DIR/rank<RANK>.json``. A failed run
 exits with status 1 right away, so the launcher tears down the other ranks instead of leaving
 them blocked in a collective; the process also exits when its parent (the launcher) dies, so no
 orphan keeps a device busy. After a good run the framework's ``rank_exit`` hook (registry) runs
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from dlperf.config import RunConfig
 from dlperf.registry import launch_info, load_hook
-from dlperf.worker import _watch_parent, run_config, write_json_atomic
+from dlperf.results.parts import WorkerInfo
+from dlperf.worker import _watch_parent, run_record, write_json_atomic
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,14 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     (out / f"rank{rank}.pid").write_text(str(os.getpid()))
     cfg = RunConfig.model_validate_json(Path(argv[0]).read_text())
-    r = run_config(cfg)
-    r.setdefault("worker", {})["rank"] = rank
-    write_json_atomic(out / f"rank{rank}.json", r)
-    if r["status"] == "ok":
+    rec = run_record(cfg)
+    rec.worker = rec.worker or WorkerInfo()
+    rec.worker.rank = rank
+    write_json_atomic(out / f"rank{rank}.json", rec.to_dict())
+    ok = rec.identity.status == "ok"
+    if ok:
         _rank_exit(cfg.framework)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0 if r["status"] == "ok" else 1)
+    os._exit(0 if ok else 1)
 
 
 def _rank_exit(framework: str) -> None:

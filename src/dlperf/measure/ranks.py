@@ -134,11 +134,19 @@ def max_memory(per_rank: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for k in sorted(keys)}
 
 
+#: Keys of a framework's ``DistContext.info`` that are fields of the ``dist`` part itself; the
+#: rest is the part's ``engine`` (how that framework's data parallelism is set up).
+DIST_INFO_FIELDS = ("ddp", "runtime", "process_group_backend")
+
+
 def dist_part(cfg: Any, dist: Any, merged: dict[str, Any],
               comm: dict[str, Any] | None) -> dict[str, Any]:
     """The ``dist`` part of a data-parallel record (:class:`dlperf.results.schema.Dist`):
     ``cfg`` the RunConfig, ``dist`` the session's :class:`~dlperf.frameworks.base.DistContext`,
-    ``merged`` from :func:`merge_ranks`, ``comm`` the combined exposed communication."""
+    ``merged`` from :func:`merge_ranks`, ``comm`` the combined exposed communication. The
+    framework's ``dist.info`` goes into :data:`DIST_INFO_FIELDS` and ``engine``."""
+    info = dict(dist.info or {})
+    own = {k: info.pop(k) for k in DIST_INFO_FIELDS if k in info}
     return {"replicas": dist.replicas, "processes": dist.world_size, "nproc": cfg.nproc,
             "nnodes": cfg.nnodes, "dp_layout": cfg.dp_layout, "backend": dist.backend,
             "scaling": cfg.scaling, "global_batch": cfg.global_batch,
@@ -148,7 +156,8 @@ def dist_part(cfg: Any, dist: Any, merged: dict[str, Any],
             "imbalance": merged["imbalance"] if dist.world_size > 1 else None,
             "slowest_rank_counts": merged["slowest_rank_counts"],
             "per_rank": merged["per_rank"], "step_time": "max over ranks per iteration",
-            "loss": "mean over ranks per iteration", "comm": comm, **dist.info}
+            "loss": "mean over ranks per iteration", "comm": comm, **own,
+            "engine": info or None}
 
 
 def union_compiled_at(per_rank: Sequence[dict[str, list[int]] | None]

@@ -8,7 +8,9 @@ each a small named function ``StepTrace -> StepTrace`` that says what it did in
   name), its memory-boundness and the mixed-precision casts autocast adds;
 * :func:`to_batch`, :func:`interpolate_batch`: another batch size, from two traced batches
   (each kernel group's duration a power law of the batch) or from one;
-* :func:`host_speed`: the host scaled by a ratio of host times.
+* :func:`host_speed`: the host scaled by a ratio of host times;
+* :func:`to_data_parallel`: DDP's bucketed all-reduces inserted at their gradient-ready ops
+  and overlapped with the rest of the backward (WFBP).
 
 What a kernel is, is read from the trace alone (no framework is named): a GEMM or
 convolution kernel by its op class and name, its arithmetic precision by its name (cuBLAS,
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from dlperf.perfmodel.hardware import GpuProfile, waves
@@ -246,10 +248,17 @@ def _reindex(old: Sequence[DeviceOp], new: Sequence[DeviceOp]) -> list[DeviceOp]
 
 # --- batch size -----------------------------------------------------------------------------
 
+#: The part of a kernel's time that does not grow with the batch (launch, ramp-up, drain, the
+#: latency of a kernel too small to fill the GPU), chosen on the development rows of
+#: calibration2.db (benchmarks/replay_validate.py, batch from one trace, ratios 1/2-2):
+#: MdAPE XLA / torch 16.2 / 4.7% at 1 us, 10.8 / 4.5% at 2, 8.9 / 4.3% at 3, 9.7 / 3.8% at 5,
+#: 10.0 / 4.1% at 8 us.
+BATCH_FLOOR_S = 3e-6
+
 def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile) -> float:
     """Duration of ``op`` at batch ``b_dst`` from one trace at ``b_src``: a kernel of the
     optimizer (phase ``t_u`` or op class ``optimizer``) keeps its time; any other kernel's
-    time above :data:`KERNEL_FLOOR_S` scales with the batch.
+    time above :data:`BATCH_FLOOR_S` scales with the batch.
 
     Wave quantisation (the blocks scaled with the batch, the time with the waves on ``gpu``,
     a launch under one wave kept as it is) was tried and lost on the development rows of
@@ -260,7 +269,7 @@ def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile) -> fl
     :func:`dlperf.perfmodel.hardware.waves`)."""
     if op.phase == "t_u" or op.op_class == "optimizer":
         return op.dur_s
-    floor = min(op.dur_s, KERNEL_FLOOR_S)
+    floor = min(op.dur_s, BATCH_FLOOR_S)
     return floor + (op.dur_s - floor) * b_dst / b_src
 
 
@@ -293,7 +302,7 @@ def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
     def sums(st: StepTrace) -> dict[tuple[str | None, str | None, str], float]:
         out: dict[tuple[str | None, str | None, str], float] = {}
         for o in st.ops:
-            out[key(o)] = out.get(key(o), 0.0) + max(o.dur_s - KERNEL_FLOOR_S, 0.0)
+            out[key(o)] = out.get(key(o), 0.0) + max(o.dur_s - BATCH_FLOOR_S, 0.0)
         return out
 
     sn, sf = sums(near), sums(far)
@@ -317,8 +326,80 @@ def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
     t = math.log(b_dst / bn)
     ops = []
     for o in near.ops:
-        floor = min(o.dur_s, KERNEL_FLOOR_S)
+        floor = min(o.dur_s, BATCH_FLOOR_S)
         s = max(-0.5, min(1.5, slope(key(o))))
         ops.append(replace(o, dur_s=floor + (o.dur_s - floor) * math.exp(s * t)))
     return replace(near, ops=tuple(ops)).with_note(
         f"batch {bn} -> {b_dst} (interpolated with the trace at {bf})", batch_size=b_dst)
+
+
+# --- data parallel --------------------------------------------------------------------------
+
+#: The lane of the inserted all-reduces (a stream of its own, as NCCL's and gloo's are).
+COMM_LANE = -1
+
+
+def to_data_parallel(step: StepTrace, bucket_bytes: Sequence[float],
+                     allreduce_s: Callable[[float], float]) -> StepTrace:
+    """``step`` (one device) with DDP's gradient all-reduces inserted, wait-free
+    backpropagation (WFBP, Zhang et al. 2017; PyTorch DDP, Li et al. VLDB 2020):
+
+    * bucket ``k`` (``bucket_bytes`` in reduction order: DDP fills buckets in reverse
+      parameter order, which is the order backward produces gradients) is ready when the
+      backward (phase ``t_b``) has run the share ``sum(bytes[:k+1]) / sum(bytes)`` of its
+      device time: the first backward op past that share is its gradient-ready op;
+    * its all-reduce (``allreduce_s(bytes)``: a measured all-reduce sweep or the link model,
+      :mod:`dlperf.perfmodel.comm`) runs on :data:`COMM_LANE` after that op and after the
+      previous bucket's all-reduce;
+    * the ops after the backward (the optimizer) wait for the last all-reduce.
+
+    Raises:
+        ValueError: no bucket, or no backward op in the trace.
+    """
+    if not bucket_bytes:
+        raise ValueError("no gradient bucket to all-reduce")
+    ops = list(step.ops)
+    back = [i for i, o in enumerate(ops) if o.phase == "t_b"]
+    if not back:
+        raise ValueError("the trace has no backward op (phase t_b): the gradients' ready times "
+                         "are unknown")
+    total_b = sum(ops[i].dur_s for i in back) or 1.0
+    total_bytes = float(sum(bucket_bytes))
+    ready: list[int] = []
+    acc, j, done = 0.0, 0, 0.0
+    for nbytes in bucket_bytes:
+        done += nbytes
+        target = done / total_bytes * total_b
+        while j < len(back) - 1 and acc + ops[back[j]].dur_s < target - 1e-15:
+            acc += ops[back[j]].dur_s
+            j += 1
+        ready.append(back[j])
+    # insert each all-reduce right after its ready op; renumber the dependencies
+    inserts: dict[int, list[DeviceOp]] = {}
+    for k, (nbytes, i) in enumerate(zip(bucket_bytes, ready)):
+        inserts.setdefault(i, []).append(DeviceOp(
+            lane=COMM_LANE, dur_s=allreduce_s(nbytes), kind="collective",
+            name=f"all-reduce bucket {k}", op_class="communication", op="all_reduce",
+            phase="t_b", launch=ops[i].launch, after=(i,), bytes=nbytes))
+    new: list[DeviceOp] = []
+    pos: dict[int, int] = {}
+    comm_idx: list[int] = []
+    for i, o in enumerate(ops):
+        pos[i] = len(new)
+        new.append(o)
+        for c in inserts.get(i, []):
+            comm_idx.append(len(new))
+            new.append(c)
+    out: list[DeviceOp] = []
+    last_back = max(back)
+    for n, o in enumerate(new):
+        if o.lane == COMM_LANE:
+            out.append(replace(o, after=(pos[o.after[0]],)))
+            continue
+        old = next(i for i, p in pos.items() if p == n)
+        after = tuple(pos[a] for a in o.after)
+        if old > last_back and o.phase != "t_b":
+            after = (*after, comm_idx[-1])
+        out.append(replace(o, after=after))
+    return replace(step, ops=tuple(out)).with_note(
+        f"data parallel: {len(bucket_bytes)} buckets, {total_bytes / 2**20:.1f} MiB all-reduced")

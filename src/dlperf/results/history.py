@@ -1,8 +1,8 @@
 """Results over time: tags, commits and dates of stored records, and selecting by them.
 
-A result is tagged with ``dlperf run/sweep --tag NAME``: the tag is stored in the record as the
-top-level key ``tag`` (:data:`TAG_KEY`; a :class:`~dlperf.results.schema.RunRecord` keeps keys
-it does not know, so no column and no schema change is needed). The commit is the one the
+A result is tagged with ``dlperf run/sweep --tag NAME``: the tag is the record's
+``identity.tag`` (the top-level key ``tag``, :data:`TAG_KEY`, of its flat dict; no column of
+its own). The commit is the one the
 worker records in ``env.git.sha`` (:func:`dlperf.env.collect_env`); the date is the record's
 ``created_at`` (UTC, ISO 8601).
 
@@ -53,8 +53,7 @@ def check_tag(tag: str | None) -> str | None:
 
 def tag_of(rec: RunRecord) -> str | None:
     """The record's tag (``dlperf run --tag``), or None."""
-    tag = (rec.model_extra or {}).get(TAG_KEY)
-    return tag if isinstance(tag, str) and tag else None
+    return rec.identity.tag or None
 
 
 def sha_of(rec: RunRecord) -> str | None:
@@ -170,17 +169,17 @@ def match_revision(records: Sequence[RunRecord], name: str) -> tuple[str, list[R
                       "tags results)")
 
 
-def tagging(runner: Callable[[Any], dict[str, Any]], tag: str | None
-            ) -> Callable[[Any], dict[str, Any]]:
-    """``runner`` (``RunConfig -> result dict``) whose results carry ``tag`` (unchanged when
-    ``tag`` is None)."""
+def tagging(runner: Callable[[Any], RunRecord], tag: str | None
+            ) -> Callable[[Any], RunRecord]:
+    """``runner`` (``RunConfig -> RunRecord``) whose records carry ``tag`` in
+    ``identity.tag`` (unchanged when ``tag`` is None)."""
     if tag is None:
         return runner
 
-    def run(cfg: Any) -> dict[str, Any]:
-        result = runner(cfg)
-        result[TAG_KEY] = tag
-        return result
+    def run(cfg: Any) -> RunRecord:
+        rec = runner(cfg)
+        rec.identity.tag = tag
+        return rec
     return run
 
 

@@ -12,13 +12,17 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.results.dbfile import results_files, same_file
+from dlperf.results.rowcheck import ROW_SUMS_SQL, collective_problem, describe, scan, seal
 from dlperf.results.store import COLLECTIVE_COLUMNS, COLUMNS, ResultStore
 
 __all__ = ["merge_stores", "open_results"]
 
 
-def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
-    """(results with their samples, collective rows, sweep records) of an open store.
+def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozenset()
+                ) -> tuple[list, list, list]:
+    """(results with their samples, collective rows, sweep records) of an open store, without
+    the result rows of ``skip`` (damaged: :meth:`ResultStore.damaged`) and the collective rows
+    that are damaged (:func:`dlperf.results.rowcheck.collective_problem`).
 
     Only dlperf's own columns are read (:data:`COLUMNS`, :data:`COLLECTIVE_COLUMNS`, named
     here, never taken from the file), so a file with columns of other names (a foreign file
@@ -28,12 +32,15 @@ def _read_store(db: sqlite3.Connection) -> tuple[list, list, list]:
     cols = ", ".join(("id", *COLUMNS))
     for r in db.execute(f"SELECT {cols} FROM results ORDER BY id").fetchall():
         row = dict(r)
+        if row["id"] in skip:
+            continue
         samples = [tuple(x) for x in db.execute(
             "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
             "ORDER BY phase, idx", (row["id"],))]
         results.append((row, samples))
     ccols = ", ".join(("id", *COLLECTIVE_COLUMNS))
-    colls = [dict(r) for r in db.execute(f"SELECT {ccols} FROM collectives ORDER BY id")]
+    colls = [c for r in db.execute(f"SELECT {ccols} FROM collectives ORDER BY id")
+             if not collective_problem(c := dict(r))]
     sweeps = [tuple(r) for r in db.execute("SELECT name, created_at, config_json FROM sweeps")]
     return results, colls, sweeps
 
@@ -60,14 +67,21 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
         dest: the results file to write; it may not exist yet (then it is created).
         sources: results files to add (at least one; ``dest`` itself among them is skipped).
 
+    A damaged row of a source (:mod:`dlperf.results.rowcheck`: wrong types, values out of
+    bounds, a checksum that does not match) is not copied: a warning names it and
+    ``"skipped"`` counts it (the source keeps it). A ``dest`` that holds damaged rows is
+    refused (rewriting it would drop them): merge into a new file instead. Every row written
+    gets its checksums.
+
     Returns:
         ``{"results": n, "samples": n, "collectives": n, "sweeps": n}``: the totals in ``dest``
-        afterwards, and ``"added": {source: {"results": n, "collectives": n, "sweeps": n}}``:
-        what each source added that neither ``dest`` nor an earlier source held.
+        afterwards, ``"added": {source: {"results": n, "collectives": n, "sweeps": n}}``:
+        what each source added that neither ``dest`` nor an earlier source held, and
+        ``"skipped": {source: n}``: its damaged rows not copied.
 
     Raises:
-        ConfigError: no sources, a source that does not exist or is a folder, or a file that
-            is not a dlperf results database.
+        ConfigError: no sources, a source that does not exist or is a folder, a file that
+            is not a dlperf results database, or a ``dest`` with damaged rows.
     """
     dest = Path(dest)
     srcs = [Path(s) for s in dict.fromkeys(Path(s) for s in sources)]
@@ -79,13 +93,21 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
         if not s.is_file():
             raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
     srcs = [s for s in srcs if not same_file(s, dest)]
-    read = []
+    read, skipped = [], {}
     for s in srcs:
         with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there
-            read.append((str(s), _read_store(st._db)))
+            bad = st.damaged()
+            skipped[str(s)] = len(bad)
+            read.append((str(s), _read_store(st._db, set(bad))))
     with ResultStore(dest) as out:
         db = out._db
         with out.transaction():  # BEGIN IMMEDIATE: dest's rows read and rewritten at once
+            own_bad = scan(db, COLUMNS)
+            if own_bad:
+                raise ConfigError(describe(dest, own_bad, doing="would be dropped by the "
+                                           "merge, so nothing was merged")
+                                  + f"; give a new file for --db (e.g. {dest.stem}-merged.db) "
+                                  f"and name {str(dest)!r} among the files to merge")
             files = [(None, _read_store(db))] + read
             results: dict[tuple, tuple] = {}
             collectives: dict[str, list[dict]] = {}
@@ -116,6 +138,8 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
             db.execute("DELETE FROM results")
             db.execute("DELETE FROM collectives")
             db.execute("DELETE FROM sweeps")
+            db.execute(ROW_SUMS_SQL)
+            db.execute("DELETE FROM row_sums")
             cols = list(COLUMNS)
             n_samples = 0
             for _, row, samples in sorted(results.values(), key=lambda v: v[0]):
@@ -126,6 +150,7 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                 assert rid is not None  # sqlite sets it after an INSERT
                 db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
                                [(rid, *x) for x in samples])
+                seal(db, rid, cols)
                 n_samples += len(samples)
             for rows in collectives.values():
                 db.executemany(
@@ -134,7 +159,7 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                     [[c[k] for k in COLLECTIVE_COLUMNS] for c in rows])
             db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
     return {"results": len(results), "added": added, "samples": n_samples,
-            "collectives": len(collectives), "sweeps": len(sweeps)}
+            "collectives": len(collectives), "sweeps": len(sweeps), "skipped": skipped}
 
 
 @contextmanager

@@ -29,6 +29,13 @@ record (the worker's ``schema_version`` in every result dict):
        Also in 10, per-bucket DDP all-reduce times on every rank (issue 20):
        ``dist.buckets_timeline`` in traced data-parallel runs, and ``collective`` rows (the
        process group's spans) in the kept timeline; absent from records written before.
+    11 every part names its fields and refuses others (a misspelt field is an error, not a
+       new key). ``identity.tag`` (``dlperf run --tag``) is a field; the framework's own
+       description of its data-parallel engine moves from the top of ``dist`` into
+       ``dist.engine`` (:func:`dist_engine`; ``ddp``, ``runtime`` and
+       ``process_group_backend`` stay fields of ``dist``). A key of an older record that no
+       part declares is kept, not dropped, in the record's ``unrecognised`` (its dotted path
+       -> value; :func:`dlperf.results.schema.upgrade`).
     Record versions 3-7 were never written. Fields a version added are absent from older
     records (never invented: absent ``world_size`` means one device, as before).
 
@@ -44,11 +51,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.results.parts import Dist
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: Record versions that were written, oldest first (see the module docstring).
-RECORD_VERSIONS = (1, 2, 8, 9, 10)
+RECORD_VERSIONS = (1, 2, 8, 9, 10, 11)
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -82,6 +90,9 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     # result_json. No new column: the CPU placement stays in result_json; ``scaling`` is read from the
     # record (dlperf.results.export adds it to the CSV, derived for older rows).
     10: {},
+    # Parts refuse keys they do not declare; older records are upgraded on reading
+    # (upgrade_record, dlperf.results.schema.upgrade). No new column.
+    11: {},
 }
 
 
@@ -103,6 +114,22 @@ def restate_data_wait(data_wait: Any) -> bool:
     dw.update(median_share=dw.get("share"), share=share,
               input_bound=None if thr is None else share > thr, criterion=WAIT_CRITERION)
     return True
+
+
+def dist_engine(dist: Any) -> Any:
+    """A record's ``dist`` part (a dict) with the keys that :class:`~dlperf.results.parts.Dist`
+    does not declare moved into its ``engine`` (record version 11: the framework's own
+    description of its data-parallel engine, which older records kept at the top of
+    ``dist``); anything else is returned as it is."""
+    if not isinstance(dist, dict):
+        return dist
+    extra = {k: v for k, v in dist.items() if k not in Dist.model_fields}
+    if not extra:
+        return dist
+    engine = dist.get("engine")
+    out = {k: v for k, v in dist.items() if k in Dist.model_fields}
+    out["engine"] = {**extra, **(engine if isinstance(engine, dict) else {})}
+    return out
 
 
 def upgrade_record(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,6 +154,8 @@ def upgrade_record(result: Mapping[str, Any]) -> dict[str, Any]:
         dw = dict(out["data_wait"])
         if restate_data_wait(dw):
             out["data_wait"] = dw
+    if v < 11 and "dist" in out:
+        out["dist"] = dist_engine(out["dist"])
     out["schema_version"] = SCHEMA_VERSION
     return out
 

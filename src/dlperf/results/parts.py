@@ -1,9 +1,13 @@
 """The typed parts of a result record (:class:`dlperf.results.schema.RunRecord`).
 
-Every part allows extra keys (nothing an older or newer dlperf wrote is lost) and validates
-assignments; numbers are strict (:data:`Num`: an int stays an int, a float a float), so the
-stored JSON is what the producer wrote. Every field is optional: a part holds what its
-producer gave it, and what it did not give stays unset (absent from the flat dict).
+Every part declares its fields and refuses any other key (a misspelt field is an error where
+it is made, not a new key in the store); a key an older record holds that no part declares is
+kept in the record's ``unrecognised`` by the upgrade on reading
+(:func:`dlperf.results.schema.upgrade`). Parts validate assignments; numbers are strict
+(:data:`Num`: an int stays an int, a float a float), so the stored JSON is what the producer
+wrote. Every field is optional: a part holds what its producer gave it, and what it did not
+give stays unset (absent from the flat dict). A field typed ``dict[str, Any]`` is free-form
+by design (a framework's flags, versions, the engine's own description).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, 
 __all__ = ["Part", "Num", "Bytes", "Spec", "Identity", "Timing", "Summary", "Throughput",
            "Compile", "Memory", "Power", "Flops", "Mfu", "Convergence", "DataWait", "RankInfo",
            "Dist", "Breakdown", "Trace", "OpClasses", "BreakdownRun", "Env", "HostCpuWait",
-           "WorkerInfo"]
+           "WorkerInfo", "RankOutcome"]
 
 #: A number exactly as measured: an int or a float, never converted (so the stored JSON is what
 #: the producer wrote); NaN and infinities allowed (raw samples keep them).
@@ -25,10 +29,11 @@ Bytes = Num
 
 
 class Part(BaseModel):
-    """Base of every part: extra keys are kept (older and newer results lose nothing), and an
-    assignment is validated (``rec.memory = {...}`` becomes a :class:`Memory`)."""
+    """Base of every part: a key it does not declare is refused (pydantic's
+    ``extra_forbidden`` error names it), and an assignment is validated (``rec.memory =
+    {...}`` becomes a :class:`Memory`)."""
 
-    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class Spec(Part):
@@ -73,6 +78,9 @@ class Identity(Part):
     per_device_batch: StrictInt | None = None
     scaling: StrictStr | None = None
     spec: Spec | None = None
+    #: The run's label given with ``dlperf run/sweep --tag`` (:mod:`dlperf.results.history`):
+    #: not part of the point's identity (the run key), a name for the revision measured.
+    tag: StrictStr | None = None
 
 
 class Timing(Part):
@@ -280,6 +288,17 @@ class RankInfo(Part):
     wall_s: Num | None = None
     memory: Memory | None = None
     comm: dict[str, Any] | None = None
+    #: The CPUs the rank could use (a cpulist such as ``"0-1"``) and its framework threads.
+    cpus: StrictStr | None = None
+    threads: StrictInt | None = None
+
+
+class RankOutcome(Part):
+    """How one rank of a data-parallel run that failed ended (``RunRecord.ranks``)."""
+
+    rank: StrictInt | None = None
+    status: StrictStr | None = None
+    error: StrictStr | None = None
 
 
 class Dist(Part):
@@ -305,6 +324,17 @@ class Dist(Part):
     #: Per rank, DDP's buckets with gradient-ready and all-reduce start/end (traced runs;
     #: :mod:`dlperf.measure.breakdown.buckets`).
     buckets_timeline: dict[str, Any] | None = None
+    #: PyTorch DDP's options as applied (:class:`dlperf.config.DDPOptions` fields).
+    ddp: dict[str, Any] | None = None
+    #: What the data-parallel machinery recorded of itself after the measured segment
+    #: (``TrainingRun.dist_details``; PyTorch: DDP's buckets in ready order and sizes).
+    runtime: dict[str, Any] | None = None
+    #: The collective backend of the process group (``nccl``, ``gloo``), where there is one.
+    process_group_backend: StrictStr | None = None
+    #: How the framework's data-parallel engine is set up, in its own terms (JAX's mesh and
+    #: shardings, TensorFlow's strategy and devices, PyTorch's launcher and rendezvous): the
+    #: framework's ``DistContext.info`` beyond the fields above.
+    engine: dict[str, Any] | None = None
 
 
 class Breakdown(Part):
@@ -354,6 +384,9 @@ class Trace(Part):
     files: dict[str, Any] | None = None
     dir: StrictStr | None = None
     slowdown: Any = None
+    #: What the traced steps compiled, where the framework reports it (JAX: retraces, XLA
+    #: compiles and their time, whether the executable was reused).
+    compiles: dict[str, Any] | None = None
 
 
 class OpClasses(Part):
@@ -366,28 +399,50 @@ class OpClasses(Part):
     top_ops: list[Any] | None = None
     top_by_class: dict[str, Any] | None = None
     n_steps: StrictInt | None = None
+    #: Operators moved to another class after the measurement, by a named script (what moved,
+    #: from which class to which, seconds per iteration).
+    relabelled: dict[str, Any] | None = None
+
+
+class WorkerInfo(Part):
+    """The process that produced the record: pid, elapsed time (s) by phase, its rank in a
+    data-parallel run, the launcher that started the ranks (``command``, ``returncode``,
+    ``timed_out``, ``ranks_reported``), the outside launch it joined
+    (:meth:`dlperf.launch.outside.OutsideLaunch.record`), or for a launcher-made failure the
+    worker's return code and the tail of its output."""
+
+    pid: StrictInt | None = None
+    elapsed_s: Num | None = None
+    phases_s: dict[str, Any] | None = None
+    rank: StrictInt | None = None
+    launcher: dict[str, Any] | None = None
+    launched_by: dict[str, Any] | None = None
+    returncode: StrictInt | None = None
+    stderr_tail: StrictStr | None = None
 
 
 class BreakdownRun(Part):
     """The separate process that measured the breakdown (:func:`dlperf.launch.process.
-    merge_breakdown`): why apart, how it ended, its own fused summary and flags."""
+    merge_breakdown`): why apart, how it ended, its own fused summary and flags, and that
+    process's :class:`WorkerInfo`."""
 
     why: StrictStr | None = None
     status: StrictStr | None = None
     error: StrictStr | None = None
-    summary: dict[str, Any] | None = None
+    summary: Summary | None = None
     flags: dict[str, Any] | None = None
+    worker: WorkerInfo | None = None
 
 
 class Env(Part):
     """The machine and process (:func:`dlperf.env.collect_env`, whose key order the fields
-    follow); keys beyond these (``host_speed_after``, ...) are kept. Schema 10 added the CPU
-    placement: ``cpu_list`` (the CPUs the worker could use, a cpulist such as ``"0-3"``),
-    ``numa_nodes`` (the NUMA nodes holding them; None with ``numa_note`` where the OS gave no
-    NUMA information) and ``cpu_bind`` (what ``--cpu-bind`` did, :func:`dlperf.placement.
-    bind_cpus`; None when not asked). The extra key ``thread_policy`` says how the threads were
-    chosen where they were not given (:meth:`dlperf.env.ThreadChoice.record`, or the per-rank
-    default of a data-parallel CPU run). Older records have none of them."""
+    follow). The CPU placement: ``cpu_list`` (the CPUs the worker could use, a cpulist such as
+    ``"0-3"``), ``numa_nodes`` (the NUMA nodes holding them; None with ``numa_note`` where the
+    OS gave no NUMA information) and ``cpu_bind`` (what ``--cpu-bind`` did,
+    :func:`dlperf.placement.bind_cpus`; None when not asked); ``thread_policy`` says how the
+    threads were chosen where they were not given (:meth:`dlperf.env.ThreadChoice.record`, or
+    the per-rank default of a data-parallel CPU run); ``host_speed_after`` repeats the host
+    probe after the measurement. Records older than schema 10 have no placement."""
 
     hostname: StrictStr | None = None
     platform: StrictStr | None = None
@@ -410,6 +465,14 @@ class Env(Part):
     git: dict[str, Any] | None = None
     env: dict[str, Any] | None = None
     cpu_bind: dict[str, Any] | None = None
+    #: The CPU's instruction-set extensions that matter for training kernels
+    #: (:func:`dlperf.env.cpu_isa_flags`: a list; a space-separated string is read too).
+    cpu_flags: list[StrictStr] | StrictStr | None = None
+    #: The host-speed probe again after the measurement (:func:`dlperf.env.host_speed`).
+    host_speed_after: dict[str, Any] | None = None
+    #: How the threads were chosen where they were not given (:meth:`dlperf.env.ThreadChoice.
+    #: record`, or a data-parallel CPU rank's one thread).
+    thread_policy: dict[str, Any] | None = None
 
 
 class HostCpuWait(Part):
@@ -418,19 +481,6 @@ class HostCpuWait(Part):
 
     seconds: Num | None = None
     share: Num | None = None
-
-
-class WorkerInfo(Part):
-    """The process that produced the record: pid, elapsed time (s) by phase, or for a
-    launcher-made failure its return code and stderr tail."""
-
-    pid: StrictInt | None = None
-    elapsed_s: Num | None = None
-    phases_s: dict[str, Any] | None = None
-    rank: Any = None
-    launcher: Any = None
-    returncode: StrictInt | None = None
-    stderr_tail: StrictStr | None = None
 
 
 class Host(Part):

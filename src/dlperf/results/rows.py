@@ -169,7 +169,7 @@ def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
         return r
     try:
         res = json.loads(row.get("result_json") or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {}
     return res if isinstance(res, dict) else {}
 

@@ -4,25 +4,28 @@ keeps it and the report reads it.
 :class:`RunRecord` is a pydantic model of typed parts (:class:`Identity`, :class:`Timing`,
 :class:`Summary`, :class:`Throughput`, the raw per-iteration ``samples`` and ``losses``,
 :class:`Compile`, :class:`Memory`, :class:`Power`, :class:`Flops`/:class:`Mfu`, :class:`Dist`,
-:class:`Breakdown`/:class:`Trace`, :class:`Env`, ``warnings``, ...). Every part allows extra
-keys, and a part or field that a result did not carry stays unset, so a result dict read with
-:meth:`RunRecord.from_dict` comes back from :meth:`RunRecord.to_dict` as it went in (keys an
-older or newer dlperf wrote included; numbers are never coerced: an ``int`` stays an ``int``).
+:class:`Breakdown`/:class:`Trace`, :class:`Env`, ``warnings``, ...). Every part refuses a key
+it does not declare, and a part or field that a result did not carry stays unset, so a result
+dict read with :meth:`RunRecord.from_dict` comes back from :meth:`RunRecord.to_dict` as it went
+in, after the upgrade of an older record (:func:`upgrade`; numbers are never coerced: an
+``int`` stays an ``int``).
 
 :meth:`RunRecord.to_dict` is the flat dict that dlperf has always written (``run_key``,
 ``model``, ``summary``, ... at the top level; :data:`TOP_LEVEL_ORDER`): the stored JSON, the
 worker's result file and what report/ and perfmodel/ read until they move onto the record.
 
 One schema version (:data:`SCHEMA_VERSION`) for the record and the results file that stores it
-(:mod:`dlperf.results.store`). Older records are upgraded on reading
-(:func:`dlperf.results.migrations.upgrade_record`: record versions 1 and 2, the worker's own
-numbering before the two were one); a newer one is refused. :func:`failure_record` makes the
-record of a run that did not measure (out of memory, a crash, a timeout, ...).
+(:mod:`dlperf.results.store`). Older records are upgraded on reading (:func:`upgrade`:
+:func:`dlperf.results.migrations.upgrade_record`, then a key no part declares is kept in
+``unrecognised``); a newer one is refused. :func:`failure_record` makes the record of a run
+that did not measure (out of memory, a crash, a timeout, ...): the one function that makes a
+failure, in the worker and in every launcher.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +51,7 @@ from dlperf.results.parts import (
     Part,
     Power,
     RankInfo,
+    RankOutcome,
     Spec,
     Summary,
     Throughput,
@@ -64,7 +68,7 @@ __all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Identity", "Timing", "Sum
            "Throughput", "Compile", "Memory", "Power", "Flops", "Mfu", "Convergence", "DataWait",
            "Dist", "RankInfo", "Breakdown", "Trace", "OpClasses", "BreakdownRun", "Env",
            "HostCpuWait", "WorkerInfo", "Spec", "StoredAt", "failure_record", "new_record",
-           "identity_of", "as_record", "now_iso", "TOP_LEVEL_ORDER"]
+           "identity_of", "as_record", "now_iso", "TOP_LEVEL_ORDER", "upgrade", "RankOutcome"]
 
 #: How a run ended. ``ok``: measured; ``oom``, ``nan_loss``, ``crash``, ``timeout``: final
 #: outcomes of the configuration; ``error``, ``unavailable``: fix and run again.
@@ -126,21 +130,24 @@ class RunRecord(Part):
     device_name: StrictStr | None = None
     env: Env | None = None
     host_cpu_wait: HostCpuWait | None = None
-    ranks: list[Any] | None = None
+    ranks: list[RankOutcome] | None = None
     worker: WorkerInfo | None = None
+    #: Keys of an older record that no part declares, by dotted path (``"env.foo"``), kept by
+    #: :func:`upgrade` instead of dropped; never written by this dlperf.
+    unrecognised: dict[str, Any] | None = None
     stored: StoredAt | None = Field(default=None, exclude=True)
 
     @classmethod
     def from_dict(cls, result: Mapping[str, Any]) -> RunRecord:
         """The record of a flat result dict (a worker's, a launcher's, a stored row's JSON),
-        upgraded to :data:`SCHEMA_VERSION` first (:func:`~dlperf.results.migrations.
-        upgrade_record`). Keys it does not know are kept.
+        upgraded to :data:`SCHEMA_VERSION` first (:func:`upgrade`).
 
         Raises:
             ConfigError: the result was written by a newer schema than this dlperf knows.
-            pydantic.ValidationError: a known field has a value of the wrong type.
+            pydantic.ValidationError: a field has a value of the wrong type, or a record of
+                this version has a key no part declares (a misspelt field).
         """
-        flat = upgrade_record(result)
+        flat = upgrade(result)
         data: dict[str, Any] = {}
         for name, part in FLAT_PARTS.items():
             if name in flat:
@@ -183,7 +190,68 @@ TOP_LEVEL_ORDER: tuple[str, ...] = (
     "timing_consistent", "memory", "samples", "losses", "convergence", "data_wait", "power",
     "flops", "ceilings", "datasheet", "mfu", "probe_errors", "dist", "rank_imbalance",
     "exposed_comm_s", "warnings", "op_classes", "trace", "breakdown", "breakdown_run",
-    "versions", "flags", "data_info", "device_name", "env", "host_cpu_wait", "ranks", "worker")
+    "versions", "flags", "data_info", "device_name", "env", "host_cpu_wait", "ranks", "worker",
+    "unrecognised")
+
+
+def _part_in(annotation: Any) -> tuple[type[Part] | None, bool]:
+    """The part class a field's annotation holds (``Memory | None``, ``list[RankInfo] |
+    None``) and whether as a list; ``(None, False)`` for a value that is not a part."""
+    if isinstance(annotation, type) and issubclass(annotation, Part):
+        return annotation, False
+    if typing.get_origin(annotation) is list:
+        inner, _ = _part_in(typing.get_args(annotation)[0])
+        return inner, inner is not None
+    for arg in typing.get_args(annotation):
+        found = _part_in(arg)
+        if found[0] is not None:
+            return found
+    return None, False
+
+
+def _park(d: Mapping[str, Any], fields: Mapping[str, Any], path: str,
+          parked: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with the keys ``fields`` (name -> annotation) does not declare moved into
+    ``parked`` under their dotted path, recursing into the parts it holds."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if k not in fields:
+            parked[f"{path}{k}"] = v
+            continue
+        part, many = _part_in(fields[k])
+        if part is not None and many and isinstance(v, list):
+            own = {n: f.annotation for n, f in part.model_fields.items()}
+            v = [_park(x, own, f"{path}{k}[{i}].", parked) if isinstance(x, dict) else x
+                 for i, x in enumerate(v)]
+        elif part is not None and isinstance(v, dict):
+            v = _park(v, {n: f.annotation for n, f in part.model_fields.items()},
+                      f"{path}{k}.", parked)
+        out[k] = v
+    return out
+
+
+def upgrade(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the flat result dict ``result`` upgraded to :data:`SCHEMA_VERSION`: the
+    version steps of :func:`~dlperf.results.migrations.upgrade_record`, then, for a record
+    older than version 11 (when parts began to refuse unknown keys), every key that no part
+    declares moved into ``unrecognised`` (dotted path -> value) rather than refused or lost.
+    A record of the current version is left to the parts' own check.
+
+    Raises:
+        ConfigError: as :func:`~dlperf.results.migrations.upgrade_record`.
+    """
+    version = result.get("schema_version", 1) if isinstance(result, Mapping) else None
+    flat = upgrade_record(result)
+    if isinstance(version, int) and version < 11:
+        fields = {n: f.annotation for n, f in RunRecord.model_fields.items()
+                  if n not in FLAT_PARTS and n != "stored"}
+        for part in FLAT_PARTS.values():
+            fields.update({n: f.annotation for n, f in part.model_fields.items()})
+        parked: dict[str, Any] = {}
+        flat = _park(flat, fields, "", parked)
+        if parked:
+            flat["unrecognised"] = {**(flat.get("unrecognised") or {}), **parked}
+    return flat
 
 
 def as_record(result: RunRecord | Mapping[str, Any]) -> RunRecord:

@@ -51,6 +51,7 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.results import timelines
 from dlperf.results.dbfile import (
+    StoreBusy,
     StoreError,
     check_intact,
     check_layout,
@@ -66,6 +67,15 @@ from dlperf.results.migrations import (
     TABLES_ADDED,
     migrate_file,
 )
+from dlperf.results.rowcheck import (
+    ROW_SUMS_SQL,
+    DamagedRows,
+    collective_problem,
+    describe,
+    scan,
+    seal,
+    seal_missing,
+)
 from dlperf.results.rows import (
     BOOL_COLUMNS,
     COLUMNS,
@@ -76,16 +86,20 @@ from dlperf.results.rows import (
     result_of,
 )
 from dlperf.results.schema import RunRecord, as_record
-from dlperf.results.unsaved import read_unsaved, unsaved_dir, unsaved_files
+from dlperf.results.unsaved import quarantine, read_unsaved, unsaved_dir, unsaved_files
 
-__all__ = ["ResultStore", "COLUMNS", "SCHEMA_VERSION", "MIGRATIONS", "DATA_MIGRATIONS",
-           "TABLES_ADDED", "COLLECTIVE_COLUMNS", "SUMMARY_KEYS", "StoreError", "flatten",
+__all__ = ["ResultStore", "check_writer", "COLUMNS", "SCHEMA_VERSION", "MIGRATIONS",
+           "DATA_MIGRATIONS", "TABLES_ADDED", "COLLECTIVE_COLUMNS", "SUMMARY_KEYS", "StoreError", "flatten",
            "record_of", "result_of", "repeat_of", "stored_keys"]
 
 #: Columns of ``collectives`` after ``id`` (TABLES_ADDED[7]), in order.
 COLLECTIVE_COLUMNS = ("run_id", "created_at", "benchmark", "backend", "nranks", "dtype",
                       "size_bytes", "count", "time_s", "algbw_gbps", "busbw_gbps", "imbalance",
                       "wrong", "device_name", "git_sha", "run_json")
+
+
+class _Refused(Exception):
+    """A kept result file that is not stored (:meth:`ResultStore._store_unsaved`)."""
 
 
 class ResultStore:
@@ -133,6 +147,7 @@ class ResultStore:
         #: A line saying what opening did that the user should know (a new store in an empty
         #: file), or None; printed on stderr when set.
         self.notice: str | None = None
+        self._scanned, self._damaged = 0, dict[int, str]()
         try:
             self._db.row_factory = sqlite3.Row
             self._claimed: int | None = None  # the version the file said it had
@@ -171,6 +186,9 @@ class ResultStore:
                 migrate_file(db, self._claimed)
             # inside the transaction: a file that fails the check is rolled back unchanged
             check_layout(db, self.path, self._claimed or SCHEMA_VERSION, COLUMNS)
+            if not self.read_only:  # rows stored without checksums get them (rowcheck)
+                seal_missing(db, COLUMNS, all_rows=(self._claimed or SCHEMA_VERSION)
+                             < SCHEMA_VERSION)
 
     def _create(self) -> None:
         """The tables of an empty file, at :data:`SCHEMA_VERSION`."""
@@ -184,6 +202,7 @@ class ResultStore:
         db.execute("CREATE TABLE sweeps (name TEXT, created_at TEXT, config_json TEXT)")
         for sql in TABLES_ADDED.values():
             db.execute(sql)
+        db.execute(ROW_SUMS_SQL)
         from dlperf import __version__
         db.executemany("INSERT INTO meta VALUES (?, ?)",
                        [("schema_version", str(SCHEMA_VERSION)), ("created_by", __version__)])
@@ -191,21 +210,39 @@ class ResultStore:
     def _store_unsaved(self) -> None:
         """Store the results kept beside the file (:mod:`dlperf.results.unsaved`), each once
         (one transaction per file, skipped when its run key and ``created_at`` are stored),
-        then delete their files; an unreadable file stays where it is."""
+        then delete their files. A file that is not a kept result, or whose result would be a
+        damaged row (:mod:`dlperf.results.rowcheck`), is moved to the folder's
+        ``quarantine/`` with a warning (:func:`~dlperf.results.unsaved.quarantine`): never
+        stored, never deleted, never in the way of the next write."""
+        import warnings
+
         for f in unsaved_files(self.path):
-            got = read_unsaved(f)
-            if got is None:
-                continue
-            result, sweep = got
             try:
+                got = read_unsaved(f)
+                if got is None:
+                    raise _Refused("it is not a kept result (unreadable, or not JSON of one)")
+                result, sweep = got
                 rec = as_record(result)
-            except ConfigError:
+                if rec.identity.run_key is None or rec.identity.status is None:
+                    raise _Refused("it has no run_key or status")
+                with self.transaction("storing a result kept beside it"):
+                    if not self._db.execute(
+                            "SELECT 1 FROM results WHERE run_key=? AND created_at IS ? LIMIT 1",
+                            (rec.identity.run_key, rec.identity.created_at)).fetchone():
+                        rid = self._insert(rec, sweep)
+                        bad = scan(self._db, COLUMNS, since_id=rid - 1).get(rid)
+                        if bad:
+                            raise _Refused(f"its result would be a damaged row: {bad}")
+            except (StoreBusy, KeyboardInterrupt):
+                raise
+            except Exception as e:  # noqa: BLE001 - any file that cannot be stored is set aside
+                why = str(e) if isinstance(e, _Refused) else f"{type(e).__name__}: {e}"
+                moved = quarantine(f)
+                warnings.warn(f"the kept result {str(f)!r} could not be stored ({why[:300]}); "
+                              + (f"moved to {str(moved)!r}" if moved else
+                                 "it could not be moved aside either"), DamagedRows,
+                              stacklevel=2)
                 continue
-            with self.transaction("storing a result kept beside it"):
-                if not self._db.execute(
-                        "SELECT 1 FROM results WHERE run_key=? AND created_at IS ? LIMIT 1",
-                        (rec.identity.run_key, rec.identity.created_at)).fetchone():
-                    self._insert(rec, sweep)
             f.unlink(missing_ok=True)
         if unsaved_dir(self.path).is_dir():
             try:
@@ -275,6 +312,7 @@ class ResultStore:
                 recs.append((rid, phase, i, t, ls[i] if i < len(ls) else None))
         self._db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)", recs)
         timelines.save(self._db, rid, rec.timeline)
+        seal(self._db, rid, COLUMNS)
         return rid
 
     def add_collectives(self, report: dict[str, Any], created_at: str) -> str:
@@ -316,16 +354,18 @@ class ResultStore:
             "SELECT id, run_id, created_at, benchmark, backend, nranks, dtype, size_bytes, count,"
             " time_s, algbw_gbps, busbw_gbps, imbalance, wrong, device_name, git_sha "
             "FROM collectives ORDER BY id")
-        return [dict(r) for r in cur.fetchall()]
+        return [d for r in cur.fetchall() if not collective_problem(d := dict(r))]
 
     def collectives_env(self) -> dict[str, Any] | None:
         """The environment stored with the newest collective benchmark run, or None."""
         row = self._db.execute("SELECT run_json FROM collectives ORDER BY id DESC LIMIT 1"
                                ).fetchone()
         try:
-            return (json.loads(row[0]) or {}).get("env") if row and row[0] else None
-        except ValueError:
+            doc = json.loads(row[0]) if row and isinstance(row[0], str) else None
+        except (ValueError, RecursionError):
             return None
+        env = doc.get("env") if isinstance(doc, dict) else None
+        return env if isinstance(env, dict) else None
 
     def add_sweep(self, name: str, config: dict[str, Any], created_at: str) -> None:
         """Record that sweep ``name`` (with its full config) wrote into this store."""
@@ -341,10 +381,28 @@ class ResultStore:
         (a missing data file, a framework not installed) are not: fixing them and running
         again should measure the point. With ``include_failed=False`` only ``ok`` counts.
         """
-        q = "SELECT DISTINCT run_key FROM results WHERE status NOT IN ('error', 'unavailable')"
+        q = "SELECT id, run_key FROM results WHERE status NOT IN ('error', 'unavailable')"
         if not include_failed:
-            q = "SELECT DISTINCT run_key FROM results WHERE status = 'ok'"
-        return {r[0] for r in self._db.execute(q)}
+            q = "SELECT id, run_key FROM results WHERE status = 'ok'"
+        bad = self.damaged()
+        return {r[1] for r in self._db.execute(q) if r[0] not in bad}
+
+    def damaged(self) -> dict[int, str]:
+        """The damaged rows of the file (:func:`dlperf.results.rowcheck.scan`: wrong types,
+        values out of bounds, a record that does not read, a checksum that does not match):
+        row id -> what is wrong. Readers skip them; a :class:`~dlperf.results.rowcheck.
+        DamagedRows` warning names new ones once per store. Rows are scanned once; rows added
+        later (by this store or another process) when next asked."""
+        top = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM results").fetchone()[0]
+        if top > self._scanned:
+            found = scan(self._db, COLUMNS, since_id=self._scanned)
+            self._scanned = top
+            self._damaged.update(found)
+            if found:
+                import warnings
+
+                warnings.warn(describe(self.path, found), DamagedRows, stacklevel=3)
+        return self._damaged
 
     def rows(self, *, latest: bool = True, **filters: Any) -> list[dict[str, Any]]:
         """Result rows as dicts (booleans restored), oldest first.
@@ -367,18 +425,26 @@ class ResultStore:
             where.append(f"{k} IN ({', '.join('?' * len(vals))})")
             args.extend(vals)
         q = "SELECT * FROM results"
-        if latest:
-            where.append("id IN (SELECT MAX(id) FROM results GROUP BY run_key)")
         if where:
             q += " WHERE " + " AND ".join(where)
         q += " ORDER BY id"
+        bad = self.damaged()
         out = []
         for r in self._db.execute(q, args):
             d = dict(r)
+            if d["id"] in bad:
+                continue
             for k in BOOL_COLUMNS:
                 if d.get(k) is not None:
                     d[k] = bool(d[k])
             out.append(d)
+        if latest:  # the newest intact row of each point, whether the filters take it or not
+            newest: dict[Any, int] = {}
+            for rid, key in self._db.execute("SELECT id, run_key FROM results ORDER BY id"):
+                if rid not in bad:
+                    newest[key] = rid
+            keep = set(newest.values())
+            out = [d for d in out if d["id"] in keep]
         return out
 
     def records(self, *, latest: bool = True, samples: bool = True,
@@ -413,6 +479,54 @@ class ResultStore:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def check_writer(path: str | Path) -> None:
+    """Refuse what opening ``path`` to write would refuse (:class:`ResultStore`), without
+    changing it: for ``dlperf sweep --dry-run``, which must not say "stored" of a file the
+    sweep itself refuses. A file or folder that cannot be written is refused; an existing
+    non-empty file is copied (with its journal) to a temporary folder and opened there as a
+    writer opens it (hot journal rolled back, migrated, layout and values checked, checksums
+    made), so every refusal of the run is met; the message names ``path``.
+
+    Raises:
+        StoreError: naming ``path`` and what to do.
+    """
+    import os
+    import shutil
+
+    p = Path(path)
+    if p.is_dir():
+        raise StoreError(f"results file {str(p)!r} is a folder; give a results file, e.g. "
+                         f"{p / 'results.db'}")
+    folder = next((a for a in [p.absolute().parent, *p.absolute().parents] if a.exists()),
+                  None)
+    if folder is None or not folder.is_dir():
+        raise StoreError(f"results file {str(p)!r} cannot be made: {str(folder)!r} is not a "
+                         "folder; give another --db path")
+    ro = StoreError(f"{str(p)!r} cannot be written (a read-only file, folder or file system); "
+                    "nothing stored in it is lost. Make it writable, or give another --db path")
+    if not p.exists():
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ro
+        return
+    if not os.access(p, os.R_OK | os.W_OK) or not os.access(p.absolute().parent,
+                                                            os.W_OK | os.X_OK):
+        raise ro
+    if p.stat().st_size == 0:
+        return
+    from dlperf.tempdirs import owned_tempdir
+
+    with owned_tempdir("dlperf-dry-") as tmp:
+        copy = Path(tmp) / "copy.db"
+        shutil.copyfile(p, copy)
+        for side in ("-journal", "-wal"):
+            if Path(f"{p}{side}").is_file():
+                shutil.copyfile(f"{p}{side}", f"{copy}{side}")
+        try:
+            ResultStore(copy).close()
+        except StoreError as e:
+            raise type(e)(str(e).replace(str(copy), str(p))) from None
 
 
 def stored_keys(path: str | Path, include_failed: bool = True) -> set[str]:

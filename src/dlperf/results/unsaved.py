@@ -15,13 +15,17 @@ import itertools
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.interrupts import held
 from dlperf.outputs import atomic_write
 from dlperf.results.dbfile import StoreError
 
-__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep"]
+if TYPE_CHECKING:
+    from dlperf.results.schema import RunRecord
+
+__all__ = ["unsaved_dir", "keep_unsaved", "unsaved_files", "read_unsaved", "store_or_keep",
+           "quarantine"]
 
 _seq = itertools.count()
 
@@ -31,10 +35,13 @@ def unsaved_dir(db: str | Path) -> Path:
     return Path(f"{db}.unsaved")
 
 
-def keep_unsaved(result: dict[str, Any], db: str | Path, sweep: str | None) -> Path | None:
-    """Write ``result`` (a result dict, raw samples included) and its ``sweep`` name to a new
-    file under :func:`unsaved_dir`; its path, or None when it cannot be written either (the
-    same full disk: the caller's error then says the result is lost)."""
+def keep_unsaved(result: Any, db: str | Path, sweep: str | None) -> Path | None:
+    """Write ``result`` (a :class:`~dlperf.results.schema.RunRecord` or a result dict, raw
+    samples included) and its ``sweep`` name to a new file under :func:`unsaved_dir`; its
+    path, or None when it cannot be written either (the same full disk: the caller's error
+    then says the result is lost)."""
+    if not isinstance(result, dict):
+        result = result.to_dict()
     folder = unsaved_dir(db)
     key = "".join(c for c in str(result.get("run_key") or "result") if c.isalnum())[:64]
     name = f"{key or 'result'}-{os.getpid()}-{next(_seq)}.json"
@@ -56,18 +63,36 @@ def unsaved_files(db: str | Path) -> list[Path]:
     return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
 
 
+def quarantine(path: Path) -> Path | None:
+    """Move a kept file that cannot be stored to ``quarantine/`` in its folder (a name not
+    taken there); its new path, or None when it cannot be moved (it stays)."""
+    folder = path.parent / "quarantine"
+    try:
+        folder.mkdir(exist_ok=True)
+        for n in itertools.count():
+            dest = folder / (path.name if n == 0 else f"{path.stem}-{n}{path.suffix}")
+            if not dest.exists():
+                os.replace(path, dest)
+                return dest
+    except OSError:
+        pass
+    return None
+
+
 def read_unsaved(path: Path) -> tuple[dict[str, Any], str | None] | None:
     """``(result, sweep)`` of a kept file, or None when it cannot be read (left in place)."""
     try:
+        if path.stat().st_size > 256 * 2**20:  # no kept result is that large
+            return None
         d = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(d, dict) or not isinstance(d.get("result"), dict):
         return None
     return d["result"], d.get("sweep")
 
 
-def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None:
+def store_or_keep(store: Any, result: RunRecord, sweep: str | None) -> None:
     """``store.add(result, sweep=sweep)`` (a writable :class:`~dlperf.results.store.ResultStore`)
     with SIGINT/SIGTERM held for the process until its transaction ends
     (:func:`dlperf.interrupts.held`: the result is stored whole, then the signal acts); when
@@ -82,7 +107,7 @@ def store_or_keep(store: Any, result: dict[str, Any], sweep: str | None) -> None
         try:
             store.add(result, sweep=sweep)
         except StoreError as e:
-            kept = keep_unsaved(result, store.path, sweep)
+            kept = keep_unsaved(result.to_dict(), store.path, sweep)
             where = (f"the result just measured is kept in {str(kept)!r} and is stored by the "
                      f"next `dlperf run` or `dlperf sweep` that writes to {str(store.path)!r}"
                      if kept is not None else

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dlperf.results.migrations import upgrade_record
-from dlperf.results.schema import RunRecord, StoredAt, Timing
+from dlperf.results.schema import RunRecord, StoredAt, Timing, upgrade
 from dlperf.results.store import SUMMARY_KEYS, result_of
 
 __all__ = ["COLUMN_FIELDS", "MADE_FROM_COLUMNS", "record_of_row", "as_record", "as_records",
@@ -78,7 +77,7 @@ def record_of_row(row: Mapping[str, Any]) -> RunRecord:
         ConfigError: the row's record was written by a newer dlperf.
         pydantic.ValidationError: a column holds a value of the wrong type for its field.
     """
-    flat = upgrade_record(result_of(row))
+    flat = upgrade(result_of(row))
     for col, value in row.items():
         where = COLUMN_FIELDS.get(col)
         if where is None:

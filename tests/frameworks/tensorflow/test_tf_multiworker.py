@@ -162,10 +162,10 @@ def test_a_rank_exception_is_the_failure_message_when_no_rank_died_silently(tmp_
         (tmp_path / f"rank{rank}.json").write_text(json.dumps(
             {"status": "crash", "error": err, "worker": {"rank": rank}}))
     (tmp_path / "launcher.log").write_text("dlperf spawn: rank 1 exited with code 1\n")
-    r = _collect(cfg, tmp_path, 1, False, 60.0, ["spawn"])
-    assert r["status"] == "crash"
-    assert r["error"] == "rank 1: ValueError: destinations can not be empty"
-    assert [p["status"] for p in r["ranks"]] == ["crash", "crash"]
+    rec = _collect(cfg, tmp_path, 1, False, 60.0, ["spawn"])
+    assert rec.identity.status == "crash"
+    assert rec.identity.error == "rank 1: ValueError: destinations can not be empty"
+    assert [p.status for p in rec.ranks] == ["crash", "crash"]
 
 
 # --- the sharded input pipeline (TensorFlow in this process, no strategy) -----------------------
@@ -223,8 +223,9 @@ def _check_ranks(r: dict, n: int, one: list[float]) -> dict:
     assert r["status"] == "ok", r["error"]
     d = r["dist"]
     assert d["backend"] == "tf.distribute.MultiWorkerMirroredStrategy"
-    assert d["strategy"] == "MultiWorkerMirroredStrategy" and d["communication"] == "RING"
-    assert d["tf_config"]["workers"] == n and d["processes"] == n and d["replicas"] == n
+    assert d["engine"]["strategy"] == "MultiWorkerMirroredStrategy"
+    assert d["engine"]["communication"] == "RING"
+    assert d["engine"]["tf_config"]["workers"] == n and d["processes"] == n and d["replicas"] == n
     assert "127.0.0.1" not in json.dumps(d)  # cluster size recorded, not the addresses
     assert sorted(p["rank"] for p in d["per_rank"]) == list(range(n))
     for ph in ("first", "warmup", "measure"):
@@ -253,9 +254,9 @@ def test_two_worker_processes_train_like_one_process(one_process_losses):
     cfg = make_run_config(model="fcn5_tiny", framework="tensorflow", mode="graph",
                           batch_size=16, nproc=2, dp_layout="per_device", iterations=POL,
                           measure_ceilings=False, timeout_s=140.0)
-    r = run_point(cfg, env={"PYTHONPATH": SRC})
+    r = run_point(cfg, env={"PYTHONPATH": SRC}).to_dict()
     d = _check_ranks(r, 2, one_process_losses[0])
-    assert d["tf_config"]["task_index"] == 0 and d["local_replicas"] == 1
+    assert d["engine"]["tf_config"]["task_index"] == 0 and d["engine"]["local_replicas"] == 1
     assert r["per_device_batch"] == 8 and r["data_info"]["rows"] == "[0, 8) of each global " \
                                                                    "batch of 16"
     # one replica's step on its per-device batch (8 rows), not the global batch's (16)
@@ -300,14 +301,14 @@ def test_two_gpu_workers_use_nccl_and_train_like_one_gpu():
 
     kw = dict(model="fcn5_tiny", framework="tensorflow", mode="graph", batch_size=16,
               device="cuda", iterations=POL, measure_ceilings=False)
-    one = run_point(make_run_config(**kw), env={"PYTHONPATH": SRC})
+    one = run_point(make_run_config(**kw), env={"PYTHONPATH": SRC}).to_dict()
     assert one["status"] == "ok", one["error"]
     for layout in ("per_device", "per_node"):  # per_node on one node: MirroredStrategy
         r = run_point(make_run_config(**kw, nproc=2, dp_layout=layout),
-                      env={"PYTHONPATH": SRC})
+                      env={"PYTHONPATH": SRC}).to_dict()
         assert r["status"] == "ok", r["error"]
         if layout == "per_device":
-            assert r["dist"]["communication"] == "NCCL"
-            assert r["dist"]["tf_config"]["workers"] == 2
+            assert r["dist"]["engine"]["communication"] == "NCCL"
+            assert r["dist"]["engine"]["tf_config"]["workers"] == 2
         assert r["losses"]["first"] + r["losses"]["warmup"] == pytest.approx(
             one["losses"]["first"] + one["losses"]["warmup"], rel=1e-3)

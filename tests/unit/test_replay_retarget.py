@@ -1,0 +1,75 @@
+"""Predictions from stored timelines (dlperf.perfmodel.retarget) on the committed H200
+calibration file and the H100 device profile: a traced point reproduces its measurement, the
+transforms are chosen by what is stored, and a GPU never at hand is marked and widened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlperf.errors import ConfigError
+from dlperf.perfmodel import retarget
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "benchmarks/results/h200/calibration2.db"
+H100 = ROOT / "benchmarks/results/h100/calibrate.db"
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return retarget.TraceLibrary([str(H200), str(H100)])
+
+
+def test_a_traced_device_bound_point_reproduces_its_measurement(lib):
+    p = retarget.predict(lib, "gpt2_small", "torch", "eager", "fp32", 64)
+    assert p.category == "own trace" and p.bound == "device"
+    assert p.step_s == pytest.approx(p.measured_s, rel=0.02)
+
+
+def test_batch_and_precision_are_chosen_by_what_is_stored(lib):
+    assert retarget.predict(lib, "lstm", "torch", "eager", "fp32", 48).category == \
+        "batch, interpolated"
+    assert retarget.predict(lib, "lstm", "torch", "eager", "fp32", 512).category == \
+        "batch, interpolated"  # the two largest traced batches, extrapolated
+    one = retarget.predict(lib, "gpt2_small", "jax", "xla", "bf16", 16)
+    assert one.category == "batch, one trace"
+    # fp32 of a model traced only in bf16 (JAX bert_base): from the other precision
+    assert retarget.predict(lib, "bert_base", "jax", "xla", "fp32", 8).category in (
+        "own trace", "precision")
+
+
+def test_another_gpu_moves_the_device_and_marks_a_datasheet(lib):
+    same = retarget.predict(lib, "resnet50", "torch", "eager", "fp32", 128, anchor=False)
+    h100 = retarget.predict(lib, "resnet50", "torch", "eager", "fp32", 128, gpu="h100",
+                            host="none", anchor=False)
+    assert h100.category == "gpu" and not h100.datasheet_only
+    assert h100.step_s > same.step_s  # less bandwidth, the same compute
+    ds = retarget.predict(lib, "resnet50", "torch", "eager", "fp32", 128,
+                          gpu="datasheet:a100", host="none", anchor=False)
+    assert ds.datasheet_only and ds.step_s > h100.step_s
+    w = lambda p: p.interval_s[1] / p.interval_s[0]  # noqa: E731
+    assert w(ds) > w(h100)
+
+
+def test_anchoring_uses_the_source_measurement(lib):
+    a = retarget.predict(lib, "resnet50", "torch", "eager", "bf16", 64, gpu="h100",
+                         host="none", anchor=True)
+    assert any(t.startswith("anchored") for t in a.transforms)
+
+
+def test_refusals_name_the_fix(lib):
+    with pytest.raises(ConfigError, match="no stored timeline"):
+        retarget.predict(lib, "vgg16", "torch", "eager", "bf16", 64, gpu="h100")
+    with pytest.raises(ConfigError, match="no datasheet"):
+        retarget.predict(lib, "lstm", "torch", "eager", "fp32", 64, gpu="tpu-v5")
+    with pytest.raises(ConfigError, match="host="):
+        retarget.predict(lib, "lstm", "torch", "eager", "fp32", 64, gpu="h100", host="fast")
+
+
+def test_answer_fills_the_configuration_and_prints(lib):
+    d = retarget.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 64, "h100")
+    assert d["config"]["precision"] == "fp32" and d["gpu"] == "h100"
+    assert "on h100" in retarget.text(d)
+    with pytest.raises(ConfigError, match="several"):
+        retarget.answer([str(H200)], "lstm", None, None, None, 64, "h100")

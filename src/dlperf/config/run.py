@@ -5,8 +5,9 @@ The fields of a run config, by axis (each axis validated in one place):
 
 - what is trained: ``model``, ``batch_size``, ``grad_accum``, ``seed``, ``target_loss``;
 - the framework: ``framework``, ``mode``, ``precision``, ``layout``, ``compile_mode``,
-  ``optimizer_impl``, ``threads``, ``cpu_bind`` (capabilities and options: :mod:`dlperf.config.rules`, the registry and the
-  framework's own ``options.py``);
+  ``optimizer_impl``, ``threads``, ``cpu_bind`` (capabilities and options:
+  :mod:`dlperf.config.rules`, the registry and the framework's own ``options.py``), and
+  ``options``: the framework's own options, validated by its ``Options`` model;
 - the device: ``device``;
 - the data and its input pipeline: ``data``, ``data_dir``, ``loader_workers``,
   ``loader_prefetch``, ``loader_impl``, ``input_bound_share``;
@@ -147,6 +148,11 @@ class RunConfig(BaseModel):
     ``ddp`` holds PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss
     whose time to reach is reported (:mod:`dlperf.perfmodel.convergence`).
 
+    ``options`` are the framework's own options (``--framework-option KEY=VALUE``,
+    ``options:`` in a sweep file), checked by the ``Options`` model of its
+    ``frameworks/<name>/options.py`` (:func:`dlperf.config.rules.check_own_options`); only the
+    fields that model names in ``KEY_FIELDS`` are part of the run key.
+
     ``repeat`` (>= 0) tells apart repeated runs of one point (docs/measurement.md rule 5:
     between-run variation), each measured in its own fresh worker process: ``dlperf run
     --repeats N`` and ``repeats: N`` in a sweep make repeats 0 .. N-1
@@ -195,6 +201,7 @@ class RunConfig(BaseModel):
     comm_profile_iters: int = Field(RUN.comm_profile_iters, ge=0, strict=True)
     target_loss: float | None = None
     repeat: int = Field(0, ge=0, strict=True)
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator(*_LIMITS)
     @classmethod

@@ -30,6 +30,7 @@ This module imports nothing of dlperf but its errors, so every package may use i
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -41,7 +42,7 @@ from pathlib import Path
 from dlperf.errors import ConfigError
 
 __all__ = ["Kind", "KINDS", "SQLITE_MAGIC", "check_target", "write_output", "atomic_write",
-           "format_for", "is_sqlite", "same_file", "OutputRefused"]
+           "format_for", "is_sqlite", "same_file", "OutputRefused", "safe_filename"]
 
 #: The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html, 1.3).
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -302,3 +303,21 @@ def format_for(path: str | Path | None, given: str | None, formats: Mapping[str,
                           f"give a file ending in the format's suffix")
     return given
 
+
+
+#: The longest file name :func:`safe_filename` makes (characters; file systems allow 255
+#: bytes, and a report names files after models whose ``file:`` paths can be longer).
+MAX_NAME = 120
+
+
+def safe_filename(text: str, suffix: str = "", max_len: int = MAX_NAME) -> str:
+    """A file name for ``text`` (a model, a label): characters other than letters, digits,
+    ``.``, ``_`` and ``-`` become ``_``; a name longer than ``max_len`` (``suffix``
+    included) keeps its start and ends with 10 hex digits of the text's SHA-1, so distinct
+    long names stay distinct and every name fits any file system (a long ``file:`` model
+    path made ``dlperf report`` fail with "File name too long")."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).strip("._") or "x"
+    if len(safe) + len(suffix) > max_len:
+        digest = hashlib.sha1(str(text).encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        safe = safe[:max(1, max_len - len(suffix) - 11)].rstrip("._-") + "_" + digest
+    return safe + suffix

@@ -73,6 +73,7 @@ def test_a_worker_leaves_no_process_after_its_point(tmp_path, monkeypatch):
            "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     cfg = make_run_config(model="fcn5_tiny", batch_size=2, framework="fake", timeout_s=60)
     r = run_in_subprocess(cfg, env=env)
-    assert r["status"] == "ok", r.get("error")
+    status = r["status"] if isinstance(r, dict) else r.identity.status
+    assert status == "ok", r
     left = [int(x) for x in pids.read_text().split()]
     assert left and all(gone_soon(p) for p in left), left

@@ -179,3 +179,24 @@ def test_the_dry_run_refuses_a_file_the_sweep_cannot_write(tmp_path):
             check_writer(db)
     finally:
         os.chmod(db, stat.S_IREAD | stat.S_IWRITE)
+
+
+def test_a_record_that_cannot_be_stored_is_kept_beside_the_file(tmp_path):
+    """store_or_keep is given the sweep's RunRecord (not a dict): when the store refuses it,
+    it is kept in DB.unsaved/ and the next writer stores it."""
+    from dlperf.results.schema import RunRecord
+    from dlperf.results.unsaved import store_or_keep, unsaved_files
+
+    db = make_db(tmp_path / "r.db", batches=(8,))
+
+    class Full:
+        path = db
+
+        def add(self, result, sweep=None):
+            raise StoreError("the disk is full")
+
+    with pytest.raises(StoreError, match="kept in"):
+        store_or_keep(Full(), RunRecord.from_dict(ok(16)), "s")
+    assert len(unsaved_files(db)) == 1
+    with ResultStore(db) as s:
+        assert sorted(r["batch_size"] for r in s.rows()) == [8, 16]

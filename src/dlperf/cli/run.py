@@ -69,6 +69,7 @@ class Point:
     compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = RUN.compile_mode
     optimizer_impl: Annotated[str, Opt(help="PyTorch only: the optimizer update's implementation: auto (the fastest: fused=True where PyTorch has fused kernels, CUDA and the CPU; PyTorch's default elsewhere), fused (fused=True), foreach (foreach=True), single (for-loop); comma-separated to compare, e.g. auto,fused. Recorded in flags.optimizer.")] = RUN.optimizer_impl
     rechoose_threads: Annotated[bool, Opt("--rechoose-threads", help="Measure the host's load again for the thread policy instead of keeping the choice this results file's CPU points were measured with (warned where it differs).")] = False
+    framework_option: Annotated[list[str] | None, Opt("--framework-option", help="KEY=VALUE: an option of the framework's own (its Options model in frameworks/<name>/options.py; VALUE read as YAML, e.g. slowdown=1.1 or 'fail={64: oom}'); repeat the flag for several. The YAML field is options.")] = None
     repeats: Annotated[int, Opt(help="Runs of each point, each in a fresh worker process, in rounds (every point once, then again, ...): between-run variation and the olympic mean with `dlperf results --compare repeats`.")] = 1
 
 
@@ -254,7 +255,32 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
         nnodes=par.nnodes, scaling=par.scaling, dp_layout=par.dp_layout or "", ddp=par.ddp(),
         comm_profile_iters=par.comm_profile_iters, target_loss=probes.target_loss,
         repeats=point.repeats)
+    if point.framework_option:
+        entry["options"] = framework_options(point.framework_option)
     return entry
+
+
+def framework_options(items: list[str]) -> dict[str, Any]:
+    """``--framework-option KEY=VALUE`` flags as the run config's ``options`` (each VALUE read
+    as YAML: a number, a boolean, a list or a mapping); the framework's ``Options`` model
+    checks them when the points are made.
+
+    Raises:
+        ConfigError: an item without ``=`` or a key given twice.
+    """
+    from dlperf.yamlsafe import load_yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--framework-option {item!r}: give KEY=VALUE, e.g. "
+                              "--framework-option slowdown=1.1")
+        if key in out:
+            raise ConfigError(f"--framework-option {key} is given twice; give it once")
+        out[key] = load_yaml(value, f"--framework-option {key}") if value.strip() else ""
+    return out
 
 
 def _note_unused_ddp(points: list[Any], par: Parallel) -> None:

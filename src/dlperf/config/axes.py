@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dlperf.config.defaults import DDP, ITERATIONS
+from dlperf.config.limits import MAX_BUCKET_MB, MAX_ITERS, MAX_SECONDS
 
 
 class IterationPolicy(BaseModel):
@@ -32,15 +33,16 @@ class IterationPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    min_iters: int = Field(ITERATIONS.min_iters, ge=1)
-    min_time_s: float = Field(ITERATIONS.min_time_s, ge=0.0)
-    max_iters: int = Field(ITERATIONS.max_iters, ge=1)
-    max_time_s: float = Field(ITERATIONS.max_time_s, gt=0.0)
-    warmup_window: int = Field(ITERATIONS.warmup_window, ge=2)
+    min_iters: int = Field(ITERATIONS.min_iters, ge=1, le=MAX_ITERS)
+    min_time_s: float = Field(ITERATIONS.min_time_s, ge=0.0, le=MAX_SECONDS)
+    max_iters: int = Field(ITERATIONS.max_iters, ge=1, le=MAX_ITERS)
+    max_time_s: float = Field(ITERATIONS.max_time_s, gt=0.0, le=MAX_SECONDS)
+    warmup_window: int = Field(ITERATIONS.warmup_window, ge=2, le=MAX_ITERS)
     warmup_rel_tol: float = Field(ITERATIONS.warmup_rel_tol, gt=0.0, lt=1.0)
-    min_warmup_iters: int = Field(ITERATIONS.min_warmup_iters, ge=0)
-    max_warmup_iters: int = Field(ITERATIONS.max_warmup_iters, ge=0)
-    max_warmup_time_s: float = Field(ITERATIONS.max_warmup_time_s, ge=0.0)
+    min_warmup_iters: int = Field(ITERATIONS.min_warmup_iters, ge=0, le=MAX_ITERS)
+    max_warmup_iters: int = Field(ITERATIONS.max_warmup_iters, ge=0, le=MAX_ITERS)
+    max_warmup_time_s: float = Field(ITERATIONS.max_warmup_time_s, ge=0.0,
+                                     le=MAX_SECONDS)
     ci_target_rel: float | None = Field(None, gt=0.0, lt=1.0)
 
     @model_validator(mode="after")
@@ -61,7 +63,7 @@ class DDPOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    bucket_cap_mb: float = Field(DDP.bucket_cap_mb, gt=0.0)
+    bucket_cap_mb: float = Field(DDP.bucket_cap_mb, gt=0.0, le=MAX_BUCKET_MB)
     gradient_as_bucket_view: bool = DDP.gradient_as_bucket_view
     static_graph: bool = DDP.static_graph
     find_unused_parameters: bool = DDP.find_unused_parameters

@@ -32,7 +32,7 @@ KEY_OMIT_AT_DEFAULT: dict[str, Any] = {"layout": "auto", "repeat": 0, "loader_im
 #: Fields never in a run key: how long, from where, how it is labelled or probed, and the
 #: fields whose place in the key :func:`run_key` decides itself (batch and data parallelism).
 KEY_EXCLUDED = frozenset({"data_dir", "timeout_s", "iterations", "breakdown", "trace_dir",
-                          "timeline",
+                          "timeline", "options",
                           "input_bound_share", "measure_ceilings", "power_interval_s",
                           "target_loss", "comm_profile_iters", "scaling", "nproc", "nnodes",
                           "dp_layout", "ddp", "batch_size"})
@@ -94,6 +94,9 @@ def run_key(cfg: Any) -> str:
         d["trace"] = True
     if cfg.timeline:
         d["timeline"] = True
+    keyed = key_options(cfg)
+    if keyed:
+        d["options"] = keyed
     # The batch by what it measures: the global batch (one replica: the batch as before, so
     # keys of single-device results made before data parallelism existed do not change).
     d["batch_size"] = cfg.global_batch
@@ -103,6 +106,20 @@ def run_key(cfg: Any) -> str:
             d["ddp"] = cfg.ddp.key_dict()
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def key_options(cfg: Any) -> dict[str, Any]:
+    """The framework options of ``cfg`` that are part of its run key: those its ``Options``
+    model lists in ``KEY_FIELDS`` (:func:`dlperf.config.rules.options_model`), as given; ``{}``
+    for none (a framework's scripted or environmental options leave the point as it is)."""
+    if not cfg.options:
+        return {}
+    from dlperf.config.rules import options_model
+
+    info = framework_info(cfg.framework)
+    model = options_model(info) if info is not None else None
+    keys: frozenset[str] = getattr(model, "KEY_FIELDS", frozenset())
+    return {k: v for k, v in sorted(cfg.options.items()) if k in keys}
 
 
 def point_key(cfg: Any) -> str:

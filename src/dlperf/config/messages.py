@@ -31,7 +31,7 @@ CLI_FLAGS = {"min_iters": "--min-iters", "min_time_s": "--min-time", "max_iters"
              "comm_profile_iters": "--comm-profile-iters", "target_loss": "--target-loss",
              "compile_mode": "--compile-mode", "precision": "--precision", "device": "--device",
              "data": "--data", "breakdown": "--breakdown", "trace_dir": "--trace",
-             "timeline": "--timeline"}
+             "timeline": "--timeline", "options": "--framework-option"}
 
 
 class FieldRuleError(ValueError):

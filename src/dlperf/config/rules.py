@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from dlperf.config.axes import DDPOptions
 from dlperf.config.messages import FieldRuleError
 from dlperf.errors import unknown_choice
@@ -160,8 +162,29 @@ def own_rules(info: FrameworkInfo) -> OptionRules | None:
     return getattr(importlib.import_module(mod), attr)
 
 
+def options_model(info: FrameworkInfo) -> Any:
+    """The framework's ``Options`` model (a pydantic model in the module of its registry
+    ``options``), or None where it has none."""
+    if not info.options:
+        return None
+    return getattr(importlib.import_module(info.options.split(":")[0]), "Options", None)
+
+
 def check_own_options(cfg: Any, info: FrameworkInfo) -> None:
-    """The framework's own rules (``frameworks/<name>/options.py``); the first error raised."""
+    """The framework's own options (``cfg.options``, checked by its :func:`options_model`) and
+    rules (``frameworks/<name>/options.py``); the first error raised."""
+    model = options_model(info)
+    if cfg.options and model is None:
+        raise FieldRuleError("options", f"framework {cfg.framework!r} takes no options of its "
+                                        f"own (got {', '.join(map(str, cfg.options))}); leave "
+                                        "--framework-option out")
+    if model is not None:
+        try:
+            model.model_validate(cfg.options)
+        except ValidationError as e:
+            bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+            raise FieldRuleError("options", f"{cfg.framework} options: {bad} (its options: "
+                                            f"{', '.join(model.model_fields)})") from None
     rules = own_rules(info)
     for field, message in (rules(cfg) if rules is not None else []):
         raise FieldRuleError(field, message)

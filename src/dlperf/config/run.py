@@ -5,8 +5,9 @@ The fields of a run config, by axis (each axis validated in one place):
 
 - what is trained: ``model``, ``batch_size``, ``grad_accum``, ``seed``, ``target_loss``;
 - the framework: ``framework``, ``mode``, ``precision``, ``layout``, ``compile_mode``,
-  ``optimizer_impl``, ``threads``, ``cpu_bind`` (capabilities and options: :mod:`dlperf.config.rules`, the registry and the
-  framework's own ``options.py``);
+  ``optimizer_impl``, ``threads``, ``cpu_bind`` (capabilities and options:
+  :mod:`dlperf.config.rules`, the registry and the framework's own ``options.py``), and
+  ``options``: the framework's own options, validated by its ``Options`` model;
 - the device: ``device``;
 - the data and its input pipeline: ``data``, ``data_dir``, ``loader_workers``,
   ``loader_prefetch``, ``loader_impl``, ``input_bound_share``;
@@ -37,6 +38,20 @@ from pydantic import (
 from dlperf.config.axes import DDPOptions, IterationPolicy
 from dlperf.config.defaults import RUN
 from dlperf.config.identity import label, point_key, run_key
+from dlperf.config.limits import (
+    MAX_BATCH,
+    MAX_GRAD_ACCUM,
+    MAX_ITERS,
+    MAX_NODES,
+    MAX_PREFETCH,
+    MAX_PROCESSES,
+    MAX_REPEATS,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_THREADS,
+    MAX_WORKERS,
+    over,
+)
 from dlperf.config.messages import format_validation
 from dlperf.config.rules import check_run
 from dlperf.errors import ConfigError, unknown_choice
@@ -64,6 +79,20 @@ _CHOICES: dict[str, Any] = {"framework": FRAMEWORK_MODES, "device": DEVICES,
                             "precision": PRECISIONS, "layout": LAYOUTS,
                             "compile_mode": COMPILE_MODES, "scaling": SCALINGS,
                             "loader_impl": LOADER_IMPLS, "optimizer_impl": OPTIMIZER_IMPLS}
+
+
+#: Field -> (limit, what it counts): the user-sized quantities of a point
+#: (:mod:`dlperf.config.limits`).
+_LIMITS: dict[str, tuple[float, str]] = {
+    "batch_size": (MAX_BATCH, "samples per iteration"),
+    "grad_accum": (MAX_GRAD_ACCUM, "micro-batches per step"),
+    "seed": (MAX_SEED, "(the largest seed every framework takes)"),
+    "threads": (MAX_THREADS, "threads"), "nproc": (MAX_PROCESSES, "processes per node"),
+    "nnodes": (MAX_NODES, "nodes"), "loader_workers": (MAX_WORKERS, "loader workers"),
+    "loader_prefetch": (MAX_PREFETCH, "batches prefetched"),
+    "comm_profile_iters": (MAX_ITERS, "iterations"), "repeat": (MAX_REPEATS - 1, "(repeat index)"),
+    "timeout_s": (MAX_SECONDS, "seconds"),
+}
 
 
 class RunConfig(BaseModel):
@@ -119,6 +148,11 @@ class RunConfig(BaseModel):
     ``ddp`` holds PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss
     whose time to reach is reported (:mod:`dlperf.perfmodel.convergence`).
 
+    ``options`` are the framework's own options (``--framework-option KEY=VALUE``,
+    ``options:`` in a sweep file), checked by the ``Options`` model of its
+    ``frameworks/<name>/options.py`` (:func:`dlperf.config.rules.check_own_options`); only the
+    fields that model names in ``KEY_FIELDS`` are part of the run key.
+
     ``repeat`` (>= 0) tells apart repeated runs of one point (docs/measurement.md rule 5:
     between-run variation), each measured in its own fresh worker process: ``dlperf run
     --repeats N`` and ``repeats: N`` in a sweep make repeats 0 .. N-1
@@ -167,6 +201,21 @@ class RunConfig(BaseModel):
     comm_profile_iters: int = Field(RUN.comm_profile_iters, ge=0, strict=True)
     target_loss: float | None = None
     repeat: int = Field(0, ge=0, strict=True)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator(*_LIMITS)
+    @classmethod
+    def _within_limits(cls, v: Any, info: ValidationInfo) -> Any:
+        """Every user-sized quantity under its limit (:mod:`dlperf.config.limits`)."""
+        name = info.field_name
+        assert name is not None  # pydantic sets it for a field validator
+        limit, what = _LIMITS[name]
+        msg = over(v, limit, what)
+        if msg:
+            raise ValueError(msg)
+        if name == "seed" and v < 0:
+            raise ValueError(f"{v} is negative; give a seed from 0 to {MAX_SEED:,}")
+        return v
 
     @field_validator("model")
     @classmethod

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from dlperf.config.limits import MAX_REPEATS, MAX_RUNS, over
 from dlperf.config.messages import format_validation
 from dlperf.config.run import RunConfig, resolve_device
 from dlperf.errors import ConfigError, unknown_choice
@@ -35,13 +36,17 @@ def check_repeats(value: Any, where: str = "--repeats") -> int:
     """``value`` as a number of runs per point (an integer >= 1).
 
     Raises:
-        ConfigError: anything else (0, a negative number, a list, a bool, text), naming
-            ``where`` (``--repeats``, or ``grid[i].repeats:`` in a sweep file) and the value.
+        ConfigError: anything else (0, a negative number, a list, a bool, text, more than
+            :data:`~dlperf.config.limits.MAX_REPEATS`), naming ``where`` (``--repeats``, or
+            ``grid[i].repeats:`` in a sweep file) and the value.
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{where} {value!r} is not a valid number of runs per point: give an "
                           "integer >= 1 (each run is a fresh process; 3 or more give the "
                           "olympic mean)")
+    msg = over(value, MAX_REPEATS, "runs per point")
+    if msg:
+        raise ConfigError(f"{where} {msg}; 3 to 10 runs give a point's run-to-run spread")
     return value
 
 
@@ -175,6 +180,7 @@ def expand_grid(defaults: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], 
     _check_keys("defaults", defaults)
     for i, e in enumerate(grid):
         _check_keys(f"grid[{i}]", e)
+    _check_size(defaults, grid, cli)
     points: list[RunConfig] = []
     repeats: dict[str, int] = {}  # run key (repeat 0) -> runs of that point
     for i, entry in enumerate(grid):
@@ -210,6 +216,43 @@ def expand_grid(defaults: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], 
                     points.append(cfg)
                 repeats[key] = max(repeats.get(key, 0), n_rep)
     return with_repeats(points, [repeats[p.run_key()] for p in points])
+
+
+def _check_size(defaults: Mapping[str, Any], grid: Sequence[Mapping[str, Any]], cli: bool
+                ) -> None:
+    """The runs the grid would make (each entry's list lengths multiplied, times its repeats;
+    a suite counted by its models) are at most :data:`~dlperf.config.limits.MAX_RUNS`, counted
+    before one point is built or validated.
+
+    Raises:
+        ConfigError: the count and the limit, and which entry is largest.
+    """
+    from dlperf.zoo import get_suite
+
+    total, sizes = 0, []
+    for entry in grid:
+        merged = {**defaults, **entry}
+        n = 1
+        for k, v in merged.items():
+            if k not in ("iterations", "suite", "repeats") and isinstance(v, list):
+                n *= max(1, len(v))
+        suite = merged.get("suite")
+        if isinstance(suite, str):
+            try:
+                n *= max(1, len(get_suite(suite)))
+            except (ConfigError, KeyError):
+                pass  # an unknown suite is refused with its own message
+        reps = merged.get("repeats", 1)
+        n *= reps if isinstance(reps, int) and not isinstance(reps, bool) and reps > 0 else 1
+        total += n
+        sizes.append(n)
+    msg = over(total, MAX_RUNS, "runs (points x repeats)")
+    if msg:
+        where = "" if cli else (f"; the largest entry is grid[{sizes.index(max(sizes))}] with "
+                                f"{max(sizes):,}")
+        raise ConfigError(f"this {'command' if cli else 'sweep'} would make {total:,} runs: "
+                          f"{msg}{where}; split it into several sweeps, or take fewer values "
+                          "per list")
 
 
 class SweepConfig(BaseModel):

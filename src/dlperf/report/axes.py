@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf.registry import FRAMEWORKS, framework_info
-from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
+from dlperf.report.cells import (
+    ENV_MARK,
+    batch_cell,
+    data_cell,
+    device_cell,
+    env_footnote,
+    md_escape,
+)
 from dlperf.report.regress import PointComparison, compare_point, point_key_of
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import label_of_record
@@ -299,7 +306,7 @@ def precision_markdown(comps: Sequence[dict[str, Any]]) -> str:
     for c in comps:
         sp = f"{c['speedup']:.3f}" + (f" [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
                                       if c["ci_low"] is not None else "")
-        lines.append(f"| {c['model']} | {c['label']} | {device_cell(c)} | {batch_cell(c)} | "
+        lines.append(f"| {md_escape(str(c['model']))} | {c['label']} | {device_cell(c)} | {batch_cell(c)} | "
                      f"{data_cell(c)} | {c['threads'] or '-'} | {c['other']} vs "
                      f"{c['baseline']} | {c['other_step_ms']:.4g} vs {c['base_step_ms']:.4g} | "
                      f"{sp}{ENV_MARK if c['env_differs'] else ''} | {_ci_from_cell(c)} |")

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.report.axes import free_key, mode_label, points_of
-from dlperf.report.cells import fmt_sig
+from dlperf.report.cells import fmt_sig, md_escape
 from dlperf.report.regress import compare_point, ok_runs, run_median_s
 from dlperf.report.tables import fmt_bytes_triple, short_error, status_label
 from dlperf.results.schema import RunRecord
@@ -239,7 +239,7 @@ def advice_markdown(advice: Sequence[dict[str, Any]]) -> str:
                  "–" if ff is None else f"b={ff['batch']}: {ff['status']}",
                  "–" if a["best_batch"] is None else
                  f"{fmt_sig(a['best_samples_per_s'])} (b={a['best_batch']})", stop]
-        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+        lines.append("| " + " | ".join(md_escape(str(c)) for c in cells) + " |")
     tol = advice[0]["tolerance"]
     lines += ["", f"*fits up to*: the largest batch that ran (peak memory alloc / resv / NVML, "
               f"or the process RSS); *first failure*: the smallest batch that only failed. "

@@ -10,6 +10,7 @@ column names) or, for :func:`batch_cell`, a record.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -60,6 +61,36 @@ def md_escape(s: str) -> str:
     s = s.replace("\\", "\\\\").replace("|", "\\|")
     s = s.replace("<", "&lt;").replace(">", "&gt;")
     return s.replace("\r", " ").replace("\n", " ")
+
+
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def md_safe_body(text: str) -> str:
+    """A section's Markdown made safe from the stored text inside it, for every section at
+    once (:func:`dlperf.report.markdown.write_report`, ``results --compare``): an HTML tag
+    opening (``<`` before a letter, ``/``, ``!`` or ``?``; dlperf's own Markdown has no HTML)
+    becomes ``&lt;``, so a model name or warning cannot add markup, as the HTML report escapes
+    it; and a table row broken by a line break inside a stored text is joined back into one
+    row. Pipes inside cells are escaped where the cells are made (:func:`md_escape`)."""
+    text = _TAG_OPEN.sub("&lt;", text)
+    out: list[str] = []
+    pending: str | None = None
+    for line in text.split("\n"):
+        if pending is not None:
+            pending = f"{pending} {line.strip()}"
+            if pending.rstrip().endswith("|"):
+                out.append(pending)
+                pending = None
+            continue
+        in_table = bool(out) and out[-1].startswith("|")
+        if in_table and line.startswith("|") and not line.rstrip().endswith("|"):
+            pending = line.rstrip()
+        else:
+            out.append(line)
+    if pending is not None:
+        out.append(pending)
+    return "\n".join(out)
 
 
 def batch_cell(c: RunRecord | Mapping[str, Any]) -> str:

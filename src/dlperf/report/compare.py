@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from dlperf.env import environment_differences
-from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
+from dlperf.report.cells import (
+    ENV_MARK,
+    batch_cell,
+    data_cell,
+    device_cell,
+    env_footnote,
+    md_escape,
+)
 from dlperf.report.collectives import collectives_markdown
 from dlperf.report.datagaps import DATA_POINT_KEYS, data_gaps, data_markdown
 from dlperf.report.efficiency import (
@@ -152,7 +159,7 @@ def markdown(comparisons: Sequence[dict[str, Any]], kind: str | None = None) -> 
     lines = ["| model | precision | batch | device | data | threads | baseline | other | "
              "speed-up [95% CI] |", "|---|---|---:|---|---|---:|---|---|---:|"]
     for c in comparisons:
-        lines.append(f"| {c['model']} | {c['precision']} | {batch_cell(c)} | {device_cell(c)} | "
+        lines.append(f"| {md_escape(str(c['model']))} | {c['precision']} | {batch_cell(c)} | {device_cell(c)} | "
                      f"{data_cell(c)} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
                      f"{c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
                      f"{ENV_MARK if c.get('env_differs') else ''} |")

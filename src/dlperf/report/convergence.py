@@ -18,7 +18,7 @@ from dlperf.perfmodel.convergence import (
     summarize_convergence,
     training_time,
 )
-from dlperf.report.cells import fmt_sig
+from dlperf.report.cells import fmt_sig, md_escape
 from dlperf.report.records import as_records, fields, is_ok
 from dlperf.report.scaling import safe_name
 from dlperf.results.schema import RunRecord
@@ -111,7 +111,7 @@ def convergence_markdown(groups: Sequence[Mapping[str, Any]]) -> str:
             tgt = r.get("target_loss")
             hit = r.get("reached")
             lines.append(
-                f"| {g['model']} | {g['framework']}/{g['mode']} | {g['device']} | "
+                f"| {md_escape(str(g['model']))} | {g['framework']}/{g['mode']} | {g['device']} | "
                 f"{g['precision']} | {g['data']} | {g['batch_size']} | {r['devices']} | "
                 f"{r['iterations']} | {fmt_sig(r['training_time_s'])} | "
                 f"{fmt_sig(r['final_smoothed_loss'])} | {DASH if tgt is None else f'{tgt:g}'} | "

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dlperf.env import environment_differences
-from dlperf.report.cells import ENV_MARK, batch_cell, devices_cell, env_footnote
+from dlperf.report.cells import ENV_MARK, batch_cell, devices_cell, env_footnote, md_escape
 from dlperf.report.cells import fmt_opt as _f
 from dlperf.report.records import (
     as_records,
@@ -120,7 +120,7 @@ def data_markdown(gaps: Sequence[dict[str, Any]]) -> str:
         ib = "-" if g["input_bound"] is None else ("**yes**" if g["input_bound"] else "no")
         rep = f" #{g['repeat']}" if g.get("repeat") else ""
         mark = ENV_MARK if g.get("env_differs") else ""
-        lines.append(f"| {g['model']} | {g['framework']}/{g['mode']} | {g['precision']} | "
+        lines.append(f"| {md_escape(str(g['model']))} | {g['framework']}/{g['mode']} | {g['precision']} | "
                      f"{devices_cell(g)} | {g.get('scaling') or '-'} | {batch_cell(g)} | "
                      f"{_f(g.get('per_device_batch'), 'd')} | {g['data']}{rep} | {lw} | "
                      f"{_f(g['synthetic_samples_per_s'], ',.1f')} | "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dlperf.report.cells import device_cell
+from dlperf.report.cells import device_cell, md_escape
 from dlperf.report.cells import fmt_opt as _f
 from dlperf.report.records import as_record, as_records, fields, is_ok, label
 from dlperf.results.parts import Flops, Mfu, Part
@@ -80,7 +80,7 @@ def _efficiency_line(r: RunRecord) -> str | None:
         roof = {}
     power = r.power
     return (
-        f"| {i.model} | {label(r)} | {device_cell(fields(r, ('device', 'world_size')))}"
+        f"| {md_escape(str(i.model))} | {label(r)} | {device_cell(fields(r, ('device', 'world_size')))}"
         f"{'' if i.threads is None else ', ' + str(i.threads) + ' thr'} | "
         f"{i.precision} | {i.batch_size} | {i.data} | "
         f"{_f(_div(m.achieved_flops_per_s, 1e12), '.4g')} | "

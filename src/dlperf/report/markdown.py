@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.outputs import atomic_write
+from dlperf.report.cells import md_safe_body
 from dlperf.report.plots import plot_step_time_vs_batch
 from dlperf.report.records import as_records, is_ok
 from dlperf.report.tables import COLUMNS, markdown_table, sort_rows, status_label
@@ -146,7 +147,7 @@ def write_report(
     else:
         lines += ["No results.", ""]
     for heading, body in sections:
-        lines += [f"## {_md(heading)}", "", body.rstrip("\n"), ""]
+        lines += [f"## {_md(heading)}", "", md_safe_body(body.rstrip("\n")), ""]
     lines += _failures(rows)
 
     plots = plot_step_time_vs_batch(rows, out)

@@ -8,7 +8,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlperf.registry import FRAMEWORKS, framework_info
-from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
+from dlperf.report.cells import (
+    ENV_MARK,
+    batch_cell,
+    data_cell,
+    device_cell,
+    env_footnote,
+    md_escape,
+)
 from dlperf.report.records import (
     POINT_KEYS,
     as_record,
@@ -239,7 +246,7 @@ def matrix_markdown(points: Sequence[dict[str, Any]]) -> str:
             cells.append(s)
         spread = "–" if p["spread"] is None else f"{p['spread']:.2f}x"
         mark = ENV_MARK if p["env_differs"] else ""
-        lines.append(f"| {p['model']} | {p['precision']} | {batch_cell(p)} | {device_cell(p)} | "
+        lines.append(f"| {md_escape(str(p['model']))} | {p['precision']} | {batch_cell(p)} | {device_cell(p)} | "
                      f"{data_cell(p)} | {p['threads'] or '-'} | " + " | ".join(cells)
                      + f" | {spread}{mark} |")
         if p["env_differs"]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -70,10 +69,11 @@ def group_key(row: RunRecord | Mapping[str, Any]) -> tuple[str, ...]:
 
 def plot_filename(model: str, against: str = "batch") -> str:
     """File name of a model's plot: ``step_time_vs_<against>_<model>.png`` (unsafe chars ->
-    '_'); ``against`` is the x axis: ``batch`` (this module), ``threads``
+    '_', a long name cut with a hash: :func:`dlperf.outputs.safe_filename`); ``against`` is the x axis: ``batch`` (this module), ``threads``
     (:func:`dlperf.report.threads.plot_thread_scaling`)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(model)).strip("._") or "model"
-    return f"step_time_vs_{against}_{safe}.png"
+    from dlperf.outputs import safe_filename
+
+    return safe_filename(f"step_time_vs_{against}_{model}", ".png")
 
 
 def plot_filenames(models: Iterable[str], against: str = "batch") -> dict[str, str]:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlperf.report.cells import fmt_opt as _f
+from dlperf.report.cells import md_escape
 from dlperf.report.records import as_record, as_records, fields, is_ok
 from dlperf.report.tables import fmt_sig
 from dlperf.results.schema import RunRecord
@@ -128,7 +129,7 @@ def repeats_markdown(summaries: Sequence[dict[str, Any]]) -> str:
         flag = {True: "**between-run > within-run**", False: "within-run CI covers it",
                 None: "-"}[d["between_dominates"]]
         lines.append(
-            f"| {d['point'].replace('|', '/')} | {runs} | "
+            f"| {md_escape(str(d['point']))} | {runs} | "
             f"{', '.join(fmt_sig(v) for v in d['medians_ms'])} | "
             f"{fmt_sig(d['mean_ms'])}{ci} | {fmt_sig(d['stdev_ms'])} | {_f(d['cv'], '.1%')} | "
             f"{fmt_sig(d['min_ms'])} / {fmt_sig(d['max_ms'])} | "

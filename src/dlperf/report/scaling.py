@@ -8,7 +8,6 @@ one-device point.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dlperf.report.cells import ENV_MARK, env_footnote, fmt_sig
+from dlperf.report.cells import ENV_MARK, env_footnote, fmt_sig, md_escape
 
 __all__ = ["scaling_markdown", "plot_scaling", "series_key", "SCALING_PLOT"]
 
@@ -63,7 +62,7 @@ def scaling_markdown(points: Sequence[Mapping[str, Any]]) -> str:
         dev = str(p["devices"]) if (p.get("nnodes") or 1) == 1 else \
             f"{p['nnodes']}x{p['devices'] // p['nnodes']}"
         lines.append(
-            f"| {p['model']} | {p['framework']}/{p['mode']}{_variant(p)}{rep} | {p['device']} | "
+            f"| {md_escape(str(p['model']))} | {p['framework']}/{p['mode']}{_variant(p)}{rep} | {p['device']} | "
             f"{p['precision']} | "
             f"{p['data']} | {p['scaling']} | {fixed} | {dev} | {p['global_batch']} | "
             f"{_f(p['tn_s'], 1e3)} | {_f(p['samples_per_s_n'])} | {p['speedup']:.3f} | "
@@ -157,5 +156,8 @@ def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Pa
 
 
 def safe_name(text: str) -> str:
-    """A file-name-safe version of ``text``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "x"
+    """A file-name-safe version of ``text`` (:func:`dlperf.outputs.safe_filename`: a long one
+    cut, with a hash)."""
+    from dlperf.outputs import safe_filename
+
+    return safe_filename(text, ".png")[:-4]

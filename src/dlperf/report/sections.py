@@ -234,10 +234,12 @@ def _warnings_report(inp: Inputs) -> str | None:
     lines = ["| model | framework/mode | device | precision | batch |"
              + (" threads |" if threads else "") + " warnings |",
              "|---|---|---|---|---:|" + ("---:|" if threads else "") + "---|"]
-    lines += [f"| {i.model} | {i.framework}/{i.mode} | {i.device} | "
+    from dlperf.report.cells import md_escape
+
+    lines += [f"| {md_escape(str(i.model))} | {i.framework}/{i.mode} | {i.device} | "
               f"{i.precision} | {i.batch_size} |"
               + (f" {i.threads if i.threads is not None else '–'} |" if threads else "")
-              + f" {text.replace('|', '/')} |"
+              + f" {md_escape(text)} |"
               for i, text in warned]
     return "\n".join(lines) + "\n"
 
@@ -360,7 +362,9 @@ def compare(name: str, inp: Inputs, format: str) -> str:
     s = COMPARISONS[name]
     comps = s.compute(inp)
     if format == "table":
-        return s.markdown(comps)
+        from dlperf.report.cells import md_safe_body
+
+        return md_safe_body(s.markdown(comps))
     shown = s.as_json(comps) if s.as_json is not None else comps
     if format == "json":
         return json.dumps(shown, indent=1)

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.env import environment_differences
-from dlperf.report.cells import ENV_MARK, batch_cell, data_cell, device_cell, env_footnote
+from dlperf.report.cells import (
+    ENV_MARK,
+    batch_cell,
+    data_cell,
+    device_cell,
+    env_footnote,
+    md_escape,
+)
 from dlperf.report.matrix import matrix_column
 from dlperf.report.records import as_records, is_ok, point_of
 from dlperf.report.tables import status_label
@@ -182,7 +189,7 @@ def threads_markdown(groups: Sequence[dict[str, Any]]) -> str:
         last = oks[-1] if len(oks) > 1 else None  # efficiency needs two counts that ran
         kf = last["karp_flatt"] if last else None
         lines.append(
-            f"| {g['model']} | {g['column']} | {g['precision']} | {batch_cell(g)} | "
+            f"| {md_escape(str(g['model']))} | {g['column']} | {g['precision']} | {batch_cell(g)} | "
             f"{device_cell(g)} | {data_cell(g)} | " + " | ".join(cells)
             + (f" | {last['efficiency']:.0%} at {last['threads']} | " if last else " | – | ")
             + ("–" if kf is None else f"{kf:.2f}" + (" (slower)" if kf > 1 else ""))

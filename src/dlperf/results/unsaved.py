@@ -35,10 +35,13 @@ def unsaved_dir(db: str | Path) -> Path:
     return Path(f"{db}.unsaved")
 
 
-def keep_unsaved(result: dict[str, Any], db: str | Path, sweep: str | None) -> Path | None:
-    """Write ``result`` (a result dict, raw samples included) and its ``sweep`` name to a new
-    file under :func:`unsaved_dir`; its path, or None when it cannot be written either (the
-    same full disk: the caller's error then says the result is lost)."""
+def keep_unsaved(result: Any, db: str | Path, sweep: str | None) -> Path | None:
+    """Write ``result`` (a :class:`~dlperf.results.schema.RunRecord` or a result dict, raw
+    samples included) and its ``sweep`` name to a new file under :func:`unsaved_dir`; its
+    path, or None when it cannot be written either (the same full disk: the caller's error
+    then says the result is lost)."""
+    if not isinstance(result, dict):
+        result = result.to_dict()
     folder = unsaved_dir(db)
     key = "".join(c for c in str(result.get("run_key") or "result") if c.isalnum())[:64]
     name = f"{key or 'result'}-{os.getpid()}-{next(_seq)}.json"

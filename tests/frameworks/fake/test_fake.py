@@ -19,14 +19,15 @@ from dlperf.zoo import get_spec
 
 
 @pytest.fixture
-def fake_run(monkeypatch):
-    """``make(batch_size=8, data="synthetic", **env)``: a prepared fake run with ``DLPERF_FAKE_*`` set from
-    ``env`` (``STEP_S="0.004"`` sets ``DLPERF_FAKE_STEP_S``)."""
+def fake_run():
+    """``make(batch_size=8, data="synthetic", **options)``: a prepared fake run whose config
+    has the fake's ``options`` (:class:`dlperf.frameworks.fake.options.Options`)."""
 
-    def make(batch_size=8, data="synthetic", **env):
-        for k, v in env.items():
-            monkeypatch.setenv(f"DLPERF_FAKE_{k}", v)
+    def make(batch_size=8, data="synthetic", **options):
         cfg = make_run_config(model="fcn5_tiny", framework="torch", batch_size=batch_size)
+        # the fake is not registered in this process: its options are set on the config as
+        # a validated fake config holds them
+        cfg = cfg.model_copy(update={"options": options})
         if data != "synthetic":  # the fake reads no data: no folder is checked
             cfg = cfg.model_copy(update={"data": data})
         return FakeAdapter().prepare(cfg, get_spec("fcn5_tiny"))
@@ -55,7 +56,7 @@ def test_stage_durations_add_up_to_the_step_exactly():
 
 
 def test_a_measured_second_is_exact_and_costs_no_real_second(fake_run):
-    run = fake_run(STEP_S="0.004")
+    run = fake_run(step_s=0.004)
     pol = IterationPolicy(min_iters=5, min_time_s=1.0, warmup_window=2, min_warmup_iters=0)
     t0 = time.perf_counter()
     loop = measure(run.step, run.timer, pol, clock=run.clock)
@@ -73,7 +74,7 @@ def test_a_measured_second_is_exact_and_costs_no_real_second(fake_run):
 
 
 def test_the_phases_add_up_to_the_fused_step(fake_run):
-    run = fake_run(STEP_S="0.01")
+    run = fake_run(step_s=0.01)
     pol = IterationPolicy(min_iters=6, min_time_s=0.0)
     fused = measure(run.step, run.timer, pol, clock=run.clock)
     phased = measure_phases(run.phased_step, run.phase_timer(), pol, clock=run.clock)
@@ -84,7 +85,7 @@ def test_the_phases_add_up_to_the_fused_step(fake_run):
 
 
 def test_data_wait_is_on_the_same_clock(fake_run, tmp_path):
-    run = fake_run(STEP_S="0.004", DATA_WAIT_S="0.004", data=f"imagefolder:{tmp_path}")
+    run = fake_run(step_s=0.004, data_wait_s=0.004, data=f"imagefolder:{tmp_path}")
     pol = IterationPolicy(min_iters=10, min_time_s=0.0, warmup_window=2, max_warmup_iters=4)
     loop = measure(run.step, run.timer, pol, clock=run.clock, on_phase=run.on_phase)
     waits = run.data_wait.measured()
@@ -94,21 +95,56 @@ def test_data_wait_is_on_the_same_clock(fake_run, tmp_path):
 
 
 def test_scripted_failures(fake_run):
-    run = fake_run(batch_size=64, FAIL="64=oom,128=nan")
+    run = fake_run(batch_size=64, fail={64: "oom", 128: "nan"})
     run.step()
     run.step()
     with pytest.raises(OutOfMemory, match="scripted"):
         run.step()
-    run = fake_run(batch_size=128, FAIL="64=oom,128=nan")
+    run = fake_run(batch_size=128, fail={64: "oom", 128: "nan"})
     assert [math.isnan(run.step()) for _ in range(5)] == [False] * 3 + [True] * 2
-    assert fake_run(batch_size=8, FAIL="64=oom").step() == 1.0  # other batch sizes: no failure
+    assert fake_run(batch_size=8, fail={64: "oom"}).step() == 1.0  # other batch sizes: no failure
 
 
 def test_the_real_clock_with_fake_nvml(fake_run):
-    """The power sampler is a thread on the real clock: with ``DLPERF_FAKE_NVML=1`` the
-    steps take real time."""
-    run = fake_run(STEP_S="0.005", NVML="1")
+    """The power sampler is a thread on the real clock: with the option ``nvml`` the steps
+    take real time."""
+    run = fake_run(step_s=0.005, nvml=True)
     assert run.clock is time.perf_counter and run.nvml_target == (None, 0)
     t0 = time.perf_counter()
     run.step()
     assert time.perf_counter() - t0 >= 0.005
+
+
+def test_options_script_the_run_and_env_variables_give_them_too(fake_run, monkeypatch):
+    """Every behaviour is an option of the fake's own ``Options`` model: a per-step slowdown
+    multiplies the step, ``step_factors`` pick the point; a run config's options win over the
+    ``DLPERF_FAKE_<NAME>`` variable that a test in another process sets."""
+    from dlperf.frameworks.fake.options import settings
+
+    assert fake_run(step_s=0.004, slowdown=1.5).step_s == pytest.approx(0.006)
+    assert fake_run(step_s=0.004, step_factors={8: 2.0, "bf16": 0.5}).step_s == 0.008
+    monkeypatch.setenv("DLPERF_FAKE_STEP_S", "0.002")
+    monkeypatch.setenv("DLPERF_FAKE_SLOWDOWN", "3")
+    assert fake_run().step_s == pytest.approx(0.006)
+    assert fake_run(slowdown=1.0).step_s == pytest.approx(0.002)
+    assert settings({}, env={"DLPERF_FAKE_MODES": "0.2:3"}).mode_factor == 3.0
+
+
+def test_an_unknown_or_bad_fake_option_is_refused_naming_it(monkeypatch):
+    """The fake's options are checked by its model when the point is made, not when it runs;
+    slowing it down does not make another point (same run key)."""
+    from dlperf import registry
+    from dlperf.config import make_run_config
+    from dlperf.errors import ConfigError
+
+    monkeypatch.setitem(registry.FRAMEWORKS, "fake", registry.TEST_DOUBLES["fake"])
+    monkeypatch.setitem(registry.FRAMEWORK_MODES, "fake", ("eager",))
+    kw = dict(model="fcn5_tiny", framework="fake", batch_size=8)
+    with pytest.raises(ConfigError, match="slowdonw: Extra inputs are not permitted"):
+        make_run_config(**kw, options={"slowdonw": 2.0})
+    with pytest.raises(ConfigError, match="fail 64: 'boom'"):
+        make_run_config(**kw, options={"fail": {64: "boom"}})
+    slow = make_run_config(**kw, options={"slowdown": 2.0})
+    assert slow.run_key() == make_run_config(**kw).run_key() and slow.options == {"slowdown": 2.0}
+    with pytest.raises(ConfigError, match="takes no options of its own"):
+        make_run_config(model="fcn5_tiny", batch_size=8, options={"x": 1})

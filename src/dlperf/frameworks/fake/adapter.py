@@ -1,60 +1,48 @@
 """A fake framework for tests: no training, scripted durations on a fake clock, scripted failures.
 
-Enabled only when ``DLPERF_FAKE_FRAMEWORK=1`` (then ``--framework fake`` is valid). Each step
-takes ``DLPERF_FAKE_STEP_S`` seconds (default 0.001) of a :class:`~dlperf.frameworks.fake.clock.
-FakeClock`, without sleeping: the run's timer, the harness's loops (:attr:`FakeRun.clock`), the
-phase timer and the data-wait recorder all read that clock, so every duration is exactly the
-scripted one and a run's measured segment costs microseconds of real time. The step returns a
-loss that decreases.
+Enabled only when ``DLPERF_FAKE_FRAMEWORK=1`` (then ``--framework fake`` is valid). What it does
+is its options (:class:`dlperf.frameworks.fake.options.Options`: a run config's ``options``,
+``--framework-option KEY=VALUE``, or their ``DLPERF_FAKE_<NAME>`` environment variables). Each
+step takes ``step_s`` seconds (default 0.001) of a :class:`~dlperf.frameworks.fake.clock.
+FakeClock`, times ``slowdown`` and the ``step_factors`` of the point's precision and batch size,
+without sleeping: the run's timer, the harness's loops (:attr:`FakeRun.clock`), the phase timer
+and the data-wait recorder all read that clock, so every duration is exactly the scripted one
+and a run's measured segment costs microseconds of real time. The step returns a loss that
+decreases. ``run_noise``, ``noise``, ``drift`` and ``mode_share``/``mode_factor`` vary the step
+times (:class:`StepVariation`; draws from ``seed`` and the run's repeat number, else fresh
+entropy, so two runs differ as two real runs do).
 
-``DLPERF_FAKE_STEP_FACTORS`` scales that step time by precision and batch size, e.g.
-``bf16=0.5,64=1.9``: a bf16 point steps in half the time, a batch of 64 in 1.9 times it
-(:func:`step_factor`; for tests of the precision, summary and batch-size comparisons).
-
-Variation, for tests of the statistics and of ``dlperf compare`` (each off by default):
-``DLPERF_FAKE_RUN_NOISE=REL`` multiplies every step of a run by one factor ``exp(REL * z)``
-drawn per run (the variation between processes that a run-level interval covers),
-``DLPERF_FAKE_NOISE=REL`` each step by its own ``exp(REL * z)``, ``DLPERF_FAKE_DRIFT=REL``
-step ``k`` (from 1) by ``1 + REL * k`` (a step that slows steadily), and
-``DLPERF_FAKE_MODES=SHARE:FACTOR`` a random ``SHARE`` of the steps by ``FACTOR`` (two modes).
-The draws come from ``DLPERF_FAKE_SEED`` and the run's repeat number when the seed is set
-(deterministic, and each repeat a run of its own), else from fresh entropy, so two runs differ
-as two processes do (:class:`StepVariation`).
-
-``DLPERF_FAKE_FAIL`` scripts failures by batch size, e.g. ``64=oom,128=crash,256=nan,512=hang``:
-``oom`` raises an out-of-memory error, ``memerr`` a plain ``MemoryError`` (the host allocator's,
-also an out-of-memory result), ``crash`` kills the process without a result, ``segv`` sends
-the process SIGSEGV (a segmentation fault in native code), ``nan`` returns NaN losses, ``hang``
-sleeps forever in real time (for timeout tests), ``error`` raises a DataError.
-``DLPERF_FAKE_REAL_CLOCK=1`` makes the steps take real time (they sleep, and the run's clock is
-``time.perf_counter``), for tests that interrupt a run from outside (benchmarks/reliability.py).
+``fail`` scripts failures by batch size: ``oom`` raises an out-of-memory error, ``memerr`` a
+plain ``MemoryError`` (the host allocator's, also an out-of-memory result), ``crash`` kills the
+process without a result, ``segv`` sends the process SIGSEGV (a segmentation fault in native
+code), ``nan`` returns NaN losses, ``hang`` sleeps forever in real time (for timeout tests),
+``error`` raises a DataError. ``real_clock`` makes the steps take real time (they sleep, and
+the run's clock is ``time.perf_counter``), for tests that interrupt a run from outside.
 
 The step is one staged step (:meth:`FakeRun.staged_step`): its stages take
 :data:`PHASE_SHARES` of the step time (they add up to the fused step); the fused timing runs it
 with no-op marks, the breakdown (``--breakdown``) with timed ones. The "profile" writes a small
 Chrome-trace JSON and returns a trace with one op per stage per step, of those durations.
 
-With real data (``data`` not ``synthetic``) each step first waits ``DLPERF_FAKE_DATA_WAIT_S``
-seconds (default 0) for its "batch", recorded as the data wait of a pipeline.
-``DLPERF_FAKE_BREAKDOWN_APART=1`` makes a ``--breakdown`` run two processes, as JAX's on a GPU
-(:meth:`FakeAdapter.breakdown_apart`). ``DLPERF_FAKE_NVML=1`` makes the run claim GPU 0 for
-NVML (tests of the power sampling patch :func:`dlperf.nvml.power_readers`); the power sampler
-is a thread on the real clock, so then the steps take real time (they sleep, and the run's
-clock is ``time.perf_counter``).
+With real data (``data`` not ``synthetic``) each step first waits ``data_wait_s`` seconds for
+its "batch", recorded as the data wait of a pipeline. ``breakdown_apart`` makes a
+``--breakdown`` run two processes, as JAX's on a GPU (:meth:`FakeAdapter.breakdown_apart`).
+``nvml`` makes the run claim GPU 0 for NVML (tests of the power sampling patch
+:func:`dlperf.nvml.power_readers`); the power sampler is a thread on the real clock, so then the
+steps take real time.
 
 Compilation (docs/measurement.md, "Recompiles"), scripted when any of these is set:
-``DLPERF_FAKE_COMPILE_BEFORE_S`` seconds of compile work before the loop (as JAX's
-ahead-of-time compile), ``DLPERF_FAKE_COMPILE_S`` seconds added to the first step (a lazy
-compile, as ``torch.compile``'s), and recompiles: ``DLPERF_FAKE_RECOMPILE_EVERY=K`` at every
-K-th step (steps counted from 1, the first included), ``DLPERF_FAKE_RECOMPILE_AT=7,30`` at
-those steps; each adds ``DLPERF_FAKE_RECOMPILE_S`` seconds (default 100 x the step) to its
-step. The run then has a compile counter (:meth:`FakeRun.compile_count`) and
-:meth:`FakeRun.compile_info`, as a compiling framework's.
+``compile_before_s`` of compile work before the loop (as JAX's ahead-of-time compile),
+``compile_s`` added to the first step (a lazy compile, as ``torch.compile``'s), and recompiles
+at every ``recompile_every``-th step (counted from 1, the first included) or at the steps of
+``recompile_at``, each adding ``recompile_s`` (default 100 x the step). The run then has a
+compile counter (:meth:`FakeRun.compile_count`) and :meth:`FakeRun.compile_info`, as a
+compiling framework's.
 
 Data parallel (``nproc x nnodes > 1``, under a launcher): the process joins a gloo process group
 (PyTorch must be installed), each step ends with an all-reduce of one number, as DDP's
 gradient all-reduce does (so a rank that dies or hangs stops the others, as in real training),
-and ``DLPERF_FAKE_FAIL_RANK=R`` limits the scripted failures to rank ``R``.
+and ``fail_rank`` limits the scripted failures to that rank.
 """
 
 from __future__ import annotations
@@ -72,6 +60,7 @@ from dlperf.config import RunConfig
 from dlperf.errors import DataError
 from dlperf.frameworks.base import OutOfMemory, TrainingRun
 from dlperf.frameworks.fake.clock import FakeClock
+from dlperf.frameworks.fake.options import Options, settings
 from dlperf.measure.timers import HostTimer
 from dlperf.zoo.spec import ModelSpec
 
@@ -83,39 +72,18 @@ PHASE_OPS = {"t_io": "aten::index_select", "t_h2d": "Memcpy HtoD (Pinned -> Devi
              "t_u": "aten::_foreach_add_"}
 
 
-def step_factor(cfg: RunConfig) -> float:
-    """The product of the ``$DLPERF_FAKE_STEP_FACTORS`` factors (``KEY=FACTOR``, comma-separated)
-    whose key is ``cfg``'s precision or batch size; 1.0 when none is."""
-    f = 1.0
-    for item in filter(None, os.environ.get("DLPERF_FAKE_STEP_FACTORS", "").split(",")):
-        key, _, value = item.partition("=")
-        if key.strip() in (cfg.precision, str(cfg.batch_size)):
-            f *= float(value)
-    return f
-
-
 class StepVariation:
     """The scripted variation of a fake run's step times (module docstring): :meth:`factor`
-    of step ``k`` multiplies its scripted time. All off (factor 1.0) when no
-    ``DLPERF_FAKE_{RUN_NOISE,NOISE,DRIFT,MODES}`` is set.
+    of step ``k`` multiplies its scripted time; 1.0 when no variation is scripted."""
 
-    Raises:
-        ValueError: a value that is not a number (``MODES``: ``SHARE:FACTOR``, share in [0, 1]).
-    """
-
-    def __init__(self, env: dict[str, str] | None = None, repeat: int = 0) -> None:
+    def __init__(self, opts: Options, repeat: int = 0) -> None:
         import numpy as np
 
-        e = os.environ if env is None else env
-        self.run_noise = float(e.get("DLPERF_FAKE_RUN_NOISE") or 0.0)
-        self.noise = float(e.get("DLPERF_FAKE_NOISE") or 0.0)
-        self.drift = float(e.get("DLPERF_FAKE_DRIFT") or 0.0)
-        share, _, factor = (e.get("DLPERF_FAKE_MODES") or "").partition(":")
-        self.mode_share, self.mode_factor = float(share or 0.0), float(factor or 1.0)
-        if not 0.0 <= self.mode_share <= 1.0:
-            raise ValueError(f"DLPERF_FAKE_MODES share {self.mode_share} is not in [0, 1]")
-        seed = e.get("DLPERF_FAKE_SEED")
-        self.rng = np.random.default_rng([int(seed), repeat] if seed else None)
+        self.run_noise, self.noise, self.drift = opts.run_noise, opts.noise, opts.drift
+        self.mode_share, self.mode_factor = opts.mode_share, opts.mode_factor
+        # a seed gives each repeat draws of its own (repeats of one point are runs of their
+        # own, as in a real framework), deterministically
+        self.rng = np.random.default_rng(None if opts.seed is None else [opts.seed, repeat])
         self.active = bool(self.run_noise or self.noise or self.drift or self.mode_share)
         self.run_factor = float(np.exp(self.run_noise * self.rng.standard_normal())
                                 ) if self.run_noise else 1.0
@@ -132,29 +100,14 @@ class StepVariation:
         return f
 
 
-def scripted_failure(batch_size: int) -> str | None:
-    """The failure scripted for ``batch_size`` in ``$DLPERF_FAKE_FAIL``, if any."""
-    for item in filter(None, os.environ.get("DLPERF_FAKE_FAIL", "").split(",")):
-        b, _, kind = item.partition("=")
-        if int(b) == batch_size:
-            return kind
-    return None
-
-
-def scripted_compiles(step_s: float) -> dict[str, Any] | None:
+def scripted_compiles(opts: Options, step_s: float) -> dict[str, Any] | None:
     """The scripted compilation (module docstring): ``{"before_s", "first_s", "every",
-    "at", "recompile_s"}``, or None when no ``DLPERF_FAKE_*COMPILE*`` variable is set."""
-    env = os.environ
-    keys = ("DLPERF_FAKE_COMPILE_BEFORE_S", "DLPERF_FAKE_COMPILE_S",
-            "DLPERF_FAKE_RECOMPILE_EVERY", "DLPERF_FAKE_RECOMPILE_AT", "DLPERF_FAKE_RECOMPILE_S")
-    if not any(env.get(k) for k in keys):
+    "at", "recompile_s"}``, or None when none is scripted."""
+    if not opts.compiles:
         return None
-    return {"before_s": float(env.get("DLPERF_FAKE_COMPILE_BEFORE_S") or 0.0),
-            "first_s": float(env.get("DLPERF_FAKE_COMPILE_S") or 0.0),
-            "every": int(env.get("DLPERF_FAKE_RECOMPILE_EVERY") or 0),
-            "at": {int(x) for x in (env.get("DLPERF_FAKE_RECOMPILE_AT") or "").split(",")
-                   if x.strip()},
-            "recompile_s": float(env.get("DLPERF_FAKE_RECOMPILE_S") or 100 * step_s)}
+    return {"before_s": opts.compile_before_s, "first_s": opts.compile_s,
+            "every": opts.recompile_every, "at": set(opts.recompile_at),
+            "recompile_s": opts.recompile_s if opts.recompile_s is not None else 100 * step_s}
 
 
 def stage_durations(step_s: float) -> dict[str, float]:
@@ -177,10 +130,10 @@ class FakeAdapter:
     modes = ("eager",)
 
     def breakdown_apart(self, cfg: Any) -> str | None:
-        """``DLPERF_FAKE_BREAKDOWN_APART=1``: act like an adapter whose breakdown needs its
-        own process (JAX on a GPU), for tests of :func:`dlperf.launch.process.
+        """Option ``breakdown_apart``: act like an adapter whose breakdown needs its own
+        process (JAX on a GPU), for tests of :func:`dlperf.launch.process.
         run_breakdown_apart`."""
-        if cfg.breakdown and os.environ.get("DLPERF_FAKE_BREAKDOWN_APART") == "1":
+        if cfg.breakdown and settings(cfg.options).breakdown_apart:
             return "fake: the breakdown changes process-wide settings"
         return None
 
@@ -197,7 +150,7 @@ class FakeAdapter:
         """A :class:`FakeRun` for ``cfg`` (``spec`` is not used: nothing is trained).
 
         Raises:
-            DataError: ``DLPERF_FAKE_FAIL`` scripts ``error`` for this batch size.
+            DataError: option ``fail`` scripts ``error`` for this batch size.
         """
         return FakeRun(cfg)
 
@@ -207,18 +160,19 @@ class FakeRun(TrainingRun):
 
     Attributes:
         clock: the run's clock in seconds: a :class:`FakeClock` (``time.perf_counter`` with
-            ``DLPERF_FAKE_NVML=1``); every timer of the run reads it.
-        step_s: the scripted step time in seconds (``DLPERF_FAKE_STEP_S``).
+            the options ``real_clock`` or ``nvml``); every timer of the run reads it.
+        step_s: the scripted step time in seconds (options ``step_s`` x ``slowdown`` x the
+            point's ``step_factors``).
     """
 
     def __init__(self, cfg: RunConfig) -> None:
-        self.step_s = float(os.environ.get("DLPERF_FAKE_STEP_S", "0.001")) * step_factor(cfg)
-        self._fail = scripted_failure(cfg.batch_size)
-        if os.environ.get("DLPERF_FAKE_NVML") == "1" or os.environ.get(
-                "DLPERF_FAKE_REAL_CLOCK") == "1":
+        opts = self.opts = settings(cfg.options)
+        self.step_s = opts.step_s * opts.step_factor(cfg.precision, cfg.batch_size)
+        self._fail = opts.failure(cfg.batch_size)
+        if opts.nvml or opts.real_clock:
             self.clock: Callable[[], float] = time.perf_counter
             self._take: Callable[[float], None] = time.sleep
-            if os.environ.get("DLPERF_FAKE_NVML") == "1":
+            if opts.nvml:
                 self.nvml_target = (None, 0)
         else:
             fake = FakeClock()
@@ -230,8 +184,8 @@ class FakeRun(TrainingRun):
             raise DataError("scripted data error")
         self._n = 0
         self._stages = stage_durations(self.step_s)
-        self._vary = StepVariation(repeat=cfg.repeat)
-        self._comp = scripted_compiles(self.step_s)
+        self._vary = StepVariation(opts, repeat=cfg.repeat)
+        self._comp = scripted_compiles(opts, self.step_s)
         self._compiles, self._compile_s, self._compiles_at_measure = 0, 0.0, 0
         if self._comp is not None:
             self._take(self._comp["before_s"])  # compile work before the loop
@@ -245,7 +199,7 @@ class FakeRun(TrainingRun):
         if cfg.data != "synthetic":
             from dlperf.data.pipeline import DataWaitRecorder
 
-            wait_s = float(os.environ.get("DLPERF_FAKE_DATA_WAIT_S", "0"))
+            wait_s = opts.data_wait_s
             self.data_wait = DataWaitRecorder(clock=self.clock)
             self._next_batch = self.data_wait.wrap(lambda: self._take(wait_s) if wait_s > 0
                                                    else None)
@@ -258,8 +212,8 @@ class FakeRun(TrainingRun):
         from dlperf.frameworks.torch.dist import init_process_group
 
         self.dist, _ = init_process_group(torch, cfg)
-        only = os.environ.get("DLPERF_FAKE_FAIL_RANK")
-        if only is not None and int(only) != self.dist.rank:
+        only = self.opts.fail_rank
+        if only is not None and only != self.dist.rank:
             self._fail = None
         one = torch.ones(1)
         self._sync = lambda: dist.all_reduce(one)

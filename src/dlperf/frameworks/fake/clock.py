@@ -1,7 +1,7 @@
 """The fake framework's clock: virtual seconds that move only when something "takes time".
 
 The fake adapter (:mod:`dlperf.frameworks.fake.adapter`) never sleeps to make a step last
-``DLPERF_FAKE_STEP_S``: it advances a :class:`FakeClock` by that much, and every clock of the
+its option ``step_s``: it advances a :class:`FakeClock` by that much, and every clock of the
 run reads the same object (the step timer, the harness's loop, the phase timer, the data-wait
 recorder, the fake trace). So a fake run's timing arithmetic is exact (a step *is* its scripted
 duration, the phases add up to the fused step) and a run of 1 s of measurement costs

@@ -79,11 +79,13 @@ def resolve(name: str) -> ModelSpec | None:
             bad name, option, file or function (see each source's ``resolve``).
         UnavailableError: the source's library (transformers, timm, torch) is not installed.
 
-    A ``file:`` spec is made in a child process with a time limit inside
-    :func:`dlperf.zoo.sources.custom.isolated.bounded` (``dlperf run`` and ``sweep``).
+    A ``file:``, ``hf:`` or ``timm:`` spec is made in a child process with a time and a memory
+    limit inside :func:`dlperf.zoo.sources.custom.isolated.bounded` (``dlperf run`` and
+    ``sweep``).
     """
     stamp = _file_stamp(name)
-    if name.startswith("file:"):  # the user's code: within `bounded`, in a child with a limit
+    m = _PREFIX.match(name)
+    if m is not None and m.group(1) in SOURCES:  # user code or user sizes: bounded, in a child
         from dlperf.zoo.sources.custom import isolated
 
         bound = isolated.current_bound()

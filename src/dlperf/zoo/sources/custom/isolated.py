@@ -1,4 +1,5 @@
-"""A ``file:`` model's spec made in a child process with a time limit.
+"""A source model's spec (``file:``, ``hf:``, ``timm:``) made in a child process with a time
+and a memory limit.
 
 Making the spec of ``file:PATH.py:FUNCTION`` runs the user's code: the file is imported and
 the function called (:mod:`dlperf.zoo.sources.custom.contract`). In ``dlperf run`` and
@@ -8,7 +9,9 @@ outside the per-point ``--timeout``. Within :func:`bounded` (the two commands' b
 spec is made instead by ``python -m dlperf.zoo.sources.custom.spec_child NAME OUT`` (the
 same :func:`dlperf.zoo.get_spec`, in a fresh process of this interpreter, working directory and
 ``sys.path``), killed with its process group after the bound (``--timeout``; a sweep file's
-``defaults.timeout_s``), and the spec comes back pickled. The answer, spec or error, is
+``defaults.timeout_s``), its address space capped (:func:`memory_limit_bytes`), and the spec
+comes back pickled. ``hf:`` and ``timm:`` names go the same way: building a model of absurd
+size on the meta device grew to gigabytes in minutes before any point started. The answer, spec or error, is
 cached per name and file version, so a sweep of many points starts one child per model.
 
 Outside :func:`bounded` (``dlperf predict``/``list``, the Python API, the worker, which its
@@ -37,6 +40,8 @@ _BOUNDS: list[float] = []
 _ANSWERS: dict[tuple[str, int], tuple[Any, ...]] = {}
 #: The child's module (not imported here: it imports :mod:`dlperf.zoo`, which imports this).
 CHILD = "dlperf.zoo.sources.custom.spec_child"
+#: Environment variable: GiB of address space a spec child may take (:func:`memory_limit_bytes`).
+MEMORY_ENV = "DLPERF_SPEC_MEMORY_GB"
 #: Characters of the child's output quoted when it dies without an answer.
 _TAIL = 1500
 
@@ -82,9 +87,40 @@ def resolve(name: str, stamp: int, timeout_s: float) -> Any:
     raise cls(answer[2])
 
 
+def memory_limit_bytes() -> int:
+    """The address space a spec child may take: ``$DLPERF_SPEC_MEMORY_GB`` GiB, else half the
+    host's memory and at least 4 GiB (importing torch and transformers takes under 1 GiB of
+    address space; building an absurd model on the meta device takes what it can get)."""
+    raw = os.environ.get(MEMORY_ENV, "").strip()
+    try:
+        gb = float(raw) if raw else 0.0
+    except ValueError:
+        gb = 0.0
+    if gb > 0:
+        return int(gb * 2**30)
+    try:
+        import psutil
+
+        total = int(psutil.virtual_memory().total)
+    except Exception:  # noqa: BLE001 - no psutil or no /proc: the floor
+        total = 0
+    return max(4 * 2**30, total // 2)
+
+
+def _limit_memory(pid: int) -> None:
+    """Cap the address space of process ``pid`` (Linux ``prlimit``; elsewhere nothing)."""
+    import resource
+
+    if hasattr(resource, "prlimit"):
+        lim = memory_limit_bytes()
+        with contextlib.suppress(OSError, ValueError):
+            resource.prlimit(pid, resource.RLIMIT_AS, (lim, lim))
+
+
 def _run_child(name: str, timeout_s: float) -> tuple[Any, ...]:
     """Run the child for ``name``; its answer, or an ``("error", ...)`` of why there is none."""
-    path = name[5:].partition("?")[0].rpartition(":")[0]
+    path = (name[5:].partition("?")[0].rpartition(":")[0] if name.startswith("file:")
+            else f"the {name.partition(':')[0]}: source")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     from dlperf.tempdirs import owned_tempdir
 
@@ -94,6 +130,7 @@ def _run_child(name: str, timeout_s: float) -> tuple[Any, ...]:
             proc = subprocess.Popen([sys.executable, "-m", CHILD, name, str(out)],
                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
                                     start_new_session=True)
+            _limit_memory(proc.pid)
             try:
                 rc = wait_group(proc, timeout_s)  # what the file forked ends with it
             except subprocess.TimeoutExpired:
@@ -109,7 +146,12 @@ def _run_child(name: str, timeout_s: float) -> tuple[Any, ...]:
                 raise
         if rc == 0 and out.is_file():
             with open(out, "rb") as f:
-                return tuple(pickle.load(f))
+                answer = tuple(pickle.load(f))
+            if answer[0] == "error" and "MemoryError" in str(answer[2]):
+                answer = (*answer[:2], f"{answer[2]} (making a spec may take "
+                          f"{memory_limit_bytes() / 2**30:.1f} GiB of address space, "
+                          f"{MEMORY_ENV}; the model is too large to describe)")
+            return answer
         tail = log.read_bytes()[-_TAIL:].decode("utf-8", "replace").strip()
         how = (f"was killed by signal {signal.Signals(-rc).name}" if rc < 0
                else f"exited with status {rc}")

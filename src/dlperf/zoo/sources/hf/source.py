@@ -12,6 +12,7 @@ from dlperf.zoo.sources.hf.spec import (
     TASKS,
     apply_options,
     base_config,
+    check_sizes,
     clip_token_ids,
     input_of,
     task_of,
@@ -38,6 +39,7 @@ def resolve(body: str, name: str) -> ModelSpec:
         raise ConfigError(f"model {name!r}: attn={options['attn']!r} is not an attention "
                           "implementation (eager, sdpa, flash_attention_2, ...)")
     apply_options(config, options, name)
+    check_sizes(config, name)  # before anything is built, even on the meta device
     clipped = clip_token_ids(config)
     task = task_of(config, options, archs, name)
     kind, shape, classes = input_of(config, task, options, name)
@@ -49,8 +51,10 @@ def resolve(body: str, name: str) -> ModelSpec:
     try:
         from dlperf.zoo.sources.hf.torch_impl import count
     except ImportError as e:
+        from dlperf.install import install_hint
+
         raise UnavailableError(f"hf: models are PyTorch models and torch does not import: "
-                               f"{e}; pip install torch") from None
+                               f"{e}; {install_hint('torch', 'torch-cuda')}") from None
     counts = count(hyper, kind, shape)
     hyper.update(model_class=counts["model_class"], attn_implementation=counts["attn"],
                  transformers=transformers_module().__version__)

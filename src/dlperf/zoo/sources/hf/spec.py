@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +95,10 @@ def transformers_module() -> Any:
     try:
         import transformers
     except ImportError:
+        from dlperf.install import install_hint
+
         raise UnavailableError("hf: models need Hugging Face transformers, which is not "
-                               "installed; pip install transformers") from None
+                               f"installed; {install_hint('hf')}") from None
     return transformers
 
 
@@ -176,12 +179,36 @@ def task_of(config: Any, options: dict[str, Any], architectures: tuple[str, ...]
                       f"({', '.join(TASKS)})")
 
 
+#: The largest whole number an option may set (2^31 - 1: every size of a config is an int32
+#: somewhere in the frameworks).
+MAX_OPTION_INT = 2**31 - 1
+#: The most layers a model may have (the deepest published transformers have about 100).
+MAX_LAYERS = 4096
+#: The most parameters an ``hf:`` model may have by the estimate of :func:`check_sizes`
+#: (10^13: ten times the largest published models).
+MAX_PARAMS = 1e13
+
+
 def apply_options(config: Any, options: dict[str, Any], name: str) -> None:
-    """Set the config options (aliases and attributes) on ``config``; refuse unknown ones."""
+    """Set the config options (aliases and attributes) on ``config``; refuse unknown ones.
+
+    Raises:
+        ConfigError: an option that is not a data attribute of the config (a name starting
+            with ``_``, a method, ``__class__=x``), a value of another type than the
+            attribute's default, or a whole number outside ``0..2^31-1`` (or below the
+            default where that is negative).
+    """
     for key, value in options.items():
         if key in OWN_OPTIONS:
             continue
         attr = ALIASES.get(key, key)
+        if not attr.isidentifier() or attr.startswith("_") or callable(
+                getattr(type(config), attr, None)):
+            raise ConfigError(f"model {name!r}: option {key!r} is not a setting of the "
+                              f"config; options are {', '.join(sorted(ALIASES))}, "
+                              f"{', '.join(OWN_OPTIONS)}, or a data attribute of "
+                              f"{type(config).__name__} (not a method or a name starting "
+                              "with _)")
         if attr != "num_labels" and not hasattr(config, attr):
             cls = type(config).__name__
             raise ConfigError(
@@ -195,7 +222,55 @@ def apply_options(config: Any, options: dict[str, Any], name: str) -> None:
                 isinstance(old, int) and not isinstance(old, bool) and not isinstance(value, int):
             raise ConfigError(f"model {name!r}: {key}={value!r}: {attr} takes "
                               f"{type(old).__name__} values (default {old!r})")
-        setattr(config, attr, value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            low = min(0, old) if isinstance(old, int) and not isinstance(old, bool) else 0
+            if not low <= value <= MAX_OPTION_INT:
+                raise ConfigError(f"model {name!r}: {key}={value}: give a whole number from "
+                                  f"{low} to {MAX_OPTION_INT:,} (the limit of a config size)")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"model {name!r}: {key}={value}: give a finite number")
+        try:
+            setattr(config, attr, value)
+        except Exception as e:  # noqa: BLE001 - the config class refuses the value
+            raise ConfigError(f"model {name!r}: {key}={value!r}: the config refused it "
+                              f"({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def check_sizes(config: Any, name: str) -> int:
+    """The parameters of the model a config describes, estimated before it is built, and
+    refused when over the limits: at most :data:`MAX_LAYERS` layers and :data:`MAX_PARAMS`
+    parameters. The estimate is Kaplan et al. (2020, "Scaling Laws for Neural Language
+    Models", table 1): per layer 4 h^2 (attention) + 2 h f (the MLP, ``f`` the intermediate
+    size, default 4 h), plus the embeddings v h + p h; encoder-decoder layers counted on both
+    sides. Building even on the meta device costs memory and time per layer, so an absurd
+    size (``layers=10^23``) is refused here, with the limit, before anything is built.
+
+    Raises:
+        ConfigError: naming the size, the estimate and the limit.
+    """
+    def get(*attrs: str) -> int:
+        for a in attrs:
+            v = getattr(config, a, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+        return 0
+
+    layers = get("num_hidden_layers", "n_layer", "num_layers") + get("decoder_layers",
+                                                                      "num_decoder_layers")
+    if layers > MAX_LAYERS:
+        raise ConfigError(f"model {name!r}: {layers:,} layers is over dlperf's limit of "
+                          f"{MAX_LAYERS:,} layers (the deepest published transformers have "
+                          "about 100); give fewer layers")
+    h = get("hidden_size", "n_embd", "d_model")
+    f = get("intermediate_size", "n_inner", "ffn_dim", "d_ff") or 4 * h
+    v, p = get("vocab_size"), get("max_position_embeddings", "n_positions")
+    params = layers * (4 * h * h + 2 * h * f) + (v + p) * h
+    if params > MAX_PARAMS:
+        raise ConfigError(f"model {name!r}: about {params:.3g} parameters ({layers} layers of "
+                          f"hidden size {h:,}, vocabulary {v:,}) is over dlperf's limit of "
+                          f"{MAX_PARAMS:.0e} (Kaplan et al. 2020's estimate); give smaller "
+                          "sizes")
+    return params
 
 
 def _close_attrs(config: Any, attr: str) -> str:

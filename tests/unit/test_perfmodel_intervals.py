@@ -111,14 +111,19 @@ def test_residual_cache_refuses_an_old_format(tmp_path, monkeypatch):
     """MODEL_VERSION 1 cached bare floats, 2 (residual, bound) pairs; read as version 3 or 4
     (4: the roofline's kernel term, same triples) they are dropped (recomputed), never taken
     as (residual, bound, point) triples."""
+    from dlperf.jsoncache import write_json
+
     f = tmp_path / "c.json"
-    f.write_text(json.dumps({"held-out batch": [0.1, -0.2],
-                             "what-if B->2B": [[0.1, "host"], [-0.2, None]],
-                             "what-if fp32->bf16": [[0.1, "host", "a.db:3"], [-0.2, None, None]],
-                             "2-GPU from 1-GPU": [[0.1, None, 7]],
-                             "leave-one-model-out": [[0.1, "sideways", "a.db:1"]]}))
+    old = {"held-out batch": [0.1, -0.2], "what-if B->2B": [[0.1, "host"], [-0.2, None]],
+           "what-if fp32->bf16": [[0.1, "host", "a.db:3"], [-0.2, None, None]],
+           "2-GPU from 1-GPU": [[0.1, None, 7]],
+           "leave-one-model-out": [[0.1, "sideways", "a.db:1"]],
+           "poisoned": [[1e308, None, None]]}
+    write_json(f, old)
     assert fc.read_residuals(f) == {"what-if fp32->bf16": [(0.1, "host", "a.db:3"),
                                                          (-0.2, None, None)]}
+    f.write_text(json.dumps(old))  # without the digest (an older dlperf's, or edited): not read
+    assert fc.read_residuals(f) == {}
     f.write_text("not json")
     assert fc.read_residuals(f) == {}
     assert fc.read_residuals(tmp_path / "absent.json") == {}

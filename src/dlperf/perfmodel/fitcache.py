@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import os
-import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from dlperf.jsoncache import read_json, write_json
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
 from dlperf.perfmodel.records import Records, cache_root
@@ -81,35 +80,27 @@ def _code_key() -> str:
     return h.hexdigest()
 
 
-def _write_atomic(f: Path, text: str) -> None:
-    """Write ``text`` to ``f`` through a temporary file and a rename (a reader never sees half a
-    file); a folder that cannot be written is skipped with one warning naming it (every later
-    process then recomputes what the cache would have held)."""
-    tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
-    try:
-        f.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.replace(tmp, f)
-    except OSError as e:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        if f.parent not in _WARNED:
-            _WARNED.add(f.parent)
-            warnings.warn(f"dlperf: cannot write the performance model's cache in {f.parent} "
-                          f"({e.strerror or e}); every prediction re-runs its back-test and fits "
-                          "until DLPERF_CACHE_DIR names a writable folder", stacklevel=3)
+def _write_atomic(f: Path, payload: Any) -> None:
+    """Write ``payload`` to the cache file ``f`` (:func:`dlperf.jsoncache.write_json`: an
+    unpredictable temporary name and a rename, owner-only, with a digest; a folder that cannot
+    be written is skipped with one warning naming it, and every later process then recomputes
+    what the cache would have held)."""
+    write_json(f, payload)
 
 
-_WARNED: set[Path] = set()
+#: The largest |log(predicted / measured)| a cached residual may hold (e^50: no prediction is
+#: that far off; 1e308 made predict overflow).
+MAX_LOG_RATIO = 50.0
+#: The largest number a cached fit may hold (a larger one overflowed the model's arithmetic).
+MAX_FIT_VALUE = 1e15
 
 
 def _finite(x: Any, lo: float = 0.0, strict: bool = True) -> float:
-    """``x`` as a float when it is a real number (not a bool), finite and above ``lo`` (at or
-    above it if not ``strict``); else ``ValueError``."""
+    """``x`` as a float when it is a real number (not a bool), finite, at most
+    :data:`MAX_FIT_VALUE` and above ``lo`` (at or above it if not ``strict``); else
+    ``ValueError``."""
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) \
-            or (x <= lo if strict else x < lo):
+            or x > MAX_FIT_VALUE or (x <= lo if strict else x < lo):
         raise ValueError(f"not a finite number {'>' if strict else '>='} {lo}: {x!r}")
     return float(x)
 
@@ -138,14 +129,14 @@ def read_residuals(f: Path) -> dict[str, list[KeyedResidual]]:
     not of the form ``[[float, bound, point], ...]`` (an older format, a damaged file) are
     dropped, so they are recomputed, never misread."""
     try:
-        raw = json.loads(f.read_text()) if f.exists() else {}
+        raw = read_json(f) or {}  # trusted only if ours, intact (dlperf.jsoncache)
     except (OSError, ValueError):
         return {}
     out: dict[str, list[KeyedResidual]] = {}
     for cat, v in (raw.items() if isinstance(raw, dict) else ()):
         if isinstance(v, list) and all(
                 isinstance(x, list) and len(x) == 3 and isinstance(x[0], (int, float))
-                and not isinstance(x[0], bool) and math.isfinite(x[0])
+                and not isinstance(x[0], bool) and abs(x[0]) <= MAX_LOG_RATIO
                 and x[1] in (None, "host", "device") and (x[2] is None or isinstance(x[2], str))
                 for x in v):
             out[cat] = [(float(x[0]), x[1], x[2]) for x in v]
@@ -182,7 +173,7 @@ def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
     """The group fits stored in ``f``; an entry that does not read back as a key and an
     :class:`~dlperf.perfmodel.roofline.Efficiency` (or null: no point to fit on) is dropped."""
     try:
-        raw = json.loads(f.read_text()) if f.exists() else []
+        raw = read_json(f) or []  # trusted only if ours, intact (dlperf.jsoncache)
     except (OSError, ValueError):
         return {}
     out: dict[EffKey, rl.Efficiency | None] = {}
@@ -205,9 +196,9 @@ def write_fits(f: Path, fits: dict[EffKey, rl.Efficiency | None]) -> None:
     """Store ``fits`` in ``f`` (:func:`_write_atomic`)."""
     rows = [[[list(k[0]), k[1], k[2], k[3]], None if v is None else asdict(v)]
             for k, v in fits.items()]
-    _write_atomic(f, json.dumps(rows))
+    _write_atomic(f, rows)
 
 
 def write_residuals(f: Path, cache: dict[str, list[KeyedResidual]]) -> None:
     """Store the residual cache (category -> residuals) in ``f`` (:func:`_write_atomic`)."""
-    _write_atomic(f, json.dumps(cache))
+    _write_atomic(f, cache)

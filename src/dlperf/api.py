@@ -160,8 +160,11 @@ def to_dataframe(source: Any, *, latest: bool = True, result_json: bool = False,
     try:
         import pandas as pd
     except ImportError:
-        raise UnavailableError("to_dataframe needs pandas, which is not installed: pip "
-                               "install pandas (and pyarrow for DataFrame.to_parquet)") from None
+        from dlperf.install import install_hint
+
+        raise UnavailableError("to_dataframe needs pandas, which is not installed: "
+                               f"{install_hint('notebook')} (or pip install pandas; and "
+                               "pyarrow for DataFrame.to_parquet)") from None
     rows = _rows(source, latest, filters)
     df = pd.DataFrame(rows)
     if not result_json and "result_json" in df.columns:

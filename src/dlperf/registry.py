@@ -64,6 +64,9 @@ class FrameworkInfo:
         distributions: the pip distributions that make it, each a tuple of alternatives (all
             needed), for ``dlperf list`` (read from package metadata, without importing it);
             ``()``: ask the adapter.
+        extras: the ``pyproject.toml`` extras that install it, ``(CPU, NVIDIA GPU)``
+            (:func:`dlperf.install.install_hint` writes the command); ``()``: none (MXNet has
+            its :attr:`setup`).
         eager_mode: the mode that runs op by op, against which ``dlperf results --compare
             modes`` sets its other modes (graph, XLA); None: it has no eager training mode
             (JAX trains through ``jax.jit``), so its modes are not compared that way.
@@ -125,6 +128,7 @@ class FrameworkInfo:
     optimizer: str = "one optimizer implementation"
     ddp: bool = False
     distributions: tuple[tuple[str, ...], ...] = ()
+    extras: tuple[str, ...] = ()
     # -- how dlperf.launch starts its processes (see the docstring) --
     launcher: str = "spawn"
     spawn_args: str | None = None
@@ -201,7 +205,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                            compiler="torch.compile", compile_modes=("graph",),
                            pipeline="its DataLoader's worker processes", ddp=True,
                            optimizer_impls=OPTIMIZER_IMPLS,
-                           distributions=(("torch",),), launcher="torchrun",
+                           distributions=(("torch",),), extras=("torch", "torch-cuda"),
+                           launcher="torchrun",
                            eager_mode="eager", layouts=("NCHW", "NHWC"),
                            layout_free_modes=("graph",)),
     "jax": FrameworkInfo("dlperf.frameworks.jax.adapter:JaxAdapter", ("xla",),
@@ -210,6 +215,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                          loader_impls=("auto", "processes", "threads"),
                          optimizer="Optax's update inside the jitted step",
                          distributions=(("jax",), ("flax",), ("optax",)),
+                         extras=("jax", "jax-cuda"),
                          rank_exit="dlperf.frameworks.jax.dist:leave_distributed",
                          outside_env="dlperf.frameworks.jax.dist:outside_env",
                          breakdown_apart="dlperf.frameworks.jax.dist:breakdown_apart"),
@@ -222,6 +228,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                                 dp_modes=("eager", "graph"), pipeline="tf.data's own threads",
                                 optimizer="the Keras optimizer's apply inside the traced step",
                                 distributions=(("tensorflow", "tensorflow-cpu"), ("keras",)),
+                                extras=("tensorflow-cpu", "tensorflow-cuda"),
                                 spawn_args="dlperf.frameworks.tensorflow.cluster:spawn_args",
                                 process_env="dlperf.frameworks.tensorflow.cluster:process_env",
                                 outside_env="dlperf.frameworks.tensorflow.dist:outside_env",

@@ -92,7 +92,7 @@ def result_line(rec: RunRecord) -> str:
     throughput and what else was measured; a failure's status and the first line of its error.
 
     Everything taken from the record (model, error text, warnings) is escaped, so brackets in
-    it (``pip install 'dlperf[jax]'``, ``[input-bound]``) are printed, not read as markup.
+    it (an install hint's ``'.[jax]'``, ``[input-bound]``) are printed, not read as markup.
     """
     i = rec.identity
     label = escape(label_of_record(rec))
@@ -172,14 +172,15 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
     grain_points = [p for p in points if p.loader_impl == "processes" and p.loader_workers]
     if grain_points:
         from dlperf.data.grain_pipeline import grain_installed
+        from dlperf.install import install_hint
 
         if not grain_installed():
             p = grain_points[0]
             title = FRAMEWORKS[p.framework].title or p.framework
             raise ConfigError(f"--loader-impl processes ({p.label()}) runs {title}'s "
                               "loader workers as Grain processes, and grain is not installed; "
-                              f"pip install grain (or pip install 'dlperf[{p.framework}]'), or "
-                              "use --loader-impl auto or threads")
+                              f"{install_hint(*FRAMEWORKS[p.framework].extras[:1])} (it "
+                              "brings grain), or use --loader-impl auto or threads")
     for model, framework in {(p.model, p.framework) for p in points}:
         family = get_spec(model).family
         info = FRAMEWORKS.get(framework)

@@ -208,7 +208,9 @@ def test_list_reads_each_framework_s_distributions_from_the_registry(monkeypatch
     assert installed_version("torch") == __import__("importlib.metadata").metadata.version("torch")
     monkeypatch.setitem(registry.FRAMEWORKS, "torch", dataclasses.replace(
         info, distributions=(("torch",), ("no-such-distribution-dlperf",))))
+    from dlperf.install import install_hint
+
     assert installed_version("torch") == ("no: no-such-distribution-dlperf is not installed; "
-                                          "pip install 'dlperf[torch]'")
+                                          + install_hint("torch", "torch-cuda"))
     monkeypatch.setitem(registry.FRAMEWORKS, "torch", dataclasses.replace(info, distributions=()))
     assert installed_version("torch") is None  # ask the adapter

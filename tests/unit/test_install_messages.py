@@ -1,6 +1,8 @@
 """A framework that is not installed is reported with dlperf's own extras (pyproject.toml's
-``[project.optional-dependencies]``): ``pip install 'dlperf[jax]'`` / ``'dlperf[jax-cuda]'``,
-not a framework's own extra such as ``jax[cuda12]`` (issue 23 follow-up)."""
+``[project.optional-dependencies]``), not a framework's own extra such as ``jax[cuda12]``, in
+the README's words: from a checkout ``.venv/bin/pip install -c constraints/ci.txt -e
+'.[jax]'`` (the README's install, with CI's pins), installed as a package ``pip install
+'dlperf[jax]'``; :func:`dlperf.install.install_hint` is the one place that writes them."""
 
 from __future__ import annotations
 
@@ -10,14 +12,15 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 EXTRAS = set(tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
              ["project"]["optional-dependencies"])
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def _extras_named(msg: str) -> list[str]:
-    return re.findall(r"'dlperf\[([a-z0-9-]+)\]'", msg)
+    return re.findall(r"'(?:dlperf|\.)\[([a-z0-9-]+)\]'", msg)
 
 
 def _check(msg: str, cpu: str, gpu: str) -> None:
@@ -56,12 +59,62 @@ def test_tensorflow_names_dlperfs_extras(monkeypatch):
     monkeypatch.setattr(tfa, "import_tf", missing)
     ok, msg = tfa.TensorFlowAdapter().available()
     assert not ok and "not installed" in msg
-    _check(msg, "tensorflow", "tensorflow-cuda")
+    _check(msg, "tensorflow-cpu", "tensorflow-cuda")
 
 
-@pytest.mark.parametrize("path", ["src/dlperf/frameworks/jax/adapter.py",
-                                  "src/dlperf/frameworks/torch/adapter.py",
-                                  "src/dlperf/frameworks/tensorflow/adapter.py"])
-def test_every_extra_the_adapters_name_exists(path):
-    text = (Path(__file__).resolve().parents[2] / path).read_text()
-    assert set(_extras_named(text)) <= EXTRAS
+def test_hints_follow_the_readme_install(monkeypatch, tmp_path):
+    from dlperf import install
+
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install -q -c constraints/ci.txt -e '.[torch]'" in readme  # the main job's
+    assert install.source_root() == ROOT  # the tests run from a checkout
+    monkeypatch.chdir(ROOT)
+    pip = install.pip_command(ROOT)
+    assert install.install_hint("jax") == f"{pip} install -c constraints/ci.txt -e '.[jax]'"
+    gpu = install.install_hint("jax", "jax-cuda")
+    assert gpu.endswith(f"(for NVIDIA GPUs: {pip} install -e '.[jax-cuda]')")  # no CPU pins
+    monkeypatch.chdir(tmp_path)  # elsewhere: the hint goes to the checkout first
+    assert install.install_hint("jax").startswith(f"cd {ROOT} && {pip} install -c ")
+    monkeypatch.setattr(install, "source_root", lambda: None)  # an installed package
+    assert install.install_hint("jax", "jax-cuda") == (
+        "pip install 'dlperf[jax]' (for NVIDIA GPUs: pip install 'dlperf[jax-cuda]')")
+
+
+def test_the_readmes_venv_pip_is_named_as_the_readme_writes_it(monkeypatch):
+    from dlperf import install
+
+    monkeypatch.setattr(install.sys, "prefix", str(ROOT / ".venv"))
+    assert install.pip_command(ROOT) == ".venv/bin/pip"
+    monkeypatch.setattr(install.sys, "prefix", "/elsewhere/venv")
+    assert install.pip_command(ROOT).endswith(" -m pip")
+
+
+def test_list_names_the_registrys_extras(monkeypatch):
+    import importlib.metadata as md
+
+    import dlperf.cli.list_ as lst
+    from dlperf.install import install_hint
+    from dlperf.registry import FRAMEWORKS
+
+    def version(d):
+        raise md.PackageNotFoundError(d)
+
+    monkeypatch.setattr(md, "version", version)  # nothing is installed
+    for fw, info in FRAMEWORKS.items():
+        if info.distributions:
+            msg = lst.installed_version(fw)
+            assert msg is not None and msg.startswith("no: ")
+            assert msg.endswith(install_hint(*info.extras)), msg
+            assert set(info.extras) <= EXTRAS
+
+
+def test_one_place_writes_an_install_command():
+    """No module but dlperf.install spells an extra's install command (a hint written
+    elsewhere drifted from the README's install)."""
+    pattern = re.compile(r"pip install '?dlperf\[|-e '\.\[")
+    offenders = [str(f.relative_to(ROOT)) for f in (ROOT / "src/dlperf").rglob("*.py")
+                 if f.name != "install.py" and pattern.search(f.read_text())]
+    assert offenders == []
+    from dlperf.registry import FRAMEWORKS
+
+    assert all(set(info.extras) <= EXTRAS for info in FRAMEWORKS.values())

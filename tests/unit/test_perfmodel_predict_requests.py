@@ -435,18 +435,18 @@ def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200
     f.write_text("")
     mp = pytest.MonkeyPatch()
     mp.setenv("DLPERF_CACHE_DIR", str(f))  # not a folder: the fits cannot be stored
-    from dlperf.perfmodel import fitcache
+    from dlperf import jsoncache
 
     for name in ("_BASE", "_FITS_STORED"):  # as a new process: the group fits are made
         mp.setattr(api, name, {})
-    mp.setattr(fitcache, "_WARNED", set())
+    mp.setattr(jsoncache, "_warned", set())
     try:
         code, out, r = _cli("--db", H200, "--db", ROOT / "h200x2", *BASE,
                             "--what-if", "precision=fp32,mode=graph")
     finally:
         mp.undo()
     assert code == 0, out
-    assert "warning: dlperf: cannot write the performance model's store" in out
+    assert "warning: cannot write the cache in" in out
     assert "UserWarning" not in out and "api.py" not in out
     assert "resnet50 torch/graph fp32 cuda (NVIDIA H200) b=64:" in out
 

@@ -315,7 +315,7 @@ def stored_fits(tmp_path_factory):
         mp.setenv("DLPERF_CACHE_DIR", str(cache))
         _fresh_process(mp)
         api.predict(DLBENCH, "resnet56", "torch", "eager", "bf16", "cuda", batch_size=48)
-    return json.loads(next(cache.glob("perfmodel-fits-*.json")).read_text())
+    return json.loads(next(cache.glob("perfmodel-fits-*.json")).read_text())["payload"]
 
 
 @pytest.mark.parametrize("field, bad", [
@@ -330,11 +330,16 @@ def test_a_cache_entry_of_the_wrong_type_is_dropped_not_converted(tmp_path, stor
     fitted again instead of being read as something it is not."""
     import copy
 
+    from dlperf.jsoncache import digest
     from dlperf.perfmodel import fitcache as fc
+
+    def write_json(f, payload):  # as fitcache writes it, digest and all: only a type is wrong
+        f.write_text(json.dumps({"dlperf_cache": 1, "sha256": digest(payload),
+                                 "payload": payload}))
 
     rows = copy.deepcopy(stored_fits)
     f = tmp_path / "fits.json"
-    f.write_text(json.dumps(rows))
+    write_json(f, rows)
     assert len(fc.read_fits(f)) == len(rows)
     key, val = next(r for r in rows if r[1] is not None and r[1]["hosts"])
     if field == "key_kernels":
@@ -345,7 +350,7 @@ def test_a_cache_entry_of_the_wrong_type_is_dropped_not_converted(tmp_path, stor
         val["hosts"][0][field] = bad
     else:
         val[field] = bad
-    f.write_text(json.dumps(rows))
+    write_json(f, rows)
     assert len(fc.read_fits(f)) == len(rows) - 1
 
 
@@ -353,12 +358,13 @@ def test_an_unwritable_cache_folder_warns_once_and_leaves_no_temporary_file(tmp_
                                                                           monkeypatch):
     import warnings
 
+    from dlperf import jsoncache
     from dlperf.perfmodel import fitcache as fc
 
-    monkeypatch.setattr(fc, "_WARNED", set())
+    monkeypatch.setattr(jsoncache, "_warned", set())
     (tmp_path / "afile").write_text("")
     target = tmp_path / "afile" / "sub" / "fits.json"  # under a regular file: mkdir fails
-    with pytest.warns(UserWarning, match="cannot write the performance model's store"):
+    with pytest.warns(UserWarning, match="cannot write the cache"):
         fc.write_fits(target, {})
     with warnings.catch_warnings(record=True) as again:
         warnings.simplefilter("always")

@@ -34,7 +34,10 @@ def installed_version(framework: str) -> str | None:
             except PackageNotFoundError:
                 continue
         else:
-            return f"no: {alternatives[0]} is not installed; pip install 'dlperf[{framework}]'"
+            from dlperf.install import install_hint
+
+            how = install_hint(*info.extras) if info.extras else info.setup
+            return f"no: {alternatives[0]} is not installed; {how}"
     return found[0]
 
 

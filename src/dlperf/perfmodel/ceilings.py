@@ -32,9 +32,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import functools
-import json
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -234,18 +232,17 @@ class CeilingCache:
         measuring again is the fallback)."""
         if not path:
             return cls()
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
-            return cls()
-        return cls(data.get("entries") if isinstance(data, dict) else None)
+        from dlperf.jsoncache import read_json
+
+        data = read_json(path)  # trusted only if ours and intact (dlperf.jsoncache)
+        entries = data.get("entries") if isinstance(data, dict) else None
+        return cls(entries if isinstance(entries, dict) else None)
 
     def save(self, path: str | Path) -> None:
         """Write the cache to ``path`` (through a temporary file and a rename)."""
-        p = Path(path)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(json.dumps({"entries": self.entries}))
-        os.replace(tmp, p)
+        from dlperf.jsoncache import write_json
+
+        write_json(path, {"entries": self.entries})
 
     def get(self, key: str, fingerprint: Mapping[str, Any],
             now_s: float | None = None) -> dict[str, Any] | None:

@@ -17,12 +17,14 @@ and nothing computed from other inputs is read back.
   (0.3-0.6 s each on a 2-core VM, two to four per prediction), read back by a later process.
   Their key also holds each file's resolved path (the fits name their points by the path).
 
-Every file is written atomically (:func:`write_atomic`: a temporary file of an unpredictable
-name in the same folder, created exclusively, then ``os.replace``, which replaces a planted
-symbolic link instead of following it) and validated on read: a damaged or foreign file, or an
-entry of the wrong shape or types (a number that is not finite, or out of its range, where the
-model uses it; a bool that is not a JSON bool) is no entry, never misread. A folder that cannot
-be written means no store and one warning naming it, not an error.
+Every file is written atomically (:func:`dlperf.outputs.atomic_write`: a temporary file of an
+unpredictable name in the same folder, created exclusively, then ``os.replace``, which replaces
+a planted symbolic link instead of following it) and validated on read: a damaged or foreign
+file, or an entry of the wrong shape or types (a number that is not finite, or out of its range,
+where the model uses it; a bool that is not a JSON bool) is no entry, never misread. The group
+fits, a cache of this user's, go through :mod:`dlperf.jsoncache` (owner-only, with a digest;
+a file of another user or changed after it was written is not read). A folder that cannot be
+written means no store and one warning naming it, not an error.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from dlperf.jsoncache import read_json, write_json
+from dlperf.outputs import atomic_write
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
 from dlperf.perfmodel.records import Records, cache_root
@@ -123,26 +126,15 @@ def content_key(recs: Records) -> str:
 
 
 def write_atomic(f: Path, text: str) -> bool:
-    """Write ``text`` to ``f`` so that no reader sees half a file: a temporary file of an
-    unpredictable name created exclusively in ``f``'s folder (:func:`tempfile.mkstemp`), then
-    ``os.replace`` (which replaces a symbolic link planted at ``f``, never writing through it).
+    """Write ``text`` to ``f`` so that no reader sees half a file
+    (:func:`dlperf.outputs.atomic_write`, mode 0644: a table is committed and read by others).
     A folder that cannot be written is skipped with one warning naming it. Returns whether
     ``f`` was written."""
-    tmp = None
     try:
         f.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{f.name}.", suffix=".tmp", dir=f.parent)
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a stored table or fit is not secret
-        os.replace(tmp, f)
+        atomic_write(f, text, mode=0o644)
         return True
     except OSError as e:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
         if f.parent not in _WARNED:
             _WARNED.add(f.parent)
             warnings.warn(f"dlperf: cannot write the performance model's store in {f.parent} "
@@ -326,10 +318,7 @@ def _eff_of(d: Any) -> rl.Efficiency:
 def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
     """The group fits stored in ``f``; an entry that does not read back as a key and an
     :class:`~dlperf.perfmodel.roofline.Efficiency` (or null: no point to fit on) is dropped."""
-    try:
-        raw = json.loads(f.read_text()) if f.exists() else []
-    except (OSError, ValueError):
-        return {}
+    raw = read_json(f) or []  # trusted only if this user's and intact (dlperf.jsoncache)
     out: dict[EffKey, rl.Efficiency | None] = {}
     for item in raw if isinstance(raw, list) else ():
         try:
@@ -347,7 +336,7 @@ def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
 
 
 def write_fits(f: Path, fits: dict[EffKey, rl.Efficiency | None]) -> None:
-    """Store ``fits`` in ``f`` (:func:`write_atomic`)."""
+    """Store ``fits`` in ``f`` (:func:`dlperf.jsoncache.write_json`)."""
     rows = [[[list(k[0]), k[1], k[2], k[3]], None if v is None else asdict(v)]
             for k, v in fits.items()]
-    write_atomic(f, json.dumps(rows))
+    write_json(f, rows)

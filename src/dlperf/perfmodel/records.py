@@ -407,7 +407,6 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
     counts are kept under ``$DLPERF_CACHE_DIR`` (default ``~/.cache/dlperf``), keyed by the
     file's content and the counting rule's source (``hostcount.py``)."""
     import hashlib
-    import json
 
     from dlperf.perfmodel import hostcount
     from dlperf.results import timelines
@@ -419,10 +418,17 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
     h = hashlib.sha256(Path(hostcount.__file__).read_bytes())
     h.update(Path(path).read_bytes())
     cache = cache_root() / f"perfmodel-launches-{h.hexdigest()[:20]}.json"
-    try:
-        return {int(k): float(v) for k, v in json.loads(cache.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
-        pass
+    from dlperf.jsoncache import read_json, write_json
+
+    def counts(d: Any) -> dict[int, float]:  # ids and finite positive counts, or refused
+        out = {int(k): float(v) for k, v in d.items()}
+        if not all(0 < v < 1e9 for v in out.values()):  # NaN fails it too
+            raise ValueError("a launch count out of bounds")
+        return out
+
+    got = read_json(cache, counts)
+    if got is not None:
+        return got
     out: dict[int, float] = {}
     for (rid,) in db.execute("SELECT result_id FROM timelines").fetchall():
         tl = timelines.load(store, rid)
@@ -434,11 +440,7 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
             continue  # a timeline that does not decode counts nothing
         if n:
             out[int(rid)] = n
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(out))
-    except OSError:
-        pass  # a read-only home: counted again next time
+    write_json(cache, {str(k): v for k, v in out.items()})  # a read-only home: counted again
     return out
 
 

@@ -143,9 +143,9 @@ _NOT_IN_SERIES_LABEL = frozenset({"model", "batch_size", "per_device_batch", "re
 def _series_config(rec: RunRecord) -> dict[str, Any]:
     """What sets ``rec``'s series apart: its stored config as the run key reads it
     (:func:`dlperf.config.identity.run_key`), without the model, the batch and the repeat,
-    with the applied image layout (``auto`` resolves per framework) and the devices."""
+    with the devices (a forced ``--layout`` is in the config; ``auto`` is one setting, whatever
+    layout each model resolves it to, so one configuration keeps one colour across models)."""
     from dlperf.config.identity import KEY_EXCLUDED, KEY_OMIT_AT_DEFAULT, has_image_layout
-    from dlperf.report.records import applied_layout
 
     i = rec.identity
     cfg = dict(i.config or {})
@@ -170,9 +170,6 @@ def _series_config(rec: RunRecord) -> dict[str, Any]:
     d.update(world_size=int(i.world_size or 1), nnodes=int(i.nnodes or 1))
     if d["world_size"] > 1:
         d.update(dp_layout=cfg.get("dp_layout"), ddp=cfg.get("ddp"), scaling=cfg.get("scaling"))
-    lay = applied_layout(rec)
-    if lay:
-        d["applied_layout"] = lay
     return d
 
 

@@ -185,8 +185,10 @@ class JaxAdapter:
         missing = [m for m in ("jax", "jaxlib", "flax", "optax")
                    if importlib.util.find_spec(m) is None]
         if missing:
-            return False, (f"{', '.join(missing)} not installed; pip install 'dlperf[jax]' "
-                           "(for NVIDIA GPUs: pip install 'dlperf[jax-cuda]')")
+            from dlperf.install import install_hint
+
+            return False, (f"{', '.join(missing)} not installed; "
+                           f"{install_hint('jax', 'jax-cuda')}")
         vers = []
         for m in ("jax", "jaxlib", "flax", "optax"):
             try:
@@ -285,9 +287,11 @@ def _device(jax: Any, cfg: RunConfig) -> Any:
     try:
         return jax.local_devices(backend="gpu")[0]
     except RuntimeError as e:
+        from dlperf.install import install_hint
+
         raise UnavailableError(f"device 'cuda' was asked for but JAX has no GPU "
                                f"backend: {str(e)[:600]} (without a CUDA build of "
-                               f"jaxlib: pip install 'dlperf[jax-cuda]'); "
+                               f"jaxlib: {install_hint('jax-cuda')}); "
                                f"use --device cpu") from None
 
 

@@ -60,8 +60,8 @@ MAX_REAL_BATCHES = 512
 
 #: What ``loader_impl = "processes"`` says when Grain cannot be imported.
 GRAIN_MISSING = ("loader_impl 'processes' runs JAX's loader workers as Grain processes, and "
-                 "grain cannot be imported here ({err}); pip install grain (or "
-                 "pip install 'dlperf[jax]'), or use --loader-impl threads")
+                 "grain cannot be imported here ({err}); {hint} (it brings grain), or use "
+                 "--loader-impl threads")
 
 
 def resolve_impl(cfg: RunConfig) -> tuple[str, str | None]:
@@ -79,7 +79,9 @@ def resolve_impl(cfg: RunConfig) -> tuple[str, str | None]:
         import_grain()
     except ImportError as e:
         if cfg.loader_impl == "processes":
-            raise ConfigError(GRAIN_MISSING.format(err=e)) from None
+            from dlperf.install import install_hint
+
+            raise ConfigError(GRAIN_MISSING.format(err=e, hint=install_hint("jax"))) from None
         return "threads", THREADS_WARNING
     return "processes", None
 

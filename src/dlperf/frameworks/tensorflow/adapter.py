@@ -253,9 +253,10 @@ class TensorFlowAdapter:
         except UnavailableError as e:
             return False, str(e)
         except Exception as e:  # pragma: no cover - depends on the install
-            return False, (f"tensorflow/keras is not installed ({e}); pip install "
-                           "'dlperf[tensorflow]' (CPU only: 'dlperf[tensorflow-cpu]'; for NVIDIA "
-                           "GPUs: pip install 'dlperf[tensorflow-cuda]')")
+            from dlperf.install import install_hint
+
+            return False, (f"tensorflow/keras is not installed ({e}); "
+                           f"{install_hint('tensorflow-cpu', 'tensorflow-cuda')}")
         if not keras.__version__.startswith("3"):  # pragma: no cover - depends on the install
             return False, f"keras {keras.__version__} is installed; dlperf needs Keras 3"
         return True, tf.__version__

@@ -138,8 +138,10 @@ class TorchAdapter:
         try:
             import torch
         except Exception as e:  # pragma: no cover - depends on the install
-            return False, (f"torch is not installed ({e}); pip install 'dlperf[torch]' (for "
-                           "NVIDIA GPUs: pip install 'dlperf[torch-cuda]')")
+            from dlperf.install import install_hint
+
+            return False, (f"torch is not installed ({e}); "
+                           f"{install_hint('torch', 'torch-cuda')}")
         return True, torch.__version__
 
     def devices(self) -> list[str]:

@@ -51,8 +51,10 @@ def resolve(body: str, name: str) -> ModelSpec:
     try:
         from dlperf.zoo.sources.hf.torch_impl import count
     except ImportError as e:
+        from dlperf.install import install_hint
+
         raise UnavailableError(f"hf: models are PyTorch models and torch does not import: "
-                               f"{e}; pip install torch") from None
+                               f"{e}; {install_hint('torch', 'torch-cuda')}") from None
     counts = count(hyper, kind, shape)
     hyper.update(model_class=counts["model_class"], attn_implementation=counts["attn"],
                  transformers=transformers_module().__version__)

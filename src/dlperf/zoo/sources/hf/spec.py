@@ -95,8 +95,10 @@ def transformers_module() -> Any:
     try:
         import transformers
     except ImportError:
+        from dlperf.install import install_hint
+
         raise UnavailableError("hf: models need Hugging Face transformers, which is not "
-                               "installed; pip install transformers") from None
+                               f"installed; {install_hint('hf')}") from None
     return transformers
 
 

@@ -130,7 +130,7 @@ def compare(
     new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit; with --run, the folder of NEW's code.")],
     db: Annotated[str | None, typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it. With --run: where the runs go (default dlperf-gate.db).")] = None,
     run: Annotated[bool, typer.Option("--run", help="Measure first: BASE and NEW are folders (checkouts of two revisions); the dlperf run flags after -- are run in each, alternately (BASE NEW NEW BASE ...), --rounds times each, then compared. The command for CI.")] = False,
-    rounds: Annotated[int, typer.Option(help="With --run: runs of every point on each side (2 or more; a point is judged on 2).")] = 3,
+    rounds: Annotated[int, typer.Option(help="With --run: runs of every point on each side (2 or more; a point is judged on 2). 5 catches a 5% slowdown with a 3% threshold at 1% run-to-run spread (3: 96% of the time).")] = 5,
     base_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for BASE's runs (repeatable).")] = None,
     new_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for NEW's runs (repeatable).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="With --run: go on with an interrupted gate in --db (its runs are kept).")] = False,

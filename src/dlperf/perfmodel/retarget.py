@@ -333,11 +333,70 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     if prec is None:
         raise ConfigError(f"{model} {fw}/{md} is stored in several precisions "
                           f"({', '.join(precs)}); give --precision")
-    p = predict(lib, model, fw, md, prec, batch_size, gpu)
+    try:
+        p = predict(lib, model, fw, md, prec, batch_size, gpu)
+    except ConfigError as e:
+        if "no stored timeline" not in str(e):
+            raise
+        p = fallback(lib, db, model, fw, md, prec, batch_size, gpu)
     out = p.to_dict()
     out["config"] = {"model": model, "framework": fw, "mode": md, "precision": prec,
                      "batch_size": batch_size, "gpu": gpu}
     return out
+
+
+#: At most this many traced models of the group give the fallback's GPU ratio.
+FALLBACK_MODELS = 4
+
+
+def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
+             precision: str, batch_size: int, gpu: str) -> TracePrediction:
+    """A model with no stored timeline on ``gpu``: the source GPU's step (its measurement
+    where stored, else the step-level model, :func:`dlperf.perfmodel.api.predict`) times the
+    median target / source replay ratio of up to :data:`FALLBACK_MODELS` traced models of
+    the same framework, mode and precision.
+
+    Raises:
+        ConfigError: no traced model of the group, or the step-level model refuses.
+    """
+    others = sorted({p.model for p in lib.recs.points if p.model != model
+                     and (p.framework, p.mode, p.precision) == (framework, mode, precision)
+                     and p.source in lib.files and p.result_id in lib._with_timeline(p.source)})
+    ratios, src_gpu = [], None
+    for m in others[:FALLBACK_MODELS]:
+        fam = lib.traces(m, framework, mode)
+        b = min((q.batch_size for q, _ in fam if q.precision == precision),
+                key=lambda x: abs(math.log(x / batch_size)), default=None)
+        if b is None:
+            continue
+        a = predict(lib, m, framework, mode, precision, b, gpu, host="none", anchor=False)
+        o = predict(lib, m, framework, mode, precision, b, anchor=False)
+        ratios.append(a.step_s / o.step_s)
+        src_gpu = a.extra.get("source_gpu")
+    if not ratios:
+        raise ConfigError(f"no stored timeline of {model} {framework}/{mode} nor of another "
+                          f"model of {framework}/{mode} {precision}: nothing to replay")
+    src_name = next((p.device_name for p in lib.recs.points if p.device_name
+                     and hardware.short_name(p.device_name) == src_gpu), src_gpu or "")
+    base = _measured(lib, model, framework, mode, precision, batch_size, src_name)
+    how = "measured"
+    if base is None:
+        from dlperf.perfmodel.api import predict as step_level
+
+        base = step_level(db, model, framework, mode, precision, "cuda",
+                          batch_size=batch_size).predicted_step_time_s
+        how = "step-level model"
+    f = statistics.median(ratios)
+    dst = hardware.resolve(gpu, paths=lib.files, points=lib.recs.points)
+    half = INTERVAL_P90["gpu"] * (DATASHEET_WIDEN if dst.datasheet_only else 1.0)
+    return TracePrediction(
+        step_s=base * f, interval_s=(base * f * (1 - half), base * f * (1 + half)),
+        host_s=math.nan, device_s=math.nan, bound="unknown", gpu=dst.name,
+        datasheet_only=dst.datasheet_only, category="gpu, no trace", sources=(),
+        transforms=(f"{how} on {src_gpu}: {base * 1e3:.3f} ms x the median {gpu} / {src_gpu} "
+                    f"replay ratio {f:.3f} of {len(ratios)} traced models of the group",),
+        measured_s=_measured(lib, model, framework, mode, precision, batch_size,
+                             dst.device_name or ""))
 
 
 def text(d: Mapping[str, Any]) -> str:

@@ -200,6 +200,14 @@ def predict(
             return
         if model is None or batch_size is None:
             raise ConfigError("give --model and --batch-size (or --validate)")
+        from dlperf.config.limits import MAX_BATCH, MAX_NODES, MAX_PROCESSES, over
+
+        for flag, value, limit, what in (("--batch-size", batch_size, MAX_BATCH, "samples"),
+                                         ("--nproc", nproc, MAX_PROCESSES, "processes"),
+                                         ("--nnodes", nnodes, MAX_NODES, "nodes")):
+            msg = over(value, limit, what)
+            if msg:
+                raise ConfigError(f"{flag} {msg}")
         if gpu is not None:  # the timeline replay's prediction path (dlperf.perfmodel.retarget)
             from dlperf.perfmodel import retarget
             r = retarget.answer(db, model, framework, mode, precision, batch_size, gpu)

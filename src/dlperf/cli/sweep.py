@@ -349,6 +349,7 @@ def _spec_limit(file: Path) -> float:
         doc = load_yaml_file(file)
     except Exception:  # noqa: BLE001 - load_sweep reports it
         return default
-    t = (doc.get("defaults") or {}).get("timeout_s") if isinstance(doc, dict) else None
+    defaults = doc.get("defaults") if isinstance(doc, dict) else None
+    t = defaults.get("timeout_s") if isinstance(defaults, dict) else None
     ok = isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
     return float(t) if ok else default

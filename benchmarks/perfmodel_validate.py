@@ -6,16 +6,16 @@ Usage (repository root)::
         benchmarks/results/h200x2 [--category "held-out batch" ...] [--rows rows.json] \
         [--store] [--split split.json] [--no-host-probe] [--no-kernel-term]
 
-Prints the markdown table of :meth:`dlperf.perfmodel.backtest.Validation.table`, the same by
-side of the frozen development/test split (:meth:`~dlperf.perfmodel.backtest.Validation.
+Prints the markdown table of :meth:`dlperf.perfmodel.validation.Validation.table`, the same by
+side of the frozen development/test split (:meth:`~dlperf.perfmodel.validation.Validation.
 split_table`, the one in docs/perfmodel.md), the prediction intervals' leave-one-out coverage
-(:meth:`~dlperf.perfmodel.backtest.Validation.coverage_table`, docs/perfmodel.md "Prediction
+(:meth:`~dlperf.perfmodel.validation.Validation.coverage_table`, docs/perfmodel.md "Prediction
 interval") and, with ``--rows``, writes every held-out prediction as JSON.
 ``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
 ignore ``host.dispatch_s`` (:func:`dlperf.perfmodel.onedevice.host_measurements` returns
 nothing), so its effect on the same held-out points can be read off. ``--no-kernel-term`` is
 the ablation of the device roofline's kernel term ``K t_k``: no configuration has a kernel count
-(:meth:`dlperf.perfmodel.calibrate.Calibration.kernel_count` returns None), so every prediction
+(:meth:`dlperf.perfmodel.facts.Facts.kernel_count` returns None), so every prediction
 is made as for a model never traced; its leave-one-model-out row is the model predicted from
 its FLOP and byte counts without a trace of it.
 
@@ -61,9 +61,9 @@ def main() -> None:
 
         os.environ["DLPERF_CACHE_DIR"] = tempfile.mkdtemp(prefix="dlperf-ablation-")
     if args.no_kernel_term:
-        from dlperf.perfmodel.calibrate import Calibration
+        from dlperf.perfmodel.facts import Facts
 
-        Calibration.kernel_count = lambda self, cfg: None  # type: ignore[method-assign]
+        Facts.kernel_count = lambda self, *a: None  # type: ignore[method-assign]
     if args.no_host_probe:
         from dlperf.perfmodel import onedevice
 

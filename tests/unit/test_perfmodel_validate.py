@@ -275,7 +275,7 @@ def test_predict_refuses_bad_requests(cache):
 
 def _fresh_process(monkeypatch):
     """Forget what this process loaded and fitted, as a new ``dlperf predict`` would."""
-    for name in ("_RECORDS", "_BASE", "_FITS_STORED", "_RESIDUALS", "_NO_TABLE", "_DDP"):
+    for name in ("_RECORDS", "_SHARED", "_RESIDUALS", "_NO_TABLE", "_DDP"):
         monkeypatch.setattr(api, name, {})
 
 

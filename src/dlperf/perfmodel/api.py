@@ -28,17 +28,17 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
+from dlperf.perfmodel import comm, memory
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
-from dlperf.perfmodel import memory
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.netspec import network_for, whole
+from dlperf.perfmodel.calibrate import Calibration, Config, Shared
+from dlperf.perfmodel.comm import network_for, whole
 from dlperf.perfmodel.records import Records, load, point_id
 from dlperf.perfmodel.scaling import efficiency
 
@@ -264,7 +264,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
                 and p.nnodes == nnodes and p.per_device_batch == b and not p.variant]
     cal = Calibration(recs, lambda p: target.matches(p) and (
         (world == 1 and p.per_device_batch == b) or target != base),
-        share_efficiencies=_base_calibration(recs))
+        share_efficiencies=shared_fits(recs))
     # a point stored in one file is predicted from that file's series (its host session), as
     # the back-test does; else from the best-measured series
     files = [p.source for p in withheld if world == 1]
@@ -369,35 +369,35 @@ def _how_to_give_flops(recs: Records, target: Config, e: Exception) -> str:
             f"whose FLOP count is not taken for {target.framework} (the graphs may differ)." + run)
 
 
-_BASE: dict[int, Calibration] = {}
-_FITS_STORED: dict[int, int] = {}  # group fits on disk per records (id)
+_SHARED: dict[int, Shared] = {}
 _DDP: dict[tuple, dp.DDPOverhead] = {}
 
 
-def _base_calibration(recs: Records) -> Calibration:
-    """One calibration per loaded records whose roofline fits later calibrations share: each
-    fit leaves out the model it serves, and a prediction withholds only its own model's points
-    (:class:`Calibration`'s ``share_efficiencies``)."""
-    if id(recs) not in _BASE:
-        _BASE[id(recs)] = cal = Calibration(recs)
-        cal._eff.update(fc.read_fits(fc.fits_file(recs)))  # fitcache.py
-        _FITS_STORED[id(recs)] = len(cal._eff)
-    return _BASE[id(recs)]
+def shared_fits(recs: Records) -> Shared:
+    """The fits every prediction on ``recs`` shares (:class:`~dlperf.perfmodel.calibrate.
+    Shared`), made once per process: its roofline group fits read from the store
+    (:func:`fitcache.read_fits`) when it is made. Each group fit leaves out the model it
+    serves, and a prediction withholds only its own model's points, so they are valid for
+    every prediction."""
+    if id(recs) not in _SHARED:
+        _SHARED[id(recs)] = shared = Shared(recs)
+        shared.load(fc.read_fits(fc.fits_file(recs)))
+    return _SHARED[id(recs)]
 
 
 def _store_fits(recs: Records) -> None:
-    """Write the base calibration's group fits to disk when this process added some."""
-    cal = _BASE.get(id(recs))
-    if cal is not None and len(cal._eff) > _FITS_STORED.get(id(recs), 0):
-        fc.write_fits(fc.fits_file(recs), cal._eff)
-        _FITS_STORED[id(recs)] = len(cal._eff)
+    """Write the shared group fits to the store when this process made some."""
+    shared = _SHARED.get(id(recs))
+    if shared is not None and shared.unstored():
+        fc.write_fits(fc.fits_file(recs), shared.groups)
+        shared.saved()
 
 
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     key = (id(recs), tuple(sorted((p.source, p.result_id) for p in withheld)))
     if key not in _DDP:
         dp_cal = Calibration(recs, lambda p: p in withheld,
-                             share_efficiencies=_base_calibration(recs))
+                             share_efficiencies=shared_fits(recs))
         pairs = dp.pairs_of(dp_cal, dp.comm_for_records(recs))
         _DDP[key] = dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
     ddp = _DDP[key]
@@ -411,7 +411,7 @@ def _whatif_category(base: Config, target: Config) -> str:
 
 
 def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world: int,
-            nnodes: int, gbatch: int, network: pm.Network | None, host_ns: float | None,
+            nnodes: int, gbatch: int, network: comm.Network | None, host_ns: float | None,
             level: float, withheld: list) -> Prediction:
     rungs, notes = ip.ladder_for(recs.points, one.cfg, withheld)
     if rungs and one.cfg.loader_workers is not None:  # Shi & Chu: t_c + the ladder's t_io

@@ -375,3 +375,20 @@ def test_an_unwritable_cache_folder_warns_once_and_leaves_no_temporary_file(tmp_
     with pytest.warns(UserWarning):
         fc.write_fits(d, {})
     assert list(tmp_path.rglob("*.tmp")) == []
+
+
+def test_committed_residual_tables_are_current():
+    """The residual tables committed beside the H200 results hold an entry made by the model's
+    current source from the files' current content, for h200 + h200x2 and for h200 alone: a
+    change to a module a prediction imports leaves predictions on a fresh clone without an
+    interval until they are regenerated (``benchmarks/perfmodel_validate.py --committed``)."""
+    from dlperf.perfmodel import fitcache
+    from dlperf.results.dbfile import results_files
+
+    for sets in (["h200", "h200x2"], ["h200"]):
+        files = results_files([str(ROOT / s) for s in sets])
+        table, why = fitcache.read_table(files)
+        assert table is not None, (f"{'+'.join(sets)}: {why}; run PYTHONPATH=src python "
+                                   "benchmarks/perfmodel_validate.py --committed and commit "
+                                   "the tables")
+        assert {"held-out batch", "one-point series up", "leave-one-model-out"} <= set(table)

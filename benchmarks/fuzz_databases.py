@@ -55,7 +55,8 @@ from typing import Any
 
 os.environ.setdefault("DLPERF_FAKE_FRAMEWORK", "1")  # sweep --dry-run of fake points
 os.environ.setdefault("COLUMNS", "200")
-os.environ.setdefault("DLPERF_CACHE_DIR", tempfile.mkdtemp(prefix="dlperf-fuzzdb-cache-"))
+if "DLPERF_CACHE_DIR" not in os.environ:  # predict's caches: this run's own, not the user's
+    os.environ["DLPERF_CACHE_DIR"] = tempfile.mkdtemp(prefix="dlperf-fuzzdb-cache-")
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_BAD = ("raw_traceback", "hang", "lost", "silent_change")

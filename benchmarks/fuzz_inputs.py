@@ -1,8 +1,11 @@
 """Fuzz dlperf's input readers with mutated data and sweep files; count how each case ends.
 
 Writes mutated MNIST IDX (raw and gzip), CIFAR-10 binary, token (PTB / WikiText-2) and
-ImageFolder (JPEG / PNG) files made from the real data sets, and malformed YAML sweep files
-(``fuzz_mutants.py``, ``fuzz_yaml.py``), then runs dlperf's readers on each, in this process,
+ImageFolder (JPEG / PNG) files made from the real data sets, malformed YAML sweep files, and
+mutated side files of a results database: kept results in ``DB.unsaved/`` and on-disk caches
+(``fuzz_mutants.py``, ``fuzz_yaml.py``, ``fuzz_sidefiles.py``), then runs dlperf's readers on
+each (for the side files: the database's next writer, :func:`dlperf.jsoncache.read_json`), in
+this process,
 with a time limit per case:
 
 * data: ``load_dataset`` on the mutant, then what a run does next: ``make_batches`` for a model
@@ -47,9 +50,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzz_mutants import Case, cifar_cases, image_cases, mnist_cases, token_cases
+from fuzz_sidefiles import cache_cases, cache_reader, unsaved_cases, unsaved_reader
 from fuzz_yaml import yaml_cases
 
-KINDS = ("mnist", "cifar10", "tokens", "imagefolder", "yaml")
+KINDS = ("mnist", "cifar10", "tokens", "imagefolder", "yaml", "unsaved", "cache")
 OUTCOMES = ("refused", "refused_unclear", "accepted", "silently_accepted", "wrongly_refused",
             "raw_traceback", "hang")
 #: A refusal message longer than this is not a clear one (it may print the input).
@@ -65,7 +69,7 @@ def all_cases(seed: int) -> list[Case]:
     """Every case, in a fixed order for a given seed."""
     rng = np.random.default_rng(seed)
     return (mnist_cases(rng) + cifar_cases(rng) + token_cases(rng) + image_cases(rng)
-            + yaml_cases(rng))
+            + yaml_cases(rng) + unsaved_cases(rng) + cache_cases(rng))
 
 
 def pick_small(cases: list[Case], n: int, seed: int) -> list[Case]:
@@ -114,7 +118,7 @@ def make_readers(yaml_reader: str) -> dict[str, Any]:
         from dlperf.config import load_sweep as read_yaml
     return {"mnist": data("fcn_mnist"), "cifar10": data("alexnet_cifar"),
             "tokens": data("lstm_tiny"), "imagefolder": imagefolder, "yaml": read_yaml,
-            "_yaml_reader": yaml_reader}
+            "unsaved": unsaved_reader, "cache": cache_reader, "_yaml_reader": yaml_reader}
 
 
 def classify(case: Case, exc: BaseException | None) -> str:

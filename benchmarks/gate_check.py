@@ -8,7 +8,7 @@ run, the variation between processes) and step noise (``DLPERF_FAKE_NOISE``). Th
 result files where NEW lacks a point of BASE is compared (the gate must fail with 3).
 
     PYTHONPATH=src DLPERF_FAKE_FRAMEWORK=1 python benchmarks/gate_check.py \
-        [--pairs 20] [--rounds 3] [--threshold 3%] [--slowdown 0.05] [--run-noise 0.01] \
+        [--pairs 20] [--rounds 5] [--threshold 3%] [--slowdown 0.05] [--run-noise 0.01] \
         [--step-noise 0.05] [-o benchmarks/results/cpu-dev/gate_check.json]
 
 Writes the JSON (every gate's exit status, ratio and interval) and prints the counts.
@@ -72,7 +72,7 @@ def vanished(work: Path, env: dict[str, str]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threshold", default="3%")
     ap.add_argument("--slowdown", type=float, default=0.05)
     ap.add_argument("--run-noise", type=float, default=0.01)

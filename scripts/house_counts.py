@@ -5,11 +5,12 @@ it come from the same command.
 Usage::
 
     python scripts/house_counts.py [--root PATH] [--log-rev REV] [--log-n N | --log-since REV]
-                                   [--list]
+                                   [--own] [--list]
 
 ``--root`` is a checkout (default: this script's); the git counts read that checkout's
 history: the ``--log-n`` commits up to ``--log-rev`` (default 357 up to HEAD), or the commits
-after ``--log-since`` up to ``--log-rev``. ``--list`` prints what each count found.
+after ``--log-since`` up to ``--log-rev`` (``--own``: the branch's own commits only, first
+parent and no merges). ``--list`` prints what each count found.
 
 What each count is (every rule is here, so that a reader can argue with it):
 
@@ -307,8 +308,11 @@ def history(root: Path) -> dict[str, list[str]]:
     return {k: sorted(set(v)) for k, v in out.items()}
 
 
-def commits(root: Path, rev: str, n: int | None, since: str | None) -> tuple[int, int, float, int]:
+def commits(root: Path, rev: str, n: int | None, since: str | None,
+            own: bool = False) -> tuple[int, int, float, int]:
     args = ["git", "-C", str(root), "log", "--format=%x00%s%x01%b"]
+    if own:  # the branch's own commits: not those merged in from elsewhere, not the merges
+        args += ["--first-parent", "--no-merges"]
     args += [f"{since}..{rev}"] if since else ["-n", str(n), rev]
     proc = subprocess.run(args, capture_output=True, text=True, check=False)
     if proc.returncode != 0:  # not a git checkout (an exported tree): no commits to count
@@ -328,6 +332,8 @@ def main() -> None:
     ap.add_argument("--log-rev", default="HEAD")
     ap.add_argument("--log-n", type=int, default=357)
     ap.add_argument("--log-since", default=None)
+    ap.add_argument("--own", action="store_true",
+                    help="count only the branch's own commits (first parent, no merges)")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     src = a.root / "src" / "dlperf"
@@ -353,7 +359,7 @@ def main() -> None:
         rows.append((name, val, hits))
     for key, hits in history(a.root).items():
         rows.append((f"history wording: {key}", str(len(hits)), hits))
-    n, body, med, mx = commits(a.root, a.log_rev, a.log_n, a.log_since)
+    n, body, med, mx = commits(a.root, a.log_rev, a.log_n, a.log_since, a.own)
     rng = f"{a.log_since}..{a.log_rev}" if a.log_since else f"{a.log_n} up to {a.log_rev}"
     rows.append((f"commits ({rng}): with a body / median / max subject",
                  f"{body} of {n} / {med:g} / {mx}", []))

@@ -104,7 +104,7 @@ def rounds_order(rounds: int) -> list[tuple[int, int]]:
     """
     if rounds < 2:
         raise ConfigError(f"--rounds {rounds}: give 2 or more (a point is judged on at least 2 "
-                          "runs a side; 3, the default, leaves one to spare)")
+                          "runs a side; 5, the default, leaves spares and a narrow interval)")
     return [(r, s) for r in range(rounds) for s in ((0, 1) if r % 2 == 0 else (1, 0))]
 
 

@@ -362,16 +362,39 @@ class ThreadChoice:
     load_average_1m: float | None
     busy: bool
     reason: str
+    #: When the choice was made, where it is a results file's earlier choice reused
+    #: (:func:`dlperf.resume.stored_thread_choice`); None: measured now.
+    chosen_at: str | None = None
 
     def record(self) -> dict[str, Any]:
         """The JSON stored with each result it applied to (``env.thread_policy``)."""
         return {"policy": "auto", **dataclasses.asdict(self), "sample_s": THREAD_SAMPLE_S,
                 "busy_other_cpus_threshold": BUSY_OTHER_CPUS, "evidence": THREAD_EVIDENCE}
 
+    @classmethod
+    def from_record(cls, d: dict[str, Any], chosen_at: str | None) -> ThreadChoice:
+        """The choice a stored ``env.thread_policy`` (:meth:`record`) holds, as reused now;
+        ``chosen_at``: when it was made (its ``chosen_at``, else the result's date).
+
+        Raises:
+            ValueError: ``d`` is not an automatic choice with a usable CPU count.
+        """
+        threads, usable = d.get("threads"), d.get("usable_cpus")
+        if (d.get("policy") != "auto" or not isinstance(usable, int)
+                or not (threads is None or isinstance(threads, int))):
+            raise ValueError(f"not a thread policy record: {d!r:.200}")
+        return cls(threads, usable, d.get("other_busy_cpus"), d.get("load_average_1m"),
+                   bool(d.get("busy")), str(d.get("reason") or "auto"),
+                   d.get("chosen_at") or chosen_at)
+
     def line(self) -> str:
         """The one line printed before a run: what was chosen and why."""
         chosen = (f"{self.threads} per worker" if self.threads is not None
                   else "the framework's default")
+        if self.chosen_at:
+            return (f"threads: {chosen} (this results file's choice since {self.chosen_at}, "
+                    f"kept so its points stay comparable: {self.reason}; --threads N chooses, "
+                    "--rechoose-threads measures the host again)")
         return f"threads: {chosen} ({self.reason}; --threads N chooses)"
 
 
@@ -414,15 +437,29 @@ def choose_threads(usable: Sequence[int] | None = None, other: float | None = No
         return ThreadChoice(None, n, other, load_1m, False, "one usable CPU: nothing to choose")
     if other is None and sample:
         other = other_busy_cpus(usable)
-    busy = ((other is not None and other >= BUSY_OTHER_CPUS)
-            or (load_1m is not None and load_1m >= n))
-    seen = (f"other work kept {other:.1f} of the {n} usable CPUs busy over "
-            f"{THREAD_SAMPLE_S:g} s" if other is not None else f"{n} usable CPUs")
-    seen += f", load average {load_1m:.1f}" if load_1m is not None else ""
-    if not busy:
+    by_other = other is not None and other >= BUSY_OTHER_CPUS
+    by_load = load_1m is not None and load_1m >= n
+    sampled = (f"other work kept {other:.1f} of the {n} usable CPUs busy over "
+               f"{THREAD_SAMPLE_S:g} s" if other is not None else None)
+    load = (f"load average {load_1m:.1f}" if load_1m is not None else None)
+    if not (by_other or by_load):
+        seen = ", ".join(x for x in (sampled or f"{n} usable CPUs", load) if x)
         return ThreadChoice(None, n, other, load_1m, False, f"auto: the host was quiet "
                             f"({seen})")
+    # name what made it busy first, then the other reading (a load average of 3.4 with 0.0
+    # CPUs of other work sampled is busy by the load average: processes waiting for a CPU)
+    why = []
+    if by_other:
+        why.append(sampled)
+    if by_load:
+        why.append(f"a load average of {load_1m:.1f} processes running or waiting for its "
+                   f"{n} usable CPUs")
+    also = ([f"the {THREAD_SAMPLE_S:g} s sample found {other:.1f} CPUs of other work"]
+            if sampled and not by_other else [f"load average {load_1m:.1f}"]
+            if load and not by_load else [])
     threads = max(1, min(n - 1, math.floor(n - (other or 0.0))))
     return ThreadChoice(threads, n, other, load_1m, True,
-                        f"auto: the host was busy ({seen}); a framework on every CPU of a busy "
-                        "host waits for them and times bimodally")
+                        f"auto: the host was busy: {' and '.join(why)}"
+                        + (f" ({also[0]})" if also else "")
+                        + "; a framework on every CPU of a busy host waits for them and times "
+                          "bimodally")

@@ -56,6 +56,24 @@ def auto_threads(cfg: RunConfig) -> bool:
             and bool(info and info.zoo_impls))
 
 
+def stored_thread_choice(store: ResultStore) -> ThreadChoice | None:
+    """The thread policy's choice this results file's points were measured with: the first
+    stored result whose ``env.thread_policy`` is an automatic choice
+    (:meth:`dlperf.env.ThreadChoice.record`), with when it was made; None when there is none.
+    The policy chooses once per results file, so that its CPU points stay comparable (a choice
+    that followed the load of each run ran one framework with its default threads and another
+    with 1, and the framework comparison lost the first)."""
+    q = ("SELECT result_json, created_at FROM results WHERE result_json LIKE "
+         "'%thread_policy%' ORDER BY id")
+    for text, created in store._db.execute(q):
+        try:
+            tp = ((json.loads(text or "{}").get("env") or {}).get("thread_policy") or {})
+            return ThreadChoice.from_record(tp, created)
+        except (ValueError, AttributeError):
+            continue
+    return None
+
+
 def thread_variants(cfg: RunConfig, usable: int | None = None) -> list[RunConfig]:
     """``cfg`` with each thread count the policy can choose (1 .. the usable CPUs, ``usable``
     or this process's affinity), for a point of :func:`auto_threads`; [] for other points."""

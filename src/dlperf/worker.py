@@ -30,6 +30,7 @@ from dlperf.data.pipeline import raised_by_input
 from dlperf.env import collect_env, host_speed
 from dlperf.errors import DataMissing, DlperfError, UnavailableError
 from dlperf.frameworks import NonFiniteLoss, get_adapter
+from dlperf.heartbeat import beat
 from dlperf.measure.host import RunDelay, host_checks
 from dlperf.measure.power_control import PowerControl  # noqa: F401 (re-exported)
 from dlperf.measure.probes import (
@@ -145,6 +146,7 @@ def run_record(cfg: RunConfig) -> RunRecord:
         t0 = time.perf_counter()
         session = adapter.prepare(cfg, spec)
         phases["prepare"] = time.perf_counter() - t0
+        beat("prepared")
         rec = _measure(cfg, spec, adapter, session, env, delay, phases)
     except Exception as e:  # noqa: BLE001 - every failure becomes a recorded result
         rec = failure_record(cfg, *failure_status(e, adapter.is_oom))

@@ -36,6 +36,17 @@ from dlperf.config import IterationPolicy, make_run_config
 
 pytestmark = pytest.mark.gpu
 
+
+@pytest.fixture(autouse=True)
+def _nvls_off(monkeypatch):
+    """NVLink multicast off for every process these tests start: the project's GPU machines
+    need it (their multicast is not usable); dlperf itself leaves NVLS at NCCL's default
+    unless asked (--nccl-nvls off), which is what this sets."""
+    from dlperf.launch.distributed import NVLS_OFF_ENV
+
+    for k, v in NVLS_OFF_ENV.items():
+        monkeypatch.setenv(k, v)
+
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 #: Short but long enough for NVML's power sampler (25 ms) to take a dozen samples.
 SHORT = IterationPolicy(min_iters=10, min_time_s=0.5, max_time_s=10.0, warmup_window=3,

@@ -110,14 +110,17 @@ def test_compare_run_alternates_and_gates(tmp_path):
     flags = ["--", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--no-ceilings",
              "--max-warmup-time", "2"]
     noise = {"DLPERF_FAKE_RUN_NOISE": "0.01", "DLPERF_FAKE_NOISE": "0.05"}
+    seeds = ["--base-env", "DLPERF_FAKE_SEED=1", "--new-env", "DLPERF_FAKE_SEED=2"]
     same = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--rounds", "2", "--db",
-                  str(tmp_path / "same.db"), "--fail-if-slower", "5%", *flags, env=noise)
+                  str(tmp_path / "same.db"), "--fail-if-slower", "5%", *seeds, *flags,
+                  env=noise)
     assert same.returncode == 0, same.stdout + same.stderr
     assert "1 point: 1 judged" in same.stdout and "| 2 / 2 |" in same.stdout
     assert "[4/4] round 2 of 2: BASE" in same.stderr  # BASE NEW, NEW BASE
     slow = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--rounds", "2", "--db",
                   str(tmp_path / "slow.db"), "--fail-if-slower", "5%",
-                  "--new-env", f"DLPERF_FAKE_STEP_S={0.001 * 1.10}", *flags, env=noise)
+                  "--new-env", f"DLPERF_FAKE_STEP_S={0.001 * 1.10}", *seeds, *flags,
+                  env=noise)
     assert slow.returncode == 1, slow.stdout + slow.stderr
     assert "REGRESSION" in slow.stdout and "1 point(s) regressed" in slow.stderr
     again = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--db",

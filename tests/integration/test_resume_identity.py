@@ -41,7 +41,7 @@ def _edit(path, text):
 
 def _fail(cfg):
     """A runner that stores a final failure at once (no worker): enough to be 'done'."""
-    return failure_record(cfg, "oom", "scripted").to_dict()
+    return failure_record(cfg, "oom", "scripted")
 
 
 def test_an_edited_file_model_is_measured_again_with_a_notice(tmp_path):
@@ -81,7 +81,7 @@ def test_a_tagged_run_also_remeasures_edited_code(tmp_path):
     cfg = make_run_config(model=name, batch_size=4, device="cpu", threads=1)
     db = tmp_path / "t.db"
     with ResultStore(str(db)) as store:
-        store.add({**_fail(cfg), "tag": "v1"})
+        store.add({**_fail(cfg).to_dict(), "tag": "v1"})
     lines: list[str] = []
     todo, _, n = resume_plan([cfg], str(db), "v1", rerun=False, retry_failed=False,
                              notice=lines.append)
@@ -103,9 +103,9 @@ def test_a_tag_resumes_a_thread_policy_point_at_the_count_it_chose(tmp_path):
     chosen = cfg.model_copy(update={"threads": 1})
     db = tmp_path / "p.db"
     with ResultStore(str(db)) as store:
-        store.add({**_fail(chosen), "tag": "v1",
+        store.add({**_fail(chosen).to_dict(), "tag": "v1",
                    "env": {"thread_policy": {"policy": "auto", "threads": 1}}})
-        store.add({**_fail(chosen), "tag": "v2"})  # threads given by the user under v2
+        store.add({**_fail(chosen).to_dict(), "tag": "v2"})  # threads given by the user under v2
     todo, _, n = resume_plan([cfg], str(db), "v1", rerun=False, retry_failed=False)
     assert todo == [] and n == 1
     todo, _, n = resume_plan([cfg], str(db), "v2", rerun=False, retry_failed=False)

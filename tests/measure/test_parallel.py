@@ -290,7 +290,12 @@ def test_slurm_script_runs_the_same_command_on_every_node():
     assert "#SBATCH --nodes=4" in text and "#SBATCH --gpus-per-node=2" in text
     assert "python3 -m dlperf run --model resnet50 --nproc 2 --db r.db --nnodes 4" in text
     assert '--node-rank "$SLURM_NODEID" --rdzv-endpoint "$DLPERF_HEAD"' in text
-    assert "NCCL_NVLS_ENABLE=0" in text
+    # NVLS is left at NCCL's default: the script sets nothing; --nccl-nvls off travels with
+    # the command line to every node
+    assert "NCCL_NVLS_ENABLE" not in text
+    off = sbatch_script([*args, "--nccl-nvls", "off"], nnodes=4, gpus_per_node=2,
+                        python="python3")
+    assert "--db r.db --nccl-nvls off --nnodes 4" in off
     assert node_db_path("a/r.db", 0) == "a/r.db" and node_db_path("a/r.db", 2) == "a/r.node2.db"
 
 

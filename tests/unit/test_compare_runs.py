@@ -309,3 +309,20 @@ def test_a_new_tag_measures_again_and_its_own_tag_resumes(tmp_path):
     with ResultStore(db, read_only=True) as store:
         rows = history.select_rows(store.rows(latest=False), tag="v1")
     assert sorted(r["run_key"] for r in rows) == ["p1-0", "p2-0"]
+
+
+@pytest.mark.parametrize("spread,rounds,false_max,caught_min", [
+    (0.01, 3, 0.005, 0.93), (0.01, 5, 0.002, 0.99), (0.02, 5, 0.01, 0.85)])
+def test_the_gate_rule_on_simulated_runs(spread, rounds, false_max, caught_min):
+    """The table of docs/usage.md: run medians with a lognormal spread, --fail-if-slower 3%;
+    how often identical code is flagged and a 5% slowdown is caught (2,000 simulated gates)."""
+    rng = np.random.default_rng(7)
+    flagged = {1.0: 0, 1.05: 0}
+    for true in flagged:
+        for _ in range(2000):
+            b = np.exp(spread * rng.standard_normal(rounds))
+            n = true * np.exp(spread * rng.standard_normal(rounds))
+            r, lo, hi = regress.ratio_from_runs(list(b), list(n))
+            flagged[true] += (not lo <= 1.0 <= hi) and r > 1.03
+    assert flagged[1.0] / 2000 <= false_max
+    assert flagged[1.05] / 2000 >= caught_min

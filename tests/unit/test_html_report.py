@@ -102,7 +102,7 @@ def test_names_warnings_and_errors_are_escaped(evil_report):
     assert "Xeon &lt;Gold&gt;" in page
     # the plots' scripts: hover text HTML-escaped (plotly shows it as text), brackets of the
     # JSON as unicode escapes, so nothing in it can end the script element
-    scripts = "".join(re.findall(r"<script>.*?</script>", page[page.index("<main>"):], re.S))
+    scripts = "".join(re.findall(r"<script[^>]*>.*?</script>", page[page.index("<main>"):], re.S))
     assert scripts.count("Plotly.newPlot") == n_plots
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;\\u002fscript&gt;|pipe newline" in scripts
     assert "<script>alert" not in scripts

@@ -38,7 +38,7 @@ def test_choose_threads(usable, other, load, want, busy):
     assert "--threads N chooses" in c.line()
     assert c.record()["policy"] == "auto" and c.record()["threads"] == want
     if busy:
-        assert "busy" in c.reason and f"{other:.1f} of the {usable} usable CPUs" in c.reason
+        assert "busy" in c.reason and f"{other:.1f}" in c.reason and f"{load:.1f}" in c.reason
 
 
 def test_the_busy_threshold_is_half_a_cpu():
@@ -142,3 +142,62 @@ def test_execute_prints_progress_off_a_terminal_records_the_policy_and_shares_ce
     assert seen == [(1, []), (1, ["torch|cpu|bandwidth|threads=1",
                                   "torch|cpu|matmul:fp32|threads=1"])]
     assert CACHE_ENV not in os.environ  # gone after the sweep
+
+
+def test_the_first_line_names_what_made_the_host_busy():
+    """A load average at the CPUs with no other work sampled is busy by the load average: the
+    line says so, not that the sampled CPUs were busy."""
+    by_load = choose_threads(usable=[0, 1], other=0.0, load_1m=3.4)
+    assert by_load.threads == 1
+    assert by_load.reason.startswith("auto: the host was busy: a load average of 3.4 processes "
+                                     "running or waiting for its 2 usable CPUs")
+    assert "(the 0.5 s sample found 0.0 CPUs of other work)" in by_load.reason
+    by_other = choose_threads(usable=[0, 1], other=1.2, load_1m=0.4)
+    assert by_other.reason.startswith("auto: the host was busy: other work kept 1.2 of the 2 "
+                                      "usable CPUs busy") and "(load average 0.4)" in by_other.reason
+
+
+def test_the_choice_is_made_once_per_results_file(tmp_path, monkeypatch):
+    """The first run's choice is stored with its points and kept by the next run on the same
+    file whatever the load now; --rechoose-threads measures again and warns when it differs;
+    another count of usable CPUs chooses again."""
+    from dlperf.cli import common
+    from dlperf.resume import stored_thread_choice
+
+    err = io.StringIO()
+    monkeypatch.setattr(common, "err", Console(file=err, width=300))
+    cfg = make_run_config(model="fcn5_tiny", framework="torch", batch_size=8, device="cpu")
+    db = tmp_path / "r.db"
+    monkeypatch.setattr("dlperf.env.choose_threads", lambda cpus=None: BUSY)
+    first = common.choose_threads_once([cfg], str(db))
+    assert first is BUSY
+    with ResultStore(str(db)) as store:
+        store.add(ok_result(cfg.model_copy(update={"threads": 1}), policy=BUSY.record()))
+        kept = stored_thread_choice(store)
+    assert kept is not None and kept.threads == 1 and kept.chosen_at
+    usable = len(os.sched_getaffinity(0))
+    monkeypatch.setattr("dlperf.env.choose_threads", lambda cpus=None: QUIET)
+    if usable != 2:
+        pytest.skip(f"the stored choice was made for 2 usable CPUs, this process has {usable}")
+    again = common.choose_threads_once([cfg], str(db))
+    assert again.threads == 1 and again.chosen_at == kept.chosen_at  # kept, not re-measured
+    assert "this results file's choice since" in err.getvalue()
+    assert "--rechoose-threads" in again.line() and again.record()["chosen_at"]
+    new = common.choose_threads_once([cfg], str(db), rechoose=True)
+    assert new is QUIET
+    assert ("warning: the thread policy chose the framework's default threads now; this "
+            "results file's other CPU points ran with 1 thread(s)") in err.getvalue()
+
+
+def test_another_count_of_usable_cpus_chooses_again(tmp_path, monkeypatch):
+    from dlperf.cli import common
+
+    err = io.StringIO()
+    monkeypatch.setattr(common, "err", Console(file=err, width=300))
+    cfg = make_run_config(model="fcn5_tiny", framework="torch", batch_size=8, device="cpu")
+    other = ThreadChoice(3, 64, 10.0, 70.0, True, "auto: the host was busy")
+    with ResultStore(str(tmp_path / "r.db")) as store:
+        store.add(ok_result(cfg.model_copy(update={"threads": 3}), policy=other.record()))
+    monkeypatch.setattr("dlperf.env.choose_threads", lambda cpus=None: QUIET)
+    assert common.choose_threads_once([cfg], str(tmp_path / "r.db")) is QUIET
+    assert "made for 64 usable CPUs" in err.getvalue()

@@ -25,8 +25,11 @@ from dlperf.cli import (
     report,
     results,
     run,
+    streams,
     sweep,
 )
+
+streams.make_safe()  # a terminal without UTF-8 gets ASCII, not a UnicodeEncodeError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark deep-learning training: time per iteration, throughput, "

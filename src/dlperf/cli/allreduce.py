@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from dlperf.cli import common
-from dlperf.cli.common import check_db, check_output, guard
+from dlperf.cli.common import NVLS_HELP, check_db, check_output, guard
 from dlperf.errors import ConfigError
 
 
@@ -74,6 +74,7 @@ def allreduce(
     db: Annotated[str | None, typer.Option(help="Also store the rows in this results file (see: dlperf results --compare allreduce).")] = None,
     from_json: Annotated[Path | None, typer.Option(help="Store the rows of an earlier --json file in --db instead of running.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --json file that is not an earlier all-reduce JSON (never a database).")] = False,
+    nccl_nvls: Annotated[str, typer.Option(help=NVLS_HELP)] = "default",
 ) -> None:
     """All-reduce bandwidth (algbw/busbw) over message sizes, in the manner of nccl-tests."""
     def body() -> None:
@@ -111,10 +112,11 @@ def allreduce(
             json_out = Path(tmp.name)
         if json_out:
             cmd += ["--json", str(json_out)]
-        env = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-               "NVSHMEM_DISABLE_NVLS": "1", **os.environ}
+        from dlperf.launch.distributed import set_nccl_nvls
+
+        set_nccl_nvls(nccl_nvls)
         try:
-            rc = subprocess.run(cmd, env=env).returncode
+            rc = subprocess.run(cmd, env=dict(os.environ)).returncode
             if rc == 0 and db is not None:
                 store_collectives(json_out, db)
         finally:

@@ -75,6 +75,12 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
 
 DEFAULT_DB = "dlperf-results.db"
 
+#: Help of ``--nccl-nvls`` (run, sweep, allreduce).
+NVLS_HELP = ("NCCL's NVLink SHARP (NVLS) algorithms for multi-GPU runs: default (NCCL decides: on "
+             "where the system has NVLink multicast) or off (NCCL_NVLS_ENABLE=0, and "
+             "multicast off for PyTorch symmetric memory and NVSHMEM: a machine whose "
+             "multicast does not work needs it). Recorded with each result (env.env).")
+
 #: Printed under a breakdown table (``dlperf run --breakdown`` and ``dlperf results``).
 BREAKDOWN_LEGEND = ("t_f/t_b/t_u marked * come from the profiler trace (a step compiled as one "
                     "program); `!`: phases and fused step differ by over 3% (reason in the "
@@ -343,11 +349,16 @@ def grouped(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]
 
 def print_warning_lines(rows: list[dict[str, Any]]) -> None:
     """Under a results table: one line per result with warnings (the table's ``⚠ N``),
-    :func:`dlperf.report.tables.warning_lines`."""
+    :func:`dlperf.report.tables.warning_lines`, each wrapped to the console's width (words
+    whole, continuation lines indented) like the table above it."""
+    import textwrap
+
     from dlperf.report.tables import warning_lines
 
     for line in warning_lines(rows):
-        out.print(line, markup=False, highlight=False, style="yellow")
+        text = textwrap.fill(line, width=max(out.width, 20), subsequent_indent="  ",
+                             break_long_words=False, break_on_hyphens=False)
+        out.print(text, markup=False, highlight=False, style="yellow")
 
 
 def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
@@ -384,10 +395,15 @@ def print_glance(store: Any, rows: list[dict[str, Any]]) -> None:
         out.print(line, markup=False, highlight=False)
 
 
-def choose_threads_once(points: list[Any]) -> Any:
-    """The thread policy's choice for the CPU points without ``--threads``
-    (:func:`dlperf.env.choose_threads`, a measurement of the host's load), printed once; None
-    when no point is such (then nothing is measured)."""
+def choose_threads_once(points: list[Any], db: str | None = None,
+                        rechoose: bool = False, echo: bool = True) -> Any:
+    """The thread policy's choice for the CPU points without ``--threads``, printed once;
+    None when no point is such (then nothing is measured). The choice is made once per
+    results file: the one ``db``'s points were measured with (:func:`dlperf.resume.
+    stored_thread_choice`) is kept, so a file's points stay comparable; else (none stored,
+    another count of usable CPUs, or ``rechoose``: ``--rechoose-threads``) it is measured now
+    (:func:`dlperf.env.choose_threads`), with a warning where it differs from the file's.
+    ``echo`` False: nothing is printed (``sweep --dry-run`` prints the choice its own way)."""
     from dlperf.env import choose_threads
     from dlperf.placement import thread_policy_cpus
     from dlperf.resume import auto_threads
@@ -395,9 +411,73 @@ def choose_threads_once(points: list[Any]) -> Any:
     auto = [p for p in points if auto_threads(p)]
     if not auto:
         return None
-    choice = choose_threads(thread_policy_cpus(auto))
-    err.print(choice.line(), markup=False, highlight=False)
+    cpus = thread_policy_cpus(auto)
+    stored = _stored_choice(db)
+    say = err.print if echo else (lambda *a, **k: None)
+    if stored is not None and not rechoose:
+        n = len(cpus) if cpus is not None else len(_usable())
+        if stored.usable_cpus == n:
+            say(stored.line(), markup=False, highlight=False)
+            return stored
+        say(f"note: this results file's thread choice was made for {stored.usable_cpus} "
+            f"usable CPUs and this run has {n}: the thread policy chooses again",
+            markup=False, highlight=False)
+    choice = choose_threads(cpus)
+    say(choice.line(), markup=False, highlight=False)
+    if stored is not None and stored.threads != choice.threads:
+        say(f"[yellow]warning:[/] the thread policy chose {_count(choice.threads)} now; this "
+            f"results file's other CPU points ran with {_count(stored.threads)} (chosen "
+            f"{stored.chosen_at}): comparisons between them compare thread counts too",
+            highlight=False)
     return choice
+
+
+def check_memory(points: list[Any], db: str) -> None:
+    """Refuse, before anything runs, the points whose estimated memory exceeds the device's or
+    the host's (:func:`dlperf.guards.memory_refusals`, from the model's spec and the peaks
+    ``db`` holds at other batch sizes).
+
+    Raises:
+        ConfigError: naming each such point, its estimate and the largest batch that fits.
+    """
+    from dlperf.guards import memory_refusals
+
+    stored: list[Any] = []
+    if Path(db).is_file() and Path(db).stat().st_size:
+        from dlperf.results.store import ResultStore
+
+        with ResultStore(db, read_only=True) as store:
+            stored = store.records(latest=False, samples=False)
+    bad = memory_refusals(points, stored)
+    if bad:
+        shown = bad[:5] + ([f"... and {len(bad) - 5} more"] if len(bad) > 5 else [])
+        raise ConfigError(f"{len(bad)} point(s) would not fit in memory; nothing was run:\n  "
+                          + "\n  ".join(shown) + "\nGive smaller batch sizes, or "
+                          "--no-memory-check to run them anyway (an estimate, module "
+                          "dlperf.guards, can be wrong)")
+
+
+def _count(threads: int | None) -> str:
+    return f"{threads} thread(s)" if threads is not None else "the framework's default threads"
+
+
+def _usable() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def _stored_choice(db: str | None) -> Any:
+    """:func:`dlperf.resume.stored_thread_choice` of the results file ``db``; None when it
+    does not exist yet or is empty."""
+    if db is None or not Path(db).is_file() or Path(db).stat().st_size == 0:
+        return None
+    from dlperf.results.store import ResultStore
+    from dlperf.resume import stored_thread_choice
+
+    with ResultStore(db, read_only=True) as store:
+        return stored_thread_choice(store)
 
 
 class Terminated(KeyboardInterrupt):
@@ -426,7 +506,8 @@ def terminated_as_interrupt() -> Iterator[None]:
 def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
             report_dir: str | None, sweep_config: dict | None = None,
             runner: Callable[[Any], RunRecord] | None = None,
-            missing_ok: bool = False) -> None:
+            missing_ok: bool = False, rechoose_threads: bool = False,
+            memory_check: bool = True) -> None:
     """Check, run and store ``points``, print the results; exit 1 if every point that ran
     failed or any point is ``unavailable`` (missing data or framework: still to measure).
 
@@ -447,7 +528,9 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                   f"that are gone: {', '.join(str(p) for p in gone[:3])}"
                   f"{' ...' if len(gone) > 3 else ''}", markup=False, highlight=False)
     missing = preflight(points, allow_missing=missing_ok)
-    threads = choose_threads_once(points)
+    if memory_check:
+        check_memory(points, db)
+    threads = choose_threads_once(points, db, rechoose_threads)
     # Trace folders are written after each measurement: one that cannot be made would leave
     # the point stored without its trace (and resumed as done), so they are made now; an
     # OSError is a user error (guard: exit 2, nothing run or stored).

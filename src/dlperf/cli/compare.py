@@ -24,6 +24,9 @@ HELP = ("Compare two result files point by point (or, with --db FILE, two tags o
         "on a run-level interval: 2 or more runs a side (dlperf run --repeats 3), each on a "
         "quiet host, without two modes or a drift; other points are 'not judged', counted, "
         "with what would make them judgeable.\n\n"
+        "For CI: dlperf compare --run BASE_DIR NEW_DIR --fail-if-slower 3% -- RUN_FLAGS "
+        "measures two checkouts alternately with the dlperf run flags after -- and gates on "
+        "them (docs/usage.md, 'A regression gate').\n\n"
         "Exit status: 0; with --fail-if-slower: 1 when a point is significantly slower by "
         "more than the threshold or fails in NEW only, 3 when a point of BASE is missing from "
         "NEW or the two share no point, 4 when no point could be judged; 2 for a user error.")
@@ -130,7 +133,7 @@ def compare(
     new: Annotated[str, typer.Argument(metavar="NEW", help="NEW: a results file, or with --db a tag or commit; with --run, the folder of NEW's code.")],
     db: Annotated[str | None, typer.Option(help="One results file holding both sides: BASE and NEW are then tags (dlperf run --tag) or git commits in it. With --run: where the runs go (default dlperf-gate.db).")] = None,
     run: Annotated[bool, typer.Option("--run", help="Measure first: BASE and NEW are folders (checkouts of two revisions); the dlperf run flags after -- are run in each, alternately (BASE NEW NEW BASE ...), --rounds times each, then compared. The command for CI.")] = False,
-    rounds: Annotated[int, typer.Option(help="With --run: runs of every point on each side (2 or more; a point is judged on 2).")] = 3,
+    rounds: Annotated[int, typer.Option(help="With --run: runs of every point on each side (2 or more; a point is judged on 2). 5 catches a 5% slowdown with a 3% threshold at 1% run-to-run spread (3: 96% of the time).")] = 5,
     base_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for BASE's runs (repeatable).")] = None,
     new_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for NEW's runs (repeatable).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="With --run: go on with an interrupted gate in --db (its runs are kept).")] = False,

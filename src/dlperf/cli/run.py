@@ -63,11 +63,12 @@ class Point:
     data: Annotated[str | None, Opt(help="synthetic, a data-set name (mnist, cifar10, ptb, wikitext2, imagefolder), imagefolder:PATH or a PATH. Default: each suite entry's own, else synthetic.")] = None
     data_dir: Annotated[str | None, Opt(help="Data root for data-set names (default: $DLPERF_DATA).")] = None
     grad_accum: Annotated[int, Opt(help="Gradient-accumulation steps per iteration.")] = RUN.grad_accum
-    threads: Annotated[str | None, Opt(help="CPU threads for the framework (per process: each data-parallel rank gets this many); comma-separated for a thread sweep, e.g. 1,2,4,8. Default: the thread policy (every usable CPU on a quiet host, fewer on a busy one; 1 per data-parallel CPU rank), recorded with each result.")] = None
+    threads: Annotated[str | None, Opt(help="CPU threads for the framework (per process: each data-parallel rank gets this many); comma-separated for a thread sweep, e.g. 1,2,4,8. Default: the thread policy (every usable CPU on a quiet host, fewer on a busy one; 1 per data-parallel CPU rank), chosen once per results file and recorded with each result.")] = None
     cpu_bind: Annotated[str, Opt(help="Bind the worker to CPUs before the framework starts: none (default: as started), cores (the usable CPUs split into disjoint blocks, one per data-parallel rank), numa (each rank on one NUMA node's CPUs) or a CPU list such as 0-3,8 (split among the ranks). Recorded with the result (env.cpu_bind); the YAML field is cpu_bind.")] = RUN.cpu_bind
     layout: Annotated[str, Opt(help="Image activation layout: auto (the framework's recommendation: channels_last for PyTorch CNNs on CUDA in bf16/tf32, NHWC in Flax/Keras), nchw, nhwc.")] = RUN.layout
     compile_mode: Annotated[str, Opt(help="PyTorch graph mode: torch.compile's mode: default, reduce-overhead (CUDA graphs: one launch for many kernels), max-autotune, max-autotune-no-cudagraphs; comma-separated to compare, e.g. default,reduce-overhead.")] = RUN.compile_mode
     optimizer_impl: Annotated[str, Opt(help="PyTorch only: the optimizer update's implementation: auto (the fastest: fused=True where PyTorch has fused kernels, CUDA and the CPU; PyTorch's default elsewhere), fused (fused=True), foreach (foreach=True), single (for-loop); comma-separated to compare, e.g. auto,fused. Recorded in flags.optimizer.")] = RUN.optimizer_impl
+    rechoose_threads: Annotated[bool, Opt("--rechoose-threads", help="Measure the host's load again for the thread policy instead of keeping the choice this results file's CPU points were measured with (warned where it differs).")] = False
     framework_option: Annotated[list[str] | None, Opt("--framework-option", help="KEY=VALUE: an option of the framework's own (its Options model in frameworks/<name>/options.py; VALUE read as YAML, e.g. slowdown=1.1 or 'fail={64: oom}'); repeat the flag for several. The YAML field is options.")] = None
     repeats: Annotated[int, Opt(help="Runs of each point, each in a fresh worker process, in rounds (every point once, then again, ...): between-run variation and the olympic mean with `dlperf results --compare repeats`.")] = 1
 
@@ -84,6 +85,7 @@ class Iterations:
     max_warmup_iters: Annotated[int, Opt(help="Give up on steady state after this many warm-up iterations.")] = ITERATIONS.max_warmup_iters
     max_warmup_time: Annotated[float | None, Opt(help=f"...or this many seconds of warm-up (default: {ITERATIONS.max_warmup_time_s:g}; {QUICK_ITERATIONS.max_warmup_time_s:g} for the quick suite).")] = None
     ci_target: Annotated[float | None, Opt(help="Measure until the 95% CI of the median is within +- this share of it (e.g. 0.01), up to --max-time / --max-iters; off by default.")] = None
+    memory_check: Annotated[bool, Opt("--memory-check/--no-memory-check", help="Refuse, before anything runs, points whose estimated memory (the model's weights, gradients, optimizer state, inputs and logits, or peaks stored at other batch sizes) exceeds the device's or the host's, naming the largest batch that fits.")] = True
     timeout: Annotated[float, Opt(help="Kill a point's worker after this many seconds (also the limit on making a file: model's spec, which imports the file in a process of its own).")] = RUN.timeout_s
 
 
@@ -126,6 +128,7 @@ class Parallel:
     broadcast_buffers: Annotated[bool, Opt("--broadcast-buffers/--no-broadcast-buffers", help="PyTorch DDP: broadcast rank 0's buffers (BatchNorm statistics) at every forward (PyTorch's default).")] = DDP.broadcast_buffers
     comm_profile_iters: Annotated[int, Opt(help="Data parallel: iterations profiled after the measurement for the exposed communication (0: none).", min=0)] = RUN.comm_profile_iters
     emit_slurm: Annotated[Path | None, Opt(help="Write a SLURM sbatch script that runs this command on --nnodes nodes, and exit.")] = None
+    nccl_nvls: Annotated[str, Opt(help=common.NVLS_HELP)] = "default"
 
     def ddp(self) -> dict[str, Any]:
         """The DDP options (:class:`dlperf.config.DDPOptions` fields)."""
@@ -316,6 +319,9 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         from dlperf.config import expand_grid, resolve_device
 
         _check_flags(point, par)
+        from dlperf.launch.distributed import set_nccl_nvls
+
+        set_nccl_nvls(par.nccl_nvls)
         check_out_dir(store.report, "--report", store.db, force=store.force)
         common.check_output(par.emit_slurm, "--emit-slurm", store.db, kind="slurm",
                             force=store.force)
@@ -353,6 +359,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag "
                              f"{store.tag!r} in {db}", markup=False, highlight=False)
         common.execute(points, db, sweep=None, resume=resume, retry_failed=store.retry_failed,
+                       rechoose_threads=point.rechoose_threads, memory_check=it.memory_check,
                        report_dir=store.report, runner=tagging(runner, store.tag))
 
     guard(lambda: common.spec_bounded(body, it.timeout))

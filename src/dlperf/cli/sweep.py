@@ -82,11 +82,12 @@ def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, 
                      markup=False, highlight=False)
 
 
-def _dry_threads(points: list[Any], path: str, done: set[str]) -> tuple[list[Any], str]:
+def _dry_threads(points: list[Any], path: str, done: set[str], rechoose: bool = False
+                 ) -> tuple[list[Any], str]:
     """The points as a sweep would run them (:func:`dlperf.resume.resolve_threads`: CPU points
-    without threads get the thread policy's choice, measured on this host now; a point stored
-    under the policy keeps its count), and a line saying what the policy chose and why."""
-    from dlperf.env import choose_threads
+    without threads get the thread policy's choice, the results file's or measured on this host
+    now: :func:`dlperf.cli.common.choose_threads_once`; a point stored under the policy keeps
+    its count), and a line saying what the policy chose and why."""
     from dlperf.results.store import ResultStore
     from dlperf.resume import auto_threads, resolve_threads
 
@@ -94,10 +95,9 @@ def _dry_threads(points: list[Any], path: str, done: set[str]) -> tuple[list[Any
     if not auto:
         return points, ("threads: as each point gives them (the thread policy sets the threads "
                         "of CPU points without threads only)")
-    from dlperf.placement import thread_policy_cpus
-
-    choice = choose_threads(thread_policy_cpus(auto))
-    line = (f"thread policy for the {len(auto)} CPU point(s) without threads, measured now: "
+    choice = common.choose_threads_once(auto, path, rechoose, echo=False)
+    how = "this results file's" if choice.chosen_at else "measured now"
+    line = (f"thread policy for the {len(auto)} CPU point(s) without threads, {how}: "
             f"{choice.line()}")
     if not done:  # nothing stored: no earlier choice to keep, the store is never read
         return resolve_threads(points, choice, cast(Any, None), done)[0], line
@@ -130,7 +130,7 @@ def _tagged_done(points: list[Any], path: str, tag: str, retry_failed: bool
 
 
 def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
-             tag: str | None) -> None:
+             tag: str | None, rechoose: bool = False) -> None:
     """What would run: each point (threads as the thread policy would set them, marked so)
     pending, stored or failed in ``path`` (read, not changed; with a tag, only results stored
     under it count), the counts, then the thread policy and the tag."""
@@ -145,7 +145,7 @@ def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
     ok_keys = set() if restart else stored_keys(path, include_failed=False)
     by_policy = [auto_threads(p) for p in points]
     given = points
-    points, threads_line = _dry_threads(points, path, done)
+    points, threads_line = _dry_threads(points, path, done, rechoose)
     changed = _dry_code_changes(points, path, done) if not restart else set()
     if tag is not None and not restart:
         # as the run decides: on the points as given (a point of the thread policy is stored
@@ -171,12 +171,24 @@ def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
                 "compare)" if tag is None else
                 f"tag: {tag!r}: the results are labelled with it; a point counts as stored "
                 "only under this tag (stored under another tag or none, it is measured again)")
+    pending = [p for p in points if p.run_key() not in done]
+    rows: list[Any] = []
+    if Path(path).is_file() and Path(path).stat().st_size:
+        from dlperf.results.store import ResultStore
+
+        with ResultStore(path, read_only=True) as store:
+            rows = store.rows(latest=False)
+    from dlperf.guards import clock_text, duration_estimate
+
+    secs, how = duration_estimate(pending, rows)
+    time_line = (f"estimated time: about {clock_text(secs)} for the {len(pending)} pending "
+                 f"run(s) ({how})" if pending else "estimated time: nothing pending")
     for line in ((f"{len(points)} points" if n_points == len(points) else
                   f"{len(points)} runs of {n_points} point{plural} (repeats)")
                  + f": {len(points) - n_done} pending, {n_done} stored in {where}"
                  + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
                     "--retry-failed to run them again)" if n_failed else ""),
-                 threads_line, tag_line):
+                 time_line, threads_line, tag_line):
         common.out.print(line, markup=False, highlight=False)
 
 
@@ -261,6 +273,9 @@ def sweep(
     tag: Annotated[str | None, typer.Option(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None,
     slurm_array: Annotated[Path | None, typer.Option(help="Write a SLURM sbatch script that runs the sweep as a job array (one task per --shard K/N, each into DB.shard<K>.db; combine them with `dlperf merge`), and exit.")] = None,
     shards: Annotated[int | None, typer.Option(help="--slurm-array: array tasks N (default: one per point).", min=1)] = None,
+    nccl_nvls: Annotated[str, typer.Option(help=common.NVLS_HELP)] = "default",
+    memory_check: Annotated[bool, typer.Option("--memory-check/--no-memory-check", help="Refuse, before anything runs, points whose estimated memory exceeds the device's or the host's (dlperf.guards), naming the largest batch that fits.")] = True,
+    rechoose_threads: Annotated[bool, typer.Option("--rechoose-threads", help="Measure the host's load again for the thread policy instead of keeping the choice this results file's CPU points were measured with (warned where it differs).")] = False,
     cpu_bind: Annotated[str | None, typer.Option(help="Bind every point's worker (each data-parallel rank to its own CPUs) as the file's cpu_bind field would: none, cores, numa or a CPU list such as 0-3; overrides the file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace files in the way of --slurm-array or --report that dlperf did not write for them (never a database).")] = False,
 ) -> None:
@@ -270,6 +285,9 @@ def sweep(
         from dlperf.launch.slurm import node_db_path
 
         check_out_dir(report, "--report", force=force)
+        from dlperf.launch.distributed import set_nccl_nvls
+
+        set_nccl_nvls(nccl_nvls)
         k_n = parse_shard(shard) if shard is not None else None
         cfg = load_sweep(file)
         points = with_cpu_bind(cfg.expand(), cpu_bind)
@@ -278,7 +296,8 @@ def sweep(
                 raise ConfigError("--slurm-array writes one task per shard; leave out --shard")
             opts = [*(["--tag", tag] if tag else []), *(["--retry-failed"] if retry_failed
                                                          else []),
-                    *(["--restart"] if restart else [])]
+                    *(["--restart"] if restart else []),
+                    *(["--nccl-nvls", nccl_nvls] if nccl_nvls != "default" else [])]
             _write_array(slurm_array, file, points, shards,
                          db or str(Path(file).with_suffix(".db")), opts, force)
             return
@@ -291,7 +310,7 @@ def sweep(
         check_out_dir(report, "--report", path, force=force)
         if dry_run:  # the checks the sweep makes before it runs, those of this host as notes
             _dry_checks(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
-            _dry_run(points, path, restart, retry_failed, tag)
+            _dry_run(points, path, restart, retry_failed, tag, rechoose_threads)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
         from dlperf.placement import check_here
@@ -309,6 +328,7 @@ def sweep(
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag {tag!r} "
                              f"in {path}", markup=False, highlight=False)
         common.execute(points, path, sweep=cfg.name, resume=resume,
+                       rechoose_threads=rechoose_threads, memory_check=memory_check,
                        retry_failed=retry_failed, report_dir=report,
                        sweep_config=cfg.model_dump(), missing_ok=True,
                        runner=tagging(lambda c: run_point(c, node_rank=node_rank,
@@ -329,6 +349,7 @@ def _spec_limit(file: Path) -> float:
         doc = load_yaml_file(file)
     except Exception:  # noqa: BLE001 - load_sweep reports it
         return default
-    t = (doc.get("defaults") or {}).get("timeout_s") if isinstance(doc, dict) else None
+    defaults = doc.get("defaults") if isinstance(doc, dict) else None
+    t = defaults.get("timeout_s") if isinstance(defaults, dict) else None
     ok = isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
     return float(t) if ok else default

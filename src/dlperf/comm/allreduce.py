@@ -242,7 +242,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="write rows and environment here (rank 0)")
     a = p.parse_args(argv)
 
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast off (the GPU machine needs it)
     import torch
     import torch.distributed as dist
 

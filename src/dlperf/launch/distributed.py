@@ -56,16 +56,38 @@ from dlperf.results.parts import RankOutcome, WorkerInfo
 from dlperf.results.schema import RunRecord, failure_record
 from dlperf.tempdirs import owned_tempdir
 
-__all__ = ["run_distributed", "launch_command", "free_port", "run_point", "FAILURE_ORDER"]
+__all__ = ["run_distributed", "launch_command", "free_port", "run_point", "FAILURE_ORDER",
+           "NVLS_OFF_ENV", "NCCL_NVLS_CHOICES", "set_nccl_nvls"]
 
 STDERR_TAIL = 4000
 GRACE_S = 5.0
 #: Which rank status explains a failed run best: the first cause, not its consequences (when
 #: one rank runs out of memory the others fail in a collective, or are killed).
 FAILURE_ORDER = ("oom", "nan_loss", "error", "unavailable", "crash", "timeout")
-#: Environment for multi-GPU runs on the project's machines (ENVIRONMENT.md): no NVLink SHARP.
-NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-            "NVSHMEM_DISABLE_NVLS": "1"}
+#: What ``--nccl-nvls off`` sets for every process dlperf starts (:func:`set_nccl_nvls`):
+#: NCCL's NVLink SHARP (NVLS) algorithms and the multicast objects of PyTorch's symmetric
+#: memory and NVSHMEM off. Left out (NCCL's default), NCCL uses NVLS where the system has it.
+NVLS_OFF_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1"}
+#: The values of ``--nccl-nvls``.
+NCCL_NVLS_CHOICES = ("default", "off")
+
+
+def set_nccl_nvls(value: str) -> None:
+    """``--nccl-nvls``: ``default`` changes nothing (NCCL decides, and whatever the user's
+    environment sets stays); ``off`` sets :data:`NVLS_OFF_ENV` in this process's environment,
+    so every worker, rank and all-reduce run it starts inherits it, and each result records it
+    (``env.env``, :data:`dlperf.env.RELEVANT_ENV`).
+
+    Raises:
+        ConfigError: another value.
+    """
+    if value not in NCCL_NVLS_CHOICES:
+        from dlperf.errors import unknown_choice
+
+        raise unknown_choice("nccl-nvls", value, NCCL_NVLS_CHOICES)
+    if value == "off":
+        os.environ.update(NVLS_OFF_ENV)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -112,8 +134,6 @@ def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None
     """Run ``cfg`` the way it needs (one worker process, or a distributed launch) and return
     its record."""
     if cfg.processes_per_node * cfg.nnodes == 1:
-        if cfg.distributed:  # one process driving several devices (JAX, TensorFlow)
-            env = {**{k: v for k, v in NCCL_ENV.items() if k not in os.environ}, **(env or {})}
         why = breakdown_apart(cfg)
         if why:
             return run_breakdown_apart(cfg, why, env=env)
@@ -144,8 +164,7 @@ def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None 
         cpath.write_text(cfg.model_dump_json())
         cmd = launch_command(cfg, cpath, out, node_rank=node_rank, endpoint=endpoint)
         penv = {**os.environ, "PYTHONUNBUFFERED": "1", "DLPERF_NODE_RANK": str(node_rank),
-                "DLPERF_LAUNCHER_PID": str(os.getpid()),
-                **{k: v for k, v in NCCL_ENV.items() if k not in os.environ}}
+                "DLPERF_LAUNCHER_PID": str(os.getpid())}
         if cfg.nnodes == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
             penv["GLOO_SOCKET_IFNAME"] = "lo"  # one node: gloo over loopback
         if cfg.threads is None and "OMP_NUM_THREADS" not in os.environ:

@@ -15,8 +15,11 @@ import os
 import re
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
+from dlperf import heartbeat
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError
 
@@ -50,14 +53,17 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
         cpath, rpath = Path(tmp) / "config.json", Path(tmp) / "result.json"
         cpath.write_text(cfg.model_dump_json())
         python, wenv = worker_interpreter(cfg.framework, Path(tmp))
-        penv = {**os.environ, "PYTHONUNBUFFERED": "1", **wenv, **(env or {})}
+        hb = Path(tmp) / "heartbeat.json"
+        penv = {**os.environ, "PYTHONUNBUFFERED": "1", **wenv, heartbeat.ENV: str(hb),
+                **(env or {})}
         cmd = [python, "-m", "dlperf.worker", str(cpath), str(rpath), str(os.getpid())]
         errf = Path(tmp) / "stderr.txt"
         with open(errf, "wb") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=penv,
                                     start_new_session=True)
             try:
-                rc = wait_group(proc, timeout_s)  # what it forked ends with it
+                # what it forked ends with it; a worker without progress is named meanwhile
+                rc = _wait(proc, timeout_s, heartbeat.Watch(hb, cfg.label(), timeout_s))
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 return failure_record(
@@ -87,6 +93,31 @@ def read_record(path: Path, cfg: RunConfig, stderr: Path | None = None) -> RunRe
         return failure_record(cfg, "crash", f"the worker's result {path.name} is not a record "
                               f"this dlperf reads: {str(e)[:2000]}",
                               worker=WorkerInfo(returncode=0, stderr_tail=tail))
+
+
+#: How often (s) a waiting parent looks at its worker's heartbeat.
+POLL_S = 5.0
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, watch: heartbeat.Watch) -> int:
+    """:func:`~dlperf.procgroup.wait_group` of ``proc`` up to ``timeout_s``, printing to
+    stderr the :class:`~dlperf.heartbeat.Watch`'s line whenever the worker has made no
+    progress for a while.
+
+    Raises:
+        subprocess.TimeoutExpired: at ``timeout_s``, as ``wait_group`` does.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return wait_group(proc, max(0.0, min(POLL_S, left)))
+        except subprocess.TimeoutExpired:
+            if left <= POLL_S:
+                raise
+        line = watch.poll()
+        if line:
+            print(line, file=sys.stderr, flush=True)
 
 
 #: A line that names an exception (``ValueError: ...``, ``torch.OutOfMemoryError: ...``).

@@ -77,8 +77,6 @@ def sbatch_script(run_args: Sequence[str], *, nnodes: int, gpus_per_node: int = 
     lines += [f"#SBATCH --time={time_limit}",
               "#SBATCH --output=%x-%j.out",
               "set -euo pipefail",
-              "# NVLink SHARP/multicast off, as on the machines dlperf was measured on.",
-              "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1",
               'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
               f'port=${{DLPERF_RDZV_PORT:-{port}}}',
               # bash -c runs on each node, so $SLURM_NODEID is that node's; the command
@@ -145,7 +143,6 @@ def array_script(sweep_file: str | Path, shards: int, *, db: str, gpus_per_task:
               "set -euo pipefail",
               ': "${SLURM_ARRAY_TASK_ID:?submit with sbatch (a job array), or set it to run '
               'one task here}"',
-              "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1",
               f'exec {cmd} --shard "${{SLURM_ARRAY_TASK_ID}}/{shards}" --db "{task_db}"',
               ""]
     return "\n".join(lines)

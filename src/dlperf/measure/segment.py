@@ -14,6 +14,7 @@ from typing import Any
 from dlperf import stats
 from dlperf.data.pipeline import data_wait_summary
 from dlperf.errors import NonFiniteLoss
+from dlperf.heartbeat import beat
 from dlperf.measure.host import RunDelay
 from dlperf.measure.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, LoopResult, measure
 from dlperf.measure.power import PowerRecord, energy_summary
@@ -48,16 +49,23 @@ def run_segment(session: Any, cfg: Any, delay: RunDelay) -> Segment:
     """
     dist = session.dist
     power = PowerControl(session.nvml_target, cfg.power_interval_s)
+    steps = [0]
 
     def check(handles: list[Any]) -> None:
         vals = session.losses_to_floats(handles)
         if not all(math.isfinite(x) for x in vals):
             raise NonFiniteLoss(f"loss became non-finite during warm-up: {vals[-5:]}")
+        # the host has synchronised for the losses anyway: a sign of life costs nothing here
+        steps[0] += len(handles)
+        beat("first step" if steps[0] == 1 else "warm-up", steps[0])
 
     def on_phase(phase: str) -> None:
         if session.on_phase is not None:
             session.on_phase(phase)
         if phase == "measure":
+            # the segment, its re-measures and CI extensions stay within max_time_s of this
+            beat("measuring", steps[0], budget_s=cfg.iterations.max_time_s
+                 + cfg.iterations.max_warmup_time_s)
             delay.start()
             power.start()  # last thing before the measured segment
 
@@ -70,6 +78,7 @@ def run_segment(session: Any, cfg: Any, delay: RunDelay) -> Segment:
     finally:
         power_record = power.stop()  # first thing after it
         delay.stop()
+    beat("measured", steps[0] + len(loop.measured_s))
     memory = session.memory()  # before the probes allocate anything
     if power_record is not None and power_record.memory_used_peak_bytes is not None:
         memory["nvml_used_peak_bytes"] = power_record.memory_used_peak_bytes

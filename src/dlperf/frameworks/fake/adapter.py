@@ -9,8 +9,8 @@ without sleeping: the run's timer, the harness's loops (:attr:`FakeRun.clock`), 
 and the data-wait recorder all read that clock, so every duration is exactly the scripted one
 and a run's measured segment costs microseconds of real time. The step returns a loss that
 decreases. ``run_noise``, ``noise``, ``drift`` and ``mode_share``/``mode_factor`` vary the step
-times (:class:`StepVariation`; draws from ``seed``, else fresh entropy, so two runs differ as
-two real runs do).
+times (:class:`StepVariation`; draws from ``seed`` and the run's repeat number, else fresh
+entropy, so two runs differ as two real runs do).
 
 ``fail`` scripts failures by batch size: ``oom`` raises an out-of-memory error, ``memerr`` a
 plain ``MemoryError`` (the host allocator's, also an out-of-memory result), ``crash`` kills the
@@ -76,12 +76,14 @@ class StepVariation:
     """The scripted variation of a fake run's step times (module docstring): :meth:`factor`
     of step ``k`` multiplies its scripted time; 1.0 when no variation is scripted."""
 
-    def __init__(self, opts: Options) -> None:
+    def __init__(self, opts: Options, repeat: int = 0) -> None:
         import numpy as np
 
         self.run_noise, self.noise, self.drift = opts.run_noise, opts.noise, opts.drift
         self.mode_share, self.mode_factor = opts.mode_share, opts.mode_factor
-        self.rng = np.random.default_rng(opts.seed)
+        # a seed gives each repeat draws of its own (repeats of one point are runs of their
+        # own, as in a real framework), deterministically
+        self.rng = np.random.default_rng(None if opts.seed is None else [opts.seed, repeat])
         self.active = bool(self.run_noise or self.noise or self.drift or self.mode_share)
         self.run_factor = float(np.exp(self.run_noise * self.rng.standard_normal())
                                 ) if self.run_noise else 1.0
@@ -182,7 +184,7 @@ class FakeRun(TrainingRun):
             raise DataError("scripted data error")
         self._n = 0
         self._stages = stage_durations(self.step_s)
-        self._vary = StepVariation(opts)
+        self._vary = StepVariation(opts, repeat=cfg.repeat)
         self._comp = scripted_compiles(opts, self.step_s)
         self._compiles, self._compile_s, self._compiles_at_measure = 0, 0.0, 0
         if self._comp is not None:

@@ -4,10 +4,11 @@ Usage (repository root)::
 
     PYTHONPATH=src python benchmarks/perfmodel_validate.py benchmarks/results/h200 \\
         benchmarks/results/h200x2 [--category "held-out batch" ...] [--rows rows.json] \
-        [--no-host-probe] [--no-kernel-term]
+        [--store] [--split split.json] [--no-host-probe] [--no-kernel-term]
 
-Prints the markdown table of :meth:`dlperf.perfmodel.backtest.Validation.table` (the one in
-docs/perfmodel.md), the prediction intervals' leave-one-out coverage
+Prints the markdown table of :meth:`dlperf.perfmodel.backtest.Validation.table`, the same by
+side of the frozen development/test split (:meth:`~dlperf.perfmodel.backtest.Validation.
+split_table`, the one in docs/perfmodel.md), the prediction intervals' leave-one-out coverage
 (:meth:`~dlperf.perfmodel.backtest.Validation.coverage_table`, docs/perfmodel.md "Prediction
 interval") and, with ``--rows``, writes every held-out prediction as JSON.
 ``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
@@ -32,7 +33,7 @@ import time
 from dataclasses import asdict
 
 from dlperf.perfmodel import split
-from dlperf.perfmodel.api import validate
+from dlperf.perfmodel.validation import validate
 
 
 def main() -> None:
@@ -42,11 +43,17 @@ def main() -> None:
     ap.add_argument("--rows", help="write every held-out prediction to this JSON file")
     ap.add_argument("--no-host-probe", action="store_true",
                     help="ablation: fit without the points' untraced host dispatch times")
+    ap.add_argument("--store", action="store_true",
+                    help="also write the residual table beside the files (as dlperf predict "
+                         "--validate does)")
     ap.add_argument("--split", default=None,
                     help="the development/test split (default: benchmarks/results/split.json)")
     ap.add_argument("--no-kernel-term", action="store_true",
                     help="ablation: no kernel counts, so no roofline kernel term anywhere")
     args = ap.parse_args()
+    if args.store and (args.no_kernel_term or args.no_host_probe or args.category):
+        ap.error("--store writes the table predictions use: not with an ablation or a subset "
+                 "of the categories")
     if args.no_kernel_term or args.no_host_probe:
         # an ablation patches the model at run time, which the caches' key cannot see: fits and
         # residuals cached by a normal run would be read back as the ablation's (fitcache.py)
@@ -71,6 +78,10 @@ def main() -> None:
           "median width (high / low):\n")
     print(v.coverage_table(), end="")
     print(f"\n{len(v.rows)} held-out predictions in {time.perf_counter() - t0:.0f} s")
+    if args.store:
+        from dlperf.perfmodel.validation import store_table
+
+        print(f"residual table: {store_table(args.paths, v)}")
     if args.rows:
         with open(args.rows, "w") as f:
             json.dump([{**asdict(r), "ape_pct": r.ape, "baseline_ape_pct": r.baseline_ape,

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlperf.perfmodel import api
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import onedevice as od
+from dlperf.perfmodel import validation
 from dlperf.perfmodel.records import Point, load, point_from_row
 
 DLBENCH = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/dlbench.db"
@@ -71,7 +71,7 @@ def test_fit_refuses_bad_input():
 
 
 def test_validation_on_committed_dlbench_is_held_out():
-    v = api.validate(DLBENCH, ["held-out batch", "extrapolate 2x"])
+    v = validation.validate(DLBENCH, ["held-out batch", "extrapolate 2x"])
     recs = load(DLBENCH)
     series: dict = {}
     for p in recs.points:
@@ -94,15 +94,19 @@ def test_validation_on_committed_dlbench_is_held_out():
 
 def test_predict_cli_on_committed_files(tmp_path):
     import json
+    import shutil
 
     from typer.testing import CliRunner
 
     from dlperf.cli import app
 
-    r = CliRunner().invoke(app, ["predict", "--db", str(DLBENCH), "--validate"])
+    db = tmp_path / "dlbench.db"  # --validate writes its table beside the file: a copy
+    shutil.copy(DLBENCH, db)
+    r = CliRunner().invoke(app, ["predict", "--db", str(db), "--validate"])
     assert r.exit_code == 0, r.output
     assert "held-out batch | 50 |" in r.output
-    r = CliRunner().invoke(app, ["predict", "--db", str(DLBENCH), "--model", "lstm",
+    assert (tmp_path / "perfmodel_residuals.json").is_file()
+    r = CliRunner().invoke(app, ["predict", "--db", str(db), "--model", "lstm",
                                  "--precision", "fp32", "-b", "64", "--format", "json"])
     assert r.exit_code == 0, r.output
     p = json.loads(r.output)

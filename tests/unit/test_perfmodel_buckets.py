@@ -215,9 +215,9 @@ def test_cli_predict_says_it_used_the_recorded_buckets(tmp_path):
 
 
 def test_validate_has_the_recursion_categories_where_records_exist():
-    from dlperf.perfmodel import api
+    from dlperf.perfmodel import validation
 
-    s = {d["category"]: d for d in api.validate(CPU_DB, list(bc.CATEGORIES)).summary()}
+    s = {d["category"]: d for d in validation.validate(CPU_DB, list(bc.CATEGORIES)).summary()}
     assert set(s) == set(bc.CATEGORIES)
     assert s[bc.WFBP_CATEGORY]["count"] == 10 and s[bc.BUCKET_CATEGORY]["count"] == 20
     assert s[bc.WFBP_CATEGORY]["mdape_pct"] < s[bc.WFBP_CATEGORY]["baseline_mdape_pct"]

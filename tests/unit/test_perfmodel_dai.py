@@ -133,7 +133,7 @@ def test_cli_on_committed_h200_files(tmp_path):
     js = json.loads(r.output)
     split = [x for x in js["rows"] if x["device_by_class_s"]]
     # the traced rows: bf16 at batch 64 (and transformer at 128 in probe.db), and since
-    # session 14 calibration2.db's torch eager series, fp32 and bf16 at 16-4096 (timelines)
+    # calibration2.db's torch eager series, fp32 and bf16 at 16-4096 (timelines)
     assert len(split) >= 90 and {x["precision"] for x in split} == {"bf16", "fp32"}
     old = [x for x in split if not x["source"].endswith("calibration2.db")]
     assert len(old) >= 20 and {x["precision"] for x in old} == {"bf16"}

@@ -107,27 +107,62 @@ def test_validation_reports_coverage_and_the_table():
     assert v.bounded_residuals("held-out batch")[0][1] == "host"
 
 
-def test_residual_cache_refuses_an_old_format(tmp_path, monkeypatch):
-    """MODEL_VERSION 1 cached bare floats, 2 (residual, bound) pairs; read as version 3 or 4
-    (4: the roofline's kernel term, same triples) they are dropped (recomputed), never taken
-    as (residual, bound, point) triples."""
-    from dlperf.jsoncache import write_json
+def _table(tmp_path):
+    """A residual table of one fake results file in ``tmp_path``; returns (sources, file)."""
+    db = tmp_path / "a.db"
+    db.write_bytes(b"results")
+    keyed = {"held-out batch": [(0.1, "host", f"{os.path.realpath(db)}:3"), (-0.2, None, None)]}
+    return [str(db)], fc.write_table([str(db)], keyed), keyed
 
-    f = tmp_path / "c.json"
-    old = {"held-out batch": [0.1, -0.2], "what-if B->2B": [[0.1, "host"], [-0.2, None]],
-           "what-if fp32->bf16": [[0.1, "host", "a.db:3"], [-0.2, None, None]],
-           "2-GPU from 1-GPU": [[0.1, None, 7]],
-           "leave-one-model-out": [[0.1, "sideways", "a.db:1"]],
-           "poisoned": [[1e308, None, None]]}
-    write_json(f, old)
-    assert fc.read_residuals(f) == {"what-if fp32->bf16": [(0.1, "host", "a.db:3"),
-                                                         (-0.2, None, None)]}
-    f.write_text(json.dumps(old))  # without the digest (an older dlperf's, or edited): not read
-    assert fc.read_residuals(f) == {}
+
+def test_the_residual_table_reads_back_what_was_written(tmp_path):
+    sources, f, keyed = _table(tmp_path)
+    assert f == tmp_path / fc.TABLE_NAME
+    assert json.loads(f.read_text())["a.db"]["categories"]["held-out batch"][0][2] == "a.db:3"
+    assert fc.read_table(sources) == (keyed, "")
+    (tmp_path / "a.db").write_bytes(b"other results")  # other data: not this table's
+    table, why = fc.read_table(sources)
+    assert table is None and "other content" in why
+
+
+@pytest.mark.parametrize("bad", [1e308, float("nan"), "0.1", True, [0.1]])
+def test_the_residual_table_refuses_a_value_it_cannot_trust(tmp_path, bad):
+    sources, f, _ = _table(tmp_path)
+    raw = json.loads(f.read_text())
+    raw["a.db"]["categories"]["held-out batch"][0][0] = bad
+    f.write_text(json.dumps(raw))
+    table, why = fc.read_table(sources)
+    assert table is None and "not valid" in why
+
+
+def test_the_residual_table_of_other_model_code_or_none_is_no_table(tmp_path, monkeypatch):
+    sources, f, _ = _table(tmp_path)
+    raw = json.loads(f.read_text())
+    raw["a.db"]["categories"]["held-out batch"][1][1] = "sideways"
+    f.write_text(json.dumps(raw))
+    assert "not valid" in fc.read_table(sources)[1]
+    raw["a.db"]["model_key"] = "0" * 20
+    f.write_text(json.dumps(raw))
+    assert "other performance-model code" in fc.read_table(sources)[1]
     f.write_text("not json")
-    assert fc.read_residuals(f) == {}
-    assert fc.read_residuals(tmp_path / "absent.json") == {}
-    assert api.MODEL_VERSION == "4"
+    assert "cannot be read" in fc.read_table(sources)[1]
+    f.unlink()
+    assert fc.read_table(sources) == (None, f"no residual table {f}")
+
+
+def test_a_planted_link_is_replaced_not_written_through(tmp_path):
+    """The table is written to a fresh, exclusively created temporary file of an unpredictable
+    name and renamed over the target: a symbolic link planted at the target is replaced, the
+    file it points to is left as it was, and no temporary file is left."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    db = tmp_path / "a.db"
+    db.write_bytes(b"results")
+    (tmp_path / fc.TABLE_NAME).symlink_to(victim)
+    f = fc.write_table([str(db)], {"held-out batch": [(0.1, "host", None)]})
+    assert victim.read_text() == "keep me" and not f.is_symlink()
+    assert fc.read_table([str(db)])[0] == {"held-out batch": [(0.1, "host", None)]}
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_interval_leaves_out_the_predicted_points_own_residual(monkeypatch):
@@ -156,9 +191,18 @@ def test_interval_leaves_out_the_predicted_points_own_residual(monkeypatch):
 def test_stored_input_point_interval_does_not_end_at_its_own_measurement(tmp_path, monkeypatch):
     """The committed JAX imagefolder w=8 point (grain, measured mean 616 ms, the input
     category's worst residual): its interval used to end exactly at 616.085 ms."""
+    from dlperf.perfmodel import validation
+
     monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    validation.validate("benchmarks/results/h200/mfu_inputs.db")  # its residuals, in memory
     p = api.predict("benchmarks/results/h200/mfu_inputs.db", "resnet50", framework="jax",
                     data="imagefolder", loader_workers=8, batch_size=128)
     assert p.measured_step_time_s == pytest.approx(0.616085, rel=1e-4)
     assert p.interval_s[1] < 0.5 * p.measured_step_time_s
     assert p.interval_group is not None and "11 rows" in p.interval_group
+
+
+def test_the_model_key_covers_what_a_prediction_imports_and_not_the_back_test():
+    mods = fc.prediction_modules()
+    assert {"api", "equations", "onedevice", "roofline", "intervals", "fitcache"} <= mods
+    assert not {"backtest", "validation", "bucketcheck", "inputcheck", "split"} & mods

@@ -181,10 +181,13 @@ def test_far_batches_warn_in_text_and_json(synth):
 
 
 def test_extrapolation_on_the_h200_series(h200_validation):
-    # on the session's validated files: the interval's residuals come from memory
-    p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda",
-                    batch_size=100_000_000)
+    # far outside the measured batches: a warning where it still fits in device memory,
+    # refused (with the largest batch that fits) where it does not
+    p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=1024)
     assert any("extrapolates from the measured batches 16..256" in w for w in p.warnings)
+    with pytest.raises(ConfigError, match="does not fit in the NVIDIA H200's memory"):
+        api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda",
+                    batch_size=100_000_000)
 
 
 # -- 3. selecting among stored series -----------------------------------------------------------
@@ -305,10 +308,12 @@ def test_no_interval_is_explained(short, synth):
     code, out, _ = _cli("--db", short, "--model", "m_other", "-b", "48")
     assert code == 0, out
     assert "(90% interval)" not in out
-    assert "ms per iteration (no 90% interval: the back-test found no stored point" in out
+    assert "ms per iteration (no 90% interval: not validated on these results files" in out
     code, out, r = _cli("--db", short, "--model", "m_other", "-b", "48", "--format", "json")
     p = json.loads(r.output)  # strict JSON: no NaN
-    assert p["interval_s"] == [None, None] and "back-test" in p["interval_note"]
+    assert p["interval_s"] == [None, None] and "--validate" in p["interval_note"]
+    code, out, r = _cli("--db", synth, "--validate")  # writes the table beside the file
+    assert code == 0 and "perfmodel_residuals.json" in out
     code, out, r = _cli("--db", synth, "--model", "m_other", "-b", "48", "--format", "json")
     p = json.loads(r.output)
     lo, hi = p["interval_s"]
@@ -316,8 +321,7 @@ def test_no_interval_is_explained(short, synth):
 
 
 def test_validate_and_dai_table_refuse_selectors_they_would_ignore(synth):
-    """Session 16's trial: `--validate --model nosuch` printed the whole back-test (rc 0),
-    the selector silently ignored."""
+    """``--validate --model nosuch`` is refused: the back-test would ignore the selector."""
     out = _refused("--db", synth, "--validate", "--model", "nosuch")
     assert "--validate back-tests every stored result" in out and "--model" in out
     out = _refused("--db", synth, "--dai-table", "--precision", "bf16", "-b", "8")
@@ -371,7 +375,7 @@ def test_missing_flop_count_says_how_to_give_one():
                     mode="xla", precision="bf16", device="cuda", batch_size=8)
 
 
-# -- session 20: the break test's findings ------------------------------------------------------
+# -- a break test's findings -------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, words", [
     ({"batch_size": "16"}, "batch_size '16': give a whole number"),
@@ -430,16 +434,21 @@ def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200
     f = tmp_path / "a_file"
     f.write_text("")
     mp = pytest.MonkeyPatch()
-    mp.setenv("DLPERF_CACHE_DIR", str(f))  # not a folder: the cache cannot be written
+    mp.setenv("DLPERF_CACHE_DIR", str(f))  # not a folder: the fits cannot be stored
+    from dlperf import jsoncache
+
+    for name in ("_BASE", "_FITS_STORED"):  # as a new process: the group fits are made
+        mp.setattr(api, name, {})
+    mp.setattr(jsoncache, "_warned", set())
     try:
         code, out, r = _cli("--db", H200, "--db", ROOT / "h200x2", *BASE,
                             "--what-if", "precision=fp32,mode=graph")
     finally:
         mp.undo()
     assert code == 0, out
-    assert "warning: dlperf: cannot write the performance model's cache" in out
+    assert "warning: cannot write the cache in" in out
     assert "UserWarning" not in out and "api.py" not in out
-    assert "resnet50 torch/graph fp32 cuda b=64:" in out
+    assert "resnet50 torch/graph fp32 cuda (NVIDIA H200) b=64:" in out
 
 
 def test_no_cpu_ceiling_is_the_reason_given():

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api
 from dlperf.perfmodel import backtest as bt
+from dlperf.perfmodel import validation
 from dlperf.report import predicted as pr
 
 H200 = Path(__file__).resolve().parents[2] / "benchmarks/results/h200"
@@ -18,8 +18,8 @@ BATCH = ["held-out batch", "extrapolate 2x"]
 
 
 def test_budget_leaves_out_whole_units_and_changes_no_prediction():
-    full = api.validate(CAL, BATCH)
-    part = api.validate(CAL, BATCH, budget_s=0.5)
+    full = validation.validate(CAL, BATCH)
+    part = validation.validate(CAL, BATCH, budget_s=0.5)
     assert full.left_out == {} and full.budget_s is None
     assert part.budget_s == 0.5 and sum(part.left_out.values()) > 0
     for cat in BATCH:
@@ -37,7 +37,7 @@ def test_budget_leaves_out_whole_units_and_changes_no_prediction():
     assert kept and {(r.category, r.label) for r in full.rows if series(r) in kept} == \
         {(r.category, r.label) for r in part.rows}
     # deterministic: the estimate decides, not a clock
-    again = api.validate(CAL, BATCH, budget_s=0.5)
+    again = validation.validate(CAL, BATCH, budget_s=0.5)
     assert [(r.label, r.predicted_s) for r in again.rows] == \
         [(r.label, r.predicted_s) for r in part.rows]
 
@@ -53,7 +53,7 @@ def test_budget_accounting():
     with pytest.raises(ValueError, match=">= 0 s"):
         bt.Budget(-1.0)
     with pytest.raises(ConfigError, match=">= 0 s"):
-        api.validate(CAL, BATCH, budget_s=-1.0)
+        validation.validate(CAL, BATCH, budget_s=-1.0)
 
 
 def test_section_markdown_with_png(tmp_path):

@@ -329,11 +329,16 @@ def grouped(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]
 
 def print_warning_lines(rows: list[dict[str, Any]]) -> None:
     """Under a results table: one line per result with warnings (the table's ``⚠ N``),
-    :func:`dlperf.report.tables.warning_lines`."""
+    :func:`dlperf.report.tables.warning_lines`, each wrapped to the console's width (words
+    whole, continuation lines indented) like the table above it."""
+    import textwrap
+
     from dlperf.report.tables import warning_lines
 
     for line in warning_lines(rows):
-        out.print(line, markup=False, highlight=False, style="yellow")
+        text = textwrap.fill(line, width=max(out.width, 20), subsequent_indent="  ",
+                             break_long_words=False, break_on_hyphens=False)
+        out.print(text, markup=False, highlight=False, style="yellow")
 
 
 def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:

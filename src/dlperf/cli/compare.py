@@ -24,6 +24,9 @@ HELP = ("Compare two result files point by point (or, with --db FILE, two tags o
         "on a run-level interval: 2 or more runs a side (dlperf run --repeats 3), each on a "
         "quiet host, without two modes or a drift; other points are 'not judged', counted, "
         "with what would make them judgeable.\n\n"
+        "For CI: dlperf compare --run BASE_DIR NEW_DIR --fail-if-slower 3% -- RUN_FLAGS "
+        "measures two checkouts alternately with the dlperf run flags after -- and gates on "
+        "them (docs/usage.md, 'A regression gate').\n\n"
         "Exit status: 0; with --fail-if-slower: 1 when a point is significantly slower by "
         "more than the threshold or fails in NEW only, 3 when a point of BASE is missing from "
         "NEW or the two share no point, 4 when no point could be judged; 2 for a user error.")

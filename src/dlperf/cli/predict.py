@@ -50,8 +50,12 @@ def _headline(p: dict) -> str:
         f"accum={c['grad_accum']}" if (c.get("grad_accum") or 1) != 1 else None,
         f"compile={c['compile_mode']}" if c.get("compile_mode") not in (None, "default")
         else None) if x)
+    gpu = f" ({p['gpu']})" if p.get("gpu") else ""
+    n = (c.get("nproc") or 1) * (c.get("nnodes") or 1)
+    devs = (f" x{c.get('nproc')}" + (f" x{c.get('nnodes')} nodes" if (c.get("nnodes") or 1) > 1
+                                     else "")) if n > 1 else ""
     head = (f"{c.get('model')} {c.get('framework')}/{c.get('mode')} {c.get('precision')} "
-            f"{c.get('device')}{extra} b={c.get('global_batch')}")
+            f"{c.get('device')}{gpu}{devs}{extra} b={c.get('global_batch')}")
     lo, hi = p["interval_s"]
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo == lo and hi == hi:
         iv = f" [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({p['interval_level']:.0%} interval)"
@@ -86,6 +90,8 @@ def _text(p: dict) -> str:
         if others:
             lines.append(f"also measured: {'; '.join(others)} (another host session)")
     lines.append(f"how: {p['how']}")
+    if p.get("host_session"):
+        lines.append(f"host time from: {p['host_session']}")
     lines.append(f"calibrated on {len(p['calibrated_on'])} stored results")
     if p.get("interval_group"):
         lines.append(f"interval from: {p['interval_group']}")
@@ -132,8 +138,9 @@ def predict(
     nproc: Annotated[int, typer.Option(min=1, help="Devices per node (data parallel when nproc x nnodes > 1).")] = 1,
     nnodes: Annotated[int, typer.Option(min=1, help="Nodes (more than one needs --network).")] = 1,
     network: Annotated[str | None, typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources); required with --nnodes > 1.")] = None,
+    nics_per_node: Annotated[int | None, typer.Option(min=1, help="Inter-node NICs of one node (default: 8 for ib_ndr, as on a DGX H200; 1 for eth100).")] = None,
     what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, framework=jax, batch-size=2x (or =256), host_speed_ns=90 (repeatable).")] = [],  # noqa: B006
-    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU), and the 90% prediction intervals' leave-one-out coverage per category and bound.")] = False,
+    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU), and the 90% prediction intervals' leave-one-out coverage per category and bound; writes the residual table predictions take their intervals from beside the results files (perfmodel_residuals.json).")] = False,
     dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
@@ -151,7 +158,7 @@ def predict(
                  "--grad-accum": grad_accum, "--compile-mode": compile_mode,
                  "--batch-size": batch_size, "--network": network,
                  "--what-if": what_if or None, "--nproc": nproc if nproc != 1 else None,
-                 "--nnodes": nnodes if nnodes != 1 else None}
+                 "--nnodes": nnodes if nnodes != 1 else None, "--nics-per-node": nics_per_node}
         given = [k for k, v in picks.items() if v is not None]
         if validate and dai_table:
             raise ConfigError("--validate and --dai-table are two reports: give one of them "
@@ -166,7 +173,9 @@ def predict(
             _dai(db, amortise_iters, format)
             return
         if validate:
-            v = api.validate(db)
+            from dlperf.perfmodel import validation
+
+            v = validation.validate(db)
             if format == "json":  # each category with its interval coverage, where it has one
                 cov = {d["category"]: d for d in v.coverage()}
                 rows = [{**d, "interval_coverage_90": cov.get(d["category"])}
@@ -180,6 +189,14 @@ def predict(
                                "(high / low), the pooled rule beside the Mondrian one "
                                "predictions use (docs/perfmodel.md, Prediction interval)\n\n"
                                + v.coverage_table())
+            try:  # after the report: a folder that cannot be written loses none of it
+                table = validation.store_table(db, v)
+            except ConfigError as e:
+                common.err.print(f"warning: no residual table stored: {e}", highlight=False)
+                return
+            if format != "json":
+                common.out.print(f"\nresidual table for predictions' intervals: {table}",
+                                 highlight=False)
             return
         if model is None or batch_size is None:
             raise ConfigError("give --model and --batch-size (or --validate)")
@@ -199,7 +216,9 @@ def predict(
             return
         p = api.predict(db, model, framework=framework, mode=mode, precision=precision,
                         device=device, batch_size=batch_size, nproc=nproc, nnodes=nnodes,
-                        network=network, what_if=_what_if(what_if), data=data, layout=layout,
+                        network=({"inter": network, "nics_per_node": nics_per_node}
+                                 if nics_per_node is not None and network else network),
+                        what_if=_what_if(what_if), data=data, layout=layout,
                         loader_workers=loader_workers, threads=threads,
                         grad_accum=grad_accum, compile_mode=compile_mode).to_dict()
         if any(x != x for x in p["interval_s"]):  # no interval: null in JSON, not NaN

@@ -1,24 +1,20 @@
-"""The performance model's public API: :func:`predict` and :func:`validate`.
+"""The performance model's public API for predictions: :func:`predict` (its validation,
+``validate``, lives in :mod:`dlperf.perfmodel.validation`, outside a prediction's imports).
 
 ``predict`` answers "how fast would this train at another batch size, precision or mode, on
-more GPUs or more nodes" from stored results; ``validate`` back-tests the model on every stored
-point it can (:mod:`dlperf.perfmodel.backtest`). Both are pure over the results files (read
-once per process and cached by path and modification time); no framework is imported.
+more GPUs or more nodes" from stored results. It is pure over the results files (read once per
+process and kept by path and modification time); no framework is imported.
 
 The prediction interval comes from held-out residuals ``log(measured / predicted)`` of the
 back-test category that matches how the prediction was made: a Mondrian conformal interval
 (:func:`dlperf.perfmodel.intervals.mondrian`) from the residuals of the prediction's own bound
-(host or device) in that category when there are enough, else the category's. The
-back-test is slow (seconds to minutes), so its residuals are cached on disk under
-``$DLPERF_CACHE_DIR`` (default ``~/.cache/dlperf``), keyed by the content of the results files
-and of this package's source: the first prediction of a kind on new data pays for it (up to a
-minute on the committed H200 files), the next ones do not. Within one process the residuals are
-also kept in memory (:data:`_RESIDUALS`, under the same content key), and a full
-:func:`validate` (no budget) puts its categories' residuals there, so that a prediction after a
-validation of the same files does not run the back-test again; every back-test of one loaded
-records object shares one :func:`_base_calibration` (its roofline and plain-series fits). The
-roofline group fits are kept on disk too (:mod:`dlperf.perfmodel.fitcache`, same key), so a
-new process reads them back instead of fitting each group again.
+(host or device) in that category when there are enough, else the category's. ``predict`` never
+runs the back-test: it reads the residual table that ``dlperf predict --validate`` wrote beside
+the results files (:func:`dlperf.perfmodel.fitcache.read_table`, keyed by the model's source and
+the files' content), or, in the same process, the residuals a :func:`validate` of the same files
+left in memory. Without either a prediction has no interval and says how to get one. The roofline
+group fits are stored too (:func:`dlperf.perfmodel.fitcache.fits_file`, same key), so a new
+process reads them back instead of fitting each group again.
 """
 
 from __future__ import annotations
@@ -32,34 +28,30 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
-from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
+from dlperf.perfmodel import memory
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel.btrows import point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.netspec import network_for, whole
-from dlperf.perfmodel.records import Records, load
+from dlperf.perfmodel.records import Records, load, point_id
 from dlperf.perfmodel.scaling import efficiency
 
-#: Part of the residual cache's key, with the source of this package and the results files.
-#: "2": residuals stored with their bound (``[[log ratio, bound], ...]``), for Mondrian intervals;
-#: "3": and with their measured point (``[[log ratio, bound, "source:id"], ...]``), so that a
-#: prediction of a stored point leaves that point's own residual out of its interval; "4": the
-#: device roofline's kernel term ``K t_k`` (:func:`dlperf.perfmodel.roofline.device_time_s`).
-MODEL_VERSION = "4"
+#: The back-test category of an N-device prediction: every stored N-device point predicted
+#: through :func:`predict` itself (:mod:`dlperf.perfmodel.validation`).
+NPROC_CATEGORY = "N-GPU via predict --nproc"
 
 _RECORDS: dict[tuple, Records] = {}
-#: This process's back-test residuals: on-disk cache file name (a hash of the results files'
-#: content and this package's source, :func:`_cache_file`) -> category ->
-#: ``(residual, bound, point)``.
-_RESIDUALS: dict[str, dict[str, list[iv.KeyedResidual]]] = {}
+#: This process's residual tables: (model key, data digest) -> category ->
+#: ``(residual, bound, point)``, read from the table beside the data or left by :func:`validate`.
+_RESIDUALS: dict[tuple[str, str], dict[str, list[iv.KeyedResidual]]] = {}
+#: Why a set of results files has no residual table (same key), for the prediction's note.
+_NO_TABLE: dict[tuple[str, str], str] = {}
 
 
 @dataclass
@@ -95,8 +87,13 @@ class Prediction:
             picked among several stored ones (:mod:`dlperf.perfmodel.request`).
         interval_note: why there is no interval (``interval_s`` is NaN), else None.
         interval_group: which held-out residuals the interval came from, e.g.
-            ``held-out batch, host-bound: 105 rows, conformal`` (:class:`intervals.Interval`);
-            None without an interval.
+            ``held-out batch, host-bound: 105 rows, conformal`` (:class:`intervals.Interval`),
+            or ``borrowed from 2-GPU from 1-GPU at 95%: ...`` where the prediction's own path
+            has no back-test rows; None without an interval.
+        gpu: the device the prediction is for, by name (``NVIDIA H200``; a CPU's model),
+            from the stored points it was calibrated on.
+        host_session: the host session (``host/cpu model/date``) the host time came from: the
+            session of the series fitted, or how it was estimated without one.
     """
 
     predicted_step_time_s: float
@@ -118,6 +115,8 @@ class Prediction:
     warnings: list[str] = field(default_factory=list)
     interval_note: str | None = None
     interval_group: str | None = None
+    gpu: str | None = None
+    host_session: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (``interval_s`` as a list)."""
@@ -152,8 +151,9 @@ def _interval(recs: Records, category: str, level: float, bound: str | None,
     return iv.mondrian(bounded_residuals(recs, category, ids), bound, level, category)
 
 
-def _cache_file(recs: Records) -> Path:
-    return fc.residuals_file(recs, MODEL_VERSION)
+def table_key(recs: Records) -> tuple[str, str]:
+    """The residual table's key of ``recs``: the model's source and the files' content."""
+    return fc.model_key(), fc.data_digest(recs.sources)
 
 
 def residuals(recs: Records, category: str) -> list[float]:
@@ -165,22 +165,23 @@ def residuals(recs: Records, category: str) -> list[float]:
 def bounded_residuals(recs: Records, category: str,
                       exclude: Collection[str] = ()) -> list[iv.Residual]:
     """Held-out ``(log(measured / predicted), bound)`` of one back-test category on ``recs``,
-    from the on-disk cache (and this process's, :data:`_RESIDUALS`) or computed (and cached in
-    both); ``exclude``: the measured points (``source:result_id``) whose residuals are left
-    out (:func:`intervals.without_points`)."""
+    from the residual table (:func:`_keyed_residuals`); ``exclude``: the measured points
+    (``source:result_id``) whose residuals are left out (:func:`intervals.without_points`)."""
     return iv.without_points(_keyed_residuals(recs, category), exclude)
 
 
 def _keyed_residuals(recs: Records, category: str) -> list[iv.KeyedResidual]:
-    f = _cache_file(recs)
-    cache = fc.read_residuals(f)
-    if category not in cache:
-        mem = _RESIDUALS.get(f.name, {})
-        cache[category] = (mem[category] if category in mem else bt.run(
-            recs, [category], base=_base_calibration(recs)).keyed_residuals(category))
-        fc.write_residuals(f, cache)  # a read-only home: no cache (one warning), still computed
-    _RESIDUALS.setdefault(f.name, {})[category] = cache[category]
-    return cache[category]
+    """The category's residuals from this process's tables or the one beside the data
+    (:func:`fitcache.read_table`); empty when there is none of the current key (the reason is
+    kept in :data:`_NO_TABLE`). Never runs a back-test."""
+    key = table_key(recs)
+    if key not in _RESIDUALS and key not in _NO_TABLE:
+        table, why = fc.read_table(recs.sources)
+        if table is None:
+            _NO_TABLE[key] = why
+        else:
+            _RESIDUALS[key] = table
+    return _RESIDUALS.get(key, {}).get(category, [])
 
 
 def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
@@ -239,6 +240,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     if batch_size % world:
         raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
     recs = records_of(db)
+    device = rq.device_for(recs, device)
     given = {"framework": framework, "mode": mode, "precision": precision, "device": device,
              "data": data, "layout": layout.lower() if layout else None,
              "loader_workers": loader_workers, "threads": threads, "grad_accum": grad_accum,
@@ -252,6 +254,10 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     if gbatch % world:
         raise ConfigError(f"global batch {gbatch} is not divisible by {world} devices")
     b = gbatch // world
+    _check_scale_out(recs, target, world, nnodes)
+    _, no_fit = memory.check([p for p in recs.points if target.matches(p)], b)
+    if no_fit:
+        raise ConfigError(f"{target.label()}: {no_fit}")
     # the point predicted is withheld from every fit (one device: the configuration at this
     # batch; N devices: its N-device measurements, the one-device ones stay: they are the input)
     withheld = [p for p in recs.points if Config.of(p) == target and p.world_size == world
@@ -268,8 +274,8 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             one, cat = _first(lambda x: pm.what_if(cal, base, target, b, x),
                               sources), _whatif_category(base, target)
         elif cal.series(target):
-            one, cat = _first(lambda x: pm.from_series(cal, target, b, x),
-                              sources), "held-out batch"
+            one = _first(lambda x: pm.from_series(cal, target, b, x), sources)
+            cat = series_category(one.fit.batch_sizes if one.fit else (), b)
         else:
             one, cat = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
@@ -297,6 +303,41 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
                 + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")
     _store_fits(recs)
     return pred
+
+
+def series_category(batches: Iterable[int], batch: int) -> str:
+    """The back-test category whose residuals judge a prediction at per-device ``batch`` from a
+    series fitted on ``batches``: a series of one or two batch sizes has its own categories,
+    up or down; a longer one is ``extrapolate 2x`` (``extrapolate down 2x``) at twice its
+    largest batch or more (half its smallest or less), else ``held-out batch``."""
+    bs = sorted(set(batches))
+    if not bs:
+        return "held-out batch"
+    way = "up" if batch > bs[-1] else "down" if batch < bs[0] else None
+    if len(bs) <= 2 and way:
+        return f"{'one' if len(bs) == 1 else 'two'}-point series {way}"
+    if len(bs) > 2 and batch >= 2 * bs[-1]:
+        return "extrapolate 2x"
+    if len(bs) > 2 and 2 * batch <= bs[0]:
+        return "extrapolate down 2x"
+    return "held-out batch"
+
+
+def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
+    """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
+    DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
+    would otherwise get a GPU's NVLink defaults and the 2-GPU interval)."""
+    if world == 1 or target.device == "cuda":
+        return
+    stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
+              and p.nnodes == 1}
+    if nnodes > 1 or not stored:
+        raise ConfigError(
+            f"{target.label()} on {world} {target.device} devices"
+            + (f" over {nnodes} nodes" if nnodes > 1 else "") + ": the model has no "
+            f"data-parallel measurement of device {target.device} to calibrate or judge it "
+            + ("across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
+            f"--device {target.device} --nproc 2 ...) or predict one device")
 
 
 def _first(make: Any, sources: list[str | None]) -> pm.OneDevice:
@@ -339,7 +380,7 @@ def _base_calibration(recs: Records) -> Calibration:
     (:class:`Calibration`'s ``share_efficiencies``)."""
     if id(recs) not in _BASE:
         _BASE[id(recs)] = cal = Calibration(recs)
-        cal._eff.update(fc.read_fits(fc.fits_file(recs, MODEL_VERSION)))  # fitcache.py
+        cal._eff.update(fc.read_fits(fc.fits_file(recs)))  # fitcache.py
         _FITS_STORED[id(recs)] = len(cal._eff)
     return _BASE[id(recs)]
 
@@ -348,7 +389,7 @@ def _store_fits(recs: Records) -> None:
     """Write the base calibration's group fits to disk when this process added some."""
     cal = _BASE.get(id(recs))
     if cal is not None and len(cal._eff) > _FITS_STORED.get(id(recs), 0):
-        fc.write_fits(fc.fits_file(recs, MODEL_VERSION), cal._eff)
+        fc.write_fits(fc.fits_file(recs), cal._eff)
         _FITS_STORED[id(recs)] = len(cal._eff)
 
 
@@ -357,7 +398,7 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     if key not in _DDP:
         dp_cal = Calibration(recs, lambda p: p in withheld,
                              share_efficiencies=_base_calibration(recs))
-        pairs = dp.pairs_of(dp_cal, bt.comm_for_records(recs))
+        pairs = dp.pairs_of(dp_cal, dp.comm_for_records(recs))
         _DDP[key] = dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
     ddp = _DDP[key]
     return ddp, bool(ddp.pairs)
@@ -375,7 +416,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
     rungs, notes = ip.ladder_for(recs.points, one.cfg, withheld)
     if rungs and one.cfg.loader_workers is not None:  # Shi & Chu: t_c + the ladder's t_io
         one, cnotes = ip.compute_part(cal, one)
-        notes, cat = [*notes, *cnotes], ic.CATEGORY
+        notes, cat = [*notes, *cnotes], ip.INPUT_CATEGORY
     prov, assumptions = dict(one.provenance), [*one.assumptions, *notes]
     if host_ns is not None:
         probes = [min(x for x in p.host_speed_ns if x) for p in cal.points
@@ -401,7 +442,7 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         prov.update(dprov)
         assumptions += dp.assumptions(prof)
         how += " + data parallel"
-        cat = "2-GPU from 1-GPU"
+        cat = NPROC_CATEGORY
     if one.cfg.data == "synthetic":
         input_s = 0.0
         assumptions.append("synthetic data on the device: no input time")
@@ -414,26 +455,49 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         one.calibrated_on = [*one.calibrated_on, *est.calibrated_on]
     if network is not None and network.inter is not None and nnodes == 1:
         assumptions.append(f"inter-node link {network.inter.name} not used: one node")
-    ivl = _interval(recs, cat, level, one.bound, withheld)
+    # N devices: the back-test judges the stored 2-GPU points; other counts on one node
+    # borrow its residuals at a wider level, several nodes are not validated at all
+    stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
+    borrowed = world > 1 and nnodes == 1 and world not in stored_n
+    note = None
+    if world > 1 and nnodes > 1:
+        ivl = None
+        note = (f"multi-node: not validated (no stored measurement of {nnodes} nodes to "
+                "judge this kind of prediction against)")
+        assumptions.append("no interval: " + note)
+    else:
+        ivl = _interval(recs, cat, 1 - (1 - level) / 2 if borrowed else level, one.bound,
+                        withheld)
     interval = ((t * ivl.low_ratio, t * ivl.high_ratio) if ivl
                 else (float("nan"), float("nan")))
-    note = None
-    if ivl is not None and world > 1 and (nnodes > 1 or world not in
-                                           {c.nranks for c in recs.collectives}):
-        assumptions.append(f"interval from the 2-GPU back-test: no stored measurement of "
-                           f"{world} devices on {nnodes} node(s) to judge this kind against")
-    if ivl is None:
-        assumptions.append(f"no back-test residual of kind '{cat}' in these files: no interval")
-        note = (f"the back-test found no stored point it could predict as a '{cat}' while "
-                "withholding it in these results files, so this kind of prediction's error "
-                "is not known here")
+    group = ivl.describe() if ivl else None
+    if ivl is not None and borrowed:
+        group = f"borrowed from {cat} at {1 - (1 - level) / 2:.0%}: {group}"
+        assumptions.append(f"interval borrowed from the {sorted(stored_n)}-device back-test at "
+                           f"a wider level: no stored measurement of {world} devices")
+    if ivl is None and note is None:
+        why = _NO_TABLE.get(table_key(recs))
+        if why:
+            assumptions.append(f"no residual table for these files: no interval ({why})")
+            note = (f"not validated on these results files ({why}); run dlperf predict "
+                    "--validate with the same --db to back-test the model and store the table")
+        else:
+            assumptions.append(f"no back-test residual of kind '{cat}' in these files: no "
+                               "interval")
+            note = (f"the back-test found no stored point it could predict as a '{cat}' while "
+                    "withholding it in these results files, so this kind of prediction's "
+                    "error is not known here")
     # the measurement the prediction is judged against: the mean iteration where the input
     # model predicted one (inputpipe.py: the median hides the stalls), else the median
-    real = one.cfg.data != "synthetic" and cat == ic.CATEGORY
+    real = one.cfg.data != "synthetic" and cat == ip.INPUT_CATEGORY
     stored = {point_id(p): (p.step_time_mean_s or p.step_time_s) if real else p.step_time_s
               for p in withheld} if host_ns is None else {}  # not at another host's speed
-    src = one.fit.result_ids[0].rsplit(":", 1)[0] if one.fit and one.fit.result_ids else None
-    pick = [k for k in stored if k.rsplit(":", 1)[0] == src] or list(stored)[-1:]
+    # the fit names its points by the path as given, point_id by the resolved path: compare
+    # resolved paths, so a relative and an absolute --db pick the same measurement (the last
+    # stored of the series' file, else the last loaded)
+    src = (os.path.realpath(one.fit.result_ids[0].rsplit(":", 1)[0])
+           if one.fit and one.fit.result_ids else None)
+    pick = [k for k in stored if k.rsplit(":", 1)[0] == src][-1:] or list(stored)[-1:]
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
         samples_per_s=gbatch / t,
@@ -449,33 +513,26 @@ def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world:
         measured_step_time_s=stored[pick[0]] if pick else None,
         measured_point=pick[0] if pick else None, measured_points=stored,
         validation_category=cat,
-        interval_note=note, interval_group=ivl.describe() if ivl else None)
+        interval_note=note, interval_group=group,
+        gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg), host_session=_session(
+            recs, one))
 
 
-def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
-             categories: Iterable[str] | None = None,
-             budget_s: float | None = None) -> bt.Validation:
-    """Back-test the model on the stored results (:mod:`dlperf.perfmodel.backtest`); the
-    returned object has ``.table()`` (markdown), ``.summary()``, ``.rows`` and ``.left_out``.
+def _cpu_name(recs: Records, cfg: Config) -> str | None:
+    """A CPU device's model (``env.cpu_model`` of the stored points) for a ``cpu`` prediction;
+    None where none was recorded."""
+    if cfg.device != "cpu":
+        return None
+    names = rq.calibrated_devices(recs).get("cpu") or []
+    return names[-1] if names else None
 
-    Args:
-        db: a results file, several, or folders of ``*.db``.
-        categories: which of :data:`backtest.CATEGORIES` (None: all).
-        budget_s: None runs every prediction; else at most this many *estimated* seconds of
-            them (:class:`backtest.Budget`: deterministic, the cheap categories first); what
-            it left out is counted in ``.left_out``.
 
-    Raises:
-        ConfigError: a missing results file, an unknown category or a negative budget.
-    """
-    recs = records_of(db)
-    cats = list(categories) if categories else None
-    try:
-        v = bt.run(recs, cats, budget_s, base=_base_calibration(recs))
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    if budget_s is None:  # every row of each category it ran: the residuals predict() uses
-        mem = _RESIDUALS.setdefault(_cache_file(recs).name, {})
-        for cat in cats or bt.CATEGORIES:
-            mem[cat] = v.keyed_residuals(cat)
-    return v
+def _session(recs: Records, one: pm.OneDevice) -> str:
+    """Where the host time came from: the session of the series fitted, or how it was had."""
+    ids = set(one.fit.result_ids) if one.fit else set()
+    sess = sorted({p.session for p in recs.points if f"{p.source}:{p.result_id}" in ids
+                   and p.session})
+    if sess:
+        return ", ".join(sess)
+    return "not measured for this configuration: " + one.provenance.get(
+        "host time H", "estimated from other stored configurations")

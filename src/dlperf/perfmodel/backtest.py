@@ -5,7 +5,12 @@ Categories (each row says which stored points were withheld):
 * ``held-out batch``: in every series with 4+ batch sizes, each batch in turn; the point is
   withheld from every results file (repeats of it elsewhere too);
 * ``extrapolate 2x``: the largest batch from those at most half of it (every point of the
-  configuration above half the largest withheld, in every file);
+  configuration above half the largest withheld, in every file); ``extrapolate down 2x``: the
+  smallest from those at least twice it;
+* ``one-point series up`` / ``down``: in every series with 2+ batch sizes, each batch from its
+  neighbour below (up) or above (down) alone, every other batch withheld in every file: what
+  ``dlperf predict`` does with one of the 157 stored series of one batch size;
+  ``two-point series up`` / ``down``: each batch from the two next below (above) it;
 * ``leave-one-model-out``: every one-device point of a model from the other models only (its
   FLOP and byte counts are used, none of its times);
 * ``what-if fp32->bf16``, ``what-if eager->graph``, ``what-if B->2B``: pairs of stored points
@@ -49,10 +54,14 @@ from dlperf.perfmodel.records import Point, Records
 from dlperf.perfmodel.scaling import efficiency
 from dlperf.perfmodel.split import SIDES, Split
 
-CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
+#: The categories of predictions from a series of one or two stored batch sizes.
+FEW_POINT_CATEGORIES = ("one-point series up", "one-point series down", "two-point series up",
+                        "two-point series down")
+CATEGORIES = ("held-out batch", "extrapolate 2x", "extrapolate down 2x", *FEW_POINT_CATEGORIES,
+              "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
-              "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)", *bc.CATEGORIES,
-              *ic.CATEGORIES)
+              "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
+              "repeat (noise floor)", *bc.CATEGORIES, *ic.CATEGORIES)
 
 
 def fit_linear(batch_sizes: Sequence[float], step_times_s: Sequence[float]
@@ -80,6 +89,16 @@ def _batch_is(b: int) -> Callable[[int], bool]:
 def _batch_over_half(top: int) -> Callable[[int], bool]:
     """Batch size -> True above ``top / 2`` (withheld to extrapolate 2x up to ``top``)."""
     return lambda x: 2 * x > top
+
+
+def _batch_under_double(bottom: int) -> Callable[[int], bool]:
+    """Batch size -> True below ``2 x bottom`` (withheld to extrapolate down to ``bottom``)."""
+    return lambda x: x < 2 * bottom
+
+
+def _batch_not_in(kept: Sequence[int]) -> Callable[[int], bool]:
+    """Batch size -> True for every batch but ``kept`` (a series cut to one or two points)."""
+    return lambda x: x not in kept
 
 
 def _points_at(cfg: Config, withheld: Callable[[int], bool]) -> Callable[[Point], bool]:
@@ -115,6 +134,8 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
         tests = [("held-out batch", b, _batch_is(b)) for b in bs]
         if [b for b in bs if 2 * b <= bs[-1]]:
             tests.append(("extrapolate 2x", bs[-1], _batch_over_half(bs[-1])))
+        if [b for b in bs if b >= 2 * bs[0]]:
+            tests.append(("extrapolate down 2x", bs[0], _batch_under_double(bs[0])))
         tests = [t for t in tests if t[0] in categories
                  and len([x for x in bs if not t[2](x)]) >= 2]
         if not tests or not charge(budget, "batch", [t[0] for t in tests]):
@@ -127,6 +148,50 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
             out.append(Row(cat, f"{cfg.label()} b={b} [{p.source}]", meas[b], one.step_time_s,
                            a + slope * b, bound=one.bound, point=point_id(at[b]),
                            model=cfg.model))
+    return out
+
+
+def few_point_rows(records: Records, base: Calibration,
+                   categories: Sequence[str] = FEW_POINT_CATEGORIES,
+                   budget: Budget | None = None) -> list[Row]:
+    """The :data:`FEW_POINT_CATEGORIES` rows (those of ``categories``): every series with two
+    (three) or more batch sizes cut to one (two) neighbouring batch sizes, every other batch
+    of the configuration withheld in every file, and the next batch up or down predicted.
+    Baselines: the same samples/s as the one point (``t0 B / b0``); the line through the two."""
+    out = []
+    seen = set()
+    for p in records.points:
+        cfg = Config.of(p)
+        if p.world_size != 1 or p.instrumented or (cfg, p.source) in seen:
+            continue
+        seen.add((cfg, p.source))
+        at = {q.batch_size: q for q in records.points if q.source == p.source
+              and cfg.matches(q) and not q.instrumented}
+        bs = sorted(at)
+        tests: list[tuple[str, int, tuple[int, ...]]] = []
+        for lo, hi in zip(bs, bs[1:]):
+            tests += [("one-point series up", hi, (lo,)), ("one-point series down", lo, (hi,))]
+        for a, b, c in zip(bs, bs[1:], bs[2:]):
+            tests += [("two-point series up", c, (a, b)), ("two-point series down", a, (b, c))]
+        tests = [t for t in tests if t[0] in categories]
+        if not tests or not charge(budget, "batch", [t[0] for t in tests]):
+            continue
+        for cat, b, kept in tests:
+            cal = Calibration(records, _points_at(cfg, _batch_not_in(kept)),
+                              share_efficiencies=base)
+            try:
+                one = _one(cal, cfg, b, p.source)
+            except (LookupError, ValueError):
+                continue
+            meas = {x: at[x].step_time_s for x in kept}
+            if len(kept) == 1:
+                bl = meas[kept[0]] * b / kept[0]
+            else:
+                a0, slope = fit_linear(list(kept), [meas[x] for x in kept])
+                bl = a0 + slope * b
+            out.append(Row(cat, f"{cfg.label()} b={b} from b={'/'.join(map(str, kept))} "
+                           f"[{p.source}]", at[b].step_time_s, one.step_time_s, bl,
+                           bound=one.bound, point=point_id(at[b]), model=cfg.model))
     return out
 
 
@@ -232,24 +297,6 @@ def allreduce_rows(records: Records, min_bytes: int = 1 << 20,
     return out
 
 
-def comm_for_records(records: Records) -> Callable[[int], Callable[[float], float]]:
-    """Rank count -> all-reduce time function from the stored sweep (nvlink4 ring if none)."""
-    cache: dict[int, Callable[[float], float]] = {}
-
-    def comm_for(n: int) -> Callable[[float], float]:
-        if n not in cache:
-            try:
-                cache[n] = comm.fit_allreduce(records.collectives, n).time_s
-            except ValueError:
-                link = comm.LINKS["nvlink4"]
-
-                def ring_s(size_bytes: float, n: int = n) -> float:
-                    return comm.ring_allreduce_s(size_bytes, n, link)
-                cache[n] = ring_s
-        return cache[n]
-    return comm_for
-
-
 def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -> list[Row]:
     """``2-GPU from 1-GPU`` rows: DDP's overhead fitted without the pair's configuration (all
     pairs or none within ``budget``: each row's fit uses the other pairs)."""
@@ -257,7 +304,7 @@ def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -
                 and p.data == "synthetic" for p in base.points)
     if not charge(budget, "2-GPU", ["2-GPU from 1-GPU"] * cands):
         return []
-    comm_for = comm_for_records(records)
+    comm_for = dp.comm_for_records(records)
     pairs = dp.pairs_of(base, comm_for)
     out = []
     for pr in pairs:
@@ -403,34 +450,54 @@ class Validation:
     def split_table(self, split: Split, level: float = 0.9) -> str:
         """Markdown: one line per category, each measure for the development and the test
         side of ``split`` (:mod:`dlperf.perfmodel.split`) as ``dev / test``: rows, MdAPE,
-        host-bound MdAPE, the baseline's MdAPE, signs right (all pairs), the ``level``
-        interval's leave-one-out coverage (:meth:`coverage`, Mondrian; intervals built from
-        all the category's other rows, judged on the side's rows)."""
+        host-bound MdAPE, the baseline's MdAPE, signs right (all pairs) and those of the best
+        trivial rule (the target always faster, or always slower, whichever gets more
+        development pairs right), the ``level`` interval's leave-one-out coverage
+        (:meth:`coverage`, Mondrian; intervals built from all the category's other rows,
+        judged on the side's rows)."""
         def on(side: str) -> Callable[[Row], bool]:
             return lambda r: split.side(r.model, r.run_id) == side
 
         sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows if on(s)(r)])}
                 for s in SIDES}
-        covs = {s: {d["category"]: d for d in iv.coverage(self.rows, level, counted=on(s))}
+        judged = [c for c in CATEGORIES if c != "repeat (noise floor)"]
+        covs = {s: {d["category"]: d for d in iv.coverage(self.rows, level, counted=on(s),
+                                                           categories=judged)}
                 for s in SIDES}
 
         def pct(x: float | None) -> str:
             return "–" if x is None else f"{x:.2f}"
 
-        def one(d: dict | None, c: dict | None) -> list[str]:
+        def trivial(cat: str) -> dict[str, str]:
+            """The best constant sign rule of ``cat``, chosen on development: per side."""
+            pairs = {s: [r for r in self.rows if r.category == cat and r.sign_ok is not None
+                         and r.baseline_s is not None and on(s)(r)] for s in SIDES}
+            if not any(pairs.values()):
+                return {s: "–" for s in SIDES}
+            faster = {s: sum(r.measured_s < (r.baseline_s or 0.0) for r in v)
+                      for s, v in pairs.items()}
+            dev = len(pairs[SIDES[0]])
+            use_faster = faster[SIDES[0]] >= dev - faster[SIDES[0]]
+            word = "faster" if use_faster else "slower"
+            return {s: f"{word} {faster[s] if use_faster else len(v) - faster[s]}/{len(v)}"
+                    for s, v in pairs.items()}
+
+        def one(d: dict | None, c: dict | None, triv: str) -> list[str]:
             if d is None:
-                return ["0", "–", "–", "–", "–", "–"]
+                return ["0", "–", "–", "–", "–", "–", "–"]
             sr = d["sign_right"]
             return [str(d["count"]), pct(d["mdape_pct"]), pct(d["host_bound_mdape_pct"]),
                     pct(d["baseline_mdape_pct"]), f"{sr[0]}/{sr[1]}" if sr else "–",
-                    f"{c['coverage']:.0%}" if c else "–"]
+                    triv if sr else "–", _coverage_cell(c)]
 
         def cells(cat: str) -> list[str]:
-            dev, test = (one(sums[s].get(cat), covs[s].get(cat)) for s in SIDES)
+            triv = trivial(cat)
+            dev, test = (one(sums[s].get(cat), covs[s].get(cat), triv[s]) for s in SIDES)
             return [f"{a} / {b}" for a, b in zip(dev, test, strict=True)]
         lines = ["| category (dev / test) | rows | MdAPE % | host-bound MdAPE % | "
-                 f"baseline MdAPE % | sign right | {level:.0%} interval coverage |",
-                 "|---|---:|---:|---:|---:|---:|---:|"]
+                 "baseline MdAPE % | sign right | trivial rule's signs | "
+                 f"{level:.0%} interval coverage |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
         cats = [c for c in CATEGORIES if any(c in sums[s] for s in SIDES)]
         for cat in cats:
             lines.append(f"| {cat} | " + " | ".join(cells(cat)) + " |")
@@ -454,6 +521,15 @@ class Validation:
                          f"{f(d['baseline_mdape_pct'])} | {f(d['baseline_max_pct'], 1)} | {sr} | "
                          f"{ee} |")
         return "\n".join(lines) + "\n"
+
+
+def _coverage_cell(c: dict | None) -> str:
+    """``92% (h 94%, d 91%)``: a coverage row's share, and per bound where rows have one."""
+    if not c:
+        return "–"
+    per = [f"{b[0]} {c['coverage_' + b]:.0%}" for b in ("host", "device")
+           if c.get("coverage_" + b) is not None]
+    return f"{c['coverage']:.0%}" + (f" ({', '.join(per)})" if per else "")
 
 
 def run(records: Records, categories: Sequence[str] | None = None,
@@ -484,8 +560,10 @@ def run(records: Records, categories: Sequence[str] | None = None,
     base = Calibration(records) if base is None else base
     part: dict[str, list[Row]] = {}
     # spent in this order (a budget favours the first), listed in the historical order below
-    if {"held-out batch", "extrapolate 2x"} & set(cats):
+    if {"held-out batch", "extrapolate 2x", "extrapolate down 2x"} & set(cats):
         part["batch"] = batch_rows(records, base, categories=cats, budget=budget)
+    if set(FEW_POINT_CATEGORIES) & set(cats):
+        part["few"] = few_point_rows(records, base, cats, budget)
     if "all-reduce >= 1 MiB" in cats:
         part["all-reduce"] = allreduce_rows(records, budget=budget)
     if "2-GPU from 1-GPU" in cats:
@@ -499,7 +577,7 @@ def run(records: Records, categories: Sequence[str] | None = None,
         part["lomo"] = lomo_rows(records, base, budget)
     if any(c.startswith("what-if") for c in cats):
         part["what-if"] = whatif_rows(records, base, categories=cats, budget=budget)
-    order = ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp", "input")
+    order = ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp", "input", "few")
     rows = [r for k in order for r in part.get(k, [])]
     return Validation(rows, list(records.sources), dict(budget.left_out) if budget else {},
                       budget_s)

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from dlperf.perfmodel.records import point_id as point_id
 
 
 @dataclass
@@ -40,12 +40,6 @@ class Row:
     def baseline_ape(self) -> float | None:
         """Absolute percentage error of the baseline (%)."""
         return None if self.baseline_s is None else abs(self.baseline_s / self.measured_s - 1) * 100
-
-
-def point_id(p: Any) -> str:
-    """``source:result_id`` of a stored point (:class:`dlperf.perfmodel.records.Point`), the
-    source as its resolved path (the same file named relatively or absolutely is one file)."""
-    return f"{os.path.realpath(p.source)}:{p.result_id}"
 
 
 #: Estimated seconds per unit of back-test work, by kind: per prediction, except

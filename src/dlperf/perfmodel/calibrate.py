@@ -222,10 +222,7 @@ class Calibration:
         """``(efficiencies, K)`` that model ``cfg``'s device time (fitted without its model):
         with the kernel term where its kernel count is known, else the roofline alone fitted
         without kernel counts (K None): kernel-term efficiencies without the term would leave
-        out the floor they were fitted with (leave-one-model-out on session 18's
-        benchmarks/results/h200 + h200x2 with every withheld model's count hidden: 20.20% so,
-        19.44% with this fallback, as without the term; 17.17% with the counts; on session
-        19's files 19.78% without counts, 16.28% with them, docs/perfmodel.md)."""
+        out the floor they were fitted with (docs/perfmodel.md, "Constants and choices")."""
         k = self.kernel_count(cfg)
         return self.efficiency(cfg.group, cfg.model, self.device_name(cfg), k is not None), k
 
@@ -251,7 +248,7 @@ class Calibration:
         other models (:meth:`host_of_group`,
         :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`)."""
         dn = self.device_name(cfg)
-        eff = self.roofline(cfg)[0]
+        eff, kernels = self.roofline(cfg)
         anchors = [od.Anchor(p.per_device_batch, p.busy_s, od.TRACE_SIGMA,
                              f"{p.source}:{p.result_id} (trace busy)")
                    for p in self.points if p.busy_s and cfg.matches(p)]
@@ -273,7 +270,7 @@ class Calibration:
             if est is not None and est[0] > 0:
                 host = (est[0], f"estimated from {est[2]} ({len(est[1])} other models)")
                 sigma = od.HOST_ESTIMATE_SIGMA
-        return od.device_prior(work, ceil, eff, anchors, host, sigma)
+        return od.device_prior(work, ceil, eff, anchors, host, sigma, kernels)
 
     def fit_points(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
         """The fit of ``cfg``'s series ``s`` (one results file's points), cached; without

@@ -186,6 +186,12 @@ LINKS: dict[str, Link] = {
 }
 
 
+#: NICs per node a named inter-node link is assumed to have unless given: a DGX H100/H200
+#: has eight 400 Gb/s ConnectX-7 ports for its compute network, one per GPU (NVIDIA DGX H100/H200
+#: User Guide, "Network Ports"); an Ethernet server one 100 Gb/s port.
+TYPICAL_NICS_PER_NODE = {"ib_ndr": 8, "eth100": 1, "nvlink4": 8, "pcie5": 1}
+
+
 def measured_link(fit: AllReduceFit, name: str = "measured") -> Link:
     """The link a ring all-reduce of ``fit.nranks`` ranks implies: ``alpha`` from the
     large-message regime's intercept over ``2 (p-1)`` steps, ``beta`` from its slope over
@@ -210,18 +216,26 @@ def tree_allreduce_s(size_bytes: float, p: int, link: Link) -> float:
 
 
 def hierarchical_allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int,
-                             intra: Link, inter: Link) -> float:
-    """Intra-node reduce-scatter + inter-node ring all-reduce of ``M/g`` + intra all-gather (s)."""
+                             intra: Link, inter: Link, nics_per_node: int | None = None) -> float:
+    """Intra-node reduce-scatter + inter-node ring all-reduce of ``M/g`` + intra all-gather (s).
+
+    The ``g`` inter-node rings (one per GPU, ``M/g`` bytes each) run at once and share the
+    node's ``nics_per_node`` NICs (None: one per GPU): each gets ``min(k, g) / g`` of a NIC's
+    bandwidth."""
     g = gpus_per_node
     intra_s = 0.0 if g <= 1 else (g - 1) * intra.alpha_s + (g - 1) / g * size_bytes * intra.beta_s_per_byte
-    return 2 * intra_s + ring_allreduce_s(size_bytes / max(g, 1), nodes, inter)
+    k = g if nics_per_node is None else max(1, min(nics_per_node, g))
+    shared = Link(inter.name, inter.alpha_s, inter.beta_s_per_byte * max(g, 1) / k, inter.source,
+                  inter.measured)
+    return 2 * intra_s + ring_allreduce_s(size_bytes / max(g, 1), nodes, shared)
 
 
 ALGORITHMS = ("ring", "tree", "hierarchical")
 
 
 def allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int, intra: Link,
-                inter: Link | None, algorithm: str = "best") -> tuple[float, str]:
+                inter: Link | None, algorithm: str = "best",
+                nics_per_node: int | None = None) -> tuple[float, str]:
     """All-reduce time (s) of ``size_bytes`` over ``gpus_per_node x nodes`` ranks and the
     algorithm used: ``ring`` and ``tree`` run over the slowest link on the path (``inter`` when
     ``nodes > 1``), ``hierarchical`` over both; ``best`` takes the fastest of the three, as
@@ -240,7 +254,7 @@ def allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int, intra: Link,
              "tree": tree_allreduce_s(size_bytes, p, slow)}
     if nodes > 1 and inter is not None:  # inter is set when nodes > 1 (checked above)
         times["hierarchical"] = hierarchical_allreduce_s(size_bytes, gpus_per_node, nodes,
-                                                         intra, inter)
+                                                         intra, inter, nics_per_node)
     if algorithm == "best":
         name = min(times, key=times.__getitem__)
         return times[name], name

@@ -43,7 +43,7 @@ from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.equations import BACKWARD_SHARE as BACKWARD_SHARE
 from dlperf.perfmodel.equations import DEFAULT_BUCKET_CAP_MB as DEFAULT_BUCKET_CAP_MB
 from dlperf.perfmodel.equations import GRAD_BYTES_PER_PARAM as GRAD_BYTES_PER_PARAM
-from dlperf.perfmodel.records import Point, RankBuckets
+from dlperf.perfmodel.records import Point, RankBuckets, Records
 
 ASSUMPTIONS = (
     "gradient buckets: PyTorch DDP defaults (1 MiB first, then bucket_cap_mb), gradients ready "
@@ -253,3 +253,21 @@ def fit_ddp_overhead(pairs: Sequence[Pair]) -> DDPOverhead:
     return DDPOverhead(float(r.x[0]), float(r.x[1]),
                        tuple(f"{pr.dp.source}:{pr.dp.result_id}" for pr in pairs),
                        float(np.sqrt(np.mean(res ** 2))))
+
+
+def comm_for_records(records: Records) -> Callable[[int], Callable[[float], float]]:
+    """Rank count -> all-reduce time function from the stored sweep (nvlink4 ring if none)."""
+    cache: dict[int, Callable[[float], float]] = {}
+
+    def comm_for(n: int) -> Callable[[float], float]:
+        if n not in cache:
+            try:
+                cache[n] = comm.fit_allreduce(records.collectives, n).time_s
+            except ValueError:
+                link = comm.LINKS["nvlink4"]
+
+                def ring_s(size_bytes: float, n: int = n) -> float:
+                    return comm.ring_allreduce_s(size_bytes, n, link)
+                cache[n] = ring_s
+        return cache[n]
+    return comm_for

@@ -1,36 +1,47 @@
-"""On-disk caches of the performance model, keyed by what they were computed from.
+"""What the performance model computed, stored and keyed by what it was computed from.
 
-A cache file's name holds a hash of :data:`~dlperf.perfmodel.api.MODEL_VERSION`, of the
-``dlperf`` package's source, of the numpy and scipy versions and of the content and resolved
-path of every results file loaded (:func:`content_key`), so any change to the code or the data
-makes a new file and nothing computed from other inputs is ever read back. Two caches live under ``$DLPERF_CACHE_DIR``
-(default ``~/.cache/dlperf``, :func:`dlperf.perfmodel.records.cache_root`):
+One key covers both stores: the source of the modules of :mod:`dlperf.perfmodel` that compute
+a prediction (:func:`model_key`: the modules a prediction imports, not the back-test's)
+and the content of the results files (:func:`data_digest`). Any change to either makes a new key,
+and nothing computed from other inputs is read back.
 
-* the back-test residuals behind prediction intervals (:mod:`dlperf.perfmodel.api`);
-* the roofline group fits (:func:`~dlperf.perfmodel.onedevice.fit_group`: ``e_F``, ``e_Y``,
-  ``t_k`` and the series' host times of one (framework, mode, precision, device) group without
-  one model), here: each is a least-squares fit over every series of its group (0.3-0.6 s on
-  the committed H200 files on a 2-core VM) and a prediction needs two to four of them, which
-  made a command-line ``dlperf predict`` take 3.3 s where 2.1 s is left with the fits read
-  back (1.1 s of it imports).
+* The **residual table** (:func:`table_file`, ``perfmodel_residuals.json``) lies beside the data
+  it was made from, in the folder that holds every results file of the prediction: the
+  held-out back-test residuals ``log(measured / predicted)`` per prediction path (back-test
+  category) and bound that prediction intervals come from. ``dlperf predict --validate`` writes
+  it; ``dlperf predict`` only reads it, and never runs a back-test: without a table of the
+  current key a prediction has no interval and says how to make one. Points are named
+  relative to the table's folder, so a committed table holds on every clone.
+* The **group fits** (:func:`fits_file`, under ``$DLPERF_CACHE_DIR``, default
+  ``~/.cache/dlperf``): the roofline fits of :func:`~dlperf.perfmodel.onedevice.fit_group`
+  (0.3-0.6 s each on a 2-core VM, two to four per prediction), read back by a later process.
+  Their key also holds each file's resolved path (the fits name their points by the path).
 
-A damaged or foreign file, or an entry of the wrong shape or types (a number that is not finite
-and positive where the model divides by it, a bool that is not a JSON bool), is an empty cache
-or a dropped entry: recomputed, never misread. A cache folder that cannot be written means no
-cache and one warning naming it, not an error.
+Every file is written atomically (:func:`dlperf.outputs.atomic_write`: a temporary file of an
+unpredictable name in the same folder, created exclusively, then ``os.replace``, which replaces
+a planted symbolic link instead of following it) and validated on read: a damaged or foreign
+file, or an entry of the wrong shape or types (a number that is not finite, or out of its range,
+where the model uses it; a bool that is not a JSON bool) is no entry, never misread. The group
+fits, a cache of this user's, go through :mod:`dlperf.jsoncache` (owner-only, with a digest;
+a file of another user or changed after it was written is not read). A folder that cannot be
+written means no store and one warning naming it, not an error.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import os
+import warnings
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from dlperf.jsoncache import read_json, write_json
+from dlperf.outputs import atomic_write
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
 from dlperf.perfmodel.records import Records, cache_root
@@ -38,70 +49,113 @@ from dlperf.perfmodel.records import Records, cache_root
 #: ``(group, without_model, device_name, kernels)``: the key of ``Calibration._eff``.
 EffKey = tuple[tuple[str, str, str, str], "str | None", "str | None", bool]
 
-
-def content_key(recs: Records, version: str) -> str:
-    """A hex digest (20 characters) of ``version``, the source of the whole ``dlperf`` package
-    (the loader, the store and the zoo's specs feed the fits too), the numpy and scipy versions
-    (the fits' numerics) and every results file of ``recs`` (content and resolved path: cached
-    rows name their points by it). A fit made under a runtime patch of the model (an ablation)
-    is not covered: such a run must use a cache folder of its own
-    (``benchmarks/perfmodel_validate.py`` does). Computed once per process for the same files
-    (path, size and modification time): a prediction asks for it several times, and hashing
-    the committed H200 files takes 50 ms."""
-    stats = tuple((s, os.stat(s).st_mtime_ns, os.stat(s).st_size) for s in recs.sources)
-    return _content_key(version, stats)
-
-
-@functools.lru_cache(maxsize=64)
-def _content_key(version: str, stats: tuple[tuple[str, int, int], ...]) -> str:
-    h = hashlib.sha256(version.encode())
-    h.update(_code_key().encode())
-    for s, _, _ in stats:
-        h.update(Path(s).read_bytes())
-        h.update(os.path.realpath(s).encode())
-    return h.hexdigest()[:20]
+#: The module a prediction starts from: :func:`model_key` hashes it and every module of
+#: :mod:`dlperf.perfmodel` it imports, directly or not.
+PREDICTION_ENTRY = "api"
+#: The residual table's file name (:func:`table_file`).
+TABLE_NAME = "perfmodel_residuals.json"
+#: The residual table's format; part of its key.
+TABLE_FORMAT = 1
+#: Largest ``|log(measured / predicted)|`` a stored residual may have (a factor of e^10, 22,000):
+#: a larger one is no back-test error but a damaged or planted entry (e.g. 1e308), refused.
+MAX_ABS_LOG_RESIDUAL = 10.0
 
 
 @functools.lru_cache(maxsize=1)
-def _code_key() -> str:
-    """The digest of the numpy and scipy versions and the ``dlperf`` package's source."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+def model_key() -> str:
+    """A hex digest of the source of the modules of :mod:`dlperf.perfmodel` that make a
+    prediction (:func:`prediction_modules`; names and bytes, in name order): editing the
+    back-test, a report or a module no prediction imports changes no key."""
+    h = hashlib.sha256(f"table format {TABLE_FORMAT}".encode())
+    folder = Path(__file__).parent
+    for name in sorted(prediction_modules()):
+        h.update(name.encode())
+        h.update((folder / f"{name}.py").read_bytes())
+    return h.hexdigest()[:20]
 
+
+def prediction_modules(entry: str = PREDICTION_ENTRY) -> set[str]:
+    """Names of the modules of :mod:`dlperf.perfmodel` that ``entry`` imports, directly or
+    through each other (at module level or inside a function), ``entry`` included: read from
+    their source (:mod:`ast`), nothing is imported."""
+    import ast
+
+    folder = Path(__file__).parent
+    pkg = "dlperf.perfmodel"
+    seen: set[str] = set()
+    todo = [entry]
+    while todo:
+        name = todo.pop()
+        f = folder / f"{name}.py"
+        if name in seen or not f.is_file():
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse(f.read_text())):
+            mod = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+            if isinstance(node, ast.ImportFrom) and mod == pkg:
+                todo += [a.name for a in node.names]
+            elif mod.startswith(pkg + "."):
+                todo.append(mod.split(".")[2])
+            elif isinstance(node, ast.Import):
+                todo += [a.name.split(".")[2] for a in node.names
+                         if a.name.startswith(pkg + ".")]
+    return seen
+
+
+def data_digest(sources: Sequence[str], relative_to: Path | None = None) -> str:
+    """A hex digest of the results files' content, each named by its path relative to
+    ``relative_to`` (None: its resolved absolute path). Computed once per process for the same
+    files (path, size and modification time; 50 ms on the committed H200 files)."""
+    stats = tuple((s, os.stat(s).st_mtime_ns, os.stat(s).st_size) for s in sources)
+    return _data_digest(stats, str(relative_to) if relative_to is not None else None)
+
+
+@functools.lru_cache(maxsize=64)
+def _data_digest(stats: tuple[tuple[str, int, int], ...], relative_to: str | None) -> str:
     h = hashlib.sha256()
-    for dist in ("numpy", "scipy"):
-        try:
-            h.update(f"{dist}={dist_version(dist)}".encode())
-        except PackageNotFoundError:
-            h.update(f"{dist}=?".encode())
-    for f in sorted(Path(__file__).parents[1].rglob("*.py")):
-        h.update(str(f.relative_to(Path(__file__).parents[1])).encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
+    for s, _, _ in stats:
+        real = os.path.realpath(s)
+        h.update((os.path.relpath(real, relative_to) if relative_to else real).encode())
+        h.update(Path(s).read_bytes())
+    return h.hexdigest()[:20]
 
 
-def _write_atomic(f: Path, payload: Any) -> None:
-    """Write ``payload`` to the cache file ``f`` (:func:`dlperf.jsoncache.write_json`: an
-    unpredictable temporary name and a rename, owner-only, with a digest; a folder that cannot
-    be written is skipped with one warning naming it, and every later process then recomputes
-    what the cache would have held)."""
-    write_json(f, payload)
+def content_key(recs: Records) -> str:
+    """The group-fit store's key: :func:`model_key` and :func:`data_digest` (resolved paths)."""
+    return hashlib.sha256((model_key() + data_digest(recs.sources)).encode()).hexdigest()[:20]
 
 
-#: The largest |log(predicted / measured)| a cached residual may hold (e^50: no prediction is
-#: that far off; 1e308 made predict overflow).
-MAX_LOG_RATIO = 50.0
-#: The largest number a cached fit may hold (a larger one overflowed the model's arithmetic).
-MAX_FIT_VALUE = 1e15
+def write_atomic(f: Path, text: str) -> bool:
+    """Write ``text`` to ``f`` so that no reader sees half a file
+    (:func:`dlperf.outputs.atomic_write`, mode 0644: a table is committed and read by others).
+    A folder that cannot be written is skipped with one warning naming it. Returns whether
+    ``f`` was written."""
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(f, text, mode=0o644)
+        return True
+    except OSError as e:
+        if f.parent not in _WARNED:
+            _WARNED.add(f.parent)
+            warnings.warn(f"dlperf: cannot write the performance model's store in {f.parent} "
+                          f"({e.strerror or e}); predictions fit again (and have no interval "
+                          "where it was a residual table) until the folder can be written",
+                          stacklevel=3)
+        return False
 
 
-def _finite(x: Any, lo: float = 0.0, strict: bool = True) -> float:
-    """``x`` as a float when it is a real number (not a bool), finite, at most
-    :data:`MAX_FIT_VALUE` and above ``lo`` (at or above it if not ``strict``); else
+_WARNED: set[Path] = set()
+
+
+def _finite(x: Any, lo: float = 0.0, strict: bool = True, hi: float = 1e6) -> float:
+    """``x`` as a float when it is a real number (not a bool), finite, above ``lo`` (at or
+    above it if not ``strict``) and at most ``hi`` (a stored fit's efficiencies, seconds and
+    log-widths are all far below 1e6: a larger number is a damaged entry); else
     ``ValueError``."""
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) \
-            or x > MAX_FIT_VALUE or (x <= lo if strict else x < lo):
-        raise ValueError(f"not a finite number {'>' if strict else '>='} {lo}: {x!r}")
+            or (x <= lo if strict else x < lo) or x > hi:
+        raise ValueError(f"not a finite number {'>' if strict else '>='} {lo} and <= {hi:g}: "
+                         f"{x!r}")
     return float(x)
 
 
@@ -119,33 +173,125 @@ def _bool(x: Any) -> bool:
     return x
 
 
-def residuals_file(recs: Records, version: str) -> Path:
-    """The back-test residual cache file of ``recs`` under model version ``version``."""
-    return cache_root() / f"perfmodel-residuals-v{version}-{content_key(recs, version)}.json"
+def table_file(sources: Sequence[str]) -> Path:
+    """The residual table of the results files ``sources``: :data:`TABLE_NAME` in the deepest
+    folder holding all of them (a folder given as ``--db`` holds its files itself).
+
+    Raises:
+        ValueError: no sources.
+    """
+    if not sources:
+        raise ValueError("no results file: a residual table needs the files it was made from")
+    dirs = [os.path.dirname(os.path.realpath(s)) for s in sources]
+    return Path(os.path.commonpath(dirs)) / TABLE_NAME
 
 
-def read_residuals(f: Path) -> dict[str, list[KeyedResidual]]:
-    """The on-disk residual cache: category -> ``[(log ratio, bound, point), ...]``; entries
-    not of the form ``[[float, bound, point], ...]`` (an older format, a damaged file) are
-    dropped, so they are recomputed, never misread."""
+def _set_name(sources: Sequence[str], folder: Path) -> str:
+    """The entry of a set of results files in their table: their paths relative to the table's
+    folder, sorted and joined by ``|``."""
+    return "|".join(sorted(os.path.relpath(os.path.realpath(s), folder) for s in sources))
+
+
+def read_table(sources: Sequence[str]) -> tuple[dict[str, list[KeyedResidual]] | None, str]:
+    """The residuals (category -> ``[(log ratio, bound, point), ...]``, points as resolved
+    ``path:id``) stored for exactly these results files under the current :func:`model_key`,
+    and ``""``; or None and why not (no table, no entry for these files, made by other model
+    code or from other data, or not a valid table)."""
+    f = table_file(sources)
+    folder = f.parent
     try:
-        raw = read_json(f) or {}  # trusted only if ours, intact (dlperf.jsoncache)
-    except (OSError, ValueError):
-        return {}
+        raw = json.loads(f.read_text())
+    except FileNotFoundError:
+        return None, f"no residual table {f}"
+    except (OSError, ValueError) as e:
+        return None, f"the residual table {f} cannot be read ({e})"
+    entry = raw.get(_set_name(sources, folder)) if isinstance(raw, dict) else None
+    if not isinstance(entry, dict):
+        return None, f"the residual table {f} has no entry for these results files"
+    if entry.get("model_key") != model_key():
+        return None, (f"the residual table {f} was made by other performance-model code "
+                      "(the model changed since)")
+    if entry.get("data_key") != data_digest(sources, folder):
+        return None, f"the residual table {f} was made from other content of these files"
+    cats = entry.get("categories")
+    if not isinstance(cats, dict):
+        return None, f"the residual table {f} is not valid (no categories)"
     out: dict[str, list[KeyedResidual]] = {}
-    for cat, v in (raw.items() if isinstance(raw, dict) else ()):
-        if isinstance(v, list) and all(
-                isinstance(x, list) and len(x) == 3 and isinstance(x[0], (int, float))
-                and not isinstance(x[0], bool) and abs(x[0]) <= MAX_LOG_RATIO
-                and x[1] in (None, "host", "device") and (x[2] is None or isinstance(x[2], str))
-                for x in v):
-            out[cat] = [(float(x[0]), x[1], x[2]) for x in v]
-    return out
+    for cat, rows in cats.items():
+        try:
+            out[str(cat)] = [_residual(x, folder) for x in rows]
+        except (TypeError, ValueError) as e:
+            return None, f"the residual table {f} is not valid ({cat}: {e})"
+    return out, ""
 
 
-def fits_file(recs: Records, version: str) -> Path:
-    """The group-fit cache file of ``recs`` under model version ``version``."""
-    return cache_root() / f"perfmodel-fits-v{version}-{content_key(recs, version)}.json"
+def _residual(x: Any, folder: Path) -> KeyedResidual:
+    """One stored ``[log ratio, bound, point]``, checked; the point resolved under ``folder``."""
+    if not isinstance(x, list) or len(x) != 3:
+        raise ValueError(f"not [log ratio, bound, point]: {x!r}")
+    r, bound, point = x
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) \
+            or abs(r) > MAX_ABS_LOG_RESIDUAL:
+        raise ValueError(f"a residual must be a finite log ratio within "
+                         f"+-{MAX_ABS_LOG_RESIDUAL:g}, got {r!r}")
+    if bound not in (None, "host", "device"):
+        raise ValueError(f"a bound is host, device or null, got {bound!r}")
+    if point is not None and not isinstance(point, str):
+        raise ValueError(f"a point is a string or null, got {point!r}")
+    if point is not None:
+        path, _, rid = point.rpartition(":")
+        point = f"{os.path.realpath(folder / path)}:{rid}"
+    return float(r), bound, point
+
+
+def _table_text(raw: dict[str, Any]) -> str:
+    """The table as JSON with one residual per line (a diff of a committed table reads)."""
+    def rows(v: Any) -> str:
+        if not isinstance(v, dict):
+            return json.dumps(v)
+        inner = ",\n".join(f"  {json.dumps(cat)}: [\n" + ",\n".join(
+            "   " + json.dumps(r) for r in rs) + "]" for cat, rs in sorted(v.items()))
+        return "{\n" + inner + "}"
+    entries = []
+    for name, e in sorted(raw.items()):
+        fields = ",\n".join(f" {json.dumps(k)}: {rows(v)}" for k, v in sorted(e.items()))
+        entries.append(f"{json.dumps(name)}: {{\n{fields}}}")
+    return "{\n" + ",\n".join(entries) + "}\n"
+
+
+def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]]) -> Path:
+    """Store ``residuals`` (category -> keyed residuals, points as resolved ``path:id``) as the
+    entry of these results files in their table (:func:`table_file`), keeping the other
+    entries; returns the file.
+
+    Raises:
+        OSError: the table's folder cannot be written.
+    """
+    f = table_file(sources)
+    folder = f.parent
+    try:
+        raw = json.loads(f.read_text())
+    except (OSError, ValueError):
+        raw = {}
+    raw = raw if isinstance(raw, dict) else {}
+
+    def rel(point: str | None) -> str | None:
+        if point is None:
+            return None
+        path, _, rid = point.rpartition(":")
+        return f"{os.path.relpath(path, folder)}:{rid}"
+    raw[_set_name(sources, folder)] = {
+        "model_key": model_key(), "data_key": data_digest(sources, folder),
+        "categories": {cat: [[r, b, rel(p)] for r, b, p in rows]
+                       for cat, rows in residuals.items()}}
+    if not write_atomic(f, _table_text(raw)):
+        raise OSError(f"cannot write the residual table {f}")
+    return f
+
+
+def fits_file(recs: Records) -> Path:
+    """The group-fit store of ``recs`` (:func:`content_key`) under ``$DLPERF_CACHE_DIR``."""
+    return cache_root() / f"perfmodel-fits-{content_key(recs)}.json"
 
 
 def _eff_of(d: Any) -> rl.Efficiency:
@@ -172,10 +318,7 @@ def _eff_of(d: Any) -> rl.Efficiency:
 def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
     """The group fits stored in ``f``; an entry that does not read back as a key and an
     :class:`~dlperf.perfmodel.roofline.Efficiency` (or null: no point to fit on) is dropped."""
-    try:
-        raw = read_json(f) or []  # trusted only if ours, intact (dlperf.jsoncache)
-    except (OSError, ValueError):
-        return {}
+    raw = read_json(f) or []  # trusted only if this user's and intact (dlperf.jsoncache)
     out: dict[EffKey, rl.Efficiency | None] = {}
     for item in raw if isinstance(raw, list) else ():
         try:
@@ -193,12 +336,7 @@ def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
 
 
 def write_fits(f: Path, fits: dict[EffKey, rl.Efficiency | None]) -> None:
-    """Store ``fits`` in ``f`` (:func:`_write_atomic`)."""
+    """Store ``fits`` in ``f`` (:func:`dlperf.jsoncache.write_json`)."""
     rows = [[[list(k[0]), k[1], k[2], k[3]], None if v is None else asdict(v)]
             for k, v in fits.items()]
-    _write_atomic(f, rows)
-
-
-def write_residuals(f: Path, cache: dict[str, list[KeyedResidual]]) -> None:
-    """Store the residual cache (category -> residuals) in ``f`` (:func:`_write_atomic`)."""
-    _write_atomic(f, cache)
+    write_json(f, rows)

@@ -22,7 +22,7 @@ from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel.btrows import Budget, Row, charge, point_id
 from dlperf.perfmodel.records import Point, Records
 
-CATEGORY = "input: leave-one-worker-count-out"
+CATEGORY = ip.INPUT_CATEGORY
 CATEGORIES = (CATEGORY,)
 
 

@@ -4,7 +4,7 @@ A prediction's interval is ``prediction x [low_ratio, high_ratio]``, the ratios 
 held-out residuals ``log(measured / predicted)`` of the back-test category that matches how the
 prediction was made (:mod:`dlperf.perfmodel.api`). Two rules:
 
-* ``pooled`` (the rule before session 17): the empirical ``(1 - level) / 2`` and
+* ``pooled`` (for comparison): the empirical ``(1 - level) / 2`` and
   ``(1 + level) / 2`` quantiles (``numpy.quantile``, linear interpolation) of all the
   category's residuals;
 * ``mondrian`` (the rule :func:`dlperf.perfmodel.api.predict` uses): Mondrian conformal
@@ -28,10 +28,13 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dlperf.perfmodel.btrows import Row
+if TYPE_CHECKING:
+    from dlperf.perfmodel.btrows import Row
+
 
 #: Fewest residuals a (category, bound) group needs to get an interval of its own (else the
 #: category's pooled residuals): 20 gives finite two-sided 90% conformal quantiles (19 do).

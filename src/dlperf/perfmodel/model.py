@@ -247,6 +247,15 @@ class Network:
     intra: comm.Link | None = None
     inter: comm.Link | None = None
     algorithm: str = "best"
+    #: NICs per node for the inter-node link (None: :data:`comm.TYPICAL_NICS_PER_NODE` of the
+    #: named link, else one)
+    nics_per_node: int | None = None
+
+    def nics(self) -> int:
+        """NICs per node used: given, else the named inter link's typical count, else 1."""
+        if self.nics_per_node is not None:
+            return self.nics_per_node
+        return comm.TYPICAL_NICS_PER_NODE.get(self.inter.name, 1) if self.inter else 1
 
 
 def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | None
@@ -268,12 +277,21 @@ def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | N
                                    "intra (measured)")
     intra = intra or comm.LINKS["nvlink4"]
     gpn = world // nnodes
+    nics = net.nics() if nnodes > 1 else None
+    # more ranks never all-reduce faster than fewer did: the largest stored sweep of at most
+    # this many ranks bounds the algorithm's time from below (a ring's 2(p-1)/p M beta grows
+    # with p), so that predictions are monotone in N
+    floor_n = max((n for n in nranks if n <= world), default=None)
+    floor = comm.fit_allreduce(cal.records.collectives, floor_n).time_s if floor_n else None
 
     def fn(size: float) -> float:
-        return comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm)[0]
+        t = comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm, nics)[0]
+        return max(t, floor(size)) if floor else t
 
     desc = (f"{net.algorithm} all-reduce over {gpn} GPU(s) x {nnodes} node(s); intra: "
-            f"{intra.source}" + (f"; inter: {net.inter.source}" if nnodes > 1 and net.inter else ""))
+            f"{intra.source}" + (f"; inter: {net.inter.source}, {nics} NIC(s) per node"
+                                 if nnodes > 1 and net.inter else "")
+            + (f"; at least the stored sweep of {floor_n} ranks" if floor_n else ""))
     return fn, desc, intra.measured and nnodes == 1
 
 

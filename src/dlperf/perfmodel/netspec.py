@@ -55,7 +55,8 @@ def whole(x: Any) -> bool:
 
 def network_of(network: Any) -> pm.Network | None:
     """A :class:`model.Network` from None, a link name (the inter-node link), a mapping with
-    ``inter``/``intra`` (names or ``{alpha_s, bandwidth_bytes_per_s}``) and ``algorithm``.
+    ``inter``/``intra`` (names or ``{alpha_s, bandwidth_bytes_per_s}``), ``algorithm`` and
+    ``nics_per_node`` (inter-node NICs of one node).
 
     Raises:
         ConfigError: an unknown link or algorithm.
@@ -68,9 +69,13 @@ def network_of(network: Any) -> pm.Network | None:
         alg = network.get("algorithm", "best")
         if alg not in ("best", *comm.ALGORITHMS):
             raise ConfigError(f"network algorithm {alg!r}: give best, {', '.join(comm.ALGORITHMS)}")
+        nics = network.get("nics_per_node")
+        if nics is not None and (not whole(nics) or nics < 1):
+            raise ConfigError(f"network nics_per_node {nics!r}: give a whole number >= 1 (the "
+                              "inter-node NICs of one node, e.g. 8 on a DGX H200)")
         return pm.Network(intra=link_of(network["intra"], "intra") if "intra" in network else None,
                           inter=link_of(network["inter"], "inter") if "inter" in network else None,
-                          algorithm=alg)
+                          algorithm=alg, nics_per_node=int(nics) if nics is not None else None)
     raise ConfigError(f"network {network!r}: give a link name or a mapping")
 
 

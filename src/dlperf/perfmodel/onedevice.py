@@ -70,6 +70,15 @@ HOST_PULL_SIGMA = 3.0
 #: points of MdAPE (held-out batch max 52.6% -> 33.5%, what-if fp32->bf16 max 377% -> 264%);
 #: 0.5 is the roofline prior's width (:data:`PRIOR_SIGMA`).
 HOST_ESTIMATE_SIGMA = 0.5
+#: Log-width of the roofline prior on the fixed device time ``d0`` of a series of at most
+#: :data:`FIXED_PRIOR_MAX_BATCHES` batch sizes: without it, a series of one or two points lets
+#: ``d0`` absorb whatever ``H`` and ``d1`` leave over. Chosen on the development rows of the
+#: one- and two-point series back-test (MdAPE one-point up / down, two-point up / down: no
+#: prior 8.00 / 11.31 / 4.27 / 4.77%, 0.3: 7.01 / 6.99 / 4.57 / 5.20, 0.5: 6.87 / 6.60 / 4.15 /
+#: 5.06, 1.0: 7.19 / 6.55 / 4.13 / 4.93, 2.0: 7.55 / 7.90 / 4.40 / 4.86; 0.5 has the lowest sum).
+FIXED_PRIOR_SIGMA = 0.5
+#: Series of at most this many batch sizes get the ``d0`` prior (three fix ``H``, ``d0``, ``d1``).
+FIXED_PRIOR_MAX_BATCHES = 2
 #: Batch sizes a series needs before its host time counts as shown by the data (a prior-free
 #: fit of three parameters needs three points).
 IDENTIFY_MIN_BATCHES = 3
@@ -188,6 +197,9 @@ class DevicePrior:
     host_s: float | None = None
     host_sigma: float = 0.3
     host_label: str = ""
+    #: the roofline's fixed device time ``y0 / (e_Y W) + K t_k`` (s), a prior of ``d0`` for a
+    #: series of :data:`FIXED_PRIOR_MAX_BATCHES` batch sizes or fewer (None: none)
+    d0: float | None = None
 
 
 def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
@@ -224,12 +236,16 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
         d0_0 = max(t[i0] - d1_0 * b[i0], tmin * 0.05)
     x0 = np.log([tmin * 0.9, d0_0, d1_0])
     lt = np.log(t)
+    fixed_prior = (prior.d0 if prior is not None and prior.d0 and prior.d0 > 0
+                   and len(set(b.tolist())) <= FIXED_PRIOR_MAX_BATCHES else None)
 
     def resid(x: np.ndarray) -> np.ndarray:
         h, d0, d1 = np.exp(np.clip(x, -60.0, 10.0))
         r = [(np.log(overlap(h, d0 + d1 * b)) - lt) * w]
         if prior is not None and prior.d1:
             r.append([(math.log(d1) - math.log(prior.d1)) / prior.sigma])
+        if fixed_prior:
+            r.append([(math.log(d0) - math.log(fixed_prior)) / FIXED_PRIOR_SIGMA])
         r.append([(math.log(d0 + d1 * a.batch) - math.log(a.device_s)) / a.sigma for a in anchors])
         r.append([min(0.0, math.log(tmin) - math.log(h)) / HOST_PRIOR_SIGMA])
         r.append([((math.log(h) - math.log(m)) if exact else max(0.0, math.log(h) - math.log(m)))
@@ -403,7 +419,8 @@ def _busy_prior(p0: Point, traced: Sequence[Point]) -> DevicePrior | None:
 def device_prior(work: rl.Work | None, ceiling: rl.Ceiling | None,
                  eff: rl.Efficiency | None, anchors: Sequence[Anchor] = (),
                  host: tuple[float, str] | None = None,
-                 host_sigma: float = HOST_TRANSFER_SIGMA) -> DevicePrior | None:
+                 host_sigma: float = HOST_TRANSFER_SIGMA,
+                 kernels: float | None = None) -> DevicePrior | None:
     """The prior of one configuration: its group's roofline (when ``eff`` is given), its
     measured anchors and a host time from elsewhere (``(s, where from)``, log-width
     ``host_sigma``: :data:`HOST_TRANSFER_SIGMA` for one carried over from the same model,
@@ -417,6 +434,8 @@ def device_prior(work: rl.Work | None, ceiling: rl.Ceiling | None,
                            hs, host_sigma, hl)
     d1 = (work.flops_per_sample / (eff.e_flops * ceiling.flops_per_s)
           + work.bytes_per_sample / (eff.e_bytes * ceiling.bandwidth_bytes_per_s))
+    d0 = (work.bytes_fixed / (eff.e_bytes * ceiling.bandwidth_bytes_per_s)
+          + (kernels or 0.0) * eff.kernel_s)
     label = f"roofline {eff.describe()}" + (
         f"; {len(anchors)} measured device time(s)" if anchors else "")
-    return DevicePrior(d1, PRIOR_SIGMA, tuple(anchors), label, hs, host_sigma, hl)
+    return DevicePrior(d1, PRIOR_SIGMA, tuple(anchors), label, hs, host_sigma, hl, d0 or None)

@@ -141,6 +141,10 @@ class Point:
             (``breakdown.host.t_io`` median; the phase timer's when the host's is absent).
         device_name: the accelerator's name (``NVIDIA H200``).
         session: host and day of the measurement, ``"<hostname>/<cpu model>/<YYYY-MM-DD>"``.
+        peak_reserved_bytes, nvml_used_bytes: the framework allocator's reserved peak and the
+            device memory NVML saw in use (bytes; None where not recorded).
+        device_memory_total_bytes: the device's memory (``env.gpus[0].memory_total_bytes``).
+        cpu_model: the host CPU's name (``env.cpu_model``).
         buckets: the recorded per-bucket all-reduce timeline of a traced PyTorch DDP run
             (``dist.buckets_timeline``), one :class:`RankBuckets` per rank whose iterations
             matched; ``()`` where none was recorded.
@@ -196,6 +200,10 @@ class Point:
     device_name: str | None = None
     session: str = ""
     compile_mode: str = "default"
+    peak_reserved_bytes: float | None = None
+    nvml_used_bytes: float | None = None
+    device_memory_total_bytes: float | None = None
+    cpu_model: str | None = None
     buckets: tuple[RankBuckets, ...] = ()
     comm_backend: str | None = None
 
@@ -308,6 +316,13 @@ def _threads(row: Mapping[str, Any], res: Mapping[str, Any], world: int) -> int 
     return only if isinstance(only, int) else None
 
 
+def _gpu_memory(env: Mapping[str, Any], device: str) -> float | None:
+    """The first GPU's memory in ``env.gpus`` (bytes) for a ``cuda`` run, else None."""
+    gpus = env.get("gpus") if device == "cuda" else None
+    first = gpus[0] if isinstance(gpus, list) and gpus and isinstance(gpus[0], Mapping) else {}
+    return _float(first.get("memory_total_bytes"))
+
+
 def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
     """A :class:`Point` from one store row (``ResultStore.rows()`` dict), or None when the row
     is not an ``ok`` measurement with a median step time."""
@@ -365,6 +380,10 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
         session="/".join(str(x) for x in (env.get("hostname"), _get(env, "cpu_id", "model"),
                                          (row.get("created_at") or "")[:10])),
         compile_mode=str(cfg.get("compile_mode") or "default"),
+        peak_reserved_bytes=_float(row.get("peak_reserved_bytes")),
+        nvml_used_bytes=_float(row.get("nvml_used_bytes")),
+        device_memory_total_bytes=_gpu_memory(env, row.get("device") or ""),
+        cpu_model=env.get("cpu_model") if isinstance(env.get("cpu_model"), str) else None,
         buckets=rank_buckets(_get(res, "dist", "buckets_timeline")) if world > 1 else (),
         comm_backend=_get(res, "dist", "process_group_backend") if world > 1 else None,
     )
@@ -461,3 +480,9 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
                         time_s=float(c["time_s"]), busbw_gbps=_float(c.get("busbw_gbps")),
                         device_name=c.get("device_name"), backend=c.get("backend")))
     return Records(points, colls, files)
+
+
+def point_id(p: Any) -> str:
+    """``source:result_id`` of a stored point (:class:`dlperf.perfmodel.records.Point`), the
+    source as its resolved path (the same file named relatively or absolutely is one file)."""
+    return f"{os.path.realpath(p.source)}:{p.result_id}"

@@ -121,6 +121,42 @@ def check_names(recs: Records, model: str, fields: Mapping[str, Any]) -> None:
                                                   *(c.compile_mode for c in stored)})
 
 
+def calibrated_devices(recs: Records) -> dict[str, list[str]]:
+    """Device kind (``cuda``, ``cpu``) -> the names of the devices of that kind the stored
+    one-device points ran on (``NVIDIA H200``; a CPU's model from its session), sorted."""
+    out: dict[str, set[str]] = {}
+    for p in recs.points:
+        if p.world_size == 1:
+            name = p.device_name or (p.cpu_model or "" if p.device == "cpu" else "")
+            out.setdefault(p.device, set()).update({name} if name else set())
+    return {d: sorted(v) for d, v in sorted(out.items())}
+
+
+def device_for(recs: Records, device: str | None) -> str | None:
+    """The stored device kind a request's ``device`` means: a kind measured in ``recs``
+    (``cuda``), or a device name one of them ran on, matched without case as a word or part
+    of the name (``H200``, ``NVIDIA H200``); None stays None (the stored one). The one place
+    a prediction's device is looked up: a device never measured is refused.
+
+    Raises:
+        ConfigError: a device no stored point ran on, with the calibrated devices listed.
+    """
+    if device is None:
+        return None
+    cal = calibrated_devices(recs)
+    if device in cal:
+        return device
+    hits = {d for d, names in cal.items() for n in names if device.lower() in n.lower()}
+    if len(hits) == 1:
+        return hits.pop()
+    listed = "; ".join(f"{d} ({', '.join(n) or 'name not recorded'})" for d, n in cal.items())
+    raise ConfigError(f"device {device!r} was never measured in these results files, and the "
+                      "model predicts only a device it was calibrated on (its measured "
+                      f"ceilings, host and step times): calibrated here: {listed or 'none'}; "
+                      "give one of those, or measure the device (dlperf run --device ...) and "
+                      "add its results file")
+
+
 def check_target(recs: Records, cfg: Config, where: str) -> None:
     """Refuse a configuration to predict (a what-if's or an analytic one) that its framework
     cannot run: a mode, precision or device not in its registry entry. A configuration whose

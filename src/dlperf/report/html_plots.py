@@ -33,10 +33,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dlperf.report.regress import point_key_of, run_median_s
+from dlperf.report.series import series_of, tell_apart
 from dlperf.report.tables import fmt_sig, status_label
 from dlperf.results.history import created_of, revision_of, sha_of, tag_of
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import label_of_record, settings_of
 
 __all__ = ["PointView", "points_of", "batch_figure", "overview_figure", "trend_figure",
            "trend_points", "figure_title", "style_figure", "log_ticks", "series_colors", "esc", "COLORS",
@@ -130,85 +130,6 @@ class PointView:
         return "<br>".join(lines)
 
 
-#: Config fields that do not set a series (a line) apart: the model (each figure is one
-#: model's, and a series keeps its colour across models), the batch (the x axis), the repeat
-#: (repeats are one point), and what the run key leaves out (:data:`dlperf.config.identity.
-#: KEY_EXCLUDED`: how long and from where; the data-parallel fields are added back as the run
-#: key adds them).
-_NOT_SERIES = frozenset({"model", "batch_size", "repeat"})
-#: Settings a series' label leaves out (the figure names the model, the axis the batch).
-_NOT_IN_SERIES_LABEL = frozenset({"model", "batch_size", "per_device_batch", "repeat"})
-
-
-def _series_config(rec: RunRecord) -> dict[str, Any]:
-    """What sets ``rec``'s series apart: its stored config as the run key reads it
-    (:func:`dlperf.config.identity.run_key`), without the model, the batch and the repeat,
-    with the devices (a forced ``--layout`` is in the config; ``auto`` is one setting, whatever
-    layout each model resolves it to, so one configuration keeps one colour across models)."""
-    from dlperf.config.identity import KEY_EXCLUDED, KEY_OMIT_AT_DEFAULT, has_image_layout
-
-    i = rec.identity
-    cfg = dict(i.config or {})
-    d = {k: v for k, v in cfg.items() if k not in KEY_EXCLUDED and k not in _NOT_SERIES}
-    for k, default in KEY_OMIT_AT_DEFAULT.items():
-        if d.get(k) == default:
-            d.pop(k, None)
-    if "layout" in d and not has_image_layout(str(i.model)):
-        del d["layout"]  # no 4-D activations: the layout changes nothing measured
-    if d.get("loader_workers") is None:  # batches prepared before timing: no pipeline
-        d.pop("loader_workers", None)
-        d.pop("loader_prefetch", None)
-    if not d.get("loader_workers"):  # 0 workers: the calling thread, whatever the impl
-        d.pop("loader_impl", None)
-    for k in ("breakdown", "timeline"):
-        if cfg.get(k):
-            d[k] = True
-    if cfg.get("trace_dir"):
-        d["trace"] = True
-    for k in ("framework", "mode", "device", "precision", "data", "threads"):
-        d.setdefault(k, getattr(i, k))  # records stored without a config
-    d.update(world_size=int(i.world_size or 1), nnodes=int(i.nnodes or 1))
-    if d["world_size"] > 1:
-        d.update(dp_layout=cfg.get("dp_layout"), ddp=cfg.get("ddp"), scaling=cfg.get("scaling"))
-    return d
-
-
-def _series(rec: RunRecord) -> tuple[tuple[str, ...], str]:
-    """``((label, key), label)``: the series of ``rec`` (every setting but the model, the
-    batch and the repeat: :func:`_series_config`) and its label, the point's label
-    (:func:`dlperf.results.view.label_of_record`) without those settings, e.g.
-    ``torch/graph [max-autotune] cuda bf16 synthetic layout=nhwc +breakdown``."""
-    import json
-
-    shown = [k for k in settings_of(rec) if k not in _NOT_IN_SERIES_LABEL]
-    label = label_of_record(rec, only=shown)
-    key = json.dumps(_series_config(rec), sort_keys=True, default=str)
-    return (label, key), label
-
-
-def _tell_apart(views: Sequence[PointView]) -> None:
-    """Series of one model that share a label but differ in a setting the label leaves out:
-    each label gets the differing settings it has, e.g. ``(seed=1)`` (a setting another
-    series lacks or leaves at its default shows on the series that has it)."""
-    import json
-
-    by_label: dict[tuple[str, str], set[str]] = {}
-    for pv in views:
-        by_label.setdefault((pv.model, pv.series[0]), set()).add(pv.series[1])
-    for (model, lab), keys in by_label.items():
-        if len(keys) < 2:
-            continue
-        cfgs = {k: json.loads(k) for k in keys}
-        names = sorted({f for c in cfgs.values() for f in c
-                        if len({json.dumps(d.get(f), sort_keys=True) for d in cfgs.values()}) > 1})
-        for pv in views:
-            if pv.model == model and pv.series[0] == lab:
-                c = cfgs[pv.series[1]]
-                extra = ", ".join(f"{f}={c[f]}" for f in names if c.get(f) is not None)
-                pv.series_label = f"{lab} ({extra})" if extra else lab
-                pv.series = (pv.series_label, pv.series[1])
-
-
 def _aggregate(pv: PointView) -> None:
     from dlperf.stats import between_run
 
@@ -240,14 +161,14 @@ def points_of(records: Sequence[RunRecord]) -> list[PointView]:
     for r in records:
         k = point_key_of(r)
         if k not in by:
-            key, label = _series(r)
+            key, label = series_of(r)
             by[k] = PointView(k, str(r.identity.model), key, label, int(r.identity.batch_size or 0),
                               [])
         by[k].runs.append(r)
     for pv in by.values():
         pv.ok = [r for r in pv.runs if r.identity.status == "ok" and run_median_s(r) is not None]
         _aggregate(pv)
-    _tell_apart(list(by.values()))
+    tell_apart(list(by.values()))
     return sorted(by.values(), key=lambda p: (p.model, p.series, p.batch))
 
 

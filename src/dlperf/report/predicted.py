@@ -1,5 +1,5 @@
 """The report's "Predicted vs measured" section: the performance model's back-test
-(:func:`dlperf.perfmodel.api.validate`) on the report's own results file.
+(:func:`dlperf.perfmodel.validation.validate`) on the report's own results file.
 
 Every prediction shown was made with its measurement withheld from every fit it used
 (:mod:`dlperf.perfmodel.backtest`). The section has the per-category error table (count, MdAPE,
@@ -53,15 +53,15 @@ BASELINES = {
 
 
 def backtest(db: str | Path, budget_s: float | None = BUDGET_S) -> Any:
-    """The bounded back-test of one results file (:func:`dlperf.perfmodel.api.validate` over
+    """The bounded back-test of one results file (:func:`dlperf.perfmodel.validation.validate` over
     :data:`REPORT_CATEGORIES`); a :class:`dlperf.perfmodel.backtest.Validation`.
 
     Raises:
         ConfigError: the file is missing or not a results database.
     """
-    from dlperf.perfmodel import api
+    from dlperf.perfmodel import validation
 
-    return api.validate(db, REPORT_CATEGORIES, budget_s=budget_s)
+    return validation.validate(db, REPORT_CATEGORIES, budget_s=budget_s)
 
 
 def _pct(x: float | None, digits: int = 1) -> str:

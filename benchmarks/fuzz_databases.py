@@ -54,6 +54,18 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("DLPERF_FAKE_FRAMEWORK", "1")  # sweep --dry-run of fake points
+
+
+def _register_fake() -> None:
+    """The fake framework in this process even when dlperf was imported before the variable
+    was set (a test run in a process shared with other tests)."""
+    from dlperf import registry
+
+    registry.FRAMEWORKS.setdefault("fake", registry.TEST_DOUBLES["fake"])
+    registry.FRAMEWORK_MODES.setdefault("fake", registry.TEST_DOUBLES["fake"].modes)
+
+
+_register_fake()
 os.environ.setdefault("COLUMNS", "200")
 if "DLPERF_CACHE_DIR" not in os.environ:  # predict's caches: this run's own, not the user's
     os.environ["DLPERF_CACHE_DIR"] = tempfile.mkdtemp(prefix="dlperf-fuzzdb-cache-")
@@ -496,6 +508,7 @@ def run(mutants: list[Mutant], per: int, seed: int, limit_s: float,
     rng = random.Random(seed)
     records: list[dict[str, Any]] = []
     old = signal.signal(signal.SIGALRM, _alarm)
+    old_tmpdir = os.environ.get("TMPDIR")
     t_start = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="dlperf-fuzzdb-") as tmp:
@@ -532,7 +545,10 @@ def run(mutants: list[Mutant], per: int, seed: int, limit_s: float,
                     shutil.rmtree(folder, ignore_errors=True)
     finally:
         signal.signal(signal.SIGALRM, old)
-        os.environ.pop("TMPDIR", None)
+        if old_tmpdir is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old_tmpdir
     return summarize(records, seed, per, limit_s, time.perf_counter() - t_start, out, meta)
 
 

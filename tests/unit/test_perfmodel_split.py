@@ -62,3 +62,4 @@ def test_the_split_table_gives_each_side_its_own_numbers():
             if ln.startswith("| held-out batch")][0]
     # development: resnet50 (5% off), test: alexnet (10% off, host-bound)
     assert line.startswith("| held-out batch | 1 / 1 | 5.00 / 10.00 | – / 10.00 |")
+    assert line.endswith("| 100% / 0% (h 0%) |")  # coverage, per bound where rows have one

@@ -488,7 +488,7 @@ class Validation:
             sr = d["sign_right"]
             return [str(d["count"]), pct(d["mdape_pct"]), pct(d["host_bound_mdape_pct"]),
                     pct(d["baseline_mdape_pct"]), f"{sr[0]}/{sr[1]}" if sr else "–",
-                    triv if sr else "–", f"{c['coverage']:.0%}" if c else "–"]
+                    triv if sr else "–", _coverage_cell(c)]
 
         def cells(cat: str) -> list[str]:
             triv = trivial(cat)
@@ -521,6 +521,15 @@ class Validation:
                          f"{f(d['baseline_mdape_pct'])} | {f(d['baseline_max_pct'], 1)} | {sr} | "
                          f"{ee} |")
         return "\n".join(lines) + "\n"
+
+
+def _coverage_cell(c: dict | None) -> str:
+    """``92% (h 94%, d 91%)``: a coverage row's share, and per bound where rows have one."""
+    if not c:
+        return "–"
+    per = [f"{b[0]} {c['coverage_' + b]:.0%}" for b in ("host", "device")
+           if c.get("coverage_" + b) is not None]
+    return f"{c['coverage']:.0%}" + (f" ({', '.join(per)})" if per else "")
 
 
 def run(records: Records, categories: Sequence[str] | None = None,

@@ -46,7 +46,7 @@ __all__ = ["GROUP_KEYS", "thread_scaling", "threads_flat", "threads_markdown",
            "plot_thread_scaling", "karp_flatt"]
 
 #: What a group of a thread sweep shares: every comparison key but ``threads``
-#: (:data:`dlperf.report.records.POINT_KEYS`), plus the framework/mode column.
+#: (:data:`dlperf.results.view.POINT_KEYS`), plus the framework/mode column.
 GROUP_KEYS = ("model", "device", "precision", "batch_size", "data", "loader_workers",
               "world_size", "grad_accum")
 

@@ -327,7 +327,7 @@ def grouped(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return decorate
 
 
-def print_warning_lines(rows: list[dict[str, Any]]) -> None:
+def print_warning_lines(recs: list[Any]) -> None:
     """Under a results table: one line per result with warnings (the table's ``⚠ N``),
     :func:`dlperf.report.tables.warning_lines`, each wrapped to the console's width (words
     whole, continuation lines indented) like the table above it."""
@@ -335,27 +335,30 @@ def print_warning_lines(rows: list[dict[str, Any]]) -> None:
 
     from dlperf.report.tables import warning_lines
 
-    for line in warning_lines(rows):
+    for line in warning_lines(recs):
         text = textwrap.fill(line, width=max(out.width, 20), subsequent_indent="  ",
                              break_long_words=False, break_on_hyphens=False)
         out.print(text, markup=False, highlight=False, style="yellow")
 
 
 def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
-    """The results table of this call's points, their breakdown and repeats tables."""
+    """The results table of this call's points (store rows), their breakdown and repeats
+    tables."""
     from dlperf.report.breakdown import breakdown_table
     from dlperf.report.tables import results_table
+    from dlperf.results.view import as_records
 
-    print_table(results_table(rows))
-    print_warning_lines(rows)
-    bt = breakdown_table(rows)
+    recs = as_records(rows)
+    print_table(results_table(recs))
+    print_warning_lines(recs)
+    bt = breakdown_table(recs)
     if bt is not None:
         print_table(bt)
         out.print(BREAKDOWN_LEGEND, highlight=False)
     if any(p.repeat for p in points):
         from dlperf.report.compare import repeat_runs, repeats_markdown
 
-        reps = repeat_runs(rows)
+        reps = repeat_runs(recs)
         if reps:
             print_markdown(repeats_markdown(reps))
 

@@ -193,7 +193,7 @@ def test_convergence_on_one_and_two_workers_at_the_same_global_batch(tmp_path, d
         rows = {r["world_size"]: r for r in s.rows()}
         l1, l2 = ([x for ph in ("first", "warmup", "measure")
                    for x in s.samples(rows[n]["id"])[ph]["loss"]] for n in (1, 2))
-        (g,) = convergence_groups(s.rows(), s.samples)
+        (g,) = convergence_groups(s.records(), s.samples)
     # Same global batches, same initialisation, averaged gradients: the same training (up to
     # the order of float sums) while both ran.
     n = min(len(l1), len(l2))

@@ -14,6 +14,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import as_records
 from dlperf.stats import MIN_CI_SAMPLES
 
 
@@ -87,7 +88,7 @@ def test_a_missing_ci_goes_through_store_exports_report_and_comparisons(run_fake
         assert js[0]["result"]["summary"]["ci_low"] is None
         recs = s.records()
         c = Console(record=True, width=300)
-        c.print(results_table(rows))
+        c.print(results_table(as_records(rows)))
         lines = [ln for ln in c.export_text().splitlines() if "fcn5_tiny" in ln]
         cells = [[x.strip() for x in ln.split("│")] for ln in lines]
         assert "2.000" in cells[0] and not any("[" in x for x in cells[0])  # median, no CI

@@ -18,6 +18,7 @@ from dlperf.measure.timers import HostTimer
 from dlperf.measure.warnings import quality_warnings
 from dlperf.perfmodel.convergence import compile_steps, summarize_convergence
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import as_records
 from fakes import FakeClock
 
 STEP_S = 0.125
@@ -219,8 +220,8 @@ def test_a_run_that_never_settles_without_compiling_says_so():
 def test_old_records_keep_their_warning_and_say_when_recompiles_were_measured():
     old = {"schema_version": 9, "run_key": "k", "status": "ok", "steady_state": False}
     assert "warm-up did not reach steady state (or the step recompiled while measured)" in \
-        quality_warnings(old)
-    w = quality_warnings({**old, "compile": {"recompiles_measured": 2}})
+        quality_warnings(RunRecord.from_dict(old))
+    w = quality_warnings(RunRecord.from_dict({**old, "compile": {"recompiles_measured": 2}}))
     assert any(x.startswith("the step recompiled 2 time(s) while measured and those steps are "
                             "in the median") for x in w)
 
@@ -280,7 +281,7 @@ def test_the_convergence_table_and_json_carry_compile_time_and_recompiles():
                "measure": {"step_time_s": [0.5, 0.5, 0.5], "loss": [1.0, 1.0, 1.0]}}}
     comp = {"compile_before_loop_s": 3.0, "compiled_at": {"first": [], "warmup": [1],
                                                           "measure": []}}
-    (g,) = convergence_groups([row(1, comp)], raw.__getitem__, window=2)
+    (g,) = convergence_groups(as_records([row(1, comp)]), raw.__getitem__, window=2)
     (r,) = g["runs"]
     # smoothed (window 2): [None, 2.75, 2.25, 1.5, 1.0, 1.0]: 1.5 at iteration 4
     assert r["iterations_to_target"] == 4
@@ -294,7 +295,7 @@ def test_the_convergence_table_and_json_carry_compile_time_and_recompiles():
     assert js["compile_before_loop_s"] == 3.0 and js["recompiles"] == 1
     assert js["time_to_target_no_compile_s"] == 2.0
     # a record from before schema 10: nothing known of compile before the loop
-    (g,) = convergence_groups([row(1, None)], raw.__getitem__, window=2)
+    (g,) = convergence_groups(as_records([row(1, None)]), raw.__getitem__, window=2)
     assert g["runs"][0]["compile_before_loop_s"] is None
     assert "(? + " in convergence_markdown([g])
 

@@ -12,7 +12,7 @@ import pytest
 from dlperf.config import make_run_config
 from dlperf.errors import ConfigError
 from dlperf.results.export import to_csv, to_json
-from dlperf.results.schema import new_record
+from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import SCHEMA_VERSION, ResultStore
 from dlperf.stats import summarize, throughput
 
@@ -178,7 +178,7 @@ def test_version_7_data_wait_is_restated_by_total_time(tmp_path):
         fresh["data_wait"] = {"share": 0.05, "time_share": 0.05, "median_share": 0.01,
                               "threshold": 0.10, "input_bound": False, "criterion": "x"}
         s.add(fresh)
-        assert flatten(old)["data_wait_share"] == 0.0
+        assert flatten(RunRecord.from_dict(old))["data_wait_share"] == 0.0
     con = sqlite3.connect(db)
     con.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
     con.commit()

@@ -192,7 +192,7 @@ def test_predict_one_device_withholds_the_point_it_predicts(cache, h200_validati
 
 def test_predict_never_back_tests_and_says_how_to_get_an_interval(cache, monkeypatch):
     """A prediction on files with no residual table of the current model (dlbench.db alone:
-    the committed table is for both H200 folders) has no interval and says how to make one;
+    the committed tables are for the H200 folders) has no interval and says how to make one;
     it runs no back-test (validation is not even imported)."""
     import sys
 
@@ -202,7 +202,7 @@ def test_predict_never_back_tests_and_says_how_to_get_an_interval(cache, monkeyp
     assert "dlperf.perfmodel.backtest" not in sys.modules
     assert all(x != x for x in p.interval_s) and p.interval_group is None
     assert "run dlperf predict --validate" in p.interval_note
-    assert "no residual table" in p.interval_note
+    assert "has no entry for these results files" in p.interval_note
 
 
 def test_predict_data_parallel_and_nodes_say_what_was_measured(cache, h200_validation):

@@ -502,13 +502,14 @@ _DDP: dict[tuple, dp.DDPOverhead] = {}
 
 def shared_fits(recs: Records) -> Shared:
     """The fits every prediction on ``recs`` shares (:class:`~dlperf.perfmodel.calibrate.
-    Shared`), made once per process: its roofline group fits read from the store
-    (:func:`fitcache.read_fits`) when it is made. Each group fit leaves out the model it
+    Shared`), made once per process: its roofline group fits read, when it is made, from those
+    stored with the files' residual table (:func:`fitcache.read_table_fits`: committed with
+    the H200 results) and from the user's store (:func:`fitcache.read_fits`). Each group fit leaves out the model it
     serves, and a prediction withholds only its own model's points, so they are valid for
     every prediction."""
     if id(recs) not in _SHARED:
         _SHARED[id(recs)] = shared = Shared(recs)
-        shared.load(fc.read_fits(fc.fits_file(recs)))
+        shared.load({**fc.read_fits(fc.fits_file(recs)), **fc.read_table_fits(recs.sources)})
     return _SHARED[id(recs)]
 
 

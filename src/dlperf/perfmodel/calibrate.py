@@ -122,6 +122,9 @@ class Shared:
             store, :data:`stored` counts what came from one.
         plain: series fits without other-session terms (:meth:`Calibration.fit_points`),
             keyed by the series' points and its traced anchors: they depend on nothing else.
+        own: the fits a group fit identifies a series' own host time with, keyed by the
+            series' points and anchors (:func:`onedevice.fit_group`'s ``own_fits``).
+        series: every series fit, keyed by its points and its prior (:meth:`fit_series`).
 
     A calibration that withholds points of other models than the one a group fit leaves out
     keeps its own group fits (:attr:`Calibration.own`): only fits that any calibration of
@@ -133,7 +136,22 @@ class Shared:
         self.facts = facts_of(records)
         self.groups: dict[Any, rl.Efficiency | None] = {}
         self.plain: dict[tuple, od.SeriesFit] = {}
+        self.own: dict[tuple, od.SeriesFit] = {}
+        self.series: dict[tuple, od.SeriesFit] = {}
         self.stored = 0
+        #: the one-device points of each configuration, in file order
+        self.by_config: dict[Config, list[Point]] = {}
+        for p in records.points:
+            if p.world_size == 1:
+                self.by_config.setdefault(Config.of(p), []).append(p)
+
+    def fit_series(self, points: list[Point], prior: od.DevicePrior | None) -> od.SeriesFit:
+        """:func:`onedevice.fit_series` of ``points`` with ``prior``, made once for the same
+        points and prior (the back-test's cuts of a series meet the same fit many times)."""
+        key = (tuple((p.source, p.result_id) for p in points), prior)
+        if key not in self.series:
+            self.series[key] = od.fit_series(points, prior)
+        return self.series[key]
 
     def load(self, fits: dict[Any, rl.Efficiency | None]) -> None:
         """Take group fits read from a store (:func:`dlperf.perfmodel.fitcache.read_fits`)."""
@@ -166,6 +184,7 @@ class Calibration:
         self.records = records
         out = [(p, bool(exclude and exclude(p))) for p in records.points]  # exclude once each
         self.points = [p for p, withheld in out if not withheld]
+        self._out = {id(p) for p, withheld in out if withheld}
         # the one-device models this calibration withholds points of: a roofline fit without
         # another model would differ from the shared one, so it stays in this calibration
         self._withheld_models = {p.model for p, withheld in out if withheld and p.world_size == 1}
@@ -177,6 +196,11 @@ class Calibration:
         self.own: dict[Any, rl.Efficiency | None] = {}
         #: series fits with other-session terms (they read this calibration's points)
         self.series_fits: dict[tuple, od.SeriesFit] = {}
+
+    def of(self, cfg: Config) -> list[Point]:
+        """The one-device points of ``cfg`` this calibration may use, in file order (those
+        :meth:`Config.matches`)."""
+        return [p for p in self.shared.by_config.get(cfg, ()) if id(p) not in self._out]
 
     # --- work and ceilings --------------------------------------------------------------
     def work(self, model: str, framework: str, precision: str) -> rl.Work:
@@ -191,7 +215,7 @@ class Calibration:
     def device_name(self, cfg: Config) -> str | None:
         """The accelerator the configuration's points ran on (else any stored one)."""
         names = [p.device_name for p in self.points if p.device == cfg.device and p.device_name]
-        own = [p.device_name for p in self.points if cfg.matches(p) and p.device_name]
+        own = [p.device_name for p in self.of(cfg) if p.device_name]
         pick = own or names
         return pick[-1] if pick else None
 
@@ -217,7 +241,7 @@ class Calibration:
                     or (device_name is not None and p.device_name != device_name),
                     device_groups=[(group[0], base, *group[2:])] if base != group[1] else [],
                     kernels_for=(lambda p: self.kernel_count(Config.of(p))) if kernels
-                    else lambda p: None)
+                    else lambda p: None, own_fits=self.shared.own)
             except ValueError:
                 fits[key] = None
         return fits[key]
@@ -241,8 +265,8 @@ class Calibration:
         """The configuration's un-instrumented one-device series, one per results file, the one
         with the most batch sizes first (ties: the file loaded last)."""
         out: dict[str, list[Point]] = {}
-        for p in self.points:
-            if cfg.matches(p) and not p.instrumented:
+        for p in self.of(cfg):
+            if not p.instrumented:
                 out.setdefault(p.source, []).append(p)
         order = {s: i for i, s in enumerate(self.records.sources)}
         ser = [sorted(v, key=lambda p: p.batch_size) for v in out.values()]
@@ -261,7 +285,7 @@ class Calibration:
         eff, kernels = self.roofline(cfg)
         anchors = [od.Anchor(p.per_device_batch, p.busy_s, od.TRACE_SIGMA,
                              f"{p.source}:{p.result_id} (trace busy)")
-                   for p in self.points if p.busy_s and cfg.matches(p)]
+                   for p in self.of(cfg) if p.busy_s]
         if with_sessions:
             for s in self.series(cfg):
                 if s[0].source == source:
@@ -287,13 +311,14 @@ class Calibration:
         ``with_sessions`` its prior has no other-session anchors and no host from elsewhere."""
         if not with_sessions:
             pkey = (cfg, tuple((p.source, p.result_id) for p in s), tuple(
-                (p.source, p.result_id) for p in self.points if p.busy_s and cfg.matches(p)))
+                (p.source, p.result_id) for p in self.of(cfg) if p.busy_s))
             if pkey not in self.shared.plain:
-                self.shared.plain[pkey] = od.fit_series(s, self.prior(cfg, s[0].source, False))
+                self.shared.plain[pkey] = self.shared.fit_series(
+                    s, self.prior(cfg, s[0].source, False))
             return self.shared.plain[pkey]
         key = (cfg, s[0].source)
         if key not in self.series_fits:
-            self.series_fits[key] = od.fit_series(s, self.prior(cfg, s[0].source, True))
+            self.series_fits[key] = self.shared.fit_series(s, self.prior(cfg, s[0].source, True))
         return self.series_fits[key]
 
     def fit(self, cfg: Config, source: str | None = None) -> tuple[od.SeriesFit, list[Point]]:

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlperf.config.defaults import DDP_BUCKET_CAP_MB
+
 #: The rounding of the host/device corner (``max(H, D)`` as p -> inf, ``H + D`` at p = 1).
 #: Chosen on the held-out batch and extrapolation back-test (p = 1.5, 4, 8, 16, 32 tried; 8
 #: best on dlbench.db's series, 4 and 16 within 0.4 points of it on all H200 files); one
@@ -58,8 +60,9 @@ BACKWARD_SHARE = 2.0 / 3.0
 #: Bytes per gradient element (float32 gradients of float32 parameters; dlperf keeps float32
 #: parameters under bf16 autocast).
 GRAD_BYTES_PER_PARAM = 4
-#: DDP's default bucket size (MiB; PyTorch ``DistributedDataParallel(bucket_cap_mb=25)``).
-DEFAULT_BUCKET_CAP_MB = 25.0
+#: DDP's default bucket size (MiB; PyTorch ``DistributedDataParallel(bucket_cap_mb=25)``), the
+#: one dlperf's run configuration defaults to (:data:`dlperf.config.defaults.DDP_BUCKET_CAP_MB`).
+DEFAULT_BUCKET_CAP_MB = DDP_BUCKET_CAP_MB
 #: PyTorch DDP's first bucket (``torch.distributed`` ``_DEFAULT_FIRST_BUCKET_BYTES``: 1 MiB,
 #: so the first all-reduce starts early); later buckets hold ``bucket_cap_mb`` MiB.
 FIRST_BUCKET_BYTES = 1 << 20

@@ -36,7 +36,7 @@ import math
 import os
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -259,10 +259,12 @@ def _table_text(raw: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(entries) + "}\n"
 
 
-def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]]) -> Path:
-    """Store ``residuals`` (category -> keyed residuals, points as resolved ``path:id``) as the
-    entry of these results files in their table (:func:`table_file`), keeping the other
-    entries; returns the file.
+def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]],
+                fits: dict[EffKey, rl.Efficiency | None] | None = None) -> Path:
+    """Store ``residuals`` (category -> keyed residuals, points as resolved ``path:id``) and the
+    roofline group ``fits`` the back-test made (:func:`read_table_fits`) as the entry of these
+    results files in their table (:func:`table_file`), keeping the other entries; returns the
+    file.
 
     Raises:
         OSError: the table's folder cannot be written.
@@ -283,7 +285,10 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
     raw[_set_name(sources, folder)] = {
         "model_key": model_key(), "data_key": data_digest(sources, folder),
         "categories": {cat: [[r, b, rel(p)] for r, b, p in rows]
-                       for cat, rows in residuals.items()}}
+                       for cat, rows in residuals.items()},
+        "fits": _fits_json({k: _renamed(v, {s: os.path.relpath(os.path.realpath(s), folder)
+                                               for s in sources})
+                            for k, v in (fits or {}).items()})}
     if not write_atomic(f, _table_text(raw)):
         raise OSError(f"cannot write the residual table {f}")
     return f
@@ -315,10 +320,44 @@ def _eff_of(d: Any) -> rl.Efficiency:
                          _finite(d["kernel_s"], strict=False), _strs(d["kernel_models"]))
 
 
+def read_table_fits(sources: Sequence[str]) -> dict[EffKey, rl.Efficiency | None]:
+    """The roofline group fits stored with the residual table of these results files, made
+    by the model's current source from their current content (the table's key); ``{}``
+    without such an entry. A fit names its points by the path the back-test was given (as
+    ``fits_file``'s do): one made from other paths is no fit of these files."""
+    f = table_file(sources)
+    try:
+        raw = json.loads(f.read_text())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    entry = raw.get(_set_name(sources, f.parent)) if isinstance(raw, dict) else None
+    if not isinstance(entry, dict) or entry.get("model_key") != model_key() \
+            or entry.get("data_key") != data_digest(sources, f.parent):
+        return {}
+    named = {os.path.relpath(os.path.realpath(s), f.parent): s for s in sources}
+    return {k: _renamed(v, named) for k, v in _fits_of(entry.get("fits")).items()}
+
+
+def _renamed(eff: rl.Efficiency | None, names: dict[str, str]) -> rl.Efficiency | None:
+    """``eff`` with the files of its ``path:id`` points renamed by ``names`` (a name not in it
+    kept)."""
+    if eff is None:
+        return None
+    ids = tuple(f"{names.get(p, p)}:{i}" for p, _, i in (r.rpartition(":")
+                                                          for r in eff.result_ids))
+    return replace(eff, result_ids=ids)
+
+
 def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
-    """The group fits stored in ``f``; an entry that does not read back as a key and an
-    :class:`~dlperf.perfmodel.roofline.Efficiency` (or null: no point to fit on) is dropped."""
-    raw = read_json(f) or []  # trusted only if this user's and intact (dlperf.jsoncache)
+    """The group fits stored in ``f`` (:func:`_fits_of`); trusted only if this user's and
+    intact (:mod:`dlperf.jsoncache`)."""
+    return _fits_of(read_json(f))
+
+
+def _fits_of(raw: Any) -> dict[EffKey, rl.Efficiency | None]:
+    """Group fits from their stored form (:func:`_fits_json`); an entry that does not read
+    back as a key and an :class:`~dlperf.perfmodel.roofline.Efficiency` (or null: no point to
+    fit on) is dropped."""
     out: dict[EffKey, rl.Efficiency | None] = {}
     for item in raw if isinstance(raw, list) else ():
         try:
@@ -337,6 +376,11 @@ def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
 
 def write_fits(f: Path, fits: dict[EffKey, rl.Efficiency | None]) -> None:
     """Store ``fits`` in ``f`` (:func:`dlperf.jsoncache.write_json`)."""
-    rows = [[[list(k[0]), k[1], k[2], k[3]], None if v is None else asdict(v)]
-            for k, v in fits.items()]
-    write_json(f, rows)
+    write_json(f, _fits_json(fits))
+
+
+def _fits_json(fits: dict[EffKey, rl.Efficiency | None]) -> list[Any]:
+    """Group fits as stored: ``[[group, without_model, device_name, kernels], fit or null]``
+    each, in key order."""
+    return [[[list(k[0]), k[1], k[2], k[3]], None if v is None else asdict(v)]
+            for k, v in sorted(fits.items(), key=lambda kv: json.dumps(kv[0]))]

@@ -203,6 +203,74 @@ class DevicePrior:
     d0: float | None = None
 
 
+class _SeriesProblem:
+    """The residuals of :func:`fit_series` over ``x = log(H, d0, d1)`` and their Jacobian.
+
+    Rows, each divided by its log-width: the points' ``log T(B) - log t`` (weighted by their
+    noise); the priors linear in ``x`` (``d1`` and ``d0`` from the roofline, ``H`` from
+    elsewhere or pulled towards a tenth of the smallest step, the two-sided host
+    measurements); the anchors' ``log D(b) - log D_measured``; and the one-sided rows (``H``
+    above the smallest step, ``H`` above a probe that may have blocked), zero on their
+    allowed side. The Jacobian is analytic: ``d log T / d log H = H^p / (H^p + D^p)``."""
+
+    def __init__(self, b: np.ndarray, t: np.ndarray, w: np.ndarray,
+                 prior: DevicePrior | None, fixed_prior: float | None,
+                 hosts: list[tuple[float, bool]], tmin: float) -> None:
+        self.b, self.lt, self.w = b, np.log(t), w
+        lin: list[tuple[int, float, float]] = []  # (parameter, target log, width)
+        if prior is not None and prior.d1:
+            lin.append((2, math.log(prior.d1), prior.sigma))
+        if fixed_prior:
+            lin.append((1, math.log(fixed_prior), FIXED_PRIOR_SIGMA))
+        lin += [(0, math.log(m), HOST_MEAS_SIGMA) for m, exact in hosts if exact]
+        lin.append((0, math.log(prior.host_s), prior.host_sigma) if prior is not None
+                   and prior.host_s else (0, math.log(HOST_PULL_CENTER * tmin), HOST_PULL_SIGMA))
+        self.lin_i = np.array([i for i, _, _ in lin], int)
+        self.lin_c = np.array([c for _, c, _ in lin], float)
+        self.lin_s = np.array([s for _, _, s in lin], float)
+        anchors = prior.anchors if prior else ()
+        self.ab = np.array([a.batch for a in anchors], float)
+        self.ad = np.log(np.array([a.device_s for a in anchors], float))
+        self.asg = np.array([a.sigma for a in anchors], float)
+        # one-sided rows on log H: (bound, width, +1: H <= bound, -1... ) as "excess above"
+        ub = [(math.log(tmin), HOST_PRIOR_SIGMA)] + [(math.log(m), HOST_MEAS_SIGMA)
+                                                    for m, exact in hosts if not exact]
+        self.ub_c = np.array([c for c, _ in ub], float)
+        self.ub_s = np.array([s for _, s in ub], float)
+        self.ub_sign = np.array([-1.0] + [1.0] * (len(ub) - 1))
+
+    def _parts(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        u = np.clip(x, -60.0, 10.0)
+        return u, np.exp(u), ((x >= -60.0) & (x <= 10.0)).astype(float)
+
+    def resid(self, x: np.ndarray) -> np.ndarray:
+        """The residual vector at ``x`` (module docstring's rows, in this order)."""
+        u, (h, d0, d1), _ = self._parts(x)
+        data = (np.log(overlap(h, d0 + d1 * self.b)) - self.lt) * self.w
+        lin = (u[self.lin_i] - self.lin_c) / self.lin_s
+        anchor = (np.log(d0 + d1 * self.ab) - self.ad) / self.asg
+        over = np.maximum(0.0, u[0] - self.ub_c) * np.where(self.ub_sign < 0, -1.0, 1.0)
+        return np.concatenate([data, lin, anchor, over / self.ub_s])
+
+    def jac(self, x: np.ndarray) -> np.ndarray:
+        """The Jacobian of :meth:`resid` (rows x 3)."""
+        u, (h, d0, d1), inside = self._parts(x)
+        d = d0 + d1 * self.b
+        m = np.maximum(np.maximum(h, d), 1e-300)
+        hp, dp = (h / m) ** SMOOTH_P, (d / m) ** SMOOTH_P
+        sh, sd = hp / (hp + dp), dp / (hp + dp)
+        data = np.stack([sh, sd * d0 / d, sd * d1 * self.b / d], axis=1) * self.w[:, None]
+        lin = np.zeros((len(self.lin_i), 3))
+        lin[np.arange(len(self.lin_i)), self.lin_i] = 1.0 / self.lin_s
+        da = d0 + d1 * self.ab
+        anchor = np.stack([np.zeros_like(da), d0 / da, d1 * self.ab / da], axis=1) \
+            / self.asg[:, None]
+        over = np.zeros((len(self.ub_c), 3))
+        over[:, 0] = np.where(u[0] > self.ub_c, np.where(self.ub_sign < 0, -1.0, 1.0), 0.0) \
+            / self.ub_s
+        return np.concatenate([data, lin, anchor, over]) * inside[None, :]
+
+
 def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     """Fit ``H``, ``d0``, ``d1`` to the points of one series.
 
@@ -236,35 +304,20 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
         d1_0 = max(slope, tmin * 1e-4 / b.max())
         d0_0 = max(t[i0] - d1_0 * b[i0], tmin * 0.05)
     x0 = np.log([tmin * 0.9, d0_0, d1_0])
-    lt = np.log(t)
     fixed_prior = (prior.d0 if prior is not None and prior.d0 and prior.d0 > 0
                    and len(set(b.tolist())) <= FIXED_PRIOR_MAX_BATCHES else None)
-
-    def resid(x: np.ndarray) -> np.ndarray:
-        h, d0, d1 = np.exp(np.clip(x, -60.0, 10.0))
-        r = [(np.log(overlap(h, d0 + d1 * b)) - lt) * w]
-        if prior is not None and prior.d1:
-            r.append([(math.log(d1) - math.log(prior.d1)) / prior.sigma])
-        if fixed_prior:
-            r.append([(math.log(d0) - math.log(fixed_prior)) / FIXED_PRIOR_SIGMA])
-        r.append([(math.log(d0 + d1 * a.batch) - math.log(a.device_s)) / a.sigma for a in anchors])
-        r.append([min(0.0, math.log(tmin) - math.log(h)) / HOST_PRIOR_SIGMA])
-        r.append([((math.log(h) - math.log(m)) if exact else max(0.0, math.log(h) - math.log(m)))
-                  / HOST_MEAS_SIGMA for m, exact in hosts])
-        if prior is not None and prior.host_s:
-            r.append([(math.log(h) - math.log(prior.host_s)) / prior.host_sigma])
-        else:
-            r.append([(math.log(h) - math.log(HOST_PULL_CENTER * tmin)) / HOST_PULL_SIGMA])
-        return np.concatenate([np.asarray(v, float).ravel() for v in r])
+    problem = _SeriesProblem(b, t, w, prior, fixed_prior, hosts, tmin)
+    resid = problem.resid
 
     best = None
     for start in (x0, x0 + np.log([0.3, 1.0, 1.0]), x0 + np.log([1.0, 0.2, 1.0])):
-        r = least_squares(resid, start, method="trf", x_scale="jac", max_nfev=300)
+        r = least_squares(resid, start, jac=problem.jac, method="trf", x_scale="jac",
+                          max_nfev=300)
         if best is None or r.cost < best.cost:
             best = r
     assert best is not None  # the loop tried three starts
     h, d0, d1 = (float(v) for v in np.exp(np.clip(best.x, -60.0, 10.0)))
-    fit_res = np.log(overlap(h, d0 + d1 * b)) - lt
+    fit_res = np.log(overlap(h, d0 + d1 * b)) - np.log(t)
     ids = tuple(f"{p.source}:{p.result_id}" for p in points) + tuple(a.source for a in anchors)
     label = "none" if prior is None else prior.label + (
         f"; host prior {prior.host_label}" if prior.host_s else "")
@@ -278,7 +331,8 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
               work_for: Callable[[Point], rl.Work], ceiling: rl.Ceiling,
               exclude: Callable[[Point], bool] = lambda p: False,
               device_groups: Iterable[tuple[str, str, str, str]] = (),
-              kernels_for: Callable[[Point], float | None] = lambda p: None) -> rl.Efficiency:
+              kernels_for: Callable[[Point], float | None] = lambda p: None,
+              own_fits: dict[tuple, SeriesFit] | None = None) -> rl.Efficiency:
     """Fit ``e_F``, ``e_Y`` (and ``t_k``) of one group jointly with one host time per series.
 
     The device time of a point is :func:`dlperf.perfmodel.roofline.device_time_s` with its
@@ -298,6 +352,9 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             ``hosts``.
         kernels_for: ``K``, device kernels per step of a point (None: not counted, no kernel
             term at that point).
+        own_fits: a store of the fits that identify a series' own host time (a series and
+            its traced anchors give the same fit whatever else the group holds), shared by
+            the fits of a group without one model and without another.
 
     Raises:
         ValueError: no usable point in the group.
@@ -385,7 +442,7 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             # measurements): fitted on its points alone, no roofline, with the configuration's
             # traced device busy times (a flat series is host-bound only if its device is not
             # as slow: the trace tells)
-            own = fit_series(s, _busy_prior(s[0], traced))
+            own = _own_fit(s, traced, own_fits)
             hosts.append(rl.SeriesHost(p0.model, p0.data, p0.layout or "auto", own.host_s,
                                        own.bound(min(own.batch_sizes)) == "host", n_b,
                                        measured))
@@ -404,6 +461,20 @@ def _terms(p: Point, work_for: Callable[[Point], rl.Work], ceiling: rl.Ceiling,
     b = p.per_device_batch
     return (wk.flops(b) / ceiling.flops_per_s, wk.bytes(b) / ceiling.bandwidth_bytes_per_s,
             float(kernels_for(p) or 0.0))
+
+
+def _own_fit(s: Sequence[Point], traced: Sequence[Point],
+             store: dict[tuple, SeriesFit] | None) -> SeriesFit:
+    """The fit of a series on its own points and its configuration's traced busy times
+    (:func:`_busy_prior`), kept in ``store`` by those points."""
+    prior = _busy_prior(s[0], traced)
+    key = (tuple((p.source, p.result_id) for p in s),
+           tuple(a.source for a in prior.anchors) if prior else ())
+    if store is None:
+        return fit_series(s, prior)
+    if key not in store:
+        store[key] = fit_series(s, prior)
+    return store[key]
 
 
 def _busy_prior(p0: Point, traced: Sequence[Point]) -> DevicePrior | None:

@@ -1,8 +1,10 @@
 """What the performance model reads from stored results: one typed record per measurement.
 
-This is the *only* module of the performance model that reads a results file. Everything else
-in :mod:`dlperf.perfmodel` works on :class:`Point` and :class:`CollectivePoint` values, so when
-the store grows a typed record (``dlperf.results.schema.RunRecord``) only :func:`load` changes.
+This is the *only* module of the performance model that reads a results file, through the
+results package's one reader (:meth:`dlperf.results.store.ResultStore.records`: typed
+:class:`~dlperf.results.schema.RunRecord` objects, damaged rows left out). Everything else in
+:mod:`dlperf.perfmodel` works on the :class:`Point` and :class:`CollectivePoint` values made
+here (:func:`point_of`), never on rows.
 
 A :class:`Point` keeps what a model of the step time needs: the configuration (which series a
 measurement belongs to), the median iteration time and the spread of its samples, the analytic
@@ -14,15 +16,21 @@ Fields the result did not record are ``None``; nothing is invented here.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dlperf.config.axes import ddp_changes
 from dlperf.perfmodel.special import cpu_rank_threads
 from dlperf.perfmodel.special import mode_key as mode_key
 from dlperf.results.dbfile import results_files
+from dlperf.results.parts import DataWait, Dist, Env, Flops, Memory, Spec, Summary, Timing, Trace
+from dlperf.results.schema import RunRecord
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ class RankBuckets:
 
 
 def _ns(x: Any) -> float | None:
-    v = _float(x)
+    v = _num(x)
     return None if v is None else v * 1e-9
 
 
@@ -264,103 +272,103 @@ class Records:
     sources: list[str]
 
 
-def _get(d: Mapping[str, Any] | None, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, Mapping):
-            return None
-        d = d.get(k)
-    return d
+def _num(x: Any) -> float | None:
+    """``x`` as a finite float, else None (a NaN or an infinity says nothing measured)."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) \
+        and math.isfinite(x) else None
 
 
-def _float(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if v == v and v not in (float("inf"), float("-inf")) else None
+def _median(stats: Mapping[str, Any] | None) -> float | None:
+    """The ``median`` of a record's statistics dict (``host.dispatch_s``, ...)."""
+    return _num((stats or {}).get("median"))
 
 
-def _variant(cfg: Mapping[str, Any]) -> str:
-    # DDP options at a non-default value (the defaults of dlperf's DDP config and PyTorch).
-    ddp = cfg.get("ddp") or {}
-    defaults = {"bucket_cap_mb": 25.0, "gradient_as_bucket_view": False, "static_graph": False,
-                "find_unused_parameters": False, "broadcast_buffers": True}
-    changed = [f"{k}={ddp[k]}" for k, v in defaults.items() if k in ddp and ddp[k] != v]
-    return ",".join(changed)
-
-
-def _gpu_memory(env: Mapping[str, Any], device: str) -> float | None:
+def _gpu_memory(env: Env | None, device: str) -> float | None:
     """The first GPU's memory in ``env.gpus`` (bytes) for a ``cuda`` run, else None."""
-    gpus = env.get("gpus") if device == "cuda" else None
-    first = gpus[0] if isinstance(gpus, list) and gpus and isinstance(gpus[0], Mapping) else {}
-    return _float(first.get("memory_total_bytes"))
+    gpus = env.gpus if env is not None and device == "cuda" else None
+    first = gpus[0] if gpus and isinstance(gpus[0], Mapping) else {}
+    return _num(first.get("memory_total_bytes"))
 
 
-def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
-    """A :class:`Point` from one store row (``ResultStore.rows()`` dict), or None when the row
-    is not an ``ok`` measurement with a median step time."""
-    from dlperf.results.store import result_of
+def _session(rec: RunRecord) -> str:
+    """``hostname/cpu model/day`` of a record (the host session its host time belongs to)."""
+    env = rec.env or Env()
+    return "/".join(str(x) for x in (env.hostname, (env.cpu_id or {}).get("model"),
+                                     (rec.identity.created_at or "")[:10]))
 
-    if row.get("status") != "ok" or not _float(row.get("step_time_median_s")):
+
+def point_of(rec: RunRecord, source: str) -> Point | None:
+    """A :class:`Point` from one stored record (``ResultStore.records``), or None when it is
+    not an ``ok`` measurement with a median step time."""
+    ident = rec.identity
+    med = _num(rec.summary.median) if rec.summary else None
+    if ident.status != "ok" or not med or ident.batch_size is None or rec.stored is None:
         return None
-    res = result_of(row)
-    cfg = res.get("config") or {}
-    env = res.get("env") or {}
-    ceil = res.get("ceilings") or {}
-    trace = res.get("trace") or {}
-    med = float(row["step_time_median_s"])
-    lo, hi = _float(row.get("step_time_ci_low_s")), _float(row.get("step_time_ci_high_s"))
-    world = int(row.get("world_size") or 1)
-    batch = int(row["batch_size"])
-    op = _get(res, "op_classes", "per_iter_s") or {}
+    cfg = ident.config or {}
+    summ, spec, trace = rec.summary or Summary(), ident.spec or Spec(), rec.trace or Trace()
+    flops, dist, env = rec.flops or Flops(), rec.dist or Dist(), rec.env or Env()
+    ceil, mem, dw = rec.ceilings or {}, rec.memory or Memory(), rec.data_wait or DataWait()
+    lo, hi = _num(summ.ci_low), _num(summ.ci_high)
+    world = ident.world_size or 1
+    batch = ident.batch_size
+    device = ident.device or ""
+    breakdown = (rec.breakdown.host or {}, rec.breakdown.phases or {}) if rec.breakdown \
+        else ({}, {})
     return Point(
-        source=source, result_id=int(row["id"]), model=row.get("model") or "",
-        framework=row.get("framework") or "", mode=row.get("mode") or "",
-        precision=row.get("precision") or "", device=row.get("device") or "",
-        data=row.get("data") or "synthetic", layout=cfg.get("layout"),
-        threads=cpu_rank_threads(row.get("threads"), row.get("device") or "", world, [
-            r.get("threads") for r in (_get(res, "dist", "per_rank") or []) if isinstance(r, Mapping)]), grad_accum=int(row.get("grad_accum") or 1),
-        batch_size=batch, world_size=world, nnodes=int(row.get("nnodes") or 1),
-        per_device_batch=int(row.get("per_device_batch") or batch // world),
-        variant=_variant(cfg) if world > 1 else "",
+        source=source, result_id=rec.stored.id, model=ident.model or "",
+        framework=ident.framework or "", mode=ident.mode or "",
+        precision=ident.precision or "", device=device,
+        data=ident.data or "synthetic", layout=cfg.get("layout"),
+        threads=cpu_rank_threads(ident.threads, device, world,
+                                 [r.threads for r in dist.per_rank or []]),
+        grad_accum=ident.grad_accum or 1,
+        batch_size=batch, world_size=world, nnodes=ident.nnodes or 1,
+        per_device_batch=ident.per_device_batch or batch // world,
+        variant=",".join(ddp_changes(cfg.get("ddp") or {})) if world > 1 else "",
         instrumented=bool(cfg.get("breakdown") or cfg.get("trace_dir")),
         step_time_s=med,
         ci_rel=(hi - lo) / 2 / med if lo is not None and hi is not None else None,
-        n_measured=row.get("n_measured"),
-        train_flops_per_sample=_float(row.get("train_flops_per_sample")),
-        params=row.get("params"),
-        bytes_per_step=_float(_get(res, "flops", "bytes_per_step")),
-        matmul_flops_per_s={k: float(v) for k, v in (ceil.get("matmul_flops_per_s") or {}).items()
-                            if _float(v)},
-        bandwidth_bytes_per_s=_float(ceil.get("bandwidth_bytes_per_s")),
-        host_speed_ns=(_float(_get(env, "host_speed", "python_loop_ns")),
-                       _float(_get(env, "host_speed_after", "python_loop_ns"))),
-        busy_s=_float(trace.get("busy_s")) if trace.get("available") else None,
-        op_class_s={k: float(v) for k, v in op.items() if _float(v) is not None},
-        dispatch_s=_float(row.get("dispatch_s")),
-        host_dispatch_s=_float(_get(res, "host", "dispatch_s", "median")),
-        host_sync_wait_s=_float(_get(res, "host", "sync_wait_s", "median")),
-        kernels_per_iter=_float(trace.get("kernels_per_iter")),
-        ops_per_step=_get(res, "flops", "ops_per_step"),
-        exposed_comm_s=_float(row.get("exposed_comm_s")),
-        loader_workers=row.get("loader_workers"),
-        data_wait_share=_float(row.get("data_wait_share")),
-        data_wait_mean_s=_float(_get(res, "data_wait", "mean_s")),
-        step_time_mean_s=_float(row.get("step_time_mean_s")),
-        loader_impl=_get(res, "data_info", "pipeline", "impl"),
-        t_io_s=_float(_get(res, "breakdown", "host", "t_io", "median")
-                      or _get(res, "breakdown", "phases", "t_io", "median")),
-        device_name=row.get("device_name"),
-        session="/".join(str(x) for x in (env.get("hostname"), _get(env, "cpu_id", "model"),
-                                         (row.get("created_at") or "")[:10])),
+        n_measured=(rec.timing or Timing()).n_measured,
+        train_flops_per_sample=_num(spec.train_flops_per_sample),
+        params=spec.params,
+        bytes_per_step=_num(flops.bytes_per_step),
+        matmul_flops_per_s={k: float(v) for k, v in (ceil.get("matmul_flops_per_s") or {})
+                            .items() if _num(v)},
+        bandwidth_bytes_per_s=_num(ceil.get("bandwidth_bytes_per_s")),
+        host_speed_ns=(_num((env.host_speed or {}).get("python_loop_ns")),
+                       _num((env.host_speed_after or {}).get("python_loop_ns"))),
+        busy_s=_num(trace.busy_s) if trace.available else None,
+        op_class_s={k: float(v) for k, v in ((rec.op_classes and rec.op_classes.per_iter_s)
+                                             or {}).items() if _num(v) is not None},
+        dispatch_s=_median(trace.dispatch_s),
+        host_dispatch_s=_median(rec.host.dispatch_s) if rec.host else None,
+        host_sync_wait_s=_median(rec.host.sync_wait_s) if rec.host else None,
+        kernels_per_iter=_num(trace.kernels_per_iter),
+        ops_per_step=flops.ops_per_step,
+        exposed_comm_s=_num(rec.exposed_comm_s),
+        loader_workers=cfg.get("loader_workers"),
+        data_wait_share=_num(dw.share),
+        data_wait_mean_s=_num(dw.mean_s),
+        step_time_mean_s=_num(summ.mean),
+        loader_impl=((rec.data_info or {}).get("pipeline") or {}).get("impl"),
+        t_io_s=_median(breakdown[0].get("t_io")) or _median(breakdown[1].get("t_io")),
+        device_name=rec.device_name, session=_session(rec),
         compile_mode=str(cfg.get("compile_mode") or "default"),
-        peak_reserved_bytes=_float(row.get("peak_reserved_bytes")),
-        nvml_used_bytes=_float(row.get("nvml_used_bytes")),
-        device_memory_total_bytes=_gpu_memory(env, row.get("device") or ""),
-        cpu_model=env.get("cpu_model") if isinstance(env.get("cpu_model"), str) else None,
-        buckets=rank_buckets(_get(res, "dist", "buckets_timeline")) if world > 1 else (),
-        comm_backend=_get(res, "dist", "process_group_backend") if world > 1 else None,
+        peak_reserved_bytes=_num(mem.peak_reserved_bytes),
+        nvml_used_bytes=_num(mem.nvml_used_bytes),
+        device_memory_total_bytes=_gpu_memory(env, device),
+        cpu_model=env.cpu_model,
+        buckets=rank_buckets(dist.buckets_timeline) if world > 1 else (),
+        comm_backend=dist.process_group_backend if world > 1 else None,
     )
+
+
+def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
+    """:func:`point_of` of a store row (``ResultStore.rows()`` dict), read as its record
+    (:func:`dlperf.results.view.record_of_row`)."""
+    from dlperf.results.view import record_of_row
+
+    return point_of(record_of_row(row), source)
 
 
 #: Timelines whose host launches :mod:`hostcount` counts: those of XLA programs (their device
@@ -375,13 +383,10 @@ def cache_root() -> Path:
     return Path(os.environ.get("DLPERF_CACHE_DIR") or Path.home() / ".cache" / "dlperf")
 
 
-def _launch_counts(store: Any, path: str) -> dict[int, float]:
-    """``{result id: launches per iteration}`` of the XLA timelines stored in ``path`` (open as
-    ``store``). Decoding them takes ~0.7 s for calibration2.db's 28 JAX timelines, so the
-    counts are kept under ``$DLPERF_CACHE_DIR`` (default ``~/.cache/dlperf``), keyed by the
-    file's content and the counting rule's source (``hostcount.py``)."""
-    import hashlib
-
+def _launch_counts(store: Any) -> dict[int, float]:
+    """``{result id: launches per iteration}`` of the XLA timelines stored in ``store``
+    (:func:`dlperf.perfmodel.hostcount.launches_per_iter`; ~0.7 s for calibration2.db's 28 JAX
+    timelines, kept with the file's points by :func:`read_file`)."""
     from dlperf.perfmodel import hostcount
     from dlperf.results import timelines
 
@@ -389,20 +394,6 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
     if not db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='timelines'"
                       ).fetchone():
         return {}
-    h = hashlib.sha256(Path(hostcount.__file__).read_bytes())
-    h.update(Path(path).read_bytes())
-    cache = cache_root() / f"perfmodel-launches-{h.hexdigest()[:20]}.json"
-    from dlperf.jsoncache import read_json, write_json
-
-    def counts(d: Any) -> dict[int, float]:  # ids and finite positive counts, or refused
-        out = {int(k): float(v) for k, v in d.items()}
-        if not all(0 < v < 1e9 for v in out.values()):  # NaN fails it too
-            raise ValueError("a launch count out of bounds")
-        return out
-
-    got = read_json(cache, counts)
-    if got is not None:
-        return got
     out: dict[int, float] = {}
     for (rid,) in db.execute("SELECT result_id FROM timelines").fetchall():
         tl = timelines.load(store, rid)
@@ -414,12 +405,12 @@ def _launch_counts(store: Any, path: str) -> dict[int, float]:
             continue  # a timeline that does not decode counts nothing
         if n:
             out[int(rid)] = n
-    write_json(cache, {str(k): v for k, v in out.items()})  # a read-only home: counted again
     return out
 
 
 def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
-    """Read results files (or folders of ``*.db``) into :class:`Records`.
+    """Read results files (or folders of ``*.db``) into :class:`Records` (:func:`read_file`
+    each).
 
     Args:
         paths: one path or several; a folder stands for every ``*.db`` in it.
@@ -432,28 +423,202 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
         ConfigError: a file is missing or is not a dlperf results database (from the store),
             or a folder holds no ``*.db`` (:func:`dlperf.results.dbfile.results_files`).
     """
-    from dlperf.results.store import ResultStore
-
     files = results_files(paths)
     points: list[Point] = []
     colls: list[CollectivePoint] = []
     for f in files:
-        with ResultStore(f, read_only=True) as store:
-            counts = _launch_counts(store, f)
-            for row in store.rows():
-                p = point_from_row(row, f)
-                if p is not None:
-                    if p.result_id in counts:
-                        p = replace(p, launches_per_iter=counts[p.result_id])
-                    points.append(p)
-            for c in store.collectives():
-                if _float(c.get("time_s")) and c.get("size_bytes"):
-                    colls.append(CollectivePoint(
-                        source=f, run_id=str(c.get("run_id")), benchmark=c.get("benchmark") or "",
-                        nranks=int(c.get("nranks") or 0), size_bytes=int(c["size_bytes"]),
-                        time_s=float(c["time_s"]), busbw_gbps=_float(c.get("busbw_gbps")),
-                        device_name=c.get("device_name"), backend=c.get("backend")))
+        p, c = read_file(f)
+        points += p
+        colls += c
     return Records(points, colls, files)
+
+
+#: The file beside results files that keeps their points (:func:`store_points`).
+POINTS_NAME = "perfmodel_points.json"
+#: Its format; part of every key.
+POINTS_FORMAT = 1
+#: The modules whose source decides what a results file reads as (:func:`reader_key`): this
+#: one and what it calls, and the results package's reader.
+READER_SOURCES = ("perfmodel/records.py", "perfmodel/hostcount.py", "perfmodel/special.py",
+                  "config/axes.py", "results/store.py", "results/schema.py", "results/parts.py",
+                  "results/view.py", "results/rowcheck.py", "results/migrations.py",
+                  "results/timelines.py", "results/dbfile.py")
+
+
+@functools.lru_cache(maxsize=1)
+def reader_key() -> str:
+    """A digest of :data:`READER_SOURCES`' source: the points of a file are read again when
+    any of them changes."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(f"points format {POINTS_FORMAT}".encode())
+    for name in READER_SOURCES:
+        h.update(name.encode())
+        h.update((root / name).read_bytes())
+    return h.hexdigest()[:20]
+
+
+def file_key(path: str) -> str:
+    """The key of one results file's points: :func:`reader_key` and the file's content (one
+    digest per process for the same path, size and modification time)."""
+    st = os.stat(path)
+    return _file_key(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _file_key(real: str, mtime_ns: int, size: int) -> str:
+    h = hashlib.sha256(reader_key().encode())
+    with open(real, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class FileInputs:
+    """The points and collective benchmarks of one results file, as stored by
+    :func:`store_points` (``source`` empty: it is the file's path when read)."""
+
+    points: list[Point]
+    collectives: list[CollectivePoint]
+
+
+@functools.lru_cache(maxsize=1)
+def _inputs_adapter() -> Any:
+    """Checks a stored :class:`FileInputs` (every field of its type, no NaN or infinity)."""
+    from pydantic import ConfigDict, TypeAdapter
+
+    return TypeAdapter(list[FileInputs], config=ConfigDict(allow_inf_nan=False))
+
+
+def _inputs_of(raw: Any, path: str) -> FileInputs | None:
+    """A stored entry (:func:`_inputs_json`) read back with ``path`` as its points' source;
+    None when any value is not of its type."""
+    from pydantic import ValidationError
+
+    if not isinstance(raw, dict) or not all(isinstance(raw.get(k), list)
+                                            for k in ("points", "collectives")):
+        return None
+    try:
+        return _inputs_adapter().validate_python([{k: [
+            {**x, "source": path} if isinstance(x, dict) else x for x in raw[k]]
+            for k in ("points", "collectives")}])[0]
+    except ValidationError:
+        return None
+
+
+def read_file(path: str) -> tuple[list[Point], list[CollectivePoint]]:
+    """The :class:`Point` s and :class:`CollectivePoint` s of one results file: those stored
+    for its current content and reader (:func:`file_key`) beside it (:data:`POINTS_NAME`,
+    written by :func:`store_points`: committed with the H200 results) or in the user's cache
+    (``$DLPERF_CACHE_DIR``), else read through the store (:func:`read_store`) and kept in the
+    user's cache, so a later process need not read and check every row again. A stored
+    entry is used only if every value has its type (no NaN or infinity): anything else is
+    read again from the file.
+
+    Raises:
+        ConfigError: a missing file or one that is not a dlperf results database.
+    """
+    from dlperf.jsoncache import read_json, write_json
+
+    if not Path(path).is_file():
+        from dlperf.results.store import ResultStore
+
+        ResultStore(path, read_only=True)  # the store's own message
+    key = file_key(path)
+    got = _inputs_of(_beside(path).get(key), path)
+    user = cache_root() / f"perfmodel-points-{key}.json"
+    if got is None:
+        got = _inputs_of((read_json(user) or {}).get(key), path)
+    if got is None:
+        got = read_store(path)
+        write_json(user, {key: _inputs_json(got)})
+        got = FileInputs([replace(p, source=path) for p in got.points],
+                         [replace(c, source=path) for c in got.collectives])
+    return list(got.points), list(got.collectives)
+
+
+def _beside(path: str) -> dict[str, Any]:
+    """The entries (by key, as stored) of the points file beside ``path``; ``{}`` without
+    one or when it does not parse."""
+    f = Path(path).resolve().parent / POINTS_NAME
+    try:
+        st = f.stat()
+    except OSError:
+        return {}
+    return _points_file(str(f), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _points_file(f: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    """A points file parsed, once per process for the same path, size and modification time."""
+    import json
+
+    try:
+        raw = json.loads(Path(f).read_text())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _inputs_json(got: FileInputs) -> dict[str, Any]:
+    """A :class:`FileInputs` as stored: its points and collectives without their source."""
+    def bare(x: Any) -> dict[str, Any]:
+        d = asdict(x)
+        d.pop("source")
+        return d
+    return {"points": [bare(p) for p in got.points],
+            "collectives": [bare(c) for c in got.collectives]}
+
+
+def read_store(path: str) -> FileInputs:
+    """One results file's points and collectives read through the store (typed records, damaged
+    rows left out; sources empty)."""
+    from dlperf.results.store import ResultStore
+
+    points: list[Point] = []
+    colls: list[CollectivePoint] = []
+    with ResultStore(path, read_only=True) as store:
+        counts = _launch_counts(store)
+        for rec in store.records(samples=False, status="ok"):
+            p = point_of(rec, "")
+            if p is not None:
+                points.append(replace(p, launches_per_iter=counts.get(p.result_id)))
+        for c in store.collectives():
+            if _num(c.get("time_s")) and c.get("size_bytes"):
+                colls.append(CollectivePoint(
+                    source="", run_id=str(c.get("run_id")), benchmark=c.get("benchmark") or "",
+                    nranks=int(c.get("nranks") or 0), size_bytes=int(c["size_bytes"]),
+                    time_s=float(c["time_s"]), busbw_gbps=_num(c.get("busbw_gbps")),
+                    device_name=c.get("device_name"), backend=c.get("backend")))
+    return FileInputs(points, colls)
+
+
+def store_points(paths: Iterable[str]) -> list[Path]:
+    """Keep the points of each results file of ``paths`` beside it (:data:`POINTS_NAME` in its
+    folder, one entry per file's key, other entries of files still there kept), so that a
+    clone of the files reads them without the store (``dlperf predict --validate`` and
+    ``benchmarks/perfmodel_validate.py --committed`` call this); returns the files written.
+
+    Raises:
+        OSError: a folder cannot be written.
+    """
+    import json
+
+    from dlperf.outputs import atomic_write
+
+    by_folder: dict[Path, list[str]] = {}
+    for p in results_files(list(paths)):
+        by_folder.setdefault(Path(p).resolve().parent, []).append(p)
+    out = []
+    for folder, files in by_folder.items():
+        current = {file_key(str(db)) for db in folder.glob("*.db")}
+        keep = {k: v for k, v in _beside(str(folder / "x")).items() if k in current}
+        for f in files:
+            keep[file_key(f)] = _inputs_json(read_store(f))
+        text = json.dumps(dict(sorted(keep.items())), separators=(",", ":"))
+        atomic_write(folder / POINTS_NAME, text + "\n", mode=0o644)
+        out.append(folder / POINTS_NAME)
+    return out
 
 
 def point_id(p: Any) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from statistics import median
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api
+from dlperf.perfmodel import api, records
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import fitcache as fc
@@ -109,15 +109,18 @@ def residual_table(v: Validation) -> dict[str, list[iv.KeyedResidual]]:
 
 
 def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validation) -> Path:
-    """Write ``v``'s residual table beside the results files ``db``
-    (:func:`fitcache.write_table`); returns its path.
+    """Write ``v``'s residual table, with the roofline group fits its back-test made, beside
+    the results files ``db`` (:func:`fitcache.write_table`), and their points beside each
+    (:func:`records.store_points`), so that predictions on a copy of the files read them
+    instead of reading every row and fitting again; returns the table's path.
 
     Raises:
         ConfigError: the folder cannot be written.
     """
     recs = api.records_of(db)
     try:
-        return fc.write_table(recs.sources, residual_table(v))
+        records.store_points(recs.sources)
+        return fc.write_table(recs.sources, residual_table(v), api.shared_fits(recs).groups)
     except OSError as e:
         raise ConfigError(f"{e}: make the folder writable, or copy the results files to one "
                           "that is and validate there") from None

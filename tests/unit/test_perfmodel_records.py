@@ -1,0 +1,73 @@
+"""The performance model's reader (perfmodel/records.py): typed records through the results
+package's reader, and the points kept per results file's content (beside the files, in the
+user's cache) read back as the same points."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dlperf.perfmodel import records
+
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
+SMALL = ROOT / "h200x2" / "ddp_diag.db"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _copy(tmp_path: Path) -> str:
+    d = tmp_path / "data"
+    d.mkdir()
+    return str(shutil.copy(SMALL, d / SMALL.name))
+
+
+def test_points_from_the_store_the_user_cache_and_beside_the_file_are_the_same(tmp_path, cache):
+    f = _copy(tmp_path)
+    first = records.read_file(f)  # read through the store, kept in the user's cache
+    assert first[0] and all(p.source == f for p in first[0])
+    assert len(list(cache.glob("perfmodel-points-*.json"))) == 1
+    assert records.read_file(f) == first
+    records.store_points([f])
+    beside = Path(f).parent / records.POINTS_NAME
+    assert beside.is_file()
+    shutil.rmtree(cache)
+    assert records.read_file(f) == first  # from beside the file
+    assert not cache.exists() or not list(cache.glob("perfmodel-points-*.json"))
+    assert records.read_store(f).points == [p.__class__(**{**p.__dict__, "source": ""})
+                                            for p in first[0]]
+
+
+def test_a_damaged_or_stale_entry_beside_the_file_is_read_again(tmp_path, cache):
+    f = _copy(tmp_path)
+    records.store_points([f])
+    beside = Path(f).parent / records.POINTS_NAME
+    raw = json.loads(beside.read_text())
+    (key, entry), = raw.items()
+    truth = records.read_store(f)
+    entry["points"][0]["step_time_s"] = "fast"  # not a number: refused, the file is read
+    beside.write_text(json.dumps(raw))
+    records._points_file.cache_clear()
+    pts, _ = records.read_file(f)
+    assert pts[0].step_time_s == truth.points[0].step_time_s
+    entry["points"][0]["step_time_s"] = 123.0  # a planted value under another key: ignored
+    beside.write_text(json.dumps({"0" * 24: entry}))
+    records._points_file.cache_clear()
+    assert records.read_file(f)[0][0].step_time_s == truth.points[0].step_time_s
+
+
+def test_committed_points_are_current():
+    """The points committed beside the H200 results were read by the current reader from the
+    files' current content: a fresh clone's first prediction does not read every row again
+    (regenerate with ``benchmarks/perfmodel_validate.py --committed``)."""
+    for folder in ("h200", "h200x2"):
+        raw = json.loads((ROOT / folder / records.POINTS_NAME).read_text())
+        keys = {records.file_key(str(f)) for f in (ROOT / folder).glob("*.db")}
+        assert keys <= set(raw), (f"{folder}: stale {records.POINTS_NAME}; run PYTHONPATH=src "
+                                  "python benchmarks/perfmodel_validate.py --committed")

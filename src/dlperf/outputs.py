@@ -258,10 +258,12 @@ def check_target(path: str | Path, kind: str, new: str | bytes | None = None, *,
                         "--force to replace it")
 
 
-def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None) -> Path:
+def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None,
+                 sync: bool = True) -> Path:
     """Write ``data`` (text as UTF-8, ``\\n`` line ends) to ``path`` atomically: a new file
     with an unpredictable name in the same folder (``tempfile.mkstemp``, created with
-    ``O_EXCL``: a link planted there is never followed), flushed and synced, then renamed over
+    ``O_EXCL``: a link planted there is never followed), flushed and synced (unless
+    ``sync=False``: many files that can be made again, a data set's images), then renamed over
     ``path`` (a link at ``path`` is replaced, never written through). Permission bits: ``mode``,
     else those of the file replaced, else ``0o666`` less the umask. A target that exists and is
     not a regular file (a device, a pipe) is written in place.
@@ -292,7 +294,8 @@ def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, p)
     except BaseException:

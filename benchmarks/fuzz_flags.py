@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("DLPERF_FAKE_FRAMEWORK", "1")
-os.environ.setdefault("DLPERF_FAKE_STEP_S", "0.001")
 os.environ.setdefault("COLUMNS", "200")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

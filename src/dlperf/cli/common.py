@@ -47,26 +47,6 @@ def console_width(is_tty: bool, environ: Any = None) -> int | None:
     return None if is_tty else PIPE_WIDTH
 
 
-def safe_streams(*streams: Any) -> None:
-    """Let ``streams`` (default: stdout and stderr) print any text: where their encoding
-    cannot encode every character (``PYTHONIOENCODING=ascii``, a ``C`` locale, a legacy code
-    page), the characters it cannot are written as ``?`` instead of raising
-    ``UnicodeEncodeError`` in the middle of a table."""
-    import codecs
-
-    for st in streams or (sys.stdout, sys.stderr):
-        enc = (getattr(st, "encoding", None) or "utf-8").lower()
-        try:
-            full = codecs.lookup(enc).name in ("utf-8", "utf-16", "utf-32")
-        except LookupError:
-            full = False
-        if not full and hasattr(st, "reconfigure"):
-            with contextlib.suppress(ValueError, OSError):
-                st.reconfigure(errors="replace")
-
-
-safe_streams()
-
 # Off a terminal, lines of text stay whole (soft wrap: a log or a test reads them as printed);
 # tables still fit the width.
 out = Console(width=console_width(sys.stdout.isatty()), soft_wrap=not sys.stdout.isatty())

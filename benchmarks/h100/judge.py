@@ -4,7 +4,7 @@
 the H200 measured"; then the reverse, H100 -> H200: the H100 traces replayed on the H200
 profile (measured ceilings of the H200 files), against the H200 files' measurements.
 
-    PYTHONPATH=src python benchmarks/h100/judge.py [--md OUT.md]
+    PYTHONPATH=src python benchmarks/h100/judge.py [--md OUT.md] [--predictions JSON]
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ def _mdape(errs: list[float]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--md", default=None)
+    ap.add_argument("--predictions", default=str(H100 / "predictions.json"),
+                    help="the predictions to judge (default: the registered ones)")
     args = ap.parse_args()
-    pred = json.loads((H100 / "predictions.json").read_text())
+    pred = json.loads(Path(args.predictions).read_text())
     measured_files = [str(f) for f in (H100 / "suite.db", H100 / "suite_jax.db") if f.exists()]
     h200 = sorted(str(p) for p in (ROOT / "benchmarks/results/h200").glob("*.db"))
     lib_h200 = retarget.TraceLibrary(h200)

@@ -49,7 +49,18 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("DLPERF_FAKE_FRAMEWORK", "1")
-os.environ.setdefault("DLPERF_FAKE_STEP_S", "0.001")
+
+
+def _register_fake() -> None:
+    """The fake framework in this process even when dlperf was imported before the variable
+    was set (a test run in a process shared with other tests)."""
+    from dlperf import registry
+
+    registry.FRAMEWORKS.setdefault("fake", registry.TEST_DOUBLES["fake"])
+    registry.FRAMEWORK_MODES.setdefault("fake", registry.TEST_DOUBLES["fake"].modes)
+
+
+_register_fake()
 os.environ.setdefault("COLUMNS", "200")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -404,6 +415,7 @@ def run(cases: list[Case], limit_s: float, out: Path | None = None,
         meta: dict | None = None) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
     old = signal.signal(signal.SIGALRM, _alarm)
+    old_tmpdir = os.environ.get("TMPDIR")
     t0 = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="dlperf-fuzzflags-") as tmp:
@@ -415,7 +427,10 @@ def run(cases: list[Case], limit_s: float, out: Path | None = None,
                 shutil.rmtree(w, ignore_errors=True)
     finally:
         signal.signal(signal.SIGALRM, old)
-        os.environ.pop("TMPDIR", None)
+        if old_tmpdir is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old_tmpdir
     counts = Counter(r["outcome"] for r in records)
     res = {"cases": len(records), "counts": dict(counts),
            "by_kind": {k: dict(Counter(r["outcome"] for r in records if r["kind"] == k))

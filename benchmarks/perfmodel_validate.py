@@ -5,17 +5,22 @@ Usage (repository root)::
     PYTHONPATH=src python benchmarks/perfmodel_validate.py benchmarks/results/h200 \\
         benchmarks/results/h200x2 [--category "held-out batch" ...] [--rows rows.json] \
         [--store] [--split split.json] [--no-host-probe] [--no-kernel-term]
+    PYTHONPATH=src python benchmarks/perfmodel_validate.py --committed
 
-Prints the markdown table of :meth:`dlperf.perfmodel.backtest.Validation.table`, the same by
-side of the frozen development/test split (:meth:`~dlperf.perfmodel.backtest.Validation.
+``--committed`` regenerates what is committed for the committed H200 results after any change
+to the model: the residual tables (and stored fits) of ``h200`` + ``h200x2`` and of ``h200``
+alone, and the rows of the first (:data:`ROWS_FILE`); it prints the first's tables.
+
+Prints the markdown table of :meth:`dlperf.perfmodel.validation.Validation.table`, the same by
+side of the frozen development/test split (:meth:`~dlperf.perfmodel.validation.Validation.
 split_table`, the one in docs/perfmodel.md), the prediction intervals' leave-one-out coverage
-(:meth:`~dlperf.perfmodel.backtest.Validation.coverage_table`, docs/perfmodel.md "Prediction
+(:meth:`~dlperf.perfmodel.validation.Validation.coverage_table`, docs/perfmodel.md "Prediction
 interval") and, with ``--rows``, writes every held-out prediction as JSON.
 ``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
 ignore ``host.dispatch_s`` (:func:`dlperf.perfmodel.onedevice.host_measurements` returns
 nothing), so its effect on the same held-out points can be read off. ``--no-kernel-term`` is
 the ablation of the device roofline's kernel term ``K t_k``: no configuration has a kernel count
-(:meth:`dlperf.perfmodel.calibrate.Calibration.kernel_count` returns None), so every prediction
+(:meth:`dlperf.perfmodel.facts.Facts.kernel_count` returns None), so every prediction
 is made as for a model never traced; its leave-one-model-out row is the model predicted from
 its FLOP and byte counts without a trace of it.
 
@@ -35,10 +40,19 @@ from dataclasses import asdict
 from dlperf.perfmodel import split
 from dlperf.perfmodel.validation import validate
 
+#: The repository's root: ``--committed`` runs there, so rows name files as the repository does.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The committed H200 results: each set is validated and its residual table stored.
+COMMITTED = (["benchmarks/results/h200", "benchmarks/results/h200x2"],
+             ["benchmarks/results/h200"])
+ROWS_FILE = "benchmarks/results/h200/perfmodel_validate_rows.json"
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("paths", nargs="+", help="results files or folders of *.db")
+    ap.add_argument("paths", nargs="*", help="results files or folders of *.db")
+    ap.add_argument("--committed", action="store_true",
+                    help="validate the committed H200 sets, store their tables, write the rows")
     ap.add_argument("--category", action="append", help="only these categories (repeatable)")
     ap.add_argument("--rows", help="write every held-out prediction to this JSON file")
     ap.add_argument("--no-host-probe", action="store_true",
@@ -51,6 +65,16 @@ def main() -> None:
     ap.add_argument("--no-kernel-term", action="store_true",
                     help="ablation: no kernel counts, so no roofline kernel term anywhere")
     args = ap.parse_args()
+    if args.committed:
+        if args.paths or args.category or args.no_kernel_term or args.no_host_probe:
+            ap.error("--committed validates the committed results with every category")
+        os.chdir(ROOT)
+        for i, paths in enumerate(COMMITTED):
+            _run(paths, None, args.split, store=True, rows=ROWS_FILE if i == 0 else None,
+                 quiet=i > 0)
+        return
+    if not args.paths:
+        ap.error("give results files or folders, or --committed")
     if args.store and (args.no_kernel_term or args.no_host_probe or args.category):
         ap.error("--store writes the table predictions use: not with an ablation or a subset "
                  "of the categories")
@@ -61,29 +85,37 @@ def main() -> None:
 
         os.environ["DLPERF_CACHE_DIR"] = tempfile.mkdtemp(prefix="dlperf-ablation-")
     if args.no_kernel_term:
-        from dlperf.perfmodel.calibrate import Calibration
+        from dlperf.perfmodel.facts import Facts
 
-        Calibration.kernel_count = lambda self, cfg: None  # type: ignore[method-assign]
+        Facts.kernel_count = lambda self, *a: None  # type: ignore[method-assign]
     if args.no_host_probe:
         from dlperf.perfmodel import onedevice
 
         onedevice.host_measurements = lambda points: []
+    _run(args.paths, args.category, args.split, args.store, args.rows)
+
+
+def _run(paths: list[str], categories: list[str] | None, split_file: str | None, store: bool,
+         rows: str | None, quiet: bool = False) -> None:
+    """Validate ``paths``, print the tables (unless ``quiet``), store the residual table and
+    write the rows when asked."""
     t0 = time.perf_counter()
-    v = validate(args.paths, args.category)
-    print(v.table(), end="")
-    print("\nThe same, development / test side of the frozen split "
-          f"({os.path.relpath(args.split or split.DEFAULT_PATH)}):\n")
-    print(v.split_table(split.load(args.split)), end="")
-    print("\n90% prediction intervals, leave-one-out coverage (overall / host / device) and "
-          "median width (high / low):\n")
-    print(v.coverage_table(), end="")
+    v = validate(paths, categories)
+    if not quiet:
+        print(v.table(), end="")
+        print("\nThe same, development / test side of the frozen split "
+              f"({os.path.relpath(split_file or split.DEFAULT_PATH)}):\n")
+        print(v.split_table(split.load(split_file)), end="")
+        print("\n90% prediction intervals, leave-one-out coverage (overall / host / device) "
+              "and median width (high / low):\n")
+        print(v.coverage_table(), end="")
     print(f"\n{len(v.rows)} held-out predictions in {time.perf_counter() - t0:.0f} s")
-    if args.store:
+    if store:
         from dlperf.perfmodel.validation import store_table
 
-        print(f"residual table: {store_table(args.paths, v)}")
-    if args.rows:
-        with open(args.rows, "w") as f:
+        print(f"residual table: {store_table(paths, v)}")
+    if rows:
+        with open(rows, "w") as f:
             json.dump([{**asdict(r), "ape_pct": r.ape, "baseline_ape_pct": r.baseline_ape,
                         "point": _relative(r.point)} for r in v.rows], f, indent=1)
 

@@ -187,7 +187,8 @@ def _rows(source: Any, latest: bool, filters: dict[str, Any]) -> list[dict[str, 
         raise ConfigError("to_dataframe takes a results file, a ResultStore, a record, a "
                           "list of them or a SweepOutcome; got "
                           f"{with_article(type(source).__name__)}")
-    rows = [flatten(r if isinstance(r, RunRecord) else dict(r)) for r in source]
+    rows = [flatten(r if isinstance(r, RunRecord) else RunRecord.from_dict(dict(r)))
+            for r in source]
     for k, v in filters.items():
         if rows and k not in rows[0]:
             raise ConfigError(f"unknown result column {k!r}; columns: {', '.join(rows[0])}")

@@ -17,18 +17,37 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-@pytest.fixture(scope="module")
-def bench():
+@pytest.fixture
+def bench(monkeypatch, tmp_path):
+    """``bench(name)``: the attack module, with the fake framework registered for the test;
+    the registry and the environment are put back afterwards (other tests in this process
+    see them as they were)."""
+    from dlperf import registry
+
+    for k, v in (("DLPERF_FAKE_FRAMEWORK", "1"), ("DLPERF_FAKE_STEP_S", "0.001"),
+                 ("COLUMNS", "200"), ("DLPERF_CACHE_DIR", str(tmp_path / "cache"))):
+        monkeypatch.setenv(k, v)
+
+    saved = dict(registry.FRAMEWORKS), dict(registry.FRAMEWORK_MODES)
     sys.path.insert(0, str(BENCH))
+
+    def load(name: str):
+        mod = importlib.import_module(name)
+        for m in (mod, sys.modules.get("fuzz_databases")):
+            if m is not None and hasattr(m, "_register_fake"):
+                m._register_fake()
+        return mod
     try:
-        yield lambda name: importlib.import_module(name)
+        yield load
     finally:
         sys.path.remove(str(BENCH))
+        for d, old in zip((registry.FRAMEWORKS, registry.FRAMEWORK_MODES), saved):
+            d.clear()
+            d.update(old)
 
 
-def test_damaged_databases_through_every_command(bench, tmp_path, monkeypatch):
+def test_damaged_databases_through_every_command(bench):
     fdb = bench("fuzz_databases")
-    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
     mutants = fdb.all_mutants(seed=1, n_flips=4)
     kinds = {m.kind for m in mutants}
     assert len(mutants) >= 100 and kinds == {"value", "file"}

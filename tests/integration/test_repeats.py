@@ -20,9 +20,11 @@ from dlperf.config import RunConfig, SweepConfig, check_repeats, make_run_config
 from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import ResultStore
+from dlperf.results.view import as_records
 from dlperf.stats import summarize, throughput
 
-FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002", "COLUMNS": "200"}
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "COLUMNS": "200"}
+STEP = ("--framework-option", "step_s=0.002")
 #: A point measured on the H200 (benchmarks/results/h200/frameworks.db): its stored config, made
 #: before ``repeat`` existed, and the run key it was stored under.
 H200_CONFIG = {"model": "resnet50", "framework": "torch", "mode": "eager", "device": "cuda",
@@ -155,7 +157,7 @@ def test_repeat_runs_match_hand_computed_values(tmp_path):
 
     base = _h200_store(tmp_path / "r.db")
     with ResultStore(tmp_path / "r.db") as s:
-        got = repeat_runs(s.rows())
+        got = repeat_runs(s.records())
     assert [g["model"] for g in got] == ["fcn5_tiny", "resnet56"]  # b=16 has one ok run only
     small, r56 = got
     assert r56["point_key"] == base.run_key() and r56["repeats"] == [0, 1, 2, 3]
@@ -231,7 +233,7 @@ def test_other_comparisons_pair_repeat_k_with_repeat_k():
     rows = [row(1, "eager", 0, 2.0), row(2, "graph", 0, 1.0), row(3, "eager", 1, 3.0),
             row(4, "graph", 1, 1.0)]
     samples = {1: [2.0] * 5, 2: [1.0] * 5, 3: [3.0] * 5, 4: [1.0] * 5}
-    got = mode_speedups(rows, samples.__getitem__)
+    got = mode_speedups(as_records(rows), samples.__getitem__)
     assert [(c["other"], c["speedup"]) for c in got] == [("torch/graph", 2.0),
                                                          ("torch/graph #1", 3.0)]
 
@@ -259,7 +261,7 @@ def test_run_repeats_stores_each_run_and_resumes_per_repeat(tmp_path):
     runs only repeats 1 and 2, each in its own worker, each stored under its own key."""
     db = tmp_path / "r.db"
     args = ("run", "--framework", "fake", "--model", "fcn5_tiny", "-b", "8", "--device", "cpu",
-            "--min-iters", "5", "--min-time", "0", "--no-ceilings", "--db", str(db))
+            "--min-iters", "5", "--min-time", "0", "--no-ceilings", "--db", str(db), *STEP)
     r = dlperf(*args)
     assert r.returncode == 0 and "1 run, 0 already" in r.stderr, r.stderr
     r = dlperf(*args, "--repeats", "3")
@@ -312,12 +314,12 @@ def test_plot_point_of_repeats_is_the_median_of_runs_with_their_range():
         return {"step_time_median_s": med, "step_time_ci_low_s": med * 0.99,
                 "step_time_ci_high_s": med * 1.01, "samples_per_s": sps, "created_at": created,
                 "run_key": f"k{rep}{created}", "result_json": json.dumps({"repeat": rep})}
-    m, lo, hi, sps, n = _point([row(0, 0.010, "1")])
+    m, lo, hi, sps, n = _point(as_records([row(0, 0.010, "1")]))
     assert (n, m) == (1, pytest.approx(10.0)) and lo == pytest.approx(9.9) and sps == 1000.0
     # three repeats, repeat 1 re-run (the newest of it counts): median of 10, 12, 30 ms
     rows = [row(0, 0.010, "1", 100.0), row(1, 0.500, "2"), row(1, 0.012, "5", 80.0),
             row(2, 0.030, "3", 30.0)]
-    m, lo, hi, sps, n = _point(rows)
+    m, lo, hi, sps, n = _point(as_records(rows))
     assert n == 3 and m == pytest.approx(12.0) and lo == pytest.approx(10.0)
     assert hi == pytest.approx(30.0) and sps == pytest.approx(80.0)
 
@@ -328,7 +330,7 @@ def test_compare_in_a_terminal_draws_tables_and_piped_stays_markdown(tmp_path):
     db = tmp_path / "r.db"
     r = dlperf("run", "--framework", "fake", "--model", "fcn5_tiny", "-b", "8", "--device", "cpu",
                "--min-iters", "5", "--min-time", "0", "--no-ceilings", "--repeats", "2",
-               "--db", str(db))
+               "--db", str(db), *STEP)
     assert r.returncode == 0, r.stderr
     piped = dlperf("results", "--db", str(db), "--compare", "repeats")
     assert piped.returncode == 0 and "|---|" in piped.stdout

@@ -30,6 +30,7 @@ from dlperf.measure.phases import (
     measure_phases,
 )
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import as_record, as_records
 from fakes import FakeClock
 
 # --- attribution -----------------------------------------------------------------------------
@@ -651,15 +652,15 @@ def test_breakdown_and_op_class_tables(tmp_path):
     from dlperf.report import breakdown as bdr
 
     rows = _rows(tmp_path, [fake_result()])
-    cells = bdr.breakdown_cells(rows[0])
+    cells = bdr.breakdown_cells(as_record(rows[0]))
     col = dict(zip(bdr.BREAKDOWN_COLUMNS, cells))
     assert col["step ms"] == "10.00" and col["t_b"] == "6.200" and col["t_fbu"] == "–"
     assert col["sum vs step"] == "+1.1%" and col["busy"] == "95%"
     assert col["dispatch ms"] == "4.000"     # the phased loop's host time wins over the trace's
-    md = bdr.op_class_markdown(rows)
+    md = bdr.op_class_markdown(as_records(rows))
     assert "| convolution | normalisation | elementwise/activation | optimizer |" in md
     assert "| 6.000 | 2.000 | 1.000 | 0.5000 | 9.500 | 0.5000 | device kernels |" in md
-    assert "Where" not in md and bdr.breakdown_markdown(rows).count("\n|") == 2
+    assert "Where" not in md and bdr.breakdown_markdown(as_records(rows)).count("\n|") == 2
 
 
 def test_gap_attribution_between_frameworks(tmp_path):
@@ -673,7 +674,7 @@ def test_gap_attribution_between_frameworks(tmp_path):
                       trace={"available": True, "busy_s": 0.0076, "idle_s": 0.0003})
     other_point = fake_result(run_key="k3", framework="jax", mode="xla", batch_size=128)
     rows = _rows(tmp_path, [jax, fake_result(), other_point])
-    gaps = bdr.gap_attribution(rows)
+    gaps = bdr.gap_attribution(as_records(rows))
     assert len(gaps) == 1
     g = gaps[0]
     assert (g["a"], g["b"]) == ("torch/eager", "jax/xla")     # torch is the baseline
@@ -713,7 +714,7 @@ def test_gap_counts_the_idle_of_a_host_paced_side_as_explained(tmp_path):
                                  "dispatch_s": {"median": 0.009}},
                       op_classes={"per_iter_s": {"convolution": 0.0045, "normalisation": 0.001,
                                                  "elementwise": 0.0007}})  # 6.2 of 6 ms
-    (g,) = bdr.gap_attribution(_rows(tmp_path, [torch, jax]))
+    (g,) = bdr.gap_attribution(as_records(_rows(tmp_path, [torch, jax])))
     assert g["gap_s"] == pytest.approx(-0.004)
     assert g["a_host_paced"]["ratio"] == pytest.approx(0.95) and g["b_host_paced"] is None
     assert g["a_idle_s"] == pytest.approx(0.004) and g["b_idle_s"] == 0.0
@@ -729,13 +730,13 @@ def test_gap_counts_the_idle_of_a_host_paced_side_as_explained(tmp_path):
     assert "| device idle, waiting for the host (explained) | 4.000 | – | -4 | +100% |" in md
     # the same torch run with its host well ahead of the device: its idle is not explained
     torch["breakdown"]["dispatch_s"] = {"median": 0.005}
-    (g,) = bdr.gap_attribution(_rows(tmp_path / "x", [torch, jax]))
+    (g,) = bdr.gap_attribution(as_records(_rows(tmp_path / "x", [torch, jax])))
     assert g["a_host_paced"] is None and g["explained"] == pytest.approx(-0.05)
     assert g["idle_diff_s"] == pytest.approx(-0.004)
     assert "read the shares with care" not in bdr.gap_verdict(g)  # rest: 5% of the gap
     # JAX's traced kernels take 9 ms of a 6 ms step: a rest of 3 ms against a 4 ms gap
     jax["op_classes"] = {"per_iter_s": {"convolution": 0.007, "normalisation": 0.002}}
-    (g,) = bdr.gap_attribution(_rows(tmp_path / "y", [torch, jax]))
+    (g,) = bdr.gap_attribution(as_records(_rows(tmp_path / "y", [torch, jax])))
     assert g["rest_s"] == pytest.approx(-0.003)
     assert bdr.gap_verdict(g).endswith("; the rest is +75% of the gap (traced steps unlike the "
                                        "fused ones): read the shares with care")
@@ -755,13 +756,13 @@ def test_gap_uses_the_step_without_breakdown_where_the_breakdown_slowed_it(tmp_p
     jax_plain = fake_result(run_key="k4", framework="jax", mode="xla", summary=med(0.0080),
                             config={"breakdown": False}, op_classes=None, breakdown=None,
                             trace=None)
-    (g,) = bdr.gap_attribution(_rows(tmp_path, [torch_bd, jax_bd, jax_plain]))
+    (g,) = bdr.gap_attribution(as_records(_rows(tmp_path, [torch_bd, jax_bd, jax_plain])))
     assert g["b"] == "jax/xla" and g["b_ref"] and not g["a_ref"] and g["note"] is None
     assert g["b_step_s"] == pytest.approx(0.008) and g["b_bd_step_s"] == pytest.approx(0.0103)
     assert g["gap_s"] == pytest.approx(-0.002)
     assert "jax/xla: the fused step of its run without --breakdown" in bdr.gap_markdown([g])
     # without the run without --breakdown: the breakdown run's own step, and a note
-    (g,) = bdr.gap_attribution(_rows(tmp_path / "x", [torch_bd, jax_bd]))
+    (g,) = bdr.gap_attribution(as_records(_rows(tmp_path / "x", [torch_bd, jax_bd])))
     assert g["gap_s"] == pytest.approx(0.0003) and not g["b_ref"]
     assert "jax/xla ran with XLA command buffers off" in g["note"]
     assert "Note: jax/xla ran with XLA command buffers off" in bdr.gap_markdown([g])
@@ -853,13 +854,13 @@ def test_breakdown_apart_runs_the_headline_without_it_and_merges(tmp_path):
 
     from dlperf.results.store import ResultStore
 
-    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002",
-           "DLPERF_FAKE_BREAKDOWN_APART": "1", "COLUMNS": "200"}
+    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "COLUMNS": "200"}
     db = tmp_path / "r.db"
     args = [sys.executable, "-m", "dlperf", "run", "--framework", "fake", "--model", "fcn5_tiny",
             "-b", "8", "--device", "cpu", "--breakdown", "--min-iters", "5", "--min-time", "0",
-            "--no-ceilings", "--db", str(db)]
-    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=180)
+            "--no-ceilings", "--framework-option", "step_s=0.002", "--db", str(db)]
+    p = subprocess.run([*args, "--framework-option", "breakdown_apart=true"],
+                       capture_output=True, text=True, env=env, timeout=180)
     assert p.returncode == 0, p.stderr
     with ResultStore(db) as s:
         (row,) = s.rows()
@@ -868,7 +869,7 @@ def test_breakdown_apart_runs_the_headline_without_it_and_merges(tmp_path):
     assert row["status"] == "ok" and r["config"]["breakdown"] is True
     # the same key as the same point run in one process
     one = subprocess.run(args[:-1] + [str(tmp_path / "one.db")], capture_output=True, text=True,
-                         env={**env, "DLPERF_FAKE_BREAKDOWN_APART": "0"}, timeout=180)
+                         env=env, timeout=180)
     assert one.returncode == 0, one.stderr
     with ResultStore(tmp_path / "one.db") as s:
         (row1,) = s.rows()
@@ -943,7 +944,7 @@ def _gap(tmp_path, torch_samples, jax_samples, with_samples=True):
         rows = s.rows()
         samples_of = (lambda rid: s.samples(rid)["measure"]["step_time_s"]) if with_samples \
             else None
-        (g,) = bdr.gap_attribution(rows, samples_of)
+        (g,) = bdr.gap_attribution(as_records(rows), samples_of)
     return g
 
 
@@ -1051,9 +1052,9 @@ def test_op_class_markdown_lists_the_largest_unclassified_names(tmp_path):
         "per_iter_s": {"convolution": 0.009, "other": 0.0001}, "busy_s": 0.0091,
         "top_by_class": {"other": [{"name": "tiny", "s": 0.0001}]}})
     rows = _rows(tmp_path, [old, new])
-    assert bdr.other_names(rows[0]) == [("input_scatter_fusion_8", 0.002)]
-    assert bdr.other_names(rows[1]) == [("tiny", 0.0001)]
-    md = bdr.op_class_markdown(rows)
+    assert bdr.other_names(as_record(rows[0])) == [("input_scatter_fusion_8", 0.002)]
+    assert bdr.other_names(as_record(rows[1])) == [("tiny", 0.0001)]
+    md = bdr.op_class_markdown(as_records(rows))
     assert ("- resnet50 torch/eager bf16 b=64: other 3.000 ms of 9.000: "
             "`input_scatter_fusion_8` 2.000 (the rest, 1.000 ms, not stored by name)") in md
     assert "`tiny`" not in md  # 1% of its busy time: under the 5% that lists names

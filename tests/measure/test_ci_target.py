@@ -14,7 +14,7 @@ from dlperf.errors import ConfigError
 from dlperf.measure.loop import measure, median_ci_rel
 from dlperf.measure.timers import HostTimer
 from dlperf.measure.warnings import quality_warnings
-from dlperf.results.schema import as_record
+from dlperf.results.schema import RunRecord
 from dlperf.stats import summarize
 from fakes import FakeClock
 
@@ -58,11 +58,11 @@ def test_a_target_extends_the_segment_until_the_interval_is_narrow_enough():
 def test_the_budget_stops_the_extension_and_the_record_says_so():
     res = noisy_run(0.001, max_time_s=2.0)
     assert res.ci_rel > 0.001 and sum(res.measured_s) <= 2.0 + 0.5
-    rec = as_record({"status": "ok", "n_measured": 80, "ci_target_rel": 0.001,
+    rec = RunRecord.from_dict({"status": "ok", "n_measured": 80, "ci_target_rel": 0.001,
                      "ci_extensions": 2, "ci_rel_reached": res.ci_rel})
     ws = [w for w in quality_warnings(rec) if "CI target" in w]
     assert len(ws) == 1 and "+-0.1%" in ws[0] and "--max-time" in ws[0]
-    met = as_record({"status": "ok", "ci_target_rel": 0.01, "ci_extensions": 0,
+    met = RunRecord.from_dict({"status": "ok", "ci_target_rel": 0.01, "ci_extensions": 0,
                      "ci_rel_reached": 0.004})
     assert not [w for w in quality_warnings(met) if "CI target" in w]
 
@@ -89,7 +89,7 @@ def test_a_drifting_segment_is_not_extended_and_the_record_says_why():
     assert res.ci_extensions == 0 and len(res.measured_s) == 200 and res.ci_rel > 0.001
     steady = drifting_run(0.002, drift_per_step=0.0)  # the same noise without the drift
     assert steady.ci_extensions >= 1
-    rec = as_record({"status": "ok", "n_measured": 200, "ci_target_rel": 0.001,
+    rec = RunRecord.from_dict({"status": "ok", "n_measured": 200, "ci_target_rel": 0.001,
                      "ci_extensions": 0, "ci_rel_reached": res.ci_rel,
                      "samples": {"measure": res.measured_s}})
     ws = quality_warnings(rec)
@@ -115,9 +115,9 @@ def test_dlperf_run_stores_the_target(tmp_path):
     out = subprocess.run([sys.executable, "-m", "dlperf", "run", "--framework", "fake", "-m",
                           "fcn5_tiny", "-b", "4", "--device", "cpu", "--min-iters", "10",
                           "--min-time", "0", "--ci-target", "0.02", "--db", str(db),
-                          "--no-ceilings"], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "DLPERF_FAKE_FRAMEWORK": "1",
-                              "DLPERF_FAKE_STEP_S": "0.01"})
+                          "--no-ceilings", "--framework-option", "step_s=0.01"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "DLPERF_FAKE_FRAMEWORK": "1"})
     assert out.returncode == 0, out.stdout + out.stderr
     (js,) = sqlite3.connect(db).execute("SELECT result_json FROM results").fetchone()
     r = json.loads(js)

@@ -14,6 +14,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import as_records
 from dlperf.stats import MIN_CI_SAMPLES
 
 
@@ -27,13 +28,13 @@ def run_fake(monkeypatch):
 
     monkeypatch.setitem(registry.FRAMEWORK_MODES, "fake", ("eager",))
     monkeypatch.setitem(ADAPTERS, "fake", "dlperf.frameworks.fake.adapter:FakeAdapter")
-    monkeypatch.setenv("DLPERF_FAKE_STEP_S", "0.002")
 
     def run(n: int, batch: int = 8):
         pol = IterationPolicy(min_iters=n, max_iters=n, min_time_s=0.0, max_warmup_iters=2,
                               min_warmup_iters=0, warmup_window=2)
         cfg = make_run_config(model="fcn5_tiny", framework="fake", batch_size=batch,
-                              iterations=pol, measure_ceilings=False)
+                              iterations=pol, measure_ceilings=False,
+                              options={"step_s": 0.002})
         r = run_config(cfg)
         assert r["status"] == "ok", r["error"]
         assert r["n_measured"] == n
@@ -87,7 +88,7 @@ def test_a_missing_ci_goes_through_store_exports_report_and_comparisons(run_fake
         assert js[0]["result"]["summary"]["ci_low"] is None
         recs = s.records()
         c = Console(record=True, width=300)
-        c.print(results_table(rows))
+        c.print(results_table(as_records(rows)))
         lines = [ln for ln in c.export_text().splitlines() if "fcn5_tiny" in ln]
         cells = [[x.strip() for x in ln.split("│")] for ln in lines]
         assert "2.000" in cells[0] and not any("[" in x for x in cells[0])  # median, no CI

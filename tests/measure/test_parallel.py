@@ -24,6 +24,7 @@ from dlperf.perfmodel.convergence import (
     training_time,
 )
 from dlperf.perfmodel.scaling import efficiency, scaling_points, speedup
+from dlperf.results.view import as_records
 from fakes import FakeClock
 
 # --- merging ranks -------------------------------------------------------------------------
@@ -345,7 +346,7 @@ def test_convergence_groups_tables_and_plots(tmp_path):
            2: {"first": {"step_time_s": [1.0], "loss": [3.0]},
                "measure": {"step_time_s": [0.25, 0.25, 0.25], "loss": [2.0, 1.0, 1.0]},
                "rank0:measure": {"step_time_s": [9.0] * 3, "loss": [9.0] * 3}}}
-    groups = convergence_groups([row(2, 2), row(1, None), row(3, 1, "synthetic")],
+    groups = convergence_groups(as_records([row(2, 2), row(1, None), row(3, 1, "synthetic")]),
                                 raw.__getitem__, window=2)
     (g,) = groups  # synthetic data without a target is no convergence run
     r1, r2 = g["runs"]

@@ -73,15 +73,15 @@ def test_results_compare_modes_frameworks_and_matrix_flag_it():
     rows = [_row(1, AUTO_FOREACH, mode="eager"), _row(2, AUTO_FUSED, mode="graph"),
             _row(3, OPTAX, fw="jax", mode="xla")]
     samples = {1: [0.008] * 8, 2: [0.0076] * 8, 3: [0.0079] * 8}
-    (mode,) = mode_speedups(rows, samples.__getitem__)
-    (fw,) = framework_ratios(rows, samples.__getitem__)
+    (mode,) = mode_speedups(as_records(rows), samples.__getitem__)
+    (fw,) = framework_ratios(as_records(rows), samples.__getitem__)
     assert mode["env_differs"] == ["optimizer implementation: foreach vs fused"]
     assert fw["env_differs"] == []  # torch against jax: Optax is JAX's by design
     md = markdown([mode, fw])
     marked = [ln for ln in md.splitlines() if ln.startswith("|") and "†" in ln]
     assert len(marked) == 1 and "torch/graph" in marked[0]
     assert "optimizer implementation: foreach vs fused" in md
-    (pt,) = framework_matrix(rows)
+    (pt,) = framework_matrix(as_records(rows))
     assert pt["env_differs"] == ["optimizer implementation: torch/eager foreach, "
                                  "torch/graph fused"]
     assert "optimizer implementation" in matrix_markdown([pt])
@@ -91,7 +91,7 @@ def test_the_matrix_does_not_flag_columns_that_asked_for_different_implementatio
     """``--optimizer-impl auto,foreach,fused`` makes a column each (``opt=foreach``,
     ``opt=fused``): their implementations differ by request, and the labels say so."""
     rows = [_row(1, AUTO_FUSED), _row(2, FOREACH, asked="foreach"), _row(3, FUSED, asked="fused")]
-    (pt,) = framework_matrix(rows)
+    (pt,) = framework_matrix(as_records(rows))
     assert sorted(pt["columns"]) == ["torch/eager", "torch/eager opt=foreach",
                                      "torch/eager opt=fused"]
     assert pt["env_differs"] == []
@@ -101,7 +101,7 @@ def test_the_reports_gap_section_flags_it():
     oc = {"op_classes": {"per_iter_s": {"optimizer": 0.001}}, "trace": {"idle_s": 0.0}}
     rows = [_row(1, AUTO_FOREACH, **oc), _row(2, OPTAX, fw="jax", mode="xla", **oc),
             _row(3, AUTO_FUSED, mode="graph", **oc)]
-    gaps = gap_attribution(rows)
+    gaps = gap_attribution(as_records(rows))
     flagged = [g for g in gaps if g["env_differs"]]
     assert flagged and all(g["env_differs"] == ["optimizer implementation: foreach vs fused"]
                            for g in flagged)
@@ -131,14 +131,14 @@ def test_the_results_table_labels_what_auto_ran_when_not_the_framework_default()
 def test_the_matrix_says_when_auto_and_an_explicit_ask_ran_the_same_implementation():
     rows = [_row(1, AUTO_FUSED), _row(2, FOREACH, asked="foreach"), _row(3, FUSED, asked="fused"),
             _row(4, AUTO_FUSED, mode="graph")]  # another mode: not the same measurement
-    (pt,) = framework_matrix(rows)
+    (pt,) = framework_matrix(as_records(rows))
     assert pt["same_optimizer"] == ["torch/eager and torch/eager opt=fused ran the same "
                                     "optimizer implementation (fused)"]
     assert pt["env_differs"] == []
     md = matrix_markdown([pt])
     assert "asked for different optimizer implementations but ran the same one" in md
     assert "torch/eager and torch/eager opt=fused ran the same optimizer implementation" in md
-    (other,) = framework_matrix([_row(1, AUTO_DEFAULT), _row(3, FUSED, asked="fused")])
+    (other,) = framework_matrix(as_records([_row(1, AUTO_DEFAULT), _row(3, FUSED, asked="fused")]))
     assert other["same_optimizer"] == []
 
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from dlperf.perfmodel import comm
+from dlperf.perfmodel import comm, special
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
@@ -249,7 +249,7 @@ def test_leave_one_model_out_host_is_the_per_operator_cost_times_its_operators(t
     assert cal.op_count("m_target", "fake", "bf16") == 800
     per, models = cal.host_per_op(group, "m_target", "Fake GPU")
     assert per == pytest.approx(c, rel=0.03) and "m_target" not in models
-    h, _, where = cal.host_of_group(group, "m_target", "Fake GPU")
+    h, _, where, _ = cal.host_of_group(group, "m_target", "Fake GPU")
     assert h == pytest.approx(c * 800, rel=0.03) and "800 ops" in where
     # a model never counted has no operator count (its host falls back to the floor)
     assert Calibration(load(synthetic_db_path(tmp_path))).op_count("m_host", "fake", "bf16") is None
@@ -291,7 +291,7 @@ def test_without_operator_counts_the_host_follows_the_kernel_count_and_probes_sh
     hosts = {h.model: h for h in eff.hosts}
     assert all(h.measured and h.identified and not h.host_bound for h in hosts.values())
     assert hosts["m_b"].host_s == pytest.approx(c * 100, rel=0.05)
-    h, _, where = cal.host_of_group(group, "m_target", "Fake GPU")
+    h, _, where, _ = cal.host_of_group(group, "m_target", "Fake GPU")
     assert h == pytest.approx(c * 400, rel=0.05) and "400 kernels" in where
     # without the probes the same device-bound series show no host time at all
     bare = [p.__class__(**{**p.__dict__, "host_dispatch_s": None, "host_sync_wait_s": None})
@@ -379,7 +379,7 @@ def test_flop_efficiency_is_capped_at_the_tensor_core_ceiling(tmp_path, precisio
                               precision=precision, rid=rid))
     eff = Calibration(load(path)).efficiency(("fake", "eager", precision, "cuda"), None,
                                              "Fake GPU")
-    assert rl.flops_efficiency_cap(precision) == (1.0 if capped else math.e ** 2)
+    assert special.flops_efficiency_cap(precision) == (1.0 if capped else math.e ** 2)
     if capped:
         assert eff.e_flops == pytest.approx(1.0, abs=1e-6)
     else:
@@ -389,11 +389,11 @@ def test_flop_efficiency_is_capped_at_the_tensor_core_ceiling(tmp_path, precisio
 def test_a_precision_what_if_in_eager_mode_adds_the_host_of_the_added_operators(tmp_path):
     """Eager host-bound series whose host is 30 us per fp32 operator, and whose bf16 step adds
     operators (autocast's casts) of 10 us each: the target model, its bf16 steps withheld, gets
-    ``H_fp32 + (n_bf16 - n_fp32) x 10 us`` in bf16 (``hostmove.added_ops_host``), not the
+    ``H_fp32 + (n_bf16 - n_fp32) x 10 us`` in bf16 (``special.added_ops_host``), not the
     other models' step ratio (1.08-1.17 here against its own 1.67)."""
     from dlperf.perfmodel import model as pmodel
-    from dlperf.perfmodel.hostmove import added_ops_host
-    from dlperf.perfmodel.transfer import transfer_ratios
+    from dlperf.perfmodel.model import transfer_ratios
+    from dlperf.perfmodel.special import added_ops_host
 
     c, c_add = 30e-6, 10e-6
     ops = {"m_a": (100, 150), "m_b": (200, 260), "m_c": (400, 500), "m_target": (100, 300)}

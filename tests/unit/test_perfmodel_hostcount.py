@@ -114,7 +114,7 @@ def test_xla_launches_are_loaded_from_timelines_and_cost_a_fixed_part_plus_a_lau
     f, c, models = cal.host_line(group, "m_target", "Fake GPU")
     assert f == pytest.approx(fixed, rel=0.05) and c == pytest.approx(per, rel=0.05)
     assert "m_target" not in models
-    h, _, where = cal.host_of_group(group, "m_target", "Fake GPU")
+    h, _, where, _ = cal.host_of_group(group, "m_target", "Fake GPU")
     assert h == pytest.approx(fixed + per * 120, rel=0.05) and "120 launches" in where
     # kernels were counted (1,200 per iteration): a cost per kernel would say 12 ms, not 1.5
     assert recs.points[-1].launches_per_iter == 120.0

@@ -12,8 +12,8 @@ import pytest
 from dlperf.perfmodel import api
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import intervals as iv
-from dlperf.perfmodel.backtest import Validation
-from dlperf.perfmodel.btrows import Row
+from dlperf.perfmodel.backtest import Row
+from dlperf.perfmodel.validation import Validation
 
 
 def _rows(residuals, bounds, category="held-out batch"):

@@ -8,7 +8,6 @@ import pytest
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, comm
-from dlperf.perfmodel import model as pm
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
 H200 = [ROOT / "h200", ROOT / "h200x2"]
@@ -64,7 +63,7 @@ def test_hierarchical_inter_rings_share_the_nodes_nics():
     shared = comm.hierarchical_allreduce_s(1e9, 8, 2, fast, link, nics_per_node=1)
     intra = 2 * (7 * fast.alpha_s + 7 / 8 * 1e9 * fast.beta_s_per_byte)
     assert shared - intra == pytest.approx(8 * (per_gpu - intra) - 7 * 2 * link.alpha_s)
-    assert pm.Network(inter=link).nics() == 1 and pm.Network(inter=comm.LINKS["ib_ndr"]).nics() == 8
+    assert comm.Network(inter=link).nics() == 1 and comm.Network(inter=comm.LINKS["ib_ndr"]).nics() == 8
 
 
 def test_cpu_data_parallel_without_a_stored_cpu_run_is_refused():

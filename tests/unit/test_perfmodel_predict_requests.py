@@ -437,7 +437,7 @@ def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200
     mp.setenv("DLPERF_CACHE_DIR", str(f))  # not a folder: the fits cannot be stored
     from dlperf import jsoncache
 
-    for name in ("_BASE", "_FITS_STORED"):  # as a new process: the group fits are made
+    for name in ("_SHARED",):  # as a new process: the group fits are made
         mp.setattr(api, name, {})
     mp.setattr(jsoncache, "_warned", set())
     try:

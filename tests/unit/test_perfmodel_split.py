@@ -7,7 +7,7 @@ import pytest
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import split
-from dlperf.perfmodel.btrows import Row
+from dlperf.perfmodel.backtest import Row
 
 
 def test_the_committed_split_puts_each_listed_model_on_its_side():
@@ -54,7 +54,7 @@ def test_a_bad_split_file_is_refused_naming_it(tmp_path, content):
 
 
 def test_the_split_table_gives_each_side_its_own_numbers():
-    from dlperf.perfmodel.backtest import Validation
+    from dlperf.perfmodel.validation import Validation
 
     v = Validation([Row("held-out batch", "a", 1.0, 1.1, model="alexnet", bound="host"),
                     Row("held-out batch", "b", 1.0, 1.05, model="resnet50")], [])

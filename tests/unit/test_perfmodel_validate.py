@@ -192,7 +192,7 @@ def test_predict_one_device_withholds_the_point_it_predicts(cache, h200_validati
 
 def test_predict_never_back_tests_and_says_how_to_get_an_interval(cache, monkeypatch):
     """A prediction on files with no residual table of the current model (dlbench.db alone:
-    the committed table is for both H200 folders) has no interval and says how to make one;
+    the committed tables are for the H200 folders) has no interval and says how to make one;
     it runs no back-test (validation is not even imported)."""
     import sys
 
@@ -202,7 +202,7 @@ def test_predict_never_back_tests_and_says_how_to_get_an_interval(cache, monkeyp
     assert "dlperf.perfmodel.backtest" not in sys.modules
     assert all(x != x for x in p.interval_s) and p.interval_group is None
     assert "run dlperf predict --validate" in p.interval_note
-    assert "no residual table" in p.interval_note
+    assert "has no entry for these results files" in p.interval_note
 
 
 def test_predict_data_parallel_and_nodes_say_what_was_measured(cache, h200_validation):
@@ -275,7 +275,7 @@ def test_predict_refuses_bad_requests(cache):
 
 def _fresh_process(monkeypatch):
     """Forget what this process loaded and fitted, as a new ``dlperf predict`` would."""
-    for name in ("_RECORDS", "_BASE", "_FITS_STORED", "_RESIDUALS", "_NO_TABLE", "_DDP"):
+    for name in ("_RECORDS", "_SHARED", "_RESIDUALS", "_NO_TABLE", "_DDP"):
         monkeypatch.setattr(api, name, {})
 
 
@@ -375,3 +375,20 @@ def test_an_unwritable_cache_folder_warns_once_and_leaves_no_temporary_file(tmp_
     with pytest.warns(UserWarning):
         fc.write_fits(d, {})
     assert list(tmp_path.rglob("*.tmp")) == []
+
+
+def test_committed_residual_tables_are_current():
+    """The residual tables committed beside the H200 results hold an entry made by the model's
+    current source from the files' current content, for h200 + h200x2 and for h200 alone: a
+    change to a module a prediction imports leaves predictions on a fresh clone without an
+    interval until they are regenerated (``benchmarks/perfmodel_validate.py --committed``)."""
+    from dlperf.perfmodel import fitcache
+    from dlperf.results.dbfile import results_files
+
+    for sets in (["h200", "h200x2"], ["h200"]):
+        files = results_files([str(ROOT / s) for s in sets])
+        table, why = fitcache.read_table(files)
+        assert table is not None, (f"{'+'.join(sets)}: {why}; run PYTHONPATH=src python "
+                                   "benchmarks/perfmodel_validate.py --committed and commit "
+                                   "the tables")
+        assert {"held-out batch", "one-point series up", "leave-one-model-out"} <= set(table)

@@ -12,6 +12,7 @@ from dlperf.measure.power import PowerRecord, PowerSampler, energy_summary, trap
 from dlperf.perfmodel.ceilings import measure_ceilings, time_calls
 from dlperf.perfmodel.datasheet import datasheet_peaks
 from dlperf.perfmodel.mfu import mfu_summary
+from dlperf.results.view import as_record, as_records
 from fakes import FakeClock
 
 
@@ -79,12 +80,11 @@ def test_worker_samples_power_around_the_measured_segment(monkeypatch):
 
     monkeypatch.setitem(registry.FRAMEWORK_MODES, "fake", ("eager",))
     monkeypatch.setitem(ADAPTERS, "fake", "dlperf.frameworks.fake.adapter:FakeAdapter")
-    monkeypatch.setenv("DLPERF_FAKE_NVML", "1")
-    monkeypatch.setenv("DLPERF_FAKE_STEP_S", "0.01")
     start = time.perf_counter()
     monkeypatch.setattr(nvml, "power_readers", lambda uuid, index: (
         (lambda: 150.0, lambda: 150.0 * (time.perf_counter() - start), lambda: 2**30), None))
     cfg = make_run_config(model="fcn5_tiny", framework="fake", batch_size=8,
+                          options={"nvml": True, "step_s": 0.01},
                           iterations=IterationPolicy(min_iters=10, min_time_s=0.0,
                                                      max_warmup_iters=2, min_warmup_iters=0,
                                                      warmup_window=2), power_interval_s=0.005)
@@ -196,26 +196,28 @@ def test_worker_looks_the_datasheet_up_by_the_session_s_device_name():
     from types import SimpleNamespace
 
     from dlperf.report.compare import datasheet_mfu, efficiency_markdown
+    from dlperf.results.schema import RunRecord
     from dlperf.worker import efficiency
 
     spec = SimpleNamespace(train_flops_per_sample=1e9, flops_source="test")
     r = {"device": "cuda", "precision": "bf16", "batch_size": 8,
          "throughput": {"samples_per_s": 1000.0}}
-    out = efficiency(r, spec, {}, "NVIDIA H200")
+    out = efficiency(RunRecord.from_dict(r), spec, {}, "NVIDIA H200")
     assert out["datasheet"]["name"] == "NVIDIA H200 SXM"
     assert out["mfu"]["mfu_datasheet"] == pytest.approx(1e12 / 989.5e12)
-    assert efficiency({**r, "device": "cpu"}, spec, {}, "NVIDIA H200")["datasheet"] is None
+    assert efficiency(RunRecord.from_dict({**r, "device": "cpu"}), spec, {},
+                      "NVIDIA H200")["datasheet"] is None
     # a stored GPU row without it
     row = {"status": "ok", "model": "m", "framework": "torch", "mode": "eager",
            "device": "cuda", "device_name": "NVIDIA H200", "precision": "bf16",
            "batch_size": 8, "data": "synthetic",
            "result_json": json.dumps({"mfu": {"achieved_flops_per_s": 98.95e12,
                                               "mfu_datasheet": None}})}
-    assert datasheet_mfu({"achieved_flops_per_s": 98.95e12}, row) == pytest.approx(0.1)
-    assert "| 10.0% |" in efficiency_markdown([row])
-    assert datasheet_mfu({"achieved_flops_per_s": 1e12}, {**row, "device": "cpu"}) is None
+    assert datasheet_mfu({"achieved_flops_per_s": 98.95e12}, as_record(row)) == pytest.approx(0.1)
+    assert "| 10.0% |" in efficiency_markdown(as_records([row]))
+    assert datasheet_mfu({"achieved_flops_per_s": 1e12}, as_record({**row, "device": "cpu"})) is None
     assert datasheet_mfu({"achieved_flops_per_s": 1e12},
-                         {**row, "device_name": "Tesla K80"}) is None
+                         as_record({**row, "device_name": "Tesla K80"})) is None
 
 
 def test_report_efficiency_section_lists_mfu_and_energy():
@@ -231,11 +233,11 @@ def test_report_efficiency_section_lists_mfu_and_energy():
     row = {"status": "ok", "model": "resnet50", "framework": "torch", "mode": "eager",
            "device": "cuda", "precision": "bf16", "batch_size": 128, "data": "synthetic",
            "mean_power_w": 650.0, "energy_per_iter_j": 32.5, "result_json": json.dumps(res)}
-    md = efficiency_markdown([row, {**row, "status": "oom"}])
+    md = efficiency_markdown(as_records([row, {**row, "status": "oom"}]))
     line = [ln for ln in md.splitlines() if ln.startswith("| resnet50")]
     assert len(line) == 1
     assert "| 300 | 750 | 40.0% | 30.3% | 0.980 | 4,200 | 120 | memory | 650 | 32.5 |" in line[0]
-    assert efficiency_markdown([{**row, "result_json": "{}"}]) == ""
+    assert efficiency_markdown(as_records([{**row, "result_json": "{}"}])) == ""
 
 
 def test_jax_flop_count_from_the_hlo_before_optimisation():
@@ -319,10 +321,10 @@ def test_stored_compiled_jax_gpu_counts_lose_their_roofline_in_the_table():
                 "device": device, "precision": "bf16", "batch_size": 128, "data": "synthetic",
                 "result_json": json.dumps(res)}
 
-    md = efficiency_markdown([row("cuda", old["framework_source"])])
+    md = efficiency_markdown(as_records([row("cuda", old["framework_source"])]))
     assert f"0.017 {LIBRARY_BLIND_MARK}" in md and "memory" not in md.split("\n")[2]
     assert md.count(LIBRARY_BLIND_MARK) == 2  # the cell and the footnote
-    md = efficiency_markdown([row("cpu", old["framework_source"])])
+    md = efficiency_markdown(as_records([row("cpu", old["framework_source"])]))
     assert LIBRARY_BLIND_MARK not in md and "| memory |" in md
 
 

@@ -12,6 +12,7 @@ from dlperf.report.markdown import write_report
 from dlperf.report.plots import plot_filename, plot_step_time_vs_batch
 from dlperf.report.tables import COLUMNS, fmt_sig, markdown_table, results_table, short_error
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import as_record, as_records
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 GIB = 1024**3
@@ -125,7 +126,7 @@ def test_short_error():
 
 
 def test_markdown_table_rows_and_values(rows):
-    md = markdown_table(rows)
+    md = markdown_table(as_records(rows))
     lines = _table_lines(md)
     assert len(lines) == 2 + len(rows)  # header + alignment + one per row
     header = _cells(lines[0])
@@ -178,19 +179,19 @@ def test_markdown_table_rows_and_values(rows):
 
 def test_markdown_table_escapes_pipes():
     r = _row(status="crash", error="a | b <c>")
-    line = _table_lines(markdown_table([r]))[2]
+    line = _table_lines(markdown_table(as_records([r])))[2]
     assert "a \\| b &lt;c&gt;" in line
     assert len(_cells(line)) == len(COLUMNS)
 
 
 def test_markdown_table_not_steady():
-    md = markdown_table([_row(steady_state=False)])
+    md = markdown_table(as_records([_row(steady_state=False)]))
     assert "ok (not steady)" in md
 
 
 def test_rich_table_renders(rows):
     console = Console(record=True, width=250)
-    console.print(results_table(rows))
+    console.print(results_table(as_records(rows)))
     text = console.export_text()
     for col in ("model", "framework/mode", "median ms [CI]", "samples/s", "tokens/s"):
         assert col in text
@@ -202,7 +203,7 @@ def test_rich_table_renders(rows):
 
 def test_rich_table_error_brackets_are_not_markup():
     console = Console(record=True, width=200)
-    console.print(results_table([_row(status="crash", error="[bold]boom[/bold] [/]")]))
+    console.print(results_table(as_records([_row(status="crash", error="[bold]boom[/bold] [/]")])))
     assert "[bold]boom" in console.export_text()
 
 
@@ -216,7 +217,7 @@ def _assert_png(path):
 
 
 def test_plots_exist_and_are_pngs(rows, tmp_path):
-    paths = plot_step_time_vs_batch(rows, tmp_path / "plots")
+    paths = plot_step_time_vs_batch(as_records(rows), tmp_path / "plots")
     assert [p.name for p in paths] == [plot_filename("lstm"), plot_filename("resnet50")]
     for p in paths:
         assert p.exists()
@@ -225,7 +226,7 @@ def test_plots_exist_and_are_pngs(rows, tmp_path):
 
 def test_plots_all_failed_and_empty(tmp_path):
     assert plot_step_time_vs_batch([], tmp_path) == []
-    paths = plot_step_time_vs_batch([_row(status="oom", batch=64), _row(status="crash", batch=128)], tmp_path)
+    paths = plot_step_time_vs_batch(as_records([_row(status="oom", batch=64), _row(status="crash", batch=128)]), tmp_path)
     assert len(paths) == 1
     _assert_png(paths[0])
 
@@ -245,7 +246,7 @@ def test_plots_do_not_use_pyplot():
 def test_write_report(rows, tmp_path):
     out = tmp_path / "nested" / "report"
     env = {"torch": "2.11.0", "cuda": {"runtime": "13.0", "cudnn": "9.10"}, "missing": None}
-    path = write_report(rows, out, title="H200 sweep", env=env)
+    path = write_report(as_records(rows), out, title="H200 sweep", env=env)
     assert path == out / "report.md"
     text = path.read_text(encoding="utf-8")
     assert text.startswith("# H200 sweep\n")
@@ -254,7 +255,7 @@ def test_write_report(rows, tmp_path):
     assert "- devices: cpu (AMD EPYC); cuda (NVIDIA H200)" in text
     assert "- torch: 2.11.0" in text and "- cuda.runtime: 13.0" in text and "- cuda.cudnn: 9.10" in text
     assert "missing" not in text
-    assert markdown_table(rows).strip() in text
+    assert markdown_table(as_records(rows)).strip() in text
     assert "## Failures" in text and "**OOM** resnet50 torch eager cuda bf16 synthetic, batch 256" in text
 
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
@@ -265,8 +266,8 @@ def test_write_report(rows, tmp_path):
 
 
 def test_write_report_is_deterministic(rows, tmp_path):
-    a = write_report(rows, tmp_path / "a", env={"b": 1, "a": 2}).read_text()
-    b = write_report(list(reversed(rows)), tmp_path / "b", env={"a": 2, "b": 1}).read_text()
+    a = write_report(as_records(rows), tmp_path / "a", env={"b": 1, "a": 2}).read_text()
+    b = write_report(as_records(list(reversed(rows))), tmp_path / "b", env={"a": 2, "b": 1}).read_text()
     assert a == b
     assert a.index("- a: 2") < a.index("- b: 1")
 
@@ -291,10 +292,10 @@ def test_ratio_of_medians_ci_and_mode_comparison():
     rows = [dict(id=1, framework="torch", mode="eager", **common),
             dict(id=2, framework="torch", mode="graph", **common),
             dict(id=3, framework="jax", mode="xla", **common)]
-    modes = mode_speedups(rows, samples.__getitem__)
+    modes = mode_speedups(as_records(rows), samples.__getitem__)
     assert [(c["baseline"], c["other"]) for c in modes] == [("torch/eager", "torch/graph")]
     assert modes[0]["speedup"] == pytest.approx(2.0)
-    fw = framework_ratios(rows, samples.__getitem__)
+    fw = framework_ratios(as_records(rows), samples.__getitem__)
     assert {c["other"] for c in fw} == {"jax/xla"}
     assert "2.000 [" in markdown(fw)
 
@@ -318,11 +319,11 @@ def test_comparisons_pair_only_runs_with_the_same_loader_workers_and_devices():
             dict(id=7, framework="jax", mode="xla", loader_workers=None, world_size=2, **common),
             dict(id=8, framework="jax", mode="xla", loader_workers=None, world_size=None,
                  **common)]
-    fw = framework_ratios(rows, samples.__getitem__)
+    fw = framework_ratios(as_records(rows), samples.__getitem__)
     got = {(c["loader_workers"], c["other"]): c["speedup"] for c in fw}
     assert got == {(0, "jax/xla"): pytest.approx(12 / 14), (2, "jax/xla"): pytest.approx(13 / 15),
                    (None, "jax/xla"): pytest.approx(11 / 18)}
-    (mode,) = mode_speedups(rows, samples.__getitem__)
+    (mode,) = mode_speedups(as_records(rows), samples.__getitem__)
     assert mode["loader_workers"] == 2 and mode["speedup"] == pytest.approx(13 / 16)
     md = markdown(fw)
     assert "| mnist, 0 wkr |" in md and "| mnist, 2 wkr |" in md and "| mnist |" in md
@@ -347,11 +348,11 @@ def test_comparisons_pair_runs_of_the_same_layout_setting():
     rows = [row(1, "torch", "eager", "nchw"), row(2, "torch", "graph", "nchw"),
             row(3, "torch", "eager", "auto"), row(4, "torch", "graph", "auto"),
             row(5, "jax", "xla", None)]  # stored before --layout: auto
-    modes = mode_speedups(rows, samples.__getitem__)
+    modes = mode_speedups(as_records(rows), samples.__getitem__)
     assert sorted((c["baseline"], c["other"], c["speedup"]) for c in modes) == [
         ("torch/eager", "torch/graph", pytest.approx(3 / 4)),
         ("torch/eager (nchw)", "torch/graph (nchw)", pytest.approx(1 / 2))]
-    (fw,) = framework_ratios(rows, samples.__getitem__)
+    (fw,) = framework_ratios(as_records(rows), samples.__getitem__)
     assert (fw["baseline"], fw["other"], fw["speedup"]) == ("torch/eager", "jax/xla",
                                                             pytest.approx(3 / 5))
     assert "torch/eager (nchw) | torch/graph (nchw)" in markdown(modes)
@@ -364,12 +365,12 @@ def test_torch_rows_show_the_applied_layout():
     from dlperf.report.tables import row_cells
 
     base = {"model": "resnet50", "framework": "torch", "mode": "eager", "batch_size": 8}
-    cl = row_cells({**base, "result_json": json.dumps({"flags": {"layout": "NHWC"}})})
+    cl = row_cells(as_record({**base, "result_json": json.dumps({"flags": {"layout": "NHWC"}})}))
     assert cl[1] == "torch/eager NHWC"
-    assert row_cells({**base, "result_json": json.dumps({"flags": {"layout": None}})})[1] == \
+    assert row_cells(as_record({**base, "result_json": json.dumps({"flags": {"layout": None}})}))[1] == \
         "torch/eager"
-    assert row_cells({**base, "framework": "jax", "mode": "xla",
-                      "result_json": json.dumps({"flags": {"layout": "NHWC"}})})[1] == "jax/xla"
+    assert row_cells(as_record({**base, "framework": "jax", "mode": "xla",
+                      "result_json": json.dumps({"flags": {"layout": "NHWC"}})}))[1] == "jax/xla"
 
 
 def test_real_data_is_set_against_the_synthetic_run_of_the_same_devices_and_accumulation():
@@ -386,11 +387,11 @@ def test_real_data_is_set_against_the_synthetic_run_of_the_same_devices_and_accu
             dict(id=2, data="synthetic", world_size=2, grad_accum=1, **common),
             dict(id=4, data="synthetic", world_size=1, grad_accum=2, **common),
             dict(id=3, data="mnist", world_size=1, grad_accum=1, loader_workers=0, **common)]
-    (g,) = data_gaps(rows, samples.__getitem__)
+    (g,) = data_gaps(as_records(rows), samples.__getitem__)
     assert g["relative_throughput"] == pytest.approx(0.5)      # 10 ms synthetic / 20 ms real
     jax = dict(common, framework="jax", mode="xla")
-    fw = framework_ratios(rows + [dict(id=5, data="synthetic", world_size=1, grad_accum=2,
-                                       **jax)], samples.__getitem__)
+    fw = framework_ratios(as_records(rows + [dict(id=5, data="synthetic", world_size=1, grad_accum=2,
+                                       **jax)]), samples.__getitem__)
     assert [(c["grad_accum"], c["speedup"]) for c in fw] == [(2, pytest.approx(40 / 12))]
     assert "| 8 (2 accum) |" in markdown(fw)
 
@@ -405,15 +406,15 @@ def test_rows_show_gradient_accumulation_and_breakdown_or_trace():
 
     base = {"model": "fcn5_tiny", "framework": "torch", "mode": "eager", "batch_size": 16,
             "grad_accum": 1, "status": "ok"}
-    plain = row_cells({**base, "result_json": json.dumps({"config": {}})})
-    traced = row_cells({**base, "result_json": json.dumps({"config": {"trace_dir": "/t"}})})
+    plain = row_cells(as_record({**base, "result_json": json.dumps({"config": {}})}))
+    traced = row_cells(as_record({**base, "result_json": json.dumps({"config": {"trace_dir": "/t"}})}))
     accum = {**base, "grad_accum": 2,
              "result_json": json.dumps({"config": {"breakdown": True, "grad_accum": 2}})}
-    cells = row_cells(accum)
+    cells = row_cells(as_record(accum))
     assert plain[1] == "torch/eager" and plain[5] == "16"
     assert traced[1] == "torch/eager +trace"
     assert cells[1] == "torch/eager +breakdown" and cells[5] == "16 (2 accum)"
-    assert breakdown_cells(accum)[4] == "16 (2 accum)"
+    assert breakdown_cells(as_record(accum))[4] == "16 (2 accum)"
     # the line printed as each point finishes says it too (RunConfig.label() does)
     from dlperf.sweep import result_line
 
@@ -436,20 +437,20 @@ def test_ddp_rows_name_their_non_default_options():
     off = {**DDPOptions().model_dump(), "broadcast_buffers": False}
     base = {"model": "resnet56", "framework": "torch", "mode": "eager", "batch_size": 16,
             "world_size": 2, "per_device_batch": 8}
-    cell = row_cells({**base, "result_json": json.dumps({"config": {"ddp": off}})})[1]
+    cell = row_cells(as_record({**base, "result_json": json.dumps({"config": {"ddp": off}})}))[1]
     assert cell == "torch/eager ddp(broadcast_buffers=False)"
     dflt = json.dumps({"config": {"ddp": DDPOptions().model_dump()}})
-    assert row_cells({**base, "result_json": dflt})[1] == "torch/eager"
-    assert row_cells({**base, "world_size": 1, "result_json": json.dumps(
-        {"config": {"ddp": off}})})[1] == "torch/eager"  # one process: DDP is not used
+    assert row_cells(as_record({**base, "result_json": dflt}))[1] == "torch/eager"
+    assert row_cells(as_record({**base, "world_size": 1, "result_json": json.dumps(
+        {"config": {"ddp": off}})}))[1] == "torch/eager"  # one process: DDP is not used
     r = {**base, "device": "cpu", "precision": "fp32", "data": "synthetic", "nproc": 2,
          "status": "error", "error": "x", "config": {"ddp": {**off, "bucket_cap_mb": 50.0}}}
     assert "ddp(bucket_cap_mb=50.0, broadcast_buffers=False)" in result_line(RunRecord.from_dict(r))
     # TensorFlow/JAX: one process per device (not the default) is named, the default is not
     tf = {**base, "framework": "tensorflow", "mode": "graph"}
-    assert row_cells({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_device"}})}
+    assert row_cells(as_record({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_device"}})})
                      )[1] == "tensorflow/graph per_device"
-    assert row_cells({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_node"}})}
+    assert row_cells(as_record({**tf, "result_json": json.dumps({"config": {"dp_layout": "per_node"}})})
                      )[1] == "tensorflow/graph"
     assert " x2 fp32 b=16 (2x8) synthetic per_device" in result_line(RunRecord.from_dict(
         {**r, **tf, "config": {"dp_layout": "per_device"}}))
@@ -478,7 +479,7 @@ def test_real_against_synthetic_is_a_ratio_of_throughputs():
                  data_wait_share=0.71, input_bound=True,
                  result_json=_json.dumps({"data_wait": {"median_share": 0.0, "mean_s": 0.075}}),
                  **common)]
-    (g,) = data_gaps(rows, {1: syn, 2: real}.__getitem__)
+    (g,) = data_gaps(as_records(rows), {1: syn, 2: real}.__getitem__)
     assert g["relative_throughput"] == pytest.approx(0.030 / 0.105)
     assert g["ci_low"] <= g["relative_throughput"] <= g["ci_high"] < 0.7  # far from 1
     assert g["median_wait_share"] == 0.0 and g["input_bound"] is True
@@ -489,10 +490,10 @@ def test_real_against_synthetic_is_a_ratio_of_throughputs():
 
     rows[1].update(loader_workers=None, result_json=_json.dumps(
         {"data_wait": {"mean_s": 0.075}, "data_info": {"placement": "pipeline"}}))
-    (g0,) = data_gaps(rows, {1: syn, 2: real}.__getitem__)
+    (g0,) = data_gaps(as_records(rows), {1: syn, 2: real}.__getitem__)
     assert g0["pipeline"] is True and "| imagefolder | 0 |" in data_markdown([g0])
     rows[1].update(result_json=_json.dumps({"data_info": {"placement": "host"}}))
-    assert "| prepared |" in data_markdown(data_gaps(rows, {1: syn, 2: real}.__getitem__))
+    assert "| prepared |" in data_markdown(data_gaps(as_records(rows), {1: syn, 2: real}.__getitem__))
     with pytest.raises(ValueError, match="statistic"):
         ratio_ci(syn, real, statistic="mode")
     # JAX: Grain worker processes or host threads (results stored before the field: threads)
@@ -502,20 +503,20 @@ def test_real_against_synthetic_is_a_ratio_of_throughputs():
                           "num_workers": 4}, "| 4 threads |")]:
         jax_rows[1].update(loader_workers=4, result_json=_json.dumps(
             {"data_info": {"placement": "pipeline", "pipeline": pipe}}))
-        (gj,) = data_gaps(jax_rows, {1: syn, 2: real}.__getitem__)
+        (gj,) = data_gaps(as_records(jax_rows), {1: syn, 2: real}.__getitem__)
         assert shown in data_markdown([gj])
         # the results table tells the two kinds apart too
         from dlperf.report.tables import row_cells
 
         kind = shown.split()[2]
-        assert any(c.endswith(f", 4 wkr ({kind})") for c in row_cells(jax_rows[1]))
+        assert any(c.endswith(f", 4 wkr ({kind})") for c in row_cells(as_record(jax_rows[1])))
     rows[1].update(loader_workers=4, result_json=_json.dumps(  # torch: no kind shown
         {"data_info": {"placement": "pipeline", "pipeline": {"num_workers": 4}}}))
-    (gt,) = data_gaps(rows, {1: syn, 2: real}.__getitem__)
+    (gt,) = data_gaps(as_records(rows), {1: syn, 2: real}.__getitem__)
     assert gt["workers_kind"] is None and "| 4 |" in data_markdown([gt])
     from dlperf.report.tables import row_cells
 
-    assert any(c.endswith(", 4 wkr") for c in row_cells(rows[1]))
+    assert any(c.endswith(", 4 wkr") for c in row_cells(as_record(rows[1])))
 
 
 def test_comparisons_across_environments_are_marked():
@@ -550,8 +551,8 @@ def test_comparisons_across_environments_are_marked():
                  **common),
             dict(id=3, framework="jax", mode="xla",
                  result_json=_json.dumps(res(new, fw="jax", version="0.11")), **common)]
-    (mode,) = mode_speedups(rows, samples.__getitem__)
-    (fw,) = framework_ratios(rows, samples.__getitem__)
+    (mode,) = mode_speedups(as_records(rows), samples.__getitem__)
+    (fw,) = framework_ratios(as_records(rows), samples.__getitem__)
     assert mode["env_differs"] == [] and fw["env_differs"] == [f"platform: {old} vs {new}"]
     md = markdown([mode, fw])
     assert md.count("†") == 2 and "different environments" in md and "v973" in md
@@ -561,7 +562,7 @@ def test_comparisons_across_environments_are_marked():
     bd = [dict(r, step_time_median_s=samples[r["id"]][0],
                result_json=_json.dumps({**_json.loads(r["result_json"]), **oc}))
           for r in rows if r["mode"] != "graph"]
-    (gap,) = gap_attribution(bd)
+    (gap,) = gap_attribution(as_records(bd))
     assert gap["env_differs"] == [f"platform: {old} vs {new}"]
     assert "different environments" in gap_markdown([gap])
 
@@ -649,12 +650,12 @@ def test_real_data_is_set_against_the_synthetic_run_measured_the_same_way():
             row(5, "imagefolder", breakdown=True)]
     rows.append(row(6, "synthetic", trace_dir="tr"))
     t[6] = [0.040] * 8
-    rel = [g["relative_throughput"] for g in data_gaps(rows, t.__getitem__)]
+    rel = [g["relative_throughput"] for g in data_gaps(as_records(rows), t.__getitem__)]
     # plain 0.030 / 0.060, +trace 0.040 / 0.060, +breakdown 0.045 / 0.090 (the newest plain
     # synthetic run would have given 0.030 / 0.090 to the +breakdown one)
     assert sorted(rel) == pytest.approx(sorted([0.030 / 0.060, 0.040 / 0.060, 0.045 / 0.090]))
     # no +trace synthetic run: the +trace real run falls back to the plain one
-    rel = [g["relative_throughput"] for g in data_gaps(rows[:5], t.__getitem__)]
+    rel = [g["relative_throughput"] for g in data_gaps(as_records(rows[:5]), t.__getitem__)]
     assert sorted(rel) == pytest.approx(sorted([0.030 / 0.060, 0.030 / 0.060, 0.045 / 0.090]))
 
 
@@ -680,7 +681,7 @@ def test_framework_matrix_shows_newest_run_range_and_machines():
             row(8, "jax", "xla", 6.0, "2026-12-01T11", cfg={"breakdown": True}),
             row(6, "torch", "eager", 1.0, "2026-12-01T10", model="z"),
             dict(id=7, status="crash", model="m", framework="torch", mode="graph")]
-    m, z = framework_matrix(rows)
+    m, z = framework_matrix(as_records(rows))
     assert list(m["columns"]) == ["torch/eager", "torch/eager (nchw)", "torch/graph",
                                   "jax/xla", "jax/xla +breakdown"]
     # jax's newest run (row 1, 5 ms) is shown, not the faster older one
@@ -710,8 +711,8 @@ def test_framework_matrix_marks_cpu_runs_of_two_hosts_and_ranges_show_their_diff
                     else "xla", step_time_median_s=ms / 1e3, created_at=f"T{i}",
                     result_json=_json.dumps({"env": {"platform": platform}}))
 
-    (p,) = framework_matrix([row(1, "torch", 13.751, "vm-a"), row(2, "torch", 13.749, "vm-b"),
-                             row(3, "jax", 20.0, "vm-a")])
+    (p,) = framework_matrix(as_records([row(1, "torch", 13.751, "vm-a"), row(2, "torch", 13.749, "vm-b"),
+                             row(3, "jax", 20.0, "vm-a")]))
     assert p["env_differs"] == ["platform: torch/eager vm-b, jax/xla vm-a"]
     md = matrix_markdown([p])
     assert "(2 runs: 13.749–13.751)" in md and "†" in md
@@ -731,10 +732,10 @@ def test_framework_matrix_host_speed_marks_two_hosts_not_one_machine():
                     else "xla", step_time_median_s=0.01, created_at=f"T{i}",
                     result_json=_json.dumps({"env": env}))
 
-    (one,) = framework_matrix([row(1, "torch", 72.0, "GPU-af969e90-1"),
-                               row(2, "jax", 172.0, "GPU-af969e90-1")])
+    (one,) = framework_matrix(as_records([row(1, "torch", 72.0, "GPU-af969e90-1"),
+                               row(2, "jax", 172.0, "GPU-af969e90-1")]))
     assert one["env_differs"] == []
-    (two,) = framework_matrix([row(1, "torch", 72.0, None), row(2, "jax", 172.0, None)])
+    (two,) = framework_matrix(as_records([row(1, "torch", 72.0, None), row(2, "jax", 172.0, None)]))
     assert two["env_differs"] == ["host speed: torch/eager 72.0 ns, jax/xla 172.0 ns"]
 
 
@@ -751,11 +752,11 @@ def test_a_torch_compile_mode_other_than_default_labels_rows_and_columns():
                 {"config": {"compile_mode": "reduce-overhead"}}), **common),
             dict(id=3, mode="graph", result_json=_json.dumps(
                 {"config": {"compile_mode": "default"}}), **common)]
-    assert "torch/graph [reduce-overhead]" in row_cells(rows[1])
-    assert "[" not in row_cells(rows[2])[1]
-    (m,) = framework_matrix(rows)
+    assert "torch/graph [reduce-overhead]" in row_cells(as_record(rows[1]))
+    assert "[" not in row_cells(as_record(rows[2]))[1]
+    (m,) = framework_matrix(as_records(rows))
     assert list(m["columns"]) == ["torch/eager", "torch/graph", "torch/graph [reduce-overhead]"]
-    others = sorted(c["other"] for c in mode_speedups(rows, lambda i: [0.01] * 4))
+    others = sorted(c["other"] for c in mode_speedups(as_records(rows), lambda i: [0.01] * 4))
     assert others == ["torch/graph", "torch/graph [reduce-overhead]"]
 
 
@@ -790,7 +791,7 @@ def test_mxnet_eager_and_graph_runs_are_compared():
             dict(id=2, framework="mxnet", mode="graph", **common),
             dict(id=3, framework="jax", mode="xla", **common),
             dict(id=4, framework="tensorflow", mode="graph", **common)]
-    (pair,) = mode_speedups(rows, samples.__getitem__)
+    (pair,) = mode_speedups(as_records(rows), samples.__getitem__)
     assert (pair["baseline"], pair["other"]) == ("mxnet/eager", "mxnet/graph")
     assert pair["speedup"] == pytest.approx(2.0) and pair["threads"] == 2
     assert "| mxnet/eager | mxnet/graph | 2.000 [" in markdown([pair])
@@ -808,14 +809,14 @@ def test_layout_and_worker_kind_cells_follow_the_registry():
     assert FRAMEWORKS["mxnet"].layouts == ("NCHW",) and len(FRAMEWORKS["torch"].layouts) == 2
     base = {"model": "alexnet_cifar", "batch_size": 8, "status": "ok"}
     flags = json.dumps({"flags": {"layout": "NCHW"}})
-    assert row_cells({**base, "framework": "torch", "mode": "graph",
-                      "result_json": flags})[1] == "torch/graph NCHW"
-    assert row_cells({**base, "framework": "mxnet", "mode": "graph",
-                      "result_json": flags})[1] == "mxnet/graph"
+    assert row_cells(as_record({**base, "framework": "torch", "mode": "graph",
+                      "result_json": flags}))[1] == "torch/graph NCHW"
+    assert row_cells(as_record({**base, "framework": "mxnet", "mode": "graph",
+                      "result_json": flags}))[1] == "mxnet/graph"
     pipe = json.dumps({"data_info": {"placement": "pipeline",
                                      "pipeline": {"workers_kind": "processes"}}})
-    cells = {fw: row_cells({**base, "framework": fw, "mode": "x", "data": "mnist",
-                            "loader_workers": 2, "result_json": pipe})[6]
+    cells = {fw: row_cells(as_record({**base, "framework": fw, "mode": "x", "data": "mnist",
+                            "loader_workers": 2, "result_json": pipe}))[6]
              for fw in ("jax", "tensorflow", "mxnet")}
     assert cells == {"jax": "mnist, 2 wkr (processes)", "tensorflow": "mnist, 2 wkr",
                      "mxnet": "mnist, 2 wkr"}
@@ -859,8 +860,8 @@ def test_a_row_reads_as_its_record_with_its_columns_written_back(tmp_path):
 
 
 def test_the_report_reads_records_and_rows_alike(tmp_path):
-    """ResultStore.records() and ResultStore.rows() give the same tables and comparisons
-    (the report reads either; an HTML report reads the records)."""
+    """ResultStore.records() and ResultStore.rows() read once as records (as_records) give the
+    same tables and comparisons."""
     from dlperf.report import sections as S
     from dlperf.report.compare import framework_ratios, mode_speedups
     from dlperf.report.matrix import framework_matrix
@@ -877,14 +878,14 @@ def test_the_report_reads_records_and_rows_alike(tmp_path):
                "error": "boom"})
         rows, recs = s.rows(), s.records()
         measured = S.measured(s)
-        assert markdown_table(recs) == markdown_table(rows)
+        assert markdown_table(recs) == markdown_table(as_records(rows))
         assert "| fcn5 | jax/xla |" in markdown_table(recs)
         for fn in (mode_speedups, framework_ratios):
-            assert fn(recs, measured) == fn(rows, measured)
+            assert fn(recs, measured) == fn(as_records(rows), measured)
         modes = mode_speedups(recs, measured)
         assert [(c["baseline"], c["other"]) for c in modes] == [
             ("mxnet/eager", "mxnet/graph"), ("torch/eager", "torch/graph [reduce-overhead]")]
-        assert framework_matrix(recs) == framework_matrix(rows)
+        assert framework_matrix(recs) == framework_matrix(as_records(rows))
         # the matrix's columns follow the registry: torch, jax, tensorflow, mxnet
         (point,) = framework_matrix(recs)
         assert list(point["columns"]) == ["torch/eager", "torch/graph [reduce-overhead]",
@@ -926,7 +927,7 @@ def test_throughput_and_mfu_headers_say_they_come_from_the_mean():
     assert not {"samples/s", "tokens/s", "MFU"} & set(COLUMNS)
     # median 0.6 ms, mean 1.278 ms: 8 / mean = 6,259 samples/s
     r = _row(batch=8, median_s=0.0006, step_time_mean_s=0.0012782, samples_per_s=8 / 0.0012782)
-    header, _, line = _table_lines(markdown_table([r]))[:3]
+    header, _, line = _table_lines(markdown_table(as_records([r])))[:3]
     cells = dict(zip(_cells(header), _cells(line), strict=True))
     assert cells["samples/s (mean)"] == "6259" and cells["median ms [CI]"].startswith("0.6000")
     md = Path(__file__).resolve().parents[2] / "docs" / "measurement.md"

@@ -12,7 +12,7 @@ import pytest
 from dlperf.config import make_run_config
 from dlperf.errors import ConfigError
 from dlperf.results.export import to_csv, to_json
-from dlperf.results.schema import new_record
+from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import SCHEMA_VERSION, ResultStore
 from dlperf.stats import summarize, throughput
 
@@ -178,7 +178,7 @@ def test_version_7_data_wait_is_restated_by_total_time(tmp_path):
         fresh["data_wait"] = {"share": 0.05, "time_share": 0.05, "median_share": 0.01,
                               "threshold": 0.10, "input_bound": False, "criterion": "x"}
         s.add(fresh)
-        assert flatten(old)["data_wait_share"] == 0.0
+        assert flatten(RunRecord.from_dict(old))["data_wait_share"] == 0.0
     con = sqlite3.connect(db)
     con.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
     con.commit()
@@ -323,3 +323,23 @@ def test_read_only_store_reads_an_older_file_without_changing_it(tmp_path):
     with pytest.raises(ConfigError, match="not a dlperf results database"):
         ResultStore(tmp_path / "t.db", read_only=True)
     assert not (tmp_path / "none.db").exists()
+
+
+def test_merge_keeps_each_results_timeline(tmp_path):
+    """A result's per-kernel timeline (``--timeline``) lives in the ``timelines`` table, not
+    in its row: a merge carries it to the new row, for the target's own rows as for the
+    sources' (deleting the target's rows deletes their timelines)."""
+    from dlperf.results import timelines
+    from dlperf.results.merge import merge_stores
+
+    a, dest = tmp_path / "a.db", tmp_path / "dest.db"
+    tl = {"format": timelines.FORMAT, "data": "eJyrrgUAAXUA+Q==", "n_ops": 0}
+    with ResultStore(a) as s:
+        s.add({**_at(fake_result(batch=8), "2026-12-01T10:00:00+00:00"), "timeline": tl})
+    with ResultStore(dest) as s:
+        s.add({**_at(fake_result(batch=16), "2026-12-01T09:00:00+00:00"), "timeline": tl})
+    merge_stores(dest, [a])
+    with ResultStore(dest, read_only=True) as s:
+        got = {r["batch_size"]: timelines.load(s, r["id"]) for r in s.rows()}
+    assert {b: (t or {}).get("data") for b, t in got.items()} == {8: tl["data"],
+                                                                  16: tl["data"]}

@@ -19,6 +19,7 @@ from dlperf.report.threads import (
     threads_flat,
     threads_markdown,
 )
+from dlperf.results.view import as_records
 
 
 def _row(i, threads, ms, fw="torch", mode="eager", model="fcn5", status="ok", platform="vm-a",
@@ -52,7 +53,7 @@ def test_speedup_efficiency_and_the_base_is_the_fewest_threads():
             _row(7, 1, 9.0, model="lstm"),
             # no threads value (the framework's default): not in any group
             _row(8, None, 5.0)]
-    jax, torch = thread_scaling(rows)
+    jax, torch = thread_scaling(as_records(rows))
     assert torch["column"] == "torch/eager" and torch["base_threads"] == 2
     assert [p["threads"] for p in torch["points"]] == [2, 4, 8, 16]
     s = {p["threads"]: p for p in torch["points"]}
@@ -71,7 +72,7 @@ def test_newest_run_counts_failures_are_kept_and_other_environments_marked():
             _row(3, 2, 50.0),                          # re-run at 2 threads: the newest counts
             _row(4, 4, 0, status="timeout"),           # a failure is a result
             _row(5, 8, 20.0, platform="vm-b")]         # another host
-    (g,) = thread_scaling(rows)
+    (g,) = thread_scaling(as_records(rows))
     by_n = {p["threads"]: p for p in g["points"]}
     assert by_n[2]["speedup"] == pytest.approx(2.0)
     assert by_n[4]["status"] == "timeout" and by_n[4]["median_s"] is None
@@ -93,7 +94,7 @@ def test_slower_with_more_threads_and_warned_results_are_marked():
     marked, and a result with quality warnings carries the mark the legend explains."""
     rows = [_row(1, 1, 2.0), _row(2, 2, 11.28, warnings="host busy: the measuring thread "
                                   "waited for a CPU 67% of the segment")]
-    (g,) = thread_scaling(rows)
+    (g,) = thread_scaling(as_records(rows))
     assert g["points"][1]["warnings"].startswith("host busy") and g["points"][0]["warnings"] is None
     md = threads_markdown([g])
     line = [ln for ln in md.splitlines() if ln.startswith("| fcn5 ")][0]
@@ -104,7 +105,7 @@ def test_slower_with_more_threads_and_warned_results_are_marked():
 
 def test_speedup_ci_comes_from_the_raw_samples():
     samples = {1: [0.100, 0.101, 0.099, 0.100, 0.102], 2: [0.050, 0.051, 0.049, 0.050, 0.05]}
-    (g,) = thread_scaling([_row(1, 1, 100.0), _row(2, 2, 50.0)], samples.get)
+    (g,) = thread_scaling(as_records([_row(1, 1, 100.0), _row(2, 2, 50.0)]), samples.get)
     p = g["points"][1]
     assert p["speedup_ci_low"] <= p["speedup"] <= p["speedup_ci_high"]
     assert 1.9 < p["speedup_ci_low"] and p["speedup_ci_high"] < 2.1
@@ -114,7 +115,7 @@ def test_plots_one_png_per_model(tmp_path):
     rows = [_row(1, 1, 100.0), _row(2, 2, 55.0), _row(3, 1, 300.0, model="lstm"),
             _row(4, 4, 90.0, model="lstm"), _row(5, 4, 0, model="lstm", status="crash",
                                                   fw="jax", mode="xla")]
-    paths = plot_thread_scaling(thread_scaling(rows), tmp_path / "plots")
+    paths = plot_thread_scaling(thread_scaling(as_records(rows)), tmp_path / "plots")
     assert [p.name for p in paths] == ["step_time_vs_threads_fcn5.png",
                                        "step_time_vs_threads_lstm.png"]
     for p in paths:
@@ -123,7 +124,7 @@ def test_plots_one_png_per_model(tmp_path):
     # two model names that sanitise to one file name get two files, not one overwritten
     rows = [_row(1, 1, 100.0, model="a/b"), _row(2, 2, 55.0, model="a/b"),
             _row(3, 1, 100.0, model="a:b"), _row(4, 2, 60.0, model="a:b")]
-    paths = plot_thread_scaling(thread_scaling(rows), tmp_path / "dup")
+    paths = plot_thread_scaling(thread_scaling(as_records(rows)), tmp_path / "dup")
     assert [p.name for p in paths] == ["step_time_vs_threads_a_b.png",
                                        "step_time_vs_threads_a_b_2.png"]
     assert all(p.is_file() for p in paths)
@@ -179,7 +180,7 @@ def test_a_failed_fewest_count_keeps_the_group_and_its_csv_row():
     rows = [_row(1, 1, 0, status="timeout"), _row(2, 2, 50.0),
             _row(3, 1, 0, model="lstm", status="crash"), _row(4, 2, 0, model="lstm",
                                                              status="timeout")]
-    fcn, lstm = sorted(thread_scaling(rows), key=lambda g: g["model"])
+    fcn, lstm = sorted(thread_scaling(as_records(rows)), key=lambda g: g["model"])
     assert fcn["base_threads"] == 2 and fcn["points"][0]["status"] == "timeout"
     assert fcn["points"][1]["speedup"] == pytest.approx(1.0)
     assert lstm["base_threads"] is None and lstm["best_threads"] is None
@@ -203,6 +204,6 @@ def test_efficiency_table_names_the_thread_count():
     res = {"mfu": {"mfu": 0.25, "achieved_flops_per_s": 2e11, "ceiling_flops_per_s": 8e11}}
     rows = [{**_row(1, 1, 100.0), "result_json": json.dumps(res)},
             {**_row(2, 2, 55.0), "result_json": json.dumps(res)}]
-    md = efficiency_markdown(rows)
+    md = efficiency_markdown(as_records(rows))
     assert "| fcn5 | torch/eager | cpu, 1 thr | fp32 |" in md
     assert "| fcn5 | torch/eager | cpu, 2 thr | fp32 |" in md

@@ -75,6 +75,7 @@ def allreduce(
     from_json: Annotated[Path | None, typer.Option(help="Store the rows of an earlier --json file in --db instead of running.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing --json file that is not an earlier all-reduce JSON (never a database).")] = False,
     nccl_nvls: Annotated[str, typer.Option(help=NVLS_HELP)] = "default",
+    timeout: Annotated[float, typer.Option(help="Stop the benchmark (every rank) after this many seconds: a rank that never joins would wait forever.", min=1.0, max=2592000.0)] = 3600.0,
 ) -> None:
     """All-reduce bandwidth (algbw/busbw) over message sizes, in the manner of nccl-tests."""
     def body() -> None:
@@ -116,7 +117,20 @@ def allreduce(
 
         set_nccl_nvls(nccl_nvls)
         try:
-            rc = subprocess.run(cmd, env=dict(os.environ)).returncode
+            from dlperf.procgroup import end_group, wait_group
+
+            proc = subprocess.Popen(cmd, env=dict(os.environ), start_new_session=True)
+            try:
+                rc = wait_group(proc, timeout)
+            except subprocess.TimeoutExpired:
+                end_group(proc)
+                raise ConfigError(f"the all-reduce benchmark ran past --timeout {timeout:g} s "
+                                  f"(waiting for its {nproc} ranks to finish every size up to "
+                                  f"{max_bytes}) and was stopped with its ranks; give a larger "
+                                  "--timeout, or fewer sizes (--max-bytes)") from None
+            except BaseException:  # Ctrl-C: the ranks are in the launcher's session
+                end_group(proc)
+                raise
             if rc == 0 and db is not None:
                 store_collectives(json_out, db)
         finally:

@@ -47,26 +47,6 @@ def console_width(is_tty: bool, environ: Any = None) -> int | None:
     return None if is_tty else PIPE_WIDTH
 
 
-def safe_streams(*streams: Any) -> None:
-    """Let ``streams`` (default: stdout and stderr) print any text: where their encoding
-    cannot encode every character (``PYTHONIOENCODING=ascii``, a ``C`` locale, a legacy code
-    page), the characters it cannot are written as ``?`` instead of raising
-    ``UnicodeEncodeError`` in the middle of a table."""
-    import codecs
-
-    for st in streams or (sys.stdout, sys.stderr):
-        enc = (getattr(st, "encoding", None) or "utf-8").lower()
-        try:
-            full = codecs.lookup(enc).name in ("utf-8", "utf-16", "utf-32")
-        except LookupError:
-            full = False
-        if not full and hasattr(st, "reconfigure"):
-            with contextlib.suppress(ValueError, OSError):
-                st.reconfigure(errors="replace")
-
-
-safe_streams()
-
 # Off a terminal, lines of text stay whole (soft wrap: a log or a test reads them as printed);
 # tables still fit the width.
 out = Console(width=console_width(sys.stdout.isatty()), soft_wrap=not sys.stdout.isatty())
@@ -347,7 +327,7 @@ def grouped(**groups: type) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return decorate
 
 
-def print_warning_lines(rows: list[dict[str, Any]]) -> None:
+def print_warning_lines(recs: list[Any]) -> None:
     """Under a results table: one line per result with warnings (the table's ``⚠ N``),
     :func:`dlperf.report.tables.warning_lines`, each wrapped to the console's width (words
     whole, continuation lines indented) like the table above it."""
@@ -355,27 +335,30 @@ def print_warning_lines(rows: list[dict[str, Any]]) -> None:
 
     from dlperf.report.tables import warning_lines
 
-    for line in warning_lines(rows):
+    for line in warning_lines(recs):
         text = textwrap.fill(line, width=max(out.width, 20), subsequent_indent="  ",
                              break_long_words=False, break_on_hyphens=False)
         out.print(text, markup=False, highlight=False, style="yellow")
 
 
 def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
-    """The results table of this call's points, their breakdown and repeats tables."""
+    """The results table of this call's points (store rows), their breakdown and repeats
+    tables."""
     from dlperf.report.breakdown import breakdown_table
     from dlperf.report.tables import results_table
+    from dlperf.results.view import as_records
 
-    print_table(results_table(rows))
-    print_warning_lines(rows)
-    bt = breakdown_table(rows)
+    recs = as_records(rows)
+    print_table(results_table(recs))
+    print_warning_lines(recs)
+    bt = breakdown_table(recs)
     if bt is not None:
         print_table(bt)
         out.print(BREAKDOWN_LEGEND, highlight=False)
     if any(p.repeat for p in points):
         from dlperf.report.compare import repeat_runs, repeats_markdown
 
-        reps = repeat_runs(rows)
+        reps = repeat_runs(recs)
         if reps:
             print_markdown(repeats_markdown(reps))
 

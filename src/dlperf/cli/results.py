@@ -38,16 +38,18 @@ def _op_classes_text(rows: list[dict[str, Any]], format: str, samples_of: Any = 
     """
     from dlperf.report import breakdown as bdr
     from dlperf.report.sections import csv_text
+    from dlperf.results.view import as_records
 
-    if not any(bdr.op_classes_of(r) for r in rows):
+    recs = as_records(rows)
+    if not any(bdr.op_classes_of(r) for r in recs):
         raise ConfigError("no result here has op classes; measure with --breakdown or "
                           "--trace DIR")
-    gaps = bdr.gap_attribution(rows, samples_of)
+    gaps = bdr.gap_attribution(recs, samples_of)
     if format == "table" and to_file:
-        return bdr.op_class_markdown(rows) + ("\n" + bdr.gap_markdown(gaps) if gaps else "")
+        return bdr.op_class_markdown(recs) + ("\n" + bdr.gap_markdown(gaps) if gaps else "")
     if format == "table":
-        common.print_table(bdr.op_class_table(rows))
-        md = bdr.op_class_markdown(rows)
+        common.print_table(bdr.op_class_table(recs))
+        md = bdr.op_class_markdown(recs)
         if "Unclassified device time" in md:
             common.out.print(md[md.index("Unclassified device time"):].rstrip(), markup=False,
                              highlight=False)
@@ -62,9 +64,9 @@ def _op_classes_text(rows: list[dict[str, Any]], format: str, samples_of: Any = 
                 "batch_size": r.get("batch_size"), "step_time_median_s": r.get("step_time_median_s"),
                 "op_classes": bdr.result_of(r).get("op_classes"),
                 "trace": bdr.result_of(r).get("trace")}
-               for r in rows if bdr.op_classes_of(r)]
+               for r, rec in zip(rows, recs, strict=True) if bdr.op_classes_of(rec)]
         return json.dumps({"results": per, "gaps": gaps}, indent=1, default=str)
-    return csv_text(bdr.op_class_records(rows))
+    return csv_text(bdr.op_class_records(recs))
 
 
 def _write(text: str, output: Path | None, format: str, db: str = "",
@@ -129,18 +131,20 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
     ``output`` that is not an earlier export is replaced."""
     from dlperf.report.tables import results_table
     from dlperf.results.export import to_csv, to_json
+    from dlperf.results.view import as_records
 
     if format == "table":
         if output:
             raise ConfigError("--output needs --format csv or json")
-        common.print_table(results_table(rows, history=history))
-        common.print_warning_lines(rows)
+        recs = as_records(rows)
+        common.print_table(results_table(recs, history=history))
+        common.print_warning_lines(recs)
         if not rows and store.collectives():
             common.err.print(f"{db} holds all-reduce rows only: dlperf results --db {db} "
                              "--compare allreduce", markup=False, highlight=False)
         from dlperf.report.breakdown import breakdown_table
 
-        bt = breakdown_table(rows)
+        bt = breakdown_table(recs)
         if bt is not None:
             common.print_table(bt)
             common.out.print(common.BREAKDOWN_LEGEND, highlight=False)

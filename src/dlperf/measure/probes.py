@@ -15,7 +15,7 @@ from typing import Any
 from dlperf.measure.dispatch import METHOD, probe_count, probe_dispatch
 from dlperf.perfmodel.datasheet import datasheet_peaks
 from dlperf.perfmodel.mfu import mfu_summary
-from dlperf.results.schema import RunRecord, as_record
+from dlperf.results.schema import RunRecord
 
 __all__ = ["run_probes", "efficiency", "compile_info", "profile_comm", "breakdown_into"]
 
@@ -56,7 +56,7 @@ def run_probes(session: Any, cfg: Any, env: Mapping[str, Any] | None = None) -> 
     return out
 
 
-def efficiency(result: RunRecord | Mapping[str, Any], spec: Any, probes: Mapping[str, Any],
+def efficiency(r: RunRecord, spec: Any, probes: Mapping[str, Any],
                device_name: str | None) -> dict[str, Any]:
     """The ``flops``, ``ceilings``, ``datasheet``, ``mfu`` and ``probe_errors`` parts of a
     record (as dicts), from its identity and throughput and the probes (:func:`run_probes`).
@@ -66,7 +66,6 @@ def efficiency(result: RunRecord | Mapping[str, Any], spec: Any, probes: Mapping
     (``versions["device_name"]``, e.g. "NVIDIA H200"), which picks the datasheet entry on a
     GPU; it is passed in because the record's own ``versions`` are filled in only after the
     measurement. MFU is per device (:func:`dlperf.perfmodel.mfu.mfu_summary`)."""
-    r = as_record(result)
     ident = r.identity
     fw = probes.get("framework_flops") or {}
     sheet = datasheet_peaks(device_name if ident.device == "cuda" else None)

@@ -13,11 +13,8 @@ The thresholds are below (documented in docs/measurement.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from dlperf.measure.spread import drift_of, spread_warnings
-from dlperf.results.schema import RunRecord, as_record
+from dlperf.results.schema import RunRecord
 from dlperf.stats import min_samples_for_ci
 
 __all__ = ["WIDE_CI_REL", "LONG_TAIL_RATIO", "PROFILED_SLOWDOWN_WARN", "quality_warnings",
@@ -29,7 +26,7 @@ LONG_TAIL_RATIO = 1.25    # mean more than 1.25 x the median
 PROFILED_SLOWDOWN_WARN = 1.2  # comm-profiled iterations more than 1.2 x the measured median
 
 
-def mfu_above_one(result: RunRecord | Mapping[str, Any]) -> str | None:
+def mfu_above_one(r: RunRecord) -> str | None:
     """Why a result's MFU exceeds 100%, most specific cause first, or None when it does not.
 
     Three causes were seen on an H200 (benchmarks/results/h200/mfu_inputs.db): (1) the analytic
@@ -40,7 +37,6 @@ def mfu_above_one(result: RunRecord | Mapping[str, Any]) -> str | None:
     either count); (3) the square-GEMM ceiling (dlperf.perfmodel.ceilings) is below the rate
     some other shapes reach.
     """
-    r = as_record(result)
     m = r.mfu
     if m is None or m.mfu is None or m.mfu <= 1.0:
         return None
@@ -160,11 +156,9 @@ def _setting_warnings(r: RunRecord) -> list[str]:
     return w
 
 
-def quality_warnings(result: RunRecord | Mapping[str, Any]) -> list[str]:
+def quality_warnings(r: RunRecord) -> list[str]:
     """Plain-language warnings about a measurement that should not be trusted as it is (see
-    the module docstring), in a fixed order; empty when there is nothing to say. A dict is read
-    as a record (:func:`~dlperf.results.schema.as_record`)."""
-    r = as_record(result)
+    the module docstring), in a fixed order; empty when there is nothing to say."""
     w = _timing_warnings(r) + spread_warnings(r) + _setting_warnings(r)
     over = mfu_above_one(r)
     if over:

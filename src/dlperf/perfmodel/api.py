@@ -3,16 +3,27 @@
 
 ``predict`` answers "how fast would this train at another batch size, precision or mode, on
 more GPUs or more nodes" from stored results. It is pure over the results files (read once per
-process and kept by path and modification time); no framework is imported.
+process and kept by path and modification time); no framework is imported. One prediction is
+one composition, read top to bottom in :func:`predict`:
 
-The prediction interval comes from held-out residuals ``log(measured / predicted)`` of the
-back-test category that matches how the prediction was made: a Mondrian conformal interval
-(:func:`dlperf.perfmodel.intervals.mondrian`) from the residuals of the prediction's own bound
-(host or device) in that category when there are enough, else the category's. ``predict`` never
-runs the back-test: it reads the residual table that ``dlperf predict --validate`` wrote beside
-the results files (:func:`dlperf.perfmodel.fitcache.read_table`, keyed by the model's source and
-the files' content), or, in the same process, the residuals a :func:`validate` of the same files
-left in memory. Without either a prediction has no interval and says how to get one. The roofline
+1. the request checked and resolved to stored configurations (:func:`_request`);
+2. the one-device host time ``H`` and device time ``D`` (:func:`_one_device`): the
+   configuration's own series, a what-if from another configuration's, or the roofline;
+3. real data with a worker ladder: the compute part first (:func:`_input_compute`);
+4. another host's speed scales ``H`` (:func:`_host_speed`);
+5. the step ``equations.step_s(H, D)``; N devices: ``equations.dp_step_s`` with WFBP
+   (:func:`_data_parallel`); real data: the input overlap (:func:`_input`);
+6. the interval from the residuals of the back-test category that makes predictions the way
+   this one was made, its *path* (:func:`_interval_of`), and the stored measurement of the
+   point, withheld from every fit (:func:`_measured`).
+
+The interval is a Mondrian conformal interval (:func:`dlperf.perfmodel.intervals.mondrian`)
+from the path's residuals of the prediction's own bound (host or device) when there are
+enough, else the category's. ``predict`` never runs the back-test: it reads the residual table
+that ``dlperf predict --validate`` wrote beside the results files
+(:func:`dlperf.perfmodel.fitcache.read_table`, keyed by the model's source and the files'
+content), or, in the same process, the residuals a validation of the same files left in
+memory. Without either a prediction has no interval and says how to get one. The roofline
 group fits are stored too (:func:`dlperf.perfmodel.fitcache.fits_file`, same key), so a new
 process reads them back instead of fitting each group again.
 """
@@ -28,18 +39,18 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
+from dlperf.perfmodel import comm, memory
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
-from dlperf.perfmodel import memory
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.netspec import network_for, whole
-from dlperf.perfmodel.records import Records, load, point_id
+from dlperf.perfmodel.calibrate import Calibration, Config, Shared
+from dlperf.perfmodel.comm import network_for, whole
+from dlperf.perfmodel.records import Point, Records, load, point_id
 from dlperf.perfmodel.scaling import efficiency
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
@@ -221,6 +232,58 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             without a network), no matching stored configuration or several with no default,
             a batch not divisible by the devices, or nothing stored to calibrate on.
     """
+    req = _request(db, model, framework, mode, precision, device, batch_size, nproc, nnodes,
+                   network, what_if, data=data, layout=layout, loader_workers=loader_workers,
+                   threads=threads, grad_accum=grad_accum, compile_mode=compile_mode)
+    recs = records_of(db)
+    cal = Calibration(recs, lambda p: req.target.matches(p) and (
+        (req.world == 1 and p.per_device_batch == req.batch) or req.target != req.base),
+        share_efficiencies=shared_fits(recs))
+    d = _one_device(recs, cal, req)       # H and D of one device: series, what-if or analytic
+    _input_compute(d, recs, cal, req)     # real data with a worker ladder: t_c first
+    _host_speed(d, cal, req)              # another host: H scaled by the probes
+    t1 = d.step_s = d.one.step_time_s     # equations.step_s(H, D)
+    _data_parallel(d, recs, cal, req)     # N devices: equations.dp_step_s with WFBP
+    _input(d, req)                        # real data: equations.input_iteration_s
+    pred = _prediction(d, recs, cal, req, t1, level)
+    _store_fits(recs)
+    return pred
+
+
+@dataclass(frozen=True)
+class Request:
+    """A prediction's arguments, checked and resolved against the stored results
+    (:func:`_request`): the stored configuration it starts from (``base``), the one predicted
+    (``target``, another for a what-if), the global and per-device batch, the devices, the
+    network, another host's speed probe (ns) and the stored measurements of the point itself,
+    withheld from every fit (``withheld``: one device, the configuration at this batch; N
+    devices, its N-device measurements)."""
+
+    base: Config
+    target: Config
+    global_batch: int
+    batch: int
+    world: int
+    nnodes: int
+    network: comm.Network | None
+    host_ns: float | None
+    batch_what_if: bool
+    withheld: tuple[Point, ...]
+    note: str | None
+
+    @property
+    def sources(self) -> list[str | None]:
+        """Where a one-device series is looked for: the results file of the stored point
+        predicted (its host session), as the back-test does, then the best-measured one."""
+        files = [p.source for p in self.withheld if self.world == 1]
+        return [files[-1], None] if files else [None]
+
+
+def _request(db: Any, model: str, framework: str | None, mode: str | None,
+             precision: str | None, device: str | None, batch_size: Any, nproc: Any,
+             nnodes: Any, network: Any, what_if: Any, **selectors: Any) -> Request:
+    """:func:`predict`'s arguments checked (each refusal a :class:`ConfigError` saying how to
+    fix it) and resolved to a :class:`Request` (:mod:`dlperf.perfmodel.request`)."""
     for name, v in (("batch_size", batch_size), ("nproc", nproc), ("nnodes", nnodes)):
         if not whole(v):
             raise ConfigError(f"{name} {v!r}: give a whole number >= 1 (e.g. {name}=64)")
@@ -240,14 +303,15 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     if batch_size % world:
         raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
     recs = records_of(db)
-    device = rq.device_for(recs, device)
-    given = {"framework": framework, "mode": mode, "precision": precision, "device": device,
-             "data": data, "layout": layout.lower() if layout else None,
-             "loader_workers": loader_workers, "threads": threads, "grad_accum": grad_accum,
-             "compile_mode": compile_mode}
+    layout = selectors["layout"]
+    given = {"framework": framework, "mode": mode, "precision": precision,
+             "device": rq.device_for(recs, device), "data": selectors["data"],
+             "layout": layout.lower() if layout else None,
+             **{k: selectors[k] for k in ("loader_workers", "threads", "grad_accum",
+                                          "compile_mode")}}
     rq.check_names(recs, model, given)
     base, note = rq.resolve(recs, model, given)
-    target, gbatch, host_ns = rq.apply_what_if(what_if, base, batch_size)
+    target, gbatch, host_ns = rq.apply_what_if(what_if, base, int(batch_size))
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
             f"{k}={v}" for k, v in (what_if or {}).items()))
@@ -258,51 +322,114 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     _, no_fit = memory.check([p for p in recs.points if target.matches(p)], b)
     if no_fit:
         raise ConfigError(f"{target.label()}: {no_fit}")
-    # the point predicted is withheld from every fit (one device: the configuration at this
-    # batch; N devices: its N-device measurements, the one-device ones stay: they are the input)
-    withheld = [p for p in recs.points if Config.of(p) == target and p.world_size == world
-                and p.nnodes == nnodes and p.per_device_batch == b and not p.variant]
-    cal = Calibration(recs, lambda p: target.matches(p) and (
-        (world == 1 and p.per_device_batch == b) or target != base),
-        share_efficiencies=_base_calibration(recs))
-    # a point stored in one file is predicted from that file's series (its host session), as
-    # the back-test does; else from the best-measured series
-    files = [p.source for p in withheld if world == 1]
-    sources: list[str | None] = [files[-1], None] if files else [None]
+    withheld = tuple(p for p in recs.points if Config.of(p) == target
+                     and (p.world_size, p.nnodes, p.per_device_batch) == (world, nnodes, b)
+                     and not p.variant)
+    return Request(base, target, gbatch, b, world, nnodes, net, host_ns,
+                   gbatch != batch_size and target == base, withheld, note)
+
+
+@dataclass
+class Draft:
+    """A prediction being composed: the one-device parts (``one``), the step so far (s), the
+    back-test category that judges it (its path), and the provenance and assumptions each
+    step adds."""
+
+    one: pm.OneDevice
+    path: str
+    provenance: dict[str, str]
+    assumptions: list[str]
+    step_s: float = 0.0
+    exposed_s: float = 0.0
+    input_s: float = 0.0
+    rungs: list = field(default_factory=list)
+
+
+def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
+    """The one-device host and device times (:mod:`dlperf.perfmodel.model`): a what-if from
+    the base's series, else the configuration's own series, else the group's roofline
+    (analytic); the path is the back-test category of that way.
+
+    Raises:
+        ConfigError: no way works (the reason, and how to give a FLOP count where that was
+            it).
+    """
+    base, target, b = req.base, req.target, req.batch
     try:
         if target != base:
-            one, cat = _first(lambda x: pm.what_if(cal, base, target, b, x),
-                              sources), _whatif_category(base, target)
+            one = _first(lambda x: pm.what_if(cal, base, target, b, x), req.sources)
+            path = whatif_category(base, target, req.host_ns)
         elif cal.series(target):
-            one = _first(lambda x: pm.from_series(cal, target, b, x), sources)
-            cat = series_category(one.fit.batch_sizes if one.fit else (), b)
+            one = _first(lambda x: pm.from_series(cal, target, b, x), req.sources)
+            path = series_category(one.fit.batch_sizes if one.fit else (), b)
         else:
-            one, cat = pm.analytic(cal, target, b), "leave-one-model-out"
+            one, path = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
         raise ConfigError(f"{target.label()}: {e}{_how_to_give_flops(recs, target, e)}") from None
-    if gbatch != batch_size and target == base:
-        cat = "what-if B->2B"
-    pred = _finish(recs, cal, one, cat, world, nnodes, gbatch, net, host_ns, level, withheld)
-    pred.warnings = [*rq.extrapolation(recs, base, b), *([note] if note else [])]
-    if host_ns is not None or target.framework != base.framework:
-        pred.assumptions.append(
-            f"interval from the '{cat}' back-test: "
-            + ("a host-speed change" if host_ns is not None else "a change of framework")
-            + " is not back-tested on stored pairs, so its error is not known here")
-    if pred.how == "analytic" and target == base:  # the model's own series in another config
-        own = sorted({Config.of(p) for p in recs.points if p.model == model and p.world_size == 1
-                      and p.framework == target.framework and p.device == target.device
-                      and Config.of(p) != target}, key=lambda c: c.label())
-        if own:
-            pred.warnings.append(
-                f"analytic: {target.label()} is "
-                + (f"stored only at batch {b}, which a prediction of it withholds"
-                   if withheld else "not stored") + f", but {own[0].label()} is; a what-if "
-                f"from it uses {model}'s own measurements (e.g. --precision {own[0].precision} "
-                f"--mode {own[0].mode} --what-if precision={target.precision}"
-                + (f" --what-if mode={target.mode}" if target.mode != own[0].mode else "") + ")")
-    _store_fits(recs)
-    return pred
+    path = "what-if B->2B" if req.batch_what_if else path
+    return Draft(one, path, dict(one.provenance), list(one.assumptions))
+
+
+def _input_compute(d: Draft, recs: Records, cal: Calibration, req: Request) -> None:
+    """Real data with a stored worker ladder: the step's compute part ``t_c`` is the
+    synthetic-data step of the configuration (:func:`inputpipe.compute_part`), and the path
+    the input pipeline's back-test category."""
+    d.rungs, notes = ip.ladder_for(recs.points, d.one.cfg, list(req.withheld))
+    if d.rungs and d.one.cfg.loader_workers is not None:
+        d.one, cnotes = ip.compute_part(cal, d.one)
+        notes, d.path = [*notes, *cnotes], ip.INPUT_CATEGORY
+    d.assumptions += notes
+
+
+def _host_speed(d: Draft, cal: Calibration, req: Request) -> None:
+    """A host-speed what-if: ``H`` scaled by the ratio of the given probe to the calibration
+    points' median probe (:func:`equations.host_scaled_s`)."""
+    if req.host_ns is None:
+        return
+    probes = [min(x for x in p.host_speed_ns if x) for p in cal.points
+              if d.one.cfg.matches(p) and any(p.host_speed_ns)]
+    if not probes:
+        d.assumptions.append("host speed given but not recorded with the calibration points: "
+                             "host time unscaled")
+        return
+    ref = float(np.median(probes))
+    d.one.host_s = eq.host_scaled_s(d.one.host_s, req.host_ns, ref)
+    d.provenance["host speed"] = (f"given: probe {req.host_ns:g} ns against the calibration "
+                                  f"points' median {ref:.3g} ns: host x {req.host_ns / ref:.3g}")
+
+
+def _data_parallel(d: Draft, recs: Records, cal: Calibration, req: Request) -> None:
+    """N devices: the data-parallel step over the one-device parts (:func:`model.
+    data_parallel`: DDP's fitted overhead, the exposed all-reduce of WFBP over the recorded or
+    default buckets); the path is :data:`NPROC_CATEGORY`."""
+    if req.world > 1:
+        fn, desc, measured = pm.comm_time_fn(cal, req.world, req.nnodes, req.network)
+        ddp, fitted = _ddp_overhead(recs, list(req.withheld))
+        if not fitted:
+            d.assumptions.append("no stored N-device pair: DDP's own overhead taken as 0")
+        prof = dp.recorded_profile(recs.points, d.one.cfg, req.world, d.one.batch,
+                                   req.withheld)
+        d.step_s, d.exposed_s, dprov = pm.data_parallel(d.one, ddp, fn, desc, measured,
+                                                        profile=prof)
+        d.provenance.update(dprov)
+        d.assumptions += dp.assumptions(prof)
+        d.one.how += " + data parallel"
+        d.path = NPROC_CATEGORY
+
+
+def _input(d: Draft, req: Request) -> None:
+    """The input pipeline's time the step does not hide (:func:`inputpipe.estimate`); none for
+    synthetic data on the device."""
+    cfg = d.one.cfg
+    if cfg.data == "synthetic":
+        d.assumptions.append("synthetic data on the device: no input time")
+        return
+    est = ip.estimate(d.rungs if cfg.loader_workers is not None else [],
+                      cfg.loader_workers or 0, d.one.batch, d.step_s)
+    d.input_s, d.step_s = est.input_s, est.step_s
+    d.provenance["input"] = est.provenance
+    d.assumptions += est.assumptions
+    d.one.calibrated_on = [*d.one.calibrated_on, *est.calibrated_on]
 
 
 def series_category(batches: Iterable[int], batch: int) -> str:
@@ -369,153 +496,165 @@ def _how_to_give_flops(recs: Records, target: Config, e: Exception) -> str:
             f"whose FLOP count is not taken for {target.framework} (the graphs may differ)." + run)
 
 
-_BASE: dict[int, Calibration] = {}
-_FITS_STORED: dict[int, int] = {}  # group fits on disk per records (id)
+_SHARED: dict[int, Shared] = {}
 _DDP: dict[tuple, dp.DDPOverhead] = {}
 
 
-def _base_calibration(recs: Records) -> Calibration:
-    """One calibration per loaded records whose roofline fits later calibrations share: each
-    fit leaves out the model it serves, and a prediction withholds only its own model's points
-    (:class:`Calibration`'s ``share_efficiencies``)."""
-    if id(recs) not in _BASE:
-        _BASE[id(recs)] = cal = Calibration(recs)
-        cal._eff.update(fc.read_fits(fc.fits_file(recs)))  # fitcache.py
-        _FITS_STORED[id(recs)] = len(cal._eff)
-    return _BASE[id(recs)]
+def shared_fits(recs: Records) -> Shared:
+    """The fits every prediction on ``recs`` shares (:class:`~dlperf.perfmodel.calibrate.
+    Shared`), made once per process: its roofline group fits read from the store
+    (:func:`fitcache.read_fits`) when it is made. Each group fit leaves out the model it
+    serves, and a prediction withholds only its own model's points, so they are valid for
+    every prediction."""
+    if id(recs) not in _SHARED:
+        _SHARED[id(recs)] = shared = Shared(recs)
+        shared.load(fc.read_fits(fc.fits_file(recs)))
+    return _SHARED[id(recs)]
 
 
 def _store_fits(recs: Records) -> None:
-    """Write the base calibration's group fits to disk when this process added some."""
-    cal = _BASE.get(id(recs))
-    if cal is not None and len(cal._eff) > _FITS_STORED.get(id(recs), 0):
-        fc.write_fits(fc.fits_file(recs), cal._eff)
-        _FITS_STORED[id(recs)] = len(cal._eff)
+    """Write the shared group fits to the store when this process made some."""
+    shared = _SHARED.get(id(recs))
+    if shared is not None and shared.unstored():
+        fc.write_fits(fc.fits_file(recs), shared.groups)
+        shared.saved()
 
 
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     key = (id(recs), tuple(sorted((p.source, p.result_id) for p in withheld)))
     if key not in _DDP:
         dp_cal = Calibration(recs, lambda p: p in withheld,
-                             share_efficiencies=_base_calibration(recs))
+                             share_efficiencies=shared_fits(recs))
         pairs = dp.pairs_of(dp_cal, dp.comm_for_records(recs))
         _DDP[key] = dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
     ddp = _DDP[key]
     return ddp, bool(ddp.pairs)
 
 
-def _whatif_category(base: Config, target: Config) -> str:
-    if base.mode != target.mode:
-        return "what-if eager->graph"
-    return "what-if fp32->bf16"
+def whatif_category(base: Config, target: Config, host_ns: float | None = None) -> str:
+    """The back-test category of a what-if from ``base`` to ``target``: a change of mode is
+    judged by ``what-if eager->graph``, any other by ``what-if fp32->bf16``."""
+    return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 
-def _finish(recs: Records, cal: Calibration, one: pm.OneDevice, cat: str, world: int,
-            nnodes: int, gbatch: int, network: pm.Network | None, host_ns: float | None,
-            level: float, withheld: list) -> Prediction:
-    rungs, notes = ip.ladder_for(recs.points, one.cfg, withheld)
-    if rungs and one.cfg.loader_workers is not None:  # Shi & Chu: t_c + the ladder's t_io
-        one, cnotes = ip.compute_part(cal, one)
-        notes, cat = [*notes, *cnotes], ip.INPUT_CATEGORY
-    prov, assumptions = dict(one.provenance), [*one.assumptions, *notes]
-    if host_ns is not None:
-        probes = [min(x for x in p.host_speed_ns if x) for p in cal.points
-                  if one.cfg.matches(p) and any(p.host_speed_ns)]
-        if probes:
-            scale = host_ns / float(np.median(probes))
-            one.host_s = eq.host_scaled_s(one.host_s, host_ns, float(np.median(probes)))
-            prov["host speed"] = (f"given: probe {host_ns:g} ns against the calibration "
-                                  f"points' median {np.median(probes):.3g} ns: host x {scale:.3g}")
-        else:
-            assumptions.append("host speed given but not recorded with the calibration points: "
-                               "host time unscaled")
-    t1 = one.step_time_s
-    t, exposed = t1, 0.0
-    how = one.how
-    if world > 1:
-        fn, desc, measured = pm.comm_time_fn(cal, world, nnodes, network)
-        ddp, fitted = _ddp_overhead(recs, withheld)
-        if not fitted:
-            assumptions.append("no stored N-device pair: DDP's own overhead taken as 0")
-        prof = dp.recorded_profile(recs.points, one.cfg, world, one.batch, withheld)
-        t, exposed, dprov = pm.data_parallel(one, ddp, fn, desc, measured, profile=prof)
-        prov.update(dprov)
-        assumptions += dp.assumptions(prof)
-        how += " + data parallel"
-        cat = NPROC_CATEGORY
-    if one.cfg.data == "synthetic":
-        input_s = 0.0
-        assumptions.append("synthetic data on the device: no input time")
-    else:  # inputpipe.py: the mean iteration with the input prefetching does not hide
-        est = ip.estimate(rungs if one.cfg.loader_workers is not None else [],
-                          one.cfg.loader_workers or 0, one.batch, t)
-        input_s, t = est.input_s, est.step_s
-        prov["input"] = est.provenance
-        assumptions += est.assumptions
-        one.calibrated_on = [*one.calibrated_on, *est.calibrated_on]
-    if network is not None and network.inter is not None and nnodes == 1:
-        assumptions.append(f"inter-node link {network.inter.name} not used: one node")
-    # N devices: the back-test judges the stored 2-GPU points; other counts on one node
-    # borrow its residuals at a wider level, several nodes are not validated at all
-    stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
-    borrowed = world > 1 and nnodes == 1 and world not in stored_n
-    note = None
-    if world > 1 and nnodes > 1:
-        ivl = None
-        note = (f"multi-node: not validated (no stored measurement of {nnodes} nodes to "
+def _interval_of(d: Draft, recs: Records, req: Request, level: float
+                 ) -> tuple[tuple[float, float], str | None, str | None]:
+    """``(interval (s), where it came from, why there is none)`` of the drafted step: the
+    Mondrian conformal interval of its path's residuals (:func:`_interval`); N devices of a
+    count no stored point has borrow the stored counts' residuals at a wider level; several
+    nodes are not validated."""
+    nan = (float("nan"), float("nan"))
+    if req.world > 1 and req.nnodes > 1:
+        note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
                 "judge this kind of prediction against)")
-        assumptions.append("no interval: " + note)
-    else:
-        ivl = _interval(recs, cat, 1 - (1 - level) / 2 if borrowed else level, one.bound,
-                        withheld)
-    interval = ((t * ivl.low_ratio, t * ivl.high_ratio) if ivl
-                else (float("nan"), float("nan")))
-    group = ivl.describe() if ivl else None
-    if ivl is not None and borrowed:
-        group = f"borrowed from {cat} at {1 - (1 - level) / 2:.0%}: {group}"
-        assumptions.append(f"interval borrowed from the {sorted(stored_n)}-device back-test at "
-                           f"a wider level: no stored measurement of {world} devices")
-    if ivl is None and note is None:
-        why = _NO_TABLE.get(table_key(recs))
-        if why:
-            assumptions.append(f"no residual table for these files: no interval ({why})")
-            note = (f"not validated on these results files ({why}); run dlperf predict "
-                    "--validate with the same --db to back-test the model and store the table")
-        else:
-            assumptions.append(f"no back-test residual of kind '{cat}' in these files: no "
-                               "interval")
-            note = (f"the back-test found no stored point it could predict as a '{cat}' while "
-                    "withholding it in these results files, so this kind of prediction's "
-                    "error is not known here")
-    # the measurement the prediction is judged against: the mean iteration where the input
-    # model predicted one (inputpipe.py: the median hides the stalls), else the median
-    real = one.cfg.data != "synthetic" and cat == ip.INPUT_CATEGORY
+        d.assumptions.append("no interval: " + note)
+        return nan, None, note
+    stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
+    borrowed = req.world > 1 and req.world not in stored_n
+    wider = 1 - (1 - level) / 2
+    ivl = _interval(recs, d.path, wider if borrowed else level, d.one.bound, req.withheld)
+    if ivl is None:
+        return nan, None, _no_interval(d, recs)
+    t = d.step_s
+    group = ivl.describe()
+    if borrowed:
+        group = f"borrowed from {d.path} at {wider:.0%}: {group}"
+        d.assumptions.append(f"interval borrowed from the {sorted(stored_n)}-device back-test "
+                             f"at a wider level: no stored measurement of {req.world} devices")
+    return (t * ivl.low_ratio, t * ivl.high_ratio), group, None
+
+
+def _no_interval(d: Draft, recs: Records) -> str:
+    """Why a prediction on ``recs`` has no interval (no residual table of the current key, or
+    no residual of its path), said in its assumptions too."""
+    why = _NO_TABLE.get(table_key(recs))
+    if why:
+        d.assumptions.append(f"no residual table for these files: no interval ({why})")
+        return (f"not validated on these results files ({why}); run dlperf predict "
+                "--validate with the same --db to back-test the model and store the table")
+    d.assumptions.append(f"no back-test residual of kind '{d.path}' in these files: no "
+                         "interval")
+    return (f"the back-test found no stored point it could predict as a '{d.path}' while "
+            "withholding it in these results files, so this kind of prediction's error is not "
+            "known here")
+
+
+def _measured(d: Draft, req: Request) -> tuple[dict[str, float], str | None]:
+    """The stored measurements of the point predicted (``{file:id: s}``; none for a
+    host-speed what-if, measured at another host's speed) and the one it is judged against:
+    the last stored in the file of the fitted series, else the last loaded. The mean
+    iteration where the input model predicted one (:mod:`inputpipe`: the median hides the
+    stalls), else the median."""
+    if req.host_ns is not None:
+        return {}, None
+    real = d.one.cfg.data != "synthetic" and d.path == ip.INPUT_CATEGORY
     stored = {point_id(p): (p.step_time_mean_s or p.step_time_s) if real else p.step_time_s
-              for p in withheld} if host_ns is None else {}  # not at another host's speed
+              for p in req.withheld}
     # the fit names its points by the path as given, point_id by the resolved path: compare
-    # resolved paths, so a relative and an absolute --db pick the same measurement (the last
-    # stored of the series' file, else the last loaded)
-    src = (os.path.realpath(one.fit.result_ids[0].rsplit(":", 1)[0])
-           if one.fit and one.fit.result_ids else None)
+    # resolved paths, so a relative and an absolute --db pick the same measurement
+    fit = d.one.fit
+    src = os.path.realpath(fit.result_ids[0].rsplit(":", 1)[0]) if fit and fit.result_ids \
+        else None
     pick = [k for k in stored if k.rsplit(":", 1)[0] == src][-1:] or list(stored)[-1:]
+    return stored, (pick[0] if pick else None)
+
+
+def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: float,
+                level: float) -> Prediction:
+    """The :class:`Prediction` of a composed draft: its interval, the stored measurement, the
+    warnings and what the model could not judge."""
+    if req.network is not None and req.network.inter is not None and req.nnodes == 1:
+        d.assumptions.append(f"inter-node link {req.network.inter.name} not used: one node")
+    interval, group, note = _interval_of(d, recs, req, level)
+    stored, pick = _measured(d, req)
+    one, t = d.one, d.step_s
+    if req.host_ns is not None or req.target.framework != req.base.framework:
+        d.assumptions.append(
+            f"interval from the '{d.path}' back-test: "
+            + ("a host-speed change" if req.host_ns is not None else "a change of framework")
+            + " is not back-tested on stored pairs, so its error is not known here")
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
-        samples_per_s=gbatch / t,
-        scaling_efficiency=efficiency(t1, t, one.batch, gbatch, world) if world > 1 else 1.0,
+        samples_per_s=req.global_batch / t,
+        scaling_efficiency=(efficiency(t1, t, one.batch, req.global_batch, req.world)
+                            if req.world > 1 else 1.0),
         parts={"host_s": one.host_s, "device_s": one.device_s,
-               "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": exposed,
-               "input_s": input_s},
-        bound="input" if input_s > t - input_s else one.bound, how=how,
+               "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": d.exposed_s,
+               "input_s": d.input_s},
+        bound="input" if d.input_s > t - d.input_s else one.bound, how=one.how,
         calibrated_on=sorted(set(one.calibrated_on)),
-        provenance=prov, assumptions=assumptions,
-        config={**asdict(one.cfg), "global_batch": gbatch, "per_device_batch": one.batch,
-                "nproc": world // nnodes, "nnodes": nnodes},
-        measured_step_time_s=stored[pick[0]] if pick else None,
-        measured_point=pick[0] if pick else None, measured_points=stored,
-        validation_category=cat,
+        provenance=d.provenance, assumptions=d.assumptions,
+        config={**asdict(one.cfg), "global_batch": req.global_batch,
+                "per_device_batch": one.batch, "nproc": req.world // req.nnodes,
+                "nnodes": req.nnodes},
+        measured_step_time_s=stored[pick] if pick else None, measured_point=pick,
+        measured_points=stored, validation_category=d.path,
+        warnings=[*rq.extrapolation(recs, req.base, req.batch),
+                  *([req.note] if req.note else []), *_analytic_hint(recs, req, one)],
         interval_note=note, interval_group=group,
-        gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg), host_session=_session(
-            recs, one))
+        gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg),
+        host_session=_session(recs, one))
+
+
+def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
+    """An analytic prediction of a model stored in another configuration: the warning that a
+    what-if from it would use the model's own measurements."""
+    target = req.target
+    if one.how != "analytic" or target != req.base:
+        return []
+    own = sorted({Config.of(p) for p in recs.points if p.model == target.model
+                  and p.world_size == 1 and p.framework == target.framework
+                  and p.device == target.device and Config.of(p) != target},
+                 key=lambda c: c.label())
+    if not own:
+        return []
+    o = own[0]
+    return [f"analytic: {target.label()} is "
+            + (f"stored only at batch {req.batch}, which a prediction of it withholds"
+               if req.withheld else "not stored") + f", but {o.label()} is; a what-if "
+            f"from it uses {target.model}'s own measurements (e.g. --precision {o.precision} "
+            f"--mode {o.mode} --what-if precision={target.precision}"
+            + (f" --what-if mode={target.mode}" if target.mode != o.mode else "") + ")"]
 
 
 def _cpu_name(recs: Records, cfg: Config) -> str | None:

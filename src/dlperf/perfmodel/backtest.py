@@ -31,7 +31,6 @@ all-reduce without overlap (2-GPU).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,29 +38,110 @@ from statistics import median
 
 import numpy as np
 
-from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
-from dlperf.perfmodel import inputcheck as ic
-from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
-from dlperf.perfmodel.btrows import COST_S as COST_S
-from dlperf.perfmodel.btrows import Budget as Budget
-from dlperf.perfmodel.btrows import Row as Row
-from dlperf.perfmodel.btrows import charge, point_id
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.records import Point, Records
+from dlperf.perfmodel.records import Point, Records, point_id
 from dlperf.perfmodel.scaling import efficiency
-from dlperf.perfmodel.split import SIDES, Split
 
 #: The categories of predictions from a series of one or two stored batch sizes.
 FEW_POINT_CATEGORIES = ("one-point series up", "one-point series down", "two-point series up",
                         "two-point series down")
-CATEGORIES = ("held-out batch", "extrapolate 2x", "extrapolate down 2x", *FEW_POINT_CATEGORIES,
+#: The model's own back-test categories (:data:`dlperf.perfmodel.validation.CATEGORIES` adds the
+#: WFBP recursion's and the input pipeline's).
+MODEL_CATEGORIES = ("held-out batch", "extrapolate 2x", "extrapolate down 2x",
+                    *FEW_POINT_CATEGORIES,
               "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
               "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
-              "repeat (noise floor)", *bc.CATEGORIES, *ic.CATEGORIES)
+              "repeat (noise floor)")
+
+
+@dataclass
+class Row:
+    """One held-out prediction (times in s); ``sign_ok`` for what-ifs, ``eff_err_pts`` (scaling
+    efficiency error in points) for N-device rows, ``bound`` of the model's prediction,
+    ``point``: the measured point's identity ``source:result_id`` (:func:`point_id`; None for
+    rows that measure no stored point, e.g. an all-reduce size), so that a prediction of that
+    very point can leave this row's residual out of its interval; ``model`` of the predicted
+    point, or ``run_id`` of the all-reduce run, which decide its side of the frozen
+    development/test split (:meth:`dlperf.perfmodel.split.Split.side`)."""
+
+    category: str
+    label: str
+    measured_s: float
+    predicted_s: float
+    baseline_s: float | None = None
+    sign_ok: bool | None = None
+    eff_err_pts: float | None = None
+    bound: str | None = None
+    point: str | None = None
+    model: str | None = None
+    run_id: str | None = None
+
+    @property
+    def ape(self) -> float:
+        """Absolute percentage error of the model (%)."""
+        return abs(self.predicted_s / self.measured_s - 1.0) * 100.0
+
+    @property
+    def baseline_ape(self) -> float | None:
+        """Absolute percentage error of the baseline (%)."""
+        return None if self.baseline_s is None else abs(self.baseline_s / self.measured_s - 1) * 100
+
+
+#: Estimated seconds per unit of back-test work, by kind: per prediction, except
+#: leave-one-model-out, whose cost is its roofline refits: per (framework, mode, precision,
+#: device) group the model is in. The largest seen on the committed H200 files
+#: (benchmarks/results/h200/*.db, h200x2) on the project's shared 2-core VM: held-out batch
+#: 0.042 s per prediction (calibration.db), leave-one-model-out 0.094 s per group (alexnet in
+#: frameworks.db, 6 groups, 0.56 s), what-if 0.15 s per prediction (mfu_inputs.db), 2-GPU
+#: 0.028 s per pair (h200x2); a repeat row costs the series fit that labels its bound, taken
+#: as a held-out batch row's. Only a :class:`Budget` reads them: they bound a back-test run
+#: inside a report, never a fit.
+COST_S = {"batch": 0.045, "lomo": 0.1, "what-if": 0.15, "all-reduce": 0.002, "2-GPU": 0.03,
+          "repeat": 0.045, "wfbp": 0.002, "input": 0.002}
+
+
+@dataclass
+class Budget:
+    """A bound on a back-test's *estimated* time (s), so a report can include a back-test
+    without waiting for all of it. Work comes in units (a series for the batch categories, a
+    model for leave-one-model-out, one pair or size otherwise), each estimated by
+    :data:`COST_S`; a unit runs only when its estimate fits in what
+    is left, else its predictions are counted in ``left_out`` (category -> predictions). The
+    estimate, not a clock, decides: the same files give the same rows on every machine.
+
+    Raises:
+        ValueError: a negative ``seconds``.
+    """
+
+    seconds: float
+    spent_s: float = 0.0
+    left_out: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.seconds < 0:
+            raise ValueError(f"a back-test budget must be >= 0 s, got {self.seconds}")
+
+    def take(self, kind: str, rows: Sequence[str], units: int | None = None) -> bool:
+        """True (and charged) when the unit of ``rows`` (their categories) made by ``kind``
+        (a key of :data:`COST_S`) fits; else False and counted as left out. ``units``: what
+        :data:`COST_S` counts for ``kind`` (None: the rows)."""
+        cost = COST_S[kind] * (len(rows) if units is None else units)
+        if self.spent_s + cost <= self.seconds:
+            self.spent_s += cost
+            return True
+        for cat in rows:
+            self.left_out[cat] = self.left_out.get(cat, 0) + 1
+        return False
+
+
+def charge(budget: Budget | None, kind: str, rows: Sequence[str],
+           units: int | None = None) -> bool:
+    """True when there is no budget or :meth:`Budget.take` took the unit."""
+    return budget is None or budget.take(kind, rows, units)
 
 
 def fit_linear(batch_sizes: Sequence[float], step_times_s: Sequence[float]
@@ -353,231 +433,3 @@ def repeat_rows(records: Records, base: Calibration | None = None,
                            by_src[s].step_time_s, by_src[srcs[0]].step_time_s, bound=bound,
                            point=point_id(by_src[s]), model=cfg.model))
     return out
-
-
-@dataclass
-class Validation:
-    """The back-test's rows, with a summary per category and a markdown table."""
-
-    rows: list[Row]
-    sources: list[str]
-    #: predictions a :class:`Budget` left out, per category (empty: the back-test is complete)
-    left_out: dict[str, int] = field(default_factory=dict)
-    #: the budget it ran under (estimated s), None for none
-    budget_s: float | None = None
-
-    def noise_pct(self) -> dict[str | None, float]:
-        """The median ``repeat (noise floor)`` scatter (%) per prediction bound (``host``,
-        ``device``): how far two measurements of one point lie apart, typically. Empty when
-        the back-test ran no repeat rows."""
-        by: dict[str | None, list[float]] = defaultdict(list)
-        for r in self.rows:
-            if r.category == "repeat (noise floor)":
-                by[r.bound].append(r.ape)
-        return {b: median(v) for b, v in by.items()}
-
-    def resolved(self, r: Row, noise: dict[str | None, float]) -> bool:
-        """Whether a what-if row's *measured* change ``|measured / baseline - 1|`` exceeds the
-        median repeat scatter of its bound (:meth:`noise_pct`): a smaller change is within
-        the noise of measuring the same point twice, so its sign says nothing about the model
-        (on the committed H200 files: 15.0% for host-bound points, 0.26% for device-bound).
-        Every row counts when no repeat rows ran."""
-        if r.baseline_s is None:
-            return True
-        return abs(r.measured_s / r.baseline_s - 1.0) * 100.0 > noise.get(r.bound, 0.0)
-
-    def summary(self, rows: Sequence[Row] | None = None) -> list[dict]:
-        """Per category: count, MdAPE and max (%), the baseline's, sign accuracy (all pairs, and
-        the pairs whose measured change exceeds the noise floor, :meth:`resolved`),
-        efficiency error (points); of ``rows`` (a subset of :attr:`rows`, e.g. one side of
-        the split; None: all). The noise floor is always that of all the repeat rows."""
-        by: dict[str, list[Row]] = defaultdict(list)
-        for r in self.rows if rows is None else rows:
-            by[r.category].append(r)
-        noise = self.noise_pct()
-        out = []
-        for cat in [c for c in CATEGORIES if c in by]:
-            rs = by[cat]
-            apes = [r.ape for r in rs]
-            base = [r.baseline_ape for r in rs if r.baseline_ape is not None]
-            signs = [r.sign_ok for r in rs if r.sign_ok is not None]
-            resolved = [r.sign_ok for r in rs if r.sign_ok is not None and self.resolved(r, noise)]
-            effs = [r.eff_err_pts for r in rs if r.eff_err_pts is not None]
-            host = [r.ape for r in rs if r.bound == "host"]
-            out.append({"category": cat, "count": len(rs), "mdape_pct": median(apes),
-                        "max_pct": max(apes),
-                        "host_bound_mdape_pct": median(host) if host else None,
-                        "baseline_mdape_pct": median(base) if base else None,
-                        "baseline_max_pct": max(base) if base else None,
-                        "sign_right": (sum(signs), len(signs)) if signs else None,
-                        "sign_right_resolved": ((sum(resolved), len(resolved)) if signs
-                                                else None),
-                        "eff_err_median_pts": median(effs) if effs else None,
-                        "eff_err_max_pts": max(effs) if effs else None})
-        return out
-
-    def residuals(self, category: str) -> list[float]:
-        """``log(measured / predicted)`` of the category's rows."""
-        return [math.log(r.measured_s / r.predicted_s) for r in self.rows
-                if r.category == category]
-
-    def bounded_residuals(self, category: str) -> list[iv.Residual]:
-        """``(log(measured / predicted), bound)`` of the category's rows: what a Mondrian
-        interval (:func:`dlperf.perfmodel.intervals.mondrian`) is built from."""
-        return iv.residuals_of(self.rows, category)
-
-    def keyed_residuals(self, category: str) -> list[iv.KeyedResidual]:
-        """``(log(measured / predicted), bound, point)`` of the category's rows
-        (:func:`dlperf.perfmodel.intervals.keyed_residuals_of`)."""
-        return iv.keyed_residuals_of(self.rows, category)
-
-    def coverage(self, level: float = 0.9, rule: str = "mondrian") -> list[dict]:
-        """Leave-one-out coverage of the prediction intervals per category
-        (:func:`dlperf.perfmodel.intervals.coverage`: overall and per bound, and the median
-        width ``high / low``); ``rule`` ``mondrian`` (what :func:`~dlperf.perfmodel.api.predict`
-        uses) or ``pooled`` (the rule before it). Cheap: no model is re-fitted.
-
-        Raises:
-            ValueError: an unknown rule or a level outside (0, 1).
-        """
-        return iv.coverage(self.rows, level, rule)
-
-    def coverage_table(self, level: float = 0.9) -> str:
-        """Markdown: per interval category, the coverage and width of the pooled rule beside
-        the Mondrian one (:meth:`coverage`)."""
-        return iv.coverage_markdown(self.coverage(level, "pooled"), self.coverage(level), level)
-
-    def split_table(self, split: Split, level: float = 0.9) -> str:
-        """Markdown: one line per category, each measure for the development and the test
-        side of ``split`` (:mod:`dlperf.perfmodel.split`) as ``dev / test``: rows, MdAPE,
-        host-bound MdAPE, the baseline's MdAPE, signs right (all pairs) and those of the best
-        trivial rule (the target always faster, or always slower, whichever gets more
-        development pairs right), the ``level`` interval's leave-one-out coverage
-        (:meth:`coverage`, Mondrian; intervals built from all the category's other rows,
-        judged on the side's rows)."""
-        def on(side: str) -> Callable[[Row], bool]:
-            return lambda r: split.side(r.model, r.run_id) == side
-
-        sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows if on(s)(r)])}
-                for s in SIDES}
-        judged = [c for c in CATEGORIES if c != "repeat (noise floor)"]
-        covs = {s: {d["category"]: d for d in iv.coverage(self.rows, level, counted=on(s),
-                                                           categories=judged)}
-                for s in SIDES}
-
-        def pct(x: float | None) -> str:
-            return "–" if x is None else f"{x:.2f}"
-
-        def trivial(cat: str) -> dict[str, str]:
-            """The best constant sign rule of ``cat``, chosen on development: per side."""
-            pairs = {s: [r for r in self.rows if r.category == cat and r.sign_ok is not None
-                         and r.baseline_s is not None and on(s)(r)] for s in SIDES}
-            if not any(pairs.values()):
-                return {s: "–" for s in SIDES}
-            faster = {s: sum(r.measured_s < (r.baseline_s or 0.0) for r in v)
-                      for s, v in pairs.items()}
-            dev = len(pairs[SIDES[0]])
-            use_faster = faster[SIDES[0]] >= dev - faster[SIDES[0]]
-            word = "faster" if use_faster else "slower"
-            return {s: f"{word} {faster[s] if use_faster else len(v) - faster[s]}/{len(v)}"
-                    for s, v in pairs.items()}
-
-        def one(d: dict | None, c: dict | None, triv: str) -> list[str]:
-            if d is None:
-                return ["0", "–", "–", "–", "–", "–", "–"]
-            sr = d["sign_right"]
-            return [str(d["count"]), pct(d["mdape_pct"]), pct(d["host_bound_mdape_pct"]),
-                    pct(d["baseline_mdape_pct"]), f"{sr[0]}/{sr[1]}" if sr else "–",
-                    triv if sr else "–", _coverage_cell(c)]
-
-        def cells(cat: str) -> list[str]:
-            triv = trivial(cat)
-            dev, test = (one(sums[s].get(cat), covs[s].get(cat), triv[s]) for s in SIDES)
-            return [f"{a} / {b}" for a, b in zip(dev, test, strict=True)]
-        lines = ["| category (dev / test) | rows | MdAPE % | host-bound MdAPE % | "
-                 "baseline MdAPE % | sign right | trivial rule's signs | "
-                 f"{level:.0%} interval coverage |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        cats = [c for c in CATEGORIES if any(c in sums[s] for s in SIDES)]
-        for cat in cats:
-            lines.append(f"| {cat} | " + " | ".join(cells(cat)) + " |")
-        return "\n".join(lines) + "\n"
-
-    def table(self) -> str:
-        """Markdown: one line per category."""
-        def f(x, d=2):
-            return "–" if x is None else f"{x:.{d}f}"
-        lines = ["| category | count | MdAPE % | max % | host-bound MdAPE % | baseline MdAPE % | "
-                 "baseline max % | sign right | scaling eff. error (pts, median/max) |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for d in self.summary():
-            sr = ("–" if d["sign_right"] is None else
-                  f"{d['sign_right'][0]}/{d['sign_right'][1]} "
-                  f"(beyond noise {d['sign_right_resolved'][0]}/{d['sign_right_resolved'][1]})")
-            ee = ("–" if d["eff_err_median_pts"] is None
-                  else f"{d['eff_err_median_pts']:.1f} / {d['eff_err_max_pts']:.1f}")
-            lines.append(f"| {d['category']} | {d['count']} | {f(d['mdape_pct'])} | "
-                         f"{f(d['max_pct'], 1)} | {f(d['host_bound_mdape_pct'])} | "
-                         f"{f(d['baseline_mdape_pct'])} | {f(d['baseline_max_pct'], 1)} | {sr} | "
-                         f"{ee} |")
-        return "\n".join(lines) + "\n"
-
-
-def _coverage_cell(c: dict | None) -> str:
-    """``92% (h 94%, d 91%)``: a coverage row's share, and per bound where rows have one."""
-    if not c:
-        return "–"
-    per = [f"{b[0]} {c['coverage_' + b]:.0%}" for b in ("host", "device")
-           if c.get("coverage_" + b) is not None]
-    return f"{c['coverage']:.0%}" + (f" ({', '.join(per)})" if per else "")
-
-
-def run(records: Records, categories: Sequence[str] | None = None,
-        budget_s: float | None = None, base: Calibration | None = None) -> Validation:
-    """Run the back-test categories (all by default) on ``records``.
-
-    Args:
-        records: the stored results (:func:`dlperf.perfmodel.records.load`).
-        categories: which of :data:`CATEGORIES` (None: all).
-        budget_s: None runs everything; else a :class:`Budget` of this many estimated seconds,
-            spent in the order held-out batch and extrapolation, all-reduce, 2-GPU, repeats,
-            leave-one-model-out, what-ifs (the cheap and the goal-setting ones first); what it
-            left out is in :attr:`Validation.left_out`.
-        base: a :class:`Calibration` of ``records`` without exclusions whose shared fits
-            (``share_efficiencies``) this run reuses and extends, so that several runs on the
-            same records fit each roofline and plain series once (None: a fresh one; the rows
-            are the same either way).
-
-    Raises:
-        ValueError: an unknown category, or a negative budget.
-    """
-    cats = list(categories or CATEGORIES)
-    bad = [c for c in cats if c not in CATEGORIES]
-    if bad:
-        raise ValueError(f"unknown back-test categor{'ies' if len(bad) > 1 else 'y'} "
-                         f"{', '.join(bad)}; known: {', '.join(CATEGORIES)}")
-    budget = None if budget_s is None else Budget(budget_s)
-    base = Calibration(records) if base is None else base
-    part: dict[str, list[Row]] = {}
-    # spent in this order (a budget favours the first), listed in the historical order below
-    if {"held-out batch", "extrapolate 2x", "extrapolate down 2x"} & set(cats):
-        part["batch"] = batch_rows(records, base, categories=cats, budget=budget)
-    if set(FEW_POINT_CATEGORIES) & set(cats):
-        part["few"] = few_point_rows(records, base, cats, budget)
-    if "all-reduce >= 1 MiB" in cats:
-        part["all-reduce"] = allreduce_rows(records, budget=budget)
-    if "2-GPU from 1-GPU" in cats:
-        part["2-GPU"] = dp_rows(records, base, budget)
-    if "repeat (noise floor)" in cats:
-        part["repeat"] = repeat_rows(records, base, budget)
-    if set(bc.CATEGORIES) & set(cats):
-        part["wfbp"] = bc.rows(records, cats, budget)
-    part["input"] = ic.rows(records, cats, budget)  # input-pipeline ladders
-    if "leave-one-model-out" in cats:
-        part["lomo"] = lomo_rows(records, base, budget)
-    if any(c.startswith("what-if") for c in cats):
-        part["what-if"] = whatif_rows(records, base, categories=cats, budget=budget)
-    order = ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp", "input", "few")
-    rows = [r for k in order for r in part.get(k, [])]
-    return Validation(rows, list(records.sources), dict(budget.left_out) if budget else {},
-                      budget_s)

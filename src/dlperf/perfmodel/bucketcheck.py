@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dlperf.perfmodel import comm
-from dlperf.perfmodel.btrows import Budget, Row, charge
+from dlperf.perfmodel.backtest import Budget, Row, charge
 from dlperf.perfmodel.records import CollectivePoint, Point, Records
 
 WFBP_CATEGORY = "WFBP last all-reduce end (recorded buckets)"

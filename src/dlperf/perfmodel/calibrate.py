@@ -1,16 +1,21 @@
-"""Calibration: every fitted constant of the one-device model, from stored points, cached.
+"""Calibration: the fitting of the one-device model's constants from stored points.
 
 :class:`Calibration` holds the stored points a prediction may use (``exclude`` drops the ones a
-back-test withholds) and fits, on demand and once each:
+back-test withholds) and fits, each once:
 
-* the work model of a (model, framework, precision) (:func:`roofline.work_of`);
-* the ceilings of a (framework, precision, device) (:func:`roofline.ceiling_of`);
 * the roofline efficiencies of a (framework, mode, precision, device) group, always *without*
   the model being predicted (so the roofline is never fitted on the model it predicts), with
   the per-kernel term for a configuration whose kernel count is known (:meth:`roofline`);
 * a series' host and device line (:func:`onedevice.fit_series`) with its prior: the roofline,
-  the configuration's traced device busy times and its device-bound steps stored in other
-  results files (other sessions; device time does not depend on the host).
+  the configuration's traced device busy times, its device-bound steps stored in other
+  results files (other sessions; device time does not depend on the host) and a host time
+  carried over from the model's other series or estimated from other models
+  (:meth:`host_of_group`).
+
+What it reads besides times (work, host-work counts, ceilings) is the records' :class:`~dlperf.
+perfmodel.facts.Facts`; the fits every calibration of the same records would make alike are
+kept in one :class:`Shared` store, which a prediction reads from and writes to disk
+(:mod:`dlperf.perfmodel.fitcache`).
 """
 
 from __future__ import annotations
@@ -18,27 +23,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from statistics import median
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel.hostmove import host_elsewhere
-from dlperf.perfmodel.records import COMPILE_SEP, Point, Records, compile_of, mode_key
-from dlperf.registry import framework_info
+from dlperf.perfmodel import special
+from dlperf.perfmodel.facts import facts_of
+from dlperf.perfmodel.records import Point, Records
+from dlperf.perfmodel.special import mode_key
 
-#: Precisions that dispatch the operators of another: TF32 is a math mode of cuBLAS/cuDNN
-#: (PyTorch ``allow_tf32``/``fp32_precision``, JAX ``jax_default_matmul_precision``) over
-#: the fp32 program, so where a tf32 run's operators were not counted, fp32's count is its
-#: count (:meth:`Calibration.op_count`). Kernel and launch counts are not carried over: the
-#: libraries pick other kernels (JAX resnet50: 1,302 kernels in fp32, 994 in bf16).
-SAME_OPERATORS = {"tf32": "fp32"}
-#: The :class:`Point` attribute of each host-work count kind (:meth:`Calibration.count_kind`).
-_COUNT_ATTR = {"ops": "ops_per_step", "launches": "launches_per_iter",
-               "kernels": "kernels_per_iter"}
 #: A step this much longer than the fitted host time counts as device-bound for an anchor.
 DEVICE_BOUND_MARGIN = 1.25
+
+
+class HostEstimate(NamedTuple):
+    """A host time (s) estimated for a model from other models' (:meth:`Calibration.
+    host_of_group`): the ``models`` it came from, ``where`` (group and rule, for the
+    provenance) and whether it is ``counted``: a cost per operator, launch or kernel times the
+    model's own count (else the group's host floor, its smallest identified host time)."""
+
+    host_s: float
+    models: tuple[str, ...]
+    where: str
+    counted: bool
 
 
 def layout_key(layout: str | None) -> str:
@@ -73,7 +82,7 @@ class Config:
     @property
     def group(self) -> tuple[str, str, str, str]:
         """``(framework, mode, precision, device)``, the mode with a compile mode other than
-        ``default`` (:func:`dlperf.perfmodel.records.mode_key`)."""
+        ``default`` (:func:`dlperf.perfmodel.special.mode_key`)."""
         return (self.framework, mode_key(self.mode, self.compile_mode), self.precision,
                 self.device)
 
@@ -102,67 +111,82 @@ class Config:
         return replace(self, **changes)
 
 
+class Shared:
+    """The fits that calibrations of one set of records share, made once each.
+
+    Attributes:
+        facts: the records' counts, work models and ceilings (:func:`facts.facts_of`).
+        groups: roofline fits of a (framework, mode, precision, device) group, each made on
+            every stored point but one model's (:meth:`Calibration.efficiency`), keyed by
+            ``(group, without_model, device_name, kernels)``; :meth:`load` fills it from a
+            store, :data:`stored` counts what came from one.
+        plain: series fits without other-session terms (:meth:`Calibration.fit_points`),
+            keyed by the series' points and its traced anchors: they depend on nothing else.
+
+    A calibration that withholds points of other models than the one a group fit leaves out
+    keeps its own group fits (:attr:`Calibration.own`): only fits that any calibration of
+    these records would make alike are shared.
+    """
+
+    def __init__(self, records: Records) -> None:
+        self.records = records
+        self.facts = facts_of(records)
+        self.groups: dict[Any, rl.Efficiency | None] = {}
+        self.plain: dict[tuple, od.SeriesFit] = {}
+        self.stored = 0
+
+    def load(self, fits: dict[Any, rl.Efficiency | None]) -> None:
+        """Take group fits read from a store (:func:`dlperf.perfmodel.fitcache.read_fits`)."""
+        self.groups.update(fits)
+        self.stored = len(self.groups)
+
+    def unstored(self) -> bool:
+        """Whether fits were made since :meth:`load` (or :meth:`saved`)."""
+        return len(self.groups) > self.stored
+
+    def saved(self) -> None:
+        """Mark the group fits as stored."""
+        self.stored = len(self.groups)
+
+
 class Calibration:
     """Fitted constants over the stored points that ``exclude`` does not reject.
 
     Args:
         records: what :func:`dlperf.perfmodel.records.load` read.
         exclude: points a back-test withholds (never seen by any fit made here).
-        share_efficiencies: a calibration whose roofline fits (each made *without* the model it
-            serves) may be reused: valid when ``exclude`` rejects only points of the models
-            predicted, since those models' points never enter their own roofline fit anyway.
+        share_efficiencies: a :class:`Shared` store (or a calibration whose store) this one
+            reuses and extends: valid when ``exclude`` rejects only points of the models
+            predicted, since those models' points never enter their own roofline fit anyway;
+            None: a store of its own.
     """
 
     def __init__(self, records: Records, exclude: Callable[[Point], bool] | None = None,
-                 share_efficiencies: Calibration | None = None) -> None:
+                 share_efficiencies: Shared | Calibration | None = None) -> None:
         self.records = records
         out = [(p, bool(exclude and exclude(p))) for p in records.points]  # exclude once each
         self.points = [p for p, withheld in out if not withheld]
         # the one-device models this calibration withholds points of: a roofline fit without
         # another model would differ from the shared one, so it stays in this calibration
         self._withheld_models = {p.model for p, withheld in out if withheld and p.world_size == 1}
-        self._eff_own: dict = {}
-        self._work: dict = {}
-        self._ceil: dict = {} if share_efficiencies is None else share_efficiencies._ceil
-        self._eff: dict = {} if share_efficiencies is None else share_efficiencies._eff
-        self._fit: dict = {}
-        # fits without other-session terms depend only on the series' points, its traced
-        # anchors and the (shared) roofline: keyed by those, they are shared too
-        self._fit_plain: dict = ({} if share_efficiencies is None
-                                 else share_efficiencies._fit_plain)
-        # host-work counts read every stored point (withheld ones too): they depend on the
-        # records alone, so they are shared like the plain fits
-        self._counts: dict = {} if share_efficiencies is None else share_efficiencies._counts
+        shared = share_efficiencies
+        self.shared: Shared = (Shared(records) if shared is None else
+                       shared.shared if isinstance(shared, Calibration) else shared)
+        self.facts = self.shared.facts
+        #: group fits made without a model this calibration alone withholds points of
+        self.own: dict[Any, rl.Efficiency | None] = {}
+        #: series fits with other-session terms (they read this calibration's points)
+        self.series_fits: dict[tuple, od.SeriesFit] = {}
 
     # --- work and ceilings --------------------------------------------------------------
     def work(self, model: str, framework: str, precision: str) -> rl.Work:
-        """Work model of (model, framework, precision) from the FLOP and byte counts stored with
-        any result (counts, not times: a back-test's exclusions do not apply to them); the
-        spec's FLOPs when none is stored."""
-        key = (model, framework, precision)
-        if key not in self._work:
-            from dlperf.zoo import SPECS
-
-            spec = SPECS.get(model)
-            # FLOP and byte counts are static properties of a configuration's graph, not
-            # timings: they come from every stored point, withheld or not
-            self._work[key] = rl.work_of(self.records.points, model, framework, precision,
-                                         spec.train_flops_per_sample if spec else None,
-                                         spec.params if spec else None)
-        return self._work[key]
+        """:meth:`Facts.work <dlperf.perfmodel.facts.Facts.work>`."""
+        return self.facts.work(model, framework, precision)
 
     def ceiling(self, framework: str, precision: str, device_name: str | None,
                 without_model: str | None = None) -> rl.Ceiling:
-        """Measured (else datasheet) ceilings (:func:`roofline.ceiling_of`) over the workers of
-        every stored point but ``without_model``'s (the model predicted or fitted without):
-        device microbenchmarks, not step times, depending on the records and ``without_model``
-        alone, so a shared cache gives the same value whichever back-test filled it first."""
-        key = (framework, precision, device_name, without_model)
-        if key not in self._ceil:
-            self._ceil[key] = rl.ceiling_of(
-                [p for p in self.records.points if p.model != without_model], framework,
-                precision, device_name)
-        return self._ceil[key]
+        """:meth:`Facts.ceiling <dlperf.perfmodel.facts.Facts.ceiling>`."""
+        return self.facts.ceiling(framework, precision, device_name, without_model)
 
     def device_name(self, cfg: Config) -> str | None:
         """The accelerator the configuration's points ran on (else any stored one)."""
@@ -176,18 +200,18 @@ class Calibration:
         """Roofline efficiencies of ``group`` fitted on every model but ``without_model``;
         None when the group has no other stored point. A group whose mode carries a compile
         mode (``graph+reduce-overhead``) is fitted with its base mode's points too: replaying
-        CUDA graphs changes the host's work, not the kernels. With ``kernels``, the points'
-        kernel counts (:meth:`kernel_count`) enter the fit and ``t_k`` is fitted with ``e_F``,
-        ``e_Y`` (:func:`~dlperf.perfmodel.onedevice.fit_group`)."""
+        CUDA graphs changes the host's work, not the kernels (:func:`special.base_mode`). With
+        ``kernels``, the points' kernel counts (:meth:`kernel_count`) enter the fit and ``t_k``
+        is fitted with ``e_F``, ``e_Y`` (:func:`~dlperf.perfmodel.onedevice.fit_group`)."""
         key = (group, without_model, device_name, kernels)
-        # shared (share_efficiencies, and fitcache.py's file) only if made on every point but
-        # those of without_model, as any calibration of the same records would make it
-        eff = self._eff if self._withheld_models <= {without_model} else self._eff_own
-        if key not in eff:
+        # shared (and stored, fitcache.py) only if made on every point but those of
+        # without_model, as any calibration of the same records would make it
+        fits = self.shared.groups if self._withheld_models <= {without_model} else self.own
+        if key not in fits:
             try:
                 ceil = self.ceiling(group[0], group[2], device_name, without_model)
-                base = group[1].split(COMPILE_SEP)[0]
-                eff[key] = od.fit_group(
+                base = special.base_mode(group[1])
+                fits[key] = od.fit_group(
                     self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
                     ceil, exclude=lambda p: p.model == without_model
                     or (device_name is not None and p.device_name != device_name),
@@ -195,28 +219,14 @@ class Calibration:
                     kernels_for=(lambda p: self.kernel_count(Config.of(p))) if kernels
                     else lambda p: None)
             except ValueError:
-                eff[key] = None
-        return eff[key]
+                fits[key] = None
+        return fits[key]
 
     def kernel_count(self, cfg: Config) -> float | None:
-        """Device kernels per step of ``cfg``'s model, framework, precision and group mode (else
-        its base mode: a CUDA-graph replay runs the base mode's kernels): the median over the
-        stored one-device points whose traced run counted them (``trace.kernels_per_iter``,
-        the kernels of the stored timeline per step), withheld ones included (a count of the
-        program, as :meth:`op_count`, not a time); so a point without a timeline of its own
-        borrows its configuration's count from the other batch sizes. None where none was
-        counted."""
-        key = ("kernel_count", cfg.model, cfg.framework, cfg.precision, cfg.group[1])
-        if key not in self._counts:
-            self._counts[key] = None
-            for mode in dict.fromkeys((cfg.group[1], cfg.group[1].split(COMPILE_SEP)[0])):
-                xs = [p.kernels_per_iter for p in self.records.points if p.kernels_per_iter
-                      and p.world_size == 1 and (p.model, p.framework, p.precision, p.group[1])
-                      == (cfg.model, cfg.framework, cfg.precision, mode)]
-                if xs:
-                    self._counts[key] = float(median(xs))
-                    break
-        return self._counts[key]
+        """Device kernels per step of ``cfg``'s model, framework, precision and group mode
+        (:meth:`Facts.kernel_count <dlperf.perfmodel.facts.Facts.kernel_count>`); None where
+        none was counted."""
+        return self.facts.kernel_count(cfg.model, cfg.framework, cfg.precision, cfg.group[1])
 
     def roofline(self, cfg: Config) -> tuple[rl.Efficiency | None, float | None]:
         """``(efficiencies, K)`` that model ``cfg``'s device time (fitted without its model):
@@ -244,7 +254,7 @@ class Calibration:
         """Device prior of ``cfg`` for its series in ``source``: roofline (fitted without this
         model), traced busy times of ``cfg`` and, with ``with_sessions``, device-bound steps of
         ``cfg`` in other results files and a host time: carried over from a host-bound series
-        of the model (:func:`~dlperf.perfmodel.hostmove.host_elsewhere`), else estimated from
+        of the model (:meth:`host_elsewhere`), else estimated from
         other models (:meth:`host_of_group`,
         :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`)."""
         dn = self.device_name(cfg)
@@ -263,7 +273,7 @@ class Calibration:
                             >= DEVICE_BOUND_MARGIN * fit.host_s]
         work = self.work(cfg.model, cfg.framework, cfg.precision)
         ceil = self.ceiling(cfg.framework, cfg.precision, dn, cfg.model) if eff else None
-        host = host_elsewhere(self, cfg, source) if with_sessions else None
+        host = self.host_elsewhere(cfg, source) if with_sessions else None
         sigma = od.HOST_TRANSFER_SIGMA
         if with_sessions and host is None:
             est = self.host_of_group(cfg.group, cfg.model, dn)
@@ -278,13 +288,13 @@ class Calibration:
         if not with_sessions:
             pkey = (cfg, tuple((p.source, p.result_id) for p in s), tuple(
                 (p.source, p.result_id) for p in self.points if p.busy_s and cfg.matches(p)))
-            if pkey not in self._fit_plain:
-                self._fit_plain[pkey] = od.fit_series(s, self.prior(cfg, s[0].source, False))
-            return self._fit_plain[pkey]
-        key = (cfg, s[0].source, with_sessions)
-        if key not in self._fit:
-            self._fit[key] = od.fit_series(s, self.prior(cfg, s[0].source, with_sessions))
-        return self._fit[key]
+            if pkey not in self.shared.plain:
+                self.shared.plain[pkey] = od.fit_series(s, self.prior(cfg, s[0].source, False))
+            return self.shared.plain[pkey]
+        key = (cfg, s[0].source)
+        if key not in self.series_fits:
+            self.series_fits[key] = od.fit_series(s, self.prior(cfg, s[0].source, True))
+        return self.series_fits[key]
 
     def fit(self, cfg: Config, source: str | None = None) -> tuple[od.SeriesFit, list[Point]]:
         """The fitted series of ``cfg`` (in ``source``, else the best-measured one) and its points.
@@ -299,53 +309,13 @@ class Calibration:
         return self.fit_points(cfg, ser[0], with_sessions=True), ser[0]
 
     def count_kind(self, framework: str, mode: str | None = None) -> str:
-        """What :meth:`op_count` counts for ``framework`` (in group mode ``mode``): ``"ops"``
-        (``Point.ops_per_step``, operators an eager step dispatches), ``"launches"``
-        (``Point.launches_per_iter``, an XLA program's host launches,
-        :mod:`dlperf.perfmodel.hostcount`) or ``"kernels"`` (``Point.kernels_per_iter``).
-        Without ``mode``: the first of these any stored point of the framework has (kernels
-        if none). In the registry's ``eager_mode``: ops (Dai et al. 2022); in a compiled mode
-        the first of launches, kernels, ops a point of that mode has (torch.compile's default
-        mode launches each generated kernel from Python: resnet50 and the transformer read
-        28-30 us of host per graph-mode kernel on the H200, calibration2.db)."""
-        key = ("kind", framework, mode)
-        if key not in self._counts:
-            pts = [p for p in self.records.points if p.framework == framework
-                   and (mode is None or p.group[1] == mode)]
-            order: tuple[str, ...] = ("ops", "launches", "kernels")
-            if mode is not None:
-                info = framework_info(framework)
-                eager = info is not None and info.eager_mode == mode
-                order = ("ops",) if eager else ("launches", "kernels", "ops")
-            kind = next((k for k in order if any(getattr(p, _COUNT_ATTR[k]) for p in pts)),
-                        order[0] if mode is not None else "kernels")
-            self._counts[key] = kind
-        return self._counts[key]
+        """:meth:`Facts.count_kind <dlperf.perfmodel.facts.Facts.count_kind>`."""
+        return self.facts.count_kind(framework, mode)
 
     def op_count(self, model: str, framework: str, precision: str, kind: str | None = None,
                  mode: str | None = None) -> int | None:
-        """The host-work count of one step of ``model`` in ``framework`` at ``precision``:
-        ``kind`` (default :meth:`count_kind` of the framework), the median over every stored
-        point (of group mode ``mode`` for kernels and launches, which a trace of that mode
-        counts; operators are counted in eager mode whatever the run's mode), withheld ones
-        included. The operator count is a count of the model's code, made without the device
-        and without timing, like its FLOPs; the kernel and launch counts come from a trace of
-        the model, counts that a compile of the program would give without running it, not
-        times. None where none was counted."""
-        kind = kind or self.count_kind(framework)
-        mode = None if kind == "ops" else mode
-        key = (model, framework, precision, kind, mode)
-        if key not in self._counts:
-            attr = _COUNT_ATTR[kind]
-            xs = sorted(round(c) for p in self.records.points
-                        if p.model == model and p.framework == framework
-                        and p.precision == precision and (mode is None or p.group[1] == mode)
-                        for c in [getattr(p, attr)] if c)
-            self._counts[key] = xs[len(xs) // 2] if xs else None
-            same = SAME_OPERATORS.get(precision)
-            if not xs and kind == "ops" and same:  # the same code, the same operators
-                self._counts[key] = self.op_count(model, framework, same, kind, mode)
-        return self._counts[key]
+        """:meth:`Facts.op_count <dlperf.perfmodel.facts.Facts.op_count>`."""
+        return self.facts.op_count(model, framework, precision, kind, mode)
 
     def counted_hosts(self, group: tuple[str, str, str, str], without_model: str | None,
                        device_name: str | None, kind: str | None = None
@@ -404,9 +374,8 @@ class Calibration:
         return median(h / n for h, n in per.values()), tuple(sorted(per))
 
     def host_of_group(self, group: tuple[str, str, str, str], without_model: str | None,
-                      device_name: str | None) -> tuple[float, tuple[str, ...], str] | None:
-        """The host time (s) for a model with no measurement of its own, with the models and
-        the group it came from. Where the model's host-work count is known (:meth:`op_count`),
+                      device_name: str | None) -> HostEstimate | None:
+        """The host time (s) for a model with no measurement of its own (:class:`HostEstimate`). Where the model's host-work count is known (:meth:`op_count`),
         a group's host time per counted operator or kernel (:meth:`host_per_op`) times that
         count, or for host launches of a compiled program the group's fixed part plus its cost
         per launch times the count (:meth:`host_line`); else a group's host floor, its smallest
@@ -429,7 +398,8 @@ class Calibration:
         # other modes only with the same compile mode: a CUDA-graph replay has no per-operator
         # host work to borrow from a mode that launches every kernel
         same = [p.group for p in self.points if p.framework == group[0]
-                and p.device == group[3] and compile_of(p.group[1]) == compile_of(group[1])]
+                and p.device == group[3]
+                and special.compile_of(p.group[1]) == special.compile_of(group[1])]
         tiers = [
             [group],
             sorted({g for g in same if g[1] == group[1] and g != group}),
@@ -437,27 +407,29 @@ class Calibration:
             sorted({g for g in same if g[1] != group[1] and g[2] != group[2]}),
         ]
         for tier in tiers:
-            cands = []
-            for g in tier:
-                if n and kind == "launches":
-                    line = self.host_line(g, without_model, device_name)
-                    if line is not None:
-                        cands.append((line[0] + line[1] * n, line[2], "/".join(g) + (
-                            f" ({line[0] * 1e3:.3g} ms + {line[1] * 1e6:.3g} us x {n} "
-                            f"{kind})")))
-                        continue
-                per = self.host_per_op(g, without_model, device_name, kind) if n else None
-                if per is not None and n:
-                    cands.append((per[0] * n, per[1],
-                                  "/".join(g) + f" ({per[0] * 1e6:.3g} us x {n} {kind})"))
-                    continue
-                e = self.efficiency(g, without_model, device_name)
-                f = e.host_floor() if e else None
-                if f:
-                    cands.append((f[0], f[1], "/".join(g)))
+            cands = [e for g in tier if (e := self._group_host(g, without_model, device_name,
+                                                               kind, n))]
             if cands:
                 return min(cands)
         return None
+
+    def _group_host(self, group: tuple[str, str, str, str], without_model: str | None,
+                    device_name: str | None, kind: str, n: int | None) -> HostEstimate | None:
+        """One group's estimate for :meth:`host_of_group`: its fixed part plus cost per launch
+        times ``n`` launches (:meth:`host_line`), else its host per counted ``kind`` times ``n``
+        (:meth:`host_per_op`), else its host floor; None without any."""
+        line = self.host_line(group, without_model, device_name) \
+            if n and kind == "launches" else None
+        if line is not None and n:
+            return HostEstimate(line[0] + line[1] * n, line[2], "/".join(group) + (
+                f" ({line[0] * 1e3:.3g} ms + {line[1] * 1e6:.3g} us x {n} {kind})"), True)
+        per = self.host_per_op(group, without_model, device_name, kind) if n else None
+        if per is not None and n:
+            return HostEstimate(per[0] * n, per[1], "/".join(group)
+                                + f" ({per[0] * 1e6:.3g} us x {n} {kind})", True)
+        e = self.efficiency(group, without_model, device_name)
+        f = e.host_floor() if e else None
+        return HostEstimate(f[0], f[1], "/".join(group), False) if f else None
 
     def host_ratio(self, frm: tuple[str, str, str, str], to: tuple[str, str, str, str],
                    without_model: str | None, device_name: str | None
@@ -477,3 +449,39 @@ class Calibration:
         if not both:
             return None
         return median(b[k] / a[k] for k in both), tuple(sorted({k[0] for k in both}))
+
+    def host_elsewhere(self, cfg: Config, source: str | None) -> tuple[float, str] | None:
+        """A host time (s) for ``cfg`` carried over from host-bound series of the same model,
+        framework, mode, device, data and layout in other precisions or other results files
+        than ``source`` (fitted without session anchors; the series fit's host prior,
+        :meth:`prior`): from another precision by :func:`special.added_ops_host` where the mode
+        counts operators, else times the groups' host ratio (:meth:`host_ratio`); 1 for the
+        same group. The median over them, and where from; None when there is none."""
+        dn = self.device_name(cfg)
+        vals, where = [], []
+        for prec in sorted({p.precision for p in self.points if p.model == cfg.model}):
+            other = cfg.with_(precision=prec)
+            for s in self.series(other):
+                if (s[0].source == source and prec == cfg.precision) \
+                        or len({p.batch_size for p in s}) < 2:
+                    continue  # the series itself; one point cannot show its host time
+                fit = self.fit_points(other, s, with_sessions=False)
+                if fit.bound(min(fit.batch_sizes)) != "host":
+                    continue
+                h = fit.host_s if prec == cfg.precision else self._moved_host(other, cfg,
+                                                                              fit.host_s, dn)
+                if h is not None:
+                    vals.append(h)
+                    where.append(f"{prec} in {s[0].source}")
+        return (median(vals), "; ".join(where)) if vals else None
+
+    def _moved_host(self, frm: Config, to: Config, host_s: float, dn: str | None
+                    ) -> float | None:
+        """``host_s`` of ``frm`` moved to ``to`` (another precision): by the operators it adds
+        (:func:`special.added_ops_host`) where its mode counts them, else by the groups' host
+        ratio (:meth:`host_ratio`); None without either."""
+        add = special.added_ops_host(self, frm, to, host_s, dn)
+        if add:
+            return add[0]
+        r = self.host_ratio(frm.group, to.group, to.model, dn)
+        return host_s * r[0] if r else None

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from statistics import median
 
 from dlperf.perfmodel import inputpipe as ip
-from dlperf.perfmodel.btrows import Budget, Row, charge, point_id
-from dlperf.perfmodel.records import Point, Records
+from dlperf.perfmodel.backtest import Budget, Row, charge
+from dlperf.perfmodel.records import Point, Records, point_id
 
 CATEGORY = ip.INPUT_CATEGORY
 CATEGORIES = (CATEGORY,)

@@ -28,12 +28,23 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from dlperf.perfmodel.btrows import Row
+
+class Row(Protocol):
+    """What a held-out back-test row gives an interval (:class:`dlperf.perfmodel.backtest.Row`;
+    a protocol, so that predictions never import the back-test)."""
+
+    category: str
+    measured_s: float
+    predicted_s: float
+    bound: str | None
+    point: str | None
+
+
+R = TypeVar("R", bound=Row)
 
 
 #: Fewest residuals a (category, bound) group needs to get an interval of its own (else the
@@ -46,7 +57,7 @@ INTERVAL_CATEGORIES = ("held-out batch", "leave-one-model-out", "what-if fp32->b
 
 #: One held-out residual: ``(log(measured / predicted), bound of the prediction or None)``.
 Residual = tuple[float, str | None]
-#: A residual with the identity (``source:result_id``, :func:`btrows.point_id`) of the measured
+#: A residual with the identity (``source:result_id``, :func:`records.point_id`) of the measured
 #: point it is the error on, or None: ``(log ratio, bound, point)``.
 KeyedResidual = tuple[float, str | None, str | None]
 
@@ -184,9 +195,9 @@ def without_points(keyed: Sequence[KeyedResidual], points: Collection[str]) -> l
     return [(r, b) for r, b, p in keyed if p is None or p not in points]
 
 
-def coverage(rows: Sequence[Row], level: float = 0.9, rule: str | Rule = "mondrian",
+def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian",
              categories: Sequence[str] = INTERVAL_CATEGORIES,
-             counted: Callable[[Row], bool] | None = None) -> list[dict]:
+             counted: Callable[[R], bool] | None = None) -> list[dict]:
     """Leave-one-out coverage of an interval rule on back-test rows.
 
     For every row of each category its interval comes from the category's other rows

@@ -19,7 +19,7 @@ what the process holds outside the allocator (CUDA context, libraries: NVML's us
 minus the reserved peak, the median over the stored points of that device). A batch whose
 ``M`` is above it does not fit; the largest that fits is ``floor((capacity - m0) / m1)``.
 A configuration without stored memory counts is not judged, nor one of a framework whose
-allocator takes a fixed pool up front (:data:`PREALLOCATING`: its reserved peak is the pool,
+allocator takes a fixed pool up front (:func:`special.memory_judged`: its reserved peak is the pool,
 the same at every batch, not what the step needs).
 """
 
@@ -32,15 +32,13 @@ from statistics import median
 
 import numpy as np
 
+from dlperf.perfmodel import special
 from dlperf.perfmodel.records import Point
 
 #: Model state per parameter when one batch size is stored: fp32 weights (4), fp32 gradients
 #: (4) and two fp32 Adam moments (8) (Rajbhandari et al. 2020, sec. 3.1: 16 bytes per
 #: parameter of mixed-precision Adam is 16 + the fp16 copies; dlperf keeps fp32 parameters).
 STATE_BYTES_PER_PARAM = 16.0
-#: Frameworks whose allocator reserves a pool at start (XLA: 75% of the device by default,
-#: ``XLA_PYTHON_CLIENT_MEM_FRACTION``; TensorFlow: all of it unless memory growth is on).
-PREALLOCATING = ("jax", "tensorflow")
 
 
 @dataclass(frozen=True)
@@ -83,7 +81,7 @@ def fit(points: Sequence[Point]) -> MemoryFit | None:
     """The memory line of one configuration's stored one-device points (all files), or None
     when they hold no reserved peak or the device's total memory."""
     pts = [p for p in points if p.world_size == 1 and p.peak_reserved_bytes
-           and _gpu_total(p) and p.framework not in PREALLOCATING]
+           and _gpu_total(p) and special.memory_judged(p.framework)]
     if not pts:
         return None
     by: dict[int, list[float]] = {}

@@ -14,18 +14,17 @@ with its result type is :mod:`dlperf.perfmodel.api`. Three ways to get the one-d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import median
 
-from dlperf.perfmodel import comm
+from dlperf.perfmodel import comm, special
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.hostmove import added_ops_host
-from dlperf.perfmodel.transfer import transfer_ratios
-from dlperf.registry import framework_info
+from dlperf.perfmodel.calibrate import Calibration, Config, HostEstimate
 
 
 @dataclass
@@ -123,41 +122,99 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
     """
     d, eff, ceil, work = _roofline_d(cal, cfg, batch)
     host = cal.host_of_group(cfg.group, cfg.model, cal.device_name(cfg))
-    assumptions = []
-    hm: tuple[str, ...]
-    if host is None:
-        h, hm, hg = 0.0, (), ""
-        assumptions.append(f"host time 0: no series of {cfg.framework}/{cfg.mode} shows its host "
-                           "time (2+ batch sizes, host-bound at the smallest)")
-    else:
-        h, hm, hg = host
     kernels = cal.kernel_count(cfg) if eff.kernel_models else None
     kterm = (f" x {kernels:.0f} kernels (counts of {len(eff.kernel_models)} models)"
              if kernels else "")
     prov = {"device D": f"roofline of {'/'.join(cfg.group)} fitted without {cfg.model} "
                         f"({eff.describe()}{kterm}, on {len(eff.models)} models); "
                         f"ceilings {ceil.source}; {work.source}",
-            "host time H": (f"host time per dispatched operator or kernel of {hg}, from "
-                            f"models {', '.join(hm)}"
-                            if hm and hg.endswith(("ops)", "kernels)", "launches)")) else
-                            f"host floor: the smallest host time shown by a series of {hg} "
-                            f"(models {', '.join(hm)})" if hm else "none (0)")}
+            "host time H": _host_provenance(host)}
+    assumptions = [_host_assumption(cfg, host), special.recurrent_note(cfg.model)]
     from dlperf.zoo import SPECS
 
     spec = SPECS.get(cfg.model)
-    if hm and not hg.endswith(("ops)", "kernels)", "launches)")):
-        assumptions.append(f"host time: no operator or launch count of {cfg.model} is stored, so "
-                           f"its host is {hg}'s smallest ({h * 1e3:.3g} ms); a model that launches "
-                           "many small kernels is under-predicted (a --timeline run of it gives "
-                           "the count)")
-    if spec is not None and spec.family == "rnn":
-        assumptions.append("device time: a roofline of FLOPs and bytes; a recurrent model's "
-                           "time-step loop is bound by kernel latency, not by either, and can "
-                           "run far longer (docs/perfmodel.md, Against the goals)")
+    h = host.host_s if host else 0.0
     return OneDevice(cfg, batch, h, d, "analytic", list(eff.result_ids), prov,
-                     assumptions + [f"{cfg.model}'s own measurements not used (analytic)"],
+                     [a for a in assumptions if a]
+                     + [f"{cfg.model}'s own measurements not used (analytic)"],
                      params=spec.params if spec else None,
                      device_classes_s=_classes(cal, cfg, batch, d, work))
+
+
+def _host_provenance(host: HostEstimate | None) -> str:
+    """Where an analytic prediction's host time came from."""
+    if host is None:
+        return "none (0)"
+    if host.counted:
+        return (f"host time per dispatched operator or kernel of {host.where}, from models "
+                f"{', '.join(host.models)}")
+    return (f"host floor: the smallest host time shown by a series of {host.where} (models "
+            f"{', '.join(host.models)})")
+
+
+def _host_assumption(cfg: Config, host: HostEstimate | None) -> str | None:
+    """What an analytic prediction's host time assumed, None for a counted estimate."""
+    if host is None:
+        return (f"host time 0: no series of {cfg.framework}/{cfg.mode} shows its host time "
+                "(2+ batch sizes, host-bound at the smallest)")
+    if host.counted:
+        return None
+    return (f"host time: no operator or launch count of {cfg.model} is stored, so its host is "
+            f"{host.where}'s smallest ({host.host_s * 1e3:.3g} ms); a model that launches many "
+            "small kernels is under-predicted (a --timeline run of it gives the count)")
+
+
+#: Pairs of other models a what-if ratio takes the median of (the nearest in FLOPs per step).
+#: Chosen on the what-if back-test of benchmarks/results/h200 (see docs/perfmodel.md).
+TRANSFER_NEAREST = 3
+
+
+def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
+                    nearest: int = TRANSFER_NEAREST) -> dict[str, tuple[float, str]]:
+    """Measured ``T(to) / T(from)`` of *other* models' pairs (same batch, same results file),
+    split by the bound of the ``from`` point in its own series fit: ``{"host": (ratio,
+    where from), "device": (...)}``, each present only when measured. The ratio is the
+    median of the ``nearest`` pairs closest in training FLOPs per step to ``frm.model`` at
+    ``batch`` (a GEMM's speed-up from bf16 grows with its size), models of the same family
+    first. A pair that also changes the layout is skipped (:func:`special.changes_layout`)."""
+    from dlperf.zoo import SPECS
+    fam = getattr(SPECS.get(frm.model), "family", None)
+    f_target = cal.work(frm.model, frm.framework, frm.precision).flops(batch)
+    changes = {k: getattr(to, k) for k in ("precision", "mode", "framework")
+               if getattr(to, k) != getattr(frm, k)}
+    samples: dict[str, list[tuple[int, float, float, str]]] = {"host": [], "device": []}
+    by = {}
+    for p in cal.points:
+        if p.world_size == 1 and not p.instrumented and p.model != frm.model:
+            by[(Config.of(p), p.source, p.batch_size)] = p
+    for (c, src, b), p in by.items():
+        if c.group != frm.group or special.changes_layout(c, to):
+            continue  # a pair at a layout of its own changes the layout too
+        q = by.get((c.with_(**changes), src, b))
+        if q is None:
+            continue
+        ser = [x for x in cal.series(c) if x[0].source == src]
+        try:  # the pair's bound by its own series (no other-session terms: cheap, and
+            # never touching the configuration a what-if back-test withholds)
+            fit = cal.fit_points(c, ser[0], with_sessions=False)
+        except (IndexError, ValueError):
+            continue
+        f = cal.work(c.model, c.framework, c.precision).flops(p.per_device_batch)
+        dist = abs(math.log(max(f, 1.0) / max(f_target, 1.0)))
+        other_family = int(getattr(SPECS.get(c.model), "family", None) != fam)
+        samples[fit.bound(p.per_device_batch)].append(
+            (other_family, dist, q.step_time_s / p.step_time_s, c.model))
+    out = {}
+    for kind, ss in samples.items():
+        if ss:
+            pick = sorted(ss)[:nearest]
+            models = sorted({s[3] for s in pick})
+            out[kind] = (median(s[2] for s in pick),
+                         f"median T ratio of the {len(pick)} {kind}-bound pair(s) of "
+                         f"{len(models)} other model(s) nearest in FLOPs per step "
+                         f"({', '.join(models)}"
+                         + (", same family)" if pick[0][0] == 0 else ")"))
+    return out
 
 
 def what_if(cal: Calibration, base: Config, target: Config, batch: int,
@@ -169,7 +226,7 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     ``H_t = H_b * r_H`` and ``D_t = D_b * r_D``: ``r_H`` the median step ratio of other models'
     host-bound pairs measured in both configurations (same family preferred; a precision change
     in a mode counted in operators adds the operators' host instead,
-    :func:`~dlperf.perfmodel.hostmove.added_ops_host`), ``r_D`` that of
+    :func:`~dlperf.perfmodel.special.added_ops_host`), ``r_D`` that of
     their device-bound pairs, else the ratio of the two groups' rooflines for this model (each
     fitted without it), else 1; which one was used is in the provenance. The base series is
     the one in ``source`` when given: a what-if of a pair measured in one file starts from
@@ -205,7 +262,7 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
         except LookupError:
             r_d, why_d = 1.0, "none measured: unchanged"
             assumptions.append("device time unchanged: no pair and no roofline for the target")
-    added = added_ops_host(cal, base, target, b.host_s, cal.device_name(base))
+    added = special.added_ops_host(cal, base, target, b.host_s, cal.device_name(base))
     if added is not None:
         r_h, why_h = added[0] / b.host_s, added[1]
     elif r_h is None:
@@ -222,15 +279,12 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
 
 def _layout_base(cal: Calibration, base: Config, target: Config, batch: int,
                  source: str | None) -> tuple[Config, str | None]:
-    """The base a what-if starts from: ``base`` at layout ``auto`` when ``target``'s mode picks
-    its own layout (:attr:`dlperf.registry.FrameworkInfo.layout_free_modes`), ``base``'s does
-    not, ``base`` asked for a layout and the ``auto`` series is stored (in ``source`` when
-    given); else ``base``. The second value says why, for the assumptions (None: unchanged)."""
-    info = framework_info(target.framework)
-    free = info.layout_free_modes if info else ()
-    if base.layout == "auto" or target.mode not in free or base.mode in free:
+    """The base a what-if starts from (:func:`special.layout_base`) where its series is stored
+    (in ``source`` when given), else ``base``; the second value says why, for the assumptions
+    (None: unchanged)."""
+    alt = special.layout_base(base, target)
+    if alt is None:
         return base, None
-    alt = base.with_(layout="auto")
     try:
         from_series(cal, alt, batch, source)
     except (LookupError, ValueError):
@@ -239,33 +293,14 @@ def _layout_base(cal: Calibration, base: Config, target: Config, batch: int,
                  f"from {alt.label()} (its own layout choice), not from layout {base.layout}")
 
 
-@dataclass
-class Network:
-    """The topology for more devices: links inside a node and between nodes, GPUs per node,
-    and the all-reduce algorithm (``best``, ``ring``, ``tree``, ``hierarchical``)."""
-
-    intra: comm.Link | None = None
-    inter: comm.Link | None = None
-    algorithm: str = "best"
-    #: NICs per node for the inter-node link (None: :data:`comm.TYPICAL_NICS_PER_NODE` of the
-    #: named link, else one)
-    nics_per_node: int | None = None
-
-    def nics(self) -> int:
-        """NICs per node used: given, else the named inter link's typical count, else 1."""
-        if self.nics_per_node is not None:
-            return self.nics_per_node
-        return comm.TYPICAL_NICS_PER_NODE.get(self.inter.name, 1) if self.inter else 1
-
-
-def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | None
+def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: comm.Network | None
                  ) -> tuple[Callable[[float], float], str, bool]:
     """The all-reduce time of a bucket for ``world`` ranks on ``nnodes`` nodes: the stored
     sweep's fit when this machine measured that rank count on one node, else the algorithm over
     the topology (intra link: measured from the stored sweep when there is one, else given).
     Returns ``(fn, description, measured)``."""
     nranks = {c.nranks for c in cal.records.collectives if c.benchmark == "allreduce"}
-    net = network or Network()
+    net = network or comm.Network()
     if nnodes == 1 and world in nranks and net.intra is None:
         fit = comm.fit_allreduce(cal.records.collectives, world)
         return fit.time_s, (f"all-reduce sweep of {world} ranks "
@@ -278,20 +313,17 @@ def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: Network | N
     intra = intra or comm.LINKS["nvlink4"]
     gpn = world // nnodes
     nics = net.nics() if nnodes > 1 else None
-    # more ranks never all-reduce faster than fewer did: the largest stored sweep of at most
-    # this many ranks bounds the algorithm's time from below (a ring's 2(p-1)/p M beta grows
-    # with p), so that predictions are monotone in N
-    floor_n = max((n for n in nranks if n <= world), default=None)
-    floor = comm.fit_allreduce(cal.records.collectives, floor_n).time_s if floor_n else None
+    floor = special.allreduce_floor(
+        nranks, world, lambda n: comm.fit_allreduce(cal.records.collectives, n).time_s)
 
     def fn(size: float) -> float:
         t = comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm, nics)[0]
-        return max(t, floor(size)) if floor else t
+        return max(t, floor[1](size)) if floor else t
 
     desc = (f"{net.algorithm} all-reduce over {gpn} GPU(s) x {nnodes} node(s); intra: "
             f"{intra.source}" + (f"; inter: {net.inter.source}, {nics} NIC(s) per node"
                                  if nnodes > 1 and net.inter else "")
-            + (f"; at least the stored sweep of {floor_n} ranks" if floor_n else ""))
+            + (f"; at least the stored sweep of {floor[0]} ranks" if floor else ""))
     return fn, desc, intra.measured and nnodes == 1
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlperf.perfmodel import roofline as rl
+from dlperf.perfmodel import special
 from dlperf.perfmodel.equations import SMOOTH_P as SMOOTH_P
 from dlperf.perfmodel.equations import overlap as overlap
 from dlperf.perfmodel.records import Point
@@ -348,7 +349,7 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
     x0 = np.concatenate([np.log([0.5, 0.5]), [np.log(KERNEL_S_START)] if fit_k else [],
                          np.log(tmins * 0.5) if n_s else []])
     lo = np.concatenate([[-7.0, -7.0], [k_lo] if fit_k else [], np.full(n_s, -20.0)])
-    f_hi = math.log(rl.flops_efficiency_cap(group[2]))
+    f_hi = math.log(special.flops_efficiency_cap(group[2]))
     hi = np.concatenate([[f_hi, 2.0], [k_hi] if fit_k else [], np.full(n_s, 3.0)])
     # each host time touches only its own series' rows: a sparse Jacobian keeps the finite
     # differences to a few evaluations per step however many series there are

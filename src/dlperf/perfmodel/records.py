@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dlperf.perfmodel.special import cpu_rank_threads
+from dlperf.perfmodel.special import mode_key as mode_key
 from dlperf.results.dbfile import results_files
 
 
@@ -227,21 +229,6 @@ class Point:
                 f"{self.precision} {self.device} b={self.batch_size}{dp}")
 
 
-#: Joins a mode and a compile mode other than ``default`` in a group's mode (:func:`mode_key`).
-COMPILE_SEP = "+"
-
-
-def mode_key(mode: str, compile_mode: str | None) -> str:
-    """The mode of a group: ``mode``, or ``mode+compile_mode`` for a compile mode other than
-    ``default`` (``graph+reduce-overhead``), so that such runs are fitted and compared apart."""
-    return mode if compile_mode in (None, "", "default") else f"{mode}{COMPILE_SEP}{compile_mode}"
-
-
-def compile_of(mode: str) -> str:
-    """The compile mode in a group's mode (:func:`mode_key`): ``default`` when there is none."""
-    return mode.split(COMPILE_SEP, 1)[1] if COMPILE_SEP in mode else "default"
-
-
 @dataclass(frozen=True)
 class CollectivePoint:
     """One message size of a stored collective benchmark (``dlperf allreduce``).
@@ -302,20 +289,6 @@ def _variant(cfg: Mapping[str, Any]) -> str:
     return ",".join(changed)
 
 
-def _threads(row: Mapping[str, Any], res: Mapping[str, Any], world: int) -> int | None:
-    """The host threads of a row: its ``threads`` column; for an N-device CPU row with none
-    asked for, the count every rank recorded running with (``dist.per_rank[*].threads``, e.g.
-    1 under the launcher's one-thread-per-rank policy, ``env.thread_policy``), so that it
-    matches the one-device series run at that count. GPU rows keep None (threads do not
-    shape a GPU step here, and their one-device series are stored with None)."""
-    if row.get("threads") is not None or world < 2 or row.get("device") != "cpu":
-        return row.get("threads")
-    ranks = {r.get("threads") for r in (_get(res, "dist", "per_rank") or [])
-             if isinstance(r, Mapping)}
-    only = next(iter(ranks)) if len(ranks) == 1 else None
-    return only if isinstance(only, int) else None
-
-
 def _gpu_memory(env: Mapping[str, Any], device: str) -> float | None:
     """The first GPU's memory in ``env.gpus`` (bytes) for a ``cuda`` run, else None."""
     gpus = env.get("gpus") if device == "cuda" else None
@@ -345,7 +318,8 @@ def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
         framework=row.get("framework") or "", mode=row.get("mode") or "",
         precision=row.get("precision") or "", device=row.get("device") or "",
         data=row.get("data") or "synthetic", layout=cfg.get("layout"),
-        threads=_threads(row, res, world), grad_accum=int(row.get("grad_accum") or 1),
+        threads=cpu_rank_threads(row.get("threads"), row.get("device") or "", world, [
+            r.get("threads") for r in (_get(res, "dist", "per_rank") or []) if isinstance(r, Mapping)]), grad_accum=int(row.get("grad_accum") or 1),
         batch_size=batch, world_size=world, nnodes=int(row.get("nnodes") or 1),
         per_device_batch=int(row.get("per_device_batch") or batch // world),
         variant=_variant(cfg) if world > 1 else "",

@@ -40,7 +40,6 @@ time per iteration).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from statistics import median
 import numpy as np
 
 from dlperf.perfmodel import equations as eq
+from dlperf.perfmodel import special
 from dlperf.perfmodel.records import Point
 
 #: Batch-independent bytes per parameter when only one batch size of a model was stored:
@@ -60,31 +60,6 @@ BYTES_PER_PARAM = 45.0
 
 #: Op classes whose time scales with FLOPs; the rest scale with bytes.
 COMPUTE_CLASSES = ("convolution", "matmul", "attention", "recurrent")
-
-
-#: Precisions whose measured GEMM ceiling is the tensor-core rate the model's own matmuls and
-#: convolutions run at, so that a fitted ``e_F`` above 1 would be a step that computes faster
-#: than a large GEMM of the same precision: :func:`flops_efficiency_cap`.
-TENSOR_CORE_PRECISIONS = ("bf16", "fp16", "tf32")
-
-
-def flops_efficiency_cap(precision: str) -> float:
-    """The largest ``e_F`` a group's fit may choose at ``precision`` (a ratio to the measured
-    GEMM ceiling).
-
-    1 for :data:`TENSOR_CORE_PRECISIONS`: no step's FLOPs run faster than the ceiling measured
-    at the same precision. Without the bound the joint fit trades the FLOP term for the byte
-    term when a group's FLOPs and bytes grow alike with the batch, and chose e_F = 7.39 (its
-    old bound, e^2) for torch graph bf16 and 1.26-1.49 for JAX and torch eager bf16 on
-    benchmarks/results/h200 (JAX bf16 still 1.42 with the kernel term); leave-one-model-out
-    on h200 + h200x2: 20.35% -> 19.78% without the kernel term, 16.33% -> 16.28% with it
-    (docs/perfmodel.md). ``e^2`` for fp32: the fp32 ceiling is the CUDA cores' (FP32
-    SIMT), while the frameworks' defaults run fp32 convolutions on TF32 tensor cores (cuDNN's
-    ``allow_tf32``, on by default in PyTorch) and XLA:GPU's default-precision fp32 dots on
-    TF32 too, so a fitted e_F above 1 is real there (1.2-1.6 on those files; capping it at 1
-    raised that MdAPE to 23.9%).
-    """
-    return 1.0 if precision in TENSOR_CORE_PRECISIONS else math.e ** 2
 
 
 @dataclass(frozen=True)
@@ -233,9 +208,9 @@ class Efficiency:
 
     def describe(self) -> str:
         """``e_F``, ``e_Y`` and ``t_k`` in words, for a prediction's provenance: says when
-        ``e_F`` sits at its cap (:func:`flops_efficiency_cap`) and when the fit had no kernel
+        ``e_F`` sits at its cap (:func:`special.flops_efficiency_cap`) and when the fit had no kernel
         term (no kernel counts)."""
-        cap = self.e_flops >= flops_efficiency_cap(self.group[2]) * (1 - 1e-6)
+        cap = self.e_flops >= special.flops_efficiency_cap(self.group[2]) * (1 - 1e-6)
         return (f"e_F={self.e_flops:.3g}{' (capped: the GEMM ceiling)' if cap else ''}, "
                 f"e_Y={self.e_bytes:.3g}, " + (f"t_k={self.kernel_s * 1e6:.3g} us per kernel"
                                                if self.kernel_s else "no kernel term"))

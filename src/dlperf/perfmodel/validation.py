@@ -1,24 +1,39 @@
-"""Validation of the performance model: the back-test (:mod:`dlperf.perfmodel.backtest`) on
-stored results, and the residual table it leaves beside them for predictions' intervals.
+"""Validation of the performance model: every back-test category (the model's own,
+:mod:`dlperf.perfmodel.backtest`; the WFBP recursion's, :mod:`dlperf.perfmodel.bucketcheck`;
+the input pipeline's, :mod:`dlperf.perfmodel.inputcheck`; predictions through
+:func:`dlperf.perfmodel.api.predict` itself) on stored results, their summary tables
+(:class:`Validation`), and the residual table they leave beside the results for predictions'
+intervals.
 
 Nothing here is imported by a prediction: ``dlperf predict`` reads the table that
-``dlperf predict --validate`` (:func:`validate` with ``store=True``) wrote
+``dlperf predict --validate`` (:func:`validate` and :func:`store_table`) wrote
 (:func:`dlperf.perfmodel.fitcache.read_table`).
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api
 from dlperf.perfmodel import backtest as bt
+from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import fitcache as fc
+from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import intervals as iv
-from dlperf.perfmodel.btrows import Row
+from dlperf.perfmodel.backtest import Budget, Row
+from dlperf.perfmodel.calibrate import Calibration
 from dlperf.perfmodel.records import Records, point_id
+from dlperf.perfmodel.split import SIDES, Split
+
+#: Every back-test category, in the order tables list them.
+CATEGORIES = (*bt.MODEL_CATEGORIES, *bc.CATEGORIES, *ic.CATEGORIES)
 
 #: Each stored one-node N-device point predicted by :func:`dlperf.perfmodel.api.predict`
 #: itself (``dlperf predict --nproc N``), which withholds the point; the baseline is perfect
@@ -28,7 +43,7 @@ PREDICT_NPROC_CATEGORY = api.NPROC_CATEGORY
 
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
              categories: Iterable[str] | None = None,
-             budget_s: float | None = None) -> bt.Validation:
+             budget_s: float | None = None) -> Validation:
     """Back-test the model on the stored results (:mod:`dlperf.perfmodel.backtest`); the
     returned object has ``.table()`` (markdown), ``.summary()``, ``.rows`` and ``.left_out``.
     A full run (every category, no budget) also leaves its residuals in this process, so that
@@ -37,7 +52,7 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
 
     Args:
         db: a results file, several, or folders of ``*.db``.
-        categories: which of :data:`backtest.CATEGORIES` (None: all).
+        categories: which of :data:`CATEGORIES` (None: all).
         budget_s: None runs every prediction; else at most this many *estimated* seconds of
             them (:class:`backtest.Budget`: deterministic, the cheap categories first); what
             it left out is counted in ``.left_out``.
@@ -49,8 +64,8 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
     cats = list(categories) if categories else None
     own = cats is not None and PREDICT_NPROC_CATEGORY in cats
     try:
-        v = bt.run(recs, [c for c in cats if c != PREDICT_NPROC_CATEGORY] if own and cats
-                   else cats, budget_s, base=api._base_calibration(recs))
+        v = run(recs, [c for c in cats if c != PREDICT_NPROC_CATEGORY] if own and cats
+                   else cats, budget_s, base=Calibration(recs, share_efficiencies=api.shared_fits(recs)))
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if (cats is None or own) and budget_s is None:
@@ -87,13 +102,13 @@ def predict_nproc_rows(recs: Records) -> list[Row]:
     return out
 
 
-def residual_table(v: bt.Validation) -> dict[str, list[iv.KeyedResidual]]:
+def residual_table(v: Validation) -> dict[str, list[iv.KeyedResidual]]:
     """Category -> ``(log(measured / predicted), bound, point)`` of every back-test category
     that made rows (a prediction takes its interval from the category of its path)."""
     return {cat: v.keyed_residuals(cat) for cat in dict.fromkeys(r.category for r in v.rows)}
 
 
-def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: bt.Validation) -> Path:
+def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validation) -> Path:
     """Write ``v``'s residual table beside the results files ``db``
     (:func:`fitcache.write_table`); returns its path.
 
@@ -106,3 +121,231 @@ def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: bt.Valid
     except OSError as e:
         raise ConfigError(f"{e}: make the folder writable, or copy the results files to one "
                           "that is and validate there") from None
+
+
+@dataclass
+class Validation:
+    """The back-test's rows, with a summary per category and a markdown table."""
+
+    rows: list[Row]
+    sources: list[str]
+    #: predictions a :class:`Budget` left out, per category (empty: the back-test is complete)
+    left_out: dict[str, int] = field(default_factory=dict)
+    #: the budget it ran under (estimated s), None for none
+    budget_s: float | None = None
+
+    def noise_pct(self) -> dict[str | None, float]:
+        """The median ``repeat (noise floor)`` scatter (%) per prediction bound (``host``,
+        ``device``): how far two measurements of one point lie apart, typically. Empty when
+        the back-test ran no repeat rows."""
+        by: dict[str | None, list[float]] = defaultdict(list)
+        for r in self.rows:
+            if r.category == "repeat (noise floor)":
+                by[r.bound].append(r.ape)
+        return {b: median(v) for b, v in by.items()}
+
+    def resolved(self, r: Row, noise: dict[str | None, float]) -> bool:
+        """Whether a what-if row's *measured* change ``|measured / baseline - 1|`` exceeds the
+        median repeat scatter of its bound (:meth:`noise_pct`): a smaller change is within
+        the noise of measuring the same point twice, so its sign says nothing about the model
+        (on the committed H200 files: 15.0% for host-bound points, 0.26% for device-bound).
+        Every row counts when no repeat rows ran."""
+        if r.baseline_s is None:
+            return True
+        return abs(r.measured_s / r.baseline_s - 1.0) * 100.0 > noise.get(r.bound, 0.0)
+
+    def summary(self, rows: Sequence[Row] | None = None) -> list[dict]:
+        """Per category: count, MdAPE and max (%), the baseline's, sign accuracy (all pairs, and
+        the pairs whose measured change exceeds the noise floor, :meth:`resolved`),
+        efficiency error (points); of ``rows`` (a subset of :attr:`rows`, e.g. one side of
+        the split; None: all). The noise floor is always that of all the repeat rows."""
+        by: dict[str, list[Row]] = defaultdict(list)
+        for r in self.rows if rows is None else rows:
+            by[r.category].append(r)
+        noise = self.noise_pct()
+        out = []
+        for cat in [c for c in CATEGORIES if c in by]:
+            rs = by[cat]
+            apes = [r.ape for r in rs]
+            base = [r.baseline_ape for r in rs if r.baseline_ape is not None]
+            signs = [r.sign_ok for r in rs if r.sign_ok is not None]
+            resolved = [r.sign_ok for r in rs if r.sign_ok is not None and self.resolved(r, noise)]
+            effs = [r.eff_err_pts for r in rs if r.eff_err_pts is not None]
+            host = [r.ape for r in rs if r.bound == "host"]
+            out.append({"category": cat, "count": len(rs), "mdape_pct": median(apes),
+                        "max_pct": max(apes),
+                        "host_bound_mdape_pct": median(host) if host else None,
+                        "baseline_mdape_pct": median(base) if base else None,
+                        "baseline_max_pct": max(base) if base else None,
+                        "sign_right": (sum(signs), len(signs)) if signs else None,
+                        "sign_right_resolved": ((sum(resolved), len(resolved)) if signs
+                                                else None),
+                        "eff_err_median_pts": median(effs) if effs else None,
+                        "eff_err_max_pts": max(effs) if effs else None})
+        return out
+
+    def residuals(self, category: str) -> list[float]:
+        """``log(measured / predicted)`` of the category's rows."""
+        return [math.log(r.measured_s / r.predicted_s) for r in self.rows
+                if r.category == category]
+
+    def bounded_residuals(self, category: str) -> list[iv.Residual]:
+        """``(log(measured / predicted), bound)`` of the category's rows: what a Mondrian
+        interval (:func:`dlperf.perfmodel.intervals.mondrian`) is built from."""
+        return iv.residuals_of(self.rows, category)
+
+    def keyed_residuals(self, category: str) -> list[iv.KeyedResidual]:
+        """``(log(measured / predicted), bound, point)`` of the category's rows
+        (:func:`dlperf.perfmodel.intervals.keyed_residuals_of`)."""
+        return iv.keyed_residuals_of(self.rows, category)
+
+    def coverage(self, level: float = 0.9, rule: str = "mondrian") -> list[dict]:
+        """Leave-one-out coverage of the prediction intervals per category
+        (:func:`dlperf.perfmodel.intervals.coverage`: overall and per bound, and the median
+        width ``high / low``); ``rule`` ``mondrian`` (what :func:`~dlperf.perfmodel.api.predict`
+        uses) or ``pooled`` (the rule before it). Cheap: no model is re-fitted.
+
+        Raises:
+            ValueError: an unknown rule or a level outside (0, 1).
+        """
+        return iv.coverage(self.rows, level, rule)
+
+    def coverage_table(self, level: float = 0.9) -> str:
+        """Markdown: per interval category, the coverage and width of the pooled rule beside
+        the Mondrian one (:meth:`coverage`)."""
+        return iv.coverage_markdown(self.coverage(level, "pooled"), self.coverage(level), level)
+
+    def split_table(self, split: Split, level: float = 0.9) -> str:
+        """Markdown: one line per category, each measure for the development and the test
+        side of ``split`` (:mod:`dlperf.perfmodel.split`) as ``dev / test``: rows, MdAPE,
+        host-bound MdAPE, the baseline's MdAPE, signs right (all pairs) and those of the best
+        trivial rule (the target always faster, or always slower, whichever gets more
+        development pairs right), the ``level`` interval's leave-one-out coverage
+        (:meth:`coverage`, Mondrian; intervals built from all the category's other rows,
+        judged on the side's rows)."""
+        def on(side: str) -> Callable[[Row], bool]:
+            return lambda r: split.side(r.model, r.run_id) == side
+
+        sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows if on(s)(r)])}
+                for s in SIDES}
+        judged = [c for c in CATEGORIES if c != "repeat (noise floor)"]
+        covs = {s: {d["category"]: d for d in iv.coverage(self.rows, level, counted=on(s),
+                                                           categories=judged)}
+                for s in SIDES}
+
+        def pct(x: float | None) -> str:
+            return "–" if x is None else f"{x:.2f}"
+
+        def trivial(cat: str) -> dict[str, str]:
+            """The best constant sign rule of ``cat``, chosen on development: per side."""
+            pairs = {s: [r for r in self.rows if r.category == cat and r.sign_ok is not None
+                         and r.baseline_s is not None and on(s)(r)] for s in SIDES}
+            if not any(pairs.values()):
+                return {s: "–" for s in SIDES}
+            faster = {s: sum(r.measured_s < (r.baseline_s or 0.0) for r in v)
+                      for s, v in pairs.items()}
+            dev = len(pairs[SIDES[0]])
+            use_faster = faster[SIDES[0]] >= dev - faster[SIDES[0]]
+            word = "faster" if use_faster else "slower"
+            return {s: f"{word} {faster[s] if use_faster else len(v) - faster[s]}/{len(v)}"
+                    for s, v in pairs.items()}
+
+        def one(d: dict | None, c: dict | None, triv: str) -> list[str]:
+            if d is None:
+                return ["0", "–", "–", "–", "–", "–", "–"]
+            sr = d["sign_right"]
+            return [str(d["count"]), pct(d["mdape_pct"]), pct(d["host_bound_mdape_pct"]),
+                    pct(d["baseline_mdape_pct"]), f"{sr[0]}/{sr[1]}" if sr else "–",
+                    triv if sr else "–", _coverage_cell(c)]
+
+        def cells(cat: str) -> list[str]:
+            triv = trivial(cat)
+            dev, test = (one(sums[s].get(cat), covs[s].get(cat), triv[s]) for s in SIDES)
+            return [f"{a} / {b}" for a, b in zip(dev, test, strict=True)]
+        lines = ["| category (dev / test) | rows | MdAPE % | host-bound MdAPE % | "
+                 "baseline MdAPE % | sign right | trivial rule's signs | "
+                 f"{level:.0%} interval coverage |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        cats = [c for c in CATEGORIES if any(c in sums[s] for s in SIDES)]
+        for cat in cats:
+            lines.append(f"| {cat} | " + " | ".join(cells(cat)) + " |")
+        return "\n".join(lines) + "\n"
+
+    def table(self) -> str:
+        """Markdown: one line per category."""
+        def f(x, d=2):
+            return "–" if x is None else f"{x:.{d}f}"
+        lines = ["| category | count | MdAPE % | max % | host-bound MdAPE % | baseline MdAPE % | "
+                 "baseline max % | sign right | scaling eff. error (pts, median/max) |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for d in self.summary():
+            sr = ("–" if d["sign_right"] is None else
+                  f"{d['sign_right'][0]}/{d['sign_right'][1]} "
+                  f"(beyond noise {d['sign_right_resolved'][0]}/{d['sign_right_resolved'][1]})")
+            ee = ("–" if d["eff_err_median_pts"] is None
+                  else f"{d['eff_err_median_pts']:.1f} / {d['eff_err_max_pts']:.1f}")
+            lines.append(f"| {d['category']} | {d['count']} | {f(d['mdape_pct'])} | "
+                         f"{f(d['max_pct'], 1)} | {f(d['host_bound_mdape_pct'])} | "
+                         f"{f(d['baseline_mdape_pct'])} | {f(d['baseline_max_pct'], 1)} | {sr} | "
+                         f"{ee} |")
+        return "\n".join(lines) + "\n"
+
+
+def _coverage_cell(c: dict | None) -> str:
+    """``92% (h 94%, d 91%)``: a coverage row's share, and per bound where rows have one."""
+    if not c:
+        return "–"
+    per = [f"{b[0]} {c['coverage_' + b]:.0%}" for b in ("host", "device")
+           if c.get("coverage_" + b) is not None]
+    return f"{c['coverage']:.0%}" + (f" ({', '.join(per)})" if per else "")
+
+
+def run(records: Records, categories: Sequence[str] | None = None,
+        budget_s: float | None = None, base: Calibration | None = None) -> Validation:
+    """Run the back-test categories (all by default) on ``records``.
+
+    Args:
+        records: the stored results (:func:`dlperf.perfmodel.records.load`).
+        categories: which of :data:`CATEGORIES` (None: all).
+        budget_s: None runs everything; else a :class:`Budget` of this many estimated seconds,
+            spent in the order held-out batch and extrapolation, all-reduce, 2-GPU, repeats,
+            leave-one-model-out, what-ifs (the cheap and the goal-setting ones first); what it
+            left out is in :attr:`Validation.left_out`.
+        base: a :class:`Calibration` of ``records`` without exclusions whose shared fits
+            (``share_efficiencies``) this run reuses and extends, so that several runs on the
+            same records fit each roofline and plain series once (None: a fresh one; the rows
+            are the same either way).
+
+    Raises:
+        ValueError: an unknown category, or a negative budget.
+    """
+    cats = list(categories or CATEGORIES)
+    bad = [c for c in cats if c not in CATEGORIES]
+    if bad:
+        raise ValueError(f"unknown back-test categor{'ies' if len(bad) > 1 else 'y'} "
+                         f"{', '.join(bad)}; known: {', '.join(CATEGORIES)}")
+    budget = None if budget_s is None else Budget(budget_s)
+    base = Calibration(records) if base is None else base
+    part: dict[str, list[Row]] = {}
+    # spent in this order (a budget favours the first), listed in the historical order below
+    if {"held-out batch", "extrapolate 2x", "extrapolate down 2x"} & set(cats):
+        part["batch"] = bt.batch_rows(records, base, categories=cats, budget=budget)
+    if set(bt.FEW_POINT_CATEGORIES) & set(cats):
+        part["few"] = bt.few_point_rows(records, base, cats, budget)
+    if "all-reduce >= 1 MiB" in cats:
+        part["all-reduce"] = bt.allreduce_rows(records, budget=budget)
+    if "2-GPU from 1-GPU" in cats:
+        part["2-GPU"] = bt.dp_rows(records, base, budget)
+    if "repeat (noise floor)" in cats:
+        part["repeat"] = bt.repeat_rows(records, base, budget)
+    if set(bc.CATEGORIES) & set(cats):
+        part["wfbp"] = bc.rows(records, cats, budget)
+    part["input"] = ic.rows(records, cats, budget)  # input-pipeline ladders
+    if "leave-one-model-out" in cats:
+        part["lomo"] = bt.lomo_rows(records, base, budget)
+    if any(c.startswith("what-if") for c in cats):
+        part["what-if"] = bt.whatif_rows(records, base, categories=cats, budget=budget)
+    order = ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp", "input", "few")
+    rows = [r for k in order for r in part.get(k, [])]
+    return Validation(rows, list(records.sources), dict(budget.left_out) if budget else {},
+                      budget_s)

@@ -15,12 +15,11 @@ tables for the terminal and the same content as Markdown. Nothing here imports a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from rich.table import Table
 
-from dlperf.report.cells import DASH, batch_cell, md_table, rich_table
+from dlperf.report.cells import BATCH_CELL_KEYS, DASH, batch_cell, md_table, rich_table
 from dlperf.report.gaps import (
     BASELINE_ORDER,
     ENV_NOTE,
@@ -46,11 +45,10 @@ from dlperf.report.opclasses import (
     other_names,
 )
 from dlperf.report.opclasses import ms_cell as _ms
-from dlperf.report.records import as_record, as_records, label
 from dlperf.report.tables import sort_rows
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import result_of  # re-exported: dlperf.cli.results reads it
-from dlperf.results.view import median_s
+from dlperf.results.view import fields, framework_mode, median_s
 
 __all__ = ["BREAKDOWN_COLUMNS", "BREAKDOWN_LEGEND", "has_breakdown", "breakdown_cells",
            "breakdown_table", "breakdown_markdown", "trace_files_markdown",
@@ -65,12 +63,11 @@ BREAKDOWN_COLUMNS = ("model", "framework/mode", "device", "precision", "batch", 
                      "t_io", "t_h2d", "t_f", "t_b", "t_u", "t_fbu", "gap", "sum vs step",
                      "dispatch ms", "busy")
 
-Rows = Sequence[RunRecord | Mapping[str, Any]]
+Rows = Sequence[RunRecord]
 
 
-def has_breakdown(row: RunRecord | Mapping[str, Any]) -> bool:
+def has_breakdown(rec: RunRecord) -> bool:
     """True if the result carries an available breakdown or trace section."""
-    rec = as_record(row)
     return bool((rec.breakdown is not None and rec.breakdown.available)
                 or (rec.trace is not None and rec.trace.available))
 
@@ -91,9 +88,8 @@ def _phase_cells(rec: RunRecord) -> tuple[dict[str, str], str]:
     return cells, gap
 
 
-def breakdown_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
+def breakdown_cells(rec: RunRecord) -> list[str]:
     """Cells of one row of the breakdown table (:data:`BREAKDOWN_COLUMNS`)."""
-    rec = as_record(row)
     bd, tr = rec.breakdown, rec.trace
     cells, gap = _phase_cells(rec)
     rel = bd.rel_diff if bd is not None else None
@@ -105,8 +101,8 @@ def breakdown_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
     if disp is None:
         disp = ((tr.dispatch_s if tr is not None else None) or {}).get("median")
     i = rec.identity
-    return [str(i.model), label(rec), str(rec.device_name or i.device), str(i.precision),
-            batch_cell(rec), _ms(median_s(rec)), cells["t_io"], cells["t_h2d"], cells["t_f"],
+    return [str(i.model), framework_mode(rec), str(rec.device_name or i.device), str(i.precision),
+            batch_cell(fields(rec, BATCH_CELL_KEYS)), _ms(median_s(rec)), cells["t_io"], cells["t_h2d"], cells["t_f"],
             cells["t_b"], cells["t_u"], cells["t_fbu"], gap, sum_vs, _ms(disp), busy_s]
 
 
@@ -133,24 +129,24 @@ BREAKDOWN_LEGEND = (
 
 def breakdown_table(rows: Rows) -> Table | None:
     """Rich breakdown table of the results that have one (None if none has)."""
-    rs = [breakdown_cells(r) for r in sort_rows(as_records(rows)) if has_breakdown(r)]
+    rs = [breakdown_cells(r) for r in sort_rows(rows) if has_breakdown(r)]
     return rich_table(BREAKDOWN_COLUMNS, rs, "where the time goes (ms per iteration)", 4) \
         if rs else None
 
 
 def breakdown_markdown(rows: Rows) -> str:
     """The breakdown table as Markdown with its legend ("" if no result has a breakdown)."""
-    rs = [breakdown_cells(r) for r in sort_rows(as_records(rows)) if has_breakdown(r)]
+    rs = [breakdown_cells(r) for r in sort_rows(rows) if has_breakdown(r)]
     return (md_table(BREAKDOWN_COLUMNS, rs, 4) + "\n" + BREAKDOWN_LEGEND + "\n") if rs else ""
 
 
 def trace_files_markdown(rows: Rows) -> str:
     """A list of the kept trace files ("" if none)."""
     lines = []
-    for r in sort_rows(as_records(rows)):
+    for r in sort_rows(rows):
         files = (r.trace.files if r.trace is not None else None) or {}
         if files.get("chrome_trace"):
-            lines.append(f"- {r.identity.model} {label(r)} {r.identity.precision} b="
+            lines.append(f"- {r.identity.model} {framework_mode(r)} {r.identity.precision} b="
                          f"{r.identity.batch_size}: `{files['chrome_trace']}`")
     return ("Chrome-trace JSON (opens in https://ui.perfetto.dev or chrome://tracing):\n\n"
             + "\n".join(lines) + "\n") if lines else ""

@@ -4,7 +4,7 @@ beyond the identity fields of a cell).
 Numbers print with :func:`fmt_sig` (4 significant digits, fixed notation); a missing value
 prints as :data:`DASH`. Comparison cells (:func:`batch_cell`, :func:`data_cell`,
 :func:`device_cell`) take a comparison dict of the report (its point fields under the store's
-column names) or, for :func:`batch_cell`, a record.
+column names); a record's cell is that of its fields (``fields(rec, BATCH_CELL_KEYS)``).
 """
 
 from __future__ import annotations
@@ -17,14 +17,15 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf.results.schema import RunRecord
-
-__all__ = ["DASH", "ENV_MARK", "fmt_sig", "fmt_opt", "finite", "md_escape", "batch_cell",
+__all__ = ["DASH", "ENV_MARK", "BATCH_CELL_KEYS", "fmt_sig", "fmt_opt", "finite", "md_escape",
+           "batch_cell",
            "devices_cell", "data_cell", "device_cell", "env_footnote", "rich_table", "md_table"]
 
 DASH = "–"
 #: Marks a comparison whose two results ran in different environments (:func:`env_footnote`).
 ENV_MARK = " †"
+#: The fields :func:`batch_cell` reads.
+BATCH_CELL_KEYS = ("batch_size", "grad_accum")
 
 
 def finite(v: Any) -> bool:
@@ -93,13 +94,11 @@ def md_safe_body(text: str) -> str:
     return "\n".join(out)
 
 
-def batch_cell(c: RunRecord | Mapping[str, Any]) -> str:
-    """The global batch of a record or a comparison, with ``(K accum)`` when it ran as K
-    gradient-accumulation micro-batches (``--grad-accum K``)."""
-    if isinstance(c, RunRecord):
-        b, k = c.identity.batch_size, c.identity.grad_accum
-    else:
-        b, k = c.get("batch_size"), c.get("grad_accum")
+def batch_cell(c: Mapping[str, Any]) -> str:
+    """The global batch of a comparison (``batch_size``; a record's is
+    ``fields(rec, BATCH_CELL_KEYS)``), with ``(K accum)`` when it ran as K
+    gradient-accumulation micro-batches (``grad_accum``, ``--grad-accum K``)."""
+    b, k = c.get("batch_size"), c.get("grad_accum")
     text = DASH if b is None or b == "" else str(b)
     return text + (f" ({k} accum)" if isinstance(k, int) and k > 1 else "")
 

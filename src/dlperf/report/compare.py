@@ -16,7 +16,7 @@ their public names are importable from here too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dlperf.env import environment_differences
@@ -38,20 +38,21 @@ from dlperf.report.efficiency import (
     library_blind_count,
 )
 from dlperf.report.matrix import framework_matrix, matrix_column, matrix_flat, matrix_markdown
-from dlperf.report.records import (
-    POINT_KEYS,
-    as_records,
-    compile_mode_label,
-    eager_mode_of,
-    fields,
-    is_ok,
-    label,
-    layout_setting,
-    point_of,
-)
 from dlperf.report.repeats import REPEAT_POINT_KEYS, point_key_of, repeat_runs, repeats_markdown
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import env_of, repeat_in, result_id
+from dlperf.results.view import (
+    POINT_KEYS,
+    compile_mode_label,
+    eager_mode_of,
+    env_of,
+    fields,
+    framework_mode,
+    is_ok,
+    layout_setting,
+    point_of,
+    repeat_in,
+    result_id,
+)
 from dlperf.stats import ratio_of_medians_ci
 
 __all__ = ["POINT_KEYS", "NO_PAIRS", "point_of", "layout_setting", "mode_speedups",
@@ -64,7 +65,7 @@ __all__ = ["POINT_KEYS", "NO_PAIRS", "point_of", "layout_setting", "mode_speedup
            "repeats_markdown", "matrix_column", "framework_matrix", "matrix_flat",
            "matrix_markdown"]
 
-Rows = Sequence[RunRecord | Mapping[str, Any]]
+Rows = Sequence[RunRecord]
 
 
 def _pairs(recs: Sequence[RunRecord], match: Callable[[RunRecord, RunRecord], bool]
@@ -95,8 +96,8 @@ def _compare(pairs: Iterator[tuple[RunRecord, RunRecord]],
         ratio, lo, hi = ratio_of_medians_ci(samples_of(result_id(base)),
                                             samples_of(result_id(other)))
         out.append({**fields(base, POINT_KEYS),
-                    "baseline": f"{label(base)}{_rep(base)}",
-                    "other": f"{label(other)}{_rep(other)}",
+                    "baseline": f"{framework_mode(base)}{_rep(base)}",
+                    "other": f"{framework_mode(other)}{_rep(other)}",
                     "speedup": ratio, "ci_low": lo, "ci_high": hi,
                     "env_differs": environment_differences(
                         env_of(base), env_of(other),
@@ -110,8 +111,7 @@ def mode_speedups(rows: Rows, samples_of: Callable[[int], list[float]]) -> list[
     mode (its registry ``eager_mode``; a framework without one, JAX, has no such pair).
 
     Args:
-        rows: results (``ResultStore.records``, or rows of :meth:`ResultStore.rows`) read
-            from a store (their ids name their samples).
+        rows: records (``ResultStore.records``) read from a store (their ids name their samples).
         samples_of: result id -> measured per-iteration times (s).
 
     Returns:
@@ -124,7 +124,7 @@ def mode_speedups(rows: Rows, samples_of: Callable[[int], list[float]]) -> list[
         return (fw == o.identity.framework and eager_mode_of(fw) == b.identity.mode
                 and o.identity.mode != b.identity.mode)
 
-    return _compare(_pairs(as_records(rows), match), samples_of)
+    return _compare(_pairs(rows, match), samples_of)
 
 
 def framework_ratios(rows: Rows, samples_of: Callable[[int], list[float]],
@@ -133,7 +133,7 @@ def framework_ratios(rows: Rows, samples_of: Callable[[int], list[float]],
     the same point; modes of the baseline's own framework are :func:`mode_speedups`' job.
     Arguments and entries as :func:`mode_speedups`'."""
     fw = baseline.split("/")[0]
-    return _compare(_pairs(as_records(rows), lambda b, o: label(b) == baseline
+    return _compare(_pairs(rows, lambda b, o: framework_mode(b) == baseline
                            and o.identity.framework != fw), samples_of)
 
 

@@ -19,10 +19,9 @@ from dlperf.perfmodel.convergence import (
     training_time,
 )
 from dlperf.report.cells import fmt_sig, md_escape
-from dlperf.report.records import as_records, fields, is_ok
 from dlperf.report.scaling import safe_name
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import result_id, setting, world_of
+from dlperf.results.view import fields, is_ok, result_id, setting, world_of
 
 __all__ = ["GROUP_KEYS", "convergence_groups", "convergence_markdown", "plot_convergence"]
 
@@ -32,7 +31,7 @@ GROUP_KEYS = ("model", "framework", "mode", "device", "precision", "data", "thre
 DASH = "–"
 
 
-def convergence_groups(rows: Sequence[RunRecord | Mapping[str, Any]],
+def convergence_groups(rows: Sequence[RunRecord],
                        samples_of: Callable[[int], dict[str, dict[str, list[float]]]],
                        target_loss: float | None = None,
                        window: int = DEFAULT_WINDOW) -> list[dict[str, Any]]:
@@ -42,7 +41,7 @@ def convergence_groups(rows: Sequence[RunRecord | Mapping[str, Any]],
     about convergence) unless a target loss was given or stored.
 
     Args:
-        rows: results read from a store (``ResultStore.records`` or ``ResultStore.rows``):
+        rows: records read from a store (``ResultStore.records``):
             their status, devices, config (``target_loss``) and the :data:`GROUP_KEYS`.
         samples_of: result id -> ``{phase: {"step_time_s": [...], "loss": [...]}}``
             (``ResultStore.samples``).
@@ -58,7 +57,7 @@ def convergence_groups(rows: Sequence[RunRecord | Mapping[str, Any]],
         of compile work before the loop, shown as "?").
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in as_records(rows):
+    for r in rows:
         rid = result_id(r)
         if not is_ok(r) or rid is None:
             continue

@@ -4,23 +4,26 @@ report's "Input pipelines" section; docs/measurement.md rule 10)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dlperf.env import environment_differences
 from dlperf.report.cells import ENV_MARK, batch_cell, devices_cell, env_footnote, md_escape
 from dlperf.report.cells import fmt_opt as _f
-from dlperf.report.records import (
-    as_records,
+from dlperf.results.schema import RunRecord
+from dlperf.results.view import (
+    batch_fields,
+    env_of,
     extra_measurements,
     field,
     fields,
     is_ok,
     point_of,
+    repeat_in,
+    result_id,
+    samples_per_s,
     workers_kind,
 )
-from dlperf.results.schema import RunRecord
-from dlperf.results.view import batch_fields, env_of, repeat_in, result_id, samples_per_s
 from dlperf.stats import ratio_ci
 
 __all__ = ["DATA_POINT_KEYS", "data_gaps", "data_markdown"]
@@ -30,7 +33,7 @@ DATA_POINT_KEYS = ("model", "framework", "mode", "device", "precision", "batch_s
                    "world_size", "grad_accum")
 
 
-def data_gaps(rows: Sequence[RunRecord | Mapping[str, Any]],
+def data_gaps(rows: Sequence[RunRecord],
               samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:
     """Real data against synthetic data at the same point (docs/measurement.md rule 10).
 
@@ -53,11 +56,10 @@ def data_gaps(rows: Sequence[RunRecord | Mapping[str, Any]],
     run of the same repeat, else against the synthetic repeat 0.
 
     Args:
-        rows: results (``ResultStore.records``, or rows of :meth:`ResultStore.rows`) read
-            from a store (their ids name their samples).
+        rows: records (``ResultStore.records``) read from a store (their ids name their samples).
         samples_of: result id -> measured per-iteration times (s).
     """
-    ok = [r for r in as_records(rows) if is_ok(r)]
+    ok = [r for r in rows if is_ok(r)]
     syn = {(point_of(r, DATA_POINT_KEYS), repeat_in(r), extra_measurements(r)): r
            for r in ok if r.identity.data == "synthetic"}
     out = [_data_gap(r, syn, samples_of) for r in ok if r.identity.data != "synthetic"]

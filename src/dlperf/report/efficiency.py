@@ -8,9 +8,9 @@ from typing import Any
 
 from dlperf.report.cells import device_cell, md_escape
 from dlperf.report.cells import fmt_opt as _f
-from dlperf.report.records import as_record, as_records, fields, is_ok, label
 from dlperf.results.parts import Flops, Mfu, Part
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import fields, framework_mode, is_ok
 
 __all__ = ["LIBRARY_BLIND_MARK", "LIBRARY_BLIND_NOTE", "library_blind_count", "datasheet_mfu",
            "efficiency_markdown"]
@@ -41,7 +41,7 @@ def library_blind_count(flops: Flops | Mapping[str, Any] | None, device: Any) ->
 
 
 def datasheet_mfu(mfu: Mfu | Mapping[str, Any] | None,
-                  row: RunRecord | Mapping[str, Any]) -> float | None:
+                  rec: RunRecord) -> float | None:
     """MFU against the dense datasheet peak: the stored ``mfu_datasheet``, or for a GPU row
     stored without one (until December 2026 dlperf looked the device name up before the
     session had set it, so every GPU row got None), achieved FLOP/s over
@@ -50,7 +50,6 @@ def datasheet_mfu(mfu: Mfu | Mapping[str, Any] | None,
     from dlperf.perfmodel.datasheet import datasheet_peaks
 
     m = mfu if isinstance(mfu, Mfu) else Mfu.model_validate(mfu or {})
-    rec = as_record(row)
     if m.mfu_datasheet is not None:
         return m.mfu_datasheet
     if rec.identity.device != "cuda":
@@ -80,7 +79,7 @@ def _efficiency_line(r: RunRecord) -> str | None:
         roof = {}
     power = r.power
     return (
-        f"| {md_escape(str(i.model))} | {label(r)} | {device_cell(fields(r, ('device', 'world_size')))}"
+        f"| {md_escape(str(i.model))} | {framework_mode(r)} | {device_cell(fields(r, ('device', 'world_size')))}"
         f"{'' if i.threads is None else ', ' + str(i.threads) + ' thr'} | "
         f"{i.precision} | {i.batch_size} | {i.data} | "
         f"{_f(_div(m.achieved_flops_per_s, 1e12), '.4g')} | "
@@ -92,10 +91,10 @@ def _efficiency_line(r: RunRecord) -> str | None:
         f"{_f(power.energy_per_iter_j if power is not None else None, '.4g')} |")
 
 
-def efficiency_markdown(rows: Sequence[RunRecord | Mapping[str, Any]]) -> str:
+def efficiency_markdown(rows: Sequence[RunRecord]) -> str:
     """MFU, the measured ceilings, roofline position and energy of each ok result (Markdown);
     empty when no result has any of them."""
-    ok = [r for r in as_records(rows) if is_ok(r)]
+    ok = [r for r in rows if is_ok(r)]
     ok.sort(key=lambda r: (str(r.identity.model), str(r.identity.framework),
                            str(r.identity.mode), str(r.identity.precision),
                            r.identity.batch_size or 0, str(r.identity.data)))

@@ -27,9 +27,19 @@ from dlperf.registry import FRAMEWORKS
 from dlperf.report.cells import DASH, batch_cell, data_cell, device_cell, md_table, rich_table
 from dlperf.report.opclasses import ms_cell as _ms
 from dlperf.report.opclasses import op_classes_of
-from dlperf.report.records import POINT_KEYS, as_record, as_records, fields, is_ok, label, point_of
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import ci_s, config_of, env_of, median_s, result_id
+from dlperf.results.view import (
+    POINT_KEYS,
+    ci_s,
+    config_of,
+    env_of,
+    fields,
+    framework_mode,
+    is_ok,
+    median_s,
+    point_of,
+    result_id,
+)
 from dlperf.stats import median_diff_ci
 
 __all__ = ["BASELINE_ORDER", "MIN_GAP_SHARE", "GAP_CI_LEVEL", "REST_WARN_SHARE", "GAP_LEGEND",
@@ -54,11 +64,11 @@ def _order(lab: str) -> int:
     return BASELINE_ORDER.index(lab) if lab in BASELINE_ORDER else len(BASELINE_ORDER)
 
 
-def slowed_by_breakdown(row: RunRecord | Mapping[str, Any]) -> bool:
+def slowed_by_breakdown(rec: RunRecord) -> bool:
     """True for a JAX ``--breakdown`` run on a GPU that turned XLA command buffers off (flags
     ``command_buffers`` = ``off ...``): its fused step ran without them too, which is not the
     framework's own speed (a scanned LSTM on the H200: 10.30 ms against 4.39 ms)."""
-    flags = as_record(row).flags or {}
+    flags = rec.flags or {}
     return str(flags.get("command_buffers", "")).startswith("off")
 
 
@@ -70,7 +80,7 @@ def _references(recs: Sequence[RunRecord]) -> dict[tuple, RunRecord]:
         if (not is_ok(r) or not median_s(r) or cfg.get("breakdown")
                 or cfg.get("trace_dir") or op_classes_of(r)):
             continue
-        key = (point_of(r), label(r))
+        key = (point_of(r), framework_mode(r))
         if key not in refs or str(r.identity.created_at or "") >= str(
                 refs[key].identity.created_at or ""):
             refs[key] = r
@@ -84,7 +94,7 @@ def _ci_of(rec: RunRecord) -> tuple[float, float] | None:
     return None
 
 
-def gap_significance(a: RunRecord | Mapping[str, Any], b: RunRecord | Mapping[str, Any],
+def gap_significance(a: RunRecord, b: RunRecord,
                      samples_of: Callable[[int], Sequence[float] | None] | None = None
                      ) -> dict[str, Any]:
     """Whether the fused-step gap ``b - a`` of two rows is told apart from noise.
@@ -108,7 +118,7 @@ def gap_significance(a: RunRecord | Mapping[str, Any], b: RunRecord | Mapping[st
        gap is below what the attribution can resolve.
 
     Args:
-        a, b: results (records or store rows: their median step, its CI and their ids): the
+        a, b: records (their median step, its CI and their ids): the
             results whose fused steps make the gap (a run without --breakdown where the gap
             takes its step from one).
         samples_of: result id -> measured per-iteration times in s (None or empty: not stored).
@@ -119,7 +129,7 @@ def gap_significance(a: RunRecord | Mapping[str, Any], b: RunRecord | Mapping[st
         gap"`` or None); ``within_noise`` is None when neither samples nor CIs are stored
         (then only rule 2 decides, and ``ci_source`` says so).
     """
-    a, b = as_record(a), as_record(b)
+
     sa, sb = float(median_s(a)), float(median_s(b))
     gap = sb - sa
     ia, ib = result_id(a), result_id(b)
@@ -150,7 +160,7 @@ def gap_significance(a: RunRecord | Mapping[str, Any], b: RunRecord | Mapping[st
             "why_not": why}
 
 
-def host_paced(r: RunRecord | Mapping[str, Any], step_s: float) -> dict[str, Any] | None:
+def host_paced(r: RunRecord, step_s: float) -> dict[str, Any] | None:
     """Evidence that the host sets the pace of ``r``'s fused step of ``step_s`` seconds, or
     None: its phased breakdown, timed by CUDA events (so its host times are the host's issue
     work alone, with no wait for the device), took at least :data:`HOST_BOUND` (90%) of the
@@ -160,7 +170,7 @@ def host_paced(r: RunRecord | Mapping[str, Any], step_s: float) -> dict[str, Any
     Returns ``{"dispatch_s", "step_s", "ratio"}`` (seconds per iteration) or None (no
     breakdown, another timer, or a host that issues the step faster than the device runs it).
     """
-    bd = as_record(r).breakdown
+    bd = r.breakdown
     if bd is None:
         return None
     disp = (bd.dispatch_s or {}).get("median")
@@ -177,7 +187,7 @@ def _fused_idle(step_s: float, busy_s: float) -> float:
     return max(0.0, step_s - busy_s)
 
 
-def gap_attribution(rows: Sequence[RunRecord | Mapping[str, Any]],
+def gap_attribution(rows: Sequence[RunRecord],
                     samples_of: Callable[[int], Sequence[float] | None] | None = None
                     ) -> list[dict[str, Any]]:
     """Step-time gaps between frameworks/modes at the same point, attributed to op classes.
@@ -214,15 +224,14 @@ def gap_attribution(rows: Sequence[RunRecord | Mapping[str, Any]],
     ``a_bd_step_s``/``b_bd_step_s``), so the gap is the frameworks' and not the breakdown
     mode's; without one, ``note`` says that the gap is partly the breakdown mode's.
     """
-    recs = as_records(rows)
-    ok = [r for r in recs if is_ok(r) and op_classes_of(r) and median_s(r)]
-    refs = _references(recs)
+    ok = [r for r in rows if is_ok(r) and op_classes_of(r) and median_s(r)]
+    refs = _references(rows)
     out = []
     for i, a in enumerate(ok):
         for b in ok[i + 1:]:
-            if point_of(a) != point_of(b) or label(a) == label(b):
+            if point_of(a) != point_of(b) or framework_mode(a) == framework_mode(b):
                 continue
-            first = (_order(label(b)), label(b)) < (_order(label(a)), label(a))
+            first = (_order(framework_mode(b)), framework_mode(b)) < (_order(framework_mode(a)), framework_mode(a))
             out.append(_gap(b, a, refs, samples_of) if first else
                        _gap(a, b, refs, samples_of))
     return sorted(out, key=lambda d: (str(d["model"]), str(d["precision"]), d["batch_size"] or 0,
@@ -233,7 +242,7 @@ def _step_of(r: RunRecord, refs: Mapping[tuple, RunRecord]) -> tuple[RunRecord, 
     """The result whose fused step stands for ``r``'s: a run of its point without
     --breakdown where the breakdown slowed ``r`` (and True), else ``r`` (and False)."""
     if slowed_by_breakdown(r):
-        ref = refs.get((point_of(r), label(r)))
+        ref = refs.get((point_of(r), framework_mode(r)))
         if ref is not None:
             return ref, True
     return r, False
@@ -248,7 +257,7 @@ def _gap(a: RunRecord, b: RunRecord, refs: Mapping[tuple, RunRecord],
     gap = sb - sa
     sig = gap_significance(ra, rb, samples_of)
     attributed = sig["attributed"]
-    unref = [label(x) for x, ref in ((a, ref_a), (b, ref_b))
+    unref = [framework_mode(x) for x, ref in ((a, ref_a), (b, ref_b))
              if slowed_by_breakdown(x) and not ref]
     note = (f"{', '.join(unref)} ran with XLA command buffers off (--breakdown) and no "
             f"run without --breakdown of this point is here: the gap is partly the "
@@ -277,7 +286,7 @@ def _gap(a: RunRecord, b: RunRecord, refs: Mapping[tuple, RunRecord],
         for d in environment_differences(env_of(x), env_of(y), same_framework=same_fw)))
     return {
         **fields(a, POINT_KEYS),
-        "a": label(a), "b": label(b), "a_step_s": sa, "b_step_s": sb,
+        "a": framework_mode(a), "b": framework_mode(b), "a_step_s": sa, "b_step_s": sb,
         "a_ref": ref_a, "b_ref": ref_b, "a_bd_step_s": median_s(a),
         "b_bd_step_s": median_s(b), "note": note,
         "gap_s": gap, "gap_ci_s": sig["ci_s"], "significance": sig, "env_differs": env,

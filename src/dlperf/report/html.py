@@ -223,7 +223,7 @@ def _results_table(pts: Sequence[PointView]) -> str:
         step = "–" if p.step_s is None else fmt_sig(p.step_s * 1e3) + (
             f" [{fmt_sig(p.ci_s[0] * 1e3)}, {fmt_sig(p.ci_s[1] * 1e3)}]" if p.ci_s else "")
         rec = (p.ok or p.runs)[-1]
-        mem = fmt_bytes_triple(rec.memory.model_dump()) if rec.memory is not None else "–"
+        mem = fmt_bytes_triple(rec)
         warn = (f"<details class='w'><summary>⚠ {len(p.warnings)} warning"
                 f"{'s' if len(p.warnings) > 1 else ''}: {_e(p.warnings[0][:70])}…</summary>"
                 "<ul class='warn'>" + "".join(f"<li>{_e(w)}</li>" for w in p.warnings)

@@ -14,9 +14,9 @@ from typing import Any
 from dlperf.outputs import atomic_write
 from dlperf.report.cells import md_safe_body
 from dlperf.report.plots import plot_step_time_vs_batch
-from dlperf.report.records import as_records, is_ok
 from dlperf.report.tables import COLUMNS, markdown_table, sort_rows, status_label
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import is_ok
 
 __all__ = ["write_report", "REPORT_NAME"]
 
@@ -96,7 +96,7 @@ def _failures(recs: Sequence[RunRecord]) -> list[str]:
 
 
 def write_report(
-    rows: Sequence[RunRecord | Mapping[str, Any]],
+    rows: Sequence[RunRecord],
     out_dir: str | Path,
     *,
     title: str = "dlperf report",
@@ -116,7 +116,6 @@ def write_report(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = as_records(rows)
     counts = Counter(str(r.identity.status) for r in rows)
     n_ok = counts.pop("ok", 0)
     summary = f"{len(rows)} result(s): {n_ok} ok"

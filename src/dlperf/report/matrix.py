@@ -16,23 +16,24 @@ from dlperf.report.cells import (
     env_footnote,
     md_escape,
 )
-from dlperf.report.records import (
+from dlperf.results.schema import RunRecord
+from dlperf.results.view import (
     POINT_KEYS,
-    as_record,
-    as_records,
     compile_mode_label,
     dist_options,
+    env_of,
     extra_measurements,
     field,
+    framework_mode,
     is_ok,
-    label,
     layout_setting,
+    median_s,
     optimizer_impl_label,
     point_of,
+    result_id,
+    setting,
     workers_kind,
 )
-from dlperf.results.schema import RunRecord
-from dlperf.results.view import env_of, median_s, result_id, setting
 
 __all__ = ["matrix_column", "framework_matrix", "matrix_flat", "matrix_markdown"]
 
@@ -49,15 +50,14 @@ def _column_order(col: str) -> tuple:
             modes.index(mode) if mode in modes else len(modes), rest)
 
 
-def matrix_column(r: RunRecord | Mapping[str, Any]) -> str:
+def matrix_column(rec: RunRecord) -> str:
     """The column of a result in :func:`framework_matrix`: ``framework/mode`` and whatever
     else makes it a different measurement of the same point: a compiler mode other than the
     default (`` [reduce-overhead]``), a forced layout (`` (nchw)``), the kind of loader
     workers where a framework has several (`` processes``/`` threads``), an optimizer
     implementation asked for other than ``auto`` (`` opt=fused``), data-parallel options
     not at their default (`` ddp(broadcast_buffers=False)``) and ``+breakdown``/``+trace``."""
-    rec = as_record(r)
-    parts = [label(rec)]
+    parts = [framework_mode(rec)]
     cm = compile_mode_label(rec)
     if cm:
         parts.append(cm)
@@ -138,12 +138,11 @@ def _same_optimizer(newest: Mapping[str, RunRecord]) -> list[str]:
             for (_, ran), cols in groups.items() if len(cols) > 1]
 
 
-def framework_matrix(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict[str, Any]]:
+def framework_matrix(rows: Sequence[RunRecord]) -> list[dict[str, Any]]:
     """The cross-framework table: one entry per point, one column per framework/mode.
 
     Args:
-        rows: results, every run (``ResultStore.records(latest=False)`` or
-            ``ResultStore.rows(latest=False)``): a configuration measured more than once (a
+        rows: records, every run (``ResultStore.records(latest=False)``): a configuration measured more than once (a
             resumed sweep that measured it again, ``--repeats``, a merged file) shows its
             newest run and the range of all its runs.
 
@@ -160,7 +159,7 @@ def framework_matrix(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict
         but ran the same implementation, :func:`_same_optimizer`).
     """
     points: dict[tuple, dict[str, list[RunRecord]]] = {}
-    for r in as_records(rows):
+    for r in rows:
         if not is_ok(r) or not median_s(r):
             continue
         points.setdefault(point_of(r), {}).setdefault(matrix_column(r), []).append(r)

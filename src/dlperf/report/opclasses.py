@@ -5,18 +5,17 @@ class" section); the classes are :data:`dlperf.measure.breakdown.opclass.OP_CLAS
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
 
 from dlperf.measure.breakdown.opclass import OP_CLASSES
 from dlperf.report.cells import DASH, finite, fmt_sig, md_table, rich_table
-from dlperf.report.records import as_record, as_records, fields, label
 from dlperf.report.tables import sort_rows
 from dlperf.results.parts import Trace
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import median_s
+from dlperf.results.view import fields, framework_mode, median_s
 
 __all__ = ["OTHER_LIST_SHARE", "op_classes_of", "op_class_cells", "op_class_records",
            "op_class_table", "op_class_markdown", "other_names"]
@@ -24,7 +23,7 @@ __all__ = ["OTHER_LIST_SHARE", "op_classes_of", "op_class_cells", "op_class_reco
 #: ``other`` time over this share of a result's busy time lists its largest names.
 OTHER_LIST_SHARE = 0.05
 
-Rows = Sequence[RunRecord | Mapping[str, Any]]
+Rows = Sequence[RunRecord]
 
 
 def ms_cell(v: Any) -> str:
@@ -32,9 +31,9 @@ def ms_cell(v: Any) -> str:
     return fmt_sig(v * 1e3) if finite(v) else DASH
 
 
-def op_classes_of(row: RunRecord | Mapping[str, Any]) -> dict[str, float] | None:
+def op_classes_of(rec: RunRecord) -> dict[str, float] | None:
     """``{class: s per iteration}`` of a result, None if it has no op-class section."""
-    oc = as_record(row).op_classes
+    oc = rec.op_classes
     return oc.per_iter_s if oc is not None else None
 
 
@@ -53,7 +52,7 @@ def _class_columns(recs: Sequence[RunRecord]) -> list[str]:
 
 def op_class_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
     """(columns, cells) of the op-class table: ms per iteration per class, busy and idle."""
-    rs = [r for r in sort_rows(as_records(rows)) if op_classes_of(r)]
+    rs = [r for r in sort_rows(rows) if op_classes_of(r)]
     classes = _class_columns(rs)
     cols = ["model", "framework/mode", "precision", "batch", "step ms",
             *[OP_CLASSES[c] for c in classes], "busy ms", "idle ms", "source"]
@@ -61,7 +60,7 @@ def op_class_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
     for r in rs:
         oc = op_classes_of(r) or {}
         tr = _trace(r)
-        out.append([str(r.identity.model), label(r), str(r.identity.precision),
+        out.append([str(r.identity.model), framework_mode(r), str(r.identity.precision),
                     str(r.identity.batch_size), ms_cell(median_s(r)),
                     *[ms_cell(oc.get(c, 0.0)) for c in classes], ms_cell(tr.busy_s),
                     ms_cell(tr.idle_s),
@@ -81,7 +80,7 @@ def op_class_records(rows: Rows) -> list[dict[str, Any]]:
     rows have another shape): ``--format json`` has both.
     """
     out = []
-    for r in sort_rows(as_records(rows)):
+    for r in sort_rows(rows):
         oc = op_classes_of(r)
         if not oc:
             continue
@@ -106,8 +105,7 @@ def op_class_table(rows: Rows) -> Table | None:
 
 def op_class_markdown(rows: Rows) -> str:
     """The op-class table as Markdown ("" if no result has op classes)."""
-    recs = as_records(rows)
-    cols, cells = op_class_cells(recs)
+    cols, cells = op_class_cells(rows)
     if not cells:
         return ""
     return md_table(cols, cells, 3) + (
@@ -117,14 +115,14 @@ def op_class_markdown(rows: Rows) -> str:
         "traced step time with no device op running (the profiler lengthens it on a host-bound "
         "step; the gap tables use fused step - busy instead). On a CPU device the times are "
         "the host's time inside ops.\n") + \
-        _other_names_markdown(recs)
+        _other_names_markdown(rows)
 
 
-def other_names(row: RunRecord | Mapping[str, Any], limit: int = 8) -> list[tuple[str, float]]:
+def other_names(rec: RunRecord, limit: int = 8) -> list[tuple[str, float]]:
     """The largest stored names of a result's ``other`` (unclassified) time: ``[(name, s per
     iteration)]``, from ``top_by_class`` (stored since it exists) or else ``top_ops`` (the 15
     largest ops of any class, all a result stored before)."""
-    oc = as_record(row).op_classes
+    oc = rec.op_classes
     if oc is None:
         return []
     named = (oc.top_by_class or {}).get("other")
@@ -143,7 +141,7 @@ def _other_names_markdown(recs: Sequence[RunRecord]) -> str:
         if busy and other > OTHER_LIST_SHARE * busy:
             names = other_names(r)
             listed = math.fsum(s_ for _, s_ in names)
-            lines.append(f"- {r.identity.model} {label(r)} {r.identity.precision} b="
+            lines.append(f"- {r.identity.model} {framework_mode(r)} {r.identity.precision} b="
                          f"{r.identity.batch_size}: other {ms_cell(other)} ms of {ms_cell(busy)}"
                          + (": " + ", ".join(f"`{n}` {ms_cell(s_)}" for n, s_ in names)
                             + ("" if listed >= 0.999 * other else

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
-from dlperf.report.records import as_record, as_records, field, is_ok
 from dlperf.report.tables import sort_rows, status_label
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import (
     ci_s,
+    field,
+    is_ok,
     label_of_record,
     median_s,
     repeat_in,
@@ -50,7 +51,7 @@ def _finite(v: Any) -> bool:
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
 
-def group_key(row: RunRecord | Mapping[str, Any]) -> tuple[str, ...]:
+def group_key(rec: RunRecord) -> tuple[str, ...]:
     """Line identity: (framework, mode, device, precision, data, threads, devices), as strings
     (devices: ``""`` for one, ``"x2"``, ``"2x2"`` for 2 nodes of 2). The x axis is the global
     batch.
@@ -58,7 +59,6 @@ def group_key(row: RunRecord | Mapping[str, Any]) -> tuple[str, ...]:
     ``threads`` is part of the key because rows that differ only in CPU threads are different
     configurations; drawing them as one line would zig-zag between them.
     """
-    rec = as_record(row)
     key = tuple(
         "" if field(rec, k) is None else str(field(rec, k))
         for k in ("framework", "mode", "device", "precision", "data", "threads")
@@ -109,7 +109,7 @@ def _latest(recs: list[RunRecord]) -> RunRecord:
                                     str(r.identity.run_key or "")))
 
 
-def _point(rows: Sequence[RunRecord | Mapping[str, Any]]
+def _point(rows: Sequence[RunRecord]
            ) -> tuple[float, float, float, float | None, int]:
     """One plotted point from the ok rows of one point: ``(median ms, low ms, high ms,
     samples/s, runs)``. Re-runs of a repeat count once (the newest); one run gives its median
@@ -117,7 +117,7 @@ def _point(rows: Sequence[RunRecord | Mapping[str, Any]]
     their medians and the range from the fastest to the slowest run (between-run variation,
     which one run's CI does not show)."""
     by_rep: dict[int, list[RunRecord]] = {}
-    for r in as_records(rows):
+    for r in rows:
         by_rep.setdefault(repeat_in(r), []).append(r)
     runs = [_latest(rs) for _, rs in sorted(by_rep.items())]
     if len(runs) == 1:
@@ -222,7 +222,7 @@ def _plot_model(model: str, rows: list[RunRecord], path: Path) -> None:
     fig.savefig(path, format="png", metadata={"Software": None})
 
 
-def plot_step_time_vs_batch(rows: Sequence[RunRecord | Mapping[str, Any]],
+def plot_step_time_vs_batch(rows: Sequence[RunRecord],
                             out_dir: str | Path) -> list[Path]:
     """One PNG per model: median step time (ms) and samples/s against batch size.
 
@@ -238,7 +238,7 @@ def plot_step_time_vs_batch(rows: Sequence[RunRecord | Mapping[str, Any]],
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     by_model: dict[str, list[RunRecord]] = {}
-    for r in sort_rows(as_records(rows)):
+    for r in sort_rows(rows):
         by_model.setdefault(str(r.identity.model), []).append(r)
     paths: list[Path] = []
     names = plot_filenames(by_model)

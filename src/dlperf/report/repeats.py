@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dlperf.report.cells import fmt_opt as _f
 from dlperf.report.cells import md_escape
-from dlperf.report.records import as_record, as_records, fields, is_ok
 from dlperf.report.tables import fmt_sig
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import ci_s, label_of_record, median_s, repeat_in, result_id
+from dlperf.results.view import ci_s, fields, is_ok, label_of_record, median_s, repeat_in, result_id
 from dlperf.stats import between_run
 
 __all__ = ["REPEAT_POINT_KEYS", "point_key_of", "repeat_runs", "repeats_markdown"]
@@ -25,10 +24,9 @@ REPEAT_POINT_KEYS = ("model", "framework", "mode", "device", "precision", "batch
                      "threads", "world_size")
 
 
-def point_key_of(row: RunRecord | Mapping[str, Any]) -> str:
+def point_key_of(rec: RunRecord) -> str:
     """The key shared by every repeat of a result's point: the stored ``point_key`` (run key
     of repeat 0), else the result's own run key (results stored before repeats are repeat 0)."""
-    rec = as_record(row)
     return rec.identity.point_key or rec.identity.run_key or f"id:{result_id(rec)}"
 
 
@@ -38,7 +36,7 @@ def _point_label(rec: RunRecord) -> str:
     return label_of_record(rec, repeat=False)
 
 
-def repeat_runs(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict[str, Any]]:
+def repeat_runs(rows: Sequence[RunRecord]) -> list[dict[str, Any]]:
     """Between-run variation of each point with at least two ok runs (docs/measurement.md rule 5).
 
     Runs of one point: rows with the same :func:`point_key_of` (``dlperf run --repeats N``
@@ -49,7 +47,7 @@ def repeat_runs(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict[str,
     state such as cuDNN autotuning choices, allocator layout and host dispatch speed.
 
     Args:
-        rows: results (``ResultStore.records``, or rows of :meth:`ResultStore.rows`): their
+        rows: records (``ResultStore.records``): their
             status, median step time and its CI, run and point keys and config.
 
     Returns:
@@ -68,7 +66,7 @@ def repeat_runs(rows: Sequence[RunRecord | Mapping[str, Any]]) -> list[dict[str,
         their own sampling error explains and a single run's CI understates the uncertainty.
     """
     groups: dict[str, list[RunRecord]] = {}
-    for r in as_records(rows):
+    for r in rows:
         groups.setdefault(point_key_of(r), []).append(r)
     out = []
     for key, rs in groups.items():

@@ -1,7 +1,7 @@
 """Result tables: a rich table for the terminal and the same content as GitHub Markdown.
 
-Input results are records (``ResultStore.records``) or store rows (``ResultStore.rows``,
-read as records: :func:`dlperf.results.view.as_record`); missing numeric values print as an
+Input results are records (``ResultStore.records``, or store rows read once by
+:func:`dlperf.results.view.as_records`); missing numeric values print as an
 en dash. Cell conventions (shared by both outputs):
 
 - ``median ms [CI]``: median step time in milliseconds with the bootstrap CI of the median,
@@ -43,29 +43,32 @@ repeat and run_key so that the order is total and deterministic.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from dlperf.report.cells import DASH, batch_cell, finite, fmt_sig, md_escape
-from dlperf.report.records import (
+from dlperf.report.cells import BATCH_CELL_KEYS, DASH, batch_cell, finite, fmt_sig, md_escape
+from dlperf.results.history import sha_of, tag_of
+from dlperf.results.schema import RunRecord
+from dlperf.results.view import (
     applied_layout,
-    as_record,
-    as_records,
+    ci_s,
     compile_mode_label,
     dist_options,
     extra_measurements,
     field,
+    fields,
     is_ok,
+    median_s,
     optimizer_label,
+    repeat_in,
+    samples_per_s,
+    scaling_of,
     workers_kind,
+    world_of,
 )
-from dlperf.results.history import sha_of, tag_of
-from dlperf.results.schema import RunRecord
-from dlperf.results.store import repeat_of, result_of
-from dlperf.results.view import ci_s, median_s, repeat_in, samples_per_s, scaling_of, world_of
 
 __all__ = [
     "COLUMNS",
@@ -83,13 +86,6 @@ __all__ = [
     "fmt_data_wait",
     "short_error",
     "status_label",
-    "is_ok",
-    "batch_cell",
-    "compile_mode_label",
-    "extra_measurements",
-    "workers_kind",
-    "repeat_of",
-    "result_of",
 ]
 
 COLUMNS: tuple[str, ...] = (
@@ -132,8 +128,7 @@ def _num_key(v: Any) -> tuple[bool, float]:
     return (v is None, 0.0 if v is None else float(v))
 
 
-def _sort_key(r: RunRecord | Mapping[str, Any]) -> tuple:
-    rec = as_record(r)
+def _sort_key(rec: RunRecord) -> tuple:
     i = rec.identity
     return (_str_key(i.model), _str_key(i.framework), _str_key(i.precision),
             _num_key(i.batch_size), _num_key(i.world_size or 1), _num_key(i.nnodes or 1),
@@ -141,8 +136,8 @@ def _sort_key(r: RunRecord | Mapping[str, Any]) -> tuple:
             repeat_in(rec), _str_key(i.run_key))
 
 
-def sort_rows(rows: Iterable[Any]) -> list[Any]:
-    """Results (records or store rows) in report order: model, framework, precision, batch,
+def sort_rows(rows: Iterable[RunRecord]) -> list[RunRecord]:
+    """Records in report order: model, framework, precision, batch,
     then tie-breakers (total order)."""
     return sorted(rows, key=_sort_key)
 
@@ -158,9 +153,9 @@ def _fmt_ms_ci(rec: RunRecord) -> str:
     return s
 
 
-def fmt_bytes_triple(r: RunRecord | Mapping[str, Any]) -> str:
+def fmt_bytes_triple(r: RunRecord) -> str:
     """``'alloc / resv / NVML UNIT'`` (rule 7); falls back to ``'RSS x UNIT'``; dash if none."""
-    mem = as_record(r).memory
+    mem = r.memory
     if mem is None:
         return DASH
     vals = [mem.peak_allocated_bytes, mem.peak_reserved_bytes, mem.nvml_used_bytes]
@@ -215,11 +210,10 @@ def _text(v: Any) -> str:
     return DASH if v is None or v == "" else str(v)
 
 
-def framework_cell(row: RunRecord | Mapping[str, Any]) -> str:
+def framework_cell(rec: RunRecord) -> str:
     """The ``framework/mode`` cell: framework/mode, then the applied image layout, the compile
     mode, the optimizer, the data-parallel options and the extra measurements where a run has
     them (``torch/eager NHWC [max-autotune] +breakdown``)."""
-    rec = as_record(row)
     fw = _text(rec.identity.framework)
     if rec.identity.mode:
         fw += f"/{rec.identity.mode}"
@@ -244,10 +238,9 @@ def _data_cell(rec: RunRecord) -> str:
     return data
 
 
-def history_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
+def history_cells(rec: RunRecord) -> list[str]:
     """The cells of :data:`HISTORY_COLUMNS` of one result: its tag, ``created_at`` to the
     second (UTC) and its commit (10 hex digits, ``+dirty`` when the tree had changes)."""
-    rec = as_record(row)
     created = str(rec.identity.created_at or "")
     when = created[:19].replace("T", " ") if created else DASH
     sha = sha_of(rec)
@@ -257,9 +250,8 @@ def history_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
     return [tag_of(rec) or DASH, when, commit]
 
 
-def row_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
+def row_cells(rec: RunRecord) -> list[str]:
     """The formatted cells of one result, in :data:`COLUMNS` order (plain text, unescaped)."""
-    rec = as_record(row)
     i = rec.identity
     device = _text(rec.device_name or i.device)
     if rec.device_name and i.device and i.device != rec.device_name:
@@ -267,7 +259,7 @@ def row_cells(row: RunRecord | Mapping[str, Any]) -> list[str]:
     ok = is_ok(rec)
     n, nodes = world_of(rec), int(i.nnodes or 1)
     devices = str(n) if nodes == 1 else f"{nodes}x{n // nodes}"
-    batch = batch_cell(rec)
+    batch = batch_cell(fields(rec, BATCH_CELL_KEYS))
     if n > 1 and i.per_device_batch is not None:
         batch += f" ({i.per_device_batch}/dev, {scaling_of(rec)})"
     rep = repeat_in(rec)
@@ -295,17 +287,17 @@ def _fmt_pct(v: Any) -> str:
     return DASH if not finite(v) else f"{100 * float(v):.1f}%"
 
 
-def fmt_data_wait(r: RunRecord | Mapping[str, Any]) -> str:
+def fmt_data_wait(r: RunRecord) -> str:
     """``'12.3% input-bound'`` / ``'0.4%'`` (the share of the measured time spent waiting for
     data), dash for synthetic data or results without a pipeline."""
-    dw = as_record(r).data_wait
+    dw = r.data_wait
     share = dw.share if dw is not None else None
     if not finite(share):
         return DASH
     return _fmt_pct(share) + (" input-bound" if dw.input_bound else "")
 
 
-def results_table(rows: Sequence[RunRecord | Mapping[str, Any]], *,
+def results_table(rows: Sequence[RunRecord], *,
                   title: str | None = "dlperf results", history: bool = False) -> Table:
     """A :class:`rich.table.Table` of ``rows`` (columns :data:`COLUMNS`, and with ``history``
     :data:`HISTORY_COLUMNS`), failed rows in red, rows with warnings in amber.
@@ -315,19 +307,19 @@ def results_table(rows: Sequence[RunRecord | Mapping[str, Any]], *,
     table = Table(title=title, show_lines=False)
     for col in COLUMNS + (HISTORY_COLUMNS if history else ()):
         table.add_column(col, justify="right" if col in _NUMERIC else "left", overflow="fold")
-    for rec in sort_rows(as_records(rows)):
+    for rec in sort_rows(rows):
         style = "red" if not is_ok(rec) else ("yellow" if rec.warnings else "")
         cells = row_cells(rec) + (history_cells(rec) if history else [])
         table.add_row(*(Text(c, style=style) for c in cells))
     return table
 
 
-def warning_lines(rows: Sequence[RunRecord | Mapping[str, Any]],
+def warning_lines(rows: Sequence[RunRecord],
                   limit: int | None = WARNING_LINES) -> list[str]:
     """One line per result with quality warnings, in table order: ``⚠ model framework/mode
     device precision b=N [T thr]: the first warning (+k more)``; past ``limit`` results, one line
     counting the rest (None: every one). Empty when no result has a warning."""
-    warned = [r for r in sort_rows(as_records(rows)) if r.warnings]
+    warned = [r for r in sort_rows(rows) if r.warnings]
     out = []
     for rec in warned[:limit] if limit is not None else warned:
         i = rec.identity
@@ -343,7 +335,7 @@ def warning_lines(rows: Sequence[RunRecord | Mapping[str, Any]],
     return out
 
 
-def markdown_table(rows: Sequence[RunRecord | Mapping[str, Any]]) -> str:
+def markdown_table(rows: Sequence[RunRecord]) -> str:
     """The same table as GitHub-flavoured Markdown: header, alignment row, one line per row.
 
     Returns the table text ending in a newline (just the header when ``rows`` is empty).
@@ -352,6 +344,6 @@ def markdown_table(rows: Sequence[RunRecord | Mapping[str, Any]]) -> str:
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---:" if c in _NUMERIC else "---" for c in COLUMNS) + "|",
     ]
-    for rec in sort_rows(as_records(rows)):
+    for rec in sort_rows(rows):
         lines.append("| " + " | ".join(md_escape(c) for c in row_cells(rec)) + " |")
     return "\n".join(lines) + "\n"

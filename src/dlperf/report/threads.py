@@ -16,7 +16,7 @@ fewest threads measured and ``T(n)`` the median iteration time at ``n`` threads:
   with serial fraction ``e``; an ``e`` that grows with ``p`` is parallel overhead (threads
   contending for memory bandwidth, synchronisation), not a serial part.
 
-Only the newest run of a configuration counts (``ResultStore.rows()``); a failed run (timeout,
+Only the newest run of a configuration counts (``ResultStore.records()``); a failed run (timeout,
 crash, OOM) at a thread count is kept as a point with its status, since a failure is a result.
 """
 
@@ -37,17 +37,16 @@ from dlperf.report.cells import (
     md_escape,
 )
 from dlperf.report.matrix import matrix_column
-from dlperf.report.records import as_records, is_ok, point_of
 from dlperf.report.tables import status_label
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import ci_s, env_of, median_s, result_id, warnings_text
+from dlperf.results.view import ci_s, env_of, is_ok, median_s, point_of, result_id, warnings_text
 from dlperf.stats import ratio_of_medians_ci
 
 __all__ = ["GROUP_KEYS", "thread_scaling", "threads_flat", "threads_markdown",
            "plot_thread_scaling", "karp_flatt"]
 
 #: What a group of a thread sweep shares: every comparison key but ``threads``
-#: (:data:`dlperf.report.records.POINT_KEYS`), plus the framework/mode column.
+#: (:data:`dlperf.results.view.POINT_KEYS`), plus the framework/mode column.
 GROUP_KEYS = ("model", "device", "precision", "batch_size", "data", "loader_workers",
               "world_size", "grad_accum")
 
@@ -72,14 +71,14 @@ def _ok(r: RunRecord) -> bool:
     return is_ok(r) and bool(median_s(r))
 
 
-def thread_scaling(rows: Sequence[RunRecord | Mapping[str, Any]],
+def thread_scaling(rows: Sequence[RunRecord],
                    samples_of: Callable[[int], list[float] | None] | None = None
                    ) -> list[dict[str, Any]]:
     """Thread-count groups of stored results with their speed-ups and efficiencies.
 
     Args:
-        rows: results (``ResultStore.records()`` or ``ResultStore.rows()``: the newest run
-            per configuration) read from a store. Results without a ``threads`` value (GPU runs, CPU runs at the framework's
+        rows: records (``ResultStore.records()``: the newest run per configuration) read
+            from a store. Results without a ``threads`` value (GPU runs, CPU runs at the framework's
             default thread count) are not part of any group.
         samples_of: result id -> measured per-iteration times (s), or None where none were
             stored; without it (or without samples) the speed-ups have no CI.
@@ -99,7 +98,7 @@ def thread_scaling(rows: Sequence[RunRecord | Mapping[str, Any]],
         machine).
     """
     groups: dict[tuple, dict[int, RunRecord]] = {}
-    for r in as_records(rows):
+    for r in rows:
         n = r.identity.threads
         if n is None:
             continue

@@ -1,23 +1,22 @@
-"""The columns of the ``results`` table and how a record becomes a row and back.
+"""The columns of the ``results`` table and how a record becomes a row.
 
-:data:`COLUMNS` (with SQL types, in export order), :func:`flatten` (record -> row),
-:func:`record_of` (row -> record, upgraded to the current schema), :func:`result_of` (a row's
-result dict) and :func:`repeat_of`. Used by :mod:`dlperf.results.store`, which re-exports them.
+:data:`COLUMNS` (with SQL types, in export order) and :func:`flatten` (record -> row). A row
+is read back as a record by :mod:`dlperf.results.view` (:func:`~dlperf.results.view.record_of`,
+:func:`~dlperf.results.view.record_of_row`). Used by :mod:`dlperf.results.store`, which
+re-exports them.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from typing import Any
 
 from dlperf.results import timelines
 from dlperf.results.migrations import MIGRATIONS
-from dlperf.results.schema import RunRecord, StoredAt, Timing, as_record
+from dlperf.results.schema import RunRecord, Timing
 
-__all__ = ["COLUMNS", "SUMMARY_KEYS", "BOOL_COLUMNS", "LOSS_PHASES", "flatten", "record_of",
-           "result_of", "repeat_of"]
+__all__ = ["COLUMNS", "SUMMARY_KEYS", "BOOL_COLUMNS", "flatten"]
 
 #: Columns of ``results`` after ``id``, with SQL types; order is the export order.
 COLUMNS: dict[str, str] = {
@@ -56,17 +55,13 @@ def _num(x: Any) -> Any:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
-def flatten(result: RunRecord | Mapping[str, Any], sweep: str | None = None) -> dict[str, Any]:
-    """The ``results`` columns of a record (or of a result dict, read as one): identity, the
+def flatten(rec: RunRecord, sweep: str | None = None) -> dict[str, Any]:
+    """The ``results`` columns of a record: identity, the
     step-time statistics (s), throughput, memory peaks (bytes), the model's spec, compile,
     trace, data wait, MFU, power and convergence numbers, the first and last measured loss and
     the full record without its raw samples as ``result_json``. Missing values are None; NaN
     and infinities become None (the raw samples keep them); booleans become 0/1.
-
-    Raises:
-        ConfigError: ``result`` was written by a newer dlperf.
     """
-    rec = as_record(result)
     ident, t = rec.identity, rec.timing or Timing()
     row: dict[str, Any] = {
         "run_key": ident.run_key, "sweep": sweep, "created_at": ident.created_at,
@@ -122,64 +117,3 @@ def flatten(result: RunRecord | Mapping[str, Any], sweep: str | None = None) -> 
             row[k] = int(bool(row[k]))
     row["result_json"] = json.dumps(timelines.without_data(rec.to_dict(raw=False)), default=str)
     return {k: _num(row.get(k)) for k in COLUMNS}
-
-
-#: Phases whose losses are stored beside their times (the training phases, per rank too); other
-#: phases (``data_wait``, ``breakdown:*``, ``trace:*``) have times only.
-LOSS_PHASES = ("first", "warmup", "measure")
-
-
-def _has_losses(phase: str) -> bool:
-    return phase.rsplit(":", 1)[-1] in LOSS_PHASES and (
-        ":" not in phase or phase.startswith("rank"))
-
-
-def record_of(row: Mapping[str, Any],
-              raw: Mapping[str, Mapping[str, list[Any]]] | None = None) -> RunRecord:
-    """The record of a store row (as from :meth:`ResultStore.rows`): its ``result_json`` read
-    as a :class:`~dlperf.results.schema.RunRecord` (upgraded to the current schema), with its
-    row id and sweep in ``stored``; with ``raw`` (:meth:`ResultStore.samples` of the row) also
-    its raw ``samples`` (s) and ``losses`` (training phases, and any phase with a loss stored;
-    a NaN loss reads back as None, SQLite keeps no NaN). A row without readable JSON gives the
-    record of its identity columns.
-
-    Raises:
-        ConfigError: the row's record was written by a newer dlperf.
-    """
-    res = result_of(row)
-    if not res:
-        res = {k: row.get(k) for k in ("run_key", "status", "error", "created_at", "model",
-                                       "framework", "mode", "device", "precision", "batch_size",
-                                       "grad_accum", "data", "threads") if k in row}
-    rec = RunRecord.from_dict(res)
-    if raw is not None and raw:
-        rec.samples = {ph: list(v["step_time_s"]) for ph, v in raw.items()}
-        rec.losses = {ph: list(v["loss"]) for ph, v in raw.items()
-                      if _has_losses(ph) or any(x is not None for x in v["loss"])}
-    if row.get("id") is not None:
-        rec.stored = StoredAt(id=row["id"], sweep=row.get("sweep"))
-    return rec
-
-
-def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The full result dict of a store row: its ``result`` dict if it carries one, else its
-    ``result_json`` parsed (``{}`` when absent or unreadable)."""
-    r = row.get("result")
-    if isinstance(r, dict):
-        return r
-    try:
-        res = json.loads(row.get("result_json") or "{}")
-    except (TypeError, ValueError, RecursionError):
-        return {}
-    return res if isinstance(res, dict) else {}
-
-
-def repeat_of(row: dict[str, Any]) -> int:
-    """Which repeated run of its point a result row is (``repeat`` in its result JSON, kept
-    there rather than in a column; ``dlperf run --repeats N``): 0 for the first run and for
-    results stored before repeats existed (repeat 0 by their run key)."""
-    if row.get("repeat") is not None:
-        return int(row["repeat"])
-    res = result_of(row)
-    rep = res.get("repeat", (res.get("config") or {}).get("repeat"))
-    return rep if isinstance(rep, int) and not isinstance(rep, bool) else 0

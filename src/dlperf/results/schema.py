@@ -68,7 +68,7 @@ __all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Identity", "Timing", "Sum
            "Throughput", "Compile", "Memory", "Power", "Flops", "Mfu", "Convergence", "DataWait",
            "Dist", "RankInfo", "Breakdown", "Trace", "OpClasses", "BreakdownRun", "Env",
            "HostCpuWait", "WorkerInfo", "Spec", "StoredAt", "failure_record", "new_record",
-           "identity_of", "as_record", "now_iso", "TOP_LEVEL_ORDER", "upgrade", "RankOutcome"]
+           "identity_of", "now_iso", "TOP_LEVEL_ORDER", "upgrade", "RankOutcome"]
 
 #: How a run ended. ``ok``: measured; ``oom``, ``nan_loss``, ``crash``, ``timeout``: final
 #: outcomes of the configuration; ``error``, ``unavailable``: fix and run again.
@@ -252,11 +252,6 @@ def upgrade(result: Mapping[str, Any]) -> dict[str, Any]:
         if parked:
             flat["unrecognised"] = {**(flat.get("unrecognised") or {}), **parked}
     return flat
-
-
-def as_record(result: RunRecord | Mapping[str, Any]) -> RunRecord:
-    """``result`` itself if it is a record, else :meth:`RunRecord.from_dict` of it."""
-    return result if isinstance(result, RunRecord) else RunRecord.from_dict(result)
 
 
 def now_iso() -> str:

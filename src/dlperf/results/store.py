@@ -76,21 +76,14 @@ from dlperf.results.rowcheck import (
     seal,
     seal_missing,
 )
-from dlperf.results.rows import (
-    BOOL_COLUMNS,
-    COLUMNS,
-    SUMMARY_KEYS,
-    flatten,
-    record_of,
-    repeat_of,
-    result_of,
-)
-from dlperf.results.schema import RunRecord, as_record
+from dlperf.results.rows import BOOL_COLUMNS, COLUMNS, SUMMARY_KEYS, flatten
+from dlperf.results.schema import RunRecord
 from dlperf.results.unsaved import quarantine, read_unsaved, unsaved_dir, unsaved_files
+from dlperf.results.view import record_of, result_of
 
 __all__ = ["ResultStore", "check_writer", "COLUMNS", "SCHEMA_VERSION", "MIGRATIONS",
            "DATA_MIGRATIONS", "TABLES_ADDED", "COLLECTIVE_COLUMNS", "SUMMARY_KEYS", "StoreError", "flatten",
-           "record_of", "result_of", "repeat_of", "stored_keys"]
+           "record_of", "result_of", "stored_keys"]
 
 #: Columns of ``collectives`` after ``id`` (TABLES_ADDED[7]), in order.
 COLLECTIVE_COLUMNS = ("run_id", "created_at", "benchmark", "backend", "nranks", "dtype",
@@ -222,7 +215,7 @@ class ResultStore:
                 if got is None:
                     raise _Refused("it is not a kept result (unreadable, or not JSON of one)")
                 result, sweep = got
-                rec = as_record(result)
+                rec = RunRecord.from_dict(result)
                 if rec.identity.run_key is None or rec.identity.status is None:
                     raise _Refused("it has no run_key or status")
                 with self.transaction("storing a result kept beside it"):
@@ -288,7 +281,7 @@ class ResultStore:
             StoreError: the file stayed locked, the disk is full, the file is read-only, ...
                 (the write is rolled back: nothing stored before is lost).
         """
-        rec = as_record(result)
+        rec = result if isinstance(result, RunRecord) else RunRecord.from_dict(result)
         if rec.identity.run_key is None or rec.identity.status is None:
             raise ConfigError("a result needs its identity (run_key and status) to be stored; "
                               "make failures with dlperf.results.schema.failure_record")

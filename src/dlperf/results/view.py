@@ -4,29 +4,47 @@ record that they read most.
 A results row (:meth:`dlperf.results.store.ResultStore.rows`) holds columns made from its
 record by :func:`dlperf.results.store.flatten` and the record itself (without raw samples) as
 ``result_json``. Readers of stored results (``dlperf.report``, :mod:`dlperf.perfmodel.scaling`)
-read the typed :class:`~dlperf.results.schema.RunRecord`, never the row's keys:
-:func:`as_record` gives a record as it is and reads a row with :func:`record_of_row`, which
+read the typed :class:`~dlperf.results.schema.RunRecord`, never the row's keys.
+
+Two readings of a row: :func:`record_of` reads its ``result_json`` as stored (NaN kept, with
+the row's raw samples when given: ``ResultStore.records``), and :func:`as_record` gives a
+record as it is and reads a row with :func:`record_of_row`, which
 writes the row's columns back into the fields they were made from (:data:`COLUMN_FIELDS`).
 So a row that carries columns only (a test's, a tool's) reads as the record of those columns,
 and where a column and the JSON disagree (a NaN stored as NULL, a flag stored as 0/1) the
 column wins, as it did when readers read the columns.
+
+This is the one reader of records: a row is read as a record once, where it leaves the store
+(:func:`as_records`), and every function after that takes a record. The readers here give a
+record's point (:func:`point_of`, :data:`POINT_KEYS`), its settings (:func:`setting`,
+:func:`settings_of`), its label (:func:`label_of_record`) and the pieces of a label that set
+a run apart from another of the same point (:func:`compile_mode_label`,
+:func:`optimizer_label`, :func:`extra_measurements`, :func:`workers_kind`,
+:func:`applied_layout`, :func:`dp_variant_of`). Framework facts come from the registry
+(:func:`dlperf.registry.framework_info`), never from a framework's name.
 
 Nothing here imports a framework.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dlperf.registry import framework_info
+from dlperf.results.rows import SUMMARY_KEYS
 from dlperf.results.schema import RunRecord, StoredAt, Timing, upgrade
-from dlperf.results.store import SUMMARY_KEYS, result_of
 
-__all__ = ["COLUMN_FIELDS", "MADE_FROM_COLUMNS", "record_of_row", "as_record", "as_records",
+__all__ = ["COLUMN_FIELDS", "MADE_FROM_COLUMNS", "LOSS_PHASES", "result_of", "record_of",
+           "record_of_row", "as_record", "as_records",
            "config_of", "setting", "repeat_in", "result_id", "median_s", "ci_s",
            "samples_per_s", "world_of", "per_device_of", "scaling_of", "batch_fields",
            "settings_of", "label_of_record", "SERIES_SETTINGS",
-           "warnings_text", "env_of"]
+           "warnings_text", "env_of", "POINT_KEYS", "field", "fields", "point_of",
+           "framework_mode", "is_ok", "layout_setting", "compile_mode_label",
+           "optimizer_impl_label", "optimizer_label", "extra_measurements", "workers_kind",
+           "applied_layout", "dp_variant_of", "dist_options", "eager_mode_of"]
 
 #: Store column -> ``(part, field)`` of the record it was made from (:func:`flatten`'s
 #: inverse, for the columns readers read; ``""``: a top-level field of the flat result dict,
@@ -58,6 +76,56 @@ MADE_FROM_COLUMNS = ("summary", "throughput", "memory")
 #: Columns stored as 0/1 that are flags of the record (``ResultStore.rows`` turns them into
 #: booleans; a row made elsewhere may not).
 _FLAGS = ("timing_consistent", "steady_state", "input_bound")
+
+
+#: Phases whose losses are stored beside their times (the training phases, per rank too); other
+#: phases (``data_wait``, ``breakdown:*``, ``trace:*``) have times only.
+LOSS_PHASES = ("first", "warmup", "measure")
+
+
+def _has_losses(phase: str) -> bool:
+    return phase.rsplit(":", 1)[-1] in LOSS_PHASES and (
+        ":" not in phase or phase.startswith("rank"))
+
+
+def record_of(row: Mapping[str, Any],
+              raw: Mapping[str, Mapping[str, list[Any]]] | None = None) -> RunRecord:
+    """The record of a store row (as from :meth:`ResultStore.rows`): its ``result_json`` read
+    as a :class:`~dlperf.results.schema.RunRecord` (upgraded to the current schema), with its
+    row id and sweep in ``stored``; with ``raw`` (:meth:`ResultStore.samples` of the row) also
+    its raw ``samples`` (s) and ``losses`` (training phases, and any phase with a loss stored;
+    a NaN loss reads back as None, SQLite keeps no NaN). A row without readable JSON gives the
+    record of its identity columns.
+
+    Raises:
+        ConfigError: the row's record was written by a newer dlperf.
+    """
+    res = result_of(row)
+    if not res:
+        res = {k: row.get(k) for k in ("run_key", "status", "error", "created_at", "model",
+                                       "framework", "mode", "device", "precision", "batch_size",
+                                       "grad_accum", "data", "threads") if k in row}
+    rec = RunRecord.from_dict(res)
+    if raw is not None and raw:
+        rec.samples = {ph: list(v["step_time_s"]) for ph, v in raw.items()}
+        rec.losses = {ph: list(v["loss"]) for ph, v in raw.items()
+                      if _has_losses(ph) or any(x is not None for x in v["loss"])}
+    if row.get("id") is not None:
+        rec.stored = StoredAt(id=row["id"], sweep=row.get("sweep"))
+    return rec
+
+
+def result_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The full result dict of a store row: its ``result`` dict if it carries one, else its
+    ``result_json`` parsed (``{}`` when absent or unreadable)."""
+    r = row.get("result")
+    if isinstance(r, dict):
+        return r
+    try:
+        res = json.loads(row.get("result_json") or "{}")
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    return res if isinstance(res, dict) else {}
 
 
 def _column(col: str, value: Any) -> Any:
@@ -108,7 +176,13 @@ def record_of_row(row: Mapping[str, Any]) -> RunRecord:
 
 def as_record(result: RunRecord | Mapping[str, Any]) -> RunRecord:
     """``result`` itself if it is a record (``ResultStore.records``), else the record of a
-    store row (:func:`record_of_row`)."""
+    store row (:func:`record_of_row`): where a row becomes a record for its readers (a
+    result dict, as :meth:`RunRecord.to_dict` writes it, is :meth:`RunRecord.from_dict`'s).
+
+    Raises:
+        ConfigError: the row's record was written by a newer dlperf.
+        pydantic.ValidationError: a value of the wrong type for its field.
+    """
     return result if isinstance(result, RunRecord) else record_of_row(result)
 
 
@@ -240,3 +314,156 @@ def env_of(rec: RunRecord) -> dict[str, Any]:
     return {"env": env, "versions": rec.versions,
             "flags": {"optimizer": (rec.flags or {}).get("optimizer")}}
 
+
+
+#: What makes two results comparable: the point they measured (:func:`point_of`).
+POINT_KEYS = ("model", "device", "precision", "batch_size", "data", "threads", "loader_workers",
+              "world_size", "grad_accum")
+#: Point fields whose missing value means 1 (results stored before the field existed).
+_ONE_IF_NULL = ("world_size", "grad_accum")
+
+
+def field(rec: RunRecord, name: str) -> Any:
+    """The identity field ``name`` of a record (``model``, ``batch_size``, ...: the names of
+    the store's columns), or ``loader_workers`` from its config.
+
+    Raises:
+        AttributeError: ``name`` is neither.
+    """
+    if name == "loader_workers":
+        return setting(rec, "loader_workers")
+    return getattr(rec.identity, name)
+
+
+def fields(rec: RunRecord, names: Iterable[str]) -> dict[str, Any]:
+    """``{name: field(rec, name)}`` for each of ``names``."""
+    return {k: field(rec, k) for k in names}
+
+
+def point_of(rec: RunRecord, keys: Iterable[str] = POINT_KEYS) -> tuple[Any, ...]:
+    """The comparison point of a record: its ``keys`` fields (default :data:`POINT_KEYS`).
+    ``loader_workers`` None (batches prepared before timing) differs from 0 (the pipeline in
+    the training thread); ``world_size`` and ``grad_accum`` None (results stored before data
+    parallelism) are 1."""
+    return tuple((field(rec, k) or 1) if k in _ONE_IF_NULL else field(rec, k) for k in keys)
+
+
+def framework_mode(rec: RunRecord) -> str:
+    """``framework/mode`` of a record, e.g. ``torch/eager``."""
+    return f"{rec.identity.framework}/{rec.identity.mode}"
+
+
+def is_ok(rec: RunRecord) -> bool:
+    """True for a record that measured (status ``ok``)."""
+    return rec.identity.status == "ok"
+
+
+def layout_setting(rec: RunRecord) -> str:
+    """The ``--layout`` a record ran with: ``auto`` (each framework's recommended layout, and
+    results stored before the option existed), ``nchw`` or ``nhwc`` (forced)."""
+    return setting(rec, "layout") or "auto"
+
+
+def compile_mode_label(rec: RunRecord) -> str | None:
+    """``[reduce-overhead]`` etc. for a run with a compiler mode other than the default
+    (``--compile-mode``), so that it tells apart from the default run; None otherwise (and
+    for results stored before the option existed: default)."""
+    mode = setting(rec, "compile_mode")
+    return f"[{mode}]" if mode and mode != "default" else None
+
+
+def optimizer_impl_label(rec: RunRecord) -> str | None:
+    """``opt=fused`` etc. for a run with an optimizer implementation other than the default
+    (``--optimizer-impl``), so that it tells apart from the default run; None otherwise (and
+    for results stored before the option existed: auto)."""
+    impl = setting(rec, "optimizer_impl")
+    return f"opt={impl}" if impl and impl != "auto" else None
+
+
+def optimizer_label(rec: RunRecord) -> str | None:
+    """The optimizer part of a record's label in the results table: ``opt=fused`` etc. for an
+    implementation asked for (:func:`optimizer_impl_label`); for ``auto``, what it ran where
+    that is not the framework's own default, ``opt=fused (auto)`` (the record's
+    ``flags.optimizer``: ``impl_asked`` ``auto``, ``fused`` passed, ``impl`` what ran; PyTorch
+    records these); None where ``auto`` ran the framework's default (no fused kernels here, a
+    fused optimizer refused, a framework with one implementation) or the record does not say
+    (stored before ``--optimizer-impl``)."""
+    asked = optimizer_impl_label(rec)
+    if asked:
+        return asked
+    o = (rec.flags or {}).get("optimizer")
+    if isinstance(o, Mapping) and o.get("impl_asked") == "auto" and o.get("fused") is True \
+            and o.get("impl"):
+        return f"opt={o['impl']} (auto)"
+    return None
+
+
+def extra_measurements(rec: RunRecord) -> str | None:
+    """``+breakdown`` / ``+trace`` for a run measured with --breakdown / --trace (a point of
+    its own: its run key says so), so that it tells apart from the plain run; else None."""
+    cfg = config_of(rec)
+    marks = [m for m, on in (("+breakdown", cfg.get("breakdown")),
+                             ("+trace", cfg.get("trace_dir"))) if on]
+    return " ".join(marks) or None
+
+
+def workers_kind(rec: RunRecord) -> str | None:
+    """``processes`` or ``threads``: the kind of loader workers of a pipeline with workers,
+    for a framework that offers several kinds (its registry ``loader_impls``, e.g. JAX's Grain
+    processes or dlperf's HostPipeline threads; results stored before ``workers_kind``
+    existed ran the threads); else None."""
+    pipe = (rec.data_info or {}).get("pipeline")
+    info = framework_info(rec.identity.framework)
+    if not isinstance(pipe, dict) or info is None or len(info.loader_impls) < 2:
+        return None
+    if pipe.get("workers_kind"):
+        return str(pipe["workers_kind"])
+    if str(pipe.get("impl", "")).startswith("dlperf HostPipeline") and pipe.get("num_workers"):
+        return "threads"
+    return None
+
+
+def applied_layout(rec: RunRecord) -> str | None:
+    """The image layout a run applied (``NCHW``/``NHWC``, from its flags) where its framework
+    runs more than one (its registry ``layouts``), so that runs differing only in layout tell
+    apart; None for a framework of one layout and for models without 4-D activations."""
+    info = framework_info(rec.identity.framework)
+    if info is None or len(info.layouts) < 2 or not isinstance(rec.flags, dict):
+        return None
+    return rec.flags.get("layout")
+
+
+def dp_variant_of(rec: RunRecord) -> str:
+    """What sets a data-parallel run apart from others of its configuration and device count:
+    a data-parallel layout other than its framework's first
+    (:func:`dlperf.config.identity.layout_change`) and the DDP options not at their default
+    (:func:`dlperf.config.ddp_changes`), e.g. ``"ddp(broadcast_buffers=False)"``; ``""``
+    for none."""
+    from dlperf.config import ddp_changes
+    from dlperf.config.identity import layout_change
+
+    cfg = config_of(rec)
+    parts = []
+    lay = layout_change(rec.identity.framework, cfg.get("dp_layout"))
+    if lay:
+        parts.append(lay)
+    changed = ddp_changes(cfg.get("ddp"))
+    if changed:
+        parts.append(f"ddp({', '.join(changed)})")
+    return " ".join(parts)
+
+
+def dist_options(rec: RunRecord) -> str | None:
+    """A data-parallel run's options that are not at their default (:func:`dp_variant_of`:
+    ``per_device``, ``ddp(broadcast_buffers=False)``), so runs differing only in them tell
+    apart; None for a one-device run or none changed."""
+    if world_of(rec) <= 1:
+        return None
+    return dp_variant_of(rec) or None
+
+
+def eager_mode_of(framework: Any) -> str | None:
+    """The eager mode of ``framework`` (its registry ``eager_mode``), the baseline of its
+    other modes; None for a framework without one or not registered here."""
+    info = framework_info(framework)
+    return info.eager_mode if info is not None else None

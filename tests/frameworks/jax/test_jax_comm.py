@@ -242,6 +242,7 @@ def test_worker_records_a_failing_comm_profile(monkeypatch):
 
 def test_combine_rank_comm_takes_the_device_that_waits_least():
     from dlperf.measure.breakdown.overlap import combine_rank_comm
+    from dlperf.results.schema import RunRecord
     from dlperf.worker import quality_warnings
     r0 = {"comm": 0.020, "exposed": 0.0167, "profiled_wall_s_per_iter": 0.0505, "rule": "gpu-kernels"}
     r1 = {"comm": 0.004, "exposed": 0.0015, "profiled_wall_s_per_iter": 0.0500, "rule": "gpu-kernels"}
@@ -251,9 +252,10 @@ def test_combine_rank_comm_takes_the_device_that_waits_least():
     assert c["exposed_per_device"] == {"rank0": 0.0167, "rank1": 0.0015}
     assert c["comm"] == 0.020  # rank 0's other numbers stay as they were
     assert c["profiled_slowdown"] == pytest.approx(0.0505 / 0.0317)
-    w = quality_warnings({"dist": {"comm": c}})
+    w = quality_warnings(RunRecord.from_dict({"dist": {"comm": c}}))
     assert any("1.59x the measured step" in x for x in w)
-    assert not quality_warnings({"dist": {"comm": combine_rank_comm([r0], 0.0500)}})
+    assert not quality_warnings(
+        RunRecord.from_dict({"dist": {"comm": combine_rank_comm([r0], 0.0500)}}))
     # one process driving two devices: its per-device numbers; ranks without numbers skipped
     jax_c = {"exposed": 0.5, "per_device": {"/device:GPU:0": {"exposed": 0.4},
                                             "/device:GPU:1": {"exposed": 0.6}}}

@@ -225,12 +225,14 @@ def test_cpu_wait_of_the_measuring_thread_is_stored_and_warned_about():
 
 def test_mfu_above_one_names_the_likely_cause():
     from dlperf.measure.warnings import mfu_above_one, quality_warnings
+    from dlperf.results.schema import RunRecord
 
     def res(mfu, fw=None, family="fcn"):
-        return {"mfu": {"mfu": mfu, "mfu_framework": fw, "ceiling_source": "measured matmul fp32"},
-                "spec": {"family": family}}
+        return RunRecord.from_dict(
+            {"mfu": {"mfu": mfu, "mfu_framework": fw, "ceiling_source": "measured matmul fp32"},
+             "spec": {"family": family}})
 
-    assert mfu_above_one(res(0.95)) is None and mfu_above_one({}) is None
+    assert mfu_above_one(res(0.95)) is None and mfu_above_one(RunRecord.from_dict({})) is None
     first_layer = mfu_above_one(res(1.03, fw=0.87))  # fcn5 fp32 on the H200
     assert "103%" in first_layer and "87%" in first_layer and "input gradient" in first_layer
     assert "Winograd" in mfu_above_one(res(1.26, fw=1.26, family="cnn"))  # vgg16 fp32
@@ -242,10 +244,12 @@ def test_cpu_ceilings_beside_loader_workers_are_warned_about():
     """On a CPU the ceilings run after the measurement while the loader workers refill their
     buffers on the same CPUs (fp32 124 against 268 GFLOP/s in a fresh user's runs)."""
     from dlperf.measure.warnings import quality_warnings
+    from dlperf.results.schema import RunRecord
 
     def res(device, workers, ceilings=True):
-        return {"device": device, "config": {"loader_workers": workers},
-                "ceilings": {"matmul_flops_per_s": {"fp32": 1e11}} if ceilings else None}
+        return RunRecord.from_dict(
+            {"device": device, "config": {"loader_workers": workers},
+             "ceilings": {"matmul_flops_per_s": {"fp32": 1e11}} if ceilings else None})
 
     def warned(r):
         return any(w.startswith("the CPU ceilings were measured while") for w in

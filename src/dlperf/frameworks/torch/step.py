@@ -136,7 +136,7 @@ def make_optimizer(torch: Any, params: Any, o: OptimizerSpec,
     (``fused=True``), ``foreach`` (``foreach=True``) or ``single`` (``foreach=False``).
 
     The record: ``impl_asked`` is ``impl``; ``impl`` the implementation that ran (the one
-    comparisons read, :mod:`dlperf.report.records`); ``fused`` whether ``fused=True`` was
+    comparisons read, :mod:`dlperf.results.view`); ``fused`` whether ``fused=True`` was
     passed; ``foreach`` the ``foreach=`` keyword passed, ``"default"`` where none was (at
     ``auto``, as in results stored before the option). Should ``auto``'s fused optimizer be
     refused by PyTorch, PyTorch's default runs and ``auto_fallback`` says why.

@@ -61,7 +61,6 @@ def _register_fake() -> None:
 
 
 _register_fake()
-os.environ.setdefault("DLPERF_FAKE_STEP_S", "0.001")
 os.environ.setdefault("COLUMNS", "200")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -2,10 +2,11 @@
 
 ``dlperf compare --run DIR DIR --fail-if-slower T -- FLAGS`` is run ``--pairs`` times with two
 identical sides (a verdict of regression there is a false alarm) and ``--pairs`` times with NEW
-made ``--slowdown`` slower (``DLPERF_FAKE_STEP_S`` of NEW's runs: a regression the gate must
-catch), on the fake framework with run-to-run noise (``DLPERF_FAKE_RUN_NOISE``: one factor per
-run, the variation between processes) and step noise (``DLPERF_FAKE_NOISE``). Then a pair of
-result files where NEW lacks a point of BASE is compared (the gate must fail with 3).
+made ``--slowdown`` slower (the fake's option ``slowdown`` in NEW's ``DLPERF_FAKE_OPTIONS``:
+both sides run the same flags; a regression the gate must catch), on the fake framework with
+run-to-run noise (its option ``run_noise``: one factor per run, the variation between
+processes) and step noise (``noise``). Then a pair of result files where NEW lacks a point of
+BASE is compared (the gate must fail with 3).
 
     PYTHONPATH=src DLPERF_FAKE_FRAMEWORK=1 python benchmarks/gate_check.py \
         [--pairs 20] [--rounds 5] [--threshold 3%] [--slowdown 0.05] [--run-noise 0.01] \
@@ -27,8 +28,13 @@ from pathlib import Path
 from typing import Any
 
 FLAGS = ["-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--no-ceilings",
-         "--max-warmup-time", "2"]
-STEP_S = 0.001
+         "--max-warmup-time", "2", "--framework-option", "step_s=0.001"]
+
+
+def noise_flags(a: argparse.Namespace) -> list[str]:
+    """The fake's run-to-run and step noise of every run, as its options."""
+    return ["--framework-option", f"run_noise={a.run_noise}",
+            "--framework-option", f"noise={a.step_noise}"]
 
 
 def dlperf(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
@@ -44,7 +50,7 @@ def gate(work: Path, name: str, new_env: dict[str, str], env: dict[str, str],
     t0 = time.monotonic()
     r = dlperf(["compare", "--run", str(work), str(work), "--rounds", str(a.rounds),
                 "--db", str(work / f"{name}.db"), "--fail-if-slower", a.threshold,
-                "-o", str(out), *extra, "--", *FLAGS], env, work)
+                "-o", str(out), *extra, "--", *FLAGS, *noise_flags(a)], env, work)
     row: dict[str, Any] = {"name": name, "returncode": r.returncode,
                            "seconds": round(time.monotonic() - t0, 1)}
     if out.is_file():
@@ -56,12 +62,12 @@ def gate(work: Path, name: str, new_env: dict[str, str], env: dict[str, str],
     return row
 
 
-def vanished(work: Path, env: dict[str, str]) -> dict[str, Any]:
+def vanished(work: Path, env: dict[str, str], a: argparse.Namespace) -> dict[str, Any]:
     """BASE measures batches 8 and 16, NEW only 8 (twice each): the gate's exit status."""
     for name, b in (("vb", "8,16"), ("vn", "8")):
         r = dlperf(["run", "-m", "fcn5_tiny", "--framework", "fake", "-b", b, "--repeats", "2",
-                    "--no-ceilings", "--max-warmup-time", "2", "--db", str(work / f"{name}.db")],
-                   env, work)
+                    "--no-ceilings", "--max-warmup-time", "2", "--db", str(work / f"{name}.db"),
+                    *noise_flags(a)], env, work)
         if r.returncode:
             return {"returncode": None, "stderr": r.stderr[-2000:]}
     r = dlperf(["compare", str(work / "vb.db"), str(work / "vn.db"), "--fail-if-slower", "5%"],
@@ -79,18 +85,17 @@ def main() -> None:
     ap.add_argument("--step-noise", type=float, default=0.05)
     ap.add_argument("-o", "--output", type=Path)
     a = ap.parse_args()
-    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": str(STEP_S),
-           "DLPERF_FAKE_RUN_NOISE": str(a.run_noise), "DLPERF_FAKE_NOISE": str(a.step_noise)}
+    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1"}
     rows: dict[str, list[dict[str, Any]]] = {"same": [], "slow": []}
     with tempfile.TemporaryDirectory(prefix="gate-check-") as tmp:
         work = Path(tmp)
         for i in range(a.pairs):
             rows["same"].append(gate(work, f"same{i}", {}, env, a))
             rows["slow"].append(gate(work, f"slow{i}", {
-                "DLPERF_FAKE_STEP_S": str(STEP_S * (1 + a.slowdown))}, env, a))
+                "DLPERF_FAKE_OPTIONS": f"{{slowdown: {1 + a.slowdown}}}"}, env, a))
             print(f"pair {i + 1}/{a.pairs}: same exit {rows['same'][-1]['returncode']}, slow "
                   f"exit {rows['slow'][-1]['returncode']}", flush=True)
-        gone = vanished(work, env)
+        gone = vanished(work, env, a)
     summary = {
         "false_alarms": sum(r["returncode"] == 1 for r in rows["same"]),
         "same_not_zero": sum(r["returncode"] != 0 for r in rows["same"]),

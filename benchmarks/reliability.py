@@ -1,6 +1,6 @@
 """The reliability attack on dlperf's sweeps and results file (issue 23), as a benchmark.
 
-Sweeps of tiny points (the fake framework, ``DLPERF_FAKE_REAL_CLOCK=1`` so a point takes real
+Sweeps of tiny points (the fake framework, its option ``real_clock`` so a point takes real
 time: a worker process, warm-up and a measured segment of real sleeps) are run with
 ``python -m dlperf sweep`` and attacked:
 
@@ -10,7 +10,7 @@ time: a worker process, warm-up and a measured segment of real sleeps) are run w
 * ``sigint`` / ``sigterm``: the sweep sent SIGINT / SIGTERM at a random moment (exit 130 /
   143 with a message, no worker left behind);
 * ``faults``: points that end in a NaN loss, a timeout, a segmentation fault, a
-  ``MemoryError``, an out-of-memory error and a crash (``DLPERF_FAKE_FAIL``), each recorded
+  ``MemoryError``, an out-of-memory error and a crash (the fake's option ``fail``), each recorded
   with its status;
 * ``concurrent``: two identical sweeps against one file at once, while this process reads it
   in a loop (and through ``dlperf results``): every point measured once;
@@ -86,11 +86,15 @@ main()
 
 
 def sweep_yaml(path: Path, batches: list[int], *, min_iters: int = 20, framework: str = "fake",
-               model: str = "fcn5_tiny", timeout_s: float = 60.0) -> Path:
-    """A sweep file of ``batches`` (one point each)."""
+               model: str = "fcn5_tiny", timeout_s: float = 60.0,
+               fail: dict[int, str] | None = None) -> Path:
+    """A sweep file of ``batches`` (one point each); the fake framework's points take real
+    time (5 ms steps of a real clock) and fail as ``fail`` says (batch size -> failure)."""
+    opts = (f"  options: {json.dumps({'step_s': 0.005, 'real_clock': True, 'fail': fail or {}})}\n"
+            if framework == "fake" else "")
     path.write_text(
         f"name: reliability\n"
-        f"defaults:\n  framework: {framework}\n  model: {model}\n  device: cpu\n"
+        f"defaults:\n  framework: {framework}\n  model: {model}\n  device: cpu\n{opts}"
         f"  timeout_s: {timeout_s}\n  measure_ceilings: false\n"
         f"  iterations: {{min_iters: {min_iters}, max_iters: {min_iters}, min_time_s: 0.0, "
         f"max_warmup_iters: 3, min_warmup_iters: 0, warmup_window: 2}}\n"
@@ -99,11 +103,11 @@ def sweep_yaml(path: Path, batches: list[int], *, min_iters: int = 20, framework
 
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The sweeps' environment: the fake framework on a real clock, this checkout's source."""
+    """The sweeps' environment: the fake framework registered, this checkout's source."""
     src = str(SRC[0])
     pp = os.environ.get("PYTHONPATH")
-    return {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_REAL_CLOCK": "1",
-            "DLPERF_FAKE_STEP_S": "0.005", "PYTHONPATH": src + (os.pathsep + pp if pp else ""),
+    return {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1",
+            "PYTHONPATH": src + (os.pathsep + pp if pp else ""),
             "COLUMNS": "200", **(extra or {})}
 
 
@@ -357,16 +361,15 @@ def faults(work: Path, env: dict[str, str], timeout_s: float = 8.0) -> dict[str,
     ``timeout_s``: the points' timeout (the hanging point waits for it)."""
     kinds = {2: "nan", 3: "hang", 4: "segv", 5: "memerr", 6: "oom", 7: "crash"}
     want = {1: "ok", 2: "nan_loss", 3: "timeout", 4: "crash", 5: "oom", 6: "oom", 7: "crash"}
-    yaml = sweep_yaml(work / "faults.yaml", list(want), timeout_s=timeout_s)
+    yaml = sweep_yaml(work / "faults.yaml", list(want), timeout_s=timeout_s, fail=kinds)
     db = work / "r.db"
-    fenv = {**env, "DLPERF_FAKE_FAIL": ",".join(f"{b}={k}" for b, k in kinds.items())}
-    rc, secs = run_sweep(yaml, db, work / "sweep.log", fenv)
+    rc, secs = run_sweep(yaml, db, work / "sweep.log", env)
     con = sqlite3.connect(db)
     got = {b: (s, e or "") for b, s, e in con.execute(
         "SELECT batch_size, status, error FROM results")}
     con.close()
     before = rows(db)
-    rc2, _ = run_sweep(yaml, db, work / "resume.log", fenv)
+    rc2, _ = run_sweep(yaml, db, work / "resume.log", env)
     rec = {"attack": "faults", "exit_code": rc, "seconds": round(secs, 2),
            "recorded": {f"b={b} {kinds.get(b, 'none')}": got.get(b, ("missing", ""))[0]
                         for b in want},

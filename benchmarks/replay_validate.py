@@ -17,7 +17,7 @@ Categories (each row: one stored point predicted without its own trace unless sa
   replay refuses eager -> graph: a compiled program's kernels are not the eager ones).
 
     PYTHONPATH=src python benchmarks/replay_validate.py [--db FILE] [--no-baseline]
-        [--json OUT]
+        [--json OUT] [--only own|batch|precision] [--ceilings FILE]
 """
 
 from __future__ import annotations
@@ -66,20 +66,34 @@ def host_of(pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
     return statistics.median(v) if v else None
 
 
-def run(db: str, with_baseline: bool) -> list[dict[str, Any]]:
+def profile(pairs: list[tuple[Any, replay.StepTrace]], ceilings: list[str]) -> Any:
+    """The traces' GPU profile: its datasheet with the ceilings every stored result of the
+    ``ceilings`` files measured on it (the H200's: bandwidth 4.23 TB/s, not the datasheet's
+    4.8)."""
+    from dlperf.perfmodel import records
+
+    name = pairs[0][0].device_name or "NVIDIA H200"
+    pts = records.load(ceilings).points if ceilings else [p for p, _ in pairs]
+    return hardware.profile_from_points(pts, name)
+
+
+def run(db: str, with_baseline: bool, cats: tuple[str, ...] = ("own", "batch", "precision"),
+        ceilings: list[str] | None = None,
+        pairs: list[tuple[Any, replay.StepTrace]] | None = None) -> list[dict[str, Any]]:
+    """The back-test's rows of the categories ``cats`` (``own``, ``batch`` (with compile),
+    ``precision``) on the traces of ``db`` (or ``pairs``, already loaded)."""
     files = [db]
-    pairs = replay.load_traces(db)
-    recs_points = [p for p, _ in pairs]
-    gpu = hardware.profile_from_points(recs_points, recs_points[0].device_name or "NVIDIA H200")
+    pairs = pairs if pairs is not None else replay.load_traces(db)
+    gpu = profile(pairs, ceilings or [])
     fam: dict[tuple, list[tuple[Any, replay.StepTrace]]] = {}
     for p, st in pairs:
         if p.compile_mode == "default":
             fam.setdefault((p.model, p.framework, p.mode, p.precision), []).append((p, st))
     rows: list[dict[str, Any]] = []
-    for p, st in pairs:
+    for p, st in pairs if "own" in cats else []:
         r = replay.replay_own(p, st)
         rows.append(_row("own trace", p, r.step_s, "own trace, own probe"))
-    for key, pool in fam.items():
+    for key, pool in fam.items() if "batch" in cats else []:
         pool.sort(key=lambda x: x[0].batch_size)
         cat_b = "compile" if key[2] == "graph" else "batch"
         for p, _ in pool:
@@ -104,7 +118,7 @@ def run(db: str, with_baseline: bool) -> list[dict[str, Any]]:
                 rows.append(_row(f"{cat_b}, interpolated", p, pred,
                                  f"b={two[0][0].batch_size},{two[1][0].batch_size} -> "
                                  f"{p.batch_size}", base))
-    for key, pool in fam.items():
+    for key, pool in fam.items() if "precision" in cats else []:
         other = "bf16" if key[3] == "fp32" else ("fp32" if key[3] == "bf16" else None)
         if other is None:
             continue
@@ -156,9 +170,17 @@ def main() -> int:
     ap.add_argument("--db", default=str(ROOT / "benchmarks/results/h200/calibration2.db"))
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--only", action="append", choices=("own", "batch", "precision"),
+                    help="run only these categories (repeatable)")
+    ap.add_argument("--ceilings", action="append",
+                    help="results files whose measured ceilings give the GPU profile "
+                         "(default: every file of benchmarks/results/h200)")
     args = ap.parse_args()
     t = time.perf_counter()
-    rows = run(args.db, not args.no_baseline)
+    ceilings = args.ceilings or sorted(str(p) for p in
+                                       (ROOT / "benchmarks/results/h200").glob("*.db"))
+    rows = run(args.db, not args.no_baseline, tuple(args.only or ("own", "batch", "precision")),
+               ceilings)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print(summarise(rows))

@@ -4,7 +4,8 @@
 the H200 measured"; then the reverse, H100 -> H200: the H100 traces replayed on the H200
 profile (measured ceilings of the H200 files), against the H200 files' measurements.
 
-    PYTHONPATH=src python benchmarks/h100/judge.py [--md OUT.md]
+    PYTHONPATH=src python benchmarks/h100/judge.py [--md OUT.md] [--predictions JSON]
+        [--registration LABEL]
 """
 
 from __future__ import annotations
@@ -30,9 +31,20 @@ def _mdape(errs: list[float]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--md", default=None)
+    ap.add_argument("--predictions", default=str(H100 / "predictions.json"),
+                    help="the predictions to judge (default: the registered ones)")
+    ap.add_argument("--registration", default=None,
+                    help="judge this later registration of the file (its label, e.g. v2)")
     args = ap.parse_args()
-    pred = json.loads((H100 / "predictions.json").read_text())
-    measured_files = [str(f) for f in (H100 / "suite.db", H100 / "suite_jax.db") if f.exists()]
+    pred = json.loads(Path(args.predictions).read_text())
+    if args.registration:
+        regs = {r["label"]: r for r in pred.get("registrations", [])}
+        if args.registration not in regs:
+            raise SystemExit(f"no registration {args.registration!r}; the file holds "
+                             f"{', '.join(regs) or 'none'}")
+        pred = regs[args.registration]
+    measured_files = [str(f) for f in (H100 / "suite.db", H100 / "suite_jax.db",
+                                       H100 / "suite_extra.db") if f.exists()]
     h200 = sorted(str(p) for p in (ROOT / "benchmarks/results/h200").glob("*.db"))
     lib_h200 = retarget.TraceLibrary(h200)
     lib_h100 = retarget.TraceLibrary(measured_files + [str(H100 / "calibrate.db")])

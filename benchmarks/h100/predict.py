@@ -16,6 +16,15 @@ where stored, else the step-level model, :func:`dlperf.perfmodel.api.predict`) t
 H100/H200 ratio the replay gives the traced models of the same framework, mode and precision.
 
     PYTHONPATH=src python benchmarks/h100/predict.py [--out benchmarks/results/h100]
+
+A later model registers its predictions of the points not measured yet (suite_jax.yaml's
+rest, suite_extra.yaml) beside the first ones, with the commit and model version that made
+them, before they are measured:
+
+    PYTHONPATH=src python benchmarks/h100/predict.py --register v2
+
+appends a registration to ``predictions.json`` (``registrations``) and a section to
+``predictions.md``; the commit must be clean (committed code made the numbers).
 """
 
 from __future__ import annotations
@@ -35,9 +44,10 @@ from dlperf.yamlsafe import load_yaml_file
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def points() -> list[tuple[str, str, str, str, int]]:
+def points(yamls: tuple[str, ...] = ("suite.yaml", "suite_jax.yaml")
+           ) -> list[tuple[str, str, str, str, int]]:
     out = []
-    for y in ("suite.yaml", "suite_jax.yaml"):
+    for y in yamls:
         sc = SweepConfig(**load_yaml_file(ROOT / "benchmarks/h100" / y))
         for p in sc.expand():
             out.append((p.model, p.framework, p.mode, p.precision, p.batch_size))
@@ -59,24 +69,20 @@ def _ms(d: dict) -> str:
     return f"{d['step_s'] * 1e3:.2f}" if "step_s" in d else "-"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/h100"))
-    args = ap.parse_args()
-    h200 = sorted(str(p) for p in (ROOT / "benchmarks/results/h200").glob("*.db"))
-    cal = ROOT / "benchmarks/results/h100/calibrate.db"
-    files = h200 + ([str(cal)] if cal.exists() else [])
-    lib = retarget.TraceLibrary(files)
-    targets = {"profile": ("h100", "none", True), "datasheet": ("datasheet:h100", "none", True),
-               "profile_probe": ("h100", "probe", True),
-               "profile_dispatch": ("h100", "dispatch", True),
-               "profile_unanchored": ("h100", "none", False)}
-    if not cal.exists():
-        targets = {k: v for k, v in targets.items() if not k.startswith("profile")}
+TARGETS = {"profile": ("h100", "none", True), "datasheet": ("datasheet:h100", "none", True),
+           "profile_probe": ("h100", "probe", True),
+           "profile_dispatch": ("h100", "dispatch", True),
+           "profile_unanchored": ("h100", "none", False)}
+
+
+def predict_rows(lib: retarget.TraceLibrary, h200: list[str],
+                 cfgs: list[tuple[str, str, str, str, int]], targets: dict) -> list[dict]:
+    """Each point of ``cfgs`` predicted on every target (a model without an H200 trace: the
+    H200 step times the median ratio of the group's traced points)."""
     rows = []
     ratios: dict[tuple[str, str, str, str], list[float]] = {}
     pending = []
-    for cfg in points():
+    for cfg in cfgs:
         model, fw, mode, prec, b = cfg
         row = {"model": model, "framework": fw, "mode": mode, "precision": prec,
                "batch_size": b}
@@ -113,14 +119,12 @@ def main() -> int:
                          "category": "gpu, no trace (step x other models' ratio)",
                          "how": f"{how} {base * 1e3:.2f} ms x median H100/H200 replay ratio "
                                 f"{f:.3f} of {len(r)} traced points of the group",
-                         "datasheet_only": kind == "datasheet"}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "predictions.json").write_text(json.dumps(
-        {"made_before_measuring": True, "files": [str(Path(f).relative_to(ROOT)) for f in files],
-         "targets": {k: {"gpu": v[0], "host": v[1], "anchor": v[2]}
-                     for k, v in targets.items()},
-         "registered": "profile", "points": rows}, indent=1) + "\n")
+                         "datasheet_only": kind == "datasheet",
+                         "model_version": retarget.MODEL_VERSION}
+    return rows
+
+
+def table(rows: list[dict]) -> list[str]:
     lines = ["| model | framework | precision | batch | H100 predicted (profile) ms | "
              "90% band | datasheet only | host x probe | host x dispatch | unanchored | how |",
              "|---|---|---|---:|---:|---|---:|---:|---:|---:|---|"]
@@ -132,6 +136,79 @@ def main() -> int:
                      f"| {_ms(ds)} | {_ms(r.get('profile_probe') or {})} | "
                      f"{_ms(r.get('profile_dispatch') or {})} | "
                      f"{_ms(r.get('profile_unanchored') or {})} | {(pr or ds).get('category', '')} |")
+    return lines
+
+
+def measured_on_h100() -> set[tuple[str, str, str, str, int]]:
+    """The configurations the H100 files already hold a measurement of."""
+    files = [str(f) for f in sorted((ROOT / "benchmarks/results/h100").glob("suite*.db"))]
+    if not files:
+        return set()
+    from dlperf.perfmodel import records
+
+    return {(p.model, p.framework, p.mode, p.precision, p.batch_size)
+            for p in records.load(files).points if p.world_size == 1}
+
+
+def _commit() -> str:
+    import subprocess
+
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "src"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if dirty:
+        raise SystemExit("src/ has uncommitted changes: commit the model first, so the "
+                         "registration names the code that made it")
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/h100"))
+    ap.add_argument("--register", metavar="LABEL", default=None,
+                    help="append a registration of the points not measured yet")
+    args = ap.parse_args()
+    h200 = sorted(str(p) for p in (ROOT / "benchmarks/results/h200").glob("*.db"))
+    cal = ROOT / "benchmarks/results/h100/calibrate.db"
+    files = h200 + ([str(cal)] if cal.exists() else [])
+    lib = retarget.TraceLibrary(files)
+    targets = dict(TARGETS)
+    if not cal.exists():
+        targets = {k: v for k, v in targets.items() if not k.startswith("profile")}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.register:
+        commit = _commit()
+        done = measured_on_h100()
+        cfgs = [c for c in points(("suite.yaml", "suite_jax.yaml", "suite_extra.yaml"))
+                if c not in done]
+        rows = predict_rows(lib, h200, cfgs, targets)
+        pj = json.loads((out / "predictions.json").read_text())
+        regs = pj.setdefault("registrations", [])
+        if any(r["label"] == args.register for r in regs):
+            raise SystemExit(f"registration {args.register!r} exists; give another label")
+        regs.append({"label": args.register, "made_before_measuring": True, "commit": commit,
+                     "model_version": retarget.MODEL_VERSION,
+                     "files": [str(Path(f).relative_to(ROOT)) for f in files],
+                     "targets": {k: {"gpu": v[0], "host": v[1], "anchor": v[2]}
+                                 for k, v in targets.items()},
+                     "registered": "profile", "points": rows})
+        (out / "predictions.json").write_text(json.dumps(pj, indent=1) + "\n")
+        lines = ["", f"## Registration {args.register}: model version "
+                 f"{retarget.MODEL_VERSION}, commit {commit[:12]}, before measuring", "",
+                 f"The {len(rows)} points of suite.yaml, suite_jax.yaml and suite_extra.yaml "
+                 "not measured on the H100 when registered.", "", *table(rows)]
+        with (out / "predictions.md").open("a") as fh:
+            fh.write("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0
+    rows = predict_rows(lib, h200, points(), targets)
+    (out / "predictions.json").write_text(json.dumps(
+        {"made_before_measuring": True, "files": [str(Path(f).relative_to(ROOT)) for f in files],
+         "targets": {k: {"gpu": v[0], "host": v[1], "anchor": v[2]}
+                     for k, v in targets.items()},
+         "registered": "profile", "points": rows}, indent=1) + "\n")
+    lines = table(rows)
     (out / "predictions.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

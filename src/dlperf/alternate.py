@@ -70,7 +70,7 @@ def parse_env(items: Sequence[str] | None, flag: str) -> dict[str, str]:
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
             raise ConfigError(f"{flag} {item!r}: give NAME=VALUE, e.g. {flag} "
-                              "DLPERF_FAKE_STEP_S=0.00105")
+                              "OMP_NUM_THREADS=4")
         out[key.strip()] = value
     return out
 

@@ -8,9 +8,9 @@ whether the path may be written:
 
 - a folder, or one of the results files the same command reads or writes (``protect``; the same
   file through a link counts), is refused;
-- an existing **SQLite database** (a results file above all) is never replaced, not even with
-  ``--force``: dlperf never writes one through an output flag, and a results database holds
-  measurements that cannot be made again;
+- an existing **SQLite database** (a results file above all), or its rollback journal or
+  write-ahead log, is never replaced, not even with ``--force``: dlperf never writes one
+  through an output flag, and a results database holds measurements that cannot be made again;
 - an existing file that is empty, or that is an earlier output of the same kind (its head
   recognised by :attr:`Kind.recognise`: the same CSV header, the same first JSON key, the same
   first Markdown line, dlperf's HTML generator tag, a PNG, dlperf's SLURM header) is replaced;
@@ -42,10 +42,18 @@ from pathlib import Path
 from dlperf.errors import ConfigError
 
 __all__ = ["Kind", "KINDS", "SQLITE_MAGIC", "check_target", "write_output", "atomic_write",
-           "format_for", "is_sqlite", "same_file", "OutputRefused", "safe_filename"]
+           "format_for", "is_sqlite", "sqlite_side_of", "same_file", "OutputRefused",
+           "safe_filename"]
 
 #: The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html, 1.3).
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: The first bytes of an SQLite rollback journal and of a write-ahead log (the two WAL magic
+#: numbers, big- and little-endian checksums; sqlite.org/fileformat.html, 4.1): files that are
+#: part of a database (a hot journal rolls it back to its last commit, a WAL holds commits not
+#: yet in it).
+SQLITE_SIDE_MAGIC = (b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
+#: Suffixes SQLite appends to a database's name for its side files.
+SQLITE_SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
 #: Bytes of an existing file read to recognise it.
 HEAD_BYTES = 65536
 
@@ -147,6 +155,25 @@ def is_sqlite(path: str | Path) -> bool:
         return False
 
 
+def sqlite_side_of(path: str | Path) -> str | None:
+    """What ``path`` is when it is part of an SQLite database other than its main file: a
+    rollback journal or write-ahead log (by its first bytes, :data:`SQLITE_SIDE_MAGIC`), or a
+    file named ``<db>-journal``, ``<db>-wal`` or ``<db>-shm`` beside an SQLite database
+    ``<db>``; None otherwise."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        head = b""
+    if head.startswith(SQLITE_SIDE_MAGIC):
+        return "an SQLite rollback journal" if head[:1] == b"\xd9" else "an SQLite write-ahead log"
+    name = str(path)
+    for suffix in SQLITE_SIDE_SUFFIXES:
+        if name.endswith(suffix) and is_sqlite(name[:-len(suffix)]):
+            return f"a side file of the SQLite database {name[:-len(suffix)]!r}"
+    return None
+
+
 def _head(path: Path, binary: bool) -> str:
     with open(path, "rb") as f:
         raw = f.read(HEAD_BYTES)
@@ -211,6 +238,11 @@ def check_target(path: str | Path, kind: str, new: str | bytes | None = None, *,
         raise OutputRefused(f"{where} is an SQLite database (a results file?): dlperf never "
                             f"replaces one with {k.name}, not even with --force; give another "
                             f"file for {flag}")
+    side = sqlite_side_of(p)
+    if side is not None:
+        raise OutputRefused(f"{where} is {side}: part of a database (a results file?), which "
+                            f"dlperf never replaces, not even with --force; give another file "
+                            f"for {flag}")
     if st.st_size == 0 or force or new is None:
         return
     try:
@@ -226,10 +258,12 @@ def check_target(path: str | Path, kind: str, new: str | bytes | None = None, *,
                         "--force to replace it")
 
 
-def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None) -> Path:
+def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None,
+                 sync: bool = True) -> Path:
     """Write ``data`` (text as UTF-8, ``\\n`` line ends) to ``path`` atomically: a new file
     with an unpredictable name in the same folder (``tempfile.mkstemp``, created with
-    ``O_EXCL``: a link planted there is never followed), flushed and synced, then renamed over
+    ``O_EXCL``: a link planted there is never followed), flushed and synced (unless
+    ``sync=False``: many files that can be made again, a data set's images), then renamed over
     ``path`` (a link at ``path`` is replaced, never written through). Permission bits: ``mode``,
     else those of the file replaced, else ``0o666`` less the umask. A target that exists and is
     not a regular file (a device, a pipe) is written in place.
@@ -260,7 +294,8 @@ def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, p)
     except BaseException:

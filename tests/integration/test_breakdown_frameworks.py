@@ -123,7 +123,7 @@ def test_tensorflow_breakdown(mode, tmp_path):
 
 
 def test_cli_breakdown_results_and_report_with_fake_framework(tmp_path):
-    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.02",
+    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1",
            "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "COLUMNS": "250"}
     db = tmp_path / "r.db"
 
@@ -135,7 +135,7 @@ def test_cli_breakdown_results_and_report_with_fake_framework(tmp_path):
     rc, out = dlperf("run", "--model", "fcn5_tiny", "--framework", "fake", "--batch-size", "8",
                      "--device", "cpu", "--breakdown", "--trace", str(tmp_path / "tr"),
                      "--db", str(db), "--min-iters", "10", "--min-time", "0.05",
-                     "--max-warmup-iters", "10")
+                     "--max-warmup-iters", "10", "--framework-option", "step_s=0.02")
     assert rc == 0, out
     assert "where the time goes" in out
     assert "marked * come from the profiler trace" in " ".join(out.split())  # the legend

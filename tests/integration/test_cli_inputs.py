@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.004"}
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
 
 
 def dlperf(*args, env=None, timeout=120):
@@ -40,12 +40,13 @@ def test_input_bound_runs_are_labelled_and_compared_with_synthetic(tmp_path):
     assert dlperf("data", "make-imagefolder", str(folder), "--images", "8", "--classes", "2",
                   "--size", "32").returncode == 0
     common = ["--framework", "fake", "--model", "resnet50_tiny", "--batch-size", "4",
-              "--min-iters", "20", "--min-time", "0", "--max-warmup-iters", "4", "--db", db]
+              "--min-iters", "20", "--min-time", "0", "--max-warmup-iters", "4", "--db", db,
+              "--framework-option", "step_s=0.004"]
     p = dlperf("run", *common)
     assert p.returncode == 0, p.stderr
     # every step waits 4 ms for its batch and computes 4 ms: half of the iteration is input
     p = dlperf("run", *common, "--data", f"imagefolder:{folder}", "--loader-workers", "0,2",
-               env={"DLPERF_FAKE_DATA_WAIT_S": "0.004"})
+               "--framework-option", "data_wait_s=0.004")
     assert p.returncode == 0, p.stderr
     table = dlperf("results", "--db", db).stdout
     assert table.count("input-bound") == 2 and "0 wkr" in table and "2 wkr" in table

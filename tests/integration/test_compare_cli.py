@@ -1,5 +1,5 @@
 """``dlperf compare`` end to end with the fake framework: a regression injected on purpose (the
-fake's step made 10% slower, DLPERF_FAKE_STEP_S) is caught with a non-zero exit; two runs of
+fake's step made 10% slower, its option ``step_s`` or ``slowdown``) is caught with a non-zero exit; two runs of
 the same code are not flagged; tags in one file (``run --tag``, ``merge``) compare the same
 way, ``results --tag`` filters and the HTML report draws the trend."""
 
@@ -27,7 +27,7 @@ def measure(db, tag, step_s):
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
                "--min-iters", "15", "--min-time", "0.15", "--max-warmup-time", "2",
                "--no-ceilings", "--db", str(db), "--tag", tag,
-               env={"DLPERF_FAKE_STEP_S": str(step_s)})
+               "--framework-option", f"step_s={step_s}")
     assert r.returncode == 0, r.stderr
     return db
 
@@ -89,12 +89,12 @@ def test_a_new_tag_measures_again(tmp_path):
     measure(db, "one", STEP_S)
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
                "--min-iters", "15", "--min-time", "0.15", "--no-ceilings", "--db", str(db),
-               "--tag", "one", env={"DLPERF_FAKE_STEP_S": str(STEP_S)})
+               "--tag", "one", "--framework-option", f"step_s={STEP_S}")
     assert r.returncode == 0 and "2 point(s) already stored with tag 'one'" in r.stderr
     assert "0 run," in r.stderr
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
                "--min-iters", "15", "--min-time", "0.15", "--no-ceilings", "--db", str(db),
-               "--tag", "two", env={"DLPERF_FAKE_STEP_S": str(STEP_S)})
+               "--tag", "two", "--framework-option", f"step_s={STEP_S}")
     assert r.returncode == 0 and "2 run, 0 already in" in r.stderr, r.stderr
     bad = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "--db", str(db),
                  "--tag", "two words")
@@ -105,22 +105,23 @@ def test_a_new_tag_measures_again(tmp_path):
 def test_compare_run_alternates_and_gates(tmp_path):
     """``dlperf compare --run``, the command for CI: BASE and NEW measured alternately (two
     rounds), with run-to-run noise in the fake's steps. Identical sides pass (exit 0, judged);
-    NEW made 10% slower by its own environment fails (exit 1); a NEW file that lacks a point
-    of BASE fails with exit 3; an existing gate file is refused without --resume."""
+    NEW made 10% slower by its own environment (the fake's ``slowdown`` in
+    ``DLPERF_FAKE_OPTIONS``: both sides run the same flags) fails (exit 1); a NEW file that
+    lacks a point of BASE fails with exit 3; an existing gate file is refused without
+    --resume."""
     flags = ["--", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--no-ceilings",
-             "--max-warmup-time", "2"]
-    noise = {"DLPERF_FAKE_RUN_NOISE": "0.01", "DLPERF_FAKE_NOISE": "0.05"}
-    seeds = ["--base-env", "DLPERF_FAKE_SEED=1", "--new-env", "DLPERF_FAKE_SEED=2"]
+             "--max-warmup-time", "2", "--framework-option", "run_noise=0.01",
+             "--framework-option", "noise=0.05"]
+    seeds = ["--base-env", "DLPERF_FAKE_OPTIONS={seed: 1}"]
     same = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--rounds", "2", "--db",
-                  str(tmp_path / "same.db"), "--fail-if-slower", "5%", *seeds, *flags,
-                  env=noise)
+                  str(tmp_path / "same.db"), "--fail-if-slower", "5%", *seeds,
+                  "--new-env", "DLPERF_FAKE_OPTIONS={seed: 2}", *flags)
     assert same.returncode == 0, same.stdout + same.stderr
     assert "1 point: 1 judged" in same.stdout and "| 2 / 2 |" in same.stdout
     assert "[4/4] round 2 of 2: BASE" in same.stderr  # BASE NEW, NEW BASE
     slow = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--rounds", "2", "--db",
                   str(tmp_path / "slow.db"), "--fail-if-slower", "5%",
-                  "--new-env", f"DLPERF_FAKE_STEP_S={0.001 * 1.10}", *seeds, *flags,
-                  env=noise)
+                  "--new-env", "DLPERF_FAKE_OPTIONS={seed: 2, slowdown: 1.10}", *seeds, *flags)
     assert slow.returncode == 1, slow.stdout + slow.stderr
     assert "REGRESSION" in slow.stdout and "1 point(s) regressed" in slow.stderr
     again = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--db",

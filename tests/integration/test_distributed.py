@@ -159,11 +159,11 @@ def test_a_failed_rank_is_a_recorded_result_and_leaves_no_process(monkeypatch, k
     # a hang ends at the timeout; a crash or OOM must end before it (a busy machine may need
     # many seconds to start two PyTorch processes)
     cfg = make_run_config(model="fcn5_tiny", framework="fake", batch_size=16, nproc=2,
+                          options={"fail": {16: kind}, "fail_rank": 1},
                           timeout_s=5.0 if kind == "hang" else 90.0, iterations=IterationPolicy(
                               min_iters=10, min_time_s=0.0, warmup_window=2,
                               min_warmup_iters=0, max_warmup_iters=4))
-    r = run_point(cfg, env={"DLPERF_FAKE_FAIL": f"16={kind}", "DLPERF_FAKE_FAIL_RANK": "1",
-                            "DLPERF_FAKE_FRAMEWORK": "1", "PYTHONPATH": SRC,
+    r = run_point(cfg, env={"DLPERF_FAKE_FRAMEWORK": "1", "PYTHONPATH": SRC,
                             mark.split("=")[0]: mark.split("=")[1]}).to_dict()
     assert r["status"] == status, r["error"]
     assert r["world_size"] == 2 and r["per_device_batch"] == 8

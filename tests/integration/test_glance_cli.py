@@ -17,8 +17,10 @@ import pytest
 
 #: fp32 steps of 10 ms at b=8; bf16 at 0.55x; b=16, 32 take 1.8x, 3.5x (throughput grows 11%,
 #: then 3%); b=64 runs out of memory.
-FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.01",
-            "DLPERF_FAKE_STEP_FACTORS": "bf16=0.55,16=1.8,32=3.5", "DLPERF_FAKE_FAIL": "64=oom"}
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
+STEP = ["--framework-option", "step_s=0.01"]
+SCRIPT = [*STEP, "--framework-option", "step_factors={bf16: 0.55, 16: 1.8, 32: 3.5}",
+          "--framework-option", "fail={64: oom}"]
 
 
 def dlperf(*args, env=None, timeout=300):
@@ -35,7 +37,8 @@ def swept(tmp_path_factory):
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "--device", "cpu",
                # 6 iterations: the fewest that give a CI of the median (MIN_CI_SAMPLES)
                "-b", "8,16,32,64", "--precision", "fp32,bf16", "--min-iters", "6",
-               "--min-time", "0.05", "--no-ceilings", "--db", str(db), "--report", str(rep))
+               "--min-time", "0.05", "--no-ceilings", "--db", str(db), "--report", str(rep),
+               *SCRIPT)
     return r, db, rep
 
 
@@ -59,7 +62,7 @@ def test_a_run_over_precisions_and_batches_ends_with_the_summary_and_the_advice(
 def test_a_single_point_run_prints_no_summary(tmp_path):
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "--device", "cpu", "-b", "8",
                "--min-iters", "5", "--min-time", "0.05", "--no-ceilings",
-               "--db", str(tmp_path / "one.db"))
+               "--db", str(tmp_path / "one.db"), *STEP)
     assert r.returncode == 0, r.stderr
     assert "relative speed" not in r.stdout and "batch size (" not in r.stdout
 
@@ -136,6 +139,7 @@ def test_markdown_to_a_file_is_unchanged_by_the_width(swept, tmp_path):
 def test_dry_run_shows_the_tag_and_counts_only_results_under_it(tmp_path):
     sw = tmp_path / "s.yaml"
     sw.write_text("name: t\ndefaults:\n  framework: fake\n  device: cpu\n"
+                  "  options: {step_s: 0.01}\n"
                   "  iterations: {min_iters: 5, min_time_s: 0.05}\n  measure_ceilings: false\n"
                   "grid:\n  - model: fcn5_tiny\n    batch_size: [8, 16]\n")
     db = tmp_path / "s.db"

@@ -120,7 +120,7 @@ def test_a_hanging_point_is_named_while_it_waits(tmp_path):
     came since the run was prepared."""
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--no-ceilings",
                "--timeout", "12", "--db", str(tmp_path / "h.db"),
-               env={"DLPERF_FAKE_FAIL": "8=hang", "DLPERF_STALL_S": "3"})
+               "--framework-option", "fail={8: hang}", env={"DLPERF_STALL_S": "3"})
     assert "waiting: fcn5_tiny fake/eager cpu fp32 b=8 synthetic: no progress for" in r.stderr
     assert "its last progress: prepared" in r.stderr and "timeout of 12 s" in r.stderr
     assert "timeout" in r.stdout

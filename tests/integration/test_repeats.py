@@ -23,7 +23,8 @@ from dlperf.results.store import ResultStore
 from dlperf.results.view import as_records
 from dlperf.stats import summarize, throughput
 
-FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002", "COLUMNS": "200"}
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "COLUMNS": "200"}
+STEP = ("--framework-option", "step_s=0.002")
 #: A point measured on the H200 (benchmarks/results/h200/frameworks.db): its stored config, made
 #: before ``repeat`` existed, and the run key it was stored under.
 H200_CONFIG = {"model": "resnet50", "framework": "torch", "mode": "eager", "device": "cuda",
@@ -260,7 +261,7 @@ def test_run_repeats_stores_each_run_and_resumes_per_repeat(tmp_path):
     runs only repeats 1 and 2, each in its own worker, each stored under its own key."""
     db = tmp_path / "r.db"
     args = ("run", "--framework", "fake", "--model", "fcn5_tiny", "-b", "8", "--device", "cpu",
-            "--min-iters", "5", "--min-time", "0", "--no-ceilings", "--db", str(db))
+            "--min-iters", "5", "--min-time", "0", "--no-ceilings", "--db", str(db), *STEP)
     r = dlperf(*args)
     assert r.returncode == 0 and "1 run, 0 already" in r.stderr, r.stderr
     r = dlperf(*args, "--repeats", "3")
@@ -329,7 +330,7 @@ def test_compare_in_a_terminal_draws_tables_and_piped_stays_markdown(tmp_path):
     db = tmp_path / "r.db"
     r = dlperf("run", "--framework", "fake", "--model", "fcn5_tiny", "-b", "8", "--device", "cpu",
                "--min-iters", "5", "--min-time", "0", "--no-ceilings", "--repeats", "2",
-               "--db", str(db))
+               "--db", str(db), *STEP)
     assert r.returncode == 0, r.stderr
     piped = dlperf("results", "--db", str(db), "--compare", "repeats")
     assert piped.returncode == 0 and "|---|" in piped.stdout

@@ -15,7 +15,7 @@ import pytest
 from dlperf.cli.sweep import shard_points
 from dlperf.launch.slurm import array_script, shard_db_path
 
-FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002"}
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
 
 
 def dlperf(*args, cwd=None, env=None):
@@ -29,6 +29,7 @@ name: array-sweep
 defaults:
   framework: fake
   model: fcn5_tiny
+  options: {{step_s: 0.002}}
   timeout_s: 60
   iterations: {{min_iters: 3, min_time_s: 0.0, warmup_window: 2, min_warmup_iters: 0}}
 grid:

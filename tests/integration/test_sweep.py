@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -14,7 +15,9 @@ import pytest
 
 from dlperf.results.schema import RunRecord
 
-FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002"}
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
+#: The fake framework's step (its option ``step_s``) in these tests' points.
+STEP = {"step_s": 0.002}
 
 
 def dlperf(*args, env=None, timeout=120):
@@ -22,12 +25,13 @@ def dlperf(*args, env=None, timeout=120):
                           env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
 
 
-def write_sweep(path: Path, batches, min_time=0.0, timeout_s=60):
+def write_sweep(path: Path, batches, min_time=0.0, timeout_s=60, **options):
     path.write_text(f"""
 name: fake-sweep
 defaults:
   framework: fake
   model: fcn5_tiny
+  options: {json.dumps({**STEP, **options})}
   timeout_s: {timeout_s}
   iterations: {{min_iters: 5, min_time_s: {min_time}, warmup_window: 2, min_warmup_iters: 0}}
 grid:
@@ -45,9 +49,10 @@ def statuses(db):
 
 def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     # 512 hangs until its timeout: 4 s, several times what a fake point takes on a busy host
-    sw = write_sweep(tmp_path / "s.yaml", [1, 64, 128, 256, 512, 1024, 2], timeout_s=4)
-    r = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"),
-               env={"DLPERF_FAKE_FAIL": "64=oom,128=crash,256=nan,512=hang,1024=error"})
+    batches = [1, 64, 128, 256, 512, 1024, 2]
+    sw = write_sweep(tmp_path / "s.yaml", batches, timeout_s=4,
+                     fail={64: "oom", 128: "crash", 256: "nan", 512: "hang", 1024: "error"})
+    r = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"))
     assert r.returncode == 0, r.stderr
     got = {b: (s, e) for b, s, e in statuses(tmp_path / "r.db")}
     assert {b: s for b, (s, _) in got.items()} == {
@@ -63,7 +68,9 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     dry = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"), "--dry-run", "--retry-failed")
     assert "5 pending, 2 stored" in dry.stdout and "of them failed" not in dry.stdout
     # run again: the 4 final failures are kept, and the output says how to measure them again
-    # ('error' is not final: that point runs again, and with the fault gone it is ok)
+    # ('error' is not final: that point runs again, and with the fault gone it is ok; the
+    # scripted faults are options, not part of a point's run key)
+    write_sweep(sw, batches, timeout_s=4)
     r = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"))
     assert r.returncode == 0, r.stderr
     assert "6 of 7 points already in" in r.stderr
@@ -109,10 +116,11 @@ def test_resume_after_kill_9_loses_and_redoes_nothing(tmp_path):
 def test_orphaned_worker_exits_when_its_parent_dies(tmp_path):
     # The worker's watchdog ends it once the launching process is gone (no GPU left busy).
     cfg = tmp_path / "c.json"
-    cfg.write_text('{"model": "fcn5_tiny", "framework": "fake", "batch_size": 512}')
+    cfg.write_text('{"model": "fcn5_tiny", "framework": "fake", "batch_size": 512, '
+                   '"options": {"fail": {"512": "hang"}}}')
     # A parent pid that is not ours: the watchdog sees getppid() != it and exits with code 3.
     p = subprocess.run([sys.executable, "-m", "dlperf.worker", str(cfg), str(tmp_path / "o.json"),
-                        "1"], env={**os.environ, **FAKE_ENV, "DLPERF_FAKE_FAIL": "512=hang"},
+                        "1"], env={**os.environ, **FAKE_ENV},
                        timeout=30)
     assert p.returncode == 3
 

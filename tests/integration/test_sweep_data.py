@@ -16,7 +16,7 @@ import pytest
 from dlperf.config import make_run_config
 from dlperf.errors import DataError, DataMissing
 
-FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002"}
+FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
 
 
 def dlperf(*args, env=None, timeout=120):
@@ -32,6 +32,7 @@ name: missing-data
 defaults:
   framework: fake
   model: {model}
+  options: {{step_s: 0.002}}
   timeout_s: 60
   iterations: {{min_iters: 5, min_time_s: 0.0, warmup_window: 2, min_warmup_iters: 0}}
 grid:

@@ -854,13 +854,13 @@ def test_breakdown_apart_runs_the_headline_without_it_and_merges(tmp_path):
 
     from dlperf.results.store import ResultStore
 
-    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "DLPERF_FAKE_STEP_S": "0.002",
-           "DLPERF_FAKE_BREAKDOWN_APART": "1", "COLUMNS": "200"}
+    env = {**os.environ, "DLPERF_FAKE_FRAMEWORK": "1", "COLUMNS": "200"}
     db = tmp_path / "r.db"
     args = [sys.executable, "-m", "dlperf", "run", "--framework", "fake", "--model", "fcn5_tiny",
             "-b", "8", "--device", "cpu", "--breakdown", "--min-iters", "5", "--min-time", "0",
-            "--no-ceilings", "--db", str(db)]
-    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=180)
+            "--no-ceilings", "--framework-option", "step_s=0.002", "--db", str(db)]
+    p = subprocess.run([*args, "--framework-option", "breakdown_apart=true"],
+                       capture_output=True, text=True, env=env, timeout=180)
     assert p.returncode == 0, p.stderr
     with ResultStore(db) as s:
         (row,) = s.rows()
@@ -869,7 +869,7 @@ def test_breakdown_apart_runs_the_headline_without_it_and_merges(tmp_path):
     assert row["status"] == "ok" and r["config"]["breakdown"] is True
     # the same key as the same point run in one process
     one = subprocess.run(args[:-1] + [str(tmp_path / "one.db")], capture_output=True, text=True,
-                         env={**env, "DLPERF_FAKE_BREAKDOWN_APART": "0"}, timeout=180)
+                         env=env, timeout=180)
     assert one.returncode == 0, one.stderr
     with ResultStore(tmp_path / "one.db") as s:
         (row1,) = s.rows()

@@ -115,9 +115,9 @@ def test_dlperf_run_stores_the_target(tmp_path):
     out = subprocess.run([sys.executable, "-m", "dlperf", "run", "--framework", "fake", "-m",
                           "fcn5_tiny", "-b", "4", "--device", "cpu", "--min-iters", "10",
                           "--min-time", "0", "--ci-target", "0.02", "--db", str(db),
-                          "--no-ceilings"], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "DLPERF_FAKE_FRAMEWORK": "1",
-                              "DLPERF_FAKE_STEP_S": "0.01"})
+                          "--no-ceilings", "--framework-option", "step_s=0.01"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "DLPERF_FAKE_FRAMEWORK": "1"})
     assert out.returncode == 0, out.stdout + out.stderr
     (js,) = sqlite3.connect(db).execute("SELECT result_json FROM results").fetchone()
     r = json.loads(js)

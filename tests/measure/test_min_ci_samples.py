@@ -28,13 +28,13 @@ def run_fake(monkeypatch):
 
     monkeypatch.setitem(registry.FRAMEWORK_MODES, "fake", ("eager",))
     monkeypatch.setitem(ADAPTERS, "fake", "dlperf.frameworks.fake.adapter:FakeAdapter")
-    monkeypatch.setenv("DLPERF_FAKE_STEP_S", "0.002")
 
     def run(n: int, batch: int = 8):
         pol = IterationPolicy(min_iters=n, max_iters=n, min_time_s=0.0, max_warmup_iters=2,
                               min_warmup_iters=0, warmup_window=2)
         cfg = make_run_config(model="fcn5_tiny", framework="fake", batch_size=batch,
-                              iterations=pol, measure_ceilings=False)
+                              iterations=pol, measure_ceilings=False,
+                              options={"step_s": 0.002})
         r = run_config(cfg)
         assert r["status"] == "ok", r["error"]
         assert r["n_measured"] == n

@@ -152,14 +152,9 @@ def fake_record(monkeypatch):
     monkeypatch.setitem(registry.FRAMEWORK_MODES, "fake", ("eager",))  # as DLPERF_FAKE_FRAMEWORK=1
     monkeypatch.setitem(ADAPTERS, "fake", "dlperf.frameworks.fake.adapter:FakeAdapter")
 
-    def make(target_loss=None, **env):
-        monkeypatch.setenv("DLPERF_FAKE_STEP_S", "0.01")
-        for k in ("COMPILE_BEFORE_S", "COMPILE_S", "RECOMPILE_EVERY", "RECOMPILE_AT",
-                  "RECOMPILE_S"):
-            monkeypatch.delenv(f"DLPERF_FAKE_{k}", raising=False)
-        for k, v in env.items():
-            monkeypatch.setenv(f"DLPERF_FAKE_{k}", v)
+    def make(target_loss=None, **options):
         cfg = make_run_config(model="fcn5_tiny", framework="fake", batch_size=8,
+                              options={"step_s": 0.01, **options},
                               target_loss=target_loss, measure_ceilings=False,
                               iterations=IterationPolicy(min_iters=20, min_time_s=0.1,
                                                          max_time_s=5.0, warmup_window=5,
@@ -171,7 +166,7 @@ def fake_record(monkeypatch):
 
 
 def test_recompile_steps_are_excluded_from_median_ci_and_throughput(fake_record):
-    rec = fake_record(RECOMPILE_EVERY="10", RECOMPILE_S="0.9")
+    rec = fake_record(recompile_every=10, recompile_s=0.9)
     t, s = rec.timing, rec.summary
     assert rec.identity.status == "ok"
     assert t.warmup_settled is False and t.steady_state is False
@@ -199,7 +194,7 @@ def test_recompile_steps_are_excluded_from_median_ci_and_throughput(fake_record)
 
 def test_a_one_off_recompile_is_measured_again_and_the_record_says_so(fake_record):
     # settles after 10 warm-up steps (steps 2-11), measures from step 12: step 15 recompiles
-    rec = fake_record(RECOMPILE_AT="15", RECOMPILE_S="0.5")
+    rec = fake_record(recompile_at=[15], recompile_s=0.5)
     t = rec.timing
     assert t.compile_handling == "remeasured" and t.remeasured == 1
     assert t.warmup_settled is True and t.steady_state is True and t.excluded_steps == []
@@ -250,8 +245,8 @@ def test_time_to_target_with_and_without_compile():
 def test_ahead_of_time_and_lazy_compilers_get_the_same_time_to_target(fake_record):
     # the same 2 s of compile work, before the loop (as JAX's) or in the first step (as
     # torch.compile's): the same time to target with compile, and the same without
-    aot = fake_record(target_loss=0.1, COMPILE_BEFORE_S="2.0")
-    lazy = fake_record(target_loss=0.1, COMPILE_S="2.0")
+    aot = fake_record(target_loss=0.1, compile_before_s=2.0)
+    lazy = fake_record(target_loss=0.1, compile_s=2.0)
     a, z = aot.convergence, lazy.convergence
     assert a.reached and z.reached and a.iterations_to_target == z.iterations_to_target
     assert a.compile_before_loop_s == 2.0 and z.compile_before_loop_s == 0.0

@@ -119,3 +119,24 @@ def test_a_folder_of_another_data_set_is_still_refused_with_many_images(tmp_path
         imf._refuse_other_data_set(root, 10**9, 2, 16)
     Path(root / "class_000" / "img_000001.jpg").rename(root / "class_000" / "img_000002.jpg")
     assert imf._refuse_other_data_set(root, 10**9, 2, 16) == 1  # bytes there
+
+
+def test_an_image_name_that_is_a_link_to_another_file_replaces_the_link_not_the_file(tmp_path):
+    """Completing a folder rewrites its images; one whose name is a hard or symbolic link to
+    another file (a results database) gets a new file under that name: what it linked to
+    keeps its bytes. An image's temporary file left by a kill does not block completing."""
+    make_imagefolder(tmp_path / "if", images=3, classes=1, size=8)
+    precious = tmp_path / "results.db"
+    precious.write_bytes(b"SQLite format 3\x00 measurements")
+    cls = tmp_path / "if" / "class_000"
+    (cls / "img_000001.jpg").unlink()
+    os.link(precious, cls / "img_000001.jpg")
+    (cls / "img_000002.jpg").unlink()
+    (cls / "img_000002.jpg").symlink_to(precious)
+    (cls / ".img_000000.jpg.k9_x2.tmp").write_bytes(b"\xff\xd8")  # left by a kill: removed
+    make_imagefolder(tmp_path / "if", images=3, classes=1, size=8)
+    assert sorted(p.name for p in cls.iterdir()) == [f"img_00000{i}.jpg" for i in range(3)]
+    assert precious.read_bytes() == b"SQLite format 3\x00 measurements"
+    for name in ("img_000001.jpg", "img_000002.jpg"):
+        p = cls / name
+        assert not p.is_symlink() and p.read_bytes()[:2] == b"\xff\xd8"  # a JPEG of its own

@@ -204,3 +204,36 @@ def test_merge_into_a_file_that_is_not_a_results_database_is_refused(tmp_path):
     before = other.read_bytes()
     code, text = cli("merge", str(src), "--db", str(other))
     assert code == 2 and "not a dlperf results database" in text and other.read_bytes() == before
+
+
+def test_a_databases_journal_or_wal_is_never_replaced_not_even_with_force(tmp_path):
+    """A rollback journal left by a killed writer (``r.db-journal``: what rolls ``r.db`` back
+    to its last commit) and a write-ahead log (``r.db-wal``: commits not yet in ``r.db``) are
+    part of the database: replacing one damages it or drops results, so neither is written,
+    not even with ``--force``, whether recognised by its header or by its name beside the
+    database."""
+    db = make_db(tmp_path / "r.db")
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA cache_size=1")  # pages spill into the file: the journal is hot
+    con.execute("BEGIN IMMEDIATE")
+    con.execute("UPDATE samples SET step_time_s = step_time_s + 1")
+    con.execute("UPDATE results SET result_json = result_json || ' '")
+    journal = (tmp_path / "r.db-journal").read_bytes()
+    con.execute("ROLLBACK")
+    con.close()
+    wal = foreign_db(tmp_path / "w.db")
+    con = sqlite3.connect(wal, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute("INSERT INTO t VALUES (1)")
+    wal_bytes = (tmp_path / "w.db-wal").read_bytes()
+    (tmp_path / "copy.journal").write_bytes(journal)
+    (tmp_path / "copy.wal").write_bytes(wal_bytes)
+    (tmp_path / "r.db-journal").write_text("x,y\n1,2\n")  # a journal's name, not its header
+    for target in ("copy.journal", "copy.wal", "w.db-wal", "r.db-journal"):
+        before = (tmp_path / target).read_bytes()
+        for force in (False, True):
+            with pytest.raises(OutputRefused, match="SQLite"):
+                write_output(tmp_path / target, "x,y\n3,4\n", "csv", force=force)
+        assert (tmp_path / target).read_bytes() == before
+    con.close()

@@ -115,12 +115,12 @@ def test_the_worker_records_its_binding_and_refuses_one_it_cannot_make(monkeypat
 
     monkeypatch.setitem(registry.FRAMEWORK_MODES, "fake", ("eager",))
     monkeypatch.setitem(ADAPTERS, "fake", "dlperf.frameworks.fake.adapter:FakeAdapter")
-    monkeypatch.setenv("DLPERF_FAKE_STEP_S", "0.001")
     it = IterationPolicy(min_iters=5, min_time_s=0.0, max_warmup_iters=2, min_warmup_iters=0,
                          warmup_window=2)
     every = format_cpulist(usable_cpus())  # binding to every usable CPU leaves this test's mask
     r = run_config(make_run_config(model="fcn5_tiny", framework="fake", batch_size=8,
-                                   iterations=it, cpu_bind=every, measure_ceilings=False))
+                                   iterations=it, cpu_bind=every, measure_ceilings=False,
+                                   options={"step_s": 0.001}))
     assert r["status"] == "ok", r["error"]
     assert r["env"]["cpu_bind"]["cpus"] == every and r["env"]["cpu_list"] == every
     r = run_config(make_run_config(model="fcn5_tiny", framework="fake", batch_size=8,

@@ -80,12 +80,11 @@ def test_worker_samples_power_around_the_measured_segment(monkeypatch):
 
     monkeypatch.setitem(registry.FRAMEWORK_MODES, "fake", ("eager",))
     monkeypatch.setitem(ADAPTERS, "fake", "dlperf.frameworks.fake.adapter:FakeAdapter")
-    monkeypatch.setenv("DLPERF_FAKE_NVML", "1")
-    monkeypatch.setenv("DLPERF_FAKE_STEP_S", "0.01")
     start = time.perf_counter()
     monkeypatch.setattr(nvml, "power_readers", lambda uuid, index: (
         (lambda: 150.0, lambda: 150.0 * (time.perf_counter() - start), lambda: 2**30), None))
     cfg = make_run_config(model="fcn5_tiny", framework="fake", batch_size=8,
+                          options={"nvml": True, "step_s": 0.01},
                           iterations=IterationPolicy(min_iters=10, min_time_s=0.0,
                                                      max_warmup_iters=2, min_warmup_iters=0,
                                                      warmup_window=2), power_interval_s=0.005)

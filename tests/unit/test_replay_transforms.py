@@ -68,7 +68,10 @@ def test_memory_bound_kernel_follows_bandwidth_and_gemm_follows_the_ceiling():
     src = H.datasheet("h200")
     dst = replace(src, name="slow", bandwidth_bytes_per_s=src.bandwidth_bytes_per_s / 2,
                   gemm_flops_per_s={k: v / 4 for k, v in src.gemm_flops_per_s.items()})
-    mem, gemm = _k(101), _k(101, name="sm90_xmma_gemm_bf16bf16_f32", op_class="matmul")
+    # a kernel moving its bytes at the full bandwidth (U = 1)
+    full = 101e-6 * src.bandwidth_bytes_per_s
+    mem, gemm = _k(101, nbytes=full), _k(101, name="sm90_xmma_gemm_bf16bf16_f32",
+                                          op_class="matmul")
     f = T.KERNEL_FLOOR_S * 1e6
     assert T.kernel_on_gpu(mem, src, dst, "bf16") == pytest.approx((f + (101 - f) * 2) * 1e-6)
     want = f + (101 - f) * 2 ** T.GEMM_GAMMA * 4 ** (1 - T.GEMM_GAMMA)
@@ -78,16 +81,35 @@ def test_memory_bound_kernel_follows_bandwidth_and_gemm_follows_the_ceiling():
     assert T.gamma(hot, dst, "bf16") < 0.01
 
 
+def test_a_kernel_below_the_bandwidth_slows_down_by_its_utilisation():
+    src = H.datasheet("h200")
+    dst = replace(src, name="slow", bandwidth_bytes_per_s=src.bandwidth_bytes_per_s / 2)
+    f = T.KERNEL_FLOOR_S * 1e6
+    tenth = _k(101, nbytes=0.1 * 101e-6 * src.bandwidth_bytes_per_s)
+    assert T.memory_share(tenth, src) == pytest.approx(0.1)
+    assert T.kernel_on_gpu(tenth, src, dst, "bf16") == pytest.approx(
+        (f + (101 - f) * 2 ** 0.1) * 1e-6)
+    # no bytes in the trace: the op class's share; copies follow the bandwidth
+    assert T.memory_share(_k(101, op_class="normalisation"), src) == \
+        T.MEMORY_SHARE["normalisation"]
+    assert T.memory_share(replace(_k(101), kind="memcpy"), src) == 1.0
+    assert T.kernel_on_gpu(_k(101, op_class="normalisation"), src, dst, "bf16") < \
+        T.kernel_on_gpu(_k(101, op_class="memory_copy"), src, dst, "bf16")
+
+
 def test_fewer_sms_add_waves_to_a_full_launch():
     src = H.datasheet("h100")
     dst = replace(src, name="half", sms=66)
-    k = _k(101, grid=(132 * 8, 1, 1))
+    k = _k(101, grid=(132 * 8, 1, 1), nbytes=101e-6 * src.bandwidth_bytes_per_s)
     assert T.kernel_on_gpu(k, src, dst, "fp32") == pytest.approx(
         (1 + 100 * src.bandwidth_bytes_per_s / dst.bandwidth_bytes_per_s) * 1e-6)
-    # a compute-only kernel: the waves double
-    c = replace(k, flops=1e15, bytes=1.0)
-    assert T.kernel_on_gpu(c, src, dst, "fp32") == pytest.approx(
-        (1 + 100 * 2 ** (1 - T.gamma(c, dst, "fp32"))) * 1e-6, rel=1e-3)
+    # a compute-only GEMM: the ceiling's ratio (the same SM count here would leave it)
+    c = _k(101, name="sm90_xmma_gemm_f32f32", op_class="matmul", grid=(132 * 8, 1, 1),
+           flops=1e15, nbytes=1.0)
+    assert T.gamma(c, dst, "fp32") < 1e-6
+    # a compute-bound non-GEMM kernel (no bytes moved): the waves double
+    w = _k(101, grid=(132 * 8, 1, 1), nbytes=1.0)
+    assert T.kernel_on_gpu(w, src, dst, "fp32") == pytest.approx((1 + 100 * 2) * 1e-6, rel=1e-3)
 
 
 def test_host_follows_the_dispatch_ratio_only_when_given():
@@ -110,11 +132,21 @@ def test_precision_names_and_gemm_speedup():
     back = T.kernel_to_precision(replace(sgemm, name="sm90_xmma_gemm_bf16bf16", dur_s=bf),
                                  "bf16", "fp32", g)
     assert back > bf
+    # a large fp32 GEMM at bf16: its time above the fixed part by the ceilings' ratio / share
+    c = g.gemm("fp32") / g.gemm("bf16") / T.BF16_GEMM_SHARE
+    assert bf == pytest.approx(T.GEMM_FIXED_S + (1001e-6 - T.GEMM_FIXED_S) * c)
+    # with its bytes in the trace, no faster than moving half of them
+    heavy = replace(sgemm, bytes=1001e-6 * g.bandwidth_bytes_per_s)
+    assert T.kernel_to_precision(heavy, "fp32", "bf16", g) == pytest.approx(
+        T.GEMM_FIXED_S + 0.5 * 1001e-6)
+    fixed, r = T.PRECISION_RATIO["elementwise"]
     ew = _k(101)
     assert T.kernel_to_precision(ew, "fp32", "bf16", g) == pytest.approx(
-        (1 + 100 * T.MEMORY_RATIO["elementwise"]) * 1e-6)
-    opt = _k(101, op_class="optimizer", phase="t_u")
-    assert T.kernel_to_precision(opt, "fp32", "bf16", g) == pytest.approx(opt.dur_s)
+        fixed + (101e-6 - fixed) * r)
+    assert T.kernel_to_precision(_k(2), "fp32", "bf16", g) == pytest.approx(2e-6)  # < fixed
+    for cls in ("optimizer", "normalisation"):  # fp32 master weights; autocast's layer_norm
+        k = _k(101, op_class=cls, phase="t_u" if cls == "optimizer" else "t_f")
+        assert T.kernel_to_precision(k, "fp32", "bf16", g) == pytest.approx(k.dur_s)
 
 
 def test_to_precision_adds_and_drops_casts():

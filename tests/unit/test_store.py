@@ -323,3 +323,23 @@ def test_read_only_store_reads_an_older_file_without_changing_it(tmp_path):
     with pytest.raises(ConfigError, match="not a dlperf results database"):
         ResultStore(tmp_path / "t.db", read_only=True)
     assert not (tmp_path / "none.db").exists()
+
+
+def test_merge_keeps_each_results_timeline(tmp_path):
+    """A result's per-kernel timeline (``--timeline``) lives in the ``timelines`` table, not
+    in its row: a merge carries it to the new row, for the target's own rows as for the
+    sources' (deleting the target's rows deletes their timelines)."""
+    from dlperf.results import timelines
+    from dlperf.results.merge import merge_stores
+
+    a, dest = tmp_path / "a.db", tmp_path / "dest.db"
+    tl = {"format": timelines.FORMAT, "data": "eJyrrgUAAXUA+Q==", "n_ops": 0}
+    with ResultStore(a) as s:
+        s.add({**_at(fake_result(batch=8), "2026-12-01T10:00:00+00:00"), "timeline": tl})
+    with ResultStore(dest) as s:
+        s.add({**_at(fake_result(batch=16), "2026-12-01T09:00:00+00:00"), "timeline": tl})
+    merge_stores(dest, [a])
+    with ResultStore(dest, read_only=True) as s:
+        got = {r["batch_size"]: timelines.load(s, r["id"]) for r in s.rows()}
+    assert {b: (t or {}).get("data") for b, t in got.items()} == {8: tl["data"],
+                                                                  16: tl["data"]}

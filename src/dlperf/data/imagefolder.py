@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import math
 import os
 import re
@@ -35,6 +36,7 @@ import numpy as np
 
 from dlperf.data.files import check_size, open_regular
 from dlperf.errors import ConfigError, DataError, DataMissing
+from dlperf.outputs import atomic_write
 
 #: File name endings counted as images (lower case).
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -165,7 +167,8 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
     """Write a synthetic ImageFolder of ``images`` JPEGs of ``size x size`` pixels.
 
     Images are spread evenly over ``classes`` folders ``class_000`` ... (file
-    ``img_000000.jpg`` ...); existing files of the same names are overwritten, so a partly
+    ``img_000000.jpg`` ...); existing files of the same names are replaced (a new file renamed
+    over the name, so a link there never writes into what it links to), so a partly
     written folder can be completed by running again. A folder that already holds files this
     call would not write, or images of another size, is refused: writing into it would mix
     two data sets. Each image is a bilinear up-sampling of a
@@ -213,7 +216,10 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
             d.mkdir(parents=True, exist_ok=True)
         for i in range(images):
             path = dirs[i % classes] / f"img_{i:06d}.jpg"
-            _synthetic_image(Image, rng, size).save(path, format="JPEG", quality=quality)
+            buf = io.BytesIO()
+            _synthetic_image(Image, rng, size).save(buf, format="JPEG", quality=quality)
+            # a new file renamed over the name: a link there is replaced, never written through
+            atomic_write(path, buf.getvalue(), sync=False)
             total += path.stat().st_size
     except BaseException:
         for d in made:  # class folders first, then the root and parents this call made
@@ -297,6 +303,9 @@ def _check_disk(root: Path, images: int, size: int, quality: int, existing_bytes
 
 
 _NAME = re.compile(r"class_(\d+)/img_(\d+)\.jpg")
+#: The temporary file of an image being written (:func:`dlperf.outputs.atomic_write`), left
+#: by a kill before its rename.
+_TEMP = re.compile(r"class_\d+/\.img_\d+\.jpg\.[A-Za-z0-9_]+\.tmp")
 
 
 def _refuse_other_data_set(root: Path, images: int, classes: int, size: int) -> int:
@@ -314,6 +323,9 @@ def _refuse_other_data_set(root: Path, images: int, classes: int, size: int) -> 
         return i < images and c == i % classes and rel == f"class_{c:03d}/img_{i:06d}.jpg"
 
     have = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    for h in [h for h in have if _TEMP.fullmatch(h)]:  # an image's temporary file of a kill
+        (root / h).unlink(missing_ok=True)
+        have.remove(h)
     extra = [h for h in have if not ours(h)]
     if extra:
         raise ConfigError(

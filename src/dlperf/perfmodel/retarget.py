@@ -35,6 +35,12 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import hardware, replay, transforms
 
+#: The replay model's version, recorded with predictions registered before a measurement
+#: (benchmarks/h100/predict.py): 1, Habitat's gamma = 1 for every non-GEMM kernel; 2, a
+#: non-GEMM kernel's memory-boundness is its bandwidth utilisation, precision ratios from
+#: kernel pairs.
+MODEL_VERSION = 2
+
 #: 90th percentile of |relative error| of the development rows per category
 #: (benchmarks/replay_validate.py on calibration2.db; docs/replay.md, "Back-test"; batch from
 #: one trace: its 1/2-2x rows). Another GPU has no back-test of its own on one GPU's files:
@@ -82,7 +88,7 @@ class TracePrediction:
                 "gpu": self.gpu, "datasheet_only": self.datasheet_only,
                 "category": self.category, "sources": list(self.sources),
                 "transforms": list(self.transforms), "measured_s": self.measured_s,
-                **dict(self.extra)}
+                "model_version": MODEL_VERSION, **dict(self.extra)}
 
 
 class TraceLibrary:

@@ -20,7 +20,8 @@ __all__ = ["merge_stores", "open_results"]
 
 def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozenset()
                 ) -> tuple[list, list, list]:
-    """(results with their samples, collective rows, sweep records) of an open store, without
+    """(results with their samples and timeline, collective rows, sweep records) of an open
+    store, without
     the result rows of ``skip`` (damaged: :meth:`ResultStore.damaged`) and the collective rows
     that are damaged (:func:`dlperf.results.rowcheck.collective_problem`).
 
@@ -37,7 +38,9 @@ def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozen
         samples = [tuple(x) for x in db.execute(
             "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
             "ORDER BY phase, idx", (row["id"],))]
-        results.append((row, samples))
+        timeline = db.execute("SELECT format, data FROM timelines WHERE result_id=?",
+                              (row["id"],)).fetchone()
+        results.append((row, samples, tuple(timeline) if timeline is not None else None))
     ccols = ", ".join(("id", *COLLECTIVE_COLUMNS))
     colls = [c for r in db.execute(f"SELECT {ccols} FROM collectives ORDER BY id")
              if not collective_problem(c := dict(r))]
@@ -49,8 +52,9 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
     """Combine results files: ``dest`` becomes the union of its own rows and every source's.
 
     For results measured in pieces on different machines or calls (sweep shards, a sweep
-    resumed from an older copy of its file). Every result row with its raw samples, every
-    collective benchmark run and every sweep record is kept once: a result that is in several
+    resumed from an older copy of its file). Every result row with its raw samples and its
+    per-kernel timeline (``--timeline``), every collective benchmark run and every sweep
+    record is kept once: a result that is in several
     files (same run key, ``created_at`` and ``result_json``) is stored once, as is a collective
     run (``run_id``) or a sweep record. Results are written in order of ``created_at`` (then
     file, then row), so "the newest row of a point" (:meth:`ResultStore.rows`) stays the newest
@@ -115,11 +119,11 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
             added: dict[str, dict[str, int]] = {}
             for fi, (name, (res, colls, swps)) in enumerate(files):
                 n = {"results": 0, "collectives": 0, "sweeps": 0}
-                for row, samples in res:
+                for row, samples, timeline in res:
                     ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
                     if ident not in results:
                         results[ident] = ((row.get("created_at") or "", fi, row["id"]),
-                                          row, samples)
+                                          row, samples, timeline)
                         n["results"] += 1
                 runs: dict[str, list[dict]] = {}
                 for c in colls:
@@ -135,6 +139,7 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                 if name is not None:
                     added[name] = n
             db.execute("DELETE FROM samples")
+            db.execute("DELETE FROM timelines")
             db.execute("DELETE FROM results")
             db.execute("DELETE FROM collectives")
             db.execute("DELETE FROM sweeps")
@@ -142,7 +147,7 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
             db.execute("DELETE FROM row_sums")
             cols = list(COLUMNS)
             n_samples = 0
-            for _, row, samples in sorted(results.values(), key=lambda v: v[0]):
+            for _, row, samples, timeline in sorted(results.values(), key=lambda v: v[0]):
                 cur = db.execute(
                     f"INSERT INTO results ({', '.join(cols)}) VALUES "
                     f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
@@ -150,6 +155,8 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                 assert rid is not None  # sqlite sets it after an INSERT
                 db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
                                [(rid, *x) for x in samples])
+                if timeline is not None:
+                    db.execute("INSERT INTO timelines VALUES (?, ?, ?)", (rid, *timeline))
                 seal(db, rid, cols)
                 n_samples += len(samples)
             for rows in collectives.values():

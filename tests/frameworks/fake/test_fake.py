@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import time
 
+import pydantic
 import pytest
 
 from dlperf.config import IterationPolicy, make_run_config
@@ -115,19 +116,25 @@ def test_the_real_clock_with_fake_nvml(fake_run):
     assert time.perf_counter() - t0 >= 0.005
 
 
-def test_options_script_the_run_and_env_variables_give_them_too(fake_run, monkeypatch):
+def test_options_script_the_run_and_the_environment_gives_them_too(fake_run, monkeypatch):
     """Every behaviour is an option of the fake's own ``Options`` model: a per-step slowdown
-    multiplies the step, ``step_factors`` pick the point; a run config's options win over the
-    ``DLPERF_FAKE_<NAME>`` variable that a test in another process sets."""
+    multiplies the step, ``step_factors`` pick the point; a run config's options win over
+    those of ``DLPERF_FAKE_OPTIONS`` (a YAML mapping, for a process whose flags a test does
+    not write)."""
+    from dlperf.errors import ConfigError
     from dlperf.frameworks.fake.options import settings
 
     assert fake_run(step_s=0.004, slowdown=1.5).step_s == pytest.approx(0.006)
     assert fake_run(step_s=0.004, step_factors={8: 2.0, "bf16": 0.5}).step_s == 0.008
-    monkeypatch.setenv("DLPERF_FAKE_STEP_S", "0.002")
-    monkeypatch.setenv("DLPERF_FAKE_SLOWDOWN", "3")
+    monkeypatch.setenv("DLPERF_FAKE_OPTIONS", "{step_s: 0.002, slowdown: 3}")
     assert fake_run().step_s == pytest.approx(0.006)
     assert fake_run(slowdown=1.0).step_s == pytest.approx(0.002)
-    assert settings({}, env={"DLPERF_FAKE_MODES": "0.2:3"}).mode_factor == 3.0
+    env = {"DLPERF_FAKE_OPTIONS": "{mode_share: 0.2, mode_factor: 3, fail: {64: oom}}"}
+    assert settings({}, env=env).mode_factor == 3.0 and settings({}, env=env).fail == {64: "oom"}
+    with pytest.raises(ConfigError, match="YAML mapping"):
+        settings({}, env={"DLPERF_FAKE_OPTIONS": "slowdown=3"})
+    with pytest.raises(pydantic.ValidationError, match="slowdwn"):
+        settings({}, env={"DLPERF_FAKE_OPTIONS": "{slowdwn: 3}"})
 
 
 def test_an_unknown_or_bad_fake_option_is_refused_naming_it(monkeypatch):
@@ -147,4 +154,7 @@ def test_an_unknown_or_bad_fake_option_is_refused_naming_it(monkeypatch):
     slow = make_run_config(**kw, options={"slowdown": 2.0})
     assert slow.run_key() == make_run_config(**kw).run_key() and slow.options == {"slowdown": 2.0}
     with pytest.raises(ConfigError, match="takes no options of its own"):
+        make_run_config(model="fcn5_tiny", framework="jax", batch_size=8, options={"x": 1})
+    with pytest.raises(ConfigError, match=r"torch options: x: Extra inputs .* \(its options: "
+                                          "bucket_cap_mb"):
         make_run_config(model="fcn5_tiny", batch_size=8, options={"x": 1})

@@ -2,7 +2,7 @@
 
 Enabled only when ``DLPERF_FAKE_FRAMEWORK=1`` (then ``--framework fake`` is valid). What it does
 is its options (:class:`dlperf.frameworks.fake.options.Options`: a run config's ``options``,
-``--framework-option KEY=VALUE``, or their ``DLPERF_FAKE_<NAME>`` environment variables). Each
+``--framework-option KEY=VALUE`` or ``options:`` in a sweep file). Each
 step takes ``step_s`` seconds (default 0.001) of a :class:`~dlperf.frameworks.fake.clock.
 FakeClock`, times ``slowdown`` and the ``step_factors`` of the point's precision and batch size,
 without sleeping: the run's timer, the harness's loops (:attr:`FakeRun.clock`), the phase timer

@@ -4,9 +4,10 @@ option rules (registry ``options``; :mod:`dlperf.config.rules` calls them).
 
 As the JAX and TensorFlow models, the fake "models" are NHWC, so ``--layout nchw`` is refused.
 
-Each option may also come from an environment variable ``DLPERF_FAKE_<NAME>`` (:data:`ENV`),
-read where a test starts ``dlperf`` in a process of its own and cannot pass options through
-its flags; a run config's ``options`` win over it.
+A process whose flags a test does not write (one side of ``dlperf compare --run``, whose two
+sides run the same flags) takes options from the environment variable
+:data:`ENV_OPTIONS`, a YAML mapping (``DLPERF_FAKE_OPTIONS='{slowdown: 1.05, seed: 2}'``);
+a run config's ``options`` win over it.
 """
 
 from __future__ import annotations
@@ -15,16 +16,20 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-__all__ = ["Options", "ENV", "settings", "check"]
+from dlperf.config.axes import DDPOptions
+
+__all__ = ["Options", "ENV_OPTIONS", "settings", "check"]
 
 #: How a scripted failure ends a step (:class:`Options` ``fail``).
 FAILURES = ("oom", "memerr", "crash", "segv", "nan", "hang", "error")
 
 
-class Options(BaseModel):
-    """What the fake framework does (times in seconds of its clock).
+class Options(DDPOptions):
+    """What the fake framework does (times in seconds of its clock), and the options of
+    PyTorch's ``DistributedDataParallel`` (:class:`~dlperf.config.axes.DDPOptions`: the fake
+    stands in for PyTorch's launch, registry ``ddp``; it records them and runs no DDP).
 
     Attributes:
         step_s: the scripted step time.
@@ -113,61 +118,30 @@ class Options(BaseModel):
         return self.fail.get(batch_size)
 
 
-def _pairs(text: str) -> dict[str, str]:
-    """``"a=1,b=2"`` -> ``{"a": "1", "b": "2"}``."""
-    return {k.strip(): v.strip() for k, _, v in
-            (item.partition("=") for item in text.split(",") if item.strip())}
-
-
-def _modes(text: str) -> dict[str, str]:
-    share, _, factor = text.partition(":")
-    return {"mode_share": share, **({"mode_factor": factor} if factor else {})}
-
-
-#: Option -> (environment variable, how its text becomes the option's value(s)).
-ENV: dict[str, tuple[str, Any]] = {
-    "step_s": ("DLPERF_FAKE_STEP_S", None),
-    "slowdown": ("DLPERF_FAKE_SLOWDOWN", None),
-    "step_factors": ("DLPERF_FAKE_STEP_FACTORS", _pairs),
-    "fail": ("DLPERF_FAKE_FAIL", _pairs),
-    "fail_rank": ("DLPERF_FAKE_FAIL_RANK", None),
-    "real_clock": ("DLPERF_FAKE_REAL_CLOCK", None),
-    "nvml": ("DLPERF_FAKE_NVML", None),
-    "data_wait_s": ("DLPERF_FAKE_DATA_WAIT_S", None),
-    "breakdown_apart": ("DLPERF_FAKE_BREAKDOWN_APART", None),
-    "compile_before_s": ("DLPERF_FAKE_COMPILE_BEFORE_S", None),
-    "compile_s": ("DLPERF_FAKE_COMPILE_S", None),
-    "recompile_every": ("DLPERF_FAKE_RECOMPILE_EVERY", None),
-    "recompile_at": ("DLPERF_FAKE_RECOMPILE_AT",
-                     lambda t: [x.strip() for x in t.split(",") if x.strip()]),
-    "recompile_s": ("DLPERF_FAKE_RECOMPILE_S", None),
-    "run_noise": ("DLPERF_FAKE_RUN_NOISE", None),
-    "noise": ("DLPERF_FAKE_NOISE", None),
-    "drift": ("DLPERF_FAKE_DRIFT", None),
-    "modes": ("DLPERF_FAKE_MODES", _modes),
-    "seed": ("DLPERF_FAKE_SEED", None),
-}
+#: The environment variable of options for a process whose flags a test does not write: a
+#: YAML mapping of :class:`Options` fields.
+ENV_OPTIONS = "DLPERF_FAKE_OPTIONS"
 
 
 def settings(options: Mapping[str, Any] | None = None,
              env: Mapping[str, str] | None = None) -> Options:
-    """The fake's :class:`Options`: ``options`` (a run config's) over those given in the
-    environment ``env`` (default ``os.environ``; :data:`ENV`).
+    """The fake's :class:`Options`: ``options`` (a run config's) over those of
+    :data:`ENV_OPTIONS` in the environment ``env`` (default ``os.environ``).
 
     Raises:
+        ConfigError: :data:`ENV_OPTIONS` is not a YAML mapping.
         pydantic.ValidationError: an unknown option or a value of the wrong kind, naming it.
     """
-    e = os.environ if env is None else env
-    given: dict[str, Any] = {}
-    for name, (var, parse) in ENV.items():
-        text = e.get(var)
-        if not text:
-            continue
-        value = parse(text) if parse is not None else text
-        if name == "modes":
-            given.update(value)
-        else:
-            given[name] = value
+    text = (os.environ if env is None else env).get(ENV_OPTIONS, "")
+    given: Any = {}
+    if text.strip():
+        from dlperf.errors import ConfigError
+        from dlperf.yamlsafe import load_yaml
+
+        given = load_yaml(text, ENV_OPTIONS)
+        if not isinstance(given, dict):
+            raise ConfigError(f"{ENV_OPTIONS}={text!r}: give a YAML mapping of the fake "
+                              "framework's options, e.g. '{slowdown: 1.05}'")
     return Options.model_validate({**given, **(options or {})})
 
 

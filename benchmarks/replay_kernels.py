@@ -1,0 +1,189 @@
+"""Kernel-level evidence for the timeline replay's transforms (docs/replay.md, "Kernel-level
+evidence"), from the stored H200 timelines of the *development* models only
+(benchmarks/results/split.json): what part of a kernel's time moves with its bytes, with the
+precision and with the batch. Every constant of :mod:`dlperf.perfmodel.transforms` that this
+prints is chosen here.
+
+1. **Bandwidth utilisation** ``U = bytes / (duration x measured bandwidth)`` of the non-GEMM
+   kernels whose trace holds their bytes, time-weighted by op class: the default
+   memory-boundness (:data:`~dlperf.perfmodel.transforms.MEMORY_SHARE`) of a kernel whose
+   trace holds no bytes.
+2. **The bytes response**: the same torch eager kernel (same operator, phase and occurrence)
+   traced in fp32 and in bf16 at the same batch: bf16 halves an activation's bytes, which for
+   the memory part of a kernel is the same change as doubling the bandwidth. Three predictions
+   of ``t_bf16 / t_fp32`` are scored by median |log error|: the whole kernel at half
+   (Habitat's gamma = 1 for a kernel without FLOPs), the op-class ratio, and ``0.5^U`` (the
+   kernel's own utilisation as its memory-boundness).
+3. **Precision ratios by op class** from the same matched pairs (t_bf16 / t_fp32 by class and
+   duration), and the fixed part and ratio of the elementwise kernels.
+4. **GEMM latency**: ``t = t0 + FLOPs / ceiling`` for the GEMM-like kernels with FLOPs, the
+   median implied ``t0`` by framework and math precision.
+
+    PYTHONPATH=src python benchmarks/replay_kernels.py [--db FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from dlperf.perfmodel import hardware, records, replay, transforms
+
+ROOT = Path(__file__).resolve().parents[1]
+SPLIT = json.loads((ROOT / "benchmarks/results/split.json").read_text())
+DURATION_BINS = ((0, 2e-6), (2e-6, 5e-6), (5e-6, 20e-6), (20e-6, math.inf))
+
+
+def _bin(d: float) -> str:
+    for lo, hi in DURATION_BINS:
+        if lo <= d < hi:
+            return f"{lo * 1e6:.0f}-{hi * 1e6:.0f} us" if hi < math.inf else f">= {lo * 1e6:.0f} us"
+    return "?"
+
+
+def h200_profile() -> hardware.GpuProfile:
+    """The H200's profile from every stored H200 result (its measured ceilings: the bandwidth
+    of the ``y = 2x`` kernel, 4.23 TB/s, not the datasheet's 4.8)."""
+    pts = records.load(sorted(str(p) for p in (ROOT / "benchmarks/results/h200").glob("*.db")))
+    return hardware.profile_from_points(pts.points, "NVIDIA H200")
+
+
+def utilisation(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
+    acc: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
+    for _p, st in pairs:
+        for o in st.ops:
+            if o.kind != "kernel" or transforms.is_gemm(o) or not o.bytes or o.dur_s <= 0:
+                continue
+            u = min(1.0, o.bytes / (o.dur_s * gpu.bandwidth_bytes_per_s))
+            a = acc[str(o.op_class)]
+            a[0] += u * o.dur_s
+            a[1] += o.dur_s
+            a[2] += 1
+    out = ["| op class | kernels with bytes | their time (ms) | time-weighted U |",
+           "|---|---:|---:|---:|"]
+    for c, (uw, t, n) in sorted(acc.items(), key=lambda x: -x[1][1]):
+        out.append(f"| {c} | {n:.0f} | {t * 1e3:.1f} | {uw / t:.2f} |")
+    allw = sum(a[0] for a in acc.values()) / sum(a[1] for a in acc.values())
+    out.append(f"| all | {sum(a[2] for a in acc.values()):.0f} | "
+               f"{sum(a[1] for a in acc.values()) * 1e3:.1f} | {allw:.2f} |")
+    return "\n".join(out)
+
+
+def matched_precision_pairs(pairs: list[tuple[Any, replay.StepTrace]]
+                            ) -> list[tuple[transforms.DeviceOp, transforms.DeviceOp]]:
+    """(fp32 kernel, bf16 kernel) of the same torch eager operator, phase and occurrence at the
+    same batch, where both traces hold the same number of the group's kernels."""
+    by = {(p.model, p.framework, p.mode, p.precision, p.batch_size): st for p, st in pairs
+          if p.compile_mode == "default" and p.framework == "torch"}
+    out = []
+    for k, st in by.items():
+        if k[3] != "fp32" or (*k[:3], "bf16", k[4]) not in by:
+            continue
+        other = by[(*k[:3], "bf16", k[4])]
+
+        def groups(s: replay.StepTrace) -> dict[tuple, list[transforms.DeviceOp]]:
+            g: dict[tuple, list[transforms.DeviceOp]] = collections.defaultdict(list)
+            for o in s.ops:
+                if o.kind == "kernel" and not transforms.is_gemm(o):
+                    g[(o.op, o.phase, o.op_class)].append(o)
+            return g
+
+        g32, g16 = groups(st), groups(other)
+        for key, l32 in g32.items():
+            l16 = g16.get(key)
+            if l16 and len(l16) == len(l32) and key[2] not in transforms.GEMM_CLASSES:
+                out += list(zip(l32, l16))
+    return out
+
+
+def bytes_response(mp: list, gpu: hardware.GpuProfile) -> str:
+    rows = [(a, b) for a, b in mp if a.bytes and a.dur_s > 1.5e-6]
+
+    def err(f: Any) -> float:
+        return statistics.median(abs(math.log(f(a) / (b.dur_s / a.dur_s))) for a, b in rows)
+
+    u = lambda a: min(1.0, a.bytes / (a.dur_s * gpu.bandwidth_bytes_per_s))  # noqa: E731
+    return (f"{len(rows)} matched kernel pairs with bytes (fp32 kernel > 1.5 us); median "
+            f"|log(predicted / measured t_bf16/t_fp32)|: the whole kernel at half "
+            f"{err(lambda a: 0.5):.3f}, the op-class ratio of the precision transform "
+            f"{err(lambda a: transforms.PRECISION_RATIO.get(a.op_class or '', (0, 0.5))[1]):.3f},"
+            f" 0.5^U {err(lambda a: 0.5 ** u(a)):.3f}")
+
+
+def precision_ratios(mp: list) -> str:
+    out = ["| op class | fp32 kernel duration | pairs | sum t_bf16 / sum t_fp32 | median ratio |",
+           "|---|---|---:|---:|---:|"]
+    acc: dict[tuple[str, str], list] = collections.defaultdict(list)
+    for a, b in mp:
+        acc[(str(a.op_class), _bin(a.dur_s))].append((a.dur_s, b.dur_s))
+    for (c, bn), v in sorted(acc.items()):
+        if len(v) < 5:
+            continue
+        out.append(f"| {c} | {bn} | {len(v)} | {sum(y for _, y in v) / sum(x for x, _ in v):.3f}"
+                   f" | {statistics.median(y / x for x, y in v):.3f} |")
+    ew = [(a.dur_s, b.dur_s) for a, b in mp if a.op_class == "elementwise"]
+    best = None
+    for f_us in (0.5, 1, 2, 3, 4, 5, 6, 8):
+        for r in (0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8):
+            f = f_us * 1e-6
+            e = sum(abs(min(x, f) + max(0.0, x - f) * r - y) for x, y in ew)
+            if best is None or e < best[0]:
+                best = (e, f_us, r)
+    tot = sum(y for _, y in ew)
+    if best:
+        out.append(f"\nelementwise: t_bf16 = min(t, F) + (t - F) x r fits best (sum |error| "
+                   f"{best[0] / tot:.1%} of their bf16 time) at F = {best[1]} us, r = {best[2]}")
+    return "\n".join(out)
+
+
+def gemm_latency(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
+    acc: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    for p, st in pairs:
+        for o in st.ops:
+            if not transforms.is_gemm(o) or not o.flops:
+                continue
+            mp = transforms.math_precision(o, str(p.precision))
+            peak = gpu.gemm(mp)
+            if not peak:
+                continue
+            t0 = o.dur_s - o.flops / peak
+            if t0 >= 0:  # a kernel faster than FLOPs / ceiling is one of several of its op
+                acc[(p.framework, mp)].append(t0)
+    out = ["| framework | math precision | kernels | median t - FLOPs / ceiling (us) | p25 |",
+           "|---|---|---:|---:|---:|"]
+    for (fw, mp), v in sorted(acc.items()):
+        v.sort()
+        out.append(f"| {fw} | {mp} | {len(v)} | {statistics.median(v) * 1e6:.1f} | "
+                   f"{v[len(v) // 4] * 1e6:.1f} |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--db", default=str(ROOT / "benchmarks/results/h200/calibration2.db"))
+    args = ap.parse_args()
+    gpu = h200_profile()
+    pairs = [(p, st) for p, st in replay.load_traces(args.db)
+             if p.model not in SPLIT["test_models"]]
+    print(f"development traces: {len(pairs)}; H200 bandwidth (measured) "
+          f"{gpu.bandwidth_bytes_per_s / 1e12:.2f} TB/s\n")
+    print("1. bandwidth utilisation of non-GEMM kernels with bytes\n")
+    print(utilisation(pairs, gpu))
+    mp = matched_precision_pairs(pairs)
+    print("\n2. the bytes response (torch eager fp32 -> bf16, matched kernels)\n")
+    print(bytes_response(mp, gpu))
+    print("\n3. precision ratios of non-GEMM kernels by op class\n")
+    print(precision_ratios(mp))
+    print("\n4. GEMM latency\n")
+    print(gemm_latency(pairs, gpu))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

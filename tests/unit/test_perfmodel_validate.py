@@ -347,7 +347,7 @@ def test_a_cache_entry_of_the_wrong_type_is_dropped_not_converted(tmp_path, stor
     elif field == "key_group":
         key[0] = bad
     elif field in ("host_bound", "n_batch_sizes", "measured"):
-        val["hosts"][0][field] = bad
+        val["hosts"][0][fc.HOST_FIELDS.index(field)] = bad
     else:
         val[field] = bad
     write_json(f, rows)

@@ -56,6 +56,9 @@ PREDICTION_ENTRY = "api"
 TABLE_NAME = "perfmodel_residuals.json"
 #: The residual table's format; part of its key.
 TABLE_FORMAT = 1
+#: A stored fit's series hosts are lists of these :class:`~dlperf.perfmodel.roofline.SeriesHost`
+#: fields, in this order (:func:`_fits_json`).
+HOST_FIELDS = ("model", "data", "layout", "host_s", "host_bound", "n_batch_sizes", "measured")
 #: Largest ``|log(measured / predicted)|`` a stored residual may have (a factor of e^10, 22,000):
 #: a larger one is no back-test error but a damaged or planted entry (e.g. 1e308), refused.
 MAX_ABS_LOG_RESIDUAL = 10.0
@@ -306,18 +309,49 @@ def _eff_of(d: Any) -> rl.Efficiency:
     if not isinstance(d, dict) or not isinstance(d["hosts"], list):
         raise ValueError("an efficiency is an object with a list of hosts")
     hosts = []
-    for h in d["hosts"]:
-        if not isinstance(h, dict) or not isinstance(h["n_batch_sizes"], int) \
-                or isinstance(h["n_batch_sizes"], bool) or h["n_batch_sizes"] < 1:
+    for h in d["hosts"]:  # [model, data, layout, host_s, host_bound, n_batch_sizes, measured]
+        if not isinstance(h, list) or len(h) != len(HOST_FIELDS) or not isinstance(h[5], int) \
+                or isinstance(h[5], bool) or h[5] < 1:
             raise ValueError(f"not a series host: {h!r}")
-        m, data, layout = _strs([h["model"], h["data"], h["layout"]], 3)
-        hosts.append(rl.SeriesHost(m, data, layout, _finite(h["host_s"]), _bool(h["host_bound"]),
-                                   h["n_batch_sizes"], _bool(h["measured"])))
+        m, data, layout = _strs(h[:3], 3)
+        hosts.append(rl.SeriesHost(m, data, layout, _finite(h[3]), _bool(h[4]), h[5],
+                                   _bool(h[6])))
     g = _strs(d["group"], 4)
     return rl.Efficiency((g[0], g[1], g[2], g[3]), _finite(d["e_flops"]), _finite(d["e_bytes"]),
-                         _strs(d["models"]), _strs(d["result_ids"]),
+                         _strs(d["models"]), _ids_of(d["result_ids"]),
                          _finite(d["rms_log"], strict=False), tuple(hosts),
                          _finite(d["kernel_s"], strict=False), _strs(d["kernel_models"]))
+
+
+def _runs(ids: Sequence[str]) -> list[list[Any]]:
+    """``path:id`` strings as runs ``[path, first id, count]`` of consecutive ids in the same
+    file, in order (a fit names hundreds of points; stored as runs they take a tenth of the
+    room)."""
+    out: list[list[Any]] = []
+    for x in ids:
+        path, _, rid = x.rpartition(":")
+        if out and out[-1][0] == path and rid.isdigit() \
+                and int(rid) == out[-1][1] + out[-1][2]:
+            out[-1][2] += 1
+        else:
+            out.append([path, int(rid) if rid.isdigit() else rid, 1])
+    return out
+
+
+def _ids_of(runs: Any) -> tuple[str, ...]:
+    """The ``path:id`` strings of :func:`_runs`' runs; ``ValueError`` on anything else."""
+    if not isinstance(runs, list):
+        raise ValueError(f"not a list of runs: {runs!r}")
+    out: list[str] = []
+    for r in runs:
+        if not (isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
+                and isinstance(r[2], int) and not isinstance(r[2], bool) and 0 < r[2] < 10**6
+                and (isinstance(r[1], str) and r[2] == 1
+                     or isinstance(r[1], int) and not isinstance(r[1], bool))):
+            raise ValueError(f"not a run [path, first id, count]: {r!r}")
+        out += [f"{r[0]}:{r[1]}"] if isinstance(r[1], str) else [
+            f"{r[0]}:{i}" for i in range(r[1], r[1] + r[2])]
+    return tuple(out)
 
 
 def read_table_fits(sources: Sequence[str]) -> dict[EffKey, rl.Efficiency | None]:
@@ -382,5 +416,8 @@ def write_fits(f: Path, fits: dict[EffKey, rl.Efficiency | None]) -> None:
 def _fits_json(fits: dict[EffKey, rl.Efficiency | None]) -> list[Any]:
     """Group fits as stored: ``[[group, without_model, device_name, kernels], fit or null]``
     each, in key order."""
-    return [[[list(k[0]), k[1], k[2], k[3]], None if v is None else asdict(v)]
+    return [[[list(k[0]), k[1], k[2], k[3]],
+             None if v is None else {**asdict(v), "result_ids": _runs(v.result_ids),
+                                     "hosts": [[getattr(h, f) for f in HOST_FIELDS]
+                                               for h in v.hosts]}]
             for k, v in sorted(fits.items(), key=lambda kv: json.dumps(kv[0]))]

@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dlperf.config.axes import ddp_changes
 from dlperf.perfmodel.special import cpu_rank_threads
 from dlperf.perfmodel.special import mode_key as mode_key
 from dlperf.results.dbfile import results_files
@@ -272,6 +271,18 @@ class Records:
     sources: list[str]
 
 
+def _variant(ddp: Any) -> str:
+    """The DDP options of a stored run that are not at PyTorch DDP's defaults
+    (:data:`dlperf.config.defaults.DDP`), ``name=value`` joined by commas (``""``: none)."""
+    from dataclasses import asdict as fields_of
+
+    from dlperf.config.defaults import DDP
+
+    opts = ddp if isinstance(ddp, Mapping) else {}
+    return ",".join(f"{k}={opts[k]}" for k, v in fields_of(DDP).items()
+                    if k in opts and opts[k] != v)
+
+
 def _num(x: Any) -> float | None:
     """``x`` as a finite float, else None (a NaN or an infinity says nothing measured)."""
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) \
@@ -324,7 +335,7 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         grad_accum=ident.grad_accum or 1,
         batch_size=batch, world_size=world, nnodes=ident.nnodes or 1,
         per_device_batch=ident.per_device_batch or batch // world,
-        variant=",".join(ddp_changes(cfg.get("ddp") or {})) if world > 1 else "",
+        variant=_variant(cfg.get("ddp")) if world > 1 else "",
         instrumented=bool(cfg.get("breakdown") or cfg.get("trace_dir")),
         step_time_s=med,
         ci_rel=(hi - lo) / 2 / med if lo is not None and hi is not None else None,
@@ -440,7 +451,7 @@ POINTS_FORMAT = 1
 #: The modules whose source decides what a results file reads as (:func:`reader_key`): this
 #: one and what it calls, and the results package's reader.
 READER_SOURCES = ("perfmodel/records.py", "perfmodel/hostcount.py", "perfmodel/special.py",
-                  "config/axes.py", "results/store.py", "results/schema.py", "results/parts.py",
+                  "config/defaults.py", "results/store.py", "results/schema.py", "results/parts.py",
                   "results/view.py", "results/rowcheck.py", "results/migrations.py",
                   "results/timelines.py", "results/dbfile.py")
 

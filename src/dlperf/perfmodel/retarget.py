@@ -92,7 +92,8 @@ class TracePrediction:
 
 
 class TraceLibrary:
-    """The traced points of some results files, loaded once per configuration family.
+    """The traced points of some results files; each timeline is decoded when first asked
+    for (:meth:`trace`), so a prediction decodes only the traces it uses.
 
     Args:
         paths: results files or folders of them.
@@ -104,8 +105,20 @@ class TraceLibrary:
 
         self.files = results_files(paths)
         self.recs = records.load(self.files)
-        self._traces: dict[tuple[str, str, str], list[tuple[Any, replay.StepTrace]]] = {}
+        self._traces: dict[tuple[str, int], replay.StepTrace | None] = {}
         self._have: dict[str, set[int]] = {}
+        self._gpus: dict[str, hardware.GpuProfile] = {}
+
+    def gpu(self, name: str) -> hardware.GpuProfile:
+        """:func:`dlperf.perfmodel.hardware.resolve` of ``name`` against these files and
+        their points, once per name.
+
+        Raises:
+            ConfigError: nothing is known of ``name``.
+        """
+        if name not in self._gpus:
+            self._gpus[name] = hardware.resolve(name, paths=self.files, points=self.recs.points)
+        return self._gpus[name]
 
     def _with_timeline(self, f: str) -> set[int]:
         if f not in self._have:
@@ -120,20 +133,33 @@ class TraceLibrary:
                 con.close()
         return self._have[f]
 
-    def traces(self, model: str, framework: str, mode: str) -> list[tuple[Any, replay.StepTrace]]:
-        """``(Point, StepTrace)`` of every traced one-device point of the family (host as
-        traced), in file order."""
+    def points(self, model: str, framework: str, mode: str) -> list[Any]:
+        """Every traced one-device synthetic-data point of the family, in file order."""
         key = (model, framework, mode)
-        if key not in self._traces:
-            out = []
-            for f in self.files:
-                ids = [p.result_id for p in self.recs.points
-                       if p.source == f and p.config[:3] == key and p.world_size == 1
-                       and p.data == "synthetic" and p.result_id in self._with_timeline(f)]
-                if ids:
-                    out += replay.load_traces(f, ids)
-            self._traces[key] = out
-        return self._traces[key]
+        return [p for f in self.files for p in self.recs.points
+                if p.source == f and p.config[:3] == key and p.world_size == 1
+                and p.data == "synthetic" and p.result_id in self._with_timeline(f)]
+
+    def trace(self, p: Any) -> replay.StepTrace | None:
+        """The :class:`~dlperf.perfmodel.replay.StepTrace` of the traced point ``p`` (host as
+        traced), None where its timeline does not decode; decoded once."""
+        k = (p.source, p.result_id)
+        if k not in self._traces:
+            from dlperf.results.store import ResultStore
+
+            with ResultStore(p.source, read_only=True) as store:
+                self._traces[k] = replay.trace_of(store, p)
+        return self._traces[k]
+
+    def traces(self, model: str, framework: str, mode: str) -> list[tuple[Any, replay.StepTrace]]:
+        """``(Point, StepTrace)`` of every traced point of the family (host as traced), in
+        file order; a timeline that does not decode is left out."""
+        out = []
+        for p in self.points(model, framework, mode):
+            st = self.trace(p)
+            if st is not None:
+                out.append((p, st))
+        return out
 
 
 def _host_probe(points: Sequence[Any]) -> float | None:
@@ -144,7 +170,7 @@ def _host_probe(points: Sequence[Any]) -> float | None:
 def _src_profile(lib: TraceLibrary, device_name: str | None) -> hardware.GpuProfile:
     if not device_name:
         raise ConfigError("the traces name no GPU (device_name): they cannot be moved to another")
-    return hardware.resolve(device_name, paths=lib.files, points=lib.recs.points)
+    return lib.gpu(device_name)
 
 
 def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
@@ -172,35 +198,44 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         ConfigError: no trace of the model, framework and mode is stored (the step-level
             model is the fallback), or the GPU is unknown.
     """
-    fam = [(p, st) for p, st in lib.traces(model, framework, mode)
+    fam = [p for p in lib.points(model, framework, mode)
            if (p.source, p.result_id) not in set(exclude) and p.compile_mode == "default"]
     if not fam:
         raise ConfigError(f"no stored timeline of {model} {framework}/{mode}: the replay "
                           "cannot predict it (trace a point with --timeline, or `dlperf "
                           "calibrate --model`); the step-level model is the fallback")
-    same = [x for x in fam if x[0].precision == precision]
+    same = [p for p in fam if p.precision == precision]
     pool = same or fam
     # the source file: the one holding the most traces of the pool (one host session)
     files: dict[str, int] = {}
-    for p, _ in pool:
+    for p in pool:
         files[p.source] = files.get(p.source, 0) + 1
     src_file = max(files, key=lambda f: (files[f], f))
-    pool = [x for x in pool if x[0].source == src_file]
-    src_prec = precision if same else pool[0][0].precision
-    pool = [x for x in pool if x[0].precision == src_prec]
-    pool.sort(key=lambda x: x[0].batch_size)
-    probe_s = _host_probe([p for p, _ in pool])
-    steps = {p.batch_size: replay.deinflate(st, probe_s, p.dispatch_s) for p, st in pool}
+    pool = [p for p in pool if p.source == src_file]
+    src_prec = precision if same else pool[0].precision
+    pool = [p for p in pool if p.precision == src_prec]
+    pool.sort(key=lambda p: p.batch_size)
+    probe_s = _host_probe(pool)
+    by_batch = {p.batch_size: p for p in pool}
+
+    def step_at(b: int) -> replay.StepTrace:
+        p = by_batch[b]
+        st = lib.trace(p)
+        if st is None:
+            raise ConfigError(f"the timeline of {p.source}:{p.result_id} does not decode: "
+                              "trace the point again")
+        return replay.deinflate(st, probe_s, p.dispatch_s)
+
     used: list[Any] = []
-    if batch_size in steps:
-        st = steps[batch_size]
-        used = [p for p, _ in pool if p.batch_size == batch_size][:1]
+    if batch_size in by_batch:
+        st = step_at(batch_size)
+        used = [by_batch[batch_size]]
         category = "own trace"
     else:
-        bs = sorted(steps)
+        bs = sorted(by_batch)
         lo = [b for b in bs if b < batch_size]
         hi = [b for b in bs if b > batch_size]
-        dev = _src_profile(lib, pool[0][0].device_name)
+        dev = _src_profile(lib, pool[0].device_name)
         if lo and hi:
             a, b = lo[-1], hi[0]
         elif len(bs) >= 2:
@@ -208,13 +243,13 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         else:
             a = b = bs[0]
         if a != b:
-            st = transforms.interpolate_batch(steps[a], steps[b], batch_size)
+            st = transforms.interpolate_batch(step_at(a), step_at(b), batch_size)
             category = "batch, interpolated"
         else:
-            st = transforms.to_batch(steps[a], batch_size, dev)
+            st = transforms.to_batch(step_at(a), batch_size, dev)
             category = "batch, one trace"
-        used = [p for p, _ in pool if p.batch_size in (a, b)]
-    src_gpu = _src_profile(lib, pool[0][0].device_name)
+        used = [p for p in pool if p.batch_size in (a, b)]
+    src_gpu = _src_profile(lib, pool[0].device_name)
     if src_prec != precision:
         st = transforms.to_precision(st, precision, src_gpu,
                                      cast_host_s=CAST_HOST_S if not st.meta.get("xla") else 0.0)
@@ -222,14 +257,14 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     dst_gpu = src_gpu
     anchored = None
     if gpu is not None:
-        dst_gpu = hardware.resolve(gpu, paths=lib.files, points=lib.recs.points)
+        dst_gpu = lib.gpu(gpu)
         if hardware.short_name(dst_gpu.device_name) != hardware.short_name(src_gpu.device_name) \
                 or dst_gpu.name != src_gpu.name:
             hr = None
             if host == "dispatch":
                 hr = host_ratio(lib, src_gpu, dst_gpu)
             elif host == "probe":
-                hs = [x for q, _ in pool for x in q.host_speed_ns if x]
+                hs = [x for q in pool for x in q.host_speed_ns if x]
                 if hs and dst_gpu.host_speed_ns:
                     hr = dst_gpu.host_speed_ns / statistics.median(hs)
             elif host != "none":
@@ -370,8 +405,8 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
                      and p.source in lib.files and p.result_id in lib._with_timeline(p.source)})
     ratios, src_gpu = [], None
     for m in others[:FALLBACK_MODELS]:
-        fam = lib.traces(m, framework, mode)
-        b = min((q.batch_size for q, _ in fam if q.precision == precision),
+        b = min((q.batch_size for q in lib.points(m, framework, mode)
+                 if q.precision == precision),
                 key=lambda x: abs(math.log(x / batch_size)), default=None)
         if b is None:
             continue
@@ -393,7 +428,7 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
                           batch_size=batch_size).predicted_step_time_s
         how = "step-level model"
     f = statistics.median(ratios)
-    dst = hardware.resolve(gpu, paths=lib.files, points=lib.recs.points)
+    dst = lib.gpu(gpu)
     half = INTERVAL_P90["gpu"] * (DATASHEET_WIDEN if dst.datasheet_only else 1.0)
     return TracePrediction(
         step_s=base * f, interval_s=(base * f * (1 - half), base * f * (1 + half)),

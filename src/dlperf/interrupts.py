@@ -10,7 +10,7 @@ and the result just measured is dropped (8 of 8 trials of the attack in issue 40
 So the deferral is done where Python runs the handlers. :func:`deferring` (in the main thread,
 around a command's work) puts :func:`_handler` in front of the handlers of SIGINT and SIGTERM.
 While any thread is inside :func:`held` (a counter, not a mask), a signal that arrives is noted
-and nothing else happens; when the last :func:`held` block ends, each noted signal is delivered
+(one line on stderr says so and when it acts) and nothing else happens; when the last :func:`held` block ends, each noted signal is delivered
 again: in the main thread by calling the handler that was there before (a ``KeyboardInterrupt``
 raised as the block ends, the store complete), from another thread by sending it to the process
 again. Outside :func:`held`, the earlier handler runs at once, as if nothing were in front of it.
@@ -67,8 +67,20 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         if _depth > 0:
             if signum not in _pending:
                 _pending.append(signum)
+                _say(f"{signal.Signals(signum).name} noted: it acts once the result being "
+                     "stored is written (a store may wait for another process's lock on the "
+                     "results file; nothing stored is lost)")
             return
     _call_before(signum, frame)
+
+
+def _say(text: str) -> None:
+    """One line on stderr from a signal handler (a plain write: a handler may run while the
+    main thread is inside a ``print``)."""
+    try:
+        os.write(2, f"\n{text}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 @contextmanager

@@ -166,6 +166,38 @@ def test_layout_choices_and_framework_rule():
                      layout="nhwc").layout == "nhwc"
 
 
+def test_every_committed_stored_config_gives_its_stored_run_key():
+    """A run config read back from every stored result under benchmarks/results/ (its config
+    as stored, ``ddp`` and all) has the run key it was stored under: a resumed sweep finds
+    every point measured before, whatever the run config's shape became. A point whose model
+    needs a package not installed here (timm) is passed over."""
+    import glob
+    import json
+    import sqlite3
+    from pathlib import Path
+
+    from dlperf.errors import UnavailableError
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    checked, dp_options = 0, 0
+    for db in sorted(glob.glob(str(root / "**" / "*.db"), recursive=True)):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        rows = con.execute("SELECT run_key, result_json FROM results").fetchall()
+        con.close()
+        for key, js in rows:
+            cfg = (json.loads(js or "{}") or {}).get("config")
+            if not cfg:
+                continue
+            try:
+                got = RunConfig(**cfg)
+            except UnavailableError:
+                continue
+            assert got.run_key() == key, (db, cfg)
+            checked += 1
+            dp_options += got.distributed and bool(got.ddp.changed())
+    assert checked > 900 and dp_options >= 2  # data-parallel points with DDP options among them
+
+
 def test_ddp_broadcast_buffers_enters_the_run_key_only_when_off():
     """Keys of DDP points stored before the option existed stay valid (default on)."""
     from dlperf.config import DDPOptions

@@ -44,6 +44,9 @@ def test_a_signal_during_a_held_block_in_the_main_thread_waits_for_it(sig):
     """)
     want = "KeyboardInterrupt" if sig == "SIGINT" else "Stop"
     assert p.stdout.split("\n")[:2] == ["stored whole", f"then {want}"], p.stdout + p.stderr
+    # the user is told at once that the signal was seen and when it acts (a store may wait
+    # for another process's lock)
+    assert p.stderr.count(f"{sig} noted") == 1 and "once the result being stored" in p.stderr
 
 
 def test_a_signal_during_a_held_block_in_another_thread_waits_for_it():

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -398,3 +399,42 @@ def test_db_timeout_must_be_a_positive_number(monkeypatch, tmp_path):
             db_timeout_s()
     monkeypatch.setenv("DLPERF_DB_TIMEOUT_S", "7.5")
     assert db_timeout_s() == 7.5
+
+
+def test_a_wait_for_a_locked_file_says_so_and_ctrl_c_stops_it(tmp_path):
+    """A writer waiting for another process's lock says what it waits for after a few
+    seconds, and Ctrl-C stops it at once (SQLite's busy handler sleeps in C, where Python does
+    not see a signal: one wait of the whole timeout kept Ctrl-C from acting, silently, for
+    up to DLPERF_DB_TIMEOUT_S, 120 s by default)."""
+    import signal
+
+    db = make_db(tmp_path / "r.db")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    code = ("import sys\nfrom dlperf.results.store import ResultStore\n"
+            "try:\n    ResultStore(sys.argv[1])\nexcept KeyboardInterrupt:\n"
+            "    print('interrupted', flush=True)\n")
+    p = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "DLPERF_DB_TIMEOUT_S": "60",
+                              "DLPERF_LOCK_NOTICE_S": "0.5"})
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)
+    reader.start()
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() < t0 + 30 and not any("waiting" in ln for ln in lines):
+            time.sleep(0.2)
+        err = " ".join(" ".join(lines).split())
+        assert "waiting for another process's lock on" in err and "r.db" in err
+        assert "60 s" in err and "DLPERF_DB_TIMEOUT_S" in err
+        p.send_signal(signal.SIGINT)
+        out = p.stdout.read()
+        p.wait(timeout=20)
+        assert "interrupted" in out
+        assert time.monotonic() - t0 < 30  # not the 60 s of the timeout
+    finally:
+        if p.poll() is None:
+            p.kill()
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -131,12 +131,15 @@ class Parallel:
     nccl_nvls: Annotated[str, Opt(help=common.NVLS_HELP)] = "default"
 
     def ddp(self) -> dict[str, Any]:
-        """The DDP options (:class:`dlperf.config.DDPOptions` fields)."""
-        return {"bucket_cap_mb": self.bucket_cap_mb,
-                "gradient_as_bucket_view": self.gradient_as_bucket_view,
-                "static_graph": self.static_graph,
-                "find_unused_parameters": self.find_unused_parameters,
-                "broadcast_buffers": self.broadcast_buffers}
+        """The DDP options given (:class:`dlperf.config.DDPOptions` fields not at their
+        default): framework options of PyTorch's (``RunConfig.options``)."""
+        from dlperf.config.axes import ddp_given
+
+        return ddp_given({"bucket_cap_mb": self.bucket_cap_mb,
+                          "gradient_as_bucket_view": self.gradient_as_bucket_view,
+                          "static_graph": self.static_graph,
+                          "find_unused_parameters": self.find_unused_parameters,
+                          "broadcast_buffers": self.broadcast_buffers})
 
     def ddp_flags_set(self) -> list[str]:
         """The DDP flags given, as written on the command line."""
@@ -252,11 +255,16 @@ def grid_entry(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par
         input_bound_share=pipe.input_bound_share, power_interval_s=probes.power_interval,
         measure_ceilings=probes.ceilings, breakdown=probes.breakdown, trace_dir=probes.trace,
         timeline=probes.timeline,
-        nnodes=par.nnodes, scaling=par.scaling, dp_layout=par.dp_layout or "", ddp=par.ddp(),
+        nnodes=par.nnodes, scaling=par.scaling, dp_layout=par.dp_layout or "",
         comm_profile_iters=par.comm_profile_iters, target_loss=probes.target_loss,
         repeats=point.repeats)
-    if point.framework_option:
-        entry["options"] = framework_options(point.framework_option)
+    options = {**par.ddp(), **framework_options(point.framework_option or [])}
+    for k, v in par.ddp().items():
+        if options[k] != v:
+            raise ConfigError(f"--framework-option {k} and its flag --{k.replace('_', '-')} "
+                              "are both given; give one")
+    if options:
+        entry["options"] = options
     return entry
 
 

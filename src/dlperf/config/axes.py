@@ -1,10 +1,13 @@
 """The nested sub-models of a :class:`~dlperf.config.RunConfig`: how long to measure
-(:class:`IterationPolicy`) and PyTorch DDP's options (:class:`DDPOptions`).
+(:class:`IterationPolicy`) and the shape of PyTorch DDP's options (:class:`DDPOptions`).
 
-They are nested in ``RunConfig.model_dump()`` (``"iterations": {...}``, ``"ddp": {...}``), as
-stored with every result since they existed; the other axes (data and input pipeline, data
-parallelism, probes) are flat fields of the run config, because their names are the keys of
-every stored config and run key (:mod:`dlperf.config.identity`).
+``iterations`` is a field of the run config. DDP's options are options of the frameworks whose
+data-parallel engine takes them (registry ``ddp``: PyTorch, and the fake framework standing in
+for it): their ``Options`` models (``frameworks/<name>/options.py``) are :class:`DDPOptions`
+subclasses, so they are given as a run config's ``options`` (``--bucket-cap-mb`` etc.,
+``--framework-option``, ``options:`` in a sweep file; a ``ddp`` mapping, as given before, is
+read into them). ``RunConfig.ddp`` is the DDP options a run applies (:func:`ddp_of` of its
+options), stored as ``"ddp": {...}`` in every result's config as since DDP options existed.
 """
 
 from __future__ import annotations
@@ -82,9 +85,39 @@ class DDPOptions(BaseModel):
         return d
 
 
+#: The fields of :class:`DDPOptions` (the keys of a framework's options that are DDP's).
+DDP_FIELDS = tuple(DDPOptions.model_fields)
+
+
+def ddp_of(options: Any) -> DDPOptions:
+    """The DDP options among a run config's framework ``options`` (the others ignored; those
+    not given at their default).
+
+    Raises:
+        pydantic.ValidationError: a DDP option of the wrong kind (its framework's ``Options``
+            model refuses it first when the config is made).
+    """
+    given = {k: v for k, v in (options or {}).items() if k in DDP_FIELDS}
+    return DDPOptions.model_validate(given)
+
+
+def ddp_given(ddp: Any) -> dict[str, Any]:
+    """The options of a ``ddp`` mapping (or :class:`DDPOptions`) as a run config was given them
+    before they were framework options, those not at their default: what goes into its
+    ``options``. Anything that is not a mapping is returned as it is, for the model to refuse.
+    """
+    if isinstance(ddp, DDPOptions):
+        ddp = ddp.model_dump()
+    if not isinstance(ddp, dict):
+        return ddp
+    dflt = DDPOptions().model_dump()
+    return {k: v for k, v in ddp.items() if k not in dflt or v != dflt[k]}
+
+
 def ddp_changes(options: Any) -> list[str]:
-    """The DDP options of a stored result (``config.ddp``, a dict) that are not at their
-    default, as ``"name=value"``; ``[]`` for none or for anything that is not a dict.
+    """The DDP options of a stored result (``config.ddp``, a dict; or a run config's
+    ``options``, whose keys that are not DDP's are passed over) that are not at their default,
+    as ``"name=value"``; ``[]`` for none or for anything that is not a dict.
 
     Used by run labels, result lines and results tables, so that two runs differing only in a
     DDP option tell apart.

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dlperf.config.axes import DDPOptions
-from dlperf.config.messages import FieldRuleError
+from dlperf.config.axes import DDP_FIELDS
+from dlperf.config.messages import CLI_FLAGS, FieldRuleError
 from dlperf.errors import unknown_choice
 from dlperf.registry import FRAMEWORK_MODES, FRAMEWORKS, FrameworkInfo, framework_info
 
@@ -147,10 +147,11 @@ def check_foreign_options(cfg: Any, info: FrameworkInfo) -> None:
                                                f"{_names(owners)} option: framework {fw!r} "
                                                f"always uses {info.optimizer}; use "
                                                "--optimizer-impl auto")
-    if not info.ddp and cfg.ddp != DDPOptions():
-        raise FieldRuleError("ddp", f"DDP options (--bucket-cap-mb, --static-graph, ...) are "
-                                    f"PyTorch DistributedDataParallel's; framework {fw!r} has "
-                                    "none")
+    ddp = [k for k in cfg.options if k in DDP_FIELDS]
+    if not info.ddp and ddp:
+        raise FieldRuleError("options", f"DDP options (--bucket-cap-mb, --static-graph, ...; "
+                                        f"given: {', '.join(ddp)}) are PyTorch "
+                                        f"DistributedDataParallel's; framework {fw!r} has none")
 
 
 def own_rules(info: FrameworkInfo) -> OptionRules | None:
@@ -182,7 +183,12 @@ def check_own_options(cfg: Any, info: FrameworkInfo) -> None:
         try:
             model.model_validate(cfg.options)
         except ValidationError as e:
-            bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+            def where(loc: tuple[Any, ...]) -> str:
+                name = ".".join(map(str, loc))
+                flag = CLI_FLAGS.get(name)  # an option with a flag of its own (DDP's)
+                return f"{name} ({flag})" if flag else name
+
+            bad = "; ".join(f"{where(x['loc'])}: {x['msg']}" for x in e.errors())
             raise FieldRuleError("options", f"{cfg.framework} options: {bad} (its options: "
                                             f"{', '.join(model.model_fields)})") from None
     rules = own_rules(info)

@@ -11,8 +11,9 @@ The fields of a run config, by axis (each axis validated in one place):
 - the device: ``device``;
 - the data and its input pipeline: ``data``, ``data_dir``, ``loader_workers``,
   ``loader_prefetch``, ``loader_impl``, ``input_bound_share``;
-- data parallelism: ``nproc``, ``nnodes``, ``scaling``, ``dp_layout``, ``ddp``
-  (:class:`~dlperf.config.axes.DDPOptions`), ``comm_profile_iters``;
+- data parallelism: ``nproc``, ``nnodes``, ``scaling``, ``dp_layout``,
+  ``comm_profile_iters`` (DDP's options are PyTorch's own ``options``; :attr:`RunConfig.ddp`
+  is what a run applies);
 - the measurement: ``iterations`` (:class:`~dlperf.config.axes.IterationPolicy`),
   ``timeout_s``, ``breakdown``, ``trace_dir``, ``timeline``, ``measure_ceilings``, ``power_interval_s``,
   ``repeat``.
@@ -31,11 +32,12 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    computed_field,
     field_validator,
     model_validator,
 )
 
-from dlperf.config.axes import DDPOptions, IterationPolicy
+from dlperf.config.axes import DDPOptions, IterationPolicy, ddp_given, ddp_of
 from dlperf.config.defaults import RUN
 from dlperf.config.identity import label, point_key, run_key
 from dlperf.config.limits import (
@@ -145,7 +147,9 @@ class RunConfig(BaseModel):
     per-device batch and the global batch is ``batch_size * world_size``. :attr:`global_batch`
     and :attr:`per_device_batch` give both. ``dp_layout`` is how replicas map to processes
     (:data:`DP_LAYOUT_KINDS`; default: the first of the framework's registry ``dp_layouts``);
-    ``ddp`` holds PyTorch DDP's options. ``target_loss`` (reporting only) is the training loss
+    PyTorch DDP's options are options of the frameworks that take them (registry ``ddp``; their
+    ``Options`` model is a :class:`~dlperf.config.axes.DDPOptions`), and :attr:`ddp` is the
+    DDP options the run applies. ``target_loss`` (reporting only) is the training loss
     whose time to reach is reported (:mod:`dlperf.perfmodel.convergence`).
 
     ``options`` are the framework's own options (``--framework-option KEY=VALUE``,
@@ -197,7 +201,6 @@ class RunConfig(BaseModel):
     nnodes: int = Field(RUN.nnodes, ge=1, strict=True)
     scaling: str = RUN.scaling
     dp_layout: str = ""  # "" -> the framework's default (registry dp_layouts[0])
-    ddp: DDPOptions = Field(default_factory=DDPOptions)
     comm_profile_iters: int = Field(RUN.comm_profile_iters, ge=0, strict=True)
     target_loss: float | None = None
     repeat: int = Field(0, ge=0, strict=True)
@@ -249,9 +252,25 @@ class RunConfig(BaseModel):
     @classmethod
     def _defaults(cls, data: Any) -> Any:
         """The framework's default mode and data-parallel layout for ``""``; 0 loader workers
-        for an ImageFolder without any."""
+        for an ImageFolder without any; a ``ddp`` mapping (DDP's options as a run config took
+        them before they were framework options, and as every stored config holds them) read
+        into ``options``, its options not at their default."""
         if not isinstance(data, dict):
             return data
+        if "ddp" in data:
+            data = dict(data)
+            legacy = ddp_given(data.pop("ddp"))
+            if not isinstance(legacy, dict):
+                raise ValueError(f"ddp: got {legacy!r}; give a mapping of PyTorch DDP's "
+                                 "options, e.g. {bucket_cap_mb: 50}")
+            opts = dict(data.get("options") or {})
+            for k, v in legacy.items():
+                if k in opts and opts[k] != v:
+                    raise ValueError(f"ddp.{k} is {v!r} and options.{k} is {opts[k]!r}; "
+                                     "give it once, in options")
+                opts[k] = v
+            if opts:
+                data["options"] = opts
         name = data.get("framework", cls.model_fields["framework"].default)
         if isinstance(name, str) and name in FRAMEWORK_MODES:
             if not data.get("mode"):
@@ -270,6 +289,14 @@ class RunConfig(BaseModel):
     def _check(self) -> RunConfig:
         check_run(self)
         return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ddp(self) -> DDPOptions:
+        """The PyTorch DDP options the run applies (:func:`dlperf.config.axes.ddp_of` of its
+        ``options``; DDP's defaults for the options not given). Stored in the result's config
+        as ``"ddp"``; a framework without DDP (registry ``ddp``) is given none."""
+        return ddp_of(self.options)
 
     @property
     def world_size(self) -> int:

@@ -91,7 +91,9 @@ def crossed_compile_mode(mode: Any, compile_mode: Any, modes_listed: Any) -> boo
 
 #: Keys of a grid entry or of ``defaults``: RunConfig's fields (``repeat`` is set by dlperf),
 #: ``suite`` and ``repeats``.
-GRID_KEYS = frozenset((set(RunConfig.model_fields) - {"repeat"}) | {"suite", "repeats"})
+#: The keys of a sweep file's defaults and grid entries: a run config's fields (``ddp``, PyTorch
+#: DDP's options as a mapping, is read into its ``options``), ``suite`` and ``repeats``.
+GRID_KEYS = frozenset((set(RunConfig.model_fields) - {"repeat"}) | {"suite", "repeats", "ddp"})
 
 
 def _at(where: str, field: str) -> str:

@@ -9,8 +9,10 @@
   back (``SQLITE_READONLY_ROLLBACK``); then the file and its journal are copied to a temporary
   folder and rolled back there: the reader sees the last committed state and the file stays as
   it is (the next writer rolls it back for good).
-- **Writers** (:func:`open_writer`) wait for another writer's lock for :func:`db_timeout_s`
-  seconds (SQLite's busy handler retries within it), then fail with :class:`StoreBusy`.
+- **Writers** (:func:`open_writer`, :func:`begin_immediate`) wait for another writer's lock
+  for :func:`db_timeout_s` seconds, then fail with :class:`StoreBusy`; the wait is made of
+  short tries (SQLite's busy handler sleeps in C, where Ctrl-C does not act), and a wait
+  longer than a few seconds says on stderr what it waits for.
 - **Errors** (:func:`store_error`): a locked file, a full disk, a read-only file or folder, a
   damaged file or an I/O error become a :class:`StoreError` that says what happened and what to
   do; a failed write is rolled back, so nothing stored before is lost.
@@ -27,6 +29,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import sys
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,7 +39,7 @@ from dlperf.errors import ConfigError
 from dlperf.outputs import same_file
 
 __all__ = ["StoreError", "StoreBusy", "DB_TIMEOUT_ENV", "DEFAULT_DB_TIMEOUT_S", "db_timeout_s",
-           "file_uri", "open_copy", "open_writer", "store_error", "sqlite_errors",
+           "file_uri", "open_copy", "open_writer", "begin_immediate", "store_error", "sqlite_errors",
            "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES",
            "results_files", "same_file"]
 
@@ -44,6 +48,13 @@ DB_TIMEOUT_ENV = "DLPERF_DB_TIMEOUT_S"
 #: Default of :data:`DB_TIMEOUT_ENV`: long enough for a merge of a large file or a reader's
 #: copy, short enough that a forgotten ``sqlite3`` shell holding a transaction is reported.
 DEFAULT_DB_TIMEOUT_S = 120.0
+#: Seconds one try for another process's write lock waits inside SQLite (between tries Python
+#: runs its signal handlers: Ctrl-C acts).
+LOCK_TRY_S = 0.25
+#: Environment variable: seconds of waiting for a lock before a line on stderr says so.
+LOCK_NOTICE_ENV = "DLPERF_LOCK_NOTICE_S"
+#: Default of :data:`LOCK_NOTICE_ENV`.
+DEFAULT_LOCK_NOTICE_S = 5.0
 #: Tables every results file of the current schema has.
 REQUIRED_TABLES = ("meta", "results", "samples", "sweeps", "collectives")
 
@@ -149,6 +160,40 @@ def open_writer(path: str | Path) -> sqlite3.Connection:
     with sqlite_errors(path, "opening it"):
         return sqlite3.connect(file_uri(path, "rwc"), uri=True, timeout=db_timeout_s(),
                                isolation_level=None)
+
+
+def begin_immediate(db: sqlite3.Connection, path: str | Path, doing: str) -> None:
+    """``BEGIN IMMEDIATE`` on ``db`` (a connection to the results file ``path``), waiting up
+    to :func:`db_timeout_s` for another process's lock in tries of :data:`LOCK_TRY_S`: one
+    wait of the whole timeout inside SQLite kept a Ctrl-C from acting, silently, for up to
+    that long. After :data:`LOCK_NOTICE_ENV` seconds one line on stderr says what it waits
+    for (``doing``), how long it may wait and how to change that.
+
+    Raises:
+        sqlite3.OperationalError: the lock was not free within the timeout (``SQLITE_BUSY``,
+            which :func:`store_error` words), or another SQLite error.
+    """
+    limit = db_timeout_s()
+    notice = seconds_from_env(LOCK_NOTICE_ENV, DEFAULT_LOCK_NOTICE_S,
+                              "the seconds of waiting for a lock before saying so", 5)
+    start, told = time.monotonic(), False
+    db.execute(f"PRAGMA busy_timeout = {int(LOCK_TRY_S * 1000)}")
+    try:
+        while True:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                waited = time.monotonic() - start
+                if not _name(e).startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or waited >= limit:
+                    raise
+                if not told and waited >= notice:
+                    told = True
+                    print(f"waiting for another process's lock on {str(path)!r} ({doing}; up "
+                          f"to {limit:g} s, {DB_TIMEOUT_ENV}=SECONDS to change; another "
+                          "sweep, merge or program holds it)", file=sys.stderr, flush=True)
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(limit * 1000)}")
 
 
 def open_copy(path: str | Path) -> sqlite3.Connection:

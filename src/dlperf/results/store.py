@@ -53,6 +53,7 @@ from dlperf.results import timelines
 from dlperf.results.dbfile import (
     StoreBusy,
     StoreError,
+    begin_immediate,
     check_intact,
     check_layout,
     open_copy,
@@ -246,7 +247,8 @@ class ResultStore:
     @contextmanager
     def transaction(self, doing: str = "writing to it") -> Iterator[None]:
         """Context manager: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error, also when
-        interrupted). Waits for another process's lock up to the store's timeout.
+        interrupted). Waits for another process's lock up to the store's timeout
+        (:func:`~dlperf.results.dbfile.begin_immediate`: Ctrl-C acts, a long wait says so).
 
         Raises:
             StoreError: an SQLite error in the block or at COMMIT, in words
@@ -254,7 +256,7 @@ class ResultStore:
         """
         db = self._db
         with sqlite_errors(self.path, doing):
-            db.execute("BEGIN IMMEDIATE")
+            begin_immediate(db, self.path, doing)
             try:
                 yield
                 db.execute("COMMIT")

@@ -154,4 +154,7 @@ def test_an_unknown_or_bad_fake_option_is_refused_naming_it(monkeypatch):
     slow = make_run_config(**kw, options={"slowdown": 2.0})
     assert slow.run_key() == make_run_config(**kw).run_key() and slow.options == {"slowdown": 2.0}
     with pytest.raises(ConfigError, match="takes no options of its own"):
+        make_run_config(model="fcn5_tiny", framework="jax", batch_size=8, options={"x": 1})
+    with pytest.raises(ConfigError, match=r"torch options: x: Extra inputs .* \(its options: "
+                                          "bucket_cap_mb"):
         make_run_config(model="fcn5_tiny", batch_size=8, options={"x": 1})

@@ -16,7 +16,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from dlperf.config.axes import DDPOptions
 
 __all__ = ["Options", "ENV_OPTIONS", "settings", "check"]
 
@@ -24,8 +26,10 @@ __all__ = ["Options", "ENV_OPTIONS", "settings", "check"]
 FAILURES = ("oom", "memerr", "crash", "segv", "nan", "hang", "error")
 
 
-class Options(BaseModel):
-    """What the fake framework does (times in seconds of its clock).
+class Options(DDPOptions):
+    """What the fake framework does (times in seconds of its clock), and the options of
+    PyTorch's ``DistributedDataParallel`` (:class:`~dlperf.config.axes.DDPOptions`: the fake
+    stands in for PyTorch's launch, registry ``ddp``; it records them and runs no DDP).
 
     Attributes:
         step_s: the scripted step time.

@@ -1,4 +1,5 @@
-"""PyTorch's own option rules (registry ``options``; :mod:`dlperf.config.rules` calls them).
+"""PyTorch's own options (:class:`Options`: ``DistributedDataParallel``'s) and option rules
+(registry ``options``; :mod:`dlperf.config.rules` calls them).
 
 PyTorch takes every image layout (``auto``, ``nchw``, ``nhwc``: channels_last or not),
 ``--compile-mode`` (torch.compile's mode) and DDP's options; the last two belong to it alone
@@ -9,9 +10,25 @@ is PyTorch's own: torch.compile runs in the modes of its registry entry's ``comp
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from dlperf.config.axes import DDPOptions
 from dlperf.registry import FRAMEWORKS
+
+__all__ = ["Options", "check"]
+
+
+class Options(DDPOptions):
+    """PyTorch's own options: ``DistributedDataParallel``'s (:class:`~dlperf.config.axes.
+    DDPOptions`: ``bucket_cap_mb``, ``gradient_as_bucket_view``, ``static_graph``,
+    ``find_unused_parameters``, ``broadcast_buffers``), given as ``--bucket-cap-mb`` etc.,
+    ``--framework-option KEY=VALUE`` or ``options:`` in a sweep file; they apply to a run on
+    more than one device (``RunConfig.ddp``)."""
+
+    #: Options that make a different point through ``options`` in the run key: none. DDP's
+    #: options enter the key of a data-parallel point as its ``ddp``
+    #: (:func:`dlperf.config.identity.run_key`), as they did before they were options.
+    KEY_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
 
 def check(cfg: Any) -> list[tuple[str, str]]:

@@ -33,9 +33,10 @@ def test_the_reliability_attack_at_ci_size_meets_the_goal(reliability, tmp_path)
     assert res["problems"] == {} and res["goal_met"], res["problems"]
     t = res["totals"]
     assert (t["lost"], t["redone"], t["duplicates"], t["missing"]) == (0, 0, 0, 0)
-    assert t["integrity_ok"] == t["trials"] == 7
+    assert t["integrity_ok"] == t["trials"] == 9
     assert set(t["by_attack"]) == {"kill9_sweep", "kill9_worker", "sigint", "sigterm",
-                                   "faults", "concurrent", "concurrent_kill9"}
+                                   "store_sigint", "store_sigterm", "faults", "concurrent",
+                                   "concurrent_kill9"}
     assert t["reads_while_writing"] > 10 and t["read_errors"] == 0
     recs = {r["attack"]: r for r in res["records"]}
     assert recs["faults"]["recorded"] == {

@@ -225,3 +225,66 @@ def test_two_sweeps_in_one_process_restore_the_cache_variable_in_any_order(monke
     assert os.environ[CACHE_ENV] == "/tmp/c.json"
     resume._withdraw(CACHE_ENV, "/tmp/c.json")
     assert os.environ[CACHE_ENV] == "/user/own.json"
+
+
+class CopyingBackend(CountingBackend):
+    """CountingBackend with host-to-device copies: pinned 25 GB/s, pageable 10 GB/s."""
+
+    def host_copy(self, nbytes, pinned):
+        self.calls.append(f"h2d:{'pinned' if pinned else 'pageable'}")
+
+        def run():
+            self.clock.t += nbytes / (25e9 if pinned else 10e9)
+        return run
+
+
+class GpuCopyingBackend(CopyingBackend):
+    device_kind, device_key = "cuda", "cuda:0"
+
+
+def test_a_backend_that_copies_measures_pinned_and_pageable_copies_once(tmp_path):
+    clock = FakeClock()
+    be = GpuCopyingBackend(clock)
+    c = C.point_ceilings(be, "fp32", threads=1, fingerprint=FP, point=A, clock=clock,
+                         now_s=NOW)
+    assert list(dict.fromkeys(be.calls)) == ["matmul:fp32", "bandwidth", "h2d:pinned",
+                                             "h2d:pageable"]  # a ladder of sizes each
+    assert c["h2d_bytes_per_s"] == {"pinned": pytest.approx(25e9),
+                                    "pageable": pytest.approx(10e9)}
+    assert c["origin"]["h2d:pageable"]["how"] == "measured"
+    assert "host-to-device copies" in c["method"]
+    # the sweep's file carries them to the next worker like the other ceilings
+    cache = C.CeilingCache()
+    assert cache.add_result({"run_key": "aaaa", "ceilings": c}, "this sweep") == 4
+    path = tmp_path / "ceilings.json"
+    cache.save(path)
+    C._POINT_CACHE.clear()
+    be2 = GpuCopyingBackend(FakeClock())
+    again = C.point_ceilings(be2, "fp32", threads=1, fingerprint=FP, point=B, clock=FakeClock(),
+                             cache_path=path, now_s=NOW)
+    assert be2.calls == [] and again["h2d"] == c["h2d"]
+
+
+def test_a_cpu_device_copies_pageable_memory_only():
+    clock = FakeClock()
+    be = CopyingBackend(clock)
+    c = C.point_ceilings(be, "fp32", threads=1, fingerprint=FP, point=A, clock=clock,
+                         now_s=NOW)
+    assert be.calls == ["matmul:fp32", "bandwidth", "h2d:pageable"]
+    assert c["h2d_bytes_per_s"] == {"pageable": pytest.approx(10e9)}
+
+
+def test_a_copy_that_fails_is_recorded_not_raised():
+    clock = FakeClock()
+
+    class NoPinned(GpuCopyingBackend):
+        def host_copy(self, nbytes, pinned):
+            if pinned:
+                raise RuntimeError("cudaHostAlloc failed")
+            return super().host_copy(nbytes, pinned)
+
+    c = C.point_ceilings(NoPinned(clock), "fp32", threads=1, fingerprint=FP, point=A,
+                         clock=clock, now_s=NOW)
+    assert c["h2d_bytes_per_s"]["pinned"] is None
+    assert "cudaHostAlloc" in c["h2d"]["pinned"]["error"]
+    assert c["h2d_bytes_per_s"]["pageable"] == pytest.approx(10e9)

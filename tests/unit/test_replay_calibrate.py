@@ -32,6 +32,10 @@ def test_calibrate_on_cpu_stores_a_profile(tmp_path):
     assert prof.gemm("fp32") and prof.gemm("fp32") > 0
     assert "gemm_fp32" in prof.measured and "bandwidth" in prof.measured
     assert prof.host_speed_ns and prof.host_speed_ns > 0
+    # host-to-device copies: on a CPU device a host memcpy; no pinned memory without a GPU
+    assert prof.h2d_pageable_bytes_per_s and prof.h2d_pageable_bytes_per_s > 0
+    assert "h2d_pageable" in prof.measured and prof.h2d_bytes_per_s is None
+    assert "host-to-device copies (GB/s): pinned not measured, pageable" in r.output
     assert H.resolve("cpu-test", paths=db) == prof
     import sqlite3
     con = sqlite3.connect(db)

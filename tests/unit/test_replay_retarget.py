@@ -73,3 +73,35 @@ def test_answer_fills_the_configuration_and_prints(lib):
     assert "on h100" in retarget.text(d)
     with pytest.raises(ConfigError, match="several"):
         retarget.answer([str(H200)], "lstm", None, None, None, 64, "h100")
+
+
+def test_data_parallel_adds_the_all_reduce_and_says_it_is_not_validated(lib):
+    one = retarget.predict(lib, "gpt2_small", "torch", "eager", "fp32", 16, anchor=False)
+    two = retarget.predict(lib, "gpt2_small", "torch", "eager", "fp32", 16, anchor=False,
+                           nproc=2)
+    assert two.step_s >= one.step_s  # a device-bound step: the optimizer waits for the last
+    assert "not validated" in two.category and two.measured_s is None
+    notes = " ".join(two.extra["assumptions"])
+    assert "not validated" in notes and "DDP buckets" in notes and "NVLink 4" in notes
+    assert any(t.startswith("data parallel: ") for t in two.transforms)
+    w = lambda p: p.interval_s[1] / p.step_s - 1  # noqa: E731
+    assert w(two) == pytest.approx(retarget.DP_WIDEN * w(one))
+
+
+def test_data_parallel_answer_splits_the_global_batch(lib):
+    d = retarget.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 128, "h100",
+                        nproc=2)
+    assert d["config"]["nproc"] == 2 and "data parallel, assuming:" in retarget.text(d)
+    assert "2 x h100" in retarget.text(d)
+    with pytest.raises(ConfigError, match="multiple of --nproc"):
+        retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 63, "h100", nproc=2)
+
+
+def test_the_cli_refuses_what_the_replay_does_not_model():
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    r = CliRunner().invoke(app, ["predict", "--db", str(H200), "--model", "lstm", "-b", "64",
+                                 "--gpu", "h100", "--nnodes", "2", "--network", "ib_ndr"])
+    assert r.exit_code == 2 and "one node" in r.output

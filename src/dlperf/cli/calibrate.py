@@ -9,7 +9,8 @@ second call continues where the first stopped, a finished point is not measured 
    precision the framework has, with the ceilings microbenchmarks on (a square-GEMM ladder at
    2048-8192 per precision and the ``y = 2x`` bandwidth kernel,
    :mod:`dlperf.perfmodel.ceilings`) and ``--timeline``: GEMM ceilings per precision at a few
-   shapes, memory bandwidth, the host-speed probe, the untraced host dispatch of the profile
+   shapes, memory bandwidth, host-to-device copy bandwidth from pinned and pageable memory
+   (frameworks whose ceilings backend copies: PyTorch), the host-speed probe, the untraced host dispatch of the profile
    model (the *dispatch probe*: the same work timed on every machine, which the replay's host
    scales by) and the launch calls of a traced iteration;
 2. the **model points**: one traced iteration (``--timeline``) of each ``--model`` at each of
@@ -93,11 +94,32 @@ def build_profile(db: str, name: str, device_name: str | None, profile_ids: list
                                    "mode": mine[0].mode, "batch_size": mine[0].batch_size,
                                    "host_dispatch_s": statistics.median(disp),
                                    "points": len(disp)}
-    prof = replace(prof, name=name, launch_s=launch_s_of(mine, db), extra=extra)
+    h2d = h2d_of(db, profile_ids)
+    prof = replace(prof, name=name, launch_s=launch_s_of(mine, db), extra=extra,
+                   h2d_bytes_per_s=h2d.get("pinned"),
+                   h2d_pageable_bytes_per_s=h2d.get("pageable"))
     measured = list(prof.measured) + (["launch_s"] if prof.launch_s else []) + (
-        ["dispatch_probe"] if disp else [])
+        ["dispatch_probe"] if disp else []) + [f"h2d_{m}" for m in sorted(h2d)]
     return replace(prof, measured=tuple(dict.fromkeys(measured)),
                    source=f"dlperf calibrate ({prof.source})")
+
+
+def h2d_of(db: str, ids: list[int]) -> dict[str, float]:
+    """The host-to-device copy bandwidth (bytes/s) the results ``ids`` of ``db`` measured
+    (their ceilings' ``h2d_bytes_per_s``), median per kind of host memory (``pinned``,
+    ``pageable``); a kind no result measured is absent."""
+    from dlperf.results.store import ResultStore, result_of
+
+    got: dict[str, list[float]] = {}
+    with ResultStore(db, read_only=True) as store:
+        for r in store.rows():
+            if int(r["id"]) not in ids:
+                continue
+            c = (result_of(r) or {}).get("ceilings") or {}
+            for mode, v in (c.get("h2d_bytes_per_s") or {}).items():
+                if isinstance(v, (int, float)) and v > 0:
+                    got.setdefault(str(mode), []).append(float(v))
+    return {m: statistics.median(v) for m, v in got.items()}
 
 
 def _undocumented(pts: list[Any], device_name: str | None) -> Any:
@@ -215,6 +237,9 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     typer.echo(f"  GEMM ceilings (TFLOP/s): {g}; bandwidth {prof.bandwidth_bytes_per_s / 1e9:.0f}"
                f" GB/s; host probe {prof.host_speed_ns or float('nan'):.1f} ns; launch call "
                f"{(prof.launch_s or float('nan')) * 1e6:.1f} us")
+    h2d = {"pinned": prof.h2d_bytes_per_s, "pageable": prof.h2d_pageable_bytes_per_s}
+    typer.echo("  host-to-device copies (GB/s): " + ", ".join(
+        f"{k} {v / 1e9:.1f}" if v else f"{k} not measured" for k, v in h2d.items()))
     typer.echo(f"  measured: {', '.join(prof.measured) or 'nothing'}; the rest: {prof.source}")
 
 

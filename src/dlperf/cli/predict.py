@@ -144,7 +144,7 @@ def predict(
     dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
-    gpu: Annotated[str | None, typer.Option("--gpu", help="Predict on this GPU by replaying stored per-kernel timelines (docs/replay.md): a `dlperf calibrate` profile's name, or a datasheet's (h100, h200, a100, l40s, ...; then marked datasheet only).")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Predict on this GPU by replaying stored per-kernel timelines (docs/replay.md): a `dlperf calibrate` profile's name, or a datasheet's (h100, h200, a100, l40s, ...; then marked datasheet only). With --nproc N: DDP over N such GPUs of one node (not validated; its assumptions are printed).")] = None,
 ) -> None:
     """Predict the iteration time, throughput and scaling efficiency of a configuration from stored results (the performance model, docs/perfmodel.md)."""
     def body() -> None:
@@ -210,7 +210,11 @@ def predict(
                 raise ConfigError(f"{flag} {msg}")
         if gpu is not None:  # the timeline replay's prediction path (dlperf.perfmodel.retarget)
             from dlperf.perfmodel import retarget
-            r = retarget.answer(db, model, framework, mode, precision, batch_size, gpu)
+            if nnodes > 1 or network or what_if:
+                raise ConfigError("--gpu replays one node's GPUs: --nnodes, --network and "
+                                  "--what-if are the step-level model's (drop --gpu for them)")
+            r = retarget.answer(db, model, framework, mode, precision, batch_size, gpu,
+                                nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"
                              else retarget.text(r) + "\n")
             return

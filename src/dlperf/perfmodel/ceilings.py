@@ -16,7 +16,13 @@ its ceilings came from (``origin``: measured in this point, or cached from point
   inputs and output, float32 accumulation); several sizes, the best rate counts (a GEMM reaches
   its peak only when large enough to fill the device; too large only costs time);
 * **bandwidth**: ``y = 2 * x`` over a float32 array much larger than the last-level cache
-  (STREAM's "scale" kernel, McCalpin 1995), counted as ``2 * nbytes`` moved (read + write).
+  (STREAM's "scale" kernel, McCalpin 1995), counted as ``2 * nbytes`` moved (read + write);
+* **host-to-device copies** (backends with ``host_copy``): one copy of ``nbytes`` from host
+  memory into the device's, from page-locked (``pinned``: the DMA engine reads it directly)
+  and from ordinary pageable memory (staged through a pinned buffer by the driver), counted
+  as ``nbytes`` moved; what an input pipeline's copies cost (nvbandwidth's
+  ``host_to_device_memcpy_ce``, NVIDIA; CUDA's ``bandwidthTest`` sample). On a CPU device
+  the "device" is host memory: the pageable copy is a host memcpy and no pinned one is made.
 
 Each kernel is timed on the host around ``reps`` back-to-back calls with one wait for the device
 at the end (``block``), after warm-up calls (compilation, autotuning, allocation); ``reps`` grows
@@ -46,6 +52,11 @@ MATMUL_PRECISIONS = ("fp32", "tf32", "bf16")
 #: several times a server CPU's last-level cache) so that the probes cost well under a second.
 MATMUL_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (1024,)}
 BANDWIDTH_BYTES = {"cuda": (256 * 2**20, 1024 * 2**20), "cpu": (128 * 2**20,)}
+#: Host-to-device copy sizes: large enough that the copy engine's setup (about 10 us) is under
+#: 1% of a copy at 25 GB/s.
+H2D_BYTES = {"cuda": (64 * 2**20, 256 * 2**20), "cpu": (64 * 2**20,)}
+#: The two kinds of host memory a host-to-device copy reads.
+H2D_MODES = ("pinned", "pageable")
 #: Timing target per kernel and size, and the longest single call worth trying a larger size.
 TARGET_S = {"cuda": 0.05, "cpu": 0.05}
 MAX_CALL_S = {"cuda": 0.25, "cpu": 0.15}
@@ -74,6 +85,10 @@ class CeilingBackend(Protocol):
 
     def block(self, out: Any) -> None:
         """Wait until ``out`` is computed."""
+
+    # Optional: ``host_copy(nbytes, pinned) -> Callable[[], Any]``, allocate ``nbytes`` of
+    # host memory (page-locked if ``pinned``) and of device memory; return a function that
+    # copies the first into the second. Backends without it measure no copies.
 
     def release(self) -> None:
         """Free what the kernels allocated (caches of the framework's allocator)."""
@@ -262,8 +277,10 @@ class CeilingCache:
         c = result.get("ceilings") or {}
         n = 0
         for comp, o in (c.get("origin") or {}).items():
+            kind, _, sub = comp.partition(":")
             ladder = (c.get("bandwidth") if comp == "bandwidth"
-                      else (c.get("matmul") or {}).get(comp.partition(":")[2]))
+                      else (c.get("h2d") or {}).get(sub) if kind == "h2d"
+                      else (c.get("matmul") or {}).get(sub))
             if (not isinstance(o, Mapping) or o.get("how") != "measured" or not ladder
                     or ladder.get("best") is None or not c.get("fingerprint")):
                 continue
@@ -281,11 +298,16 @@ class CeilingCache:
 
 def _measure_component(backend: CeilingBackend, component: str,
                        clock: Callable[[], float]) -> dict[str, Any]:
-    """Measure one ceiling (``"matmul:<precision>"`` or ``"bandwidth"``): a :func:`_ladder`."""
+    """Measure one ceiling (``"matmul:<precision>"``, ``"bandwidth"`` or ``"h2d:pinned"`` /
+    ``"h2d:pageable"``): a :func:`_ladder`."""
     kind = backend.device_kind
     if component == "bandwidth":
         out = _ladder(backend.scale, BANDWIDTH_BYTES[kind], lambda b: 2.0 * b, backend, kind,
                       clock)
+    elif component.startswith("h2d:"):
+        pinned = component == "h2d:pinned"
+        copy = backend.host_copy  # type: ignore[attr-defined]
+        out = _ladder(lambda n: copy(n, pinned), H2D_BYTES[kind], float, backend, kind, clock)
     else:
         p = component.partition(":")[2]
         with backend.precision(p):
@@ -300,8 +322,10 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
                    cache_path: str | Path | None = None,
                    clock: Callable[[], float] = time.perf_counter,
                    now_s: float | None = None) -> dict[str, Any]:
-    """The ceilings of one point: the matmul ceiling at the point's ``precision`` and the
-    memory bandwidth, each taken from this process's cache, else from the cache file
+    """The ceilings of one point: the matmul ceiling at the point's ``precision``, the
+    memory bandwidth and, where the backend can copy (``host_copy``), the host-to-device
+    copy bandwidth from pinned and pageable memory, each taken from this process's cache,
+    else from the cache file
     ``cache_path`` (:class:`CeilingCache`, same machine and recent enough), else measured here.
 
     Args:
@@ -317,8 +341,10 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
         ``{"framework", "device", "threads", "precision", "matmul_flops_per_s": {precision:
         FLOP/s or None}, "bandwidth_bytes_per_s", "matmul": {precision: ladder}, "bandwidth":
         ladder, "elapsed_s"`` (spent here)``, "cached"`` (nothing measured here)``, "origin":
-        {"matmul:<precision>" | "bandwidth": {"how": "measured" | "cached", "where", "run_key",
-        "label", "measured_at"}}, "fingerprint", "method"}``.
+        {"matmul:<precision>" | "bandwidth" | "h2d:pinned" | "h2d:pageable": {"how":
+        "measured" | "cached", "where", "run_key", "label", "measured_at"}}, "fingerprint",
+        "method"}``, and with copies ``"h2d_bytes_per_s": {"pinned", "pageable": bytes/s or
+        None}, "h2d": {"pinned", "pageable": ladder}``.
     """
     t0, point = clock(), dict(point or {})
     thr = threads if threads else "default"
@@ -327,7 +353,10 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
     shared: CeilingCache | None = None
     ladders: dict[str, dict[str, Any]] = {}
     origin: dict[str, dict[str, Any]] = {}
-    for comp in (f"matmul:{precision}", "bandwidth"):
+    comps = [f"matmul:{precision}", "bandwidth"]
+    if callable(getattr(backend, "host_copy", None)):  # pinned memory is a GPU's notion
+        comps += [f"h2d:{m}" for m in H2D_MODES if m == "pageable" or backend.device_kind != "cpu"]
+    for comp in comps:
         key = cache_key(backend.framework, backend.device_key, comp, thr)
         entry = CeilingCache(_POINT_CACHE).get(key, fingerprint, now_s)
         if entry is None and cache_path:
@@ -349,16 +378,22 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
                 "where", "run_key", "label", "measured_at")}}
         ladders[comp] = ladder
     mm, bw = ladders[f"matmul:{precision}"], ladders["bandwidth"]
+    h2d = {m: ladders[f"h2d:{m}"] for m in H2D_MODES if f"h2d:{m}" in ladders}
+    copies = ({"h2d_bytes_per_s": {m: v["best"] for m, v in h2d.items()}, "h2d": h2d}
+              if h2d else {})
     return {"framework": backend.framework, "device": backend.device_key, "threads": thr,
             "precision": precision, "matmul_flops_per_s": {precision: mm["best"]},
             "bandwidth_bytes_per_s": bw["best"], "matmul": {precision: mm}, "bandwidth": bw,
             "elapsed_s": clock() - t0,
             "cached": all(o["how"] == "cached" for o in origin.values()), "origin": origin,
-            "fingerprint": dict(fingerprint),
+            "fingerprint": dict(fingerprint), **copies,
             "method": "square GEMM 2n^3 FLOPs at the point's precision, best over sizes; "
-                      "bandwidth y=2x (STREAM scale), 2 x bytes; host clock over back-to-back "
-                      "calls, one device wait; once per framework, device, precision and "
-                      "threads (origin says where each came from)"}
+                      "bandwidth y=2x (STREAM scale), 2 x bytes; "
+                      + ("host-to-device copies from pinned and pageable memory, bytes; "
+                         if h2d else "")
+                      + "host clock over back-to-back calls, one device wait; once per "
+                        "framework, device, precision and threads (origin says where each "
+                        "came from)"}
 
 
 def origin_text(ceilings: Mapping[str, Any] | None) -> str | None:

@@ -90,7 +90,8 @@ class GpuProfile:
         host_speed_ns: the host-speed probe (``python_loop_ns``; larger is slower), or None.
         launch_s: the time from one launch to the next kernel's start on an idle device, or
             None.
-        h2d_bytes_per_s: host-to-device copy bandwidth (pinned), or None.
+        h2d_bytes_per_s: host-to-device copy bandwidth from page-locked (pinned) memory, or
+            None; h2d_pageable_bytes_per_s: the same from pageable memory, or None.
         measured: the fields measured on the machine (the rest from the datasheet).
         source: where the numbers come from, in words.
     """
@@ -106,6 +107,7 @@ class GpuProfile:
     host_speed_ns: float | None = None
     launch_s: float | None = None
     h2d_bytes_per_s: float | None = None
+    h2d_pageable_bytes_per_s: float | None = None
     measured: tuple[str, ...] = ()
     source: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -149,6 +151,7 @@ class GpuProfile:
                        l2_bytes=d.get("l2_bytes"), device_name=d.get("device_name"),
                        host_speed_ns=d.get("host_speed_ns"), launch_s=d.get("launch_s"),
                        h2d_bytes_per_s=d.get("h2d_bytes_per_s"),
+                       h2d_pageable_bytes_per_s=d.get("h2d_pageable_bytes_per_s"),
                        measured=tuple(d.get("measured") or ()), source=str(d.get("source") or ""),
                        extra=dict(d.get("extra") or {}))
         except (KeyError, TypeError, ValueError) as e:

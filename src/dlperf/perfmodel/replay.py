@@ -499,6 +499,22 @@ def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, 
     return out
 
 
+def trace_of(store: Any, p: Any) -> StepTrace | None:
+    """The :class:`StepTrace` of the stored point ``p`` (a
+    :class:`~dlperf.perfmodel.records.Point`) from ``store`` (its open
+    :class:`~dlperf.results.store.ResultStore`), host as traced; None where its timeline is
+    missing or has no iteration."""
+    from dlperf.results import timelines
+
+    tl = timelines.load(store, p.result_id)
+    if not tl:
+        return None
+    try:
+        return step_trace(tl, timelines.decode(tl), meta=point_meta(p))
+    except ValueError:
+        return None
+
+
 def point_meta(p: Any) -> dict[str, Any]:
     """The :attr:`StepTrace.meta` of a trace of the stored point ``p`` (a
     :class:`~dlperf.perfmodel.records.Point`)."""

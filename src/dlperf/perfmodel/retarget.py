@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import hardware, replay, transforms
+from dlperf.perfmodel import comm, hardware, replay, transforms
 
 #: The replay model's version, recorded with predictions registered before a measurement
 #: (benchmarks/h100/predict.py): 1, Habitat's gamma = 1 for every non-GEMM kernel; 2, a
@@ -92,7 +92,8 @@ class TracePrediction:
 
 
 class TraceLibrary:
-    """The traced points of some results files, loaded once per configuration family.
+    """The traced points of some results files; each timeline is decoded when first asked
+    for (:meth:`trace`), so a prediction decodes only the traces it uses.
 
     Args:
         paths: results files or folders of them.
@@ -104,8 +105,20 @@ class TraceLibrary:
 
         self.files = results_files(paths)
         self.recs = records.load(self.files)
-        self._traces: dict[tuple[str, str, str], list[tuple[Any, replay.StepTrace]]] = {}
+        self._traces: dict[tuple[str, int], replay.StepTrace | None] = {}
         self._have: dict[str, set[int]] = {}
+        self._gpus: dict[str, hardware.GpuProfile] = {}
+
+    def gpu(self, name: str) -> hardware.GpuProfile:
+        """:func:`dlperf.perfmodel.hardware.resolve` of ``name`` against these files and
+        their points, once per name.
+
+        Raises:
+            ConfigError: nothing is known of ``name``.
+        """
+        if name not in self._gpus:
+            self._gpus[name] = hardware.resolve(name, paths=self.files, points=self.recs.points)
+        return self._gpus[name]
 
     def _with_timeline(self, f: str) -> set[int]:
         if f not in self._have:
@@ -120,20 +133,33 @@ class TraceLibrary:
                 con.close()
         return self._have[f]
 
-    def traces(self, model: str, framework: str, mode: str) -> list[tuple[Any, replay.StepTrace]]:
-        """``(Point, StepTrace)`` of every traced one-device point of the family (host as
-        traced), in file order."""
+    def points(self, model: str, framework: str, mode: str) -> list[Any]:
+        """Every traced one-device synthetic-data point of the family, in file order."""
         key = (model, framework, mode)
-        if key not in self._traces:
-            out = []
-            for f in self.files:
-                ids = [p.result_id for p in self.recs.points
-                       if p.source == f and p.config[:3] == key and p.world_size == 1
-                       and p.data == "synthetic" and p.result_id in self._with_timeline(f)]
-                if ids:
-                    out += replay.load_traces(f, ids)
-            self._traces[key] = out
-        return self._traces[key]
+        return [p for f in self.files for p in self.recs.points
+                if p.source == f and p.config[:3] == key and p.world_size == 1
+                and p.data == "synthetic" and p.result_id in self._with_timeline(f)]
+
+    def trace(self, p: Any) -> replay.StepTrace | None:
+        """The :class:`~dlperf.perfmodel.replay.StepTrace` of the traced point ``p`` (host as
+        traced), None where its timeline does not decode; decoded once."""
+        k = (p.source, p.result_id)
+        if k not in self._traces:
+            from dlperf.results.store import ResultStore
+
+            with ResultStore(p.source, read_only=True) as store:
+                self._traces[k] = replay.trace_of(store, p)
+        return self._traces[k]
+
+    def traces(self, model: str, framework: str, mode: str) -> list[tuple[Any, replay.StepTrace]]:
+        """``(Point, StepTrace)`` of every traced point of the family (host as traced), in
+        file order; a timeline that does not decode is left out."""
+        out = []
+        for p in self.points(model, framework, mode):
+            st = self.trace(p)
+            if st is not None:
+                out.append((p, st))
+        return out
 
 
 def _host_probe(points: Sequence[Any]) -> float | None:
@@ -144,13 +170,13 @@ def _host_probe(points: Sequence[Any]) -> float | None:
 def _src_profile(lib: TraceLibrary, device_name: str | None) -> hardware.GpuProfile:
     if not device_name:
         raise ConfigError("the traces name no GPU (device_name): they cannot be moved to another")
-    return hardware.resolve(device_name, paths=lib.files, points=lib.recs.points)
+    return lib.gpu(device_name)
 
 
 def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
             batch_size: int, gpu: str | None = None, *,
             exclude: Sequence[tuple[str, int]] = (), host: str = "dispatch",
-            anchor: bool = True) -> TracePrediction:
+            anchor: bool = True, nproc: int = 1) -> TracePrediction:
     """Predict one point from stored timelines (see the module docstring).
 
     Args:
@@ -167,40 +193,52 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             replay on the source`` (the replay's own error on the source, mostly the host
             probe's noise and a batch transform's, cancels; Habitat likewise scales measured
             kernel times).
+        nproc: data parallel over this many GPUs of one node, ``batch_size`` per GPU
+            (:func:`data_parallel`; not validated: no multi-GPU timeline is stored).
 
     Raises:
         ConfigError: no trace of the model, framework and mode is stored (the step-level
-            model is the fallback), or the GPU is unknown.
+            model is the fallback), the GPU is unknown, or data parallel cannot be placed
+            (no backward op in the trace, no parameter count stored).
     """
-    fam = [(p, st) for p, st in lib.traces(model, framework, mode)
+    fam = [p for p in lib.points(model, framework, mode)
            if (p.source, p.result_id) not in set(exclude) and p.compile_mode == "default"]
     if not fam:
         raise ConfigError(f"no stored timeline of {model} {framework}/{mode}: the replay "
                           "cannot predict it (trace a point with --timeline, or `dlperf "
                           "calibrate --model`); the step-level model is the fallback")
-    same = [x for x in fam if x[0].precision == precision]
+    same = [p for p in fam if p.precision == precision]
     pool = same or fam
     # the source file: the one holding the most traces of the pool (one host session)
     files: dict[str, int] = {}
-    for p, _ in pool:
+    for p in pool:
         files[p.source] = files.get(p.source, 0) + 1
     src_file = max(files, key=lambda f: (files[f], f))
-    pool = [x for x in pool if x[0].source == src_file]
-    src_prec = precision if same else pool[0][0].precision
-    pool = [x for x in pool if x[0].precision == src_prec]
-    pool.sort(key=lambda x: x[0].batch_size)
-    probe_s = _host_probe([p for p, _ in pool])
-    steps = {p.batch_size: replay.deinflate(st, probe_s, p.dispatch_s) for p, st in pool}
+    pool = [p for p in pool if p.source == src_file]
+    src_prec = precision if same else pool[0].precision
+    pool = [p for p in pool if p.precision == src_prec]
+    pool.sort(key=lambda p: p.batch_size)
+    probe_s = _host_probe(pool)
+    by_batch = {p.batch_size: p for p in pool}
+
+    def step_at(b: int) -> replay.StepTrace:
+        p = by_batch[b]
+        st = lib.trace(p)
+        if st is None:
+            raise ConfigError(f"the timeline of {p.source}:{p.result_id} does not decode: "
+                              "trace the point again")
+        return replay.deinflate(st, probe_s, p.dispatch_s)
+
     used: list[Any] = []
-    if batch_size in steps:
-        st = steps[batch_size]
-        used = [p for p, _ in pool if p.batch_size == batch_size][:1]
+    if batch_size in by_batch:
+        st = step_at(batch_size)
+        used = [by_batch[batch_size]]
         category = "own trace"
     else:
-        bs = sorted(steps)
+        bs = sorted(by_batch)
         lo = [b for b in bs if b < batch_size]
         hi = [b for b in bs if b > batch_size]
-        dev = _src_profile(lib, pool[0][0].device_name)
+        dev = _src_profile(lib, pool[0].device_name)
         if lo and hi:
             a, b = lo[-1], hi[0]
         elif len(bs) >= 2:
@@ -208,13 +246,13 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         else:
             a = b = bs[0]
         if a != b:
-            st = transforms.interpolate_batch(steps[a], steps[b], batch_size)
+            st = transforms.interpolate_batch(step_at(a), step_at(b), batch_size)
             category = "batch, interpolated"
         else:
-            st = transforms.to_batch(steps[a], batch_size, dev)
+            st = transforms.to_batch(step_at(a), batch_size, dev)
             category = "batch, one trace"
-        used = [p for p, _ in pool if p.batch_size in (a, b)]
-    src_gpu = _src_profile(lib, pool[0][0].device_name)
+        used = [p for p in pool if p.batch_size in (a, b)]
+    src_gpu = _src_profile(lib, pool[0].device_name)
     if src_prec != precision:
         st = transforms.to_precision(st, precision, src_gpu,
                                      cast_host_s=CAST_HOST_S if not st.meta.get("xla") else 0.0)
@@ -222,14 +260,14 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     dst_gpu = src_gpu
     anchored = None
     if gpu is not None:
-        dst_gpu = hardware.resolve(gpu, paths=lib.files, points=lib.recs.points)
+        dst_gpu = lib.gpu(gpu)
         if hardware.short_name(dst_gpu.device_name) != hardware.short_name(src_gpu.device_name) \
                 or dst_gpu.name != src_gpu.name:
             hr = None
             if host == "dispatch":
                 hr = host_ratio(lib, src_gpu, dst_gpu)
             elif host == "probe":
-                hs = [x for q, _ in pool for x in q.host_speed_ns if x]
+                hs = [x for q in pool for x in q.host_speed_ns if x]
                 if hs and dst_gpu.host_speed_ns:
                     hr = dst_gpu.host_speed_ns / statistics.median(hs)
             elif host != "none":
@@ -243,21 +281,80 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                 anchored = m_src / on_src
                 st = st.with_note(f"anchored: x{anchored:.3f} (measured {m_src * 1e3:.3f} ms "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
+    dp_notes: list[str] = []
+    if nproc > 1:
+        st, dp_notes = data_parallel(lib, st, used[0], nproc)
     r = replay.simulate(st)
     if anchored:
         r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle,
                                 r.bound)
     half = INTERVAL_P90[category] * (DATASHEET_WIDEN if dst_gpu.datasheet_only else 1.0)
+    if nproc > 1:
+        half *= DP_WIDEN
+        category += f" + data parallel x{nproc} (not validated)"
     lo_s, hi_s = r.step_s * max(0.0, 1 - half), r.step_s * (1 + half)
-    measured = _measured(lib, model, framework, mode, precision, batch_size,
-                         dst_gpu.device_name or "")
+    measured = None if nproc > 1 else _measured(lib, model, framework, mode, precision,
+                                                batch_size, dst_gpu.device_name or "")
     return TracePrediction(
         step_s=r.step_s, interval_s=(lo_s, hi_s), host_s=r.host_s, device_s=r.device_s,
         bound=r.bound, gpu=dst_gpu.name, datasheet_only=dst_gpu.datasheet_only,
         category=category, sources=tuple(f"{p.source}:{p.result_id}" for p in used),
         transforms=tuple(st.meta.get("transforms", [])), measured_s=measured,
         extra={"source_gpu": src_gpu.name, "source_precision": src_prec,
-               "host_probe_s": probe_s, "host_move": host})
+               "host_probe_s": probe_s, "host_move": host, "nproc": nproc,
+               **({"assumptions": dp_notes} if dp_notes else {})})
+
+
+#: Data parallel (:func:`data_parallel`) is not validated: the one-device interval's
+#: half-width is doubled, a reminder rather than a measured band.
+DP_WIDEN = 2.0
+
+
+def data_parallel(lib: TraceLibrary, st: replay.StepTrace, point: Any, nproc: int
+                  ) -> tuple[replay.StepTrace, list[str]]:
+    """``st`` (one GPU's iteration) as one rank of DDP over ``nproc`` GPUs of one node
+    (:func:`~dlperf.perfmodel.transforms.to_data_parallel`: each bucket's all-reduce on a
+    stream of its own after its gradient-ready op, wait-free backpropagation), and the
+    assumptions it rests on, in words.
+
+    The gradient bytes are the stored point's parameters x 4 (float32 gradients, also under
+    bf16 autocast), in DDP's default buckets (the first 1 MiB, then 25 MiB:
+    :func:`dlperf.perfmodel.equations.uniform_buckets`); each all-reduce's time is the stored
+    all-reduce sweep's fit for ``nproc`` ranks where the files hold one, else a ring over
+    NVLink 4 (:func:`dlperf.perfmodel.dataparallel.comm_for_records`).
+
+    Raises:
+        ConfigError: the stored point has no parameter count, or the trace no backward op.
+    """
+    from dlperf.perfmodel import dataparallel as dp
+    from dlperf.perfmodel import equations as eq
+
+    if not point.params:
+        raise ConfigError(f"the stored point {point.source}:{point.result_id} has no parameter "
+                          "count: the gradient bytes to all-reduce are unknown")
+    grad = dp.gradient_bytes(point.params)
+    sizes = [b.size_bytes for b in eq.uniform_buckets(grad, 1.0)]
+    comm_s = dp.comm_for_records(lib.recs)(nproc)
+    measured = any(c.nranks == nproc for c in lib.recs.collectives)
+    try:
+        out = transforms.to_data_parallel(st, sizes, comm_s)
+    except ValueError as e:
+        raise ConfigError(f"data parallel cannot be placed on this trace: {e}") from None
+    notes = [
+        "not validated: no multi-GPU timeline is stored; the interval is the one-GPU "
+        f"band x{DP_WIDEN:g}",
+        f"{nproc} GPUs of one node, each running the global batch / {nproc}; each rank's host "
+        "as one GPU's (a process and CPU cores of its own), no DDP hook or input pipeline cost",
+        f"gradients {grad / 2**20:.1f} MiB ({point.params:,} parameters x "
+        f"{eq.GRAD_BYTES_PER_PARAM} B) in {len(sizes)} DDP buckets (first "
+        f"{eq.FIRST_BUCKET_BYTES / 2**20:g} MiB, then {eq.DEFAULT_BUCKET_CAP_MB:g} MiB), "
+        "ready in reverse parameter order at the backward's device-time share of their bytes",
+        "each all-reduce on a stream of its own overlapping the rest of the backward (WFBP), "
+        "the optimizer after the last; its time "
+        + ("from the stored all-reduce sweep of this rank count" if measured
+           else f"a ring over NVLink 4 ({comm.LINKS['nvlink4'].source.split(';')[0]})"),
+    ]
+    return out, notes
 
 
 def dispatch_probe(points: Sequence[Any], device_name: str | None,
@@ -313,14 +410,19 @@ def error(pred: float, measured: float) -> float:
 
 
 def answer(db: Any, model: str, framework: str | None, mode: str | None,
-           precision: str | None, batch_size: int, gpu: str) -> dict[str, Any]:
-    """``dlperf predict --gpu GPU``: :func:`predict` of the configuration on ``gpu``, the
+           precision: str | None, batch_size: int, gpu: str, nproc: int = 1) -> dict[str, Any]:
+    """``dlperf predict --gpu GPU [--nproc N]``: :func:`predict` of the configuration on
+    ``gpu`` (``batch_size`` the global mini-batch: ``batch_size / nproc`` per GPU), the
     unspecified framework, mode and precision taken from the model's stored traces (the only
     one, else refused naming the candidates), as a JSON-ready dict with ``config``.
 
     Raises:
-        ConfigError: no trace of the model, several candidates, or an unknown GPU.
+        ConfigError: no trace of the model, several candidates, an unknown GPU, or a batch
+            that ``nproc`` does not divide.
     """
+    if nproc < 1 or batch_size % nproc:
+        raise ConfigError(f"--batch-size {batch_size} is the global mini-batch: give a "
+                          f"multiple of --nproc {nproc} (each GPU runs batch / nproc)")
     lib = TraceLibrary(db)
     cands = sorted({(p.framework, p.mode, p.precision) for p in lib.recs.points
                     if p.model == model and p.world_size == 1
@@ -340,14 +442,14 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
         raise ConfigError(f"{model} {fw}/{md} is stored in several precisions "
                           f"({', '.join(precs)}); give --precision")
     try:
-        p = predict(lib, model, fw, md, prec, batch_size, gpu)
+        p = predict(lib, model, fw, md, prec, batch_size // nproc, gpu, nproc=nproc)
     except ConfigError as e:
-        if "no stored timeline" not in str(e):
+        if "no stored timeline" not in str(e) or nproc > 1:
             raise
         p = fallback(lib, db, model, fw, md, prec, batch_size, gpu)
     out = p.to_dict()
     out["config"] = {"model": model, "framework": fw, "mode": md, "precision": prec,
-                     "batch_size": batch_size, "gpu": gpu}
+                     "batch_size": batch_size, "gpu": gpu, "nproc": nproc}
     return out
 
 
@@ -370,8 +472,8 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
                      and p.source in lib.files and p.result_id in lib._with_timeline(p.source)})
     ratios, src_gpu = [], None
     for m in others[:FALLBACK_MODELS]:
-        fam = lib.traces(m, framework, mode)
-        b = min((q.batch_size for q, _ in fam if q.precision == precision),
+        b = min((q.batch_size for q in lib.points(m, framework, mode)
+                 if q.precision == precision),
                 key=lambda x: abs(math.log(x / batch_size)), default=None)
         if b is None:
             continue
@@ -393,7 +495,7 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
                           batch_size=batch_size).predicted_step_time_s
         how = "step-level model"
     f = statistics.median(ratios)
-    dst = hardware.resolve(gpu, paths=lib.files, points=lib.recs.points)
+    dst = lib.gpu(gpu)
     half = INTERVAL_P90["gpu"] * (DATASHEET_WIDEN if dst.datasheet_only else 1.0)
     return TracePrediction(
         step_s=base * f, interval_s=(base * f * (1 - half), base * f * (1 + half)),
@@ -410,11 +512,15 @@ def text(d: Mapping[str, Any]) -> str:
     c = d["config"]
     lo, hi = d["interval_s"]
     mark = " (datasheet only: nothing of this GPU measured)" if d.get("datasheet_only") else ""
+    gpus = f"{c['nproc']} x {d['gpu']}" if c.get("nproc", 1) > 1 else d["gpu"]
     lines = [f"{c['model']} {c['framework']}/{c['mode']} {c['precision']} b={c['batch_size']} "
-             f"on {d['gpu']}{mark}: {d['step_s'] * 1e3:.3f} ms per iteration "
+             f"on {gpus}{mark}: {d['step_s'] * 1e3:.3f} ms per iteration "
              f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the {d['category']} back-test), "
              f"{d['bound']}-bound",
              f"replayed from {', '.join(d['sources']) or '-'}: {'; '.join(d['transforms'])}"]
-    if d.get("measured_s"):
+    if d.get("measured_s") and c.get("nproc", 1) == 1:
         lines.append(f"measured there: {d['measured_s'] * 1e3:.3f} ms")
+    if d.get("assumptions"):
+        lines.append("data parallel, assuming:")
+        lines += [f"  - {a}" for a in d["assumptions"]]
     return "\n".join(lines)

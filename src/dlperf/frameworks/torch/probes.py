@@ -195,6 +195,20 @@ class TorchCeilings:
         y = t.empty_like(x)
         return lambda: t.mul(x, 2.0, out=y)
 
+    def host_copy(self, nbytes: int, pinned: bool) -> Callable[[], Any]:
+        """A copy of ``nbytes`` from host memory (page-locked if ``pinned``) into the
+        device's; on a CPU device, a host memcpy (pinned memory needs a GPU: refused).
+
+        Raises:
+            RuntimeError: ``pinned`` on a CPU device.
+        """
+        t = self.torch
+        if pinned and self.device_kind != "cuda":
+            raise RuntimeError("pinned host memory needs a GPU: the device is the host")
+        src = t.ones(nbytes, dtype=t.uint8, pin_memory=pinned)
+        dst = t.empty(nbytes, dtype=t.uint8, device=self.dev)
+        return lambda: dst.copy_(src, non_blocking=pinned)
+
     def block(self, out: Any) -> None:  # noqa: D102
         if self.device_kind == "cuda":
             self.torch.cuda.synchronize(self.dev)

@@ -106,7 +106,7 @@ def test_xla_launches_are_loaded_from_timelines_and_cost_a_fixed_part_plus_a_lau
     recs = load(path)
     got = {p.model: p.launches_per_iter for p in recs.points}
     assert got == {"m_one": 1.0, "m_convs": 40.0, "m_scan": 80.0, "m_target": 120.0}
-    assert list((tmp_path / "cache").glob("perfmodel-launches-*.json"))  # counted once
+    assert list((tmp_path / "cache").glob("perfmodel-points-*.json"))  # counted once
     assert {p.model: p.launches_per_iter for p in load(path).points} == got  # from the cache
     cal = Calibration(recs, exclude=lambda p: p.model == "m_target")
     group = ("fake", "xla", "bf16", "cuda")

@@ -341,7 +341,7 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         ci_rel=(hi - lo) / 2 / med if lo is not None and hi is not None else None,
         n_measured=(rec.timing or Timing()).n_measured,
         train_flops_per_sample=_num(spec.train_flops_per_sample),
-        params=spec.params,
+        params=int(spec.params) if spec.params is not None else None,
         bytes_per_step=_num(flops.bytes_per_step),
         matmul_flops_per_s={k: float(v) for k, v in (ceil.get("matmul_flops_per_s") or {})
                             .items() if _num(v)},

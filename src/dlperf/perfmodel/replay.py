@@ -515,7 +515,7 @@ def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, 
     Raises:
         ConfigError: ``path`` is not a results file (from the store).
     """
-    from dlperf.perfmodel.records import point_from_row
+    from dlperf.perfmodel.records import point_of
     from dlperf.results import timelines
     from dlperf.results.store import ResultStore
 
@@ -526,11 +526,11 @@ def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, 
                           "name='timelines'").fetchone():
             return out
         have = {r[0] for r in db.execute("SELECT result_id FROM timelines")}
-        for row in store.rows():
-            rid = int(row["id"])
+        for rec in store.records(samples=False, status="ok"):
+            rid = rec.stored.id if rec.stored is not None else None
             if rid not in have or (ids is not None and rid not in ids):
                 continue
-            p = point_from_row(row, path)
+            p = point_of(rec, path)
             if p is None:
                 continue
             tl = timelines.load(store, rid)

@@ -59,9 +59,9 @@ TRACED_HOST_INFLATION = 1.72
 #: launch call returned at least this long before that op ended.
 QUEUED_MARGIN_S = 5e-6
 #: The queue gap of a trace with fewer than :data:`QUEUE_GAP_MIN_OPS` queued ops to read it
-#: from: the median gap between queued kernels of one stream over the development torch
-#: eager timelines of calibration2.db (1.12 us over 10,399 gaps; 1.09 us torch.compile).
-QUEUE_GAP_S = 1.1e-6
+#: from: the median of the 48 development torch eager timelines' own gaps in calibration2.db
+#: (1.25 us, range 0.99-3.55; torch.compile 1.13; benchmarks/replay_kernels.py, part 7).
+QUEUE_GAP_S = 1.25e-6
 QUEUE_GAP_MIN_OPS = 8
 #: Device ops that take no device time of their own in a replay (the profiler's markers).
 _SKIP_KINDS = ("collective", "host_op")
@@ -322,8 +322,9 @@ def queue_gap(seq: Sequence[Mapping[str, Any]], lanes: Sequence[int],
 
     A kernel's traced duration leaves out the front end's work between two kernels of a
     stream (the next launch's scheduling, the previous one's drain): on the development torch
-    timelines of calibration2.db it reads a median 1.12 us (10th-90th percentile 1.0-2.2 us),
-    and the untraced step of device-bound points exceeds their kernel sum by about the
+    eager timelines of calibration2.db it reads a median 1.54 us over 13,951 queued ops
+    (10th-90th percentile 1.0-3.1 us; benchmarks/replay_kernels.py, part 7), and the untraced
+    step of device-bound points exceeds their kernel sum by about the
     iteration's gaps (gpt2_small bf16 b=16: 0.90 ms over 0.97 ms of gaps; transformer fp32
     b=64: 0.97 over 0.99; fcn5 fp32 b=1024: 0.078 over 0.070). An XLA program's traced ops
     of one stream overlap their neighbours by a median 0.1 us (their durations hold it)."""

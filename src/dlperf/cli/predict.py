@@ -39,23 +39,15 @@ def _what_if(items: list[str]) -> dict[str, str] | None:
 
 
 def _headline(p: dict) -> str:
-    """``model fw/mode precision device b=B: T ms per iteration [lo, hi] (90% interval), ...``;
-    without an interval, why there is none."""
+    """``LABEL on GPU: T ms per iteration [lo, hi] (90% interval), ...`` (LABEL: the
+    configuration's :func:`dlperf.config.identity.label_of`); without an interval, why there
+    is none."""
+    from dlperf.config.identity import label_of
+
     c = p["config"]
-    extra = "".join(f" {x}" for x in (
-        c.get("data") if c.get("data") not in (None, "synthetic") else None,
-        c.get("layout") if c.get("layout") not in (None, "auto") else None,
-        f"workers={c['loader_workers']}" if c.get("loader_workers") is not None else None,
-        f"threads={c['threads']}" if c.get("threads") is not None else None,
-        f"accum={c['grad_accum']}" if (c.get("grad_accum") or 1) != 1 else None,
-        f"compile={c['compile_mode']}" if c.get("compile_mode") not in (None, "default")
-        else None) if x)
-    gpu = f" ({p['gpu']})" if p.get("gpu") else ""
-    n = (c.get("nproc") or 1) * (c.get("nnodes") or 1)
-    devs = (f" x{c.get('nproc')}" + (f" x{c.get('nnodes')} nodes" if (c.get("nnodes") or 1) > 1
-                                     else "")) if n > 1 else ""
-    head = (f"{c.get('model')} {c.get('framework')}/{c.get('mode')} {c.get('precision')} "
-            f"{c.get('device')}{gpu}{devs}{extra} b={c.get('global_batch')}")
+    world = (c.get("nproc") or 1) * (c.get("nnodes") or 1)
+    head = label_of({**c, "batch_size": c.get("global_batch"), "world_size": world})
+    head += f" on {p['gpu']}" if p.get("gpu") else ""
     lo, hi = p["interval_s"]
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo == lo and hi == hi:
         iv = f" [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({p['interval_level']:.0%} interval)"

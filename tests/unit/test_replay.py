@@ -161,3 +161,20 @@ def test_no_iterations_is_a_clear_error():
     with pytest.raises(ValueError, match="repeats"):
         meta, ops = _torch_timeline(1.0, 1.0)
         R.simulate(R.step_trace(meta, ops), repeats=2, warm=2)
+
+
+def test_an_operators_figures_are_split_over_its_kernels():
+    # one LSTM call launching 3 kernels (its FLOPs and bytes repeated on each), then another
+    # operator's single kernel with the same figures
+    ops = []
+    for i, dur in enumerate((10, 20, 10)):
+        o = _op(0, 100 + 30 * i, dur, launch_us=1 + 5 * i, name=f"rnn_{i}")
+        o.update(op="aten::lstm", op_flops=4e9, op_bytes=8e6)
+        ops.append(o)
+    last = _op(0, 300, 10, launch_us=40, name="mm")
+    last.update(op="aten::mm", op_flops=4e9, op_bytes=8e6)
+    meta = {"steps_ns": [[0, 1_000_000]], "source": "torch.profiler"}
+    st = R.step_trace(meta, [*ops, last])
+    assert [o.bytes for o in st.ops] == pytest.approx([2e6, 4e6, 2e6, 8e6])
+    assert sum(o.flops for o in st.ops[:3]) == pytest.approx(4e9)
+    assert st.ops[3].flops == pytest.approx(4e9)

@@ -98,8 +98,13 @@ def _dai(db: list[str], amortise_iters: int, format: str) -> None:
     from dlperf.results.dbfile import results_files
     from dlperf.results.store import ResultStore
 
+    from dlperf.config.limits import MAX_AMORTISE_ITERS, over
+
     if amortise_iters < 1:
         raise ConfigError(f"--amortise-iters must be at least 1, got {amortise_iters}")
+    msg = over(amortise_iters, MAX_AMORTISE_ITERS, "iterations")
+    if msg:
+        raise ConfigError(f"--amortise-iters {msg}")
     files = results_files(db)
     records = {}
     for f in files:
@@ -192,11 +197,26 @@ def predict(
             return
         if model is None or batch_size is None:
             raise ConfigError("give --model and --batch-size (or --validate)")
-        from dlperf.config.limits import MAX_BATCH, MAX_NODES, MAX_PROCESSES, over
+        from dlperf.config.limits import (
+            MAX_BATCH,
+            MAX_GRAD_ACCUM,
+            MAX_NODES,
+            MAX_PROCESSES,
+            MAX_THREADS,
+            MAX_WORKERS,
+            over,
+        )
 
         for flag, value, limit, what in (("--batch-size", batch_size, MAX_BATCH, "samples"),
                                          ("--nproc", nproc, MAX_PROCESSES, "processes"),
-                                         ("--nnodes", nnodes, MAX_NODES, "nodes")):
+                                         ("--nnodes", nnodes, MAX_NODES, "nodes"),
+                                         ("--nics-per-node", nics_per_node, MAX_PROCESSES,
+                                          "NICs per node"),
+                                         ("--threads", threads, MAX_THREADS, "threads"),
+                                         ("--loader-workers", loader_workers, MAX_WORKERS,
+                                          "loader workers"),
+                                         ("--grad-accum", grad_accum, MAX_GRAD_ACCUM,
+                                          "micro-batches per step")):
             msg = over(value, limit, what)
             if msg:
                 raise ConfigError(f"{flag} {msg}")

@@ -81,7 +81,9 @@ class DeviceOp:
         after: indices of ops on other lanes it waits for (inferred cross-stream events).
         grid, block: launch geometry ``(x, y, z)``, None where not recorded (XLA traces).
         registers: registers per thread; shared_memory: bytes of shared memory per block.
-        flops, bytes: the launching op's FLOPs and bytes (``op_flops``/``op_bytes``), or None.
+        flops, bytes: its share of the launching op's FLOPs and bytes (``op_flops``/
+            ``op_bytes``, split over the op's kernels by duration: :func:`kernel_costs`), or
+            None.
     """
 
     lane: int
@@ -342,6 +344,44 @@ def queue_gap(seq: Sequence[Mapping[str, Any]], lanes: Sequence[int],
     return max(0.0, statistics.median(gaps)) * 1e-9
 
 
+def kernel_costs(seq: Sequence[Mapping[str, Any]], order: Sequence[int]
+                 ) -> tuple[list[float | None], list[float | None]]:
+    """Each op's share of its launching operator's FLOPs and bytes (``op_flops``/``op_bytes``,
+    which a timeline repeats on every kernel of the operator): the ops that are consecutive
+    in ``order`` (host launch order for PyTorch, device order for XLA) with the same operator
+    and the same FLOPs and bytes are one call of it, and split them by duration. An
+    operator's figures used per kernel would count them once for each of its kernels: an LSTM
+    layer's cuDNN call launches hundreds (a GEMM and an element-wise kernel per time step),
+    each bounded by the whole layer's bytes. Two identical calls launched back to back are
+    taken as one (their figures halved on each kernel). Returns ``(flops, bytes)`` in
+    ``seq``'s order, None where the trace holds none."""
+    fl: list[float | None] = [_num(o.get("op_flops")) for o in seq]
+    by: list[float | None] = [_num(o.get("op_bytes")) for o in seq]
+    run: list[int] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            tot = sum(float(seq[j]["dur_ns"]) for j in run)
+            for j in run:
+                share = float(seq[j]["dur_ns"]) / tot if tot > 0 else 1.0 / len(run)
+                f0, b0 = fl[j], by[j]
+                fl[j] = f0 * share if f0 is not None else None
+                by[j] = b0 * share if b0 is not None else None
+        run.clear()
+
+    key_prev = None
+    for i in order:
+        o = seq[i]
+        key = (o.get("op"), fl[i], by[i]) if (fl[i] is not None or by[i] is not None) else None
+        if key is None or key != key_prev:
+            flush()
+        if key is not None:
+            run.append(i)
+        key_prev = key
+    flush()
+    return fl, by
+
+
 def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
                meta: Mapping[str, Any] | None = None, iteration: int | None = None) -> StepTrace:
     """One traced iteration of a decoded timeline as a :class:`StepTrace`, host times *as
@@ -402,13 +442,17 @@ def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
             launches = [HostLaunch(0.0, 0.0)]
     deps = _cross_lane_deps(seq, lanes)
     gap = 0.0 if xla else queue_gap(seq, lanes, ready)
+    order = list(range(len(seq))) if xla else sorted(
+        range(len(seq)), key=lambda i: (seq[i].get("launch_start_ns") is None,
+                                         seq[i].get("launch_start_ns") or 0, i))
+    flops, nbytes = kernel_costs(seq, order)
     dops = tuple(
         DeviceOp(lane=lanes[i], dur_s=o["dur_ns"] * 1e-9, kind=str(o.get("kind") or "kernel"),
                  name=str(o.get("name") or ""), op_class=o.get("op_class"), op=o.get("op"),
                  phase=o.get("phase"), launch=launch_of[i], after=deps[i],
                  grid=_triple(o.get("grid")), block=_triple(o.get("block")),
                  registers=o.get("registers"), shared_memory=o.get("shared_memory"),
-                 flops=_num(o.get("op_flops")), bytes=_num(o.get("op_bytes")))
+                 flops=flops[i], bytes=nbytes[i])
         for i, o in enumerate(seq))
     m = dict(meta or {})
     m.update({"iteration": k, "xla": xla, "traced_window_s": window_ns * 1e-9,

@@ -241,8 +241,9 @@ class Calibration:
 
     def device_name(self, cfg: Config) -> str | None:
         """The accelerator the configuration's points ran on (else any stored one)."""
-        names = [p.device_name for p in self.points if p.device == cfg.device and p.device_name]
-        own = [p.device_name for p in self.of(cfg) if p.device_name]
+        names: list[str | None] = [p.device_name for p in self.points
+                                   if p.device == cfg.device and p.device_name]
+        own: list[str | None] = [p.device_name for p in self.of(cfg) if p.device_name]
         return (own or names or [None])[-1]
 
     def efficiency(self, group: tuple[str, str, str, str], without_model: str | None,

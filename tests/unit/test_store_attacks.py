@@ -152,6 +152,32 @@ def test_a_locked_file_waits_then_fails_clearly_and_keeps_what_was_stored(tmp_pa
     holder.close()
 
 
+@pytest.mark.timeout(60, method="thread")  # the unbounded wait is in C: no signal ends it
+def test_a_reader_waits_for_an_exclusive_lock_within_the_timeout_saying_so(tmp_path,
+                                                                           monkeypatch,
+                                                                           capfd):
+    """SQLite's backup (the reader's copy) retried an EXCLUSIVE lock forever without a word:
+    `dlperf results` on a file another program held in a write transaction never ended."""
+    db = make_db(tmp_path / "r.db")
+    monkeypatch.setenv("DLPERF_DB_TIMEOUT_S", "1.5")
+    monkeypatch.setenv("DLPERF_LOCK_NOTICE_S", "0.3")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("DELETE FROM samples")
+    t0 = time.monotonic()
+    with pytest.raises(StoreBusy, match="stayed locked by another process for 1.5 s while "
+                                        "reading it"):
+        ResultStore(db, read_only=True)
+    assert time.monotonic() - t0 < 10
+    assert "waiting for another process's lock" in capfd.readouterr().err
+    r = CliRunner().invoke(app, ["results", "--db", str(db)])
+    assert r.exit_code == 2 and "stayed locked" in r.output
+    holder.execute("ROLLBACK")
+    holder.close()
+    with ResultStore(db, read_only=True) as s:  # free again: read whole
+        assert len(s.rows()) == 2 and s.samples(1)
+
+
 def test_a_result_measured_while_the_file_is_locked_is_kept_and_stored_later(tmp_path,
                                                                            monkeypatch):
     """The point just measured is not lost: kept beside the file, stored once by the next

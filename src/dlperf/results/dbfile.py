@@ -8,7 +8,9 @@
   killed inside a transaction leaves a *hot journal* that a read-only connection may not roll
   back (``SQLITE_READONLY_ROLLBACK``); then the file and its journal are copied to a temporary
   folder and rolled back there: the reader sees the last committed state and the file stays as
-  it is (the next writer rolls it back for good).
+  it is (the next writer rolls it back for good). The copy is made inside a read
+  transaction taken as writers take theirs (:func:`begin_read`: bounded, and said), since the
+  backup itself retries another process's exclusive lock forever.
 - **Writers** (:func:`open_writer`, :func:`begin_immediate`) wait for another writer's lock
   for :func:`db_timeout_s` seconds, then fail with :class:`StoreBusy`; the wait is made of
   short tries (SQLite's busy handler sleeps in C, where Ctrl-C does not act), and a wait
@@ -31,7 +33,7 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,7 +41,7 @@ from dlperf.errors import ConfigError
 from dlperf.outputs import same_file
 
 __all__ = ["StoreError", "StoreBusy", "DB_TIMEOUT_ENV", "DEFAULT_DB_TIMEOUT_S", "db_timeout_s",
-           "file_uri", "open_copy", "open_writer", "begin_immediate", "store_error", "sqlite_errors",
+           "file_uri", "open_copy", "open_writer", "begin_immediate", "begin_read", "store_error", "sqlite_errors",
            "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES",
            "results_files", "same_file"]
 
@@ -173,6 +175,37 @@ def begin_immediate(db: sqlite3.Connection, path: str | Path, doing: str) -> Non
         sqlite3.OperationalError: the lock was not free within the timeout (``SQLITE_BUSY``,
             which :func:`store_error` words), or another SQLite error.
     """
+    def take() -> None:
+        db.execute("BEGIN IMMEDIATE")
+
+    _wait_for_lock(db, path, doing, take)
+
+
+def begin_read(db: sqlite3.Connection, path: str | Path, doing: str) -> None:
+    """A read transaction on ``db`` (a connection to the results file ``path``) holding its
+    shared lock, waited for as :func:`begin_immediate` waits: SQLite's backup, which
+    :func:`open_copy` makes inside it, retried a lock held by another process (an ``sqlite3``
+    shell in a write transaction, a program's exclusive lock) forever and without a word.
+
+    Raises:
+        sqlite3.OperationalError: as :func:`begin_immediate`.
+    """
+    def take() -> None:
+        db.execute("BEGIN")
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the shared lock
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    _wait_for_lock(db, path, doing, take)
+
+
+def _wait_for_lock(db: sqlite3.Connection, path: str | Path, doing: str,
+                   take: Callable[[], None]) -> None:
+    """Call ``take()`` (which takes a lock on ``db``) until it succeeds, in tries of
+    :data:`LOCK_TRY_S`, up to :func:`db_timeout_s`, with the notice of :func:`begin_immediate`.
+    """
     limit = db_timeout_s()
     notice = seconds_from_env(LOCK_NOTICE_ENV, DEFAULT_LOCK_NOTICE_S,
                               "the seconds of waiting for a lock before saying so", 5)
@@ -181,7 +214,7 @@ def begin_immediate(db: sqlite3.Connection, path: str | Path, doing: str) -> Non
     try:
         while True:
             try:
-                db.execute("BEGIN IMMEDIATE")
+                take()
                 return
             except sqlite3.OperationalError as e:
                 waited = time.monotonic() - start
@@ -206,7 +239,7 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
     mem = sqlite3.connect(":memory:", isolation_level=None)
     try:
         try:
-            _backup(file_uri(path, "ro"), mem)
+            _backup(file_uri(path, "ro"), mem, path)
         except sqlite3.Error as e:
             if _name(e) != "SQLITE_READONLY_ROLLBACK":
                 raise
@@ -218,7 +251,7 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
                 journal = Path(f"{path}-journal")
                 if journal.is_file():
                     shutil.copyfile(journal, Path(f"{copy}-journal"))
-                _backup(file_uri(copy, "rw"), mem)
+                _backup(file_uri(copy, "rw"), mem, path)
     except sqlite3.Error as e:
         mem.close()
         if _name(e).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
@@ -228,9 +261,12 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
     return mem
 
 
-def _backup(uri: str, dest: sqlite3.Connection) -> None:
-    src = sqlite3.connect(uri, uri=True, timeout=db_timeout_s())
+def _backup(uri: str, dest: sqlite3.Connection, path: str | Path) -> None:
+    """Copy the database at ``uri`` (the results file ``path``) into ``dest`` inside a read
+    transaction taken with a bounded wait (:func:`begin_read`)."""
+    src = sqlite3.connect(uri, uri=True, timeout=db_timeout_s(), isolation_level=None)
     try:
+        begin_read(src, path, "reading it")
         src.backup(dest)
     finally:
         src.close()

@@ -171,6 +171,61 @@ def flag_cases() -> list[Case]:
                  ["data", "make-imagefolder", "{w}/img", "--size", str(10**6)]):
         add(" ".join(args[:3]).replace("{", "").replace("}", "") + " " + " ".join(args[3:]),
             args)
+    # Processes, iterations and sizes over this machine's limits (dlperf.config.limits). Each
+    # case also carries a flag that is refused only *after* the limit is checked (an empty
+    # size range, a data file that is not there), so a regression that drops the limit is
+    # refused later, without the limit's words ("unclear"), instead of starting 10^5
+    # processes on the attacking machine.
+    late = ["--min-bytes", "2", "--max-bytes", "1"]
+    for argv, said in ((["--nproc", "100000"], "processes per node"),
+                       (["--nproc", "1000"], "processes per node"),
+                       (["--iters", str(10**12)], "10,000,000"),
+                       (["--warmup", str(10**12)], "10,000,000"),
+                       (["--timeout", "nan"], None)):
+        add(f"allreduce {' '.join(argv)[:24]}", ["allreduce", *argv, *late], said)
+    for argv, said in ((["--max-bytes", "5000G"], "1,099,511,627,776"),
+                       (["--max-bytes", "9" * 40], "1,099,511,627,776"),
+                       (["--max-bytes", "512G", "--nproc", "8"], "memory available")):
+        # the sizes are checked last: a regression meets --timeout 1 (ranks still importing)
+        add(f"allreduce {' '.join(argv)[:24]}", ["allreduce", *argv, "--timeout", "1"], said)
+    gone = ["--data", "{w}/no/such/data.bin"]
+    for argv, said in ((["-b", "1000", "--nproc", "1000"], "processes per node"),
+                       (["-b", "100000", "--nproc", "100000"], "processes per node"),
+                       (["-b", "4", "--loader-workers", "1000"], "loader workers"),
+                       (["-b", "8", "--loader-workers", "4", "--nproc", "8"],
+                        "loader workers")):
+        add(f"run {' '.join(argv[2:])[:24]}", [*RUN, *argv, *gone, "--db", "{db}"], said)
+    for argv, said in (
+            (["--what-if", f"batch-size={10**23}"], "16,777,216"),
+            (["--what-if", "batch-size=1e30x"], "16,777,216"),
+            (["--nics-per-node", str(10**12), "--nnodes", "2", "--network", "ib_ndr"],
+             "NICs"),
+            (["--threads", str(10**12)], "threads"),
+            (["--loader-workers", str(10**12)], "loader workers"),
+            (["--grad-accum", str(10**12)], "micro-batches")):
+        add(f"predict {' '.join(argv)[:24]}", ["predict", "--db", "{db}", "--model",
+                                                "fcn5_tiny", "-b", "8", *argv], said)
+    add("predict --dai-table --amortise-iters 10^30",
+        ["predict", "--db", "{db}", "--dai-table", "--amortise-iters", str(10**30)],
+        "1,000,000,000,000")
+    add("compare --run --rounds 10^9", ["compare", "--run", "{w}", "{w}", "--db",
+                                        "{w}/gate.db", "--rounds", str(10**9), "--",
+                                        "--model", "fcn5_tiny"], "1,000 runs per point")
+    for v in ("nan", "inf", "-1", "0"):
+        add(f"calibrate --budget-s {v}", ["calibrate", "--db", "{w}/cal.db", "--name", "x",
+                                          "--device", "cpu", "--budget-s", v], "--budget-s")
+    for argv, said in ((["--seed", "-1"], "4,294,967,295"),
+                       (["--seed", str(2**70)], "4,294,967,295"),
+                       (["--images", str(10**9), "--size", "1"], "images"),
+                       (["--images", "200000", "--classes", str(10**6)], "classes")):
+        add(f"make-imagefolder {' '.join(argv)[:24]}",
+            ["data", "make-imagefolder", "{w}/img", "--size", "8", "--images", "2",
+             "--classes", "1", *argv], said)
+    for opt, said in (("depth=1000000000", "4,096"), ("image=100000", "8,192"),
+                      ("classes=100000000000", "16,777,216")):
+        add(f"model=timm:vit?{opt}", [*RUN[:3], "--model", f"timm:vit_base_patch16_224?{opt}",
+                                      "--device", "cpu", "-b", "2", "--db", "{db}"], said,
+            child=hf)
     ascii_env = {"PYTHONIOENCODING": "ascii"}
     out.append(Case("flag", "ascii terminal: results", ["results", "--db", "{db}"],
                     expect="write", child=ascii_env, protect=["db", "other"]))
@@ -216,6 +271,11 @@ def yaml_cases() -> list[Case]:
         add("empty name", "name: ''\ngrid:\n  - {model: fcn5_tiny, batch_size: 2}\n", dry)
         add("threads 10^9", head + "  - {batch_size: 2, threads: 1000000000}\n", dry)
         add("nproc 0", head + "  - {batch_size: 2, nproc: 0}\n", dry)
+        if not dry:  # --dry-run notes this host's limits; a missing data file: no launch
+            add("nproc 1000", head + "  - {batch_size: 1000, nproc: 1000, data: /no/such.bin}"
+                "\n", dry, "processes per node")
+            add("loader_workers 1000", head + "  - {batch_size: 2, loader_workers: 1000, "
+                "data: /no/such.bin}\n", dry, "loader workers")
         add("cpu_bind garbage", head + "  - {batch_size: 2, cpu_bind: 'all of them'}\n", dry)
         add("framework list bad", "name: y\ndefaults: {model: fcn5_tiny, device: cpu}\ngrid:\n"
             "  - {batch_size: 2, framework: [fake, bogus]}\n", dry)

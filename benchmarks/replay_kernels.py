@@ -18,6 +18,16 @@ prints is chosen here.
    duration), and the fixed part and ratio of the elementwise kernels.
 4. **GEMM latency**: ``t = t0 + FLOPs / ceiling`` for the GEMM-like kernels with FLOPs, the
    median implied ``t0`` by framework and math precision.
+5. **GEMM shares and operator groups at bf16**: the GEMM kernels of the same torch eager
+   operator, phase and occurrence in fp32 and bf16 (groups of equal kernel count), summed
+   bf16 time predicted / measured by op class at several bf16 shares
+   (:data:`~dlperf.perfmodel.transforms.BF16_GEMM_SHARE_BY_CLASS`); and the summed time of
+   the convolutions' non-GEMM kernels and of batch norm's backward in both precisions
+   (torch eager and XLA), which ``drop_conv_helpers`` and ``BATCH_NORM_BACKWARD_BF16`` rest on.
+6. **Autocast's host**: each torch eager model's median untraced host probe at bf16 over its
+   median at fp32 (:data:`~dlperf.perfmodel.transforms.AUTOCAST_HOST`).
+7. **Queue gaps**: the device's gap between kernels queued back to back on a stream
+   (:func:`dlperf.perfmodel.replay.queue_gap`), by framework and mode.
 
     PYTHONPATH=src python benchmarks/replay_kernels.py [--db FILE]
 """
@@ -164,6 +174,113 @@ def gemm_latency(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuPro
     return "\n".join(out)
 
 
+def gemm_shares(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
+    by = {(p.model, p.mode, p.precision, p.batch_size): st for p, st in pairs
+          if p.framework == "torch" and p.mode == "eager" and p.compile_mode == "default"}
+    kp: list[tuple[str, float, float]] = []
+    for k, st in by.items():
+        other = by.get((k[0], k[1], "bf16", k[3]))
+        if k[2] != "fp32" or other is None:
+            continue
+
+        def groups(s: replay.StepTrace) -> dict[tuple, list[float]]:
+            g: dict[tuple, list[float]] = collections.defaultdict(list)
+            for o in s.ops:
+                if transforms.is_gemm(o):
+                    g[(o.op_class, o.op, o.phase)].append(o.dur_s)
+            return g
+
+        g32, g16 = groups(st), groups(other)
+        for key, l32 in g32.items():
+            if len(g16.get(key, [])) == len(l32):
+                kp += [(str(key[0]), a, b) for a, b in zip(l32, g16[key])]
+    c0 = (gpu.gemm("fp32") or 1.0) / (gpu.gemm("bf16") or 1.0)
+    f = transforms.GEMM_FIXED_S
+    shares = (0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+    out = ["| op class | kernel pairs | fp32 (ms) | bf16 (ms) | predicted / measured bf16 at "
+           "share " + " / ".join(f"{x:g}" for x in shares) + " |", "|---|---:|---:|---:|---|"]
+    for cls in sorted({c for c, _, _ in kp}):
+        v = [(a, b) for c, a, b in kp if c == cls]
+        meas = sum(b for _, b in v)
+        preds = [sum(min(a, f) + max(0.0, a - f) * c0 / sh for a, _ in v) / meas for sh in shares]
+        out.append(f"| {cls} | {len(v)} | {sum(a for a, _ in v) * 1e3:.1f} | {meas * 1e3:.1f} | "
+                   + " / ".join(f"{x:.2f}" for x in preds) + " |")
+    out += ["", "| framework | kernels | fp32 (ms, kernels) | bf16 (ms, kernels) | ratio |",
+            "|---|---|---:|---:|---:|"]
+    every = {(p.model, p.framework, p.mode, p.precision, p.batch_size): st for p, st in pairs
+             if p.compile_mode == "default" and p.mode != "graph"}
+    for fw in ("torch", "jax"):
+        for label, sel in (("convolutions' non-GEMM", transforms.is_conv_helper),
+                           ("batch norm backward", transforms.is_batch_norm_backward)):
+            t32 = t16 = n32 = n16 = 0.0
+            for k, st in every.items():
+                other = every.get((*k[:3], "bf16", k[4]))
+                if k[1] != fw or k[3] != "fp32" or other is None:
+                    continue
+                a = [o.dur_s for o in st.ops if sel(o)]
+                b = [o.dur_s for o in other.ops if sel(o)]
+                t32, n32, t16, n16 = t32 + sum(a), n32 + len(a), t16 + sum(b), n16 + len(b)
+            if t32:
+                out.append(f"| {fw} | {label} | {t32 * 1e3:.2f} ({n32:.0f}) | "
+                           f"{t16 * 1e3:.2f} ({n16:.0f}) | {t16 / t32:.3f} |")
+    return "\n".join(out)
+
+
+def autocast_host(points: list[Any]) -> str:
+    g: dict[str, dict[str, list[float]]] = collections.defaultdict(
+        lambda: collections.defaultdict(list))
+    for p in points:
+        if (p.framework, p.mode) == ("torch", "eager") and p.host_dispatch_s and \
+                p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default":
+            g[p.model][p.precision].append(p.host_dispatch_s)
+    out = ["| model | fp32 probe (ms, median) | bf16 probe (ms, median) | bf16 / fp32 |",
+           "|---|---:|---:|---:|"]
+    ratios = []
+    for m, d in sorted(g.items()):
+        if d.get("fp32") and d.get("bf16"):
+            a, b = statistics.median(d["fp32"]), statistics.median(d["bf16"])
+            ratios.append(b / a)
+            out.append(f"| {m} | {a * 1e3:.2f} | {b * 1e3:.2f} | {b / a:.2f} |")
+    if ratios:
+        out.append(f"| median | | | {statistics.median(ratios):.2f} |")
+    return "\n".join(out)
+
+
+def queue_gaps(db: str) -> str:
+    from dlperf.results import timelines
+    from dlperf.results.store import ResultStore
+
+    acc: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    per: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    with ResultStore(db, read_only=True) as store:
+        for p, st in replay.load_traces(db):
+            if p.model in SPLIT["test_models"] or st.meta.get("xla"):
+                continue
+            tl = timelines.load(store, p.result_id) or {}
+            seq = replay.iterations(tl, timelines.decode(tl))[st.meta["iteration"]]
+            last: dict[Any, float] = {}
+            n0 = len(acc[(p.framework, p.mode)])
+            for o in seq:
+                lane, s = o.get("stream"), o["start_ns"]
+                rdy = (o["launch_start_ns"] + (o.get("launch_dur_ns") or 0)
+                       if o.get("launch_start_ns") is not None else None)
+                if lane in last and rdy is not None and \
+                        rdy < last[lane] - replay.QUEUED_MARGIN_S * 1e9:
+                    acc[(p.framework, p.mode)].append((s - last[lane]) * 1e-3)
+                last[lane] = max(last.get(lane, float("-inf")), s + o["dur_ns"])
+            if len(acc[(p.framework, p.mode)]) - n0 >= replay.QUEUE_GAP_MIN_OPS:
+                per[(p.framework, p.mode)].append(st.gap_s * 1e6)
+    out = ["| framework | mode | queued gaps | median (us) | p10-p90 (us) | traces' own gap "
+           "(us, median, range, traces with enough) |", "|---|---|---:|---:|---|---|"]
+    for (fw, md), v in sorted(acc.items()):
+        v.sort()
+        g = sorted(per[(fw, md)])
+        out.append(f"| {fw} | {md} | {len(v)} | {statistics.median(v):.2f} | "
+                   f"{v[len(v) // 10]:.2f}-{v[9 * len(v) // 10]:.2f} | {statistics.median(g):.2f}, "
+                   f"{g[0]:.2f}-{g[-1]:.2f}, {len(g)} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", default=str(ROOT / "benchmarks/results/h200/calibration2.db"))
@@ -182,6 +299,13 @@ def main() -> int:
     print(precision_ratios(mp))
     print("\n4. GEMM latency\n")
     print(gemm_latency(pairs, gpu))
+    print("\n5. GEMM shares by op class, convolution helpers and batch norm at bf16\n")
+    print(gemm_shares(pairs, gpu))
+    print("\n6. autocast's host (torch eager probes)\n")
+    print(autocast_host([p for p in records.load([args.db]).points
+                         if p.model not in SPLIT["test_models"]]))
+    print("\n7. queue gaps (PyTorch timelines; an XLA program's gap is 0)\n")
+    print(queue_gaps(args.db))
     return 0
 
 

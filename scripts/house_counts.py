@@ -18,8 +18,10 @@ What each count is (every rule is here, so that a reader can argue with it):
     Lines with ``.get(`` in ``src/dlperf/perfmodel/records.py``, the loader that reads raw rows
     (the issue's 52); the total over ``perfmodel/`` is printed beside it.
 ``RunRecord | Mapping signatures``
-    Function parameters annotated with a union of ``RunRecord`` and a ``Mapping`` (either
-    order) in ``src/``.
+    Function parameters annotated with a union of which one member is ``RunRecord`` and
+    another a ``Mapping`` (either order; ``Union``/``Optional`` too, and inside another
+    annotation such as ``Iterable[RunRecord | Mapping]``; a module-level alias of such a union
+    is resolved) in ``src/``. ``Mapping[str, RunRecord]`` (records by name) is not one.
 ``worker.base_result call sites``
     Calls of a function named ``base_result`` in ``src/``.
 ``label writers``
@@ -100,16 +102,48 @@ def _names(node: ast.AST) -> set[str]:
     return out
 
 
+def _union_members(node: ast.AST) -> list[ast.AST]:
+    """The members of a union annotation (``A | B``, ``Union[A, B]``, ``Optional[A]``); the
+    annotation itself when it is not a union."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _union_members(node.left) + _union_members(node.right)
+    if isinstance(node, ast.Subscript) and _names(node.value) & {"Union", "Optional"}:
+        sl = node.slice
+        return [m for e in (sl.elts if isinstance(sl, ast.Tuple) else [sl])
+                for m in _union_members(e)]
+    return [node]
+
+
+def _record_or_mapping(node: ast.AST, aliases: dict[str, ast.AST]) -> bool:
+    """True where ``node`` holds a union (at its top or inside, e.g. ``Iterable[A | B]``) of
+    which one member is ``RunRecord`` and another a ``Mapping``, module-level aliases of one
+    resolved; ``Mapping[str, RunRecord]`` is not one."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id in aliases and aliases[n.id] is not node:
+            if _record_or_mapping(aliases[n.id], {}):
+                return True
+        members = _union_members(n)
+        if len(members) < 2:
+            continue
+        heads = [(m.value if isinstance(m, ast.Subscript) else m) for m in members]
+        names = [ast.unparse(h).split(".")[-1] for h in heads]
+        if "RunRecord" in names and "Mapping" in names:
+            return True
+    return False
+
+
 def record_mapping_params(src: Path) -> list[str]:
     hits = []
     for p in py_files(src):
-        for n in ast.walk(ast.parse(p.read_text())):
+        tree = ast.parse(p.read_text())
+        aliases = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign)
+                   for t in n.targets if isinstance(t, ast.Name)}
+        for n in ast.walk(tree):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for a in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs]:
                     if a.annotation is None:
                         continue
-                    names = _names(a.annotation)
-                    if "RunRecord" in names and "Mapping" in names:
+                    if _record_or_mapping(a.annotation, aliases):
                         hits.append(f"{p.relative_to(src.parent)}:{n.lineno} {n.name}({a.arg})")
     return hits
 

@@ -7,8 +7,18 @@
 # with apt-get), then runs the test suite.
 # Extra arguments go to pytest (e.g. `bash scripts/test.sh tests/unit -x`). The tests run in
 # two processes (pytest-xdist; DLPERF_TEST_WORKERS=N for another count, 0 for one process).
+# A whole run (no arguments) also tests the declared minimum of every core dependency
+# (scripts/test_floors.sh: its venv is installed in the background while the main venvs are,
+# its tests run after the suite); DLPERF_FLOORS=0 leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+floors=0
+if [ $# -eq 0 ] && [ "${DLPERF_FLOORS:-1}" != 0 ]; then
+  floors=1
+  mkdir -p ci-artifacts
+  bash scripts/test_floors.sh install > ci-artifacts/floors-install.log 2>&1 &
+  floors_pid=$!
+fi
 python3 -m venv .venv
 .venv/bin/pip install -q -c constraints/ci.txt -e '.[torch,jax,tensorflow-cpu,hf,notebook,test]'
 python3 -m venv .venv-mxnet
@@ -22,4 +32,16 @@ if command -v chromium >/dev/null 2>&1; then
   # the browser is here: its test must run (fail, not skip); the screenshot is kept
   export DLPERF_REQUIRE_BROWSER=1 DLPERF_SCREENSHOT_DIR="$PWD/ci-artifacts/html"
 fi
-exec .venv/bin/pytest -n "${DLPERF_TEST_WORKERS:-2}" --dist loadfile "$@"
+rc=0
+.venv/bin/pytest -n "${DLPERF_TEST_WORKERS:-2}" --dist loadfile "$@" || rc=$?
+if [ "$floors" = 1 ]; then
+  if wait "$floors_pid"; then
+    echo "test.sh: the declared minimum of every core dependency (scripts/test_floors.sh)" >&2
+    bash scripts/test_floors.sh run || rc=$((rc ? rc : 1))
+  else
+    echo "test.sh: installing the dependency floors failed; see ci-artifacts/floors-install.log" >&2
+    tail -20 ci-artifacts/floors-install.log >&2
+    rc=$((rc ? rc : 1))
+  fi
+fi
+exit "$rc"

@@ -100,11 +100,17 @@ def rounds_order(rounds: int) -> list[tuple[int, int]]:
     """``(round, side index)`` in the order run: BASE NEW, NEW BASE, BASE NEW, ... (0 is BASE).
 
     Raises:
-        ConfigError: fewer than 2 rounds (a run-level interval needs 2 runs a side).
+        ConfigError: fewer than 2 rounds (a run-level interval needs 2 runs a side), or
+            more than :data:`~dlperf.config.limits.MAX_REPEATS`.
     """
+    from dlperf.config.limits import MAX_REPEATS, over
+
     if rounds < 2:
         raise ConfigError(f"--rounds {rounds}: give 2 or more (a point is judged on at least 2 "
                           "runs a side; 5, the default, leaves spares and a narrow interval)")
+    msg = over(rounds, MAX_REPEATS, "runs per point (round r is dlperf run --repeats r)")
+    if msg:  # the order itself was a list of 2 x 10^9 pairs before anything ran
+        raise ConfigError(f"--rounds {msg}")
     return [(r, s) for r in range(rounds) for s in ((0, 1) if r % 2 == 0 else (1, 0))]
 
 

@@ -79,7 +79,9 @@ def run(model: str | RunConfig, *, in_process: bool = False, db: str | Path | No
         result = run_record(cfg)
     else:
         from dlperf.launch.distributed import run_point
+        from dlperf.placement import check_here
 
+        check_here([cfg])  # its processes and CPU binding can be made on this machine
         result = run_point(cfg)
     if db is not None:
         with ResultStore(db) as store:
@@ -124,6 +126,10 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
     except ValidationError as e:
         raise ConfigError(f"sweep {name!r}: {e}") from None
     points = sc.expand()
+    if not in_process:
+        from dlperf.placement import check_here
+
+        check_here(points)  # their processes and CPU bindings can be made on this machine
     missing = preflight(points, allow_missing=True)
     runner = None
     if in_process:

@@ -8,8 +8,11 @@ down). The estimate of one process's peak at per-device batch ``b`` (bytes) is t
 - a **lower bound** from the model's spec alone: the weights, their gradients and the
   optimizer's state in fp32 (``params x 4 x (2 + slots)``, slots 1 for SGD with momentum, 2 for
   Adam/AdamW: Kingma & Ba 2015), plus per sample the input (4 bytes a value, 8 for token ids)
-  and the output logits (``num_classes`` per target position, 2 bytes in bf16, else 4), which
-  every framework materialises; and
+  and the larger of the output logits (``num_classes`` per target position, 2 bytes in bf16,
+  else 4), which every framework materialises, and :data:`ACTIVATION_FRACTION` of the
+  activations the forward pass leaves for the backward (the leaf modules' outputs of a zoo
+  model, :mod:`dlperf.zoo.activations`, halved in bf16; models outside the zoo have no
+  activation term); and
 - **measured peaks** of the same model, framework, mode, device and precision stored in the
   results file at other batch sizes (the framework's allocated peak on a GPU, the process's
   peak RSS on a CPU): with two or more batch sizes a least-squares line ``a + c b`` through
@@ -36,13 +39,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dlperf.zoo.activations import activation_bytes
+
 __all__ = ["MemoryEstimate", "static_bytes", "per_sample_bytes", "memory_estimate",
-           "capacity_bytes", "memory_refusals", "duration_estimate", "STARTUP_S", "PROCESS_S",
+           "capacity_bytes", "memory_refusals", "ACTIVATION_FRACTION", "duration_estimate", "STARTUP_S", "PROCESS_S",
            "clock_text"]
 
 #: Optimizer state per parameter, in parameters (SGD with momentum: the velocity; Adam: the
 #: first and second moments).
 _SLOTS = {"sgd": 1, "adam": 2, "adamw": 2}
+#: The share of a zoo model's leaf-module output bytes (:mod:`dlperf.zoo.activations`) counted
+#: as per-sample memory: the smallest ratio of the measured per-sample growth of the peak
+#: (least squares over batch sizes) to those bytes over the 14 zoo models in the committed H200
+#: PyTorch eager files, fp32 and bf16 (0.70 for resnet56 bf16, whose in-place ReLUs and
+#: autocast share buffers; 0.76 the smallest in fp32; up to 4.9 where the framework keeps more).
+#: The smallest keeps the estimate a lower bound: it refuses only what cannot fit.
+ACTIVATION_FRACTION = 0.7
 #: A worker's start-up and the steps outside the measured segment (s) where no stored run
 #: says better: the least a point takes beyond its measured segment.
 STARTUP_S = 2.0
@@ -58,16 +70,18 @@ def static_bytes(spec: Any) -> int:
 
 
 def per_sample_bytes(spec: Any, precision: str) -> int:
-    """A lower bound of the bytes one more sample adds to a training step: its input and its
-    output logits (module docstring)."""
+    """A lower bound of the bytes one more sample adds to a training step: its input, and its
+    output logits or its activations, whichever is larger (module docstring)."""
     ints = spec.input_kind in ("tokens", "token_pairs")
     inputs = math.prod(spec.input_shape) * (8 if ints else 4)
     try:
         positions = math.prod(spec.targets) if spec.targets else 1
     except ValueError:  # a spectrogram without a target shape: no logits bound
         positions = 0
-    logits = positions * int(spec.num_classes) * (2 if precision == "bf16" else 4)
-    return inputs + logits
+    half = precision in ("bf16", "fp16")
+    logits = positions * int(spec.num_classes) * (2 if half else 4)
+    act = activation_bytes(spec.name) or 0
+    return inputs + max(logits, int(ACTIVATION_FRACTION * act / (2 if half else 1)))
 
 
 @dataclass(frozen=True)

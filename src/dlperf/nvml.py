@@ -42,6 +42,31 @@ def memory_used_bytes(uuid: str | None = None, index: int = 0) -> int | None:
         return None
 
 
+def visible_gpu_count() -> int | None:
+    """GPUs this process's CUDA would see: the entries of ``CUDA_VISIBLE_DEVICES`` where it is
+    set (an empty value: none; at most NVML's count where NVML answers), else NVML's count;
+    None where neither tells (no NVML, no driver) and ``CUDA_VISIBLE_DEVICES`` is unset."""
+    import os
+
+    nv = _nvml()
+    n: int | None = None
+    if nv is not None:
+        try:
+            n = int(nv.nvmlDeviceGetCount())
+        except Exception:
+            n = None
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None:
+        return n
+    listed = 0
+    for item in env.split(","):  # CUDA stops at the first entry that is not a device
+        item = item.strip()
+        if not item or item.startswith("-"):
+            break
+        listed += 1
+    return listed if n is None else min(listed, n)
+
+
 def gpus() -> list[dict[str, Any]]:
     """Name, UUID, memory, clocks (MHz), power limit (W) and driver of every visible GPU."""
     nv = _nvml()

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +132,58 @@ def test_cli_allreduce_two_gloo_processes(tmp_path):
                               "--max-bytes", hi], capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and f"--min-bytes {lo} --max-bytes {hi}" in bad.stderr
         assert "Traceback" not in bad.stderr and "torch.distributed" not in bad.stderr
+
+
+@pytest.mark.timeout(150)
+def test_sigterm_to_allreduce_stops_its_ranks(tmp_path):
+    """SIGTERM to `dlperf allreduce` ends the launcher's whole session: its ranks ran on (an
+    orphan with --iters 10^7 at 100% CPU) when only the dlperf process died."""
+    pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    p = subprocess.Popen([sys.executable, "-m", "dlperf", "allreduce", "--nproc", "1",
+                          "--max-bytes", "8", "--iters", str(10**7), "--timeout", "120"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        ranks: list[int] = []
+        while time.monotonic() < deadline and not ranks:
+            time.sleep(0.5)
+            ranks = _ranks_of(p.pid)
+        assert ranks, "no rank started"
+        time.sleep(1.0)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+        assert p.returncode == 143 and "terminated" in out
+        time.sleep(0.5)
+        alive = [r for r in ranks if _alive(r)]
+        assert not alive, f"ranks still running: {alive}"
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        for r in _ranks_of(p.pid):
+            os.kill(r, signal.SIGKILL)
+
+
+def _ranks_of(pid: int) -> list[int]:
+    """Processes running dlperf.comm.allreduce whose command line names this test's run."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+            env_sid = os.getsid(int(d.name))
+        except OSError:
+            continue
+        if b"dlperf.comm.allreduce" in cmd and b"10000000" in cmd and env_sid != pid:
+            out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"

@@ -4,6 +4,7 @@ the pending points take, and a worker with no progress is named while the parent
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ from dlperf import guards, heartbeat
 from dlperf.config import make_run_config
 from dlperf.results.schema import RunRecord
 from dlperf.zoo import get_spec
+from dlperf.zoo.activations import ACTIVATION_BYTES
 
 FAKE = {"DLPERF_FAKE_FRAMEWORK": "1"}
 
@@ -27,14 +29,21 @@ def dlperf(*args, env=None, timeout=300):
 
 
 def test_the_spec_lower_bound_and_the_largest_batch():
-    """Weights, gradients and two Adam moments in fp32, plus per sample its token ids and its
-    seq x vocab logits (bf16 halves the logits)."""
+    """Weights, gradients and two Adam moments in fp32, plus per sample its token ids and the
+    larger of its seq x vocab logits and 0.7 of its activations (bf16 halves both): for
+    gpt2_small the activations, for fcn5 (10 classes) too, for a model outside the zoo the
+    logits."""
     spec = get_spec("gpt2_small")
     assert spec.optimizer.name in ("adam", "adamw")
     assert guards.static_bytes(spec) == spec.params * 4 * 4
     seq, vocab = spec.input_shape[0], spec.num_classes
-    assert guards.per_sample_bytes(spec, "fp32") == seq * 8 + seq * vocab * 4
-    assert guards.per_sample_bytes(spec, "bf16") == seq * 8 + seq * vocab * 2
+    act = ACTIVATION_BYTES["gpt2_small"]
+    assert act * 0.7 > seq * vocab * 4  # the activations exceed the logits
+    assert guards.per_sample_bytes(spec, "fp32") == seq * 8 + int(0.7 * act)
+    assert guards.per_sample_bytes(spec, "bf16") == seq * 8 + int(0.7 * act / 2)
+    outside = dataclasses.replace(spec, name="hf:not-in-the-zoo")
+    assert guards.per_sample_bytes(outside, "fp32") == seq * 8 + seq * vocab * 4
+    assert guards.per_sample_bytes(outside, "bf16") == seq * 8 + seq * vocab * 2
     est = guards.MemoryEstimate(1000.0, 10.0, "spec")
     assert est.at(5) == 1050 and est.largest_batch(1055) == 5 and est.largest_batch(999) == 0
 
@@ -73,6 +82,11 @@ def test_a_point_that_cannot_fit_is_refused_before_anything_runs(tmp_path):
     assert "would not fit in memory; nothing was run" in r.stderr
     assert "the largest batch that fits is about" in r.stderr and "--no-memory-check" in r.stderr
     assert not db.exists() or db.stat().st_size == 0
+    # activations, not only logits: resnet50 at batch 4096 on a CPU (fp32 logits of 4 KB a
+    # sample would let it start and take the host down) needs hundreds of GiB
+    cfg = make_run_config(model="resnet50", batch_size=4096, device="cpu", threads=1)
+    est = guards.memory_estimate(cfg, get_spec("resnet50"))
+    assert est.at(4096) > 200 * 2**30 and 50 < est.largest_batch(24 * 2**30) < 2000
     msgs = guards.memory_refusals([make_run_config(model="fcn5_tiny", batch_size=8,
                                                    device="cpu", threads=1)])
     assert msgs == []

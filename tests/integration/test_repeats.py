@@ -249,7 +249,7 @@ def test_scaling_series_pair_repeat_k_with_repeat_k():
                 "result_json": json.dumps({"config": {"repeat": rep}})}
 
     rows = [row(1, 1, 0, 1.0), row(2, 1, 1, 2.0), row(3, 2, 0, 1.25), row(4, 2, 1, 2.0)]
-    weak = [(p["repeat"], p["devices"], p["efficiency"]) for p in scaling_points(rows)
+    weak = [(p["repeat"], p["devices"], p["efficiency"]) for p in scaling_points(as_records(rows))
             if p["scaling"] == "weak"]
     assert weak == [(0, 1, 1.0), (0, 2, pytest.approx(0.8)), (1, 1, 1.0), (1, 2, 1.0)]
 

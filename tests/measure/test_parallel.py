@@ -94,7 +94,7 @@ def test_scaling_points_match_weak_and_strong_baselines():
     rows = [_row(1, None, 64, None, 0.100, 640.0),      # one device, batch 64 (old row)
             _row(2, 1, 128, 128, 0.200, 640.0),         # one device, batch 128
             _row(3, 2, 128, 64, 0.125, 1024.0, rank_imbalance=1.02, exposed_comm_s=0.004)]
-    pts = scaling_points(rows)
+    pts = scaling_points(as_records(rows))
     by = {(p["scaling"], p["devices"]): p for p in pts}
     assert set(by) == {("weak", 1), ("weak", 2), ("strong", 1), ("strong", 2)}
     w = by[("weak", 2)]
@@ -107,7 +107,8 @@ def test_scaling_points_match_weak_and_strong_baselines():
     assert s["efficiency_median"] == pytest.approx(0.200 / (2 * 0.125))  # 0.8
     assert by[("weak", 1)]["efficiency"] == 1.0
     # another framework's one-device row is no baseline
-    assert scaling_points([_row(1, 1, 64, 64, 0.1, 640.0, framework="jax"), rows[2]]) == []
+    assert scaling_points(as_records([_row(1, 1, 64, 64, 0.1, 640.0, framework="jax"),
+                                      rows[2]])) == []
 
 
 def test_ddp_variants_are_told_apart_in_table_and_plot(tmp_path):
@@ -120,7 +121,7 @@ def test_ddp_variants_are_told_apart_in_table_and_plot(tmp_path):
     rows = [_row(1, 1, 64, 64, 0.100, 640.0),
             _row(2, 2, 128, 64, 0.125, 1024.0, result_json=rj()),
             _row(3, 2, 128, 64, 0.110, 1163.6, result_json=rj(broadcast_buffers=False))]
-    pts = [p for p in scaling_points(rows) if p["scaling"] == "weak"]
+    pts = [p for p in scaling_points(as_records(rows)) if p["scaling"] == "weak"]
     by = {(p["devices"], p["variant"]): p for p in pts}
     assert set(by) == {(1, ""), (2, ""), (2, "ddp(broadcast_buffers=False)")}
     assert by[(2, "ddp(broadcast_buffers=False)")]["efficiency_median"] == pytest.approx(0.1 / 0.11)
@@ -133,7 +134,7 @@ def test_ddp_variants_are_told_apart_in_table_and_plot(tmp_path):
 def test_scaling_ci_from_samples():
     rows = [_row(1, 1, 64, 64, 0.1, 640.0), _row(3, 2, 128, 64, 0.125, 1024.0)]
     samples = {1: [0.1] * 5, 3: [0.125] * 5}
-    p = [x for x in scaling_points(rows, samples.__getitem__) if x["devices"] == 2][0]
+    p = [x for x in scaling_points(as_records(rows), samples.__getitem__) if x["devices"] == 2][0]
     assert p["efficiency_median"] == pytest.approx(0.8)
     assert p["ci_low"] == pytest.approx(0.8) and p["ci_high"] == pytest.approx(0.8)
 
@@ -358,12 +359,12 @@ def test_convergence_groups_tables_and_plots(tmp_path):
     assert "| fcn_mnist | torch/eager | cpu | fp32 | mnist | 32 | 2 | 4 | 1.750 |" in md
     (png,) = plot_convergence(groups, tmp_path, window=2)
     assert png.stat().st_size > 1000
-    pts = scaling_points([
+    pts = scaling_points(as_records([
         {**row(1, 1), "grad_accum": 1, "per_device_batch": 32, "step_time_median_s": 0.1,
          "samples_per_s": 320.0},
         {**row(2, 2), "grad_accum": 1, "batch_size": 64, "per_device_batch": 32,
          "step_time_median_s": 0.125, "samples_per_s": 512.0, "rank_imbalance": 1.1,
-         "exposed_comm_s": 0.002}])
+         "exposed_comm_s": 0.002}]))
     md = scaling_markdown(pts)
     assert "| weak | 32/dev | 2 | 64 | 125.0 | 512.0 | 1.600 | 0.800 | 0.800 | 1.100 | 2.000 |" in md
     assert plot_scaling(pts, tmp_path).stat().st_size > 1000
@@ -379,9 +380,9 @@ def test_scaling_across_environments_is_marked():
 
     one = _row(1, 1, 64, 64, 0.100, 640.0, result_json=env("fc-v657"))
     two = _row(2, 2, 128, 64, 0.125, 1024.0, result_json=env("fc-v973"))
-    (w1, w2) = [p for p in scaling_points([one, two]) if p["scaling"] == "weak"]
+    (w1, w2) = [p for p in scaling_points(as_records([one, two])) if p["scaling"] == "weak"]
     assert w2["env_differs"] == ["platform: fc-v657 vs fc-v973"]
     md = scaling_markdown([w1, w2])
     assert "0.800 †" in md and "different environments" in md
     same = _row(2, 2, 128, 64, 0.125, 1024.0, result_json=env("fc-v657"))
-    assert "†" not in scaling_markdown(scaling_points([one, same]))
+    assert "†" not in scaling_markdown(scaling_points(as_records([one, same])))

@@ -10,7 +10,8 @@ import pytest
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import validation
-from dlperf.perfmodel.records import Point, load, point_from_row
+from dlperf.perfmodel.records import Point, load, point_of
+from dlperf.results.view import as_record
 
 DLBENCH = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/dlbench.db"
 
@@ -66,8 +67,8 @@ def test_fit_refuses_bad_input():
         bt.fit_linear([64], [1e-3])
     # a non-positive step time never reaches a fit: the one loader drops it
     row = {"id": 1, "status": "ok", "model": "m", "batch_size": 16, "step_time_median_s": 0.0}
-    assert point_from_row(row, "x.db") is None
-    assert point_from_row({**row, "step_time_median_s": float("nan")}, "x.db") is None
+    assert point_of(as_record(row), "x.db") is None
+    assert point_of(as_record({**row, "step_time_median_s": float("nan")}), "x.db") is None
 
 
 def test_validation_on_committed_dlbench_is_held_out():

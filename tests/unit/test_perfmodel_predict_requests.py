@@ -204,7 +204,7 @@ def test_cpu_thread_series_are_told_apart_by_threads(synth):
     assert p["config"]["threads"] == 4 and p["warnings"] == []
     code, out, _ = _cli("--db", synth, "--model", "m_cpu", "--device", "cpu", "--threads", "4",
                         "-b", "32")
-    assert code == 0 and out.startswith("m_cpu fake/eager fp32 cpu threads=4 b=32: "), out
+    assert code == 0 and out.startswith("m_cpu fake/eager cpu fp32 b=32 synthetic threads=4: "), out
     one = api.predict(synth, "m_cpu", device="cpu", threads=1, batch_size=32)
     assert one.predicted_step_time_s > p["predicted_step_time_s"]  # 1 thread is slower here
     out = _refused("--db", synth, "--model", "m_cpu", "--device", "cpu", "--threads", "3",
@@ -449,7 +449,7 @@ def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200
     # the cache cannot be read or written: said in one line each, never a traceback
     assert "warning: ignored the cache file" in out or "warning: cannot write the cache in" in out
     assert "UserWarning" not in out and "api.py" not in out
-    assert "resnet50 torch/graph fp32 cuda (NVIDIA H200) b=64:" in out
+    assert "resnet50 torch/graph cuda fp32 b=64 synthetic on NVIDIA H200:" in out
 
 
 def test_no_cpu_ceiling_is_the_reason_given():

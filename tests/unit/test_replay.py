@@ -90,7 +90,39 @@ def test_cross_lane_wait_is_inferred_and_kept():
     assert r.step_s == pytest.approx(100e-6, rel=0.05)  # lane 7 is the bottleneck
     assert R.simulate(st2).step_s < 0.7 * r.step_s
     one = R.simulate(st2, repeats=2, warm=1)
-    assert one.step_s == pytest.approx(50e-6)
+    assert one.step_s == pytest.approx(50e-6 + st.gap_s)
+
+
+def test_cross_lane_order_of_the_trace_is_kept():
+    # lane 9's kernel, launched early, started 60 us after lane 7's ended (an event wait the
+    # trace does not show, or a late start): the replay keeps the order, never overlapping
+    # them; a kernel that started while the other ran does not wait for it
+    ops = [_op(0, 10, 100, launch_us=1, stream=7), _op(0, 170, 10, launch_us=2, stream=9),
+           _op(0, 175, 30, launch_us=3, stream=7)]
+    meta = {"steps_ns": [[0, 20_000]], "source": "torch.profiler"}
+    st = R.step_trace(meta, ops)
+    assert st.ops[1].after == (0,)
+    assert st.ops[2].after == ()
+    from dataclasses import replace
+    longer = replace(st, ops=(replace(st.ops[0], dur_s=300e-6), *st.ops[1:]))
+    assert R.simulate(longer, repeats=2, warm=1).step_s >= 300e-6 + 10e-6
+
+
+def test_queue_gap_is_read_off_the_trace_and_replayed():
+    # 10 kernels queued well ahead (all launched in the first 50 us), each starting 2 us
+    # after the previous one ended: the device's gap between queued kernels is 2 us
+    ops, t = [], 100.0
+    for i in range(10):
+        ops.append(_op(0, t, 40, launch_us=1 + 5 * i, call_us=4))
+        t += 42
+    meta = {"steps_ns": [[0, 1_000_000]], "source": "torch.profiler"}
+    st = R.step_trace(meta, ops)
+    assert st.gap_s == pytest.approx(2e-6, rel=1e-3)
+    z = R.scale_host(st, 0.0)
+    assert R.simulate(z).step_s == pytest.approx(10 * 42e-6, rel=1e-6)
+    # too few queued kernels to read it: the development median
+    st3 = R.step_trace(meta, ops[:3])
+    assert st3.gap_s == R.QUEUE_GAP_S
 
 
 def test_independent_lanes_overlap():
@@ -117,6 +149,7 @@ def test_xla_iterations_are_cut_by_position_and_launches_folded():
     st = R.step_trace(meta, ops)
     # 6 fusions (one command buffer), the convolution, 5 fusions (one command buffer)
     assert len(st.launches) == 3
+    assert st.gap_s == 0.0  # an XLA program's traced durations hold the gap
     d = R.deinflate(st, host_untraced_s=30e-6)
     assert d.host_s == pytest.approx(30e-6)
     assert R.simulate(d).step_s == pytest.approx(12 * 8e-6, rel=1e-6)
@@ -128,3 +161,20 @@ def test_no_iterations_is_a_clear_error():
     with pytest.raises(ValueError, match="repeats"):
         meta, ops = _torch_timeline(1.0, 1.0)
         R.simulate(R.step_trace(meta, ops), repeats=2, warm=2)
+
+
+def test_an_operators_figures_are_split_over_its_kernels():
+    # one LSTM call launching 3 kernels (its FLOPs and bytes repeated on each), then another
+    # operator's single kernel with the same figures
+    ops = []
+    for i, dur in enumerate((10, 20, 10)):
+        o = _op(0, 100 + 30 * i, dur, launch_us=1 + 5 * i, name=f"rnn_{i}")
+        o.update(op="aten::lstm", op_flops=4e9, op_bytes=8e6)
+        ops.append(o)
+    last = _op(0, 300, 10, launch_us=40, name="mm")
+    last.update(op="aten::mm", op_flops=4e9, op_bytes=8e6)
+    meta = {"steps_ns": [[0, 1_000_000]], "source": "torch.profiler"}
+    st = R.step_trace(meta, [*ops, last])
+    assert [o.bytes for o in st.ops] == pytest.approx([2e6, 4e6, 2e6, 8e6])
+    assert sum(o.flops for o in st.ops[:3]) == pytest.approx(4e9)
+    assert st.ops[3].flops == pytest.approx(4e9)

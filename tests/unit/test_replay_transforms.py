@@ -154,12 +154,65 @@ def test_to_precision_adds_and_drops_casts():
     st = _step([_k(100, name="cutlass_80_simt_sgemm", op_class="matmul", nbytes=4e6), _k(5)])
     bf = T.to_precision(st, "bf16", g, cast_host_s=10e-6)
     assert len(bf.ops) == 3 and bf.ops[0].name == "cast (autocast)"
-    assert bf.host_s == pytest.approx(st.host_s + 10e-6)
+    # an eager program's host: the casts' host, then autocast's dispatch factor
+    assert bf.host_s == pytest.approx((st.host_s + 10e-6) * T.AUTOCAST_HOST)
     assert bf.meta["precision"] == "bf16"
     cast = _k(3, name="vectorized_elementwise_kernel<bfloat16_copy_kernel_cuda>",
               op_class="matmul")
     fp = T.to_precision(_step([cast, *st.ops], precision="bf16"), "fp32", g)
     assert len(fp.ops) == 2 and "-1 casts" in fp.meta["transforms"][-1]
+    assert fp.host_s == pytest.approx(st.host_s / T.AUTOCAST_HOST)
+
+
+def test_autocast_host_is_an_eager_programs_only():
+    g = H.datasheet("h200")
+    st = _step([_k(5)])
+    assert T.autocast_host(st) == T.AUTOCAST_HOST > 1
+    for meta in ({"mode": "graph"}, {"xla": True}):
+        other = replace(st, meta={**st.meta, **meta})
+        assert T.autocast_host(other) == 1.0
+        assert T.to_precision(other, "bf16", g).host_s == pytest.approx(st.host_s)
+
+
+def test_precision_keeps_cross_lane_waits():
+    g = H.datasheet("h200")
+    a = _k(100, name="cutlass_80_simt_sgemm", op_class="matmul", lane=7)
+    b = replace(_k(20, lane=9), after=(0,))
+    bf = T.to_precision(_step([a, b]), "bf16", g)
+    assert bf.ops[0].name == "cast (autocast)"
+    assert bf.ops[2].after == (1,)  # still the GEMM, now behind its cast
+    fp = T.to_precision(_step([a, b], precision="bf16"), "fp32", g)
+    assert fp.ops[1].after == (0,)
+
+
+def test_bf16_drops_convolution_helpers_and_xla_launches_with_them():
+    g = H.datasheet("h200")
+    helper = _k(40, name="fft2d_r2c_32x32", op_class="convolution", launch=0)
+    conv = _k(100, name="sm80_xmma_fprop_implicit_gemm_f32f32", op_class="convolution",
+              launch=1)
+    relu = _k(10, launch=2)
+    st = replace(_step([helper, conv, relu]),
+                 launches=tuple(R.HostLaunch(1e-6, 0.0) for _ in range(3)))
+    bf = T.to_precision(st, "bf16", g)
+    assert [o.name for o in bf.ops] == ["cast (autocast)", conv.name, relu.name]
+    assert len(bf.launches) == 3  # PyTorch: the host is per operator
+    # the convolution's GEMM at its class's share
+    c = g.gemm("fp32") / g.gemm("bf16") / T.BF16_GEMM_SHARE_BY_CLASS["convolution"]
+    assert bf.ops[1].dur_s == pytest.approx(T.GEMM_FIXED_S + (100e-6 - T.GEMM_FIXED_S) * c)
+    x = replace(st, meta={**st.meta, "xla": True})
+    bx = T.to_precision(x, "bf16", g)
+    assert len(bx.launches) == 2 and [o.launch for o in bx.ops] == [0, 0, 1]
+    assert bx.host_s == pytest.approx(2e-6)
+
+
+def test_batch_norm_backward_moves_at_bf16_layer_norm_does_not():
+    g = H.datasheet("h200")
+    bn = replace(_k(100, op_class="normalisation", phase="t_b"), op="CudnnBatchNormBackward0")
+    ln = replace(bn, op="NativeLayerNormBackward0")
+    assert T.is_batch_norm_backward(bn) and not T.is_batch_norm_backward(ln)
+    assert T.kernel_to_precision(bn, "fp32", "bf16", g) == pytest.approx(
+        100e-6 * T.BATCH_NORM_BACKWARD_BF16)
+    assert T.kernel_to_precision(ln, "fp32", "bf16", g) == pytest.approx(100e-6)
 
 
 def test_batch_from_one_trace_scales_kernels_not_the_optimizer():

@@ -828,7 +828,7 @@ def test_a_row_reads_as_its_record_with_its_columns_written_back(tmp_path):
     import json
 
     from dlperf.results.store import ResultStore
-    from dlperf.results.view import as_record, median_s, record_of_row, setting
+    from dlperf.results.view import median_s, record_of_row, setting
 
     with ResultStore(tmp_path / "r.db") as s:
         rid = s.add(_stored("k1", "torch", "eager", [0.010, 0.012, 0.011],
@@ -842,7 +842,7 @@ def test_a_row_reads_as_its_record_with_its_columns_written_back(tmp_path):
     assert rec.summary.median == pytest.approx(0.011) == stored.summary.median
     assert rec.timing.steady_state is True and rec.data_wait.mean_s == 0.001
     assert rec.warnings == ["a; wide CI", "busy host"] == stored.warnings
-    assert setting(rec, "layout") == "nchw" and as_record(rec) is rec
+    assert setting(rec, "layout") == "nchw"
     # a column wins over the JSON (e.g. a NaN the column stores as NULL)
     over = record_of_row({**row, "step_time_median_s": None, "steady_state": 0})
     assert median_s(over) is None and over.timing.steady_state is False
@@ -912,7 +912,7 @@ def test_scaling_comparison_writes_csv():
                 "batch_size": batch, "per_device_batch": batch // world,
                 "step_time_median_s": median, "samples_per_s": batch / median}
 
-    pts = scaling_points([row(1, 1, 64, 0.100), row(2, 2, 128, 0.125)])
+    pts = scaling_points(as_records([row(1, 1, 64, 0.100), row(2, 2, 128, 0.125)]))
     assert {len(p) for p in pts} == {len(pts[0])} and all("env_differs" in p for p in pts)
     got = list(csv.DictReader(io.StringIO(csv_text(pts))))
     assert [(r["scaling"], r["devices"]) for r in got] == [("weak", "1"), ("weak", "2")]

@@ -109,7 +109,8 @@ def test_warnings_show_in_the_default_table(tmp_path):
     assert [c.plain for c in status.cells] == ["ok ⚠ 1", "ok"]
     assert "| ok ⚠ 1 |" in markdown_table([wide, quiet])
     assert warning_lines([quiet, wide]) == [
-        "⚠ noisy torch/eager cpu fp32 b=8: wide CI of the median (64% of it): noisy machine"]
+        "⚠ noisy torch/eager cpu fp32 b=8 synthetic: wide CI of the median (64% of it): "
+        "noisy machine"]
     many = [rec(f"m{k:02d}", 8, warnings=["a", "b"]) for k in range(15)]
     lines = warning_lines(many, limit=12)
     assert len(lines) == 13 and lines[0].endswith(": a (+1 more)")
@@ -117,7 +118,7 @@ def test_warnings_show_in_the_default_table(tmp_path):
     db = store_of(tmp_path / "w.db", [wide, quiet])
     r = invoke("results", "--db", db)
     assert r.exit_code == 0 and "ok ⚠ 1" in r.stdout
-    assert "⚠ noisy torch/eager cpu fp32 b=8: wide CI of the median (64% of it)" in r.stdout
+    assert "⚠ noisy torch/eager cpu fp32 b=8 synthetic: wide CI of the median (64% of it)" in r.stdout
 
 
 def test_all_runs_show_tag_time_and_commit(tmp_path):

@@ -196,7 +196,10 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     from dlperf.perfmodel import hardware
     from dlperf.registry import framework_info
 
+    from dlperf.config.limits import check_seconds
+
     t0 = time.monotonic()
+    check_seconds(budget_s, "--budget-s")
     info = framework_info(framework)
     if info is None:
         raise ConfigError(f"--framework {framework!r} is not a framework dlperf knows; "

@@ -39,23 +39,15 @@ def _what_if(items: list[str]) -> dict[str, str] | None:
 
 
 def _headline(p: dict) -> str:
-    """``model fw/mode precision device b=B: T ms per iteration [lo, hi] (90% interval), ...``;
-    without an interval, why there is none."""
+    """``LABEL on GPU: T ms per iteration [lo, hi] (90% interval), ...`` (LABEL: the
+    configuration's :func:`dlperf.config.identity.label_of`); without an interval, why there
+    is none."""
+    from dlperf.config.identity import label_of
+
     c = p["config"]
-    extra = "".join(f" {x}" for x in (
-        c.get("data") if c.get("data") not in (None, "synthetic") else None,
-        c.get("layout") if c.get("layout") not in (None, "auto") else None,
-        f"workers={c['loader_workers']}" if c.get("loader_workers") is not None else None,
-        f"threads={c['threads']}" if c.get("threads") is not None else None,
-        f"accum={c['grad_accum']}" if (c.get("grad_accum") or 1) != 1 else None,
-        f"compile={c['compile_mode']}" if c.get("compile_mode") not in (None, "default")
-        else None) if x)
-    gpu = f" ({p['gpu']})" if p.get("gpu") else ""
-    n = (c.get("nproc") or 1) * (c.get("nnodes") or 1)
-    devs = (f" x{c.get('nproc')}" + (f" x{c.get('nnodes')} nodes" if (c.get("nnodes") or 1) > 1
-                                     else "")) if n > 1 else ""
-    head = (f"{c.get('model')} {c.get('framework')}/{c.get('mode')} {c.get('precision')} "
-            f"{c.get('device')}{gpu}{devs}{extra} b={c.get('global_batch')}")
+    world = (c.get("nproc") or 1) * (c.get("nnodes") or 1)
+    head = label_of({**c, "batch_size": c.get("global_batch"), "world_size": world})
+    head += f" on {p['gpu']}" if p.get("gpu") else ""
     lo, hi = p["interval_s"]
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo == lo and hi == hi:
         iv = f" [{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({p['interval_level']:.0%} interval)"
@@ -106,8 +98,13 @@ def _dai(db: list[str], amortise_iters: int, format: str) -> None:
     from dlperf.results.dbfile import results_files
     from dlperf.results.store import ResultStore
 
+    from dlperf.config.limits import MAX_AMORTISE_ITERS, over
+
     if amortise_iters < 1:
         raise ConfigError(f"--amortise-iters must be at least 1, got {amortise_iters}")
+    msg = over(amortise_iters, MAX_AMORTISE_ITERS, "iterations")
+    if msg:
+        raise ConfigError(f"--amortise-iters {msg}")
     files = results_files(db)
     records = {}
     for f in files:
@@ -200,11 +197,26 @@ def predict(
             return
         if model is None or batch_size is None:
             raise ConfigError("give --model and --batch-size (or --validate)")
-        from dlperf.config.limits import MAX_BATCH, MAX_NODES, MAX_PROCESSES, over
+        from dlperf.config.limits import (
+            MAX_BATCH,
+            MAX_GRAD_ACCUM,
+            MAX_NODES,
+            MAX_PROCESSES,
+            MAX_THREADS,
+            MAX_WORKERS,
+            over,
+        )
 
         for flag, value, limit, what in (("--batch-size", batch_size, MAX_BATCH, "samples"),
                                          ("--nproc", nproc, MAX_PROCESSES, "processes"),
-                                         ("--nnodes", nnodes, MAX_NODES, "nodes")):
+                                         ("--nnodes", nnodes, MAX_NODES, "nodes"),
+                                         ("--nics-per-node", nics_per_node, MAX_PROCESSES,
+                                          "NICs per node"),
+                                         ("--threads", threads, MAX_THREADS, "threads"),
+                                         ("--loader-workers", loader_workers, MAX_WORKERS,
+                                          "loader workers"),
+                                         ("--grad-accum", grad_accum, MAX_GRAD_ACCUM,
+                                          "micro-batches per step")):
             msg = over(value, limit, what)
             if msg:
                 raise ConfigError(f"{flag} {msg}")

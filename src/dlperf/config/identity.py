@@ -140,14 +140,15 @@ def label_of(s: Mapping[str, Any]) -> str:
     place a label is written, in one order.
 
     ``s`` holds some of a run config's fields (``model``, ``framework``, ``mode``,
-    ``compile_mode``, ``device``, ``nproc``, ``nnodes``, ``precision``, ``data``,
+    ``compile_mode``, ``device``, ``nproc``, ``nnodes``, ``precision``, ``grad_accum``, ``data``,
     ``threads``, ``cpu_bind``, ``layout``, ``loader_workers``, ``loader_impl``, ``breakdown``,
     ``trace_dir``, ``timeline``, ``dp_layout``, ``ddp``, ``optimizer_impl``, ``repeat``) with
     ``batch_size`` the global batch and, for data parallelism, ``world_size`` and
     ``per_device_batch`` (:func:`dlperf.results.view.settings_of` reads them from a record).
     A setting absent or None is left out, so a group's label names what its points share.
 
-    Order: ``model framework/mode [compile mode] device[ xN] precision b=B[ (NxP)] data``, then
+    Order: ``model framework/mode [compile mode] device[ xN] precision b=B[ (NxP)][ accum=K]
+    data`` (``accum=`` for K > 1 micro-batches per step), then
     the settings not at their default: ``threads=`` ``cpu-bind=`` ``layout=`` (image models
     only) ``workers=`` ``loader=`` ``+breakdown`` ``+trace`` ``+timeline``, a data-parallel
     layout other than the framework's, ``ddp(...)`` (PyTorch DDP options not at their
@@ -180,6 +181,8 @@ def label_of(s: Mapping[str, Any]) -> str:
         pdb = given("per_device_batch")
         words.append(f"b={given('batch_size')}" + (f" ({world}x{pdb})" if world > 1 and pdb
                                                     else ""))
+    if (given("grad_accum") or 1) != 1:
+        words.append(f"accum={given('grad_accum')}")
     if given("data") is not None:
         words.append(str(given("data")))
     if given("threads"):

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 __all__ = ["MAX_BATCH", "MAX_GRAD_ACCUM", "MAX_SEED", "MAX_THREADS", "MAX_PROCESSES",
            "MAX_NODES", "MAX_WORKERS", "MAX_PREFETCH", "MAX_ITERS", "MAX_SECONDS",
-           "MAX_REPEATS", "MAX_RUNS", "MAX_BUCKET_MB", "over"]
+           "MAX_REPEATS", "MAX_RUNS", "MAX_BUCKET_MB", "MAX_MESSAGE_BYTES", "MAX_IMAGES",
+           "MAX_CLASSES", "MAX_AMORTISE_ITERS", "PROCESSES_PER_CPU", "MIN_LOCAL_PROCESSES", "over", "check_count",
+           "check_seconds", "local_process_limit", "check_local_processes"]
 
 #: Samples per iteration (the global batch): 2^24. The largest published training batches are
 #: about 2^16 sequences or images; one sample more than 2^24 fits no device's memory.
@@ -45,8 +47,25 @@ MAX_REPEATS = 1000
 #: each run is a process of seconds to minutes, so 20,000 runs are days of measuring, and
 #: validating them takes about 5 s of CPU (a grid of 10^6 took minutes before a word).
 MAX_RUNS = 20_000
+#: Iterations a one-off compile is amortised over (``predict --dai-table --amortise-iters``):
+#: 10^12, far beyond any training run's steps.
+MAX_AMORTISE_ITERS = 10**12
 #: A DDP bucket, MiB (1 TiB).
 MAX_BUCKET_MB = 2.0**20
+#: One all-reduce message (``dlperf allreduce --max-bytes``), bytes: 1 TiB, above any
+#: device's memory (the benchmark also checks it against this machine's memory).
+MAX_MESSAGE_BYTES = 2**40
+#: Images and classes of ``dlperf data make-imagefolder`` (ImageNet-21k: 14 M images in
+#: 21,841 classes).
+MAX_IMAGES = 2**24
+MAX_CLASSES = 2**16
+#: Processes one run may start per node on this machine where they are CPU processes (gloo,
+#: the CPU all-reduce): this many per usable CPU, and at least :data:`MIN_LOCAL_PROCESSES`
+#: (an 8-rank CPU run on a 2-CPU laptop is slow, not harmful). GPU processes: one per visible
+#: GPU (:func:`local_process_limit`). ``--nproc 100000`` started over 2,000 processes before
+#: the machine stopped answering.
+PROCESSES_PER_CPU = 4
+MIN_LOCAL_PROCESSES = 8
 
 
 def over(value: object, limit: float, what: str) -> str | None:
@@ -57,3 +76,81 @@ def over(value: object, limit: float, what: str) -> str | None:
         return (f"{shown} is over dlperf's limit of {limit:,.0f} {what} "
                 "(dlperf.config.limits: far above any real benchmark, below what breaks)")
     return None
+
+
+def check_count(value: object, flag: str, limit: float, what: str, low: int = 0) -> None:
+    """Refuse a whole-number flag or field ``flag`` outside ``low .. limit`` (``what``: what
+    it counts), with the limit in the message.
+
+    Raises:
+        ConfigError: not an integer, below ``low`` or over ``limit``.
+    """
+    from dlperf.errors import ConfigError
+
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"{flag} {value!r}: give a whole number from {low:,} to {limit:,.0f}")
+    if value < low:
+        raise ConfigError(f"{flag} {value:,}: give a whole number from {low:,} to {limit:,.0f}")
+    msg = over(value, limit, what)
+    if msg:
+        raise ConfigError(f"{flag}: {msg}")
+
+
+def check_seconds(value: float, flag: str, *, low: float = 0.0) -> None:
+    """Refuse a time in seconds ``flag`` that is not a finite number above ``low`` and at most
+    :data:`MAX_SECONDS` (NaN passed every ``<`` and ``>`` test, so a wait with a NaN deadline
+    never ended).
+
+    Raises:
+        ConfigError: naming the flag and the range.
+    """
+    import math
+
+    from dlperf.errors import ConfigError
+
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not low < value <= MAX_SECONDS:
+        raise ConfigError(f"{flag} {value!r}: give a number of seconds above {low:g} and at "
+                          f"most {MAX_SECONDS:,.0f} (30 days; dlperf.config.limits)")
+
+
+def local_process_limit(device: str, *, cpus: int | None = None,
+                        gpus: int | None = -1) -> tuple[int, str]:
+    """The most processes per node one run (or the all-reduce benchmark) may start on this
+    machine, and why: on ``device`` ``cuda`` with GPUs visible, one per GPU (NCCL: a rank per
+    device); otherwise (CPU processes, gloo; or no GPU here, where the points are stored
+    unavailable) :data:`PROCESSES_PER_CPU` per usable CPU, at least
+    :data:`MIN_LOCAL_PROCESSES`. ``cpus`` (usable CPUs) and ``gpus`` (visible GPUs; None:
+    unknown) default to this machine's (:func:`dlperf.placement.usable_cpus`,
+    :func:`dlperf.nvml.visible_gpu_count`)."""
+    if device == "cuda":
+        if gpus == -1:
+            from dlperf.nvml import visible_gpu_count
+
+            gpus = visible_gpu_count()
+        if gpus:
+            return gpus, f"one process per GPU: this machine's CUDA sees {gpus} GPU(s)"
+    if cpus is None:
+        from dlperf.placement import usable_cpus
+
+        cpus = len(usable_cpus())
+    limit = max(MIN_LOCAL_PROCESSES, PROCESSES_PER_CPU * cpus)
+    return limit, (f"{PROCESSES_PER_CPU} CPU processes per usable CPU, {cpus} here, at least "
+                   f"{MIN_LOCAL_PROCESSES}")
+
+
+def check_local_processes(nproc: int, device: str, flag: str = "--nproc", **probe: int | None
+                          ) -> None:
+    """Refuse, before any process starts, ``nproc`` processes on this machine over
+    :func:`local_process_limit` (``probe``: its ``cpus`` and ``gpus``).
+
+    Raises:
+        ConfigError: naming ``flag``, the value, the limit and why.
+    """
+    from dlperf.errors import ConfigError
+
+    limit, why = local_process_limit(device, **probe)
+    if nproc > limit:
+        raise ConfigError(f"{flag} {nproc:,} is over this machine's limit of {limit:,} "
+                          f"processes per node ({why}; dlperf.config.limits): nothing was "
+                          f"started; give --nproc {limit} or fewer")

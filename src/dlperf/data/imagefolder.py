@@ -186,14 +186,26 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
         ``{"root", "images", "classes", "size", "quality", "bytes"}`` (bytes written).
 
     Raises:
-        ConfigError: a count or size below 1, ``classes > images``, quality outside 1..95,
+        ConfigError: a count or size below 1, more images or classes than
+            :data:`~dlperf.config.limits.MAX_IMAGES` / :data:`~dlperf.config.limits.
+            MAX_CLASSES`, a seed outside 0 .. :data:`~dlperf.config.limits.MAX_SEED`, more
+            images than free inodes, ``classes > images``, quality outside 1..95,
             images larger than the readers' limit, more memory or disk than there is, or a
             folder that holds another data set (files of other names, images of another size).
         DataError: Pillow is missing.
     """
+    from dlperf.config.limits import MAX_CLASSES, MAX_IMAGES, MAX_SEED, over
+
     for name, v in (("--images", images), ("--classes", classes), ("--size", size)):
         if v < 1:
             raise ConfigError(f"{name} must be >= 1, got {v}")
+    for name, v, limit, what in (("--images", images, MAX_IMAGES, "images"),
+                                 ("--classes", classes, MAX_CLASSES, "classes")):
+        msg = over(v, limit, what)
+        if msg:
+            raise ConfigError(f"{name} {msg}")
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"--seed {seed}: give a seed from 0 to {MAX_SEED:,}")
     if classes > images:
         raise ConfigError(f"--classes {classes} is more than --images {images}; every class "
                           f"needs at least one image")
@@ -294,6 +306,15 @@ def _check_disk(root: Path, images: int, size: int, quality: int, existing_bytes
     if not near.is_dir():
         return  # a path under a file: mkdir names it
     free = shutil.disk_usage(near).free + existing_bytes
+    try:  # a file and a folder each take an inode: 10^8 tiny images fit the bytes, not these
+        inodes = os.statvfs(near).f_favail
+    except (AttributeError, OSError):  # pragma: no cover - not POSIX
+        inodes = 0
+    if inodes and images > inodes:
+        raise ConfigError(
+            f"--images {images:,} would need {images:,} files, more than the {inodes:,} free "
+            f"inodes (files) of the file system of {root}; give fewer --images, or a folder "
+            "on another file system")
     if need * 1.1 > free:
         raise ConfigError(
             f"--images {images} of --size {size} at --quality {quality} would write about "

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import setting
 
 __all__ = ["CPU_WAIT_WARN", "RunDelay", "thread_run_delay_ns", "cpu_wait", "busy_host_warning",
            "host_warnings", "host_checks"]
@@ -137,6 +138,6 @@ def host_checks(rec: RunRecord, env: Mapping[str, Any], delay: RunDelay, measure
         cw = (cpu_wait(delay.as_dict(), rec.timing.wall_time_s if rec.timing else None)
               if host_clock else None)
         rec.host_cpu_wait = cw
-        warns += host_warnings((rec.identity.config or {}).get("threads"),
+        warns += host_warnings(setting(rec, "threads"),
                                env.get("cpu_affinity"), cw)
     rec.warnings = [*rec.warnings, *warns]

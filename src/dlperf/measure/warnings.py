@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dlperf.measure.spread import drift_of, spread_warnings
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import setting
 from dlperf.stats import min_samples_for_ci
 
 __all__ = ["WIDE_CI_REL", "LONG_TAIL_RATIO", "PROFILED_SLOWDOWN_WARN", "quality_warnings",
@@ -137,10 +138,10 @@ def _steady_warnings(r: RunRecord) -> list[str]:
 
 def _setting_warnings(r: RunRecord) -> list[str]:
     w: list[str] = []
-    device, cfg = r.identity.device, r.identity.config or {}
+    device = r.identity.device
     if device == "cpu" and r.identity.precision == "tf32":
         w.append("tf32 has no effect on the CPU: this is an fp32 run")
-    cm = cfg.get("compile_mode")
+    cm = setting(r, "compile_mode")
     if device == "cpu" and cm in ("reduce-overhead", "max-autotune"):
         w.append(f"compile mode {cm} captures CUDA graphs, which the CPU has not: on the CPU "
                  "it differs from the default mode only in what else the mode sets")
@@ -163,7 +164,7 @@ def quality_warnings(r: RunRecord) -> list[str]:
     over = mfu_above_one(r)
     if over:
         w.append(over)
-    workers = (r.identity.config or {}).get("loader_workers")
+    workers = setting(r, "loader_workers")
     if r.identity.device == "cpu" and workers and r.ceilings:
         # The workers refill their buffers after the measurement, on the CPUs the ceilings
         # then run on (a fresh user saw an fp32 ceiling of 124 against 268 GFLOP/s without).

@@ -20,7 +20,7 @@ kept in one :class:`Shared` store, which a prediction reads from and writes to d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any, NamedTuple
@@ -111,33 +111,53 @@ class Config:
         return replace(self, **changes)
 
 
+class Memo:
+    """A calibration's one cache: every value a fit makes, made once, keyed by ``kind`` (the
+    fit that made it: ``group``, ``series``, ``plain``, ``session``) and that fit's arguments.
+
+    Nothing reads or writes the values but :meth:`get` and, for the group fits a store on disk
+    holds (:mod:`dlperf.perfmodel.fitcache`), :meth:`of_kind` and :meth:`put`."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, Any], Any] = {}
+
+    def get(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
+        """The value of ``(kind, key)``, ``make()`` the first time it is asked for."""
+        if (kind, key) not in self._made:
+            self._made[(kind, key)] = make()
+        return self._made[(kind, key)]
+
+    def of_kind(self, kind: str) -> dict[Any, Any]:
+        """``{key: value}`` of every value of ``kind`` made or put so far."""
+        return {k: v for (what, k), v in self._made.items() if what == kind}
+
+    def put(self, kind: str, values: Mapping[Any, Any]) -> None:
+        """Take values of ``kind`` made elsewhere (read from a store)."""
+        self._made.update(((kind, k), v) for k, v in values.items())
+
+
 class Shared:
-    """The fits that calibrations of one set of records share, made once each.
+    """The fits that calibrations of one set of records share, in one :class:`Memo`.
 
     Attributes:
         facts: the records' counts, work models and ceilings (:func:`facts.facts_of`).
-        groups: roofline fits of a (framework, mode, precision, device) group, each made on
-            every stored point but one model's (:meth:`Calibration.efficiency`), keyed by
-            ``(group, without_model, device_name, kernels)``; :meth:`load` fills it from a
-            store, :data:`stored` counts what came from one.
-        plain: series fits without other-session terms (:meth:`Calibration.fit_points`),
-            keyed by the series' points and its traced anchors: they depend on nothing else.
-        own: the fits a group fit identifies a series' own host time with, keyed by the
-            series' points and anchors (:func:`onedevice.fit_group`'s ``own_fits``).
-        series: every series fit, keyed by its points and its prior (:meth:`fit_series`).
+        memo: the fits any calibration of these records would make alike: roofline fits of a
+            (framework, mode, precision, device) group made on every stored point but one
+            model's (``group``, :meth:`Calibration.efficiency`, keyed by ``(group,
+            without_model, device_name, kernels)``; :meth:`load` fills them from a store),
+            series fits without other-session terms (``plain``, :meth:`Calibration.
+            fit_points`, keyed by the series' points and traced anchors) and every series fit
+            (``series``, :meth:`fit_series`, keyed by its points and prior).
 
     A calibration that withholds points of other models than the one a group fit leaves out
-    keeps its own group fits (:attr:`Calibration.own`): only fits that any calibration of
+    keeps its own group fits (:attr:`Calibration.memo`): only fits that any calibration of
     these records would make alike are shared.
     """
 
     def __init__(self, records: Records) -> None:
         self.records = records
         self.facts = facts_of(records)
-        self.groups: dict[Any, rl.Efficiency | None] = {}
-        self.plain: dict[tuple, od.SeriesFit] = {}
-        self.own: dict[tuple, od.SeriesFit] = {}
-        self.series: dict[tuple, od.SeriesFit] = {}
+        self.memo = Memo()
         self.stored = 0
         #: the one-device points of each configuration, in file order
         self.by_config: dict[Config, list[Point]] = {}
@@ -145,17 +165,22 @@ class Shared:
             if p.world_size == 1:
                 self.by_config.setdefault(Config.of(p), []).append(p)
 
-    def fit_series(self, points: list[Point], prior: od.DevicePrior | None) -> od.SeriesFit:
+    def fit_series(self, points: Sequence[Point], prior: od.DevicePrior | None
+                   ) -> od.SeriesFit:
         """:func:`onedevice.fit_series` of ``points`` with ``prior``, made once for the same
         points and prior (the back-test's cuts of a series meet the same fit many times)."""
-        key = (tuple((p.source, p.result_id) for p in points), prior)
-        if key not in self.series:
-            self.series[key] = od.fit_series(points, prior)
-        return self.series[key]
+        return self.memo.get("series", (tuple((p.source, p.result_id) for p in points), prior),
+                             lambda: od.fit_series(points, prior))
+
+    @property
+    def groups(self) -> dict[Any, rl.Efficiency | None]:
+        """The shared roofline group fits, by ``(group, without_model, device_name,
+        kernels)``."""
+        return self.memo.of_kind("group")
 
     def load(self, fits: dict[Any, rl.Efficiency | None]) -> None:
         """Take group fits read from a store (:func:`dlperf.perfmodel.fitcache.read_fits`)."""
-        self.groups.update(fits)
+        self.memo.put("group", fits)
         self.stored = len(self.groups)
 
     def unstored(self) -> bool:
@@ -192,10 +217,9 @@ class Calibration:
         self.shared: Shared = (Shared(records) if shared is None else
                        shared.shared if isinstance(shared, Calibration) else shared)
         self.facts = self.shared.facts
-        #: group fits made without a model this calibration alone withholds points of
-        self.own: dict[Any, rl.Efficiency | None] = {}
-        #: series fits with other-session terms (they read this calibration's points)
-        self.series_fits: dict[tuple, od.SeriesFit] = {}
+        #: the fits only this calibration makes: group fits without a model it alone withholds
+        #: points of, series fits with other-session terms (they read its points)
+        self.memo = Memo()
 
     def of(self, cfg: Config) -> list[Point]:
         """The one-device points of ``cfg`` this calibration may use, in file order (those
@@ -227,24 +251,27 @@ class Calibration:
         CUDA graphs changes the host's work, not the kernels (:func:`special.base_mode`). With
         ``kernels``, the points' kernel counts (:meth:`kernel_count`) enter the fit and ``t_k``
         is fitted with ``e_F``, ``e_Y`` (:func:`~dlperf.perfmodel.onedevice.fit_group`)."""
-        key = (group, without_model, device_name, kernels)
         # shared (and stored, fitcache.py) only if made on every point but those of
         # without_model, as any calibration of the same records would make it
-        fits = self.shared.groups if self._withheld_models <= {without_model} else self.own
-        if key not in fits:
-            try:
-                ceil = self.ceiling(group[0], group[2], device_name, without_model)
-                base = special.base_mode(group[1])
-                fits[key] = od.fit_group(
-                    self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
-                    ceil, exclude=lambda p: p.model == without_model
-                    or (device_name is not None and p.device_name != device_name),
-                    device_groups=[(group[0], base, *group[2:])] if base != group[1] else [],
-                    kernels_for=(lambda p: self.kernel_count(Config.of(p))) if kernels
-                    else lambda p: None, own_fits=self.shared.own)
-            except ValueError:
-                fits[key] = None
-        return fits[key]
+        memo = self.shared.memo if self._withheld_models <= {without_model} else self.memo
+        return memo.get("group", (group, without_model, device_name, kernels),
+                        lambda: self._fit_group(group, without_model, device_name, kernels))
+
+    def _fit_group(self, group: tuple[str, str, str, str], without_model: str | None,
+                   device_name: str | None, kernels: bool) -> rl.Efficiency | None:
+        """:meth:`efficiency`, made (None when the group has no other stored point)."""
+        try:
+            ceil = self.ceiling(group[0], group[2], device_name, without_model)
+            base = special.base_mode(group[1])
+            return od.fit_group(
+                self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
+                ceil, exclude=lambda p: p.model == without_model
+                or (device_name is not None and p.device_name != device_name),
+                device_groups=[(group[0], base, *group[2:])] if base != group[1] else [],
+                kernels_for=(lambda p: self.kernel_count(Config.of(p))) if kernels
+                else lambda p: None, fit_own=self.shared.fit_series)
+        except ValueError:
+            return None
 
     def kernel_count(self, cfg: Config) -> float | None:
         """Device kernels per step of ``cfg``'s model, framework, precision and group mode
@@ -310,16 +337,12 @@ class Calibration:
         """The fit of ``cfg``'s series ``s`` (one results file's points), cached; without
         ``with_sessions`` its prior has no other-session anchors and no host from elsewhere."""
         if not with_sessions:
-            pkey = (cfg, tuple((p.source, p.result_id) for p in s), tuple(
-                (p.source, p.result_id) for p in self.of(cfg) if p.busy_s))
-            if pkey not in self.shared.plain:
-                self.shared.plain[pkey] = self.shared.fit_series(
-                    s, self.prior(cfg, s[0].source, False))
-            return self.shared.plain[pkey]
-        key = (cfg, s[0].source)
-        if key not in self.series_fits:
-            self.series_fits[key] = self.shared.fit_series(s, self.prior(cfg, s[0].source, True))
-        return self.series_fits[key]
+            return self.shared.memo.get(
+                "plain", (cfg, tuple((p.source, p.result_id) for p in s),
+                          tuple((p.source, p.result_id) for p in self.of(cfg) if p.busy_s)),
+                lambda: self.shared.fit_series(s, self.prior(cfg, s[0].source, False)))
+        return self.memo.get("session", (cfg, s[0].source), lambda: self.shared.fit_series(
+            s, self.prior(cfg, s[0].source, True)))
 
     def fit(self, cfg: Config, source: str | None = None) -> tuple[od.SeriesFit, list[Point]]:
         """The fitted series of ``cfg`` (in ``source``, else the best-measured one) and its points.

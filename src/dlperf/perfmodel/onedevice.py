@@ -332,7 +332,8 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
               exclude: Callable[[Point], bool] = lambda p: False,
               device_groups: Iterable[tuple[str, str, str, str]] = (),
               kernels_for: Callable[[Point], float | None] = lambda p: None,
-              own_fits: dict[tuple, SeriesFit] | None = None) -> rl.Efficiency:
+              fit_own: Callable[[Sequence[Point], DevicePrior | None], SeriesFit] = fit_series
+              ) -> rl.Efficiency:
     """Fit ``e_F``, ``e_Y`` (and ``t_k``) of one group jointly with one host time per series.
 
     The device time of a point is :func:`dlperf.perfmodel.roofline.device_time_s` with its
@@ -352,9 +353,11 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             ``hosts``.
         kernels_for: ``K``, device kernels per step of a point (None: not counted, no kernel
             term at that point).
-        own_fits: a store of the fits that identify a series' own host time (a series and
-            its traced anchors give the same fit whatever else the group holds), shared by
-            the fits of a group without one model and without another.
+        fit_own: how a series is fitted on its own points and its configuration's traced
+            busy times, to identify its own host time (:func:`fit_series`); a
+            calibration passes its memoised fit (a series and its traced anchors give the same
+            fit whatever else the group holds, so the fits of a group without one model and
+            without another share it).
 
     Raises:
         ValueError: no usable point in the group.
@@ -442,7 +445,7 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             # measurements): fitted on its points alone, no roofline, with the configuration's
             # traced device busy times (a flat series is host-bound only if its device is not
             # as slow: the trace tells)
-            own = _own_fit(s, traced, own_fits)
+            own = fit_own(s, _busy_prior(s[0], traced))
             hosts.append(rl.SeriesHost(p0.model, p0.data, p0.layout or "auto", own.host_s,
                                        own.bound(min(own.batch_sizes)) == "host", n_b,
                                        measured))
@@ -461,20 +464,6 @@ def _terms(p: Point, work_for: Callable[[Point], rl.Work], ceiling: rl.Ceiling,
     b = p.per_device_batch
     return (wk.flops(b) / ceiling.flops_per_s, wk.bytes(b) / ceiling.bandwidth_bytes_per_s,
             float(kernels_for(p) or 0.0))
-
-
-def _own_fit(s: Sequence[Point], traced: Sequence[Point],
-             store: dict[tuple, SeriesFit] | None) -> SeriesFit:
-    """The fit of a series on its own points and its configuration's traced busy times
-    (:func:`_busy_prior`), kept in ``store`` by those points."""
-    prior = _busy_prior(s[0], traced)
-    key = (tuple((p.source, p.result_id) for p in s),
-           tuple(a.source for a in prior.anchors) if prior else ())
-    if store is None:
-        return fit_series(s, prior)
-    if key not in store:
-        store[key] = fit_series(s, prior)
-    return store[key]
 
 
 def _busy_prior(p0: Point, traced: Sequence[Point]) -> DevicePrior | None:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dlperf.config.axes import ddp_changes
 from dlperf.perfmodel.special import cpu_rank_threads
 from dlperf.perfmodel.special import mode_key as mode_key
 from dlperf.results.dbfile import results_files
@@ -273,18 +274,6 @@ class Records:
     sources: list[str]
 
 
-def _variant(ddp: Any) -> str:
-    """The DDP options of a stored run that are not at PyTorch DDP's defaults
-    (:data:`dlperf.config.defaults.DDP`), ``name=value`` joined by commas (``""``: none)."""
-    from dataclasses import asdict as fields_of
-
-    from dlperf.config.defaults import DDP
-
-    opts = ddp if isinstance(ddp, Mapping) else {}
-    return ",".join(f"{k}={opts[k]}" for k, v in fields_of(DDP).items()
-                    if k in opts and opts[k] != v)
-
-
 def _num(x: Any) -> float | None:
     """``x`` as a finite float, else None (a NaN or an infinity says nothing measured)."""
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) \
@@ -326,12 +315,12 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         Timing,
         Trace,
     )
+    from dlperf.results.view import setting
 
     ident = rec.identity
     med = _num(rec.summary.median) if rec.summary else None
     if ident.status != "ok" or not med or ident.batch_size is None or rec.stored is None:
         return None
-    cfg = ident.config or {}
     summ, spec, trace = rec.summary or Summary(), ident.spec or Spec(), rec.trace or Trace()
     flops, dist, env = rec.flops or Flops(), rec.dist or Dist(), rec.env or Env()
     ceil, mem, dw = rec.ceilings or {}, rec.memory or Memory(), rec.data_wait or DataWait()
@@ -345,14 +334,14 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         source=source, result_id=rec.stored.id, model=ident.model or "",
         framework=ident.framework or "", mode=ident.mode or "",
         precision=ident.precision or "", device=device,
-        data=ident.data or "synthetic", layout=cfg.get("layout"),
+        data=ident.data or "synthetic", layout=setting(rec, "layout"),
         threads=cpu_rank_threads(ident.threads, device, world,
                                  [r.threads for r in dist.per_rank or []]),
         grad_accum=ident.grad_accum or 1,
         batch_size=batch, world_size=world, nnodes=ident.nnodes or 1,
         per_device_batch=ident.per_device_batch or batch // world,
-        variant=_variant(cfg.get("ddp")) if world > 1 else "",
-        instrumented=bool(cfg.get("breakdown") or cfg.get("trace_dir")),
+        variant=",".join(ddp_changes(setting(rec, "ddp"))) if world > 1 else "",
+        instrumented=bool(setting(rec, "breakdown") or setting(rec, "trace_dir")),
         step_time_s=med,
         ci_rel=(hi - lo) / 2 / med if lo is not None and hi is not None else None,
         n_measured=(rec.timing or Timing()).n_measured,
@@ -373,14 +362,14 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         kernels_per_iter=_num(trace.kernels_per_iter),
         ops_per_step=flops.ops_per_step,
         exposed_comm_s=_num(rec.exposed_comm_s),
-        loader_workers=cfg.get("loader_workers"),
+        loader_workers=setting(rec, "loader_workers"),
         data_wait_share=_num(dw.share),
         data_wait_mean_s=_num(dw.mean_s),
         step_time_mean_s=_num(summ.mean),
         loader_impl=((rec.data_info or {}).get("pipeline") or {}).get("impl"),
         t_io_s=_median(breakdown[0].get("t_io")) or _median(breakdown[1].get("t_io")),
         device_name=rec.device_name, session=_session(rec),
-        compile_mode=str(cfg.get("compile_mode") or "default"),
+        compile_mode=str(setting(rec, "compile_mode") or "default"),
         peak_reserved_bytes=_num(mem.peak_reserved_bytes),
         nvml_used_bytes=_num(mem.nvml_used_bytes),
         device_memory_total_bytes=_gpu_memory(env, device),
@@ -388,14 +377,6 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         buckets=rank_buckets(dist.buckets_timeline) if world > 1 else (),
         comm_backend=dist.process_group_backend if world > 1 else None,
     )
-
-
-def point_from_row(row: Mapping[str, Any], source: str) -> Point | None:
-    """:func:`point_of` of a store row (``ResultStore.rows()`` dict), read as its record
-    (:func:`dlperf.results.view.record_of_row`)."""
-    from dlperf.results.view import record_of_row
-
-    return point_of(record_of_row(row), source)
 
 
 #: Timelines whose host launches :mod:`hostcount` counts: those of XLA programs (their device
@@ -467,7 +448,7 @@ POINTS_FORMAT = 1
 #: The modules whose source decides what a results file reads as (:func:`reader_key`): this
 #: one and what it calls, and the results package's reader.
 READER_SOURCES = ("perfmodel/records.py", "perfmodel/hostcount.py", "perfmodel/special.py",
-                  "config/defaults.py", "results/store.py", "results/schema.py", "results/parts.py",
+                  "config/axes.py", "config/defaults.py", "results/store.py", "results/schema.py", "results/parts.py",
                   "results/view.py", "results/rowcheck.py", "results/migrations.py",
                   "results/timelines.py", "results/dbfile.py")
 

@@ -18,10 +18,10 @@ host interval of its launch call. :func:`step_trace` turns one traced iteration 
   makes (:func:`xla_launch_groups`, the command-buffer rules of
   :mod:`dlperf.perfmodel.hostcount`) and the untraced host time is spread evenly over those.
 * **device**: each op runs on its stream (lane) in the traced order, no earlier than its
-  launch returned, after the previous op of its lane, and after the op of another lane whose
-  end its traced start waited for (an inferred cross-stream event: a start the op's own lane
-  and launch do not explain, within :data:`CROSS_LANE_SLACK_S` of another lane's end;
-  Lumos, Liang et al. 2025, recovers the same dependencies from traces).
+  launch returned, after the previous op of its lane and the device's gap between queued ops
+  (:func:`queue_gap`), and after the ops of the other lanes that had ended when it started in
+  the trace (the trace's order across streams, :func:`_cross_lane_deps`; Lumos, Liang et
+  al. 2025, recovers cross-stream dependencies from traces).
 
 :func:`simulate` runs the iteration :data:`REPEATS` times back to back without a host sync
 (dlperf's measured loop never syncs inside the segment, docs/measurement.md rule 2) and
@@ -51,13 +51,18 @@ WARM = 2
 #: calls read 3-50 us under the profiler on the H200 (calibration2.db); a blocked one reads
 #: 0.1-100 ms.
 BLOCKED_CALL_S = 200e-6
-#: An op's traced start counts as waiting for another lane's op when it starts within this
-#: long after that op's end and neither its launch nor its own lane explains the start.
-CROSS_LANE_SLACK_S = 20e-6
 #: Where a result stores no untraced host probe, the traced host is divided by this: the
 #: median traced / untraced host dispatch ratio over the development points of
 #: calibration2.db (docs/replay.md, "Host de-inflation"; the issue's 1.72).
 TRACED_HOST_INFLATION = 1.72
+#: An op counts as queued behind its lane's previous op (for :func:`queue_gap`) when its
+#: launch call returned at least this long before that op ended.
+QUEUED_MARGIN_S = 5e-6
+#: The queue gap of a trace with fewer than :data:`QUEUE_GAP_MIN_OPS` queued ops to read it
+#: from: the median of the 48 development torch eager timelines' own gaps in calibration2.db
+#: (1.25 us, range 0.99-3.55; torch.compile 1.13; benchmarks/replay_kernels.py, part 7).
+QUEUE_GAP_S = 1.25e-6
+QUEUE_GAP_MIN_OPS = 8
 #: Device ops that take no device time of their own in a replay (the profiler's markers).
 _SKIP_KINDS = ("collective", "host_op")
 
@@ -76,7 +81,9 @@ class DeviceOp:
         after: indices of ops on other lanes it waits for (inferred cross-stream events).
         grid, block: launch geometry ``(x, y, z)``, None where not recorded (XLA traces).
         registers: registers per thread; shared_memory: bytes of shared memory per block.
-        flops, bytes: the launching op's FLOPs and bytes (``op_flops``/``op_bytes``), or None.
+        flops, bytes: its share of the launching op's FLOPs and bytes (``op_flops``/
+            ``op_bytes``, split over the op's kernels by duration: :func:`kernel_costs`), or
+            None.
     """
 
     lane: int
@@ -123,6 +130,8 @@ class StepTrace:
         ops: the device ops (host launch order within a lane is the traced order).
         launches: the host launches, in host order.
         tail_s: host work after the last launch until the step call returns (s).
+        gap_s: the device's gap between an op and the next op of its lane already queued
+            behind it (s; :func:`queue_gap`), 0 for an XLA program.
         meta: where it came from and what it is (``model``, ``framework``, ``mode``,
             ``precision``, ``batch_size``, ``device_name``, ``source``, ``result_id``,
             ``host_speed_ns``, ``measured_step_s``, ``host_untraced_s``, ``host_traced_s``,
@@ -134,6 +143,7 @@ class StepTrace:
     launches: tuple[HostLaunch, ...]
     tail_s: float
     meta: Mapping[str, Any] = field(default_factory=dict)
+    gap_s: float = 0.0
 
     @property
     def host_s(self) -> float:
@@ -276,29 +286,100 @@ def xla_launch_groups(seq: Sequence[Mapping[str, Any]]) -> list[int]:
     return group
 
 
-def _cross_lane_deps(seq: Sequence[Mapping[str, Any]], lanes: Sequence[int],
-                     ready_ns: Sequence[float | None]) -> list[tuple[int, ...]]:
-    """Inferred waits on other lanes: op ``i`` waits for the op of another lane that ended
-    last at or before its start, when that end is within :data:`CROSS_LANE_SLACK_S` of its
-    start and later than both its own lane's previous end and its launch's return."""
-    slack = CROSS_LANE_SLACK_S * 1e9
-    last_end: dict[int, tuple[float, int]] = {}  # lane -> (end, index) of its latest-ending op
+def _cross_lane_deps(seq: Sequence[Mapping[str, Any]], lanes: Sequence[int]
+                     ) -> list[tuple[int, ...]]:
+    """Inferred waits on other lanes (the trace's order across streams): op ``i`` waits, on
+    each other lane, for the op that ended last at or before its traced start.
+
+    A trace does not hold the events one stream waits on; what it shows is which ops of the
+    other streams had finished when an op started, and the replay keeps that order: it never
+    overlaps two ops the GPU ran one after the other. Waiting only where a start came within
+    20 us of another lane's end and neither the op's own lane nor its launch explained it
+    overlapped more than the GPU did on the development multi-stream
+    points (cuDNN's RNNs on up to 11 streams, fp32 convolutions' helper streams; replay of
+    their own trace: lstm fp32 b=128 -9.5% against -1.0%, resnet50 fp32 b=16-128 -1.1 to
+    -4.8% against -0.1 to -3.8%, alexnet_cifar fp32 b=1024 -11.7% against -1.6%)."""
+    ends: dict[int, list[tuple[float, int]]] = {}  # lane -> (end, index) in start order
     deps: list[tuple[int, ...]] = []
     for i, o in enumerate(seq):
-        s, lane = o["start_ns"], lanes[i]
-        own = last_end.get(lane, (float("-inf"), -1))[0]
-        rdy = ready_ns[i]
-        explained = max(own, rdy if rdy is not None else float("-inf"))
-        best: tuple[float, int] | None = None
-        for ln, (end, j) in last_end.items():
-            if ln != lane and end <= s + 1 and s - end <= slack and end > explained + 1:
-                if best is None or end > best[0]:
-                    best = (end, j)
-        deps.append((best[1],) if best else ())
-        e = s + o["dur_ns"]
-        if e > last_end.get(lane, (float("-inf"), -1))[0]:
-            last_end[lane] = (e, i)
+        s, lane = float(o["start_ns"]), lanes[i]
+        after = []
+        for ln, lst in ends.items():
+            if ln == lane:
+                continue
+            done = [(e, j) for e, j in lst[-4:] if e <= s + 1]
+            if done:
+                after.append(max(done)[1])
+        deps.append(tuple(sorted(after)))
+        ends.setdefault(lane, []).append((s + float(o["dur_ns"]), i))
     return deps
+
+
+def queue_gap(seq: Sequence[Mapping[str, Any]], lanes: Sequence[int],
+              ready_ns: Sequence[float | None]) -> float:
+    """The device's gap between back-to-back ops of one stream (s): the median of ``start -
+    previous end`` over the ops of a traced iteration queued behind their lane's previous op
+    (their launch call returned :data:`QUEUED_MARGIN_S` or more before it ended), at least 0;
+    :data:`QUEUE_GAP_S` where fewer than :data:`QUEUE_GAP_MIN_OPS` ops were queued.
+
+    A kernel's traced duration leaves out the front end's work between two kernels of a
+    stream (the next launch's scheduling, the previous one's drain): on the development torch
+    eager timelines of calibration2.db it reads a median 1.54 us over 13,951 queued ops
+    (10th-90th percentile 1.0-3.1 us; benchmarks/replay_kernels.py, part 7), and the untraced
+    step of device-bound points exceeds their kernel sum by about the
+    iteration's gaps (gpt2_small bf16 b=16: 0.90 ms over 0.97 ms of gaps; transformer fp32
+    b=64: 0.97 over 0.99; fcn5 fp32 b=1024: 0.078 over 0.070). An XLA program's traced ops
+    of one stream overlap their neighbours by a median 0.1 us (their durations hold it)."""
+    margin = QUEUED_MARGIN_S * 1e9
+    last: dict[int, float] = {}
+    gaps: list[float] = []
+    for i, o in enumerate(seq):
+        lane, s = lanes[i], float(o["start_ns"])
+        rdy = ready_ns[i]
+        if lane in last and rdy is not None and rdy < last[lane] - margin:
+            gaps.append(s - last[lane])
+        last[lane] = max(last.get(lane, float("-inf")), s + float(o["dur_ns"]))
+    if len(gaps) < QUEUE_GAP_MIN_OPS:
+        return QUEUE_GAP_S
+    return max(0.0, statistics.median(gaps)) * 1e-9
+
+
+def kernel_costs(seq: Sequence[Mapping[str, Any]], order: Sequence[int]
+                 ) -> tuple[list[float | None], list[float | None]]:
+    """Each op's share of its launching operator's FLOPs and bytes (``op_flops``/``op_bytes``,
+    which a timeline repeats on every kernel of the operator): the ops that are consecutive
+    in ``order`` (host launch order for PyTorch, device order for XLA) with the same operator
+    and the same FLOPs and bytes are one call of it, and split them by duration. An
+    operator's figures used per kernel would count them once for each of its kernels: an LSTM
+    layer's cuDNN call launches hundreds (a GEMM and an element-wise kernel per time step),
+    each bounded by the whole layer's bytes. Two identical calls launched back to back are
+    taken as one (their figures halved on each kernel). Returns ``(flops, bytes)`` in
+    ``seq``'s order, None where the trace holds none."""
+    fl: list[float | None] = [_num(o.get("op_flops")) for o in seq]
+    by: list[float | None] = [_num(o.get("op_bytes")) for o in seq]
+    run: list[int] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            tot = sum(float(seq[j]["dur_ns"]) for j in run)
+            for j in run:
+                share = float(seq[j]["dur_ns"]) / tot if tot > 0 else 1.0 / len(run)
+                f0, b0 = fl[j], by[j]
+                fl[j] = f0 * share if f0 is not None else None
+                by[j] = b0 * share if b0 is not None else None
+        run.clear()
+
+    key_prev = None
+    for i in order:
+        o = seq[i]
+        key = (o.get("op"), fl[i], by[i]) if (fl[i] is not None or by[i] is not None) else None
+        if key is None or key != key_prev:
+            flush()
+        if key is not None:
+            run.append(i)
+        key_prev = key
+    flush()
+    return fl, by
 
 
 def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
@@ -359,19 +440,24 @@ def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
             launch_of[i] = cur
         if not launches:
             launches = [HostLaunch(0.0, 0.0)]
-    deps = _cross_lane_deps(seq, lanes, ready)
+    deps = _cross_lane_deps(seq, lanes)
+    gap = 0.0 if xla else queue_gap(seq, lanes, ready)
+    order = list(range(len(seq))) if xla else sorted(
+        range(len(seq)), key=lambda i: (seq[i].get("launch_start_ns") is None,
+                                         seq[i].get("launch_start_ns") or 0, i))
+    flops, nbytes = kernel_costs(seq, order)
     dops = tuple(
         DeviceOp(lane=lanes[i], dur_s=o["dur_ns"] * 1e-9, kind=str(o.get("kind") or "kernel"),
                  name=str(o.get("name") or ""), op_class=o.get("op_class"), op=o.get("op"),
                  phase=o.get("phase"), launch=launch_of[i], after=deps[i],
                  grid=_triple(o.get("grid")), block=_triple(o.get("block")),
                  registers=o.get("registers"), shared_memory=o.get("shared_memory"),
-                 flops=_num(o.get("op_flops")), bytes=_num(o.get("op_bytes")))
+                 flops=flops[i], bytes=nbytes[i])
         for i, o in enumerate(seq))
     m = dict(meta or {})
     m.update({"iteration": k, "xla": xla, "traced_window_s": window_ns * 1e-9,
               "transforms": []})
-    return StepTrace(dops, tuple(launches), tail, m)
+    return StepTrace(dops, tuple(launches), tail, m, gap_s=gap)
 
 
 def deinflate(step: StepTrace, host_untraced_s: float | None,
@@ -411,8 +497,9 @@ def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM,
     """Replay ``step`` ``repeats`` times back to back (the host never waits for the device)
     and return the steady-state period.
 
-    Each op starts at the latest of: its launch call's return, its lane's previous op's end,
-    and the ends of the ops it waits for (:attr:`DeviceOp.after`, same iteration). The period
+    Each op starts at the latest of: its launch call's return, its lane's previous op's end
+    plus the trace's queue gap (:attr:`StepTrace.gap_s`), and the ends of the ops it waits
+    for (:attr:`DeviceOp.after`, same iteration). The period
     is the mean spacing of the iterations' device ends after ``warm`` iterations, or of the
     host's, whichever is larger (a host-bound step's device idles between them).
 
@@ -422,6 +509,7 @@ def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM,
     if repeats <= warm:
         raise ValueError(f"repeats ({repeats}) must exceed warm ({warm})")
     ops, launches = step.ops, step.launches
+    gap = step.gap_s
     n_l = len(launches)
     # host times of each launch's return within one iteration (relative to its start)
     ret = [0.0] * n_l
@@ -440,7 +528,7 @@ def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM,
         last = 0.0
         for i, o in enumerate(ops):
             s = h0 + ret[o.launch] if o.launch < n_l else h0
-            free = lane_free.get(o.lane, 0.0)
+            free = lane_free[o.lane] + gap if o.lane in lane_free else 0.0
             if free > s:
                 s = free
             for j in o.after:
@@ -471,7 +559,7 @@ def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, 
     Raises:
         ConfigError: ``path`` is not a results file (from the store).
     """
-    from dlperf.perfmodel.records import point_from_row
+    from dlperf.perfmodel.records import point_of
     from dlperf.results import timelines
     from dlperf.results.store import ResultStore
 
@@ -482,11 +570,11 @@ def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, 
                           "name='timelines'").fetchone():
             return out
         have = {r[0] for r in db.execute("SELECT result_id FROM timelines")}
-        for row in store.rows():
-            rid = int(row["id"])
+        for rec in store.records(samples=False, status="ok"):
+            rid = rec.stored.id if rec.stored is not None else None
             if rid not in have or (ids is not None and rid not in ids):
                 continue
-            p = point_from_row(row, path)
+            p = point_of(rec, path)
             if p is None:
                 continue
             tl = timelines.load(store, rid)

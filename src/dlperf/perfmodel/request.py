@@ -343,7 +343,7 @@ def _batch(value: Any, batch_size: int) -> int:
             raise ConfigError(f"--what-if batch-size={s}: {factor:g} x {batch_size} = {exact:g} "
                               "is not a whole batch of at least 1 sample; give a factor that "
                               f"makes one, or the batch itself, e.g. batch-size={max(b, 1)}")
-        return b
+        return _within_batch_limit(b, s)
     try:
         b = int(s)
     except ValueError:
@@ -351,6 +351,17 @@ def _batch(value: Any, batch_size: int) -> int:
                           "factor of this batch (e.g. 2x, 0.5x)") from None
     if b < 1:
         raise ConfigError(f"--what-if batch-size={s}: the batch must be at least 1 sample")
+    return _within_batch_limit(b, s)
+
+
+def _within_batch_limit(b: int, given: str) -> int:
+    """``b``, refused over :data:`dlperf.config.limits.MAX_BATCH` (a what-if of 10^23
+    samples printed a prediction of 10^22 ms)."""
+    from dlperf.config.limits import MAX_BATCH, over
+
+    msg = over(b, MAX_BATCH, "samples per iteration")
+    if msg:
+        raise ConfigError(f"--what-if batch-size={given}: {msg}")
     return b
 
 

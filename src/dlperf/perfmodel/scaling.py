@@ -17,16 +17,14 @@ median step times with a bootstrap CI (:func:`dlperf.stats.ratio_of_medians_ci`)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from dlperf.config import ddp_changes, layout_change
 from dlperf.env import environment_differences
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import (
-    as_record,
-    as_records,
     config_of,
+    dp_variant_of,
     env_of,
     median_s,
     result_id,
@@ -36,15 +34,12 @@ from dlperf.results.view import per_device_of as _per_device
 from dlperf.results.view import world_of as _world
 from dlperf.stats import ratio_of_medians_ci
 
-__all__ = ["efficiency", "speedup", "scaling_points", "MATCH_KEYS", "world_of",
-           "per_device_of", "variant_of", "threads_of", "thread_mismatch"]
+__all__ = ["efficiency", "speedup", "scaling_points", "MATCH_KEYS", "threads_of",
+           "thread_mismatch"]
 
 #: What must be equal between a data-parallel result and its one-device baseline.
 MATCH_KEYS = ("model", "framework", "mode", "device", "precision", "data", "threads",
               "grad_accum")
-
-Result = RunRecord | Mapping[str, Any]
-
 
 def speedup(t1_s: float, tn_s: float, b1: int, bn: int) -> float:
     """``S = (bn / tn) / (b1 / t1)``: throughput with N devices over throughput with one.
@@ -74,17 +69,6 @@ def efficiency(t1_s: float, tn_s: float, b1: int, bn: int, n: int) -> float:
     return speedup(t1_s, tn_s, b1, bn) / n
 
 
-def world_of(row: Result) -> int:
-    """Devices of a stored result, a record or a store row (results made before data
-    parallelism have none: 1)."""
-    return _world(as_record(row))
-
-
-def per_device_of(row: Result) -> int | None:
-    """Per-device batch of a stored result (its batch when it ran on one device)."""
-    return _per_device(as_record(row))
-
-
 #: Config fields (kept in the result JSON, not in columns) that also change what is measured:
 #: a baseline must agree on them too (a --breakdown or --trace run is another measurement);
 #: repeated runs (``--repeats``) form one series per repeat (repeat k against repeat k).
@@ -92,17 +76,16 @@ MATCH_CONFIG = {"layout": "auto", "loader_workers": None, "loader_impl": "auto",
                 "breakdown": False, "trace_dir": None, "repeat": 0, "cpu_bind": "none"}
 
 
-def threads_of(row: Result) -> int | None:
+def threads_of(rec: RunRecord) -> int | None:
     """The threads one process of a result ran with: the framework's count as applied
     (``flags.threads``), else ``--threads`` as given; None where neither was recorded."""
-    rec = as_record(row)
     t = (rec.flags or {}).get("threads")
     if isinstance(t, int) and not isinstance(t, bool) and t > 0:
         return t
     return rec.identity.threads
 
 
-def thread_mismatch(baseline: Result, run: Result) -> str | None:
+def thread_mismatch(baseline: RunRecord, run: RunRecord) -> str | None:
     """Why an efficiency of CPU run ``run`` (N ranks) against its one-device ``baseline``
     compares different thread counts, or None when the baseline's threads equal one rank's,
     either is unrecorded, or the device is not the CPU (there the threads feed the device and
@@ -111,27 +94,11 @@ def thread_mismatch(baseline: Result, run: Result) -> str | None:
     (every usable CPU on a quiet host): 2 ranks against 1 then measure threads as much as
     devices (an efficiency of 19.5 was seen)."""
     t1, tn = threads_of(baseline), threads_of(run)
-    if as_record(run).identity.device != "cpu" or t1 is None or tn is None or t1 == tn:
+    if run.identity.device != "cpu" or t1 is None or tn is None or t1 == tn:
         return None
     return (f"threads differ: the one-device baseline ran {t1} thread(s), each of the "
-            f"{_world(as_record(run))} ranks {tn}; the efficiency measures the thread counts "
+            f"{_world(run)} ranks {tn}; the efficiency measures the thread counts "
             f"as well as the devices (measure both with the same --threads)")
-
-
-def variant_of(row: Result) -> str:
-    """What sets a data-parallel run apart from others of its configuration and device count:
-    the DDP options not at their default and a non-default data-parallel layout, e.g.
-    ``"ddp(broadcast_buffers=False)"``; ``""`` for none (and for one-device results)."""
-    rec = as_record(row)
-    cfg = config_of(rec)
-    parts = []
-    lay = layout_change(rec.identity.framework, cfg.get("dp_layout"))
-    if lay:
-        parts.append(lay)
-    changed = ddp_changes(cfg.get("ddp"))
-    if changed:
-        parts.append(f"ddp({', '.join(changed)})")
-    return " ".join(parts)
 
 
 def _match(rec: RunRecord) -> tuple:
@@ -158,21 +125,24 @@ def _fields(rec: RunRecord) -> dict[str, Any]:
     return {k: getattr(rec.identity, k) for k in MATCH_KEYS}
 
 
-def scaling_points(rows: Sequence[Result],
+def scaling_points(records: Sequence[RunRecord],
                    samples_of: Callable[[int], list[float]] | None = None
                    ) -> list[dict[str, Any]]:
-    """One entry per (data-parallel ok result, kind of scaling with a baseline in ``rows``).
+    """One entry per (data-parallel ok result, kind of scaling with a baseline in
+    ``records``).
 
     Args:
-        rows: results read from a store (``ResultStore.records`` or ``ResultStore.rows``):
-            their status, global and per-device batch, devices and nodes, median step time,
-            samples/s, exposed communication, rank imbalance and the :data:`MATCH_KEYS`.
+        records: results read from a store (``ResultStore.records``, or rows read by
+            :func:`dlperf.results.view.as_records`): their status, global and per-device
+            batch, devices and nodes, median step time, samples/s, exposed communication,
+            rank imbalance and the :data:`MATCH_KEYS`.
         samples_of: result id -> measured step times (s), for the CI of the median-based
             efficiency; without it the CI is omitted.
 
     Returns:
-        Dicts with the match keys, ``variant`` (:func:`variant_of`: non-default DDP options
-        or data-parallel layout, ``""`` for none), ``scaling`` (``weak``/``strong``), ``devices``,
+        Dicts with the match keys, ``variant`` (:func:`dlperf.results.view.dp_variant_of`:
+        non-default DDP options or data-parallel layout, ``""`` for none), ``scaling``
+        (``weak``/``strong``), ``devices``,
         ``nnodes``, ``global_batch``, ``per_device_batch``, ``baseline_batch``, ``t1_s`` and
         ``tn_s`` (medians), ``samples_per_s_1`` / ``_n``, ``speedup``, ``efficiency`` (from
         throughput), ``efficiency_median`` with ``ci_low`` / ``ci_high``, ``imbalance``,
@@ -184,7 +154,7 @@ def scaling_points(rows: Sequence[Result],
         One-device results with the baseline's batch appear as ``devices = 1`` rows
         (efficiency 1) so a table or plot starts at one device.
     """
-    ok = [r for r in as_records(rows) if r.identity.status == "ok" and samples_per_s(r)
+    ok = [r for r in records if r.identity.status == "ok" and samples_per_s(r)
           and r.identity.batch_size is not None]
     base: dict[tuple, RunRecord] = {}
     loose: dict[tuple, RunRecord] = {}  # the same, whatever its threads
@@ -227,7 +197,7 @@ def _entry(r: RunRecord, b: RunRecord, kind: str, b1: int,
     t1, tn = median_s(b), median_s(r)
     e_thr = (samples_per_s(r) / samples_per_s(b)) / n
     rep = _match(r)[len(MATCH_KEYS) + list(MATCH_CONFIG).index("repeat")]
-    entry = {**_fields(r), "variant": variant_of(r),
+    entry = {**_fields(r), "variant": dp_variant_of(r),
              "repeat": rep, "scaling": kind, "devices": n,
              "nnodes": r.identity.nnodes or 1, "global_batch": gb,
              "per_device_batch": _per_device(r), "baseline_batch": b1, "t1_s": t1, "tn_s": tn,

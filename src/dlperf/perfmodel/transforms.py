@@ -92,12 +92,14 @@ def gamma(op: DeviceOp, gpu: GpuProfile, precision: str) -> float:
 #: Memory-boundness of a non-GEMM kernel whose trace holds no bytes, by op class: the
 #: time-weighted bandwidth utilisation ``U`` (:func:`memory_share`) of the development
 #: kernels whose traces hold their bytes (benchmarks/replay_kernels.py, table 1: 12,784
-#: kernels of calibration2.db against the H200's measured 4.23 TB/s; 0.54 over all of them).
-MEMORY_SHARE = {"elementwise": 0.54, "loss": 0.58, "normalisation": 0.38, "memory_copy": 0.73,
-                "attention": 0.69, "matmul": 0.68, "other": 0.42, "optimizer": 0.70,
-                "convolution": 0.54, "pooling": 0.27, "embedding": 0.42, "recurrent": 0.54}
+#: kernels of calibration2.db against the H200's measured 4.23 TB/s, each with its share of
+#: its operator's bytes, :func:`~dlperf.perfmodel.replay.kernel_costs`; 0.48 over all of
+#: them; embeddings and recurrent kernels, absent there, take the "other" and overall values).
+MEMORY_SHARE = {"elementwise": 0.54, "loss": 0.49, "normalisation": 0.25, "memory_copy": 0.73,
+                "attention": 0.58, "matmul": 0.68, "other": 0.29, "optimizer": 0.70,
+                "convolution": 0.03, "pooling": 0.27, "embedding": 0.29, "recurrent": 0.48}
 #: :data:`MEMORY_SHARE` of an op class it does not list.
-MEMORY_SHARE_DEFAULT = 0.54
+MEMORY_SHARE_DEFAULT = 0.48
 
 
 def memory_share(op: DeviceOp, gpu: GpuProfile) -> float:
@@ -110,7 +112,7 @@ def memory_share(op: DeviceOp, gpu: GpuProfile) -> float:
     bytes and run long) and does not slow down by the full bandwidth ratio on a GPU with less
     bandwidth. On the development kernels traced in fp32 and bf16 (bf16 halves the bytes: for
     the memory part, the same change as doubling the bandwidth), ``0.5^U`` predicts the bf16
-    kernel's time with a median |log error| of 0.18, against 0.66 for the whole kernel at half
+    kernel's time with a median |log error| of 0.14, against 0.66 for the whole kernel at half
     (Habitat's gamma = 1 for a kernel without FLOPs; benchmarks/replay_kernels.py, part 2).
     NeuSight (ASPLOS'25) likewise bounds each kernel's utilisation rather than assuming the
     roofline's."""
@@ -196,6 +198,20 @@ PRECISION_RATIO: dict[str, tuple[float, float]] = {
     "elementwise": (4e-6, 0.6), "memory_copy": (1e-6, 0.5), "normalisation": (0.0, 1.0),
     "optimizer": (0.0, 1.0), "loss": (0.0, 1.0), "pooling": (0.0, 1.0), "other": (0.0, 1.0),
     "embedding": (0.0, 1.0)}
+#: A batch norm's backward kernels at bf16 / at fp32: autocast runs batch norm in the input's
+#: precision (unlike ``layer_norm``, which it runs in fp32), and cuDNN's fp32 backward
+#: (``CudnnBatchNormBackward0``) gives way to a native bf16 one that moves half the bytes: 27.0
+#: -> 11.7 ms summed over the development resnet50 points traced in both precisions (0.43;
+#: its forward keeps its time, 13.2 -> 13.7 ms; benchmarks/replay_kernels.py, part 5).
+BATCH_NORM_BACKWARD_BF16 = 0.43
+
+
+def is_batch_norm_backward(op: DeviceOp) -> bool:
+    """True for a kernel of a batch norm's backward (its launching operator names batch norm,
+    phase ``t_b``): PyTorch's ``CudnnBatchNormBackward0``, ``NativeBatchNormBackward0``."""
+    return op.phase == "t_b" and "batchnorm" in (op.op or "").lower().replace("_", "")
+
+
 #: :data:`PRECISION_RATIO` of an op class it does not list.
 PRECISION_RATIO_DEFAULT = (1e-6, 0.5)
 #: A GEMM-like kernel at bf16 reaches this share of the efficiency (achieved / ceiling) it
@@ -209,6 +225,13 @@ PRECISION_RATIO_DEFAULT = (1e-6, 0.5)
 #: tile for tensor cores (GPT-2's 50,257-word output layer) keep 0.36 of their fp32 time, and
 #: those dominate the steps they are in.
 BF16_GEMM_SHARE = 0.4
+#: :data:`BF16_GEMM_SHARE` of the op classes whose kernel pairs differ from it: a convolution's
+#: GEMM kernels (cuDNN's fp32 ``implicit_gemm``/``wgrad``/``dgrad`` engines against its bf16
+#: tensor-core ones) reach 0.6 (the development torch eager convolution kernels traced in both
+#: precisions, benchmarks/replay_kernels.py, part 5: summed bf16 time predicted at 1.34 /
+#: 1.09 / 0.93 / 0.72x of the measured with 0.4 / 0.5 / 0.6 / 0.8; matmuls 0.68x at 0.4,
+#: attention 1.02x, recurrent 0.74x).
+BF16_GEMM_SHARE_BY_CLASS = {"convolution": 0.6}
 #: The part of a GEMM-like kernel's time that its precision does not change (launch, ramp-up,
 #: the tail wave): the best fit of the kernel-level pairs (median |log error| 0.19 at 3 us,
 #: 0.21-0.22 at 2 and 4 us, with a share of 1).
@@ -218,9 +241,12 @@ GEMM_FIXED_S = 3e-6
 def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
     """Duration of ``op`` (traced at precision ``src``) at precision ``dst`` on ``gpu``: a
     GEMM-like kernel's time above :data:`GEMM_FIXED_S` by the ceilings' ratio of its math
-    precisions (read off its name) over :data:`BF16_GEMM_SHARE`, no less than its bytes at
-    the new precision over the bandwidth where the trace holds them;
-    another kernel by its op class's :data:`PRECISION_RATIO`, inverted going to fp32."""
+    precisions (read off its name) over its op class's share (:data:`BF16_GEMM_SHARE_BY_CLASS`,
+    else :data:`BF16_GEMM_SHARE`), no less than its bytes at the new precision over the
+    bandwidth where the trace holds them; a batch norm's backward kernel by
+    :data:`BATCH_NORM_BACKWARD_BF16`; another kernel by its op class's
+    :data:`PRECISION_RATIO`, inverted going to fp32 (a convolution's non-GEMM kernels are
+    dropped going to bf16 by :func:`to_precision`, not here)."""
     if src == dst:
         return op.dur_s
     to_bf16 = dst in ("bf16", "fp16") and src not in ("bf16", "fp16")
@@ -234,10 +260,11 @@ def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> fl
         if not (a and b):
             return op.dur_s
         c = a / b
+        share = BF16_GEMM_SHARE_BY_CLASS.get(op.op_class or "", BF16_GEMM_SHARE)
         if p_dst == "bf16" and p_src != "bf16":
-            c /= BF16_GEMM_SHARE
+            c /= share
         elif p_src == "bf16" and p_dst != "bf16":
-            c *= BF16_GEMM_SHARE
+            c *= share
         t = body * c
         if op.bytes:  # the roofline: no faster than its bytes at the new precision
             mem = 0.5 if p_dst == "bf16" and p_src != "bf16" else (
@@ -245,6 +272,8 @@ def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> fl
             t = max(t, op.bytes * mem / gpu.bandwidth_bytes_per_s)
         return floor + t
     fixed, r = PRECISION_RATIO.get(op.op_class or "", PRECISION_RATIO_DEFAULT)
+    if is_batch_norm_backward(op):
+        fixed, r = 0.0, BATCH_NORM_BACKWARD_BF16
     floor = min(op.dur_s, fixed)
     body = op.dur_s - floor
     if to_bf16:
@@ -254,15 +283,72 @@ def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> fl
     return op.dur_s
 
 
+#: An eager program's untraced host time under bf16 autocast / at fp32: the median over the
+#: development torch eager models of calibration2.db of their median bf16 host probe over
+#: their median fp32 one (transformer 0.98, fcn5 1.12, fcn_mnist 1.14, lstm 1.16,
+#: alexnet_cifar 1.22, resnet50 1.32, gpt2_small 1.63; benchmarks/replay_kernels.py, part 6).
+AUTOCAST_HOST = 1.16
+
+
+def autocast_host(step: StepTrace) -> float:
+    """The factor by which bf16 autocast multiplies the host work of ``step``'s program:
+    :data:`AUTOCAST_HOST` for an eager program, 1 for a compiled one (an XLA program, or a
+    torch.compile graph, ``meta['mode'] == 'graph'``: the casts are in the graph, not
+    dispatched operator by operator).
+
+    Autocast dispatches more operators (the casts of GEMM operands and their backward): a
+    torch eager bf16 step runs 1.4-2.5x the fp32 step's ATen operators (``ops_per_step`` on
+    calibration2.db), each through the dispatcher (docs/perfmodel.md: the host is per
+    operator), but the casts are cheaper than the average operator: the untraced host probes
+    give the whole step's host 1.16x."""
+    if step.meta.get("xla") or step.meta.get("mode") == "graph":
+        return 1.0
+    return AUTOCAST_HOST
+
+
+def is_conv_helper(op: DeviceOp) -> bool:
+    """True for a non-GEMM kernel of a convolution (op class ``convolution``): cuDNN's fp32
+    FFT and Winograd transforms, layout conversions and split reductions around the GEMM."""
+    return op.kind == "kernel" and op.op_class == "convolution" and not is_gemm(op)
+
+
+def drop_conv_helpers(step: StepTrace) -> StepTrace:
+    """``step`` without its convolutions' non-GEMM kernels (:func:`is_conv_helper`), as at
+    bf16: cuDNN and XLA's bf16 convolutions run their tensor-core kernels without them. On the
+    development points traced in both precisions what remains of them at bf16 is 4% of their
+    fp32 time in torch eager (ConvolutionBackward0: 14.9 -> 0.56 ms, 643 -> 170 kernels) and
+    2% in XLA programs (22.8 -> 0.40 ms), while the GEMM kernels keep their count. An XLA
+    program loses the launches left without a kernel, and their share of the host (its host
+    is spread over launches, :func:`~dlperf.perfmodel.replay.deinflate`; the development
+    resnet50 XLA programs launch 0.53x as often at bf16 and probe 0.64x the host); a PyTorch
+    program keeps its launches (its host is per operator)."""
+    keep = [o for o in step.ops if not is_conv_helper(o)]
+    if len(keep) == len(step.ops):
+        return step
+    ops = _reindex(step.ops, keep)
+    launches = step.launches
+    if step.meta.get("xla"):
+        used = sorted({o.launch for o in ops})
+        new = {old: i for i, old in enumerate(used)}
+        ops = [replace(o, launch=new[o.launch]) for o in ops]
+        launches = tuple(step.launches[i] for i in used)
+    return replace(step, ops=tuple(ops), launches=launches)
+
+
 def to_precision(step: StepTrace, dst: str, gpu: GpuProfile, *,
                  cast_host_s: float = 0.0) -> StepTrace:
     """``step`` at precision ``dst`` on ``gpu``: each kernel by :func:`kernel_to_precision`;
-    going to bf16 from fp32, autocast's casts of the GEMM operands are added (one cast kernel
-    of :data:`KERNEL_FLOOR_S` plus its bytes per GEMM op, issued with it) with
-    ``cast_host_s`` of host work each; going to fp32, the trace's cast kernels are dropped.
+    going to bf16 from fp32, the convolutions' non-GEMM kernels are dropped
+    (:func:`drop_conv_helpers`), autocast's casts of the GEMM operands are added (one cast
+    kernel of :data:`KERNEL_FLOOR_S` plus its bytes per GEMM op, issued with it) with
+    ``cast_host_s`` of host work each, and the host is multiplied by :func:`autocast_host`;
+    going to fp32, the trace's cast kernels are dropped and the host divided by it.
     """
     src = str(step.meta.get("precision") or "fp32")
+    if dst in ("bf16", "fp16") and src not in ("bf16", "fp16"):
+        step = drop_conv_helpers(step)
     ops = [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
+    scaled = list(ops)  # index for index the ops of ``step``: what ``after`` refers to
     launches = list(step.launches)
     note = f"precision {src} -> {dst}"
     if dst in ("bf16", "fp16") and src not in ("bf16", "fp16"):
@@ -277,17 +363,24 @@ def to_precision(step: StepTrace, dst: str, gpu: GpuProfile, *,
                 out.append(cast)
                 added += 1
             out.append(o)
-        ops = _reindex(step.ops, out)
+        ops = _reindex(scaled, out)
         if added and cast_host_s:
             per = cast_host_s * added / max(1, len(launches))
             launches = [HostLaunch(h.before_s + per, h.call_s) for h in launches]
         note += f", +{added} casts"
+        f = autocast_host(step)
     elif src in ("bf16", "fp16") and dst not in ("bf16", "fp16"):
         keep = [o for o in ops if not _is_cast(o)]
-        ops = _reindex(step.ops, keep)
+        ops = _reindex(scaled, keep)
         note += f", -{len(step.ops) - len(keep)} casts"
-    return replace(step, ops=tuple(ops), launches=tuple(launches)).with_note(note,
-                                                                              precision=dst)
+        f = 1.0 / autocast_host(step)
+    else:
+        f = 1.0
+    out = replace(step, ops=tuple(ops), launches=tuple(launches))
+    if f != 1.0:
+        out = scale_host(out, f)
+        note += f", host x{f:.3f} (autocast)"
+    return out.with_note(note, precision=dst)
 
 
 def _is_cast(op: DeviceOp) -> bool:

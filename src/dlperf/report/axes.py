@@ -39,7 +39,7 @@ from dlperf.report.cells import (
 )
 from dlperf.report.regress import PointComparison, compare_point, point_key_of
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import label_of_record
+from dlperf.results.view import config_of, label_of_record, setting
 
 __all__ = ["AXES", "Axis", "AxisPair", "free_key", "points_of", "axis_pairs",
            "precision_speedups", "precision_markdown", "BASE_PRECISION"]
@@ -63,7 +63,7 @@ def free_key(rec: RunRecord, free: Iterable[str]) -> str:
     the same key differ only in ``free``. Read from the stored config (less
     :data:`_NOT_THE_POINT`) and the identity; a trace counts as on or off, not its folder."""
     ident = rec.identity
-    cfg = ident.config if isinstance(ident.config, dict) else {}
+    cfg = config_of(rec)
     d: dict[str, Any] = {k: v for k, v in cfg.items() if k not in _NOT_THE_POINT}
     d.update({k: getattr(ident, k) for k in _IDENTITY_FIELDS})
     d["world_size"] = d["world_size"] or 1
@@ -92,8 +92,7 @@ def points_of(records: Iterable[RunRecord]) -> list[list[RunRecord]]:
 
 
 def _compile_mode(rec: RunRecord) -> str:
-    cfg = rec.identity.config if isinstance(rec.identity.config, dict) else {}
-    return str(cfg.get("compile_mode") or "default")
+    return str(setting(rec, "compile_mode") or "default")
 
 
 def mode_label(rec: RunRecord) -> str:
@@ -262,13 +261,13 @@ def precision_speedups(records: Iterable[RunRecord], level: float = 0.95
     out = []
     for p in axis_pairs(records, AXES["precision"], level):
         i, pc = p.base_rec.identity, p.comparison
-        cfg = i.config if isinstance(i.config, dict) else {}
         ci = p.ci
         out.append({"model": i.model, "framework": i.framework, "mode": i.mode,
                     "label": mode_label(p.base_rec), "device": i.device,
                     "world_size": i.world_size or 1, "batch_size": i.batch_size,
                     "grad_accum": i.grad_accum, "data": i.data,
-                    "loader_workers": cfg.get("loader_workers"), "threads": i.threads,
+                    "loader_workers": setting(p.base_rec, "loader_workers"),
+                    "threads": i.threads,
                     "baseline": p.base, "other": p.other, "speedup": p.speedup,
                     "ci_low": ci[0] if ci else None, "ci_high": ci[1] if ci else None,
                     "ci_from": p.ci_from,

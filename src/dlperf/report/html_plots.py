@@ -37,6 +37,7 @@ from dlperf.report.series import series_of, tell_apart
 from dlperf.report.tables import fmt_sig, status_label
 from dlperf.results.history import created_of, revision_of, sha_of, tag_of
 from dlperf.results.schema import RunRecord
+from dlperf.results.view import setting
 
 __all__ = ["PointView", "points_of", "batch_figure", "overview_figure", "trend_figure",
            "trend_points", "figure_title", "style_figure", "log_ticks", "series_colors", "esc", "COLORS",
@@ -105,8 +106,7 @@ class PointView:
         """The hover text (escaped HTML): settings, step time and interval, throughput, runs,
         warnings or the error."""
         rec = (self.ok or self.runs)[-1]
-        cfg = rec.identity.config or {}
-        it = cfg.get("iterations") or {}
+        it = setting(rec, "iterations") or {}
         lines = [f"<b>{esc(self.model)}</b> {esc(self.series_label)}",
                  f"global batch {self.batch}" + (f", grad accum {rec.identity.grad_accum}"
                                                  if (rec.identity.grad_accum or 1) > 1 else "")]

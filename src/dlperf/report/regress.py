@@ -61,7 +61,7 @@ import numpy as np
 
 from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import label_of_record
+from dlperf.results.view import config_of, label_of_record
 from dlperf.stats import MIN_CI_SAMPLES
 
 __all__ = ["PointComparison", "Comparison", "parse_threshold", "point_key_of", "point_label",
@@ -435,7 +435,7 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
 
     a, b = ob[-1].to_dict(raw=False), on[-1].to_dict(raw=False)
     pc.notes += [f"environment differs: {d}" for d in environment_differences(a, b)]
-    diff = _config_diff(a.get("config") or {}, b.get("config") or {})
+    diff = _config_diff(config_of(ob[-1]), config_of(on[-1]))
     pc.notes += [f"settings differ: {d}" for d in diff]
     return pc
 
@@ -604,7 +604,7 @@ def _loose_key(rec: RunRecord) -> str | None:
         return None
     body, _, query = model[5:].partition("?")
     path, _, fn = body.rpartition(":")
-    cfg = {k: v for k, v in (rec.identity.config or {}).items() if k not in _LOOSE_SKIP}
+    cfg = {k: v for k, v in config_of(rec).items() if k not in _LOOSE_SKIP}
     return json.dumps([posixpath.basename(path.replace("\\", "/")), fn, query, cfg],
                       sort_keys=True, default=str)
 

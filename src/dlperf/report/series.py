@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dlperf.results.schema import RunRecord
-from dlperf.results.view import label_of_record, settings_of
+from dlperf.results.view import config_of, label_of_record, settings_of
 
 __all__ = ["series_config", "series_of", "tell_apart"]
 
@@ -39,7 +39,7 @@ def series_config(rec: RunRecord) -> dict[str, Any]:
     from dlperf.config.identity import KEY_EXCLUDED, KEY_OMIT_AT_DEFAULT, has_image_layout
 
     i = rec.identity
-    cfg = dict(i.config or {})
+    cfg = config_of(rec)
     d = {k: v for k, v in cfg.items() if k not in KEY_EXCLUDED and k not in _NOT_SERIES}
     for k, default in KEY_OMIT_AT_DEFAULT.items():
         if d.get(k) == default:

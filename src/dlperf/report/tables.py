@@ -61,6 +61,7 @@ from dlperf.results.view import (
     field,
     fields,
     is_ok,
+    label_of_record,
     median_s,
     optimizer_label,
     repeat_in,
@@ -316,18 +317,15 @@ def results_table(rows: Sequence[RunRecord], *,
 
 def warning_lines(rows: Sequence[RunRecord],
                   limit: int | None = WARNING_LINES) -> list[str]:
-    """One line per result with quality warnings, in table order: ``⚠ model framework/mode
-    device precision b=N [T thr]: the first warning (+k more)``; past ``limit`` results, one line
-    counting the rest (None: every one). Empty when no result has a warning."""
+    """One line per result with quality warnings, in table order: ``⚠ LABEL: the first
+    warning (+k more)`` (LABEL: :func:`dlperf.results.view.label_of_record`); past ``limit``
+    results, one line counting the rest (None: every one). Empty when no result has a
+    warning."""
     warned = [r for r in sort_rows(rows) if r.warnings]
     out = []
     for rec in warned[:limit] if limit is not None else warned:
-        i = rec.identity
-        rep = repeat_in(rec)
         more = len(rec.warnings or []) - 1
-        thr = f" {i.threads} thr" if i.threads is not None else ""
-        out.append(f"⚠ {i.model}{f' #{rep}' if rep else ''} {framework_cell(rec)} "
-                   f"{i.device} {i.precision} b={i.batch_size}{thr}: {rec.warnings[0]}"
+        out.append(f"⚠ {label_of_record(rec)}: {rec.warnings[0]}"
                    + (f" (+{more} more)" if more else ""))
     if limit is not None and len(warned) > limit:
         out.append(f"... and {len(warned) - limit} more results with warnings (every warning: "

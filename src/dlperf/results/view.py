@@ -7,10 +7,9 @@ record by :func:`dlperf.results.store.flatten` and the record itself (without ra
 read the typed :class:`~dlperf.results.schema.RunRecord`, never the row's keys.
 
 Two readings of a row: :func:`record_of` reads its ``result_json`` as stored (NaN kept, with
-the row's raw samples when given: ``ResultStore.records``), and :func:`as_record` gives a
-record as it is and reads a row with :func:`record_of_row`, which
-writes the row's columns back into the fields they were made from (:data:`COLUMN_FIELDS`).
-So a row that carries columns only (a test's, a tool's) reads as the record of those columns,
+the row's raw samples when given: ``ResultStore.records``), and :func:`as_record`
+(:func:`record_of_row`) writes the row's columns back into the fields they were made from
+(:data:`COLUMN_FIELDS`). So a row that carries columns only (a test's, a tool's) reads as the record of those columns,
 and where a column and the JSON disagree (a NaN stored as NULL, a flag stored as 0/1) the
 column wins, as it did when readers read the columns.
 
@@ -174,21 +173,21 @@ def record_of_row(row: Mapping[str, Any]) -> RunRecord:
     return rec
 
 
-def as_record(result: RunRecord | Mapping[str, Any]) -> RunRecord:
-    """``result`` itself if it is a record (``ResultStore.records``), else the record of a
-    store row (:func:`record_of_row`): where a row becomes a record for its readers (a
-    result dict, as :meth:`RunRecord.to_dict` writes it, is :meth:`RunRecord.from_dict`'s).
+def as_record(row: Mapping[str, Any]) -> RunRecord:
+    """The record of a store row (:func:`record_of_row`): where a row becomes a record for its
+    readers, once (a result dict, as :meth:`RunRecord.to_dict` writes it, is
+    :meth:`RunRecord.from_dict`'s).
 
     Raises:
         ConfigError: the row's record was written by a newer dlperf.
         pydantic.ValidationError: a value of the wrong type for its field.
     """
-    return result if isinstance(result, RunRecord) else record_of_row(result)
+    return record_of_row(row)
 
 
-def as_records(results: Iterable[RunRecord | Mapping[str, Any]]) -> list[RunRecord]:
-    """:func:`as_record` of each of ``results``, in order."""
-    return [as_record(r) for r in results]
+def as_records(rows: Iterable[Mapping[str, Any]]) -> list[RunRecord]:
+    """:func:`as_record` of each of ``rows``, in order."""
+    return [as_record(r) for r in rows]
 
 
 def config_of(rec: RunRecord) -> dict[str, Any]:

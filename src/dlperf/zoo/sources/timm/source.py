@@ -7,7 +7,14 @@ import difflib
 
 from dlperf.errors import ConfigError
 from dlperf.zoo.sources.names import join_options, split_options
-from dlperf.zoo.sources.timm.spec import FAMILY, OPTIMIZER, OWN_OPTIONS, create_kwargs, timm_module
+from dlperf.zoo.sources.timm.spec import (
+    FAMILY,
+    OPTIMIZER,
+    OWN_OPTIONS,
+    check_option_sizes,
+    create_kwargs,
+    timm_module,
+)
 from dlperf.zoo.spec import ModelSpec
 
 
@@ -16,11 +23,13 @@ def resolve(body: str, name: str) -> ModelSpec:
     device, FLOPs from ``FlopCounterMode``: :mod:`dlperf.zoo.sources.torch_count`).
 
     Raises:
-        ConfigError: an unknown model name (with close ones), or options that
+        ConfigError: an unknown model name (with close ones), an option over its limit
+            (:func:`~dlperf.zoo.sources.timm.spec.check_option_sizes`), or options that
             ``create_model`` refuses (its message).
         UnavailableError: timm (or torch) is not installed or does not import.
     """
     base, options = split_options(name, body)
+    check_option_sizes(options, name)  # before timm builds anything
     timm = timm_module()
     if not timm.is_model(base):
         close = difflib.get_close_matches(base, timm.list_models(), n=6, cutoff=0.6)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.errors import UnavailableError
+from dlperf.errors import ConfigError, UnavailableError
 from dlperf.zoo.spec import OptimizerSpec
 
 FAMILY = "sources.timm"
@@ -51,3 +51,40 @@ def create_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     if "classes" in options:
         kw["num_classes"] = options["classes"]
     return kw
+
+
+#: Limits of ``timm:`` options, checked before the model is built (even on the meta device a
+#: model is built layer by layer: ``depth=10^9`` never ended). ``image``: the input side in
+#: pixels (8192, the largest image dlperf's ImageFolder reader decodes); ``classes``: 2^24;
+#: a depth (``depth``, ``layers``, ``num_layers``): 4,096 (as ``hf:`` models'); any other
+#: whole number: at most 2^31 - 1 in size (the limit of a config size).
+MAX_IMAGE = 8192
+MAX_CLASSES = 2**24
+MAX_DEPTH = 4096
+MAX_OPTION_INT = 2**31 - 1
+DEPTH_OPTIONS = ("depth", "layers", "num_layers", "n_layers")
+
+
+def check_option_sizes(options: dict[str, Any], name: str) -> None:
+    """Refuse a ``timm:`` option over its limit (:data:`MAX_IMAGE`, :data:`MAX_CLASSES`,
+    :data:`MAX_DEPTH`, :data:`MAX_OPTION_INT`), or a number that is not finite.
+
+    Raises:
+        ConfigError: naming the model, the option, its value and the limit.
+    """
+    import math
+
+    limits = {"image": (MAX_IMAGE, "pixels a side"), "classes": (MAX_CLASSES, "classes"),
+              **{k: (MAX_DEPTH, "layers") for k in DEPTH_OPTIONS}}
+    for key, value in options.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"model {name!r}: {key}={value}: give a finite number")
+        if not isinstance(value, int):
+            continue
+        limit, what = limits.get(key, (MAX_OPTION_INT, "(the limit of a config size)"))
+        if abs(value) > limit:
+            raise ConfigError(f"model {name!r}: {key}={value:,} is over dlperf's limit of "
+                              f"{limit:,} {what} (dlperf.zoo.sources.timm.spec); give a "
+                              "smaller value")

@@ -78,10 +78,12 @@ def run(model: str | RunConfig, *, in_process: bool = False, db: str | Path | No
 
         result = run_record(cfg)
     else:
+        from dlperf.config.limits import check_points_here
         from dlperf.launch.distributed import run_point
         from dlperf.placement import check_here
 
-        check_here([cfg])  # its processes and CPU binding can be made on this machine
+        check_points_here([cfg])  # its processes and CPU binding can be made on this machine
+        check_here([cfg])
         result = run_point(cfg)
     if db is not None:
         with ResultStore(db) as store:
@@ -127,9 +129,11 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
         raise ConfigError(f"sweep {name!r}: {e}") from None
     points = sc.expand()
     if not in_process:
+        from dlperf.config.limits import check_points_here
         from dlperf.placement import check_here
 
-        check_here(points)  # their processes and CPU bindings can be made on this machine
+        check_points_here(points)  # their processes and CPU bindings can be made here
+        check_here(points)
     missing = preflight(points, allow_missing=True)
     runner = None
     if in_process:

@@ -233,40 +233,15 @@ def check_here(points: Sequence[Any]) -> None:
     ``points`` (run configs: ``cpu_bind``, ``nproc`` ranks per node): the same check as the
     worker's :func:`plan_cpus` for every local rank, against this process's usable CPUs and
     NUMA nodes. Without it, ``--cpu-bind 0-99`` on a 2-CPU host started a worker and stored an
-    error row. Also each point's ``nproc`` against the processes this machine may start per
-    node (:func:`dlperf.config.limits.check_local_processes`: one per visible GPU, or a few
-    per usable CPU), so ``--nproc 100000`` starts nothing; and the input-pipeline workers of
-    all ranks (``loader_workers x nproc``, CPU processes or threads) against the CPU limit.
+    error row. (The processes a point starts are checked by
+    :func:`dlperf.config.limits.check_points_here`.)
 
     Raises:
         ConfigError: naming the setting and why it cannot be made here.
     """
-    from dlperf.config.limits import check_local_processes
     from dlperf.errors import ConfigError
 
     usable, topo = usable_cpus(), None
-    widest: dict[str, Any] = {}
-    for p in points:
-        dev, n = str(getattr(p, "device", "cpu")), int(getattr(p, "nproc", 1) or 1)
-        if n > 1 and n > getattr(widest.get(dev), "nproc", 1):
-            widest[dev] = p
-    for dev, p in widest.items():
-        try:
-            check_local_processes(int(p.nproc), dev, flag="--nproc")
-        except ConfigError as e:
-            label = p.label() if hasattr(p, "label") else f"nproc {p.nproc}"
-            raise ConfigError(f"{label}: {e}") from None
-    fed = max(points, default=None, key=lambda p: (getattr(p, "loader_workers", None) or 0)
-              * int(getattr(p, "nproc", 1) or 1))
-    workers = (getattr(fed, "loader_workers", None) or 0) * int(getattr(fed, "nproc", 1) or 1)
-    if fed is not None and workers > 1:  # CPU workers (processes or threads) of every rank
-        try:
-            check_local_processes(workers, "cpu", flag="loader workers (--loader-workers x "
-                                                     "--nproc)")
-        except ConfigError as e:
-            label = fed.label() if hasattr(fed, "label") else f"loader_workers {workers}"
-            raise ConfigError(f"{label}: {str(e).replace('give --nproc', 'give')} "
-                              "loader workers in all") from None
     seen: set[tuple[str, int]] = set()
     for p in points:
         mode, procs = str(getattr(p, "cpu_bind", "none")), int(getattr(p, "nproc", 1) or 1)

@@ -198,3 +198,10 @@ def test_predict_refuses_sizes_over_their_limits(tmp_path, argv, said):
     r = CliRunner().invoke(app, ["predict", "--db", str(db), "--model", "fcn5_tiny", "-b",
                                  "8", *argv])
     assert r.exit_code == 2 and said in " ".join(r.output.split()), r.output
+
+
+def test_make_imagefolder_seed_bound_is_the_configs():
+    from dlperf.config.limits import MAX_SEED
+    from dlperf.data import imagefolder
+
+    assert imagefolder.MAX_SEED == MAX_SEED

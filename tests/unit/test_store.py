@@ -217,8 +217,9 @@ def test_merge_keeps_every_result_once_in_time_order_with_samples(tmp_path):
     a_bytes = a.read_bytes()
     summary = merge_stores(dest, [a, b])
     assert a.read_bytes() == a_bytes  # sources are read from copies
-    assert summary["added"] == {str(a): {"results": 2, "collectives": 1, "sweeps": 1},
-                                str(b): {"results": 2, "collectives": 0, "sweeps": 0}}
+    assert summary["added"] == {
+        str(a): {"results": 2, "collectives": 1, "sweeps": 1, "profiles": 0},
+        str(b): {"results": 2, "collectives": 0, "sweeps": 0, "profiles": 0}}
     assert summary["results"] == 4 and summary["collectives"] == 1 and summary["sweeps"] == 1
     with ResultStore(dest) as s:
         every = s.rows(latest=False)
@@ -231,7 +232,7 @@ def test_merge_keeps_every_result_once_in_time_order_with_samples(tmp_path):
         assert len(s.collectives()) == 2  # one run of two message sizes
     # merging again adds nothing; dest's own rows are kept when it is also the target
     again = merge_stores(dest, [a, b, dest])
-    nothing = {"results": 0, "collectives": 0, "sweeps": 0}
+    nothing = {"results": 0, "collectives": 0, "sweeps": 0, "profiles": 0}
     assert again["added"] == {str(a): nothing, str(b): nothing} and again["results"] == 4
 
 

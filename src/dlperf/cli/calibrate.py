@@ -193,10 +193,9 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
                batch_sizes: str, precision: str, mode: str | None, profile_model: str,
                profile_batch: int, budget_s: float, json_out: bool) -> None:
     from dlperf import api
+    from dlperf.config.limits import check_seconds
     from dlperf.perfmodel import hardware
     from dlperf.registry import framework_info
-
-    from dlperf.config.limits import check_seconds
 
     t0 = time.monotonic()
     check_seconds(budget_s, "--budget-s")

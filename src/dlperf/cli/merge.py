@@ -30,8 +30,9 @@ def merge(
             check_db(s, must_exist=True)
         summary = merge_stores(db, sources)
         for src, n in summary["added"].items():
+            profs = (f", {n['profiles']} device profile(s)" if n.get("profiles") else "")
             common.err.print(f"{src}: {n['results']} new result(s), {n['collectives']} new "
-                             f"collective run(s), {n['sweeps']} new sweep record(s)",
+                             f"collective run(s), {n['sweeps']} new sweep record(s){profs}",
                              highlight=False)
         common.err.print(f"{db} now holds {summary['results']} results ({summary['samples']} "
                          f"raw samples), {summary['collectives']} collective runs and "

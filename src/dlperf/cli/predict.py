@@ -94,11 +94,10 @@ def _text(p: dict) -> str:
 
 def _dai(db: list[str], amortise_iters: int, format: str) -> None:
     """``--dai-table``: read the results files (folders: their ``*.db``) and print the table."""
+    from dlperf.config.limits import MAX_AMORTISE_ITERS, over
     from dlperf.perfmodel import dai
     from dlperf.results.dbfile import results_files
     from dlperf.results.store import ResultStore
-
-    from dlperf.config.limits import MAX_AMORTISE_ITERS, over
 
     if amortise_iters < 1:
         raise ConfigError(f"--amortise-iters must be at least 1, got {amortise_iters}")

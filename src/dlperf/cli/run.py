@@ -344,8 +344,10 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
             _emit_slurm(par.emit_slurm, par, dev, store.db, store.force)
             return
         if outside is None:
+            from dlperf.config.limits import check_points_here
             from dlperf.placement import check_here
 
+            check_points_here(points)  # the processes they start, before any starts
             check_here(points)
         from dlperf.launch.distributed import run_point
         from dlperf.launch.slurm import node_db_path

@@ -224,18 +224,19 @@ def _dry_checks(points: list[Any], file: Path, rdzv_endpoint: str | None, shards
     """What the sweep checks before it runs, for ``--dry-run``: the data sets (read and cut
     into a batch, :func:`dlperf.sweep.preflight`) and the frameworks' interpreters are
     refused as the sweep refuses them; what depends on this host (a CUDA GPU, its CPUs for
-    ``cpu_bind``, the node options) is printed as a note instead, since a dry run is often made
+    ``cpu_bind``, the processes it may start, the node options) is printed as a note instead, since a dry run is often made
     on another machine than the sweep (a login node).
 
     Raises:
         ConfigError, DataError: what the sweep would refuse on any host.
     """
+    from dlperf.config.limits import check_points_here
     from dlperf.placement import check_here
     from dlperf.sweep import preflight
 
     preflight(points, allow_missing=True)
     for check in (lambda: _check_runnable(points, file, rdzv_endpoint, shards),
-                  lambda: check_here(points)):
+                  lambda: check_points_here(points), lambda: check_here(points)):
         try:
             check()
         except ConfigError as e:
@@ -313,8 +314,10 @@ def sweep(
             _dry_run(points, path, restart, retry_failed, tag, rechoose_threads)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
+        from dlperf.config.limits import check_points_here
         from dlperf.placement import check_here
 
+        check_points_here(points)  # the processes they start, before any starts
         check_here(points)
         from dlperf.launch.distributed import run_point
         from dlperf.results.history import check_tag, tagging

@@ -7,16 +7,23 @@ grid of 10^6 points (minutes of validation), ``seed: 2**70`` (every PyTorch poin
 ``hf:...?layers=10^23`` (gigabytes of modules built on the meta device). Each limit here is
 far above any real benchmark and far below what breaks something; a value over it is refused
 with the limit in the message (:func:`over`). The ``hf:`` model sizes have their own estimate
-(:func:`dlperf.zoo.sources.hf.spec.check_sizes`).
+(:func:`dlperf.zoo.sources.hf.spec.check_sizes`), ``timm:`` options theirs
+(:func:`dlperf.zoo.sources.timm.spec.check_option_sizes`), and ``dlperf data
+make-imagefolder``'s images, classes and seed are bounded in :mod:`dlperf.data.imagefolder`
+(modules this package imports, so they hold their own limits).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = ["MAX_BATCH", "MAX_GRAD_ACCUM", "MAX_SEED", "MAX_THREADS", "MAX_PROCESSES",
            "MAX_NODES", "MAX_WORKERS", "MAX_PREFETCH", "MAX_ITERS", "MAX_SECONDS",
-           "MAX_REPEATS", "MAX_RUNS", "MAX_BUCKET_MB", "MAX_MESSAGE_BYTES", "MAX_IMAGES",
-           "MAX_CLASSES", "MAX_AMORTISE_ITERS", "PROCESSES_PER_CPU", "MIN_LOCAL_PROCESSES", "over", "check_count",
-           "check_seconds", "local_process_limit", "check_local_processes"]
+           "MAX_REPEATS", "MAX_RUNS", "MAX_BUCKET_MB", "MAX_MESSAGE_BYTES",
+           "MAX_AMORTISE_ITERS", "PROCESSES_PER_CPU", "MIN_LOCAL_PROCESSES", "over",
+           "check_count", "check_seconds", "local_process_limit", "check_local_processes",
+           "check_points_here"]
 
 #: Samples per iteration (the global batch): 2^24. The largest published training batches are
 #: about 2^16 sequences or images; one sample more than 2^24 fits no device's memory.
@@ -55,10 +62,6 @@ MAX_BUCKET_MB = 2.0**20
 #: One all-reduce message (``dlperf allreduce --max-bytes``), bytes: 1 TiB, above any
 #: device's memory (the benchmark also checks it against this machine's memory).
 MAX_MESSAGE_BYTES = 2**40
-#: Images and classes of ``dlperf data make-imagefolder`` (ImageNet-21k: 14 M images in
-#: 21,841 classes).
-MAX_IMAGES = 2**24
-MAX_CLASSES = 2**16
 #: Processes one run may start per node on this machine where they are CPU processes (gloo,
 #: the CPU all-reduce): this many per usable CPU, and at least :data:`MIN_LOCAL_PROCESSES`
 #: (an 8-rank CPU run on a 2-CPU laptop is slow, not harmful). GPU processes: one per visible
@@ -121,7 +124,7 @@ def local_process_limit(device: str, *, cpus: int | None = None,
     device); otherwise (CPU processes, gloo; or no GPU here, where the points are stored
     unavailable) :data:`PROCESSES_PER_CPU` per usable CPU, at least
     :data:`MIN_LOCAL_PROCESSES`. ``cpus`` (usable CPUs) and ``gpus`` (visible GPUs; None:
-    unknown) default to this machine's (:func:`dlperf.placement.usable_cpus`,
+    unknown) default to this machine's (its affinity,
     :func:`dlperf.nvml.visible_gpu_count`)."""
     if device == "cuda":
         if gpus == -1:
@@ -130,10 +133,13 @@ def local_process_limit(device: str, *, cpus: int | None = None,
             gpus = visible_gpu_count()
         if gpus:
             return gpus, f"one process per GPU: this machine's CUDA sees {gpus} GPU(s)"
-    if cpus is None:
-        from dlperf.placement import usable_cpus
+    if cpus is None:  # this process's usable CPUs (as dlperf.placement.usable_cpus counts)
+        import os
 
-        cpus = len(usable_cpus())
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            cpus = os.cpu_count() or 1
     limit = max(MIN_LOCAL_PROCESSES, PROCESSES_PER_CPU * cpus)
     return limit, (f"{PROCESSES_PER_CPU} CPU processes per usable CPU, {cpus} here, at least "
                    f"{MIN_LOCAL_PROCESSES}")
@@ -154,3 +160,40 @@ def check_local_processes(nproc: int, device: str, flag: str = "--nproc", **prob
         raise ConfigError(f"{flag} {nproc:,} is over this machine's limit of {limit:,} "
                           f"processes per node ({why}; dlperf.config.limits): nothing was "
                           f"started; give --nproc {limit} or fewer")
+
+
+def check_points_here(points: Sequence[Any]) -> None:
+    """Refuse, before any process starts, points that would start more processes per node
+    than this machine takes: each point's ``nproc`` (:func:`check_local_processes` for its
+    device), and the input-pipeline workers of all its ranks (``loader_workers x nproc``, CPU
+    processes or threads) against the CPU limit. ``points``: run configs (``device``,
+    ``nproc``, ``loader_workers``, ``label()``).
+
+    Raises:
+        ConfigError: naming the point, the count, the limit and why.
+    """
+    from dlperf.errors import ConfigError
+
+    def label(p: Any) -> str:
+        return p.label() if hasattr(p, "label") else f"nproc {getattr(p, 'nproc', 1)}"
+
+    widest: dict[str, Any] = {}
+    for p in points:
+        dev, n = str(getattr(p, "device", "cpu")), int(getattr(p, "nproc", 1) or 1)
+        if n > 1 and n > int(getattr(widest.get(dev), "nproc", 1) or 1):
+            widest[dev] = p
+    for dev, p in widest.items():
+        try:
+            check_local_processes(int(getattr(p, "nproc", 1)), dev, flag="--nproc")
+        except ConfigError as e:
+            raise ConfigError(f"{label(p)}: {e}") from None
+    for p in points:
+        workers = (getattr(p, "loader_workers", None) or 0) * int(getattr(p, "nproc", 1) or 1)
+        if workers <= 1:
+            continue
+        try:
+            check_local_processes(workers, "cpu",
+                                  flag="loader workers (--loader-workers x --nproc)")
+        except ConfigError as e:
+            raise ConfigError(f"{label(p)}: {str(e).replace('give --nproc', 'give')} loader "
+                              "workers in all") from None

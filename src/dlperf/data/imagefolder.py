@@ -38,6 +38,13 @@ from dlperf.data.files import check_size, open_regular
 from dlperf.errors import ConfigError, DataError, DataMissing
 from dlperf.outputs import atomic_write
 
+#: Images and classes one call writes at most (ImageNet-21k: 14 M images in 21,841 classes),
+#: and the largest seed (0 .. 2^32 - 1, as :data:`dlperf.config.limits.MAX_SEED`: this package
+#: is below dlperf.config, so the limits of its own flags are here).
+MAX_IMAGES = 2**24
+MAX_CLASSES = 2**16
+MAX_SEED = 2**32 - 1
+
 #: File name endings counted as images (lower case).
 EXTENSIONS = (".jpg", ".jpeg", ".png")
 
@@ -187,23 +194,21 @@ def make_imagefolder(root: str | os.PathLike, images: int = 1000, classes: int =
 
     Raises:
         ConfigError: a count or size below 1, more images or classes than
-            :data:`~dlperf.config.limits.MAX_IMAGES` / :data:`~dlperf.config.limits.
-            MAX_CLASSES`, a seed outside 0 .. :data:`~dlperf.config.limits.MAX_SEED`, more
+            :data:`MAX_IMAGES` / :data:`MAX_CLASSES`, a seed outside 0 .. :data:`MAX_SEED`, more
             images than free inodes, ``classes > images``, quality outside 1..95,
             images larger than the readers' limit, more memory or disk than there is, or a
             folder that holds another data set (files of other names, images of another size).
         DataError: Pillow is missing.
     """
-    from dlperf.config.limits import MAX_CLASSES, MAX_IMAGES, MAX_SEED, over
-
     for name, v in (("--images", images), ("--classes", classes), ("--size", size)):
         if v < 1:
             raise ConfigError(f"{name} must be >= 1, got {v}")
-    for name, v, limit, what in (("--images", images, MAX_IMAGES, "images"),
-                                 ("--classes", classes, MAX_CLASSES, "classes")):
-        msg = over(v, limit, what)
-        if msg:
-            raise ConfigError(f"{name} {msg}")
+    for name, v, limit in (("--images", images, MAX_IMAGES), ("--classes", classes,
+                                                              MAX_CLASSES)):
+        if v > limit:
+            raise ConfigError(f"{name} {v:,} is over dlperf's limit of {limit:,} "
+                              f"{name[2:]} (dlperf.data.imagefolder; ImageNet-21k has 14 M "
+                              "images in 21,841 classes)")
     if not 0 <= seed <= MAX_SEED:
         raise ConfigError(f"--seed {seed}: give a seed from 0 to {MAX_SEED:,}")
     if classes > images:

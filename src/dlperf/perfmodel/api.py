@@ -431,22 +431,29 @@ def _input(d: Draft, req: Request) -> None:
     d.one.calibrated_on = [*d.one.calibrated_on, *est.calibrated_on]
 
 
+#: The back-test category (path) of a prediction from a series, by ``(batch sizes in the
+#: series: 1, 2, or 3 for more; the batch above (1), below (-1) or within (0) them; at least
+#: twice the largest (1), at most half the smallest (-1), or neither (0))``; any other key:
+#: ``held-out batch`` (:func:`series_category`).
+SERIES_PATHS = {
+    (1, 1, 0): "one-point series up", (1, 1, 1): "one-point series up",
+    (1, -1, 0): "one-point series down", (1, -1, -1): "one-point series down",
+    (2, 1, 0): "two-point series up", (2, 1, 1): "two-point series up",
+    (2, -1, 0): "two-point series down", (2, -1, -1): "two-point series down",
+    (3, 1, 1): "extrapolate 2x", (3, -1, -1): "extrapolate down 2x",
+}
+
+
 def series_category(batches: Iterable[int], batch: int) -> str:
     """The back-test category whose residuals judge a prediction at per-device ``batch`` from a
-    series fitted on ``batches``: a series of one or two batch sizes has its own categories,
-    up or down; a longer one is ``extrapolate 2x`` (``extrapolate down 2x``) at twice its
-    largest batch or more (half its smallest or less), else ``held-out batch``."""
-    bs = sorted(set(batches))
-    if not bs:
-        return "held-out batch"
-    way = "up" if batch > bs[-1] else "down" if batch < bs[0] else None
-    if len(bs) <= 2 and way:
-        return f"{'one' if len(bs) == 1 else 'two'}-point series {way}"
-    if len(bs) > 2 and batch >= 2 * bs[-1]:
-        return "extrapolate 2x"
-    if len(bs) > 2 and 2 * batch <= bs[0]:
-        return "extrapolate down 2x"
-    return "held-out batch"
+    series fitted on ``batches`` (:data:`SERIES_PATHS`): a series of one or two batch sizes
+    has its own categories, up or down; a longer one is ``extrapolate 2x`` (``extrapolate
+    down 2x``) at twice its largest batch or more (half its smallest or less), else
+    ``held-out batch``."""
+    bs = sorted(set(batches)) or [batch]
+    side = (batch > bs[-1]) - (batch < bs[0])
+    far = (batch >= 2 * bs[-1]) - (2 * batch <= bs[0])
+    return SERIES_PATHS.get((min(len(bs), 3), side, far), "held-out batch")
 
 
 def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:

@@ -191,31 +191,39 @@ def _model_is(model: str) -> Callable[[Point], bool]:
     return lambda q: q.model == model
 
 
+def _steps(records: Records) -> list[Point]:
+    """The one-device points whose step is a measurement (not instrumented: no trace or
+    breakdown slowed it)."""
+    return [p for p in records.points if p.world_size == 1 and not p.instrumented]
+
+
+def _series(records: Records) -> list[tuple[Config, str, dict[int, Point]]]:
+    """Every one-device series: ``(configuration, results file, {batch size: its point})`` of
+    the file's :func:`_steps` of the configuration (the last stored of a batch size), in the
+    order of their first points."""
+    by: dict[tuple[Config, str], dict[int, Point]] = {}
+    for p in _steps(records):
+        by.setdefault((Config.of(p), p.source), {})[p.batch_size] = p
+    return [(cfg, src, at) for (cfg, src), at in by.items()]
+
+
 def batch_rows(records: Records, base: Calibration, min_points: int = 4,
                categories: Sequence[str] = ("held-out batch", "extrapolate 2x"),
                budget: Budget | None = None) -> list[Row]:
     """``held-out batch`` and ``extrapolate 2x`` rows (those of ``categories``), one series
     at a time within ``budget``."""
     out = []
-    seen = set()
-    for p in records.points:
-        cfg = Config.of(p)
-        if p.world_size != 1 or p.instrumented or (cfg, p.source) in seen:
-            continue
-        seen.add((cfg, p.source))
-        s = [q for q in records.points if q.source == p.source and cfg.matches(q)
-             and not q.instrumented]
-        bs = sorted({q.batch_size for q in s})
+    for cfg, src, at in _series(records):
+        bs = sorted(at)
         if len(bs) < min_points:
             continue
-        at = {q.batch_size: q for q in s}
         meas = {b: q.step_time_s for b, q in at.items()}
-        # (category, batch predicted, batch sizes withheld in every file)
+        # (category, batch predicted, batch sizes withheld in every file); a series spanning
+        # a factor of 2 extrapolates both ways
         tests = [("held-out batch", b, _batch_is(b)) for b in bs]
-        if [b for b in bs if 2 * b <= bs[-1]]:
-            tests.append(("extrapolate 2x", bs[-1], _batch_over_half(bs[-1])))
-        if [b for b in bs if b >= 2 * bs[0]]:
-            tests.append(("extrapolate down 2x", bs[0], _batch_under_double(bs[0])))
+        if 2 * bs[0] <= bs[-1]:
+            tests += [("extrapolate 2x", bs[-1], _batch_over_half(bs[-1])),
+                      ("extrapolate down 2x", bs[0], _batch_under_double(bs[0]))]
         tests = [t for t in tests if t[0] in categories
                  and len([x for x in bs if not t[2](x)]) >= 2]
         if not tests or not charge(budget, "batch", [t[0] for t in tests]):
@@ -223,9 +231,9 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
         for cat, b, withheld in tests:
             cal = Calibration(records, _points_at(cfg, withheld), share_efficiencies=base)
             train = [x for x in bs if not withheld(x)]
-            one = _one(cal, cfg, b, p.source)
+            one = _one(cal, cfg, b, src)
             a, slope = fit_linear(train, [meas[x] for x in train])
-            out.append(Row(cat, f"{cfg.label()} b={b} [{p.source}]", meas[b], one.step_time_s,
+            out.append(Row(cat, f"{cfg.label()} b={b} [{src}]", meas[b], one.step_time_s,
                            a + slope * b, bound=one.bound, point=point_id(at[b]),
                            model=cfg.model))
     return out
@@ -239,14 +247,7 @@ def few_point_rows(records: Records, base: Calibration,
     of the configuration withheld in every file, and the next batch up or down predicted.
     Baselines: the same samples/s as the one point (``t0 B / b0``); the line through the two."""
     out = []
-    seen = set()
-    for p in records.points:
-        cfg = Config.of(p)
-        if p.world_size != 1 or p.instrumented or (cfg, p.source) in seen:
-            continue
-        seen.add((cfg, p.source))
-        at = {q.batch_size: q for q in records.points if q.source == p.source
-              and cfg.matches(q) and not q.instrumented}
+    for cfg, src, at in _series(records):
         bs = sorted(at)
         tests: list[tuple[str, int, tuple[int, ...]]] = []
         for lo, hi in zip(bs, bs[1:]):
@@ -260,7 +261,7 @@ def few_point_rows(records: Records, base: Calibration,
             cal = Calibration(records, _points_at(cfg, _batch_not_in(kept)),
                               share_efficiencies=base)
             try:
-                one = _one(cal, cfg, b, p.source)
+                one = _one(cal, cfg, b, src)
             except (LookupError, ValueError):
                 continue
             meas = {x: at[x].step_time_s for x in kept}
@@ -270,7 +271,7 @@ def few_point_rows(records: Records, base: Calibration,
                 a0, slope = fit_linear(list(kept), [meas[x] for x in kept])
                 bl = a0 + slope * b
             out.append(Row(cat, f"{cfg.label()} b={b} from b={'/'.join(map(str, kept))} "
-                           f"[{p.source}]", at[b].step_time_s, one.step_time_s, bl,
+                           f"[{src}]", at[b].step_time_s, one.step_time_s, bl,
                            bound=one.bound, point=point_id(at[b]), model=cfg.model))
     return out
 
@@ -279,15 +280,14 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
     """``leave-one-model-out`` rows (synthetic one-device points on an accelerator), one model
     at a time (models in name order) within ``budget``."""
     out = []
-    pts = [p for p in records.points if p.world_size == 1 and not p.instrumented
-           and p.data == "synthetic" and p.device != "cpu"]
+    pts = [p for p in _steps(records) if p.data == "synthetic" and p.device != "cpu"]
     for m in sorted({p.model for p in pts}):
         mine = [q for q in pts if q.model == m]
         if not charge(budget, "lomo", ["leave-one-model-out"] * len(mine),
                      len({q.group for q in mine})):
             continue
         cal = Calibration(records, _model_is(m), share_efficiencies=base)
-        for p in (q for q in pts if q.model == m):
+        for p in mine:
             cfg = Config.of(p)
             try:
                 one = pm.analytic(cal, cfg, p.per_device_batch)
@@ -307,6 +307,13 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
     return out
 
 
+#: The configuration changes the what-if back-test judges at the same batch:
+#: ``(category, field, from, to)`` (and ``what-if B->2B``: the same configuration at twice
+#: the batch).
+WHATIFS = (("what-if fp32->bf16", "precision", "fp32", "bf16"),
+           ("what-if eager->graph", "mode", "eager", "graph"))
+
+
 def whatif_rows(records: Records, base: Calibration,
                 categories: Sequence[str] = ("what-if fp32->bf16", "what-if eager->graph",
                                              "what-if B->2B"),
@@ -314,18 +321,14 @@ def whatif_rows(records: Records, base: Calibration,
     """``what-if`` rows (those of ``categories``): fp32->bf16, eager->graph (same batch) and
     B->2B (same configuration), one pair at a time within ``budget``."""
     out = []
-    pts = [p for p in records.points if p.world_size == 1 and not p.instrumented]
+    pts = _steps(records)
     by: defaultdict[str, dict[tuple[Config, int], Point]] = defaultdict(dict)
     for p in pts:
         by[p.source][(Config.of(p), p.batch_size)] = p
     for src, d in by.items():
         for (cfg, b), p in d.items():
-            cands = []
-            if cfg.precision == "fp32":
-                cands.append(("what-if fp32->bf16", cfg.with_(precision="bf16"), b))
-            if cfg.mode == "eager":
-                cands.append(("what-if eager->graph", cfg.with_(mode="graph"), b))
-            cands.append(("what-if B->2B", cfg, 2 * b))
+            cands = [(cat, cfg.with_(**{key: to}), b) for cat, key, frm, to in WHATIFS
+                     if getattr(cfg, key) == frm] + [("what-if B->2B", cfg, 2 * b)]
             for cat, tcfg, tb in cands:
                 t = d.get((tcfg, tb))
                 if t is None or cat not in categories or not charge(budget, "what-if", [cat]):
@@ -413,8 +416,8 @@ def repeat_rows(records: Records, base: Calibration | None = None,
     on the device) stored in several results files (other sessions, often other hosts); the
     earliest file's measurement taken as the prediction of each later one."""
     groups: defaultdict[tuple[Config, int], dict[str, Point]] = defaultdict(dict)
-    for p in records.points:
-        if not p.instrumented and p.world_size == 1 and p.data == "synthetic":
+    for p in _steps(records):
+        if p.data == "synthetic":
             groups[(Config.of(p), p.batch_size)].setdefault(p.source, p)
     order = {s: i for i, s in enumerate(records.sources)}
     out = []
@@ -423,7 +426,7 @@ def repeat_rows(records: Records, base: Calibration | None = None,
         if len(srcs) < 2 or not charge(budget, "repeat", ["repeat (noise floor)"] * (len(srcs) - 1)):
             continue
         bound = None
-        if base is not None and len(srcs) > 1:
+        if base is not None:
             try:  # the bound of the point by the model fitted on everything (a label only)
                 bound = pm.from_series(base, cfg, b).bound
             except (LookupError, ValueError):

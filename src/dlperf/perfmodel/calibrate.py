@@ -55,6 +55,13 @@ def layout_key(layout: str | None) -> str:
     return "auto" if layout in (None, "auto") else layout
 
 
+#: The fields a configuration's label names where they are not at their default:
+#: ``(field, default, how it is written)`` (:meth:`Config.label`).
+LABEL_EXTRAS = (("data", "synthetic", "{}"), ("layout", "auto", "{}"),
+                ("loader_workers", None, "workers={}"), ("threads", None, "threads={}"),
+                ("grad_accum", 1, "accum={}"))
+
+
 @dataclass(frozen=True)
 class Config:
     """A one-device training configuration (store column values; ``compile_mode``: the
@@ -97,12 +104,8 @@ class Config:
 
     def label(self) -> str:
         """``model framework/mode precision device`` (+ data, layout when not default)."""
-        extra = "".join(f" {x}" for x in (
-            self.data if self.data != "synthetic" else None,
-            self.layout if self.layout != "auto" else None,
-            f"workers={self.loader_workers}" if self.loader_workers is not None else None,
-            f"threads={self.threads}" if self.threads is not None else None,
-            f"accum={self.grad_accum}" if self.grad_accum != 1 else None) if x)
+        extra = "".join(f" {fmt.format(getattr(self, k))}" for k, default, fmt in LABEL_EXTRAS
+                        if getattr(self, k) != default)
         return (f"{self.model} {self.framework}/{mode_key(self.mode, self.compile_mode)} "
                 f"{self.precision} {self.device}{extra}")
 
@@ -238,10 +241,10 @@ class Calibration:
 
     def device_name(self, cfg: Config) -> str | None:
         """The accelerator the configuration's points ran on (else any stored one)."""
-        names = [p.device_name for p in self.points if p.device == cfg.device and p.device_name]
-        own = [p.device_name for p in self.of(cfg) if p.device_name]
-        pick = own or names
-        return pick[-1] if pick else None
+        names: list[str | None] = [p.device_name for p in self.points
+                                   if p.device == cfg.device and p.device_name]
+        own: list[str | None] = [p.device_name for p in self.of(cfg) if p.device_name]
+        return (own or names or [None])[-1]
 
     def efficiency(self, group: tuple[str, str, str, str], without_model: str | None,
                    device_name: str | None, kernels: bool = False) -> rl.Efficiency | None:

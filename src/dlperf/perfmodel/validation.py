@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, records
@@ -177,14 +178,13 @@ class Validation:
             host = [r.ape for r in rs if r.bound == "host"]
             out.append({"category": cat, "count": len(rs), "mdape_pct": median(apes),
                         "max_pct": max(apes),
-                        "host_bound_mdape_pct": median(host) if host else None,
-                        "baseline_mdape_pct": median(base) if base else None,
-                        "baseline_max_pct": max(base) if base else None,
-                        "sign_right": (sum(signs), len(signs)) if signs else None,
-                        "sign_right_resolved": ((sum(resolved), len(resolved)) if signs
-                                                else None),
-                        "eff_err_median_pts": median(effs) if effs else None,
-                        "eff_err_max_pts": max(effs) if effs else None})
+                        "host_bound_mdape_pct": _of(median, host),
+                        "baseline_mdape_pct": _of(median, base),
+                        "baseline_max_pct": _of(max, base),
+                        "sign_right": _of(_tally, signs),
+                        "sign_right_resolved": _tally(resolved) if signs else None,
+                        "eff_err_median_pts": _of(median, effs),
+                        "eff_err_max_pts": _of(max, effs)})
         return out
 
     def residuals(self, category: str) -> list[float]:
@@ -236,9 +236,6 @@ class Validation:
                                                            categories=judged)}
                 for s in SIDES}
 
-        def pct(x: float | None) -> str:
-            return "–" if x is None else f"{x:.2f}"
-
         def trivial(cat: str) -> dict[str, str]:
             """The best constant sign rule of ``cat``, chosen on development: per side."""
             pairs = {s: [r for r in self.rows if r.category == cat and r.sign_ok is not None
@@ -257,8 +254,8 @@ class Validation:
             if d is None:
                 return ["0", "–", "–", "–", "–", "–", "–"]
             sr = d["sign_right"]
-            return [str(d["count"]), pct(d["mdape_pct"]), pct(d["host_bound_mdape_pct"]),
-                    pct(d["baseline_mdape_pct"]), f"{sr[0]}/{sr[1]}" if sr else "–",
+            return [str(d["count"]), _num(d["mdape_pct"]), _num(d["host_bound_mdape_pct"]),
+                    _num(d["baseline_mdape_pct"]), f"{sr[0]}/{sr[1]}" if sr else "–",
                     triv if sr else "–", _coverage_cell(c)]
 
         def cells(cat: str) -> list[str]:
@@ -276,8 +273,7 @@ class Validation:
 
     def table(self) -> str:
         """Markdown: one line per category."""
-        def f(x, d=2):
-            return "–" if x is None else f"{x:.{d}f}"
+        f = _num
         lines = ["| category | count | MdAPE % | max % | host-bound MdAPE % | baseline MdAPE % | "
                  "baseline max % | sign right | scaling eff. error (pts, median/max) |",
                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -294,6 +290,21 @@ class Validation:
         return "\n".join(lines) + "\n"
 
 
+def _of(stat: Callable[[list], Any], values: list) -> Any:
+    """``stat(values)``; None for no values (a category without such rows)."""
+    return stat(values) if values else None
+
+
+def _tally(signs: list[bool]) -> tuple[int, int]:
+    """``(right, pairs)`` of a category's sign judgements."""
+    return sum(signs), len(signs)
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    """A table cell: ``x`` to ``digits`` decimals, ``–`` for None."""
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
 def _coverage_cell(c: dict | None) -> str:
     """``92% (h 94%, d 91%)``: a coverage row's share, and per bound where rows have one."""
     if not c:
@@ -301,6 +312,33 @@ def _coverage_cell(c: dict | None) -> str:
     per = [f"{b[0]} {c['coverage_' + b]:.0%}" for b in ("host", "device")
            if c.get("coverage_" + b) is not None]
     return f"{c['coverage']:.0%}" + (f" ({', '.join(per)})" if per else "")
+
+
+#: The back-test's row makers: ``(name, the categories it makes, maker(records, base
+#: calibration, categories, budget))``, run when a category asked for is one of theirs, in
+#: this order (a budget is spent on the first first). The input ladders' maker runs always
+#: (it makes nothing on files without a ladder).
+ROW_MAKERS: tuple[tuple[str, Sequence[str], Callable[..., list[Row]]], ...] = (
+    ("batch", ("held-out batch", "extrapolate 2x", "extrapolate down 2x"),
+     lambda recs, base, cats, budget: bt.batch_rows(recs, base, categories=cats, budget=budget)),
+    ("few", bt.FEW_POINT_CATEGORIES, bt.few_point_rows),
+    ("all-reduce", ("all-reduce >= 1 MiB",),
+     lambda recs, base, cats, budget: bt.allreduce_rows(recs, budget=budget)),
+    ("2-GPU", ("2-GPU from 1-GPU",),
+     lambda recs, base, cats, budget: bt.dp_rows(recs, base, budget)),
+    ("repeat", ("repeat (noise floor)",),
+     lambda recs, base, cats, budget: bt.repeat_rows(recs, base, budget)),
+    ("wfbp", bc.CATEGORIES, lambda recs, base, cats, budget: bc.rows(recs, cats, budget)),
+    ("input", CATEGORIES, lambda recs, base, cats, budget: ic.rows(recs, cats, budget)),
+    ("leave-one-model-out", ("leave-one-model-out",),
+     lambda recs, base, cats, budget: bt.lomo_rows(recs, base, budget)),
+    ("what-if", tuple(c for c in CATEGORIES if c.startswith("what-if")),
+     lambda recs, base, cats, budget: bt.whatif_rows(recs, base, categories=cats,
+                                                     budget=budget)),
+)
+#: The order of the makers' rows in a :class:`Validation` (the tables' order).
+ROW_ORDER = ("batch", "leave-one-model-out", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp",
+             "input", "few")
 
 
 def run(records: Records, categories: Sequence[str] | None = None,
@@ -329,26 +367,8 @@ def run(records: Records, categories: Sequence[str] | None = None,
                          f"{', '.join(bad)}; known: {', '.join(CATEGORIES)}")
     budget = None if budget_s is None else Budget(budget_s)
     base = Calibration(records) if base is None else base
-    part: dict[str, list[Row]] = {}
-    # spent in this order (a budget favours the first), listed in the historical order below
-    if {"held-out batch", "extrapolate 2x", "extrapolate down 2x"} & set(cats):
-        part["batch"] = bt.batch_rows(records, base, categories=cats, budget=budget)
-    if set(bt.FEW_POINT_CATEGORIES) & set(cats):
-        part["few"] = bt.few_point_rows(records, base, cats, budget)
-    if "all-reduce >= 1 MiB" in cats:
-        part["all-reduce"] = bt.allreduce_rows(records, budget=budget)
-    if "2-GPU from 1-GPU" in cats:
-        part["2-GPU"] = bt.dp_rows(records, base, budget)
-    if "repeat (noise floor)" in cats:
-        part["repeat"] = bt.repeat_rows(records, base, budget)
-    if set(bc.CATEGORIES) & set(cats):
-        part["wfbp"] = bc.rows(records, cats, budget)
-    part["input"] = ic.rows(records, cats, budget)  # input-pipeline ladders
-    if "leave-one-model-out" in cats:
-        part["lomo"] = bt.lomo_rows(records, base, budget)
-    if any(c.startswith("what-if") for c in cats):
-        part["what-if"] = bt.whatif_rows(records, base, categories=cats, budget=budget)
-    order = ("batch", "lomo", "what-if", "all-reduce", "2-GPU", "repeat", "wfbp", "input", "few")
-    rows = [r for k in order for r in part.get(k, [])]
+    part = {name: make(records, base, cats, budget) for name, makes, make in ROW_MAKERS
+            if set(makes) & set(cats)}
+    rows = [r for k in ROW_ORDER for r in part.get(k, [])]
     return Validation(rows, list(records.sources), dict(budget.left_out) if budget else {},
                       budget_s)

@@ -15,7 +15,28 @@ from dlperf.results.dbfile import results_files, same_file
 from dlperf.results.rowcheck import ROW_SUMS_SQL, collective_problem, describe, scan, seal
 from dlperf.results.store import COLLECTIVE_COLUMNS, COLUMNS, ResultStore
 
-__all__ = ["merge_stores", "open_results"]
+__all__ = ["merge_stores", "open_results", "PROFILE_PREFIX"]
+
+#: ``meta`` keys of the device profiles ``dlperf calibrate`` stores
+#: (:data:`dlperf.perfmodel.hardware.META_PREFIX`): copied by a merge like the rows.
+PROFILE_PREFIX = "device_profile:"
+
+
+def _profiles(db: sqlite3.Connection) -> dict[str, str]:
+    """The device profiles of an open store (``meta`` key -> its JSON text), those whose
+    value is a JSON object (a damaged one is left out, as a damaged row is)."""
+    import json
+
+    out = {}
+    for k, v in db.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
+                           (len(PROFILE_PREFIX), PROFILE_PREFIX)):
+        try:
+            ok = isinstance(v, str) and isinstance(json.loads(v), dict)
+        except ValueError:
+            ok = False
+        if ok and isinstance(k, str):
+            out[k] = v
+    return out
 
 
 def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozenset()
@@ -60,6 +81,10 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
     file, then row), so "the newest row of a point" (:meth:`ResultStore.rows`) stays the newest
     by time.
 
+    The device profiles of ``dlperf calibrate`` (``meta`` keys :data:`PROFILE_PREFIX`) are
+    copied too: a source's replaces one of the same name in ``dest`` or an earlier source
+    (a merge dropped them, so ``predict --gpu NAME`` found none in the merged file).
+
     Sources are read as :class:`ResultStore` ``read_only`` (a consistent copy in memory,
     migrated there to the current schema); the source files are not changed. ``dest`` is
     rewritten inside one SQLite write transaction: a failure or a kill leaves it as it was, a
@@ -78,8 +103,9 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
     gets its checksums.
 
     Returns:
-        ``{"results": n, "samples": n, "collectives": n, "sweeps": n}``: the totals in ``dest``
-        afterwards, ``"added": {source: {"results": n, "collectives": n, "sweeps": n}}``:
+        ``{"results": n, "samples": n, "collectives": n, "sweeps": n, "profiles": n}``: the
+        totals in ``dest`` afterwards, ``"added": {source: {"results": n, "collectives": n,
+        "sweeps": n, "profiles": n}}``:
         what each source added that neither ``dest`` nor an earlier source held, and
         ``"skipped": {source: n}``: its damaged rows not copied.
 
@@ -97,12 +123,13 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
         if not s.is_file():
             raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
     srcs = [s for s in srcs if not same_file(s, dest)]
-    read, skipped = [], {}
+    read, skipped, profiles = [], {}, []
     for s in srcs:
         with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there
             bad = st.damaged()
             skipped[str(s)] = len(bad)
             read.append((str(s), _read_store(st._db, set(bad))))
+            profiles.append((str(s), _profiles(st._db)))
     with ResultStore(dest) as out:
         db = out._db
         with out.transaction():  # BEGIN IMMEDIATE: dest's rows read and rewritten at once
@@ -165,8 +192,18 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                     f"({', '.join('?' * len(COLLECTIVE_COLUMNS))})",
                     [[c[k] for k in COLLECTIVE_COLUMNS] for c in rows])
             db.executemany("INSERT INTO sweeps VALUES (?, ?, ?)", list(sweeps))
+            # device profiles (meta): dest's, then each source's; a later file's profile of
+            # the same name replaces an earlier one (as dlperf.perfmodel.hardware.
+            # stored_profiles reads several files)
+            have = _profiles(db)
+            for name, profs in profiles:
+                new = {k: v for k, v in profs.items() if have.get(k) != v}
+                added[name]["profiles"] = len(new)
+                have.update(new)
+                db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(new.items()))
     return {"results": len(results), "added": added, "samples": n_samples,
-            "collectives": len(collectives), "sweeps": len(sweeps), "skipped": skipped}
+            "collectives": len(collectives), "sweeps": len(sweeps), "skipped": skipped,
+            "profiles": len(have)}
 
 
 @contextmanager

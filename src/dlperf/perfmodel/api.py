@@ -51,7 +51,6 @@ from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared
 from dlperf.perfmodel.comm import network_for, whole
 from dlperf.perfmodel.records import Point, Records, load, point_id
-from dlperf.perfmodel.scaling import efficiency
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
 #: through :func:`predict` itself (:mod:`dlperf.perfmodel.validation`).
@@ -621,11 +620,14 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
             f"interval from the '{d.path}' back-test: "
             + ("a host-speed change" if req.host_ns is not None else "a change of framework")
             + " is not back-tested on stored pairs, so its error is not known here")
+    scaling = 1.0
+    if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
+        from dlperf.perfmodel.scaling import efficiency
+
+        scaling = efficiency(t1, t, one.batch, req.global_batch, req.world)
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
-        samples_per_s=req.global_batch / t,
-        scaling_efficiency=(efficiency(t1, t, one.batch, req.global_batch, req.world)
-                            if req.world > 1 else 1.0),
+        samples_per_s=req.global_batch / t, scaling_efficiency=scaling,
         parts={"host_s": one.host_s, "device_s": one.device_s,
                "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": d.exposed_s,
                "input_s": d.input_s},

@@ -464,3 +464,35 @@ def test_a_wait_for_a_locked_file_says_so_and_ctrl_c_stops_it(tmp_path):
             p.kill()
         holder.execute("ROLLBACK")
         holder.close()
+
+
+@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm"])
+def test_a_results_file_named_as_a_side_file_is_never_written(tmp_path, suffix):
+    """`dlperf run --db x.db-journal` made a results file that the next write to x.db took for
+    its rollback journal and deleted: every result in it lost."""
+    base = make_db(tmp_path / "x.db")
+    side = Path(f"{base}{suffix}")
+    with pytest.raises(StoreError, match="side file of the database 'x.db'"):
+        ResultStore(side)
+    assert not side.exists()
+    code, out, exc = cli("merge", str(base), "--db", str(side))
+    assert code == 2 and exc is None and "delete it" in out and not side.exists()
+
+
+@pytest.mark.parametrize("suffix", ["-journal", "-wal"])
+def test_a_database_beside_under_a_side_name_is_kept(tmp_path, suffix):
+    """A results database sitting at x.db-journal was deleted by SQLite at the next write to
+    x.db; that write is refused until it is renamed, and readers leave both alone."""
+    base = make_db(tmp_path / "x.db")
+    other = make_db(tmp_path / "o.db", batches=(32,))
+    side = other.rename(Path(f"{base}{suffix}"))
+    before = side.read_bytes()
+    with pytest.raises(StoreError, match="is an SQLite database, not a"):
+        ResultStore(base)
+    with ResultStore(base, read_only=True) as s:  # a reader: both untouched
+        assert [r["batch_size"] for r in s.rows()] == [8, 16]
+    code, out, exc = cli("merge", str(side), "--db", str(tmp_path / "m.db"))
+    assert code == 0 and exc is None
+    with ResultStore(tmp_path / "m.db", read_only=True) as s:
+        assert [r["batch_size"] for r in s.rows()] == [32]
+    assert side.read_bytes() == before

@@ -42,7 +42,8 @@ from dlperf.outputs import same_file
 
 __all__ = ["StoreError", "StoreBusy", "DB_TIMEOUT_ENV", "DEFAULT_DB_TIMEOUT_S", "db_timeout_s",
            "file_uri", "open_copy", "open_writer", "begin_immediate", "begin_read", "store_error", "sqlite_errors",
-           "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES",
+           "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES", "SIDE_SUFFIXES",
+           "check_side_names",
            "results_files", "same_file"]
 
 #: Environment variable: seconds a writer waits for another process's lock on the file.
@@ -150,6 +151,48 @@ def sqlite_errors(path: str | Path, doing: str) -> Iterator[None]:
         yield
     except sqlite3.Error as e:
         raise store_error(e, path, doing) from None
+
+
+#: Names SQLite gives the side files of a database ``DB`` (``DB-journal``, ``DB-wal``,
+#: ``DB-shm``): a results file under such a name is taken by SQLite for ``DB``'s journal (and
+#: deleted) the next time ``DB`` is written.
+SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
+
+
+def check_side_names(path: str | Path) -> None:
+    """Refuse to write the results file ``path`` where SQLite would destroy a database: a
+    name ending as a side file's (``x.db-journal``: the next write to ``x.db`` takes it for
+    its rollback journal and deletes it, every result in it lost), or a file beside it under
+    such a name that is a database, not a journal (``path``'s own write would delete it).
+
+    Raises:
+        StoreError: naming the file, what SQLite would do, and what to give instead.
+    """
+    p = Path(path)
+    name = p.name
+    for suffix in SIDE_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            base = name[: -len(suffix)]
+            raise StoreError(
+                f"results file {str(path)!r} has the name SQLite gives a side file of the "
+                f"database {base!r} ({suffix[1:]}): the next write to {base!r} would take it "
+                f"for its own and delete it, with every result in it; give another --db path "
+                f"(an existing one is read safely: dlperf merge {str(path)!r} --db "
+                f"{base.rsplit('.', 1)[0]}{suffix.replace('-', '_')}.db copies it out)")
+    for suffix in SIDE_SUFFIXES[:2]:  # -shm is rebuilt only in WAL mode, never replayed
+        side = Path(f"{p}{suffix}")
+        try:
+            with open(side, "rb") as f:
+                head = f.read(16)
+        except OSError:
+            continue
+        if head == b"SQLite format 3\x00":
+            raise StoreError(
+                f"{str(side)!r} beside the results file {str(path)!r} is an SQLite database, "
+                f"not a {suffix[1:]} file: writing {str(path)!r} would take it for its own "
+                "and delete it, with everything in it; rename it first (e.g. mv "
+                f"{str(side)!r} {str(p.with_name(p.stem + suffix.replace('-', '_') + '.db'))!r})"
+                ", then run the same command again")
 
 
 def open_writer(path: str | Path) -> sqlite3.Connection:

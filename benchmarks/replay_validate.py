@@ -16,8 +16,12 @@ Categories (each row: one stored point predicted without its own trace unless sa
 * ``compile``: a torch.compile (graph) point from graph traces at other batch sizes (the
   replay refuses eager -> graph: a compiled program's kernels are not the eager ones).
 
-    PYTHONPATH=src python benchmarks/replay_validate.py [--db FILE] [--no-baseline]
-        [--json OUT] [--only own|batch|precision] [--ceilings FILE]
+    PYTHONPATH=src python benchmarks/replay_validate.py [--db FILE ...] [--no-baseline]
+        [--json OUT] [--only own|batch|precision] [--ceilings FILE] [--side dev|test]
+
+Several ``--db`` files are one pool (the H100's points of a model are in suite.db and
+suite_extra.db: three batch sizes between them); ``--side dev`` computes the development rows
+only (constants are chosen on those; the test rows are run once, at the end).
 """
 
 from __future__ import annotations
@@ -77,13 +81,18 @@ def profile(pairs: list[tuple[Any, replay.StepTrace]], ceilings: list[str]) -> A
     return hardware.profile_from_points(pts, name)
 
 
-def run(db: str, with_baseline: bool, cats: tuple[str, ...] = ("own", "batch", "precision"),
+def run(db: str | list[str], with_baseline: bool,
+        cats: tuple[str, ...] = ("own", "batch", "precision"),
         ceilings: list[str] | None = None,
-        pairs: list[tuple[Any, replay.StepTrace]] | None = None) -> list[dict[str, Any]]:
+        pairs: list[tuple[Any, replay.StepTrace]] | None = None,
+        sides: tuple[str, ...] = ("dev", "test")) -> list[dict[str, Any]]:
     """The back-test's rows of the categories ``cats`` (``own``, ``batch`` (with compile),
-    ``precision``) on the traces of ``db`` (or ``pairs``, already loaded)."""
-    files = [db]
-    pairs = pairs if pairs is not None else replay.load_traces(db)
+    ``precision``) on the traces of ``db`` (one results file or several, one pool; or
+    ``pairs``, already loaded), of the models on ``sides`` of the split."""
+    files = [db] if isinstance(db, str) else list(db)
+    if pairs is None:
+        pairs = [x for f in files for x in replay.load_traces(f)]
+    pairs = [x for x in pairs if side(x[0].model) in sides]
     gpu = profile(pairs, ceilings or [])
     fam: dict[tuple, list[tuple[Any, replay.StepTrace]]] = {}
     for p, st in pairs:
@@ -167,7 +176,11 @@ def summarise(rows: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--db", default=str(ROOT / "benchmarks/results/h200/calibration2.db"))
+    ap.add_argument("--db", action="append",
+                    help="results file (repeatable: one pool; default the H200's "
+                         "calibration2.db)")
+    ap.add_argument("--side", choices=("dev", "test"), default=None,
+                    help="only the development or only the test models' rows")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", action="append", choices=("own", "batch", "precision"),
@@ -179,8 +192,9 @@ def main() -> int:
     t = time.perf_counter()
     ceilings = args.ceilings or sorted(str(p) for p in
                                        (ROOT / "benchmarks/results/h200").glob("*.db"))
-    rows = run(args.db, not args.no_baseline, tuple(args.only or ("own", "batch", "precision")),
-               ceilings)
+    dbs = args.db or [str(ROOT / "benchmarks/results/h200/calibration2.db")]
+    rows = run(dbs, not args.no_baseline, tuple(args.only or ("own", "batch", "precision")),
+               ceilings, sides=(args.side,) if args.side else ("dev", "test"))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print(summarise(rows))

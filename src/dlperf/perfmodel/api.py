@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import comm, memory
+from dlperf.perfmodel import comm, memory, special
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
@@ -51,7 +51,6 @@ from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared
 from dlperf.perfmodel.comm import network_for, whole
 from dlperf.perfmodel.records import Point, Records, load, point_id
-from dlperf.perfmodel.scaling import efficiency
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
 #: through :func:`predict` itself (:mod:`dlperf.perfmodel.validation`).
@@ -432,29 +431,36 @@ def _input(d: Draft, req: Request) -> None:
     d.one.calibrated_on = [*d.one.calibrated_on, *est.calibrated_on]
 
 
+#: The back-test category (path) of a prediction from a series, by ``(batch sizes in the
+#: series: 1, 2, or 3 for more; the batch above (1), below (-1) or within (0) them; at least
+#: twice the largest (1), at most half the smallest (-1), or neither (0))``; any other key:
+#: ``held-out batch`` (:func:`series_category`).
+SERIES_PATHS = {
+    (1, 1, 0): "one-point series up", (1, 1, 1): "one-point series up",
+    (1, -1, 0): "one-point series down", (1, -1, -1): "one-point series down",
+    (2, 1, 0): "two-point series up", (2, 1, 1): "two-point series up",
+    (2, -1, 0): "two-point series down", (2, -1, -1): "two-point series down",
+    (3, 1, 1): "extrapolate 2x", (3, -1, -1): "extrapolate down 2x",
+}
+
+
 def series_category(batches: Iterable[int], batch: int) -> str:
     """The back-test category whose residuals judge a prediction at per-device ``batch`` from a
-    series fitted on ``batches``: a series of one or two batch sizes has its own categories,
-    up or down; a longer one is ``extrapolate 2x`` (``extrapolate down 2x``) at twice its
-    largest batch or more (half its smallest or less), else ``held-out batch``."""
-    bs = sorted(set(batches))
-    if not bs:
-        return "held-out batch"
-    way = "up" if batch > bs[-1] else "down" if batch < bs[0] else None
-    if len(bs) <= 2 and way:
-        return f"{'one' if len(bs) == 1 else 'two'}-point series {way}"
-    if len(bs) > 2 and batch >= 2 * bs[-1]:
-        return "extrapolate 2x"
-    if len(bs) > 2 and 2 * batch <= bs[0]:
-        return "extrapolate down 2x"
-    return "held-out batch"
+    series fitted on ``batches`` (:data:`SERIES_PATHS`): a series of one or two batch sizes
+    has its own categories, up or down; a longer one is ``extrapolate 2x`` (``extrapolate
+    down 2x``) at twice its largest batch or more (half its smallest or less), else
+    ``held-out batch``."""
+    bs = sorted(set(batches)) or [batch]
+    side = (batch > bs[-1]) - (batch < bs[0])
+    far = (batch >= 2 * bs[-1]) - (2 * batch <= bs[0])
+    return SERIES_PATHS.get((min(len(bs), 3), side, far), "held-out batch")
 
 
 def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
     """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
     DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
     would otherwise get a GPU's NVLink defaults and the 2-GPU interval)."""
-    if world == 1 or target.device == "cuda":
+    if world == 1 or special.dp_defaults_apply(target.device):
         return
     stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
               and p.nnodes == 1}
@@ -614,11 +620,14 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
             f"interval from the '{d.path}' back-test: "
             + ("a host-speed change" if req.host_ns is not None else "a change of framework")
             + " is not back-tested on stored pairs, so its error is not known here")
+    scaling = 1.0
+    if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
+        from dlperf.perfmodel.scaling import efficiency
+
+        scaling = efficiency(t1, t, one.batch, req.global_batch, req.world)
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
-        samples_per_s=req.global_batch / t,
-        scaling_efficiency=(efficiency(t1, t, one.batch, req.global_batch, req.world)
-                            if req.world > 1 else 1.0),
+        samples_per_s=req.global_batch / t, scaling_efficiency=scaling,
         parts={"host_s": one.host_s, "device_s": one.device_s,
                "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": d.exposed_s,
                "input_s": d.input_s},

@@ -249,16 +249,16 @@ def allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int, intra: Link,
         ValueError: an unknown algorithm, or ``nodes > 1`` without ``inter``.
     """
     p = gpus_per_node * nodes
-    slow = intra
-    if nodes > 1:
-        if inter is None:
-            raise ValueError("more than one node needs an inter-node link (network=...)")
-        slow = inter
-    times = {"ring": ring_allreduce_s(size_bytes, p, slow),
-             "tree": tree_allreduce_s(size_bytes, p, slow)}
-    if nodes > 1 and inter is not None:  # inter is set when nodes > 1 (checked above)
-        times["hierarchical"] = hierarchical_allreduce_s(size_bytes, gpus_per_node, nodes,
-                                                         intra, inter, nics_per_node)
+    if nodes <= 1:
+        times = {"ring": ring_allreduce_s(size_bytes, p, intra),
+                 "tree": tree_allreduce_s(size_bytes, p, intra)}
+    elif inter is None:
+        raise ValueError("more than one node needs an inter-node link (network=...)")
+    else:
+        times = {"ring": ring_allreduce_s(size_bytes, p, inter),
+                 "tree": tree_allreduce_s(size_bytes, p, inter),
+                 "hierarchical": hierarchical_allreduce_s(size_bytes, gpus_per_node, nodes,
+                                                          intra, inter, nics_per_node)}
     if algorithm == "best":
         name = min(times, key=times.__getitem__)
         return times[name], name

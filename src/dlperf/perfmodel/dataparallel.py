@@ -32,6 +32,7 @@ it assumed (:func:`assumptions`) and names the stored record it took the buckets
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -185,10 +186,9 @@ def exposed_comm(params: int | None, device_s: float, comm_s: Callable[[float], 
     return comm.wfbp_exposed_s(comm.uniform_buckets(g, tb, bucket_cap_mb), comm_s, tb)
 
 
-def dp_step_s(host_s: float, device_s: float, exposed_s: float, ddp: DDPOverhead | None) -> float:
-    """``overlap(H (1 + rho), D + kappa H + X)`` (s); without ``ddp`` rho = kappa = 0."""
-    rho, kappa = (ddp.rho, ddp.kappa) if ddp else (0.0, 0.0)
-    return eq.dp_step_s(host_s, device_s, exposed_s, rho, kappa)
+def dp_step_s(host_s: float, device_s: float, exposed_s: float, ddp: DDPOverhead) -> float:
+    """``overlap(H (1 + rho), D + kappa H + X)`` (s) (:func:`equations.dp_step_s`)."""
+    return eq.dp_step_s(host_s, device_s, exposed_s, ddp.rho, ddp.kappa)
 
 
 def pairs_of(cal: Calibration, comm_for: Callable[[int], Callable[[float], float]]
@@ -224,7 +224,7 @@ def pairs_of(cal: Calibration, comm_for: Callable[[int], Callable[[float], float
     return out
 
 
-def predict_pair(pair: Pair, ddp: DDPOverhead | None) -> float:
+def predict_pair(pair: Pair, ddp: DDPOverhead) -> float:
     """The N-device step of a pair (s): the DDP model relative to the one-device step, i.e.
     ``T_1 * dp_step(H, D, X) / overlap(H, D)`` so the one-device model's own miss cancels."""
     ratio = dp_step_s(pair.host_s, pair.device_s, pair.exposed_s, ddp) / eq.step_s(
@@ -257,17 +257,10 @@ def fit_ddp_overhead(pairs: Sequence[Pair]) -> DDPOverhead:
 
 def comm_for_records(records: Records) -> Callable[[int], Callable[[float], float]]:
     """Rank count -> all-reduce time function from the stored sweep (nvlink4 ring if none)."""
-    cache: dict[int, Callable[[float], float]] = {}
-
+    @functools.cache
     def comm_for(n: int) -> Callable[[float], float]:
-        if n not in cache:
-            try:
-                cache[n] = comm.fit_allreduce(records.collectives, n).time_s
-            except ValueError:
-                link = comm.LINKS["nvlink4"]
-
-                def ring_s(size_bytes: float, n: int = n) -> float:
-                    return comm.ring_allreduce_s(size_bytes, n, link)
-                cache[n] = ring_s
-        return cache[n]
+        try:
+            return comm.fit_allreduce(records.collectives, n).time_s
+        except ValueError:
+            return functools.partial(comm.ring_allreduce_s, p=n, link=comm.LINKS["nvlink4"])
     return comm_for

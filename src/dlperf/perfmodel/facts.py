@@ -63,8 +63,8 @@ class Facts:
 
             spec = SPECS.get(model)
             self._work[key] = rl.work_of(self.records.points, model, framework, precision,
-                                         spec.train_flops_per_sample if spec else None,
-                                         spec.params if spec else None)
+                                         getattr(spec, "train_flops_per_sample", None),
+                                         getattr(spec, "params", None))
         return self._work[key]
 
     def ceiling(self, framework: str, precision: str, device_name: str | None,

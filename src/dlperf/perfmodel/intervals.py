@@ -137,6 +137,10 @@ def conformal_bounds(values: Sequence[float], level: float) -> tuple[float, floa
 def _check(values: Sequence[float], level: float) -> None:
     if not len(values):
         raise ValueError("an interval needs at least one residual")
+    _check_level(level)
+
+
+def _check_level(level: float) -> None:
     if not 0.0 < level < 1.0:
         raise ValueError(f"interval level must be in (0, 1), got {level}")
 
@@ -221,8 +225,7 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
     fn = RULES.get(rule) if isinstance(rule, str) else rule
     if fn is None:
         raise ValueError(f"unknown interval rule {rule!r}; known: {', '.join(RULES)}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"interval level must be in (0, 1), got {level}")
+    _check_level(level)
     out = []
     for cat in categories:
         mine = [r for r in rows if r.category == cat]
@@ -253,16 +256,19 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
                     "coverage_host": _share(hit["host"]),
                     "coverage_device": _share(hit["device"]),
                     "count_host": len(hit["host"]), "count_device": len(hit["device"]),
-                    "median_width": median(every_w) if every_w else None,
-                    "median_width_host": median(widths["host"]) if widths["host"] else None,
-                    "median_width_device": (median(widths["device"]) if widths["device"]
-                                            else None),
+                    "median_width": _median(every_w),
+                    "median_width_host": _median(widths["host"]),
+                    "median_width_device": _median(widths["device"]),
                     "uncovered": none, "groups": groups})
     return out
 
 
 def _share(xs: list[bool]) -> float | None:
     return sum(xs) / len(xs) if xs else None
+
+
+def _median(xs: list[float]) -> float | None:
+    return median(xs) if xs else None
 
 
 def coverage_markdown(before: Sequence[dict], after: Sequence[dict], level: float = 0.9) -> str:

@@ -137,7 +137,7 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
     return OneDevice(cfg, batch, h, d, "analytic", list(eff.result_ids), prov,
                      [a for a in assumptions if a]
                      + [f"{cfg.model}'s own measurements not used (analytic)"],
-                     params=spec.params if spec else None,
+                     params=getattr(spec, "params", None),
                      device_classes_s=_classes(cal, cfg, batch, d, work))
 
 

@@ -182,7 +182,7 @@ class Validation:
                         "baseline_mdape_pct": _of(median, base),
                         "baseline_max_pct": _of(max, base),
                         "sign_right": _of(_tally, signs),
-                        "sign_right_resolved": _of(lambda _: _tally(resolved), signs),
+                        "sign_right_resolved": _tally(resolved) if signs else None,
                         "eff_err_median_pts": _of(median, effs),
                         "eff_err_max_pts": _of(max, effs)})
         return out

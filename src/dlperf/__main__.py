@@ -1,3 +1,3 @@
-from dlperf.cli import app
+from dlperf.cli import main
 
-app(prog_name="dlperf")
+main()

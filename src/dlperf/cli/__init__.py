@@ -2,38 +2,41 @@
 
 One module per command (``run``, ``sweep``, ``list_``, ``results``, ``report``, ``compare``,
 ``allreduce``, ``merge``, ``predict``, ``calibrate``, ``env``, ``data``), what they share in
-:mod:`dlperf.cli.common`; this module assembles :data:`app` (the ``dlperf`` entry point,
-``dlperf.cli:app``). A user error (:class:`~dlperf.errors.DlperfError`) prints one clear
-message and exits with status 2; nothing already stored is lost.
+:mod:`dlperf.cli.common`; this module assembles the app (:func:`build_app`; :data:`app` holds
+every command) and runs it (:func:`main`, the ``dlperf`` entry point). A user error
+(:class:`~dlperf.errors.DlperfError`) prints one clear message and exits with status 2;
+nothing already stored is lost.
 """
 
 from __future__ import annotations
 
+import importlib
+import sys
+from typing import Any
+
 import typer
 
-# The command modules by name (their functions are not bound here: the package's attributes
-# stay the modules, e.g. dlperf.cli.list_ for a test to patch).
-from dlperf.cli import (
-    allreduce,
-    calibrate,
-    compare,
-    data,
-    env,
-    list_,
-    merge,
-    predict,
-    report,
-    results,
-    run,
-    streams,
-    sweep,
-)
+from dlperf.cli import streams
 
 streams.make_safe()  # a terminal without UTF-8 gets ASCII, not a UnicodeEncodeError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Benchmark deep-learning training: time per iteration, throughput, "
-                       "memory, over models, frameworks, devices, precisions and batch sizes.")
+#: ``dlperf``'s commands in the order ``dlperf --help`` lists them: name -> (module of
+#: :mod:`dlperf.cli`, its function or sub-app, ``command`` or ``typer``). A module is imported
+#: when an app with its command is built (:func:`build_app`); the package's attributes are
+#: the modules (``dlperf.cli.list_``, for a test to patch).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("run", "run", "command"), "sweep": ("sweep", "sweep", "command"),
+    "list": ("list_", "list_", "command"), "results": ("results", "results", "command"),
+    "report": ("report", "report", "command"), "compare": ("compare", "compare", "command"),
+    "allreduce": ("allreduce", "allreduce", "command"), "merge": ("merge", "merge", "command"),
+    "predict": ("predict", "predict", "command"),
+    "calibrate": ("calibrate", "calibrate", "command"), "data": ("data", "data_app", "typer"),
+    "env": ("env", "env", "command")}
+#: Commands added with settings of their own: their help text (the module's ``HELP``) and,
+#: for ``compare``, unknown options passed on to its runs.
+_SETTINGS: dict[str, dict[str, Any]] = {
+    "compare": {"context_settings": {"allow_extra_args": True, "ignore_unknown_options": True}}}
+_HELP_ATTR = {"sweep": "HELP", "compare": "HELP"}
 
 
 def version_text() -> str:
@@ -56,30 +59,55 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print dlperf's version and exit.")) -> None:
     """Benchmark deep-learning training (see the commands below)."""
 
 
-app.command("run")(run.run)
-app.command("sweep", help=sweep.HELP)(sweep.sweep)
-app.command("list")(list_.list_)
-app.command("results")(results.results)
-app.command("report")(report.report)
-app.command("compare", help=compare.HELP,
-            context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
-            )(compare.compare)
-app.command("allreduce")(allreduce.allreduce)
-app.command("merge")(merge.merge)
-app.command("predict")(predict.predict)
-app.command("calibrate")(calibrate.calibrate)
-app.add_typer(data.data_app, name="data")
-app.command("env")(env.env)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The ``dlperf`` app with every command of :data:`COMMANDS`, or with the command ``only``
+    alone (:func:`main`: a call of one command then imports that command's module, not the
+    other commands' stores, reports and launchers; its usage, help and errors read the same).
 
-def main() -> None:  # pragma: no cover
-    """Entry point for ``python -m dlperf``."""
-    app()
+    Raises:
+        KeyError: ``only`` is not a command.
+    """
+    app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                      help="Benchmark deep-learning training: time per iteration, throughput, "
+                           "memory, over models, frameworks, devices, precisions and batch "
+                           "sizes.")
+    app.callback()(_root)
+    for name in [only] if only is not None else COMMANDS:
+        module, attr, kind = COMMANDS[name]
+        mod = importlib.import_module(f"dlperf.cli.{module}")
+        if kind == "typer":
+            app.add_typer(getattr(mod, attr), name=name)
+            continue
+        settings = dict(_SETTINGS.get(name, {}))
+        if name in _HELP_ATTR:
+            settings["help"] = getattr(mod, _HELP_ATTR[name])
+        app.command(name, **settings)(getattr(mod, attr))
+    return app
 
 
-__all__ = ["app", "main", "version_text"]
+def __getattr__(name: str) -> Any:
+    """``dlperf.cli.app`` (every command; built on first use) and the command modules
+    (``dlperf.cli.list_``), imported when first asked for."""
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    if name in {m for m, _, _ in COMMANDS.values()} | {"common"}:
+        return importlib.import_module(f"dlperf.cli.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run ``dlperf`` on ``argv`` (default: the process's arguments): a call that names a
+    command first (``dlperf predict ...``) runs an app of that command alone
+    (:func:`build_app`), anything else (``dlperf --help``, ``dlperf --version``) the app of
+    every command."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    build_app(args[0] if args and args[0] in COMMANDS else None)(args=args, prog_name="dlperf")
+
+
+__all__ = ["COMMANDS", "app", "build_app", "main", "version_text"]

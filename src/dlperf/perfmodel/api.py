@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import comm, memory
+from dlperf.perfmodel import comm, memory, special
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
@@ -51,7 +51,6 @@ from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared
 from dlperf.perfmodel.comm import network_for, whole
 from dlperf.perfmodel.records import Point, Records, load, point_id
-from dlperf.perfmodel.scaling import efficiency
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
 #: through :func:`predict` itself (:mod:`dlperf.perfmodel.validation`).
@@ -461,7 +460,7 @@ def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> 
     """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
     DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
     would otherwise get a GPU's NVLink defaults and the 2-GPU interval)."""
-    if world == 1 or target.device == "cuda":
+    if world == 1 or special.dp_defaults_apply(target.device):
         return
     stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
               and p.nnodes == 1}
@@ -621,11 +620,14 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
             f"interval from the '{d.path}' back-test: "
             + ("a host-speed change" if req.host_ns is not None else "a change of framework")
             + " is not back-tested on stored pairs, so its error is not known here")
+    scaling = 1.0
+    if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
+        from dlperf.perfmodel.scaling import efficiency
+
+        scaling = efficiency(t1, t, one.batch, req.global_batch, req.world)
     return Prediction(
         predicted_step_time_s=t, interval_s=interval, interval_level=level,
-        samples_per_s=req.global_batch / t,
-        scaling_efficiency=(efficiency(t1, t, one.batch, req.global_batch, req.world)
-                            if req.world > 1 else 1.0),
+        samples_per_s=req.global_batch / t, scaling_efficiency=scaling,
         parts={"host_s": one.host_s, "device_s": one.device_s,
                "device_by_class_s": one.device_classes_s or {}, "exposed_comm_s": d.exposed_s,
                "input_s": d.input_s},

@@ -34,6 +34,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -44,7 +45,7 @@ from dlperf.jsoncache import read_json, write_json
 from dlperf.outputs import atomic_write
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
-from dlperf.perfmodel.records import Records, cache_root
+from dlperf.perfmodel.records import Records, cache_root, content_digest
 
 #: ``(group, without_model, device_name, kernels)``: the key of ``Calibration._eff``.
 EffKey = tuple[tuple[str, str, str, str], "str | None", "str | None", bool]
@@ -80,9 +81,12 @@ def model_key() -> str:
 def prediction_modules(entry: str = PREDICTION_ENTRY) -> set[str]:
     """Names of the modules of :mod:`dlperf.perfmodel` that ``entry`` imports, directly or
     through each other (at module level or inside a function), ``entry`` included: read from
-    their source (:mod:`ast`), nothing is imported."""
-    import ast
+    their source (:data:`_IMPORT_LINE`), nothing is imported.
 
+    The source is scanned for import statements line by line, not parsed (parsing the ~20
+    modules costs 0.1-0.3 s, most of a prediction's own time): a line of a string that reads
+    as an import of a module of the package counts as one, which can only add a module to
+    :func:`model_key` (a key that changes more often, never a stale one)."""
     folder = Path(__file__).parent
     pkg = "dlperf.perfmodel"
     seen: set[str] = set()
@@ -93,33 +97,44 @@ def prediction_modules(entry: str = PREDICTION_ENTRY) -> set[str]:
         if name in seen or not f.is_file():
             continue
         seen.add(name)
-        for node in ast.walk(ast.parse(f.read_text())):
-            mod = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
-            if isinstance(node, ast.ImportFrom) and mod == pkg:
-                todo += [a.name for a in node.names]
-            elif mod.startswith(pkg + "."):
-                todo.append(mod.split(".")[2])
-            elif isinstance(node, ast.Import):
-                todo += [a.name.split(".")[2] for a in node.names
-                         if a.name.startswith(pkg + ".")]
+        for m in _IMPORT_LINE.finditer(f.read_text()):
+            if m["from"] is not None:
+                mod = m["from"]
+                if mod == pkg:
+                    todo += _first_words(m["names"])
+                elif mod.startswith(pkg + "."):
+                    todo.append(mod.split(".")[2])
+            else:
+                todo += [w.split(".")[2] for w in _first_words(m["modules"])
+                         if w.startswith(pkg + ".")]
     return seen
+
+
+#: An import statement at the start of a line (any indentation): ``from M import names``
+#: (in parentheses they may span lines; a backslash continues a line) or ``import M, ...``.
+_IMPORT_LINE = re.compile(
+    r"^[ \t]*(?:from[ \t]+(?P<from>[\w.]+)[ \t]+import[ \t]+"
+    r"(?P<names>\([^)]*\)|(?:[^\n;\\]|\\\n)*)"
+    r"|import[ \t]+(?P<modules>(?:[^\n;\\]|\\\n)*))", re.M)
+
+
+def _first_words(names: str) -> list[str]:
+    """``"(a as b,  # note\n c)"`` -> ``["a", "c"]``: the imported names of an import
+    statement's list (comments, parentheses, continuations and ``as`` names dropped)."""
+    text = re.sub(r"#[^\n]*", "", names).replace("\\\n", " ").strip("() \t\n")
+    return [item.split()[0] for item in text.split(",") if item.split()]
 
 
 def data_digest(sources: Sequence[str], relative_to: Path | None = None) -> str:
     """A hex digest of the results files' content, each named by its path relative to
-    ``relative_to`` (None: its resolved absolute path). Computed once per process for the same
-    files (path, size and modification time; 50 ms on the committed H200 files)."""
-    stats = tuple((s, os.stat(s).st_mtime_ns, os.stat(s).st_size) for s in sources)
-    return _data_digest(stats, str(relative_to) if relative_to is not None else None)
-
-
-@functools.lru_cache(maxsize=64)
-def _data_digest(stats: tuple[tuple[str, int, int], ...], relative_to: str | None) -> str:
+    ``relative_to`` (None: its resolved absolute path) and given by its
+    :func:`~dlperf.perfmodel.records.content_digest` (each file read once per process)."""
     h = hashlib.sha256()
-    for s, _, _ in stats:
+    for s in sources:
         real = os.path.realpath(s)
-        h.update((os.path.relpath(real, relative_to) if relative_to else real).encode())
-        h.update(Path(s).read_bytes())
+        h.update((os.path.relpath(real, relative_to) if relative_to is not None else real)
+                 .encode())
+        h.update(content_digest(s).encode())
     return h.hexdigest()[:20]
 
 
@@ -203,10 +218,10 @@ def read_table(sources: Sequence[str]) -> tuple[dict[str, list[KeyedResidual]] |
     f = table_file(sources)
     folder = f.parent
     try:
-        raw = json.loads(f.read_text())
+        raw = _parsed(f)
     except FileNotFoundError:
         return None, f"no residual table {f}"
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         return None, f"the residual table {f} cannot be read ({e})"
     entry = raw.get(_set_name(sources, folder)) if isinstance(raw, dict) else None
     if not isinstance(entry, dict):
@@ -220,16 +235,34 @@ def read_table(sources: Sequence[str]) -> tuple[dict[str, list[KeyedResidual]] |
     if not isinstance(cats, dict):
         return None, f"the residual table {f} is not valid (no categories)"
     out: dict[str, list[KeyedResidual]] = {}
+    real: dict[str, str] = {}  # a table names a few files thousands of times
     for cat, rows in cats.items():
         try:
-            out[str(cat)] = [_residual(x, folder) for x in rows]
+            out[str(cat)] = [_residual(x, folder, real) for x in rows]
         except (TypeError, ValueError) as e:
             return None, f"the residual table {f} is not valid ({cat}: {e})"
     return out, ""
 
 
-def _residual(x: Any, folder: Path) -> KeyedResidual:
-    """One stored ``[log ratio, bound, point]``, checked; the point resolved under ``folder``."""
+def _parsed(f: Path) -> Any:
+    """The JSON of a residual table, parsed once per process for the same path, size and
+    modification time (a prediction reads its residuals and its group fits from it).
+
+    Raises:
+        OSError, ValueError, RecursionError: it cannot be read or parsed.
+    """
+    st = f.stat()
+    return _parsed_at(str(f), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_at(f: str, mtime_ns: int, size: int) -> Any:
+    return json.loads(Path(f).read_text())
+
+
+def _residual(x: Any, folder: Path, real: dict[str, str]) -> KeyedResidual:
+    """One stored ``[log ratio, bound, point]``, checked; the point resolved under ``folder``
+    (``real``: the resolved paths of the table's files so far, by their stored name)."""
     if not isinstance(x, list) or len(x) != 3:
         raise ValueError(f"not [log ratio, bound, point]: {x!r}")
     r, bound, point = x
@@ -243,7 +276,9 @@ def _residual(x: Any, folder: Path) -> KeyedResidual:
         raise ValueError(f"a point is a string or null, got {point!r}")
     if point is not None:
         path, _, rid = point.rpartition(":")
-        point = f"{os.path.realpath(folder / path)}:{rid}"
+        if path not in real:
+            real[path] = os.path.realpath(folder / path)
+        point = f"{real[path]}:{rid}"
     return float(r), bound, point
 
 
@@ -361,7 +396,7 @@ def read_table_fits(sources: Sequence[str]) -> dict[EffKey, rl.Efficiency | None
     ``fits_file``'s do): one made from other paths is no fit of these files."""
     f = table_file(sources)
     try:
-        raw = json.loads(f.read_text())
+        raw = _parsed(f)
     except (OSError, ValueError, RecursionError):
         return {}
     entry = raw.get(_set_name(sources, f.parent)) if isinstance(raw, dict) else None

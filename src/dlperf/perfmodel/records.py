@@ -23,15 +23,16 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.config.axes import ddp_changes
 from dlperf.perfmodel.special import cpu_rank_threads
 from dlperf.perfmodel.special import mode_key as mode_key
 from dlperf.results.dbfile import results_files
-from dlperf.results.parts import DataWait, Dist, Env, Flops, Memory, Spec, Summary, Timing, Trace
-from dlperf.results.schema import RunRecord
-from dlperf.results.view import setting
+
+if TYPE_CHECKING:  # a prediction reads stored points, not records: these load with the store
+    from dlperf.results.parts import Env
+    from dlperf.results.schema import RunRecord
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,8 @@ def _gpu_memory(env: Env | None, device: str) -> float | None:
 
 def _session(rec: RunRecord) -> str:
     """``hostname/cpu model/day`` of a record (the host session its host time belongs to)."""
+    from dlperf.results.parts import Env
+
     env = rec.env or Env()
     return "/".join(str(x) for x in (env.hostname, (env.cpu_id or {}).get("model"),
                                      (rec.identity.created_at or "")[:10]))
@@ -301,6 +304,19 @@ def _session(rec: RunRecord) -> str:
 def point_of(rec: RunRecord, source: str) -> Point | None:
     """A :class:`Point` from one stored record (``ResultStore.records``), or None when it is
     not an ``ok`` measurement with a median step time."""
+    from dlperf.results.parts import (
+        DataWait,
+        Dist,
+        Env,
+        Flops,
+        Memory,
+        Spec,
+        Summary,
+        Timing,
+        Trace,
+    )
+    from dlperf.results.view import setting
+
     ident = rec.identity
     med = _num(rec.summary.median) if rec.summary else None
     if ident.status != "ok" or not med or ident.batch_size is None or rec.stored is None:
@@ -450,19 +466,28 @@ def reader_key() -> str:
 
 
 def file_key(path: str) -> str:
-    """The key of one results file's points: :func:`reader_key` and the file's content (one
-    digest per process for the same path, size and modification time)."""
+    """The key of one results file's points: :func:`reader_key` and the file's content
+    (:func:`content_digest`)."""
+    return hashlib.sha256(f"{reader_key()} {content_digest(path)}".encode()).hexdigest()[:24]
+
+
+def content_digest(path: str | os.PathLike) -> str:
+    """SHA-256 (hex) of a file's bytes, read once per process for the same resolved path,
+    size and modification time: every key of the performance model's stores that covers a
+    results file's content (:func:`file_key`, :func:`dlperf.perfmodel.fitcache.data_digest`)
+    is made from it.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
     st = os.stat(path)
-    return _file_key(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+    return _content_digest(os.path.realpath(path), st.st_mtime_ns, st.st_size)
 
 
 @functools.lru_cache(maxsize=256)
-def _file_key(real: str, mtime_ns: int, size: int) -> str:
-    h = hashlib.sha256(reader_key().encode())
+def _content_digest(real: str, mtime_ns: int, size: int) -> str:
     with open(real, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:24]
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 @dataclass(frozen=True)
@@ -589,7 +614,9 @@ def store_points(paths: Iterable[str]) -> list[Path]:
     """Keep the points of each results file of ``paths`` beside it (:data:`POINTS_NAME` in its
     folder, one entry per file's key, other entries of files still there kept), so that a
     clone of the files reads them without the store (``dlperf predict --validate`` and
-    ``benchmarks/perfmodel_validate.py --committed`` call this); returns the files written.
+    ``benchmarks/perfmodel_validate.py --committed`` call this); returns the files written. A
+    file whose current key has a valid entry already is not read again (the key covers its
+    content and the reader's source).
 
     Raises:
         OSError: a folder cannot be written.
@@ -605,8 +632,10 @@ def store_points(paths: Iterable[str]) -> list[Path]:
     for folder, files in by_folder.items():
         current = {file_key(str(db)) for db in folder.glob("*.db")}
         keep = {k: v for k, v in _beside(str(folder / "x")).items() if k in current}
-        for f in files:
-            keep[file_key(f)] = _inputs_json(read_store(f))
+        for f in files:  # an entry of the file's key holds what reading it again would give
+            key = file_key(f)
+            if _inputs_of(keep.get(key), f) is None:
+                keep[key] = _inputs_json(read_store(f))
         text = json.dumps(dict(sorted(keep.items())), separators=(",", ":"))
         atomic_write(folder / POINTS_NAME, text + "\n", mode=0o644)
         out.append(folder / POINTS_NAME)

@@ -196,9 +196,11 @@ def test_bf16_drops_convolution_helpers_and_xla_launches_with_them():
     bf = T.to_precision(st, "bf16", g)
     assert [o.name for o in bf.ops] == ["cast (autocast)", conv.name, relu.name]
     assert len(bf.launches) == 3  # PyTorch: the host is per operator
-    # the convolution's GEMM at its class's share
+    # the convolution's GEMM at its class's share above its class's fixed part
     c = g.gemm("fp32") / g.gemm("bf16") / T.BF16_GEMM_SHARE_BY_CLASS["convolution"]
-    assert bf.ops[1].dur_s == pytest.approx(T.GEMM_FIXED_S + (100e-6 - T.GEMM_FIXED_S) * c)
+    fixed = T.GEMM_FIXED_S_BY_CLASS["convolution"]
+    assert fixed > T.GEMM_FIXED_S
+    assert bf.ops[1].dur_s == pytest.approx(fixed + (100e-6 - fixed) * c)
     x = replace(st, meta={**st.meta, "xla": True})
     bx = T.to_precision(x, "bf16", g)
     assert len(bx.launches) == 2 and [o.launch for o in bx.ops] == [0, 0, 1]

@@ -247,3 +247,18 @@ def test_end_tree_kills_a_grandchild_in_a_session_of_its_own():
     finally:
         if p.poll() is None:
             p.kill()
+
+
+@pytest.mark.parametrize("cmd", [["results", "--compare", "convergence"], ["report", "-f", "md"]])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+def test_a_target_loss_that_is_not_finite_is_a_clear_error(tmp_path, cmd, value):
+    """--target-loss nan reached the convergence section as a raw ValueError."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from fuzz_databases import make_valid
+
+    db = make_valid(tmp_path / "v.db")
+    out = ["-o", str(tmp_path / "rep")] if cmd[0] == "report" else []
+    r = CliRunner().invoke(app, [cmd[0], "--db", str(db), *cmd[1:], *out,
+                                 "--target-loss", value])
+    assert r.exit_code == 2 and "--target-loss" in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)

@@ -211,6 +211,11 @@ def flag_cases() -> list[Case]:
     add("compare --run --rounds 10^9", ["compare", "--run", "{w}", "{w}", "--db",
                                         "{w}/gate.db", "--rounds", str(10**9), "--",
                                         "--model", "fcn5_tiny"], "1,000 runs per point")
+    for v in ("nan", "inf", "-inf", "1e400"):
+        add(f"results --target-loss {v}", ["results", "--db", "{db}", "--compare",
+                                           "convergence", "--target-loss", v], "--target-loss")
+        add(f"report --target-loss {v}", ["report", "--db", "{db}", "-o", "{w}/rep",
+                                          "--target-loss", v], "--target-loss")
     for v in ("nan", "inf", "-1", "0"):
         add(f"calibrate --budget-s {v}", ["calibrate", "--db", "{w}/cal.db", "--name", "x",
                                           "--device", "cpu", "--budget-s", v], "--budget-s")

@@ -139,7 +139,8 @@ class StepTrace:
         meta: where it came from and what it is (``model``, ``framework``, ``mode``,
             ``precision``, ``batch_size``, ``device_name``, ``source``, ``result_id``,
             ``host_speed_ns``, ``measured_step_s``, ``host_untraced_s``, ``host_traced_s``,
-            ``params`` (the model's parameter count), ``xla``: launches folded from an XLA program) and every transform applied
+            ``params`` (the model's parameter count), ``train_flops_per_sample`` (its
+            analytic training FLOPs of one sample), ``xla``: launches folded from an XLA program) and every transform applied
             (``transforms``: a list of strings).
     """
 
@@ -633,7 +634,8 @@ def point_meta(p: Any) -> dict[str, Any]:
             "host_speed_ns": statistics.median(hs) if hs else None,
             "measured_step_s": p.step_time_s, "host_untraced_s": p.host_dispatch_s,
             "host_traced_s": p.dispatch_s, "compile_mode": p.compile_mode,
-            "params": getattr(p, "params", None)}
+            "params": getattr(p, "params", None),
+            "train_flops_per_sample": getattr(p, "train_flops_per_sample", None)}
 
 
 def host_level(points: Sequence[Any],

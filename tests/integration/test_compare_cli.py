@@ -139,3 +139,21 @@ def test_compare_run_alternates_and_gates(tmp_path):
     assert gone.returncode == 3, gone.stdout + gone.stderr
     assert "1 point(s) of BASE missing from NEW" in gone.stderr
     assert dlperf("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db")).returncode == 0
+
+
+@pytest.mark.slow
+def test_compare_run_with_new_refusing_its_flags_is_missing(tmp_path):
+    """``compare --run`` where NEW's ``dlperf run`` refuses the flags (here its framework is
+    unknown there: the fake switched off by NEW's environment) in every round: NEW holds no
+    runs, and the gate fails as for a vanished point (exit 3, the documented status: the two
+    share no point), writing its comparison, instead of a user error about a tag it never
+    stored (exit 2)."""
+    out = tmp_path / "gate.md"
+    gone = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--rounds", "2", "--db",
+                  str(tmp_path / "gone.db"), "--fail-if-slower", "5%", "-o", str(out),
+                  "--new-env", "DLPERF_FAKE_FRAMEWORK=0", "--", "-m", "fcn5_tiny",
+                  "--framework", "fake", "-b", "8", "--no-ceilings", "--max-warmup-time", "2")
+    assert gone.returncode == 3, gone.stdout + gone.stderr
+    assert "NEW: dlperf run exited with status 2 and is not run again" in gone.stderr
+    assert "no point in common" in gone.stderr
+    assert out.is_file() and "tag 'new': 0 runs" in out.read_text()

@@ -205,3 +205,16 @@ def test_make_imagefolder_seed_bound_is_the_configs():
     from dlperf.data import imagefolder
 
     assert imagefolder.MAX_SEED == MAX_SEED
+
+
+@pytest.mark.parametrize("value", ["inf", "1e30", "-5", "nan", "lots"])
+def test_a_bad_spec_memory_variable_is_a_clear_error(monkeypatch, value):
+    """DLPERF_SPEC_MEMORY_GB=inf (or 1e30) was a raw OverflowError when a file: model's spec
+    was made."""
+    from dlperf.zoo.sources.custom.isolated import MEMORY_ENV, memory_limit_bytes
+
+    monkeypatch.setenv(MEMORY_ENV, value)
+    with pytest.raises(ConfigError, match=MEMORY_ENV):
+        memory_limit_bytes()
+    monkeypatch.setenv(MEMORY_ENV, "16")
+    assert memory_limit_bytes() == 16 * 2**30

@@ -29,7 +29,7 @@ def _problems():
         t = 0.004 + 2e-4 * b * rng.uniform(0.5, 2.0) + rng.uniform(0, 0.002)
         w = 1.0 / rng.uniform(0.02, 0.06, size=n)
         anchors = tuple(od.Anchor(int(x), 1.5e-4 * x, 0.05, "a") for x in b[: k % 3])
-        prior = None if k % 7 == 0 else od.DevicePrior(
+        prior = od.NO_PRIOR if k % 7 == 0 else od.DevicePrior(
             2e-4 if k % 2 else None, 0.5, anchors, "p", 0.003 if k % 4 == 1 else None, 0.3, "",
             0.001 if k % 3 == 0 else None)
         hosts = [(0.003, bool(k % 2)), (0.0035, False)][: k % 3]

@@ -254,3 +254,35 @@ def test_data_parallel_overlaps_all_reduces_with_the_backward():
     assert R.simulate(slow).step_s == pytest.approx(950e-6, rel=1e-6)
     with pytest.raises(ValueError, match="no backward"):
         T.to_data_parallel(_step(fwd), [1e6], lambda b: 1e-6)
+
+
+def test_weight_casts_follow_the_parameter_count():
+    g = H.datasheet("h200")
+    fwd = _k(100, name="cutlass_80_simt_sgemm", op_class="matmul")
+    bwd = _k(200, name="cutlass_80_simt_sgemm", op_class="matmul", phase="t_b")
+    st = _step([fwd, bwd])
+    st = replace(st, meta={**st.meta, "params": 10_000_000})
+    bf = T.to_precision(st, "bf16", g)
+    casts = [o for o in bf.ops if o.name == "cast (autocast)"]
+    assert [o.phase for o in casts] == ["t_f", "t_b"]  # one before, one after
+    bw = g.bandwidth_bytes_per_s
+    assert casts[0].dur_s == pytest.approx(T.KERNEL_FLOOR_S + 1e7 * T.WEIGHT_CAST_BYTES / bw)
+    assert casts[1].dur_s == pytest.approx(
+        T.KERNEL_FLOOR_S + 1e7 * T.WEIGHT_GRAD_CAST_BYTES / bw)
+    # a compiled program adds no backward casts; without a parameter count, none either
+    x = T.to_precision(replace(st, meta={**st.meta, "xla": True}), "bf16", g)
+    assert [o.phase for o in x.ops if o.name == "cast (autocast)"] == ["t_f"]
+    plain = T.to_precision(_step([fwd, bwd]), "bf16", g)
+    assert [o.phase for o in plain.ops if o.name == "cast (autocast)"] == ["t_f"]
+    # going back to fp32, autograd's gradient casts are dropped with the operand casts
+    back = replace(_k(3, op_class="memory_copy", phase="t_b"), op="ToCopyBackward0")
+    fp = T.to_precision(_step([fwd, back], precision="bf16"), "fp32", g)
+    assert len(fp.ops) == 1
+
+
+def test_convolution_bias_kernels_are_not_helpers():
+    helper = _k(40, name="fft2d_r2c_32x32", op_class="convolution")
+    bias = _k(40, name="void at::native::reduce_kernel<128, 4>", op_class="convolution")
+    fused = _k(40, name="input_reduce_select_fusion_6", op_class="convolution")
+    assert T.is_conv_helper(helper)
+    assert not T.is_conv_helper(bias) and not T.is_conv_helper(fused)

@@ -152,6 +152,32 @@ def test_a_locked_file_waits_then_fails_clearly_and_keeps_what_was_stored(tmp_pa
     holder.close()
 
 
+@pytest.mark.timeout(60, method="thread")  # the unbounded wait is in C: no signal ends it
+def test_a_reader_waits_for_an_exclusive_lock_within_the_timeout_saying_so(tmp_path,
+                                                                           monkeypatch,
+                                                                           capfd):
+    """SQLite's backup (the reader's copy) retried an EXCLUSIVE lock forever without a word:
+    `dlperf results` on a file another program held in a write transaction never ended."""
+    db = make_db(tmp_path / "r.db")
+    monkeypatch.setenv("DLPERF_DB_TIMEOUT_S", "1.5")
+    monkeypatch.setenv("DLPERF_LOCK_NOTICE_S", "0.3")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("DELETE FROM samples")
+    t0 = time.monotonic()
+    with pytest.raises(StoreBusy, match="stayed locked by another process for 1.5 s while "
+                                        "reading it"):
+        ResultStore(db, read_only=True)
+    assert time.monotonic() - t0 < 10
+    assert "waiting for another process's lock" in capfd.readouterr().err
+    r = CliRunner().invoke(app, ["results", "--db", str(db)])
+    assert r.exit_code == 2 and "stayed locked" in r.output
+    holder.execute("ROLLBACK")
+    holder.close()
+    with ResultStore(db, read_only=True) as s:  # free again: read whole
+        assert len(s.rows()) == 2 and s.samples(1)
+
+
 def test_a_result_measured_while_the_file_is_locked_is_kept_and_stored_later(tmp_path,
                                                                            monkeypatch):
     """The point just measured is not lost: kept beside the file, stored once by the next
@@ -438,3 +464,35 @@ def test_a_wait_for_a_locked_file_says_so_and_ctrl_c_stops_it(tmp_path):
             p.kill()
         holder.execute("ROLLBACK")
         holder.close()
+
+
+@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm"])
+def test_a_results_file_named_as_a_side_file_is_never_written(tmp_path, suffix):
+    """`dlperf run --db x.db-journal` made a results file that the next write to x.db took for
+    its rollback journal and deleted: every result in it lost."""
+    base = make_db(tmp_path / "x.db")
+    side = Path(f"{base}{suffix}")
+    with pytest.raises(StoreError, match="side file of the database 'x.db'"):
+        ResultStore(side)
+    assert not side.exists()
+    code, out, exc = cli("merge", str(base), "--db", str(side))
+    assert code == 2 and exc is None and "delete it" in out and not side.exists()
+
+
+@pytest.mark.parametrize("suffix", ["-journal", "-wal"])
+def test_a_database_beside_under_a_side_name_is_kept(tmp_path, suffix):
+    """A results database sitting at x.db-journal was deleted by SQLite at the next write to
+    x.db; that write is refused until it is renamed, and readers leave both alone."""
+    base = make_db(tmp_path / "x.db")
+    other = make_db(tmp_path / "o.db", batches=(32,))
+    side = other.rename(Path(f"{base}{suffix}"))
+    before = side.read_bytes()
+    with pytest.raises(StoreError, match="is an SQLite database, not a"):
+        ResultStore(base)
+    with ResultStore(base, read_only=True) as s:  # a reader: both untouched
+        assert [r["batch_size"] for r in s.rows()] == [8, 16]
+    code, out, exc = cli("merge", str(side), "--db", str(tmp_path / "m.db"))
+    assert code == 0 and exc is None
+    with ResultStore(tmp_path / "m.db", read_only=True) as s:
+        assert [r["batch_size"] for r in s.rows()] == [32]
+    assert side.read_bytes() == before

@@ -48,9 +48,13 @@ def _describe(name: str, recs: list[Any]) -> str:
     return text
 
 
-def _sides(base: str, new: str, db: str | None, models: list[str]) -> tuple[Any, Any, str, str]:
-    """(BASE records, NEW records, BASE's description, NEW's)."""
-    from dlperf.results.history import match_revision, revision_of
+def _sides(base: str, new: str, db: str | None, models: list[str], *,
+           gate_tags: bool = False) -> tuple[Any, Any, str, str]:
+    """(BASE records, NEW records, BASE's description, NEW's). With ``gate_tags`` (``--run``)
+    ``base`` and ``new`` are the gate's own tags in ``db`` and a side with no runs (its
+    ``dlperf run`` refused the flags: a model gone from NEW) is empty instead of an error, so
+    that its points count as missing."""
+    from dlperf.results.history import match_revision, revision_of, tag_of
     from dlperf.results.store import ResultStore
 
     def records(path: str) -> list[Any]:
@@ -70,6 +74,10 @@ def _sides(base: str, new: str, db: str | None, models: list[str]) -> tuple[Any,
                                  markup=False, highlight=False)
         return rb, rn, _describe(base, rb), _describe(new, rn)
     recs = records(db)
+    if gate_tags:
+        rb = [r for r in recs if tag_of(r) == base]
+        rn = [r for r in recs if tag_of(r) == new]
+        return rb, rn, _describe(f"{db} tag {base!r}", rb), _describe(f"{db} tag {new!r}", rn)
     wb, rb = match_revision(recs, base)
     wn, rn = match_revision(recs, new)
     return rb, rn, _describe(f"{db} {wb}", rb), _describe(f"{db} {wn}", rn)
@@ -163,10 +171,10 @@ def compare(
             gate_db = str(Path(db or RUN_DB).resolve())
             check_output(output, "--output", gate_db, kind=kind, force=force)
             gate_db = _run_sides(base, new, db, rounds, base_env, new_env, resume, ctx.args)
-            b, n = "tag:base", "tag:new"
+            b, n = "base", "new"
         sides = (gate_db,) if gate_db is not None else (b, n)
         check_output(output, "--output", *sides, kind=kind, force=force)
-        rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"))
+        rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"), gate_tags=run)
         _note_same(b, n, gate_db)
         if (not rb or not rn) and (threshold is None or not rb):  # gate: NEW empty is exit 3
             raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"

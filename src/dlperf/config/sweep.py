@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dlperf.config.limits import MAX_REPEATS, MAX_RUNS, over
 from dlperf.config.messages import format_validation
@@ -262,9 +262,22 @@ class SweepConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    name: str = Field(..., min_length=1)
+    name: str = Field(..., min_length=1, max_length=200)
     defaults: dict[str, Any] = Field(default_factory=dict)
     grid: list[dict[str, Any]] = Field(..., min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _printable(cls, v: str) -> str:
+        """A name without control characters: it is stored with every result and printed
+        (``results -f csv`` on a terminal ran an escape sequence stored in it)."""
+        import unicodedata
+
+        bad = sorted({f"U+{ord(c):04X}" for c in v if unicodedata.category(c) == "Cc"})
+        if bad:
+            raise ValueError(f"has control characters ({', '.join(bad[:5])}); give a name of "
+                             "letters, digits and punctuation, e.g. dlbench-h200")
+        return v
 
     def expand(self) -> list[RunConfig]:
         """All points of the grid, in file order, duplicates removed (:func:`expand_grid`).

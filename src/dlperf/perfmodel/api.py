@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import comm, memory
+from dlperf.perfmodel import comm, memory, special
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
@@ -461,7 +461,7 @@ def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> 
     """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
     DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
     would otherwise get a GPU's NVLink defaults and the 2-GPU interval)."""
-    if world == 1 or target.device == "cuda":
+    if world == 1 or special.dp_defaults_apply(target.device):
         return
     stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
               and p.nnodes == 1}

@@ -148,21 +148,21 @@ def dai_row(rec: RunRecord, source: str = "",
     if amortise_iters < 1:
         raise ValueError(f"amortise_iters must be >= 1, got {amortise_iters}")
     step = median_s(rec)
-    bd, oc, tr = rec.breakdown, rec.op_classes, rec.trace
-    has_bd = bd is not None and bool(bd.available)
-    has_oc = oc is not None and bool(oc.per_iter_s)
-    if rec.identity.status != "ok" or not step or not (has_bd or has_oc):
+    # the optional records this row reads; a getattr of an absent one is None
+    bd = rec.breakdown if rec.breakdown is not None and rec.breakdown.available else None
+    oc = rec.op_classes if rec.op_classes is not None and rec.op_classes.per_iter_s else None
+    if rec.identity.status != "ok" or not step or (bd is None and oc is None):
         return None
     step = float(step)
     notes: list[str] = []
-    io = _med(bd.host, "t_io") if has_bd and bd is not None else None
-    if io is None and has_bd and bd is not None:
-        io = _med(bd.phases, "t_io")
-    h2d = _med(bd.phases, "t_h2d") if has_bd and bd is not None else None
-    busy = (oc.busy_s if oc is not None and oc.busy_s else None) or (
-        tr.busy_s if tr is not None and tr.available and tr.busy_s else None)
+    io = _med(getattr(bd, "host", None), "t_io")
+    io = _med(getattr(bd, "phases", None), "t_io") if io is None else io
+    h2d = _med(getattr(bd, "phases", None), "t_h2d")
+    tr = rec.trace
+    busy = getattr(rec.op_classes, "busy_s", None) or (
+        tr.busy_s if tr is not None and tr.available else None) or None
     classes: dict[str, float] = {}
-    if has_oc and oc is not None and oc.per_iter_s:
+    if oc is not None:
         raw = {k: float(v) for k, v in oc.per_iter_s.items()
                if isinstance(v, (int, float)) and v > 0}
         total = busy or math.fsum(raw.values())
@@ -183,15 +183,15 @@ def dai_row(rec: RunRecord, source: str = "",
     graph = _graph_mode(fw, mode)
     g, g_from = None, "eager mode: no graph to optimise"
     if graph:
-        comp = rec.compile.compile_time_s if rec.compile is not None else None
-        first = rec.timing.first_iter_s if rec.timing is not None else None
+        comp = getattr(rec.compile, "compile_time_s", None)
+        first = getattr(rec.timing, "first_iter_s", None)
         if comp:
             g, g_from = float(comp), "stored compile time"
         elif first and first > step:
             g, g_from = float(first) - step, "first-step excess (no compile time stored)"
         else:
             g_from = "not recorded"
-    disp = bd.dispatch_s if has_bd and bd is not None else None
+    disp = getattr(bd, "dispatch_s", None)
     return DaiRow(source, result_id(rec), str(rec.identity.model), fw, mode,
                   str(rec.identity.precision), str(rec.identity.device),
                   rec.identity.batch_size, step, io, h2d, busy, host,
@@ -218,7 +218,7 @@ def compile_shares(records: Mapping[str, Sequence[RunRecord]],
     out = []
     for src, recs in records.items():
         for r in recs:
-            comp = r.compile.compile_time_s if r.compile is not None else None
+            comp = getattr(r.compile, "compile_time_s", None)
             step = median_s(r)
             i = r.identity
             if (i.status == "ok" and comp and step and (i.world_size or 1) == 1

@@ -339,7 +339,7 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
         "fits": _fits_json({k: _renamed(v, {s: os.path.relpath(os.path.realpath(s), folder)
                                                for s in sources})
                             for k, v in (fits or {}).items()}),
-        "series": {k: list(series[k]) for k in sorted(series or {})}}
+        "series": {k: list(v) for k, v in sorted((series or {}).items())}}
     if not write_atomic(f, _table_text(raw)):
         raise OSError(f"cannot write the residual table {f}")
     return f

@@ -205,6 +205,11 @@ class DevicePrior:
     d0: float | None = None
 
 
+#: The prior of a series fit given none: nothing ties its device line or host time but its
+#: own steps (and the weak pull of :data:`HOST_PULL_CENTER`).
+NO_PRIOR = DevicePrior(None, 1.0, (), "none")
+
+
 class _SeriesProblem:
     """The residuals of :func:`fit_series` over ``x = log(H, d0, d1)`` and their Jacobian.
 
@@ -216,21 +221,21 @@ class _SeriesProblem:
     allowed side. The Jacobian is analytic: ``d log T / d log H = H^p / (H^p + D^p)``."""
 
     def __init__(self, b: np.ndarray, t: np.ndarray, w: np.ndarray,
-                 prior: DevicePrior | None, fixed_prior: float | None,
+                 prior: DevicePrior, fixed_prior: float | None,
                  hosts: list[tuple[float, bool]], tmin: float) -> None:
         self.b, self.lt, self.w = b, np.log(t), w
         lin: list[tuple[int, float, float]] = []  # (parameter, target log, width)
-        if prior is not None and prior.d1:
+        if prior.d1:
             lin.append((2, math.log(prior.d1), prior.sigma))
         if fixed_prior:
             lin.append((1, math.log(fixed_prior), FIXED_PRIOR_SIGMA))
         lin += [(0, math.log(m), HOST_MEAS_SIGMA) for m, exact in hosts if exact]
-        lin.append((0, math.log(prior.host_s), prior.host_sigma) if prior is not None
-                   and prior.host_s else (0, math.log(HOST_PULL_CENTER * tmin), HOST_PULL_SIGMA))
+        lin.append((0, math.log(prior.host_s), prior.host_sigma) if prior.host_s
+                   else (0, math.log(HOST_PULL_CENTER * tmin), HOST_PULL_SIGMA))
         self.lin_i = np.array([i for i, _, _ in lin], int)
         self.lin_c = np.array([c for _, c, _ in lin], float)
         self.lin_s = np.array([s for _, _, s in lin], float)
-        anchors = prior.anchors if prior else ()
+        anchors = prior.anchors
         self.ab = np.array([a.batch for a in anchors], float)
         self.ad = np.log(np.array([a.device_s for a in anchors], float))
         self.asg = np.array([a.sigma for a in anchors], float)
@@ -315,17 +320,18 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     """
     if not points:
         raise ValueError("fit_series needs at least one point")
+    prior = prior or NO_PRIOR
     b = np.array([p.per_device_batch for p in points], float)
     t = np.array([p.step_time_s for p in points], float)
     w = 1.0 / np.array([_sigma(p) for p in points])
-    if ((prior is None or (prior.d1 is None and not prior.anchors)) and len(set(b.tolist())) < 2
+    if (prior.d1 is None and not prior.anchors and len(set(b.tolist())) < 2
             and not host_measurements(points)):
         raise ValueError("one batch size and no device prior: the host and device parts "
                          "cannot be told apart; measure another batch size")
     tmin = float(t.min())
     hosts = host_measurements(points)
-    anchors = prior.anchors if prior else ()
-    if prior is not None and (prior.d1 or anchors):
+    anchors = prior.anchors
+    if prior.d1 or anchors:
         d1_0 = prior.d1 or float(np.median([a.device_s / a.batch for a in anchors]))
         d0_0 = tmin * 0.05
     else:
@@ -334,15 +340,14 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
         d1_0 = max(slope, tmin * 1e-4 / b.max())
         d0_0 = max(t[i0] - d1_0 * b[i0], tmin * 0.05)
     x0 = np.log([tmin * 0.9, d0_0, d1_0])
-    fixed_prior = (prior.d0 if prior is not None and prior.d0 and prior.d0 > 0
+    fixed_prior = (prior.d0 if prior.d0 and prior.d0 > 0
                    and len(set(b.tolist())) <= FIXED_PRIOR_MAX_BATCHES else None)
     problem = _SeriesProblem(b, t, w, prior, fixed_prior, hosts, tmin)
     x = _solved(problem, x0)
     h, d0, d1 = (float(v) for v in np.exp(np.clip(np.array(x), -60.0, 10.0)))
     fit_res = np.log(overlap(h, d0 + d1 * b)) - np.log(t)
     ids = tuple(f"{p.source}:{p.result_id}" for p in points) + tuple(a.source for a in anchors)
-    label = "none" if prior is None else prior.label + (
-        f"; host prior {prior.host_label}" if prior.host_s else "")
+    label = prior.label + (f"; host prior {prior.host_label}" if prior.host_s else "")
     if hosts:
         label += f"; host dispatch measured at {len(hosts)} point(s)"
     return SeriesFit(h, d0, d1, tuple(int(v) for v in b), ids, label,

@@ -84,6 +84,9 @@ class DeviceOp:
         flops, bytes: its share of the launching op's FLOPs and bytes (``op_flops``/
             ``op_bytes``, split over the op's kernels by duration: :func:`kernel_costs`), or
             None.
+        align: for a kernel of a matmul operator whose trace holds its exact FLOPs and bytes,
+            the GEMM's alignment in elements (8, 4, 2 or 1:
+            :func:`dlperf.perfmodel.gemmshape.alignment`), else None.
     """
 
     lane: int
@@ -101,6 +104,7 @@ class DeviceOp:
     shared_memory: int | None = None
     flops: float | None = None
     bytes: float | None = None
+    align: int | None = None
 
     @property
     def blocks(self) -> int | None:
@@ -135,7 +139,7 @@ class StepTrace:
         meta: where it came from and what it is (``model``, ``framework``, ``mode``,
             ``precision``, ``batch_size``, ``device_name``, ``source``, ``result_id``,
             ``host_speed_ns``, ``measured_step_s``, ``host_untraced_s``, ``host_traced_s``,
-            ``xla``: launches folded from an XLA program) and every transform applied
+            ``params`` (the model's parameter count), ``xla``: launches folded from an XLA program) and every transform applied
             (``transforms``: a list of strings).
     """
 
@@ -382,6 +386,20 @@ def kernel_costs(seq: Sequence[Mapping[str, Any]], order: Sequence[int]
     return fl, by
 
 
+def gemm_alignments(seq: Sequence[Mapping[str, Any]], batch: int,
+                    precision: str | None = None) -> list[int | None]:
+    """For each op of ``seq``, the alignment of its matmul operator's GEMM (op class
+    ``matmul`` with exact ``op_flops`` and ``op_bytes``, the operator's totals, which the
+    timeline repeats on each of its kernels: :func:`dlperf.perfmodel.gemmshape.alignment` at
+    ``batch``, elements of the sizes ``precision`` allows), None for any other op or where
+    the figures give no shape."""
+    from dlperf.perfmodel.gemmshape import alignment, element_sizes
+
+    elems = element_sizes(precision)
+    return [alignment(_num(o.get("op_flops")), _num(o.get("op_bytes")), batch, elems)
+            if o.get("op_class") == "matmul" else None for o in seq]
+
+
 def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
                meta: Mapping[str, Any] | None = None, iteration: int | None = None) -> StepTrace:
     """One traced iteration of a decoded timeline as a :class:`StepTrace`, host times *as
@@ -446,13 +464,15 @@ def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
         range(len(seq)), key=lambda i: (seq[i].get("launch_start_ns") is None,
                                          seq[i].get("launch_start_ns") or 0, i))
     flops, nbytes = kernel_costs(seq, order)
+    align = gemm_alignments(seq, int((meta or {}).get("batch_size") or 0),
+                            (meta or {}).get("precision"))
     dops = tuple(
         DeviceOp(lane=lanes[i], dur_s=o["dur_ns"] * 1e-9, kind=str(o.get("kind") or "kernel"),
                  name=str(o.get("name") or ""), op_class=o.get("op_class"), op=o.get("op"),
                  phase=o.get("phase"), launch=launch_of[i], after=deps[i],
                  grid=_triple(o.get("grid")), block=_triple(o.get("block")),
                  registers=o.get("registers"), shared_memory=o.get("shared_memory"),
-                 flops=flops[i], bytes=nbytes[i])
+                 flops=flops[i], bytes=nbytes[i], align=align[i])
         for i, o in enumerate(seq))
     m = dict(meta or {})
     m.update({"iteration": k, "xla": xla, "traced_window_s": window_ns * 1e-9,
@@ -612,7 +632,8 @@ def point_meta(p: Any) -> dict[str, Any]:
             "device_name": p.device_name, "source": p.source, "result_id": p.result_id,
             "host_speed_ns": statistics.median(hs) if hs else None,
             "measured_step_s": p.step_time_s, "host_untraced_s": p.host_dispatch_s,
-            "host_traced_s": p.dispatch_s, "compile_mode": p.compile_mode}
+            "host_traced_s": p.dispatch_s, "compile_mode": p.compile_mode,
+            "params": getattr(p, "params", None)}
 
 
 def replay_own(p: Any, st: StepTrace) -> ReplayResult:

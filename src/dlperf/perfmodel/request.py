@@ -94,31 +94,37 @@ def check_names(recs: Records, model: str, fields: Mapping[str, Any]) -> None:
             raise ConfigError(f"{e}; and no stored one-device point of {model} is in the "
                               "results given") from None
     fw = fields.get("framework")
-    if fw is not None and fw not in FRAMEWORKS and fw not in {c.framework for c in stored}:
-        raise unknown_choice("framework", fw, {*FRAMEWORKS, *(c.framework for c in stored)})
     info = framework_info(fw)
-    for key, attr in (("mode", "modes"), ("precision", "precisions"), ("device", "devices")):
+    for key, (known, attr) in _names().items():
         value = fields.get(key)
-        if value is None:
-            continue
-        known = _registry_union(attr) | {getattr(c, key) for c in stored}
-        if value not in known:
-            raise unknown_choice(key, value, known)
-        if info is None:
-            continue
-        ok = set(getattr(info, attr)) | {getattr(c, key) for c in stored if c.framework == fw}
-        if value not in ok:
-            note = f" ({info.devices_note})" if key == "device" and info.devices_note else ""
-            raise ConfigError(f"{key} {value!r} is not available for framework {fw!r}, which "
-                              f"has {' and '.join(getattr(info, attr))} only{note}; give "
-                              f"--{key} {' or '.join(getattr(info, attr))}")
-    layout = fields.get("layout")
-    if layout is not None and layout not in {*LAYOUTS, *(c.layout for c in stored)}:
-        raise unknown_choice("layout", layout, {*LAYOUTS, *(c.layout for c in stored)})
-    cm = fields.get("compile_mode")
-    if cm is not None and cm not in {*COMPILE_MODES, *(c.compile_mode for c in stored)}:
-        raise unknown_choice("compile_mode", cm, {*COMPILE_MODES,
-                                                  *(c.compile_mode for c in stored)})
+        allowed = known | {getattr(c, key) for c in stored}
+        if value is not None and value not in allowed:
+            raise unknown_choice(key, value, allowed)
+        if value is not None and info is not None and attr is not None:
+            _framework_has(info, str(fw), key, attr, value,
+                           {getattr(c, key) for c in stored if c.framework == fw})
+
+
+def _names() -> dict[str, tuple[set[str], str | None]]:
+    """The names a request may give, in the order they are checked: field -> (every value
+    dlperf knows besides the stored ones, the registry attribute that limits it per framework
+    or None)."""
+    return {"framework": (set(FRAMEWORKS), None),
+            "mode": (_registry_union("modes"), "modes"),
+            "precision": (_registry_union("precisions"), "precisions"),
+            "device": (_registry_union("devices"), "devices"),
+            "layout": (set(LAYOUTS), None), "compile_mode": (set(COMPILE_MODES), None)}
+
+
+def _framework_has(info: Any, fw: str, key: str, attr: str, value: str,
+                   stored: set[str]) -> None:
+    """Refuse ``value`` of ``key`` when neither the framework's registry entry (its ``attr``)
+    nor a stored point of the framework has it."""
+    if value not in set(getattr(info, attr)) | stored:
+        note = f" ({info.devices_note})" if key == "device" and info.devices_note else ""
+        raise ConfigError(f"{key} {value!r} is not available for framework {fw!r}, "
+                          f"which has {' and '.join(getattr(info, attr))} only{note}; give "
+                          f"--{key} {' or '.join(getattr(info, attr))}")
 
 
 def calibrated_devices(recs: Records) -> dict[str, list[str]]:

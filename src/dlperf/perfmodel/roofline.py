@@ -85,14 +85,14 @@ def ceiling_of(points: Iterable[Point], framework: str, precision: str,
     from dlperf.perfmodel.datasheet import datasheet_peaks
 
     pts = [p for p in points if p.matmul_flops_per_s.get(precision) and p.bandwidth_bytes_per_s
-           and p.device == "cuda" and (device_name is None or p.device_name == device_name)]
-    for cand in ([p for p in pts if p.framework == framework], pts):
+           and special.ceilings_read(p.device)
+           and (device_name is None or p.device_name == device_name)]
+    for cand, note in (([p for p in pts if p.framework == framework], ""),
+                       (pts, " (another framework)")):
         if cand:
             bws = [bw for p in cand if (bw := p.bandwidth_bytes_per_s)]  # every p in pts has one
             return Ceiling(median(p.matmul_flops_per_s[precision] for p in cand), median(bws),
-                           f"measured: median of {len(cand)} workers"
-                           + ("" if cand[0].framework == framework or cand is not pts
-                              else " (another framework)"))
+                           f"measured: median of {len(cand)} workers{note}")
     sheet = datasheet_peaks(device_name)
     if sheet and sheet.get(precision):
         return Ceiling(float(sheet[precision]), float(sheet["bandwidth_bytes_per_s"]),

@@ -40,6 +40,10 @@ COMPILE_SEP = "+"
 PREALLOCATING = ("jax", "tensorflow")
 #: Zoo families whose step is a time-step loop (:func:`recurrent_note`).
 RECURRENT_FAMILIES = ("rnn",)
+#: Device kinds whose stored ceilings the roofline reads (:func:`ceilings_read`) and whose
+#: data-parallel predictions may rest on the default links without a stored data-parallel run
+#: of their own (:func:`dp_defaults_apply`).
+GPU_KINDS = ("cuda",)
 #: What a step's host work is counted in, first found first (:func:`count_kinds`): an eager
 #: mode dispatches operators; a compiled one launches XLA programs' command buffers, else
 #: kernels, else (no trace of that mode) its operators.
@@ -226,6 +230,25 @@ def cpu_rank_threads(threads: int | None, device: str, world: int,
     return only if isinstance(only, int) else None
 
 
+def ceilings_read(device: str) -> bool:
+    """Whether the roofline reads the measured GEMM and bandwidth ceilings stored with a point
+    of device kind ``device``: a GPU's only (:data:`GPU_KINDS`). The roofline is fitted and
+    the datasheet kept for GPUs; a CPU point's ceilings are not read, so a CPU configuration
+    has no roofline: an analytic CPU prediction is refused naming the missing ceiling, and a
+    CPU series is fitted without the roofline prior."""
+    return device in GPU_KINDS
+
+
+def dp_defaults_apply(device: str) -> bool:
+    """Whether an N-device prediction of device kind ``device`` may rest on the model's
+    defaults without a stored data-parallel run of that kind: a GPU's only
+    (:data:`GPU_KINDS`: NVLink 4 inside a node, DDP's overhead and the interval from the
+    GPUs' stored pairs). Another kind (a CPU-only results file) is refused unless one of its
+    own one-node data-parallel runs is stored: its DDP overhead, all-reduce and interval would
+    otherwise all be a GPU's, a confident 16-GPU-like answer for a CPU."""
+    return device in GPU_KINDS
+
+
 @dataclass(frozen=True)
 class SpecialCase:
     """One named special case: ``applies_to`` which configurations, ``does`` what, and its
@@ -274,4 +297,9 @@ SPECIAL_CASES: tuple[SpecialCase, ...] = (
                 "at least the largest stored sweep below: monotone in N", allreduce_floor),
     SpecialCase("CPU rank threads", "N-rank CPU rows with no thread count asked for",
                 "the thread count every rank ran with", cpu_rank_threads),
+    SpecialCase("GPU ceilings", "points of a device kind other than a GPU (cpu)",
+                "their stored ceilings are not read: no roofline for a CPU", ceilings_read),
+    SpecialCase("data-parallel defaults", "N-device predictions of a device kind other than a "
+                "GPU", "refused unless a data-parallel run of that kind is stored",
+                dp_defaults_apply),
 )

@@ -190,13 +190,17 @@ def to_gpu(step: StepTrace, src: GpuProfile, dst: GpuProfile,
 #: (benchmarks/replay_kernels.py, part 3: 2,500 matched pairs): elementwise kernels shrink
 #: with their size (1.0 under 2 us, 0.86 at 2-5, 0.79 at 5-20, 0.61-0.66 above: a fixed 4 us
 #: and 0.6 of the rest fit best), copies halve, while normalisation (autocast runs
-#: ``layer_norm`` in fp32), the optimizer (fp32 master weights), losses (fp32 under
-#: autocast), pooling and embeddings keep their time (0.97-1.03). An XLA program's fusions do
+#: ``layer_norm`` in fp32), the optimizer (fp32 master weights) and embeddings keep their
+#: time (0.97-1.03). Pooling and losses take 0.8: summed over each operator's kernels in
+#: both precisions (benchmarks/replay_kernels.py, part 3, the H200 and H100 development
+#: traces), a pooling's bf16 time is 0.93 / 0.74 of its fp32 time (vgg16's max-pool backward
+#: 0.62) and a loss's 0.81 / 0.74 (its bf16 kernels read bf16 logits, 0.55, after autocast's
+#: upcast of them, a kernel more). An XLA program's fusions do
 #: not match one to one across precisions; the same table serves them (its values moved the
 #: JAX development rows of the precision back-test by less than 0.2 points).
 PRECISION_RATIO: dict[str, tuple[float, float]] = {
     "elementwise": (4e-6, 0.6), "memory_copy": (1e-6, 0.5), "normalisation": (0.0, 1.0),
-    "optimizer": (0.0, 1.0), "loss": (0.0, 1.0), "pooling": (0.0, 1.0), "other": (0.0, 1.0),
+    "optimizer": (0.0, 1.0), "loss": (0.0, 0.8), "pooling": (0.0, 0.8), "other": (0.0, 1.0),
     "embedding": (0.0, 1.0)}
 #: A batch norm's backward kernels at bf16 / at fp32: autocast runs batch norm in the input's
 #: precision (unlike ``layer_norm``, which it runs in fp32), and cuDNN's fp32 backward
@@ -215,23 +219,52 @@ def is_batch_norm_backward(op: DeviceOp) -> bool:
 #: :data:`PRECISION_RATIO` of an op class it does not list.
 PRECISION_RATIO_DEFAULT = (1e-6, 0.5)
 #: A GEMM-like kernel at bf16 reaches this share of the efficiency (achieved / ceiling) it
-#: has at fp32: its time above :data:`GEMM_FIXED_S` scales by ``ceiling ratio /
-#: BF16_GEMM_SHARE``. Chosen on the development rows of the precision back-test
-#: (benchmarks/replay_validate.py; fp32 -> bf16 MdAPE 10.0 / 13.9 / 15.5 / 16.7% at 0.4 /
-#: 0.55 / 0.7 / 0.85). The same torch eager GEMM kernels traced in both precisions
-#: (benchmarks/replay_kernels.py, part 4) show why no single share fits: their bf16 / fp32
-#: time falls from 0.3 (fp32 kernels of 10-30 us) to 0.07 above 300 us (the ceilings' ratio,
-#: 51 / 779 TFLOP/s on the H200: a share near 1), while GEMMs with a dimension cuBLAS cannot
-#: tile for tensor cores (GPT-2's 50,257-word output layer) keep 0.36 of their fp32 time, and
-#: those dominate the steps they are in.
-BF16_GEMM_SHARE = 0.4
-#: :data:`BF16_GEMM_SHARE` of the op classes whose kernel pairs differ from it: a convolution's
-#: GEMM kernels (cuDNN's fp32 ``implicit_gemm``/``wgrad``/``dgrad`` engines against its bf16
-#: tensor-core ones) reach 0.6 (the development torch eager convolution kernels traced in both
-#: precisions, benchmarks/replay_kernels.py, part 5: summed bf16 time predicted at 1.34 /
-#: 1.09 / 0.93 / 0.72x of the measured with 0.4 / 0.5 / 0.6 / 0.8; matmuls 0.68x at 0.4,
-#: attention 1.02x, recurrent 0.74x).
-BF16_GEMM_SHARE_BY_CLASS = {"convolution": 0.6}
+#: has at fp32: its time above :data:`GEMM_FIXED_S` scales by ``ceiling ratio / share``. For
+#: a matmul whose leading dimensions are multiples of 8 elements, or unknown: the same torch
+#: eager GEMM kernels traced in fp32 and bf16 on the development models (kernel pairs,
+#: benchmarks/replay_kernels.py, part 5: the summed bf16 time predicted / measured at share
+#: 1.0 is 0.98 on the H200 and 0.96 on the H100 for the aligned matmuls; 0.83 for those whose
+#: trace holds no figures, small fcn and classifier GEMMs).
+BF16_GEMM_SHARE = 1.0
+#: :data:`BF16_GEMM_SHARE` of the op classes whose kernel pairs differ from it (part 5, H200 /
+#: H100 predicted / measured): a convolution's GEMM kernels (cuDNN's fp32 ``implicit_gemm``/
+#: ``wgrad``/``dgrad`` engines against its bf16 tensor-core ones) 0.93 / 0.84 at 0.6;
+#: attention (cuDNN and memory-efficient SDPA) 1.03 / 1.06 at 0.4; cuDNN's recurrent GEMMs
+#: 0.92 / 1.04 at 0.3.
+BF16_GEMM_SHARE_BY_CLASS = {"convolution": 0.6, "attention": 0.4, "recurrent": 0.3}
+#: :data:`BF16_GEMM_SHARE` of a matmul by its alignment in elements
+#: (:mod:`dlperf.perfmodel.gemmshape`): cuBLAS runs a bf16 GEMM with an odd leading dimension
+#: on the Turing-era ``cutlass_75_tensorop_bf16_s1688gemm_..._align1`` kernels (GPT-2's
+#: 50,257-word output layer: 0.36-0.55 of its fp32 time, 0.12-0.19 of the bf16 ceiling; part
+#: 5: 1.07 / 1.06 at 0.15) and one with a leading dimension of 2 or 4 on Ampere's
+#: ``tensorop_..._align2/4`` (LSTM's decoder, ``k = 650``: 1.13 at 0.25, 0.95 at 0.3 on the
+#: H100, the only development GEMMs of this kind that hold their figures).
+BF16_GEMM_SHARE_BY_ALIGN = {1: 0.15, 2: 0.3, 4: 0.3}
+#: A tensor-core kernel's name that states its alignment (CUTLASS ``..._align1``).
+_ALIGN_NAME = re.compile(r"tensorop.*_align(\d)", re.I)
+
+
+def gemm_alignment(op: DeviceOp) -> int | None:
+    """A GEMM kernel's alignment in elements: stated in a tensor-core kernel's name (CUTLASS
+    ``tensorop_..._alignN``; an fp32 SIMT kernel's ``align1`` says nothing of the bf16
+    kernels), else recovered from its operator's FLOPs and bytes (:attr:`DeviceOp.align`),
+    else None."""
+    m = _ALIGN_NAME.search(op.name)
+    if m:
+        return int(m.group(1))
+    return op.align
+
+
+def bf16_share(op: DeviceOp) -> float:
+    """The share of its fp32 efficiency a GEMM-like kernel reaches at bf16: by alignment for a
+    misaligned matmul (:data:`BF16_GEMM_SHARE_BY_ALIGN`), else by op class
+    (:data:`BF16_GEMM_SHARE_BY_CLASS`, :data:`BF16_GEMM_SHARE`)."""
+    a = gemm_alignment(op) if op.op_class == "matmul" else None
+    if a is not None and a in BF16_GEMM_SHARE_BY_ALIGN:
+        return BF16_GEMM_SHARE_BY_ALIGN[a]
+    return BF16_GEMM_SHARE_BY_CLASS.get(op.op_class or "", BF16_GEMM_SHARE)
+
+
 #: The part of a GEMM-like kernel's time that its precision does not change (launch, ramp-up,
 #: the tail wave): the best fit of the kernel-level pairs (median |log error| 0.19 at 3 us,
 #: 0.21-0.22 at 2 and 4 us, with a share of 1).
@@ -241,8 +274,7 @@ GEMM_FIXED_S = 3e-6
 def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
     """Duration of ``op`` (traced at precision ``src``) at precision ``dst`` on ``gpu``: a
     GEMM-like kernel's time above :data:`GEMM_FIXED_S` by the ceilings' ratio of its math
-    precisions (read off its name) over its op class's share (:data:`BF16_GEMM_SHARE_BY_CLASS`,
-    else :data:`BF16_GEMM_SHARE`), no less than its bytes at the new precision over the
+    precisions (read off its name) over its share (:func:`bf16_share`), no less than its bytes at the new precision over the
     bandwidth where the trace holds them; a batch norm's backward kernel by
     :data:`BATCH_NORM_BACKWARD_BF16`; another kernel by its op class's
     :data:`PRECISION_RATIO`, inverted going to fp32 (a convolution's non-GEMM kernels are
@@ -260,7 +292,7 @@ def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> fl
         if not (a and b):
             return op.dur_s
         c = a / b
-        share = BF16_GEMM_SHARE_BY_CLASS.get(op.op_class or "", BF16_GEMM_SHARE)
+        share = bf16_share(op)
         if p_dst == "bf16" and p_src != "bf16":
             c /= share
         elif p_src == "bf16" and p_dst != "bf16":
@@ -307,9 +339,15 @@ def autocast_host(step: StepTrace) -> float:
 
 
 def is_conv_helper(op: DeviceOp) -> bool:
-    """True for a non-GEMM kernel of a convolution (op class ``convolution``): cuDNN's fp32
-    FFT and Winograd transforms, layout conversions and split reductions around the GEMM."""
-    return op.kind == "kernel" and op.op_class == "convolution" and not is_gemm(op)
+    """True for a library kernel of a convolution that is not its GEMM (op class
+    ``convolution``): cuDNN's fp32 FFT and Winograd transforms, layout conversions and split
+    reductions around the GEMM. The framework's own kernels of the operator (PyTorch's
+    ``at::native`` bias addition and bias-gradient reduction, an XLA fusion) are not: they run
+    in both precisions (vgg16's on the H100, the only development model with convolution
+    biases: 15.5 ms at fp32 and 15.3 ms at bf16 over its three traced batches,
+    benchmarks/replay_kernels.py, part 5)."""
+    return (op.kind == "kernel" and op.op_class == "convolution" and not is_gemm(op)
+            and "at::native" not in op.name and "fusion" not in op.name)
 
 
 def drop_conv_helpers(step: StepTrace) -> StepTrace:
@@ -335,12 +373,43 @@ def drop_conv_helpers(step: StepTrace) -> StepTrace:
     return replace(step, ops=tuple(ops), launches=launches)
 
 
+#: Bytes autocast moves per parameter to cast the fp32 weights to bf16 once per step (read 4,
+#: write 2): on the development points whose casts are all weight casts (fcn5 in torch eager
+#: and in JAX, fcn_mnist) the forward casts take 1.03-1.27x ``params x 6 / bandwidth`` at
+#: every batch (H200; benchmarks/replay_kernels.py, part 8).
+WEIGHT_CAST_BYTES = 6.0
+#: Bytes per parameter of eager autograd's casts of the weight gradients back to fp32
+#: (``ToCopyBackward0``, one per weight cast): 2.1-2.4x ``params x 6 / bandwidth`` on the same
+#: points (a compiled program fuses them: fcn5's JAX backward has none).
+WEIGHT_GRAD_CAST_BYTES = 12.0
+
+
+def cast_times(step: StepTrace, gpu: GpuProfile, n_fwd: int, n_bwd: int
+               ) -> tuple[float | None, float | None]:
+    """Duration (s) of each of the ``n_fwd`` forward casts and ``n_bwd`` backward casts bf16
+    autocast adds to ``step``: :data:`KERNEL_FLOOR_S` plus an even share of the model's
+    parameters (``meta['params']``) x :data:`WEIGHT_CAST_BYTES` (forward) or
+    :data:`WEIGHT_GRAD_CAST_BYTES` (backward, eager programs only: 0 for a compiled one) over
+    ``gpu``'s bandwidth; ``(None, None)`` where the parameter count is unknown."""
+    params = step.meta.get("params")
+    if not params:
+        return None, None
+    bw = gpu.bandwidth_bytes_per_s
+    fwd = KERNEL_FLOOR_S + params * WEIGHT_CAST_BYTES / bw / max(1, n_fwd)
+    eager = not (step.meta.get("xla") or step.meta.get("mode") == "graph")
+    bwd = KERNEL_FLOOR_S + params * WEIGHT_GRAD_CAST_BYTES / bw / max(1, n_bwd) if eager \
+        else 0.0
+    return fwd, bwd
+
+
 def to_precision(step: StepTrace, dst: str, gpu: GpuProfile, *,
                  cast_host_s: float = 0.0) -> StepTrace:
     """``step`` at precision ``dst`` on ``gpu``: each kernel by :func:`kernel_to_precision`;
     going to bf16 from fp32, the convolutions' non-GEMM kernels are dropped
-    (:func:`drop_conv_helpers`), autocast's casts of the GEMM operands are added (one cast
-    kernel of :data:`KERNEL_FLOOR_S` plus its bytes per GEMM op, issued with it) with
+    (:func:`drop_conv_helpers`), autocast's casts are added (a cast before each forward GEMM
+    kernel and, in an eager program, one after each backward GEMM kernel, issued with it,
+    their durations from the parameter count, :func:`cast_times`; where it is unknown, a
+    forward cast of :data:`KERNEL_FLOOR_S` plus its GEMM's bytes and no backward one) with
     ``cast_host_s`` of host work each, and the host is multiplied by :func:`autocast_host`;
     going to fp32, the trace's cast kernels are dropped and the host divided by it.
     """
@@ -352,18 +421,32 @@ def to_precision(step: StepTrace, dst: str, gpu: GpuProfile, *,
     launches = list(step.launches)
     note = f"precision {src} -> {dst}"
     if dst in ("bf16", "fp16") and src not in ("bf16", "fp16"):
-        out: list[DeviceOp] = []
+        new: list[DeviceOp] = []
         added = 0
+        n_f = sum(1 for o in ops if is_gemm(o) and o.phase in (None, "t_f"))
+        n_b = sum(1 for o in ops if is_gemm(o) and o.phase == "t_b")
+        t_f, t_b = cast_times(step, gpu, n_f, n_b)
+
+        def cast(o: DeviceOp, dur: float, nbytes: float) -> DeviceOp:
+            return replace(o, dur_s=dur, name="cast (autocast)", op_class="elementwise",
+                           after=(), flops=0.0, bytes=nbytes, grid=None, block=None,
+                           align=None)
+
         for o in ops:
             if is_gemm(o) and o.phase in (None, "t_f"):
-                nbytes = (o.bytes or 0.0) * 0.75  # read fp32 (4 B), write bf16 (2 B) of 4+2
-                cast = replace(o, dur_s=KERNEL_FLOOR_S + nbytes / gpu.bandwidth_bytes_per_s,
-                               name="cast (autocast)", op_class="elementwise", after=(),
-                               flops=0.0, bytes=nbytes, grid=None, block=None)
-                out.append(cast)
+                if t_f is None:
+                    nbytes = (o.bytes or 0.0) * 0.75  # read fp32 (4 B), write bf16 (2 B)
+                    new.append(cast(o, KERNEL_FLOOR_S + nbytes / gpu.bandwidth_bytes_per_s,
+                                    nbytes))
+                else:
+                    new.append(cast(o, t_f, (t_f - KERNEL_FLOOR_S)
+                                    * gpu.bandwidth_bytes_per_s))
                 added += 1
-            out.append(o)
-        ops = _reindex(scaled, out)
+            new.append(o)
+            if is_gemm(o) and o.phase == "t_b" and t_b:
+                new.append(cast(o, t_b, (t_b - KERNEL_FLOOR_S) * gpu.bandwidth_bytes_per_s))
+                added += 1
+        ops = _reindex(scaled, new)
         if added and cast_host_s:
             per = cast_host_s * added / max(1, len(launches))
             launches = [HostLaunch(h.before_s + per, h.call_s) for h in launches]
@@ -384,7 +467,10 @@ def to_precision(step: StepTrace, dst: str, gpu: GpuProfile, *,
 
 
 def _is_cast(op: DeviceOp) -> bool:
-    """A dtype conversion kernel launched by a GEMM op (autocast's cast of an operand)."""
+    """A dtype conversion kernel of autocast: one launched by a GEMM op (the cast of an
+    operand) or autograd's cast of a gradient back (``ToCopyBackward0``)."""
+    if op.op == "ToCopyBackward0":
+        return True
     return (op.op_class in GEMM_CLASSES and not is_gemm(op)
             and ("copy_kernel" in op.name or "cast" in op.name.lower()))
 

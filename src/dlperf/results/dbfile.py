@@ -8,7 +8,9 @@
   killed inside a transaction leaves a *hot journal* that a read-only connection may not roll
   back (``SQLITE_READONLY_ROLLBACK``); then the file and its journal are copied to a temporary
   folder and rolled back there: the reader sees the last committed state and the file stays as
-  it is (the next writer rolls it back for good).
+  it is (the next writer rolls it back for good). The copy is made inside a read
+  transaction taken as writers take theirs (:func:`begin_read`: bounded, and said), since the
+  backup itself retries another process's exclusive lock forever.
 - **Writers** (:func:`open_writer`, :func:`begin_immediate`) wait for another writer's lock
   for :func:`db_timeout_s` seconds, then fail with :class:`StoreBusy`; the wait is made of
   short tries (SQLite's busy handler sleeps in C, where Ctrl-C does not act), and a wait
@@ -31,7 +33,7 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,8 +41,9 @@ from dlperf.errors import ConfigError
 from dlperf.outputs import same_file
 
 __all__ = ["StoreError", "StoreBusy", "DB_TIMEOUT_ENV", "DEFAULT_DB_TIMEOUT_S", "db_timeout_s",
-           "file_uri", "open_copy", "open_writer", "begin_immediate", "store_error", "sqlite_errors",
-           "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES",
+           "file_uri", "open_copy", "open_writer", "begin_immediate", "begin_read", "store_error", "sqlite_errors",
+           "parse_version", "check_layout", "check_intact", "REQUIRED_TABLES", "SIDE_SUFFIXES",
+           "check_side_names",
            "results_files", "same_file"]
 
 #: Environment variable: seconds a writer waits for another process's lock on the file.
@@ -150,6 +153,48 @@ def sqlite_errors(path: str | Path, doing: str) -> Iterator[None]:
         raise store_error(e, path, doing) from None
 
 
+#: Names SQLite gives the side files of a database ``DB`` (``DB-journal``, ``DB-wal``,
+#: ``DB-shm``): a results file under such a name is taken by SQLite for ``DB``'s journal (and
+#: deleted) the next time ``DB`` is written.
+SIDE_SUFFIXES = ("-journal", "-wal", "-shm")
+
+
+def check_side_names(path: str | Path) -> None:
+    """Refuse to write the results file ``path`` where SQLite would destroy a database: a
+    name ending as a side file's (``x.db-journal``: the next write to ``x.db`` takes it for
+    its rollback journal and deletes it, every result in it lost), or a file beside it under
+    such a name that is a database, not a journal (``path``'s own write would delete it).
+
+    Raises:
+        StoreError: naming the file, what SQLite would do, and what to give instead.
+    """
+    p = Path(path)
+    name = p.name
+    for suffix in SIDE_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            base = name[: -len(suffix)]
+            raise StoreError(
+                f"results file {str(path)!r} has the name SQLite gives a side file of the "
+                f"database {base!r} ({suffix[1:]}): the next write to {base!r} would take it "
+                f"for its own and delete it, with every result in it; give another --db path "
+                f"(an existing one is read safely: dlperf merge {str(path)!r} --db "
+                f"{base.rsplit('.', 1)[0]}{suffix.replace('-', '_')}.db copies it out)")
+    for suffix in SIDE_SUFFIXES[:2]:  # -shm is rebuilt only in WAL mode, never replayed
+        side = Path(f"{p}{suffix}")
+        try:
+            with open(side, "rb") as f:
+                head = f.read(16)
+        except OSError:
+            continue
+        if head == b"SQLite format 3\x00":
+            raise StoreError(
+                f"{str(side)!r} beside the results file {str(path)!r} is an SQLite database, "
+                f"not a {suffix[1:]} file: writing {str(path)!r} would take it for its own "
+                "and delete it, with everything in it; rename it first (e.g. mv "
+                f"{str(side)!r} {str(p.with_name(p.stem + suffix.replace('-', '_') + '.db'))!r})"
+                ", then run the same command again")
+
+
 def open_writer(path: str | Path) -> sqlite3.Connection:
     """A connection that may write ``path`` (created if missing; autocommit, transactions are
     explicit), waiting up to :func:`db_timeout_s` for another process's lock.
@@ -173,6 +218,37 @@ def begin_immediate(db: sqlite3.Connection, path: str | Path, doing: str) -> Non
         sqlite3.OperationalError: the lock was not free within the timeout (``SQLITE_BUSY``,
             which :func:`store_error` words), or another SQLite error.
     """
+    def take() -> None:
+        db.execute("BEGIN IMMEDIATE")
+
+    _wait_for_lock(db, path, doing, take)
+
+
+def begin_read(db: sqlite3.Connection, path: str | Path, doing: str) -> None:
+    """A read transaction on ``db`` (a connection to the results file ``path``) holding its
+    shared lock, waited for as :func:`begin_immediate` waits: SQLite's backup, which
+    :func:`open_copy` makes inside it, retried a lock held by another process (an ``sqlite3``
+    shell in a write transaction, a program's exclusive lock) forever and without a word.
+
+    Raises:
+        sqlite3.OperationalError: as :func:`begin_immediate`.
+    """
+    def take() -> None:
+        db.execute("BEGIN")
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the shared lock
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    _wait_for_lock(db, path, doing, take)
+
+
+def _wait_for_lock(db: sqlite3.Connection, path: str | Path, doing: str,
+                   take: Callable[[], None]) -> None:
+    """Call ``take()`` (which takes a lock on ``db``) until it succeeds, in tries of
+    :data:`LOCK_TRY_S`, up to :func:`db_timeout_s`, with the notice of :func:`begin_immediate`.
+    """
     limit = db_timeout_s()
     notice = seconds_from_env(LOCK_NOTICE_ENV, DEFAULT_LOCK_NOTICE_S,
                               "the seconds of waiting for a lock before saying so", 5)
@@ -181,7 +257,7 @@ def begin_immediate(db: sqlite3.Connection, path: str | Path, doing: str) -> Non
     try:
         while True:
             try:
-                db.execute("BEGIN IMMEDIATE")
+                take()
                 return
             except sqlite3.OperationalError as e:
                 waited = time.monotonic() - start
@@ -206,7 +282,7 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
     mem = sqlite3.connect(":memory:", isolation_level=None)
     try:
         try:
-            _backup(file_uri(path, "ro"), mem)
+            _backup(file_uri(path, "ro"), mem, path)
         except sqlite3.Error as e:
             if _name(e) != "SQLITE_READONLY_ROLLBACK":
                 raise
@@ -218,7 +294,7 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
                 journal = Path(f"{path}-journal")
                 if journal.is_file():
                     shutil.copyfile(journal, Path(f"{copy}-journal"))
-                _backup(file_uri(copy, "rw"), mem)
+                _backup(file_uri(copy, "rw"), mem, path)
     except sqlite3.Error as e:
         mem.close()
         if _name(e).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
@@ -228,9 +304,12 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
     return mem
 
 
-def _backup(uri: str, dest: sqlite3.Connection) -> None:
-    src = sqlite3.connect(uri, uri=True, timeout=db_timeout_s())
+def _backup(uri: str, dest: sqlite3.Connection, path: str | Path) -> None:
+    """Copy the database at ``uri`` (the results file ``path``) into ``dest`` inside a read
+    transaction taken with a bounded wait (:func:`begin_read`)."""
+    src = sqlite3.connect(uri, uri=True, timeout=db_timeout_s(), isolation_level=None)
     try:
+        begin_read(src, path, "reading it")
         src.backup(dest)
     finally:
         src.close()

@@ -56,6 +56,7 @@ from dlperf.results.dbfile import (
     begin_immediate,
     check_intact,
     check_layout,
+    check_side_names,
     open_copy,
     open_writer,
     parse_version,
@@ -136,6 +137,7 @@ class ResultStore:
         else:
             if self.path.parent and not self.path.parent.exists():
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_side_names(self.path)  # never a file SQLite would delete as a journal
             was_empty = self.path.is_file() and self.path.stat().st_size == 0
             self._db = open_writer(self.path)
         #: A line saying what opening did that the user should know (a new store in an empty

@@ -87,16 +87,31 @@ def resolve(name: str, stamp: int, timeout_s: float) -> Any:
     raise cls(answer[2])
 
 
+#: The most :data:`MEMORY_ENV` may give (GiB): 2^20 (1 PiB), far over any host's memory and
+#: under what the address-space limit can hold.
+MAX_SPEC_MEMORY_GB = 2**20
+
+
 def memory_limit_bytes() -> int:
     """The address space a spec child may take: ``$DLPERF_SPEC_MEMORY_GB`` GiB, else half the
     host's memory and at least 4 GiB (importing torch and transformers takes under 1 GiB of
-    address space; building an absurd model on the meta device takes what it can get)."""
+    address space; building an absurd model on the meta device takes what it can get).
+
+    Raises:
+        ConfigError: the variable is set but not a number above 0 and at most
+            :data:`MAX_SPEC_MEMORY_GB`.
+    """
     raw = os.environ.get(MEMORY_ENV, "").strip()
-    try:
-        gb = float(raw) if raw else 0.0
-    except ValueError:
-        gb = 0.0
-    if gb > 0:
+    if raw:
+        try:
+            gb = float(raw)
+        except ValueError:
+            gb = float("nan")
+        if not 0 < gb <= MAX_SPEC_MEMORY_GB:  # inf and 1e30 were raw OverflowErrors
+            raise ConfigError(f"{MEMORY_ENV}={raw!r}: give the GiB of address space a model's "
+                              f"spec may take, a number above 0 and at most "
+                              f"{MAX_SPEC_MEMORY_GB:,} (e.g. 16), or unset it for half the "
+                              "host's memory")
         return int(gb * 2**30)
     try:
         import psutil
@@ -124,6 +139,7 @@ def _run_child(name: str, timeout_s: float) -> tuple[Any, ...]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     from dlperf.tempdirs import owned_tempdir
 
+    memory_limit_bytes()  # a bad $DLPERF_SPEC_MEMORY_GB is refused before the child starts
     with owned_tempdir("dlperf-spec-") as tmp:
         out, log = Path(tmp) / "spec.pickle", Path(tmp) / "output.txt"
         with open(log, "wb") as logf:

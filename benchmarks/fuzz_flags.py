@@ -211,6 +211,11 @@ def flag_cases() -> list[Case]:
     add("compare --run --rounds 10^9", ["compare", "--run", "{w}", "{w}", "--db",
                                         "{w}/gate.db", "--rounds", str(10**9), "--",
                                         "--model", "fcn5_tiny"], "1,000 runs per point")
+    for v in ("nan", "inf", "-inf", "1e400"):
+        add(f"results --target-loss {v}", ["results", "--db", "{db}", "--compare",
+                                           "convergence", "--target-loss", v], "--target-loss")
+        add(f"report --target-loss {v}", ["report", "--db", "{db}", "-o", "{w}/rep",
+                                          "--target-loss", v], "--target-loss")
     for v in ("nan", "inf", "-1", "0"):
         add(f"calibrate --budget-s {v}", ["calibrate", "--db", "{w}/cal.db", "--name", "x",
                                           "--device", "cpu", "--budget-s", v], "--budget-s")
@@ -226,6 +231,16 @@ def flag_cases() -> list[Case]:
         add(f"model=timm:vit?{opt}", [*RUN[:3], "--model", f"timm:vit_base_patch16_224?{opt}",
                                       "--device", "cpu", "-b", "2", "--db", "{db}"], said,
             child=hf)
+    # Results files under the names SQLite gives a database's side files: the next write to
+    # the database took such a file for its journal and deleted it (independent attack).
+    for suffix in ("-journal", "-wal", "-shm"):
+        add(f"run --db DB{suffix}", [*RUN, "-b", "4", *FAST, "--db", "{db}" + suffix],
+            "side file")
+        add(f"merge --db DB{suffix}", ["merge", "{other}", "--db", "{db}" + suffix],
+            "side file")
+    for key, val in (("DLPERF_SPEC_MEMORY_GB", "inf"), ("DLPERF_SPEC_MEMORY_GB", "1e30")):
+        add(f"{key}={val}", [*RUN[:3], "--model", "file:{w}/net.py:build", "--device", "cpu",
+                             "-b", "2", "--db", "{db}"], key, child={key: val})
     ascii_env = {"PYTHONIOENCODING": "ascii"}
     out.append(Case("flag", "ascii terminal: results", ["results", "--db", "{db}"],
                     expect="write", child=ascii_env, protect=["db", "other"]))

@@ -66,8 +66,9 @@ def baseline(files: list[str], p: Any, **kw: Any) -> float | None:
 
 
 def host_of(pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
-    v = [p.host_dispatch_s for p, _ in pool if p.host_dispatch_s]
-    return statistics.median(v) if v else None
+    """The pool's host time per step (:func:`dlperf.perfmodel.replay.host_level`)."""
+    return replay.host_level([p for p, _ in pool],
+                             {p.result_id: st.kernel_s for p, st in pool})
 
 
 def profile(pairs: list[tuple[Any, replay.StepTrace]], ceilings: list[str]) -> Any:
@@ -106,7 +107,8 @@ def run(db: str | list[str], with_baseline: bool,
         pool.sort(key=lambda x: x[0].batch_size)
         cat_b = "compile" if key[2] == "graph" else "batch"
         for p, _ in pool:
-            others = [x for x in pool if x[0].result_id != p.result_id]
+            others = [x for x in pool if (x[0].source, x[0].result_id)
+                      != (p.source, p.result_id) and x[0].batch_size != p.batch_size]
             if not others:
                 continue
             h = host_of(others)

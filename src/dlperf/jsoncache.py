@@ -34,7 +34,8 @@ from typing import Any
 
 from dlperf.outputs import atomic_write
 
-__all__ = ["CacheIgnored", "MAX_BYTES", "read_json", "write_json", "digest"]
+__all__ = ["CacheIgnored", "MAX_BYTES", "KEEP_FILES", "read_json", "write_json", "prune",
+           "digest"]
 
 #: The largest cache file read (bytes); a larger one is ignored.
 MAX_BYTES = 256 * 2**20
@@ -53,16 +54,26 @@ def digest(payload: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_json(path: str | Path, payload: Any) -> bool:
+#: Cache files of one kind kept in a folder by :func:`write_json` with ``keep``: a cache keyed
+#: by a results file's content got a new file at every change of it, and none was ever
+#: removed (133 files after a morning of tests).
+KEEP_FILES = 64
+
+
+def write_json(path: str | Path, payload: Any, *, keep: int | None = KEEP_FILES) -> bool:
     """Write ``payload`` (JSON without NaN or infinity) to the cache file ``path`` (module
     docstring); False (and one warning per folder) when the folder cannot be written: the
-    caller goes on without a cache."""
+    caller goes on without a cache. A cache named ``KIND-KEY.json`` (``KEY`` hex, one file per
+    content: the performance model's points and fits) keeps only the ``keep`` newest files
+    ``KIND-*.json`` of its folder (:func:`prune`; None: all)."""
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({_MAGIC: 1, "sha256": digest(payload), "payload": payload},
                           allow_nan=False)
         atomic_write(p, text, mode=0o600)
+        if keep is not None:
+            prune(p, keep)
         return True
     except (ValueError, TypeError) as e:  # not JSON (a NaN): not cached
         _warn(p, f"not caching {str(p)!r}: {e}")
@@ -71,6 +82,41 @@ def write_json(path: str | Path, payload: Any) -> bool:
         _warn(p.parent, f"cannot write the cache in {str(p.parent)!r} "
                         f"({e.strerror or e}); it is computed again each time")
         return False
+
+
+def prune(path: str | Path, keep: int) -> list[Path]:
+    """Remove all but the ``keep`` newest (by modification time) cache files of the kind of
+    ``path`` (``KIND-KEY.json``: the files ``KIND-*.json`` beside it whose ``KEY`` is hex)
+    that are regular files owned by this user; ``path`` itself is always kept. Returns the
+    files removed; a file that cannot be removed is left (another process's, a race)."""
+    p = Path(path)
+    kind, sep, _ = p.name.rpartition("-")
+    if not sep or not p.name.endswith(".json"):
+        return []
+    mine: list[tuple[float, Path]] = []
+    try:
+        siblings = list(p.parent.glob(f"{kind}-*.json"))
+    except OSError:
+        return []
+    for f in siblings:
+        key = f.name[len(kind) + 1:-len(".json")]
+        if f == p or not key or any(c not in "0123456789abcdef" for c in key):
+            continue
+        try:
+            st = f.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+            mine.append((st.st_mtime, f))
+    mine.sort(reverse=True)
+    gone = []
+    for _, f in mine[max(0, keep - 1):]:
+        try:
+            f.unlink()
+            gone.append(f)
+        except OSError:
+            continue
+    return gone
 
 
 def _why_not(p: Path) -> str | None:

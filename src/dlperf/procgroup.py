@@ -21,7 +21,7 @@ import signal
 import subprocess
 import time
 
-__all__ = ["wait_group", "end_group", "kill_group"]
+__all__ = ["wait_group", "end_group", "end_tree", "descendants", "kill_group"]
 
 
 def kill_group(pgid: int) -> None:
@@ -66,4 +66,54 @@ def wait_group(proc: subprocess.Popen, timeout_s: float | None = None) -> int:
 def end_group(proc: subprocess.Popen) -> None:
     """Kill ``proc`` (a session leader) and its whole process group now, and reap it."""
     kill_group(proc.pid)
+    proc.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs, found by their parent in ``/proc`` (Linux;
+    ``[]`` elsewhere): a process that made a session of its own (torchrun's ranks do) is not
+    in its parent's group, so killing the group misses it."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode("latin-1")
+            ppid = int(stat.rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.append(c)
+                todo.append(c)
+    return out
+
+
+def end_tree(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` (a session leader), its group, and every process it started, also those
+    in sessions of their own (:func:`descendants`), then reap it. The group is stopped first
+    (``SIGSTOP``), so no process is started between finding the processes and killing them;
+    a rank left running after its launcher was killed ran on (at 100% CPU) as an orphan."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGSTOP)
+    tree = descendants(proc.pid)
+    for pid in tree:  # stop them too, then kill them and what they lead
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGSTOP)
+    tree = list(dict.fromkeys(tree + [d for pid in tree for d in descendants(pid)]))
+    kill_group(proc.pid)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:
+                kill_group(pid)
     proc.wait()

@@ -135,13 +135,16 @@ def test_cli_allreduce_two_gloo_processes(tmp_path):
 
 
 @pytest.mark.timeout(150)
-def test_sigterm_to_allreduce_stops_its_ranks(tmp_path):
-    """SIGTERM to `dlperf allreduce` ends the launcher's whole session: its ranks ran on (an
-    orphan with --iters 10^7 at 100% CPU) when only the dlperf process died."""
+@pytest.mark.parametrize("how", ["sigterm", "timeout"])
+def test_allreduce_stopped_stops_its_ranks(tmp_path, how):
+    """SIGTERM to `dlperf allreduce`, or its --timeout, ends its ranks too: torchrun starts
+    each rank in a session of its own, so killing the launcher's group left them running (an
+    orphan with --iters 10^7 at 100% CPU)."""
     pytest.importorskip("torch")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    limit = "120" if how == "sigterm" else "25"
     p = subprocess.Popen([sys.executable, "-m", "dlperf", "allreduce", "--nproc", "1",
-                          "--max-bytes", "8", "--iters", str(10**7), "--timeout", "120"],
+                          "--max-bytes", "8", "--iters", str(10**7), "--timeout", limit],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     try:
@@ -151,10 +154,14 @@ def test_sigterm_to_allreduce_stops_its_ranks(tmp_path):
             time.sleep(0.5)
             ranks = _ranks_of(p.pid)
         assert ranks, "no rank started"
-        time.sleep(1.0)
-        p.send_signal(signal.SIGTERM)
-        out, _ = p.communicate(timeout=30)
-        assert p.returncode == 143 and "terminated" in out
+        if how == "sigterm":
+            time.sleep(1.0)
+            p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=60)
+        if how == "sigterm":
+            assert p.returncode == 143 and "terminated" in out
+        else:
+            assert p.returncode == 2 and "ran past --timeout" in out
         time.sleep(0.5)
         alive = [r for r in ranks if _alive(r)]
         assert not alive, f"ranks still running: {alive}"
@@ -166,7 +173,9 @@ def test_sigterm_to_allreduce_stops_its_ranks(tmp_path):
 
 
 def _ranks_of(pid: int) -> list[int]:
-    """Processes running dlperf.comm.allreduce whose command line names this test's run."""
+    """The ranks of this test's run: processes running dlperf.comm.allreduce itself (not
+    torchrun, whose command line names it too) with its --iters; torchrun starts each in a
+    session of its own."""
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -176,7 +185,8 @@ def _ranks_of(pid: int) -> list[int]:
             env_sid = os.getsid(int(d.name))
         except OSError:
             continue
-        if b"dlperf.comm.allreduce" in cmd and b"10000000" in cmd and env_sid != pid:
+        if (b"dlperf.comm.allreduce" in cmd and b"10000000" in cmd and env_sid != pid
+                and b"torch.distributed.run" not in cmd):
             out.append(int(d.name))
     return out
 

@@ -64,3 +64,28 @@ def test_the_callers_check_refuses_values_out_of_bounds(tmp_path):
         assert read_json(f, check) is None
     f.write_text("[" * 100000 + "]" * 100000)
     assert read_json(f) is None  # no traceback on a deep file (a warning, or an old format)
+
+
+def test_a_cache_kind_keeps_its_newest_files_only(tmp_path):
+    """A cache keyed by a results file's content got a new file at each change of the file
+    and none was removed: the user's cache folder grew without bound."""
+    import os
+
+    from dlperf.jsoncache import prune, write_json
+
+    for i in range(10):
+        f = tmp_path / f"perfmodel-points-{i:04x}.json"
+        assert write_json(f, {"i": i}, keep=4)
+        os.utime(f, (1000 + i, 1000 + i))  # distinct ages
+    other = tmp_path / "perfmodel-fits-00.json"
+    write_json(other, {"x": 1})
+    mine = tmp_path / "perfmodel-points-notes.json"  # not a cache key: never removed
+    mine.write_text("{}")
+    kept = sorted(p.name for p in tmp_path.glob("perfmodel-points-*.json"))
+    assert kept == ["perfmodel-points-0006.json", "perfmodel-points-0007.json",
+                    "perfmodel-points-0008.json", "perfmodel-points-0009.json",
+                    "perfmodel-points-notes.json"]
+    assert other.exists()
+    newest = tmp_path / "perfmodel-points-0009.json"
+    assert prune(newest, 1) and sorted(tmp_path.glob("perfmodel-points-*.json")) == [
+        newest, mine]

@@ -218,3 +218,47 @@ def test_a_bad_spec_memory_variable_is_a_clear_error(monkeypatch, value):
         memory_limit_bytes()
     monkeypatch.setenv(MEMORY_ENV, "16")
     assert memory_limit_bytes() == 16 * 2**30
+
+
+def test_end_tree_kills_a_grandchild_in_a_session_of_its_own():
+    """procgroup.end_tree: what a child started in a new session (as torchrun starts its
+    ranks) is killed with it; killing the child's group alone left it running."""
+    from dlperf.procgroup import descendants, end_tree
+
+    code = ("import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], "
+            "start_new_session=True)\n"
+            "time.sleep(300)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not descendants(p.pid):
+            time.sleep(0.1)
+        kids = descendants(p.pid)
+        assert kids and all(os.getsid(k) == k for k in kids)
+        end_tree(p)
+        time.sleep(0.3)
+        for k in kids:
+            try:
+                state = Path(f"/proc/{k}/stat").read_text().rpartition(")")[2].split()[0]
+            except OSError:
+                continue
+            assert state == "Z", f"{k} still running"
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+@pytest.mark.parametrize("cmd", [["results", "--compare", "convergence"], ["report", "-f", "md"]])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+def test_a_target_loss_that_is_not_finite_is_a_clear_error(tmp_path, cmd, value):
+    """--target-loss nan reached the convergence section as a raw ValueError."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from fuzz_databases import make_valid
+
+    db = make_valid(tmp_path / "v.db")
+    out = ["-o", str(tmp_path / "rep")] if cmd[0] == "report" else []
+    r = CliRunner().invoke(app, [cmd[0], "--db", str(db), *cmd[1:], *out,
+                                 "--target-loss", value])
+    assert r.exit_code == 2 and "--target-loss" in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)

@@ -178,3 +178,26 @@ def test_an_operators_figures_are_split_over_its_kernels():
     assert [o.bytes for o in st.ops] == pytest.approx([2e6, 4e6, 2e6, 8e6])
     assert sum(o.flops for o in st.ops[:3]) == pytest.approx(4e9)
     assert st.ops[3].flops == pytest.approx(4e9)
+
+
+def test_host_level_reads_host_bound_steps_of_an_eager_program():
+    from types import SimpleNamespace as P
+
+    def pt(step, probe, busy, mode="eager", rid=0):
+        return P(step_time_s=step, host_dispatch_s=probe, busy_s=busy, mode=mode,
+                 result_id=rid)
+
+    host_bound = [pt(2.0e-3, 2.4e-3, 1.0e-3), pt(2.2e-3, 2.6e-3, 1.5e-3)]
+    device_bound = pt(9.0e-3, 2.0e-3, 8.9e-3)
+    # the median host-bound step, not the probes (which read the host higher)
+    assert R.host_level([*host_bound, device_bound]) == pytest.approx(2.1e-3)
+    # no host-bound point: the median probe
+    assert R.host_level([device_bound, pt(5e-3, 3e-3, 4.9e-3)]) == pytest.approx(2.5e-3)
+    # a compiled program's step is no host time: the probes
+    graph = [pt(s, p, b, mode="xla") for s, p, b in ((2e-3, 3e-3, 1e-3), (4e-3, 5e-3, 1e-3))]
+    assert R.host_level(graph) == pytest.approx(4e-3)
+    # without busy time, the trace's kernel sum decides
+    no_busy = pt(2.0e-3, 2.4e-3, None, rid=7)
+    assert R.host_level([no_busy, device_bound], {7: 1e-3}) == pytest.approx(2.0e-3)
+    assert R.host_level([no_busy, device_bound], {7: 3e-3}) == pytest.approx(2.2e-3)
+    assert R.host_level([pt(1e-3, None, None)]) is None

@@ -20,6 +20,41 @@ def test_bad_batch_sizes_and_framework_are_refused(tmp_path):
     assert not (tmp_path / "c.db").exists() or H.stored_profiles(db) == {}
 
 
+def test_cuda_without_a_gpu_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    """No usable GPU here: ``--device cuda`` (the default) is refused at once, as ``dlperf run
+    --device cuda`` is, instead of running every point as unavailable and storing a profile
+    that measured nothing."""
+    import dlperf.nvml
+
+    monkeypatch.setattr(dlperf.nvml, "gpus", lambda: [])
+    db = tmp_path / "c.db"
+    r = CliRunner().invoke(app, ["calibrate", "--db", str(db), "--name", "h100",
+                                 "--model", "resnet50"])
+    assert r.exit_code == 2 and "no CUDA GPU is usable here" in r.output
+    assert not db.exists()
+
+
+def test_a_profile_of_nothing_measured_is_not_stored(tmp_path, monkeypatch):
+    """Every profile point failed: calibrate exits 2 with the first failure and stores no
+    profile (a profile of nothing gives `predict --gpu NAME` absurd times), the failures
+    staying in the results file."""
+    from types import SimpleNamespace
+
+    import dlperf.api
+    from dlperf.results.store import ResultStore
+
+    db = str(tmp_path / "c.db")
+    ResultStore(db).close()
+    failed = SimpleNamespace(identity=SimpleNamespace(status="crash",
+                                                      error="worker died: signal 9\ntrace"))
+    monkeypatch.setattr(dlperf.api, "sweep", lambda *a, **k: SimpleNamespace(results=[failed]))
+    r = CliRunner().invoke(app, ["calibrate", "--db", db, "--name", "cpu-x", "--device", "cpu"])
+    assert r.exit_code == 2, r.output
+    assert "no profile point of fcn5 on cpu measured" in r.output
+    assert "crash: worker died: signal 9" in r.output and "trace" not in r.output
+    assert H.stored_profiles(db) == {}
+
+
 @pytest.mark.slow
 def test_calibrate_on_cpu_stores_a_profile(tmp_path):
     db = str(tmp_path / "c.db")

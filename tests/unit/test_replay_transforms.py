@@ -196,9 +196,11 @@ def test_bf16_drops_convolution_helpers_and_xla_launches_with_them():
     bf = T.to_precision(st, "bf16", g)
     assert [o.name for o in bf.ops] == ["cast (autocast)", conv.name, relu.name]
     assert len(bf.launches) == 3  # PyTorch: the host is per operator
-    # the convolution's GEMM at its class's share
+    # the convolution's GEMM at its class's share above its class's fixed part
     c = g.gemm("fp32") / g.gemm("bf16") / T.BF16_GEMM_SHARE_BY_CLASS["convolution"]
-    assert bf.ops[1].dur_s == pytest.approx(T.GEMM_FIXED_S + (100e-6 - T.GEMM_FIXED_S) * c)
+    fixed = T.GEMM_FIXED_S_BY_CLASS["convolution"]
+    assert fixed > T.GEMM_FIXED_S
+    assert bf.ops[1].dur_s == pytest.approx(fixed + (100e-6 - fixed) * c)
     x = replace(st, meta={**st.meta, "xla": True})
     bx = T.to_precision(x, "bf16", g)
     assert len(bx.launches) == 2 and [o.launch for o in bx.ops] == [0, 0, 1]
@@ -286,3 +288,28 @@ def test_convolution_bias_kernels_are_not_helpers():
     fused = _k(40, name="input_reduce_select_fusion_6", op_class="convolution")
     assert T.is_conv_helper(helper)
     assert not T.is_conv_helper(bias) and not T.is_conv_helper(fused)
+
+
+def test_weight_bound_gemms_and_weight_casts_keep_their_time_at_another_batch():
+    g = H.datasheet("h200")
+    gemm = _k(180, name="gemm_fusion_dot", op_class="matmul")
+    conv = _k(80, name="wrapped_convert_1")
+    ew = _k(50)
+    base = _step([gemm, conv, ew], precision="bf16", batch=16)
+    # fcn5: 118 M weights streamed 3 times a step against 0.7 GFLOP a sample
+    fc = replace(base, meta={**base.meta, "params": 118e6, "train_flops_per_sample": 7.08e8})
+    assert T.gemm_batch_factor(fc, 32, g) == pytest.approx(1.0)       # weight-bound
+    assert T.gemm_batch_factor(fc, 4096, g) > 4                        # compute-bound there
+    big = replace(fc, meta={**fc.meta, "params": 1e6})                  # compute-bound
+    assert T.gemm_batch_factor(big, 32, g) == pytest.approx(2.0)
+    assert T.gemm_batch_factor(base, 32, g) == pytest.approx(2.0)     # nothing known
+    # the casts: the weights' part stays, the rest scales
+    w = 118e6 * T.WEIGHT_CAST_BYTES / g.bandwidth_bytes_per_s
+    total = 80e-6 - T.BATCH_FLOOR_S
+    xla = replace(fc, meta={**fc.meta, "xla": True})
+    assert T.cast_batch_factor(xla, 32, g) == pytest.approx(
+        (min(w, total) + (total - min(w, total)) * 2) / total)
+    out = T.to_batch(fc, 32, g)
+    assert out.ops[0].dur_s == pytest.approx(gemm.dur_s)
+    assert out.ops[2].dur_s == pytest.approx(T.BATCH_FLOOR_S + (50e-6 - T.BATCH_FLOOR_S) * 2)
+    assert T.is_weight_cast(conv) and not T.is_weight_cast(ew)

@@ -192,7 +192,7 @@ def allreduce(
 
         set_nccl_nvls(nccl_nvls)
         try:
-            from dlperf.procgroup import end_group, wait_group
+            from dlperf.procgroup import end_tree, wait_group
 
             # SIGTERM is Ctrl-C from before the launch: the ranks live in the launcher's
             # session, so a plain exit of this process would leave them running
@@ -204,14 +204,14 @@ def allreduce(
                 try:
                     rc = wait_group(proc, timeout)
                 except subprocess.TimeoutExpired:
-                    end_group(proc)
+                    end_tree(proc)
                     raise ConfigError(
                         f"the all-reduce benchmark ran past --timeout {timeout:g} s (waiting "
                         f"for its {nproc} ranks to finish every size up to {max_bytes}) and "
                         "was stopped with its ranks; give a larger --timeout, or fewer sizes "
                         "(--max-bytes)") from None
                 except KeyboardInterrupt as e:
-                    end_group(proc)
+                    end_tree(proc)
                     how = ("terminated (SIGTERM)" if isinstance(e, common.Terminated)
                            else "interrupted")
                     common.err.print(f"{how}: the all-reduce benchmark and its {nproc} ranks "
@@ -219,7 +219,7 @@ def allreduce(
                                      highlight=False)
                     raise typer.Exit(143 if isinstance(e, common.Terminated) else 130) from None
                 except BaseException:
-                    end_group(proc)
+                    end_tree(proc)
                     raise
             if rc == 0 and db is not None:
                 store_collectives(json_out, db)

@@ -20,7 +20,9 @@ Then the device profile (:class:`dlperf.perfmodel.hardware.GpuProfile`: the data
 GPU with everything measured put in its place) is stored under ``--name`` in the results
 file's ``meta`` table, where ``dlperf predict --gpu NAME`` finds it. A point that fails is a
 stored failure, not the end of the calibration; the budget (``--budget-s``) stops starting new
-points once spent.
+points once spent. ``--device cuda`` where no CUDA GPU is usable is refused before anything
+runs, and when no profile point is measured no profile is stored (exit 2, with the first
+failure): a profile of nothing would give ``predict --gpu NAME`` absurd times.
 """
 
 from __future__ import annotations
@@ -194,6 +196,7 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
                profile_batch: int, budget_s: float, json_out: bool) -> None:
     from dlperf import api
     from dlperf.config.limits import check_seconds
+    from dlperf.config.run import resolve_device
     from dlperf.perfmodel import hardware
     from dlperf.registry import framework_info
 
@@ -212,12 +215,19 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
         raise ConfigError(f"--batch-sizes {batch_sizes!r}: give whole numbers >= 1")
     if not name.strip():
         raise ConfigError("--name: give the profile a name, e.g. h100")
+    device = resolve_device(device)  # cuda where none is usable: refused before anything runs
     precs = [p for p in ("fp32", "tf32", "bf16") if p in info.precisions] or ["fp32"]
     defaults = {"iterations": ITERATIONS, "data": "synthetic", "timeout_s": 300}
     prof_out = api.sweep(_profile_grid(framework, device, profile_model, profile_batch, precs),
                          defaults=defaults, name=f"calibrate-{name}-profile", db=db)
     profile_results = [r for r in prof_out.results if r.identity.status == "ok"]
     ids = _stored_ids(db, profile_model, framework, device, profile_batch)
+    if not ids:
+        why = next((f"{r.identity.status}: {(r.identity.error or '').splitlines()[0]}"
+                    for r in prof_out.results if r.identity.error), "no point finished")
+        raise ConfigError(f"no profile point of {profile_model} on {device} measured, so there "
+                          f"is nothing to make device profile {name!r} of and none is stored "
+                          f"({why}); `dlperf results --db {db}` lists the stored failures")
     for m in models:
         if time.monotonic() - t0 > budget_s:
             typer.echo(f"budget of {budget_s:.0f} s spent: {m} and later models not traced "

@@ -108,6 +108,20 @@ def ints(value: str, what: str, low: int = 1) -> list[int]:
     return vals
 
 
+def check_target_loss(value: float | None) -> None:
+    """``--target-loss`` is a finite number when given (NaN and infinities reached the
+    convergence section as a raw ``ValueError``).
+
+    Raises:
+        ConfigError: naming the value.
+    """
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise ConfigError(f"--target-loss {value}: give a finite loss value, e.g. "
+                          "--target-loss 2.0 (or leave it out for the one stored with each run)")
+
+
 def guard(fn: Callable[[], Any]) -> Any:
     """Run a command body; a user error (DlperfError, or a file that cannot be written or
     read) -> one message and exit 2. An SQLite error that escaped the store's own messages

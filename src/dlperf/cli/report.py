@@ -33,6 +33,7 @@ def report(
         for f in formats or [""]:
             if f not in FORMATS:
                 raise unknown_choice("report format", f, FORMATS)
+        common.check_target_loss(target_loss)
         check_db(db, must_exist=True, folder=True)
         check_out_dir(output, "--output", db, title=title, force=force)
         if "md" in formats:

@@ -90,6 +90,7 @@ def _check_flags(db: str, format: str, compare: str | None, op_classes: bool, sa
     if format not in FORMATS:
         raise unknown_choice("format", format, FORMATS)
     check_db(db, must_exist=True, folder=True)
+    common.check_target_loss(target_loss)
     if target_loss is not None and compare != "convergence":
         raise ConfigError("--target-loss is the target of --compare convergence; add "
                           "--compare convergence, or leave --target-loss out")

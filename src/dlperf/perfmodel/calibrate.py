@@ -318,25 +318,37 @@ class Calibration:
         anchors = [od.Anchor(p.per_device_batch, p.busy_s, od.TRACE_SIGMA,
                              f"{p.source}:{p.result_id} (trace busy)")
                    for p in self.of(cfg) if p.busy_s]
-        if with_sessions:
-            for s in self.series(cfg):
-                if s[0].source == source:
-                    continue
-                fit = self.fit_points(cfg, s, with_sessions=False)
-                anchors += [od.Anchor(p.per_device_batch, p.step_time_s, od.SESSION_SIGMA,
-                                      f"{p.source}:{p.result_id} (device-bound step)")
-                            for p in s if fit.device_s(p.per_device_batch)
-                            >= DEVICE_BOUND_MARGIN * fit.host_s]
         work = self.work(cfg.model, cfg.framework, cfg.precision)
         ceil = self.ceiling(cfg.framework, cfg.precision, dn, cfg.model) if eff else None
-        host = self.host_elsewhere(cfg, source) if with_sessions else None
-        sigma = od.HOST_TRANSFER_SIGMA
-        if with_sessions and host is None:
-            est = self.host_of_group(cfg.group, cfg.model, dn)
-            if est is not None and est[0] > 0:
-                host = (est[0], f"estimated from {est[2]} ({len(est[1])} other models)")
-                sigma = od.HOST_ESTIMATE_SIGMA
+        host, sigma = None, od.HOST_TRANSFER_SIGMA
+        if with_sessions:
+            anchors += self._session_anchors(cfg, source)
+            host, sigma = self._host_prior(cfg, source, dn)
         return od.device_prior(work, ceil, eff, anchors, host, sigma, kernels)
+
+    def _session_anchors(self, cfg: Config, source: str | None) -> list[od.Anchor]:
+        """The device-bound steps of ``cfg``'s series in results files other than ``source``
+        (by each series' own fit without session terms), as measurements of ``D``."""
+        fits = [(s, self.fit_points(cfg, s, with_sessions=False)) for s in self.series(cfg)
+                if s[0].source != source]
+        return [od.Anchor(p.per_device_batch, p.step_time_s, od.SESSION_SIGMA,
+                          f"{p.source}:{p.result_id} (device-bound step)")
+                for s, fit in fits for p in s
+                if fit.device_s(p.per_device_batch) >= DEVICE_BOUND_MARGIN * fit.host_s]
+
+    def _host_prior(self, cfg: Config, source: str | None, dn: str | None
+                    ) -> tuple[tuple[float, str] | None, float]:
+        """``(host time (s) and where from, log-width)`` of a series' host prior: carried over
+        from the model's other series (:meth:`host_elsewhere`,
+        :data:`~dlperf.perfmodel.onedevice.HOST_TRANSFER_SIGMA`), else estimated from other
+        models (:meth:`host_of_group`, :data:`~dlperf.perfmodel.onedevice.
+        HOST_ESTIMATE_SIGMA`); ``(None, HOST_TRANSFER_SIGMA)`` without either."""
+        host = self.host_elsewhere(cfg, source)
+        est = self.host_of_group(cfg.group, cfg.model, dn) if host is None else None
+        if est is not None and est[0] > 0:
+            return ((est[0], f"estimated from {est[2]} ({len(est[1])} other models)"),
+                    od.HOST_ESTIMATE_SIGMA)
+        return host, od.HOST_TRANSFER_SIGMA
 
     def fit_points(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
         """The fit of ``cfg``'s series ``s`` (one results file's points), cached; without

@@ -137,9 +137,8 @@ def _ladder(make: Callable[[int], Callable[[], Any]], sizes: tuple[int, ...],
         rows.append({"size": size, "s_per_call": t, "reps": reps, "rate": work(size) / t})
         if t > MAX_CALL_S[kind]:
             break
-    best = max(rows, key=lambda r: r["rate"]) if rows else None
-    return {"best": best["rate"] if best else None, "best_size": best["size"] if best else None,
-            "runs": rows, "error": error}
+    best = max(rows, key=lambda r: r["rate"], default={"rate": None, "size": None})
+    return {"best": best["rate"], "best_size": best["size"], "runs": rows, "error": error}
 
 
 def _matmul_of(backend: Any, n: int, precision: str) -> Callable[[], Any]:

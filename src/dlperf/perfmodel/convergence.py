@@ -171,9 +171,10 @@ def summarize_convergence(samples: dict[str, Sequence[float]],
                            "recompiles": sum(1 for i in steps if i > 0)}
     if target is not None:
         hit = time_to_target(ls, times, target, window)
-        k = hit["iteration"] if hit else 0
-        out.update(reached=hit is not None,
-                   iterations_to_target=hit["iteration"] if hit else None,
-                   time_to_target_s=before + hit["time_s"] if hit else None,
-                   time_to_target_no_compile_s=math.fsum(bare[:k]) if hit else None)
+        out.update(reached=hit is not None, iterations_to_target=None, time_to_target_s=None,
+                   time_to_target_no_compile_s=None)
+        if hit:
+            out.update(iterations_to_target=hit["iteration"],
+                       time_to_target_s=before + hit["time_s"],
+                       time_to_target_no_compile_s=math.fsum(bare[:hit["iteration"]]))
     return out

@@ -163,7 +163,7 @@ def dai_row(rec: RunRecord, source: str = "",
         tr.busy_s if tr is not None and tr.available else None) or None
     classes: dict[str, float] = {}
     if oc is not None:
-        raw = {k: float(v) for k, v in oc.per_iter_s.items()
+        raw = {k: float(v) for k, v in (oc.per_iter_s or {}).items()
                if isinstance(v, (int, float)) and v > 0}
         total = busy or math.fsum(raw.values())
         scale = min(1.0, step / total) if total else 1.0

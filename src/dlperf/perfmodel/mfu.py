@@ -27,6 +27,10 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def _product(a: float | None, b: float | None) -> float | None:
+    return a * b if a is not None and b is not None else None
+
+
 def mfu_summary(*, train_flops_per_sample: float | None, samples_per_s: float | None,
                 precision: str, batch_size: int, ceilings: dict[str, Any] | None,
                 datasheet: dict[str, Any] | None,
@@ -52,16 +56,13 @@ def mfu_summary(*, train_flops_per_sample: float | None, samples_per_s: float | 
         ``ridge_flop_per_byte``, ``attainable_flops_per_s``, ``bound``: "memory" or "compute");
         a number that cannot be computed is None.
     """
-    achieved = (train_flops_per_sample * samples_per_s
-                if train_flops_per_sample is not None and samples_per_s is not None else None)
+    achieved = _product(train_flops_per_sample, samples_per_s)
     ceil = ((ceilings or {}).get("matmul_flops_per_s") or {}).get(precision)
     sheet = (datasheet or {}).get(precision)
-    fw_per_sample = framework_flops_per_step / batch_size if framework_flops_per_step else None
-    fw_achieved = (fw_per_sample * samples_per_s
-                   if fw_per_sample is not None and samples_per_s is not None else None)
+    fw_per_sample = _ratio(framework_flops_per_step or None, batch_size)
+    fw_achieved = _product(fw_per_sample, samples_per_s)
     bw = (ceilings or {}).get("bandwidth_bytes_per_s")
-    step_flops = framework_flops_per_step or (train_flops_per_sample * batch_size
-                                              if train_flops_per_sample is not None else None)
+    step_flops = framework_flops_per_step or _product(train_flops_per_sample, batch_size)
     intensity = _ratio(step_flops, bytes_per_step)
     ridge = _ratio(ceil, bw)
     attainable = (min(ceil, intensity * bw) if intensity is not None and ceil and bw else None)

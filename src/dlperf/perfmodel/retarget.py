@@ -12,9 +12,11 @@ This is the replay's prediction path (``dlperf predict ... --gpu NAME``, :func:`
 3. at the asked batch: the trace of that batch, else interpolated between the two traced
    batches around it (:func:`~dlperf.perfmodel.transforms.interpolate_batch`), else from the
    nearest one by wave quantisation (:func:`~dlperf.perfmodel.transforms.to_batch`);
-4. the host de-inflated to the untraced probe (the median over the configuration's traced
-   points of the source file: the host's work does not depend on the batch, and one probe of
-   5 iterations reads 12% (log sd) off the step it belongs to);
+4. the host de-inflated to the configuration's host level over its traced points of the
+   source file (:func:`~dlperf.perfmodel.replay.host_level`: the median step of its
+   host-bound points in an eager program, else the median untraced probe; the host's work
+   does not depend on the batch, and one probe of 5 iterations reads 12% (log sd) off the
+   step it belongs to);
 5. on the asked GPU (:func:`~dlperf.perfmodel.transforms.to_gpu`) from the traces' GPU: each
    profile a stored ``dlperf calibrate`` profile, else the stored results' own ceilings on that
    GPU, else the datasheet (then said: ``datasheet_only``, and a wider interval).
@@ -40,8 +42,12 @@ from dlperf.perfmodel import comm, hardware, replay, transforms
 #: non-GEMM kernel's memory-boundness is its bandwidth utilisation, precision ratios from
 #: kernel pairs (registration ``v2`` of benchmarks/results/h100/predictions.json, made at
 #: commit baf28e5, is reproduced by that commit's code); 3, the device's gap between queued
-#: kernels and the trace's order across streams replayed (:mod:`dlperf.perfmodel.replay`).
-MODEL_VERSION = 3
+#: kernels and the trace's order across streams replayed (:mod:`dlperf.perfmodel.replay`); 4,
+#: a matmul's bf16 share by its alignment (recovered from its FLOPs and bytes,
+#: :mod:`dlperf.perfmodel.gemmshape`), autocast's weight casts from the parameter count, and
+#: an eager configuration's host from its host-bound steps (:func:`~dlperf.perfmodel.replay.
+#: host_level`).
+MODEL_VERSION = 4
 
 #: 90th percentile of |relative error| of the development rows per category
 #: (benchmarks/replay_validate.py on calibration2.db; docs/replay.md, "Back-test"; batch from
@@ -164,11 +170,6 @@ class TraceLibrary:
         return out
 
 
-def _host_probe(points: Sequence[Any]) -> float | None:
-    v = [p.host_dispatch_s for p in points if p.host_dispatch_s]
-    return statistics.median(v) if v else None
-
-
 def _src_profile(lib: TraceLibrary, device_name: str | None) -> hardware.GpuProfile:
     if not device_name:
         raise ConfigError("the traces name no GPU (device_name): they cannot be moved to another")
@@ -220,7 +221,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     src_prec = precision if same else pool[0].precision
     pool = [p for p in pool if p.precision == src_prec]
     pool.sort(key=lambda p: p.batch_size)
-    probe_s = _host_probe(pool)
+    probe_s = replay.host_level(pool)
     by_batch = {p.batch_size: p for p in pool}
 
     def step_at(b: int) -> replay.StepTrace:

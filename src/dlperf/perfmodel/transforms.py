@@ -195,13 +195,14 @@ def to_gpu(step: StepTrace, src: GpuProfile, dst: GpuProfile,
 #: both precisions (benchmarks/replay_kernels.py, part 3, the H200 and H100 development
 #: traces), a pooling's bf16 time is 0.93 / 0.74 of its fp32 time (vgg16's max-pool backward
 #: 0.62) and a loss's 0.81 / 0.74 (its bf16 kernels read bf16 logits, 0.55, after autocast's
-#: upcast of them, a kernel more). An XLA program's fusions do
+#: upcast of them, a kernel more). A convolution's own non-GEMM kernels that stay at bf16
+#: (:func:`is_conv_helper`: the bias's) keep their time (0.99). An XLA program's fusions do
 #: not match one to one across precisions; the same table serves them (its values moved the
 #: JAX development rows of the precision back-test by less than 0.2 points).
 PRECISION_RATIO: dict[str, tuple[float, float]] = {
     "elementwise": (4e-6, 0.6), "memory_copy": (1e-6, 0.5), "normalisation": (0.0, 1.0),
     "optimizer": (0.0, 1.0), "loss": (0.0, 0.8), "pooling": (0.0, 0.8), "other": (0.0, 1.0),
-    "embedding": (0.0, 1.0)}
+    "embedding": (0.0, 1.0), "convolution": (0.0, 1.0)}
 #: A batch norm's backward kernels at bf16 / at fp32: autocast runs batch norm in the input's
 #: precision (unlike ``layer_norm``, which it runs in fp32), and cuDNN's fp32 backward
 #: (``CudnnBatchNormBackward0``) gives way to a native bf16 one that moves half the bytes: 27.0
@@ -228,10 +229,11 @@ PRECISION_RATIO_DEFAULT = (1e-6, 0.5)
 BF16_GEMM_SHARE = 1.0
 #: :data:`BF16_GEMM_SHARE` of the op classes whose kernel pairs differ from it (part 5, H200 /
 #: H100 predicted / measured): a convolution's GEMM kernels (cuDNN's fp32 ``implicit_gemm``/
-#: ``wgrad``/``dgrad`` engines against its bf16 tensor-core ones) 0.93 / 0.84 at 0.6;
-#: attention (cuDNN and memory-efficient SDPA) 1.03 / 1.06 at 0.4; cuDNN's recurrent GEMMs
-#: 0.92 / 1.04 at 0.3.
-BF16_GEMM_SHARE_BY_CLASS = {"convolution": 0.6, "attention": 0.4, "recurrent": 0.3}
+#: ``wgrad``/``dgrad`` engines against its bf16 tensor-core ones) 0.6 above a fixed 8 us
+#: (:data:`GEMM_FIXED_S_BY_CLASS`; the summed time per point a mean 3% low); attention (cuDNN
+#: and memory-efficient SDPA) 0.5 above 6 us (4% low); cuDNN's recurrent GEMMs 0.3 (0.92 /
+#: 1.04 of the kernel pairs' bf16 time).
+BF16_GEMM_SHARE_BY_CLASS = {"convolution": 0.6, "attention": 0.5, "recurrent": 0.3}
 #: :data:`BF16_GEMM_SHARE` of a matmul by its alignment in elements
 #: (:mod:`dlperf.perfmodel.gemmshape`): cuBLAS runs a bf16 GEMM with an odd leading dimension
 #: on the Turing-era ``cutlass_75_tensorop_bf16_s1688gemm_..._align1`` kernels (GPT-2's
@@ -269,11 +271,23 @@ def bf16_share(op: DeviceOp) -> float:
 #: the tail wave): the best fit of the kernel-level pairs (median |log error| 0.19 at 3 us,
 #: 0.21-0.22 at 2 and 4 us, with a share of 1).
 GEMM_FIXED_S = 3e-6
+#: :data:`GEMM_FIXED_S` of the op classes whose summed GEMM time per traced point fits better
+#: with a larger one (benchmarks/replay_kernels.py, part 5: mean |log(predicted / measured)|
+#: over the H200 and H100 development points): convolutions 0.37 at 3 us and share 0.6, 0.30
+#: at 8 us (cuDNN's small and few-channel convolutions, alexnet_cifar's, gain little at bf16);
+#: attention 0.16 at 3 us and 0.4, 0.08 at 6 us and 0.5.
+GEMM_FIXED_S_BY_CLASS = {"convolution": 8e-6, "attention": 6e-6}
+
+
+def gemm_fixed_s(op: DeviceOp) -> float:
+    """The part of a GEMM-like kernel's time its precision does not change (s): by op class
+    (:data:`GEMM_FIXED_S_BY_CLASS`), else :data:`GEMM_FIXED_S`."""
+    return GEMM_FIXED_S_BY_CLASS.get(op.op_class or "", GEMM_FIXED_S)
 
 
 def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
     """Duration of ``op`` (traced at precision ``src``) at precision ``dst`` on ``gpu``: a
-    GEMM-like kernel's time above :data:`GEMM_FIXED_S` by the ceilings' ratio of its math
+    GEMM-like kernel's time above its fixed part (:func:`gemm_fixed_s`) by the ceilings' ratio of its math
     precisions (read off its name) over its share (:func:`bf16_share`), no less than its bytes at the new precision over the
     bandwidth where the trace holds them; a batch norm's backward kernel by
     :data:`BATCH_NORM_BACKWARD_BF16`; another kernel by its op class's
@@ -284,7 +298,7 @@ def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> fl
     to_bf16 = dst in ("bf16", "fp16") and src not in ("bf16", "fp16")
     to_fp32 = src in ("bf16", "fp16") and dst not in ("bf16", "fp16")
     if is_gemm(op):
-        floor = min(op.dur_s, GEMM_FIXED_S)
+        floor = min(op.dur_s, gemm_fixed_s(op))
         body = op.dur_s - floor
         p_src = math_precision(op, src)
         p_dst = "bf16" if dst in ("bf16", "fp16") else ("tf32" if p_src == "tf32" else "fp32")
@@ -351,15 +365,19 @@ def is_conv_helper(op: DeviceOp) -> bool:
 
 
 def drop_conv_helpers(step: StepTrace) -> StepTrace:
-    """``step`` without its convolutions' non-GEMM kernels (:func:`is_conv_helper`), as at
-    bf16: cuDNN and XLA's bf16 convolutions run their tensor-core kernels without them. On the
-    development points traced in both precisions what remains of them at bf16 is 4% of their
-    fp32 time in torch eager (ConvolutionBackward0: 14.9 -> 0.56 ms, 643 -> 170 kernels) and
-    2% in XLA programs (22.8 -> 0.40 ms), while the GEMM kernels keep their count. An XLA
-    program loses the launches left without a kernel, and their share of the host (its host
-    is spread over launches, :func:`~dlperf.perfmodel.replay.deinflate`; the development
-    resnet50 XLA programs launch 0.53x as often at bf16 and probe 0.64x the host); a PyTorch
-    program keeps its launches (its host is per operator)."""
+    """``step`` without its convolutions' library helper kernels (:func:`is_conv_helper`), as
+    at bf16: cuDNN and XLA's bf16 convolutions run their tensor-core kernels without them. On
+    the development points traced in both precisions what remains of them at bf16 is 4% of
+    their fp32 time in torch eager (ConvolutionBackward0: 14.9 -> 0.56 ms, 643 -> 170
+    kernels) and 2% in XLA programs (22.8 -> 0.40 ms), while the GEMM kernels keep their
+    count. An XLA program loses the launches left without a kernel, and their share of the
+    host (its host is spread over launches, :func:`~dlperf.perfmodel.replay.deinflate`; the
+    development resnet50 XLA programs launch 0.53x as often at bf16 and probe 0.64x the
+    host); a PyTorch program keeps its launches: :data:`AUTOCAST_HOST` is the net of the
+    helpers' launches gone and the casts' and batch norms' added (dropping the helpers'
+    launch calls and their work inside the operator, then re-deriving the factor, 1.16
+    again, gave fp32 -> bf16 8.4% on the H200 development rows and 6.4% on the H100's,
+    against 7.4% and 6.7%: the convolution nets' bf16 host grows by more than the others')."""
     keep = [o for o in step.ops if not is_conv_helper(o)]
     if len(keep) == len(step.ops):
         return step
@@ -496,10 +514,76 @@ def _reindex(old: Sequence[DeviceOp], new: Sequence[DeviceOp]) -> list[DeviceOp]
 #: 10.0 / 4.1% at 8 us.
 BATCH_FLOOR_S = 3e-6
 
-def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile) -> float:
+#: Bytes of weights the GEMMs of a training step move per parameter and byte of element: the
+#: forward reads each weight, the input gradient reads it again and the weight gradient
+#: writes it (:func:`gemm_batch_factor`).
+GEMM_WEIGHT_PASSES = 3
+
+
+def is_weight_cast(op: DeviceOp) -> bool:
+    """True for a precision cast a step makes of its weights: autocast's casts of a GEMM's
+    operands and autograd's casts back (:func:`_is_cast`), an XLA ``convert`` fusion."""
+    return op.kind == "kernel" and (_is_cast(op) or "convert" in op.name.lower())
+
+
+def _elem_bytes(step: StepTrace) -> int:
+    return 2 if str(step.meta.get("precision") or "fp32") in ("bf16", "fp16") else 4
+
+
+def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
+    """The factor by which the GEMM kernels of ``step`` (traced at ``meta['batch_size']``)
+    scale at batch ``b_dst``: the ratio of a roofline of the step's GEMMs at the two batches,
+    ``max(weight bytes / bandwidth, FLOPs / GEMM ceiling)``, with the weight bytes the
+    parameters (``meta['params']``) x the element size x :data:`GEMM_WEIGHT_PASSES` and the
+    FLOPs ``meta['train_flops_per_sample']`` x the batch; the batch ratio where either is
+    unknown.
+
+    A GEMM of a small batch streams its weights: fcn5's JAX programs on the H200 run their
+    GEMMs in 0.18 ms at every batch from 16 to 64 in bf16, the time of ``3 x 118 M x 2 B``
+    at 4.23 TB/s, and its steps grow 0.88 -> 0.98 ms from batch 16 to 128. Its weights are a
+    step's, not a kernel's: every GEMM kernel takes the step's factor."""
+    b_src = int(step.meta.get("batch_size") or 0)
+    params = step.meta.get("params")
+    fps = step.meta.get("train_flops_per_sample")
+    r = b_dst / b_src
+    if not (params and fps and b_src > 0):
+        return r
+    prec = str(step.meta.get("precision") or "fp32")
+    peak = gpu.gemm("bf16" if prec in ("bf16", "fp16") else prec) or gpu.gemm("fp32")
+    if not peak:
+        return r
+    w = GEMM_WEIGHT_PASSES * params * _elem_bytes(step) / gpu.bandwidth_bytes_per_s
+    c = fps * b_src / peak
+    return max(w, c * r) / max(w, c)
+
+
+def cast_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
+    """The factor by which the weight casts of ``step`` (:func:`is_weight_cast`) scale at
+    batch ``b_dst``: their summed time above the floor less the weights' part (the
+    parameters x :data:`WEIGHT_CAST_BYTES`, and :data:`WEIGHT_GRAD_CAST_BYTES` in an eager
+    program, over the bandwidth: :func:`cast_times`) scales with the batch (the activations
+    cast with them), the weights' part stays; the batch ratio where the parameter count is
+    unknown. fcn5's casts take 0.17-0.21 ms forward and 0.35-0.39 ms backward at every batch
+    from 16 to 1024 in torch eager on the H200 (``params x 6 / bandwidth`` is 0.17 ms)."""
+    b_src = int(step.meta.get("batch_size") or 0)
+    r = b_dst / b_src
+    params = step.meta.get("params")
+    casts = [o for o in step.ops if is_weight_cast(o)]
+    total = sum(max(0.0, o.dur_s - BATCH_FLOOR_S) for o in casts)
+    if not (params and total > 0):
+        return r
+    eager = not (step.meta.get("xla") or step.meta.get("mode") == "graph")
+    nbytes = params * (WEIGHT_CAST_BYTES + (WEIGHT_GRAD_CAST_BYTES if eager else 0.0))
+    w = min(total, nbytes / gpu.bandwidth_bytes_per_s)
+    return (w + (total - w) * r) / total
+
+
+def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile,
+                    factor: float | None = None) -> float:
     """Duration of ``op`` at batch ``b_dst`` from one trace at ``b_src``: a kernel of the
     optimizer (phase ``t_u`` or op class ``optimizer``) keeps its time; any other kernel's
-    time above :data:`BATCH_FLOOR_S` scales with the batch.
+    time above :data:`BATCH_FLOOR_S` scales by ``factor`` (default the batch ratio;
+    :func:`to_batch` gives GEMMs and weight casts their own).
 
     Wave quantisation (the blocks scaled with the batch, the time with the waves on ``gpu``,
     a launch under one wave kept as it is) was tried and lost on the development rows of
@@ -511,18 +595,30 @@ def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile) -> fl
     if op.phase == "t_u" or op.op_class == "optimizer":
         return op.dur_s
     floor = min(op.dur_s, BATCH_FLOOR_S)
-    return floor + (op.dur_s - floor) * b_dst / b_src
+    f = b_dst / b_src if factor is None else factor
+    return floor + (op.dur_s - floor) * f
 
 
 def to_batch(step: StepTrace, b_dst: int, gpu: GpuProfile) -> StepTrace:
-    """``step`` at batch ``b_dst`` from this one trace (:func:`batch_scale_one` per kernel;
+    """``step`` at batch ``b_dst`` from this one trace (:func:`batch_scale_one` per kernel,
+    GEMM kernels by :func:`gemm_batch_factor`, weight casts by :func:`cast_batch_factor`;
     the host's work does not depend on the batch)."""
     b_src = int(step.meta.get("batch_size") or 0)
     if b_src <= 0:
         raise ValueError("the trace's batch size is unknown (meta['batch_size'])")
-    ops = tuple(replace(o, dur_s=batch_scale_one(o, b_src, b_dst, gpu)) for o in step.ops)
-    return replace(step, ops=ops).with_note(f"batch {b_src} -> {b_dst} (one trace)",
-                                            batch_size=b_dst)
+    fg = gemm_batch_factor(step, b_dst, gpu)
+    fc = cast_batch_factor(step, b_dst, gpu)
+
+    def f(o: DeviceOp) -> float | None:
+        if is_gemm(o):
+            return fg
+        return fc if is_weight_cast(o) else None
+
+    ops = tuple(replace(o, dur_s=batch_scale_one(o, b_src, b_dst, gpu, f(o)))
+                for o in step.ops)
+    return replace(step, ops=ops).with_note(
+        f"batch {b_src} -> {b_dst} (one trace; GEMMs x{fg:.3f}, weight casts x{fc:.3f})",
+        batch_size=b_dst)
 
 
 def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:

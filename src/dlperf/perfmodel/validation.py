@@ -122,9 +122,13 @@ def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validati
     instead of reading every row and fitting again; returns the table's path.
 
     Raises:
-        ConfigError: the folder cannot be written.
+        ConfigError: the folder cannot be written, or a file there under the table's or the
+            points' name is not one dlperf wrote (:func:`_check_ours`: it is never replaced).
     """
     recs = api.records_of(db)
+    for f in [fc.table_file(recs.sources), *sorted(
+            {Path(s).resolve().parent / records.POINTS_NAME for s in recs.sources})]:
+        _check_ours(f)
     keys = v.series_keys | prime_series(recs)
     try:
         records.store_points(recs.sources)
@@ -149,6 +153,33 @@ def prime_series(recs: Records) -> set[str]:
             except (LookupError, ValueError):
                 continue
     return keys
+
+
+def _check_ours(f: Path) -> None:
+    """Refuse to replace ``f`` (the residual table or the points file beside results files)
+    unless it is missing, empty, or a JSON object (what dlperf writes there): a file of the
+    user's under that name (notes, another program's JSON list, a database) was replaced
+    without a word by ``predict --validate``.
+
+    Raises:
+        ConfigError: naming the file and what to do.
+    """
+    import json
+
+    try:
+        if not f.is_file() or f.stat().st_size == 0:
+            return
+        if f.stat().st_size > 2**30:
+            ok = False
+        else:
+            ok = isinstance(json.loads(f.read_bytes()), dict)
+    except (OSError, ValueError, RecursionError):
+        ok = False
+    if not ok:
+        raise ConfigError(f"{str(f)!r} exists and is not a file dlperf wrote there (not a "
+                          "JSON object); the back-test stores its table and the results' "
+                          "points under that name, and never replaces a file of yours: move "
+                          "or rename it, then run --validate again")
 
 
 @dataclass

@@ -46,6 +46,7 @@ from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
+from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared
@@ -510,21 +511,30 @@ def shared_fits(recs: Records) -> Shared:
     """The fits every prediction on ``recs`` shares (:class:`~dlperf.perfmodel.calibrate.
     Shared`), made once per process: its roofline group fits read, when it is made, from those
     stored with the files' residual table (:func:`fitcache.read_table_fits`: committed with
-    the H200 results) and from the user's store (:func:`fitcache.read_fits`). Each group fit leaves out the model it
-    serves, and a prediction withholds only its own model's points, so they are valid for
-    every prediction."""
+    the H200 results) and from the user's store (:func:`fitcache.read_fits`). Each group fit
+    leaves out the model it serves, and a prediction withholds only its own model's points, so
+    they are valid for every prediction. The series-fit solutions stored in the same two places
+    (:func:`fitcache.read_table_series`, :func:`fitcache.read_series`) are taken too
+    (:func:`onedevice.remember`): a problem met there is not solved again."""
     if id(recs) not in _SHARED:
         _SHARED[id(recs)] = shared = Shared(recs)
         shared.load({**fc.read_fits(fc.fits_file(recs)), **fc.read_table_fits(recs.sources)})
+        od.remember(fc.read_table_series(recs.sources))
+        od.remember(fc.read_series(fc.series_file(recs)))
     return _SHARED[id(recs)]
 
 
 def _store_fits(recs: Records) -> None:
-    """Write the shared group fits to the store when this process made some."""
+    """Write the shared group fits, and the series fits solved in this process, to the user's
+    stores when there are new ones."""
     shared = _SHARED.get(id(recs))
     if shared is not None and shared.unstored():
         fc.write_fits(fc.fits_file(recs), shared.groups)
         shared.saved()
+    solved = od.take_solved()
+    if solved:
+        f = fc.series_file(recs)
+        fc.write_series(f, {**fc.read_series(f), **solved})
 
 
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:

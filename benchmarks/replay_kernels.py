@@ -15,21 +15,39 @@ prints is chosen here.
    (Habitat's gamma = 1 for a kernel without FLOPs), the op-class ratio, and ``0.5^U`` (the
    kernel's own utilisation as its memory-boundness).
 3. **Precision ratios by op class** from the same matched pairs (t_bf16 / t_fp32 by class and
-   duration), and the fixed part and ratio of the elementwise kernels.
+   duration), the fixed part and ratio of the elementwise kernels, and each class's summed
+   bf16 / fp32 time over the operators present in both precisions (a bf16 operator may launch
+   a kernel more: a loss's upcast of the logits).
 4. **GEMM latency**: ``t = t0 + FLOPs / ceiling`` for the GEMM-like kernels with FLOPs, the
    median implied ``t0`` by framework and math precision.
 5. **GEMM shares and operator groups at bf16**: the GEMM kernels of the same torch eager
    operator, phase and occurrence in fp32 and bf16 (groups of equal kernel count), summed
-   bf16 time predicted / measured by op class at several bf16 shares
-   (:data:`~dlperf.perfmodel.transforms.BF16_GEMM_SHARE_BY_CLASS`); and the summed time of
-   the convolutions' non-GEMM kernels and of batch norm's backward in both precisions
-   (torch eager and XLA), which ``drop_conv_helpers`` and ``BATCH_NORM_BACKWARD_BF16`` rest on.
-6. **Autocast's host**: each torch eager model's median untraced host probe at bf16 over its
-   median at fp32 (:data:`~dlperf.perfmodel.transforms.AUTOCAST_HOST`).
+   bf16 time predicted / measured by op class and, for matmuls, by alignment
+   (:mod:`~dlperf.perfmodel.gemmshape`) at several bf16 shares
+   (:data:`~dlperf.perfmodel.transforms.BF16_GEMM_SHARE_BY_CLASS`, ``_BY_ALIGN``); the mean
+   |log(predicted / measured)| of each traced point's summed GEMM time by class at several
+   fixed parts and shares (``GEMM_FIXED_S_BY_CLASS``); and the summed time of the
+   convolutions' helper kernels, their framework kernels and batch norm's backward in both
+   precisions (torch eager and XLA), which ``drop_conv_helpers`` and
+   ``BATCH_NORM_BACKWARD_BF16`` rest on.
+6. **Autocast's host**: each torch eager model's host level at bf16 over its host level at
+   fp32 (:func:`~dlperf.perfmodel.replay.host_level`: its host-bound steps, else its
+   probes) and its median untraced probes' ratio
+   (:data:`~dlperf.perfmodel.transforms.AUTOCAST_HOST`: the median over models).
 7. **Queue gaps**: the device's gap between kernels queued back to back on a stream
    (:func:`dlperf.perfmodel.replay.queue_gap`), by framework and mode.
+8. **Weights**: the bf16 traces' weight casts (autocast's and autograd's in torch eager,
+   XLA's ``convert`` fusions) against ``parameters x 6 B / bandwidth``
+   (:data:`~dlperf.perfmodel.transforms.WEIGHT_CAST_BYTES`), and the GEMMs' summed time
+   against ``3 x parameters x element size / bandwidth``
+   (:func:`~dlperf.perfmodel.transforms.gemm_batch_factor`), by point.
 
-    PYTHONPATH=src python benchmarks/replay_kernels.py [--db FILE]
+    PYTHONPATH=src python benchmarks/replay_kernels.py [--db FILE ...] [--ceilings FILE ...]
+
+Several ``--db`` files are one pool; ``--ceilings`` gives the files whose measured ceilings make
+the GPU's profile (default every H200 file). The H100's development points:
+``--db benchmarks/results/h100/suite.db --db benchmarks/results/h100/suite_extra.db --db
+benchmarks/results/h100/suite_jax.db --ceilings benchmarks/results/h100/calibrate.db``.
 """
 
 from __future__ import annotations
@@ -60,8 +78,14 @@ def _bin(d: float) -> str:
 def h200_profile() -> hardware.GpuProfile:
     """The H200's profile from every stored H200 result (its measured ceilings: the bandwidth
     of the ``y = 2x`` kernel, 4.23 TB/s, not the datasheet's 4.8)."""
-    pts = records.load(sorted(str(p) for p in (ROOT / "benchmarks/results/h200").glob("*.db")))
-    return hardware.profile_from_points(pts.points, "NVIDIA H200")
+    return profile_of(sorted(str(p) for p in (ROOT / "benchmarks/results/h200").glob("*.db")),
+                      "NVIDIA H200")
+
+
+def profile_of(ceilings: list[str], device_name: str) -> hardware.GpuProfile:
+    """``device_name``'s profile from the measured ceilings of the results files
+    ``ceilings``."""
+    return hardware.profile_from_points(records.load(ceilings).points, device_name)
 
 
 def utilisation(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
@@ -152,6 +176,41 @@ def precision_ratios(mp: list) -> str:
     return "\n".join(out)
 
 
+def operator_ratios(pairs: list[tuple[Any, replay.StepTrace]]) -> str:
+    """Each non-GEMM op class's summed bf16 / fp32 time over the torch eager operators
+    (operator, phase, class) present in both precisions of a point, whatever their kernel
+    counts."""
+    by = {(p.model, p.precision, p.batch_size): st for p, st in pairs
+          if (p.framework, p.mode, p.compile_mode) == ("torch", "eager", "default")}
+    acc: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
+    for (m, prec, b), st in by.items():
+        other = by.get((m, "bf16", b))
+        if prec != "fp32" or other is None:
+            continue
+
+        def groups(s_: replay.StepTrace) -> dict[tuple, float]:
+            g: dict[tuple, float] = collections.defaultdict(float)
+            for o in s_.ops:
+                if o.kind == "kernel" and not transforms.is_gemm(o) and \
+                        not transforms.is_batch_norm_backward(o) and \
+                        not transforms.is_conv_helper(o):
+                    g[(o.op, o.phase, o.op_class)] += o.dur_s
+            return g
+
+        g32, g16 = groups(st), groups(other)
+        for k, t in g32.items():
+            if k in g16:
+                a = acc[str(k[2])]
+                a[0] += t
+                a[1] += g16[k]
+                a[2] += 1
+    out = ["| op class | operators | fp32 (ms) | bf16 (ms) | bf16 / fp32 |",
+           "|---|---:|---:|---:|---:|"]
+    for c, (t32, t16, n) in sorted(acc.items(), key=lambda x: -x[1][0]):
+        out.append(f"| {c} | {n:.0f} | {t32 * 1e3:.2f} | {t16 * 1e3:.2f} | {t16 / t32:.3f} |")
+    return "\n".join(out)
+
+
 def gemm_latency(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
     acc: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     for p, st in pairs:
@@ -174,43 +233,77 @@ def gemm_latency(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuPro
     return "\n".join(out)
 
 
+def _share_group(o: transforms.DeviceOp) -> str:
+    if o.op_class != "matmul":
+        return str(o.op_class)
+    a = transforms.gemm_alignment(o)
+    return "matmul, " + ("figures unknown" if a is None else f"aligned to {a}")
+
+
 def gemm_shares(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
     by = {(p.model, p.mode, p.precision, p.batch_size): st for p, st in pairs
           if p.framework == "torch" and p.mode == "eager" and p.compile_mode == "default"}
     kp: list[tuple[str, float, float]] = []
+    points: list[tuple[str, list[transforms.DeviceOp], float]] = []
     for k, st in by.items():
         other = by.get((k[0], k[1], "bf16", k[3]))
         if k[2] != "fp32" or other is None:
             continue
 
-        def groups(s: replay.StepTrace) -> dict[tuple, list[float]]:
-            g: dict[tuple, list[float]] = collections.defaultdict(list)
+        def groups(s: replay.StepTrace) -> dict[tuple, list[transforms.DeviceOp]]:
+            g: dict[tuple, list[transforms.DeviceOp]] = collections.defaultdict(list)
             for o in s.ops:
                 if transforms.is_gemm(o):
-                    g[(o.op_class, o.op, o.phase)].append(o.dur_s)
+                    g[(o.op_class, o.op, o.phase)].append(o)
             return g
 
         g32, g16 = groups(st), groups(other)
         for key, l32 in g32.items():
             if len(g16.get(key, [])) == len(l32):
-                kp += [(str(key[0]), a, b) for a, b in zip(l32, g16[key])]
+                kp += [(_share_group(a), a.dur_s, b.dur_s) for a, b in zip(l32, g16[key])]
+        for cls in transforms.GEMM_CLASSES:
+            k32 = [o for o in st.ops if transforms.is_gemm(o) and o.op_class == cls]
+            t16 = sum(o.dur_s for o in other.ops if transforms.is_gemm(o) and o.op_class == cls)
+            if k32 and t16 > 0:
+                points.append((cls, k32, t16))
     c0 = (gpu.gemm("fp32") or 1.0) / (gpu.gemm("bf16") or 1.0)
     f = transforms.GEMM_FIXED_S
-    shares = (0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
-    out = ["| op class | kernel pairs | fp32 (ms) | bf16 (ms) | predicted / measured bf16 at "
+    shares = (0.15, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+    out = ["| group | kernel pairs | fp32 (ms) | bf16 (ms) | predicted / measured bf16 at "
            "share " + " / ".join(f"{x:g}" for x in shares) + " |", "|---|---:|---:|---:|---|"]
-    for cls in sorted({c for c, _, _ in kp}):
-        v = [(a, b) for c, a, b in kp if c == cls]
+    for grp in sorted({c for c, _, _ in kp}):
+        v = [(a, b) for c, a, b in kp if c == grp]
         meas = sum(b for _, b in v)
         preds = [sum(min(a, f) + max(0.0, a - f) * c0 / sh for a, _ in v) / meas for sh in shares]
-        out.append(f"| {cls} | {len(v)} | {sum(a for a, _ in v) * 1e3:.1f} | {meas * 1e3:.1f} | "
+        out.append(f"| {grp} | {len(v)} | {sum(a for a, _ in v) * 1e3:.1f} | {meas * 1e3:.1f} | "
                    + " / ".join(f"{x:.2f}" for x in preds) + " |")
+    out += ["", "| op class | points | mean abs log(predicted / measured) of the summed GEMM "
+            "time at fixed part (us) x share |", "|---|---:|---|"]
+    grid = {"convolution": ((3, 0.6), (5, 0.6), (8, 0.6), (8, 0.7), (10, 0.7)),
+            "attention": ((3, 0.4), (3, 0.5), (6, 0.4), (6, 0.5), (8, 0.5)),
+            "recurrent": ((3, 0.3), (3, 0.4), (6, 0.4))}
+    for cls, cands in grid.items():
+        v = [(k32, t16) for c, k32, t16 in points if c == cls]
+        if not v:
+            continue
+        cells = []
+        for fx, sh in cands:
+            e = [abs(math.log(sum(min(o.dur_s, fx * 1e-6) + max(0.0, o.dur_s - fx * 1e-6)
+                                  * c0 / sh for o in k32) / t16)) for k32, t16 in v]
+            cells.append(f"{fx} x {sh}: {sum(e) / len(e):.3f}")
+        out.append(f"| {cls} | {len(v)} | " + "; ".join(cells) + " |")
     out += ["", "| framework | kernels | fp32 (ms, kernels) | bf16 (ms, kernels) | ratio |",
             "|---|---|---:|---:|---:|"]
     every = {(p.model, p.framework, p.mode, p.precision, p.batch_size): st for p, st in pairs
              if p.compile_mode == "default" and p.mode != "graph"}
+
+    def framework_conv(o: transforms.DeviceOp) -> bool:
+        return (o.kind == "kernel" and o.op_class == "convolution"
+                and not transforms.is_gemm(o) and not transforms.is_conv_helper(o))
+
     for fw in ("torch", "jax"):
-        for label, sel in (("convolutions' non-GEMM", transforms.is_conv_helper),
+        for label, sel in (("convolutions' library helpers", transforms.is_conv_helper),
+                           ("convolutions' framework kernels", framework_conv),
                            ("batch norm backward", transforms.is_batch_norm_backward)):
             t32 = t16 = n32 = n16 = 0.0
             for k, st in every.items():
@@ -226,23 +319,50 @@ def gemm_shares(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProf
     return "\n".join(out)
 
 
-def autocast_host(points: list[Any]) -> str:
-    g: dict[str, dict[str, list[float]]] = collections.defaultdict(
+def autocast_host(pairs: list[tuple[Any, replay.StepTrace]]) -> str:
+    g: dict[str, dict[str, list[tuple[Any, replay.StepTrace]]]] = collections.defaultdict(
         lambda: collections.defaultdict(list))
-    for p in points:
+    for p, st in pairs:
         if (p.framework, p.mode) == ("torch", "eager") and p.host_dispatch_s and \
                 p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default":
-            g[p.model][p.precision].append(p.host_dispatch_s)
-    out = ["| model | fp32 probe (ms, median) | bf16 probe (ms, median) | bf16 / fp32 |",
-           "|---|---:|---:|---:|"]
-    ratios = []
+            g[p.model][p.precision].append((p, st))
+    out = ["| model | fp32 host level (ms) | bf16 host level (ms) | bf16 / fp32 | probes' "
+           "bf16 / fp32 (medians) |", "|---|---:|---:|---:|---:|"]
+    ratios, probes = [], []
     for m, d in sorted(g.items()):
         if d.get("fp32") and d.get("bf16"):
-            a, b = statistics.median(d["fp32"]), statistics.median(d["bf16"])
+            lv = {k: replay.host_level([p for p, _ in v], {p.result_id: st.kernel_s
+                                                          for p, st in v})
+                  for k, v in d.items()}
+            pr = {k: statistics.median(p.host_dispatch_s for p, _ in v) for k, v in d.items()}
+            a, b = lv["fp32"] or 0.0, lv["bf16"] or 0.0
             ratios.append(b / a)
-            out.append(f"| {m} | {a * 1e3:.2f} | {b * 1e3:.2f} | {b / a:.2f} |")
+            probes.append(pr["bf16"] / pr["fp32"])
+            out.append(f"| {m} | {a * 1e3:.2f} | {b * 1e3:.2f} | {b / a:.2f} | "
+                       f"{probes[-1]:.2f} |")
     if ratios:
-        out.append(f"| median | | | {statistics.median(ratios):.2f} |")
+        out.append(f"| median | | | {statistics.median(ratios):.2f} | "
+                   f"{statistics.median(probes):.2f} |")
+    return "\n".join(out)
+
+
+def weights(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
+    bw = gpu.bandwidth_bytes_per_s
+    out = ["| framework | model | precision | batch | weight casts forward / backward (ms) | "
+           "params x 6 B / bandwidth (ms) | GEMMs (ms) | 3 x params x element / bandwidth "
+           "(ms) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for p, st in sorted(pairs, key=lambda x: (x[0].framework, x[0].model, x[0].precision,
+                                              x[0].batch_size)):
+        if p.mode == "graph" or not p.params:
+            continue
+        casts = [o for o in st.ops if transforms.is_weight_cast(o)]
+        fwd = sum(o.dur_s for o in casts if o.phase in (None, "t_f"))
+        bwd = sum(o.dur_s for o in casts if o.phase == "t_b")
+        gemm = sum(o.dur_s for o in st.ops if transforms.is_gemm(o))
+        e = 2 if p.precision in ("bf16", "fp16") else 4
+        out.append(f"| {p.framework} | {p.model} | {p.precision} | {p.batch_size} | "
+                   f"{fwd * 1e3:.3f} / {bwd * 1e3:.3f} | {p.params * 6 / bw * 1e3:.3f} | "
+                   f"{gemm * 1e3:.3f} | {3 * p.params * e / bw * 1e3:.3f} |")
     return "\n".join(out)
 
 
@@ -283,12 +403,19 @@ def queue_gaps(db: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--db", default=str(ROOT / "benchmarks/results/h200/calibration2.db"))
+    ap.add_argument("--db", action="append",
+                    help="results file (repeatable: one pool; default the H200's "
+                         "calibration2.db)")
+    ap.add_argument("--ceilings", action="append",
+                    help="results files whose measured ceilings give the GPU profile "
+                         "(default: every file of benchmarks/results/h200)")
     args = ap.parse_args()
-    gpu = h200_profile()
-    pairs = [(p, st) for p, st in replay.load_traces(args.db)
+    dbs = args.db or [str(ROOT / "benchmarks/results/h200/calibration2.db")]
+    pairs = [(p, st) for db in dbs for p, st in replay.load_traces(db)
              if p.model not in SPLIT["test_models"]]
-    print(f"development traces: {len(pairs)}; H200 bandwidth (measured) "
+    name = next((p.device_name for p, _ in pairs if p.device_name), "NVIDIA H200")
+    gpu = profile_of(args.ceilings, name) if args.ceilings else h200_profile()
+    print(f"development traces: {len(pairs)}; {name} bandwidth (measured) "
           f"{gpu.bandwidth_bytes_per_s / 1e12:.2f} TB/s\n")
     print("1. bandwidth utilisation of non-GEMM kernels with bytes\n")
     print(utilisation(pairs, gpu))
@@ -297,15 +424,20 @@ def main() -> int:
     print(bytes_response(mp, gpu))
     print("\n3. precision ratios of non-GEMM kernels by op class\n")
     print(precision_ratios(mp))
+    print("\nsummed over the operators present in both precisions:\n")
+    print(operator_ratios(pairs))
     print("\n4. GEMM latency\n")
     print(gemm_latency(pairs, gpu))
-    print("\n5. GEMM shares by op class, convolution helpers and batch norm at bf16\n")
+    print("\n5. GEMM shares by op class and alignment, convolution helpers and batch norm at "
+          "bf16\n")
     print(gemm_shares(pairs, gpu))
-    print("\n6. autocast's host (torch eager probes)\n")
-    print(autocast_host([p for p in records.load([args.db]).points
-                         if p.model not in SPLIT["test_models"]]))
+    print("\n6. autocast's host (torch eager host levels and probes)\n")
+    print(autocast_host(pairs))
     print("\n7. queue gaps (PyTorch timelines; an XLA program's gap is 0)\n")
-    print(queue_gaps(args.db))
+    for db in dbs:
+        print(queue_gaps(db))
+    print("\n8. weights: casts and GEMMs against the parameters' bytes\n")
+    print(weights(pairs, gpu))
     return 0
 
 

@@ -164,3 +164,16 @@ def test_results_since_after_every_result_says_so(tmp_path):
     assert "the newest is from 20" in out
     code, out = cli("results", "--db", str(db), "--since", "2000-01-01")
     assert code == 0 and "note: no result" not in out
+
+
+def test_results_output_of_another_format_says_which_suffixes_work(tmp_path):
+    """``dlperf results -o x.md`` (or ``.txt``): results writes CSV or JSON only; the refusal
+    names the suffixes that choose them and where the Markdown table comes from, and writes
+    nothing."""
+    db = make_db(tmp_path / "r.db")
+    for name in ("out.md", "out.txt"):
+        code, out = cli("results", "--db", str(db), "-o", str(tmp_path / name))
+        assert code == 2 and ".csv or .json" in out and "dlperf report -o DIR" in out, out
+        assert not (tmp_path / name).exists()
+    code, _ = cli("results", "--db", str(db), "-o", str(tmp_path / "out.csv"))
+    assert code == 0 and (tmp_path / "out.csv").read_text().startswith("id,")

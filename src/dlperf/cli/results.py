@@ -136,7 +136,10 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
 
     if format == "table":
         if output:
-            raise ConfigError("--output needs --format csv or json")
+            raise ConfigError(f"--output {str(output)!r}: dlperf results writes CSV or JSON "
+                              "(the file's suffix, .csv or .json, or --format csv|json "
+                              "chooses); the table is for the terminal, and dlperf report "
+                              "-o DIR writes it as report.md")
         recs = as_records(rows)
         common.print_table(results_table(recs, history=history))
         common.print_warning_lines(recs)

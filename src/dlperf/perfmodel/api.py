@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import comm, memory, special
+from dlperf.perfmodel import comm, lsq, memory, special
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
@@ -510,21 +510,30 @@ def shared_fits(recs: Records) -> Shared:
     """The fits every prediction on ``recs`` shares (:class:`~dlperf.perfmodel.calibrate.
     Shared`), made once per process: its roofline group fits read, when it is made, from those
     stored with the files' residual table (:func:`fitcache.read_table_fits`: committed with
-    the H200 results) and from the user's store (:func:`fitcache.read_fits`). Each group fit leaves out the model it
-    serves, and a prediction withholds only its own model's points, so they are valid for
-    every prediction."""
+    the H200 results) and from the user's store (:func:`fitcache.read_fits`). Each group fit
+    leaves out the model it serves, and a prediction withholds only its own model's points, so
+    they are valid for every prediction. The fit solutions stored in the same two places
+    (:func:`fitcache.read_table_solutions`, :func:`fitcache.read_solutions`) are taken too
+    (:func:`lsq.remember`): a problem met there is not solved again."""
     if id(recs) not in _SHARED:
         _SHARED[id(recs)] = shared = Shared(recs)
         shared.load({**fc.read_fits(fc.fits_file(recs)), **fc.read_table_fits(recs.sources)})
+        lsq.remember(fc.read_table_solutions(recs.sources))
+        lsq.remember(fc.read_solutions(fc.solutions_file(recs)))
     return _SHARED[id(recs)]
 
 
 def _store_fits(recs: Records) -> None:
-    """Write the shared group fits to the store when this process made some."""
+    """Write the shared group fits, and the fit solutions made in this process, to the user's
+    stores when there are new ones."""
     shared = _SHARED.get(id(recs))
     if shared is not None and shared.unstored():
         fc.write_fits(fc.fits_file(recs), shared.groups)
         shared.saved()
+    solved = lsq.take_solved()
+    if solved:
+        f = fc.solutions_file(recs)
+        fc.write_solutions(f, {**fc.read_solutions(f), **solved})
 
 
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:

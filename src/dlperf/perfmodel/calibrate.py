@@ -240,11 +240,13 @@ class Calibration:
         return self.facts.ceiling(framework, precision, device_name, without_model)
 
     def device_name(self, cfg: Config) -> str | None:
-        """The accelerator the configuration's points ran on (else any stored one)."""
-        names: list[str | None] = [p.device_name for p in self.points
-                                   if p.device == cfg.device and p.device_name]
-        own: list[str | None] = [p.device_name for p in self.of(cfg) if p.device_name]
-        return (own or names or [None])[-1]
+        """The accelerator the configuration's points ran on (else any stored one): the last
+        named in file order."""
+        for pts in (self.of(cfg), self.points):
+            for p in reversed(pts):
+                if p.device_name and (pts is not self.points or p.device == cfg.device):
+                    return p.device_name
+        return None
 
     def efficiency(self, group: tuple[str, str, str, str], without_model: str | None,
                    device_name: str | None, kernels: bool = False) -> rl.Efficiency | None:

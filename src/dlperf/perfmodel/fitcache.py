@@ -36,7 +36,7 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from dlperf.jsoncache import read_json, write_json
 from dlperf.outputs import atomic_write
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
+from dlperf.perfmodel.lsq import Solution
 from dlperf.perfmodel.records import Records, cache_root, content_digest
 
 #: ``(group, without_model, device_name, kernels)``: the key of ``Calibration._eff``.
@@ -60,6 +61,12 @@ TABLE_FORMAT = 1
 #: A stored fit's series hosts are lists of these :class:`~dlperf.perfmodel.roofline.SeriesHost`
 #: fields, in this order (:func:`_fits_json`).
 HOST_FIELDS = ("model", "data", "layout", "host_s", "host_bound", "n_batch_sizes", "measured")
+#: Largest magnitude of a stored solution's component (the series fit's logs of seconds,
+#: clipped to [-60, 10] where used; DDP's overheads in [0, 5]); a larger one is a damaged entry
+#: and is solved again.
+MAX_ABS_SOLUTION = 1e3
+#: The most parameters a stored solution has (the series fit 3, DDP's overhead 2).
+MAX_SOLUTION_SIZE = 8
 #: Largest ``|log(measured / predicted)|`` a stored residual may have (a factor of e^10, 22,000):
 #: a larger one is no back-test error but a damaged or planted entry (e.g. 1e308), refused.
 MAX_ABS_LOG_RESIDUAL = 10.0
@@ -283,24 +290,31 @@ def _residual(x: Any, folder: Path, real: dict[str, str]) -> KeyedResidual:
 
 
 def _table_text(raw: dict[str, Any]) -> str:
-    """The table as JSON with one residual per line (a diff of a committed table reads)."""
-    def rows(v: Any) -> str:
+    """The table as JSON with one residual (and one fit solution) per line (a diff of a
+    committed table reads)."""
+    def rows(field: str, v: Any) -> str:
         if not isinstance(v, dict):
             return json.dumps(v)
+        if field == "solutions":
+            return "{" + ",".join(f"\n  {json.dumps(k)}: {json.dumps(x)}"
+                                  for k, x in sorted(v.items())) + "}"
         inner = ",\n".join(f"  {json.dumps(cat)}: [\n" + ",\n".join(
             "   " + json.dumps(r) for r in rs) + "]" for cat, rs in sorted(v.items()))
         return "{\n" + inner + "}"
     entries = []
     for name, e in sorted(raw.items()):
-        fields = ",\n".join(f" {json.dumps(k)}: {rows(v)}" for k, v in sorted(e.items()))
+        fields = ",\n".join(f" {json.dumps(k)}: {rows(k, v)}" for k, v in sorted(e.items()))
         entries.append(f"{json.dumps(name)}: {{\n{fields}}}")
     return "{\n" + ",\n".join(entries) + "}\n"
 
 
 def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]],
-                fits: dict[EffKey, rl.Efficiency | None] | None = None) -> Path:
-    """Store ``residuals`` (category -> keyed residuals, points as resolved ``path:id``) and the
-    roofline group ``fits`` the back-test made (:func:`read_table_fits`) as the entry of these
+                fits: dict[EffKey, rl.Efficiency | None] | None = None,
+                solutions: Mapping[str, Solution] | None = None) -> Path:
+    """Store ``residuals`` (category -> keyed residuals, points as resolved ``path:id``), the
+    roofline group ``fits`` the back-test made (:func:`read_table_fits`) and the fit
+    ``solutions`` it and a prediction of each stored configuration use
+    (:data:`dlperf.perfmodel.lsq.SOLVED`; :func:`read_table_solutions`) as the entry of these
     results files in their table (:func:`table_file`), keeping the other entries; returns the
     file.
 
@@ -326,7 +340,8 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
                        for cat, rows in residuals.items()},
         "fits": _fits_json({k: _renamed(v, {s: os.path.relpath(os.path.realpath(s), folder)
                                                for s in sources})
-                            for k, v in (fits or {}).items()})}
+                            for k, v in (fits or {}).items()}),
+        "solutions": {k: list(v) for k, v in sorted((solutions or {}).items())}}
     if not write_atomic(f, _table_text(raw)):
         raise OSError(f"cannot write the residual table {f}")
     return f
@@ -335,6 +350,59 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
 def fits_file(recs: Records) -> Path:
     """The group-fit store of ``recs`` (:func:`content_key`) under ``$DLPERF_CACHE_DIR``."""
     return cache_root() / f"perfmodel-fits-{content_key(recs)}.json"
+
+
+def solutions_file(recs: Records) -> Path:
+    """The fit-solution store of ``recs`` (:func:`content_key`) under ``$DLPERF_CACHE_DIR``:
+    the solutions of the fits this user's predictions made (:data:`dlperf.perfmodel.lsq.
+    SOLVED`)."""
+    return cache_root() / f"perfmodel-solutions-{content_key(recs)}.json"
+
+
+def _solutions_of(raw: Any) -> dict[str, Solution]:
+    """Fit solutions from their stored form ``{problem key: [x0, x1, ...]}``; an entry that is
+    not a key with 1 to :data:`MAX_SOLUTION_SIZE` finite numbers within
+    +-:data:`MAX_ABS_SOLUTION` is dropped (it is solved again)."""
+    out: dict[str, Solution] = {}
+    for k, v in raw.items() if isinstance(raw, dict) else ():
+        if isinstance(k, str) and isinstance(v, list) and 0 < len(v) <= MAX_SOLUTION_SIZE \
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                        and math.isfinite(x) and abs(x) <= MAX_ABS_SOLUTION for x in v):
+            out[k] = tuple(float(x) for x in v)
+    return out
+
+
+def read_solutions(f: Path) -> dict[str, Solution]:
+    """The fit solutions stored in ``f`` (:func:`_solutions_of`); trusted only if this user's
+    and intact (:mod:`dlperf.jsoncache`)."""
+    return _solutions_of(read_json(f))
+
+
+def write_solutions(f: Path, solutions: Mapping[str, Solution]) -> None:
+    """Store ``solutions`` in ``f`` (:func:`dlperf.jsoncache.write_json`)."""
+    write_json(f, {k: list(solutions[k]) for k in sorted(solutions)})
+
+
+def read_table_solutions(sources: Sequence[str]) -> dict[str, Solution]:
+    """The fit solutions stored with the residual table of these results files under the
+    table's current key (:func:`write_table`); ``{}`` without such an entry."""
+    entry = _current_entry(sources)
+    return _solutions_of(entry.get("solutions")) if entry is not None else {}
+
+
+def _current_entry(sources: Sequence[str]) -> dict[str, Any] | None:
+    """The table entry of these results files made by the model's current source from their
+    current content, else None."""
+    f = table_file(sources)
+    try:
+        raw = _parsed(f)
+    except (OSError, ValueError, RecursionError):
+        return None
+    entry = raw.get(_set_name(sources, f.parent)) if isinstance(raw, dict) else None
+    if not isinstance(entry, dict) or entry.get("model_key") != model_key() \
+            or entry.get("data_key") != data_digest(sources, f.parent):
+        return None
+    return entry
 
 
 def _eff_of(d: Any) -> rl.Efficiency:
@@ -394,16 +462,11 @@ def read_table_fits(sources: Sequence[str]) -> dict[EffKey, rl.Efficiency | None
     by the model's current source from their current content (the table's key); ``{}``
     without such an entry. A fit names its points by the path the back-test was given (as
     ``fits_file``'s do): one made from other paths is no fit of these files."""
-    f = table_file(sources)
-    try:
-        raw = _parsed(f)
-    except (OSError, ValueError, RecursionError):
+    entry = _current_entry(sources)
+    if entry is None:
         return {}
-    entry = raw.get(_set_name(sources, f.parent)) if isinstance(raw, dict) else None
-    if not isinstance(entry, dict) or entry.get("model_key") != model_key() \
-            or entry.get("data_key") != data_digest(sources, f.parent):
-        return {}
-    named = {os.path.relpath(os.path.realpath(s), f.parent): s for s in sources}
+    folder = table_file(sources).parent
+    named = {os.path.relpath(os.path.realpath(s), folder): s for s in sources}
     return {k: _renamed(v, named) for k, v in _fits_of(entry.get("fits")).items()}
 
 

@@ -232,9 +232,10 @@ def ladder_for(points: Iterable[Point], cfg: Config,
     own = [p.loader_impl for p in withheld if p.loader_impl in by]
     has_w = [i for i, prs in by.items() if any(p.loader_workers == cfg.loader_workers
                                               for p, _ in prs)]
-    impl = own[-1] if own else has_w[-1] if has_w else list(by)[-1]
-    why = ("the predicted point's own" if own else "one that measured this worker count"
-           if has_w else "the last loaded")
+    impls, why = next((c, w) for c, w in ((own, "the predicted point's own"),
+                                          (has_w, "one that measured this worker count"),
+                                          (list(by), "the last loaded")) if c)
+    impl = impls[-1]
     notes = ([f"loader implementations {', '.join(map(str, by))} stored for this "
               f"configuration: {impl} is used ({why})"] if len(by) > 1 else [])
     return [r for _, r in by[impl]], notes

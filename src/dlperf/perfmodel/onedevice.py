@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlperf.perfmodel import lsq, special
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel import special
 from dlperf.perfmodel.equations import SMOOTH_P as SMOOTH_P
 from dlperf.perfmodel.equations import overlap as overlap
 from dlperf.perfmodel.records import Point
@@ -243,37 +243,59 @@ class _SeriesProblem:
         self.ub_c = np.array([c for c, _ in ub], float)
         self.ub_s = np.array([s for _, s in ub], float)
         self.ub_sign = np.array([-1.0] + [1.0] * (len(ub) - 1))
-
-    def _parts(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        u = np.clip(x, -60.0, 10.0)
-        return u, np.exp(u), ((x >= -60.0) & (x <= 10.0)).astype(float)
+        # constant parts of resid and jac, each the same numbers they would compute per call
+        self._ub_mul = np.where(self.ub_sign < 0, -1.0, 1.0)
+        self._over_jac = self._ub_mul / self.ub_s  # the active one-sided rows' d/d log H
+        nb, nl, na = len(b), len(lin), len(anchors)
+        self._rows = (nb, nb + nl, nb + nl + na, nb + nl + na + len(ub))
+        self._lin_jac = np.zeros((nl, 3))
+        self._lin_jac[np.arange(nl), self.lin_i] = 1.0 / self.lin_s
 
     def resid(self, x: np.ndarray) -> np.ndarray:
         """The residual vector at ``x`` (module docstring's rows, in this order)."""
-        u, (h, d0, d1), _ = self._parts(x)
+        u = np.minimum(np.maximum(x, -60.0), 10.0)  # np.clip's numbers, without its wrapper
+        h, d0, d1 = np.exp(u)
         data = (np.log(overlap(h, d0 + d1 * self.b)) - self.lt) * self.w
         lin = (u[self.lin_i] - self.lin_c) / self.lin_s
+        over = np.maximum(0.0, u[0] - self.ub_c) * self._ub_mul / self.ub_s
+        if not len(self.ab):
+            return np.concatenate([data, lin, over])
         anchor = (np.log(d0 + d1 * self.ab) - self.ad) / self.asg
-        over = np.maximum(0.0, u[0] - self.ub_c) * np.where(self.ub_sign < 0, -1.0, 1.0)
-        return np.concatenate([data, lin, anchor, over / self.ub_s])
+        return np.concatenate([data, lin, anchor, over])
 
     def jac(self, x: np.ndarray) -> np.ndarray:
-        """The Jacobian of :meth:`resid` (rows x 3)."""
-        u, (h, d0, d1), inside = self._parts(x)
+        """The Jacobian of :meth:`resid` (rows x 3), zero in a column whose ``x`` is clipped."""
+        u = np.minimum(np.maximum(x, -60.0), 10.0)
+        h, d0, d1 = np.exp(u)
         d = d0 + d1 * self.b
         m = np.maximum(np.maximum(h, d), 1e-300)
         hp, dp = (h / m) ** SMOOTH_P, (d / m) ** SMOOTH_P
-        sh, sd = hp / (hp + dp), dp / (hp + dp)
-        data = np.stack([sh, sd * d0 / d, sd * d1 * self.b / d], axis=1) * self.w[:, None]
-        lin = np.zeros((len(self.lin_i), 3))
-        lin[np.arange(len(self.lin_i)), self.lin_i] = 1.0 / self.lin_s
-        da = d0 + d1 * self.ab
-        anchor = np.stack([np.zeros_like(da), d0 / da, d1 * self.ab / da], axis=1) \
-            / self.asg[:, None]
-        over = np.zeros((len(self.ub_c), 3))
-        over[:, 0] = np.where(u[0] > self.ub_c, np.where(self.ub_sign < 0, -1.0, 1.0), 0.0) \
-            / self.ub_s
-        return np.concatenate([data, lin, anchor, over]) * inside[None, :]
+        both = hp + dp
+        sd = dp / both
+        n_data, n_lin, n_anchor, n = self._rows
+        out = np.empty((n, 3))
+        out[:n_data, 0] = hp / both * self.w
+        out[:n_data, 1] = sd * d0 / d * self.w
+        out[:n_data, 2] = sd * d1 * self.b / d * self.w
+        out[n_data:n_lin] = self._lin_jac
+        if n_anchor > n_lin:
+            da = d0 + d1 * self.ab
+            out[n_lin:n_anchor, 0] = 0.0
+            out[n_lin:n_anchor, 1] = d0 / da / self.asg
+            out[n_lin:n_anchor, 2] = d1 * self.ab / da / self.asg
+        out[n_anchor:, 0] = np.where(u[0] > self.ub_c, self._over_jac, 0.0)
+        out[n_anchor:, 1:] = 0.0
+        inside = (x >= -60.0) & (x <= 10.0)
+        if not inside.all():
+            out *= inside.astype(float)[None, :]
+        return out
+
+    def key(self, x0: np.ndarray) -> str:
+        """A digest of every number the fit from ``x0`` reads (its rows' data, priors,
+        anchors and bounds, and the start): equal problems, equal solutions."""
+        return "series " + lsq.digest(self.b, self.lt, self.w, self.lin_i, self.lin_c,
+                                      self.lin_s, self.ab, self.ad, self.asg, self.ub_c,
+                                      self.ub_s, self.ub_sign, x0)
 
 
 def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
@@ -286,8 +308,6 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     Raises:
         ValueError: no points, or one batch size and no prior.
     """
-    from scipy.optimize import least_squares
-
     if not points:
         raise ValueError("fit_series needs at least one point")
     prior = prior or NO_PRIOR
@@ -313,16 +333,8 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     fixed_prior = (prior.d0 if prior.d0 and prior.d0 > 0
                    and len(set(b.tolist())) <= FIXED_PRIOR_MAX_BATCHES else None)
     problem = _SeriesProblem(b, t, w, prior, fixed_prior, hosts, tmin)
-    resid = problem.resid
-
-    best = None
-    for start in (x0, x0 + np.log([0.3, 1.0, 1.0]), x0 + np.log([1.0, 0.2, 1.0])):
-        r = least_squares(resid, start, jac=problem.jac, method="trf", x_scale="jac",
-                          max_nfev=300)
-        if best is None or r.cost < best.cost:
-            best = r
-    assert best is not None  # the loop tried three starts
-    h, d0, d1 = (float(v) for v in np.exp(np.clip(best.x, -60.0, 10.0)))
+    x = _solved(problem, x0)
+    h, d0, d1 = (float(v) for v in np.exp(np.clip(np.array(x), -60.0, 10.0)))
     fit_res = np.log(overlap(h, d0 + d1 * b)) - np.log(t)
     ids = tuple(f"{p.source}:{p.result_id}" for p in points) + tuple(a.source for a in anchors)
     label = prior.label + (f"; host prior {prior.host_label}" if prior.host_s else "")
@@ -330,6 +342,33 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
         label += f"; host dispatch measured at {len(hosts)} point(s)"
     return SeriesFit(h, d0, d1, tuple(int(v) for v in b), ids, label,
                      float(np.sqrt(np.mean(fit_res ** 2))))
+
+
+#: Evaluations of the residuals one start of a series fit may use.
+SERIES_MAX_NFEV = 300
+#: Evaluations of the residuals a group fit may use.
+GROUP_MAX_NFEV = 400
+#: The least-squares solutions of the group fits this process made (:func:`fit_group`), by
+#: problem (every row, weight, bound and the start): a calibration that withholds points
+#: outside a group fits it on the same rows as one that withholds none.
+GROUP_SOLVED: dict[str, np.ndarray] = {}
+
+
+def _solved(problem: _SeriesProblem, x0: np.ndarray) -> lsq.Solution:
+    """The solution ``log(H, d0, d1)`` of ``problem`` (kept by :func:`dlperf.perfmodel.lsq.
+    solved`): the best (least cost; ties: the first) of three least-squares starts, ``x0``
+    and ``x0`` with ``H`` x 0.3 or ``d0`` x 0.2 (:func:`dlperf.perfmodel.lsq.trf`, scipy's
+    TRF)."""
+    def solve() -> np.ndarray:
+        best: np.ndarray | None = None
+        best_cost = math.inf
+        for start in (x0, x0 + np.log([0.3, 1.0, 1.0]), x0 + np.log([1.0, 0.2, 1.0])):
+            x, cost = lsq.trf(problem.resid, problem.jac, start, max_nfev=SERIES_MAX_NFEV)
+            if best is None or cost < best_cost:
+                best, best_cost = x, cost
+        assert best is not None  # the loop tried three starts
+        return best
+    return lsq.solved(problem.key(x0), solve)
 
 
 def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
@@ -425,11 +464,15 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             sparsity[row, n0 + s_i] = 1
     for s_i in range(n_s):
         sparsity[len(meas) + s_i, n0 + s_i] = 1
-    r = least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=400,
-                      jac_sparsity=sparsity)
-    ef, ey = (float(v) for v in np.exp(r.x[:2]))
-    tk = float(np.exp(r.x[2])) if fit_k else 0.0
-    res = resid(r.x)[: len(meas)] / wt
+    key = lsq.digest(a, wt, tmins, x0, lo, hi, np.array([n0, n_s, GROUP_MAX_NFEV]))
+    if key not in GROUP_SOLVED:  # the same rows, weights and bounds: the same solution
+        GROUP_SOLVED[key] = least_squares(resid, x0, bounds=(lo, hi), method="trf",
+                                          x_scale="jac", max_nfev=GROUP_MAX_NFEV,
+                                          jac_sparsity=sparsity).x
+    x = GROUP_SOLVED[key]
+    ef, ey = (float(v) for v in np.exp(x[:2]))
+    tk = float(np.exp(x[2])) if fit_k else 0.0
+    res = resid(x)[: len(meas)] / wt
     models = tuple(sorted({p.model for p in steps} | {p.model for p in traced}))
     k_models = tuple(sorted({m for m, k in zip(row_models, kn) if k > 0}))
     ids = tuple(f"{p.source}:{p.result_id}" for s in series for p in s) + tuple(
@@ -441,7 +484,7 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             continue
         f0, y0, k0 = _terms(p0, work_for, ceiling, kernels_for)
         d_small = f0 / ef + y0 / ey + k0 * tk
-        h = float(np.exp(r.x[n0 + i]))
+        h = float(np.exp(x[n0 + i]))
         n_b = len({p.batch_size for p in s})
         exact = [m for m, ok in host_measurements(s) if ok]
         measured = 2 * len(exact) > len(s)

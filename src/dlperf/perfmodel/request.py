@@ -215,6 +215,13 @@ def _and(words: list[str]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
+def _listed(items: list[str], sep: str, more: str) -> str:
+    """``items`` joined by ``sep``, at most :data:`MAX_LISTED` of them, then ``more`` with
+    their count where some were left out."""
+    return sep.join(items[:MAX_LISTED]) + (more.format(len(items)) if len(items) > MAX_LISTED
+                                           else "")
+
+
 def _describe(model: str, given: Mapping[str, Any]) -> str:
     return " ".join([model, *(f"{FLAGS[k]} {v}" for k, v in given.items() if v is not None)])
 
@@ -252,10 +259,9 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
     cands = [c for c in stored if match(c, FLAGS)]
     if len(cands) == 1:
         return cands[0], None
-    if not cands and (ladder := _unstored_workers(stored, given, match)):
-        return ladder
     if not cands:
-        return _no_match(recs, model, given, stored, match), None
+        return _unstored_workers(stored, given, match) or (
+            _no_match(recs, model, given, stored, match), None)
     default = [c for c in cands if all(getattr(c, k) == d for k, (d, _) in SELECTORS.items()
                                        if given.get(k) is None)]
     differ = [k for k in FLAGS if len({getattr(c, k) for c in cands}) > 1]
@@ -274,8 +280,7 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
     raise ConfigError(f"several stored configurations match {_describe(model, given)}; they "
                       f"differ in {_and([FLAGS[k] for k in core or differ])}"
                       + (f" (and some in {_and(also)})" if also else "") + ": add one of "
-                      + "; ".join(options[:MAX_LISTED])
-                      + (f"; ... ({len(options)} in all)" if len(options) > MAX_LISTED else ""))
+                      + _listed(options, "; ", "; ... ({} in all)"))
 
 
 def _unstored_workers(stored: list[Config], given: Mapping[str, Any],
@@ -328,8 +333,7 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
     raise ConfigError(f"no stored one-device point of {model}"
                       + (f" with {with_}" if with_ else "")
                       + f"; give {'/'.join(missing)} too for an analytic prediction, or pick "
-                      f"one of the {where}: " + "; ".join(known[:MAX_LISTED])
-                      + (f" ... ({len(known)} in all)" if len(known) > MAX_LISTED else ""))
+                      f"one of the {where}: " + _listed(known, "; ", " ... ({} in all)"))
 
 
 def _batch(value: Any, batch_size: int) -> int:

@@ -194,7 +194,7 @@ def to_gpu(step: StepTrace, src: GpuProfile, dst: GpuProfile,
 #: time (0.97-1.03). Pooling and losses take 0.8: summed over each operator's kernels in
 #: both precisions (benchmarks/replay_kernels.py, part 3, the H200 and H100 development
 #: traces), a pooling's bf16 time is 0.93 / 0.74 of its fp32 time (vgg16's max-pool backward
-#: 0.62) and a loss's 0.81 / 0.74 (its bf16 kernels read bf16 logits, 0.55, after autocast's
+#: 0.62) and a loss's 0.83 / 0.76 (its bf16 kernels read bf16 logits, 0.55, after autocast's
 #: upcast of them, a kernel more). A convolution's own non-GEMM kernels that stay at bf16
 #: (:func:`is_conv_helper`: the bias's) keep their time (0.99). An XLA program's fusions do
 #: not match one to one across precisions; the same table serves them (its values moved the
@@ -273,9 +273,9 @@ def bf16_share(op: DeviceOp) -> float:
 GEMM_FIXED_S = 3e-6
 #: :data:`GEMM_FIXED_S` of the op classes whose summed GEMM time per traced point fits better
 #: with a larger one (benchmarks/replay_kernels.py, part 5: mean |log(predicted / measured)|
-#: over the H200 and H100 development points): convolutions 0.37 at 3 us and share 0.6, 0.30
-#: at 8 us (cuDNN's small and few-channel convolutions, alexnet_cifar's, gain little at bf16);
-#: attention 0.16 at 3 us and 0.4, 0.08 at 6 us and 0.5.
+#: over the H200 / H100 development points): convolutions 0.59 / 0.18 at 3 us and share 0.6,
+#: 0.47 / 0.16 at 8 us (cuDNN's small and few-channel convolutions, alexnet_cifar's, gain
+#: little at bf16); attention 0.15 / 0.17 at 3 us and 0.4, 0.08 / 0.08 at 6 us and 0.5.
 GEMM_FIXED_S_BY_CLASS = {"convolution": 8e-6, "attention": 6e-6}
 
 
@@ -333,6 +333,9 @@ def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> fl
 #: development torch eager models of calibration2.db of their median bf16 host probe over
 #: their median fp32 one (transformer 0.98, fcn5 1.12, fcn_mnist 1.14, lstm 1.16,
 #: alexnet_cifar 1.22, resnet50 1.32, gpt2_small 1.63; benchmarks/replay_kernels.py, part 6).
+#: Their host levels (:func:`~dlperf.perfmodel.replay.host_level`) give 1.19 on the H200 and
+#: 1.10 on the H100's development models (vgg16 0.79: its fp32 convolutions' helper
+#: launches), 1.14 over both; the probes 1.16 and 1.09.
 AUTOCAST_HOST = 1.16
 
 

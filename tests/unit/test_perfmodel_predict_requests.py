@@ -216,7 +216,7 @@ def test_the_default_layout_is_used_and_named(synth):
     p = api.predict(synth, "m_cnn", batch_size=64)
     assert p.config["layout"] == "auto"
     assert len(p.warnings) == 1
-    assert ("3 stored configurations match m_cnn; predicted m_cnn fake/eager bf16 cuda, the one "
+    assert ("3 stored configurations match m_cnn; predicted m_cnn fake/eager cuda bf16, the one "
             "with the default --layout; for another add --layout nchw; --layout nhwc"
             ) in p.warnings[0]
     nchw = api.predict(synth, "m_cnn", layout="NCHW", batch_size=64)
@@ -238,7 +238,7 @@ def test_h200_cpu_points_and_layouts_are_reachable(h200_validation):
     assert "framework/mode/precision/device" not in out
     # --threads selects one: whatever the model then says, it is about that series
     code, out, _ = _cli(*base, "--device", "cpu", "--threads", "8", "-b", "64")
-    assert "resnet50 torch/eager fp32 cpu threads=8" in out and "several" not in out
+    assert "resnet50 torch/eager cpu fp32 threads=8" in out and "several" not in out
     code, out, r = _cli(*base, "--device", "cuda", "-b", "64", "--format", "json")
     assert code == 0, out
     w = json.loads(r.output)["warnings"]
@@ -418,7 +418,7 @@ def test_a_prediction_names_the_measurement_it_is_judged_against(h200_validation
     assert src.endswith("calibration2.db") and src in p.provenance["host time H"]
     assert "operators x" in p.provenance["host ratio"]
     row = [r for r in h200_validation.rows if r.category == "what-if fp32->bf16"
-           and r.label.startswith("lstm torch/eager fp32 cuda b=16 ->") and "calibration2" in r.label]
+           and r.label.startswith("lstm torch/eager cuda fp32 b=16 ->") and "calibration2" in r.label]
     assert len(row) == 1 and p.predicted_step_time_s == pytest.approx(row[0].predicted_s, rel=1e-6)
     code, out, _ = _cli("--db", H200, "--db", ROOT / "h200x2", "--model", "lstm", "--framework",
                         "torch", "--mode", "eager", "--precision", "fp32", "--device", "cuda", "--data", "synthetic",

@@ -233,7 +233,7 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
             train = [x for x in bs if not withheld(x)]
             one = _one(cal, cfg, b, src)
             a, slope = fit_linear(train, [meas[x] for x in train])
-            out.append(Row(cat, f"{cfg.label()} b={b} [{src}]", meas[b], one.step_time_s,
+            out.append(Row(cat, f"{cfg.label(b)} [{src}]", meas[b], one.step_time_s,
                            a + slope * b, bound=one.bound, point=point_id(at[b]),
                            model=cfg.model))
     return out
@@ -270,7 +270,7 @@ def few_point_rows(records: Records, base: Calibration,
             else:
                 a0, slope = fit_linear(list(kept), [meas[x] for x in kept])
                 bl = a0 + slope * b
-            out.append(Row(cat, f"{cfg.label()} b={b} from b={'/'.join(map(str, kept))} "
+            out.append(Row(cat, f"{cfg.label(b)} from b={'/'.join(map(str, kept))} "
                            f"[{src}]", at[b].step_time_s, one.step_time_s, bl,
                            bound=one.bound, point=point_id(at[b]), model=cfg.model))
     return out
@@ -301,7 +301,7 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
             e1 = median(cal.work(q.model, q.framework, q.precision).flops(q.per_device_batch)
                         / q.step_time_s / ceil.flops_per_s for q in others) if others else None
             bl = work.flops(p.per_device_batch) / (e1 * ceil.flops_per_s) if e1 else None
-            out.append(Row("leave-one-model-out", f"{cfg.label()} b={p.batch_size} "
+            out.append(Row("leave-one-model-out", f"{cfg.label(p.batch_size)} "
                            f"[{p.source}]", p.step_time_s, one.step_time_s, bl, bound=one.bound,
                            point=point_id(p), model=m))
     return out
@@ -344,7 +344,7 @@ def whatif_rows(records: Records, base: Calibration,
                     continue
                 pred, meas = one.step_time_s, t.step_time_s
                 ok = (pred > p.step_time_s) == (meas > p.step_time_s)
-                out.append(Row(cat, f"{cfg.label()} b={b} -> {tcfg.label()} b={tb} [{src}]",
+                out.append(Row(cat, f"{cfg.label(b)} -> {tcfg.label(tb)} [{src}]",
                                meas, pred, p.step_time_s, sign_ok=ok, bound=one.bound,
                                point=point_id(t), model=cfg.model))
     return out
@@ -432,7 +432,7 @@ def repeat_rows(records: Records, base: Calibration | None = None,
             except (LookupError, ValueError):
                 bound = None
         for s in srcs[1:]:
-            out.append(Row("repeat (noise floor)", f"{cfg.label()} b={b} [{srcs[0]} -> {s}]",
+            out.append(Row("repeat (noise floor)", f"{cfg.label(b)} [{srcs[0]} -> {s}]",
                            by_src[s].step_time_s, by_src[srcs[0]].step_time_s, bound=bound,
                            point=point_id(by_src[s]), model=cfg.model))
     return out

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from dlperf.config.identity import label_of
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel import special
@@ -57,11 +58,6 @@ def layout_key(layout: str | None) -> str:
 
 #: The fields a configuration's label names where they are not at their default:
 #: ``(field, default, how it is written)`` (:meth:`Config.label`).
-LABEL_EXTRAS = (("data", "synthetic", "{}"), ("layout", "auto", "{}"),
-                ("loader_workers", None, "workers={}"), ("threads", None, "threads={}"),
-                ("grad_accum", 1, "accum={}"))
-
-
 @dataclass(frozen=True)
 class Config:
     """A one-device training configuration (store column values; ``compile_mode``: the
@@ -102,12 +98,16 @@ class Config:
                 and p.threads == self.threads and p.grad_accum == self.grad_accum
                 and p.compile_mode == self.compile_mode)
 
-    def label(self) -> str:
-        """``model framework/mode precision device`` (+ data, layout when not default)."""
-        extra = "".join(f" {fmt.format(getattr(self, k))}" for k, default, fmt in LABEL_EXTRAS
-                        if getattr(self, k) != default)
-        return (f"{self.model} {self.framework}/{mode_key(self.mode, self.compile_mode)} "
-                f"{self.precision} {self.device}{extra}")
+    def label(self, batch: int | None = None) -> str:
+        """The configuration's label, at global batch ``batch`` where given, written by the one
+        label function (:func:`dlperf.config.identity.label_of`): data, layout, loader
+        workers, threads and gradient accumulation only where not at their default."""
+        return label_of({"batch_size": batch,
+            "model": self.model, "framework": self.framework, "mode": self.mode,
+            "compile_mode": self.compile_mode, "device": self.device,
+            "precision": self.precision, "grad_accum": self.grad_accum,
+            "data": None if self.data == "synthetic" else self.data, "layout": self.layout,
+            "loader_workers": self.loader_workers, "threads": self.threads})
 
     def with_(self, **changes: Any) -> Config:
         """A copy with some fields changed."""

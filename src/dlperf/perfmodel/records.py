@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlperf.config.axes import ddp_changes
+from dlperf.config.identity import label_of
 from dlperf.perfmodel.special import cpu_rank_threads
 from dlperf.perfmodel.special import mode_key as mode_key
 from dlperf.results.dbfile import results_files
@@ -233,10 +234,15 @@ class Point:
 
     @property
     def label(self) -> str:
-        """``model framework/mode precision device b=B [xN]``."""
-        dp = f" x{self.world_size}" if self.world_size > 1 else ""
-        return (f"{self.model} {self.framework}/{mode_key(self.mode, self.compile_mode)} "
-                f"{self.precision} {self.device} b={self.batch_size}{dp}")
+        """The point's label, written by the one label function
+        (:func:`dlperf.config.identity.label_of`), data only where not synthetic."""
+        return label_of({
+            "model": self.model, "framework": self.framework, "mode": self.mode,
+            "compile_mode": self.compile_mode, "device": self.device,
+            "precision": self.precision, "batch_size": self.batch_size,
+            "world_size": self.world_size, "nnodes": self.nnodes,
+            "per_device_batch": self.per_device_batch,
+            "data": None if self.data == "synthetic" else self.data})
 
 
 @dataclass(frozen=True)

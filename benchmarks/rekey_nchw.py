@@ -20,6 +20,7 @@ import sqlite3
 import sys
 
 from dlperf.config import RunConfig
+from dlperf.config.axes import flat_settings
 from dlperf.zoo import get_spec
 
 
@@ -54,7 +55,7 @@ def _relabel(path: str, change) -> int:
 
 
 def _to_nchw(r: dict) -> bool:
-    cfg, flags = r.get("config") or {}, r.get("flags") or {}
+    cfg, flags = flat_settings(r.get("config")), r.get("flags") or {}
     if "layout" in flags or cfg.get("layout", "auto") != "auto":
         return False  # made after layout existed
     if get_spec(cfg["model"]).input_kind != "image":
@@ -68,7 +69,7 @@ def _to_nchw(r: dict) -> bool:
 def _to_layout_ran(r: dict) -> bool:
     from dlperf.frameworks.torch.adapter import TorchAdapter
 
-    cfg, flags = r.get("config") or {}, r.get("flags") or {}
+    cfg, flags = flat_settings(r.get("config")), r.get("flags") or {}
     if cfg.get("layout", "auto") != "auto" or flags.get("layout") not in ("NCHW", "NHWC"):
         return False
     ran_nhwc = flags["layout"] == "NHWC"

@@ -36,9 +36,10 @@ from dlperf.sweep import SweepOutcome
 def config(model: str, **fields: Any) -> RunConfig:
     """One validated point: ``make_run_config(model=model, **fields)``.
 
-    ``fields`` are :class:`~dlperf.config.RunConfig`'s (``framework``, ``mode``, ``device``,
-    ``precision``, ``batch_size``, ``threads``, ``iterations`` as a dict of
-    :class:`~dlperf.config.IterationPolicy` fields, ``breakdown``, ...).
+    ``fields`` are :class:`~dlperf.config.RunConfig`'s settings by name (``framework``,
+    ``mode``, ``device``, ``precision``, ``batch_size``, ``threads``, ``iterations`` as a dict
+    of :class:`~dlperf.config.IterationPolicy` fields, ``breakdown``, ...;
+    :data:`dlperf.config.SETTINGS`), put on the run config's axes.
 
     Raises:
         ConfigError: naming each bad field, its value and what is allowed.
@@ -83,7 +84,7 @@ def run(model: str | RunConfig, *, in_process: bool = False, db: str | Path | No
         from dlperf.placement import check_here
 
         check_points_here([cfg])  # its processes and CPU binding can be made on this machine
-        check_here([cfg])
+        check_here([(cfg.hardware.cpu_bind, cfg.parallel.nproc)])
         result = run_point(cfg)
     if db is not None:
         with ResultStore(db) as store:
@@ -133,7 +134,7 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
         from dlperf.placement import check_here
 
         check_points_here(points)  # their processes and CPU bindings can be made here
-        check_here(points)
+        check_here((p.hardware.cpu_bind, p.parallel.nproc) for p in points)
     missing = preflight(points, allow_missing=True)
     runner = None
     if in_process:

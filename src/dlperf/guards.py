@@ -116,14 +116,14 @@ def memory_estimate(cfg: Any, spec: Any, stored: Iterable[Any] = ()) -> MemoryEs
     """The estimate of one process's peak memory for ``cfg`` (module docstring); ``stored``:
     records of the results file (only those of the same model, framework, mode, device and
     precision, with a memory peak, are used)."""
-    lower = MemoryEstimate(static_bytes(spec), per_sample_bytes(spec, cfg.precision), "spec")
+    lower = MemoryEstimate(static_bytes(spec), per_sample_bytes(spec, cfg.hardware.precision), "spec")
     pts: dict[int, float] = {}
     for r in stored:
         i = r.identity
-        if (i.status != "ok" or i.model != cfg.model or i.framework != cfg.framework
-                or i.mode != cfg.mode or i.device != cfg.device or i.precision != cfg.precision):
+        if (i.status != "ok" or i.model != cfg.workload.model or i.framework != cfg.runtime.framework
+                or i.mode != cfg.runtime.mode or i.device != cfg.hardware.device or i.precision != cfg.hardware.precision):
             continue
-        peak = _peak(r, cfg.device)
+        peak = _peak(r, cfg.hardware.device)
         b = i.per_device_batch or i.batch_size
         if peak is not None and b:
             pts[int(b)] = max(pts.get(int(b), 0.0), peak)
@@ -175,21 +175,21 @@ def memory_refusals(points: Sequence[Any], stored: Sequence[Any] = ()) -> list[s
     out = []
     caps: dict[str, tuple[float, str] | None] = {}
     for p in points:
-        if p.device not in caps:
-            caps[p.device] = capacity_bytes(p.device)
-        cap = caps[p.device]
+        if p.hardware.device not in caps:
+            caps[p.hardware.device] = capacity_bytes(p.hardware.device)
+        cap = caps[p.hardware.device]
         if cap is None:
             continue
-        est = memory_estimate(p, get_spec(p.model), stored)
-        ranks = p.processes_per_node if p.device == "cpu" else 1  # CPU ranks share the host
+        est = memory_estimate(p, get_spec(p.workload.model), stored)
+        ranks = p.processes_per_node if p.hardware.device == "cpu" else 1  # CPU ranks share the host
         need = est.at(p.per_device_batch) * ranks
         if need <= cap[0]:
             continue
         fit = est.largest_batch(cap[0] / ranks)
-        glob = fit * (p.world_size if p.scaling == "strong" else 1)
+        glob = fit * (p.world_size if p.parallel.scaling == "strong" else 1)
         advice = (f"the largest batch that fits is about {glob}" if fit >= 1 else
                   f"not even batch 1 fits: the weights, gradients and optimizer state alone "
-                  f"take {_gib(static_bytes(get_spec(p.model)))}")
+                  f"take {_gib(static_bytes(get_spec(p.workload.model)))}")
         out.append(f"{p.label()}: needs about {_gib(need)} (from {est.source}), more than "
                    f"{cap[1]}; {advice}")
     return out
@@ -234,9 +234,9 @@ def duration_estimate(points: Sequence[Any], rows: Sequence[dict[str, Any]]
     total, n_same, n_model, n_fw, n_floor = 0.0, 0, 0, 0, 0
     for p in points:
         for found, kind in ((by_key.get(p.run_key()), "same"),
-                            (by_model.get((p.model, p.framework, p.mode, p.device,
-                                           p.precision)), "model"),
-                            (by_fw.get((p.framework, p.device)), "fw")):
+                            (by_model.get((p.workload.model, p.runtime.framework, p.runtime.mode, p.hardware.device,
+                                           p.hardware.precision)), "model"),
+                            (by_fw.get((p.runtime.framework, p.hardware.device)), "fw")):
             if found:
                 total += statistics.median(found) + PROCESS_S
                 n_same += kind == "same"
@@ -244,7 +244,7 @@ def duration_estimate(points: Sequence[Any], rows: Sequence[dict[str, Any]]
                 n_fw += kind == "fw"
                 break
         else:
-            total += p.iterations.min_time_s + STARTUP_S + PROCESS_S
+            total += p.measure.iterations.min_time_s + STARTUP_S + PROCESS_S
             n_floor += 1
     parts = [f"{n} {what}" for n, what in (
         (n_same, "from stored runs of the same point"),

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -207,14 +207,14 @@ def bind_cpus(mode: str, local_rank: int = 0, local_procs: int = 1) -> dict[str,
             "applied": cpus is not None}
 
 
-def thread_policy_cpus(points: Sequence[Any]) -> list[int] | None:
+def thread_policy_cpus(binds: Iterable[str]) -> list[int] | None:
     """The CPUs the thread policy (:func:`dlperf.env.choose_threads`) should count for
-    one-process ``points`` (run configs with ``cpu_bind``): the CPUs the worker will be bound
+    one-process points bound by ``binds`` (their ``cpu_bind``): the CPUs the worker will be bound
     to, so that a busy host's thread count fits the binding (``--cpu-bind 0-3`` on a busy
     16-CPU host: at most 3 threads, not 15). With several bindings among the points, the
     smallest set (a count that fits each); None when no point is bound (the process's own
     usable CPUs) or a binding cannot be made here (:func:`check_here` refuses it first)."""
-    modes = sorted({str(getattr(p, "cpu_bind", "none")) for p in points} - {"none"})
+    modes = sorted({str(b) for b in binds} - {"none"})
     if not modes:
         return None
     usable, sets = usable_cpus(), []
@@ -228,9 +228,9 @@ def thread_policy_cpus(points: Sequence[Any]) -> list[int] | None:
     return min(sets, key=len) if sets else None
 
 
-def check_here(points: Sequence[Any]) -> None:
+def check_here(binds: Iterable[tuple[str, int]]) -> None:
     """Refuse, before anything runs, a ``cpu_bind`` that cannot be made on this host for
-    ``points`` (run configs: ``cpu_bind``, ``nproc`` ranks per node): the same check as the
+    points bound by ``binds`` (``(cpu_bind, nproc ranks per node)`` each): the same check as the
     worker's :func:`plan_cpus` for every local rank, against this process's usable CPUs and
     NUMA nodes. Without it, ``--cpu-bind 0-99`` on a 2-CPU host started a worker and stored an
     error row. (The processes a point starts are checked by
@@ -243,8 +243,8 @@ def check_here(points: Sequence[Any]) -> None:
 
     usable, topo = usable_cpus(), None
     seen: set[tuple[str, int]] = set()
-    for p in points:
-        mode, procs = str(getattr(p, "cpu_bind", "none")), int(getattr(p, "nproc", 1) or 1)
+    for mode, procs in binds:
+        mode, procs = str(mode), int(procs or 1)
         if mode == "none" or (mode, procs) in seen:
             continue
         seen.add((mode, procs))

@@ -37,6 +37,7 @@ from dlperf.env import ThreadChoice
 from dlperf.registry import framework_info
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import ResultStore
+from dlperf.results.view import config_of
 from dlperf.tempdirs import owned_tempdir
 
 #: Fields outside the run key that change what is measured (the others there say how long a
@@ -51,8 +52,8 @@ _CHUNK = 500
 def auto_threads(cfg: RunConfig) -> bool:
     """Whether the thread policy applies to ``cfg``: a CPU point on one process whose threads
     were not given, of a framework that runs the zoo's models (a test double runs none)."""
-    info = framework_info(cfg.framework)
-    return (cfg.device == "cpu" and cfg.threads is None and not cfg.distributed
+    info = framework_info(cfg.runtime.framework)
+    return (cfg.hardware.device == "cpu" and cfg.hardware.threads is None and not cfg.distributed
             and bool(info and info.zoo_impls))
 
 
@@ -84,19 +85,16 @@ def thread_variants(cfg: RunConfig, usable: int | None = None) -> list[RunConfig
             usable = len(os.sched_getaffinity(0))
         except AttributeError:  # pragma: no cover - not Linux
             usable = os.cpu_count() or 1
-    return [cfg.model_copy(update={"threads": k}) for k in range(1, max(usable, 1) + 1)]
+    return [cfg.with_(threads=k) for k in range(1, max(usable, 1) + 1)]
 
 
-def stored_results(store: ResultStore, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The newest stored result (its JSON, without samples) of each run key in ``keys``."""
-    out: dict[str, dict[str, Any]] = {}
+def stored_results(store: ResultStore, keys: Sequence[str]) -> dict[str, RunRecord]:
+    """The newest stored record (without samples) of each run key in ``keys``."""
+    out: dict[str, RunRecord] = {}
     keys = list(dict.fromkeys(keys))
     for i in range(0, len(keys), _CHUNK):
-        for r in store.rows(run_key=keys[i:i + _CHUNK]):
-            try:
-                out[r["run_key"]] = json.loads(r.get("result_json") or "{}")
-            except ValueError:
-                out[r["run_key"]] = {}
+        for rec in store.records(run_key=keys[i:i + _CHUNK], samples=False):
+            out[str(rec.identity.run_key)] = rec
     return out
 
 
@@ -108,16 +106,15 @@ def code_of(cfg: RunConfig) -> str | None:
     from dlperf.zoo import get_spec
 
     try:
-        return get_spec(cfg.model).code
+        return get_spec(cfg.workload.model).code
     except DlperfError:
         return None
 
 
-def stored_code(result: dict[str, Any]) -> str | None:
-    """The code fingerprint a stored result (its JSON) was measured with, or None."""
-    spec = result.get("spec")
-    code = spec.get("code") if isinstance(spec, dict) else None
-    return code if isinstance(code, str) else None
+def stored_code(rec: RunRecord | None) -> str | None:
+    """The code fingerprint a stored record was measured with, or None."""
+    spec = rec.identity.spec if rec is not None else None
+    return spec.code if spec is not None else None
 
 
 def code_changes(points: Sequence[RunConfig], store: ResultStore, done: set[str]
@@ -130,21 +127,23 @@ def code_changes(points: Sequence[RunConfig], store: ResultStore, done: set[str]
         return []
     stored = stored_results(store, list(now))
     return [p for p in points if (k := p.run_key()) in now
-            and (old := stored_code(stored.get(k, {}))) is not None and old != now[k]]
+            and (old := stored_code(stored.get(k))) is not None and old != now[k]]
 
 
 def code_notice(changed: Sequence[RunConfig]) -> str | None:
     """One line for the points measured again because their code changed; None for none."""
     if not changed:
         return None
-    models = sorted({p.model for p in changed})
+    models = sorted({p.workload.model for p in changed})
     shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
     return (f"note: {len(changed)} stored point(s) of {shown} were measured with other code "
             "(the model's file, entry point module or config changed since): measured again")
 
 
-def _policy_of(result: dict[str, Any]) -> str | None:
-    return ((result.get("env") or {}).get("thread_policy") or {}).get("policy")
+def _policy_of(rec: RunRecord | None) -> str | None:
+    """How the thread policy chose a stored record's threads (``env.thread_policy``)."""
+    env = rec.env if rec is not None else None
+    return ((env.thread_policy if env is not None else None) or {}).get("policy")
 
 
 def resolve_threads(points: Sequence[RunConfig], choice: ThreadChoice | None,
@@ -158,17 +157,19 @@ def resolve_threads(points: Sequence[RunConfig], choice: ThreadChoice | None,
     if choice is None:
         return list(points), set()
     counts = [choice.threads] + [k for k in range(1, choice.usable_cpus) if k != choice.threads]
-    variants = {i: [p if k is None else p.model_copy(update={"threads": k}) for k in counts]
+    variants = {i: [p if k is None else p.with_(threads=k) for k in counts]
                 for i, p in enumerate(points) if auto_threads(p)}
     stored = stored_results(store, [v.run_key() for vs in variants.values() for v in vs
-                                    if v.threads is not None and v.run_key() in done])
+                                    if v.hardware.threads is not None
+                                    and v.run_key() in done])
     out, keys = [], set()
     for i, p in enumerate(points):
         if i not in variants:
             out.append(p)
             continue
         found = [v for v in variants[i] if v.run_key() in done
-                 and (v.threads is None or _policy_of(stored.get(v.run_key(), {})) == "auto")]
+                 and (v.hardware.threads is None
+                      or _policy_of(stored.get(v.run_key())) == "auto")]
         if p.run_key() in done:
             found.append(p)  # the framework's default, stored before the policy existed
         q = found[0] if found else variants[i][0]
@@ -203,11 +204,12 @@ def changed_settings(skipped: Sequence[RunConfig], store: ResultStore,
     n = 0
     for p in skipped:
         old = stored.get(p.run_key())
-        if not old:
+        if old is None:
             continue
-        lines = _differences(old.get("config") or {}, p.model_dump())
-        if choice is not None and _policy_of(old) == "auto" and p.threads != choice.threads:
-            lines.append(f"threads (auto): {p.threads or 'default'} stored, "
+        lines = _differences(config_of(old), p.flat())
+        if (choice is not None and _policy_of(old) == "auto"
+                and p.hardware.threads != choice.threads):
+            lines.append(f"threads (auto): {p.hardware.threads or 'default'} stored, "
                          f"{choice.threads or 'default'} now")
         n += bool(lines)
         for line in lines:
@@ -234,14 +236,14 @@ def ceilings_cache(points: Sequence[RunConfig], store: ResultStore
     it. The file and the variable are gone afterwards."""
     from dlperf.perfmodel.ceilings import CACHE_ENV, CACHE_MAX_AGE_S, CeilingCache
 
-    if not any(p.measure_ceilings for p in points):
+    if not any(p.measure.measure_ceilings for p in points):
         yield None
         return
     cache = CeilingCache()
     since = (_dt.datetime.now(_dt.UTC)
              - _dt.timedelta(seconds=CACHE_MAX_AGE_S)).isoformat(timespec="seconds")
-    for r in store.rows(status="ok", framework=sorted({p.framework for p in points}),
-                        device=sorted({p.device for p in points})):
+    for r in store.rows(status="ok", framework=sorted({p.runtime.framework for p in points}),
+                        device=sorted({p.hardware.device for p in points})):
         if str(r.get("created_at") or "") >= since and '"origin"' in (r["result_json"] or ""):
             try:
                 cache.add_result(json.loads(r["result_json"]), f"results file {store.path}")

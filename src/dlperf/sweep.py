@@ -83,7 +83,7 @@ DataKey = tuple[str, str | None]
 
 def data_key(p: RunConfig) -> DataKey:
     """The (``data``, ``data_dir``) pair of a point, the key of :func:`preflight`'s result."""
-    return (p.data, p.data_dir)
+    return (p.input.data, p.input.data_dir)
 
 
 def result_line(rec: RunRecord) -> str:
@@ -165,23 +165,23 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
 
     from dlperf.launch.process import check_framework_python
 
-    for framework in sorted({p.framework for p in points}):
+    for framework in sorted({p.runtime.framework for p in points}):
         check_framework_python(framework)  # a framework with an interpreter of its own
     # loader_impl 'processes' is valid only for a framework that offers it (registry
     # loader_impls); with workers, its workers are Grain processes.
-    grain_points = [p for p in points if p.loader_impl == "processes" and p.loader_workers]
+    grain_points = [p for p in points if p.input.loader_impl == "processes" and p.input.loader_workers]
     if grain_points:
         from dlperf.data.grain_pipeline import grain_installed
         from dlperf.install import install_hint
 
         if not grain_installed():
             p = grain_points[0]
-            title = FRAMEWORKS[p.framework].title or p.framework
+            title = FRAMEWORKS[p.runtime.framework].title or p.runtime.framework
             raise ConfigError(f"--loader-impl processes ({p.label()}) runs {title}'s "
                               "loader workers as Grain processes, and grain is not installed; "
-                              f"{install_hint(*FRAMEWORKS[p.framework].extras[:1])} (it "
+                              f"{install_hint(*FRAMEWORKS[p.runtime.framework].extras[:1])} (it "
                               "brings grain), or use --loader-impl auto or threads")
-    for model, framework in {(p.model, p.framework) for p in points}:
+    for model, framework in {(p.workload.model, p.runtime.framework) for p in points}:
         family = get_spec(model).family
         info = FRAMEWORKS.get(framework)
         if info is not None and info.zoo_impls and not has_impl(family, framework):
@@ -193,19 +193,19 @@ def preflight(points: list[RunConfig], *, allow_missing: bool = False) -> dict[D
     checked: set[tuple[str, str | None, str, int]] = set()
     for p in points:
         key = data_key(p)
-        if p.data == "synthetic" or key in missing:
+        if p.input.data == "synthetic" or key in missing:
             continue
         if key not in loaded:
             try:
-                loaded[key] = load_dataset(p.data, p.data_dir)
+                loaded[key] = load_dataset(p.input.data, p.input.data_dir)
             except DataMissing as e:
                 if not allow_missing:
                     raise
                 missing[key] = str(e)
                 continue
-        ck = (p.data, p.data_dir, p.model, p.global_batch)
+        ck = (p.input.data, p.input.data_dir, p.workload.model, p.global_batch)
         if ck not in checked:
-            make_batches(loaded[key], get_spec(p.model), p.global_batch, max_batches=1)
+            make_batches(loaded[key], get_spec(p.workload.model), p.global_batch, max_batches=1)
             checked.add(ck)
     return missing
 

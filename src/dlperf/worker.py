@@ -75,7 +75,7 @@ def failure_status(exc: BaseException, is_oom: Any) -> tuple[str, str]:
 
 
 def place_worker(cfg: RunConfig) -> dict[str, Any] | None:
-    """Bind this process to CPUs as ``cfg.cpu_bind`` says (:func:`dlperf.placement.
+    """Bind this process to CPUs as ``cfg.hardware.cpu_bind`` says (:func:`dlperf.placement.
     bind_cpus`; a data-parallel rank by its ``LOCAL_RANK`` among the node's
     :attr:`~RunConfig.processes_per_node`, so ranks get disjoint CPUs) and return what was
     done (``env.cpu_bind``); None for ``none``.
@@ -84,12 +84,12 @@ def place_worker(cfg: RunConfig) -> dict[str, Any] | None:
         ValueError: the binding cannot be made here (CPUs not usable, too few CPUs).
         OSError: the OS refused it.
     """
-    if cfg.cpu_bind == "none":
+    if cfg.hardware.cpu_bind == "none":
         return None
     local, procs = 0, 1
     if cfg.distributed:
         local, procs = int(os.environ.get("LOCAL_RANK", "0")), cfg.processes_per_node
-    return bind_cpus(cfg.cpu_bind, local, procs)
+    return bind_cpus(cfg.hardware.cpu_bind, local, procs)
 
 
 #: Why a data-parallel CPU run without ``--threads`` gives each rank one thread.
@@ -106,7 +106,7 @@ def rank_thread_policy(cfg: RunConfig) -> dict[str, Any] | None:
     given (``env.thread_policy``: ``policy: "ranks"``, the ``OMP_NUM_THREADS`` the rank
     started with and :data:`RANK_THREADS_REASON`); None for other runs (one process: the
     thread policy of :func:`dlperf.env.choose_threads` is recorded by the sweep)."""
-    if not (cfg.distributed and cfg.device == "cpu" and cfg.threads is None):
+    if not (cfg.distributed and cfg.hardware.device == "cpu" and cfg.hardware.threads is None):
         return None
     omp = os.environ.get("OMP_NUM_THREADS")
     return {"policy": "ranks", "threads": int(omp) if omp and omp.isdigit() else None,
@@ -124,11 +124,11 @@ def run_record(cfg: RunConfig) -> RunRecord:
     """Run one configuration in this process and return its record (never raises for a
     failure of the run itself; see module docstring)."""
     t_begin = time.perf_counter()
-    spec = get_spec(cfg.model)
+    spec = get_spec(cfg.workload.model)
     try:
         placed = place_worker(cfg)  # before the framework starts its threads
     except (ValueError, OSError) as e:
-        return failure_record(cfg, "error", f"--cpu-bind {cfg.cpu_bind}: {e}",
+        return failure_record(cfg, "error", f"--cpu-bind {cfg.hardware.cpu_bind}: {e}",
                               env=collect_env())
     env = collect_env(speed=True)
     if placed is not None:
@@ -136,7 +136,7 @@ def run_record(cfg: RunConfig) -> RunRecord:
     policy = rank_thread_policy(cfg)
     if policy is not None:
         env["thread_policy"] = policy
-    adapter = get_adapter(cfg.framework)
+    adapter = get_adapter(cfg.runtime.framework)
     ok, why = adapter.available()
     if not ok:
         return failure_record(cfg, "unavailable", why, env=env)
@@ -192,8 +192,8 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
     compiled_at = loop.compiled_at
     if dist is not None:
         t1 = time.perf_counter()
-        comm = profile_comm(session, cfg.comm_profile_iters, adapter.is_oom)
-        if session.comm_profile is not None and cfg.comm_profile_iters > 0:
+        comm = profile_comm(session, cfg.parallel.comm_profile_iters, adapter.is_oom)
+        if session.comm_profile is not None and cfg.parallel.comm_profile_iters > 0:
             phases["comm_profile"] = time.perf_counter() - t1
         dist_runtime_into(session, dist)
         merged = gather_ranks(cfg, dist, rank_payload(
@@ -213,7 +213,7 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
         waits=session.data_wait.measured() if session.data_wait is not None else None,
         power_record=seg.power_record, power_reason=seg.power_reason,
         compiled_at=compiled_at, remeasured=loop.remeasured,
-        ci_target=(cfg.iterations.ci_target_rel, loop.ci_extensions, loop.ci_rel))
+        ci_target=(cfg.measure.iterations.ci_target_rel, loop.ci_extensions, loop.ci_rel))
     phases["stats"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     host = dispatch_into(parts["samples"], cfg, session, (parts.get("summary") or {}).get("median"))

@@ -173,7 +173,7 @@ def test_torch_cuda_session_has_device_timers_and_nvml_of_its_own_gpu():
 
     cfg = make_run_config(model="alexnet_cifar_tiny", batch_size=16, device="cuda",
                           precision="bf16", iterations=SHORT)
-    s = TorchAdapter().prepare(cfg, get_spec(cfg.model))
+    s = TorchAdapter().prepare(cfg, get_spec(cfg.workload.model))
     try:
         assert isinstance(s.timer, CudaEventTimer)
         assert isinstance(s.phase_timer(), CudaPhaseTimer)

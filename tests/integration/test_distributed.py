@@ -92,7 +92,7 @@ def test_two_process_ddp_run_is_one_stored_result_with_both_ranks(tmp_path):
     assert sets[0] | sets[1] == set(usable_cpus())
     bind = r["env"]["cpu_bind"]
     assert bind["mode"] == "cores" and bind["applied"] and bind["local_procs"] == 2
-    assert parse_cpulist(bind["cpus"]) == sorted(sets[0]) and r["config"]["cpu_bind"] == "cores"
+    assert parse_cpulist(bind["cpus"]) == sorted(sets[0]) and r["config"]["hardware"]["cpu_bind"] == "cores"
     assert r["env"]["cpu_list"] == bind["cpus"]  # the env is read after binding
     # threads not given: one per rank, recorded with the reason and warned about
     assert r["env"]["thread_policy"]["policy"] == "ranks"

@@ -73,7 +73,7 @@ def test_quick_suite_main_job(tmp_path):
         (m, b) for m in models for b in (8, 32))
     for x in res:  # the policy's choice is what ran
         pol = x["env"]["thread_policy"]
-        assert pol["policy"] == "auto" and pol["threads"] == x["threads"] == x["config"]["threads"]
+        assert pol["policy"] == "auto" and pol["threads"] == x["threads"] == x["config"]["hardware"]["threads"]
     # ceilings: fp32 only, measured by the first point, cached from it by the others
     first = res[0]["ceilings"]
     assert list(first["matmul_flops_per_s"]) == ["fp32"] and first["cached"] is False

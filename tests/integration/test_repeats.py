@@ -47,15 +47,16 @@ def dlperf(*args, env=None, timeout=180):
 
 def test_repeat_0_keeps_the_stored_key_and_other_repeats_get_their_own():
     stored = RunConfig.model_validate(H200_CONFIG)
-    assert stored.repeat == 0 and stored.run_key() == H200_KEY
+    assert stored.measure.repeat == 0 and stored.run_key() == H200_KEY
     assert RunConfig.model_validate({**H200_CONFIG, "repeat": 0}).run_key() == H200_KEY
     reps = [RunConfig.model_validate({**H200_CONFIG, "repeat": k}) for k in range(4)]
     assert len({c.run_key() for c in reps}) == 4
     assert {c.point_key() for c in reps} == {H200_KEY}
     # the key of a default config is the hash of the fields without `repeat`
     cfg = make_run_config(model="fcn5_tiny", batch_size=8)
-    d = cfg.model_dump(include={"model", "framework", "mode", "device", "precision",
-                                "batch_size", "grad_accum", "data", "threads", "seed"})
+    d = {k: v for k, v in cfg.flat().items()
+         if k in {"model", "framework", "mode", "device", "precision", "batch_size",
+                  "grad_accum", "data", "threads", "seed"}}
     old = hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode())
     assert cfg.run_key() == old.hexdigest()[:16]
     # labels: repeat k > 0 ends in #k
@@ -68,10 +69,10 @@ def test_repeat_0_keeps_the_stored_key_and_other_repeats_get_their_own():
 def test_with_repeats_runs_in_rounds():
     a, b, c = (make_run_config(model="fcn5_tiny", batch_size=n) for n in (1, 2, 4))
     pts = with_repeats([a, b, c], 2)
-    assert [(p.batch_size, p.repeat) for p in pts] == [(1, 0), (2, 0), (4, 0), (1, 1), (2, 1),
+    assert [(p.workload.batch_size, p.measure.repeat) for p in pts] == [(1, 0), (2, 0), (4, 0), (1, 1), (2, 1),
                                                        (4, 1)]
     pts = with_repeats([a, b, c], [1, 3, 2])
-    assert [(p.batch_size, p.repeat) for p in pts] == [(1, 0), (2, 0), (4, 0), (2, 1), (4, 1),
+    assert [(p.workload.batch_size, p.measure.repeat) for p in pts] == [(1, 0), (2, 0), (4, 0), (2, 1), (4, 1),
                                                        (2, 2)]
     assert with_repeats([a, b], 1) == [a, b]
     for bad in (0, -2, True, 1.5, "3", [2]):
@@ -84,7 +85,7 @@ def test_sweep_repeats_from_defaults_and_entries():
                      grid=[{"batch_size": [1, 2]}, {"batch_size": 4, "repeats": 3},
                            {"batch_size": 1, "repeats": 1}])  # b=1 twice: the larger count
     pts = sw.expand()
-    assert [(p.batch_size, p.repeat) for p in pts] == [(1, 0), (2, 0), (4, 0), (1, 1), (2, 1),
+    assert [(p.workload.batch_size, p.measure.repeat) for p in pts] == [(1, 0), (2, 0), (4, 0), (1, 1), (2, 1),
                                                        (4, 1), (4, 2)]
     assert len({p.run_key() for p in pts}) == 7
     for _where, grid, needle in [
@@ -105,8 +106,8 @@ def test_resume_after_a_partial_sweep_redoes_no_finished_repeat(tmp_path):
     calls = []
 
     def runner(cfg):
-        calls.append((cfg.batch_size, cfg.repeat))
-        return RunRecord.from_dict(fake_result(cfg, [0.010 + 0.001 * cfg.repeat]))
+        calls.append((cfg.workload.batch_size, cfg.measure.repeat))
+        return RunRecord.from_dict(fake_result(cfg, [0.010 + 0.001 * cfg.measure.repeat]))
 
     pts = with_repeats([make_run_config(model="fcn5_tiny", batch_size=n) for n in (1, 2)], 3)
     with ResultStore(tmp_path / "r.db") as store:
@@ -143,12 +144,12 @@ def _h200_store(path):
     one = make_run_config(model="fcn5_tiny", batch_size=16)
     with ResultStore(path) as s:
         for k, ms in enumerate((15.3, 21.2, 18.7, 15.7)):
-            s.add(fake_result(base.model_copy(update={"repeat": k}), [ms / 1e3]))
+            s.add(fake_result(base.with_(repeat=k), [ms / 1e3]))
         s.add(fake_result(two, [0.010], ci_rel=0.5))
-        s.add(fake_result(two.model_copy(update={"repeat": 1}), [0.012], ci_rel=0.5))
-        s.add(fake_result(two.model_copy(update={"repeat": 2}), [], status="crash"))
+        s.add(fake_result(two.with_(repeat=1), [0.012], ci_rel=0.5))
+        s.add(fake_result(two.with_(repeat=2), [], status="crash"))
         s.add(fake_result(one, [0.020]))
-        s.add(fake_result(one.model_copy(update={"repeat": 1}), [], status="oom"))
+        s.add(fake_result(one.with_(repeat=1), [], status="oom"))
     return base
 
 

@@ -99,8 +99,8 @@ def test_a_tag_resumes_a_thread_policy_point_at_the_count_it_chose(tmp_path):
     the policy (threads=1, ``env.thread_policy.policy == "auto"``) is done, whatever the
     count now; one whose threads were given (no policy record) is not taken for it."""
     cfg = make_run_config(model="fcn5_tiny", framework="torch", batch_size=8, device="cpu")
-    assert cfg.threads is None and thread_variants(cfg, usable=2)[0].threads == 1
-    chosen = cfg.model_copy(update={"threads": 1})
+    assert cfg.hardware.threads is None and thread_variants(cfg, usable=2)[0].hardware.threads == 1
+    chosen = cfg.with_(threads=1)
     db = tmp_path / "p.db"
     with ResultStore(str(db)) as store:
         store.add({**_fail(chosen).to_dict(), "tag": "v1",

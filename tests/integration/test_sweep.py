@@ -227,7 +227,7 @@ def test_more_threads_than_usable_cpus_is_a_warning_of_the_result(tmp_path):
                "--min-time", "0", "--no-ceilings", "--db", str(db))
     assert r.returncode == 0, r.stderr
     con = sqlite3.connect(db)
-    got = {json.loads(j)["config"]["threads"]: json.loads(j)["warnings"]
+    got = {json.loads(j)["config"]["hardware"]["threads"]: json.loads(j)["warnings"]
            for (j,) in con.execute("SELECT result_json FROM results")}
     con.close()
     assert not any("oversubscribed" in w for w in got[usable])

@@ -75,7 +75,7 @@ def test_missing_data_is_stored_unavailable_and_the_rest_runs_then_resume_measur
                           f"(from DLPERF_DATA)") and "make-imagefolder" in msg
     stored = json.loads(got[0][5])
     assert "worker" not in stored  # recorded without starting a worker
-    assert stored["config"]["data"] == "imagefolder" and stored["env"]["hostname"]
+    assert stored["config"]["input"]["data"] == "imagefolder" and stored["env"]["hostname"]
     # `dlperf results` shows it like any result
     # (an ImageFolder point is the 0-worker pipeline point; 250 columns: the width this test
     # was written for, before tables honoured $COLUMNS, so the status cell is not wrapped

@@ -593,14 +593,14 @@ def test_trace_dir_inside_a_file_is_refused_before_the_run(tmp_path):
         make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(f / "sub" / "traces"))
     # A folder that does not exist yet under an existing one is fine (created at the run).
     cfg = make_run_config(model="fcn5_tiny", batch_size=8, trace_dir=str(tmp_path / "a" / "b"))
-    assert cfg.trace_dir == str(tmp_path / "a" / "b")
+    assert cfg.measure.trace_dir == str(tmp_path / "a" / "b")
 
 
 def test_sweep_field_breakdown():
     sw = SweepConfig(name="s", defaults={"breakdown": True},
                      grid=[{"model": "fcn5_tiny", "batch_size": [8, 16]}])
     pts = sw.expand()
-    assert [p.breakdown for p in pts] == [True, True]
+    assert [p.measure.breakdown for p in pts] == [True, True]
 
 
 def fake_result(**over):
@@ -866,7 +866,7 @@ def test_breakdown_apart_runs_the_headline_without_it_and_merges(tmp_path):
         (row,) = s.rows()
         raw = s.samples(row["id"])
     r = json.loads(row["result_json"])
-    assert row["status"] == "ok" and r["config"]["breakdown"] is True
+    assert row["status"] == "ok" and r["config"]["measure"]["breakdown"] is True
     # the same key as the same point run in one process
     one = subprocess.run(args[:-1] + [str(tmp_path / "one.db")], capture_output=True, text=True,
                          env=env, timeout=180)
@@ -1101,8 +1101,9 @@ def test_breakdown_without_a_phased_step_says_why_in_a_warning():
     from dlperf.measure.breakdown.run import run_breakdown
 
     session = SimpleNamespace(phased_step=None, phase_timer=None, profile=None)
-    cfg = SimpleNamespace(breakdown=True, trace_dir=None, framework="tensorflow", world_size=2,
-                          device="cpu")
+    cfg = SimpleNamespace(measure=SimpleNamespace(breakdown=True, trace_dir=None),
+                          runtime=SimpleNamespace(framework="tensorflow"), world_size=2,
+                          hardware=SimpleNamespace(device="cpu"))
     out, samples, warns = run_breakdown(cfg, session, {"median": 0.01})
     assert out["breakdown"]["available"] is False
     assert "data parallel" in out["breakdown"]["reason"] and "2 devices" in out["breakdown"]["reason"]

@@ -239,15 +239,16 @@ def test_dispatch_into_records_samples_and_skips_a_cpu_device():
     session = SimpleNamespace(step=dev.step, losses_to_floats=lambda hs: [dev.wait(hs[0])],
                               clock=dev.clock, dist=None)
     samples: dict = {}
-    out = dispatch_into(samples, SimpleNamespace(device="cuda"), session, 0.004)
+    out = dispatch_into(samples, SimpleNamespace(hardware=SimpleNamespace(device="cuda")), session,
+                        0.004)
     assert out["dispatch_s"]["median"] == pytest.approx(0.003)
     assert len(samples[DISPATCH_SAMPLE]) == out["iters"] == 5
-    cpu = dispatch_into({}, SimpleNamespace(device="cpu"), session, 0.004)
+    cpu = dispatch_into({}, SimpleNamespace(hardware=SimpleNamespace(device="cpu")), session, 0.004)
     assert cpu["dispatch_s"] is None and "CPU device" in cpu["reason"]
 
     def boom():
         raise RuntimeError("CUDA error: launch failure")
 
-    bad = dispatch_into({}, SimpleNamespace(device="cuda"),
+    bad = dispatch_into({}, SimpleNamespace(hardware=SimpleNamespace(device="cuda")),
                         SimpleNamespace(step=boom, losses_to_floats=lambda h: h, dist=None), None)
     assert bad["dispatch_s"] is None and "launch failure" in bad["error"]

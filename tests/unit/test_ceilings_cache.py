@@ -192,7 +192,7 @@ def test_a_sweep_seeds_its_cache_from_recent_results_of_its_file(tmp_path):
     old_c["device"] = "cpu:old"
     with ResultStore(tmp_path / "r.db") as s:
         for ceil, age_s in ((recent, 60), (old_c, C.CACHE_MAX_AGE_S + 60)):
-            r = new_record(p.model_copy(update={"seed": int(age_s)}), "ok").to_dict()
+            r = new_record(p.with_(seed=int(age_s)), "ok").to_dict()
             r["created_at"] = (dt.datetime.now(dt.UTC)
                                - dt.timedelta(seconds=age_s)).isoformat(timespec="seconds")
             r["ceilings"] = ceil
@@ -200,7 +200,7 @@ def test_a_sweep_seeds_its_cache_from_recent_results_of_its_file(tmp_path):
         with ceilings_cache([p], s) as (_, path):
             assert os.environ[C.CACHE_ENV] == str(path)
             got = C.CeilingCache.load(path).entries
-        with ceilings_cache([p.model_copy(update={"measure_ceilings": False})], s) as none:
+        with ceilings_cache([p.with_(measure_ceilings=False)], s) as none:
             assert none is None and C.CACHE_ENV not in os.environ
     assert sorted(got) == ["fake|cpu|bandwidth|threads=1", "fake|cpu|matmul:fp32|threads=1"]
     assert {e["where"] for e in got.values()} == {f"results file {tmp_path / 'r.db'}"}

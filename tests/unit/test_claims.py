@@ -23,7 +23,7 @@ def ok(cfg, status="ok"):
     if status == "ok":
         times = [0.01] * 6
         r.update(summary=summarize(times).to_dict(),
-                 throughput=throughput(6, cfg.batch_size, sum(times)),
+                 throughput=throughput(6, cfg.workload.batch_size, sum(times)),
                  samples={"measure": times})
     return r
 
@@ -116,7 +116,7 @@ def test_two_sweeps_on_one_file_share_the_points(tmp_path, cfgs):
     def runner_for(name):
         def run(cfg):
             with lock:
-                ran.append((name, cfg.batch_size))
+                ran.append((name, cfg.workload.batch_size))
             time.sleep(0.2)
             return RunRecord.from_dict(ok(cfg))
         return run
@@ -174,7 +174,7 @@ def test_the_wait_for_another_process_is_bounded_and_says_for_whom(tmp_path, cfg
 
     store = ResultStore(tmp_path / "r.db")
     holder = Claims(store, resume=True, retry_failed=False, sweep="a")
-    pts = [cfgs[0].model_copy(update={"timeout_s": 5.0})]
+    pts = [cfgs[0].with_(timeout_s=5.0)]
     assert holder.claim(pts[0].run_key())[0] == "mine"
     waiter = Claims(store, resume=True, retry_failed=False, sweep="b")
     t = [0.0]

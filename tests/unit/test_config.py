@@ -57,7 +57,7 @@ grid:
 
     pts = load_sweep(p).expand()
     assert len(pts) == 2 * 2 * 2 + len(SUITES["quick"])
-    assert all(x.iterations.min_iters == 3 for x in pts)
+    assert all(x.measure.iterations.min_iters == 3 for x in pts)
     assert len({x.run_key() for x in pts}) == len(pts)
 
 
@@ -124,7 +124,7 @@ def test_run_key_of_a_stored_point_survives_new_fields_at_their_default():
     cfg = RunConfig(model="fcn5_tiny", batch_size=8)
     v1_fields = ("model", "framework", "mode", "device", "precision", "batch_size",
                  "grad_accum", "data", "threads", "seed")  # what the first results were keyed by
-    before = cfg.model_dump(include=set(v1_fields))
+    before = {k: v for k, v in cfg.flat().items() if k in v1_fields}
     key = hashlib.sha256(json.dumps(before, sort_keys=True, separators=(",", ":")).encode())
     assert cfg.run_key() == key.hexdigest()[:16]
     # a set layout enters the key of a CNN (for an FCN it changes nothing measured)
@@ -135,7 +135,7 @@ def test_run_key_of_a_stored_point_survives_new_fields_at_their_default():
 def test_compile_mode_choices_key_and_framework_rule():
     base = RunConfig(model="fcn5_tiny", batch_size=8, mode="graph")
     ro = RunConfig(model="fcn5_tiny", batch_size=8, mode="graph", compile_mode="reduce-overhead")
-    assert base.compile_mode == "default" and ro.run_key() != base.run_key()
+    assert base.runtime.compile_mode == "default" and ro.run_key() != base.run_key()
     with pytest.raises(ConfigError, match="valid compile_modes: default, max-autotune"):
         make_run_config(model="fcn5_tiny", batch_size=8, mode="graph", compile_mode="fast")
     for fw, mode in (("torch", "eager"), ("jax", "xla"), ("tensorflow", "graph")):
@@ -149,7 +149,7 @@ def test_crossing_modes_with_compile_modes_drops_the_meaningless_pairs(tmp_path)
     f.write_text("name: s\ndefaults: {device: cpu}\ngrid:\n  - {model: fcn5_tiny, batch_size: 8, "
                  "mode: [eager, graph], compile_mode: [default, reduce-overhead]}\n")
     pts = load_sweep(f).expand()
-    assert [(p.mode, p.compile_mode) for p in pts] == [
+    assert [(p.runtime.mode, p.runtime.compile_mode) for p in pts] == [
         ("eager", "default"), ("graph", "default"), ("graph", "reduce-overhead")]
     f.write_text("name: s\ndefaults: {device: cpu}\ngrid:\n  - {model: fcn5_tiny, batch_size: 8, "
                  "mode: eager, compile_mode: reduce-overhead}\n")
@@ -163,39 +163,48 @@ def test_layout_choices_and_framework_rule():
     with pytest.raises(ValidationError, match="PyTorch option"):
         RunConfig(model="resnet50_tiny", batch_size=2, framework="jax", layout="nchw")
     assert RunConfig(model="resnet50_tiny", batch_size=2, framework="jax",
-                     layout="nhwc").layout == "nhwc"
+                     layout="nhwc").runtime.layout == "nhwc"
 
 
 def test_every_committed_stored_config_gives_its_stored_run_key():
-    """A run config read back from every stored result under benchmarks/results/ (its config
-    as stored, ``ddp`` and all) has the run key it was stored under: a resumed sweep finds
-    every point measured before, whatever the run config's shape became. A point whose model
-    needs a package not installed here (timm) is passed over."""
+    """A run config read back from every stored result under benchmarks/results/ gives the
+    run key it was stored under, from its config as stored (flat: schema 11 and older) and as
+    the record reads it (on its axes, after :func:`dlperf.results.migrations.upgrade_record`):
+    a resumed sweep finds every point measured before, whatever the run config's shape became.
+    A point whose model needs a package not installed here (timm) is passed over."""
     import glob
     import json
     import sqlite3
     from pathlib import Path
 
+    from dlperf.config.axes import AXES
     from dlperf.errors import UnavailableError
+    from dlperf.results.schema import RunRecord
 
     root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-    checked, dp_options = 0, 0
+    checked, dp_options, flat = 0, 0, 0
     for db in sorted(glob.glob(str(root / "**" / "*.db"), recursive=True)):
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         rows = con.execute("SELECT run_key, result_json FROM results").fetchall()
         con.close()
         for key, js in rows:
-            cfg = (json.loads(js or "{}") or {}).get("config")
+            stored = json.loads(js or "{}") or {}
+            cfg = stored.get("config")
             if not cfg:
                 continue
+            nested = RunRecord.from_dict(stored).identity.config
+            assert set(nested) <= set(AXES), (db, sorted(nested))
             try:
                 got = RunConfig(**cfg)
             except UnavailableError:
                 continue
-            assert got.run_key() == key, (db, cfg)
+            assert got.run_key() == key == RunConfig(**nested).run_key(), (db, cfg)
+            assert RunConfig(**nested) == got
             checked += 1
-            dp_options += got.distributed and bool(got.ddp.changed())
-    assert checked > 900 and dp_options >= 2  # data-parallel points with DDP options among them
+            flat += not set(cfg) & set(AXES)
+            dp_options += got.distributed and bool(got.runtime.ddp.changed())
+    # data-parallel points with DDP options among them; the committed configs are flat
+    assert checked > 900 and dp_options >= 2 and flat == checked
 
 
 def test_ddp_broadcast_buffers_enters_the_run_key_only_when_off():
@@ -232,9 +241,9 @@ def test_imagefolder_without_workers_is_the_point_with_0_workers():
     a = make_run_config(model="resnet50_tiny", data="imagefolder:/x", batch_size=8)
     b = make_run_config(model="resnet50_tiny", data="imagefolder:/x", batch_size=8,
                         loader_workers=0)
-    assert a.loader_workers == 0 and a.run_key() == b.run_key()
+    assert a.input.loader_workers == 0 and a.run_key() == b.run_key()
     c = make_run_config(model="fcn_mnist", data="mnist", batch_size=8)
-    assert c.loader_workers is None  # a data set read into memory: no pipeline unless asked
+    assert c.input.loader_workers is None  # a data set read into memory: no pipeline unless asked
 
 
 # --- the config package's seams: registry capabilities, each framework's own rules, error
@@ -263,7 +272,7 @@ def test_errors_are_located_at_the_field_their_rule_blames(tmp_path):
 
 
 def _refuse_seed_7(cfg):
-    return [("seed", "seed 7 is refused by this framework's own rules")] if cfg.seed == 7 else []
+    return [("seed", "seed 7 is refused by this framework's own rules")] if cfg.workload.seed == 7 else []
 
 
 def test_a_framework_s_own_rules_come_from_its_registry_entry(monkeypatch):
@@ -277,11 +286,11 @@ def test_a_framework_s_own_rules_come_from_its_registry_entry(monkeypatch):
     monkeypatch.setitem(registry.FRAMEWORKS, "torch", dataclasses.replace(
         info, options=f"{__name__}:_refuse_seed_7", dp_layouts=("per_node", "per_device"),
         dp_modes=("graph",)))
-    assert make_run_config(model="fcn5_tiny", batch_size=8, seed=6).seed == 6
+    assert make_run_config(model="fcn5_tiny", batch_size=8, seed=6).workload.seed == 6
     with pytest.raises(ConfigError, match=r"^seed: seed 7 is refused by this framework's own"):
         make_run_config(model="fcn5_tiny", batch_size=8, seed=7)
     cfg = make_run_config(model="fcn5_tiny", batch_size=8, nproc=2, mode="graph")
-    assert cfg.dp_layout == "per_node" and cfg.processes_per_node == 1
+    assert cfg.parallel.dp_layout == "per_node" and cfg.processes_per_node == 1
     with pytest.raises(ConfigError, match="not available for torch/eager; use mode graph"):
         make_run_config(model="fcn5_tiny", batch_size=8, nproc=2, mode="eager")
 
@@ -322,7 +331,7 @@ def test_run_flags_and_a_sweep_entry_expand_alike():
     run = expand_grid({}, [entry], cli=True)
     swept = SweepConfig(name="s", grid=[entry]).expand()
     assert [p.run_key() for p in run] == [p.run_key() for p in swept]
-    assert len(run) == 2 * 2 * 3 * 2 and [p.repeat for p in run[:12]] == [0] * 12
+    assert len(run) == 2 * 2 * 3 * 2 and [p.measure.repeat for p in run[:12]] == [0] * 12
     with pytest.raises(ConfigError) as e:
         expand_grid({}, [{"model": "fcn5_tiny", "batch_size": 8, "threads": 0}], cli=True)
     assert str(e.value).startswith("--threads (threads):")
@@ -394,7 +403,7 @@ def test_infinite_or_nan_numbers_are_refused_up_front(field, value):
 
 
 def test_a_yaml_integer_cpu_bind_is_one_cpu_and_other_types_are_refused():
-    assert make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", cpu_bind=0).cpu_bind == "0"
+    assert make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", cpu_bind=0).hardware.cpu_bind == "0"
     for bad in (True, [1], 1.5):
         with pytest.raises(ConfigError, match="cpu_bind"):
             make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", cpu_bind=bad)

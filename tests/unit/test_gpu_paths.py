@@ -45,13 +45,13 @@ def test_jax_gpu_trace_runs_without_command_buffers_and_apart(fresh_jax_env, tmp
     assert os.environ["XLA_FLAGS"].split() == [jax_fw.NO_COMMAND_BUFFERS]
     assert os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] == jax_fw.GPU_MEM_FRACTION
     # a plain GPU run keeps JAX's command buffers, and needs no second process
-    plain = cfg.model_copy(update={"trace_dir": None, "breakdown": False})
+    plain = cfg.with_(trace_dir=None, breakdown=False)
     assert a.breakdown_apart(plain) is None
     os.environ["XLA_FLAGS"] = ""
     flags, _ = a._process_setup(plain)
     assert "command_buffers" not in flags and os.environ["XLA_FLAGS"] == ""
     # on the CPU there are no command buffers and no second process
-    assert a.breakdown_apart(cfg.model_copy(update={"device": "cpu"})) is None
+    assert a.breakdown_apart(cfg.with_(device="cpu")) is None
 
 
 class _FakeDDP:
@@ -107,7 +107,7 @@ def test_torch_ddp_phased_step_all_reduces_once_per_iteration_like_the_fused_ste
     monkeypatch.setattr(_FakeDDP, "syncs", [])
     cfg = make_run_config(model="fcn5_tiny", batch_size=16, nproc=2, grad_accum=2,
                           device="cpu", measure_ceilings=False)
-    s = TorchAdapter().prepare(cfg, get_spec(cfg.model))
+    s = TorchAdapter().prepare(cfg, get_spec(cfg.workload.model))
     try:
         s.step()
         fused = list(_FakeDDP.syncs)
@@ -298,7 +298,7 @@ def test_jax_gpu_backend_failure_keeps_jax_s_reason(monkeypatch, fresh_jax_env):
     monkeypatch.setattr(jax, "local_devices", local_devices)
     cfg = make_run_config(model="fcn5_tiny", framework="jax", device="cuda", batch_size=8)
     with pytest.raises(UnavailableError) as e:
-        jax_fw.JaxAdapter().prepare(cfg, get_spec(cfg.model))
+        jax_fw.JaxAdapter().prepare(cfg, get_spec(cfg.workload.model))
     assert "RESOURCE_EXHAUSTED: Out of memory" in str(e.value)
     assert "use --device cpu" in str(e.value)
 

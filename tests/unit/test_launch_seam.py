@@ -117,7 +117,7 @@ def test_jax_breakdown_apart_hook_agrees_with_the_adapter(monkeypatch):
 
     hook = load_hook(FRAMEWORKS["jax"].breakdown_apart)
     base = make_run_config(model="fcn5_tiny", framework="jax", device="cuda", batch_size=8)
-    cfgs = [base.model_copy(update=u) for u in ({"breakdown": True}, {"trace_dir": "/tmp/t"},
+    cfgs = [base.with_(**u) for u in ({"breakdown": True}, {"trace_dir": "/tmp/t"},
                                                 {}, {"breakdown": True, "device": "cpu"})]
     for flags in ("", "--xla_gpu_enable_command_buffer="):
         monkeypatch.setenv("XLA_FLAGS", flags)

@@ -1,6 +1,6 @@
 """The series fit's solver (:mod:`dlperf.perfmodel.lsq`) is scipy's ``least_squares`` (TRF,
 ``x_scale="jac"``, no bounds) to the last bit, on the series fit's own residuals and on a
-generic problem; a solved series fit is kept by problem and read back from a store."""
+generic problem; a solved fit is kept by problem and read back from a store."""
 
 from __future__ import annotations
 
@@ -105,26 +105,27 @@ def test_trf_on_a_generic_problem_and_its_refusals():
 
 
 def test_a_series_fit_is_solved_once_per_problem(monkeypatch):
-    monkeypatch.setattr(od, "SOLVED", {})
-    monkeypatch.setattr(od, "_SOLVED_HERE", set())
+    monkeypatch.setattr(lsq, "SOLVED", {})
+    monkeypatch.setattr(lsq, "_SOLVED_HERE", set())
     calls = []
     real = lsq.trf
     monkeypatch.setattr(lsq, "trf", lambda *a, **k: calls.append(1) or real(*a, **k))
     p, x0 = _problems()[3]
-    with od.tracked() as keys:
+    with lsq.tracked() as keys:
         a = od._solved(p, x0)
         b = od._solved(p, x0)
     assert a == b and len(calls) == 3 and keys == {p.key(x0)}  # three starts, once
     assert p.key(x0) != p.key(x0 + 1e-12)  # another start is another problem
+    assert lsq.take_solved() == {p.key(x0): a} and lsq.take_solved() == {}
 
 
 def test_stored_solutions_are_read_back_checked(tmp_path, monkeypatch):
     monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
     f = tmp_path / "s.json"
-    fc.write_series(f, {"a" * 32: (0.5, -3.0, -9.25), "b" * 32: (1.0, 2.0, 3.0)})
-    assert fc.read_series(f) == {"a" * 32: (0.5, -3.0, -9.25), "b" * 32: (1.0, 2.0, 3.0)}
-    bad = {"k1": [1.0, 2.0], "k2": [1.0, math.inf, 0.0], "k3": [True, 0.0, 0.0],
-           "k4": [1e9, 0.0, 0.0], "k5": "x", "k6": [0.25, 0.5, -1.0]}
+    fc.write_solutions(f, {"a" * 32: (0.5, -3.0, -9.25), "b" * 32: (1.0, 2.0)})
+    assert fc.read_solutions(f) == {"a" * 32: (0.5, -3.0, -9.25), "b" * 32: (1.0, 2.0)}
+    bad = {"k1": [], "k2": [1.0, math.inf, 0.0], "k3": [True, 0.0, 0.0],
+           "k4": [1e9, 0.0, 0.0], "k5": "x", "k6": [0.25, 0.5, -1.0], "k7": [0.0] * 9}
     assert fc._solutions_of(bad) == {"k6": (0.25, 0.5, -1.0)}
 
 
@@ -132,11 +133,18 @@ def test_the_committed_table_holds_the_fits_of_a_prediction(tmp_path, monkeypatc
     """A prediction from the committed H200 table of a batch not stored solves no series fit:
     the table holds them (``dlperf predict --validate`` primes them)."""
     monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(od, "SOLVED", {})
-    monkeypatch.setattr(od, "_SOLVED_HERE", set())
+    monkeypatch.setattr(lsq, "SOLVED", {})
+    monkeypatch.setattr(lsq, "_SOLVED_HERE", set())
     monkeypatch.setattr(api, "_SHARED", {})
     monkeypatch.setattr(api, "_RECORDS", {})
     monkeypatch.setattr(lsq, "trf", lambda *a, **k: pytest.fail("a series fit was solved"))
+    import scipy.optimize
+
+    monkeypatch.setattr(scipy.optimize, "least_squares",
+                        lambda *a, **k: pytest.fail("a DDP or group fit was solved"))
     p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=96,
                     data="synthetic", layout="auto")
     assert p.how == "series" and p.interval_group is not None
+    p2 = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=192,
+                     nproc=2, data="synthetic", layout="auto")
+    assert p2.provenance["DDP overhead rho, kappa"].startswith("measured")

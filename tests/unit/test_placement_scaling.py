@@ -98,11 +98,11 @@ def test_bind_cpus_binds_every_thread_and_says_so():
 
 def test_cpu_bind_is_a_config_field_keyed_only_when_set():
     base = make_run_config(model="fcn5_tiny", batch_size=8)
-    assert base.cpu_bind == "none"
+    assert base.hardware.cpu_bind == "none"
     assert make_run_config(model="fcn5_tiny", batch_size=8, cpu_bind="none").run_key() == \
         base.run_key()
     bound = make_run_config(model="fcn5_tiny", batch_size=8, cpu_bind="1,0")
-    assert bound.cpu_bind == "0-1" and bound.run_key() != base.run_key()
+    assert bound.hardware.cpu_bind == "0-1" and bound.run_key() != base.run_key()
     assert "cpu-bind=0-1" in bound.label()
     with pytest.raises(ConfigError, match="--cpu-bind"):
         make_run_config(model="fcn5_tiny", batch_size=8, cpu_bind="everything")
@@ -191,7 +191,7 @@ def test_a_baseline_with_given_threads_serves_ranks_without_them(tmp_path):
     from dlperf.results.store import ResultStore
 
     one = _result(1, 1)
-    one["config"]["threads"] = 1
+    one["config"]["hardware"]["threads"] = 1
     one["threads"] = 1
     ranks = _result(2, 1, times=(0.005, 0.006, 0.006))
     with ResultStore(tmp_path / "r.db") as s:
@@ -203,7 +203,7 @@ def test_a_baseline_with_given_threads_serves_ranks_without_them(tmp_path):
     (dp,) = [p for p in pts if p["devices"] == 2 and p["scaling"] == "strong"]
     assert dp["efficiency"] > 0 and dp["warnings"] == []  # 1 thread each, as run
     two = _result(1, 2)
-    two["config"]["threads"] = 2
+    two["config"]["hardware"]["threads"] = 2
     two["threads"] = 2
     with ResultStore(tmp_path / "r2.db") as s:
         s.add(two)
@@ -261,20 +261,19 @@ def test_compare_data_and_the_results_table_show_devices_and_scaling():
 
 def test_a_binding_this_host_cannot_make_is_refused_before_anything_runs():
     """--cpu-bind 0-99 on a small host stopped only in the worker, as a stored error row."""
-    from types import SimpleNamespace
 
     from dlperf.errors import ConfigError
     from dlperf.placement import check_here, format_cpulist, usable_cpus
 
     usable = usable_cpus()
-    check_here([SimpleNamespace(cpu_bind="cores", nproc=1),
-                SimpleNamespace(cpu_bind="none", nproc=64)])
-    check_here([SimpleNamespace(cpu_bind=format_cpulist(usable[:1]), nproc=1)])
+    check_here([("cores", 1),
+                ("none", 64)])
+    check_here([(format_cpulist(usable[:1]), 1)])
     beyond = max(usable) + 1
     with pytest.raises(ConfigError, match=f"CPU\\(s\\) {beyond}.*usable by this process"):
-        check_here([SimpleNamespace(cpu_bind=f"0-{beyond}", nproc=1)])
+        check_here([(f"0-{beyond}", 1)])
     with pytest.raises(ConfigError, match="for .* processes"):
-        check_here([SimpleNamespace(cpu_bind="cores", nproc=len(usable) + 1)])
+        check_here([("cores", len(usable) + 1)])
 
 
 def test_the_thread_policy_counts_the_cpus_a_point_is_bound_to(monkeypatch):
@@ -288,12 +287,12 @@ def test_the_thread_policy_counts_the_cpus_a_point_is_bound_to(monkeypatch):
 
     usable = usable_cpus()
     first = format_cpulist(usable[:1])
-    assert thread_policy_cpus([SimpleNamespace(cpu_bind="none")]) is None
-    assert thread_policy_cpus([SimpleNamespace(cpu_bind=first)]) == usable[:1]
-    assert thread_policy_cpus([SimpleNamespace(cpu_bind="cores")]) == usable
-    both = [SimpleNamespace(cpu_bind="cores"), SimpleNamespace(cpu_bind=first)]
+    assert thread_policy_cpus(["none"]) is None
+    assert thread_policy_cpus([first]) == usable[:1]
+    assert thread_policy_cpus(["cores"]) == usable
+    both = ["cores", first]
     assert thread_policy_cpus(both) == usable[:1]  # the smallest: a count that fits each
-    assert thread_policy_cpus([SimpleNamespace(cpu_bind=f"0-{max(usable) + 1}")]) is None
+    assert thread_policy_cpus([f"0-{max(usable) + 1}"]) is None
 
     seen = []
     monkeypatch.setattr("dlperf.env.choose_threads",
@@ -301,5 +300,5 @@ def test_the_thread_policy_counts_the_cpus_a_point_is_bound_to(monkeypatch):
     monkeypatch.setattr(common, "err", SimpleNamespace(print=lambda *a, **k: None))
     point = make_run_config(model="fcn5_tiny", batch_size=8, device="cpu", cpu_bind=first)
     common.choose_threads_once([point])
-    common.choose_threads_once([point.model_copy(update={"cpu_bind": "none"})])
+    common.choose_threads_once([point.with_(cpu_bind="none")])
     assert seen == [usable[:1], None]

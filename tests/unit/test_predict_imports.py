@@ -14,12 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ["--db", "benchmarks/results/h200", "--db", "benchmarks/results/h200x2"]
-#: Modules no one-device prediction on the committed H200 files loads: its series fits are
-#: stored with the residual table, so not even the solver's scipy.
+#: Modules no prediction of a batch size not stored on the committed H200 files loads: its
+#: fits' solutions are stored with the residual table, so not even the solver's scipy.
 NEVER = ("dlperf.perfmodel.validation", "dlperf.perfmodel.backtest", "dlperf.report",
          "dlperf.cli.run", "dlperf.cli.sweep", "dlperf.cli.report", "dlperf.cli.compare",
-         "dlperf.results.store", "dlperf.results.parts", "dlperf.perfmodel.scaling",
-         "scipy", "plotly", "matplotlib", "torch", "jax", "tensorflow")
+         "dlperf.results.store", "dlperf.results.parts", "scipy", "plotly", "matplotlib", "torch", "jax", "tensorflow")
 
 
 def _modules(tmp_path: Path, args: list[str]) -> tuple[set[str], str]:
@@ -42,6 +41,8 @@ def _modules(tmp_path: Path, args: list[str]) -> tuple[set[str], str]:
     ["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
      "--data", "synthetic", "--layout", "auto", "-b", "96"],
     ["--model", "transformer", "--framework", "jax", "--precision", "fp32", "-b", "32"],
+    ["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
+     "--data", "synthetic", "--layout", "auto", "-b", "192", "--nproc", "2"],
 ])
 def test_a_prediction_loads_the_model_and_nothing_else(tmp_path, extra):
     mods, out = _modules(tmp_path, ["predict", *H200, *extra])

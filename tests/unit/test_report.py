@@ -459,7 +459,7 @@ def test_ddp_rows_name_their_non_default_options():
     cfg = RunConfig(model="fcn5_tiny", framework="tensorflow", mode="graph", device="cpu",
                     batch_size=8, nproc=2, dp_layout="per_device")
     assert cfg.label().endswith("synthetic per_device")
-    assert "per_" not in cfg.model_copy(update={"dp_layout": "per_node"}).label()
+    assert "per_" not in cfg.with_(dp_layout="per_node").label()
 
 
 def test_real_against_synthetic_is_a_ratio_of_throughputs():

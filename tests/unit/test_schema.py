@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dlperf.config import make_run_config
+from dlperf.config.axes import AXES, flat_settings
 from dlperf.errors import ConfigError
 from dlperf.results.migrations import SCHEMA_VERSION, upgrade_record
 from dlperf.results.parts import Dist
@@ -53,9 +54,10 @@ def test_the_committed_databases_are_all_found():
 @pytest.mark.parametrize("db", COMMITTED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_committed_row_parses_and_round_trips(db, tmp_path):
     """Each stored row's JSON parses into a record whose flat dict is that JSON upgraded to
-    the current version (``schema_version``, and a data-parallel ``dist``'s engine keys moved
-    into ``dist.engine``: nothing else changes, no key is unrecognised); every record stored
-    again reads back equal, raw samples and columns included."""
+    the current version (``schema_version``, a data-parallel ``dist``'s engine keys moved
+    into ``dist.engine``, the config on its axes, read back by name as stored: nothing else
+    changes, no key is unrecognised); every record stored again reads back equal, raw
+    samples and columns included."""
     con = sqlite3.connect(db)
     stored = [json.loads(js) for (js,) in con.execute("SELECT result_json FROM results "
                                                       "ORDER BY id")]
@@ -70,8 +72,13 @@ def test_every_committed_row_parses_and_round_trips(db, tmp_path):
         assert canonical(again) == canonical(upgrade(js))
         moved = {k: v for k, v in js.get("dist", {}).items() if k not in Dist.model_fields}
         assert rec.dist is None or rec.dist.engine == (moved or None)
+        assert set(again.get("config") or {}) <= set(AXES)  # the config on its axes
         if rec.dist is None:
-            assert canonical({**again, "schema_version": js["schema_version"]}) == canonical(js)
+            as_stored = {**again, "schema_version": js["schema_version"]}
+            if "config" in js:
+                assert flat_settings(as_stored["config"]) == js["config"]
+                as_stored["config"] = js["config"]
+            assert canonical(as_stored) == canonical(js)
         assert list(again) == [k for k in TOP_LEVEL_ORDER if k in again] + [
             k for k in again if k not in TOP_LEVEL_ORDER]
     with ResultStore(db, read_only=True) as src:
@@ -100,6 +107,31 @@ def test_every_committed_row_parses_and_round_trips(db, tmp_path):
             same = v == w or (isinstance(v, float) and isinstance(w, float)
                               and math.isclose(v, w, rel_tol=1e-12))
             assert same, (db.name, rec.identity.run_key, col, v, w)
+
+
+def test_a_flat_config_of_schema_11_is_read_onto_its_axes():
+    """A record of schema 11 or older stored its config flat: it is read onto the run
+    config's axes (a key that is no setting stays at the top), reads back by name, and makes
+    the run config it was made from; a record of this version keeps its config as given."""
+    from dlperf.config import RunConfig
+    from dlperf.results.view import config_of, setting
+
+    cfg = make_run_config(model="fcn5_tiny", batch_size=8, threads=2, nproc=2,
+                          options={"broadcast_buffers": False})
+    flat = {**cfg.flat(), "retired_setting": 1}
+    old = {"schema_version": 11, "run_key": cfg.run_key(), "status": "ok", "config": flat}
+    rec = RunRecord.from_dict(old)
+    stored = rec.identity.config
+    assert stored["workload"] == cfg.workload.model_dump()
+    assert stored["runtime"]["ddp"]["broadcast_buffers"] is False
+    assert stored["retired_setting"] == 1 and set(stored) - {"retired_setting"} <= set(AXES)
+    assert config_of(rec) == flat and setting(rec, "threads") == 2
+    assert setting(rec, "nproc") == 2 and setting(rec, "no_such_setting", "x") == "x"
+    again = RunConfig(**{k: v for k, v in stored.items() if k in AXES})
+    assert again == cfg and again.run_key() == cfg.run_key()
+    now = RunRecord.from_dict({**old, "schema_version": SCHEMA_VERSION,
+                               "config": cfg.model_dump()})
+    assert now.identity.config == cfg.model_dump() and config_of(now) == cfg.flat()
 
 
 def test_a_v1_record_is_upgraded_without_invented_fields():
@@ -168,7 +200,7 @@ def test_a_failure_record_has_the_identity_fields():
     assert ident.run_key == cfg.run_key() and ident.point_key == cfg.point_key()
     assert ident.status == "oom" and ident.error == "CUDA out of memory"
     assert (ident.model, ident.framework, ident.mode, ident.device) == (
-        cfg.model, cfg.framework, cfg.mode, cfg.device)
+        cfg.workload.model, cfg.runtime.framework, cfg.runtime.mode, cfg.hardware.device)
     assert ident.batch_size == cfg.global_batch and ident.grad_accum == 2
     assert ident.config == cfg.model_dump() and ident.spec.params > 0
     assert ident.created_at and ident.repeat == 0

@@ -91,13 +91,14 @@ def test_exports(tmp_path):
         assert "result_json" not in parsed[0]
         assert parsed[0]["layout"] == "auto" and parsed[0]["compile_mode"] == ""  # torch eager
         ro = fake_result()
-        ro["config"] = {**ro["config"], "mode": "graph", "compile_mode": "reduce-overhead"}
+        ro["config"] = {**ro["config"], "runtime": {**ro["config"]["runtime"], "mode": "graph",
+                                                    "compile_mode": "reduce-overhead"}}
         ro["mode"] = "graph"
         s.add(ro)
         (g,) = [p for p in csv.DictReader(io.StringIO(to_csv(s.rows()))) if p["mode"] == "graph"]
         assert g["compile_mode"] == "reduce-overhead"
         js = json.loads(to_json(rows, s, include_samples=True))
-        assert js[0]["result"]["config"]["model"] == "fcn5_tiny"
+        assert js[0]["result"]["config"]["workload"]["model"] == "fcn5_tiny"
         assert js[0]["raw_samples"]["measure"]["step_time_s"] == [0.01, 0.012, 0.011]
 
 

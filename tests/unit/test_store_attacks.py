@@ -19,6 +19,7 @@ from dlperf.cli import app
 from dlperf.config import make_run_config
 from dlperf.errors import ConfigError
 from dlperf.results.dbfile import StoreBusy, StoreError, file_uri
+from dlperf.results.migrations import SCHEMA_VERSION
 from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import ResultStore, stored_keys
 from dlperf.stats import summarize, throughput
@@ -192,9 +193,9 @@ def test_a_result_measured_while_the_file_is_locked_is_kept_and_stored_later(tmp
     cfgs = [make_run_config(model="fcn5_tiny", batch_size=b) for b in (1, 2)]
 
     def runner(cfg):
-        r = result(batch=cfg.batch_size)
+        r = result(batch=cfg.workload.batch_size)
         r.update(run_key=cfg.run_key(), config=cfg.model_dump())
-        if cfg.batch_size == 2:
+        if cfg.workload.batch_size == 2:
             holder.execute("BEGIN IMMEDIATE")  # somebody takes the lock while it runs
         return RunRecord.from_dict(r)
 
@@ -255,7 +256,7 @@ def test_a_malformed_schema_version_is_named(tmp_path, value):
 def test_a_newer_or_hollow_file_is_refused_by_every_command(tmp_path):
     newer = make_db(tmp_path / "newer.db")
     con = sqlite3.connect(newer)
-    con.execute("UPDATE meta SET value='12' WHERE key='schema_version'")
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
     con.commit()
     con.close()
     hollow = tmp_path / "hollow.db"  # a foreign file that claims version 8
@@ -267,7 +268,7 @@ def test_a_newer_or_hollow_file_is_refused_by_every_command(tmp_path):
     sweep = tmp_path / "s.yaml"
     sweep.write_text("name: s\ndefaults: {model: fcn5_tiny, framework: torch}\n"
                      "grid:\n  - batch_size: [1, 2]\n")
-    expect = {newer: "schema version 12, newer than this dlperf understands",
+    expect = {newer: f"schema version {SCHEMA_VERSION + 1}, newer than this dlperf understands",
               hollow: "claims dlperf schema version 8 but lacks results"}
     ok = make_db(tmp_path / "ok.db")
     for db, words in expect.items():

@@ -72,24 +72,24 @@ def test_resolve_threads_fills_the_choice_and_resumes_what_the_policy_stored(tmp
     given = make_run_config(model="fcn5_tiny", batch_size=16, device="cpu", threads=2)
     with ResultStore(tmp_path / "r.db") as s:
         pts, keys = resolve_threads([p, given], BUSY, s, s.done_keys())
-        assert [q.threads for q in pts] == [1, 2] and keys == {pts[0].run_key()}
+        assert [q.hardware.threads for q in pts] == [1, 2] and keys == {pts[0].run_key()}
         assert pts[1] is given
         # stored by the policy at 1 thread on a busy host; now the host is quiet: resumed
         s.add(ok_result(pts[0], policy=BUSY.record()))
         again, _ = resolve_threads([p], QUIET, s, s.done_keys())
-        assert again[0].threads == 1
+        assert again[0].hardware.threads == 1
         assert resolve_threads([p], None, s, s.done_keys())[0] == [p]  # no policy: as given
 
 
 def test_a_thread_count_given_by_hand_is_not_taken_for_the_policys(tmp_path):
     p = make_run_config(model="fcn5_tiny", batch_size=8, device="cpu")
     with ResultStore(tmp_path / "r.db") as s:
-        s.add(ok_result(p.model_copy(update={"threads": 1})))  # --threads 1, no policy
+        s.add(ok_result(p.with_(threads=1)))  # --threads 1, no policy
         pts, _ = resolve_threads([p], QUIET, s, s.done_keys())
-        assert pts[0].threads is None  # the quiet host's choice is measured
+        assert pts[0].hardware.threads is None  # the quiet host's choice is measured
         s.add(ok_result(p))  # a point stored with the framework's default before the policy
         pts, _ = resolve_threads([p], BUSY, s, s.done_keys())
-        assert pts[0].threads is None  # is that point: resumed, not measured again
+        assert pts[0].hardware.threads is None  # is that point: resumed, not measured again
 
 
 def test_changed_settings_warn_and_name_rerun(tmp_path):
@@ -97,8 +97,7 @@ def test_changed_settings_warn_and_name_rerun(tmp_path):
     with ResultStore(tmp_path / "r.db") as s:
         s.add(ok_result(p))
         assert changed_settings([p], s) is None
-        longer = p.model_copy(update={"iterations": make_policy(min_iters=3, min_time_s=1.0),
-                                      "measure_ceilings": False})
+        longer = p.with_(iterations=make_policy(min_iters=3, min_time_s=1.0), measure_ceilings=False)
         w = changed_settings([longer], s, rerun_flag="--rerun")
     assert w.startswith("warning: 1 of the 1 points already stored were measured with other")
     assert "iterations.min_time_s: 0.0 stored, 1.0 now" in w
@@ -118,9 +117,9 @@ def test_execute_prints_progress_off_a_terminal_records_the_policy_and_shares_ce
 
     def runner(cfg):
         path = os.environ[CACHE_ENV]  # the sweep's ceilings file, for the worker
-        seen.append((cfg.threads, sorted(CeilingCache.load(path).entries)))
+        seen.append((cfg.hardware.threads, sorted(CeilingCache.load(path).entries)))
         r = ok_result(cfg)
-        r["ceilings"] = {"framework": "torch", "device": "cpu", "threads": cfg.threads,
+        r["ceilings"] = {"framework": "torch", "device": "cpu", "threads": cfg.hardware.threads,
                          "matmul": {"fp32": {"best": 1e11}}, "bandwidth": {"best": 1e10},
                          "fingerprint": {"hostname": "h"},
                          "origin": {c: {"how": "measured", "measured_at": "2027-01-01T00:00:00"}
@@ -136,7 +135,7 @@ def test_execute_prints_progress_off_a_terminal_records_the_policy_and_shares_ce
     assert "[1/2] fcn5_tiny torch/eager cpu fp32 b=8 synthetic threads=1 (0:00 elapsed)" in text
     assert "[2/2] fcn5_tiny torch/eager cpu fp32 b=16 synthetic threads=1 (" in text
     assert "left)" in text.split("[2/2]")[1].splitlines()[0]
-    assert [q.threads for q in out.points] == [1, 1]
+    assert [q.hardware.threads for q in out.points] == [1, 1]
     assert all(r["env"]["thread_policy"] == BUSY.record() for r in stored)
     # the first worker found an empty cache, the second the first one's ceilings
     assert seen == [(1, []), (1, ["torch|cpu|bandwidth|threads=1",
@@ -172,7 +171,7 @@ def test_the_choice_is_made_once_per_results_file(tmp_path, monkeypatch):
     first = common.choose_threads_once([cfg], str(db))
     assert first is BUSY
     with ResultStore(str(db)) as store:
-        store.add(ok_result(cfg.model_copy(update={"threads": 1}), policy=BUSY.record()))
+        store.add(ok_result(cfg.with_(threads=1), policy=BUSY.record()))
         kept = stored_thread_choice(store)
     assert kept is not None and kept.threads == 1 and kept.chosen_at
     usable = len(os.sched_getaffinity(0))
@@ -197,7 +196,7 @@ def test_another_count_of_usable_cpus_chooses_again(tmp_path, monkeypatch):
     cfg = make_run_config(model="fcn5_tiny", framework="torch", batch_size=8, device="cpu")
     other = ThreadChoice(3, 64, 10.0, 70.0, True, "auto: the host was busy")
     with ResultStore(str(tmp_path / "r.db")) as store:
-        store.add(ok_result(cfg.model_copy(update={"threads": 3}), policy=other.record()))
+        store.add(ok_result(cfg.with_(threads=3), policy=other.record()))
     monkeypatch.setattr("dlperf.env.choose_threads", lambda cpus=None: QUIET)
     assert common.choose_threads_once([cfg], str(tmp_path / "r.db")) is QUIET
     assert "made for 64 usable CPUs" in err.getvalue()

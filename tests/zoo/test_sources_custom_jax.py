@@ -125,7 +125,7 @@ def test_dlperf_run_jax_file_model_with_breakdown_and_report(tmp_path):
     row, rec = _run(tmp_path, "--batch-size", "8", "--breakdown", "--report",
                     str(tmp_path / "report"))
     assert row["status"] == "ok"
-    assert rec["config"]["model"] == f"file:{EXAMPLE}:mlp?width=32"
+    assert rec["config"]["workload"]["model"] == f"file:{EXAMPLE}:mlp?width=32"
     assert rec["flops"]["framework_flops_per_step"] > 0  # XLA's count: the spec has none
     assert rec["flops"]["analytic_train_flops_per_sample"] is None
     assert rec["breakdown"]["available"], rec["breakdown"]

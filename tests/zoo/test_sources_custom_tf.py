@@ -191,7 +191,7 @@ def _run(tmp_path: Path, model: str, *args: str, extra: tuple[Path, ...] = ()
 def test_dlperf_run_keras_file_model_with_breakdown_and_report(tmp_path):
     rec, losses = _run(tmp_path, "file:examples/keras_mlp.py:mlp?width=32", "--breakdown",
                        "--report", str(tmp_path / "report"))
-    assert rec["config"]["model"] == f"file:{EXAMPLE}:mlp?width=32"
+    assert rec["config"]["workload"]["model"] == f"file:{EXAMPLE}:mlp?width=32"
     assert rec["spec"]["params"] == 32 * 32 + 32 + 32 * 10 + 10
     flops = rec["flops"]
     assert flops["analytic_train_flops_per_sample"] == 3 * (2 * (32 * 32 + 32 * 10) + 32 + 10)
@@ -218,7 +218,7 @@ def test_dlperf_run_keras_entry_point_model_in_xla_mode(tmp_path):
         keras_conv = keras_plugin:conv
         """))
     rec, losses = _run(tmp_path, "keras_conv?filters=8", "--mode", "xla", extra=(site,))
-    assert rec["config"]["model"] == "keras_conv?filters=8"
+    assert rec["config"]["workload"]["model"] == "keras_conv?filters=8"
     assert rec["spec"]["family"] == "sources.custom"
     assert rec["spec"]["params"] == 3 * 3 * 3 * 8 + 8 + 8 * 5 + 5
     assert rec["flags"]["jit_compile"] is True

@@ -141,7 +141,7 @@ def test_a_json_that_is_no_transformers_config(tmp_path):
 def test_run_config_validates_and_canonicalises_the_name():
     cfg = make_run_config(model="hf:gpt2?seq=32&vocab=512&heads=2&hidden=64&layers=2",
                           batch_size=2)
-    assert cfg.model == zoo.get_spec(TINY_GPT2).name
+    assert cfg.workload.model == zoo.get_spec(TINY_GPT2).name
     with pytest.raises(ConfigError, match="close: llama"):
         make_run_config(model="hf:lama", batch_size=2)
 

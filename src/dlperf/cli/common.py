@@ -369,7 +369,7 @@ def _print_outcome(rows: list[dict[str, Any]], points: list[Any]) -> None:
     if bt is not None:
         print_table(bt)
         out.print(BREAKDOWN_LEGEND, highlight=False)
-    if any(p.repeat for p in points):
+    if any(p.measure.repeat for p in points):
         from dlperf.report.compare import repeat_runs, repeats_markdown
 
         reps = repeat_runs(recs)
@@ -408,7 +408,7 @@ def choose_threads_once(points: list[Any], db: str | None = None,
     auto = [p for p in points if auto_threads(p)]
     if not auto:
         return None
-    cpus = thread_policy_cpus(auto)
+    cpus = thread_policy_cpus(p.hardware.cpu_bind for p in auto)
     stored = _stored_choice(db)
     say = err.print if echo else (lambda *a, **k: None)
     if stored is not None and not rechoose:
@@ -531,7 +531,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     # Trace folders are written after each measurement: one that cannot be made would leave
     # the point stored without its trace (and resumed as done), so they are made now; an
     # OSError is a user error (guard: exit 2, nothing run or stored).
-    for d in sorted({p.trace_dir for p in points if p.trace_dir}):
+    for d in sorted({p.measure.trace_dir for p in points if p.measure.trace_dir}):
         Path(d).expanduser().mkdir(parents=True, exist_ok=True)
     with ResultStore(db) as store:
         if sweep_config is not None:

@@ -132,7 +132,7 @@ class Parallel:
 
     def ddp(self) -> dict[str, Any]:
         """The DDP options given (:class:`dlperf.config.DDPOptions` fields not at their
-        default): framework options of PyTorch's (``RunConfig.options``)."""
+        default): framework options of PyTorch's (``RunConfig.runtime.options``)."""
         from dlperf.config.axes import ddp_given
 
         return ddp_given({"bucket_cap_mb": self.bucket_cap_mb,
@@ -298,7 +298,7 @@ def _note_unused_ddp(points: list[Any], par: Parallel) -> None:
     from dlperf.registry import FRAMEWORKS
 
     ddp_set = par.ddp_flags_set()
-    if ddp_set and not any(takes_ddp_options(p.framework) and p.distributed for p in points):
+    if ddp_set and not any(takes_ddp_options(p.runtime.framework) and p.distributed for p in points):
         owners = " or ".join(f"--framework {n}" for n, i in FRAMEWORKS.items() if i.ddp)
         common.err.print(f"note: {', '.join(ddp_set)} set PyTorch DDP, which only runs with "
                          f"{owners} and --nproc > 1 (or --nnodes > 1); no point here uses DDP, "
@@ -348,7 +348,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
             from dlperf.placement import check_here
 
             check_points_here(points)  # the processes they start, before any starts
-            check_here(points)
+            check_here((p.hardware.cpu_bind, p.parallel.nproc) for p in points)
         from dlperf.launch.distributed import run_point
         from dlperf.launch.slurm import node_db_path
 
@@ -422,4 +422,4 @@ def _execute_joined(outside: Any, points: list[Any], store: Storage, db: str) ->
                            retry_failed=store.retry_failed, report_dir=None, runner=runner)
     finally:
         if not single:
-            leave(points[0].framework)
+            leave(points[0].runtime.framework)

@@ -64,7 +64,7 @@ def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, 
     from dlperf.launch.slurm import array_script, shard_db_path
 
     n_points = len({p.point_key() for p in points})
-    multi = [p for p in points if p.nnodes > 1]
+    multi = [p for p in points if p.parallel.nnodes > 1]
     if multi:
         raise ConfigError(f"--slurm-array: {len(multi)} point(s) have nnodes > 1, and an array "
                           "task runs on one node; run those with `dlperf run --emit-slurm`")
@@ -72,7 +72,7 @@ def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, 
     if not 1 <= n <= n_points:
         raise ConfigError(f"--shards {n}: give 1 to {n_points} (the sweep has {n_points} "
                           "points; each array task runs at least one)")
-    gpus = max((p.world_size for p in points if p.device == "cuda"), default=0)
+    gpus = max((p.world_size for p in points if p.hardware.device == "cuda"), default=0)
     common.write_file(path, array_script(file, n, db=db, gpus_per_task=gpus, options=options),
                       "slurm", "--slurm-array", force=force, protect=(db, file))
     first = shard_db_path(db, "0")
@@ -198,18 +198,18 @@ def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
     points need a GPU here (refused once, not once per point)."""
     from dlperf.config import resolve_device
 
-    multi = [p for p in points if p.nnodes > 1]
+    multi = [p for p in points if p.parallel.nnodes > 1]
     if multi and not rdzv_endpoint:
         raise ConfigError(f"{len(multi)} point(s) have nnodes > 1: give --rdzv-endpoint "
                           "HOST:PORT (node 0's address) and --node-rank on every node")
     if rdzv_endpoint is not None:
         check_endpoint(rdzv_endpoint)
-    if shards > 1 and any(p.device == "cpu" for p in points):
+    if shards > 1 and any(p.hardware.device == "cpu" for p in points):
         common.err.print("note: shards that run at the same time on one machine share its CPU "
                          "cores: CPU timings slow down (several-fold for small steps, with no "
                          "warning in the results); run CPU shards one after another, or give "
                          "each its own cores (taskset -c) and threads", markup=False)
-    on_gpu = [p for p in points if p.device == "cuda"]
+    on_gpu = [p for p in points if p.hardware.device == "cuda"]
     if on_gpu:  # as `dlperf run --device cuda`: refused here, not once per point
         try:
             resolve_device("cuda")
@@ -236,7 +236,7 @@ def _dry_checks(points: list[Any], file: Path, rdzv_endpoint: str | None, shards
 
     preflight(points, allow_missing=True)
     for check in (lambda: _check_runnable(points, file, rdzv_endpoint, shards),
-                  lambda: check_points_here(points), lambda: check_here(points)):
+                  lambda: check_points_here(points), lambda: check_here(_binds(points))):
         try:
             check()
         except ConfigError as e:
@@ -258,7 +258,7 @@ def with_cpu_bind(points: list[Any], cpu_bind: str | None) -> list[Any]:
         value = check_cpu_bind(cpu_bind)
     except ValueError as e:
         raise ConfigError(f"--cpu-bind: {e}") from None
-    return [p.model_copy(update={"cpu_bind": value}) for p in points]
+    return [p.with_(cpu_bind=value) for p in points]
 
 
 def sweep(
@@ -318,7 +318,7 @@ def sweep(
         from dlperf.placement import check_here
 
         check_points_here(points)  # the processes they start, before any starts
-        check_here(points)
+        check_here(_binds(points))
         from dlperf.launch.distributed import run_point
         from dlperf.results.history import check_tag, tagging
         from dlperf.resume import resume_plan
@@ -340,14 +340,19 @@ def sweep(
     guard(lambda: common.spec_bounded(body, _spec_limit(file)))
 
 
+def _binds(points: list[Any]) -> list[tuple[str, int]]:
+    """``(cpu_bind, nproc)`` of each point, for :func:`dlperf.placement.check_here`."""
+    return [(p.hardware.cpu_bind, p.parallel.nproc) for p in points]
+
+
 def _spec_limit(file: Path) -> float:
     """The time limit on making a ``file:`` model's spec in a sweep: the file's
-    ``defaults.timeout_s`` where it is a positive number, else RunConfig's default (a file
+    ``defaults.timeout_s`` where it is a positive number, else the run default (a file
     that cannot be read gets the default here and its error from :func:`load_sweep`)."""
-    from dlperf.config import RunConfig
+    from dlperf.config.defaults import RUN
     from dlperf.yamlsafe import load_yaml_file
 
-    default = float(RunConfig.model_fields["timeout_s"].default)
+    default = float(RUN.timeout_s)
     try:
         doc = load_yaml_file(file)
     except Exception:  # noqa: BLE001 - load_sweep reports it

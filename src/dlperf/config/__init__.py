@@ -9,9 +9,10 @@ from YAML (``dlperf sweep FILE.yaml``); :func:`expand_grid` is its expansion, an
 
 The modules, by concern:
 
-- :mod:`~dlperf.config.run`: :class:`RunConfig`, its field choices and constructors;
-- :mod:`~dlperf.config.axes`: its nested sub-models (:class:`IterationPolicy`,
-  :class:`DDPOptions`);
+- :mod:`~dlperf.config.run`: :class:`RunConfig` and its constructors;
+- :mod:`~dlperf.config.axes`: its axes, one sub-model each (:class:`Workload`,
+  :class:`Runtime`, :class:`Hardware`, :class:`Input`, :class:`Parallel`, :class:`Measure`),
+  their choices and the models they hold (:class:`IterationPolicy`, :class:`DDPOptions`);
 - :mod:`~dlperf.config.rules`: the rules over several fields, one function per axis, reading
   the framework registry and each framework's own ``options.py``;
 - :mod:`~dlperf.config.identity`: run key, point key, label and the back-compatibility rules;
@@ -29,7 +30,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dlperf.config.axes import DDPOptions, IterationPolicy, ddp_changes
+    from dlperf.config.axes import (
+        SETTINGS,
+        DDPOptions,
+        Hardware,
+        Input,
+        IterationPolicy,
+        Measure,
+        Parallel,
+        Runtime,
+        Workload,
+        ddp_changes,
+    )
     from dlperf.config.identity import KEY_OMIT_AT_DEFAULT, layout_change
     from dlperf.config.messages import CLI_FLAGS, FieldRuleError, format_validation
     from dlperf.config.run import (
@@ -57,7 +69,9 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _HOME: dict[str, str] = {
-    **dict.fromkeys(("DDPOptions", "IterationPolicy", "ddp_changes"), "dlperf.config.axes"),
+    **dict.fromkeys(("DDPOptions", "IterationPolicy", "ddp_changes", "SETTINGS", "Workload",
+                     "Runtime", "Hardware", "Input", "Parallel", "Measure"),
+                    "dlperf.config.axes"),
     **dict.fromkeys(("KEY_OMIT_AT_DEFAULT", "layout_change"), "dlperf.config.identity"),
     **dict.fromkeys(("CLI_FLAGS", "FieldRuleError", "format_validation"),
                     "dlperf.config.messages"),
@@ -71,8 +85,9 @@ _HOME: dict[str, str] = {
 }
 
 __all__ = ["CLI_FLAGS", "COMPILE_MODES", "ConfigError", "DDPOptions", "DEVICES",
-           "DP_LAYOUT_KINDS", "FRAMEWORKS", "FRAMEWORK_MODES", "FieldRuleError",
-           "IterationPolicy", "KEY_OMIT_AT_DEFAULT", "LAYOUTS", "LOADER_IMPLS", "PRECISIONS",
+           "DP_LAYOUT_KINDS", "FRAMEWORKS", "FRAMEWORK_MODES", "FieldRuleError", "Hardware",
+           "Input", "IterationPolicy", "KEY_OMIT_AT_DEFAULT", "LAYOUTS", "LOADER_IMPLS",
+           "Measure", "PRECISIONS", "Parallel", "Runtime", "SETTINGS", "Workload",
            "RunConfig", "SCALINGS", "SweepConfig", "check_repeats", "crossed_compile_mode",
            "ddp_changes", "expand_grid", "format_validation", "layout_change", "load_sweep",
            "make_policy", "make_run_config", "resolve_device", "with_repeats"]

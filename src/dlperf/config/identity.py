@@ -8,8 +8,9 @@ out of the key while at its default (:data:`KEY_OMIT_AT_DEFAULT` and the rules i
 pin keys of points stored before each field existed (tests/unit/test_config.py,
 tests/integration/test_repeats.py).
 
-These functions read a :class:`~dlperf.config.RunConfig` (or, for :func:`layout_change` and
-:func:`ddp_changes`, a stored result's config dict); capabilities come from the registry.
+These functions read a :class:`~dlperf.config.RunConfig` (its settings by name,
+:meth:`~dlperf.config.RunConfig.flat`, make the key; or, for :func:`layout_change` and
+:func:`ddp_changes`, a stored result's settings); capabilities come from the registry.
 """
 
 from __future__ import annotations
@@ -78,21 +79,21 @@ def run_key(cfg: Any) -> str:
     thread: one measurement). The key is the first 16 hex digits of the SHA-256 of the fields'
     sorted, compact JSON.
     """
-    d = cfg.model_dump(exclude=set(KEY_EXCLUDED))
+    d = {k: v for k, v in cfg.flat().items() if k not in KEY_EXCLUDED}
     for k, default in KEY_OMIT_AT_DEFAULT.items():
         if d.get(k) == default:
             del d[k]
-    if "layout" in d and not has_image_layout(cfg.model):
+    if "layout" in d and not has_image_layout(cfg.workload.model):
         del d["layout"]  # no 4-D activations: the layout changes nothing measured
     if d["loader_workers"] is None:
         del d["loader_workers"], d["loader_prefetch"]
-    if not cfg.loader_workers:  # 0 workers: the calling thread, whatever loader_impl says
+    if not cfg.input.loader_workers:  # 0 workers: the calling thread, whatever loader_impl is
         d.pop("loader_impl", None)
-    if cfg.breakdown:
+    if cfg.measure.breakdown:
         d["breakdown"] = True
-    if cfg.trace_dir:
+    if cfg.measure.trace_dir:
         d["trace"] = True
-    if cfg.timeline:
+    if cfg.measure.timeline:
         d["timeline"] = True
     keyed = key_options(cfg)
     if keyed:
@@ -101,9 +102,10 @@ def run_key(cfg: Any) -> str:
     # keys of single-device results made before data parallelism existed do not change).
     d["batch_size"] = cfg.global_batch
     if cfg.distributed:
-        d.update(nproc=cfg.nproc, nnodes=cfg.nnodes, dp_layout=cfg.dp_layout)
-        if takes_ddp_options(cfg.framework):
-            d["ddp"] = cfg.ddp.key_dict()
+        par = cfg.parallel
+        d.update(nproc=par.nproc, nnodes=par.nnodes, dp_layout=par.dp_layout)
+        if takes_ddp_options(cfg.runtime.framework):
+            d["ddp"] = cfg.runtime.ddp.key_dict()
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -112,26 +114,27 @@ def key_options(cfg: Any) -> dict[str, Any]:
     """The framework options of ``cfg`` that are part of its run key: those its ``Options``
     model lists in ``KEY_FIELDS`` (:func:`dlperf.config.rules.options_model`), as given; ``{}``
     for none (a framework's scripted or environmental options leave the point as it is)."""
-    if not cfg.options:
+    if not cfg.runtime.options:
         return {}
     from dlperf.config.rules import options_model
 
-    info = framework_info(cfg.framework)
+    info = framework_info(cfg.runtime.framework)
     model = options_model(info) if info is not None else None
     keys: frozenset[str] = getattr(model, "KEY_FIELDS", frozenset())
-    return {k: v for k, v in sorted(cfg.options.items()) if k in keys}
+    return {k: v for k, v in sorted(cfg.runtime.options.items()) if k in keys}
 
 
 def point_key(cfg: Any) -> str:
     """The run key of ``cfg``'s repeat 0: the same for every repeat of a point (what
     ``dlperf results --compare repeats`` groups by)."""
-    return run_key(cfg) if cfg.repeat == 0 else run_key(cfg.model_copy(update={"repeat": 0}))
+    return run_key(cfg) if cfg.measure.repeat == 0 else run_key(cfg.with_(repeat=0))
 
 
 def label(cfg: Any) -> str:
     """Short human label of the run config ``cfg`` (:func:`label_of` of its settings), e.g.
     ``resnet50 torch/eager cuda bf16 b=64 synthetic``."""
-    return label_of({**cfg.model_dump(exclude={"iterations"}), "batch_size": cfg.global_batch,
+    flat = {k: v for k, v in cfg.flat().items() if k != "iterations"}
+    return label_of({**flat, "batch_size": cfg.global_batch,
                      "per_device_batch": cfg.per_device_batch, "world_size": cfg.world_size})
 
 

@@ -166,34 +166,31 @@ def check_points_here(points: Sequence[Any]) -> None:
     """Refuse, before any process starts, points that would start more processes per node
     than this machine takes: each point's ``nproc`` (:func:`check_local_processes` for its
     device), and the input-pipeline workers of all its ranks (``loader_workers x nproc``, CPU
-    processes or threads) against the CPU limit. ``points``: run configs (``device``,
-    ``nproc``, ``loader_workers``, ``label()``).
+    processes or threads) against the CPU limit. ``points``: run configs
+    (:class:`~dlperf.config.RunConfig`).
 
     Raises:
         ConfigError: naming the point, the count, the limit and why.
     """
     from dlperf.errors import ConfigError
 
-    def label(p: Any) -> str:
-        return p.label() if hasattr(p, "label") else f"nproc {getattr(p, 'nproc', 1)}"
-
     widest: dict[str, Any] = {}
     for p in points:
-        dev, n = str(getattr(p, "device", "cpu")), int(getattr(p, "nproc", 1) or 1)
-        if n > 1 and n > int(getattr(widest.get(dev), "nproc", 1) or 1):
+        dev, n = p.hardware.device, p.parallel.nproc
+        if n > 1 and n > (widest[dev].parallel.nproc if dev in widest else 1):
             widest[dev] = p
     for dev, p in widest.items():
         try:
-            check_local_processes(int(getattr(p, "nproc", 1)), dev, flag="--nproc")
+            check_local_processes(p.parallel.nproc, dev, flag="--nproc")
         except ConfigError as e:
-            raise ConfigError(f"{label(p)}: {e}") from None
+            raise ConfigError(f"{p.label()}: {e}") from None
     for p in points:
-        workers = (getattr(p, "loader_workers", None) or 0) * int(getattr(p, "nproc", 1) or 1)
+        workers = (p.input.loader_workers or 0) * p.parallel.nproc
         if workers <= 1:
             continue
         try:
             check_local_processes(workers, "cpu",
                                   flag="loader workers (--loader-workers x --nproc)")
         except ConfigError as e:
-            raise ConfigError(f"{label(p)}: {str(e).replace('give --nproc', 'give')} loader "
+            raise ConfigError(f"{p.label()}: {str(e).replace('give --nproc', 'give')} loader "
                               "workers in all") from None

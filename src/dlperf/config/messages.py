@@ -50,12 +50,38 @@ class FieldRuleError(ValueError):
         self.field = field
 
 
+def _fields(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's fields by name: a run config's are its axes' (the names it is given by,
+    :data:`dlperf.config.axes.SETTINGS`), any other model's its own."""
+    from dlperf.config.axes import AXES
+
+    if set(AXES) <= set(model.model_fields):
+        return {k: f for a in AXES for k, f in AXES[a].model_fields.items()}
+    return dict(model.model_fields)
+
+
+def by_setting(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An error location without the axis of a run config it starts with
+    (``("workload", "batch_size")`` -> ``("batch_size",)``), as a setting is named in flags
+    and sweep files; any other location as it is."""
+    from dlperf.config.axes import AXES
+
+    return loc[1:] if len(loc) > 1 and str(loc[0]) in AXES else loc
+
+
+def setting_of(err: ErrorDetails) -> str | None:
+    """The setting a pydantic error of a run config is about (the first element of its
+    location by setting, :func:`by_setting`); None for an error of the whole config."""
+    loc = by_setting(tuple(err["loc"]))
+    return str(loc[0]) if loc else None
+
+
 def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]:
-    """The (sub-)model that holds the last element of ``loc``: ``root`` for ``("colour",)``,
-    IterationPolicy for ``("iterations", "min_iter")``."""
+    """The (sub-)model that holds the last element of ``loc`` (a location by setting):
+    ``root`` for ``("colour",)``, IterationPolicy for ``("iterations", "min_iter")``."""
     model = root
     for part in loc[:-1]:
-        field = model.model_fields.get(str(part))
+        field = _fields(model).get(str(part))
         sub = getattr(field, "annotation", None) if field is not None else None
         if not (isinstance(sub, type) and issubclass(sub, BaseModel)):
             break
@@ -65,13 +91,16 @@ def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel]:
 
 def unknown_field_message(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``unknown field 'gird'; did you mean 'grid'?``: the suggestion is the closest field of
-    the model at that location, else the closest field of one of its sub-models, by its path
-    (``min_iter`` at the top of a run config: ``did you mean 'iterations.min_iters'?``)."""
+    the model at that location (a run config's: its settings), else the closest field of one
+    of its sub-models, by its path (``min_iter`` at the top of a run config: ``did you mean
+    'iterations.min_iters'?``)."""
+    loc = by_setting(loc)
     name = str(loc[-1])
     model = _model_at(root, loc)
-    hint = did_you_mean(name, sorted(model.model_fields))
+    fields = _fields(model)
+    hint = did_you_mean(name, sorted(fields))
     if not hint:
-        nested = {f"{k}.{sub}": sub for k, f in model.model_fields.items()
+        nested = {f"{k}.{sub}": sub for k, f in fields.items()
                   if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
                   for sub in f.annotation.model_fields}
         close = did_you_mean(name, sorted(set(nested.values())))
@@ -82,9 +111,10 @@ def unknown_field_message(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
 
 def _location(err: ErrorDetails, flags: bool) -> str:
     """``"batch_size"``, ``"iterations.min_iters"`` or, with ``flags``, ``"--batch-size
-    (batch_size)"``; for a rule over several fields, the field its :class:`FieldRuleError`
-    blames; ``"config"`` for a whole-config error that blames none."""
-    loc = tuple(err["loc"])
+    (batch_size)"`` (a run config's settings by name, without their axis); for a rule over
+    several fields, the field its :class:`FieldRuleError` blames; ``"config"`` for a
+    whole-config error that blames none."""
+    loc = by_setting(tuple(err["loc"]))
     rule = (err.get("ctx") or {}).get("error")
     if isinstance(rule, FieldRuleError):
         loc = (*loc, rule.field)

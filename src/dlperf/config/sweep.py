@@ -25,8 +25,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from dlperf.config.axes import SETTINGS
 from dlperf.config.limits import MAX_REPEATS, MAX_RUNS, over
-from dlperf.config.messages import format_validation
+from dlperf.config.messages import format_validation, setting_of
 from dlperf.config.run import RunConfig, resolve_device
 from dlperf.errors import ConfigError, unknown_choice
 from dlperf.yamlsafe import load_yaml_file
@@ -74,7 +75,7 @@ def with_repeats(points: Sequence[RunConfig], repeats: int | Sequence[int]) -> l
         raise ValueError(f"{len(counts)} repeat counts for {len(points)} points")
     for n in counts:
         check_repeats(n)
-    return [p if p.repeat == r else p.model_copy(update={"repeat": r})
+    return [p if p.measure.repeat == r else p.with_(repeat=r)
             for r in range(max(counts, default=0))
             for p, n in zip(points, counts) if r < n]
 
@@ -89,11 +90,10 @@ def crossed_compile_mode(mode: Any, compile_mode: Any, modes_listed: Any) -> boo
     return (compile_mode not in (None, "default") and mode != "graph" and "graph" in listed)
 
 
-#: Keys of a grid entry or of ``defaults``: RunConfig's fields (``repeat`` is set by dlperf),
-#: ``suite`` and ``repeats``.
-#: The keys of a sweep file's defaults and grid entries: a run config's fields (``ddp``, PyTorch
-#: DDP's options as a mapping, is read into its ``options``), ``suite`` and ``repeats``.
-GRID_KEYS = frozenset((set(RunConfig.model_fields) - {"repeat"}) | {"suite", "repeats", "ddp"})
+#: The keys of a sweep file's defaults and grid entries: a run config's settings by name
+#: (:data:`~dlperf.config.axes.SETTINGS`; ``repeat`` is set by dlperf; ``ddp``, PyTorch DDP's
+#: options as a mapping, is read into ``options``), ``suite`` and ``repeats``.
+GRID_KEYS = frozenset((set(SETTINGS) - {"repeat"}) | {"suite", "repeats", "ddp"})
 
 
 def _at(where: str, field: str) -> str:
@@ -132,7 +132,7 @@ def _error_prefix(e: ValidationError, where: str, entry: Mapping[str, Any],
     """Where a point's validation error is: ``defaults.`` when every field it names came from
     ``defaults`` (the entry does not set it), else ``grid[i].`` (``where``; nothing for
     ``dlperf run``'s one entry)."""
-    fields = {str(err["loc"][0]) for err in e.errors() if err["loc"]}
+    fields = {setting_of(err) for err in e.errors()} - {None}
     if where and fields and all(f in defaults and f not in entry for f in fields):
         return "defaults."
     return f"{where}." if where else ""

@@ -104,27 +104,27 @@ def launch_command(cfg: RunConfig, config_path: Path, out_dir: Path, *, node_ran
     (``FrameworkInfo.launcher``), with its ``spawn_args`` hook's options after ``--``.
 
     ``endpoint`` (``HOST:PORT``) is the c10d rendezvous / coordinator address; needed when
-    ``cfg.nnodes > 1``, chosen on 127.0.0.1 otherwise.
+    ``cfg.parallel.nnodes > 1``, chosen on 127.0.0.1 otherwise.
     """
     py = sys.executable
     P = cfg.processes_per_node
-    info = launch_info(cfg.framework)
+    info = launch_info(cfg.runtime.framework)
     if info.launcher == "torchrun":
         cmd = [py, "-m", "torch.distributed.run", "--nproc-per-node", str(P),
                "--max-restarts", "0", "--monitor-interval", "0.2"]
-        if cfg.nnodes == 1 and endpoint is None:
+        if cfg.parallel.nnodes == 1 and endpoint is None:
             cmd.append("--standalone")
         else:
-            cmd += ["--nnodes", str(cfg.nnodes), "--node-rank", str(node_rank),
+            cmd += ["--nnodes", str(cfg.parallel.nnodes), "--node-rank", str(node_rank),
                     "--rdzv-backend", "c10d", "--rdzv-endpoint",
                     endpoint or f"127.0.0.1:{free_port()}", "--rdzv-id", f"dlperf-{cfg.run_key()}"]
         return cmd + ["-m", "dlperf.launch.rank", str(config_path), str(out_dir)]
     if info.launcher != "spawn":
-        raise ValueError(f"framework {cfg.framework!r}: unknown launcher {info.launcher!r} in "
+        raise ValueError(f"framework {cfg.runtime.framework!r}: unknown launcher {info.launcher!r} in "
                          f"its registry entry; use one of {', '.join(LAUNCHERS)}")
-    cmd = [py, "-m", "dlperf.launch.spawn", "--nproc", str(P), "--nnodes", str(cfg.nnodes),
+    cmd = [py, "-m", "dlperf.launch.spawn", "--nproc", str(P), "--nnodes", str(cfg.parallel.nnodes),
            "--node-rank", str(node_rank), "--coordinator", endpoint or f"127.0.0.1:{free_port()}",
-           "--framework", cfg.framework, str(config_path), str(out_dir)]
+           "--framework", cfg.runtime.framework, str(config_path), str(out_dir)]
     spawn_args = load_hook(info.spawn_args)
     return cmd + (["--", *spawn_args(cfg)] if spawn_args is not None else [])
 
@@ -133,7 +133,7 @@ def run_point(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None = None
               env: dict[str, str] | None = None) -> RunRecord:
     """Run ``cfg`` the way it needs (one worker process, or a distributed launch) and return
     its record."""
-    if cfg.processes_per_node * cfg.nnodes == 1:
+    if cfg.processes_per_node * cfg.parallel.nnodes == 1:
         why = breakdown_apart(cfg)
         if why:
             return run_breakdown_apart(cfg, why, env=env)
@@ -152,12 +152,12 @@ def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None 
         endpoint: ``HOST:PORT`` of the rendezvous (c10d) or coordinator; required for
             ``nnodes > 1``.
         env: extra environment for the processes.
-        timeout_s: wall-clock limit of the whole run (default ``cfg.timeout_s``).
+        timeout_s: wall-clock limit of the whole run (default ``cfg.measure.timeout_s``).
 
     Returns:
         The merged record (every rank's samples), or a failure record (see module docstring).
     """
-    timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
+    timeout_s = cfg.measure.timeout_s if timeout_s is None else timeout_s
     with owned_tempdir("dlperf-dist-") as tmp:
         out = Path(tmp)
         cpath = out / "config.json"
@@ -165,9 +165,9 @@ def run_distributed(cfg: RunConfig, *, node_rank: int = 0, endpoint: str | None 
         cmd = launch_command(cfg, cpath, out, node_rank=node_rank, endpoint=endpoint)
         penv = {**os.environ, "PYTHONUNBUFFERED": "1", "DLPERF_NODE_RANK": str(node_rank),
                 "DLPERF_LAUNCHER_PID": str(os.getpid())}
-        if cfg.nnodes == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
+        if cfg.parallel.nnodes == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
             penv["GLOO_SOCKET_IFNAME"] = "lo"  # one node: gloo over loopback
-        if cfg.threads is None and "OMP_NUM_THREADS" not in os.environ:
+        if cfg.hardware.threads is None and "OMP_NUM_THREADS" not in os.environ:
             # torchrun's default for several processes per node, made explicit for all launchers
             penv["OMP_NUM_THREADS"] = "1"
         penv.update(env or {})

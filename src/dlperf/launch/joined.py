@@ -34,14 +34,14 @@ def check_points(points: list[RunConfig], launch: OutsideLaunch) -> None:
         ConfigError: a point with another number of processes, naming the flags to change.
     """
     for p in points:
-        n = p.processes_per_node * p.nnodes
+        n = p.processes_per_node * p.parallel.nnodes
         if n != launch.world_size:
-            layout = (f", --dp-layout {p.dp_layout}: {p.processes_per_node} process(es) per "
-                      "node" if p.dp_layout else "")
+            layout = (f", --dp-layout {p.parallel.dp_layout}: {p.processes_per_node} process(es) per "
+                      "node" if p.parallel.dp_layout else "")
             raise ConfigError(
                 f"{launch.launcher} started {launch.world_size} processes "
                 f"({launch.local_world_size} per node on {launch.nnodes} node(s)), but "
-                f"{p.label()} needs {n} (--nproc {p.nproc}, --nnodes {p.nnodes}{layout}); give "
+                f"{p.label()} needs {n} (--nproc {p.parallel.nproc}, --nnodes {p.parallel.nnodes}{layout}); give "
                 f"--nproc {launch.local_world_size} --nnodes {launch.nnodes} (and --dp-layout "
                 "per_device where the framework drives several devices from one process), or "
                 f"set DLPERF_LAUNCHER=dlperf to let dlperf start the processes itself")
@@ -51,7 +51,7 @@ def _join_env(cfg: RunConfig, launch: OutsideLaunch) -> None:
     """Set the launch's env:// variables and the framework's extra environment in this
     process (before the framework starts)."""
     os.environ.update(launch.env())
-    hook = load_hook(launch_info(cfg.framework).outside_env)
+    hook = load_hook(launch_info(cfg.runtime.framework).outside_env)
     if hook is not None:
         os.environ.update(hook(launch.record()))
 

@@ -40,7 +40,7 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
 
     Args:
         cfg: the configuration.
-        timeout_s: wall-clock limit for the whole process (default ``cfg.timeout_s``); on
+        timeout_s: wall-clock limit for the whole process (default ``cfg.measure.timeout_s``); on
             expiry the process group is killed and a ``timeout`` result returned.
         env: extra environment variables for the worker.
 
@@ -48,11 +48,11 @@ def run_in_subprocess(cfg: RunConfig, timeout_s: float | None = None,
         The worker's record, or a ``crash`` / ``timeout`` record with the exit code and the
         tail of the worker's stderr (``worker.returncode``, ``worker.stderr_tail``).
     """
-    timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
+    timeout_s = cfg.measure.timeout_s if timeout_s is None else timeout_s
     with owned_tempdir("dlperf-") as tmp:  # reclaimed if this process is killed (SIGKILL)
         cpath, rpath = Path(tmp) / "config.json", Path(tmp) / "result.json"
         cpath.write_text(cfg.model_dump_json())
-        python, wenv = worker_interpreter(cfg.framework, Path(tmp))
+        python, wenv = worker_interpreter(cfg.runtime.framework, Path(tmp))
         hb = Path(tmp) / "heartbeat.json"
         penv = {**os.environ, "PYTHONUNBUFFERED": "1", **wenv, heartbeat.ENV: str(hb),
                 **(env or {})}
@@ -187,7 +187,7 @@ def breakdown_apart(cfg: RunConfig) -> str | None:
     """
     if not cfg.traced:
         return None
-    hook = load_hook(launch_info(cfg.framework).breakdown_apart)
+    hook = load_hook(launch_info(cfg.runtime.framework).breakdown_apart)
     return hook(cfg) if hook is not None else None
 
 
@@ -197,8 +197,7 @@ def run_breakdown_apart(cfg: RunConfig, why: str, timeout_s: float | None = None
     framework's own settings (the headline, as without ``--breakdown``), then the breakdown
     run, whose sections are merged in (:func:`merge_breakdown`). Each process gets the full
     timeout. A failed headline is the result (no breakdown is run)."""
-    head = run_in_subprocess(cfg.model_copy(update={"breakdown": False, "trace_dir": None,
-                                                     "timeline": False}),
+    head = run_in_subprocess(cfg.with_(breakdown=False, trace_dir=None, timeline=False),
                              timeout_s, env)
     head = _as_point(head, cfg)
     if head.identity.status != "ok":

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomic(out / f"rank{rank}.json", rec.to_dict())
     ok = rec.identity.status == "ok"
     if ok:
-        _rank_exit(cfg.framework)
+        _rank_exit(cfg.runtime.framework)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0 if ok else 1)

@@ -24,7 +24,7 @@ def run_probes(session: Any, cfg: Any, env: Mapping[str, Any] | None = None) -> 
     """After the measurement: the framework's FLOP/byte count of one iteration and the measured
     ceilings (MFU); each failure is recorded in ``errors``, never fails the result.
 
-    The ceilings are those of ``cfg.precision`` and the point's thread count, measured once per
+    The ceilings are those of ``cfg.hardware.precision`` and the point's thread count, measured once per
     machine, framework, device, precision and thread count and cached for the sweep's points
     (:func:`dlperf.perfmodel.ceilings.point_ceilings`: the sweep's cache file is named by
     ``$DLPERF_CEILINGS_CACHE``); ``env`` (:func:`dlperf.env.collect_env`'s dict) identifies the
@@ -38,20 +38,20 @@ def run_probes(session: Any, cfg: Any, env: Mapping[str, Any] | None = None) -> 
             out["framework_flops"] = session.count_flops()
         except Exception as e:  # noqa: BLE001
             out["errors"]["framework_flops"] = f"{type(e).__name__}: {str(e)[:300]}"
-    if cfg.measure_ceilings and session.ceiling_backend is not None:
+    if cfg.measure.measure_ceilings and session.ceiling_backend is not None:
         from dlperf.perfmodel.ceilings import CACHE_ENV, machine_fingerprint, point_ceilings
 
         versions = session.versions or {}
         try:
             out["ceilings"] = point_ceilings(
-                session.ceiling_backend(), cfg.precision,
-                threads=cfg.threads or (session.flags or {}).get("threads"),
-                fingerprint=machine_fingerprint(env or {}, versions, cfg.framework),
+                session.ceiling_backend(), cfg.hardware.precision,
+                threads=cfg.hardware.threads or (session.flags or {}).get("threads"),
+                fingerprint=machine_fingerprint(env or {}, versions, cfg.runtime.framework),
                 point={"run_key": cfg.run_key(), "label": cfg.label()},
                 cache_path=os.environ.get(CACHE_ENV) or None)
         except Exception as e:  # noqa: BLE001
             out["errors"]["ceilings"] = f"{type(e).__name__}: {str(e)[:300]}"
-    elif not cfg.measure_ceilings:
+    elif not cfg.measure.measure_ceilings:
         out["errors"]["ceilings"] = "not measured (measure_ceilings is off)"
     return out
 
@@ -160,7 +160,7 @@ def dispatch_into(samples: dict[str, list[float]], cfg: Any, session: Any,
     (the host runs the step: its dispatch is the step) and the part says so. Every process of
     a data-parallel run probes the same number of iterations (the steps hold collectives). A
     failure is kept as the part's ``error``; the measurement stands."""
-    if cfg.device == "cpu":
+    if cfg.hardware.device == "cpu":
         return {"dispatch_s": None, "method": METHOD,
                 "reason": "CPU device: the host runs the step, so its dispatch is the step"}
     n = probe_count(step_median_s)

@@ -147,9 +147,9 @@ def dist_part(cfg: Any, dist: Any, merged: dict[str, Any],
     framework's ``dist.info`` goes into :data:`DIST_INFO_FIELDS` and ``engine``."""
     info = dict(dist.info or {})
     own = {k: info.pop(k) for k in DIST_INFO_FIELDS if k in info}
-    return {"replicas": dist.replicas, "processes": dist.world_size, "nproc": cfg.nproc,
-            "nnodes": cfg.nnodes, "dp_layout": cfg.dp_layout, "backend": dist.backend,
-            "scaling": cfg.scaling, "global_batch": cfg.global_batch,
+    return {"replicas": dist.replicas, "processes": dist.world_size, "nproc": cfg.parallel.nproc,
+            "nnodes": cfg.parallel.nnodes, "dp_layout": cfg.parallel.dp_layout, "backend": dist.backend,
+            "scaling": cfg.parallel.scaling, "global_batch": cfg.global_batch,
             "per_device_batch": cfg.per_device_batch,
             # one process driving several devices: its step already ends with the slowest
             # device, and per-device times are not observable without a trace

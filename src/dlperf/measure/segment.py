@@ -38,8 +38,8 @@ class Segment:
 
 
 def run_segment(session: Any, cfg: Any, delay: RunDelay) -> Segment:
-    """Warm up and measure ``session``'s fused step under ``cfg.iterations``
-    (:func:`dlperf.measure.loop.measure`), with power sampling (``cfg.power_interval_s``) and
+    """Warm up and measure ``session``'s fused step under ``cfg.measure.iterations``
+    (:func:`dlperf.measure.loop.measure`), with power sampling (``cfg.measure.power_interval_s``) and
     the schedstat reading ``delay`` right around the measured segment; data-parallel processes
     agree on their iteration counts (``session.dist.agree_max``).
 
@@ -48,7 +48,7 @@ def run_segment(session: Any, cfg: Any, delay: RunDelay) -> Segment:
         Exception: whatever the framework's step raises (an out-of-memory error, ...).
     """
     dist = session.dist
-    power = PowerControl(session.nvml_target, cfg.power_interval_s)
+    power = PowerControl(session.nvml_target, cfg.measure.power_interval_s)
     steps = [0]
 
     def check(handles: list[Any]) -> None:
@@ -64,14 +64,14 @@ def run_segment(session: Any, cfg: Any, delay: RunDelay) -> Segment:
             session.on_phase(phase)
         if phase == "measure":
             # the segment, its re-measures and CI extensions stay within max_time_s of this
-            beat("measuring", steps[0], budget_s=cfg.iterations.max_time_s
-                 + cfg.iterations.max_warmup_time_s)
+            beat("measuring", steps[0], budget_s=cfg.measure.iterations.max_time_s
+                 + cfg.measure.iterations.max_warmup_time_s)
             delay.start()
             power.start()  # last thing before the measured segment
 
     try:
         # the session's clock where it has one (the fake framework's fake clock), else the host's
-        loop = measure(session.step, session.timer, cfg.iterations, check_losses=check,
+        loop = measure(session.step, session.timer, cfg.measure.iterations, check_losses=check,
                        on_phase=on_phase, clock=getattr(session, "clock", time.perf_counter),
                        agree=dist.agree_max if dist is not None and dist.world_size > 1 else None,
                        compiles=getattr(session, "compile_count", None))
@@ -192,9 +192,9 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
         "samples": {**samples, **({"data_wait": waits} if waits is not None else {})},
         "losses": losses,
         "convergence": convergence.summarize_convergence(
-            samples, losses, cfg.target_loss, compiled_at=compiled_at,
+            samples, losses, cfg.workload.target_loss, compiled_at=compiled_at,
             compile_before_loop_s=comp.get("compile_before_loop_s")),
-        "data_wait": (data_wait_summary(waits, own_measured_s, cfg.input_bound_share)
+        "data_wait": (data_wait_summary(waits, own_measured_s, cfg.input.input_bound_share)
                       if waits is not None else None),
         # NVML samples this process's GPU: energy per sample over its share of the batch.
         "power": energy_summary(power_record, total, n, cfg.per_device_batch, power_reason),

@@ -39,14 +39,13 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import comm, memory, special
+from dlperf.perfmodel import comm, lsq, memory, special
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
-from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared
@@ -518,28 +517,28 @@ def shared_fits(recs: Records) -> Shared:
     stored with the files' residual table (:func:`fitcache.read_table_fits`: committed with
     the H200 results) and from the user's store (:func:`fitcache.read_fits`). Each group fit
     leaves out the model it serves, and a prediction withholds only its own model's points, so
-    they are valid for every prediction. The series-fit solutions stored in the same two places
-    (:func:`fitcache.read_table_series`, :func:`fitcache.read_series`) are taken too
-    (:func:`onedevice.remember`): a problem met there is not solved again."""
+    they are valid for every prediction. The fit solutions stored in the same two places
+    (:func:`fitcache.read_table_solutions`, :func:`fitcache.read_solutions`) are taken too
+    (:func:`lsq.remember`): a problem met there is not solved again."""
     if id(recs) not in _SHARED:
         _SHARED[id(recs)] = shared = Shared(recs)
         shared.load({**fc.read_fits(fc.fits_file(recs)), **fc.read_table_fits(recs.sources)})
-        od.remember(fc.read_table_series(recs.sources))
-        od.remember(fc.read_series(fc.series_file(recs)))
+        lsq.remember(fc.read_table_solutions(recs.sources))
+        lsq.remember(fc.read_solutions(fc.solutions_file(recs)))
     return _SHARED[id(recs)]
 
 
 def _store_fits(recs: Records) -> None:
-    """Write the shared group fits, and the series fits solved in this process, to the user's
+    """Write the shared group fits, and the fit solutions made in this process, to the user's
     stores when there are new ones."""
     shared = _SHARED.get(id(recs))
     if shared is not None and shared.unstored():
         fc.write_fits(fc.fits_file(recs), shared.groups)
         shared.saved()
-    solved = od.take_solved()
+    solved = lsq.take_solved()
     if solved:
-        f = fc.series_file(recs)
-        fc.write_series(f, {**fc.read_series(f), **solved})
+        f = fc.solutions_file(recs)
+        fc.write_solutions(f, {**fc.read_solutions(f), **solved})
 
 
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dlperf.perfmodel import comm
+from dlperf.perfmodel import comm, lsq
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.equations import BACKWARD_SHARE as BACKWARD_SHARE
@@ -238,8 +238,6 @@ def fit_ddp_overhead(pairs: Sequence[Pair]) -> DDPOverhead:
     Raises:
         ValueError: no pairs.
     """
-    from scipy.optimize import least_squares
-
     if not pairs:
         raise ValueError("no stored N-device point with its one-device series: measure "
                          "`dlperf run --nproc 2` and the same point on one device")
@@ -248,9 +246,17 @@ def fit_ddp_overhead(pairs: Sequence[Pair]) -> DDPOverhead:
         ddp = DDPOverhead(float(x[0]), float(x[1]), (), 0.0)
         return np.array([np.log(predict_pair(pr, ddp) / pr.dp.step_time_s) for pr in pairs])
 
-    r = least_squares(resid, [0.2, 0.02], bounds=([0.0, 0.0], [5.0, 5.0]))
-    res = resid(r.x)
-    return DDPOverhead(float(r.x[0]), float(r.x[1]),
+    def solve() -> np.ndarray:
+        from scipy.optimize import least_squares
+
+        return least_squares(resid, [0.2, 0.02], bounds=([0.0, 0.0], [5.0, 5.0])).x
+
+    # the pairs' numbers are the whole problem (predict_pair): solved once (lsq.solved)
+    key = "ddp " + lsq.digest(np.array([[pr.host_s, pr.device_s, pr.exposed_s,
+                                         pr.one_device_s, pr.dp.step_time_s] for pr in pairs]))
+    x = np.array(lsq.solved(key, solve), float)
+    res = resid(x)
+    return DDPOverhead(float(x[0]), float(x[1]),
                        tuple(f"{pr.dp.source}:{pr.dp.result_id}" for pr in pairs),
                        float(np.sqrt(np.mean(res ** 2))))
 

@@ -45,6 +45,7 @@ from dlperf.jsoncache import read_json, write_json
 from dlperf.outputs import atomic_write
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
+from dlperf.perfmodel.lsq import Solution
 from dlperf.perfmodel.records import Records, cache_root, content_digest
 
 #: ``(group, without_model, device_name, kernels)``: the key of ``Calibration._eff``.
@@ -60,11 +61,12 @@ TABLE_FORMAT = 1
 #: A stored fit's series hosts are lists of these :class:`~dlperf.perfmodel.roofline.SeriesHost`
 #: fields, in this order (:func:`_fits_json`).
 HOST_FIELDS = ("model", "data", "layout", "host_s", "host_bound", "n_batch_sizes", "measured")
-#: A series fit's least-squares solution ``log(H, d0, d1)`` (:mod:`dlperf.perfmodel.onedevice`).
-Solution = tuple[float, float, float]
-#: Largest magnitude of a stored solution's component (logs of seconds: the fit clips them to
-#: [-60, 10]); a larger one is a damaged entry and is solved again.
+#: Largest magnitude of a stored solution's component (the series fit's logs of seconds,
+#: clipped to [-60, 10] where used; DDP's overheads in [0, 5]); a larger one is a damaged entry
+#: and is solved again.
 MAX_ABS_SOLUTION = 1e3
+#: The most parameters a stored solution has (the series fit 3, DDP's overhead 2).
+MAX_SOLUTION_SIZE = 8
 #: Largest ``|log(measured / predicted)|`` a stored residual may have (a factor of e^10, 22,000):
 #: a larger one is no back-test error but a damaged or planted entry (e.g. 1e308), refused.
 MAX_ABS_LOG_RESIDUAL = 10.0
@@ -353,12 +355,12 @@ def _residual(x: Any, folder: Path, real: dict[str, str]) -> KeyedResidual:
 
 
 def _table_text(raw: dict[str, Any]) -> str:
-    """The table as JSON with one residual (and one series solution) per line (a diff of a
+    """The table as JSON with one residual (and one fit solution) per line (a diff of a
     committed table reads)."""
     def rows(field: str, v: Any) -> str:
         if not isinstance(v, dict):
             return json.dumps(v)
-        if field == "series":
+        if field == "solutions":
             return "{" + ",".join(f"\n  {json.dumps(k)}: {json.dumps(x)}"
                                   for k, x in sorted(v.items())) + "}"
         inner = ",\n".join(f"  {json.dumps(cat)}: [\n" + ",\n".join(
@@ -373,13 +375,13 @@ def _table_text(raw: dict[str, Any]) -> str:
 
 def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]],
                 fits: dict[EffKey, rl.Efficiency | None] | None = None,
-                series: Mapping[str, Solution] | None = None) -> Path:
+                solutions: Mapping[str, Solution] | None = None) -> Path:
     """Store ``residuals`` (category -> keyed residuals, points as resolved ``path:id``), the
-    roofline group ``fits`` the back-test made (:func:`read_table_fits`) and the series-fit
-    solutions it and a prediction of each stored configuration use (``series``:
-    :data:`dlperf.perfmodel.onedevice.SOLVED`; :func:`read_table_series`) as the entry of
-    these results files in their table (:func:`table_file`), keeping the other entries;
-    returns the file.
+    roofline group ``fits`` the back-test made (:func:`read_table_fits`) and the fit
+    ``solutions`` it and a prediction of each stored configuration use
+    (:data:`dlperf.perfmodel.lsq.SOLVED`; :func:`read_table_solutions`) as the entry of these
+    results files in their table (:func:`table_file`), keeping the other entries; returns the
+    file.
 
     Raises:
         OSError: the table's folder cannot be written.
@@ -404,7 +406,7 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
         "fits": _fits_json({k: _renamed(v, {s: os.path.relpath(os.path.realpath(s), folder)
                                                for s in sources})
                             for k, v in (fits or {}).items()}),
-        "series": {k: list(v) for k, v in sorted((series or {}).items())}}
+        "solutions": {k: list(v) for k, v in sorted((solutions or {}).items())}}
     if not write_atomic(f, _table_text(raw)):
         raise OSError(f"cannot write the residual table {f}")
     return f
@@ -415,42 +417,42 @@ def fits_file(recs: Records) -> Path:
     return cache_root() / f"perfmodel-fits-{content_key(recs)}.json"
 
 
-def series_file(recs: Records) -> Path:
-    """The series-fit store of ``recs`` (:func:`content_key`) under ``$DLPERF_CACHE_DIR``:
-    the solutions of the series fits this user's predictions made
-    (:data:`dlperf.perfmodel.onedevice.SOLVED`)."""
-    return cache_root() / f"perfmodel-series-{content_key(recs)}.json"
+def solutions_file(recs: Records) -> Path:
+    """The fit-solution store of ``recs`` (:func:`content_key`) under ``$DLPERF_CACHE_DIR``:
+    the solutions of the fits this user's predictions made (:data:`dlperf.perfmodel.lsq.
+    SOLVED`)."""
+    return cache_root() / f"perfmodel-solutions-{content_key(recs)}.json"
 
 
 def _solutions_of(raw: Any) -> dict[str, Solution]:
-    """Series-fit solutions from their stored form ``{problem key: [x0, x1, x2]}``; an entry
-    that is not a key with three finite numbers within +-:data:`MAX_ABS_SOLUTION` is
-    dropped (it is solved again)."""
+    """Fit solutions from their stored form ``{problem key: [x0, x1, ...]}``; an entry that is
+    not a key with 1 to :data:`MAX_SOLUTION_SIZE` finite numbers within
+    +-:data:`MAX_ABS_SOLUTION` is dropped (it is solved again)."""
     out: dict[str, Solution] = {}
     for k, v in raw.items() if isinstance(raw, dict) else ():
-        if isinstance(k, str) and isinstance(v, list) and len(v) == 3 and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                and abs(x) <= MAX_ABS_SOLUTION for x in v):
-            out[k] = (float(v[0]), float(v[1]), float(v[2]))
+        if isinstance(k, str) and isinstance(v, list) and 0 < len(v) <= MAX_SOLUTION_SIZE \
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                        and math.isfinite(x) and abs(x) <= MAX_ABS_SOLUTION for x in v):
+            out[k] = tuple(float(x) for x in v)
     return out
 
 
-def read_series(f: Path) -> dict[str, Solution]:
-    """The series-fit solutions stored in ``f`` (:func:`_solutions_of`); trusted only if this
-    user's and intact (:mod:`dlperf.jsoncache`)."""
+def read_solutions(f: Path) -> dict[str, Solution]:
+    """The fit solutions stored in ``f`` (:func:`_solutions_of`); trusted only if this user's
+    and intact (:mod:`dlperf.jsoncache`)."""
     return _solutions_of(read_json(f))
 
 
-def write_series(f: Path, solutions: Mapping[str, Solution]) -> None:
+def write_solutions(f: Path, solutions: Mapping[str, Solution]) -> None:
     """Store ``solutions`` in ``f`` (:func:`dlperf.jsoncache.write_json`)."""
     write_json(f, {k: list(solutions[k]) for k in sorted(solutions)})
 
 
-def read_table_series(sources: Sequence[str]) -> dict[str, Solution]:
-    """The series-fit solutions stored with the residual table of these results files under
-    the table's current key (:func:`write_table`); ``{}`` without such an entry."""
+def read_table_solutions(sources: Sequence[str]) -> dict[str, Solution]:
+    """The fit solutions stored with the residual table of these results files under the
+    table's current key (:func:`write_table`); ``{}`` without such an entry."""
     entry = _current_entry(sources)
-    return _solutions_of(entry.get("series")) if entry is not None else {}
+    return _solutions_of(entry.get("solutions")) if entry is not None else {}
 
 
 def _current_entry(sources: Sequence[str]) -> dict[str, Any] | None:

@@ -12,13 +12,20 @@ checks and workspace query each iteration): the back-test fits a series ~6,000 t
 that machinery was a third of ``dlperf predict --validate``'s time. It needs
 ``scipy.linalg`` (the same LAPACK ``gesdd`` as ``scipy.linalg.svd``), not ``scipy.optimize``.
 
+:func:`solved` keeps every solution of a fit the model makes by a digest of its problem
+(:func:`digest`: every number the fit reads), so the same problem is solved once; a store of
+them (``dlperf predict --validate``'s residual table, the user's cache:
+:mod:`dlperf.perfmodel.fitcache`) lets a prediction skip the solver, and scipy, altogether.
+
 scipy is BSD-licensed (Copyright (c) 2001-2002 Enthought, Inc. 2003, SciPy Developers).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -195,3 +202,60 @@ def trf(fun: Callable[[np.ndarray], np.ndarray], jac: Callable[[np.ndarray], np.
             scale_inv = np.maximum(np.sum(jm ** 2, axis=0) ** 0.5, scale_inv)
             scale = 1 / scale_inv
     return x, float(cost)
+
+
+#: A fit's least-squares solution (its parameters, as the solver returned them).
+Solution = tuple[float, ...]
+#: The solutions of the fits this process made or read from a store (:func:`remember`), by
+#: problem (:func:`digest`). The same problem has the same solution under the same model
+#: source, so a store of them is keyed like the group fits (:mod:`dlperf.perfmodel.fitcache`).
+SOLVED: dict[str, Solution] = {}
+#: The keys of :data:`SOLVED` solved in this process since :func:`take_solved`.
+_SOLVED_HERE: set[str] = set()
+#: The key sets of the open :func:`tracked` blocks.
+_TRACKS: list[set[str]] = []
+
+
+def digest(*arrays: np.ndarray) -> str:
+    """A hex digest of arrays' types, shapes and values (a fit problem's key)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:32]
+
+
+def solved(key: str, solve: Callable[[], np.ndarray | Sequence[float]]) -> Solution:
+    """The solution of the problem ``key`` from :data:`SOLVED`, else ``solve()`` (kept)."""
+    for keys in _TRACKS:
+        keys.add(key)
+    if key not in SOLVED:
+        SOLVED[key] = tuple(float(v) for v in solve())
+        _SOLVED_HERE.add(key)
+    return SOLVED[key]
+
+
+def remember(solutions: Mapping[str, Solution]) -> None:
+    """Take solutions read from a store (checked by the reader: finite numbers) into
+    :data:`SOLVED`; one already there is kept."""
+    for k, v in solutions.items():
+        SOLVED.setdefault(k, v)
+
+
+def take_solved() -> dict[str, Solution]:
+    """The solutions solved in this process since the last call (to store them)."""
+    out = {k: SOLVED[k] for k in sorted(_SOLVED_HERE) if k in SOLVED}
+    _SOLVED_HERE.clear()
+    return out
+
+
+@contextlib.contextmanager
+def tracked() -> Iterator[set[str]]:
+    """Collect the keys of every solution made or looked up inside the block (what a
+    back-test's store must hold: :func:`dlperf.perfmodel.validation.store_table`)."""
+    keys: set[str] = set()
+    _TRACKS.append(keys)
+    try:
+        yield keys
+    finally:
+        _TRACKS.remove(keys)

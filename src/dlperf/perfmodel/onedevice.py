@@ -22,11 +22,9 @@ weighted by the point's own uncertainty (its median's CI) plus a model floor ``S
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -295,17 +293,9 @@ class _SeriesProblem:
     def key(self, x0: np.ndarray) -> str:
         """A digest of every number the fit from ``x0`` reads (its rows' data, priors,
         anchors and bounds, and the start): equal problems, equal solutions."""
-        return _digest(self.b, self.lt, self.w, self.lin_i, self.lin_c, self.lin_s, self.ab,
-                       self.ad, self.asg, self.ub_c, self.ub_s, self.ub_sign, x0)
-
-
-def _digest(*arrays: np.ndarray) -> str:
-    """A hex digest of arrays' types, shapes and values (a fit problem's key)."""
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(f"{a.dtype}{a.shape}".encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:32]
+        return "series " + lsq.digest(self.b, self.lt, self.w, self.lin_i, self.lin_c,
+                                      self.lin_s, self.ab, self.ad, self.asg, self.ub_c,
+                                      self.ub_s, self.ub_sign, x0)
 
 
 def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
@@ -356,32 +346,20 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
 
 #: Evaluations of the residuals one start of a series fit may use.
 SERIES_MAX_NFEV = 300
-#: The least-squares solutions ``x = log(H, d0, d1)`` of the series fits this process made or
-#: read from a store (:func:`remember`), by problem (:meth:`_SeriesProblem.key`: every number
-#: the fit reads). The same problem has the same solution under the same model source, so a
-#: store of them is keyed like the group fits (:mod:`dlperf.perfmodel.fitcache`), and a
-#: prediction that finds its fits there needs no solver (nor scipy).
-SOLVED: dict[str, tuple[float, float, float]] = {}
 #: Evaluations of the residuals a group fit may use.
 GROUP_MAX_NFEV = 400
 #: The least-squares solutions of the group fits this process made (:func:`fit_group`), by
 #: problem (every row, weight, bound and the start): a calibration that withholds points
 #: outside a group fits it on the same rows as one that withholds none.
 GROUP_SOLVED: dict[str, np.ndarray] = {}
-#: The keys of :data:`SOLVED` solved in this process since :func:`take_solved`.
-_SOLVED_HERE: set[str] = set()
-#: The key sets of the open :func:`tracked` blocks.
-_TRACKS: list[set[str]] = []
 
 
-def _solved(problem: _SeriesProblem, x0: np.ndarray) -> tuple[float, float, float]:
-    """The solution of ``problem`` from :data:`SOLVED`, else solved: the best (least cost;
-    ties: the first) of three least-squares starts, ``x0`` and ``x0`` with ``H`` x 0.3 or
-    ``d0`` x 0.2 (:func:`dlperf.perfmodel.lsq.trf`, scipy's TRF)."""
-    key = problem.key(x0)
-    for keys in _TRACKS:
-        keys.add(key)
-    if key not in SOLVED:
+def _solved(problem: _SeriesProblem, x0: np.ndarray) -> lsq.Solution:
+    """The solution ``log(H, d0, d1)`` of ``problem`` (kept by :func:`dlperf.perfmodel.lsq.
+    solved`): the best (least cost; ties: the first) of three least-squares starts, ``x0``
+    and ``x0`` with ``H`` x 0.3 or ``d0`` x 0.2 (:func:`dlperf.perfmodel.lsq.trf`, scipy's
+    TRF)."""
+    def solve() -> np.ndarray:
         best: np.ndarray | None = None
         best_cost = math.inf
         for start in (x0, x0 + np.log([0.3, 1.0, 1.0]), x0 + np.log([1.0, 0.2, 1.0])):
@@ -389,35 +367,8 @@ def _solved(problem: _SeriesProblem, x0: np.ndarray) -> tuple[float, float, floa
             if best is None or cost < best_cost:
                 best, best_cost = x, cost
         assert best is not None  # the loop tried three starts
-        SOLVED[key] = (float(best[0]), float(best[1]), float(best[2]))
-        _SOLVED_HERE.add(key)
-    return SOLVED[key]
-
-
-def remember(solutions: Mapping[str, tuple[float, float, float]]) -> None:
-    """Take series-fit solutions read from a store (checked by the reader: three finite
-    numbers each) into :data:`SOLVED`; one already there is kept."""
-    for k, v in solutions.items():
-        SOLVED.setdefault(k, v)
-
-
-def take_solved() -> dict[str, tuple[float, float, float]]:
-    """The solutions solved in this process since the last call (to store them)."""
-    out = {k: SOLVED[k] for k in sorted(_SOLVED_HERE) if k in SOLVED}
-    _SOLVED_HERE.clear()
-    return out
-
-
-@contextlib.contextmanager
-def tracked() -> Iterator[set[str]]:
-    """Collect the keys of every series fit made or looked up inside the block (what a
-    back-test's store must hold: :func:`dlperf.perfmodel.validation.store_table`)."""
-    keys: set[str] = set()
-    _TRACKS.append(keys)
-    try:
-        yield keys
-    finally:
-        _TRACKS.remove(keys)
+        return best
+    return lsq.solved(problem.key(x0), solve)
 
 
 def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
@@ -513,7 +464,7 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             sparsity[row, n0 + s_i] = 1
     for s_i in range(n_s):
         sparsity[len(meas) + s_i, n0 + s_i] = 1
-    key = _digest(a, wt, tmins, x0, lo, hi, np.array([n0, n_s, GROUP_MAX_NFEV]))
+    key = lsq.digest(a, wt, tmins, x0, lo, hi, np.array([n0, n_s, GROUP_MAX_NFEV]))
     if key not in GROUP_SOLVED:  # the same rows, weights and bounds: the same solution
         GROUP_SOLVED[key] = least_squares(resid, x0, bounds=(lo, hi), method="trf",
                                           x_scale="jac", max_nfev=GROUP_MAX_NFEV,

@@ -593,7 +593,7 @@ def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, 
         have = {r[0] for r in db.execute("SELECT result_id FROM timelines")}
         for rec in store.records(samples=False, status="ok"):
             rid = rec.stored.id if rec.stored is not None else None
-            if rid not in have or (ids is not None and rid not in ids):
+            if rid is None or rid not in have or (ids is not None and rid not in ids):
                 continue
             p = point_of(rec, path)
             if p is None:

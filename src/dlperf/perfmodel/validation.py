@@ -22,13 +22,12 @@ from statistics import median
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api, records
+from dlperf.perfmodel import api, lsq, records
 from dlperf.perfmodel import backtest as bt
 from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import intervals as iv
-from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel.backtest import Budget, Row
 from dlperf.perfmodel.calibrate import Calibration
 from dlperf.perfmodel.records import Records, point_id
@@ -65,7 +64,7 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
     recs = api.records_of(db)
     cats = list(categories) if categories else None
     own = cats is not None and PREDICT_NPROC_CATEGORY in cats
-    with od.tracked() as series:
+    with lsq.tracked() as solutions:
         try:
             v = run(recs, [c for c in cats if c != PREDICT_NPROC_CATEGORY] if own and cats
                     else cats, budget_s,
@@ -74,7 +73,7 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
             raise ConfigError(str(e)) from None
         if (cats is None or own) and budget_s is None:
             v.rows += predict_nproc_rows(recs)
-    v.series_keys = series
+    v.solution_keys = solutions
     if budget_s is None and cats is None:  # every row: the residuals predict() uses
         key = api.table_key(recs)
         api._RESIDUALS[key] = residual_table(v)
@@ -115,8 +114,8 @@ def residual_table(v: Validation) -> dict[str, list[iv.KeyedResidual]]:
 
 def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validation) -> Path:
     """Write ``v``'s residual table, with the roofline group fits its back-test made and the
-    solutions of the series fits it and a prediction of each stored configuration
-    (:func:`prime_series`) use, beside the results files ``db``
+    solutions of the fits it and a prediction of each stored configuration
+    (:func:`prime_solutions`) use, beside the results files ``db``
     (:func:`fitcache.write_table`), and their points beside each
     (:func:`records.store_points`), so that predictions on a copy of the files read them
     instead of reading every row and fitting again; returns the table's path.
@@ -129,29 +128,30 @@ def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validati
     for f in [fc.table_file(recs.sources), *sorted(
             {Path(s).resolve().parent / records.POINTS_NAME for s in recs.sources})]:
         _check_ours(f)
-    keys = v.series_keys | prime_series(recs)
+    keys = v.solution_keys | prime_solutions(recs)
     try:
         records.store_points(recs.sources)
         return fc.write_table(recs.sources, residual_table(v), api.shared_fits(recs).groups,
-                              {k: od.SOLVED[k] for k in keys if k in od.SOLVED})
+                              {k: lsq.SOLVED[k] for k in keys if k in lsq.SOLVED})
     except OSError as e:
         raise ConfigError(f"{e}: make the folder writable, or copy the results files to one "
                           "that is and validate there") from None
 
 
-def prime_series(recs: Records) -> set[str]:
-    """The series fits a prediction of each stored one-device configuration at a batch size
-    not stored makes (its own series, nothing withheld, and the fits of its prior), made now:
-    their keys, for :func:`store_table` to keep their solutions beside the data, so that
-    such a prediction on a clone solves nothing."""
+def prime_solutions(recs: Records) -> set[str]:
+    """The fits a prediction at a batch size not stored makes, made now: each stored
+    one-device configuration's series (nothing withheld) with the fits of its prior, and the
+    DDP overhead of N devices; their keys, for :func:`store_table` to keep their solutions
+    beside the data, so that such a prediction on a clone solves nothing."""
     shared = api.shared_fits(recs)
     cal = Calibration(recs, share_efficiencies=shared)
-    with od.tracked() as keys:
+    with lsq.tracked() as keys:
         for cfg in shared.by_config:
             try:
                 cal.fit(cfg)
             except (LookupError, ValueError):
                 continue
+        api._ddp_overhead(recs, [])
     return keys
 
 
@@ -192,9 +192,9 @@ class Validation:
     left_out: dict[str, int] = field(default_factory=dict)
     #: the budget it ran under (estimated s), None for none
     budget_s: float | None = None
-    #: the series fits the back-test made or looked up (:meth:`dlperf.perfmodel.onedevice.
-    #: _SeriesProblem.key`): :func:`store_table` keeps their solutions with the table
-    series_keys: set[str] = field(default_factory=set)
+    #: the fits the back-test solved or looked up (:func:`dlperf.perfmodel.lsq.solved`):
+    #: :func:`store_table` keeps their solutions with the table
+    solution_keys: set[str] = field(default_factory=set)
 
     def noise_pct(self) -> dict[str | None, float]:
         """The median ``repeat (noise floor)`` scatter (%) per prediction bound (``host``,

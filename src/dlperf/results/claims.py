@@ -78,7 +78,7 @@ def wait_limit_s(points: Sequence[Any]) -> float:
     """The longest a sweep waits for ``points`` another process claimed: twice the longest
     point timeout (a breakdown measured in a process of its own runs two workers, each with the
     full timeout) plus :func:`stale_after_s` and a minute for storing."""
-    longest = max((float(getattr(p, "timeout_s", 0) or 0) for p in points), default=0.0)
+    longest = max((float(p.measure.timeout_s) for p in points), default=0.0)
     return 2 * longest + stale_after_s() + 60.0
 
 

@@ -36,6 +36,13 @@ record (the worker's ``schema_version`` in every result dict):
        ``process_group_backend`` stay fields of ``dist``). A key of an older record that no
        part declares is kept, not dropped, in the record's ``unrecognised`` (its dotted path
        -> value; :func:`dlperf.results.schema.upgrade`).
+    12 the resolved ``config`` is stored by axis (``{"workload": {"model": ..., "batch_size":
+       ...}, "runtime": {...}, "hardware": {...}, "input": {...}, "parallel": {...},
+       "measure": {...}}``, :mod:`dlperf.config.axes`), as :class:`~dlperf.config.RunConfig`
+       holds it; DDP's options as applied are ``runtime.ddp``. An older record's flat config
+       is read onto the axes (:func:`~dlperf.config.axes.nest_settings`; a key that is no
+       setting stays at the top); readers read settings by name
+       (:func:`dlperf.results.view.setting`), whatever the shape.
     Record versions 3-7 were never written. Fields a version added are absent from older
     records (never invented: absent ``world_size`` means one device, as before).
 
@@ -53,10 +60,10 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.results.parts import Dist
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: Record versions that were written, oldest first (see the module docstring).
-RECORD_VERSIONS = (1, 2, 8, 9, 10, 11)
+RECORD_VERSIONS = (1, 2, 8, 9, 10, 11, 12)
 
 #: Columns added by each schema version (older files are migrated on open).
 MIGRATIONS: dict[int, dict[str, str]] = {
@@ -93,6 +100,9 @@ MIGRATIONS: dict[int, dict[str, str]] = {
     # Parts refuse keys they do not declare; older records are upgraded on reading
     # (upgrade_record, dlperf.results.schema.upgrade). No new column.
     11: {},
+    # The config by axis, in result_json; older records are read onto the axes on reading
+    # (upgrade_record). No new column.
+    12: {},
 }
 
 
@@ -156,6 +166,10 @@ def upgrade_record(result: Mapping[str, Any]) -> dict[str, Any]:
             out["data_wait"] = dw
     if v < 11 and "dist" in out:
         out["dist"] = dist_engine(out["dist"])
+    if v < 12 and isinstance(out.get("config"), Mapping):
+        from dlperf.config.axes import nest_settings
+
+        out["config"] = nest_settings(out["config"])
     out["schema_version"] = SCHEMA_VERSION
     return out
 

@@ -52,7 +52,7 @@ class Spec(Part):
 
 class Identity(Part):
     """Which point this is and how it ended: the run key (:meth:`RunConfig.run_key`), the
-    resolved config (``RunConfig.model_dump()``), the axes as columns, ``status`` (one of
+    resolved config (``RunConfig.model_dump()``: its axes), the axes as columns, ``status`` (one of
     :data:`STATUSES`) and ``error`` (why, for a failure). ``batch_size`` is the global batch;
     ``created_at`` is UTC ISO 8601. Flat in :meth:`RunRecord.to_dict`."""
 

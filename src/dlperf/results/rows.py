@@ -12,6 +12,7 @@ import json
 import math
 from typing import Any
 
+from dlperf.config.axes import flat_settings
 from dlperf.results import timelines
 from dlperf.results.migrations import MIGRATIONS
 from dlperf.results.schema import RunRecord, Timing
@@ -96,7 +97,7 @@ def flatten(rec: RunRecord, sweep: str | None = None) -> dict[str, Any]:
     row["dispatch_s"] = (tr.dispatch_s or {}).get("median") if tr else None
     row["trace_path"] = (tr.files or {}).get("chrome_trace") if tr else None
     row["breakdown_rel_diff"] = rec.breakdown.rel_diff if rec.breakdown else None
-    row["loader_workers"] = (ident.config or {}).get("loader_workers")
+    row["loader_workers"] = flat_settings(ident.config).get("loader_workers")
     dw = rec.data_wait
     row["data_wait_share"], row["input_bound"] = (dw.share, dw.input_bound) if dw else (None,
                                                                                        None)

@@ -270,14 +270,14 @@ def identity_of(cfg: RunConfig, status: str, error: str | None = None) -> Identi
 
     if status not in STATUSES:
         raise ValueError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
-    spec = get_spec(cfg.model)
+    spec = get_spec(cfg.workload.model)
     return Identity(
-        run_key=cfg.run_key(), repeat=cfg.repeat, point_key=cfg.point_key(), status=status,
-        error=error, created_at=now_iso(), config=cfg.model_dump(), model=cfg.model,
-        framework=cfg.framework, mode=cfg.mode, device=cfg.device, precision=cfg.precision,
-        batch_size=cfg.global_batch, grad_accum=cfg.grad_accum, data=cfg.data,
-        threads=cfg.threads, world_size=cfg.world_size, nproc=cfg.nproc, nnodes=cfg.nnodes,
-        per_device_batch=cfg.per_device_batch, scaling=cfg.scaling,
+        run_key=cfg.run_key(), repeat=cfg.measure.repeat, point_key=cfg.point_key(), status=status,
+        error=error, created_at=now_iso(), config=cfg.model_dump(), model=cfg.workload.model,
+        framework=cfg.runtime.framework, mode=cfg.runtime.mode, device=cfg.hardware.device, precision=cfg.hardware.precision,
+        batch_size=cfg.global_batch, grad_accum=cfg.workload.grad_accum, data=cfg.input.data,
+        threads=cfg.hardware.threads, world_size=cfg.world_size, nproc=cfg.parallel.nproc, nnodes=cfg.parallel.nnodes,
+        per_device_batch=cfg.per_device_batch, scaling=cfg.parallel.scaling,
         spec=Spec(family=spec.family, params=spec.params,
                   forward_flops_per_sample=spec.forward_flops_per_sample,
                   train_flops_per_sample=spec.train_flops_per_sample,

@@ -163,10 +163,12 @@ def record_of_row(row: Mapping[str, Any]) -> RunRecord:
             flat["warnings"] = col.split("; ") if col else None
     if "loader_workers" in row:
         cfg, lw = flat.get("config"), row["loader_workers"]
-        if isinstance(cfg, dict) and (lw is not None or "loader_workers" in cfg):
-            flat["config"] = {**cfg, "loader_workers": lw}
-        elif cfg is None and lw is not None:
-            flat["config"] = {"loader_workers": lw}
+        if cfg is None or isinstance(cfg, dict):
+            cfg = cfg or {}
+            given = cfg.get("input")
+            inp: dict[str, Any] = given if isinstance(given, dict) else {}
+            if lw is not None or "loader_workers" in inp:
+                flat["config"] = {**cfg, "input": {**inp, "loader_workers": lw}}
     rec = RunRecord.from_dict(flat)
     if row.get("id") is not None:
         rec.stored = StoredAt(id=row["id"], sweep=row.get("sweep"))
@@ -191,11 +193,14 @@ def as_records(rows: Iterable[Mapping[str, Any]]) -> list[RunRecord]:
 
 
 def config_of(rec: RunRecord) -> dict[str, Any]:
-    """The resolved config the record ran (``RunConfig.model_dump()``; ``{}`` when it stored
-    none). A dict, not a :class:`~dlperf.config.RunConfig`: an older record's config need not
-    validate against this dlperf's."""
-    cfg = rec.identity.config
-    return cfg if isinstance(cfg, dict) else {}
+    """The settings of the resolved config the record ran, by name (``{"batch_size": 64,
+    "device": "cuda", "iterations": {...}, "ddp": {...}, ...}``: the stored axes read by
+    :func:`dlperf.config.axes.flat_settings`; ``{}`` when it stored none). A dict, not a
+    :class:`~dlperf.config.RunConfig`: an older record's config need not validate against
+    this dlperf's."""
+    from dlperf.config.axes import flat_settings
+
+    return flat_settings(rec.identity.config)
 
 
 def setting(rec: RunRecord, name: str, default: Any = None) -> Any:

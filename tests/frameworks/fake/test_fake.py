@@ -28,9 +28,9 @@ def fake_run():
         cfg = make_run_config(model="fcn5_tiny", framework="torch", batch_size=batch_size)
         # the fake is not registered in this process: its options are set on the config as
         # a validated fake config holds them
-        cfg = cfg.model_copy(update={"options": options})
+        cfg = cfg.with_(options=options)
         if data != "synthetic":  # the fake reads no data: no folder is checked
-            cfg = cfg.model_copy(update={"data": data})
+            cfg = cfg.with_(data=data)
         return FakeAdapter().prepare(cfg, get_spec("fcn5_tiny"))
 
     return make
@@ -152,7 +152,8 @@ def test_an_unknown_or_bad_fake_option_is_refused_naming_it(monkeypatch):
     with pytest.raises(ConfigError, match="fail 64: 'boom'"):
         make_run_config(**kw, options={"fail": {64: "boom"}})
     slow = make_run_config(**kw, options={"slowdown": 2.0})
-    assert slow.run_key() == make_run_config(**kw).run_key() and slow.options == {"slowdown": 2.0}
+    assert slow.run_key() == make_run_config(**kw).run_key()
+    assert slow.runtime.options == {"slowdown": 2.0}
     with pytest.raises(ConfigError, match="takes no options of its own"):
         make_run_config(model="fcn5_tiny", framework="jax", batch_size=8, options={"x": 1})
     with pytest.raises(ConfigError, match=r"torch options: x: Extra inputs .* \(its options: "

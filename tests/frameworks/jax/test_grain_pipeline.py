@@ -142,7 +142,7 @@ def _jax_pipeline(cfg):
     from dlperf.frameworks.jax.input import make_pipeline
     from dlperf.zoo import get_spec
 
-    return make_pipeline(jax, cfg, get_spec(cfg.model), load_dataset(cfg.data),
+    return make_pipeline(jax, cfg, get_spec(cfg.workload.model), load_dataset(cfg.input.data),
                          jax.devices("cpu")[0], int_ids=False)
 
 
@@ -156,23 +156,22 @@ def test_fallback_to_threads_without_grain(folder, monkeypatch):
     try:
         assert info["impl"] == "dlperf HostPipeline threads" and info["workers_kind"] == "threads"
         assert info["warnings"] == [THREADS_WARNING] and "pip install grain" in THREADS_WARNING
-        src = _source(cfg.data, cfg.model, 4, seed=cfg.seed)
+        src = _source(cfg.input.data, cfg.workload.model, 4, seed=cfg.workload.seed)
         for k in range(3):
             x, _ = nxt()
             np.testing.assert_array_equal(np.asarray(x), src.batch(k)[0])
     finally:
         close()
     with pytest.raises(ConfigError, match=r"pip install .*\[jax\].*brings grain"):
-        _jax_pipeline(cfg.model_copy(update={"loader_impl": "processes"}))
+        _jax_pipeline(cfg.with_(loader_impl="processes"))
     from dlperf.sweep import preflight
 
     with pytest.raises(ConfigError, match=r"pip install .*\[jax\].*brings grain"):
-        preflight([cfg.model_copy(update={"loader_impl": "processes"})])
+        preflight([cfg.with_(loader_impl="processes")])
     # threads by choice: no warning; 0 workers: the calling thread, whatever loader_impl says
     for lw, impl, want in [(2, "threads", "dlperf HostPipeline threads"),
                            (0, "processes", "dlperf HostPipeline (calling thread)")]:
-        _, _, info, _, close = _jax_pipeline(cfg.model_copy(
-            update={"loader_workers": lw, "loader_impl": impl}))
+        _, _, info, _, close = _jax_pipeline(cfg.with_(loader_workers=lw, loader_impl=impl))
         close()
         assert info["impl"] == want and info["warnings"] == []
 
@@ -214,9 +213,9 @@ def test_loader_impl_validation_and_run_keys():
 
     cfg = make_run_config(framework="jax", model="fcn_mnist_tiny", batch_size=8, data="mnist",
                           loader_workers=2)
-    d = cfg.model_dump(include={"model", "framework", "mode", "device", "precision", "batch_size",
-                                "grad_accum", "data", "threads", "seed", "loader_workers",
-                                "loader_prefetch"})
+    d = {k: v for k, v in cfg.flat().items()
+         if k in {"model", "framework", "mode", "device", "precision", "batch_size", "grad_accum",
+                  "data", "threads", "seed", "loader_workers", "loader_prefetch"}}
     old = hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode())
     assert key(loader_workers=2) == old.hexdigest()[:16]
     assert len({key(loader_workers=2), key(loader_workers=2, loader_impl="threads"),
@@ -226,7 +225,7 @@ def test_loader_impl_validation_and_run_keys():
     pts = SweepConfig(name="s", grid=[{"model": "fcn_mnist_tiny", "framework": "jax",
                                        "batch_size": 8, "data": "mnist", "loader_workers": [0, 2],
                                        "loader_impl": ["processes", "threads"]}]).expand()
-    assert [(p.loader_workers, p.loader_impl) for p in pts] == [
+    assert [(p.input.loader_workers, p.input.loader_impl) for p in pts] == [
         (0, "processes"), (2, "processes"), (2, "threads")]
     assert "loader=threads" in pts[-1].label()
 

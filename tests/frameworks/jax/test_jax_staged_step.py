@@ -24,7 +24,7 @@ STAGES = ["t_io", "t_h2d", "t_fbu"]
 
 def _prepare(model: str = "fcn5_tiny", **kw) -> JaxRun:
     cfg = make_run_config(model=model, framework="jax", mode="xla", batch_size=8, seed=3, **kw)
-    return get_adapter("jax").prepare(cfg, get_spec(cfg.model))
+    return get_adapter("jax").prepare(cfg, get_spec(cfg.workload.model))
 
 
 class _Marks:

@@ -91,9 +91,9 @@ def test_config_refuses_what_mxnet_cannot_do(kw, words):
     for w in words:
         assert w in str(e.value)
     cfg = make_run_config(model="fcn5_tiny", framework="mxnet", device="cpu", batch_size=8)
-    assert cfg.mode == "eager" and cfg.precision == "fp32"
+    assert cfg.runtime.mode == "eager" and cfg.hardware.precision == "fp32"
     assert make_run_config(model="fcn5_tiny", framework="mxnet", device="cpu", batch_size=8,
-                           mode="graph").mode == "graph"
+                           mode="graph").runtime.mode == "graph"
 
 
 def test_missing_or_broken_interpreter_is_one_clear_error(monkeypatch, tmp_path):

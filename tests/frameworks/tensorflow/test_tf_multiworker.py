@@ -113,7 +113,7 @@ def test_tensorflow_layouts_and_refusals():
     from dlperf.frameworks.tensorflow import dist as tf_dist
 
     one = make_run_config(model="fcn5_tiny", framework="tensorflow", batch_size=16, nproc=2)
-    assert one.dp_layout == "per_node" and not tf_dist.multi_worker(one)
+    assert one.parallel.dp_layout == "per_node" and not tf_dist.multi_worker(one)
     assert tf_dist.strategy_name(one) == "MirroredStrategy"
     pd = make_run_config(model="fcn5_tiny", framework="tensorflow", batch_size=16, nproc=2,
                          dp_layout="per_device")
@@ -183,7 +183,7 @@ def test_sharded_pipeline_batches_hold_the_samples_of_the_global_batch(data_env)
     spec, ds = SPECS["fcn_mnist_tiny"], load_dataset("mnist")
 
     def batches(**kw):
-        tf.random.set_seed(cfg.seed)  # as keras.utils.set_random_seed in every worker
+        tf.random.set_seed(cfg.workload.seed)  # as keras.utils.set_random_seed in every worker
         nxt, info, _ = make_dataset(tf, cfg, spec, ds, **kw)
         return [tuple(np.asarray(t) for t in nxt()) for _ in range(3)], info
 

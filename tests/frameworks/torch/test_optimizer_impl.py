@@ -111,7 +111,7 @@ def test_an_unknown_implementation_is_refused():
 def test_run_key_unchanged_at_auto_and_distinct_otherwise():
     base = RunConfig(model="fcn5_tiny", batch_size=8)
     auto = RunConfig(model="fcn5_tiny", batch_size=8, optimizer_impl="auto")
-    assert base.optimizer_impl == "auto" and auto.run_key() == base.run_key()
+    assert base.runtime.optimizer_impl == "auto" and auto.run_key() == base.run_key()
     assert "optimizer_impl" not in base.label() and "opt=" not in base.label()
     keys = {RunConfig(model="fcn5_tiny", batch_size=8, optimizer_impl=i).run_key()
             for i in ("auto", "fused", "foreach", "single")}
@@ -127,13 +127,13 @@ def test_other_frameworks_refuse_anything_but_auto(fw, words):
     msg = str(e.value)
     assert "--optimizer-impl" in msg and "PyTorch option" in msg and words in msg
     assert "use --optimizer-impl auto" in msg
-    assert make_run_config(model="fcn5_tiny", batch_size=8, framework=fw).optimizer_impl == "auto"
+    assert make_run_config(model="fcn5_tiny", batch_size=8, framework=fw).runtime.optimizer_impl == "auto"
 
 
 def test_a_sweep_takes_optimizer_impl_as_an_axis():
     pts = expand_grid({"batch_size": 8}, [{"model": "fcn5_tiny",
                                            "optimizer_impl": ["auto", "fused"]}])
-    assert [p.optimizer_impl for p in pts] == ["auto", "fused"]
+    assert [p.runtime.optimizer_impl for p in pts] == ["auto", "fused"]
     assert pts[0].run_key() != pts[1].run_key()
 
 
@@ -143,7 +143,7 @@ def test_the_adapter_applies_the_configured_implementation():
 
     cfg = make_run_config(model="fcn5_tiny", batch_size=4, device="cpu", measure_ceilings=False,
                           optimizer_impl="foreach")
-    run = TorchAdapter().prepare(cfg, get_spec(cfg.model))
+    run = TorchAdapter().prepare(cfg, get_spec(cfg.workload.model))
     try:
         assert run.opt.defaults["foreach"] is True
         assert run.flags["optimizer"]["impl"] == "foreach"

@@ -24,7 +24,7 @@ ITERS = 4
 
 def _prepare(**kw) -> TorchRun:
     cfg = make_run_config(device="cpu", measure_ceilings=False, **kw)
-    return TorchAdapter().prepare(cfg, get_spec(cfg.model))
+    return TorchAdapter().prepare(cfg, get_spec(cfg.workload.model))
 
 
 def _count_no_marks(fn) -> int:

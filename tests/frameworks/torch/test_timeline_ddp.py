@@ -34,7 +34,7 @@ def _timeline_run(tmp_path, *flags):
 
 def test_timeline_run_is_stored_and_decodes(tmp_path):
     rec, ops = _timeline_run(tmp_path)
-    assert rec.identity.status == "ok" and rec.identity.config["timeline"] is True
+    assert rec.identity.status == "ok" and rec.identity.config["measure"]["timeline"] is True
     assert rec.timeline.n_steps == 5 and rec.timeline.data is None
     assert len(ops) == rec.timeline.n_ops > 0
     # A CPU device: host-op self time, every op in one of the 5 traced iterations.

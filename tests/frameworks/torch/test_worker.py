@@ -105,7 +105,7 @@ def test_torch_graph_mode_records_compile_time_and_no_recompiles(compile_mode):
                                      "fullgraph": False}
     assert "cudagraph_skips" not in c  # CUDA only
     assert c["graph_breaks"] == 0 and c["graph_break_reasons"] == {}
-    assert r["config"]["compile_mode"] == compile_mode
+    assert r["config"]["runtime"]["compile_mode"] == compile_mode
     assert ("captures CUDA graphs, which the CPU has not" in " ".join(r["warnings"])) == (
         compile_mode == "reduce-overhead")
 
@@ -147,7 +147,7 @@ def test_torch_auto_layout_policy(device, precision, layout, expect):
     cfg = make_run_config(model="resnet50", batch_size=2, device=device, precision=precision,
                           layout=layout)
     assert TorchAdapter.channels_last(cfg, get_spec("resnet50")) is expect
-    assert TorchAdapter.channels_last(cfg.model_copy(update={"model": "lstm"}),
+    assert TorchAdapter.channels_last(cfg.with_(model="lstm"),
                                       get_spec("lstm")) is False
 
 

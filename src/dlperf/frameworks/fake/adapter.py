@@ -133,7 +133,7 @@ class FakeAdapter:
         """Option ``breakdown_apart``: act like an adapter whose breakdown needs its own
         process (JAX on a GPU), for tests of :func:`dlperf.launch.process.
         run_breakdown_apart`."""
-        if cfg.breakdown and settings(cfg.options).breakdown_apart:
+        if cfg.measure.breakdown and settings(cfg.runtime.options).breakdown_apart:
             return "fake: the breakdown changes process-wide settings"
         return None
 
@@ -166,9 +166,9 @@ class FakeRun(TrainingRun):
     """
 
     def __init__(self, cfg: RunConfig) -> None:
-        opts = self.opts = settings(cfg.options)
-        self.step_s = opts.step_s * opts.step_factor(cfg.precision, cfg.batch_size)
-        self._fail = opts.failure(cfg.batch_size)
+        opts = self.opts = settings(cfg.runtime.options)
+        self.step_s = opts.step_s * opts.step_factor(cfg.hardware.precision, cfg.workload.batch_size)
+        self._fail = opts.failure(cfg.workload.batch_size)
         if opts.nvml or opts.real_clock:
             self.clock: Callable[[], float] = time.perf_counter
             self._take: Callable[[float], None] = time.sleep
@@ -184,7 +184,7 @@ class FakeRun(TrainingRun):
             raise DataError("scripted data error")
         self._n = 0
         self._stages = stage_durations(self.step_s)
-        self._vary = StepVariation(opts, repeat=cfg.repeat)
+        self._vary = StepVariation(opts, repeat=cfg.measure.repeat)
         self._comp = scripted_compiles(opts, self.step_s)
         self._compiles, self._compile_s, self._compiles_at_measure = 0, 0.0, 0
         if self._comp is not None:
@@ -194,9 +194,9 @@ class FakeRun(TrainingRun):
         self.timer = HostTimer(clock=self.clock)
         self.versions = {"framework": "fake", "fake": "0", "device_name": "fake"}
         self.flags = {"step_s": self.step_s}
-        self.data_info = {"kind": cfg.data}
+        self.data_info = {"kind": cfg.input.data}
         self._next_batch: Callable[[], Any] | None = None
-        if cfg.data != "synthetic":
+        if cfg.input.data != "synthetic":
             from dlperf.data.pipeline import DataWaitRecorder
 
             wait_s = opts.data_wait_s

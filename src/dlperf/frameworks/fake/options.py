@@ -148,7 +148,7 @@ def settings(options: Mapping[str, Any] | None = None,
 def check(cfg: Any) -> list[tuple[str, str]]:
     """The errors of ``cfg`` (a validated :class:`dlperf.config.RunConfig` of the fake
     framework) that are its own, as ``(field, message)``; ``[]`` when there are none."""
-    if cfg.layout == "nchw":
-        return [("layout", f"layout 'nchw' is a PyTorch option: the {cfg.framework} models are "
+    if cfg.runtime.layout == "nchw":
+        return [("layout", f"layout 'nchw' is a PyTorch option: the {cfg.runtime.framework} models are "
                            "NHWC (channels last); use --layout auto or nhwc")]
     return []

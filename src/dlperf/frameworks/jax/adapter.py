@@ -115,7 +115,7 @@ def _traced_on_gpu(cfg: RunConfig) -> bool:
     """True for a run on a GPU whose profiler trace is analysed: ``--breakdown`` or
     ``--trace DIR`` (both store op classes and the trace's phase split, which need every
     kernel's HLO op)."""
-    return cfg.device == "cuda" and cfg.traced
+    return cfg.hardware.device == "cuda" and cfg.traced
 
 
 def _command_buffers_off_for_breakdown(started: bool) -> str:
@@ -224,9 +224,9 @@ class JaxAdapter:
         started = _backend_started()
         flags: dict[str, Any] = {"backend_started_before_prepare": started}
         undo = None
-        if cfg.threads:
+        if cfg.hardware.threads:
             before = os.sched_getaffinity(0)
-            cpus = set(sorted(before)[: cfg.threads])
+            cpus = set(sorted(before)[: cfg.hardware.threads])
             _set_affinity_all_threads(cpus)
             undo = lambda: _set_affinity_all_threads(before)  # noqa: E731
             flags["cpu_affinity"] = sorted(cpus)
@@ -234,7 +234,7 @@ class JaxAdapter:
             # Applied before the backend's thread pool exists: it has len(cpus) threads. After:
             # its threads are confined to those CPUs but the pool keeps its size.
             flags["threads_pool_sized"] = not started
-        if not started and cfg.device == "cuda" and not (
+        if not started and cfg.hardware.device == "cuda" and not (
                 os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
                 or os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
                 or os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR")):
@@ -246,7 +246,7 @@ class JaxAdapter:
             flags["gpu_mem_fraction_set_by_dlperf"] = True
         if _traced_on_gpu(cfg):
             flags["command_buffers"] = _command_buffers_off_for_breakdown(started)
-        if not started and cfg.device == "cpu":
+        if not started and cfg.hardware.device == "cpu":
             # Only the CPU backend: a GPU build of jaxlib would otherwise start (and by default
             # pre-allocate 75% of) every GPU although this run does not use them.
             import jax
@@ -275,14 +275,14 @@ class JaxAdapter:
 
 
 def _device(jax: Any, cfg: RunConfig) -> Any:
-    """The JAX device of ``cfg.device`` (the first local one).
+    """The JAX device of ``cfg.hardware.device`` (the first local one).
 
     Raises:
         UnavailableError: ``cuda`` without a GPU backend, with JAX's reason: a GPU backend that
             exists but failed to start (its pre-allocated pool did not fit beside another
             process, a driver mismatch) says so, and is not a missing CUDA build.
     """
-    if cfg.device != "cuda":
+    if cfg.hardware.device != "cuda":
         return jax.local_devices(backend="cpu")[0]
     try:
         return jax.local_devices(backend="gpu")[0]
@@ -324,18 +324,18 @@ class JaxRun(JaxStep):
         jax.config.update("jax_default_device", self.dev)
         listen_for_compiles(jax)
         # Precision (rule 6): explicit, process-wide, read when the step is traced.
-        jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION[cfg.precision])
+        jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION[cfg.hardware.precision])
         self._record_settings()
         model, tx = self._model_and_optimizer()
         in_shape = flax_input_shape(spec)
         in_dtype = (jnp.dtype(spec.hyper["x_dtype"]) if "x_dtype" in spec.hyper  # a source's
                     else jnp.int32 if spec.input_kind in ("tokens", "token_pairs")
                     else jnp.float32)
-        k_init, k_drop, k_data = jax.random.split(jax.random.key(cfg.seed, impl=PRNG_IMPL), 3)
+        k_init, k_drop, k_data = jax.random.split(jax.random.key(cfg.workload.seed, impl=PRNG_IMPL), 3)
         self._init_state(model, tx, (k_init, k_drop), (in_shape, in_dtype), replicated)
         self._take_source(make_source(jax, cfg, spec, self.dev, k_data, in_shape, in_dtype,
                                       data_sharding))
-        train_step = make_train_step(jax, model, tx, make_loss_fn(spec), cfg.grad_accum,
+        train_step = make_train_step(jax, model, tx, make_loss_fn(spec), cfg.workload.grad_accum,
                                      cfg.world_size, self._count_trace)
         self._hlo_text = self._compile(train_step, self._first, replicated,
                                        keep_hlo=cfg.traced)
@@ -361,17 +361,17 @@ class JaxRun(JaxStep):
     def _record_settings(self) -> None:
         """Every setting that changes speed, as applied (rule 6), into :attr:`flags`."""
         jax, cfg = self._jax, self.cfg
-        bf16 = cfg.precision == "bf16"
+        bf16 = cfg.hardware.precision == "bf16"
         self.flags.update({
-            "mode": cfg.mode, "jit": True, "donate_state": True,
+            "mode": cfg.runtime.mode, "jit": True, "donate_state": True,
             "jax_default_matmul_precision": jax.config.jax_default_matmul_precision,
-            "tf32": cfg.precision == "tf32",
+            "tf32": cfg.hardware.precision == "tf32",
             "compute_dtype": "bfloat16" if bf16 else "float32",
             "param_dtype": "float32", "loss_dtype": "float32",
             "layout": "NHWC" if self.spec.input_kind == "image" else None,
-            "threads": cfg.threads or len(os.sched_getaffinity(0)),
-            "grad_accum": cfg.grad_accum,
-            "grad_accum_impl": "unrolled in the step" if cfg.grad_accum > 1 else None,
+            "threads": cfg.hardware.threads or len(os.sched_getaffinity(0)),
+            "grad_accum": cfg.workload.grad_accum,
+            "grad_accum_impl": "unrolled in the step" if cfg.workload.grad_accum > 1 else None,
             "jax_platforms": jax.config.jax_platforms,
             "xla_flags": os.environ.get("XLA_FLAGS"),
             "xla_python_client_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
@@ -392,7 +392,7 @@ class JaxRun(JaxStep):
         import optax
 
         spec = self.spec
-        dtype = jnp.bfloat16 if self.cfg.precision == "bf16" else jnp.float32
+        dtype = jnp.bfloat16 if self.cfg.hardware.precision == "bf16" else jnp.float32
         try:
             model = importlib.import_module(impl_module(spec.family, "jax")).build(spec,
                                                                                    dtype=dtype)

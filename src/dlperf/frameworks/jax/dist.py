@@ -31,12 +31,12 @@ from dlperf.frameworks.base import DistContext
 
 def processes(cfg: RunConfig) -> int:
     """Processes of the run: ``nproc * nnodes`` (per_device) or ``nnodes`` (per_node)."""
-    return cfg.processes_per_node * cfg.nnodes
+    return cfg.processes_per_node * cfg.parallel.nnodes
 
 
 def local_devices(cfg: RunConfig) -> int:
     """Devices each process drives: 1 (per_device) or ``nproc`` (per_node)."""
-    return 1 if cfg.dp_layout == "per_device" else cfg.nproc
+    return 1 if cfg.parallel.dp_layout == "per_device" else cfg.parallel.nproc
 
 
 def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
 
     flags: dict[str, Any] = {}
     n_local = local_devices(cfg)
-    if cfg.device == "cpu" and n_local > 1:
+    if cfg.hardware.device == "cpu" and n_local > 1:
         if backend_started:
             have = len(jax.local_devices(backend="cpu"))
             if have < n_local:
@@ -77,13 +77,13 @@ def setup_process(cfg: RunConfig, backend_started: bool) -> dict[str, Any]:
         if world != nproc:
             raise ConfigError(f"the launcher started {world} processes but the configuration "
                               f"needs {nproc}")
-        if cfg.device == "cpu":
+        if cfg.hardware.device == "cpu":
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
             flags["cpu_collectives"] = "gloo"
         kw: dict[str, Any] = {}
-        if cfg.device == "cuda" and cfg.dp_layout == "per_device":
+        if cfg.hardware.device == "cuda" and cfg.parallel.dp_layout == "per_device":
             kw["local_device_ids"] = [int(os.environ.get("LOCAL_RANK", "0"))]
-        timeout = int(min(cfg.timeout_s, 300))
+        timeout = int(min(cfg.measure.timeout_s, 300))
         if auto:  # JAX's own cluster detection (SLURM: coordinator, count and id from srun)
             jax.distributed.initialize(initialization_timeout=timeout, **kw)
             flags["jax_distributed"] = {"coordinator": "auto-detected by jax.distributed",
@@ -156,8 +156,8 @@ def make_context(jax: Any, cfg: RunConfig, platform: str) -> tuple[DistContext, 
 
     devs = [d for d in jax.devices(platform)]
     if len(devs) < cfg.world_size:
-        raise UnavailableError(f"{cfg.world_size} {platform} devices are needed (nproc {cfg.nproc}"
-                               f" x nnodes {cfg.nnodes}) but JAX sees {len(devs)}")
+        raise UnavailableError(f"{cfg.world_size} {platform} devices are needed (nproc {cfg.parallel.nproc}"
+                               f" x nnodes {cfg.parallel.nnodes}) but JAX sees {len(devs)}")
     devs = sorted(devs, key=lambda d: (d.process_index, d.id))[: cfg.world_size]
     mesh = Mesh(np.array(devs), ("data",))
     data_sh, repl = NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
@@ -202,7 +202,7 @@ def breakdown_apart(cfg: RunConfig) -> str | None:
     ``--trace`` run turns XLA command buffers off, process-wide and for the fused step too, so
     the headline is measured in a process without them; not when the user set the flag in
     ``XLA_FLAGS`` (then both processes have it)."""
-    if (cfg.device == "cuda" and cfg.traced
+    if (cfg.hardware.device == "cuda" and cfg.traced
             and "xla_gpu_enable_command_buffer" not in os.environ.get("XLA_FLAGS", "")):
         return "XLA command buffers off for the breakdown's trace, process-wide"
     return None

@@ -15,16 +15,16 @@ The pipeline: numpy batches made by Grain worker processes
 (:class:`dlperf.data.grain_pipeline.GrainPipeline`), or by dlperf's host threads
 (:class:`dlperf.data.pipeline.HostPipeline`), copied to the device ahead of the step.
 
-What makes the batches (``cfg.loader_workers`` = N, ``cfg.loader_impl``):
+What makes the batches (``cfg.input.loader_workers`` = N, ``cfg.input.loader_impl``):
 
 * N = 0: the batch is made and copied on the calling thread (no overlap), whatever
   ``loader_impl`` says.
 * ``processes`` (and ``auto`` where Grain is installed): N Grain worker processes make whole
   batches (decode, augment, stack, in shared memory); ``grain.experimental.device_put`` copies
-  them to the device ``cfg.loader_prefetch`` deep. Grain is the JAX ecosystem's own loader, and
+  them to the device ``cfg.input.loader_prefetch`` deep. Grain is the JAX ecosystem's own loader, and
   processes do not hold the GIL that the training loop needs to dispatch its step.
 * ``threads`` (and ``auto`` without Grain, with a warning in the result): N Python threads make
-  batches and a feeder thread ``device_put``s them into a queue ``cfg.loader_prefetch`` deep,
+  batches and a feeder thread ``device_put``s them into a queue ``cfg.input.loader_prefetch`` deep,
   the way Flax's examples prefetch to the device.
 
 Every implementation gives the same batches in the same order (batch k = stream positions
@@ -71,14 +71,14 @@ def resolve_impl(cfg: RunConfig) -> tuple[str, str | None]:
     Raises:
         ConfigError: ``loader_impl`` is ``processes`` and Grain cannot be imported.
     """
-    if not cfg.loader_workers:
+    if not cfg.input.loader_workers:
         return "calling thread", None
-    if cfg.loader_impl == "threads":
+    if cfg.input.loader_impl == "threads":
         return "threads", None
     try:
         import_grain()
     except ImportError as e:
-        if cfg.loader_impl == "processes":
+        if cfg.input.loader_impl == "processes":
             from dlperf.install import install_hint
 
             raise ConfigError(GRAIN_MISSING.format(err=e, hint=install_hint("jax"))) from None
@@ -100,7 +100,7 @@ def make_pipeline(jax: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, dev: Any,
     Raises:
         ConfigError: ``loader_impl`` is ``processes`` and Grain cannot be imported.
     """
-    source = SampleSource(ds, spec, cfg.batch_size, layout="NHWC", seed=cfg.seed)
+    source = SampleSource(ds, spec, cfg.workload.batch_size, layout="NHWC", seed=cfg.workload.seed)
     xdt = np.int32 if int_ids else np.float32
 
     def make(k: int):
@@ -110,20 +110,20 @@ def make_pipeline(jax: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, dev: Any,
     def put(b):
         return jax.device_put(b, dev)
 
-    workers = cfg.loader_workers or 0
+    workers = cfg.input.loader_workers or 0
     impl, warning = resolve_impl(cfg)
     first = put(make(0))
     rec = DataWaitRecorder()
     info: dict[str, Any] = {
-        "num_workers": workers, "loader_impl": cfg.loader_impl,
+        "num_workers": workers, "loader_impl": cfg.input.loader_impl,
         "sampler": "endless (fresh permutation per pass)" if not source.per_batch
         else "endless, in order (LM batches)",
         "augment_impl": "dlperf (Pillow)" if source.kind == "imagefolder" else None,
         "items_per_pass": source.n, "warnings": [warning] if warning else []}
     if impl == "processes":
         pipe = GrainPipeline(source, workers, x_dtype=xdt, y_dtype=np.int32, device=dev,
-                             worker_buffer=cfg.loader_prefetch, host_buffer=cfg.loader_prefetch,
-                             device_buffer=cfg.loader_prefetch)
+                             worker_buffer=cfg.input.loader_prefetch, host_buffer=cfg.input.loader_prefetch,
+                             device_buffer=cfg.input.loader_prefetch)
         info.update({
             "impl": f"grain {pipe.version} processes", "workers_kind": "processes",
             "start_method": GRAIN_START_METHOD, "batching": "in the workers (MapDataset.batch)",
@@ -142,14 +142,14 @@ def make_pipeline(jax: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, dev: Any,
                 info["start_method"] = ",".join(methods)
 
         return rec.wrap(pipe.next), first, info, rec, close
-    hp = HostPipeline(make, put, workers=workers, depth=cfg.loader_prefetch)
+    hp = HostPipeline(make, put, workers=workers, depth=cfg.input.loader_prefetch)
     info.update({
         "impl": "dlperf HostPipeline threads" if workers
         else "dlperf HostPipeline (calling thread)",
         "workers_kind": "threads" if workers else None,
         "threads": "python threads" if workers else None,
         "device_put": "feeder thread" if workers else "step",
-        "queue_depth": cfg.loader_prefetch if workers else None})
+        "queue_depth": cfg.input.loader_prefetch if workers else None})
     return rec.wrap(hp.next), first, info, rec, hp.close
 
 
@@ -178,13 +178,13 @@ def make_source(jax: Any, cfg: RunConfig, spec: ModelSpec, dev: Any, key: Any,
         UnavailableError: a pipeline (loader workers, ImageFolder) with data parallelism.
         ConfigError: ``loader_impl`` is ``processes`` and Grain cannot be imported.
     """
-    if cfg.data == "synthetic":
+    if cfg.input.data == "synthetic":
         return _synthetic(jax, cfg, spec, dev, key, in_shape, in_dtype, sharding)
-    ds = load_dataset(cfg.data, cfg.data_dir)
+    ds = load_dataset(cfg.input.data, cfg.input.data_dir)
     int_ids = bool(jax.numpy.issubdtype(in_dtype, jax.numpy.integer))
     meta = {k: v for k, v in ds.meta.items() if isinstance(v, (int, float, str, bool))}
     layout = "NHWC" if spec.input_kind == "image" else None
-    if cfg.loader_workers is not None or ds.kind == "imagefolder":
+    if cfg.input.loader_workers is not None or ds.kind == "imagefolder":
         if sharding is not None:
             raise UnavailableError("a JAX input pipeline (loader_workers, ImageFolder) with "
                                    "data parallelism is not built yet; use --nproc 1, or "

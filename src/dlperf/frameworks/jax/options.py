@@ -14,12 +14,12 @@ def check(cfg: Any) -> list[tuple[str, str]]:
     """The errors of ``cfg`` (a validated :class:`dlperf.config.RunConfig` of JAX) that are
     JAX's own, as ``(field, message)``; ``[]`` when there are none."""
     errors = []
-    if cfg.layout == "nchw":
-        errors.append(("layout", f"layout 'nchw' is a PyTorch option: the {cfg.framework} models "
+    if cfg.runtime.layout == "nchw":
+        errors.append(("layout", f"layout 'nchw' is a PyTorch option: the {cfg.runtime.framework} models "
                                  "are NHWC (channels last); use --layout auto or nhwc"))
-    if (cfg.loader_impl != "auto" and cfg.loader_workers is None
-            and not str(cfg.data).startswith("imagefolder")):
-        errors.append(("loader_impl", f"loader_impl {cfg.loader_impl!r} applies to an input "
+    if (cfg.input.loader_impl != "auto" and cfg.input.loader_workers is None
+            and not str(cfg.input.data).startswith("imagefolder")):
+        errors.append(("loader_impl", f"loader_impl {cfg.input.loader_impl!r} applies to an input "
                                       "pipeline, and this run has none (batches prepared before "
                                       "timing); give --loader-workers N (or ImageFolder data), "
                                       "or use --loader-impl auto"))

@@ -131,13 +131,13 @@ def refuse_unsupported(cfg: RunConfig) -> None:
         UnavailableError: a device other than the CPU, a precision other than fp32, or an
             input pipeline (``--loader-workers``); the message says what to use instead.
     """
-    if cfg.device != "cpu":
-        raise UnavailableError(f"device {cfg.device!r}: the MXNet adapter runs on the CPU "
+    if cfg.hardware.device != "cpu":
+        raise UnavailableError(f"device {cfg.hardware.device!r}: the MXNet adapter runs on the CPU "
                                f"only (the pip wheel is a CPU build); use --device cpu")
-    if cfg.precision != "fp32":
-        raise UnavailableError(f"precision {cfg.precision!r}: the MXNet adapter implements "
+    if cfg.hardware.precision != "fp32":
+        raise UnavailableError(f"precision {cfg.hardware.precision!r}: the MXNet adapter implements "
                                f"fp32 only; use --precision fp32")
-    if cfg.loader_workers is not None:
+    if cfg.input.loader_workers is not None:
         raise UnavailableError("--loader-workers: the MXNet adapter has no input pipeline; "
                                "real data are prepared before timing without it")
 
@@ -232,26 +232,26 @@ class MXNetRun(TrainingRun):
     """
 
     def __init__(self, cfg: RunConfig, spec: ModelSpec) -> None:
-        self.flags: dict[str, Any] = {"mode": cfg.mode}
-        self.flags.update(apply_threads(cfg.threads))  # before MXNet loads
+        self.flags: dict[str, Any] = {"mode": cfg.runtime.mode}
+        self.flags.update(apply_threads(cfg.hardware.threads))  # before MXNet loads
         self.mx = mx = import_mxnet()
         import numpy as np
 
         feats = mx.runtime.Features()
         self.flags.update(self._build_flags(feats, cfg))
-        mx.random.seed(cfg.seed)
-        np.random.seed(cfg.seed)
+        mx.random.seed(cfg.workload.seed)
+        np.random.seed(cfg.workload.seed)
         ctx = mx.cpu()
         self._net, model, self._builds = self._build(cfg, spec, ctx)
         params = self._net.collect_params()
         trainable = [p for p in params.values() if p.grad_req != "null"]
-        if cfg.grad_accum > 1:
+        if cfg.workload.grad_accum > 1:
             for p in trainable:
                 p.grad_req = "add"
         trainer, self.flags["optimizer"] = make_trainer(mx, params, spec)
         data = make_data(mx, cfg, spec, ctx)
         self.data_info = data.info
-        self._step = GluonStep(mx, model, trainer, trainable, cfg.grad_accum, data.fetch)
+        self._step = GluonStep(mx, model, trainer, trainable, cfg.workload.grad_accum, data.fetch)
         self.versions = self._versions(np, feats)
         self.flags["first_call_s"] = self.flags["second_call_s"] = None
         self.flags["timer"] = ("host_clock; each step ends with mx.nd.waitall() "
@@ -267,7 +267,7 @@ class MXNetRun(TrainingRun):
                 "onednn": bool(feats.is_enabled("MKLDNN")),
                 "blas": next((b for b in ("MKL", "OPEN", "ATLAS", "APPLE")
                               if feats.is_enabled(f"BLAS_{b}")), None),
-                "grad_accum": cfg.grad_accum}
+                "grad_accum": cfg.workload.grad_accum}
 
     def _build(self, cfg: RunConfig, spec: ModelSpec,
                ctx: Any) -> tuple[Any, Any, BuildCounter | None]:
@@ -278,7 +278,7 @@ class MXNetRun(TrainingRun):
         self.flags["layout"] = "NCHW" if spec.input_kind == "image" else None
         model = with_loss(self.mx, net, spec)
         builds = None
-        if cfg.mode == "graph":
+        if cfg.runtime.mode == "graph":
             model.hybridize(**HYBRIDIZE)
             builds = BuildCounter(model)
         self.flags["hybridize"] = dict(HYBRIDIZE) if builds is not None else None

@@ -1,7 +1,7 @@
 """The MXNet adapter's batches: prepared before timing, held as NDArrays, cycled.
 
 * synthetic: a pool of :data:`SYNTHETIC_POOL` distinct batches (``mx.random``, seeded by the
-  adapter with ``cfg.seed``; floats N(0, 1), token ids and labels uniform, as float32 ids:
+  adapter with ``cfg.workload.seed``; floats N(0, 1), token ids and labels uniform, as float32 ids:
   MXNet's ``Embedding`` and ``pick`` take float indices).
 * real data: at most :data:`MAX_REAL_BATCHES` batches from :func:`dlperf.data.make_batches`,
   held as float32 NDArrays.
@@ -35,7 +35,7 @@ def make_data(mx: Any, cfg: RunConfig, spec: ModelSpec, ctx: Any) -> DataSource:
         UnavailableError: ImageFolder data (read through a pipeline, which MXNet has not got).
         DataMissing, DataError: from :func:`dlperf.data.load_dataset` / ``make_batches``.
     """
-    if cfg.data == "synthetic":
+    if cfg.input.data == "synthetic":
         batches, info = _synthetic(mx, cfg.global_batch, spec, ctx)
     else:
         batches, info = _real(mx, cfg, spec, ctx)
@@ -66,7 +66,7 @@ def _synthetic(mx: Any, B: int, spec: ModelSpec, ctx: Any) -> tuple[list[Any], d
 def _real(mx: Any, cfg: RunConfig, spec: ModelSpec, ctx: Any) -> tuple[list[Any], dict[str, Any]]:
     from dlperf.data import load_dataset, make_batches
 
-    ds = load_dataset(cfg.data, cfg.data_dir)
+    ds = load_dataset(cfg.input.data, cfg.input.data_dir)
     if ds.kind == "imagefolder":
         raise UnavailableError("ImageFolder data are read through an input pipeline, which "
                                "the MXNet adapter does not have; use synthetic data, mnist "

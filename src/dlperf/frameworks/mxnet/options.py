@@ -13,7 +13,7 @@ from typing import Any
 def check(cfg: Any) -> list[tuple[str, str]]:
     """The errors of ``cfg`` (a validated :class:`dlperf.config.RunConfig` of MXNet) that are
     MXNet's own, as ``(field, message)``; ``[]`` when there are none."""
-    if cfg.layout == "nhwc":
-        return [("layout", f"layout 'nhwc' is not available for framework {cfg.framework!r}: its "
+    if cfg.runtime.layout == "nhwc":
+        return [("layout", f"layout 'nhwc' is not available for framework {cfg.runtime.framework!r}: its "
                            "models are NCHW (MXNet's native layout); use --layout auto")]
     return []

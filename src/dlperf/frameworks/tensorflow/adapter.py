@@ -300,8 +300,8 @@ class TensorFlowRun(TfStep):
 
     def __init__(self, tf: Any, keras: Any, cfg: RunConfig, spec: ModelSpec) -> None:
         self.tf, self.keras = tf, keras
-        self.flags = {"mode": cfg.mode}
-        self.flags.update(apply_threads(tf, cfg.threads))  # before TensorFlow runs anything
+        self.flags = {"mode": cfg.runtime.mode}
+        self.flags.update(apply_threads(tf, cfg.hardware.threads))  # before TensorFlow runs anything
         self._place(cfg)
         self._apply_settings(cfg)
         impl = self._build(cfg, spec)
@@ -309,14 +309,14 @@ class TensorFlowRun(TfStep):
                            on_host=self._strategy is not None)
         self._close_data = data.close
         train = TrainStep(tf, self._model, self._tvars, self._opt, self._l2,
-                          make_loss(tf, spec, impl), cfg.grad_accum, cfg.world_size)
+                          make_loss(tf, spec, impl), cfg.workload.grad_accum, cfg.world_size)
         step_fn = train.replica
         if self._strategy is not None:
             step_fn = tf_dist.replicated_step(tf, self._strategy, train.replica, cfg.world_size,
                                               len(self._strategy.extended.worker_devices))
             data = tf_dist.distribute_source(tf, self._strategy, data, cfg.per_device_batch,
-                                             self._first_replica, cfg.data == "synthetic")
-        self._init_step(tf, data, train, step_fn, cfg.mode, self._strategy is not None,
+                                             self._first_replica, cfg.input.data == "synthetic")
+        self._init_step(tf, data, train, step_fn, cfg.runtime.mode, self._strategy is not None,
                         self._gpu)
         self.data_info, self.data_wait = data.info, data.wait
         self.versions = probes.versions(tf, keras, self._gpu)
@@ -342,7 +342,7 @@ class TensorFlowRun(TfStep):
                 self._first_replica = self.dist.rank * tf_dist.local_replicas(cfg)
                 nvml_offset = dev_flags.get("first_gpu_index", 0)
         else:
-            dev, gpu, dev_flags = select_device(tf, cfg.device)
+            dev, gpu, dev_flags = select_device(tf, cfg.hardware.device)
         self.flags.update(dev_flags)
         self._dev, self._gpu = dev, gpu
         self.nvml_target = gpu_nvml_target(nvml_offset) if gpu else None
@@ -356,11 +356,11 @@ class TensorFlowRun(TfStep):
     def _apply_settings(self, cfg: RunConfig) -> None:
         """Precision, seeds and the recorded settings; resets the GPU's memory peak."""
         tf, keras, flags = self.tf, self.keras, self.flags
-        flags.update(apply_precision(tf, keras, cfg.precision))
-        flags["grad_accum"] = cfg.grad_accum
-        flags["jit_compile"] = cfg.mode == "xla"
+        flags.update(apply_precision(tf, keras, cfg.hardware.precision))
+        flags["grad_accum"] = cfg.workload.grad_accum
+        flags["jit_compile"] = cfg.runtime.mode == "xla"
         flags["onednn_opts"] = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on for x86)")
-        keras.utils.set_random_seed(cfg.seed)
+        keras.utils.set_random_seed(cfg.workload.seed)
         if self._gpu:
             tf.config.experimental.reset_memory_stats("GPU:0")
 
@@ -383,7 +383,7 @@ class TensorFlowRun(TfStep):
             self.flags["rnn_cudnn"] = self.flags["rnn_loop"] = None
             return
         for layer in rnns:
-            if cfg.mode == "xla":
+            if cfg.runtime.mode == "xla":
                 layer.use_cudnn = False
         self.flags["rnn_cudnn"] = rnns[0].use_cudnn if self._gpu else False
         steps = spec.input_shape[0] if spec.input_kind == "tokens" else None

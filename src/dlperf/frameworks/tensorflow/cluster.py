@@ -310,7 +310,7 @@ def spawn_args(cfg: Any) -> list[str]:
     different runs apart: the configuration's run key) and ``--timeout`` (seconds to wait for
     the other nodes: the run's timeout)."""
     return ["--tf-config", "--run-id", f"dlperf-{cfg.run_key()}", "--timeout",
-            f"{cfg.timeout_s:g}"]
+            f"{cfg.measure.timeout_s:g}"]
 
 
 def process_env(args: Sequence[str], *, node_rank: int, nnodes: int, nproc: int,

@@ -50,7 +50,7 @@ MULTI_WORKER = "MultiWorkerMirroredStrategy"
 
 def workers(cfg: RunConfig) -> int:
     """Worker processes of the run: ``nproc * nnodes`` (per_device) or ``nnodes`` (per_node)."""
-    return cfg.processes_per_node * cfg.nnodes
+    return cfg.processes_per_node * cfg.parallel.nnodes
 
 
 def multi_worker(cfg: RunConfig) -> bool:
@@ -60,7 +60,7 @@ def multi_worker(cfg: RunConfig) -> bool:
 
 def local_replicas(cfg: RunConfig) -> int:
     """Devices (replicas) each process drives: 1 (per_device) or ``nproc`` (per_node)."""
-    return 1 if cfg.dp_layout == "per_device" else cfg.nproc
+    return 1 if cfg.parallel.dp_layout == "per_device" else cfg.parallel.nproc
 
 
 def strategy_name(cfg: RunConfig) -> str:
@@ -77,10 +77,10 @@ def worker_rows(cfg: RunConfig, rank: int) -> tuple[int, int]:
 
 
 def configure_devices(tf: Any, cfg: RunConfig) -> tuple[list[str], bool, dict[str, Any]]:
-    """Make this process's devices of ``cfg.device`` visible; return (device names, is_gpu,
+    """Make this process's devices of ``cfg.hardware.device`` visible; return (device names, is_gpu,
     flags). Must run before TensorFlow runs anything.
 
-    One process: ``cfg.nproc`` GPUs or logical CPU devices. A worker of a multi-worker run: its
+    One process: ``cfg.parallel.nproc`` GPUs or logical CPU devices. A worker of a multi-worker run: its
     GPU (``per_device``: the one of index ``$LOCAL_RANK``), its node's ``nproc`` GPUs
     (``per_node``), or ``CPU:0``.
 
@@ -88,7 +88,7 @@ def configure_devices(tf: Any, cfg: RunConfig) -> tuple[list[str], bool, dict[st
         ConfigError: mode ``xla`` (not under a strategy), or several CPU devices per worker.
         UnavailableError: too few GPUs, or TensorFlow already started with other devices.
     """
-    if cfg.mode == "xla":
+    if cfg.runtime.mode == "xla":
         # A jit_compile step around strategy.run cannot reach the mirrored variables on the
         # other devices (InvalidArgumentError "Trying to access resource ... located in device
         # CPU:1 from device CPU:0"; TensorFlow's XLA known issues), and jit_compile inside
@@ -98,9 +98,9 @@ def configure_devices(tf: Any, cfg: RunConfig) -> tuple[list[str], bool, dict[st
                           "graph or eager for data parallelism")
     if multi_worker(cfg):
         return _worker_devices(tf, cfg)
-    n = cfg.nproc
+    n = cfg.parallel.nproc
     gpus = tf.config.list_physical_devices("GPU")
-    if cfg.device == "cuda":
+    if cfg.hardware.device == "cuda":
         if len(gpus) < n:
             raise UnavailableError(f"{n} GPUs are needed (--nproc {n}) but TensorFlow sees "
                                    f"{len(gpus)}")
@@ -135,8 +135,8 @@ def _worker_devices(tf: Any, cfg: RunConfig) -> tuple[list[str], bool, dict[str,
     gpus = tf.config.list_physical_devices("GPU")
     started = ("TensorFlow already started in this process; a multi-worker run must be "
                "started by dlperf's launcher, one fresh process per worker")
-    if cfg.device == "cuda":
-        if cfg.dp_layout == "per_device":
+    if cfg.hardware.device == "cuda":
+        if cfg.parallel.dp_layout == "per_device":
             local = int(os.environ.get("LOCAL_RANK", "0"))
             if len(gpus) <= local:
                 raise UnavailableError(f"worker with local rank {local} needs GPU {local} but "
@@ -155,7 +155,7 @@ def _worker_devices(tf: Any, cfg: RunConfig) -> tuple[list[str], bool, dict[str,
             "visible_gpus": n, "memory_growth": True, "first_gpu_index": local}
     if n > 1:  # RunConfig refuses this already; kept for a config built around the check
         raise ConfigError(f"MultiWorkerMirroredStrategy drives one CPU device per worker; "
-                          f"--nproc {cfg.nproc} CPU devices per node need --dp-layout per_device")
+                          f"--nproc {cfg.parallel.nproc} CPU devices per node need --dp-layout per_device")
     if gpus:
         try:
             tf.config.set_visible_devices([], "GPU")
@@ -204,13 +204,13 @@ def _make_multi_worker(tf: Any, cfg: RunConfig, devices: list[str]) -> tuple[Any
     W = workers(cfg)
     if len(cluster) != W:
         raise ConfigError(f"${TF_CONFIG_ENV} lists {len(cluster)} workers but the configuration "
-                          f"needs {W} (nproc {cfg.nproc} x nnodes {cfg.nnodes}, dp_layout "
-                          f"{cfg.dp_layout})")
+                          f"needs {W} (nproc {cfg.parallel.nproc} x nnodes {cfg.parallel.nnodes}, dp_layout "
+                          f"{cfg.parallel.dp_layout})")
     rank = int(os.environ.get("RANK", index))
     if rank != index:
         raise ConfigError(f"${TF_CONFIG_ENV} task index {index} is not this process's rank "
                           f"{rank}")
-    gpu = cfg.device == "cuda"
+    gpu = cfg.hardware.device == "cuda"
     options, impl = communication(tf, gpu)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     L = local_replicas(cfg)

@@ -3,7 +3,7 @@
 Batches (:func:`make_source`, a :class:`~dlperf.frameworks.base.DataSource`):
 
 * synthetic data: a pool of :data:`SYNTHETIC_POOL` distinct batches made on the device before
-  timing (stateless RNG, seeded by ``cfg.seed``; images NHWC), cycled;
+  timing (stateless RNG, seeded by ``cfg.workload.seed``; images NHWC), cycled;
 * real data without a pipeline: batches from :func:`dlperf.data.make_batches` (images
   transposed NCHW -> NHWC once, on the host), at most :data:`MAX_REAL_BATCHES` of them, kept
   as host tensors; on a GPU each step copies its batch to the device (inside the iteration, as
@@ -70,7 +70,7 @@ def make_dataset(tf: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, batch: int |
     of ``W * batch``; token batches take rows ``[i batch, (i + 1) batch)`` of each global
     batch."""
 
-    B, workers, seed = batch or cfg.global_batch, cfg.loader_workers or 0, cfg.seed
+    B, workers, seed = batch or cfg.global_batch, cfg.input.loader_workers or 0, cfg.workload.seed
     W, index = shard or (1, 0)
     par = tf.data.AUTOTUNE if workers > 0 else None
     with tf.device("/CPU:0"):
@@ -167,10 +167,10 @@ def make_source(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, gpu: bool, i
             module ``impl`` has no ``synthetic_batch`` hook.
         DataError: the data set cannot feed this model (from :mod:`dlperf.data`).
     """
-    if cfg.data == "synthetic":
+    if cfg.input.data == "synthetic":
         return _synthetic_source(tf, cfg, spec, dev, impl, rows, on_host)
-    ds = load_dataset(cfg.data, cfg.data_dir)
-    if cfg.loader_workers is not None or ds.kind == "imagefolder":
+    ds = load_dataset(cfg.input.data, cfg.input.data_dir)
+    if cfg.input.loader_workers is not None or ds.kind == "imagefolder":
         return _pipeline_source(tf, cfg, spec, ds, gpu, rows)
     return _prepared_source(tf, cfg, spec, ds, dev, gpu, rows)
 
@@ -190,7 +190,7 @@ def _synthetic_source(tf: Any, cfg: RunConfig, spec: ModelSpec, dev: str, impl: 
     pool = []
     with tf.device("/CPU:0" if on_host else dev):
         for i in range(SYNTHETIC_POOL):
-            x, y = _synthetic_batch(tf, spec, B, (cfg.seed, 2 * i), (cfg.seed, 2 * i + 1), hook)
+            x, y = _synthetic_batch(tf, spec, B, (cfg.workload.seed, 2 * i), (cfg.workload.seed, 2 * i + 1), hook)
             if rows is not None:  # this worker's rows only (a copy: the rest is freed)
                 x, y = tf.identity(x[lo:hi]), tf.identity(y[lo:hi])
             pool.append((x, y))

@@ -15,16 +15,16 @@ def check(cfg: Any) -> list[tuple[str, str]]:
     """The errors of ``cfg`` (a validated :class:`dlperf.config.RunConfig` of TensorFlow) that
     are TensorFlow's own, as ``(field, message)``; ``[]`` when there are none."""
     errors = []
-    if cfg.layout == "nchw":
-        errors.append(("layout", f"layout 'nchw' is a PyTorch option: the {cfg.framework} models "
+    if cfg.runtime.layout == "nchw":
+        errors.append(("layout", f"layout 'nchw' is a PyTorch option: the {cfg.runtime.framework} models "
                                  "are NHWC (channels last); use --layout auto or nhwc"))
-    if (cfg.device == "cpu" and cfg.nnodes > 1 and cfg.nproc > 1
-            and cfg.dp_layout == "per_node"):
+    if (cfg.hardware.device == "cpu" and cfg.parallel.nnodes > 1 and cfg.parallel.nproc > 1
+            and cfg.parallel.dp_layout == "per_node"):
         # TensorFlow's CollectiveAllReduceExtended gives a worker without GPUs exactly one
         # device (CPU:0), so a worker cannot drive several logical CPU devices.
         errors.append(("dp_layout", f"dp_layout 'per_node' with TensorFlow on the CPU across "
                                     f"nodes: MultiWorkerMirroredStrategy drives one CPU device "
-                                    f"per worker process, so --nproc {cfg.nproc} on each of "
-                                    f"--nnodes {cfg.nnodes} nodes needs one process per device; "
+                                    f"per worker process, so --nproc {cfg.parallel.nproc} on each of "
+                                    f"--nnodes {cfg.parallel.nnodes} nodes needs one process per device; "
                                     f"use --dp-layout per_device"))
     return errors

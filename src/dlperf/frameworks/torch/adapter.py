@@ -29,7 +29,7 @@ Choices (each recorded in ``TrainingRun.flags``, docs/measurement.md rule 6):
 * data parallelism (``cfg.world_size > 1``, one process per device started by torchrun):
   the process joins the process group (NCCL on CUDA, gloo on the CPU;
   :mod:`dlperf.frameworks.torch.dist`) and the model is wrapped in
-  ``DistributedDataParallel`` with ``cfg.ddp``'s options (recorded in ``flags["ddp"]``); each
+  ``DistributedDataParallel`` with ``cfg.runtime.ddp``'s options (recorded in ``flags["ddp"]``); each
   rank trains on ``cfg.per_device_batch`` samples. Real data: the global batch ``k`` is cut
   as on one device and rank ``r`` takes its rows ``[r b, (r + 1) b)``, so runs on different
   device counts at the same global batch see the same samples in the same order. Synthetic
@@ -120,9 +120,9 @@ def channels_last(cfg: RunConfig, spec: ModelSpec) -> bool:
     """
     if spec.input_kind != "image":
         return False
-    if cfg.layout == "auto":
-        return cfg.device == "cuda" and cfg.precision in ("bf16", "tf32")
-    return cfg.layout == "nhwc"
+    if cfg.runtime.layout == "auto":
+        return cfg.hardware.device == "cuda" and cfg.hardware.precision in ("bf16", "tf32")
+    return cfg.runtime.layout == "nhwc"
 
 
 class TorchAdapter:
@@ -190,14 +190,14 @@ class TorchRun(TrainingRun):
         self.flags = self._settings()
         model = self._build_model()
         self.opt, self.flags["optimizer"] = make_optimizer(torch, model.parameters(),
-                                                           spec.optimizer, cfg.optimizer_impl)
+                                                           spec.optimizer, cfg.runtime.optimizer_impl)
         if self.dist is not None:
             model, ddp_flags = torch_dist.wrap_ddp(torch, model, self.dev, cfg, self.dist)
             self.flags.update(ddp_flags)
             self.dist_details = lambda ddp=model: torch_dist.ddp_runtime(ddp)
         self.eager_model, self.watch = model, None
-        if cfg.mode == "graph":
-            self.watch = CompileWatch(torch, cfg.compile_mode, self.cuda)
+        if cfg.runtime.mode == "graph":
+            self.watch = CompileWatch(torch, cfg.runtime.compile_mode, self.cuda)
             model = self.watch.compile(model)
             self.flags["compile"] = self.watch.flags
             self.compile_info = self.watch.info
@@ -218,27 +218,27 @@ class TorchRun(TrainingRun):
         """This process's device, and the data-parallel context after joining the process
         group (``cfg.distributed``), else None."""
         torch, cfg = self.torch, self.cfg
-        if cfg.device == "cuda" and not torch.cuda.is_available():
+        if cfg.hardware.device == "cuda" and not torch.cuda.is_available():
             raise UnavailableError("device 'cuda' was asked for but torch sees no CUDA GPU; "
                                    "use --device cpu (or --device auto)")
         if cfg.distributed:
             ctx, dev = torch_dist.init_process_group(torch, cfg)
             return dev, ctx
-        return torch.device(cfg.device), None
+        return torch.device(cfg.hardware.device), None
 
     def _settings(self) -> dict[str, Any]:
         """Threads, seed, precision and cuDNN autotuning; the flags as applied."""
         torch, cfg = self.torch, self.cfg
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        torch.manual_seed(cfg.seed)
-        flags: dict[str, Any] = {"mode": cfg.mode, **apply_precision(torch, cfg.precision)}
+        if cfg.hardware.threads:
+            torch.set_num_threads(cfg.hardware.threads)
+        torch.manual_seed(cfg.workload.seed)
+        flags: dict[str, Any] = {"mode": cfg.runtime.mode, **apply_precision(torch, cfg.hardware.precision)}
         if self.cuda:
             torch.backends.cudnn.benchmark = True
             torch.cuda.reset_peak_memory_stats(self.dev)
         flags["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark) if self.cuda else None
         flags["threads"] = torch.get_num_threads()
-        flags["grad_accum"] = cfg.grad_accum
+        flags["grad_accum"] = cfg.workload.grad_accum
         return flags
 
     def _build_model(self) -> Any:
@@ -250,7 +250,7 @@ class TorchRun(TrainingRun):
         with torch.device(self.dev):
             model = build_torch(spec)
         model.train()
-        if (self.dev.type == "cpu" and cfg.precision == "bf16"
+        if (self.dev.type == "cpu" and cfg.hardware.precision == "bf16"
                 and any(isinstance(m, torch.nn.LSTM) for m in model.modules())):
             _check_cpu_bf16_lstm(torch)
         self.nhwc = channels_last(cfg, spec)
@@ -273,16 +273,16 @@ class TorchRun(TrainingRun):
         gradient accumulation the micro-batches use the DDP module's ``no_sync``."""
         torch, cfg = self.torch, self.cfg
         begin = None
-        if cfg.mode == "graph" and cfg.compile_mode in CUDAGRAPH_MODES:
+        if cfg.runtime.mode == "graph" and cfg.runtime.compile_mode in CUDAGRAPH_MODES:
             begin = torch.compiler.cudagraph_mark_step_begin
         no_sync = None
-        if self.dist is not None and cfg.grad_accum > 1:
+        if self.dist is not None and cfg.workload.grad_accum > 1:
             no_sync = self.eager_model.no_sync
         return TorchStep(model=model, opt=self.opt, loss_fn=make_loss(torch, self.spec),
                          fetch=src.fetch,
                          to_device=None if src.to_device is identity else src.to_device,
-                         autocast=make_autocast(torch, cfg.precision, self.dev.type),
-                         begin=begin, grad_accum=cfg.grad_accum, no_sync=no_sync)
+                         autocast=make_autocast(torch, cfg.hardware.precision, self.dev.type),
+                         begin=begin, grad_accum=cfg.workload.grad_accum, no_sync=no_sync)
 
     def _nvml_target(self) -> tuple[str | None, int] | None:
         """``(uuid or None, NVML index)`` of this run's GPU; None on a CPU."""
@@ -326,9 +326,9 @@ class TorchRun(TrainingRun):
     def profile(self, n: int, folder: Any) -> dict[str, Any]:
         """One warm-up and ``n`` fused steps under ``torch.profiler``
         (:func:`dlperf.frameworks.torch.profile.profile_steps`), with input shapes and FLOPs
-        only when the run keeps a timeline (``cfg.timeline``)."""
+        only when the run keeps a timeline (``cfg.measure.timeline``)."""
         return profile_steps(self.torch, self.step, self.cuda, n, folder,
-                             shapes=bool(getattr(self.cfg, "timeline", False)))
+                             shapes=bool(self.cfg.measure.timeline))
 
     def _comm_profile(self, k: int) -> dict[str, Any]:
         """``comm_profile`` of a data-parallel run

@@ -50,9 +50,9 @@ def init_process_group(torch: Any, cfg: RunConfig) -> tuple[DistContext, Any]:
     rank, world, local, node = env_ranks()
     if world != cfg.world_size:
         raise ConfigError(f"the launcher started {world} processes but the configuration has "
-                          f"nproc {cfg.nproc} x nnodes {cfg.nnodes} = {cfg.world_size}")
-    cuda = cfg.device == "cuda"
-    timeout = _dt.timedelta(seconds=cfg.timeout_s)
+                          f"nproc {cfg.parallel.nproc} x nnodes {cfg.parallel.nnodes} = {cfg.world_size}")
+    cuda = cfg.hardware.device == "cuda"
+    timeout = _dt.timedelta(seconds=cfg.measure.timeout_s)
     if cuda:
         n_gpus = torch.cuda.device_count()
         if local >= n_gpus:
@@ -95,12 +95,12 @@ def init_process_group(torch: Any, cfg: RunConfig) -> tuple[DistContext, Any]:
 
 def wrap_ddp(torch: Any, model: Any, dev: Any, cfg: RunConfig, ctx: DistContext
              ) -> tuple[Any, dict[str, Any]]:
-    """``(DistributedDataParallel(model), flags)`` with ``cfg.ddp``'s options (bucket size,
+    """``(DistributedDataParallel(model), flags)`` with ``cfg.runtime.ddp``'s options (bucket size,
     gradient-as-bucket-view, static graph, unused-parameter search, buffer broadcast); the
     flags (``ddp``, ``per_device_batch``) record them, and ``ctx.info["ddp"]`` too.
     ``torch.nn.parallel.DistributedDataParallel`` is looked up at call time (tests stand in
     for it)."""
-    o = cfg.ddp
+    o = cfg.runtime.ddp
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[dev.index] if dev.type == "cuda" else None,
         bucket_cap_mb=o.bucket_cap_mb, gradient_as_bucket_view=o.gradient_as_bucket_view,

@@ -101,21 +101,21 @@ def make_loader(torch: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, dev: Any
     """
     from torch.utils.data import DataLoader
 
-    source = SampleSource(ds, spec, cfg.batch_size, layout="NCHW", seed=cfg.seed)
-    workers = cfg.loader_workers or 0
+    source = SampleSource(ds, spec, cfg.workload.batch_size, layout="NCHW", seed=cfg.workload.seed)
+    workers = cfg.input.loader_workers or 0
     tv = _torchvision_transform(spec.input_shape[1]) if source.kind == "imagefolder" else None
     items = SourceItems(source, tv)
 
     cuda = dev.type == "cuda"
     kw: dict[str, Any] = {}
     if workers > 0:
-        kw.update(prefetch_factor=cfg.loader_prefetch, persistent_workers=True)
-    g = torch.Generator().manual_seed(cfg.seed)
+        kw.update(prefetch_factor=cfg.input.loader_prefetch, persistent_workers=True)
+    g = torch.Generator().manual_seed(cfg.workload.seed)
     if source.per_batch:
         loader = DataLoader(items, batch_size=None, sampler=EndlessSampler(), num_workers=workers,
                             pin_memory=cuda, generator=g, **kw)
     else:
-        loader = DataLoader(items, batch_size=cfg.batch_size, sampler=EndlessSampler(),
+        loader = DataLoader(items, batch_size=cfg.workload.batch_size, sampler=EndlessSampler(),
                             drop_last=True, num_workers=workers, pin_memory=cuda, generator=g,
                             **kw)
     it = iter(loader)
@@ -128,7 +128,7 @@ def make_loader(torch: Any, cfg: RunConfig, spec: ModelSpec, ds: Any, dev: Any
         it = None
 
     info = {"impl": "torch.utils.data.DataLoader", "num_workers": workers,
-            "pin_memory": cuda, "prefetch_factor": cfg.loader_prefetch if workers else None,
+            "pin_memory": cuda, "prefetch_factor": cfg.input.loader_prefetch if workers else None,
             "persistent_workers": workers > 0, "drop_last": True,
             "sampler": "endless (fresh permutation per pass)" if not source.per_batch
             else "endless, in order (LM batches)",
@@ -151,10 +151,10 @@ def make_source(cfg: RunConfig, spec: ModelSpec, dev: Any, channels_last: bool =
         DataError: the data set cannot feed this model (from :mod:`dlperf.data`).
     """
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    if cfg.data == "synthetic":
+    if cfg.input.data == "synthetic":
         return _synthetic(cfg, spec, dev, fmt, rank)
-    ds = load_dataset(cfg.data, cfg.data_dir)
-    if cfg.loader_workers is not None or ds.kind == "imagefolder":
+    ds = load_dataset(cfg.input.data, cfg.input.data_dir)
+    if cfg.input.loader_workers is not None or ds.kind == "imagefolder":
         if cfg.global_batch != cfg.per_device_batch:
             raise UnavailableError("a DataLoader pipeline (loader_workers, ImageFolder) with "
                                    "data parallelism is not built yet; use --nproc 1, or "
@@ -164,10 +164,10 @@ def make_source(cfg: RunConfig, spec: ModelSpec, dev: Any, channels_last: bool =
 
 
 def _synthetic(cfg: RunConfig, spec: ModelSpec, dev: Any, fmt: Any, rank: int) -> DataSource:
-    """:data:`SYNTHETIC_POOL` batches drawn on the device with seed ``cfg.seed + rank`` (a
+    """:data:`SYNTHETIC_POOL` batches drawn on the device with seed ``cfg.workload.seed + rank`` (a
     host-side randn of 4 x 8192 x 26752 floats takes seconds), cycled."""
     B = cfg.per_device_batch
-    g = torch.Generator(device=dev).manual_seed(cfg.seed + rank)
+    g = torch.Generator(device=dev).manual_seed(cfg.workload.seed + rank)
     make = None
     if not spec.default_io:  # other inputs/targets: the model module's hook
         make = importlib.import_module(f"dlperf.zoo.{spec.family}.torch_impl").synthetic_batch

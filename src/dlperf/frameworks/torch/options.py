@@ -23,7 +23,7 @@ class Options(DDPOptions):
     DDPOptions`: ``bucket_cap_mb``, ``gradient_as_bucket_view``, ``static_graph``,
     ``find_unused_parameters``, ``broadcast_buffers``), given as ``--bucket-cap-mb`` etc.,
     ``--framework-option KEY=VALUE`` or ``options:`` in a sweep file; they apply to a run on
-    more than one device (``RunConfig.ddp``)."""
+    more than one device (``RunConfig.runtime.ddp``)."""
 
     #: Options that make a different point through ``options`` in the run key: none. DDP's
     #: options enter the key of a data-parallel point as its ``ddp``
@@ -37,10 +37,10 @@ def check(cfg: Any) -> list[tuple[str, str]]:
 
     ``compile_mode`` other than ``default`` needs the mode torch.compile runs in (``graph``).
     """
-    info = FRAMEWORKS[cfg.framework]
-    if cfg.compile_mode != "default" and cfg.mode not in info.compile_modes:
-        needs = " or ".join(f"--framework {cfg.framework} --mode {m}" for m in info.compile_modes)
-        return [("compile_mode", f"compile_mode {cfg.compile_mode!r} is {info.compiler}'s mode: "
-                                 f"it needs {needs} (got {cfg.framework}/{cfg.mode}); leave "
+    info = FRAMEWORKS[cfg.runtime.framework]
+    if cfg.runtime.compile_mode != "default" and cfg.runtime.mode not in info.compile_modes:
+        needs = " or ".join(f"--framework {cfg.runtime.framework} --mode {m}" for m in info.compile_modes)
+        return [("compile_mode", f"compile_mode {cfg.runtime.compile_mode!r} is {info.compiler}'s mode: "
+                                 f"it needs {needs} (got {cfg.runtime.framework}/{cfg.runtime.mode}); leave "
                                  "--compile-mode at default for the others")]
     return []

@@ -50,7 +50,7 @@ TRACE_SAMPLE_PREFIX = "trace:"
 
 def trace_folder(cfg: Any) -> str:
     """The folder name for one configuration's trace under ``--trace DIR``."""
-    parts = [cfg.model, cfg.framework, cfg.mode, cfg.device, cfg.precision, f"b{cfg.batch_size}",
+    parts = [cfg.workload.model, cfg.runtime.framework, cfg.runtime.mode, cfg.hardware.device, cfg.hardware.precision, f"b{cfg.workload.batch_size}",
              cfg.run_key()]
     return re.sub(r"[^\w.\-]+", "_", "-".join(str(p) for p in parts))
 
@@ -162,9 +162,9 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
     # (they hold collectives), so the phased count is agreed; each keeps its own trace folder.
     dist = getattr(session, "dist", None)
     multi = dist is not None and dist.world_size > 1
-    if cfg.breakdown:
+    if cfg.measure.breakdown:
         if session.phased_step is None or session.phase_timer is None:
-            why = f"the {cfg.framework} adapter has no phased step"
+            why = f"the {cfg.runtime.framework} adapter has no phased step"
             n = getattr(cfg, "world_size", 1) or 1
             if n > 1:
                 why += (f" under data parallelism ({n} devices): the phased step splits one "
@@ -173,7 +173,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
             warnings.append(f"breakdown: not measured: {why}")
         else:
             try:
-                loop = measure_phases(session.phased_step, session.phase_timer(), cfg.iterations,
+                loop = measure_phases(session.phased_step, session.phase_timer(), cfg.measure.iterations,
                                       clock=getattr(session, "clock", time.perf_counter),
                                       agree=dist.agree_max if multi else None)
                 floats = session.losses_to_floats(loop.losses)
@@ -185,25 +185,25 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                 warnings.append(f"breakdown: the phased measurement failed ({type(e).__name__}: "
                                 f"{e})")
                 loop = None
-    want_trace = bool(getattr(cfg, "traced", cfg.breakdown or cfg.trace_dir))
+    want_trace = bool(getattr(cfg, "traced", cfg.measure.breakdown or cfg.measure.trace_dir))
     if want_trace:
         if session.profile is None:
             out["trace"] = {"available": False,
-                            "reason": f"the {cfg.framework} adapter cannot trace"}
+                            "reason": f"the {cfg.runtime.framework} adapter cannot trace"}
         else:
-            keep = bool(cfg.trace_dir)
+            keep = bool(cfg.measure.trace_dir)
             name = trace_folder(cfg) + (f"-rank{dist.rank}" if multi and dist.rank else "")
             # a temporary trace goes in a subfolder of an owned folder (reclaimed after a
             # SIGKILL; the owner file stays out of the profiler's tree)
             owned = None if keep else make_owned("dlperf-trace-")
-            folder = (_new_folder(Path(cfg.trace_dir).expanduser().resolve() / name)
+            folder = (_new_folder(Path(cfg.measure.trace_dir).expanduser().resolve() / name)
                       if owned is None else owned / "trace")
             cap = None
             try:
                 folder.mkdir(parents=True, exist_ok=True)
                 cap = session.profile(TRACE_ITERS, folder)
                 analysis = analyse(cap["trace"])
-                if cfg.device != "cpu" and not analysis["busy_s"]:
+                if cfg.hardware.device != "cpu" and not analysis["busy_s"]:
                     raise ValueError(
                         "the GPU trace holds no device ops: the profiler recorded no kernels "
                         "(CUPTI takes one subscriber per process, so a profiler already "
@@ -215,7 +215,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                     "top_ops": analysis["top_ops"], "top_by_class": analysis["top_by_class"],
                     "n_steps": analysis["n_steps"]}
                 out["trace"] = _trace_section(analysis, cap, folder if keep else None)
-                if getattr(cfg, "timeline", False):
+                if cfg.measure.timeline:
                     out["timeline"] = encode_timeline(cap["trace"])
                 slow = _traced_slowdown(analysis, fused)
                 if slow is not None:
@@ -240,7 +240,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
                 if bt is not None:
                     out["buckets_timeline"] = bt
     if loop is not None:
-        bd, w = summarize(loop, fused, device=cfg.device, trace=analysis)
+        bd, w = summarize(loop, fused, device=cfg.hardware.device, trace=analysis)
         out["breakdown"] = {"available": True, **bd}
         warnings.extend(w)
         for p in loop.phases:

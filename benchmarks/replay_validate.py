@@ -14,10 +14,19 @@ Categories (each row: one stored point predicted without its own trace unless sa
   the sign check counts rows whose measured change is beyond the two points' noise (their
   95% CIs, at least 2%) and whose predicted change has the same sign;
 * ``compile``: a torch.compile (graph) point from graph traces at other batch sizes (the
-  replay refuses eager -> graph: a compiled program's kernels are not the eager ones).
+  replay refuses eager -> graph: a compiled program's kernels are not the eager ones);
+* ``data parallel (CPU gloo)``: each stored N-rank CPU gloo run with a timeline and a bucket
+  record (``--dp-db``, default benchmarks/results/cpu-dev/ddp_buckets.db) predicted from rank
+  0's traced iterations with their all-reduces removed (:mod:`dlperf.perfmodel.cpureplay`:
+  each bucket's all-reduce at its gradient-ready op, its cost from the file's all-reduce
+  sweep, the cores shared); baseline the step-level WFBP recursion
+  (:func:`dlperf.perfmodel.dataparallel.exposed_comm`: DDP's default buckets ready uniformly
+  over backward, 2/3 of the step) over the same de-inflated compute. ``--dp-designs`` prints
+  the alternatives' development rows.
 
     PYTHONPATH=src python benchmarks/replay_validate.py [--db FILE ...] [--no-baseline]
-        [--json OUT] [--only own|batch|precision] [--ceilings FILE] [--side dev|test]
+        [--json OUT] [--only own|batch|precision|dp] [--ceilings FILE] [--side dev|test]
+        [--dp-db FILE] [--dp-designs]
 
 Several ``--db`` files are one pool (the H100's points of a model are in suite.db and
 suite_extra.db: three batch sizes between them); ``--side dev`` computes the development rows
@@ -35,9 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlperf.perfmodel import hardware, replay, retarget, transforms
+from dlperf.perfmodel import cpureplay, hardware, replay, retarget, transforms
 
 ROOT = Path(__file__).resolve().parents[1]
+DP_DB = ROOT / "benchmarks/results/cpu-dev/ddp_buckets.db"
+DP_CATEGORY = "data parallel (CPU gloo)"
 SPLIT = json.loads((ROOT / "benchmarks/results/split.json").read_text())
 
 
@@ -153,6 +164,127 @@ def run(db: str | list[str], with_baseline: bool,
     return rows
 
 
+def dp_inputs(db: str, sides: tuple[str, ...] = ("dev", "test")) -> list[dict[str, Any]]:
+    """Each stored N-rank point of ``db`` (one results file) with a timeline, a bucket record
+    and an all-reduce sweep of its rank count, of the models on ``sides``: the point, its
+    traced iterations (:func:`cpureplay.cpu_iteration`), bucket bytes in reduction order,
+    DDP's untraced compute and the sweep's fit."""
+    from dlperf.perfmodel import bucketcheck, records
+    from dlperf.results import timelines
+    from dlperf.results.store import ResultStore
+
+    recs = records.load([db])
+    out = []
+    with ResultStore(db, read_only=True) as store:
+        for p in recs.points:
+            if p.world_size < 2 or not p.buckets or side(p.model) not in sides:
+                continue
+            fit = bucketcheck.sweep_fit(recs.collectives, p)
+            tl = timelines.load(store, p.result_id)
+            row = store._db.execute("SELECT result_json FROM results WHERE id=?",
+                                    (p.result_id,)).fetchone()
+            res = json.loads(row[0] or "{}")
+            params = cpureplay.bucket_params_of(res)
+            if fit is None or not tl or not params:
+                continue
+            ops = timelines.decode(tl)
+            try:
+                steps = [cpureplay.cpu_iteration(tl, ops, k, params)
+                         for k in range(len(tl.get("steps_ns") or []))]
+            except ValueError:
+                continue
+            one = [q.step_time_s for q in recs.points if q.world_size == 1
+                   and (q.model, q.framework, q.mode, q.precision, q.device)
+                   == (p.model, p.framework, p.mode, p.precision, p.device)
+                   and q.batch_size == p.per_device_batch]
+            out.append({"point": p, "steps": steps, "fit": fit,
+                        "sizes": [b.size_bytes for b in p.buckets[0].buckets],
+                        "untraced_s": cpureplay.ddp_compute_s(res),
+                        "one_rank_s": statistics.median(one) if one else None})
+    return out
+
+
+def dp_baseline(x: dict[str, Any], s: cpureplay.CpuStep) -> float:
+    """The step-level WFBP (:func:`dlperf.perfmodel.dataparallel.exposed_comm`) over the same
+    de-inflated compute ``C`` as the replay: ``C + X``, ``X`` the recursion's exposed
+    all-reduce over DDP's default buckets of the point's parameters, ready uniformly over a
+    backward of 2/3 of ``C``, each at the sweep's fit."""
+    from dlperf.perfmodel import dataparallel
+
+    c = cpureplay.deinflate(s, x["untraced_s"]).compute_s
+    return c + dataparallel.exposed_comm(x["point"].params, c, x["fit"].time_s)[0]
+
+
+def dp_rows(db: str, with_baseline: bool, sides: tuple[str, ...] = ("dev", "test")
+            ) -> list[dict[str, Any]]:
+    """The ``data parallel (CPU gloo)`` rows of ``db``: the median prediction over the
+    traced iterations after the first (:func:`cpureplay.median_prediction`)."""
+    rows = []
+    for x in dp_inputs(db, sides):
+        p = x["point"]
+        pred = cpureplay.median_prediction(x["steps"], lambda s, x=x: cpureplay.predict(
+            s, x["untraced_s"], x["sizes"], x["fit"].time_s).step_s)
+        base = cpureplay.median_prediction(x["steps"], lambda s, x=x: dp_baseline(x, s)) \
+            if with_baseline else None
+        rows.append(_row(DP_CATEGORY, p, pred, f"{p.world_size} ranks x {p.per_device_batch}, "
+                         f"{len(x['sizes'])} buckets, rank 0's trace", base))
+    return rows
+
+
+#: The data-parallel designs compared on the development rows (``--dp-designs``): name ->
+#: ``(de-inflate, compute_rate, comm_rate, de-contend)``; None rates: no all-reduce at all.
+DP_DESIGNS = {
+    "traced, free overlap (1, 1)": (False, 1.0, 1.0, False),
+    "traced, shared 0.5, de-contended": (False, 0.5, 0.5, True),
+    "de-inflated, no all-reduce": (True, None, None, False),
+    "de-inflated, free overlap (1, 1)": (True, 1.0, 1.0, False),
+    "de-inflated, not overlapped (0, 1)": (True, 0.0, 1.0, False),
+    "de-inflated, all-reduce at half speed (1, 0.5)": (True, 1.0, 0.5, False),
+    "de-inflated, shared 0.3, de-contended": (True, 0.3, 0.3, True),
+    "de-inflated, shared 0.5, de-contended (chosen)": (True, 0.5, 0.5, True),
+    "de-inflated, shared 0.7, de-contended": (True, 0.7, 0.7, True),
+}
+
+
+def dp_designs(db: str) -> str:
+    """The development rows' MdAPE and errors of each of :data:`DP_DESIGNS`, and the
+    baseline's (a table in markdown)."""
+    xs = dp_inputs(db, ("dev",))
+    out = ["| design | dev MdAPE | mean abs. error | errors |", "|---|---:|---:|---|"]
+
+    def one(x: dict[str, Any], s: cpureplay.CpuStep, d: tuple) -> float:
+        dfl, rc, rm, dec = d
+        s = cpureplay.deinflate(s, x["untraced_s"]) if dfl else s
+        if rc is None:
+            return s.compute_s
+        return cpureplay.predict(s, None, x["sizes"], x["fit"].time_s, rc, rm, dec).step_s
+
+    designs: dict[str, Any] = {k: (lambda x, s, d=d: one(x, s, d)) for k, d in
+                               DP_DESIGNS.items()}
+    designs["baseline: step-level WFBP, same compute"] = dp_baseline
+
+    def one_rank(x: dict[str, Any], s: cpureplay.CpuStep) -> float:
+        # the compute of the stored untraced 1-rank run of the per-device batch, the
+        # all-reduces shared as chosen: what a 1-rank input gives without a contention term
+        if not x["one_rank_s"]:
+            return float("nan")
+        s = cpureplay.scale(s, x["one_rank_s"] / s.compute_s)
+        return cpureplay.predict(s, None, x["sizes"], x["fit"].time_s, contended=False).step_s
+
+    designs["compute from the untraced 1-rank run (fcn5 only), shared 0.5"] = one_rank
+    for name, fn in designs.items():
+        errs = [(x["point"], cpureplay.median_prediction(
+                    x["steps"], lambda s, x=x, fn=fn: fn(x, s))
+                 / x["point"].step_time_s - 1) for x in xs]
+        errs = [(p, e) for p, e in errs if e == e]
+        med = statistics.median(abs(e) for _, e in errs) if errs else float("nan")
+        mean = statistics.fmean(abs(e) for _, e in errs) if errs else float("nan")
+        out.append(f"| {name} | {med * 100:.1f}% | {mean * 100:.1f}% | " + ", ".join(
+            f"{p.model} {p.world_size}x{p.per_device_batch} {e * 100:+.1f}%" for p, e in errs)
+            + " |")
+    return "\n".join(out)
+
+
 def summarise(rows: list[dict[str, Any]]) -> str:
     cats = list(dict.fromkeys(r["category"] for r in rows))
     out = ["| category | side | rows | replay MdAPE | replay p90 | within 3% | "
@@ -185,18 +317,30 @@ def main() -> int:
                     help="only the development or only the test models' rows")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--only", action="append", choices=("own", "batch", "precision"),
+    ap.add_argument("--only", action="append", choices=("own", "batch", "precision", "dp"),
                     help="run only these categories (repeatable)")
     ap.add_argument("--ceilings", action="append",
                     help="results files whose measured ceilings give the GPU profile "
                          "(default: every file of benchmarks/results/h200)")
+    ap.add_argument("--dp-db", default=str(DP_DB),
+                    help="N-rank CPU gloo runs with timelines and bucket records "
+                         "(the data parallel category)")
+    ap.add_argument("--dp-designs", action="store_true",
+                    help="print the data-parallel designs' development rows and exit")
     args = ap.parse_args()
+    if args.dp_designs:
+        print(dp_designs(args.dp_db))
+        return 0
     t = time.perf_counter()
     ceilings = args.ceilings or sorted(str(p) for p in
                                        (ROOT / "benchmarks/results/h200").glob("*.db"))
     dbs = args.db or [str(ROOT / "benchmarks/results/h200/calibration2.db")]
-    rows = run(dbs, not args.no_baseline, tuple(args.only or ("own", "batch", "precision")),
-               ceilings, sides=(args.side,) if args.side else ("dev", "test"))
+    cats = tuple(args.only or ("own", "batch", "precision", "dp"))
+    sides = (args.side,) if args.side else ("dev", "test")
+    rows = run(dbs, not args.no_baseline, cats, ceilings, sides=sides) \
+        if set(cats) - {"dp"} else []
+    if "dp" in cats:
+        rows += dp_rows(args.dp_db, not args.no_baseline, sides)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print(summarise(rows))

@@ -2,6 +2,7 @@
 answer for refused, N devices monotone, NICs per node, the measured point whatever the path."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,109 @@ def test_the_measured_point_is_the_same_for_a_relative_and_an_absolute_db(monkey
     ab = api.predict([os.path.abspath(d) for d in H200], batch_size=64, **R50)
     assert rel.measured_point == ab.measured_point and rel.measured_point
     assert rel.measured_step_time_s == ab.measured_step_time_s
+
+
+def test_a_session_is_named_from_what_an_older_record_has():
+    """mfu_inputs.db's records hold no ``env.cpu_id``: the session names the CPU by its model
+    name, never ``None``."""
+    p = api.predict(ROOT / "h200", "vgg16", "jax", "xla", "bf16", "cuda", batch_size=64)
+    assert "None" not in p.host_session
+    assert p.host_session.startswith("vm/Intel(R) Xeon(R) Processor/2026-")
+
+
+def _ratios(p):
+    return p.interval_s[0] / p.predicted_step_time_s, p.interval_s[1] / p.predicted_step_time_s
+
+
+def _expected(table_dir, files, category, bound, level):
+    """The interval the committed table of ``files`` gives ``category`` at ``level``."""
+    from dlperf.perfmodel import fitcache as fc
+    from dlperf.perfmodel import intervals as iv
+
+    table, why = fc.read_table([str(f) for f in files])
+    assert table is not None, why
+    return iv.mondrian([(r, b) for r, b, _ in table[category]], bound, level, category)
+
+
+def test_files_without_a_table_borrow_the_committed_tables_interval_wider(tmp_path):
+    h200 = sorted((ROOT / "h200").glob("*.db"))
+    one = api.predict(ROOT / "h200/dlbench.db", "alexnet", "torch", "eager", "bf16", "cuda",
+                      batch_size=128)
+    assert one.interval_group.startswith("borrowed from the h200 residual table (")
+    assert " at 95%: held-out batch, " in one.interval_group
+    want = _expected(ROOT / "h200", h200, "held-out batch", one.bound, 0.95)
+    assert _ratios(one) == pytest.approx((want.low_ratio, want.high_ratio))
+    assert any("interval borrowed at a wider level (95% for 90%)" in a for a in one.assumptions)
+    two = api.predict([ROOT / "h200", ROOT / "h100"], batch_size=96, **R50)
+    assert two.interval_group.startswith("borrowed from the h200 residual table")
+    assert two.interval_s[0] < two.predicted_step_time_s < two.interval_s[1]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    cpu = shutil.copy(ROOT / "cpu-dev/ddp_buckets.db", mine / "cpu.db")
+    p = api.predict(cpu, "fcn5", "torch", "eager", "fp32", "cpu", batch_size=48)
+    assert p.interval_group.startswith("borrowed from the h200")
+    assert p.interval_s[0] < p.predicted_step_time_s < p.interval_s[1]
+
+
+def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
+    p = api.predict(H200, batch_size=96, what_if={"host_speed_ns": 50}, **R50)
+    assert p.interval_group.startswith("borrowed from held-out batch at 95%: held-out batch")
+    want = api._interval(api.records_of(H200), "held-out batch", 0.95, p.bound)
+    assert _ratios(p) == pytest.approx((want.low_ratio, want.high_ratio))
+    f = api.predict(H200, batch_size=64, what_if={"framework": "jax", "mode": "xla"}, **R50)
+    assert f.interval_group.startswith("borrowed from what-if")
+    assert " at 95%: " in f.interval_group
+
+
+def test_damaged_rows_are_said_on_every_prediction(tmp_path, monkeypatch):
+    """Three of lstm bf16's four rows damaged: the prediction (from the file, then from the
+    points kept in the cache) says how many rows were skipped."""
+    import sqlite3
+    import warnings
+
+    from dlperf.perfmodel import records
+    from dlperf.results.rowcheck import DamagedRows
+
+    db = tmp_path / "c.db"
+    shutil.copy(ROOT / "h200/calibration.db", db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE results SET step_time_median_s = 'oops' WHERE model = 'lstm' AND "
+                "precision = 'bf16' AND batch_size IN (16, 64, 128)")
+    con.commit()
+    con.close()
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
+    for _ in range(2):  # read through the store, then from the user's cache
+        api._RECORDS.clear()
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            p = api.predict(db, "lstm", "torch", "eager", "bf16", "cuda", batch_size=48)
+        assert [w for w in p.warnings if "3 damaged result row(s)" in w and "skipped" in w]
+        assert sum("3 damaged result row(s)" in str(w.message) for w in got) == 1
+        with pytest.warns(DamagedRows, match="3 damaged"):
+            assert records.load([str(db)]).damaged[str(db)].keys() == {25, 27, 28}
+
+
+def test_a_refused_series_names_the_damaged_rows_skipped(tmp_path, monkeypatch):
+    """A series that cannot be fitted ("measure another batch size") where rows were skipped
+    says so: the user measured them."""
+    import sqlite3
+
+    from dlperf.perfmodel import model as pm
+    from dlperf.results.rowcheck import DamagedRows
+
+    db = tmp_path / "c.db"
+    shutil.copy(ROOT / "h200/calibration.db", db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE results SET step_time_median_s = -1.0 WHERE model = 'lstm' AND "
+                "precision = 'bf16' AND batch_size IN (16, 64)")
+    con.commit()
+    con.close()
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
+
+    def one_batch(*a, **k):
+        raise ValueError("one batch size and no device prior; measure another batch size")
+    monkeypatch.setattr(pm, "from_series", one_batch)
+    with pytest.raises(ConfigError, match=r"measure another batch size \(2 damaged result "
+                                          r"row\(s\) in .* skipped"), \
+            pytest.warns(DamagedRows):
+        api.predict(db, "lstm", "torch", "eager", "bf16", "cuda", batch_size=48)

@@ -304,7 +304,14 @@ def test_empty_files_and_folders(tmp_path):
     assert "holds no results file" in out
 
 
-def test_no_interval_is_explained(short, synth):
+def test_no_interval_is_explained(short, synth, monkeypatch):
+    """Files of no table, where no table of the current model can be borrowed from either (the
+    committed ones left out): no interval, and how to get one."""
+    from dlperf.perfmodel import api
+    from dlperf.perfmodel import fitcache as fc
+
+    monkeypatch.setattr(fc, "COMMITTED_TABLES", ())
+    monkeypatch.setattr(api, "_BORROWABLE", {})
     code, out, _ = _cli("--db", short, "--model", "m_other", "-b", "48")
     assert code == 0, out
     assert "(90% interval)" not in out

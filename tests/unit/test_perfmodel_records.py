@@ -71,3 +71,10 @@ def test_committed_points_are_current():
         keys = {records.file_key(str(f)) for f in (ROOT / folder).glob("*.db")}
         assert keys <= set(raw), (f"{folder}: stale {records.POINTS_NAME}; run PYTHONPATH=src "
                                   "python benchmarks/perfmodel_validate.py --committed")
+
+
+def test_a_session_without_a_cpu_id_is_named_by_the_cpu_model():
+    """Some of mfu_inputs.db's records predate ``env.cpu_id``: their session names the CPU's
+    model name, the others' its model number; none says None."""
+    sessions = {p.session for p in records.load([str(ROOT / "h200" / "mfu_inputs.db")]).points}
+    assert sessions == {"vm/Intel(R) Xeon(R) Processor/2026-12-01", "vm/207/2026-12-01"}

@@ -192,12 +192,23 @@ def test_predict_one_device_withholds_the_point_it_predicts(cache, h200_validati
 
 def test_predict_never_back_tests_and_says_how_to_get_an_interval(cache, monkeypatch):
     """A prediction on files with no residual table of the current model (dlbench.db alone:
-    the committed tables are for the H200 folders) has no interval and says how to make one;
-    it runs no back-test (validation is not even imported)."""
+    the committed tables are for the H200 folders) borrows the h200 folder's table's
+    residuals of its path, says so and why; without any table of the current model it has no
+    interval and says how to make one. It runs no back-test (validation is not even
+    imported)."""
     import sys
+
+    from dlperf.perfmodel import fitcache as fc
 
     _fresh_process(monkeypatch)
     monkeypatch.delitem(sys.modules, "dlperf.perfmodel.backtest", raising=False)
+    p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
+    assert "dlperf.perfmodel.backtest" not in sys.modules
+    assert p.interval_group.startswith("borrowed from the h200 residual table")
+    assert p.interval_note is None
+    assert any("has no entry for these results files" in a for a in p.assumptions)
+    _fresh_process(monkeypatch)
+    monkeypatch.setattr(fc, "model_key", lambda: "0" * 20)  # other model code: no table
     p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
     assert "dlperf.perfmodel.backtest" not in sys.modules
     assert all(x != x for x in p.interval_s) and p.interval_group is None
@@ -275,7 +286,7 @@ def test_predict_refuses_bad_requests(cache):
 
 def _fresh_process(monkeypatch):
     """Forget what this process loaded and fitted, as a new ``dlperf predict`` would."""
-    for name in ("_RECORDS", "_SHARED", "_RESIDUALS", "_NO_TABLE", "_DDP"):
+    for name in ("_RECORDS", "_SHARED", "_RESIDUALS", "_NO_TABLE", "_DDP", "_BORROWABLE"):
         monkeypatch.setattr(api, name, {})
 
 

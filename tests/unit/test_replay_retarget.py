@@ -70,7 +70,7 @@ def test_refusals_name_the_fix(lib):
 def test_answer_fills_the_configuration_and_prints(lib):
     d = retarget.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 64, "h100")
     assert d["config"]["precision"] == "fp32" and d["gpu"] == "h100"
-    assert "on h100" in retarget.text(d)
+    assert "on NVIDIA H100 80GB HBM3" in retarget.text(d)
     with pytest.raises(ConfigError, match="several"):
         retarget.answer([str(H200)], "lstm", None, None, None, 64, "h100")
 
@@ -92,7 +92,7 @@ def test_data_parallel_answer_splits_the_global_batch(lib):
     d = retarget.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 128, "h100",
                         nproc=2)
     assert d["config"]["nproc"] == 2 and "data parallel, assuming:" in retarget.text(d)
-    assert "2 x h100" in retarget.text(d)
+    assert "2 x NVIDIA H100 80GB HBM3" in retarget.text(d)
     with pytest.raises(ConfigError, match="multiple of --nproc"):
         retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 63, "h100", nproc=2)
 
@@ -105,3 +105,33 @@ def test_the_cli_refuses_what_the_replay_does_not_model():
     r = CliRunner().invoke(app, ["predict", "--db", str(H200), "--model", "lstm", "-b", "64",
                                  "--gpu", "h100", "--nnodes", "2", "--network", "ib_ndr"])
     assert r.exit_code == 2 and "one node" in r.output
+
+
+def test_the_gpu_path_names_the_device_and_host_session(lib):
+    d = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
+                        "h100")
+    assert d["gpu_name"] == "NVIDIA H100 80GB HBM3" and d["gpu"] == "h100"
+    assert d["host_session"].startswith("vm/207/2026-")
+    t = retarget.text(d)
+    assert "on NVIDIA H100 80GB HBM3:" in t and "\nhost time from: vm/207/" in t
+    assert "\ninterval from: the replay back-test's 'gpu' rows" in t
+
+
+def test_a_wide_band_stays_above_zero(lib):
+    assert retarget.band(10.0, 1.4) == pytest.approx((10.0 / 2.4, 24.0))
+    d = retarget.answer([str(H200)], "resnet50", "torch", "eager", "fp32", 64, "h100",
+                        nproc=2)  # datasheet only, data parallel: h = 0.35 x 2 x 2
+    lo, hi = d["interval_s"]
+    assert lo == pytest.approx(d["step_s"] / 2.4) and hi == pytest.approx(d["step_s"] * 2.4)
+
+
+def test_a_batch_that_cannot_fit_on_the_target_gpu_is_refused(lib):
+    with pytest.raises(ConfigError, match=r"on NVIDIA H100 80GB HBM3: batch 100000 per device "
+                                          r"does not fit.*largest batch that fits is \d+"):
+        retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 100000,
+                        "h100")
+    h100 = retarget.device_memory_bytes(lib, lib.gpu("h100"))
+    assert h100 == pytest.approx(85520809984.0)  # as the H100's driver reported it
+    big = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 256,
+                          "h100")
+    assert big["step_s"] > 0

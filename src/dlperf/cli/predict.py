@@ -229,13 +229,19 @@ def predict(
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"
                              else retarget.text(r) + "\n")
             return
-        p = api.predict(db, model, framework=framework, mode=mode, precision=precision,
-                        device=device, batch_size=batch_size, nproc=nproc, nnodes=nnodes,
-                        network=({"inter": network, "nics_per_node": nics_per_node}
-                                 if nics_per_node is not None and network else network),
-                        what_if=_what_if(what_if), data=data, layout=layout,
-                        loader_workers=loader_workers, threads=threads,
-                        grad_accum=grad_accum, compile_mode=compile_mode).to_dict()
+        import warnings
+
+        from dlperf.results.rowcheck import DamagedRows
+
+        with warnings.catch_warnings():  # the prediction's own warnings (or refusal) say it
+            warnings.simplefilter("ignore", DamagedRows)
+            p = api.predict(db, model, framework=framework, mode=mode, precision=precision,
+                            device=device, batch_size=batch_size, nproc=nproc, nnodes=nnodes,
+                            network=({"inter": network, "nics_per_node": nics_per_node}
+                                     if nics_per_node is not None and network else network),
+                            what_if=_what_if(what_if), data=data, layout=layout,
+                            loader_workers=loader_workers, threads=threads,
+                            grad_accum=grad_accum, compile_mode=compile_mode).to_dict()
         if any(x != x for x in p["interval_s"]):  # no interval: null in JSON, not NaN
             p["interval_s"] = [None, None]
         if format == "json":

@@ -93,13 +93,17 @@ class Prediction:
         measured_point: its ``file:id``; ``measured_points``: every stored measurement of the
             point, ``{file:id: s}`` (the same point differs between host sessions).
         warnings: what makes this prediction less trustworthy than its interval says: a batch
-            far outside the measured series (device memory is not modelled), a configuration
-            picked among several stored ones (:mod:`dlperf.perfmodel.request`).
+            far outside the measured series, a configuration picked among several stored ones
+            (:mod:`dlperf.perfmodel.request`), the damaged rows of the files that were skipped
+            (:meth:`records.Records.damaged_notes`).
         interval_note: why there is no interval (``interval_s`` is NaN), else None.
         interval_group: which held-out residuals the interval came from, e.g.
             ``held-out batch, host-bound: 105 rows, conformal`` (:class:`intervals.Interval`),
-            or ``borrowed from 2-GPU from 1-GPU at 95%: ...`` where the prediction's own path
-            has no back-test rows; None without an interval.
+            or ``borrowed from N-GPU via predict --nproc at 95%: ...`` where the prediction's
+            own path has no back-test rows (N devices never stored, a host-speed or framework
+            what-if), ``borrowed from the h200 residual table (...) at 95%: ...`` where these
+            files have no residual table of their own (:func:`_borrowed_interval`); None
+            without an interval.
         gpu: the device the prediction is for, by name (``NVIDIA H200``; a CPU's model),
             from the stored points it was calibrated on.
         host_session: the host session (``host/cpu model/date``) the host time came from: the
@@ -364,7 +368,8 @@ def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
         else:
             one, path = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
-        raise ConfigError(f"{target.label()}: {e}{_how_to_give_flops(recs, target, e)}") from None
+        raise ConfigError(f"{target.label()}: {e}{_how_to_give_flops(recs, target, e)}"
+                          + "".join(f" ({n})" for n in recs.damaged_notes())) from None
     path = "what-if B->2B" if req.batch_what_if else path
     return Draft(one, path, dict(one.provenance), list(one.assumptions))
 
@@ -556,9 +561,13 @@ def whatif_category(base: Config, target: Config, host_ns: float | None = None) 
 def _interval_of(d: Draft, recs: Records, req: Request, level: float
                  ) -> tuple[tuple[float, float], str | None, str | None]:
     """``(interval (s), where it came from, why there is none)`` of the drafted step: the
-    Mondrian conformal interval of its path's residuals (:func:`_interval`); N devices of a
-    count no stored point has borrow the stored counts' residuals at a wider level; several
-    nodes are not validated."""
+    Mondrian conformal interval of its path's residuals in the files' own residual table
+    (:func:`_interval`). Borrowed at the wider level ``1 - (1 - level) / 2`` (95% for 90%),
+    and said so: the residuals of a path that is not the prediction's own (N devices of a
+    count no stored point has: the stored counts'; a host-speed or framework what-if, never
+    back-tested: its path's), and those of the same path in a committed residual table of
+    other files where the files' own table has none (:func:`_borrowed_interval`). Several
+    nodes are not validated: no interval."""
     nan = (float("nan"), float("nan"))
     if req.world > 1 and req.nnodes > 1:
         note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
@@ -566,18 +575,73 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float
         d.assumptions.append("no interval: " + note)
         return nan, None, note
     stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
-    borrowed = req.world > 1 and req.world not in stored_n
+    why = None
+    if req.world > 1 and req.world not in stored_n:
+        why = (f"the {sorted(stored_n)}-device back-test: no stored measurement of "
+               f"{req.world} devices")
+    elif req.host_ns is not None or req.target.framework != req.base.framework:
+        why = (f"the '{d.path}' back-test: "
+               + ("a host-speed change" if req.host_ns is not None else "a change of framework")
+               + " is not back-tested on stored pairs, so its own error is not known here")
     wider = 1 - (1 - level) / 2
-    ivl = _interval(recs, d.path, wider if borrowed else level, d.one.bound, req.withheld)
-    if ivl is None:
-        return nan, None, _no_interval(d, recs)
-    t = d.step_s
-    group = ivl.describe()
-    if borrowed:
+    at = wider if why else level
+    ivl = _interval(recs, d.path, at, d.one.bound, req.withheld)
+    group = None if ivl is None else ivl.describe()
+    if ivl is None:  # no residual of the path in these files' table: another table's
+        got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
+        if got is None:
+            return nan, None, _no_interval(d, recs)
+        ivl, table = got
+        own = _NO_TABLE.get(table_key(recs))
+        why = (f"the same path in {table}: "
+               + (f"no residual table for these files ({own})" if own else
+                  f"these files' back-test has no residual of kind '{d.path}'"))
+        group = f"borrowed from {table} at {wider:.0%}: {ivl.describe()}"
+        at = wider
+    elif why:
         group = f"borrowed from {d.path} at {wider:.0%}: {group}"
-        d.assumptions.append(f"interval borrowed from the {sorted(stored_n)}-device back-test "
-                             f"at a wider level: no stored measurement of {req.world} devices")
+    if why:
+        d.assumptions.append(f"interval borrowed at a wider level ({at:.0%} for "
+                             f"{level:.0%}) from {why}")
+    t = d.step_s
     return (t * ivl.low_ratio, t * ivl.high_ratio), group, None
+
+
+def _borrowed_interval(recs: Records, category: str, level: float, bound: str | None,
+                       withheld: Iterable = ()) -> tuple[iv.Interval, str] | None:
+    """The interval of ``category``'s residuals in the best other residual table of the
+    current model (:func:`fitcache.borrowable`: the tables beside the files and the ones
+    committed with the repository's results), and that table in words; None without one.
+    The best: the entry with residuals of the category that shares the most results files
+    with ``recs``, then the one with the fewest others (the closest data: a file of the H200
+    folder borrows the folder's table). The points predicted keep out of it
+    (:func:`intervals.without_points`). Reads tables only: never runs a back-test."""
+    ids = {point_id(p) for p in withheld}
+    mine = {os.path.realpath(s) for s in recs.sources}
+    best = None
+    for name, files, cats in _borrowable(recs):
+        rows = cats.get(category)
+        if not rows:
+            continue
+        score = (len(mine & files), -len(files - mine))
+        if best is None or score > best[0]:
+            best = (score, name, rows)
+    if best is None:
+        return None
+    ivl = iv.mondrian(iv.without_points(best[2], ids), bound, level, category)
+    return None if ivl is None else (ivl, best[1])
+
+
+_BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]]]]] = {}
+
+
+def _borrowable(recs: Records) -> list[tuple[str, frozenset[str],
+                                              dict[str, list[iv.KeyedResidual]]]]:
+    """:func:`fitcache.borrowable` for ``recs``' files, read once per process."""
+    key = (fc.model_key(), tuple(recs.sources))
+    if key not in _BORROWABLE:
+        _BORROWABLE[key] = fc.borrowable(recs.sources)
+    return _BORROWABLE[key]
 
 
 def _no_interval(d: Draft, recs: Records) -> str:
@@ -624,11 +688,6 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
     interval, group, note = _interval_of(d, recs, req, level)
     stored, pick = _measured(d, req)
     one, t = d.one, d.step_s
-    if req.host_ns is not None or req.target.framework != req.base.framework:
-        d.assumptions.append(
-            f"interval from the '{d.path}' back-test: "
-            + ("a host-speed change" if req.host_ns is not None else "a change of framework")
-            + " is not back-tested on stored pairs, so its error is not known here")
     scaling = 1.0
     if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
         from dlperf.perfmodel.scaling import efficiency
@@ -649,7 +708,8 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
         measured_step_time_s=stored[pick] if pick else None, measured_point=pick,
         measured_points=stored, validation_category=d.path,
         warnings=[*rq.extrapolation(recs, req.base, req.batch),
-                  *([req.note] if req.note else []), *_analytic_hint(recs, req, one)],
+                  *([req.note] if req.note else []), *_analytic_hint(recs, req, one),
+                  *recs.damaged_notes()],
         interval_note=note, interval_group=group,
         gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg),
         host_session=_session(recs, one))

@@ -238,17 +238,82 @@ def read_table(sources: Sequence[str]) -> tuple[dict[str, list[KeyedResidual]] |
                       "(the model changed since)")
     if entry.get("data_key") != data_digest(sources, folder):
         return None, f"the residual table {f} was made from other content of these files"
+    try:
+        return _categories(entry, folder), ""
+    except (TypeError, ValueError) as e:
+        return None, f"the residual table {f} is not valid ({e})"
+
+
+def _categories(entry: dict[str, Any], folder: Path) -> dict[str, list[KeyedResidual]]:
+    """An entry's residuals by category, each checked (:func:`_residual`), points resolved
+    under the table's ``folder``.
+
+    Raises:
+        TypeError, ValueError: the entry has no categories, or a residual is not valid.
+    """
     cats = entry.get("categories")
     if not isinstance(cats, dict):
-        return None, f"the residual table {f} is not valid (no categories)"
+        raise ValueError("no categories")
     out: dict[str, list[KeyedResidual]] = {}
     real: dict[str, str] = {}  # a table names a few files thousands of times
     for cat, rows in cats.items():
         try:
             out[str(cat)] = [_residual(x, folder, real) for x in rows]
         except (TypeError, ValueError) as e:
-            return None, f"the residual table {f} is not valid ({cat}: {e})"
-    return out, ""
+            raise ValueError(f"{cat}: {e}") from None
+    return out
+
+
+#: The residual tables committed with the repository's results (relative to its root), which
+#: a set of results files without a table of its own borrows from (:func:`borrowable`).
+COMMITTED_TABLES = ("benchmarks/results/" + TABLE_NAME, "benchmarks/results/h200/" + TABLE_NAME)
+
+
+def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
+                                                     dict[str, list[KeyedResidual]]]]:
+    """The residual-table entries made by the current model code (:func:`model_key`) that a
+    prediction on ``sources`` may borrow an interval from, ``(the table in words, its results
+    files as resolved paths, category -> residuals)`` each: every entry of the table beside
+    ``sources`` (:func:`table_file`), of the table in each file's own folder, and of the
+    tables committed with the repository (:data:`COMMITTED_TABLES`, found from this module's
+    place in a source checkout; an installed package has none). An entry is taken whatever
+    the current content of its files (its residuals are the model's errors on what they held
+    then); one that is not valid is left out. Reads tables only."""
+    root = Path(__file__).resolve().parents[3]
+    cands = [table_file(sources), *(Path(os.path.realpath(s)).parent / TABLE_NAME
+                                    for s in sources), *(root / t for t in COMMITTED_TABLES)]
+    out = []
+    seen: set[tuple[Path, str]] = set()
+    for f in dict.fromkeys(cands):
+        try:
+            raw = _parsed(f)
+        except (OSError, ValueError, RecursionError):
+            continue
+        for name, entry in (raw.items() if isinstance(raw, dict) else ()):
+            if (f, name) in seen or not isinstance(entry, dict) \
+                    or entry.get("model_key") != model_key():
+                continue
+            seen.add((f, name))
+            try:
+                cats = _categories(entry, f.parent)
+            except (TypeError, ValueError):
+                continue
+            names = name.split("|")
+            files = frozenset(os.path.realpath(f.parent / n) for n in names)
+            out.append((_table_words(f, names), files, cats))
+    return out
+
+
+def _table_words(f: Path, names: Sequence[str]) -> str:
+    """``the h200 + h200x2 residual table (benchmarks/results/perfmodel_residuals.json)``: the
+    folders of an entry's files (the table's own folder by its name) and the table's path
+    (relative to the working folder when under it)."""
+    folders = sorted({n.split(os.sep)[0] if os.sep in n else f.parent.name for n in names})
+    try:
+        shown = os.path.relpath(f) if not os.path.relpath(f).startswith("..") else str(f)
+    except ValueError:
+        shown = str(f)
+    return f"the {' + '.join(folders)} residual table ({shown})"
 
 
 def _parsed(f: Path) -> Any:

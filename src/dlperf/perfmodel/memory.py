@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 
 import numpy as np
@@ -51,6 +51,8 @@ class MemoryFit:
         device_name: the device's name (``NVIDIA H200``).
         batches: the stored per-device batch sizes the line went through.
         source: how the line was made (for the message).
+        outside_bytes: what the process held outside the allocator (the device's total less
+            ``capacity_bytes``).
     """
 
     m0_bytes: float
@@ -59,6 +61,14 @@ class MemoryFit:
     device_name: str | None
     batches: tuple[int, ...]
     source: str
+    outside_bytes: float = 0.0
+
+    def on(self, total_bytes: float, device_name: str | None) -> MemoryFit:
+        """The same line on another device of ``total_bytes`` (the same model, framework and
+        precision need the same bytes on any GPU; the process holds as much outside the
+        allocator there): its capacity is ``total_bytes - outside_bytes``."""
+        return replace(self, capacity_bytes=total_bytes - self.outside_bytes,
+                       device_name=device_name)
 
     def need_bytes(self, batch: int) -> float:
         """``M(batch)`` (bytes)."""
@@ -104,15 +114,20 @@ def fit(points: Sequence[Point]) -> MemoryFit | None:
                if p.nvml_used_bytes and p.peak_reserved_bytes
                and p.nvml_used_bytes > p.peak_reserved_bytes]
     total = float(median(_gpu_total(p) or 0.0 for p in pts))
-    capacity = total - (float(median(outside)) if outside else 0.0)
-    return MemoryFit(m0, m1, capacity, pts[-1].device_name, tuple(bs), source)
+    held = float(median(outside)) if outside else 0.0
+    return MemoryFit(m0, m1, total - held, pts[-1].device_name, tuple(bs), source, held)
 
 
-def check(points: Sequence[Point], batch: int) -> tuple[MemoryFit | None, str | None]:
+def check(points: Sequence[Point], batch: int, on: tuple[float, str | None] | None = None
+          ) -> tuple[MemoryFit | None, str | None]:
     """``(fit, refusal)``: the configuration's memory line (None if not stored) and, when
     ``batch`` (per device) needs more than the device has, the reason to refuse it (naming
-    the largest batch that fits), else None."""
+    the largest batch that fits), else None. ``on``: ``(total bytes, name)`` of another
+    device the batch is asked for (:meth:`MemoryFit.on`; ``dlperf predict --gpu``); None:
+    the stored points' own device."""
     mf = fit(points)
+    if mf is not None and on is not None:
+        mf = mf.on(*on)
     if mf is None or mf.need_bytes(batch) <= mf.capacity_bytes:
         return mf, None
     gib = 2.0**30

@@ -273,11 +273,21 @@ class CollectivePoint:
 
 @dataclass
 class Records:
-    """Everything :func:`load` read: measurements and collective benchmarks."""
+    """Everything :func:`load` read: measurements and collective benchmarks, and the damaged
+    rows each file's reader skipped (``damaged``: file -> {row id: what is wrong}, files
+    without any left out; :mod:`dlperf.results.rowcheck`)."""
 
     points: list[Point]
     collectives: list[CollectivePoint]
     sources: list[str]
+    damaged: dict[str, dict[int, str]] = field(default_factory=dict)
+
+    def damaged_notes(self) -> list[str]:
+        """One line per file with damaged rows: how many were skipped, which and why
+        (:func:`dlperf.results.rowcheck.describe`, the words ``dlperf results`` uses)."""
+        from dlperf.results.rowcheck import describe
+
+        return [describe(f, bad) for f, bad in self.damaged.items() if bad]
 
 
 def _num(x: Any) -> float | None:
@@ -299,12 +309,18 @@ def _gpu_memory(env: Env | None, device: str) -> float | None:
 
 
 def _session(rec: RunRecord) -> str:
-    """``hostname/cpu model/day`` of a record (the host session its host time belongs to)."""
+    """``hostname/cpu/day`` of a record (the host session its host time belongs to): the CPU
+    by its model number (``env.cpu_id.model``, e.g. ``207``; a virtual machine's model *name*
+    is often generic) where recorded, else by its model name (``env.cpu_model``: records made
+    before the CPU's identity was stored); a part the record lacks is named as unrecorded,
+    never ``None``."""
     from dlperf.results.parts import Env
 
     env = rec.env or Env()
-    return "/".join(str(x) for x in (env.hostname, (env.cpu_id or {}).get("model"),
-                                     (rec.identity.created_at or "")[:10]))
+    cpu = (env.cpu_id or {}).get("model")
+    return "/".join((env.hostname or "host unrecorded",
+                     str(cpu) if cpu not in (None, "") else env.cpu_model or "cpu unrecorded",
+                     (rec.identity.created_at or "")[:10] or "date unrecorded"))
 
 
 def point_of(rec: RunRecord, source: str) -> Point | None:
@@ -431,26 +447,37 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
 
     Returns:
         The ``ok`` measurements (newest row per run key, as the store's views show them) and
-        the collective benchmark rows, in file order.
+        the collective benchmark rows, in file order; the damaged rows skipped per file
+        (:attr:`Records.damaged`), each file's also said once as a
+        :class:`~dlperf.results.rowcheck.DamagedRows` warning, whether the file was read
+        through the store or its points were stored.
 
     Raises:
         ConfigError: a file is missing or is not a dlperf results database (from the store),
             or a folder holds no ``*.db`` (:func:`dlperf.results.dbfile.results_files`).
     """
+    import warnings
+
+    from dlperf.results.rowcheck import DamagedRows, describe
+
     files = results_files(paths)
     points: list[Point] = []
     colls: list[CollectivePoint] = []
+    damaged: dict[str, dict[int, str]] = {}
     for f in files:
-        p, c = read_file(f)
-        points += p
-        colls += c
-    return Records(points, colls, files)
+        got = read_inputs(f)
+        points += got.points
+        colls += got.collectives
+        if got.damaged:
+            damaged[f] = dict(got.damaged)
+            warnings.warn(describe(f, damaged[f]), DamagedRows, stacklevel=2)
+    return Records(points, colls, files, damaged)
 
 
 #: The file beside results files that keeps their points (:func:`store_points`).
 POINTS_NAME = "perfmodel_points.json"
-#: Its format; part of every key.
-POINTS_FORMAT = 1
+#: Its format; part of every key (2: with the damaged rows skipped).
+POINTS_FORMAT = 2
 #: The modules whose source decides what a results file reads as (:func:`reader_key`): this
 #: one and what it calls, and the results package's reader.
 READER_SOURCES = ("perfmodel/records.py", "perfmodel/hostcount.py", "perfmodel/special.py",
@@ -499,10 +526,13 @@ def _content_digest(real: str, mtime_ns: int, size: int) -> str:
 @dataclass(frozen=True)
 class FileInputs:
     """The points and collective benchmarks of one results file, as stored by
-    :func:`store_points` (``source`` empty: it is the file's path when read)."""
+    :func:`store_points` (``source`` empty: it is the file's path when read), and the damaged
+    rows its reader skipped, ``(row id, what is wrong)`` each
+    (:meth:`dlperf.results.store.ResultStore.damaged`)."""
 
     points: list[Point]
     collectives: list[CollectivePoint]
+    damaged: list[tuple[int, str]] = field(default_factory=list)
 
 
 @functools.lru_cache(maxsize=1)
@@ -519,19 +549,27 @@ def _inputs_of(raw: Any, path: str) -> FileInputs | None:
     from pydantic import ValidationError
 
     if not isinstance(raw, dict) or not all(isinstance(raw.get(k), list)
-                                            for k in ("points", "collectives")):
+                                            for k in ("points", "collectives", "damaged")):
         return None
     try:
-        return _inputs_adapter().validate_python([{k: [
+        return _inputs_adapter().validate_python([{**{k: [
             {**x, "source": path} if isinstance(x, dict) else x for x in raw[k]]
-            for k in ("points", "collectives")}])[0]
+            for k in ("points", "collectives")}, "damaged": raw["damaged"]}])[0]
     except ValidationError:
         return None
 
 
 def read_file(path: str) -> tuple[list[Point], list[CollectivePoint]]:
-    """The :class:`Point` s and :class:`CollectivePoint` s of one results file: those stored
-    for its current content and reader (:func:`file_key`) beside it (:data:`POINTS_NAME`,
+    """The :class:`Point` s and :class:`CollectivePoint` s of one results file
+    (:func:`read_inputs`)."""
+    got = read_inputs(path)
+    return list(got.points), list(got.collectives)
+
+
+def read_inputs(path: str) -> FileInputs:
+    """The :class:`Point` s, :class:`CollectivePoint` s and damaged rows of one results file:
+    those stored for its current content and reader (:func:`file_key`) beside it
+    (:data:`POINTS_NAME`,
     written by :func:`store_points`: committed with the H200 results) or in the user's cache
     (``$DLPERF_CACHE_DIR``), else read through the store (:func:`read_store`) and kept in the
     user's cache, so a later process need not read and check every row again. A stored
@@ -556,8 +594,8 @@ def read_file(path: str) -> tuple[list[Point], list[CollectivePoint]]:
         got = read_store(path)
         write_json(user, {key: _inputs_json(got)})
         got = FileInputs([replace(p, source=path) for p in got.points],
-                         [replace(c, source=path) for c in got.collectives])
-    return list(got.points), list(got.collectives)
+                         [replace(c, source=path) for c in got.collectives], got.damaged)
+    return got
 
 
 def _beside(path: str) -> dict[str, Any]:
@@ -584,23 +622,31 @@ def _points_file(f: str, mtime_ns: int, size: int) -> dict[str, Any]:
 
 
 def _inputs_json(got: FileInputs) -> dict[str, Any]:
-    """A :class:`FileInputs` as stored: its points and collectives without their source."""
+    """A :class:`FileInputs` as stored: its points and collectives without their source, and
+    its damaged rows."""
     def bare(x: Any) -> dict[str, Any]:
         d = asdict(x)
         d.pop("source")
         return d
     return {"points": [bare(p) for p in got.points],
-            "collectives": [bare(c) for c in got.collectives]}
+            "collectives": [bare(c) for c in got.collectives],
+            "damaged": [list(x) for x in got.damaged]}
 
 
 def read_store(path: str) -> FileInputs:
     """One results file's points and collectives read through the store (typed records, damaged
-    rows left out; sources empty)."""
+    rows left out and listed; sources empty). The store's own warning of the damaged rows is
+    not given here: :func:`load` says it for every file, read or stored."""
+    import warnings
+
+    from dlperf.results.rowcheck import DamagedRows
     from dlperf.results.store import ResultStore
 
     points: list[Point] = []
     colls: list[CollectivePoint] = []
-    with ResultStore(path, read_only=True) as store:
+    with ResultStore(path, read_only=True) as store, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DamagedRows)
+        damaged = sorted(store.damaged().items())
         counts = _launch_counts(store)
         for rec in store.records(samples=False, status="ok"):
             p = point_of(rec, "")
@@ -613,7 +659,7 @@ def read_store(path: str) -> FileInputs:
                     nranks=int(c.get("nranks") or 0), size_bytes=int(c["size_bytes"]),
                     time_s=float(c["time_s"]), busbw_gbps=_num(c.get("busbw_gbps")),
                     device_name=c.get("device_name"), backend=c.get("backend")))
-    return FileInputs(points, colls)
+    return FileInputs(points, colls, damaged)
 
 
 def store_points(paths: Iterable[str]) -> list[Path]:

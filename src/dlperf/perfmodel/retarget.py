@@ -21,9 +21,11 @@ This is the replay's prediction path (``dlperf predict ... --gpu NAME``, :func:`
    profile a stored ``dlperf calibrate`` profile, else the stored results' own ceilings on that
    GPU, else the datasheet (then said: ``datasheet_only``, and a wider interval).
 
-The interval is the back-test's (``benchmarks/replay_validate.py``): the 90th percentile of
-the absolute relative error of the development rows of the prediction's category, doubled
-for a datasheet-only GPU (nothing of it measured).
+The interval is the back-test's (``benchmarks/replay_validate.py``): ``h``, the 90th
+percentile of the absolute relative error of the development rows of the prediction's
+category (doubled for a datasheet-only GPU, nothing of it measured, and again for data
+parallel, not validated), as the band ``[T / (1 + h), T (1 + h)]`` (:func:`band`). A batch
+that cannot fit in the target GPU's memory is refused (:func:`answer`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,25 @@ INTERVAL_P90 = {"own trace": 0.17, "batch, interpolated": 0.24, "batch, one trac
                 "precision": 0.18, "precision, to fp32": 0.71, "gpu": 0.35}
 #: A GPU never at hand (datasheet only) doubles the interval's half-width.
 DATASHEET_WIDEN = 2.0
+
+#: Device memory of a GPU known from its datasheet alone (bytes; the nominal GB read as GiB),
+#: for the memory check of :func:`answer` where no stored result ran on it; the H100 80GB
+#: HBM3's driver reports 79.6 GiB (benchmarks/results/h100/calibrate.db), the H200's 140.4.
+DATASHEET_MEMORY_GIB = {"h100": 80, "h100-pcie": 80, "h200": 141, "a100": 80, "a100-40gb": 40,
+                        "l40s": 48, "a10": 24, "v100": 32}
+
+
+def band(step_s: float, half: float) -> tuple[float, float]:
+    """The interval ``[T / (1 + h), T (1 + h)]`` (s) of a step ``T`` whose relative error
+    half-width is ``h`` (:data:`INTERVAL_P90`, widened): symmetric in ``log(measured /
+    predicted)``, so that a wide band stays above 0 (``T (1 - h)`` reached 0 at ``h >= 1``).
+
+    Raises:
+        ValueError: ``h`` negative.
+    """
+    if half < 0:
+        raise ValueError(f"a half-width is >= 0, got {half}")
+    return step_s / (1 + half), step_s * (1 + half)
 
 
 @dataclass(frozen=True)
@@ -261,10 +282,11 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         st = transforms.to_precision(st, precision, src_gpu,
                                      cast_host_s=CAST_HOST_S if not st.meta.get("xla") else 0.0)
         category = "precision"
-    band = "precision, to fp32" if category == "precision" and precision not in (
+    band_key = "precision, to fp32" if category == "precision" and precision not in (
         "bf16", "fp16") else category
     dst_gpu = src_gpu
     anchored = None
+    hr = None
     if gpu is not None:
         dst_gpu = lib.gpu(gpu)
         if hardware.short_name(dst_gpu.device_name) != hardware.short_name(src_gpu.device_name) \
@@ -294,12 +316,13 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     if anchored:
         r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle,
                                 r.bound)
-    half = INTERVAL_P90[band if category == "precision" else category] * (
-        DATASHEET_WIDEN if dst_gpu.datasheet_only else 1.0)
+    key = band_key if category == "precision" else category
+    half = INTERVAL_P90[key] * (DATASHEET_WIDEN if dst_gpu.datasheet_only else 1.0)
     if nproc > 1:
         half *= DP_WIDEN
         category += f" + data parallel x{nproc} (not validated)"
-    lo_s, hi_s = r.step_s * max(0.0, 1 - half), r.step_s * (1 + half)
+    source = interval_source(key, dst_gpu.datasheet_only, nproc, half)
+    lo_s, hi_s = band(r.step_s, half)
     measured = None if nproc > 1 else _measured(lib, model, framework, mode, precision,
                                                 batch_size, dst_gpu.device_name or "")
     return TracePrediction(
@@ -309,7 +332,35 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         transforms=tuple(st.meta.get("transforms", [])), measured_s=measured,
         extra={"source_gpu": src_gpu.name, "source_precision": src_prec,
                "host_probe_s": probe_s, "host_move": host, "nproc": nproc,
+               "gpu_name": gpu_name(dst_gpu), "interval_from": source,
+               "host_session": host_session(used) + (
+                   f", scaled to the {dst_gpu.name} profile's host by {host} probes"
+                   if hr is not None else ""),
                **({"assumptions": dp_notes} if dp_notes else {})})
+
+
+def interval_source(key: str, datasheet_only: bool, nproc: int, half: float) -> str:
+    """Where a replay prediction's interval comes from, in words: the back-test category's
+    :data:`INTERVAL_P90`, its widenings and the band they make (:func:`band`)."""
+    widen = [*(["x2: datasheet only"] if datasheet_only else []),
+             *([f"x2: data parallel x{nproc}, not validated"] if nproc > 1 else [])]
+    return (f"the replay back-test's '{key}' rows (benchmarks/replay_validate.py): 90th "
+            f"percentile of |error| {INTERVAL_P90[key]:.0%}"
+            + (f" ({'; '.join(widen)}) = {half:.0%}" if widen else "")
+            + ", as [T / (1 + h), T (1 + h)]")
+
+
+def gpu_name(prof: hardware.GpuProfile) -> str:
+    """A GPU profile's device model name as the driver reports it (``NVIDIA H100 80GB HBM3``),
+    else its short name."""
+    return prof.device_name or prof.name
+
+
+def host_session(points: Sequence[Any]) -> str:
+    """The host sessions (``host/cpu/date``, :attr:`records.Point.session`) of the stored
+    points a prediction's host time comes from, joined; said so where none is recorded."""
+    sess = sorted({p.session for p in points if p.session})
+    return ", ".join(sess) or "not recorded with the stored points"
 
 
 #: Data parallel (:func:`data_parallel`) is not validated: the one-device interval's
@@ -402,13 +453,21 @@ CAST_HOST_S = 0.0
 def _measured(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
               batch: int, device_name: str) -> float | None:
     """The median stored untraced step of exactly this point on ``device_name``'s GPU."""
-    want = hardware.short_name(device_name)
-    v = [p.step_time_s for p in lib.recs.points
-         if p.config[:4] == (model, framework, mode, precision) and p.batch_size == batch
-         and p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default"
-         and not p.instrumented and p.layout in (None, "auto") and p.grad_accum == 1
-         and hardware.short_name(p.device_name) == want]
+    v = [p.step_time_s for p in _measured_points(lib, model, framework, mode, precision,
+                                                 batch, device_name)]
     return statistics.median(v) if v else None
+
+
+def _measured_points(lib: TraceLibrary, model: str, framework: str, mode: str,
+                     precision: str, batch: int, device_name: str) -> list[Any]:
+    """The stored untraced one-device points of exactly this configuration and batch on
+    ``device_name``'s GPU."""
+    want = hardware.short_name(device_name)
+    return [p for p in lib.recs.points
+            if p.config[:4] == (model, framework, mode, precision) and p.batch_size == batch
+            and p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default"
+            and not p.instrumented and p.layout in (None, "auto") and p.grad_accum == 1
+            and hardware.short_name(p.device_name) == want]
 
 
 def error(pred: float, measured: float) -> float:
@@ -424,8 +483,9 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     one, else refused naming the candidates), as a JSON-ready dict with ``config``.
 
     Raises:
-        ConfigError: no trace of the model, several candidates, an unknown GPU, or a batch
-            that ``nproc`` does not divide.
+        ConfigError: no trace of the model, several candidates, an unknown GPU, a batch
+            that ``nproc`` does not divide, or one that does not fit in the GPU's memory
+            (:func:`_check_memory`).
     """
     if nproc < 1 or batch_size % nproc:
         raise ConfigError(f"--batch-size {batch_size} is the global mini-batch: give a "
@@ -448,6 +508,7 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     if prec is None:
         raise ConfigError(f"{model} {fw}/{md} is stored in several precisions "
                           f"({', '.join(precs)}); give --precision")
+    _check_memory(lib, model, fw, md, prec, batch_size // nproc, lib.gpu(gpu))
     try:
         p = predict(lib, model, fw, md, prec, batch_size // nproc, gpu, nproc=nproc)
     except ConfigError as e:
@@ -458,6 +519,42 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     out["config"] = {"model": model, "framework": fw, "mode": md, "precision": prec,
                      "batch_size": batch_size, "gpu": gpu, "nproc": nproc}
     return out
+
+
+def device_memory_bytes(lib: TraceLibrary, prof: hardware.GpuProfile) -> float | None:
+    """The memory of the GPU of ``prof`` (bytes): the median the stored results on it recorded
+    (``env.gpus[0].memory_total_bytes``), else its datasheet's
+    (:data:`DATASHEET_MEMORY_GIB`); None if neither is known."""
+    want = hardware.short_name(prof.device_name or prof.name)
+    v = [p.device_memory_total_bytes for p in lib.recs.points if p.device_memory_total_bytes
+         and hardware.short_name(p.device_name) == want]
+    if v:
+        return float(statistics.median(v))
+    gib = DATASHEET_MEMORY_GIB.get(want or "")
+    return gib * 2.0**30 if gib else None
+
+
+def _check_memory(lib: TraceLibrary, model: str, framework: str, mode: str,
+                  precision: str, batch: int, prof: hardware.GpuProfile) -> None:
+    """Refuse a per-GPU ``batch`` that does not fit in ``prof``'s GPU memory, naming the
+    largest that does: the configuration's memory line from its stored points on any GPU
+    (:func:`dlperf.perfmodel.memory.check`, as the step-level model refuses one) with the
+    target's memory (:func:`device_memory_bytes`). Not judged without either.
+
+    Raises:
+        ConfigError: the batch does not fit.
+    """
+    from dlperf.perfmodel import memory
+
+    total = device_memory_bytes(lib, prof)
+    pts = [p for p in lib.recs.points if p.config[:4] == (model, framework, mode, precision)
+           and p.device == "cuda"]
+    if total is None or not pts:
+        return
+    _, no_fit = memory.check(pts, batch, on=(total, gpu_name(prof)))
+    if no_fit:
+        raise ConfigError(f"{model} {framework}/{mode} {precision} on {gpu_name(prof)}: "
+                          f"{no_fit}")
 
 
 #: At most this many traced models of the group give the fallback's GPU ratio.
@@ -495,23 +592,28 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
                      and hardware.short_name(p.device_name) == src_gpu), src_gpu or "")
     base = _measured(lib, model, framework, mode, precision, batch_size, src_name)
     how = "measured"
+    session = host_session(_measured_points(lib, model, framework, mode, precision,
+                                            batch_size, src_name))
     if base is None:
         from dlperf.perfmodel.api import predict as step_level
 
-        base = step_level(db, model, framework, mode, precision, "cuda",
-                          batch_size=batch_size).predicted_step_time_s
+        sl = step_level(db, model, framework, mode, precision, "cuda", batch_size=batch_size)
+        base, session = sl.predicted_step_time_s, sl.host_session or session
         how = "step-level model"
     f = statistics.median(ratios)
     dst = lib.gpu(gpu)
     half = INTERVAL_P90["gpu"] * (DATASHEET_WIDEN if dst.datasheet_only else 1.0)
     return TracePrediction(
-        step_s=base * f, interval_s=(base * f * (1 - half), base * f * (1 + half)),
+        step_s=base * f, interval_s=band(base * f, half),
         host_s=math.nan, device_s=math.nan, bound="unknown", gpu=dst.name,
         datasheet_only=dst.datasheet_only, category="gpu, no trace", sources=(),
         transforms=(f"{how} on {src_gpu}: {base * 1e3:.3f} ms x the median {gpu} / {src_gpu} "
                     f"replay ratio {f:.3f} of {len(ratios)} traced models of the group",),
         measured_s=_measured(lib, model, framework, mode, precision, batch_size,
-                             dst.device_name or ""))
+                             dst.device_name or ""),
+        extra={"source_gpu": src_gpu, "gpu_name": gpu_name(dst),
+               "interval_from": interval_source("gpu", dst.datasheet_only, 1, half),
+               "host_session": f"{session} (the {how} step on {src_gpu})"})
 
 
 def text(d: Mapping[str, Any]) -> str:
@@ -519,7 +621,8 @@ def text(d: Mapping[str, Any]) -> str:
     c = d["config"]
     lo, hi = d["interval_s"]
     mark = " (datasheet only: nothing of this GPU measured)" if d.get("datasheet_only") else ""
-    gpus = f"{c['nproc']} x {d['gpu']}" if c.get("nproc", 1) > 1 else d["gpu"]
+    name = d.get("gpu_name") or d["gpu"]
+    gpus = f"{c['nproc']} x {name}" if c.get("nproc", 1) > 1 else name
     lines = [f"{c['model']} {c['framework']}/{c['mode']} {c['precision']} b={c['batch_size']} "
              f"on {gpus}{mark}: {d['step_s'] * 1e3:.3f} ms per iteration "
              f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the {d['category']} back-test), "
@@ -527,6 +630,10 @@ def text(d: Mapping[str, Any]) -> str:
              f"replayed from {', '.join(d['sources']) or '-'}: {'; '.join(d['transforms'])}"]
     if d.get("measured_s") and c.get("nproc", 1) == 1:
         lines.append(f"measured there: {d['measured_s'] * 1e3:.3f} ms")
+    if d.get("host_session"):
+        lines.append(f"host time from: {d['host_session']}")
+    if d.get("interval_from"):
+        lines.append(f"interval from: {d['interval_from']}")
     if d.get("assumptions"):
         lines.append("data parallel, assuming:")
         lines += [f"  - {a}" for a in d["assumptions"]]

@@ -33,8 +33,8 @@ __all__ = ["Side", "RESERVED_FLAGS", "check_run_flags", "parse_env", "rounds_ord
            "side_environment", "run_rounds", "RoundResult"]
 
 #: ``dlperf run`` flags the gate sets itself (or that make no sense in it).
-RESERVED_FLAGS = ("--db", "--tag", "--repeats", "--rerun", "--retry-failed", "--report",
-                  "--emit-slurm", "--node-rank", "--nnodes", "--rdzv-endpoint")
+RESERVED_FLAGS = ("--db", "--tag", "--repeats", "--rerun", "--retry-failed", "--failed-final",
+                  "--report", "--emit-slurm", "--node-rank", "--nnodes", "--rdzv-endpoint")
 
 
 @dataclass
@@ -133,7 +133,8 @@ def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, roun
     """Run ``dlperf run RUN_ARGS`` for each side in :func:`rounds_order`, storing into ``db``
     (an absolute path) under each side's tag, repeat ``r`` in round ``r``; ``echo`` gets one
     line per run. A run that exits 1 (its points failed or were unavailable: stored as
-    results) does not stop the gate. A side whose run exits otherwise (its code refused the
+    results) does not stop the gate; the side's later rounds pass ``--failed-final``, so a
+    point that failed is not tried again (one attempt per round, not ``r``). A side whose run exits otherwise (its code refused the
     flags: a ``file:`` model gone from NEW, say) is not run again and its error is echoed: the
     comparison then finds its points missing, which fails the gate.
 
@@ -144,6 +145,7 @@ def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, roun
     out: list[RoundResult] = []
     order = rounds_order(rounds)
     broken: dict[str, str] = {}
+    failing: set[str] = set()
     for k, (r, s) in enumerate(order, 1):
         side = sides[s]
         if side.name in broken:
@@ -152,8 +154,18 @@ def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, roun
                "--tag", side.tag, "--repeats", str(r + 1)]
         echo(f"[{k}/{len(order)}] round {r + 1} of {rounds}: {side.name} "
              f"({side.directory}, tag {side.tag})")
-        proc = runner(cmd, cwd=str(side.directory), env=side_environment(side),
-                      capture_output=True, text=True, check=False)
+        proc = None
+        if side.name in failing:
+            # points failed in an earlier round: the code is the same, so they are not tried
+            # again (a side's older dlperf without the flag is run without it)
+            proc = runner([*cmd, "--failed-final"], cwd=str(side.directory),
+                          env=side_environment(side), capture_output=True, text=True,
+                          check=False)
+            if proc.returncode == 2 and "--failed-final" in (proc.stderr or ""):
+                proc = None
+        if proc is None:
+            proc = runner(cmd, cwd=str(side.directory), env=side_environment(side),
+                          capture_output=True, text=True, check=False)
         lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
         tail = "\n".join(lines[-12:])
         out.append(RoundResult(r, side.name, proc.returncode, tail))
@@ -168,6 +180,7 @@ def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, roun
                 raise ConfigError(f"dlperf run failed on both sides (in {sides[0].directory} "
                                   f"and {sides[1].directory}); the last lines:\n{tail}")
         elif proc.returncode == 1:
+            failing.add(side.name)
             echo(f"    {side.name}: some points failed or were unavailable (stored as such; "
                  "the comparison shows them)")
     return out

@@ -291,14 +291,15 @@ def _withdraw(var: str, value: str) -> None:
 
 
 def resume_plan(points: list[Any], db: str, tag: str | None, *, rerun: bool,
-                retry_failed: bool, notice: Callable[[str], Any] | None = None
-                ) -> tuple[list[Any], bool, int]:
+                retry_failed: bool, failed_final: bool = False,
+                notice: Callable[[str], Any] | None = None) -> tuple[list[Any], bool, int]:
     """What a tagged ``run``/``sweep`` runs: (points to give the sweep, its ``resume`` flag,
     points left out because they are done under ``tag``).
 
     Without a tag: every point, resuming as always (``resume = not rerun``). With one: a point
     counts as done only when ``db`` holds a final result of it *with this tag* (``ok``, or
-    with ``retry_failed`` not set also a final failure: :data:`FINAL_FAILURES`); those are left
+    with ``retry_failed`` not set also a final failure: :data:`FINAL_FAILURES`, and with
+    ``failed_final`` any failure, ``error`` and ``unavailable`` included); those are left
     out and the rest run (``resume=False``), so a new tag measures every point again while an
     interrupted tagged sweep resumes. A CPU point whose threads the thread policy chooses
     (:func:`auto_threads`) is done when it is stored under the tag with the
@@ -316,6 +317,8 @@ def resume_plan(points: list[Any], db: str, tag: str | None, *, rerun: bool,
     if not Path(db).is_file() or Path(db).stat().st_size == 0:
         return points, False, 0
     final = ("ok",) if retry_failed else ("ok", *FINAL_FAILURES)
+    if failed_final and not retry_failed:
+        final = (*final, "error", "unavailable")
     with ResultStore(db, read_only=True) as store:
         done = {r.identity.run_key: r for r in store.records(latest=False, samples=False)
                 if tag_of(r) == tag and r.identity.status in final}

@@ -84,3 +84,25 @@ def test_a_side_whose_run_is_refused_stops_and_both_refused_is_an_error(tmp_path
     with pytest.raises(ConfigError, match="failed on both sides"):
         alternate.run_rounds(_sides(tmp_path), ["-m", "x"], tmp_path / "g.db", 2,
                              runner=both_break, echo=lambda s: None)
+
+
+def test_a_side_whose_points_failed_does_not_try_them_again(tmp_path):
+    """A run that exits 1 (points failed, stored as results) makes the side's later rounds pass
+    --failed-final (one attempt per point a round, not one more each round); a side's dlperf
+    that does not know the flag (an older BASE) is run again without it."""
+    calls = []
+
+    def runner(cmd, cwd, env, **kw):
+        calls.append((env["S"], cmd))
+        if env["S"] == "b" and "--failed-final" in cmd:  # an older dlperf: no such option
+            return SimpleNamespace(returncode=2, stderr="No such option: --failed-final\n")
+        return SimpleNamespace(returncode=1, stderr="0 run, 0 already in g.db, 1 failed\n")
+
+    out = alternate.run_rounds(_sides(tmp_path), ["-m", "x"], tmp_path / "g.db", 3,
+                               runner=runner, echo=lambda s: None)
+    flags = [(s, "--failed-final" in c) for s, c in calls]
+    assert flags[:2] == [("b", False), ("n", False)]  # round 1: no failure known yet
+    assert ("n", True) in flags and all(f for s, f in flags[2:] if s == "n")
+    # BASE: each later round tried with the flag, refused, then run without it
+    assert [f for s, f in flags[2:] if s == "b"] == [True, False, True, False]
+    assert [r.returncode for r in out] == [1] * 6  # the refused try is not a round

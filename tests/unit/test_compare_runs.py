@@ -301,6 +301,9 @@ def test_a_new_tag_measures_again_and_its_own_tag_resumes(tmp_path):
     assert [p.key for p in todo] == ["p2-0", "p3-0"] and n == 1
     todo, _, n = resume_plan(pts, db, "v2", rerun=False, retry_failed=False)
     assert len(todo) == 3 and n == 0  # p3 under v2 is an 'error': not done
+    # --failed-final (dlperf compare --run's later rounds): an 'error' is done too
+    todo, _, n = resume_plan(pts, db, "v2", rerun=False, retry_failed=False, failed_final=True)
+    assert [p.key for p in todo] == ["p1-0", "p2-0"] and n == 1
     assert resume_plan(pts, db, None, rerun=False, retry_failed=False) == (pts, True, 0)
     assert resume_plan(pts, db, "v1", rerun=True, retry_failed=False) == (pts, False, 0)
     # the tag goes into the stored result, and rows can be selected by it

@@ -161,6 +161,7 @@ class Storage:
     rerun: Annotated[bool, Opt("--rerun", help="Run points again even if the db has them.")] = False
     retry_failed: Annotated[bool, Opt("--retry-failed", help="Run again points whose stored result is a failure (oom, crash, timeout, nan_loss).")] = False
     report: Annotated[str | None, Opt(help="Also write a Markdown+PNG report to this folder.")] = None
+    failed_final: Annotated[bool, Opt("--failed-final", hidden=True, help="With --tag: a stored error or unavailable result of this tag is final too (dlperf compare --run passes it from its second round: the code does not change between rounds, so a point that failed is not tried again).")] = False
     tag: Annotated[str | None, Opt(help="Label the results with this tag (e.g. a branch or version), for `dlperf results --tag` and `dlperf compare --db FILE BASE_TAG NEW_TAG`; points stored under another tag are measured again.")] = None
     force: Annotated[bool, Opt("--force", help="Replace files in the way of --emit-slurm or --report that dlperf did not write for them (never a database).")] = False
 
@@ -364,7 +365,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
             return
         points, resume, n_tagged = resume_plan(
             points, db, check_tag(store.tag), rerun=store.rerun, retry_failed=store.retry_failed,
-            notice=lambda line: common.err.print(line, markup=False, highlight=False))
+            failed_final=store.failed_final, notice=lambda line: common.err.print(line, markup=False, highlight=False))
         if n_tagged:
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag "
                              f"{store.tag!r} in {db}", markup=False, highlight=False)

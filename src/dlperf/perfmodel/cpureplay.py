@@ -250,7 +250,7 @@ def simulate(step: CpuStep, bucket_bytes: Sequence[float],
     if not (0 <= compute_rate <= 1 and 0 <= comm_rate <= 1) or compute_rate + comm_rate == 0:
         raise ValueError("rates must lie in [0, 1], not both 0")
     jobs = [float(allreduce_s(b)) for b in bucket_bytes]
-    release_after = {}
+    release_after: dict[int, list[int]] = {}
     for j, i in enumerate(step.ready):
         release_after.setdefault(i, []).append(j)
     t = 0.0

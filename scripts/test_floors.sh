@@ -2,8 +2,8 @@
 # Installs dlperf with every core dependency at the minimum pyproject.toml declares
 # (scripts/floors.py turns each ">=" into "==") into a throwaway venv, checks that pip kept
 # those versions, and runs what needs no framework on them: the CLI, a fake-framework run,
-# `dlperf report`, `dlperf compare --run` and the unit and integration tests of the statistics,
-# the store, the records, the reports, the terminal output and the gate. A floor that no longer
+# `dlperf report`, `dlperf compare --run` (the gate's CLI end to end) and the unit tests of the
+# statistics, the store, the records, the reports, the terminal output and the gate. A floor that no longer
 # works fails here, not on a user's machine.
 #   bash scripts/test_floors.sh            # install, then run (extra arguments go to pytest)
 #   bash scripts/test_floors.sh install    # only make the venv (scripts/test.sh starts this
@@ -42,4 +42,4 @@ exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${DLPERF_TEST_WORKE
   tests/unit/test_schema.py tests/unit/test_config.py tests/unit/test_store.py \
   tests/unit/test_report.py tests/unit/test_terminal.py \
   tests/unit/test_thread_policy.py tests/unit/test_yamlsafe.py tests/unit/test_ascii_terminal.py \
-  tests/integration/test_compare_cli.py "$@"
+  "$@"

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlperf.config.identity import label_of
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import comm, hardware, replay, transforms
 
@@ -623,8 +624,9 @@ def text(d: Mapping[str, Any]) -> str:
     mark = " (datasheet only: nothing of this GPU measured)" if d.get("datasheet_only") else ""
     name = d.get("gpu_name") or d["gpu"]
     gpus = f"{c['nproc']} x {name}" if c.get("nproc", 1) > 1 else name
-    lines = [f"{c['model']} {c['framework']}/{c['mode']} {c['precision']} b={c['batch_size']} "
-             f"on {gpus}{mark}: {d['step_s'] * 1e3:.3f} ms per iteration "
+    what = label_of({k: c.get(k) for k in ("model", "framework", "mode", "precision",
+                                            "batch_size")})
+    lines = [f"{what} on {gpus}{mark}: {d['step_s'] * 1e3:.3f} ms per iteration "
              f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the {d['category']} back-test), "
              f"{d['bound']}-bound",
              f"replayed from {', '.join(d['sources']) or '-'}: {'; '.join(d['transforms'])}"]

@@ -150,6 +150,23 @@ def test_the_residual_table_of_other_model_code_or_none_is_no_table(tmp_path, mo
     assert fc.read_table(sources) == (None, f"no residual table {f}")
 
 
+def test_a_narrower_validate_keeps_the_tables_other_solutions(tmp_path):
+    """Fit solutions are keyed by their problem: writing the entry again on the same model and
+    data keeps the stored ones beside the new (a `--validate` of one folder after the committed
+    run of two must not drop the other folder's fits); other data starts afresh."""
+    db = tmp_path / "a.db"
+    db.write_bytes(b"results")
+    keyed = {"held-out batch": [(0.1, "host", None)]}
+    fc.write_table([str(db)], keyed, solutions={"p1": (1.0, 2.0), "p2": (3.0,)})
+    f = fc.write_table([str(db)], keyed, solutions={"p2": (4.0,)})
+    sol = json.loads(f.read_text())["a.db"]["solutions"]
+    assert sol == {"p1": [1.0, 2.0], "p2": [4.0]}
+    db.write_bytes(b"other results")
+    sol = json.loads(fc.write_table([str(db)], keyed, solutions={"p3": (5.0,)})
+                     .read_text())["a.db"]["solutions"]
+    assert sol == {"p3": [5.0]}
+
+
 def test_a_planted_link_is_replaced_not_written_through(tmp_path):
     """The table is written to a fresh, exclusively created temporary file of an unpredictable
     name and renamed over the target: a symbolic link planted at the target is replaced, the

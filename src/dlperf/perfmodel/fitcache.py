@@ -380,8 +380,8 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
     roofline group ``fits`` the back-test made (:func:`read_table_fits`) and the fit
     ``solutions`` it and a prediction of each stored configuration use
     (:data:`dlperf.perfmodel.lsq.SOLVED`; :func:`read_table_solutions`) as the entry of these
-    results files in their table (:func:`table_file`), keeping the other entries; returns the
-    file.
+    results files in their table (:func:`table_file`), keeping the other entries and, where the
+    entry's model and data keys are unchanged, its solutions too; returns the file.
 
     Raises:
         OSError: the table's folder cannot be written.
@@ -399,8 +399,15 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
             return None
         path, _, rid = point.rpartition(":")
         return f"{os.path.relpath(path, folder)}:{rid}"
-    raw[_set_name(sources, folder)] = {
-        "model_key": model_key(), "data_key": data_digest(sources, folder),
+    name, mkey, dkey = _set_name(sources, folder), model_key(), data_digest(sources, folder)
+    old = raw.get(name)
+    if (isinstance(old, dict) and old.get("model_key") == mkey and old.get("data_key") == dkey
+            and isinstance(old.get("solutions"), dict)):
+        # solutions are keyed by their problem: those of a wider run on the same model and
+        # data (the committed tables') stay valid, so a narrower --validate keeps them
+        solutions = {**_solutions_of(old["solutions"]), **(solutions or {})}
+    raw[name] = {
+        "model_key": mkey, "data_key": dkey,
         "categories": {cat: [[r, b, rel(p)] for r, b, p in rows]
                        for cat, rows in residuals.items()},
         "fits": _fits_json({k: _renamed(v, {s: os.path.relpath(os.path.realpath(s), folder)

@@ -159,8 +159,9 @@ def device_for(recs: Records, device: str | None) -> str | None:
     raise ConfigError(f"device {device!r} was never measured in these results files, and the "
                       "model predicts only a device it was calibrated on (its measured "
                       f"ceilings, host and step times): calibrated here: {listed or 'none'}; "
-                      "give one of those, or measure the device (dlperf run --device ...) and "
-                      "add its results file")
+                      "give one of those, measure the device (dlperf run --device ...) and "
+                      "add its results file, or replay a stored trace on a GPU never measured "
+                      f"with --gpu {device} (a datasheet GPU: docs/replay.md)")
 
 
 def check_target(recs: Records, cfg: Config, where: str) -> None:

@@ -101,7 +101,7 @@ def test_a_side_whose_points_failed_does_not_try_them_again(tmp_path):
     out = alternate.run_rounds(_sides(tmp_path), ["-m", "x"], tmp_path / "g.db", 3,
                                runner=runner, echo=lambda s: None)
     flags = [(s, "--failed-final" in c) for s, c in calls]
-    assert flags[:2] == [("b", False), ("n", False)]  # round 1: no failure known yet
+    assert flags[:2] == [("b", False), ("n", False)]  # the first round: no failure known yet
     assert ("n", True) in flags and all(f for s, f in flags[2:] if s == "n")
     # BASE: each later round tried with the flag, refused, then run without it
     assert [f for s, f in flags[2:] if s == "b"] == [True, False, True, False]

@@ -203,8 +203,9 @@ def test_every_committed_stored_config_gives_its_stored_run_key():
             checked += 1
             flat += not set(cfg) & set(AXES)
             dp_options += got.distributed and bool(got.runtime.ddp.changed())
-    # data-parallel points with DDP options among them; the committed configs are flat
-    assert checked > 900 and dp_options >= 2 and flat == checked
+    # data-parallel points with DDP options among them; most committed configs are flat
+    # (schema 11 and older), files measured later store them on their axes
+    assert checked > 900 and dp_options >= 2 and flat > 900
 
 
 def test_ddp_broadcast_buffers_enters_the_run_key_only_when_off():

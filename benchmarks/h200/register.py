@@ -43,20 +43,22 @@ def predict(p: dict) -> dict:
     d = d[0] if isinstance(d, list) else d
     return {**p, "predicted_s": d["predicted_step_time_s"], "interval_s": d.get("interval_s"),
             "how": d.get("how"), "bound": d.get("bound"), "gpu": d.get("gpu"),
-            "interval_from": d.get("interval_from")}
+            "interval_group": d.get("interval_group"), "host_session": d.get("host_session")}
 
 
 def judge(preds: list[dict], db: str) -> list[dict]:
     """Each prediction beside the measured median step of its point in ``db``."""
     from dlperf.results.store import ResultStore
+    from dlperf.results.view import median_s
 
     with ResultStore(db, read_only=True) as store:
         recs = [r for r in store.records(latest=True, samples=False) if r.identity.status == "ok"]
     out = []
     for p in preds:
-        hit = [r for r in recs if (r.identity.model, r.identity.precision, r.identity.batch_size)
-               == (p["model"], p["precision"], p["batch_size"])]
-        m = hit[0].timing.median_s if hit and hit[0].timing else None
+        hit = [r for r in recs if (r.identity.model, r.identity.framework, r.identity.mode,
+                                   r.identity.precision, r.identity.batch_size)
+               == (p["model"], p["framework"], p["mode"], p["precision"], p["batch_size"])]
+        m = median_s(hit[0]) if hit else None
         err = (p["predicted_s"] / m - 1) * 100 if m and "predicted_s" in p else None
         lo, hi = p.get("interval_s") or (None, None)
         out.append({**p, "measured_s": m, "error_pct": err,

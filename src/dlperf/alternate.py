@@ -154,18 +154,13 @@ def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, roun
                "--tag", side.tag, "--repeats", str(r + 1)]
         echo(f"[{k}/{len(order)}] round {r + 1} of {rounds}: {side.name} "
              f"({side.directory}, tag {side.tag})")
-        proc = None
-        if side.name in failing:
-            # points failed in an earlier round: the code is the same, so they are not tried
-            # again (a side's older dlperf without the flag is run without it)
-            proc = runner([*cmd, "--failed-final"], cwd=str(side.directory),
-                          env=side_environment(side), capture_output=True, text=True,
-                          check=False)
-            if proc.returncode == 2 and "--failed-final" in (proc.stderr or ""):
-                proc = None
-        if proc is None:
-            proc = runner(cmd, cwd=str(side.directory), env=side_environment(side),
-                          capture_output=True, text=True, check=False)
+        # points that failed in an earlier round are not tried again: the code is the same
+        final = ["--failed-final"] if side.name in failing else []
+        how = {"cwd": str(side.directory), "env": side_environment(side),
+               "capture_output": True, "text": True, "check": False}
+        proc = runner([*cmd, *final], **how)
+        if final and proc.returncode == 2 and "--failed-final" in (proc.stderr or ""):
+            proc = runner(cmd, **how)  # a side's older dlperf, without the flag
         lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
         tail = "\n".join(lines[-12:])
         out.append(RoundResult(r, side.name, proc.returncode, tail))

@@ -78,10 +78,10 @@ def per_sample_bytes(spec: Any, precision: str) -> int:
         positions = math.prod(spec.targets) if spec.targets else 1
     except ValueError:  # a spectrogram without a target shape: no logits bound
         positions = 0
-    half = precision in ("bf16", "fp16")
-    logits = positions * int(spec.num_classes) * (2 if half else 4)
-    act = activation_bytes(spec.name) or 0
-    return inputs + max(logits, int(ACTIVATION_FRACTION * act / (2 if half else 1)))
+    width = 2 if precision == "bf16" else 4  # bytes a value
+    logits = positions * int(spec.num_classes) * width
+    act = activation_bytes(spec.name) or 0  # counted at 4 bytes a value
+    return inputs + max(logits, int(ACTIVATION_FRACTION * act * width / 4))
 
 
 @dataclass(frozen=True)

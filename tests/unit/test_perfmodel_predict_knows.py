@@ -133,23 +133,31 @@ def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
     assert " at 95%: " in f.interval_group
 
 
+def _damaged_lstm(tmp_path, monkeypatch, value: str, batches: tuple[int, ...]):
+    """A copy of the H200 calibration file whose lstm bf16 rows at ``batches`` hold the SQL
+    literal ``value`` as their median step time, with a cache of this test's own."""
+    import sqlite3
+
+    db = tmp_path / "c.db"
+    shutil.copy(ROOT / "h200/calibration.db", db)
+    con = sqlite3.connect(db)
+    con.execute(f"UPDATE results SET step_time_median_s = {value} WHERE model = 'lstm' AND "
+                f"precision = 'bf16' AND batch_size IN {batches}")
+    con.commit()
+    con.close()
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
+    return db
+
+
 def test_damaged_rows_are_said_on_every_prediction(tmp_path, monkeypatch):
     """Three of lstm bf16's four rows damaged: the prediction (from the file, then from the
     points kept in the cache) says how many rows were skipped."""
-    import sqlite3
     import warnings
 
     from dlperf.perfmodel import records
     from dlperf.results.rowcheck import DamagedRows
 
-    db = tmp_path / "c.db"
-    shutil.copy(ROOT / "h200/calibration.db", db)
-    con = sqlite3.connect(db)
-    con.execute("UPDATE results SET step_time_median_s = 'oops' WHERE model = 'lstm' AND "
-                "precision = 'bf16' AND batch_size IN (16, 64, 128)")
-    con.commit()
-    con.close()
-    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
+    db = _damaged_lstm(tmp_path, monkeypatch, "'oops'", (16, 64, 128))
     for _ in range(2):  # read through the store, then from the user's cache
         api._RECORDS.clear()
         with warnings.catch_warnings(record=True) as got:
@@ -164,19 +172,10 @@ def test_damaged_rows_are_said_on_every_prediction(tmp_path, monkeypatch):
 def test_a_refused_series_names_the_damaged_rows_skipped(tmp_path, monkeypatch):
     """A series that cannot be fitted ("measure another batch size") where rows were skipped
     says so: the user measured them."""
-    import sqlite3
-
     from dlperf.perfmodel import model as pm
     from dlperf.results.rowcheck import DamagedRows
 
-    db = tmp_path / "c.db"
-    shutil.copy(ROOT / "h200/calibration.db", db)
-    con = sqlite3.connect(db)
-    con.execute("UPDATE results SET step_time_median_s = -1.0 WHERE model = 'lstm' AND "
-                "precision = 'bf16' AND batch_size IN (16, 64)")
-    con.commit()
-    con.close()
-    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
+    db = _damaged_lstm(tmp_path, monkeypatch, "-1.0", (16, 64))
 
     def one_batch(*a, **k):
         raise ValueError("one batch size and no device prior; measure another batch size")

@@ -291,9 +291,10 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
         if not whole(v):
             raise ConfigError(f"{name} {v!r}: give a whole number >= 1 (e.g. {name}=64)")
     batch_size, nproc, nnodes = int(batch_size), int(nproc), int(nnodes)
-    if what_if is not None and not isinstance(what_if, Mapping):
+    if not isinstance(what_if, Mapping | None):
         raise ConfigError(f"what_if {what_if!r}: give a mapping such as "
                           "{'precision': 'bf16'} or {'batch_size': '2x'}")
+    what_if = dict(what_if or {})
     if not isinstance(db, (str, os.PathLike)) and not (
             isinstance(db, Iterable) and all(isinstance(x, (str, os.PathLike)) for x in db)):
         raise ConfigError(f"db {db!r}: give a results file, a folder of them, or a list of "
@@ -303,8 +304,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                           f"{nproc}, {nnodes})")
     net = network_for(network, nnodes)
     world = nproc * nnodes
-    if batch_size % world:
-        raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
+    _divisible(batch_size, world)
     recs = records_of(db)
     layout = selectors["layout"]
     given = {"framework": framework, "mode": mode, "precision": precision,
@@ -317,9 +317,8 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     target, gbatch, host_ns = rq.apply_what_if(what_if, base, int(batch_size))
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
-            f"{k}={v}" for k, v in (what_if or {}).items()))
-    if gbatch % world:
-        raise ConfigError(f"global batch {gbatch} is not divisible by {world} devices")
+            f"{k}={v}" for k, v in what_if.items()))
+    _divisible(gbatch, world)
     b = gbatch // world
     _check_scale_out(recs, target, world, nnodes)
     _, no_fit = memory.check([p for p in recs.points if target.matches(p)], b)
@@ -330,6 +329,12 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                      and not p.variant)
     return Request(base, target, gbatch, b, world, nnodes, net, host_ns,
                    gbatch != batch_size and target == base, withheld, note)
+
+
+def _divisible(global_batch: int, world: int) -> None:
+    """Refuse a global batch that ``world`` devices cannot split evenly."""
+    if global_batch % world:
+        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices")
 
 
 @dataclass

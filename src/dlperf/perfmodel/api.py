@@ -292,9 +292,10 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
         if not whole(v):
             raise ConfigError(f"{name} {v!r}: give a whole number >= 1 (e.g. {name}=64)")
     batch_size, nproc, nnodes = int(batch_size), int(nproc), int(nnodes)
-    if what_if is not None and not isinstance(what_if, Mapping):
+    if not isinstance(what_if, Mapping | None):
         raise ConfigError(f"what_if {what_if!r}: give a mapping such as "
                           "{'precision': 'bf16'} or {'batch_size': '2x'}")
+    what_if = dict(what_if or {})
     if not isinstance(db, (str, os.PathLike)) and not (
             isinstance(db, Iterable) and all(isinstance(x, (str, os.PathLike)) for x in db)):
         raise ConfigError(f"db {db!r}: give a results file, a folder of them, or a list of "
@@ -304,8 +305,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                           f"{nproc}, {nnodes})")
     net = network_for(network, nnodes)
     world = nproc * nnodes
-    if batch_size % world:
-        raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
+    _divisible(batch_size, world)
     recs = records_of(db)
     layout = selectors["layout"]
     given = {"framework": framework, "mode": mode, "precision": precision,
@@ -318,9 +318,8 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     target, gbatch, host_ns = rq.apply_what_if(what_if, base, int(batch_size))
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
-            f"{k}={v}" for k, v in (what_if or {}).items()))
-    if gbatch % world:
-        raise ConfigError(f"global batch {gbatch} is not divisible by {world} devices")
+            f"{k}={v}" for k, v in what_if.items()))
+    _divisible(gbatch, world)
     b = gbatch // world
     _check_scale_out(recs, target, world, nnodes)
     _, no_fit = memory.check([p for p in recs.points if target.matches(p)], b)
@@ -331,6 +330,12 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                      and not p.variant)
     return Request(base, target, gbatch, b, world, nnodes, net, host_ns,
                    gbatch != batch_size and target == base, withheld, note)
+
+
+def _divisible(global_batch: int, world: int) -> None:
+    """Refuse a global batch that ``world`` devices cannot split evenly."""
+    if global_batch % world:
+        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices")
 
 
 @dataclass
@@ -714,12 +719,27 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
                 "nnodes": req.nnodes},
         measured_step_time_s=stored[pick] if pick else None, measured_point=pick,
         measured_points=stored, validation_category=d.path,
-        warnings=[*rq.extrapolation(recs, req.base, req.batch),
-                  *([req.note] if req.note else []), *_analytic_hint(recs, req, one),
-                  *recs.damaged_notes()],
+        warnings=_warnings(recs, req, one),
         interval_note=note, interval_group=group,
         gpu=gpu,
         host_session=_session(recs, one))
+
+
+def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
+    """The prediction's warnings: a batch outside the measured series, which of several stored
+    configurations was picked, the analytic hint, damaged rows. Beside a what-if each starts
+    with the side it concerns (``what-if base: ``, ``what-if target: `` or ``what-if base and
+    target: ``), since a warning naming the base's configuration would otherwise read as if
+    it were about the configuration predicted."""
+    same = req.target == req.base
+    series = "target" if req.batch_what_if else "base" if not same else "base and target"
+    sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
+    sided += [("base", req.note)] if req.note else []
+    sided += [("base and target", w) for w in _analytic_hint(recs, req, one)]
+    sided += [("base and target", w) for w in recs.damaged_notes()]
+    if same and not req.batch_what_if and req.host_ns is None:  # no what-if: no sides
+        return [w for _, w in sided]
+    return [f"what-if {side}: {w}" for side, w in sided]
 
 
 def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:

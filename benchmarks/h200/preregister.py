@@ -281,14 +281,20 @@ def method_group(point: dict[str, Any], q: dict[str, Any]) -> str:
 
 
 def measured(db: str) -> dict[tuple, Any]:
-    """``(model, framework, mode, precision, batch) -> RunRecord`` of the ok, latest,
-    one-device results of ``db``."""
+    """``(model, framework, mode, precision, batch) -> RunRecord`` of the latest one-device
+    results of ``db``: the ok one where a point has one, else its failure (status not
+    ``ok``), so the judge can say a point failed rather than that it was not run."""
     from dlperf.results.store import ResultStore
 
     with ResultStore(db, read_only=True) as store:
         recs = [r for r in store.records(latest=True, samples=False)
-                if r.identity.status == "ok" and r.identity.world_size == 1]
-    return {tuple(getattr(r.identity, k) for k in KEY): r for r in recs}
+                if r.identity.world_size == 1]
+    out: dict[tuple, Any] = {}
+    for r in recs:
+        k = tuple(getattr(r.identity, f) for f in KEY)
+        if k not in out or r.identity.status == "ok":
+            out[k] = r
+    return out
 
 
 def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
@@ -302,6 +308,9 @@ def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
     rows = []
     for p in reg["points"]:
         rec = got.get(tuple(p[k] for k in KEY))
+        failed = rec.identity.error or rec.identity.status \
+            if rec is not None and rec.identity.status != "ok" else None
+        rec = None if failed else rec
         m = median_s(rec) if rec is not None else None
         lo_m, hi_m = ci_s(rec) if rec is not None else (None, None)
         ci = (hi_m - lo_m) / 2 / m if m and lo_m is not None and hi_m is not None else None
@@ -313,7 +322,7 @@ def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
                          "primary": i == 0 or q["method"].startswith("replay, one trace"),
                          "path": q.get("category"),
                          "predicted_s": v, "interval_s": q.get("interval_s"),
-                         "measured_s": m, "measured_ci_rel": ci,
+                         "measured_s": m, "measured_ci_rel": ci, "failed": failed,
                          "error_pct": (v / m - 1) * 100 if m and v else None,
                          "inside": (lo <= m <= hi) if m and lo is not None else None,
                          "registered": True})
@@ -434,7 +443,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         lo, hi = r.get("interval_s") or (None, None)
         iv = f"[{lo * 1e3:.2f}, {hi * 1e3:.2f}]" if lo is not None else "-"
         pr = f"{r['predicted_s'] * 1e3:.2f}" if r["predicted_s"] else "refused"
-        ms = f"{r['measured_s'] * 1e3:.2f}" if r["measured_s"] else "not measured"
+        ms = f"{r['measured_s'] * 1e3:.2f}" if r["measured_s"] else (
+            f"failed: {str(r['failed']).splitlines()[0][:60]}" if r.get("failed")
+            else "not measured")
         er = f"{r['error_pct']:+.1f}%" if r["error_pct"] is not None else "-"
         ins = "-" if r["inside"] is None else ("yes" if r["inside"] else "no")
         ci = f"+-{r['measured_ci_rel'] * 100:.1f}%" if r.get("measured_ci_rel") else "-"

@@ -208,3 +208,25 @@ def test_graph_signs_count_against_the_stored_eager_step(pr, tmp_path):
     assert out[-1] == ('Signs right beyond the noise, of 1: A 1, B 0; the rule "compiled is '
                        'always faster" 1')
     assert any("| fcn5 |" in ln and "no (noise)" in ln for ln in out)
+
+
+def test_a_failed_point_is_said_failed_not_missing(pr, tmp_path):
+    from dlperf.results.store import ResultStore, record_of
+
+    with ResultStore(REG3, read_only=True) as s:
+        row = next(r for r in s.rows(latest=False) if r["id"] == 1)
+        rec = record_of(row, None)
+    ident = rec.identity.model_copy(update={
+        "model": "fcn5", "mode": "graph", "batch_size": 256, "run_key": "bad",
+        "point_key": "bad", "status": "error", "error": "RuntimeError: out of memory\nmore"})
+    db = tmp_path / "failed.db"
+    with ResultStore(db) as dst:
+        dst.add(rec.model_copy(update={"identity": ident}))
+    reg = _reg([{"model": "fcn5", "framework": "torch", "mode": "graph", "precision": "bf16",
+                 "batch_size": 256, "category": "eager -> graph", "side": "dev",
+                 "predictions": [{"method": "a", "predicted_s": 0.002,
+                                  "interval_s": [0.001, 0.003]}]}])
+    (r,) = pr.judge(reg, str(db))
+    assert r["measured_s"] is None and r["error_pct"] is None
+    assert "out of memory" in r["failed"]
+    assert "| failed: RuntimeError: out of memory |" in "\n".join(pr.table([r]))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -250,7 +251,7 @@ def register(name: str, out: Path) -> dict[str, Any]:
            "made_at_commit": _git("rev-parse", "HEAD"),
            "tree_clean_except_output": not [ln for ln in _git("status", "--porcelain").
                                             splitlines() if not ln.endswith(out.name)],
-           "made_at_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+           "made_at_utc": datetime.datetime.now(datetime.UTC).isoformat(
                timespec="seconds"),
            "dlperf_version": dlperf.__version__,
            "command": f"PYTHONPATH=src python benchmarks/h200/preregister.py {name}",
@@ -259,15 +260,41 @@ def register(name: str, out: Path) -> dict[str, Any]:
     return doc
 
 
+#: Each category's goal (median |error|) in issue 38 and issue 42, for the summary.
+GOALS = {"one-point series, 2x": 8.0, "one-point series, 1/2x": 8.0,
+         "extrapolation down": 5.0, "eager -> graph": 8.0, "fp32 -> bf16": 8.0,
+         "batch, one trace": 6.0, "own trace (after measurement)": 3.0}
+#: The noise floor of a sign check: a measured change smaller than this (or than the two
+#: medians' CIs together) counts as no change (as benchmarks/replay_validate.py does).
+SIGN_NOISE = 0.02
+
+
+def method_group(point: dict[str, Any], q: dict[str, Any]) -> str:
+    """The method a prediction is summarised under: its name, with a one-trace replay's batch
+    turned into its direction (``from below``/``from above`` the asked batch), so the points
+    of a category pool."""
+    m = re.fullmatch(r"replay, one trace \(b=(\d+)\)", q["method"])
+    if not m:
+        return q["method"]
+    return ("replay, one trace from below" if int(m.group(1)) < point["batch_size"]
+            else "replay, one trace from above")
+
+
 def measured(db: str) -> dict[tuple, Any]:
-    """``(model, framework, mode, precision, batch) -> RunRecord`` of the ok, latest,
-    one-device results of ``db``."""
+    """``(model, framework, mode, precision, batch) -> RunRecord`` of the latest one-device
+    results of ``db``: the ok one where a point has one, else its failure (status not
+    ``ok``), so the judge can say a point failed rather than that it was not run."""
     from dlperf.results.store import ResultStore
 
     with ResultStore(db, read_only=True) as store:
         recs = [r for r in store.records(latest=True, samples=False)
-                if r.identity.status == "ok" and r.identity.world_size == 1]
-    return {tuple(getattr(r.identity, k) for k in KEY): r for r in recs}
+                if r.identity.world_size == 1]
+    out: dict[tuple, Any] = {}
+    for r in recs:
+        k = tuple(getattr(r.identity, f) for f in KEY)
+        if k not in out or r.identity.status == "ok":
+            out[k] = r
+    return out
 
 
 def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
@@ -275,24 +302,112 @@ def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
     prediction and interval, the measured median step of the point in ``db`` (None where not
     measured), the signed error ``predicted / measured - 1`` (%) and whether the measurement
     is inside the interval. Registered predictions only: nothing is predicted again."""
-    from dlperf.results.view import median_s
+    from dlperf.results.view import ci_s, median_s
 
     got = measured(db)
     rows = []
     for p in reg["points"]:
         rec = got.get(tuple(p[k] for k in KEY))
+        failed = rec.identity.error or rec.identity.status \
+            if rec is not None and rec.identity.status != "ok" else None
+        rec = None if failed else rec
         m = median_s(rec) if rec is not None else None
-        for q in p["predictions"]:
+        lo_m, hi_m = ci_s(rec) if rec is not None else (None, None)
+        ci = (hi_m - lo_m) / 2 / m if m and lo_m is not None and hi_m is not None else None
+        for i, q in enumerate(p["predictions"]):
             v = q.get("predicted_s")
             lo, hi = q.get("interval_s") or (None, None)
             rows.append({**{k: p[k] for k in (*KEY, "category", "side")},
-                         "method": q["method"], "path": q.get("category"),
+                         "method": q["method"], "group": method_group(p, q),
+                         "primary": i == 0 or q["method"].startswith("replay, one trace"),
+                         "path": q.get("category"),
                          "predicted_s": v, "interval_s": q.get("interval_s"),
-                         "measured_s": m,
+                         "measured_s": m, "measured_ci_rel": ci, "failed": failed,
                          "error_pct": (v / m - 1) * 100 if m and v else None,
                          "inside": (lo <= m <= hi) if m and lo is not None else None,
                          "registered": True})
     return rows
+
+
+def eager_anchor(point: dict[str, Any], paths: list[str] | None = None
+                 ) -> tuple[float, float] | None:
+    """The committed eager measurement of a compiled point's configuration at its batch:
+    ``(median step s, CI half-width / median)`` of the median-step result of the ok
+    one-device synthetic-data results of the results files under ``paths`` (default
+    :data:`SOURCES`, as measured before the registration), None where none is stored."""
+    from dlperf.results.store import ResultStore
+    from dlperf.results.view import ci_s, median_s
+
+    files = sorted({str(f) for p in (paths or SOURCES) for f in
+                    ([Path(p)] if Path(p).is_file() else (ROOT / p).glob("*.db"))})
+    found = []
+    for f in files:
+        with ResultStore(f, read_only=True) as store:
+            for r in store.records(latest=True, samples=False):
+                i = r.identity
+                if (i.status == "ok" and i.world_size == 1 and i.data == "synthetic"
+                        and (i.device or "").startswith("cuda")
+                        and (i.model, i.framework, i.mode, i.precision, i.batch_size)
+                        == (point["model"], point["framework"], "eager",
+                            point["precision"], point["batch_size"])):
+                    m = median_s(r)
+                    lo, hi = ci_s(r)
+                    if m:
+                        found.append((m, (hi - lo) / 2 / m if lo is not None
+                                      and hi is not None else 0.0))
+    if not found:
+        return None
+    found.sort()
+    return found[len(found) // 2]
+
+
+def graph_signs(rows: list[dict[str, Any]], paths: list[str] | None = None) -> list[str]:
+    """The eager -> graph sign check (issue 38's goal: more signs right than the best
+    trivial rule, "compiled is always faster"): per measured compiled point, the measured
+    and predicted change against the committed eager step at its batch; a change within
+    the noise (:data:`SIGN_NOISE` or the two CIs together) is not counted."""
+    pts = {tuple(r[k] for k in KEY): r for r in rows
+           if r["category"] == "eager -> graph" and r["measured_s"]}
+    if not pts:
+        return []
+    out = ["| model | precision | batch | eager (stored) ms | compiled (measured) ms | "
+           "measured change | counted | " + " | ".join(sorted({r["group"] for r in rows
+                                                                if r["category"]
+                                                                == "eager -> graph"}))
+           + " | rule: compiled faster |", ""]
+    groups = sorted({r["group"] for r in rows if r["category"] == "eager -> graph"})
+    out[1] = "|---|---|---:|---:|---:|---:|---|" + "---|" * (len(groups) + 1)
+    right = dict.fromkeys([*groups, "rule"], 0)
+    counted = 0
+    for key, r in pts.items():
+        a = eager_anchor(dict(zip(KEY, key)), paths)
+        if a is None:
+            continue
+        e, ci_e = a
+        change = r["measured_s"] / e - 1
+        noise = max(SIGN_NOISE, ci_e + (r["measured_ci_rel"] or 0.0))
+        use = abs(change) > noise
+        counted += use
+        cells = []
+        for g in groups:
+            q = next((x for x in rows if tuple(x[k] for k in KEY) == key and x["group"] == g),
+                     None)
+            if q is None or not q["predicted_s"]:
+                cells.append("-")
+                continue
+            pc = q["predicted_s"] / e - 1
+            ok = (pc < 0) == (change < 0)
+            right[g] += use and ok
+            cells.append(f"{pc * 100:+.1f}% ({'right' if ok else 'wrong'})")
+        right["rule"] += use and change < 0
+        cells.append("right" if change < 0 else "wrong")
+        out.append(f"| {key[0]} | {key[3]} | {key[4]} | {e * 1e3:.2f} | "
+                   f"{r['measured_s'] * 1e3:.2f} | {change * 100:+.1f}% | "
+                   f"{'yes' if use else 'no (noise)'} | " + " | ".join(cells) + " |")
+    out += ["", f"Signs right beyond the noise, of {counted}: "
+            + ", ".join(f"{g} {right[g]}" for g in groups)
+            + f"; the rule \"compiled is always faster\" {right['rule']}"]
+    return out
 
 
 def own_trace_rows(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
@@ -312,7 +427,9 @@ def own_trace_rows(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
         rows.append({**dict(zip(KEY, key)), "category": "own trace (after measurement)",
                      "side": side(pt.model), "method": "replay of its own trace",
                      "path": "own trace", "predicted_s": v, "interval_s": None,
-                     "measured_s": m, "error_pct": (v / m - 1) * 100 if m else None,
+                     "group": "replay of its own trace", "primary": True,
+                     "measured_s": m, "measured_ci_rel": None,
+                     "error_pct": (v / m - 1) * 100 if m else None,
                      "inside": None, "registered": False})
     return rows
 
@@ -320,18 +437,21 @@ def own_trace_rows(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """The judged rows as a Markdown table (ms)."""
     out = ["| model | side | fw/mode | precision | batch | category | method | path | "
-           "predicted ms | 90% interval ms | measured ms | error | inside |",
-           "|---|---|---|---|---:|---|---|---|---:|---|---:|---:|---|"]
+           "predicted ms | 90% interval ms | measured ms | measured CI | error | inside |",
+           "|---|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---|"]
     for r in rows:
         lo, hi = r.get("interval_s") or (None, None)
         iv = f"[{lo * 1e3:.2f}, {hi * 1e3:.2f}]" if lo is not None else "-"
         pr = f"{r['predicted_s'] * 1e3:.2f}" if r["predicted_s"] else "refused"
-        ms = f"{r['measured_s'] * 1e3:.2f}" if r["measured_s"] else "not measured"
+        ms = f"{r['measured_s'] * 1e3:.2f}" if r["measured_s"] else (
+            f"failed: {str(r['failed']).splitlines()[0][:60]}" if r.get("failed")
+            else "not measured")
         er = f"{r['error_pct']:+.1f}%" if r["error_pct"] is not None else "-"
         ins = "-" if r["inside"] is None else ("yes" if r["inside"] else "no")
+        ci = f"+-{r['measured_ci_rel'] * 100:.1f}%" if r.get("measured_ci_rel") else "-"
         out.append(f"| {r['model']} | {r['side']} | {r['framework']}/{r['mode']} | "
                    f"{r['precision']} | {r['batch_size']} | {r['category']} | {r['method']} | "
-                   f"{r['path'] or '-'} | {pr} | {iv} | {ms} | {er} | {ins} |")
+                   f"{r['path'] or '-'} | {pr} | {iv} | {ms} | {ci} | {er} | {ins} |")
     return out
 
 
@@ -341,18 +461,27 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         if r["error_pct"] is not None:
-            groups.setdefault((r["category"], r["method"]), []).append(r)
-    out = ["| category | method | side | points | MdAPE | max |error| | inside 90% |",
-           "|---|---|---|---:|---:|---:|---:|"]
+            groups.setdefault((r["category"], r.get("group", r["method"])), []).append(r)
+            if r.get("group", "").startswith("replay, one trace from"):
+                groups.setdefault((r["category"], "replay, one trace (both directions)"),
+                                  []).append(r)
+    out = ["| category | method | registered for the category | side | predictions | MdAPE | "
+           "max |error| | inside 90% | goal |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for (cat, meth), rs in groups.items():
+        prim = "yes" if all(r.get("primary") for r in rs) else "baseline"
+        goal = GOALS.get(cat)
         for s in ("dev", "test", "all"):
             sub = [r for r in rs if s in ("all", r["side"])]
             if not sub or (s == "all" and len({r["side"] for r in rs}) < 2):
                 continue
             e = [abs(r["error_pct"]) for r in sub]
             iv = [r["inside"] for r in sub if r["inside"] is not None]
-            out.append(f"| {cat} | {meth} | {s} | {len(sub)} | {statistics.median(e):.1f}% | "
-                       f"{max(e):.1f}% | " + (f"{sum(iv)}/{len(iv)}" if iv else "-") + " |")
+            md = statistics.median(e)
+            met = "-" if goal is None or prim != "yes" else (
+                f"<= {goal:g}%: {'met' if md <= goal else 'not met'}")
+            out.append(f"| {cat} | {meth} | {prim} | {s} | {len(sub)} | {md:.1f}% | "
+                       f"{max(e):.1f}% | " + (f"{sum(iv)}/{len(iv)}" if iv else "-")
+                       + f" | {met} |")
     return out
 
 
@@ -363,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="predictions file (default benchmarks/results/h200/NAME.json)")
     ap.add_argument("--judge", metavar="DB", help="judge the registered predictions on DB")
     ap.add_argument("--md", default=None, help="with --judge: also write the tables here")
+    ap.add_argument("--json", default=None, help="with --judge: also write the rows here")
     a = ap.parse_args(argv)
     out = Path(a.out) if a.out else ROOT / f"benchmarks/results/h200/{a.registration}.json"
     if not a.judge:
@@ -375,13 +505,16 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the own-trace rows are an extra, said when absent
         print(f"(own-trace replay rows left out: {e})", file=sys.stderr)
     n_meas = len({tuple(r[k] for k in KEY) for r in rows if r["measured_s"]})
+    signs = graph_signs(rows)
     lines = [f"{reg['registration']}: predictions made at {reg['made_at_commit'][:10]} "
              f"({reg['made_at_utc']}, dlperf {reg['dlperf_version']}), judged on {a.judge}: "
              f"{n_meas} of {len(reg['points'])} points measured", "", *table(rows), "",
-             *summary(rows)]
+             *summary(rows), *(["", *signs] if signs else [])]
     print("\n".join(lines))
     if a.md:
         Path(a.md).write_text("\n".join(lines) + "\n")
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 

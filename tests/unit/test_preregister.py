@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import statistics
 from pathlib import Path
 
 import pytest
@@ -120,13 +119,15 @@ def test_judge_reads_the_measured_file_and_scores_each_method(pr, tmp_path):
     assert c_fcn["error_pct"] == pytest.approx(30.0)
     assert lstm["measured_s"] is None and lstm["error_pct"] is None and lstm["inside"] is None
     assert refused["predicted_s"] is None and refused["error_pct"] is None
+    assert [r["primary"] for r in rows] == [True, False, True, True, True]
     summ = "\n".join(pr.summary(rows))
-    # method "a" over vgg16 (dev, 10%) and fcn8 (test, 30%): all sides median 20%
-    line_all = [ln for ln in summ.splitlines() if ln.startswith("| extrapolation down | a |")]
-    assert line_all and "| dev | 1 | 10.0% | 10.0% | 1/1 |" in line_all[0]
-    assert "| one-point series, 2x | a | test | 1 | 30.0% | 30.0% | 1/1 |" in summ
-    assert "| extrapolation down | b | dev | 1 | 20.0% | 20.0% | 0/1 |" in summ
-    assert statistics.median([10.0, 30.0]) == 20.0
+    # one row per category, method and side; the goal judged for the registered method only
+    assert "| extrapolation down | a | yes | dev | 1 | 10.0% | 10.0% | 1/1 | <= 5%: not met |" \
+        in summ
+    assert "| one-point series, 2x | a | yes | test | 1 | 30.0% | 30.0% | 1/1 | <= 8%: not met |" \
+        in summ
+    assert "| extrapolation down | b | baseline | dev | 1 | 20.0% | 20.0% | 0/1 | - |" in summ
+    assert "| all |" not in summ  # no category holds both sides here
     tab = "\n".join(pr.table(rows))
     assert "not measured" in tab and "refused" in tab
 
@@ -159,3 +160,73 @@ def test_registering_twice_is_refused(pr, tmp_path):
     out.write_text(json.dumps({}))
     with pytest.raises(SystemExit, match="registered once"):
         pr.register("registration4", out)
+
+
+def test_one_trace_methods_pool_by_direction(pr):
+    p = {"batch_size": 48}
+    assert pr.method_group(p, {"method": "replay, one trace (b=32)"}) == \
+        "replay, one trace from below"
+    assert pr.method_group(p, {"method": "replay, one trace (b=64)"}) == \
+        "replay, one trace from above"
+    assert pr.method_group(p, {"method": "dlperf predict (series)"}) == "dlperf predict (series)"
+    rows = [{"category": "batch, one trace", "side": s, "method": m, "group": g,
+             "primary": True, "error_pct": e, "inside": True}
+            for s, m, g, e in [("dev", "x", "replay, one trace from below", 4.0),
+                               ("dev", "y", "replay, one trace from above", -10.0),
+                               ("test", "z", "replay, one trace from below", 2.0)]]
+    summ = "\n".join(pr.summary(rows))
+    assert "| replay, one trace (both directions) | yes | all | 3 | 4.0% | 10.0% | 3/3 |" \
+        " <= 6%: met |" in summ
+    assert "| replay, one trace from above | yes | dev | 1 | 10.0% | 10.0% | 1/1 |" \
+        " <= 6%: not met |" in summ
+
+
+def test_graph_signs_count_against_the_stored_eager_step(pr, tmp_path):
+    eager, med = _fake_db(tmp_path, [
+        (REG3, 1, {"model": "lstm", "framework": "torch", "mode": "eager",
+                   "precision": "fp32", "batch_size": 32}),
+        (REG3, 2, {"model": "fcn5", "framework": "torch", "mode": "eager",
+                   "precision": "bf16", "batch_size": 256})])
+    e1 = med[("lstm", "torch", "eager", "fp32", 32)]
+    e2 = med[("fcn5", "torch", "eager", "bf16", 256)]
+    a = pr.eager_anchor({"model": "lstm", "framework": "torch", "precision": "fp32",
+                         "batch_size": 32}, [str(eager)])
+    assert a is not None and a[0] == pytest.approx(e1)
+    assert pr.eager_anchor({"model": "lstm", "framework": "torch", "precision": "bf16",
+                            "batch_size": 32}, [str(eager)]) is None
+
+    def row(model, prec, b, measured, group, pred):
+        return {"model": model, "framework": "torch", "mode": "graph", "precision": prec,
+                "batch_size": b, "category": "eager -> graph", "group": group,
+                "measured_s": measured, "measured_ci_rel": 0.0, "predicted_s": pred}
+
+    rows = [row("lstm", "fp32", 32, e1 * 0.8, "A", e1 * 0.9),   # faster; A right
+            row("lstm", "fp32", 32, e1 * 0.8, "B", e1 * 1.1),   # B wrong
+            row("fcn5", "bf16", 256, e2 * 1.01, "A", e2 * 0.5),  # within noise: not counted
+            row("fcn5", "bf16", 256, e2 * 1.01, "B", e2 * 1.2)]
+    out = pr.graph_signs(rows, [str(eager)])
+    assert out[-1] == ('Signs right beyond the noise, of 1: A 1, B 0; the rule "compiled is '
+                       'always faster" 1')
+    assert any("| fcn5 |" in ln and "no (noise)" in ln for ln in out)
+
+
+def test_a_failed_point_is_said_failed_not_missing(pr, tmp_path):
+    from dlperf.results.store import ResultStore, record_of
+
+    with ResultStore(REG3, read_only=True) as s:
+        row = next(r for r in s.rows(latest=False) if r["id"] == 1)
+        rec = record_of(row, None)
+    ident = rec.identity.model_copy(update={
+        "model": "fcn5", "mode": "graph", "batch_size": 256, "run_key": "bad",
+        "point_key": "bad", "status": "error", "error": "RuntimeError: out of memory\nmore"})
+    db = tmp_path / "failed.db"
+    with ResultStore(db) as dst:
+        dst.add(rec.model_copy(update={"identity": ident}))
+    reg = _reg([{"model": "fcn5", "framework": "torch", "mode": "graph", "precision": "bf16",
+                 "batch_size": 256, "category": "eager -> graph", "side": "dev",
+                 "predictions": [{"method": "a", "predicted_s": 0.002,
+                                  "interval_s": [0.001, 0.003]}]}])
+    (r,) = pr.judge(reg, str(db))
+    assert r["measured_s"] is None and r["error_pct"] is None
+    assert "out of memory" in r["failed"]
+    assert "| failed: RuntimeError: out of memory |" in "\n".join(pr.table([r]))

@@ -162,7 +162,8 @@ def _interval(recs: Records, category: str, level: float, bound: str | None,
     without the residuals of the ``withheld`` points (the stored measurements of the point
     predicted: :func:`intervals.without_points`)."""
     ids = {point_id(p) for p in withheld}
-    return iv.mondrian(bounded_residuals(recs, category, ids), bound, level, category)
+    return iv.mondrian([x for c in iv.calibration_categories(category)
+                        for x in bounded_residuals(recs, c, ids)], bound, level, category)
 
 
 def table_key(recs: Records) -> tuple[str, str]:
@@ -291,9 +292,10 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
         if not whole(v):
             raise ConfigError(f"{name} {v!r}: give a whole number >= 1 (e.g. {name}=64)")
     batch_size, nproc, nnodes = int(batch_size), int(nproc), int(nnodes)
-    if what_if is not None and not isinstance(what_if, Mapping):
+    if not isinstance(what_if, Mapping | None):
         raise ConfigError(f"what_if {what_if!r}: give a mapping such as "
                           "{'precision': 'bf16'} or {'batch_size': '2x'}")
+    what_if = dict(what_if or {})
     if not isinstance(db, (str, os.PathLike)) and not (
             isinstance(db, Iterable) and all(isinstance(x, (str, os.PathLike)) for x in db)):
         raise ConfigError(f"db {db!r}: give a results file, a folder of them, or a list of "
@@ -303,8 +305,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                           f"{nproc}, {nnodes})")
     net = network_for(network, nnodes)
     world = nproc * nnodes
-    if batch_size % world:
-        raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
+    _divisible(batch_size, world)
     recs = records_of(db)
     layout = selectors["layout"]
     given = {"framework": framework, "mode": mode, "precision": precision,
@@ -317,9 +318,8 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     target, gbatch, host_ns = rq.apply_what_if(what_if, base, int(batch_size))
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
-            f"{k}={v}" for k, v in (what_if or {}).items()))
-    if gbatch % world:
-        raise ConfigError(f"global batch {gbatch} is not divisible by {world} devices")
+            f"{k}={v}" for k, v in what_if.items()))
+    _divisible(gbatch, world)
     b = gbatch // world
     _check_scale_out(recs, target, world, nnodes)
     _, no_fit = memory.check([p for p in recs.points if target.matches(p)], b)
@@ -330,6 +330,12 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                      and not p.variant)
     return Request(base, target, gbatch, b, world, nnodes, net, host_ns,
                    gbatch != batch_size and target == base, withheld, note)
+
+
+def _divisible(global_batch: int, world: int) -> None:
+    """Refuse a global batch that ``world`` devices cannot split evenly."""
+    if global_batch % world:
+        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices")
 
 
 @dataclass
@@ -558,7 +564,7 @@ def whatif_category(base: Config, target: Config, host_ns: float | None = None) 
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 
-def _interval_of(d: Draft, recs: Records, req: Request, level: float
+def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str | None = None
                  ) -> tuple[tuple[float, float], str | None, str | None]:
     """``(interval (s), where it came from, why there is none)`` of the drafted step: the
     Mondrian conformal interval of its path's residuals in the files' own residual table
@@ -566,8 +572,9 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float
     and said so: the residuals of a path that is not the prediction's own (N devices of a
     count no stored point has: the stored counts'; a host-speed or framework what-if, never
     back-tested: its path's), and those of the same path in a committed residual table of
-    other files where the files' own table has none (:func:`_borrowed_interval`). Several
-    nodes are not validated: no interval."""
+    other files where the files' own table has none (:func:`_borrowed_interval`), widened
+    where that table's devices are not the prediction's ``gpu``
+    (:func:`intervals.cross_gpu`). Several nodes are not validated: no interval."""
     nan = (float("nan"), float("nan"))
     if req.world > 1 and req.nnodes > 1:
         note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
@@ -591,12 +598,14 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float
         got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
         if got is None:
             return nan, None, _no_interval(d, recs)
-        ivl, table = got
+        ivl, table, gpus = got
+        ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus)
+        d.assumptions.append(f"borrowed interval: {gpu_words}")
         own = _NO_TABLE.get(table_key(recs))
         why = (f"the same path in {table}: "
                + (f"no residual table for these files ({own})" if own else
                   f"these files' back-test has no residual of kind '{d.path}'"))
-        group = f"borrowed from {table} at {wider:.0%}: {ivl.describe()}"
+        group = f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}"
         at = wider
     elif why:
         group = f"borrowed from {d.path} at {wider:.0%}: {group}"
@@ -619,24 +628,26 @@ def _borrowed_interval(recs: Records, category: str, level: float, bound: str | 
     ids = {point_id(p) for p in withheld}
     mine = {os.path.realpath(s) for s in recs.sources}
     best = None
-    for name, files, cats in _borrowable(recs):
-        rows = cats.get(category)
-        if not rows:
+    for name, files, cats, gpus in _borrowable(recs):
+        rows = [x for c in iv.calibration_categories(category) for x in cats.get(c, [])]
+        if not cats.get(category):
             continue
         score = (len(mine & files), -len(files - mine))
         if best is None or score > best[0]:
-            best = (score, name, rows)
+            best = (score, name, rows, gpus)
     if best is None:
         return None
     ivl = iv.mondrian(iv.without_points(best[2], ids), bound, level, category)
-    return None if ivl is None else (ivl, best[1])
+    return None if ivl is None else (ivl, best[1], best[3])
 
 
-_BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]]]]] = {}
+_BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]],
+                                    frozenset[str]]]] = {}
 
 
 def _borrowable(recs: Records) -> list[tuple[str, frozenset[str],
-                                              dict[str, list[iv.KeyedResidual]]]]:
+                                              dict[str, list[iv.KeyedResidual]],
+                                              frozenset[str]]]:
     """:func:`fitcache.borrowable` for ``recs``' files, read once per process."""
     key = (fc.model_key(), tuple(recs.sources))
     if key not in _BORROWABLE:
@@ -685,9 +696,10 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
     warnings and what the model could not judge."""
     if req.network is not None and req.network.inter is not None and req.nnodes == 1:
         d.assumptions.append(f"inter-node link {req.network.inter.name} not used: one node")
-    interval, group, note = _interval_of(d, recs, req, level)
-    stored, pick = _measured(d, req)
     one, t = d.one, d.step_s
+    gpu = cal.device_name(one.cfg) or _cpu_name(recs, one.cfg)
+    interval, group, note = _interval_of(d, recs, req, level, gpu)
+    stored, pick = _measured(d, req)
     scaling = 1.0
     if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
         from dlperf.perfmodel.scaling import efficiency
@@ -707,12 +719,27 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
                 "nnodes": req.nnodes},
         measured_step_time_s=stored[pick] if pick else None, measured_point=pick,
         measured_points=stored, validation_category=d.path,
-        warnings=[*rq.extrapolation(recs, req.base, req.batch),
-                  *([req.note] if req.note else []), *_analytic_hint(recs, req, one),
-                  *recs.damaged_notes()],
+        warnings=_warnings(recs, req, one),
         interval_note=note, interval_group=group,
-        gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg),
+        gpu=gpu,
         host_session=_session(recs, one))
+
+
+def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
+    """The prediction's warnings: a batch outside the measured series, which of several stored
+    configurations was picked, the analytic hint, damaged rows. Beside a what-if each starts
+    with the side it concerns (``what-if base: ``, ``what-if target: `` or ``what-if base and
+    target: ``), since a warning naming the base's configuration would otherwise read as if
+    it were about the configuration predicted."""
+    same = req.target == req.base
+    series = "target" if req.batch_what_if else "base" if not same else "base and target"
+    sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
+    sided += [("base", req.note)] if req.note else []
+    sided += [("base and target", w) for w in _analytic_hint(recs, req, one)]
+    sided += [("base and target", w) for w in recs.damaged_notes()]
+    if same and not req.batch_what_if and req.host_ns is None:  # no what-if: no sides
+        return [w for _, w in sided]
+    return [f"what-if {side}: {w}" for side, w in sided]
 
 
 def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:

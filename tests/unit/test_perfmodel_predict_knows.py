@@ -184,3 +184,29 @@ def test_a_refused_series_names_the_damaged_rows_skipped(tmp_path, monkeypatch):
                                           r"row\(s\) in .* skipped"), \
             pytest.warns(DamagedRows):
         api.predict(db, "lstm", "torch", "eager", "bf16", "cuda", batch_size=48)
+
+
+FW = ROOT / "h200" / "frameworks.db"  # resnet50 torch/eager bf16 stored at two layouts
+R50_BASE = dict(model="resnet50", framework="torch", mode="eager", precision="bf16")
+
+
+@pytest.mark.parametrize("what_if, side", [
+    ({"precision": "fp32"}, "base"), ({"mode": "graph"}, "base"),
+    ({"batch_size": "0.25x"}, "target"), ({"host_speed_ns": 90}, "base and target")])
+def test_a_warning_beside_a_what_if_names_the_side_it_concerns(what_if, side):
+    """The note naming which of two stored layouts was picked is about the what-if's base, so
+    it says so on every axis; the batch outside the measured series (16 and 4 per device
+    against 128..256) is the base's series for a precision or mode what-if, the target's
+    batch for a batch what-if and both for a host-speed one."""
+    p = api.predict(FW, batch_size=16, what_if=what_if, **R50_BASE)
+    picked = [w for w in p.warnings if "2 stored configurations match" in w]
+    outside = [w for w in p.warnings if "measured batches 128..256" in w]
+    assert len(picked) == 1 and picked[0].startswith("what-if base: 2 stored")
+    assert len(outside) == 1 and outside[0].startswith(f"what-if {side}: batch ")
+    assert all(w.startswith("what-if ") for w in p.warnings)
+
+
+def test_a_warning_without_a_what_if_names_no_side():
+    p = api.predict(FW, batch_size=16, **R50_BASE)
+    assert any(w.startswith("2 stored configurations match") for w in p.warnings)
+    assert not any(w.startswith("what-if") for w in p.warnings)

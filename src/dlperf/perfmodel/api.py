@@ -712,12 +712,27 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
                 "nnodes": req.nnodes},
         measured_step_time_s=stored[pick] if pick else None, measured_point=pick,
         measured_points=stored, validation_category=d.path,
-        warnings=[*rq.extrapolation(recs, req.base, req.batch),
-                  *([req.note] if req.note else []), *_analytic_hint(recs, req, one),
-                  *recs.damaged_notes()],
+        warnings=_warnings(recs, req, one),
         interval_note=note, interval_group=group,
         gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg),
         host_session=_session(recs, one))
+
+
+def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
+    """The prediction's warnings: a batch outside the measured series, which of several stored
+    configurations was picked, the analytic hint, damaged rows. Beside a what-if each starts
+    with the side it concerns (``what-if base: ``, ``what-if target: `` or ``what-if base and
+    target: ``), since a warning naming the base's configuration would otherwise read as if
+    it were about the configuration predicted."""
+    same = req.target == req.base
+    series = "target" if req.batch_what_if else "base" if not same else "base and target"
+    sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
+    sided += [("base", req.note)] if req.note else []
+    sided += [("base and target", w) for w in _analytic_hint(recs, req, one)]
+    sided += [("base and target", w) for w in recs.damaged_notes()]
+    if same and not req.batch_what_if and req.host_ns is None:  # no what-if: no sides
+        return [w for _, w in sided]
+    return [f"what-if {side}: {w}" for side, w in sided]
 
 
 def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:

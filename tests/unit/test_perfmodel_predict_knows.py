@@ -123,6 +123,27 @@ def test_files_without_a_table_borrow_the_committed_tables_interval_wider(tmp_pa
     assert p.interval_s[0] < p.predicted_step_time_s < p.interval_s[1]
 
 
+def test_an_h100_prediction_borrowing_h200_residuals_is_widened_for_the_other_gpu():
+    """The H100 files have no residual table: their prediction borrows the h200 table's
+    residuals of its path at 95%, widened by the measured H200 -> H100 error, and says so;
+    an H200 prediction borrowing the same table is not widened."""
+    from dlperf.perfmodel import intervals as iv
+
+    h200 = sorted((ROOT / "h200").glob("*.db"))
+    p = api.predict(ROOT / "h100/suite.db", batch_size=48, **R50)
+    assert p.gpu.startswith("NVIDIA H100")
+    assert p.interval_group.startswith("borrowed from the h200 residual table (")
+    assert f"widened by 4.8% for {p.gpu} from " in p.interval_group
+    assert "NVIDIA H200 residuals (median cross-GPU error" in p.interval_group
+    assert "only" not in p.interval_group
+    want = iv.widened(_expected(ROOT / "h200", h200, p.validation_category, p.bound, 0.95),
+                      iv.CROSS_GPU_ERROR)
+    assert _ratios(p) == pytest.approx((want.low_ratio, want.high_ratio))
+    same = api.predict(ROOT / "h200/dlbench.db", "alexnet", "torch", "eager", "bf16", "cuda",
+                       batch_size=128)
+    assert "residuals measured on this device (NVIDIA H200)" in same.interval_group
+
+
 def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
     p = api.predict(H200, batch_size=96, what_if={"host_speed_ns": 50}, **R50)
     assert p.interval_group.startswith("borrowed from held-out batch at 95%: held-out batch")

@@ -162,7 +162,8 @@ def _interval(recs: Records, category: str, level: float, bound: str | None,
     without the residuals of the ``withheld`` points (the stored measurements of the point
     predicted: :func:`intervals.without_points`)."""
     ids = {point_id(p) for p in withheld}
-    return iv.mondrian(bounded_residuals(recs, category, ids), bound, level, category)
+    return iv.mondrian([x for c in iv.calibration_categories(category)
+                        for x in bounded_residuals(recs, c, ids)], bound, level, category)
 
 
 def table_key(recs: Records) -> tuple[str, str]:
@@ -563,7 +564,7 @@ def whatif_category(base: Config, target: Config, host_ns: float | None = None) 
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 
-def _interval_of(d: Draft, recs: Records, req: Request, level: float
+def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str | None = None
                  ) -> tuple[tuple[float, float], str | None, str | None]:
     """``(interval (s), where it came from, why there is none)`` of the drafted step: the
     Mondrian conformal interval of its path's residuals in the files' own residual table
@@ -571,8 +572,9 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float
     and said so: the residuals of a path that is not the prediction's own (N devices of a
     count no stored point has: the stored counts'; a host-speed or framework what-if, never
     back-tested: its path's), and those of the same path in a committed residual table of
-    other files where the files' own table has none (:func:`_borrowed_interval`). Several
-    nodes are not validated: no interval."""
+    other files where the files' own table has none (:func:`_borrowed_interval`), widened
+    where that table's devices are not the prediction's ``gpu``
+    (:func:`intervals.cross_gpu`). Several nodes are not validated: no interval."""
     nan = (float("nan"), float("nan"))
     if req.world > 1 and req.nnodes > 1:
         note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
@@ -596,12 +598,14 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float
         got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
         if got is None:
             return nan, None, _no_interval(d, recs)
-        ivl, table = got
+        ivl, table, gpus = got
+        ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus)
+        d.assumptions.append(f"borrowed interval: {gpu_words}")
         own = _NO_TABLE.get(table_key(recs))
         why = (f"the same path in {table}: "
                + (f"no residual table for these files ({own})" if own else
                   f"these files' back-test has no residual of kind '{d.path}'"))
-        group = f"borrowed from {table} at {wider:.0%}: {ivl.describe()}"
+        group = f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}"
         at = wider
     elif why:
         group = f"borrowed from {d.path} at {wider:.0%}: {group}"
@@ -624,24 +628,26 @@ def _borrowed_interval(recs: Records, category: str, level: float, bound: str | 
     ids = {point_id(p) for p in withheld}
     mine = {os.path.realpath(s) for s in recs.sources}
     best = None
-    for name, files, cats in _borrowable(recs):
-        rows = cats.get(category)
-        if not rows:
+    for name, files, cats, gpus in _borrowable(recs):
+        rows = [x for c in iv.calibration_categories(category) for x in cats.get(c, [])]
+        if not cats.get(category):
             continue
         score = (len(mine & files), -len(files - mine))
         if best is None or score > best[0]:
-            best = (score, name, rows)
+            best = (score, name, rows, gpus)
     if best is None:
         return None
     ivl = iv.mondrian(iv.without_points(best[2], ids), bound, level, category)
-    return None if ivl is None else (ivl, best[1])
+    return None if ivl is None else (ivl, best[1], best[3])
 
 
-_BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]]]]] = {}
+_BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]],
+                                    frozenset[str]]]] = {}
 
 
 def _borrowable(recs: Records) -> list[tuple[str, frozenset[str],
-                                              dict[str, list[iv.KeyedResidual]]]]:
+                                              dict[str, list[iv.KeyedResidual]],
+                                              frozenset[str]]]:
     """:func:`fitcache.borrowable` for ``recs``' files, read once per process."""
     key = (fc.model_key(), tuple(recs.sources))
     if key not in _BORROWABLE:
@@ -690,9 +696,10 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
     warnings and what the model could not judge."""
     if req.network is not None and req.network.inter is not None and req.nnodes == 1:
         d.assumptions.append(f"inter-node link {req.network.inter.name} not used: one node")
-    interval, group, note = _interval_of(d, recs, req, level)
-    stored, pick = _measured(d, req)
     one, t = d.one, d.step_s
+    gpu = cal.device_name(one.cfg) or _cpu_name(recs, one.cfg)
+    interval, group, note = _interval_of(d, recs, req, level, gpu)
+    stored, pick = _measured(d, req)
     scaling = 1.0
     if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
         from dlperf.perfmodel.scaling import efficiency
@@ -714,7 +721,7 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
         measured_points=stored, validation_category=d.path,
         warnings=_warnings(recs, req, one),
         interval_note=note, interval_group=group,
-        gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg),
+        gpu=gpu,
         host_session=_session(recs, one))
 
 

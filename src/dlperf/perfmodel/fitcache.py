@@ -305,10 +305,11 @@ COMMITTED_TABLES = ("benchmarks/results/" + TABLE_NAME, "benchmarks/results/h200
 
 
 def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
-                                                     dict[str, list[KeyedResidual]]]]:
+                                                     dict[str, list[KeyedResidual]],
+                                                     frozenset[str]]]:
     """The residual-table entries made by the current model code (:func:`model_key`) that a
     prediction on ``sources`` may borrow an interval from, ``(the table in words, its results
-    files as resolved paths, category -> residuals)`` each: every entry of the table beside
+    files as resolved paths, category -> residuals, the GPUs of its fits)`` each: every entry of the table beside
     ``sources`` (:func:`table_file`), of the table in each file's own folder, and of the
     tables committed with the repository (:data:`COMMITTED_TABLES`, found from this module's
     place in a source checkout; an installed package has none). An entry is taken whatever
@@ -335,8 +336,17 @@ def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
                 continue
             names = name.split("|")
             files = frozenset(os.path.realpath(f.parent / n) for n in names)
-            out.append((_table_words(f, names), files, cats))
+            out.append((_table_words(f, names), files, cats, _fit_devices(entry)))
     return out
+
+
+def _fit_devices(entry: dict) -> frozenset[str]:
+    """The device names (``NVIDIA H200``) of a table entry's roofline fits (their keys'
+    third item); empty where it has none."""
+    fits = entry.get("fits")
+    return frozenset(item[0][2] for item in (fits if isinstance(fits, list) else ())
+                     if isinstance(item, list) and item and isinstance(item[0], list)
+                     and len(item[0]) > 2 and isinstance(item[0][2], str) and item[0][2])
 
 
 def _table_words(f: Path, names: Sequence[str]) -> str:

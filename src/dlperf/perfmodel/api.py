@@ -50,6 +50,7 @@ from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared
 from dlperf.perfmodel.comm import network_for, whole
+from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point, Records, load, point_id
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
@@ -146,14 +147,12 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
         ConfigError: a missing or unreadable results file, a folder with no ``*.db``.
     """
     paths = [db] if isinstance(db, (str, os.PathLike)) else list(db)
-    key = tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else None) for p in paths)
-    if key not in _RECORDS:
-        for p in paths:
-            if not Path(p).exists():
-                raise ConfigError(f"{str(p)!r} does not exist: give a results file (*.db) or "
-                                  "a folder of them")
-        _RECORDS[key] = load(paths)
-    return _RECORDS[key]
+    for p in paths:
+        if not Path(p).exists():
+            raise ConfigError(f"{str(p)!r} does not exist: give a results file (*.db) or "
+                              "a folder of them")
+    key = tuple((str(p), Path(p).stat().st_mtime_ns) for p in paths)
+    return once(_RECORDS, key, lambda: load(paths))
 
 
 def _interval(recs: Records, category: str, level: float, bound: str | None,
@@ -526,12 +525,13 @@ def shared_fits(recs: Records) -> Shared:
     they are valid for every prediction. The fit solutions stored in the same two places
     (:func:`fitcache.read_table_solutions`, :func:`fitcache.read_solutions`) are taken too
     (:func:`lsq.remember`): a problem met there is not solved again."""
-    if id(recs) not in _SHARED:
-        _SHARED[id(recs)] = shared = Shared(recs)
+    def make() -> Shared:
+        shared = Shared(recs)
         shared.load({**fc.read_fits(fc.fits_file(recs)), **fc.read_table_fits(recs.sources)})
         lsq.remember(fc.read_table_solutions(recs.sources))
         lsq.remember(fc.read_solutions(fc.solutions_file(recs)))
-    return _SHARED[id(recs)]
+        return shared
+    return once(_SHARED, id(recs), make)
 
 
 def _store_fits(recs: Records) -> None:
@@ -548,13 +548,13 @@ def _store_fits(recs: Records) -> None:
 
 
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
-    key = (id(recs), tuple(sorted((p.source, p.result_id) for p in withheld)))
-    if key not in _DDP:
+    def make() -> dp.DDPOverhead:
         dp_cal = Calibration(recs, lambda p: p in withheld,
                              share_efficiencies=shared_fits(recs))
         pairs = dp.pairs_of(dp_cal, dp.comm_for_records(recs))
-        _DDP[key] = dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
-    ddp = _DDP[key]
+        return dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
+    ddp = once(_DDP, (id(recs), tuple(sorted((p.source, p.result_id) for p in withheld))),
+               make)
     return ddp, bool(ddp.pairs)
 
 
@@ -617,10 +617,13 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
 
 
 def _borrowed_interval(recs: Records, category: str, level: float, bound: str | None,
-                       withheld: Iterable = ()) -> tuple[iv.Interval, str] | None:
-    """The interval of ``category``'s residuals in the best other residual table of the
+                       withheld: Iterable = ()
+                       ) -> tuple[iv.Interval, str, frozenset[str]] | None:
+    """The interval of ``category``'s residuals (with those it is pooled with,
+    :func:`intervals.calibration_categories`) in the best other residual table of the
     current model (:func:`fitcache.borrowable`: the tables beside the files and the ones
-    committed with the repository's results), and that table in words; None without one.
+    committed with the repository's results), that table in words and the devices of its
+    fits; None without one.
     The best: the entry with residuals of the category that shares the most results files
     with ``recs``, then the one with the fewest others (the closest data: a file of the H200
     folder borrows the folder's table). The points predicted keep out of it
@@ -649,10 +652,8 @@ def _borrowable(recs: Records) -> list[tuple[str, frozenset[str],
                                               dict[str, list[iv.KeyedResidual]],
                                               frozenset[str]]]:
     """:func:`fitcache.borrowable` for ``recs``' files, read once per process."""
-    key = (fc.model_key(), tuple(recs.sources))
-    if key not in _BORROWABLE:
-        _BORROWABLE[key] = fc.borrowable(recs.sources)
-    return _BORROWABLE[key]
+    return once(_BORROWABLE, (fc.model_key(), tuple(recs.sources)),
+                lambda: fc.borrowable(recs.sources))
 
 
 def _no_interval(d: Draft, recs: Records) -> str:

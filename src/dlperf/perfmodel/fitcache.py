@@ -48,6 +48,7 @@ from dlperf.outputs import atomic_write
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
 from dlperf.perfmodel.lsq import Solution
+from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Records, cache_root, content_digest
 
 #: ``(group, without_model, device_name, kernels)``: the key of ``Calibration._eff``.
@@ -383,9 +384,7 @@ def _resolved(point: str | None, folder: Path, real: dict[str, str]) -> str | No
     if point is None:
         return None
     path, _, rid = point.rpartition(":")
-    if path not in real:
-        real[path] = os.path.realpath(folder / path)
-    return f"{real[path]}:{rid}"
+    return f"{once(real, path, lambda: os.path.realpath(folder / path))}:{rid}"
 
 
 def _table_text(raw: dict[str, Any]) -> str:

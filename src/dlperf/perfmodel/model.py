@@ -225,6 +225,10 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     the one in ``source`` when given: a what-if of a pair measured in one file starts from
     that file's host (the same point read 15 ms in one session and 22 ms in another).
 
+    A device-bound base stored at ``batch`` is taken at its measurement, not its series fit
+    (:func:`~dlperf.perfmodel.special.measured_base`: ``H_t`` and ``D_t`` times the measured
+    over the fitted step).
+
     A target mode whose compiler picks the layout itself (the registry's
     ``layout_free_modes``: torch.compile converts convolutions to channels_last) runs the same
     kernels whatever layout was asked for, so a base with a layout of its own starts from the
@@ -264,8 +268,12 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
                            "has a host-bound pair in both configurations")
     prov["host ratio"] = f"{r_h:.3g}: {why_h}"
     prov["device ratio"] = f"{r_d:.3g}: {why_d}"
-    d = b.device_s * r_d
-    return OneDevice(target, batch, b.host_s * r_h, d, "what-if", ids, prov, assumptions,
+    anchor = special.measured_base(cal.fit(base, source)[1], batch, b.step_time_s, b.bound)
+    m = 1.0 if anchor is None else anchor[0]
+    if anchor is not None:
+        prov["measured base"] = anchor[1]
+    d = b.device_s * r_d * m
+    return OneDevice(target, batch, b.host_s * r_h * m, d, "what-if", ids, prov, assumptions,
                      params=b.params, fit=b.fit,
                      device_classes_s=_classes(cal, target, batch, d, work_t))
 

@@ -33,6 +33,7 @@ from dlperf.perfmodel import lsq, special
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.equations import SMOOTH_P as SMOOTH_P
 from dlperf.perfmodel.equations import overlap as overlap
+from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point
 
 #: Relative error the model is assumed to have at a point besides the point's own noise.
@@ -462,17 +463,14 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
     # differences to a few evaluations per step however many series there are
     sparsity = lil_matrix((len(meas) + n_s, n0 + n_s), dtype=int)
     sparsity[: len(meas), :n0] = 1
-    for row, s_i in enumerate(si):
-        if s_i >= 0:
-            sparsity[row, n0 + s_i] = 1
-    for s_i in range(n_s):
-        sparsity[len(meas) + s_i, n0 + s_i] = 1
-    key = lsq.digest(a, wt, tmins, x0, lo, hi, np.array([n0, n_s, GROUP_MAX_NFEV]))
-    if key not in GROUP_SOLVED:  # the same rows, weights and bounds: the same solution
-        GROUP_SOLVED[key] = least_squares(resid, x0, bounds=(lo, hi), method="trf",
-                                          x_scale="jac", max_nfev=GROUP_MAX_NFEV,
-                                          jac_sparsity=sparsity).x
-    x = GROUP_SOLVED[key]
+    step_rows = np.flatnonzero(is_step)
+    sparsity[step_rows, n0 + si[step_rows]] = 1
+    sparsity[len(meas) + np.arange(n_s), n0 + np.arange(n_s)] = 1
+    # the same rows, weights and bounds: the same solution
+    x = once(GROUP_SOLVED, lsq.digest(a, wt, tmins, x0, lo, hi,
+                                      np.array([n0, n_s, GROUP_MAX_NFEV])),
+             lambda: least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac",
+                                   max_nfev=GROUP_MAX_NFEV, jac_sparsity=sparsity).x)
     ef, ey = (float(v) for v in np.exp(x[:2]))
     tk = float(np.exp(x[2])) if fit_k else 0.0
     res = resid(x)[: len(meas)] / wt

@@ -210,7 +210,7 @@ class Validation:
         """Whether a what-if row's *measured* change ``|measured / baseline - 1|`` exceeds the
         median repeat scatter of its bound (:meth:`noise_pct`): a smaller change is within
         the noise of measuring the same point twice, so its sign says nothing about the model
-        (on the committed H200 files: 15.0% for host-bound points, 0.26% for device-bound).
+        (on the committed H200 files: 15.1% for host-bound points, 0.32% for device-bound).
         Every row counts when no repeat rows ran."""
         if r.baseline_s is None:
             return True

@@ -628,10 +628,13 @@ def _say_widened(d: Draft, at: float, level: float, why: str) -> None:
 
 
 def _borrowed_interval(recs: Records, category: str, level: float, bound: str | None,
-                       withheld: Iterable = ()) -> tuple[iv.Interval, str] | None:
-    """The interval of ``category``'s residuals in the best other residual table of the
+                       withheld: Iterable = ()
+                       ) -> tuple[iv.Interval, str, frozenset[str]] | None:
+    """The interval of ``category``'s residuals (with those it is pooled with,
+    :func:`intervals.calibration_categories`) in the best other residual table of the
     current model (:func:`fitcache.borrowable`: the tables beside the files and the ones
-    committed with the repository's results), and that table in words; None without one.
+    committed with the repository's results), that table in words and the devices of its
+    fits; None without one.
     The best: the entry with residuals of the category that shares the most results files
     with ``recs``, then the one with the fewest others (the closest data: a file of the H200
     folder borrows the folder's table). The points predicted keep out of it

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlperf.perfmodel import cpureplay, hardware, replay, retarget, transforms
+from dlperf.perfmodel import cpureplay, hardware, replay, transforms
 
 ROOT = Path(__file__).resolve().parents[1]
 DP_DB = ROOT / "benchmarks/results/cpu-dev/ddp_buckets.db"
@@ -150,10 +150,8 @@ def run(db: str | list[str], with_baseline: bool,
             if p.batch_size not in src_pool:
                 continue
             q, st = src_pool[p.batch_size]
-            cast = retarget.CAST_HOST_S if not st.meta.get("xla") else 0.0
             pred = replay.simulate(transforms.to_precision(
-                replay.deinflate(st, h_src, q.dispatch_s), key[3], gpu,
-                cast_host_s=cast)).step_s
+                replay.deinflate(st, h_src, q.dispatch_s), key[3], gpu)).step_s
             base = baseline(files, q, what_if={"precision": key[3]}) if with_baseline else None
             noise = max(0.02, (p.ci_rel or 0) + (q.ci_rel or 0))
             change = p.step_time_s / q.step_time_s - 1

@@ -20,21 +20,29 @@ whether the path may be written:
 unpredictable name in the same folder (``tempfile.mkstemp``: created exclusively, so a link
 planted at a guessable name is never followed), flushed to disk, then renamed over the target,
 so a reader or a kill sees the old file or the new one, never half of one. A file replaced keeps
-its permission bits. A target that is not a regular file (``/dev/stdout``, a named pipe) is
-written in place.
+its permission bits. ``-``, ``/dev/stdout``, ``/dev/stderr`` and ``/dev/fd/N`` are written to
+the process's own descriptor (:func:`own_descriptor`), never replaced by name. Another target
+that is not a regular file (a device, a named pipe) is written in place; a named pipe only
+once a process reads it (:func:`open_in_place`: a pipe no process reads within
+:data:`PIPE_WAIT_S` is refused instead of waiting for ever).
 
 :func:`format_for` makes the format follow the suffix (``-o out.csv`` writes CSV).
+
+:func:`shown_path` is how a path (or any text taken from outside, such as a file name inside
+a message) is printed to a terminal: its control characters escaped.
 
 This module imports nothing of dlperf but its errors, so every package may use it.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +51,7 @@ from dlperf.errors import ConfigError
 
 __all__ = ["Kind", "KINDS", "SQLITE_MAGIC", "check_target", "write_output", "atomic_write",
            "format_for", "is_sqlite", "sqlite_side_of", "same_file", "OutputRefused",
-           "safe_filename"]
+           "safe_filename", "shown_path", "open_in_place", "own_descriptor", "PIPE_WAIT_S"]
 
 #: The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html, 1.3).
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -61,6 +69,103 @@ HEAD_BYTES = 65536
 class OutputRefused(ConfigError):
     """An output path that may not be written: a folder, a results file of the same command, a
     database, or a file that is not an earlier output of the same kind (without ``--force``)."""
+
+
+def shown_path(text: str | os.PathLike[str], *, lines: bool = False) -> str:
+    """``text`` (a path, or a message holding paths) as printed to a terminal: every character
+    that is not printable (``str.isprintable``: control characters such as ESC, CR and
+    newline, DEL, Unicode format characters such as a right-to-left override, a file name's
+    undecodable bytes) written as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``,
+    ``\\udcff``), as ``repr`` writes it, so a file name cannot move the cursor, recolour the
+    terminal or start a line of its own. With ``lines``, newlines and tabs are kept: a message
+    of several lines, whose paths were escaped where it was made."""
+    s = os.fspath(text) if isinstance(text, os.PathLike) else str(text)
+    if s.isprintable():
+        return s
+    keep = "\n\t" if lines else ""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in s)
+
+
+#: How long writing to a named pipe waits for a process to read it (s) before refusing
+#: (:func:`open_in_place`).
+PIPE_WAIT_S = 5.0
+
+
+#: Output names that stand for a descriptor this process already has: ``-`` and
+#: ``/dev/stdout`` (1), ``/dev/stderr`` (2), ``/dev/fd/N`` and ``/proc/self/fd/N`` (N).
+_OWN_FD = re.compile(r"/(?:dev|proc/self)/fd/(\d+)")
+
+
+def own_descriptor(path: str | Path) -> int | None:
+    """The descriptor an output name stands for (:data:`_OWN_FD`), written as it is, never
+    opened by name: ``/dev/stdout`` is a link to ``/proc/self/fd/1``, and when standard output
+    is a regular file, replacing that "file" atomically replaced the link in ``/dev`` itself.
+    None for any other name."""
+    s = os.fspath(path)
+    if s in ("-", "/dev/stdout"):
+        return 1
+    if s == "/dev/stderr":
+        return 2
+    m = _OWN_FD.fullmatch(s)
+    return int(m.group(1)) if m else None
+
+
+def _write_descriptor(fd: int, raw: bytes) -> None:
+    """``raw`` written whole to descriptor ``fd`` of this process: standard output and error
+    through ``sys.stdout``/``sys.stderr`` (what a caller redirected them to, after what they
+    buffered), another descriptor directly."""
+    import sys
+
+    stream = {1: sys.stdout, 2: sys.stderr}.get(fd)
+    if stream is not None:
+        buf = getattr(stream, "buffer", None)
+        if buf is not None:
+            stream.flush()
+            buf.write(raw)
+            buf.flush()
+        else:
+            stream.write(raw.decode("utf-8", "replace"))
+            stream.flush()
+        return
+    view = memoryview(raw)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def open_in_place(path: str | Path) -> int:
+    """An existing file that is not a regular one (a device such as ``/dev/null`` or a
+    terminal, a named pipe, ``/dev/stdout``) opened for writing in place; returns the file
+    descriptor (blocking writes).
+
+    A named pipe is opened without blocking (``O_NONBLOCK``): opening one that no process
+    reads fails at once (``ENXIO``) where a plain open waits for a reader for ever (``-o
+    fifo`` with no reader hung the command). It is tried again every 0.05 s for
+    :data:`PIPE_WAIT_S`, so a reader started just after the command is still served; a
+    pipe that already has a reader (``/dev/stdout`` piped into another command) opens at once.
+
+    Raises:
+        OutputRefused: a named pipe that no process read within :data:`PIPE_WAIT_S`.
+        OSError: the file cannot be opened.
+    """
+    p = os.fspath(path)
+    if not stat.S_ISFIFO(os.stat(p).st_mode):
+        return os.open(p, os.O_WRONLY)
+    deadline = time.monotonic() + PIPE_WAIT_S
+    while True:
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                raise OutputRefused(
+                    f"{shown_path(p)} is a named pipe that no process reads (none opened it "
+                    f"within {PIPE_WAIT_S:g} s): start its reader first (e.g. `cat "
+                    f"{shown_path(p)} &`), or give a regular file") from None
+            time.sleep(0.05)
+    os.set_blocking(fd, True)  # the reader is there: write as to any pipe
+    return fd
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
@@ -210,6 +315,8 @@ def check_target(path: str | Path, kind: str, new: str | bytes | None = None, *,
     if not str(path).strip():
         raise OutputRefused(f"{flag} is empty; give a file name, e.g. {flag} out"
                             f"{k.suffixes[0]}")
+    if own_descriptor(path) is not None:
+        return  # standard output (``-``) or another descriptor: written, nothing replaced
     for db in protect:
         if db is not None and same_file(p, db):
             what = ("the results file" if is_sqlite(db) or Path(db).suffix == ".db"
@@ -266,19 +373,26 @@ def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None
     ``sync=False``: many files that can be made again, a data set's images), then renamed over
     ``path`` (a link at ``path`` is replaced, never written through). Permission bits: ``mode``,
     else those of the file replaced, else ``0o666`` less the umask. A target that exists and is
-    not a regular file (a device, a pipe) is written in place.
+    not a regular file (a device, a pipe) is written in place (:func:`open_in_place`);
+    ``-``, ``/dev/stdout``, ``/dev/stderr`` and ``/dev/fd/N`` are written to this process's
+    descriptor (:func:`own_descriptor`).
 
     Raises:
+        OutputRefused: a named pipe that no process reads (:func:`open_in_place`).
         OSError: the folder cannot be written (the temporary file is removed).
     """
     p = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd = own_descriptor(path)
+    if fd is not None:
+        _write_descriptor(fd, raw)
+        return p
     try:
         st = os.stat(p)
     except OSError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(p, "wb") as f:
+        with os.fdopen(open_in_place(p), "wb") as f:
             f.write(raw)
         return p
     if mode is None:
@@ -316,7 +430,10 @@ def write_output(path: str | Path, data: str | bytes, kind: str, *, flag: str = 
         OSError: the folder cannot be written.
     """
     check_target(path, kind, data, flag=flag, force=force, protect=protect)
-    return atomic_write(path, data)
+    try:
+        return atomic_write(path, data)
+    except OutputRefused as e:  # a named pipe no process reads: say which flag named it
+        raise OutputRefused(f"{flag} {e}") from None
 
 
 def format_for(path: str | Path | None, given: str | None, formats: Mapping[str, str],

@@ -237,3 +237,100 @@ def test_a_databases_journal_or_wal_is_never_replaced_not_even_with_force(tmp_pa
                 write_output(tmp_path / target, "x,y\n3,4\n", "csv", force=force)
         assert (tmp_path / target).read_bytes() == before
     con.close()
+
+
+def _in_thread(fn):
+    """``fn()`` in a daemon thread; (thread, {"error": what it raised})."""
+    import threading
+
+    box: dict = {}
+
+    def run():
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def test_a_named_pipe_no_process_reads_is_refused_not_waited_on(tmp_path, monkeypatch):
+    """``-o FIFO`` with no reader waited for ever in ``open``: it is refused after
+    PIPE_WAIT_S, naming the flag and what to do."""
+    import dlperf.outputs as outputs
+
+    monkeypatch.setattr(outputs, "PIPE_WAIT_S", 0.2)
+    fifo = tmp_path / "p.csv"
+    os.mkfifo(fifo)
+    t, box = _in_thread(lambda: write_output(fifo, "a,b\n", "csv"))
+    t.join(10)
+    if t.is_alive():  # blocked in open(): a reader releases it
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    assert not t.is_alive(), "writing to a named pipe without a reader blocked"
+    e = box.get("error")
+    assert isinstance(e, OutputRefused)
+    assert "--output" in str(e) and "named pipe that no process reads" in str(e)
+
+
+def test_a_named_pipe_with_a_reader_is_written(tmp_path):
+    fifo = tmp_path / "p.csv"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def read():
+        with open(fifo, "rb") as f:  # blocks until the writer opens
+            got.append(f.read())
+    t, _ = _in_thread(read)
+    write_output(fifo, "a,b\n1,2\n", "csv")
+    t.join(10)
+    assert got == [b"a,b\n1,2\n"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # written in place, not replaced
+
+
+def test_standard_output_names_are_written_to_their_descriptor_never_replaced(
+        tmp_path, monkeypatch):
+    """``/dev/stdout`` is a link to ``/proc/self/fd/1``: with standard output a regular file,
+    atomic_write replaced the link in /dev itself. Such names are written to the descriptor,
+    and nothing is renamed."""
+    from dlperf.outputs import own_descriptor
+
+    assert [own_descriptor(x) for x in ("-", "/dev/stdout", "/dev/stderr", "/dev/fd/7",
+                                         "/proc/self/fd/12", "/dev/fdx/1", "out.csv")] \
+        == [1, 1, 2, 7, 12, None, None]
+
+    def no_rename(*a):
+        raise AssertionError(f"renamed {a}")
+    monkeypatch.setattr(os, "replace", no_rename)
+    f = tmp_path / "out.txt"
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT)
+    try:
+        check_target(f"/dev/fd/{fd}", "csv", "x")
+        atomic_write(f"/dev/fd/{fd}", "hello\n")
+    finally:
+        os.close(fd)
+    assert f.read_text() == "hello\n"
+    monkeypatch.chdir(tmp_path)
+    code, out = cli("results", "--db", str(make_db(tmp_path / "r.db")), "-f", "csv", "-o", "-")
+    assert code == 0 and out.startswith("id,run_key,") and not (tmp_path / "-").exists()
+
+
+def test_shown_path_escapes_what_a_terminal_would_obey():
+    from dlperf.outputs import shown_path
+
+    assert shown_path("a\x1b[31m\nb\u202ec\x7f") == "a\\x1b[31m\\nb\\u202ec\\x7f"
+    assert shown_path(Path("runs/ü b.db")) == "runs/ü b.db"
+    assert shown_path("line 1\n\tx\x1b", lines=True) == "line 1\n\tx\\x1b"
+
+
+def test_paths_in_messages_are_printed_escaped(tmp_path, monkeypatch):
+    """A file name with a terminal escape and a newline is printed escaped in an error and
+    after ``wrote``/``report:``."""
+    monkeypatch.chdir(tmp_path)
+    db = str(make_db(tmp_path / "r.db"))
+    bad = "x\x1b[31mred\nz"
+    for args in (("results", "--db", bad + ".db"),
+                 ("results", "--db", db, "-f", "csv", "-o", bad + ".csv"),
+                 ("report", "--db", db, "-o", bad, "-f", "md")):
+        r = CliRunner().invoke(app, list(args))
+        assert "\x1b" not in r.output and "x\\x1b[31mred\\nz" in r.output, (args, r.output)

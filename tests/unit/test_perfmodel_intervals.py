@@ -223,3 +223,67 @@ def test_the_model_key_covers_what_a_prediction_imports_and_not_the_back_test():
     mods = fc.prediction_modules()
     assert {"api", "equations", "onedevice", "roofline", "intervals", "fitcache"} <= mods
     assert not {"backtest", "validation", "bucketcheck", "inputcheck", "split"} & mods
+
+
+def test_leave_one_model_out_coverage_leaves_the_models_rows_out():
+    """Two models whose residuals sit apart (each model's error is shared by its points): a
+    row judged leave-one-point-out has its model's other rows in its interval and is covered;
+    judged leave-one-model-out, only the other model's rows, which do not reach it."""
+    rows = _rows([0.30] * 20 + [-0.30] * 20, ["device"] * 40)
+    for i, r in enumerate(rows):
+        r.model = "a" if i < 20 else "b"
+    point = iv.coverage(rows, 0.9, holdout="point")[0]
+    model = iv.coverage(rows, 0.9, holdout="model")[0]
+    assert point["coverage"] == 1.0 and model["coverage"] == 0.0
+    for r in rows:  # one model holds every row: each row is judged leave-one-point-out
+        r.model = "a"
+    assert iv.coverage(rows, 0.9, holdout="model")[0]["coverage"] == point["coverage"]
+    with pytest.raises(ValueError, match="unknown holdout"):
+        iv.coverage(rows, 0.9, holdout="nosuch")
+
+
+def test_a_small_category_is_pooled_with_the_same_quantitys_rows():
+    """``N-GPU via predict --nproc`` (6 rows: no conformal interval of its own) takes its
+    interval from its rows and the 2-GPU-from-1-GPU rows (:data:`POOLED_WITH`), which are not
+    judged as its rows."""
+    cat, sib = "N-GPU via predict --nproc", "2-GPU from 1-GPU"
+    assert iv.calibration_categories(cat) == (cat, sib)
+    assert iv.calibration_categories("held-out batch") == ("held-out batch",)
+    rows = _rows([0.01, -0.02, 0.03, 0.0, -0.01, 0.21], [None] * 6, cat) + \
+        _rows([0.2, -0.2, 0.22, -0.22, 0.18, -0.18, 0.21, -0.21, 0.19, -0.19], [None] * 10, sib)
+    (alone,) = iv.coverage([r for r in rows if r.category == cat], 0.9, categories=(cat,))
+    (pooled,) = iv.coverage(rows, 0.9, categories=(cat,))
+    assert alone["count"] == pooled["count"] == 6
+    assert alone["coverage"] < 1.0 == pooled["coverage"]  # the 0.21 row: in only when pooled
+    assert pooled["groups"] == {f"{cat}, pooled": 6}
+
+
+def test_widened_scales_both_sides_and_refuses_a_negative_error():
+    ivl = iv.Interval(0.9, 1.2, "g", 30, "conformal")
+    w = iv.widened(ivl, 0.05)
+    assert w.low_ratio == pytest.approx(0.9 / 1.05) and w.high_ratio == pytest.approx(1.26)
+    assert (w.group, w.n, w.method) == ("g", 30, "conformal")
+    with pytest.raises(ValueError, match=">= 0"):
+        iv.widened(ivl, -0.1)
+
+
+def test_a_borrowed_interval_is_widened_for_another_gpu_or_says_why_not():
+    ivl = iv.Interval(0.9, 1.2, "held-out batch, host-bound", 30, "conformal")
+    h100, h200 = iv.CROSS_GPU_MEASURED[1], iv.CROSS_GPU_MEASURED[0]
+    same, words = iv.cross_gpu(ivl, h200, frozenset({h200, "Intel(R) Xeon(R) Processor"}))
+    assert same == ivl and f"measured on this device ({h200})" in words
+    other, words = iv.cross_gpu(ivl, h100, frozenset({h200}))
+    assert other.high_ratio == pytest.approx(1.2 * (1 + iv.CROSS_GPU_ERROR))
+    assert f"widened by 4.8% for {h100} from {h200}" in words and "only" not in words
+    a100, words = iv.cross_gpu(ivl, "NVIDIA A100", frozenset({h200}))
+    assert a100 == other and "measured between NVIDIA H200 and" in words
+    unknown, words = iv.cross_gpu(ivl, h100, frozenset())
+    assert unknown == ivl and "not widened" in words
+
+
+def test_the_table_entry_names_its_fits_gpus():
+    entry = {"fits": [[[["torch", "eager", "bf16", "cuda"], "m", "NVIDIA H200", False], {}],
+                      [[["torch", "eager", "fp32", "cuda"], None, "NVIDIA H200", True], None],
+                      ["damaged"]]}
+    assert fc._fit_devices(entry) == frozenset({"NVIDIA H200"})
+    assert fc._fit_devices({}) == frozenset()

@@ -123,6 +123,27 @@ def test_files_without_a_table_borrow_the_committed_tables_interval_wider(tmp_pa
     assert p.interval_s[0] < p.predicted_step_time_s < p.interval_s[1]
 
 
+def test_an_h100_prediction_borrowing_h200_residuals_is_widened_for_the_other_gpu():
+    """The H100 files have no residual table: their prediction borrows the h200 table's
+    residuals of its path at 95%, widened by the measured H200 -> H100 error, and says so;
+    an H200 prediction borrowing the same table is not widened."""
+    from dlperf.perfmodel import intervals as iv
+
+    h200 = sorted((ROOT / "h200").glob("*.db"))
+    p = api.predict(ROOT / "h100/suite.db", batch_size=48, **R50)
+    assert p.gpu.startswith("NVIDIA H100")
+    assert p.interval_group.startswith("borrowed from the h200 residual table (")
+    assert f"widened by 4.8% for {p.gpu} from " in p.interval_group
+    assert "NVIDIA H200 residuals (median cross-GPU error" in p.interval_group
+    assert "only" not in p.interval_group
+    want = iv.widened(_expected(ROOT / "h200", h200, p.validation_category, p.bound, 0.95),
+                      iv.CROSS_GPU_ERROR)
+    assert _ratios(p) == pytest.approx((want.low_ratio, want.high_ratio))
+    same = api.predict(ROOT / "h200/dlbench.db", "alexnet", "torch", "eager", "bf16", "cuda",
+                       batch_size=128)
+    assert "residuals measured on this device (NVIDIA H200)" in same.interval_group
+
+
 def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
     p = api.predict(H200, batch_size=96, what_if={"host_speed_ns": 50}, **R50)
     assert p.interval_group.startswith("borrowed from held-out batch at 95%: held-out batch")
@@ -184,3 +205,29 @@ def test_a_refused_series_names_the_damaged_rows_skipped(tmp_path, monkeypatch):
                                           r"row\(s\) in .* skipped"), \
             pytest.warns(DamagedRows):
         api.predict(db, "lstm", "torch", "eager", "bf16", "cuda", batch_size=48)
+
+
+FW = ROOT / "h200" / "frameworks.db"  # resnet50 torch/eager bf16 stored at two layouts
+R50_BASE = dict(model="resnet50", framework="torch", mode="eager", precision="bf16")
+
+
+@pytest.mark.parametrize("what_if, side", [
+    ({"precision": "fp32"}, "base"), ({"mode": "graph"}, "base"),
+    ({"batch_size": "0.25x"}, "target"), ({"host_speed_ns": 90}, "base and target")])
+def test_a_warning_beside_a_what_if_names_the_side_it_concerns(what_if, side):
+    """The note naming which of two stored layouts was picked is about the what-if's base, so
+    it says so on every axis; the batch outside the measured series (16 and 4 per device
+    against 128..256) is the base's series for a precision or mode what-if, the target's
+    batch for a batch what-if and both for a host-speed one."""
+    p = api.predict(FW, batch_size=16, what_if=what_if, **R50_BASE)
+    picked = [w for w in p.warnings if "2 stored configurations match" in w]
+    outside = [w for w in p.warnings if "measured batches 128..256" in w]
+    assert len(picked) == 1 and picked[0].startswith("what-if base: 2 stored")
+    assert len(outside) == 1 and outside[0].startswith(f"what-if {side}: batch ")
+    assert all(w.startswith("what-if ") for w in p.warnings)
+
+
+def test_a_warning_without_a_what_if_names_no_side():
+    p = api.predict(FW, batch_size=16, **R50_BASE)
+    assert any(w.startswith("2 stored configurations match") for w in p.warnings)
+    assert not any(w.startswith("what-if") for w in p.warnings)

@@ -73,8 +73,23 @@ def test_committed_points_are_current():
                                   "python benchmarks/perfmodel_validate.py --committed")
 
 
-def test_a_session_without_a_cpu_id_is_named_by_the_cpu_model():
-    """Some of mfu_inputs.db's records predate ``env.cpu_id``: their session names the CPU's
-    model name, the others' its model number; none says None."""
+def test_a_session_names_the_cpu_by_its_name_with_or_without_a_cpu_id():
+    """Some of mfu_inputs.db's records predate ``env.cpu_id``: every session names the CPU by
+    its name, those that hold the CPU's identity with its family and model number after it;
+    none says None."""
     sessions = {p.session for p in records.load([str(ROOT / "h200" / "mfu_inputs.db")]).points}
-    assert sessions == {"vm/Intel(R) Xeon(R) Processor/2026-12-01", "vm/207/2026-12-01"}
+    assert sessions == {"vm/Intel(R) Xeon(R) Processor/2026-12-01",
+                        "vm/Intel(R) Xeon(R) Processor (family 6 model 207)/2026-12-01"}
+
+
+def test_the_session_label_has_one_writer():
+    """The session label is written by :func:`dlperf.config.identity.session_of` alone, for
+    a record with the CPU's identity, without it, and with parts missing."""
+    from dlperf.config.identity import session_of
+
+    assert session_of("h", "Xeon", {"family": "6", "model": "207"}, "2026-12-01T10:00") \
+        == "h/Xeon (family 6 model 207)/2026-12-01"
+    assert session_of("h", "Xeon", None, "2026-12-01T10:00") == "h/Xeon/2026-12-01"
+    assert session_of(None, None, {"model": 207}, None) \
+        == "host unrecorded/cpu (model 207)/date unrecorded"
+    assert session_of("", "", {}, "") == "host unrecorded/cpu unrecorded/date unrecorded"

@@ -8,6 +8,8 @@ import ast
 import inspect
 from pathlib import Path
 
+import pytest
+
 from dlperf.perfmodel import special
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +69,15 @@ def test_special_cases_decide_what_they_say():
     assert special.cpu_rank_threads(None, "cpu", 2, [1, 1]) == 1
     assert special.cpu_rank_threads(None, "cpu", 2, [1, 2]) is None
     assert special.cpu_rank_threads(None, "cuda", 2, [1, 1]) is None
+
+
+def test_a_device_bound_base_is_taken_at_its_measurement():
+    """The what-if base's factor: measured over fitted step at the batch, device-bound only."""
+    from types import SimpleNamespace as P
+
+    pts = [P(per_device_batch=64, step_time_s=0.099), P(per_device_batch=64, step_time_s=0.101),
+           P(per_device_batch=128, step_time_s=0.2)]
+    m, words = special.measured_base(pts, 64, 0.102, "device")
+    assert m == pytest.approx(0.1 / 0.102) and "2 point(s)" in words
+    assert special.measured_base(pts, 64, 0.102, "host") is None  # 15% noise: keep the fit
+    assert special.measured_base(pts, 32, 0.05, "device") is None  # not stored at the batch

@@ -63,3 +63,20 @@ def test_the_split_table_gives_each_side_its_own_numbers():
     # development: resnet50 (5% off), test: alexnet (10% off, host-bound)
     assert line.startswith("| held-out batch | 1 / 1 | 5.00 / 10.00 | – / 10.00 |")
     assert line.endswith("| 100% / 0% (h 0%) |")  # coverage, per bound where rows have one
+
+
+def test_signs_are_counted_beyond_the_noise_for_the_model_and_the_trivial_rule_alike():
+    """A pair whose measured change (0.5%) is inside the device repeat noise (1%) has no sign to
+    get right: both the model's and the trivial rule's counts show it apart."""
+    from dlperf.perfmodel.validation import Validation
+
+    cat = "what-if eager->graph"
+    v = Validation([Row("repeat (noise floor)", "r", 1.0, 1.01, bound="device", model="vgg16"),
+                    Row(cat, "a", 0.995, 1.02, 1.0, sign_ok=False, bound="device",
+                        model="resnet50"),
+                    Row(cat, "b", 0.9, 0.92, 1.0, sign_ok=True, bound="device",
+                        model="resnet50")], [])
+    line = [ln for ln in v.split_table(split.load()).splitlines()
+            if ln.startswith(f"| {cat}")][0]
+    assert "| 1/2 (beyond noise 1/1) / – |" in line
+    assert "| faster 2/2 (beyond noise 1/1) / – |" in line

@@ -111,9 +111,9 @@ def test_the_gpu_path_names_the_device_and_host_session(lib):
     d = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
                         "h100")
     assert d["gpu_name"] == "NVIDIA H100 80GB HBM3" and d["gpu"] == "h100"
-    assert d["host_session"].startswith("vm/207/2026-")
+    assert d["host_session"].startswith("vm/Intel(R) Xeon(R) Processor (family 6 model 207)/2026-")
     t = retarget.text(d)
-    assert "on NVIDIA H100 80GB HBM3:" in t and "\nhost time from: vm/207/" in t
+    assert "on NVIDIA H100 80GB HBM3:" in t and "\nhost time from: vm/Intel(R) Xeon(R) Processor (family 6 " in t
     assert "\ninterval from: the replay back-test's 'gpu' rows" in t
 
 

@@ -152,10 +152,10 @@ def test_precision_names_and_gemm_speedup():
 def test_to_precision_adds_and_drops_casts():
     g = H.datasheet("h200")
     st = _step([_k(100, name="cutlass_80_simt_sgemm", op_class="matmul", nbytes=4e6), _k(5)])
-    bf = T.to_precision(st, "bf16", g, cast_host_s=10e-6)
+    bf = T.to_precision(st, "bf16", g)
     assert len(bf.ops) == 3 and bf.ops[0].name == "cast (autocast)"
-    # an eager program's host: the casts' host, then autocast's dispatch factor
-    assert bf.host_s == pytest.approx((st.host_s + 10e-6) * T.AUTOCAST_HOST)
+    # an eager program's host: autocast's dispatch factor
+    assert bf.host_s == pytest.approx(st.host_s * T.AUTOCAST_HOST)
     assert bf.meta["precision"] == "bf16"
     cast = _k(3, name="vectorized_elementwise_kernel<bfloat16_copy_kernel_cuda>",
               op_class="matmul")

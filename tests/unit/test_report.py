@@ -934,3 +934,60 @@ def test_throughput_and_mfu_headers_say_they_come_from_the_mean():
     text = " ".join(md.read_text().split())
     assert "**Throughput**: global batch / *mean* step time" in text
     assert "global batch / step time" not in text  # the old line 10, which read as the median
+
+
+def _fw_db(path, fws, gpu, **cfg):
+    """A results file with an ok fcn5_tiny b=8 result per framework/mode of ``fws`` (run
+    settings ``cfg``), its environment naming one GPU ``gpu``."""
+    from dlperf.config import make_run_config
+    from dlperf.results.schema import new_record
+    from dlperf.results.store import ResultStore
+    from dlperf.stats import summarize, throughput
+
+    with ResultStore(path) as s:
+        for i, fm in enumerate(fws):
+            fw, mode = fm.split("/")
+            r = new_record(make_run_config(model="fcn5_tiny", framework=fw, mode=mode,
+                                           batch_size=8, **cfg), "ok").to_dict()
+            times = [0.01 + 0.001 * i, 0.011 + 0.001 * i, 0.0105 + 0.001 * i]
+            r.update(summary=summarize(times).to_dict(),
+                     throughput=throughput(len(times), 8, sum(times)),
+                     samples={"measure": times}, n_measured=len(times), steady_state=True,
+                     env={"hostname": "vm", "gpus": [{"name": "H200", "uuid": gpu}]})
+            s.add(r)
+    return path
+
+
+def test_rows_of_several_files_or_machines_say_where_they_come_from(tmp_path):
+    """``--compare frameworks`` of a folder paired each file's torch/eager run with each jax
+    run: rows that differed only in a footnote. A *from* column names the files (and the
+    machines where files alone do not tell rows apart), and only when rows read alike."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+    from dlperf.report.compare import origin_cells
+
+    _fw_db(tmp_path / "day1.db", ["torch/eager", "jax/xla"], "GPU-aaaaaaaa-1")
+    # another run of the same point (+breakdown: another run key, the newest of neither)
+    _fw_db(tmp_path / "day2.db", ["torch/eager"], "GPU-bbbbbbbb-2", breakdown=True)
+    r = CliRunner().invoke(app, ["results", "--db", str(tmp_path), "--compare", "frameworks"])
+    rows = [ln for ln in r.output.splitlines() if ln.startswith("| fcn5_tiny")]
+    assert r.exit_code == 0 and len(rows) == 2, r.output
+    assert "| from |" in r.output
+    assert {ln.split(" | ")[8] for ln in rows} == {"day1", "day2 vs day1"}
+    r1 = CliRunner().invoke(app, ["results", "--db", str(tmp_path / "day1.db"),
+                                  "--compare", "frameworks"])
+    assert r1.exit_code == 0 and "| from |" not in r1.output  # one row: nothing to tell apart
+    js = CliRunner().invoke(app, ["results", "--db", str(tmp_path), "--compare", "frameworks",
+                                  "-f", "json"])
+    import json as _json
+
+    got = {(c["baseline_file"], c["other_file"], c["baseline_machine"])
+           for c in _json.loads(js.output)}
+    assert got == {("day1", "day1", "GPU-aaaaaaaa"), ("day2", "day1", "GPU-bbbbbbbb")}
+
+    # one file, two machines: the machines tell the rows apart
+    same = [{"baseline_file": "f", "other_file": "f", "baseline_machine": m,
+             "other_machine": "GPU-c"} for m in ("GPU-a", "GPU-b")]
+    assert origin_cells(same, ["| x |", "| x |"]) == ["GPU-a vs GPU-c", "GPU-b vs GPU-c"]
+    assert origin_cells(same, ["| x |", "| y |"]) is None

@@ -14,6 +14,7 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import NVLS_HELP, check_db, check_output, guard
 from dlperf.errors import ConfigError
+from dlperf.outputs import shown_path
 
 
 def store_collectives(path: Path, db: str) -> None:
@@ -41,10 +42,10 @@ def store_collectives(path: Path, db: str) -> None:
         except ConfigError as e:
             raise ConfigError(f"{str(path)!r}: {e}") from None
     if run_id in before:
-        common.err.print(f"run {run_id} is in {db} already: nothing stored twice",
+        common.err.print(f"run {run_id} is in {shown_path(db)} already: nothing stored twice",
                          highlight=False)
     else:
-        common.err.print(f"stored {len(report['rows'])} all-reduce sizes (run {run_id}) in {db}",
+        common.err.print(f"stored {len(report['rows'])} all-reduce sizes (run {run_id}) in {shown_path(db)}",
                          highlight=False)
 
 

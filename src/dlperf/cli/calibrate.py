@@ -36,6 +36,7 @@ import typer
 
 from dlperf.cli.common import guard
 from dlperf.errors import ConfigError
+from dlperf.outputs import shown_path
 
 #: The measurement policy of a calibration point: short, since a traced point only needs a
 #: steady step (the timeline itself is 5 traced iterations after the measured segment).
@@ -227,7 +228,7 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
                     for r in prof_out.results if r.identity.error), "no point finished")
         raise ConfigError(f"no profile point of {profile_model} on {device} measured, so there "
                           f"is nothing to make device profile {name!r} of and none is stored "
-                          f"({why}); `dlperf results --db {db}` lists the stored failures")
+                          f"({why}); `dlperf results --db {shown_path(db)}` lists the stored failures")
     for m in models:
         if time.monotonic() - t0 > budget_s:
             typer.echo(f"budget of {budget_s:.0f} s spent: {m} and later models not traced "

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from dlperf.errors import ConfigError, DlperfError
-from dlperf.outputs import OutputRefused, check_target, same_file, write_output
+from dlperf.outputs import OutputRefused, check_target, same_file, shown_path, write_output
 
 if typing.TYPE_CHECKING:
     from dlperf.results.schema import RunRecord
@@ -131,23 +131,27 @@ def guard(fn: Callable[[], Any]) -> Any:
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:  # a warning is one line, as an error is
-        err.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(shown_path(str(message), lines=True))}",
+                  highlight=False)
 
     try:
         with warnings.catch_warnings():
             warnings.showwarning = show  # restored on leaving
             return fn()
     except DlperfError as e:
-        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(shown_path(str(e), lines=True))}",
+                  highlight=False)
         raise typer.Exit(2) from None
     except OSError as e:
         where = f" {e.filename!r}" if getattr(e, "filename", None) else ""
-        err.print(f"[bold red]error:[/] cannot use{escape(where)}: {escape(str(e.strerror or e))}; "
+        err.print(f"[bold red]error:[/] cannot use{escape(where)}: "
+                  f"{escape(shown_path(str(e.strerror or e), lines=True))}; "
                   "give another path",
                   highlight=False)
         raise typer.Exit(2) from None
     except sqlite3.Error as e:
-        err.print(f"[bold red]error:[/] the results file could not be used ({escape(str(e))}); "
+        err.print(f"[bold red]error:[/] the results file could not be used "
+                  f"({escape(shown_path(str(e), lines=True))}); "
                   "it may be damaged or locked: nothing stored in it was changed; check it "
                   "(sqlite3 FILE 'PRAGMA integrity_check'), or give another --db path",
                   highlight=False)
@@ -278,12 +282,14 @@ def check_db(path: str, must_exist: bool, folder: bool = False) -> None:
             check_db(f, must_exist)
         return
     if p.is_dir():
-        raise ConfigError(f"--db {path!r} is a folder; give a results file, e.g. {path}/results.db")
+        raise ConfigError(f"--db {path!r} is a folder; give a results file, e.g. "
+                          f"{shown_path(path)}/results.db")
     if must_exist and not p.is_file():
-        raise ConfigError(f"results file {path!r} does not exist; run `dlperf run ... --db {path}` first")
+        raise ConfigError(f"results file {path!r} does not exist; run `dlperf run ... --db "
+                          f"{shown_path(path)}` first")
     if must_exist and p.stat().st_size == 0:  # reading must not turn it into an empty store
         raise ConfigError(f"results file {path!r} is empty (0 bytes), not a dlperf results "
-                          f"database; run `dlperf run ... --db {path}` to fill it, or give "
+                          f"database; run `dlperf run ... --db {shown_path(path)}` to fill it, or give "
                           f"another --db path")
 
 
@@ -522,7 +528,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     gone = reclaim_stale()  # folders of a run or sweep killed with SIGKILL (issue 23)
     if gone:
         err.print(f"note: removed {len(gone)} temporary folder(s) left by dlperf processes "
-                  f"that are gone: {', '.join(str(p) for p in gone[:3])}"
+                  f"that are gone: {', '.join(shown_path(p) for p in gone[:3])}"
                   f"{' ...' if len(gone) > 3 else ''}", markup=False, highlight=False)
     missing = preflight(points, allow_missing=missing_ok)
     if memory_check:
@@ -547,7 +553,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                      "same command (with --restart/--rerun) again to measure every point anew; "
                      "without it they count as done")
             how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-            err.print(f"[yellow]{how}[/]: finished points are in {escape(str(db))}; "
+            err.print(f"[yellow]{how}[/]: finished points are in {escape(shown_path(db))}; "
                       f"{again}")
             raise typer.Exit(143 if isinstance(e, Terminated) else 130) from None
         keys = {p.run_key() for p in outcome.points}
@@ -558,14 +564,16 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                    if outcome.missing_data else "")
         if outcome.elsewhere:
             not_run += f", {outcome.elsewhere} measured by another process at the same time"
-        err.print(f"{outcome.ran} run, {outcome.skipped} already in {db}, {outcome.failed} "
+        err.print(f"{outcome.ran} run, {outcome.skipped} already in {shown_path(db)}, "
+                  f"{outcome.failed} "
                   f"failed{not_run}", markup=False)
         if report_dir:
             from dlperf.report.html import write_html_report
 
             path = write_full_report(db, Path(report_dir), "dlperf report", None)
             html = write_html_report(db, Path(report_dir), "dlperf report", None)
-            out.print(f"report: {html} (interactive; open it in a browser) and {path}")
+            out.print(f"report: {shown_path(html)} (interactive; open it in a browser) and "
+                      f"{shown_path(path)}", markup=False, highlight=False)
     all_failed = outcome.ran and outcome.failed == outcome.ran
     if all_failed:
         err.print("[red]every point that ran failed[/]; see the errors above")

@@ -15,6 +15,7 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import check_db, check_output, guard, print_markdown, same_file, split
 from dlperf.errors import ConfigError, unknown_choice
+from dlperf.outputs import shown_path
 
 FORMATS = ("table", "json")
 
@@ -80,7 +81,8 @@ def _sides(base: str, new: str, db: str | None, models: list[str], *,
         return rb, rn, _describe(f"{db} tag {base!r}", rb), _describe(f"{db} tag {new!r}", rn)
     wb, rb = match_revision(recs, base)
     wn, rn = match_revision(recs, new)
-    return rb, rn, _describe(f"{db} {wb}", rb), _describe(f"{db} {wn}", rn)
+    return (rb, rn, _describe(f"{shown_path(db)} {wb}", rb),
+            _describe(f"{shown_path(db)} {wn}", rn))
 
 
 def _note_same(base: str, new: str, db: str | None) -> None:
@@ -90,7 +92,7 @@ def _note_same(base: str, new: str, db: str | None) -> None:
         what = (f"BASE and NEW are the same file ({base})" if base == new else
                 f"BASE {base} and NEW {new} are the same file")
     elif db is not None and base == new:
-        what = f"BASE and NEW are the same revision ({base}) of {db}"
+        what = f"BASE and NEW are the same revision ({base}) of {shown_path(db)}"
     else:
         return
     common.err.print(f"note: {what}: every point is compared with itself (ratio 1); give two "
@@ -128,7 +130,7 @@ def _run_sides(base: str, new: str, db: str | None, rounds: int, base_env: list[
     sides = (Side("BASE", "base", Path(base).resolve(), parse_env(base_env, "--base-env")),
              Side("NEW", "new", Path(new).resolve(), parse_env(new_env, "--new-env")))
     common.err.print(f"measuring BASE ({sides[0].directory}) and NEW ({sides[1].directory}) "
-                     f"alternately, {rounds} runs each, into {path}", markup=False,
+                     f"alternately, {rounds} runs each, into {shown_path(path)}", markup=False,
                      highlight=False)
     run_rounds(sides, args, path, rounds,
                echo=lambda line: common.err.print(line, markup=False, highlight=False))

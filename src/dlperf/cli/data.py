@@ -10,6 +10,7 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import guard
 from dlperf.errors import ConfigError
+from dlperf.outputs import shown_path
 
 data_app = typer.Typer(no_args_is_help=True, help="Data helpers (a synthetic ImageFolder of JPEGs).")
 
@@ -32,7 +33,7 @@ def make_imagefolder_cmd(
         info = make_imagefolder(folder, images=images, classes=classes, size=size,
                                 quality=quality, seed=seed)
         common.out.print(f"wrote {info['images']} JPEGs ({info['bytes'] / 2**20:.1f} MiB) of "
-                         f"{size}x{size} in {classes} classes to {folder}; use --data "
-                         f"imagefolder:{folder}", highlight=False)
+                         f"{size}x{size} in {classes} classes to {shown_path(folder)}; use --data "
+                         f"imagefolder:{shown_path(folder)}", highlight=False)
 
     guard(body)

@@ -10,6 +10,7 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import check_db, guard
 from dlperf.errors import ConfigError
+from dlperf.outputs import shown_path
 
 
 def merge(
@@ -31,10 +32,12 @@ def merge(
         summary = merge_stores(db, sources)
         for src, n in summary["added"].items():
             profs = (f", {n['profiles']} device profile(s)" if n.get("profiles") else "")
-            common.err.print(f"{src}: {n['results']} new result(s), {n['collectives']} new "
+            common.err.print(f"{shown_path(src)}: {n['results']} new result(s), "
+                             f"{n['collectives']} new "
                              f"collective run(s), {n['sweeps']} new sweep record(s){profs}",
                              highlight=False)
-        common.err.print(f"{db} now holds {summary['results']} results ({summary['samples']} "
+        common.err.print(f"{shown_path(db)} now holds {summary['results']} results "
+                         f"({summary['samples']} "
                          f"raw samples), {summary['collectives']} collective runs and "
                          f"{summary['sweeps']} sweep records", highlight=False)
 

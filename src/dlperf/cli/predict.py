@@ -13,6 +13,7 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import guard, print_markdown
 from dlperf.errors import ConfigError
+from dlperf.outputs import shown_path
 
 
 def _what_if(items: list[str]) -> dict[str, str] | None:
@@ -191,7 +192,8 @@ def predict(
                 common.err.print(f"warning: no residual table stored: {e}", highlight=False)
                 return
             if format != "json":
-                common.out.print(f"\nresidual table for predictions' intervals: {table}",
+                common.out.print(f"\nresidual table for predictions' intervals: "
+                                 f"{shown_path(table)}", markup=False,
                                  highlight=False)
             return
         if model is None or batch_size is None:
@@ -247,6 +249,6 @@ def predict(
         if format == "json":
             sys.stdout.write(json.dumps(p, indent=1, default=str) + "\n")
             return
-        common.out.print(_text(p), highlight=False)
+        common.out.print(shown_path(_text(p), lines=True), markup=False, highlight=False)
 
     guard(body)

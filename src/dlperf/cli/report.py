@@ -12,6 +12,7 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import check_db, check_out_dir, guard, split
 from dlperf.errors import unknown_choice
+from dlperf.outputs import shown_path
 
 #: Report formats: ``md`` (report.md + PNGs, for terminals and diffs), ``html`` (report.html).
 FORMATS = ("md", "html")
@@ -38,11 +39,11 @@ def report(
         check_out_dir(output, "--output", db, title=title, force=force)
         if "md" in formats:
             path = write_full_report(db, output, title, target_loss)
-            common.out.print(f"report: {path}")
+            common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
         if "html" in formats:
             from dlperf.report.html import write_html_report
 
             path = write_html_report(db, output, title, target_loss)
-            common.out.print(f"report: {path}")
+            common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
 
     guard(body)

@@ -14,6 +14,7 @@ import typer
 from dlperf.cli import common
 from dlperf.cli.common import check_db, check_output, guard, print_markdown, split
 from dlperf.errors import ConfigError, did_you_mean, unknown_choice
+from dlperf.outputs import shown_path
 from dlperf.report.sections import COMPARISONS
 
 FORMATS = ("table", "csv", "json")
@@ -144,7 +145,8 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
         common.print_table(results_table(recs, history=history))
         common.print_warning_lines(recs)
         if not rows and store.collectives():
-            common.err.print(f"{db} holds all-reduce rows only: dlperf results --db {db} "
+            common.err.print(f"{shown_path(db)} holds all-reduce rows only: dlperf results "
+                             f"--db {shown_path(db)} "
                              "--compare allreduce", markup=False, highlight=False)
         from dlperf.report.breakdown import breakdown_table
 
@@ -156,7 +158,8 @@ def _show_results(store: Any, rows: list[dict[str, Any]], db: str, format: str,
     text = to_csv(rows) if format == "csv" else to_json(rows, store, include_samples=samples)
     if output:
         _write(text, output, format, db, force)
-        common.err.print(f"wrote {len(rows)} rows to {output}")
+        common.err.print(f"wrote {len(rows)} rows to {shown_path(output)}", markup=False,
+                         highlight=False)
     else:
         sys.stdout.write(text)
 
@@ -203,7 +206,7 @@ def results(
                 rows = select_rows(every, latest=not all_runs)
                 if since and not rows and matching and fmt == "table" and output is None:
                     newest = max(str(r.get("created_at") or "") for r in matching)
-                    common.err.print(f"note: no result in {db} was created at or after "
+                    common.err.print(f"note: no result in {shown_path(db)} was created at or after "
                                      f"{since} (UTC); the newest is from {newest[:19]}",
                                      markup=False, highlight=False)
             if model and not rows:  # a misspelt filter reads as an empty file otherwise
@@ -211,7 +214,7 @@ def results(
                 missing = [m for m in split(model, "model") if m not in stored]
                 if missing and stored:
                     raise unknown_choice("model", missing[0], stored,
-                                         plural=f"models in {db}")
+                                         plural=f"models in {shown_path(db)}")
             if op_classes:
                 text = _op_classes_text(rows, fmt, measured_or_none(store),
                                         to_file=output is not None)

@@ -21,6 +21,7 @@ from dlperf.cli import common
 from dlperf.cli.common import check_db, check_endpoint, check_out_dir, guard, ints, split
 from dlperf.config.defaults import DDP, DEFAULT_BATCH_SIZE, ITERATIONS, QUICK_ITERATIONS, RUN
 from dlperf.errors import ConfigError
+from dlperf.outputs import shown_path
 from dlperf.registry import COMPILE_MODES, FRAMEWORKS, OPTIMIZER_IMPLS
 from dlperf.zoo import SUITES
 
@@ -316,7 +317,8 @@ def _emit_slurm(path: Path, par: Parallel, device: str, db: str, force: bool) ->
                          nnodes=par.nnodes,
                          gpus_per_node=max(ints(par.nproc, "nproc")) if device == "cuda" else 0)
     common.write_file(path, text, "slurm", "--emit-slurm", force=force, protect=(db,))
-    common.out.print(f"wrote {path}: submit with `sbatch {path}`")
+    common.out.print(f"wrote {shown_path(path)}: submit with `sbatch {shown_path(path)}`",
+                     markup=False, highlight=False)
 
 
 @common.grouped(point=Point, it=Iterations, pipe=Pipeline, probes=Probes, par=Parallel,

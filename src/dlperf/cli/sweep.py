@@ -12,6 +12,7 @@ from rich.markup import escape
 from dlperf.cli import common
 from dlperf.cli.common import check_db, check_endpoint, check_out_dir, guard
 from dlperf.errors import ConfigError
+from dlperf.outputs import shown_path
 
 #: ``dlperf sweep --help`` (one string per paragraph: the help keeps line breaks as written).
 HELP = (
@@ -76,9 +77,10 @@ def _write_array(path: Path, file: Path, points: list[Any], shards: int | None, 
     common.write_file(path, array_script(file, n, db=db, gpus_per_task=gpus, options=options),
                       "slurm", "--slurm-array", force=force, protect=(db, file))
     first = shard_db_path(db, "0")
-    common.out.print(f"wrote {path}: {n} array task(s) for {n_points} point(s); submit with "
-                     f"`sbatch {path}`, then combine the tasks' results files ({first}, ...) "
-                     f"with `dlperf merge ... --db {db}` (the script's first lines say how)",
+    common.out.print(f"wrote {shown_path(path)}: {n} array task(s) for {n_points} point(s); "
+                     f"submit with `sbatch {shown_path(path)}`, then combine the tasks' results "
+                     f"files ({shown_path(first)}, ...) with `dlperf merge ... --db "
+                     f"{shown_path(db)}` (the script's first lines say how)",
                      markup=False, highlight=False)
 
 
@@ -215,7 +217,8 @@ def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
             resolve_device("cuda")
         except ConfigError:
             raise ConfigError(
-                f"{file}: {len(on_gpu)} of {len(points)} point(s) ask for device cuda, but no "
+                f"{shown_path(file)}: {len(on_gpu)} of {len(points)} point(s) ask for device "
+                "cuda, but no "
                 "CUDA GPU is usable here; run the sweep on a GPU machine, or set "
                 "device: cpu (or auto) in the file") from None
 
@@ -329,7 +332,7 @@ def sweep(
             notice=lambda line: common.err.print(line, markup=False, highlight=False))
         if n_tagged:
             common.err.print(f"resuming: {n_tagged} point(s) already stored with tag {tag!r} "
-                             f"in {path}", markup=False, highlight=False)
+                             f"in {shown_path(path)}", markup=False, highlight=False)
         common.execute(points, path, sweep=cfg.name, resume=resume,
                        rechoose_threads=rechoose_threads, memory_check=memory_check,
                        retry_failed=retry_failed, report_dir=report,

@@ -212,6 +212,28 @@ def label_of(s: Mapping[str, Any]) -> str:
     return " ".join(words)
 
 
+def session_of(hostname: Any, cpu_model: Any, cpu_id: Mapping[str, Any] | None,
+               created_at: Any) -> str:
+    """The label of a host session, ``hostname/cpu/day``: the one place it is written (the
+    performance model's ``host time from``, ``dlperf results --compare``'s origin column).
+
+    The CPU is named by its name (``env.cpu_model``, e.g. ``Intel(R) Xeon(R) Processor``) in
+    every record, with its family and model number after it where the record holds the CPU's
+    identity (``env.cpu_id``, e.g. ``Intel(R) Xeon(R) Processor (family 6 model 207)``: a
+    virtual machine's name is often generic). ``created_at`` is an ISO time whose day is
+    kept. A part the record lacks is named as unrecorded, never ``None``."""
+    cid = cpu_id if isinstance(cpu_id, Mapping) else {}
+    model = cid.get("model")
+    cpu = str(cpu_model) if cpu_model not in (None, "") else None
+    if model not in (None, ""):
+        fam = cid.get("family")
+        num = f"family {fam} model {model}" if fam not in (None, "") else f"model {model}"
+        cpu = f"{cpu or 'cpu'} ({num})"
+    return "/".join((str(hostname) if hostname not in (None, "") else "host unrecorded",
+                     cpu or "cpu unrecorded",
+                     str(created_at or "")[:10] or "date unrecorded"))
+
+
 __all__ = ["KEY_EXCLUDED", "KEY_OMIT_AT_DEFAULT", "ddp_changes", "has_image_layout", "label",
-           "label_of",
+           "label_of", "session_of",
            "layout_change", "point_key", "run_key", "takes_ddp_options"]

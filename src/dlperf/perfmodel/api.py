@@ -50,6 +50,7 @@ from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared
 from dlperf.perfmodel.comm import network_for, whole
+from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point, Records, load, point_id
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
@@ -146,14 +147,12 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
         ConfigError: a missing or unreadable results file, a folder with no ``*.db``.
     """
     paths = [db] if isinstance(db, (str, os.PathLike)) else list(db)
-    key = tuple((str(p), Path(p).stat().st_mtime_ns if Path(p).exists() else None) for p in paths)
-    if key not in _RECORDS:
-        for p in paths:
-            if not Path(p).exists():
-                raise ConfigError(f"{str(p)!r} does not exist: give a results file (*.db) or "
-                                  "a folder of them")
-        _RECORDS[key] = load(paths)
-    return _RECORDS[key]
+    for p in paths:
+        if not Path(p).exists():
+            raise ConfigError(f"{str(p)!r} does not exist: give a results file (*.db) or "
+                              "a folder of them")
+    key = tuple((str(p), Path(p).stat().st_mtime_ns) for p in paths)
+    return once(_RECORDS, key, lambda: load(paths))
 
 
 def _interval(recs: Records, category: str, level: float, bound: str | None,
@@ -162,7 +161,8 @@ def _interval(recs: Records, category: str, level: float, bound: str | None,
     without the residuals of the ``withheld`` points (the stored measurements of the point
     predicted: :func:`intervals.without_points`)."""
     ids = {point_id(p) for p in withheld}
-    return iv.mondrian(bounded_residuals(recs, category, ids), bound, level, category)
+    return iv.mondrian([x for c in iv.calibration_categories(category)
+                        for x in bounded_residuals(recs, c, ids)], bound, level, category)
 
 
 def table_key(recs: Records) -> tuple[str, str]:
@@ -291,9 +291,10 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
         if not whole(v):
             raise ConfigError(f"{name} {v!r}: give a whole number >= 1 (e.g. {name}=64)")
     batch_size, nproc, nnodes = int(batch_size), int(nproc), int(nnodes)
-    if what_if is not None and not isinstance(what_if, Mapping):
+    if not isinstance(what_if, Mapping | None):
         raise ConfigError(f"what_if {what_if!r}: give a mapping such as "
                           "{'precision': 'bf16'} or {'batch_size': '2x'}")
+    what_if = dict(what_if or {})
     if not isinstance(db, (str, os.PathLike)) and not (
             isinstance(db, Iterable) and all(isinstance(x, (str, os.PathLike)) for x in db)):
         raise ConfigError(f"db {db!r}: give a results file, a folder of them, or a list of "
@@ -303,8 +304,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                           f"{nproc}, {nnodes})")
     net = network_for(network, nnodes)
     world = nproc * nnodes
-    if batch_size % world:
-        raise ConfigError(f"global batch {batch_size} is not divisible by {world} devices")
+    _divisible(batch_size, world)
     recs = records_of(db)
     layout = selectors["layout"]
     given = {"framework": framework, "mode": mode, "precision": precision,
@@ -317,9 +317,8 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     target, gbatch, host_ns = rq.apply_what_if(what_if, base, int(batch_size))
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
-            f"{k}={v}" for k, v in (what_if or {}).items()))
-    if gbatch % world:
-        raise ConfigError(f"global batch {gbatch} is not divisible by {world} devices")
+            f"{k}={v}" for k, v in what_if.items()))
+    _divisible(gbatch, world)
     b = gbatch // world
     _check_scale_out(recs, target, world, nnodes)
     _, no_fit = memory.check([p for p in recs.points if target.matches(p)], b)
@@ -330,6 +329,12 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                      and not p.variant)
     return Request(base, target, gbatch, b, world, nnodes, net, host_ns,
                    gbatch != batch_size and target == base, withheld, note)
+
+
+def _divisible(global_batch: int, world: int) -> None:
+    """Refuse a global batch that ``world`` devices cannot split evenly."""
+    if global_batch % world:
+        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices")
 
 
 @dataclass
@@ -520,12 +525,13 @@ def shared_fits(recs: Records) -> Shared:
     they are valid for every prediction. The fit solutions stored in the same two places
     (:func:`fitcache.read_table_solutions`, :func:`fitcache.read_solutions`) are taken too
     (:func:`lsq.remember`): a problem met there is not solved again."""
-    if id(recs) not in _SHARED:
-        _SHARED[id(recs)] = shared = Shared(recs)
+    def make() -> Shared:
+        shared = Shared(recs)
         shared.load({**fc.read_fits(fc.fits_file(recs)), **fc.read_table_fits(recs.sources)})
         lsq.remember(fc.read_table_solutions(recs.sources))
         lsq.remember(fc.read_solutions(fc.solutions_file(recs)))
-    return _SHARED[id(recs)]
+        return shared
+    return once(_SHARED, id(recs), make)
 
 
 def _store_fits(recs: Records) -> None:
@@ -542,13 +548,13 @@ def _store_fits(recs: Records) -> None:
 
 
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
-    key = (id(recs), tuple(sorted((p.source, p.result_id) for p in withheld)))
-    if key not in _DDP:
+    def make() -> dp.DDPOverhead:
         dp_cal = Calibration(recs, lambda p: p in withheld,
                              share_efficiencies=shared_fits(recs))
         pairs = dp.pairs_of(dp_cal, dp.comm_for_records(recs))
-        _DDP[key] = dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
-    ddp = _DDP[key]
+        return dp.fit_ddp_overhead(pairs) if pairs else dp.DDPOverhead(0.0, 0.0, (), 0.0)
+    ddp = once(_DDP, (id(recs), tuple(sorted((p.source, p.result_id) for p in withheld))),
+               make)
     return ddp, bool(ddp.pairs)
 
 
@@ -558,7 +564,7 @@ def whatif_category(base: Config, target: Config, host_ns: float | None = None) 
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 
-def _interval_of(d: Draft, recs: Records, req: Request, level: float
+def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str | None = None
                  ) -> tuple[tuple[float, float], str | None, str | None]:
     """``(interval (s), where it came from, why there is none)`` of the drafted step: the
     Mondrian conformal interval of its path's residuals in the files' own residual table
@@ -566,14 +572,14 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float
     and said so: the residuals of a path that is not the prediction's own (N devices of a
     count no stored point has: the stored counts'; a host-speed or framework what-if, never
     back-tested: its path's), and those of the same path in a committed residual table of
-    other files where the files' own table has none (:func:`_borrowed_interval`). Several
-    nodes are not validated: no interval."""
-    nan = (float("nan"), float("nan"))
-    if req.world > 1 and req.nnodes > 1:
+    other files where the files' own table has none (:func:`_borrowed_interval`), widened
+    where that table's devices are not the prediction's ``gpu``
+    (:func:`intervals.cross_gpu`). Several nodes are not validated: no interval."""
+    if req.nnodes > 1:
         note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
                 "judge this kind of prediction against)")
         d.assumptions.append("no interval: " + note)
-        return nan, None, note
+        return (float("nan"), float("nan")), None, note
     stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
     why = None
     if req.world > 1 and req.world not in stored_n:
@@ -586,32 +592,49 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float
     wider = 1 - (1 - level) / 2
     at = wider if why else level
     ivl = _interval(recs, d.path, at, d.one.bound, req.withheld)
-    group = None if ivl is None else ivl.describe()
     if ivl is None:  # no residual of the path in these files' table: another table's
-        got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
-        if got is None:
-            return nan, None, _no_interval(d, recs)
-        ivl, table = got
-        own = _NO_TABLE.get(table_key(recs))
-        why = (f"the same path in {table}: "
-               + (f"no residual table for these files ({own})" if own else
-                  f"these files' back-test has no residual of kind '{d.path}'"))
-        group = f"borrowed from {table} at {wider:.0%}: {ivl.describe()}"
-        at = wider
-    elif why:
-        group = f"borrowed from {d.path} at {wider:.0%}: {group}"
+        return _other_tables_interval(d, recs, req, level, wider, gpu)
+    group = ivl.describe()
     if why:
-        d.assumptions.append(f"interval borrowed at a wider level ({at:.0%} for "
-                             f"{level:.0%}) from {why}")
+        group = f"borrowed from {d.path} at {wider:.0%}: {group}"
+        _say_widened(d, at, level, why)
     t = d.step_s
     return (t * ivl.low_ratio, t * ivl.high_ratio), group, None
 
 
+def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, wider: float,
+                           gpu: str | None) -> tuple[tuple[float, float], str | None, str | None]:
+    """:func:`_interval_of` from the same path in another residual table
+    (:func:`_borrowed_interval`) at the ``wider`` level, widened where its devices are not the
+    prediction's ``gpu``; no interval (and why) without one."""
+    got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
+    if got is None:
+        return (float("nan"), float("nan")), None, _no_interval(d, recs)
+    ivl, table, gpus = got
+    ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus)
+    d.assumptions.append(f"borrowed interval: {gpu_words}")
+    own = _NO_TABLE.get(table_key(recs))
+    _say_widened(d, wider, level, f"the same path in {table}: " + (
+        f"no residual table for these files ({own})" if own else
+        f"these files' back-test has no residual of kind '{d.path}'"))
+    t = d.step_s
+    return ((t * ivl.low_ratio, t * ivl.high_ratio),
+            f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}", None)
+
+
+def _say_widened(d: Draft, at: float, level: float, why: str) -> None:
+    d.assumptions.append(f"interval borrowed at a wider level ({at:.0%} for {level:.0%}) "
+                         f"from {why}")
+
+
 def _borrowed_interval(recs: Records, category: str, level: float, bound: str | None,
-                       withheld: Iterable = ()) -> tuple[iv.Interval, str] | None:
-    """The interval of ``category``'s residuals in the best other residual table of the
+                       withheld: Iterable = ()
+                       ) -> tuple[iv.Interval, str, frozenset[str]] | None:
+    """The interval of ``category``'s residuals (with those it is pooled with,
+    :func:`intervals.calibration_categories`) in the best other residual table of the
     current model (:func:`fitcache.borrowable`: the tables beside the files and the ones
-    committed with the repository's results), and that table in words; None without one.
+    committed with the repository's results), that table in words and the devices of its
+    fits; None without one.
     The best: the entry with residuals of the category that shares the most results files
     with ``recs``, then the one with the fewest others (the closest data: a file of the H200
     folder borrows the folder's table). The points predicted keep out of it
@@ -619,29 +642,29 @@ def _borrowed_interval(recs: Records, category: str, level: float, bound: str | 
     ids = {point_id(p) for p in withheld}
     mine = {os.path.realpath(s) for s in recs.sources}
     best = None
-    for name, files, cats in _borrowable(recs):
-        rows = cats.get(category)
-        if not rows:
+    for name, files, cats, gpus in _borrowable(recs):
+        rows = [x for c in iv.calibration_categories(category) for x in cats.get(c, [])]
+        if not cats.get(category):
             continue
         score = (len(mine & files), -len(files - mine))
         if best is None or score > best[0]:
-            best = (score, name, rows)
+            best = (score, name, rows, gpus)
     if best is None:
         return None
     ivl = iv.mondrian(iv.without_points(best[2], ids), bound, level, category)
-    return None if ivl is None else (ivl, best[1])
+    return None if ivl is None else (ivl, best[1], best[3])
 
 
-_BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]]]]] = {}
+_BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]],
+                                    frozenset[str]]]] = {}
 
 
 def _borrowable(recs: Records) -> list[tuple[str, frozenset[str],
-                                              dict[str, list[iv.KeyedResidual]]]]:
+                                              dict[str, list[iv.KeyedResidual]],
+                                              frozenset[str]]]:
     """:func:`fitcache.borrowable` for ``recs``' files, read once per process."""
-    key = (fc.model_key(), tuple(recs.sources))
-    if key not in _BORROWABLE:
-        _BORROWABLE[key] = fc.borrowable(recs.sources)
-    return _BORROWABLE[key]
+    return once(_BORROWABLE, (fc.model_key(), tuple(recs.sources)),
+                lambda: fc.borrowable(recs.sources))
 
 
 def _no_interval(d: Draft, recs: Records) -> str:
@@ -685,9 +708,10 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
     warnings and what the model could not judge."""
     if req.network is not None and req.network.inter is not None and req.nnodes == 1:
         d.assumptions.append(f"inter-node link {req.network.inter.name} not used: one node")
-    interval, group, note = _interval_of(d, recs, req, level)
-    stored, pick = _measured(d, req)
     one, t = d.one, d.step_s
+    gpu = cal.device_name(one.cfg) or _cpu_name(recs, one.cfg)
+    interval, group, note = _interval_of(d, recs, req, level, gpu)
+    stored, pick = _measured(d, req)
     scaling = 1.0
     if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
         from dlperf.perfmodel.scaling import efficiency
@@ -707,12 +731,27 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
                 "nnodes": req.nnodes},
         measured_step_time_s=stored[pick] if pick else None, measured_point=pick,
         measured_points=stored, validation_category=d.path,
-        warnings=[*rq.extrapolation(recs, req.base, req.batch),
-                  *([req.note] if req.note else []), *_analytic_hint(recs, req, one),
-                  *recs.damaged_notes()],
+        warnings=_warnings(recs, req, one),
         interval_note=note, interval_group=group,
-        gpu=cal.device_name(one.cfg) or _cpu_name(recs, one.cfg),
+        gpu=gpu,
         host_session=_session(recs, one))
+
+
+def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
+    """The prediction's warnings: a batch outside the measured series, which of several stored
+    configurations was picked, the analytic hint, damaged rows. Beside a what-if each starts
+    with the side it concerns (``what-if base: ``, ``what-if target: `` or ``what-if base and
+    target: ``), since a warning naming the base's configuration would otherwise read as if
+    it were about the configuration predicted."""
+    same = req.target == req.base
+    series = "target" if req.batch_what_if else "base" if not same else "base and target"
+    sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
+    sided += [("base", req.note)] if req.note else []
+    sided += [("base and target", w) for w in _analytic_hint(recs, req, one)]
+    sided += [("base and target", w) for w in recs.damaged_notes()]
+    if same and not req.batch_what_if and req.host_ns is None:  # no what-if: no sides
+        return [w for _, w in sided]
+    return [f"what-if {side}: {w}" for side, w in sided]
 
 
 def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:

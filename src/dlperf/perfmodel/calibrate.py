@@ -32,6 +32,7 @@ from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel import special
 from dlperf.perfmodel.facts import facts_of
+from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point, Records
 from dlperf.perfmodel.special import mode_key
 
@@ -126,9 +127,7 @@ class Memo:
 
     def get(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
         """The value of ``(kind, key)``, ``make()`` the first time it is asked for."""
-        if (kind, key) not in self._made:
-            self._made[(kind, key)] = make()
-        return self._made[(kind, key)]
+        return once(self._made, (kind, key), make)
 
     def of_kind(self, kind: str) -> dict[Any, Any]:
         """``{key: value}`` of every value of ``kind`` made or put so far."""

@@ -32,6 +32,7 @@ and the exposed communication is ``max(0, e_n - t_b)``, ``t_b`` the end of backw
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -286,33 +287,52 @@ class Network:
         return TYPICAL_NICS_PER_NODE.get(self.inter.name, 1) if self.inter else 1
 
 
+@functools.singledispatch
 def link_of(spec: Any, what: str) -> Link:
     """A :class:`~dlperf.perfmodel.Link` (named ``what``: ``inter`` or ``intra``) from a
     Link, a name of :data:`~dlperf.perfmodel.LINKS`, or ``{"alpha_s": s,
-    "bandwidth_bytes_per_s": B/s}`` (marked "given by the user").
+    "bandwidth_bytes_per_s": B/s}`` (marked "given by the user"): one function per kind of
+    ``spec`` (registered below).
 
     Raises:
         ConfigError: an unknown name; a latency that is not a finite number >= 0 (NaN,
-            negative, a string) or a bandwidth that is not a finite number > 0.
+            negative, a string) or a bandwidth that is not a finite number > 0; anything else.
     """
-    if isinstance(spec, Link):
-        return spec
-    if isinstance(spec, str):
-        if spec not in LINKS:
-            raise ConfigError(f"network {what} {spec!r}: give one of {', '.join(LINKS)} or "
-                              "{'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
-        return LINKS[spec]
-    if isinstance(spec, Mapping) and {"alpha_s", "bandwidth_bytes_per_s"} <= set(spec):
-        a, bw = spec["alpha_s"], spec["bandwidth_bytes_per_s"]
-        if not real(a) or not math.isfinite(a) or a < 0:
-            raise ConfigError(f"network {what} alpha_s {a!r}: give the latency per step in "
-                              "seconds, a finite number >= 0 (e.g. 9.6e-6)")
-        if not real(bw) or not math.isfinite(bw) or bw <= 0:
-            raise ConfigError(f"network {what} bandwidth_bytes_per_s {bw!r}: give the bandwidth "
-                              "per direction in bytes/s, a finite number > 0 (e.g. 50e9)")
-        return Link(what, float(a), 1.0 / float(bw), "given by the user")
     raise ConfigError(f"network {what}: {spec!r} is neither a link name ({', '.join(LINKS)}) "
                       "nor {'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
+
+
+@link_of.register(Link)
+def _given_link(spec: Link, what: str) -> Link:
+    return spec
+
+
+@link_of.register(str)
+def _named_link(spec: str, what: str) -> Link:
+    if spec not in LINKS:
+        raise ConfigError(f"network {what} {spec!r}: give one of {', '.join(LINKS)} or "
+                          "{'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
+    return LINKS[spec]
+
+
+@link_of.register(Mapping)
+def _link_by_numbers(spec: Mapping, what: str) -> Link:
+    if not {"alpha_s", "bandwidth_bytes_per_s"} <= set(spec):
+        return link_of.dispatch(object)(spec, what)
+    a = _link_number(spec, what, "alpha_s", 0.0, "the latency per step in seconds, a finite "
+                     "number >= 0 (e.g. 9.6e-6)")
+    # least: the smallest float above 0
+    bw = _link_number(spec, what, "bandwidth_bytes_per_s", math.ulp(0.0), "the bandwidth per "
+                      "direction in bytes/s, a finite number > 0 (e.g. 50e9)")
+    return Link(what, a, 1.0 / bw, "given by the user")
+
+
+def _link_number(spec: Mapping, what: str, key: str, least: float, give: str) -> float:
+    """``spec[key]`` as a float when it is a real number, finite and at least ``least``."""
+    x = spec[key]
+    if not real(x) or not math.isfinite(x) or x < least:
+        raise ConfigError(f"network {what} {key} {x!r}: give {give}")
+    return float(x)
 
 
 def real(x: Any) -> bool:
@@ -325,30 +345,43 @@ def whole(x: Any) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
+@functools.singledispatch
 def network_of(network: Any) -> Network | None:
     """A :class:`Network` from None, a link name (the inter-node link), a mapping with
     ``inter``/``intra`` (names or ``{alpha_s, bandwidth_bytes_per_s}``), ``algorithm`` and
-    ``nics_per_node`` (inter-node NICs of one node).
+    ``nics_per_node`` (inter-node NICs of one node): one function per kind of ``network``
+    (registered below).
 
     Raises:
-        ConfigError: an unknown link or algorithm.
+        ConfigError: an unknown link or algorithm; anything else.
     """
-    if network is None or isinstance(network, Network):
-        return network
-    if isinstance(network, (str, Link)):
-        return Network(inter=link_of(network, "inter"))
-    if isinstance(network, Mapping):
-        alg = network.get("algorithm", "best")
-        if alg not in ("best", *ALGORITHMS):
-            raise ConfigError(f"network algorithm {alg!r}: give best, {', '.join(ALGORITHMS)}")
-        nics = network.get("nics_per_node")
-        if nics is not None and (not whole(nics) or nics < 1):
-            raise ConfigError(f"network nics_per_node {nics!r}: give a whole number >= 1 (the "
-                              "inter-node NICs of one node, e.g. 8 on a DGX H200)")
-        return Network(intra=link_of(network["intra"], "intra") if "intra" in network else None,
-                          inter=link_of(network["inter"], "inter") if "inter" in network else None,
-                          algorithm=alg, nics_per_node=int(nics) if nics is not None else None)
     raise ConfigError(f"network {network!r}: give a link name or a mapping")
+
+
+@network_of.register(type(None))
+@network_of.register(Network)
+def _given_network(network: Network | None) -> Network | None:
+    return network
+
+
+@network_of.register(str)
+@network_of.register(Link)
+def _inter_link(network: str | Link) -> Network:
+    return Network(inter=link_of(network, "inter"))
+
+
+@network_of.register(Mapping)
+def _network_by_parts(network: Mapping) -> Network:
+    alg = network.get("algorithm", "best")
+    if alg not in ("best", *ALGORITHMS):
+        raise ConfigError(f"network algorithm {alg!r}: give best, {', '.join(ALGORITHMS)}")
+    nics = network.get("nics_per_node")
+    if nics is not None and (not whole(nics) or nics < 1):
+        raise ConfigError(f"network nics_per_node {nics!r}: give a whole number >= 1 (the "
+                          "inter-node NICs of one node, e.g. 8 on a DGX H200)")
+    return Network(intra=link_of(network["intra"], "intra") if "intra" in network else None,
+                   inter=link_of(network["inter"], "inter") if "inter" in network else None,
+                   algorithm=alg, nics_per_node=int(nics) if nics is not None else None)
 
 
 def network_for(network: Any, nnodes: int) -> Network | None:

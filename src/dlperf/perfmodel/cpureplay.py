@@ -126,11 +126,13 @@ def cpu_iteration(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]], 
     if not 0 <= k < len(steps):
         raise ValueError(f"the timeline has no traced iteration {k}")
     window = float(steps[k][1] - steps[k][0])
-    it = [o for o in ops if o.get("step") == k and o.get("dur_ns") is not None]
-    host = sorted((o for o in it if o.get("kind") == "host_op"),
-                  key=lambda o: float(o["start_ns"]))
+    by_kind: dict[Any, list[Mapping[str, Any]]] = {}
+    for o in ops:
+        if o.get("step") == k and o.get("dur_ns") is not None:
+            by_kind.setdefault(o.get("kind"), []).append(o)
+    host = sorted(by_kind.get("host_op", []), key=lambda o: float(o["start_ns"]))
     comm = _union([(float(o["start_ns"]), float(o["start_ns"]) + float(o["dur_ns"]))
-                   for o in it if o.get("kind") == "collective"])
+                   for o in by_kind.get("collective", [])])
     if not host:
         raise ValueError(f"traced iteration {k} has no host op")
     back = [i for i, o in enumerate(host) if o.get("phase") == "t_b"]
@@ -150,9 +152,7 @@ def cpu_iteration(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]], 
         work.append((gap - cut + d) * 1e-9)
         over.append(max(0.0, _inside(end, s + d, comm) - cut) * 1e-9)
         end = max(end, s + d)
-    tail = max(0.0, window - end)
-    if tail:  # the window's end after the last op: the step call's return
-        work[-1] += tail * 1e-9
+    work[-1] += max(0.0, window - end) * 1e-9  # the window after the last op: the return
     # gradient-ready items: the hooks of the parameters, in backward's order
     starts = [i for i in range(b0, b1 + 1)
               if host[i].get("name") == ACCUMULATE
@@ -162,12 +162,14 @@ def cpu_iteration(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]], 
         raise ValueError(f"traced iteration {k}: {len(starts)} AccumulateGrad hooks in "
                          f"backward, the buckets hold {need} parameters")
 
+    stops = [*starts[1:], b1 + 1]
+
     def hook_end(j: int) -> int:
-        # the last op of parameter j's hook: up to the next parameter's hook or the next op
-        # of another autograd node (its context no longer the AccumulateGrad's)
+        # the last op of parameter j's hook: up to the next parameter's hook (or backward's
+        # end) or the next op of another autograd node (its context no longer the
+        # AccumulateGrad's)
         i = starts[j]
-        stop = starts[j + 1] if j + 1 < len(starts) else b1 + 1
-        while i + 1 < stop and "AccumulateGrad" in str(host[i + 1].get("context") or ""):
+        while i + 1 < stops[j] and "AccumulateGrad" in str(host[i + 1].get("context") or ""):
             i += 1
         return i
 
@@ -253,36 +255,37 @@ def simulate(step: CpuStep, bucket_bytes: Sequence[float],
     release_after: dict[int, list[int]] = {}
     for j, i in enumerate(step.ready):
         release_after.setdefault(i, []).append(j)
+    # (training thread's rate, all-reduce's rate) by which of the two have work
+    rates = {(True, True): (compute_rate, comm_rate), (True, False): (1.0, 0.0),
+             (False, True): (0.0, 1.0)}
     t = 0.0
     queue: list[float] = []     # remaining work of released, unfinished all-reduces (FIFO)
     n_done = 0
     i = 0
-    left = step.work_s[0] if step.work_s else 0.0
+    work = (*step.work_s, 0.0)  # nothing left once the last item is done
+    left = work[0]
     n = len(step.work_s)
     while i < n or queue:
-        blocked = i >= n or (i >= step.barrier and n_done < len(jobs))
-        computing = not blocked
+        computing = not (i >= n or (i >= step.barrier and n_done < len(jobs)))
         comm = bool(queue)
-        rc = (compute_rate if comm else 1.0) if computing else 0.0
-        rm = (comm_rate if computing else 1.0) if comm else 0.0
         if not computing and not comm:  # waiting for an all-reduce not yet released: none
             break
+        rc, rm = rates[computing, comm]
         dt_c = left / rc if rc > 0 else float("inf")
         dt_m = queue[0] / rm if rm > 0 else float("inf")
         dt = min(dt_c, dt_m)
         t += dt
-        if computing:
-            left -= rc * dt
+        left -= rc * dt  # rc is 0 while the training thread waits
         if comm:
             queue[0] -= rm * dt
             if dt == dt_m:
                 queue.pop(0)
                 n_done += 1
-        if computing and dt == dt_c:
+        if dt == dt_c:  # the item ends (never while waiting: dt_c is infinite then)
             for j in release_after.get(i, []):
                 queue.append(jobs[j])
             i += 1
-            left = step.work_s[i] if i < n else 0.0
+            left = work[i]
     comp = step.compute_s
     return DpResult(t, comp, sum(jobs), t - comp)
 

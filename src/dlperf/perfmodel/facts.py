@@ -17,6 +17,7 @@ from statistics import median
 
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel import special
+from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Records
 
 #: The :class:`~dlperf.perfmodel.records.Point` attribute of each host-work count kind.
@@ -57,15 +58,12 @@ class Facts:
         Raises:
             roofline.NoFlopCount: no FLOP count anywhere.
         """
-        key = (model, framework, precision)
-        if key not in self._work:
-            from dlperf.zoo import SPECS
+        from dlperf.zoo import SPECS
 
-            spec = SPECS.get(model)
-            self._work[key] = rl.work_of(self.records.points, model, framework, precision,
-                                         getattr(spec, "train_flops_per_sample", None),
-                                         getattr(spec, "params", None))
-        return self._work[key]
+        spec = SPECS.get(model)
+        return once(self._work, (model, framework, precision), lambda: rl.work_of(
+            self.records.points, model, framework, precision,
+            getattr(spec, "train_flops_per_sample", None), getattr(spec, "params", None)))
 
     def ceiling(self, framework: str, precision: str, device_name: str | None,
                 without_model: str | None = None) -> rl.Ceiling:
@@ -75,12 +73,10 @@ class Facts:
         Raises:
             ValueError: nothing measured and no datasheet entry for the device.
         """
-        key = (framework, precision, device_name, without_model)
-        if key not in self._ceil:
-            self._ceil[key] = rl.ceiling_of(
-                [p for p in self.records.points if p.model != without_model], framework,
-                precision, device_name)
-        return self._ceil[key]
+        return once(self._ceil, (framework, precision, device_name, without_model),
+                    lambda: rl.ceiling_of([p for p in self.records.points
+                                           if p.model != without_model], framework,
+                                          precision, device_name))
 
     def kernel_count(self, model: str, framework: str, precision: str, mode: str
                      ) -> float | None:

@@ -32,20 +32,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, Strict, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from dlperf.jsoncache import read_json, write_json
 from dlperf.outputs import atomic_write
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
 from dlperf.perfmodel.lsq import Solution
+from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Records, cache_root, content_digest
 
 #: ``(group, without_model, device_name, kernels)``: the key of ``Calibration._eff``.
@@ -70,6 +73,73 @@ MAX_SOLUTION_SIZE = 8
 #: Largest ``|log(measured / predicted)|`` a stored residual may have (a factor of e^10, 22,000):
 #: a larger one is no back-test error but a damaged or planted entry (e.g. 1e308), refused.
 MAX_ABS_LOG_RESIDUAL = 10.0
+
+# The stored forms, each field of its own JSON type (strict: a bool is no number, a string no
+# bool) and range, checked in one parse when a store is read (pydantic raises ValidationError,
+# a ValueError): a stored fit's efficiencies, seconds and log-widths are all far below 1e6, so
+# a larger number is a damaged entry.
+_Str = Annotated[str, Strict()]
+_Bool = Annotated[bool, Strict()]
+#: A number the model divides by: finite, > 0 and <= 1e6.
+_Positive = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0, le=1e6)]
+#: A finite number >= 0 and <= 1e6.
+_NonNegative = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=1e6)]
+_Group = tuple[_Str, _Str, _Str, _Str]
+#: A series host: :data:`HOST_FIELDS`.
+_Host = tuple[_Str, _Str, _Str, _Positive, _Bool, Annotated[int, Field(strict=True, ge=1)],
+              _Bool]
+
+
+def _run_ids(run: tuple[str, int | str, int]) -> tuple[str, ...]:
+    """The ``path:id`` strings of a stored run ``[path, first id, count]`` (:func:`_runs`):
+    ``count`` consecutive ids of one file; an id that is not a number stands alone."""
+    path, first, count = run
+    if isinstance(first, int):
+        return tuple(f"{path}:{i}" for i in range(first, first + count))
+    if count != 1:
+        raise ValueError(f"an id that is not a number stands alone: {run!r}")
+    return (f"{path}:{first}",)
+
+
+_Run = Annotated[tuple[_Str, Annotated[int, Strict()] | _Str,
+                       Annotated[int, Field(strict=True, gt=0, lt=10**6)]],
+                 AfterValidator(_run_ids)]
+
+
+@pydantic_dataclass(frozen=True)
+class _Fit:
+    """A stored :class:`~dlperf.perfmodel.roofline.Efficiency` (:func:`_fits_json`)."""
+
+    group: _Group
+    e_flops: _Positive
+    e_bytes: _Positive
+    models: tuple[_Str, ...]
+    result_ids: list[_Run]
+    rms_log: _NonNegative
+    hosts: list[_Host]
+    kernel_s: _NonNegative
+    kernel_models: tuple[_Str, ...]
+
+    def efficiency(self) -> rl.Efficiency:
+        return rl.Efficiency(self.group, self.e_flops, self.e_bytes, self.models,
+                             tuple(i for ids in self.result_ids for i in ids), self.rms_log,
+                             tuple(rl.SeriesHost(*h) for h in self.hosts), self.kernel_s,
+                             self.kernel_models)
+
+
+#: One stored group fit: ``[[group, without_model, device_name, kernels], fit or null]``.
+_FIT_ITEM = TypeAdapter(tuple[tuple[_Group, _Str | None, _Str | None, _Bool],
+                              Annotated[_Fit, AfterValidator(_Fit.efficiency)] | None])
+#: A residual table's categories: category -> ``[log ratio, bound, point]`` rows.
+_CATEGORIES = TypeAdapter(dict[str, list[tuple[
+    Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_ABS_LOG_RESIDUAL,
+                           le=MAX_ABS_LOG_RESIDUAL)],
+    Literal["host", "device"] | None, _Str | None]]])
+#: A fit solution: 1 to :data:`MAX_SOLUTION_SIZE` finite numbers within
+#: +-:data:`MAX_ABS_SOLUTION`.
+_SOLUTION = TypeAdapter(Annotated[list[Annotated[float, Field(
+    strict=True, allow_inf_nan=False, ge=-MAX_ABS_SOLUTION, le=MAX_ABS_SOLUTION)]],
+    Field(min_length=1, max_length=MAX_SOLUTION_SIZE)])
 
 
 @functools.lru_cache(maxsize=1)
@@ -172,32 +242,6 @@ def write_atomic(f: Path, text: str) -> bool:
 _WARNED: set[Path] = set()
 
 
-def _finite(x: Any, lo: float = 0.0, strict: bool = True, hi: float = 1e6) -> float:
-    """``x`` as a float when it is a real number (not a bool), finite, above ``lo`` (at or
-    above it if not ``strict``) and at most ``hi`` (a stored fit's efficiencies, seconds and
-    log-widths are all far below 1e6: a larger number is a damaged entry); else
-    ``ValueError``."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) \
-            or (x <= lo if strict else x < lo) or x > hi:
-        raise ValueError(f"not a finite number {'>' if strict else '>='} {lo} and <= {hi:g}: "
-                         f"{x!r}")
-    return float(x)
-
-
-def _strs(x: Any, n: int | None = None) -> tuple[str, ...]:
-    """``x`` as a tuple of strings when it is a list of strings (of length ``n``)."""
-    if not isinstance(x, list) or not all(isinstance(v, str) for v in x) \
-            or (n is not None and len(x) != n):
-        raise ValueError(f"not a list of {n or 'any number of'} strings: {x!r}")
-    return tuple(x)
-
-
-def _bool(x: Any) -> bool:
-    if not isinstance(x, bool):
-        raise ValueError(f"not a bool: {x!r}")
-    return x
-
-
 def table_file(sources: Sequence[str]) -> Path:
     """The residual table of the results files ``sources``: :data:`TABLE_NAME` in the deepest
     folder holding all of them (a folder given as ``--db`` holds its files itself).
@@ -245,23 +289,15 @@ def read_table(sources: Sequence[str]) -> tuple[dict[str, list[KeyedResidual]] |
 
 
 def _categories(entry: dict[str, Any], folder: Path) -> dict[str, list[KeyedResidual]]:
-    """An entry's residuals by category, each checked (:func:`_residual`), points resolved
+    """An entry's residuals by category, each checked (:data:`_CATEGORIES`), points resolved
     under the table's ``folder``.
 
     Raises:
         TypeError, ValueError: the entry has no categories, or a residual is not valid.
     """
-    cats = entry.get("categories")
-    if not isinstance(cats, dict):
-        raise ValueError("no categories")
-    out: dict[str, list[KeyedResidual]] = {}
     real: dict[str, str] = {}  # a table names a few files thousands of times
-    for cat, rows in cats.items():
-        try:
-            out[str(cat)] = [_residual(x, folder, real) for x in rows]
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{cat}: {e}") from None
-    return out
+    return {cat: [(r, bound, _resolved(point, folder, real)) for r, bound, point in rows]
+            for cat, rows in _CATEGORIES.validate_python(entry.get("categories")).items()}
 
 
 #: The residual tables committed with the repository's results (relative to its root), which
@@ -270,10 +306,11 @@ COMMITTED_TABLES = ("benchmarks/results/" + TABLE_NAME, "benchmarks/results/h200
 
 
 def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
-                                                     dict[str, list[KeyedResidual]]]]:
+                                                     dict[str, list[KeyedResidual]],
+                                                     frozenset[str]]]:
     """The residual-table entries made by the current model code (:func:`model_key`) that a
     prediction on ``sources`` may borrow an interval from, ``(the table in words, its results
-    files as resolved paths, category -> residuals)`` each: every entry of the table beside
+    files as resolved paths, category -> residuals, the GPUs of its fits)`` each: every entry of the table beside
     ``sources`` (:func:`table_file`), of the table in each file's own folder, and of the
     tables committed with the repository (:data:`COMMITTED_TABLES`, found from this module's
     place in a source checkout; an installed package has none). An entry is taken whatever
@@ -300,8 +337,17 @@ def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
                 continue
             names = name.split("|")
             files = frozenset(os.path.realpath(f.parent / n) for n in names)
-            out.append((_table_words(f, names), files, cats))
+            out.append((_table_words(f, names), files, cats, _fit_devices(entry)))
     return out
+
+
+def _fit_devices(entry: dict) -> frozenset[str]:
+    """The device names (``NVIDIA H200``) of a table entry's roofline fits (their keys'
+    third item); empty where it has none."""
+    fits = entry.get("fits")
+    return frozenset(item[0][2] for item in (fits if isinstance(fits, list) else ())
+                     if isinstance(item, list) and item and isinstance(item[0], list)
+                     and len(item[0]) > 2 and isinstance(item[0][2], str) and item[0][2])
 
 
 def _table_words(f: Path, names: Sequence[str]) -> str:
@@ -332,26 +378,13 @@ def _parsed_at(f: str, mtime_ns: int, size: int) -> Any:
     return json.loads(Path(f).read_text())
 
 
-def _residual(x: Any, folder: Path, real: dict[str, str]) -> KeyedResidual:
-    """One stored ``[log ratio, bound, point]``, checked; the point resolved under ``folder``
-    (``real``: the resolved paths of the table's files so far, by their stored name)."""
-    if not isinstance(x, list) or len(x) != 3:
-        raise ValueError(f"not [log ratio, bound, point]: {x!r}")
-    r, bound, point = x
-    if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) \
-            or abs(r) > MAX_ABS_LOG_RESIDUAL:
-        raise ValueError(f"a residual must be a finite log ratio within "
-                         f"+-{MAX_ABS_LOG_RESIDUAL:g}, got {r!r}")
-    if bound not in (None, "host", "device"):
-        raise ValueError(f"a bound is host, device or null, got {bound!r}")
-    if point is not None and not isinstance(point, str):
-        raise ValueError(f"a point is a string or null, got {point!r}")
-    if point is not None:
-        path, _, rid = point.rpartition(":")
-        if path not in real:
-            real[path] = os.path.realpath(folder / path)
-        point = f"{real[path]}:{rid}"
-    return float(r), bound, point
+def _resolved(point: str | None, folder: Path, real: dict[str, str]) -> str | None:
+    """A stored point ``path:id`` with its path resolved under ``folder`` (``real``: the
+    resolved paths of the table's files so far, by their stored name)."""
+    if point is None:
+        return None
+    path, _, rid = point.rpartition(":")
+    return f"{once(real, path, lambda: os.path.realpath(folder / path))}:{rid}"
 
 
 def _table_text(raw: dict[str, Any]) -> str:
@@ -432,15 +465,14 @@ def solutions_file(recs: Records) -> Path:
 
 
 def _solutions_of(raw: Any) -> dict[str, Solution]:
-    """Fit solutions from their stored form ``{problem key: [x0, x1, ...]}``; an entry that is
-    not a key with 1 to :data:`MAX_SOLUTION_SIZE` finite numbers within
-    +-:data:`MAX_ABS_SOLUTION` is dropped (it is solved again)."""
+    """Fit solutions from their stored form ``{problem key: [x0, x1, ...]}`` (JSON: the keys
+    are strings); an entry that is not a :data:`_SOLUTION` is dropped (it is solved again)."""
     out: dict[str, Solution] = {}
     for k, v in raw.items() if isinstance(raw, dict) else ():
-        if isinstance(k, str) and isinstance(v, list) and 0 < len(v) <= MAX_SOLUTION_SIZE \
-                and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                        and math.isfinite(x) and abs(x) <= MAX_ABS_SOLUTION for x in v):
-            out[k] = tuple(float(x) for x in v)
+        try:
+            out[k] = tuple(_SOLUTION.validate_python(v))
+        except ValidationError:
+            continue
     return out
 
 
@@ -477,27 +509,6 @@ def _current_entry(sources: Sequence[str]) -> dict[str, Any] | None:
     return entry
 
 
-def _eff_of(d: Any) -> rl.Efficiency:
-    """An :class:`~dlperf.perfmodel.roofline.Efficiency` from its JSON form, every field of its
-    type (numbers finite and positive where the model divides by them); ``ValueError``,
-    ``TypeError`` or ``KeyError`` on anything else."""
-    if not isinstance(d, dict) or not isinstance(d["hosts"], list):
-        raise ValueError("an efficiency is an object with a list of hosts")
-    hosts = []
-    for h in d["hosts"]:  # [model, data, layout, host_s, host_bound, n_batch_sizes, measured]
-        if not isinstance(h, list) or len(h) != len(HOST_FIELDS) or not isinstance(h[5], int) \
-                or isinstance(h[5], bool) or h[5] < 1:
-            raise ValueError(f"not a series host: {h!r}")
-        m, data, layout = _strs(h[:3], 3)
-        hosts.append(rl.SeriesHost(m, data, layout, _finite(h[3]), _bool(h[4]), h[5],
-                                   _bool(h[6])))
-    g = _strs(d["group"], 4)
-    return rl.Efficiency((g[0], g[1], g[2], g[3]), _finite(d["e_flops"]), _finite(d["e_bytes"]),
-                         _strs(d["models"]), _ids_of(d["result_ids"]),
-                         _finite(d["rms_log"], strict=False), tuple(hosts),
-                         _finite(d["kernel_s"], strict=False), _strs(d["kernel_models"]))
-
-
 def _runs(ids: Sequence[str]) -> list[list[Any]]:
     """``path:id`` strings as runs ``[path, first id, count]`` of consecutive ids in the same
     file, in order (a fit names hundreds of points; stored as runs they take a tenth of the
@@ -511,22 +522,6 @@ def _runs(ids: Sequence[str]) -> list[list[Any]]:
         else:
             out.append([path, int(rid) if rid.isdigit() else rid, 1])
     return out
-
-
-def _ids_of(runs: Any) -> tuple[str, ...]:
-    """The ``path:id`` strings of :func:`_runs`' runs; ``ValueError`` on anything else."""
-    if not isinstance(runs, list):
-        raise ValueError(f"not a list of runs: {runs!r}")
-    out: list[str] = []
-    for r in runs:
-        if not (isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
-                and isinstance(r[2], int) and not isinstance(r[2], bool) and 0 < r[2] < 10**6
-                and (isinstance(r[1], str) and r[2] == 1
-                     or isinstance(r[1], int) and not isinstance(r[1], bool))):
-            raise ValueError(f"not a run [path, first id, count]: {r!r}")
-        out += [f"{r[0]}:{r[1]}"] if isinstance(r[1], str) else [
-            f"{r[0]}:{i}" for i in range(r[1], r[1] + r[2])]
-    return tuple(out)
 
 
 def read_table_fits(sources: Sequence[str]) -> dict[EffKey, rl.Efficiency | None]:
@@ -560,21 +555,16 @@ def read_fits(f: Path) -> dict[EffKey, rl.Efficiency | None]:
 
 def _fits_of(raw: Any) -> dict[EffKey, rl.Efficiency | None]:
     """Group fits from their stored form (:func:`_fits_json`); an entry that does not read
-    back as a key and an :class:`~dlperf.perfmodel.roofline.Efficiency` (or null: no point to
-    fit on) is dropped."""
+    back as a key and a :class:`_Fit` of the key's group (or null: no point to fit on) is
+    dropped."""
     out: dict[EffKey, rl.Efficiency | None] = {}
     for item in raw if isinstance(raw, list) else ():
         try:
-            (g, without, dev, kernels), val = item
-            g4 = _strs(g, 4)
-            if not all(x is None or isinstance(x, str) for x in (without, dev)):
-                continue
-            eff = None if val is None else _eff_of(val)
-            if eff is not None and eff.group != g4:
-                continue
-            out[((g4[0], g4[1], g4[2], g4[3]), without, dev, _bool(kernels))] = eff
-        except (TypeError, KeyError, ValueError):
+            key, eff = _FIT_ITEM.validate_python(item)
+        except ValidationError:
             continue
+        if eff is None or eff.group == key[0]:  # a fit stored under another group's key: none
+            out[key] = eff
     return out
 
 

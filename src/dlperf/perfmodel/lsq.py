@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from dlperf.perfmodel.memo import once
+
 #: Machine epsilon of float64 (scipy's ``EPS`` in ``_lsq/common.py``).
 EPS = float(np.finfo(float).eps)
 #: scipy's default tolerances of ``least_squares`` (``ftol``, ``xtol``, ``gtol``).
@@ -49,14 +51,14 @@ def _svd(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not np.isfinite(a).all():
         raise ValueError("array must not contain infs or NaNs")
     m, n = a.shape
-    if (m, n) not in _GESDD:
+    def make() -> tuple[Any, Any]:
         from scipy.linalg import lapack
 
         gesdd, gesdd_lwork = lapack.get_lapack_funcs(("gesdd", "gesdd_lwork"), (a,),
                                                      ilp64="preferred")
-        _GESDD[(m, n)] = gesdd, lapack._compute_lwork(gesdd_lwork, m, n, compute_uv=True,
-                                                       full_matrices=False)
-    gesdd, lwork = _GESDD[(m, n)]
+        return gesdd, lapack._compute_lwork(gesdd_lwork, m, n, compute_uv=True,
+                                            full_matrices=False)
+    gesdd, lwork = once(_GESDD, (m, n), make)
     u, s, v, info = gesdd(a, compute_uv=True, lwork=lwork, full_matrices=False,
                           overwrite_a=False)
     if info > 0:
@@ -229,10 +231,10 @@ def solved(key: str, solve: Callable[[], np.ndarray | Sequence[float]]) -> Solut
     """The solution of the problem ``key`` from :data:`SOLVED`, else ``solve()`` (kept)."""
     for keys in _TRACKS:
         keys.add(key)
-    if key not in SOLVED:
-        SOLVED[key] = tuple(float(v) for v in solve())
+    def make() -> Solution:
         _SOLVED_HERE.add(key)
-    return SOLVED[key]
+        return tuple(float(v) for v in solve())
+    return once(SOLVED, key, make)
 
 
 def remember(solutions: Mapping[str, Solution]) -> None:

@@ -121,19 +121,19 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
         LookupError: the group has no other stored point.
     """
     d, eff, ceil, work = _roofline_d(cal, cfg, batch)
-    host = cal.host_of_group(cfg.group, cfg.model, cal.device_name(cfg))
+    h, host_from, host_assumed = _host(cfg, cal.host_of_group(cfg.group, cfg.model,
+                                                              cal.device_name(cfg)))
     kernels = cal.kernel_count(cfg) if eff.kernel_models else None
     kterm = (f" x {kernels:.0f} kernels (counts of {len(eff.kernel_models)} models)"
              if kernels else "")
     prov = {"device D": f"roofline of {'/'.join(cfg.group)} fitted without {cfg.model} "
                         f"({eff.describe()}{kterm}, on {len(eff.models)} models); "
                         f"ceilings {ceil.source}; {work.source}",
-            "host time H": _host_provenance(host)}
-    assumptions = [_host_assumption(cfg, host), special.recurrent_note(cfg.model)]
+            "host time H": host_from}
+    assumptions = [host_assumed, special.recurrent_note(cfg.model)]
     from dlperf.zoo import SPECS
 
     spec = SPECS.get(cfg.model)
-    h = host.host_s if host else 0.0
     return OneDevice(cfg, batch, h, d, "analytic", list(eff.result_ids), prov,
                      [a for a in assumptions if a]
                      + [f"{cfg.model}'s own measurements not used (analytic)"],
@@ -141,27 +141,20 @@ def analytic(cal: Calibration, cfg: Config, batch: int) -> OneDevice:
                      device_classes_s=_classes(cal, cfg, batch, d, work))
 
 
-def _host_provenance(host: HostEstimate | None) -> str:
-    """Where an analytic prediction's host time came from."""
+def _host(cfg: Config, host: HostEstimate | None) -> tuple[float, str, str | None]:
+    """An analytic prediction's host time (s), where it came from, and what it assumed (None
+    for a counted estimate): one branch per kind of :class:`HostEstimate`."""
     if host is None:
-        return "none (0)"
+        return 0.0, "none (0)", (f"host time 0: no series of {cfg.framework}/{cfg.mode} shows "
+                                 "its host time (2+ batch sizes, host-bound at the smallest)")
     if host.counted:
-        return (f"host time per dispatched operator or kernel of {host.where}, from models "
-                f"{', '.join(host.models)}")
-    return (f"host floor: the smallest host time shown by a series of {host.where} (models "
-            f"{', '.join(host.models)})")
-
-
-def _host_assumption(cfg: Config, host: HostEstimate | None) -> str | None:
-    """What an analytic prediction's host time assumed, None for a counted estimate."""
-    if host is None:
-        return (f"host time 0: no series of {cfg.framework}/{cfg.mode} shows its host time "
-                "(2+ batch sizes, host-bound at the smallest)")
-    if host.counted:
-        return None
-    return (f"host time: no operator or launch count of {cfg.model} is stored, so its host is "
-            f"{host.where}'s smallest ({host.host_s * 1e3:.3g} ms); a model that launches many "
-            "small kernels is under-predicted (a --timeline run of it gives the count)")
+        return host.host_s, (f"host time per dispatched operator or kernel of {host.where}, "
+                             f"from models {', '.join(host.models)}"), None
+    return host.host_s, (f"host floor: the smallest host time shown by a series of "
+                         f"{host.where} (models {', '.join(host.models)})"), (
+        f"host time: no operator or launch count of {cfg.model} is stored, so its host is "
+        f"{host.where}'s smallest ({host.host_s * 1e3:.3g} ms); a model that launches many "
+        "small kernels is under-predicted (a --timeline run of it gives the count)")
 
 
 #: Pairs of other models a what-if ratio takes the median of (the nearest in FLOPs per step).
@@ -232,6 +225,10 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     the one in ``source`` when given: a what-if of a pair measured in one file starts from
     that file's host (the same point read 15 ms in one session and 22 ms in another).
 
+    A device-bound base stored at ``batch`` is taken at its measurement, not its series fit
+    (:func:`~dlperf.perfmodel.special.measured_base`: ``H_t`` and ``D_t`` times the measured
+    over the fitted step).
+
     A target mode whose compiler picks the layout itself (the registry's
     ``layout_free_modes``: torch.compile converts convolutions to channels_last) runs the same
     kernels whatever layout was asked for, so a base with a layout of its own starts from the
@@ -271,8 +268,12 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
                            "has a host-bound pair in both configurations")
     prov["host ratio"] = f"{r_h:.3g}: {why_h}"
     prov["device ratio"] = f"{r_d:.3g}: {why_d}"
-    d = b.device_s * r_d
-    return OneDevice(target, batch, b.host_s * r_h, d, "what-if", ids, prov, assumptions,
+    anchor = special.measured_base(cal.fit(base, source)[1], batch, b.step_time_s, b.bound)
+    m = 1.0 if anchor is None else anchor[0]
+    if anchor is not None:
+        prov["measured base"] = anchor[1]
+    d = b.device_s * r_d * m
+    return OneDevice(target, batch, b.host_s * r_h * m, d, "what-if", ids, prov, assumptions,
                      params=b.params, fit=b.fit,
                      device_classes_s=_classes(cal, target, batch, d, work_t))
 

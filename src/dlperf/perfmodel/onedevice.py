@@ -33,6 +33,7 @@ from dlperf.perfmodel import lsq, special
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.equations import SMOOTH_P as SMOOTH_P
 from dlperf.perfmodel.equations import overlap as overlap
+from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point
 
 #: Relative error the model is assumed to have at a point besides the point's own noise.
@@ -430,10 +431,20 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
     per_model = Counter(row_models)
     if MODEL_VOTES:
         wt = wt / np.sqrt(np.array([per_model[m] for m in row_models], float))
-    tmins = np.array([min(p.step_time_s for p in s) for s in series] or [1.0])
+    tmins = np.array([min(p.step_time_s for p in s) for s in series], float)
     is_step = si >= 0
     fit_k = bool((kn > 0).any())
-    n0 = 3 if fit_k else 2  # log e_F, log e_Y (, log t_k), then one log H per series
+    n_s = len(series)
+    k_lo, k_hi = np.log(KERNEL_S_BOUNDS)
+    f_hi = math.log(special.flops_efficiency_cap(group[2]))
+    # the parameters, (start, lower, upper bound) by block: log e_F and log e_Y, log t_k where
+    # a point has a kernel count, then one log H per series
+    blocks = [(np.log([0.5, 0.5]), [-7.0, -7.0], [f_hi, 2.0])]
+    if fit_k:
+        blocks.append(([np.log(KERNEL_S_START)], [k_lo], [k_hi]))
+    n0 = sum(len(b[0]) for b in blocks)
+    blocks.append((np.log(tmins * 0.5), np.full(n_s, -20.0), np.full(n_s, 3.0)))
+    x0, lo, hi = (np.concatenate(c) for c in zip(*blocks))
 
     def resid(x: np.ndarray) -> np.ndarray:
         ef, ey = np.exp(x[:2])
@@ -443,33 +454,23 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
             h = np.exp(x[n0:])
             pred[is_step] = overlap(h[si[is_step]], d[is_step])
         r = (np.log(pred) - np.log(meas)) * wt
-        hp = np.minimum(0.0, np.log(tmins) - x[n0:]) / HOST_PRIOR_SIGMA if len(series) else []
+        hp = np.minimum(0.0, np.log(tmins) - x[n0:]) / HOST_PRIOR_SIGMA
         return np.concatenate([r, hp])
 
     from scipy.sparse import lil_matrix
 
-    n_s = len(series)
-    k_lo, k_hi = np.log(KERNEL_S_BOUNDS)
-    x0 = np.concatenate([np.log([0.5, 0.5]), [np.log(KERNEL_S_START)] if fit_k else [],
-                         np.log(tmins * 0.5) if n_s else []])
-    lo = np.concatenate([[-7.0, -7.0], [k_lo] if fit_k else [], np.full(n_s, -20.0)])
-    f_hi = math.log(special.flops_efficiency_cap(group[2]))
-    hi = np.concatenate([[f_hi, 2.0], [k_hi] if fit_k else [], np.full(n_s, 3.0)])
     # each host time touches only its own series' rows: a sparse Jacobian keeps the finite
     # differences to a few evaluations per step however many series there are
     sparsity = lil_matrix((len(meas) + n_s, n0 + n_s), dtype=int)
     sparsity[: len(meas), :n0] = 1
-    for row, s_i in enumerate(si):
-        if s_i >= 0:
-            sparsity[row, n0 + s_i] = 1
-    for s_i in range(n_s):
-        sparsity[len(meas) + s_i, n0 + s_i] = 1
-    key = lsq.digest(a, wt, tmins, x0, lo, hi, np.array([n0, n_s, GROUP_MAX_NFEV]))
-    if key not in GROUP_SOLVED:  # the same rows, weights and bounds: the same solution
-        GROUP_SOLVED[key] = least_squares(resid, x0, bounds=(lo, hi), method="trf",
-                                          x_scale="jac", max_nfev=GROUP_MAX_NFEV,
-                                          jac_sparsity=sparsity).x
-    x = GROUP_SOLVED[key]
+    step_rows = np.flatnonzero(is_step)
+    sparsity[step_rows, n0 + si[step_rows]] = 1
+    sparsity[len(meas) + np.arange(n_s), n0 + np.arange(n_s)] = 1
+    # the same rows, weights and bounds: the same solution
+    x = once(GROUP_SOLVED, lsq.digest(a, wt, tmins, x0, lo, hi,
+                                      np.array([n0, n_s, GROUP_MAX_NFEV])),
+             lambda: least_squares(resid, x0, bounds=(lo, hi), method="trf", x_scale="jac",
+                                   max_nfev=GROUP_MAX_NFEV, jac_sparsity=sparsity).x)
     ef, ey = (float(v) for v in np.exp(x[:2]))
     tk = float(np.exp(x[2])) if fit_k else 0.0
     res = resid(x)[: len(meas)] / wt

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlperf.config.axes import ddp_changes
-from dlperf.config.identity import label_of
+from dlperf.config.identity import label_of, session_of
 from dlperf.perfmodel.special import cpu_rank_threads
 from dlperf.perfmodel.special import mode_key as mode_key
 from dlperf.results.dbfile import results_files
@@ -153,7 +153,8 @@ class Point:
         t_io_s: the training thread's time getting a batch in a ``--breakdown`` run
             (``breakdown.host.t_io`` median; the phase timer's when the host's is absent).
         device_name: the accelerator's name (``NVIDIA H200``).
-        session: host and day of the measurement, ``"<hostname>/<cpu model>/<YYYY-MM-DD>"``.
+        session: host and day of the measurement, ``"<hostname>/<cpu>/<YYYY-MM-DD>"``
+            (:func:`dlperf.config.identity.session_of`).
         peak_reserved_bytes, nvml_used_bytes: the framework allocator's reserved peak and the
             device memory NVML saw in use (bytes; None where not recorded).
         device_memory_total_bytes: the device's memory (``env.gpus[0].memory_total_bytes``).
@@ -309,18 +310,12 @@ def _gpu_memory(env: Env | None, device: str) -> float | None:
 
 
 def _session(rec: RunRecord) -> str:
-    """``hostname/cpu/day`` of a record (the host session its host time belongs to): the CPU
-    by its model number (``env.cpu_id.model``, e.g. ``207``; a virtual machine's model *name*
-    is often generic) where recorded, else by its model name (``env.cpu_model``: records made
-    before the CPU's identity was stored); a part the record lacks is named as unrecorded,
-    never ``None``."""
-    from dlperf.results.parts import Env
-
-    env = rec.env or Env()
-    cpu = (env.cpu_id or {}).get("model")
-    return "/".join((env.hostname or "host unrecorded",
-                     str(cpu) if cpu not in (None, "") else env.cpu_model or "cpu unrecorded",
-                     (rec.identity.created_at or "")[:10] or "date unrecorded"))
+    """``hostname/cpu/day`` of a record (the host session its host time belongs to), written
+    by the one session label (:func:`dlperf.config.identity.session_of`)."""
+    env = rec.env
+    if env is None:
+        return session_of(None, None, None, rec.identity.created_at)
+    return session_of(env.hostname, env.cpu_model, env.cpu_id, rec.identity.created_at)
 
 
 def point_of(rec: RunRecord, source: str) -> Point | None:
@@ -481,7 +476,7 @@ POINTS_FORMAT = 2
 #: The modules whose source decides what a results file reads as (:func:`reader_key`): this
 #: one and what it calls, and the results package's reader.
 READER_SOURCES = ("perfmodel/records.py", "perfmodel/hostcount.py", "perfmodel/special.py",
-                  "config/axes.py", "config/defaults.py", "results/store.py", "results/schema.py", "results/parts.py",
+                  "config/axes.py", "config/identity.py", "config/defaults.py", "results/store.py", "results/schema.py", "results/parts.py",
                   "results/view.py", "results/rowcheck.py", "results/migrations.py",
                   "results/timelines.py", "results/dbfile.py")
 

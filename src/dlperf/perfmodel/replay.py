@@ -37,6 +37,8 @@ what differs between frameworks is read off the timeline (launch spans, the XSpa
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -362,29 +364,20 @@ def kernel_costs(seq: Sequence[Mapping[str, Any]], order: Sequence[int]
     ``seq``'s order, None where the trace holds none."""
     fl: list[float | None] = [_num(o.get("op_flops")) for o in seq]
     by: list[float | None] = [_num(o.get("op_bytes")) for o in seq]
-    run: list[int] = []
-
-    def flush() -> None:
-        if len(run) > 1:
-            tot = sum(float(seq[j]["dur_ns"]) for j in run)
-            for j in run:
-                share = float(seq[j]["dur_ns"]) / tot if tot > 0 else 1.0 / len(run)
-                f0, b0 = fl[j], by[j]
-                fl[j] = f0 * share if f0 is not None else None
-                by[j] = b0 * share if b0 is not None else None
-        run.clear()
-
-    key_prev = None
-    for i in order:
-        o = seq[i]
-        key = (o.get("op"), fl[i], by[i]) if (fl[i] is not None or by[i] is not None) else None
-        if key is None or key != key_prev:
-            flush()
-        if key is not None:
-            run.append(i)
-        key_prev = key
-    flush()
+    # a call: a run of ops with the same operator and figures (one op alone keeps its own;
+    # figures the trace does not hold stay None)
+    for _, call in itertools.groupby(order, key=lambda i: (seq[i].get("op"), fl[i], by[i])):
+        run = list(call)
+        tot = sum(float(seq[j]["dur_ns"]) for j in run)
+        for j in run:
+            share = float(seq[j]["dur_ns"]) / tot if tot > 0 else 1.0 / len(run)
+            fl[j], by[j] = _part(fl[j], share), _part(by[j], share)
     return fl, by
+
+
+def _part(x: float | None, share: float) -> float | None:
+    """``share`` of a figure, None where the trace holds none."""
+    return None if x is None else x * share
 
 
 def gemm_alignments(seq: Sequence[Mapping[str, Any]], batch: int,
@@ -425,45 +418,9 @@ def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
     window_ns = steps[k][1] - steps[k][0]
     xla = _is_xla(tl_meta)
     lanes = [int(o["stream"]) if o.get("stream") is not None else 0 for o in seq]
-    launches: list[HostLaunch] = []
-    launch_of = [0] * len(seq)
-    if xla:
-        group = xla_launch_groups(seq)
-        n = max(group) + 1
-        launches = [HostLaunch(1.0, 0.0) for _ in range(n)]  # shares; deinflate sets the total
-        launch_of = group
-        ready: list[float | None] = [None] * len(seq)
-        tail = 0.0
-    else:
-        order = sorted((i for i, o in enumerate(seq) if o.get("launch_start_ns") is not None),
-                       key=lambda i: seq[i]["launch_start_ns"])
-        calls = [max(0.0, float(seq[i].get("launch_dur_ns") or 0)) for i in order]
-        unblocked = [c for c in calls if c <= BLOCKED_CALL_S * 1e9] or [0.0]
-        med_call = statistics.median(unblocked)
-        prev_end = 0.0
-        pos = {}
-        for j, i in enumerate(order):
-            ls = float(seq[i]["launch_start_ns"])
-            c = calls[j]
-            launches.append(HostLaunch(max(0.0, ls - prev_end) * 1e-9,
-                                       (c if c <= BLOCKED_CALL_S * 1e9 else med_call) * 1e-9))
-            prev_end = max(prev_end, ls + c)
-            pos[i] = j
-        tail = max(0.0, window_ns - prev_end) * 1e-9
-        ready = [None] * len(seq)
-        cur = 0
-        for i, o in enumerate(seq):  # an op without a launch span goes with the last launch
-            if i in pos:
-                cur = pos[i]
-                ready[i] = float(o["launch_start_ns"]) + float(o.get("launch_dur_ns") or 0)
-            launch_of[i] = cur
-        if not launches:
-            launches = [HostLaunch(0.0, 0.0)]
+    host = xla_host if xla else launch_host
+    launches, launch_of, tail, gap, order = host(seq, lanes, window_ns)
     deps = _cross_lane_deps(seq, lanes)
-    gap = 0.0 if xla else queue_gap(seq, lanes, ready)
-    order = list(range(len(seq))) if xla else sorted(
-        range(len(seq)), key=lambda i: (seq[i].get("launch_start_ns") is None,
-                                         seq[i].get("launch_start_ns") or 0, i))
     flops, nbytes = kernel_costs(seq, order)
     align = gemm_alignments(seq, int((meta or {}).get("batch_size") or 0),
                             (meta or {}).get("precision"))
@@ -479,6 +436,62 @@ def step_trace(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]],
     m.update({"iteration": k, "xla": xla, "traced_window_s": window_ns * 1e-9,
               "transforms": []})
     return StepTrace(dops, tuple(launches), tail, m, gap_s=gap)
+
+
+#: What :func:`step_trace` reads of a traced iteration's host program: the launches, each op's
+#: launch, the host work after the last launch (s), the device's queue gap (s,
+#: :func:`queue_gap`) and the ops in issue order (for :func:`kernel_costs`).
+HostProgram = tuple[list[HostLaunch], list[int], float, float, list[int]]
+
+
+def xla_host(seq: Sequence[Mapping[str, Any]], lanes: Sequence[int], window_ns: float
+             ) -> HostProgram:
+    """An XLA iteration's host program: the launches an unprofiled run makes
+    (:func:`xla_launch_groups`), each an equal share of the host (:func:`deinflate` sets the
+    total), no tail, no queue gap (its traced ops of one stream overlap their neighbours),
+    the ops in device order."""
+    group = xla_launch_groups(seq)
+    return ([HostLaunch(1.0, 0.0) for _ in range(max(group) + 1)], group, 0.0, 0.0,
+            list(range(len(seq))))
+
+
+def launch_host(seq: Sequence[Mapping[str, Any]], lanes: Sequence[int], window_ns: float
+                ) -> HostProgram:
+    """A PyTorch iteration's host program from its launch spans: the launches in host order,
+    each with the host work since the previous launch call returned and the call itself (a
+    blocked call, longer than :data:`BLOCKED_CALL_S`, the iteration's median call instead),
+    an op without a span issued with the last launch before it, the work after the last
+    launch until the window's end, the queue gap (:func:`queue_gap`) and the ops in launch
+    order (those without a span last)."""
+    order = sorted((i for i, o in enumerate(seq) if o.get("launch_start_ns") is not None),
+                   key=lambda i: seq[i]["launch_start_ns"])
+    calls = [max(0.0, float(seq[i].get("launch_dur_ns") or 0)) for i in order]
+    unblocked = [c for c in calls if c <= BLOCKED_CALL_S * 1e9] or [0.0]
+    med_call = statistics.median(unblocked)
+    launches: list[HostLaunch] = []
+    prev_end = 0.0
+    pos = {}
+    for j, i in enumerate(order):
+        ls = float(seq[i]["launch_start_ns"])
+        c = calls[j]
+        launches.append(HostLaunch(max(0.0, ls - prev_end) * 1e-9,
+                                   (c if c <= BLOCKED_CALL_S * 1e9 else med_call) * 1e-9))
+        prev_end = max(prev_end, ls + c)
+        pos[i] = j
+    ready: list[float | None] = [None] * len(seq)
+    launch_of = [0] * len(seq)
+    cur = 0
+    for i, o in enumerate(seq):  # an op without a launch span goes with the last launch
+        if i in pos:
+            cur = pos[i]
+            ready[i] = float(o["launch_start_ns"]) + float(o.get("launch_dur_ns") or 0)
+        launch_of[i] = cur
+    if not launches:
+        launches = [HostLaunch(0.0, 0.0)]
+    issue = sorted(range(len(seq)), key=lambda i: (seq[i].get("launch_start_ns") is None,
+                                                  seq[i].get("launch_start_ns") or 0, i))
+    return (launches, launch_of, max(0.0, window_ns - prev_end) * 1e-9,
+            queue_gap(seq, lanes, ready), issue)
 
 
 def deinflate(step: StepTrace, host_untraced_s: float | None,
@@ -513,8 +526,7 @@ def scale_host(step: StepTrace, f: float) -> StepTrace:
                                         for h in step.launches), tail_s=step.tail_s * f)
 
 
-def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM,
-             host_waits: bool = False) -> ReplayResult:
+def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM) -> ReplayResult:
     """Replay ``step`` ``repeats`` times back to back (the host never waits for the device)
     and return the steady-state period.
 
@@ -539,17 +551,16 @@ def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM,
         t += h.before_s + h.call_s
         ret[j] = t
     host_iter = t + step.tail_s
-    lane_free: dict[int, float] = {}
+    lane_free = {o.lane: -math.inf for o in ops}  # a lane's first op waits for no other
     dev_end = []
-    busy = 0.0
     h_start = 0.0
-    for r in range(repeats):
+    for _ in range(repeats):
         h0 = h_start
         end = [0.0] * len(ops)
         last = 0.0
         for i, o in enumerate(ops):
-            s = h0 + ret[o.launch] if o.launch < n_l else h0
-            free = lane_free[o.lane] + gap if o.lane in lane_free else 0.0
+            s = h0 + ret[o.launch]
+            free = lane_free[o.lane] + gap
             if free > s:
                 s = free
             for j in o.after:
@@ -561,9 +572,8 @@ def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM,
             if e > last:
                 last = e
         dev_end.append(max(last, h0 + host_iter))
-        h_start = dev_end[-1] if host_waits else h0 + host_iter
-        if r == repeats - 1:
-            busy = sum(o.dur_s for o in ops)
+        h_start = h0 + host_iter
+    busy = sum(o.dur_s for o in ops)
     span = repeats - 1 - warm
     period = (dev_end[-1] - dev_end[warm]) / span if span > 0 else dev_end[-1] - dev_end[-2]
     period = max(period, host_iter)

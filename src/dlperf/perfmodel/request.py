@@ -388,14 +388,29 @@ def _host_speed(value: Any) -> float:
     return ns
 
 
-def apply_what_if(what_if: Mapping[str, Any] | None, cfg: Config, batch_size: int
+def _name(key: str, value: Any, batch_size: int) -> dict[str, Any]:
+    s = str(value).strip()
+    if not s:
+        raise ConfigError(f"--what-if {key}=: give a {key}")
+    return {key: s}
+
+
+#: What a what-if may change: its key (``-`` read as ``_``) -> the parser of its value,
+#: ``(key, value, global batch) -> {field: parsed value}``.
+WHAT_IF: dict[str, Callable[[str, Any, int], dict[str, Any]]] = {
+    "precision": _name, "mode": _name, "framework": _name,
+    "batch_size": lambda key, v, batch_size: {key: _batch(v, batch_size)},
+    "host_speed_ns": lambda key, v, batch_size: {key: _host_speed(v)}}
+
+
+def apply_what_if(what_if: Mapping[str, Any], cfg: Config, batch_size: int
                   ) -> tuple[Config, int, float | None]:
     """The configuration, global batch and host-speed probe a what-if asks for.
 
     Args:
         what_if: ``{"precision": "bf16"}``, ``{"mode": "graph"}``, ``{"framework": "jax"}``,
             ``{"batch_size": "2x" | "0.5x" | 256}``, ``{"host_speed_ns": 90}`` (``-`` or ``_``
-            in the keys); None or empty: no change.
+            in the keys; :data:`WHAT_IF`); empty: no change.
         cfg: the measured configuration the what-if starts from.
         batch_size: its global batch (samples).
 
@@ -407,24 +422,15 @@ def apply_what_if(what_if: Mapping[str, Any] | None, cfg: Config, batch_size: in
             positive finite number, or one that gives no whole batch); a host probe that is not
             a positive finite number; an empty name.
     """
-    if not what_if:
-        return cfg, batch_size, None
-    changes: dict[str, str] = {}
-    b, host = batch_size, None
+    asked: dict[str, Any] = {}
     for k, v in what_if.items():
         key = str(k).strip().replace("-", "_")
-        if key in ("precision", "mode", "framework"):
-            if not str(v).strip():
-                raise ConfigError(f"--what-if {key}=: give a {key}")
-            changes[key] = str(v).strip()
-        elif key == "batch_size":
-            b = _batch(v, batch_size)
-        elif key == "host_speed_ns":
-            host = _host_speed(v)
-        else:
+        if key not in WHAT_IF:
             raise ConfigError(f"what-if {k!r}: give precision=, mode=, framework=, "
                               "batch-size=N or Nx, or host_speed_ns=")
-    return cfg.with_(**changes), b, host
+        asked.update(WHAT_IF[key](key, v, batch_size))
+    b, host = asked.pop("batch_size", batch_size), asked.pop("host_speed_ns", None)
+    return cfg.with_(**asked), b, host
 
 
 def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:

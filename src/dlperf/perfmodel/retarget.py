@@ -280,8 +280,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         used = [p for p in pool if p.batch_size in (a, b)]
     src_gpu = _src_profile(lib, pool[0].device_name)
     if src_prec != precision:
-        st = transforms.to_precision(st, precision, src_gpu,
-                                     cast_host_s=CAST_HOST_S if not st.meta.get("xla") else 0.0)
+        st = transforms.to_precision(st, precision, src_gpu)
         category = "precision"
     band_key = "precision, to fp32" if category == "precision" and precision not in (
         "bf16", "fp16") else category
@@ -442,13 +441,6 @@ def host_ratio(lib: TraceLibrary, src: hardware.GpuProfile,
     if not (a.get("host_dispatch_s") and b.get("host_dispatch_s") and same):
         return None
     return b["host_dispatch_s"] / a["host_dispatch_s"]
-
-
-#: Host work of one cast autocast adds (s, untraced), chosen on the development rows of the
-#: precision back-test (benchmarks/replay_validate.py; fp32 -> bf16 MdAPE 10.0% at 0, 10.8% at
-#: 16 us, the step-level model's median added-operator host, docs/perfmodel.md, 12.7% at 40
-#: us): the cast kernels' device time and the host's own noise already cover it.
-CAST_HOST_S = 0.0
 
 
 def _measured(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,

@@ -181,6 +181,40 @@ def added_ops_host(cal: Any, frm: Any, to: Any, host_s: float,
                f"{len(per)} other models: {', '.join(per)})")
 
 
+def measured_base(points: Iterable[Any], batch: int, fit_step_s: float,
+                  bound: str) -> tuple[float, str] | None:
+    """``(m, words)``: the factor that puts a what-if's device-bound base on its own
+    measurement at ``batch`` (``m`` = the median stored step of ``points`` at that per-device
+    batch over the series fit's ``fit_step_s``; the what-if's ``H`` and ``D`` are both scaled
+    by it, so its step by ``m``), or None: a host-bound base, or no stored point at the batch.
+
+    A what-if is the base's step times the change (:func:`dlperf.perfmodel.model.what_if`);
+    a mode change moves a device-bound step by 0-10% (torch.compile on fp32), about as much
+    as the series fit misses its own point (median 1.2-1.6% on the H200 what-if bases), so
+    from the fit the sign is the fit's error. A device-bound point repeats within 0.3% (the
+    ``repeat (noise floor)`` rows) and is taken as it is; a host-bound one repeats within 15%,
+    and the fit over the series averages that noise. Chosen on the development rows of the
+    frozen split: eager->graph 8.10% -> 7.66% MdAPE, signs 37 -> 41 of 53; fp32->bf16
+    19.13% -> 18.81%, signs unchanged (120 of 131); anchoring host-bound bases too made both
+    worse in a replay of the rows (7.46% against 7.01%, 20.09% against 18.81%, judged on the
+    what-if's bound).
+
+    Args:
+        points: the base series' stored points (``per_device_batch``, ``step_time_s``).
+        batch: the per-device batch of the what-if.
+        fit_step_s: the series fit's step at ``batch`` (s), > 0.
+        bound: the series fit's bound at ``batch`` (``host`` or ``device``).
+    """
+    if bound != "device" or fit_step_s <= 0:
+        return None
+    steps = [p.step_time_s for p in points if p.per_device_batch == batch and p.step_time_s > 0]
+    if not steps:
+        return None
+    m = median(steps) / fit_step_s
+    return m, (f"{m:.4g}: the device-bound base measured at batch {batch} ({len(steps)} "
+               f"point(s), median {median(steps) * 1e3:.4g} ms) over its series fit")
+
+
 def recurrent_note(model: str) -> str | None:
     """The warning an analytic prediction of a recurrent model carries (its zoo family in
     :data:`RECURRENT_FAMILIES`), else None: its time-step loop is bound by kernel latency, not
@@ -277,6 +311,9 @@ SPECIAL_CASES: tuple[SpecialCase, ...] = (
                 "layout_free_modes (torch.compile) from a base with a layout of its own",
                 "start from the base mode's auto-layout series; skip such pairs' ratios",
                 layout_base),
+    SpecialCase("measured device-bound base", "a precision or mode what-if whose base is "
+                "device-bound and stored at the batch", "scale the base's measured step, not "
+                "its series fit", measured_base),
     SpecialCase("tf32 operators", "tf32 configurations without an operator count",
                 "take fp32's operator count", operator_precision),
     SpecialCase("tensor-core FLOP cap", "bf16, fp16, tf32 groups", "e_F <= 1 in the roofline "

@@ -22,12 +22,13 @@ holds them (XLA kernels, eager matmuls).
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from dlperf.perfmodel.hardware import GpuProfile, waves
-from dlperf.perfmodel.replay import DeviceOp, HostLaunch, StepTrace, scale_host
+from dlperf.perfmodel.replay import DeviceOp, StepTrace, scale_host
 
 #: Op classes whose kernels are GEMM-like (tensor-core eligible): their compute part scales
 #: with the GEMM ceiling, not the clock alone.
@@ -75,18 +76,16 @@ def _ridge(gpu: GpuProfile, precision: str) -> float:
 
 
 def gamma(op: DeviceOp, gpu: GpuProfile, precision: str) -> float:
-    """Memory-boundness of a GEMM-like ``op`` in [0, 1] (Habitat's gamma): from the arithmetic
-    intensity ``I = flops / bytes`` against the destination's ridge point ``R`` where the
-    trace holds both (``1 - 0.5 I / R`` below it, ``0.5 R / I`` above); :data:`GEMM_GAMMA`
-    for other GEMM-like kernels; for copies, memsets and other kernels
-    :func:`memory_share` against ``gpu``."""
-    if op.kind != "kernel":
-        return 1.0
-    if is_gemm(op) and op.flops is not None and op.bytes and op.flops > 0:
+    """Memory-boundness in [0, 1] of a GEMM-like ``op`` (:func:`is_gemm`; Habitat's gamma):
+    from the arithmetic intensity ``I = flops / bytes`` against the destination's ridge point
+    ``R`` where the trace holds both (``1 - 0.5 I / R`` below it, ``0.5 R / I`` above), else
+    :data:`GEMM_GAMMA`. Any other kernel's is its :func:`memory_share`
+    (:func:`kernel_on_gpu`)."""
+    if op.flops is not None and op.bytes and op.flops > 0:
         r = _ridge(gpu, math_precision(op, precision))
         i = op.flops / op.bytes
         return 1.0 - 0.5 * i / r if i <= r else 0.5 * r / i
-    return GEMM_GAMMA if is_gemm(op) else memory_share(op, gpu)
+    return GEMM_GAMMA
 
 
 #: Memory-boundness of a non-GEMM kernel whose trace holds no bytes, by op class: the
@@ -285,48 +284,74 @@ def gemm_fixed_s(op: DeviceOp) -> float:
     return GEMM_FIXED_S_BY_CLASS.get(op.op_class or "", GEMM_FIXED_S)
 
 
+def is_half(precision: str | None) -> bool:
+    """True for a half precision (``bf16``, ``fp16``)."""
+    return precision in ("bf16", "fp16")
+
+
+def precision_step(src: str | None, dst: str | None) -> int:
+    """The direction of a change of precision: 1 from a full precision (``fp32``, ``tf32``)
+    to a half one (:func:`is_half`), -1 back, 0 between two of a kind."""
+    return int(is_half(dst)) - int(is_half(src))
+
+
+#: A GEMM-like kernel's ceiling ratio taken with its bf16 share (:func:`bf16_share`), and the
+#: factor on its bytes (element size), by the direction of its *math* precision's change
+#: (1: to bf16 tensor cores, -1: from them, 0: between fp32 and tf32).
+_GEMM_STEP: dict[int, tuple[Callable[[float, float], float], float]] = {
+    1: (operator.truediv, 0.5), -1: (operator.mul, 2.0), 0: (lambda c, share: c, 1.0)}
+#: A non-GEMM kernel's time above its fixed part with its ratio (:func:`precision_ratio`), by
+#: the direction of the change (:func:`precision_step`; 0 leaves the kernel as it is).
+_OTHER_STEP: dict[int, Callable[[float, float], float]] = {1: operator.mul,
+                                                           -1: operator.truediv}
+
+
+def precision_ratio(op: DeviceOp) -> tuple[float, float]:
+    """``(fixed, ratio)`` of a non-GEMM kernel at bf16 / at fp32: a batch norm's backward
+    kernel (:func:`is_batch_norm_backward`) :data:`BATCH_NORM_BACKWARD_BF16` of its whole
+    time, another kernel its op class's :data:`PRECISION_RATIO`."""
+    if is_batch_norm_backward(op):
+        return 0.0, BATCH_NORM_BACKWARD_BF16
+    return PRECISION_RATIO.get(op.op_class or "", PRECISION_RATIO_DEFAULT)
+
+
+def gemm_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
+    """Duration of the GEMM-like ``op`` (traced at precision ``src``) at precision ``dst`` on
+    ``gpu``: its time above its fixed part (:func:`gemm_fixed_s`) by the ceilings' ratio of
+    its math precisions (read off its name; at ``dst`` bf16 for a half precision, else TF32
+    where it ran TF32 and fp32 otherwise) over its share (:func:`bf16_share`) going to bf16,
+    times it coming from bf16, no less than its bytes at the new element size over the
+    bandwidth where the trace holds them; as traced where ``gpu`` lacks either ceiling."""
+    floor = min(op.dur_s, gemm_fixed_s(op))
+    body = op.dur_s - floor
+    p_src = math_precision(op, src)
+    p_dst = "bf16" if is_half(dst) else ("tf32" if p_src == "tf32" else "fp32")
+    a, b = gpu.gemm(p_src), gpu.gemm(p_dst)
+    if not (a and b):
+        return op.dur_s
+    with_share, elem = _GEMM_STEP[int(p_dst == "bf16") - int(p_src == "bf16")]
+    t = body * with_share(a / b, bf16_share(op))
+    if op.bytes:  # the roofline: no faster than its bytes at the new precision
+        t = max(t, op.bytes * elem / gpu.bandwidth_bytes_per_s)
+    return floor + t
+
+
 def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
     """Duration of ``op`` (traced at precision ``src``) at precision ``dst`` on ``gpu``: a
-    GEMM-like kernel's time above its fixed part (:func:`gemm_fixed_s`) by the ceilings' ratio of its math
-    precisions (read off its name) over its share (:func:`bf16_share`), no less than its bytes at the new precision over the
-    bandwidth where the trace holds them; a batch norm's backward kernel by
-    :data:`BATCH_NORM_BACKWARD_BF16`; another kernel by its op class's
-    :data:`PRECISION_RATIO`, inverted going to fp32 (a convolution's non-GEMM kernels are
-    dropped going to bf16 by :func:`to_precision`, not here)."""
+    GEMM-like kernel by :func:`gemm_to_precision`; another kernel's time above its fixed part
+    by its :func:`precision_ratio`, inverted going to fp32, unchanged between two full (or two
+    half) precisions (a convolution's non-GEMM kernels are dropped going to bf16 by
+    :func:`to_precision`, not here)."""
     if src == dst:
         return op.dur_s
-    to_bf16 = dst in ("bf16", "fp16") and src not in ("bf16", "fp16")
-    to_fp32 = src in ("bf16", "fp16") and dst not in ("bf16", "fp16")
     if is_gemm(op):
-        floor = min(op.dur_s, gemm_fixed_s(op))
-        body = op.dur_s - floor
-        p_src = math_precision(op, src)
-        p_dst = "bf16" if dst in ("bf16", "fp16") else ("tf32" if p_src == "tf32" else "fp32")
-        a, b = gpu.gemm(p_src), gpu.gemm(p_dst)
-        if not (a and b):
-            return op.dur_s
-        c = a / b
-        share = bf16_share(op)
-        if p_dst == "bf16" and p_src != "bf16":
-            c /= share
-        elif p_src == "bf16" and p_dst != "bf16":
-            c *= share
-        t = body * c
-        if op.bytes:  # the roofline: no faster than its bytes at the new precision
-            mem = 0.5 if p_dst == "bf16" and p_src != "bf16" else (
-                2.0 if p_src == "bf16" and p_dst != "bf16" else 1.0)
-            t = max(t, op.bytes * mem / gpu.bandwidth_bytes_per_s)
-        return floor + t
-    fixed, r = PRECISION_RATIO.get(op.op_class or "", PRECISION_RATIO_DEFAULT)
-    if is_batch_norm_backward(op):
-        fixed, r = 0.0, BATCH_NORM_BACKWARD_BF16
+        return gemm_to_precision(op, src, dst, gpu)
+    step = precision_step(src, dst)
+    if step == 0:
+        return op.dur_s
+    fixed, r = precision_ratio(op)
     floor = min(op.dur_s, fixed)
-    body = op.dur_s - floor
-    if to_bf16:
-        return floor + body * r
-    if to_fp32:
-        return floor + body / r
-    return op.dur_s
+    return floor + _OTHER_STEP[step](op.dur_s - floor, r)
 
 
 #: An eager program's untraced host time under bf16 autocast / at fp32: the median over the
@@ -349,10 +374,16 @@ def autocast_host(step: StepTrace) -> float:
     torch eager bf16 step runs 1.4-2.5x the fp32 step's ATen operators (``ops_per_step`` on
     calibration2.db), each through the dispatcher (docs/perfmodel.md: the host is per
     operator), but the casts are cheaper than the average operator: the untraced host probes
-    give the whole step's host 1.16x."""
-    if step.meta.get("xla") or step.meta.get("mode") == "graph":
-        return 1.0
-    return AUTOCAST_HOST
+    give the whole step's host 1.16x (an added host cost per cast, 16 or 40 us, gave the
+    fp32 -> bf16 development rows of calibration2.db 10.8% and 12.7% median error against
+    10.0% without: the factor already covers the casts' dispatch)."""
+    return AUTOCAST_HOST if is_eager(step) else 1.0
+
+
+def is_eager(step: StepTrace) -> bool:
+    """True for an eager program's trace: neither an XLA program (``meta['xla']``) nor a
+    torch.compile graph (``meta['mode'] == 'graph'``)."""
+    return not (step.meta.get("xla") or step.meta.get("mode") == "graph")
 
 
 def is_conv_helper(op: DeviceOp) -> bool:
@@ -382,8 +413,6 @@ def drop_conv_helpers(step: StepTrace) -> StepTrace:
     again, gave fp32 -> bf16 8.4% on the H200 development rows and 6.4% on the H100's,
     against 7.4% and 6.7%: the convolution nets' bf16 host grows by more than the others')."""
     keep = [o for o in step.ops if not is_conv_helper(o)]
-    if len(keep) == len(step.ops):
-        return step
     ops = _reindex(step.ops, keep)
     launches = step.launches
     if step.meta.get("xla"):
@@ -417,74 +446,93 @@ def cast_times(step: StepTrace, gpu: GpuProfile, n_fwd: int, n_bwd: int
         return None, None
     bw = gpu.bandwidth_bytes_per_s
     fwd = KERNEL_FLOOR_S + params * WEIGHT_CAST_BYTES / bw / max(1, n_fwd)
-    eager = not (step.meta.get("xla") or step.meta.get("mode") == "graph")
-    bwd = KERNEL_FLOOR_S + params * WEIGHT_GRAD_CAST_BYTES / bw / max(1, n_bwd) if eager \
-        else 0.0
+    bwd = KERNEL_FLOOR_S + params * WEIGHT_GRAD_CAST_BYTES / bw / max(1, n_bwd) \
+        if is_eager(step) else 0.0
     return fwd, bwd
 
 
-def to_precision(step: StepTrace, dst: str, gpu: GpuProfile, *,
-                 cast_host_s: float = 0.0) -> StepTrace:
-    """``step`` at precision ``dst`` on ``gpu``: each kernel by :func:`kernel_to_precision`;
-    going to bf16 from fp32, the convolutions' non-GEMM kernels are dropped
-    (:func:`drop_conv_helpers`), autocast's casts are added (a cast before each forward GEMM
+def to_precision(step: StepTrace, dst: str, gpu: GpuProfile) -> StepTrace:
+    """``step`` at precision ``dst`` on ``gpu``: each kernel by :func:`kernel_to_precision`,
+    and autocast's own work by the direction of the change (:data:`AUTOCAST_STEP`): going to
+    bf16 from fp32 :func:`add_autocast`, going to fp32 :func:`drop_autocast`, between two
+    full precisions nothing more."""
+    src = str(step.meta.get("precision") or "fp32")
+    out, note = AUTOCAST_STEP[precision_step(src, dst)](step, src, dst, gpu)
+    return out.with_note(f"precision {src} -> {dst}{note}", precision=dst)
+
+
+def _rescaled(step: StepTrace, src: str, dst: str, gpu: GpuProfile) -> list[DeviceOp]:
+    """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`), index for
+    index (what ``after`` refers to)."""
+    return [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
+
+
+def _with_host(out: StepTrace, f: float, note: str) -> tuple[StepTrace, str]:
+    """``out`` with its host times ``f`` (autocast's, :func:`autocast_host`), said in
+    ``note``; a compiled program's (``f`` 1) as it is."""
+    if f != 1.0:
+        return scale_host(out, f), note + f", host x{f:.3f} (autocast)"
+    return out, note
+
+
+def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
+                 ) -> tuple[StepTrace, str]:
+    """``step`` (full precision) under bf16 autocast, and what was done in words: the
+    convolutions' non-GEMM kernels dropped (:func:`drop_conv_helpers`), each kernel by
+    :func:`kernel_to_precision`, autocast's casts added (a cast before each forward GEMM
     kernel and, in an eager program, one after each backward GEMM kernel, issued with it,
     their durations from the parameter count, :func:`cast_times`; where it is unknown, a
-    forward cast of :data:`KERNEL_FLOOR_S` plus its GEMM's bytes and no backward one) with
-    ``cast_host_s`` of host work each, and the host is multiplied by :func:`autocast_host`;
-    going to fp32, the trace's cast kernels are dropped and the host divided by it.
-    """
-    src = str(step.meta.get("precision") or "fp32")
-    if dst in ("bf16", "fp16") and src not in ("bf16", "fp16"):
-        step = drop_conv_helpers(step)
-    ops = [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
-    scaled = list(ops)  # index for index the ops of ``step``: what ``after`` refers to
-    launches = list(step.launches)
-    note = f"precision {src} -> {dst}"
-    if dst in ("bf16", "fp16") and src not in ("bf16", "fp16"):
-        new: list[DeviceOp] = []
-        added = 0
-        n_f = sum(1 for o in ops if is_gemm(o) and o.phase in (None, "t_f"))
-        n_b = sum(1 for o in ops if is_gemm(o) and o.phase == "t_b")
-        t_f, t_b = cast_times(step, gpu, n_f, n_b)
+    forward cast of :data:`KERNEL_FLOOR_S` plus its GEMM's bytes at 3/4 (read fp32, write
+    bf16) and no backward one), and the host multiplied by :func:`autocast_host`."""
+    step = drop_conv_helpers(step)
+    scaled = _rescaled(step, src, dst, gpu)
+    fwd = [is_gemm(o) and o.phase in (None, "t_f") for o in scaled]
+    bwd = [is_gemm(o) and o.phase == "t_b" for o in scaled]
+    t_f, t_b = cast_times(step, gpu, sum(fwd), sum(bwd))
+    bw = gpu.bandwidth_bytes_per_s
 
-        def cast(o: DeviceOp, dur: float, nbytes: float) -> DeviceOp:
-            return replace(o, dur_s=dur, name="cast (autocast)", op_class="elementwise",
-                           after=(), flops=0.0, bytes=nbytes, grid=None, block=None,
-                           align=None)
+    def cast(o: DeviceOp, dur: float, nbytes: float) -> DeviceOp:
+        return replace(o, dur_s=dur, name="cast (autocast)", op_class="elementwise",
+                       after=(), flops=0.0, bytes=nbytes, grid=None, block=None, align=None)
 
-        for o in ops:
-            if is_gemm(o) and o.phase in (None, "t_f"):
-                if t_f is None:
-                    nbytes = (o.bytes or 0.0) * 0.75  # read fp32 (4 B), write bf16 (2 B)
-                    new.append(cast(o, KERNEL_FLOOR_S + nbytes / gpu.bandwidth_bytes_per_s,
-                                    nbytes))
-                else:
-                    new.append(cast(o, t_f, (t_f - KERNEL_FLOOR_S)
-                                    * gpu.bandwidth_bytes_per_s))
-                added += 1
-            new.append(o)
-            if is_gemm(o) and o.phase == "t_b" and t_b:
-                new.append(cast(o, t_b, (t_b - KERNEL_FLOOR_S) * gpu.bandwidth_bytes_per_s))
-                added += 1
-        ops = _reindex(scaled, new)
-        if added and cast_host_s:
-            per = cast_host_s * added / max(1, len(launches))
-            launches = [HostLaunch(h.before_s + per, h.call_s) for h in launches]
-        note += f", +{added} casts"
-        f = autocast_host(step)
-    elif src in ("bf16", "fp16") and dst not in ("bf16", "fp16"):
-        keep = [o for o in ops if not _is_cast(o)]
-        ops = _reindex(scaled, keep)
-        note += f", -{len(step.ops) - len(keep)} casts"
-        f = 1.0 / autocast_host(step)
-    else:
-        f = 1.0
-    out = replace(step, ops=tuple(ops), launches=tuple(launches))
-    if f != 1.0:
-        out = scale_host(out, f)
-        note += f", host x{f:.3f} (autocast)"
-    return out.with_note(note, precision=dst)
+    def by_bytes(o: DeviceOp) -> DeviceOp:
+        nbytes = (o.bytes or 0.0) * 0.75  # read fp32 (4 B), write bf16 (2 B)
+        return cast(o, KERNEL_FLOOR_S + nbytes / bw, nbytes)
+
+    new: list[DeviceOp] = []
+    for o, f, b in zip(scaled, fwd, bwd):
+        if f:
+            new.append(by_bytes(o) if t_f is None else cast(o, t_f, (t_f - KERNEL_FLOOR_S) * bw))
+        new.append(o)
+        if b and t_b:
+            new.append(cast(o, t_b, (t_b - KERNEL_FLOOR_S) * bw))
+    out = replace(step, ops=tuple(_reindex(scaled, new)))
+    return _with_host(out, autocast_host(step), f", +{len(new) - len(scaled)} casts")
+
+
+def drop_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
+                  ) -> tuple[StepTrace, str]:
+    """``step`` (under bf16 autocast) at full precision, and what was done in words: each
+    kernel by :func:`kernel_to_precision`, the trace's cast kernels dropped (:func:`_is_cast`)
+    and the host divided by :func:`autocast_host`."""
+    scaled = _rescaled(step, src, dst, gpu)
+    keep = [o for o in scaled if not _is_cast(o)]
+    out = replace(step, ops=tuple(_reindex(scaled, keep)))
+    return _with_host(out, 1.0 / autocast_host(step), f", -{len(step.ops) - len(keep)} casts")
+
+
+def same_kind(step: StepTrace, src: str, dst: str, gpu: GpuProfile
+              ) -> tuple[StepTrace, str]:
+    """``step`` between two full precisions (fp32, tf32): each kernel by
+    :func:`kernel_to_precision`, nothing added or dropped."""
+    return replace(step, ops=tuple(_rescaled(step, src, dst, gpu))), ""
+
+
+#: What :func:`to_precision` does besides moving each kernel, by the direction of the change
+#: (:func:`precision_step`).
+AUTOCAST_STEP: dict[int, Callable[[StepTrace, str, str, GpuProfile],
+                                  tuple[StepTrace, str]]] = {
+    1: add_autocast, -1: drop_autocast, 0: same_kind}
 
 
 def _is_cast(op: DeviceOp) -> bool:
@@ -530,7 +578,7 @@ def is_weight_cast(op: DeviceOp) -> bool:
 
 
 def _elem_bytes(step: StepTrace) -> int:
-    return 2 if str(step.meta.get("precision") or "fp32") in ("bf16", "fp16") else 4
+    return 2 if is_half(step.meta.get("precision")) else 4
 
 
 def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
@@ -551,8 +599,7 @@ def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
     r = b_dst / b_src
     if not (params and fps and b_src > 0):
         return r
-    prec = str(step.meta.get("precision") or "fp32")
-    peak = gpu.gemm("bf16" if prec in ("bf16", "fp16") else prec) or gpu.gemm("fp32")
+    peak = gpu.gemm(str(step.meta.get("precision") or "fp32")) or gpu.gemm("fp32")
     if not peak:
         return r
     w = GEMM_WEIGHT_PASSES * params * _elem_bytes(step) / gpu.bandwidth_bytes_per_s
@@ -575,8 +622,7 @@ def cast_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
     total = sum(max(0.0, o.dur_s - BATCH_FLOOR_S) for o in casts)
     if not (params and total > 0):
         return r
-    eager = not (step.meta.get("xla") or step.meta.get("mode") == "graph")
-    nbytes = params * (WEIGHT_CAST_BYTES + (WEIGHT_GRAD_CAST_BYTES if eager else 0.0))
+    nbytes = params * (WEIGHT_CAST_BYTES + (WEIGHT_GRAD_CAST_BYTES if is_eager(step) else 0.0))
     w = min(total, nbytes / gpu.bandwidth_bytes_per_s)
     return (w + (total - w) * r) / total
 
@@ -714,32 +760,26 @@ def to_data_parallel(step: StepTrace, bucket_bytes: Sequence[float],
             acc += ops[back[j]].dur_s
             j += 1
         ready.append(back[j])
-    # insert each all-reduce right after its ready op; renumber the dependencies
-    inserts: dict[int, list[DeviceOp]] = {}
-    for k, (nbytes, i) in enumerate(zip(bucket_bytes, ready)):
-        inserts.setdefault(i, []).append(DeviceOp(
-            lane=COMM_LANE, dur_s=allreduce_s(nbytes), kind="collective",
-            name=f"all-reduce bucket {k}", op_class="communication", op="all_reduce",
-            phase="t_b", launch=ops[i].launch, after=(i,), bytes=nbytes))
-    new: list[DeviceOp] = []
-    pos: dict[int, int] = {}
-    comm_idx: list[int] = []
-    for i, o in enumerate(ops):
-        pos[i] = len(new)
-        new.append(o)
-        for c in inserts.get(i, []):
-            comm_idx.append(len(new))
-            new.append(c)
+    # each all-reduce goes right after its ready op (``ready`` does not decrease): the ops'
+    # indices once they are in, and the last all-reduce's
+    buckets_at: dict[int, list[int]] = {}
+    for k, i in enumerate(ready):
+        buckets_at.setdefault(i, []).append(k)
+    pos, n = [], 0
+    for i in range(len(ops)):
+        pos.append(n)
+        n += 1 + len(buckets_at.get(i, ()))
+    last_comm = pos[ready[-1]] + len(buckets_at[ready[-1]])
     out: list[DeviceOp] = []
-    last_back = max(back)
-    for n, o in enumerate(new):
-        if o.lane == COMM_LANE:
-            out.append(replace(o, after=(pos[o.after[0]],)))
-            continue
-        old = next(i for i, p in pos.items() if p == n)
+    for i, o in enumerate(ops):
         after = tuple(pos[a] for a in o.after)
-        if old > last_back and o.phase != "t_b":
-            after = (*after, comm_idx[-1])
+        if i > back[-1] and o.phase != "t_b":
+            after = (*after, last_comm)
         out.append(replace(o, after=after))
+        out += [DeviceOp(lane=COMM_LANE, dur_s=allreduce_s(bucket_bytes[k]), kind="collective",
+                         name=f"all-reduce bucket {k}", op_class="communication",
+                         op="all_reduce", phase="t_b", launch=o.launch, after=(pos[i],),
+                         bytes=bucket_bytes[k])
+                for k in buckets_at.get(i, ())]
     return replace(step, ops=tuple(out)).with_note(
         f"data parallel: {len(bucket_bytes)} buckets, {total_bytes / 2**20:.1f} MiB all-reduced")

@@ -17,9 +17,10 @@ their public names are importable from here too.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
-from dlperf.env import environment_differences
+from dlperf.env import environment_differences, environment_of
 from dlperf.report.cells import (
     ENV_MARK,
     batch_cell,
@@ -89,15 +90,34 @@ def _rep(r: RunRecord) -> str:
         "" if lay == "auto" else f" ({lay})")
 
 
+def _machine(r: RunRecord) -> str:
+    """The machine a result ran on: its GPUs' uuids (``GPU-5e50fffe``, as the environment
+    footnote names them), else its host session (:func:`dlperf.config.identity.session_of`)."""
+    from dlperf.config.identity import session_of
+
+    gpus = environment_of(env_of(r)).get("machine")
+    if gpus:
+        return str(gpus)
+    e = r.env
+    return session_of(e.hostname if e else None, e.cpu_model if e else None,
+                      e.cpu_id if e else None, r.identity.created_at)
+
+
 def _compare(pairs: Iterator[tuple[RunRecord, RunRecord]],
-             samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:
+             samples_of: Callable[[int], list[float]],
+             origin: Callable[[int], str] | None = None) -> list[dict[str, Any]]:
     out = []
     for base, other in pairs:
         ratio, lo, hi = ratio_of_medians_ci(samples_of(result_id(base)),
                                             samples_of(result_id(other)))
+        files = {side: Path(origin(rid)).stem if origin is not None and rid is not None
+                 else None for side, rid in (("baseline", result_id(base)),
+                                             ("other", result_id(other)))}
         out.append({**fields(base, POINT_KEYS),
                     "baseline": f"{framework_mode(base)}{_rep(base)}",
                     "other": f"{framework_mode(other)}{_rep(other)}",
+                    "baseline_file": files["baseline"], "other_file": files["other"],
+                    "baseline_machine": _machine(base), "other_machine": _machine(other),
                     "speedup": ratio, "ci_low": lo, "ci_high": hi,
                     "env_differs": environment_differences(
                         env_of(base), env_of(other),
@@ -106,35 +126,74 @@ def _compare(pairs: Iterator[tuple[RunRecord, RunRecord]],
                                       d["batch_size"] or 0))
 
 
-def mode_speedups(rows: Rows, samples_of: Callable[[int], list[float]]) -> list[dict[str, Any]]:
+def mode_speedups(rows: Rows, samples_of: Callable[[int], list[float]],
+                  origin: Callable[[int], str] | None = None) -> list[dict[str, Any]]:
     """Graph-optimisation effect: each framework's other modes (graph, XLA) against its eager
     mode (its registry ``eager_mode``; a framework without one, JAX, has no such pair).
 
     Args:
         rows: records (``ResultStore.records``) read from a store (their ids name their samples).
         samples_of: result id -> measured per-iteration times (s).
+        origin: result id -> the results file it was read from
+            (:func:`dlperf.results.merge.origin_of`); None: not known.
 
     Returns:
         One dict per pair: the :data:`POINT_KEYS`, ``baseline`` and ``other``
-        (``framework/mode`` and what else sets the run apart), ``speedup`` with ``ci_low`` and
-        ``ci_high`` (95%), ``env_differs``; sorted by model, other, precision and batch.
+        (``framework/mode`` and what else sets the run apart), ``baseline_file`` and
+        ``other_file`` (the results files' names without suffix; None without ``origin``),
+        ``baseline_machine`` and ``other_machine`` (:func:`_machine`), ``speedup`` with
+        ``ci_low`` and ``ci_high`` (95%), ``env_differs``; sorted by model, other, precision
+        and batch.
     """
     def match(b: RunRecord, o: RunRecord) -> bool:
         fw = b.identity.framework
         return (fw == o.identity.framework and eager_mode_of(fw) == b.identity.mode
                 and o.identity.mode != b.identity.mode)
 
-    return _compare(_pairs(rows, match), samples_of)
+    return _compare(_pairs(rows, match), samples_of, origin)
 
 
 def framework_ratios(rows: Rows, samples_of: Callable[[int], list[float]],
-                     baseline: str = "torch/eager") -> list[dict[str, Any]]:
+                     baseline: str = "torch/eager",
+                     origin: Callable[[int], str] | None = None) -> list[dict[str, Any]]:
     """Every other framework (each of its modes) against ``baseline`` (``framework/mode``) at
     the same point; modes of the baseline's own framework are :func:`mode_speedups`' job.
     Arguments and entries as :func:`mode_speedups`'."""
     fw = baseline.split("/")[0]
     return _compare(_pairs(rows, lambda b, o: framework_mode(b) == baseline
-                           and o.identity.framework != fw), samples_of)
+                           and o.identity.framework != fw), samples_of, origin)
+
+
+def origin_cells(comparisons: Sequence[dict[str, Any]], shown: Sequence[str]
+                 ) -> list[str] | None:
+    """The *from* cell of each comparison (``baseline_file``/``_machine`` and ``other_file``/
+    ``_machine``, :func:`mode_speedups`), or None when no two rows read alike without it.
+
+    ``shown``: each comparison's row as printed without it. Among the rows that read alike,
+    the results files are shown where they differ between such rows, the machines where the
+    files (or their absence) leave two such rows alike; ``baseline vs other``, or one name
+    where both sides share it."""
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(shown):
+        groups.setdefault(row, []).append(i)
+    alike = [g for g in groups.values() if len(g) > 1]
+    if not alike:
+        return None
+
+    def files(i: int) -> tuple[Any, Any]:
+        return comparisons[i].get("baseline_file"), comparisons[i].get("other_file")
+    use_file = any(len({files(i) for i in g}) > 1 for g in alike)
+    use_machine = any(len({files(i) if use_file else None for i in g}) < len(g) for g in alike)
+
+    def side(c: dict[str, Any], s: str) -> str:
+        parts = ([c.get(f"{s}_file")] if use_file else []) + (
+            [c.get(f"{s}_machine")] if use_machine else [])
+        return " ".join(str(p) for p in parts if p) or "-"
+    out = []
+    for c in comparisons:
+        b, o = side(c, "baseline"), side(c, "other")
+        out.append(b if b == o else f"{b} vs {o}")
+    return out
 
 
 #: Why ``--compare modes`` / ``frameworks`` found no pair, and what to run or read instead.
@@ -156,17 +215,27 @@ def markdown(comparisons: Sequence[dict[str, Any]], kind: str | None = None) -> 
     (:data:`NO_PAIRS` of ``kind``, ``modes`` or ``frameworks``)."""
     if not comparisons:
         return NO_PAIRS.get(kind or "", "No comparable pairs of results.\n")
+    cells = [f"| {md_escape(str(c['model']))} | {c['precision']} | {batch_cell(c)} | "
+             f"{device_cell(c)} | {data_cell(c)} | {c['threads'] or '-'} | {c['baseline']} | "
+             f"{c['other']} |" for c in comparisons]
+    origins = origin_cells(comparisons, cells)
     lines = ["| model | precision | batch | device | data | threads | baseline | other | "
-             "speed-up [95% CI] |", "|---|---|---:|---|---|---:|---|---|---:|"]
-    for c in comparisons:
-        lines.append(f"| {md_escape(str(c['model']))} | {c['precision']} | {batch_cell(c)} | {device_cell(c)} | "
-                     f"{data_cell(c)} | {c['threads'] or '-'} | {c['baseline']} | {c['other']} | "
-                     f"{c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+             + ("from | " if origins else "") + "speed-up [95% CI] |",
+             "|---|---|---:|---|---|---:|---|---|" + ("---|" if origins else "") + "---:|"]
+    for i, c in enumerate(comparisons):
+        lines.append(cells[i] + (f" {md_escape(origins[i])} |" if origins else "")
+                     + f" {c['speedup']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
                      f"{ENV_MARK if c.get('env_differs') else ''} |")
     lines += ["", "*speed-up* = median iteration time of the baseline / of the other: above 1 "
               "the other is faster. The CI covers the variation within the two runs; separate "
               "processes vary more (run points with --repeats N and compare with "
               "--compare repeats)."]
+    if origins:
+        lines += ["", "*from*: where the baseline's and the other's runs come from (one name "
+                  "where both share it), shown because some rows would otherwise read alike: "
+                  "the results file (its name without .db) where the runs of those rows come "
+                  "from several files, the machine (its GPUs' ids, or the host session) where "
+                  "files alone do not tell them apart."]
     return "\n".join(lines) + "\n" + env_footnote(
         (f"{c['model']} {c['precision']} b={c['batch_size']}: {c['baseline']} vs {c['other']}",
          c.get("env_differs")) for c in comparisons)

@@ -46,6 +46,14 @@ def measured(store: ResultStore) -> Callable[[int], list[float]]:
     return lambda rid: (store.samples(rid).get("measure") or {}).get("step_time_s") or []
 
 
+def origin_of(store: ResultStore) -> Callable[[int], str]:
+    """result id -> the results file it was read from (:func:`dlperf.results.merge.
+    origin_of`)."""
+    from dlperf.results.merge import origin_of as origin
+
+    return origin(store)
+
+
 def measured_or_none(store: ResultStore) -> Callable[[int], list[float] | None]:
     """result id -> measured step times (s), None where the result stored none."""
     return lambda rid: (store.samples(rid).get("measure") or {}).get("step_time_s") or None
@@ -279,12 +287,13 @@ SECTIONS: tuple[Section, ...] = (
             report=_matrix_report),
     Section("Graph-optimisation effect (speed-up over eager)", "modes",
             "graph/xla vs eager speed-up",
-            compute=lambda inp: _lazy(_CMP, "mode_speedups")(inp.records, measured(inp.store)),
+            compute=lambda inp: _lazy(_CMP, "mode_speedups")(inp.records, measured(inp.store),
+                                                             origin_of(inp.store)),
             markdown=_lazy(_CMP, "markdown", kind="modes")),
     Section("Frameworks against torch/eager (speed-up)", "frameworks",
             "each framework/mode vs torch/eager",
-            compute=lambda inp: _lazy(_CMP, "framework_ratios")(inp.records,
-                                                                measured(inp.store)),
+            compute=lambda inp: _lazy(_CMP, "framework_ratios")(
+                inp.records, measured(inp.store), "torch/eager", origin_of(inp.store)),
             markdown=_lazy(_CMP, "markdown", kind="frameworks")),
     Section("Precision effect (speed-up over fp32)", "precision",
             "bf16/tf32 vs fp32 speed-up per point, CI from runs (--repeats) or, with one run "

@@ -5,7 +5,8 @@ and ``report``)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from dlperf.results.dbfile import results_files, same_file
 from dlperf.results.rowcheck import ROW_SUMS_SQL, collective_problem, describe, scan, seal
 from dlperf.results.store import COLLECTIVE_COLUMNS, COLUMNS, ResultStore
 
-__all__ = ["merge_stores", "open_results", "PROFILE_PREFIX"]
+__all__ = ["merge_stores", "open_results", "origin_of", "PROFILE_PREFIX"]
 
 #: ``meta`` keys of the device profiles ``dlperf calibrate`` stores
 #: (:data:`dlperf.perfmodel.hardware.META_PREFIX`): copied by a merge like the rows.
@@ -106,8 +107,10 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
         ``{"results": n, "samples": n, "collectives": n, "sweeps": n, "profiles": n}``: the
         totals in ``dest`` afterwards, ``"added": {source: {"results": n, "collectives": n,
         "sweeps": n, "profiles": n}}``:
-        what each source added that neither ``dest`` nor an earlier source held, and
-        ``"skipped": {source: n}``: its damaged rows not copied.
+        what each source added that neither ``dest`` nor an earlier source held,
+        ``"skipped": {source: n}``: its damaged rows not copied, and ``"origin": {result id
+        in dest: the file it came from}`` (``dest`` itself for its own rows; a row held by
+        several files: the first of them).
 
     Raises:
         ConfigError: no sources, a source that does not exist or is a folder, a file that
@@ -174,12 +177,14 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
             db.execute("DELETE FROM row_sums")
             cols = list(COLUMNS)
             n_samples = 0
-            for _, row, samples, timeline in sorted(results.values(), key=lambda v: v[0]):
+            origin: dict[int, str] = {}
+            for key, row, samples, timeline in sorted(results.values(), key=lambda v: v[0]):
                 cur = db.execute(
                     f"INSERT INTO results ({', '.join(cols)}) VALUES "
                     f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
                 rid = cur.lastrowid
                 assert rid is not None  # sqlite sets it after an INSERT
+                origin[rid] = files[key[1]][0] or str(dest)
                 db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
                                [(rid, *x) for x in samples])
                 if timeline is not None:
@@ -203,7 +208,7 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                 db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(new.items()))
     return {"results": len(results), "added": added, "samples": n_samples,
             "collectives": len(collectives), "sweeps": len(sweeps), "skipped": skipped,
-            "profiles": len(have)}
+            "profiles": len(have), "origin": origin}
 
 
 @contextmanager
@@ -227,6 +232,19 @@ def open_results(path: str | Path) -> Iterator[ResultStore]:
 
     with owned_tempdir("dlperf-union-") as tmp:
         union = Path(tmp) / f"{Path(path).name or 'results'}.db"
-        merge_stores(union, list[str | Path](files))  # reads (and refuses) every source before writing
+        done = merge_stores(union, list[str | Path](files))  # reads (and refuses) every source before writing
         with ResultStore(union, read_only=True) as store:
+            _ORIGINS[store] = done["origin"]
             yield store
+
+
+#: The results file each result of a folder's merged copy came from (:func:`open_results`).
+_ORIGINS: weakref.WeakKeyDictionary[ResultStore, dict[int, str]] = weakref.WeakKeyDictionary()
+
+
+def origin_of(store: ResultStore) -> Callable[[int], str]:
+    """result id -> the results file it was read from: for a folder read as one
+    (:func:`open_results`) the file of the folder that held it, else the store's own file."""
+    where = _ORIGINS.get(store, {})
+    own = str(store.path)
+    return lambda rid: where.get(rid, own)

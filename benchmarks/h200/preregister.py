@@ -1,0 +1,522 @@
+"""Predictions registered before their points are measured, by category, and their judging
+(docs/perfmodel.md, "Predictions made before the measurement"; issue 38 point 4, issue 42).
+
+Two registrations, each a sweep file and a committed predictions file:
+
+* ``registration4`` (benchmarks/h200/registration4.yaml): the step-level model's paths that
+  fall short of issue 38's goals, each point predicted by ``dlperf predict`` in a new process
+  as a user runs it: one-point series (asked at 2x or 1/2x the stored batch), extrapolation
+  down (half the smallest stored batch), eager -> graph (``--what-if mode=graph`` from the
+  eager series; the compiled series' own answer beside it);
+* ``registration5`` (benchmarks/h200/registration5.yaml): the timeline replay's transforms
+  (:func:`dlperf.perfmodel.retarget.predict`, the path of ``dlperf predict --gpu``, with the
+  traces a transform is not to use withheld through its ``exclude``): fp32 -> bf16 (the
+  configuration's fp32 traces interpolated to the batch, then moved to bf16) and a batch from
+  one trace (each neighbouring trace alone); ``dlperf predict --gpu h200`` (every trace) and
+  the step-level ``dlperf predict`` beside them as baselines. Its points are traced, so the
+  judge adds each point's own-trace replay (made after the measurement, labelled so).
+
+    PYTHONPATH=src python benchmarks/h200/preregister.py registration4      # predict, once
+    PYTHONPATH=src python benchmarks/h200/preregister.py registration4 --judge DB [--md OUT]
+
+Predicting refuses a point any committed H200 file holds, and an existing predictions file
+(a registration is made once). Judging reads the committed predictions and the measured
+``DB`` only: it never predicts again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ["benchmarks/results/h200", "benchmarks/results/h200x2"]
+SPLIT = json.loads((ROOT / "benchmarks/results/split.json").read_text())
+KEY = ("model", "framework", "mode", "precision", "batch_size")
+
+
+def _pt(model: str, framework: str, mode: str, precision: str, batch: int, category: str,
+        methods: list[dict[str, Any]], stored: str) -> dict[str, Any]:
+    return {"model": model, "framework": framework, "mode": mode, "precision": precision,
+            "batch_size": batch, "category": category, "stored": stored, "methods": methods}
+
+
+#: A method: ``predict`` (``dlperf predict`` with ``args`` beside the point's own
+#: ``--model/-b``; ``as`` overrides the point fields the command names) or ``replay``
+#: (:func:`retarget.predict` with the traces of ``withhold`` left out: ``precision`` withholds
+#: every trace of the point's precision, ``batch`` every trace of its precision but ``from``).
+SERIES = {"kind": "predict", "name": "dlperf predict (series)"}
+WHAT_IF_GRAPH = {"kind": "predict", "name": "dlperf predict --what-if mode=graph",
+                 "as": {"mode": "eager"}, "args": ["--what-if", "mode=graph"]}
+REPLAY_USER = {"kind": "predict", "name": "dlperf predict --gpu h200 (replay, every trace)",
+               "args": ["--gpu", "h200"], "sources": ["benchmarks/results/h200"]}
+WHAT_IF_BF16 = {"kind": "predict", "name": "dlperf predict --what-if precision=bf16",
+                "as": {"precision": "fp32"}, "args": ["--what-if", "precision=bf16"]}
+TO_BF16 = {"kind": "replay", "name": "replay fp32 -> bf16", "withhold": "precision"}
+
+
+def _one(b: int) -> dict[str, Any]:
+    return {"kind": "replay", "name": f"replay, one trace (b={b})", "withhold": "batch",
+            "from": b}
+
+
+PLANS: dict[str, dict[str, Any]] = {
+    "registration4": {"sweep": "benchmarks/h200/registration4.yaml", "points": [
+        _pt("fcn8", "torch", "graph", "bf16", 2048, "one-point series, 2x", [SERIES], "1024"),
+        _pt("deepspeech2", "torch", "graph", "fp32", 64, "one-point series, 2x", [SERIES],
+            "32"),
+        _pt("googlenet", "jax", "xla", "fp32", 64, "one-point series, 1/2x", [SERIES], "128"),
+        _pt("alexnet_cifar", "jax", "xla", "bf16", 256, "one-point series, 2x", [SERIES],
+            "128"),
+        _pt("vgg16", "torch", "eager", "bf16", 8, "extrapolation down", [SERIES],
+            "16, 32, 48, 64, 128"),
+        _pt("resnet56", "torch", "eager", "fp32", 8, "extrapolation down", [SERIES],
+            "16, 64, 128, 256, 1024"),
+        _pt("transformer", "torch", "eager", "fp32", 4, "extrapolation down", [SERIES],
+            "8, 16, 32, 64, 128"),
+        _pt("lstm", "torch", "graph", "fp32", 32, "eager -> graph",
+            [WHAT_IF_GRAPH, SERIES], "graph 64, 128; eager 16-256"),
+        _pt("fcn5", "torch", "graph", "bf16", 256, "eager -> graph", [WHAT_IF_GRAPH, SERIES],
+            "graph 1024; eager 16-8192"),
+        _pt("deepspeech2", "torch", "graph", "bf16", 16, "eager -> graph",
+            [WHAT_IF_GRAPH, SERIES], "graph 32; eager 8-64"),
+    ]},
+    "registration5": {"sweep": "benchmarks/h200/registration5.yaml", "points": [
+        _pt("resnet50", "torch", "eager", "bf16", 48, "fp32 -> bf16",
+            [TO_BF16, REPLAY_USER, WHAT_IF_BF16, SERIES], "fp32 traces 32, 64"),
+        _pt("transformer", "torch", "eager", "bf16", 48, "fp32 -> bf16",
+            [TO_BF16, REPLAY_USER, WHAT_IF_BF16, SERIES], "fp32 traces 32, 64"),
+        _pt("lstm", "torch", "eager", "bf16", 96, "fp32 -> bf16",
+            [TO_BF16, REPLAY_USER, WHAT_IF_BF16, SERIES], "fp32 traces 64, 128"),
+        _pt("bert_base", "torch", "eager", "bf16", 24, "fp32 -> bf16",
+            [TO_BF16, REPLAY_USER, WHAT_IF_BF16, SERIES], "fp32 traces 16, 32"),
+        _pt("fcn8", "torch", "eager", "bf16", 2048, "fp32 -> bf16",
+            [TO_BF16, REPLAY_USER, WHAT_IF_BF16, SERIES], "fp32 traces 1024, 4096"),
+        _pt("alexnet", "torch", "eager", "fp32", 48, "batch, one trace",
+            [_one(32), _one(64), REPLAY_USER, SERIES], "fp32 traces 32, 64"),
+        _pt("deepspeech2", "torch", "eager", "fp32", 48, "batch, one trace",
+            [_one(32), _one(64), REPLAY_USER, SERIES], "fp32 traces 32, 64"),
+        _pt("resnet50", "torch", "eager", "fp32", 48, "batch, one trace",
+            [_one(32), _one(64), REPLAY_USER, SERIES], "fp32 traces 32, 64"),
+        _pt("lstm", "torch", "eager", "fp32", 96, "batch, one trace",
+            [_one(64), _one(128), REPLAY_USER, SERIES], "fp32 traces 64, 128"),
+        _pt("alexnet_cifar", "torch", "eager", "fp32", 512, "batch, one trace",
+            [_one(256), _one(1024), REPLAY_USER, SERIES], "fp32 traces 256, 1024"),
+    ]},
+}
+
+
+def side(model: str) -> str:
+    """``test`` or ``dev``: the model's side of the frozen split (benchmarks/results/split.json)."""
+    return "test" if model in SPLIT["test_models"] else "dev"
+
+
+def sweep_points(yaml_path: str | Path) -> list[tuple[str, str, str, str, int]]:
+    """The sweep file's points as ``(model, framework, mode, precision, batch)`` tuples."""
+    from dlperf.config.sweep import load_sweep
+
+    return [tuple(p.flat()[k] for k in KEY) for p in load_sweep(str(yaml_path)).expand()]
+
+
+def stored_points(paths: list[str]) -> set[tuple[str, str, str, str, int]]:
+    """Every one-device CUDA synthetic-data ``(model, framework, mode, precision, batch)`` of
+    the results files under ``paths`` (files or folders, recursively), any compile mode."""
+    from dlperf.perfmodel import records
+
+    files = sorted({str(f) for p in paths for f in
+                    ([Path(p)] if Path(p).is_file() else (ROOT / p).rglob("*.db"))})
+    return {(p.model, p.framework, p.mode, p.precision, p.batch_size)
+            for p in records.load(files).points
+            if p.world_size == 1 and (p.device or "").startswith("cuda")
+            and p.data == "synthetic"}
+
+
+def _cli(point: dict[str, Any], m: dict[str, Any]) -> list[str]:
+    q = {**point, **m.get("as", {})}
+    return ["dlperf", "predict", *sum((["--db", s] for s in m.get("sources", SOURCES)), []),
+            "--model", q["model"], "--framework", q["framework"], "--mode", q["mode"],
+            "--precision", q["precision"], "-b", str(q["batch_size"]),
+            *([] if "--gpu" in m.get("args", []) else ["--device", "cuda", "--data",
+                                                        "synthetic"]),
+            *m.get("args", [])]
+
+
+def run_predict(point: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
+    """One ``dlperf predict`` answer (a new process, as a user's): the number and interval it
+    prints (its first line), its path, category and interval source (from ``--format json``)."""
+    cli = _cli(point, m)
+    cmd = [sys.executable, "-m", *cli]
+    txt = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    js = subprocess.run([*cmd, "--format", "json"], cwd=ROOT, capture_output=True, text=True,
+                        check=False)
+    out: dict[str, Any] = {"command": " ".join(cli), "printed": txt.stdout.strip().splitlines()[:1]
+                           or txt.stderr.strip().splitlines()[-1:]}
+    if js.returncode:
+        return {**out, "refused": js.stderr.strip().splitlines()[-1:]}
+    d = json.loads(js.stdout)
+    d = d[0] if isinstance(d, list) else d
+    if "--gpu" in m.get("args", []):
+        return {**out, "predicted_s": d["step_s"], "interval_s": d["interval_s"],
+                "category": d.get("category"), "bound": d.get("bound"),
+                "gpu": d.get("gpu_name"), "interval_from": d.get("interval_from"),
+                "host_session": d.get("host_session"), "sources": d.get("sources"),
+                "transforms": d.get("transforms")}
+    return {**out, "predicted_s": d["predicted_step_time_s"], "interval_s": d.get("interval_s"),
+            "category": d.get("validation_category"), "how": d.get("how"),
+            "bound": d.get("bound"), "gpu": d.get("gpu"),
+            "interval_from": d.get("interval_group"), "host_session": d.get("host_session"),
+            "warnings": d.get("warnings")}
+
+
+def run_replay(lib: Any, point: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
+    """:func:`dlperf.perfmodel.retarget.predict` of ``point`` on the H200 with the traces the
+    method withholds left out (see :data:`PLANS`)."""
+    from dlperf.errors import ConfigError
+    from dlperf.perfmodel import retarget
+
+    fam = lib.points(point["model"], point["framework"], point["mode"])
+    if m["withhold"] == "precision":
+        drop = [p for p in fam if p.precision == point["precision"]]
+    else:
+        drop = [p for p in fam if p.precision == point["precision"]
+                and p.batch_size != m["from"]]
+    call = (f"retarget.predict(TraceLibrary({SOURCES[0]!r}), {point['model']!r}, "
+            f"{point['framework']!r}, {point['mode']!r}, {point['precision']!r}, "
+            f"{point['batch_size']}, 'h200', exclude=<{len(drop)} traces: "
+            f"{m['withhold']}>)")
+    try:
+        p = retarget.predict(lib, *(point[k] for k in KEY), "h200",
+                             exclude=[(q.source, q.result_id) for q in drop])
+    except ConfigError as e:
+        return {"command": call, "refused": [str(e)]}
+    d = p.to_dict()
+    return {"command": call, "predicted_s": d["step_s"], "interval_s": d["interval_s"],
+            "category": d.get("category"), "bound": d.get("bound"), "gpu": d.get("gpu_name"),
+            "interval_from": d.get("interval_from"), "host_session": d.get("host_session"),
+            "sources": d.get("sources"), "transforms": d.get("transforms"),
+            "model_version": d.get("model_version")}
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=False).stdout.strip()
+
+
+def register(name: str, out: Path) -> dict[str, Any]:
+    """Predict every point of the registration ``name`` (:data:`PLANS`) and write ``out``.
+
+    Raises:
+        SystemExit: ``out`` exists, the plan and its sweep file disagree, or a point is held
+            by a committed H200 file.
+    """
+    plan = PLANS[name]
+    if out.exists():
+        sys.exit(f"{out} exists: predictions are registered once (judge with --judge DB)")
+    pts = plan["points"]
+    if sorted(tuple(p[k] for k in KEY) for p in pts) != sorted(sweep_points(ROOT /
+                                                                            plan["sweep"])):
+        sys.exit(f"the plan of {name} and {plan['sweep']} name different points")
+    held = stored_points(SOURCES) & {tuple(p[k] for k in KEY) for p in pts}
+    if held:
+        sys.exit(f"already stored in the H200 files: {sorted(held)}")
+    lib = None
+    rows = []
+    for p in pts:
+        preds = []
+        for m in p["methods"]:
+            if m["kind"] == "replay":
+                if lib is None:
+                    from dlperf.perfmodel import retarget
+
+                    lib = retarget.TraceLibrary(SOURCES[0])
+                preds.append({"method": m["name"], **run_replay(lib, p, m)})
+            else:
+                preds.append({"method": m["name"], **run_predict(p, m)})
+        base = {k: v for k, v in p.items() if k != "methods"}
+        rows.append({**base, "side": side(p["model"]), "predictions": preds})
+        for q in preds:
+            v = q.get("predicted_s")
+            print(f"{p['model']} {p['mode']} {p['precision']} b={p['batch_size']} "
+                  f"[{q['method']}]: " + (f"{v * 1e3:.3f} ms" if v else f"{q.get('refused')}"))
+    import dlperf
+
+    doc = {"registration": name, "sweep": plan["sweep"], "sources": SOURCES,
+           "made_at_commit": _git("rev-parse", "HEAD"),
+           "tree_clean_except_output": not [ln for ln in _git("status", "--porcelain").
+                                            splitlines() if not ln.endswith(out.name)],
+           "made_at_utc": datetime.datetime.now(datetime.UTC).isoformat(
+               timespec="seconds"),
+           "dlperf_version": dlperf.__version__,
+           "command": f"PYTHONPATH=src python benchmarks/h200/preregister.py {name}",
+           "points": rows}
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
+#: Each category's goal (median |error|) in issue 38 and issue 42, for the summary.
+GOALS = {"one-point series, 2x": 8.0, "one-point series, 1/2x": 8.0,
+         "extrapolation down": 5.0, "eager -> graph": 8.0, "fp32 -> bf16": 8.0,
+         "batch, one trace": 6.0, "own trace (after measurement)": 3.0}
+#: The noise floor of a sign check: a measured change smaller than this (or than the two
+#: medians' CIs together) counts as no change (as benchmarks/replay_validate.py does).
+SIGN_NOISE = 0.02
+
+
+def method_group(point: dict[str, Any], q: dict[str, Any]) -> str:
+    """The method a prediction is summarised under: its name, with a one-trace replay's batch
+    turned into its direction (``from below``/``from above`` the asked batch), so the points
+    of a category pool."""
+    m = re.fullmatch(r"replay, one trace \(b=(\d+)\)", q["method"])
+    if not m:
+        return q["method"]
+    return ("replay, one trace from below" if int(m.group(1)) < point["batch_size"]
+            else "replay, one trace from above")
+
+
+def measured(db: str) -> dict[tuple, Any]:
+    """``(model, framework, mode, precision, batch) -> RunRecord`` of the latest one-device
+    results of ``db``: the ok one where a point has one, else its failure (status not
+    ``ok``), so the judge can say a point failed rather than that it was not run."""
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(db, read_only=True) as store:
+        recs = [r for r in store.records(latest=True, samples=False)
+                if r.identity.world_size == 1]
+    out: dict[tuple, Any] = {}
+    for r in recs:
+        k = tuple(getattr(r.identity, f) for f in KEY)
+        if k not in out or r.identity.status == "ok":
+            out[k] = r
+    return out
+
+
+def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
+    """One row per registered prediction: the point, its method and category, the
+    prediction and interval, the measured median step of the point in ``db`` (None where not
+    measured), the signed error ``predicted / measured - 1`` (%) and whether the measurement
+    is inside the interval. Registered predictions only: nothing is predicted again."""
+    from dlperf.results.view import ci_s, median_s
+
+    got = measured(db)
+    rows = []
+    for p in reg["points"]:
+        rec = got.get(tuple(p[k] for k in KEY))
+        failed = rec.identity.error or rec.identity.status \
+            if rec is not None and rec.identity.status != "ok" else None
+        rec = None if failed else rec
+        m = median_s(rec) if rec is not None else None
+        lo_m, hi_m = ci_s(rec) if rec is not None else (None, None)
+        ci = (hi_m - lo_m) / 2 / m if m and lo_m is not None and hi_m is not None else None
+        for i, q in enumerate(p["predictions"]):
+            v = q.get("predicted_s")
+            lo, hi = q.get("interval_s") or (None, None)
+            rows.append({**{k: p[k] for k in (*KEY, "category", "side")},
+                         "method": q["method"], "group": method_group(p, q),
+                         "primary": i == 0 or q["method"].startswith("replay, one trace"),
+                         "path": q.get("category"),
+                         "predicted_s": v, "interval_s": q.get("interval_s"),
+                         "measured_s": m, "measured_ci_rel": ci, "failed": failed,
+                         "error_pct": (v / m - 1) * 100 if m and v else None,
+                         "inside": (lo <= m <= hi) if m and lo is not None else None,
+                         "registered": True})
+    return rows
+
+
+def eager_anchor(point: dict[str, Any], paths: list[str] | None = None
+                 ) -> tuple[float, float] | None:
+    """The committed eager measurement of a compiled point's configuration at its batch:
+    ``(median step s, CI half-width / median)`` of the median-step result of the ok
+    one-device synthetic-data results of the results files under ``paths`` (default
+    :data:`SOURCES`, as measured before the registration), None where none is stored."""
+    from dlperf.results.store import ResultStore
+    from dlperf.results.view import ci_s, median_s
+
+    files = sorted({str(f) for p in (paths or SOURCES) for f in
+                    ([Path(p)] if Path(p).is_file() else (ROOT / p).glob("*.db"))})
+    found = []
+    for f in files:
+        with ResultStore(f, read_only=True) as store:
+            for r in store.records(latest=True, samples=False):
+                i = r.identity
+                if (i.status == "ok" and i.world_size == 1 and i.data == "synthetic"
+                        and (i.device or "").startswith("cuda")
+                        and (i.model, i.framework, i.mode, i.precision, i.batch_size)
+                        == (point["model"], point["framework"], "eager",
+                            point["precision"], point["batch_size"])):
+                    m = median_s(r)
+                    lo, hi = ci_s(r)
+                    if m:
+                        found.append((m, (hi - lo) / 2 / m if lo is not None
+                                      and hi is not None else 0.0))
+    if not found:
+        return None
+    found.sort()
+    return found[len(found) // 2]
+
+
+def graph_signs(rows: list[dict[str, Any]], paths: list[str] | None = None) -> list[str]:
+    """The eager -> graph sign check (issue 38's goal: more signs right than the best
+    trivial rule, "compiled is always faster"): per measured compiled point, the measured
+    and predicted change against the committed eager step at its batch; a change within
+    the noise (:data:`SIGN_NOISE` or the two CIs together) is not counted."""
+    pts = {tuple(r[k] for k in KEY): r for r in rows
+           if r["category"] == "eager -> graph" and r["measured_s"]}
+    if not pts:
+        return []
+    out = ["| model | precision | batch | eager (stored) ms | compiled (measured) ms | "
+           "measured change | counted | " + " | ".join(sorted({r["group"] for r in rows
+                                                                if r["category"]
+                                                                == "eager -> graph"}))
+           + " | rule: compiled faster |", ""]
+    groups = sorted({r["group"] for r in rows if r["category"] == "eager -> graph"})
+    out[1] = "|---|---|---:|---:|---:|---:|---|" + "---|" * (len(groups) + 1)
+    right = dict.fromkeys([*groups, "rule"], 0)
+    counted = 0
+    for key, r in pts.items():
+        a = eager_anchor(dict(zip(KEY, key)), paths)
+        if a is None:
+            continue
+        e, ci_e = a
+        change = r["measured_s"] / e - 1
+        noise = max(SIGN_NOISE, ci_e + (r["measured_ci_rel"] or 0.0))
+        use = abs(change) > noise
+        counted += use
+        cells = []
+        for g in groups:
+            q = next((x for x in rows if tuple(x[k] for k in KEY) == key and x["group"] == g),
+                     None)
+            if q is None or not q["predicted_s"]:
+                cells.append("-")
+                continue
+            pc = q["predicted_s"] / e - 1
+            ok = (pc < 0) == (change < 0)
+            right[g] += use and ok
+            cells.append(f"{pc * 100:+.1f}% ({'right' if ok else 'wrong'})")
+        right["rule"] += use and change < 0
+        cells.append("right" if change < 0 else "wrong")
+        out.append(f"| {key[0]} | {key[3]} | {key[4]} | {e * 1e3:.2f} | "
+                   f"{r['measured_s'] * 1e3:.2f} | {change * 100:+.1f}% | "
+                   f"{'yes' if use else 'no (noise)'} | " + " | ".join(cells) + " |")
+    out += ["", f"Signs right beyond the noise, of {counted}: "
+            + ", ".join(f"{g} {right[g]}" for g in groups)
+            + f"; the rule \"compiled is always faster\" {right['rule']}"]
+    return out
+
+
+def own_trace_rows(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
+    """Each traced point of the registration measured in ``db`` replayed from its own trace
+    (:func:`dlperf.perfmodel.replay.replay_own`): made after the measurement, so labelled
+    ``registered: False``; no interval."""
+    from dlperf.perfmodel import replay
+
+    want = {tuple(p[k] for k in KEY): p for p in reg["points"]}
+    rows = []
+    for pt, st in replay.load_traces(db):
+        key = (pt.model, pt.framework, pt.mode, pt.precision, pt.batch_size)
+        if key not in want or pt.world_size != 1:
+            continue
+        v = replay.replay_own(pt, st).step_s
+        m = pt.step_time_s
+        rows.append({**dict(zip(KEY, key)), "category": "own trace (after measurement)",
+                     "side": side(pt.model), "method": "replay of its own trace",
+                     "path": "own trace", "predicted_s": v, "interval_s": None,
+                     "group": "replay of its own trace", "primary": True,
+                     "measured_s": m, "measured_ci_rel": None,
+                     "error_pct": (v / m - 1) * 100 if m else None,
+                     "inside": None, "registered": False})
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The judged rows as a Markdown table (ms)."""
+    out = ["| model | side | fw/mode | precision | batch | category | method | path | "
+           "predicted ms | 90% interval ms | measured ms | measured CI | error | inside |",
+           "|---|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---|"]
+    for r in rows:
+        lo, hi = r.get("interval_s") or (None, None)
+        iv = f"[{lo * 1e3:.2f}, {hi * 1e3:.2f}]" if lo is not None else "-"
+        pr = f"{r['predicted_s'] * 1e3:.2f}" if r["predicted_s"] else "refused"
+        ms = f"{r['measured_s'] * 1e3:.2f}" if r["measured_s"] else (
+            f"failed: {str(r['failed']).splitlines()[0][:60]}" if r.get("failed")
+            else "not measured")
+        er = f"{r['error_pct']:+.1f}%" if r["error_pct"] is not None else "-"
+        ins = "-" if r["inside"] is None else ("yes" if r["inside"] else "no")
+        ci = f"+-{r['measured_ci_rel'] * 100:.1f}%" if r.get("measured_ci_rel") else "-"
+        out.append(f"| {r['model']} | {r['side']} | {r['framework']}/{r['mode']} | "
+                   f"{r['precision']} | {r['batch_size']} | {r['category']} | {r['method']} | "
+                   f"{r['path'] or '-'} | {pr} | {iv} | {ms} | {ci} | {er} | {ins} |")
+    return out
+
+
+def summary(rows: list[dict[str, Any]]) -> list[str]:
+    """MdAPE, the largest |error| and interval coverage per (category, method), development
+    and test models apart and together."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["error_pct"] is not None:
+            groups.setdefault((r["category"], r.get("group", r["method"])), []).append(r)
+            if r.get("group", "").startswith("replay, one trace from"):
+                groups.setdefault((r["category"], "replay, one trace (both directions)"),
+                                  []).append(r)
+    out = ["| category | method | registered for the category | side | predictions | MdAPE | "
+           "max |error| | inside 90% | goal |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for (cat, meth), rs in groups.items():
+        prim = "yes" if all(r.get("primary") for r in rs) else "baseline"
+        goal = GOALS.get(cat)
+        for s in ("dev", "test", "all"):
+            sub = [r for r in rs if s in ("all", r["side"])]
+            if not sub or (s == "all" and len({r["side"] for r in rs}) < 2):
+                continue
+            e = [abs(r["error_pct"]) for r in sub]
+            iv = [r["inside"] for r in sub if r["inside"] is not None]
+            md = statistics.median(e)
+            met = "-" if goal is None or prim != "yes" else (
+                f"<= {goal:g}%: {'met' if md <= goal else 'not met'}")
+            out.append(f"| {cat} | {meth} | {prim} | {s} | {len(sub)} | {md:.1f}% | "
+                       f"{max(e):.1f}% | " + (f"{sum(iv)}/{len(iv)}" if iv else "-")
+                       + f" | {met} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("registration", choices=sorted(PLANS))
+    ap.add_argument("-o", "--out", default=None,
+                    help="predictions file (default benchmarks/results/h200/NAME.json)")
+    ap.add_argument("--judge", metavar="DB", help="judge the registered predictions on DB")
+    ap.add_argument("--md", default=None, help="with --judge: also write the tables here")
+    ap.add_argument("--json", default=None, help="with --judge: also write the rows here")
+    a = ap.parse_args(argv)
+    out = Path(a.out) if a.out else ROOT / f"benchmarks/results/h200/{a.registration}.json"
+    if not a.judge:
+        register(a.registration, out)
+        return 0
+    reg = json.loads(out.read_text())
+    rows = judge(reg, a.judge)
+    try:
+        rows += own_trace_rows(reg, a.judge)
+    except Exception as e:  # noqa: BLE001 - the own-trace rows are an extra, said when absent
+        print(f"(own-trace replay rows left out: {e})", file=sys.stderr)
+    n_meas = len({tuple(r[k] for k in KEY) for r in rows if r["measured_s"]})
+    signs = graph_signs(rows)
+    lines = [f"{reg['registration']}: predictions made at {reg['made_at_commit'][:10]} "
+             f"({reg['made_at_utc']}, dlperf {reg['dlperf_version']}), judged on {a.judge}: "
+             f"{n_meas} of {len(reg['points'])} points measured", "", *table(rows), "",
+             *summary(rows), *(["", *signs] if signs else [])]
+    print("\n".join(lines))
+    if a.md:
+        Path(a.md).write_text("\n".join(lines) + "\n")
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,232 @@
+"""benchmarks/h200/preregister.py: the registrations' plans match their sweep files and name
+no stored point, and the judge reads a measured file (a fake one built from stored rows)
+without predicting again."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REG3 = ROOT / "benchmarks/results/h200/registered/registration3.db"
+CAL2 = ROOT / "benchmarks/results/h200/calibration2.db"
+
+
+def _mod():
+    spec = importlib.util.spec_from_file_location("preregister",
+                                                  ROOT / "benchmarks/h200/preregister.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def pr():
+    return _mod()
+
+
+@pytest.mark.parametrize("name", ["registration4", "registration5"])
+def test_plan_is_its_sweep_and_holds_no_stored_point(pr, name):
+    plan = pr.PLANS[name]
+    keys = sorted(tuple(p[k] for k in pr.KEY) for p in plan["points"])
+    assert keys == sorted(pr.sweep_points(ROOT / plan["sweep"]))
+    assert len(set(keys)) == len(keys)
+    assert not pr.stored_points(pr.SOURCES) & set(keys)
+    sides = {pr.side(p["model"]) for p in plan["points"]}
+    assert sides == {"dev", "test"}
+
+
+def test_stored_points_sees_a_stored_point(pr):
+    # the guard above is only worth something if it finds what is stored
+    held = pr.stored_points(pr.SOURCES)
+    assert ("resnet50", "torch", "eager", "bf16", 96) in held  # registration3's point
+    assert ("fcn8", "torch", "graph", "bf16", 1024) in held
+
+
+def _fake_db(tmp_path, renames):
+    """A results file of stored rows renamed to registered points: ``renames`` is a list of
+    ``(source file, result id, new identity fields)``; returns its path and the medians."""
+    from dlperf.results import timelines
+    from dlperf.results.parts import Timeline
+    from dlperf.results.store import ResultStore, record_of
+    from dlperf.results.view import median_s
+
+    out = tmp_path / "fake.db"
+    medians = {}
+    with ResultStore(out) as dst:
+        for i, (src, rid, new) in enumerate(renames):
+            with ResultStore(src, read_only=True) as s:
+                row = next(r for r in s.rows(latest=False) if r["id"] == rid)
+                rec = record_of(row, s.samples(rid))
+                tl = timelines.load(s, rid)
+            ident = rec.identity.model_copy(update={**new, "run_key": f"fake{i}",
+                                                    "point_key": f"fake{i}"})
+            rec = rec.model_copy(update={"identity": ident,
+                                         "timeline": Timeline.model_validate(tl) if tl else None})
+            dst.add(rec)
+            medians[tuple(new[k] for k in ("model", "framework", "mode", "precision",
+                                           "batch_size"))] = median_s(rec)
+    return out, medians
+
+
+def _reg(points):
+    return {"registration": "fake", "made_at_commit": "0" * 40, "made_at_utc": "x",
+            "dlperf_version": "0", "points": points}
+
+
+def test_judge_reads_the_measured_file_and_scores_each_method(pr, tmp_path):
+    db, med = _fake_db(tmp_path, [
+        (REG3, 1, {"model": "vgg16", "framework": "torch", "mode": "eager",
+                   "precision": "bf16", "batch_size": 8}),
+        (REG3, 2, {"model": "fcn8", "framework": "torch", "mode": "graph",
+                   "precision": "bf16", "batch_size": 2048})])
+    m_vgg = med[("vgg16", "torch", "eager", "bf16", 8)]
+    m_fcn = med[("fcn8", "torch", "graph", "bf16", 2048)]
+    assert m_vgg and m_fcn and m_vgg != m_fcn
+    pts = [
+        {"model": "vgg16", "framework": "torch", "mode": "eager", "precision": "bf16",
+         "batch_size": 8, "category": "extrapolation down", "side": "dev", "predictions": [
+             {"method": "a", "category": "x", "predicted_s": m_vgg * 1.10,
+              "interval_s": [m_vgg * 0.9, m_vgg * 1.2]},
+             {"method": "b", "category": "y", "predicted_s": m_vgg * 0.80,
+              "interval_s": [m_vgg * 0.7, m_vgg * 0.95]}]},
+        {"model": "fcn8", "framework": "torch", "mode": "graph", "precision": "bf16",
+         "batch_size": 2048, "category": "one-point series, 2x", "side": "test",
+         "predictions": [{"method": "a", "category": "x", "predicted_s": m_fcn * 1.30,
+                          "interval_s": [m_fcn * 0.5, m_fcn * 1.5]}]},
+        # measured in no file: kept, marked not measured
+        {"model": "lstm", "framework": "torch", "mode": "graph", "precision": "fp32",
+         "batch_size": 32, "category": "eager -> graph", "side": "dev",
+         "predictions": [{"method": "a", "category": "x", "predicted_s": 1.0,
+                          "interval_s": [0.5, 2.0]}]},
+        # a refused prediction: no number, no error
+        {"model": "vgg16", "framework": "torch", "mode": "eager", "precision": "bf16",
+         "batch_size": 8, "category": "extrapolation down", "side": "dev",
+         "predictions": [{"method": "c", "refused": ["no"]}]},
+    ]
+    rows = pr.judge(_reg(pts), str(db))
+    assert len(rows) == 5
+    a, b, c_fcn, lstm, refused = rows
+    assert a["measured_s"] == pytest.approx(m_vgg)
+    assert a["error_pct"] == pytest.approx(10.0)
+    assert a["inside"] is True
+    assert b["error_pct"] == pytest.approx(-20.0)
+    assert b["inside"] is False
+    assert c_fcn["measured_s"] == pytest.approx(m_fcn)
+    assert c_fcn["error_pct"] == pytest.approx(30.0)
+    assert lstm["measured_s"] is None and lstm["error_pct"] is None and lstm["inside"] is None
+    assert refused["predicted_s"] is None and refused["error_pct"] is None
+    assert [r["primary"] for r in rows] == [True, False, True, True, True]
+    summ = "\n".join(pr.summary(rows))
+    # one row per category, method and side; the goal judged for the registered method only
+    assert "| extrapolation down | a | yes | dev | 1 | 10.0% | 10.0% | 1/1 | <= 5%: not met |" \
+        in summ
+    assert "| one-point series, 2x | a | yes | test | 1 | 30.0% | 30.0% | 1/1 | <= 8%: not met |" \
+        in summ
+    assert "| extrapolation down | b | baseline | dev | 1 | 20.0% | 20.0% | 0/1 | - |" in summ
+    assert "| all |" not in summ  # no category holds both sides here
+    tab = "\n".join(pr.table(rows))
+    assert "not measured" in tab and "refused" in tab
+
+
+def test_judge_adds_each_traced_points_own_replay(pr, tmp_path):
+    from dlperf.perfmodel import replay
+
+    with __import__("sqlite3").connect(CAL2) as con:
+        rid = con.execute("SELECT r.id FROM results r JOIN timelines t ON t.result_id = r.id "
+                          "WHERE r.model = 'lstm' AND r.mode = 'eager' AND r.precision = "
+                          "'fp32' AND r.batch_size = 64 AND r.status = 'ok'").fetchone()[0]
+    db, med = _fake_db(tmp_path, [(CAL2, rid, {"model": "lstm", "framework": "torch",
+                                               "mode": "eager", "precision": "fp32",
+                                               "batch_size": 96})])
+    reg = _reg([{"model": "lstm", "framework": "torch", "mode": "eager", "precision": "fp32",
+                 "batch_size": 96, "category": "batch, one trace", "side": "dev",
+                 "predictions": [{"method": "a", "predicted_s": 0.01,
+                                  "interval_s": [0.005, 0.02]}]}])
+    rows = pr.own_trace_rows(reg, str(db))
+    assert len(rows) == 1 and rows[0]["registered"] is False
+    (pt, st), = replay.load_traces(str(db))
+    assert rows[0]["predicted_s"] == pytest.approx(replay.replay_own(pt, st).step_s)
+    assert rows[0]["measured_s"] == pytest.approx(med[("lstm", "torch", "eager", "fp32", 96)])
+    # a point the registration does not hold gives no row
+    assert pr.own_trace_rows(_reg([]), str(db)) == []
+
+
+def test_registering_twice_is_refused(pr, tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text(json.dumps({}))
+    with pytest.raises(SystemExit, match="registered once"):
+        pr.register("registration4", out)
+
+
+def test_one_trace_methods_pool_by_direction(pr):
+    p = {"batch_size": 48}
+    assert pr.method_group(p, {"method": "replay, one trace (b=32)"}) == \
+        "replay, one trace from below"
+    assert pr.method_group(p, {"method": "replay, one trace (b=64)"}) == \
+        "replay, one trace from above"
+    assert pr.method_group(p, {"method": "dlperf predict (series)"}) == "dlperf predict (series)"
+    rows = [{"category": "batch, one trace", "side": s, "method": m, "group": g,
+             "primary": True, "error_pct": e, "inside": True}
+            for s, m, g, e in [("dev", "x", "replay, one trace from below", 4.0),
+                               ("dev", "y", "replay, one trace from above", -10.0),
+                               ("test", "z", "replay, one trace from below", 2.0)]]
+    summ = "\n".join(pr.summary(rows))
+    assert "| replay, one trace (both directions) | yes | all | 3 | 4.0% | 10.0% | 3/3 |" \
+        " <= 6%: met |" in summ
+    assert "| replay, one trace from above | yes | dev | 1 | 10.0% | 10.0% | 1/1 |" \
+        " <= 6%: not met |" in summ
+
+
+def test_graph_signs_count_against_the_stored_eager_step(pr, tmp_path):
+    eager, med = _fake_db(tmp_path, [
+        (REG3, 1, {"model": "lstm", "framework": "torch", "mode": "eager",
+                   "precision": "fp32", "batch_size": 32}),
+        (REG3, 2, {"model": "fcn5", "framework": "torch", "mode": "eager",
+                   "precision": "bf16", "batch_size": 256})])
+    e1 = med[("lstm", "torch", "eager", "fp32", 32)]
+    e2 = med[("fcn5", "torch", "eager", "bf16", 256)]
+    a = pr.eager_anchor({"model": "lstm", "framework": "torch", "precision": "fp32",
+                         "batch_size": 32}, [str(eager)])
+    assert a is not None and a[0] == pytest.approx(e1)
+    assert pr.eager_anchor({"model": "lstm", "framework": "torch", "precision": "bf16",
+                            "batch_size": 32}, [str(eager)]) is None
+
+    def row(model, prec, b, measured, group, pred):
+        return {"model": model, "framework": "torch", "mode": "graph", "precision": prec,
+                "batch_size": b, "category": "eager -> graph", "group": group,
+                "measured_s": measured, "measured_ci_rel": 0.0, "predicted_s": pred}
+
+    rows = [row("lstm", "fp32", 32, e1 * 0.8, "A", e1 * 0.9),   # faster; A right
+            row("lstm", "fp32", 32, e1 * 0.8, "B", e1 * 1.1),   # B wrong
+            row("fcn5", "bf16", 256, e2 * 1.01, "A", e2 * 0.5),  # within noise: not counted
+            row("fcn5", "bf16", 256, e2 * 1.01, "B", e2 * 1.2)]
+    out = pr.graph_signs(rows, [str(eager)])
+    assert out[-1] == ('Signs right beyond the noise, of 1: A 1, B 0; the rule "compiled is '
+                       'always faster" 1')
+    assert any("| fcn5 |" in ln and "no (noise)" in ln for ln in out)
+
+
+def test_a_failed_point_is_said_failed_not_missing(pr, tmp_path):
+    from dlperf.results.store import ResultStore, record_of
+
+    with ResultStore(REG3, read_only=True) as s:
+        row = next(r for r in s.rows(latest=False) if r["id"] == 1)
+        rec = record_of(row, None)
+    ident = rec.identity.model_copy(update={
+        "model": "fcn5", "mode": "graph", "batch_size": 256, "run_key": "bad",
+        "point_key": "bad", "status": "error", "error": "RuntimeError: out of memory\nmore"})
+    db = tmp_path / "failed.db"
+    with ResultStore(db) as dst:
+        dst.add(rec.model_copy(update={"identity": ident}))
+    reg = _reg([{"model": "fcn5", "framework": "torch", "mode": "graph", "precision": "bf16",
+                 "batch_size": 256, "category": "eager -> graph", "side": "dev",
+                 "predictions": [{"method": "a", "predicted_s": 0.002,
+                                  "interval_s": [0.001, 0.003]}]}])
+    (r,) = pr.judge(reg, str(db))
+    assert r["measured_s"] is None and r["error_pct"] is None
+    assert "out of memory" in r["failed"]
+    assert "| failed: RuntimeError: out of memory |" in "\n".join(pr.table([r]))

@@ -10,23 +10,37 @@
 # A whole run (no arguments) also tests the declared minimum of every core dependency
 # (scripts/test_floors.sh: its venv is installed in the background while the main venvs are,
 # its tests run after the suite); DLPERF_FLOORS=0 leaves it out.
+# The installs are mostly downloads: MXNet's venv, Chromium and the floors' venv are made in
+# the background beside the main venv (logs in ci-artifacts/), and waited for before the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p ci-artifacts
 floors=0
 if [ $# -eq 0 ] && [ "${DLPERF_FLOORS:-1}" != 0 ]; then
   floors=1
-  mkdir -p ci-artifacts
   bash scripts/test_floors.sh install > ci-artifacts/floors-install.log 2>&1 &
   floors_pid=$!
 fi
-python3 -m venv .venv
-.venv/bin/pip install -q -c constraints/ci.txt -e '.[torch,jax,tensorflow-cpu,hf,notebook,test]'
-python3 -m venv .venv-mxnet
-.venv-mxnet/bin/pip install -q -r requirements-mxnet.txt
+( python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install -q -r requirements-mxnet.txt ) \
+  > ci-artifacts/mxnet-install.log 2>&1 &
+mxnet_pid=$!
+chromium_pid=
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test.sh: installing chromium (apt-get) for the HTML report's browser test" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  ( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium ) \
+    > ci-artifacts/chromium-install.log 2>&1 &
+  chromium_pid=$!
 fi
+python3 -m venv .venv
+.venv/bin/pip install -q -c constraints/ci.txt -e '.[torch,jax,tensorflow-cpu,hf,notebook,test]'
+# a background install that failed stops the run here, as a failed install in the foreground
+for job in "mxnet:$mxnet_pid" ${chromium_pid:+"chromium:$chromium_pid"}; do
+  if ! wait "${job#*:}"; then
+    echo "test.sh: installing ${job%%:*} failed; see ci-artifacts/${job%%:*}-install.log" >&2
+    tail -20 "ci-artifacts/${job%%:*}-install.log" >&2
+    exit 1
+  fi
+done
 export DLPERF_MXNET_PYTHON="$PWD/.venv-mxnet/bin/python" DLPERF_REQUIRE_MXNET=1
 if command -v chromium >/dev/null 2>&1; then
   # the browser is here: its test must run (fail, not skip); the screenshot is kept

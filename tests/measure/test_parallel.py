@@ -14,15 +14,15 @@ from dlperf.measure.breakdown.overlap import (
     spans_from_chrome_trace,
     union,
 )
-from dlperf.measure.loop import measure
-from dlperf.measure.ranks import imbalance, merge_ranks, rank_payload
-from dlperf.measure.timers import HostTimer
-from dlperf.perfmodel.convergence import (
+from dlperf.measure.convergence import (
     smoothed,
     summarize_convergence,
     time_to_target,
     training_time,
 )
+from dlperf.measure.loop import measure
+from dlperf.measure.ranks import imbalance, merge_ranks, rank_payload
+from dlperf.measure.timers import HostTimer
 from dlperf.perfmodel.scaling import efficiency, scaling_points, speedup
 from dlperf.results.view import as_records
 from fakes import FakeClock

@@ -12,11 +12,11 @@ import sys
 import pytest
 
 from dlperf.config import IterationPolicy, make_run_config
+from dlperf.measure.convergence import compile_steps, summarize_convergence
 from dlperf.measure.loop import MAX_REMEASURES, measure
 from dlperf.measure.segment import compile_handling
 from dlperf.measure.timers import HostTimer
 from dlperf.measure.warnings import quality_warnings
-from dlperf.perfmodel.convergence import compile_steps, summarize_convergence
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import as_records
 from fakes import FakeClock

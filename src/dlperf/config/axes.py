@@ -226,7 +226,7 @@ class Workload(_Axis):
     runs K micro-batches of ``batch_size / K`` before one optimizer update, so the samples per
     iteration stay ``batch_size`` (docs/measurement.md rule 9). ``target_loss`` (reporting
     only) is the training loss whose time to reach is reported
-    (:mod:`dlperf.perfmodel.convergence`)."""
+    (:mod:`dlperf.measure.convergence`)."""
 
     LIMITS: ClassVar[dict[str, tuple[float, str]]] = {
         "batch_size": (MAX_BATCH, "samples per iteration"),

@@ -15,12 +15,12 @@ from dlperf import stats
 from dlperf.data.pipeline import data_wait_summary
 from dlperf.errors import NonFiniteLoss
 from dlperf.heartbeat import beat
+from dlperf.measure import convergence
 from dlperf.measure.host import RunDelay
 from dlperf.measure.loop import WALL_CHECK_ABS_S, WALL_CHECK_REL, LoopResult, measure
 from dlperf.measure.power import PowerRecord, energy_summary
 from dlperf.measure.power_control import PowerControl
 from dlperf.measure.spread import drift_of
-from dlperf.perfmodel import convergence
 
 __all__ = ["Segment", "run_segment", "timing_check", "compile_handling", "segment_parts"]
 

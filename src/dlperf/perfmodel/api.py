@@ -575,12 +575,11 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     other files where the files' own table has none (:func:`_borrowed_interval`), widened
     where that table's devices are not the prediction's ``gpu``
     (:func:`intervals.cross_gpu`). Several nodes are not validated: no interval."""
-    nan = (float("nan"), float("nan"))
-    if req.world > 1 and req.nnodes > 1:
+    if req.nnodes > 1:
         note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
                 "judge this kind of prediction against)")
         d.assumptions.append("no interval: " + note)
-        return nan, None, note
+        return (float("nan"), float("nan")), None, note
     stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
     why = None
     if req.world > 1 and req.world not in stored_n:
@@ -593,27 +592,39 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     wider = 1 - (1 - level) / 2
     at = wider if why else level
     ivl = _interval(recs, d.path, at, d.one.bound, req.withheld)
-    group = None if ivl is None else ivl.describe()
     if ivl is None:  # no residual of the path in these files' table: another table's
-        got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
-        if got is None:
-            return nan, None, _no_interval(d, recs)
-        ivl, table, gpus = got
-        ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus)
-        d.assumptions.append(f"borrowed interval: {gpu_words}")
-        own = _NO_TABLE.get(table_key(recs))
-        why = (f"the same path in {table}: "
-               + (f"no residual table for these files ({own})" if own else
-                  f"these files' back-test has no residual of kind '{d.path}'"))
-        group = f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}"
-        at = wider
-    elif why:
-        group = f"borrowed from {d.path} at {wider:.0%}: {group}"
+        return _other_tables_interval(d, recs, req, level, wider, gpu)
+    group = ivl.describe()
     if why:
-        d.assumptions.append(f"interval borrowed at a wider level ({at:.0%} for "
-                             f"{level:.0%}) from {why}")
+        group = f"borrowed from {d.path} at {wider:.0%}: {group}"
+        _say_widened(d, at, level, why)
     t = d.step_s
     return (t * ivl.low_ratio, t * ivl.high_ratio), group, None
+
+
+def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, wider: float,
+                           gpu: str | None) -> tuple[tuple[float, float], str | None, str | None]:
+    """:func:`_interval_of` from the same path in another residual table
+    (:func:`_borrowed_interval`) at the ``wider`` level, widened where its devices are not the
+    prediction's ``gpu``; no interval (and why) without one."""
+    got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
+    if got is None:
+        return (float("nan"), float("nan")), None, _no_interval(d, recs)
+    ivl, table, gpus = got
+    ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus)
+    d.assumptions.append(f"borrowed interval: {gpu_words}")
+    own = _NO_TABLE.get(table_key(recs))
+    _say_widened(d, wider, level, f"the same path in {table}: " + (
+        f"no residual table for these files ({own})" if own else
+        f"these files' back-test has no residual of kind '{d.path}'"))
+    t = d.step_s
+    return ((t * ivl.low_ratio, t * ivl.high_ratio),
+            f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}", None)
+
+
+def _say_widened(d: Draft, at: float, level: float, why: str) -> None:
+    d.assumptions.append(f"interval borrowed at a wider level ({at:.0%} for {level:.0%}) "
+                         f"from {why}")
 
 
 def _borrowed_interval(recs: Records, category: str, level: float, bound: str | None,

@@ -1,5 +1,5 @@
 """Convergence tables and plots: training loss against iterations and training time, compared
-across device counts at the same global batch (:mod:`dlperf.perfmodel.convergence`). Framework-free."""
+across device counts at the same global batch (:mod:`dlperf.measure.convergence`). Framework-free."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dlperf.config.identity import label_of
-from dlperf.perfmodel.convergence import (
+from dlperf.measure.convergence import (
     DEFAULT_WINDOW,
     curve,
     smoothed,
@@ -97,7 +97,7 @@ def convergence_markdown(groups: Sequence[Mapping[str, Any]]) -> str:
     """One line per run: devices, iterations, training time (with compile), final smoothed
     loss, the iterations and training time to the target loss with and without compile, the
     compile time (before the loop + in it, s) and the recompiles
-    (:func:`dlperf.perfmodel.convergence.summarize_convergence`)."""
+    (:func:`dlperf.measure.convergence.summarize_convergence`)."""
     if not groups:
         return ("No convergence runs (ok results on real data, or with --target-loss).\n")
     lines = ["| model | framework/mode | device | precision | data | global batch | devices | "

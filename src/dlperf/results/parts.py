@@ -232,7 +232,7 @@ class Mfu(Part):
 
 
 class Convergence(Part):
-    """Training progress over the run (:func:`dlperf.perfmodel.convergence.
+    """Training progress over the run (:func:`dlperf.measure.convergence.
     summarize_convergence`): time (s) and iterations to ``target_loss`` when reached, with
     and without compile (schema 10; before it, ``time_to_target_s`` left out compile work done
     before the loop)."""
@@ -246,7 +246,7 @@ class Convergence(Part):
     iterations_to_target: Num | None = None
     time_to_target_s: Num | None = None
     # schema 10: compile counted the same way in every framework, with and without it
-    # (dlperf.perfmodel.convergence); times in s.
+    # (dlperf.measure.convergence); times in s.
     training_time_no_compile_s: Num | None = None
     time_to_target_no_compile_s: Num | None = None
     compile_before_loop_s: Num | None = None

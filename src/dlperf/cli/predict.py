@@ -96,7 +96,7 @@ def _text(p: dict) -> str:
 def _dai(db: list[str], amortise_iters: int, format: str) -> None:
     """``--dai-table``: read the results files (folders: their ``*.db``) and print the table."""
     from dlperf.config.limits import MAX_AMORTISE_ITERS, over
-    from dlperf.perfmodel import dai
+    from dlperf.report import dai
     from dlperf.results.dbfile import results_files
     from dlperf.results.store import ResultStore
 

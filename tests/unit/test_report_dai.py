@@ -1,4 +1,4 @@
-"""Dai et al.'s table (dlperf.perfmodel.dai, ``dlperf predict --dai-table``): the split of a
+"""Dai et al.'s table (dlperf.report.dai, ``dlperf predict --dai-table``): the split of a
 step from known stored parts, the seed study's findings checked, and the CLI on the committed
 H200 results."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dlperf.perfmodel import dai
+from dlperf.report import dai
 from dlperf.results.schema import RunRecord
 
 H200 = Path(__file__).resolve().parents[2] / "benchmarks/results/h200"

@@ -21,6 +21,29 @@ def dlperf(*args, timeout=300, env=None):
                           timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
+def dlperf_here(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``dlperf ARGS`` in this process, through the app :func:`dlperf.cli.main` builds for
+    them, for a test of what a command says and returns rather than of the process (a process
+    costs 1-3 s on 2 cores; :func:`dlperf` runs one). Returns its exit status, stdout and
+    stderr as :func:`dlperf` does; ``COLUMNS=200`` and ``env`` are set for the call and the
+    environment is restored after it. An exception other than SystemExit escaping the command
+    (in a process, a traceback) fails the test."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import COMMANDS, build_app
+
+    saved = dict(os.environ)
+    os.environ.update({"COLUMNS": "200", **(env or {})})
+    try:
+        r = CliRunner().invoke(build_app(args[0] if args and args[0] in COMMANDS else None),
+                               list(args), prog_name="dlperf")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+
+
 @pytest.mark.slow
 def test_quick_suite_end_to_end(tmp_path):
     """The quick suite through the command line: a worker process per model, stored, read in
@@ -91,35 +114,20 @@ def test_quick_suite_end_to_end(tmp_path):
     (["results", "--db", THREADS_DB, "-f", "json", "--samples", "--compare", "threads"],
      "without --compare/--op-classes"),
 ])
-def test_bad_input_gets_a_clear_error(args, needle, monkeypatch):
-    """In this process, through the app :func:`dlperf.cli.main` builds for ``args`` (a process
-    per case costs 1-3 s on 2 cores; ``python -m dlperf`` is run by the other tests here): the
-    exit status, the message on stderr, and no exception escaped (in a process, a traceback)."""
-    from typer.testing import CliRunner
-
-    from dlperf.cli import COMMANDS, build_app
-
-    monkeypatch.setenv("COLUMNS", "200")
-    env = dict(os.environ)
-    try:
-        r = CliRunner().invoke(build_app(args[0] if args[0] in COMMANDS else None), args,
-                               prog_name="dlperf")
-    finally:  # a command that set a variable before refusing leaves this process as it was
-        os.environ.clear()
-        os.environ.update(env)
-    assert r.exit_code == 2, (r.stdout, r.stderr, r.exception)
-    assert isinstance(r.exception, SystemExit), repr(r.exception)
+def test_bad_input_gets_a_clear_error(args, needle):
+    r = dlperf_here(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
     assert needle in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
 
 
 def test_ddp_flags_without_a_ddp_point_are_said_to_change_nothing(tmp_path):
     """--static-graph etc. with --nproc 1 (or another framework) used to be taken silently."""
-    r = dlperf("run", "--model", "fcn5_tiny", "--device", "cpu", "--static-graph",
+    r = dlperf_here("run", "--model", "fcn5_tiny", "--device", "cpu", "--static-graph",
                "--bucket-cap-mb", "50", "--emit-slurm", str(tmp_path / "a.sh"))
     assert r.returncode == 0, r.stderr
     assert "note: --bucket-cap-mb, --static-graph set PyTorch DDP" in r.stderr
-    r = dlperf("run", "--model", "fcn5_tiny", "--device", "cpu", "--static-graph", "--nproc",
+    r = dlperf_here("run", "--model", "fcn5_tiny", "--device", "cpu", "--static-graph", "--nproc",
                "1,2", "--emit-slurm", str(tmp_path / "b.sh"))
     assert r.returncode == 0, r.stderr
     assert "set PyTorch DDP" not in r.stderr  # the 2-process point uses it
@@ -129,19 +137,19 @@ def test_reading_an_empty_file_leaves_it_empty(tmp_path):
     db = tmp_path / "empty.db"
     db.write_bytes(b"")
     for cmd in (["results", "--db", str(db)], ["report", "--db", str(db), "-o", str(tmp_path / "r")]):
-        r = dlperf(*cmd)
+        r = dlperf_here(*cmd)
         assert r.returncode == 2 and "is empty (0 bytes)" in r.stderr, r.stderr
     assert db.stat().st_size == 0
 
 
 def test_list_and_env():
-    r = dlperf("list")
+    r = dlperf_here("list")
     assert r.returncode == 0, r.stderr
     for word in ("resnet50", "25,557,032", "dlbench", "torch", "mnist", "cpu:"):
         assert word in r.stdout
     # the frameworks' imports (6 s: TensorFlow's alone 4 s) are tested once, with the text
     # output, in tests/unit/test_env_output.py
-    e = json.loads(dlperf("env", "--json", "--no-framework").stdout)
+    e = json.loads(dlperf_here("env", "--json", "--no-framework").stdout)
     assert e["cpu_logical"] >= 1 and "frameworks" not in e
 
 
@@ -152,13 +160,13 @@ def test_user_errors_are_caught_before_anything_is_stored(tmp_path):
         (["--data", str(tmp_path / "missing")], "missing"),
         (["--report", __file__], "is a file"),
     ]:
-        r = dlperf("run", "--model", "fcn5_tiny", "--device", "cpu", "--db", str(db), *args)
+        r = dlperf_here("run", "--model", "fcn5_tiny", "--device", "cpu", "--db", str(db), *args)
         assert r.returncode == 2 and needle in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
     assert not db.exists()  # nothing ran, nothing stored
-    r = dlperf("run", "--model", "fcn5_tiny", "--db", str(tmp_path))
+    r = dlperf_here("run", "--model", "fcn5_tiny", "--db", str(tmp_path))
     assert r.returncode == 2 and "is a folder" in r.stderr
-    r = dlperf("results", "--db", str(db), "-f", "csv", "-o", str(tmp_path / "no" / "a.csv"))
+    r = dlperf_here("results", "--db", str(db), "-f", "csv", "-o", str(tmp_path / "no" / "a.csv"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
@@ -167,7 +175,7 @@ def test_cuda_without_gpu_is_a_user_error():
 
     if nvml.gpus():
         pytest.skip("this machine has a GPU")
-    r = dlperf("run", "--model", "fcn5_tiny", "--device", "cuda")
+    r = dlperf_here("run", "--model", "fcn5_tiny", "--device", "cuda")
     assert r.returncode == 2 and "--device cpu" in r.stderr
 
 

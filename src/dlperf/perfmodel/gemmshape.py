@@ -80,28 +80,35 @@ def gemm_dims(flops: int, nbytes: int, elem: int) -> tuple[tuple[int, int, int],
         return ()
     p, s = flops // 2, nbytes // elem
     out: set[tuple[int, int, int]] = set()
+    # Every root below is positive: p, s, k >= 1 and m n = p / k >= 1 make each discriminant
+    # smaller than the square it is taken from (a k above s gives none: s % k != 0 and a
+    # negative discriminant with the bias).
     for k in _divisors(p):
-        if k > s:
-            continue
         mn = p // k
         if s % k == 0:  # no bias: m + n = s / k, m n = p / k
             t = s // k
-            disc = t * t - 4 * mn
-            r = math.isqrt(disc) if disc >= 0 else -1
-            if r >= 0 and r * r == disc and (t + r) % 2 == 0:
+            r = _square_root(t * t - 4 * mn)
+            if r is not None and (t + r) % 2 == 0:
                 a, b = (t + r) // 2, (t - r) // 2
-                if a > 0 and b > 0:
-                    out |= {(a, b, k), (b, a, k)}
+                out |= {(a, b, k), (b, a, k)}
         a2 = k + 1  # bias: (k + 1) n^2 - s n + p = 0
-        disc = s * s - 4 * a2 * p
-        r = math.isqrt(disc) if disc >= 0 else -1
-        if r >= 0 and r * r == disc:
+        r = _square_root(s * s - 4 * a2 * p)
+        if r is not None:
             for num in (s + r, s - r):
-                if num > 0 and num % (2 * a2) == 0:
+                if num % (2 * a2) == 0:
                     n = num // (2 * a2)
                     if mn % n == 0:
                         out.add((mn // n, n, k))
     return tuple(sorted(out))
+
+
+def _square_root(disc: int) -> int | None:
+    """The integer square root of ``disc`` where it is a perfect square (a quadratic's
+    discriminant with integer roots), else None."""
+    if disc < 0:
+        return None
+    r = math.isqrt(disc)
+    return r if r * r == disc else None
 
 
 def alignment_of(dims: tuple[int, int, int], batch: int) -> int | None:

@@ -63,6 +63,10 @@ class SmLimits:
     reserved_shared_bytes: int = 1024
 
 
+#: The precisions of a profile's GEMM ceilings (``fp32``: CUDA cores; ``tf32``, ``bf16``: dense
+#: tensor cores).
+GEMM_PRECISIONS = ("fp32", "tf32", "bf16")
+
 #: Per-SM limits by compute capability.
 SM_LIMITS: dict[str, SmLimits] = {
     "7.0": SmLimits(65536, 2048, 32, 96 * 1024, 0),
@@ -161,11 +165,7 @@ class GpuProfile:
 
 def _ds(name: str, device_name: str, sms: int, clock: float, bw: float, fp32: float,
         tf32: float | None, bf16: float | None, cc: str, l2_mb: float, source: str) -> GpuProfile:
-    g = {"fp32": fp32 * 1e12}
-    if tf32:
-        g["tf32"] = tf32 * 1e12
-    if bf16:
-        g["bf16"] = bf16 * 1e12
+    g = {p: v * 1e12 for p, v in (("fp32", fp32), ("tf32", tf32), ("bf16", bf16)) if v}
     return GpuProfile(name=name, device_name=device_name, sms=sms, clock_mhz=clock,
                       bandwidth_bytes_per_s=bw * 1e12, gemm_flops_per_s=g,
                       compute_capability=cc, l2_bytes=l2_mb * 2**20, source=source)
@@ -308,24 +308,18 @@ def profile_from_points(points: Any, device_name: str) -> GpuProfile:
 
     base = datasheet(device_name)
     mine = [p for p in points if p.device_name == device_name]
-    gemm = dict(base.gemm_flops_per_s)
-    measured: list[str] = []
-    for prec in ("fp32", "tf32", "bf16"):
-        v = [p.matmul_flops_per_s[prec] for p in mine if p.matmul_flops_per_s.get(prec)]
-        if v:
-            gemm[prec] = statistics.median(v)
-            measured.append(f"gemm_{prec}")
-    bw = [p.bandwidth_bytes_per_s for p in mine if p.bandwidth_bytes_per_s]
-    hs = [x for p in mine for x in p.host_speed_ns if x]
-    if bw:
-        measured.append("bandwidth")
-    if hs:
-        measured.append("host_speed")
-    return replace(base, gemm_flops_per_s=gemm,
-                   bandwidth_bytes_per_s=statistics.median(bw) if bw
-                   else base.bandwidth_bytes_per_s,
-                   host_speed_ns=statistics.median(hs) if hs else None,
-                   device_name=device_name, measured=tuple(measured),
+    recorded = {f"gemm_{prec}": [p.matmul_flops_per_s.get(prec) for p in mine]
+                for prec in GEMM_PRECISIONS}
+    recorded["bandwidth"] = [p.bandwidth_bytes_per_s for p in mine]
+    recorded["host_speed"] = [x for p in mine for x in p.host_speed_ns]
+    # each field's median over the results that recorded it (0 and None: not recorded)
+    med = {k: statistics.median(v) for k, v in
+           ((k, [x for x in v if x]) for k, v in recorded.items()) if v}
+    gemm = {prec: med[f"gemm_{prec}"] for prec in GEMM_PRECISIONS if f"gemm_{prec}" in med}
+    return replace(base, gemm_flops_per_s={**base.gemm_flops_per_s, **gemm},
+                   bandwidth_bytes_per_s=med.get("bandwidth", base.bandwidth_bytes_per_s),
+                   host_speed_ns=med.get("host_speed"), device_name=device_name,
+                   measured=tuple(med),
                    source=f"{base.source}; ceilings and host probe of {len(mine)} stored results")
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,8 +227,9 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             model is the fallback), the GPU is unknown, or data parallel cannot be placed
             (no backward op in the trace, no parameter count stored).
     """
+    held_out = set(exclude)
     fam = [p for p in lib.points(model, framework, mode)
-           if (p.source, p.result_id) not in set(exclude) and p.compile_mode == "default"]
+           if (p.source, p.result_id) not in held_out and p.compile_mode == "default"]
     if not fam:
         raise ConfigError(f"no stored timeline of {model} {framework}/{mode}: the replay "
                           "cannot predict it (trace a point with --timeline, or `dlperf "
@@ -279,52 +280,44 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             category = "batch, one trace"
         used = [p for p in pool if p.batch_size in (a, b)]
     src_gpu = _src_profile(lib, pool[0].device_name)
+    key = category  # the back-test rows whose errors give the interval (INTERVAL_P90)
     if src_prec != precision:
         st = transforms.to_precision(st, precision, src_gpu)
         category = "precision"
-    band_key = "precision, to fp32" if category == "precision" and precision not in (
-        "bf16", "fp16") else category
+        key = "precision" if transforms.is_half(precision) else "precision, to fp32"
     dst_gpu = src_gpu
-    anchored = None
+    anchored = 1.0  # measured / replayed on the source GPU, where measured
     hr = None
     if gpu is not None:
         dst_gpu = lib.gpu(gpu)
         if hardware.short_name(dst_gpu.device_name) != hardware.short_name(src_gpu.device_name) \
                 or dst_gpu.name != src_gpu.name:
-            hr = None
-            if host == "dispatch":
-                hr = host_ratio(lib, src_gpu, dst_gpu)
-            elif host == "probe":
-                hs = [x for q in pool for x in q.host_speed_ns if x]
-                if hs and dst_gpu.host_speed_ns:
-                    hr = dst_gpu.host_speed_ns / statistics.median(hs)
-            elif host != "none":
+            move = HOST_MOVES.get(host)
+            if move is None:
                 raise ConfigError(f"host={host!r}: use dispatch, probe or none")
+            hr = move(lib, pool, src_gpu, dst_gpu)
             on_src = replay.simulate(st).step_s
             st = transforms.to_gpu(st, src_gpu, dst_gpu, host_ratio=hr)
-            category = "gpu"
+            category = key = "gpu"
             m_src = _measured(lib, model, framework, mode, precision, batch_size,
                               src_gpu.device_name or "") if anchor else None
             if m_src:
                 anchored = m_src / on_src
                 st = st.with_note(f"anchored: x{anchored:.3f} (measured {m_src * 1e3:.3f} ms "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
-    dp_notes: list[str] = []
-    if nproc > 1:
-        st, dp_notes = data_parallel(lib, st, used[0], nproc)
-    r = replay.simulate(st)
-    if anchored:
-        r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle,
-                                r.bound)
-    key = band_key if category == "precision" else category
     half = INTERVAL_P90[key] * (DATASHEET_WIDEN if dst_gpu.datasheet_only else 1.0)
-    if nproc > 1:
+    measured = _measured(lib, model, framework, mode, precision, batch_size,
+                         dst_gpu.device_name or "")
+    dp: dict[str, Any] = {}
+    if nproc > 1:  # not validated, and nothing measured of it on one GPU
+        st, dp["assumptions"] = data_parallel(lib, st, used[0], nproc)
         half *= DP_WIDEN
         category += f" + data parallel x{nproc} (not validated)"
+        measured = None
+    r = replay.simulate(st)
+    r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle, r.bound)
     source = interval_source(key, dst_gpu.datasheet_only, nproc, half)
     lo_s, hi_s = band(r.step_s, half)
-    measured = None if nproc > 1 else _measured(lib, model, framework, mode, precision,
-                                                batch_size, dst_gpu.device_name or "")
     return TracePrediction(
         step_s=r.step_s, interval_s=(lo_s, hi_s), host_s=r.host_s, device_s=r.device_s,
         bound=r.bound, gpu=dst_gpu.name, datasheet_only=dst_gpu.datasheet_only,
@@ -335,8 +328,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                "gpu_name": gpu_name(dst_gpu), "interval_from": source,
                "host_session": host_session(used) + (
                    f", scaled to the {dst_gpu.name} profile's host by {host} probes"
-                   if hr is not None else ""),
-               **({"assumptions": dp_notes} if dp_notes else {})})
+                   if hr is not None else ""), **dp})
 
 
 def interval_source(key: str, datasheet_only: bool, nproc: int, half: float) -> str:
@@ -441,6 +433,33 @@ def host_ratio(lib: TraceLibrary, src: hardware.GpuProfile,
     if not (a.get("host_dispatch_s") and b.get("host_dispatch_s") and same):
         return None
     return b["host_dispatch_s"] / a["host_dispatch_s"]
+
+
+def _host_by_dispatch(lib: TraceLibrary, pool: Sequence[Any], src: hardware.GpuProfile,
+                      dst: hardware.GpuProfile) -> float | None:
+    """``host="dispatch"``: :func:`host_ratio`."""
+    return host_ratio(lib, src, dst)
+
+
+def _host_by_probe(lib: TraceLibrary, pool: Sequence[Any], src: hardware.GpuProfile,
+                   dst: hardware.GpuProfile) -> float | None:
+    """``host="probe"``: the target profile's Python-loop host-speed probe over the median of
+    the traced points' (``pool``); None without either."""
+    hs = [x for q in pool for x in q.host_speed_ns if x]
+    if hs and dst.host_speed_ns:
+        return dst.host_speed_ns / statistics.median(hs)
+    return None
+
+
+def _host_unscaled(lib: TraceLibrary, pool: Sequence[Any], src: hardware.GpuProfile,
+                   dst: hardware.GpuProfile) -> float | None:
+    """``host="none"``: the host as traced."""
+    return None
+
+
+#: How :func:`predict` moves the host to another machine (its ``host`` argument): each gives
+#: the target host's time / the source's, or None to leave it unscaled.
+HOST_MOVES = {"dispatch": _host_by_dispatch, "probe": _host_by_probe, "none": _host_unscaled}
 
 
 def _measured(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
@@ -622,13 +641,15 @@ def text(d: Mapping[str, Any]) -> str:
              f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the {d['category']} back-test), "
              f"{d['bound']}-bound",
              f"replayed from {', '.join(d['sources']) or '-'}: {'; '.join(d['transforms'])}"]
-    if d.get("measured_s") and c.get("nproc", 1) == 1:
-        lines.append(f"measured there: {d['measured_s'] * 1e3:.3f} ms")
-    if d.get("host_session"):
-        lines.append(f"host time from: {d['host_session']}")
-    if d.get("interval_from"):
-        lines.append(f"interval from: {d['interval_from']}")
-    if d.get("assumptions"):
-        lines.append("data parallel, assuming:")
-        lines += [f"  - {a}" for a in d["assumptions"]]
+    lines += [line(d[k]) for k, line in _TEXT_LINES if d.get(k)]
     return "\n".join(lines)
+
+
+#: The lines :func:`text` adds where the answer holds the key (a data-parallel answer holds no
+#: measurement: :func:`predict`).
+_TEXT_LINES: tuple[tuple[str, Callable[[Any], str]], ...] = (
+    ("measured_s", lambda v: f"measured there: {v * 1e3:.3f} ms"),
+    ("host_session", lambda v: f"host time from: {v}"),
+    ("interval_from", lambda v: f"interval from: {v}"),
+    ("assumptions", lambda v: "\n".join(["data parallel, assuming:", *(f"  - {a}" for a in v)])),
+)

@@ -22,6 +22,29 @@ def dlperf(*args, env=None, timeout=300):
                           check=False, env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
 
 
+def dlperf_here(*args: str) -> subprocess.CompletedProcess:
+    """``dlperf ARGS`` in this process, through the app :func:`dlperf.cli.main` builds for
+    them, for the commands that read files and start no run (``compare`` of two files,
+    ``merge``, ``results``, ``report``; a refused ``run``): exit status, stdout and stderr as
+    :func:`dlperf` returns them, without a process (1-3 s each on 2 cores). The fake
+    framework's variable is set for the call and the environment restored after it; an
+    exception other than SystemExit escaping the command fails the test."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import COMMANDS, build_app
+
+    saved = dict(os.environ)
+    os.environ.update(FAKE_ENV)
+    try:
+        r = CliRunner().invoke(build_app(args[0] if args and args[0] in COMMANDS else None),
+                               list(args), prog_name="dlperf")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+
+
 def measure(db, tag, step_s):
     """Two runs (--repeats 2: a run-level interval) of one fake point, tagged."""
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
@@ -42,18 +65,18 @@ def dbs(tmp_path_factory):
 
 @pytest.mark.slow
 def test_injected_regression_is_caught_and_same_code_is_not(dbs):
-    slow = dlperf("compare", str(dbs["base"]), str(dbs["slow"]), "--fail-if-slower", "5%")
+    slow = dlperf_here("compare", str(dbs["base"]), str(dbs["slow"]), "--fail-if-slower", "5%")
     assert slow.returncode == 1, slow.stdout + slow.stderr
     assert "REGRESSION" in slow.stdout and "1 point(s) regressed" in slow.stderr
     m = re.search(r"NEW is (\d\.\d+)x \[(\d\.\d+), (\d\.\d+)\] slower than BASE over 1 point",
                   slow.stdout)
     assert m and 1.05 < float(m.group(1)) < 1.15 and float(m.group(2)) > 1.0, slow.stdout
     assert "| 2 / 2 |" in slow.stdout and "| runs |" in slow.stdout  # both runs, run-level CI
-    same = dlperf("compare", str(dbs["base"]), str(dbs["same"]), "--fail-if-slower", "5%")
+    same = dlperf_here("compare", str(dbs["base"]), str(dbs["same"]), "--fail-if-slower", "5%")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "REGRESSION" not in same.stdout and "regressed" not in same.stderr
     # JSON: the ratio and every run used
-    js = dlperf("compare", str(dbs["base"]), str(dbs["slow"]), "--format", "json")
+    js = dlperf_here("compare", str(dbs["base"]), str(dbs["slow"]), "--format", "json")
     assert js.returncode == 0, js.stderr  # no threshold: no failing exit
     data = json.loads(js.stdout)
     (p,) = data["points"]
@@ -65,19 +88,19 @@ def test_injected_regression_is_caught_and_same_code_is_not(dbs):
 @pytest.mark.slow
 def test_tags_in_one_file(dbs):
     hist = dbs["dir"] / "hist.db"
-    r = dlperf("merge", str(dbs["base"]), str(dbs["same"]), str(dbs["slow"]), "--db", str(hist))
+    r = dlperf_here("merge", str(dbs["base"]), str(dbs["same"]), str(dbs["slow"]), "--db", str(hist))
     assert r.returncode == 0, r.stderr
-    slow = dlperf("compare", "--db", str(hist), "base", "slow", "--fail-if-slower", "5%")
+    slow = dlperf_here("compare", "--db", str(hist), "base", "slow", "--fail-if-slower", "5%")
     assert slow.returncode == 1 and "tag 'slow'" in slow.stdout, slow.stdout + slow.stderr
-    same = dlperf("compare", "--db", str(hist), "tag:base", "same", "--fail-if-slower", "5%")
+    same = dlperf_here("compare", "--db", str(hist), "tag:base", "same", "--fail-if-slower", "5%")
     assert same.returncode == 0, same.stdout + same.stderr
-    bad = dlperf("compare", "--db", str(hist), "base", "nope")
+    bad = dlperf_here("compare", "--db", str(hist), "base", "nope")
     assert bad.returncode == 2 and "tags: base, same, slow" in bad.stderr
-    rows = json.loads(dlperf("results", "--db", str(hist), "--tag", "slow", "--format", "json"
+    rows = json.loads(dlperf_here("results", "--db", str(hist), "--tag", "slow", "--format", "json"
                              ).stdout)
     assert len(rows) == 2 and all(r["run_key"] for r in rows)
     out = dbs["dir"] / "report"
-    r = dlperf("report", "--db", str(hist), "-o", str(out), "-f", "html")
+    r = dlperf_here("report", "--db", str(hist), "-o", str(out), "-f", "html")
     assert r.returncode == 0, r.stderr
     page = (out / "report.html").read_text()
     assert "id=\"plot-trend-0\"" in page and "Across revisions" in page
@@ -96,8 +119,8 @@ def test_a_new_tag_measures_again(tmp_path):
                "--min-iters", "15", "--min-time", "0.15", "--no-ceilings", "--db", str(db),
                "--tag", "two", "--framework-option", f"step_s={STEP_S}")
     assert r.returncode == 0 and "2 run, 0 already in" in r.stderr, r.stderr
-    bad = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "--db", str(db),
-                 "--tag", "two words")
+    bad = dlperf_here("run", "-m", "fcn5_tiny", "--framework", "fake", "--db", str(db),
+                      "--tag", "two words")
     assert bad.returncode == 2 and "--tag 'two words'" in bad.stderr
 
 
@@ -134,11 +157,11 @@ def test_compare_run_alternates_and_gates(tmp_path):
     one = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
                  "--no-ceilings", "--max-warmup-time", "2", "--db", str(tmp_path / "n.db"))
     assert one.returncode == 0, one.stderr
-    gone = dlperf("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db"),
+    gone = dlperf_here("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db"),
                   "--fail-if-slower", "5%")
     assert gone.returncode == 3, gone.stdout + gone.stderr
     assert "1 point(s) of BASE missing from NEW" in gone.stderr
-    assert dlperf("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db")).returncode == 0
+    assert dlperf_here("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db")).returncode == 0
 
 
 @pytest.mark.slow

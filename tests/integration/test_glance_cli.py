@@ -29,6 +29,29 @@ def dlperf(*args, env=None, timeout=300):
                           env={**os.environ, "COLUMNS": "200", **FAKE_ENV, **(env or {})})
 
 
+def dlperf_here(*args: str) -> subprocess.CompletedProcess:
+    """``dlperf ARGS`` in this process, through the app :func:`dlperf.cli.main` builds for
+    them, for the commands that read files and start no run (``results``, ``sweep --dry-run``):
+    exit status, stdout and stderr as :func:`dlperf` returns them, without a process (1-3 s
+    each on 2 cores). ``COLUMNS=200`` and the fake framework's variable are set for the call
+    and the environment restored after it; an exception other than SystemExit escaping the
+    command fails the test. The tests of $COLUMNS itself run processes (:func:`dlperf`)."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import COMMANDS, build_app
+
+    saved = dict(os.environ)
+    os.environ.update({"COLUMNS": "200", **FAKE_ENV})
+    try:
+        r = CliRunner().invoke(build_app(args[0] if args and args[0] in COMMANDS else None),
+                               list(args), prog_name="dlperf")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     """One run over precisions fp32,bf16 and batches 8..64 (the CLI's output and the files)."""
@@ -69,23 +92,23 @@ def test_a_single_point_run_prints_no_summary(tmp_path):
 
 def test_compare_precision_and_batch_in_every_format(swept):
     _, db, _ = swept
-    table = dlperf("results", "--db", str(db), "--compare", "precision").stdout
+    table = dlperf_here("results", "--db", str(db), "--compare", "precision").stdout
     assert table.count("| bf16 vs fp32 |") == 3 and "iterations* (1 vs 1 run)" in table
     assert "1.818 [1.818, 1.818]" in table and "leaves out the variation between processes" in table
-    js = json.loads(dlperf("results", "--db", str(db), "--compare", "precision",
+    js = json.loads(dlperf_here("results", "--db", str(db), "--compare", "precision",
                            "-f", "json").stdout)
     assert sorted(c["batch_size"] for c in js) == [8, 16, 32]
     assert all(c["ci_from"] == "iterations" and c["speedup"] == pytest.approx(1 / 0.55)
                for c in js)
-    rows = list(csv.DictReader(io.StringIO(dlperf("results", "--db", str(db), "--compare",
+    rows = list(csv.DictReader(io.StringIO(dlperf_here("results", "--db", str(db), "--compare",
                                                   "precision", "-f", "csv").stdout)))
     assert len(rows) == 3 and {r["other"] for r in rows} == {"bf16"}
-    batch = json.loads(dlperf("results", "--db", str(db), "--compare", "batch",
+    batch = json.loads(dlperf_here("results", "--db", str(db), "--compare", "batch",
                               "-f", "json").stdout)
     assert [(a["precision"], a["fits_up_to"], a["first_failure"]["status"],
              a["plateau"]["batch"]) for a in batch] == [("bf16", 32, "OOM", 16),
                                                          ("fp32", 32, "OOM", 16)]
-    summary = json.loads(dlperf("results", "--db", str(db), "--compare", "summary",
+    summary = json.loads(dlperf_here("results", "--db", str(db), "--compare", "summary",
                                 "-f", "json").stdout)
     assert [(s["axis"], s["baseline"], s["other"], s["points"]) for s in summary] == [
         ("precision", "fp32", "bf16", 3)]
@@ -144,17 +167,17 @@ def test_dry_run_shows_the_tag_and_counts_only_results_under_it(tmp_path):
                   "grid:\n  - model: fcn5_tiny\n    batch_size: [8, 16]\n")
     db = tmp_path / "s.db"
     assert dlperf("sweep", str(sw), "--db", str(db), "--tag", "v1").returncode == 0
-    same = dlperf("sweep", str(sw), "--db", str(db), "--dry-run", "--tag", "v1").stdout
+    same = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run", "--tag", "v1").stdout
     assert "2 points: 0 pending, 2 stored in" in same and "under tag 'v1'" in same
     assert "tag: 'v1': the results are labelled with it" in same
-    other = dlperf("sweep", str(sw), "--db", str(db), "--dry-run", "--tag", "v2").stdout
+    other = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run", "--tag", "v2").stdout
     assert "2 points: 2 pending, 0 stored" in other
     assert all(ln.startswith("pending ") for ln in other.splitlines()[:2])
-    plain = dlperf("sweep", str(sw), "--db", str(db), "--dry-run").stdout
+    plain = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run").stdout
     assert "2 points: 0 pending, 2 stored" in plain and "tag: none" in plain
     # the fake framework builds no model: the thread policy does not apply to it
     assert "threads: as each point gives them" in plain
-    bad = dlperf("sweep", str(sw), "--db", str(db), "--dry-run", "--tag", "a b")
+    bad = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run", "--tag", "a b")
     assert bad.returncode == 2 and "--tag 'a b'" in bad.stderr
 
 
@@ -165,7 +188,7 @@ def test_dry_run_shows_the_thread_policy_it_would_apply(tmp_path):
     sw.write_text("name: t\ndefaults:\n  framework: torch\n  device: cpu\ngrid:\n"
                   "  - model: fcn5_tiny\n    batch_size: [8, 16]\n"
                   "  - model: fcn5_tiny\n    batch_size: [32]\n    threads: 2\n")
-    r = dlperf("sweep", str(sw), "--db", str(tmp_path / "s.db"), "--dry-run")
+    r = dlperf_here("sweep", str(sw), "--db", str(tmp_path / "s.db"), "--dry-run")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert [ln.endswith("(threads: policy)") for ln in lines[:3]] == [True, True, False]

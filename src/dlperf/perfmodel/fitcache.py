@@ -38,7 +38,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, Field, Strict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -90,20 +90,25 @@ _Host = tuple[_Str, _Str, _Str, _Positive, _Bool, Annotated[int, Field(strict=Tr
               _Bool]
 
 
-def _run_ids(run: tuple[str, int | str, int]) -> tuple[str, ...]:
-    """The ``path:id`` strings of a stored run ``[path, first id, count]`` (:func:`_runs`):
-    ``count`` consecutive ids of one file; an id that is not a number stands alone."""
-    path, first, count = run
-    if isinstance(first, int):
-        return tuple(f"{path}:{i}" for i in range(first, first + count))
-    if count != 1:
+def _alone(run: tuple[str, int | str, int]) -> tuple[str, int | str, int]:
+    """A stored run whose first id is not a number is that one id alone (:func:`_runs`)."""
+    if isinstance(run[1], str) and run[2] != 1:
         raise ValueError(f"an id that is not a number stands alone: {run!r}")
-    return (f"{path}:{first}",)
+    return run
+
+
+def _run_ids(run: tuple[str, int | str, int]) -> tuple[str, ...]:
+    """The ``path:id`` strings of a stored run ``[path, first id, count]``: ``count``
+    consecutive ids of one file."""
+    path, first, count = run
+    if isinstance(first, str):
+        return (f"{path}:{first}",)
+    return tuple(f"{path}:{i}" for i in range(first, first + count))
 
 
 _Run = Annotated[tuple[_Str, Annotated[int, Strict()] | _Str,
                        Annotated[int, Field(strict=True, gt=0, lt=10**6)]],
-                 AfterValidator(_run_ids)]
+                 AfterValidator(_alone)]
 
 
 @pydantic_dataclass(frozen=True)
@@ -122,7 +127,7 @@ class _Fit:
 
     def efficiency(self) -> rl.Efficiency:
         return rl.Efficiency(self.group, self.e_flops, self.e_bytes, self.models,
-                             tuple(i for ids in self.result_ids for i in ids), self.rms_log,
+                             tuple(i for r in self.result_ids for i in _run_ids(r)), self.rms_log,
                              tuple(rl.SeriesHost(*h) for h in self.hosts), self.kernel_s,
                              self.kernel_models)
 
@@ -560,7 +565,8 @@ def _fits_of(raw: Any) -> dict[EffKey, rl.Efficiency | None]:
     out: dict[EffKey, rl.Efficiency | None] = {}
     for item in raw if isinstance(raw, list) else ():
         try:
-            key, eff = _FIT_ITEM.validate_python(item)
+            key, eff = cast(tuple[EffKey, 'rl.Efficiency | None'],
+                            _FIT_ITEM.validate_python(item))
         except ValidationError:
             continue
         if eff is None or eff.group == key[0]:  # a fit stored under another group's key: none

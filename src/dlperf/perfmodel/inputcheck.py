@@ -54,9 +54,7 @@ def _rows(points: Sequence[Point]) -> list[Row]:
         if r is not None:
             ladders.setdefault((*ip.ladder_key(p), r.batch), []).append((p, r))
     out: list[Row] = []
-    for lad in ladders.values():
-        if len({r.workers for _, r in lad}) < 2:
-            continue
+    for lad in ladders.values():  # a ladder of one worker count has no others: no row
         for p, r in lad:
             tc = compute_s(points, p)
             others = [o for _, o in lad if o.workers != r.workers]

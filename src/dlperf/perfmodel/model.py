@@ -80,7 +80,7 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
     one, else split into the roofline's compute and memory terms; normalised to ``device_s``."""
     work = work or cal.work(cfg.model, cfg.framework, cfg.precision)
     traced = [p for p in cal.points if cfg.matches(p) and p.op_class_s]
-    cls = rl.class_times_s(traced, work, batch) if traced else None
+    cls = rl.class_times_s(traced, work, batch)
     if not cls:
         try:
             dn = cal.device_name(cfg)

@@ -26,6 +26,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -439,7 +440,7 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
     f_hi = math.log(special.flops_efficiency_cap(group[2]))
     # the parameters, (start, lower, upper bound) by block: log e_F and log e_Y, log t_k where
     # a point has a kernel count, then one log H per series
-    blocks = [(np.log([0.5, 0.5]), [-7.0, -7.0], [f_hi, 2.0])]
+    blocks: list[tuple[Any, Any, Any]] = [(np.log([0.5, 0.5]), [-7.0, -7.0], [f_hi, 2.0])]
     if fit_k:
         blocks.append(([np.log(KERNEL_S_START)], [k_lo], [k_hi]))
     n0 = sum(len(b[0]) for b in blocks)

@@ -276,10 +276,8 @@ class CeilingCache:
         c = result.get("ceilings") or {}
         n = 0
         for comp, o in (c.get("origin") or {}).items():
-            kind, _, sub = comp.partition(":")
-            ladder = (c.get("bandwidth") if comp == "bandwidth"
-                      else (c.get("h2d") or {}).get(sub) if kind == "h2d"
-                      else (c.get("matmul") or {}).get(sub))
+            kind, _, sub = comp.partition(":")  # a result keeps its ladders as it names them
+            ladder = c.get(kind) if kind == "bandwidth" else (c.get(kind) or {}).get(sub)
             if (not isinstance(o, Mapping) or o.get("how") != "measured" or not ladder
                     or ladder.get("best") is None or not c.get("fingerprint")):
                 continue
@@ -295,23 +293,43 @@ class CeilingCache:
         return n
 
 
+def _matmul_ladder(backend: CeilingBackend, precision: str,
+                   clock: Callable[[], float]) -> dict[str, Any]:
+    """The square GEMMs at ``precision``, ``2 n^3`` FLOPs each."""
+    kind = backend.device_kind
+    with backend.precision(precision):
+        return _ladder(lambda n: backend.matmul(n, precision), MATMUL_SIZES[kind],
+                       lambda n: 2.0 * n ** 3, backend, kind, clock)
+
+
+def _bandwidth_ladder(backend: CeilingBackend, _: str,
+                      clock: Callable[[], float]) -> dict[str, Any]:
+    """STREAM's scale kernel, ``2 x bytes`` moved."""
+    kind = backend.device_kind
+    return _ladder(backend.scale, BANDWIDTH_BYTES[kind], lambda b: 2.0 * b, backend, kind,
+                   clock)
+
+
+def _h2d_ladder(backend: CeilingBackend, memory: str,
+                clock: Callable[[], float]) -> dict[str, Any]:
+    """Host-to-device copies from ``pinned`` or ``pageable`` host memory, ``bytes`` moved."""
+    kind, pinned = backend.device_kind, memory == "pinned"
+    copy = backend.host_copy  # type: ignore[attr-defined]
+    return _ladder(lambda n: copy(n, pinned), H2D_BYTES[kind], float, backend, kind, clock)
+
+
+#: The microbenchmark of each kind of ceiling (a component's name before ``:``; after it the
+#: precision or the host memory).
+_LADDERS: dict[str, Callable[[CeilingBackend, str, Callable[[], float]], dict[str, Any]]] = {
+    "matmul": _matmul_ladder, "bandwidth": _bandwidth_ladder, "h2d": _h2d_ladder}
+
+
 def _measure_component(backend: CeilingBackend, component: str,
                        clock: Callable[[], float]) -> dict[str, Any]:
     """Measure one ceiling (``"matmul:<precision>"``, ``"bandwidth"`` or ``"h2d:pinned"`` /
-    ``"h2d:pageable"``): a :func:`_ladder`."""
-    kind = backend.device_kind
-    if component == "bandwidth":
-        out = _ladder(backend.scale, BANDWIDTH_BYTES[kind], lambda b: 2.0 * b, backend, kind,
-                      clock)
-    elif component.startswith("h2d:"):
-        pinned = component == "h2d:pinned"
-        copy = backend.host_copy  # type: ignore[attr-defined]
-        out = _ladder(lambda n: copy(n, pinned), H2D_BYTES[kind], float, backend, kind, clock)
-    else:
-        p = component.partition(":")[2]
-        with backend.precision(p):
-            out = _ladder(lambda n: backend.matmul(n, p), MATMUL_SIZES[kind],
-                          lambda n: 2.0 * n ** 3, backend, kind, clock)
+    ``"h2d:pageable"``): a :func:`_ladder` (:data:`_LADDERS`)."""
+    kind, _, sub = component.partition(":")
+    out = _LADDERS[kind](backend, sub, clock)
     backend.release()
     return out
 

@@ -407,26 +407,13 @@ def data_parallel(lib: TraceLibrary, st: replay.StepTrace, point: Any, nproc: in
     return out, notes
 
 
-def dispatch_probe(points: Sequence[Any], device_name: str | None,
-                   probe: Mapping[str, Any]) -> float | None:
-    """The median untraced host dispatch (s) of the stored points of ``probe``'s
-    configuration (``model``, ``framework``, ``mode``; any precision and batch: the host of
-    an eager step does not depend on them much) on ``device_name``'s GPU; None if none."""
-    want = hardware.short_name(device_name)
-    v = [p.host_dispatch_s for p in points if p.host_dispatch_s and p.world_size == 1
-         and (p.model, p.framework, p.mode) == (probe.get("model"), probe.get("framework"),
-                                                 probe.get("mode"))
-         and hardware.short_name(p.device_name) == want]
-    return statistics.median(v) if v else None
-
-
 def host_ratio(lib: TraceLibrary, src: hardware.GpuProfile,
                dst: hardware.GpuProfile) -> float | None:
     """Target host time / source host time for the same dispatch work: the ``dlperf
     calibrate`` dispatch probes of both machines (the profile model's untraced host dispatch,
     ``extra['dispatch_probe']``), when both ran the same profile configuration; None
     otherwise (a source without a calibrate profile: its stored points may have run other
-    work, e.g. another optimizer implementation, :func:`dispatch_probe` reads them)."""
+    work, e.g. another optimizer implementation)."""
     a = dict(src.extra.get("dispatch_probe") or {})
     b = dict(dst.extra.get("dispatch_probe") or {})
     same = all(a.get(k) == b.get(k) for k in ("model", "framework", "mode", "batch_size"))
@@ -480,11 +467,6 @@ def _measured_points(lib: TraceLibrary, model: str, framework: str, mode: str,
             and p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default"
             and not p.instrumented and p.layout in (None, "auto") and p.grad_accum == 1
             and hardware.short_name(p.device_name) == want]
-
-
-def error(pred: float, measured: float) -> float:
-    """Signed relative error ``pred / measured - 1``."""
-    return pred / measured - 1.0 if measured > 0 else math.nan
 
 
 def answer(db: Any, model: str, framework: str | None, mode: str | None,

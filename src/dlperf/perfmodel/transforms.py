@@ -8,7 +8,6 @@ each a small named function ``StepTrace -> StepTrace`` that says what it did in
   name), its memory-boundness and the mixed-precision casts autocast adds;
 * :func:`to_batch`, :func:`interpolate_batch`: another batch size, from two traced batches
   (each kernel group's duration a power law of the batch) or from one;
-* :func:`host_speed`: the host scaled by a ratio of host times;
 * :func:`to_data_parallel`: DDP's bucketed all-reduces inserted at their gradient-ready ops
   and overlapped with the rest of the backward (WFBP).
 
@@ -150,11 +149,6 @@ def kernel_on_gpu(op: DeviceOp, src: GpuProfile, dst: GpuProfile, precision: str
     c = _compute_factor(op, src, dst, precision)
     floor = min(op.dur_s, KERNEL_FLOOR_S)
     return floor + (op.dur_s - floor) * bw ** g * c ** (1.0 - g)
-
-
-def host_speed(step: StepTrace, ratio: float) -> StepTrace:
-    """The host's work scaled by ``ratio`` (the target host's time / the source's)."""
-    return scale_host(step, ratio).with_note(f"host x{ratio:.3f}")
 
 
 def to_gpu(step: StepTrace, src: GpuProfile, dst: GpuProfile,
@@ -627,6 +621,12 @@ def cast_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
     return (w + (total - w) * r) / total
 
 
+def keeps_its_time(phase: str | None, op_class: str | None) -> bool:
+    """True for a kernel of the optimizer (phase ``t_u`` or op class ``optimizer``): its work
+    is the parameters', whatever the batch."""
+    return phase == "t_u" or op_class == "optimizer"
+
+
 def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile,
                     factor: float | None = None) -> float:
     """Duration of ``op`` at batch ``b_dst`` from one trace at ``b_src``: a kernel of the
@@ -641,7 +641,7 @@ def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile,
     pick other tiles and grids at another batch, so a traced grid does not carry over.
     ``gpu`` is kept for that variant's signature (the waves are in
     :func:`dlperf.perfmodel.hardware.waves`)."""
-    if op.phase == "t_u" or op.op_class == "optimizer":
+    if keeps_its_time(op.phase, op.op_class):
         return op.dur_s
     floor = min(op.dur_s, BATCH_FLOOR_S)
     f = b_dst / b_src if factor is None else factor
@@ -702,12 +702,11 @@ def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
     lr = math.log(bf / bn)
 
     def slope(k: tuple[str | None, str | None, str]) -> float:
-        if sn.get(k, 0) > 0 and sf.get(k, 0) > 0:
-            return math.log(sf[k] / sn[k]) / lr
-        c = k[:2]
-        if cls_n.get(c, 0) > 0 and cls_f.get(c, 0) > 0:
-            return math.log(cls_f[c] / cls_n[c]) / lr
-        return 0.0 if (k[1] == "t_u" or k[0] == "optimizer") else 1.0
+        # the group's own sums, else its op class and phase's, where both traces have time
+        for t_n, t_f in ((sn.get(k, 0), sf.get(k, 0)), (cls_n.get(k[:2], 0), cls_f.get(k[:2], 0))):
+            if t_n > 0 and t_f > 0:
+                return math.log(t_f / t_n) / lr
+        return 0.0 if keeps_its_time(k[1], k[0]) else 1.0
 
     t = math.log(b_dst / bn)
     ops = []

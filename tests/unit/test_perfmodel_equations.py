@@ -27,6 +27,7 @@ def test_roofline_sums_compute_bytes_and_kernels():
 def test_data_parallel_step_adds_ddp_work_and_exposed_comm():
     h, d, x = 1e-3, 5e-3, 1e-3
     assert eq.dp_step_s(h, d, x, 0.2, 0.1) == pytest.approx(eq.step_s(1.2e-3, 6.1e-3))
+    assert eq.dp_parts_s(h, d, x, 0.2, 0.1) == pytest.approx((1.2e-3, 6.1e-3))
     assert eq.dp_step_s(h, d, 0.0) == pytest.approx(eq.step_s(h, d))
 
 

@@ -226,6 +226,37 @@ def test_the_default_layout_is_used_and_named(synth):
     assert "unknown layout 'chw'; did you mean 'nchw'?" in out
 
 
+def _series_file(path, batches, step=_step):
+    with ResultStore(path) as store:
+        for b in batches:
+            store.add(_result("m_cnn", b, step(b), rid=path.stem))
+            store.add(_result("m_other", b, _step(b, 3e-3, 2e-4), rid=path.stem))
+    return path
+
+
+def test_a_stored_point_is_fitted_from_the_series_with_most_batch_sizes(tmp_path):
+    # b=64 is stored in both files; the file loaded last (alphabetical) holds a one-point
+    # series once it is withheld, the first three points: the longer one is fitted, and the
+    # measurement printed is that file's
+    long = _series_file(tmp_path / "a_long.db", (16, 32, 64, 128))
+    _series_file(tmp_path / "b_short.db", (32, 64), lambda b: 1.1 * _step(b))
+    p = api.predict(tmp_path, "m_cnn", batch_size=64)
+    assert p.provenance["host time H"] == f"fitted: series of 3 point(s) in {long}"
+    assert p.measured_point.rsplit(":", 1)[0] == str(long.resolve())
+    assert p.validation_category == "held-out batch"
+    # a tie in batch sizes goes to the file that holds the point, though loaded first
+    tie = tmp_path / "tie"
+    tie.mkdir()
+    held = _series_file(tie / "a_held.db", (16, 32, 64, 128))
+    _series_file(tie / "b_other.db", (16, 32, 128), lambda b: 1.1 * _step(b))
+    t = api.predict(tie, "m_cnn", batch_size=64)
+    assert t.provenance["host time H"] == f"fitted: series of 3 point(s) in {held}"
+    # nothing stored at the batch: the longest series
+    free = api.predict(tie, "m_cnn", batch_size=96)
+    assert free.provenance["host time H"] == f"fitted: series of 4 point(s) in {held}"
+    assert free.measured_point is None
+
+
 def test_h200_cpu_points_and_layouts_are_reachable(h200_validation):
     # on the session's validated files (both folders): the intervals of the predictions that
     # go through come from its residuals in memory, not from a back-test of h200 alone (36 s)

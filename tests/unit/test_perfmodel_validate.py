@@ -13,6 +13,7 @@ import pytest
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, validation
+from dlperf.perfmodel import equations as eq
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
 H200 = [ROOT / "h200", ROOT / "h200x2"]
@@ -184,6 +185,8 @@ def test_predict_one_device_withholds_the_point_it_predicts(cache, h200_validati
     assert p.samples_per_s == pytest.approx(64 / p.predicted_step_time_s)
     assert p.scaling_efficiency == 1.0
     assert set(p.parts) == {"host_s", "device_s", "device_by_class_s", "exposed_comm_s", "input_s"}
+    assert p.predicted_step_time_s == pytest.approx(eq.step_s(p.parts["host_s"],
+                                                               p.parts["device_s"]), rel=1e-9)
     d = p.to_dict()
     json.dumps(d)
     assert d["interval_s"] == [lo, hi]
@@ -222,6 +225,12 @@ def test_predict_data_parallel_and_nodes_say_what_was_measured(cache, h200_valid
     assert p2.provenance["all-reduce"].startswith("measured")
     assert p2.provenance["DDP overhead rho, kappa"].startswith("measured")
     assert p2.parts["exposed_comm_s"] > 0
+    # the parts printed are the data-parallel step's own: step_s(host_s, device_s) is the step
+    parts = p2.parts
+    assert p2.predicted_step_time_s == pytest.approx(
+        eq.step_s(parts["host_s"], parts["device_s"]), rel=1e-9)
+    assert parts["host_s"] > parts["one_device_host_s"]  # rho > 0 on the stored pairs
+    assert parts["device_s"] > parts["one_device_device_s"] + parts["exposed_comm_s"]
     pn = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=1024,
                      nproc=8, nnodes=2, network="ib_ndr")
     assert pn.provenance["all-reduce"].startswith("given")

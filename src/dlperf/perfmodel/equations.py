@@ -95,10 +95,20 @@ def roofline_device_s(flops: float, bytes_moved: float, kernels: float | None,
             + (kernels or 0.0) * kernel_s)
 
 
+def dp_parts_s(host_s: float, device_s: float, exposed_s: float, rho: float = 0.0,
+               kappa: float = 0.0) -> tuple[float, float]:
+    """The data-parallel step's host and device times (s), ``(H (1 + rho), D + kappa H + X)``,
+    from one device's ``H`` and ``D`` at the per-device batch, the exposed all-reduce ``X`` and
+    DDP's own work ``rho`` (host, per unit of host time) and ``kappa`` (device, per unit of
+    host time)."""
+    return host_s * (1 + rho), device_s + kappa * host_s + exposed_s
+
+
 def dp_step_s(host_s: float, device_s: float, exposed_s: float, rho: float = 0.0,
               kappa: float = 0.0) -> float:
-    """The data-parallel step (s): ``overlap(H (1 + rho), D + kappa H + X)``."""
-    return float(overlap(host_s * (1 + rho), device_s + kappa * host_s + exposed_s))
+    """The data-parallel step (s): ``step_s(H (1 + rho), D + kappa H + X)``
+    (:func:`dp_parts_s`)."""
+    return step_s(*dp_parts_s(host_s, device_s, exposed_s, rho, kappa))
 
 
 @dataclass(frozen=True)

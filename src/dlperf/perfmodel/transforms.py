@@ -449,7 +449,7 @@ def to_precision(step: StepTrace, dst: str, gpu: GpuProfile) -> StepTrace:
     """``step`` at precision ``dst`` on ``gpu``: each kernel by :func:`kernel_to_precision`,
     and autocast's own work by the direction of the change (:data:`AUTOCAST_STEP`): going to
     bf16 from fp32 :func:`add_autocast`, going to fp32 :func:`drop_autocast`, between two
-    full precisions nothing more."""
+    precisions of a kind :func:`same_kind`."""
     src = str(step.meta.get("precision") or "fp32")
     out, note = AUTOCAST_STEP[precision_step(src, dst)](step, src, dst, gpu)
     return out.with_note(f"precision {src} -> {dst}{note}", precision=dst)
@@ -517,8 +517,8 @@ def drop_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
 
 def same_kind(step: StepTrace, src: str, dst: str, gpu: GpuProfile
               ) -> tuple[StepTrace, str]:
-    """``step`` between two full precisions (fp32, tf32): each kernel by
-    :func:`kernel_to_precision`, nothing added or dropped."""
+    """``step`` between two precisions of a kind (fp32 and tf32, or bf16 and fp16): each
+    kernel by :func:`kernel_to_precision`, nothing added or dropped."""
     return replace(step, ops=tuple(_rescaled(step, src, dst, gpu))), ""
 
 

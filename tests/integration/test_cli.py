@@ -12,36 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from cli_here import dlperf_here as _here
+
 #: A committed results file (the 2-core CPU thread sweep), read-only in these tests.
 THREADS_DB = str(Path(__file__).resolve().parents[2] / "benchmarks/results/cpu-dev/dlbench_threads.db")
+
+
+def dlperf_here(*args):
+    """``dlperf ARGS`` in this process (:func:`cli_here.dlperf_here`), ``COLUMNS=200`` as for
+    :func:`dlperf`."""
+    return _here(*args, env={"COLUMNS": "200"})
 
 
 def dlperf(*args, timeout=300, env=None):
     return subprocess.run([sys.executable, "-m", "dlperf", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
-
-
-def dlperf_here(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``dlperf ARGS`` in this process, through the app :func:`dlperf.cli.main` builds for
-    them, for a test of what a command says and returns rather than of the process (a process
-    costs 1-3 s on 2 cores; :func:`dlperf` runs one). Returns its exit status, stdout and
-    stderr as :func:`dlperf` does; ``COLUMNS=200`` and ``env`` are set for the call and the
-    environment is restored after it. An exception other than SystemExit escaping the command
-    (in a process, a traceback) fails the test."""
-    from typer.testing import CliRunner
-
-    from dlperf.cli import COMMANDS, build_app
-
-    saved = dict(os.environ)
-    os.environ.update({"COLUMNS": "200", **(env or {})})
-    try:
-        r = CliRunner().invoke(build_app(args[0] if args and args[0] in COMMANDS else None),
-                               list(args), prog_name="dlperf")
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
 
 
 @pytest.mark.slow

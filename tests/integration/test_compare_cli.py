@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from cli_here import dlperf_here as _here
+
 STEP_S = 0.010  # the fake's step: long enough that a 10% change is far above sleep jitter
 FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
 
@@ -22,27 +24,11 @@ def dlperf(*args, env=None, timeout=300):
                           check=False, env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
 
 
-def dlperf_here(*args: str) -> subprocess.CompletedProcess:
-    """``dlperf ARGS`` in this process, through the app :func:`dlperf.cli.main` builds for
-    them, for the commands that read files and start no run (``compare`` of two files,
-    ``merge``, ``results``, ``report``; a refused ``run``): exit status, stdout and stderr as
-    :func:`dlperf` returns them, without a process (1-3 s each on 2 cores). The fake
-    framework's variable is set for the call and the environment restored after it; an
-    exception other than SystemExit escaping the command fails the test."""
-    from typer.testing import CliRunner
-
-    from dlperf.cli import COMMANDS, build_app
-
-    saved = dict(os.environ)
-    os.environ.update(FAKE_ENV)
-    try:
-        r = CliRunner().invoke(build_app(args[0] if args and args[0] in COMMANDS else None),
-                               list(args), prog_name="dlperf")
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+def dlperf_here(*args):
+    """``dlperf ARGS`` in this process (:func:`cli_here.dlperf_here`) with the fake framework,
+    for the commands that read files and start no run (compare of files, merge, results,
+    report; a refused run)."""
+    return _here(*args, env=FAKE_ENV)
 
 
 def measure(db, tag, step_s):

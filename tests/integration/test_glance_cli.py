@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_here import dlperf_here as _here
+
 #: fp32 steps of 10 ms at b=8; bf16 at 0.55x; b=16, 32 take 1.8x, 3.5x (throughput grows 11%,
 #: then 3%); b=64 runs out of memory.
 FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
@@ -29,27 +31,11 @@ def dlperf(*args, env=None, timeout=300):
                           env={**os.environ, "COLUMNS": "200", **FAKE_ENV, **(env or {})})
 
 
-def dlperf_here(*args: str) -> subprocess.CompletedProcess:
-    """``dlperf ARGS`` in this process, through the app :func:`dlperf.cli.main` builds for
-    them, for the commands that read files and start no run (``results``, ``sweep --dry-run``):
-    exit status, stdout and stderr as :func:`dlperf` returns them, without a process (1-3 s
-    each on 2 cores). ``COLUMNS=200`` and the fake framework's variable are set for the call
-    and the environment restored after it; an exception other than SystemExit escaping the
-    command fails the test. The tests of $COLUMNS itself run processes (:func:`dlperf`)."""
-    from typer.testing import CliRunner
-
-    from dlperf.cli import COMMANDS, build_app
-
-    saved = dict(os.environ)
-    os.environ.update({"COLUMNS": "200", **FAKE_ENV})
-    try:
-        r = CliRunner().invoke(build_app(args[0] if args and args[0] in COMMANDS else None),
-                               list(args), prog_name="dlperf")
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+def dlperf_here(*args):
+    """``dlperf ARGS`` in this process (:func:`cli_here.dlperf_here`), ``COLUMNS=200`` and the
+    fake framework as for :func:`dlperf`, for commands that start no run (results, sweep
+    --dry-run). The tests of $COLUMNS itself run processes."""
+    return _here(*args, env={"COLUMNS": "200", **FAKE_ENV})
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_here import dlperf_here as _here
 from dlperf.results.schema import RunRecord
 
 FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
@@ -23,6 +24,12 @@ STEP = {"step_s": 0.002}
 def dlperf(*args, env=None, timeout=120):
     return subprocess.run([sys.executable, "-m", "dlperf", *args], capture_output=True, text=True,
                           env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
+
+
+def dlperf_here(*args, env=None):
+    """``dlperf ARGS`` in this process (:func:`cli_here.dlperf_here`) with the fake framework,
+    for a dry run or a refused sweep (no point runs)."""
+    return _here(*args, env={**FAKE_ENV, **(env or {})})
 
 
 def write_sweep(path: Path, batches, min_time=0.0, timeout_s=60, **options):
@@ -61,11 +68,11 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     assert "code 9" in got[128][1]
     assert "timeout" in got[512][1]
     # the dry run marks the 4 final failures as failed, not stored ('error' is pending again)
-    dry = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"), "--dry-run")
+    dry = dlperf_here("sweep", str(sw), "--db", str(tmp_path / "r.db"), "--dry-run")
     tags = [ln.split()[0] for ln in dry.stdout.splitlines()[:7]]
     assert sorted(tags) == ["failed"] * 4 + ["pending"] + ["stored"] * 2, dry.stdout
     assert "(4 of them failed: timeout, crash, OOM, ...; add --retry-failed" in dry.stdout
-    dry = dlperf("sweep", str(sw), "--db", str(tmp_path / "r.db"), "--dry-run", "--retry-failed")
+    dry = dlperf_here("sweep", str(sw), "--db", str(tmp_path / "r.db"), "--dry-run", "--retry-failed")
     assert "5 pending, 2 stored" in dry.stdout and "of them failed" not in dry.stdout
     # run again: the 4 final failures are kept, and the output says how to measure them again
     # ('error' is not final: that point runs again, and with the fault gone it is ok; the
@@ -140,21 +147,21 @@ def test_shards_split_a_sweep_into_disjoint_parts_sharing_one_db(tmp_path):
     rows = statuses(db)
     assert sorted(b for b, st, _ in rows) == [1, 2, 3, 4, 5]
     assert all(st == "ok" for _, st, _ in rows)
-    dry = dlperf("sweep", str(sw), "--dry-run", "--shard", "1/2")
+    dry = dlperf_here("sweep", str(sw), "--dry-run", "--shard", "1/2")
     assert dry.returncode == 0 and "2 points" in dry.stdout and "b=2" in dry.stdout
     assert "2 points: 0 pending, 2 stored" in dry.stdout  # its default db: s.db, the one used
     # against the db: every point stored, and the file read, not changed
     before = db.read_bytes()
-    dry = dlperf("sweep", str(sw), "--db", str(db), "--dry-run", env={"COLUMNS": "300"})
+    dry = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run", env={"COLUMNS": "300"})
     assert dry.returncode == 0 and "5 points: 0 pending, 5 stored in" in dry.stdout
     assert all(ln.startswith("stored ") for ln in dry.stdout.splitlines()[:5])
     assert db.read_bytes() == before
-    dry = dlperf("sweep", str(sw), "--db", str(db), "--dry-run", "--restart")
+    dry = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run", "--restart")
     assert "5 pending, 0 stored" in dry.stdout
     (tmp_path / "foreign.db").write_bytes(b"not a database" * 100)
-    dry = dlperf("sweep", str(sw), "--db", str(tmp_path / "foreign.db"), "--dry-run")
+    dry = dlperf_here("sweep", str(sw), "--db", str(tmp_path / "foreign.db"), "--dry-run")
     assert dry.returncode == 2 and "not a dlperf results database" in " ".join(dry.stderr.split())
-    bad = dlperf("sweep", str(sw), "--db", str(tmp_path / "x.db"), "--shard", "2/2")
+    bad = dlperf_here("sweep", str(sw), "--db", str(tmp_path / "x.db"), "--shard", "2/2")
     assert bad.returncode == 2 and "--shard '2/2'" in bad.stderr + bad.stdout
     assert not (tmp_path / "x.db").exists()
 
@@ -212,7 +219,7 @@ def test_a_cuda_sweep_without_a_gpu_is_refused_before_anything_runs(tmp_path):
     assert "2 of 2 point(s) ask for device cuda" in " ".join(r.stderr.split())
     assert "Traceback" not in r.stderr
     assert not db.exists()
-    assert dlperf("sweep", str(sw), "--dry-run").returncode == 0  # listing needs no GPU
+    assert dlperf_here("sweep", str(sw), "--dry-run").returncode == 0  # listing needs no GPU
 
 
 def test_more_threads_than_usable_cpus_is_a_warning_of_the_result(tmp_path):

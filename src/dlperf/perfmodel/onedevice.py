@@ -260,9 +260,7 @@ class _SeriesProblem:
         data = (np.log(overlap(h, d0 + d1 * self.b)) - self.lt) * self.w
         lin = (u[self.lin_i] - self.lin_c) / self.lin_s
         over = np.maximum(0.0, u[0] - self.ub_c) * self._ub_mul / self.ub_s
-        if not len(self.ab):
-            return np.concatenate([data, lin, over])
-        anchor = (np.log(d0 + d1 * self.ab) - self.ad) / self.asg
+        anchor = (np.log(d0 + d1 * self.ab) - self.ad) / self.asg  # empty without anchors
         return np.concatenate([data, lin, anchor, over])
 
     def jac(self, x: np.ndarray) -> np.ndarray:
@@ -280,16 +278,14 @@ class _SeriesProblem:
         out[:n_data, 1] = sd * d0 / d * self.w
         out[:n_data, 2] = sd * d1 * self.b / d * self.w
         out[n_data:n_lin] = self._lin_jac
-        if n_anchor > n_lin:
-            da = d0 + d1 * self.ab
-            out[n_lin:n_anchor, 0] = 0.0
-            out[n_lin:n_anchor, 1] = d0 / da / self.asg
-            out[n_lin:n_anchor, 2] = d1 * self.ab / da / self.asg
+        da = d0 + d1 * self.ab  # the anchors' rows: none without anchors
+        out[n_lin:n_anchor, 0] = 0.0
+        out[n_lin:n_anchor, 1] = d0 / da / self.asg
+        out[n_lin:n_anchor, 2] = d1 * self.ab / da / self.asg
         out[n_anchor:, 0] = np.where(u[0] > self.ub_c, self._over_jac, 0.0)
         out[n_anchor:, 1:] = 0.0
-        inside = (x >= -60.0) & (x <= 10.0)
-        if not inside.all():
-            out *= inside.astype(float)[None, :]
+        # a clipped x's column is zero (x 1.0 elsewhere changes no number)
+        out *= ((x >= -60.0) & (x <= 10.0)).astype(float)[None, :]
         return out
 
     def key(self, x0: np.ndarray) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_here import dlperf_here
 from dlperf.config import IterationPolicy, make_run_config
 from dlperf.worker import run_config
 
@@ -132,6 +133,10 @@ def test_cli_breakdown_results_and_report_with_fake_framework(tmp_path):
                            text=True, env=env, timeout=120)
         return p.returncode, p.stdout + p.stderr
 
+    def dlperf_read(*args):  # a read in this process (cli_here): no run starts
+        p = dlperf_here(*args, env={"DLPERF_FAKE_FRAMEWORK": "1", "COLUMNS": "250"})
+        return p.returncode, p.stdout + p.stderr
+
     rc, out = dlperf("run", "--model", "fcn5_tiny", "--framework", "fake", "--batch-size", "8",
                      "--device", "cpu", "--breakdown", "--trace", str(tmp_path / "tr"),
                      "--db", str(db), "--min-iters", "10", "--min-time", "0.05",
@@ -139,12 +144,12 @@ def test_cli_breakdown_results_and_report_with_fake_framework(tmp_path):
     assert rc == 0, out
     assert "where the time goes" in out
     assert "marked * come from the profiler trace" in " ".join(out.split())  # the legend
-    rc, out = dlperf("results", "--db", str(db))
+    rc, out = dlperf_read("results", "--db", str(db))
     # the phase columns the fake measures (a column with no value anywhere, t_fbu of a
     # compiled step here, is dropped from terminal tables)
     assert rc == 0 and "where the time goes" in out and "t_io" in out and "t_u" in out
     assert "marked * come from the profiler trace" in " ".join(out.split())
-    rc, out = dlperf("results", "--db", str(db), "--op-classes", "--format", "json")
+    rc, out = dlperf_read("results", "--db", str(db), "--op-classes", "--format", "json")
     assert rc == 0, out
     js = json.loads(out)
     oc = js["results"][0]["op_classes"]["per_iter_s"]
@@ -165,7 +170,7 @@ def test_cli_breakdown_results_and_report_with_fake_framework(tmp_path):
         assert row["trace_path"] and Path(row["trace_path"]).is_file()
         raw = s.samples(row["id"])
         assert len(raw["breakdown:t_f"]["step_time_s"]) == bd["n_iters"]
-    rc, out = dlperf("report", "--db", str(db), "-o", str(tmp_path / "rep"))
+    rc, out = dlperf_read("report", "--db", str(db), "-o", str(tmp_path / "rep"))
     assert rc == 0, out
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Where the time goes: iteration breakdown" in md

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+from cli_here import dlperf_here as _here
+
 FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
 
 
@@ -16,28 +18,34 @@ def dlperf(*args, env=None, timeout=120):
                           env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=timeout)
 
 
+def dlperf_here(*args):
+    """``dlperf ARGS`` in this process (:func:`cli_here.dlperf_here`) with the fake framework,
+    for the commands that start no run (data, results, report; a refused run)."""
+    return _here(*args, env=FAKE_ENV)
+
+
 def test_make_imagefolder_and_its_errors(tmp_path):
-    p = dlperf("data", "make-imagefolder", str(tmp_path / "f"), "--images", "6", "--classes", "2",
+    p = dlperf_here("data", "make-imagefolder", str(tmp_path / "f"), "--images", "6", "--classes", "2",
                "--size", "32")
     assert p.returncode == 0, p.stderr
     assert "wrote 6 JPEGs" in p.stdout and "imagefolder:" in p.stdout
     assert len(list((tmp_path / "f").glob("class_*/*.jpg"))) == 6
-    bad = dlperf("data", "make-imagefolder", str(tmp_path / "g"), "--images", "3", "--classes", "5")
+    bad = dlperf_here("data", "make-imagefolder", str(tmp_path / "g"), "--images", "3", "--classes", "5")
     assert bad.returncode == 2 and "--classes 5 is more than --images 3" in bad.stderr
 
 
 def test_loader_workers_with_synthetic_data_is_refused(tmp_path):
-    p = dlperf("run", "--framework", "fake", "--model", "fcn5_tiny", "--loader-workers", "2",
+    p = dlperf_here("run", "--framework", "fake", "--model", "fcn5_tiny", "--loader-workers", "2",
                "--db", str(tmp_path / "x.db"))
     assert p.returncode == 2 and "needs real data" in p.stderr
-    p = dlperf("run", "--framework", "fake", "--model", "fcn5_tiny", "--data", "imagefolder:/nope",
+    p = dlperf_here("run", "--framework", "fake", "--model", "fcn5_tiny", "--data", "imagefolder:/nope",
                "--db", str(tmp_path / "x.db"))
     assert p.returncode == 2 and "/nope is not an existing folder" in p.stderr
 
 
 def test_input_bound_runs_are_labelled_and_compared_with_synthetic(tmp_path):
     folder, db = tmp_path / "jpegs", str(tmp_path / "r.db")
-    assert dlperf("data", "make-imagefolder", str(folder), "--images", "8", "--classes", "2",
+    assert dlperf_here("data", "make-imagefolder", str(folder), "--images", "8", "--classes", "2",
                   "--size", "32").returncode == 0
     common = ["--framework", "fake", "--model", "resnet50_tiny", "--batch-size", "4",
               "--min-iters", "20", "--min-time", "0", "--max-warmup-iters", "4", "--db", db,
@@ -48,9 +56,9 @@ def test_input_bound_runs_are_labelled_and_compared_with_synthetic(tmp_path):
     p = dlperf("run", *common, "--data", f"imagefolder:{folder}", "--loader-workers", "0,2",
                "--framework-option", "data_wait_s=0.004")
     assert p.returncode == 0, p.stderr
-    table = dlperf("results", "--db", db).stdout
+    table = dlperf_here("results", "--db", db).stdout
     assert table.count("input-bound") == 2 and "0 wkr" in table and "2 wkr" in table
-    cmp = dlperf("results", "--db", db, "--compare", "data", "--format", "json")
+    cmp = dlperf_here("results", "--db", db, "--compare", "data", "--format", "json")
     assert cmp.returncode == 0, cmp.stderr
     gaps = json.loads(cmp.stdout)
     assert [g["loader_workers"] for g in gaps] == [0, 2]
@@ -58,9 +66,9 @@ def test_input_bound_runs_are_labelled_and_compared_with_synthetic(tmp_path):
         assert g["input_bound"] is True and 0.35 < g["data_wait_share"] < 0.65
         assert 0.3 < g["relative_throughput"] < 0.75  # about half the synthetic speed
         assert g["synthetic_samples_per_s"] > g["real_samples_per_s"]
-    md = dlperf("results", "--db", db, "--compare", "data").stdout
+    md = dlperf_here("results", "--db", db, "--compare", "data").stdout
     assert "| resnet50_tiny | fake/eager |" in md and "**yes**" in md
-    rep = dlperf("report", "--db", db, "-o", str(tmp_path / "rep"))
+    rep = dlperf_here("report", "--db", db, "-o", str(tmp_path / "rep"))
     assert rep.returncode == 0, rep.stderr
     text = (tmp_path / "rep" / "report.md").read_text()
     assert "## Input pipelines: real data against synthetic data" in text

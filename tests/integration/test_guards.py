@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from cli_here import dlperf_here as _here
 from dlperf import guards, heartbeat
 from dlperf.config import make_run_config
 from dlperf.results.schema import RunRecord
@@ -26,6 +27,12 @@ def dlperf(*args, env=None, timeout=300):
     return subprocess.run([sys.executable, "-m", "dlperf", *args], capture_output=True,
                           text=True, check=False, timeout=timeout,
                           env={**os.environ, **FAKE, **(env or {})})
+
+
+def dlperf_here(*args):
+    """``dlperf ARGS`` in this process (:func:`cli_here.dlperf_here`) with the fake framework,
+    for a dry run (nothing runs)."""
+    return _here(*args, env=FAKE)
 
 
 def test_the_spec_lower_bound_and_the_largest_batch():
@@ -97,14 +104,14 @@ def test_dry_run_says_how_long(tmp_path):
     sw.write_text("name: s\ndefaults: {device: cpu, threads: 1, framework: fake}\n"
                   "grid:\n  - {model: [fcn5_tiny], batch_size: [8, 16]}\n")
     db = tmp_path / "s.db"
-    r = dlperf("sweep", str(sw), "--db", str(db), "--dry-run")
+    r = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run")
     assert r.returncode == 0, r.stderr
     assert ("estimated time: about 8 s for the 2 pending run(s) (2 at the least the iteration "
             "policy allows (minimum time + 3 s of start-up each) (a lower bound))") in r.stdout
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--device", "cpu",
                "--threads", "1", "--no-ceilings", "--db", str(db))
     assert r.returncode == 0, r.stderr
-    r = dlperf("sweep", str(sw), "--db", str(db), "--dry-run")
+    r = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run")
     assert "for the 1 pending run(s) (1 from stored runs of the same model at another batch)" \
         in r.stdout, r.stdout
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_here import dlperf_here as _here
 from dlperf.cli.sweep import shard_points
 from dlperf.launch.slurm import array_script, shard_db_path
 
@@ -21,6 +22,12 @@ FAKE_ENV = {"DLPERF_FAKE_FRAMEWORK": "1"}
 def dlperf(*args, cwd=None, env=None):
     return subprocess.run([sys.executable, "-m", "dlperf", *args], capture_output=True, text=True,
                           env={**os.environ, **FAKE_ENV, **(env or {})}, timeout=180, cwd=cwd)
+
+
+def dlperf_here(*args):
+    """``dlperf ARGS`` in this process (:func:`cli_here.dlperf_here`) with the fake framework,
+    for a sweep refused before it writes anything."""
+    return _here(*args, env=FAKE_ENV)
 
 
 def write_sweep(path: Path, batches) -> Path:
@@ -103,10 +110,10 @@ def test_the_array_task_runs_its_shard(tmp_path):
 
 def test_bad_array_options_are_refused(tmp_path):
     sw = write_sweep(tmp_path / "s.yaml", [1, 2])
-    r = dlperf("sweep", str(sw), "--slurm-array", str(tmp_path / "j.sbatch"), "--shards", "3")
+    r = dlperf_here("sweep", str(sw), "--slurm-array", str(tmp_path / "j.sbatch"), "--shards", "3")
     assert r.returncode == 2 and "--shards 3: give 1 to 2" in " ".join(r.stderr.split())
-    r = dlperf("sweep", str(sw), "--slurm-array", str(tmp_path / "j.sbatch"), "--shard", "0/2")
+    r = dlperf_here("sweep", str(sw), "--slurm-array", str(tmp_path / "j.sbatch"), "--shard", "0/2")
     assert r.returncode == 2 and "leave out --shard" in r.stderr
-    r = dlperf("sweep", str(sw), "--shards", "2", "--db", str(tmp_path / "x.db"))
+    r = dlperf_here("sweep", str(sw), "--shards", "2", "--db", str(tmp_path / "x.db"))
     assert r.returncode == 2 and "--shard K/N" in r.stderr
     assert not (tmp_path / "j.sbatch").exists() and not (tmp_path / "x.db").exists()

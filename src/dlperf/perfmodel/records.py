@@ -322,10 +322,12 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
     """A :class:`Point` from one stored record (``ResultStore.records``), or None when it is
     not an ``ok`` measurement with a median step time."""
     from dlperf.results.parts import (
+        Breakdown,
         DataWait,
         Dist,
         Env,
         Flops,
+        Host,
         Memory,
         Spec,
         Summary,
@@ -341,12 +343,11 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
     summ, spec, trace = rec.summary or Summary(), ident.spec or Spec(), rec.trace or Trace()
     flops, dist, env = rec.flops or Flops(), rec.dist or Dist(), rec.env or Env()
     ceil, mem, dw = rec.ceilings or {}, rec.memory or Memory(), rec.data_wait or DataWait()
+    bd, host = rec.breakdown or Breakdown(), rec.host or Host()
     lo, hi = _num(summ.ci_low), _num(summ.ci_high)
     world = ident.world_size or 1
     batch = ident.batch_size
     device = ident.device or ""
-    breakdown = (rec.breakdown.host or {}, rec.breakdown.phases or {}) if rec.breakdown \
-        else ({}, {})
     return Point(
         source=source, result_id=rec.stored.id, model=ident.model or "",
         framework=ident.framework or "", mode=ident.mode or "",
@@ -357,7 +358,6 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         grad_accum=ident.grad_accum or 1,
         batch_size=batch, world_size=world, nnodes=ident.nnodes or 1,
         per_device_batch=ident.per_device_batch or batch // world,
-        variant=",".join(ddp_changes(setting(rec, "ddp"))) if world > 1 else "",
         instrumented=bool(setting(rec, "breakdown") or setting(rec, "trace_dir")),
         step_time_s=med,
         ci_rel=(hi - lo) / 2 / med if lo is not None and hi is not None else None,
@@ -374,8 +374,8 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         op_class_s={k: float(v) for k, v in ((rec.op_classes and rec.op_classes.per_iter_s)
                                              or {}).items() if _num(v) is not None},
         dispatch_s=_median(trace.dispatch_s),
-        host_dispatch_s=_median(rec.host.dispatch_s) if rec.host else None,
-        host_sync_wait_s=_median(rec.host.sync_wait_s) if rec.host else None,
+        host_dispatch_s=_median(host.dispatch_s),
+        host_sync_wait_s=_median(host.sync_wait_s),
         kernels_per_iter=_num(trace.kernels_per_iter),
         ops_per_step=flops.ops_per_step,
         exposed_comm_s=_num(rec.exposed_comm_s),
@@ -384,16 +384,28 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         data_wait_mean_s=_num(dw.mean_s),
         step_time_mean_s=_num(summ.mean),
         loader_impl=((rec.data_info or {}).get("pipeline") or {}).get("impl"),
-        t_io_s=_median(breakdown[0].get("t_io")) or _median(breakdown[1].get("t_io")),
+        t_io_s=_median((bd.host or {}).get("t_io")) or _median((bd.phases or {}).get("t_io")),
         device_name=rec.device_name, session=_session(rec),
         compile_mode=str(setting(rec, "compile_mode") or "default"),
         peak_reserved_bytes=_num(mem.peak_reserved_bytes),
         nvml_used_bytes=_num(mem.nvml_used_bytes),
         device_memory_total_bytes=_gpu_memory(env, device),
         cpu_model=env.cpu_model,
-        buckets=rank_buckets(dist.buckets_timeline) if world > 1 else (),
-        comm_backend=dist.process_group_backend if world > 1 else None,
+        **_data_parallel(rec, dist, world),
     )
+
+
+def _data_parallel(rec: RunRecord, dist: Any, world: int) -> dict[str, Any]:
+    """The data-parallel fields of a record's :class:`Point`: DDP's non-default options
+    (``variant``), the recorded buckets and the process-group backend; a one-device run's
+    none."""
+    from dlperf.results.view import setting
+
+    if world <= 1:
+        return {"variant": "", "buckets": (), "comm_backend": None}
+    return {"variant": ",".join(ddp_changes(setting(rec, "ddp"))),
+            "buckets": rank_buckets(dist.buckets_timeline),
+            "comm_backend": dist.process_group_backend}
 
 
 #: Timelines whose host launches :mod:`hostcount` counts: those of XLA programs (their device

@@ -184,8 +184,8 @@ class ReplayResult:
 
 
 def _triple(s: Any) -> tuple[int, int, int] | None:
-    if not s:
-        return None
+    """A launch geometry ``"x,y,z"`` (missing parts 1) as integers, None where it is not
+    recorded or not positive integers."""
     try:
         parts = [int(x) for x in str(s).split(",")]
     except ValueError:

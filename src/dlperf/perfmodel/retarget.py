@@ -147,22 +147,11 @@ class TraceLibrary:
         Raises:
             ConfigError: nothing is known of ``name``.
         """
-        if name not in self._gpus:
-            self._gpus[name] = hardware.resolve(name, paths=self.files, points=self.recs.points)
-        return self._gpus[name]
+        return _once(self._gpus, name, lambda: hardware.resolve(
+            name, paths=self.files, points=self.recs.points))
 
     def _with_timeline(self, f: str) -> set[int]:
-        if f not in self._have:
-            import sqlite3
-
-            con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
-            try:
-                self._have[f] = {r[0] for r in con.execute("SELECT result_id FROM timelines")}
-            except sqlite3.Error:
-                self._have[f] = set()
-            finally:
-                con.close()
-        return self._have[f]
+        return _once(self._have, f, lambda: _timeline_ids(f))
 
     def points(self, model: str, framework: str, mode: str) -> list[Any]:
         """Every traced one-device synthetic-data point of the family, in file order."""
@@ -174,23 +163,36 @@ class TraceLibrary:
     def trace(self, p: Any) -> replay.StepTrace | None:
         """The :class:`~dlperf.perfmodel.replay.StepTrace` of the traced point ``p`` (host as
         traced), None where its timeline does not decode; decoded once."""
-        k = (p.source, p.result_id)
-        if k not in self._traces:
-            from dlperf.results.store import ResultStore
+        return _once(self._traces, (p.source, p.result_id), lambda: _decode(p))
 
-            with ResultStore(p.source, read_only=True) as store:
-                self._traces[k] = replay.trace_of(store, p)
-        return self._traces[k]
 
-    def traces(self, model: str, framework: str, mode: str) -> list[tuple[Any, replay.StepTrace]]:
-        """``(Point, StepTrace)`` of every traced point of the family (host as traced), in
-        file order; a timeline that does not decode is left out."""
-        out = []
-        for p in self.points(model, framework, mode):
-            st = self.trace(p)
-            if st is not None:
-                out.append((p, st))
-        return out
+def _once(cache: dict[Any, Any], key: Any, make: Callable[[], Any]) -> Any:
+    """``cache[key]``, made by ``make()`` the first time it is asked for."""
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
+def _timeline_ids(f: str) -> set[int]:
+    """The result ids of the results file ``f`` that have a stored timeline (none where it has
+    no timelines table)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+    try:
+        return {r[0] for r in con.execute("SELECT result_id FROM timelines")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        con.close()
+
+
+def _decode(p: Any) -> replay.StepTrace | None:
+    """:func:`~dlperf.perfmodel.replay.trace_of` of the stored point ``p`` from its file."""
+    from dlperf.results.store import ResultStore
+
+    with ResultStore(p.source, read_only=True) as store:
+        return replay.trace_of(store, p)
 
 
 def _src_profile(lib: TraceLibrary, device_name: str | None) -> hardware.GpuProfile:
@@ -334,8 +336,8 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
 def interval_source(key: str, datasheet_only: bool, nproc: int, half: float) -> str:
     """Where a replay prediction's interval comes from, in words: the back-test category's
     :data:`INTERVAL_P90`, its widenings and the band they make (:func:`band`)."""
-    widen = [*(["x2: datasheet only"] if datasheet_only else []),
-             *([f"x2: data parallel x{nproc}, not validated"] if nproc > 1 else [])]
+    widen = [why for why, on in (("x2: datasheet only", datasheet_only),
+                                 (f"x2: data parallel x{nproc}, not validated", nproc > 1)) if on]
     return (f"the replay back-test's '{key}' rows (benchmarks/replay_validate.py): 90th "
             f"percentile of |error| {INTERVAL_P90[key]:.0%}"
             + (f" ({'; '.join(widen)}) = {half:.0%}" if widen else "")

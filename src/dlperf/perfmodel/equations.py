@@ -27,9 +27,12 @@ only what runs past the end of backward (the exposed time ``X``) adds to the dev
     s_i = max(r_i, e_{i-1}),  e_i = s_i + c(M_i),  X = max(0, e_last - 2/3 D)
     T_N = step_s(H (1 + rho), D + kappa H + X)                dp_step_s(...)
 
+with ``H``, ``D`` one device's at the per-device batch; ``H (1 + rho)`` and ``D + kappa H + X``
+are the N-device step's host and device parts (:func:`dp_parts_s`, printed as ``parts``).
 ``rho``, ``kappa`` DDP's own host and device work per unit of host time (fitted on stored
-1-device/N-device pairs), ``c(M)`` the all-reduce time of ``M`` bytes (a stored sweep's fit,
-else a ring, tree or hierarchical alpha-beta cost, :func:`ring_allreduce_s`).
+1-device/N-device pairs; a prediction of a stored N-device point fits them without its own),
+``c(M)`` the all-reduce time of ``M`` bytes (a stored sweep's fit, else a ring, tree or
+hierarchical alpha-beta cost, :func:`ring_allreduce_s`).
 
 An input pipeline with ``w`` loader workers (Shi & Chu 2017's ``t_io`` / ``t_c`` overlap)::
 

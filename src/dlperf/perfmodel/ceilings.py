@@ -219,7 +219,18 @@ def machine_fingerprint(env: Mapping[str, Any], versions: Mapping[str, Any],
 def cache_key(framework: Any, device_key: Any, component: str, threads: Any) -> str:
     """The cache key of one ceiling: ``component`` is ``"matmul:<precision>"`` or
     ``"bandwidth"``; ``threads`` the framework's thread count (``"default"`` if not set)."""
-    return f"{framework}|{device_key}|{component}|threads={threads if threads else 'default'}"
+    return f"{framework}|{device_key}|{component}|threads={_threads(threads)}"
+
+
+def _threads(threads: Any) -> Any:
+    """A thread count as the cache keys and the results name it: ``"default"`` where not
+    set."""
+    return threads if threads else "default"
+
+
+def _now(now_s: float | None) -> float:
+    """``now_s``, else the wall clock (s since the epoch)."""
+    return time.time() if now_s is None else now_s
 
 
 def _age_s(measured_at: Any, now_s: float) -> float:
@@ -263,7 +274,7 @@ class CeilingCache:
         """The entry of ``key`` if it was measured on this machine (same ``fingerprint``) less
         than :data:`CACHE_MAX_AGE_S` ago, else None."""
         e = self.entries.get(key)
-        now_s = time.time() if now_s is None else now_s
+        now_s = _now(now_s)
         if e is None or e.get("fingerprint") != dict(fingerprint):
             return None
         return e if _age_s(e.get("measured_at"), now_s) <= CACHE_MAX_AGE_S else None
@@ -364,8 +375,7 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
         None}, "h2d": {"pinned", "pageable": ladder}``.
     """
     t0, point = clock(), dict(point or {})
-    thr = threads if threads else "default"
-    now_s = time.time() if now_s is None else now_s
+    thr, now_s = _threads(threads), _now(now_s)
     stamp = _dt.datetime.fromtimestamp(now_s, _dt.UTC).isoformat(timespec="seconds")
     shared: CeilingCache | None = None
     ladders: dict[str, dict[str, Any]] = {}

@@ -50,7 +50,8 @@ def points(yamls: tuple[str, ...] = ("suite.yaml", "suite_jax.yaml")
     for y in yamls:
         sc = SweepConfig(**load_yaml_file(ROOT / "benchmarks/h100" / y))
         for p in sc.expand():
-            out.append((p.model, p.framework, p.mode, p.precision, p.batch_size))
+            f = p.flat()
+            out.append((f["model"], f["framework"], f["mode"], f["precision"], f["batch_size"]))
     return list(dict.fromkeys(out))
 
 

@@ -13,9 +13,11 @@ import statistics as st
 import sys
 import time
 from collections import defaultdict
+
+from dlperf.perfmodel import model as pm
+from dlperf.perfmodel import split as sp
 from dlperf.perfmodel.api import records_of, shared_fits
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel import model as pm, split as sp
 from dlperf.perfmodel.records import point_id
 
 DB = ["benchmarks/results/h200", "benchmarks/results/h200x2"]
@@ -43,8 +45,9 @@ for (c, b), ps in sorted(keys.items(), key=lambda kv: (kv[0][0].label(), kv[0][1
     if not ser:
         continue
     nb = {s[0].source: len({p.batch_size for p in s}) for s in ser}
-    cache = {}
-    def pred(src):
+    cache: dict = {}
+
+    def pred(src, cache=cache, cal=cal, c=c, b=b):
         if src not in cache:
             try:
                 one = pm.from_series(cal, c, b, src)

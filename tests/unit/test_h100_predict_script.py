@@ -21,7 +21,7 @@ def test_points_are_the_sweeps_configurations():
     pts = _script().points(("suite.yaml",))
     assert pts, "suite.yaml expands to no point"
     assert len(pts) == len(set(pts))
-    for model, fw, mode, prec, b in pts:
+    for _model, fw, mode, prec, b in pts:
         assert fw == "torch" and mode in ("eager", "graph")
         assert prec in ("bf16", "fp32") and isinstance(b, int) and b > 0
     assert {p[0] for p in pts} >= {"resnet50", "vgg16", "gpt2_small"}

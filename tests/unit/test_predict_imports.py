@@ -40,6 +40,9 @@ def _modules(tmp_path: Path, args: list[str]) -> tuple[set[str], str]:
 @pytest.mark.parametrize("extra, allowed", [
     (["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
       "--data", "synthetic", "--layout", "auto", "-b", "96"], ()),
+    # --explain reads what the prediction computed: no solver, no back-test
+    (["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
+      "--data", "synthetic", "--layout", "auto", "-b", "96", "--explain"], ()),
     (["--model", "transformer", "--framework", "jax", "--precision", "fp32", "-b", "32"], ()),
     # N devices: the scaling efficiency is perfmodel/scaling.py's, which reads result views
     (["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",

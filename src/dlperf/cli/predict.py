@@ -93,6 +93,85 @@ def _text(p: dict) -> str:
     return "\n".join(lines)
 
 
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.5g} ms"
+
+
+def _row_z(term: str, target: float, sigma: float, side: str, e: dict) -> float:
+    """A fit row's pull at the fit, ``log(fitted / target) / sigma`` (a one-sided row: 0 on its
+    allowed side), the fitted value from ``H``, ``d0``, ``d1`` by :mod:`equations`."""
+    import math
+
+    from dlperf.perfmodel import equations as eq
+
+    h, d0, d1 = e["H_s"], e["d0_s"], e["d1_s_per_sample"]
+    if term.startswith(("T(B=", "D(B=")):
+        b = float(term[4:-1])
+        fitted = eq.step_s(h, d0 + d1 * b) if term[0] == "T" else d0 + d1 * b
+    else:
+        fitted = {"H": h, "d0": d0, "d1": d1}[term]
+    z = math.log(fitted / target) / sigma
+    return max(z, 0.0) if side == "<=" else z
+
+
+def explain_text(e: dict) -> str:
+    """``--explain``: :attr:`dlperf.perfmodel.api.Prediction.explanation` as lines, each
+    equation with the numbers it was evaluated at (docs/perfmodel.md, What a prediction
+    prints, and why)."""
+    out = [f"explain: path {e.get('path')}"]
+    s = e.get("series")
+    if s:
+        out.append(f"explain: series {s['file']}, batch sizes "
+                   f"{', '.join(map(str, s['batch_sizes']))}")
+        out.append(f"explain:   fit H = {_ms(s['H_s'])}, d0 = {_ms(s['d0_s'])}, "
+                   f"d1 = {s['d1_s_per_sample'] * 1e3:.5g} ms/sample "
+                   f"(rms log residual {s['rms_log']:.3g}); prior: {s['prior']}")
+        out.append("explain:   rows of the least squares, each log(fitted / target) / sigma "
+                   "(z: its value at the fit; '<=' rows cost only above the target):")
+        for term, target, sigma, side, src in s["rows"]:
+            unit = f"{target * 1e3:.5g} ms/sample" if term == "d1" else _ms(target)
+            out.append(f"explain:     {term} {side} {unit}, sigma {sigma:.3g}, "
+                       f"z {_row_z(term, target, sigma, side, s):+.2f}: {src}")
+    w = e.get("what-if")
+    if w:
+        out.append(f"explain: what-if from {w['base']}: H_b = {_ms(w['H_b'])}, "
+                   f"D_b = {_ms(w['D_b'])} (the series above at the batch)")
+        out.append(f"explain:   r_H = {w['r_H']:.4g} ({w['r_H_rule']}), r_D = {w['r_D']:.4g} "
+                   f"({w['r_D_rule']}), m = {w['m']:.4g}: H_t = H_b r_H m, D_t = D_b r_D m")
+        for side in ("host", "device"):
+            for model, src, b, r in w["pairs"].get(side) or []:
+                out.append(f"explain:   {side}-bound pair {model} b={b} in {src}: T ratio "
+                           f"{r:.4f}")
+    o = e["one device"]
+    hs = e.get("host speed")
+    if hs:
+        out.append(f"explain: host speed: H = {_ms(hs['H_before_s'])} x {hs['probe_ns']:g} / "
+                   f"{hs['calibration_probe_ns']:.5g} ns (host_scaled_s) = {_ms(o['H_s'])}")
+    dev = (f"d0 + d1 x {o['batch']} = " if s and not w else "") + _ms(o["D_s"])
+    out.append(f"explain: one device at b={o['batch']}: H = {_ms(o['H_s'])}, D = {dev}; "
+               f"step_s(H, D) = (H^8 + D^8)^(1/8) = {_ms(o['step_s'])}, {o['bound']}-bound")
+    dp = e.get("data parallel")
+    if dp:
+        h, d, x = dp["H_s"], dp["D_s"], dp["X_s"]
+        out.append(f"explain: {dp['world']} devices: rho = {dp['rho']:.4g}, kappa = "
+                   f"{dp['kappa']:.4g} ({dp['pairs']} pairs), X = {_ms(x)} (WFBP over "
+                   f"{dp['params']} parameters' buckets): dp_step_s = step_s(H (1 + rho), "
+                   f"D + kappa H + X) = step_s({_ms(h * (1 + dp['rho']))}, "
+                   f"{_ms(d + dp['kappa'] * h + x)})")
+    if e.get("input_s"):
+        out.append(f"explain: input: + {_ms(e['input_s'])} exposed input time")
+    out.append(f"explain: step {_ms(e['step_s'])}")
+    iv = e.get("interval")
+    if iv:
+        out.append(f"explain: interval: {iv['group']}, {iv['rows']} rows, {iv['method']} at "
+                   f"{iv['level']:.3g}: {iv['ranks']}: ratios {iv['low_ratio']:.4f} and "
+                   f"{iv['high_ratio']:.4f} x {_ms(iv['step_s'])}")
+        if iv.get("widened"):
+            lo, hi, why = iv["widened"]
+            out.append(f"explain:   widened to {lo:.4f} and {hi:.4f}: {why}")
+    return "\n".join(out)
+
+
 def _dai(db: list[str], amortise_iters: int, format: str) -> None:
     """``--dai-table``: read the results files (folders: their ``*.db``) and print the table."""
     from dlperf.config.limits import MAX_AMORTISE_ITERS, over
@@ -141,6 +220,7 @@ def predict(
     dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
+    explain: Annotated[bool, typer.Option("--explain", help="Also print the numbers the prediction was made of, to check by hand against src/dlperf/perfmodel/equations.py: the series and every row of its fit (points, priors, probes, anchors; z: the row's pull at the fit), H, d0, d1, a what-if's ratios and their pairs, rho, kappa and X for N devices, the interval's rows and ranks (docs/perfmodel.md, What a prediction prints). Costs no fit.")] = False,
     gpu: Annotated[str | None, typer.Option("--gpu", help="Predict on this GPU by replaying stored per-kernel timelines (docs/replay.md): a `dlperf calibrate` profile's name, or a datasheet's (h100, h200, a100, l40s, ...; then marked datasheet only). With --nproc N: DDP over N such GPUs of one node (not validated; its assumptions are printed).")] = None,
 ) -> None:
     """Predict the iteration time, throughput and scaling efficiency of a configuration from stored results (the performance model, docs/perfmodel.md)."""
@@ -243,12 +323,14 @@ def predict(
                                      if nics_per_node is not None and network else network),
                             what_if=_what_if(what_if), data=data, layout=layout,
                             loader_workers=loader_workers, threads=threads,
-                            grad_accum=grad_accum, compile_mode=compile_mode).to_dict()
+                            grad_accum=grad_accum, compile_mode=compile_mode
+                            ).to_dict(explain=explain)
         if any(x != x for x in p["interval_s"]):  # no interval: null in JSON, not NaN
             p["interval_s"] = [None, None]
         if format == "json":
             sys.stdout.write(json.dumps(p, indent=1, default=str) + "\n")
             return
-        common.out.print(shown_path(_text(p), lines=True), markup=False, highlight=False)
+        text = _text(p) + ("\n" + explain_text(p["explanation"]) if explain else "")
+        common.out.print(shown_path(text, lines=True), markup=False, highlight=False)
 
     guard(body)

@@ -114,6 +114,11 @@ class Prediction:
             from the stored points it was calibrated on.
         host_session: the host session (``host/cpu model/date``) the host time came from: the
             session of the series fitted, or how it was estimated without one.
+        explanation: the numbers the prediction was composed of, read from what it computed
+            (no fit of its own): the series and every row of its fit, a what-if's ratios and
+            pairs, the host-speed scaling, the data-parallel terms, the interval's rows and
+            ranks (:func:`_explanation`; ``dlperf predict --explain``); left out of
+            :meth:`to_dict` unless asked for.
     """
 
     predicted_step_time_s: float
@@ -137,11 +142,14 @@ class Prediction:
     interval_group: str | None = None
     gpu: str | None = None
     host_session: str | None = None
+    explanation: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (``interval_s`` as a list)."""
+    def to_dict(self, explain: bool = False) -> dict[str, Any]:
+        """JSON-ready dict (``interval_s`` as a list; ``explanation`` only with ``explain``)."""
         d = asdict(self)
         d["interval_s"] = list(self.interval_s)
+        if not explain:
+            d.pop("explanation")
         return d
 
 
@@ -359,6 +367,7 @@ class Draft:
     dp_parts_s: tuple[float, float] | None = None
     input_s: float = 0.0
     rungs: list = field(default_factory=list)
+    explain: dict[str, Any] = field(default_factory=dict)
 
 
 def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
@@ -430,6 +439,8 @@ def _host_speed(d: Draft, cal: Calibration, req: Request) -> None:
                              "host time unscaled")
         return
     ref = float(np.median(probes))
+    d.explain["host speed"] = {"H_before_s": d.one.host_s, "probe_ns": req.host_ns,
+                               "calibration_probe_ns": ref}
     d.one.host_s = eq.host_scaled_s(d.one.host_s, req.host_ns, ref)
     d.provenance["host speed"] = (f"given: probe {req.host_ns:g} ns against the calibration "
                                   f"points' median {ref:.3g} ns: host x {req.host_ns / ref:.3g}")
@@ -450,6 +461,10 @@ def _data_parallel(d: Draft, recs: Records, cal: Calibration, req: Request) -> N
                                                         profile=prof)
         d.dp_parts_s = eq.dp_parts_s(d.one.host_s, d.one.device_s, d.exposed_s, ddp.rho,
                                      ddp.kappa)
+        d.explain["data parallel"] = {
+            "world": req.world, "H_s": d.one.host_s, "D_s": d.one.device_s, "rho": ddp.rho,
+            "kappa": ddp.kappa, "X_s": d.exposed_s, "pairs": len(ddp.pairs),
+            "params": d.one.params}
         d.provenance.update(dprov)
         d.assumptions += dp.assumptions(prof)
         d.one.how += " + data parallel"
@@ -625,6 +640,7 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     if ivl is None:  # no residual of the path in these files' table: another table's
         return _other_tables_interval(d, recs, req, level, wider, gpu)
     group = ivl.describe()
+    d.explain["interval"] = _interval_words(ivl, at, d.step_s)
     if why:
         group = f"borrowed from {d.path} at {wider:.0%}: {group}"
         _say_widened(d, at, level, why)
@@ -641,7 +657,9 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
     if got is None:
         return (float("nan"), float("nan")), None, _no_interval(d, recs)
     ivl, table, gpus = got
+    d.explain["interval"] = _interval_words(ivl, wider, d.step_s)
     ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus)
+    d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
     d.assumptions.append(f"borrowed interval: {gpu_words}")
     own = _NO_TABLE.get(table_key(recs))
     _say_widened(d, wider, level, f"the same path in {table}: " + (
@@ -650,6 +668,15 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
     t = d.step_s
     return ((t * ivl.low_ratio, t * ivl.high_ratio),
             f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}", None)
+
+
+def _interval_words(ivl: iv.Interval, level: float, step_s: float) -> dict[str, Any]:
+    """The interval's numbers for :attr:`Prediction.explanation`: its residual group, rows,
+    method, level, the ranks taken (:func:`intervals.ranks_of`), the ratios and the step they
+    multiply (s)."""
+    return {"group": ivl.group, "rows": ivl.n, "method": ivl.method, "level": level,
+            "ranks": iv.ranks_of(ivl.n, level, ivl.method), "low_ratio": ivl.low_ratio,
+            "high_ratio": ivl.high_ratio, "step_s": step_s}
 
 
 def _say_widened(d: Draft, at: float, level: float, why: str) -> None:
@@ -762,7 +789,36 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
         warnings=_warnings(recs, req, one),
         interval_note=note, interval_group=group,
         gpu=gpu,
-        host_session=_session(recs, one))
+        host_session=_session(recs, one), explanation=_explanation(d, t1))
+
+
+def _explanation(d: Draft, t1: float) -> dict[str, Any]:
+    """:attr:`Prediction.explanation` of a composed draft (times in s, ``d1`` in s/sample):
+    ``series``: the fitted series' file, batch sizes, ``H``, ``d0``, ``d1``, the prior's
+    words and every row of its fit (:class:`onedevice.FitRow`: the points' median steps with
+    their log-widths first); ``one device``: its ``H``, ``D`` and step
+    (``equations.step_s``) at the batch; ``what-if`` (:attr:`model.OneDevice.ratios`);
+    ``host speed``; ``data parallel``: ``rho``, ``kappa``, ``X`` and the one device's ``H``,
+    ``D``; ``input_s``; ``interval``. Reads what the prediction computed: fits nothing."""
+    one, fit = d.one, d.one.fit
+    out: dict[str, Any] = {"path": d.path}
+    if fit is not None:
+        out["series"] = {
+            "file": fit.result_ids[0].rsplit(":", 1)[0] if fit.result_ids else None,
+            "batch_sizes": list(fit.batch_sizes),
+            "H_s": fit.host_s, "d0_s": fit.device_fixed_s,
+            "d1_s_per_sample": fit.device_per_sample_s, "prior": fit.prior,
+            "rms_log": fit.rms_log,
+            "rows": [[r.term, r.target, r.sigma, r.side, r.source] for r in fit.rows]}
+    if one.ratios:
+        out["what-if"] = one.ratios
+    out["one device"] = {"batch": one.batch, "H_s": one.host_s, "D_s": one.device_s,
+                         "step_s": t1, "bound": one.bound}
+    out.update(d.explain)
+    if d.input_s:
+        out["input_s"] = d.input_s
+    out["step_s"] = d.step_s
+    return out
 
 
 def _parts(d: Draft) -> dict[str, Any]:

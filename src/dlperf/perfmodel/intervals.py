@@ -204,6 +204,22 @@ def conformal_bounds(values: Sequence[float], level: float) -> tuple[float, floa
     return lo, hi, "empirical"
 
 
+def ranks_of(n: int, level: float, method: str) -> str:
+    """Which order statistics of ``n`` residuals :func:`conformal_bounds` took at ``level`` by
+    ``method``, in words (``ranks 5 and 106 of 110 ascending ...``), for a reader to check."""
+    alpha = 1.0 - level
+    if method == "conformal":
+        k = _rank((n + 1) * (1 - alpha / 2))
+        return (f"ranks {n + 1 - k} and {k} of {n} ascending (k = ceil({n + 1} x "
+                f"{1 - alpha / 2:g}) = {k})")
+    if method == "conformal |r|":
+        k = _rank((n + 1) * (1 - alpha))
+        return (f"+- rank {k} of {n} |r| ascending (k = ceil({n + 1} x {1 - alpha:g}) = "
+                f"{k})")
+    return (f"numpy.quantile at {(1 - level) / 2:g} and {(1 + level) / 2:g} of {n} (too few "
+            "rows for a conformal rank)")
+
+
 def _check(values: Sequence[float], level: float) -> None:
     if not len(values):
         raise ValueError("an interval needs at least one residual")

@@ -33,7 +33,9 @@ class OneDevice:
 
     ``host_s`` and ``device_s`` are ``H`` and ``D(B)``; ``how``: ``series``, ``what-if`` or
     ``analytic``; ``calibrated_on``: result ids (``file:id``) whose measurements chose them;
-    ``provenance``: constant -> where it came from; ``params``: the model's parameters.
+    ``provenance``: constant -> where it came from; ``params``: the model's parameters;
+    ``ratios``: a what-if's numbers (:func:`what_if`: ``H_b``, ``D_b`` (s), ``r_H``, ``r_D``,
+    ``m``, the rule of each ratio and the pairs they came from), None otherwise.
     """
 
     cfg: Config
@@ -47,6 +49,7 @@ class OneDevice:
     params: int | None = None
     fit: od.SeriesFit | None = None
     device_classes_s: dict[str, float] | None = None
+    ratios: dict | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -163,10 +166,12 @@ TRANSFER_NEAREST = 3
 
 
 def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
-                    nearest: int = TRANSFER_NEAREST) -> dict[str, tuple[float, str]]:
+                    nearest: int = TRANSFER_NEAREST
+                    ) -> dict[str, tuple[float, str, tuple[tuple[str, str, int, float], ...]]]:
     """Measured ``T(to) / T(from)`` of *other* models' pairs (same batch, same results file),
     split by the bound of the ``from`` point in its own series fit: ``{"host": (ratio,
-    where from), "device": (...)}``, each present only when measured. The ratio is the
+    where from, pairs), "device": (...)}``, each present only when measured; ``pairs``: the
+    pairs the median was taken of, ``(model, results file, batch, T ratio)``. The ratio is the
     median of the ``nearest`` pairs closest in training FLOPs per step to ``frm.model`` at
     ``batch`` (a GEMM's speed-up from bf16 grows with its size), models of the same family
     first. A pair that also changes the layout is skipped (:func:`special.changes_layout`)."""
@@ -175,7 +180,8 @@ def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
     f_target = cal.work(frm.model, frm.framework, frm.precision).flops(batch)
     changes = {k: getattr(to, k) for k in ("precision", "mode", "framework")
                if getattr(to, k) != getattr(frm, k)}
-    samples: dict[str, list[tuple[int, float, float, str]]] = {"host": [], "device": []}
+    samples: dict[str, list[tuple[int, float, float, str, str, int]]] = {"host": [],
+                                                                         "device": []}
     by = {}
     for p in cal.points:
         if p.world_size == 1 and not p.instrumented and p.model != frm.model:
@@ -196,7 +202,7 @@ def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
         dist = abs(math.log(max(f, 1.0) / max(f_target, 1.0)))
         other_family = int(getattr(SPECS.get(c.model), "family", None) != fam)
         samples[fit.bound(p.per_device_batch)].append(
-            (other_family, dist, q.step_time_s / p.step_time_s, c.model))
+            (other_family, dist, q.step_time_s / p.step_time_s, c.model, src, b))
     out = {}
     for kind, ss in samples.items():
         if ss:
@@ -206,7 +212,8 @@ def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
                          f"median T ratio of the {len(pick)} {kind}-bound pair(s) of "
                          f"{len(models)} other model(s) nearest in FLOPs per step "
                          f"({', '.join(models)}"
-                         + (", same family)" if pick[0][0] == 0 else ")"))
+                         + (", same family)" if pick[0][0] == 0 else ")"),
+                         tuple((x[3], x[4], x[5], x[2]) for x in pick))
     return out
 
 
@@ -245,8 +252,9 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     assumptions = list(b.assumptions) + ([layout_note] if layout_note else [])
     prov = dict(b.provenance)
     ids = list(b.calibrated_on)
-    r_h, why_h = ratios.get("host", (None, ""))
-    r_d, why_d = ratios.get("device", (None, ""))
+    r_h, why_h, pairs_h = ratios.get("host", (None, "", ()))
+    r_d, why_d, pairs_d = ratios.get("device", (None, "", ()))
+    rule_h, rule_d = "pairs", "pairs"
     work_t = None
     if r_d is None:
         try:
@@ -256,14 +264,15 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
                                    f"over {'/'.join(base.group)} for {base.model}, each fitted "
                                    "without it")
             ids += list(eff_t.result_ids)
+            rule_d = "roofline ratio"
         except LookupError:
-            r_d, why_d = 1.0, "none measured: unchanged"
+            r_d, why_d, rule_d = 1.0, "none measured: unchanged", "none"
             assumptions.append("device time unchanged: no pair and no roofline for the target")
     added = special.added_ops_host(cal, base, target, b.host_s, cal.device_name(base))
     if added is not None:
-        r_h, why_h = added[0] / b.host_s, added[1]
+        r_h, why_h, rule_h, pairs_h = added[0] / b.host_s, added[1], "added operators", ()
     elif r_h is None:
-        r_h, why_h = 1.0, "none measured: unchanged"
+        r_h, why_h, rule_h = 1.0, "none measured: unchanged", "none"
         assumptions.append(f"host time unchanged from {'/'.join(base.group)}: no other model "
                            "has a host-bound pair in both configurations")
     prov["host ratio"] = f"{r_h:.3g}: {why_h}"
@@ -273,9 +282,12 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     if anchor is not None:
         prov["measured base"] = anchor[1]
     d = b.device_s * r_d * m
+    nums = {"base": base.label(), "H_b": b.host_s, "D_b": b.device_s, "r_H": r_h,
+            "r_H_rule": rule_h, "r_D": r_d, "r_D_rule": rule_d, "m": m,
+            "pairs": {"host": list(pairs_h), "device": list(pairs_d)}}
     return OneDevice(target, batch, b.host_s * r_h * m, d, "what-if", ids, prov, assumptions,
                      params=b.params, fit=b.fit,
-                     device_classes_s=_classes(cal, target, batch, d, work_t))
+                     device_classes_s=_classes(cal, target, batch, d, work_t), ratios=nums)
 
 
 def _layout_base(cal: Calibration, base: Config, target: Config, batch: int,

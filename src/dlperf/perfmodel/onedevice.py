@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -144,6 +144,21 @@ def _sigma(p: Point) -> float:
 
 
 @dataclass(frozen=True)
+class FitRow:
+    """One row of a series fit's least squares (:func:`fit_series`), for a reader to check:
+    the fitted quantity ``term`` (``T(B=64)``, ``H``, ``d0``, ``d1``, ``D(B=32)``) pulled
+    towards ``target`` (s; ``d1`` in s/sample) with log-width ``sigma``; ``side``: ``=`` (two
+    sided), ``<=`` (only a fitted value above ``target`` costs); ``source``: where the target
+    came from (``file:id``, ``roofline ...``, ``host probe``, ...)."""
+
+    term: str
+    target: float
+    sigma: float
+    side: str
+    source: str
+
+
+@dataclass(frozen=True)
 class SeriesFit:
     """``T(B) = overlap(H, d0 + d1 B)`` of one series; times in s, ``d1`` in s/sample.
 
@@ -153,6 +168,9 @@ class SeriesFit:
         result_ids: ``source:id`` of those points (and of traced points used as ``D``).
         prior: what tied the device line (``roofline e_F=.., e_Y=..`` / ``trace`` / ``none``).
         rms_log: RMS log residual at the fitted points.
+        rows: every row the least squares weighed (:class:`FitRow`: the points, the priors,
+            the host probes, the anchors, the one-sided bounds), in the order
+            :class:`_SeriesProblem` stacks them.
     """
 
     host_s: float
@@ -162,6 +180,7 @@ class SeriesFit:
     result_ids: tuple[str, ...]
     prior: str
     rms_log: float
+    rows: tuple[FitRow, ...] = field(default=(), compare=False)
 
     def device_s(self, batch: float) -> float:
         """``D(B)`` (s)."""
@@ -339,7 +358,32 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     if hosts:
         label += f"; host dispatch measured at {len(hosts)} point(s)"
     return SeriesFit(h, d0, d1, tuple(int(v) for v in b), ids, label,
-                     float(np.sqrt(np.mean(fit_res ** 2))))
+                     float(np.sqrt(np.mean(fit_res ** 2))),
+                     _fit_rows(points, prior, fixed_prior, hosts, tmin))
+
+
+def _fit_rows(points: Sequence[Point], prior: DevicePrior, fixed_prior: float | None,
+              hosts: list[tuple[float, bool]], tmin: float) -> tuple[FitRow, ...]:
+    """The rows :class:`_SeriesProblem` builds from the same inputs, in its order, as
+    :class:`FitRow` s (what ``dlperf predict --explain`` prints)."""
+    rows = [FitRow(f"T(B={p.per_device_batch})", p.step_time_s, _sigma(p), "=",
+                   f"{p.source}:{p.result_id}") for p in points]
+    if prior.d1:
+        rows.append(FitRow("d1", prior.d1, prior.sigma, "=", prior.label.split(";")[0]))
+    if fixed_prior:
+        rows.append(FitRow("d0", fixed_prior, FIXED_PRIOR_SIGMA, "=", "roofline fixed time"))
+    rows += [FitRow("H", m, HOST_MEAS_SIGMA, "=", "host probe (waited on the device)")
+             for m, exact in hosts if exact]
+    rows.append(FitRow("H", prior.host_s, prior.host_sigma, "=", f"host prior {prior.host_label}")
+                if prior.host_s else
+                FitRow("H", HOST_PULL_CENTER * tmin, HOST_PULL_SIGMA, "=",
+                       f"pull to {HOST_PULL_CENTER:g} x the smallest step"))
+    rows += [FitRow(f"D(B={a.batch})", a.device_s, a.sigma, "=", a.source)
+             for a in prior.anchors]
+    rows.append(FitRow("H", tmin, HOST_PRIOR_SIGMA, "<=", "the smallest step"))
+    rows += [FitRow("H", m, HOST_MEAS_SIGMA, "<=", "host probe (never waited: an upper bound)")
+             for m, exact in hosts if not exact]
+    return tuple(rows)
 
 
 #: Evaluations of the residuals one start of a series fit may use.

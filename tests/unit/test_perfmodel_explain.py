@@ -1,0 +1,75 @@
+"""``dlperf predict --explain``: the numbers a prediction prints it was made of reproduce its
+step through :mod:`dlperf.perfmodel.equations`, and its interval through the ranks it names."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from dlperf.cli.predict import explain_text
+from dlperf.perfmodel import api
+from dlperf.perfmodel import equations as eq
+
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
+H200 = [ROOT / "h200", ROOT / "h200x2"]
+TORCH = dict(framework="torch", mode="eager", device="cuda", data="synthetic", layout="auto")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("fits")))
+        yield
+
+
+def test_a_series_prediction_is_its_printed_h_d0_d1_through_step_s():
+    p = api.predict(H200, "resnet50", precision="bf16", batch_size=96, **TORCH)
+    e = p.explanation
+    s = e["series"]
+    d = s["d0_s"] + s["d1_s_per_sample"] * 96
+    assert eq.step_s(s["H_s"], d) == pytest.approx(p.predicted_step_time_s, rel=1e-12)
+    assert (s["H_s"], d) == pytest.approx((p.parts["host_s"], p.parts["device_s"]), rel=1e-12)
+    # the points' rows are the series' own stored steps, one per batch size fitted
+    pts = [r for r in s["rows"] if r[0].startswith("T(B=")]
+    assert [int(r[0][4:-1]) for r in pts] == s["batch_sizes"]
+    assert all(r[4].startswith(s["file"] + ":") for r in pts)
+    assert all(r[2] >= 0.02 for r in pts)  # never under the model floor
+    # its interval: the printed ratios times the printed step
+    iv = e["interval"]
+    assert p.interval_s == pytest.approx((iv["low_ratio"] * iv["step_s"],
+                                          iv["high_ratio"] * iv["step_s"]), rel=1e-12)
+    n, k = iv["rows"], math.ceil((iv["rows"] + 1) * (1 - (1 - iv["level"]) / 2) - 1e-9)
+    assert f"ranks {n + 1 - k} and {k} of {n}" in iv["ranks"]
+
+
+def test_a_what_if_is_its_base_times_the_printed_ratios():
+    p = api.predict(H200, "vgg16", precision="fp32", batch_size=32,
+                    what_if={"precision": "bf16"}, **TORCH)
+    w = p.explanation["what-if"]
+    h = w["H_b"] * w["r_H"] * w["m"]
+    d = w["D_b"] * w["r_D"] * w["m"]
+    assert eq.step_s(h, d) == pytest.approx(p.predicted_step_time_s, rel=1e-12)
+    s = p.explanation["series"]  # the base's series at the batch
+    assert w["D_b"] == pytest.approx(s["d0_s"] + s["d1_s_per_sample"] * 32, rel=1e-12)
+    for side, key in (("host", "r_H"), ("device", "r_D")):
+        pairs = w["pairs"][side]
+        if w[f"{key}_rule"] == "pairs":  # the ratio is the median of the pairs printed
+            rs = sorted(r for *_, r in pairs)
+            mid = (rs[(len(rs) - 1) // 2] + rs[len(rs) // 2]) / 2
+            assert w[key] == pytest.approx(mid, rel=1e-12)
+
+
+def test_n_devices_are_the_printed_rho_kappa_x_through_dp_step_s():
+    p = api.predict(H200, "googlenet", precision="fp32", batch_size=128, nproc=2, **TORCH)
+    dp = p.explanation["data parallel"]
+    assert dp["world"] == 2 and dp["X_s"] > 0
+    t = eq.dp_step_s(dp["H_s"], dp["D_s"], dp["X_s"], dp["rho"], dp["kappa"])
+    assert t == pytest.approx(p.predicted_step_time_s, rel=1e-12)
+
+
+def test_the_explanation_is_kept_out_of_the_json_unless_asked_and_printed_when_asked():
+    p = api.predict(H200, "resnet50", precision="bf16", batch_size=96, **TORCH)
+    assert "explanation" not in p.to_dict()
+    text = explain_text(p.to_dict(explain=True)["explanation"])
+    assert f"= {p.predicted_step_time_s * 1e3:.5g} ms" in text
+    assert "host prior" in text and "z " in text

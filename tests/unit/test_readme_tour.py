@@ -62,3 +62,39 @@ def test_install_lines_are_the_readmes_install():
         extras = re.search(r"-e '\.\[([a-z0-9,-]+)\]'", ln).group(1)
         hint = install_hint(extras)
         assert ln.split("#")[0].strip().endswith(hint.split(" install ", 1)[1]), (ln, hint)
+
+
+def tour_outputs() -> list[str]:
+    """The files and folders the tour's lines write in the checkout: ``-o`` targets, the
+    formats a comment offers instead (``# or results.json``), make-imagefolder's folder and
+    the default database."""
+    out = {"dlperf-results.db"}
+    for ln in tour_lines():
+        if not ln.startswith("dlperf "):
+            continue
+        w = words(ln)
+        for i, a in enumerate(w[:-1]):
+            if a in ("-o", "--output"):
+                out.add(w[i + 1])
+        if "make-imagefolder" in w:
+            out.add(w[w.index("make-imagefolder") + 1].rstrip("/") + "/")
+        if "-o" in w and "#" in ln:
+            out.update(re.findall(r"\bor (\S+\.\w+)", ln.split("#", 1)[1]))
+    return sorted(out)
+
+
+def test_tour_outputs_are_git_ignored():
+    """A new user running the tour in a clone gets a clean ``git status``."""
+    import shutil
+    import subprocess
+
+    outs = tour_outputs()
+    assert "results.json" in outs and "results.csv" in outs
+    git = shutil.which("git")
+    assert git, "git is needed to check .gitignore"
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    r = subprocess.run([git, "-C", str(ROOT), "check-ignore", "--no-index", "-v", "-n", *outs],
+                       capture_output=True, text=True)
+    unignored = [ln.split("\t")[-1] for ln in r.stdout.splitlines() if ln.startswith("::")]
+    assert not unignored, f"the tour writes files .gitignore does not cover: {unignored}"

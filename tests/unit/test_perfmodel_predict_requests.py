@@ -161,17 +161,23 @@ def test_what_if_that_the_framework_can_run_still_predicts(h200_validation):
 def test_far_batches_warn_in_text_and_json(synth):
     code, out, _ = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", "1000")
     assert code == 0, out
-    assert ("warning: batch 1000 per device is over 2x the largest measured batch: the "
-            "prediction extrapolates from the measured batches 16..128") in out
+    assert ("warning: batch 1000 per device is 7.81x the largest measured batch (warned from "
+            "2x, where the back-test's 'extrapolate 2x' starts): the prediction extrapolates "
+            "from the measured batches 16..128") in out
     assert "memory is not modelled" in out and "may not fit" in out
     code, out, r = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", "4",
                         "--format", "json")
     assert code == 0, out
     w = json.loads(r.output)["warnings"]
-    assert len(w) == 1 and "under 1/2 of the smallest measured batch" in w[0]
+    assert len(w) == 1 and "1/4 of the smallest measured batch (warned from 1/2)" in w[0]
     assert "16..128" in w[0] and "memory is not modelled" in w[0]
-    # inside the measured range, and up to 2x beyond it: no warning
-    for b in ("8", "64", "256"):
+    # exactly 2x the largest (half the smallest) is the back-test's 'extrapolate 2x': warned
+    for b, words in (("256", "2x the largest"), ("8", "1/2 of the smallest")):
+        code, out, r = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", b,
+                            "--format", "json")
+        assert code == 0 and words in json.loads(r.output)["warnings"][0], out
+    # inside the measured range, and short of 2x beyond it: no warning
+    for b in ("9", "64", "255"):
         code, out, r = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", b,
                             "--format", "json")
         assert code == 0 and json.loads(r.output)["warnings"] == [], out

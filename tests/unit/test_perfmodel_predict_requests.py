@@ -285,7 +285,10 @@ def test_h200_cpu_points_and_layouts_are_reachable(h200_validation):
                         "--format", "json")
     assert code == 0, out
     p = json.loads(r.output)
-    assert p["config"]["layout"] == "nhwc" and p["warnings"] == []
+    # the layout picked: no "several configurations" warning, only that b=64 is half of the
+    # nhwc series' one batch (128), where extrapolation warnings start
+    assert p["config"]["layout"] == "nhwc" and len(p["warnings"]) == 1
+    assert "is 1/2 of the smallest measured batch (warned from 1/2)" in p["warnings"][0]
     code, out, r = _cli(*dbs, "--model", "resnet50", "--framework", "jax",
                         "--precision", "bf16", "--data", "imagefolder", "-b", "64")
     assert code == 2 and "differ in --loader-workers: add one of --loader-workers 0;" in out

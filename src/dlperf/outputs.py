@@ -51,7 +51,8 @@ from dlperf.errors import ConfigError
 
 __all__ = ["Kind", "KINDS", "SQLITE_MAGIC", "check_target", "write_output", "atomic_write",
            "format_for", "is_sqlite", "sqlite_side_of", "same_file", "OutputRefused",
-           "safe_filename", "shown_path", "open_in_place", "own_descriptor", "PIPE_WAIT_S"]
+           "safe_filename", "shown_path", "open_in_place", "own_descriptor", "PIPE_WAIT_S",
+           "WriteFailed", "stream_name"]
 
 #: The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html, 1.3).
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -69,6 +70,70 @@ HEAD_BYTES = 65536
 class OutputRefused(ConfigError):
     """An output path that may not be written: a folder, a results file of the same command, a
     database, or a file that is not an earlier output of the same kind (without ``--force``)."""
+
+
+class WriteFailed(OutputRefused, OSError):
+    """A write that the system refused (a full device, a folder that takes no new file), its
+    message naming what was being written: the target and, when the folder refused the
+    temporary file, that folder; or "standard output". It is an :class:`OSError` too (``errno``,
+    ``strerror`` and ``filename`` kept), so a caller that handles a failed write still does."""
+
+    def __init__(self, cause: OSError, message: str, filename: str | None = None) -> None:
+        OSError.__init__(self, cause.errno, cause.strerror or str(cause), filename)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+#: errno values that mean the device written to has no room left.
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+#: errno values that mean a folder or file may not be written by this user or at all.
+_DENIED = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def stream_name(fd: int) -> str:
+    """How this process's descriptor ``fd`` is named in a message: "standard output",
+    "standard error", else "file descriptor N"."""
+    return {1: "standard output", 2: "standard error"}.get(fd, f"file descriptor {fd}")
+
+
+def write_failed(cause: OSError, target: str | Path | int, *,
+                 folder: str | Path | None = None) -> WriteFailed:
+    """The :class:`WriteFailed` for ``cause`` raised while writing ``target`` (a path, or a
+    descriptor of this process: 1 is standard output). ``folder``: the folder that refused
+    the temporary file or the rename (:func:`atomic_write`), named with the target. The advice
+    follows ``cause.errno``: a full device -> free space or write elsewhere; a denied folder
+    -> a folder you can write; a reader gone (``EPIPE``) -> said so; else another path."""
+    why = cause.strerror or str(cause)
+    if isinstance(target, int):
+        name = stream_name(target)
+        if cause.errno in _FULL:
+            advice = (f"free space on the device {name} goes to, or redirect it to a file "
+                      "elsewhere")
+        elif cause.errno == errno.EPIPE:
+            advice = f"the command reading {name} stopped before dlperf finished writing"
+        else:
+            advice = f"redirect {name} elsewhere"
+        return WriteFailed(cause, f"cannot write to {name}: {why}; {advice}", name)
+    t = repr(os.fspath(target))  # repr escapes what a terminal would obey
+    if folder is not None:
+        f = repr(os.fspath(folder))
+        if cause.errno in _FULL:
+            advice = "free space there, or give a path on another device"
+        elif cause.errno in _DENIED:
+            advice = "give a path in a folder you can write"
+        else:
+            advice = "give another path"
+        return WriteFailed(cause, f"cannot write {t}: its folder {f} does not take a new file "
+                                  f"({why}); {advice}", os.fspath(folder))
+    if cause.errno in _FULL:
+        advice = "free space on its device, or give a path on another one"
+    elif cause.errno in _DENIED:
+        advice = "give a path you can write"
+    else:
+        advice = "give another path"
+    return WriteFailed(cause, f"cannot write {t}: {why}; {advice}", os.fspath(target))
 
 
 def shown_path(text: str | os.PathLike[str], *, lines: bool = False) -> str:
@@ -379,21 +444,31 @@ def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None
 
     Raises:
         OutputRefused: a named pipe that no process reads (:func:`open_in_place`).
-        OSError: the folder cannot be written (the temporary file is removed).
+        WriteFailed: (an OSError too) the write failed: its message names the target, the
+            folder that refused the temporary file, or "standard output" (:func:`write_failed`);
+            the temporary file is removed.
     """
     p = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     fd = own_descriptor(path)
     if fd is not None:
-        _write_descriptor(fd, raw)
+        try:
+            _write_descriptor(fd, raw)
+        except OSError as e:
+            raise write_failed(e, fd) from None
         return p
     try:
         st = os.stat(p)
     except OSError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with os.fdopen(open_in_place(p), "wb") as f:
-            f.write(raw)
+        try:
+            with os.fdopen(open_in_place(p), "wb") as f:
+                f.write(raw)
+        except OutputRefused:
+            raise
+        except OSError as e:
+            raise write_failed(e, p) from None
         return p
     if mode is None:
         if st is not None and not p.is_symlink():
@@ -402,16 +477,25 @@ def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None
             um = os.umask(0)
             os.umask(um)
             mode = 0o666 & ~um
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:80]}.", suffix=".tmp",
-                               dir=str(p.absolute().parent))
+    folder = p.absolute().parent
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            if sync:
-                os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, p)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:80]}.", suffix=".tmp", dir=str(folder))
+    except OSError as e:
+        raise write_failed(e, p, folder=folder) from None
+    try:
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(raw)
+                f.flush()
+                if sync:
+                    os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+        except OSError as e:
+            raise write_failed(e, p) from None
+        try:
+            os.replace(tmp, p)
+        except OSError as e:
+            raise write_failed(e, p, folder=folder) from None
     except BaseException:
         try:
             os.unlink(tmp)
@@ -432,6 +516,8 @@ def write_output(path: str | Path, data: str | bytes, kind: str, *, flag: str = 
     check_target(path, kind, data, flag=flag, force=force, protect=protect)
     try:
         return atomic_write(path, data)
+    except WriteFailed:  # names its target already
+        raise
     except OutputRefused as e:  # a named pipe no process reads: say which flag named it
         raise OutputRefused(f"{flag} {e}") from None
 

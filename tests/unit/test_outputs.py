@@ -334,3 +334,57 @@ def test_paths_in_messages_are_printed_escaped(tmp_path, monkeypatch):
                  ("report", "--db", db, "-o", bad, "-f", "md")):
         r = CliRunner().invoke(app, list(args))
         assert "\x1b" not in r.output and "x\\x1b[31mred\\nz" in r.output, (args, r.output)
+
+
+needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+
+
+@needs_dev_full
+def test_a_full_device_is_named_in_the_error(tmp_path):
+    db = make_db(tmp_path / "r.db")
+    for args in (["results", "--db", str(db), "-f", "csv", "-o", "/dev/full"],
+                 ["results", "--db", str(db), "-o", "/dev/full", "-f", "json"]):
+        code, text = cli(*args)
+        assert code == 2, text
+        assert "cannot write '/dev/full': No space left on device" in text, text
+        assert "free space" in text and "cannot use:" not in text, text
+
+
+@needs_dev_full
+def test_standard_output_on_a_full_device_is_named_standard_output(tmp_path):
+    import subprocess
+    import sys
+
+    db = make_db(tmp_path / "r.db")
+    for extra in ([], ["-f", "csv"], ["--all", "-f", "json"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-m", "dlperf", "results", "--db", str(db),
+                                *extra], stdout=full, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "COLUMNS": "200"})
+        assert r.returncode == 2, r.stderr
+        msg = " ".join(r.stderr.split())
+        assert "cannot write to standard output: No space left on device" in msg, msg
+        assert "redirect it" in msg and "Exception ignored" not in msg, msg
+
+
+def test_a_folder_that_takes_no_new_file_is_named_with_the_target(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    from dlperf.outputs import WriteFailed
+
+    def refused(*a, dir=None, **k):
+        raise PermissionError(errno.EACCES, "Permission denied",
+                              os.path.join(dir, ".out.csv.k2j4.tmp"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    target = tmp_path / "out.csv"
+    with pytest.raises(WriteFailed) as e:
+        write_output(target, "id,run_key\n", "csv")
+    msg = str(e.value)
+    assert repr(str(target)) in msg and repr(str(tmp_path)) in msg, msg
+    assert ".tmp" not in msg and "folder you can write" in msg, msg
+    assert isinstance(e.value, OSError) and e.value.errno == errno.EACCES
+    monkeypatch.chdir(tmp_path)
+    code, text = cli("results", "--db", str(make_db(tmp_path / "r.db")), "-o", "out.csv")
+    assert code == 2 and "'out.csv'" in text and ".tmp" not in text, text

@@ -150,7 +150,7 @@ def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
     want = api._interval(api.records_of(H200), "held-out batch", 0.95, p.bound)
     assert _ratios(p) == pytest.approx((want.low_ratio, want.high_ratio))
     f = api.predict(H200, batch_size=64, what_if={"framework": "jax", "mode": "xla"}, **R50)
-    assert f.interval_group.startswith("borrowed from what-if")
+    assert f.interval_group.startswith("borrowed from what-if eager->graph")
     assert " at 95%: " in f.interval_group
 
 

@@ -123,7 +123,6 @@ def test_nodes_without_network_name_the_flag_and_its_choices():
     ("host-speed-ns=fast", "positive number of ns"),
     ("precision=fp8", "unknown precision 'fp8'"),
     ("mode=xla", "PyTorch has no mode 'xla' (its modes: eager, graph); add --what-if mode=eager"),
-    ("framework=jax", "JAX has no mode 'eager' (its modes: xla); add --what-if mode=xla"),
     ("framework=mxnet", "MXNet has no precision 'bf16'"),
     ("framework=pytorch", "unknown framework 'pytorch'; did you mean 'torch'?"),
 ])
@@ -154,6 +153,35 @@ def test_what_if_that_the_framework_can_run_still_predicts(h200_validation):
     p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
                     what_if={"batch_size": 128})  # a number, from the Python API
     assert p.config["global_batch"] == 128
+
+
+def test_framework_what_if_without_a_mode_takes_the_frameworks_default_mode(h200_validation):
+    # JAX has no eager mode: framework=jax alone from torch eager predicts jax xla, says so,
+    # and prints what framework=jax mode=xla prints
+    kw = dict(batch_size=64)
+    alone = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda",
+                        what_if={"framework": "jax"}, **kw)
+    both = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda",
+                       what_if={"framework": "jax", "mode": "xla"}, **kw)
+    assert alone.config["mode"] == "xla" and alone.how == "what-if"
+    assert alone.predicted_step_time_s == both.predicted_step_time_s
+    assert any("its default mode 'xla' is predicted" in w for w in alone.warnings)
+    assert not any("default mode" in w for w in both.warnings)
+
+
+def test_implied_mode_only_where_the_base_mode_is_missing():
+    from dlperf.perfmodel.calibrate import Config
+    from dlperf.perfmodel.request import implied_mode
+    base = Config("resnet50", "jax", "xla", "bf16", "cuda")
+    to_torch = base.with_(framework="torch")
+    # torch has no xla mode: its first mode (eager)
+    got, note = implied_mode({"framework": "torch"}, base, to_torch)
+    assert got.mode == "eager" and "default mode 'eager'" in note
+    # a mode given is kept (and judged by check_target)
+    assert implied_mode({"framework": "torch", "mode": "xla"}, base, to_torch) == (
+        to_torch, None)
+    eager = Config("resnet50", "torch", "eager", "bf16", "cuda")
+    assert implied_mode({"precision": "fp32"}, eager, eager.with_(precision="fp32"))[1] is None
 
 
 # -- 2. extrapolation ---------------------------------------------------------------------------

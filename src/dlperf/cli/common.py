@@ -122,6 +122,38 @@ def check_target_loss(value: float | None) -> None:
                           "--target-loss 2.0 (or leave it out for the one stored with each run)")
 
 
+def _stdout_broken(e: OSError) -> bool:
+    """Whether ``e`` (an error without a file name) came from writing standard output (a full
+    device, a closed pipe): raised inside a console printing to it (:data:`out`), on a line
+    of dlperf's that writes to it (``sys.stdout.write(``, ``typer.echo(``), or flushing it
+    fails too. What it still held is then dropped (standard output pointed at
+    ``os.devnull``) so the exit's own flush is quiet."""
+    import linecache
+
+    from_stdout = False
+    tb = e.__traceback__
+    while tb is not None and not from_stdout:
+        s = tb.tb_frame.f_locals.get("self")
+        line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        from_stdout = (s is out or s is sys.stdout
+                       or (isinstance(s, Console) and getattr(s, "file", None) is sys.stdout)
+                       or "sys.stdout.write(" in line or "typer.echo(" in line)
+        tb = tb.tb_next
+    if not from_stdout:
+        try:
+            sys.stdout.flush()
+            return False
+        except OSError:
+            pass
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return True
+
+
 def guard(fn: Callable[[], Any]) -> Any:
     """Run a command body; a user error (DlperfError, or a file that cannot be written or
     read) -> one message and exit 2. An SQLite error that escaped the store's own messages
@@ -143,6 +175,11 @@ def guard(fn: Callable[[], Any]) -> Any:
                   highlight=False)
         raise typer.Exit(2) from None
     except OSError as e:
+        if not getattr(e, "filename", None) and _stdout_broken(e):
+            from dlperf.outputs import write_failed
+
+            err.print(f"[bold red]error:[/] {escape(str(write_failed(e, 1)))}", highlight=False)
+            raise typer.Exit(2) from None
         where = f" {e.filename!r}" if getattr(e, "filename", None) else ""
         err.print(f"[bold red]error:[/] cannot use{escape(where)}: "
                   f"{escape(shown_path(str(e.strerror or e), lines=True))}; "

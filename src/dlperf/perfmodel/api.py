@@ -286,6 +286,7 @@ class Request:
     batch_what_if: bool
     withheld: tuple[Point, ...]
     note: str | None
+    target_note: str | None = None  # a mode the what-if implied (rq.implied_mode)
 
     @property
     def sources(self) -> list[str | None]:
@@ -330,6 +331,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     rq.check_names(recs, model, given)
     base, note = rq.resolve(recs, model, given)
     target, gbatch, host_ns = rq.apply_what_if(what_if, base, int(batch_size))
+    target, implied = rq.implied_mode(what_if, base, target)
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
             f"{k}={v}" for k, v in what_if.items()))
@@ -343,7 +345,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                      and (p.world_size, p.nnodes, p.per_device_batch) == (world, nnodes, b)
                      and not p.variant)
     return Request(base, target, gbatch, b, world, nnodes, net, host_ns,
-                   gbatch != batch_size and target == base, withheld, note)
+                   gbatch != batch_size and target == base, withheld, note, implied)
 
 
 def _divisible(global_batch: int, world: int) -> None:
@@ -620,7 +622,9 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
 
 def whatif_category(base: Config, target: Config, host_ns: float | None = None) -> str:
     """The back-test category of a what-if from ``base`` to ``target``: a change of mode is
-    judged by ``what-if eager->graph``, any other by ``what-if fp32->bf16``."""
+    judged by ``what-if eager->graph``, any other by ``what-if fp32->bf16``. A framework
+    what-if is not back-tested and borrows the category this gives it (torch eager -> jax
+    xla changes the mode: ``what-if eager->graph``; :func:`_interval_of` widens it)."""
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 
@@ -892,6 +896,7 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     series = "target" if req.batch_what_if else "base" if not same else "base and target"
     sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
     sided += [("base", req.note)] if req.note else []
+    sided += [("target", req.target_note)] if req.target_note else []
     sided += [("base and target", w) for w in _analytic_hint(recs, req, one)]
     sided += [("base and target", w) for w in recs.damaged_notes()]
     if same and not req.batch_what_if and req.host_ns is None:  # no what-if: no sides

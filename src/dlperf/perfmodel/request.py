@@ -433,6 +433,30 @@ def apply_what_if(what_if: Mapping[str, Any], cfg: Config, batch_size: int
     return cfg.with_(**asked), b, host
 
 
+def implied_mode(what_if: Mapping[str, Any], base: Config, target: Config
+                 ) -> tuple[Config, str | None]:
+    """A framework what-if without a mode: the target framework's default mode (the first of
+    its registry entry's ``modes``) where the base's mode is not one of its modes, and the note
+    that says so; otherwise ``target`` unchanged and None.
+
+    ``--what-if framework=jax`` from torch eager predicts jax xla (JAX has no eager mode), as
+    ``--what-if framework=jax mode=xla`` does; from torch graph the same. A mode given in the
+    what-if, a framework not in the registry, or a base mode the target framework has, leave
+    the target as it is (:func:`check_target` then judges it).
+    """
+    keys = {str(k).strip().replace("-", "_") for k in what_if}
+    info = framework_info(target.framework)
+    if ("framework" not in keys or "mode" in keys or target.framework == base.framework
+            or info is None or not info.modes or target.mode in info.modes):
+        return target, None
+    mode = info.modes[0]
+    title = info.title or target.framework
+    return target.with_(mode=mode), (
+        f"--what-if framework={target.framework}: {title} has no mode {target.mode!r} (its "
+        f"modes: {', '.join(info.modes)}), so its default mode {mode!r} is predicted "
+        f"(give --what-if mode=... for another)")
+
+
 def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
     """The warning for predicting ``cfg`` at ``batch`` samples per device from its measured
     series when that batch is :data:`EXTRAPOLATION_FACTOR` times the largest measured one or

@@ -111,3 +111,15 @@ def test_bad_flags_are_refused_in_one_style(flat, args, words):
 def test_a_batch_in_e_notation_is_read_exactly(flat):
     code, out, r = _cli("--db", flat, "--model", "fcn5_tiny", "-b", "1e2", "--format", "json")
     assert code == 0 and json.loads(r.output)["config"]["global_batch"] == 100, out
+
+
+def test_validate_prints_the_split_and_names_categories_as_its_help_does(tmp_path):
+    from test_perfmodel_predict_requests import _db
+
+    db = _db(tmp_path / "synthetic.db")
+    code, out, r = _cli("--db", db, "--validate")
+    assert code == 0, out
+    assert "development / test side of the frozen split" in out and "| held-out batch |" in r.output
+    r = CliRunner().invoke(app, ["predict", "--help"], env={"COLUMNS": "400"})
+    helptext = " ".join(r.output.split())
+    assert "extrapolate 2x" in helptext and "largest batch" not in helptext

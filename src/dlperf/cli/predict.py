@@ -240,7 +240,7 @@ def predict(
     network: Annotated[str | None, typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources); required with --nnodes > 1.")] = None,
     nics_per_node: Annotated[int | None, typer.Option(help="Inter-node NICs of one node (default: 8 for ib_ndr, as on a DGX H200; 1 for eth100).")] = None,
     what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, framework=jax, batch-size=2x (or =256), host_speed_ns=90 (repeatable).")] = [],  # noqa: B006
-    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU), and the 90% prediction intervals' leave-one-out coverage per category and bound; writes the residual table predictions take their intervals from beside the results files (perfmodel_residuals.json).")] = False,
+    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, extrapolate 2x, leave-one-model-out, what-if sign, all-reduce, 2-GPU), and the 90% prediction intervals' leave-one-out coverage per category and bound; writes the residual table predictions take their intervals from beside the results files (perfmodel_residuals.json). In a checkout with benchmarks/results/split.json, also each category's development / test side of the frozen split.")] = False,
     dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
@@ -298,6 +298,12 @@ def predict(
                                "(high / low), the pooled rule beside the Mondrian one "
                                "predictions use (docs/perfmodel.md, Prediction interval)\n\n"
                                + v.coverage_table())
+                from dlperf.perfmodel import split
+
+                if split.DEFAULT_PATH.is_file():  # a checkout: the README's test numbers
+                    print_markdown("\nThe same, development / test side of the frozen split "
+                                   f"({shown_path(split.DEFAULT_PATH)}):\n\n"
+                                   + v.split_table(split.load()))
             try:  # after the report: a folder that cannot be written loses none of it
                 table = validation.store_table(db, v)
             except ConfigError as e:

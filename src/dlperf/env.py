@@ -239,9 +239,10 @@ def optimizer_ran(result: Mapping[str, Any]) -> str | None:
 def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     """What of a result's recorded environment decides how fast the same point runs.
 
-    Returns ``{"platform", "cpu_model", "cpu", "cpus used", "python", "gpu", "gpu driver",
+    Returns ``{"host", "platform", "cpu_model", "cpu", "cpus used", "python", "gpu", "gpu driver",
     "machine", "host speed", "framework", "optimizer implementation"}`` (None where the result
-    did not record it): the OS
+    did not record it): the host's name (an identity only, never a difference by itself:
+    :data:`IDENTITY_ONLY`), the OS
     and kernel string (on a virtual machine it carries the hypervisor's build), the CPU model
     name and its family/model/stepping, the number of CPUs the run could use, Python, the GPU
     model(s) and driver, the machine as the uuids of its GPUs (``GPU-39397f91+...``: two lent
@@ -275,7 +276,7 @@ def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     speeds = [p.get("python_loop_ns") for p in (e.get("host_speed"), e.get("host_speed_after"))
               if isinstance(p, dict) and p.get("python_loop_ns")]
     speed = min(speeds) if speeds else None
-    return {"platform": e.get("platform"), "cpu_model": e.get("cpu_model"), "cpu": cpu,
+    return {"host": e.get("hostname") or None, "platform": e.get("platform"), "cpu_model": e.get("cpu_model"), "cpu": cpu,
             "cpus used": e.get("cpu_affinity"), "python": e.get("python"),
             "gpu": ", ".join(sorted({str(g["name"]) for g in gpus if g.get("name")})) or None,
             "gpu driver": ", ".join(sorted({str(g["driver"]) for g in gpus
@@ -285,16 +286,35 @@ def environment_of(result: dict[str, Any]) -> dict[str, Any]:
             "framework": fwv, "optimizer implementation": optimizer_ran(result)}
 
 
+#: Fields of :func:`environment_of` that identify a machine without being a difference of
+#: environment by themselves: a host's name changes with every container of one image.
+IDENTITY_ONLY = ("host",)
+
+
+def one_machine(envs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether these environments (:func:`environment_of` dicts) are all of one machine: every
+    one names the same ``machine`` (the uuids of its GPUs) or, where none names GPUs (a CPU
+    host), the same ``host`` name and CPU (model and identity) with the same software
+    (platform, Python)."""
+    machines = [e.get("machine") for e in envs]
+    if None not in machines:
+        return len(set(machines)) == 1
+    if any(m is not None for m in machines):
+        return False
+    keys = ("host", "cpu_model", "cpu", "platform", "python")
+    seen = {tuple(e.get(k) for k in keys) for e in envs}
+    return len(seen) == 1 and next(iter(seen))[0] is not None
+
+
 def host_speeds_differ(envs: Sequence[Mapping[str, Any]]) -> bool:
     """True if the host speeds of these environments (:func:`environment_of` dicts) count as
     a difference of environment: more than :data:`HOST_SPEED_TOLERANCE` apart among those that
-    recorded one, and not all of one machine (every one names the same ``machine``, the uuids
-    of its GPUs: the probe's spread on one machine, see :func:`environment_differences`)."""
+    recorded one, and not all of one machine (:func:`one_machine`: the probe's spread on one
+    machine, see :func:`environment_differences`)."""
     speeds = [e["host speed"] for e in envs if e.get("host speed") is not None]
     if len(speeds) < 2:
         return False
-    machines = [e.get("machine") for e in envs]
-    if None not in machines and len(set(machines)) == 1:
+    if one_machine(envs):
         return False
     return max(speeds) / min(speeds) > HOST_SPEED_TOLERANCE
 
@@ -312,11 +332,15 @@ def environment_differences(a: dict[str, Any], b: dict[str, Any],
     the slow mode in 4 of the 36, so it flagged half of that machine's same-machine pairs.
     Where both results name the same machine (the uuids of its GPUs), the host-speed
     difference is therefore not counted as a second environment: the probe tells machines
-    apart (1.4-1.8x between machines), not moments on one machine. Results without a machine
-    id (CPU hosts) are compared by host speed as before."""
+    apart (1.4-1.8x between machines), not moments on one machine. A CPU host (no GPU uuids)
+    is one machine where both name the same host, CPU and software (:func:`one_machine`): the
+    eager and graph points of one ``dlperf run`` on a busy 2-core host read probes 1.5x
+    apart."""
     ea, eb = environment_of(a), environment_of(b)
     out = []
     for k, x in ea.items():
+        if k in IDENTITY_ONLY:
+            continue
         y = eb[k]
         if k in ("framework", "optimizer implementation") and not same_framework:
             continue

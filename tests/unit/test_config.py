@@ -17,7 +17,7 @@ def test_unknown_model_names_close_match_and_choices():
 
 
 @pytest.mark.parametrize("field,value,needle", [
-    ("precision", "fp16", "fp32"), ("device", "tpu", "cuda"), ("batch_size", 0, "greater than"),
+    ("precision", "fp16", "fp32"), ("device", "tpu", "cuda"), ("batch_size", 0, "below the minimum: give at least 1"),
     ("framework", "caffe", "torch"), ("mode", "jit", "eager")])
 def test_bad_values_name_field_and_valid_choices(field, value, needle):
     fields = {"model": "fcn5_tiny", "batch_size": 8, field: value}
@@ -84,7 +84,13 @@ grid:
      "iterations.min_iter: unknown field 'min_iter'; did you mean 'min_iters'?"),
     # a bad value under defaults is reported there, not at the first grid entry it reaches
     ("name: x\ndefaults: {iterations: {ci_target_rel: 2}}\ngrid:\n  - {model: fcn5_tiny, "
-     "batch_size: 4}\n", "defaults.iterations.ci_target_rel: Input should be less than 1"),
+     "batch_size: 4}\n", "defaults.iterations.ci_target_rel: 2 is over the limit: give less than 1"),
+    # pydantic's own phrasing never reaches a user: the key, the limit and its unit
+    ("name: x\ngrid: []\n", "grid: an empty list; give at least 1 entry (e.g. `grid:"),
+    ("name: ''\ngrid:\n  - {model: fcn5_tiny}\n", "name: empty text; give a name"),
+    ("name: x\ngrid:\n  - {model: fcn5_tiny, batch_size: 4, iterations: {min_time_s: 1.0e12}}\n",
+     "grid[0].iterations.min_time_s: '1.0e12' is over the limit: give at most 2,592,000 seconds "
+     "(30 days)"),
     ("name: x\ndefaults: {iterations: {ci_target_rel: 2}}\ngrid:\n  - {model: fcn5_tiny, "
      "batch_size: 4, iterations: {ci_target_rel: 3}}\n", "grid[0].iterations.ci_target_rel"),
     ("name: x\ndefaults: {batch_size: 0}\ngrid:\n  - {model: fcn5_tiny}\n",
@@ -96,6 +102,26 @@ def test_bad_sweep_files_are_explained(tmp_path, text, needle):
     with pytest.raises(ConfigError) as e:
         load_sweep(p)
     assert needle in str(e.value)
+    assert "Input should" not in str(e.value) and "after validation" not in str(e.value)
+
+
+@pytest.mark.parametrize("flag,value,needle", [
+    ("--min-time", "1e12", "--min-time (min_time_s): 1e+12 is over the limit: give at most "
+                           "2,592,000 seconds (30 days)"),
+    ("--min-time", "-1", "--min-time (min_time_s): -1 is below the minimum: give at least 0 "
+                         "seconds"),
+    ("--max-time", "1e12", "--max-time (max_time_s): 1e+12 is over the limit"),
+])
+def test_run_flag_bounds_name_the_flag_limit_and_unit(tmp_path, flag, value, needle):
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    r = CliRunner().invoke(app, ["run", "--model", "fcn5_tiny", "--db", str(tmp_path / "r.db"),
+                                 flag, value])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 2 and needle in text, text
+    assert "Input should" not in text
 
 
 def test_yaml_errors_name_the_file_and_binary_files_are_refused(tmp_path):

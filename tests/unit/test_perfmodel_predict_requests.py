@@ -189,17 +189,23 @@ def test_implied_mode_only_where_the_base_mode_is_missing():
 def test_far_batches_warn_in_text_and_json(synth):
     code, out, _ = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", "1000")
     assert code == 0, out
-    assert ("warning: batch 1000 per device is over 2x the largest measured batch: the "
-            "prediction extrapolates from the measured batches 16..128") in out
+    assert ("warning: batch 1000 per device is 7.81x the largest measured batch (warned from "
+            "2x, where the back-test's 'extrapolate 2x' starts): the prediction extrapolates "
+            "from the measured batches 16..128") in out
     assert "memory is not modelled" in out and "may not fit" in out
     code, out, r = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", "4",
                         "--format", "json")
     assert code == 0, out
     w = json.loads(r.output)["warnings"]
-    assert len(w) == 1 and "under 1/2 of the smallest measured batch" in w[0]
+    assert len(w) == 1 and "1/4 of the smallest measured batch (warned from 1/2)" in w[0]
     assert "16..128" in w[0] and "memory is not modelled" in w[0]
-    # inside the measured range, and up to 2x beyond it: no warning
-    for b in ("8", "64", "256"):
+    # exactly 2x the largest (half the smallest) is the back-test's 'extrapolate 2x': warned
+    for b, words in (("256", "2x the largest"), ("8", "1/2 of the smallest")):
+        code, out, r = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", b,
+                            "--format", "json")
+        assert code == 0 and words in json.loads(r.output)["warnings"][0], out
+    # inside the measured range, and short of 2x beyond it: no warning
+    for b in ("9", "64", "255"):
         code, out, r = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", b,
                             "--format", "json")
         assert code == 0 and json.loads(r.output)["warnings"] == [], out
@@ -307,7 +313,10 @@ def test_h200_cpu_points_and_layouts_are_reachable(h200_validation):
                         "--format", "json")
     assert code == 0, out
     p = json.loads(r.output)
-    assert p["config"]["layout"] == "nhwc" and p["warnings"] == []
+    # the layout picked: no "several configurations" warning, only that b=64 is half of the
+    # nhwc series' one batch (128), where extrapolation warnings start
+    assert p["config"]["layout"] == "nhwc" and len(p["warnings"]) == 1
+    assert "is 1/2 of the smallest measured batch (warned from 1/2)" in p["warnings"][0]
     code, out, r = _cli(*dbs, "--model", "resnet50", "--framework", "jax",
                         "--precision", "bf16", "--data", "imagefolder", "-b", "64")
     assert code == 2 and "differ in --loader-workers: add one of --loader-workers 0;" in out
@@ -402,7 +411,8 @@ def test_validate_prints_interval_coverage_and_json_keeps_interval_keys(synth):
     assert code == 0, out
     assert "90% coverage, Mondrian (all/host/device)" in r.output
     row = [ln for ln in r.output.splitlines() if ln.startswith("| held-out batch |")]
-    assert len(row) == 2 and "%" in row[1]  # the error table's row, then the coverage row
+    # the error table's row, the coverage row, then the development / test split's row
+    assert len(row) == 3 and "%" in row[1] and " / " in row[2].split("|")[2]
     code, out, r = _cli("--db", synth, "--validate", "--format", "json")
     d = {x["category"]: x for x in json.loads(r.output)}
     cov = d["held-out batch"]["interval_coverage_90"]

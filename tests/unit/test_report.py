@@ -991,3 +991,41 @@ def test_rows_of_several_files_or_machines_say_where_they_come_from(tmp_path):
              "other_machine": "GPU-c"} for m in ("GPU-a", "GPU-b")]
     assert origin_cells(same, ["| x |", "| x |"]) == ["GPU-a vs GPU-c", "GPU-b vs GPU-c"]
     assert origin_cells(same, ["| x |", "| y |"]) is None
+
+
+def test_one_cpu_host_is_one_environment_whatever_its_probe_reads():
+    """The eager and graph points of one ``dlperf run`` on a busy 2-core host read host-speed
+    probes 1.5x apart: same host, CPU and software are one environment (no †); another host of
+    the same kind, or the same name on another CPU, is compared by the probe as before."""
+    import json as _json
+
+    from dlperf.env import environment_differences, environment_of
+    from dlperf.report.compare import markdown, mode_speedups
+
+    def res(ns, host="ci-box", cpu="Xeon", python="3.11.9"):
+        return {"env": {"hostname": host, "platform": "Linux-6.8", "cpu_model": cpu,
+                        "cpu_affinity": 2, "python": python, "gpus": [],
+                        "host_speed": {"python_loop_ns": ns}},
+                "versions": {"framework": "torch", "torch": "2.5.1"}}
+
+    eager, graph = res(40.0), res(60.0)
+    assert environment_of(eager)["host"] == "ci-box"
+    assert environment_differences(eager, graph) == []
+    (d,) = environment_differences(eager, res(60.0, host="other-box"))
+    assert d.startswith("host speed: 40.0 vs 60.0")  # the name alone is never a difference
+    assert environment_differences(eager, res(40.0, host="other-box")) == []
+    assert any(x.startswith("host speed") for x in
+               environment_differences(eager, res(60.0, cpu="Epyc")))
+    assert any(x.startswith("python") for x in environment_differences(eager, res(60.0, python="3.12.1")))
+
+    samples = {1: [0.02] * 8, 2: [0.01] * 8}
+    common = dict(status="ok", model="m", framework="torch", device="cpu", precision="fp32",
+                  batch_size=8, data="synthetic", threads=1)
+    rows = [dict(id=1, mode="eager", result_json=_json.dumps(eager), **common),
+            dict(id=2, mode="graph", result_json=_json.dumps(graph), **common)]
+    (mode,) = mode_speedups(as_records(rows), samples.__getitem__)
+    assert mode["env_differs"] == []
+    assert "†" not in markdown([mode]) and "different environments" not in markdown([mode])
+    rows[1]["result_json"] = _json.dumps(res(60.0, host="other-box"))
+    (mode,) = mode_speedups(as_records(rows), samples.__getitem__)
+    assert mode["env_differs"] and "†" in markdown([mode])

@@ -497,3 +497,25 @@ def test_a_database_beside_under_a_side_name_is_kept(tmp_path, suffix):
     with ResultStore(tmp_path / "m.db", read_only=True) as s:
         assert [r["batch_size"] for r in s.rows()] == [32]
     assert side.read_bytes() == before
+
+
+@pytest.mark.parametrize("keep", [50, 5000])
+def test_a_truncated_file_is_called_damaged_not_foreign(tmp_path, keep):
+    """A results file cut short (a copy interrupted, a full disk) is a damaged results file:
+    the message says truncated and to restore it, never that it is somebody else's file."""
+    db = make_db(tmp_path / "r.db", batches=tuple(range(1, 30)))
+    size = db.stat().st_size
+    assert size > keep
+    db.write_bytes(db.read_bytes()[:keep])
+    for read_only in (True, False):
+        with pytest.raises(StoreError) as e:
+            ResultStore(db, read_only=read_only)
+        msg = str(e.value)
+        assert "truncated" in msg and "restore it from a copy" in msg, msg
+        assert "not a dlperf results database" not in msg, msg
+        if keep > 100:
+            assert f"{keep:,} of the {size:,} bytes" in msg, msg
+    foreign = tmp_path / "notes.db"
+    foreign.write_text("hello\n" * 100)
+    with pytest.raises(StoreError, match="not a dlperf results database"):
+        ResultStore(foreign, read_only=True)

@@ -39,6 +39,30 @@ def _what_if(items: list[str]) -> dict[str, str] | None:
     return out or None
 
 
+def _whole(value: str | None, flag: str) -> int | None:
+    """``--batch-size``'s text as a whole number: ``"64"`` -> 64, ``"1e4"`` -> 10000 (read
+    exactly, so ``1e23`` is 10**23, refused by its limit with every digit); None stays None.
+
+    Raises:
+        ConfigError: not a finite whole number.
+    """
+    if value is None:
+        return None
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        d = Decimal(value.strip())
+        if d.is_finite() and d == d.to_integral_value() and abs(d) < Decimal(10) ** 30:
+            return int(d)
+    except InvalidOperation:
+        pass
+    raise ConfigError(f"{flag}: {value!r} is not a whole number; give e.g. {flag} 64")
+
+
 def _headline(p: dict) -> str:
     """``LABEL on GPU: T ms per iteration [lo, hi] (90% interval), ...`` (LABEL: the
     configuration's :func:`dlperf.config.identity.label_of`); without an interval, why there
@@ -225,17 +249,17 @@ def predict(
     device: Annotated[str | None, typer.Option(help="Device (if several are stored).")] = None,
     data: Annotated[str | None, typer.Option(help="Data of the stored series (synthetic, imagefolder, mnist, ...), if several are stored.")] = None,
     layout: Annotated[str | None, typer.Option(help="Image layout of the stored series (auto, nchw, nhwc), if several are stored.")] = None,
-    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads of the stored series, if several are stored (CPU thread sweeps).")] = None,
-    loader_workers: Annotated[int | None, typer.Option(min=0, help="Input-pipeline workers of the stored series, if several are stored; a count not stored is predicted from the stored ones (the input scaled from the nearest).")] = None,
-    grad_accum: Annotated[int | None, typer.Option(min=1, help="Gradient accumulation of the stored series, if several are stored.")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads of the stored series, if several are stored (CPU thread sweeps).")] = None,
+    loader_workers: Annotated[int | None, typer.Option(help="Input-pipeline workers of the stored series, if several are stored; a count not stored is predicted from the stored ones (the input scaled from the nearest).")] = None,
+    grad_accum: Annotated[int | None, typer.Option(help="Gradient accumulation of the stored series, if several are stored.")] = None,
     compile_mode: Annotated[str | None, typer.Option(help="Compile mode of the stored graph series (default, reduce-overhead, ...), if several are stored.")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", "-b", min=1, help="Global mini-batch to predict (>= 1).")] = None,
-    nproc: Annotated[int, typer.Option(min=1, help="Devices per node (data parallel when nproc x nnodes > 1).")] = 1,
-    nnodes: Annotated[int, typer.Option(min=1, help="Nodes (more than one needs --network).")] = 1,
+    batch_size: Annotated[str | None, typer.Option("--batch-size", "-b", help="Global mini-batch to predict: a whole number >= 1 (1e4 is read as 10000).")] = None,
+    nproc: Annotated[int, typer.Option(help="Devices per node (data parallel when nproc x nnodes > 1).")] = 1,
+    nnodes: Annotated[int, typer.Option(help="Nodes (more than one needs --network).")] = 1,
     network: Annotated[str | None, typer.Option(help="Inter-node link: ib_ndr, eth100, nvlink4, pcie5 (docs/perfmodel.md gives their alpha/beta and sources); required with --nnodes > 1.")] = None,
-    nics_per_node: Annotated[int | None, typer.Option(min=1, help="Inter-node NICs of one node (default: 8 for ib_ndr, as on a DGX H200; 1 for eth100).")] = None,
+    nics_per_node: Annotated[int | None, typer.Option(help="Inter-node NICs of one node (default: 8 for ib_ndr, as on a DGX H200; 1 for eth100).")] = None,
     what_if: Annotated[list[str], typer.Option("--what-if", help="Predict a changed configuration from this one's measurements: precision=bf16, mode=graph, framework=jax, batch-size=2x (or =256), host_speed_ns=90 (repeatable).")] = [],  # noqa: B006
-    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, largest batch, leave-one-model-out, what-if sign, all-reduce, 2-GPU), and the 90% prediction intervals' leave-one-out coverage per category and bound; writes the residual table predictions take their intervals from beside the results files (perfmodel_residuals.json).")] = False,
+    validate: Annotated[bool, typer.Option("--validate", help="Back-test the model on the stored results: MdAPE, max and count per category (held-out batch, extrapolate 2x, leave-one-model-out, what-if sign, all-reduce, 2-GPU), and the 90% prediction intervals' leave-one-out coverage per category and bound; writes the residual table predictions take their intervals from beside the results files (perfmodel_residuals.json). In a checkout with benchmarks/results/split.json, also each category's development / test side of the frozen split.")] = False,
     dai_table: Annotated[bool, typer.Option("--dai-table", help="Dai et al.'s table: per stored --breakdown/--trace result the share of the step in I/O, copy, exposed host work, device work by op class and graph optimisation, with the seed study's findings checked (docs/perfmodel.md).")] = False,
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
@@ -246,13 +270,21 @@ def predict(
     def body() -> None:
         from dlperf.perfmodel import api
 
+        batch = _whole(batch_size, "--batch-size")
+        for flag, value, low in (("--batch-size", batch, 1), ("--nproc", nproc, 1),
+                                 ("--nnodes", nnodes, 1), ("--nics-per-node", nics_per_node, 1),
+                                 ("--threads", threads, 1),
+                                 ("--loader-workers", loader_workers, 0),
+                                 ("--grad-accum", grad_accum, 1)):
+            if value is not None and value < low:  # the style of dlperf run's counts
+                raise ConfigError(f"{flag}: {value} must be >= {low}")
         if format not in ("text", "json"):
             raise ConfigError(f"--format {format!r}: give text or json")
         picks = {"--model": model, "--framework": framework, "--mode": mode,
                  "--precision": precision, "--device": device, "--data": data,
                  "--layout": layout, "--threads": threads, "--loader-workers": loader_workers,
                  "--grad-accum": grad_accum, "--compile-mode": compile_mode,
-                 "--batch-size": batch_size, "--network": network,
+                 "--batch-size": batch, "--network": network,
                  "--what-if": what_if or None, "--nproc": nproc if nproc != 1 else None,
                  "--nnodes": nnodes if nnodes != 1 else None, "--nics-per-node": nics_per_node}
         given = [k for k, v in picks.items() if v is not None]
@@ -285,6 +317,12 @@ def predict(
                                "(high / low), the pooled rule beside the Mondrian one "
                                "predictions use (docs/perfmodel.md, Prediction interval)\n\n"
                                + v.coverage_table())
+                from dlperf.perfmodel import split
+
+                if split.DEFAULT_PATH.is_file():  # a checkout: the README's test numbers
+                    print_markdown("\nThe same, development / test side of the frozen split "
+                                   f"({shown_path(split.DEFAULT_PATH)}):\n\n"
+                                   + v.split_table(split.load()))
             try:  # after the report: a folder that cannot be written loses none of it
                 table = validation.store_table(db, v)
             except ConfigError as e:
@@ -295,7 +333,7 @@ def predict(
                                  f"{shown_path(table)}", markup=False,
                                  highlight=False)
             return
-        if model is None or batch_size is None:
+        if model is None or batch is None:
             raise ConfigError("give --model and --batch-size (or --validate)")
         from dlperf.config.limits import (
             MAX_BATCH,
@@ -307,7 +345,7 @@ def predict(
             over,
         )
 
-        for flag, value, limit, what in (("--batch-size", batch_size, MAX_BATCH, "samples"),
+        for flag, value, limit, what in (("--batch-size", batch, MAX_BATCH, "samples"),
                                          ("--nproc", nproc, MAX_PROCESSES, "processes"),
                                          ("--nnodes", nnodes, MAX_NODES, "nodes"),
                                          ("--nics-per-node", nics_per_node, MAX_PROCESSES,
@@ -325,7 +363,7 @@ def predict(
             if nnodes > 1 or network or what_if:
                 raise ConfigError("--gpu replays one node's GPUs: --nnodes, --network and "
                                   "--what-if are the step-level model's (drop --gpu for them)")
-            r = retarget.answer(db, model, framework, mode, precision, batch_size, gpu,
+            r = retarget.answer(db, model, framework, mode, precision, batch, gpu,
                                 nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"
                              else retarget.text(r) + "\n")
@@ -337,7 +375,7 @@ def predict(
         with warnings.catch_warnings():  # the prediction's own warnings (or refusal) say it
             warnings.simplefilter("ignore", DamagedRows)
             p = api.predict(db, model, framework=framework, mode=mode, precision=precision,
-                            device=device, batch_size=batch_size, nproc=nproc, nnodes=nnodes,
+                            device=device, batch_size=batch, nproc=nproc, nnodes=nnodes,
                             network=({"inter": network, "nics_per_node": nics_per_node}
                                      if nics_per_node is not None and network else network),
                             what_if=_what_if(what_if), data=data, layout=layout,

@@ -75,7 +75,7 @@ def over(value: object, limit: float, what: str) -> str | None:
     """The message for ``value`` over ``limit`` (``what``: the quantity, with its unit), or
     None when it is within."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit:
-        shown = f"{value:.4g}" if isinstance(value, float) or value > 10**15 else f"{value:,}"
+        shown = f"{value:.4g}" if isinstance(value, float) or value > 10**30 else f"{value:,}"
         return (f"{shown} is over dlperf's limit of {limit:,.0f} {what} "
                 "(dlperf.config.limits: far above any real benchmark, below what breaks)")
     return None

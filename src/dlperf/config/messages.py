@@ -124,15 +124,83 @@ def _location(err: ErrorDetails, flags: bool) -> str:
     return text
 
 
+def _unit(field: str) -> str:
+    """The unit of a setting, from its name's suffix: ``_s`` seconds, ``_mb`` MB; else none."""
+    if field.endswith("_s"):
+        return "seconds"
+    if field.endswith("_mb"):
+        return "MB"
+    return ""
+
+
+def _amount(value: Any, unit: str) -> str:
+    """``2,592,000 seconds (30 days)``: a limit with its unit, and in days or hours when it
+    is seconds and at least an hour."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return f"{value} {unit}".strip()
+    text = f"{value:,}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+    text = text.removesuffix(".0")
+    if unit == "seconds" and value >= 86400:
+        text += f" seconds ({value / 86400:g} days)"
+    elif unit == "seconds" and value >= 3600:
+        text += f" seconds ({value / 3600:g} hours)"
+    elif unit:
+        text += f" {unit}"
+    return text
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
+def _bound_message(err: ErrorDetails) -> str | None:
+    """Pydantic's own phrasing ("Input should be less than or equal to 2592000", "List should
+    have at least 1 item after validation") of a bound or length error, said as dlperf says
+    it: the value, the limit with its unit (:func:`_unit`) and what to give instead; None for
+    another kind of error."""
+    kind, ctx, inp = err.get("type"), err.get("ctx") or {}, err.get("input")
+    field = str(err["loc"][-1]) if err["loc"] else ""
+    unit = _unit(field)
+    if kind in ("less_than_equal", "less_than"):
+        lim = ctx.get("le", ctx.get("lt"))
+        top = "at most" if kind == "less_than_equal" else "less than"
+        return f"{_shown(inp)} is over the limit: give {top} {_amount(lim, unit)}"
+    if kind in ("greater_than_equal", "greater_than"):
+        lim = ctx.get("ge", ctx.get("gt"))
+        low = "at least" if kind == "greater_than_equal" else "more than"
+        return f"{_shown(inp)} is below the minimum: give {low} {_amount(lim, unit)}"
+    if kind == "too_short":
+        n = ctx.get("min_length", 1)
+        entries = "entry" if n == 1 else "entries"
+        got = "an empty list" if not inp else f"a list of {len(inp)}"
+        example = " (e.g. `grid: [{model: fcn5_tiny}]`)" if field == "grid" else ""
+        return f"{got}; give at least {n} {entries}{example}"
+    if kind == "too_long":
+        n = ctx.get("max_length")
+        return f"a list of {len(inp) if inp is not None else '?'}; give at most {n} entries"
+    if kind == "string_too_short":
+        n = ctx.get("min_length", 1)
+        return ("empty text; give a name" if not inp else
+                f"{inp!r} is too short; give at least {n} characters")
+    if kind == "string_too_long":
+        return (f"{len(inp) if inp is not None else '?'} characters; give at most "
+                f"{ctx.get('max_length')}")
+    return None
+
+
 def _message(err: ErrorDetails, root: type[BaseModel]) -> str:
     """The message of one pydantic error: a validator's own text (without pydantic's ``Value
-    error,`` prefix), the did-you-mean of an unknown field, else pydantic's text, followed by
+    error,`` prefix), a bound or length error in dlperf's words (:func:`_bound_message`), the
+    did-you-mean of an unknown field, else pydantic's text, followed by
     ``(got VALUE)`` when the value is not in it already."""
     msg = err["msg"]
     ctx = err.get("ctx") or {}
     if isinstance(ctx.get("error"), Exception):
         msg = str(ctx["error"])
     msg = msg.removeprefix("Value error, ")
+    bound = _bound_message(err)
+    if bound is not None:
+        return bound
     if err.get("type") == "extra_forbidden" and err["loc"]:
         msg = unknown_field_message(root, tuple(err["loc"]))
     inp = err.get("input")

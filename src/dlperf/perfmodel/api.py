@@ -393,10 +393,25 @@ def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
         else:
             one, path = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
-        raise ConfigError(f"{target.label()}: {e}{_how_to_give_flops(recs, target, e)}"
+        raise ConfigError(f"{target.label()}: {e}{_withheld_words(req, e)}"
+                          f"{_how_to_give_flops(recs, target, e)}"
                           + "".join(f" ({n})" for n in recs.damaged_notes())) from None
     path = "what-if B->2B" if req.batch_what_if else path
     return Draft(one, path, dict(one.provenance), list(one.assumptions))
+
+
+def _withheld_words(req: Request, e: Exception) -> str:
+    """Where a series fit failed for want of batch sizes (:func:`onedevice.fit_series`'s
+    ``ValueError``) and the point predicted is stored: that its stored measurements are
+    withheld from the fit (their medians), why, and what would allow a prediction."""
+    if not req.withheld or not isinstance(e, ValueError) or "one batch size" not in str(e):
+        return ""
+    meds = "; ".join(f"{p.step_time_s * 1e3:.3f} ms, {point_id(p)}" for p in req.withheld)
+    return (f". The stored measurement at b={req.batch} (median {meds}) is withheld from "
+            "its own fit: a prediction of a stored point is made without it, to be judged "
+            "against it, which leaves the series too few batch sizes. To predict it, store "
+            "another batch size of this configuration (dlperf run ... -b N, or dlperf sweep); "
+            "the measurement itself is in dlperf results / dlperf report")
 
 
 def _series_file(cal: Calibration, req: Request) -> str:
@@ -662,7 +677,7 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
         return (float("nan"), float("nan")), None, _no_interval(d, recs)
     ivl, table, gpus = got
     d.explain["interval"] = _interval_words(ivl, wider, d.step_s)
-    ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus)
+    ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus, d.one.cfg.device)
     d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
     d.assumptions.append(f"borrowed interval: {gpu_words}")
     own = _NO_TABLE.get(table_key(recs))
@@ -800,6 +815,10 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
     if rl_words:
         d.explain["roofline"] = rl_words
     interval, group, note = _interval_of(d, recs, req, level, gpu)
+    flat = _flat_series(one)
+    if flat:
+        d.assumptions.append("no interval: " + flat[1])
+        interval, group, note = (float("nan"), float("nan")), None, flat[1]
     stored, pick = _measured(d, req)
     scaling = 1.0
     if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
@@ -818,10 +837,40 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
                 "nnodes": req.nnodes},
         measured_step_time_s=stored[pick] if pick else None, measured_point=pick,
         measured_points=stored, validation_category=d.path,
-        warnings=_warnings(recs, req, one),
+        warnings=_warnings(recs, req, one) + ([flat[0]] if flat else []),
         interval_note=note, interval_group=group,
         gpu=gpu,
         host_session=_session(recs, one), explanation=_explanation(d, t1))
+
+
+#: A fitted per-sample device time ``d1`` at its bound: ``d1`` times the largest measured batch
+#: under this share of the fixed device time ``d0`` (the fit's lower bound on ``d1`` is
+#: ``exp(-60)`` s; a series whose steps do not grow with the batch lands there).
+FLAT_SLOPE_SHARE = 1e-6
+
+
+def _flat_series(one: pm.OneDevice) -> tuple[str, str] | None:
+    """``(warning, why no interval)`` for a prediction above the measured batches of a series
+    whose fitted ``d1`` sits at its bound (:data:`FLAT_SLOPE_SHARE`: the series does not grow
+    with the batch, so the prediction is its floor ``max(H, d0)`` at any batch, whatever the
+    batch); None otherwise, and for a batch within or below the series."""
+    fit = one.fit
+    if fit is None or not fit.batch_sizes or one.batch <= max(fit.batch_sizes):
+        return None
+    hi = max(fit.batch_sizes)
+    if fit.device_per_sample_s * hi > FLAT_SLOPE_SHARE * fit.device_fixed_s:
+        return None
+    floor = max(fit.host_s, fit.device_fixed_s)
+    warn = (f"the measured series ({', '.join(f'b={b}' for b in sorted(set(fit.batch_sizes)))}) "
+            f"shows no growth with batch: the fitted per-sample device time is 0 (d1 at its "
+            f"bound), so the prediction at b={one.batch} is the series' floor, "
+            f"{floor * 1e3:.3f} ms whatever the batch, not a time that grows with it; the "
+            f"throughput it implies is not to be trusted. Measure b={one.batch} (or a batch "
+            f"above b={hi}) to know it")
+    why = ("dropped: the series shows no growth with batch (d1 fitted at its bound) and the "
+           f"batch is beyond the measured ones (up to b={hi}); the back-test residuals, of "
+           "series whose device time grows with the batch, do not cover this case")
+    return warn, why
 
 
 def _explanation(d: Draft, t1: float) -> dict[str, Any]:

@@ -136,19 +136,27 @@ def widened(ivl: Interval, error: float) -> Interval:
                     ivl.n, ivl.method)
 
 
-def cross_gpu(ivl: Interval, gpu: str | None, gpus: Collection[str]) -> tuple[Interval, str]:
+def cross_gpu(ivl: Interval, gpu: str | None, gpus: Collection[str],
+              device: str | None = None) -> tuple[Interval, str]:
     """``(interval, words)``: a borrowed interval ``ivl`` widened by :data:`CROSS_GPU_ERROR`
     (:func:`widened`) where the devices its residuals were measured on (``gpus``: device
     names of the borrowed table's fits, ``NVIDIA H200``) do not include the prediction's
     ``gpu``, else unchanged; ``words`` say which and why (an unknown device on either side:
     not widened, said so; a pair of GPUs other than :data:`CROSS_GPU_MEASURED`: widened by the
-    same error, said to be measured on that pair only)."""
+    same error, said to be measured on that pair only). A ``device`` of kind ``cpu`` (the
+    prediction's device kind) borrowing GPU residuals: not widened (the error was measured
+    between two GPUs, not a GPU and a CPU), and said to be borrowed from GPU residuals and not
+    validated for CPUs."""
+    if gpus and gpu in gpus:
+        return ivl, f"residuals measured on this device ({gpu})"
+    if device == "cpu" and gpus:
+        return ivl, (f"borrowed from GPU residuals (fits on {', '.join(sorted(gpus))}) for a "
+                     "CPU" + (f" ({gpu})" if gpu else "") + ": not validated for CPUs, and not "
+                     "widened, since the cross-GPU error was measured between two GPUs")
     if not gpus or gpu is None:
         return ivl, ("not widened for another GPU: the GPU of "
                      + ("these residuals" if not gpus else "this prediction") + " is not known")
     gpus = set(gpus)
-    if gpu in gpus:
-        return ivl, f"residuals measured on this device ({gpu})"
     src = ", ".join(sorted(gpus))
     pair = set(CROSS_GPU_MEASURED)
     said = ("" if gpu in pair and gpus & pair else

@@ -47,8 +47,8 @@ MAX_LISTED = 15
 #: Image layouts a run can ask for (``dlperf run --layout``), lower case as stored.
 LAYOUTS = ("auto", "nchw", "nhwc")
 
-#: Whether a measured series covers a batch: the prediction extrapolates beyond this factor
-#: over the largest measured batch (or under the smallest over it).
+#: Whether a measured series covers a batch: the prediction extrapolates from this factor
+#: times the largest measured batch on (or the smallest over it and below).
 EXTRAPOLATION_FACTOR = 2.0
 
 
@@ -459,17 +459,19 @@ def implied_mode(what_if: Mapping[str, Any], base: Config, target: Config
 
 def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
     """The warning for predicting ``cfg`` at ``batch`` samples per device from its measured
-    series when that batch is over :data:`EXTRAPOLATION_FACTOR` times the largest measured one
-    or under the smallest over it; ``[]`` otherwise, or when ``cfg`` has no measured series.
+    series when that batch is :data:`EXTRAPOLATION_FACTOR` times the largest measured one or
+    more, or the smallest over it or less (the back-test's ``extrapolate 2x`` bounds); ``[]`` otherwise, or when ``cfg`` has no measured series.
     Device memory is not modelled, so such a batch may not even fit."""
     bs = sorted({p.per_device_batch for p in recs.points if cfg.matches(p) and not p.instrumented})
     if not bs:
         return []
     lo, hi = bs[0], bs[-1]
-    if batch > EXTRAPOLATION_FACTOR * hi:
-        where = f"over {EXTRAPOLATION_FACTOR:g}x the largest measured batch"
-    elif batch * EXTRAPOLATION_FACTOR < lo:
-        where = f"under 1/{EXTRAPOLATION_FACTOR:g} of the smallest measured batch"
+    if batch >= EXTRAPOLATION_FACTOR * hi:
+        where = (f"{batch / hi:.3g}x the largest measured batch (warned from "
+                 f"{EXTRAPOLATION_FACTOR:g}x, where the back-test's 'extrapolate 2x' starts)")
+    elif batch * EXTRAPOLATION_FACTOR <= lo:
+        where = (f"1/{lo / batch:.3g} of the smallest measured batch (warned from "
+                 f"1/{EXTRAPOLATION_FACTOR:g})")
     else:
         return []
     return [f"batch {batch} per device is {where}: the prediction extrapolates from the "

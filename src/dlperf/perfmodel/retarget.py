@@ -583,7 +583,11 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
         src_gpu = a.extra.get("source_gpu")
     if not ratios:
         raise ConfigError(f"no stored timeline of {model} {framework}/{mode} nor of another "
-                          f"model of {framework}/{mode} {precision}: nothing to replay")
+                          f"model of {framework}/{mode} {precision}: nothing to replay. "
+                          "--gpu replays a traced GPU iteration: it needs one in the --db "
+                          "files (store one with dlperf run --device cuda --trace, or "
+                          "dlperf calibrate, on a GPU), or another --db that holds one; "
+                          "drop --gpu to predict from the stored results' own device")
     src_name = next((p.device_name for p in lib.recs.points if p.device_name
                      and hardware.short_name(p.device_name) == src_gpu), src_gpu or "")
     base = _measured(lib, model, framework, mode, precision, batch_size, src_name)

@@ -83,12 +83,12 @@ def _env_spread(newest: Mapping[str, RunRecord]) -> list[str]:
     speeds only beyond :data:`dlperf.env.HOST_SPEED_TOLERANCE`, and not where every run names
     the same machine: the probe's spread on one machine,
     :func:`dlperf.env.environment_differences`)."""
-    from dlperf.env import environment_of, host_speeds_differ
+    from dlperf.env import IDENTITY_ONLY, environment_of, host_speeds_differ
 
     envs = {c: environment_of(env_of(r)) for c, r in newest.items()}
     out = []
     for name in next(iter(envs.values()), {}):
-        if name == "framework":
+        if name == "framework" or name in IDENTITY_ONLY:
             continue
         vals = {c: e[name] for c, e in envs.items() if e.get(name) is not None}
         if name == "optimizer implementation":

@@ -112,6 +112,32 @@ def _name(e: BaseException) -> str:
     return getattr(e, "sqlite_errorname", None) or ""
 
 
+def damage(path: str | Path) -> str | None:
+    """What is wrong with a file SQLite called corrupt or not a database, from its 100-byte
+    header (sqlite.org/fileformat.html, 1.3: the magic string, the page size at offset 16, the
+    page count at offset 28): ``"is truncated (N of the M bytes its header declares)"``,
+    ``"is damaged"`` for another SQLite file, None for a file that is not one (or cannot be
+    read)."""
+    from dlperf.outputs import SQLITE_MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    if not head.startswith(SQLITE_MAGIC[:len(head)]) or not head:
+        return None
+    if len(head) < 100:
+        return f"is truncated ({size} bytes: shorter than an SQLite header)"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if pages and size < page * pages:
+        return f"is truncated ({size:,} of the {page * pages:,} bytes its header declares)"
+    return "is damaged"
+
+
 def store_error(e: sqlite3.Error, path: str | Path, doing: str) -> StoreError:
     """The :class:`StoreError` (or :class:`StoreBusy`) for SQLite's error ``e`` on the results
     file ``path`` while ``doing`` (e.g. ``"storing a result"``): what happened, that nothing
@@ -132,6 +158,10 @@ def store_error(e: sqlite3.Error, path: str | Path, doing: str) -> StoreError:
                           f"system) while {doing}; nothing stored in it is lost. Make it "
                           "writable, or give another --db path")
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        what = damage(path)
+        if what is not None:
+            return StoreError(f"{where} {what}: a damaged results file ({e}); restore it from "
+                              "a copy, or give another --db path")
         return StoreError(f"{where} is damaged or not a dlperf results database ({e}); restore "
                           "it from a copy, or give another --db path")
     if name.startswith("SQLITE_CANTOPEN"):
@@ -298,6 +328,10 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
     except sqlite3.Error as e:
         mem.close()
         if _name(e).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+            what = damage(path)
+            if what is not None:
+                raise StoreError(f"{str(path)!r} {what}: a damaged results file ({e}); restore "
+                                 "it from a copy, or give another --db path") from None
             raise StoreError(f"{str(path)!r} is not a dlperf results database ({e}); give "
                              "another --db path") from None
         raise store_error(e, path, "reading it") from None

@@ -73,3 +73,32 @@ def test_the_explanation_is_kept_out_of_the_json_unless_asked_and_printed_when_a
     text = explain_text(p.to_dict(explain=True)["explanation"])
     assert f"= {p.predicted_step_time_s * 1e3:.5g} ms" in text
     assert "host prior" in text and "z " in text
+
+
+def test_the_roofline_prior_is_its_printed_f1_y0_y1_p_w():
+    # fcn8 torch graph fp32: a series whose d1 and d0 priors are the roofline's
+    p = api.predict(H200, "fcn8", "torch", "graph", "fp32", "cuda", batch_size=512)
+    r = p.explanation["roofline"]
+    d1 = r["f1"] / (r["e_F"] * r["P"]) + r["y1"] / (r["e_Y"] * r["W"])
+    d0 = r["y0"] / (r["e_Y"] * r["W"]) + (r["K"] or 0.0) * r["t_k"]
+    assert (r["d1_s_per_sample"], r["d0_s"]) == pytest.approx((d1, d0), rel=1e-12)
+    rows = {row[0]: row[1] for row in p.explanation["series"]["rows"]}
+    assert rows["d1"] == pytest.approx(d1, rel=1e-9)   # the prior row the fit was pulled to
+    assert rows["d0"] == pytest.approx(d0, rel=1e-9)
+    assert "roofline of fcn8" in explain_text(p.explanation)
+
+
+def test_added_operators_print_each_models_c_add_and_their_median():
+    p = api.predict(H200, "resnet56", precision="bf16", batch_size=64,
+                    what_if={"precision": "fp32"}, **TORCH)
+    w = p.explanation["what-if"]
+    ca = w["c_add"]
+    assert w["r_H_rule"] == "added operators" and len(ca["per_model_s"]) >= 2
+    assert "resnet56" not in ca["per_model_s"]           # other models only
+    med = sorted(ca["per_model_s"].values())
+    n = len(med)
+    want = med[n // 2] if n % 2 else (med[n // 2 - 1] + med[n // 2]) / 2
+    assert ca["median_s"] == pytest.approx(want, rel=1e-12)
+    h_t = w["H_b"] + (ca["n_t"] - ca["n_b"]) * ca["median_s"]
+    assert w["H_b"] * w["r_H"] == pytest.approx(h_t, rel=1e-9)
+    assert "c_add = median of each other model's dH/dn" in explain_text(p.explanation)

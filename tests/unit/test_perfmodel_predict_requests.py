@@ -411,7 +411,8 @@ def test_validate_prints_interval_coverage_and_json_keeps_interval_keys(synth):
     assert code == 0, out
     assert "90% coverage, Mondrian (all/host/device)" in r.output
     row = [ln for ln in r.output.splitlines() if ln.startswith("| held-out batch |")]
-    assert len(row) == 2 and "%" in row[1]  # the error table's row, then the coverage row
+    # the error table's row, the coverage row, then the development / test split's row
+    assert len(row) == 3 and "%" in row[1] and " / " in row[2]
     code, out, r = _cli("--db", synth, "--validate", "--format", "json")
     d = {x["category"]: x for x in json.loads(r.output)}
     cov = d["held-out batch"]["interval_coverage_90"]

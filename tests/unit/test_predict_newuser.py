@@ -87,8 +87,9 @@ def test_a_stored_point_withheld_from_its_own_fit_is_shown(flat):
 def test_a_cpu_borrowing_gpu_residuals_is_not_widened_and_says_so(growing):
     p = api.predict(growing, "fcn5_tiny", batch_size=32)
     assert p.gpu == "AMD EPYC 7B13"
-    assert "borrowed from GPU residuals" in p.interval_group
-    assert "not validated for CPUs" in p.interval_group and "widened by" not in p.interval_group
+    assert "borrowed for a CPU (AMD EPYC 7B13) from residuals of fits on " in p.interval_group
+    assert "not validated for this CPU" in p.interval_group
+    assert "widened by" not in p.interval_group
     ivl = iv.Interval(0.9, 1.2, "g", 30, "conformal")
     cpu, _ = iv.cross_gpu(ivl, "AMD EPYC 7B13", frozenset({"NVIDIA H200"}), "cpu")
     gpu, _ = iv.cross_gpu(ivl, "NVIDIA A100", frozenset({"NVIDIA H200"}), "cuda")

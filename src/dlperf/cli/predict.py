@@ -156,12 +156,31 @@ def explain_text(e: dict) -> str:
             unit = f"{target * 1e3:.5g} ms/sample" if term == "d1" else _ms(target)
             out.append(f"explain:     {term} {side} {unit}, sigma {sigma:.3g}, "
                        f"z {_row_z(term, target, sigma, side, s):+.2f}: {src}")
+    r = e.get("roofline")
+    if r:
+        k = "no kernel term" if r["K"] is None else (
+            f"K = {r['K']:.5g} kernels, t_k = {r['t_k'] * 1e6:.4g} us")
+        out.append(f"explain: roofline of {r['config']}: F = f1 B, f1 = {r['f1']:.5g} "
+                   f"FLOP/sample; Y = y0 + y1 B, y0 = {r['y0']:.5g} B, y1 = {r['y1']:.5g} "
+                   f"B/sample ({r['bytes_source']}); P = {r['P']:.5g} FLOP/s, W = "
+                   f"{r['W']:.5g} B/s ({r['ceiling_source']}); e_F = {r['e_F']:.4g}, "
+                   f"e_Y = {r['e_Y']:.4g}, {k}")
+        out.append(f"explain:   d1 = f1/(e_F P) + y1/(e_Y W) = "
+                   f"{r['d1_s_per_sample'] * 1e3:.5g} ms/sample, d0 = y0/(e_Y W) + K t_k = "
+                   f"{_ms(r['d0_s'])}")
     w = e.get("what-if")
     if w:
         out.append(f"explain: what-if from {w['base']}: H_b = {_ms(w['H_b'])}, "
                    f"D_b = {_ms(w['D_b'])} (the series above at the batch)")
         out.append(f"explain:   r_H = {w['r_H']:.4g} ({w['r_H_rule']}), r_D = {w['r_D']:.4g} "
                    f"({w['r_D_rule']}), m = {w['m']:.4g}: H_t = H_b r_H m, D_t = D_b r_D m")
+        ca = w.get("c_add")
+        if ca:
+            per = ", ".join(f"{m} {v * 1e6:.4g}" for m, v in ca["per_model_s"].items())
+            out.append(f"explain:   added operators: H_b r_H = H_b + (n_t - n_b) c_add = "
+                       f"{_ms(w['H_b'])} + ({ca['n_t']} - {ca['n_b']}) x "
+                       f"{ca['median_s'] * 1e6:.4g} us; c_add = median of each other model's "
+                       f"dH/dn (us per operator): {per}")
         for side in ("host", "device"):
             for model, src, b, r in w["pairs"].get(side) or []:
                 out.append(f"explain:   {side}-bound pair {model} b={b} in {src}: T ratio "

@@ -778,6 +778,31 @@ def _measured(d: Draft, req: Request) -> tuple[dict[str, float], str | None]:
     return stored, (pick[0] if pick else None)
 
 
+def _roofline_terms(cal: Calibration, cfg: Config) -> dict[str, Any] | None:
+    """The roofline terms of ``cfg`` the series prior (and an analytic ``D``) is made of, for
+    ``--explain``: ``f1`` (FLOPs/sample), ``y0`` (bytes), ``y1`` (bytes/sample) and where
+    ``Y`` came from (:func:`roofline.work_of`), ``P`` (FLOP/s), ``W`` (bytes/s) and their
+    source, ``e_F``, ``e_Y``, ``t_k`` (s/kernel), ``K`` (kernels/step or None), and the
+    per-sample and fixed device times they give (``d1``, ``d0``: s/sample, s). None where the
+    group has no roofline (a CPU, no FLOP count). Cached reads: fits nothing new."""
+    try:
+        eff, k = cal.roofline(cfg)
+        if eff is None:
+            return None
+        work = cal.work(cfg.model, cfg.framework, cfg.precision)
+        ceil = cal.ceiling(cfg.framework, cfg.precision, cal.device_name(cfg), cfg.model)
+    except (LookupError, ValueError):
+        return None
+    p, w = ceil.flops_per_s, ceil.bandwidth_bytes_per_s
+    return {"config": cfg.label(), "f1": work.flops_per_sample, "y0": work.bytes_fixed,
+            "y1": work.bytes_per_sample, "bytes_source": work.source, "P": p, "W": w,
+            "ceiling_source": ceil.source, "e_F": eff.e_flops, "e_Y": eff.e_bytes,
+            "t_k": eff.kernel_s, "K": k,
+            "d1_s_per_sample": work.flops_per_sample / (eff.e_flops * p)
+            + work.bytes_per_sample / (eff.e_bytes * w),
+            "d0_s": work.bytes_fixed / (eff.e_bytes * w) + (k or 0.0) * eff.kernel_s}
+
+
 def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: float,
                 level: float) -> Prediction:
     """The :class:`Prediction` of a composed draft: its interval, the stored measurement, the
@@ -786,6 +811,9 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
         d.assumptions.append(f"inter-node link {req.network.inter.name} not used: one node")
     one, t = d.one, d.step_s
     gpu = cal.device_name(one.cfg) or _cpu_name(recs, one.cfg)
+    rl_words = _roofline_terms(cal, req.base if req.target != req.base else one.cfg)
+    if rl_words:
+        d.explain["roofline"] = rl_words
     interval, group, note = _interval_of(d, recs, req, level, gpu)
     flat = _flat_series(one)
     if flat:

@@ -144,15 +144,16 @@ def cross_gpu(ivl: Interval, gpu: str | None, gpus: Collection[str],
     ``gpu``, else unchanged; ``words`` say which and why (an unknown device on either side:
     not widened, said so; a pair of GPUs other than :data:`CROSS_GPU_MEASURED`: widened by the
     same error, said to be measured on that pair only). A ``device`` of kind ``cpu`` (the
-    prediction's device kind) borrowing GPU residuals: not widened (the error was measured
-    between two GPUs, not a GPU and a CPU), and said to be borrowed from GPU residuals and not
-    validated for CPUs."""
+    prediction's device kind) borrowing another table's residuals: not widened (the error was
+    measured between two GPUs, not a GPU and a CPU), and said to be not validated for this
+    CPU."""
     if gpus and gpu in gpus:
         return ivl, f"residuals measured on this device ({gpu})"
     if device == "cpu" and gpus:
-        return ivl, (f"borrowed from GPU residuals (fits on {', '.join(sorted(gpus))}) for a "
-                     "CPU" + (f" ({gpu})" if gpu else "") + ": not validated for CPUs, and not "
-                     "widened, since the cross-GPU error was measured between two GPUs")
+        return ivl, (f"borrowed for a CPU ({gpu or 'model not recorded'}) from residuals of "
+                     f"fits on {', '.join(sorted(gpus))}, mostly GPU ones: not validated for "
+                     "this CPU, and not widened, since the cross-GPU error was measured "
+                     "between two GPUs")
     if not gpus or gpu is None:
         return ivl, ("not widened for another GPU: the GPU of "
                      + ("these residuals" if not gpus else "this prediction") + " is not known")

@@ -290,8 +290,13 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
             r_d, why_d, rule_d = 1.0, "none measured: unchanged", "none"
             assumptions.append("device time unchanged: no pair and no roofline for the target")
     added = special.added_ops_host(cal, base, target, b.host_s, cal.device_name(base))
+    c_add = None
     if added is not None:
         r_h, why_h, rule_h, pairs_h = added[0] / b.host_s, added[1], "added operators", ()
+        terms = special.added_ops_terms(cal, base, target, cal.device_name(base))
+        if terms is not None:
+            c_add = {"n_b": terms[0], "n_t": terms[1], "per_model_s": terms[2],
+                     "median_s": median(terms[2].values())}
     elif r_h is None:
         r_h, why_h, rule_h = 1.0, "none measured: unchanged", "none"
         assumptions.append(f"host time unchanged from {'/'.join(base.group)}: no other model "
@@ -306,6 +311,8 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     nums = {"base": base.label(), "H_b": b.host_s, "D_b": b.device_s, "r_H": r_h,
             "r_H_rule": rule_h, "r_D": r_d, "r_D_rule": rule_d, "m": m,
             "pairs": {"host": list(pairs_h), "device": list(pairs_d)}}
+    if c_add is not None:
+        nums["c_add"] = c_add
     return OneDevice(target, batch, b.host_s * r_h * m, d, "what-if", ids, prov, assumptions,
                      params=b.params, fit=b.fit,
                      device_classes_s=_classes(cal, target, batch, d, work_t), ratios=nums)

@@ -134,6 +134,28 @@ def changes_layout(base: Any, target: Any) -> bool:
     return base.layout != "auto" and target.mode in free and base.mode not in free
 
 
+def added_ops_terms(cal: Any, frm: Any, to: Any, device_name: str | None = None
+                    ) -> tuple[int, int, dict[str, float]] | None:
+    """The terms of :func:`added_ops_host`: ``(n_frm, n_to, {model: c_add of that model})``,
+    each other model's ``c_add = (H_to - H_frm) / (n_to - n_frm)`` (s per operator: the
+    change of its identified host time over the change of its operator count, roofline fits
+    without ``frm.model``), models by name. None where :func:`added_ops_host` does not apply
+    (the same conditions, but for a result that is not positive)."""
+    if frm.with_(precision=to.precision) != to or frm.precision == to.precision:
+        return None
+    if any(cal.facts.count_kind(c.framework, c.group[1]) != "ops" for c in (frm, to)):
+        return None
+    n_frm = cal.facts.op_count(frm.model, frm.framework, frm.precision, "ops")
+    n_to = cal.facts.op_count(to.model, to.framework, to.precision, "ops")
+    if not n_frm or not n_to or n_frm == n_to:
+        return None
+    a = cal.counted_hosts(frm.group, frm.model, device_name, "ops")
+    b = cal.counted_hosts(to.group, frm.model, device_name, "ops")
+    per = {m: (b[m][0] - a[m][0]) / (b[m][1] - a[m][1])
+           for m in sorted(set(a) & set(b)) if b[m][1] != a[m][1]}
+    return (n_frm, n_to, per) if per else None
+
+
 def added_ops_host(cal: Any, frm: Any, to: Any, host_s: float,
                    device_name: str | None = None) -> tuple[float, str] | None:
     """The host time (s) of ``to`` from ``frm``'s, ``host_s``, where the two differ in
@@ -158,20 +180,10 @@ def added_ops_host(cal: Any, frm: Any, to: Any, host_s: float,
     operators, a count is missing or equal in both, no other model has both host times, or
     the result is not positive.
     """
-    if frm.with_(precision=to.precision) != to or frm.precision == to.precision:
+    terms = added_ops_terms(cal, frm, to, device_name)
+    if terms is None:
         return None
-    if any(cal.facts.count_kind(c.framework, c.group[1]) != "ops" for c in (frm, to)):
-        return None
-    n_frm = cal.facts.op_count(frm.model, frm.framework, frm.precision, "ops")
-    n_to = cal.facts.op_count(to.model, to.framework, to.precision, "ops")
-    if not n_frm or not n_to or n_frm == n_to:
-        return None
-    a = cal.counted_hosts(frm.group, frm.model, device_name, "ops")
-    b = cal.counted_hosts(to.group, frm.model, device_name, "ops")
-    per = {m: (b[m][0] - a[m][0]) / (b[m][1] - a[m][1])
-           for m in sorted(set(a) & set(b)) if b[m][1] != a[m][1]}
-    if not per:
-        return None
+    n_frm, n_to, per = terms
     c_add = median(per.values())
     h = host_s + (n_to - n_frm) * c_add
     if h <= 0:

@@ -53,13 +53,16 @@ def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozen
     every file was checked on opening (:func:`dlperf.results.dbfile.check_layout`)."""
     results = []
     cols = ", ".join(("id", *COLUMNS))
+    # every result's samples in one query (a query per result cost as much as the rest)
+    samples_of: dict[Any, list[tuple]] = {}
+    for x in db.execute("SELECT result_id, phase, idx, step_time_s, loss FROM samples "
+                        "ORDER BY result_id, phase, idx"):
+        samples_of.setdefault(x[0], []).append(tuple(x)[1:])
     for r in db.execute(f"SELECT {cols} FROM results ORDER BY id").fetchall():
         row = dict(r)
         if row["id"] in skip:
             continue
-        samples = [tuple(x) for x in db.execute(
-            "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
-            "ORDER BY phase, idx", (row["id"],))]
+        samples = samples_of.get(row["id"], [])
         timeline = db.execute("SELECT format, data FROM timelines WHERE result_id=?",
                               (row["id"],)).fetchone()
         results.append((row, samples, tuple(timeline) if timeline is not None else None))

@@ -74,11 +74,15 @@ def _pairs(recs: Sequence[RunRecord], match: Callable[[RunRecord, RunRecord], bo
     """Pairs of ok results at one point, one repeat and one ``--layout`` setting (so a forced
     NCHW run is compared with forced NCHW, and ``auto`` with ``auto``) that ``match``."""
     ok = [r for r in recs if is_ok(r)]
-    for base in ok:
-        for other in ok:
-            if (base is not other and point_of(base) == point_of(other)
-                    and repeat_in(base) == repeat_in(other)
-                    and layout_setting(base) == layout_setting(other) and match(base, other)):
+    # Each record's key once (a record's settings are read from its stored config), then the
+    # pairs within a key, in the order of the nested loop over ``ok`` they stand for.
+    keys = [(point_of(r), repeat_in(r), layout_setting(r)) for r in ok]
+    groups: dict[Any, list[RunRecord]] = {}
+    for r, k in zip(ok, keys):
+        groups.setdefault(k, []).append(r)
+    for base, k in zip(ok, keys):
+        for other in groups[k]:
+            if base is not other and match(base, other):
                 yield base, other
 
 

@@ -53,13 +53,16 @@ def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozen
     every file was checked on opening (:func:`dlperf.results.dbfile.check_layout`)."""
     results = []
     cols = ", ".join(("id", *COLUMNS))
+    # every result's samples in one query (a query per result cost as much as the rest)
+    samples_of: dict[Any, list[tuple]] = {}
+    for x in db.execute("SELECT result_id, phase, idx, step_time_s, loss FROM samples "
+                        "ORDER BY result_id, phase, idx"):
+        samples_of.setdefault(x[0], []).append(tuple(x)[1:])
     for r in db.execute(f"SELECT {cols} FROM results ORDER BY id").fetchall():
         row = dict(r)
         if row["id"] in skip:
             continue
-        samples = [tuple(x) for x in db.execute(
-            "SELECT phase, idx, step_time_s, loss FROM samples WHERE result_id=? "
-            "ORDER BY phase, idx", (row["id"],))]
+        samples = samples_of.get(row["id"], [])
         timeline = db.execute("SELECT format, data FROM timelines WHERE result_id=?",
                               (row["id"],)).fetchone()
         results.append((row, samples, tuple(timeline) if timeline is not None else None))
@@ -70,7 +73,8 @@ def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozen
     return results, colls, sweeps
 
 
-def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
+def merge_stores(dest: str | Path, sources: list[str | Path], *,
+                 seal_rows: bool = True) -> dict[str, Any]:
     """Combine results files: ``dest`` becomes the union of its own rows and every source's.
 
     For results measured in pieces on different machines or calls (sweep shards, a sweep
@@ -96,12 +100,16 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
     Args:
         dest: the results file to write; it may not exist yet (then it is created).
         sources: results files to add (at least one; ``dest`` itself among them is skipped).
+        seal_rows: write each row's checksums (:func:`dlperf.results.rowcheck.seal`). Off
+            only for a copy this process reads and then removes (:func:`open_results`): its
+            rows were checked in their sources, and sealing reads every sample back (half
+            the cost of reading a folder of results).
 
     A damaged row of a source (:mod:`dlperf.results.rowcheck`: wrong types, values out of
     bounds, a checksum that does not match) is not copied: a warning names it and
     ``"skipped"`` counts it (the source keeps it). A ``dest`` that holds damaged rows is
     refused (rewriting it would drop them): merge into a new file instead. Every row written
-    gets its checksums.
+    gets its checksums (with ``seal_rows``).
 
     Returns:
         ``{"results": n, "samples": n, "collectives": n, "sweeps": n, "profiles": n}``: the
@@ -189,7 +197,8 @@ def merge_stores(dest: str | Path, sources: list[str | Path]) -> dict[str, Any]:
                                [(rid, *x) for x in samples])
                 if timeline is not None:
                     db.execute("INSERT INTO timelines VALUES (?, ?, ?)", (rid, *timeline))
-                seal(db, rid, cols)
+                if seal_rows:
+                    seal(db, rid, cols)
                 n_samples += len(samples)
             for rows in collectives.values():
                 db.executemany(
@@ -232,8 +241,9 @@ def open_results(path: str | Path) -> Iterator[ResultStore]:
 
     with owned_tempdir("dlperf-union-") as tmp:
         union = Path(tmp) / f"{Path(path).name or 'results'}.db"
-        done = merge_stores(union, list[str | Path](files))  # reads (and refuses) every source before writing
+        done = merge_stores(union, list[str | Path](files), seal_rows=False)  # reads (and refuses) every source before writing
         with ResultStore(union, read_only=True) as store:
+            store.vouch_scanned()  # every row was scanned in its source
             _ORIGINS[store] = done["origin"]
             yield store
 

@@ -25,6 +25,7 @@ failure, in the worker and in every launcher.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -196,7 +197,17 @@ TOP_LEVEL_ORDER: tuple[str, ...] = (
 
 def _part_in(annotation: Any) -> tuple[type[Part] | None, bool]:
     """The part class a field's annotation holds (``Memory | None``, ``list[RankInfo] |
-    None``) and whether as a list; ``(None, False)`` for a value that is not a part."""
+    None``) and whether as a list; ``(None, False)`` for a value that is not a part. Answered
+    once per annotation (:func:`_part_in_uncached`; an unhashable one each time): reading a
+    folder of results asks it for every key of every stored record."""
+    try:
+        return _part_in_cached(annotation)
+    except TypeError:  # an annotation that cannot be a dict key
+        return _part_in_uncached(annotation)
+
+
+def _part_in_uncached(annotation: Any) -> tuple[type[Part] | None, bool]:
+    """:func:`_part_in`, worked out."""
     if isinstance(annotation, type) and issubclass(annotation, Part):
         return annotation, False
     if typing.get_origin(annotation) is list:
@@ -209,25 +220,45 @@ def _part_in(annotation: Any) -> tuple[type[Part] | None, bool]:
     return None, False
 
 
-def _park(d: Mapping[str, Any], fields: Mapping[str, Any], path: str,
-          parked: dict[str, Any]) -> dict[str, Any]:
-    """``d`` with the keys ``fields`` (name -> annotation) does not declare moved into
-    ``parked`` under their dotted path, recursing into the parts it holds."""
+_part_in_cached = functools.cache(_part_in_uncached)
+
+
+@functools.cache
+def _kinds(part: type[BaseModel]) -> dict[str, tuple[type[Part] | None, bool]]:
+    """A model's fields by name -> the part each holds and whether as a list (:func:`_part_in`
+    of its annotation), worked out once per class (its fields are fixed when it is made)."""
+    return {n: _part_in(f.annotation) for n, f in part.model_fields.items()}
+
+
+def _park(d: Mapping[str, Any], kinds: Mapping[str, tuple[type[Part] | None, bool]],
+          path: str, parked: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with the keys that ``kinds`` (name -> (part, as a list), :func:`_kinds`) does not
+    declare moved into ``parked`` under their dotted path, recursing into the parts it holds."""
     out: dict[str, Any] = {}
     for k, v in d.items():
-        if k not in fields:
+        kind = kinds.get(k)
+        if kind is None:
             parked[f"{path}{k}"] = v
             continue
-        part, many = _part_in(fields[k])
+        part, many = kind
         if part is not None and many and isinstance(v, list):
-            own = {n: f.annotation for n, f in part.model_fields.items()}
+            own = _kinds(part)
             v = [_park(x, own, f"{path}{k}[{i}].", parked) if isinstance(x, dict) else x
                  for i, x in enumerate(v)]
         elif part is not None and isinstance(v, dict):
-            v = _park(v, {n: f.annotation for n, f in part.model_fields.items()},
-                      f"{path}{k}.", parked)
+            v = _park(v, _kinds(part), f"{path}{k}.", parked)
         out[k] = v
     return out
+
+
+@functools.cache
+def _flat_kinds() -> dict[str, tuple[type[Part] | None, bool]]:
+    """:func:`_kinds` of a flat result dict: the record's own fields and those of its flat
+    parts."""
+    kinds = {n: k for n, k in _kinds(RunRecord).items() if n not in FLAT_PARTS and n != "stored"}
+    for part in FLAT_PARTS.values():
+        kinds.update(_kinds(part))
+    return kinds
 
 
 def upgrade(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -243,12 +274,8 @@ def upgrade(result: Mapping[str, Any]) -> dict[str, Any]:
     version = result.get("schema_version", 1) if isinstance(result, Mapping) else None
     flat = upgrade_record(result)
     if isinstance(version, int) and version < 11:
-        fields = {n: f.annotation for n, f in RunRecord.model_fields.items()
-                  if n not in FLAT_PARTS and n != "stored"}
-        for part in FLAT_PARTS.values():
-            fields.update({n: f.annotation for n, f in part.model_fields.items()})
         parked: dict[str, Any] = {}
-        flat = _park(flat, fields, "", parked)
+        flat = _park(flat, _flat_kinds(), "", parked)
         if parked:
             flat["unrecognised"] = {**(flat.get("unrecognised") or {}), **parked}
     return flat

@@ -102,3 +102,29 @@ def test_added_operators_print_each_models_c_add_and_their_median():
     h_t = w["H_b"] + (ca["n_t"] - ca["n_b"]) * ca["median_s"]
     assert w["H_b"] * w["r_H"] == pytest.approx(h_t, rel=1e-9)
     assert "c_add = median of each other model's dH/dn" in explain_text(p.explanation)
+
+
+def test_n_nodes_print_the_bucket_schedule_that_gives_x():
+    p = api.predict(H200, "resnet50", precision="bf16", batch_size=256, nproc=2, nnodes=2,
+                    network="ib_ndr", **TORCH)
+    dp = p.explanation["data parallel"]
+    bks = dp["buckets"]
+    assert len(bks) >= 2 and {b[5] for b in bks} <= {"ring", "tree", "hierarchical"}
+    end = 0.0
+    for m, r, c, s, e, _ in bks:  # the WFBP recursion on the printed numbers
+        assert s == pytest.approx(max(r, end), rel=1e-12) and e == pytest.approx(s + c)
+        end = e
+    assert dp["X_s"] == pytest.approx(max(0.0, end - dp["backward_s"]), rel=1e-9)
+    assert sum(b[0] for b in bks) == pytest.approx(4 * dp["params"], rel=1e-9)  # fp32 grads
+    assert "bucket 1: M = 1 MiB" in explain_text(p.explanation)
+
+
+def test_the_hierarchical_all_reduce_is_its_formula():
+    # 2 GPUs x 2 nodes, M = 64 MiB, 8 NICs per node (one per GPU here: n = min(8, 2) = 2)
+    m, ai, bi, ae, be = 64 * 2**20, 2e-6, 1 / 300e9, 5e-6, 1 / 50e9
+    want = 2 * (1 * ai + 0.5 * m * bi) + (2 * 1 * ae + 2 * 1 / 2 * (m / 2) * be * 2 / 2)
+    assert eq.hierarchical_allreduce_s(m, 2, 2, ai, bi, ae, be, 8) == pytest.approx(want)
+    # one NIC shared by 4 GPUs: each ring sees a quarter of its bandwidth
+    one = eq.hierarchical_allreduce_s(m, 4, 2, ai, bi, ae, be, 1)
+    want = 2 * (3 * ai + 0.75 * m * bi) + (2 * ae + (m / 4) * be * 4)
+    assert one == pytest.approx(want)

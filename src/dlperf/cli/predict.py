@@ -201,6 +201,16 @@ def explain_text(e: dict) -> str:
                    f"{dp['params']} parameters' buckets): dp_step_s = step_s(H (1 + rho), "
                    f"D + kappa H + X) = step_s({_ms(h * (1 + dp['rho']))}, "
                    f"{_ms(d + dp['kappa'] * h + x)})")
+        bks = dp.get("buckets") or []
+        if bks:
+            out.append(f"explain:   all-reduce c(M): {dp['comm']}; WFBP over {len(bks)} "
+                       f"bucket(s), backward ends at {_ms(dp['backward_s'])} "
+                       "(s_i = max(r_i, e_(i-1)), e_i = s_i + c(M_i), X = max(0, e_last - "
+                       "backward)):")
+            for i, (m, r, c, st, en, algo) in enumerate(bks, 1):
+                out.append(f"explain:     bucket {i}: M = {m / (1 << 20):.4g} MiB, r = "
+                           f"{_ms(r)}, c(M) = {_ms(c)} ({algo}), s = {_ms(st)}, e = "
+                           f"{_ms(en)}")
     if e.get("input_s"):
         out.append(f"explain: input: + {_ms(e['input_s'])} exposed input time")
     out.append(f"explain: step {_ms(e['step_s'])}")

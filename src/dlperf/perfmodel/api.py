@@ -468,7 +468,8 @@ def _data_parallel(d: Draft, recs: Records, cal: Calibration, req: Request) -> N
     data_parallel`: DDP's fitted overhead, the exposed all-reduce of WFBP over the recorded or
     default buckets); the path is :data:`NPROC_CATEGORY`."""
     if req.world > 1:
-        fn, desc, measured = pm.comm_time_fn(cal, req.world, req.nnodes, req.network)
+        fn, desc, measured, algorithm = pm.comm_time_fn(cal, req.world, req.nnodes,
+                                                        req.network)
         ddp, fitted = _ddp_overhead(recs, list(req.withheld))
         if not fitted:
             d.assumptions.append("no stored N-device pair: DDP's own overhead taken as 0")
@@ -481,11 +482,24 @@ def _data_parallel(d: Draft, recs: Records, cal: Calibration, req: Request) -> N
         d.explain["data parallel"] = {
             "world": req.world, "H_s": d.one.host_s, "D_s": d.one.device_s, "rho": ddp.rho,
             "kappa": ddp.kappa, "X_s": d.exposed_s, "pairs": len(ddp.pairs),
-            "params": d.one.params}
+            "params": d.one.params, "comm": desc,
+            "backward_s": dp.BACKWARD_SHARE * d.one.device_s,
+            "buckets": _bucket_schedule(d.one, fn, algorithm, prof)}
         d.provenance.update(dprov)
         d.assumptions += dp.assumptions(prof)
         d.one.how += " + data parallel"
         d.path = NPROC_CATEGORY
+
+
+def _bucket_schedule(one: pm.OneDevice, fn: Any, algorithm: Any, prof: Any
+                     ) -> list[list[Any]]:
+    """``--explain``'s WFBP schedule: per bucket ``[bytes, ready s, c(M) s, start s, end s,
+    algorithm]`` (:func:`equations.wfbp_schedule` over :func:`dataparallel.buckets_of`, the
+    buckets the exposed all-reduce was computed over)."""
+    bks = dp.buckets_of(one.params, one.device_s, profile=prof)
+    sched = eq.wfbp_schedule(bks, fn)
+    return [[b.size_bytes, b.ready_s, e - s, s, e, algorithm(b.size_bytes)]
+            for b, (s, e) in zip(bks, sched, strict=True)]
 
 
 def _input(d: Draft, req: Request) -> None:

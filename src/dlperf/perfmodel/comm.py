@@ -222,17 +222,15 @@ def tree_allreduce_s(size_bytes: float, p: int, link: Link) -> float:
 
 def hierarchical_allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int,
                              intra: Link, inter: Link, nics_per_node: int | None = None) -> float:
-    """Intra-node reduce-scatter + inter-node ring all-reduce of ``M/g`` + intra all-gather (s).
+    """Intra-node reduce-scatter + inter-node ring all-reduce of ``M/g`` + intra all-gather (s)
+    (:func:`dlperf.perfmodel.equations.hierarchical_allreduce_s`, over these links).
 
     The ``g`` inter-node rings (one per GPU, ``M/g`` bytes each) run at once and share the
     node's ``nics_per_node`` NICs (None: one per GPU): each gets ``min(k, g) / g`` of a NIC's
     bandwidth."""
-    g = gpus_per_node
-    intra_s = 0.0 if g <= 1 else (g - 1) * intra.alpha_s + (g - 1) / g * size_bytes * intra.beta_s_per_byte
-    k = g if nics_per_node is None else max(1, min(nics_per_node, g))
-    shared = Link(inter.name, inter.alpha_s, inter.beta_s_per_byte * max(g, 1) / k, inter.source,
-                  inter.measured)
-    return 2 * intra_s + ring_allreduce_s(size_bytes / max(g, 1), nodes, shared)
+    return eq.hierarchical_allreduce_s(size_bytes, gpus_per_node, nodes, intra.alpha_s,
+                                       intra.beta_s_per_byte, inter.alpha_s,
+                                       inter.beta_s_per_byte, nics_per_node)
 
 
 ALGORITHMS = ("ring", "tree", "hierarchical")

@@ -178,12 +178,26 @@ def exposed_comm(params: int | None, device_s: float, comm_s: Callable[[float], 
     recorded buckets of ``profile``, else over :func:`comm.uniform_buckets` of the gradient
     bytes; backward is :data:`BACKWARD_SHARE` of ``device_s``."""
     tb = BACKWARD_SHARE * device_s
-    if profile is not None and tb > 0:
-        return comm.wfbp_exposed_s(profile.buckets(tb), comm_s, tb)
-    g = gradient_bytes(params)
-    if g <= 0 or tb <= 0:
+    bks = buckets_of(params, device_s, bucket_cap_mb, profile)
+    if not bks:
         return 0.0, 0.0
-    return comm.wfbp_exposed_s(comm.uniform_buckets(g, tb, bucket_cap_mb), comm_s, tb)
+    return comm.wfbp_exposed_s(bks, comm_s, tb)
+
+
+def buckets_of(params: int | None, device_s: float,
+               bucket_cap_mb: float = DEFAULT_BUCKET_CAP_MB,
+               profile: BucketProfile | None = None) -> list:
+    """The gradient buckets :func:`exposed_comm` runs the WFBP recursion over (sizes in
+    bytes, ready times in s from backward's start): ``profile``'s recorded ones, else
+    :func:`comm.uniform_buckets` of the gradient bytes over backward (``BACKWARD_SHARE`` of
+    ``device_s``); ``[]`` without gradients or backward."""
+    tb = BACKWARD_SHARE * device_s
+    if tb <= 0:
+        return []
+    if profile is not None:
+        return list(profile.buckets(tb))
+    g = gradient_bytes(params)
+    return comm.uniform_buckets(g, tb, bucket_cap_mb) if g > 0 else []
 
 
 def dp_step_s(host_s: float, device_s: float, exposed_s: float, ddp: DDPOverhead) -> float:

@@ -184,6 +184,35 @@ def tree_allreduce_s(size_bytes: float, p: int, alpha_s: float, beta_s_per_byte:
     return 2 * math.ceil(math.log2(p)) * alpha_s + 2 * size_bytes * beta_s_per_byte
 
 
+def hierarchical_allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int,
+                             intra_alpha_s: float, intra_beta_s_per_byte: float,
+                             inter_alpha_s: float, inter_beta_s_per_byte: float,
+                             nics_per_node: int | None = None) -> float:
+    """Hierarchical all-reduce time (s) of ``size_bytes`` = ``M`` over ``g`` GPUs on each of
+    ``k`` nodes: an intra-node reduce-scatter, ``g`` inter-node ring all-reduces of ``M/g``
+    at once, an intra-node all-gather (Jia et al. 2018, "Highly scalable deep learning
+    training system with mixed-precision", sec. 4; each intra phase is half a ring
+    all-reduce of Patarasuk & Yuan 2009)::
+
+        T = 2 [(g-1) a_i + (g-1)/g M b_i] + ring(M/g, k; a_e, b_e g / n)
+
+    ``ring`` is :func:`ring_allreduce_s`; the ``g`` rings share the node's ``n =
+    min(nics_per_node, g)`` NICs (None: one per GPU, ``n = g``), so each sees ``n/g`` of a
+    NIC's bandwidth.
+
+    Args:
+        intra_alpha_s, intra_beta_s_per_byte: ``a_i`` (s per step), ``b_i`` (s/byte) of the
+            link inside a node.
+        inter_alpha_s, inter_beta_s_per_byte: ``a_e``, ``b_e`` of one NIC between nodes.
+    """
+    g = max(gpus_per_node, 1)
+    intra = 0.0 if g <= 1 else ((g - 1) * intra_alpha_s
+                                + (g - 1) / g * size_bytes * intra_beta_s_per_byte)
+    n = g if nics_per_node is None else max(1, min(nics_per_node, g))
+    return 2 * intra + ring_allreduce_s(size_bytes / g, nodes, inter_alpha_s,
+                                        inter_beta_s_per_byte * g / n)
+
+
 def input_iteration_s(compute_s: float, t_io_s: float, workers: int) -> float:
     """Shi & Chu's iteration (s): ``t_io + t_c`` at ``workers = 0``, else ``max(t_c, t_io,w)``.
 

@@ -335,18 +335,21 @@ def _layout_base(cal: Calibration, base: Config, target: Config, batch: int,
 
 
 def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: comm.Network | None
-                 ) -> tuple[Callable[[float], float], str, bool]:
+                 ) -> tuple[Callable[[float], float], str, bool, Callable[[float], str]]:
     """The all-reduce time of a bucket for ``world`` ranks on ``nnodes`` nodes: the stored
     sweep's fit when this machine measured that rank count on one node, else the algorithm over
-    the topology (intra link: measured from the stored sweep when there is one, else given).
-    Returns ``(fn, description, measured)``."""
+    the topology (intra link: measured from the stored sweep of the most ranks when there is
+    one, its large-message regime, :func:`comm.measured_link`; else given).
+    Returns ``(fn, description, measured, algorithm)``: ``algorithm(M)`` names the way a
+    bucket of ``M`` bytes is timed (``sweep fit``, ``ring``, ``tree``, ``hierarchical``, with
+    ``floor`` where the stored sweep's floor was larger)."""
     nranks = {c.nranks for c in cal.records.collectives if c.benchmark == "allreduce"}
     net = network or comm.Network()
     if nnodes == 1 and world in nranks and net.intra is None:
         fit = comm.fit_allreduce(cal.records.collectives, world)
         return fit.time_s, (f"all-reduce sweep of {world} ranks "
                             f"({', '.join(fit.sources)}), piecewise a + b M "
-                            f"({len(fit.regimes)} regimes)"), True
+                            f"({len(fit.regimes)} regimes)"), True, lambda size: "sweep fit"
     intra = net.intra
     if intra is None and nranks:
         intra = comm.measured_link(comm.fit_allreduce(cal.records.collectives, max(nranks)),
@@ -361,11 +364,15 @@ def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: comm.Networ
         t = comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm, nics)[0]
         return max(t, floor[1](size)) if floor else t
 
+    def algorithm(size: float) -> str:
+        t, name = comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm, nics)
+        return f"floor ({floor[0]} ranks)" if floor and floor[1](size) > t else name
+
     desc = (f"{net.algorithm} all-reduce over {gpn} GPU(s) x {nnodes} node(s); intra: "
             f"{intra.source}" + (f"; inter: {net.inter.source}, {nics} NIC(s) per node"
                                  if nnodes > 1 and net.inter else "")
             + (f"; at least the stored sweep of {floor[0]} ranks" if floor else ""))
-    return fn, desc, intra.measured and nnodes == 1
+    return fn, desc, intra.measured and nnodes == 1, algorithm
 
 
 def data_parallel(one: OneDevice, ddp: dp.DDPOverhead, comm_fn: Callable[[float], float],

@@ -20,8 +20,10 @@ interleaving). The comparison itself is :func:`dlperf.report.regress.compare_rec
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +32,7 @@ from typing import Any
 from dlperf.errors import ConfigError
 
 __all__ = ["Side", "RESERVED_FLAGS", "check_run_flags", "parse_env", "rounds_order",
-           "side_environment", "run_rounds", "RoundResult"]
+           "side_environment", "run_rounds", "RoundResult", "run_child", "INTERRUPTED"]
 
 #: ``dlperf run`` flags the gate sets itself (or that make no sense in it).
 RESERVED_FLAGS = ("--db", "--tag", "--repeats", "--rerun", "--retry-failed", "--failed-final",
@@ -127,8 +129,47 @@ def side_environment(side: Side, base_env: dict[str, str] | None = None) -> dict
     return env
 
 
+#: How long an interrupted gate waits for the side's ``dlperf run`` to store what it measured
+#: and exit (seconds) before it stops it.
+CHILD_STOP_S = 120.0
+#: Exit statuses of a ``dlperf run`` that was interrupted (SIGINT: 130) or terminated
+#: (SIGTERM: 143), or that the signal ended before its own handler was in place (negative).
+INTERRUPTED = (130, 143, -signal.SIGINT, -signal.SIGTERM)
+
+
+def run_child(cmd: Sequence[str], **how: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, **how)``, except when this process is interrupted while the child
+    runs: the child gets SIGINT too (a terminal's Ctrl-C reaches both already) and is waited
+    for, up to :data:`CHILD_STOP_S`, so the result it is storing is stored whole (``subprocess.
+    run`` kills it after 0.25 s); then the ``KeyboardInterrupt`` goes on.
+
+    Raises:
+        KeyboardInterrupt: this process was interrupted (after the child ended).
+    """
+    capture = how.pop("capture_output", False)
+    how.pop("check", None)
+    if capture:
+        how.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(list(cmd), **how)
+    try:
+        out, err = p.communicate()
+    except KeyboardInterrupt:
+        deadline = time.monotonic() + CHILD_STOP_S
+        while p.poll() is None:
+            try:
+                p.send_signal(signal.SIGINT)
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            except KeyboardInterrupt:  # Ctrl-C again: keep waiting for the store to end
+                continue
+        raise
+    return subprocess.CompletedProcess(list(cmd), p.returncode, out, err)
+
+
 def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, rounds: int, *,
-               runner: Callable[..., Any] = subprocess.run,
+               runner: Callable[..., Any] = run_child,
                echo: Callable[[str], None] = print) -> list[RoundResult]:
     """Run ``dlperf run RUN_ARGS`` for each side in :func:`rounds_order`, storing into ``db``
     (an absolute path) under each side's tag, repeat ``r`` in round ``r``; ``echo`` gets one
@@ -138,9 +179,14 @@ def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, roun
     flags: a ``file:`` model gone from NEW, say) is not run again and its error is echoed: the
     comparison then finds its points missing, which fails the gate.
 
+    A run that was interrupted (exit 130 or 143: a Ctrl-C or ``kill`` that reached it, not
+    this process) stops the gate as an interrupt of its own would.
+
     Raises:
         ConfigError: both sides' runs exited so (the flags themselves are wrong), with the
             last output lines.
+        KeyboardInterrupt: this process or a side's run was interrupted; what was stored
+            stays (``--resume`` goes on).
     """
     out: list[RoundResult] = []
     order = rounds_order(rounds)
@@ -164,6 +210,8 @@ def run_rounds(sides: tuple[Side, Side], run_args: Sequence[str], db: Path, roun
         lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
         tail = "\n".join(lines[-12:])
         out.append(RoundResult(r, side.name, proc.returncode, tail))
+        if proc.returncode in INTERRUPTED:
+            raise KeyboardInterrupt
         last = next((ln for ln in reversed(lines) if " run, " in ln), None)
         if last:
             echo(f"    {last.strip()}")

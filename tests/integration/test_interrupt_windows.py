@@ -5,7 +5,6 @@ benchmarks/reliability.py at CI size, with the fake framework."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -71,3 +70,15 @@ def test_a_sigint_at_any_moment_says_interrupted(tmp_path):
         assert "Traceback" not in text, text[-2000:]
     assert stopped, "no trial was interrupted: the delays missed the sweep"
     assert not silent, silent
+
+
+def test_a_resumed_tagged_run_counts_what_it_found_stored(tmp_path):
+    """``compare --run --resume`` reruns each round's ``dlperf run --tag``; a round whose run
+    is stored prints "0 run, 1 already in", never "0 run, 0 already"."""
+    db = tmp_path / "g.db"
+    flags = ["-m", "fcn5_tiny", "--framework", "fake", "--device", "cpu", "--min-iters", "6",
+             "--max-iters", "6", "--min-time", "0", "--db", str(db), "--tag", "base"]
+    for expect in ("1 run, 0 already in", "0 run, 1 already in"):
+        p = subprocess.run([sys.executable, "-m", "dlperf", "run", *flags], env=rel.environment(),
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and expect in " ".join(p.stderr.split()), p.stderr[-2000:]

@@ -106,3 +106,70 @@ def test_a_side_whose_points_failed_does_not_try_them_again(tmp_path):
     # BASE: each later round tried with the flag, refused, then run without it
     assert [f for s, f in flags[2:] if s == "b"] == [True, False, True, False]
     assert [r.returncode for r in out] == [1] * 6  # the refused try is not a round
+
+
+def test_an_interrupted_side_run_stops_the_gate(tmp_path):
+    """A side's ``dlperf run`` that exits 130 (the Ctrl-C reached it) stops the gate as an
+    interrupt: no further rounds run."""
+    calls = []
+
+    def runner(cmd, cwd, env, **kw):
+        calls.append(env["S"])
+        rc = 130 if len(calls) == 2 else 0
+        return SimpleNamespace(returncode=rc, stderr="1 run, 0 already in g.db, 0 failed\n")
+
+    with pytest.raises(KeyboardInterrupt):
+        alternate.run_rounds(_sides(tmp_path), ["-m", "x"], tmp_path / "g.db", 2,
+                             runner=runner, echo=lambda s: None)
+    assert calls == ["b", "n"]
+
+
+def test_run_child_lets_an_interrupted_child_finish_its_store(tmp_path):
+    """Interrupted while a side's run works, the gate sends it SIGINT and waits for it (it
+    stores what it measured, then exits), rather than killing it within 0.25 s."""
+    import subprocess
+    import sys
+    import textwrap
+
+    mark = tmp_path / "stored"
+    child = textwrap.dedent(f"""
+        import signal, sys, time
+        def stop(*a):
+            time.sleep(1.0)  # the store being finished
+            open({str(mark)!r}, "w").write("stored")
+            sys.exit(130)
+        signal.signal(signal.SIGINT, stop)
+        print("ready", flush=True)
+        time.sleep(30)
+    """)
+    parent = textwrap.dedent(f"""
+        import os, signal, sys, threading, time
+        from dlperf.alternate import run_child
+        threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            run_child([sys.executable, "-c", {child!r}], capture_output=True, text=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+    """)
+    p = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert "interrupted" in p.stdout, p.stdout + p.stderr
+    assert mark.exists(), p.stdout + p.stderr
+
+
+def test_an_interrupted_gate_says_so_and_how_to_resume(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(alternate, "run_rounds", interrupted)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    r = CliRunner().invoke(app, ["compare", "--run", str(tmp_path / "a"), str(tmp_path / "b"),
+                                 "--db", str(tmp_path / "g.db"), "--", "-m", "fcn5_tiny"])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 130, text
+    assert "interrupted: finished runs are in" in text and "--resume" in text, text

@@ -58,7 +58,7 @@ def test_pairs_are_those_of_the_nested_loop():
 
     rng = random.Random(7)
     recs = []
-    for i in range(60):
+    for _ in range(60):
         r = new_record(make_run_config(
             model=rng.choice(["fcn5_tiny", "lstm_tiny"]), batch_size=rng.choice([1, 2, 4]),
             framework="torch", mode=rng.choice(["eager", "graph"])),

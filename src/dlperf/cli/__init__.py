@@ -107,7 +107,30 @@ def main(argv: list[str] | None = None) -> None:
     (:func:`build_app`), anything else (``dlperf --help``, ``dlperf --version``) the app of
     every command."""
     args = sys.argv[1:] if argv is None else list(argv)
-    build_app(args[0] if args and args[0] in COMMANDS else None)(args=args, prog_name="dlperf")
+    try:
+        build_app(args[0] if args and args[0] in COMMANDS else None)(args=args,
+                                                                     prog_name="dlperf")
+    except KeyboardInterrupt:
+        # A Ctrl-C outside the handlers of the commands that measure (before the first point,
+        # after the summary): said, never a silent exit 130 or a traceback.
+        if argv is None:
+            _quiet_exit()
+        sys.stderr.write("interrupted: what was stored before stays stored\n")
+        raise SystemExit(130) from None
+    finally:
+        if argv is None:
+            _quiet_exit()
+
+
+def _quiet_exit() -> None:
+    """The process ends now: a SIGINT that lands while it does is ignored (it would raise
+    ``KeyboardInterrupt`` into the exit and end the process by the signal, without a word)."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
 
 
 __all__ = ["COMMANDS", "app", "build_app", "main", "version_text"]

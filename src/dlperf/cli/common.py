@@ -563,9 +563,13 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
             report_dir: str | None, sweep_config: dict | None = None,
             runner: Callable[[Any], RunRecord] | None = None,
             missing_ok: bool = False, rechoose_threads: bool = False,
-            memory_check: bool = True) -> None:
+            memory_check: bool = True, already: int = 0) -> None:
     """Check, run and store ``points``, print the results; exit 1 if every point that ran
     failed or any point is ``unavailable`` (missing data or framework: still to measure).
+
+    ``already``: points the caller left out of ``points`` because they are stored (a tagged
+    run's, :func:`dlperf.resume.resume_plan`), counted with those found stored here in the
+    closing ``N run, M already in DB`` line.
 
     ``missing_ok`` (``dlperf sweep``): points of a missing data set are stored ``unavailable``
     and the others run, instead of refusing them all (:func:`dlperf.sweep.preflight`).
@@ -611,7 +615,8 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                            if outcome.missing_data else "")
                 if outcome.elsewhere:
                     not_run += f", {outcome.elsewhere} measured by another process at the same time"
-                err.print(f"{outcome.ran} run, {outcome.skipped} already in {shown_path(db)}, "
+                err.print(f"{outcome.ran} run, {outcome.skipped + already} already in "
+                          f"{shown_path(db)}, "
                           f"{outcome.failed} "
                           f"failed{not_run}", markup=False)
                 if report_dir:

@@ -132,8 +132,19 @@ def _run_sides(base: str, new: str, db: str | None, rounds: int, base_env: list[
     common.err.print(f"measuring BASE ({sides[0].directory}) and NEW ({sides[1].directory}) "
                      f"alternately, {rounds} runs each, into {shown_path(path)}", markup=False,
                      highlight=False)
-    run_rounds(sides, args, path, rounds,
-               echo=lambda line: common.err.print(line, markup=False, highlight=False))
+    try:
+        with common.terminated_as_interrupt():
+            run_rounds(sides, args, path, rounds,
+                       echo=lambda line: common.err.print(line, markup=False, highlight=False))
+    except KeyboardInterrupt as e:
+        from rich.markup import escape
+
+        how = "terminated (SIGTERM)" if isinstance(e, common.Terminated) else "interrupted"
+        common.err.print(f"[yellow]{how}[/]: finished runs are in {escape(shown_path(path))}; "
+                         "run the "
+                         "same command with --resume to go on (its runs are kept)",
+                         highlight=False)
+        raise typer.Exit(143 if isinstance(e, common.Terminated) else 130) from None
     return str(path)
 
 

@@ -373,7 +373,8 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
                              f"{store.tag!r} in {db}", markup=False, highlight=False)
         common.execute(points, db, sweep=None, resume=resume, retry_failed=store.retry_failed,
                        rechoose_threads=point.rechoose_threads, memory_check=it.memory_check,
-                       report_dir=store.report, runner=tagging(runner, store.tag))
+                       report_dir=store.report, runner=tagging(runner, store.tag),
+                       already=n_tagged)
 
     guard(lambda: common.spec_bounded(body, it.timeout))
 

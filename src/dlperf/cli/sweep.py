@@ -336,7 +336,7 @@ def sweep(
         common.execute(points, path, sweep=cfg.name, resume=resume,
                        rechoose_threads=rechoose_threads, memory_check=memory_check,
                        retry_failed=retry_failed, report_dir=report,
-                       sweep_config=cfg.model_dump(), missing_ok=True,
+                       sweep_config=cfg.model_dump(), missing_ok=True, already=n_tagged,
                        runner=tagging(lambda c: run_point(c, node_rank=node_rank,
                                                           endpoint=rdzv_endpoint), tag))
 

@@ -19,7 +19,7 @@ import threading
 import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -543,6 +543,22 @@ def terminated_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def interrupted_exit(e: KeyboardInterrupt, db: str | Path, resume: bool) -> NoReturn:
+    """Say that a run, sweep or gate was interrupted (or terminated: SIGTERM) and how to go
+    on, then exit 130 (143 for SIGTERM)."""
+    again = ("run the same command again to resume" if resume else
+             "the points not reached yet still hold their earlier results, so run the "
+             "same command (with --restart/--rerun) again to measure every point anew; "
+             "without it they count as done")
+    how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+    try:
+        err.print(f"[yellow]{how}[/]: finished points are in {escape(shown_path(db))}; "
+                  f"{again}")
+    except KeyboardInterrupt:  # a second Ctrl-C while saying so: say it plainly
+        sys.stderr.write(f"{how}: finished points are in {shown_path(db)}\n")
+    raise typer.Exit(143 if isinstance(e, Terminated) else 130) from None
+
+
 def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retry_failed: bool,
             report_dir: str | None, sweep_config: dict | None = None,
             runner: Callable[[Any], RunRecord] | None = None,
@@ -562,65 +578,61 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     from dlperf.tempdirs import reclaim_stale
     from dlperf.worker import now_iso
 
-    gone = reclaim_stale()  # folders of a run or sweep killed with SIGKILL (issue 23)
-    if gone:
-        err.print(f"note: removed {len(gone)} temporary folder(s) left by dlperf processes "
-                  f"that are gone: {', '.join(shown_path(p) for p in gone[:3])}"
-                  f"{' ...' if len(gone) > 3 else ''}", markup=False, highlight=False)
-    missing = preflight(points, allow_missing=missing_ok)
-    if memory_check:
-        check_memory(points, db)
-    threads = choose_threads_once(points, db, rechoose_threads)
-    # Trace folders are written after each measurement: one that cannot be made would leave
-    # the point stored without its trace (and resumed as done), so they are made now; an
-    # OSError is a user error (guard: exit 2, nothing run or stored).
-    for d in sorted({p.measure.trace_dir for p in points if p.measure.trace_dir}):
-        Path(d).expanduser().mkdir(parents=True, exist_ok=True)
-    with ResultStore(db) as store:
-        if sweep_config is not None:
-            store.add_sweep(sweep, sweep_config, now_iso())
-        try:
-            with terminated_as_interrupt(), deferring():  # a result is stored whole
-                outcome = run_points(points, store, sweep=sweep, resume=resume,
-                                     retry_failed=retry_failed, console=err, runner=runner,
-                                     missing_data=missing, threads=threads)
-        except KeyboardInterrupt as e:
-            again = ("run the same command again to resume" if resume else
-                     "the points not reached yet still hold their earlier results, so run the "
-                     "same command (with --restart/--rerun) again to measure every point anew; "
-                     "without it they count as done")
-            how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-            err.print(f"[yellow]{how}[/]: finished points are in {escape(shown_path(db))}; "
-                      f"{again}")
-            raise typer.Exit(143 if isinstance(e, Terminated) else 130) from None
-        keys = {p.run_key() for p in outcome.points}
-        rows = [r for r in store.rows() if r["run_key"] in keys]
-        _print_outcome(rows, outcome.points)
-        print_glance(store, rows)
-        not_run = (f", {outcome.missing_data} not run (data missing)"
-                   if outcome.missing_data else "")
-        if outcome.elsewhere:
-            not_run += f", {outcome.elsewhere} measured by another process at the same time"
-        err.print(f"{outcome.ran} run, {outcome.skipped} already in {shown_path(db)}, "
-                  f"{outcome.failed} "
-                  f"failed{not_run}", markup=False)
-        if report_dir:
-            from dlperf.report.html import write_html_report
+    # Every moment of the command, not only the measuring: a signal that lands as a point is
+    # stored, between points or while the summary prints is said as one during a measurement.
+    try:
+        with terminated_as_interrupt():
+            gone = reclaim_stale()  # folders of a run or sweep killed with SIGKILL (issue 23)
+            if gone:
+                err.print(f"note: removed {len(gone)} temporary folder(s) left by dlperf processes "
+                          f"that are gone: {', '.join(shown_path(p) for p in gone[:3])}"
+                          f"{' ...' if len(gone) > 3 else ''}", markup=False, highlight=False)
+            missing = preflight(points, allow_missing=missing_ok)
+            if memory_check:
+                check_memory(points, db)
+            threads = choose_threads_once(points, db, rechoose_threads)
+            # Trace folders are written after each measurement: one that cannot be made would leave
+            # the point stored without its trace (and resumed as done), so they are made now; an
+            # OSError is a user error (guard: exit 2, nothing run or stored).
+            for d in sorted({p.measure.trace_dir for p in points if p.measure.trace_dir}):
+                Path(d).expanduser().mkdir(parents=True, exist_ok=True)
+            with ResultStore(db) as store:
+                if sweep_config is not None:
+                    store.add_sweep(sweep, sweep_config, now_iso())
+                with deferring():  # a result is stored whole
+                    outcome = run_points(points, store, sweep=sweep, resume=resume,
+                                         retry_failed=retry_failed, console=err, runner=runner,
+                                         missing_data=missing, threads=threads)
+                keys = {p.run_key() for p in outcome.points}
+                rows = [r for r in store.rows() if r["run_key"] in keys]
+                _print_outcome(rows, outcome.points)
+                print_glance(store, rows)
+                not_run = (f", {outcome.missing_data} not run (data missing)"
+                           if outcome.missing_data else "")
+                if outcome.elsewhere:
+                    not_run += f", {outcome.elsewhere} measured by another process at the same time"
+                err.print(f"{outcome.ran} run, {outcome.skipped} already in {shown_path(db)}, "
+                          f"{outcome.failed} "
+                          f"failed{not_run}", markup=False)
+                if report_dir:
+                    from dlperf.report.html import write_html_report
 
-            path = write_full_report(db, Path(report_dir), "dlperf report", None)
-            html = write_html_report(db, Path(report_dir), "dlperf report", None)
-            out.print(f"report: {shown_path(html)} (interactive; open it in a browser) and "
-                      f"{shown_path(path)}", markup=False, highlight=False)
-    all_failed = outcome.ran and outcome.failed == outcome.ran
-    if all_failed:
-        err.print("[red]every point that ran failed[/]; see the errors above")
-    if outcome.unavailable:
-        err.print(f"[red]{outcome.unavailable} point(s) unavailable[/] (data or framework not "
-                  "here; see the errors above): they are stored as such; run the same command "
-                  "again once that is fixed to measure them")
-    if outcome.left:
-        err.print(f"[red]{outcome.left} point(s) left to another process[/] that still held "
-                  "them when the wait ended (see above); run the same command again to measure "
-                  "or collect them")
-    if all_failed or outcome.unavailable or outcome.left:
-        raise typer.Exit(1)
+                    path = write_full_report(db, Path(report_dir), "dlperf report", None)
+                    html = write_html_report(db, Path(report_dir), "dlperf report", None)
+                    out.print(f"report: {shown_path(html)} (interactive; open it in a browser) and "
+                              f"{shown_path(path)}", markup=False, highlight=False)
+            all_failed = outcome.ran and outcome.failed == outcome.ran
+            if all_failed:
+                err.print("[red]every point that ran failed[/]; see the errors above")
+            if outcome.unavailable:
+                err.print(f"[red]{outcome.unavailable} point(s) unavailable[/] (data or framework not "
+                          "here; see the errors above): they are stored as such; run the same command "
+                          "again once that is fixed to measure them")
+            if outcome.left:
+                err.print(f"[red]{outcome.left} point(s) left to another process[/] that still held "
+                          "them when the wait ended (see above); run the same command again to measure "
+                          "or collect them")
+            if all_failed or outcome.unavailable or outcome.left:
+                raise typer.Exit(1)
+    except KeyboardInterrupt as e:
+        interrupted_exit(e, db, resume)

@@ -652,8 +652,8 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     Mondrian conformal interval of its path's residuals in the files' own residual table
     (:func:`_interval`). Borrowed at the wider level ``1 - (1 - level) / 2`` (95% for 90%),
     and said so: the residuals of a path that is not the prediction's own (N devices of a
-    count no stored point has: the stored counts'; a host-speed or framework what-if, never
-    back-tested: its path's), and those of the same path in a committed residual table of
+    count no stored point has: the stored counts'; a host-speed what-if, or a framework what-if other
+    than torch eager -> jax xla, never back-tested: its path's), and those of the same path in a committed residual table of
     other files where the files' own table has none (:func:`_borrowed_interval`), widened
     where that table's devices are not the prediction's ``gpu``
     (:func:`intervals.cross_gpu`). Several nodes are not validated: no interval."""

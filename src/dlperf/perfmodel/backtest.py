@@ -13,8 +13,9 @@ Categories (each row says which stored points were withheld):
   ``two-point series up`` / ``down``: each batch from the two next below (above) it;
 * ``leave-one-model-out``: every one-device point of a model from the other models only (its
   FLOP and byte counts are used, none of its times);
-* ``what-if fp32->bf16``, ``what-if eager->graph``, ``what-if B->2B``: pairs of stored points
-  in one file differing only in that; the target configuration (or batch) withheld;
+* ``what-if fp32->bf16``, ``what-if eager->graph``, ``what-if torch->jax`` (torch eager ->
+  jax xla), ``what-if B->2B``: pairs of stored points in one file differing only in that; the
+  target configuration (or batch) withheld;
 * ``all-reduce >= 1 MiB``: each size of a stored sweep from the others (same rank count);
 * ``2-GPU from 1-GPU``: each stored N-device point from its one-device series, DDP's overhead
   fitted on the pairs of other configurations;

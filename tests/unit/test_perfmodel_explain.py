@@ -111,7 +111,7 @@ def test_n_nodes_print_the_bucket_schedule_that_gives_x():
     bks = dp["buckets"]
     assert len(bks) >= 2 and {b[5] for b in bks} <= {"ring", "tree", "hierarchical"}
     end = 0.0
-    for m, r, c, s, e, _ in bks:  # the WFBP recursion on the printed numbers
+    for _m, r, c, s, e, _ in bks:  # the WFBP recursion on the printed numbers
         assert s == pytest.approx(max(r, end), rel=1e-12) and e == pytest.approx(s + c)
         end = e
     assert dp["X_s"] == pytest.approx(max(0.0, end - dp["backward_s"]), rel=1e-9)

@@ -635,10 +635,14 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
 
 
 def whatif_category(base: Config, target: Config, host_ns: float | None = None) -> str:
-    """The back-test category of a what-if from ``base`` to ``target``: a change of mode is
-    judged by ``what-if eager->graph``, any other by ``what-if fp32->bf16``. A framework
-    what-if is not back-tested and borrows the category this gives it (torch eager -> jax
-    xla changes the mode: ``what-if eager->graph``; :func:`_interval_of` widens it)."""
+    """The back-test category of a what-if from ``base`` to ``target``: torch eager -> jax
+    xla (nothing else changed) is judged by ``what-if torch->jax``; any other change of
+    mode by ``what-if eager->graph``, any other by ``what-if fp32->bf16``. A framework
+    what-if other than torch eager -> jax xla is not back-tested and borrows the category this
+    gives it (:func:`_interval_of` widens it)."""
+    if base.with_(framework="jax", mode="xla") == target and (
+            base.framework, base.mode) == ("torch", "eager"):
+        return "what-if torch->jax"
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 
@@ -648,8 +652,8 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     Mondrian conformal interval of its path's residuals in the files' own residual table
     (:func:`_interval`). Borrowed at the wider level ``1 - (1 - level) / 2`` (95% for 90%),
     and said so: the residuals of a path that is not the prediction's own (N devices of a
-    count no stored point has: the stored counts'; a host-speed or framework what-if, never
-    back-tested: its path's), and those of the same path in a committed residual table of
+    count no stored point has: the stored counts'; a host-speed what-if, or a framework what-if other
+    than torch eager -> jax xla, never back-tested: its path's), and those of the same path in a committed residual table of
     other files where the files' own table has none (:func:`_borrowed_interval`), widened
     where that table's devices are not the prediction's ``gpu``
     (:func:`intervals.cross_gpu`). Several nodes are not validated: no interval."""
@@ -663,7 +667,8 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     if req.world > 1 and req.world not in stored_n:
         why = (f"the {sorted(stored_n)}-device back-test: no stored measurement of "
                f"{req.world} devices")
-    elif req.host_ns is not None or req.target.framework != req.base.framework:
+    elif req.host_ns is not None or (req.target.framework != req.base.framework
+                                     and d.path != "what-if torch->jax"):
         why = (f"the '{d.path}' back-test: "
                + ("a host-speed change" if req.host_ns is not None else "a change of framework")
                + " is not back-tested on stored pairs, so its own error is not known here")

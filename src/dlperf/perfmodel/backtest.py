@@ -13,8 +13,9 @@ Categories (each row says which stored points were withheld):
   ``two-point series up`` / ``down``: each batch from the two next below (above) it;
 * ``leave-one-model-out``: every one-device point of a model from the other models only (its
   FLOP and byte counts are used, none of its times);
-* ``what-if fp32->bf16``, ``what-if eager->graph``, ``what-if B->2B``: pairs of stored points
-  in one file differing only in that; the target configuration (or batch) withheld;
+* ``what-if fp32->bf16``, ``what-if eager->graph``, ``what-if torch->jax`` (torch eager ->
+  jax xla), ``what-if B->2B``: pairs of stored points in one file differing only in that; the
+  target configuration (or batch) withheld;
 * ``all-reduce >= 1 MiB``: each size of a stored sweep from the others (same rank count);
 * ``2-GPU from 1-GPU``: each stored N-device point from its one-device series, DDP's overhead
   fitted on the pairs of other configurations;
@@ -53,7 +54,8 @@ FEW_POINT_CATEGORIES = ("one-point series up", "one-point series down", "two-poi
 MODEL_CATEGORIES = ("held-out batch", "extrapolate 2x", "extrapolate down 2x",
                     *FEW_POINT_CATEGORIES,
               "leave-one-model-out",
-              "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
+              "what-if fp32->bf16", "what-if eager->graph", "what-if torch->jax",
+              "what-if B->2B",
               "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
               "repeat (noise floor)")
 
@@ -308,18 +310,21 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
 
 
 #: The configuration changes the what-if back-test judges at the same batch:
-#: ``(category, field, from, to)`` (and ``what-if B->2B``: the same configuration at twice
-#: the batch).
-WHATIFS = (("what-if fp32->bf16", "precision", "fp32", "bf16"),
-           ("what-if eager->graph", "mode", "eager", "graph"))
+#: ``(category, {field: (from, to)})`` (and ``what-if B->2B``: the same configuration at twice
+#: the batch). ``what-if torch->jax``: PyTorch eager to JAX's only mode, XLA, what
+#: ``--what-if framework=jax`` predicts from torch eager.
+WHATIFS = (("what-if fp32->bf16", {"precision": ("fp32", "bf16")}),
+           ("what-if eager->graph", {"mode": ("eager", "graph")}),
+           ("what-if torch->jax", {"framework": ("torch", "jax"), "mode": ("eager", "xla")}))
 
 
 def whatif_rows(records: Records, base: Calibration,
                 categories: Sequence[str] = ("what-if fp32->bf16", "what-if eager->graph",
-                                             "what-if B->2B"),
+                                             "what-if torch->jax", "what-if B->2B"),
                 budget: Budget | None = None) -> list[Row]:
-    """``what-if`` rows (those of ``categories``): fp32->bf16, eager->graph (same batch) and
-    B->2B (same configuration), one pair at a time within ``budget``."""
+    """``what-if`` rows (those of ``categories``): fp32->bf16, eager->graph, torch eager ->
+    jax xla (same batch, same file) and B->2B (same configuration), one pair at a time within
+    ``budget``."""
     out = []
     pts = _steps(records)
     by: defaultdict[str, dict[tuple[Config, int], Point]] = defaultdict(dict)
@@ -327,8 +332,10 @@ def whatif_rows(records: Records, base: Calibration,
         by[p.source][(Config.of(p), p.batch_size)] = p
     for src, d in by.items():
         for (cfg, b), p in d.items():
-            cands = [(cat, cfg.with_(**{key: to}), b) for cat, key, frm, to in WHATIFS
-                     if getattr(cfg, key) == frm] + [("what-if B->2B", cfg, 2 * b)]
+            cands = [(cat, cfg.with_(**{k: v[1] for k, v in ch.items()}), b)
+                     for cat, ch in WHATIFS
+                     if all(getattr(cfg, k) == v[0] for k, v in ch.items())
+                     ] + [("what-if B->2B", cfg, 2 * b)]
             for cat, tcfg, tb in cands:
                 t = d.get((tcfg, tb))
                 if t is None or cat not in categories or not charge(budget, "what-if", [cat]):

@@ -634,15 +634,21 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     return ddp, bool(ddp.pairs)
 
 
+#: The framework what-ifs the back-test judges in a category of their own: ``((framework,
+#: mode) of the base, (framework, mode) of the target) -> category``.
+_FRAMEWORK_WHATIFS = {(("torch", "eager"), ("jax", "xla")): "what-if torch->jax"}
+
+
 def whatif_category(base: Config, target: Config, host_ns: float | None = None) -> str:
     """The back-test category of a what-if from ``base`` to ``target``: torch eager -> jax
     xla (nothing else changed) is judged by ``what-if torch->jax``; any other change of
     mode by ``what-if eager->graph``, any other by ``what-if fp32->bf16``. A framework
     what-if other than torch eager -> jax xla is not back-tested and borrows the category this
     gives it (:func:`_interval_of` widens it)."""
-    if base.with_(framework="jax", mode="xla") == target and (
-            base.framework, base.mode) == ("torch", "eager"):
-        return "what-if torch->jax"
+    for (src, dst), category in _FRAMEWORK_WHATIFS.items():
+        if (base.framework, base.mode) == src and base.with_(framework=dst[0],
+                                                             mode=dst[1]) == target:
+            return category
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 

@@ -119,21 +119,21 @@ def write_failed(cause: OSError, target: str | Path | int, *,
     t = repr(os.fspath(target))  # repr escapes what a terminal would obey
     if folder is not None:
         f = repr(os.fspath(folder))
-        if cause.errno in _FULL:
-            advice = "free space there, or give a path on another device"
-        elif cause.errno in _DENIED:
-            advice = "give a path in a folder you can write"
-        else:
-            advice = "give another path"
+        advice = _path_advice(cause, "free space there, or give a path on another device",
+                              "give a path in a folder you can write")
         return WriteFailed(cause, f"cannot write {t}: its folder {f} does not take a new file "
                                   f"({why}); {advice}", os.fspath(folder))
-    if cause.errno in _FULL:
-        advice = "free space on its device, or give a path on another one"
-    elif cause.errno in _DENIED:
-        advice = "give a path you can write"
-    else:
-        advice = "give another path"
+    advice = _path_advice(cause, "free space on its device, or give a path on another one",
+                          "give a path you can write")
     return WriteFailed(cause, f"cannot write {t}: {why}; {advice}", os.fspath(target))
+
+
+def _path_advice(cause: OSError, full: str, denied: str) -> str:
+    """The fix a failed path write suggests: ``full`` for a full device, ``denied`` for a
+    refused permission, else another path."""
+    if cause.errno in _FULL:
+        return full
+    return denied if cause.errno in _DENIED else "give another path"
 
 
 def shown_path(text: str | os.PathLike[str], *, lines: bool = False) -> str:

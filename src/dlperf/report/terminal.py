@@ -66,15 +66,27 @@ def min_table_width(table: Table, keep: Sequence[int] | None = None,
     plus the padding and borders (``compact``: of the compact style, two per gap). With
     ``whole_cells``: without wrapping any cell either (each column as wide as its longest
     cell line; headers may still wrap at spaces)."""
-    cols = table.columns
-    keep = range(len(cols)) if keep is None else keep
-    total = 0
-    cell = _longest_line if whole_cells else _longest_word
-    for i in keep:
-        col = cols[i]
-        total += max([_longest_word(_plain(col.header))]
-                     + [cell(_plain(c)) for c in col.cells])
-    return total + _overhead(table, len(keep), compact)
+    return _min_width(table, _column_needs(table), keep, compact, whole_cells)
+
+
+def _min_width(table: Table, needs: tuple[list[int], list[int]], keep: Sequence[int] | None,
+               compact: bool, whole_cells: bool) -> int:
+    """:func:`min_table_width` from the table's :func:`_column_needs`."""
+    keep = range(len(table.columns)) if keep is None else keep
+    per = needs[1 if whole_cells else 0]
+    return sum(per[i] for i in keep) + _overhead(table, len(keep), compact)
+
+
+def _column_needs(table: Table) -> tuple[list[int], list[int]]:
+    """Per column of ``table``: its longest word (header and cells), and the larger of its
+    header's longest word and its cells' longest line (:func:`min_table_width`)."""
+    words, lines = [], []
+    for col in table.columns:
+        head = _longest_word(_plain(col.header))
+        texts = [_plain(c) for c in col.cells]
+        words.append(max([head] + [_longest_word(t) for t in texts]))
+        lines.append(max([head] + [_longest_line(t) for t in texts]))
+    return words, lines
 
 
 #: The compact style (no frame; a rule under the header; columns two spaces apart), tried
@@ -198,9 +210,10 @@ def fit_table(table: Table, width: int) -> RenderableType:
     # Every cell whole if that fits (framed, unframed, the constant columns moved out), else
     # the cells wrapped at spaces (in the same order), else the rows stacked.
     tries = [(keep, False), (keep, True)] + ([(rest, False), (rest, True)] if caption else [])
+    needs = _column_needs(table)  # each column's longest word and line, for every try
     for whole in (True, False):
         for k, (cols, compact) in enumerate(tries):
-            if min_table_width(table, cols, compact, whole_cells=whole) <= width:
+            if _min_width(table, needs, cols, compact, whole) <= width:
                 t = _copy(table, cols, width, compact)
                 # the caption is as wide as the console (a table's own wraps at its width)
                 return t if k < 2 else Group(t, Text(caption or ""))

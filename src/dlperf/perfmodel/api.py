@@ -1006,7 +1006,8 @@ def _cpu_name(recs: Records, cfg: Config) -> str | None:
 
 def _session(recs: Records, one: pm.OneDevice) -> str:
     """Where the host time came from: the session of the series fitted, or how it was had."""
-    ids = set(one.fit.result_ids) if one.fit else set()
+    # the series' own points: the first of its result ids (the rest are its D(b) anchors)
+    ids = set(one.fit.result_ids[:len(one.fit.batch_sizes)]) if one.fit else set()
     sess = sorted({p.session for p in recs.points if f"{p.source}:{p.result_id}" in ids
                    and p.session})
     if sess:

@@ -15,7 +15,9 @@ and nothing computed from other inputs is read back.
 * The **group fits** (:func:`fits_file`, under ``$DLPERF_CACHE_DIR``, default
   ``~/.cache/dlperf``): the roofline fits of :func:`~dlperf.perfmodel.onedevice.fit_group`
   (0.3-0.6 s each on a 2-core VM, two to four per prediction), read back by a later process.
-  Their key also holds each file's resolved path (the fits name their points by the path).
+  Their key also holds each file's resolved path and its path as given (a fit names its points
+  by the path it was given, so a fit made from ``/abs/h200/x.db`` is not read back for
+  ``h200/x.db``: a cached fit names its points as a fresh one would).
 
 Every file is written atomically (:func:`dlperf.outputs.atomic_write`: a temporary file of an
 unpredictable name in the same folder, created exclusively, then ``os.replace``, which replaces
@@ -221,8 +223,13 @@ def data_digest(sources: Sequence[str], relative_to: Path | None = None) -> str:
 
 
 def content_key(recs: Records) -> str:
-    """The group-fit store's key: :func:`model_key` and :func:`data_digest` (resolved paths)."""
-    return hashlib.sha256((model_key() + data_digest(recs.sources)).encode()).hexdigest()[:20]
+    """The group-fit store's key: :func:`model_key`, :func:`data_digest` (resolved paths) and
+    the files' paths as given (``recs.sources``): the stored fits name their points by those,
+    so the same files given by another path form (absolute, relative, through a link) are
+    another key, and a fit read back names its points exactly as a fresh fit would."""
+    given = "\0".join(recs.sources)
+    return hashlib.sha256((model_key() + data_digest(recs.sources) + "\0" + given)
+                          .encode()).hexdigest()[:20]
 
 
 def write_atomic(f: Path, text: str) -> bool:

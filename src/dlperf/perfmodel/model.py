@@ -149,14 +149,15 @@ def _host(cfg: Config, host: HostEstimate | None) -> tuple[float, str, str | Non
     for a counted estimate): one branch per kind of :class:`HostEstimate`."""
     if host is None:
         return 0.0, "none (0)", (f"host time 0: no series of {cfg.framework}/{cfg.mode} shows "
-                                 "its host time (2+ batch sizes, host-bound at the smallest)")
+                                 "its host time (3+ batch sizes and host-bound at the "
+                                 "smallest, or host probes that waited on the device)")
     if host.counted:
         return host.host_s, (f"host time per dispatched operator or kernel of {host.where}, "
                              f"from models {', '.join(host.models)}"), None
-    return host.host_s, (f"host floor: the smallest host time shown by a series of "
-                         f"{host.where} (models {', '.join(host.models)})"), (
+    return host.host_s, (f"host floor: {host.where} (models with one: "
+                         f"{', '.join(host.models)})"), (
         f"host time: no operator or launch count of {cfg.model} is stored, so its host is "
-        f"{host.where}'s smallest ({host.host_s * 1e3:.3g} ms); a model that launches many "
+        f"{host.where} ({host.host_s * 1e3:.3g} ms); a model that launches many "
         "small kernels is under-predicted (a --timeline run of it gives the count)")
 
 

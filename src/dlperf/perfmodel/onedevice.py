@@ -165,7 +165,9 @@ class SeriesFit:
     Attributes:
         host_s, device_fixed_s, device_per_sample_s: ``H``, ``d0``, ``d1``.
         batch_sizes: per-device batch sizes of the points it was fitted on.
-        result_ids: ``source:id`` of those points (and of traced points used as ``D``).
+        result_ids: ``source:id`` of those points, in their order, then of every other
+            stored result the fit read as ``D(b)`` (:class:`Anchor`: traced busy times, other
+            files' device-bound steps), each result once.
         prior: what tied the device line (``roofline e_F=.., e_Y=..`` / ``trace`` / ``none``).
         rms_log: RMS log residual at the fitted points.
         rows: every row the least squares weighed (:class:`FitRow`: the points, the priors,
@@ -199,12 +201,17 @@ class SeriesFit:
 class Anchor:
     """A measured device time of the configuration: ``device_s`` at ``batch`` per device, good
     to ``sigma`` (log), from ``source`` (a traced busy time, or a device-bound step of the same
-    configuration in another results file)."""
+    configuration in another results file: ``file:id (what)``)."""
 
     batch: int
     device_s: float
     sigma: float
     source: str
+
+    @property
+    def result(self) -> str:
+        """``file:id`` of the stored result measured (:attr:`source` without what it is)."""
+        return self.source.rsplit(" (", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -353,7 +360,8 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     x = _solved(problem, x0)
     h, d0, d1 = (float(v) for v in np.exp(np.clip(np.array(x), -60.0, 10.0)))
     fit_res = np.log(overlap(h, d0 + d1 * b)) - np.log(t)
-    ids = tuple(f"{p.source}:{p.result_id}" for p in points) + tuple(a.source for a in anchors)
+    ids = tuple(dict.fromkeys([*(f"{p.source}:{p.result_id}" for p in points),
+                               *(a.result for a in anchors)]))
     label = prior.label + (f"; host prior {prior.host_label}" if prior.host_s else "")
     if hosts:
         label += f"; host dispatch measured at {len(hosts)} point(s)"

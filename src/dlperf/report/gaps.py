@@ -40,7 +40,6 @@ from dlperf.results.view import (
     point_of,
     result_id,
 )
-from dlperf.stats import median_diff_ci
 
 __all__ = ["BASELINE_ORDER", "MIN_GAP_SHARE", "GAP_CI_LEVEL", "REST_WARN_SHARE", "GAP_LEGEND",
            "ENV_NOTE", "slowed_by_breakdown", "gap_significance", "host_paced",
@@ -137,6 +136,8 @@ def gap_significance(a: RunRecord, b: RunRecord,
     xb = list(samples_of(ib) or []) if samples_of and ib is not None else []
     ci: tuple[float, float] | None = None
     if len(xa) >= 2 and len(xb) >= 2:
+        from dlperf.stats import median_diff_ci  # numpy, for the gaps that have samples only
+
         _, lo, hi = median_diff_ci(xa, xb, level=GAP_CI_LEVEL)
         ci = (lo, hi)
         source = (f"bootstrap of the measured samples ({len(xa)} and {len(xb)} iterations; "

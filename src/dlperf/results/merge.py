@@ -73,8 +73,8 @@ def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozen
     return results, colls, sweeps
 
 
-def merge_stores(dest: str | Path, sources: list[str | Path], *,
-                 seal_rows: bool = True) -> dict[str, Any]:
+def merge_stores(dest: str | Path, sources: list[str | Path], *, seal_rows: bool = True,
+                 damaged_into: dict[str, dict[int, str]] | None = None) -> dict[str, Any]:
     """Combine results files: ``dest`` becomes the union of its own rows and every source's.
 
     For results measured in pieces on different machines or calls (sweep shards, a sweep
@@ -104,6 +104,9 @@ def merge_stores(dest: str | Path, sources: list[str | Path], *,
             only for a copy this process reads and then removes (:func:`open_results`): its
             rows were checked in their sources, and sealing reads every sample back (half
             the cost of reading a folder of results).
+        damaged_into: where to put each source's damaged rows (``str(source)`` -> row id ->
+            what is wrong) as it is read, instead of warning of them (:func:`open_results`
+            says them, whether the folder was merged or its merged copy kept).
 
     A damaged row of a source (:mod:`dlperf.results.rowcheck`: wrong types, values out of
     bounds, a checksum that does not match) is not copied: a warning names it and
@@ -137,7 +140,9 @@ def merge_stores(dest: str | Path, sources: list[str | Path], *,
     read, skipped, profiles = [], {}, []
     for s in srcs:
         with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there
-            bad = st.damaged()
+            bad = st.damaged(warn=damaged_into is None)
+            if damaged_into is not None:
+                damaged_into[str(s)] = dict(bad)
             skipped[str(s)] = len(bad)
             read.append((str(s), _read_store(st._db, set(bad))))
             profiles.append((str(s), _profiles(st._db)))
@@ -226,8 +231,12 @@ def open_results(path: str | Path) -> Iterator[ResultStore]:
 
     A folder stands for every ``*.db`` in it (:func:`dlperf.results.dbfile.results_files`,
     the resolver ``predict`` uses); two or more are merged (:func:`merge_stores`: every row
-    once, the newest row of a point the newest by time) into a file in a temporary folder
-    that is removed when the block ends. The files themselves are only read.
+    once, the newest row of a point the newest by time) into a copy in memory, named ``path``
+    in messages. The merged copy is kept in the user's cache (:mod:`dlperf.results.foldercache`,
+    keyed by the files' bytes and the code that reads them) and read back while no file
+    changes: the same content, and the same warning per file of its damaged rows
+    (:class:`~dlperf.results.rowcheck.DamagedRows`), as merging them again. The files
+    themselves are only read.
 
     Raises:
         ConfigError: a folder without ``*.db``; what :class:`ResultStore` refuses.
@@ -237,15 +246,69 @@ def open_results(path: str | Path) -> Iterator[ResultStore]:
         with ResultStore(files[0], read_only=True) as store:
             yield store
         return
+    from dlperf.results import foldercache
+    from dlperf.results.dbfile import db_timeout_s
+
+    db_timeout_s()  # a bad $DLPERF_DB_TIMEOUT_S is refused as reading the files refuses it
+    key = foldercache.folder_key(files)
+    got = None
+    data = foldercache.load(key) if key is not None else None
+    if data is not None:
+        try:
+            got = foldercache.unpack(data, len(files))
+        except ValueError as e:
+            import warnings
+
+            from dlperf.jsoncache import CacheIgnored
+
+            warnings.warn(f"ignored the cached copy of {str(path)!r}: {e}; reading the "
+                          "results files again", CacheIgnored, stacklevel=2)
+    if got is None:
+        got = _merge_folder(files, key)
+    db, origin, damaged = got
+    _say_damaged(files, damaged)
+    with ResultStore(path, memory=db) as store:
+        store.vouch_scanned()  # every row was scanned in its source
+        _ORIGINS[store] = {rid: files[i] for rid, i in origin.items()}
+        yield store
+
+
+def _merge_folder(files: list[str], key: str | None
+                  ) -> tuple[sqlite3.Connection, dict[int, int], list[dict[int, str]]]:
+    """The merged copy of ``files`` (:func:`dlperf.results.foldercache.unpack`), kept under
+    ``key`` when no file changed while it was made. A failure says the damaged rows found
+    before it (as each file's were said when it was read) and is raised."""
+    from dlperf.results import foldercache
     from dlperf.tempdirs import owned_tempdir
 
-    with owned_tempdir("dlperf-union-") as tmp:
-        union = Path(tmp) / f"{Path(path).name or 'results'}.db"
-        done = merge_stores(union, list[str | Path](files), seal_rows=False)  # reads (and refuses) every source before writing
-        with ResultStore(union, read_only=True) as store:
-            store.vouch_scanned()  # every row was scanned in its source
-            _ORIGINS[store] = done["origin"]
-            yield store
+    found: dict[str, dict[int, str]] = {}
+    index = {str(Path(f)): i for i, f in enumerate(files)}
+    try:
+        with owned_tempdir("dlperf-union-") as tmp:
+            union = Path(tmp) / "union.db"
+            done = merge_stores(union, list[str | Path](files), seal_rows=False,
+                                damaged_into=found)  # reads (and refuses) every source first
+            data = foldercache.pack(union, {rid: index[src] for rid, src in
+                                            done["origin"].items()},
+                                    [found.get(str(Path(f)), {}) for f in files])
+    except BaseException:
+        _say_damaged(files, [found.get(str(Path(f)), {}) for f in files])
+        raise
+    if key is not None and foldercache.folder_key(files) == key:
+        foldercache.save(key, data)
+    return foldercache.unpack(data, len(files))
+
+
+def _say_damaged(files: list[str], damaged: list[dict[int, str]]) -> None:
+    """One :class:`~dlperf.results.rowcheck.DamagedRows` warning per file of ``files`` with
+    damaged rows (``damaged``, in the same order), as :meth:`ResultStore.damaged` gives it."""
+    import warnings
+
+    from dlperf.results.rowcheck import DamagedRows
+
+    for f, bad in zip(files, damaged):
+        if bad:
+            warnings.warn(describe(Path(f), bad), DamagedRows, stacklevel=2)
 
 
 #: The results file each result of a folder's merged copy came from (:func:`open_results`).

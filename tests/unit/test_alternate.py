@@ -173,3 +173,34 @@ def test_an_interrupted_gate_says_so_and_how_to_resume(tmp_path, monkeypatch):
     text = " ".join(r.output.split())
     assert r.exit_code == 130, text
     assert "interrupted: finished runs are in" in text and "--resume" in text, text
+
+
+@pytest.mark.parametrize("signal_name, code", [("Ctrl-C", 130), ("SIGTERM", 143)])
+def test_a_gate_interrupted_while_judging_says_how_to_judge_without_running(
+        tmp_path, monkeypatch, signal_name, code):
+    """Every round stored, the judging step interrupted: the message says where the runs
+    are and gives the dlperf compare --db call that judges them with the gate's own flags
+    (not the generic line, nor --resume, which would start every run's process again)."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app, common
+    from dlperf.cli import compare as compare_cli
+
+    def judging(*a, **k):
+        raise KeyboardInterrupt if signal_name == "Ctrl-C" else common.Terminated()
+
+    monkeypatch.setattr(alternate, "run_rounds", lambda *a, **k: [])
+    monkeypatch.setattr(compare_cli, "_sides", judging)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    gate = tmp_path / "g.db"
+    r = CliRunner().invoke(app, ["compare", "--run", str(tmp_path / "a"), str(tmp_path / "b"),
+                                 "--db", str(gate), "--fail-if-slower", "3%", "--level", "0.9",
+                                 "--model", "fcn5_tiny", "--", "-m", "fcn5_tiny"])
+    text = " ".join(r.output.split())
+    assert r.exit_code == code, text
+    how = "interrupted" if code == 130 else "terminated (SIGTERM)"
+    assert f"{how} while judging: every run is in {gate};" in text, text
+    assert (f"judge them without running again: dlperf compare --db {gate} tag:base tag:new "
+            "--fail-if-slower 3% --model fcn5_tiny --level 0.9") in text, text
+    assert "what was stored before stays stored" not in text and "--resume" not in text, text

@@ -124,6 +124,35 @@ def test_run_flag_bounds_name_the_flag_limit_and_unit(tmp_path, flag, value, nee
     assert "Input should" not in text
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--framework-option", "bucket_cap_mb=0"],
+     "bucket_cap_mb (--bucket-cap-mb): 0 is below the minimum: give more than 0 MB"),
+    (["--bucket-cap-mb", "-5"],
+     "bucket_cap_mb (--bucket-cap-mb): -5 is below the minimum: give more than 0 MB"),
+    (["--framework-option", "bucket_cap_mb=1e9"],
+     "bucket_cap_mb (--bucket-cap-mb): '1e9' is over the limit: give at most 1,048,576 MB"),
+    (["--framework-option", "bucket_cap_mb=abc"],
+     "bucket_cap_mb (--bucket-cap-mb): 'abc' is not a number: give a number of MB"),
+    (["--framework-option", "bucket_cap_mb=nan"],
+     "bucket_cap_mb (--bucket-cap-mb): 'nan' is not a finite number: give a finite number of MB"),
+    (["--framework-option", "static_graph=maybe"],
+     "static_graph (--static-graph): 'maybe' is not true or false: give true or false"),
+])
+def test_framework_option_errors_name_the_flag_limit_and_unit(tmp_path, args, needle):
+    """A framework's own options (--framework-option KEY=VALUE, and DDP's flags, which set
+    them) are refused in the words of the other flags: the option and its flag, the value,
+    the limit with its unit and what to give, never pydantic's phrasing."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    r = CliRunner().invoke(app, ["run", "--model", "fcn5_tiny", "--device", "cpu", "--db",
+                                 str(tmp_path / "r.db"), *args])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 2 and f"--framework-option (options): torch options: {needle}" in text, text
+    assert "Input should" not in text and not (tmp_path / "r.db").exists(), text
+
+
 def test_yaml_errors_name_the_file_and_binary_files_are_refused(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("name: t\ngrid: [\n")

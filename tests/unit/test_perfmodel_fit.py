@@ -105,9 +105,9 @@ def test_roofline_fit_recovers_efficiencies(synthetic_db):
     w = cal.work("m_memory", "fake", "bf16")
     assert (w.bytes_fixed, w.bytes_per_sample) == pytest.approx((5e8, 2e7), rel=1e-6)
     # host floor: the smallest host time a series shows
-    floor, models = eff.host_floor()
+    floor, low, models = eff.host_floor()
     assert floor == pytest.approx(MODELS["m_memory"][3], rel=0.05)
-    assert set(models) == set(MODELS)
+    assert low == "m_memory" and set(models) == set(MODELS)
 
 
 def test_roofline_without_a_model_predicts_it(synthetic_db):
@@ -121,6 +121,10 @@ def test_roofline_without_a_model_predicts_it(synthetic_db):
     own = {f"{p.source}:{p.result_id}" for p in recs.points if p.model == "m_compute"}
     assert one.calibrated_on and not own & set(one.calibrated_on)
     assert one.how == "analytic"
+    # no operator count: the host is the group's floor, and the provenance names whose it is
+    # (m_memory's 1 ms, the smaller of the two other hosts), not only the models it was among
+    assert one.host_s == pytest.approx(MODELS["m_memory"][3], rel=0.05)
+    assert "m_memory's host time, the smallest identified in" in one.provenance["host time H"]
 
 
 def test_allreduce_regimes_recovered():
@@ -453,3 +457,19 @@ def test_a_tf32_run_without_an_operator_count_has_fp32s(tmp_path):
     assert cal.op_count("m_c", "fake", "bf16", "ops") is None
     assert cal.kernel_count(Config("m_a", "fake", "eager", "fp32")) == 300.0
     assert cal.kernel_count(Config("m_a", "fake", "eager", "tf32")) is None
+
+
+def test_result_ids_name_each_stored_result_once(synthetic_db):
+    """A series' ``result_ids`` (a series prediction's ``calibrated_on``) are its points, then
+    the other results its device anchors read, each ``file:id`` once: a traced point of the
+    series is one result, not two."""
+    recs = load(synthetic_db)
+    pts = sorted((p for p in recs.points if p.model == "m_compute"), key=lambda p: p.batch_size)
+    own = [f"{p.source}:{p.result_id}" for p in pts]
+    other = next(p for p in recs.points if p.model == "m_memory")
+    anchors = (od.Anchor(pts[0].per_device_batch, 1e-3, od.TRACE_SIGMA, f"{own[0]} (trace busy)"),
+               od.Anchor(64, 2e-3, od.SESSION_SIGMA,
+                         f"{other.source}:{other.result_id} (device-bound step)"))
+    fit = od.fit_series(pts, od.DevicePrior(None, 1.0, anchors, "anchors"))
+    assert list(fit.result_ids) == [*own, f"{other.source}:{other.result_id}"]
+    assert fit.result_ids[:len(fit.batch_sizes)] == tuple(own)

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import math
 
 import pytest
 
@@ -80,3 +81,43 @@ def test_signs_are_counted_beyond_the_noise_for_the_model_and_the_trivial_rule_a
             if ln.startswith(f"| {cat}")][0]
     assert "| 1/2 (beyond noise 1/1) / – |" in line
     assert "| faster 2/2 (beyond noise 1/1) / – |" in line
+
+
+def test_a_cell_is_inside_85_to_95_unrounded_and_its_chance_is_binomial():
+    from dlperf.perfmodel import validation as va
+
+    assert va.inside(17, 20) and va.inside(19, 20)
+    assert not va.inside(16, 20) and not va.inside(20, 20)
+    assert not va.inside(33, 39)  # 84.6%, printed 85%
+    # 6 rows: k / 6 is 83% or 100%, never inside; 8 rows: only k = 7 (87.5%)
+    assert va.chance_inside(6) == 0.0
+    assert va.chance_inside(8) == pytest.approx(8 * 0.9 ** 7 * 0.1)
+    # 20 rows: k = 17, 18, 19
+    want = sum(math.comb(20, k) * 0.9 ** k * 0.1 ** (20 - k) for k in (17, 18, 19))
+    assert va.chance_inside(20) == pytest.approx(want)
+    assert va.chance_inside(2000) > 0.99
+    assert va.chance_inside(20, 0.5) < 0.01  # a 50% rule's cells are almost never inside
+    with pytest.raises(ValueError, match="at least one row"):
+        va.chance_inside(0)
+    with pytest.raises(ValueError, match="level"):
+        va.chance_inside(10, 1.0)
+
+
+def test_coverage_cells_are_per_bound_and_the_split_table_counts_them():
+    from dlperf.perfmodel import intervals as iv
+    from dlperf.perfmodel import validation as va
+
+    rows = [Row("held-out batch", f"h{i}", 1.0 + 0.01 * i, 1.0, model=f"m{i % 3}",
+                bound="host" if i < 10 else "device") for i in range(30)]
+    rows += [Row("2-GPU from 1-GPU", f"d{i}", 1.0, 1.0 + 0.02 * i, model=f"m{i}")
+             for i in range(4)]
+    covs = iv.coverage(rows, 0.9, categories=["held-out batch", "2-GPU from 1-GPU"])
+    cells = va.coverage_cells(covs)
+    assert [(c, b, n) for c, b, _, n in cells] == [
+        ("held-out batch", "host", 10), ("held-out batch", "device", 20),
+        ("2-GPU from 1-GPU", None, 4)]
+    by = {d["category"]: d for d in covs}
+    assert cells[0][2] == round(by["held-out batch"]["coverage_host"] * 10)
+    v = va.Validation(rows, [])
+    said = [ln for ln in v.split_table(split.load()).splitlines() if ln.startswith("Cells")]
+    assert len(said) == 1 and "inside 85-95%: development" in said[0]

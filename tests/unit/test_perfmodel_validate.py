@@ -327,6 +327,43 @@ def test_group_fits_are_cached_on_disk_and_read_back_the_same(cache, monkeypatch
         and calls  # fitted again
 
 
+def test_a_cached_fit_names_its_points_as_a_fresh_fit_would(tmp_path, monkeypatch):
+    """Group fits name their points by the results file's path as given: fits cached by a
+    prediction given the file's absolute path are not read back by one given a relative path
+    (their ids would be absolute, and a residual table stored from them would hold absolute
+    ids); what it reads back, and the table written from it, equal a fresh fit's to the byte."""
+    import shutil
+
+    from dlperf.perfmodel import fitcache as fc
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(DLBENCH, data / DLBENCH.name)
+    monkeypatch.chdir(data)
+    args = ("resnet56", "torch", "eager", "bf16", "cuda")
+
+    def groups(cache: str, db: str | Path) -> dict:
+        monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / cache))
+        _fresh_process(monkeypatch)
+        api.predict(db, *args, batch_size=48)
+        return next(iter(api._SHARED.values())).groups
+
+    fresh = groups("fresh", DLBENCH.name)
+    assert fresh and all(i.startswith(DLBENCH.name + ":")
+                         for v in fresh.values() if v is not None for i in v.result_ids)
+    groups("warm", data / DLBENCH.name)  # the same file by its absolute path
+    cached = groups("warm", DLBENCH.name)
+    assert cached == fresh
+
+    def table(fits: dict) -> bytes:
+        f = fc.write_table([DLBENCH.name], {}, fits)
+        text = f.read_bytes()
+        f.unlink()
+        return text
+    assert table(cached) == table(fresh)
+    assert str(data) not in table(cached).decode()
+
+
 @pytest.fixture(scope="module")
 def stored_fits(tmp_path_factory):
     """The group-fit cache file's rows after one prediction on dlbench.db (its own cache)."""

@@ -113,3 +113,95 @@ def test_console_width_follows_columns_then_the_terminal_then_the_pipe_default()
     assert console_width(True, {}) is None  # rich asks the terminal
     assert console_width(False, {}) == PIPE_WIDTH
     assert console_width(False, {"COLUMNS": "wide"}) == PIPE_WIDTH
+
+
+def _both(renderable, width: int, **console) -> tuple[str, str]:
+    """``renderable`` printed by rich and through :func:`plain_fast`, each on a fresh console
+    ``width`` wide (``console``: its other settings; default without colours, a pipe's)."""
+    from dlperf.report.terminal import plain_fast
+
+    texts = []
+    for r in (renderable, plain_fast(renderable)):
+        c = Console(file=io.StringIO(), width=width, **{"color_system": None, **console})
+        c.print(r, soft_wrap=False)
+        texts.append(c.file.getvalue())
+    return texts[0], texts[1]
+
+
+_WORDS = ["a", "ok", "torch/eager", "12.35 [12.20, 12.51]", "–", "", " lead", "trail ",
+          "  both  ", "x" * 23, "RSS 1.20 GiB", "⚠ 2", "漢字の幅", "é́", "tab\there", "two\nlines",
+          "end\n", "\nstart", "[bold]markup[/bold]", "[not markup", ":thumbs_up:", "a  b   c",
+          "OOM: RuntimeError: DefaultCPUAllocator: can't allocate memory", "0.002880"]
+
+
+def _random_table(rng) -> Table:
+    from rich import box as boxes
+
+    t = Table(title=rng.choice([None, "dlperf results", "a title much longer than the table"]),
+              caption=rng.choice([None, "device: cpu · precision: fp32"]),
+              box=rng.choice([None, boxes.SIMPLE_HEAD, boxes.ROUNDED, boxes.HEAVY_HEAD,
+                              boxes.ASCII, boxes.MINIMAL, boxes.SQUARE_DOUBLE_HEAD]),
+              show_edge=rng.random() < 0.5, show_header=rng.random() < 0.8,
+              show_lines=rng.random() < 0.2, expand=rng.random() < 0.2,
+              padding=(rng.randint(0, 1), rng.randint(0, 2), rng.randint(0, 1),
+                       rng.randint(0, 2)),
+              collapse_padding=rng.random() < 0.5, pad_edge=rng.random() < 0.5,
+              caption_justify=rng.choice(["left", "center", "right"]))
+    n = rng.randint(1, 6)
+    for _ in range(n):
+        t.add_column(rng.choice(["model", "median ms [CI]", "peak mem (alloc / resv)", ""]),
+                     justify=rng.choice(["left", "right", "center", "default"]),
+                     overflow=rng.choice(["fold", "crop", "ellipsis", "ignore"]),
+                     no_wrap=rng.random() < 0.2, vertical=rng.choice(["top", "middle",
+                                                                      "bottom"]),
+                     width=rng.choice([None, None, rng.randint(1, 20)]),
+                     min_width=rng.choice([None, rng.randint(1, 8)]),
+                     max_width=rng.choice([None, rng.randint(2, 30)]))
+    for _ in range(rng.randint(0, 8)):
+        cells = []
+        for _ in range(n):
+            w = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 3)))
+            cells.append(w if rng.random() < 0.3 else Text(
+                w, justify=rng.choice([None, None, "right", "center"]),
+                overflow=rng.choice([None, None, "crop"]), style="red"))
+        t.add_row(*cells, end_section=rng.random() < 0.2)
+    return t
+
+
+def test_plain_tables_are_drawn_as_rich_draws_them():
+    """:class:`PlainTable` puts every character where rich's Table does, on random tables
+    (boxes, padding, justification, overflow, wrapping, wide characters, markup in strings,
+    titles and captions) at random widths; a console with colours gets rich's own table."""
+    import random
+
+    rng = random.Random(20261206)
+    drawn = 0
+    for _ in range(1500):
+        t = _random_table(rng)
+        width = rng.randint(8, 120)
+        rich_text, plain_text = _both(t, width)
+        assert plain_text == rich_text, (width, rich_text, plain_text)
+        drawn += bool(rich_text.strip())
+    assert drawn > 1200
+    colours = _both(_random_table(rng), 80, force_terminal=True, color_system="truecolor")
+    assert colours[0] == colours[1] and "\x1b[" in colours[0]
+
+
+@pytest.mark.parametrize("width", [40, 80, 160, 250])
+def test_results_tables_are_drawn_plain_as_rich_draws_them(width):
+    """The results and breakdown tables of a committed results file, fitted to each width
+    (framed, compact, a caption, or stacked rows), print the same through plain_fast."""
+    from pathlib import Path
+
+    from dlperf.report.breakdown import breakdown_table
+    from dlperf.report.tables import results_table
+    from dlperf.results.store import ResultStore
+    from dlperf.results.view import as_records
+
+    db = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/breakdown.db"
+    with ResultStore(db, read_only=True) as store:
+        recs = as_records(store.rows(latest=True))
+    assert len(recs) > 10
+    for t in (results_table(recs), breakdown_table(recs)):
+        rich_text, plain_text = _both(fit_table(t, width), width)
+        assert plain_text == rich_text and len(rich_text.splitlines()) > len(recs)

@@ -340,10 +340,12 @@ def check_endpoint(endpoint: str) -> None:
 
 def print_table(table: Any) -> None:
     """A rich table on :data:`out`, fitted to its width (:func:`dlperf.report.terminal.
-    fit_table`: empty columns dropped, words never split)."""
-    from dlperf.report.terminal import fit_table
+    fit_table`: empty columns dropped, words never split); off a terminal drawn as plain
+    lines (:func:`dlperf.report.terminal.plain_fast`: the same characters, ten times
+    faster)."""
+    from dlperf.report.terminal import fit_table, plain_fast
 
-    out.print(fit_table(table, out.width), soft_wrap=False)
+    out.print(plain_fast(fit_table(table, out.width)), soft_wrap=False)
 
 
 def print_markdown(text: str) -> None:

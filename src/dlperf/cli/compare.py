@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -148,6 +148,37 @@ def _run_sides(base: str, new: str, db: str | None, rounds: int, base_env: list[
     return str(path)
 
 
+def _rejudge_flags(fail_if_slower: str | None, level: float, model: str | None,
+                   format: str | None, output: Path | None, force: bool) -> list[str]:
+    """The flags of a ``dlperf compare --run`` call that decide how its runs are judged and
+    where the judgement goes (the default confidence level left out), as arguments."""
+    flags = [("--fail-if-slower", fail_if_slower), ("--model", model), ("--format", format),
+             ("--output", None if output is None else str(output)),
+             ("--level", None if level == 0.95 else f"{level:g}")]
+    return [x for k, v in flags if v is not None for x in (k, v)] + (["--force"] if force else [])
+
+
+def _judging_interrupted(e: KeyboardInterrupt, db: str, flags: list[str]) -> NoReturn:
+    """Say that ``dlperf compare --run`` was interrupted (or terminated: SIGTERM) after every
+    round was stored, while the runs were judged, and how to judge them without running them
+    again (``dlperf compare --db DB tag:base tag:new`` with the judging ``flags``); exit 130
+    (143 for SIGTERM)."""
+    import shlex
+
+    from rich.markup import escape
+
+    how = "terminated (SIGTERM)" if isinstance(e, common.Terminated) else "interrupted"
+    again = shlex.join(["dlperf", "compare", "--db", shown_path(db), "tag:base", "tag:new",
+                        *flags])
+    try:
+        common.err.print(f"[yellow]{how}[/] while judging: every run is in "
+                         f"{escape(shown_path(db))}; judge them without running again: "
+                         f"{escape(again)}", highlight=False)
+    except KeyboardInterrupt:  # a second Ctrl-C while saying so: say it plainly
+        sys.stderr.write(f"{how} while judging: every run is in {shown_path(db)}; {again}\n")
+    raise typer.Exit(143 if isinstance(e, common.Terminated) else 130) from None
+
+
 def compare(
     ctx: typer.Context,
     base: Annotated[str, typer.Argument(metavar="BASE", help="BASE: a results file, or with --db a tag or commit (tag:NAME / sha:PREFIX to be explicit); with --run, the folder of BASE's code.")],
@@ -168,8 +199,7 @@ def compare(
     """Compare two result files or two tags/commits point by point (help: HELP)."""
     def body() -> int:
         from dlperf.outputs import format_for
-        from dlperf.report.regress import compare_records, parse_threshold
-        from dlperf.report.regress_text import comparison_json, comparison_markdown, summary_line
+        from dlperf.report.regress import parse_threshold
 
         fmt = format_for(output, format, {".json": "json", ".md": "table"}, "table")
         if fmt not in FORMATS:
@@ -179,12 +209,22 @@ def compare(
         if ctx.args and not run:
             raise ConfigError(f"unexpected arguments {' '.join(ctx.args)!r}: dlperf run flags "
                               "after -- are for --run")
-        gate_db, b, n = db, base, new
-        if run:
-            gate_db = str(Path(db or RUN_DB).resolve())
-            check_output(output, "--output", gate_db, kind=kind, force=force)
-            gate_db = _run_sides(base, new, db, rounds, base_env, new_env, resume, ctx.args)
-            b, n = "base", "new"
+        if not run:
+            return judge(db, base, new, fmt, kind, threshold)
+        gate_db = str(Path(db or RUN_DB).resolve())
+        check_output(output, "--output", gate_db, kind=kind, force=force)
+        gate_db = _run_sides(base, new, db, rounds, base_env, new_env, resume, ctx.args)
+        try:
+            with common.terminated_as_interrupt():
+                return judge(gate_db, "base", "new", fmt, kind, threshold)
+        except KeyboardInterrupt as e:
+            _judging_interrupted(e, gate_db, _rejudge_flags(fail_if_slower, level, model, format,
+                                                            output, force))
+
+    def judge(gate_db: str | None, b: str, n: str, fmt: str, kind: str, threshold: Any) -> int:
+        from dlperf.report.regress import compare_records
+        from dlperf.report.regress_text import comparison_json, comparison_markdown, summary_line
+
         sides = (gate_db,) if gate_db is not None else (b, n)
         check_output(output, "--output", *sides, kind=kind, force=force)
         rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"), gate_tags=run)

@@ -86,7 +86,7 @@ def _write(text: str, output: Path | None, format: str, db: str = "",
 def _check_flags(db: str, format: str, compare: str | None, op_classes: bool, samples: bool,
                  target_loss: float | None, status: str | None) -> None:
     """Flags that would do nothing where they were given, and bad values, are refused."""
-    from dlperf.worker import STATUSES
+    from dlperf.results.schema import STATUSES
 
     if format not in FORMATS:
         raise unknown_choice("format", format, FORMATS)

@@ -188,19 +188,49 @@ def _bound_message(err: ErrorDetails) -> str | None:
     return None
 
 
-def _message(err: ErrorDetails, root: type[BaseModel]) -> str:
-    """The message of one pydantic error: a validator's own text (without pydantic's ``Value
-    error,`` prefix), a bound or length error in dlperf's words (:func:`_bound_message`), the
-    did-you-mean of an unknown field, else pydantic's text, followed by
-    ``(got VALUE)`` when the value is not in it already."""
+#: Pydantic's error types of a value that is not a number (or not a whole one), and of a
+#: value that is not a bool (:func:`_type_message`).
+_NUMBER_TYPES = {"float_parsing": "a number", "float_type": "a number",
+                 "int_parsing": "a whole number", "int_type": "a whole number",
+                 "int_from_float": "a whole number"}
+_BOOL_TYPES = ("bool_parsing", "bool_type")
+
+
+def _type_message(err: ErrorDetails) -> str | None:
+    """Pydantic's phrasing of a value of the wrong kind ("Input should be a valid number,
+    unable to parse string as a number", "Input should be a finite number") said as dlperf
+    says it: the value and what to give instead, with the setting's unit (:func:`_unit`);
+    None for another kind of error."""
+    kind, inp = err.get("type"), err.get("input")
+    field = str(err["loc"][-1]) if err["loc"] else ""
+    unit = _unit(field)
+    of = f" of {unit}" if unit else ""
+    if kind in _NUMBER_TYPES:
+        return f"{inp!r} is not {_NUMBER_TYPES[kind]}: give {_NUMBER_TYPES[kind]}{of}"
+    if kind == "finite_number":
+        return f"{_shown(inp)} is not a finite number: give a finite number{of}"
+    if kind in _BOOL_TYPES:
+        return f"{inp!r} is not true or false: give true or false"
+    return None
+
+
+def error_message(err: ErrorDetails, root: type[BaseModel]) -> str:
+    """The message of one pydantic error ``err`` raised validating the model ``root``
+    (:func:`format_validation` gives it its location): a validator's own text (without
+    pydantic's ``Value error,`` prefix), a bound or length error or a value of the wrong kind
+    in dlperf's words (:func:`_bound_message`, :func:`_type_message`), the did-you-mean of an
+    unknown field, else pydantic's text, followed by ``(got VALUE)`` when the value is not in
+    it already."""
     msg = err["msg"]
     ctx = err.get("ctx") or {}
     if isinstance(ctx.get("error"), Exception):
         msg = str(ctx["error"])
     msg = msg.removeprefix("Value error, ")
-    bound = _bound_message(err)
-    if bound is not None:
-        return bound
+    worded = _bound_message(err)
+    if worded is None and not isinstance(ctx.get("error"), Exception):
+        worded = _type_message(err)
+    if worded is not None:
+        return worded
     if err.get("type") == "extra_forbidden" and err["loc"]:
         msg = unknown_field_message(root, tuple(err["loc"]))
     inp = err.get("input")
@@ -223,7 +253,7 @@ def format_validation(e: ValidationError, root: type[BaseModel], where: str = ""
         ``"loc: message"`` for one error; ``"invalid configuration:"`` and one line each for
         several.
     """
-    parts = [f"{where}{_location(err, flags)}: {_message(err, root)}" for err in e.errors()]
+    parts = [f"{where}{_location(err, flags)}: {error_message(err, root)}" for err in e.errors()]
     if len(parts) == 1:
         return parts[0]
     return "invalid configuration:\n  " + "\n  ".join(parts)

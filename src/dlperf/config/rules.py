@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dlperf.config.axes import DDP_FIELDS
-from dlperf.config.messages import CLI_FLAGS, FieldRuleError
+from dlperf.config.messages import CLI_FLAGS, FieldRuleError, error_message
 from dlperf.errors import unknown_choice
 from dlperf.registry import FRAMEWORK_MODES, FRAMEWORKS, FrameworkInfo, framework_info
 
@@ -193,7 +193,7 @@ def check_own_options(cfg: Any, info: FrameworkInfo) -> None:
                 flag = CLI_FLAGS.get(name)  # an option with a flag of its own (DDP's)
                 return f"{name} ({flag})" if flag else name
 
-            bad = "; ".join(f"{where(x['loc'])}: {x['msg']}" for x in e.errors())
+            bad = "; ".join(f"{where(x['loc'])}: {error_message(x, model)}" for x in e.errors())
             raise FieldRuleError("options", f"{rt.framework} options: {bad} (its options: "
                                             f"{', '.join(model.model_fields)})") from None
     rules = own_rules(info)

@@ -31,7 +31,7 @@ process reads them back instead of fitting each group again.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -294,8 +294,8 @@ class Request:
         stored measurement of the target (its host session: the what-if back-test pairs two
         configurations within one file), then the best-measured one
         (:meth:`Calibration.fit`)."""
-        files = [p.source for p in self.withheld if self.world == 1]
-        return [files[-1], None] if files else [None]
+        files = [p.source for p in self.withheld] if self.world == 1 else []
+        return [*files[-1:], None]
 
 
 def _request(db: Any, model: str, framework: str | None, mode: str | None,
@@ -357,8 +357,9 @@ def _divisible(global_batch: int, world: int) -> None:
 @dataclass
 class Draft:
     """A prediction being composed: the one-device parts (``one``), the step so far (s), the
-    back-test category that judges it (its path), and the provenance and assumptions each
-    step adds."""
+    back-test category that judges it (its path), the stored worker ladder its input is
+    estimated from (``rungs``: empty unless the configuration's loader workers are given and
+    a ladder is stored), and the provenance and assumptions each step adds."""
 
     one: pm.OneDevice
     path: str
@@ -427,18 +428,20 @@ def _series_file(cal: Calibration, req: Request) -> str:
     the median error is 3.80% against 4.20% (mean 8.44% against 9.19%), closer on 40 of 66.
     """
     ser = cal.series(req.target)
-    most = len({p.batch_size for p in ser[0]})
     mine = {p.source for p in req.withheld} if req.world == 1 else set()
-    tied = [s[0].source for s in ser if len({p.batch_size for p in s}) == most]
-    return next((f for f in tied if f in mine), tied[0])
+    # the first (cal.series' order: last loaded first) of the most batch sizes, holding the
+    # point where one does
+    return min(ser, key=lambda s: (-len({p.batch_size for p in s}),
+                                   s[0].source not in mine))[0].source
 
 
 def _input_compute(d: Draft, recs: Records, cal: Calibration, req: Request) -> None:
     """Real data with a stored worker ladder: the step's compute part ``t_c`` is the
     synthetic-data step of the configuration (:func:`inputpipe.compute_part`), and the path
     the input pipeline's back-test category."""
-    d.rungs, notes = ip.ladder_for(recs.points, d.one.cfg, list(req.withheld))
-    if d.rungs and d.one.cfg.loader_workers is not None:
+    rungs, notes = ip.ladder_for(recs.points, d.one.cfg, list(req.withheld))
+    if rungs and d.one.cfg.loader_workers is not None:
+        d.rungs = rungs
         d.one, cnotes = ip.compute_part(cal, d.one)
         notes, d.path = [*notes, *cnotes], ip.INPUT_CATEGORY
     d.assumptions += notes
@@ -509,8 +512,7 @@ def _input(d: Draft, req: Request) -> None:
     if cfg.data == "synthetic":
         d.assumptions.append("synthetic data on the device: no input time")
         return
-    est = ip.estimate(d.rungs if cfg.loader_workers is not None else [],
-                      cfg.loader_workers or 0, d.one.batch, d.step_s)
+    est = ip.estimate(d.rungs, cfg.loader_workers or 0, d.one.batch, d.step_s)
     d.input_s, d.step_s = est.input_s, est.step_s
     d.provenance["input"] = est.provenance
     d.assumptions += est.assumptions
@@ -652,6 +654,29 @@ def whatif_category(base: Config, target: Config, host_ns: float | None = None) 
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 
+def _not_tested(d: Draft, change: str) -> str:
+    return (f"the '{d.path}' back-test: {change} is not back-tested on stored pairs, so its own "
+            "error is not known here")
+
+
+#: The predictions whose own path no back-test judges, in the order they are checked, each
+#: ``(applies, why)`` of ``(draft, request, the device counts of the stored N-device points)``:
+#: N devices of a count no stored point has (the stored counts' residuals stand in), a
+#: host-speed what-if, a framework what-if other than torch eager -> jax xla (its path's
+#: residuals stand in). Their interval is borrowed at a wider level (:func:`_interval_of`).
+NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
+                            Callable[[Draft, Request, set[int]], str]], ...] = (
+    (lambda d, req, stored: req.world > 1 and req.world not in stored,
+     lambda d, req, stored: f"the {sorted(stored)}-device back-test: no stored measurement of "
+                            f"{req.world} devices"),
+    (lambda d, req, stored: req.host_ns is not None,
+     lambda d, req, stored: _not_tested(d, "a host-speed change")),
+    (lambda d, req, stored: (req.target.framework != req.base.framework
+                             and d.path != "what-if torch->jax"),
+     lambda d, req, stored: _not_tested(d, "a change of framework")),
+)
+
+
 def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str | None = None
                  ) -> tuple[tuple[float, float], str | None, str | None]:
     """``(interval (s), where it came from, why there is none)`` of the drafted step: the
@@ -669,15 +694,8 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
         d.assumptions.append("no interval: " + note)
         return (float("nan"), float("nan")), None, note
     stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
-    why = None
-    if req.world > 1 and req.world not in stored_n:
-        why = (f"the {sorted(stored_n)}-device back-test: no stored measurement of "
-               f"{req.world} devices")
-    elif req.host_ns is not None or (req.target.framework != req.base.framework
-                                     and d.path != "what-if torch->jax"):
-        why = (f"the '{d.path}' back-test: "
-               + ("a host-speed change" if req.host_ns is not None else "a change of framework")
-               + " is not back-tested on stored pairs, so its own error is not known here")
+    why = next((words(d, req, stored_n) for applies, words in NOT_BACKTESTED
+                if applies(d, req, stored_n)), None)
     wider = 1 - (1 - level) / 2
     at = wider if why else level
     ivl = _interval(recs, d.path, at, d.one.bound, req.withheld)
@@ -742,18 +760,14 @@ def _borrowed_interval(recs: Records, category: str, level: float, bound: str | 
     (:func:`intervals.without_points`). Reads tables only: never runs a back-test."""
     ids = {point_id(p) for p in withheld}
     mine = {os.path.realpath(s) for s in recs.sources}
-    best = None
-    for name, files, cats, gpus in _borrowable(recs):
-        rows = [x for c in iv.calibration_categories(category) for x in cats.get(c, [])]
-        if not cats.get(category):
-            continue
-        score = (len(mine & files), -len(files - mine))
-        if best is None or score > best[0]:
-            best = (score, name, rows, gpus)
+    best = max((e for e in _borrowable(recs) if e[2].get(category)), default=None,
+               key=lambda e: (len(mine & e[1]), -len(e[1] - mine)))  # ties: the first
     if best is None:
         return None
-    ivl = iv.mondrian(iv.without_points(best[2], ids), bound, level, category)
-    return None if ivl is None else (ivl, best[1], best[3])
+    name, _, cats, gpus = best
+    rows = [x for c in iv.calibration_categories(category) for x in cats.get(c, [])]
+    ivl = iv.mondrian(iv.without_points(rows, ids), bound, level, category)
+    return None if ivl is None else (ivl, name, gpus)
 
 
 _BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]],
@@ -783,24 +797,27 @@ def _no_interval(d: Draft, recs: Records) -> str:
             "known here")
 
 
-def _measured(d: Draft, req: Request) -> tuple[dict[str, float], str | None]:
+def _measured(d: Draft, req: Request
+              ) -> tuple[dict[str, float], str | None, float | None]:
     """The stored measurements of the point predicted (``{file:id: s}``; none for a
-    host-speed what-if, measured at another host's speed) and the one it is judged against:
-    the last stored in the file of the fitted series, else the last loaded. The mean
+    host-speed what-if, measured at another host's speed) and the one it is judged against
+    (``file:id`` and s; None, None without one): the last stored in the file of the fitted
+    series, else the last loaded. The mean
     iteration where the input model predicted one (:mod:`inputpipe`: the median hides the
     stalls), else the median."""
     if req.host_ns is not None:
-        return {}, None
+        return {}, None, None
     real = d.one.cfg.data != "synthetic" and d.path == ip.INPUT_CATEGORY
     stored = {point_id(p): (p.step_time_mean_s or p.step_time_s) if real else p.step_time_s
               for p in req.withheld}
     # the fit names its points by the path as given, point_id by the resolved path: compare
     # resolved paths, so a relative and an absolute --db pick the same measurement
-    fit = d.one.fit
-    src = os.path.realpath(fit.result_ids[0].rsplit(":", 1)[0]) if fit and fit.result_ids \
-        else None
-    pick = [k for k in stored if k.rsplit(":", 1)[0] == src][-1:] or list(stored)[-1:]
-    return stored, (pick[0] if pick else None)
+    fit = d.one.fit  # a fit names at least one point (onedevice.fit_series)
+    src = os.path.realpath(fit.result_ids[0].rsplit(":", 1)[0]) if fit else None
+    order = {k: i for i, k in enumerate(stored)}
+    pick, meas = max(stored.items(), key=lambda kv: (kv[0].rsplit(":", 1)[0] == src,
+                                                     order[kv[0]]), default=(None, None))
+    return stored, pick, meas
 
 
 def _roofline_terms(cal: Calibration, cfg: Config) -> dict[str, Any] | None:
@@ -836,15 +853,17 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
         d.assumptions.append(f"inter-node link {req.network.inter.name} not used: one node")
     one, t = d.one, d.step_s
     gpu = cal.device_name(one.cfg) or _cpu_name(recs, one.cfg)
-    rl_words = _roofline_terms(cal, req.base if req.target != req.base else one.cfg)
+    rl_words = _roofline_terms(cal, req.base)  # a what-if's base; else one.cfg is the base
     if rl_words:
         d.explain["roofline"] = rl_words
     interval, group, note = _interval_of(d, recs, req, level, gpu)
+    warnings = _warnings(recs, req, one)
     flat = _flat_series(one)
     if flat:
+        warnings.append(flat[0])
         d.assumptions.append("no interval: " + flat[1])
         interval, group, note = (float("nan"), float("nan")), None, flat[1]
-    stored, pick = _measured(d, req)
+    stored, pick, meas = _measured(d, req)
     scaling = 1.0
     if req.world > 1:  # scaling.py reads stored results' views: loaded for N devices only
         from dlperf.perfmodel.scaling import efficiency
@@ -860,9 +879,8 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
         config={**asdict(one.cfg), "global_batch": req.global_batch,
                 "per_device_batch": one.batch, "nproc": req.world // req.nnodes,
                 "nnodes": req.nnodes},
-        measured_step_time_s=stored[pick] if pick else None, measured_point=pick,
-        measured_points=stored, validation_category=d.path,
-        warnings=_warnings(recs, req, one) + ([flat[0]] if flat else []),
+        measured_step_time_s=meas, measured_point=pick,
+        measured_points=stored, validation_category=d.path, warnings=warnings,
         interval_note=note, interval_group=group,
         gpu=gpu,
         host_session=_session(recs, one), explanation=_explanation(d, t1))
@@ -910,7 +928,7 @@ def _explanation(d: Draft, t1: float) -> dict[str, Any]:
     out: dict[str, Any] = {"path": d.path}
     if fit is not None:
         out["series"] = {
-            "file": fit.result_ids[0].rsplit(":", 1)[0] if fit.result_ids else None,
+            "file": fit.result_ids[0].rsplit(":", 1)[0],  # a fit names at least one point
             "batch_sizes": list(fit.batch_sizes),
             "H_s": fit.host_s, "d0_s": fit.device_fixed_s,
             "d1_s_per_sample": fit.device_per_sample_s, "prior": fit.prior,
@@ -948,8 +966,7 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     same = req.target == req.base
     series = "target" if req.batch_what_if else "base" if not same else "base and target"
     sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
-    sided += [("base", req.note)] if req.note else []
-    sided += [("target", req.target_note)] if req.target_note else []
+    sided += [(side, w) for side, w in (("base", req.note), ("target", req.target_note)) if w]
     sided += [("base and target", w) for w in _analytic_hint(recs, req, one)]
     sided += [("base and target", w) for w in recs.damaged_notes()]
     if same and not req.batch_what_if and req.host_ns is None:  # no what-if: no sides
@@ -989,7 +1006,8 @@ def _cpu_name(recs: Records, cfg: Config) -> str | None:
 
 def _session(recs: Records, one: pm.OneDevice) -> str:
     """Where the host time came from: the session of the series fitted, or how it was had."""
-    ids = set(one.fit.result_ids) if one.fit else set()
+    # the series' own points: the first of its result ids (the rest are its D(b) anchors)
+    ids = set(one.fit.result_ids[:len(one.fit.batch_sizes)]) if one.fit else set()
     sess = sorted({p.session for p in recs.points if f"{p.source}:{p.result_id}" in ids
                    and p.session})
     if sess:

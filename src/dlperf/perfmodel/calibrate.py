@@ -44,7 +44,8 @@ class HostEstimate(NamedTuple):
     """A host time (s) estimated for a model from other models' (:meth:`Calibration.
     host_of_group`): the ``models`` it came from, ``where`` (group and rule, for the
     provenance) and whether it is ``counted``: a cost per operator, launch or kernel times the
-    model's own count (else the group's host floor, its smallest identified host time)."""
+    model's own count (else the group's host floor, its smallest identified host time, whose
+    model ``where`` names; ``models``: every model of the group with an identified host)."""
 
     host_s: float
     models: tuple[str, ...]
@@ -345,7 +346,9 @@ class Calibration:
         host = self.host_elsewhere(cfg, source)
         est = self.host_of_group(cfg.group, cfg.model, dn) if host is None else None
         if est is not None and est[0] > 0:
-            return ((est[0], f"estimated from {est[2]} ({len(est[1])} other models)"),
+            return ((est[0], f"estimated from {est[2]} ("
+                             + ("" if est.counted else "of ") + f"{len(est[1])} other models"
+                             + (" counted)" if est.counted else " with one)")),
                     od.HOST_ESTIMATE_SIGMA)
         return host, od.HOST_TRANSFER_SIGMA
 
@@ -493,7 +496,8 @@ class Calibration:
                                 + f" ({per[0] * 1e6:.3g} us x {n} {kind})", True)
         e = self.efficiency(group, without_model, device_name)
         f = e.host_floor() if e else None
-        return HostEstimate(f[0], f[1], "/".join(group), False) if f else None
+        return HostEstimate(f[0], f[2], f"{f[1]}'s host time, the smallest identified in "
+                            f"{'/'.join(group)}", False) if f else None
 
     def host_ratio(self, frm: tuple[str, str, str, str], to: tuple[str, str, str, str],
                    without_model: str | None, device_name: str | None

@@ -89,16 +89,14 @@ def solve_trust_region(n: int, m: int, uf: np.ndarray, s: np.ndarray, v: np.ndar
     ``solve_lsq_trust_region``."""
     suf = s * uf
     full_rank = s[-1] > EPS * m * s[0] if m >= n else False
+    alpha_lower = 0.0
     if full_rank:
         p = -v.dot(uf / s)
         if _norm(p) <= delta:
             return p, 0.0
-    alpha_upper = _norm(suf) / delta
-    if full_rank:
         phi, phi_prime = _phi_and_derivative(0.0, suf, s, delta)
         alpha_lower = -phi / phi_prime
-    else:
-        alpha_lower = 0.0
+    alpha_upper = _norm(suf) / delta
     if initial_alpha is None or not full_rank and initial_alpha == 0:
         alpha = max(0.001 * alpha_upper, (alpha_lower * alpha_upper) ** 0.5)
     else:
@@ -150,12 +148,10 @@ def trf(fun: Callable[[np.ndarray], np.ndarray], jac: Callable[[np.ndarray], np.
         delta = 1.0
     max_nfev = x.size * 100 if max_nfev is None else max_nfev
     alpha = 0.0
-    status = None
-    while True:
-        if abs(g).max(initial=0) < GTOL:
-            status = 1
-        if status is not None or nfev == max_nfev:
-            break
+    # scipy's termination: the gradient test (status 1), the evaluations spent, or the
+    # ftol/xtol test of the last step (status 2-4); the status itself is not returned
+    converged = False
+    while not converged and nfev < max_nfev and not abs(g).max(initial=0) < GTOL:
         d = scale
         g_h = d * g
         j_h = jm * d
@@ -192,8 +188,8 @@ def trf(fun: Callable[[np.ndarray], np.ndarray], jac: Callable[[np.ndarray], np.
             # scipy's check_termination
             f_ok = reduction < FTOL * cost and ratio > 0.25
             x_ok = _norm(step) < XTOL * (XTOL + _norm(x))
-            status = 4 if f_ok and x_ok else 2 if f_ok else 3 if x_ok else None
-            if status is not None:
+            converged = f_ok or x_ok
+            if converged:
                 break
             alpha *= delta / delta_new
             delta = delta_new
@@ -228,13 +224,17 @@ def digest(*arrays: np.ndarray) -> str:
 
 
 def solved(key: str, solve: Callable[[], np.ndarray | Sequence[float]]) -> Solution:
-    """The solution of the problem ``key`` from :data:`SOLVED`, else ``solve()`` (kept)."""
+    """The solution of the problem ``key`` from :data:`SOLVED`, else ``solve()`` (kept).
+    Only a solution that exists is recorded as made here and as looked up by the open
+    :func:`tracked` blocks (a ``solve`` that raises leaves no key behind)."""
+    def make() -> Solution:
+        sol = tuple(float(v) for v in solve())
+        _SOLVED_HERE.add(key)
+        return sol
+    sol = once(SOLVED, key, make)
     for keys in _TRACKS:
         keys.add(key)
-    def make() -> Solution:
-        _SOLVED_HERE.add(key)
-        return tuple(float(v) for v in solve())
-    return once(SOLVED, key, make)
+    return sol
 
 
 def remember(solutions: Mapping[str, Solution]) -> None:
@@ -246,7 +246,7 @@ def remember(solutions: Mapping[str, Solution]) -> None:
 
 def take_solved() -> dict[str, Solution]:
     """The solutions solved in this process since the last call (to store them)."""
-    out = {k: SOLVED[k] for k in sorted(_SOLVED_HERE) if k in SOLVED}
+    out = {k: SOLVED[k] for k in sorted(_SOLVED_HERE)}
     _SOLVED_HERE.clear()
     return out
 

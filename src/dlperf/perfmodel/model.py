@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
+from typing import Any
 
 from dlperf.perfmodel import comm, special
 from dlperf.perfmodel import dataparallel as dp
@@ -149,14 +150,15 @@ def _host(cfg: Config, host: HostEstimate | None) -> tuple[float, str, str | Non
     for a counted estimate): one branch per kind of :class:`HostEstimate`."""
     if host is None:
         return 0.0, "none (0)", (f"host time 0: no series of {cfg.framework}/{cfg.mode} shows "
-                                 "its host time (2+ batch sizes, host-bound at the smallest)")
+                                 "its host time (3+ batch sizes and host-bound at the "
+                                 "smallest, or host probes that waited on the device)")
     if host.counted:
         return host.host_s, (f"host time per dispatched operator or kernel of {host.where}, "
                              f"from models {', '.join(host.models)}"), None
-    return host.host_s, (f"host floor: the smallest host time shown by a series of "
-                         f"{host.where} (models {', '.join(host.models)})"), (
+    return host.host_s, (f"host floor: {host.where} (models with one: "
+                         f"{', '.join(host.models)})"), (
         f"host time: no operator or launch count of {cfg.model} is stored, so its host is "
-        f"{host.where}'s smallest ({host.host_s * 1e3:.3g} ms); a model that launches many "
+        f"{host.where} ({host.host_s * 1e3:.3g} ms); a model that launches many "
         "small kernels is under-predicted (a --timeline run of it gives the count)")
 
 
@@ -267,10 +269,10 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     Raises:
         LookupError: no stored point of ``base``.
     """
-    base, layout_note = _layout_base(cal, base, target, batch, source)
+    base, layout_notes = _layout_base(cal, base, target, batch, source)
     b = from_series(cal, base, batch, source)
     ratios = transfer_ratios(cal, base, target, batch)
-    assumptions = list(b.assumptions) + ([layout_note] if layout_note else [])
+    assumptions = [*b.assumptions, *layout_notes]
     prov = dict(b.provenance)
     ids = list(b.calibrated_on)
     r_h, why_h, pairs_h = ratios.get("host", (None, "", ()))
@@ -290,13 +292,13 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
             r_d, why_d, rule_d = 1.0, "none measured: unchanged", "none"
             assumptions.append("device time unchanged: no pair and no roofline for the target")
     added = special.added_ops_host(cal, base, target, b.host_s, cal.device_name(base))
-    c_add = None
+    counted: dict[str, Any] = {}  # the added operators' numbers (c_add), where counted
     if added is not None:
         r_h, why_h, rule_h, pairs_h = added[0] / b.host_s, added[1], "added operators", ()
         terms = special.added_ops_terms(cal, base, target, cal.device_name(base))
         if terms is not None:
-            c_add = {"n_b": terms[0], "n_t": terms[1], "per_model_s": terms[2],
-                     "median_s": median(terms[2].values())}
+            counted["c_add"] = {"n_b": terms[0], "n_t": terms[1], "per_model_s": terms[2],
+                                "median_s": median(terms[2].values())}
     elif r_h is None:
         r_h, why_h, rule_h = 1.0, "none measured: unchanged", "none"
         assumptions.append(f"host time unchanged from {'/'.join(base.group)}: no other model "
@@ -304,34 +306,32 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     prov["host ratio"] = f"{r_h:.3g}: {why_h}"
     prov["device ratio"] = f"{r_d:.3g}: {why_d}"
     anchor = special.measured_base(cal.fit(base, source)[1], batch, b.step_time_s, b.bound)
-    m = 1.0 if anchor is None else anchor[0]
+    m = 1.0
     if anchor is not None:
-        prov["measured base"] = anchor[1]
+        m, prov["measured base"] = anchor
     d = b.device_s * r_d * m
     nums = {"base": base.label(), "H_b": b.host_s, "D_b": b.device_s, "r_H": r_h,
             "r_H_rule": rule_h, "r_D": r_d, "r_D_rule": rule_d, "m": m,
-            "pairs": {"host": list(pairs_h), "device": list(pairs_d)}}
-    if c_add is not None:
-        nums["c_add"] = c_add
+            "pairs": {"host": list(pairs_h), "device": list(pairs_d)}, **counted}
     return OneDevice(target, batch, b.host_s * r_h * m, d, "what-if", ids, prov, assumptions,
                      params=b.params, fit=b.fit,
                      device_classes_s=_classes(cal, target, batch, d, work_t), ratios=nums)
 
 
 def _layout_base(cal: Calibration, base: Config, target: Config, batch: int,
-                 source: str | None) -> tuple[Config, str | None]:
+                 source: str | None) -> tuple[Config, list[str]]:
     """The base a what-if starts from (:func:`special.layout_base`) where its series is stored
     (in ``source`` when given), else ``base``; the second value says why, for the assumptions
-    (None: unchanged)."""
+    (none: unchanged)."""
     alt = special.layout_base(base, target)
     if alt is None:
-        return base, None
+        return base, []
     try:
         from_series(cal, alt, batch, source)
     except (LookupError, ValueError):
-        return base, None
-    return alt, (f"{target.framework}/{target.mode} picks the layout itself: the what-if starts "
-                 f"from {alt.label()} (its own layout choice), not from layout {base.layout}")
+        return base, []
+    return alt, [f"{target.framework}/{target.mode} picks the layout itself: the what-if starts "
+                 f"from {alt.label()} (its own layout choice), not from layout {base.layout}"]
 
 
 def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: comm.Network | None

@@ -165,7 +165,9 @@ class SeriesFit:
     Attributes:
         host_s, device_fixed_s, device_per_sample_s: ``H``, ``d0``, ``d1``.
         batch_sizes: per-device batch sizes of the points it was fitted on.
-        result_ids: ``source:id`` of those points (and of traced points used as ``D``).
+        result_ids: ``source:id`` of those points, in their order, then of every other
+            stored result the fit read as ``D(b)`` (:class:`Anchor`: traced busy times, other
+            files' device-bound steps), each result once.
         prior: what tied the device line (``roofline e_F=.., e_Y=..`` / ``trace`` / ``none``).
         rms_log: RMS log residual at the fitted points.
         rows: every row the least squares weighed (:class:`FitRow`: the points, the priors,
@@ -199,12 +201,17 @@ class SeriesFit:
 class Anchor:
     """A measured device time of the configuration: ``device_s`` at ``batch`` per device, good
     to ``sigma`` (log), from ``source`` (a traced busy time, or a device-bound step of the same
-    configuration in another results file)."""
+    configuration in another results file: ``file:id (what)``)."""
 
     batch: int
     device_s: float
     sigma: float
     source: str
+
+    @property
+    def result(self) -> str:
+        """``file:id`` of the stored result measured (:attr:`source` without what it is)."""
+        return self.source.rsplit(" (", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -243,14 +250,9 @@ class _SeriesProblem:
                  prior: DevicePrior, fixed_prior: float | None,
                  hosts: list[tuple[float, bool]], tmin: float) -> None:
         self.b, self.lt, self.w = b, np.log(t), w
-        lin: list[tuple[int, float, float]] = []  # (parameter, target log, width)
-        if prior.d1:
-            lin.append((2, math.log(prior.d1), prior.sigma))
-        if fixed_prior:
-            lin.append((1, math.log(fixed_prior), FIXED_PRIOR_SIGMA))
-        lin += [(0, math.log(m), HOST_MEAS_SIGMA) for m, exact in hosts if exact]
-        lin.append((0, math.log(prior.host_s), prior.host_sigma) if prior.host_s
-                   else (0, math.log(HOST_PULL_CENTER * tmin), HOST_PULL_SIGMA))
+        two_sided, one_sided = _prior_rows(prior, fixed_prior, hosts, tmin)
+        # (parameter, target log, width)
+        lin = [(_PARAM[r.term], math.log(r.target), r.sigma) for r in two_sided]
         self.lin_i = np.array([i for i, _, _ in lin], int)
         self.lin_c = np.array([c for _, c, _ in lin], float)
         self.lin_s = np.array([s for _, _, s in lin], float)
@@ -259,8 +261,7 @@ class _SeriesProblem:
         self.ad = np.log(np.array([a.device_s for a in anchors], float))
         self.asg = np.array([a.sigma for a in anchors], float)
         # one-sided rows on log H: (bound, width, +1: H <= bound, -1... ) as "excess above"
-        ub = [(math.log(tmin), HOST_PRIOR_SIGMA)] + [(math.log(m), HOST_MEAS_SIGMA)
-                                                    for m, exact in hosts if not exact]
+        ub = [(math.log(r.target), r.sigma) for r in one_sided]
         self.ub_c = np.array([c for c, _ in ub], float)
         self.ub_s = np.array([s for _, s in ub], float)
         self.ub_sign = np.array([-1.0] + [1.0] * (len(ub) - 1))
@@ -331,12 +332,11 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     b = np.array([p.per_device_batch for p in points], float)
     t = np.array([p.step_time_s for p in points], float)
     w = 1.0 / np.array([_sigma(p) for p in points])
-    if (prior.d1 is None and not prior.anchors and len(set(b.tolist())) < 2
-            and not host_measurements(points)):
+    hosts = host_measurements(points)
+    if prior.d1 is None and not prior.anchors and len(set(b.tolist())) < 2 and not hosts:
         raise ValueError("one batch size and no device prior: the host and device parts "
                          "cannot be told apart; measure another batch size")
     tmin = float(t.min())
-    hosts = host_measurements(points)
     anchors = prior.anchors
     if prior.d1 or anchors:
         d1_0 = prior.d1 or float(np.median([a.device_s / a.batch for a in anchors]))
@@ -353,7 +353,8 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     x = _solved(problem, x0)
     h, d0, d1 = (float(v) for v in np.exp(np.clip(np.array(x), -60.0, 10.0)))
     fit_res = np.log(overlap(h, d0 + d1 * b)) - np.log(t)
-    ids = tuple(f"{p.source}:{p.result_id}" for p in points) + tuple(a.source for a in anchors)
+    ids = tuple(dict.fromkeys([*(f"{p.source}:{p.result_id}" for p in points),
+                               *(a.result for a in anchors)]))
     label = prior.label + (f"; host prior {prior.host_label}" if prior.host_s else "")
     if hosts:
         label += f"; host dispatch measured at {len(hosts)} point(s)"
@@ -362,28 +363,48 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
                      _fit_rows(points, prior, fixed_prior, hosts, tmin))
 
 
+#: The parameter of ``x = log(H, d0, d1)`` a two-sided prior row pulls (:func:`_prior_rows`).
+_PARAM = {"H": 0, "d0": 1, "d1": 2}
+
+
+def _prior_rows(prior: DevicePrior, fixed_prior: float | None,
+                hosts: list[tuple[float, bool]], tmin: float
+                ) -> tuple[list[FitRow], list[FitRow]]:
+    """A series fit's rows besides its points and anchors, in :class:`_SeriesProblem`'s
+    order: the two-sided priors on one parameter each (``d1`` and ``d0`` from the roofline,
+    the host probes that waited on the device, ``H`` from elsewhere or pulled towards
+    :data:`HOST_PULL_CENTER` x the smallest step ``tmin``), then the one-sided bounds on ``H``
+    (the smallest step, the probes that never waited)."""
+    two_sided = []
+    if prior.d1:
+        two_sided.append(FitRow("d1", prior.d1, prior.sigma, "=", prior.label.split(";")[0]))
+    if fixed_prior:
+        two_sided.append(FitRow("d0", fixed_prior, FIXED_PRIOR_SIGMA, "=",
+                                "roofline fixed time"))
+    two_sided += [FitRow("H", m, HOST_MEAS_SIGMA, "=", "host probe (waited on the device)")
+                  for m, exact in hosts if exact]
+    two_sided.append(FitRow("H", prior.host_s, prior.host_sigma, "=",
+                            f"host prior {prior.host_label}") if prior.host_s else
+                     FitRow("H", HOST_PULL_CENTER * tmin, HOST_PULL_SIGMA, "=",
+                            f"pull to {HOST_PULL_CENTER:g} x the smallest step"))
+    one_sided = [FitRow("H", tmin, HOST_PRIOR_SIGMA, "<=", "the smallest step")]
+    one_sided += [FitRow("H", m, HOST_MEAS_SIGMA, "<=", "host probe (never waited: an upper "
+                         "bound)") for m, exact in hosts if not exact]
+    return two_sided, one_sided
+
+
 def _fit_rows(points: Sequence[Point], prior: DevicePrior, fixed_prior: float | None,
               hosts: list[tuple[float, bool]], tmin: float) -> tuple[FitRow, ...]:
     """The rows :class:`_SeriesProblem` builds from the same inputs, in its order, as
-    :class:`FitRow` s (what ``dlperf predict --explain`` prints)."""
+    :class:`FitRow` s (what ``dlperf predict --explain`` prints): the points, the two-sided
+    priors (:func:`_prior_rows`), the anchors, the one-sided bounds."""
+    two_sided, one_sided = _prior_rows(prior, fixed_prior, hosts, tmin)
     rows = [FitRow(f"T(B={p.per_device_batch})", p.step_time_s, _sigma(p), "=",
                    f"{p.source}:{p.result_id}") for p in points]
-    if prior.d1:
-        rows.append(FitRow("d1", prior.d1, prior.sigma, "=", prior.label.split(";")[0]))
-    if fixed_prior:
-        rows.append(FitRow("d0", fixed_prior, FIXED_PRIOR_SIGMA, "=", "roofline fixed time"))
-    rows += [FitRow("H", m, HOST_MEAS_SIGMA, "=", "host probe (waited on the device)")
-             for m, exact in hosts if exact]
-    rows.append(FitRow("H", prior.host_s, prior.host_sigma, "=", f"host prior {prior.host_label}")
-                if prior.host_s else
-                FitRow("H", HOST_PULL_CENTER * tmin, HOST_PULL_SIGMA, "=",
-                       f"pull to {HOST_PULL_CENTER:g} x the smallest step"))
+    rows += two_sided
     rows += [FitRow(f"D(B={a.batch})", a.device_s, a.sigma, "=", a.source)
              for a in prior.anchors]
-    rows.append(FitRow("H", tmin, HOST_PRIOR_SIGMA, "<=", "the smallest step"))
-    rows += [FitRow("H", m, HOST_MEAS_SIGMA, "<=", "host probe (never waited: an upper bound)")
-             for m, exact in hosts if not exact]
-    return tuple(rows)
+    return tuple(rows + one_sided)
 
 
 #: Evaluations of the residuals one start of a series fit may use.
@@ -402,14 +423,9 @@ def _solved(problem: _SeriesProblem, x0: np.ndarray) -> lsq.Solution:
     and ``x0`` with ``H`` x 0.3 or ``d0`` x 0.2 (:func:`dlperf.perfmodel.lsq.trf`, scipy's
     TRF)."""
     def solve() -> np.ndarray:
-        best: np.ndarray | None = None
-        best_cost = math.inf
-        for start in (x0, x0 + np.log([0.3, 1.0, 1.0]), x0 + np.log([1.0, 0.2, 1.0])):
-            x, cost = lsq.trf(problem.resid, problem.jac, start, max_nfev=SERIES_MAX_NFEV)
-            if best is None or cost < best_cost:
-                best, best_cost = x, cost
-        assert best is not None  # the loop tried three starts
-        return best
+        starts = (x0, x0 + np.log([0.3, 1.0, 1.0]), x0 + np.log([1.0, 0.2, 1.0]))
+        return min((lsq.trf(problem.resid, problem.jac, start, max_nfev=SERIES_MAX_NFEV)
+                    for start in starts), key=lambda x_cost: x_cost[1])[0]  # ties: the first
     return lsq.solved(problem.key(x0), solve)
 
 
@@ -490,10 +506,8 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
     def resid(x: np.ndarray) -> np.ndarray:
         ef, ey = np.exp(x[:2])
         d = fl / ef + by / ey + (kn * math.exp(x[2]) if fit_k else 0.0)
-        pred = d.copy()
-        if is_step.any():
-            h = np.exp(x[n0:])
-            pred[is_step] = overlap(h[si[is_step]], d[is_step])
+        pred = d.copy()  # the steps overlap their series' H (none: nothing to change)
+        pred[is_step] = overlap(np.exp(x[n0:])[si[is_step]], d[is_step])
         r = (np.log(pred) - np.log(meas)) * wt
         hp = np.minimum(0.0, np.log(tmins) - x[n0:]) / HOST_PRIOR_SIGMA
         return np.concatenate([r, hp])

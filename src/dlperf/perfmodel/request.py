@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dlperf.errors import ConfigError, unknown_choice
+from dlperf.perfmodel import memory
 from dlperf.perfmodel.calibrate import Config
 from dlperf.perfmodel.records import Records
 from dlperf.registry import COMPILE_MODES, FRAMEWORKS, framework_info
@@ -461,19 +462,27 @@ def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
     """The warning for predicting ``cfg`` at ``batch`` samples per device from its measured
     series when that batch is :data:`EXTRAPOLATION_FACTOR` times the largest measured one or
     more, or the smallest over it or less (the back-test's ``extrapolate 2x`` bounds); ``[]`` otherwise, or when ``cfg`` has no measured series.
-    Device memory is not modelled, so such a batch may not even fit."""
-    bs = sorted({p.per_device_batch for p in recs.points if cfg.matches(p) and not p.instrumented})
+    Above the series it adds that the batch may not fit where device memory is not judged
+    (:func:`dlperf.perfmodel.memory.fit` None: no stored reserved peak, or a framework that
+    reserves a pool up front); where it is judged, a batch that does not fit was refused
+    before (:func:`dlperf.perfmodel.memory.check`)."""
+    pts = [p for p in recs.points if cfg.matches(p)]
+    bs = sorted({p.per_device_batch for p in pts if not p.instrumented})
     if not bs:
         return []
     lo, hi = bs[0], bs[-1]
+    mem = ""
     if batch >= EXTRAPOLATION_FACTOR * hi:
         where = (f"{batch / hi:.3g}x the largest measured batch (warned from "
                  f"{EXTRAPOLATION_FACTOR:g}x, where the back-test's 'extrapolate 2x' starts)")
+        if memory.fit(pts) is None:
+            mem = ("; device memory is not judged for it (no stored reserved peak, or an "
+                   "allocator that reserves a pool up front), so this batch may not fit on "
+                   "the device")
     elif batch * EXTRAPOLATION_FACTOR <= lo:
         where = (f"1/{lo / batch:.3g} of the smallest measured batch (warned from "
                  f"1/{EXTRAPOLATION_FACTOR:g})")
     else:
         return []
     return [f"batch {batch} per device is {where}: the prediction extrapolates from the "
-            f"measured batches {lo}..{hi} of {cfg.label()} ({len(bs)} sizes); device memory "
-            "is not modelled, so this batch may not fit on the device"]
+            f"measured batches {lo}..{hi} of {cfg.label()} ({len(bs)} sizes){mem}"]

@@ -215,16 +215,18 @@ class Efficiency:
                 f"e_Y={self.e_bytes:.3g}, " + (f"t_k={self.kernel_s * 1e6:.3g} us per kernel"
                                                if self.kernel_s else "no kernel term"))
 
-    def host_floor(self) -> tuple[float, tuple[str, ...]] | None:
-        """The smallest identified host time (s) of the group (:attr:`SeriesHost.identified`)
-        and the models with identified host times; None if none. The smallest, not the median:
+    def host_floor(self) -> tuple[float, str, tuple[str, ...]] | None:
+        """``(host time (s), its model, models)``: the smallest identified host time of the
+        group (:attr:`SeriesHost.identified`), the model of the series that has it, and every
+        model with an identified host time; None if none. The smallest, not the median:
         a model's host time follows its kernel count, which nothing stored before the model ran
         tells, and the floor missed least on the leave-one-model-out back-test of
         benchmarks/results/h200 (see docs/perfmodel.md)."""
         hs = [h for h in self.hosts if h.identified]
         if not hs:
             return None
-        return min(h.host_s for h in hs), tuple(sorted({h.model for h in hs}))
+        low = min(hs, key=lambda h: h.host_s)
+        return low.host_s, low.model, tuple(sorted({h.model for h in hs}))
 
 
 def device_time_s(work: Work, ceiling: Ceiling, eff: Efficiency, batch: float,

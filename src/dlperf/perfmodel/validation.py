@@ -335,6 +335,16 @@ class Validation:
         cats = [c for c in CATEGORIES if any(c in sums[s] for s in SIDES)]
         for cat in cats:
             lines.append(f"| {cat} | " + " | ".join(cells(cat)) + " |")
+        per = {s: coverage_cells(covs[s].values()) for s in SIDES}
+        lo, hi = COVERAGE_WINDOW
+        said = ", ".join(f"{s} {sum(inside(k, n) for _, _, k, n in c)} of {len(c)}"
+                         for s, c in per.items())
+        chance = " and ".join(f"{sum(chance_inside(n, level) for *_, n in c):.1f}"
+                              for c in per.values())
+        lines.append(f"\nCells (category x bound) whose {level:.0%} interval coverage is inside "
+                     f"{lo * 100:.0f}-{hi:.0%}: {said}; an interval that covers each of independent "
+                     f"rows with probability {level:.0%} reads {chance} of them inside on "
+                     "average (`validation.chance_inside`).")
         return "\n".join(lines) + "\n"
 
     def table(self) -> str:
@@ -354,6 +364,53 @@ class Validation:
                          f"{f(d['baseline_mdape_pct'])} | {f(d['baseline_max_pct'], 1)} | {sr} | "
                          f"{ee} |")
         return "\n".join(lines) + "\n"
+
+
+#: The window the goal asks of a 90% interval's coverage in every path and bound.
+COVERAGE_WINDOW = (0.85, 0.95)
+
+
+def inside(k: int, n: int, window: tuple[float, float] = COVERAGE_WINDOW) -> bool:
+    """Whether ``k`` covered rows of ``n`` read a coverage ``k / n`` inside ``window`` (both
+    ends included, unrounded: 84.6% is outside 85-95% though a table prints it 85%)."""
+    return window[0] * n - 1e-9 <= k <= window[1] * n + 1e-9
+
+
+def chance_inside(n: int, level: float = 0.9,
+                  window: tuple[float, float] = COVERAGE_WINDOW) -> float:
+    """Probability that a cell of ``n`` independent rows, each inside its interval with
+    probability ``level``, reads a coverage inside ``window`` (:func:`inside`): the binomial
+    ``sum of C(n, k) level^k (1 - level)^(n - k)`` over those ``k``. It is what a perfectly
+    calibrated interval rule can be asked of a cell: 0.49 for 24 rows at 90% in 85-95%, 0 for
+    6 (no ``k / 6`` is inside). Rows of one model are correlated, which spreads a cell's
+    coverage further.
+
+    Raises:
+        ValueError: ``n`` below 1, or ``level`` outside (0, 1).
+    """
+    if n < 1:
+        raise ValueError(f"a cell needs at least one row, got {n}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"interval level must be in (0, 1), got {level}")
+    def pmf(k: int) -> float:  # in logs: C(n, k) overflows a float from n ~ 1030
+        return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                        + k * math.log(level) + (n - k) * math.log1p(-level))
+    return sum(pmf(k) for k in range(n + 1) if inside(k, n, window))
+
+
+def coverage_cells(covs: Iterable[dict]) -> list[tuple[str, str | None, int, int]]:
+    """``(category, bound, covered rows, rows)`` per cell of :func:`intervals.coverage` results:
+    one per bound (``host``, ``device``) that has rows, the category as one cell (bound None)
+    where no row has a bound."""
+    out: list[tuple[str, str | None, int, int]] = []
+    for d in covs:
+        bounds = [b for b in ("host", "device") if d["count_" + b]]
+        for b in bounds:
+            out.append((d["category"], b, round(d["coverage_" + b] * d["count_" + b]),
+                        d["count_" + b]))
+        if not bounds:
+            out.append((d["category"], None, round(d["coverage"] * d["count"]), d["count"]))
+    return out
 
 
 def _of(stat: Callable[[list], Any], values: list) -> Any:

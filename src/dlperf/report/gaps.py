@@ -20,7 +20,6 @@ from typing import Any
 
 from rich.table import Table
 
-from dlperf.env import environment_differences
 from dlperf.measure.breakdown.opclass import OP_CLASSES
 from dlperf.measure.breakdown.phases import HOST_BOUND, RECONCILE_TOL
 from dlperf.registry import FRAMEWORKS
@@ -40,7 +39,6 @@ from dlperf.results.view import (
     point_of,
     result_id,
 )
-from dlperf.stats import median_diff_ci
 
 __all__ = ["BASELINE_ORDER", "MIN_GAP_SHARE", "GAP_CI_LEVEL", "REST_WARN_SHARE", "GAP_LEGEND",
            "ENV_NOTE", "slowed_by_breakdown", "gap_significance", "host_paced",
@@ -137,6 +135,8 @@ def gap_significance(a: RunRecord, b: RunRecord,
     xb = list(samples_of(ib) or []) if samples_of and ib is not None else []
     ci: tuple[float, float] | None = None
     if len(xa) >= 2 and len(xb) >= 2:
+        from dlperf.stats import median_diff_ci  # numpy, for the gaps that have samples only
+
         _, lo, hi = median_diff_ci(xa, xb, level=GAP_CI_LEVEL)
         ci = (lo, hi)
         source = (f"bootstrap of the measured samples ({len(xa)} and {len(xb)} iterations; "
@@ -281,6 +281,8 @@ def _gap(a: RunRecord, b: RunRecord, refs: Mapping[tuple, RunRecord],
     host_idle = (idle_b if hp_b else 0.0) - (idle_a if hp_a else 0.0)
     other_idle = (0.0 if hp_b else idle_b) - (0.0 if hp_a else idle_a)
     same_fw = a.identity.framework == b.identity.framework
+    from dlperf.env import environment_differences  # here: psutil and nvml, for a gap only
+
     env = list(dict.fromkeys(
         d for x, y in ((ra, rb), (a, b))
         for d in environment_differences(env_of(x), env_of(y), same_framework=same_fw)))

@@ -22,7 +22,6 @@ from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
@@ -66,15 +65,27 @@ def min_table_width(table: Table, keep: Sequence[int] | None = None,
     plus the padding and borders (``compact``: of the compact style, two per gap). With
     ``whole_cells``: without wrapping any cell either (each column as wide as its longest
     cell line; headers may still wrap at spaces)."""
-    cols = table.columns
-    keep = range(len(cols)) if keep is None else keep
-    total = 0
-    cell = _longest_line if whole_cells else _longest_word
-    for i in keep:
-        col = cols[i]
-        total += max([_longest_word(_plain(col.header))]
-                     + [cell(_plain(c)) for c in col.cells])
-    return total + _overhead(table, len(keep), compact)
+    return _min_width(table, _column_needs(table), keep, compact, whole_cells)
+
+
+def _min_width(table: Table, needs: tuple[list[int], list[int]], keep: Sequence[int] | None,
+               compact: bool, whole_cells: bool) -> int:
+    """:func:`min_table_width` from the table's :func:`_column_needs`."""
+    keep = range(len(table.columns)) if keep is None else keep
+    per = needs[1 if whole_cells else 0]
+    return sum(per[i] for i in keep) + _overhead(table, len(keep), compact)
+
+
+def _column_needs(table: Table) -> tuple[list[int], list[int]]:
+    """Per column of ``table``: its longest word (header and cells), and the larger of its
+    header's longest word and its cells' longest line (:func:`min_table_width`)."""
+    words, lines = [], []
+    for col in table.columns:
+        head = _longest_word(_plain(col.header))
+        texts = [_plain(c) for c in col.cells]
+        words.append(max([head] + [_longest_word(t) for t in texts]))
+        lines.append(max([head] + [_longest_line(t) for t in texts]))
+    return words, lines
 
 
 #: The compact style (no frame; a rule under the header; columns two spaces apart), tried
@@ -198,9 +209,10 @@ def fit_table(table: Table, width: int) -> RenderableType:
     # Every cell whole if that fits (framed, unframed, the constant columns moved out), else
     # the cells wrapped at spaces (in the same order), else the rows stacked.
     tries = [(keep, False), (keep, True)] + ([(rest, False), (rest, True)] if caption else [])
+    needs = _column_needs(table)  # each column's longest word and line, for every try
     for whole in (True, False):
         for k, (cols, compact) in enumerate(tries):
-            if min_table_width(table, cols, compact, whole_cells=whole) <= width:
+            if _min_width(table, needs, cols, compact, whole) <= width:
                 t = _copy(table, cols, width, compact)
                 # the caption is as wide as the console (a table's own wraps at its width)
                 return t if k < 2 else Group(t, Text(caption or ""))
@@ -255,6 +267,8 @@ def markdown_blocks(text: str, width: int) -> list[RenderableType]:
     """The Markdown ``text`` as renderables for a terminal ``width`` characters wide: each
     table (a header row, an alignment row ``|---|---:|``, body rows) as a fitted table
     (:func:`fit_table`), the text between them as rich Markdown."""
+    from rich.markdown import Markdown  # here: markdown-it is 0.1 s of a command's start
+
     lines = text.splitlines()
     out: list[RenderableType] = []
     prose: list[str] = []
@@ -276,3 +290,221 @@ def markdown_blocks(text: str, width: int) -> list[RenderableType]:
     if "".join(prose).strip():
         out.append(Markdown("\n".join(prose)))
     return out
+
+
+def plain_fast(renderable: RenderableType) -> RenderableType:
+    """``renderable`` with each :class:`~rich.table.Table` in it (itself, or an item of a
+    :class:`~rich.console.Group`, at any depth) drawn by :class:`PlainTable`: the same
+    characters as rich draws, made in a tenth of the time on a console without colours."""
+    if isinstance(renderable, Table):
+        return PlainTable(renderable)
+    if isinstance(renderable, Group):
+        return Group(*(plain_fast(r) for r in renderable.renderables), fit=renderable.fit)
+    return renderable
+
+
+class PlainTable:
+    """A rich table that a console without colours (``color_system`` None: output to a file
+    or a pipe, ``NO_COLOR`` aside) gets as plain lines, each character where rich's
+    ``Table`` puts it; any other console, or a table this does not draw (a footer, ``leading``
+    rows, a cell that is not text, a column narrower than its padding), gets the table
+    itself.
+
+    Rich renders every cell through its padding, line splitting and shaping (about 0.15 ms
+    a cell on a 2-core VM: 1.3 s for the 507 rows of ``dlperf results --db
+    benchmarks/results/h200``). The layout here is rich's: the column widths, title and
+    caption come from rich itself; each cell's lines from :meth:`rich.text.Text.wrap` (the
+    code ``Text`` renders with; a one-line cell that fits is justified directly, as ``wrap``
+    would), padded as ``rich.padding.Padding`` and aligned as ``rich.table.Table._render``
+    do, joined with the table's box characters; ``tests/unit/test_terminal.py`` compares the
+    two on random tables.
+    """
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        return self.table.__rich_measure__(console, options)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.segment import Segment
+
+        t = self.table
+        lines = None
+        if console.color_system is None and not console.record:
+            lines = self._lines(console, options)
+        if lines is None:
+            yield t
+            return
+        title, widths, body, caption = lines
+        yield from title
+        line = Segment.line()
+        for text in body:
+            yield Segment(text)
+            yield line
+        yield from caption
+
+    def _lines(self, console: Any, options: Any) -> tuple[list, list[int], list[str], list
+                                                          ] | None:
+        """(title segments, column widths, body lines, caption segments), or None where
+        this table is one for rich to draw."""
+        from rich.style import Style
+
+        t = self.table
+        if not t.columns or t.show_footer or t.leading:
+            return None
+        max_width = options.max_width if t.width is None else t.width
+        extra = t._extra_width
+        widths = t._calculate_column_widths(console, options.update_width(max_width - extra))
+        render_options = options.update(width=sum(widths) + extra, highlight=t.highlight,
+                                        height=None)
+        body = self._body(console, render_options, widths)
+        if body is None:
+            return None
+
+        def annotation(text: Any, style: Any, justify: Any) -> list:
+            rt = (console.render_str(text, style=style, highlight=False)
+                  if isinstance(text, str) else text)
+            return list(console.render(rt, options=render_options.update(justify=justify)))
+        title = (annotation(t.title, Style.pick_first(t.title_style, "table.title"),
+                            t.title_justify) if t.title else [])
+        caption = (annotation(t.caption, Style.pick_first(t.caption_style, "table.caption"),
+                              t.caption_justify) if t.caption else [])
+        return title, widths, body, caption
+
+    def _body(self, console: Any, options: Any, widths: list[int]) -> list[str] | None:
+        """The table's lines from its header to its bottom edge (``Table._render``'s), or
+        None where a cell is not text or has no room."""
+        t = self.table
+        n_cols = len(t.columns)
+        rows: list[list[tuple[list[str], str]]] = []  # per row, per column: (lines, vertical)
+        memo: dict[tuple, list[str]] = {}
+        for ci, col in enumerate(t.columns):
+            raw = ([col.header] if t.show_header else []) + list(col.cells)
+            for ri, cell in enumerate(raw):
+                if not (type(cell) is str or isinstance(cell, Text)):
+                    return None
+                pad = _cell_padding(t, ci, n_cols, ri == 0, ri == len(raw) - 1)
+                lines = _cell_lines(console, options, cell, col, widths[ci], pad, memo)
+                if lines is None:
+                    return None
+                if ci == 0:
+                    rows.append([])
+                rows[ri].append((lines, getattr(cell, "vertical", None) or col.vertical))
+        box_ = t.box.substitute(options, safe=t.safe_box if t.safe_box is not None
+                                else console.safe_box) if t.box else None
+        box_ = box_.get_plain_headed_box() if box_ and not t.show_header else box_
+        edge = t.show_edge
+        out: list[str] = []
+        if box_ and edge:
+            out.append(box_.get_top(widths))
+        for index, row in enumerate(rows):
+            first, last = index == 0, index == len(rows) - 1
+            header_row = first and t.show_header
+            height = max(len(lines) for lines, _ in row)
+            cells = [_aligned(lines, "bottom" if header_row else vertical, w, height)
+                     for (lines, vertical), w in zip(row, widths)]
+            if box_:
+                left, right, divider = (
+                    (box_.head_left, box_.head_right, box_.head_vertical) if first else
+                    (box_.foot_left, box_.foot_right, box_.foot_vertical) if last else
+                    (box_.mid_left, box_.mid_right, box_.mid_vertical))
+                for k in range(height):
+                    inner = divider.join(c[k] for c in cells)
+                    out.append(f"{left}{inner}{right}" if edge else inner)
+            else:
+                out.extend("".join(c[k] for c in cells) for k in range(height))
+            if box_ and header_row:
+                out.append(box_.get_row(widths, "head", edge=edge))
+            data_row = t.rows[index - t.show_header] if not header_row else None
+            if box_ and (t.show_lines or (data_row is not None and data_row.end_section)) \
+                    and not last and not header_row:
+                out.append(box_.get_row(widths, "row", edge=edge))
+        if box_ and edge:
+            out.append(box_.get_bottom(widths))
+        return out
+
+
+def _cell_padding(t: Table, column: int, n_cols: int, first_row: bool, last_row: bool
+                  ) -> tuple[int, int, int, int]:
+    """A cell's padding ``(top, right, bottom, left)`` as ``Table._get_cells`` gives it."""
+    top, right, bottom, left = t.padding
+    if not any(t.padding):
+        return 0, 0, 0, 0
+    if t.collapse_padding:
+        if column != 0:
+            left = max(0, left - right)
+        if not last_row:
+            bottom = max(0, top - bottom)
+    if not t.pad_edge:
+        if column == 0:
+            left = 0
+        if column == n_cols - 1:
+            right = 0
+        if first_row:
+            top = 0
+        if last_row:
+            bottom = 0
+    return top, right, bottom, left
+
+
+def _cell_lines(console: Any, options: Any, cell: str | Text, col: Any, width: int,
+                pad: tuple[int, int, int, int], memo: dict[tuple, list[str]]
+                ) -> list[str] | None:
+    """The lines of one cell, each ``width`` cells wide, padding included (what
+    ``console.render_lines(Padding(cell, pad), ...)`` gives as text); None where its text
+    has no room (``width`` not above its left and right padding) or does not end its last
+    line (``Text.end`` other than a newline)."""
+    from rich.cells import cell_len, set_cell_size
+
+    top, right, bottom, left = pad
+    room = width - left - right
+    if room < 1:
+        return None
+    text = (console.render_str(cell, highlight=False, markup=options.markup)
+            if type(cell) is str else cell)
+    if text.end != "\n":
+        return None
+    justify = text.justify or col.justify or "default"
+    overflow = text.overflow or col.overflow or "fold"
+    no_wrap = text.no_wrap if text.no_wrap is not None else bool(col.no_wrap)
+    tab_size = console.tab_size if text.tab_size is None else text.tab_size
+    plain = text.plain
+    key = (plain, justify, overflow, no_wrap, tab_size, room, pad, width)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    n = cell_len(plain)
+    if (n <= room and "\n" not in plain and "\t" not in plain and plain == plain.strip()
+            and justify in ("default", "left", "full", "right", "center")):
+        # one line that fits: Text.wrap breaks nothing and only justifies it (nor that with
+        # overflow "ignore")
+        justify = "default" if overflow == "ignore" else justify
+        if justify == "right":
+            lines = [" " * (room - n) + plain]
+        elif justify == "center":
+            lines = [" " * ((room - n) // 2) + plain + " " * (room - n - (room - n) // 2)]
+        else:
+            lines = [plain + " " * (room - n)]
+    else:
+        wrapped = text.wrap(console, room, justify=justify, overflow=overflow,
+                            tab_size=tab_size or 8, no_wrap=no_wrap)
+        lines = [set_cell_size(w.plain, room) for w in wrapped]
+    blank = " " * width
+    out = [blank] * top + [" " * left + s + " " * right for s in lines] + [blank] * bottom
+    memo[key] = out
+    return out
+
+
+def _aligned(lines: list[str], vertical: str, width: int, height: int) -> list[str]:
+    """A cell's lines filled to ``height`` with blank lines (``Segment.align_top``,
+    ``align_middle``, ``align_bottom``)."""
+    extra = height - len(lines)
+    if extra <= 0:
+        return lines
+    blank = [" " * width]
+    if vertical == "top":
+        return lines + blank * extra
+    if vertical == "middle":
+        return blank * (extra // 2) + lines + blank * (extra - extra // 2)
+    return blank * extra + lines

@@ -17,8 +17,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 #: Sum of phases and fused step may differ by this share of the fused median (issue 4).
 RECONCILE_TOL = 0.03
 #: A step whose host dispatch time is at least this share of its device time is host-bound.
@@ -30,6 +28,8 @@ def describe(xs: Sequence[float]) -> dict[str, float] | None:
     """median, mean, stdev (ddof=1), p5, p95, min, max and n of ``xs`` (None if empty)."""
     if not xs:
         return None
+    import numpy as np  # here: the report reads this module's constants without numpy
+
     a = np.asarray(xs, dtype=float)
     return {"median": float(np.median(a)), "mean": float(a.mean()),
             "stdev": float(a.std(ddof=1)) if a.size > 1 else 0.0,

@@ -8,3 +8,10 @@ Framework imports are lazy: importing :mod:`dlperf` never imports torch, jax or 
 """
 
 __version__ = "0.1.0"
+
+#: True where dlperf is this process's program: the ``dlperf`` command (:func:`dlperf.cli.main`
+#: called without arguments, as the console script and ``python -m dlperf`` call it), a worker
+#: (``python -m dlperf.worker``) or a rank (``python -m dlperf.launch.rank``); False where dlperf
+#: is imported as a library (a user's Python session, a test). A framework's import may then
+#: leave out what dlperf never uses (:func:`dlperf.frameworks.tensorflow.adapter.import_tf`).
+OWNS_PROCESS = False

@@ -278,6 +278,9 @@ if __name__ == "__main__":
     # which on a GPU also destroys the CUDA context and unloads the framework's libraries
     # (seconds per sweep point that measure nothing). Nothing after this needs atexit hooks:
     # traces, the power sampler and the result are written and closed inside run_config.
+    import dlperf as _dlperf
+
+    _dlperf.OWNS_PROCESS = True
     _rc = main()
     sys.stdout.flush()
     sys.stderr.flush()

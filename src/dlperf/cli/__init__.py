@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> None:
     (:func:`build_app`), anything else (``dlperf --help``, ``dlperf --version``) the app of
     every command."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if argv is None:  # the process's own command line: dlperf is its program
+        import dlperf
+
+        dlperf.OWNS_PROCESS = True
     try:
         build_app(args[0] if args and args[0] in COMMANDS else None)(args=args,
                                                                      prog_name="dlperf")

@@ -63,4 +63,7 @@ def _rank_exit(framework: str) -> None:
 
 
 if __name__ == "__main__":
+    import dlperf as _dlperf
+
+    _dlperf.OWNS_PROCESS = True
     sys.exit(main())

@@ -14,12 +14,22 @@ Two registrations, each a sweep file and a committed predictions file:
   configuration's fp32 traces interpolated to the batch, then moved to bf16) and a batch from
   one trace (each neighbouring trace alone); ``dlperf predict --gpu h200`` (every trace) and
   the step-level ``dlperf predict`` beside them as baselines. Its points are traced, so the
-  judge adds each point's own-trace replay (made after the measurement, labelled so).
+  judge adds each point's own-trace replay (made after the measurement, labelled so);
+* ``registration6`` (benchmarks/h100/registration6.yaml, written to
+  benchmarks/results/h100/registration6.json): points on the **H100** no committed H100 file
+  holds, predicted from the H200 files (and the H100's ``dlperf calibrate`` profile,
+  benchmarks/results/h100/calibrate.db) so that the cross-GPU path composes with the
+  transforms: registration5's configurations (fp32 -> bf16, a batch from one trace, each
+  replayed with ``gpu="h100"``) and some of registration4's (one-point series, extrapolation
+  down, eager -> graph) by ``dlperf predict --gpu h100``; baselines: the step-level
+  ``dlperf predict`` on the committed H100 files, and the naive H200 step (its measurement
+  where stored, else the step-level model on the H200 files). The judge scores only points
+  measured on the registered GPU (a file measured on another GPU is said so, not judged).
 
     PYTHONPATH=src python benchmarks/h200/preregister.py registration4      # predict, once
     PYTHONPATH=src python benchmarks/h200/preregister.py registration4 --judge DB [--md OUT]
 
-Predicting refuses a point any committed H200 file holds, and an existing predictions file
+Predicting refuses a point any committed file of the registration's GPU holds (``held``), and an existing predictions file
 (a registration is made once). Judging reads the committed predictions and the measured
 ``DB`` only: it never predicts again.
 """
@@ -67,6 +77,17 @@ def _one(b: int) -> dict[str, Any]:
             "from": b}
 
 
+#: registration6's methods: the H200 files moved to the H100 (its calibrate profile).
+H100_SOURCES = ["benchmarks/results/h200", "benchmarks/results/h100/calibrate.db"]
+TO_BF16_H100 = {"kind": "replay", "name": "replay fp32 -> bf16, H200 -> H100",
+                "withhold": "precision"}
+GPU_H100 = {"kind": "predict", "name": "dlperf predict --gpu h100 (replay, every trace)",
+            "args": ["--gpu", "h100"], "sources": H100_SOURCES}
+STEP_H100 = {"kind": "predict", "name": "dlperf predict, H100 files (step-level)",
+             "sources": ["benchmarks/results/h100"]}
+NAIVE_H200 = {"kind": "naive", "name": "naive: the H200 step (measured, else step-level)"}
+
+
 PLANS: dict[str, dict[str, Any]] = {
     "registration4": {"sweep": "benchmarks/h200/registration4.yaml", "points": [
         _pt("fcn8", "torch", "graph", "bf16", 2048, "one-point series, 2x", [SERIES], "1024"),
@@ -110,6 +131,41 @@ PLANS: dict[str, dict[str, Any]] = {
         _pt("alexnet_cifar", "torch", "eager", "fp32", 512, "batch, one trace",
             [_one(256), _one(1024), REPLAY_USER, SERIES], "fp32 traces 256, 1024"),
     ]},
+    # on the H100, from the H200 files: cross-GPU composed with the transforms
+    "registration6": {
+        "sweep": "benchmarks/h100/registration6.yaml", "gpu": "h100", "device": "H100",
+        "lib": H100_SOURCES, "held": ["benchmarks/results/h100"],
+        "out": "benchmarks/results/h100/registration6.json",
+        "anchors": ["benchmarks/results/h100"], "points": [
+            _pt("resnet50", "torch", "eager", "bf16", 48, "fp32 -> bf16, H200 -> H100",
+                [TO_BF16_H100, GPU_H100, STEP_H100, NAIVE_H200], "H200 fp32 traces 32, 64"),
+            _pt("transformer", "torch", "eager", "bf16", 48, "fp32 -> bf16, H200 -> H100",
+                [TO_BF16_H100, GPU_H100, STEP_H100, NAIVE_H200], "H200 fp32 traces 32, 64"),
+            _pt("lstm", "torch", "eager", "bf16", 96, "fp32 -> bf16, H200 -> H100",
+                [TO_BF16_H100, GPU_H100, STEP_H100, NAIVE_H200], "H200 fp32 traces 64, 128"),
+            _pt("fcn8", "torch", "eager", "bf16", 2048, "fp32 -> bf16, H200 -> H100",
+                [TO_BF16_H100, GPU_H100, STEP_H100, NAIVE_H200],
+                "H200 fp32 traces 1024, 4096"),
+            _pt("resnet50", "torch", "eager", "fp32", 48, "batch, one trace, H200 -> H100",
+                [_one(32), _one(64), GPU_H100, STEP_H100, NAIVE_H200],
+                "H200 fp32 traces 32, 64"),
+            _pt("alexnet", "torch", "eager", "fp32", 48, "batch, one trace, H200 -> H100",
+                [_one(32), _one(64), GPU_H100, STEP_H100, NAIVE_H200],
+                "H200 fp32 traces 32, 64"),
+            _pt("lstm", "torch", "eager", "fp32", 96, "batch, one trace, H200 -> H100",
+                [_one(64), _one(128), GPU_H100, STEP_H100, NAIVE_H200],
+                "H200 fp32 traces 64, 128"),
+            _pt("transformer", "torch", "eager", "fp32", 4,
+                "extrapolation down, H200 -> H100", [GPU_H100, STEP_H100, NAIVE_H200],
+                "H200 fp32 traces 8-64"),
+            _pt("resnet56", "torch", "eager", "fp32", 8, "extrapolation down, H200 -> H100",
+                [GPU_H100, STEP_H100, NAIVE_H200], "H200 fp32 traces 16-1024"),
+            _pt("lstm", "torch", "graph", "fp32", 32, "eager -> graph, H200 -> H100",
+                [GPU_H100, STEP_H100, NAIVE_H200],
+                "H200 graph bf16 traces 8-64, graph fp32 64, 128 untraced"),
+            _pt("fcn8", "torch", "graph", "bf16", 2048, "one-point series, 2x, H200 -> H100",
+                [GPU_H100, STEP_H100, NAIVE_H200], "H200 graph bf16 1024 untraced"),
+        ]},
 }
 
 
@@ -175,9 +231,11 @@ def run_predict(point: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
             "warnings": d.get("warnings")}
 
 
-def run_replay(lib: Any, point: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
-    """:func:`dlperf.perfmodel.retarget.predict` of ``point`` on the H200 with the traces the
-    method withholds left out (see :data:`PLANS`)."""
+def run_replay(lib: Any, point: dict[str, Any], m: dict[str, Any], gpu: str = "h200",
+               lib_paths: list[str] | None = None) -> dict[str, Any]:
+    """:func:`dlperf.perfmodel.retarget.predict` of ``point`` on ``gpu`` (a profile's or a
+    datasheet's name; the traces are the H200 files') with the traces the method withholds
+    left out (see :data:`PLANS`); ``lib_paths`` names ``lib``'s files in the command."""
     from dlperf.errors import ConfigError
     from dlperf.perfmodel import retarget
 
@@ -187,12 +245,13 @@ def run_replay(lib: Any, point: dict[str, Any], m: dict[str, Any]) -> dict[str, 
     else:
         drop = [p for p in fam if p.precision == point["precision"]
                 and p.batch_size != m["from"]]
-    call = (f"retarget.predict(TraceLibrary({SOURCES[0]!r}), {point['model']!r}, "
-            f"{point['framework']!r}, {point['mode']!r}, {point['precision']!r}, "
-            f"{point['batch_size']}, 'h200', exclude=<{len(drop)} traces: "
-            f"{m['withhold']}>)")
+    names = (lib_paths or SOURCES[:1])
+    call = (f"retarget.predict(TraceLibrary({names[0] if len(names) == 1 else names!r}), "
+            f"{point['model']!r}, {point['framework']!r}, {point['mode']!r}, "
+            f"{point['precision']!r}, {point['batch_size']}, {gpu!r}, "
+            f"exclude=<{len(drop)} traces: {m['withhold']}>)")
     try:
-        p = retarget.predict(lib, *(point[k] for k in KEY), "h200",
+        p = retarget.predict(lib, *(point[k] for k in KEY), gpu,
                              exclude=[(q.source, q.result_id) for q in drop])
     except ConfigError as e:
         return {"command": call, "refused": [str(e)]}
@@ -202,6 +261,61 @@ def run_replay(lib: Any, point: dict[str, Any], m: dict[str, Any]) -> dict[str, 
             "interval_from": d.get("interval_from"), "host_session": d.get("host_session"),
             "sources": d.get("sources"), "transforms": d.get("transforms"),
             "model_version": d.get("model_version")}
+
+
+def refuse_stored(points: list[dict[str, Any]], paths: list[str]
+                  ) -> set[tuple[str, str, str, str, int]]:
+    """The ``(model, framework, mode, precision, batch)`` of ``points`` that a results file
+    under ``paths`` already holds (:func:`stored_points`): a registration must name none."""
+    return stored_points(paths) & {tuple(p[k] for k in KEY) for p in points}
+
+
+def stored_step(point: dict[str, Any], paths: list[str] | None = None,
+                mode: str | None = None) -> tuple[float, float] | None:
+    """The committed measurement of ``point`` (its mode replaced by ``mode`` where given):
+    ``(median step s, CI half-width / median)`` of the median-step result of the ok
+    one-device synthetic-data CUDA results of the results files under ``paths`` (default
+    :data:`SOURCES`), None where none is stored."""
+    from dlperf.results.store import ResultStore
+    from dlperf.results.view import ci_s, median_s
+
+    files = sorted({str(f) for p in (paths or SOURCES) for f in
+                    ([Path(p)] if Path(p).is_file() else (ROOT / p).glob("*.db"))})
+    want = (point["model"], point["framework"], mode or point["mode"], point["precision"],
+            point["batch_size"])
+    found = []
+    for f in files:
+        with ResultStore(f, read_only=True) as store:
+            for r in store.records(latest=True, samples=False):
+                i = r.identity
+                if (i.status == "ok" and i.world_size == 1 and i.data == "synthetic"
+                        and (i.device or "").startswith("cuda")
+                        and (i.model, i.framework, i.mode, i.precision, i.batch_size)
+                        == want):
+                    m = median_s(r)
+                    lo, hi = ci_s(r)
+                    if m:
+                        found.append((m, (hi - lo) / 2 / m if lo is not None
+                                      and hi is not None else 0.0))
+    if not found:
+        return None
+    found.sort()
+    return found[len(found) // 2]
+
+
+def run_naive(point: dict[str, Any]) -> dict[str, Any]:
+    """The naive cross-GPU answer: the point's step on the H200, its committed measurement
+    (:func:`stored_step` of :data:`SOURCES`) where stored, else the step-level ``dlperf
+    predict`` on the H200 files (:func:`run_predict`); the interval is the measurement's CI
+    or the step-level model's."""
+    got = stored_step(point)
+    if got is None:
+        return {**run_predict(point, SERIES), "how": "H200 step-level model"}
+    m, ci = got
+    return {"command": f"stored_step({point['model']} {point['mode']} {point['precision']} "
+                       f"b={point['batch_size']}, {SOURCES})",
+            "predicted_s": m, "interval_s": [m * (1 - ci), m * (1 + ci)],
+            "category": "naive (H200 measured)", "how": "H200 measured"}
 
 
 def _git(*args: str) -> str:
@@ -214,18 +328,21 @@ def register(name: str, out: Path) -> dict[str, Any]:
 
     Raises:
         SystemExit: ``out`` exists, the plan and its sweep file disagree, or a point is held
-            by a committed H200 file.
+            by a committed file of the registration's GPU (the plan's ``held``, default the
+            H200 files).
     """
     plan = PLANS[name]
+    gpu = plan.get("gpu", "h200")
+    lib_paths = plan.get("lib", SOURCES[:1])
     if out.exists():
         sys.exit(f"{out} exists: predictions are registered once (judge with --judge DB)")
     pts = plan["points"]
     if sorted(tuple(p[k] for k in KEY) for p in pts) != sorted(sweep_points(ROOT /
                                                                             plan["sweep"])):
         sys.exit(f"the plan of {name} and {plan['sweep']} name different points")
-    held = stored_points(SOURCES) & {tuple(p[k] for k in KEY) for p in pts}
+    held = refuse_stored(pts, plan.get("held", SOURCES))
     if held:
-        sys.exit(f"already stored in the H200 files: {sorted(held)}")
+        sys.exit(f"already stored in {', '.join(plan.get('held', SOURCES))}: {sorted(held)}")
     lib = None
     rows = []
     for p in pts:
@@ -235,8 +352,11 @@ def register(name: str, out: Path) -> dict[str, Any]:
                 if lib is None:
                     from dlperf.perfmodel import retarget
 
-                    lib = retarget.TraceLibrary(SOURCES[0])
-                preds.append({"method": m["name"], **run_replay(lib, p, m)})
+                    lib = retarget.TraceLibrary(lib_paths if len(lib_paths) > 1
+                                                else lib_paths[0])
+                preds.append({"method": m["name"], **run_replay(lib, p, m, gpu, lib_paths)})
+            elif m["kind"] == "naive":
+                preds.append({"method": m["name"], **run_naive(p)})
             else:
                 preds.append({"method": m["name"], **run_predict(p, m)})
         base = {k: v for k, v in p.items() if k != "methods"}
@@ -247,7 +367,9 @@ def register(name: str, out: Path) -> dict[str, Any]:
                   f"[{q['method']}]: " + (f"{v * 1e3:.3f} ms" if v else f"{q.get('refused')}"))
     import dlperf
 
-    doc = {"registration": name, "sweep": plan["sweep"], "sources": SOURCES,
+    doc = {"registration": name, "sweep": plan["sweep"],
+           "sources": sorted({*SOURCES, *lib_paths}) if "lib" in plan else SOURCES,
+           "gpu": gpu, "device": plan.get("device", "H200"),
            "made_at_commit": _git("rev-parse", "HEAD"),
            "tree_clean_except_output": not [ln for ln in _git("status", "--porcelain").
                                             splitlines() if not ln.endswith(out.name)],
@@ -263,7 +385,11 @@ def register(name: str, out: Path) -> dict[str, Any]:
 #: Each category's goal (median |error|) in issue 38 and issue 42, for the summary.
 GOALS = {"one-point series, 2x": 8.0, "one-point series, 1/2x": 8.0,
          "extrapolation down": 5.0, "eager -> graph": 8.0, "fp32 -> bf16": 8.0,
-         "batch, one trace": 6.0, "own trace (after measurement)": 3.0}
+         "batch, one trace": 6.0, "own trace (after measurement)": 3.0,
+         # registration6: a transform composed with H200 -> H100; issue 42's cross-GPU goal
+         "fp32 -> bf16, H200 -> H100": 10.0, "batch, one trace, H200 -> H100": 10.0,
+         "extrapolation down, H200 -> H100": 10.0, "eager -> graph, H200 -> H100": 10.0,
+         "one-point series, 2x, H200 -> H100": 10.0}
 #: The noise floor of a sign check: a measured change smaller than this (or than the two
 #: medians' CIs together) counts as no change (as benchmarks/replay_validate.py does).
 SIGN_NOISE = 0.02
@@ -297,6 +423,12 @@ def measured(db: str) -> dict[tuple, Any]:
     return out
 
 
+def on_device(device_name: str | None, want: str | None) -> bool:
+    """Whether a result measured on ``device_name`` (the driver's name) is on the GPU a
+    registration names (``want``, e.g. ``H100``; None: any)."""
+    return want is None or want.lower() in (device_name or "").lower()
+
+
 def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
     """One row per registered prediction: the point, its method and category, the
     prediction and interval, the measured median step of the point in ``db`` (None where not
@@ -310,6 +442,9 @@ def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
         rec = got.get(tuple(p[k] for k in KEY))
         failed = rec.identity.error or rec.identity.status \
             if rec is not None and rec.identity.status != "ok" else None
+        if not failed and rec is not None and not on_device(rec.device_name,
+                                                            reg.get("device")):
+            failed = f"measured on {rec.device_name}, not the registered {reg['device']}"
         rec = None if failed else rec
         m = median_s(rec) if rec is not None else None
         lo_m, hi_m = ci_s(rec) if rec is not None else (None, None)
@@ -331,34 +466,9 @@ def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
 
 def eager_anchor(point: dict[str, Any], paths: list[str] | None = None
                  ) -> tuple[float, float] | None:
-    """The committed eager measurement of a compiled point's configuration at its batch:
-    ``(median step s, CI half-width / median)`` of the median-step result of the ok
-    one-device synthetic-data results of the results files under ``paths`` (default
-    :data:`SOURCES`, as measured before the registration), None where none is stored."""
-    from dlperf.results.store import ResultStore
-    from dlperf.results.view import ci_s, median_s
-
-    files = sorted({str(f) for p in (paths or SOURCES) for f in
-                    ([Path(p)] if Path(p).is_file() else (ROOT / p).glob("*.db"))})
-    found = []
-    for f in files:
-        with ResultStore(f, read_only=True) as store:
-            for r in store.records(latest=True, samples=False):
-                i = r.identity
-                if (i.status == "ok" and i.world_size == 1 and i.data == "synthetic"
-                        and (i.device or "").startswith("cuda")
-                        and (i.model, i.framework, i.mode, i.precision, i.batch_size)
-                        == (point["model"], point["framework"], "eager",
-                            point["precision"], point["batch_size"])):
-                    m = median_s(r)
-                    lo, hi = ci_s(r)
-                    if m:
-                        found.append((m, (hi - lo) / 2 / m if lo is not None
-                                      and hi is not None else 0.0))
-    if not found:
-        return None
-    found.sort()
-    return found[len(found) // 2]
+    """The committed eager measurement of a compiled point's configuration at its batch
+    (:func:`stored_step` with mode ``eager``), None where none is stored."""
+    return stored_step(point, paths, mode="eager")
 
 
 def graph_signs(rows: list[dict[str, Any]], paths: list[str] | None = None) -> list[str]:
@@ -410,6 +520,65 @@ def graph_signs(rows: list[dict[str, Any]], paths: list[str] | None = None) -> l
     return out
 
 
+def precision_signs(rows: list[dict[str, Any]]) -> list[str]:
+    """The fp32 -> bf16 sign check where a registration measures both precisions of a
+    configuration at one batch: per such pair, the measured change ``bf16 / fp32 - 1`` and
+    each method's predicted change (its bf16 prediction over its fp32 one, methods both
+    points carry; the replay's fp32 -> bf16 over the fp32 point's ``--gpu`` answer); a
+    change within the noise (:data:`SIGN_NOISE` or the two CIs together) is not counted.
+    The trivial rule is "bf16 is always faster"."""
+    by = {}
+    for r in rows:
+        if r.get("registered", True) and r["measured_s"]:
+            by.setdefault(tuple(r[k] for k in KEY), []).append(r)
+    pairs = [(k, (*k[:3], "fp32", k[4])) for k in by if k[3] == "bf16"
+             and (*k[:3], "fp32", k[4]) in by]
+    if not pairs:
+        return []
+
+    def pred(rs, group):
+        return next((r["predicted_s"] for r in rs if r["group"] == group
+                     and r["predicted_s"]), None)
+
+    groups = sorted({r["group"] for k, f in pairs for r in by[k]}
+                    & {r["group"] for k, f in pairs for r in by[f]})
+    repl = "replay fp32 -> bf16, H200 -> H100 / --gpu h100"
+    cols = [*groups, repl]
+    out = ["| model | mode | batch | fp32 measured ms | bf16 measured ms | measured change | "
+           "counted | " + " | ".join(cols) + " | rule: bf16 faster |",
+           "|---|---|---:|---:|---:|---:|---|" + "---|" * (len(cols) + 1)]
+    right = dict.fromkeys([*cols, "rule"], 0)
+    counted = 0
+    for kb, kf in pairs:
+        b, f = by[kb], by[kf]
+        mb, mf = b[0]["measured_s"], f[0]["measured_s"]
+        change = mb / mf - 1
+        noise = max(SIGN_NOISE, (b[0]["measured_ci_rel"] or 0) + (f[0]["measured_ci_rel"]
+                                                                   or 0))
+        use = abs(change) > noise
+        counted += use
+        cells = []
+        for g in cols:
+            pb, pf = ((pred(b, "replay fp32 -> bf16, H200 -> H100"),
+                       pred(f, GPU_H100["name"])) if g == repl else (pred(b, g), pred(f, g)))
+            if not pb or not pf:
+                cells.append("-")
+                continue
+            pc = pb / pf - 1
+            ok = (pc < 0) == (change < 0)
+            right[g] += use and ok
+            cells.append(f"{pc * 100:+.1f}% ({'right' if ok else 'wrong'})")
+        right["rule"] += use and change < 0
+        cells.append("right" if change < 0 else "wrong")
+        out.append(f"| {kb[0]} | {kb[1]}/{kb[2]} | {kb[4]} | {mf * 1e3:.2f} | {mb * 1e3:.2f} "
+                   f"| {change * 100:+.1f}% | {'yes' if use else 'no (noise)'} | "
+                   + " | ".join(cells) + " |")
+    out += ["", f"fp32 -> bf16 signs right beyond the noise, of {counted}: "
+            + ", ".join(f"{g} {right[g]}" for g in cols)
+            + f"; the rule \"bf16 is always faster\" {right['rule']}"]
+    return out
+
+
 def own_trace_rows(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
     """Each traced point of the registration measured in ``db`` replayed from its own trace
     (:func:`dlperf.perfmodel.replay.replay_own`): made after the measurement, so labelled
@@ -420,7 +589,8 @@ def own_trace_rows(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
     rows = []
     for pt, st in replay.load_traces(db):
         key = (pt.model, pt.framework, pt.mode, pt.precision, pt.batch_size)
-        if key not in want or pt.world_size != 1:
+        if key not in want or pt.world_size != 1 or not on_device(pt.device_name,
+                                                                  reg.get("device")):
             continue
         v = replay.replay_own(pt, st).step_s
         m = pt.step_time_s
@@ -489,12 +659,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("registration", choices=sorted(PLANS))
     ap.add_argument("-o", "--out", default=None,
-                    help="predictions file (default benchmarks/results/h200/NAME.json)")
+                    help="predictions file (default the plan's out, else "
+                         "benchmarks/results/h200/NAME.json)")
     ap.add_argument("--judge", metavar="DB", help="judge the registered predictions on DB")
     ap.add_argument("--md", default=None, help="with --judge: also write the tables here")
     ap.add_argument("--json", default=None, help="with --judge: also write the rows here")
     a = ap.parse_args(argv)
-    out = Path(a.out) if a.out else ROOT / f"benchmarks/results/h200/{a.registration}.json"
+    plan = PLANS[a.registration]
+    out = Path(a.out) if a.out else ROOT / plan.get(
+        "out", f"benchmarks/results/h200/{a.registration}.json")
     if not a.judge:
         register(a.registration, out)
         return 0
@@ -505,11 +678,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the own-trace rows are an extra, said when absent
         print(f"(own-trace replay rows left out: {e})", file=sys.stderr)
     n_meas = len({tuple(r[k] for k in KEY) for r in rows if r["measured_s"]})
-    signs = graph_signs(rows)
+    signs = graph_signs(rows, plan.get("anchors"))
+    psigns = precision_signs(rows)
     lines = [f"{reg['registration']}: predictions made at {reg['made_at_commit'][:10]} "
              f"({reg['made_at_utc']}, dlperf {reg['dlperf_version']}), judged on {a.judge}: "
              f"{n_meas} of {len(reg['points'])} points measured", "", *table(rows), "",
-             *summary(rows), *(["", *signs] if signs else [])]
+             *summary(rows), *(["", *signs] if signs else []),
+             *(["", *psigns] if psigns else [])]
     print("\n".join(lines))
     if a.md:
         Path(a.md).write_text("\n".join(lines) + "\n")

@@ -34,13 +34,23 @@ from typing import Any
 
 from dlperf.outputs import atomic_write
 
-__all__ = ["CacheIgnored", "MAX_BYTES", "KEEP_FILES", "read_json", "write_json", "prune",
-           "digest"]
+__all__ = ["CacheIgnored", "CACHE_DIR_ENV", "MAX_BYTES", "KEEP_FILES", "cache_root",
+           "read_json", "write_json", "prune", "untrusted", "digest"]
+
+#: Environment variable: the folder of dlperf's on-disk caches (:func:`cache_root`).
+CACHE_DIR_ENV = "DLPERF_CACHE_DIR"
 
 #: The largest cache file read (bytes); a larger one is ignored.
 MAX_BYTES = 256 * 2**20
 _MAGIC = "dlperf_cache"
 _warned: set[str] = set()
+
+
+def cache_root() -> Path:
+    """The folder of dlperf's on-disk caches: ``$DLPERF_CACHE_DIR``, default
+    ``~/.cache/dlperf`` (the performance model's, :func:`dlperf.perfmodel.records.cache_root`,
+    and a folder of results files read as one, :mod:`dlperf.results.foldercache`)."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "dlperf")
 
 
 class CacheIgnored(UserWarning):
@@ -84,22 +94,23 @@ def write_json(path: str | Path, payload: Any, *, keep: int | None = KEEP_FILES)
         return False
 
 
-def prune(path: str | Path, keep: int) -> list[Path]:
+def prune(path: str | Path, keep: int, suffix: str = ".json") -> list[Path]:
     """Remove all but the ``keep`` newest (by modification time) cache files of the kind of
-    ``path`` (``KIND-KEY.json``: the files ``KIND-*.json`` beside it whose ``KEY`` is hex)
-    that are regular files owned by this user; ``path`` itself is always kept. Returns the
-    files removed; a file that cannot be removed is left (another process's, a race)."""
+    ``path`` (``KIND-KEY`` + ``suffix``: the files ``KIND-*`` + ``suffix`` beside it whose
+    ``KEY`` is hex) that are regular files owned by this user; ``path`` itself is always kept.
+    Returns the files removed; a file that cannot be removed is left (another process's, a
+    race)."""
     p = Path(path)
     kind, sep, _ = p.name.rpartition("-")
-    if not sep or not p.name.endswith(".json"):
+    if not sep or not p.name.endswith(suffix):
         return []
     mine: list[tuple[float, Path]] = []
     try:
-        siblings = list(p.parent.glob(f"{kind}-*.json"))
+        siblings = list(p.parent.glob(f"{kind}-*{suffix}"))
     except OSError:
         return []
     for f in siblings:
-        key = f.name[len(kind) + 1:-len(".json")]
+        key = f.name[len(kind) + 1:-len(suffix)]
         if f == p or not key or any(c not in "0123456789abcdef" for c in key):
             continue
         try:
@@ -119,7 +130,15 @@ def prune(path: str | Path, keep: int) -> list[Path]:
     return gone
 
 
-def _why_not(p: Path) -> str | None:
+def untrusted(path: str | Path, max_bytes: int | None = MAX_BYTES) -> str | None:
+    """Why the file ``path`` may not be trusted as a cache (module docstring: a link or a
+    device, another user's, writable by others, in a folder anyone may write that is not
+    sticky, over ``max_bytes``; None: no limit), ``""`` when there is no such file, or None
+    when it may be read (its content is for the caller to check)."""
+    return _why_not(Path(path), max_bytes)
+
+
+def _why_not(p: Path, max_bytes: int | None = MAX_BYTES) -> str | None:
     """Why the file ``p`` may not be trusted as a cache, or None."""
     try:
         st = p.lstat()
@@ -139,8 +158,8 @@ def _why_not(p: Path) -> str | None:
         return f"its folder cannot be read ({e.strerror})"
     if d.st_mode & stat.S_IWOTH and not d.st_mode & stat.S_ISVTX:
         return "its folder may be written by anyone (and is not sticky)"
-    if st.st_size > MAX_BYTES:
-        return f"it is {st.st_size:,} bytes, over {MAX_BYTES:,}"
+    if max_bytes is not None and st.st_size > max_bytes:
+        return f"it is {st.st_size:,} bytes, over {max_bytes:,}"
     return None
 
 

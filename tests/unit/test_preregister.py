@@ -28,13 +28,14 @@ def pr():
     return _mod()
 
 
-@pytest.mark.parametrize("name", ["registration4", "registration5"])
+@pytest.mark.parametrize("name", ["registration4", "registration5", "registration6"])
 def test_plan_is_its_sweep_and_holds_no_stored_point(pr, name):
     plan = pr.PLANS[name]
     keys = sorted(tuple(p[k] for k in pr.KEY) for p in plan["points"])
     assert keys == sorted(pr.sweep_points(ROOT / plan["sweep"]))
     assert len(set(keys)) == len(keys)
-    assert not pr.stored_points(pr.SOURCES) & set(keys)
+    assert not pr.stored_points(plan.get("held", pr.SOURCES)) & set(keys)
+    assert not pr.refuse_stored(plan["points"], plan.get("held", pr.SOURCES))
     sides = {pr.side(p["model"]) for p in plan["points"]}
     assert sides == {"dev", "test"}
 
@@ -230,3 +231,79 @@ def test_a_failed_point_is_said_failed_not_missing(pr, tmp_path):
     assert r["measured_s"] is None and r["error_pct"] is None
     assert "out of memory" in r["failed"]
     assert "| failed: RuntimeError: out of memory |" in "\n".join(pr.table([r]))
+
+
+H100 = ["benchmarks/results/h100"]
+
+
+def test_registration6_refuses_a_point_the_h100_files_hold(pr, monkeypatch, tmp_path):
+    # suite_extra.db holds resnet50 torch eager bf16 b=32 (measured on the H100)
+    held = pr._pt("resnet50", "torch", "eager", "bf16", 32, "x", [], "")
+    free = pr._pt("resnet50", "torch", "eager", "bf16", 48, "x", [], "")
+    assert pr.refuse_stored([held, free], H100) == {("resnet50", "torch", "eager", "bf16",
+                                                     32)}
+    assert pr.refuse_stored([free], H100) == set()
+    monkeypatch.setitem(pr.PLANS, "fake6", {"sweep": "x.yaml", "held": H100,
+                                            "points": [held, free]})
+    monkeypatch.setattr(pr, "sweep_points", lambda _: [tuple(p[k] for k in pr.KEY)
+                                                       for p in (held, free)])
+    with pytest.raises(SystemExit, match="already stored in benchmarks/results/h100"):
+        pr.register("fake6", tmp_path / "r.json")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_registration6_writes_to_the_h100_results(pr):
+    plan = pr.PLANS["registration6"]
+    assert plan["out"] == "benchmarks/results/h100/registration6.json"
+    assert plan["gpu"] == "h100" and plan["device"] == "H100"
+    cats = {p["category"] for p in plan["points"]}
+    assert all(c.endswith("H200 -> H100") and c in pr.GOALS for c in cats)
+    # every point carries the user's --gpu h100 answer and both baselines
+    for p in plan["points"]:
+        names = [m["name"] for m in p["methods"]]
+        assert pr.GPU_H100["name"] in names and pr.STEP_H100["name"] in names
+        assert pr.NAIVE_H200["name"] in names
+
+
+def test_judge_refuses_a_point_measured_on_another_gpu(pr, tmp_path):
+    db, med = _fake_db(tmp_path, [
+        (REG3, 1, {"model": "resnet50", "framework": "torch", "mode": "eager",
+                   "precision": "bf16", "batch_size": 48})])  # measured on an H200
+    m = med[("resnet50", "torch", "eager", "bf16", 48)]
+    pt = {"model": "resnet50", "framework": "torch", "mode": "eager", "precision": "bf16",
+          "batch_size": 48, "category": "fp32 -> bf16, H200 -> H100", "side": "dev",
+          "predictions": [{"method": "a", "predicted_s": m * 1.05,
+                           "interval_s": [m * 0.9, m * 1.1]}]}
+    (r,) = pr.judge({**_reg([pt]), "device": "H100"}, str(db))
+    assert r["measured_s"] is None and r["error_pct"] is None
+    assert "not the registered H100" in r["failed"] and "H200" in r["failed"]
+    (r,) = pr.judge({**_reg([pt]), "device": "H200"}, str(db))
+    assert r["measured_s"] == pytest.approx(m) and r["error_pct"] == pytest.approx(5.0)
+    assert r["inside"] is True
+    assert pr.on_device("NVIDIA H100 80GB HBM3", "H100")
+    assert not pr.on_device("NVIDIA H200", "H100") and pr.on_device(None, None)
+
+
+def test_precision_signs_of_a_pair_measured_in_both_precisions(pr):
+    def row(prec, measured, group, pred, model="resnet50"):
+        return {"model": model, "framework": "torch", "mode": "eager", "precision": prec,
+                "batch_size": 48, "group": group, "measured_s": measured,
+                "measured_ci_rel": 0.0, "predicted_s": pred, "registered": True}
+
+    rep = "replay fp32 -> bf16, H200 -> H100"
+    rows = [row("bf16", 0.020, "A", 0.021), row("fp32", 0.050, "A", 0.040),   # A right
+            row("bf16", 0.020, "B", 0.060), row("fp32", 0.050, "B", 0.055),   # B wrong
+            row("bf16", 0.020, rep, 0.030), row("fp32", 0.050, pr.GPU_H100["name"], 0.040),
+            # lstm: within the noise (+1%): shown, not counted
+            row("bf16", 0.0101, "A", 0.005, "lstm"), row("fp32", 0.0100, "A", 0.010, "lstm"),
+            # a bf16 point without its fp32 pair gives no row
+            row("bf16", 0.03, "A", 0.03, "fcn8")]
+    out = pr.precision_signs(rows)
+    assert any("| resnet50 |" in ln and "-60.0%" in ln and "-47.5% (right)" in ln
+               and "+9.1% (wrong)" in ln and "-25.0% (right)" in ln for ln in out)
+    assert any("| lstm |" in ln and "no (noise)" in ln for ln in out)
+    assert not any("| fcn8 |" in ln for ln in out)
+    assert out[-1] == ("fp32 -> bf16 signs right beyond the noise, of 1: A 1, B 0, "
+                       "replay fp32 -> bf16, H200 -> H100 / --gpu h100 1; the rule "
+                       "\"bf16 is always faster\" 1")
+    assert pr.precision_signs([row("bf16", 0.02, "A", 0.02)]) == []

@@ -92,6 +92,47 @@ def test_a_damaged_row_is_named_skipped_and_crashes_no_reader(tmp_path, name):
     assert db.read_bytes() == before  # readers never change it
 
 
+ODD_SAMPLES = [("fast", None), (-1.0, None), (-0.0, None), (float("inf"), None), (2e6, None),
+               (1e6, None), (None, None), (None, "low"), (3, None), (0.01, 2), (0.01, b"x"),
+               (b"\x00", None), (0.01, float("-inf")), (0.01, True), (0.01, 1.5)]
+
+
+@pytest.mark.parametrize("with_sums", [False, True])
+def test_samples_are_judged_in_sql_as_in_python(tmp_path, with_sums):
+    """A file without checksums has its plain samples passed in SQL; each row with an odd
+    sample is read and judged by ``sample_problem`` as every sample was: the same rows and
+    the same words, with or without checksums."""
+    from dlperf.results.rowcheck import sample_problem
+
+    db = make_db(tmp_path / "r.db", batches=tuple(range(1, len(ODD_SAMPLES) + 2)))
+    con = sqlite3.connect(db)
+    for rid, (t, loss) in enumerate(ODD_SAMPLES, 2):  # row 1 keeps its plain samples
+        con.execute("UPDATE samples SET step_time_s=?, loss=? WHERE result_id=? AND idx=2",
+                    (t, loss, rid))
+    if not with_sums:
+        con.execute("DELETE FROM row_sums")
+    else:
+        con.execute("UPDATE row_sums SET samples_sha=(SELECT samples_sha FROM row_sums "
+                    "WHERE result_id=1)")  # every row's samples match row 1's sum but row 1
+    con.commit()
+    con.close()
+    with ResultStore(db, read_only=True) as s:
+        got = scan(s._db, COLUMNS)
+        stored = [s._db.execute("SELECT step_time_s, loss FROM samples WHERE result_id=? "
+                                "ORDER BY phase, idx", (rid,)).fetchall()
+                  for rid in range(2, len(ODD_SAMPLES) + 2)]
+    want = {}
+    for rid, rows in enumerate(stored, 2):
+        problem = next((p for t, loss in rows if (p := sample_problem(t, loss))), None)
+        if problem:
+            want[rid] = problem
+        elif with_sums:
+            want[rid] = ("the checksum of its raw samples does not match them (changed after "
+                         "they were stored)")
+    assert len(want) >= 7 and (1 not in got)
+    assert got == want
+
+
 def test_a_change_after_storing_is_caught_by_the_checksum(tmp_path):
     """A plausible value (bit rot: 0.011 -> 0.019 s) passes every value check; the checksum
     names it, for a column, a sample, and the record's JSON."""

@@ -43,7 +43,7 @@ from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel.calibrate import Calibration, Config
-from dlperf.perfmodel.records import Point, Records, point_id
+from dlperf.perfmodel.records import CollectivePoint, Point, Records, point_id
 from dlperf.perfmodel.scaling import efficiency
 
 #: The categories of predictions from a series of one or two stored batch sizes.
@@ -227,7 +227,7 @@ def batch_rows(records: Records, base: Calibration, min_points: int = 4,
             tests += [("extrapolate 2x", bs[-1], _batch_over_half(bs[-1])),
                       ("extrapolate down 2x", bs[0], _batch_under_double(bs[0]))]
         tests = [t for t in tests if t[0] in categories
-                 and len([x for x in bs if not t[2](x)]) >= 2]
+                 and sum(not t[2](x) for x in bs) >= 2]  # 2+ batch sizes left to fit
         if not tests or not charge(budget, "batch", [t[0] for t in tests]):
             continue
         for cat, b, withheld in tests:
@@ -283,8 +283,10 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
     at a time (models in name order) within ``budget``."""
     out = []
     pts = [p for p in _steps(records) if p.data == "synthetic" and p.device != "cpu"]
-    for m in sorted({p.model for p in pts}):
-        mine = [q for q in pts if q.model == m]
+    by_model: dict[str, list[Point]] = {}
+    for p in pts:
+        by_model.setdefault(p.model, []).append(p)
+    for m, mine in sorted(by_model.items()):
         if not charge(budget, "lomo", ["leave-one-model-out"] * len(mine),
                      len({q.group for q in mine})):
             continue
@@ -332,21 +334,16 @@ def whatif_rows(records: Records, base: Calibration,
         by[p.source][(Config.of(p), p.batch_size)] = p
     for src, d in by.items():
         for (cfg, b), p in d.items():
-            cands = [(cat, cfg.with_(**{k: v[1] for k, v in ch.items()}), b)
+            cands = [(cat, cfg.with_(**{k: v[1] for k, v in ch.items()}), b, _config_what_if)
                      for cat, ch in WHATIFS
                      if all(getattr(cfg, k) == v[0] for k, v in ch.items())
-                     ] + [("what-if B->2B", cfg, 2 * b)]
-            for cat, tcfg, tb in cands:
+                     ] + [("what-if B->2B", cfg, 2 * b, _batch_what_if)]
+            for cat, tcfg, tb, make in cands:
                 t = d.get((tcfg, tb))
                 if t is None or cat not in categories or not charge(budget, "what-if", [cat]):
                     continue
                 try:  # a B->2B base series left with one batch size cannot be fitted
-                    if tcfg == cfg:
-                        one = _one(Calibration(records, _points_at(cfg, _batch_is(tb)),
-                                               share_efficiencies=base), cfg, tb, src)
-                    else:
-                        one = pm.what_if(Calibration(records, tcfg.matches,
-                                                     share_efficiencies=base), cfg, tcfg, tb, src)
+                    one = make(records, base, cfg, tcfg, tb, src)
                 except (LookupError, ValueError):
                     continue
                 pred, meas = one.step_time_s, t.step_time_s
@@ -357,14 +354,32 @@ def whatif_rows(records: Records, base: Calibration,
     return out
 
 
+def _config_what_if(records: Records, base: Calibration, cfg: Config, tcfg: Config, tb: int,
+                    src: str) -> pm.OneDevice:
+    """A what-if row's prediction of ``tcfg`` from ``cfg``'s series in ``src``, every point of
+    ``tcfg`` withheld."""
+    return pm.what_if(Calibration(records, tcfg.matches, share_efficiencies=base), cfg, tcfg, tb,
+                      src)
+
+
+def _batch_what_if(records: Records, base: Calibration, cfg: Config, tcfg: Config, tb: int,
+                   src: str) -> pm.OneDevice:
+    """A ``what-if B->2B`` row's prediction of ``cfg`` at ``tb`` from its series in ``src``,
+    its points at ``tb`` withheld (``tcfg`` is ``cfg``)."""
+    return _one(Calibration(records, _points_at(cfg, _batch_is(tb)), share_efficiencies=base),
+                cfg, tb, src)
+
+
 def allreduce_rows(records: Records, min_bytes: int = 1 << 20,
                    budget: Budget | None = None) -> list[Row]:
     """``all-reduce >= 1 MiB`` rows, leave one size out per rank count (one rank count at a
     time within ``budget``)."""
     out = []
-    colls = [c for c in records.collectives if c.benchmark == "allreduce"]
-    for n in sorted({c.nranks for c in colls}):
-        cn = [c for c in colls if c.nranks == n]
+    by_ranks: dict[int, list[CollectivePoint]] = {}
+    for c in records.collectives:
+        if c.benchmark == "allreduce":
+            by_ranks.setdefault(c.nranks, []).append(c)
+    for n, cn in sorted(by_ranks.items()):
         if not charge(budget, "all-reduce", ["all-reduce >= 1 MiB"]
                      * sum(c.size_bytes >= min_bytes for c in cn)):
             continue

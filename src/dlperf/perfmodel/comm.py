@@ -32,6 +32,7 @@ and the exposed communication is ``max(0, e_n - t_b)``, ``t_b`` the end of backw
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import numbers
@@ -79,11 +80,9 @@ class AllReduceFit:
         """Predicted all-reduce time (s) of ``size_bytes``; the nearest regime outside the range."""
         if size_bytes <= 0:
             return 0.0
-        reg = self.regimes[-1]
-        for r in self.regimes:
-            if size_bytes <= r.hi_bytes:
-                reg = r
-                break
+        # the first regime reaching the size, else the last
+        i = bisect.bisect_left([r.hi_bytes for r in self.regimes], size_bytes)
+        reg = self.regimes[min(i, len(self.regimes) - 1)]
         return max(reg.a_s + reg.b_s_per_byte * size_bytes, 1e-9)
 
     @property
@@ -114,42 +113,40 @@ def fit_allreduce(points: Sequence[CollectivePoint], nranks: int,
         ValueError: fewer than ``min_points`` sizes measured for ``nranks``.
     """
     pts = [p for p in points if p.benchmark == "allreduce" and p.nranks == nranks]
-    sizes = sorted({p.size_bytes for p in pts})
+    by_size: dict[int, list[float]] = {}
+    for p in pts:
+        by_size.setdefault(p.size_bytes, []).append(p.time_s)
+    sizes = sorted(by_size)
     if len(sizes) < min_points:
         raise ValueError(f"{len(sizes)} all-reduce sizes stored for {nranks} ranks; at least "
                          f"{min_points} are needed (run `dlperf allreduce --nproc {nranks}`)")
     m = np.array(sizes, float)
-    t = np.array([np.mean([p.time_s for p in pts if p.size_bytes == s]) for s in sizes])
+    t = np.array([np.mean(by_size[s]) for s in sizes])
     n = len(sizes)
     cost = {}
     for i in range(n):
         for j in range(i + min_points, n + 1):
             cost[i, j] = _line_rel(m[i:j], t[i:j])
-    # best[k][j]: min cost of the first j points with k regimes
+    # best[k][j]: min cost of the first j points with k regimes, the last starting at
+    # back[k][j] (the first such start; (inf, -1): none); inf + a cost stays inf
     inf = float("inf")
     best = [[inf] * (n + 1) for _ in range(max_regimes + 1)]
     back = [[-1] * (n + 1) for _ in range(max_regimes + 1)]
     best[0][0] = 0.0
     for k in range(1, max_regimes + 1):
         for j in range(1, n + 1):
-            for i in range(0, j - min_points + 1):
-                if best[k - 1][i] < inf and (i, j) in cost:
-                    c = best[k - 1][i] + cost[i, j][2]
-                    if c < best[k][j]:
-                        best[k][j], back[k][j] = c, i
+            best[k][j], back[k][j] = min([(inf, -1)] + [
+                (best[k - 1][i] + cost[i, j][2], i) for i in range(0, j - min_points + 1)])
     k = min(range(1, max_regimes + 1), key=lambda kk: (best[kk][n], kk))
     bounds, j = [], n
-    while k > 0:
-        i = back[k][j]
+    for kk in range(k, 0, -1):
+        i = back[kk][j]
         bounds.append((i, j))
-        j, k = i, k - 1
-    regimes = []
-    for i, j in reversed(bounds):
-        a, b, _ = cost[i, j]
-        regimes.append(Regime(sizes[i], sizes[j - 1], a, b))
-    # extend each regime up to the next one's start so any size falls in one
-    regimes = [Regime(r.lo_bytes, (regimes[q + 1].lo_bytes - 1) if q + 1 < len(regimes)
-                      else r.hi_bytes, r.a_s, r.b_s_per_byte) for q, r in enumerate(regimes)]
+        j = i
+    lo_hi = [(sizes[i], sizes[j - 1], *cost[i, j][:2]) for i, j in reversed(bounds)]
+    # each regime extends up to the next one's start, so that any size falls in one
+    his = [lo - 1 for lo, *_ in lo_hi[1:]] + [lo_hi[-1][1]]
+    regimes = [Regime(lo, hi, a, b) for (lo, _, a, b), hi in zip(lo_hi, his)]
     return AllReduceFit(nranks, tuple(regimes), tuple(sorted({p.run_id for p in pts})))
 
 
@@ -377,9 +374,8 @@ def _network_by_parts(network: Mapping) -> Network:
     if nics is not None and (not whole(nics) or nics < 1):
         raise ConfigError(f"network nics_per_node {nics!r}: give a whole number >= 1 (the "
                           "inter-node NICs of one node, e.g. 8 on a DGX H200)")
-    return Network(intra=link_of(network["intra"], "intra") if "intra" in network else None,
-                   inter=link_of(network["inter"], "inter") if "inter" in network else None,
-                   algorithm=alg, nics_per_node=int(nics) if nics is not None else None)
+    links = {what: link_of(network[what], what) for what in ("intra", "inter") if what in network}
+    return Network(**links, algorithm=alg, nics_per_node=int(nics) if nics is not None else None)
 
 
 def network_for(network: Any, nnodes: int) -> Network | None:

@@ -113,13 +113,11 @@ def recorded_profile(points: Sequence[Point], target: Point | Config, world: int
              and (q.mode, q.device, q.world_size, q.per_device_batch) != itself
              and (q.model, q.framework, q.precision) == key
              for pr in [profile_of(q)] if pr is not None]
-    if not cands:
-        return None
-    _, pr = min(cands, key=lambda c: (c[0].mode != target.mode, c[0].device != target.device,
-                                      c[0].world_size != world,
-                                      abs(np.log(c[0].per_device_batch / per_device_batch)),
-                                      c[1].record))
-    return pr
+    return min(cands, default=(None, None),
+               key=lambda c: (c[0].mode != target.mode, c[0].device != target.device,
+                              c[0].world_size != world,
+                              abs(np.log(c[0].per_device_batch / per_device_batch)),
+                              c[1].record))[1]
 
 
 def assumptions(profile: BucketProfile | None) -> list[str]:
@@ -196,8 +194,8 @@ def buckets_of(params: int | None, device_s: float,
         return []
     if profile is not None:
         return list(profile.buckets(tb))
-    g = gradient_bytes(params)
-    return comm.uniform_buckets(g, tb, bucket_cap_mb) if g > 0 else []
+    # no bucket where there are no gradient bytes
+    return comm.uniform_buckets(gradient_bytes(params), tb, bucket_cap_mb)
 
 
 def dp_step_s(host_s: float, device_s: float, exposed_s: float, ddp: DDPOverhead) -> float:
@@ -220,8 +218,8 @@ def pairs_of(cal: Calibration, comm_for: Callable[[int], Callable[[float], float
         if p.world_size < 2 or p.nnodes != 1 or p.instrumented or p.data != "synthetic":
             continue  # real data adds an input pipeline, which these terms do not model
         cfg = Config.of(p)
-        bases = [q for q in cal.points if q.source == p.source and cfg.matches(q)
-                 and q.per_device_batch == p.per_device_batch and not q.instrumented]
+        base = next((q for q in reversed(cal.points) if q.source == p.source and cfg.matches(q)
+                     and q.per_device_batch == p.per_device_batch and not q.instrumented), None)
         try:
             fit, _ = cal.fit(cfg, p.source if any(cfg.matches(q) and q.source == p.source
                                                   for q in cal.points) else None)
@@ -229,11 +227,11 @@ def pairs_of(cal: Calibration, comm_for: Callable[[int], Callable[[float], float
             continue
         b = p.per_device_batch
         h, d = fit.host_s, fit.device_s(b)
-        one = bases[-1].step_time_s if bases else fit.step_time_s(b)
+        one = base.step_time_s if base else fit.step_time_s(b)
         # the fit's own miss at a measured base is carried as a factor (the pair is about DDP)
         prof = recorded_profile(cal.records.points, p, p.world_size, b, withheld=[p])
         x, total = exposed_comm(p.params, d, comm_for(p.world_size), profile=prof)
-        out.append(Pair(p, bases[-1] if bases else None, cfg, h, d, x, total, one,
+        out.append(Pair(p, base, cfg, h, d, x, total, one,
                         prof.record if prof else None))
     return out
 

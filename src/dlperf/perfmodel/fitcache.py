@@ -37,7 +37,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
@@ -182,15 +182,11 @@ def prediction_modules(entry: str = PREDICTION_ENTRY) -> set[str]:
             continue
         seen.add(name)
         for m in _IMPORT_LINE.finditer(f.read_text()):
-            if m["from"] is not None:
-                mod = m["from"]
-                if mod == pkg:
-                    todo += _first_words(m["names"])
-                elif mod.startswith(pkg + "."):
-                    todo.append(mod.split(".")[2])
-            else:
-                todo += [w.split(".")[2] for w in _first_words(m["modules"])
-                         if w.startswith(pkg + ".")]
+            # every name imported, dotted in full: "from M import a" imports M.a, and
+            # dlperf.perfmodel.X.anything is module X
+            dotted = ([f"{m['from']}.{n}" for n in _first_words(m["names"])]
+                      if m["from"] is not None else _first_words(m["modules"]))
+            todo += [w.split(".")[2] for w in dotted if w.startswith(pkg + ".")]
     return seen
 
 
@@ -278,26 +274,37 @@ def read_table(sources: Sequence[str]) -> tuple[dict[str, list[KeyedResidual]] |
     ``path:id``) stored for exactly these results files under the current :func:`model_key`,
     and ``""``; or None and why not (no table, no entry for these files, made by other model
     code or from other data, or not a valid table)."""
+    entry, why = _entry(sources)
+    if not entry:
+        return None, why
     f = table_file(sources)
-    folder = f.parent
+    try:
+        return _categories(entry, f.parent), ""
+    except (TypeError, ValueError) as e:
+        return None, f"the residual table {f} is not valid ({e})"
+
+
+def _entry(sources: Sequence[str]) -> tuple[dict[str, Any], str]:
+    """The entry of these results files in their residual table (:func:`table_file`) made by
+    the model's current source (:func:`model_key`) from their current content
+    (:func:`data_digest`), and ``""``; else ``{}`` and why not (no table or one that cannot
+    be read, no entry for these files, one made by other model code or from other data)."""
+    f = table_file(sources)
     try:
         raw = _parsed(f)
     except FileNotFoundError:
-        return None, f"no residual table {f}"
+        return {}, f"no residual table {f}"
     except (OSError, ValueError, RecursionError) as e:
-        return None, f"the residual table {f} cannot be read ({e})"
-    entry = raw.get(_set_name(sources, folder)) if isinstance(raw, dict) else None
+        return {}, f"the residual table {f} cannot be read ({e})"
+    entry = raw.get(_set_name(sources, f.parent)) if isinstance(raw, dict) else None
     if not isinstance(entry, dict):
-        return None, f"the residual table {f} has no entry for these results files"
+        return {}, f"the residual table {f} has no entry for these results files"
     if entry.get("model_key") != model_key():
-        return None, (f"the residual table {f} was made by other performance-model code "
-                      "(the model changed since)")
-    if entry.get("data_key") != data_digest(sources, folder):
-        return None, f"the residual table {f} was made from other content of these files"
-    try:
-        return _categories(entry, folder), ""
-    except (TypeError, ValueError) as e:
-        return None, f"the residual table {f} is not valid ({e})"
+        return {}, (f"the residual table {f} was made by other performance-model code "
+                    "(the model changed since)")
+    if entry.get("data_key") != data_digest(sources, f.parent):
+        return {}, f"the residual table {f} was made from other content of these files"
+    return entry, ""
 
 
 def _categories(entry: dict[str, Any], folder: Path) -> dict[str, list[KeyedResidual]]:
@@ -308,7 +315,10 @@ def _categories(entry: dict[str, Any], folder: Path) -> dict[str, list[KeyedResi
         TypeError, ValueError: the entry has no categories, or a residual is not valid.
     """
     real: dict[str, str] = {}  # a table names a few files thousands of times
-    return {cat: [(r, bound, _resolved(point, folder, real)) for r, bound, point in rows]
+
+    def resolved(path: str) -> str:
+        return once(real, path, lambda: os.path.realpath(folder / path))
+    return {cat: [(r, bound, _repathed(point, resolved)) for r, bound, point in rows]
             for cat, rows in _CATEGORIES.validate_python(entry.get("categories")).items()}
 
 
@@ -390,13 +400,14 @@ def _parsed_at(f: str, mtime_ns: int, size: int) -> Any:
     return json.loads(Path(f).read_text())
 
 
-def _resolved(point: str | None, folder: Path, real: dict[str, str]) -> str | None:
-    """A stored point ``path:id`` with its path resolved under ``folder`` (``real``: the
-    resolved paths of the table's files so far, by their stored name)."""
+def _repathed(point: str | None, path_of: Callable[[str], str]) -> str | None:
+    """A residual's point ``path:id`` with its path mapped by ``path_of`` (resolved when a
+    table is read, made relative to the table's folder when it is written); None (a row of no
+    stored point) stays None."""
     if point is None:
         return None
     path, _, rid = point.rpartition(":")
-    return f"{once(real, path, lambda: os.path.realpath(folder / path))}:{rid}"
+    return f"{path_of(path)}:{rid}"
 
 
 def _table_text(raw: dict[str, Any]) -> str:
@@ -439,11 +450,8 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
         raw = {}
     raw = raw if isinstance(raw, dict) else {}
 
-    def rel(point: str | None) -> str | None:
-        if point is None:
-            return None
-        path, _, rid = point.rpartition(":")
-        return f"{os.path.relpath(path, folder)}:{rid}"
+    def rel(path: str) -> str:
+        return os.path.relpath(path, folder)
     name, mkey, dkey = _set_name(sources, folder), model_key(), data_digest(sources, folder)
     old = raw.get(name)
     if (isinstance(old, dict) and old.get("model_key") == mkey and old.get("data_key") == dkey
@@ -453,7 +461,7 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
         solutions = {**_solutions_of(old["solutions"]), **(solutions or {})}
     raw[name] = {
         "model_key": mkey, "data_key": dkey,
-        "categories": {cat: [[r, b, rel(p)] for r, b, p in rows]
+        "categories": {cat: [[r, b, _repathed(p, rel)] for r, b, p in rows]
                        for cat, rows in residuals.items()},
         "fits": _fits_json({k: _renamed(v, {s: os.path.relpath(os.path.realpath(s), folder)
                                                for s in sources})
@@ -502,23 +510,7 @@ def write_solutions(f: Path, solutions: Mapping[str, Solution]) -> None:
 def read_table_solutions(sources: Sequence[str]) -> dict[str, Solution]:
     """The fit solutions stored with the residual table of these results files under the
     table's current key (:func:`write_table`); ``{}`` without such an entry."""
-    entry = _current_entry(sources)
-    return _solutions_of(entry.get("solutions")) if entry is not None else {}
-
-
-def _current_entry(sources: Sequence[str]) -> dict[str, Any] | None:
-    """The table entry of these results files made by the model's current source from their
-    current content, else None."""
-    f = table_file(sources)
-    try:
-        raw = _parsed(f)
-    except (OSError, ValueError, RecursionError):
-        return None
-    entry = raw.get(_set_name(sources, f.parent)) if isinstance(raw, dict) else None
-    if not isinstance(entry, dict) or entry.get("model_key") != model_key() \
-            or entry.get("data_key") != data_digest(sources, f.parent):
-        return None
-    return entry
+    return _solutions_of(_entry(sources)[0].get("solutions"))
 
 
 def _runs(ids: Sequence[str]) -> list[list[Any]]:
@@ -541,9 +533,7 @@ def read_table_fits(sources: Sequence[str]) -> dict[EffKey, rl.Efficiency | None
     by the model's current source from their current content (the table's key); ``{}``
     without such an entry. A fit names its points by the path the back-test was given (as
     ``fits_file``'s do): one made from other paths is no fit of these files."""
-    entry = _current_entry(sources)
-    if entry is None:
-        return {}
+    entry = _entry(sources)[0]  # {} without one: no fits
     folder = table_file(sources).parent
     named = {os.path.relpath(os.path.realpath(s), folder): s for s in sources}
     return {k: _renamed(v, named) for k, v in _fits_of(entry.get("fits")).items()}

@@ -20,7 +20,6 @@ from typing import Any
 
 from rich.table import Table
 
-from dlperf.env import environment_differences
 from dlperf.measure.breakdown.opclass import OP_CLASSES
 from dlperf.measure.breakdown.phases import HOST_BOUND, RECONCILE_TOL
 from dlperf.registry import FRAMEWORKS
@@ -282,6 +281,8 @@ def _gap(a: RunRecord, b: RunRecord, refs: Mapping[tuple, RunRecord],
     host_idle = (idle_b if hp_b else 0.0) - (idle_a if hp_a else 0.0)
     other_idle = (0.0 if hp_b else idle_b) - (0.0 if hp_a else idle_a)
     same_fw = a.identity.framework == b.identity.framework
+    from dlperf.env import environment_differences  # here: psutil and nvml, for a gap only
+
     env = list(dict.fromkeys(
         d for x, y in ((ra, rb), (a, b))
         for d in environment_differences(env_of(x), env_of(y), same_framework=same_fw)))

@@ -22,7 +22,6 @@ from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
@@ -268,6 +267,8 @@ def markdown_blocks(text: str, width: int) -> list[RenderableType]:
     """The Markdown ``text`` as renderables for a terminal ``width`` characters wide: each
     table (a header row, an alignment row ``|---|---:|``, body rows) as a fitted table
     (:func:`fit_table`), the text between them as rich Markdown."""
+    from rich.markdown import Markdown  # here: markdown-it is 0.1 s of a command's start
+
     lines = text.splitlines()
     out: list[RenderableType] = []
     prose: list[str] = []

@@ -11,7 +11,6 @@ import io
 import json
 from typing import Any
 
-from dlperf.env import optimizer_ran
 from dlperf.registry import framework_info
 from dlperf.results.schema import RunRecord
 from dlperf.results.store import COLUMNS, ResultStore, record_of
@@ -58,6 +57,8 @@ def csv_extras(rec: RunRecord) -> dict[str, Any]:
     ``optimizer_ran``, and the batch fields of
     :func:`~dlperf.results.view.batch_fields` (derived where an older row has NULL there;
     see :data:`CSV_COLUMNS`)."""
+    from dlperf.env import optimizer_ran  # here: dlperf.env (psutil, nvml) only for a CSV
+
     cm = (setting(rec, "compile_mode") or "default") if compiles(rec) else None
     return {"repeat": repeat_in(rec), "layout": setting(rec, "layout") or "auto",
             "compile_mode": cm, **_placement(rec),

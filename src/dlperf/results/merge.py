@@ -7,12 +7,12 @@ from __future__ import annotations
 import sqlite3
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.results.dbfile import results_files, same_file
+from dlperf.results.dbfile import results_files, same_file, sqlite_errors
 from dlperf.results.rowcheck import ROW_SUMS_SQL, collective_problem, describe, scan, seal
 from dlperf.results.store import COLLECTIVE_COLUMNS, COLUMNS, ResultStore
 
@@ -42,30 +42,18 @@ def _profiles(db: sqlite3.Connection) -> dict[str, str]:
 
 def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozenset()
                 ) -> tuple[list, list, list]:
-    """(results with their samples and timeline, collective rows, sweep records) of an open
-    store, without
-    the result rows of ``skip`` (damaged: :meth:`ResultStore.damaged`) and the collective rows
-    that are damaged (:func:`dlperf.results.rowcheck.collective_problem`).
+    """(result rows, collective rows, sweep records) of an open store, without the result
+    rows of ``skip`` (damaged: :meth:`ResultStore.damaged`) and the collective rows that are
+    damaged (:func:`dlperf.results.rowcheck.collective_problem`). Their samples and
+    timelines are copied by SQLite (:func:`_stage`).
 
     Only dlperf's own columns are read (:data:`COLUMNS`, :data:`COLLECTIVE_COLUMNS`, named
     here, never taken from the file), so a file with columns of other names (a foreign file
     made to look like a results file) can add nothing to the SQL that is run; the layout of
     every file was checked on opening (:func:`dlperf.results.dbfile.check_layout`)."""
-    results = []
     cols = ", ".join(("id", *COLUMNS))
-    # every result's samples in one query (a query per result cost as much as the rest)
-    samples_of: dict[Any, list[tuple]] = {}
-    for x in db.execute("SELECT result_id, phase, idx, step_time_s, loss FROM samples "
-                        "ORDER BY result_id, phase, idx"):
-        samples_of.setdefault(x[0], []).append(tuple(x)[1:])
-    for r in db.execute(f"SELECT {cols} FROM results ORDER BY id").fetchall():
-        row = dict(r)
-        if row["id"] in skip:
-            continue
-        samples = samples_of.get(row["id"], [])
-        timeline = db.execute("SELECT format, data FROM timelines WHERE result_id=?",
-                              (row["id"],)).fetchone()
-        results.append((row, samples, tuple(timeline) if timeline is not None else None))
+    results = [row for r in db.execute(f"SELECT {cols} FROM results ORDER BY id").fetchall()
+               if (row := dict(r))["id"] not in skip]
     ccols = ", ".join(("id", *COLLECTIVE_COLUMNS))
     colls = [c for r in db.execute(f"SELECT {ccols} FROM collectives ORDER BY id")
              if not collective_problem(c := dict(r))]
@@ -73,8 +61,43 @@ def _read_store(db: sqlite3.Connection, skip: set[int] | frozenset[int] = frozen
     return results, colls, sweeps
 
 
-def merge_stores(dest: str | Path, sources: list[str | Path], *,
-                 seal_rows: bool = True) -> dict[str, Any]:
+#: The merge's scratch tables (in ``dest``'s connection's temporary database): every file's
+#: samples and timelines as stored (``file``: its index in the merge, ``result_id``: its own
+#: row id), and the row id each kept result has in ``dest``.
+_SCRATCH = {"merge_samples": "file INTEGER NOT NULL, result_id, phase, idx, step_time_s, loss",
+            "merge_timelines": "file INTEGER NOT NULL, result_id, format, data",
+            "merge_ids": "file INTEGER NOT NULL, old INTEGER NOT NULL, new INTEGER NOT NULL, "
+                         "PRIMARY KEY (file, old)"}
+
+
+def _stage(db: sqlite3.Connection, fi: int, src: sqlite3.Connection | None) -> None:
+    """Copy the samples and timelines of file ``fi`` into ``db``'s scratch tables
+    (:data:`_SCRATCH`): those of the open store ``src`` (an in-memory copy, attached to
+    ``db`` as :data:`_ATTACHED` for the copy: outside a transaction, as SQLite attaches), or
+    ``db``'s own (``src`` None). The rows never become Python objects: building a tuple per
+    sample and inserting it again took 1.2 s for the 188,767 samples of the H200 files on a
+    2-core VM, copying them in SQL 0.17 s."""
+    where = "main"
+    if src is not None:
+        db.execute(f"ATTACH ':memory:' AS {_ATTACHED}")
+        db.deserialize(src.serialize(), name=_ATTACHED)
+        where = _ATTACHED
+    try:
+        db.execute(f"INSERT INTO temp.merge_samples SELECT {fi:d}, result_id, phase, idx, "
+                   f"step_time_s, loss FROM {where}.samples")
+        db.execute(f"INSERT INTO temp.merge_timelines SELECT {fi:d}, result_id, format, data "
+                   f"FROM {where}.timelines")
+    finally:
+        if src is not None:
+            db.execute(f"DETACH {_ATTACHED}")
+
+
+#: The schema name of a source attached for :func:`_stage`.
+_ATTACHED = "merge_source"
+
+
+def merge_stores(dest: str | Path, sources: list[str | Path], *, seal_rows: bool = True,
+                 damaged_into: dict[str, dict[int, str]] | None = None) -> dict[str, Any]:
     """Combine results files: ``dest`` becomes the union of its own rows and every source's.
 
     For results measured in pieces on different machines or calls (sweep shards, a sweep
@@ -104,6 +127,9 @@ def merge_stores(dest: str | Path, sources: list[str | Path], *,
             only for a copy this process reads and then removes (:func:`open_results`): its
             rows were checked in their sources, and sealing reads every sample back (half
             the cost of reading a folder of results).
+        damaged_into: where to put each source's damaged rows (``str(source)`` -> row id ->
+            what is wrong) as it is read, instead of warning of them (:func:`open_results`
+            says them, whether the folder was merged or its merged copy kept).
 
     A damaged row of a source (:mod:`dlperf.results.rowcheck`: wrong types, values out of
     bounds, a checksum that does not match) is not copied: a warning names it and
@@ -134,15 +160,33 @@ def merge_stores(dest: str | Path, sources: list[str | Path], *,
         if not s.is_file():
             raise ConfigError(f"results file {str(s)!r} does not exist; give an existing file")
     srcs = [s for s in srcs if not same_file(s, dest)]
-    read, skipped, profiles = [], {}, []
+    with ExitStack() as opened:
+        return _merge(dest, srcs, opened, seal_rows, damaged_into)
+
+
+def _merge(dest: Path, srcs: list[Path], opened: ExitStack, seal_rows: bool,
+           damaged_into: dict[str, dict[int, str]] | None) -> dict[str, Any]:
+    """:func:`merge_stores` of checked paths; the sources' stores stay open (on ``opened``)
+    until their samples are copied."""
+    read, skipped, profiles, stores = [], {}, [], []
     for s in srcs:
-        with ResultStore(s, read_only=True) as st:  # a copy in memory, migrated there
-            bad = st.damaged()
-            skipped[str(s)] = len(bad)
-            read.append((str(s), _read_store(st._db, set(bad))))
-            profiles.append((str(s), _profiles(st._db)))
+        # a copy in memory, migrated there
+        st = opened.enter_context(ResultStore(s, read_only=True))
+        bad = st.damaged(warn=damaged_into is None)
+        if damaged_into is not None:
+            damaged_into[str(s)] = dict(bad)
+        skipped[str(s)] = len(bad)
+        read.append((str(s), _read_store(st._db, set(bad))))
+        profiles.append((str(s), _profiles(st._db)))
+        stores.append(st)
     with ResultStore(dest) as out:
         db = out._db
+        with sqlite_errors(dest, "copying the samples"):
+            for table, cols in _SCRATCH.items():  # temp: no lock on dest
+                db.execute(f"CREATE TEMP TABLE {table} ({cols})")
+            for fi, st in enumerate(stores, 1):
+                _stage(db, fi, st._db)
+                st.close()  # its copy in memory is no longer needed
         with out.transaction():  # BEGIN IMMEDIATE: dest's rows read and rewritten at once
             own_bad = scan(db, COLUMNS)
             if own_bad:
@@ -150,6 +194,7 @@ def merge_stores(dest: str | Path, sources: list[str | Path], *,
                                            "merge, so nothing was merged")
                                   + f"; give a new file for --db (e.g. {dest.stem}-merged.db) "
                                   f"and name {str(dest)!r} among the files to merge")
+            _stage(db, 0, None)
             files = [(None, _read_store(db))] + read
             results: dict[tuple, tuple] = {}
             collectives: dict[str, list[dict]] = {}
@@ -157,11 +202,10 @@ def merge_stores(dest: str | Path, sources: list[str | Path], *,
             added: dict[str, dict[str, int]] = {}
             for fi, (name, (res, colls, swps)) in enumerate(files):
                 n = {"results": 0, "collectives": 0, "sweeps": 0}
-                for row, samples, timeline in res:
+                for row in res:
                     ident = (row["run_key"], row.get("created_at"), row.get("result_json"))
                     if ident not in results:
-                        results[ident] = ((row.get("created_at") or "", fi, row["id"]),
-                                          row, samples, timeline)
+                        results[ident] = ((row.get("created_at") or "", fi, row["id"]), row)
                         n["results"] += 1
                 runs: dict[str, list[dict]] = {}
                 for c in colls:
@@ -184,22 +228,29 @@ def merge_stores(dest: str | Path, sources: list[str | Path], *,
             db.execute(ROW_SUMS_SQL)
             db.execute("DELETE FROM row_sums")
             cols = list(COLUMNS)
-            n_samples = 0
             origin: dict[int, str] = {}
-            for key, row, samples, timeline in sorted(results.values(), key=lambda v: v[0]):
+            ids = []
+            for key, row in sorted(results.values(), key=lambda v: v[0]):
                 cur = db.execute(
                     f"INSERT INTO results ({', '.join(cols)}) VALUES "
                     f"({', '.join('?' * len(cols))})", [row.get(c) for c in cols])
                 rid = cur.lastrowid
                 assert rid is not None  # sqlite sets it after an INSERT
                 origin[rid] = files[key[1]][0] or str(dest)
-                db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
-                               [(rid, *x) for x in samples])
-                if timeline is not None:
-                    db.execute("INSERT INTO timelines VALUES (?, ?, ?)", (rid, *timeline))
-                if seal_rows:
+                ids.append((key[1], key[2], rid))
+            db.executemany("INSERT INTO temp.merge_ids VALUES (?, ?, ?)", ids)
+            n_samples = db.execute(
+                "INSERT INTO samples SELECT i.new, s.phase, s.idx, s.step_time_s, s.loss "
+                "FROM temp.merge_samples s JOIN temp.merge_ids i "
+                "ON i.file = s.file AND i.old = s.result_id").rowcount
+            db.execute("INSERT INTO timelines SELECT i.new, t.format, t.data "
+                       "FROM temp.merge_timelines t JOIN temp.merge_ids i "
+                       "ON i.file = t.file AND i.old = t.result_id")
+            for table in _SCRATCH:
+                db.execute(f"DROP TABLE temp.{table}")
+            if seal_rows:
+                for _, _, rid in ids:
                     seal(db, rid, cols)
-                n_samples += len(samples)
             for rows in collectives.values():
                 db.executemany(
                     f"INSERT INTO collectives ({', '.join(COLLECTIVE_COLUMNS)}) VALUES "
@@ -226,8 +277,12 @@ def open_results(path: str | Path) -> Iterator[ResultStore]:
 
     A folder stands for every ``*.db`` in it (:func:`dlperf.results.dbfile.results_files`,
     the resolver ``predict`` uses); two or more are merged (:func:`merge_stores`: every row
-    once, the newest row of a point the newest by time) into a file in a temporary folder
-    that is removed when the block ends. The files themselves are only read.
+    once, the newest row of a point the newest by time) into a copy in memory, named ``path``
+    in messages. The merged copy is kept in the user's cache (:mod:`dlperf.results.foldercache`,
+    keyed by the files' bytes and the code that reads them) and read back while no file
+    changes: the same content, and the same warning per file of its damaged rows
+    (:class:`~dlperf.results.rowcheck.DamagedRows`), as merging them again. The files
+    themselves are only read.
 
     Raises:
         ConfigError: a folder without ``*.db``; what :class:`ResultStore` refuses.
@@ -237,15 +292,69 @@ def open_results(path: str | Path) -> Iterator[ResultStore]:
         with ResultStore(files[0], read_only=True) as store:
             yield store
         return
+    from dlperf.results import foldercache
+    from dlperf.results.dbfile import db_timeout_s
+
+    db_timeout_s()  # a bad $DLPERF_DB_TIMEOUT_S is refused as reading the files refuses it
+    key = foldercache.folder_key(files)
+    got = None
+    data = foldercache.load(key) if key is not None else None
+    if data is not None:
+        try:
+            got = foldercache.unpack(data, len(files))
+        except ValueError as e:
+            import warnings
+
+            from dlperf.jsoncache import CacheIgnored
+
+            warnings.warn(f"ignored the cached copy of {str(path)!r}: {e}; reading the "
+                          "results files again", CacheIgnored, stacklevel=2)
+    if got is None:
+        got = _merge_folder(files, key)
+    db, origin, damaged = got
+    _say_damaged(files, damaged)
+    with ResultStore(path, memory=db) as store:
+        store.vouch_scanned()  # every row was scanned in its source
+        _ORIGINS[store] = {rid: files[i] for rid, i in origin.items()}
+        yield store
+
+
+def _merge_folder(files: list[str], key: str | None
+                  ) -> tuple[sqlite3.Connection, dict[int, int], list[dict[int, str]]]:
+    """The merged copy of ``files`` (:func:`dlperf.results.foldercache.unpack`), kept under
+    ``key`` when no file changed while it was made. A failure says the damaged rows found
+    before it (as each file's were said when it was read) and is raised."""
+    from dlperf.results import foldercache
     from dlperf.tempdirs import owned_tempdir
 
-    with owned_tempdir("dlperf-union-") as tmp:
-        union = Path(tmp) / f"{Path(path).name or 'results'}.db"
-        done = merge_stores(union, list[str | Path](files), seal_rows=False)  # reads (and refuses) every source before writing
-        with ResultStore(union, read_only=True) as store:
-            store.vouch_scanned()  # every row was scanned in its source
-            _ORIGINS[store] = done["origin"]
-            yield store
+    found: dict[str, dict[int, str]] = {}
+    index = {str(Path(f)): i for i, f in enumerate(files)}
+    try:
+        with owned_tempdir("dlperf-union-") as tmp:
+            union = Path(tmp) / "union.db"
+            done = merge_stores(union, list[str | Path](files), seal_rows=False,
+                                damaged_into=found)  # reads (and refuses) every source first
+            data = foldercache.pack(union, {rid: index[src] for rid, src in
+                                            done["origin"].items()},
+                                    [found.get(str(Path(f)), {}) for f in files])
+    except BaseException:
+        _say_damaged(files, [found.get(str(Path(f)), {}) for f in files])
+        raise
+    if key is not None and foldercache.folder_key(files) == key:
+        foldercache.save(key, data)
+    return foldercache.unpack(data, len(files))
+
+
+def _say_damaged(files: list[str], damaged: list[dict[int, str]]) -> None:
+    """One :class:`~dlperf.results.rowcheck.DamagedRows` warning per file of ``files`` with
+    damaged rows (``damaged``, in the same order), as :meth:`ResultStore.damaged` gives it."""
+    import warnings
+
+    from dlperf.results.rowcheck import DamagedRows
+
+    for f, bad in zip(files, damaged):
+        if bad:
+            warnings.warn(describe(Path(f), bad), DamagedRows, stacklevel=2)
 
 
 #: The results file each result of a folder's merged copy came from (:func:`open_results`).

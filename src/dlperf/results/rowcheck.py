@@ -310,8 +310,7 @@ def scan(db: sqlite3.Connection, columns: Mapping[str, str],
             bad[rid] = ("the checksum of its raw samples does not match them (changed after "
                         "they were stored)")
 
-    for s in db.execute("SELECT result_id, phase, idx, step_time_s, loss FROM samples "
-                        "WHERE result_id > ? ORDER BY result_id, phase, idx", (since_id,)):
+    for s in _samples_to_check(db, since_id, [r for r in rows if r not in bad], sums):
         if s[0] != current:
             close(current)
             current, acc, sample_bad = s[0], [], None
@@ -330,6 +329,31 @@ def scan(db: sqlite3.Connection, columns: Mapping[str, str],
             bad[rid] = ("the checksum of its raw samples does not match them (changed after "
                         "they were stored)")
     return bad
+
+
+#: Samples whose values :func:`sample_problem` need not look at: a step time that is a REAL in
+#: bounds and a loss that is NULL or a REAL (what Python's check in :func:`scan` passes).
+_PLAIN_SAMPLE_SQL = ("typeof(step_time_s) = 'real' AND step_time_s >= 0.0 AND step_time_s <= ? "
+                     "AND (loss IS NULL OR typeof(loss) = 'real')")
+
+
+def _samples_to_check(db: sqlite3.Connection, since_id: int, ids: list[int],
+                      sums: Mapping[int, Any]) -> Iterable[Any]:
+    """The samples :func:`scan` reads, as ``(result_id, phase, idx, step_time_s, loss)`` in
+    the order of ``result_id, phase, idx``: every sample above ``since_id`` when every row of
+    ``ids`` (those still undecided) has a checksum, whose samples must all be summed; else
+    those of the rows with a checksum and of the rows SQLite finds a sample of that is not
+    plain (:data:`_PLAIN_SAMPLE_SQL`). A file stored before checksums (the H200 files) then
+    has its 188,767 samples judged in SQL instead of in Python (0.6 s on a 2-core VM)."""
+    query = "SELECT result_id, phase, idx, step_time_s, loss FROM samples WHERE result_id "
+    order = " ORDER BY result_id, phase, idx"
+    summed = [r for r in ids if r in sums]
+    if len(summed) == len(ids):
+        return db.execute(query + "> ?" + order, (since_id,))
+    odd = {r[0] for r in db.execute("SELECT DISTINCT result_id FROM samples WHERE result_id > ? "
+                                    f"AND NOT ({_PLAIN_SAMPLE_SQL})", (since_id, MAX_SECONDS))}
+    want = sorted(set(summed) | (odd & set(ids)))
+    return (s for rid in want for s in db.execute(query + "= ?" + order, (rid,)))
 
 
 def collective_problem(row: Mapping[str, Any]) -> str | None:

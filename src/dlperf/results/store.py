@@ -113,6 +113,11 @@ class ResultStore:
     and a ``touch r.db`` is a fine way to name a new store. A 0-byte file beside a hot
     journal is rolled back by SQLite first, and then is no new store.
 
+    ``memory`` (an open in-memory database, which the store takes and closes): a read-only
+    store of that content, named ``path`` in messages; no file is read, and its pages are not
+    checked again (``PRAGMA quick_check``): for content this process made or verified, the
+    merged copy of a folder (:func:`dlperf.results.merge.open_results`).
+
     Raises:
         StoreError (a ConfigError): the file is not a dlperf SQLite database, is damaged,
             claims a schema version it does not have the tables of, was written by a newer
@@ -120,14 +125,17 @@ class ResultStore:
             read or written (:func:`~dlperf.results.dbfile.store_error`).
     """
 
-    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False, *,
+                 memory: sqlite3.Connection | None = None) -> None:
         self.path = Path(path)
-        self.read_only = read_only
+        self.read_only = read_only or memory is not None
         was_empty = False
-        if self.path.is_dir():
+        if memory is not None:
+            self._db = memory
+        elif self.path.is_dir():
             raise StoreError(f"results file {str(self.path)!r} is a folder; give a results "
                              f"file, e.g. {self.path / 'results.db'}")
-        if read_only:  # a copy in memory: an older file is migrated there, not on disk
+        elif read_only:  # a copy in memory: an older file is migrated there, not on disk
             if not self.path.is_file():
                 raise StoreError(f"results file {str(self.path)!r} does not exist")
             if self.path.stat().st_size == 0:
@@ -147,14 +155,15 @@ class ResultStore:
         try:
             self._db.row_factory = sqlite3.Row
             self._claimed: int | None = None  # the version the file said it had
-            check_intact(self._db, self.path)
+            if memory is None:
+                check_intact(self._db, self.path)
             with sqlite_errors(self.path, "opening it"):
                 self._init()
-            if not read_only and was_empty and self._claimed is None:
+            if not self.read_only and was_empty and self._claimed is None:
                 self.notice = (f"note: results file {str(self.path)!r} was empty (0 bytes); "
                                f"started a new dlperf results database in it")
                 print(self.notice, file=sys.stderr)
-            if not read_only:
+            if not self.read_only:
                 self._store_unsaved()
         except BaseException:
             self._db.close()
@@ -393,18 +402,19 @@ class ResultStore:
         self._scanned = self._db.execute(
             "SELECT COALESCE(MAX(id), 0) FROM results").fetchone()[0]
 
-    def damaged(self) -> dict[int, str]:
+    def damaged(self, *, warn: bool = True) -> dict[int, str]:
         """The damaged rows of the file (:func:`dlperf.results.rowcheck.scan`: wrong types,
         values out of bounds, a record that does not read, a checksum that does not match):
         row id -> what is wrong. Readers skip them; a :class:`~dlperf.results.rowcheck.
-        DamagedRows` warning names new ones once per store. Rows are scanned once; rows added
-        later (by this store or another process) when next asked."""
+        DamagedRows` warning names new ones once per store (``warn=False``: not this time,
+        for a caller that says it: :func:`dlperf.results.merge.open_results`). Rows are
+        scanned once; rows added later (by this store or another process) when next asked."""
         top = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM results").fetchone()[0]
         if top > self._scanned:
             found = scan(self._db, COLUMNS, since_id=self._scanned)
             self._scanned = top
             self._damaged.update(found)
-            if found:
+            if found and warn:
                 import warnings
 
                 warnings.warn(describe(self.path, found), DamagedRows, stacklevel=3)

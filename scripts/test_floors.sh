@@ -5,9 +5,11 @@
 # `dlperf report`, `dlperf compare --run` (the gate's CLI end to end) and the unit tests of the
 # statistics, the store, the records, the reports, the terminal output and the gate. A floor that no longer
 # works fails here, not on a user's machine.
-#   bash scripts/test_floors.sh            # install, then run (extra arguments go to pytest)
-#   bash scripts/test_floors.sh install    # only make the venv (scripts/test.sh starts this
-#   bash scripts/test_floors.sh run        # in the background and runs the tests after the suite)
+#   bash scripts/test_floors.sh            # install, then run (extra arguments go to pytest;
+#                                          # scripts/test.sh runs this in the background while
+#                                          # it installs the main venv and runs the suite)
+#   bash scripts/test_floors.sh install    # only make the venv
+#   bash scripts/test_floors.sh run        # only run (on the venv install made)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${DLPERF_FLOORS_VENV:-.venv-floors}"
@@ -17,17 +19,21 @@ case "${1:-}" in install|run) phase="$1"; shift ;; esac
 if [ "$phase" != run ]; then
   python3 -m venv "$VENV"
   python3 scripts/floors.py > "$VENV/floors.txt"
-  # the dependencies alone (no build of dlperf here: scripts/test.sh runs this beside the
-  # editable install of the main venv, and two builds in one source tree collide)
   "$VENV/bin/pip" install -q -r "$VENV/floors.txt" pytest pytest-timeout pytest-xdist
   [ "$phase" = install ] && exit 0
 fi
-"$VENV/bin/pip" install -q --no-deps -c "$VENV/floors.txt" .
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# dlperf built from a copy of its source: scripts/test.sh runs this beside the editable install
+# of the main venv, and two builds in one source tree collide (build/, src/*.egg-info)
+mkdir "$tmp/dlperf"
+cp pyproject.toml README.md "$tmp/dlperf/"
+cp -r src "$tmp/dlperf/src"
+find "$tmp/dlperf/src" \( -name '*.egg-info' -o -name __pycache__ \) -prune -exec rm -rf {} +
+"$VENV/bin/pip" install -q --no-deps -c "$VENV/floors.txt" "$tmp/dlperf"
 
 "$VENV/bin/python" scripts/floors.py --check
 "$VENV/bin/dlperf" --help > /dev/null
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
 export DLPERF_FAKE_FRAMEWORK=1
 "$VENV/bin/dlperf" run -m fcn5_tiny --framework fake -b 8,16 --no-ceilings --db "$tmp/r.db" > /dev/null
 "$VENV/bin/dlperf" results --db "$tmp/r.db" > /dev/null

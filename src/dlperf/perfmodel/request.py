@@ -135,8 +135,8 @@ def calibrated_devices(recs: Records) -> dict[str, list[str]]:
     for p in recs.points:
         if p.world_size == 1:
             name = p.device_name or (p.cpu_model or "" if p.device == "cpu" else "")
-            out.setdefault(p.device, set()).update({name} if name else set())
-    return {d: sorted(v) for d, v in sorted(out.items())}
+            out.setdefault(p.device, set()).add(name)
+    return {d: sorted(v - {""}) for d, v in sorted(out.items())}
 
 
 def device_for(recs: Records, device: str | None) -> str | None:
@@ -148,10 +148,8 @@ def device_for(recs: Records, device: str | None) -> str | None:
     Raises:
         ConfigError: a device no stored point ran on, with the calibrated devices listed.
     """
-    if device is None:
-        return None
     cal = calibrated_devices(recs)
-    if device in cal:
+    if device is None or device in cal:
         return device
     hits = {d for d, names in cal.items() for n in names if device.lower() in n.lower()}
     if len(hits) == 1:
@@ -201,8 +199,7 @@ def check_target(recs: Records, cfg: Config, where: str) -> None:
 
 
 def _files(recs: Records) -> str:
-    return ", ".join(recs.sources) if len(recs.sources) <= 3 else (
-        f"{', '.join(recs.sources[:3])} and {len(recs.sources) - 3} more files")
+    return _listed(recs.sources, ", ", " and {left} more files", limit=3)
 
 
 def _flag_value(key: str, value: Any) -> str:
@@ -214,14 +211,15 @@ def _selecting_flags(c: Config, keys: Iterable[str]) -> str:
 
 
 def _and(words: list[str]) -> str:
-    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+    """``a``, ``a and b``, ``a, b and c``."""
+    return ", ".join([*words[:-2], " and ".join(words[-2:])])
 
 
-def _listed(items: list[str], sep: str, more: str) -> str:
-    """``items`` joined by ``sep``, at most :data:`MAX_LISTED` of them, then ``more`` with
-    their count where some were left out."""
-    return sep.join(items[:MAX_LISTED]) + (more.format(len(items)) if len(items) > MAX_LISTED
-                                           else "")
+def _listed(items: list[str], sep: str, more: str, limit: int = MAX_LISTED) -> str:
+    """``items`` joined by ``sep``, at most ``limit`` of them, then ``more`` where some were
+    left out, its ``{all}`` their count and ``{left}`` how many were left out."""
+    return sep.join(items[:limit]) + (more.format(all=len(items), left=len(items) - limit)
+                                      if len(items) > limit else "")
 
 
 def _describe(model: str, given: Mapping[str, Any]) -> str:
@@ -277,12 +275,13 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
                       f"add {others}")
     core = [k for k in differ if k not in SELECTORS]
     # differing in framework/mode/precision/device: those first (each may have one default)
-    options = list(dict.fromkeys(_selecting_flags(c, core or differ) for c in cands))
-    also = [FLAGS[k] for k in differ if k not in core] if core else []
+    shown = core or differ
+    options = list(dict.fromkeys(_selecting_flags(c, shown) for c in cands))
+    also = [FLAGS[k] for k in differ if k not in shown]
     raise ConfigError(f"several stored configurations match {_describe(model, given)}; they "
-                      f"differ in {_and([FLAGS[k] for k in core or differ])}"
+                      f"differ in {_and([FLAGS[k] for k in shown])}"
                       + (f" (and some in {_and(also)})" if also else "") + ": add one of "
-                      + _listed(options, "; ", "; ... ({} in all)"))
+                      + _listed(options, "; ", "; ... ({all} in all)"))
 
 
 def _unstored_workers(stored: list[Config], given: Mapping[str, Any],
@@ -292,17 +291,16 @@ def _unstored_workers(stored: list[Config], given: Mapping[str, Any],
     counts are stored (one ladder: every other field selects a single configuration): that
     configuration at the asked count, whose input part :mod:`dlperf.perfmodel.inputpipe`
     scales from the nearest measured count, and the note saying so. None otherwise."""
+    # called when nothing matched all of given: with no worker count given, no stored
+    # configuration matches the other fields either, and there is no ladder
     w = given.get("loader_workers")
-    if w is None:
-        return None
     others = [k for k in FLAGS if k != "loader_workers"]
-    ladder = {c.with_(loader_workers=w) for c in stored
-              if c.loader_workers is not None and match(c, others)}
+    rungs = {c: n for c in stored if (n := c.loader_workers) is not None and match(c, others)}
+    ladder = {c.with_(loader_workers=w) for c in rungs}
     if len(ladder) != 1:
         return None
     cfg = next(iter(ladder))
-    counts = sorted({c.loader_workers for c in stored if c.loader_workers is not None
-                     and c.with_(loader_workers=w) == cfg})
+    counts = sorted(set(rungs.values()))
     return cfg, (f"no stored series of {cfg.label()}: its input part is scaled from the "
                  f"nearest of the stored worker counts ({', '.join(map(str, counts))}), its "
                  "compute part is the synthetic-data step")
@@ -335,7 +333,7 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
     raise ConfigError(f"no stored one-device point of {model}"
                       + (f" with {with_}" if with_ else "")
                       + f"; give {'/'.join(missing)} too for an analytic prediction, or pick "
-                      f"one of the {where}: " + _listed(known, "; ", " ... ({} in all)"))
+                      f"one of the {where}: " + _listed(known, "; ", " ... ({all} in all)"))
 
 
 def _batch(value: Any, batch_size: int) -> int:

@@ -37,13 +37,16 @@ them, so it is kept (:func:`save`) and read back (:func:`load`) under a key of b
   the files: ``rm ~/.cache/dlperf/results-folder-*.db`` (or those in ``$DLPERF_CACHE_DIR``).
 
 Why a cache of the whole merged copy (measured on ``benchmarks/results/h200``: 13 files,
-33 MB, 704 results, 188,767 samples; a 2-core VM at load 5): merging took 4.0 s, of which
-checking the rows 1.9 s (1.5 s of it parsing and validating each stored record), copying the
-samples 1.4 s. A hit costs hashing the files (0.09 s) and reading, verifying and
-deserializing the merged copy (0.18 s). Copying the samples only when asked (lazily) would
-save at most the copy's 1.4 s and change every reader of samples; checking the rows faster
-(in SQL) cannot avoid parsing each record, the larger part. Neither brings a second read near
-the cost of a hit.
+33 MB, 704 results, 188,767 samples; a 2-core VM at load 6.6, CPU seconds of three merges
+each): merging took 1.4-2.2 s, checking the rows 0.5-0.9 s of it, most of that parsing and
+validating each stored record, and the rest reading, copying and writing the samples, the
+rows and the records. Copying the samples in SQL (:func:`dlperf.results.merge._stage`) and
+judging plain samples in SQL (:mod:`dlperf.results.rowcheck`) brought it to 0.9-1.4 s; what
+is left is spread over opening, migrating and checking 13 files, none of it avoidable by a
+faster check (each record must be parsed to be judged), and lazily copied samples would
+save only the 0.2 s the copy in SQL costs while changing every reader of samples. A hit
+costs 0.09 s: hashing the files (0.03 s) and reading, verifying and deserializing the merged
+copy (0.06 s); the command is then its imports, reading the records and drawing the table.
 """
 
 from __future__ import annotations

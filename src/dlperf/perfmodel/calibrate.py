@@ -272,7 +272,8 @@ class Calibration:
                 self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
                 ceil, exclude=lambda p: p.model == without_model
                 or (device_name is not None and p.device_name != device_name),
-                device_groups=[(group[0], base, *group[2:])] if base != group[1] else [],
+                # the base mode runs the same kernels (the group itself without a compile mode)
+                device_groups=[(group[0], base, *group[2:])],
                 kernels_for=(lambda p: self.kernel_count(Config.of(p))) if kernels
                 else lambda p: None, fit_own=self.shared.fit_series)
         except ValueError:

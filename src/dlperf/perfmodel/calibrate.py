@@ -474,12 +474,11 @@ class Calibration:
         same = [p.group for p in self.points if p.framework == group[0]
                 and p.device == group[3]
                 and special.compile_of(p.group[1]) == special.compile_of(group[1])]
-        tiers = [
-            [group],
-            sorted({g for g in same if g[1] == group[1] and g != group}),
-            sorted({g for g in same if g[1] != group[1] and g[2] == group[2]}),
-            sorted({g for g in same if g[1] != group[1] and g[2] != group[2]}),
-        ]
+        # the tiers: the group; its mode at other precisions; its precision in other modes;
+        # other modes at other precisions
+        tiers: list[list[tuple[str, str, str, str]]] = [[group], [], [], []]
+        for g in sorted(set(same) - {group}):
+            tiers[1 if g[1] == group[1] else 2 if g[2] == group[2] else 3].append(g)
         for tier in tiers:
             cands = [e for g in tier if (e := self._group_host(g, without_model, device_name,
                                                                kind, n))]

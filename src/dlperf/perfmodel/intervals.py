@@ -295,8 +295,11 @@ def without_points(keyed: Sequence[KeyedResidual], points: Collection[str]) -> l
 
 
 #: What :func:`coverage` leaves out of a row's interval: the row (``point``) or every row of
-#: its model (``model``; a row without a model: itself).
-HOLDOUTS = ("point", "model")
+#: its model (``model``; a row without a model: itself). Each rule takes the judged row
+#: (its index and row) and a row of its pool (index and row), True for one left out.
+HOLDOUTS: dict[str, Callable[[int, Any, int, Any], bool]] = {
+    "point": lambda i, me, j, q: j == i,
+    "model": lambda i, me, j, q: j == i or (me.model is not None and q.model == me.model)}
 
 
 def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian",
@@ -351,10 +354,9 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
             if not judged[i]:
                 continue
             key = b if b in ("host", "device") else None
-            me = mine[i]
-            cal = [x for x, q in zip(pool_res, pool, strict=True) if q.model != me.model] \
-                if holdout == "model" and me.model is not None else []
-            if not cal:  # point holdout, or every row is of this model (the input ladder's)
+            cal = [x for j, (x, q) in enumerate(zip(pool_res, pool, strict=True))
+                   if not HOLDOUTS[holdout](i, mine[i], j, q)]
+            if not cal:  # every row is of this model (the input ladder's): the row alone
                 cal = [x for j, x in enumerate(pool_res) if j != i]
             iv = fn(cal, b, level, cat)
             if iv is None:

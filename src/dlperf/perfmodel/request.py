@@ -37,6 +37,10 @@ SELECTORS: dict[str, tuple[Any, str]] = {
     "loader_workers": (None, "--loader-workers"), "threads": (None, "--threads"),
     "grad_accum": (1, "--grad-accum"), "compile_mode": ("default", "--compile-mode")}
 
+#: The fields of :class:`Config` that name a configuration's group (what an analytic
+#: prediction needs given).
+CORE = ("framework", "mode", "precision", "device")
+
 #: Every field of :class:`Config` a request can fix, with its ``dlperf predict`` flag.
 FLAGS: dict[str, str] = {"framework": "--framework", "mode": "--mode",
                          "precision": "--precision", "device": "--device",
@@ -310,20 +314,19 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
               match: Callable[[Config, Iterable[str]], bool]) -> Config:
     """:func:`resolve` when nothing matches: a selector no stored series has, else the
     configuration to predict analytically, else the refusal listing what is stored."""
-    picked = [k for k in SELECTORS if given.get(k) is not None]
-    near = [c for c in stored if match(c, ("framework", "mode", "precision", "device"))]
+    picked = {k: given[k] for k in SELECTORS if given.get(k) is not None}
+    core = {k: given.get(k) for k in CORE}
+    near = [c for c in stored if match(c, CORE)]
     if picked and near:
         values = "; ".join(f"{FLAGS[k]} " + ", ".join(sorted(
             {str(getattr(c, k)) for c in near if getattr(c, k) is not None},
             key=lambda s: (len(s), s)) or ["(none: the default)"]) for k in picked)
-        what = _describe(model, {k: v for k, v in given.items() if k not in SELECTORS})
-        asked = " ".join(f"{FLAGS[k]} {given[k]}" for k in picked)
-        raise ConfigError(f"no stored series of {what} has {asked}; stored: {values}")
-    core = {k: given.get(k) for k in ("framework", "mode", "precision", "device")}
+        asked = " ".join(f"{FLAGS[k]} {v}" for k, v in picked.items())
+        raise ConfigError(f"no stored series of {_describe(model, core)} has {asked}; "
+                          f"stored: {values}")
     missing = [FLAGS[k] for k, v in core.items() if v is None]
     if not missing:
-        sel = {k: (given[k] if given.get(k) is not None else d)
-               for k, (d, _) in SELECTORS.items()}
+        sel = {k: d for k, (d, _) in SELECTORS.items()} | picked
         return Config(model, str(core["framework"]), str(core["mode"]),
                       str(core["precision"]), str(core["device"]), **sel)
     of_model = [c for c in stored if c.model == model]

@@ -233,8 +233,9 @@ BF16_GEMM_SHARE_BY_CLASS = {"convolution": 0.6, "attention": 0.5, "recurrent": 0
 #: 50,257-word output layer: 0.36-0.55 of its fp32 time, 0.12-0.19 of the bf16 ceiling; part
 #: 5: 1.07 / 1.06 at 0.15) and one with a leading dimension of 2 or 4 on Ampere's
 #: ``tensorop_..._align2/4`` (LSTM's decoder, ``k = 650``: 1.13 at 0.25, 0.95 at 0.3 on the
-#: H100, the only development GEMMs of this kind that hold their figures).
-BF16_GEMM_SHARE_BY_ALIGN = {1: 0.15, 2: 0.3, 4: 0.3}
+#: H100, the only development GEMMs of this kind that hold their figures). An alignment of 8
+#: and an unknown one (None) are not listed: :data:`BF16_GEMM_SHARE_BY_CLASS` gives theirs.
+BF16_GEMM_SHARE_BY_ALIGN: dict[int | None, float] = {1: 0.15, 2: 0.3, 4: 0.3}
 #: A tensor-core kernel's name that states its alignment (CUTLASS ``..._align1``).
 _ALIGN_NAME = re.compile(r"tensorop.*_align(\d)", re.I)
 

@@ -152,7 +152,7 @@ class TraceLibrary:
             name, paths=self.files, points=self.recs.points))
 
     def _with_timeline(self, f: str) -> set[int]:
-        return _once(self._have, f, lambda: _timeline_ids(f))
+        return _once(self._have, f, lambda: replay.timeline_ids(f))
 
     def points(self, model: str, framework: str, mode: str) -> list[Any]:
         """Every traced one-device synthetic-data point of the family, in file order."""
@@ -172,20 +172,6 @@ def _once(cache: dict[Any, Any], key: Any, make: Callable[[], Any]) -> Any:
     if key not in cache:
         cache[key] = make()
     return cache[key]
-
-
-def _timeline_ids(f: str) -> set[int]:
-    """The result ids of the results file ``f`` that have a stored timeline (none where it has
-    no timelines table)."""
-    import sqlite3
-
-    con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
-    try:
-        return {r[0] for r in con.execute("SELECT result_id FROM timelines")}
-    except sqlite3.Error:
-        return set()
-    finally:
-        con.close()
 
 
 def _decode(p: Any) -> replay.StepTrace | None:

@@ -25,6 +25,7 @@ row-major); ``m``, the batch (times the sequence), never is one.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 #: Alignments (elements) cuBLAS's half-precision kernels distinguish, best first.
@@ -43,12 +44,12 @@ MAX_TRIAL_DIVISOR = 10**5
 
 def _factor(n: int) -> dict[int, int]:
     f: dict[int, int] = {}
-    d = 2
-    while d * d <= n and d <= MAX_TRIAL_DIVISOR:
+    for d in itertools.chain((2,), range(3, MAX_TRIAL_DIVISOR + 1, 2)):  # 2, then odd ones
+        if d * d > n:
+            break
         while n % d == 0:
             f[d] = f.get(d, 0) + 1
             n //= d
-        d += 1 if d == 2 else 2
     if n > 1:
         f[n] = f.get(n, 0) + 1
     return f

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, lsq, records
@@ -225,10 +226,9 @@ class Validation:
         for cat in [c for c in CATEGORIES if c in by]:
             rs = by[cat]
             apes = [r.ape for r in rs]
-            base = [r.baseline_ape for r in rs if r.baseline_ape is not None]
-            signs = [r.sign_ok for r in rs if r.sign_ok is not None]
+            base, effs = _known(rs, "baseline_ape"), _known(rs, "eff_err_pts")
+            signs = _known(rs, "sign_ok")
             resolved = [r.sign_ok for r in rs if r.sign_ok is not None and self.resolved(r, noise)]
-            effs = [r.eff_err_pts for r in rs if r.eff_err_pts is not None]
             host = [r.ape for r in rs if r.bound == "host"]
             out.append({"category": cat, "count": len(rs), "mdape_pct": median(apes),
                         "max_pct": max(apes),
@@ -243,8 +243,7 @@ class Validation:
 
     def residuals(self, category: str) -> list[float]:
         """``log(measured / predicted)`` of the category's rows."""
-        return [math.log(r.measured_s / r.predicted_s) for r in self.rows
-                if r.category == category]
+        return [r for r, _ in self.bounded_residuals(category)]
 
     def bounded_residuals(self, category: str) -> list[iv.Residual]:
         """``(log(measured / predicted), bound)`` of the category's rows: what a Mondrian
@@ -407,6 +406,11 @@ def coverage_cells(covs: Iterable[dict]) -> list[tuple[str, str | None, int, int
         if not bounds:
             out.append((d["category"], None, round(d["coverage"] * d["count"]), d["count"]))
     return out
+
+
+def _known(rows: Sequence[Row], attr: str) -> list[Any]:
+    """The rows' ``attr`` where it is known (not None)."""
+    return [v for r in rows if (v := getattr(r, attr)) is not None]
 
 
 def _tally(signs: list[bool]) -> tuple[int, int]:

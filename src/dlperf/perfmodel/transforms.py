@@ -532,10 +532,9 @@ AUTOCAST_STEP: dict[int, Callable[[StepTrace, str, str, GpuProfile],
 def _is_cast(op: DeviceOp) -> bool:
     """A dtype conversion kernel of autocast: one launched by a GEMM op (the cast of an
     operand) or autograd's cast of a gradient back (``ToCopyBackward0``)."""
-    if op.op == "ToCopyBackward0":
-        return True
-    return (op.op_class in GEMM_CLASSES and not is_gemm(op)
-            and ("copy_kernel" in op.name or "cast" in op.name.lower()))
+    return op.op == "ToCopyBackward0" or (
+        op.op_class in GEMM_CLASSES and not is_gemm(op)
+        and ("copy_kernel" in op.name or "cast" in op.name.lower()))
 
 
 def _reindex(old: Sequence[DeviceOp], new: Sequence[DeviceOp]) -> list[DeviceOp]:

@@ -201,3 +201,19 @@ def test_host_level_reads_host_bound_steps_of_an_eager_program():
     assert R.host_level([no_busy, device_bound], {7: 1e-3}) == pytest.approx(2.0e-3)
     assert R.host_level([no_busy, device_bound], {7: 3e-3}) == pytest.approx(2.2e-3)
     assert R.host_level([pt(1e-3, None, None)]) is None
+
+
+def test_timeline_ids_reads_any_path_and_no_table_as_none(tmp_path):
+    import shutil
+    import sqlite3
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "benchmarks/results/h100/calibrate.db"
+    odd = tmp_path / "a #1 ?.db"  # URI-special characters stay part of the name
+    shutil.copy(src, odd)
+    ids = R.timeline_ids(str(odd))
+    assert ids and ids == R.timeline_ids(str(src))
+    assert {p.result_id for p, _ in R.load_traces(str(odd))} <= ids
+    bare = tmp_path / "bare.db"
+    sqlite3.connect(bare).close()
+    assert R.timeline_ids(str(bare)) == set()

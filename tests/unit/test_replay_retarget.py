@@ -117,6 +117,22 @@ def test_the_gpu_path_names_the_device_and_host_session(lib):
     assert "\ninterval from: the replay back-test's 'gpu' rows" in t
 
 
+def test_a_batch_is_predicted_from_the_two_traced_batches_nearest_it():
+    bs = [16, 32, 64, 128]
+    assert retarget.nearest_pair(bs, 48) == (32, 64)  # around it
+    assert retarget.nearest_pair(bs, 8) == (16, 32)  # below all: the two smallest
+    assert retarget.nearest_pair(bs, 1000) == (64, 128)  # above all: the two largest
+    assert retarget.nearest_pair([64], 8) == (64, 64)  # one trace: itself twice
+
+
+def test_the_interval_widens_for_a_datasheet_and_data_parallel():
+    h, why = retarget.interval("gpu", False, 1)
+    assert h == retarget.INTERVAL_P90["gpu"] and "x2" not in why
+    h2, why2 = retarget.interval("gpu", True, 4)
+    assert h2 == pytest.approx(h * retarget.DATASHEET_WIDEN * retarget.DP_WIDEN)
+    assert "datasheet only" in why2 and "data parallel x4" in why2
+
+
 def test_a_wide_band_stays_above_zero(lib):
     assert retarget.band(10.0, 1.4) == pytest.approx((10.0 / 2.4, 24.0))
     d = retarget.answer([str(H200)], "resnet50", "torch", "eager", "fp32", 64, "h100",

@@ -239,6 +239,15 @@ def test_interpolation_between_two_traces_is_exact_at_a_power_law():
     assert mid.meta["batch_size"] == 32
 
 
+def test_interpolation_takes_the_nearer_trace_as_template_the_first_on_a_tie():
+    a = _step([_k(100, name="only_in_a")], batch=16)
+    b = _step([_k(400, name="only_in_b")], batch=64)
+    assert T.interpolate_batch(a, b, 24).ops[0].name == "only_in_a"  # 16 is nearer 24
+    assert T.interpolate_batch(a, b, 48).ops[0].name == "only_in_b"  # 64 is nearer 48
+    assert T.interpolate_batch(a, b, 32).ops[0].name == "only_in_a"  # as near: the first
+    assert T.interpolate_batch(b, a, 32).ops[0].name == "only_in_b"
+
+
 def test_data_parallel_overlaps_all_reduces_with_the_backward():
     fwd = [_k(100, phase="t_f", launch=0)]
     back = [_k(100, phase="t_b", launch=0) for _ in range(4)]

@@ -272,7 +272,8 @@ class Calibration:
                 self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
                 ceil, exclude=lambda p: p.model == without_model
                 or (device_name is not None and p.device_name != device_name),
-                device_groups=[(group[0], base, *group[2:])] if base != group[1] else [],
+                # the base mode runs the same kernels (the group itself without a compile mode)
+                device_groups=[(group[0], base, *group[2:])],
                 kernels_for=(lambda p: self.kernel_count(Config.of(p))) if kernels
                 else lambda p: None, fit_own=self.shared.fit_series)
         except ValueError:
@@ -345,11 +346,10 @@ class Calibration:
         HOST_ESTIMATE_SIGMA`); ``(None, HOST_TRANSFER_SIGMA)`` without either."""
         host = self.host_elsewhere(cfg, source)
         est = self.host_of_group(cfg.group, cfg.model, dn) if host is None else None
-        if est is not None and est[0] > 0:
-            return ((est[0], f"estimated from {est[2]} ("
-                             + ("" if est.counted else "of ") + f"{len(est[1])} other models"
-                             + (" counted)" if est.counted else " with one)")),
-                    od.HOST_ESTIMATE_SIGMA)
+        if est is not None and est.host_s > 0:
+            n = len(est.models)
+            said = f"{n} other models counted" if est.counted else f"of {n} other models with one"
+            return (est.host_s, f"estimated from {est.where} ({said})"), od.HOST_ESTIMATE_SIGMA
         return host, od.HOST_TRANSFER_SIGMA
 
     def fit_points(self, cfg: Config, s: list[Point], with_sessions: bool) -> od.SeriesFit:
@@ -390,15 +390,22 @@ class Calibration:
         """``{model: (median identified host time (s), its count)}`` of ``group``'s series
         (roofline fit without ``without_model``) whose model has a host-work count of ``kind``
         (default: the framework's) in the group's mode."""
-        eff = self.efficiency(group, without_model, device_name)
         per: dict[str, list[float]] = {}
         counts: dict[str, int] = {}
-        for h in (eff.hosts if eff else ()):
+        for h in self.identified_hosts(group, without_model, device_name):
             n = self.op_count(h.model, group[0], group[2], kind, group[1])
-            if h.identified and n and h.model != without_model:
+            if n:
                 per.setdefault(h.model, []).append(h.host_s)
                 counts[h.model] = n
         return {m: (median(v), counts[m]) for m, v in per.items()}
+
+    def identified_hosts(self, group: tuple[str, str, str, str], without_model: str | None,
+                         device_name: str | None) -> list[rl.SeriesHost]:
+        """The identified host times (:attr:`~dlperf.perfmodel.roofline.SeriesHost.
+        identified`) of ``group``'s series in its roofline fit without ``without_model`` (so
+        none of that model's); none where the group has no fit."""
+        eff = self.efficiency(group, without_model, device_name)
+        return [h for h in (eff.hosts if eff else ()) if h.identified]
 
     def host_line(self, group: tuple[str, str, str, str], without_model: str | None,
                   device_name: str | None) -> tuple[float, float, tuple[str, ...]] | None:
@@ -467,12 +474,11 @@ class Calibration:
         same = [p.group for p in self.points if p.framework == group[0]
                 and p.device == group[3]
                 and special.compile_of(p.group[1]) == special.compile_of(group[1])]
-        tiers = [
-            [group],
-            sorted({g for g in same if g[1] == group[1] and g != group}),
-            sorted({g for g in same if g[1] != group[1] and g[2] == group[2]}),
-            sorted({g for g in same if g[1] != group[1] and g[2] != group[2]}),
-        ]
+        # the tiers: the group; its mode at other precisions; its precision in other modes;
+        # other modes at other precisions
+        tiers: list[list[tuple[str, str, str, str]]] = [[group], [], [], []]
+        for g in sorted(set(same) - {group}):
+            tiers[1 if g[1] == group[1] else 2 if g[2] == group[2] else 3].append(g)
         for tier in tiers:
             cands = [e for g in tier if (e := self._group_host(g, without_model, device_name,
                                                                kind, n))]
@@ -506,11 +512,9 @@ class Calibration:
         groups (same data and layout, median per model), both groups fitted without
         ``without_model``; None when no model has both."""
         def hosts(g):
-            eff = self.efficiency(g, without_model, device_name)
             out: dict[tuple, list[float]] = {}
-            for h in (eff.hosts if eff else ()):
-                if h.identified:
-                    out.setdefault((h.model, h.data, h.layout), []).append(h.host_s)
+            for h in self.identified_hosts(g, without_model, device_name):
+                out.setdefault((h.model, h.data, h.layout), []).append(h.host_s)
             return {k: median(v) for k, v in out.items()}
         a, b = hosts(frm), hosts(to)
         both = sorted(set(a) & set(b))

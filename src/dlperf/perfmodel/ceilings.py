@@ -274,10 +274,10 @@ class CeilingCache:
         """The entry of ``key`` if it was measured on this machine (same ``fingerprint``) less
         than :data:`CACHE_MAX_AGE_S` ago, else None."""
         e = self.entries.get(key)
-        now_s = _now(now_s)
-        if e is None or e.get("fingerprint") != dict(fingerprint):
+        if (e is None or e.get("fingerprint") != dict(fingerprint)
+                or _age_s(e.get("measured_at"), _now(now_s)) > CACHE_MAX_AGE_S):
             return None
-        return e if _age_s(e.get("measured_at"), now_s) <= CACHE_MAX_AGE_S else None
+        return e
 
     def add_result(self, result: Mapping[str, Any], where: str) -> int:
         """Add the ceilings that ``result`` (a flat result dict) measured itself (``origin``
@@ -406,8 +406,11 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
         ladders[comp] = ladder
     mm, bw = ladders[f"matmul:{precision}"], ladders["bandwidth"]
     h2d = {m: ladders[f"h2d:{m}"] for m in H2D_MODES if f"h2d:{m}" in ladders}
-    copies = ({"h2d_bytes_per_s": {m: v["best"] for m, v in h2d.items()}, "h2d": h2d}
-              if h2d else {})
+    copies: dict[str, Any] = {}
+    copy_words = ""
+    if h2d:
+        copies = {"h2d_bytes_per_s": {m: v["best"] for m, v in h2d.items()}, "h2d": h2d}
+        copy_words = "host-to-device copies from pinned and pageable memory, bytes; "
     return {"framework": backend.framework, "device": backend.device_key, "threads": thr,
             "precision": precision, "matmul_flops_per_s": {precision: mm["best"]},
             "bandwidth_bytes_per_s": bw["best"], "matmul": {precision: mm}, "bandwidth": bw,
@@ -416,8 +419,7 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
             "fingerprint": dict(fingerprint), **copies,
             "method": "square GEMM 2n^3 FLOPs at the point's precision, best over sizes; "
                       "bandwidth y=2x (STREAM scale), 2 x bytes; "
-                      + ("host-to-device copies from pinned and pageable memory, bytes; "
-                         if h2d else "")
+                      + copy_words
                       + "host clock over back-to-back calls, one device wait; once per "
                         "framework, device, precision and threads (origin says where each "
                         "came from)"}

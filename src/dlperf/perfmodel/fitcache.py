@@ -198,6 +198,17 @@ _IMPORT_LINE = re.compile(
     r"|import[ \t]+(?P<modules>(?:[^\n;\\]|\\\n)*))", re.M)
 
 
+def _mapping(raw: Any) -> dict[Any, Any]:
+    """A stored JSON value as an object: itself, ``{}`` where it is none (a damaged or foreign
+    file, an entry of another shape): nothing is read from it."""
+    return raw if isinstance(raw, dict) else {}
+
+
+def _array(raw: Any) -> list[Any]:
+    """A stored JSON value as an array: itself, ``[]`` where it is none (:func:`_mapping`)."""
+    return raw if isinstance(raw, list) else []
+
+
 def _first_words(names: str) -> list[str]:
     """``"(a as b,  # note\n c)"`` -> ``["a", "c"]``: the imported names of an import
     statement's list (comments, parentheses, continuations and ``as`` names dropped)."""
@@ -296,7 +307,7 @@ def _entry(sources: Sequence[str]) -> tuple[dict[str, Any], str]:
         return {}, f"no residual table {f}"
     except (OSError, ValueError, RecursionError) as e:
         return {}, f"the residual table {f} cannot be read ({e})"
-    entry = raw.get(_set_name(sources, f.parent)) if isinstance(raw, dict) else None
+    entry = _mapping(raw).get(_set_name(sources, f.parent))
     if not isinstance(entry, dict):
         return {}, f"the residual table {f} has no entry for these results files"
     if entry.get("model_key") != model_key():
@@ -348,7 +359,7 @@ def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
             raw = _parsed(f)
         except (OSError, ValueError, RecursionError):
             continue
-        for name, entry in (raw.items() if isinstance(raw, dict) else ()):
+        for name, entry in _mapping(raw).items():
             if (f, name) in seen or not isinstance(entry, dict) \
                     or entry.get("model_key") != model_key():
                 continue
@@ -367,7 +378,7 @@ def _fit_devices(entry: dict) -> frozenset[str]:
     """The device names (``NVIDIA H200``) of a table entry's roofline fits (their keys'
     third item); empty where it has none."""
     fits = entry.get("fits")
-    return frozenset(item[0][2] for item in (fits if isinstance(fits, list) else ())
+    return frozenset(item[0][2] for item in _array(fits)
                      if isinstance(item, list) and item and isinstance(item[0], list)
                      and len(item[0]) > 2 and isinstance(item[0][2], str) and item[0][2])
 
@@ -448,7 +459,7 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
         raw = json.loads(f.read_text())
     except (OSError, ValueError):
         raw = {}
-    raw = raw if isinstance(raw, dict) else {}
+    raw = _mapping(raw)
 
     def rel(path: str) -> str:
         return os.path.relpath(path, folder)
@@ -488,7 +499,7 @@ def _solutions_of(raw: Any) -> dict[str, Solution]:
     """Fit solutions from their stored form ``{problem key: [x0, x1, ...]}`` (JSON: the keys
     are strings); an entry that is not a :data:`_SOLUTION` is dropped (it is solved again)."""
     out: dict[str, Solution] = {}
-    for k, v in raw.items() if isinstance(raw, dict) else ():
+    for k, v in _mapping(raw).items():
         try:
             out[k] = tuple(_SOLUTION.validate_python(v))
         except ValidationError:
@@ -560,7 +571,7 @@ def _fits_of(raw: Any) -> dict[EffKey, rl.Efficiency | None]:
     back as a key and a :class:`_Fit` of the key's group (or null: no point to fit on) is
     dropped."""
     out: dict[EffKey, rl.Efficiency | None] = {}
-    for item in raw if isinstance(raw, list) else ():
+    for item in _array(raw):
         try:
             key, eff = cast(tuple[EffKey, 'rl.Efficiency | None'],
                             _FIT_ITEM.validate_python(item))

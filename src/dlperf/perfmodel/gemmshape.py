@@ -25,6 +25,7 @@ row-major); ``m``, the batch (times the sequence), never is one.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 #: Alignments (elements) cuBLAS's half-precision kernels distinguish, best first.
@@ -43,12 +44,12 @@ MAX_TRIAL_DIVISOR = 10**5
 
 def _factor(n: int) -> dict[int, int]:
     f: dict[int, int] = {}
-    d = 2
-    while d * d <= n and d <= MAX_TRIAL_DIVISOR:
+    for d in itertools.chain((2,), range(3, MAX_TRIAL_DIVISOR + 1, 2)):  # 2, then odd ones
+        if d * d > n:
+            break
         while n % d == 0:
             f[d] = f.get(d, 0) + 1
             n //= d
-        d += 1 if d == 2 else 2
     if n > 1:
         f[n] = f.get(n, 0) + 1
     return f
@@ -85,53 +86,40 @@ def gemm_dims(flops: int, nbytes: int, elem: int) -> tuple[tuple[int, int, int],
     # negative discriminant with the bias).
     for k in _divisors(p):
         mn = p // k
-        if s % k == 0:  # no bias: m + n = s / k, m n = p / k
+        if s % k == 0:  # no bias: m + n = s / k, m n = p / k, so m is a root of x^2 - t x + mn
             t = s // k
-            r = _square_root(t * t - 4 * mn)
-            if r is not None and (t + r) % 2 == 0:
-                a, b = (t + r) // 2, (t - r) // 2
-                out |= {(a, b, k), (b, a, k)}
-        a2 = k + 1  # bias: (k + 1) n^2 - s n + p = 0
-        r = _square_root(s * s - 4 * a2 * p)
-        if r is not None:
-            for num in (s + r, s - r):
-                if num % (2 * a2) == 0:
-                    n = num // (2 * a2)
-                    if mn % n == 0:
-                        out.add((mn // n, n, k))
+            out |= {(m, t - m, k) for m in _integer_roots(1, t, mn)}
+        # bias: (k + 1) n^2 - s n + p = 0, m = mn / n
+        out |= {(mn // n, n, k) for n in _integer_roots(k + 1, s, p) if mn % n == 0}
     return tuple(sorted(out))
 
 
-def _square_root(disc: int) -> int | None:
-    """The integer square root of ``disc`` where it is a perfect square (a quadratic's
-    discriminant with integer roots), else None."""
-    if disc < 0:
-        return None
-    r = math.isqrt(disc)
-    return r if r * r == disc else None
+def _integer_roots(a: int, b: int, c: int) -> set[int]:
+    """The integer roots of ``a x^2 - b x + c = 0`` (``a >= 1``): ``(b +- r) / 2a`` where the
+    discriminant ``b^2 - 4ac`` is a perfect square ``r^2`` and ``2a`` divides the numerator."""
+    disc = b * b - 4 * a * c
+    r = math.isqrt(max(disc, 0))
+    return {num // (2 * a) for num in (b + r, b - r) if r * r == disc and num % (2 * a) == 0}
 
 
 def alignment_of(dims: tuple[int, int, int], batch: int) -> int | None:
     """The alignment (:data:`ALIGNMENTS`) of a GEMM of ``dims`` in a step of ``batch``: the
     largest that divides its two dimensions other than a multiple of the batch (the rows of
     its activations), the most favourable such choice; None when no dimension is a multiple
-    of ``batch``."""
-    best = None
-    for i, d in enumerate(dims):
-        if batch <= 0 or d % batch:
-            continue
-        rest = [x for j, x in enumerate(dims) if j != i]
-        a = next(x for x in ALIGNMENTS if all(r % x == 0 for r in rest))
-        best = a if best is None else max(best, a)
-    return best
+    of ``batch`` (``batch >= 1``)."""
+    return max((next(x for x in ALIGNMENTS if all(r % x == 0 for r in (*dims[:i], *dims[i + 1:])))
+                for i, d in enumerate(dims) if d % batch == 0), default=None)
+
+
+#: Precisions whose matmul inputs have one element size (:func:`element_sizes`).
+_ELEMENTS_OF = {"fp32": (4,), "tf32": (4,)}
 
 
 def element_sizes(precision: str | None) -> tuple[int, ...]:
     """The element sizes (bytes) a traced matmul's inputs may have in a step run at
     ``precision``: 4 at fp32 or tf32; 2 or 4 under bf16/fp16 autocast (an operator may be
     recorded before or after its inputs are cast); both where unknown."""
-    p = (precision or "").lower()
-    return (4,) if p in ("fp32", "tf32") else ELEMENT_SIZES
+    return _ELEMENTS_OF.get((precision or "").lower(), ELEMENT_SIZES)
 
 
 def alignment(flops: float | None, nbytes: float | None, batch: int,
@@ -147,4 +135,4 @@ def alignment(flops: float | None, nbytes: float | None, batch: int,
         return None
     found = [a for e in elems for d in gemm_dims(int(flops), int(nbytes), e)
              if (a := alignment_of(d, batch)) is not None]
-    return max(found) if found else None
+    return max(found, default=None)

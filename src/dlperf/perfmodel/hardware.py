@@ -66,6 +66,9 @@ class SmLimits:
 #: The precisions of a profile's GEMM ceilings (``fp32``: CUDA cores; ``tf32``, ``bf16``: dense
 #: tensor cores).
 GEMM_PRECISIONS = ("fp32", "tf32", "bf16")
+#: A precision without a ceiling of its own -> the one whose ceiling it reads (fp16 and bf16
+#: run on the same tensor cores at the same rate).
+GEMM_READS = {"fp16": "bf16"}
 
 #: Per-SM limits by compute capability.
 SM_LIMITS: dict[str, SmLimits] = {
@@ -127,9 +130,9 @@ class GpuProfile:
         return not self.measured
 
     def gemm(self, precision: str) -> float | None:
-        """The GEMM ceiling at ``precision`` (``fp16`` reads ``bf16``), None if absent."""
-        p = "bf16" if precision == "fp16" else precision
-        return self.gemm_flops_per_s.get(p)
+        """The GEMM ceiling at ``precision`` (``fp16`` reads ``bf16``: :data:`GEMM_READS`),
+        None if absent."""
+        return self.gemm_flops_per_s.get(GEMM_READS.get(precision, precision))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -340,10 +343,7 @@ def resolve(name: str, paths: Any = None, points: Any = None) -> GpuProfile:
         for pname, prof in stored.items():
             if pname.lower() == key or (prof.device_name or "").lower() == key:
                 return prof
-        try:
-            short = datasheet(name).name
-        except ConfigError:
-            short = None
+        short = short_name(name)
         for prof in stored.values():
             if short and short_name(prof.device_name) == short:
                 return prof

@@ -37,8 +37,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from statistics import median
-from typing import Protocol, TypeVar
+from statistics import fmean, median
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -295,8 +295,11 @@ def without_points(keyed: Sequence[KeyedResidual], points: Collection[str]) -> l
 
 
 #: What :func:`coverage` leaves out of a row's interval: the row (``point``) or every row of
-#: its model (``model``; a row without a model: itself).
-HOLDOUTS = ("point", "model")
+#: its model (``model``; a row without a model: itself). Each rule takes the judged row
+#: (its index and row) and a row of its pool (index and row), True for one left out.
+HOLDOUTS: dict[str, Callable[[int, Any, int, Any], bool]] = {
+    "point": lambda i, me, j, q: j == i,
+    "model": lambda i, me, j, q: j == i or (me.model is not None and q.model == me.model)}
 
 
 def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian",
@@ -351,10 +354,9 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
             if not judged[i]:
                 continue
             key = b if b in ("host", "device") else None
-            me = mine[i]
-            cal = [x for x, q in zip(pool_res, pool, strict=True) if q.model != me.model] \
-                if holdout == "model" and me.model is not None else []
-            if not cal:  # point holdout, or every row is of this model (the input ladder's)
+            cal = [x for j, (x, q) in enumerate(zip(pool_res, pool, strict=True))
+                   if not HOLDOUTS[holdout](i, mine[i], j, q)]
+            if not cal:  # every row is of this model (the input ladder's): the row alone
                 cal = [x for j, x in enumerate(pool_res) if j != i]
             iv = fn(cal, b, level, cat)
             if iv is None:
@@ -368,37 +370,39 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
         every = [x for v in hit.values() for x in v]
         every_w = [x for v in widths.values() for x in v]
         out.append({"category": cat, "count": len(every), "coverage": sum(every) / len(every),
-                    "coverage_host": _share(hit["host"]),
-                    "coverage_device": _share(hit["device"]),
+                    "coverage_host": of_any(fmean, hit["host"]),
+                    "coverage_device": of_any(fmean, hit["device"]),
                     "count_host": len(hit["host"]), "count_device": len(hit["device"]),
-                    "median_width": _median(every_w),
-                    "median_width_host": _median(widths["host"]),
-                    "median_width_device": _median(widths["device"]),
+                    "median_width": of_any(median, every_w),
+                    "median_width_host": of_any(median, widths["host"]),
+                    "median_width_device": of_any(median, widths["device"]),
                     "uncovered": none, "groups": groups})
     return out
 
 
-def _share(xs: list[bool]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
+def of_any(stat: Callable[[list], Any], values: list) -> Any:
+    """``stat(values)``; None for no values (a category or bound without such rows)."""
+    return stat(values) if values else None
 
 
-def _median(xs: list[float]) -> float | None:
-    return median(xs) if xs else None
+def cell(x: float | None, spec: str) -> str:
+    """A table cell: ``x`` formatted by ``spec`` (``.0%``, ``.2f``), ``–`` for None."""
+    return "–" if x is None else format(x, spec)
 
 
 def coverage_markdown(before: Sequence[dict], after: Sequence[dict], level: float = 0.9) -> str:
     """Markdown table of two :func:`coverage` results side by side (pooled -> Mondrian); a
     width is the median ``high / low`` ratio (overall, then host-bound / device-bound rows)."""
     def pct(x: float | None) -> str:
-        return "–" if x is None else f"{x:.0%}"
+        return cell(x, ".0%")
 
-    def cell(d: dict) -> str:
+    def covered(d: dict) -> str:
         return (f"{pct(d['coverage'])} / {pct(d['coverage_host'])} / "
                 f"{pct(d['coverage_device'])}")
 
     def width(d: dict) -> str:
         def w(x: float | None) -> str:
-            return "–" if x is None else f"{x:.2f}"
+            return cell(x, ".2f")
         if d["median_width_host"] is None and d["median_width_device"] is None:
             return w(d["median_width"])
         return (f"{w(d['median_width'])} ({w(d['median_width_host'])} / "
@@ -413,5 +417,5 @@ def coverage_markdown(before: Sequence[dict], after: Sequence[dict], level: floa
         if a is None:
             continue
         lines.append(f"| {b['category']} | {b['count']} ({b['count_host']}/{b['count_device']}) "
-                     f"| {cell(b)} | {width(b)} | {cell(a)} | {width(a)} |")
+                     f"| {covered(b)} | {width(b)} | {covered(a)} | {width(a)} |")
     return "\n".join(lines) + "\n"

@@ -360,13 +360,19 @@ def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: comm.Networ
     floor = special.allreduce_floor(
         nranks, world, lambda n: comm.fit_allreduce(cal.records.collectives, n).time_s)
 
+    def timed(size: float) -> tuple[float, str]:
+        """The time of a bucket of ``size`` bytes and how it was timed: the algorithm, or the
+        stored sweep's floor where that is slower."""
+        t, name = comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm, nics)
+        if floor and floor[1](size) > t:
+            return floor[1](size), f"floor ({floor[0]} ranks)"
+        return t, name
+
     def fn(size: float) -> float:
-        t = comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm, nics)[0]
-        return max(t, floor[1](size)) if floor else t
+        return timed(size)[0]
 
     def algorithm(size: float) -> str:
-        t, name = comm.allreduce_s(size, gpn, nnodes, intra, net.inter, net.algorithm, nics)
-        return f"floor ({floor[0]} ranks)" if floor and floor[1](size) > t else name
+        return timed(size)[1]
 
     desc = (f"{net.algorithm} all-reduce over {gpn} GPU(s) x {nnodes} node(s); intra: "
             f"{intra.source}" + (f"; inter: {net.inter.source}, {nics} NIC(s) per node"

@@ -559,18 +559,13 @@ def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM) -> Repla
         end = [0.0] * len(ops)
         last = 0.0
         for i, o in enumerate(ops):
-            s = h0 + ret[o.launch]
-            free = lane_free[o.lane] + gap
-            if free > s:
-                s = free
+            s = max(h0 + ret[o.launch], lane_free[o.lane] + gap)
             for j in o.after:
-                if end[j] > s:
-                    s = end[j]
+                s = max(s, end[j])
             e = s + o.dur_s
             end[i] = e
             lane_free[o.lane] = e
-            if e > last:
-                last = e
+            last = max(last, e)
         dev_end.append(max(last, h0 + host_iter))
         h_start = h0 + host_iter
     busy = sum(o.dur_s for o in ops)
@@ -596,19 +591,13 @@ def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, 
 
     out: list[tuple[Any, StepTrace]] = []
     with ResultStore(path, read_only=True) as store:
-        db = store._db
-        if not db.execute("SELECT name FROM sqlite_master WHERE type='table' AND "
-                          "name='timelines'").fetchone():
-            return out
-        have = {r[0] for r in db.execute("SELECT result_id FROM timelines")}
+        have = timeline_ids(path)
         for rec in store.records(samples=False, status="ok"):
-            rid = rec.stored.id if rec.stored is not None else None
-            if rid is None or rid not in have or (ids is not None and rid not in ids):
-                continue
             p = point_of(rec, path)
-            if p is None:
+            if p is None or p.result_id not in have or (ids is not None
+                                                         and p.result_id not in ids):
                 continue
-            tl = timelines.load(store, rid)
+            tl = timelines.load(store, p.result_id)
             try:
                 ops = timelines.decode(tl or {})
                 st = step_trace(tl or {}, ops, meta=point_meta(p))
@@ -616,6 +605,22 @@ def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, 
                 continue
             out.append((p, st))
     return out
+
+
+def timeline_ids(path: str) -> set[int]:
+    """The result ids of the results file ``path`` that have a stored timeline (none where it
+    has no timelines table, or is no SQLite file)."""
+    import sqlite3
+
+    from dlperf.results.dbfile import file_uri
+
+    con = sqlite3.connect(file_uri(path, "ro"), uri=True)
+    try:
+        return {r[0] for r in con.execute("SELECT result_id FROM timelines")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        con.close()
 
 
 def trace_of(store: Any, p: Any) -> StepTrace | None:

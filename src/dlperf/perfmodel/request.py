@@ -37,6 +37,10 @@ SELECTORS: dict[str, tuple[Any, str]] = {
     "loader_workers": (None, "--loader-workers"), "threads": (None, "--threads"),
     "grad_accum": (1, "--grad-accum"), "compile_mode": ("default", "--compile-mode")}
 
+#: The fields of :class:`Config` that name a configuration's group (what an analytic
+#: prediction needs given).
+CORE = ("framework", "mode", "precision", "device")
+
 #: Every field of :class:`Config` a request can fix, with its ``dlperf predict`` flag.
 FLAGS: dict[str, str] = {"framework": "--framework", "mode": "--mode",
                          "precision": "--precision", "device": "--device",
@@ -135,8 +139,8 @@ def calibrated_devices(recs: Records) -> dict[str, list[str]]:
     for p in recs.points:
         if p.world_size == 1:
             name = p.device_name or (p.cpu_model or "" if p.device == "cpu" else "")
-            out.setdefault(p.device, set()).update({name} if name else set())
-    return {d: sorted(v) for d, v in sorted(out.items())}
+            out.setdefault(p.device, set()).add(name)
+    return {d: sorted(v - {""}) for d, v in sorted(out.items())}
 
 
 def device_for(recs: Records, device: str | None) -> str | None:
@@ -148,10 +152,8 @@ def device_for(recs: Records, device: str | None) -> str | None:
     Raises:
         ConfigError: a device no stored point ran on, with the calibrated devices listed.
     """
-    if device is None:
-        return None
     cal = calibrated_devices(recs)
-    if device in cal:
+    if device is None or device in cal:
         return device
     hits = {d for d, names in cal.items() for n in names if device.lower() in n.lower()}
     if len(hits) == 1:
@@ -201,8 +203,7 @@ def check_target(recs: Records, cfg: Config, where: str) -> None:
 
 
 def _files(recs: Records) -> str:
-    return ", ".join(recs.sources) if len(recs.sources) <= 3 else (
-        f"{', '.join(recs.sources[:3])} and {len(recs.sources) - 3} more files")
+    return _listed(recs.sources, ", ", " and {left} more files", limit=3)
 
 
 def _flag_value(key: str, value: Any) -> str:
@@ -214,14 +215,15 @@ def _selecting_flags(c: Config, keys: Iterable[str]) -> str:
 
 
 def _and(words: list[str]) -> str:
-    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+    """``a``, ``a and b``, ``a, b and c``."""
+    return ", ".join([*words[:-2], " and ".join(words[-2:])])
 
 
-def _listed(items: list[str], sep: str, more: str) -> str:
-    """``items`` joined by ``sep``, at most :data:`MAX_LISTED` of them, then ``more`` with
-    their count where some were left out."""
-    return sep.join(items[:MAX_LISTED]) + (more.format(len(items)) if len(items) > MAX_LISTED
-                                           else "")
+def _listed(items: list[str], sep: str, more: str, limit: int = MAX_LISTED) -> str:
+    """``items`` joined by ``sep``, at most ``limit`` of them, then ``more`` where some were
+    left out, its ``{all}`` their count and ``{left}`` how many were left out."""
+    return sep.join(items[:limit]) + (more.format(all=len(items), left=len(items) - limit)
+                                      if len(items) > limit else "")
 
 
 def _describe(model: str, given: Mapping[str, Any]) -> str:
@@ -277,12 +279,13 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
                       f"add {others}")
     core = [k for k in differ if k not in SELECTORS]
     # differing in framework/mode/precision/device: those first (each may have one default)
-    options = list(dict.fromkeys(_selecting_flags(c, core or differ) for c in cands))
-    also = [FLAGS[k] for k in differ if k not in core] if core else []
+    shown = core or differ
+    options = list(dict.fromkeys(_selecting_flags(c, shown) for c in cands))
+    also = [FLAGS[k] for k in differ if k not in shown]
     raise ConfigError(f"several stored configurations match {_describe(model, given)}; they "
-                      f"differ in {_and([FLAGS[k] for k in core or differ])}"
+                      f"differ in {_and([FLAGS[k] for k in shown])}"
                       + (f" (and some in {_and(also)})" if also else "") + ": add one of "
-                      + _listed(options, "; ", "; ... ({} in all)"))
+                      + _listed(options, "; ", "; ... ({all} in all)"))
 
 
 def _unstored_workers(stored: list[Config], given: Mapping[str, Any],
@@ -292,17 +295,16 @@ def _unstored_workers(stored: list[Config], given: Mapping[str, Any],
     counts are stored (one ladder: every other field selects a single configuration): that
     configuration at the asked count, whose input part :mod:`dlperf.perfmodel.inputpipe`
     scales from the nearest measured count, and the note saying so. None otherwise."""
+    # called when nothing matched all of given: with no worker count given, no stored
+    # configuration matches the other fields either, and there is no ladder
     w = given.get("loader_workers")
-    if w is None:
-        return None
     others = [k for k in FLAGS if k != "loader_workers"]
-    ladder = {c.with_(loader_workers=w) for c in stored
-              if c.loader_workers is not None and match(c, others)}
+    rungs = {c: n for c in stored if (n := c.loader_workers) is not None and match(c, others)}
+    ladder = {c.with_(loader_workers=w) for c in rungs}
     if len(ladder) != 1:
         return None
     cfg = next(iter(ladder))
-    counts = sorted({c.loader_workers for c in stored if c.loader_workers is not None
-                     and c.with_(loader_workers=w) == cfg})
+    counts = sorted(set(rungs.values()))
     return cfg, (f"no stored series of {cfg.label()}: its input part is scaled from the "
                  f"nearest of the stored worker counts ({', '.join(map(str, counts))}), its "
                  "compute part is the synthetic-data step")
@@ -312,20 +314,19 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
               match: Callable[[Config, Iterable[str]], bool]) -> Config:
     """:func:`resolve` when nothing matches: a selector no stored series has, else the
     configuration to predict analytically, else the refusal listing what is stored."""
-    picked = [k for k in SELECTORS if given.get(k) is not None]
-    near = [c for c in stored if match(c, ("framework", "mode", "precision", "device"))]
+    picked = {k: given[k] for k in SELECTORS if given.get(k) is not None}
+    core = {k: given.get(k) for k in CORE}
+    near = [c for c in stored if match(c, CORE)]
     if picked and near:
         values = "; ".join(f"{FLAGS[k]} " + ", ".join(sorted(
             {str(getattr(c, k)) for c in near if getattr(c, k) is not None},
             key=lambda s: (len(s), s)) or ["(none: the default)"]) for k in picked)
-        what = _describe(model, {k: v for k, v in given.items() if k not in SELECTORS})
-        asked = " ".join(f"{FLAGS[k]} {given[k]}" for k in picked)
-        raise ConfigError(f"no stored series of {what} has {asked}; stored: {values}")
-    core = {k: given.get(k) for k in ("framework", "mode", "precision", "device")}
+        asked = " ".join(f"{FLAGS[k]} {v}" for k, v in picked.items())
+        raise ConfigError(f"no stored series of {_describe(model, core)} has {asked}; "
+                          f"stored: {values}")
     missing = [FLAGS[k] for k, v in core.items() if v is None]
     if not missing:
-        sel = {k: (given[k] if given.get(k) is not None else d)
-               for k, (d, _) in SELECTORS.items()}
+        sel = {k: d for k, (d, _) in SELECTORS.items()} | picked
         return Config(model, str(core["framework"]), str(core["mode"]),
                       str(core["precision"]), str(core["device"]), **sel)
     of_model = [c for c in stored if c.model == model]
@@ -335,7 +336,7 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
     raise ConfigError(f"no stored one-device point of {model}"
                       + (f" with {with_}" if with_ else "")
                       + f"; give {'/'.join(missing)} too for an analytic prediction, or pick "
-                      f"one of the {where}: " + _listed(known, "; ", " ... ({} in all)"))
+                      f"one of the {where}: " + _listed(known, "; ", " ... ({all} in all)"))
 
 
 def _batch(value: Any, batch_size: int) -> int:

@@ -30,6 +30,7 @@ that cannot fit in the target GPU's memory is refused (:func:`answer`).
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -151,7 +152,7 @@ class TraceLibrary:
             name, paths=self.files, points=self.recs.points))
 
     def _with_timeline(self, f: str) -> set[int]:
-        return _once(self._have, f, lambda: _timeline_ids(f))
+        return _once(self._have, f, lambda: replay.timeline_ids(f))
 
     def points(self, model: str, framework: str, mode: str) -> list[Any]:
         """Every traced one-device synthetic-data point of the family, in file order."""
@@ -171,20 +172,6 @@ def _once(cache: dict[Any, Any], key: Any, make: Callable[[], Any]) -> Any:
     if key not in cache:
         cache[key] = make()
     return cache[key]
-
-
-def _timeline_ids(f: str) -> set[int]:
-    """The result ids of the results file ``f`` that have a stored timeline (none where it has
-    no timelines table)."""
-    import sqlite3
-
-    con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
-    try:
-        return {r[0] for r in con.execute("SELECT result_id FROM timelines")}
-    except sqlite3.Error:
-        return set()
-    finally:
-        con.close()
 
 
 def _decode(p: Any) -> replay.StepTrace | None:
@@ -258,30 +245,20 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                               "trace the point again")
         return replay.deinflate(st, probe_s, p.dispatch_s)
 
-    used: list[Any] = []
+    src_gpu = _src_profile(lib, pool[0].device_name)
     if batch_size in by_batch:
         st = step_at(batch_size)
         used = [by_batch[batch_size]]
         category = "own trace"
     else:
-        bs = sorted(by_batch)
-        lo = [b for b in bs if b < batch_size]
-        hi = [b for b in bs if b > batch_size]
-        dev = _src_profile(lib, pool[0].device_name)
-        if lo and hi:
-            a, b = lo[-1], hi[0]
-        elif len(bs) >= 2:
-            a, b = (bs[-2], bs[-1]) if hi == [] else (bs[0], bs[1])
-        else:
-            a = b = bs[0]
+        a, b = nearest_pair(sorted(by_batch), batch_size)
         if a != b:
             st = transforms.interpolate_batch(step_at(a), step_at(b), batch_size)
             category = "batch, interpolated"
         else:
-            st = transforms.to_batch(step_at(a), batch_size, dev)
+            st = transforms.to_batch(step_at(a), batch_size, src_gpu)
             category = "batch, one trace"
         used = [p for p in pool if p.batch_size in (a, b)]
-    src_gpu = _src_profile(lib, pool[0].device_name)
     key = category  # the back-test rows whose errors give the interval (INTERVAL_P90)
     if src_prec != precision:
         st = transforms.to_precision(st, precision, src_gpu)
@@ -307,18 +284,16 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                 anchored = m_src / on_src
                 st = st.with_note(f"anchored: x{anchored:.3f} (measured {m_src * 1e3:.3f} ms "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
-    half = INTERVAL_P90[key] * (DATASHEET_WIDEN if dst_gpu.datasheet_only else 1.0)
+    half, source = interval(key, dst_gpu.datasheet_only, nproc)
     measured = _measured(lib, model, framework, mode, precision, batch_size,
                          dst_gpu.device_name or "")
     dp: dict[str, Any] = {}
     if nproc > 1:  # not validated, and nothing measured of it on one GPU
         st, dp["assumptions"] = data_parallel(lib, st, used[0], nproc)
-        half *= DP_WIDEN
         category += f" + data parallel x{nproc} (not validated)"
         measured = None
     r = replay.simulate(st)
     r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle, r.bound)
-    source = interval_source(key, dst_gpu.datasheet_only, nproc, half)
     lo_s, hi_s = band(r.step_s, half)
     return TracePrediction(
         step_s=r.step_s, interval_s=(lo_s, hi_s), host_s=r.host_s, device_s=r.device_s,
@@ -333,15 +308,36 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                    if hr is not None else ""), **dp})
 
 
-def interval_source(key: str, datasheet_only: bool, nproc: int, half: float) -> str:
-    """Where a replay prediction's interval comes from, in words: the back-test category's
-    :data:`INTERVAL_P90`, its widenings and the band they make (:func:`band`)."""
-    widen = [why for why, on in (("x2: datasheet only", datasheet_only),
-                                 (f"x2: data parallel x{nproc}, not validated", nproc > 1)) if on]
-    return (f"the replay back-test's '{key}' rows (benchmarks/replay_validate.py): 90th "
-            f"percentile of |error| {INTERVAL_P90[key]:.0%}"
-            + (f" ({'; '.join(widen)}) = {half:.0%}" if widen else "")
-            + ", as [T / (1 + h), T (1 + h)]")
+def nearest_pair(batches: Sequence[int], batch: int) -> tuple[int, int]:
+    """The two traced batches (``batches``: sorted, at least one) a batch absent from them
+    is predicted from: the two around ``batch``, else the two nearest it at the end it lies
+    beyond; the one batch twice where there is one.
+
+    ``batches[i:i + 2]`` with ``i`` the insertion point of ``batch`` less one, kept inside the
+    list (:func:`bisect.bisect`)."""
+    i = max(0, min(bisect.bisect(batches, batch) - 1, len(batches) - 2))
+    pair = batches[i:i + 2]
+    return pair[0], pair[-1]
+
+
+def interval(key: str, datasheet_only: bool, nproc: int) -> tuple[float, str]:
+    """A replay prediction's relative half-width ``h`` (its band: :func:`band`) and where it
+    comes from, in words: the back-test category's :data:`INTERVAL_P90`, times
+    :data:`DATASHEET_WIDEN` for a datasheet-only GPU and :data:`DP_WIDEN` for data parallel
+    over ``nproc > 1`` GPUs.
+
+    Raises:
+        KeyError: ``key`` is not a category of :data:`INTERVAL_P90`."""
+    widen = [(why, f) for why, f, on in (
+        (f"x{DATASHEET_WIDEN:g}: datasheet only", DATASHEET_WIDEN, datasheet_only),
+        (f"x{DP_WIDEN:g}: data parallel x{nproc}, not validated", DP_WIDEN, nproc > 1)) if on]
+    half = INTERVAL_P90[key]
+    for _, f in widen:
+        half *= f
+    return half, (f"the replay back-test's '{key}' rows (benchmarks/replay_validate.py): 90th "
+                  f"percentile of |error| {INTERVAL_P90[key]:.0%}"
+                  + (f" ({'; '.join(why for why, _ in widen)}) = {half:.0%}" if widen else "")
+                  + ", as [T / (1 + h), T (1 + h)]")
 
 
 def gpu_name(prof: hardware.GpuProfile) -> str:
@@ -500,10 +496,10 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
                           f"{', '.join('/'.join(x) for x in fms)}; give --framework and --mode")
     fw, md = fms[0]
     precs = sorted({c[2] for c in cands})
-    prec = precision or (precs[0] if len(precs) == 1 else None)
-    if prec is None:
+    if not precision and len(precs) > 1:
         raise ConfigError(f"{model} {fw}/{md} is stored in several precisions "
                           f"({', '.join(precs)}); give --precision")
+    prec = precision or precs[0]
     _check_memory(lib, model, fw, md, prec, batch_size // nproc, lib.gpu(gpu))
     try:
         p = predict(lib, model, fw, md, prec, batch_size // nproc, gpu, nproc=nproc)
@@ -602,7 +598,7 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
         how = "step-level model"
     f = statistics.median(ratios)
     dst = lib.gpu(gpu)
-    half = INTERVAL_P90["gpu"] * (DATASHEET_WIDEN if dst.datasheet_only else 1.0)
+    half, source = interval("gpu", dst.datasheet_only, 1)
     return TracePrediction(
         step_s=base * f, interval_s=band(base * f, half),
         host_s=math.nan, device_s=math.nan, bound="unknown", gpu=dst.name,
@@ -612,7 +608,7 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
         measured_s=_measured(lib, model, framework, mode, precision, batch_size,
                              dst.device_name or ""),
         extra={"source_gpu": src_gpu, "gpu_name": gpu_name(dst),
-               "interval_from": interval_source("gpu", dst.datasheet_only, 1, half),
+               "interval_from": source,
                "host_session": f"{session} (the {how} step on {src_gpu})"})
 
 

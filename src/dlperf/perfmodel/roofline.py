@@ -84,14 +84,15 @@ def ceiling_of(points: Iterable[Point], framework: str, precision: str,
     """
     from dlperf.perfmodel.datasheet import datasheet_peaks
 
-    pts = [p for p in points if p.matmul_flops_per_s.get(precision) and p.bandwidth_bytes_per_s
-           and special.ceilings_read(p.device)
+    # (point, its bandwidth) of every point with both ceilings measured on the device
+    pts = [(p, bw) for p in points if p.matmul_flops_per_s.get(precision)
+           and (bw := p.bandwidth_bytes_per_s) and special.ceilings_read(p.device)
            and (device_name is None or p.device_name == device_name)]
-    for cand, note in (([p for p in pts if p.framework == framework], ""),
+    for cand, note in (([x for x in pts if x[0].framework == framework], ""),
                        (pts, " (another framework)")):
         if cand:
-            bws = [bw for p in cand if (bw := p.bandwidth_bytes_per_s)]  # every p in pts has one
-            return Ceiling(median(p.matmul_flops_per_s[precision] for p in cand), median(bws),
+            return Ceiling(median(p.matmul_flops_per_s[precision] for p, _ in cand),
+                           median(bw for _, bw in cand),
                            f"measured: median of {len(cand)} workers{note}")
     sheet = datasheet_peaks(device_name)
     if sheet and sheet.get(precision):

@@ -18,6 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, StrictStr, ValidationError
+
 DEVELOPMENT = "development"
 TEST = "test"
 SIDES = (DEVELOPMENT, TEST)
@@ -41,9 +43,11 @@ class Split:
     salt: str
     test_share: float = 0.3
 
-    def _hashed_test(self, name: str) -> bool:
+    def _hashed_side(self, name: str) -> str:
+        """The file's rule: :data:`TEST` when ``sha256(salt + name)`` falls under
+        :attr:`test_share`."""
         h = hashlib.sha256((self.salt + name).encode()).hexdigest()
-        return int(h[:8], 16) / 2**32 < self.test_share
+        return TEST if int(h[:8], 16) / 2**32 < self.test_share else DEVELOPMENT
 
     def side_of_model(self, model: str) -> str:
         """:data:`TEST` or :data:`DEVELOPMENT` for a model name (``resnet50``, ``hf:gpt2``)."""
@@ -51,11 +55,11 @@ class Split:
             return TEST
         if model in self.development_models:
             return DEVELOPMENT
-        return TEST if self._hashed_test(model) else DEVELOPMENT
+        return self._hashed_side(model)
 
     def side_of_run(self, run_id: str) -> str:
         """:data:`TEST` or :data:`DEVELOPMENT` for an all-reduce run id (the hash rule)."""
-        return TEST if self._hashed_test(run_id) else DEVELOPMENT
+        return self._hashed_side(run_id)
 
     def side(self, model: str | None, run_id: str | None = None) -> str:
         """The side of a held-out prediction: by its model, else by its all-reduce run id;
@@ -65,6 +69,14 @@ class Split:
         if run_id:
             return self.side_of_run(run_id)
         return DEVELOPMENT
+
+
+class _SplitFile(BaseModel):
+    """What :func:`load` reads of a split file (its other keys say how the split was made)."""
+
+    salt: StrictStr
+    test_models: list[StrictStr]
+    development_models: list[StrictStr]
 
 
 def load(path: str | os.PathLike | None = None) -> Split:
@@ -81,17 +93,9 @@ def load(path: str | os.PathLike | None = None) -> Split:
         d = json.loads(p.read_text())
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read the development/test split {p}: {e}") from e
-    d = d if isinstance(d, dict) else {}
-    test, dev, salt = _names(d.get("test_models")), _names(d.get("development_models")), \
-        d.get("salt")
-    if not isinstance(salt, str) or test is None or dev is None:
+    try:
+        f = _SplitFile.model_validate(d)
+    except ValidationError:
         raise ConfigError(f"{p} is not a split file: it needs a string 'salt' and lists of "
-                          "model names 'test_models' and 'development_models'")
-    return Split(test, dev, salt)
-
-
-def _names(x: object) -> frozenset[str] | None:
-    """A list of strings as a set; None for anything else."""
-    if isinstance(x, list) and all(isinstance(s, str) for s in x):
-        return frozenset(x)
-    return None
+                          "model names 'test_models' and 'development_models'") from None
+    return Split(frozenset(f.test_models), frozenset(f.development_models), f.salt)

@@ -233,8 +233,9 @@ BF16_GEMM_SHARE_BY_CLASS = {"convolution": 0.6, "attention": 0.5, "recurrent": 0
 #: 50,257-word output layer: 0.36-0.55 of its fp32 time, 0.12-0.19 of the bf16 ceiling; part
 #: 5: 1.07 / 1.06 at 0.15) and one with a leading dimension of 2 or 4 on Ampere's
 #: ``tensorop_..._align2/4`` (LSTM's decoder, ``k = 650``: 1.13 at 0.25, 0.95 at 0.3 on the
-#: H100, the only development GEMMs of this kind that hold their figures).
-BF16_GEMM_SHARE_BY_ALIGN = {1: 0.15, 2: 0.3, 4: 0.3}
+#: H100, the only development GEMMs of this kind that hold their figures). An alignment of 8
+#: and an unknown one (None) are not listed: :data:`BF16_GEMM_SHARE_BY_CLASS` gives theirs.
+BF16_GEMM_SHARE_BY_ALIGN: dict[int | None, float] = {1: 0.15, 2: 0.3, 4: 0.3}
 #: A tensor-core kernel's name that states its alignment (CUTLASS ``..._align1``).
 _ALIGN_NAME = re.compile(r"tensorop.*_align(\d)", re.I)
 
@@ -255,9 +256,8 @@ def bf16_share(op: DeviceOp) -> float:
     misaligned matmul (:data:`BF16_GEMM_SHARE_BY_ALIGN`), else by op class
     (:data:`BF16_GEMM_SHARE_BY_CLASS`, :data:`BF16_GEMM_SHARE`)."""
     a = gemm_alignment(op) if op.op_class == "matmul" else None
-    if a is not None and a in BF16_GEMM_SHARE_BY_ALIGN:
-        return BF16_GEMM_SHARE_BY_ALIGN[a]
-    return BF16_GEMM_SHARE_BY_CLASS.get(op.op_class or "", BF16_GEMM_SHARE)
+    return BF16_GEMM_SHARE_BY_ALIGN.get(
+        a, BF16_GEMM_SHARE_BY_CLASS.get(op.op_class or "", BF16_GEMM_SHARE))
 
 
 #: The part of a GEMM-like kernel's time that its precision does not change (launch, ramp-up,
@@ -532,10 +532,9 @@ AUTOCAST_STEP: dict[int, Callable[[StepTrace, str, str, GpuProfile],
 def _is_cast(op: DeviceOp) -> bool:
     """A dtype conversion kernel of autocast: one launched by a GEMM op (the cast of an
     operand) or autograd's cast of a gradient back (``ToCopyBackward0``)."""
-    if op.op == "ToCopyBackward0":
-        return True
-    return (op.op_class in GEMM_CLASSES and not is_gemm(op)
-            and ("copy_kernel" in op.name or "cast" in op.name.lower()))
+    return op.op == "ToCopyBackward0" or (
+        op.op_class in GEMM_CLASSES and not is_gemm(op)
+        and ("copy_kernel" in op.name or "cast" in op.name.lower()))
 
 
 def _reindex(old: Sequence[DeviceOp], new: Sequence[DeviceOp]) -> list[DeviceOp]:
@@ -576,12 +575,12 @@ def _elem_bytes(step: StepTrace) -> int:
 
 
 def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
-    """The factor by which the GEMM kernels of ``step`` (traced at ``meta['batch_size']``)
-    scale at batch ``b_dst``: the ratio of a roofline of the step's GEMMs at the two batches,
-    ``max(weight bytes / bandwidth, FLOPs / GEMM ceiling)``, with the weight bytes the
-    parameters (``meta['params']``) x the element size x :data:`GEMM_WEIGHT_PASSES` and the
-    FLOPs ``meta['train_flops_per_sample']`` x the batch; the batch ratio where either is
-    unknown.
+    """The factor by which the GEMM kernels of ``step`` (traced at ``meta['batch_size']``,
+    positive: :func:`to_batch` refuses another) scale at batch ``b_dst``: the ratio of a
+    roofline of the step's GEMMs at the two batches, ``max(weight bytes / bandwidth, FLOPs /
+    GEMM ceiling)``, with the weight bytes the parameters (``meta['params']``) x the element
+    size x :data:`GEMM_WEIGHT_PASSES` and the FLOPs ``meta['train_flops_per_sample']`` x the
+    batch; the batch ratio where either, or the GEMM ceiling, is unknown.
 
     A GEMM of a small batch streams its weights: fcn5's JAX programs on the H200 run their
     GEMMs in 0.18 ms at every batch from 16 to 64 in bf16, the time of ``3 x 118 M x 2 B``
@@ -591,10 +590,8 @@ def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
     params = step.meta.get("params")
     fps = step.meta.get("train_flops_per_sample")
     r = b_dst / b_src
-    if not (params and fps and b_src > 0):
-        return r
     peak = gpu.gemm(str(step.meta.get("precision") or "fp32")) or gpu.gemm("fp32")
-    if not peak:
+    if not (params and fps and peak):
         return r
     w = GEMM_WEIGHT_PASSES * params * _elem_bytes(step) / gpu.bandwidth_bytes_per_s
     c = fps * b_src / peak
@@ -679,7 +676,8 @@ def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
     ba, bb = int(a.meta["batch_size"]), int(b.meta["batch_size"])
     if ba == bb:
         raise ValueError("two traces of the same batch size give no line")
-    near, far = (a, b) if abs(math.log(b_dst / ba)) <= abs(math.log(b_dst / bb)) else (b, a)
+    # the nearer first (a where both are as near: the sort is stable)
+    near, far = sorted((a, b), key=lambda st: abs(math.log(b_dst / int(st.meta["batch_size"]))))
     bn, bf = int(near.meta["batch_size"]), int(far.meta["batch_size"])
 
     def key(o: DeviceOp) -> tuple[str | None, str | None, str]:
@@ -772,7 +770,7 @@ def to_data_parallel(step: StepTrace, bucket_bytes: Sequence[float],
     out: list[DeviceOp] = []
     for i, o in enumerate(ops):
         after = tuple(pos[a] for a in o.after)
-        if i > back[-1] and o.phase != "t_b":
+        if i > back[-1]:  # after the backward (every t_b op is at or before back[-1])
             after = (*after, last_comm)
         out.append(replace(o, after=after))
         out += [DeviceOp(lane=COMM_LANE, dur_s=allreduce_s(bucket_bytes[k]), kind="collective",

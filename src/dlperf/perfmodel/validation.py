@@ -168,18 +168,15 @@ def _check_ours(f: Path) -> None:
 
     try:
         if not f.is_file() or f.stat().st_size == 0:
-            return
-        if f.stat().st_size > 2**30:
-            ok = False
-        else:
-            ok = isinstance(json.loads(f.read_bytes()), dict)
+            return  # nothing to replace
+        if f.stat().st_size <= 2**30 and isinstance(json.loads(f.read_bytes()), dict):
+            return  # a JSON object, as dlperf writes (a larger file is not read)
     except (OSError, ValueError, RecursionError):
-        ok = False
-    if not ok:
-        raise ConfigError(f"{str(f)!r} exists and is not a file dlperf wrote there (not a "
-                          "JSON object); the back-test stores its table and the results' "
-                          "points under that name, and never replaces a file of yours: move "
-                          "or rename it, then run --validate again")
+        pass
+    raise ConfigError(f"{str(f)!r} exists and is not a file dlperf wrote there (not a "
+                      "JSON object); the back-test stores its table and the results' "
+                      "points under that name, and never replaces a file of yours: move "
+                      "or rename it, then run --validate again")
 
 
 @dataclass
@@ -229,26 +226,24 @@ class Validation:
         for cat in [c for c in CATEGORIES if c in by]:
             rs = by[cat]
             apes = [r.ape for r in rs]
-            base = [r.baseline_ape for r in rs if r.baseline_ape is not None]
-            signs = [r.sign_ok for r in rs if r.sign_ok is not None]
+            base, effs = _known(rs, "baseline_ape"), _known(rs, "eff_err_pts")
+            signs = _known(rs, "sign_ok")
             resolved = [r.sign_ok for r in rs if r.sign_ok is not None and self.resolved(r, noise)]
-            effs = [r.eff_err_pts for r in rs if r.eff_err_pts is not None]
             host = [r.ape for r in rs if r.bound == "host"]
             out.append({"category": cat, "count": len(rs), "mdape_pct": median(apes),
                         "max_pct": max(apes),
-                        "host_bound_mdape_pct": _of(median, host),
-                        "baseline_mdape_pct": _of(median, base),
-                        "baseline_max_pct": _of(max, base),
-                        "sign_right": _of(_tally, signs),
+                        "host_bound_mdape_pct": iv.of_any(median, host),
+                        "baseline_mdape_pct": iv.of_any(median, base),
+                        "baseline_max_pct": iv.of_any(max, base),
+                        "sign_right": iv.of_any(_tally, signs),
                         "sign_right_resolved": _tally(resolved) if signs else None,
-                        "eff_err_median_pts": _of(median, effs),
-                        "eff_err_max_pts": _of(max, effs)})
+                        "eff_err_median_pts": iv.of_any(median, effs),
+                        "eff_err_max_pts": iv.of_any(max, effs)})
         return out
 
     def residuals(self, category: str) -> list[float]:
         """``log(measured / predicted)`` of the category's rows."""
-        return [math.log(r.measured_s / r.predicted_s) for r in self.rows
-                if r.category == category]
+        return [r for r, _ in self.bounded_residuals(category)]
 
     def bounded_residuals(self, category: str) -> list[iv.Residual]:
         """``(log(measured / predicted), bound)`` of the category's rows: what a Mondrian
@@ -319,10 +314,10 @@ class Validation:
             if d is None:
                 return ["0", "–", "–", "–", "–", "–", "–"]
             sr, res = d["sign_right"], d["sign_right_resolved"]
+            signs = [f"{sr[0]}/{sr[1]} (beyond noise {res[0]}/{res[1]})", triv] if sr else [
+                "–", "–"]
             return [str(d["count"]), _num(d["mdape_pct"]), _num(d["host_bound_mdape_pct"]),
-                    _num(d["baseline_mdape_pct"]),
-                    f"{sr[0]}/{sr[1]} (beyond noise {res[0]}/{res[1]})" if sr else "–",
-                    triv if sr else "–", _coverage_cell(c)]
+                    _num(d["baseline_mdape_pct"]), *signs, _coverage_cell(c)]
 
         def cells(cat: str) -> list[str]:
             triv = trivial(cat)
@@ -413,9 +408,9 @@ def coverage_cells(covs: Iterable[dict]) -> list[tuple[str, str | None, int, int
     return out
 
 
-def _of(stat: Callable[[list], Any], values: list) -> Any:
-    """``stat(values)``; None for no values (a category without such rows)."""
-    return stat(values) if values else None
+def _known(rows: Sequence[Row], attr: str) -> list[Any]:
+    """The rows' ``attr`` where it is known (not None)."""
+    return [v for r in rows if (v := getattr(r, attr)) is not None]
 
 
 def _tally(signs: list[bool]) -> tuple[int, int]:
@@ -425,7 +420,7 @@ def _tally(signs: list[bool]) -> tuple[int, int]:
 
 def _num(x: float | None, digits: int = 2) -> str:
     """A table cell: ``x`` to ``digits`` decimals, ``–`` for None."""
-    return "–" if x is None else f"{x:.{digits}f}"
+    return iv.cell(x, f".{digits}f")
 
 
 def _coverage_cell(c: dict | None) -> str:

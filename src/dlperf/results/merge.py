@@ -182,8 +182,8 @@ def _merge(dest: Path, srcs: list[Path], opened: ExitStack, seal_rows: bool,
     with ResultStore(dest) as out:
         db = out._db
         with sqlite_errors(dest, "copying the samples"):
-            for table, cols in _SCRATCH.items():  # temp: no lock on dest
-                db.execute(f"CREATE TEMP TABLE {table} ({cols})")
+            for table, schema in _SCRATCH.items():  # temp: no lock on dest
+                db.execute(f"CREATE TEMP TABLE {table} ({schema})")
             for fi, st in enumerate(stores, 1):
                 _stage(db, fi, st._db)
                 st.close()  # its copy in memory is no longer needed

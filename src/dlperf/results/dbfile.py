@@ -420,7 +420,8 @@ def results_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
 
     Returns:
         The file paths, in the order given (a folder's files where the folder was named),
-        each once.
+        each file once: two spellings of one file (relative and absolute, a link, ``a/../a``)
+        are one, kept as first spelled.
 
     Raises:
         ConfigError: a folder that holds no ``*.db`` file (naming it and what it holds).
@@ -440,4 +441,7 @@ def results_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
             out.extend(found)
         else:
             out.append(str(p))
-    return list(dict.fromkeys(out))
+    first: dict[str, str] = {}  # the resolved path -> its first spelling
+    for f in out:
+        first.setdefault(os.path.realpath(f), f)
+    return list(first.values())

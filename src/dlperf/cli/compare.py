@@ -189,7 +189,7 @@ def compare(
     base_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for BASE's runs (repeatable).")] = None,
     new_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for NEW's runs (repeatable).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="With --run: go on with an interrupted gate in --db (its runs are kept).")] = False,
-    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 4 when nothing could be judged.")] = None,
+    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this percentage, with its % sign, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 4 when nothing could be judged.")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     format: Annotated[str | None, typer.Option("--format", "-f", help="table (Markdown) or json (default: the --output file's suffix, .json or .md; else table).")] = None,
@@ -247,9 +247,7 @@ def compare(
 
         code, why = gate_status(comp)
         if why:
-            common.err.print(why.replace(f"--fail-if-slower {comp.threshold:.3g}",
-                                         f"--fail-if-slower {fail_if_slower}"),
-                             markup=False, highlight=False)
+            common.err.print(why, markup=False, highlight=False)
         return code
 
     code = guard(body)

@@ -105,6 +105,16 @@ def test_the_cli_refuses_what_the_replay_does_not_model():
     r = CliRunner().invoke(app, ["predict", "--db", str(H200), "--model", "lstm", "-b", "64",
                                  "--gpu", "h100", "--nnodes", "2", "--network", "ib_ndr"])
     assert r.exit_code == 2 and "one node" in r.output
+    base = ["predict", "--db", str(H200), "--model", "lstm", "--framework", "torch",
+            "--mode", "eager", "--precision", "bf16", "-b", "64", "--gpu", "h100"]
+    for extra, named in ((["--explain"], "--explain"),
+                         (["--device", "cpu", "--threads", "1"], "--device cpu, --threads")):
+        r = CliRunner().invoke(app, base + extra)
+        assert r.exit_code == 2 and f"{named} would be ignored" in r.output, r.output
+    r = CliRunner().invoke(app, ["predict", "--db", str(H200), "--validate", "--explain"])
+    assert r.exit_code == 2 and "--explain would be ignored" in r.output, r.output
+    ok = CliRunner().invoke(app, base + ["--device", "cuda", "--data", "synthetic"])
+    assert ok.exit_code == 0, ok.output
 
 
 def test_the_gpu_path_names_the_device_and_host_session(lib):

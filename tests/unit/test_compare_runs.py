@@ -46,12 +46,21 @@ def noisy(median: float, n: int = 30, rel: float = 0.002, seed: int = 0) -> list
 
 def test_parse_threshold():
     assert regress.parse_threshold("5%") == pytest.approx(0.05)
-    assert regress.parse_threshold("5") == pytest.approx(0.05)
     assert regress.parse_threshold(" 12.5 % ") == pytest.approx(0.125)
+    assert regress.parse_threshold("0.05%") == pytest.approx(0.0005)
     assert regress.parse_threshold(None) is None
-    for bad in ("", "five", "0", "-3%"):
+    for bad in ("", "five", "0", "-3%", "5%%", "%5", "0%"):
         with pytest.raises(ConfigError, match="--fail-if-slower"):
             regress.parse_threshold(bad)
+    # A bare number is ambiguous (percent or fraction?): refused with the % spelling to use.
+    for bare in ("5", "0.05"):
+        with pytest.raises(ConfigError, match=f"did you mean --fail-if-slower {bare}%"):
+            regress.parse_threshold(bare)
+
+
+def test_threshold_text_shows_the_parsed_digits():
+    for text in ("0.05%", "5%", "12.5%", "0.125%", "3%"):
+        assert regress.threshold_text(regress.parse_threshold(text)) == text
 
 
 def test_run_level_interval_is_welch_t_on_log_run_medians():

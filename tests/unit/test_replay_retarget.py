@@ -105,6 +105,16 @@ def test_the_cli_refuses_what_the_replay_does_not_model():
     r = CliRunner().invoke(app, ["predict", "--db", str(H200), "--model", "lstm", "-b", "64",
                                  "--gpu", "h100", "--nnodes", "2", "--network", "ib_ndr"])
     assert r.exit_code == 2 and "one node" in r.output
+    base = ["predict", "--db", str(H200), "--model", "lstm", "--framework", "torch",
+            "--mode", "eager", "--precision", "bf16", "-b", "64", "--gpu", "h100"]
+    for extra, named in ((["--explain"], "--explain"),
+                         (["--device", "cpu", "--threads", "1"], "--device cpu, --threads")):
+        r = CliRunner().invoke(app, base + extra)
+        assert r.exit_code == 2 and f"{named} would be ignored" in r.output, r.output
+    r = CliRunner().invoke(app, ["predict", "--db", str(H200), "--validate", "--explain"])
+    assert r.exit_code == 2 and "--explain would be ignored" in r.output, r.output
+    ok = CliRunner().invoke(app, base + ["--device", "cuda", "--data", "synthetic"])
+    assert ok.exit_code == 0, ok.output
 
 
 def test_the_gpu_path_names_the_device_and_host_session(lib):
@@ -151,3 +161,31 @@ def test_a_batch_that_cannot_fit_on_the_target_gpu_is_refused(lib):
     big = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 256,
                           "h100")
     assert big["step_s"] > 0
+
+
+def test_the_measurement_shown_and_anchored_on_is_named_with_its_rows():
+    """Several stored measurements of the point: the words say the median of how many and
+    name each row, never one row as the measurement; the anchor's words likewise."""
+    h200 = ROOT / "benchmarks/results/h200"
+    lib2 = retarget.TraceLibrary([str(h200), str(H100)])
+    d = retarget.answer([str(h200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
+                        "h200")
+    pts = d["measured_points"]
+    assert len(pts) >= 2 and d["measured_s"] == pytest.approx(
+        sorted(pts.values())[len(pts) // 2] if len(pts) % 2 else
+        sum(sorted(pts.values())[len(pts) // 2 - 1:len(pts) // 2 + 1]) / 2)
+    t = retarget.text(d)
+    assert "measured there" not in t
+    assert f"the median {d['measured_s'] * 1e3:.3f} ms of {len(pts)} stored measurements" in t
+    assert all(f"{k} {v * 1e3:.3f} ms" in t for k, v in pts.items())
+    a = retarget.predict(lib2, "resnet50", "torch", "eager", "bf16", 64, "h100")
+    note = next(x for x in a.transforms if x.startswith("anchored"))
+    assert f"of {len(pts)} stored measurements" in note
+
+
+def test_a_model_without_a_timeline_says_it_is_not_replayed():
+    h200 = ROOT / "benchmarks/results/h200"
+    d = retarget.answer([str(h200), str(H100)], "vgg16", "torch", "eager", "bf16", 64, "h100")
+    t = retarget.text(d)
+    assert d["sources"] == [] and "replayed from -" not in t and "unknown-bound" not in t
+    assert "no stored timeline of vgg16, not replayed" in t

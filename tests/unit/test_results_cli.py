@@ -4,6 +4,7 @@ tagged runs apart by tag, time and commit."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,10 @@ def test_one_resolver_for_every_command_that_reads_results(folder):
     assert results_files(folder) == [str(folder / "a.db"), str(folder / "b.db")]
     assert results_files([folder / "b.db", folder]) == [str(folder / "b.db"),
                                                         str(folder / "a.db")]
+    # one file under two spellings (relative and absolute, a/../a) is read once, as first named
+    rel = os.path.relpath(folder / "a.db")
+    assert results_files([rel, str((folder / "a.db").resolve()),
+                          folder / "x" / ".." / "a.db"]) == [rel]
     empty = folder / "empty"
     empty.mkdir()
     with pytest.raises(ConfigError, match=r"holds no results file \(\*\.db\).*empty"):

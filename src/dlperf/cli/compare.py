@@ -58,14 +58,14 @@ def _sides(base: str, new: str, db: str | None, models: list[str], *,
     from dlperf.results.history import match_revision, revision_of, tag_of
     from dlperf.results.store import ResultStore
 
-    def records(path: str) -> list[Any]:
-        check_db(path, must_exist=True)
+    def records(path: str, flag: str = "--db") -> list[Any]:
+        check_db(path, must_exist=True, flag=flag)
         with ResultStore(path, read_only=True) as store:
             recs = store.records(latest=False)
         return [r for r in recs if not models or r.identity.model in models]
 
     if db is None:
-        rb, rn = records(base), records(new)
+        rb, rn = records(base, "BASE"), records(new, "NEW")
         for name, recs in ((base, rb), (new, rn)):
             revs = sorted({revision_of(r) for r in recs})
             if len(revs) > 1:  # all runs are used; say so, and how to pick one revision
@@ -126,7 +126,7 @@ def _run_sides(base: str, new: str, db: str | None, rounds: int, base_env: list[
     if path.exists() and not resume:
         raise ConfigError(f"--run: {str(path)!r} exists; give a new --db for this gate, or "
                           "--resume to go on with an interrupted one (its runs are kept)")
-    check_db(str(path), must_exist=False)
+    check_db(str(path), must_exist=False, write=True)
     sides = (Side("BASE", "base", Path(base).resolve(), parse_env(base_env, "--base-env")),
              Side("NEW", "new", Path(new).resolve(), parse_env(new_env, "--new-env")))
     common.err.print(f"measuring BASE ({sides[0].directory}) and NEW ({sides[1].directory}) "
@@ -189,7 +189,7 @@ def compare(
     base_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for BASE's runs (repeatable).")] = None,
     new_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for NEW's runs (repeatable).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="With --run: go on with an interrupted gate in --db (its runs are kept).")] = False,
-    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 4 when nothing could be judged.")] = None,
+    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this percentage, with its % sign, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 4 when nothing could be judged.")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     format: Annotated[str | None, typer.Option("--format", "-f", help="table (Markdown) or json (default: the --output file's suffix, .json or .md; else table).")] = None,
@@ -247,9 +247,7 @@ def compare(
 
         code, why = gate_status(comp)
         if why:
-            common.err.print(why.replace(f"--fail-if-slower {comp.threshold:.3g}",
-                                         f"--fail-if-slower {fail_if_slower}"),
-                             markup=False, highlight=False)
+            common.err.print(why, markup=False, highlight=False)
         return code
 
     code = guard(body)

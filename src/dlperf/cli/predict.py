@@ -301,6 +301,8 @@ def predict(
         if validate and dai_table:
             raise ConfigError("--validate and --dai-table are two reports: give one of them "
                               "(run the command twice for both)")
+        if (validate or dai_table) and explain:
+            given.append("--explain")
         if (validate or dai_table) and given:
             whole = "--validate back-tests" if validate else "--dai-table splits"
             raise ConfigError(f"{whole} every stored result of the --db files; "
@@ -373,6 +375,22 @@ def predict(
             if nnodes > 1 or network or what_if:
                 raise ConfigError("--gpu replays one node's GPUs: --nnodes, --network and "
                                   "--what-if are the step-level model's (drop --gpu for them)")
+            ignored = [k for k, on in (
+                ("--device " + str(device), device not in (None, "cuda")),
+                ("--threads", threads is not None),
+                ("--data " + str(data), data not in (None, "synthetic")),
+                ("--layout " + str(layout), layout not in (None, "auto")),
+                ("--loader-workers", loader_workers is not None),
+                ("--grad-accum", grad_accum not in (None, 1)),
+                ("--compile-mode " + str(compile_mode), compile_mode not in (None, "default")),
+                ("--explain", explain)) if on]
+            if ignored:
+                raise ConfigError(
+                    "--gpu replays a stored CUDA timeline of one GPU (synthetic data, default "
+                    "layout and compile mode, no accumulation) and has no fit to explain; "
+                    f"{', '.join(ignored)} would be ignored: drop "
+                    f"{'it' if len(ignored) == 1 else 'them'}, or drop --gpu for the "
+                    "step-level model")
             r = retarget.answer(db, model, framework, mode, precision, batch, gpu,
                                 nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"

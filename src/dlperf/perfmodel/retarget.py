@@ -278,20 +278,25 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             on_src = replay.simulate(st).step_s
             st = transforms.to_gpu(st, src_gpu, dst_gpu, host_ratio=hr)
             category = key = "gpu"
+            m_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
+                                     src_gpu.device_name or "") if anchor else []
             m_src = _measured(lib, model, framework, mode, precision, batch_size,
                               src_gpu.device_name or "") if anchor else None
             if m_src:
                 anchored = m_src / on_src
-                st = st.with_note(f"anchored: x{anchored:.3f} (measured {m_src * 1e3:.3f} ms "
+                st = st.with_note(f"anchored: x{anchored:.3f} ({measured_words(m_pts)} "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
     half, source = interval(key, dst_gpu.datasheet_only, nproc)
     measured = _measured(lib, model, framework, mode, precision, batch_size,
                          dst_gpu.device_name or "")
-    dp: dict[str, Any] = {}
+    dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
+                               dst_gpu.device_name or "")
+    dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)} if measured else {}
     if nproc > 1:  # not validated, and nothing measured of it on one GPU
         st, dp["assumptions"] = data_parallel(lib, st, used[0], nproc)
         category += f" + data parallel x{nproc} (not validated)"
         measured = None
+        dp.pop("measured_points", None)
     r = replay.simulate(st)
     r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle, r.bound)
     lo_s, hi_s = band(r.step_s, half)
@@ -455,6 +460,28 @@ def _measured(lib: TraceLibrary, model: str, framework: str, mode: str, precisio
     return statistics.median(v) if v else None
 
 
+def _points_dict(points: Sequence[Any]) -> dict[str, float]:
+    """``{file:id: step s}`` of stored points, in load order."""
+    return {f"{p.source}:{p.result_id}": p.step_time_s for p in points}
+
+
+def measured_words(points: Sequence[Any]) -> str:
+    """The stored measurement(s) a replay is anchored on or shown beside, in words: ``measured
+    X ms in file:id`` for one point, else ``the median X ms of N stored measurements (file:id
+    Y ms; ...)`` (:func:`_measured`: the median over files and host sessions)."""
+    return _words(_points_dict(points))
+
+
+def _words(pts: Mapping[str, float]) -> str:
+    """:func:`measured_words` of ``{file:id: s}``."""
+    if len(pts) == 1:
+        (k, v), = pts.items()
+        return f"measured {v * 1e3:.3f} ms in {k}"
+    med = statistics.median(pts.values())
+    return (f"the median {med * 1e3:.3f} ms of {len(pts)} stored measurements ("
+            + "; ".join(f"{k} {v * 1e3:.3f} ms" for k, v in pts.items()) + ")")
+
+
 def _measured_points(lib: TraceLibrary, model: str, framework: str, mode: str,
                      precision: str, batch: int, device_name: str) -> list[Any]:
     """The stored untraced one-device points of exactly this configuration and batch on
@@ -587,29 +614,32 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
     src_name = next((p.device_name for p in lib.recs.points if p.device_name
                      and hardware.short_name(p.device_name) == src_gpu), src_gpu or "")
     base = _measured(lib, model, framework, mode, precision, batch_size, src_name)
-    how = "measured"
-    session = host_session(_measured_points(lib, model, framework, mode, precision,
-                                            batch_size, src_name))
+    src_pts = _measured_points(lib, model, framework, mode, precision, batch_size, src_name)
+    how = measured_words(src_pts) if src_pts else ""
+    session = host_session(src_pts)
     if base is None:
         from dlperf.perfmodel.api import predict as step_level
 
         sl = step_level(db, model, framework, mode, precision, "cuda", batch_size=batch_size)
         base, session = sl.predicted_step_time_s, sl.host_session or session
-        how = "step-level model"
+        how = f"the step-level model's {base * 1e3:.3f} ms"
     f = statistics.median(ratios)
     dst = lib.gpu(gpu)
+    dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
+                               dst.device_name or "")
     half, source = interval("gpu", dst.datasheet_only, 1)
     return TracePrediction(
         step_s=base * f, interval_s=band(base * f, half),
         host_s=math.nan, device_s=math.nan, bound="unknown", gpu=dst.name,
         datasheet_only=dst.datasheet_only, category="gpu, no trace", sources=(),
-        transforms=(f"{how} on {src_gpu}: {base * 1e3:.3f} ms x the median {gpu} / {src_gpu} "
+        transforms=(f"on {src_gpu}, {how}, x the median {gpu} / {src_gpu} "
                     f"replay ratio {f:.3f} of {len(ratios)} traced models of the group",),
         measured_s=_measured(lib, model, framework, mode, precision, batch_size,
                              dst.device_name or ""),
         extra={"source_gpu": src_gpu, "gpu_name": gpu_name(dst),
-               "interval_from": source,
-               "host_session": f"{session} (the {how} step on {src_gpu})"})
+               "interval_from": source, "measured_points": _points_dict(dst_pts),
+               "host_session": f"{session} (the "
+               + ("measured" if src_pts else "step-level model's") + f" step on {src_gpu})"})
 
 
 def text(d: Mapping[str, Any]) -> str:
@@ -621,18 +651,25 @@ def text(d: Mapping[str, Any]) -> str:
     gpus = f"{c['nproc']} x {name}" if c.get("nproc", 1) > 1 else name
     what = label_of({k: c.get(k) for k in ("model", "framework", "mode", "precision",
                                             "batch_size")})
+    bound = (f"{d['bound']}-bound" if d.get("bound") not in (None, "unknown")
+             else "bound not known (no timeline replayed)")
+    src = (f"replayed from {', '.join(d['sources'])}" if d.get("sources")
+           else f"no stored timeline of {c.get('model')}, not replayed")
     lines = [f"{what} on {gpus}{mark}: {d['step_s'] * 1e3:.3f} ms per iteration "
              f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the {d['category']} back-test), "
-             f"{d['bound']}-bound",
-             f"replayed from {', '.join(d['sources']) or '-'}: {'; '.join(d['transforms'])}"]
+             f"{bound}",
+             f"{src}: {'; '.join(d['transforms'])}"]
+    pts = d.get("measured_points")
+    if d.get("measured_s"):
+        lines.append(f"on {name}: " + (_words(pts) if pts
+                                       else f"measured {d['measured_s'] * 1e3:.3f} ms"))
     lines += [line(d[k]) for k, line in _TEXT_LINES if d.get(k)]
     return "\n".join(lines)
 
 
-#: The lines :func:`text` adds where the answer holds the key (a data-parallel answer holds no
-#: measurement: :func:`predict`).
+#: The lines :func:`text` adds, after the stored measurement's (none in a data-parallel
+#: answer: :func:`predict`), where the answer holds the key.
 _TEXT_LINES: tuple[tuple[str, Callable[[Any], str]], ...] = (
-    ("measured_s", lambda v: f"measured there: {v * 1e3:.3f} ms"),
     ("host_session", lambda v: f"host time from: {v}"),
     ("interval_from", lambda v: f"interval from: {v}"),
     ("assumptions", lambda v: "\n".join(["data parallel, assuming:", *(f"  - {a}" for a in v)])),

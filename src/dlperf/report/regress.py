@@ -64,7 +64,8 @@ from dlperf.results.schema import RunRecord
 from dlperf.results.view import config_of, label_of_record
 from dlperf.stats import MIN_CI_SAMPLES
 
-__all__ = ["PointComparison", "Comparison", "parse_threshold", "point_key_of", "point_label",
+__all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text", "point_key_of",
+           "point_label",
            "run_median_s", "ratio_from_runs", "ratio_from_iterations", "attribute_op_classes",
            "compare_records", "geometric_summary", "MIN_ATTRIBUTED_SHARE", "ok_runs",
            "MIN_RUNS", "run_flags", "judge_advice", "gate_status", "EXIT_REGRESSION",
@@ -88,23 +89,38 @@ EXIT_NOT_JUDGED = 4
 
 
 def parse_threshold(text: str | None) -> float | None:
-    """``--fail-if-slower``: ``"5%"`` or ``"5"`` (percent) -> 0.05; None for None.
+    """``--fail-if-slower``: a percentage with its ``%`` sign, ``"5%"`` -> 0.05; None for None.
+
+    A bare number is refused: ``5`` could mean 5% or (as a fraction) 500%, and ``0.05`` could
+    mean 5% or 0.05%; the ``%`` sign says which. One ``%`` only (``5%%`` is refused).
 
     Raises:
-        ConfigError: not a number, or not in (0, 1000) percent.
+        ConfigError: no ``%`` sign (the message suggests ``<number>%``), not a number, or not
+            in (0, 1000) percent.
     """
     if text is None:
         return None
-    t = text.strip().rstrip("%").strip()
+    t = text.strip()
+    body = t[:-1].strip() if t.endswith("%") else t
     try:
-        pct = float(t)
+        pct = float(body)
     except ValueError:
         pct = float("nan")
-    if not 0 < pct < 1000:
-        raise ConfigError(f"--fail-if-slower {text!r}: give a percentage above 0, e.g. "
-                          "--fail-if-slower 5% (fail when a point is significantly more than "
-                          "5% slower)")
+    if "%" not in t and 0 < pct < 1000:
+        raise ConfigError(f"--fail-if-slower {text!r}: give a percentage with its % sign (a "
+                          f"bare number is ambiguous: percent or fraction?): did you mean "
+                          f"--fail-if-slower {body}%?")
+    if not 0 < pct < 1000 or "%" in body:
+        raise ConfigError(f"--fail-if-slower {text!r}: give a percentage above 0 with one % "
+                          "sign, e.g. --fail-if-slower 5% (fail when a point is significantly "
+                          "more than 5% slower)")
     return pct / 100.0
+
+
+def threshold_text(threshold: float) -> str:
+    """A threshold as a percentage with the digits it was given: 0.0005 -> ``"0.05%"``,
+    0.125 -> ``"12.5%"`` (up to 6 significant digits, as :func:`parse_threshold` read them)."""
+    return f"{threshold * 100:.6g}%"
 
 
 def point_key_of(rec: RunRecord) -> str:
@@ -508,7 +524,7 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
     regs = comp.regressions
     if regs:
         return EXIT_REGRESSION, (f"{len(regs)} point(s) regressed (--fail-if-slower "
-                                 f"{comp.threshold:.3g}): " + "; ".join(p.label for p in regs))
+                                 f"{threshold_text(comp.threshold)}): " + "; ".join(p.label for p in regs))
     both = [p for p in comp.points if p.base and p.new]
     if not both:
         return EXIT_MISSING, ("BASE and NEW have no point in common: nothing was compared (were "

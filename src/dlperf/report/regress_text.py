@@ -12,6 +12,7 @@ from dlperf.report.regress import (
     PointComparison,
     ok_runs,
     run_median_s,
+    threshold_text,
 )
 from dlperf.results.schema import RunRecord
 
@@ -163,7 +164,7 @@ def comparison_markdown(comp: Comparison) -> str:
     if comp.threshold is not None:
         regs = comp.regressions
         lines += ["", f"Regression threshold: significantly slower by more than "
-                      f"{comp.threshold:.1%}, or failing in NEW only: "
+                      f"{threshold_text(comp.threshold)}, or failing in NEW only: "
                       + (f"{len(regs)} point(s): " + "; ".join(_cell(p.label) for p in regs)
                          if regs else "none")]
     lines += ["", counts_line(comp), "", summary_line(comp)]

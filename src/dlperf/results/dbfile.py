@@ -165,8 +165,9 @@ def store_error(e: sqlite3.Error, path: str | Path, doing: str) -> StoreError:
         return StoreError(f"{where} is damaged or not a dlperf results database ({e}); restore "
                           "it from a copy, or give another --db path")
     if name.startswith("SQLITE_CANTOPEN"):
-        return StoreError(f"{where} cannot be opened ({e}): its folder is missing or not "
-                          "accessible; give another --db path")
+        return StoreError(f"{where} cannot be opened ({e}): its folder is missing, "
+                          "on a read-only file system or not writable by this user; give "
+                          "another --db path")
     if name.startswith("SQLITE_IOERR"):
         return StoreError(f"input/output error on {where} while {doing} ({e}); nothing stored "
                           "before is lost. Check the disk, then run the same command again")
@@ -420,7 +421,8 @@ def results_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
 
     Returns:
         The file paths, in the order given (a folder's files where the folder was named),
-        each once.
+        each file once: two spellings of one file (relative and absolute, a link, ``a/../a``)
+        are one, kept as first spelled.
 
     Raises:
         ConfigError: a folder that holds no ``*.db`` file (naming it and what it holds).
@@ -440,4 +442,7 @@ def results_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> lis
             out.extend(found)
         else:
             out.append(str(p))
-    return list(dict.fromkeys(out))
+    first: dict[str, str] = {}  # the resolved path -> its first spelling
+    for f in out:
+        first.setdefault(os.path.realpath(f), f)
+    return list(first.values())

@@ -12,10 +12,19 @@
 # run while the main venvs install and the suite runs; its log, ci-artifacts/floors.log, is
 # printed after the suite); DLPERF_FLOORS=0 leaves it out.
 # The installs are mostly downloads: MXNet's venv and Chromium are made in the background
-# beside the main venv (logs in ci-artifacts/), and waited for before the tests.
+# beside the main venv (logs in ci-artifacts/), and waited for before the tests. pip installs
+# without byte-compiling (--no-compile): it would compile each of the ~20,000 .py files it
+# installs, on one core (the main venv from a local package index on the 2-core VM: 108 s,
+# 57 s without); Python compiles the ~6,000 that the tests import when they are first imported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p ci-artifacts
+# Python keeps the bytecode it compiles (__pycache__, git-ignored): of src/ and tests/ for each
+# of the hundreds of processes the suite starts (CLI calls, workers, ranks), and of the
+# packages pip installs without compiling them. An environment that turns that cache off
+# (PYTHONDONTWRITEBYTECODE) would have each process compile what it imports again: the CLI
+# test files took 126 CPU-s with it off, 109 with it on.
+unset PYTHONDONTWRITEBYTECODE
 floors=0
 if [ $# -eq 0 ] && [ "${DLPERF_FLOORS:-1}" != 0 ]; then
   floors=1
@@ -23,7 +32,7 @@ if [ $# -eq 0 ] && [ "${DLPERF_FLOORS:-1}" != 0 ]; then
   nice -n 10 bash scripts/test_floors.sh > ci-artifacts/floors.log 2>&1 &
   floors_pid=$!
 fi
-( python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install -q -r requirements-mxnet.txt ) \
+( python3 -m venv .venv-mxnet && .venv-mxnet/bin/pip install -q --no-compile -r requirements-mxnet.txt ) \
   > ci-artifacts/mxnet-install.log 2>&1 &
 mxnet_pid=$!
 chromium_pid=
@@ -34,7 +43,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   chromium_pid=$!
 fi
 python3 -m venv .venv
-.venv/bin/pip install -q -c constraints/ci.txt -e '.[torch,jax,tensorflow-cpu,hf,notebook,test]'
+.venv/bin/pip install -q --no-compile -c constraints/ci.txt -e '.[torch,jax,tensorflow-cpu,hf,notebook,test]'
 # a background install that failed stops the run here, as a failed install in the foreground
 for job in "mxnet:$mxnet_pid" ${chromium_pid:+"chromium:$chromium_pid"}; do
   if ! wait "${job#*:}"; then

@@ -19,7 +19,7 @@ case "${1:-}" in install|run) phase="$1"; shift ;; esac
 if [ "$phase" != run ]; then
   python3 -m venv "$VENV"
   python3 scripts/floors.py > "$VENV/floors.txt"
-  "$VENV/bin/pip" install -q -r "$VENV/floors.txt" pytest pytest-timeout pytest-xdist
+  "$VENV/bin/pip" install -q --no-compile -r "$VENV/floors.txt" pytest pytest-timeout pytest-xdist
   [ "$phase" = install ] && exit 0
 fi
 tmp="$(mktemp -d)"

@@ -169,6 +169,20 @@ def test_framework_what_if_without_a_mode_takes_the_frameworks_default_mode(h200
     assert not any("default mode" in w for w in both.warnings)
 
 
+def test_a_what_if_that_changes_nothing_says_so(synth):
+    kw = dict(batch_size=64)
+    plain = api.predict(synth, "m_cnn", "fake", "eager", "bf16", "cuda", layout="auto", **kw)
+    for wi in ({"precision": "bf16"}, {"batch_size": "1x"}, {"batch-size": 64}):
+        p = api.predict(synth, "m_cnn", "fake", "eager", "bf16", "cuda", layout="auto",
+                        what_if=wi, **kw)
+        assert p.predicted_step_time_s == plain.predicted_step_time_s
+        assert sum("changes nothing" in w for w in p.warnings) == 1, (wi, p.warnings)
+    assert not any("changes nothing" in w for w in plain.warnings)
+    two = api.predict(synth, "m_cnn", "fake", "eager", "bf16", "cuda", layout="auto",
+                      what_if={"batch_size": "2x"}, **kw)
+    assert not any("changes nothing" in w for w in two.warnings)
+
+
 def test_implied_mode_only_where_the_base_mode_is_missing():
     from dlperf.perfmodel.calibrate import Config
     from dlperf.perfmodel.request import implied_mode

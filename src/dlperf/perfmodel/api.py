@@ -332,6 +332,10 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     base, note = rq.resolve(recs, model, given)
     target, gbatch, host_ns = rq.apply_what_if(what_if, base, int(batch_size))
     target, implied = rq.implied_mode(what_if, base, target)
+    if what_if and target == base and gbatch == batch_size and host_ns is None:
+        implied = ("--what-if " + ", ".join(f"{k}={v}" for k, v in what_if.items())
+                   + f" changes nothing: {base.label()} at batch {batch_size} is the base "
+                   "itself, predicted as without --what-if")
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
             f"{k}={v}" for k, v in what_if.items()))

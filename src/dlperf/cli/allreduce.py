@@ -161,7 +161,7 @@ def allreduce(
         import tempfile
 
         if db is not None:
-            check_db(db, must_exist=False)
+            check_db(db, must_exist=False, write=True)
         check_output(output, "--json", db, from_json, kind="json", force=force)
         if output is not None and output.exists() and output.stat().st_size and not force:
             # the rank writes it; an earlier all-reduce JSON starts with its "benchmark" key

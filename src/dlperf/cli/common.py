@@ -303,23 +303,27 @@ def _check_out_dir(path: str | Path | None, flag: str, db: str | Path | None = N
                           f"for {flag}, or rename the results file")
 
 
-def check_db(path: str, must_exist: bool, folder: bool = False) -> None:
+def check_db(path: str, must_exist: bool, folder: bool = False, *, flag: str = "--db",
+             write: bool = False) -> None:
     """A results file: not a folder (unless ``folder``: then a folder of results files, read
     as one: :func:`dlperf.results.merge.open_results`); with ``must_exist``, an existing,
-    non-empty file.
+    non-empty file; with ``write``, one this process can write (:func:`check_db_writable`).
+    ``flag``: the argument as the user gave it in messages (``--db``, or a positional name
+    such as ``BASE``).
 
     Raises:
         ConfigError: naming the path and what to give instead.
+        WriteFailed: (``write``) the file or its folder refuses writing, with the cause.
     """
     p = Path(path)
     if p.is_dir() and folder:
         from dlperf.results.dbfile import results_files
 
         for f in results_files(p):
-            check_db(f, must_exist)
+            check_db(f, must_exist, flag=flag)
         return
     if p.is_dir():
-        raise ConfigError(f"--db {path!r} is a folder; give a results file, e.g. "
+        raise ConfigError(f"{flag} {path!r} is a folder; give a results file, e.g. "
                           f"{shown_path(path)}/results.db")
     if must_exist and not p.is_file():
         raise ConfigError(f"results file {path!r} does not exist; run `dlperf run ... --db "
@@ -327,7 +331,41 @@ def check_db(path: str, must_exist: bool, folder: bool = False) -> None:
     if must_exist and p.stat().st_size == 0:  # reading must not turn it into an empty store
         raise ConfigError(f"results file {path!r} is empty (0 bytes), not a dlperf results "
                           f"database; run `dlperf run ... --db {shown_path(path)}` to fill it, or give "
-                          f"another --db path")
+                          f"another {flag} path")
+    if write:
+        check_db_writable(path)
+
+
+def check_db_writable(path: str | Path) -> None:
+    """Refuse a results file this process cannot write, before anything is measured: an
+    existing file must open for reading and writing, and the folder that will hold it (the
+    nearest existing one: the store makes the missing ones) must take a new file (SQLite
+    writes its journal beside it). Probed with real opens (a temporary file is made and
+    removed), so the message names the system's cause: a read-only file system (``EROFS``),
+    no permission (``EACCES``), a full device.
+
+    Raises:
+        WriteFailed: :func:`dlperf.outputs.write_failed`'s message for the refused open.
+    """
+    import tempfile
+
+    from dlperf.outputs import write_failed
+
+    p = Path(path).absolute()
+    if p.is_file():
+        try:
+            os.close(os.open(p, os.O_RDWR))
+        except OSError as e:
+            raise write_failed(e, path) from None
+    above = next((d for d in (p.parent, *p.parent.parents) if d.exists()), None)
+    if above is None or not above.is_dir():
+        return  # a file where a folder should be: the store's own message says so
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".dlperf-probe-", dir=above)
+    except OSError as e:
+        raise write_failed(e, path, folder=above) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def check_endpoint(endpoint: str) -> None:

@@ -58,14 +58,14 @@ def _sides(base: str, new: str, db: str | None, models: list[str], *,
     from dlperf.results.history import match_revision, revision_of, tag_of
     from dlperf.results.store import ResultStore
 
-    def records(path: str) -> list[Any]:
-        check_db(path, must_exist=True)
+    def records(path: str, flag: str = "--db") -> list[Any]:
+        check_db(path, must_exist=True, flag=flag)
         with ResultStore(path, read_only=True) as store:
             recs = store.records(latest=False)
         return [r for r in recs if not models or r.identity.model in models]
 
     if db is None:
-        rb, rn = records(base), records(new)
+        rb, rn = records(base, "BASE"), records(new, "NEW")
         for name, recs in ((base, rb), (new, rn)):
             revs = sorted({revision_of(r) for r in recs})
             if len(revs) > 1:  # all runs are used; say so, and how to pick one revision
@@ -126,7 +126,7 @@ def _run_sides(base: str, new: str, db: str | None, rounds: int, base_env: list[
     if path.exists() and not resume:
         raise ConfigError(f"--run: {str(path)!r} exists; give a new --db for this gate, or "
                           "--resume to go on with an interrupted one (its runs are kept)")
-    check_db(str(path), must_exist=False)
+    check_db(str(path), must_exist=False, write=True)
     sides = (Side("BASE", "base", Path(base).resolve(), parse_env(base_env, "--base-env")),
              Side("NEW", "new", Path(new).resolve(), parse_env(new_env, "--new-env")))
     common.err.print(f"measuring BASE ({sides[0].directory}) and NEW ({sides[1].directory}) "

@@ -21,7 +21,7 @@ def merge(
     def body() -> None:
         from dlperf.results.merge import merge_stores
 
-        check_db(db, must_exist=False)
+        check_db(db, must_exist=False, write=True)
         for s in sources:
             if Path(s).is_dir():
                 raise ConfigError(f"source {s!r} is a folder; give a results file")

@@ -336,7 +336,7 @@ def run(point: Point, it: Iterations, pipe: Pipeline, probes: Probes, par: Paral
         check_out_dir(store.report, "--report", store.db, force=store.force)
         common.check_output(par.emit_slurm, "--emit-slurm", store.db, kind="slurm",
                             force=store.force)
-        check_db(store.db, must_exist=False)
+        check_db(store.db, must_exist=False, write=par.emit_slurm is None)
         # A batch script is often written on a login node without GPUs: take cpu/cuda as given.
         dev = (point.device if par.emit_slurm is not None and point.device in ("cpu", "cuda")
                else resolve_device(point.device))

@@ -326,7 +326,7 @@ def sweep(
         from dlperf.results.history import check_tag, tagging
         from dlperf.resume import resume_plan
 
-        check_db(path, must_exist=False)
+        check_db(path, must_exist=False, write=True)
         points, resume, n_tagged = resume_plan(
             points, path, check_tag(tag), rerun=restart, retry_failed=retry_failed,
             notice=lambda line: common.err.print(line, markup=False, highlight=False))

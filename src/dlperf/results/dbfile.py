@@ -165,8 +165,9 @@ def store_error(e: sqlite3.Error, path: str | Path, doing: str) -> StoreError:
         return StoreError(f"{where} is damaged or not a dlperf results database ({e}); restore "
                           "it from a copy, or give another --db path")
     if name.startswith("SQLITE_CANTOPEN"):
-        return StoreError(f"{where} cannot be opened ({e}): its folder is missing or not "
-                          "accessible; give another --db path")
+        return StoreError(f"{where} cannot be opened ({e}): its folder is missing, "
+                          "on a read-only file system or not writable by this user; give "
+                          "another --db path")
     if name.startswith("SQLITE_IOERR"):
         return StoreError(f"input/output error on {where} while {doing} ({e}); nothing stored "
                           "before is lost. Check the disk, then run the same command again")

@@ -109,6 +109,22 @@ def test_nodes_without_network_name_the_flag_and_its_choices():
                     nproc=2, network={"inter": "ib_ndr", "algorithm": "hierarchical"})
 
 
+def test_unknown_options_suggest_by_name_and_refusals_read_cleanly():
+    from dlperf.cli import option_suggestions
+
+    opts = ["--gpu", "--model", "--mode", "--explain", "--help"]
+    assert option_suggestions("--bogus", opts) == []  # "--" alone is no likeness
+    assert option_suggestions("--explan", opts) == ["--explain"]
+    assert set(option_suggestions("--mdoel", opts)) <= {"--model", "--mode"}
+    code, out, _ = _cli("--model", "x", "-b", "1", "--bogus")
+    assert code == 2 and "--bogus" in out and "Possible options" not in out
+    code, out, _ = _cli("--model", "x", "-b", "1", "--gpus")
+    assert code == 2 and "Possible options: --gpu" in out
+    out = _refused("--db", H200, "--model", "lstm", "--framework", "torch", "--mode", "eager",
+                   "-b", "8", "--nproc", "2", "--device", "cpu", "--threads", "1")
+    assert "data-parallel measurement" in out and " ;" not in out
+
+
 @pytest.mark.parametrize("item, words", [
     ("batch-size=abc", "give a whole batch"),
     ("batch-size=0x", "factor must be a positive finite number"),

@@ -560,8 +560,8 @@ def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> 
         raise ConfigError(
             f"{target.label()} on {world} {target.device} devices"
             + (f" over {nnodes} nodes" if nnodes > 1 else "") + ": the model has no "
-            f"data-parallel measurement of device {target.device} to calibrate or judge it "
-            + ("across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
+            f"data-parallel measurement of device {target.device} to calibrate or judge it"
+            + (" across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
             f"--device {target.device} --nproc 2 ...) or predict one device")
 
 

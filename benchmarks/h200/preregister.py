@@ -219,9 +219,9 @@ def run_predict(point: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
     d = json.loads(js.stdout)
     d = d[0] if isinstance(d, list) else d
     if "--gpu" in m.get("args", []):
-        return {**out, "predicted_s": d["step_s"], "interval_s": d["interval_s"],
-                "category": d.get("category"), "bound": d.get("bound"),
-                "gpu": d.get("gpu_name"), "interval_from": d.get("interval_from"),
+        return {**out, "predicted_s": d["predicted_step_time_s"], "interval_s": d["interval_s"],
+                "category": d.get("validation_category"), "bound": d.get("bound"),
+                "gpu": d.get("gpu"), "interval_from": d.get("interval_group"),
                 "host_session": d.get("host_session"), "sources": d.get("sources"),
                 "transforms": d.get("transforms")}
     return {**out, "predicted_s": d["predicted_step_time_s"], "interval_s": d.get("interval_s"),

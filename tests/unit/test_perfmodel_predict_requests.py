@@ -109,6 +109,22 @@ def test_nodes_without_network_name_the_flag_and_its_choices():
                     nproc=2, network={"inter": "ib_ndr", "algorithm": "hierarchical"})
 
 
+def test_unknown_options_suggest_by_name_and_refusals_read_cleanly():
+    from dlperf.cli import option_suggestions
+
+    opts = ["--gpu", "--model", "--mode", "--explain", "--help"]
+    assert option_suggestions("--bogus", opts) == []  # "--" alone is no likeness
+    assert option_suggestions("--explan", opts) == ["--explain"]
+    assert set(option_suggestions("--mdoel", opts)) <= {"--model", "--mode"}
+    code, out, _ = _cli("--model", "x", "-b", "1", "--bogus")
+    assert code == 2 and "--bogus" in out and "Possible options" not in out
+    code, out, _ = _cli("--model", "x", "-b", "1", "--gpus")
+    assert code == 2 and "Possible options: --gpu" in out
+    out = _refused("--db", H200, "--model", "lstm", "--framework", "torch", "--mode", "eager",
+                   "-b", "8", "--nproc", "2", "--device", "cpu", "--threads", "1")
+    assert "data-parallel measurement" in out and " ;" not in out
+
+
 @pytest.mark.parametrize("item, words", [
     ("batch-size=abc", "give a whole batch"),
     ("batch-size=0x", "factor must be a positive finite number"),
@@ -167,6 +183,20 @@ def test_framework_what_if_without_a_mode_takes_the_frameworks_default_mode(h200
     assert alone.predicted_step_time_s == both.predicted_step_time_s
     assert any("its default mode 'xla' is predicted" in w for w in alone.warnings)
     assert not any("default mode" in w for w in both.warnings)
+
+
+def test_a_what_if_that_changes_nothing_says_so(synth):
+    kw = dict(batch_size=64)
+    plain = api.predict(synth, "m_cnn", "fake", "eager", "bf16", "cuda", layout="auto", **kw)
+    for wi in ({"precision": "bf16"}, {"batch_size": "1x"}, {"batch-size": 64}):
+        p = api.predict(synth, "m_cnn", "fake", "eager", "bf16", "cuda", layout="auto",
+                        what_if=wi, **kw)
+        assert p.predicted_step_time_s == plain.predicted_step_time_s
+        assert sum("changes nothing" in w for w in p.warnings) == 1, (wi, p.warnings)
+    assert not any("changes nothing" in w for w in plain.warnings)
+    two = api.predict(synth, "m_cnn", "fake", "eager", "bf16", "cuda", layout="auto",
+                      what_if={"batch_size": "2x"}, **kw)
+    assert not any("changes nothing" in w for w in two.warnings)
 
 
 def test_implied_mode_only_where_the_base_mode_is_missing():

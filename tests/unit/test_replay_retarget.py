@@ -69,7 +69,7 @@ def test_refusals_name_the_fix(lib):
 
 def test_answer_fills_the_configuration_and_prints(lib):
     d = retarget.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 64, "h100")
-    assert d["config"]["precision"] == "fp32" and d["gpu"] == "h100"
+    assert d["config"]["precision"] == "fp32" and d["gpu_profile"] == "h100"
     assert "on NVIDIA H100 80GB HBM3" in retarget.text(d)
     with pytest.raises(ConfigError, match="several"):
         retarget.answer([str(H200)], "lstm", None, None, None, 64, "h100")
@@ -120,7 +120,7 @@ def test_the_cli_refuses_what_the_replay_does_not_model():
 def test_the_gpu_path_names_the_device_and_host_session(lib):
     d = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
                         "h100")
-    assert d["gpu_name"] == "NVIDIA H100 80GB HBM3" and d["gpu"] == "h100"
+    assert d["gpu"] == "NVIDIA H100 80GB HBM3" and d["gpu_profile"] == "h100"
     assert d["host_session"].startswith("vm/Intel(R) Xeon(R) Processor (family 6 model 207)/2026-")
     t = retarget.text(d)
     assert "on NVIDIA H100 80GB HBM3:" in t and "\nhost time from: vm/Intel(R) Xeon(R) Processor (family 6 " in t
@@ -148,7 +148,7 @@ def test_a_wide_band_stays_above_zero(lib):
     d = retarget.answer([str(H200)], "resnet50", "torch", "eager", "fp32", 64, "h100",
                         nproc=2)  # datasheet only, data parallel: h = 0.35 x 2 x 2
     lo, hi = d["interval_s"]
-    assert lo == pytest.approx(d["step_s"] / 2.4) and hi == pytest.approx(d["step_s"] * 2.4)
+    assert lo == pytest.approx(d["predicted_step_time_s"] / 2.4) and hi == pytest.approx(d["predicted_step_time_s"] * 2.4)
 
 
 def test_a_batch_that_cannot_fit_on_the_target_gpu_is_refused(lib):
@@ -160,7 +160,7 @@ def test_a_batch_that_cannot_fit_on_the_target_gpu_is_refused(lib):
     assert h100 == pytest.approx(85520809984.0)  # as the H100's driver reported it
     big = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 256,
                           "h100")
-    assert big["step_s"] > 0
+    assert big["predicted_step_time_s"] > 0
 
 
 def test_the_measurement_shown_and_anchored_on_is_named_with_its_rows():
@@ -171,12 +171,12 @@ def test_the_measurement_shown_and_anchored_on_is_named_with_its_rows():
     d = retarget.answer([str(h200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
                         "h200")
     pts = d["measured_points"]
-    assert len(pts) >= 2 and d["measured_s"] == pytest.approx(
+    assert len(pts) >= 2 and d["measured_step_time_s"] == pytest.approx(
         sorted(pts.values())[len(pts) // 2] if len(pts) % 2 else
         sum(sorted(pts.values())[len(pts) // 2 - 1:len(pts) // 2 + 1]) / 2)
     t = retarget.text(d)
     assert "measured there" not in t
-    assert f"the median {d['measured_s'] * 1e3:.3f} ms of {len(pts)} stored measurements" in t
+    assert f"the median {d['measured_step_time_s'] * 1e3:.3f} ms of {len(pts)} stored measurements" in t
     assert all(f"{k} {v * 1e3:.3f} ms" in t for k, v in pts.items())
     a = retarget.predict(lib2, "resnet50", "torch", "eager", "bf16", 64, "h100")
     note = next(x for x in a.transforms if x.startswith("anchored"))
@@ -189,3 +189,17 @@ def test_a_model_without_a_timeline_says_it_is_not_replayed():
     t = retarget.text(d)
     assert d["sources"] == [] and "replayed from -" not in t and "unknown-bound" not in t
     assert "no stored timeline of vgg16, not replayed" in t
+
+
+def test_the_gpu_answer_uses_the_step_level_key_names_and_prints_throughput():
+    """``predict --gpu``'s JSON names what the step-level answer names alike (the step,
+    throughput, measurement, interval source, GPU model name); its text prints samples/s."""
+    d = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
+                        "h100")
+    assert not {"step_s", "measured_s", "interval_from", "gpu_name", "host_s"} & set(d)
+    assert d["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert d["samples_per_s"] == pytest.approx(64 / d["predicted_step_time_s"])
+    assert 0 < d["parts"]["device_s"] and 0 < d["parts"]["host_s"]
+    assert d["interval_group"].startswith("the replay back-test")
+    t = retarget.text(d)
+    assert f"{d['samples_per_s']:.1f} samples/s" in t and "parts: host_s" in t

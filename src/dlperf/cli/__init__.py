@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import typer
@@ -64,6 +65,41 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Benchmark deep-learning training (see the commands below)."""
 
 
+def option_suggestions(option: str, options: Iterable[str]) -> list[str]:
+    """The options to suggest for an unknown ``option``: those of ``options`` whose names,
+    without their leading dashes, are close to its (:func:`difflib.get_close_matches`,
+    cutoff 0.6). Compared with the dashes, the shared ``--`` alone would make ``--bogus``
+    suggest ``--gpu``."""
+    from difflib import get_close_matches
+
+    by_name: dict[str, str] = {}
+    for o in options:
+        by_name.setdefault(o.lstrip("-"), o)
+    return [by_name[n] for n in get_close_matches(option.lstrip("-"), list(by_name))]
+
+
+def _strict_suggestions() -> None:
+    """The unknown-option error of Typer's click keeps only the suggestions
+    :func:`option_suggestions` finds among those its parser matched with the dashes (its
+    ``__init__`` wrapped once per process)."""
+    try:
+        import typer._click.exceptions as ce
+    except ImportError:  # a Typer that uses click itself
+        import click.exceptions as ce  # type: ignore[no-redef]
+
+    init = ce.NoSuchOption.__init__
+    if getattr(init, "_dlperf", False):
+        return
+
+    def wrapped(self: Any, option_name: str, message: str | None = None,
+                possibilities: Iterable[str] | None = None, ctx: Any = None) -> None:
+        init(self, option_name, message, None, ctx)
+        self.possibilities = option_suggestions(option_name, possibilities or ()) or None
+
+    wrapped._dlperf = True  # type: ignore[attr-defined]
+    ce.NoSuchOption.__init__ = wrapped  # type: ignore[method-assign]
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The ``dlperf`` app with every command of :data:`COMMANDS`, or with the command ``only``
     alone (:func:`main`: a call of one command then imports that command's module, not the
@@ -76,6 +112,7 @@ def build_app(only: str | None = None) -> typer.Typer:
                       help="Benchmark deep-learning training: time per iteration, throughput, "
                            "memory, over models, frameworks, devices, precisions and batch "
                            "sizes.")
+    _strict_suggestions()
     app.callback()(_root)
     for name in [only] if only is not None else COMMANDS:
         module, attr, kind = COMMANDS[name]

@@ -37,13 +37,16 @@ def report(
         common.check_target_loss(target_loss)
         check_db(db, must_exist=True, folder=True)
         check_out_dir(output, "--output", db, title=title, force=force)
-        if "md" in formats:
-            path = write_full_report(db, output, title, target_loss)
-            common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
-        if "html" in formats:
-            from dlperf.report.html import write_html_report
+        from dlperf.report.sections import reusing_computations
 
-            path = write_html_report(db, output, title, target_loss)
-            common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
+        with reusing_computations():  # report.md and report.html: each section computed once
+            if "md" in formats:
+                path = write_full_report(db, output, title, target_loss)
+                common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
+            if "html" in formats:
+                from dlperf.report.html import write_html_report
+
+                path = write_html_report(db, output, title, target_loss)
+                common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
 
     guard(body)

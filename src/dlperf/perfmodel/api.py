@@ -332,6 +332,10 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     base, note = rq.resolve(recs, model, given)
     target, gbatch, host_ns = rq.apply_what_if(what_if, base, int(batch_size))
     target, implied = rq.implied_mode(what_if, base, target)
+    if what_if and target == base and gbatch == batch_size and host_ns is None:
+        implied = ("--what-if " + ", ".join(f"{k}={v}" for k, v in what_if.items())
+                   + f" changes nothing: {base.label()} at batch {batch_size} is the base "
+                   "itself, predicted as without --what-if")
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
             f"{k}={v}" for k, v in what_if.items()))
@@ -556,8 +560,8 @@ def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> 
         raise ConfigError(
             f"{target.label()} on {world} {target.device} devices"
             + (f" over {nnodes} nodes" if nnodes > 1 else "") + ": the model has no "
-            f"data-parallel measurement of device {target.device} to calibrate or judge it "
-            + ("across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
+            f"data-parallel measurement of device {target.device} to calibrate or judge it"
+            + (" across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
             f"--device {target.device} --nproc 2 ...) or predict one device")
 
 

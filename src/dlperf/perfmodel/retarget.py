@@ -534,9 +534,30 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
         if "no stored timeline" not in str(e) or nproc > 1:
             raise
         p = fallback(lib, db, model, fw, md, prec, batch_size, gpu)
-    out = p.to_dict()
+    out = cli_keys(p.to_dict(), batch_size)
     out["config"] = {"model": model, "framework": fw, "mode": md, "precision": prec,
                      "batch_size": batch_size, "gpu": gpu, "nproc": nproc}
+    return out
+
+
+#: :meth:`TracePrediction.to_dict`'s keys -> the step-level answer's keys for the same things
+#: (:meth:`dlperf.perfmodel.api.Prediction.to_dict`), in ``dlperf predict --gpu``'s JSON.
+CLI_KEYS = {"step_s": "predicted_step_time_s", "measured_s": "measured_step_time_s",
+            "category": "validation_category", "interval_from": "interval_group",
+            "gpu": "gpu_profile", "gpu_name": "gpu"}
+
+
+def cli_keys(d: Mapping[str, Any], batch_size: int) -> dict[str, Any]:
+    """A :meth:`TracePrediction.to_dict` under the step-level answer's key names
+    (:data:`CLI_KEYS`: ``predicted_step_time_s``, ``gpu`` the device model name, ...), with
+    ``samples_per_s`` (the global ``batch_size`` / the step), ``interval_level`` (0.9) and
+    ``parts`` (``host_s``, ``device_s``; empty where no timeline was replayed) as it has them.
+    """
+    out = {CLI_KEYS.get(k, k): v for k, v in d.items() if k not in ("host_s", "device_s")}
+    out["samples_per_s"] = batch_size / d["step_s"]
+    out["interval_level"] = 0.9
+    out["parts"] = {k: d[k] for k in ("host_s", "device_s")
+                    if isinstance(d.get(k), float) and math.isfinite(d[k])}
     return out
 
 
@@ -647,7 +668,7 @@ def text(d: Mapping[str, Any]) -> str:
     c = d["config"]
     lo, hi = d["interval_s"]
     mark = " (datasheet only: nothing of this GPU measured)" if d.get("datasheet_only") else ""
-    name = d.get("gpu_name") or d["gpu"]
+    name = d.get("gpu") or d.get("gpu_profile")
     gpus = f"{c['nproc']} x {name}" if c.get("nproc", 1) > 1 else name
     what = label_of({k: c.get(k) for k in ("model", "framework", "mode", "precision",
                                             "batch_size")})
@@ -655,14 +676,18 @@ def text(d: Mapping[str, Any]) -> str:
              else "bound not known (no timeline replayed)")
     src = (f"replayed from {', '.join(d['sources'])}" if d.get("sources")
            else f"no stored timeline of {c.get('model')}, not replayed")
-    lines = [f"{what} on {gpus}{mark}: {d['step_s'] * 1e3:.3f} ms per iteration "
-             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the {d['category']} back-test), "
+    lines = [f"{what} on {gpus}{mark}: {d['predicted_step_time_s'] * 1e3:.3f} ms per "
+             f"iteration [{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the "
+             f"{d['validation_category']} back-test), {d['samples_per_s']:.1f} samples/s, "
              f"{bound}",
              f"{src}: {'; '.join(d['transforms'])}"]
+    if d.get("parts"):
+        lines.append("parts: " + ", ".join(f"{k} {v * 1e3:.3f} ms"
+                                           for k, v in d["parts"].items()))
     pts = d.get("measured_points")
-    if d.get("measured_s"):
-        lines.append(f"on {name}: " + (_words(pts) if pts
-                                       else f"measured {d['measured_s'] * 1e3:.3f} ms"))
+    if d.get("measured_step_time_s"):
+        lines.append(f"on {name}: " + (_words(pts) if pts else
+                                       f"measured {d['measured_step_time_s'] * 1e3:.3f} ms"))
     lines += [line(d[k]) for k, line in _TEXT_LINES if d.get(k)]
     return "\n".join(lines)
 
@@ -671,6 +696,6 @@ def text(d: Mapping[str, Any]) -> str:
 #: answer: :func:`predict`), where the answer holds the key.
 _TEXT_LINES: tuple[tuple[str, Callable[[Any], str]], ...] = (
     ("host_session", lambda v: f"host time from: {v}"),
-    ("interval_from", lambda v: f"interval from: {v}"),
+    ("interval_group", lambda v: f"interval from: {v}"),
     ("assumptions", lambda v: "\n".join(["data parallel, assuming:", *(f"  - {a}" for a in v)])),
 )

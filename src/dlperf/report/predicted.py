@@ -217,7 +217,9 @@ def predicted_section(db: str | Path, output: Path | None,
         budget_s: the back-test's budget (:data:`BUDGET_S`; None: all of it).
     """
     try:
-        v = backtest(db, budget_s)
+        from dlperf.report.sections import reused
+
+        v = reused(("backtest", str(db), budget_s), lambda: backtest(db, budget_s))
     except (ConfigError, ValueError, LookupError, ArithmeticError) as e:
         return f"The performance model could not back-test this file: {e}\n"
     if not v.rows:

@@ -12,6 +12,8 @@
 #   bash scripts/test_floors.sh run        # only run (on the venv install made)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# its venv is installed without bytecode (--no-compile): Python's cache compiles what is used
+unset PYTHONDONTWRITEBYTECODE
 VENV="${DLPERF_FLOORS_VENV:-.venv-floors}"
 phase=all
 case "${1:-}" in install|run) phase="$1"; shift ;; esac

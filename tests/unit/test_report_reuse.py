@@ -1,5 +1,5 @@
 """``dlperf report`` computes each costly section once for report.md and report.html
-(:func:`dlperf.report.sections.reusing_computations`), and every call outside it computes
+(:func:`dlperf.report.reuse.reusing_computations`), and every call outside it computes
 afresh."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 from tests.unit.test_cli_refusals import make_db
 
 from dlperf.report import glance, predicted
-from dlperf.report.sections import Inputs, report_sections, reusing_computations
+from dlperf.report.reuse import reusing_computations
+from dlperf.report.sections import Inputs, report_sections
 from dlperf.results.store import ResultStore
 
 

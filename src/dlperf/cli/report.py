@@ -37,7 +37,7 @@ def report(
         common.check_target_loss(target_loss)
         check_db(db, must_exist=True, folder=True)
         check_out_dir(output, "--output", db, title=title, force=force)
-        from dlperf.report.sections import reusing_computations
+        from dlperf.report.reuse import reusing_computations
 
         with reusing_computations():  # report.md and report.html: each section computed once
             if "md" in formats:

@@ -217,7 +217,7 @@ def predicted_section(db: str | Path, output: Path | None,
         budget_s: the back-test's budget (:data:`BUDGET_S`; None: all of it).
     """
     try:
-        from dlperf.report.sections import reused
+        from dlperf.report.reuse import reused
 
         v = reused(("backtest", str(db), budget_s), lambda: backtest(db, budget_s))
     except (ConfigError, ValueError, LookupError, ArithmeticError) as e:

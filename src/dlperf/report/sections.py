@@ -10,16 +10,16 @@ computed (:func:`_lazy`), so the CLI can read the list (its help names every com
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlperf.errors import ConfigError
+from dlperf.report.reuse import reused
 
 if TYPE_CHECKING:
     from dlperf.results.schema import RunRecord
@@ -387,8 +387,6 @@ def compare(name: str, inp: Inputs, format: str) -> str:
     return csv_text(s.as_csv(comps) if s.as_csv is not None else shown)
 
 
-#: Computations kept while :func:`reusing_computations` is open: key -> result.
-_REUSE: dict[tuple[Any, ...], Any] | None = None
 #: Sections whose computation is a pure function of the results (no figure or file made):
 #: the ones :func:`reusing_computations` keeps (the others are cheap, or make figures).
 _REUSED_SECTIONS = frozenset({"summary"})
@@ -400,31 +398,6 @@ def results_key(inp: Inputs) -> tuple[Any, ...]:
     return (str(inp.source or inp.store.path), json.dumps(inp.filters, sort_keys=True,
                                                           default=str),
             inp.target_loss, tuple(r.get("id") for r in inp.rows))
-
-
-@contextlib.contextmanager
-def reusing_computations() -> Iterator[dict[tuple[Any, ...], Any]]:
-    """While open, the costly section computations (the relative-speed summary; the
-    predicted section's back-test, :func:`dlperf.report.predicted.predicted_section`) of the
-    same results are done once and reused: ``dlperf report`` writes report.md and
-    report.html from one computation of each. The results must not change while it is open
-    (``dlperf report`` only reads them). Yields the memo (key -> result)."""
-    global _REUSE
-    outer = _REUSE
-    _REUSE = {} if outer is None else outer
-    try:
-        yield _REUSE
-    finally:
-        _REUSE = outer
-
-
-def reused(key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-    """``make()``, kept under ``key`` while :func:`reusing_computations` is open."""
-    if _REUSE is None:
-        return make()
-    if key not in _REUSE:
-        _REUSE[key] = make()
-    return _REUSE[key]
 
 
 def report_sections(inp: Inputs) -> list[tuple[str, str]]:

@@ -48,7 +48,7 @@ _warned: set[str] = set()
 
 def cache_root() -> Path:
     """The folder of dlperf's on-disk caches: ``$DLPERF_CACHE_DIR``, default
-    ``~/.cache/dlperf`` (the performance model's, :func:`dlperf.perfmodel.records.cache_root`,
+    ``~/.cache/dlperf`` (the performance model's, through :mod:`dlperf.perfmodel.records`,
     and a folder of results files read as one, :mod:`dlperf.results.foldercache`)."""
     return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "dlperf")
 

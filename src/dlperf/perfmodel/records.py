@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlperf.config.axes import ddp_changes
 from dlperf.config.identity import label_of, session_of
+from dlperf.jsoncache import cache_root as cache_root
 from dlperf.perfmodel.special import cpu_rank_threads
 from dlperf.perfmodel.special import mode_key as mode_key
 from dlperf.results.dbfile import results_files
@@ -411,13 +412,6 @@ def _data_parallel(rec: RunRecord, dist: Any, world: int) -> dict[str, Any]:
 #: Timelines whose host launches :mod:`hostcount` counts: those of XLA programs (their device
 #: ops come from an XSpace trace with HLO ops, which the command-buffer rules are about).
 XLA_TIMELINE_SOURCE = "XSpace"
-
-
-def cache_root() -> Path:
-    """The folder of the performance model's on-disk caches (launch counts here, back-test
-    residuals and roofline group fits in :mod:`dlperf.perfmodel.fitcache`):
-    ``$DLPERF_CACHE_DIR``, default ``~/.cache/dlperf``."""
-    return Path(os.environ.get("DLPERF_CACHE_DIR") or Path.home() / ".cache" / "dlperf")
 
 
 def _launch_counts(store: Any) -> dict[int, float]:

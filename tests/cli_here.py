@@ -59,3 +59,15 @@ def dlperf_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
             table.update(was)
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+
+
+def cli(*args: str) -> tuple[int, str]:
+    """(exit code, stdout and stderr as one line of words); an exception that is not an exit
+    fails the test."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    r = CliRunner().invoke(app, list(args))
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    return r.exit_code, " ".join(r.output.split())

@@ -4,40 +4,10 @@ that no result has, and ``compare X X``. In-process command line (nothing here m
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from typer.testing import CliRunner
 
-from dlperf.cli import app
-from dlperf.config import make_run_config
-from dlperf.results.history import TAG_KEY
-from dlperf.results.schema import new_record
-from dlperf.results.store import ResultStore
-from dlperf.stats import summarize, throughput
-
-
-def cli(*args: str) -> tuple[int, str]:
-    """(exit code, stdout and stderr as one line of words); an exception that is not an exit
-    fails the test."""
-    r = CliRunner().invoke(app, list(args))
-    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
-    return r.exit_code, " ".join(r.output.split())
-
-
-def make_db(path: Path, tags=("v1", "v2")) -> Path:
-    times = [0.01, 0.011, 0.0105, 0.0102, 0.0108, 0.0103]
-    with ResultStore(path) as s:
-        for b, tag in zip((8, 16), tags, strict=True):
-            r = new_record(make_run_config(model="fcn5_tiny", batch_size=b), "ok").to_dict()
-            r.update(summary=summarize(times).to_dict(), throughput=throughput(6, b, sum(times)),
-                     samples={"first": [0.5], "warmup": [0.02], "measure": times},
-                     n_measured=6, steady_state=True)
-            if tag:
-                r[TAG_KEY] = tag
-            s.add(r)
-    return path
-
+from cli_here import cli
+from fakes import make_db
 
 RUN = ("run", "--model", "fcn5_tiny", "--framework", "torch", "--device", "cpu")
 

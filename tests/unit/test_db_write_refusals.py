@@ -10,10 +10,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tests.unit.test_cli_refusals import cli, make_db
 
+from cli_here import cli
 from dlperf.cli.common import check_db_writable
 from dlperf.outputs import WriteFailed
+from fakes import make_db
 
 
 @pytest.mark.parametrize(("code", "words"), [(errno.EROFS, "Read-only file system"),

@@ -4,12 +4,11 @@ afresh."""
 
 from __future__ import annotations
 
-from tests.unit.test_cli_refusals import make_db
-
 from dlperf.report import glance, predicted
 from dlperf.report.reuse import reusing_computations
 from dlperf.report.sections import Inputs, report_sections
 from dlperf.results.store import ResultStore
+from fakes import make_db
 
 
 def test_sections_computed_once_while_reusing(tmp_path, monkeypatch):

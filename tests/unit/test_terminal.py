@@ -7,12 +7,18 @@ import io
 import re
 
 import pytest
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from dlperf.cli.common import PIPE_WIDTH, console_width
-from dlperf.report.terminal import fit_table, markdown_blocks, md_cell_text, min_table_width
+from dlperf.report.terminal import (
+    RICH_LAYOUT_COPIED,
+    fit_table,
+    markdown_blocks,
+    md_cell_text,
+    min_table_width,
+)
 
 ROWS = [
     ["alexnet_cifar_tiny", "torch/eager", "cpu", "1", "fp32", "8", "synthetic", "ok",
@@ -168,6 +174,8 @@ def _random_table(rng) -> Table:
     return t
 
 
+@pytest.mark.skipif(not RICH_LAYOUT_COPIED,
+                    reason="rich < 14.3 draws its tables itself (plain_fast leaves them to it)")
 def test_plain_tables_are_drawn_as_rich_draws_them():
     """:class:`PlainTable` puts every character where rich's Table does, on random tables
     (boxes, padding, justification, overflow, wrapping, wide characters, markup in strings,
@@ -185,6 +193,25 @@ def test_plain_tables_are_drawn_as_rich_draws_them():
     assert drawn > 1200
     colours = _both(_random_table(rng), 80, force_terminal=True, color_system="truecolor")
     assert colours[0] == colours[1] and "\x1b[" in colours[0]
+
+
+def test_a_rich_whose_layout_is_not_copied_draws_its_own_tables(monkeypatch):
+    """Before rich 14.3, or without the private members :class:`PlainTable` calls, tables
+    are left to rich; from 14.3 on they are drawn by :class:`PlainTable`."""
+    from importlib.metadata import version
+
+    from dlperf.report import terminal
+
+    t = Table("a", "b")
+    t.add_row("1", "2")
+    major, minor = (int(x) for x in version("rich").split(".")[:2])
+    assert terminal.RICH_LAYOUT_COPIED == ((major, minor) >= (14, 3))
+    assert isinstance(terminal.plain_fast(t), terminal.PlainTable) == terminal.RICH_LAYOUT_COPIED
+    monkeypatch.delattr(Table, "_calculate_column_widths")
+    assert terminal._rich_layout_copied() is False
+    monkeypatch.setattr(terminal, "RICH_LAYOUT_COPIED", False)
+    group = Group(t)
+    assert terminal.plain_fast(t) is t and terminal.plain_fast(group) is group
 
 
 @pytest.mark.parametrize("width", [40, 80, 160, 250])

@@ -292,10 +292,33 @@ def markdown_blocks(text: str, width: int) -> list[RenderableType]:
     return out
 
 
+def _rich_layout_copied() -> bool:
+    """Whether the installed rich lays a table out as :class:`PlainTable` copies it: rich
+    14.3 or later (13.x to 14.2 place header cells differently; ``tests/unit/test_terminal.py``
+    compares the two on rich 14.3.0-15.0.0), with the two private members it calls
+    (``Table._calculate_column_widths`` and ``Table._extra_width``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(x) for x in version("rich").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return False
+    return ((major, minor) >= (14, 3) and callable(getattr(Table, "_calculate_column_widths", None))
+            and isinstance(getattr(Table, "_extra_width", None), property))
+
+
+#: :func:`_rich_layout_copied` for the rich this process imported.
+RICH_LAYOUT_COPIED = _rich_layout_copied()
+
+
 def plain_fast(renderable: RenderableType) -> RenderableType:
     """``renderable`` with each :class:`~rich.table.Table` in it (itself, or an item of a
     :class:`~rich.console.Group`, at any depth) drawn by :class:`PlainTable`: the same
-    characters as rich draws, made in a tenth of the time on a console without colours."""
+    characters as rich draws, made in a tenth of the time on a console without colours.
+    With a rich whose layout :class:`PlainTable` does not copy (:data:`RICH_LAYOUT_COPIED`
+    false), ``renderable`` itself: rich draws it."""
+    if not RICH_LAYOUT_COPIED:
+        return renderable
     if isinstance(renderable, Table):
         return PlainTable(renderable)
     if isinstance(renderable, Group):

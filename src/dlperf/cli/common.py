@@ -661,9 +661,11 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                           f"failed{not_run}", markup=False)
                 if report_dir:
                     from dlperf.report.html import write_html_report
+                    from dlperf.report.reuse import reusing_computations
 
-                    path = write_full_report(db, Path(report_dir), "dlperf report", None)
-                    html = write_html_report(db, Path(report_dir), "dlperf report", None)
+                    with reusing_computations():  # report.md and report.html: each section once
+                        path = write_full_report(db, Path(report_dir), "dlperf report", None)
+                        html = write_html_report(db, Path(report_dir), "dlperf report", None)
                     out.print(f"report: {shown_path(html)} (interactive; open it in a browser) and "
                               f"{shown_path(path)}", markup=False, highlight=False)
             all_failed = outcome.ran and outcome.failed == outcome.ran

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlperf.report import glance, gaps, predicted, threads
+from dlperf.report import gaps, glance, predicted, threads
 from dlperf.report.reuse import reusing_computations
 from dlperf.report.sections import SECTIONS, Inputs, report_sections
 from dlperf.results.store import ResultStore

@@ -660,10 +660,12 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                           f"{outcome.failed} "
                           f"failed{not_run}", markup=False)
                 if report_dir:
+                    from dlperf.report.drawing import drawing_aside
                     from dlperf.report.html import write_html_report
                     from dlperf.report.reuse import reusing_computations
 
-                    with reusing_computations():  # report.md and report.html: each section once
+                    # report.md and report.html: each section once, PNGs drawn meanwhile
+                    with reusing_computations(), drawing_aside():
                         path = write_full_report(db, Path(report_dir), "dlperf report", None)
                         html = write_html_report(db, Path(report_dir), "dlperf report", None)
                     out.print(f"report: {shown_path(html)} (interactive; open it in a browser) and "

@@ -656,14 +656,15 @@ FRAMEWORK_WHATIFS = {(("torch", "eager"), ("jax", "xla")): "what-if torch->jax",
 
 def whatif_category(base: Config, target: Config, host_ns: float | None = None) -> str:
     """The back-test category of a what-if from ``base`` to ``target``: a change of framework
-    and mode (nothing else changed) listed in :data:`FRAMEWORK_WHATIFS` is judged by its own
-    category (torch eager -> jax xla by ``what-if torch->jax``, jax xla -> torch eager by
-    ``what-if jax->torch``, ...); any other change of mode by ``what-if eager->graph``, any
+    and mode (nothing else changed, the base at the default compile mode) listed in
+    :data:`FRAMEWORK_WHATIFS` is judged by its own category (torch eager -> jax xla by
+    ``what-if torch->jax``, jax xla -> torch eager by ``what-if jax->torch``, ...); any other change of mode by ``what-if eager->graph``, any
     other by ``what-if fp32->bf16``. A framework what-if not listed is not back-tested and
     borrows the category this gives it (:func:`_interval_of` widens it)."""
     for (src, dst), category in FRAMEWORK_WHATIFS.items():
-        if (base.framework, base.mode) == src and base.with_(framework=dst[0],
-                                                             mode=dst[1]) == target:
+        # the back-test pairs only stored points of the default compile mode: jax has no other
+        if ((base.framework, base.mode) == src and base.compile_mode == "default"
+                and base.with_(framework=dst[0], mode=dst[1]) == target):
             return category
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 

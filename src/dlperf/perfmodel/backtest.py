@@ -42,8 +42,8 @@ import numpy as np
 
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
-from dlperf.perfmodel.api import FRAMEWORK_WHATIFS
 from dlperf.perfmodel import model as pm
+from dlperf.perfmodel.api import FRAMEWORK_WHATIFS
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import CollectivePoint, Point, Records, point_id
 from dlperf.perfmodel.scaling import efficiency

@@ -1,6 +1,7 @@
-"""``dlperf env`` asks the adapters that import their framework in child processes, all at
-once (:mod:`dlperf.frameworks.probe`): the same answers as in this process, without
-importing a framework here; a child that crashes or hangs is a framework not available."""
+"""``dlperf env`` asks the adapters that import their framework in forked child processes,
+all at once (:mod:`dlperf.frameworks.probe`): the same answers as in this process, without
+importing a framework here; a child that crashes, dies of a signal or hangs is a framework
+not available."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from dlperf.frameworks import probe
+from dlperf.frameworks import get_adapter, probe
 
 
 @pytest.fixture
@@ -26,8 +27,6 @@ def fake(monkeypatch):
 
 
 def test_a_child_answers_as_the_adapter_does_here_and_passes_its_output_on(fake, capfd):
-    from dlperf.frameworks import get_adapter
-
     fake.setenv("DLPERF_FAKE_AVAILABLE", "chatty")
     got = probe.available_all(["fake"], children=["fake"])
     out, err = capfd.readouterr()
@@ -43,6 +42,9 @@ def test_a_child_that_crashes_or_hangs_is_a_framework_not_available(fake):
     fake.setenv("DLPERF_FAKE_AVAILABLE", "crash")
     ok, why = probe.available_all(["fake"], children=["fake"])["fake"]
     assert not ok and "exit status 3" in why and why.endswith(": boom"), why
+    fake.setenv("DLPERF_FAKE_AVAILABLE", "segv")
+    ok, why = probe.available_all(["fake"], children=["fake"])["fake"]
+    assert not ok and "(signal 11)" in why, why
     fake.setenv("DLPERF_FAKE_AVAILABLE", "hang")
     t0 = time.monotonic()
     ok, why = probe.available_all(["fake"], timeout_s=3, children=["fake"])["fake"]
@@ -54,29 +56,34 @@ def test_every_child_starts_before_the_first_is_waited_for(monkeypatch):
     calls = []
     monkeypatch.setattr(probe, "imports_to_answer", lambda n: n in ("torch", "tensorflow"))
 
-    class Done:
-        def poll(self):
-            return 0
+    class Child:
+        def __init__(self, name):
+            self.name = name
+            calls.append(("start", name))
 
-    class File:
+        def poll(self):
+            calls.append(("poll", self.name))
+            return True
+
+        def result(self):
+            return True, f"{self.name} 1"
+
+        def stop(self):
+            pass
+
         def close(self):
             pass
 
-    monkeypatch.setattr(probe, "_start", lambda n: calls.append(("start", n))
-                        or (Done(), File(), File()))
-    monkeypatch.setattr(probe, "_answer", lambda n, *a: calls.append(("wait", n))
-                        or (True, f"{n} 1"))
+    monkeypatch.setattr(probe, "_Child", Child)
     got = probe.available_all(["torch", "jax", "tensorflow"])
     assert list(got) == ["torch", "jax", "tensorflow"]  # the order asked for
-    assert got["torch"] == (True, "torch 1") and got["tensorflow"] == (True, "tensorflow 1")
-    assert calls == [("start", "torch"), ("start", "tensorflow"), ("wait", "torch"),
-                     ("wait", "tensorflow")]
+    assert got == {"torch": (True, "torch 1"), "tensorflow": (True, "tensorflow 1"),
+                   "jax": get_adapter("jax").available()}
+    assert calls[:3] == [("start", "torch"), ("start", "tensorflow"), ("poll", "torch")]
 
 
 def test_torch_is_asked_in_a_child_and_answers_as_here_without_being_imported_there():
     pytest.importorskip("torch")
-    from dlperf.frameworks import get_adapter
-
     assert probe.imports_to_answer("torch") and probe.imports_to_answer("tensorflow")
     assert not probe.imports_to_answer("jax") and not probe.imports_to_answer("mxnet")
     code = ("import json, sys\nfrom dlperf.frameworks.probe import available_all\n"

@@ -141,7 +141,8 @@ class FakeAdapter:
         """(True, "0"); ``$DLPERF_FAKE_AVAILABLE`` scripts how the answer comes, for tests of
         :mod:`dlperf.frameworks.probe`: ``chatty`` first writes a line to standard output and
         a native start-up log line to standard error, ``crash`` writes ``boom`` to standard
-        error and ends the process with status 3, ``hang`` sleeps forever."""
+        error and ends the process with status 3, ``segv`` sends the process SIGSEGV,
+        ``hang`` sleeps forever."""
         how = os.environ.get("DLPERF_FAKE_AVAILABLE", "")
         if how == "chatty":
             print("fake: a line on standard output")
@@ -149,6 +150,8 @@ class FakeAdapter:
         elif how == "crash":
             os.write(2, b"boom\n")
             os._exit(3)
+        elif how == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
         elif how == "hang":
             while True:
                 time.sleep(60)

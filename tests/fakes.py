@@ -17,19 +17,19 @@ from dlperf.frameworks.fake.clock import FakeClock
 __all__ = ["FakeClock", "make_db"]
 
 
-def make_db(path: Path, tags=("v1", "v2")) -> Path:
-    """Write ``path``: two ok results of fcn5_tiny (torch, cpu, fp32) at batch 8 and 16, six
-    measured steps of 10-11 ms each, tagged ``tags`` (one per batch; None or "" for no tag).
-    Returns ``path``."""
+def make_db(path: Path, tags=("v1", "v2"), batches=(8, 16), scale: float = 1.0) -> Path:
+    """Write ``path``: ok results of fcn5_tiny (torch, cpu, fp32) at the ``batches`` (8 and
+    16), six measured steps of 10-11 ms each (times ``scale``), tagged ``tags`` (one per batch;
+    None or "" for no tag). Returns ``path``."""
     from dlperf.config import make_run_config
     from dlperf.results.history import TAG_KEY
     from dlperf.results.schema import new_record
     from dlperf.results.store import ResultStore
     from dlperf.stats import summarize, throughput
 
-    times = [0.01, 0.011, 0.0105, 0.0102, 0.0108, 0.0103]
+    times = [t * scale for t in (0.01, 0.011, 0.0105, 0.0102, 0.0108, 0.0103)]
     with ResultStore(path) as s:
-        for b, tag in zip((8, 16), tags, strict=True):
+        for b, tag in zip(batches, tags, strict=True):
             r = new_record(make_run_config(model="fcn5_tiny", batch_size=b), "ok").to_dict()
             r.update(summary=summarize(times).to_dict(), throughput=throughput(6, b, sum(times)),
                      samples={"first": [0.5], "warmup": [0.02], "measure": times},

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 import dlperf
-from dlperf import nvml
-from dlperf.placement import NODE_DIR, format_cpulist, numa_nodes_of, numa_topology, usable_cpus
+
+# psutil, NVML and the placement helpers are imported by the functions that read the host:
+# the readers of stored environments (dlperf compare, report) need none of them.
 
 #: Environment variables that change speed or placement; recorded when set.
 RELEVANT_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS",
@@ -151,6 +150,8 @@ def usable_cpu_busy(usable: list[int], interval_s: float = 0.1) -> list[float] |
     when it may run on all of them (the load average then says the same, at no cost). A process
     pinned to a few CPUs of a busy machine is not slowed by load on the other CPUs: the load
     average cannot tell, these numbers can."""
+    import psutil
+
     total = psutil.cpu_count(logical=True) or len(usable)
     if len(usable) >= total:
         return None
@@ -192,6 +193,12 @@ def collect_env(speed: bool = False) -> dict[str, Any]:
     Returns a JSON-able dict. Framework versions (torch, CUDA, cuDNN, NCCL) are added by the
     worker from the framework adapter.
     """
+    import psutil
+
+    from dlperf import nvml
+    from dlperf.placement import (NODE_DIR, format_cpulist, numa_nodes_of, numa_topology,
+                                  usable_cpus)
+
     vm = psutil.virtual_memory()
     cpu = _first_cpu()  # /proc/cpuinfo read once for the model name and the identity
     usable = usable_cpus()
@@ -426,6 +433,8 @@ def other_busy_cpus(usable: Sequence[int], interval_s: float = THREAD_SAMPLE_S) 
     """CPUs of ``usable`` kept busy by all processes over ``interval_s`` seconds (the sum of
     their busy shares, ``psutil.cpu_percent(percpu=True)`` / 100); the caller idles meanwhile,
     so this is other work. None where psutil cannot read per-CPU counters."""
+    import psutil
+
     try:
         per = psutil.cpu_percent(interval=interval_s, percpu=True)
     except Exception:  # pragma: no cover - psutil without per-CPU counters

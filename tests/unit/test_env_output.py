@@ -56,3 +56,17 @@ def test_dlperf_env_prints_no_line_twice_and_no_start_up_log():
     assert any(ln.strip().startswith("tensorflow 2.") for ln in lines), p.stdout  # imported
     assert any(ln.strip().startswith(("frameworks  torch 2.", "torch 2.")) for ln in lines), \
         p.stdout
+
+
+def test_reading_stored_environments_imports_nothing_that_reads_the_host():
+    """``dlperf compare`` and ``report`` compare stored environments
+    (:func:`dlperf.env.environment_differences`): psutil, NVML and the placement helpers are
+    for :func:`dlperf.env.collect_env` only."""
+    code = ("import sys\nfrom dlperf.env import environment_differences\n"
+            "print(sorted(m for m in ('psutil', 'dlperf.nvml', 'dlperf.placement') "
+            "if m in sys.modules))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ,
+                            "PYTHONPATH": os.pathsep.join(x for x in sys.path if x)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"

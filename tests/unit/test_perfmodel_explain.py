@@ -76,16 +76,20 @@ def test_the_explanation_is_kept_out_of_the_json_unless_asked_and_printed_when_a
 
 
 def test_the_roofline_prior_is_its_printed_f1_y0_y1_p_w():
-    # fcn8 torch graph fp32: a series whose d1 and d0 priors are the roofline's
+    # fcn8 torch graph fp32: a one-point series whose d0 prior is the roofline's and whose d1
+    # prior is the roofline's moved by fcn8's torch eager fp32 series (its other group)
     p = api.predict(H200, "fcn8", "torch", "graph", "fp32", "cuda", batch_size=512)
     r = p.explanation["roofline"]
     d1 = r["f1"] / (r["e_F"] * r["P"]) + r["y1"] / (r["e_Y"] * r["W"])
     d0 = r["y0"] / (r["e_Y"] * r["W"]) + (r["K"] or 0.0) * r["t_k"]
     assert (r["d1_s_per_sample"], r["d0_s"]) == pytest.approx((d1, d0), rel=1e-12)
+    assert r["d1_scale"] != pytest.approx(1.0) and "torch/eager" in r["d1_scale_source"]
     rows = {row[0]: row[1] for row in p.explanation["series"]["rows"]}
-    assert rows["d1"] == pytest.approx(d1, rel=1e-9)   # the prior row the fit was pulled to
+    # the prior rows the fit was pulled to
+    assert rows["d1"] == pytest.approx(d1 * r["d1_scale"], rel=1e-9)
     assert rows["d0"] == pytest.approx(d0, rel=1e-9)
-    assert "roofline of fcn8" in explain_text(p.explanation)
+    text = explain_text(p.explanation)
+    assert "roofline of fcn8" in text and f"d1 prior = d1 x {r['d1_scale']:.4g}" in text
 
 
 def test_added_operators_print_each_models_c_add_and_their_median():

@@ -322,3 +322,31 @@ def test_weight_bound_gemms_and_weight_casts_keep_their_time_at_another_batch():
     assert out.ops[0].dur_s == pytest.approx(gemm.dur_s)
     assert out.ops[2].dur_s == pytest.approx(T.BATCH_FLOOR_S + (50e-6 - T.BATCH_FLOOR_S) * 2)
     assert T.is_weight_cast(conv) and not T.is_weight_cast(ew)
+
+
+def test_bf16_gemms_are_no_faster_than_their_weights_stream():
+    g = H.datasheet("h200")
+    bw = g.bandwidth_bytes_per_s
+    sgemm = _k(500, name="cutlass_80_simt_sgemm_128x64", op_class="matmul")
+    ew = _k(50)
+    base = _step([sgemm, ew], precision="fp32", batch=16)
+    plain = T.to_precision(base, "bf16", g)              # no parameter count: no floor
+    t_plain = sum(o.dur_s for o in plain.ops if T.is_gemm(o))
+    assert t_plain < 100e-6                              # the ceiling ratio alone
+    # fcn5: 118 M weights, streamed 3 times a step at 2 B (0.17 ms at the H200's datasheet)
+    fc = replace(base, meta={**base.meta, "params": 118e6})
+    out = T.to_precision(fc, "bf16", g)
+    gemms = [o for o in out.ops if T.is_gemm(o)]
+    w = T.GEMM_WEIGHT_PASSES * 118e6 * 2 / bw
+    assert sum(o.dur_s for o in gemms) == pytest.approx(w)
+    assert [o.dur_s for o in out.ops if o.name == ew.name] == \
+        [o.dur_s for o in plain.ops if o.name == ew.name]            # others as they were
+    # GEMMs traced faster than the parameter count says: the floor is half their time
+    fast = replace(fc, ops=(replace(sgemm, dur_s=200e-6), ew))
+    got = sum(o.dur_s for o in T.to_precision(fast, "bf16", g).ops if T.is_gemm(o))
+    assert got == pytest.approx(100e-6)
+    # a small model's compute-bound GEMMs: unchanged
+    small = replace(fc, meta={**fc.meta, "params": 1e5})
+    assert T.gemm_weight_floor(small, plain.ops[1:2], "bf16", g) == 1.0
+    assert sum(o.dur_s for o in T.to_precision(small, "bf16", g).ops if T.is_gemm(o)) == \
+        pytest.approx(t_plain)

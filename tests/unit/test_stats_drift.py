@@ -107,6 +107,20 @@ def test_long_series_use_block_medians_and_stay_fast():
     assert t.drifting and 0.3 < t.change_rel < 0.6
 
 
+@pytest.mark.parametrize("n", [401, 799, 800, 801, 1203, 5000, 12347])
+def test_block_medians_are_each_blocks_median_bit_for_bit(n):
+    r = np.random.default_rng(n)
+    x = np.round(0.01 * np.exp(0.2 * r.standard_normal(n)), 5)  # ties too
+    edges = np.linspace(0, n, stats.TREND_MAX_POINTS + 1).astype(np.int64)
+    want = [np.median(x[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    idx, val = stats._blocks(x, stats.TREND_MAX_POINTS)
+    assert val.tolist() == [float(v) for v in want]  # equal, not close
+    assert idx.tolist() == [(a + b - 1) / 2.0 for a, b in zip(edges[:-1].tolist(),
+                                                               edges[1:].tolist(), strict=True)]
+    assert len({b - a for a, b in zip(edges[:-1], edges[1:], strict=True)}) == (
+        1 if n % stats.TREND_MAX_POINTS == 0 else 2)  # blocks of one or two lengths
+
+
 def test_trend_edges():
     assert stats.trend([0.01] * (stats.TREND_MIN_SAMPLES - 1)) is None
     flat = stats.trend([0.01] * 50)

@@ -660,10 +660,14 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                           f"{outcome.failed} "
                           f"failed{not_run}", markup=False)
                 if report_dir:
+                    from dlperf.report.drawing import drawing_aside
                     from dlperf.report.html import write_html_report
+                    from dlperf.report.reuse import reusing_computations
 
-                    path = write_full_report(db, Path(report_dir), "dlperf report", None)
-                    html = write_html_report(db, Path(report_dir), "dlperf report", None)
+                    # report.md and report.html: each section once, PNGs drawn meanwhile
+                    with reusing_computations(), drawing_aside():
+                        path = write_full_report(db, Path(report_dir), "dlperf report", None)
+                        html = write_html_report(db, Path(report_dir), "dlperf report", None)
                     out.print(f"report: {shown_path(html)} (interactive; open it in a browser) and "
                               f"{shown_path(path)}", markup=False, highlight=False)
             all_failed = outcome.ran and outcome.failed == outcome.ran

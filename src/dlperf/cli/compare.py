@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -49,19 +50,21 @@ def _describe(name: str, recs: list[Any]) -> str:
     return text
 
 
-def _sides(base: str, new: str, db: str | None, models: list[str], *,
+def _sides(base: str, new: str, db: str | None, models: list[str], stores: ExitStack, *,
            gate_tags: bool = False) -> tuple[Any, Any, str, str]:
     """(BASE records, NEW records, BASE's description, NEW's). With ``gate_tags`` (``--run``)
     ``base`` and ``new`` are the gate's own tags in ``db`` and a side with no runs (its
     ``dlperf run`` refused the flags: a model gone from NEW) is empty instead of an error, so
-    that its points count as missing."""
+    that its points count as missing. The records read their raw samples when first asked
+    for (``lazy_samples``: a point in one side only needs none), from stores that ``stores``
+    closes."""
     from dlperf.results.history import match_revision, revision_of, tag_of
     from dlperf.results.store import ResultStore
 
     def records(path: str, flag: str = "--db") -> list[Any]:
         check_db(path, must_exist=True, flag=flag)
-        with ResultStore(path, read_only=True) as store:
-            recs = store.records(latest=False)
+        store = stores.enter_context(ResultStore(path, read_only=True))
+        recs = store.records(latest=False, lazy_samples=True)
         return [r for r in recs if not models or r.identity.model in models]
 
     if db is None:
@@ -227,15 +230,17 @@ def compare(
 
         sides = (gate_db,) if gate_db is not None else (b, n)
         check_output(output, "--output", *sides, kind=kind, force=force)
-        rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"), gate_tags=run)
-        _note_same(b, n, gate_db)
-        if (not rb or not rn) and (threshold is None or not rb):  # gate: NEW empty is exit 3
-            raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
-                              + (f" of model(s) {model}" if model else ""))
-        comp = compare_records(rb, rn, base_name=nb, new_name=nn, level=level,
-                               threshold=threshold)
-        text = (comparison_markdown(comp) if fmt == "table"
-                else json.dumps(comparison_json(comp), indent=1, default=str) + "\n")
+        with ExitStack() as stores:  # open while the records read their samples
+            rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"), stores,
+                                    gate_tags=run)
+            _note_same(b, n, gate_db)
+            if (not rb or not rn) and (threshold is None or not rb):  # gate: NEW empty: exit 3
+                raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
+                                  + (f" of model(s) {model}" if model else ""))
+            comp = compare_records(rb, rn, base_name=nb, new_name=nn, level=level,
+                                   threshold=threshold)
+            text = (comparison_markdown(comp) if fmt == "table"
+                    else json.dumps(comparison_json(comp), indent=1, default=str) + "\n")
         if output is not None:
             common.write_file(output, text, kind, "--output", force=force, protect=sides)
             common.err.print(summary_line(comp), markup=False, highlight=False)

@@ -93,14 +93,15 @@ def env(fmt: Annotated[str, typer.Option("--format", "-f", help="text (readable)
     instruction sets, memory, load, GPUs, frameworks."""
     def body() -> None:
         from dlperf.env import choose_threads, collect_env
-        from dlperf.frameworks import ADAPTERS, get_adapter
+        from dlperf.frameworks import ADAPTERS
         from dlperf.frameworks.common import quiet_native_logs
+        from dlperf.frameworks.probe import available_all
 
         if fmt not in FORMATS:
             raise unknown_choice("format", fmt, FORMATS)
         e = collect_env(speed=not as_json and fmt == "text")
         with quiet_native_logs():  # a framework's C++ start-up lines (TensorFlow's came twice)
-            avail = ({n: get_adapter(n).available() for n in ADAPTERS} if framework else {})
+            avail = available_all(ADAPTERS) if framework else {}
         if as_json or fmt == "json":
             if framework:
                 e["frameworks"] = {n: why for n, (_, why) in avail.items()}

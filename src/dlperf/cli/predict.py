@@ -168,6 +168,9 @@ def explain_text(e: dict) -> str:
         out.append(f"explain:   d1 = f1/(e_F P) + y1/(e_Y W) = "
                    f"{r['d1_s_per_sample'] * 1e3:.5g} ms/sample, d0 = y0/(e_Y W) + K t_k = "
                    f"{_ms(r['d0_s'])}")
+        if r.get("d1_scale"):
+            out.append(f"explain:   d1 prior = d1 x {r['d1_scale']:.4g}: "
+                       f"{r['d1_scale_source']} (median log ratio, one vote per group)")
     w = e.get("what-if")
     if w:
         out.append(f"explain: what-if from {w['base']}: H_b = {_ms(w['H_b'])}, "

@@ -37,16 +37,20 @@ def report(
         common.check_target_loss(target_loss)
         check_db(db, must_exist=True, folder=True)
         check_out_dir(output, "--output", db, title=title, force=force)
+        from dlperf.report.drawing import drawing_aside
         from dlperf.report.reuse import reusing_computations
 
-        with reusing_computations():  # report.md and report.html: each section computed once
+        paths = []
+        # report.md and report.html: each section computed once; the PNGs drawn by worker
+        # processes meanwhile (all written when the block ends)
+        with reusing_computations(), drawing_aside():
             if "md" in formats:
-                path = write_full_report(db, output, title, target_loss)
-                common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
+                paths.append(write_full_report(db, output, title, target_loss))
             if "html" in formats:
                 from dlperf.report.html import write_html_report
 
-                path = write_html_report(db, output, title, target_loss)
-                common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
+                paths.append(write_html_report(db, output, title, target_loss))
+        for path in paths:
+            common.out.print(f"report: {shown_path(path)}", markup=False, highlight=False)
 
     guard(body)

@@ -223,7 +223,10 @@ class FrameworkAdapter(Protocol):
     modes: tuple[str, ...]
 
     def available(self) -> tuple[bool, str]:
-        """(installed?, version or reason)."""
+        """(installed?, version or reason). An adapter whose answer imports the framework
+        (seconds) says so with a class attribute ``available_imports = True``: ``dlperf env``
+        then asks it in a child process, beside the others
+        (:func:`dlperf.frameworks.probe.available_all`)."""
 
     def devices(self) -> list[str]:
         """The device kinds this framework can use here, e.g. ``["cpu", "cuda"]``."""

@@ -46,6 +46,7 @@ from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import model as pm
+from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared
@@ -824,13 +825,17 @@ def _measured(d: Draft, req: Request
     return stored, pick, meas
 
 
-def _roofline_terms(cal: Calibration, cfg: Config) -> dict[str, Any] | None:
+def _roofline_terms(cal: Calibration, cfg: Config, fit: od.SeriesFit | None = None
+                    ) -> dict[str, Any] | None:
     """The roofline terms of ``cfg`` the series prior (and an analytic ``D``) is made of, for
     ``--explain``: ``f1`` (FLOPs/sample), ``y0`` (bytes), ``y1`` (bytes/sample) and where
     ``Y`` came from (:func:`roofline.work_of`), ``P`` (FLOP/s), ``W`` (bytes/s) and their
     source, ``e_F``, ``e_Y``, ``t_k`` (s/kernel), ``K`` (kernels/step or None), and the
-    per-sample and fixed device times they give (``d1``, ``d0``: s/sample, s). None where the
-    group has no roofline (a CPU, no FLOP count). Cached reads: fits nothing new."""
+    per-sample and fixed device times they give (``d1``, ``d0``: s/sample, s); where ``fit``
+    (``cfg``'s series fit) has at most ``FIXED_PRIOR_MAX_BATCHES`` batch sizes and the model's
+    other groups move its ``d1`` prior (:meth:`Calibration.sibling_scale`), ``d1_scale`` and
+    ``d1_scale_source`` too. None where the group has no roofline (a CPU, no FLOP count).
+    Cached reads: fits nothing new."""
     try:
         eff, k = cal.roofline(cfg)
         if eff is None:
@@ -840,7 +845,10 @@ def _roofline_terms(cal: Calibration, cfg: Config) -> dict[str, Any] | None:
     except (LookupError, ValueError):
         return None
     p, w = ceil.flops_per_s, ceil.bandwidth_bytes_per_s
-    return {"config": cfg.label(), "f1": work.flops_per_sample, "y0": work.bytes_fixed,
+    scale = (cal.sibling_scale(cfg) if fit is not None
+             and len(set(fit.batch_sizes)) <= od.FIXED_PRIOR_MAX_BATCHES else None)
+    moved = {"d1_scale": scale[0], "d1_scale_source": scale[1]} if scale else {}
+    return {**moved, "config": cfg.label(), "f1": work.flops_per_sample, "y0": work.bytes_fixed,
             "y1": work.bytes_per_sample, "bytes_source": work.source, "P": p, "W": w,
             "ceiling_source": ceil.source, "e_F": eff.e_flops, "e_Y": eff.e_bytes,
             "t_k": eff.kernel_s, "K": k,
@@ -857,7 +865,7 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
         d.assumptions.append(f"inter-node link {req.network.inter.name} not used: one node")
     one, t = d.one, d.step_s
     gpu = cal.device_name(one.cfg) or _cpu_name(recs, one.cfg)
-    rl_words = _roofline_terms(cal, req.base)  # a what-if's base; else one.cfg is the base
+    rl_words = _roofline_terms(cal, req.base, one.fit)  # a what-if's base, else one.cfg
     if rl_words:
         d.explain["roofline"] = rl_words
     interval, group, note = _interval_of(d, recs, req, level, gpu)

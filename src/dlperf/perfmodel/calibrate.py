@@ -306,14 +306,17 @@ class Calibration:
         return sorted(ser, key=lambda s: (-len({p.batch_size for p in s}),
                                           -order.get(s[0].source, 0)))
 
-    def prior(self, cfg: Config, source: str | None, with_sessions: bool = True
-              ) -> od.DevicePrior | None:
+    def prior(self, cfg: Config, source: str | None, with_sessions: bool = True,
+              batches: int | None = None) -> od.DevicePrior | None:
         """Device prior of ``cfg`` for its series in ``source``: roofline (fitted without this
         model), traced busy times of ``cfg`` and, with ``with_sessions``, device-bound steps of
         ``cfg`` in other results files and a host time: carried over from a host-bound series
         of the model (:meth:`host_elsewhere`), else estimated from
         other models (:meth:`host_of_group`,
-        :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`)."""
+        :data:`~dlperf.perfmodel.onedevice.HOST_ESTIMATE_SIGMA`). With ``with_sessions`` and a
+        series of ``batches`` <= :data:`~dlperf.perfmodel.onedevice.FIXED_PRIOR_MAX_BATCHES`
+        batch sizes, the roofline's ``d1`` is moved by the model's other groups
+        (:meth:`sibling_scale`)."""
         dn = self.device_name(cfg)
         eff, kernels = self.roofline(cfg)
         anchors = [od.Anchor(p.per_device_batch, p.busy_s, od.TRACE_SIGMA,
@@ -321,11 +324,45 @@ class Calibration:
                    for p in self.of(cfg) if p.busy_s]
         work = self.work(cfg.model, cfg.framework, cfg.precision)
         ceil = self.ceiling(cfg.framework, cfg.precision, dn, cfg.model) if eff else None
-        host, sigma = None, od.HOST_TRANSFER_SIGMA
+        host, sigma, scale = None, od.HOST_TRANSFER_SIGMA, None
         if with_sessions:
             anchors += self._session_anchors(cfg, source)
             host, sigma = self._host_prior(cfg, source, dn)
-        return od.device_prior(work, ceil, eff, anchors, host, sigma, kernels)
+            if eff and batches is not None and batches <= od.FIXED_PRIOR_MAX_BATCHES:
+                scale = self.sibling_scale(cfg)
+        return od.device_prior(work, ceil, eff, anchors, host, sigma, kernels, scale)
+
+    def sibling_scale(self, cfg: Config) -> tuple[float, str] | None:
+        """``(factor, where from)``: how far ``cfg``'s model departs from its group's roofline
+        ``d1`` in its *other* (framework, mode) groups at the same precision and device, where
+        a series shows its own ``d1``: 3+ batch sizes
+        (:data:`~dlperf.perfmodel.onedevice.IDENTIFY_MIN_BATCHES`), device-bound at the largest
+        in its own fit (:meth:`fit_points` without session terms). The factor is ``exp`` of
+        the median over those groups of the median over each group's series of
+        ``log(fitted d1 / roofline d1)``, one vote per group; None without such a series.
+        A per-model effect shared across groups (partial pooling, Gelman & Hill 2007, ch. 12):
+        on the development series the roofline's ``d1`` is off by a log RMS of 0.52, this
+        factor taken from the other groups by 0.34 (lstm bf16 +1.0 in torch eager, +0.84 in
+        JAX; transformer bf16 -0.31, -0.15, -0.12)."""
+        by: dict[tuple[str, str, str, str], list[float]] = {}
+        for c in self.shared.by_config:
+            if (c.model, c.precision, c.device) != (cfg.model, cfg.precision, cfg.device) \
+                    or c.group == cfg.group:
+                continue
+            for s in self.series(c):
+                if len({p.batch_size for p in s}) < od.IDENTIFY_MIN_BATCHES:
+                    continue
+                pr = self.prior(c, s[0].source, False)
+                fit = self.fit_points(c, s, with_sessions=False)
+                if pr is None or not pr.d1 or fit.bound(max(fit.batch_sizes)) != "device":
+                    continue
+                by.setdefault(c.group, []).append(float(np.log(fit.device_per_sample_s
+                                                               / pr.d1)))
+        if not by:
+            return None
+        u = median(median(v) for v in by.values())
+        return float(np.exp(u)), (f"the model's {cfg.precision} d1 over the roofline's in "
+                                  + ", ".join("/".join(g[:2]) for g in sorted(by)))
 
     def _session_anchors(self, cfg: Config, source: str | None) -> list[od.Anchor]:
         """The device-bound steps of ``cfg``'s series in results files other than ``source``
@@ -361,7 +398,7 @@ class Calibration:
                           tuple((p.source, p.result_id) for p in self.of(cfg) if p.busy_s)),
                 lambda: self.shared.fit_series(s, self.prior(cfg, s[0].source, False)))
         return self.memo.get("session", (cfg, s[0].source), lambda: self.shared.fit_series(
-            s, self.prior(cfg, s[0].source, True)))
+            s, self.prior(cfg, s[0].source, True, len({p.batch_size for p in s}))))
 
     def fit(self, cfg: Config, source: str | None = None) -> tuple[od.SeriesFit, list[Point]]:
         """The fitted series of ``cfg`` (in ``source``, else the best-measured one) and its points.

@@ -82,6 +82,19 @@ HOST_ESTIMATE_SIGMA = 0.5
 FIXED_PRIOR_SIGMA = 0.5
 #: Series of at most this many batch sizes get the ``d0`` prior (three fix ``H``, ``d0``, ``d1``).
 FIXED_PRIOR_MAX_BATCHES = 2
+#: Log-width of the ``d1`` prior of a series of at most :data:`FIXED_PRIOR_MAX_BATCHES` batch
+#: sizes where the same model, precision and device has series in other (framework, mode)
+#: groups that show their own ``d1`` (:meth:`dlperf.perfmodel.calibrate.Calibration.
+#: sibling_scale`): the roofline's ``d1`` times the median of those series' fitted ``d1`` over
+#: their own roofline's, a model's own departure from its group's roofline (a random effect per
+#: model and precision, estimated from its other groups: partial pooling, Gelman & Hill 2007,
+#: ch. 12). Chosen on the development rows: the offset's leave-one-group-out log RMS over the
+#: development models' 3+-batch series is 0.34 (0.52 for the roofline alone); one- and
+#: two-point MdAPE up / down at 0.2: 5.69 / 5.82 / 4.19 / 5.22%, 0.25: 5.68 / 5.90 / 4.20 /
+#: 5.12, **0.3: 6.10 / 5.96 / 4.09 / 5.04**, 0.4: 6.08 / 5.93 / 4.13 / 5.02, 0.5: 6.24 / 5.75 /
+#: 4.12 / 5.10 (without: 6.87 / 6.60 / 4.15 / 5.06); sums within 0.3 points from 0.2 to 0.5,
+#: and 0.3, the offset's own spread, the narrowest that moves none of the four the wrong way.
+SIBLING_SIGMA = 0.3
 #: Batch sizes a series needs before its host time counts as shown by the data (a prior-free
 #: fit of three parameters needs three points).
 IDENTIFY_MIN_BATCHES = 3
@@ -585,12 +598,15 @@ def device_prior(work: rl.Work | None, ceiling: rl.Ceiling | None,
                  eff: rl.Efficiency | None, anchors: Sequence[Anchor] = (),
                  host: tuple[float, str] | None = None,
                  host_sigma: float = HOST_TRANSFER_SIGMA,
-                 kernels: float | None = None) -> DevicePrior | None:
+                 kernels: float | None = None,
+                 d1_scale: tuple[float, str] | None = None) -> DevicePrior | None:
     """The prior of one configuration: its group's roofline (when ``eff`` is given), its
     measured anchors and a host time from elsewhere (``(s, where from)``, log-width
     ``host_sigma``: :data:`HOST_TRANSFER_SIGMA` for one carried over from the same model,
     :data:`HOST_ESTIMATE_SIGMA` for one estimated from other models); None when there is none
-    of these."""
+    of these. ``d1_scale``: ``(factor, where from)``, the model's own departure from the
+    roofline's ``d1`` measured in its other groups (``Calibration.sibling_scale``): the ``d1``
+    prior is the roofline's times ``factor``, log-width :data:`SIBLING_SIGMA`."""
     hs, hl = host if host else (None, "")
     if eff is None or work is None or ceiling is None:
         if not anchors and not hs:
@@ -601,6 +617,10 @@ def device_prior(work: rl.Work | None, ceiling: rl.Ceiling | None,
           + work.bytes_per_sample / (eff.e_bytes * ceiling.bandwidth_bytes_per_s))
     d0 = (work.bytes_fixed / (eff.e_bytes * ceiling.bandwidth_bytes_per_s)
           + (kernels or 0.0) * eff.kernel_s)
-    label = f"roofline {eff.describe()}" + (
-        f"; {len(anchors)} measured device time(s)" if anchors else "")
-    return DevicePrior(d1, PRIOR_SIGMA, tuple(anchors), label, hs, host_sigma, hl, d0 or None)
+    sigma = PRIOR_SIGMA
+    label = f"roofline {eff.describe()}"
+    if d1_scale is not None:  # the label's first part names the d1 prior's target (_prior_rows)
+        d1, sigma = d1 * d1_scale[0], SIBLING_SIGMA
+        label += f" d1 x {d1_scale[0]:.3g} ({d1_scale[1]})"
+    label += f"; {len(anchors)} measured device time(s)" if anchors else ""
+    return DevicePrior(d1, sigma, tuple(anchors), label, hs, host_sigma, hl, d0 or None)

@@ -50,8 +50,9 @@ from dlperf.perfmodel import comm, hardware, replay, transforms
 #: a matmul's bf16 share by its alignment (recovered from its FLOPs and bytes,
 #: :mod:`dlperf.perfmodel.gemmshape`), autocast's weight casts from the parameter count, and
 #: an eager configuration's host from its host-bound steps (:func:`~dlperf.perfmodel.replay.
-#: host_level`).
-MODEL_VERSION = 4
+#: host_level`); 5, a precision change's GEMMs no faster together than their weights stream
+#: (:func:`~dlperf.perfmodel.transforms.gemm_weight_floor`).
+MODEL_VERSION = 5
 
 #: 90th percentile of |relative error| of the development rows per category
 #: (benchmarks/replay_validate.py on calibration2.db; docs/replay.md, "Back-test"; batch from

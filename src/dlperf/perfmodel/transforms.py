@@ -455,10 +455,43 @@ def to_precision(step: StepTrace, dst: str, gpu: GpuProfile) -> StepTrace:
     return out.with_note(f"precision {src} -> {dst}{note}", precision=dst)
 
 
+def gemm_weight_floor(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
+                      gpu: GpuProfile) -> float:
+    """The factor (>= 1) on the GEMM-like kernels of ``ops`` (``step``'s ops moved to
+    precision ``dst``, index for index) that keeps their summed time at or above the time
+    their weights take to stream at ``dst``'s element size: ``min(W, T_src x e_dst /
+    e_src)``, with ``W`` the parameters (``meta['params']``) x the element size x
+    :data:`GEMM_WEIGHT_PASSES` over the bandwidth (the roofline of :func:`gemm_batch_factor`)
+    and ``T_src`` the traced GEMMs' summed time (where the traced GEMMs ran faster than their
+    ``W``, some parameters are not a GEMM's: embeddings, an XLA program's fused weights);
+    1 where the parameter count is unknown or the traced step has no GEMM kernel.
+
+    Each kernel's ceiling ratio (:func:`gemm_to_precision`) speeds a GEMM up by its
+    arithmetic; a small batch's GEMMs stream their weights, which bf16 only halves: fcn5's
+    GEMMs (118 M parameters, no FLOPs or bytes in the H200 file's trace) take 0.19-0.24 ms
+    at bf16 on the H200 at batch 16-128 in JAX and 0.21-0.22 ms at 16-64 in torch eager,
+    against ``3 x 118 M x 2 B / 4.23 TB/s = 0.17 ms``, while the ceiling ratio alone gives
+    0.07-0.14 ms (benchmarks/replay_kernels.py's kernel pairs). Every GEMM kernel takes the
+    step's factor (the weights are the step's, not a kernel's)."""
+    params = step.meta.get("params")
+    t_src = sum(o.dur_s for o in step.ops if is_gemm(o))
+    t_dst = sum(o.dur_s for o in ops if is_gemm(o))
+    if not (params and t_src > 0 and t_dst > 0):
+        return 1.0
+    e_src, e_dst = _elem_bytes(step), (2 if is_half(dst) else 4)
+    w = GEMM_WEIGHT_PASSES * params * e_dst / gpu.bandwidth_bytes_per_s
+    return max(1.0, min(w, t_src * e_dst / e_src) / t_dst)
+
+
 def _rescaled(step: StepTrace, src: str, dst: str, gpu: GpuProfile) -> list[DeviceOp]:
-    """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`), index for
-    index (what ``after`` refers to)."""
-    return [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
+    """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`, the GEMM-like
+    kernels no faster together than their weights' roofline: :func:`gemm_weight_floor`),
+    index for index (what ``after`` refers to)."""
+    ops = [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
+    f = gemm_weight_floor(step, ops, dst, gpu)
+    if f == 1.0:
+        return ops
+    return [replace(o, dur_s=o.dur_s * f) if is_gemm(o) else o for o in ops]
 
 
 def _with_host(out: StepTrace, f: float, note: str) -> tuple[StepTrace, str]:

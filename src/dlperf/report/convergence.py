@@ -19,6 +19,7 @@ from dlperf.measure.convergence import (
     training_time,
 )
 from dlperf.report.cells import fmt_sig, md_escape
+from dlperf.report.drawing import draw
 from dlperf.report.scaling import safe_name
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import fields, is_ok, result_id, setting, world_of
@@ -124,37 +125,44 @@ def convergence_markdown(groups: Sequence[Mapping[str, Any]]) -> str:
 def plot_convergence(groups: Sequence[Mapping[str, Any]], out_dir: str | Path,
                      window: int = DEFAULT_WINDOW) -> list[Path]:
     """One PNG per group: smoothed training loss against iterations (left) and against
-    training time (right), one line per device count, the target as a dashed line."""
+    training time (right), one line per device count, the target as a dashed line. Drawn
+    by :func:`dlperf.report.drawing.draw`: written when this returns, or, while
+    :func:`dlperf.report.drawing.drawing_aside` is open, when it closes."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for g in groups:
-        fig = Figure(figsize=(12.0, 4.5), dpi=110, layout="constrained")
-        FigureCanvasAgg(fig)
-        ax_i, ax_t = fig.subplots(1, 2)
-        fig.suptitle(f"{label_of({k: g[k] for k in GROUP_KEYS})}: training loss")
-        for i, r in enumerate(g["runs"]):
-            sm = smoothed(r["losses"], window)
-            xs = [k + 1 for k, v in enumerate(sm) if v is not None]
-            ys = [v for v in sm if v is not None]
-            cum = training_time(r["times"])
-            before = r.get("compile_before_loop_s") or 0.0  # training time counts compile
-            ts = [before + cum[k - 1] for k in xs]
-            label = f"{r['devices']} device{'s' if r['devices'] > 1 else ''}"
-            ax_i.plot(xs, ys, color=f"C{i % 10}", label=label)
-            ax_t.plot(ts, ys, color=f"C{i % 10}", label=label)
-            if r.get("target_loss") is not None:
-                for ax in (ax_i, ax_t):
-                    ax.axhline(r["target_loss"], color="0.4", ls="--", lw=1)
-        ax_i.set_xlabel("iteration")
-        ax_t.set_xlabel("training time (s: compile before the loop + iteration times)")
-        for ax in (ax_i, ax_t):
-            ax.set_ylabel(f"loss (mean of last {window})")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
         name = safe_name(f"convergence_{g['model']}_{g['framework']}_{g['mode']}_{g['device']}_"
                          f"{g['precision']}_{g['data']}_b{g['batch_size']}") + ".png"
         path = out / name
-        fig.savefig(path, format="png", metadata={"Software": None})
+        draw(_draw_convergence, g, window, path)
         paths.append(path)
     return paths
+
+
+def _draw_convergence(g: Mapping[str, Any], window: int, path: Path) -> None:
+    """Write :func:`plot_convergence`'s PNG of the group ``g`` to ``path``."""
+    fig = Figure(figsize=(12.0, 4.5), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_i, ax_t = fig.subplots(1, 2)
+    fig.suptitle(f"{label_of({k: g[k] for k in GROUP_KEYS})}: training loss")
+    for i, r in enumerate(g["runs"]):
+        sm = smoothed(r["losses"], window)
+        xs = [k + 1 for k, v in enumerate(sm) if v is not None]
+        ys = [v for v in sm if v is not None]
+        cum = training_time(r["times"])
+        before = r.get("compile_before_loop_s") or 0.0  # training time counts compile
+        ts = [before + cum[k - 1] for k in xs]
+        label = f"{r['devices']} device{'s' if r['devices'] > 1 else ''}"
+        ax_i.plot(xs, ys, color=f"C{i % 10}", label=label)
+        ax_t.plot(ts, ys, color=f"C{i % 10}", label=label)
+        if r.get("target_loss") is not None:
+            for ax in (ax_i, ax_t):
+                ax.axhline(r["target_loss"], color="0.4", ls="--", lw=1)
+    ax_i.set_xlabel("iteration")
+    ax_t.set_xlabel("training time (s: compile before the loop + iteration times)")
+    for ax in (ax_i, ax_t):
+        ax.set_ylabel(f"loss (mean of last {window})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.savefig(path, format="png", metadata={"Software": None})

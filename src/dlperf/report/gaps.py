@@ -281,7 +281,7 @@ def _gap(a: RunRecord, b: RunRecord, refs: Mapping[tuple, RunRecord],
     host_idle = (idle_b if hp_b else 0.0) - (idle_a if hp_a else 0.0)
     other_idle = (0.0 if hp_b else idle_b) - (0.0 if hp_a else idle_a)
     same_fw = a.identity.framework == b.identity.framework
-    from dlperf.env import environment_differences  # here: psutil and nvml, for a gap only
+    from dlperf.env import environment_differences
 
     env = list(dict.fromkeys(
         d for x, y in ((ra, rb), (a, b))

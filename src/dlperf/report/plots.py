@@ -13,11 +13,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter, NullLocator
-from matplotlib.transforms import blended_transform_factory
+from matplotlib.ticker import LogFormatter
 
+from dlperf.report.drawing import draw
 from dlperf.report.tables import sort_rows, status_label
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import (
@@ -134,26 +132,22 @@ def _point(rows: Sequence[RunRecord]
             statistics.median(sps_all) if sps_all else None, len(runs))
 
 
-def _plot_model(model: str, rows: list[RunRecord], path: Path) -> None:
+def _model_lines(model: str, rows: list[RunRecord]) -> dict[str, Any]:
+    """What :func:`_draw_model` draws of one model's rows, as plain data (it may be drawn in
+    another process: :func:`dlperf.report.drawing.draw`): ``lines`` (one per group, in
+    :func:`group_key` order: ``label``, ``color``, ``marker``, ``points`` ``(batch, median
+    ms, ms below, ms above)``, ``sps`` ``(batch, samples/s)``, ``failed`` ``(batch, y in axes
+    fraction, status label)``), the ``batches`` of the x axis, whether a point has
+    ``several`` repeats and which panels have data."""
     groups: dict[tuple[str, ...], list[RunRecord]] = {}
     for r in rows:
         groups.setdefault(group_key(r), []).append(r)
-
-    fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_t, ax_s = fig.subplots(1, 2)
-    fig.suptitle(f"{model}: step time and throughput vs batch size")
-    trans_t = blended_transform_factory(ax_t.transData, ax_t.transAxes)
-    trans_s = blended_transform_factory(ax_s.transData, ax_s.transAxes)
-    colors = [f"C{i % 10}" for i in range(len(groups))]
     all_batches: set[int] = set()
     n_fail_marks = 0
     several = False  # a point with several repeats (plotted as median of runs, min-max bars)
-    has_data = {id(ax_t): False, id(ax_s): False}
-
+    has_t = has_s = False
+    lines: list[dict[str, Any]] = []
     for gi, key in enumerate(sorted(groups)):
-        color, marker = colors[gi], _MARKERS[gi % len(_MARKERS)]
-        label = label_of_record(groups[key][0], only=_LINE_SETTINGS)
         by_batch: dict[int, list[RunRecord]] = {}
         failed: dict[int, RunRecord] = {}
         for r in groups[key]:
@@ -165,37 +159,60 @@ def _plot_model(model: str, rows: list[RunRecord], path: Path) -> None:
                 by_batch.setdefault(b, []).append(r)
             elif not is_ok(r):
                 failed.setdefault(b, r)  # first failure per batch (rows arrive sorted)
-
         pts = [(b, _point(rs)) for b, rs in sorted(by_batch.items())]
-        if pts:
-            xs = [b for b, _ in pts]
-            med = [p[0] for _, p in pts]
-            lo = [max(0.0, p[0] - p[1]) for _, p in pts]
-            hi = [max(0.0, p[2] - p[0]) for _, p in pts]
-            several |= any(p[4] > 1 for _, p in pts)
-            has_data[id(ax_t)] = True
-            ax_t.errorbar(xs, med, yerr=[lo, hi], color=color, marker=marker, ms=5, capsize=3, lw=1.5, label=label)
-            sps = [(b, p[3]) for b, p in pts if p[3] is not None]
-            if sps:
-                has_data[id(ax_s)] = True
-                ax_s.plot([b for b, _ in sps], [v for _, v in sps], color=color, marker=marker, ms=5, lw=1.5, label=label)
-        elif failed:
+        several |= any(p[4] > 1 for _, p in pts)
+        sps = [(b, p[3]) for b, p in pts if p[3] is not None]
+        has_t |= bool(pts)
+        has_s |= bool(sps)
+        marks = []
+        for b, r in sorted(failed.items()):
+            if b in by_batch:
+                continue  # a later run at this point succeeded; the table still lists the failure
+            marks.append((b, 0.95 - 0.06 * (n_fail_marks % 8), status_label(r.identity.status)))
+            n_fail_marks += 1
+        lines.append({"label": label_of_record(groups[key][0], only=_LINE_SETTINGS),
+                      "color": f"C{gi % 10}", "marker": _MARKERS[gi % len(_MARKERS)],
+                      "points": [(b, p[0], max(0.0, p[0] - p[1]), max(0.0, p[2] - p[0]))
+                                 for b, p in pts],
+                      "sps": sps, "any_failed": bool(failed), "failed": marks})
+    return {"model": model, "lines": lines, "batches": sorted(all_batches),
+            "several": several, "has_t": has_t, "has_s": has_s}
+
+
+def _draw_model(fig_data: dict[str, Any], path: Path) -> None:
+    """Write the PNG of :func:`_model_lines`'s data to ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
+    from matplotlib.transforms import blended_transform_factory
+
+    fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_t, ax_s = fig.subplots(1, 2)
+    fig.suptitle(f"{fig_data['model']}: step time and throughput vs batch size")
+    trans_t = blended_transform_factory(ax_t.transData, ax_t.transAxes)
+    trans_s = blended_transform_factory(ax_s.transData, ax_s.transAxes)
+    for line in fig_data["lines"]:
+        color, marker, label = line["color"], line["marker"], line["label"]
+        if line["points"]:
+            xs = [p[0] for p in line["points"]]
+            med = [p[1] for p in line["points"]]
+            yerr = [[p[2] for p in line["points"]], [p[3] for p in line["points"]]]
+            ax_t.errorbar(xs, med, yerr=yerr, color=color, marker=marker, ms=5, capsize=3, lw=1.5, label=label)
+            if line["sps"]:
+                ax_s.plot([b for b, _ in line["sps"]], [v for _, v in line["sps"]], color=color, marker=marker, ms=5, lw=1.5, label=label)
+        elif line["any_failed"]:
             # keep the group in the legend even when every point failed
             ax_t.plot([], [], color=color, marker=marker, label=label)
 
         # failures are results (rule 11): an 'x' at the top of both panels, labelled
-        for b, r in sorted(failed.items()):
-            if b in by_batch:
-                continue  # a later run at this point succeeded; the table still lists the failure
-            y = 0.95 - 0.06 * (n_fail_marks % 8)
-            n_fail_marks += 1
-            text = status_label(r.identity.status)
+        for b, y, text in line["failed"]:
             for ax, tr in ((ax_t, trans_t), (ax_s, trans_s)):
                 ax.plot([b], [y], transform=tr, marker="x", ms=9, mew=2, color=color, ls="none", clip_on=False)
                 ax.annotate(text, (b, y), xycoords=tr, xytext=(6, -3), textcoords="offset points", fontsize=7, color=color)
 
-    batches = sorted(all_batches)
-    for ax in (ax_t, ax_s):
+    batches = fig_data["batches"]
+    for ax, has_data in ((ax_t, fig_data["has_t"]), (ax_s, fig_data["has_s"])):
         ax.set_xscale("log", base=2)
         if batches:
             ax.set_xticks(batches, labels=[str(b) for b in batches])
@@ -206,7 +223,7 @@ def _plot_model(model: str, rows: list[RunRecord], path: Path) -> None:
         # plain numbers ("40", "6") instead of 4x10^1; minor labels only when the range is short
         ax.yaxis.set_major_formatter(_PlainLogFormatter())
         ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
-        if not has_data[id(ax)]:  # every point failed: a log axis needs some positive range
+        if not has_data:  # every point failed: a log axis needs some positive range
             ax.set_ylim(1.0, 10.0)
             ax.text(0.5, 0.5, "no successful runs", transform=ax.transAxes, ha="center", va="center", color="0.4")
         ax.set_xlabel("batch size (samples per step, log2 axis)")
@@ -214,10 +231,10 @@ def _plot_model(model: str, rows: list[RunRecord], path: Path) -> None:
     ax_t.set_ylabel("median step time (ms, log axis)")
     ax_t.set_title("time per iteration (error bars: bootstrap CI of the median"
                    + ("; points with repeats: median of the runs' medians, bars fastest to "
-                      "slowest run)" if several else ")"), fontsize=9)
+                      "slowest run)" if fig_data["several"] else ")"), fontsize=9)
     ax_s.set_ylabel("throughput (samples/s, log axis)")
     ax_s.set_title("samples per second", fontsize=9)
-    if groups:
+    if fig_data["lines"]:
         ax_t.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, 0.85), framealpha=0.8)
     fig.savefig(path, format="png", metadata={"Software": None})
 
@@ -234,6 +251,8 @@ def plot_step_time_vs_batch(rows: Sequence[RunRecord],
     one point (repeated runs) plot the newest by ``created_at``.
 
     Creates ``out_dir``; returns the PNG paths in sorted model order (empty for no rows).
+    The PNGs are drawn by :func:`dlperf.report.drawing.draw`: written when this returns, or,
+    while :func:`dlperf.report.drawing.drawing_aside` is open, when it closes.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -244,6 +263,6 @@ def plot_step_time_vs_batch(rows: Sequence[RunRecord],
     names = plot_filenames(by_model)
     for model in sorted(by_model):
         path = out / names[model]
-        _plot_model(model, by_model[model], path)
+        draw(_draw_model, _model_lines(model, by_model[model]), path)
         paths.append(path)
     return paths

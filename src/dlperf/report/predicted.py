@@ -101,26 +101,39 @@ def _short(label: str) -> str:
 
 def plot_predicted(rows: Sequence[Any], out_dir: str | Path) -> Path | None:
     """PNG (matplotlib): predicted against measured step time (ms, log-log), one colour per
-    category, the ``y = x`` line and +-10% lines; None when there is no row."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    category, the ``y = x`` line and +-10% lines; None when there is no row. Drawn by
+    :func:`dlperf.report.drawing.draw`: written when this returns, or, while
+    :func:`dlperf.report.drawing.drawing_aside` is open, when it closes."""
+    from dlperf.report.drawing import draw
 
     if not rows:
         return None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    path = out / PLOT_NAME
+    lo, hi = _range(rows)
+    draw(_draw_predicted, [(r.category, r.measured_s, r.predicted_s) for r in rows], lo, hi, path)
+    return path
+
+
+def _draw_predicted(points: Sequence[tuple[str, float, float]], lo: float, hi: float,
+                    path: Path) -> None:
+    """Write :func:`plot_predicted`'s PNG of ``(category, measured s, predicted s)`` points,
+    axes from ``lo`` to ``hi`` ms, to ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     fig = Figure(figsize=(6.4, 5.6), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    lo, hi = _range(rows)
     ax.plot([lo, hi], [lo, hi], color="0.3", lw=1, label="y = x")
     for f, ls in ((1.1, ":"), (1 / 1.1, ":")):
         ax.plot([lo, hi], [lo * f, hi * f], color="0.6", lw=0.8, ls=ls)
-    for i, cat in enumerate(c for c in STEP_CATEGORIES if any(r.category == c for r in rows)):
-        rs = [r for r in rows if r.category == cat]
-        ax.scatter([r.measured_s * 1e3 for r in rs], [r.predicted_s * 1e3 for r in rs], s=18,
-                   color=f"C{i % 10}", label=f"{cat} ({len(rs)})", alpha=0.8)
+    for i, cat in enumerate(c for c in STEP_CATEGORIES if any(p[0] == c for p in points)):
+        ps = [p for p in points if p[0] == cat]
+        ax.scatter([p[1] * 1e3 for p in ps], [p[2] * 1e3 for p in ps], s=18,
+                   color=f"C{i % 10}", label=f"{cat} ({len(ps)})", alpha=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):  # 1-2-5 ticks as plain numbers (2, 5, 10, 20 ms)
@@ -134,9 +147,7 @@ def plot_predicted(rows: Sequence[Any], out_dir: str | Path) -> Path | None:
     ax.set_title("performance model back-test (dotted: +-10%)", fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left")
-    path = out / PLOT_NAME
     fig.savefig(path, format="png", metadata={"Software": None})
-    return path
 
 
 def _range(rows: Sequence[Any]) -> tuple[float, float]:

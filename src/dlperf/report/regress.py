@@ -318,9 +318,20 @@ class PointComparison:
         return "slower" if (self.ratio or 1.0) > 1 else "faster"
 
 
+def _has_median(rec: RunRecord) -> bool:
+    """Whether :func:`run_median_s` of ``rec`` is not None, without reading its samples
+    where its summary has a finite median (the samples' median or that one: not None)."""
+    med = rec.summary.median if rec.summary is not None else None
+    if isinstance(med, (int, float)) and math.isfinite(med):
+        return True
+    return run_median_s(rec) is not None
+
+
 def ok_runs(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    """The runs that measured (status ``ok`` with a median step time)."""
-    return [r for r in runs if r.identity.status == "ok" and run_median_s(r) is not None]
+    """The runs that measured (status ``ok`` with a median step time, :func:`run_median_s`).
+    Reads no samples of a run whose summary has a median (records read with
+    ``lazy_samples`` keep them unread)."""
+    return [r for r in runs if r.identity.status == "ok" and _has_median(r)]
 
 
 def _config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:

@@ -1,7 +1,7 @@
 """One computation per report: the memo :func:`reusing_computations` opens and
 :func:`reused` reads (``dlperf report`` writes report.md and report.html from one
-computation of each costly section: the relative-speed summary, the predicted section's
-back-test). A module of its own so that the sections table and the sections it lists can
+computation of each section body, :func:`dlperf.report.sections.report_sections`, and of the
+predicted section's back-test). A module of its own so that the sections table and the sections it lists can
 both use it without importing each other."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ _REUSE: dict[tuple[Any, ...], Any] | None = None
 
 @contextlib.contextmanager
 def reusing_computations() -> Iterator[dict[tuple[Any, ...], Any]]:
-    """While open, the costly section computations (the relative-speed summary; the
-    predicted section's back-test, :func:`dlperf.report.predicted.predicted_section`) of the
-    same results are done once and reused: ``dlperf report`` writes report.md and
+    """While open, the section bodies (:func:`dlperf.report.sections.report_sections`) and the
+    predicted section's back-test (:func:`dlperf.report.predicted.predicted_section`) of the
+    same results are made once and reused: ``dlperf report`` writes report.md and
     report.html from one computation of each. The results must not change while it is open
     (``dlperf report`` only reads them). Yields the memo (key -> result)."""
     global _REUSE  # noqa: PLW0603 (the memo of the open context)

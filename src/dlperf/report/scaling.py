@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dlperf.report.cells import ENV_MARK, env_footnote, fmt_sig, md_escape
+from dlperf.report.drawing import draw
 
 __all__ = ["scaling_markdown", "plot_scaling", "series_key", "SCALING_PLOT"]
 
@@ -111,7 +112,9 @@ def _label(key: tuple) -> str:
 def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Path | None:
     """One PNG: throughput (samples/s) against devices with the ideal line (one device's
     throughput times N for weak scaling; for strong scaling the same, the ideal speed-up is
-    N), and scaling efficiency against devices. None when there are no series."""
+    N), and scaling efficiency against devices. None when there are no series. Drawn by
+    :func:`dlperf.report.drawing.draw`: written when this returns, or, while
+    :func:`dlperf.report.drawing.drawing_aside` is open, when it closes."""
     series: dict[tuple, list[Mapping[str, Any]]] = {}
     for p in points:
         series.setdefault(series_key(p), []).append(p)
@@ -122,6 +125,14 @@ def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Pa
             pts.extend(p for p in series.get(key[:-1] + ("",), []) if p["devices"] == 1)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    path = out / SCALING_PLOT
+    draw(_draw_scaling, series, max(p["efficiency"] for p in points), path)
+    return path
+
+
+def _draw_scaling(series: Mapping[tuple, list[Mapping[str, Any]]], top_efficiency: float,
+                  path: Path) -> None:
+    """Write :func:`plot_scaling`'s PNG of its ``series`` to ``path``."""
     fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax_t, ax_e = fig.subplots(1, 2)
@@ -147,12 +158,10 @@ def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Pa
     ax_t.set_title("throughput (dotted: ideal, N x one device)", fontsize=9)
     ax_e.set_ylabel("scaling efficiency S(N)/N")
     ax_e.axhline(1.0, color="0.5", lw=1, ls="--")
-    ax_e.set_ylim(0, max(1.1, max(p["efficiency"] for p in points) * 1.1))
+    ax_e.set_ylim(0, max(1.1, top_efficiency * 1.1))
     ax_e.set_title("efficiency (weak: T1/TN; strong: T1/(N TN))", fontsize=9)
     ax_t.legend(fontsize=7, loc="upper left")
-    path = out / SCALING_PLOT
     fig.savefig(path, format="png", metadata={"Software": None})
-    return path
 
 
 def safe_name(text: str) -> str:

@@ -123,6 +123,10 @@ class Section:
         as_csv: the CSV rows of it (one dict per row); default: ``as_json``.
         report: the report's body (plots included) from :class:`Inputs`, or None to leave the
             section out; default: ``markdown(compute(...))`` when that is not empty.
+        figures: the body depends on :attr:`Inputs.figures` (report.html's interactive
+            figures), so it is made for each page; every other section's body is made once
+            while :func:`dlperf.report.reuse.reusing_computations` is open
+            (:func:`report_sections`).
     """
 
     title: str | None
@@ -133,18 +137,13 @@ class Section:
     as_json: Callable[[Any], Any] | None = None
     as_csv: Callable[[Any], list[dict[str, Any]]] | None = None
     report: Callable[[Inputs], str | None] | None = None
+    figures: bool = False
 
     def report_body(self, inp: Inputs) -> str | None:
         """The section's body in the report, or None when it has nothing to show."""
         if self.report is not None:
             return self.report(inp)
-        if self.compute is None:
-            comps = None
-        elif self.name in _REUSED_SECTIONS:
-            compute = self.compute
-            comps = reused((self.name, *results_key(inp)), lambda: compute(inp))
-        else:
-            comps = self.compute(inp)
+        comps = None if self.compute is None else self.compute(inp)
         return self.markdown(comps) if comps and self.markdown is not None else None
 
 
@@ -342,7 +341,7 @@ SECTIONS: tuple[Section, ...] = (
             compute=_convergence_groups, markdown=_convergence_markdown,
             as_json=_convergence_runs, report=_convergence_report),
     Section("Predicted vs measured: the performance model's back-test",
-            report=_predicted_report),
+            report=_predicted_report, figures=True),
     Section("All-reduce (algbw, busbw per message size)", "allreduce",
             "stored all-reduce sweeps: time, algbw, busbw per message size",
             compute=lambda inp: inp.store.collectives(),
@@ -387,24 +386,32 @@ def compare(name: str, inp: Inputs, format: str) -> str:
     return csv_text(s.as_csv(comps) if s.as_csv is not None else shown)
 
 
-#: Sections whose computation is a pure function of the results (no figure or file made):
-#: the ones :func:`reusing_computations` keeps (the others are cheap, or make figures).
-_REUSED_SECTIONS = frozenset({"summary"})
-
-
 def results_key(inp: Inputs) -> tuple[Any, ...]:
-    """What a section's computation depends on: the results named (file or folder), the
-    filters, the target loss and the rows read (their ids)."""
+    """What a section's body depends on: the results named (file or folder), the filters,
+    the target loss, the rows read (their ids) and the folder its plots are written to."""
     return (str(inp.source or inp.store.path), json.dumps(inp.filters, sort_keys=True,
                                                           default=str),
-            inp.target_loss, tuple(r.get("id") for r in inp.rows))
+            inp.target_loss, tuple(r.get("id") for r in inp.rows),
+            None if inp.output is None else str(inp.output))
 
 
 def report_sections(inp: Inputs) -> list[tuple[str, str]]:
-    """``(title, body)`` of every report section with something to show, in order."""
+    """``(title, body)`` of every report section with something to show, in order.
+
+    While :func:`dlperf.report.reuse.reusing_computations` is open, a section's body (and the
+    PNGs it writes) is made once per :func:`results_key` and reused (``dlperf report`` writes
+    report.md and report.html from one computation of each); a section marked
+    :attr:`Section.figures` is made for each page (its plotly figure goes to that page's
+    :attr:`Inputs.figures`; its costly back-test is kept by
+    :func:`dlperf.report.predicted.predicted_section` itself)."""
     out = []
+    key = results_key(inp)
     for s in SECTIONS:
-        if s.title is not None and (body := s.report_body(inp)):
+        if s.title is None:
+            continue
+        body = (s.report_body(inp) if s.figures
+                else reused(("section", s.title, *key), functools.partial(s.report_body, inp)))
+        if body:
             out.append((s.title, body))
     return out
 

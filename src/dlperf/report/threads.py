@@ -217,13 +217,12 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
     (``T(n0) n0 / n``); right panel: speed-up against threads (log2-log2, so linear
     scaling, the dashed ``n / n0``, is a straight line).
     One line per group of :func:`thread_scaling`; failed points are left out (the table lists
-    them). Returns the paths in model order; empty for no groups.
+    them). Returns the paths in model order; empty for no groups. The PNGs are drawn by
+    :func:`dlperf.report.drawing.draw`: written when this returns, or, while
+    :func:`dlperf.report.drawing.drawing_aside` is open, when it closes.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import NullLocator
-
-    from dlperf.report.plots import _MARKERS, _PlainLogFormatter, plot_filenames
+    from dlperf.report.drawing import draw
+    from dlperf.report.plots import plot_filenames
 
     out = Path(out_dir)
     by_model: dict[str, list[dict[str, Any]]] = {}
@@ -235,56 +234,67 @@ def plot_thread_scaling(groups: Sequence[dict[str, Any]], out_dir: str | Path) -
     paths = []
     names = plot_filenames(by_model, against="threads")
     for model in sorted(by_model):
-        fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
-        FigureCanvasAgg(fig)
-        ax_t, ax_s = fig.subplots(1, 2)
-        fig.suptitle(f"{model}: CPU thread scaling")
-        counts: set[int] = set()
-        top, low = 1.0, 1.0
-        for i, g in enumerate(by_model[model]):
-            c, m = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
-            label = f"{g['column']} {g['precision']} b={g['batch_size']}"
-            pts = [p for p in g["points"] if p["status"] == "ok"]
-            xs = [p["threads"] for p in pts]
-            counts.update(xs)
-            ms = [p["median_s"] * 1e3 for p in pts]
-            lo = [max(0.0, v - (p["ci_low_s"] or p["median_s"]) * 1e3) for v, p in zip(ms, pts)]
-            hi = [max(0.0, (p["ci_high_s"] or p["median_s"]) * 1e3 - v) for v, p in zip(ms, pts)]
-            ax_t.errorbar(xs, ms, yerr=[lo, hi], color=c, marker=m, ms=5, capsize=3, lw=1.5,
-                          label=label)
-            n0, t0 = xs[0], ms[0]
-            ax_t.plot(xs, [t0 * n0 / n for n in xs], color=c, ls="--", lw=0.8, alpha=0.6)
-            ax_s.plot(xs, [p["speedup"] for p in pts], color=c, marker=m, ms=5, lw=1.5,
-                      label=label)
-            top = max(top, xs[-1] / n0, max(p["speedup"] for p in pts))
-            low = min(low, min(p["speedup"] for p in pts))
-        ideal = sorted(counts)
-        ax_s.plot(ideal, [n / ideal[0] for n in ideal], color="0.5", ls="--", lw=1,
-                  label="linear")
-        for ax in (ax_t, ax_s):
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(ideal, labels=[str(n) for n in ideal])
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xlabel("threads (log2 axis)")
-            ax.grid(True, which="both", alpha=0.3)
-        ax_t.set_yscale("log")
-        ax_t.yaxis.set_major_formatter(_PlainLogFormatter())
-        ax_t.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False,
-                                                          minor_thresholds=(1, 0.4)))
-        ax_t.set_ylabel("median step time (ms, log axis)")
-        ax_t.set_title("time per iteration (bars: bootstrap CI of the median; dashed: linear "
-                       "scaling)", fontsize=9)
-        ax_s.set_yscale("log", base=2)  # linear scaling is a straight line on log2-log2
-        ax_s.set_ylim(low / 1.3, top * 1.3)
-        ticks = [2.0 ** k for k in range(math.floor(math.log2(low / 1.3)),
-                                          math.ceil(math.log2(top * 1.3)) + 1)]
-        ax_s.set_yticks(ticks, labels=[f"{t:g}" for t in ticks])
-        ax_s.set_ylim(low / 1.3, top * 1.3)
-        ax_s.yaxis.set_minor_locator(NullLocator())
-        ax_s.set_ylabel("speed-up over the fewest threads (log2 axis)")
-        ax_s.set_title("speed-up T(n0) / T(n)", fontsize=9)
-        ax_t.legend(fontsize=7, loc="upper right", framealpha=0.8)
         path = out / names[model]
-        fig.savefig(path, format="png", metadata={"Software": None})
+        draw(_draw_threads, model, by_model[model], path)
         paths.append(path)
     return paths
+
+
+def _draw_threads(model: str, groups: Sequence[dict[str, Any]], path: Path) -> None:
+    """Write the PNG of :func:`plot_thread_scaling` of one model's groups to ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
+
+    from dlperf.report.plots import _MARKERS, _PlainLogFormatter
+
+    fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_t, ax_s = fig.subplots(1, 2)
+    fig.suptitle(f"{model}: CPU thread scaling")
+    counts: set[int] = set()
+    top, low = 1.0, 1.0
+    for i, g in enumerate(groups):
+        c, m = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
+        label = f"{g['column']} {g['precision']} b={g['batch_size']}"
+        pts = [p for p in g["points"] if p["status"] == "ok"]
+        xs = [p["threads"] for p in pts]
+        counts.update(xs)
+        ms = [p["median_s"] * 1e3 for p in pts]
+        lo = [max(0.0, v - (p["ci_low_s"] or p["median_s"]) * 1e3) for v, p in zip(ms, pts)]
+        hi = [max(0.0, (p["ci_high_s"] or p["median_s"]) * 1e3 - v) for v, p in zip(ms, pts)]
+        ax_t.errorbar(xs, ms, yerr=[lo, hi], color=c, marker=m, ms=5, capsize=3, lw=1.5,
+                      label=label)
+        n0, t0 = xs[0], ms[0]
+        ax_t.plot(xs, [t0 * n0 / n for n in xs], color=c, ls="--", lw=0.8, alpha=0.6)
+        ax_s.plot(xs, [p["speedup"] for p in pts], color=c, marker=m, ms=5, lw=1.5,
+                  label=label)
+        top = max(top, xs[-1] / n0, max(p["speedup"] for p in pts))
+        low = min(low, min(p["speedup"] for p in pts))
+    ideal = sorted(counts)
+    ax_s.plot(ideal, [n / ideal[0] for n in ideal], color="0.5", ls="--", lw=1,
+              label="linear")
+    for ax in (ax_t, ax_s):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ideal, labels=[str(n) for n in ideal])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("threads (log2 axis)")
+        ax.grid(True, which="both", alpha=0.3)
+    ax_t.set_yscale("log")
+    ax_t.yaxis.set_major_formatter(_PlainLogFormatter())
+    ax_t.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False,
+                                                      minor_thresholds=(1, 0.4)))
+    ax_t.set_ylabel("median step time (ms, log axis)")
+    ax_t.set_title("time per iteration (bars: bootstrap CI of the median; dashed: linear "
+                   "scaling)", fontsize=9)
+    ax_s.set_yscale("log", base=2)  # linear scaling is a straight line on log2-log2
+    ax_s.set_ylim(low / 1.3, top * 1.3)
+    ticks = [2.0 ** k for k in range(math.floor(math.log2(low / 1.3)),
+                                      math.ceil(math.log2(top * 1.3)) + 1)]
+    ax_s.set_yticks(ticks, labels=[f"{t:g}" for t in ticks])
+    ax_s.set_ylim(low / 1.3, top * 1.3)
+    ax_s.yaxis.set_minor_locator(NullLocator())
+    ax_s.set_ylabel("speed-up over the fewest threads (log2 axis)")
+    ax_s.set_title("speed-up T(n0) / T(n)", fontsize=9)
+    ax_t.legend(fontsize=7, loc="upper right", framealpha=0.8)
+    fig.savefig(path, format="png", metadata={"Software": None})

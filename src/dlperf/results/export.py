@@ -57,7 +57,7 @@ def csv_extras(rec: RunRecord) -> dict[str, Any]:
     ``optimizer_ran``, and the batch fields of
     :func:`~dlperf.results.view.batch_fields` (derived where an older row has NULL there;
     see :data:`CSV_COLUMNS`)."""
-    from dlperf.env import optimizer_ran  # here: dlperf.env (psutil, nvml) only for a CSV
+    from dlperf.env import optimizer_ran
 
     cm = (setting(rec, "compile_mode") or "default") if compiles(rec) else None
     return {"repeat": repeat_in(rec), "layout": setting(rec, "layout") or "auto",

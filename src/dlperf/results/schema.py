@@ -30,7 +30,7 @@ import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, StrictInt, StrictStr
+from pydantic import BaseModel, Field, PrivateAttr, StrictInt, StrictStr
 
 from dlperf.results.migrations import SCHEMA_VERSION, upgrade_record
 from dlperf.results.parts import (
@@ -96,6 +96,11 @@ class RunRecord(Part):
     ``breakdown:<phase>``, ``trace:<phase>``, ``rank<r>:<phase>``) to its per-iteration times
     in seconds; ``losses`` maps ``first``/``warmup``/``measure`` (and ``rank<r>:`` ones) to the
     per-iteration losses. A part not set is absent from :meth:`to_dict`.
+
+    A record read from a results file with ``lazy_samples``
+    (:meth:`dlperf.results.store.ResultStore.records`) gets its raw samples and losses when
+    they are first asked for through :attr:`measured_s`, :meth:`to_dict` or
+    :meth:`load_samples`; until then ``samples`` and ``losses`` are unset.
     """
 
     schema_version: StrictInt = SCHEMA_VERSION
@@ -137,6 +142,21 @@ class RunRecord(Part):
     #: :func:`upgrade` instead of dropped; never written by this dlperf.
     unrecognised: dict[str, Any] | None = None
     stored: StoredAt | None = Field(default=None, exclude=True)
+    #: Sets ``samples`` and ``losses`` of a record read with ``lazy_samples`` (called once,
+    #: by :meth:`load_samples`); None: they are set already, or there are none to read.
+    _samples_from: Any = PrivateAttr(default=None)
+
+    def load_samples(self) -> None:
+        """Read this record's raw samples and losses from its results file now, where it was
+        read with ``lazy_samples`` and they are not read yet; else nothing.
+
+        Raises:
+            sqlite3.ProgrammingError: the store it was read from is closed.
+        """
+        load = self._samples_from
+        if load is not None:
+            load(self)
+            self._samples_from = None
 
     @classmethod
     def from_dict(cls, result: Mapping[str, Any]) -> RunRecord:
@@ -163,6 +183,8 @@ class RunRecord(Part):
         """The flat result dict (see the module docstring), keys in :data:`TOP_LEVEL_ORDER`
         then extra keys; with ``raw=False`` without ``samples`` and ``losses`` (as the store's
         ``result_json``)."""
+        if raw:
+            self.load_samples()
         d = self.model_dump(exclude_unset=True, exclude={"schema_version", *FLAT_PARTS})
         flat: dict[str, Any] = {"schema_version": self.schema_version}
         for name in FLAT_PARTS:
@@ -180,6 +202,7 @@ class RunRecord(Part):
     @property
     def measured_s(self) -> list[Any]:
         """The measured step times (s), one per iteration; empty for a failure."""
+        self.load_samples()
         return list((self.samples or {}).get("measure") or [])
 
 

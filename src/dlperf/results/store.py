@@ -39,6 +39,7 @@ could not be stored are kept beside the file and stored by the next writer
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -81,7 +82,7 @@ from dlperf.results.rowcheck import (
 from dlperf.results.rows import BOOL_COLUMNS, COLUMNS, SUMMARY_KEYS, flatten
 from dlperf.results.schema import RunRecord
 from dlperf.results.unsaved import quarantine, read_unsaved, unsaved_dir, unsaved_files
-from dlperf.results.view import record_of, result_of
+from dlperf.results.view import attach_samples, record_of, result_of
 
 __all__ = ["ResultStore", "check_writer", "COLUMNS", "SCHEMA_VERSION", "MIGRATIONS",
            "DATA_MIGRATIONS", "TABLES_ADDED", "COLLECTIVE_COLUMNS", "SUMMARY_KEYS", "StoreError", "flatten",
@@ -463,17 +464,30 @@ class ResultStore:
             out = [d for d in out if d["id"] in keep]
         return out
 
-    def records(self, *, latest: bool = True, samples: bool = True,
+    def records(self, *, latest: bool = True, samples: bool = True, lazy_samples: bool = False,
                 **filters: Any) -> list[RunRecord]:
         """The rows of :meth:`rows` (same ``latest`` and column filters) as
         :class:`~dlperf.results.schema.RunRecord` objects, oldest first (:func:`record_of`),
-        with their raw samples unless ``samples=False``.
+        with their raw samples unless ``samples=False``. With ``lazy_samples`` each record
+        reads its samples from this store when they are first asked for
+        (:meth:`RunRecord.load_samples`: a reader that needs the samples of a few records
+        does not decode every row's); the store must then stay open until they are.
 
         Raises:
             ConfigError: a filter names an unknown column; a row was written by a newer dlperf.
         """
-        return [record_of(r, self.samples(r["id"]) if samples else None)
-                for r in self.rows(latest=latest, **filters)]
+        rows = self.rows(latest=latest, **filters)
+        if not (samples and lazy_samples):
+            return [record_of(r, self.samples(r["id"]) if samples else None) for r in rows]
+        out = []
+        for r in rows:
+            rec = record_of(r)
+            rec._samples_from = functools.partial(self._attach_samples, r["id"])
+            out.append(rec)
+        return out
+
+    def _attach_samples(self, result_id: int, rec: RunRecord) -> None:
+        attach_samples(rec, self.samples(result_id))
 
     def samples(self, result_id: int) -> dict[str, dict[str, list[float]]]:
         """Raw samples of one result: ``{phase: {"step_time_s": [...], "loss": [...]}}``."""

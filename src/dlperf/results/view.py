@@ -36,6 +36,7 @@ from dlperf.results.rows import SUMMARY_KEYS
 from dlperf.results.schema import RunRecord, StoredAt, Timing, upgrade
 
 __all__ = ["COLUMN_FIELDS", "MADE_FROM_COLUMNS", "LOSS_PHASES", "result_of", "record_of",
+           "attach_samples",
            "record_of_row", "as_record", "as_records",
            "config_of", "setting", "repeat_in", "result_id", "median_s", "ci_s",
            "samples_per_s", "world_of", "per_device_of", "scaling_of", "batch_fields",
@@ -105,13 +106,20 @@ def record_of(row: Mapping[str, Any],
                                        "framework", "mode", "device", "precision", "batch_size",
                                        "grad_accum", "data", "threads") if k in row}
     rec = RunRecord.from_dict(res)
+    attach_samples(rec, raw)
+    if row.get("id") is not None:
+        rec.stored = StoredAt(id=row["id"], sweep=row.get("sweep"))
+    return rec
+
+
+def attach_samples(rec: RunRecord, raw: Mapping[str, Mapping[str, list[Any]]] | None) -> None:
+    """Set ``rec``'s raw ``samples`` (s) and ``losses`` from ``raw`` (:meth:`ResultStore.
+    samples` of its row), as :func:`record_of` does: nothing where ``raw`` is None or empty;
+    losses of the training phases, and of any phase with a loss stored."""
     if raw is not None and raw:
         rec.samples = {ph: list(v["step_time_s"]) for ph, v in raw.items()}
         rec.losses = {ph: list(v["loss"]) for ph, v in raw.items()
                       if _has_losses(ph) or any(x is not None for x in v["loss"])}
-    if row.get("id") is not None:
-        rec.stored = StoredAt(id=row["id"], sweep=row.get("sweep"))
-    return rec
 
 
 def result_of(row: Mapping[str, Any]) -> dict[str, Any]:

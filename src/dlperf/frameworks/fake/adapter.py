@@ -137,7 +137,24 @@ class FakeAdapter:
             return "fake: the breakdown changes process-wide settings"
         return None
 
-    def available(self) -> tuple[bool, str]:  # noqa: D102
+    def available(self) -> tuple[bool, str]:
+        """(True, "0"); ``$DLPERF_FAKE_AVAILABLE`` scripts how the answer comes, for tests of
+        :mod:`dlperf.frameworks.probe`: ``chatty`` first writes a line to standard output and
+        a native start-up log line to standard error, ``crash`` writes ``boom`` to standard
+        error and ends the process with status 3, ``segv`` sends the process SIGSEGV,
+        ``hang`` sleeps forever."""
+        how = os.environ.get("DLPERF_FAKE_AVAILABLE", "")
+        if how == "chatty":
+            print("fake: a line on standard output")
+            os.write(2, b"I0000 00:00:1.5   1 port.cc:153] fake start-up notice\n")
+        elif how == "crash":
+            os.write(2, b"boom\n")
+            os._exit(3)
+        elif how == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        elif how == "hang":
+            while True:
+                time.sleep(60)
         return True, "0"
 
     def devices(self) -> list[str]:  # noqa: D102

@@ -269,6 +269,9 @@ class TensorFlowAdapter:
 
     name = "tensorflow"
     modes = ("eager", "graph", "xla")
+    #: available() imports TensorFlow and Keras (seconds): ``dlperf env`` asks it in a child
+    #: process.
+    available_imports = True
 
     def available(self) -> tuple[bool, str]:
         """(True, TensorFlow version) if TensorFlow and Keras 3 import, else (False, reason)."""

@@ -130,6 +130,8 @@ class TorchAdapter:
 
     name = "torch"
     modes = ("eager", "graph")
+    #: available() imports torch (seconds): ``dlperf env`` asks it in a child process.
+    available_imports = True
     apply_precision = staticmethod(apply_precision)
     channels_last = staticmethod(channels_last)
 

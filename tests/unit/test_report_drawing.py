@@ -1,0 +1,114 @@
+"""The report's PNGs drawn by worker processes (dlperf.report.drawing): the same bytes as
+drawn in place, drawn while the caller goes on, every one written (or its error raised) when
+the context closes, and no process left behind."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+from test_report import _row
+from test_threads import _row as _thread_row
+
+from dlperf.report import drawing
+from dlperf.report.drawing import draw, drawing_aside
+from dlperf.report.plots import plot_step_time_vs_batch
+from dlperf.report.predicted import plot_predicted
+from dlperf.report.threads import plot_thread_scaling, thread_scaling
+from dlperf.results.view import as_records
+
+
+def _write(path: Path, text: str) -> None:
+    """A figure: ``text`` and the drawing process's id, into ``path``."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{text} {os.getpid()}")
+    tmp.replace(path)  # seen whole or not at all
+
+
+def _fail(path: Path) -> None:
+    raise ValueError(f"cannot draw {path.name}")
+
+
+class _Point:
+    def __init__(self, category: str, measured_s: float, predicted_s: float) -> None:
+        self.category, self.measured_s, self.predicted_s = category, measured_s, predicted_s
+
+
+def _pngs(out: Path) -> list[Path]:
+    rows = [_row(model=m, batch=b, median_s=0.01 * b ** 0.8, framework=fw)
+            for m in ("resnet50", "lstm") for b in (8, 16, 32) for fw in ("torch", "jax")]
+    rows.append(_row(model="lstm", batch=64, status="oom"))
+    paths = plot_step_time_vs_batch(as_records(rows), out)
+    thr = [_thread_row(i, n, 40.0 / n ** 0.7) for i, n in enumerate((1, 2, 4), 1)]
+    paths += plot_thread_scaling(thread_scaling(as_records(thr)), out)
+    cat = "held-out batch"
+    paths.append(plot_predicted([_Point(cat, 0.010, 0.011), _Point(cat, 0.020, 0.018)], out))
+    return paths
+
+
+def test_figures_drawn_aside_are_the_same_bytes(tmp_path):
+    here = _pngs(tmp_path / "here")
+    with drawing_aside(workers=1):
+        aside = _pngs(tmp_path / "aside")
+        assert [p.name for p in aside] == [p.name for p in here]
+    assert len(here) == 4  # 2 models x batch, 1 model x threads, predicted
+    for a, b in zip(here, aside, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_a_worker_draws_while_the_caller_goes_on(tmp_path):
+    f = tmp_path / "a.txt"
+    with drawing_aside(workers=1):
+        args = ["as handed"]
+        draw(_write, f, args[0])
+        args[0] = "changed later"
+        deadline = time.monotonic() + 120
+        while not f.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text, pid = f.read_text().rsplit(" ", 1)
+        assert text == "as handed" and int(pid) != os.getpid()  # another process, meanwhile
+    assert not multiprocessing.active_children()  # the workers are gone with the context
+
+
+def test_every_figure_is_written_when_the_context_closes(tmp_path):
+    files = [tmp_path / f"{i}.txt" for i in range(12)]
+    with drawing_aside(workers=1):
+        for i, f in enumerate(files):
+            draw(_write, f, str(i))
+    assert [f.read_text().split()[0] for f in files] == [str(i) for i in range(12)]
+    assert not multiprocessing.active_children()
+
+
+def test_errors_are_raised_after_the_other_figures(tmp_path):
+    with pytest.raises(ValueError, match="cannot draw first"):
+        with drawing_aside(workers=1):
+            draw(_fail, tmp_path / "first")
+            draw(_write, tmp_path / "ok.txt", "fine")
+            draw(_fail, tmp_path / "second")
+    assert (tmp_path / "ok.txt").read_text().startswith("fine")
+    assert not multiprocessing.active_children()
+    with pytest.raises(ValueError, match="cannot draw here"):  # outside: at once
+        draw(_fail, tmp_path / "here")
+
+
+def test_the_body_s_error_goes_on_and_leaves_no_process(tmp_path):
+    with pytest.raises(KeyError):
+        with drawing_aside(workers=1):
+            draw(_write, tmp_path / "x.txt", "x")
+            raise KeyError("body")
+    assert not multiprocessing.active_children()
+    assert drawing._ASIDE is None
+
+
+def test_what_does_not_pickle_or_no_spare_cpu_is_drawn_at_once(tmp_path, monkeypatch):
+    f = tmp_path / "lambda.txt"
+    with drawing_aside(workers=1):
+        draw(lambda p: p.write_text("here"), f)  # a lambda does not pickle
+        assert f.read_text() == "here"
+    monkeypatch.setattr(drawing, "spare_cpus", lambda: 0)
+    with drawing_aside():
+        draw(_write, tmp_path / "one.txt", "one")
+        assert (tmp_path / "one.txt").read_text() == f"one {os.getpid()}"

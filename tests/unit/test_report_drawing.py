@@ -4,7 +4,6 @@ the context closes, and no process left behind."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from pathlib import Path
@@ -30,6 +29,12 @@ def _write(path: Path, text: str) -> None:
 
 def _fail(path: Path) -> None:
     raise ValueError(f"cannot draw {path.name}")
+
+
+def _children() -> set[int]:
+    """The ids of this process's child processes (Linux /proc)."""
+    return {int(c) for f in Path("/proc/self/task").glob("*/children")
+            for c in f.read_text().split()}
 
 
 class _Point:
@@ -61,6 +66,7 @@ def test_figures_drawn_aside_are_the_same_bytes(tmp_path):
 
 def test_a_worker_draws_while_the_caller_goes_on(tmp_path):
     f = tmp_path / "a.txt"
+    assert not _children()
     with drawing_aside(workers=1):
         args = ["as handed"]
         draw(_write, f, args[0])
@@ -70,7 +76,7 @@ def test_a_worker_draws_while_the_caller_goes_on(tmp_path):
             time.sleep(0.05)
         text, pid = f.read_text().rsplit(" ", 1)
         assert text == "as handed" and int(pid) != os.getpid()  # another process, meanwhile
-    assert not multiprocessing.active_children()  # the workers are gone with the context
+    assert not _children()  # the workers are gone with the context
 
 
 def test_every_figure_is_written_when_the_context_closes(tmp_path):
@@ -79,7 +85,7 @@ def test_every_figure_is_written_when_the_context_closes(tmp_path):
         for i, f in enumerate(files):
             draw(_write, f, str(i))
     assert [f.read_text().split()[0] for f in files] == [str(i) for i in range(12)]
-    assert not multiprocessing.active_children()
+    assert not _children()
 
 
 def test_errors_are_raised_after_the_other_figures(tmp_path):
@@ -89,7 +95,7 @@ def test_errors_are_raised_after_the_other_figures(tmp_path):
             draw(_write, tmp_path / "ok.txt", "fine")
             draw(_fail, tmp_path / "second")
     assert (tmp_path / "ok.txt").read_text().startswith("fine")
-    assert not multiprocessing.active_children()
+    assert not _children()
     with pytest.raises(ValueError, match="cannot draw here"):  # outside: at once
         draw(_fail, tmp_path / "here")
 
@@ -99,8 +105,21 @@ def test_the_body_s_error_goes_on_and_leaves_no_process(tmp_path):
         with drawing_aside(workers=1):
             draw(_write, tmp_path / "x.txt", "x")
             raise KeyError("body")
-    assert not multiprocessing.active_children()
+    assert not _children()
     assert drawing._ASIDE is None
+
+
+def test_a_worker_that_dies_has_its_figures_drawn_here(tmp_path):
+    with drawing_aside(workers=1):
+        draw(_write, tmp_path / "0.txt", "first")
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "0.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in _children():
+            os.kill(pid, 9)
+        draw(_write, tmp_path / "1.txt", "second")
+    assert (tmp_path / "1.txt").read_text() == f"second {os.getpid()}"
+    assert not _children()
 
 
 def test_what_does_not_pickle_or_no_spare_cpu_is_drawn_at_once(tmp_path, monkeypatch):

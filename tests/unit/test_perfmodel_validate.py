@@ -478,3 +478,14 @@ def test_committed_residual_tables_are_current():
                                    "benchmarks/perfmodel_validate.py --committed and commit "
                                    "the tables")
         assert {"held-out batch", "one-point series up", "leave-one-model-out"} <= set(table)
+
+
+def test_one_category_runs_alone_and_gives_the_full_runs_rows(summary):
+    """``validate(categories=[c])`` makes the rows of ``c`` alone, the same rows as the full
+    run makes for it: the ``--nproc`` category (predictions through predict() itself, no
+    back-test category) and one of the back-test's own."""
+    _, full = summary
+    for cat in (validation.PREDICT_NPROC_CATEGORY, "2-GPU from 1-GPU"):
+        one = validation.validate(H200, categories=[cat])
+        assert {r.category for r in one.rows} == {cat}
+        assert one.rows == [r for r in full.rows if r.category == cat]

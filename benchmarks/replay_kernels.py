@@ -41,6 +41,13 @@ prints is chosen here.
    (:data:`~dlperf.perfmodel.transforms.WEIGHT_CAST_BYTES`), and the GEMMs' summed time
    against ``3 x parameters x element size / bandwidth``
    (:func:`~dlperf.perfmodel.transforms.gemm_batch_factor`), by point.
+9. **Autocast's casts**: each torch eager point traced in both precisions at one batch, the
+   bf16 trace's cast kernels (PyTorch's ``bfloat16_copy_kernel_cuda`` and
+   ``direct_copy_kernel_cuda`` launched by a GEMM operator, a loss, ``ToCopyBackward0`` or a
+   backward ``aten::to``) against what the precision transform adds from the fp32 trace
+   (:func:`~dlperf.perfmodel.transforms.cast_times` for the weights,
+   :func:`~dlperf.perfmodel.transforms.activation_casts` for the activations), and the
+   loss's own kernels at bf16 / fp32 (:data:`~dlperf.perfmodel.transforms.LOSS_KERNELS_BF16`).
 
     PYTHONPATH=src python benchmarks/replay_kernels.py [--db FILE ...] [--ceilings FILE ...]
 
@@ -366,6 +373,69 @@ def weights(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile)
     return "\n".join(out)
 
 
+def _measured_casts(st: replay.StepTrace) -> dict[str, float]:
+    """The cast kernels of a bf16 torch eager trace by kind (s)."""
+    out: dict[str, float] = collections.defaultdict(float)
+    for o in st.ops:
+        if o.kind != "kernel" or "copy_kernel" not in o.name:
+            continue
+        if o.op == "ToCopyBackward0":
+            k = "grad down" if "bfloat16_copy" in o.name else "grad up"
+        elif o.op_class in transforms.GEMM_CLASSES and o.phase == "t_f":
+            k = "operands"
+        elif o.op_class == "loss" and o.phase == "t_f":
+            k = "logits up"
+        elif o.op in ("aten::to", "aten::_to_copy") and o.phase == "t_b":
+            k = "add grad down"
+        else:
+            continue
+        out[k] += o.dur_s
+    return out
+
+
+def casts(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
+    bw = gpu.bandwidth_bytes_per_s
+    fl = transforms.KERNEL_FLOOR_S
+    by = {(p.model, p.batch_size, p.precision): (p, st) for p, st in pairs
+          if p.framework == "torch" and p.mode == "eager"}
+    out = ["| model | batch | measured casts (ms): operands / grads up / grads down / logits "
+           "up / add grads down | total | weights only (ms) | + activations (ms) | "
+           "estimate / measured | logits up, grad down: estimate / measured | loss kernels "
+           "bf16 / fp32 |", "|---|---:|---|---:|---:|---:|---:|---|---:|"]
+    loss32 = loss16 = 0.0
+    for (m, b, prec), (p, st) in sorted(by.items()):
+        if prec != "fp32" or (m, b, "bf16") not in by:
+            continue
+        bst = by[(m, b, "bf16")][1]
+        mc = _measured_casts(bst)
+        st = transforms.drop_conv_helpers(st)
+        nf = sum(1 for o in st.ops if transforms.is_gemm(o) and o.phase in (None, "t_f"))
+        nb = sum(1 for o in st.ops if transforms.is_gemm(o) and o.phase == "t_b")
+        t_f, t_b = transforms.cast_times(st, gpu, nf, nb)
+        w = (t_f or 0.0) * nf + (t_b or 0.0) * nb
+        ac = transforms.activation_casts(st)
+        a = (len(ac.fwd) + ac.bwd_kernels + (ac.loss_at is not None)) * fl + (
+            sum(ac.fwd.values()) + ac.bwd_bytes + ac.loss_bytes) / bw
+        meas = sum(mc.values())
+        lf = [o.dur_s for o in st.ops if o.op_class == "loss"]
+        lb = [o.dur_s for o in bst.ops if o.op_class == "loss" and "copy_kernel" not in o.name]
+        loss32, loss16 = loss32 + sum(lf), loss16 + sum(lb)
+        logit = ""
+        if ac.loss_at is not None and mc["logits up"] and mc["grad down"]:
+            n = ac.loss_bytes / transforms.UPCAST_BYTES
+            logit = (f"{(fl + ac.loss_bytes / bw) / mc['logits up']:.2f}, "
+                     f"{(fl + n * transforms.DOWNCAST_BYTES / bw) / mc['grad down']:.2f}")
+        out.append(f"| {m} | {b} | " + " / ".join(
+            f"{mc[k] * 1e3:.3f}" for k in ("operands", "grad up", "grad down", "logits up",
+                                          "add grad down"))
+                   + f" | {meas * 1e3:.3f} | {w * 1e3:.3f} | {(w + a) * 1e3:.3f} | "
+                   f"{(w + a) / meas:.2f} | {logit} | "
+                   f"{sum(lb) / sum(lf) if sum(lf) else float('nan'):.2f} |")
+    if loss32:
+        out.append(f"\nloss kernels summed, bf16 / fp32: {loss16 / loss32:.3f}")
+    return "\n".join(out)
+
+
 def queue_gaps(db: str) -> str:
     from dlperf.results import timelines
     from dlperf.results.store import ResultStore
@@ -438,6 +508,8 @@ def main() -> int:
         print(queue_gaps(db))
     print("\n8. weights: casts and GEMMs against the parameters' bytes\n")
     print(weights(pairs, gpu))
+    print("\n9. autocast's casts: measured at bf16 against the fp32 trace's estimate\n")
+    print(casts(pairs, gpu))
     return 0
 
 

@@ -28,6 +28,11 @@ Categories (each row: one stored point predicted without its own trace unless sa
         [--json OUT] [--only own|batch|precision|dp] [--ceilings FILE] [--side dev|test]
         [--dp-db FILE] [--dp-designs]
 
+``--json OUT`` writes ``{"inputs_key": ..., "rows": [...]}``: the rows, and :func:`inputs_key`
+of what made them. The committed ``benchmarks/results/replay_validate_rows.json`` is the
+default run's (no options); tests/unit/test_replay_validate_rows.py checks that its key is the
+key of the current inputs and source, without running the back-test (minutes on 2 cores).
+
 Several ``--db`` files are one pool (the H100's points of a model are in suite.db and
 suite_extra.db: three batch sizes between them); ``--side dev`` computes the development rows
 only (constants are chosen on those; the test rows are run once, at the end).
@@ -36,6 +41,7 @@ only (constants are chosen on those; the test rows are run once, at the end).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import statistics
@@ -49,7 +55,48 @@ from dlperf.perfmodel import cpureplay, hardware, replay, transforms
 ROOT = Path(__file__).resolve().parents[1]
 DP_DB = ROOT / "benchmarks/results/cpu-dev/ddp_buckets.db"
 DP_CATEGORY = "data parallel (CPU gloo)"
-SPLIT = json.loads((ROOT / "benchmarks/results/split.json").read_text())
+SPLIT_FILE = ROOT / "benchmarks/results/split.json"
+SPLIT = json.loads(SPLIT_FILE.read_text())
+#: The committed rows of the default run (``--json``; :func:`inputs_key`).
+ROWS_FILE = ROOT / "benchmarks/results/replay_validate_rows.json"
+#: The modules of :mod:`dlperf.perfmodel` the rows come from, each with every module of the
+#: package it imports (:func:`dlperf.perfmodel.fitcache.prediction_modules`): the replay, its
+#: transforms and GPU profiles, the CPU replay and its bucket records, and the step-level
+#: baseline (``api``).
+REPLAY_ENTRIES = ("replay", "transforms", "hardware", "cpureplay", "bucketcheck", "api")
+#: Source outside :mod:`dlperf.perfmodel` that the rows depend on: the timeline reader.
+OTHER_SOURCES = ("src/dlperf/results/timelines.py",)
+
+
+def default_ceilings() -> list[str]:
+    """The results files whose measured ceilings give the GPU profile by default: every file
+    of benchmarks/results/h200."""
+    return sorted(str(p) for p in (ROOT / "benchmarks/results/h200").glob("*.db"))
+
+
+def inputs_key(dbs: list[str], ceilings: list[str], dp_db: str | None,
+               cats: tuple[str, ...], sides: tuple[str, ...], with_baseline: bool) -> str:
+    """A hex digest of what a run's rows are a function of: the options (``cats``, ``sides``,
+    ``with_baseline``), the content of the results files (``dbs``, ``ceilings``, ``dp_db``
+    when ``dp`` is in ``cats``; each named by its path relative to the checkout,
+    :func:`dlperf.perfmodel.fitcache.data_digest`), the split, this script's source and the
+    source of the modules of :data:`REPLAY_ENTRIES` and :data:`OTHER_SOURCES`. A change to
+    any of them changes the key; a change to other code the rows pass through (the results
+    store, the records reader outside :mod:`dlperf.perfmodel`) does not."""
+    from dlperf.perfmodel import fitcache
+
+    h = hashlib.sha256(json.dumps({"cats": sorted(cats), "sides": sorted(sides),
+                                   "baseline": with_baseline}, sort_keys=True).encode())
+    files = [*dbs, *ceilings, *([dp_db] if dp_db and "dp" in cats else [])]
+    h.update(fitcache.data_digest(files, relative_to=ROOT).encode())
+    folder = Path(fitcache.__file__).parent
+    names = sorted(set().union(*(fitcache.prediction_modules(e) for e in REPLAY_ENTRIES)))
+    sources = [folder / f"{n}.py" for n in names] + [ROOT / f for f in OTHER_SOURCES] \
+        + [Path(__file__).resolve(), SPLIT_FILE]
+    for f in sources:
+        h.update(f.resolve().relative_to(ROOT).as_posix().encode())
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()[:20]
 
 
 def side(model: str) -> str:
@@ -330,8 +377,7 @@ def main() -> int:
         print(dp_designs(args.dp_db))
         return 0
     t = time.perf_counter()
-    ceilings = args.ceilings or sorted(str(p) for p in
-                                       (ROOT / "benchmarks/results/h200").glob("*.db"))
+    ceilings = args.ceilings or default_ceilings()
     dbs = args.db or [str(ROOT / "benchmarks/results/h200/calibration2.db")]
     cats = tuple(args.only or ("own", "batch", "precision", "dp"))
     sides = (args.side,) if args.side else ("dev", "test")
@@ -340,7 +386,9 @@ def main() -> int:
     if "dp" in cats:
         rows += dp_rows(args.dp_db, not args.no_baseline, sides)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+        key = inputs_key(dbs, ceilings, args.dp_db, cats, sides, not args.no_baseline)
+        Path(args.json).write_text(json.dumps({"inputs_key": key, "rows": rows}, indent=1)
+                                   + "\n")
     print(summarise(rows))
     print(f"\n{len(rows)} rows in {time.perf_counter() - t:.1f} s")
     return 0

@@ -64,6 +64,36 @@ def data_env(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return shared_data
 
 
+#: Where a test run keeps dlperf's on-disk caches (``$DLPERF_CACHE_DIR``,
+#: :func:`dlperf.jsoncache.cache_root`): a folder of the run's own, never the user's
+#: ``~/.cache/dlperf``.
+TEST_CACHE_NAME = "dlperf-cache"
+
+
+def cache_dir_of_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's cache folder: :data:`TEST_CACHE_NAME` in the folder of the run's temporary
+    files, the one that the pytest-xdist workers' temporary folders share
+    (``getbasetemp().parent`` in a worker; ``getbasetemp()`` without xdist), so the
+    performance model's fits and residuals that one worker computes and stores, another
+    reads back instead of computing them again within one run."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / TEST_CACHE_NAME
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _run_cache_dir(tmp_path_factory: pytest.TempPathFactory):
+    """Point ``$DLPERF_CACHE_DIR`` at :func:`cache_dir_of_run` for the whole session, in
+    ``os.environ`` (so the processes a test starts inherit it), and restore it after: tests
+    neither write into the user's ``~/.cache/dlperf`` nor read what a user's or an earlier
+    run's dlperf left there. A test that sets ``DLPERF_CACHE_DIR`` itself (``monkeypatch``)
+    sets it on top of this one and gets this one back."""
+    folder = cache_dir_of_run(tmp_path_factory)
+    folder.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLPERF_CACHE_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture(autouse=True)
 def _young_heap(request: pytest.FixtureRequest):
     """Keep the objects alive before each test (the imported frameworks, cached models: some

@@ -131,7 +131,7 @@ def test_run_child_lets_an_interrupted_child_finish_its_store(tmp_path):
     import sys
     import textwrap
 
-    mark = tmp_path / "stored"
+    mark, ready = tmp_path / "stored", tmp_path / "ready"
     child = textwrap.dedent(f"""
         import signal, sys, time
         def stop(*a):
@@ -139,20 +139,28 @@ def test_run_child_lets_an_interrupted_child_finish_its_store(tmp_path):
             open({str(mark)!r}, "w").write("stored")
             sys.exit(130)
         signal.signal(signal.SIGINT, stop)
-        print("ready", flush=True)
-        time.sleep(30)
+        open({str(ready)!r}, "w").write("ready")
+        time.sleep(120)
     """)
+    # The interrupt comes once the child's handler is in place (it says so with a file): a
+    # SIGINT sent after a fixed delay reached a child still starting, on a busy host, and
+    # ended it before it could store. The 120 s bound matters only if the child never starts.
     parent = textwrap.dedent(f"""
         import os, signal, sys, threading, time
         from dlperf.alternate import run_child
-        threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        def interrupt():
+            end = time.monotonic() + 120
+            while not os.path.exists({str(ready)!r}) and time.monotonic() < end:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=interrupt, daemon=True).start()
         try:
             run_child([sys.executable, "-c", {child!r}], capture_output=True, text=True)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
     """)
     p = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
-                       timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                       timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert "interrupted" in p.stdout, p.stdout + p.stderr
     assert mark.exists(), p.stdout + p.stderr
 

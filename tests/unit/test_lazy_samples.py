@@ -76,3 +76,33 @@ def test_compare_reads_the_samples_it_needs_and_prints_what_eager_records_print(
     monkeypatch.setattr(ResultStore, "records", lambda self, **kw: records(
         self, **{**kw, "lazy_samples": False}))
     assert _compare(*args) == lazy
+
+
+def test_a_first_read_parses_each_rows_record_once_and_a_filtered_read_as_before(
+        tmp_path, monkeypatch):
+    """The damaged-row scan checks each row's JSON as a record; ``records`` hands out those
+    records instead of parsing the JSON again (a filtered read, which would hold the records
+    of the rows it leaves out, parses its own)."""
+    from dlperf.results.schema import RunRecord
+    from dlperf.results.view import record_of
+
+    db = make_db(tmp_path / "a.db", tags=("", "", ""), batches=(8, 16, 32))
+    with ResultStore(db, read_only=True) as s:
+        fresh = [record_of(r) for r in s.rows(latest=False)]
+        fresh_raw = [record_of(r, s.samples(r["id"])) for r in s.rows(latest=False)]
+    calls = []
+    orig = RunRecord.from_dict.__func__
+    monkeypatch.setattr(RunRecord, "from_dict",
+                        classmethod(lambda cls, d: calls.append(1) or orig(cls, d)))
+    with ResultStore(db, read_only=True) as s:
+        recs = s.records(latest=False)
+        assert len(calls) == 3  # the scan's three; none again
+        assert [r.to_dict(raw=False) for r in recs] == [r.to_dict(raw=False) for r in fresh]
+        assert [r.measured_s for r in recs] == [r.measured_s for r in fresh_raw]
+        assert [r.stored for r in recs] == [r.stored for r in fresh]
+        assert len({id(r) for r in recs + s.records(latest=False)}) == 6  # never one twice
+    calls.clear()
+    with ResultStore(db, read_only=True) as s:
+        (one,) = s.records(latest=False, batch_size=16)
+        assert len(calls) == 4  # the scan's three, and the row read
+        assert one.to_dict() == fresh_raw[1].to_dict()

@@ -148,3 +148,56 @@ def test_the_committed_table_holds_the_fits_of_a_prediction(tmp_path, monkeypatc
     p2 = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=192,
                      nproc=2, data="synthetic", layout="auto")
     assert p2.provenance["DDP overhead rho, kappa"].startswith("measured")
+
+
+@pytest.mark.parametrize("what_if", [{"framework": "jax"}, {"mode": "graph"},
+                                     {"precision": "fp32"}])
+def test_a_what_if_from_the_committed_table_fits_no_group(tmp_path, monkeypatch, what_if):
+    """A first what-if on the committed H200 files with an empty cache reads every roofline
+    group fit it needs (the base's pairs', each without its model) from the committed table:
+    its calibration withholds the target's points, which no such fit reads
+    (:meth:`Calibration._shares`), so none is fitted again (each is 0.3-0.6 s)."""
+    from dlperf.perfmodel import calibrate
+
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(lsq, "SOLVED", {})
+    monkeypatch.setattr(lsq, "_SOLVED_HERE", set())
+    monkeypatch.setattr(api, "_SHARED", {})
+    monkeypatch.setattr(api, "_RECORDS", {})
+    monkeypatch.setattr(od, "GROUP_SOLVED", {})
+    fitted = []
+    real = calibrate.Calibration._fit_group
+    monkeypatch.setattr(calibrate.Calibration, "_fit_group",
+                        lambda self, *a: fitted.append(a) or real(self, *a))
+    monkeypatch.setattr(lsq, "trf", lambda *a, **k: pytest.fail("a series fit was solved"))
+    p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=96,
+                    data="synthetic", layout="auto", what_if=what_if)
+    pairs = p.explanation["what-if"]["pairs"]
+    assert p.how == "what-if" and pairs["host"] + pairs["device"]  # other models' pairs
+    assert fitted == []
+
+
+def test_a_group_fit_is_shared_only_where_it_reads_no_withheld_point(tmp_path, monkeypatch):
+    """:meth:`Calibration._shares`: a calibration withholding a point of another model in a
+    group (or in its base mode, whose points a compile mode's fit reads) keeps that group's
+    fits without other models to itself; withholding points elsewhere, its fit is the shared
+    one, to the bit."""
+    from dlperf.perfmodel import special
+    from dlperf.perfmodel.calibrate import Calibration, Config
+
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
+    recs = api.records_of(H200)
+    eager = ("torch", "eager", "bf16", "cuda")
+    graph, jax = ("torch", "graph", "bf16", "cuda"), ("jax", "xla", "bf16", "cuda")
+    replay = ("torch", special.mode_key("graph", "reduce-overhead"), "bf16", "cuda")
+    cal = Calibration(recs, lambda p: p.model == "resnet50" and p.group == graph)
+    assert cal._shares(eager, "fcn5") and cal._shares(jax, "fcn5")
+    assert cal._shares(graph, "resnet50") and cal._shares(replay, "resnet50")
+    assert not cal._shares(graph, "fcn5") and not cal._shares(replay, "fcn5")
+    assert Calibration(recs)._shares(graph, "fcn5")
+    dn = cal.device_name(Config("fcn5", *eager))
+    monkeypatch.setattr(od, "GROUP_SOLVED", {})
+    assert cal._fit_group(eager, "fcn5", dn, True) == Calibration(recs)._fit_group(
+        eager, "fcn5", dn, True)
+    assert cal._fit_group(graph, "fcn5", dn, True) != Calibration(recs)._fit_group(
+        graph, "fcn5", dn, True)

@@ -152,9 +152,23 @@ def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
     # torch eager -> jax xla is back-tested: its own residuals, not borrowed
     f = api.predict(H200, batch_size=64, what_if={"framework": "jax", "mode": "xla"}, **R50)
     assert f.interval_group.startswith("what-if torch->jax"), f.interval_group
-    # torch graph -> jax xla is not: eager->graph's residuals, wider
-    g = api.predict(H200, batch_size=64, what_if={"framework": "jax", "mode": "xla"},
-                    **{**R50, "mode": "graph"})
+    # each direction of the other back-tested framework pairs: its own category, own level
+    for base, what_if, cat in (
+            (("jax", "xla"), {"framework": "torch", "mode": "eager"}, "what-if jax->torch"),
+            (("torch", "graph"), {"framework": "jax", "mode": "xla"},
+             "what-if torch graph->jax"),
+            (("jax", "xla"), {"framework": "torch", "mode": "graph"},
+             "what-if jax->torch graph")):
+        o = api.predict(H200, batch_size=64, what_if=what_if,
+                        **{**R50, "framework": base[0], "mode": base[1]})
+        assert o.validation_category == cat, (base, o.validation_category)
+        assert o.interval_group.startswith(cat + ","), o.interval_group
+        assert not any("borrowed" in a for a in o.assumptions), o.assumptions
+    # torch graph at a compile mode of its own -> jax xla is not: eager->graph's, wider
+    g = api.predict(H200, batch_size=8, what_if={"framework": "jax", "mode": "xla"},
+                    **{**R50, "model": "gpt2_small", "mode": "graph",
+                       "compile_mode": "reduce-overhead"})
+    assert g.validation_category == "what-if eager->graph"
     assert g.interval_group.startswith("borrowed from what-if eager->graph at 95%: ")
 
 

@@ -32,7 +32,8 @@ def test_every_category_ran(summary):
                       "one-point series up", "one-point series down", "two-point series up",
                       "two-point series down", "leave-one-model-out",
                       "what-if fp32->bf16", "what-if eager->graph", "what-if torch->jax",
-                      "what-if B->2B", "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
+                      "what-if jax->torch", "what-if torch graph->jax",
+                      "what-if jax->torch graph", "what-if B->2B", "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
                       "repeat (noise floor)", "input: leave-one-worker-count-out"}
     # one- and two-point series: each neighbouring pair (triple) of a series, both ways
     assert s["one-point series up"]["count"] == s["one-point series down"]["count"] == 238
@@ -45,6 +46,34 @@ def test_every_category_ran(summary):
     assert s["all-reduce >= 1 MiB"]["count"] == 11
     assert all(r.measured_s > 0 and r.predicted_s > 0 for r in v.rows)
     assert "| held-out batch | 250 |" in v.table()
+
+
+def test_framework_what_ifs_pair_stored_points_in_their_own_direction(summary):
+    """Each framework category's rows go from its base (framework, mode) to its target, one
+    file, one batch; the reverse category pairs the same stored points the other way."""
+    from dlperf.perfmodel.records import point_id
+
+    s, v = summary
+    pts = {point_id(p): p for p in api.records_of(H200).points}
+    pairs: dict[str, set] = {}
+    for (src, dst), cat in api.FRAMEWORK_WHATIFS.items():
+        rows = [r for r in v.rows if r.category == cat]
+        assert s[cat]["count"] == len(rows) >= 8, cat  # >= 8 on development alone (docs)
+        for r in rows:
+            t = pts[r.point]  # the measured target point, withheld from the prediction
+            assert (t.framework, t.mode) == dst, (cat, r.label)
+            base = next(p for p in pts.values() if p.source == t.source and p.world_size == 1
+                        and (p.framework, p.mode) == src and p.model == t.model
+                        and p.precision == t.precision and p.batch_size == t.batch_size
+                        and p.step_time_s == r.baseline_s)
+            assert r.sign_ok == ((r.predicted_s > base.step_time_s)
+                                 == (r.measured_s > base.step_time_s))
+        pairs[cat] = {(pts[r.point].source, pts[r.point].model, pts[r.point].precision,
+                       pts[r.point].batch_size) for r in rows}
+    # the same stored pairs both ways (a direction whose prediction fails would differ)
+    assert pairs["what-if torch->jax"] == pairs["what-if jax->torch"]
+    assert pairs["what-if torch graph->jax"] == pairs["what-if jax->torch graph"]
+    assert not pairs["what-if torch->jax"] <= pairs["what-if torch graph->jax"]
 
 
 def test_model_beats_the_linear_baseline_on_held_out_batches(summary):
@@ -137,7 +166,7 @@ def test_the_baseline_comparison_the_docs_state(summary):
     with_baseline = {c for c, d in s.items() if d["baseline_mdape_pct"] is not None}
     beats = {c for c in with_baseline if s[c]["mdape_pct"] < s[c]["baseline_mdape_pct"]}
     assert with_baseline - beats == set()
-    assert len(beats) == 16 and "repeat (noise floor)" not in with_baseline
+    assert len(beats) == 19 and "repeat (noise floor)" not in with_baseline
     ar = s["all-reduce >= 1 MiB"]
     assert ar["max_pct"] > ar["baseline_max_pct"]  # its worst miss is the larger one (21.9/16.4)
 
@@ -449,3 +478,14 @@ def test_committed_residual_tables_are_current():
                                    "benchmarks/perfmodel_validate.py --committed and commit "
                                    "the tables")
         assert {"held-out batch", "one-point series up", "leave-one-model-out"} <= set(table)
+
+
+def test_one_category_runs_alone_and_gives_the_full_runs_rows(summary):
+    """``validate(categories=[c])`` makes the rows of ``c`` alone, the same rows as the full
+    run makes for it: the ``--nproc`` category (predictions through predict() itself, no
+    back-test category) and one of the back-test's own."""
+    _, full = summary
+    for cat in (validation.PREDICT_NPROC_CATEGORY, "2-GPU from 1-GPU"):
+        one = validation.validate(H200, categories=[cat])
+        assert {r.category for r in one.rows} == {cat}
+        assert one.rows == [r for r in full.rows if r.category == cat]

@@ -350,3 +350,74 @@ def test_bf16_gemms_are_no_faster_than_their_weights_stream():
     assert T.gemm_weight_floor(small, plain.ops[1:2], "bf16", g) == 1.0
     assert sum(o.dur_s for o in T.to_precision(small, "bf16", g).ops if T.is_gemm(o)) == \
         pytest.approx(t_plain)
+
+
+def _op(k, op):
+    return replace(k, op=op)
+
+
+def _transformer_like(batch=8):
+    """embedding -> layer_norm -> linear (fp32 in) -> gelu -> linear (bf16 in) -> mixed add
+    (fp32 out) -> layer_norm -> linear (fp32 in) -> cross entropy (bf16 logits), with
+    PyTorch's figures: rows m = batch x 4, k = 16, n = 32, bias."""
+    m, k, n = batch * 4, 16, 32
+    gemm = dict(name="sm80_xmma_gemm_f32f32_f32f32_f32", op_class="matmul",
+                flops=2.0 * m * n * k, nbytes=4.0 * (k * (m + n) + n))
+    return [_op(_k(2, op_class="other", nbytes=4.0 * m * k), "aten::embedding"),
+            _op(_k(3, op_class="normalisation", nbytes=4.0 * m * k), "aten::layer_norm"),
+            _op(_k(20, **gemm), "aten::linear"),
+            _op(_k(3, nbytes=4.0 * m * n), "aten::gelu"),
+            _op(_k(20, **gemm), "aten::linear"),
+            _op(_k(3, nbytes=8.0 * m * n), "aten::add"),
+            _op(_k(3, op_class="normalisation", nbytes=4.0 * m * k), "aten::layer_norm"),
+            _op(_k(20, **gemm), "aten::linear"),
+            _op(_k(50, op_class="loss", nbytes=4.0 * m * 1000), "aten::cross_entropy_loss"),
+            _op(_k(20, name=gemm["name"], op_class="matmul", phase="t_b"), "MmBackward0")]
+
+
+def test_activation_casts_follow_autocasts_op_lists():
+    st = _step(_transformer_like(8), batch=8)
+    ac = T.activation_casts(st)
+    m, k = 32, 16
+    # only the linear fed by layer_norm reads float32; the one fed by gelu (bf16) does not
+    a = pytest.approx(m * k * T.DOWNCAST_BYTES)
+    assert ac.fwd == {2: a, 7: a}
+    assert ac.loss_at == 8
+    assert ac.loss_bytes == pytest.approx(m * 1000 * T.UPCAST_BYTES)
+    # backward: the activation's gradient up, the logits' gradient down, the mixed add's
+    assert ac.bwd_kernels == 4
+    assert ac.bwd_bytes == pytest.approx(2 * m * k * T.UPCAST_BYTES + m * 1000 * T.DOWNCAST_BYTES
+                                         + m * 32 * T.DOWNCAST_BYTES)
+    # the step's data (no producer) is cast, but has no gradient to cast back
+    data = _step(_transformer_like(8)[2:], batch=8)
+    ac2 = T.activation_casts(data)
+    assert 0 in ac2.fwd  # the data's cast; the add is no mixed one (no float32 stream yet)
+    assert ac2.bwd_kernels == 2  # the second layer_norm's output and the logits
+    # figures recorded at batch 8, asked at 16: the activations double
+    big = replace(st, meta={**st.meta, "batch_size": 16, "figures_batch_size": 8})
+    assert T.activation_casts(big).fwd[2] == pytest.approx(2 * ac.fwd[2])
+
+
+def test_batch_norm_and_convolutions_add_no_activation_casts():
+    conv = _op(_k(30, name="sm80_xmma_fprop_implicit_gemm_f32f32", op_class="convolution",
+                  flops=1e9, nbytes=1e6), "aten::conv2d")
+    bn = _op(_k(5, op_class="normalisation", nbytes=1e6), "aten::batch_norm")
+    ac = T.activation_casts(_step([conv, bn, conv], batch=8))
+    assert ac.fwd == {} and ac.bwd_kernels == 0 and ac.loss_at is None
+
+
+def test_eager_bf16_adds_activation_and_logit_casts_xla_does_not():
+    g = H.datasheet("h200")
+    st = _step(_transformer_like(8), batch=8)
+    st = replace(st, meta={**st.meta, "params": 1000})
+    bf = T.to_precision(st, "bf16", g)
+    casts = [o for o in bf.ops if o.name == "cast (autocast)"]
+    assert len(casts) == 5  # three weight casts, the logits' upcast, one backward
+    loss = [o for o in bf.ops if o.op_class == "loss"]
+    assert loss[0].dur_s == pytest.approx(50e-6 * T.LOSS_KERNELS_BF16)
+    t_f, t_b = T.cast_times(st, g, 3, 1)
+    assert sum(o.dur_s for o in casts) > t_f * 3 + t_b + 7 * T.KERNEL_FLOOR_S
+    x = T.to_precision(replace(st, meta={**st.meta, "xla": True}), "bf16", g)
+    xc = [o for o in x.ops if o.name == "cast (autocast)"]
+    assert len(xc) == 3 and sum(o.dur_s for o in xc) == pytest.approx(3 * t_f)
+    assert [o for o in x.ops if o.op_class == "loss"][0].dur_s == pytest.approx(50e-6 * 0.8)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -152,15 +152,44 @@ def main(argv: list[str] | None = None) -> None:
         build_app(args[0] if args and args[0] in COMMANDS else None)(args=args,
                                                                      prog_name="dlperf")
     except KeyboardInterrupt:
-        # A Ctrl-C outside the handlers of the commands that measure (before the first point,
-        # after the summary): said, never a silent exit 130 or a traceback.
-        if argv is None:
-            _quiet_exit()
-        sys.stderr.write("interrupted: what was stored before stays stored\n")
-        raise SystemExit(130) from None
+        _interrupted(argv is None)
+    except (SystemExit, Exception) as e:
+        # typer ends a command that a KeyboardInterrupt left with a silent exit 130 (typer
+        # 0.29: ``Exit(130) from`` it; click's Abort, exit 1, in older versions), and Python
+        # 3.11 raises one that lands in a class being made (an import) as the RuntimeError
+        # "Error calling __set_name__" from it
+        if _unsaid_interrupt(e):
+            _interrupted(argv is None)
+        raise
     finally:
         if argv is None:
             _quiet_exit()
+
+
+def _interrupted(own_process: bool) -> NoReturn:
+    """A Ctrl-C outside the handlers of the commands that measure (arguments being read, a
+    sweep file loaded, after the summary): said, never a silent exit 130 or a traceback."""
+    if own_process:
+        _quiet_exit()
+    sys.stderr.write("interrupted: what was stored before stays stored\n")
+    raise SystemExit(130) from None
+
+
+def _unsaid_interrupt(e: BaseException) -> bool:
+    """Whether ``e`` ends a chain of exceptions (the one its traceback shows: ``__cause__``,
+    else ``__context__`` unless raised ``from None``) that holds a ``KeyboardInterrupt``: an
+    interrupt that typer or click turned into an exit without a word, or Python into another
+    exception. dlperf's own interrupted exits (:func:`dlperf.cli.common.interrupted_exit`)
+    are raised ``from None`` and end no such chain."""
+    seen: set[int] = set()
+    c: BaseException | None = e
+    while c is not None and id(c) not in seen:
+        seen.add(id(c))
+        if isinstance(c, KeyboardInterrupt):
+            return True
+        c = c.__cause__ if c.__cause__ is not None else (
+            None if c.__suppress_context__ else c.__context__)
+    return False
 
 
 def _quiet_exit() -> None:

@@ -641,20 +641,30 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     return ddp, bool(ddp.pairs)
 
 
-#: The framework what-ifs the back-test judges in a category of their own: ``((framework,
-#: mode) of the base, (framework, mode) of the target) -> category``.
-_FRAMEWORK_WHATIFS = {(("torch", "eager"), ("jax", "xla")): "what-if torch->jax"}
+#: The framework what-ifs the back-test judges in a category of their own, each direction its
+#: own path: ``((framework, mode) of the base, (framework, mode) of the target) -> category``
+#: (:data:`dlperf.perfmodel.backtest.WHATIFS` builds its pairs from this). Those with >= 8
+#: development rows of stored pairs (same model, precision, device, batch, data, layout and
+#: compile mode, in one results file) in the committed H200 results; torch graph with a
+#: compile mode of its own (5 development pairs with jax) and every TensorFlow or MXNet pair
+#: (none stored on a GPU) are not back-tested.
+FRAMEWORK_WHATIFS = {(("torch", "eager"), ("jax", "xla")): "what-if torch->jax",
+                     (("jax", "xla"), ("torch", "eager")): "what-if jax->torch",
+                     (("torch", "graph"), ("jax", "xla")): "what-if torch graph->jax",
+                     (("jax", "xla"), ("torch", "graph")): "what-if jax->torch graph"}
 
 
 def whatif_category(base: Config, target: Config, host_ns: float | None = None) -> str:
-    """The back-test category of a what-if from ``base`` to ``target``: torch eager -> jax
-    xla (nothing else changed) is judged by ``what-if torch->jax``; any other change of
-    mode by ``what-if eager->graph``, any other by ``what-if fp32->bf16``. A framework
-    what-if other than torch eager -> jax xla is not back-tested and borrows the category this
-    gives it (:func:`_interval_of` widens it)."""
-    for (src, dst), category in _FRAMEWORK_WHATIFS.items():
-        if (base.framework, base.mode) == src and base.with_(framework=dst[0],
-                                                             mode=dst[1]) == target:
+    """The back-test category of a what-if from ``base`` to ``target``: a change of framework
+    and mode (nothing else changed, the base at the default compile mode) listed in
+    :data:`FRAMEWORK_WHATIFS` is judged by its own category (torch eager -> jax xla by
+    ``what-if torch->jax``, jax xla -> torch eager by ``what-if jax->torch``, ...); any other change of mode by ``what-if eager->graph``, any
+    other by ``what-if fp32->bf16``. A framework what-if not listed is not back-tested and
+    borrows the category this gives it (:func:`_interval_of` widens it)."""
+    for (src, dst), category in FRAMEWORK_WHATIFS.items():
+        # the back-test pairs only stored points of the default compile mode: jax has no other
+        if ((base.framework, base.mode) == src and base.compile_mode == "default"
+                and base.with_(framework=dst[0], mode=dst[1]) == target):
             return category
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
@@ -667,7 +677,7 @@ def _not_tested(d: Draft, change: str) -> str:
 #: The predictions whose own path no back-test judges, in the order they are checked, each
 #: ``(applies, why)`` of ``(draft, request, the device counts of the stored N-device points)``:
 #: N devices of a count no stored point has (the stored counts' residuals stand in), a
-#: host-speed what-if, a framework what-if other than torch eager -> jax xla (its path's
+#: host-speed what-if, a framework what-if not in :data:`FRAMEWORK_WHATIFS` (its path's
 #: residuals stand in). Their interval is borrowed at a wider level (:func:`_interval_of`).
 NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
                             Callable[[Draft, Request, set[int]], str]], ...] = (
@@ -677,7 +687,7 @@ NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
     (lambda d, req, stored: req.host_ns is not None,
      lambda d, req, stored: _not_tested(d, "a host-speed change")),
     (lambda d, req, stored: (req.target.framework != req.base.framework
-                             and d.path != "what-if torch->jax"),
+                             and d.path not in FRAMEWORK_WHATIFS.values()),
      lambda d, req, stored: _not_tested(d, "a change of framework")),
 )
 
@@ -688,11 +698,12 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     Mondrian conformal interval of its path's residuals in the files' own residual table
     (:func:`_interval`). Borrowed at the wider level ``1 - (1 - level) / 2`` (95% for 90%),
     and said so: the residuals of a path that is not the prediction's own (N devices of a
-    count no stored point has: the stored counts'; a host-speed what-if, or a framework what-if other
-    than torch eager -> jax xla, never back-tested: its path's), and those of the same path in a committed residual table of
-    other files where the files' own table has none (:func:`_borrowed_interval`), widened
-    where that table's devices are not the prediction's ``gpu``
-    (:func:`intervals.cross_gpu`). Several nodes are not validated: no interval."""
+    count no stored point has: the stored counts'; a host-speed what-if, or a framework
+    what-if not in :data:`FRAMEWORK_WHATIFS`, never back-tested: its path's), and those of
+    the same path in a committed residual table of other files where the files' own table has
+    none (:func:`_borrowed_interval`), widened where that table's devices are not the
+    prediction's ``gpu`` (:func:`intervals.cross_gpu`). Several nodes are not validated: no
+    interval."""
     if req.nnodes > 1:
         note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
                 "judge this kind of prediction against)")

@@ -13,9 +13,10 @@ Categories (each row says which stored points were withheld):
   ``two-point series up`` / ``down``: each batch from the two next below (above) it;
 * ``leave-one-model-out``: every one-device point of a model from the other models only (its
   FLOP and byte counts are used, none of its times);
-* ``what-if fp32->bf16``, ``what-if eager->graph``, ``what-if torch->jax`` (torch eager ->
-  jax xla), ``what-if B->2B``: pairs of stored points in one file differing only in that; the
-  target configuration (or batch) withheld;
+* ``what-if fp32->bf16``, ``what-if eager->graph``, the framework what-ifs (``what-if
+  torch->jax``: torch eager -> jax xla, ``what-if jax->torch``, ``what-if torch graph->jax``,
+  ``what-if jax->torch graph``; :data:`WHATIFS`), ``what-if B->2B``: pairs of stored points in
+  one file differing only in that; the target configuration (or batch) withheld;
 * ``all-reduce >= 1 MiB``: each size of a stored sweep from the others (same rank count);
 * ``2-GPU from 1-GPU``: each stored N-device point from its one-device series, DDP's overhead
   fitted on the pairs of other configurations;
@@ -42,6 +43,7 @@ import numpy as np
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
+from dlperf.perfmodel.api import FRAMEWORK_WHATIFS
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import CollectivePoint, Point, Records, point_id
 from dlperf.perfmodel.scaling import efficiency
@@ -54,7 +56,7 @@ FEW_POINT_CATEGORIES = ("one-point series up", "one-point series down", "two-poi
 MODEL_CATEGORIES = ("held-out batch", "extrapolate 2x", "extrapolate down 2x",
                     *FEW_POINT_CATEGORIES,
               "leave-one-model-out",
-              "what-if fp32->bf16", "what-if eager->graph", "what-if torch->jax",
+              "what-if fp32->bf16", "what-if eager->graph", *FRAMEWORK_WHATIFS.values(),
               "what-if B->2B",
               "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
               "repeat (noise floor)")
@@ -313,20 +315,25 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
 
 #: The configuration changes the what-if back-test judges at the same batch:
 #: ``(category, {field: (from, to)})`` (and ``what-if B->2B``: the same configuration at twice
-#: the batch). ``what-if torch->jax``: PyTorch eager to JAX's only mode, XLA, what
-#: ``--what-if framework=jax`` predicts from torch eager.
+#: the batch). The framework what-ifs are :data:`dlperf.perfmodel.api.FRAMEWORK_WHATIFS`, each
+#: direction a category of its own: ``what-if torch->jax`` is PyTorch eager to JAX's only
+#: mode, XLA (what ``--what-if framework=jax`` predicts from torch eager), ``what-if
+#: jax->torch`` the reverse, ``what-if torch graph->jax`` and ``what-if jax->torch graph``
+#: the same with torch.compile (default compile mode).
 WHATIFS = (("what-if fp32->bf16", {"precision": ("fp32", "bf16")}),
            ("what-if eager->graph", {"mode": ("eager", "graph")}),
-           ("what-if torch->jax", {"framework": ("torch", "jax"), "mode": ("eager", "xla")}))
+           *((cat, {"framework": (src[0], dst[0]), "mode": (src[1], dst[1])})
+             for (src, dst), cat in FRAMEWORK_WHATIFS.items()))
 
 
 def whatif_rows(records: Records, base: Calibration,
-                categories: Sequence[str] = ("what-if fp32->bf16", "what-if eager->graph",
-                                             "what-if torch->jax", "what-if B->2B"),
+                categories: Sequence[str] = (*(c for c, _ in WHATIFS), "what-if B->2B"),
                 budget: Budget | None = None) -> list[Row]:
-    """``what-if`` rows (those of ``categories``): fp32->bf16, eager->graph, torch eager ->
-    jax xla (same batch, same file) and B->2B (same configuration), one pair at a time within
-    ``budget``."""
+    """``what-if`` rows (those of ``categories``): those of :data:`WHATIFS` (each a pair of
+    stored points at the same batch in the same file, the base's configuration changed as the
+    category says and nothing else) and B->2B (same configuration), one pair at a time within
+    ``budget``. Each row's ``sign_ok``: the prediction moves the step the way the measurement
+    does, from the base's measured step (the row's baseline, no change)."""
     out = []
     pts = _steps(records)
     by: defaultdict[str, dict[tuple[Config, int], Point]] = defaultdict(dict)

@@ -152,9 +152,10 @@ class Shared:
             fit_points`, keyed by the series' points and traced anchors) and every series fit
             (``series``, :meth:`fit_series`, keyed by its points and prior).
 
-    A calibration that withholds points of other models than the one a group fit leaves out
-    keeps its own group fits (:attr:`Calibration.memo`): only fits that any calibration of
-    these records would make alike are shared.
+    A calibration that withholds points of other models than the one a group fit leaves out,
+    in a group that fit reads, keeps that fit to itself (:attr:`Calibration.memo`,
+    :meth:`Calibration._shares`): only fits that any calibration of these records would make
+    alike are shared.
     """
 
     def __init__(self, records: Records) -> None:
@@ -213,9 +214,11 @@ class Calibration:
         out = [(p, bool(exclude and exclude(p))) for p in records.points]  # exclude once each
         self.points = [p for p, withheld in out if not withheld]
         self._out = {id(p) for p, withheld in out if withheld}
-        # the one-device models this calibration withholds points of: a roofline fit without
-        # another model would differ from the shared one, so it stays in this calibration
-        self._withheld_models = {p.model for p, withheld in out if withheld and p.world_size == 1}
+        # the (model, group) of each one-device point this calibration withholds: a roofline
+        # fit of a group it reads points of, without another model, would differ from the
+        # shared one, so it stays in this calibration (:meth:`_shares`)
+        self._withheld = {(p.model, p.group) for p, withheld in out
+                          if withheld and p.world_size == 1}
         shared = share_efficiencies
         self.shared: Shared = (Shared(records) if shared is None else
                        shared.shared if isinstance(shared, Calibration) else shared)
@@ -256,11 +259,21 @@ class Calibration:
         CUDA graphs changes the host's work, not the kernels (:func:`special.base_mode`). With
         ``kernels``, the points' kernel counts (:meth:`kernel_count`) enter the fit and ``t_k``
         is fitted with ``e_F``, ``e_Y`` (:func:`~dlperf.perfmodel.onedevice.fit_group`)."""
-        # shared (and stored, fitcache.py) only if made on every point but those of
-        # without_model, as any calibration of the same records would make it
-        memo = self.shared.memo if self._withheld_models <= {without_model} else self.memo
+        # shared (and stored, fitcache.py) only if made on every point of the groups it reads
+        # but those of without_model, as any calibration of the same records would make it
+        memo = self.shared.memo if self._shares(group, without_model) else self.memo
         return memo.get("group", (group, without_model, device_name, kernels),
                         lambda: self._fit_group(group, without_model, device_name, kernels))
+
+    def _shares(self, group: tuple[str, str, str, str], without_model: str | None) -> bool:
+        """Whether the roofline fit of ``group`` without ``without_model`` reads the same
+        points here as in a calibration that withholds nothing else: no point this one
+        withholds, of another model, lies in a group the fit reads (``group`` and its base
+        mode's, :func:`special.base_mode`; :func:`onedevice.fit_group` reads no other point).
+        A what-if's calibration withholds the target's points, in another group than the
+        base's pairs, so their fits are the shared (stored) ones."""
+        read = {group, (group[0], special.base_mode(group[1]), *group[2:])}
+        return all(m == without_model or g not in read for m, g in self._withheld)
 
     def _fit_group(self, group: tuple[str, str, str, str], without_model: str | None,
                    device_name: str | None, kernels: bool) -> rl.Efficiency | None:

@@ -51,8 +51,10 @@ from dlperf.perfmodel import comm, hardware, replay, transforms
 #: :mod:`dlperf.perfmodel.gemmshape`), autocast's weight casts from the parameter count, and
 #: an eager configuration's host from its host-bound steps (:func:`~dlperf.perfmodel.replay.
 #: host_level`); 5, a precision change's GEMMs no faster together than their weights stream
-#: (:func:`~dlperf.perfmodel.transforms.gemm_weight_floor`).
-MODEL_VERSION = 5
+#: (:func:`~dlperf.perfmodel.transforms.gemm_weight_floor`); 6, autocast's activation casts
+#: (:func:`~dlperf.perfmodel.transforms.activation_casts`: the float32 inputs of GEMMs, the
+#: logits' upcast, mixed adds' gradients) added to an eager step going to bf16.
+MODEL_VERSION = 6
 
 #: 90th percentile of |relative error| of the development rows per category
 #: (benchmarks/replay_validate.py on calibration2.db; docs/replay.md, "Back-test"; batch from

@@ -24,8 +24,9 @@ import math
 import operator
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
+from dlperf.perfmodel.gemmshape import gemm_dims
 from dlperf.perfmodel.hardware import GpuProfile, waves
 from dlperf.perfmodel.replay import DeviceOp, StepTrace, scale_host
 
@@ -445,6 +446,138 @@ def cast_times(step: StepTrace, gpu: GpuProfile, n_fwd: int, n_bwd: int
     return fwd, bwd
 
 
+#: Forward operators whose output autocast leaves in float32 (PyTorch, "Automatic Mixed
+#: Precision package - torch.amp", "CUDA Ops that can autocast to float32": ``layer_norm``,
+#: ``group_norm``, ``softmax``, ``log_softmax`` among them) and the embedding, which no list
+#: names and which runs in its float32 weight's type: a GEMM fed from one of them gets its
+#: input cast to bf16 (one kernel), and in backward autograd casts that input's gradient
+#: back to float32 (``ToCopyBackward0``). A GEMM fed from another GEMM (the lower-precision
+#: list: ``linear``, ``matmul``, convolutions, attention) reads bf16 and needs no cast.
+AUTOCAST_FP32_OPS = re.compile(r"layer_norm|group_norm|softmax|embedding", re.I)
+#: Bytes per element of a cast down to bf16 (read 4, write 2: PyTorch's vectorized
+#: ``bfloat16_copy_kernel_cuda``) and of a cast up to float32 (``direct_copy_kernel_cuda``,
+#: unrolled: it moves its 6 bytes at half the bandwidth). The same figures per parameter as
+#: :data:`WEIGHT_CAST_BYTES` and :data:`WEIGHT_GRAD_CAST_BYTES`; on the development GPT-2
+#: points the logits' upcast in forward takes 1.00-1.02x ``12 B`` a logit over the H200's
+#: bandwidth and its gradient's downcast 0.96-1.02x ``6 B`` (benchmarks/replay_kernels.py,
+#: part 9).
+DOWNCAST_BYTES = WEIGHT_CAST_BYTES
+UPCAST_BYTES = WEIGHT_GRAD_CAST_BYTES
+#: A loss's own kernels at bf16 / at fp32 where autocast's upcast of its logits is a kernel of
+#: its own (:func:`activation_casts`): summed over the development torch eager points traced
+#: in both precisions, 0.477 on the H200 and 0.471 / 0.484 on the H100's two files
+#: (:data:`PRECISION_RATIO`'s 0.8 for losses is the same operators with the upcast kernel in
+#: them: 0.81 / 0.72-0.75; benchmarks/replay_kernels.py, part 9).
+LOSS_KERNELS_BF16 = 0.48
+
+
+@dataclass(frozen=True)
+class ActivationCasts:
+    """The activation casts bf16 autocast adds to an eager step (:func:`activation_casts`).
+
+    Attributes:
+        fwd: op index of a forward GEMM kernel -> bytes of its input's cast to bf16.
+        loss_at: op index of the first forward kernel of the loss whose bf16 logits autocast
+            casts up (None where the trace holds no loss with bytes).
+        loss_bytes: bytes of that upcast (the logits x :data:`UPCAST_BYTES`).
+        bwd_bytes: bytes of the backward casts: the cast-in activations' gradients back to
+            float32, the logits' gradient down to bf16, and the gradients of mixed adds
+            (float32 + bf16) down to bf16.
+        bwd_kernels: how many backward cast kernels those are.
+    """
+
+    fwd: dict[int, float] = field(default_factory=dict)
+    loss_at: int | None = None
+    loss_bytes: float = 0.0
+    bwd_bytes: float = 0.0
+    bwd_kernels: int = 0
+
+
+def _gemm_input_elems(ks: Sequence[DeviceOp], batch: int) -> float | None:
+    """Elements of the activation input (``m x k``) of the matmul call of kernels ``ks``
+    (traced at fp32): its shape from its FLOPs and bytes (:func:`gemm_dims` at 4 B, the
+    rows ``m`` a multiple of ``batch``; the median over the shapes that fit), None where
+    the trace holds no figures or they give no such shape."""
+    g = [k for k in ks if is_gemm(k) and k.flops and k.bytes]
+    if not g or batch <= 0:
+        return None
+    fl, nb = round(sum(k.flops or 0.0 for k in g)), round(sum(k.bytes or 0.0 for k in g))
+    try:
+        dims = gemm_dims(fl, nb, 4)
+    except ValueError:
+        return None
+    mk = sorted(m * k for m, _, k in dims if m % batch == 0)
+    return float(mk[len(mk) // 2]) if mk else None
+
+
+def activation_casts(step: StepTrace) -> ActivationCasts:
+    """The activation casts bf16 autocast adds to ``step`` (an eager fp32 trace), from its
+    forward operators in launch order (consecutive kernels of one operator are one call).
+
+    Which tensors cross a cast boundary follows autocast's op lists: the step's input and
+    the outputs of :data:`AUTOCAST_FP32_OPS` are float32, a GEMM-like operator's output is
+    bf16, other operators keep the type they are given, and an ``add`` of a bf16 tensor to
+    the float32 stream (a residual connection, once a float32 producer has run) promotes
+    to float32. Walking the forward with that type:
+
+    * a matmul reading float32 gets its input cast down (``m x k`` elements from its
+      figures, :func:`_gemm_input_elems`, x :data:`DOWNCAST_BYTES`), and the input's
+      gradient cast back up in backward (x :data:`UPCAST_BYTES`) unless the input is the
+      step's data (no gradient);
+    * a loss reading bf16 logits gets them cast up (its recorded input bytes / 4 elements x
+      :data:`UPCAST_BYTES`; the maximum over its forward kernels, each of which may repeat
+      the operator's figures), and their gradient down in backward (x :data:`DOWNCAST_BYTES`);
+    * a mixed ``add`` sends its bf16 input's gradient down in backward (its recorded input
+      bytes / 8 elements x :data:`DOWNCAST_BYTES`).
+
+    Figures recorded at another batch (the trace's before a batch transform,
+    ``meta['figures_batch_size']``) are scaled to ``meta['batch_size']``. A matmul, loss or
+    add whose trace holds no figures adds nothing; convolutions' inputs are not sized (no
+    figures in most traces; a network's image is its only float32 convolution input)."""
+    batch = int(step.meta.get("batch_size") or 0)
+    b_fig = int(step.meta.get("figures_batch_size") or batch)
+    scale = batch / b_fig if b_fig > 0 else 1.0
+    calls: list[tuple[str, str | None, list[tuple[int, DeviceOp]]]] = []
+    for i, o in enumerate(step.ops):
+        if o.kind != "kernel" or o.phase not in (None, "t_f"):
+            continue
+        if calls and calls[-1][0] == (o.op or ""):
+            calls[-1][2].append((i, o))
+        else:
+            calls.append((o.op or "", o.op_class, [(i, o)]))
+    fwd: dict[int, float] = {}
+    loss_at, loss_bytes, bwd_bytes, bwd_kernels = None, 0.0, 0.0, 0
+    half, has_grad, fp32_seen = False, False, False  # the step's input: float32, no gradient
+    for op, cls, ks in calls:
+        kernels = [o for _, o in ks]
+        if cls in GEMM_CLASSES and any(is_gemm(o) for o in kernels):
+            if not half and cls == "matmul":
+                n = _gemm_input_elems(kernels, b_fig)
+                if n:
+                    first = next(i for i, o in ks if is_gemm(o))
+                    fwd[first] = n * scale * DOWNCAST_BYTES
+                    if has_grad:
+                        bwd_bytes += n * scale * UPCAST_BYTES
+                        bwd_kernels += 1
+            half, has_grad = True, True
+        elif cls == "loss":
+            nb = max((o.bytes or 0.0 for o in kernels), default=0.0)
+            if half and nb and loss_at is None:
+                loss_at = ks[0][0]
+                loss_bytes = nb / 4 * scale * UPCAST_BYTES
+                bwd_bytes += nb / 4 * scale * DOWNCAST_BYTES
+                bwd_kernels += 1
+        elif AUTOCAST_FP32_OPS.search(op):
+            half, has_grad, fp32_seen = False, True, True
+        elif op == "aten::add" and half and fp32_seen:
+            nb = sum(o.bytes or 0.0 for o in kernels)
+            if nb:
+                bwd_bytes += nb / 8 * scale * DOWNCAST_BYTES
+                bwd_kernels += 1
+            half = False
+    return ActivationCasts(fwd, loss_at, loss_bytes, bwd_bytes, bwd_kernels)
+
+
 def to_precision(step: StepTrace, dst: str, gpu: GpuProfile) -> StepTrace:
     """``step`` at precision ``dst`` on ``gpu``: each kernel by :func:`kernel_to_precision`,
     and autocast's own work by the direction of the change (:data:`AUTOCAST_STEP`): going to
@@ -506,17 +639,28 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
                  ) -> tuple[StepTrace, str]:
     """``step`` (full precision) under bf16 autocast, and what was done in words: the
     convolutions' non-GEMM kernels dropped (:func:`drop_conv_helpers`), each kernel by
-    :func:`kernel_to_precision`, autocast's casts added (a cast before each forward GEMM
-    kernel and, in an eager program, one after each backward GEMM kernel, issued with it,
-    their durations from the parameter count, :func:`cast_times`; where it is unknown, a
-    forward cast of :data:`KERNEL_FLOOR_S` plus its GEMM's bytes at 3/4 (read fp32, write
-    bf16) and no backward one), and the host multiplied by :func:`autocast_host`."""
+    :func:`kernel_to_precision`, autocast's casts added and the host multiplied by
+    :func:`autocast_host`.
+
+    The casts: one before each forward GEMM kernel and, in an eager program, one after each
+    backward GEMM kernel, issued with it, their durations from the parameter count
+    (:func:`cast_times`; where it is unknown, a forward cast of :data:`KERNEL_FLOOR_S` plus
+    its GEMM's bytes at 3/4, read fp32, write bf16, and no backward one). In an eager program
+    also the activations' (:func:`activation_casts`, each :data:`KERNEL_FLOOR_S` plus its
+    bytes over the bandwidth): a GEMM's input cast joins that GEMM's forward cast, the
+    logits' upcast is a kernel before the loss (whose own kernels then take
+    :data:`LOSS_KERNELS_BF16` of their fp32 time), and the backward ones are spread evenly
+    over the backward casts. A compiled program (XLA, torch.compile) fuses its casts into
+    its other kernels and gets the weights' only."""
     step = drop_conv_helpers(step)
     scaled = _rescaled(step, src, dst, gpu)
     fwd = [is_gemm(o) and o.phase in (None, "t_f") for o in scaled]
     bwd = [is_gemm(o) and o.phase == "t_b" for o in scaled]
     t_f, t_b = cast_times(step, gpu, sum(fwd), sum(bwd))
     bw = gpu.bandwidth_bytes_per_s
+    ac = activation_casts(step) if is_eager(step) else ActivationCasts()
+    t_b_act = (ac.bwd_kernels * KERNEL_FLOOR_S + ac.bwd_bytes / bw) / sum(bwd) if any(bwd) \
+        else 0.0
 
     def cast(o: DeviceOp, dur: float, nbytes: float) -> DeviceOp:
         return replace(o, dur_s=dur, name="cast (autocast)", op_class="elementwise",
@@ -526,15 +670,30 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
         nbytes = (o.bytes or 0.0) * 0.75  # read fp32 (4 B), write bf16 (2 B)
         return cast(o, KERNEL_FLOOR_S + nbytes / bw, nbytes)
 
+    def fwd_cast(i: int, o: DeviceOp) -> DeviceOp:
+        if t_f is None:  # the GEMM's bytes: its activations' with its weights'
+            return by_bytes(o)
+        a = ac.fwd.get(i, 0.0)
+        dur = t_f + (KERNEL_FLOOR_S + a / bw if a else 0.0)
+        return cast(o, dur, (dur - KERNEL_FLOOR_S) * bw)
+
     new: list[DeviceOp] = []
-    for o, f, b in zip(scaled, fwd, bwd):
+    for i, (o, f, b) in enumerate(zip(scaled, fwd, bwd)):
         if f:
-            new.append(by_bytes(o) if t_f is None else cast(o, t_f, (t_f - KERNEL_FLOOR_S) * bw))
+            new.append(fwd_cast(i, o))
+        if ac.loss_at is not None and o.op_class == "loss" and not is_gemm(o):
+            if i == ac.loss_at:
+                new.append(cast(o, KERNEL_FLOOR_S + ac.loss_bytes / bw, ac.loss_bytes))
+            o = replace(o, dur_s=step.ops[i].dur_s * LOSS_KERNELS_BF16)
+            scaled[i] = o
         new.append(o)
-        if b and t_b:
-            new.append(cast(o, t_b, (t_b - KERNEL_FLOOR_S) * bw))
+        tb = (t_b or 0.0) + t_b_act
+        if b and tb:
+            new.append(cast(o, tb, (tb - KERNEL_FLOOR_S) * bw))
     out = replace(step, ops=tuple(_reindex(scaled, new)))
-    return _with_host(out, autocast_host(step), f", +{len(new) - len(scaled)} casts")
+    acts = f" ({len(ac.fwd)} activations'{', the logits' if ac.loss_at is not None else ''})" \
+        if ac.fwd or ac.loss_at is not None else ""
+    return _with_host(out, autocast_host(step), f", +{len(new) - len(scaled)} casts{acts}")
 
 
 def drop_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
@@ -697,7 +856,7 @@ def to_batch(step: StepTrace, b_dst: int, gpu: GpuProfile) -> StepTrace:
                 for o in step.ops)
     return replace(step, ops=ops).with_note(
         f"batch {b_src} -> {b_dst} (one trace; GEMMs x{fg:.3f}, weight casts x{fc:.3f})",
-        batch_size=b_dst)
+        batch_size=b_dst, figures_batch_size=step.meta.get("figures_batch_size", b_src))
 
 
 def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
@@ -746,7 +905,8 @@ def interpolate_batch(a: StepTrace, b: StepTrace, b_dst: int) -> StepTrace:
         s = max(-0.5, min(1.5, slope(key(o))))
         ops.append(replace(o, dur_s=floor + (o.dur_s - floor) * math.exp(s * t)))
     return replace(near, ops=tuple(ops)).with_note(
-        f"batch {bn} -> {b_dst} (interpolated with the trace at {bf})", batch_size=b_dst)
+        f"batch {bn} -> {b_dst} (interpolated with the trace at {bf})", batch_size=b_dst,
+        figures_batch_size=near.meta.get("figures_batch_size", bn))
 
 
 # --- data parallel --------------------------------------------------------------------------

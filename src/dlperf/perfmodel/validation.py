@@ -64,11 +64,14 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
     recs = api.records_of(db)
     cats = list(categories) if categories else None
     own = cats is not None and PREDICT_NPROC_CATEGORY in cats
+    # the back-test's own categories asked for (None: all); the --nproc rows come from
+    # predict() itself and need none of them
+    rest = [c for c in cats if c != PREDICT_NPROC_CATEGORY] if cats is not None else None
     with lsq.tracked() as solutions:
         try:
-            v = run(recs, [c for c in cats if c != PREDICT_NPROC_CATEGORY] if own and cats
-                    else cats, budget_s,
-                    base=Calibration(recs, share_efficiencies=api.shared_fits(recs)))
+            v = (run(recs, rest, budget_s,
+                     base=Calibration(recs, share_efficiencies=api.shared_fits(recs)))
+                 if rest is None or rest else empty(recs, budget_s))
         except ValueError as e:
             raise ConfigError(str(e)) from None
         if (cats is None or own) and budget_s is None:
@@ -79,6 +82,17 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
         api._RESIDUALS[key] = residual_table(v)
         api._NO_TABLE.pop(key, None)
     return v
+
+
+def empty(recs: Records, budget_s: float | None = None) -> Validation:
+    """A :class:`Validation` of ``recs`` without rows (none of :func:`run`'s categories was
+    asked for), under the budget ``budget_s`` (estimated s; None for none).
+
+    Raises:
+        ValueError: a negative budget (:class:`Budget`)."""
+    if budget_s is not None:
+        Budget(budget_s)  # checks it
+    return Validation([], list(recs.sources), {}, budget_s)
 
 
 def predict_nproc_rows(recs: Records) -> list[Row]:

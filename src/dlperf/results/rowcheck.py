@@ -204,8 +204,9 @@ def sample_problem(t: Any, loss: Any) -> str | None:
     return None
 
 
-def _record_problem(text: str) -> str | None:
-    """What is wrong with a row's ``result_json``, or None."""
+def _record_problem(text: str, keep: list[Any] | None = None) -> str | None:
+    """What is wrong with a row's ``result_json``, or None; then, where ``keep`` is a list and
+    the JSON is not empty, its record is appended to it."""
     try:
         res = json.loads(text)
     except RecursionError:
@@ -237,12 +238,16 @@ def _record_problem(text: str) -> str | None:
                 continue
             if not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= limit:
                 return f"its {part}.{f} is {_shown(v)}"
+    if keep is not None and res:
+        keep.append(rec)
     return None
 
 
-def row_problem(row: Mapping[str, Any], columns: Mapping[str, str]) -> str | None:
+def row_problem(row: Mapping[str, Any], columns: Mapping[str, str],
+                keep: list[Any] | None = None) -> str | None:
     """The first thing wrong with a result row's values (``columns``: name -> SQL type), or
-    None (module docstring)."""
+    None (module docstring); then, where ``keep`` is a list, the record of its ``result_json``
+    (when it has one) is appended to it."""
     from dlperf.results.schema import STATUSES
 
     for name, typ in columns.items():
@@ -255,14 +260,17 @@ def row_problem(row: Mapping[str, Any], columns: Mapping[str, str]) -> str | Non
     if not key or len(key) > 1000:
         return f"run_key is {_shown(key)}"
     text = row.get("result_json")
-    return _record_problem(text) if text else None
+    return _record_problem(text, keep) if text else None
 
 
 def scan(db: sqlite3.Connection, columns: Mapping[str, str],
-         ids: Iterable[int] | None = None, since_id: int = 0) -> dict[int, str]:
+         ids: Iterable[int] | None = None, since_id: int = 0,
+         records: dict[int, tuple[str, Any]] | None = None) -> dict[int, str]:
     """The damaged rows among ``ids`` (default: every row) with an id above ``since_id`` of
     the ``results`` table: row id -> what is wrong (module docstring). Reads the rows, their
-    samples and their checksums (when the file has them) once.
+    samples and their checksums (when the file has them) once. Where ``records`` is given,
+    the record each intact row's ``result_json`` was checked as is put there:
+    ``{row id: (result_json, RunRecord)}`` (a reader of the rows need not parse them again).
 
     Raises:
         ConfigError: a row's record was written by a newer dlperf (not damage: upgrade).
@@ -294,8 +302,12 @@ def scan(db: sqlite3.Connection, columns: Mapping[str, str],
                 problem = None
             bad[rid] = ("its checksum does not match its values (changed after it was "
                         "stored)" + (f": {problem}" if problem else ""))
-        elif problem := row_problem(row, columns):
-            bad[rid] = problem
+        else:
+            kept: list[Any] | None = [] if records is not None else None
+            if problem := row_problem(row, columns, kept):
+                bad[rid] = problem
+            elif kept and records is not None:
+                records[rid] = (row["result_json"], kept[0])
     current: Any = None
     acc: list[tuple[Any, ...]] = []
     sample_bad: str | None = None
@@ -328,6 +340,8 @@ def scan(db: sqlite3.Connection, columns: Mapping[str, str],
         if rid not in bad and rid in sums and rid not in with_samples and sums[rid][1] != empty:
             bad[rid] = ("the checksum of its raw samples does not match them (changed after "
                         "they were stored)")
+    for rid in bad if records is not None else ():
+        records.pop(rid, None)
     return bad
 
 

@@ -403,16 +403,19 @@ class ResultStore:
         self._scanned = self._db.execute(
             "SELECT COALESCE(MAX(id), 0) FROM results").fetchone()[0]
 
-    def damaged(self, *, warn: bool = True) -> dict[int, str]:
+    def damaged(self, *, warn: bool = True,
+                records: dict[int, tuple[str, RunRecord]] | None = None) -> dict[int, str]:
         """The damaged rows of the file (:func:`dlperf.results.rowcheck.scan`: wrong types,
         values out of bounds, a record that does not read, a checksum that does not match):
         row id -> what is wrong. Readers skip them; a :class:`~dlperf.results.rowcheck.
         DamagedRows` warning names new ones once per store (``warn=False``: not this time,
         for a caller that says it: :func:`dlperf.results.merge.open_results`). Rows are
-        scanned once; rows added later (by this store or another process) when next asked."""
+        scanned once; rows added later (by this store or another process) when next asked.
+        ``records``: where the rows scanned now leave their records (:func:`~dlperf.results.
+        rowcheck.scan`'s ``records``)."""
         top = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM results").fetchone()[0]
         if top > self._scanned:
-            found = scan(self._db, COLUMNS, since_id=self._scanned)
+            found = scan(self._db, COLUMNS, since_id=self._scanned, records=records)
             self._scanned = top
             self._damaged.update(found)
             if found and warn:
@@ -431,6 +434,10 @@ class ResultStore:
         Raises:
             ConfigError: a filter names an unknown column.
         """
+        return self._rows(latest, filters)
+
+    def _rows(self, latest: bool, filters: Mapping[str, Any],
+              records: dict[int, tuple[str, RunRecord]] | None = None) -> list[dict[str, Any]]:
         where: list[str] = []
         args: list[Any] = []
         for k, v in filters.items():
@@ -445,7 +452,7 @@ class ResultStore:
         if where:
             q += " WHERE " + " AND ".join(where)
         q += " ORDER BY id"
-        bad = self.damaged()
+        bad = self.damaged(records=records)
         out = []
         for r in self._db.execute(q, args):
             d = dict(r)
@@ -476,12 +483,17 @@ class ResultStore:
         Raises:
             ConfigError: a filter names an unknown column; a row was written by a newer dlperf.
         """
-        rows = self.rows(latest=latest, **filters)
+        # the records the first scan of the rows checks their JSON as (a filtered read keeps
+        # none: the rows it leaves out would be held until it returns)
+        parsed: dict[int, tuple[str, RunRecord]] | None = None if filters else {}
+        rows = self._rows(latest, filters, parsed)
+        done = parsed or {}
         if not (samples and lazy_samples):
-            return [record_of(r, self.samples(r["id"]) if samples else None) for r in rows]
+            return [record_of(r, self.samples(r["id"]) if samples else None,
+                              parsed=done.get(r["id"])) for r in rows]
         out = []
         for r in rows:
-            rec = record_of(r)
+            rec = record_of(r, parsed=done.get(r["id"]))
             rec._samples_from = functools.partial(self._attach_samples, r["id"])
             out.append(rec)
         return out

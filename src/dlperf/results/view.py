@@ -89,23 +89,31 @@ def _has_losses(phase: str) -> bool:
 
 
 def record_of(row: Mapping[str, Any],
-              raw: Mapping[str, Mapping[str, list[Any]]] | None = None) -> RunRecord:
+              raw: Mapping[str, Mapping[str, list[Any]]] | None = None,
+              parsed: tuple[str, RunRecord] | None = None) -> RunRecord:
     """The record of a store row (as from :meth:`ResultStore.rows`): its ``result_json`` read
     as a :class:`~dlperf.results.schema.RunRecord` (upgraded to the current schema), with its
     row id and sweep in ``stored``; with ``raw`` (:meth:`ResultStore.samples` of the row) also
     its raw ``samples`` (s) and ``losses`` (training phases, and any phase with a loss stored;
     a NaN loss reads back as None, SQLite keeps no NaN). A row without readable JSON gives the
-    record of its identity columns.
+    record of its identity columns. ``parsed``: ``(result_json, record)``, the record this
+    row's JSON was read as already (:func:`dlperf.results.rowcheck.scan`), taken as it is
+    where the row holds that JSON (the caller hands each such record out once).
 
     Raises:
         ConfigError: the row's record was written by a newer dlperf.
     """
-    res = result_of(row)
-    if not res:
-        res = {k: row.get(k) for k in ("run_key", "status", "error", "created_at", "model",
-                                       "framework", "mode", "device", "precision", "batch_size",
-                                       "grad_accum", "data", "threads") if k in row}
-    rec = RunRecord.from_dict(res)
+    if (parsed is not None and not isinstance(row.get("result"), dict)
+            and parsed[0] == row.get("result_json")):
+        rec = parsed[1]
+    else:
+        res = result_of(row)
+        if not res:
+            res = {k: row.get(k) for k in ("run_key", "status", "error", "created_at", "model",
+                                           "framework", "mode", "device", "precision",
+                                           "batch_size", "grad_accum", "data", "threads")
+                   if k in row}
+        rec = RunRecord.from_dict(res)
     attach_samples(rec, raw)
     if row.get("id") is not None:
         rec.stored = StoredAt(id=row["id"], sweep=row.get("sweep"))

@@ -147,3 +147,16 @@ def test_the_report_modules_import_no_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_prestart_starts_a_worker_before_any_figure_and_ends_it(tmp_path):
+    assert not _children()
+    with drawing_aside(workers=1, prestart=True):
+        deadline = time.monotonic() + 60
+        while not _children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(_children()) == 1  # up before any figure
+    assert not _children()  # no figure came: ended all the same
+    with drawing_aside(workers=1):
+        time.sleep(0.2)
+        assert not _children()  # without prestart: none until a figure comes

@@ -160,3 +160,20 @@ def test_prestart_starts_a_worker_before_any_figure_and_ends_it(tmp_path):
     with drawing_aside(workers=1):
         time.sleep(0.2)
         assert not _children()  # without prestart: none until a figure comes
+
+
+@pytest.mark.parametrize(("cpus", "load", "spare"), [
+    (2, 0.2, 1), (2, 1.0, 0), (2, 9.0, 0), (8, 0.0, 7), (8, 3.4, 4), (1, 0.0, 0)])
+def test_spare_cpus_are_the_idle_ones_less_this_process(monkeypatch, cpus, load, spare):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert drawing.spare_cpus() == spare
+
+
+def test_no_load_average_counts_every_cpu(monkeypatch):
+    def no_load():
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2})
+    monkeypatch.setattr(os, "getloadavg", no_load)
+    assert drawing.spare_cpus() == 2

@@ -41,12 +41,19 @@ _BOOT = ("import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); "
 
 
 def spare_cpus() -> int:
-    """The CPUs this process may run on, less the one it runs on itself (0 on one CPU)."""
+    """The CPUs this process may run on that are idle (less the one-minute load average,
+    rounded), less the one it runs on itself; 0 on one CPU or a busy machine, where a worker
+    would only add its start-up (under Linux's autogroup scheduling the processes of one
+    session share that session's part of a busy machine: a second one gets no more CPU)."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - macOS, Windows
         n = os.cpu_count() or 1
-    return max(0, n - 1)
+    try:
+        idle = min(n, round(n - os.getloadavg()[0]))
+    except (AttributeError, OSError):  # pragma: no cover - Windows: no load average
+        idle = n
+    return max(0, idle - 1)
 
 
 def _unpickled(blob: bytes) -> None:

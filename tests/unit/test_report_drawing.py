@@ -131,3 +131,32 @@ def test_what_does_not_pickle_or_no_spare_cpu_is_drawn_at_once(tmp_path, monkeyp
     with drawing_aside():
         draw(_write, tmp_path / "one.txt", "one")
         assert (tmp_path / "one.txt").read_text() == f"one {os.getpid()}"
+
+
+def test_the_report_modules_import_no_matplotlib():
+    """matplotlib is imported by the process that draws (a worker, or the report's own
+    process for a figure drawn in place), not by the report's modules."""
+    import subprocess
+    import sys
+
+    mods = ("dlperf.cli", "dlperf.report.sections", "dlperf.report.markdown",
+            "dlperf.report.html", "dlperf.report.plots", "dlperf.report.threads",
+            "dlperf.report.scaling", "dlperf.report.convergence", "dlperf.report.predicted")
+    code = (f"import sys; import {', '.join(mods)}; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_prestart_starts_a_worker_before_any_figure_and_ends_it(tmp_path):
+    assert not _children()
+    with drawing_aside(workers=1, prestart=True):
+        deadline = time.monotonic() + 60
+        while not _children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(_children()) == 1  # up before any figure
+    assert not _children()  # no figure came: ended all the same
+    with drawing_aside(workers=1):
+        time.sleep(0.2)
+        assert not _children()  # without prestart: none until a figure comes

@@ -665,7 +665,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
                     from dlperf.report.reuse import reusing_computations
 
                     # report.md and report.html: each section once, PNGs drawn meanwhile
-                    with reusing_computations(), drawing_aside():
+                    with reusing_computations(), drawing_aside(prestart=True):
                         path = write_full_report(db, Path(report_dir), "dlperf report", None)
                         html = write_html_report(db, Path(report_dir), "dlperf report", None)
                     out.print(f"report: {shown_path(html)} (interactive; open it in a browser) and "

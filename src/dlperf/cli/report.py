@@ -42,8 +42,8 @@ def report(
 
         paths = []
         # report.md and report.html: each section computed once; the PNGs drawn by worker
-        # processes meanwhile (all written when the block ends)
-        with reusing_computations(), drawing_aside():
+        # processes meanwhile (all written when the block ends; report.md has a plot per model)
+        with reusing_computations(), drawing_aside(prestart="md" in formats):
             if "md" in formats:
                 paths.append(write_full_report(db, output, title, target_loss))
             if "html" in formats:

@@ -7,9 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from dlperf.config.identity import label_of
 from dlperf.measure.convergence import (
     DEFAULT_WINDOW,
@@ -142,6 +139,9 @@ def plot_convergence(groups: Sequence[Mapping[str, Any]], out_dir: str | Path,
 
 def _draw_convergence(g: Mapping[str, Any], window: int, path: Path) -> None:
     """Write :func:`plot_convergence`'s PNG of the group ``g`` to ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(12.0, 4.5), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax_i, ax_t = fig.subplots(1, 2)

@@ -58,6 +58,9 @@ def _unpickled(blob: bytes) -> None:
 def _serve() -> None:
     """A worker's loop: draw each figure read from stdin, answer None or its error."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the report's process decides
+    # what every figure needs, imported while the first one is being asked for
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
     inp = sys.stdin.buffer
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # what a figure prints goes to stderr, not into the answers
@@ -100,9 +103,13 @@ class _Aside:
             self.count += 1
             self.cond.notify()
         if len(self.threads) < self.workers:
-            t = threading.Thread(target=self._feed, name="dlperf-drawing", daemon=True)
-            self.threads.append(t)
-            t.start()
+            self.start_worker()
+
+    def start_worker(self) -> None:
+        """One more worker process (and the thread that feeds it)."""
+        t = threading.Thread(target=self._feed, name="dlperf-drawing", daemon=True)
+        self.threads.append(t)
+        t.start()
 
     def _next(self) -> tuple[int, bytes] | None:
         with self.cond:
@@ -193,10 +200,12 @@ def draw(fn: Callable[..., Any], *args: Any) -> None:
 
 
 @contextlib.contextmanager
-def drawing_aside(workers: int | None = None) -> Iterator[None]:
+def drawing_aside(workers: int | None = None, *, prestart: bool = False) -> Iterator[None]:
     """While open, :func:`draw` hands figures to up to ``workers`` worker processes
     (default: :func:`spare_cpus`, at most :data:`MAX_WORKERS`; 0, or a context already open:
-    :func:`draw` draws at once) and returns. On closing, the figures no worker has started
+    :func:`draw` draws at once) and returns; a worker is started at the first figure, or,
+    with ``prestart`` (figures are sure to come), at once, so that it has imported matplotlib
+    by then. On closing, the figures no worker has started
     are drawn here, the others awaited and the workers ended: every figure is written when
     it closes. A worker that dies (killed, out of memory) has its figures drawn here. When
     the ``with`` body raises, the figures not started are dropped, the running ones awaited
@@ -212,6 +221,8 @@ def drawing_aside(workers: int | None = None) -> Iterator[None]:
         yield
         return
     aside = _ASIDE = _Aside(n)
+    if prestart:
+        aside.start_worker()
     try:
         try:
             yield

@@ -6,14 +6,13 @@ through ``pyplot``: no global backend switch, no figure registry to leak, safe i
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
-
-from matplotlib.ticker import LogFormatter
 
 from dlperf.report.drawing import draw
 from dlperf.report.tables import sort_rows, status_label
@@ -38,11 +37,25 @@ _LINE_SETTINGS = ("framework", "mode", "device", "nproc", "nnodes", "world_size"
 _MARKERS = ("o", "s", "^", "D", "v", "P", "*", "<", ">", "h")
 
 
-class _PlainLogFormatter(LogFormatter):
-    """LogFormatter's choice of which ticks to label, printed as plain numbers (0.1, 40, 6000)."""
+@functools.cache
+def _plain_log_formatter() -> type:
+    """The class of :func:`_PlainLogFormatter` (matplotlib is imported here, by the process
+    that draws)."""
+    from matplotlib.ticker import LogFormatter
 
-    def __call__(self, x: float, pos: int | None = None) -> str:
-        return f"{x:g}" if super().__call__(x, pos) else ""
+    class PlainLogFormatter(LogFormatter):
+        """LogFormatter's choice of which ticks to label, printed as plain numbers."""
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return f"{x:g}" if super().__call__(x, pos) else ""
+
+    return PlainLogFormatter
+
+
+def _PlainLogFormatter(**kwargs: Any) -> Any:  # noqa: N802 (stands for the class it makes)
+    """A ``LogFormatter(**kwargs)`` whose labels (its choice of which ticks to label) are
+    printed as plain numbers (0.1, 40, 6000)."""
+    return _plain_log_formatter()(**kwargs)
 
 
 def _finite(v: Any) -> bool:

@@ -12,9 +12,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from dlperf.report.cells import ENV_MARK, env_footnote, fmt_sig, md_escape
 from dlperf.report.drawing import draw
 
@@ -133,6 +130,9 @@ def plot_scaling(points: Sequence[Mapping[str, Any]], out_dir: str | Path) -> Pa
 def _draw_scaling(series: Mapping[tuple, list[Mapping[str, Any]]], top_efficiency: float,
                   path: Path) -> None:
     """Write :func:`plot_scaling`'s PNG of its ``series`` to ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(12.0, 4.8), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax_t, ax_e = fig.subplots(1, 2)

@@ -214,6 +214,41 @@ def test_implied_mode_only_where_the_base_mode_is_missing():
     assert implied_mode({"precision": "fp32"}, eager, eager.with_(precision="fp32"))[1] is None
 
 
+def test_a_compile_mode_is_kept_only_where_the_target_mode_takes_one():
+    from dlperf.perfmodel.calibrate import Config
+    from dlperf.perfmodel.request import apply_what_if, implied_mode
+    ro = Config("lstm", "torch", "graph", "bf16", "cuda", compile_mode="reduce-overhead")
+    for wi, mode in (({"framework": "jax"}, "xla"), ({"framework": "jax", "mode": "xla"}, "xla"),
+                     ({"mode": "eager"}, "eager")):
+        got, note = implied_mode(wi, ro, apply_what_if(wi, ro, 64)[0])
+        assert (got.framework, got.mode, got.compile_mode) == (wi.get("framework", "torch"),
+                                                                 mode, "default"), wi
+        assert "base's compile mode 'reduce-overhead' is not carried over" in note
+    # torch graph takes a compile mode: a precision what-if keeps it, and says nothing
+    fp32 = ro.with_(precision="fp32")
+    assert implied_mode({"precision": "fp32"}, ro, fp32) == (fp32, None)
+
+
+def test_a_framework_what_if_from_reduce_overhead_predicts_the_default_compile_mode():
+    """torch graph ``reduce-overhead`` -> jax: the target is jax xla at the default compile
+    mode (the one every stored jax point has), so its stored measurement is found and the
+    base's pairs are other models' reduce-overhead points with their jax twins."""
+    p = api.predict(H200_BOTH, "lstm", "torch", "graph", "bf16", "cuda", batch_size=64,
+                    compile_mode="reduce-overhead", what_if={"framework": "jax"})
+    assert p.config["compile_mode"] == "default" and p.config["mode"] == "xla"
+    assert p.measured_point is not None and p.measured_step_time_s > 0
+    pairs = p.explanation["what-if"]["pairs"]
+    assert pairs["host"] + pairs["device"]
+    assert p.explanation["what-if"]["base"] == "lstm torch/graph [reduce-overhead] cuda bf16"
+    assert any("is not carried over" in w and w.startswith("what-if target: ")
+               for w in p.warnings)
+    code, out, _ = _cli("--db", H200, "--db", ROOT / "h200x2", "--model", "lstm",
+                        "--framework", "torch", "--mode", "graph", "--precision", "bf16",
+                        "--compile-mode", "reduce-overhead", "-b", "64", "--what-if",
+                        "framework=jax")
+    assert code == 0 and out.startswith("lstm jax/xla cuda bf16 b=64 synthetic on "), out
+
+
 # -- 2. extrapolation ---------------------------------------------------------------------------
 
 def test_far_batches_warn_in_text_and_json(synth):

@@ -44,6 +44,14 @@ def _modules(tmp_path: Path, args: list[str]) -> tuple[set[str], str]:
     (["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
       "--data", "synthetic", "--layout", "auto", "-b", "96", "--explain"], ()),
     (["--model", "transformer", "--framework", "jax", "--precision", "fp32", "-b", "32"], ()),
+    # a first what-if reads its pairs' group fits and host lines from the table: no solver
+    (["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
+      "--data", "synthetic", "--layout", "auto", "-b", "96", "--what-if", "framework=jax"], ()),
+    (["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "fp32",
+      "--data", "synthetic", "--layout", "auto", "-b", "96", "--what-if", "precision=bf16",
+      "--what-if", "mode=graph"], ()),
+    (["--model", "lstm", "--framework", "jax", "--precision", "bf16", "-b", "64",
+      "--what-if", "framework=torch"], ()),
     # N devices: the scaling efficiency is perfmodel/scaling.py's, which reads result views
     (["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision", "bf16",
       "--data", "synthetic", "--layout", "auto", "-b", "192", "--nproc", "2"],

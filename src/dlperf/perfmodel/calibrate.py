@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dlperf.config.identity import label_of
+from dlperf.perfmodel import lsq
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel import special
@@ -467,9 +468,9 @@ class Calibration:
         command buffer, 0.28-0.51 ms of dispatch on the H200); the per-launch part, 9-18 us on
         the H200 (calibration2.db), is the ~1 us per kernel of the LSTM's ``lax.scan`` and the
         6-9 us per kernel of the ResNets alike. With one such model only: its host time per
-        launch, no fixed part. None without any."""
-        from scipy.optimize import nnls
-
+        launch, no fixed part. None without any. The problem is solved once
+        (:func:`lsq.solved`: a solution stored with the residual table is read, and scipy is
+        not loaded)."""
         per = self.counted_hosts(group, without_model, device_name, "launches")
         if not per:
             return None
@@ -479,7 +480,12 @@ class Calibration:
             return 0.0, h / n, models
         a = np.array([[1.0, n] for _, n in per.values()])
         y = np.array([h for h, _ in per.values()])
-        (fixed, slope), _ = nnls(a / y[:, None], np.ones_like(y))
+
+        def solve() -> np.ndarray:
+            from scipy.optimize import nnls
+
+            return nnls(a / y[:, None], np.ones_like(y))[0]
+        fixed, slope = lsq.solved("nnls " + lsq.digest(a, y), solve)
         return float(fixed), float(slope), models
 
     def host_per_op(self, group: tuple[str, str, str, str], without_model: str | None,

@@ -197,11 +197,12 @@ def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
     ``batch`` (a GEMM's speed-up from bf16 grows with its size), models of the same family
     first, with every pair tied with the last at that distance (:func:`nearest_pairs`). A pair
     is two points of one configuration (:meth:`Config.of`, data and loader workers included)
-    and its changed twin: real-data points pair too, whatever ``frm``'s data. A pair that also changes the layout is skipped (:func:`special.changes_layout`)."""
+    and its changed twin (precision, mode, framework and compile mode as ``to``'s): real-data
+    points pair too, whatever ``frm``'s data. A pair that also changes the layout is skipped (:func:`special.changes_layout`)."""
     from dlperf.zoo import SPECS
     fam = getattr(SPECS.get(frm.model), "family", None)
     f_target = cal.work(frm.model, frm.framework, frm.precision).flops(batch)
-    changes = {k: getattr(to, k) for k in ("precision", "mode", "framework")
+    changes = {k: getattr(to, k) for k in ("precision", "mode", "framework", "compile_mode")
                if getattr(to, k) != getattr(frm, k)}
     samples: dict[str, list[tuple[int, float, float, str, str, int]]] = {"host": [],
                                                                          "device": []}

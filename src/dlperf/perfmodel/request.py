@@ -437,26 +437,38 @@ def apply_what_if(what_if: Mapping[str, Any], cfg: Config, batch_size: int
 
 def implied_mode(what_if: Mapping[str, Any], base: Config, target: Config
                  ) -> tuple[Config, str | None]:
-    """A framework what-if without a mode: the target framework's default mode (the first of
-    its registry entry's ``modes``) where the base's mode is not one of its modes, and the note
-    that says so; otherwise ``target`` unchanged and None.
+    """What a what-if implies but does not say: the target framework's default mode (the
+    first of its registry entry's ``modes``) for a framework what-if without a mode where the
+    base's mode is not one of the target framework's modes, and the default compile mode for
+    a target whose mode takes none; with the note that says so (None where nothing was
+    implied).
 
     ``--what-if framework=jax`` from torch eager predicts jax xla (JAX has no eager mode), as
     ``--what-if framework=jax mode=xla`` does; from torch graph the same. A mode given in the
     what-if, a framework not in the registry, or a base mode the target framework has, leave
-    the target as it is (:func:`check_target` then judges it).
+    the mode as it is (:func:`check_target` then judges it). A base's compile mode (torch
+    graph ``reduce-overhead``) is kept only where the target's mode takes one (the registry's
+    ``compile_modes``, torch's ``graph``): jax xla or torch eager runs at ``default``, as
+    every stored point of such a mode does (``dlperf run`` refuses another).
     """
     keys = {str(k).strip().replace("-", "_") for k in what_if}
     info = framework_info(target.framework)
-    if ("framework" not in keys or "mode" in keys or target.framework == base.framework
-            or info is None or not info.modes or target.mode in info.modes):
-        return target, None
-    mode = info.modes[0]
-    title = info.title or target.framework
-    return target.with_(mode=mode), (
-        f"--what-if framework={target.framework}: {title} has no mode {target.mode!r} (its "
-        f"modes: {', '.join(info.modes)}), so its default mode {mode!r} is predicted "
-        f"(give --what-if mode=... for another)")
+    notes = []
+    if ("framework" in keys and "mode" not in keys and target.framework != base.framework
+            and info is not None and info.modes and target.mode not in info.modes):
+        mode = info.modes[0]
+        notes.append(f"--what-if framework={target.framework}: {info.title or target.framework}"
+                     f" has no mode {target.mode!r} (its modes: {', '.join(info.modes)}), so "
+                     f"its default mode {mode!r} is predicted (give --what-if mode=... for "
+                     "another)")
+        target = target.with_(mode=mode)
+    if (target.compile_mode != "default" and info is not None
+            and target.mode not in info.compile_modes):
+        notes.append(f"{target.framework}/{target.mode} takes no compile mode, so the base's "
+                     f"compile mode {target.compile_mode!r} is not carried over: its default "
+                     "is predicted")
+        target = target.with_(compile_mode="default")
+    return target, "; ".join(notes) or None
 
 
 def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:

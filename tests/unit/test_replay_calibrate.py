@@ -79,3 +79,26 @@ def test_calibrate_on_cpu_stores_a_profile(tmp_path):
         "WHERE r.model = 'fcn5_tiny' AND r.precision = 'fp32'")}
     con.close()
     assert traced >= {4, 8}  # one traced iteration at each batch size asked for
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--model", "resnt50"], "did you mean 'resnet50'"),
+    (["--model", "resnet50", "--precision", "fp16"], "valid precisions: bf16, fp32, tf32"),
+    (["--model", "resnet50", "--mode", "grph"], "did you mean 'graph'"),
+    (["--profile-model", "fcn55"], "--profile-model"),
+    (["--device", "gpu"], "valid devices"),
+])
+def test_every_input_is_checked_before_anything_is_measured(tmp_path, monkeypatch, args, said):
+    """A typo in a model name, a precision calibrate cannot run, a bad mode, profile model or
+    device is refused at once with the valid choices, not after the profile points have
+    been measured (a fresh user waited 164 s for a profile and never heard of the typo)."""
+    import dlperf.api
+
+    ran = []
+    monkeypatch.setattr(dlperf.api, "sweep", lambda *a, **k: ran.append(a))
+    db = tmp_path / "c.db"
+    r = CliRunner().invoke(app, ["calibrate", "--db", str(db), "--name", "x", "--device", "cpu",
+                                 "--budget-s", "1", *args])
+    assert r.exit_code == 2, r.output
+    assert said in r.output
+    assert ran == [] and not db.exists()

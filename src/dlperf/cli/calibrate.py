@@ -20,8 +20,10 @@ Then the device profile (:class:`dlperf.perfmodel.hardware.GpuProfile`: the data
 GPU with everything measured put in its place) is stored under ``--name`` in the results
 file's ``meta`` table, where ``dlperf predict --gpu NAME`` finds it. A point that fails is a
 stored failure, not the end of the calibration; the budget (``--budget-s``) stops starting new
-points once spent. ``--device cuda`` where no CUDA GPU is usable is refused before anything
-runs, and when no profile point is measured no profile is stored (exit 2, with the first
+points once spent. Every input is checked before anything runs, as ``dlperf run`` checks
+its own (:func:`check_inputs`: a misspelt model is refused with a "did you mean", a precision
+other than the framework's fp32 / tf32 / bf16 with the list, ``--device cuda`` where no CUDA
+GPU is usable, ...), and when no profile point is measured no profile is stored (exit 2, with the first
 failure): a profile of nothing would give ``predict --gpu NAME`` absurd times.
 """
 
@@ -173,7 +175,8 @@ def calibrate(
         "--batch-sizes", help="Batch sizes of each model's traced points, comma-separated.")]
     = "16,64",
     precision: Annotated[str, typer.Option("--precision", help="Precision of the model "
-                                                               "points.")] = "bf16",
+                                                               "points: fp32, tf32 or bf16 (those "
+                                                               "the framework has).")] = "bf16",
     mode: Annotated[str | None, typer.Option("--mode", help="Mode of the model points (the "
                                                             "framework's default if not "
                                                             "given).")] = None,
@@ -219,8 +222,12 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     device = resolve_device(device)  # cuda where none is usable: refused before anything runs
     precs = [p for p in ("fp32", "tf32", "bf16") if p in info.precisions] or ["fp32"]
     defaults = {"iterations": ITERATIONS, "data": "synthetic", "timeout_s": 300}
-    prof_out = api.sweep(_profile_grid(framework, device, profile_model, profile_batch, precs),
-                         defaults=defaults, name=f"calibrate-{name}-profile", db=db)
+    profile_grid = _profile_grid(framework, device, profile_model, profile_batch, precs)
+    model_grid = (_model_grid(framework, device, models, batches, precision, mode)
+                  if models else [])
+    check_inputs(db, defaults, profile_grid, model_grid)
+    prof_out = api.sweep(profile_grid, defaults=defaults, name=f"calibrate-{name}-profile",
+                         db=db)
     profile_results = [r for r in prof_out.results if r.identity.status == "ok"]
     ids = _stored_ids(db, profile_model, framework, device, profile_batch)
     if not ids:
@@ -234,8 +241,8 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
             typer.echo(f"budget of {budget_s:.0f} s spent: {m} and later models not traced "
                        "(run the same command again to continue)", err=True)
             break
-        api.sweep(_model_grid(framework, device, [m], batches, precision, mode),
-                  defaults=defaults, name=f"calibrate-{name}", db=db)
+        api.sweep([{**model_grid[0], "model": [m]}], defaults=defaults,
+                  name=f"calibrate-{name}", db=db)
     device_name = _device_name(db, ids) or (profile_results[0].device_name
                                             if profile_results else None)
     prof = build_profile(db, name, device_name, ids)
@@ -254,6 +261,39 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     typer.echo("  host-to-device copies (GB/s): " + ", ".join(
         f"{k} {v / 1e9:.1f}" if v else f"{k} not measured" for k, v in h2d.items()))
     typer.echo(f"  measured: {', '.join(prof.measured) or 'nothing'}; the rest: {prof.source}")
+
+
+def check_inputs(db: str, defaults: dict[str, Any], profile_grid: list[dict[str, Any]],
+                 model_grid: list[dict[str, Any]]) -> list[Any]:
+    """Every point of the calibration checked before any is measured, as ``dlperf run``
+    checks its points (:func:`dlperf.config.expand_grid` with its flag names: models with a
+    "did you mean", precisions, modes, batch sizes; :func:`dlperf.sweep.preflight`: the
+    framework has the model; :func:`dlperf.cli.common.check_memory`: the batch fits; the
+    processes can be made here; ``--db`` can be written). Returns the points (profile points
+    first).
+
+    Raises:
+        ConfigError: the first bad input, naming its flag (``--profile-model`` /
+            ``--profile-batch`` for the profile points); nothing is run or stored.
+    """
+    from dlperf.cli.common import check_db, check_memory
+    from dlperf.config import expand_grid
+    from dlperf.config.limits import check_points_here
+    from dlperf.placement import check_here
+    from dlperf.sweep import preflight
+
+    check_db(db, must_exist=False, write=True)
+    try:
+        points = expand_grid(defaults, profile_grid, cli=True)
+    except ConfigError as e:
+        raise ConfigError(f"--profile-model / --profile-batch: {e}") from None
+    if model_grid:
+        points += expand_grid(defaults, model_grid, cli=True)
+    preflight(points)  # the framework implements each model; synthetic data need no check
+    check_memory(points, db)
+    check_points_here(points)
+    check_here((p.hardware.cpu_bind, p.parallel.nproc) for p in points)
+    return points
 
 
 def _stored_ids(db: str, model: str, framework: str, device: str, batch: int) -> list[int]:

@@ -489,12 +489,11 @@ def _measured_points(lib: TraceLibrary, model: str, framework: str, mode: str,
                      precision: str, batch: int, device_name: str) -> list[Any]:
     """The stored untraced one-device points of exactly this configuration and batch on
     ``device_name``'s GPU."""
-    want = hardware.short_name(device_name)
     return [p for p in lib.recs.points
             if p.config[:4] == (model, framework, mode, precision) and p.batch_size == batch
             and p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default"
             and not p.instrumented and p.layout in (None, "auto") and p.grad_accum == 1
-            and hardware.short_name(p.device_name) == want]
+            and hardware.same_gpu(p.device_name, device_name)]
 
 
 def answer(db: Any, model: str, framework: str | None, mode: str | None,
@@ -570,7 +569,7 @@ def device_memory_bytes(lib: TraceLibrary, prof: hardware.GpuProfile) -> float |
     (:data:`DATASHEET_MEMORY_GIB`); None if neither is known."""
     want = hardware.short_name(prof.device_name or prof.name)
     v = [p.device_memory_total_bytes for p in lib.recs.points if p.device_memory_total_bytes
-         and hardware.short_name(p.device_name) == want]
+         and hardware.same_gpu(p.device_name, prof.device_name or prof.name)]
     if v:
         return float(statistics.median(v))
     gib = DATASHEET_MEMORY_GIB.get(want or "")

@@ -6,7 +6,7 @@ What runs, in order, each point a fresh worker through the sweep machinery (resu
 second call continues where the first stopped, a finished point is not measured again):
 
 1. the **profile points**: a small model (``--profile-model``, default ``fcn5``) at each
-   precision the framework has, with the ceilings microbenchmarks on (a square-GEMM ladder at
+   precision the framework has (on the CPU not tf32, a GPU tensor-core mode: fp32 there), with the ceilings microbenchmarks on (a square-GEMM ladder at
    2048-8192 per precision and the ``y = 2x`` bandwidth kernel,
    :mod:`dlperf.perfmodel.ceilings`) and ``--timeline``: GEMM ceilings per precision at a few
    shapes, memory bandwidth, host-to-device copy bandwidth from pinned and pageable memory
@@ -231,6 +231,10 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
         raise ConfigError("--name: give the profile a name, e.g. h100")
     device = resolve_device(device)  # cuda where none is usable: refused before anything runs
     precs = [p for p in ("fp32", "tf32", "bf16") if p in info.precisions] or ["fp32"]
+    if device == "cpu" and "tf32" in precs:  # a GPU tensor-core mode: fp32 again on a CPU
+        precs.remove("tf32")
+        typer.echo("no tf32 profile point on the CPU: TF32 is a GPU tensor-core mode, so a "
+                   "CPU's tf32 is its fp32 (measured as fp32)", err=True)
     # the model points' precision first: the ceiling their replay needs, should the budget
     # leave the others out
     precs.sort(key=lambda p: p != precision)

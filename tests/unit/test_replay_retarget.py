@@ -4,6 +4,7 @@ transforms are chosen by what is stored, and a GPU never at hand is marked and w
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,14 @@ def test_the_cli_refuses_a_gpu_name_that_only_resembles_a_datasheets():
         assert r.exit_code == 2 and f"did you mean {close}" in r.output, r.output
     ok = CliRunner().invoke(app, base + ["H100-SXM", "--format", "json"])
     assert ok.exit_code == 0 and '"gpu": "NVIDIA H100 80GB HBM3"' in ok.output, ok.output
+
+
+def test_the_gpu_answer_always_holds_its_measured_points():
+    # no H100 measurement in the H200 file: an empty {} (the step-level answer's type), not absent
+    d = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h100")
+    assert d["measured_points"] == {} and d["measured_step_time_s"] is None
+    two = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 128, "h100", nproc=2)
+    assert two["measured_points"] == {}
+    own = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h200")
+    assert own["measured_points"] and own["measured_step_time_s"] == pytest.approx(
+        statistics.median(own["measured_points"].values()))

@@ -294,12 +294,14 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                          dst_gpu.device_name or "")
     dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
                                dst_gpu.device_name or "")
-    dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)} if measured else {}
+    # every stored measurement of this point on the target ({} where none: the key is always
+    # there, as in the step-level answer)
+    dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)}
     if nproc > 1:  # not validated, and nothing measured of it on one GPU
         st, dp["assumptions"] = data_parallel(lib, st, used[0], nproc)
         category += f" + data parallel x{nproc} (not validated)"
         measured = None
-        dp.pop("measured_points", None)
+        dp["measured_points"] = {}
     r = replay.simulate(st)
     r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle, r.bound)
     lo_s, hi_s = band(r.step_s, half)

@@ -294,12 +294,14 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                          dst_gpu.device_name or "")
     dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
                                dst_gpu.device_name or "")
-    dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)} if measured else {}
+    # every stored measurement of this point on the target ({} where none: the key is always
+    # there, as in the step-level answer)
+    dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)}
     if nproc > 1:  # not validated, and nothing measured of it on one GPU
         st, dp["assumptions"] = data_parallel(lib, st, used[0], nproc)
         category += f" + data parallel x{nproc} (not validated)"
         measured = None
-        dp.pop("measured_points", None)
+        dp["measured_points"] = {}
     r = replay.simulate(st)
     r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle, r.bound)
     lo_s, hi_s = band(r.step_s, half)
@@ -489,12 +491,11 @@ def _measured_points(lib: TraceLibrary, model: str, framework: str, mode: str,
                      precision: str, batch: int, device_name: str) -> list[Any]:
     """The stored untraced one-device points of exactly this configuration and batch on
     ``device_name``'s GPU."""
-    want = hardware.short_name(device_name)
     return [p for p in lib.recs.points
             if p.config[:4] == (model, framework, mode, precision) and p.batch_size == batch
             and p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default"
             and not p.instrumented and p.layout in (None, "auto") and p.grad_accum == 1
-            and hardware.short_name(p.device_name) == want]
+            and hardware.same_gpu(p.device_name, device_name)]
 
 
 def answer(db: Any, model: str, framework: str | None, mode: str | None,
@@ -570,7 +571,7 @@ def device_memory_bytes(lib: TraceLibrary, prof: hardware.GpuProfile) -> float |
     (:data:`DATASHEET_MEMORY_GIB`); None if neither is known."""
     want = hardware.short_name(prof.device_name or prof.name)
     v = [p.device_memory_total_bytes for p in lib.recs.points if p.device_memory_total_bytes
-         and hardware.short_name(p.device_name) == want]
+         and hardware.same_gpu(p.device_name, prof.device_name or prof.name)]
     if v:
         return float(statistics.median(v))
     gib = DATASHEET_MEMORY_GIB.get(want or "")

@@ -166,3 +166,25 @@ def test_no_tf32_profile_point_on_the_cpu(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert ran == ["fcn5 bf16 b=64", "fcn5 fp32 b=64"]
     assert "no tf32 profile point on the CPU" in r.output
+
+
+def test_a_cpu_profile_prints_and_stores_no_nan(tmp_path, monkeypatch):
+    """A CPU's traces have no kernel launches: the output says the launch call is n/a there,
+    not ``nan us``, and the stored profile holds null, not a NaN that `predict --gpu`'s
+    readers would take for a number."""
+    import json
+    import re
+    import sqlite3
+
+    _timed_sweep(monkeypatch, 1.0)
+    db = str(tmp_path / "c.db")
+    r = CliRunner().invoke(app, ["calibrate", "--db", db, "--name", "cpu-x", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert "launch call n/a (cpu: no kernel launches)" in r.output
+    assert "host probe not measured" in r.output  # the fake results have no probe
+    assert not re.search(r"\bnan\b", r.output, re.IGNORECASE), r.output
+    con = sqlite3.connect(db)
+    (raw,) = con.execute("SELECT value FROM meta WHERE key = 'device_profile:cpu-x'").fetchone()
+    con.close()
+    assert "NaN" not in raw and json.loads(raw)["launch_s"] is None
+    assert H.stored_profiles(db)["cpu-x"].launch_s is None

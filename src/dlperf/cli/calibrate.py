@@ -268,8 +268,8 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     typer.echo(f"device profile {prof.name!r} ({prof.device_name}) stored in {db} after "
                f"{took:.0f} s")
     typer.echo(f"  GEMM ceilings (TFLOP/s): {g}; bandwidth {prof.bandwidth_bytes_per_s / 1e9:.0f}"
-               f" GB/s; host probe {prof.host_speed_ns or float('nan'):.1f} ns; launch call "
-               f"{(prof.launch_s or float('nan')) * 1e6:.1f} us")
+               f" GB/s; host probe {_shown(prof.host_speed_ns, 1, 'ns', 'not measured')}; "
+               f"launch call {_shown(prof.launch_s, 1e6, 'us', _NO_LAUNCH.get(device))}")
     h2d = {"pinned": prof.h2d_bytes_per_s, "pageable": prof.h2d_pageable_bytes_per_s}
     typer.echo("  host-to-device copies (GB/s): " + ", ".join(
         f"{k} {v / 1e9:.1f}" if v else f"{k} not measured" for k, v in h2d.items()))
@@ -349,6 +349,21 @@ def check_inputs(db: str, defaults: dict[str, Any], profile_grid: list[dict[str,
     check_points_here(points)
     check_here((p.hardware.cpu_bind, p.parallel.nproc) for p in points)
     return points
+
+
+#: What the output says of a profile without a launch call, by device: a CPU's traces have no
+#: kernel launches (the profile stores none, not a NaN).
+_NO_LAUNCH = {"cpu": "n/a (cpu: no kernel launches)"}
+
+
+def _shown(value: float | None, scale: float, unit: str, missing: str | None) -> str:
+    """``value x scale`` with its ``unit`` (one decimal), or ``missing`` (default ``not
+    measured``) where there is no finite value: never ``nan``."""
+    import math
+
+    if value is None or not math.isfinite(value):
+        return missing or "not measured"
+    return f"{value * scale:.1f} {unit}"
 
 
 def _stored_ids(db: str, model: str, framework: str, device: str, batch: int) -> list[int]:

@@ -632,6 +632,14 @@ def _store_fits(recs: Records) -> None:
         fc.write_solutions(f, {**fc.read_solutions(f), **solved})
 
 
+def ddp_overhead(recs: Records) -> dp.DDPOverhead:
+    """DDP's own overhead ``rho``, ``kappa`` fitted on every stored N-device / 1-device pair of
+    ``recs`` (:func:`dlperf.perfmodel.dataparallel.fit_ddp_overhead`; both 0 and no pairs
+    without one), as an N-device prediction of the step-level model takes them; made once per
+    process and records."""
+    return _ddp_overhead(recs, [])[0]
+
+
 def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     def make() -> dp.DDPOverhead:
         dp_cal = Calibration(recs, lambda p: p in withheld,

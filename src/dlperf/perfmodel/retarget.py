@@ -39,7 +39,7 @@ from typing import Any
 
 from dlperf.config.identity import label_of
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import comm, hardware, replay, transforms
+from dlperf.perfmodel import hardware, replay, transforms
 
 #: The replay model's version, recorded with predictions registered before a measurement
 #: (benchmarks/h100/predict.py): 1, Habitat's gamma = 1 for every non-GEMM kernel; 2, a
@@ -94,7 +94,10 @@ class TracePrediction:
     Attributes:
         step_s: the predicted steady-state iteration time (s).
         interval_s: ``(low, high)`` (s), the back-test's 90% band of the category.
-        host_s, device_s: the replayed iteration's host work and summed device time (s).
+        host_s, device_s: the replayed iteration's host work and summed device time (s); with
+            ``nproc > 1`` the data-parallel ``H (1 + rho)`` and ``D + kappa H + X``
+            (:func:`data_parallel`). ``extra["parts"]`` holds them with what composes them
+            into the step, ``extra["composition"]`` the rule in words.
         bound: ``host`` or ``device``.
         gpu: the target profile's name; ``datasheet_only``: nothing of it measured.
         category: the back-test category the prediction belongs to.
@@ -212,12 +215,13 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             probe's noise and a batch transform's, cancels; Habitat likewise scales measured
             kernel times).
         nproc: data parallel over this many GPUs of one node, ``batch_size`` per GPU
-            (:func:`data_parallel`; not validated: no multi-GPU timeline is stored).
+            (:func:`data_parallel`: the step-level model's ratio on the one-GPU replay; not
+            back-tested with the replay: no multi-GPU timeline is stored).
 
     Raises:
         ConfigError: no trace of the model, framework and mode is stored (the step-level
-            model is the fallback), the GPU is unknown, or data parallel cannot be placed
-            (no backward op in the trace, no parameter count stored).
+            model is the fallback), the GPU is unknown, or data parallel has no parameter
+            count stored.
     """
     held_out = set(exclude)
     fam = [p for p in lib.points(model, framework, mode)
@@ -298,24 +302,40 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                                           f"{src_gpu.name} to anchor the move on" if anchor
                                           else "the unanchored variant was asked for"))
     half, source = interval(key, dst_gpu.datasheet_only, nproc)
-    measured = _measured(lib, model, framework, mode, precision, batch_size,
-                         dst_gpu.device_name or "")
-    dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
-                               dst_gpu.device_name or "")
     # every stored measurement of this point on the target ({} where none: the key is always
-    # there, as in the step-level answer)
+    # there, as in the step-level answer); for nproc > 1, of nproc ranks of one node
+    dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
+                               dst_gpu.device_name or "", nproc)
+    measured = statistics.median(p.step_time_s for p in dst_pts) if dst_pts else None
     dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)}
-    if nproc > 1:  # not validated, and nothing measured of it on one GPU
-        st, dp["assumptions"] = data_parallel(lib, st, used[0], nproc)
-        category += f" + data parallel x{nproc} (not validated)"
-        measured = None
-        dp["measured_points"] = {}
     r = replay.simulate(st)
-    r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle, r.bound)
-    lo_s, hi_s = band(r.step_s, half)
+    step_s, host_s, device_s, bound = r.step_s * anchored, r.host_s, r.device_s, r.bound
+    dp["parts"] = {"host_s": host_s, "device_s": device_s,
+                   "device_gap_s": r.step_s - r.device_s}
+    dp["composition"] = (
+        f"step = anchor x (device_s + device_gap_s) = {anchored:.3f} x "
+        f"({r.device_s * 1e3:.3f} + {(r.step_s - r.device_s) * 1e3:.3f}) ms: the replayed "
+        "queue's period, its summed kernel time plus the device's idle time waiting on "
+        "launches, queue gaps and cross-stream waits (negative where streams overlap); "
+        "never below host_s (" + ("the host sets it: host-bound)" if bound == "host"
+                                  else "device-bound)"))
+    if nproc > 1:  # the step-level model's data-parallel ratio on the one-GPU replay
+        one = step_s
+        step_s, parts, words, dp["assumptions"] = data_parallel(
+            lib, one, host_s, device_s, used[0], model, framework, mode, precision,
+            batch_size, nproc)
+        host_s, device_s = parts["host_s"], parts["device_s"]
+        bound = "host" if host_s >= device_s else "device"
+        dp["parts"] = {**parts, "one_gpu_step_s": one, "one_gpu_device_gap_s":
+                       r.step_s - r.device_s}
+        dp["composition"] = words
+        st = st.with_note(f"data parallel x{nproc}: the step-level model's DDP overhead and "
+                          "WFBP all-reduce (docs/perfmodel.md, Data parallel)")
+        category += f" + data parallel x{nproc} (not validated with the replay)"
+    lo_s, hi_s = band(step_s, half)
     return TracePrediction(
-        step_s=r.step_s, interval_s=(lo_s, hi_s), host_s=r.host_s, device_s=r.device_s,
-        bound=r.bound, gpu=dst_gpu.name, datasheet_only=dst_gpu.datasheet_only,
+        step_s=step_s, interval_s=(lo_s, hi_s), host_s=host_s, device_s=device_s,
+        bound=bound, gpu=dst_gpu.name, datasheet_only=dst_gpu.datasheet_only,
         category=category, sources=tuple(f"{p.source}:{p.result_id}" for p in used),
         transforms=tuple(st.meta.get("transforms", [])), measured_s=measured,
         extra={"source_gpu": src_gpu.name, "source_precision": src_prec,
@@ -386,51 +406,80 @@ def host_session(points: Sequence[Any]) -> str:
 DP_WIDEN = 2.0
 
 
-def data_parallel(lib: TraceLibrary, st: replay.StepTrace, point: Any, nproc: int
-                  ) -> tuple[replay.StepTrace, list[str]]:
-    """``st`` (one GPU's iteration) as one rank of DDP over ``nproc`` GPUs of one node
-    (:func:`~dlperf.perfmodel.transforms.to_data_parallel`: each bucket's all-reduce on a
-    stream of its own after its gradient-ready op, wait-free backpropagation), and the
-    assumptions it rests on, in words.
+def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: float,
+                  point: Any, model: str, framework: str, mode: str, precision: str,
+                  batch: int, nproc: int
+                  ) -> tuple[float, dict[str, float], str, list[str]]:
+    """The step of DDP over ``nproc`` GPUs of one node, ``batch`` per GPU, from one GPU's
+    replayed step ``one_s`` (s, anchored where it was) and its replayed host and summed device
+    times ``H``, ``D``: the step-level model's data parallel (docs/perfmodel.md, "Data
+    parallel"; :func:`dlperf.perfmodel.dataparallel.predict_pair`'s form) ::
 
-    The gradient bytes are the stored point's parameters x 4 (float32 gradients, also under
-    bf16 autocast), in DDP's default buckets (the first 1 MiB, then 25 MiB:
-    :func:`dlperf.perfmodel.equations.uniform_buckets`); each all-reduce's time is the stored
-    all-reduce sweep's fit for ``nproc`` ranks where the files hold one, else a ring over
-    NVLink 4 (:func:`dlperf.perfmodel.dataparallel.comm_for_records`).
+        T_N = T_1 x step_s(H (1 + rho), D + kappa H + X) / step_s(H, D)
+
+    ``rho``, ``kappa`` DDP's own host and device work fitted on the stored N-device / 1-device
+    pairs (:func:`dlperf.perfmodel.api.ddp_overhead`; 0 without a pair, said so), ``X`` the
+    exposed all-reduce of the WFBP recursion over the recorded buckets of a stored DDP run of
+    the model where there is one, else DDP's default buckets of ``params x 4`` B ready
+    uniformly over a backward of 2/3 of ``D`` (:func:`dlperf.perfmodel.dataparallel.
+    exposed_comm`), each bucket at the stored all-reduce sweep's fit for ``nproc`` ranks, else
+    the link model (:func:`dlperf.perfmodel.model.comm_time_fn`).
+
+    Returns:
+        ``(T_N, parts, composition, assumptions)``: ``parts`` ``host_s`` ``H (1 + rho)``,
+        ``device_s`` ``D + kappa H + X``, ``exposed_comm_s`` ``X``, ``one_device_host_s``
+        ``H``, ``one_device_device_s`` ``D`` (s); ``composition`` the rule in words with its
+        numbers; ``assumptions`` in words.
 
     Raises:
-        ConfigError: the stored point has no parameter count, or the trace no backward op.
+        ConfigError: the stored point has no parameter count.
     """
-    from dlperf.perfmodel import dataparallel as dp
+    import types
+
+    from dlperf.perfmodel import api
+    from dlperf.perfmodel import dataparallel as dpm
     from dlperf.perfmodel import equations as eq
+    from dlperf.perfmodel import model as pm
+    from dlperf.perfmodel.calibrate import Calibration
 
     if not point.params:
         raise ConfigError(f"the stored point {point.source}:{point.result_id} has no parameter "
                           "count: the gradient bytes to all-reduce are unknown")
-    grad = dp.gradient_bytes(point.params)
-    sizes = [b.size_bytes for b in eq.uniform_buckets(grad, 1.0)]
-    comm_s = dp.comm_for_records(lib.recs)(nproc)
-    measured = any(c.nranks == nproc for c in lib.recs.collectives)
-    try:
-        out = transforms.to_data_parallel(st, sizes, comm_s)
-    except ValueError as e:
-        raise ConfigError(f"data parallel cannot be placed on this trace: {e}") from None
+    ddp = api.ddp_overhead(lib.recs)
+    cal = Calibration(lib.recs, share_efficiencies=api.shared_fits(lib.recs))
+    fn, desc, comm_measured, _ = pm.comm_time_fn(cal, nproc, 1, None)
+    target = types.SimpleNamespace(model=model, framework=framework, mode=mode,
+                                   precision=precision, device="cuda")
+    prof = dpm.recorded_profile(lib.recs.points, target, nproc, batch)
+    x, _ = dpm.exposed_comm(point.params, device_s, fn, profile=prof)
+    hn, dn = eq.dp_parts_s(host_s, device_s, x, ddp.rho, ddp.kappa)
+    ratio = eq.step_s(hn, dn) / eq.step_s(host_s, device_s)
+    parts = {"host_s": hn, "device_s": dn, "exposed_comm_s": x, "one_device_host_s": host_s,
+             "one_device_device_s": device_s}
+    words = (f"step = T_1 x step_s(H (1 + rho), D + kappa H + X) / step_s(H, D) = "
+             f"{one_s * 1e3:.3f} ms x step_s({hn * 1e3:.3f}, {dn * 1e3:.3f}) / "
+             f"step_s({host_s * 1e3:.3f}, {device_s * 1e3:.3f}) = {one_s * 1e3:.3f} x "
+             f"{ratio:.4f}, step_s(H, D) = (H^{eq.SMOOTH_P:g} + D^{eq.SMOOTH_P:g})^"
+             f"(1/{eq.SMOOTH_P:g}); T_1 the one-GPU replay, H = one_device_host_s, D = "
+             f"one_device_device_s, rho = {ddp.rho:.4g}, kappa = {ddp.kappa:.4g}, X = "
+             "exposed_comm_s (the step-level model's data parallel)")
     notes = [
-        "not validated: no multi-GPU timeline is stored; the interval is the one-GPU "
-        f"band x{DP_WIDEN:g}",
-        f"{nproc} GPUs of one node, each running the global batch / {nproc}; each rank's host "
-        "as one GPU's (a process and CPU cores of its own), no DDP hook or input pipeline cost",
-        f"gradients {grad / 2**20:.1f} MiB ({point.params:,} parameters x "
-        f"{eq.GRAD_BYTES_PER_PARAM} B) in {len(sizes)} DDP buckets (first "
-        f"{eq.FIRST_BUCKET_BYTES / 2**20:g} MiB, then {eq.DEFAULT_BUCKET_CAP_MB:g} MiB), "
-        "ready in reverse parameter order at the backward's device-time share of their bytes",
-        "each all-reduce on a stream of its own overlapping the rest of the backward (WFBP), "
-        "the optimizer after the last; its time "
-        + ("from the stored all-reduce sweep of this rank count" if measured
-           else f"a ring over NVLink 4 ({comm.LINKS['nvlink4'].source.split(';')[0]})"),
+        "the step-level model's data-parallel ratio (docs/perfmodel.md, Data parallel; "
+        "back-tested there on the stored H200 2-GPU points) on the one-GPU replay; the "
+        f"combination is not back-tested: the interval is the one-GPU band x{DP_WIDEN:g}",
+        f"{nproc} GPUs of one node, each running the global batch / {nproc}; no input "
+        "pipeline cost",
+        (f"DDP's own work: rho = {ddp.rho:.4g} (host), kappa = {ddp.kappa:.4g} (device, per "
+         f"unit of host time), fitted on {len(ddp.pairs)} stored N-device/1-device pairs"
+         if ddp.pairs else "DDP's own work taken as 0 (rho = kappa = 0): no stored N-device "
+         "point pairs with a one-device series in these files"),
+        f"all-reduce: {'measured' if comm_measured else 'modelled'}: {desc}",
+        *dpm.assumptions(prof),
     ]
-    return out, notes
+    if not prof:
+        notes.append(f"gradients {dpm.gradient_bytes(point.params) / 2**20:.1f} MiB "
+                     f"({point.params:,} parameters)")
+    return one_s * ratio, parts, words, notes
 
 
 def host_ratio(lib: TraceLibrary, src: hardware.GpuProfile,
@@ -506,12 +555,14 @@ def _words(pts: Mapping[str, float]) -> str:
 
 
 def _measured_points(lib: TraceLibrary, model: str, framework: str, mode: str,
-                     precision: str, batch: int, device_name: str) -> list[Any]:
-    """The stored untraced one-device points of exactly this configuration and batch on
-    ``device_name``'s GPU."""
+                     precision: str, batch: int, device_name: str, nproc: int = 1
+                     ) -> list[Any]:
+    """The stored untraced points of exactly this configuration on ``device_name``'s GPU:
+    ``nproc`` ranks of one node (1: one device), ``batch`` per device."""
     return [p for p in lib.recs.points
-            if p.config[:4] == (model, framework, mode, precision) and p.batch_size == batch
-            and p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default"
+            if p.config[:4] == (model, framework, mode, precision)
+            and p.per_device_batch == batch and p.world_size == nproc and p.nnodes == 1
+            and p.data == "synthetic" and p.compile_mode == "default"
             and not p.instrumented and p.layout in (None, "auto") and p.grad_accum == 1
             and hardware.same_gpu(p.device_name, device_name)]
 
@@ -573,13 +624,16 @@ def cli_keys(d: Mapping[str, Any], batch_size: int) -> dict[str, Any]:
     """A :meth:`TracePrediction.to_dict` under the step-level answer's key names
     (:data:`CLI_KEYS`: ``predicted_step_time_s``, ``gpu`` the device model name, ...), with
     ``samples_per_s`` (the global ``batch_size`` / the step), ``interval_level`` (0.9) and
-    ``parts`` (``host_s``, ``device_s``; empty where no timeline was replayed) as it has them.
+    ``parts``: the prediction's own (:func:`predict`: ``host_s``, ``device_s`` and what
+    composes them into the step, the rule in ``composition``), else ``host_s`` and
+    ``device_s`` as it has them (empty where no timeline was replayed).
     """
     out = {CLI_KEYS.get(k, k): v for k, v in d.items() if k not in ("host_s", "device_s")}
     out["samples_per_s"] = batch_size / d["step_s"]
     out["interval_level"] = 0.9
-    out["parts"] = {k: d[k] for k in ("host_s", "device_s")
-                    if isinstance(d.get(k), float) and math.isfinite(d[k])}
+    out["parts"] = {k: v for k, v in (d.get("parts") or {
+        k: d.get(k) for k in ("host_s", "device_s")}).items()
+        if isinstance(v, float) and math.isfinite(v)}
     return out
 
 
@@ -706,6 +760,8 @@ def text(d: Mapping[str, Any]) -> str:
     if d.get("parts"):
         lines.append("parts: " + ", ".join(f"{k} {v * 1e3:.3f} ms"
                                            for k, v in d["parts"].items()))
+    if d.get("composition"):
+        lines.append(f"composed: {d['composition']}")
     pts = d.get("measured_points")
     if d.get("measured_step_time_s"):
         lines.append(f"on {name}: " + (_words(pts) if pts else

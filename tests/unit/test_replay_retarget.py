@@ -229,3 +229,16 @@ def test_the_gpu_answer_always_holds_its_measured_points():
     own = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h200")
     assert own["measured_points"] and own["measured_step_time_s"] == pytest.approx(
         statistics.median(own["measured_points"].values()))
+
+
+def test_every_gpu_answer_says_whether_and_why_it_is_anchored():
+    move = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 64, "h100")
+    own = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 64, "h200")
+    # the same stored measurements: the move is anchored on them, the own GPU is not, and says why
+    assert move["anchor"]["factor"] != 1.0 and move["anchor"]["rule"].startswith("x")
+    assert own["measured_points"] and own["anchor"]["factor"] == 1.0
+    assert "the traces' own GPU" in own["anchor"]["rule"]
+    assert "\nanchor: none: the traces' own GPU" in retarget.text(own)
+    off = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 48, "h100")
+    assert off["anchor"]["factor"] == 1.0 and "no stored untraced measurement" in \
+        off["anchor"]["rule"]

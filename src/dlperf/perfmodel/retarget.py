@@ -269,6 +269,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         key = "precision" if transforms.is_half(precision) else "precision, to fp32"
     dst_gpu = src_gpu
     anchored = 1.0  # measured / replayed on the source GPU, where measured
+    anchor_why = ANCHOR_SAME_GPU.format(category=key)
     hr = None
     if gpu is not None:
         dst_gpu = lib.gpu(gpu)
@@ -289,6 +290,13 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                 anchored = m_src / on_src
                 st = st.with_note(f"anchored: x{anchored:.3f} ({measured_words(m_pts)} "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
+                anchor_why = (f"x{anchored:.3f}, the {src_gpu.name} measurement / its replay "
+                              f"(a move to another GPU is anchored on the source GPU's stored "
+                              "measurement of the point: docs/replay.md)")
+            else:
+                anchor_why = ("none: " + (f"no stored untraced measurement of this point on "
+                                          f"{src_gpu.name} to anchor the move on" if anchor
+                                          else "the unanchored variant was asked for"))
     half, source = interval(key, dst_gpu.datasheet_only, nproc)
     measured = _measured(lib, model, framework, mode, precision, batch_size,
                          dst_gpu.device_name or "")
@@ -313,9 +321,19 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         extra={"source_gpu": src_gpu.name, "source_precision": src_prec,
                "host_probe_s": probe_s, "host_move": host, "nproc": nproc,
                "gpu_name": gpu_name(dst_gpu), "interval_from": source,
+               "anchor": {"factor": anchored, "rule": anchor_why},
                "host_session": host_session(used) + (
                    f", scaled to the {dst_gpu.name} profile's host by {host} probes"
                    if hr is not None else ""), **dp})
+
+
+#: Why a prediction on the traces' own GPU is not anchored (:func:`predict`): anchoring is the
+#: GPU move's (``measured x replay on the target / replay on the source``, docs/replay.md).
+ANCHOR_SAME_GPU = (
+    "none: the traces' own GPU, so the replay's own answer (back-tested as the '{category}' "
+    "rows); anchored on this GPU's measurement of the point it would be that measurement, "
+    "which is shown beside it where stored, and anchoring a batch or precision change was "
+    "tried on the development rows and not taken (docs/replay.md)")
 
 
 def nearest_pair(batches: Sequence[int], batch: int) -> tuple[int, int]:
@@ -692,6 +710,8 @@ def text(d: Mapping[str, Any]) -> str:
     if d.get("measured_step_time_s"):
         lines.append(f"on {name}: " + (_words(pts) if pts else
                                        f"measured {d['measured_step_time_s'] * 1e3:.3f} ms"))
+    if d.get("anchor"):
+        lines.append(f"anchor: {d['anchor']['rule']}")
     lines += [line(d[k]) for k, line in _TEXT_LINES if d.get(k)]
     return "\n".join(lines)
 

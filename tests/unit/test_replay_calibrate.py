@@ -79,3 +79,112 @@ def test_calibrate_on_cpu_stores_a_profile(tmp_path):
         "WHERE r.model = 'fcn5_tiny' AND r.precision = 'fp32'")}
     con.close()
     assert traced >= {4, 8}  # one traced iteration at each batch size asked for
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--model", "resnt50"], "did you mean 'resnet50'"),
+    (["--model", "resnet50", "--precision", "fp16"], "valid precisions: bf16, fp32, tf32"),
+    (["--model", "resnet50", "--mode", "grph"], "did you mean 'graph'"),
+    (["--profile-model", "fcn55"], "--profile-model"),
+    (["--device", "gpu"], "valid devices"),
+])
+def test_every_input_is_checked_before_anything_is_measured(tmp_path, monkeypatch, args, said):
+    """A typo in a model name, a precision calibrate cannot run, a bad mode, profile model or
+    device is refused at once with the valid choices, not after the profile points have
+    been measured (a fresh user waited 164 s for a profile and never heard of the typo)."""
+    import dlperf.api
+
+    ran = []
+    monkeypatch.setattr(dlperf.api, "sweep", lambda *a, **k: ran.append(a))
+    db = tmp_path / "c.db"
+    r = CliRunner().invoke(app, ["calibrate", "--db", str(db), "--name", "x", "--device", "cpu",
+                                 "--budget-s", "1", *args])
+    assert r.exit_code == 2, r.output
+    assert said in r.output
+    assert ran == [] and not db.exists()
+
+
+def _timed_sweep(monkeypatch, point_s: float):
+    """``api.sweep`` replaced by one that stores an ok result of each point at once and moves
+    calibrate's clock on by ``point_s`` per point; returns the labels of the points run."""
+    from types import SimpleNamespace
+
+    import dlperf.api
+    import dlperf.cli.calibrate as C
+    from dlperf.config import expand_grid
+    from dlperf.results.schema import new_record
+    from dlperf.results.store import ResultStore
+    from dlperf.stats import summarize
+    from fakes import FakeClock
+
+    clock, ran = FakeClock(), []
+
+    def sweep(grid, *, defaults=None, name="", db=None, **_):
+        recs = []
+        for cfg in expand_grid(defaults or {}, grid):
+            rec = new_record(cfg, "ok", summary=summarize([0.01] * 5).to_dict())
+            with ResultStore(db) as s:
+                s.add(rec.to_dict())
+            ran.append(f"{cfg.workload.model} {cfg.hardware.precision} b={cfg.global_batch}")
+            clock.advance(point_s)
+            recs.append(rec)
+        return SimpleNamespace(results=recs)
+
+    monkeypatch.setattr(dlperf.api, "sweep", sweep)
+    monkeypatch.setattr(C, "time", SimpleNamespace(monotonic=lambda: clock.t))
+    return ran
+
+
+def test_the_budget_bounds_the_profile_points_too(tmp_path, monkeypatch):
+    """--budget-s 15 with 10 s points: the first profile point runs (a profile needs one), no
+    other starts once the time spent plus the longest point would pass the budget, and the
+    output names every point left out; the same command again continues with the next."""
+    ran = _timed_sweep(monkeypatch, 10.0)
+    db = str(tmp_path / "c.db")
+    args = ["calibrate", "--db", db, "--name", "cpu-x", "--device", "cpu", "--precision",
+            "fp32", "--model", "resnet50", "--batch-sizes", "16,64", "--budget-s", "15"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert ran == ["fcn5 fp32 b=64"]  # the model points' precision first
+    assert "--budget-s 15 spent after 10 s" in r.output
+    assert ("left out (not measured): profile fcn5 bf16 b=64; resnet50 fp32 b=16; resnet50 "
+            "fp32 b=64") in r.output.replace("\n", " ")
+    assert "cpu-x" in H.stored_profiles(db)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert ran == ["fcn5 fp32 b=64", "fcn5 bf16 b=64"]
+    assert "resuming: 1 of 4 calibration points already in" in r.output
+    assert "left out (not measured): resnet50 fp32 b=16; resnet50 fp32 b=64" in r.output
+
+
+def test_no_tf32_profile_point_on_the_cpu(tmp_path, monkeypatch):
+    """TF32 is a GPU tensor-core mode: on the CPU a tf32 point measures fp32 again, so the
+    profile has none there, and the output says why."""
+    ran = _timed_sweep(monkeypatch, 1.0)
+    db = str(tmp_path / "c.db")
+    r = CliRunner().invoke(app, ["calibrate", "--db", db, "--name", "cpu-x", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert ran == ["fcn5 bf16 b=64", "fcn5 fp32 b=64"]
+    assert "no tf32 profile point on the CPU" in r.output
+
+
+def test_a_cpu_profile_prints_and_stores_no_nan(tmp_path, monkeypatch):
+    """A CPU's traces have no kernel launches: the output says the launch call is n/a there,
+    not ``nan us``, and the stored profile holds null, not a NaN that `predict --gpu`'s
+    readers would take for a number."""
+    import json
+    import re
+    import sqlite3
+
+    _timed_sweep(monkeypatch, 1.0)
+    db = str(tmp_path / "c.db")
+    r = CliRunner().invoke(app, ["calibrate", "--db", db, "--name", "cpu-x", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert "launch call n/a (cpu: no kernel launches)" in r.output
+    assert "host probe not measured" in r.output  # the fake results have no probe
+    assert not re.search(r"\bnan\b", r.output, re.IGNORECASE), r.output
+    con = sqlite3.connect(db)
+    (raw,) = con.execute("SELECT value FROM meta WHERE key = 'device_profile:cpu-x'").fetchone()
+    con.close()
+    assert "NaN" not in raw and json.loads(raw)["launch_s"] is None
+    assert H.stored_profiles(db)["cpu-x"].launch_s is None

@@ -4,6 +4,7 @@ transforms are chosen by what is stored, and a GPU never at hand is marked and w
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,41 @@ def test_the_gpu_answer_uses_the_step_level_key_names_and_prints_throughput():
     assert d["interval_group"].startswith("the replay back-test")
     t = retarget.text(d)
     assert f"{d['samples_per_s']:.1f} samples/s" in t and "parts: host_s" in t
+
+
+def test_the_cli_refuses_a_gpu_name_that_only_resembles_a_datasheets():
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    base = ["predict", "--db", str(H200), "--model", "resnet50", "--framework", "torch",
+            "--mode", "eager", "--precision", "bf16", "-b", "64", "--gpu"]
+    for name, close in (("h1000", "h100"), ("a1000", "a100"), ("a10g", "a10")):
+        r = CliRunner().invoke(app, base + [name])
+        assert r.exit_code == 2 and f"did you mean {close}" in r.output, r.output
+    ok = CliRunner().invoke(app, base + ["H100-SXM", "--format", "json"])
+    assert ok.exit_code == 0 and '"gpu": "NVIDIA H100 80GB HBM3"' in ok.output, ok.output
+
+
+def test_the_gpu_answer_always_holds_its_measured_points():
+    # no H100 measurement in the H200 file: an empty {} (the step-level answer's type), not absent
+    d = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h100")
+    assert d["measured_points"] == {} and d["measured_step_time_s"] is None
+    two = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 128, "h100", nproc=2)
+    assert two["measured_points"] == {}
+    own = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h200")
+    assert own["measured_points"] and own["measured_step_time_s"] == pytest.approx(
+        statistics.median(own["measured_points"].values()))
+
+
+def test_every_gpu_answer_says_whether_and_why_it_is_anchored():
+    move = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 64, "h100")
+    own = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 64, "h200")
+    # the same stored measurements: the move is anchored on them, the own GPU is not, and says why
+    assert move["anchor"]["factor"] != 1.0 and move["anchor"]["rule"].startswith("x")
+    assert own["measured_points"] and own["anchor"]["factor"] == 1.0
+    assert "the traces' own GPU" in own["anchor"]["rule"]
+    assert "\nanchor: none: the traces' own GPU" in retarget.text(own)
+    off = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 48, "h100")
+    assert off["anchor"]["factor"] == 1.0 and "no stored untraced measurement" in \
+        off["anchor"]["rule"]

@@ -46,6 +46,36 @@ def test_datasheets_resolve_by_short_or_driver_name():
         H.datasheet("tpu-v5")
 
 
+@pytest.mark.parametrize("name, key", [
+    ("h100", "h100"), ("H100", "h100"), ("h100-sxm", "h100"), ("H100_SXM5", "h100"),
+    ("nvidia h100 80gb hbm3", "h100"), ("h100 pcie", "h100-pcie"), ("NVIDIA H200", "h200"),
+    ("A100-SXM4-80GB", "a100"), ("a100-40gb", "a100-40gb"), ("Tesla V100-SXM2-32GB", "v100"),
+    ("L40S", "l40s"), ("a10", "a10")])
+def test_a_datasheet_is_found_by_any_of_its_exact_names(name, key):
+    assert H.datasheet(name).name == key and H.short_name(name) == key
+
+
+@pytest.mark.parametrize("name, close", [
+    ("h1000", "h100"), ("h100x", "h100"), ("a1000", "a100"), ("a10g", "a10"),
+    ("v1000", "v100"), ("NVIDIA RTX A1000", None), ("NVIDIA H200 NVL", "h200")])
+def test_a_name_that_only_contains_or_extends_a_datasheets_is_refused(name, close):
+    with pytest.raises(ConfigError, match="no datasheet") as e:
+        H.datasheet(name)
+    msg = str(e.value)
+    assert "known: h100, h100-pcie, h200" in msg
+    if close:
+        assert "did you mean" in msg and close in msg.split("did you mean")[1].split("?")[0]
+    assert H.short_name(name) is None
+
+
+def test_same_gpu_compares_datasheets_or_exact_names():
+    assert H.same_gpu("NVIDIA H100 80GB HBM3", "h100-sxm")
+    assert not H.same_gpu("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe")
+    assert H.same_gpu("NVIDIA RTX A1000", "nvidia rtx a1000")
+    assert not H.same_gpu("NVIDIA RTX A1000", "NVIDIA A100-SXM4-80GB")
+    assert not H.same_gpu(None, None)
+
+
 def test_profile_round_trips_through_a_results_file(tmp_path):
     db = str(tmp_path / "r.db")
     p = replace(H.datasheet("h100"), name="my-h100", host_speed_ns=90.0, measured=("bandwidth",))
@@ -55,6 +85,9 @@ def test_profile_round_trips_through_a_results_file(tmp_path):
     assert H.resolve("my-h100", paths=db) == p
     assert H.resolve("NVIDIA H100 80GB HBM3", paths=db) == p   # by the driver's name
     assert H.resolve("a100", paths=db).name == "a100"           # datasheet only
+    assert H.resolve("My_H100", paths=db) == p                  # case, separators
+    with pytest.raises(ConfigError, match="did you mean h100.*stored profiles: my-h100"):
+        H.resolve("h1000", paths=db)
 
 
 def test_same_gpu_is_the_identity():

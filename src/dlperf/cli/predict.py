@@ -277,7 +277,7 @@ def predict(
     amortise_iters: Annotated[int, typer.Option(help="With --dai-table: iterations a one-off graph optimisation (compile) is amortised over.")] = 10_000,
     format: Annotated[str, typer.Option(help="text or json.")] = "text",
     explain: Annotated[bool, typer.Option("--explain", help="Also print the numbers the prediction was made of, to check by hand against src/dlperf/perfmodel/equations.py: the series and every row of its fit (points, priors, probes, anchors; z: the row's pull at the fit), H, d0, d1, a what-if's ratios and their pairs, rho, kappa and X for N devices, the interval's rows and ranks (docs/perfmodel.md, What a prediction prints). Costs no fit.")] = False,
-    gpu: Annotated[str | None, typer.Option("--gpu", help="Predict on this GPU by replaying stored per-kernel timelines (docs/replay.md): a `dlperf calibrate` profile's name, or a datasheet's (h100, h200, a100, l40s, ...; then marked datasheet only). With --nproc N: DDP over N such GPUs of one node (not validated; its assumptions are printed).")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Predict on this GPU by replaying stored per-kernel timelines (docs/replay.md): a `dlperf calibrate` profile's name, or a datasheet's exact name (h100, h100-sxm, 'NVIDIA H100 80GB HBM3', h200, a100, l40s, ...; case and separators ignored; then marked datasheet only). With --nproc N: DDP over N such GPUs of one node (not validated; its assumptions are printed).")] = None,
 ) -> None:
     """Predict the iteration time, throughput and scaling efficiency of a configuration from stored results (the performance model, docs/perfmodel.md)."""
     def body() -> None:

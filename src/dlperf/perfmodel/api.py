@@ -299,6 +299,7 @@ class Request:
     withheld: tuple[Point, ...]
     note: str | None
     target_note: str | None = None  # a mode the what-if implied (rq.implied_mode)
+    changes: tuple[str, ...] = ()  # what the what-if changes (whatif_changes)
     gpu: str | None = None  # the GPU model selected among several loaded (rq.gpu_of)
 
     @property
@@ -363,7 +364,8 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                      and (p.world_size, p.nnodes, p.per_device_batch) == (world, nnodes, b)
                      and not p.variant)
     return Request(base, target, gbatch, b, world, nnodes, net, host_ns,
-                   gbatch != batch_size and target == base, withheld, note, implied, gpu)
+                   gbatch != batch_size and target == base, withheld, note, implied,
+                   whatif_changes(base, target, gbatch != batch_size, host_ns), gpu)
 
 
 def _divisible(global_batch: int, world: int) -> None:
@@ -682,6 +684,26 @@ def whatif_category(base: Config, target: Config, host_ns: float | None = None) 
     return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
 
 
+def whatif_changes(base: Config, target: Config, batch_changed: bool = False,
+                   host_ns: float | None = None) -> tuple[str, ...]:
+    """What a what-if from ``base`` to ``target`` changes, each a change one back-test
+    category judges alone: ``framework`` (with the mode it implies), else ``mode``;
+    ``precision``; ``batch``; ``host speed``. Empty for no what-if. A what-if of two or more
+    is judged by no category (:data:`NOT_BACKTESTED`)."""
+    out = []
+    if target.framework != base.framework:
+        out.append("framework")
+    elif target.mode != base.mode:
+        out.append("mode")
+    if target.precision != base.precision:
+        out.append("precision")
+    if batch_changed:
+        out.append("batch")
+    if host_ns is not None:
+        out.append("host speed")
+    return tuple(out)
+
+
 def _not_tested(d: Draft, change: str) -> str:
     return (f"the '{d.path}' back-test: {change} is not back-tested on stored pairs, so its own "
             "error is not known here")
@@ -690,13 +712,18 @@ def _not_tested(d: Draft, change: str) -> str:
 #: The predictions whose own path no back-test judges, in the order they are checked, each
 #: ``(applies, why)`` of ``(draft, request, the device counts of the stored N-device points)``:
 #: N devices of a count no stored point has (the stored counts' residuals stand in), a
-#: host-speed what-if, a framework what-if not in :data:`FRAMEWORK_WHATIFS` (its path's
-#: residuals stand in). Their interval is borrowed at a wider level (:func:`_interval_of`).
+#: what-if of several changes at once (:func:`whatif_changes`: the category
+#: :func:`whatif_category` gives it, which judges one of them, stands in), a host-speed
+#: what-if, a framework what-if not in :data:`FRAMEWORK_WHATIFS` (its path's residuals stand
+#: in). Their interval is borrowed at a wider level (:func:`_interval_of`).
 NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
                             Callable[[Draft, Request, set[int]], str]], ...] = (
     (lambda d, req, stored: req.world > 1 and req.world not in stored,
      lambda d, req, stored: f"the {sorted(stored)}-device back-test: no stored measurement of "
                             f"{req.world} devices"),
+    (lambda d, req, stored: len(req.changes) > 1,
+     lambda d, req, stored: _not_tested(d, f"a what-if of several changes ({rq._and(list(req.changes))}:"
+                                           " the category judges one change alone)")),
     (lambda d, req, stored: req.host_ns is not None,
      lambda d, req, stored: _not_tested(d, "a host-speed change")),
     (lambda d, req, stored: (req.target.framework != req.base.framework

@@ -194,38 +194,85 @@ DATASHEETS: dict[str, GpuProfile] = {
                 "NVIDIA V100 datasheet (SXM2)"),
 }
 
-#: Substrings of a driver's device name that identify a datasheet (first match wins: the
-#: PCIe and 40GB variants before their SXM siblings).
-_MATCH = (("H100 PCIe", "h100-pcie"), ("H100", "h100"), ("H200", "h200"),
-          ("A100-PCIE-40GB", "a100-40gb"), ("A100", "a100"), ("L40S", "l40s"),
-          ("A10", "a10"), ("V100", "v100"))
+#: Names of each datasheet besides its key and its driver device name (matched by
+#: :func:`norm_name`: case, separators and a leading ``NVIDIA``/``Tesla`` ignored). Only names
+#: of that exact part: an ``A100 80GB PCIe`` (1.9 TB/s), an ``H200 NVL`` or a ``V100-SXM2-16GB``
+#: is another card, and an RTX A1000 or an A10G is not an A100 or an A10.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "h100": ("H100 SXM", "H100 SXM5", "H100 SXM5 80GB", "H100 80GB HBM3"),
+    "h100-pcie": ("H100 PCIe",),
+    "h200": ("H200 SXM", "H200 SXM 141GB"),
+    "a100": ("A100 SXM", "A100 SXM4", "A100 SXM4 80GB"),
+    "a100-40gb": ("A100 PCIe 40GB",),
+    "l40s": (),
+    "a10": (),
+    "v100": ("V100 SXM2", "V100 SXM2 32GB"),
+}
+
+
+def norm_name(name: str) -> str:
+    """A GPU name as it is matched: lower case, letters and digits only, without a leading
+    ``nvidia`` or ``tesla`` (``"NVIDIA H100 80GB HBM3"`` -> ``"h10080gbhbm3"``, ``"h100-sxm"``
+    -> ``"h100sxm"``)."""
+    key = "".join(c for c in name.lower() if c.isalnum())
+    for vendor in ("nvidia", "tesla"):
+        if key.startswith(vendor) and len(key) > len(vendor):
+            key = key[len(vendor):]
+    return key
+
+
+def _names() -> dict[str, str]:
+    """:func:`norm_name` of every name of every datasheet (its key, its driver device name,
+    :data:`ALIASES`) -> the datasheet's key."""
+    out: dict[str, str] = {}
+    for key, prof in DATASHEETS.items():
+        for n in (key, prof.device_name or key, *ALIASES.get(key, ())):
+            out[norm_name(n)] = key
+    return out
 
 
 def datasheet(name: str) -> GpuProfile:
-    """The datasheet profile of ``name``: a short name of :data:`DATASHEETS` (``h100``) or a
-    driver's device name (``NVIDIA H100 80GB HBM3``).
+    """The datasheet profile of ``name``: exactly one of a datasheet's names (its
+    :data:`DATASHEETS` key ``h100``, its driver device name ``NVIDIA H100 80GB HBM3`` or an
+    :data:`ALIASES` name ``h100-sxm``), case, separators and a leading ``NVIDIA`` ignored
+    (:func:`norm_name`). No prefix or substring matches: ``h1000`` is no H100.
 
     Raises:
-        ConfigError: no datasheet matches (the message lists the known ones).
+        ConfigError: no datasheet has that name; the message gives the close names (did you
+            mean) and the known ones.
     """
-    key = name.strip().lower()
-    if key in DATASHEETS:
-        return DATASHEETS[key]
-    for sub, short in _MATCH:
-        if sub.lower() in key:
-            return DATASHEETS[short]
-    raise ConfigError(f"no datasheet for GPU {name!r}; known: {', '.join(DATASHEETS)}, or "
-                      "run `dlperf calibrate` on it to store a measured profile")
+    import difflib
+
+    names = _names()
+    key = norm_name(name)
+    if key in names:
+        return DATASHEETS[names[key]]
+    close = difflib.get_close_matches(key, list(names), n=6, cutoff=0.6)
+    shown = list(dict.fromkeys(names[c] for c in close))
+    hint = f"did you mean {' or '.join(shown)}? " if shown else ""
+    raise ConfigError(f"no datasheet for GPU {name!r}; {hint}known: {', '.join(DATASHEETS)} "
+                      "(or a full name such as 'NVIDIA H100 80GB HBM3', 'h100-sxm'), or run "
+                      "`dlperf calibrate` on it to store a measured profile")
 
 
 def short_name(device_name: str | None) -> str | None:
-    """The :data:`DATASHEETS` key of a driver's device name, None if none matches."""
+    """The :data:`DATASHEETS` key of a GPU name (a driver's device name or any name
+    :func:`datasheet` takes), None if none is exactly that name."""
     if not device_name:
         return None
-    try:
-        return datasheet(device_name).name
-    except ConfigError:
-        return None
+    return _names().get(norm_name(device_name))
+
+
+def same_gpu(a: str | None, b: str | None) -> bool:
+    """Whether two GPU names (driver device names, profile names) name the same card: the
+    same datasheet (:func:`short_name`), else, for cards without one, the same
+    :func:`norm_name`; a missing name matches nothing."""
+    if not a or not b:
+        return False
+    sa, sb = short_name(a), short_name(b)
+    if sa or sb:
+        return sa == sb
+    return norm_name(a) == norm_name(b)
 
 
 def blocks_per_sm(threads_per_block: int, registers: int | None, shared_bytes: int | None,
@@ -338,21 +385,29 @@ def resolve(name: str, paths: Any = None, points: Any = None) -> GpuProfile:
     key = name.strip().lower()
     if key.startswith(DATASHEET_PREFIX):
         return datasheet(key[len(DATASHEET_PREFIX):])
+    stored: dict[str, GpuProfile] = {}
     if paths is not None:
         stored = stored_profiles(paths)
         for pname, prof in stored.items():
-            if pname.lower() == key or (prof.device_name or "").lower() == key:
+            if norm_name(pname) == norm_name(name) or (
+                    prof.device_name and norm_name(prof.device_name) == norm_name(name)):
                 return prof
         short = short_name(name)
         for prof in stored.values():
             if short and short_name(prof.device_name) == short:
                 return prof
+    try:
+        sheet = datasheet(name)
+    except ConfigError as e:
+        if not stored:
+            raise
+        raise ConfigError(f"{e}; stored profiles: {', '.join(sorted(stored))}") from None
     if points is not None:
         names = sorted({p.device_name for p in points if p.device_name})
         for dn in names:
-            if short_name(dn) == datasheet(name).name:
+            if short_name(dn) == sheet.name:
                 return profile_from_points(points, dn)
-    return datasheet(name)
+    return sheet
 
 
 def achieved_like(dst: GpuProfile, src: GpuProfile) -> GpuProfile:

@@ -269,6 +269,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         key = "precision" if transforms.is_half(precision) else "precision, to fp32"
     dst_gpu = src_gpu
     anchored = 1.0  # measured / replayed on the source GPU, where measured
+    anchor_why = ANCHOR_SAME_GPU.format(category=key)
     hr = None
     if gpu is not None:
         dst_gpu = lib.gpu(gpu)
@@ -289,17 +290,26 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                 anchored = m_src / on_src
                 st = st.with_note(f"anchored: x{anchored:.3f} ({measured_words(m_pts)} "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
+                anchor_why = (f"x{anchored:.3f}, the {src_gpu.name} measurement / its replay "
+                              f"(a move to another GPU is anchored on the source GPU's stored "
+                              "measurement of the point: docs/replay.md)")
+            else:
+                anchor_why = ("none: " + (f"no stored untraced measurement of this point on "
+                                          f"{src_gpu.name} to anchor the move on" if anchor
+                                          else "the unanchored variant was asked for"))
     half, source = interval(key, dst_gpu.datasheet_only, nproc)
     measured = _measured(lib, model, framework, mode, precision, batch_size,
                          dst_gpu.device_name or "")
     dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
                                dst_gpu.device_name or "")
-    dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)} if measured else {}
+    # every stored measurement of this point on the target ({} where none: the key is always
+    # there, as in the step-level answer)
+    dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)}
     if nproc > 1:  # not validated, and nothing measured of it on one GPU
         st, dp["assumptions"] = data_parallel(lib, st, used[0], nproc)
         category += f" + data parallel x{nproc} (not validated)"
         measured = None
-        dp.pop("measured_points", None)
+        dp["measured_points"] = {}
     r = replay.simulate(st)
     r = replay.ReplayResult(r.step_s * anchored, r.host_s, r.device_s, r.device_idle, r.bound)
     lo_s, hi_s = band(r.step_s, half)
@@ -311,9 +321,19 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         extra={"source_gpu": src_gpu.name, "source_precision": src_prec,
                "host_probe_s": probe_s, "host_move": host, "nproc": nproc,
                "gpu_name": gpu_name(dst_gpu), "interval_from": source,
+               "anchor": {"factor": anchored, "rule": anchor_why},
                "host_session": host_session(used) + (
                    f", scaled to the {dst_gpu.name} profile's host by {host} probes"
                    if hr is not None else ""), **dp})
+
+
+#: Why a prediction on the traces' own GPU is not anchored (:func:`predict`): anchoring is the
+#: GPU move's (``measured x replay on the target / replay on the source``, docs/replay.md).
+ANCHOR_SAME_GPU = (
+    "none: the traces' own GPU, so the replay's own answer (back-tested as the '{category}' "
+    "rows); anchored on this GPU's measurement of the point it would be that measurement, "
+    "which is shown beside it where stored, and anchoring a batch or precision change was "
+    "tried on the development rows and not taken (docs/replay.md)")
 
 
 def nearest_pair(batches: Sequence[int], batch: int) -> tuple[int, int]:
@@ -489,12 +509,11 @@ def _measured_points(lib: TraceLibrary, model: str, framework: str, mode: str,
                      precision: str, batch: int, device_name: str) -> list[Any]:
     """The stored untraced one-device points of exactly this configuration and batch on
     ``device_name``'s GPU."""
-    want = hardware.short_name(device_name)
     return [p for p in lib.recs.points
             if p.config[:4] == (model, framework, mode, precision) and p.batch_size == batch
             and p.world_size == 1 and p.data == "synthetic" and p.compile_mode == "default"
             and not p.instrumented and p.layout in (None, "auto") and p.grad_accum == 1
-            and hardware.short_name(p.device_name) == want]
+            and hardware.same_gpu(p.device_name, device_name)]
 
 
 def answer(db: Any, model: str, framework: str | None, mode: str | None,
@@ -570,7 +589,7 @@ def device_memory_bytes(lib: TraceLibrary, prof: hardware.GpuProfile) -> float |
     (:data:`DATASHEET_MEMORY_GIB`); None if neither is known."""
     want = hardware.short_name(prof.device_name or prof.name)
     v = [p.device_memory_total_bytes for p in lib.recs.points if p.device_memory_total_bytes
-         and hardware.short_name(p.device_name) == want]
+         and hardware.same_gpu(p.device_name, prof.device_name or prof.name)]
     if v:
         return float(statistics.median(v))
     gib = DATASHEET_MEMORY_GIB.get(want or "")
@@ -692,6 +711,8 @@ def text(d: Mapping[str, Any]) -> str:
     if d.get("measured_step_time_s"):
         lines.append(f"on {name}: " + (_words(pts) if pts else
                                        f"measured {d['measured_step_time_s'] * 1e3:.3f} ms"))
+    if d.get("anchor"):
+        lines.append(f"anchor: {d['anchor']['rule']}")
     lines += [line(d[k]) for k, line in _TEXT_LINES if d.get(k)]
     return "\n".join(lines)
 

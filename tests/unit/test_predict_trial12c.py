@@ -1,0 +1,46 @@
+"""A fresh user's trial of ``dlperf predict`` on the committed H200 results: a what-if of
+several changes, paths beyond what was validated (more devices, a batch far above the series),
+a stored point withheld from its own prediction, and the refusals' wording."""
+
+from pathlib import Path
+
+import pytest
+
+from dlperf.perfmodel import api
+from dlperf.perfmodel.calibrate import Config
+
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
+H200 = [ROOT / "h200", ROOT / "h200x2"]
+R50 = dict(model="resnet50", framework="torch", mode="eager", precision="bf16", device="cuda",
+           data="synthetic", layout="auto")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("fits")))
+        yield
+
+
+def test_whatif_changes_counts_each_back_tested_change_once():
+    base = Config("resnet50", "torch", "eager", "bf16", "cuda")
+    assert api.whatif_changes(base, base) == ()
+    assert api.whatif_changes(base, base.with_(mode="graph")) == ("mode",)
+    # a framework what-if implies its mode: one change
+    assert api.whatif_changes(base, base.with_(framework="jax", mode="xla")) == ("framework",)
+    assert api.whatif_changes(base, base.with_(mode="graph", precision="fp32"), True, 90.0) == (
+        "mode", "precision", "batch", "host speed")
+
+
+def test_a_whatif_of_two_changes_borrows_its_interval_at_the_wider_level():
+    one = api.predict(H200, batch_size=64, what_if={"mode": "graph"}, **R50)
+    two = api.predict(H200, batch_size=64, what_if={"mode": "graph", "precision": "fp32"}, **R50)
+    assert not one.interval_group.startswith("borrowed")
+    assert two.interval_group.startswith("borrowed from what-if eager->graph at 95%")
+    assert any("several changes (mode and precision" in a for a in two.assumptions)
+    # the wider level on the same residuals: at least as wide, in ratio, as that category's
+    # own 90% interval of the prediction's bound
+    own = api._interval(api.records_of(H200), "what-if eager->graph", 0.9, two.bound)
+    lo, hi = (x / two.predicted_step_time_s for x in two.interval_s)
+    assert lo <= own.low_ratio and hi >= own.high_ratio
+    assert (lo, hi) != (own.low_ratio, own.high_ratio)

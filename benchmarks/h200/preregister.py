@@ -136,6 +136,7 @@ PLANS: dict[str, dict[str, Any]] = {
         "sweep": "benchmarks/h100/registration6.yaml", "gpu": "h100", "device": "H100",
         "lib": H100_SOURCES, "held": ["benchmarks/results/h100"],
         "out": "benchmarks/results/h100/registration6.json",
+        "measured": "benchmarks/results/h100/registered/registration6.db",
         "anchors": ["benchmarks/results/h100"], "points": [
             _pt("resnet50", "torch", "eager", "bf16", 48, "fp32 -> bf16, H200 -> H100",
                 [TO_BF16_H100, GPU_H100, STEP_H100, NAIVE_H200], "H200 fp32 traces 32, 64"),
@@ -181,13 +182,17 @@ def sweep_points(yaml_path: str | Path) -> list[tuple[str, str, str, str, int]]:
     return [tuple(p.flat()[k] for k in KEY) for p in load_sweep(str(yaml_path)).expand()]
 
 
-def stored_points(paths: list[str]) -> set[tuple[str, str, str, str, int]]:
+def stored_points(paths: list[str], exclude: tuple[str, ...] = ()
+                  ) -> set[tuple[str, str, str, str, int]]:
     """Every one-device CUDA synthetic-data ``(model, framework, mode, precision, batch)`` of
-    the results files under ``paths`` (files or folders, recursively), any compile mode."""
+    the results files under ``paths`` (files or folders, recursively), any compile mode;
+    the files ``exclude`` names (paths from the repository root) left out."""
     from dlperf.perfmodel import records
 
+    skip = {(ROOT / e).resolve() for e in exclude}
     files = sorted({str(f) for p in paths for f in
-                    ([Path(p)] if Path(p).is_file() else (ROOT / p).rglob("*.db"))})
+                    ([Path(p)] if Path(p).is_file() else (ROOT / p).rglob("*.db"))
+                    if Path(f).resolve() not in skip})
     return {(p.model, p.framework, p.mode, p.precision, p.batch_size)
             for p in records.load(files).points
             if p.world_size == 1 and (p.device or "").startswith("cuda")

@@ -34,8 +34,14 @@ def test_plan_is_its_sweep_and_holds_no_stored_point(pr, name):
     keys = sorted(tuple(p[k] for k in pr.KEY) for p in plan["points"])
     assert keys == sorted(pr.sweep_points(ROOT / plan["sweep"]))
     assert len(set(keys)) == len(keys)
-    assert not pr.stored_points(plan.get("held", pr.SOURCES)) & set(keys)
-    assert not pr.refuse_stored(plan["points"], plan.get("held", pr.SOURCES))
+    held = plan.get("held", pr.SOURCES)
+    # once measured, the plan's own file holds its points: every other file must not
+    own = (plan["measured"],) if (ROOT / plan.get("measured", "-")).exists() else ()
+    assert not pr.stored_points(held, exclude=own) & set(keys)
+    if own:
+        assert pr.stored_points([plan["measured"]]) == set(keys)
+    else:
+        assert not pr.refuse_stored(plan["points"], held)
     sides = {pr.side(p["model"]) for p in plan["points"]}
     assert sides == {"dev", "test"}
 
@@ -233,7 +239,8 @@ def test_a_failed_point_is_said_failed_not_missing(pr, tmp_path):
     assert "| failed: RuntimeError: out of memory |" in "\n".join(pr.table([r]))
 
 
-H100 = ["benchmarks/results/h100"]
+H100 = ["benchmarks/results/h100/suite.db", "benchmarks/results/h100/suite_extra.db",
+        "benchmarks/results/h100/suite_jax.db"]
 
 
 def test_registration6_refuses_a_point_the_h100_files_hold(pr, monkeypatch, tmp_path):
@@ -247,7 +254,7 @@ def test_registration6_refuses_a_point_the_h100_files_hold(pr, monkeypatch, tmp_
                                             "points": [held, free]})
     monkeypatch.setattr(pr, "sweep_points", lambda _: [tuple(p[k] for k in pr.KEY)
                                                        for p in (held, free)])
-    with pytest.raises(SystemExit, match="already stored in benchmarks/results/h100"):
+    with pytest.raises(SystemExit, match="already stored in benchmarks/results/h100/suite"):
         pr.register("fake6", tmp_path / "r.json")
     assert not (tmp_path / "r.json").exists()
 

@@ -564,10 +564,50 @@ def series_category(batches: Iterable[int], batch: int) -> str:
     return SERIES_PATHS.get((min(len(bs), 3), side, far), "held-out batch")
 
 
+#: The most GPUs one node holds (``--nproc``): 8 on a DGX/HGX H100 or H200, 16 on the
+#: largest boards sold (HGX-2); more devices are more nodes (``--nnodes``, ``--network``).
+MAX_GPUS_PER_NODE = 16
+
+
+#: The largest ratio of a predicted batch to the nearest batch of the series fitted that each
+#: series category's back-test holds (:func:`backtest.batch_rows`, :func:`backtest.
+#: few_point_rows`), on the development rows of benchmarks/results/h200 + h200x2 (test rows:
+#: the same): ``extrapolate 2x`` predicts a series' largest batch from those at most half of it,
+#: up to 4x the largest kept; the one- and two-point categories predict a neighbouring stored
+#: batch, up to 16x. A prediction further out is not validated (:func:`beyond_validated`).
+VALIDATED_RATIO = {"extrapolate 2x": 4.0, "extrapolate down 2x": 4.0,
+                   "one-point series up": 16.0, "one-point series down": 16.0,
+                   "two-point series up": 16.0, "two-point series down": 16.0}
+
+
+def beyond_validated(one: pm.OneDevice, batch: int) -> tuple[str, float, float] | None:
+    """``(category, ratio, the category's validated ratio)`` where ``batch`` (per device) is
+    further from the fitted series' batch sizes than its category's back-test went
+    (:data:`VALIDATED_RATIO`): ``ratio`` is the batch over the largest fitted batch (above it)
+    or the smallest over the batch (below it); None otherwise, or without a series."""
+    if one.how != "series" or one.fit is None or not one.fit.batch_sizes:
+        return None
+    bs = one.fit.batch_sizes
+    cat = series_category(bs, batch)
+    ratio = max(batch / max(bs), min(bs) / batch)
+    limit = VALIDATED_RATIO.get(cat)
+    return (cat, ratio, limit) if limit is not None and ratio > limit else None
+
+
 def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
     """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
     DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
-    would otherwise get a GPU's NVLink defaults and the 2-GPU interval)."""
+    would otherwise get a GPU's NVLink defaults and the 2-GPU interval); and more GPUs on one
+    node than a node holds (:data:`MAX_GPUS_PER_NODE`), naming the ``--nnodes`` that gives
+    as many."""
+    nproc = world // nnodes
+    if special.dp_defaults_apply(target.device) and nproc > MAX_GPUS_PER_NODE:
+        per = 8 if world % 8 == 0 else next(
+            g for g in range(MAX_GPUS_PER_NODE, 0, -1) if world % g == 0)
+        raise ConfigError(
+            f"--nproc {nproc}: one node holds at most {MAX_GPUS_PER_NODE} GPUs (8 on a DGX "
+            f"H200); for {world} GPUs give GPUs per node and nodes, e.g.\n  --nproc {per} "
+            f"--nnodes {world // per} --network ib_ndr")
     if world == 1 or special.dp_defaults_apply(target.device):
         return
     stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
@@ -721,6 +761,10 @@ NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
     (lambda d, req, stored: req.world > 1 and req.world not in stored,
      lambda d, req, stored: f"the {sorted(stored)}-device back-test: no stored measurement of "
                             f"{req.world} devices"),
+    (lambda d, req, stored: (beyond_validated(d.one, req.batch) or ("",))[0] == d.path,
+     lambda d, req, stored: "the '{0}' back-test, which went up to {2:g}x the nearest fitted "
+                            "batch: {1:.3g}x is not validated".format(
+                                *beyond_validated(d.one, req.batch))),
     (lambda d, req, stored: len(req.changes) > 1,
      lambda d, req, stored: _not_tested(d, f"a what-if of several changes ({rq._and(list(req.changes))}:"
                                            " the category judges one change alone)")),
@@ -760,6 +804,11 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     group = ivl.describe()
     d.explain["interval"] = _interval_words(ivl, at, d.step_s)
     if why:
+        own = _interval(recs, d.path, level, d.one.bound, req.withheld)
+        hull = _at_least(ivl, own)
+        if hull is not ivl:
+            d.explain["interval"]["widened"] = [hull.low_ratio, hull.high_ratio, _HULL_WORDS]
+            ivl = hull
         group = f"borrowed from {d.path} at {wider:.0%}: {group}"
         _say_widened(d, at, level, why)
     t = d.step_s
@@ -776,6 +825,8 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
         return (float("nan"), float("nan")), None, _no_interval(d, recs)
     ivl, table, gpus = got
     d.explain["interval"] = _interval_words(ivl, wider, d.step_s)
+    own = _borrowed_interval(recs, d.path, level, d.one.bound, req.withheld)
+    ivl = _at_least(ivl, own[0] if own else None)
     ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus, d.one.cfg.device)
     d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
     d.assumptions.append(f"borrowed interval: {gpu_words}")
@@ -786,6 +837,22 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
     t = d.step_s
     return ((t * ivl.low_ratio, t * ivl.high_ratio),
             f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}", None)
+
+
+_HULL_WORDS = ("at least the same residuals' interval at the validated level: a path beyond "
+               "what was validated is never narrower than a validated one")
+
+
+def _at_least(ivl: iv.Interval, own: iv.Interval | None) -> iv.Interval:
+    """A borrowed interval ``ivl`` (at the wider level) made at least as wide, on each side,
+    as ``own`` (the same residuals at the prediction's level): with few rows the wider level
+    falls back to empirical quantiles (:func:`intervals.conformal_bounds`) and can come out
+    narrower than the validated level's conformal rank. ``ivl`` itself where it already is."""
+    if own is None or (ivl.low_ratio <= own.low_ratio and ivl.high_ratio >= own.high_ratio):
+        return ivl
+    return iv.Interval(min(ivl.low_ratio, own.low_ratio), max(ivl.high_ratio, own.high_ratio),
+                       ivl.group, ivl.n, f"{ivl.method}, at least {own.method} at the validated "
+                       "level")
 
 
 def _interval_words(ivl: iv.Interval, level: float, step_s: float) -> dict[str, Any]:
@@ -1029,6 +1096,11 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     same = req.target == req.base
     series = "target" if req.batch_what_if else "base" if not same else "base and target"
     sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
+    far = beyond_validated(one, req.batch) if req.world == 1 else None
+    if far:
+        sided.append((series, f"batch {req.batch} per device is {far[1]:.3g}x from the nearest "
+                              f"fitted batch, beyond the {far[2]:g}x the '{far[0]}' back-test "
+                              "went: not validated, its interval is borrowed at a wider level"))
     sided += [(side, w) for side, w in (("base", req.note), ("target", req.target_note)) if w]
     sided += [("base and target", w) for w in _analytic_hint(recs, req, one)]
     sided += [("base and target", w) for w in recs.damaged_notes()]

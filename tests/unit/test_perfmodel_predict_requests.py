@@ -109,6 +109,30 @@ def test_nodes_without_network_name_the_flag_and_its_choices():
                     nproc=2, network={"inter": "ib_ndr", "algorithm": "hierarchical"})
 
 
+@pytest.mark.parametrize("flags, words", [
+    (["--network", "eth100"], "--network eth100 (network= in the API) is the link between nodes"),
+    (["--network", "pcie5", "--nnodes", "1"], "one node (--nnodes 1) has none: it would be "
+                                               "ignored"),
+    (["--network", "ib_ndr", "--nproc", "2", "--nics-per-node", "2"], "--network ib_ndr"),
+    (["--nics-per-node", "4"], "give --network with it"),
+    (["--network", "ib_ndx", "--nnodes", "2"], "did you mean 'ib_ndr'?"),
+])
+def test_network_flags_one_node_ignores_are_refused(flags, words):
+    out = _refused("--db", H200, *BASE, *flags)
+    assert words in out
+
+
+def test_an_inter_node_link_on_one_node_is_refused_in_the_api_and_an_intra_one_is_not():
+    kw = dict(model="resnet50", framework="torch", mode="eager", precision="bf16",
+              device="cuda", data="synthetic", layout="auto", batch_size=128, nproc=2)
+    for net in ("eth100", {"inter": "ib_ndr"}, {"nics_per_node": 4}):
+        with pytest.raises(ConfigError, match="one node .--nnodes 1. has none"):
+            api.predict(H200_BOTH, network=net, **kw)
+    fast, slow = (api.predict(H200_BOTH, network={"intra": link}, **kw).predicted_step_time_s
+                  for link in ("nvlink4", {"alpha_s": 1e-3, "bandwidth_bytes_per_s": 1e8}))
+    assert slow > fast
+
+
 def test_unknown_options_suggest_by_name_and_refusals_read_cleanly():
     from dlperf.cli import option_suggestions
 

@@ -399,6 +399,10 @@ def predict(
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"
                              else retarget.text(r) + "\n")
             return
+        if nics_per_node is not None and not network:
+            raise ConfigError(f"--nics-per-node {nics_per_node} counts the NICs of the "
+                              "inter-node link: give --network with it (e.g. --network ib_ndr "
+                              "--nnodes 2), or drop it: it would be ignored")
         import warnings
 
         from dlperf.results.rowcheck import DamagedRows

@@ -44,3 +44,26 @@ def test_a_whatif_of_two_changes_borrows_its_interval_at_the_wider_level():
     lo, hi = (x / two.predicted_step_time_s for x in two.interval_s)
     assert lo <= own.low_ratio and hi >= own.high_ratio
     assert (lo, hi) != (own.low_ratio, own.high_ratio)
+
+
+def _cli(*args, env=None):
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    r = CliRunner().invoke(app, ["predict", *[a for d in H200 for a in ("--db", str(d))],
+                                 *map(str, args)], env=env)
+    return r.exit_code, r.output
+
+
+def test_a_stored_point_says_next_to_the_number_that_it_is_withheld():
+    args = ("--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision",
+            "bf16", "--data", "synthetic", "--layout", "auto", "-b")
+    code, out = _cli(*args, 64)
+    assert code == 0
+    second = out.splitlines()[1]
+    assert second.startswith("measured: b=64 is stored (25.194 ms in ")
+    assert "calibration2.db:51); this prediction withholds it" in second
+    assert "need not be monotone" in second
+    code, out = _cli(*args, 96)  # not stored: no such line
+    assert code == 0 and "measured:" not in out and "withholds" not in out

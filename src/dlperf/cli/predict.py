@@ -82,10 +82,33 @@ def _headline(p: dict) -> str:
             f"{p['samples_per_s']:.1f} samples/s, {p['bound']}-bound")
 
 
+def _measured(p: dict) -> list[str]:
+    """Where the configuration predicted is itself stored: one line saying so, with its
+    median and where, that the prediction withholds it (and how far it is from it), and so
+    why neighbouring batches' predictions, which do not withhold it, can disagree with it;
+    then the other files' measurements of it. ``[]`` where it is not stored."""
+    m = p.get("measured_step_time_s")
+    if not m:
+        return []
+    pt = p["predicted_step_time_s"]
+    err = (pt - m) / m
+    off = (f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it" if 0.5 < pt / m < 2
+           else f"{max(pt / m, m / pt):.1f}x {'above' if pt > m else 'below'} it")
+    at = f" in {p['measured_point']}" if p.get("measured_point") else ""
+    out = [f"measured: b={p['config'].get('global_batch')} is stored ({m * 1e3:.3f} ms{at}); "
+           f"this prediction withholds it, to be judged against it ({off}), so predictions at "
+           "neighbouring batches, which fit it, need not be monotone with this one"]
+    others = [f"{v * 1e3:.3f} ms in {k}" for k, v in (p.get("measured_points") or {}).items()
+              if k != p.get("measured_point")]
+    if others:
+        out.append(f"also measured: {'; '.join(others)} (another host session)")
+    return out
+
+
 def _text(p: dict) -> str:
     """The prediction as a few readable lines (warnings right after the headline)."""
     c = p["config"]
-    lines = [_headline(p)]
+    lines = [_headline(p), *_measured(p)]
     lines += [f"warning: {w}" for w in p.get("warnings") or []]
     if p.get("scaling_efficiency") is not None and (c.get("nproc") or 1) * (c.get("nnodes") or 1) > 1:
         lines.append(f"scaling efficiency {p['scaling_efficiency']:.1%}")
@@ -93,19 +116,6 @@ def _text(p: dict) -> str:
                       if isinstance(v, (int, float)))
     if parts:
         lines.append(f"parts: {parts}")
-    if p.get("measured_step_time_s"):
-        m = p["measured_step_time_s"]
-        err = (p["predicted_step_time_s"] - m) / m
-        pt = p["predicted_step_time_s"]
-        off = (f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it" if 0.5 < pt / m < 2
-               else f"{max(pt / m, m / pt):.1f}x {'above' if pt > m else 'below'} it")
-        at = f" in {p['measured_point']}" if p.get("measured_point") else ""
-        lines.append(f"measured {m * 1e3:.3f} ms{at} (withheld from the fit; the prediction is "
-                     f"{off})")
-        others = [f"{v * 1e3:.3f} ms in {k}" for k, v in (p.get("measured_points") or {}).items()
-                  if k != p.get("measured_point")]
-        if others:
-            lines.append(f"also measured: {'; '.join(others)} (another host session)")
     lines.append(f"how: {p['how']}")
     if p.get("host_session"):
         lines.append(f"host time from: {p['host_session']}")

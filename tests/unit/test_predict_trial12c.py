@@ -67,3 +67,41 @@ def test_a_stored_point_says_next_to_the_number_that_it_is_withheld():
     assert "need not be monotone" in second
     code, out = _cli(*args, 96)  # not stored: no such line
     assert code == 0 and "measured:" not in out and "withholds" not in out
+
+
+def test_a_refusal_wraps_at_columns_keeping_each_suggested_command_whole():
+    from dlperf.cli.common import wrapped
+
+    msg = ("error: several stored configurations match lstm --precision bf16; they differ in "
+           "--framework and --mode (and some in --compile-mode): add one of --framework jax "
+           "--mode xla; --framework torch --mode eager; --framework torch --mode graph")
+    lines = wrapped(msg, 80).splitlines()
+    assert len(lines) > 1 and all(len(x) <= 80 for x in lines)
+    for cmd in ("--framework jax --mode xla", "--framework torch --mode eager",
+                "--framework torch --mode graph"):
+        assert any(cmd in x for x in lines), lines
+    assert " ".join(" ".join(lines).split()) == msg
+    assert wrapped(msg, None) == msg
+
+
+def test_the_cli_refusal_follows_columns():
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "COLUMNS": "80"}
+    r = subprocess.run([sys.executable, "-m", "dlperf", "predict",
+                        *[a for d in H200 for a in ("--db", str(d))], "--model", "lstm",
+                        "--precision", "bf16", "-b", "96"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2
+    assert max(map(len, r.stderr.splitlines())) <= 80
+    assert "--framework jax --mode xla" in r.stderr
+
+
+def test_a_model_with_no_stored_point_lists_no_other_models():
+    with pytest.raises(api.ConfigError) as e:
+        api.predict(H200, "hf:gpt2", batch_size=8)
+    msg = str(e.value)
+    assert msg.startswith("no stored points of hf:gpt2 in ")
+    assert "dlperf run --model hf:gpt2" in msg
+    assert "alexnet" not in msg and "in all" not in msg

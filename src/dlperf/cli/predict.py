@@ -388,22 +388,31 @@ def predict(
             if nnodes > 1 or network or what_if:
                 raise ConfigError("--gpu replays one node's GPUs: --nnodes, --network and "
                                   "--what-if are the step-level model's (drop --gpu for them)")
-            ignored = [k for k, on in (
-                ("--device " + str(device), device not in (None, "cuda")),
-                ("--threads", threads is not None),
-                ("--data " + str(data), data not in (None, "synthetic")),
-                ("--layout " + str(layout), layout not in (None, "auto")),
-                ("--loader-workers", loader_workers is not None),
-                ("--grad-accum", grad_accum not in (None, 1)),
-                ("--compile-mode " + str(compile_mode), compile_mode not in (None, "default")),
-                ("--explain", explain)) if on]
+            # each flag the replay cannot honour, with why (a stored CUDA timeline of one GPU's
+            # step: synthetic data, the framework's own layout, default compile mode, one
+            # micro-batch; no least-squares fit)
+            ignored = [f"{k} ({why})" for k, on, why in (
+                ("--device " + str(device), device not in (None, "cuda"),
+                 "it replays CUDA timelines only"),
+                ("--threads", threads is not None, "a CPU run's thread count; a GPU's "
+                 "timeline has none"),
+                ("--data " + str(data), data not in (None, "synthetic"),
+                 "the stored timelines ran on synthetic data: no input pipeline to replay"),
+                ("--layout " + str(layout), layout not in (None, "auto"),
+                 "the stored timelines ran at the framework's own layout"),
+                ("--loader-workers", loader_workers is not None,
+                 "no input pipeline in a synthetic-data timeline"),
+                ("--grad-accum", grad_accum not in (None, 1),
+                 "the stored timelines are steps of one micro-batch"),
+                ("--compile-mode " + str(compile_mode), compile_mode not in (None, "default"),
+                 "the stored timelines ran at the default compile mode"),
+                ("--explain", explain, "a replay fits nothing to explain; its output names "
+                 "what it assumes")) if on]
             if ignored:
                 raise ConfigError(
-                    "--gpu replays a stored CUDA timeline of one GPU (synthetic data, default "
-                    "layout and compile mode, no accumulation) and has no fit to explain; "
-                    f"{', '.join(ignored)} would be ignored: drop "
-                    f"{'it' if len(ignored) == 1 else 'them'}, or drop --gpu for the "
-                    "step-level model")
+                    "--gpu replays a stored timeline and cannot honour "
+                    f"{'; '.join(ignored)}: drop {'it' if len(ignored) == 1 else 'them'}, or "
+                    "drop --gpu for the step-level model")
             r = retarget.answer(db, model, framework, mode, precision, batch, gpu,
                                 nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"

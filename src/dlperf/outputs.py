@@ -430,6 +430,30 @@ def check_target(path: str | Path, kind: str, new: str | bytes | None = None, *,
                         "--force to replace it")
 
 
+def write_if_changed(path: str | Path, data: str | bytes, *, mode: int | None = None) -> bool:
+    """:func:`atomic_write` ``data`` to ``path`` unless ``path`` is a regular file (not a
+    link) that holds exactly ``data`` already and has permission bits ``mode`` (where given):
+    a file dlperf makes again with the same content (a committed residual table) keeps its
+    modification time, so a checkout's tree stays clean and a read-only checkout works.
+    Returns whether it wrote.
+
+    Raises:
+        WriteFailed: as :func:`atomic_write`, where it writes.
+    """
+    p = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        st = os.lstat(p)
+        if (stat.S_ISREG(st.st_mode) and st.st_size == len(raw)
+                and (mode is None or stat.S_IMODE(st.st_mode) == mode)
+                and p.read_bytes() == raw):
+            return False
+    except OSError:
+        pass
+    atomic_write(p, raw, mode=mode)
+    return True
+
+
 def atomic_write(path: str | Path, data: str | bytes, *, mode: int | None = None,
                  sync: bool = True) -> Path:
     """Write ``data`` (text as UTF-8, ``\\n`` line ends) to ``path`` atomically: a new file

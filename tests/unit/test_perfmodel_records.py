@@ -93,3 +93,24 @@ def test_the_session_label_has_one_writer():
     assert session_of(None, None, {"model": 207}, None) \
         == "host unrecorded/cpu (model 207)/date unrecorded"
     assert session_of("", "", {}, "") == "host unrecorded/cpu unrecorded/date unrecorded"
+
+
+def test_unchanged_tables_and_points_are_not_written_again(tmp_path, cache):
+    """``dlperf predict --validate`` makes the residual table and the points beside the
+    results files again: where their content is the same, the files are left as they are
+    (their mtime kept: a checkout's tree stays clean), and a changed content is written."""
+    import os
+
+    from dlperf.perfmodel import fitcache as fc
+
+    f = _copy(tmp_path)
+    keyed = {"held-out batch": [(0.1, "host", None), (-0.2, None, None)]}
+    written = [records.store_points([f])[0], fc.write_table([f], keyed)]
+    for p in written:
+        os.utime(p, ns=(10**9, 10**9))
+    assert records.store_points([f])[0] == written[0]
+    assert fc.write_table([f], keyed) == written[1]
+    assert [p.stat().st_mtime_ns for p in written] == [10**9, 10**9]
+    before = written[1].read_text()
+    fc.write_table([f], {"held-out batch": [(0.3, "host", None)]})
+    assert written[1].stat().st_mtime_ns != 10**9 and written[1].read_text() != before

@@ -46,7 +46,7 @@ from pydantic import AfterValidator, Field, Strict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from dlperf.jsoncache import read_json, write_json
-from dlperf.outputs import atomic_write
+from dlperf.outputs import write_if_changed
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
 from dlperf.perfmodel.lsq import Solution
@@ -241,12 +241,14 @@ def content_key(recs: Records) -> str:
 
 def write_atomic(f: Path, text: str) -> bool:
     """Write ``text`` to ``f`` so that no reader sees half a file
-    (:func:`dlperf.outputs.atomic_write`, mode 0644: a table is committed and read by others).
-    A folder that cannot be written is skipped with one warning naming it. Returns whether
-    ``f`` was written."""
+    (:func:`dlperf.outputs.atomic_write`, mode 0644: a table is committed and read by others),
+    unless ``f`` holds ``text`` already (:func:`dlperf.outputs.write_if_changed`: a committed
+    table made again keeps its mtime, a read-only checkout is not written). A folder that
+    cannot be written is skipped with one warning naming it. Returns whether ``f`` holds
+    ``text``."""
     try:
         f.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(f, text, mode=0o644)
+        write_if_changed(f, text, mode=0o644)
         return True
     except OSError as e:
         if f.parent not in _WARNED:

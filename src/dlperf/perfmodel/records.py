@@ -667,16 +667,17 @@ def store_points(paths: Iterable[str]) -> list[Path]:
     """Keep the points of each results file of ``paths`` beside it (:data:`POINTS_NAME` in its
     folder, one entry per file's key, other entries of files still there kept), so that a
     clone of the files reads them without the store (``dlperf predict --validate`` and
-    ``benchmarks/perfmodel_validate.py --committed`` call this); returns the files written. A
+    ``benchmarks/perfmodel_validate.py --committed`` call this); returns the files. A
     file whose current key has a valid entry already is not read again (the key covers its
-    content and the reader's source).
+    content and the reader's source); a file whose content is unchanged is not written again
+    (:func:`dlperf.outputs.write_if_changed`).
 
     Raises:
         OSError: a folder cannot be written.
     """
     import json
 
-    from dlperf.outputs import atomic_write
+    from dlperf.outputs import write_if_changed
 
     by_folder: dict[Path, list[str]] = {}
     for p in results_files(list(paths)):
@@ -690,7 +691,7 @@ def store_points(paths: Iterable[str]) -> list[Path]:
             if _inputs_of(keep.get(key), f) is None:
                 keep[key] = _inputs_json(read_store(f))
         text = json.dumps(dict(sorted(keep.items())), separators=(",", ":"))
-        atomic_write(folder / POINTS_NAME, text + "\n", mode=0o644)
+        write_if_changed(folder / POINTS_NAME, text + "\n", mode=0o644)  # same: mtime kept
         out.append(folder / POINTS_NAME)
     return out
 

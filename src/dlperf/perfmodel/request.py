@@ -143,6 +143,71 @@ def calibrated_devices(recs: Records) -> dict[str, list[str]]:
     return {d: sorted(v - {""}) for d, v in sorted(out.items())}
 
 
+def gpu_models(recs: Records) -> list[str]:
+    """The names of the GPU models (``NVIDIA H200``, ``NVIDIA H100 80GB HBM3``) the stored
+    ``cuda`` points ran on (any device count; a point that recorded no name is not counted),
+    sorted."""
+    return sorted({p.device_name for p in recs.points if p.device == "cuda" and p.device_name})
+
+
+def _gpu_short(name: str) -> str | None:
+    """The ``--gpu`` short name (a datasheet's: ``h100``) of a driver's GPU name, if any."""
+    from dlperf.perfmodel.hardware import short_name
+
+    return short_name(name)
+
+
+def gpu_of(recs: Records, device: str | None) -> tuple[str | None, str | None]:
+    """``(device, GPU)``: the GPU model a request's ``device`` selects where ``recs`` hold
+    ``cuda`` points of several GPU models (a GPU is part of a configuration's identity: the
+    points of two GPU models are never fitted together, :func:`for_gpu`), else ``(device,
+    None)``. ``device`` selects a GPU by its name (``NVIDIA H100 80GB HBM3``, without case),
+    by ``--gpu``'s short name of it (``h100``, :func:`dlperf.perfmodel.hardware.short_name`)
+    or by a part of its name; the GPU selected comes back with ``cuda`` as the device. A
+    device of another kind (``cpu``, a CPU's name) or a name no GPU matches is returned as it
+    is, for :func:`device_for`.
+
+    Raises:
+        ConfigError: several GPU models loaded and ``device`` None, ``cuda`` or a name that
+            matches several of them, with the ``--device`` value of each.
+    """
+    gpus = gpu_models(recs)
+    if len(gpus) < 2:
+        return device, None
+    want = (device or "").strip().lower()
+    hits = ([g for g in gpus if g.lower() == want] or [g for g in gpus if _gpu_short(g) == want]
+            or [g for g in gpus if want and want in g.lower()])
+    if len(hits) == 1:
+        return "cuda", hits[0]
+    if device is not None and device != "cuda" and not hits:
+        return device, None
+    picks = "; ".join(f"--device {_gpu_short(g) or repr(g)} or --device '{g}'"
+                      if _gpu_short(g) and [_gpu_short(x) for x in gpus].count(_gpu_short(g)) == 1
+                      else f"--device '{g}'" for g in gpus)
+    said = "no --device" if device is None else f"--device {device}"
+    raise ConfigError(f"{said} is ambiguous: these results files hold CUDA points of "
+                      f"{len(gpus)} GPU models ({', '.join(gpus)}), and the model is "
+                      f"calibrated on one GPU model at a time (their points are never fitted "
+                      f"together); pick one: {picks}")
+
+
+def for_gpu(recs: Records, gpu: str | None) -> Records:
+    """The records of the results files that hold a point or collective of the GPU model
+    ``gpu``, in their loaded order, without their ``cuda`` points and collectives of other
+    GPU models (and ``cuda`` points that recorded no GPU name): what a prediction on ``gpu``
+    calibrates on (:func:`gpu_of`), the same records as those files alone where no file
+    mixes GPU models. ``gpu`` None: ``recs`` itself."""
+    if gpu is None:
+        return recs
+    files = {p.source for p in recs.points if p.device == "cuda" and p.device_name == gpu} | {
+        c.source for c in recs.collectives if c.device_name == gpu}
+    pts = [p for p in recs.points if p.source in files
+           and (p.device != "cuda" or p.device_name == gpu)]
+    colls = [c for c in recs.collectives if c.source in files and c.device_name in (None, gpu)]
+    return Records(pts, colls, [f for f in recs.sources if f in files],
+                   {f: d for f, d in recs.damaged.items() if f in files})
+
+
 def device_for(recs: Records, device: str | None) -> str | None:
     """The stored device kind a request's ``device`` means: a kind measured in ``recs``
     (``cuda``), or a device name one of them ran on, matched without case as a word or part

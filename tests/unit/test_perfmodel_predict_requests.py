@@ -137,6 +137,9 @@ def test_unknown_options_suggest_by_name_and_refusals_read_cleanly():
     ("host_speed_ns=0", "positive number of ns"),
     ("host_speed_ns=nan", "positive number of ns"),
     ("host-speed-ns=fast", "positive number of ns"),
+    ("host_speed_ns=1e9", "give 5 to 2000 ns"),
+    ("host_speed_ns=2001", "give 5 to 2000 ns"),
+    ("host_speed_ns=4.9", "give 5 to 2000 ns"),
     ("precision=fp8", "unknown precision 'fp8'"),
     ("mode=xla", "PyTorch has no mode 'xla' (its modes: eager, graph); add --what-if mode=eager"),
     ("framework=mxnet", "MXNet has no precision 'bf16'"),
@@ -604,3 +607,11 @@ def test_no_cpu_ceiling_is_the_reason_given():
     assert "no roofline for torch/eager/fp32/cpu: no measured ceiling for torch fp32" in out
     assert "--measure-ceilings" in out and "other than resnet50" not in out
     assert "did you mean 'lstm'?" in _refused("--db", H200, "--model", "LSTM", "-b", "16")
+
+
+@pytest.mark.parametrize("ns", [5, 2000])
+def test_host_speed_at_the_ends_of_its_range_is_predicted(ns):
+    p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+                    data="synthetic", layout="auto", what_if={"host_speed_ns": ns})
+    assert p.predicted_step_time_s > 0 and p.samples_per_s > 0
+    assert p.explanation["host speed"]["probe_ns"] == ns

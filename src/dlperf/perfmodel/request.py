@@ -449,7 +449,19 @@ def _within_batch_limit(b: int, given: str) -> int:
     return b
 
 
+#: The host-speed probes (``env.host_speed``'s ``python_loop_ns``) a host-speed what-if
+#: accepts, in ns: the probes stored with the committed results span 58.8 ns (cpu-dev, an AMD
+#: EPYC host) to 202.8 ns (an H200 VM under load); the range is about a tenth of the fastest
+#: to ten times the slowest. Outside it the scaled host time ``H N / probe`` is no machine's.
+HOST_SPEED_NS_RANGE = (5.0, 2000.0)
+
+
 def _host_speed(value: Any) -> float:
+    """``--what-if host_speed_ns=N``'s N (ns per iteration of the host-speed probe's loop).
+
+    Raises:
+        ConfigError: not a positive finite number, or outside :data:`HOST_SPEED_NS_RANGE`.
+    """
     try:
         ns = float(str(value).strip())
     except ValueError:
@@ -458,6 +470,12 @@ def _host_speed(value: Any) -> float:
         raise ConfigError(f"--what-if host_speed_ns={value}: give the other host's host-speed "
                           "probe, a positive number of ns per Python loop iteration (e.g. 90; "
                           "`dlperf env` prints this host's)")
+    low, high = HOST_SPEED_NS_RANGE
+    if not low <= ns <= high:
+        raise ConfigError(f"--what-if host_speed_ns={value}: {ns:g} ns per Python loop iteration "
+                          f"is no host's: give {low:g} to {high:g} ns (the stored hosts' probes "
+                          "span 59-203 ns; the range is a tenth of the fastest to ten times "
+                          "the slowest; `dlperf env` prints this host's)")
     return ns
 
 

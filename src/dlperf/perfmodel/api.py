@@ -764,7 +764,7 @@ NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
     (lambda d, req, stored: (beyond_validated(d.one, req.batch) or ("",))[0] == d.path,
      lambda d, req, stored: "the '{0}' back-test, which went up to {2:g}x the nearest fitted "
                             "batch: {1:.3g}x is not validated".format(
-                                *beyond_validated(d.one, req.batch))),
+                                *(beyond_validated(d.one, req.batch) or ("", 0.0, 0.0)))),
     (lambda d, req, stored: len(req.changes) > 1,
      lambda d, req, stored: _not_tested(d, f"a what-if of several changes ({rq._and(list(req.changes))}:"
                                            " the category judges one change alone)")),
@@ -830,9 +830,9 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
     ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus, d.one.cfg.device)
     d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
     d.assumptions.append(f"borrowed interval: {gpu_words}")
-    own = _NO_TABLE.get(table_key(recs))
+    missing = _NO_TABLE.get(table_key(recs))
     _say_widened(d, wider, level, f"the same path in {table}: " + (
-        f"no residual table for these files ({own})" if own else
+        f"no residual table for these files ({missing})" if missing else
         f"these files' back-test has no residual of kind '{d.path}'"))
     t = d.step_s
     return ((t * ivl.low_ratio, t * ivl.high_ratio),

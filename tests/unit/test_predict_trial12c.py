@@ -105,3 +105,35 @@ def test_a_model_with_no_stored_point_lists_no_other_models():
     assert msg.startswith("no stored points of hf:gpt2 in ")
     assert "dlperf run --model hf:gpt2" in msg
     assert "alexnet" not in msg and "in all" not in msg
+
+
+def test_more_gpus_than_a_node_holds_are_refused_naming_nnodes():
+    with pytest.raises(api.ConfigError, match=r"(?s)--nproc 1024: one node holds at most 16 GPUs"
+                                                  r".*--nproc 8 --nnodes 128 --network ib_ndr"):
+        api.predict(H200, batch_size=1024, nproc=1024, **R50)
+    p = api.predict(H200, batch_size=1024, nproc=16, **R50)  # a node's worth is predicted
+    assert p.predicted_step_time_s > 0
+
+
+def _ratios(p):
+    return [x / p.predicted_step_time_s for x in p.interval_s]
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_device_counts_not_stored_are_at_least_as_wide_as_the_stored_count(n):
+    two = _ratios(api.predict(H200, batch_size=2 * 128, nproc=2, **R50))
+    more = api.predict(H200, batch_size=n * 128, nproc=n, **R50)
+    assert more.interval_group.startswith("borrowed from")
+    lo, hi = _ratios(more)
+    assert lo <= two[0] and hi >= two[1]
+
+
+def test_a_batch_beyond_the_validated_extrapolation_is_warned_and_borrowed():
+    kw = dict(model="gpt2_small", framework="jax", mode="xla", precision="bf16")
+    near = api.predict(H200, batch_size=256, **kw)  # 4x the largest measured (64): validated
+    far = api.predict(H200, batch_size=4096, **kw)  # 64x
+    assert near.interval_group.startswith("extrapolate 2x")
+    assert not any("not validated" in w for w in near.warnings)
+    assert far.interval_group.startswith("borrowed from extrapolate 2x at 95%")
+    assert any("64x from the nearest fitted batch, beyond the 4x" in w for w in far.warnings)
+    assert _ratios(far)[1] > _ratios(near)[1]

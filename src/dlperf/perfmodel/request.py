@@ -395,13 +395,19 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
         return Config(model, str(core["framework"]), str(core["mode"]),
                       str(core["precision"]), str(core["device"]), **sel)
     of_model = [c for c in stored if c.model == model]
-    known = [c.label() for c in (of_model or stored)]
-    where = f"{model}'s stored configurations" if of_model else "stored configurations"
     with_ = ", ".join(f"{k}={v}" for k, v in core.items() if v)
+    if not of_model:  # other models' configurations would not help: say how to measure it
+        raise ConfigError(
+            f"no stored points of {model} in {_files(recs)}: measure it first\n"
+            f"  dlperf run --model {model} --framework F --precision P -b N --db FILE\n"
+            f"and predict from that file, or give {'/'.join(missing)} too for an analytic "
+            "prediction from other models' fits (`dlperf results --db FILE` lists what is stored)")
+    known = [c.label() for c in of_model]
     raise ConfigError(f"no stored one-device point of {model}"
                       + (f" with {with_}" if with_ else "")
                       + f"; give {'/'.join(missing)} too for an analytic prediction, or pick "
-                      f"one of the {where}: " + _listed(known, "; ", " ... ({all} in all)"))
+                      f"one of {model}'s stored configurations: "
+                      + _listed(known, "; ", " ... ({all} in all)"))
 
 
 def _batch(value: Any, batch_size: int) -> int:

@@ -403,7 +403,7 @@ def casts(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -
            "estimate / measured | logits up, grad down: estimate / measured | loss kernels "
            "bf16 / fp32 |", "|---|---:|---|---:|---:|---:|---:|---|---:|"]
     loss32 = loss16 = 0.0
-    for (m, b, prec), (p, st) in sorted(by.items()):
+    for (m, b, prec), (_p, st) in sorted(by.items()):
         if prec != "fp32" or (m, b, "bf16") not in by:
             continue
         bst = by[(m, b, "bf16")][1]

@@ -196,8 +196,7 @@ def collect_env(speed: bool = False) -> dict[str, Any]:
     import psutil
 
     from dlperf import nvml
-    from dlperf.placement import (NODE_DIR, format_cpulist, numa_nodes_of, numa_topology,
-                                  usable_cpus)
+    from dlperf.placement import NODE_DIR, format_cpulist, numa_nodes_of, numa_topology, usable_cpus
 
     vm = psutil.virtual_memory()
     cpu = _first_cpu()  # /proc/cpuinfo read once for the model name and the identity

@@ -73,3 +73,43 @@ def test_host_checks_warn_about_cpu_wait_only_for_measured_ok_records():
     host_checks(nan, env, delay, measured=True)
     assert nan.host_cpu_wait is None and nan.warnings == []
     assert "host_cpu_wait" not in RunRecord.from_dict(nan.to_dict()).to_dict()
+
+
+def test_the_cpu_wait_share_is_at_most_one_whenever_the_thread_waits(monkeypatch):
+    """A simulated scheduler: before every clock or schedstat reading, and in the segment,
+    the thread waits a random time (counted in its run delay) or runs; the share of the window
+    :class:`RunDelay` records never exceeds 1, wherever the waits fall."""
+    import random
+
+    import dlperf.measure.host as host
+    from dlperf.measure.host import cpu_wait
+
+    rng = random.Random(7)
+    state = {"t": 0, "delay": 0}
+
+    def wait_or_run():
+        ns = rng.choice([0, rng.randint(1, 5_000_000)])
+        state["t"] += ns
+        if rng.random() < 0.8:  # waiting for a CPU, not running
+            state["delay"] += ns
+
+    def clock():
+        wait_or_run()
+        return state["t"]
+
+    def delay():
+        wait_or_run()
+        return state["delay"]
+
+    monkeypatch.setattr(host.time, "perf_counter_ns", clock)
+    monkeypatch.setattr(host, "thread_run_delay_ns", delay)
+    shares = []
+    for _ in range(2000):
+        d = RunDelay()
+        d.start()
+        wait_or_run()  # the measured segment
+        d.stop()
+        cw = cpu_wait(d.as_dict(), None)
+        if cw is not None:
+            shares.append(cw["share"])
+    assert len(shares) > 1000 and max(shares) <= 1.0 and max(shares) > 0.5

@@ -35,10 +35,10 @@ def test_a_folder_is_checked_once_per_row(tmp_path, monkeypatch):
     scanned: list[int] = []
     real = store_mod.scan
 
-    def counting(db, columns, ids=None, since_id=0):
+    def counting(db, columns, ids=None, since_id=0, records=None):
         scanned.append(db.execute("SELECT COUNT(*) FROM results WHERE id > ?",
                                   (since_id,)).fetchone()[0])
-        return real(db, columns, ids, since_id)
+        return real(db, columns, ids, since_id, records=records)
 
     monkeypatch.setattr(store_mod, "scan", counting)
     with open_results(tmp_path) as st:

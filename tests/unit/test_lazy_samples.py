@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from cli_here import dlperf_here
-from fakes import make_db
-
 from dlperf.report.regress import ok_runs
 from dlperf.results.store import ResultStore
+from fakes import make_db
 
 
 @pytest.fixture

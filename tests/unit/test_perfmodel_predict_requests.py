@@ -109,6 +109,30 @@ def test_nodes_without_network_name_the_flag_and_its_choices():
                     nproc=2, network={"inter": "ib_ndr", "algorithm": "hierarchical"})
 
 
+@pytest.mark.parametrize("flags, words", [
+    (["--network", "eth100"], "--network eth100 (network= in the API) is the link between nodes"),
+    (["--network", "pcie5", "--nnodes", "1"], "one node (--nnodes 1) has none: it would be "
+                                               "ignored"),
+    (["--network", "ib_ndr", "--nproc", "2", "--nics-per-node", "2"], "--network ib_ndr"),
+    (["--nics-per-node", "4"], "give --network with it"),
+    (["--network", "ib_ndx", "--nnodes", "2"], "did you mean 'ib_ndr'?"),
+])
+def test_network_flags_one_node_ignores_are_refused(flags, words):
+    out = _refused("--db", H200, *BASE, *flags)
+    assert words in out
+
+
+def test_an_inter_node_link_on_one_node_is_refused_in_the_api_and_an_intra_one_is_not():
+    kw = dict(model="resnet50", framework="torch", mode="eager", precision="bf16",
+              device="cuda", data="synthetic", layout="auto", batch_size=128, nproc=2)
+    for net in ("eth100", {"inter": "ib_ndr"}, {"nics_per_node": 4}):
+        with pytest.raises(ConfigError, match="one node .--nnodes 1. has none"):
+            api.predict(H200_BOTH, network=net, **kw)
+    fast, slow = (api.predict(H200_BOTH, network={"intra": link}, **kw).predicted_step_time_s
+                  for link in ("nvlink4", {"alpha_s": 1e-3, "bandwidth_bytes_per_s": 1e8}))
+    assert slow > fast
+
+
 def test_unknown_options_suggest_by_name_and_refusals_read_cleanly():
     from dlperf.cli import option_suggestions
 
@@ -137,6 +161,9 @@ def test_unknown_options_suggest_by_name_and_refusals_read_cleanly():
     ("host_speed_ns=0", "positive number of ns"),
     ("host_speed_ns=nan", "positive number of ns"),
     ("host-speed-ns=fast", "positive number of ns"),
+    ("host_speed_ns=1e9", "give 5 to 2000 ns"),
+    ("host_speed_ns=2001", "give 5 to 2000 ns"),
+    ("host_speed_ns=4.9", "give 5 to 2000 ns"),
     ("precision=fp8", "unknown precision 'fp8'"),
     ("mode=xla", "PyTorch has no mode 'xla' (its modes: eager, graph); add --what-if mode=eager"),
     ("framework=mxnet", "MXNet has no precision 'bf16'"),
@@ -604,3 +631,11 @@ def test_no_cpu_ceiling_is_the_reason_given():
     assert "no roofline for torch/eager/fp32/cpu: no measured ceiling for torch fp32" in out
     assert "--measure-ceilings" in out and "other than resnet50" not in out
     assert "did you mean 'lstm'?" in _refused("--db", H200, "--model", "LSTM", "-b", "16")
+
+
+@pytest.mark.parametrize("ns", [5, 2000])
+def test_host_speed_at_the_ends_of_its_range_is_predicted(ns):
+    p = api.predict(H200, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+                    data="synthetic", layout="auto", what_if={"host_speed_ns": ns})
+    assert p.predicted_step_time_s > 0 and p.samples_per_s > 0
+    assert p.explanation["host speed"]["probe_ns"] == ns

@@ -44,3 +44,96 @@ def test_a_whatif_of_two_changes_borrows_its_interval_at_the_wider_level():
     lo, hi = (x / two.predicted_step_time_s for x in two.interval_s)
     assert lo <= own.low_ratio and hi >= own.high_ratio
     assert (lo, hi) != (own.low_ratio, own.high_ratio)
+
+
+def _cli(*args, env=None):
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    r = CliRunner().invoke(app, ["predict", *[a for d in H200 for a in ("--db", str(d))],
+                                 *map(str, args)], env=env)
+    return r.exit_code, r.output
+
+
+def test_a_stored_point_says_next_to_the_number_that_it_is_withheld():
+    args = ("--model", "resnet50", "--framework", "torch", "--mode", "eager", "--precision",
+            "bf16", "--data", "synthetic", "--layout", "auto", "-b")
+    code, out = _cli(*args, 64)
+    assert code == 0
+    second = out.splitlines()[1]
+    assert second.startswith("measured: b=64 is stored (25.194 ms in ")
+    assert "calibration2.db:51); this prediction withholds it" in second
+    assert "need not be monotone" in second
+    code, out = _cli(*args, 96)  # not stored: no such line
+    assert code == 0 and "measured:" not in out and "withholds" not in out
+
+
+def test_a_refusal_wraps_at_columns_keeping_each_suggested_command_whole():
+    from dlperf.cli.common import wrapped
+
+    msg = ("error: several stored configurations match lstm --precision bf16; they differ in "
+           "--framework and --mode (and some in --compile-mode): add one of --framework jax "
+           "--mode xla; --framework torch --mode eager; --framework torch --mode graph")
+    lines = wrapped(msg, 80).splitlines()
+    assert len(lines) > 1 and all(len(x) <= 80 for x in lines)
+    for cmd in ("--framework jax --mode xla", "--framework torch --mode eager",
+                "--framework torch --mode graph"):
+        assert any(cmd in x for x in lines), lines
+    assert " ".join(" ".join(lines).split()) == msg
+    assert wrapped(msg, None) == msg
+
+
+def test_the_cli_refusal_follows_columns():
+    import subprocess
+    import sys
+
+    env = {**__import__("os").environ, "COLUMNS": "80"}
+    r = subprocess.run([sys.executable, "-m", "dlperf", "predict",
+                        *[a for d in H200 for a in ("--db", str(d))], "--model", "lstm",
+                        "--precision", "bf16", "-b", "96"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2
+    assert max(map(len, r.stderr.splitlines())) <= 80
+    assert "--framework jax --mode xla" in r.stderr
+
+
+def test_a_model_with_no_stored_point_lists_no_other_models():
+    with pytest.raises(api.ConfigError) as e:
+        api.predict(H200, "hf:gpt2", batch_size=8)
+    msg = str(e.value)
+    assert msg.startswith("no stored points of hf:gpt2 in ")
+    assert "dlperf run --model hf:gpt2" in msg
+    assert "alexnet" not in msg and "in all" not in msg
+
+
+def test_more_gpus_than_a_node_holds_are_refused_naming_nnodes():
+    with pytest.raises(api.ConfigError, match=r"(?s)--nproc 1024: one node holds at most 16 GPUs"
+                                                  r".*--nproc 8 --nnodes 128 --network ib_ndr"):
+        api.predict(H200, batch_size=1024, nproc=1024, **R50)
+    p = api.predict(H200, batch_size=1024, nproc=16, **R50)  # a node's worth is predicted
+    assert p.predicted_step_time_s > 0
+
+
+def _ratios(p):
+    return [x / p.predicted_step_time_s for x in p.interval_s]
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_device_counts_not_stored_are_at_least_as_wide_as_the_stored_count(n):
+    two = _ratios(api.predict(H200, batch_size=2 * 128, nproc=2, **R50))
+    more = api.predict(H200, batch_size=n * 128, nproc=n, **R50)
+    assert more.interval_group.startswith("borrowed from")
+    lo, hi = _ratios(more)
+    assert lo <= two[0] and hi >= two[1]
+
+
+def test_a_batch_beyond_the_validated_extrapolation_is_warned_and_borrowed():
+    kw = dict(model="gpt2_small", framework="jax", mode="xla", precision="bf16")
+    near = api.predict(H200, batch_size=256, **kw)  # 4x the largest measured (64): validated
+    far = api.predict(H200, batch_size=4096, **kw)  # 64x
+    assert near.interval_group.startswith("extrapolate 2x")
+    assert not any("not validated" in w for w in near.warnings)
+    assert far.interval_group.startswith("borrowed from extrapolate 2x at 95%")
+    assert any("64x from the nearest fitted batch, beyond the 4x" in w for w in far.warnings)
+    assert _ratios(far)[1] > _ratios(near)[1]

@@ -100,7 +100,7 @@ def test_every_input_is_checked_before_anything_is_measured(tmp_path, monkeypatc
     r = CliRunner().invoke(app, ["calibrate", "--db", str(db), "--name", "x", "--device", "cpu",
                                  "--budget-s", "1", *args])
     assert r.exit_code == 2, r.output
-    assert said in r.output
+    assert said in r.output and "no tf32 profile point" not in r.output  # the error alone
     assert ran == [] and not db.exists()
 
 

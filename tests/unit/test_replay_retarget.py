@@ -133,10 +133,14 @@ def test_the_cli_refuses_what_the_replay_does_not_model():
     assert r.exit_code == 2 and "one node" in r.output
     base = ["predict", "--db", str(H200), "--model", "lstm", "--framework", "torch",
             "--mode", "eager", "--precision", "bf16", "-b", "64", "--gpu", "h100"]
-    for extra, named in ((["--explain"], "--explain"),
-                         (["--device", "cpu", "--threads", "1"], "--device cpu, --threads")):
+    for extra, named in ((["--explain"], ["--explain (a replay fits nothing to explain"]),
+                         (["--device", "cpu", "--threads", "1"],
+                          ["--device cpu (it replays CUDA timelines only)",
+                           "--threads (a CPU run's thread count"])):
         r = CliRunner().invoke(app, base + extra)
-        assert r.exit_code == 2 and f"{named} would be ignored" in r.output, r.output
+        flat = " ".join(r.output.split())
+        assert r.exit_code == 2 and "--gpu replays a stored timeline and cannot honour" in flat
+        assert all(n in flat for n in named) and "no fit to explain" not in flat, flat
     r = CliRunner().invoke(app, ["predict", "--db", str(H200), "--validate", "--explain"])
     assert r.exit_code == 2 and "--explain would be ignored" in r.output, r.output
     ok = CliRunner().invoke(app, base + ["--device", "cuda", "--data", "synthetic"])

@@ -231,10 +231,9 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
         raise ConfigError("--name: give the profile a name, e.g. h100")
     device = resolve_device(device)  # cuda where none is usable: refused before anything runs
     precs = [p for p in ("fp32", "tf32", "bf16") if p in info.precisions] or ["fp32"]
-    if device == "cpu" and "tf32" in precs:  # a GPU tensor-core mode: fp32 again on a CPU
+    no_tf32 = device == "cpu" and "tf32" in precs  # a GPU tensor-core mode: fp32 on a CPU
+    if no_tf32:
         precs.remove("tf32")
-        typer.echo("no tf32 profile point on the CPU: TF32 is a GPU tensor-core mode, so a "
-                   "CPU's tf32 is its fp32 (measured as fp32)", err=True)
     # the model points' precision first: the ceiling their replay needs, should the budget
     # leave the others out
     precs.sort(key=lambda p: p != precision)
@@ -243,6 +242,9 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     entries = (_profile_entries(framework, device, profile_model, profile_batch, precs)
                + _model_entries(framework, device, models, batches, precision, mode))
     points = check_inputs(db, defaults, entries[:n_profile], entries[n_profile:])
+    if no_tf32:
+        typer.echo("no tf32 profile point on the CPU: TF32 is a GPU tensor-core mode, so a "
+                   "CPU's tf32 is its fp32 (measured as fp32)", err=True)
     results, left = _run_within(db, name, defaults, entries, points, n_profile, budget_s, t0)
     profile_results = [r for i, r in results if i < n_profile and r.identity.status == "ok"]
     ids = _stored_ids(db, profile_model, framework, device, profile_batch)

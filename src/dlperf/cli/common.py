@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import inspect
 import os
+import re
 import signal
 import sys
 import threading
@@ -50,8 +51,32 @@ def console_width(is_tty: bool, environ: Any = None) -> int | None:
 # Off a terminal, lines of text stay whole (soft wrap: a log or a test reads them as printed);
 # tables still fit the width.
 out = Console(width=console_width(sys.stdout.isatty()), soft_wrap=not sys.stdout.isatty())
-# Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs.
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
+# Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs
+# ($COLUMNS, where set, is the width, as for the results' console).
+err = Console(stderr=True, width=console_width(True) or (None if sys.stderr.isatty() else 250))
+
+#: A suggested command inside a message: ``dlperf CMD`` and/or a run of ``--flag [value]``
+#: (``--framework jax --mode xla``), kept on one line by :func:`wrapped`.
+_COMMAND = re.compile(r"(?:dlperf [a-z][\w-]*(?: |$))?--[\w-]+(?:[ =](?!-)[^\s;,()]+)?"
+                      r"(?: (?:\.\.\.|-[\w]|--[\w-]+)(?:[ =](?!-)[^\s;,()]+)?)*")
+
+
+def wrapped(text: str, width: int | None, indent: str = "  ") -> str:
+    """``text`` wrapped at ``width`` columns (None: not wrapped), its own lines kept, never
+    breaking inside a suggested command (:data:`_COMMAND`: ``--framework jax --mode xla``
+    stays whole; a command longer than the width gets a line of its own). Continuation lines
+    are indented by ``indent``."""
+    import textwrap
+
+    if not width:
+        return text
+    out = []
+    for line in text.split("\n"):
+        glued = _COMMAND.sub(lambda m: m.group(0).replace(" ", "\x00"), line)
+        parts = textwrap.wrap(glued, width=max(width, 20), subsequent_indent=indent,
+                              break_long_words=False, break_on_hyphens=False) or [""]
+        out += [x.replace("\x00", " ") for x in parts]
+    return "\n".join(out)
 
 DEFAULT_DB = "dlperf-results.db"
 
@@ -171,8 +196,9 @@ def guard(fn: Callable[[], Any]) -> Any:
             warnings.showwarning = show  # restored on leaving
             return fn()
     except DlperfError as e:
-        err.print(f"[bold red]error:[/] {escape(shown_path(str(e), lines=True))}",
-                  highlight=False)
+        text = wrapped("error: " + shown_path(str(e), lines=True), err.width)
+        err.print(f"[bold red]error:[/]{escape(text[len('error:'):])}", highlight=False,
+                  soft_wrap=True)
         raise typer.Exit(2) from None
     except OSError as e:
         if not getattr(e, "filename", None) and _stdout_broken(e):

@@ -82,10 +82,33 @@ def _headline(p: dict) -> str:
             f"{p['samples_per_s']:.1f} samples/s, {p['bound']}-bound")
 
 
+def _measured(p: dict) -> list[str]:
+    """Where the configuration predicted is itself stored: one line saying so, with its
+    median and where, that the prediction withholds it (and how far it is from it), and so
+    why neighbouring batches' predictions, which do not withhold it, can disagree with it;
+    then the other files' measurements of it. ``[]`` where it is not stored."""
+    m = p.get("measured_step_time_s")
+    if not m:
+        return []
+    pt = p["predicted_step_time_s"]
+    err = (pt - m) / m
+    off = (f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it" if 0.5 < pt / m < 2
+           else f"{max(pt / m, m / pt):.1f}x {'above' if pt > m else 'below'} it")
+    at = f" in {p['measured_point']}" if p.get("measured_point") else ""
+    out = [f"measured: b={p['config'].get('global_batch')} is stored ({m * 1e3:.3f} ms{at}); "
+           f"this prediction withholds it, to be judged against it ({off}), so predictions at "
+           "neighbouring batches, which fit it, need not be monotone with this one"]
+    others = [f"{v * 1e3:.3f} ms in {k}" for k, v in (p.get("measured_points") or {}).items()
+              if k != p.get("measured_point")]
+    if others:
+        out.append(f"also measured: {'; '.join(others)} (another host session)")
+    return out
+
+
 def _text(p: dict) -> str:
     """The prediction as a few readable lines (warnings right after the headline)."""
     c = p["config"]
-    lines = [_headline(p)]
+    lines = [_headline(p), *_measured(p)]
     lines += [f"warning: {w}" for w in p.get("warnings") or []]
     if p.get("scaling_efficiency") is not None and (c.get("nproc") or 1) * (c.get("nnodes") or 1) > 1:
         lines.append(f"scaling efficiency {p['scaling_efficiency']:.1%}")
@@ -93,19 +116,6 @@ def _text(p: dict) -> str:
                       if isinstance(v, (int, float)))
     if parts:
         lines.append(f"parts: {parts}")
-    if p.get("measured_step_time_s"):
-        m = p["measured_step_time_s"]
-        err = (p["predicted_step_time_s"] - m) / m
-        pt = p["predicted_step_time_s"]
-        off = (f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it" if 0.5 < pt / m < 2
-               else f"{max(pt / m, m / pt):.1f}x {'above' if pt > m else 'below'} it")
-        at = f" in {p['measured_point']}" if p.get("measured_point") else ""
-        lines.append(f"measured {m * 1e3:.3f} ms{at} (withheld from the fit; the prediction is "
-                     f"{off})")
-        others = [f"{v * 1e3:.3f} ms in {k}" for k, v in (p.get("measured_points") or {}).items()
-                  if k != p.get("measured_point")]
-        if others:
-            lines.append(f"also measured: {'; '.join(others)} (another host session)")
     lines.append(f"how: {p['how']}")
     if p.get("host_session"):
         lines.append(f"host time from: {p['host_session']}")
@@ -378,27 +388,40 @@ def predict(
             if nnodes > 1 or network or what_if:
                 raise ConfigError("--gpu replays one node's GPUs: --nnodes, --network and "
                                   "--what-if are the step-level model's (drop --gpu for them)")
-            ignored = [k for k, on in (
-                ("--device " + str(device), device not in (None, "cuda")),
-                ("--threads", threads is not None),
-                ("--data " + str(data), data not in (None, "synthetic")),
-                ("--layout " + str(layout), layout not in (None, "auto")),
-                ("--loader-workers", loader_workers is not None),
-                ("--grad-accum", grad_accum not in (None, 1)),
-                ("--compile-mode " + str(compile_mode), compile_mode not in (None, "default")),
-                ("--explain", explain)) if on]
+            # each flag the replay cannot honour, with why (a stored CUDA timeline of one GPU's
+            # step: synthetic data, the framework's own layout, default compile mode, one
+            # micro-batch; no least-squares fit)
+            ignored = [f"{k} ({why})" for k, on, why in (
+                ("--device " + str(device), device not in (None, "cuda"),
+                 "it replays CUDA timelines only"),
+                ("--threads", threads is not None, "a CPU run's thread count; a GPU's "
+                 "timeline has none"),
+                ("--data " + str(data), data not in (None, "synthetic"),
+                 "the stored timelines ran on synthetic data: no input pipeline to replay"),
+                ("--layout " + str(layout), layout not in (None, "auto"),
+                 "the stored timelines ran at the framework's own layout"),
+                ("--loader-workers", loader_workers is not None,
+                 "no input pipeline in a synthetic-data timeline"),
+                ("--grad-accum", grad_accum not in (None, 1),
+                 "the stored timelines are steps of one micro-batch"),
+                ("--compile-mode " + str(compile_mode), compile_mode not in (None, "default"),
+                 "the stored timelines ran at the default compile mode"),
+                ("--explain", explain, "a replay fits nothing to explain; its output names "
+                 "what it assumes")) if on]
             if ignored:
                 raise ConfigError(
-                    "--gpu replays a stored CUDA timeline of one GPU (synthetic data, default "
-                    "layout and compile mode, no accumulation) and has no fit to explain; "
-                    f"{', '.join(ignored)} would be ignored: drop "
-                    f"{'it' if len(ignored) == 1 else 'them'}, or drop --gpu for the "
-                    "step-level model")
+                    "--gpu replays a stored timeline and cannot honour "
+                    f"{'; '.join(ignored)}: drop {'it' if len(ignored) == 1 else 'them'}, or "
+                    "drop --gpu for the step-level model")
             r = retarget.answer(db, model, framework, mode, precision, batch, gpu,
                                 nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"
                              else retarget.text(r) + "\n")
             return
+        if nics_per_node is not None and not network:
+            raise ConfigError(f"--nics-per-node {nics_per_node} counts the NICs of the "
+                              "inter-node link: give --network with it (e.g. --network ib_ndr "
+                              "--nnodes 2), or drop it: it would be ignored")
         import warnings
 
         from dlperf.results.rowcheck import DamagedRows

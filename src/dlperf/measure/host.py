@@ -44,9 +44,12 @@ class RunDelay:
         self.wall_ns: int | None = None
         self._t0 = 0
 
+    # The wall window encloses the two readings (its clock read before the first, after the
+    # second): a wait for a CPU between the clock and a reading is counted in both, so the
+    # share stays at most 1.
     def start(self) -> None:  # noqa: D102
-        self.start_ns = thread_run_delay_ns()
         self._t0 = time.perf_counter_ns()
+        self.start_ns = thread_run_delay_ns()
 
     def stop(self) -> None:  # noqa: D102
         self.end_ns = thread_run_delay_ns()

@@ -169,6 +169,17 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     return once(_RECORDS, key, lambda: load(paths))
 
 
+_GPU_RECORDS: dict[tuple[int, str], Records] = {}
+
+
+def gpu_records(recs: Records, gpu: str | None) -> Records:
+    """:func:`request.for_gpu`, one :class:`Records` per (records, GPU) in a process (the fits
+    shared per records object, :func:`shared_fits`, are made once)."""
+    if gpu is None:
+        return recs
+    return once(_GPU_RECORDS, (id(recs), gpu), lambda: rq.for_gpu(recs, gpu))
+
+
 def _interval(recs: Records, category: str, level: float, bound: str | None,
               withheld: Iterable = ()) -> iv.Interval | None:
     """The Mondrian conformal interval of a prediction of ``bound`` made as ``category``,
@@ -252,7 +263,7 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     req = _request(db, model, framework, mode, precision, device, batch_size, nproc, nnodes,
                    network, what_if, data=data, layout=layout, loader_workers=loader_workers,
                    threads=threads, grad_accum=grad_accum, compile_mode=compile_mode)
-    recs = records_of(db)
+    recs = gpu_records(records_of(db), req.gpu)  # one GPU model's points: rq.gpu_of
     cal = Calibration(recs, lambda p: req.target.matches(p) and (
         (req.world == 1 and p.per_device_batch == req.batch) or req.target != req.base),
         share_efficiencies=shared_fits(recs))
@@ -289,6 +300,7 @@ class Request:
     note: str | None
     target_note: str | None = None  # a mode the what-if implied (rq.implied_mode)
     changes: tuple[str, ...] = ()  # what the what-if changes (whatif_changes)
+    gpu: str | None = None  # the GPU model selected among several loaded (rq.gpu_of)
 
     @property
     def sources(self) -> list[str | None]:
@@ -323,7 +335,8 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     net = network_for(network, nnodes)
     world = nproc * nnodes
     _divisible(batch_size, world)
-    recs = records_of(db)
+    device, gpu = rq.gpu_of(records_of(db), device)
+    recs = gpu_records(records_of(db), gpu)
     layout = selectors["layout"]
     given = {"framework": framework, "mode": mode, "precision": precision,
              "device": rq.device_for(recs, device), "data": selectors["data"],
@@ -352,7 +365,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                      and not p.variant)
     return Request(base, target, gbatch, b, world, nnodes, net, host_ns,
                    gbatch != batch_size and target == base, withheld, note, implied,
-                   whatif_changes(base, target, gbatch != batch_size, host_ns))
+                   whatif_changes(base, target, gbatch != batch_size, host_ns), gpu)
 
 
 def _divisible(global_batch: int, world: int) -> None:
@@ -759,7 +772,7 @@ NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
     (lambda d, req, stored: (beyond_validated(d.one, req.batch) or ("",))[0] == d.path,
      lambda d, req, stored: "the '{0}' back-test, which went up to {2:g}x the nearest fitted "
                             "batch: {1:.3g}x is not validated".format(
-                                *beyond_validated(d.one, req.batch))),
+                                *(beyond_validated(d.one, req.batch) or ("", 0.0, 0.0)))),
     (lambda d, req, stored: len(req.changes) > 1,
      lambda d, req, stored: _not_tested(d, f"a what-if of several changes ({rq._and(list(req.changes))}:"
                                            " the category judges one change alone)")),
@@ -825,9 +838,9 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
     ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus, d.one.cfg.device)
     d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
     d.assumptions.append(f"borrowed interval: {gpu_words}")
-    own = _NO_TABLE.get(table_key(recs))
+    missing = _NO_TABLE.get(table_key(recs))
     _say_widened(d, wider, level, f"the same path in {table}: " + (
-        f"no residual table for these files ({own})" if own else
+        f"no residual table for these files ({missing})" if missing else
         f"these files' back-test has no residual of kind '{d.path}'"))
     t = d.step_s
     return ((t * ivl.low_ratio, t * ivl.high_ratio),

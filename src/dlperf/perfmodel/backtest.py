@@ -326,8 +326,12 @@ WHATIFS = (("what-if fp32->bf16", {"precision": ("fp32", "bf16")}),
              for (src, dst), cat in FRAMEWORK_WHATIFS.items()))
 
 
+#: Every what-if category :func:`whatif_rows` makes: those of :data:`WHATIFS` and B->2B.
+WHATIF_CATEGORIES: tuple[str, ...] = (*(cat for cat, _ in WHATIFS), "what-if B->2B")
+
+
 def whatif_rows(records: Records, base: Calibration,
-                categories: Sequence[str] = (*(c for c, _ in WHATIFS), "what-if B->2B"),
+                categories: Sequence[str] = WHATIF_CATEGORIES,
                 budget: Budget | None = None) -> list[Row]:
     """``what-if`` rows (those of ``categories``): those of :data:`WHATIFS` (each a pair of
     stored points at the same batch in the same file, the base's configuration changed as the

@@ -28,10 +28,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dlperf.config.identity import label_of
-from dlperf.perfmodel import lsq
+from dlperf.perfmodel import lsq, special
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel import special
 from dlperf.perfmodel.facts import facts_of
 from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point, Records

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, did_you_mean
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel.equations import FIRST_BUCKET_BYTES as FIRST_BUCKET_BYTES
 from dlperf.perfmodel.equations import Bucket as Bucket
@@ -305,7 +305,8 @@ def _given_link(spec: Link, what: str) -> Link:
 @link_of.register(str)
 def _named_link(spec: str, what: str) -> Link:
     if spec not in LINKS:
-        raise ConfigError(f"network {what} {spec!r}: give one of {', '.join(LINKS)} or "
+        raise ConfigError(f"network {what} {spec!r}{did_you_mean(spec, LINKS) or ':'} give one "
+                          f"of {', '.join(LINKS)} or "
                           "{'alpha_s': .., 'bandwidth_bytes_per_s': ..}")
     return LINKS[spec]
 
@@ -382,15 +383,25 @@ def network_for(network: Any, nnodes: int) -> Network | None:
     """:func:`network_of`, refusing what cannot work before anything is loaded.
 
     Raises:
-        ConfigError: several nodes without an inter-node link; a hierarchical all-reduce on one
-            node; what :func:`network_of` refuses.
+        ConfigError: several nodes without an inter-node link; an inter-node link (or its
+            NICs per node) on one node, where it would be ignored; a hierarchical all-reduce
+            on one node; what :func:`network_of` refuses.
     """
     net = network_of(network)
+    if nnodes == 1 and net is not None and net.algorithm == "hierarchical":
+        raise ConfigError("the hierarchical all-reduce needs more than one node; give algorithm "
+                          "ring, tree or best, or nnodes > 1")
+    if nnodes == 1 and net is not None and (net.inter is not None
+                                            or net.nics_per_node is not None):
+        given = (f"--nics-per-node {net.nics_per_node}" if net.inter is None else
+                 f"--network {net.inter.name if net.inter.name in LINKS else 'LINK'}")
+        raise ConfigError(f"{given} (network= in the API) is the link between nodes, "
+                          "and one node (--nnodes 1) has none: it would be ignored (the devices "
+                          "of one node all-reduce over the stored sweep's link, else nvlink4; "
+                          "an intra-node link is network={'intra': ..} in the API): drop "
+                          "it, or give --nnodes 2 or more")
     if nnodes > 1 and (net is None or net.inter is None):
         raise ConfigError(f"{nnodes} nodes need an inter-node link: give --network (network= in "
                           f"the API) one of {', '.join(LINKS)}, e.g. --network ib_ndr; "
                           "docs/perfmodel.md gives each link's latency, bandwidth and source")
-    if nnodes == 1 and net is not None and net.algorithm == "hierarchical":
-        raise ConfigError("the hierarchical all-reduce needs more than one node; give algorithm "
-                          "ring, tree or best, or nnodes > 1")
     return net

@@ -143,6 +143,71 @@ def calibrated_devices(recs: Records) -> dict[str, list[str]]:
     return {d: sorted(v - {""}) for d, v in sorted(out.items())}
 
 
+def gpu_models(recs: Records) -> list[str]:
+    """The names of the GPU models (``NVIDIA H200``, ``NVIDIA H100 80GB HBM3``) the stored
+    ``cuda`` points ran on (any device count; a point that recorded no name is not counted),
+    sorted."""
+    return sorted({p.device_name for p in recs.points if p.device == "cuda" and p.device_name})
+
+
+def _gpu_short(name: str) -> str | None:
+    """The ``--gpu`` short name (a datasheet's: ``h100``) of a driver's GPU name, if any."""
+    from dlperf.perfmodel.hardware import short_name
+
+    return short_name(name)
+
+
+def gpu_of(recs: Records, device: str | None) -> tuple[str | None, str | None]:
+    """``(device, GPU)``: the GPU model a request's ``device`` selects where ``recs`` hold
+    ``cuda`` points of several GPU models (a GPU is part of a configuration's identity: the
+    points of two GPU models are never fitted together, :func:`for_gpu`), else ``(device,
+    None)``. ``device`` selects a GPU by its name (``NVIDIA H100 80GB HBM3``, without case),
+    by ``--gpu``'s short name of it (``h100``, :func:`dlperf.perfmodel.hardware.short_name`)
+    or by a part of its name; the GPU selected comes back with ``cuda`` as the device. A
+    device of another kind (``cpu``, a CPU's name) or a name no GPU matches is returned as it
+    is, for :func:`device_for`.
+
+    Raises:
+        ConfigError: several GPU models loaded and ``device`` None, ``cuda`` or a name that
+            matches several of them, with the ``--device`` value of each.
+    """
+    gpus = gpu_models(recs)
+    if len(gpus) < 2:
+        return device, None
+    want = (device or "").strip().lower()
+    hits = ([g for g in gpus if g.lower() == want] or [g for g in gpus if _gpu_short(g) == want]
+            or [g for g in gpus if want and want in g.lower()])
+    if len(hits) == 1:
+        return "cuda", hits[0]
+    if device is not None and device != "cuda" and not hits:
+        return device, None
+    picks = "; ".join(f"--device {_gpu_short(g) or repr(g)} or --device '{g}'"
+                      if _gpu_short(g) and [_gpu_short(x) for x in gpus].count(_gpu_short(g)) == 1
+                      else f"--device '{g}'" for g in gpus)
+    said = "no --device" if device is None else f"--device {device}"
+    raise ConfigError(f"{said} is ambiguous: these results files hold CUDA points of "
+                      f"{len(gpus)} GPU models ({', '.join(gpus)}), and the model is "
+                      f"calibrated on one GPU model at a time (their points are never fitted "
+                      f"together); pick one: {picks}")
+
+
+def for_gpu(recs: Records, gpu: str | None) -> Records:
+    """The records of the results files that hold a point or collective of the GPU model
+    ``gpu``, in their loaded order, without their ``cuda`` points and collectives of other
+    GPU models (and ``cuda`` points that recorded no GPU name): what a prediction on ``gpu``
+    calibrates on (:func:`gpu_of`), the same records as those files alone where no file
+    mixes GPU models. ``gpu`` None: ``recs`` itself."""
+    if gpu is None:
+        return recs
+    files = {p.source for p in recs.points if p.device == "cuda" and p.device_name == gpu} | {
+        c.source for c in recs.collectives if c.device_name == gpu}
+    pts = [p for p in recs.points if p.source in files
+           and (p.device != "cuda" or p.device_name == gpu)]
+    colls = [c for c in recs.collectives if c.source in files and c.device_name in (None, gpu)]
+    return Records(pts, colls, [f for f in recs.sources if f in files],
+                   {f: d for f, d in recs.damaged.items() if f in files})
+
+
 def device_for(recs: Records, device: str | None) -> str | None:
     """The stored device kind a request's ``device`` means: a kind measured in ``recs``
     (``cuda``), or a device name one of them ran on, matched without case as a word or part
@@ -330,13 +395,19 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
         return Config(model, str(core["framework"]), str(core["mode"]),
                       str(core["precision"]), str(core["device"]), **sel)
     of_model = [c for c in stored if c.model == model]
-    known = [c.label() for c in (of_model or stored)]
-    where = f"{model}'s stored configurations" if of_model else "stored configurations"
     with_ = ", ".join(f"{k}={v}" for k, v in core.items() if v)
+    if not of_model:  # other models' configurations would not help: say how to measure it
+        raise ConfigError(
+            f"no stored points of {model} in {_files(recs)}: measure it first\n"
+            f"  dlperf run --model {model} --framework F --precision P -b N --db FILE\n"
+            f"and predict from that file, or give {'/'.join(missing)} too for an analytic "
+            "prediction from other models' fits (`dlperf results --db FILE` lists what is stored)")
+    known = [c.label() for c in of_model]
     raise ConfigError(f"no stored one-device point of {model}"
                       + (f" with {with_}" if with_ else "")
                       + f"; give {'/'.join(missing)} too for an analytic prediction, or pick "
-                      f"one of the {where}: " + _listed(known, "; ", " ... ({all} in all)"))
+                      f"one of {model}'s stored configurations: "
+                      + _listed(known, "; ", " ... ({all} in all)"))
 
 
 def _batch(value: Any, batch_size: int) -> int:
@@ -378,7 +449,19 @@ def _within_batch_limit(b: int, given: str) -> int:
     return b
 
 
+#: The host-speed probes (``env.host_speed``'s ``python_loop_ns``) a host-speed what-if
+#: accepts, in ns: the probes stored with the committed results span 58.8 ns (cpu-dev, an AMD
+#: EPYC host) to 202.8 ns (an H200 VM under load); the range is about a tenth of the fastest
+#: to ten times the slowest. Outside it the scaled host time ``H N / probe`` is no machine's.
+HOST_SPEED_NS_RANGE = (5.0, 2000.0)
+
+
 def _host_speed(value: Any) -> float:
+    """``--what-if host_speed_ns=N``'s N (ns per iteration of the host-speed probe's loop).
+
+    Raises:
+        ConfigError: not a positive finite number, or outside :data:`HOST_SPEED_NS_RANGE`.
+    """
     try:
         ns = float(str(value).strip())
     except ValueError:
@@ -387,6 +470,12 @@ def _host_speed(value: Any) -> float:
         raise ConfigError(f"--what-if host_speed_ns={value}: give the other host's host-speed "
                           "probe, a positive number of ns per Python loop iteration (e.g. 90; "
                           "`dlperf env` prints this host's)")
+    low, high = HOST_SPEED_NS_RANGE
+    if not low <= ns <= high:
+        raise ConfigError(f"--what-if host_speed_ns={value}: {ns:g} ns per Python loop iteration "
+                          f"is no host's: give {low:g} to {high:g} ns (the stored hosts' probes "
+                          "span 59-203 ns; the range is a tenth of the fastest to ten times "
+                          "the slowest; `dlperf env` prints this host's)")
     return ns
 
 

@@ -717,7 +717,8 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
     if base is None:
         from dlperf.perfmodel.api import predict as step_level
 
-        sl = step_level(db, model, framework, mode, precision, "cuda", batch_size=batch_size)
+        sl = step_level(db, model, framework, mode, precision, src_name or "cuda",
+                        batch_size=batch_size)
         base, session = sl.predicted_step_time_s, sl.host_session or session
         how = f"the step-level model's {base * 1e3:.3f} ms"
     f = statistics.median(ratios)

@@ -340,8 +340,9 @@ def scan(db: sqlite3.Connection, columns: Mapping[str, str],
         if rid not in bad and rid in sums and rid not in with_samples and sums[rid][1] != empty:
             bad[rid] = ("the checksum of its raw samples does not match them (changed after "
                         "they were stored)")
-    for rid in bad if records is not None else ():
-        records.pop(rid, None)
+    if records is not None:
+        for rid in bad:
+            records.pop(rid, None)
     return bad
 
 

@@ -35,7 +35,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from dlperf.config.identity import label_of
 from dlperf.errors import ConfigError
@@ -450,7 +450,8 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
     fn, desc, comm_measured, _ = pm.comm_time_fn(cal, nproc, 1, None)
     target = types.SimpleNamespace(model=model, framework=framework, mode=mode,
                                    precision=precision, device="cuda")
-    prof = dpm.recorded_profile(lib.recs.points, target, nproc, batch)
+    # the target's identity fields are all recorded_profile reads of a Point or Config
+    prof = dpm.recorded_profile(lib.recs.points, cast(Any, target), nproc, batch)
     x, _ = dpm.exposed_comm(point.params, device_s, fn, profile=prof)
     hn, dn = eq.dp_parts_s(host_s, device_s, x, ddp.rho, ddp.kappa)
     ratio = eq.step_s(hn, dn) / eq.step_s(host_s, device_s)

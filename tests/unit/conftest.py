@@ -22,3 +22,14 @@ def h200_validation():
     from dlperf.perfmodel import validation
 
     return validation.validate(H200_DIRS)
+
+
+@pytest.fixture(scope="module")
+def module_fit_cache(tmp_path_factory):
+    """``DLPERF_CACHE_DIR`` set to a folder of the test module's own, empty when the module
+    starts, for the whole module: its predictions fit (or read from the committed tables)
+    what they need, whatever another module left in the session's cache. Used by the
+    prediction test modules as ``pytestmark = pytest.mark.usefixtures("module_fit_cache")``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("fits")))
+        yield

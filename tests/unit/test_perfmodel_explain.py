@@ -15,11 +15,7 @@ H200 = [ROOT / "h200", ROOT / "h200x2"]
 TORCH = dict(framework="torch", mode="eager", device="cuda", data="synthetic", layout="auto")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("fits")))
-        yield
+pytestmark = pytest.mark.usefixtures("module_fit_cache")
 
 
 def test_a_series_prediction_is_its_printed_h_d0_d1_through_step_s():

@@ -16,11 +16,7 @@ R50 = dict(model="resnet50", framework="torch", mode="eager", precision="bf16", 
            data="synthetic", layout="auto")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("fits")))
-        yield
+pytestmark = pytest.mark.usefixtures("module_fit_cache")
 
 
 def test_a_prediction_names_its_gpu_and_host_session():

@@ -25,13 +25,7 @@ BASE = ["--model", "resnet50", "--framework", "torch", "--mode", "eager", "--pre
         "--device", "cuda", "-b", "64"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    """The back-test residuals (the interval) cached in a folder of this module's own."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("residuals")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("module_fit_cache")
 
 
 def _result(model, batch, step_s, *, precision="bf16", device="cuda", layout="auto",

@@ -18,12 +18,7 @@ CFG = dict(model="resnet50", framework="torch", mode="eager", precision="bf16",
            data="synthetic", layout="auto", batch_size=64)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("fits")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("module_fit_cache")
 
 
 def _files(p):

@@ -21,12 +21,7 @@ from test_perfmodel_predict_requests import _result  # noqa: E402 - the same fak
 H200 = Path(__file__).resolve().parents[2] / "benchmarks/results/h200"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DLPERF_CACHE_DIR", str(tmp_path_factory.mktemp("fits")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("module_fit_cache")
 
 
 def _store(path, steps, **kw):

@@ -60,10 +60,10 @@ def test_a_run_over_precisions_and_batches_ends_with_the_summary_and_the_advice(
                      r"\(fcn5_tiny\)", out), out
     assert "--repeats 3 gives intervals from runs" in out  # one run a side: said so
     assert "batch size (within 5% of the best throughput, 95% CI):" in out
-    for prec, best in (("fp32", "914.3"), ("bf16", "1662")):
+    for prec, best, ms in (("fp32", "914.3", "35.00"), ("bf16", "1662", "19.25")):
         assert (f"fcn5_tiny fake/eager cpu {prec} synthetic: fits up to b=32 (b=64: OOM); "
                 f"throughput stops growing at b=16: 97% [97%, 97%] of the best ({best} "
-                "samples/s (mean) at b=32)") in out, out
+                f"samples/s at b=32: 32 / {ms} ms median step)") in out, out
     summary = out[out.index("relative speed"):]
     assert len(summary.splitlines()) <= 8  # concise
 

@@ -161,12 +161,15 @@ def test_batch_advice_fits_fails_and_plateau():
     assert a["first_failure"]["status"] == "OOM"
     assert a["best_batch"] == 64 and a["best_median_samples_per_s"] == pytest.approx(
         64 / 0.039, rel=0.01)
-    # the number printed is the table's (mean) throughput of the same runs, not b / median
+    # the number printed is the one that ranks: b / the median step, with that step
     best_runs = [r for r in _sweep({64: 0.039}, rel=0.002)]
     assert a["best_samples_per_s"] != a["best_median_samples_per_s"]
     assert a["best_samples_per_s"] == pytest.approx(best_runs[0].throughput.samples_per_s,
                                                     rel=0.01)
-    assert f"{fmt_sig(a['best_samples_per_s'])} samples/s (mean) at b=64" in a["advice"]
+    assert a["best_step_s"] == pytest.approx(regress.run_median_s(best_runs[0]))
+    assert (f"({fmt_sig(a['best_median_samples_per_s'])} samples/s at b=64: 64 / "
+            f"{fmt_sig(a['best_step_s'] * 1e3)} ms median step)") in a["advice"]
+    assert a["mean_best_batch"] == 64 and "ranks b=" not in a["advice"]
     pl = a["plateau"]
     assert pl["batch"] == 32 and pl["ci_low"] >= 0.95 and pl["ci_from"] == "iterations"
     assert pl["share"] == pytest.approx((32 / 0.020) / (64 / 0.039), rel=0.01)
@@ -176,6 +179,37 @@ def test_batch_advice_fits_fails_and_plateau():
     assert lines[0].startswith("batch size (within 5% of the best") and "r torch/eager" in lines[1]
     md = batches.advice_markdown([a])
     assert "| 8, 16, 32, 64, 128, 256 | 64 |" in md and "b=128: OOM" in md
+
+
+def _slow_tail(b: int, med: float, slow: float, n_slow: int, n: int = 30) -> RunRecord:
+    """A run of ``n`` iterations at ``med`` s but ``n_slow`` of them at ``slow`` s: its
+    median stays at ``med`` while its mean (the table's samples/s) drops."""
+    r = rec("r", b=b, med=med, rel=0.001, seed=b, n=n)
+    xs = list(r.measured_s)[: n - n_slow] + [slow] * n_slow
+    d = r.to_dict()
+    d["samples"] = {"measure": xs}
+    d["summary"] = {"median": float(np.median(xs)), "ci_low": min(xs), "ci_high": max(xs)}
+    d["throughput"] = {"samples_per_s": b / float(np.mean(xs))}
+    return RunRecord.from_dict(d)
+
+
+def test_batch_advice_prints_the_statistic_that_ranks_and_says_where_the_mean_differs():
+    """A fresh user's CPU sweep: b=8 at a 19.4 ms median (413 samples/s) with slow iterations
+    (mean 194 samples/s), b=32 at 82.8 ms (386; mean ~386): b=8 ranks first by the median,
+    b=32 by the table's mean. The printed best is the median's (413 at b=8), never the mean
+    of b=8 (194) beside the claim that it is the best, and the mean's other ranking is said."""
+    recs = [_slow_tail(8, 0.01936, 0.2, 3), _slow_tail(32, 0.08285, 0.0829, 1)]
+    (a,) = batches.batch_advice(recs)
+    assert a["best_batch"] == 8 and a["mean_best_batch"] == 32
+    shown = a["best_median_samples_per_s"]
+    assert shown == pytest.approx(8 / 0.01936, rel=0.01)
+    assert a["best_samples_per_s"] < 0.6 * shown  # the mean of b=8 is far lower
+    assert f"({fmt_sig(shown)} samples/s at b=8: 8 / 19.36 ms median step)" in a["advice"]
+    assert f"{fmt_sig(shown)} (b=8: 8 / 19.36 ms median step)" in batches.advice_markdown([a])
+    for text in (a["advice"], batches.advice_markdown([a])):
+        assert fmt_sig(a["best_samples_per_s"]) in text  # said as the mean of b=8 ...
+        assert "samples/s (mean) ranks b=32 first" in text  # ... beside the mean's ranking
+    assert "best samples/s (b / median step)" in batches.advice_markdown([a])
 
 
 def test_batch_plateau_respects_the_interval():

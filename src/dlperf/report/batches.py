@@ -14,8 +14,11 @@ Points that differ only in their batch size (:func:`dlperf.report.axes.free_key`
   when both have two or more, else from iterations, said by ``ci_from``), scaled by the exact
   factor b / b_best. Where the best batch is the largest tried and nothing failed above it,
   throughput may still grow: the advice says to try larger batches. The samples/s printed
-  beside the advice is the results table's (mean: total samples / total time), so the two
-  agree; T(b) ranks, because the median and its interval resist a few slow iterations.
+  beside the advice is T(best), the statistic that ranks, with the step time it comes from
+  (the results table's ms/iter), because the median and its interval resist a few slow
+  iterations. The results table's samples/s (mean: total samples / total time) can rank
+  another batch first when iterations are noisy; the advice then says so, with both means.
+  Every ok run counts, steady or not.
 
 Printed after a run or sweep that varied the batch size (:func:`advice_lines`) and in the
 report's "Batch size" section (:func:`advice_markdown`).
@@ -76,8 +79,8 @@ def _mean_tput(runs: Sequence[RunRecord], fallback: float) -> float:
     """The throughput the results tables show (``samples/s (mean)``: total samples over total
     measured time, DLBench's definition), averaged over the batch's ok runs; ``fallback``
     (b / the median step) for records that stored none. The ranking and the plateau use the
-    median step and its interval; this is only the number printed beside them, so that it is
-    the same number as the table's."""
+    median step and its interval; this is compared with it only to say where the table's
+    mean ranks another batch first."""
     xs = [float(t) for r in runs if (t := samples_per_s(r)) is not None and t > 0]
     return float(np.mean(xs)) if xs else fallback
 
@@ -97,16 +100,42 @@ def _advice_text(a: dict[str, Any]) -> str:
         fits += " (nothing larger tried)"
     if a["best_batch"] is None:
         return fits
-    best = f"{fmt_sig(a['best_samples_per_s'])} samples/s (mean) at b={a['best_batch']}"
+    b = a["best_batch"]
+    best = (f"{fmt_sig(a['best_median_samples_per_s'])} samples/s at b={b}: {b} / "
+            f"{fmt_sig(a['best_step_s'] * 1e3)} ms median step")
     if a["still_growing"]:
-        return (f"{fits}; throughput still grows at the largest batch tried ({best}): try "
+        text = (f"{fits}; throughput still grows at the largest batch tried ({best}): try "
                 "larger batches")
-    pl = a["plateau"]
-    ci = (f" [{pl['ci_low']:.0%}, {pl['ci_high']:.0%}]" if pl["ci_low"] is not None else "")
-    if pl["batch"] == a["best_batch"]:
-        return f"{fits}; throughput peaks at b={a['best_batch']} ({best})"
-    return (f"{fits}; throughput stops growing at b={pl['batch']}: {pl['share']:.0%}{ci} of "
-            f"the best ({best})")
+    else:
+        pl = a["plateau"]
+        ci = (f" [{pl['ci_low']:.0%}, {pl['ci_high']:.0%}]" if pl["ci_low"] is not None
+              else "")
+        if pl["batch"] == a["best_batch"]:
+            text = f"{fits}; throughput peaks at b={a['best_batch']} ({best})"
+        else:
+            text = (f"{fits}; throughput stops growing at b={pl['batch']}: "
+                    f"{pl['share']:.0%}{ci} of the best ({best})")
+    note = _mean_note(a)
+    return text + (f"; {note}" if note else "")
+
+
+def _best_cell(a: dict[str, Any]) -> str:
+    """T(best) with where it comes from: ``413.2 (b=8: 8 / 19.36 ms median step)``."""
+    b = a["best_batch"]
+    return (f"{fmt_sig(a['best_median_samples_per_s'])} (b={b}: {b} / "
+            f"{fmt_sig(a['best_step_s'] * 1e3)} ms median step)")
+
+
+def _mean_note(a: dict[str, Any]) -> str:
+    """Where the results table's samples/s (mean) ranks another batch first: which, with both
+    means; else empty."""
+    mb = a.get("mean_best_batch")
+    if mb is None or mb == a["best_batch"]:
+        return ""
+    means = {r["batch"]: r["samples_per_s"] for r in a["per_batch"]}
+    return (f"the results table's samples/s (mean) ranks b={mb} first ({fmt_sig(means[mb])} vs "
+            f"{fmt_sig(means[a['best_batch']])} at b={a['best_batch']}): noisy iterations, "
+            "which the median resists")
 
 
 def _one_series(by_batch: dict[int, list[RunRecord]], tolerance: float,
@@ -127,7 +156,8 @@ def _one_series(by_batch: dict[int, list[RunRecord]], tolerance: float,
                           if failed else None),
         "peak_memory": (fmt_bytes_triple(ok[max(fitting)][-1]) if fitting else None),
         "tolerance": tolerance, "per_batch": [], "best_batch": None,
-        "best_samples_per_s": None, "plateau": None, "still_growing": False}
+        "best_samples_per_s": None, "best_median_samples_per_s": None, "best_step_s": None,
+        "mean_best_batch": None, "plateau": None, "still_growing": False}
     if not fitting:
         out["advice"] = _advice_text(out)
         return out
@@ -158,7 +188,8 @@ def _one_series(by_batch: dict[int, list[RunRecord]], tolerance: float,
         if plateau is None and (lo if lo is not None else share) >= 1.0 - tolerance:
             plateau = row
     out.update(best_batch=best, best_samples_per_s=shown[best],
-               best_median_samples_per_s=tput[best], plateau=plateau,
+               best_median_samples_per_s=tput[best], best_step_s=step[best],
+               mean_best_batch=max(shown, key=lambda b: shown[b]), plateau=plateau,
                still_growing=(best == max(fitting) == max(batches) and len(fitting) >= 2
                               and plateau is not None and plateau["batch"] == best))
     out["advice"] = _advice_text(out)
@@ -181,8 +212,12 @@ def batch_advice(records: Iterable[RunRecord], tolerance: float = PLATEAU_TOLERA
         ``fits_up_to`` (the largest batch with an ok run; None if none ran),
         ``first_failure`` (``{"batch", "status", "error"}`` of the smallest batch that only
         failed, or None), ``peak_memory`` (the memory cell of the largest batch that fit),
-        ``best_batch`` and ``best_samples_per_s``, ``per_batch`` (per ok batch:
-        ``batch``, ``samples_per_s``, ``share`` of the best, its interval ``ci_low``,
+        ``best_batch`` (highest b / median step), ``best_median_samples_per_s`` (that
+        throughput, samples/s), ``best_step_s`` (its step time, s), ``best_samples_per_s``
+        (the results table's mean samples/s at ``best_batch``), ``mean_best_batch`` (the
+        batch the table's mean ranks first), ``per_batch`` (per ok batch:
+        ``batch``, ``samples_per_s`` (mean), ``median_samples_per_s``, ``share`` of the best,
+        its interval ``ci_low``,
         ``ci_high`` and ``ci_from``), ``plateau`` (the ``per_batch`` entry where throughput
         stops growing), ``still_growing`` (the best is the largest batch tried, nothing failed
         above it, and no smaller batch is within the tolerance), ``tolerance`` and
@@ -220,7 +255,7 @@ def advice_markdown(advice: Sequence[dict[str, Any]]) -> str:
     if not advice:
         return NO_BATCH_SERIES
     lines = ["| model | framework/mode | device | precision | data | batches tried | fits up to "
-             "| first failure | best samples/s (mean) | throughput stops growing at |",
+             "| first failure | best samples/s (b / median step) | throughput stops growing at |",
              "|---|---|---|---|---|---|---:|---|---:|---:|"]
     for a in advice:
         ff = a["first_failure"]
@@ -238,11 +273,15 @@ def advice_markdown(advice: Sequence[dict[str, Any]]) -> str:
                  f"{a['fits_up_to']}" + (f" ({mem})" if mem and mem != "–" else ""),
                  "–" if ff is None else f"b={ff['batch']}: {ff['status']}",
                  "–" if a["best_batch"] is None else
-                 f"{fmt_sig(a['best_samples_per_s'])} (b={a['best_batch']})", stop]
+                 _best_cell(a) + (f"; {note}" if (note := _mean_note(a)) else ""), stop]
         lines.append("| " + " | ".join(md_escape(str(c)) for c in cells) + " |")
     tol = advice[0]["tolerance"]
     lines += ["", f"*fits up to*: the largest batch that ran (peak memory alloc / resv / NVML, "
               f"or the process RSS); *first failure*: the smallest batch that only failed. "
+              "*best samples/s*: the batch size over its median step time (the results "
+              "table's ms/iter), the statistic that ranks the batches; where the table's "
+              "samples/s (mean: total samples / total time) ranks another batch first, the "
+              "cell says so. Every ok run counts, steady or not. "
               f"*throughput stops growing at*: the smallest batch whose throughput "
               f"(samples/s) is within {tol:.0%} of the best with its 95% interval: the lower "
               "end of the interval of its share of the best is at least "

@@ -68,3 +68,20 @@ def test_for_gpu_drops_other_gpus_points_and_their_files():
     assert len(got.points) == len(api.records_of([H100]).points)
     assert rq.for_gpu(recs, None) is recs
     assert isinstance(got, Records)
+
+
+def test_a_cpu_file_beside_a_gpus_files_stays_with_that_gpu():
+    # h200/cpu_threads.db holds CPU points only: --device h200 keeps it as h200 alone does
+    recs = api.records_of([H200, H100])
+    assert rq.for_gpu(recs, "NVIDIA H200").sources == api.records_of([H200]).sources
+    assert rq.for_gpu(recs, "NVIDIA H100 80GB HBM3").sources == api.records_of([H100]).sources
+
+
+@pytest.mark.parametrize("dbs", [[H200, H100], [H100, H200]])
+def test_device_reads_the_gpus_own_residual_table(dbs):
+    cfg = {**CFG, "batch_size": 96}  # not stored on h200: the held-out batch interval
+    alone = api.predict([H200], **cfg)
+    p = api.predict(dbs, device="h200", **cfg)
+    assert p.interval_s == alone.interval_s
+    assert p.interval_group == alone.interval_group
+    assert "borrowed" not in (p.interval_group or "")

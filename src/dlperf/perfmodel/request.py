@@ -20,6 +20,7 @@ All raise :class:`~dlperf.errors.ConfigError` with what is wrong and how to fix 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -192,15 +193,29 @@ def gpu_of(recs: Records, device: str | None) -> tuple[str | None, str | None]:
 
 
 def for_gpu(recs: Records, gpu: str | None) -> Records:
-    """The records of the results files that hold a point or collective of the GPU model
-    ``gpu``, in their loaded order, without their ``cuda`` points and collectives of other
-    GPU models (and ``cuda`` points that recorded no GPU name): what a prediction on ``gpu``
-    calibrates on (:func:`gpu_of`), the same records as those files alone where no file
-    mixes GPU models. ``gpu`` None: ``recs`` itself."""
+    """The records of the results files of the GPU model ``gpu``, in their loaded order,
+    without their ``cuda`` points and collectives of other GPU models (and ``cuda`` points
+    that recorded no GPU name): what a prediction on ``gpu`` calibrates on (:func:`gpu_of`),
+    the same records as those files alone where no file mixes GPU models. A file of ``gpu``
+    holds a point or collective of it, or no ``cuda`` point or collective of any named GPU
+    (a CPU file) in a folder whose GPU files are of ``gpu`` alone (``h200/cpu_threads.db``
+    beside ``h200/*.db``: ``--device h200`` with ``h100`` loaded reads what ``h200`` alone
+    does, and its residual table). ``gpu`` None: ``recs`` itself."""
     if gpu is None:
         return recs
-    files = {p.source for p in recs.points if p.device == "cuda" and p.device_name == gpu} | {
-        c.source for c in recs.collectives if c.device_name == gpu}
+    gpus_of: dict[str, set[str]] = {}
+    for p in recs.points:
+        if p.device == "cuda" and p.device_name:
+            gpus_of.setdefault(p.source, set()).add(p.device_name)
+    for c in recs.collectives:
+        if c.device_name:
+            gpus_of.setdefault(c.source, set()).add(c.device_name)
+    folder_gpus: dict[str, set[str]] = {}
+    for f, names in gpus_of.items():
+        folder_gpus.setdefault(os.path.dirname(os.path.realpath(f)), set()).update(names)
+    files = {f for f, names in gpus_of.items() if gpu in names} | {
+        f for f in recs.sources if f not in gpus_of
+        and folder_gpus.get(os.path.dirname(os.path.realpath(f))) == {gpu}}
     pts = [p for p in recs.points if p.source in files
            and (p.device != "cuda" or p.device_name == gpu)]
     colls = [c for c in recs.collectives if c.source in files and c.device_name in (None, gpu)]

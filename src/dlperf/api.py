@@ -94,7 +94,8 @@ def run(model: str | RunConfig, *, in_process: bool = False, db: str | Path | No
 
 def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | None = None,
           name: str = "api", db: str | Path | None = None, in_process: bool = False,
-          resume: bool = True, retry_failed: bool = False, quiet: bool = False) -> SweepOutcome:
+          resume: bool = True, retry_failed: bool = False, quiet: bool = False,
+          console: Any = None) -> SweepOutcome:
     """Run a sweep: the points of ``grid`` (entries of a sweep file: a list value is an axis,
     crossed with the entry's other lists; ``defaults`` apply to every entry), one line per
     result printed as they finish.
@@ -109,6 +110,9 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
         in_process: measure each point in this process (see :func:`run`).
         resume, retry_failed: as ``dlperf sweep``'s.
         quiet: print nothing.
+        console: the ``rich.console.Console`` the lines go to (the CLI passes its stderr
+            console, :data:`dlperf.cli.common.err`, whose width follows ``$COLUMNS`` and off a
+            terminal keeps lines whole); default: a new one on stderr (``quiet`` applies).
 
     Returns:
         :class:`~dlperf.sweep.SweepOutcome`: ``ran``, ``failed``, ``skipped`` and the new
@@ -144,7 +148,8 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
             db = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "results.db"
         store = stack.enter_context(ResultStore(db))
         return execute(points, store, sweep=name, resume=resume, retry_failed=retry_failed,
-                       runner=runner, console=Console(stderr=True, quiet=quiet),
+                       runner=runner,
+                       console=console or Console(stderr=True, quiet=quiet),
                        show_progress=False, missing_data=missing)
 
 

@@ -219,7 +219,17 @@ def test_a_cuda_sweep_without_a_gpu_is_refused_before_anything_runs(tmp_path):
     assert "2 of 2 point(s) ask for device cuda" in " ".join(r.stderr.split())
     assert "Traceback" not in r.stderr
     assert not db.exists()
-    assert dlperf_here("sweep", str(sw), "--dry-run").returncode == 0  # listing needs no GPU
+    # listing needs no GPU (a login node), but the dry run ends with the sweep's refusal
+    dry = dlperf_here("sweep", str(sw), "--db", str(db), "--dry-run")
+    assert dry.returncode == 0
+    counts = dry.stdout.splitlines()[2]
+    assert counts.startswith("2 points: 2 pending") and "would not start on this host" in counts
+    last = " ".join(dry.stderr.split())
+    assert last.endswith("2 of 2 point(s) ask for device cuda, but no CUDA GPU is usable here; "
+                         "run the sweep on a GPU machine, or set device: cpu (or auto) in the "
+                         "file")
+    assert "the sweep would stop before its first point (exit 2)" in last
+    assert not db.exists()
 
 
 def test_more_threads_than_usable_cpus_is_a_warning_of_the_result(tmp_path):

@@ -663,6 +663,23 @@ def test_breakdown_and_op_class_tables(tmp_path):
     assert "Where" not in md and bdr.breakdown_markdown(as_records(rows)).count("\n|") == 2
 
 
+def test_op_class_idle_is_labelled_as_the_traced_steps(tmp_path):
+    """The idle time is that of a traced step (the profiler lengthened it to 172 ms against a
+    36 ms measured step): the column says so and gives that step, the CSV key stays."""
+    from dlperf.report import breakdown as bdr
+
+    trace = {"available": True, "busy_s": 0.0379, "idle_s": 0.1345, "step_wall_s": 0.1724,
+             "device_kind": "gpu"}
+    recs = as_records(_rows(tmp_path, [fake_result(trace=trace)]))
+    cols, (cells,) = bdr.op_class_cells(recs)
+    row = dict(zip(cols, cells))
+    assert "idle ms" not in cols and row["idle ms (of traced step ms)"] == "134.5 of 172.4"
+    assert row["step ms"] == "10.00"
+    md = bdr.op_class_markdown(recs)
+    assert "| 134.5 of 172.4 |" in md and "can exceed *step ms*" in md
+    assert bdr.op_class_records(recs)[0]["idle_s"] == pytest.approx(0.1345)
+
+
 def test_gap_attribution_between_frameworks(tmp_path):
     from dlperf.report import breakdown as bdr
 

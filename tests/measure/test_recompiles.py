@@ -17,6 +17,7 @@ from dlperf.measure.loop import MAX_REMEASURES, measure
 from dlperf.measure.segment import compile_handling
 from dlperf.measure.timers import HostTimer
 from dlperf.measure.warnings import quality_warnings
+from dlperf.report.cells import fmt_sig
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import as_records
 from fakes import FakeClock
@@ -292,7 +293,10 @@ def test_the_convergence_table_and_json_carry_compile_time_and_recompiles():
     # a record from before schema 10: nothing known of compile before the loop
     (g,) = convergence_groups(as_records([row(1, None)]), raw.__getitem__, window=2)
     assert g["runs"][0]["compile_before_loop_s"] is None
-    assert "(? + " in convergence_markdown([g])
+    md = convergence_markdown([g])
+    assert "?" not in md
+    assert (f"| {fmt_sig(g['runs'][0]['compile_time_s'])} (in loop; before the loop: not "
+            "recorded) |") in md
 
 
 def test_data_parallel_compile_steps_are_any_ranks():

@@ -156,8 +156,16 @@ def test_runs_unfit_to_judge_are_left_out_with_the_reason():
     base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
     new = [rec("p1", noisy(0.010, seed=10), repeat=0), rec("p1", noisy(0.010, seed=11), repeat=1),
            rec("p1", drifting(12), repeat=2)]
-    pc = regress.compare_records(base, new, threshold=0.05).points[0]
+    comp = regress.compare_records(base, new, threshold=0.05)
+    pc = comp.points[0]
     assert pc.judged and pc.left_out == [("NEW", 2, ["drifting"])] and not pc.regression
+    # the runs column counts the runs the ms come from: NEW's geometric mean is of 2 runs
+    assert pc.new_step_s == pytest.approx(float(np.exp(np.mean(np.log(
+        [regress.run_median_s(r) for r in new[:2]])))))
+    assert "| 3 / 2 of 3 |" in regress_text.comparison_markdown(comp)
+    js = regress_text.comparison_json(comp)["points"][0]
+    assert [r["used"] for r in js["new_runs"]] == [True, True, False]
+    assert all(r["used"] for r in js["base_runs"])
     busy = rec("p1", noisy(0.010, seed=13), repeat=1)
     busy.host_cpu_wait = {"seconds": 0.2, "share": 0.2}
     new = [rec("p1", two_speeds(14), repeat=0), busy, rec("p1", drifting(15), repeat=2)]
@@ -166,6 +174,8 @@ def test_runs_unfit_to_judge_are_left_out_with_the_reason():
     assert pc.judged is False and pc.verdict == "not judged"
     assert pc.not_judged == ["0 runs in NEW fit to judge (3 left out), 2 needed",
                              "two modes: 1 run", "busy host: 1 run", "drifting: 1 run"]
+    # not judged: the ms come from every ok run; the cell says how many are fit to judge
+    assert "| 3, 3 fit to judge / 3, 0 fit to judge |" in regress_text.comparison_markdown(comp)
     assert "--repeats" not in pc.advice  # enough runs were made: each reason's own advice
     assert "quiet host" in pc.advice and "alternates" in pc.advice and "grows" in pc.advice
     assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED

@@ -119,7 +119,8 @@ def _timed_sweep(monkeypatch, point_s: float):
 
     clock, ran = FakeClock(), []
 
-    def sweep(grid, *, defaults=None, name="", db=None, **_):
+    def sweep(grid, *, defaults=None, name="", db=None, **kw):
+        consoles.append(kw.get("console"))
         recs = []
         for cfg in expand_grid(defaults or {}, grid):
             rec = new_record(cfg, "ok", summary=summarize([0.01] * 5).to_dict())
@@ -135,6 +136,10 @@ def _timed_sweep(monkeypatch, point_s: float):
     return ran
 
 
+#: The console each ``api.sweep`` of :func:`_timed_sweep` was given.
+consoles: list = []
+
+
 def test_the_budget_bounds_the_profile_points_too(tmp_path, monkeypatch):
     """--budget-s 15 with 10 s points: the first profile point runs (a profile needs one), no
     other starts once the time spent plus the longest point would pass the budget, and the
@@ -143,9 +148,13 @@ def test_the_budget_bounds_the_profile_points_too(tmp_path, monkeypatch):
     db = str(tmp_path / "c.db")
     args = ["calibrate", "--db", db, "--name", "cpu-x", "--device", "cpu", "--precision",
             "fp32", "--model", "resnet50", "--batch-sizes", "16,64", "--budget-s", "15"]
+    consoles.clear()
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert ran == ["fcn5 fp32 b=64"]  # the model points' precision first
+    # the point lines go to the CLI's stderr console, as run's: full width in a pipe, not 80
+    from dlperf.cli import common
+    assert consoles == [common.err] and common.err.width > 80
     assert "--budget-s 15 spent after 10 s" in r.output
     assert ("left out (not measured): profile fcn5 bf16 b=64; resnet50 fp32 b=16; resnet50 "
             "fp32 b=64") in r.output.replace("\n", " ")

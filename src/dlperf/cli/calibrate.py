@@ -43,6 +43,7 @@ from typing import Annotated, Any
 
 import typer
 
+from dlperf.cli import common
 from dlperf.cli.common import guard
 from dlperf.errors import ConfigError
 from dlperf.outputs import shown_path
@@ -316,7 +317,8 @@ def _run_within(db: str, name: str, defaults: dict[str, Any], entries: list[dict
         t = time.monotonic()
         kind = "-profile" if i < n_profile else ""
         results += [(i, r) for r in api.sweep([e], defaults=defaults,
-                                              name=f"calibrate-{name}{kind}", db=db).results]
+                                              name=f"calibrate-{name}{kind}", db=db,
+                                              console=common.err).results]
         took.append(time.monotonic() - t)
     return results, []
 

@@ -3,6 +3,7 @@ resumable, optionally one shard of it; ``--dry-run`` lists the points."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -132,10 +133,12 @@ def _tagged_done(points: list[Any], path: str, tag: str, retry_failed: bool
 
 
 def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
-             tag: str | None, rechoose: bool = False) -> None:
+             tag: str | None, rechoose: bool = False, host_notes: Sequence[str] = ()) -> None:
     """What would run: each point (threads as the thread policy would set them, marked so)
     pending, stored or failed in ``path`` (read, not changed; with a tag, only results stored
-    under it count), the counts, then the thread policy and the tag."""
+    under it count), the counts, then the thread policy and the tag; last, on stderr, each of
+    ``host_notes`` (:func:`_dry_checks`: where the sweep would stop on this host), with the
+    counts line saying the sweep would not start here."""
     from dlperf.results.history import check_tag
     from dlperf.results.store import check_writer, stored_keys
     from dlperf.resume import auto_threads
@@ -189,9 +192,14 @@ def _dry_run(points: list[Any], path: str, restart: bool, retry_failed: bool,
                   f"{len(points)} runs of {n_points} point{plural} (repeats)")
                  + f": {len(points) - n_done} pending, {n_done} stored in {where}"
                  + (f" ({n_failed} of them failed: timeout, crash, OOM, ...; add "
-                    "--retry-failed to run them again)" if n_failed else ""),
+                    "--retry-failed to run them again)" if n_failed else "")
+                 + ("; the sweep would not start on this host (the note below)"
+                    if host_notes else ""),
                  time_line, threads_line, tag_line):
         common.out.print(line, markup=False, highlight=False)
+    for note in host_notes:
+        common.err.print(f"note: on this host the sweep would stop before its first point "
+                         f"(exit 2): {note}", markup=False, highlight=False)
 
 
 def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
@@ -223,12 +231,17 @@ def _check_runnable(points: list[Any], file: Path, rdzv_endpoint: str | None,
                 "device: cpu (or auto) in the file") from None
 
 
-def _dry_checks(points: list[Any], file: Path, rdzv_endpoint: str | None, shards: int) -> None:
+def _dry_checks(points: list[Any], file: Path, rdzv_endpoint: str | None,
+                shards: int) -> list[str]:
     """What the sweep checks before it runs, for ``--dry-run``: the data sets (read and cut
     into a batch, :func:`dlperf.sweep.preflight`) and the frameworks' interpreters are
     refused as the sweep refuses them; what depends on this host (a CUDA GPU, its CPUs for
-    ``cpu_bind``, the processes it may start, the node options) is printed as a note instead, since a dry run is often made
-    on another machine than the sweep (a login node).
+    ``cpu_bind``, the processes it may start, the node options) is returned, each the sweep's
+    own message, for the dry run to print after its listing as a note, since a dry run is
+    often made on another machine than the sweep (a login node).
+
+    Returns:
+        The messages of the checks the sweep would stop at on this host (empty: none).
 
     Raises:
         ConfigError, DataError: what the sweep would refuse on any host.
@@ -238,13 +251,14 @@ def _dry_checks(points: list[Any], file: Path, rdzv_endpoint: str | None, shards
     from dlperf.sweep import preflight
 
     preflight(points, allow_missing=True)
+    notes = []
     for check in (lambda: _check_runnable(points, file, rdzv_endpoint, shards),
                   lambda: check_points_here(points), lambda: check_here(_binds(points))):
         try:
             check()
         except ConfigError as e:
-            common.err.print(f"note: run on this host, the sweep would stop here: {e}",
-                             markup=False, highlight=False)
+            notes.append(str(e))
+    return notes
 
 
 def with_cpu_bind(points: list[Any], cpu_bind: str | None) -> list[Any]:
@@ -313,8 +327,8 @@ def sweep(
         path = node_db_path(db or str(Path(file).with_suffix(".db")), node_rank)
         check_out_dir(report, "--report", path, force=force)
         if dry_run:  # the checks the sweep makes before it runs, those of this host as notes
-            _dry_checks(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
-            _dry_run(points, path, restart, retry_failed, tag, rechoose_threads)
+            notes = _dry_checks(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
+            _dry_run(points, path, restart, retry_failed, tag, rechoose_threads, notes)
             return
         _check_runnable(points, file, rdzv_endpoint, k_n[1] if k_n is not None else 1)
         from dlperf.config.limits import check_points_here

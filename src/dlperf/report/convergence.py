@@ -51,8 +51,8 @@ def convergence_groups(rows: Sequence[RunRecord],
         times, s), "losses",
         **summarize_convergence(...)}]}]``, runs sorted by devices; compile is counted from
         each record's ``compile.compiled_at`` and ``compile.compile_before_loop_s`` (absent
-        before schema 10: the first iteration is the only compile step and nothing is known
-        of compile work before the loop, shown as "?").
+        before schema 10 and in eager modes: the first iteration is the only compile step and
+        nothing is known of compile work before the loop, shown as "not recorded").
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
@@ -85,10 +85,15 @@ def convergence_groups(rows: Sequence[RunRecord],
 
 
 def _compile_cell(r: Mapping[str, Any]) -> str:
-    """``total (before loop + in loop)`` compile seconds; ``?`` for a part not recorded."""
+    """``total (before loop + in loop)`` compile seconds; where the run recorded no compile
+    work before the loop (an eager mode, or a record before schema 10), ``total (in loop;
+    before the loop: not recorded)``."""
     before = r.get("compile_before_loop_s")
+    if before is None:
+        return (f"{fmt_sig(r.get('compile_time_s'))} (in loop; before the loop: "
+                "not recorded)")
     return (f"{fmt_sig(r.get('compile_time_s'))} "
-            f"({'?' if before is None else fmt_sig(before)} + {fmt_sig(r.get('compile_in_loop_s'))})")
+            f"({fmt_sig(before)} + {fmt_sig(r.get('compile_in_loop_s'))})")
 
 
 def convergence_markdown(groups: Sequence[Mapping[str, Any]]) -> str:

@@ -50,12 +50,25 @@ def _class_columns(recs: Sequence[RunRecord]) -> list[str]:
     return [c for c in OP_CLASSES if c in used]
 
 
+#: The idle column's header: the idle time is that of a traced step (``trace.step_wall_s``,
+#: which the profiler lengthens), not of a measured one like the other columns.
+IDLE_HEADER = "idle ms (of traced step ms)"
+
+
+def _idle_cell(tr: Trace) -> str:
+    """``134.5 of 172.0``: the traced step's idle time and that step's wall time (ms)."""
+    cell = ms_cell(tr.idle_s)
+    return cell + (f" of {ms_cell(tr.step_wall_s)}" if finite(tr.idle_s)
+                   and finite(tr.step_wall_s) else "")
+
+
 def op_class_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
-    """(columns, cells) of the op-class table: ms per iteration per class, busy and idle."""
+    """(columns, cells) of the op-class table: ms per iteration per class and busy, then the
+    traced step's idle time with that step's wall time (:data:`IDLE_HEADER`)."""
     rs = [r for r in sort_rows(rows) if op_classes_of(r)]
     classes = _class_columns(rs)
     cols = ["model", "framework/mode", "precision", "batch", "step ms",
-            *[OP_CLASSES[c] for c in classes], "busy ms", "idle ms", "source"]
+            *[OP_CLASSES[c] for c in classes], "busy ms", IDLE_HEADER, "source"]
     out = []
     for r in rs:
         oc = op_classes_of(r) or {}
@@ -63,7 +76,7 @@ def op_class_cells(rows: Rows) -> tuple[list[str], list[list[str]]]:
         out.append([str(r.identity.model), framework_mode(r), str(r.identity.precision),
                     str(r.identity.batch_size), ms_cell(median_s(r)),
                     *[ms_cell(oc.get(c, 0.0)) for c in classes], ms_cell(tr.busy_s),
-                    ms_cell(tr.idle_s),
+                    _idle_cell(tr),
                     "host ops" if tr.device_kind == "cpu" else "device kernels"])
     return cols, out
 
@@ -75,7 +88,9 @@ def op_class_records(rows: Rows) -> list[dict[str, Any]]:
     ``batch_size``, ``data``, ``threads``, ``step_time_median_s`` (the fused step), then
     ``<class>_s`` for every class of :data:`~dlperf.measure.breakdown.opclass.OP_CLASSES` in order
     (seconds per iteration, 0.0 where the trace had none, so every file has the same
-    columns), ``busy_s``, ``idle_s`` (seconds per iteration), ``device_kind`` (``cpu``: the
+    columns), ``busy_s`` (seconds per iteration), ``idle_s`` (seconds of one traced step,
+    whose wall time the profiler lengthens: the record's ``trace.step_wall_s``),
+    ``device_kind`` (``cpu``: the
     times are host time inside ops) and ``source`` (the profiler). Gaps are not here (their
     rows have another shape): ``--format json`` has both.
     """
@@ -99,8 +114,8 @@ def op_class_records(rows: Rows) -> list[dict[str, Any]]:
 def op_class_table(rows: Rows) -> Table | None:
     """Rich op-class table (None if no result has op classes)."""
     cols, cells = op_class_cells(rows)
-    return rich_table(cols, cells, "device time per op class (ms per iteration)", 3) \
-        if cells else None
+    return rich_table(cols, cells, "device time per op class (ms per iteration; idle: of "
+                      "the traced step)", 3) if cells else None
 
 
 def op_class_markdown(rows: Rows) -> str:
@@ -109,12 +124,13 @@ def op_class_markdown(rows: Rows) -> str:
     if not cells:
         return ""
     return md_table(cols, cells, 3) + (
-        "\nDevice time per iteration (ms; every column but *source*) from a profiler trace "
-        "of a few iterations after the measurement, by op class (dlperf.measure.breakdown.opclass); "
-        "overlapping ops share their time, so the classes add up to *busy ms*. *idle ms*: "
-        "traced step time with no device op running (the profiler lengthens it on a host-bound "
-        "step; the gap tables use fused step - busy instead). On a CPU device the times are "
-        "the host's time inside ops.\n") + \
+        "\nDevice time per iteration (ms; every column but *source* and the idle one) from a "
+        "profiler trace of a few iterations after the measurement, by op class "
+        "(dlperf.measure.breakdown.opclass); overlapping ops share their time, so the classes "
+        "add up to *busy ms*. *idle ms (of traced step ms)*: the time of a traced step with no "
+        "device op running, of that step's wall time, which the profiler lengthens on a "
+        "host-bound step, so it can exceed *step ms*; the gap tables use fused step - busy "
+        "instead. On a CPU device the times are the host's time inside ops.\n") + \
         _other_names_markdown(rows)
 
 

@@ -283,8 +283,9 @@ class PointComparison:
     in NEW``, ``failed in NEW``, ``failed in BASE`` or ``failed in both``. In a gate comparison
     (:func:`compare_records`) ``judged`` says whether a compared point was judged (None
     outside one), ``not_judged`` why not, ``advice`` what would make it judgeable
-    (:func:`judge_advice`), and ``left_out`` the runs not used, as ``(side, repeat,
-    reasons)``."""
+    (:func:`judge_advice`), and ``left_out`` the runs not fit to judge, as ``(side, repeat,
+    reasons)``. ``base_used`` and ``new_used``: the runs the step times and the interval come
+    from (a judged point's runs fit to judge, else every ok run)."""
 
     key: str
     label: str
@@ -304,6 +305,8 @@ class PointComparison:
     not_judged: list[str] = field(default_factory=list)
     left_out: list[tuple[str, int, list[str]]] = field(default_factory=list)
     advice: str | None = None
+    base_used: list[RunRecord] = field(default_factory=list)
+    new_used: list[RunRecord] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -416,6 +419,7 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
             ob, on = fb, fn
             note = _interleaving_note(ob, on)
             pc.notes += [note] if note else []
+    pc.base_used, pc.new_used = list(ob), list(on)
     mb, mn = [run_median_s(r) or 0.0 for r in ob], [run_median_s(r) or 0.0 for r in on]
     lo: float | None
     hi: float | None

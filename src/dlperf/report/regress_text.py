@@ -110,10 +110,20 @@ def counts_line(comp: Comparison) -> str:
 
 
 def _runs_cell(pc: PointComparison) -> str:
-    def side(runs: list[RunRecord]) -> str:
-        ok = len(ok_runs(runs))
-        return str(ok) if ok == len(runs) else f"{ok} of {len(runs)}"
-    return f"{side(pc.base)} / {side(pc.new)}"
+    """``used / used`` (``2 of 3`` where runs were left out); on a point not judged, also how
+    many of them are fit to judge (``3, 1 fit to judge``). Before any step time was computed
+    (a point failed or on one side only), the ok runs."""
+    measured = pc.base_step_s is not None
+
+    def side(name: str, runs: list[RunRecord], used: list[RunRecord]) -> str:
+        n = len(used) if measured else len(ok_runs(runs))
+        out = str(n) if n == len(runs) else f"{n} of {len(runs)}"
+        if measured and pc.judged is False:
+            fit = n - sum(1 for s, _, _ in pc.left_out if s == name)
+            out += f", {fit} fit to judge"
+        return out
+    return (f"{side('BASE', pc.base, pc.base_used)} / "
+            f"{side('NEW', pc.new, pc.new_used)}")
 
 
 def comparison_markdown(comp: Comparison) -> str:
@@ -155,8 +165,10 @@ def comparison_markdown(comp: Comparison) -> str:
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"- {_cell(pc.label)}: {_cell(n)}" for pc, n in notes]
-    lines += ["", ("Runs used: every ok run of the point on each side fit to judge (not on a "
-                   "busy host, without two modes or a drift). CI from *runs*: Welch's t "
+    lines += ["", ("Runs used: the runs the ms and the interval come from: on a judged point "
+                   "every ok run of each side fit to judge (not on a busy host, without two "
+                   "modes or a drift); on a point not judged every ok run, with how many of "
+                   "them are fit to judge. CI from *runs*: Welch's t "
                    "interval of the ratio of the geometric means of the run medians (>= 2 runs "
                    "a side: a judged point); *iterations*: bootstrap of the median ratio of the "
                    "measured iterations (one run on a side: run-to-run variation not included, "
@@ -173,14 +185,16 @@ def comparison_markdown(comp: Comparison) -> str:
 
 def comparison_json(comp: Comparison) -> dict[str, Any]:
     """The comparison as JSON-able data: every point with the runs used on each side (row
-    id, repeat, status, commit, tag, median s), the ratio, interval, verdict, attribution and
+    id, repeat, status, commit, tag, median s, ``used``: whether the step times come from it),
+    the ratio, interval, verdict, attribution and
     notes; the summary."""
     from dlperf.results.history import sha_of, tag_of
 
-    def runs(rs: list[RunRecord]) -> list[dict[str, Any]]:
+    def runs(rs: list[RunRecord], used: list[RunRecord]) -> list[dict[str, Any]]:
         return [{"id": r.stored.id if r.stored else None, "repeat": r.identity.repeat,
                  "status": r.identity.status, "created_at": r.identity.created_at,
-                 "sha": sha_of(r), "tag": tag_of(r), "median_s": run_median_s(r)} for r in rs]
+                 "sha": sha_of(r), "tag": tag_of(r), "median_s": run_median_s(r),
+                 "used": any(r is u for u in used)} for r in rs]
 
     s = comp.summary
     return {"base": comp.base_name, "new": comp.new_name, "level": comp.level,
@@ -200,5 +214,6 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
                         "judged": p.judged, "not_judged": p.not_judged, "advice": p.advice,
                         "left_out": [{"side": a, "repeat": b, "reasons": c}
                                      for a, b, c in p.left_out],
-                        "base_runs": runs(p.base), "new_runs": runs(p.new)}
+                        "base_runs": runs(p.base, p.base_used),
+                        "new_runs": runs(p.new, p.new_used)}
                        for p in comp.points]}

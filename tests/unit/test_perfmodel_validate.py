@@ -489,3 +489,40 @@ def test_one_category_runs_alone_and_gives_the_full_runs_rows(summary):
         one = validation.validate(H200, categories=[cat])
         assert {r.category for r in one.rows} == {cat}
         assert one.rows == [r for r in full.rows if r.category == cat]
+
+
+def test_the_readme_quotes_the_current_test_side(h200_validation):
+    """README's Status paragraph quotes the test side of the split table that
+    ``perfmodel_validate.py benchmarks/results/h200 benchmarks/results/h200x2`` prints: each
+    MdAPE, and the range of the 90% interval coverage over the categories with 18+ test rows."""
+    import re
+
+    from dlperf.perfmodel import split
+
+    text = " ".join((ROOT.parents[1] / "README.md").read_text().split())
+    cells: dict[str, list[str]] = {}
+    for line in h200_validation.split_table(split.load()).splitlines():
+        parts = [p.strip() for p in line.strip("|").split("|")]
+        if len(parts) > 6 and " / " in parts[1]:
+            cells[parts[0]] = [p.split(" / ")[-1] for p in parts[1:]]  # the test side
+    def mdape(cat, col=1):  # noqa: E306  columns: rows, MdAPE, host, baseline
+        return float(cells[cat][col])
+    def pct(x, digits=1):  # noqa: E306
+        return f"{x:.{digits}f}%"
+    one = sorted([mdape("one-point series up"), mdape("one-point series down")])
+    same = sorted([mdape("one-point series up", 3), mdape("one-point series down", 3)])
+    quoted = {"held-out batch": f"held-out batch {pct(mdape('held-out batch'))} "
+                                f"(a + b*B: {pct(mdape('held-out batch', 3))})",
+              "one": f"a series of one batch size {one[0]:.1f}-{pct(one[1])} (same samples/s: "
+                     f"{same[0]:.0f}-{pct(same[1], 0)})",
+              "lomo": f"leave-one-model-out {pct(mdape('leave-one-model-out'))} (FLOPs over one "
+                      f"efficiency: {pct(mdape('leave-one-model-out', 3), 0)})",
+              "nproc": f"`predict --nproc 2` {pct(mdape('N-GPU via predict --nproc'))}"}
+    for name, words in quoted.items():
+        assert words in text, (name, words)
+    m = re.search(r"\((\d+)-(\d+)% coverage on test where there are (\d+)\+ rows", text)
+    assert m, "the README's coverage range"
+    covs = [int(c[-1].split("%")[0]) for c in cells.values()
+            if int(c[0]) >= int(m.group(3)) and c[-1].split("%")[0].isdigit()]
+    assert len(covs) >= 10
+    assert (min(covs), max(covs)) == (int(m.group(1)), int(m.group(2)))

@@ -269,7 +269,7 @@ def predict(
     framework: Annotated[str | None, typer.Option(help="Framework (if several are stored).")] = None,
     mode: Annotated[str | None, typer.Option(help="Mode (if several are stored).")] = None,
     precision: Annotated[str | None, typer.Option(help="Precision (if several are stored).")] = None,
-    device: Annotated[str | None, typer.Option(help="Device (if several are stored).")] = None,
+    device: Annotated[str | None, typer.Option(help="Device (if several are stored); with --validate, the GPU model back-tested where the files hold several.")] = None,
     data: Annotated[str | None, typer.Option(help="Data of the stored series (synthetic, imagefolder, mnist, ...), if several are stored.")] = None,
     layout: Annotated[str | None, typer.Option(help="Image layout of the stored series (auto, nchw, nhwc), if several are stored.")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads of the stored series, if several are stored (CPU thread sweeps).")] = None,
@@ -316,6 +316,8 @@ def predict(
                               "(run the command twice for both)")
         if (validate or dai_table) and explain:
             given.append("--explain")
+        if validate and device is not None:  # picks the GPU model validated: not ignored
+            given.remove("--device")
         if (validate or dai_table) and given:
             whole = "--validate back-tests" if validate else "--dai-table splits"
             raise ConfigError(f"{whole} every stored result of the --db files; "
@@ -328,7 +330,7 @@ def predict(
         if validate:
             from dlperf.perfmodel import validation
 
-            v = validation.validate(db)
+            v = validation.validate(db, device=device)
             if format == "json":  # each category with its interval coverage, where it has one
                 cov = {d["category"]: d for d in v.coverage()}
                 rows = [{**d, "interval_coverage_90": cov.get(d["category"])}
@@ -349,7 +351,7 @@ def predict(
                                    f"({shown_path(split.DEFAULT_PATH)}):\n\n"
                                    + v.split_table(split.load()))
             try:  # after the report: a folder that cannot be written loses none of it
-                table = validation.store_table(db, v)
+                table = validation.store_table(db, v, device)
             except ConfigError as e:
                 common.err.print(f"warning: no residual table stored: {e}", highlight=False)
                 return

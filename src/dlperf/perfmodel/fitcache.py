@@ -312,6 +312,10 @@ def _entry(sources: Sequence[str]) -> tuple[dict[str, Any], str]:
     entry = _mapping(raw).get(_set_name(sources, f.parent))
     if not isinstance(entry, dict):
         return {}, f"the residual table {f} has no entry for these results files"
+    if len(gpus := entry_gpus(entry)) > 1:
+        return {}, (f"the residual table {f} pools the residuals of {len(gpus)} GPU models "
+                    f"({', '.join(sorted(gpus))}) for these files: not one GPU's; validate "
+                    "each GPU model alone (dlperf predict --validate --device ...)")
     if entry.get("model_key") != model_key():
         return {}, (f"the residual table {f} was made by other performance-model code "
                     "(the model changed since)")
@@ -363,8 +367,8 @@ def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
             continue
         for name, entry in _mapping(raw).items():
             if (f, name) in seen or not isinstance(entry, dict) \
-                    or entry.get("model_key") != model_key():
-                continue
+                    or entry.get("model_key") != model_key() or len(entry_gpus(entry)) > 1:
+                continue  # several GPUs' residuals: labelled as either's, it is neither's
             seen.add((f, name))
             try:
                 cats = _categories(entry, f.parent)
@@ -374,6 +378,18 @@ def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
             files = frozenset(os.path.realpath(f.parent / n) for n in names)
             out.append((_table_words(f, names), files, cats, _fit_devices(entry)))
     return out
+
+
+def entry_gpus(entry: dict) -> frozenset[str]:
+    """The GPU models (``NVIDIA H200``) of a table entry's ``cuda`` roofline fits (their
+    keys' group's device kind and their device name): a table holds one GPU model's
+    residuals (:func:`read_table` and :func:`borrowable` take no entry of several, and
+    :func:`write_table` writes none)."""
+    return frozenset(item[0][2] for item in _array(entry.get("fits"))
+                     if isinstance(item, list) and item and isinstance(item[0], list)
+                     and len(item[0]) > 2 and isinstance(item[0][0], list)
+                     and item[0][0][-1:] == ["cuda"] and isinstance(item[0][2], str)
+                     and item[0][2])
 
 
 def _fit_devices(entry: dict) -> frozenset[str]:
@@ -454,7 +470,12 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
 
     Raises:
         OSError: the table's folder cannot be written.
+        ValueError: ``fits`` of several GPU models (:func:`entry_gpus`): one GPU's table only.
     """
+    gpus = {k[2] for k in (fits or {}) if k[0][3] == "cuda" and k[2]}
+    if len(gpus) > 1:
+        raise ValueError(f"a residual table holds one GPU model's residuals, not those of "
+                         f"{len(gpus)} ({', '.join(sorted(gpus))}): back-test each alone")
     f = table_file(sources)
     folder = f.parent
     try:

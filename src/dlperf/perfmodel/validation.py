@@ -28,6 +28,7 @@ from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import intervals as iv
+from dlperf.perfmodel import request as rq
 from dlperf.perfmodel.backtest import Budget, Row
 from dlperf.perfmodel.calibrate import Calibration
 from dlperf.perfmodel.records import Records, point_id
@@ -44,7 +45,7 @@ PREDICT_NPROC_CATEGORY = api.NPROC_CATEGORY
 
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
              categories: Iterable[str] | None = None,
-             budget_s: float | None = None) -> Validation:
+             budget_s: float | None = None, device: str | None = None) -> Validation:
     """Back-test the model on the stored results (:mod:`dlperf.perfmodel.backtest`); the
     returned object has ``.table()`` (markdown), ``.summary()``, ``.rows`` and ``.left_out``.
     A full run (every category, no budget) also leaves its residuals in this process, so that
@@ -57,11 +58,14 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
         budget_s: None runs every prediction; else at most this many *estimated* seconds of
             them (:class:`backtest.Budget`: deterministic, the cheap categories first); what
             it left out is counted in ``.left_out``.
+        device: the GPU model to back-test where ``db`` holds ``cuda`` points of several
+            (``h100``, ``NVIDIA H200``: :func:`validated_records`); None where it holds one.
 
     Raises:
-        ConfigError: a missing results file, an unknown category or a negative budget.
+        ConfigError: a missing results file, an unknown category, a negative budget, or
+            files of several GPU models without a ``device`` that picks one.
     """
-    recs = api.records_of(db)
+    recs = validated_records(db, device)
     cats = list(categories) if categories else None
     own = cats is not None and PREDICT_NPROC_CATEGORY in cats
     # the back-test's own categories asked for (None: all); the --nproc rows come from
@@ -82,6 +86,53 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
         api._RESIDUALS[key] = residual_table(v)
         api._NO_TABLE.pop(key, None)
     return v
+
+
+def validated_records(db: str | os.PathLike | Iterable[str | os.PathLike],
+                      device: str | None = None) -> Records:
+    """The records ``--validate`` back-tests: those of ``db`` where its files hold ``cuda``
+    points of one GPU model at most; else those of the GPU model ``device`` picks
+    (:func:`request.gpu_of`), as a prediction with that ``--device`` reads them
+    (:func:`request.for_gpu`: its files, its points), so that the table written is the one
+    that prediction reads. A residual table holds one GPU model's residuals: pooled, an
+    interval labelled as one GPU's would rest on another's rows.
+
+    Raises:
+        ConfigError: several GPU models and no ``device`` picking one: the models, and the
+            command and table of each.
+    """
+    recs = api.records_of(db)
+    gpus = rq.gpu_models(recs)
+    if len(gpus) < 2:
+        if device is not None and device != "cuda" and not any(
+                device.strip().lower() in (g.lower(), rq._gpu_short(g)) or
+                device.strip().lower() in g.lower() for g in gpus):
+            raise ConfigError(f"--validate --device {device}: these results files hold no CUDA "
+                              f"point of it (GPU models: {', '.join(gpus) or 'none'}); "
+                              "--device picks one GPU model among several: drop it")
+        return recs
+    try:
+        _, gpu = rq.gpu_of(recs, device)
+    except ConfigError:
+        gpu = None
+    if gpu is None:
+        each = "; ".join(f"--device {_device_value(g, gpus)} (its table: "
+                         f"{fc.table_file(rq.for_gpu(recs, g).sources)})" for g in gpus)
+        said = "no --device" if device is None else f"--device {device}"
+        raise ConfigError(f"--validate with {said}: these results files hold CUDA points of "
+                          f"{len(gpus)} GPU models ({', '.join(gpus)}), and a residual table "
+                          "holds one GPU model's residuals (predictions are calibrated on one "
+                          "GPU model at a time); back-test each with the same --db files and "
+                          f"--validate plus {each}, or give each GPU model's files alone")
+    return api.gpu_records(recs, gpu)
+
+
+def _device_value(gpu: str, gpus: Sequence[str]) -> str:
+    """The ``--device`` value that picks ``gpu`` among ``gpus``: its short name where no
+    other has it, else its quoted full name."""
+    short = rq._gpu_short(gpu)
+    return short if short and [rq._gpu_short(g) for g in gpus].count(short) == 1 \
+        else repr(gpu)
 
 
 def empty(recs: Records, budget_s: float | None = None) -> Validation:
@@ -126,7 +177,8 @@ def residual_table(v: Validation) -> dict[str, list[iv.KeyedResidual]]:
     return {cat: v.keyed_residuals(cat) for cat in dict.fromkeys(r.category for r in v.rows)}
 
 
-def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validation) -> Path:
+def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validation,
+                device: str | None = None) -> Path:
     """Write ``v``'s residual table, with the roofline group fits its back-test made and the
     solutions of the fits it and a prediction of each stored configuration
     (:func:`prime_solutions`) use, beside the results files ``db``
@@ -134,11 +186,19 @@ def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validati
     (:func:`records.store_points`), so that predictions on a copy of the files read them
     instead of reading every row and fitting again; returns the table's path.
 
+    ``device``: the GPU model ``v`` back-tested among several in ``db``
+    (:func:`validated_records`, as :func:`validate` was given it).
+
     Raises:
-        ConfigError: the folder cannot be written, or a file there under the table's or the
-            points' name is not one dlperf wrote (:func:`_check_ours`: it is never replaced).
+        ConfigError: the folder cannot be written, a file there under the table's or the
+            points' name is not one dlperf wrote (:func:`_check_ours`: it is never replaced),
+            several GPU models without a ``device`` picking one, or ``v`` made from other
+            files than those.
     """
-    recs = api.records_of(db)
+    recs = validated_records(db, device)
+    if list(v.sources) != list(recs.sources):
+        raise ConfigError("this back-test was made from other results files than "
+                          f"{len(recs.sources)} file(s) of --db: its table is not theirs")
     for f in [fc.table_file(recs.sources), *sorted(
             {Path(s).resolve().parent / records.POINTS_NAME for s in recs.sources})]:
         _check_ours(f)
@@ -150,6 +210,8 @@ def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validati
     except OSError as e:
         raise ConfigError(f"{e}: make the folder writable, or copy the results files to one "
                           "that is and validate there") from None
+    except ValueError as e:  # fits of several GPU models (fitcache.write_table)
+        raise ConfigError(str(e)) from None
 
 
 def prime_solutions(recs: Records) -> set[str]:

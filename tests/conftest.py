@@ -94,6 +94,18 @@ def _run_cache_dir(tmp_path_factory: pytest.TempPathFactory):
         yield folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_worker_terminal_size():
+    """Unset ``$COLUMNS`` and ``$LINES`` for the session (restored after): a pytest-xdist
+    worker sets them to 80 and 24, so every process a test starts would see an 80-column
+    terminal that a user's pipe or log does not have (dlperf wraps its error messages at
+    ``$COLUMNS``). A test of a width sets ``COLUMNS`` itself."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("COLUMNS", raising=False)
+        mp.delenv("LINES", raising=False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _young_heap(request: pytest.FixtureRequest):
     """Keep the objects alive before each test (the imported frameworks, cached models: some

@@ -111,8 +111,8 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
         resume, retry_failed: as ``dlperf sweep``'s.
         quiet: print nothing.
         console: the ``rich.console.Console`` the lines go to (the CLI passes its stderr
-            console, :data:`dlperf.cli.common.err`, whose width follows ``$COLUMNS`` and off a
-            terminal keeps lines whole); default: a new one on stderr (``quiet`` applies).
+            console, :data:`dlperf.cli.common.err`, which off a terminal keeps lines whole);
+            default: a new one on stderr (``quiet`` applies).
 
     Returns:
         :class:`~dlperf.sweep.SweepOutcome`: ``ran``, ``failed``, ``skipped`` and the new

@@ -51,9 +51,17 @@ def console_width(is_tty: bool, environ: Any = None) -> int | None:
 # Off a terminal, lines of text stay whole (soft wrap: a log or a test reads them as printed);
 # tables still fit the width.
 out = Console(width=console_width(sys.stdout.isatty()), soft_wrap=not sys.stdout.isatty())
-# Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs
-# ($COLUMNS, where set, is the width, as for the results' console).
-err = Console(stderr=True, width=console_width(True) or (None if sys.stderr.isatty() else 250))
+# Off a terminal rich would wrap at 80 columns: per-point result lines stay whole in logs.
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 250)
+
+
+def message_width() -> int | None:
+    """The width an error message is wrapped at (:func:`wrapped`), read when it is printed:
+    ``$COLUMNS`` where it is a positive integer, else the terminal's (``err``'s own), else
+    250 (a log or a pipe keeps lines whole). Read at each message, not when this module is
+    imported: a process that sets ``$COLUMNS`` for one command does not fix every later
+    message's width."""
+    return console_width(True) or err.width
 
 #: A suggested command inside a message: ``dlperf CMD`` and/or a run of ``--flag [value]``
 #: (``--framework jax --mode xla``), kept on one line by :func:`wrapped`.
@@ -196,7 +204,7 @@ def guard(fn: Callable[[], Any]) -> Any:
             warnings.showwarning = show  # restored on leaving
             return fn()
     except DlperfError as e:
-        text = wrapped("error: " + shown_path(str(e), lines=True), err.width)
+        text = wrapped("error: " + shown_path(str(e), lines=True), message_width())
         err.print(f"[bold red]error:[/]{escape(text[len('error:'):])}", highlight=False,
                   soft_wrap=True)
         raise typer.Exit(2) from None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from dlperf.errors import ConfigError, unknown_choice
@@ -158,6 +158,23 @@ def _gpu_short(name: str) -> str | None:
     return short_name(name)
 
 
+def matching_gpus(gpus: Sequence[str], device: str | None) -> list[str]:
+    """The GPU models of ``gpus`` a ``--device`` value names: its full name (without case),
+    else ``--gpu``'s short name of it (``h100``), else those whose name holds it; none for
+    None or ``cuda`` where no name is ``cuda``."""
+    want = (device or "").strip().lower()
+    return ([g for g in gpus if g.lower() == want]
+            or [g for g in gpus if _gpu_short(g) == want]
+            or [g for g in gpus if want and want in g.lower()])
+
+
+def device_value(gpu: str, gpus: Sequence[str]) -> str:
+    """The ``--device`` value that picks ``gpu`` among ``gpus`` (:func:`matching_gpus`): its
+    short name (``h100``) where no other of ``gpus`` has it, else its quoted full name."""
+    short = _gpu_short(gpu)
+    return short if short and [_gpu_short(g) for g in gpus].count(short) == 1 else repr(gpu)
+
+
 def gpu_of(recs: Records, device: str | None) -> tuple[str | None, str | None]:
     """``(device, GPU)``: the GPU model a request's ``device`` selects where ``recs`` hold
     ``cuda`` points of several GPU models (a GPU is part of a configuration's identity: the
@@ -175,16 +192,13 @@ def gpu_of(recs: Records, device: str | None) -> tuple[str | None, str | None]:
     gpus = gpu_models(recs)
     if len(gpus) < 2:
         return device, None
-    want = (device or "").strip().lower()
-    hits = ([g for g in gpus if g.lower() == want] or [g for g in gpus if _gpu_short(g) == want]
-            or [g for g in gpus if want and want in g.lower()])
+    hits = matching_gpus(gpus, device)
     if len(hits) == 1:
         return "cuda", hits[0]
     if device is not None and device != "cuda" and not hits:
         return device, None
-    picks = "; ".join(f"--device {_gpu_short(g) or repr(g)} or --device '{g}'"
-                      if _gpu_short(g) and [_gpu_short(x) for x in gpus].count(_gpu_short(g)) == 1
-                      else f"--device '{g}'" for g in gpus)
+    picks = "; ".join(f"--device {v} or --device '{g}'" if (v := device_value(g, gpus)) != repr(g)
+                      else f"--device {v}" for g in gpus)
     said = "no --device" if device is None else f"--device {device}"
     raise ConfigError(f"{said} is ambiguous: these results files hold CUDA points of "
                       f"{len(gpus)} GPU models ({', '.join(gpus)}), and the model is "

@@ -104,9 +104,7 @@ def validated_records(db: str | os.PathLike | Iterable[str | os.PathLike],
     recs = api.records_of(db)
     gpus = rq.gpu_models(recs)
     if len(gpus) < 2:
-        if device is not None and device != "cuda" and not any(
-                device.strip().lower() in (g.lower(), rq._gpu_short(g)) or
-                device.strip().lower() in g.lower() for g in gpus):
+        if device is not None and device != "cuda" and not rq.matching_gpus(gpus, device):
             raise ConfigError(f"--validate --device {device}: these results files hold no CUDA "
                               f"point of it (GPU models: {', '.join(gpus) or 'none'}); "
                               "--device picks one GPU model among several: drop it")
@@ -116,7 +114,7 @@ def validated_records(db: str | os.PathLike | Iterable[str | os.PathLike],
     except ConfigError:
         gpu = None
     if gpu is None:
-        each = "; ".join(f"--device {_device_value(g, gpus)} (its table: "
+        each = "; ".join(f"--device {rq.device_value(g, gpus)} (its table: "
                          f"{fc.table_file(rq.for_gpu(recs, g).sources)})" for g in gpus)
         said = "no --device" if device is None else f"--device {device}"
         raise ConfigError(f"--validate with {said}: these results files hold CUDA points of "
@@ -125,14 +123,6 @@ def validated_records(db: str | os.PathLike | Iterable[str | os.PathLike],
                           "GPU model at a time); back-test each with the same --db files and "
                           f"--validate plus {each}, or give each GPU model's files alone")
     return api.gpu_records(recs, gpu)
-
-
-def _device_value(gpu: str, gpus: Sequence[str]) -> str:
-    """The ``--device`` value that picks ``gpu`` among ``gpus``: its short name where no
-    other has it, else its quoted full name."""
-    short = rq._gpu_short(gpu)
-    return short if short and [rq._gpu_short(g) for g in gpus].count(short) == 1 \
-        else repr(gpu)
 
 
 def empty(recs: Records, budget_s: float | None = None) -> Validation:

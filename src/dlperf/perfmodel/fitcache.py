@@ -385,20 +385,18 @@ def entry_gpus(entry: dict) -> frozenset[str]:
     keys' group's device kind and their device name): a table holds one GPU model's
     residuals (:func:`read_table` and :func:`borrowable` take no entry of several, and
     :func:`write_table` writes none)."""
+    return _fit_devices(entry, kind="cuda")
+
+
+def _fit_devices(entry: dict, kind: str | None = None) -> frozenset[str]:
+    """The device names (``NVIDIA H200``) of a table entry's roofline fits (their keys'
+    third item), of those whose group's device kind (its last item) is ``kind`` where given
+    (``cuda``); empty where it has none."""
     return frozenset(item[0][2] for item in _array(entry.get("fits"))
                      if isinstance(item, list) and item and isinstance(item[0], list)
-                     and len(item[0]) > 2 and isinstance(item[0][0], list)
-                     and item[0][0][-1:] == ["cuda"] and isinstance(item[0][2], str)
-                     and item[0][2])
-
-
-def _fit_devices(entry: dict) -> frozenset[str]:
-    """The device names (``NVIDIA H200``) of a table entry's roofline fits (their keys'
-    third item); empty where it has none."""
-    fits = entry.get("fits")
-    return frozenset(item[0][2] for item in _array(fits)
-                     if isinstance(item, list) and item and isinstance(item[0], list)
-                     and len(item[0]) > 2 and isinstance(item[0][2], str) and item[0][2])
+                     and len(item[0]) > 2 and isinstance(item[0][2], str) and item[0][2]
+                     and (kind is None or (isinstance(item[0][0], list)
+                                           and item[0][0][-1:] == [kind])))
 
 
 def _table_words(f: Path, names: Sequence[str]) -> str:

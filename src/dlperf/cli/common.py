@@ -63,6 +63,7 @@ def message_width() -> int | None:
     message's width."""
     return console_width(True) or err.width
 
+
 #: A suggested command inside a message: ``dlperf CMD`` and/or a run of ``--flag [value]``
 #: (``--framework jax --mode xla``), kept on one line by :func:`wrapped`.
 _COMMAND = re.compile(r"(?:dlperf [a-z][\w-]*(?: |$))?--[\w-]+(?:[ =](?!-)[^\s;,()]+)?"
@@ -85,6 +86,7 @@ def wrapped(text: str, width: int | None, indent: str = "  ") -> str:
                               break_long_words=False, break_on_hyphens=False) or [""]
         out += [x.replace("\x00", " ") for x in parts]
     return "\n".join(out)
+
 
 DEFAULT_DB = "dlperf-results.db"
 

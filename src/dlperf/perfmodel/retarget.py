@@ -35,7 +35,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from dlperf.config.identity import label_of
 from dlperf.errors import ConfigError
@@ -434,13 +434,11 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
     Raises:
         ConfigError: the stored point has no parameter count.
     """
-    import types
-
     from dlperf.perfmodel import api
     from dlperf.perfmodel import dataparallel as dpm
     from dlperf.perfmodel import equations as eq
     from dlperf.perfmodel import model as pm
-    from dlperf.perfmodel.calibrate import Calibration
+    from dlperf.perfmodel.calibrate import Calibration, Config
 
     if not point.params:
         raise ConfigError(f"the stored point {point.source}:{point.result_id} has no parameter "
@@ -448,10 +446,8 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
     ddp = api.ddp_overhead(lib.recs)
     cal = Calibration(lib.recs, share_efficiencies=api.shared_fits(lib.recs))
     fn, desc, comm_measured, _ = pm.comm_time_fn(cal, nproc, 1, None)
-    target = types.SimpleNamespace(model=model, framework=framework, mode=mode,
-                                   precision=precision, device="cuda")
-    # the target's identity fields are all recorded_profile reads of a Point or Config
-    prof = dpm.recorded_profile(lib.recs.points, cast(Any, target), nproc, batch)
+    prof = dpm.recorded_profile(lib.recs.points, Config(model, framework, mode, precision),
+                                nproc, batch)
     x, _ = dpm.exposed_comm(point.params, device_s, fn, profile=prof)
     hn, dn = eq.dp_parts_s(host_s, device_s, x, ddp.rho, ddp.kappa)
     ratio = eq.step_s(hn, dn) / eq.step_s(host_s, device_s)

@@ -45,10 +45,9 @@ def spare_cpus() -> int:
     rounded), less the one it runs on itself; 0 on one CPU or a busy machine, where a worker
     would only add its start-up (under Linux's autogroup scheduling the processes of one
     session share that session's part of a busy machine: a second one gets no more CPU)."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS, Windows
-        n = os.cpu_count() or 1
+    from dlperf.placement import usable_cpus
+
+    n = len(usable_cpus())
     try:
         idle = min(n, round(n - os.getloadavg()[0]))
     except (AttributeError, OSError):  # pragma: no cover - Windows: no load average

@@ -169,14 +169,12 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     return once(_RECORDS, key, lambda: load(paths))
 
 
-_GPU_RECORDS: dict[tuple[int, str], Records] = {}
+_GPU_RECORDS: dict[tuple[int, str | None], Records] = {}
 
 
 def gpu_records(recs: Records, gpu: str | None) -> Records:
     """:func:`request.for_gpu`, one :class:`Records` per (records, GPU) in a process (the fits
     shared per records object, :func:`shared_fits`, are made once)."""
-    if gpu is None:
-        return recs
     return once(_GPU_RECORDS, (id(recs), gpu), lambda: rq.for_gpu(recs, gpu))
 
 
@@ -602,8 +600,8 @@ def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> 
     as many."""
     nproc = world // nnodes
     if special.dp_defaults_apply(target.device) and nproc > MAX_GPUS_PER_NODE:
-        per = 8 if world % 8 == 0 else next(
-            g for g in range(MAX_GPUS_PER_NODE, 0, -1) if world % g == 0)
+        # 8 GPUs per node (a DGX) where they divide the devices, else the most that do
+        per = next(g for g in (8, *range(MAX_GPUS_PER_NODE, 0, -1)) if world % g == 0)
         raise ConfigError(
             f"--nproc {nproc}: one node holds at most {MAX_GPUS_PER_NODE} GPUs (8 on a DGX "
             f"H200); for {world} GPUs give GPUs per node and nodes, e.g.\n  --nproc {per} "
@@ -738,18 +736,11 @@ def whatif_changes(base: Config, target: Config, batch_changed: bool = False,
     category judges alone: ``framework`` (with the mode it implies), else ``mode``;
     ``precision``; ``batch``; ``host speed``. Empty for no what-if. A what-if of two or more
     is judged by no category (:data:`NOT_BACKTESTED`)."""
-    out = []
-    if target.framework != base.framework:
-        out.append("framework")
-    elif target.mode != base.mode:
-        out.append("mode")
-    if target.precision != base.precision:
-        out.append("precision")
-    if batch_changed:
-        out.append("batch")
-    if host_ns is not None:
-        out.append("host speed")
-    return tuple(out)
+    framework = target.framework != base.framework
+    changed = {"framework": framework, "mode": not framework and target.mode != base.mode,
+               "precision": target.precision != base.precision, "batch": batch_changed,
+               "host speed": host_ns is not None}
+    return tuple(change for change, yes in changed.items() if yes)
 
 
 def _not_tested(d: Draft, change: str) -> str:

@@ -169,14 +169,12 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     return once(_RECORDS, key, lambda: load(paths))
 
 
-_GPU_RECORDS: dict[tuple[int, str], Records] = {}
+_GPU_RECORDS: dict[tuple[int, str | None], Records] = {}
 
 
 def gpu_records(recs: Records, gpu: str | None) -> Records:
     """:func:`request.for_gpu`, one :class:`Records` per (records, GPU) in a process (the fits
     shared per records object, :func:`shared_fits`, are made once)."""
-    if gpu is None:
-        return recs
     return once(_GPU_RECORDS, (id(recs), gpu), lambda: rq.for_gpu(recs, gpu))
 
 
@@ -303,13 +301,18 @@ class Request:
     gpu: str | None = None  # the GPU model selected among several loaded (rq.gpu_of)
 
     @property
+    def withheld_files(self) -> list[str]:
+        """The results files of the stored one-device measurements of the point, in load
+        order (none on N devices, whose withheld points are N-device ones)."""
+        return [p.source for p in self.withheld] if self.world == 1 else []
+
+    @property
     def sources(self) -> list[str | None]:
         """Where a what-if's base series is looked for: the results file of the last loaded
         stored measurement of the target (its host session: the what-if back-test pairs two
         configurations within one file), then the best-measured one
         (:meth:`Calibration.fit`)."""
-        files = [p.source for p in self.withheld] if self.world == 1 else []
-        return [*files[-1:], None]
+        return [*self.withheld_files[-1:], None]
 
 
 def _request(db: Any, model: str, framework: str | None, mode: str | None,
@@ -448,7 +451,7 @@ def _series_file(cal: Calibration, req: Request) -> str:
     the median error is 3.80% against 4.20% (mean 8.44% against 9.19%), closer on 40 of 66.
     """
     ser = cal.series(req.target)
-    mine = {p.source for p in req.withheld} if req.world == 1 else set()
+    mine = set(req.withheld_files)
     # the first (cal.series' order: last loaded first) of the most batch sizes, holding the
     # point where one does
     return min(ser, key=lambda s: (-len({p.batch_size for p in s}),
@@ -602,8 +605,8 @@ def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> 
     as many."""
     nproc = world // nnodes
     if special.dp_defaults_apply(target.device) and nproc > MAX_GPUS_PER_NODE:
-        per = 8 if world % 8 == 0 else next(
-            g for g in range(MAX_GPUS_PER_NODE, 0, -1) if world % g == 0)
+        # 8 GPUs per node (a DGX) where they divide the devices, else the most that do
+        per = next(g for g in (8, *range(MAX_GPUS_PER_NODE, 0, -1)) if world % g == 0)
         raise ConfigError(
             f"--nproc {nproc}: one node holds at most {MAX_GPUS_PER_NODE} GPUs (8 on a DGX "
             f"H200); for {world} GPUs give GPUs per node and nodes, e.g.\n  --nproc {per} "
@@ -738,18 +741,11 @@ def whatif_changes(base: Config, target: Config, batch_changed: bool = False,
     category judges alone: ``framework`` (with the mode it implies), else ``mode``;
     ``precision``; ``batch``; ``host speed``. Empty for no what-if. A what-if of two or more
     is judged by no category (:data:`NOT_BACKTESTED`)."""
-    out = []
-    if target.framework != base.framework:
-        out.append("framework")
-    elif target.mode != base.mode:
-        out.append("mode")
-    if target.precision != base.precision:
-        out.append("precision")
-    if batch_changed:
-        out.append("batch")
-    if host_ns is not None:
-        out.append("host speed")
-    return tuple(out)
+    framework = target.framework != base.framework
+    changed = {"framework": framework, "mode": not framework and target.mode != base.mode,
+               "precision": target.precision != base.precision, "batch": batch_changed,
+               "host speed": host_ns is not None}
+    return tuple(change for change, yes in changed.items() if yes)
 
 
 def _not_tested(d: Draft, change: str) -> str:
@@ -1104,7 +1100,7 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     same = req.target == req.base
     series = "target" if req.batch_what_if else "base" if not same else "base and target"
     sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
-    far = beyond_validated(one, req.batch) if req.world == 1 else None
+    far = beyond_validated(one, req.batch)  # None on N devices: not a series ("+ data parallel")
     if far:
         sided.append((series, f"batch {req.batch} per device is {far[1]:.3g}x from the nearest "
                               f"fitted batch, beyond the {far[2]:g}x the '{far[0]}' back-test "

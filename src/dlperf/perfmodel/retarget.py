@@ -288,10 +288,8 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             category = key = "gpu"
             m_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
                                      src_gpu.device_name or "") if anchor else []
-            m_src = _measured(lib, model, framework, mode, precision, batch_size,
-                              src_gpu.device_name or "") if anchor else None
-            if m_src:
-                anchored = m_src / on_src
+            if m_pts:
+                anchored = statistics.median(p.step_time_s for p in m_pts) / on_src
                 st = st.with_note(f"anchored: x{anchored:.3f} ({measured_words(m_pts)} "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
                 anchor_why = (f"x{anchored:.3f}, the {src_gpu.name} measurement / its replay "
@@ -306,7 +304,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     # there, as in the step-level answer); for nproc > 1, of nproc ranks of one node
     dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
                                dst_gpu.device_name or "", nproc)
-    measured = statistics.median(p.step_time_s for p in dst_pts) if dst_pts else None
+    measured = median_step(dst_pts)
     dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)}
     r = replay.simulate(st)
     step_s, host_s, device_s, bound = r.step_s * anchored, r.host_s, r.device_s, r.bound
@@ -524,9 +522,13 @@ HOST_MOVES = {"dispatch": _host_by_dispatch, "probe": _host_by_probe, "none": _h
 def _measured(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
               batch: int, device_name: str) -> float | None:
     """The median stored untraced step of exactly this point on ``device_name``'s GPU."""
-    v = [p.step_time_s for p in _measured_points(lib, model, framework, mode, precision,
-                                                 batch, device_name)]
-    return statistics.median(v) if v else None
+    return median_step(_measured_points(lib, model, framework, mode, precision, batch,
+                                        device_name))
+
+
+def median_step(points: Sequence[Any]) -> float | None:
+    """The median ``step_time_s`` of stored points (s), None where there is none."""
+    return statistics.median(p.step_time_s for p in points) if points else None
 
 
 def _points_dict(points: Sequence[Any]) -> dict[str, float]:
@@ -707,17 +709,18 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
                           "drop --gpu to predict from the stored results' own device")
     src_name = next((p.device_name for p in lib.recs.points if p.device_name
                      and hardware.short_name(p.device_name) == src_gpu), src_gpu or "")
-    base = _measured(lib, model, framework, mode, precision, batch_size, src_name)
     src_pts = _measured_points(lib, model, framework, mode, precision, batch_size, src_name)
-    how = measured_words(src_pts) if src_pts else ""
-    session = host_session(src_pts)
-    if base is None:
+    if src_pts:
+        base = statistics.median(p.step_time_s for p in src_pts)
+        how, session = measured_words(src_pts), host_session(src_pts)
+        basis = "measured"
+    else:
         from dlperf.perfmodel.api import predict as step_level
 
         sl = step_level(db, model, framework, mode, precision, src_name or "cuda",
                         batch_size=batch_size)
-        base, session = sl.predicted_step_time_s, sl.host_session or session
-        how = f"the step-level model's {base * 1e3:.3f} ms"
+        base, session = sl.predicted_step_time_s, sl.host_session or host_session(src_pts)
+        how, basis = f"the step-level model's {base * 1e3:.3f} ms", "step-level model's"
     f = statistics.median(ratios)
     dst = lib.gpu(gpu)
     dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
@@ -729,12 +732,10 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
         datasheet_only=dst.datasheet_only, category="gpu, no trace", sources=(),
         transforms=(f"on {src_gpu}, {how}, x the median {gpu} / {src_gpu} "
                     f"replay ratio {f:.3f} of {len(ratios)} traced models of the group",),
-        measured_s=_measured(lib, model, framework, mode, precision, batch_size,
-                             dst.device_name or ""),
+        measured_s=median_step(dst_pts),
         extra={"source_gpu": src_gpu, "gpu_name": gpu_name(dst),
                "interval_from": source, "measured_points": _points_dict(dst_pts),
-               "host_session": f"{session} (the "
-               + ("measured" if src_pts else "step-level model's") + f" step on {src_gpu})"})
+               "host_session": f"{session} (the {basis} step on {src_gpu})"})
 
 
 def text(d: Mapping[str, Any]) -> str:
@@ -760,10 +761,8 @@ def text(d: Mapping[str, Any]) -> str:
                                            for k, v in d["parts"].items()))
     if d.get("composition"):
         lines.append(f"composed: {d['composition']}")
-    pts = d.get("measured_points")
-    if d.get("measured_step_time_s"):
-        lines.append(f"on {name}: " + (_words(pts) if pts else
-                                       f"measured {d['measured_step_time_s'] * 1e3:.3f} ms"))
+    if d.get("measured_step_time_s"):  # the median of the measured points (median_step)
+        lines.append(f"on {name}: {_words(d['measured_points'])}")
     if d.get("anchor"):
         lines.append(f"anchor: {d['anchor']['rule']}")
     lines += [line(d[k]) for k, line in _TEXT_LINES if d.get(k)]

@@ -649,7 +649,7 @@ def gemm_weight_floor(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     t_dst = sum(o.dur_s for o in ops if is_gemm(o))
     if not (params and t_src > 0 and t_dst > 0):
         return 1.0
-    e_src, e_dst = _elem_bytes(step), (2 if is_half(dst) else 4)
+    e_src, e_dst = elem_bytes(step.meta.get("precision")), elem_bytes(dst)
     w = GEMM_WEIGHT_PASSES * params * e_dst / gpu.bandwidth_bytes_per_s
     return max(1.0, min(w, t_src * e_dst / e_src) / t_dst)
 
@@ -692,8 +692,8 @@ def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     if precision_step(src, dst) != -1 or not (params and fps and b and t_dst and c_s and c_d):
         return 1.0
     bw = gpu.bandwidth_bytes_per_s
-    r_src = min(t_src, max(fps * b / c_s, GEMM_WEIGHT_PASSES * params * _elem_bytes(step) / bw))
-    r_dst = max(fps * b / c_d, GEMM_WEIGHT_PASSES * params * 4 / bw)
+    r_src = min(t_src, max(fps * b / c_s, GEMM_WEIGHT_PASSES * params * elem_bytes(src) / bw))
+    r_dst = max(fps * b / c_d, GEMM_WEIGHT_PASSES * params * elem_bytes(dst) / bw)
     e = sum(o.dur_s * FP32_GEMM_EFFICIENCY.get(o.op_class or "", 1.0) for o in gemms) / t_src
     return min(1.0, (t_src - r_src + r_dst / e) / t_dst)
 
@@ -705,8 +705,6 @@ def _rescaled(step: StepTrace, src: str, dst: str, gpu: GpuProfile) -> list[Devi
     index (what ``after`` refers to)."""
     ops = [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
     f = gemm_weight_floor(step, ops, dst, gpu) * gemm_roofline_cap(step, ops, dst, gpu)
-    if f == 1.0:
-        return ops
     return [replace(o, dur_s=o.dur_s * f) if is_gemm(o) else o for o in ops]
 
 
@@ -760,6 +758,7 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
         dur = t_f + (KERNEL_FLOOR_S + a / bw if a else 0.0)
         return cast(o, dur, (dur - KERNEL_FLOOR_S) * bw)
 
+    tb = (t_b or 0.0) + t_b_act  # each backward cast's duration
     new: list[DeviceOp] = []
     for i, (o, f, b) in enumerate(zip(scaled, fwd, bwd)):
         if f:
@@ -770,7 +769,6 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
             o = replace(o, dur_s=step.ops[i].dur_s * LOSS_KERNELS_BF16)
             scaled[i] = o
         new.append(o)
-        tb = (t_b or 0.0) + t_b_act
         if b and tb:
             new.append(cast(o, tb, (tb - KERNEL_FLOOR_S) * bw))
     out = replace(step, ops=tuple(_reindex(scaled, new)))
@@ -847,8 +845,10 @@ def is_weight_cast(op: DeviceOp) -> bool:
     return op.kind == "kernel" and (_is_cast(op) or "convert" in op.name.lower())
 
 
-def _elem_bytes(step: StepTrace) -> int:
-    return 2 if is_half(step.meta.get("precision")) else 4
+def elem_bytes(precision: str | None) -> int:
+    """Bytes of an element at ``precision``: 2 for a half precision (:func:`is_half`), else
+    4."""
+    return 2 if is_half(precision) else 4
 
 
 def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
@@ -870,7 +870,8 @@ def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
     peak = gpu.gemm(str(step.meta.get("precision") or "fp32")) or gpu.gemm("fp32")
     if not (params and fps and peak):
         return r
-    w = GEMM_WEIGHT_PASSES * params * _elem_bytes(step) / gpu.bandwidth_bytes_per_s
+    w = GEMM_WEIGHT_PASSES * params * elem_bytes(step.meta.get("precision")) \
+        / gpu.bandwidth_bytes_per_s
     c = fps * b_src / peak
     return max(w, c * r) / max(w, c)
 
@@ -901,25 +902,22 @@ def keeps_its_time(phase: str | None, op_class: str | None) -> bool:
     return phase == "t_u" or op_class == "optimizer"
 
 
-def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile,
-                    factor: float | None = None) -> float:
-    """Duration of ``op`` at batch ``b_dst`` from one trace at ``b_src``: a kernel of the
-    optimizer (phase ``t_u`` or op class ``optimizer``) keeps its time; any other kernel's
-    time above :data:`BATCH_FLOOR_S` scales by ``factor`` (default the batch ratio;
-    :func:`to_batch` gives GEMMs and weight casts their own).
+def batch_scale_one(op: DeviceOp, factor: float) -> float:
+    """Duration of ``op`` at another batch from one trace: a kernel of the optimizer (phase
+    ``t_u`` or op class ``optimizer``) keeps its time; any other kernel's time above
+    :data:`BATCH_FLOOR_S` scales by ``factor`` (:func:`to_batch`: the batch ratio, GEMMs and
+    weight casts their own).
 
-    Wave quantisation (the blocks scaled with the batch, the time with the waves on ``gpu``,
-    a launch under one wave kept as it is) was tried and lost on the development rows of
-    calibration2.db (torch eager device-bound points, batch ratios 1/4-4: MdAPE 8.7% with
-    waves, 10.7% keeping under-filled launches constant, 5.9% proportional): the libraries
-    pick other tiles and grids at another batch, so a traced grid does not carry over.
-    ``gpu`` is kept for that variant's signature (the waves are in
-    :func:`dlperf.perfmodel.hardware.waves`)."""
+    Wave quantisation (the blocks scaled with the batch, the time with the waves on the GPU,
+    a launch under one wave kept as it is; :func:`dlperf.perfmodel.hardware.waves`) was tried
+    and lost on the development rows of calibration2.db (torch eager device-bound points,
+    batch ratios 1/4-4: MdAPE 8.7% with waves, 10.7% keeping under-filled launches constant,
+    5.9% proportional): the libraries pick other tiles and grids at another batch, so a
+    traced grid does not carry over."""
     if keeps_its_time(op.phase, op.op_class):
         return op.dur_s
     floor = min(op.dur_s, BATCH_FLOOR_S)
-    f = b_dst / b_src if factor is None else factor
-    return floor + (op.dur_s - floor) * f
+    return floor + (op.dur_s - floor) * factor
 
 
 def to_batch(step: StepTrace, b_dst: int, gpu: GpuProfile) -> StepTrace:
@@ -932,13 +930,12 @@ def to_batch(step: StepTrace, b_dst: int, gpu: GpuProfile) -> StepTrace:
     fg = gemm_batch_factor(step, b_dst, gpu)
     fc = cast_batch_factor(step, b_dst, gpu)
 
-    def f(o: DeviceOp) -> float | None:
+    def f(o: DeviceOp) -> float:
         if is_gemm(o):
             return fg
-        return fc if is_weight_cast(o) else None
+        return fc if is_weight_cast(o) else b_dst / b_src
 
-    ops = tuple(replace(o, dur_s=batch_scale_one(o, b_src, b_dst, gpu, f(o)))
-                for o in step.ops)
+    ops = tuple(replace(o, dur_s=batch_scale_one(o, f(o))) for o in step.ops)
     return replace(step, ops=ops).with_note(
         f"batch {b_src} -> {b_dst} (one trace; GEMMs x{fg:.3f}, weight casts x{fc:.3f})",
         batch_size=b_dst, figures_batch_size=step.meta.get("figures_batch_size", b_src))

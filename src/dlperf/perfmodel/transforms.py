@@ -282,8 +282,8 @@ GEMM_FIXED_S_BY_CLASS = {"convolution": 8e-6, "attention": 6e-6}
 #: convolution's none. A bf16 convolution's time does not show the fixed part its fp32
 #: kernel has (cuDNN picks other kernels, tiles and helpers at fp32): summed over each
 #: development resnet50 point traced in both precisions on the H200 (torch eager, JAX,
-#: torch.compile; benchmarks/replay_kernels.py, part 5) the fp32 convolution GEMMs take
-#: 5.5-10.3x the bf16 ones (8.0-10.3x at batch 16-128 in torch eager and JAX), and the
+#: torch.compile; benchmarks/replay_kernels.py, part 10) the fp32 convolution GEMMs take
+#: 6.3-10.3x the bf16 ones (8.0-10.3x at batch 16-128 in torch eager and JAX), and the
 #: ceilings' ratio times the share 0.6 over the whole time gives 9.1x, where over the time
 #: above 8 us it gives 3-5x.
 GEMM_FIXED_S_FROM_BF16 = {"convolution": 0.0, "attention": GEMM_FIXED_S_BY_CLASS["attention"]}
@@ -305,9 +305,9 @@ def gemm_fixed_s(op: DeviceOp, direction: int = 1) -> float:
 #: its fp32 library helper kernels (:func:`is_conv_helper`: FFT and Winograd transforms,
 #: layout conversions), which :func:`drop_conv_helpers` removes going to bf16 and a bf16
 #: trace does not hold. On the development points traced in both precisions on the H200
-#: (benchmarks/replay_kernels.py, part 5) the helpers take 0.007-0.40 of the fp32
-#: convolution GEMMs' time, a median 0.15 over the 14 points (torch eager resnet50
-#: 0.07-0.11, torch.compile 0.14-0.17, JAX 0.19-0.27, alexnet_cifar 0.01-0.40).
+#: (benchmarks/replay_kernels.py, part 10) the helpers take 0.007-0.40 of the fp32
+#: convolution GEMMs' time, a median 0.16 over the 14 points (torch eager resnet50
+#: 0.07-0.11, torch.compile 0.14-0.18, JAX 0.19-0.27, alexnet_cifar 0.01-0.40); 0.15 taken.
 GEMM_HELPERS: dict[int, dict[str, float]] = {-1: {"convolution": 1.15}}
 
 
@@ -658,7 +658,7 @@ def gemm_weight_floor(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
 #: op class reaches at fp32, where it is not 1 (:func:`gemm_roofline_cap`): cuDNN's fp32
 #: convolutions on the development resnet50 points traced in both precisions on the H200
 #: run the step's FLOPs at 0.50-0.73 of it (batch 16-128, torch eager and JAX; a median
-#: 0.61 of 8 points; benchmarks/replay_kernels.py, part 5). The fp32 matmuls of the large
+#: 0.61 of 8 points; benchmarks/replay_kernels.py, part 10). The fp32 matmuls of the large
 #: development GEMMs reach 0.92-0.99 (gpt2_small), 0.98-1.19 (fcn5 at batch 256-4096).
 FP32_GEMM_EFFICIENCY = {"convolution": 0.6}
 
@@ -679,7 +679,7 @@ def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     batches, alexnet_cifar's small convolutions, JAX's LSTM) runs its time above the roofline
     at fp32 as well, not 15x longer: on the development points traced in both precisions on
     the H200 the fp32 GEMMs take 1.7-16.5x the bf16 ones, the ceilings' ratio is 15.2x, and
-    the bf16 GEMMs reach 0.02-1.29 of their roofline (benchmarks/replay_kernels.py, part 5).
+    the bf16 GEMMs reach 0.02-1.29 of their roofline (benchmarks/replay_kernels.py, part 10).
     Going to bf16 the share (:func:`bf16_share`) and :func:`gemm_weight_floor` bound the
     GEMMs instead (bf16 kernels reach less of their ceiling than fp32 ones)."""
     src = str(step.meta.get("precision") or "fp32")

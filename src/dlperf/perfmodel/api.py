@@ -301,13 +301,18 @@ class Request:
     gpu: str | None = None  # the GPU model selected among several loaded (rq.gpu_of)
 
     @property
+    def withheld_files(self) -> list[str]:
+        """The results files of the stored one-device measurements of the point, in load
+        order (none on N devices, whose withheld points are N-device ones)."""
+        return [p.source for p in self.withheld] if self.world == 1 else []
+
+    @property
     def sources(self) -> list[str | None]:
         """Where a what-if's base series is looked for: the results file of the last loaded
         stored measurement of the target (its host session: the what-if back-test pairs two
         configurations within one file), then the best-measured one
         (:meth:`Calibration.fit`)."""
-        files = [p.source for p in self.withheld] if self.world == 1 else []
-        return [*files[-1:], None]
+        return [*self.withheld_files[-1:], None]
 
 
 def _request(db: Any, model: str, framework: str | None, mode: str | None,
@@ -446,7 +451,7 @@ def _series_file(cal: Calibration, req: Request) -> str:
     the median error is 3.80% against 4.20% (mean 8.44% against 9.19%), closer on 40 of 66.
     """
     ser = cal.series(req.target)
-    mine = {p.source for p in req.withheld} if req.world == 1 else set()
+    mine = set(req.withheld_files)
     # the first (cal.series' order: last loaded first) of the most batch sizes, holding the
     # point where one does
     return min(ser, key=lambda s: (-len({p.batch_size for p in s}),
@@ -1095,7 +1100,7 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     same = req.target == req.base
     series = "target" if req.batch_what_if else "base" if not same else "base and target"
     sided = [(series, w) for w in rq.extrapolation(recs, req.base, req.batch)]
-    far = beyond_validated(one, req.batch) if req.world == 1 else None
+    far = beyond_validated(one, req.batch)  # None on N devices: not a series ("+ data parallel")
     if far:
         sided.append((series, f"batch {req.batch} per device is {far[1]:.3g}x from the nearest "
                               f"fitted batch, beyond the {far[2]:g}x the '{far[0]}' back-test "

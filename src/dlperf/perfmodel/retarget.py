@@ -324,7 +324,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             lib, one, host_s, device_s, used[0], model, framework, mode, precision,
             batch_size, nproc)
         host_s, device_s = parts["host_s"], parts["device_s"]
-        bound = "host" if host_s >= device_s else "device"
+        bound = replay.bound_of(host_s, device_s)
         dp["parts"] = {**parts, "one_gpu_step_s": one, "one_gpu_device_gap_s":
                        r.step_s - r.device_s}
         dp["composition"] = words

@@ -238,7 +238,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         files[p.source] = files.get(p.source, 0) + 1
     src_file = max(files, key=lambda f: (files[f], f))
     pool = [p for p in pool if p.source == src_file]
-    src_prec = precision if same else pool[0].precision
+    src_prec = pool[0].precision  # ``precision`` where stored (pool is then ``same``)
     pool = [p for p in pool if p.precision == src_prec]
     pool.sort(key=lambda p: p.batch_size)
     probe_s = replay.host_level(pool)

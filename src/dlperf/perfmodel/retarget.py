@@ -238,7 +238,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         files[p.source] = files.get(p.source, 0) + 1
     src_file = max(files, key=lambda f: (files[f], f))
     pool = [p for p in pool if p.source == src_file]
-    src_prec = precision if same else pool[0].precision
+    src_prec = pool[0].precision  # ``precision`` where stored (pool is then ``same``)
     pool = [p for p in pool if p.precision == src_prec]
     pool.sort(key=lambda p: p.batch_size)
     probe_s = replay.host_level(pool)
@@ -287,8 +287,10 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             st = transforms.to_gpu(st, src_gpu, dst_gpu, host_ratio=hr)
             category = key = "gpu"
             m_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
-                                     src_gpu.device_name or "") if anchor else []
-            if m_pts:
+                                     src_gpu.device_name or "")
+            if not anchor:
+                anchor_why = "none: the unanchored variant was asked for"
+            elif m_pts:
                 anchored = statistics.median(p.step_time_s for p in m_pts) / on_src
                 st = st.with_note(f"anchored: x{anchored:.3f} ({measured_words(m_pts)} "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
@@ -296,9 +298,8 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                               f"(a move to another GPU is anchored on the source GPU's stored "
                               "measurement of the point: docs/replay.md)")
             else:
-                anchor_why = ("none: " + (f"no stored untraced measurement of this point on "
-                                          f"{src_gpu.name} to anchor the move on" if anchor
-                                          else "the unanchored variant was asked for"))
+                anchor_why = (f"none: no stored untraced measurement of this point on "
+                              f"{src_gpu.name} to anchor the move on")
     half, source = interval(key, dst_gpu.datasheet_only, nproc)
     # every stored measurement of this point on the target ({} where none: the key is always
     # there, as in the step-level answer); for nproc > 1, of nproc ranks of one node
@@ -323,7 +324,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             lib, one, host_s, device_s, used[0], model, framework, mode, precision,
             batch_size, nproc)
         host_s, device_s = parts["host_s"], parts["device_s"]
-        bound = "host" if host_s >= device_s else "device"
+        bound = replay.bound_of(host_s, device_s)
         dp["parts"] = {**parts, "one_gpu_step_s": one, "one_gpu_device_gap_s":
                        r.step_s - r.device_s}
         dp["composition"] = words

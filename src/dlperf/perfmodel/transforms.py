@@ -35,13 +35,18 @@ from dlperf.perfmodel.replay import DeviceOp, StepTrace, scale_host
 #: with the GEMM ceiling, not the clock alone.
 GEMM_CLASSES = ("matmul", "convolution", "attention", "recurrent")
 #: Kernel-name fragments of GEMM/convolution math (cuBLAS, cuBLASLt ``nvjet``, CUTLASS, cuDNN,
-#: XLA's Triton GEMMs, flash attention).
-_GEMM_NAME = re.compile(r"gemm|xmma|nvjet|cutlass|implicit_convolve|fprop|dgrad|wgrad|fmha|"
-                        r"flash|sdpa|conv|triton_.*mm|__cudnn|cublas", re.I)
+#: XLA's Triton GEMMs, flash attention). A name TorchInductor gives a pointwise, reduction or
+#: persistent-reduction kernel (``triton_poi_``, ``triton_red_``, ``triton_per_``;
+#: ``torch/_inductor/codegen/triton.py``) is never one, whatever operators it fused
+#: (``triton_poi_fused_convolution_backward_native_batch_norm_backward``: a batch norm's
+#: backward; ``triton_poi_fused_mm_t_view``: a GEMM operand's layout copy).
+_GEMM_NAME = re.compile(r"^(?!triton_(?:poi|red|per)_).*(?:gemm|xmma|nvjet|cutlass|"
+                        r"implicit_convolve|fprop|dgrad|wgrad|fmha|flash|sdpa|conv|triton_.*mm|"
+                        r"__cudnn|cublas)", re.I)
 #: Kernel-name fragments of the math's precision, in order of precedence.
 _PREC_NAME = (
     ("fp32", re.compile(r"sgemm|ffma|simt|_f32f32_f32f32_f32|implicit_convolve_sgemm|"
-                        r"engine<float|fft2d|_f32_", re.I)),
+                        r"engine<float|fft2d|(?<!\d)_f32_", re.I)),
     ("tf32", re.compile(r"tf32", re.I)),
     ("bf16", re.compile(r"bf16|f16|hmma|wgmma|s1688|s16816|h884|_h_|hsh|tensorop|tst_", re.I)),
 )
@@ -274,10 +279,37 @@ GEMM_FIXED_S = 3e-6
 GEMM_FIXED_S_BY_CLASS = {"convolution": 8e-6, "attention": 6e-6}
 
 
-def gemm_fixed_s(op: DeviceOp) -> float:
+#: :data:`GEMM_FIXED_S_BY_CLASS` of a kernel whose math goes from bf16 to fp32: a
+#: convolution's none. A bf16 convolution's time does not show the fixed part its fp32
+#: kernel has (cuDNN picks other kernels, tiles and helpers at fp32): summed over each
+#: development resnet50 point traced in both precisions on the H200 (torch eager, JAX,
+#: torch.compile; benchmarks/replay_kernels.py, part 10) the fp32 convolution GEMMs take
+#: 6.3-10.3x the bf16 ones (8.0-10.3x at batch 16-128 in torch eager and JAX), and the
+#: ceilings' ratio times the share 0.6 over the whole time gives 9.1x, where over the time
+#: above 8 us it gives 3-5x.
+GEMM_FIXED_S_FROM_BF16 = {"convolution": 0.0, "attention": GEMM_FIXED_S_BY_CLASS["attention"]}
+#: The fixed parts by the direction of the math precision's change (``gemm_to_precision``).
+_GEMM_FIXED_BY_DIRECTION = {1: GEMM_FIXED_S_BY_CLASS, 0: GEMM_FIXED_S_BY_CLASS,
+                            -1: GEMM_FIXED_S_FROM_BF16}
+
+
+def gemm_fixed_s(op: DeviceOp, direction: int = 1) -> float:
     """The part of a GEMM-like kernel's time its precision does not change (s): by op class
-    (:data:`GEMM_FIXED_S_BY_CLASS`), else :data:`GEMM_FIXED_S`."""
-    return GEMM_FIXED_S_BY_CLASS.get(op.op_class or "", GEMM_FIXED_S)
+    and the direction of its math precision's change (1 to bf16, -1 from it, 0 between
+    fp32 and tf32; :data:`GEMM_FIXED_S_BY_CLASS`, :data:`GEMM_FIXED_S_FROM_BF16`), else
+    :data:`GEMM_FIXED_S`."""
+    return _GEMM_FIXED_BY_DIRECTION[direction].get(op.op_class or "", GEMM_FIXED_S)
+
+
+#: A GEMM-like kernel's time at the new precision times this, by the direction of its math
+#: precision's change and its op class: going from bf16 to fp32 a convolution brings back
+#: its fp32 library helper kernels (:func:`is_conv_helper`: FFT and Winograd transforms,
+#: layout conversions), which :func:`drop_conv_helpers` removes going to bf16 and a bf16
+#: trace does not hold. On the development points traced in both precisions on the H200
+#: (benchmarks/replay_kernels.py, part 10) the helpers take 0.007-0.40 of the fp32
+#: convolution GEMMs' time, a median 0.16 over the 14 points (torch eager resnet50
+#: 0.07-0.11, torch.compile 0.14-0.18, JAX 0.19-0.27, alexnet_cifar 0.01-0.40); 0.15 taken.
+GEMM_HELPERS: dict[int, dict[str, float]] = {-1: {"convolution": 1.15}}
 
 
 def is_half(precision: str | None) -> bool:
@@ -318,18 +350,18 @@ def gemm_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> floa
     where it ran TF32 and fp32 otherwise) over its share (:func:`bf16_share`) going to bf16,
     times it coming from bf16, no less than its bytes at the new element size over the
     bandwidth where the trace holds them; as traced where ``gpu`` lacks either ceiling."""
-    floor = min(op.dur_s, gemm_fixed_s(op))
-    body = op.dur_s - floor
     p_src = math_precision(op, src)
     p_dst = "bf16" if is_half(dst) else ("tf32" if p_src == "tf32" else "fp32")
     a, b = gpu.gemm(p_src), gpu.gemm(p_dst)
     if not (a and b):
         return op.dur_s
-    with_share, elem = _GEMM_STEP[int(p_dst == "bf16") - int(p_src == "bf16")]
-    t = body * with_share(a / b, bf16_share(op))
+    direction = int(p_dst == "bf16") - int(p_src == "bf16")
+    floor = min(op.dur_s, gemm_fixed_s(op, direction))
+    with_share, elem = _GEMM_STEP[direction]
+    t = (op.dur_s - floor) * with_share(a / b, bf16_share(op))
     if op.bytes:  # the roofline: no faster than its bytes at the new precision
         t = max(t, op.bytes * elem / gpu.bandwidth_bytes_per_s)
-    return floor + t
+    return (floor + t) * GEMM_HELPERS.get(direction, {}).get(op.op_class or "", 1.0)
 
 
 def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
@@ -386,12 +418,18 @@ def is_conv_helper(op: DeviceOp) -> bool:
     """True for a library kernel of a convolution that is not its GEMM (op class
     ``convolution``): cuDNN's fp32 FFT and Winograd transforms, layout conversions and split
     reductions around the GEMM. The framework's own kernels of the operator (PyTorch's
-    ``at::native`` bias addition and bias-gradient reduction, an XLA fusion) are not: they run
+    ``at::native`` bias addition and bias-gradient reduction, an XLA fusion, a TorchInductor
+    kernel, :data:`_FRAMEWORK_KERNEL`) are not: they run
     in both precisions (vgg16's on the H100, the only development model with convolution
     biases: 15.5 ms at fp32 and 15.3 ms at bf16 over its three traced batches,
     benchmarks/replay_kernels.py, part 5)."""
     return (op.kind == "kernel" and op.op_class == "convolution" and not is_gemm(op)
-            and "at::native" not in op.name and "fusion" not in op.name)
+            and not _FRAMEWORK_KERNEL.search(op.name))
+
+
+#: A kernel the framework generated or owns rather than the convolution library: PyTorch's
+#: ``at::native`` kernels, an XLA fusion, a TorchInductor kernel (``triton_...``).
+_FRAMEWORK_KERNEL = re.compile(r"at::native|fusion|^triton_")
 
 
 def drop_conv_helpers(step: StepTrace) -> StepTrace:
@@ -613,12 +651,57 @@ def gemm_weight_floor(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     return max(1.0, min(w, t_src * e_dst / e_src) / t_dst)
 
 
+#: The share of the fp32 GEMM ceiling (square ``sgemm``, measured) a GEMM-like kernel of an
+#: op class reaches at fp32, where it is not 1 (:func:`gemm_roofline_cap`): cuDNN's fp32
+#: convolutions on the development resnet50 points traced in both precisions on the H200
+#: run the step's FLOPs at 0.50-0.73 of it (batch 16-128, torch eager and JAX; a median
+#: 0.61 of 8 points; benchmarks/replay_kernels.py, part 10). The fp32 matmuls of the large
+#: development GEMMs reach 0.92-0.99 (gpt2_small), 0.98-1.19 (fcn5 at batch 256-4096).
+FP32_GEMM_EFFICIENCY = {"convolution": 0.6}
+
+
+def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
+                      gpu: GpuProfile) -> float:
+    """The factor (<= 1) on the GEMM-like kernels of ``ops`` (``step``'s ops moved from bf16
+    to the full precision ``dst``, index for index) that keeps their summed time at or below
+    the traced GEMMs' time ``T`` with their roofline part moved to ``dst``: ``T - R_src +
+    R_dst / e``, the roofline ``R = max(FLOPs / GEMM ceiling, weight bytes / bandwidth)``
+    at each precision (the step's FLOPs ``meta['train_flops_per_sample']`` x the batch, the
+    weights as in :func:`gemm_weight_floor`; ``R_src`` at most ``T``) and ``e`` the time-
+    weighted :data:`FP32_GEMM_EFFICIENCY` of the traced GEMMs' op classes; 1 in any other
+    direction, or where the parameters, FLOPs or ceilings are unknown.
+
+    Each kernel's ceiling ratio (:func:`gemm_to_precision`) assumes its bf16 time is its
+    arithmetic; a bf16 GEMM bound by its weights or by latency (fcn5 and fcn_mnist at small
+    batches, alexnet_cifar's small convolutions, JAX's LSTM) runs its time above the roofline
+    at fp32 as well, not 15x longer: on the development points traced in both precisions on
+    the H200 the fp32 GEMMs take 1.7-16.5x the bf16 ones, the ceilings' ratio is 15.2x, and
+    the bf16 GEMMs reach 0.02-1.29 of their roofline (benchmarks/replay_kernels.py, part 10).
+    Going to bf16 the share (:func:`bf16_share`) and :func:`gemm_weight_floor` bound the
+    GEMMs instead (bf16 kernels reach less of their ceiling than fp32 ones)."""
+    src = str(step.meta.get("precision") or "fp32")
+    params, fps = step.meta.get("params"), step.meta.get("train_flops_per_sample")
+    b = int(step.meta.get("batch_size") or 0)
+    gemms = [o for o in step.ops if is_gemm(o)]
+    t_src = sum(o.dur_s for o in gemms)
+    t_dst = sum(o.dur_s for o in ops if is_gemm(o))
+    c_s, c_d = gpu.gemm(src) or gpu.gemm("bf16"), gpu.gemm(dst) or gpu.gemm("fp32")
+    if precision_step(src, dst) != -1 or not (params and fps and b and t_dst and c_s and c_d):
+        return 1.0
+    bw = gpu.bandwidth_bytes_per_s
+    r_src = min(t_src, max(fps * b / c_s, GEMM_WEIGHT_PASSES * params * elem_bytes(src) / bw))
+    r_dst = max(fps * b / c_d, GEMM_WEIGHT_PASSES * params * elem_bytes(dst) / bw)
+    e = sum(o.dur_s * FP32_GEMM_EFFICIENCY.get(o.op_class or "", 1.0) for o in gemms) / t_src
+    return min(1.0, (t_src - r_src + r_dst / e) / t_dst)
+
+
 def _rescaled(step: StepTrace, src: str, dst: str, gpu: GpuProfile) -> list[DeviceOp]:
     """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`, the GEMM-like
-    kernels no faster together than their weights' roofline: :func:`gemm_weight_floor`),
-    index for index (what ``after`` refers to)."""
+    kernels no faster together than their weights' roofline, :func:`gemm_weight_floor`, and
+    going to fp32 no slower than their roofline moved, :func:`gemm_roofline_cap`), index for
+    index (what ``after`` refers to)."""
     ops = [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
-    f = gemm_weight_floor(step, ops, dst, gpu)
+    f = gemm_weight_floor(step, ops, dst, gpu) * gemm_roofline_cap(step, ops, dst, gpu)
     return [replace(o, dur_s=o.dur_s * f) if is_gemm(o) else o for o in ops]
 
 
@@ -694,10 +777,12 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
 def drop_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
                   ) -> tuple[StepTrace, str]:
     """``step`` (under bf16 autocast) at full precision, and what was done in words: each
-    kernel by :func:`kernel_to_precision`, the trace's cast kernels dropped (:func:`_is_cast`)
-    and the host divided by :func:`autocast_host`."""
+    kernel by :func:`kernel_to_precision`, the trace's cast kernels dropped
+    (:func:`is_weight_cast`: autocast's, and an XLA program's ``convert`` fusions, which its
+    fp32 programs do not run: 0.13-6.1 ms in the development JAX bf16 traces, 0.003 ms in
+    their fp32 ones) and the host divided by :func:`autocast_host`."""
     scaled = _rescaled(step, src, dst, gpu)
-    keep = [o for o in scaled if not _is_cast(o)]
+    keep = [o for o in scaled if not is_weight_cast(o)]
     out = replace(step, ops=tuple(_reindex(scaled, keep)))
     return _with_host(out, 1.0 / autocast_host(step), f", -{len(step.ops) - len(keep)} casts")
 

@@ -20,6 +20,7 @@ holds them (XLA kernels, eager matmuls).
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import re
@@ -575,19 +576,15 @@ def activation_casts(step: StepTrace) -> ActivationCasts:
     batch = int(step.meta.get("batch_size") or 0)
     b_fig = int(step.meta.get("figures_batch_size") or batch)
     scale = batch / b_fig if b_fig > 0 else 1.0
-    calls: list[tuple[str, str | None, list[tuple[int, DeviceOp]]]] = []
-    for i, o in enumerate(step.ops):
-        if o.kind != "kernel" or o.phase not in (None, "t_f"):
-            continue
-        if calls and calls[-1][0] == (o.op or ""):
-            calls[-1][2].append((i, o))
-        else:
-            calls.append((o.op or "", o.op_class, [(i, o)]))
+    forward = [(i, o) for i, o in enumerate(step.ops)
+               if o.kind == "kernel" and o.phase in (None, "t_f")]
     fwd: dict[int, float] = {}
     loss_at, loss_bytes, bwd_bytes, bwd_kernels = None, 0.0, 0.0, 0
     half, has_grad, fp32_seen = False, False, False  # the step's input: float32, no gradient
-    for op, cls, ks in calls:
+    for op, call in itertools.groupby(forward, key=lambda io: io[1].op or ""):
+        ks = list(call)  # one call: consecutive kernels of the operator ``op``
         kernels = [o for _, o in ks]
+        cls = kernels[0].op_class
         if cls in GEMM_CLASSES and any(is_gemm(o) for o in kernels):
             if not half and cls == "matmul":
                 n = _gemm_input_elems(kernels, b_fig)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from dlperf import validation
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api, validation
+from dlperf.perfmodel import api
 from dlperf.perfmodel import equations as eq
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
@@ -233,16 +234,16 @@ def test_predict_never_back_tests_and_says_how_to_get_an_interval(cache, monkeyp
     from dlperf.perfmodel import fitcache as fc
 
     _fresh_process(monkeypatch)
-    monkeypatch.delitem(sys.modules, "dlperf.perfmodel.backtest", raising=False)
+    monkeypatch.delitem(sys.modules, "dlperf.validation.backtest", raising=False)
     p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
-    assert "dlperf.perfmodel.backtest" not in sys.modules
+    assert "dlperf.validation.backtest" not in sys.modules
     assert p.interval_group.startswith("borrowed from the h200 residual table")
     assert p.interval_note is None
     assert any("has no entry for these results files" in a for a in p.assumptions)
     _fresh_process(monkeypatch)
     monkeypatch.setattr(fc, "model_key", lambda: "0" * 20)  # other model code: no table
     p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
-    assert "dlperf.perfmodel.backtest" not in sys.modules
+    assert "dlperf.validation.backtest" not in sys.modules
     assert all(x != x for x in p.interval_s) and p.interval_group is None
     assert "run dlperf predict --validate" in p.interval_note
     assert "has no entry for these results files" in p.interval_note
@@ -497,7 +498,7 @@ def test_the_readme_quotes_the_current_test_side(h200_validation):
     MdAPE, and the range of the 90% interval coverage over the categories with 18+ test rows."""
     import re
 
-    from dlperf.perfmodel import split
+    from dlperf.validation import split
 
     text = " ".join((ROOT.parents[1] / "README.md").read_text().split())
     cells: dict[str, list[str]] = {}

@@ -1,5 +1,5 @@
 """The performance model's public API for predictions: :func:`predict` (its validation,
-``validate``, lives in :mod:`dlperf.perfmodel.validation`, outside a prediction's imports).
+``validate``, lives in :mod:`dlperf.validation`, outside a prediction's imports).
 
 ``predict`` answers "how fast would this train at another batch size, precision or mode, on
 more GPUs or more nodes" from stored results. It is pure over the results files (read once per
@@ -55,7 +55,7 @@ from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point, Records, load, point_id
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
-#: through :func:`predict` itself (:mod:`dlperf.perfmodel.validation`).
+#: through :func:`predict` itself (:mod:`dlperf.validation`).
 NPROC_CATEGORY = "N-GPU via predict --nproc"
 
 _RECORDS: dict[tuple, Records] = {}
@@ -709,7 +709,7 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
 
 #: The framework what-ifs the back-test judges in a category of their own, each direction its
 #: own path: ``((framework, mode) of the base, (framework, mode) of the target) -> category``
-#: (:data:`dlperf.perfmodel.backtest.WHATIFS` builds its pairs from this). Those with >= 8
+#: (:data:`dlperf.validation.backtest.WHATIFS` builds its pairs from this). Those with >= 8
 #: development rows of stored pairs (same model, precision, device, batch, data, layout and
 #: compile mode, in one results file) in the committed H200 results; torch graph with a
 #: compile mode of its own (5 development pairs with jax) and every TensorFlow or MXNet pair

@@ -23,7 +23,7 @@ Categories (each row says which stored points were withheld):
 * ``repeat (noise floor)``: one stored measurement taken as the prediction of a repeat of the
   same point in the same file: how far the measurements themselves scatter;
 * the WFBP recursion and the bucket all-reduce cost on recorded bucket timelines
-  (:mod:`dlperf.perfmodel.bucketcheck`), where a results file holds them.
+  (:mod:`dlperf.validation.bucketcheck`), where a results file holds them.
 
 Baselines beside the model: ``t(B) = a + b B`` on the same points (batch categories), the
 roofline with one FLOP efficiency per group (leave-one-model-out), no change (what-ifs), one
@@ -51,7 +51,7 @@ from dlperf.perfmodel.scaling import efficiency
 #: The categories of predictions from a series of one or two stored batch sizes.
 FEW_POINT_CATEGORIES = ("one-point series up", "one-point series down", "two-point series up",
                         "two-point series down")
-#: The model's own back-test categories (:data:`dlperf.perfmodel.validation.CATEGORIES` adds the
+#: The model's own back-test categories (:data:`dlperf.validation.CATEGORIES` adds the
 #: WFBP recursion's and the input pipeline's).
 MODEL_CATEGORIES = ("held-out batch", "extrapolate 2x", "extrapolate down 2x",
                     *FEW_POINT_CATEGORIES,
@@ -70,7 +70,7 @@ class Row:
     rows that measure no stored point, e.g. an all-reduce size), so that a prediction of that
     very point can leave this row's residual out of its interval; ``model`` of the predicted
     point, or ``run_id`` of the all-reduce run, which decide its side of the frozen
-    development/test split (:meth:`dlperf.perfmodel.split.Split.side`)."""
+    development/test split (:meth:`dlperf.validation.split.Split.side`)."""
 
     category: str
     label: str

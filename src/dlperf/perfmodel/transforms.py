@@ -20,6 +20,7 @@ holds them (XLA kernels, eager matmuls).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import operator
@@ -1020,15 +1021,12 @@ def to_data_parallel(step: StepTrace, bucket_bytes: Sequence[float],
                          "are unknown")
     total_b = sum(ops[i].dur_s for i in back) or 1.0
     total_bytes = float(sum(bucket_bytes))
-    ready: list[int] = []
-    acc, j, done = 0.0, 0, 0.0
-    for nbytes in bucket_bytes:
-        done += nbytes
-        target = done / total_bytes * total_b
-        while j < len(back) - 1 and acc + ops[back[j]].dur_s < target - 1e-15:
-            acc += ops[back[j]].dur_s
-            j += 1
-        ready.append(back[j])
+    # the backward's time up to and including each of its ops; a bucket's ready op is the
+    # first whose sum reaches the bucket's share (the last op where rounding leaves none)
+    upto = list(itertools.accumulate(ops[i].dur_s for i in back))
+    ready = [back[min(bisect.bisect_left(upto, done / total_bytes * total_b - 1e-15),
+                      len(back) - 1)]
+             for done in itertools.accumulate(map(float, bucket_bytes))]
     # each all-reduce goes right after its ready op (``ready`` does not decrease): the ops'
     # indices once they are in, and the last all-reduce's
     buckets_at: dict[int, list[int]] = {}

@@ -34,7 +34,7 @@ def test_every_category_ran(summary):
                       "two-point series down", "leave-one-model-out",
                       "what-if fp32->bf16", "what-if eager->graph", "what-if torch->jax",
                       "what-if jax->torch", "what-if torch graph->jax",
-                      "what-if jax->torch graph", "what-if B->2B", "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
+                      "what-if jax->torch graph", "what-if two changes", "what-if B->2B", "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
                       "repeat (noise floor)", "input: leave-one-worker-count-out"}
     # one- and two-point series: each neighbouring pair (triple) of a series, both ways
     assert s["one-point series up"]["count"] == s["one-point series down"]["count"] == 238
@@ -167,7 +167,7 @@ def test_the_baseline_comparison_the_docs_state(summary):
     with_baseline = {c for c, d in s.items() if d["baseline_mdape_pct"] is not None}
     beats = {c for c in with_baseline if s[c]["mdape_pct"] < s[c]["baseline_mdape_pct"]}
     assert with_baseline - beats == set()
-    assert len(beats) == 19 and "repeat (noise floor)" not in with_baseline
+    assert len(beats) == 20 and "repeat (noise floor)" not in with_baseline
     ar = s["all-reduce >= 1 MiB"]
     assert ar["max_pct"] > ar["baseline_max_pct"]  # its worst miss is the larger one (21.9/16.4)
 
@@ -276,11 +276,18 @@ def test_predict_data_parallel_and_nodes_say_what_was_measured(cache, h200_valid
 
 
 def test_predict_what_if_and_analytic(cache, h200_validation):
+    # resnet50 torch eager bf16 nhwc is not stored: a what-if from the fp32 nhwc series
     w = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
-                    what_if={"precision": "bf16"})
+                    what_if={"precision": "bf16"}, layout="nhwc")
     assert w.how == "what-if" and w.config["precision"] == "bf16"
+    nhwc = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64, layout="nhwc")
+    assert w.predicted_step_time_s < nhwc.predicted_step_time_s
+    # at the default layout bf16 is stored: the what-if is bf16's own prediction
+    s = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
+                    what_if={"precision": "bf16"})
+    assert s.how == "series" and s.predicted_step_time_s == api.predict(
+        H200, "resnet50", "torch", "eager", "bf16", batch_size=64).predicted_step_time_s
     base = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64)
-    assert w.predicted_step_time_s < base.predicted_step_time_s
     b2 = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
                      what_if={"batch-size": "2x"})
     assert b2.config["global_batch"] == 128 and b2.predicted_step_time_s > base.predicted_step_time_s

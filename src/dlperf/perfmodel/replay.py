@@ -227,7 +227,7 @@ def iterations(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]
     if _is_xla(tl_meta):
         # an op's absolute start: its iteration's window start (the first's where its step
         # is not one of them) plus its start in the window
-        window_start = {k: s[0] for k, s in enumerate(steps)}
+        window_start: dict[Any, float] = {k: s[0] for k, s in enumerate(steps)}
         dev = sorted(dev, key=lambda o: window_start.get(o.get("step"), steps[0][0])
                      + o["start_ns"])
         n = len(steps)

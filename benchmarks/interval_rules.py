@@ -2,10 +2,10 @@
 comparison in docs/perfmodel.md ("Why a cell misses 85-95%") was made.
 
 Reads the committed back-test rows (no model is fitted: a second or two) and judges each rule
-leave-one-model-out the way :meth:`dlperf.perfmodel.validation.Validation.split_table` does,
+leave-one-model-out the way :meth:`dlperf.validation.Validation.split_table` does,
 except that a development row's interval is calibrated on the other *development* models'
 rows only, so that no test row enters the choice. Per rule: the cells (category x bound) whose
-90% coverage is inside 85-95% (:func:`dlperf.perfmodel.validation.inside`) and the median over
+90% coverage is inside 85-95% (:func:`dlperf.validation.inside`) and the median over
 cells of the cell's median interval width (high / low); then every cell.
 
 The rules:
@@ -35,10 +35,10 @@ import os
 import statistics
 from collections.abc import Sequence
 
+from dlperf import validation as va
 from dlperf.perfmodel import intervals as iv
-from dlperf.perfmodel import split as sp
-from dlperf.perfmodel import validation as va
-from dlperf.perfmodel.backtest import Row
+from dlperf.validation import split as sp
+from dlperf.validation.backtest import Row
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = os.path.join(ROOT, "benchmarks/results/h200/perfmodel_validate_rows.json")

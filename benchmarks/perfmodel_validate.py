@@ -11,10 +11,10 @@ Usage (repository root)::
 to the model: the residual tables (and stored fits) of ``h200`` + ``h200x2`` and of ``h200``
 alone, and the rows of the first (:data:`ROWS_FILE`); it prints the first's tables.
 
-Prints the markdown table of :meth:`dlperf.perfmodel.validation.Validation.table`, the same by
-side of the frozen development/test split (:meth:`~dlperf.perfmodel.validation.Validation.
+Prints the markdown table of :meth:`dlperf.validation.Validation.table`, the same by
+side of the frozen development/test split (:meth:`~dlperf.validation.Validation.
 split_table`, the one in docs/perfmodel.md), the prediction intervals' leave-one-out coverage
-(:meth:`~dlperf.perfmodel.validation.Validation.coverage_table`, docs/perfmodel.md "Prediction
+(:meth:`~dlperf.validation.Validation.coverage_table`, docs/perfmodel.md "Prediction
 interval") and, with ``--rows``, writes every held-out prediction as JSON.
 ``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
 ignore ``host.dispatch_s`` (:func:`dlperf.perfmodel.onedevice.host_measurements` returns
@@ -25,7 +25,7 @@ is made as for a model never traced; its leave-one-model-out row is the model pr
 its FLOP and byte counts without a trace of it.
 
 Files holding traced DDP runs with a bucket record and an all-reduce sweep of their rank count
-also get the WFBP recursion's own categories (:mod:`dlperf.perfmodel.bucketcheck`), e.g.
+also get the WFBP recursion's own categories (:mod:`dlperf.validation.bucketcheck`), e.g.
 ``benchmarks/perfmodel_validate.py benchmarks/results/cpu-dev/ddp_buckets.db``.
 """
 
@@ -37,8 +37,7 @@ import os
 import time
 from dataclasses import asdict
 
-from dlperf.perfmodel import split
-from dlperf.perfmodel.validation import validate
+from dlperf.validation import split, validate
 
 #: The repository's root: ``--committed`` runs there, so rows name files as the repository does.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -111,7 +110,7 @@ def _run(paths: list[str], categories: list[str] | None, split_file: str | None,
         print(v.coverage_table(), end="")
     print(f"\n{len(v.rows)} held-out predictions in {time.perf_counter() - t0:.0f} s")
     if store:
-        from dlperf.perfmodel.validation import store_table
+        from dlperf.validation import store_table
 
         print(f"residual table: {store_table(paths, v)}")
     if rows:

@@ -48,6 +48,17 @@ prints is chosen here.
    (:func:`~dlperf.perfmodel.transforms.cast_times` for the weights,
    :func:`~dlperf.perfmodel.transforms.activation_casts` for the activations), and the
    loss's own kernels at bf16 / fp32 (:data:`~dlperf.perfmodel.transforms.LOSS_KERNELS_BF16`).
+10. **GEMMs from bf16 to fp32**: each point traced in both precisions at one batch (every
+    framework and mode), its GEMM-like kernels' summed time at bf16 and fp32 and their
+    ratio, the roofline ``R = max(FLOPs / ceiling, 3 x params x element / bandwidth)`` at
+    each precision over that time (the share of its ceiling the step's GEMMs reach:
+    :data:`~dlperf.perfmodel.transforms.FP32_GEMM_EFFICIENCY`,
+    :func:`~dlperf.perfmodel.transforms.gemm_roofline_cap`), the convolutions' GEMMs alone
+    at both precisions (their ratio against the ceilings' ratio x the share 0.6:
+    ``GEMM_FIXED_S_FROM_BF16``) and their fp32 helper kernels over their fp32 GEMMs
+    (:data:`~dlperf.perfmodel.transforms.GEMM_HELPERS`); and each JAX point's normalisation
+    kernels at bf16 / fp32 by phase
+    (:data:`~dlperf.perfmodel.transforms.PRECISION_CLASS_BY_FRAMEWORK`).
 
     PYTHONPATH=src python benchmarks/replay_kernels.py [--db FILE ...] [--ceilings FILE ...]
 
@@ -373,6 +384,46 @@ def weights(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile)
     return "\n".join(out)
 
 
+def gemms_to_fp32(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
+    by = {(p.model, p.framework, p.mode, p.precision, p.batch_size): (p, st)
+          for p, st in pairs if p.compile_mode == "default"}
+    bw, c_b, c_f = gpu.bandwidth_bytes_per_s, gpu.gemm("bf16"), gpu.gemm("fp32")
+    out = [f"ceilings' ratio bf16 / fp32 {c_b / c_f:.1f}\n",
+           "| model | framework | mode | batch | GEMMs bf16 / fp32 (ms) | fp32 / bf16 | "
+           "roofline / time bf16, fp32 | convolution GEMMs bf16 / fp32 (ms) | fp32 / bf16 | "
+           "helpers / GEMMs fp32 |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for k, (p, bst) in sorted(by.items()):
+        f = by.get((*k[:3], "fp32", k[4]))
+        if k[3] != "bf16" or f is None or not (p.params and bst.meta.get(
+                "train_flops_per_sample")):
+            continue
+        fst = f[1]
+        flops = bst.meta["train_flops_per_sample"] * p.batch_size
+        tb, tf = (sum(o.dur_s for o in st.ops if transforms.is_gemm(o)) for st in (bst, fst))
+        rb = max(flops / c_b, 3 * p.params * 2 / bw)
+        rf = max(flops / c_f, 3 * p.params * 4 / bw)
+        cb, cf = (sum(o.dur_s for o in st.ops if transforms.is_gemm(o)
+                      and o.op_class == "convolution") for st in (bst, fst))
+        hf = sum(o.dur_s for o in fst.ops if transforms.is_conv_helper(o))
+        conv = (f"{cb * 1e3:.3f} / {cf * 1e3:.3f} | {cf / cb:.1f} | {hf / cf:.3f}" if cb and cf
+                else "- | - | -")
+        out.append(f"| {p.model} | {p.framework} | {p.mode} | {p.batch_size} | "
+                   f"{tb * 1e3:.3f} / {tf * 1e3:.3f} | {tf / tb:.1f} | "
+                   f"{rb / tb:.2f}, {rf / tf:.2f} | {conv} |")
+    out += ["", "| model (JAX) | batch | normalisation forward bf16 / fp32 | backward |",
+            "|---|---:|---:|---:|"]
+    for k, (p, bst) in sorted(by.items()):
+        f = by.get((*k[:3], "fp32", k[4]))
+        if k[1] != "jax" or k[3] != "bf16" or f is None:
+            continue
+        r = [sum(o.dur_s for o in bst.ops if o.op_class == "normalisation" and o.phase == ph)
+             / (sum(o.dur_s for o in f[1].ops if o.op_class == "normalisation"
+                    and o.phase == ph) or math.inf) for ph in ("t_f", "t_b")]
+        if any(r):
+            out.append(f"| {p.model} | {p.batch_size} | {r[0]:.2f} | {r[1]:.2f} |")
+    return "\n".join(out)
+
+
 def _measured_casts(st: replay.StepTrace) -> dict[str, float]:
     """The cast kernels of a bf16 torch eager trace by kind (s)."""
     out: dict[str, float] = collections.defaultdict(float)
@@ -510,6 +561,8 @@ def main() -> int:
     print(weights(pairs, gpu))
     print("\n9. autocast's casts: measured at bf16 against the fp32 trace's estimate\n")
     print(casts(pairs, gpu))
+    print("\n10. GEMMs from bf16 to fp32: time, roofline, convolutions and their helpers\n")
+    print(gemms_to_fp32(pairs, gpu))
     return 0
 
 

@@ -61,11 +61,14 @@ SPLIT = json.loads(SPLIT_FILE.read_text())
 ROWS_FILE = ROOT / "benchmarks/results/replay_validate_rows.json"
 #: The modules of :mod:`dlperf.perfmodel` the rows come from, each with every module of the
 #: package it imports (:func:`dlperf.perfmodel.fitcache.prediction_modules`): the replay, its
-#: transforms and GPU profiles, the CPU replay and its bucket records, and the step-level
-#: baseline (``api``).
-REPLAY_ENTRIES = ("replay", "transforms", "hardware", "cpureplay", "bucketcheck", "api")
-#: Source outside :mod:`dlperf.perfmodel` that the rows depend on: the timeline reader.
-OTHER_SOURCES = ("src/dlperf/results/timelines.py",)
+#: transforms and GPU profiles, the CPU replay, and the step-level baseline (``api``).
+REPLAY_ENTRIES = ("replay", "transforms", "hardware", "cpureplay", "api")
+#: Source outside :mod:`dlperf.perfmodel` that the rows depend on: the timeline reader, and
+#: the bucket records' reader (:mod:`dlperf.validation.bucketcheck`, with the row and budget
+#: it takes from :mod:`dlperf.validation.backtest`; the perfmodel modules they import are
+#: ``api``'s).
+OTHER_SOURCES = ("src/dlperf/results/timelines.py", "src/dlperf/validation/bucketcheck.py",
+                 "src/dlperf/validation/backtest.py")
 
 
 def default_ceilings() -> list[str]:
@@ -214,9 +217,10 @@ def dp_inputs(db: str, sides: tuple[str, ...] = ("dev", "test")) -> list[dict[st
     and an all-reduce sweep of its rank count, of the models on ``sides``: the point, its
     traced iterations (:func:`cpureplay.cpu_iteration`), bucket bytes in reduction order,
     DDP's untraced compute and the sweep's fit."""
-    from dlperf.perfmodel import bucketcheck, records
+    from dlperf.perfmodel import records
     from dlperf.results import timelines
     from dlperf.results.store import ResultStore
+    from dlperf.validation import bucketcheck
 
     recs = records.load([db])
     out = []

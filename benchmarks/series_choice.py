@@ -15,10 +15,10 @@ import time
 from collections import defaultdict
 
 from dlperf.perfmodel import model as pm
-from dlperf.perfmodel import split as sp
 from dlperf.perfmodel.api import records_of, shared_fits
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import point_id
+from dlperf.validation import split as sp
 
 DB = ["benchmarks/results/h200", "benchmarks/results/h200x2"]
 recs = records_of(DB)

@@ -13,13 +13,13 @@ H200_DIRS = [Path(__file__).resolve().parents[2] / "benchmarks/results" / d
 
 @pytest.fixture(scope="session")
 def h200_validation():
-    """:func:`dlperf.perfmodel.validation.validate` of every category on :data:`H200_DIRS`,
+    """:func:`dlperf.validation.validate` of every category on :data:`H200_DIRS`,
     run once per session (20-40 s on 2 cores). test_perfmodel_validate asserts its summary;
     a full validation also keeps its residuals in this process (``api._RESIDUALS``), so the
     predictions on the same files in test_perfmodel_validate and
     test_perfmodel_predict_requests take their intervals from it instead of running the same
     back-test categories again (they did: 50 s of the suite)."""
-    from dlperf.perfmodel import validation
+    from dlperf import validation
 
     return validation.validate(H200_DIRS)
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlperf.perfmodel import backtest as bt
+from dlperf import validation
 from dlperf.perfmodel import onedevice as od
-from dlperf.perfmodel import validation
 from dlperf.perfmodel.records import Point, load, point_of
 from dlperf.results.view import as_record
+from dlperf.validation import backtest as bt
 
 DLBENCH = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/dlbench.db"
 

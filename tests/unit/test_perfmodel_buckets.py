@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel.records import (
@@ -25,6 +24,7 @@ from dlperf.perfmodel.records import (
     load,
     rank_buckets,
 )
+from dlperf.validation import bucketcheck as bc
 
 CPU_DB = Path(__file__).resolve().parents[2] / "benchmarks/results/cpu-dev/ddp_buckets.db"
 
@@ -215,7 +215,7 @@ def test_cli_predict_says_it_used_the_recorded_buckets(tmp_path):
 
 
 def test_validate_has_the_recursion_categories_where_records_exist():
-    from dlperf.perfmodel import validation
+    from dlperf import validation
 
     s = {d["category"]: d for d in validation.validate(CPU_DB, list(bc.CATEGORIES)).summary()}
     assert set(s) == set(bc.CATEGORIES)

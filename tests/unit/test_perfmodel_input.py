@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel.records import load
+from dlperf.validation import inputcheck as ic
 
 MFU_INPUTS = Path(__file__).resolve().parents[2] / "benchmarks/results/h200/mfu_inputs.db"
 

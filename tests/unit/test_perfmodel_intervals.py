@@ -12,8 +12,8 @@ import pytest
 from dlperf.perfmodel import api
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import intervals as iv
-from dlperf.perfmodel.backtest import Row
-from dlperf.perfmodel.validation import Validation
+from dlperf.validation import Validation
+from dlperf.validation.backtest import Row
 
 
 def _rows(residuals, bounds, category="held-out batch"):
@@ -208,7 +208,7 @@ def test_interval_leaves_out_the_predicted_points_own_residual(monkeypatch):
 def test_stored_input_point_interval_does_not_end_at_its_own_measurement(tmp_path, monkeypatch):
     """The committed JAX imagefolder w=8 point (grain, measured mean 616 ms, the input
     category's worst residual): its interval used to end exactly at 616.085 ms."""
-    from dlperf.perfmodel import validation
+    from dlperf import validation
 
     monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path))
     validation.validate("benchmarks/results/h200/mfu_inputs.db")  # its residuals, in memory

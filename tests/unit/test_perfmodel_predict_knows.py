@@ -9,6 +9,7 @@ import pytest
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, comm
+from dlperf.perfmodel.calibrate import Config
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
 H200 = [ROOT / "h200", ROOT / "h200x2"]
@@ -146,26 +147,30 @@ def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
     assert p.interval_group.startswith("borrowed from held-out batch at 95%: held-out batch")
     want = api._interval(api.records_of(H200), "held-out batch", 0.95, p.bound)
     assert _ratios(p) == pytest.approx((want.low_ratio, want.high_ratio))
-    # torch eager -> jax xla is back-tested: its own residuals, not borrowed
-    f = api.predict(H200, batch_size=64, what_if={"framework": "jax", "mode": "xla"}, **R50)
-    assert f.interval_group.startswith("what-if torch->jax"), f.interval_group
+    # torch eager -> jax xla is back-tested: its own residuals, not borrowed (vgg16's jax xla
+    # and torch graph are stored at b=128 alone, withheld: a what-if from the base's series)
+    vgg = {**R50, "model": "vgg16"}
+    f = api.predict(H200, batch_size=128, what_if={"framework": "jax", "mode": "xla"}, **vgg)
+    assert f.how == "what-if" and f.interval_group.startswith("what-if torch->jax"), f
     # each direction of the other back-tested framework pairs: its own category, own level
     for base, what_if, cat in (
-            (("jax", "xla"), {"framework": "torch", "mode": "eager"}, "what-if jax->torch"),
             (("torch", "graph"), {"framework": "jax", "mode": "xla"},
              "what-if torch graph->jax"),
             (("jax", "xla"), {"framework": "torch", "mode": "graph"},
              "what-if jax->torch graph")):
-        o = api.predict(H200, batch_size=64, what_if=what_if,
-                        **{**R50, "framework": base[0], "mode": base[1]})
-        assert o.validation_category == cat, (base, o.validation_category)
+        o = api.predict(H200, batch_size=128, what_if=what_if,
+                        **{**vgg, "framework": base[0], "mode": base[1]})
+        assert o.how == "what-if" and o.validation_category == cat, (base, o.validation_category)
         assert o.interval_group.startswith(cat + ","), o.interval_group
         assert not any("borrowed" in a for a in o.assumptions), o.assumptions
+    jax = Config("vgg16", "jax", "xla", "bf16", "cuda", "synthetic", "auto")
+    assert api.whatif_category(jax, jax.with_(framework="torch", mode="eager")) == (
+        "what-if jax->torch")
     # torch graph at a compile mode of its own -> jax xla is not: eager->graph's, wider
-    g = api.predict(H200, batch_size=8, what_if={"framework": "jax", "mode": "xla"},
-                    **{**R50, "model": "gpt2_small", "mode": "graph",
+    g = api.predict(H200, batch_size=128, what_if={"framework": "jax", "mode": "xla"},
+                    **{**R50, "model": "alexnet_cifar", "mode": "graph",
                        "compile_mode": "reduce-overhead"})
-    assert g.validation_category == "what-if eager->graph"
+    assert g.how == "what-if" and g.validation_category == "what-if eager->graph"
     assert g.interval_group.startswith("borrowed from what-if eager->graph at 95%: ")
 
 
@@ -227,13 +232,14 @@ R50_BASE = dict(model="resnet50", framework="torch", mode="eager", precision="bf
 
 
 @pytest.mark.parametrize("what_if, side", [
-    ({"precision": "fp32"}, "base"), ({"mode": "graph"}, "base"),
+    ({"precision": "fp32"}, "target"), ({"mode": "graph"}, "target"),
     ({"batch_size": "0.25x"}, "target"), ({"host_speed_ns": 90}, "base and target")])
 def test_a_warning_beside_a_what_if_names_the_side_it_concerns(what_if, side):
     """The note naming which of two stored layouts was picked is about the what-if's base, so
     it says so on every axis; the batch outside the measured series (16 and 4 per device
-    against 128..256) is the base's series for a precision or mode what-if, the target's
-    batch for a batch what-if and both for a host-speed one."""
+    against 128..256) is the target's series for a precision or mode what-if (the target is
+    stored at 128 and 256 in frameworks.db, so it is predicted from its own series), the
+    target's batch for a batch what-if and both for a host-speed one."""
     p = api.predict(FW, batch_size=16, what_if=what_if, **R50_BASE)
     picked = [w for w in p.warnings if "2 stored configurations match" in w]
     outside = [w for w in p.warnings if "measured batches 128..256" in w]

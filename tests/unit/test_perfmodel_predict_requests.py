@@ -183,8 +183,9 @@ def test_counts_below_one_are_refused(flag, value):
 
 
 def test_what_if_that_the_framework_can_run_still_predicts(h200_validation):
-    # the checks do not get in the way of a valid what-if: jax/xla from torch/eager
-    p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
+    # the checks do not get in the way of a valid what-if: jax/xla from torch/eager (vgg16's
+    # jax xla is stored at b=128 alone, withheld: a what-if from the torch series)
+    p = api.predict(H200_BOTH, "vgg16", "torch", "eager", "bf16", "cuda", batch_size=128,
                     what_if={"framework": "jax", "mode": "xla"})
     assert p.config["framework"] == "jax" and p.config["mode"] == "xla" and p.how == "what-if"
     p = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda", batch_size=64,
@@ -195,10 +196,10 @@ def test_what_if_that_the_framework_can_run_still_predicts(h200_validation):
 def test_framework_what_if_without_a_mode_takes_the_frameworks_default_mode(h200_validation):
     # JAX has no eager mode: framework=jax alone from torch eager predicts jax xla, says so,
     # and prints what framework=jax mode=xla prints
-    kw = dict(batch_size=64)
-    alone = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda",
+    kw = dict(batch_size=128)
+    alone = api.predict(H200_BOTH, "vgg16", "torch", "eager", "bf16", "cuda",
                         what_if={"framework": "jax"}, **kw)
-    both = api.predict(H200_BOTH, "resnet50", "torch", "eager", "bf16", "cuda",
+    both = api.predict(H200_BOTH, "vgg16", "torch", "eager", "bf16", "cuda",
                        what_if={"framework": "jax", "mode": "xla"}, **kw)
     assert alone.config["mode"] == "xla" and alone.how == "what-if"
     assert alone.predicted_step_time_s == both.predicted_step_time_s
@@ -254,20 +255,22 @@ def test_a_framework_what_if_from_reduce_overhead_predicts_the_default_compile_m
     """torch graph ``reduce-overhead`` -> jax: the target is jax xla at the default compile
     mode (the one every stored jax point has), so its stored measurement is found and the
     base's pairs are other models' reduce-overhead points with their jax twins."""
-    p = api.predict(H200_BOTH, "lstm", "torch", "graph", "bf16", "cuda", batch_size=64,
-                    compile_mode="reduce-overhead", what_if={"framework": "jax"})
+    # alexnet_cifar's jax xla is stored at b=128 alone (withheld): a what-if from the base
+    p = api.predict(H200_BOTH, "alexnet_cifar", "torch", "graph", "bf16", "cuda",
+                    batch_size=128, compile_mode="reduce-overhead", what_if={"framework": "jax"})
     assert p.config["compile_mode"] == "default" and p.config["mode"] == "xla"
     assert p.measured_point is not None and p.measured_step_time_s > 0
     pairs = p.explanation["what-if"]["pairs"]
     assert pairs["host"] + pairs["device"]
-    assert p.explanation["what-if"]["base"] == "lstm torch/graph [reduce-overhead] cuda bf16"
+    assert p.explanation["what-if"]["base"] == ("alexnet_cifar torch/graph [reduce-overhead] "
+                                                "cuda bf16")
     assert any("is not carried over" in w and w.startswith("what-if target: ")
                for w in p.warnings)
-    code, out, _ = _cli("--db", H200, "--db", ROOT / "h200x2", "--model", "lstm",
+    code, out, _ = _cli("--db", H200, "--db", ROOT / "h200x2", "--model", "alexnet_cifar",
                         "--framework", "torch", "--mode", "graph", "--precision", "bf16",
-                        "--compile-mode", "reduce-overhead", "-b", "64", "--what-if",
+                        "--compile-mode", "reduce-overhead", "-b", "128", "--what-if",
                         "framework=jax")
-    assert code == 0 and out.startswith("lstm jax/xla cuda bf16 b=64 synthetic on "), out
+    assert code == 0 and out.startswith("alexnet_cifar jax/xla cuda bf16 b=128 synthetic on "), out
 
 
 # -- 2. extrapolation ---------------------------------------------------------------------------
@@ -576,21 +579,25 @@ def test_a_prediction_names_the_measurement_it_is_judged_against(h200_validation
     # series of the file of the point it compares with, as the back-test's pair does (6.81 ms
     # there for this what-if), and names it; the CLI had fitted dlbench.db, compared with
     # calibration2.db, and named neither
-    kw = dict(framework="torch", mode="eager", precision="fp32", device="cuda", data="synthetic",
-              batch_size=16)
-    p = api.predict(H200_BOTH, "lstm", what_if={"precision": "bf16"}, **kw)
+    # vgg16 jax xla bf16 is stored at b=128 alone, in frameworks.db and mfu_inputs.db; its
+    # fp32 base in frameworks.db alone, whose series the what-if fits and compares with
+    jx = dict(framework="jax", mode="xla", precision="fp32", device="cuda", data="synthetic",
+              batch_size=128)
+    p = api.predict(H200_BOTH, "vgg16", what_if={"precision": "bf16"}, **jx)
+    assert p.how == "what-if"
     assert len(p.measured_points) == 2 and p.measured_point in p.measured_points
     assert p.measured_step_time_s == p.measured_points[p.measured_point]
     src = p.measured_point.rsplit(":", 1)[0]
-    assert src.endswith("calibration2.db") and src in p.provenance["host time H"]
-    assert "operators x" in p.provenance["host ratio"]
+    assert src.endswith("frameworks.db") and src in p.provenance["host time H"]
     row = [r for r in h200_validation.rows if r.category == "what-if fp32->bf16"
-           and r.label.startswith("lstm torch/eager cuda fp32 b=16 ->") and "calibration2" in r.label]
+           and r.label.startswith("vgg16 jax/xla cuda fp32 b=128 ->") and "frameworks" in r.label]
     assert len(row) == 1 and p.predicted_step_time_s == pytest.approx(row[0].predicted_s, rel=1e-6)
-    code, out, _ = _cli("--db", H200, "--db", ROOT / "h200x2", "--model", "lstm", "--framework",
-                        "torch", "--mode", "eager", "--precision", "fp32", "--device", "cuda", "--data", "synthetic",
-                        "-b", "16", "--what-if", "precision=bf16")
-    assert code == 0 and "calibration2.db:" in out and "also measured:" in out
+    code, out, _ = _cli("--db", H200, "--db", ROOT / "h200x2", "--model", "vgg16", "--framework",
+                        "jax", "--mode", "xla", "--precision", "fp32", "--device", "cuda", "--data", "synthetic",
+                        "-b", "128", "--what-if", "precision=bf16")
+    assert code == 0 and "frameworks.db:" in out and "also measured:" in out
+    kw = dict(framework="torch", mode="eager", precision="fp32", device="cuda", data="synthetic",
+              batch_size=16)
     # another host's speed: the stored measurements were taken at this host's, no comparison
     h = api.predict(H200_BOTH, "lstm", what_if={"host_speed_ns": 900}, **kw)
     assert h.measured_step_time_s is None and h.measured_points == {}

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import split
-from dlperf.perfmodel.backtest import Row
+from dlperf.validation import split
+from dlperf.validation.backtest import Row
 
 
 def test_the_committed_split_puts_each_listed_model_on_its_side():
@@ -55,7 +55,7 @@ def test_a_bad_split_file_is_refused_naming_it(tmp_path, content):
 
 
 def test_the_split_table_gives_each_side_its_own_numbers():
-    from dlperf.perfmodel.validation import Validation
+    from dlperf.validation import Validation
 
     v = Validation([Row("held-out batch", "a", 1.0, 1.1, model="alexnet", bound="host"),
                     Row("held-out batch", "b", 1.0, 1.05, model="resnet50")], [])
@@ -69,7 +69,7 @@ def test_the_split_table_gives_each_side_its_own_numbers():
 def test_signs_are_counted_beyond_the_noise_for_the_model_and_the_trivial_rule_alike():
     """A pair whose measured change (0.5%) is inside the device repeat noise (1%) has no sign to
     get right: both the model's and the trivial rule's counts show it apart."""
-    from dlperf.perfmodel.validation import Validation
+    from dlperf.validation import Validation
 
     cat = "what-if eager->graph"
     v = Validation([Row("repeat (noise floor)", "r", 1.0, 1.01, bound="device", model="vgg16"),
@@ -84,7 +84,7 @@ def test_signs_are_counted_beyond_the_noise_for_the_model_and_the_trivial_rule_a
 
 
 def test_a_cell_is_inside_85_to_95_unrounded_and_its_chance_is_binomial():
-    from dlperf.perfmodel import validation as va
+    from dlperf import validation as va
 
     assert va.inside(17, 20) and va.inside(19, 20)
     assert not va.inside(16, 20) and not va.inside(20, 20)
@@ -104,8 +104,8 @@ def test_a_cell_is_inside_85_to_95_unrounded_and_its_chance_is_binomial():
 
 
 def test_coverage_cells_are_per_bound_and_the_split_table_counts_them():
+    from dlperf import validation as va
     from dlperf.perfmodel import intervals as iv
-    from dlperf.perfmodel import validation as va
 
     rows = [Row("held-out batch", f"h{i}", 1.0 + 0.01 * i, 1.0, model=f"m{i % 3}",
                 bound="host" if i < 10 else "device") for i in range(30)]

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from dlperf import validation
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api, validation
+from dlperf.perfmodel import api
 from dlperf.perfmodel import equations as eq
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
@@ -33,7 +34,7 @@ def test_every_category_ran(summary):
                       "two-point series down", "leave-one-model-out",
                       "what-if fp32->bf16", "what-if eager->graph", "what-if torch->jax",
                       "what-if jax->torch", "what-if torch graph->jax",
-                      "what-if jax->torch graph", "what-if B->2B", "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
+                      "what-if jax->torch graph", "what-if two changes", "what-if B->2B", "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
                       "repeat (noise floor)", "input: leave-one-worker-count-out"}
     # one- and two-point series: each neighbouring pair (triple) of a series, both ways
     assert s["one-point series up"]["count"] == s["one-point series down"]["count"] == 238
@@ -166,7 +167,7 @@ def test_the_baseline_comparison_the_docs_state(summary):
     with_baseline = {c for c, d in s.items() if d["baseline_mdape_pct"] is not None}
     beats = {c for c in with_baseline if s[c]["mdape_pct"] < s[c]["baseline_mdape_pct"]}
     assert with_baseline - beats == set()
-    assert len(beats) == 19 and "repeat (noise floor)" not in with_baseline
+    assert len(beats) == 20 and "repeat (noise floor)" not in with_baseline
     ar = s["all-reduce >= 1 MiB"]
     assert ar["max_pct"] > ar["baseline_max_pct"]  # its worst miss is the larger one (21.9/16.4)
 
@@ -233,16 +234,16 @@ def test_predict_never_back_tests_and_says_how_to_get_an_interval(cache, monkeyp
     from dlperf.perfmodel import fitcache as fc
 
     _fresh_process(monkeypatch)
-    monkeypatch.delitem(sys.modules, "dlperf.perfmodel.backtest", raising=False)
+    monkeypatch.delitem(sys.modules, "dlperf.validation.backtest", raising=False)
     p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
-    assert "dlperf.perfmodel.backtest" not in sys.modules
+    assert "dlperf.validation.backtest" not in sys.modules
     assert p.interval_group.startswith("borrowed from the h200 residual table")
     assert p.interval_note is None
     assert any("has no entry for these results files" in a for a in p.assumptions)
     _fresh_process(monkeypatch)
     monkeypatch.setattr(fc, "model_key", lambda: "0" * 20)  # other model code: no table
     p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
-    assert "dlperf.perfmodel.backtest" not in sys.modules
+    assert "dlperf.validation.backtest" not in sys.modules
     assert all(x != x for x in p.interval_s) and p.interval_group is None
     assert "run dlperf predict --validate" in p.interval_note
     assert "has no entry for these results files" in p.interval_note
@@ -275,11 +276,18 @@ def test_predict_data_parallel_and_nodes_say_what_was_measured(cache, h200_valid
 
 
 def test_predict_what_if_and_analytic(cache, h200_validation):
+    # resnet50 torch eager bf16 nhwc is not stored: a what-if from the fp32 nhwc series
     w = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
-                    what_if={"precision": "bf16"})
+                    what_if={"precision": "bf16"}, layout="nhwc")
     assert w.how == "what-if" and w.config["precision"] == "bf16"
+    nhwc = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64, layout="nhwc")
+    assert w.predicted_step_time_s < nhwc.predicted_step_time_s
+    # at the default layout bf16 is stored: the what-if is bf16's own prediction
+    s = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
+                    what_if={"precision": "bf16"})
+    assert s.how == "series" and s.predicted_step_time_s == api.predict(
+        H200, "resnet50", "torch", "eager", "bf16", batch_size=64).predicted_step_time_s
     base = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64)
-    assert w.predicted_step_time_s < base.predicted_step_time_s
     b2 = api.predict(H200, "resnet50", "torch", "eager", "fp32", batch_size=64,
                      what_if={"batch-size": "2x"})
     assert b2.config["global_batch"] == 128 and b2.predicted_step_time_s > base.predicted_step_time_s
@@ -497,7 +505,7 @@ def test_the_readme_quotes_the_current_test_side(h200_validation):
     MdAPE, and the range of the 90% interval coverage over the categories with 18+ test rows."""
     import re
 
-    from dlperf.perfmodel import split
+    from dlperf.validation import split
 
     text = " ".join((ROOT.parents[1] / "README.md").read_text().split())
     cells: dict[str, list[str]] = {}

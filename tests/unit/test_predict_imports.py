@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 H200 = ["--db", "benchmarks/results/h200", "--db", "benchmarks/results/h200x2"]
 #: Modules no prediction of a batch size not stored on the committed H200 files loads: its
 #: fits' solutions are stored with the residual table, so not even the solver's scipy.
-NEVER = ("dlperf.perfmodel.validation", "dlperf.perfmodel.backtest", "dlperf.report",
+NEVER = ("dlperf.validation", "dlperf.validation.backtest", "dlperf.report",
          "dlperf.cli.run", "dlperf.cli.sweep", "dlperf.cli.report", "dlperf.cli.compare",
          "dlperf.results.store", "dlperf.results.parts", "scipy", "plotly", "matplotlib", "torch", "jax", "tensorflow")
 

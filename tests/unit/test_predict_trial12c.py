@@ -1,4 +1,4 @@
-"""A fresh user's trial of ``dlperf predict`` on the committed H200 results: a what-if of
+"""A fresh user's trial of ``dlperf predict`` on the committed H200 results: what-ifs of
 several changes, paths beyond what was validated (more devices, a batch far above the series),
 a stored point withheld from its own prediction, and the refusals' wording."""
 
@@ -28,18 +28,45 @@ def test_whatif_changes_counts_each_back_tested_change_once():
         "mode", "precision", "batch", "host speed")
 
 
-def test_a_whatif_of_two_changes_borrows_its_interval_at_the_wider_level():
-    one = api.predict(H200, batch_size=64, what_if={"mode": "graph"}, **R50)
+def test_a_whatif_to_a_stored_configuration_is_that_configurations_own_prediction():
+    # resnet50 torch graph fp32 is stored at b=8, 16, 128, 256: a what-if to it at b=64 is its
+    # own series' prediction, not the eager bf16 series times other models' ratios
+    plain = api.predict(H200, batch_size=64, **{**R50, "mode": "graph", "precision": "fp32"})
     two = api.predict(H200, batch_size=64, what_if={"mode": "graph", "precision": "fp32"}, **R50)
-    assert not one.interval_group.startswith("borrowed")
-    assert two.interval_group.startswith("borrowed from what-if eager->graph at 95%")
-    assert any("several changes (mode and precision" in a for a in two.assumptions)
-    # the wider level on the same residuals: at least as wide, in ratio, as that category's
-    # own 90% interval of the prediction's bound
-    own = api._interval(api.records_of(H200), "what-if eager->graph", 0.9, two.bound)
-    lo, hi = (x / two.predicted_step_time_s for x in two.interval_s)
-    assert lo <= own.low_ratio and hi >= own.high_ratio
-    assert (lo, hi) != (own.low_ratio, own.high_ratio)
+    assert two.how == "series" and plain.how == "series"
+    assert two.predicted_step_time_s == plain.predicted_step_time_s
+    assert two.validation_category == plain.validation_category
+    assert two.interval_s == plain.interval_s and not two.interval_group.startswith("borrowed")
+    assert "stored at other batches" in two.provenance["what-if"]
+    assert "what-if" not in plain.provenance and "what-if" not in two.explanation
+    # one change too, from the other side: graph bf16 -> eager bf16 (stored at every batch)
+    one = api.predict(H200, batch_size=96, what_if={"mode": "eager"}, **{**R50, "mode": "graph"})
+    assert one.predicted_step_time_s == api.predict(H200, batch_size=96,
+                                                    **R50).predicted_step_time_s
+
+
+def test_a_whatif_of_two_changes_starts_one_change_from_its_target():
+    # fcn5 torch graph fp32 is stored at b=1024 only (withheld): a what-if from eager bf16
+    # starts from eager fp32 (the target's precision), so only the mode change is a ratio
+    fcn5 = {**R50, "model": "fcn5"}
+    two = api.predict(H200, batch_size=1024, what_if={"mode": "graph", "precision": "fp32"},
+                      **fcn5)
+    assert two.how == "what-if" and two.validation_category == api.TWO_CHANGES
+    assert two.explanation["what-if"]["base"] == Config(
+        "fcn5", "torch", "eager", "fp32", "cuda", "synthetic", "auto").label()
+    assert any("starts from fcn5 torch/eager cuda fp32" in a for a in two.assumptions)
+    assert not two.interval_group.startswith("borrowed"), two.interval_group
+    # both changes' ratios at once from eager bf16 (other models' pairs) gave half the step
+    assert abs(two.predicted_step_time_s / two.measured_step_time_s - 1) < 0.1
+    lo, hi = two.interval_s
+    assert lo < two.measured_step_time_s < hi
+    # three changes (with the batch) are more than the category judges: borrowed, wider
+    three = api.predict(H200, batch_size=512, what_if={"mode": "graph", "precision": "fp32",
+                                                       "batch_size": "2x"}, **fcn5)
+    assert three.predicted_step_time_s == two.predicted_step_time_s
+    assert three.interval_group.startswith(f"borrowed from {api.TWO_CHANGES} at 95%")
+    assert any("several changes (mode, precision and batch" in a
+               and "judges two changes at once" in a for a in three.assumptions), three.assumptions
 
 
 def _cli(*args, env=None):

@@ -332,6 +332,81 @@ def test_convolution_bias_kernels_are_not_helpers():
     assert not T.is_conv_helper(bias) and not T.is_conv_helper(fused)
 
 
+def test_kernel_names_give_math_precision_and_gemm_eligibility():
+    def k(name, cls="convolution"):
+        return _k(10, name=name, op_class=cls)
+
+    # cuDNN's bf16 convolutions name their fp32 accumulator and epilogue: still bf16 math
+    bf = k("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x64")
+    assert T.is_gemm(bf) and T.math_precision(bf, "fp32") == "bf16"
+    # memory-efficient attention at fp32 names its element type alone
+    att = k("fmha_cutlassB_f32_aligned_64x64_k64_sm80", "attention")
+    assert T.math_precision(att, "bf16") == "fp32"
+    assert T.math_precision(k("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_ffma"), "bf16") == "fp32"
+    # TorchInductor's pointwise and reduction kernels are not GEMMs, nor cuDNN helpers
+    for name in ("triton_poi_fused_convolution_backward_native_batch_norm_backward_0",
+                 "triton_red_fused_convolution_backward_div_native_batch_norm_backward_1"):
+        assert not T.is_gemm(k(name)) and not T.is_conv_helper(k(name))
+    assert T.is_gemm(k("triton_tem_fused_mm_0", "matmul"))
+
+
+def test_fp32_gets_convolution_helpers_back_and_drops_xla_converts():
+    g = H.datasheet("h200")
+    conv = _k(100, name="sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc",
+              op_class="convolution")
+    convert = _k(80, name="wrapped_convert_1")
+    st = replace(_step([conv, convert], precision="bf16"), meta={
+        **_step([], precision="bf16").meta, "xla": True})
+    out = T.to_precision(st, "fp32", g)
+    assert [o.name for o in out.ops] == [conv.name]       # the convert fusion is gone
+    ratio = g.gemm("bf16") / g.gemm("fp32") * T.BF16_GEMM_SHARE_BY_CLASS["convolution"]
+    assert T.gemm_fixed_s(conv, -1) == 0.0 < T.gemm_fixed_s(conv, 1)
+    assert out.ops[0].dur_s == pytest.approx(
+        100e-6 * ratio * T.GEMM_HELPERS[-1]["convolution"])
+
+
+def test_jax_norm_layers_move_with_the_precision_torch_autocast_keeps_them():
+    g = H.datasheet("h200")
+    ln = replace(_k(100, op_class="normalisation"), op="NativeLayerNormBackward0")
+    st = _step([ln])
+    torch = T.to_precision(replace(st, meta={**st.meta, "framework": "torch"}), "bf16", g)
+    jax = T.to_precision(replace(st, meta={**st.meta, "framework": "jax", "xla": True}),
+                         "bf16", g)
+    fixed, r = T.PRECISION_RATIO["elementwise"]
+    assert [o.dur_s for o in torch.ops if o.op_class == "normalisation"] == \
+        pytest.approx([100e-6])
+    assert [o.dur_s for o in jax.ops] == pytest.approx([fixed + (100e-6 - fixed) * r])
+    assert jax.ops[0].op_class == "normalisation"             # its class is kept
+    back = T.to_precision(replace(jax, meta={**jax.meta, "precision": "bf16"}), "fp32", g)
+    assert back.ops[0].dur_s == pytest.approx(100e-6)
+
+
+def test_fp32_gemms_are_no_slower_than_their_roofline_moved():
+    g = H.datasheet("h200")
+    bw = g.bandwidth_bytes_per_s
+    gemm = _k(200, name="nvjet_sm90_tst_128x16_64x11_4x1_v_bz_TNT", op_class="matmul")
+    base = _step([gemm, _k(50)], precision="bf16", batch=16)
+    plain = T.to_precision(base, "fp32", g)                # no figures: no cap
+    t_plain = sum(o.dur_s for o in plain.ops if T.is_gemm(o))
+    assert t_plain > 10 * 200e-6                            # the ceilings' ratio
+    # fcn5 at batch 16: its bf16 GEMMs stream 118 M weights, their FLOPs are a tenth of that
+    meta = {**base.meta, "params": 118e6, "train_flops_per_sample": 7.08e8}
+    fc = replace(base, meta=meta)
+    r_src = min(200e-6, max(7.08e8 * 16 / g.gemm("bf16"), 3 * 118e6 * 2 / bw))
+    r_dst = max(7.08e8 * 16 / g.gemm("fp32"), 3 * 118e6 * 4 / bw)
+    got = sum(o.dur_s for o in T.to_precision(fc, "fp32", g).ops if T.is_gemm(o))
+    assert got == pytest.approx(200e-6 - r_src + r_dst) and got < t_plain
+    # a convolution's cap: its roofline part at the fp32 convolutions' efficiency
+    conv = replace(fc, ops=(replace(gemm, op_class="convolution",
+                                    name="sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32"),))
+    cap = T.gemm_roofline_cap(conv, [replace(conv.ops[0], dur_s=1.0)], "fp32", g)
+    e = T.FP32_GEMM_EFFICIENCY["convolution"]
+    assert cap == pytest.approx(200e-6 - r_src + r_dst / e)
+    # going to bf16 the weights' floor bounds the GEMMs instead: no cap
+    assert T.gemm_roofline_cap(replace(fc, meta={**meta, "precision": "fp32"}),
+                               plain.ops, "bf16", g) == 1.0
+
+
 def test_weight_bound_gemms_and_weight_casts_keep_their_time_at_another_batch():
     g = H.datasheet("h200")
     gemm = _k(180, name="gemm_fusion_dot", op_class="matmul")

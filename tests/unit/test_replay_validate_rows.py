@@ -56,6 +56,7 @@ def test_the_key_follows_the_options_the_data_and_the_source(tmp_path, monkeypat
     pkg = root / "src/dlperf/perfmodel"
     shutil.copytree(Path(fitcache.__file__).parent, pkg)
     shutil.copytree(rv.ROOT / "src/dlperf/results", root / "src/dlperf/results")
+    shutil.copytree(rv.ROOT / "src/dlperf/validation", root / "src/dlperf/validation")
     for f in ("benchmarks/replay_validate.py", "benchmarks/results/split.json"):
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(rv.ROOT / f, root / f)
@@ -70,5 +71,8 @@ def test_the_key_follows_the_options_the_data_and_the_source(tmp_path, monkeypat
     (pkg / "roofline.py").write_text((pkg / "roofline.py").read_text() + "# edit\n")
     assert key != rv.inputs_key(*args, **DEFAULT)  # the baseline's (api imports roofline)
     key = rv.inputs_key(*args, **DEFAULT)
-    (pkg / "validation.py").write_text((pkg / "validation.py").read_text() + "# edit\n")
+    val = root / "src/dlperf/validation"
+    (val / "__init__.py").write_text((val / "__init__.py").read_text() + "# edit\n")
     assert key == rv.inputs_key(*args, **DEFAULT)  # no row passes through the back-test's
+    (val / "bucketcheck.py").write_text((val / "bucketcheck.py").read_text() + "# edit\n")
+    assert key != rv.inputs_key(*args, **DEFAULT)  # the dp rows read the bucket records

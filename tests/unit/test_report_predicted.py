@@ -1,5 +1,5 @@
 """The report's "Predicted vs measured" section (dlperf.report.predicted) and the back-test
-budget it runs under (dlperf.perfmodel.backtest.Budget), on the committed H200 results."""
+budget it runs under (dlperf.validation.backtest.Budget), on the committed H200 results."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from dlperf import validation
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import backtest as bt
-from dlperf.perfmodel import validation
 from dlperf.report import predicted as pr
+from dlperf.validation import backtest as bt
 
 H200 = Path(__file__).resolve().parents[2] / "benchmarks/results/h200"
 CAL = H200 / "calibration.db"

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from dlperf import validation
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api, validation
+from dlperf.perfmodel import api
 from dlperf.perfmodel import fitcache as fc
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks/results"

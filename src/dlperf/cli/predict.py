@@ -328,7 +328,7 @@ def predict(
             _dai(db, amortise_iters, format)
             return
         if validate:
-            from dlperf.perfmodel import validation
+            from dlperf import validation
 
             v = validation.validate(db, device=device)
             if format == "json":  # each category with its interval coverage, where it has one
@@ -344,7 +344,7 @@ def predict(
                                "(high / low), the pooled rule beside the Mondrian one "
                                "predictions use (docs/perfmodel.md, Prediction interval)\n\n"
                                + v.coverage_table())
-                from dlperf.perfmodel import split
+                from dlperf.validation import split
 
                 if split.DEFAULT_PATH.is_file():  # a checkout: the README's test numbers
                     print_markdown("\nThe same, development / test side of the frozen split "

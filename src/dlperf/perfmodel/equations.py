@@ -171,8 +171,7 @@ def uniform_buckets(grad_bytes: float, backward_s: float,
 def ring_allreduce_s(size_bytes: float, p: int, alpha_s: float, beta_s_per_byte: float) -> float:
     """Ring all-reduce time (s) of ``size_bytes`` over ``p`` ranks (Patarasuk & Yuan 2009):
     ``2 (p-1) alpha + 2 (p-1)/p M beta``."""
-    if p <= 1:
-        return 0.0
+    p = max(p, 1)  # one rank (or none): nothing to reduce, 0 s
     return 2 * (p - 1) * alpha_s + 2 * (p - 1) / p * size_bytes * beta_s_per_byte
 
 
@@ -206,8 +205,7 @@ def hierarchical_allreduce_s(size_bytes: float, gpus_per_node: int, nodes: int,
         inter_alpha_s, inter_beta_s_per_byte: ``a_e``, ``b_e`` of one NIC between nodes.
     """
     g = max(gpus_per_node, 1)
-    intra = 0.0 if g <= 1 else ((g - 1) * intra_alpha_s
-                                + (g - 1) / g * size_bytes * intra_beta_s_per_byte)
+    intra = (g - 1) * intra_alpha_s + (g - 1) / g * size_bytes * intra_beta_s_per_byte
     n = g if nics_per_node is None else max(1, min(nics_per_node, g))
     return 2 * intra + ring_allreduce_s(size_bytes / g, nodes, inter_alpha_s,
                                         inter_beta_s_per_byte * g / n)

@@ -51,7 +51,7 @@ from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import Point
 
 #: The back-test category of a prediction whose input is modelled from a worker ladder
-#: (:mod:`dlperf.perfmodel.inputcheck`), and so the residuals its interval comes from.
+#: (:mod:`dlperf.validation.inputcheck`), and so the residuals its interval comes from.
 INPUT_CATEGORY = "input: leave-one-worker-count-out"
 
 #: Share of the measured time spent waiting for input at or above which the loader bounds the

@@ -44,7 +44,7 @@ import numpy as np
 
 
 class Row(Protocol):
-    """What a held-out back-test row gives an interval (:class:`dlperf.perfmodel.backtest.Row`;
+    """What a held-out back-test row gives an interval (:class:`dlperf.validation.backtest.Row`;
     a protocol, so that predictions never import the back-test)."""
 
     category: str

@@ -254,7 +254,7 @@ def take_solved() -> dict[str, Solution]:
 @contextlib.contextmanager
 def tracked() -> Iterator[set[str]]:
     """Collect the keys of every solution made or looked up inside the block (what a
-    back-test's store must hold: :func:`dlperf.perfmodel.validation.store_table`)."""
+    back-test's store must hold: :func:`dlperf.validation.store_table`)."""
     keys: set[str] = set()
     _TRACKS.append(keys)
     try:

@@ -260,6 +260,10 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     (:func:`~dlperf.perfmodel.special.measured_base`: ``H_t`` and ``D_t`` times the measured
     over the fitted step).
 
+    A what-if of two changes (framework or mode, and precision) starts from the model's
+    stored configuration one change from ``target`` where there is one
+    (:func:`one_change_base`: eager fp32 for eager bf16 -> graph fp32), not from ``base``.
+
     A target mode whose compiler picks the layout itself (the registry's
     ``layout_free_modes``: torch.compile converts convolutions to channels_last) runs the same
     kernels whatever layout was asked for, so a base with a layout of its own starts from the
@@ -270,10 +274,11 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     Raises:
         LookupError: no stored point of ``base``.
     """
+    base, source, nearer = one_change_base(cal, base, target, batch, source)
     base, layout_notes = _layout_base(cal, base, target, batch, source)
     b = from_series(cal, base, batch, source)
     ratios = transfer_ratios(cal, base, target, batch)
-    assumptions = [*b.assumptions, *layout_notes]
+    assumptions = [*b.assumptions, *nearer, *layout_notes]
     prov = dict(b.provenance)
     ids = list(b.calibrated_on)
     r_h, why_h, pairs_h = ratios.get("host", (None, "", ()))
@@ -317,6 +322,48 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     return OneDevice(target, batch, b.host_s * r_h * m, d, "what-if", ids, prov, assumptions,
                      params=b.params, fit=b.fit,
                      device_classes_s=_classes(cal, target, batch, d, work_t), ratios=nums)
+
+
+#: The configurations a what-if of two changes (framework or mode, and precision) starts from
+#: before its base, each the base with these fields of the target (one change left between it
+#: and the target), the first whose series is stored (:func:`one_change_base`): the base at
+#: the target's precision (the framework or mode change left to the ratios), then the base at
+#: the target's framework, mode and compile mode (the precision change left). Chosen on the
+#: development rows of the frozen split (``what-if two changes``, 246 pairs with both
+#: in-between configurations stored: MdAPE 15.0% from the first, 25.9% from the second,
+#: 41.2% from the base with the ratios of other models' pairs changed in both at once; 10.0%,
+#: 53.4% and 38.3% on the 44 torch eager -> graph pairs, 16.4%, 24.4% and 41.7% on the 202
+#: torch <-> jax ones): a precision's speed-up depends on the model (fcn5's fp32 step is 5x
+#: its bf16 one, lstm's 1.5x), a compiler's less.
+ONE_CHANGE_BASES: tuple[tuple[str, ...], ...] = (("precision",),
+                                                 ("framework", "mode", "compile_mode"))
+
+
+def one_change_base(cal: Calibration, base: Config, target: Config, batch: int,
+                    source: str | None) -> tuple[Config, str | None, list[str]]:
+    """The configuration and results file a what-if from ``base`` to ``target`` starts from:
+    the first of :data:`ONE_CHANGE_BASES` that is neither ``base`` nor ``target`` (so a
+    what-if of one change keeps its base) and whose series fits at ``batch`` in ``source``,
+    else in its best-measured file (None); else ``base`` and ``source``. The third value says
+    which, for the assumptions (empty: the base itself)."""
+    for fields in ONE_CHANGE_BASES:
+        mid = base.with_(**{k: getattr(target, k) for k in fields})
+        src = next((x for x in dict.fromkeys((source, None))
+                    if mid not in (base, target) and _fits(cal, mid, batch, x)), "")
+        if src != "":
+            return mid, src, [f"what-if of two changes: starts from {mid.label()}, "
+                              f"{target.model}'s stored configuration one change from "
+                              f"{target.label()}, not from {base.label()}"]
+    return base, source, []
+
+
+def _fits(cal: Calibration, cfg: Config, batch: int, source: str | None) -> bool:
+    """Whether ``cfg``'s series in ``source`` (None: its best-measured one) fits at ``batch``."""
+    try:
+        from_series(cal, cfg, batch, source)
+    except (LookupError, ValueError):
+        return False
+    return True
 
 
 def _layout_base(cal: Calibration, base: Config, target: Config, batch: int,

@@ -310,15 +310,6 @@ def _gpu_memory(env: Env | None, device: str) -> float | None:
     return _num(first.get("memory_total_bytes"))
 
 
-def _session(rec: RunRecord) -> str:
-    """``hostname/cpu/day`` of a record (the host session its host time belongs to), written
-    by the one session label (:func:`dlperf.config.identity.session_of`)."""
-    env = rec.env
-    if env is None:
-        return session_of(None, None, None, rec.identity.created_at)
-    return session_of(env.hostname, env.cpu_model, env.cpu_id, rec.identity.created_at)
-
-
 def point_of(rec: RunRecord, source: str) -> Point | None:
     """A :class:`Point` from one stored record (``ResultStore.records``), or None when it is
     not an ``ok`` measurement with a median step time."""
@@ -386,7 +377,9 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
         step_time_mean_s=_num(summ.mean),
         loader_impl=((rec.data_info or {}).get("pipeline") or {}).get("impl"),
         t_io_s=_median((bd.host or {}).get("t_io")) or _median((bd.phases or {}).get("t_io")),
-        device_name=rec.device_name, session=_session(rec),
+        device_name=rec.device_name,
+        # the host session its host time belongs to (the one session label)
+        session=session_of(env.hostname, env.cpu_model, env.cpu_id, ident.created_at),
         compile_mode=str(setting(rec, "compile_mode") or "default"),
         peak_reserved_bytes=_num(mem.peak_reserved_bytes),
         nvml_used_bytes=_num(mem.nvml_used_bytes),

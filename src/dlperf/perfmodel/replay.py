@@ -174,13 +174,19 @@ class StepTrace:
 class ReplayResult:
     """What :func:`simulate` gives (s): the steady-state ``step_s``, the iteration's ``host_s``
     and summed ``device_s``, the device's idle share of the period ``device_idle``, and
-    ``bound`` (``host`` when the host's work per iteration exceeds the device's busy time)."""
+    ``bound`` (:func:`bound_of` the two)."""
 
     step_s: float
     host_s: float
     device_s: float
     device_idle: float
     bound: str
+
+
+def bound_of(host_s: float, device_s: float) -> str:
+    """``host`` where an iteration's host work is at least its summed device time (the device
+    waits on the host), else ``device``."""
+    return "host" if host_s >= device_s else "device"
 
 
 def _triple(s: Any) -> tuple[int, int, int] | None:
@@ -219,11 +225,11 @@ def iterations(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]
     if not steps:
         raise ValueError("the timeline has no traced iterations (steps_ns is empty)")
     if _is_xla(tl_meta):
-        def absolute(o: Mapping[str, Any]) -> float:
-            k = o.get("step")
-            base = steps[k][0] if k is not None and 0 <= k < len(steps) else steps[0][0]
-            return base + o["start_ns"]
-        dev = sorted(dev, key=absolute)
+        # an op's absolute start: its iteration's window start (the first's where its step
+        # is not one of them) plus its start in the window
+        window_start: dict[Any, float] = {k: s[0] for k, s in enumerate(steps)}
+        dev = sorted(dev, key=lambda o: window_start.get(o.get("step"), steps[0][0])
+                     + o["start_ns"])
         n = len(steps)
         size = len(dev) // n
         if size == 0:
@@ -574,7 +580,7 @@ def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM) -> Repla
     period = max(period, host_iter)
     return ReplayResult(step_s=period, host_s=host_iter, device_s=busy,
                         device_idle=max(0.0, 1 - busy / period) if period > 0 else 0.0,
-                        bound="host" if host_iter >= busy else "device")
+                        bound=bound_of(host_iter, busy))
 
 
 def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, StepTrace]]:

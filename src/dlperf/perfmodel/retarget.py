@@ -53,8 +53,13 @@ from dlperf.perfmodel import hardware, replay, transforms
 #: host_level`); 5, a precision change's GEMMs no faster together than their weights stream
 #: (:func:`~dlperf.perfmodel.transforms.gemm_weight_floor`); 6, autocast's activation casts
 #: (:func:`~dlperf.perfmodel.transforms.activation_casts`: the float32 inputs of GEMMs, the
-#: logits' upcast, mixed adds' gradients) added to an eager step going to bf16.
-MODEL_VERSION = 6
+#: logits' upcast, mixed adds' gradients) added to an eager step going to bf16; 7, bf16 ->
+#: fp32 GEMMs no slower than their roofline moved, convolutions with their fp32 helpers and
+#: no fixed part that way, cuDNN's bf16 convolutions read as bf16 math
+#: (:func:`~dlperf.perfmodel.transforms.gemm_roofline_cap`); 8, a JAX program's norm layers
+#: at bf16 by the elementwise rule (:data:`~dlperf.perfmodel.transforms.
+#: PRECISION_CLASS_BY_FRAMEWORK`).
+MODEL_VERSION = 8
 
 #: 90th percentile of |relative error| of the development rows per category
 #: (benchmarks/replay_validate.py on calibration2.db; docs/replay.md, "Back-test"; batch from
@@ -63,7 +68,7 @@ MODEL_VERSION = 6
 #: assumption (Habitat's 11.8% median over six GPUs, three times), until the H100 check's
 #: rows give one.
 INTERVAL_P90 = {"own trace": 0.17, "batch, interpolated": 0.24, "batch, one trace": 0.23,
-                "precision": 0.18, "precision, to fp32": 0.71, "gpu": 0.35}
+                "precision": 0.18, "precision, to fp32": 0.19, "gpu": 0.35}
 #: A GPU never at hand (datasheet only) doubles the interval's half-width.
 DATASHEET_WIDEN = 2.0
 
@@ -238,7 +243,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         files[p.source] = files.get(p.source, 0) + 1
     src_file = max(files, key=lambda f: (files[f], f))
     pool = [p for p in pool if p.source == src_file]
-    src_prec = precision if same else pool[0].precision
+    src_prec = pool[0].precision  # ``precision`` where stored (pool is then ``same``)
     pool = [p for p in pool if p.precision == src_prec]
     pool.sort(key=lambda p: p.batch_size)
     probe_s = replay.host_level(pool)
@@ -287,26 +292,25 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             st = transforms.to_gpu(st, src_gpu, dst_gpu, host_ratio=hr)
             category = key = "gpu"
             m_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
-                                     src_gpu.device_name or "") if anchor else []
-            m_src = _measured(lib, model, framework, mode, precision, batch_size,
-                              src_gpu.device_name or "") if anchor else None
-            if m_src:
-                anchored = m_src / on_src
+                                     src_gpu.device_name or "")
+            if not anchor:
+                anchor_why = "none: the unanchored variant was asked for"
+            elif m_pts:
+                anchored = statistics.median(p.step_time_s for p in m_pts) / on_src
                 st = st.with_note(f"anchored: x{anchored:.3f} ({measured_words(m_pts)} "
                                   f"/ replayed {on_src * 1e3:.3f} ms on {src_gpu.name})")
                 anchor_why = (f"x{anchored:.3f}, the {src_gpu.name} measurement / its replay "
                               f"(a move to another GPU is anchored on the source GPU's stored "
                               "measurement of the point: docs/replay.md)")
             else:
-                anchor_why = ("none: " + (f"no stored untraced measurement of this point on "
-                                          f"{src_gpu.name} to anchor the move on" if anchor
-                                          else "the unanchored variant was asked for"))
+                anchor_why = (f"none: no stored untraced measurement of this point on "
+                              f"{src_gpu.name} to anchor the move on")
     half, source = interval(key, dst_gpu.datasheet_only, nproc)
     # every stored measurement of this point on the target ({} where none: the key is always
     # there, as in the step-level answer); for nproc > 1, of nproc ranks of one node
     dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
                                dst_gpu.device_name or "", nproc)
-    measured = statistics.median(p.step_time_s for p in dst_pts) if dst_pts else None
+    measured = median_step(dst_pts)
     dp: dict[str, Any] = {"measured_points": _points_dict(dst_pts)}
     r = replay.simulate(st)
     step_s, host_s, device_s, bound = r.step_s * anchored, r.host_s, r.device_s, r.bound
@@ -325,7 +329,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             lib, one, host_s, device_s, used[0], model, framework, mode, precision,
             batch_size, nproc)
         host_s, device_s = parts["host_s"], parts["device_s"]
-        bound = "host" if host_s >= device_s else "device"
+        bound = replay.bound_of(host_s, device_s)
         dp["parts"] = {**parts, "one_gpu_step_s": one, "one_gpu_device_gap_s":
                        r.step_s - r.device_s}
         dp["composition"] = words
@@ -524,9 +528,13 @@ HOST_MOVES = {"dispatch": _host_by_dispatch, "probe": _host_by_probe, "none": _h
 def _measured(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
               batch: int, device_name: str) -> float | None:
     """The median stored untraced step of exactly this point on ``device_name``'s GPU."""
-    v = [p.step_time_s for p in _measured_points(lib, model, framework, mode, precision,
-                                                 batch, device_name)]
-    return statistics.median(v) if v else None
+    return median_step(_measured_points(lib, model, framework, mode, precision, batch,
+                                        device_name))
+
+
+def median_step(points: Sequence[Any]) -> float | None:
+    """The median ``step_time_s`` of stored points (s), None where there is none."""
+    return statistics.median(p.step_time_s for p in points) if points else None
 
 
 def _points_dict(points: Sequence[Any]) -> dict[str, float]:
@@ -707,17 +715,18 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
                           "drop --gpu to predict from the stored results' own device")
     src_name = next((p.device_name for p in lib.recs.points if p.device_name
                      and hardware.short_name(p.device_name) == src_gpu), src_gpu or "")
-    base = _measured(lib, model, framework, mode, precision, batch_size, src_name)
     src_pts = _measured_points(lib, model, framework, mode, precision, batch_size, src_name)
-    how = measured_words(src_pts) if src_pts else ""
-    session = host_session(src_pts)
-    if base is None:
+    if src_pts:
+        base = statistics.median(p.step_time_s for p in src_pts)
+        how, session = measured_words(src_pts), host_session(src_pts)
+        basis = "measured"
+    else:
         from dlperf.perfmodel.api import predict as step_level
 
         sl = step_level(db, model, framework, mode, precision, src_name or "cuda",
                         batch_size=batch_size)
-        base, session = sl.predicted_step_time_s, sl.host_session or session
-        how = f"the step-level model's {base * 1e3:.3f} ms"
+        base, session = sl.predicted_step_time_s, sl.host_session or host_session(src_pts)
+        how, basis = f"the step-level model's {base * 1e3:.3f} ms", "step-level model's"
     f = statistics.median(ratios)
     dst = lib.gpu(gpu)
     dst_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
@@ -729,12 +738,10 @@ def fallback(lib: TraceLibrary, db: Any, model: str, framework: str, mode: str,
         datasheet_only=dst.datasheet_only, category="gpu, no trace", sources=(),
         transforms=(f"on {src_gpu}, {how}, x the median {gpu} / {src_gpu} "
                     f"replay ratio {f:.3f} of {len(ratios)} traced models of the group",),
-        measured_s=_measured(lib, model, framework, mode, precision, batch_size,
-                             dst.device_name or ""),
+        measured_s=median_step(dst_pts),
         extra={"source_gpu": src_gpu, "gpu_name": gpu_name(dst),
                "interval_from": source, "measured_points": _points_dict(dst_pts),
-               "host_session": f"{session} (the "
-               + ("measured" if src_pts else "step-level model's") + f" step on {src_gpu})"})
+               "host_session": f"{session} (the {basis} step on {src_gpu})"})
 
 
 def text(d: Mapping[str, Any]) -> str:
@@ -760,10 +767,8 @@ def text(d: Mapping[str, Any]) -> str:
                                            for k, v in d["parts"].items()))
     if d.get("composition"):
         lines.append(f"composed: {d['composition']}")
-    pts = d.get("measured_points")
-    if d.get("measured_step_time_s"):
-        lines.append(f"on {name}: " + (_words(pts) if pts else
-                                       f"measured {d['measured_step_time_s'] * 1e3:.3f} ms"))
+    if d.get("measured_step_time_s"):  # the median of the measured points (median_step)
+        lines.append(f"on {name}: {_words(d['measured_points'])}")
     if d.get("anchor"):
         lines.append(f"anchor: {d['anchor']['rule']}")
     lines += [line(d[k]) for k, line in _TEXT_LINES if d.get(k)]

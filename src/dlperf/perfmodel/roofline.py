@@ -257,6 +257,6 @@ def class_times_s(points: Sequence[Point], work: Work, batch: float) -> dict[str
         return None
     p = traced[-1]
     b0 = p.per_device_batch
-    rf = work.flops(batch) / work.flops(b0) if work.flops(b0) else 1.0
+    rf = work.flops(batch) / work.flops(b0)  # > 0: work_of refuses a model without FLOPs
     ry = work.bytes(batch) / work.bytes(b0) if work.bytes(b0) else rf
     return {c: t * (rf if c in COMPUTE_CLASSES else ry) for c, t in p.op_class_s.items() if t > 0}

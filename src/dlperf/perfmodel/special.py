@@ -272,8 +272,8 @@ def cpu_rank_threads(threads: int | None, device: str, world: int,
     if threads is not None or world < 2 or device != "cpu":
         return threads
     counts = set(rank_threads)
-    only = next(iter(counts)) if len(counts) == 1 else None
-    return only if isinstance(only, int) else None
+    only = next(iter(counts), None)
+    return only if len(counts) == 1 and isinstance(only, int) else None
 
 
 def ceilings_read(device: str) -> bool:

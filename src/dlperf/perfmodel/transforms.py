@@ -20,6 +20,8 @@ holds them (XLA kernels, eager matmuls).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import operator
 import re
@@ -34,13 +36,18 @@ from dlperf.perfmodel.replay import DeviceOp, StepTrace, scale_host
 #: with the GEMM ceiling, not the clock alone.
 GEMM_CLASSES = ("matmul", "convolution", "attention", "recurrent")
 #: Kernel-name fragments of GEMM/convolution math (cuBLAS, cuBLASLt ``nvjet``, CUTLASS, cuDNN,
-#: XLA's Triton GEMMs, flash attention).
-_GEMM_NAME = re.compile(r"gemm|xmma|nvjet|cutlass|implicit_convolve|fprop|dgrad|wgrad|fmha|"
-                        r"flash|sdpa|conv|triton_.*mm|__cudnn|cublas", re.I)
+#: XLA's Triton GEMMs, flash attention). A name TorchInductor gives a pointwise, reduction or
+#: persistent-reduction kernel (``triton_poi_``, ``triton_red_``, ``triton_per_``;
+#: ``torch/_inductor/codegen/triton.py``) is never one, whatever operators it fused
+#: (``triton_poi_fused_convolution_backward_native_batch_norm_backward``: a batch norm's
+#: backward; ``triton_poi_fused_mm_t_view``: a GEMM operand's layout copy).
+_GEMM_NAME = re.compile(r"^(?!triton_(?:poi|red|per)_).*(?:gemm|xmma|nvjet|cutlass|"
+                        r"implicit_convolve|fprop|dgrad|wgrad|fmha|flash|sdpa|conv|triton_.*mm|"
+                        r"__cudnn|cublas)", re.I)
 #: Kernel-name fragments of the math's precision, in order of precedence.
 _PREC_NAME = (
     ("fp32", re.compile(r"sgemm|ffma|simt|_f32f32_f32f32_f32|implicit_convolve_sgemm|"
-                        r"engine<float|fft2d|_f32_", re.I)),
+                        r"engine<float|fft2d|(?<!\d)_f32_", re.I)),
     ("tf32", re.compile(r"tf32", re.I)),
     ("bf16", re.compile(r"bf16|f16|hmma|wgmma|s1688|s16816|h884|_h_|hsh|tensorop|tst_", re.I)),
 )
@@ -273,10 +280,37 @@ GEMM_FIXED_S = 3e-6
 GEMM_FIXED_S_BY_CLASS = {"convolution": 8e-6, "attention": 6e-6}
 
 
-def gemm_fixed_s(op: DeviceOp) -> float:
+#: :data:`GEMM_FIXED_S_BY_CLASS` of a kernel whose math goes from bf16 to fp32: a
+#: convolution's none. A bf16 convolution's time does not show the fixed part its fp32
+#: kernel has (cuDNN picks other kernels, tiles and helpers at fp32): summed over each
+#: development resnet50 point traced in both precisions on the H200 (torch eager, JAX,
+#: torch.compile; benchmarks/replay_kernels.py, part 10) the fp32 convolution GEMMs take
+#: 6.3-10.3x the bf16 ones (8.0-10.3x at batch 16-128 in torch eager and JAX), and the
+#: ceilings' ratio times the share 0.6 over the whole time gives 9.1x, where over the time
+#: above 8 us it gives 3-5x.
+GEMM_FIXED_S_FROM_BF16 = {"convolution": 0.0, "attention": GEMM_FIXED_S_BY_CLASS["attention"]}
+#: The fixed parts by the direction of the math precision's change (``gemm_to_precision``).
+_GEMM_FIXED_BY_DIRECTION = {1: GEMM_FIXED_S_BY_CLASS, 0: GEMM_FIXED_S_BY_CLASS,
+                            -1: GEMM_FIXED_S_FROM_BF16}
+
+
+def gemm_fixed_s(op: DeviceOp, direction: int = 1) -> float:
     """The part of a GEMM-like kernel's time its precision does not change (s): by op class
-    (:data:`GEMM_FIXED_S_BY_CLASS`), else :data:`GEMM_FIXED_S`."""
-    return GEMM_FIXED_S_BY_CLASS.get(op.op_class or "", GEMM_FIXED_S)
+    and the direction of its math precision's change (1 to bf16, -1 from it, 0 between
+    fp32 and tf32; :data:`GEMM_FIXED_S_BY_CLASS`, :data:`GEMM_FIXED_S_FROM_BF16`), else
+    :data:`GEMM_FIXED_S`."""
+    return _GEMM_FIXED_BY_DIRECTION[direction].get(op.op_class or "", GEMM_FIXED_S)
+
+
+#: A GEMM-like kernel's time at the new precision times this, by the direction of its math
+#: precision's change and its op class: going from bf16 to fp32 a convolution brings back
+#: its fp32 library helper kernels (:func:`is_conv_helper`: FFT and Winograd transforms,
+#: layout conversions), which :func:`drop_conv_helpers` removes going to bf16 and a bf16
+#: trace does not hold. On the development points traced in both precisions on the H200
+#: (benchmarks/replay_kernels.py, part 10) the helpers take 0.007-0.40 of the fp32
+#: convolution GEMMs' time, a median 0.16 over the 14 points (torch eager resnet50
+#: 0.07-0.11, torch.compile 0.14-0.18, JAX 0.19-0.27, alexnet_cifar 0.01-0.40); 0.15 taken.
+GEMM_HELPERS: dict[int, dict[str, float]] = {-1: {"convolution": 1.15}}
 
 
 def is_half(precision: str | None) -> bool:
@@ -317,18 +351,18 @@ def gemm_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> floa
     where it ran TF32 and fp32 otherwise) over its share (:func:`bf16_share`) going to bf16,
     times it coming from bf16, no less than its bytes at the new element size over the
     bandwidth where the trace holds them; as traced where ``gpu`` lacks either ceiling."""
-    floor = min(op.dur_s, gemm_fixed_s(op))
-    body = op.dur_s - floor
     p_src = math_precision(op, src)
     p_dst = "bf16" if is_half(dst) else ("tf32" if p_src == "tf32" else "fp32")
     a, b = gpu.gemm(p_src), gpu.gemm(p_dst)
     if not (a and b):
         return op.dur_s
-    with_share, elem = _GEMM_STEP[int(p_dst == "bf16") - int(p_src == "bf16")]
-    t = body * with_share(a / b, bf16_share(op))
+    direction = int(p_dst == "bf16") - int(p_src == "bf16")
+    floor = min(op.dur_s, gemm_fixed_s(op, direction))
+    with_share, elem = _GEMM_STEP[direction]
+    t = (op.dur_s - floor) * with_share(a / b, bf16_share(op))
     if op.bytes:  # the roofline: no faster than its bytes at the new precision
         t = max(t, op.bytes * elem / gpu.bandwidth_bytes_per_s)
-    return floor + t
+    return (floor + t) * GEMM_HELPERS.get(direction, {}).get(op.op_class or "", 1.0)
 
 
 def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
@@ -385,12 +419,18 @@ def is_conv_helper(op: DeviceOp) -> bool:
     """True for a library kernel of a convolution that is not its GEMM (op class
     ``convolution``): cuDNN's fp32 FFT and Winograd transforms, layout conversions and split
     reductions around the GEMM. The framework's own kernels of the operator (PyTorch's
-    ``at::native`` bias addition and bias-gradient reduction, an XLA fusion) are not: they run
+    ``at::native`` bias addition and bias-gradient reduction, an XLA fusion, a TorchInductor
+    kernel, :data:`_FRAMEWORK_KERNEL`) are not: they run
     in both precisions (vgg16's on the H100, the only development model with convolution
     biases: 15.5 ms at fp32 and 15.3 ms at bf16 over its three traced batches,
     benchmarks/replay_kernels.py, part 5)."""
     return (op.kind == "kernel" and op.op_class == "convolution" and not is_gemm(op)
-            and "at::native" not in op.name and "fusion" not in op.name)
+            and not _FRAMEWORK_KERNEL.search(op.name))
+
+
+#: A kernel the framework generated or owns rather than the convolution library: PyTorch's
+#: ``at::native`` kernels, an XLA fusion, a TorchInductor kernel (``triton_...``).
+_FRAMEWORK_KERNEL = re.compile(r"at::native|fusion|^triton_")
 
 
 def drop_conv_helpers(step: StepTrace) -> StepTrace:
@@ -537,19 +577,15 @@ def activation_casts(step: StepTrace) -> ActivationCasts:
     batch = int(step.meta.get("batch_size") or 0)
     b_fig = int(step.meta.get("figures_batch_size") or batch)
     scale = batch / b_fig if b_fig > 0 else 1.0
-    calls: list[tuple[str, str | None, list[tuple[int, DeviceOp]]]] = []
-    for i, o in enumerate(step.ops):
-        if o.kind != "kernel" or o.phase not in (None, "t_f"):
-            continue
-        if calls and calls[-1][0] == (o.op or ""):
-            calls[-1][2].append((i, o))
-        else:
-            calls.append((o.op or "", o.op_class, [(i, o)]))
+    forward = [(i, o) for i, o in enumerate(step.ops)
+               if o.kind == "kernel" and o.phase in (None, "t_f")]
     fwd: dict[int, float] = {}
     loss_at, loss_bytes, bwd_bytes, bwd_kernels = None, 0.0, 0.0, 0
     half, has_grad, fp32_seen = False, False, False  # the step's input: float32, no gradient
-    for op, cls, ks in calls:
+    for op, call in itertools.groupby(forward, key=lambda io: io[1].op or ""):
+        ks = list(call)  # one call: consecutive kernels of the operator ``op``
         kernels = [o for _, o in ks]
+        cls = kernels[0].op_class
         if cls in GEMM_CLASSES and any(is_gemm(o) for o in kernels):
             if not half and cls == "matmul":
                 n = _gemm_input_elems(kernels, b_fig)
@@ -611,19 +647,83 @@ def gemm_weight_floor(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     t_dst = sum(o.dur_s for o in ops if is_gemm(o))
     if not (params and t_src > 0 and t_dst > 0):
         return 1.0
-    e_src, e_dst = _elem_bytes(step), (2 if is_half(dst) else 4)
+    e_src, e_dst = elem_bytes(step.meta.get("precision")), elem_bytes(dst)
     w = GEMM_WEIGHT_PASSES * params * e_dst / gpu.bandwidth_bytes_per_s
     return max(1.0, min(w, t_src * e_dst / e_src) / t_dst)
 
 
+#: The share of the fp32 GEMM ceiling (square ``sgemm``, measured) a GEMM-like kernel of an
+#: op class reaches at fp32, where it is not 1 (:func:`gemm_roofline_cap`): cuDNN's fp32
+#: convolutions on the development resnet50 points traced in both precisions on the H200
+#: run the step's FLOPs at 0.50-0.73 of it (batch 16-128, torch eager and JAX; a median
+#: 0.61 of 8 points; benchmarks/replay_kernels.py, part 10). The fp32 matmuls of the large
+#: development GEMMs reach 0.92-0.99 (gpt2_small), 0.98-1.19 (fcn5 at batch 256-4096).
+FP32_GEMM_EFFICIENCY = {"convolution": 0.6}
+
+
+def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
+                      gpu: GpuProfile) -> float:
+    """The factor (<= 1) on the GEMM-like kernels of ``ops`` (``step``'s ops moved from bf16
+    to the full precision ``dst``, index for index) that keeps their summed time at or below
+    the traced GEMMs' time ``T`` with their roofline part moved to ``dst``: ``T - R_src +
+    R_dst / e``, the roofline ``R = max(FLOPs / GEMM ceiling, weight bytes / bandwidth)``
+    at each precision (the step's FLOPs ``meta['train_flops_per_sample']`` x the batch, the
+    weights as in :func:`gemm_weight_floor`; ``R_src`` at most ``T``) and ``e`` the time-
+    weighted :data:`FP32_GEMM_EFFICIENCY` of the traced GEMMs' op classes; 1 in any other
+    direction, or where the parameters, FLOPs or ceilings are unknown.
+
+    Each kernel's ceiling ratio (:func:`gemm_to_precision`) assumes its bf16 time is its
+    arithmetic; a bf16 GEMM bound by its weights or by latency (fcn5 and fcn_mnist at small
+    batches, alexnet_cifar's small convolutions, JAX's LSTM) runs its time above the roofline
+    at fp32 as well, not 15x longer: on the development points traced in both precisions on
+    the H200 the fp32 GEMMs take 1.7-16.5x the bf16 ones, the ceilings' ratio is 15.2x, and
+    the bf16 GEMMs reach 0.02-1.29 of their roofline (benchmarks/replay_kernels.py, part 10).
+    Going to bf16 the share (:func:`bf16_share`) and :func:`gemm_weight_floor` bound the
+    GEMMs instead (bf16 kernels reach less of their ceiling than fp32 ones)."""
+    src = str(step.meta.get("precision") or "fp32")
+    params, fps = step.meta.get("params"), step.meta.get("train_flops_per_sample")
+    b = int(step.meta.get("batch_size") or 0)
+    gemms = [o for o in step.ops if is_gemm(o)]
+    t_src = sum(o.dur_s for o in gemms)
+    t_dst = sum(o.dur_s for o in ops if is_gemm(o))
+    c_s, c_d = gpu.gemm(src) or gpu.gemm("bf16"), gpu.gemm(dst) or gpu.gemm("fp32")
+    if precision_step(src, dst) != -1 or not (params and fps and b and t_dst and c_s and c_d):
+        return 1.0
+    bw = gpu.bandwidth_bytes_per_s
+    r_src = min(t_src, max(fps * b / c_s, GEMM_WEIGHT_PASSES * params * elem_bytes(src) / bw))
+    r_dst = max(fps * b / c_d, GEMM_WEIGHT_PASSES * params * elem_bytes(dst) / bw)
+    e = sum(o.dur_s * FP32_GEMM_EFFICIENCY.get(o.op_class or "", 1.0) for o in gemms) / t_src
+    return min(1.0, (t_src - r_src + r_dst / e) / t_dst)
+
+
+#: Op classes whose kernels change with the precision as another class's do, by framework:
+#: dlperf's JAX models run their norm layers in the compute dtype (``flax.linen.BatchNorm`` /
+#: ``LayerNorm`` with ``dtype=bfloat16``, parameters float32: ``zoo/cnn/jax_impl.py``,
+#: ``zoo/transformer/jax_impl.py``; Flax reduces the statistics in float32 and reads and
+#: writes the activations in bf16), where PyTorch's autocast runs ``layer_norm`` in float32
+#: and batch norm's forward at its fp32 time (:data:`PRECISION_RATIO`): a JAX norm kernel
+#: moves half the bytes at bf16, as an elementwise kernel does. On the development JAX points
+#: traced in both precisions on the H200 the normalisation kernels take 0.71-1.04 of their
+#: fp32 time in backward and 0.85-1.28 in forward (resnet50 at batch 128 down to 16), 0.43
+#: and 0.54 (transformer; benchmarks/replay_kernels.py, part 10): the elementwise rule's
+#: fixed 4 us and 0.6 of the rest. With it the fp32 -> bf16 development rows of the
+#: back-test read 4.7% against 6.0% (median), bf16 -> fp32 9.0% either way.
+PRECISION_CLASS_BY_FRAMEWORK: dict[str, dict[str, str]] = {
+    "jax": {"normalisation": "elementwise"}}
+
+
 def _rescaled(step: StepTrace, src: str, dst: str, gpu: GpuProfile) -> list[DeviceOp]:
-    """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`, the GEMM-like
-    kernels no faster together than their weights' roofline: :func:`gemm_weight_floor`),
-    index for index (what ``after`` refers to)."""
-    ops = [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
-    f = gemm_weight_floor(step, ops, dst, gpu)
-    if f == 1.0:
-        return ops
+    """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`, a kernel of an
+    op class :data:`PRECISION_CLASS_BY_FRAMEWORK` names for the step's framework as one of
+    the class it names; the GEMM-like
+    kernels no faster together than their weights' roofline, :func:`gemm_weight_floor`, and
+    going to fp32 no slower than their roofline moved, :func:`gemm_roofline_cap`), index for
+    index (what ``after`` refers to)."""
+    alias = PRECISION_CLASS_BY_FRAMEWORK.get(str(step.meta.get("framework")), {})
+    ops = [replace(o, dur_s=kernel_to_precision(
+        replace(o, op_class=alias.get(o.op_class or "", o.op_class)), src, dst, gpu))
+        for o in step.ops]
+    f = gemm_weight_floor(step, ops, dst, gpu) * gemm_roofline_cap(step, ops, dst, gpu)
     return [replace(o, dur_s=o.dur_s * f) if is_gemm(o) else o for o in ops]
 
 
@@ -677,6 +777,7 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
         dur = t_f + (KERNEL_FLOOR_S + a / bw if a else 0.0)
         return cast(o, dur, (dur - KERNEL_FLOOR_S) * bw)
 
+    tb = (t_b or 0.0) + t_b_act  # each backward cast's duration
     new: list[DeviceOp] = []
     for i, (o, f, b) in enumerate(zip(scaled, fwd, bwd)):
         if f:
@@ -687,7 +788,6 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
             o = replace(o, dur_s=step.ops[i].dur_s * LOSS_KERNELS_BF16)
             scaled[i] = o
         new.append(o)
-        tb = (t_b or 0.0) + t_b_act
         if b and tb:
             new.append(cast(o, tb, (tb - KERNEL_FLOOR_S) * bw))
     out = replace(step, ops=tuple(_reindex(scaled, new)))
@@ -699,10 +799,12 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
 def drop_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
                   ) -> tuple[StepTrace, str]:
     """``step`` (under bf16 autocast) at full precision, and what was done in words: each
-    kernel by :func:`kernel_to_precision`, the trace's cast kernels dropped (:func:`_is_cast`)
-    and the host divided by :func:`autocast_host`."""
+    kernel by :func:`kernel_to_precision`, the trace's cast kernels dropped
+    (:func:`is_weight_cast`: autocast's, and an XLA program's ``convert`` fusions, which its
+    fp32 programs do not run: 0.13-6.1 ms in the development JAX bf16 traces, 0.003 ms in
+    their fp32 ones) and the host divided by :func:`autocast_host`."""
     scaled = _rescaled(step, src, dst, gpu)
-    keep = [o for o in scaled if not _is_cast(o)]
+    keep = [o for o in scaled if not is_weight_cast(o)]
     out = replace(step, ops=tuple(_reindex(scaled, keep)))
     return _with_host(out, 1.0 / autocast_host(step), f", -{len(step.ops) - len(keep)} casts")
 
@@ -762,8 +864,10 @@ def is_weight_cast(op: DeviceOp) -> bool:
     return op.kind == "kernel" and (_is_cast(op) or "convert" in op.name.lower())
 
 
-def _elem_bytes(step: StepTrace) -> int:
-    return 2 if is_half(step.meta.get("precision")) else 4
+def elem_bytes(precision: str | None) -> int:
+    """Bytes of an element at ``precision``: 2 for a half precision (:func:`is_half`), else
+    4."""
+    return 2 if is_half(precision) else 4
 
 
 def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
@@ -785,7 +889,8 @@ def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
     peak = gpu.gemm(str(step.meta.get("precision") or "fp32")) or gpu.gemm("fp32")
     if not (params and fps and peak):
         return r
-    w = GEMM_WEIGHT_PASSES * params * _elem_bytes(step) / gpu.bandwidth_bytes_per_s
+    w = GEMM_WEIGHT_PASSES * params * elem_bytes(step.meta.get("precision")) \
+        / gpu.bandwidth_bytes_per_s
     c = fps * b_src / peak
     return max(w, c * r) / max(w, c)
 
@@ -816,25 +921,22 @@ def keeps_its_time(phase: str | None, op_class: str | None) -> bool:
     return phase == "t_u" or op_class == "optimizer"
 
 
-def batch_scale_one(op: DeviceOp, b_src: int, b_dst: int, gpu: GpuProfile,
-                    factor: float | None = None) -> float:
-    """Duration of ``op`` at batch ``b_dst`` from one trace at ``b_src``: a kernel of the
-    optimizer (phase ``t_u`` or op class ``optimizer``) keeps its time; any other kernel's
-    time above :data:`BATCH_FLOOR_S` scales by ``factor`` (default the batch ratio;
-    :func:`to_batch` gives GEMMs and weight casts their own).
+def batch_scale_one(op: DeviceOp, factor: float) -> float:
+    """Duration of ``op`` at another batch from one trace: a kernel of the optimizer (phase
+    ``t_u`` or op class ``optimizer``) keeps its time; any other kernel's time above
+    :data:`BATCH_FLOOR_S` scales by ``factor`` (:func:`to_batch`: the batch ratio, GEMMs and
+    weight casts their own).
 
-    Wave quantisation (the blocks scaled with the batch, the time with the waves on ``gpu``,
-    a launch under one wave kept as it is) was tried and lost on the development rows of
-    calibration2.db (torch eager device-bound points, batch ratios 1/4-4: MdAPE 8.7% with
-    waves, 10.7% keeping under-filled launches constant, 5.9% proportional): the libraries
-    pick other tiles and grids at another batch, so a traced grid does not carry over.
-    ``gpu`` is kept for that variant's signature (the waves are in
-    :func:`dlperf.perfmodel.hardware.waves`)."""
+    Wave quantisation (the blocks scaled with the batch, the time with the waves on the GPU,
+    a launch under one wave kept as it is; :func:`dlperf.perfmodel.hardware.waves`) was tried
+    and lost on the development rows of calibration2.db (torch eager device-bound points,
+    batch ratios 1/4-4: MdAPE 8.7% with waves, 10.7% keeping under-filled launches constant,
+    5.9% proportional): the libraries pick other tiles and grids at another batch, so a
+    traced grid does not carry over."""
     if keeps_its_time(op.phase, op.op_class):
         return op.dur_s
     floor = min(op.dur_s, BATCH_FLOOR_S)
-    f = b_dst / b_src if factor is None else factor
-    return floor + (op.dur_s - floor) * f
+    return floor + (op.dur_s - floor) * factor
 
 
 def to_batch(step: StepTrace, b_dst: int, gpu: GpuProfile) -> StepTrace:
@@ -847,13 +949,12 @@ def to_batch(step: StepTrace, b_dst: int, gpu: GpuProfile) -> StepTrace:
     fg = gemm_batch_factor(step, b_dst, gpu)
     fc = cast_batch_factor(step, b_dst, gpu)
 
-    def f(o: DeviceOp) -> float | None:
+    def f(o: DeviceOp) -> float:
         if is_gemm(o):
             return fg
-        return fc if is_weight_cast(o) else None
+        return fc if is_weight_cast(o) else b_dst / b_src
 
-    ops = tuple(replace(o, dur_s=batch_scale_one(o, b_src, b_dst, gpu, f(o)))
-                for o in step.ops)
+    ops = tuple(replace(o, dur_s=batch_scale_one(o, f(o))) for o in step.ops)
     return replace(step, ops=ops).with_note(
         f"batch {b_src} -> {b_dst} (one trace; GEMMs x{fg:.3f}, weight casts x{fc:.3f})",
         batch_size=b_dst, figures_batch_size=step.meta.get("figures_batch_size", b_src))
@@ -941,15 +1042,12 @@ def to_data_parallel(step: StepTrace, bucket_bytes: Sequence[float],
                          "are unknown")
     total_b = sum(ops[i].dur_s for i in back) or 1.0
     total_bytes = float(sum(bucket_bytes))
-    ready: list[int] = []
-    acc, j, done = 0.0, 0, 0.0
-    for nbytes in bucket_bytes:
-        done += nbytes
-        target = done / total_bytes * total_b
-        while j < len(back) - 1 and acc + ops[back[j]].dur_s < target - 1e-15:
-            acc += ops[back[j]].dur_s
-            j += 1
-        ready.append(back[j])
+    # the backward's time up to and including each of its ops; a bucket's ready op is the
+    # first whose sum reaches the bucket's share (the last op where rounding leaves none)
+    upto = list(itertools.accumulate(ops[i].dur_s for i in back))
+    ready = [back[min(bisect.bisect_left(upto, done / total_bytes * total_b - 1e-15),
+                      len(back) - 1)]
+             for done in itertools.accumulate(map(float, bucket_bytes))]
     # each all-reduce goes right after its ready op (``ready`` does not decrease): the ops'
     # indices once they are in, and the last all-reduce's
     buckets_at: dict[int, list[int]] = {}

@@ -1,15 +1,15 @@
 """The report's "Predicted vs measured" section: the performance model's back-test
-(:func:`dlperf.perfmodel.validation.validate`) on the report's own results file.
+(:func:`dlperf.validation.validate`) on the report's own results file.
 
 Every prediction shown was made with its measurement withheld from every fit it used
-(:mod:`dlperf.perfmodel.backtest`). The section has the per-category error table (count, MdAPE,
+(:mod:`dlperf.validation.backtest`). The section has the per-category error table (count, MdAPE,
 max, and the same for the category's baseline) and a log-log scatter of predicted against
 measured step time of the held-out step-time predictions, coloured by category, with the
 ``y = x`` line: a PNG in the Markdown report, an interactive plotly figure in report.html
 (the point's configuration, batch, file and errors in its hover).
 
 A report must stay quick, and the full back-test is not (15 s on frameworks.db of the committed
-H200 results on a 2-core VM): the section runs it under a :class:`~dlperf.perfmodel.backtest.
+H200 results on a 2-core VM): the section runs it under a :class:`~dlperf.validation.backtest.
 Budget` of :data:`BUDGET_S` estimated seconds (deterministic: the same file gives the same
 section on every machine), without the what-if categories (their first predictions refit whole
 groups, seconds each), and says what it left out and the command that runs all of it.
@@ -28,7 +28,7 @@ __all__ = ["BUDGET_S", "REPORT_CATEGORIES", "STEP_CATEGORIES", "PLOT_NAME", "BAS
            "backtest", "validation_markdown", "plot_predicted", "predicted_figure",
            "predicted_section"]
 
-#: Estimated seconds of back-test a report may spend (:class:`dlperf.perfmodel.backtest.Budget`):
+#: Estimated seconds of back-test a report may spend (:class:`dlperf.validation.backtest.Budget`):
 #: with loading and the plot the section adds about 1 s to ``dlperf report`` on the committed
 #: H200 files on an idle 2-core VM (benchmarks/results/h200/*.db: at most 1.0 s of back-test).
 BUDGET_S = 1.0
@@ -53,13 +53,13 @@ BASELINES = {
 
 
 def backtest(db: str | Path, budget_s: float | None = BUDGET_S) -> Any:
-    """The bounded back-test of one results file (:func:`dlperf.perfmodel.validation.validate` over
-    :data:`REPORT_CATEGORIES`); a :class:`dlperf.perfmodel.backtest.Validation`.
+    """The bounded back-test of one results file (:func:`dlperf.validation.validate` over
+    :data:`REPORT_CATEGORIES`); a :class:`dlperf.validation.backtest.Validation`.
 
     Raises:
         ConfigError: the file is missing or not a results database.
     """
-    from dlperf.perfmodel import validation
+    from dlperf import validation
 
     return validation.validate(db, REPORT_CATEGORIES, budget_s=budget_s)
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from statistics import median
 
 from dlperf.perfmodel import inputpipe as ip
-from dlperf.perfmodel.backtest import Budget, Row, charge
 from dlperf.perfmodel.records import Point, Records, point_id
+from dlperf.validation.backtest import Budget, Row, charge
 
 CATEGORY = ip.INPUT_CATEGORY
 CATEGORIES = (CATEGORY,)

@@ -17,13 +17,15 @@ Categories (each row says which stored points were withheld):
   torch->jax``: torch eager -> jax xla, ``what-if jax->torch``, ``what-if torch graph->jax``,
   ``what-if jax->torch graph``; :data:`WHATIFS`), ``what-if B->2B``: pairs of stored points in
   one file differing only in that; the target configuration (or batch) withheld;
+  ``what-if two changes``: pairs differing in a mode or framework change of those and in
+  the precision (fp32 <-> bf16), the target withheld;
 * ``all-reduce >= 1 MiB``: each size of a stored sweep from the others (same rank count);
 * ``2-GPU from 1-GPU``: each stored N-device point from its one-device series, DDP's overhead
   fitted on the pairs of other configurations;
 * ``repeat (noise floor)``: one stored measurement taken as the prediction of a repeat of the
   same point in the same file: how far the measurements themselves scatter;
 * the WFBP recursion and the bucket all-reduce cost on recorded bucket timelines
-  (:mod:`dlperf.perfmodel.bucketcheck`), where a results file holds them.
+  (:mod:`dlperf.validation.bucketcheck`), where a results file holds them.
 
 Baselines beside the model: ``t(B) = a + b B`` on the same points (batch categories), the
 roofline with one FLOP efficiency per group (leave-one-model-out), no change (what-ifs), one
@@ -43,7 +45,7 @@ import numpy as np
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
-from dlperf.perfmodel.api import FRAMEWORK_WHATIFS
+from dlperf.perfmodel.api import FRAMEWORK_WHATIFS, TWO_CHANGES
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import CollectivePoint, Point, Records, point_id
 from dlperf.perfmodel.scaling import efficiency
@@ -51,13 +53,13 @@ from dlperf.perfmodel.scaling import efficiency
 #: The categories of predictions from a series of one or two stored batch sizes.
 FEW_POINT_CATEGORIES = ("one-point series up", "one-point series down", "two-point series up",
                         "two-point series down")
-#: The model's own back-test categories (:data:`dlperf.perfmodel.validation.CATEGORIES` adds the
+#: The model's own back-test categories (:data:`dlperf.validation.CATEGORIES` adds the
 #: WFBP recursion's and the input pipeline's).
 MODEL_CATEGORIES = ("held-out batch", "extrapolate 2x", "extrapolate down 2x",
                     *FEW_POINT_CATEGORIES,
               "leave-one-model-out",
               "what-if fp32->bf16", "what-if eager->graph", *FRAMEWORK_WHATIFS.values(),
-              "what-if B->2B",
+              TWO_CHANGES, "what-if B->2B",
               "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "N-GPU via predict --nproc",
               "repeat (noise floor)")
 
@@ -70,7 +72,7 @@ class Row:
     rows that measure no stored point, e.g. an all-reduce size), so that a prediction of that
     very point can leave this row's residual out of its interval; ``model`` of the predicted
     point, or ``run_id`` of the all-reduce run, which decide its side of the frozen
-    development/test split (:meth:`dlperf.perfmodel.split.Split.side`)."""
+    development/test split (:meth:`dlperf.validation.split.Split.side`)."""
 
     category: str
     label: str
@@ -319,15 +321,21 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
 #: direction a category of its own: ``what-if torch->jax`` is PyTorch eager to JAX's only
 #: mode, XLA (what ``--what-if framework=jax`` predicts from torch eager), ``what-if
 #: jax->torch`` the reverse, ``what-if torch graph->jax`` and ``what-if jax->torch graph``
-#: the same with torch.compile (default compile mode).
-WHATIFS = (("what-if fp32->bf16", {"precision": ("fp32", "bf16")}),
-           ("what-if eager->graph", {"mode": ("eager", "graph")}),
-           *((cat, {"framework": (src[0], dst[0]), "mode": (src[1], dst[1])})
-             for (src, dst), cat in FRAMEWORK_WHATIFS.items()))
+#: the same with torch.compile (default compile mode). ``what-if two changes``: eager ->
+#: graph or one of those framework changes, with fp32 -> bf16 or bf16 -> fp32 (what
+#: ``--what-if mode=graph --what-if precision=fp32`` predicts from eager bf16); the target is
+#: withheld, the configurations in between are not.
+_MODE_WHATIFS = (("what-if eager->graph", {"mode": ("eager", "graph")}),
+                 *((cat, {"framework": (src[0], dst[0]), "mode": (src[1], dst[1])})
+                   for (src, dst), cat in FRAMEWORK_WHATIFS.items()))
+WHATIFS = (("what-if fp32->bf16", {"precision": ("fp32", "bf16")}), *_MODE_WHATIFS,
+           *((TWO_CHANGES, {**ch, "precision": pr}) for _, ch in _MODE_WHATIFS
+             for pr in (("fp32", "bf16"), ("bf16", "fp32"))))
 
 
 #: Every what-if category :func:`whatif_rows` makes: those of :data:`WHATIFS` and B->2B.
-WHATIF_CATEGORIES: tuple[str, ...] = (*(cat for cat, _ in WHATIFS), "what-if B->2B")
+WHATIF_CATEGORIES: tuple[str, ...] = (*dict.fromkeys(cat for cat, _ in WHATIFS),
+                                      "what-if B->2B")
 
 
 def whatif_rows(records: Records, base: Calibration,

@@ -1,6 +1,7 @@
-"""Validation of the performance model: every back-test category (the model's own,
-:mod:`dlperf.perfmodel.backtest`; the WFBP recursion's, :mod:`dlperf.perfmodel.bucketcheck`;
-the input pipeline's, :mod:`dlperf.perfmodel.inputcheck`; predictions through
+"""Validation of the performance model (:mod:`dlperf.perfmodel`), a package of its own because
+judging predictions is not making them: every back-test category (the model's own,
+:mod:`dlperf.validation.backtest`; the WFBP recursion's, :mod:`dlperf.validation.bucketcheck`;
+the input pipeline's, :mod:`dlperf.validation.inputcheck`; predictions through
 :func:`dlperf.perfmodel.api.predict` itself) on stored results, their summary tables
 (:class:`Validation`), and the residual table they leave beside the results for predictions'
 intervals.
@@ -23,16 +24,16 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, lsq, records
-from dlperf.perfmodel import backtest as bt
-from dlperf.perfmodel import bucketcheck as bc
 from dlperf.perfmodel import fitcache as fc
-from dlperf.perfmodel import inputcheck as ic
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import request as rq
-from dlperf.perfmodel.backtest import Budget, Row
 from dlperf.perfmodel.calibrate import Calibration
 from dlperf.perfmodel.records import Records, point_id
-from dlperf.perfmodel.split import SIDES, Split
+from dlperf.validation import backtest as bt
+from dlperf.validation import bucketcheck as bc
+from dlperf.validation import inputcheck as ic
+from dlperf.validation.backtest import Budget, Row
+from dlperf.validation.split import SIDES, Split
 
 #: Every back-test category, in the order tables list them.
 CATEGORIES = (*bt.MODEL_CATEGORIES, *bc.CATEGORIES, *ic.CATEGORIES)
@@ -46,7 +47,7 @@ PREDICT_NPROC_CATEGORY = api.NPROC_CATEGORY
 def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
              categories: Iterable[str] | None = None,
              budget_s: float | None = None, device: str | None = None) -> Validation:
-    """Back-test the model on the stored results (:mod:`dlperf.perfmodel.backtest`); the
+    """Back-test the model on the stored results (:mod:`dlperf.validation.backtest`); the
     returned object has ``.table()`` (markdown), ``.summary()``, ``.rows`` and ``.left_out``.
     A full run (every category, no budget) also leaves its residuals in this process, so that
     predictions on the same files take their intervals from it (:func:`store_table` writes
@@ -339,7 +340,7 @@ class Validation:
 
     def split_table(self, split: Split, level: float = 0.9) -> str:
         """Markdown: one line per category, each measure for the development and the test
-        side of ``split`` (:mod:`dlperf.perfmodel.split`) as ``dev / test``: rows, MdAPE,
+        side of ``split`` (:mod:`dlperf.validation.split`) as ``dev / test``: rows, MdAPE,
         host-bound MdAPE, the baseline's MdAPE, signs right and those of the best trivial
         rule (the target always faster, or always slower, whichever gets more development
         pairs right), each as ``right/pairs (beyond noise right/pairs)``: all pairs, then the

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from dlperf.perfmodel import comm
-from dlperf.perfmodel.backtest import Budget, Row, charge
 from dlperf.perfmodel.records import CollectivePoint, Point, Records
+from dlperf.validation.backtest import Budget, Row, charge
 
 WFBP_CATEGORY = "WFBP last all-reduce end (recorded buckets)"
 BUCKET_CATEGORY = "bucket all-reduce vs a + b M"

@@ -4,9 +4,10 @@ It is the yardstick for dlperf's TensorFlow harness overhead (benchmarks/overhea
 --framework tensorflow), so it must train the same models as dlperf's TensorFlow adapter
 (trainable parameter counts equal to dlperf's specs, which dlperf's Keras models match exactly:
 tests/frameworks/tensorflow/test_tensorflow.py), and its arithmetic is tested like dlperf's own. It is run as a
-subprocess on the CPU, as it is run by the comparison: the runs of one thread count (``--threads 1``)
-share one process (:func:`runs_in_one_process`: one TensorFlow start-up instead of six), the
-refused model and the overhead driver's runs are processes of their own.
+subprocess on the CPU, as it is run by the comparison: the runs of one thread count
+(``--threads 1``) share one process (:func:`script_runs.main_runs_in_one_process`: one
+TensorFlow start-up instead of six); the refused model and the overhead driver's runs are
+processes of their own.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from dlperf.zoo import get_spec
+from script_runs import main_runs_in_one_process
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("tensorflow", "keras")),
@@ -39,44 +41,6 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=300, env=env)
-
-
-#: Runs the script's ``main(argv)`` for each command line of ``sys.argv[2]`` (a JSON list) in
-#: this one process, in order; prints one JSON list of ``[exit status, stdout, error]`` (the
-#: ``SystemExit`` status of a refused command line; the traceback of an exception, status 1).
-_DRIVER = """
-import contextlib, io, json, runpy, sys, traceback
-main = runpy.run_path(sys.argv[1], run_name="plain_tf_loop")["main"]
-out = []
-for argv in json.loads(sys.argv[2]):
-    buf, err = io.StringIO(), ""
-    try:
-        with contextlib.redirect_stdout(buf):
-            rc = main(argv)
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 1
-    except Exception:
-        rc, err = 1, traceback.format_exc()
-    out.append([rc, buf.getvalue(), err])
-print(json.dumps(out))
-"""
-
-
-def runs_in_one_process(runs: dict[str, list[str]]) -> dict[str, subprocess.CompletedProcess]:
-    """The script's command lines ``runs`` (name -> arguments) run one after another in one
-    fresh process (TensorFlow imported once; the script's thread pools are set by the first
-    run and stay as every later one asks, so all must ask for the same ``--threads``): a
-    :class:`subprocess.CompletedProcess` per name, with that run's exit status, its stdout and
-    its exception's traceback as stderr."""
-    names = list(runs)
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(SCRIPT),
-                           json.dumps([runs[n] for n in names])], capture_output=True, text=True,
-                          timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {n: subprocess.CompletedProcess(runs[n], rc, out, err)
-            for n, (rc, out, err) in zip(names, got, strict=True)}
 
 
 #: (model, seq_len) of test_cpu_run_writes_consistent_json; batch 4, 20 iterations, warm-up 2
@@ -99,7 +63,7 @@ def threads1_runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProce
                  for impl in LSTM_IMPLS})
     for name, args in runs.items():
         args += ["--json", str(d / f"{name}.json")]
-    done = runs_in_one_process(runs)
+    done = main_runs_in_one_process(SCRIPT, runs, {**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     return {n: (done[n], d / f"{n}.json") for n in runs}
 
 

@@ -56,7 +56,9 @@ prints is chosen here.
     :func:`~dlperf.perfmodel.transforms.gemm_roofline_cap`), the convolutions' GEMMs alone
     at both precisions (their ratio against the ceilings' ratio x the share 0.6:
     ``GEMM_FIXED_S_FROM_BF16``) and their fp32 helper kernels over their fp32 GEMMs
-    (:data:`~dlperf.perfmodel.transforms.GEMM_HELPERS`).
+    (:data:`~dlperf.perfmodel.transforms.GEMM_HELPERS`); and each JAX point's normalisation
+    kernels at bf16 / fp32 by phase
+    (:data:`~dlperf.perfmodel.transforms.PRECISION_CLASS_BY_FRAMEWORK`).
 
     PYTHONPATH=src python benchmarks/replay_kernels.py [--db FILE ...] [--ceilings FILE ...]
 
@@ -408,6 +410,17 @@ def gemms_to_fp32(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuPr
         out.append(f"| {p.model} | {p.framework} | {p.mode} | {p.batch_size} | "
                    f"{tb * 1e3:.3f} / {tf * 1e3:.3f} | {tf / tb:.1f} | "
                    f"{rb / tb:.2f}, {rf / tf:.2f} | {conv} |")
+    out += ["", "| model (JAX) | batch | normalisation forward bf16 / fp32 | backward |",
+            "|---|---:|---:|---:|"]
+    for k, (p, bst) in sorted(by.items()):
+        f = by.get((*k[:3], "fp32", k[4]))
+        if k[1] != "jax" or k[3] != "bf16" or f is None:
+            continue
+        r = [sum(o.dur_s for o in bst.ops if o.op_class == "normalisation" and o.phase == ph)
+             / (sum(o.dur_s for o in f[1].ops if o.op_class == "normalisation"
+                    and o.phase == ph) or math.inf) for ph in ("t_f", "t_b")]
+        if any(r):
+            out.append(f"| {p.model} | {p.batch_size} | {r[0]:.2f} | {r[1]:.2f} |")
     return "\n".join(out)
 
 

@@ -210,22 +210,47 @@ def test_convergence_on_one_and_two_workers_at_the_same_global_batch(tmp_path, d
     assert "| fcn_mnist_tiny |" in convergence_markdown([g])
 
 
+@pytest.fixture(scope="module")
+def jax_sharded_cli(tmp_path_factory) -> dict:
+    """``dlperf run`` of fcn5_tiny on JAX's sharded jit over two host devices of one process
+    (global batch 16, FAST, 3 profiled iterations): the stored row (``row``) and its record
+    (``record``) with its samples and losses per phase put back (``samples``, ``losses``),
+    as :func:`dlperf.worker.run_config` returns them."""
+    pytest.importorskip("jax")
+    db = tmp_path_factory.mktemp("jax_sharded") / "r.db"
+    p = _dlperf("run", "--model", "fcn5_tiny", "--framework", "jax", "--batch-size", "16",
+                "--nproc", "2", "--device", "cpu", "--comm-profile-iters", "3",
+                "--db", str(db), *FAST)
+    out, _ = p.communicate(timeout=110)
+    assert p.returncode == 0, out[-3000:]
+    with ResultStore(db) as s:
+        (row,) = s.rows()
+        raw = s.samples(row["id"])
+    rec = json.loads(row["result_json"])
+    rec["samples"] = {ph: v["step_time_s"] for ph, v in raw.items()}
+    rec["losses"] = {ph: v["loss"] for ph, v in raw.items()}
+    return {"row": row, "record": rec}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-def test_jax_sharded_jit_and_jax_distributed_train_like_one_device():
+def test_jax_sharded_jit_and_jax_distributed_train_like_one_device(jax_sharded_cli):
     pytest.importorskip("jax")
     pol = IterationPolicy(min_iters=6, min_time_s=0.0, warmup_window=2, min_warmup_iters=0,
                           max_warmup_iters=4)
     from dlperf.worker import run_config
 
-    runs = {}
-    for name, kw in {"one": {}, "sharded": {"nproc": 2},
-                     "processes": {"nproc": 2, "dp_layout": "per_device"}}.items():
+    # the sharded run over two host devices: the same point through `dlperf run` (its
+    # iterations are FAST's, this test's ``pol``), shared with the test of its stored
+    # communication
+    runs = {"sharded": jax_sharded_cli["record"]}
+    for name, kw in {"one": {}, "processes": {"nproc": 2, "dp_layout": "per_device"}}.items():
         cfg = make_run_config(model="fcn5_tiny", framework="jax", batch_size=16, iterations=pol,
                               **kw)
         # one device: in this process; several: fresh processes (devices are set at start-up)
-        runs[name] = r = (run_config(cfg) if name == "one" else
-                          run_point(cfg, env={"PYTHONPATH": SRC}).to_dict())
+        runs[name] = (run_config(cfg) if name == "one" else
+                      run_point(cfg, env={"PYTHONPATH": SRC}).to_dict())
+    for r in runs.values():
         assert r["status"] == "ok", r["error"]
     sh, pr = runs["sharded"], runs["processes"]
     assert sh["dist"]["backend"] == "jax-sharded-jit" and sh["dist"]["processes"] == 1
@@ -251,16 +276,8 @@ def test_jax_sharded_jit_and_jax_distributed_train_like_one_device():
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_jax_sharded_jit_run_stores_its_exposed_communication(tmp_path):
-    pytest.importorskip("jax")
-    db = tmp_path / "r.db"
-    p = _dlperf("run", "--model", "fcn5_tiny", "--framework", "jax", "--batch-size", "16",
-                "--nproc", "2", "--device", "cpu", "--comm-profile-iters", "3",
-                "--db", str(db), *FAST)
-    out, _ = p.communicate(timeout=110)
-    assert p.returncode == 0, out[-3000:]
-    with ResultStore(db) as s:
-        (row,) = s.rows()
+def test_jax_sharded_jit_run_stores_its_exposed_communication(jax_sharded_cli):
+    row = jax_sharded_cli["row"]
     assert row["status"] == "ok" and row["world_size"] == 2
     c = json.loads(row["result_json"])["dist"]["comm"]
     # XLA:CPU traces its collective thunks: a number, from both host devices of the process

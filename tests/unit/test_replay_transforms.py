@@ -365,6 +365,22 @@ def test_fp32_gets_convolution_helpers_back_and_drops_xla_converts():
         100e-6 * ratio * T.GEMM_HELPERS[-1]["convolution"])
 
 
+def test_jax_norm_layers_move_with_the_precision_torch_autocast_keeps_them():
+    g = H.datasheet("h200")
+    ln = replace(_k(100, op_class="normalisation"), op="NativeLayerNormBackward0")
+    st = _step([ln])
+    torch = T.to_precision(replace(st, meta={**st.meta, "framework": "torch"}), "bf16", g)
+    jax = T.to_precision(replace(st, meta={**st.meta, "framework": "jax", "xla": True}),
+                         "bf16", g)
+    fixed, r = T.PRECISION_RATIO["elementwise"]
+    assert [o.dur_s for o in torch.ops if o.op_class == "normalisation"] == \
+        pytest.approx([100e-6])
+    assert [o.dur_s for o in jax.ops] == pytest.approx([fixed + (100e-6 - fixed) * r])
+    assert jax.ops[0].op_class == "normalisation"             # its class is kept
+    back = T.to_precision(replace(jax, meta={**jax.meta, "precision": "bf16"}), "fp32", g)
+    assert back.ops[0].dur_s == pytest.approx(100e-6)
+
+
 def test_fp32_gemms_are_no_slower_than_their_roofline_moved():
     g = H.datasheet("h200")
     bw = g.bandwidth_bytes_per_s

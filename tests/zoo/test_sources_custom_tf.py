@@ -101,20 +101,52 @@ def _python(code: str, *extra: Path) -> list:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_keras_file_spec_is_counted_without_starting_tensorflow():
+#: One fresh process (one TensorFlow start-up instead of three) inspects, in this order: the
+#: example's spec in a process that has not started TensorFlow's runtime; PLUGIN's spec the same
+#: way (staged); then, with the runtime started (as in a notebook that ran TensorFlow before),
+#: PLUGIN's spec again from a copy of the file (another path: a spec and a module are cached
+#: per file), which is inspected eagerly.
+_INSPECT = """
+import json, sys, dlperf.zoo as z
+from dlperf.zoo.sources.custom.tensorflow_impl import runtime_started
+example, plug, plug_eager = sys.argv[1:4]
+s = z.get_spec(f'file:{example}:mlp?width=16')
+fresh = [s.params, list(s.input_shape), s.num_classes, s.input_kind, s.loss,
+         s.forward_flops_per_sample, s.hyper['framework'], s.hyper['x_dtype'],
+         s.flops_source.split(' (')[0], runtime_started(), 'torch' in sys.modules,
+         'flax' in sys.modules]
+c = z.get_spec(f'file:{plug}:conv')
+staged = [c.params, c.forward_flops_per_sample, runtime_started()]
+import tensorflow as tf
+first = runtime_started(); tf.constant(1.0) + 1
+e = z.get_spec(f'file:{plug_eager}:conv')
+eager = [first, runtime_started(), e.params, e.forward_flops_per_sample]
+print(json.dumps({"fresh": fresh, "staged": staged, "eager": eager}))
+"""
+
+
+@pytest.fixture(scope="module")
+def inspected(tmp_path_factory) -> dict:
+    """What :data:`_INSPECT` reports (its keys ``fresh``, ``staged``, ``eager``)."""
+    d = tmp_path_factory.mktemp("inspect")
+    (d / "plug.py").write_text(PLUGIN)
+    (d / "plug_eager.py").write_text(PLUGIN)
+    out = subprocess.run([sys.executable, "-c", _INSPECT, str(EXAMPLE), str(d / "plug.py"),
+                          str(d / "plug_eager.py")], capture_output=True, text=True,
+                         env=_env(), cwd=ROOT, timeout=240, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_keras_file_spec_is_counted_without_starting_tensorflow(inspected):
     """In a fresh process: the spec of the example (trainable variables; forward FLOPs from
     TensorFlow's profiler) is made and TensorFlow's runtime has not started (the worker sets
     its threads and devices after reading the spec); neither torch nor Flax was imported."""
-    code = (f"import json, sys, dlperf.zoo as z; s = z.get_spec('file:{EXAMPLE}:mlp?width=16'); "
-            "from dlperf.zoo.sources.custom.tensorflow_impl import runtime_started; "
-            "print(json.dumps([s.params, list(s.input_shape), s.num_classes, s.input_kind, "
-            "s.loss, s.forward_flops_per_sample, s.hyper['framework'], s.hyper['x_dtype'], "
-            "s.flops_source.split(' (')[0], runtime_started(), 'torch' in sys.modules, "
-            "'flax' in sys.modules]))")
     # Dense(32 -> 16) + Dense(16 -> 10) with biases; FLOPs: 2 per multiply-add + the bias adds
-    assert _python(code) == [32 * 16 + 16 + 16 * 10 + 10, [32], 10, "custom", "custom",
-                             2 * (32 * 16 + 16 * 10) + 16 + 10, "tensorflow", "float32",
-                             "tf.compat.v1.profiler float_operation()", False, False, False]
+    assert inspected["fresh"] == [32 * 16 + 16 + 16 * 10 + 10, [32], 10, "custom", "custom",
+                                  2 * (32 * 16 + 16 * 10) + 16 + 10, "tensorflow", "float32",
+                                  "tf.compat.v1.profiler float_operation()", False, False,
+                                  False]
 
 
 def test_keras_spec_within_bounded_leaves_tensorflow_out_of_the_process():
@@ -129,21 +161,14 @@ def test_keras_spec_within_bounded_leaves_tensorflow_out_of_the_process():
     assert _python(code) == [698, "tensorflow", False, False]
 
 
-def test_eager_inspection_where_tensorflow_already_runs(tmp_path):
+def test_eager_inspection_where_tensorflow_already_runs(inspected):
     """A process that ran TensorFlow before (a notebook): the parts run eagerly and count the
-    same; a Dropout (a seed variable made with the layer) and keras.random work in both."""
-    (tmp_path / "plug.py").write_text(PLUGIN)
-    code = ("import json, tensorflow as tf, dlperf.zoo as z\n"
-            "from dlperf.zoo.sources.custom.tensorflow_impl import runtime_started\n"
-            "first = runtime_started(); tf.constant(1.0) + 1\n"
-            f"s = z.get_spec('file:{tmp_path / 'plug.py'}:conv')\n"
-            "print(json.dumps([first, runtime_started(), s.params, s.forward_flops_per_sample]))")
-    fresh = ("import json, dlperf.zoo as z\n"
-             f"s = z.get_spec('file:{tmp_path / 'plug.py'}:conv')\n"
-             "print(json.dumps([s.params, s.forward_flops_per_sample]))")
-    eager, staged = _python(code), _python(fresh)
+    same as where its runtime has not started; a Dropout (a seed variable made with the layer)
+    and keras.random work in both."""
+    eager, staged = inspected["eager"], inspected["staged"]
+    assert staged[2] is False  # the staged inspection left the runtime unstarted
     assert eager[:2] == [False, True]
-    assert eager[2:] == staged and staged[0] == 3 * 3 * 3 * 4 + 4 + 4 * 5 + 5
+    assert eager[2:] == staged[:2] and staged[0] == 3 * 3 * 3 * 4 + 4 + 4 * 5 + 5
     assert staged[1] > 2 * 6 * 6 * 27 * 4  # the convolution's multiply-adds at least
 
 

@@ -225,11 +225,11 @@ def iterations(tl_meta: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]
     if not steps:
         raise ValueError("the timeline has no traced iterations (steps_ns is empty)")
     if _is_xla(tl_meta):
-        def absolute(o: Mapping[str, Any]) -> float:
-            k = o.get("step")
-            base = steps[k][0] if k is not None and 0 <= k < len(steps) else steps[0][0]
-            return base + o["start_ns"]
-        dev = sorted(dev, key=absolute)
+        # an op's absolute start: its iteration's window start (the first's where its step
+        # is not one of them) plus its start in the window
+        window_start: dict[Any, float] = {k: s[0] for k, s in enumerate(steps)}
+        dev = sorted(dev, key=lambda o: window_start.get(o.get("step"), steps[0][0])
+                     + o["start_ns"])
         n = len(steps)
         size = len(dev) // n
         if size == 0:

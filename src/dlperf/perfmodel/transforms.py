@@ -696,12 +696,33 @@ def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     return min(1.0, (t_src - r_src + r_dst / e) / t_dst)
 
 
+#: Op classes whose kernels change with the precision as another class's do, by framework:
+#: dlperf's JAX models run their norm layers in the compute dtype (``flax.linen.BatchNorm`` /
+#: ``LayerNorm`` with ``dtype=bfloat16``, parameters float32: ``zoo/cnn/jax_impl.py``,
+#: ``zoo/transformer/jax_impl.py``; Flax reduces the statistics in float32 and reads and
+#: writes the activations in bf16), where PyTorch's autocast runs ``layer_norm`` in float32
+#: and batch norm's forward at its fp32 time (:data:`PRECISION_RATIO`): a JAX norm kernel
+#: moves half the bytes at bf16, as an elementwise kernel does. On the development JAX points
+#: traced in both precisions on the H200 the normalisation kernels take 0.71-1.04 of their
+#: fp32 time in backward and 0.85-1.28 in forward (resnet50 at batch 128 down to 16), 0.43
+#: and 0.54 (transformer; benchmarks/replay_kernels.py, part 10): the elementwise rule's
+#: fixed 4 us and 0.6 of the rest. With it the fp32 -> bf16 development rows of the
+#: back-test read 4.7% against 6.0% (median), bf16 -> fp32 9.0% either way.
+PRECISION_CLASS_BY_FRAMEWORK: dict[str, dict[str, str]] = {
+    "jax": {"normalisation": "elementwise"}}
+
+
 def _rescaled(step: StepTrace, src: str, dst: str, gpu: GpuProfile) -> list[DeviceOp]:
-    """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`, the GEMM-like
+    """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`, a kernel of an
+    op class :data:`PRECISION_CLASS_BY_FRAMEWORK` names for the step's framework as one of
+    the class it names; the GEMM-like
     kernels no faster together than their weights' roofline, :func:`gemm_weight_floor`, and
     going to fp32 no slower than their roofline moved, :func:`gemm_roofline_cap`), index for
     index (what ``after`` refers to)."""
-    ops = [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu)) for o in step.ops]
+    alias = PRECISION_CLASS_BY_FRAMEWORK.get(str(step.meta.get("framework")), {})
+    ops = [replace(o, dur_s=kernel_to_precision(
+        replace(o, op_class=alias.get(o.op_class or "", o.op_class)), src, dst, gpu))
+        for o in step.ops]
     f = gemm_weight_floor(step, ops, dst, gpu) * gemm_roofline_cap(step, ops, dst, gpu)
     return [replace(o, dur_s=o.dur_s * f) if is_gemm(o) else o for o in ops]
 
@@ -815,11 +836,8 @@ def _reindex(old: Sequence[DeviceOp], new: Sequence[DeviceOp]) -> list[DeviceOp]
     dropped where the op they named is gone and renumbered otherwise."""
     pos = {id(o): i for i, o in enumerate(new)}
     idx_of_old = {i: pos.get(id(o)) for i, o in enumerate(old)}
-    out = []
-    for o in new:
-        after = tuple(j for j in (idx_of_old.get(a) for a in o.after) if j is not None)
-        out.append(o if after == o.after else replace(o, after=after))
-    return out
+    return [replace(o, after=tuple(j for j in (idx_of_old.get(a) for a in o.after)
+                                   if j is not None)) for o in new]
 
 
 # --- batch size -----------------------------------------------------------------------------

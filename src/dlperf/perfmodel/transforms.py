@@ -834,11 +834,8 @@ def _reindex(old: Sequence[DeviceOp], new: Sequence[DeviceOp]) -> list[DeviceOp]
     dropped where the op they named is gone and renumbered otherwise."""
     pos = {id(o): i for i, o in enumerate(new)}
     idx_of_old = {i: pos.get(id(o)) for i, o in enumerate(old)}
-    out = []
-    for o in new:
-        after = tuple(j for j in (idx_of_old.get(a) for a in o.after) if j is not None)
-        out.append(o if after == o.after else replace(o, after=after))
-    return out
+    return [replace(o, after=tuple(j for j in (idx_of_old.get(a) for a in o.after)
+                                   if j is not None)) for o in new]
 
 
 # --- batch size -----------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The plain JAX reference loop (benchmarks/plain_jax_loop.py) runs and reports sane numbers.
 
 It is the yardstick for dlperf's JAX harness overhead, so its arithmetic is tested like
-dlperf's own. It is run as a subprocess on the CPU, as it will be run on the GPU machine.
+dlperf's own. It is run as a subprocess on the CPU, as it will be run on the GPU machine: the three runs of
+test_cpu_run_writes_consistent_json in one process (:func:`script_runs.main_runs_in_one_process`:
+one JAX and Flax start-up instead of three), the refused model in a process of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from script_runs import main_runs_in_one_process
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("jax", "flax", "optax")),
@@ -31,17 +35,29 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
                           timeout=120, env=env)
 
 
-@pytest.mark.parametrize("model, batch, precision, seq_len", [
-    ("resnet50_tiny", 4, "fp32", 0),
-    ("lstm_tiny", 4, "fp32", 16),
-    ("lstm_tiny", 2, "bf16", 16),
-])
-def test_cpu_run_writes_consistent_json(tmp_path, model, batch, precision, seq_len):
-    out = tmp_path / "r.json"
-    iters, warmup = 3, 1
-    proc = run_script("--model", model, "--batch-size", str(batch), "--device", "cpu",
-                      "--precision", precision, "--warmup", str(warmup),
-                      "--iters", str(iters), "--json", str(out))
+#: (model, batch, precision, seq_len) of test_cpu_run_writes_consistent_json
+CONSISTENT = [("resnet50_tiny", 4, "fp32", 0), ("lstm_tiny", 4, "fp32", 16),
+              ("lstm_tiny", 2, "bf16", 16)]
+ITERS, WARMUP = 3, 1
+
+
+@pytest.fixture(scope="module")
+def consistent_runs(tmp_path_factory) -> dict[tuple, tuple[subprocess.CompletedProcess, Path]]:
+    """The runs of :data:`CONSISTENT` in one process: case -> (its completed run, its
+    ``--json`` file)."""
+    d = tmp_path_factory.mktemp("plain_jax")
+    runs = {str(i): ["--model", m, "--batch-size", str(b), "--device", "cpu", "--precision", p,
+                     "--warmup", str(WARMUP), "--iters", str(ITERS), "--json", str(d / f"{i}.json")]
+            for i, (m, b, p, _) in enumerate(CONSISTENT)}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}
+    done = main_runs_in_one_process(SCRIPT, runs, env, timeout_s=300)
+    return {case: (done[str(i)], d / f"{i}.json") for i, case in enumerate(CONSISTENT)}
+
+
+@pytest.mark.parametrize("model, batch, precision, seq_len", CONSISTENT)
+def test_cpu_run_writes_consistent_json(consistent_runs, model, batch, precision, seq_len):
+    proc, out = consistent_runs[(model, batch, precision, seq_len)]
+    iters, warmup = ITERS, WARMUP
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
 

@@ -4,7 +4,10 @@ It is the yardstick for dlperf's TensorFlow harness overhead (benchmarks/overhea
 --framework tensorflow), so it must train the same models as dlperf's TensorFlow adapter
 (trainable parameter counts equal to dlperf's specs, which dlperf's Keras models match exactly:
 tests/frameworks/tensorflow/test_tensorflow.py), and its arithmetic is tested like dlperf's own. It is run as a
-subprocess on the CPU, as it is run by the comparison.
+subprocess on the CPU, as it is run by the comparison: the runs of one thread count
+(``--threads 1``) share one process (:func:`script_runs.main_runs_in_one_process`: one
+TensorFlow start-up instead of six); the refused model and the overhead driver's runs are
+processes of their own.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from dlperf.zoo import get_spec
+from script_runs import main_runs_in_one_process
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("tensorflow", "keras")),
@@ -39,14 +43,34 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
                           timeout=300, env=env)
 
 
-@pytest.mark.parametrize("model, seq_len", [("resnet50_tiny", 0), ("lstm_tiny", 16),
-                                            ("gpt2_small_tiny", 32)])
-def test_cpu_run_writes_consistent_json(tmp_path, model, seq_len):
-    out = tmp_path / "r.json"
+#: (model, seq_len) of test_cpu_run_writes_consistent_json; batch 4, 20 iterations, warm-up 2
+CONSISTENT = [("resnet50_tiny", 0), ("lstm_tiny", 16), ("gpt2_small_tiny", 32)]
+LSTM_IMPLS = ("keras", "keras_rnn")
+
+
+@pytest.fixture(scope="module")
+def threads1_runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """The ``--threads 1`` CPU runs of this file's tests, in one process: name -> (its
+    completed run, its ``--json`` file)."""
+    d = tmp_path_factory.mktemp("plain_tf")
+    common = ["--device", "cpu", "--threads", "1"]
+    runs = {f"consistent-{m}": ["--model", m, "--batch-size", "4", *common, "--mode", "graph",
+                                "--warmup", "2", "--iters", "20"] for m, _ in CONSISTENT}
+    runs["xla"] = ["--model", "lstm_tiny", "--batch-size", "2", *common, "--mode", "xla",
+                   "--warmup", "2", "--iters", "3"]
+    runs.update({f"lstm-{impl}": ["--model", "lstm_tiny", "--batch-size", "2", *common,
+                                  "--lstm-impl", impl, "--warmup", "1", "--iters", "2"]
+                 for impl in LSTM_IMPLS})
+    for name, args in runs.items():
+        args += ["--json", str(d / f"{name}.json")]
+    done = main_runs_in_one_process(SCRIPT, runs, {**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    return {n: (done[n], d / f"{n}.json") for n in runs}
+
+
+@pytest.mark.parametrize("model, seq_len", CONSISTENT)
+def test_cpu_run_writes_consistent_json(threads1_runs, model, seq_len):
+    proc, out = threads1_runs[f"consistent-{model}"]
     batch, iters, warmup = 4, 20, 2
-    proc = run_script("--model", model, "--batch-size", str(batch), "--device", "cpu",
-                      "--mode", "graph", "--threads", "1", "--warmup", str(warmup),
-                      "--iters", str(iters), "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
 
@@ -77,25 +101,19 @@ def test_cpu_run_writes_consistent_json(tmp_path, model, seq_len):
     assert math.isfinite(r["final_loss"]) and r["final_loss"] < r["first_loss"]
 
 
-def test_xla_mode_compiles_once(tmp_path):
-    out = tmp_path / "r.json"
-    proc = run_script("--model", "lstm_tiny", "--batch-size", "2", "--device", "cpu",
-                      "--mode", "xla", "--threads", "1", "--warmup", "2", "--iters", "3",
-                      "--json", str(out))
+def test_xla_mode_compiles_once(threads1_runs):
+    proc, out = threads1_runs["xla"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["mode"] == "xla" and r["flags"]["jit_compile"] is True and r["traces"] == 1
     assert r["params"] == TINY_PARAMS["lstm_tiny"] and math.isfinite(r["final_loss"])
 
 
-@pytest.mark.parametrize("impl", ["keras", "keras_rnn"])
-def test_keras_lstm_variants_are_the_same_model(tmp_path, impl):
+@pytest.mark.parametrize("impl", LSTM_IMPLS)
+def test_keras_lstm_variants_are_the_same_model(threads1_runs, impl):
     # --lstm-impl keras / keras_rnn (Keras's LSTM / RNN layers with a two-bias cell): the same
     # parameters as the default fused loop and dlperf's model.
-    out = tmp_path / "r.json"
-    proc = run_script("--model", "lstm_tiny", "--batch-size", "2", "--device", "cpu",
-                      "--threads", "1", "--lstm-impl", impl, "--warmup", "1", "--iters", "2",
-                      "--json", str(out))
+    proc, out = threads1_runs[f"lstm-{impl}"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["params"] == TINY_PARAMS["lstm_tiny"] and r["flags"]["lstm_impl"] == impl

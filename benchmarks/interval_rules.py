@@ -37,6 +37,7 @@ from collections.abc import Sequence
 
 from dlperf import validation as va
 from dlperf.perfmodel import intervals as iv
+from dlperf.validation import intervalcheck as cv
 from dlperf.validation import split as sp
 from dlperf.validation.backtest import Row
 
@@ -85,7 +86,7 @@ def judge(rows: list[Row], side: str, rule) -> dict:
     """``{(category, bound): (covered, rows, median width)}`` of ``side``'s rows."""
     spl = sp.load()
     on = [r for r in rows if side == sp.TEST or spl.side(r.model, r.run_id) == side]
-    covs = iv.coverage(on, 0.9, rule, categories=CATEGORIES, holdout="model",
+    covs = cv.coverage(on, 0.9, rule, categories=CATEGORIES, holdout="model",
                        counted=lambda r: spl.side(r.model, r.run_id) == side)
     width = {d["category"]: d for d in covs}
     out = {}

@@ -50,8 +50,8 @@ prints is chosen here.
    loss's own kernels at bf16 / fp32 (:data:`~dlperf.perfmodel.transforms.LOSS_KERNELS_BF16`).
 10. **GEMMs from bf16 to fp32**: each point traced in both precisions at one batch (every
     framework and mode), its GEMM-like kernels' summed time at bf16 and fp32 and their
-    ratio, the roofline ``R = max(FLOPs / ceiling, 3 x params x element / bandwidth)`` at
-    each precision over that time (the share of its ceiling the step's GEMMs reach:
+    ratio, the roofline ``R`` (:func:`~dlperf.perfmodel.transforms.gemm_roofline_s`: 3 x
+    params x element / bandwidth + FLOPs / ceiling) at each precision over that time (the share of its ceiling the step's GEMMs reach:
     :data:`~dlperf.perfmodel.transforms.FP32_GEMM_EFFICIENCY`,
     :func:`~dlperf.perfmodel.transforms.gemm_roofline_cap`), the convolutions' GEMMs alone
     at both precisions (their ratio against the ceilings' ratio x the share 0.6:
@@ -387,7 +387,7 @@ def weights(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile)
 def gemms_to_fp32(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
     by = {(p.model, p.framework, p.mode, p.precision, p.batch_size): (p, st)
           for p, st in pairs if p.compile_mode == "default"}
-    bw, c_b, c_f = gpu.bandwidth_bytes_per_s, gpu.gemm("bf16"), gpu.gemm("fp32")
+    c_b, c_f = gpu.gemm("bf16"), gpu.gemm("fp32")
     out = [f"ceilings' ratio bf16 / fp32 {c_b / c_f:.1f}\n",
            "| model | framework | mode | batch | GEMMs bf16 / fp32 (ms) | fp32 / bf16 | "
            "roofline / time bf16, fp32 | convolution GEMMs bf16 / fp32 (ms) | fp32 / bf16 | "
@@ -400,8 +400,8 @@ def gemms_to_fp32(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuPr
         fst = f[1]
         flops = bst.meta["train_flops_per_sample"] * p.batch_size
         tb, tf = (sum(o.dur_s for o in st.ops if transforms.is_gemm(o)) for st in (bst, fst))
-        rb = max(flops / c_b, 3 * p.params * 2 / bw)
-        rf = max(flops / c_f, 3 * p.params * 4 / bw)
+        rb = transforms.gemm_roofline_s(p.params, flops, "bf16", gpu) or math.nan
+        rf = transforms.gemm_roofline_s(p.params, flops, "fp32", gpu) or math.nan
         cb, cf = (sum(o.dur_s for o in st.ops if transforms.is_gemm(o)
                       and o.op_class == "convolution") for st in (bst, fst))
         hf = sum(o.dur_s for o in fst.ops if transforms.is_conv_helper(o))

@@ -13,6 +13,7 @@ from dlperf.perfmodel import api
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import intervals as iv
 from dlperf.validation import Validation
+from dlperf.validation import intervalcheck as cv
 from dlperf.validation.backtest import Row
 
 
@@ -49,8 +50,8 @@ def test_conformal_holds_its_level_where_the_plain_quantile_does_not():
     conf, emp = [], []
     for _ in range(500):
         rows = _rows(rng.normal(0.0, 0.1, 20), ["device"] * 20)
-        conf.append(iv.coverage(rows, 0.9, "mondrian")[0]["coverage"])
-        emp.append(iv.coverage(rows, 0.9, "pooled")[0]["coverage"])
+        conf.append(cv.coverage(rows, 0.9, "mondrian")[0]["coverage"])
+        emp.append(cv.coverage(rows, 0.9, "pooled")[0]["coverage"])
     assert 0.89 <= np.mean(conf) <= 0.95
     assert np.mean(emp) < 0.85
 
@@ -62,12 +63,12 @@ def test_coverage_catches_a_too_narrow_rule():
     def narrow(res, bound, level, category):  # the central 50% labelled as 90%
         return iv.pooled(res, bound, 0.5, category)
 
-    ok = iv.coverage(rows, 0.9, "mondrian")[0]
-    bad = iv.coverage(rows, 0.9, narrow)[0]
+    ok = cv.coverage(rows, 0.9, "mondrian")[0]
+    bad = cv.coverage(rows, 0.9, narrow)[0]
     assert 0.87 <= ok["coverage"] <= 0.94 and ok["count_device"] == 400
     assert bad["coverage"] < 0.6 and bad["median_width"] < ok["median_width"]
     with pytest.raises(ValueError, match="unknown interval rule"):
-        iv.coverage(rows, 0.9, "nosuch")
+        cv.coverage(rows, 0.9, "nosuch")
 
 
 def test_mondrian_groups_fix_coverage_per_bound():
@@ -76,8 +77,8 @@ def test_mondrian_groups_fix_coverage_per_bound():
     rng = np.random.default_rng(3)
     res = [*rng.normal(0.05, 0.15, 150), *rng.normal(0.0, 0.02, 250)]
     rows = _rows(res, ["host"] * 150 + ["device"] * 250)
-    (p,) = iv.coverage(rows, 0.9, "pooled")
-    (m,) = iv.coverage(rows, 0.9, "mondrian")
+    (p,) = cv.coverage(rows, 0.9, "pooled")
+    (m,) = cv.coverage(rows, 0.9, "mondrian")
     assert p["coverage_host"] < 0.8 and p["coverage_device"] > 0.97
     assert 0.85 <= m["coverage_host"] <= 0.95 and 0.85 <= m["coverage_device"] <= 0.95
     assert m["median_width_device"] < p["median_width_device"] < m["median_width_host"]
@@ -190,7 +191,7 @@ def test_interval_leaves_out_the_predicted_points_own_residual(monkeypatch):
     x = os.path.realpath("x.db")  # points are named by their file's resolved path
     for i, r in enumerate(rows):
         r.point = f"{x}:{i + 1}"
-    keyed = iv.keyed_residuals_of(rows, "input")
+    keyed = cv.keyed_residuals_of(rows, "input")
     assert keyed[-1][2] == f"{x}:12" and len(keyed) == 12
     monkeypatch.setattr(api, "_keyed_residuals", lambda recs, cat: keyed)
 
@@ -232,14 +233,14 @@ def test_leave_one_model_out_coverage_leaves_the_models_rows_out():
     rows = _rows([0.30] * 20 + [-0.30] * 20, ["device"] * 40)
     for i, r in enumerate(rows):
         r.model = "a" if i < 20 else "b"
-    point = iv.coverage(rows, 0.9, holdout="point")[0]
-    model = iv.coverage(rows, 0.9, holdout="model")[0]
+    point = cv.coverage(rows, 0.9, holdout="point")[0]
+    model = cv.coverage(rows, 0.9, holdout="model")[0]
     assert point["coverage"] == 1.0 and model["coverage"] == 0.0
     for r in rows:  # one model holds every row: each row is judged leave-one-point-out
         r.model = "a"
-    assert iv.coverage(rows, 0.9, holdout="model")[0]["coverage"] == point["coverage"]
+    assert cv.coverage(rows, 0.9, holdout="model")[0]["coverage"] == point["coverage"]
     with pytest.raises(ValueError, match="unknown holdout"):
-        iv.coverage(rows, 0.9, holdout="nosuch")
+        cv.coverage(rows, 0.9, holdout="nosuch")
 
 
 def test_a_small_category_is_pooled_with_the_same_quantitys_rows():
@@ -251,8 +252,8 @@ def test_a_small_category_is_pooled_with_the_same_quantitys_rows():
     assert iv.calibration_categories("held-out batch") == ("held-out batch",)
     rows = _rows([0.01, -0.02, 0.03, 0.0, -0.01, 0.21], [None] * 6, cat) + \
         _rows([0.2, -0.2, 0.22, -0.22, 0.18, -0.18, 0.21, -0.21, 0.19, -0.19], [None] * 10, sib)
-    (alone,) = iv.coverage([r for r in rows if r.category == cat], 0.9, categories=(cat,))
-    (pooled,) = iv.coverage(rows, 0.9, categories=(cat,))
+    (alone,) = cv.coverage([r for r in rows if r.category == cat], 0.9, categories=(cat,))
+    (pooled,) = cv.coverage(rows, 0.9, categories=(cat,))
     assert alone["count"] == pooled["count"] == 6
     assert alone["coverage"] < 1.0 == pooled["coverage"]  # the 0.21 row: in only when pooled
     assert pooled["groups"] == {f"{cat}, pooled": 6}

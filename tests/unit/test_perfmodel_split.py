@@ -105,13 +105,13 @@ def test_a_cell_is_inside_85_to_95_unrounded_and_its_chance_is_binomial():
 
 def test_coverage_cells_are_per_bound_and_the_split_table_counts_them():
     from dlperf import validation as va
-    from dlperf.perfmodel import intervals as iv
+    from dlperf.validation import intervalcheck as cv
 
     rows = [Row("held-out batch", f"h{i}", 1.0 + 0.01 * i, 1.0, model=f"m{i % 3}",
                 bound="host" if i < 10 else "device") for i in range(30)]
     rows += [Row("2-GPU from 1-GPU", f"d{i}", 1.0, 1.0 + 0.02 * i, model=f"m{i}")
              for i in range(4)]
-    covs = iv.coverage(rows, 0.9, categories=["held-out batch", "2-GPU from 1-GPU"])
+    covs = cv.coverage(rows, 0.9, categories=["held-out batch", "2-GPU from 1-GPU"])
     cells = va.coverage_cells(covs)
     assert [(c, b, n) for c, b, _, n in cells] == [
         ("held-out batch", "host", 10), ("held-out batch", "device", 20),

@@ -657,7 +657,7 @@ def gemm_weight_floor(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
 #: convolutions on the development resnet50 points traced in both precisions on the H200
 #: run the step's FLOPs at 0.50-0.73 of it (batch 16-128, torch eager and JAX; a median
 #: 0.61 of 8 points; benchmarks/replay_kernels.py, part 10). The fp32 matmuls of the large
-#: development GEMMs reach 0.92-0.99 (gpt2_small), 0.98-1.19 (fcn5 at batch 256-4096).
+#: development GEMMs reach 0.92-0.99 (gpt2_small), 1.07-1.20 (fcn5 in torch eager at batch 256-4096).
 FP32_GEMM_EFFICIENCY = {"convolution": 0.6}
 
 
@@ -666,9 +666,9 @@ def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     """The factor (<= 1) on the GEMM-like kernels of ``ops`` (``step``'s ops moved from bf16
     to the full precision ``dst``, index for index) that keeps their summed time at or below
     the traced GEMMs' time ``T`` with their roofline part moved to ``dst``: ``T - R_src +
-    R_dst / e``, the roofline ``R = max(FLOPs / GEMM ceiling, weight bytes / bandwidth)``
-    at each precision (the step's FLOPs ``meta['train_flops_per_sample']`` x the batch, the
-    weights as in :func:`gemm_weight_floor`; ``R_src`` at most ``T``) and ``e`` the time-
+    R_dst / e``, the roofline ``R`` (:func:`gemm_roofline_s`: weight bytes / bandwidth +
+    FLOPs / GEMM ceiling) at each precision (the step's FLOPs
+    ``meta['train_flops_per_sample']`` x the batch; ``R_src`` at most ``T``) and ``e`` the time-
     weighted :data:`FP32_GEMM_EFFICIENCY` of the traced GEMMs' op classes; 1 in any other
     direction, or where the parameters, FLOPs or ceilings are unknown.
 
@@ -677,23 +677,21 @@ def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     batches, alexnet_cifar's small convolutions, JAX's LSTM) runs its time above the roofline
     at fp32 as well, not 15x longer: on the development points traced in both precisions on
     the H200 the fp32 GEMMs take 1.7-16.5x the bf16 ones, the ceilings' ratio is 15.2x, and
-    the bf16 GEMMs reach 0.02-1.29 of their roofline (benchmarks/replay_kernels.py, part 10).
+    the bf16 GEMMs reach 0.02-1.38 of their roofline (benchmarks/replay_kernels.py, part 10).
     Going to bf16 the share (:func:`bf16_share`) and :func:`gemm_weight_floor` bound the
     GEMMs instead (bf16 kernels reach less of their ceiling than fp32 ones)."""
     src = str(step.meta.get("precision") or "fp32")
     params, fps = step.meta.get("params"), step.meta.get("train_flops_per_sample")
-    b = int(step.meta.get("batch_size") or 0)
+    flops = (fps or 0.0) * int(step.meta.get("batch_size") or 0)
     gemms = [o for o in step.ops if is_gemm(o)]
     t_src = sum(o.dur_s for o in gemms)
     t_dst = sum(o.dur_s for o in ops if is_gemm(o))
-    c_s, c_d = gpu.gemm(src) or gpu.gemm("bf16"), gpu.gemm(dst) or gpu.gemm("fp32")
-    if precision_step(src, dst) != -1 or not (params and fps and b and t_dst and c_s and c_d):
+    r_src = gemm_roofline_s(params, flops, src, gpu)
+    r_dst = gemm_roofline_s(params, flops, dst, gpu)
+    if precision_step(src, dst) != -1 or not (r_src and r_dst and t_dst):
         return 1.0
-    bw = gpu.bandwidth_bytes_per_s
-    r_src = min(t_src, max(fps * b / c_s, GEMM_WEIGHT_PASSES * params * elem_bytes(src) / bw))
-    r_dst = max(fps * b / c_d, GEMM_WEIGHT_PASSES * params * elem_bytes(dst) / bw)
     e = sum(o.dur_s * FP32_GEMM_EFFICIENCY.get(o.op_class or "", 1.0) for o in gemms) / t_src
-    return min(1.0, (t_src - r_src + r_dst / e) / t_dst)
+    return min(1.0, (t_src - min(t_src, r_src) + r_dst / e) / t_dst)
 
 
 #: Op classes whose kernels change with the precision as another class's do, by framework:
@@ -867,29 +865,45 @@ def elem_bytes(precision: str | None) -> int:
     return 2 if is_half(precision) else 4
 
 
+def gemm_roofline_s(params: float | None, flops: float | None, precision: str | None,
+                    gpu: GpuProfile) -> float | None:
+    """A roofline of a training step's GEMMs (s): their weights' bytes over the bandwidth
+    (``params`` x the element size of ``precision`` x :data:`GEMM_WEIGHT_PASSES`) plus their
+    ``flops`` over ``gpu``'s GEMM ceiling at ``precision`` (else at fp32); None where the
+    parameters, the FLOPs or the ceiling are unknown.
+
+    The sum, not the larger of the two: a GEMM streaming its weights does not hide its
+    arithmetic behind them, nor the other way. On the development fcn5 points of the H200 the
+    fp32 GEMMs take ``0.32 + 0.0108 b`` ms from batch 16 to 128 in JAX (least squares; the
+    weights alone 0.335 ms), and in torch eager the sum's ratios between its traced batches
+    16, 64 and 256 are nearer the traced ones than the maximum's (2.2 and 3.2 for 1.6 and 2.8
+    measured; the maximum 2.6 and 4.0); on the back-test (development rows of
+    calibration2.db) batch from one trace
+    reads 4.0% (1/2-2x) and 10.2% (further) against 4.1% and 12.3% with the maximum, bf16 ->
+    fp32 8.2% against 9.0% (:func:`gemm_roofline_cap`)."""
+    peak = gpu.gemm(str(precision or "fp32")) or gpu.gemm("fp32")
+    if not (params and flops and peak):
+        return None
+    return (GEMM_WEIGHT_PASSES * params * elem_bytes(precision) / gpu.bandwidth_bytes_per_s
+            + flops / peak)
+
+
 def gemm_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:
     """The factor by which the GEMM kernels of ``step`` (traced at ``meta['batch_size']``,
-    positive: :func:`to_batch` refuses another) scale at batch ``b_dst``: the ratio of a
-    roofline of the step's GEMMs at the two batches, ``max(weight bytes / bandwidth, FLOPs /
-    GEMM ceiling)``, with the weight bytes the parameters (``meta['params']``) x the element
-    size x :data:`GEMM_WEIGHT_PASSES` and the FLOPs ``meta['train_flops_per_sample']`` x the
-    batch; the batch ratio where either, or the GEMM ceiling, is unknown.
+    positive: :func:`to_batch` refuses another) scale at batch ``b_dst``: the ratio of the
+    step's GEMM roofline (:func:`gemm_roofline_s`, the FLOPs ``meta['train_flops_per_sample']``
+    x the batch) at the two batches; the batch ratio where it is unknown.
 
     A GEMM of a small batch streams its weights: fcn5's JAX programs on the H200 run their
     GEMMs in 0.18 ms at every batch from 16 to 64 in bf16, the time of ``3 x 118 M x 2 B``
     at 4.23 TB/s, and its steps grow 0.88 -> 0.98 ms from batch 16 to 128. Its weights are a
     step's, not a kernel's: every GEMM kernel takes the step's factor."""
     b_src = int(step.meta.get("batch_size") or 0)
-    params = step.meta.get("params")
-    fps = step.meta.get("train_flops_per_sample")
-    r = b_dst / b_src
-    peak = gpu.gemm(str(step.meta.get("precision") or "fp32")) or gpu.gemm("fp32")
-    if not (params and fps and peak):
-        return r
-    w = GEMM_WEIGHT_PASSES * params * elem_bytes(step.meta.get("precision")) \
-        / gpu.bandwidth_bytes_per_s
-    c = fps * b_src / peak
-    return max(w, c * r) / max(w, c)
+    params, fps = step.meta.get("params"), step.meta.get("train_flops_per_sample")
+    prec = step.meta.get("precision")
+    src = gemm_roofline_s(params, (fps or 0.0) * b_src, prec, gpu)
+    dst = gemm_roofline_s(params, (fps or 0.0) * b_dst, prec, gpu)
+    return dst / src if src and dst else b_dst / b_src
 
 
 def cast_batch_factor(step: StepTrace, b_dst: int, gpu: GpuProfile) -> float:

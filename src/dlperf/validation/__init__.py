@@ -32,6 +32,7 @@ from dlperf.perfmodel.records import Records, point_id
 from dlperf.validation import backtest as bt
 from dlperf.validation import bucketcheck as bc
 from dlperf.validation import inputcheck as ic
+from dlperf.validation import intervalcheck as cv
 from dlperf.validation.backtest import Budget, Row
 from dlperf.validation.split import SIDES, Split
 
@@ -299,13 +300,13 @@ class Validation:
             host = [r.ape for r in rs if r.bound == "host"]
             out.append({"category": cat, "count": len(rs), "mdape_pct": median(apes),
                         "max_pct": max(apes),
-                        "host_bound_mdape_pct": iv.of_any(median, host),
-                        "baseline_mdape_pct": iv.of_any(median, base),
-                        "baseline_max_pct": iv.of_any(max, base),
-                        "sign_right": iv.of_any(_tally, signs),
+                        "host_bound_mdape_pct": cv.of_any(median, host),
+                        "baseline_mdape_pct": cv.of_any(median, base),
+                        "baseline_max_pct": cv.of_any(max, base),
+                        "sign_right": cv.of_any(_tally, signs),
                         "sign_right_resolved": _tally(resolved) if signs else None,
-                        "eff_err_median_pts": iv.of_any(median, effs),
-                        "eff_err_max_pts": iv.of_any(max, effs)})
+                        "eff_err_median_pts": cv.of_any(median, effs),
+                        "eff_err_max_pts": cv.of_any(max, effs)})
         return out
 
     def residuals(self, category: str) -> list[float]:
@@ -315,28 +316,28 @@ class Validation:
     def bounded_residuals(self, category: str) -> list[iv.Residual]:
         """``(log(measured / predicted), bound)`` of the category's rows: what a Mondrian
         interval (:func:`dlperf.perfmodel.intervals.mondrian`) is built from."""
-        return iv.residuals_of(self.rows, category)
+        return cv.residuals_of(self.rows, category)
 
     def keyed_residuals(self, category: str) -> list[iv.KeyedResidual]:
         """``(log(measured / predicted), bound, point)`` of the category's rows
-        (:func:`dlperf.perfmodel.intervals.keyed_residuals_of`)."""
-        return iv.keyed_residuals_of(self.rows, category)
+        (:func:`dlperf.validation.intervalcheck.keyed_residuals_of`)."""
+        return cv.keyed_residuals_of(self.rows, category)
 
     def coverage(self, level: float = 0.9, rule: str = "mondrian") -> list[dict]:
         """Leave-one-out coverage of the prediction intervals per category
-        (:func:`dlperf.perfmodel.intervals.coverage`: overall and per bound, and the median
+        (:func:`dlperf.validation.intervalcheck.coverage`: overall and per bound, and the median
         width ``high / low``); ``rule`` ``mondrian`` (what :func:`~dlperf.perfmodel.api.predict`
         uses) or ``pooled`` (the rule before it). Cheap: no model is re-fitted.
 
         Raises:
             ValueError: an unknown rule or a level outside (0, 1).
         """
-        return iv.coverage(self.rows, level, rule)
+        return cv.coverage(self.rows, level, rule)
 
     def coverage_table(self, level: float = 0.9) -> str:
         """Markdown: per interval category, the coverage and width of the pooled rule beside
         the Mondrian one (:meth:`coverage`)."""
-        return iv.coverage_markdown(self.coverage(level, "pooled"), self.coverage(level), level)
+        return cv.coverage_markdown(self.coverage(level, "pooled"), self.coverage(level), level)
 
     def split_table(self, split: Split, level: float = 0.9) -> str:
         """Markdown: one line per category, each measure for the development and the test
@@ -346,7 +347,7 @@ class Validation:
         pairs right), each as ``right/pairs (beyond noise right/pairs)``: all pairs, then the
         pairs whose measured change exceeds the repeat noise of their bound (:meth:`resolved`;
         a smaller change has no sign to get right), counted alike for the model and the rule;
-        the ``level`` interval's coverage leave-one-model-out (:func:`intervals.coverage`,
+        the ``level`` interval's coverage leave-one-model-out (:func:`intervalcheck.coverage`,
         ``holdout="model"``, Mondrian: each row's interval built from the rows of the
         category's other models, as a model the table never saw gets it; judged on the side's
         rows)."""
@@ -356,7 +357,7 @@ class Validation:
         sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows if on(s)(r)])}
                 for s in SIDES}
         judged = [c for c in CATEGORIES if c != "repeat (noise floor)"]
-        covs = {s: {d["category"]: d for d in iv.coverage(self.rows, level, counted=on(s),
+        covs = {s: {d["category"]: d for d in cv.coverage(self.rows, level, counted=on(s),
                                                            categories=judged, holdout="model")}
                 for s in SIDES}
         noise = self.noise_pct()
@@ -461,7 +462,7 @@ def chance_inside(n: int, level: float = 0.9,
 
 
 def coverage_cells(covs: Iterable[dict]) -> list[tuple[str, str | None, int, int]]:
-    """``(category, bound, covered rows, rows)`` per cell of :func:`intervals.coverage` results:
+    """``(category, bound, covered rows, rows)`` per cell of :func:`intervalcheck.coverage` results:
     one per bound (``host``, ``device``) that has rows, the category as one cell (bound None)
     where no row has a bound."""
     out: list[tuple[str, str | None, int, int]] = []
@@ -487,7 +488,7 @@ def _tally(signs: list[bool]) -> tuple[int, int]:
 
 def _num(x: float | None, digits: int = 2) -> str:
     """A table cell: ``x`` to ``digits`` decimals, ``–`` for None."""
-    return iv.cell(x, f".{digits}f")
+    return cv.cell(x, f".{digits}f")
 
 
 def _coverage_cell(c: dict | None) -> str:

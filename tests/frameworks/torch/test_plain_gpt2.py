@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from script_runs import main_runs_in_one_process
+
 ROOT = Path(__file__).resolve().parents[3]
 TORCH_SCRIPT = ROOT / "benchmarks" / "plain_torch_loop.py"
 JAX_SCRIPT = ROOT / "benchmarks" / "plain_jax_loop.py"
@@ -123,16 +125,28 @@ def test_jax_parameter_counts():
     assert count("gpt2_small_tiny") == _tiny_spec().params
 
 
+@pytest.fixture(scope="module")
+def torch_runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """The plain PyTorch loop's gpt2_small_tiny CPU runs (batch 2, 3 iterations) in fp32 and
+    in bf16 (fused AdamW) in one process (:func:`script_runs.main_runs_in_one_process`: one
+    PyTorch start-up; each run sets its precision's flags itself): precision -> (its
+    completed run, its ``--json`` file)."""
+    d = tmp_path_factory.mktemp("plain_gpt2")
+    lines = {p: ["--model", "gpt2_small_tiny", "--batch-size", "2", "--device", "cpu",
+                 "--precision", p, "--warmup", "1", "--iters", "3", "--json", str(d / f"{p}.json"),
+                 *(["--optimizer-impl", "fused"] if p == "bf16" else [])]
+             for p in ("fp32", "bf16")}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
+    done = main_runs_in_one_process(TORCH_SCRIPT, lines, env, timeout_s=240)
+    return {p: (done[p], d / f"{p}.json") for p in lines}
+
+
 @needs_torch
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_torch_cpu_run(tmp_path, precision):
+def test_torch_cpu_run(torch_runs, precision):
     # tf32 sets the same model-independent flags as for every model: tests/frameworks/torch/test_plain_loop.py.
-    out = tmp_path / "r.json"
-    batch, iters = 2, 3
-    proc = _run(TORCH_SCRIPT, "--model", "gpt2_small_tiny", "--batch-size", str(batch),
-                "--device", "cpu", "--precision", precision, "--warmup", "1",
-                "--iters", str(iters), "--json", str(out),
-                *(["--optimizer-impl", "fused"] if precision == "bf16" else []))
+    proc, out = torch_runs[precision]
+    batch = 2
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
     # The same fields as every other model's result (tests/frameworks/torch/test_plain_loop.py).

@@ -1,7 +1,10 @@
 """The plain PyTorch reference loop (benchmarks/plain_torch_loop.py) runs and reports sane numbers.
 
 It is the yardstick for dlperf's harness overhead, so its arithmetic is tested like dlperf's
-own (docs/measurement.md rule 9). It is run as a subprocess, as it will be on the GPU machine.
+own (docs/measurement.md rule 9). It is run as a subprocess, as it will be on the GPU machine:
+the three runs whose output the tests read in one process
+(:func:`script_runs.main_runs_in_one_process`: one PyTorch start-up instead of three; each run
+sets TF32 and cuDNN's flags itself), the refused model in a process of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from script_runs import main_runs_in_one_process
+
 # Checked without importing torch here: the script runs in its own process.
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="needs torch")
@@ -23,21 +28,40 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "plain_torch_loop.py"
 
 
+#: One intra-op thread: these runs check arithmetic, not speed, and spinning OpenMP threads on
+#: a busy small CI machine can make a millisecond step take hundreds of milliseconds.
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+#: (model, batch, seq_len) of test_cpu_run_writes_consistent_json
+CONSISTENT = [("fcn5_tiny", 8, 0), ("lstm_tiny", 4, 16)]
+ITERS, WARMUP = 5, 2
+SYNC_ITERS = 3
+
+
 def run_script(*args: str) -> subprocess.CompletedProcess:
-    # One intra-op thread: these runs check arithmetic, not speed, and spinning OpenMP threads
-    # on a busy small CI machine can make a millisecond step take hundreds of milliseconds.
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+                          timeout=120, env=ENV)
 
 
-@pytest.mark.parametrize("model, batch, seq_len", [("fcn5_tiny", 8, 0), ("lstm_tiny", 4, 16)])
-def test_cpu_run_writes_consistent_json(tmp_path, model, batch, seq_len):
-    out = tmp_path / "r.json"
-    iters, warmup = 5, 2
-    proc = run_script("--model", model, "--batch-size", str(batch), "--device", "cpu",
-                      "--precision", "fp32", "--warmup", str(warmup), "--iters", str(iters),
-                      "--json", str(out))
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """The runs of this file's tests that write JSON, in one process: name (a model of
+    :data:`CONSISTENT`, or ``sync``) -> (its completed run, its ``--json`` file)."""
+    d = tmp_path_factory.mktemp("plain_torch")
+    lines = {m: ["--model", m, "--batch-size", str(b), "--device", "cpu", "--precision", "fp32",
+                 "--warmup", str(WARMUP), "--iters", str(ITERS)] for m, b, _ in CONSISTENT}
+    lines["sync"] = ["--model", "fcn5_tiny", "--batch-size", "4", "--device", "cpu",
+                     "--precision", "tf32", "--warmup", "1", "--iters", str(SYNC_ITERS),
+                     "--repeats", "2", "--sync-every-step"]
+    for name, args in lines.items():
+        args += ["--json", str(d / f"{name}.json")]
+    done = main_runs_in_one_process(SCRIPT, lines, ENV, timeout_s=300)
+    return {n: (done[n], d / f"{n}.json") for n in lines}
+
+
+@pytest.mark.parametrize("model, batch, seq_len", CONSISTENT)
+def test_cpu_run_writes_consistent_json(runs, model, batch, seq_len):
+    proc, out = runs[model]
+    iters, warmup = ITERS, WARMUP
     assert proc.returncode == 0, proc.stderr
     assert model in proc.stdout and "samples/s" in proc.stdout and "params=" in proc.stdout
 
@@ -64,12 +88,9 @@ def test_cpu_run_writes_consistent_json(tmp_path, model, batch, seq_len):
     assert r["flags"]["allow_tf32_matmul"] is False and r["flags"]["allow_tf32_cudnn"] is False
 
 
-def test_sync_every_step_and_repeats(tmp_path):
-    out = tmp_path / "r.json"
-    iters = 3
-    proc = run_script("--model", "fcn5_tiny", "--batch-size", "4", "--device", "cpu",
-                      "--precision", "tf32", "--warmup", "1", "--iters", str(iters),
-                      "--repeats", "2", "--sync-every-step", "--json", str(out))
+def test_sync_every_step_and_repeats(runs):
+    proc, out = runs["sync"]
+    iters = SYNC_ITERS
     assert proc.returncode == 0, proc.stderr
     r = json.loads(out.read_text())
     assert r["sync_every_step"] is True and len(r["repeats"]) == 2

@@ -141,9 +141,9 @@ def added_ops_terms(cal: Any, frm: Any, to: Any, device_name: str | None = None
     change of its identified host time over the change of its operator count, roofline fits
     without ``frm.model``), models by name. None where :func:`added_ops_host` does not apply
     (the same conditions, but for a result that is not positive)."""
-    if frm.with_(precision=to.precision) != to or frm.precision == to.precision:
-        return None
-    if any(cal.facts.count_kind(c.framework, c.group[1]) != "ops" for c in (frm, to)):
+    # a change of precision alone, in modes whose host work is counted in operators
+    if (frm.with_(precision=to.precision) != to or frm.precision == to.precision
+            or any(cal.facts.count_kind(c.framework, c.group[1]) != "ops" for c in (frm, to))):
         return None
     n_frm = cal.facts.op_count(frm.model, frm.framework, frm.precision, "ops")
     n_to = cal.facts.op_count(to.model, to.framework, to.precision, "ops")

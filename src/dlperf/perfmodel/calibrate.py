@@ -502,7 +502,7 @@ class Calibration:
             return None
         return median(h / n for h, n in per.values()), tuple(sorted(per))
 
-    def host_of_group(self, group: tuple[str, str, str, str], without_model: str | None,
+    def host_of_group(self, group: tuple[str, str, str, str], without_model: str,
                       device_name: str | None) -> HostEstimate | None:
         """The host time (s) for a model with no measurement of its own (:class:`HostEstimate`). Where the model's host-work count is known (:meth:`op_count`),
         a group's host time per counted operator or kernel (:meth:`host_per_op`) times that
@@ -519,8 +519,7 @@ class Calibration:
         # of that mode still has its operator count)
         kind, n = self.count_kind(group[0], group[1]), None
         for k in dict.fromkeys((kind, "ops")):
-            n = self.op_count(without_model, group[0], group[2], k, group[1]) \
-                if without_model else None
+            n = self.op_count(without_model, group[0], group[2], k, group[1])
             if n:
                 kind = k
                 break

@@ -1,7 +1,9 @@
 """Back-test of the timeline replay (docs/replay.md, "Back-test") on stored timelines, one
 category per transform, development and test models apart (benchmarks/results/split.json),
-with the step-level model (:func:`dlperf.perfmodel.api.predict`) on the same rows as the
-baseline.
+with the step-level model on the same rows as the baseline, seeing what the replay's row
+sees: a batch prediction from the configuration's other stored batches for the batch and
+compile rows (:func:`baseline`), the what-if from the other precision's series with the
+target precision withheld at every batch for the precision rows (:func:`whatif_baseline`).
 
 Categories (each row: one stored point predicted without its own trace unless said):
 
@@ -115,13 +117,51 @@ def _row(cat: str, p: Any, pred: float, how: str, base: float | None = None,
             "baseline_error": (base / p.step_time_s - 1) if base else None, **extra}
 
 
-def baseline(files: list[str], p: Any, **kw: Any) -> float | None:
-    """The step-level model's prediction of ``p`` (its own point withheld), None on error."""
+def baseline(files: list[str], p: Any) -> float | None:
+    """The step-level model's prediction of ``p`` (:func:`dlperf.perfmodel.api.predict`, s):
+    from its configuration's own series, its stored measurements at ``p``'s batch withheld
+    in every file, the other batches kept. The baseline of the batch and compile rows: those
+    predict a batch of a configuration from its traces at other batches, so a batch
+    prediction from the same configuration's other stored batches is the like-for-like
+    step-level answer (a whole series fit against the replay's one or two traces). None on
+    error."""
     try:
         from dlperf.perfmodel.api import predict
 
-        return predict(files, p.model, p.framework, p.mode, kw.pop("precision", p.precision),
-                       p.device, batch_size=p.batch_size, **kw).predicted_step_time_s
+        return predict(files, p.model, p.framework, p.mode, p.precision, p.device,
+                       batch_size=p.batch_size).predicted_step_time_s
+    except Exception:  # noqa: BLE001 - a baseline that cannot answer is left out
+        return None
+
+
+def whatif_baseline(files: list[str], p: Any, q: Any) -> float | None:
+    """The step-level model's what-if of ``p`` from ``q`` (s): ``q``'s configuration at
+    ``p``'s batch changed to ``p``'s (:func:`dlperf.perfmodel.model.what_if`), every stored
+    point of ``p``'s configuration withheld at every batch in every file, ``q``'s series
+    taken from ``q``'s results file, else the best-measured one. The baseline of the
+    precision rows, which predict ``p`` from ``q``'s trace (the other precision at the same
+    batch) without seeing any point of ``p``'s precision: the prediction of the back-test's
+    what-if rows (``what-if fp32->bf16``, :func:`dlperf.validation.backtest.whatif_rows`,
+    whose target configuration is withheld the same way), on the records and shared fits
+    :func:`dlperf.perfmodel.api.predict` reads. Not ``api.predict`` with a precision what-if:
+    that answers a target stored at other batches from the target's own series
+    (:func:`dlperf.perfmodel.api.stored_target`). None on error."""
+    try:
+        from dlperf.perfmodel import api
+        from dlperf.perfmodel import model as pm
+        from dlperf.perfmodel import request as rq
+        from dlperf.perfmodel.calibrate import Calibration, Config
+
+        loaded = api.records_of(files)
+        recs = api.gpu_records(loaded, rq.gpu_of(loaded, p.device_name or p.device)[1])
+        target = Config.of(p)
+        cal = Calibration(recs, target.matches, share_efficiencies=api.shared_fits(recs))
+        for src in (q.source, None):
+            try:
+                return pm.what_if(cal, Config.of(q), target, p.batch_size, src).step_time_s
+            except (LookupError, ValueError):
+                continue
+        return None
     except Exception:  # noqa: BLE001 - a baseline that cannot answer is left out
         return None
 
@@ -202,7 +242,7 @@ def run(db: str | list[str], with_baseline: bool,
             q, st = src_pool[p.batch_size]
             pred = replay.simulate(transforms.to_precision(
                 replay.deinflate(st, h_src, q.dispatch_s), key[3], gpu)).step_s
-            base = baseline(files, q, what_if={"precision": key[3]}) if with_baseline else None
+            base = whatif_baseline(files, p, q) if with_baseline else None
             noise = max(0.02, (p.ci_rel or 0) + (q.ci_rel or 0))
             change = p.step_time_s / q.step_time_s - 1
             rows.append(_row(f"precision {other} -> {key[3]}", p, pred, f"{other} -> {key[3]}",

@@ -108,6 +108,19 @@ def test_validation_reports_coverage_and_the_table():
     assert v.bounded_residuals("held-out batch")[0][1] == "host"
 
 
+def test_every_what_if_category_has_its_interval_coverage_judged():
+    """Each what-if category of the back-test is a path ``predict`` takes intervals from
+    (the framework directions, two changes too), so ``--validate`` prints its coverage; every
+    category listed is one the back-test makes."""
+    from dlperf import validation
+    from dlperf.validation import backtest as bt
+
+    listed = set(iv.INTERVAL_CATEGORIES)
+    assert set(bt.WHATIF_CATEGORIES) <= listed <= set(validation.CATEGORIES)
+    assert {*api.FRAMEWORK_WHATIFS.values(), api.TWO_CHANGES} <= listed
+    assert "repeat (noise floor)" not in listed and "all-reduce >= 1 MiB" not in listed
+
+
 def _table(tmp_path):
     """A residual table of one fake results file in ``tmp_path``; returns (sources, file)."""
     db = tmp_path / "a.db"

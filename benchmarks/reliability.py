@@ -405,15 +405,16 @@ class Reader(threading.Thread):
 def concurrent(work: Path, yaml: Path, env: dict[str, str], kill_after_s: float | None
                ) -> dict[str, Any]:
     """Two sweeps of ``yaml`` into one file at once, read in a loop meanwhile (and by ``dlperf
-    results`` from the command line); with ``kill_after_s`` the first is killed (SIGKILL)
-    then and the second must finish the grid alone."""
+    results`` from the command line, once the file has content); with ``kill_after_s`` the
+    first is killed (SIGKILL) then and the second must finish the grid alone. A read error's
+    first three messages are kept (``read_error_examples``, ``cli_read_error_examples``)."""
     db = work / "r.db"
     reader = Reader(db)
     reader.start()
     a = start_sweep(yaml, db, work / "a.log", env)
     time.sleep(0.3)  # the second starts while the first is at its first point
     b = start_sweep(yaml, db, work / "b.log", env)
-    cli_reads, cli_errors = 0, 0
+    cli_reads, cli_errors, cli_examples = 0, 0, []
     rec: dict[str, Any] = {"attack": "concurrent_kill9" if kill_after_s else "concurrent",
                            "delay_s": round(kill_after_s, 3) if kill_after_s else None}
     t0 = time.monotonic()
@@ -422,11 +423,18 @@ def concurrent(work: Path, yaml: Path, env: dict[str, str], kill_after_s: float 
         if kill_after_s is not None and not killed and time.monotonic() - t0 > kill_after_s:
             a.send_signal(signal.SIGKILL)
             killed = True
+        # a read counts once the file has content when it begins, as the Reader's do: before
+        # the first sweep's first commit, "does not exist" and "is empty (0 bytes)" are the
+        # right answers, not read errors (the sweeps start at the same time as this loop)
+        if not (db.is_file() and db.stat().st_size > 0):
+            time.sleep(0.01)
+            continue
         r = subprocess.run([sys.executable, "-m", "dlperf", "results", "--db", str(db), "-f",
                             "csv"], env=env, capture_output=True, text=True, timeout=120)
-        if db.exists():
-            cli_reads += 1
-            cli_errors += r.returncode != 0 or "Traceback" in r.stderr
+        cli_reads += 1
+        if r.returncode != 0 or "Traceback" in r.stderr:
+            cli_errors += 1
+            cli_examples.append(f"exit {r.returncode}: {r.stderr.strip()[-300:]}")
         if time.monotonic() - t0 > 600:
             break
     rca, rcb = a.wait(timeout=60), b.wait(timeout=600)
@@ -436,7 +444,7 @@ def concurrent(work: Path, yaml: Path, env: dict[str, str], kill_after_s: float 
     rec.update({"exit_codes": [rca, rcb], "killed_first": killed,
                 "reads": reader.reads, "read_errors": len(reader.errors),
                 "read_error_examples": reader.errors[:3], "cli_reads": cli_reads,
-                "cli_read_errors": cli_errors,
+                "cli_read_errors": cli_errors, "cli_read_error_examples": cli_examples[:3],
                 "measured_by": [_ran(work / "a.log"), _ran(work / "b.log")],
                 "missing_before_resume": len(keys_of(yaml) - {r[1] for r in before
                                                               if r[2] in FINAL})})

@@ -108,6 +108,19 @@ def test_validation_reports_coverage_and_the_table():
     assert v.bounded_residuals("held-out batch")[0][1] == "host"
 
 
+def test_every_what_if_category_has_its_interval_coverage_judged():
+    """Each what-if category of the back-test is a path ``predict`` takes intervals from
+    (the framework directions, two changes too), so ``--validate`` prints its coverage; every
+    category listed is one the back-test makes."""
+    from dlperf import validation
+    from dlperf.validation import backtest as bt
+
+    listed = set(iv.INTERVAL_CATEGORIES)
+    assert set(bt.WHATIF_CATEGORIES) <= listed <= set(validation.CATEGORIES)
+    assert {*api.FRAMEWORK_WHATIFS.values(), api.TWO_CHANGES} <= listed
+    assert "repeat (noise floor)" not in listed and "all-reduce >= 1 MiB" not in listed
+
+
 def _table(tmp_path):
     """A residual table of one fake results file in ``tmp_path``; returns (sources, file)."""
     db = tmp_path / "a.db"
@@ -220,10 +233,34 @@ def test_stored_input_point_interval_does_not_end_at_its_own_measurement(tmp_pat
     assert p.interval_group is not None and "11 rows" in p.interval_group
 
 
+def _imported(source):
+    """Every name an import statement of ``source`` imports, dotted in full, read as
+    :func:`~dlperf.perfmodel.fitcache.prediction_modules` reads it (at any indentation)."""
+    names = []
+    for m in fc._IMPORT_LINE.finditer(source):
+        names += ([f"{m['from']}.{n}" for n in fc._first_words(m["names"])]
+                  if m["from"] is not None else fc._first_words(m["modules"]))
+    return names
+
+
 def test_the_model_key_covers_what_a_prediction_imports_and_not_the_back_test():
+    """The modules :func:`~dlperf.perfmodel.fitcache.model_key` hashes are the prediction's
+    import chain, and none of them imports anything of :mod:`dlperf.validation` (at module
+    level or in a function): an edit of the back-test changes no key, and a prediction never
+    loads it."""
     mods = fc.prediction_modules()
     assert {"api", "equations", "onedevice", "roofline", "intervals", "fitcache"} <= mods
-    assert not {"backtest", "validation", "bucketcheck", "inputcheck", "split"} & mods
+    folder = os.path.dirname(fc.__file__)
+    imported = {n for name in mods
+                for n in _imported(open(os.path.join(folder, f"{name}.py")).read())}
+    assert "dlperf.perfmodel.fitcache" in imported  # the scan reads api's imports
+    assert not {n for n in imported if n.split(".")[:2] == ["dlperf", "validation"]}
+    # the reading finds the back-test however it is imported
+    assert _imported("from dlperf import validation\n") == ["dlperf.validation"]
+    assert _imported("    import dlperf.validation.backtest as b\n") == [
+        "dlperf.validation.backtest"]
+    assert _imported("from dlperf.validation.backtest import (\n    Row,  # x\n    WHATIFS)\n") \
+        == ["dlperf.validation.backtest.Row", "dlperf.validation.backtest.WHATIFS"]
 
 
 def test_leave_one_model_out_coverage_leaves_the_models_rows_out():

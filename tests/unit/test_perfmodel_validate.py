@@ -330,6 +330,27 @@ def test_predict_refuses_bad_requests(cache):
                                      batch_size=512).predicted_step_time_s)
 
 
+def test_an_installed_residual_table_gives_the_files_their_intervals(cache, monkeypatch):
+    """:func:`api.install_residuals` makes a table the one of its records' files in this
+    process (as a full validation does): a prediction that had no table, and said why, takes
+    its interval from the installed residuals and no longer says a table is missing."""
+    from dlperf.perfmodel import fitcache as fc
+
+    _fresh_process(monkeypatch)
+    monkeypatch.setattr(fc, "model_key", lambda: "0" * 20)  # other model code: no table
+    p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
+    assert p.interval_group is None and "has no entry" in p.interval_note
+    recs = api.records_of(DLBENCH)
+    assert api.table_key(recs) in api._NO_TABLE
+    rows = [(0.01 * (i - 10), None, f"x.db:{i}") for i in range(21)]  # -0.1 .. 0.1
+    api.install_residuals(recs, {p.validation_category: rows})
+    assert api.table_key(recs) not in api._NO_TABLE
+    q = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
+    assert q.interval_note is None and q.interval_group is not None
+    lo, hi = q.interval_s
+    assert lo < q.predicted_step_time_s < hi < q.predicted_step_time_s * math.exp(0.11)
+
+
 def _fresh_process(monkeypatch):
     """Forget what this process loaded and fitted, as a new ``dlperf predict`` would."""
     for name in ("_RECORDS", "_SHARED", "_RESIDUALS", "_NO_TABLE", "_DDP", "_BORROWABLE"):

@@ -73,6 +73,15 @@ def test_section_markdown_with_png(tmp_path):
     assert bt.Budget(pr.BUDGET_S).seconds >= 0 and v.budget_s == pr.BUDGET_S
 
 
+def test_step_categories_are_the_step_time_ones():
+    """The scatter's categories: the report's step-time categories and every what-if
+    category (a full validation's rows), each one the back-test makes; not the all-reduce or
+    noise-floor rows, which are not step predictions."""
+    step = set(pr.STEP_CATEGORIES)
+    assert set(bt.WHATIF_CATEGORIES) <= step <= set(validation.CATEGORIES)
+    assert set(pr.REPORT_CATEGORIES) - step == {"all-reduce >= 1 MiB", "repeat (noise floor)"}
+
+
 def test_section_html_figure_instead_of_png(tmp_path):
     figures: dict = {}
     body = pr.predicted_section(CAL, tmp_path, figures)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -415,6 +416,82 @@ def test_readers_never_change_the_file(tmp_path):
     with ResultStore(db) as s:  # the next writer rolls the journal back for good
         assert [r["model"] for r in s.rows()] == ["fcn5_tiny"] * 3
     assert not Path(f"{db}-journal").exists()
+
+
+KILLED_WRITER = ("import os, signal, sqlite3, sys\n"
+                 "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                 "con.execute('PRAGMA cache_size=1')\n"
+                 "con.execute('BEGIN IMMEDIATE')\n"
+                 "for sql in sys.argv[2:]:\n"
+                 "    con.execute(sql)\n"
+                 "os.kill(os.getpid(), signal.SIGKILL)\n")
+
+
+def kill_a_writer_mid_transaction(db: Path, *sql: str) -> bytes:
+    """A writer of ``db`` killed with SIGKILL inside a transaction of ``sql`` (default: every
+    sample deleted, every model renamed ``gone``) whose pages reached the file
+    (``cache_size=1`` spills them): its hot journal's bytes."""
+    sql = sql or ("DELETE FROM samples", "UPDATE results SET model = 'gone'")
+    subprocess.run([sys.executable, "-c", KILLED_WRITER, str(db), *sql], check=False)
+    return Path(f"{db}-journal").read_bytes()
+
+
+@pytest.mark.parametrize("meanwhile", ["rolled back", "rolled back, then another killed"])
+def test_a_reader_beside_a_hot_journal_never_copies_a_writer_s_half_state(tmp_path,
+                                                                          monkeypatch,
+                                                                          meanwhile):
+    """A reader beside a killed writer's hot journal copies the file and the journal; another
+    writer (a second sweep) may roll the journal back, and write, between the two copies. The
+    reader sees the committed rows, never the half-written transaction (which showed as
+    damaged rows, or a damaged file), and leaves the file as the writers left it."""
+    import dlperf.results.dbfile as dbfile
+
+    db = make_db(tmp_path / "r.db", batches=(8, 16, 32))
+    first = kill_a_writer_mid_transaction(db)
+    real_copy, interfered = dbfile.shutil.copyfile, []
+
+    def copy_while_a_writer_takes_over(src, dst, **kw):
+        out = real_copy(src, dst, **kw)
+        if Path(src) == db and not interfered:
+            interfered.append(True)
+            ResultStore(db).close()  # the survivor rolls the journal back for good
+            if meanwhile != "rolled back":
+                # a new hot journal, of another page than most the first one changed
+                assert kill_a_writer_mid_transaction(
+                    db, "UPDATE meta SET value = 'x' WHERE key = 'created_by'") != first
+        return out
+
+    monkeypatch.setattr(dbfile.shutil, "copyfile", copy_while_a_writer_takes_over)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a damaged row is a warning: none may come
+        with ResultStore(db, read_only=True) as s:
+            got = [(r["model"], r["batch_size"]) for r in s.rows()]
+            assert all(s.samples(r["id"]) for r in s.rows())
+    assert interfered and got == [("fcn5_tiny", b) for b in (8, 16, 32)]
+    assert Path(f"{db}-journal").exists() == (meanwhile != "rolled back")
+
+
+def test_a_hot_journal_that_never_settles_is_a_bounded_clear_error(tmp_path, monkeypatch):
+    """Beside a hot journal that changes every time the file is copied (writers that keep
+    rolling back and writing), a reader gives up after the lock timeout, saying why."""
+    import dlperf.results.dbfile as dbfile
+
+    db = make_db(tmp_path / "r.db")
+    kill_a_writer_mid_transaction(db)
+    journal = Path(f"{db}-journal")
+    real_copy, copies = dbfile.shutil.copyfile, []
+
+    def copy_and_change_the_journal(src, dst, **kw):
+        copies.append(src)
+        journal.write_bytes(journal.read_bytes() + b"\0")
+        return real_copy(src, dst, **kw)
+
+    monkeypatch.setattr(dbfile.shutil, "copyfile", copy_and_change_the_journal)
+    monkeypatch.setenv("DLPERF_DB_TIMEOUT_S", "0.3")
+    t0 = time.monotonic()
+    with pytest.raises(StoreBusy, match=r"stopped mid-write.*for 0.3 s.*DLPERF_DB_TIMEOUT_S"):
+        ResultStore(db, read_only=True)
+    assert 0.3 <= time.monotonic() - t0 < 10 and len(copies) > 1
 
 
 def test_db_timeout_must_be_a_positive_number(monkeypatch, tmp_path):

@@ -60,7 +60,8 @@ NPROC_CATEGORY = "N-GPU via predict --nproc"
 
 _RECORDS: dict[tuple, Records] = {}
 #: This process's residual tables: (model key, data digest) -> category ->
-#: ``(residual, bound, point)``, read from the table beside the data or left by :func:`validate`.
+#: ``(residual, bound, point)``, read from the table beside the data or installed by a
+#: validation (:func:`install_residuals`).
 _RESIDUALS: dict[tuple[str, str], dict[str, list[iv.KeyedResidual]]] = {}
 #: Why a set of results files has no residual table (same key), for the prediction's note.
 _NO_TABLE: dict[tuple[str, str], str] = {}
@@ -191,6 +192,17 @@ def _interval(recs: Records, category: str, level: float, bound: str | None,
 def table_key(recs: Records) -> tuple[str, str]:
     """The residual table's key of ``recs``: the model's source and the files' content."""
     return fc.model_key(), fc.data_digest(recs.sources)
+
+
+def install_residuals(recs: Records, table: dict[str, list[iv.KeyedResidual]]) -> None:
+    """Make ``table`` (category -> ``(residual, bound, point)``: a full validation's,
+    :func:`dlperf.validation.residual_table`) this process's residual table of ``recs`` under
+    the current model (:func:`table_key`): later predictions on the same files take their
+    intervals from it, and the reason recorded for a missing table (:data:`_NO_TABLE`) is
+    dropped. Writes nothing to disk (:func:`fitcache.write_table` does)."""
+    key = table_key(recs)
+    _RESIDUALS[key] = table
+    _NO_TABLE.pop(key, None)
 
 
 def residuals(recs: Records, category: str) -> list[float]:

@@ -39,9 +39,17 @@ import numpy as np
 #: category's pooled residuals): 20 gives finite two-sided 90% conformal quantiles (19 do).
 MIN_GROUP_ROWS = 20
 
-#: The back-test categories :func:`dlperf.perfmodel.api.predict` takes intervals from.
+#: Back-test categories :func:`dlperf.perfmodel.api.predict` takes intervals from whose
+#: leave-one-point-out coverage ``--validate`` prints
+#: (:meth:`dlperf.validation.Validation.coverage`, the default of
+#: :func:`dlperf.validation.intervalcheck.coverage`): every what-if category of the back-test
+#: (:data:`dlperf.validation.backtest.WHATIF_CATEGORIES`; the framework ones are
+#: :data:`dlperf.perfmodel.api.FRAMEWORK_WHATIFS`'s). The split table judges every category
+#: leave-one-model-out (:meth:`dlperf.validation.Validation.split_table`).
 INTERVAL_CATEGORIES = ("held-out batch", "leave-one-model-out", "what-if fp32->bf16",
-                       "what-if eager->graph", "what-if B->2B", "2-GPU from 1-GPU")
+                       "what-if eager->graph", "what-if torch->jax", "what-if jax->torch",
+                       "what-if torch graph->jax", "what-if jax->torch graph",
+                       "what-if two changes", "what-if B->2B", "2-GPU from 1-GPU")
 
 #: Categories whose rows are pooled with others' for an interval (:func:`calibration_categories`):
 #: the stored one-node N-device points through ``predict --nproc`` (8 on the committed H200

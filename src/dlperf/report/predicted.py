@@ -35,11 +35,15 @@ BUDGET_S = 1.0
 #: The back-test categories a report runs (no what-ifs: see the module's docstring).
 REPORT_CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
                      "all-reduce >= 1 MiB", "2-GPU from 1-GPU", "repeat (noise floor)")
-#: Categories whose rows are step times (the scatter's points; all-reduce rows are collective
-#: times, repeat rows one measurement against another).
+#: Categories whose rows are step times (the scatter's points, in its legend's order;
+#: all-reduce rows are collective times, repeat rows one measurement against another): those
+#: of :data:`REPORT_CATEGORIES` and every what-if category of the back-test
+#: (:data:`dlperf.validation.backtest.WHATIF_CATEGORIES`), which a report's back-test does not
+#: run but a full validation's rows hold.
 STEP_CATEGORIES = ("held-out batch", "extrapolate 2x", "leave-one-model-out",
-                   "what-if fp32->bf16", "what-if eager->graph", "what-if B->2B",
-                   "2-GPU from 1-GPU")
+                   "what-if fp32->bf16", "what-if eager->graph", "what-if torch->jax",
+                   "what-if jax->torch", "what-if torch graph->jax", "what-if jax->torch graph",
+                   "what-if two changes", "what-if B->2B", "2-GPU from 1-GPU")
 PLOT_NAME = "predicted_vs_measured.png"
 #: What each category's baseline is (docs/perfmodel.md).
 BASELINES = {

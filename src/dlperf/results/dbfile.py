@@ -8,7 +8,13 @@
   killed inside a transaction leaves a *hot journal* that a read-only connection may not roll
   back (``SQLITE_READONLY_ROLLBACK``); then the file and its journal are copied to a temporary
   folder and rolled back there: the reader sees the last committed state and the file stays as
-  it is (the next writer rolls it back for good). The copy is made inside a read
+  it is (the next writer rolls it back for good). The two copies are not taken under a lock
+  (a read-only connection cannot take one beside a hot journal): another writer may roll the
+  journal back, and write, between them, so the journal is read before the file and again
+  after it, and a copy is used only if the journal stayed the same, byte for byte (a rollback
+  deletes it, a new transaction writes a new one with a new random nonce); otherwise the file
+  is read again from the start (the writer has usually rolled it back, and the ordinary read
+  succeeds), for up to :func:`db_timeout_s` seconds. The ordinary copy is made inside a read
   transaction taken as writers take theirs (:func:`begin_read`: bounded, and said), since the
   backup itself retries another process's exclusive lock forever.
 - **Writers** (:func:`open_writer`, :func:`begin_immediate`) wait for another writer's lock
@@ -54,6 +60,9 @@ DEFAULT_DB_TIMEOUT_S = 120.0
 #: Seconds one try for another process's write lock waits inside SQLite (between tries Python
 #: runs its signal handlers: Ctrl-C acts).
 LOCK_TRY_S = 0.25
+#: Seconds between two reads of a file whose hot journal changed while it was copied
+#: (:func:`open_copy`).
+READ_RETRY_S = 0.02
 #: Environment variable: seconds of waiting for a lock before a line on stderr says so.
 LOCK_NOTICE_ENV = "DLPERF_LOCK_NOTICE_S"
 #: Default of :data:`LOCK_NOTICE_ENV`.
@@ -309,23 +318,30 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
 
     Raises:
         StoreError: the file cannot be read, or is not an SQLite database.
+        StoreBusy: beside a hot journal, the file and its journal kept changing (writers
+            rolling it back and writing) for :func:`db_timeout_s` seconds.
     """
     mem = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        try:
-            _backup(file_uri(path, "ro"), mem, path)
-        except sqlite3.Error as e:
-            if _name(e) != "SQLITE_READONLY_ROLLBACK":
-                raise
-            from dlperf.tempdirs import owned_tempdir
-
-            with owned_tempdir("dlperf-read-") as tmp:
-                copy = Path(tmp) / "copy.db"
-                shutil.copyfile(path, copy)
-                journal = Path(f"{path}-journal")
-                if journal.is_file():
-                    shutil.copyfile(journal, Path(f"{copy}-journal"))
-                _backup(file_uri(copy, "rw"), mem, path)
+        limit = db_timeout_s()
+        start = time.monotonic()
+        while True:
+            try:
+                _backup(file_uri(path, "ro"), mem, path)
+                break
+            except sqlite3.Error as e:
+                if _name(e) != "SQLITE_READONLY_ROLLBACK":
+                    raise
+            if _backup_rolled_back(path, mem):
+                break
+            if time.monotonic() - start >= limit:
+                raise StoreBusy(
+                    f"{str(path)!r} has the journal of a writer that was stopped mid-write, "
+                    f"and for {limit:g} s the file and its journal changed while they were "
+                    "read (other processes writing to it); nothing stored in it is lost. Run "
+                    f"the same command again once they are done, or wait longer: "
+                    f"{DB_TIMEOUT_ENV}=SECONDS")
+            time.sleep(READ_RETRY_S)
     except sqlite3.Error as e:
         mem.close()
         if _name(e).startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
@@ -336,7 +352,39 @@ def open_copy(path: str | Path) -> sqlite3.Connection:
             raise StoreError(f"{str(path)!r} is not a dlperf results database ({e}); give "
                              "another --db path") from None
         raise store_error(e, path, "reading it") from None
+    except BaseException:
+        mem.close()
+        raise
     return mem
+
+
+def _backup_rolled_back(path: str | Path, dest: sqlite3.Connection) -> bool:
+    """Copy the results file ``path`` and its hot journal to a temporary folder, roll the
+    journal back there and back the result up into ``dest``; False (``dest`` untouched) when
+    the journal was gone, empty, or not the same before and after the file was copied: a
+    writer rolled it back (and may have written) meanwhile, so the copy of the file may hold
+    a mix of states; the caller reads again."""
+    from dlperf.tempdirs import owned_tempdir
+
+    journal = Path(f"{path}-journal")
+    try:
+        before = journal.read_bytes()
+    except FileNotFoundError:
+        return False
+    if not before:
+        return False
+    with owned_tempdir("dlperf-read-") as tmp:
+        copy = Path(tmp) / "copy.db"
+        shutil.copyfile(path, copy)
+        try:
+            after = journal.read_bytes()
+        except FileNotFoundError:
+            return False
+        if after != before:
+            return False
+        Path(f"{copy}-journal").write_bytes(before)
+        _backup(file_uri(copy, "rw"), dest, path)
+    return True
 
 
 def _backup(uri: str, dest: sqlite3.Connection, path: str | Path) -> None:

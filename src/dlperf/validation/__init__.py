@@ -84,9 +84,7 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
             v.rows += predict_nproc_rows(recs)
     v.solution_keys = solutions
     if budget_s is None and cats is None:  # every row: the residuals predict() uses
-        key = api.table_key(recs)
-        api._RESIDUALS[key] = residual_table(v)
-        api._NO_TABLE.pop(key, None)
+        api.install_residuals(recs, residual_table(v))
     return v
 
 

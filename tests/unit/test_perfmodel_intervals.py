@@ -34,12 +34,33 @@ def test_conformal_quantile_is_the_finite_sample_order_statistic():
     lo, hi, how = iv.conformal_bounds([0.1, -0.3, 0.2, 0.05, -0.1, 0.0, 0.15, -0.2, 0.25, 0.1],
                                       0.9)
     assert (lo, hi, how) == (-0.3, 0.3, "conformal |r|")
-    lo, hi, how = iv.conformal_bounds([0.1, -0.1, 0.2], 0.9)  # too few for any: said so
-    assert how == "empirical" and -0.1 <= lo < hi <= 0.2
+    # n = 3: |r| needs k = ceil(4 x 0.9) = 4 > 3, no finite conformal rank: +- the largest
+    # |r| (the |r| rule's at 75%), said so
+    lo, hi, how = iv.conformal_bounds([0.1, -0.1, 0.2], 0.9)
+    assert (lo, hi, how) == (-0.2, 0.2, "max |r|")
+    assert iv.conformal_bounds([0.1, -0.1, 0.2], 0.75) == (-0.2, 0.2, "conformal |r|")
+    assert "largest of 3 |r|" in iv.ranks_of(3, 0.9, how)
     with pytest.raises(ValueError, match="at least one residual"):
         iv.conformal_bounds([], 0.9)
     with pytest.raises(ValueError, match="level must be in"):
         iv.conformal_bounds([0.1], 1.5)
+
+
+@pytest.mark.parametrize("n", range(1, 41))
+def test_conformal_bounds_are_monotone_in_the_level(n):
+    """Random residual sets of every size 1-40 (normal, skewed, all of one sign), levels on a
+    grid of 0.01 to 0.99: as the level grows the lower bound never rises and the upper never
+    falls, across the switches between the two-sided, ``|r|`` and ``max |r|`` rules."""
+    rng = np.random.default_rng(n)
+    levels = np.round(np.arange(0.01, 0.995, 0.01), 2)
+    for values in (rng.normal(0.0, 0.1, n), rng.lognormal(-2.0, 1.0, n) - 0.05,
+                   -rng.exponential(0.1, n), rng.standard_t(2, n)):
+        got = [iv.conformal_bounds(list(values), float(lv)) for lv in levels]
+        lo, hi = np.array([g[0] for g in got]), np.array([g[1] for g in got])
+        assert np.all(np.diff(lo) <= 0) and np.all(np.diff(hi) >= 0), (n, values)
+        assert np.all(lo <= hi)
+        # the highest level: no narrower than the largest residual on each side
+        assert lo[-1] <= values.min() and hi[-1] >= values.max()
 
 
 def test_conformal_holds_its_level_where_the_plain_quantile_does_not():

@@ -857,8 +857,9 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     what-if not in :data:`FRAMEWORK_WHATIFS`, never back-tested: its path's), and those of
     the same path in a committed residual table of other files where the files' own table has
     none (:func:`_borrowed_interval`), widened where that table's devices are not the
-    prediction's ``gpu`` (:func:`intervals.cross_gpu`). Several nodes are not validated: no
-    interval."""
+    prediction's ``gpu`` (:func:`intervals.cross_gpu`). A borrowed interval holds the same
+    residuals' interval at ``level`` on each side (:func:`intervals.conformal_bounds` is
+    monotone in the level). Several nodes are not validated: no interval."""
     if req.nnodes > 1:
         note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
                 "judge this kind of prediction against)")
@@ -875,11 +876,6 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     group = ivl.describe()
     d.explain["interval"] = _interval_words(ivl, at, d.step_s)
     if why:
-        own = _interval(recs, d.path, level, d.one.bound, req.withheld)
-        hull = _at_least(ivl, own)
-        if hull is not ivl:
-            d.explain["interval"]["widened"] = [hull.low_ratio, hull.high_ratio, _HULL_WORDS]
-            ivl = hull
         group = f"borrowed from {d.path} at {wider:.0%}: {group}"
         _say_widened(d, at, level, why)
     t = d.step_s
@@ -896,8 +892,6 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
         return (float("nan"), float("nan")), None, _no_interval(d, recs)
     ivl, table, gpus = got
     d.explain["interval"] = _interval_words(ivl, wider, d.step_s)
-    own = _borrowed_interval(recs, d.path, level, d.one.bound, req.withheld)
-    ivl = _at_least(ivl, own[0] if own else None)
     ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus, d.one.cfg.device)
     d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
     d.assumptions.append(f"borrowed interval: {gpu_words}")
@@ -908,22 +902,6 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
     t = d.step_s
     return ((t * ivl.low_ratio, t * ivl.high_ratio),
             f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}", None)
-
-
-_HULL_WORDS = ("at least the same residuals' interval at the validated level: a path beyond "
-               "what was validated is never narrower than a validated one")
-
-
-def _at_least(ivl: iv.Interval, own: iv.Interval | None) -> iv.Interval:
-    """A borrowed interval ``ivl`` (at the wider level) made at least as wide, on each side,
-    as ``own`` (the same residuals at the prediction's level): with few rows the wider level
-    falls back to empirical quantiles (:func:`intervals.conformal_bounds`) and can come out
-    narrower than the validated level's conformal rank. ``ivl`` itself where it already is."""
-    if own is None or (ivl.low_ratio <= own.low_ratio and ivl.high_ratio >= own.high_ratio):
-        return ivl
-    return iv.Interval(min(ivl.low_ratio, own.low_ratio), max(ivl.high_ratio, own.high_ratio),
-                       ivl.group, ivl.n, f"{ivl.method}, at least {own.method} at the validated "
-                       "level")
 
 
 def _interval_words(ivl: iv.Interval, level: float, step_s: float) -> dict[str, Any]:

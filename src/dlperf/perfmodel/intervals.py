@@ -55,8 +55,8 @@ INTERVAL_CATEGORIES = ("held-out batch", "leave-one-model-out", "what-if fp32->b
 #: the stored one-node N-device points through ``predict --nproc`` (8 on the committed H200
 #: files, under the 19 a two-sided 90% conformal interval needs) with the 2-GPU-from-1-GPU
 #: pairs, both errors of an N-device step on the same points. Chosen on development rows:
-#: leave-one-point-out 6 of 6 covered pooled against 4 of 6 alone (an empirical interval of 5
-#: rows); leave-one-model-out 4 of 6 either way (2 development models).
+#: leave-one-model-out 5 of 6 covered pooled against 3 of 6 alone (2 development models);
+#: leave-one-point-out 5 of 6 either way (alone: ``max |r|`` of 5 rows).
 POOLED_WITH: dict[str, tuple[str, ...]] = {
     "N-GPU via predict --nproc": ("2-GPU from 1-GPU",)}
 
@@ -86,8 +86,9 @@ class Interval:
             ``2-GPU from 1-GPU, pooled``.
         n: how many residuals.
         method: ``conformal`` (two one-sided conformal quantiles), ``conformal |r|`` (a
-            symmetric one: too few rows for two sides), ``empirical`` (the pooled rule, or too
-            few rows for any conformal interval at this level).
+            symmetric one: too few rows for two sides), ``max |r|`` (too few rows for any
+            finite conformal interval at this level: ``+-`` the largest ``|r|``,
+            :func:`conformal_bounds`), ``empirical`` (the pooled rule).
     """
 
     low_ratio: float
@@ -170,16 +171,26 @@ def empirical_bounds(values: Sequence[float], level: float) -> tuple[float, floa
 
 def conformal_bounds(values: Sequence[float], level: float) -> tuple[float, float, str]:
     """Split-conformal bounds from ``n`` exchangeable residuals (log-ratio units) and the
-    method used.
+    method used; monotone in ``level`` for every ``n`` (the lower bound never rises, the upper
+    never falls, as ``level`` grows).
 
     Two-sided: with ``alpha = 1 - level`` and ``k = ceil((n + 1)(1 - alpha / 2))``, the k-th
     smallest residual is the upper bound and the (n + 1 - k)-th smallest the lower one; each
     side misses a new exchangeable residual with probability <= alpha / 2 (Vovk et al. 2005;
     Lei et al. 2018, "Distribution-free predictive inference for regression", JASA, Lemma 2),
-    so together <= alpha. Needs ``k <= n`` (n >= 19 at 90%). Otherwise the symmetric score
-    ``|r|`` with ``k = ceil((n + 1)(1 - alpha))`` (n >= 9 at 90%); below that no finite
-    conformal interval exists and the empirical quantiles are returned, said so by the method
-    (``empirical``).
+    so together <= alpha. Needs ``k <= n`` (``alpha >= 2 / (n + 1)``: n >= 19 at 90%).
+    Otherwise the symmetric score ``|r|``: ``+-`` its ``k = ceil((n + 1)(1 - alpha))``-th
+    smallest (the same lemma for one score), which misses with probability <= alpha where
+    ``k <= n`` (``alpha >= 1 / (n + 1)``: n >= 9 at 90%), printed ``conformal |r|``. Where two
+    sides need ``k > n``, ``(n + 1)(1 - alpha) > n - 1``, so this ``k`` is ``n``: the largest
+    ``|r|``, whose ``+-`` holds the two-sided rule's widest bounds (the smallest and largest
+    residual). Where it too is ``n + 1`` (``alpha < 1 / (n + 1)``), no rank of the ``n``
+    residuals is a conformal quantile at ``level`` (the lemma's rank exceeds ``n``): no finite
+    interval is guaranteed to hold ``level``, and ``+-`` the largest ``|r|`` is returned all
+    the same, printed ``max |r|``: the widest bounds of any conformal rank of these residuals
+    (the ``|r|`` rule's at level ``n / (n + 1)``, the most they guarantee), so never narrower
+    than a lower level's. Within each rule the ranks rise with ``level``, and each rule's
+    bounds hold those of the rule used below it, hence the monotonicity.
 
     Raises:
         ValueError: no values, or ``level`` outside (0, 1).
@@ -190,28 +201,30 @@ def conformal_bounds(values: Sequence[float], level: float) -> tuple[float, floa
     k = _rank((n + 1) * (1 - alpha / 2))
     if k <= n:
         return float(s[n - k]), float(s[k - 1]), "conformal"
-    k = _rank((n + 1) * (1 - alpha))
-    if k <= n:
-        a = float(np.sort(np.abs(s))[k - 1])
-        return -a, a, "conformal |r|"
-    lo, hi = empirical_bounds(values, level)
-    return lo, hi, "empirical"
+    # k of |r| >= n here (above); n + 1: no finite conformal rank, the largest |r| all the same
+    a = float(np.max(np.abs(s)))
+    return -a, a, "conformal |r|" if _rank((n + 1) * (1 - alpha)) <= n else "max |r|"
 
 
 def ranks_of(n: int, level: float, method: str) -> str:
     """Which order statistics of ``n`` residuals :func:`conformal_bounds` took at ``level`` by
-    ``method``, in words (``ranks 5 and 106 of 110 ascending ...``), for a reader to check."""
+    ``method``, in words (``ranks 5 and 106 of 110 ascending ...``), for a reader to check;
+    the ``empirical`` method is the pooled rule's (:func:`pooled`)."""
     alpha = 1.0 - level
     if method == "conformal":
         k = _rank((n + 1) * (1 - alpha / 2))
         return (f"ranks {n + 1 - k} and {k} of {n} ascending (k = ceil({n + 1} x "
                 f"{1 - alpha / 2:g}) = {k})")
+    k = _rank((n + 1) * (1 - alpha))
     if method == "conformal |r|":
-        k = _rank((n + 1) * (1 - alpha))
         return (f"+- rank {k} of {n} |r| ascending (k = ceil({n + 1} x {1 - alpha:g}) = "
                 f"{k})")
-    return (f"numpy.quantile at {(1 - level) / 2:g} and {(1 + level) / 2:g} of {n} (too few "
-            "rows for a conformal rank)")
+    if method == "max |r|":
+        return (f"+- the largest of {n} |r| (k = ceil({n + 1} x {1 - alpha:g}) = {k} > {n}: "
+                f"no finite conformal rank at this level; the |r| rule's at "
+                f"{n / (n + 1):.3g})")
+    return (f"numpy.quantile at {(1 - level) / 2:g} and {(1 + level) / 2:g} of {n} (the "
+            "pooled rule: no conformal rank)")
 
 
 def _check(values: Sequence[float], level: float) -> None:

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.config import RunConfig
-from dlperf.data.pipeline import raised_by_input
 from dlperf.env import collect_env, host_speed
 from dlperf.errors import DataMissing, DlperfError, UnavailableError
 from dlperf.frameworks import NonFiniteLoss, get_adapter
@@ -42,7 +41,6 @@ from dlperf.measure.probes import (
     profile_comm,
     run_probes,
 )
-from dlperf.measure.ranks import gather_ranks, rank_payload
 from dlperf.measure.segment import run_segment, segment_parts
 from dlperf.measure.warnings import quality_warnings
 from dlperf.placement import bind_cpus
@@ -65,6 +63,8 @@ def failure_status(exc: BaseException, is_oom: Any) -> tuple[str, str]:
         # not final (run again where it is present)
         status = "unavailable"
     else:
+        from dlperf.data.pipeline import raised_by_input  # the data package: a failed run only
+
         # a bad input file that surfaced as the framework's own exception (tf.data's decode, a
         # loader worker): "error", not final, so fixing the file gets the point measured
         status = "error" if isinstance(exc, DlperfError) or raised_by_input(exc) else "crash"
@@ -191,6 +191,8 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
     comp, steady, wall_s = compile_info(session), loop.steady_state, loop.wall_s
     compiled_at = loop.compiled_at
     if dist is not None:
+        from dlperf.measure.ranks import gather_ranks, rank_payload  # data-parallel runs only
+
         t1 = time.perf_counter()
         comm = profile_comm(session, cfg.parallel.comm_profile_iters, adapter.is_oom)
         if session.comm_profile is not None and cfg.parallel.comm_profile_iters > 0:

@@ -114,3 +114,33 @@ def test_unchanged_tables_and_points_are_not_written_again(tmp_path, cache):
     before = written[1].read_text()
     fc.write_table([f], {"held-out batch": [(0.3, "host", None)]})
     assert written[1].stat().st_mtime_ns != 10**9 and written[1].read_text() != before
+
+
+@pytest.mark.parametrize("bad", ["{bad", "[]"])
+def test_a_damaged_row_with_a_timeline_is_skipped_with_the_rest(tmp_path, cache, bad):
+    import sqlite3
+    import warnings
+
+    from dlperf.results import timelines
+    from dlperf.results.rowcheck import DamagedRows
+    from dlperf.results.store import ResultStore
+
+    f = _copy(tmp_path)
+    truth = records.read_store(f).points
+    db = sqlite3.connect(f)
+    rid = truth[0].result_id
+    db.execute("CREATE TABLE IF NOT EXISTS timelines (result_id INTEGER PRIMARY KEY, "
+               "format TEXT, data TEXT NOT NULL)")
+    db.execute("INSERT INTO timelines VALUES (?, ?, ?)", (rid, timelines.FORMAT, "eJwDAAAAAAE="))
+    db.execute("UPDATE results SET result_json=? WHERE id=?", (bad, rid))
+    db.commit()
+    db.close()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        got = records.load(f)
+    assert [p.result_id for p in got.points] == [p.result_id for p in truth if p.result_id != rid]
+    assert list(got.damaged[f]) == [rid]
+    assert any(issubclass(w.category, DamagedRows) and f"id {rid}" in str(w.message)
+               for w in said)
+    with ResultStore(f, read_only=True) as store, pytest.raises(Exception, match="damaged"):
+        timelines.load(store, rid)

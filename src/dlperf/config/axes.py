@@ -26,6 +26,10 @@ alone (:data:`AXIS_OF`): ``dlperf run``'s flags, a sweep file's keys, ``make_run
 batch_size=64)`` and the run key name fields, and :func:`nest_settings` puts them on their
 axis; :func:`flat_settings` reads a stored config of either shape back by field name.
 
+Every model here is built when first used (pydantic's ``defer_build``; a :class:`~dlperf.config.
+RunConfig` builds those it holds): a process that never validates an axis alone does not build
+it.
+
 DDP's options are options of the frameworks whose data-parallel engine takes them (registry
 ``ddp``: PyTorch, and the fake framework standing in for it): their ``Options`` models
 (``frameworks/<name>/options.py``) are :class:`DDPOptions` subclasses, so they are given as
@@ -100,7 +104,7 @@ class IterationPolicy(BaseModel):
     and hyperfine calibrate the number of rounds).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     min_iters: int = Field(ITERATIONS.min_iters, ge=1, le=MAX_ITERS)
     min_time_s: float = Field(ITERATIONS.min_time_s, ge=0.0, le=MAX_SECONDS)
@@ -130,7 +134,7 @@ class DDPOptions(BaseModel):
     off); see the PyTorch DDP documentation for what each changes. A framework takes them when
     its registry entry says ``ddp=True`` (:mod:`dlperf.registry`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     bucket_cap_mb: float = Field(DDP.bucket_cap_mb, gt=0.0, le=MAX_BUCKET_MB)
     gradient_as_bucket_view: bool = DDP.gradient_as_bucket_view
@@ -199,7 +203,7 @@ class _Axis(BaseModel):
     in :attr:`LIMITS` (``field -> (limit, what it counts)``, :mod:`dlperf.config.limits`) and
     :attr:`CHOICES` (``field -> its choices``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     LIMITS: ClassVar[dict[str, tuple[float, str]]] = {}
     CHOICES: ClassVar[dict[str, Any]] = {}

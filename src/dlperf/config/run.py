@@ -65,7 +65,7 @@ class RunConfig(BaseModel):
             (:mod:`dlperf.config.messages`), :func:`make_run_config` makes it a ConfigError.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
     workload: Workload
     runtime: Runtime = Field(default_factory=Runtime)

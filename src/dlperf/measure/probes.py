@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dlperf.measure.dispatch import METHOD, probe_count, probe_dispatch
 from dlperf.perfmodel.datasheet import datasheet_peaks
 from dlperf.perfmodel.mfu import mfu_summary
 from dlperf.results.schema import RunRecord
@@ -160,6 +159,8 @@ def dispatch_into(samples: dict[str, list[float]], cfg: Any, session: Any,
     (the host runs the step: its dispatch is the step) and the part says so. Every process of
     a data-parallel run probes the same number of iterations (the steps hold collectives). A
     failure is kept as the part's ``error``; the measurement stands."""
+    from dlperf.measure.dispatch import METHOD, probe_count, probe_dispatch  # not every run's
+
     if cfg.hardware.device == "cpu":
         return {"dispatch_s": None, "method": METHOD,
                 "reason": "CPU device: the host runs the step, so its dispatch is the step"}

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf import stats
-from dlperf.data.pipeline import data_wait_summary
 from dlperf.errors import NonFiniteLoss
 from dlperf.heartbeat import beat
 from dlperf.measure import convergence
@@ -182,6 +181,8 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
                       ci_rel_reached=ci_target[2])
     if compiled_at is not None:
         comp = {**comp, "compiled_at": compiled_at}
+    from dlperf.data.pipeline import data_wait_summary  # the data package: its loaders' runs
+
     return {
         # below MIN_CI_SAMPLES no interval reaches 95%: none is stored (and a warning says
         # so: dlperf.measure.warnings)

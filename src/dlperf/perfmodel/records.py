@@ -407,10 +407,11 @@ def _data_parallel(rec: RunRecord, dist: Any, world: int) -> dict[str, Any]:
 XLA_TIMELINE_SOURCE = "XSpace"
 
 
-def _launch_counts(store: Any) -> dict[int, float]:
+def _launch_counts(store: Any, skip: Iterable[int] = ()) -> dict[int, float]:
     """``{result id: launches per iteration}`` of the XLA timelines stored in ``store``
     (:func:`dlperf.perfmodel.hostcount.launches_per_iter`; ~0.7 s for calibration2.db's 28 JAX
-    timelines, kept with the file's points by :func:`read_file`)."""
+    timelines, kept with the file's points by :func:`read_file`); the timelines of the result
+    ids in ``skip`` (the file's damaged rows) are not read."""
     from dlperf.perfmodel import hostcount
     from dlperf.results import timelines
 
@@ -419,7 +420,10 @@ def _launch_counts(store: Any) -> dict[int, float]:
                       ).fetchone():
         return {}
     out: dict[int, float] = {}
+    bad = set(skip)
     for (rid,) in db.execute("SELECT result_id FROM timelines").fetchall():
+        if rid in bad:
+            continue
         tl = timelines.load(store, rid)
         if not tl or XLA_TIMELINE_SOURCE not in str(tl.get("source") or ""):
             continue
@@ -641,7 +645,7 @@ def read_store(path: str) -> FileInputs:
     with ResultStore(path, read_only=True) as store, warnings.catch_warnings():
         warnings.simplefilter("ignore", DamagedRows)
         damaged = sorted(store.damaged().items())
-        counts = _launch_counts(store)
+        counts = _launch_counts(store, skip=[rid for rid, _ in damaged])
         for rec in store.records(samples=False, status="ok"):
             p = point_of(rec, "")
             if p is not None:

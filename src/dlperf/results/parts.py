@@ -31,9 +31,10 @@ Bytes = Num
 class Part(BaseModel):
     """Base of every part: a key it does not declare is refused (pydantic's
     ``extra_forbidden`` error names it), and an assignment is validated (``rec.memory =
-    {...}`` becomes a :class:`Memory`)."""
+    {...}`` becomes a :class:`Memory`). Its validator is built when first used
+    (``defer_build``): a process that never validates a part does not build it."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
 
 class Spec(Part):

@@ -57,7 +57,7 @@ def load(store: Any, result_id: int) -> dict[str, Any] | None:
     ``data`` put back; None if it has none.
 
     Raises:
-        ConfigError: no result has that id.
+        ConfigError: no result has that id, or its record does not read as a JSON object.
     """
     db = store._db
     row = db.execute("SELECT result_json FROM results WHERE id=?", (result_id,)).fetchone()
@@ -68,7 +68,15 @@ def load(store: Any, result_id: int) -> dict[str, Any] | None:
                      (result_id,)).fetchone()
     if got is None:
         return None
-    part = (json.loads(row[0] or "{}").get("timeline") or {})
+    try:
+        doc = json.loads(row[0] or "{}")
+    except (ValueError, RecursionError) as e:
+        doc = e
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"result {result_id} of {store.path} is damaged: its record does not "
+                          f"read as a JSON object; `dlperf results --db {store.path}` names the "
+                          f"damaged rows, re-run the point to replace it")
+    part = doc.get("timeline") or {}
     return {**part, "format": got[0], "data": got[1]}
 
 

@@ -33,6 +33,16 @@ def test_a_device_never_measured_is_refused_with_the_calibrated_ones():
         api.predict(H200, batch_size=64, **{**R50, "device": "A100"})
 
 
+def test_the_gpu_a_refusal_suggests_has_a_datasheet():
+    from dlperf.perfmodel import records, request
+
+    cpu = records.load(ROOT / "h200" / "cpu_threads.db")
+    with pytest.raises(ConfigError, match=r"--gpu NAME, NAME one of the datasheet GPUs h100, "):
+        request.device_for(cpu, "cuda")  # a device kind is no GPU name
+    with pytest.raises(ConfigError, match=r"with --gpu A100 \(a datasheet GPU"):
+        request.device_for(cpu, "A100")
+
+
 def test_a_batch_that_cannot_fit_is_refused():
     with pytest.raises(ConfigError, match=r"batch 4096 per device does not fit.*largest batch "
                                           r"that fits is \d+ per device"):

@@ -626,11 +626,18 @@ def test_cli_warnings_are_one_line_and_a_comma_gives_two_what_ifs(tmp_path, h200
     assert "resnet50 torch/graph cuda fp32 b=64 synthetic on NVIDIA H200:" in out
 
 
-def test_no_cpu_ceiling_is_the_reason_given():
+def test_a_cpu_without_a_series_is_refused_with_what_would_give_one():
     out = _refused("--db", H200, "--model", "resnet50", "--framework", "torch", "--mode", "eager",
                    "--precision", "fp32", "--device", "cpu", "-b", "16", "--threads", "8")
-    assert "no roofline for torch/eager/fp32/cpu: no measured ceiling for torch fp32" in out
-    assert "--measure-ceilings" in out and "other than resnet50" not in out
+    assert "no roofline for torch/eager/fp32/cpu: a cpu configuration has none" in out
+    assert "other than resnet50" not in out
+    # a CPU's ceilings are never read: measuring them would not help; the stored b=16 point
+    # is withheld from its own fit, and another batch size is what would (as at b=24)
+    assert "--measure-ceilings" not in out
+    assert "is withheld from its own fit" in out and "store another batch size" in out
+    out = _refused("--db", H200, "--model", "resnet50", "--framework", "torch", "--mode", "eager",
+                   "--precision", "fp32", "--device", "cpu", "-b", "24", "--threads", "8")
+    assert "measure another batch size" in out and "--measure-ceilings" not in out
     assert "did you mean 'lstm'?" in _refused("--db", H200, "--model", "LSTM", "-b", "16")
 
 

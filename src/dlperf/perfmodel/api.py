@@ -453,7 +453,7 @@ def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
         else:
             one, path = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
-        raise ConfigError(f"{target.label()}: {e}{_withheld_words(req, e)}"
+        raise ConfigError(f"{target.label()}: {e}{_withheld_words(req, e, cal)}"
                           f"{_how_to_give_flops(recs, target, e)}"
                           + "".join(f" ({n})" for n in recs.damaged_notes())) from None
     path = "what-if B->2B" if req.batch_what_if else path
@@ -468,11 +468,13 @@ def _stored_target_words(req: Request) -> dict[str, str]:
                        "with ratios)"} if req.target_stored else {}
 
 
-def _withheld_words(req: Request, e: Exception) -> str:
+def _withheld_words(req: Request, e: Exception, cal: Calibration) -> str:
     """Where a series fit failed for want of batch sizes (:func:`onedevice.fit_series`'s
-    ``ValueError``) and the point predicted is stored: that its stored measurements are
-    withheld from the fit (their medians), why, and what would allow a prediction."""
-    if not req.withheld or not isinstance(e, ValueError) or "one batch size" not in str(e):
+    ``ValueError``), or no series was left to fit (the analytic way refused), and the point
+    predicted is stored: that its stored measurements are withheld from the fit (their
+    medians), why, and what would allow a prediction."""
+    short = isinstance(e, ValueError) and "one batch size" in str(e)
+    if not req.withheld or not (short or (not req.from_base and not cal.series(req.target))):
         return ""
     meds = "; ".join(f"{p.step_time_s * 1e3:.3f} ms, {point_id(p)}" for p in req.withheld)
     return (f". The stored measurement at b={req.batch} (median {meds}) is withheld from "

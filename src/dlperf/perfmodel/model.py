@@ -70,7 +70,10 @@ def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.
     try:  # the ceilings first: without them no roofline fits, and the reason is theirs
         ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
     except ValueError as e:
-        raise LookupError(f"no roofline for {'/'.join(cfg.group)}: {e}") from None
+        why = (f"a {cfg.device} configuration has none (only a GPU's measured ceilings are "
+               "read), so it is predicted from its own stored series, of two or more batch "
+               "sizes (dlperf run ... -b N)" if not special.ceilings_read(cfg.device) else e)
+        raise LookupError(f"no roofline for {'/'.join(cfg.group)}: {why}") from None
     if eff is None:
         raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
                           "to fit its roofline on")

@@ -253,12 +253,19 @@ def device_for(recs: Records, device: str | None) -> str | None:
     if len(hits) == 1:
         return hits.pop()
     listed = "; ".join(f"{d} ({', '.join(n) or 'name not recorded'})" for d, n in cal.items())
+    from dlperf.perfmodel.hardware import DATASHEETS, datasheet
+
+    try:
+        datasheet(device)
+        gpu = f"--gpu {device} (a datasheet GPU: docs/replay.md)"
+    except ConfigError:  # a device kind such as 'cuda', or no datasheet's name
+        gpu = f"--gpu NAME, NAME one of the datasheet GPUs {', '.join(DATASHEETS)} (docs/replay.md)"
     raise ConfigError(f"device {device!r} was never measured in these results files, and the "
                       "model predicts only a device it was calibrated on (its measured "
                       f"ceilings, host and step times): calibrated here: {listed or 'none'}; "
                       "give one of those, measure the device (dlperf run --device ...) and "
                       "add its results file, or replay a stored trace on a GPU never measured "
-                      f"with --gpu {device} (a datasheet GPU: docs/replay.md)")
+                      f"with {gpu}")
 
 
 def check_target(recs: Records, cfg: Config, where: str) -> None:

@@ -647,3 +647,53 @@ def test_host_speed_at_the_ends_of_its_range_is_predicted(ns):
                     data="synthetic", layout="auto", what_if={"host_speed_ns": ns})
     assert p.predicted_step_time_s > 0 and p.samples_per_s > 0
     assert p.explanation["host speed"]["probe_ns"] == ns
+
+
+def test_data_parallel_without_a_stored_pair_is_refused_naming_the_files():
+    # the H200 folder holds no N-device run: DDP's own overhead is unmeasured, and rho = kappa
+    # = 0 would predict a near-perfect 2-GPU step (24.4 ms against 30.7/31.1 ms stored)
+    kw = dict(model="resnet50", framework="torch", mode="eager", precision="bf16",
+              device="cuda", data="synthetic", layout="auto", batch_size=192, nproc=2)
+    with pytest.raises(ConfigError) as e:
+        api.predict(H200, **kw)
+    msg = str(e.value)
+    assert "DDP's own overhead" in msg and "--nproc 2" in msg
+    assert "--db " in msg and "h200x2" in msg  # the committed table's 2-GPU folder
+    p = api.predict(H200_BOTH, **kw)
+    assert p.provenance["DDP overhead rho, kappa"].startswith("measured")
+    out = _refused("--db", H200, "--model", "resnet50", "--framework", "torch", "--mode",
+                   "eager", "--precision", "bf16", "--data", "synthetic", "--layout", "auto",
+                   "-b", "768", "--nproc", "8")
+    assert "DDP's own overhead" in out
+
+
+def test_a_what_if_with_neither_ratio_measured_is_refused_saying_what_to_measure():
+    # no other model stored in both lstm torch and tensorflow, no TensorFlow roofline: the
+    # answer would be torch's step unchanged, with an interval
+    with pytest.raises(ConfigError) as e:
+        api.predict(H200, "lstm", "torch", "eager", "bf16", "cuda", batch_size=96,
+                    what_if={"framework": "tensorflow"})
+    msg = str(e.value)
+    assert "neither the host nor the device" in msg
+    assert "dlperf run --model lstm --framework tensorflow" in msg
+    # with the ratios measured the what-if is answered (the H200 holds other models' torch
+    # graph pairs), its target withheld as the back-test does
+    from dlperf.perfmodel import model as pm
+    from dlperf.perfmodel.calibrate import Calibration, Config
+
+    recs = api.records_of(H200)
+    base = Config("resnet50", "torch", "eager", "bf16", "cuda", layout="auto")
+    target = base.with_(mode="graph")
+    one = pm.what_if(Calibration(recs, target.matches), base, target, 96, None)
+    assert one.how == "what-if" and "none measured" not in one.provenance["device ratio"]
+
+
+def test_a_two_change_what_if_names_the_changes_it_counts():
+    # framework=torch with mode=graph is one change (jax xla -> torch graph), the precision
+    # the other: the assumption names both as counted, and the path is the two-change one
+    p = api.predict(H200, "bert_base", "jax", precision="bf16", batch_size=48,
+                    what_if={"framework": "torch", "mode": "graph", "precision": "tf32"})
+    words = [a for a in p.assumptions if a.startswith("what-if of two changes")]
+    assert words and ("framework and its mode jax/xla -> torch/graph; precision bf16 -> tf32"
+                      in words[0])
+    assert "starts from bert_base torch/graph cuda bf16" in words[0]

@@ -652,11 +652,11 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
     """
     from dlperf.interrupts import deferring
     from dlperf.report.sections import write_full_report
+    from dlperf.results.schema import now_iso
     from dlperf.results.store import ResultStore
     from dlperf.sweep import execute as run_points
     from dlperf.sweep import preflight
     from dlperf.tempdirs import reclaim_stale
-    from dlperf.worker import now_iso
 
     # Every moment of the command, not only the measuring: a signal that lands as a point is
     # stored, between points or while the summary prints is said as one during a measurement.

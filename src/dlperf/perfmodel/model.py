@@ -276,7 +276,8 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     ms at ``auto`` (channels_last), while both compiled steps read 21.0 and 20.7 ms.
 
     Raises:
-        LookupError: no stored point of ``base``.
+        LookupError: no stored point of ``base``; neither ratio measured (no pair of other
+            models for either and no roofline of the target, no added-operator count).
     """
     base, source, nearer = one_change_base(cal, base, target, batch, source)
     base, layout_notes = _layout_base(cal, base, target, batch, source)
@@ -288,7 +289,7 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     r_h, why_h, pairs_h = ratios.get("host", (None, "", ()))
     r_d, why_d, pairs_d = ratios.get("device", (None, "", ()))
     rule_h, rule_d = "pairs", "pairs"
-    work_t = None
+    work_t, no_roofline = None, ""
     if r_d is None:
         try:
             rb = _roofline_d(cal, base, batch)[0]
@@ -298,8 +299,9 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
                                    "without it")
             ids += list(eff_t.result_ids)
             rule_d = "roofline ratio"
-        except LookupError:
+        except LookupError as e:
             r_d, why_d, rule_d = 1.0, "none measured: unchanged", "none"
+            no_roofline = str(e)
             assumptions.append("device time unchanged: no pair and no roofline for the target")
     added = special.added_ops_host(cal, base, target, b.host_s, cal.device_name(base))
     counted: dict[str, Any] = {}  # the added operators' numbers (c_add), where counted
@@ -310,6 +312,15 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
             counted["c_add"] = {"n_b": terms[0], "n_t": terms[1], "per_model_s": terms[2],
                                 "median_s": median(terms[2].values())}
     elif r_h is None:
+        if rule_d == "none":
+            raise LookupError(
+                f"what-if {base.label()} -> {target.label()}: no other model has a pair of "
+                "stored points in both configurations (same batch, same results file) and the "
+                f"target has no roofline ({no_roofline}), so neither the host nor the device "
+                "time's change is measured and the base's step would be returned unchanged. "
+                f"Measure {target.label()} (dlperf run --model {target.model} --framework "
+                f"{target.framework} --mode {target.mode} --precision {target.precision} ...), "
+                "or another model in both configurations at one batch")
         r_h, why_h, rule_h = 1.0, "none measured: unchanged", "none"
         assumptions.append(f"host time unchanged from {'/'.join(base.group)}: no other model "
                            "has a host-bound pair in both configurations")
@@ -355,10 +366,28 @@ def one_change_base(cal: Calibration, base: Config, target: Config, batch: int,
         src = next((x for x in dict.fromkeys((source, None))
                     if mid not in (base, target) and _fits(cal, mid, batch, x)), "")
         if src != "":
-            return mid, src, [f"what-if of two changes: starts from {mid.label()}, "
-                              f"{target.model}'s stored configuration one change from "
-                              f"{target.label()}, not from {base.label()}"]
+            return mid, src, [f"what-if of two changes ({_changes_words(base, target)}): "
+                              f"starts from {mid.label()}, {target.model}'s stored "
+                              f"configuration one change from {target.label()}, not from "
+                              f"{base.label()}"]
     return base, source, []
+
+
+def _changes_words(base: Config, target: Config) -> str:
+    """The changes of a what-if of two in words, as :func:`dlperf.perfmodel.api.
+    whatif_changes` counts them: the framework with its mode (and compile mode) as one change
+    (``jax/xla -> torch/graph``), else the mode; the precision."""
+    def fw(c: Config) -> str:
+        return "/".join([c.framework, c.mode] + ([c.compile_mode]
+                                                 if c.compile_mode != "default" else []))
+    out = []
+    if target.framework != base.framework:
+        out.append(f"framework and its mode {fw(base)} -> {fw(target)}")
+    elif (target.mode, target.compile_mode) != (base.mode, base.compile_mode):
+        out.append(f"mode {fw(base)} -> {fw(target)}")
+    if target.precision != base.precision:
+        out.append(f"precision {base.precision} -> {target.precision}")
+    return "; ".join(out)
 
 
 def _fits(cal: Calibration, cfg: Config, batch: int, source: str | None) -> bool:

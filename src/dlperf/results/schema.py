@@ -30,7 +30,7 @@ import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, PrivateAttr, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, StrictStr
 
 from dlperf.results.migrations import SCHEMA_VERSION, upgrade_record
 from dlperf.results.parts import (
@@ -78,6 +78,8 @@ STATUSES = ("ok", "oom", "nan_loss", "error", "crash", "timeout", "unavailable")
 
 class StoredAt(BaseModel):
     """Where a record read from a results file sits: its row id and the sweep that wrote it."""
+
+    model_config = ConfigDict(defer_build=True)  # built when first used, as the parts are
 
     id: int
     sweep: str | None = None

@@ -61,12 +61,23 @@ def unknown_choice(what: str, value: str, choices: Iterable[str], *,
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` with the closest of ``choices`` (difflib), or ``""``; a
-    choice equal but for case (``LSTM`` for ``lstm``) first."""
+    """``"; did you mean 'x'?"`` with the closest of ``choices`` (difflib's ratio, at least
+    its default cutoff 0.6), every one equally close named in the order of ``choices``
+    (``'resnet50' or 'resnet56'`` for ``resnet5``), or ``""``; a choice equal but for case (``LSTM`` for ``lstm``) alone."""
     choices = list(choices)
     same = [c for c in choices if str(c).lower() == str(value).lower()]
-    close = same or difflib.get_close_matches(str(value), choices, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    if same:
+        return f"; did you mean {same[0]!r}?"
+    close = difflib.get_close_matches(str(value), choices, n=len(choices) or 1)
+    if not close:
+        return ""
+
+    def ratio(c: object) -> float:
+        m = difflib.SequenceMatcher(None, str(value), str(c))
+        return m.ratio()
+    best = ratio(close[0])
+    tied = [c for c in choices if c in close and ratio(c) == best]  # in the choices' order
+    return f"; did you mean {' or '.join(repr(c) for c in tied)}?"
 
 
 def with_article(word: object) -> str:

@@ -369,7 +369,7 @@ def test_a_stored_point_is_fitted_from_the_series_with_most_batch_sizes(tmp_path
     long = _series_file(tmp_path / "a_long.db", (16, 32, 64, 128))
     _series_file(tmp_path / "b_short.db", (32, 64), lambda b: 1.1 * _step(b))
     p = api.predict(tmp_path, "m_cnn", batch_size=64)
-    assert p.provenance["host time H"] == f"fitted: series of 3 point(s) in {long}"
+    assert p.provenance["host time H"] == f"fitted: series of 3 points in {long}"
     assert p.measured_point.rsplit(":", 1)[0] == str(long.resolve())
     assert p.validation_category == "held-out batch"
     # a tie in batch sizes goes to the file that holds the point, though loaded first
@@ -378,10 +378,10 @@ def test_a_stored_point_is_fitted_from_the_series_with_most_batch_sizes(tmp_path
     held = _series_file(tie / "a_held.db", (16, 32, 64, 128))
     _series_file(tie / "b_other.db", (16, 32, 128), lambda b: 1.1 * _step(b))
     t = api.predict(tie, "m_cnn", batch_size=64)
-    assert t.provenance["host time H"] == f"fitted: series of 3 point(s) in {held}"
+    assert t.provenance["host time H"] == f"fitted: series of 3 points in {held}"
     # nothing stored at the batch: the longest series
     free = api.predict(tie, "m_cnn", batch_size=96)
-    assert free.provenance["host time H"] == f"fitted: series of 4 point(s) in {held}"
+    assert free.provenance["host time H"] == f"fitted: series of 4 points in {held}"
     assert free.measured_point is None
 
 

@@ -5,7 +5,9 @@ nodes; ``--validate`` back-tests the model on the stored results."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Mapping
 from typing import Annotated
 
 import typer
@@ -82,11 +84,21 @@ def _headline(p: dict) -> str:
             f"{p['samples_per_s']:.1f} samples/s, {p['bound']}-bound")
 
 
-def _measured(p: dict) -> list[str]:
+def _as_given(point: str, given: Mapping[str, str]) -> str:
+    """A stored point's ``file:id`` (its file resolved, as the prediction names it) with the
+    file named as the ``--db`` arguments name it (``given``: resolved path -> path as given,
+    the way the ``from:`` lines name it); a file not in ``given`` as it is."""
+    path, _, rid = point.rpartition(":")
+    return f"{given.get(path, path)}:{rid}" if path else point
+
+
+def _measured(p: dict, given: Mapping[str, str] | None = None) -> list[str]:
     """Where the configuration predicted is itself stored: one line saying so, with its
     median and where, that the prediction withholds it (and how far it is from it), and so
     why neighbouring batches' predictions, which do not withhold it, can disagree with it;
-    then the other files' measurements of it. ``[]`` where it is not stored."""
+    then the other files' measurements of it. ``[]`` where it is not stored. Files are named
+    as ``given`` maps them (:func:`_as_given`)."""
+    given = given or {}
     m = p.get("measured_step_time_s")
     if not m:
         return []
@@ -94,21 +106,22 @@ def _measured(p: dict) -> list[str]:
     err = (pt - m) / m
     off = (f"{abs(err):.0%} {'above' if err >= 0 else 'below'} it" if 0.5 < pt / m < 2
            else f"{max(pt / m, m / pt):.1f}x {'above' if pt > m else 'below'} it")
-    at = f" in {p['measured_point']}" if p.get("measured_point") else ""
+    at = f" in {_as_given(p['measured_point'], given)}" if p.get("measured_point") else ""
     out = [f"measured: b={p['config'].get('global_batch')} is stored ({m * 1e3:.3f} ms{at}); "
            f"this prediction withholds it, to be judged against it ({off}), so predictions at "
            "neighbouring batches, which fit it, need not be monotone with this one"]
-    others = [f"{v * 1e3:.3f} ms in {k}" for k, v in (p.get("measured_points") or {}).items()
+    others = [f"{v * 1e3:.3f} ms in {_as_given(k, given)}" for k, v in (p.get("measured_points") or {}).items()
               if k != p.get("measured_point")]
     if others:
         out.append(f"also measured: {'; '.join(others)} (another host session)")
     return out
 
 
-def _text(p: dict) -> str:
-    """The prediction as a few readable lines (warnings right after the headline)."""
+def _text(p: dict, given: Mapping[str, str] | None = None) -> str:
+    """The prediction as a few readable lines (warnings right after the headline); stored
+    points' files named as ``given`` maps them (:func:`_as_given`)."""
     c = p["config"]
-    lines = [_headline(p), *_measured(p)]
+    lines = [_headline(p), *_measured(p, given)]
     lines += [f"warning: {w}" for w in p.get("warnings") or []]
     if p.get("scaling_efficiency") is not None and (c.get("nproc") or 1) * (c.get("nnodes") or 1) > 1:
         lines.append(f"scaling efficiency {p['scaling_efficiency']:.1%}")
@@ -119,7 +132,8 @@ def _text(p: dict) -> str:
     lines.append(f"how: {p['how']}")
     if p.get("host_session"):
         lines.append(f"host time from: {p['host_session']}")
-    lines.append(f"calibrated on {len(p['calibrated_on'])} stored results")
+    n = len(p["calibrated_on"])
+    lines.append(f"calibrated on {n} stored result{'' if n == 1 else 's'}")
     if p.get("interval_group"):
         lines.append(f"interval from: {p['interval_group']}")
     lines += [f"from: {k}: {v}" for k, v in (p.get("provenance") or {}).items()]
@@ -303,6 +317,12 @@ def predict(
                 raise ConfigError(f"{flag}: {value} must be >= {low}")
         if format not in ("text", "json"):
             raise ConfigError(f"--format {format!r}: give text or json")
+        if db == [common.DEFAULT_DB] and not os.path.exists(common.DEFAULT_DB):
+            raise ConfigError(f"no --db given, and the default results file "
+                              f"{common.DEFAULT_DB!r} is not in the current folder "
+                              f"({os.getcwd()}): give --db with a results file (*.db) or a "
+                              "folder of them (repeatable), e.g. --db benchmarks/results/h200 "
+                              "in a checkout of dlperf")
         picks = {"--model": model, "--framework": framework, "--mode": mode,
                  "--precision": precision, "--device": device, "--data": data,
                  "--layout": layout, "--threads": threads, "--loader-workers": loader_workers,
@@ -443,7 +463,10 @@ def predict(
         if format == "json":
             sys.stdout.write(json.dumps(p, indent=1, default=str) + "\n")
             return
-        text = _text(p) + ("\n" + explain_text(p["explanation"]) if explain else "")
+        from dlperf.results.dbfile import results_files
+
+        given = {os.path.realpath(f): f for f in results_files(db)}
+        text = _text(p, given) + ("\n" + explain_text(p["explanation"]) if explain else "")
         common.out.print(shown_path(text, lines=True), markup=False, highlight=False)
 
     guard(body)

@@ -165,7 +165,7 @@ def records_of(db: str | os.PathLike | Iterable[str | os.PathLike]) -> Records:
     for p in paths:
         if not Path(p).exists():
             raise ConfigError(f"{str(p)!r} does not exist: give a results file (*.db) or "
-                              "a folder of them")
+                              "a folder of them (the CLI's --db, repeatable)")
     key = tuple((str(p), Path(p).stat().st_mtime_ns) for p in paths)
     return once(_RECORDS, key, lambda: load(paths))
 
@@ -407,9 +407,14 @@ def stored_target(recs: Records, target: Config, batch: int) -> bool:
 
 
 def _divisible(global_batch: int, world: int) -> None:
-    """Refuse a global batch that ``world`` devices cannot split evenly."""
+    """Refuse a global batch that ``world`` devices cannot split evenly, naming the nearest
+    multiples of ``world``."""
     if global_batch % world:
-        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices")
+        lo = global_batch // world * world
+        near = " or ".join(str(b) for b in (lo, lo + world) if b > 0)
+        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices "
+                          "(--batch-size/-b is the global batch, split over all devices): "
+                          f"give a multiple of {world}, such as {near}")
 
 
 @dataclass
@@ -476,7 +481,8 @@ def _withheld_words(req: Request, e: Exception, cal: Calibration) -> str:
     short = isinstance(e, ValueError) and "one batch size" in str(e)
     if not req.withheld or not (short or (not req.from_base and not cal.series(req.target))):
         return ""
-    meds = "; ".join(f"{p.step_time_s * 1e3:.3f} ms, {point_id(p)}" for p in req.withheld)
+    meds = "; ".join(f"{p.step_time_s * 1e3:.3f} ms, {p.source}:{p.result_id}"
+                     for p in req.withheld)
     return (f". The stored measurement at b={req.batch} (median {meds}) is withheld from "
             "its own fit: a prediction of a stored point is made without it, to be judged "
             "against it, which leaves the series too few batch sizes. To predict it, store "

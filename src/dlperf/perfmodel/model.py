@@ -114,7 +114,8 @@ def from_series(cal: Calibration, cfg: Config, batch: int, source: str | None = 
         ValueError: the series cannot be fitted (one batch size and no prior).
     """
     fit, pts = cal.fit(cfg, source)
-    prov = {"host time H": f"fitted: series of {len(pts)} point(s) in {pts[0].source}",
+    n = len(pts)
+    prov = {"host time H": f"fitted: series of {n} point{'' if n == 1 else 's'} in {pts[0].source}",
             "device line d0 + d1 B": f"fitted: same series; prior {fit.prior}"}
     return OneDevice(cfg, batch, fit.host_s, fit.device_s(batch), "series", list(fit.result_ids),
                      prov, params=pts[0].params, fit=fit,

@@ -423,8 +423,13 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
             {str(getattr(c, k)) for c in near if getattr(c, k) is not None},
             key=lambda s: (len(s), s)) or ["(none: the default)"]) for k in picked)
         asked = " ".join(f"{FLAGS[k]} {v}" for k, v in picked.items())
+        auto = ("; a series is named by the --layout it was run with: one run with --layout "
+                "auto is shown by `dlperf results` with the layout its framework applied "
+                "(NCHW or NHWC), and is predicted with --layout auto"
+                if picked.get("layout") not in (None, "auto")
+                and any(c.layout == "auto" for c in near) else "")
         raise ConfigError(f"no stored series of {_describe(model, core)} has {asked}; "
-                          f"stored: {values}")
+                          f"stored: {values}{auto}")
     missing = [FLAGS[k] for k, v in core.items() if v is None]
     if not missing:
         sel = {k: d for k, (d, _) in SELECTORS.items()} | picked
@@ -622,5 +627,8 @@ def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
                  f"1/{EXTRAPOLATION_FACTOR:g})")
     else:
         return []
+    measured = (f"measured batch {lo}" if lo == hi
+                else f"measured batches {lo}..{hi}")
+    sizes = "" if lo == hi else f" ({len(bs)} sizes)"
     return [f"batch {batch} per device is {where}: the prediction extrapolates from the "
-            f"measured batches {lo}..{hi} of {cfg.label()} ({len(bs)} sizes){mem}"]
+            f"{measured} of {cfg.label()}{sizes}{mem}"]

@@ -197,3 +197,17 @@ def test_a_cpu_profile_prints_and_stores_no_nan(tmp_path, monkeypatch):
     con.close()
     assert "NaN" not in raw and json.loads(raw)["launch_s"] is None
     assert H.stored_profiles(db)["cpu-x"].launch_s is None
+
+
+@pytest.mark.parametrize("bad", ["{bad", "[]", '{"name": "x", "sms": 1, "clock_mhz": 1, '
+                                 '"bandwidth_bytes_per_s": 1, "gemm_flops_per_s": [1]}'])
+def test_a_damaged_stored_profile_is_skipped(tmp_path, bad):
+    import shutil
+    import sqlite3
+    from pathlib import Path
+
+    db = tmp_path / "p.db"
+    shutil.copy(Path(__file__).resolve().parents[2] / "benchmarks/results/h200x2/ddp_diag.db", db)
+    with sqlite3.connect(db) as c:
+        c.execute("INSERT INTO meta VALUES (?, ?)", (H.META_PREFIX + "bad", bad))
+    assert "bad" not in H.stored_profiles(str(db))

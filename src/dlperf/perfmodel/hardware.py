@@ -161,7 +161,7 @@ class GpuProfile:
                        h2d_pageable_bytes_per_s=d.get("h2d_pageable_bytes_per_s"),
                        measured=tuple(d.get("measured") or ()), source=str(d.get("source") or ""),
                        extra=dict(d.get("extra") or {}))
-        except (KeyError, TypeError, ValueError) as e:
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise ConfigError(f"a stored device profile lacks a field or has a bad value ({e}); "
                               "run `dlperf calibrate` again") from e
 

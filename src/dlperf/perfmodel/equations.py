@@ -83,6 +83,13 @@ def step_s(host_s: float, device_s: float, p: float = SMOOTH_P) -> float:
     return float(overlap(host_s, device_s, p))
 
 
+def bound_of(host_s: float, device_s: float) -> str:
+    """``host`` where a step's host work ``H`` (s) is at least its device time ``D`` (s): the
+    device waits on the host; else ``device``. The one bound rule of the step-level model and
+    of the replay."""
+    return "host" if host_s >= device_s else "device"
+
+
 def roofline_device_s(flops: float, bytes_moved: float, kernels: float | None,
                       flops_per_s: float, bytes_per_s: float, e_flops: float, e_bytes: float,
                       kernel_s: float) -> float:

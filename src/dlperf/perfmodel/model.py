@@ -60,7 +60,7 @@ class OneDevice:
     @property
     def bound(self) -> str:
         """``host`` or ``device``."""
-        return "host" if self.host_s >= self.device_s else "device"
+        return eq.bound_of(self.host_s, self.device_s)
 
 
 def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.Efficiency,

@@ -33,6 +33,7 @@ import numpy as np
 from dlperf.perfmodel import lsq, special
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.equations import SMOOTH_P as SMOOTH_P
+from dlperf.perfmodel.equations import bound_of
 from dlperf.perfmodel.equations import overlap as overlap
 from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point
@@ -207,7 +208,7 @@ class SeriesFit:
 
     def bound(self, batch: float, host_scale: float = 1.0) -> str:
         """``host`` when ``H`` exceeds ``D(B)``, else ``device``."""
-        return "host" if self.host_s * host_scale >= self.device_s(batch) else "device"
+        return bound_of(self.host_s * host_scale, self.device_s(batch))
 
 
 @dataclass(frozen=True)

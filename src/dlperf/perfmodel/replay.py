@@ -44,6 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dlperf.perfmodel import equations as eq
+
 #: Iterations replayed back to back; the period is read between the last two after
 #: :data:`WARM` warm iterations (the first fills the pipeline).
 REPEATS = 4
@@ -174,19 +176,13 @@ class StepTrace:
 class ReplayResult:
     """What :func:`simulate` gives (s): the steady-state ``step_s``, the iteration's ``host_s``
     and summed ``device_s``, the device's idle share of the period ``device_idle``, and
-    ``bound`` (:func:`bound_of` the two)."""
+    ``bound`` (:func:`dlperf.perfmodel.equations.bound_of` the two)."""
 
     step_s: float
     host_s: float
     device_s: float
     device_idle: float
     bound: str
-
-
-def bound_of(host_s: float, device_s: float) -> str:
-    """``host`` where an iteration's host work is at least its summed device time (the device
-    waits on the host), else ``device``."""
-    return "host" if host_s >= device_s else "device"
 
 
 def _triple(s: Any) -> tuple[int, int, int] | None:
@@ -580,7 +576,7 @@ def simulate(step: StepTrace, repeats: int = REPEATS, warm: int = WARM) -> Repla
     period = max(period, host_iter)
     return ReplayResult(step_s=period, host_s=host_iter, device_s=busy,
                         device_idle=max(0.0, 1 - busy / period) if period > 0 else 0.0,
-                        bound=bound_of(host_iter, busy))
+                        bound=eq.bound_of(host_iter, busy))
 
 
 def load_traces(path: str, ids: Sequence[int] | None = None) -> list[tuple[Any, StepTrace]]:

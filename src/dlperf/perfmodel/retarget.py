@@ -39,6 +39,7 @@ from typing import Any
 
 from dlperf.config.identity import label_of
 from dlperf.errors import ConfigError
+from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import hardware, replay, transforms
 
 #: The replay model's version, recorded with predictions registered before a measurement
@@ -330,7 +331,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             lib, one, host_s, device_s, used[0], model, framework, mode, precision,
             batch_size, nproc)
         host_s, device_s = parts["host_s"], parts["device_s"]
-        bound = replay.bound_of(host_s, device_s)
+        bound = eq.bound_of(host_s, device_s)
         dp["parts"] = {**parts, "one_gpu_step_s": one, "one_gpu_device_gap_s":
                        r.step_s - r.device_s}
         dp["composition"] = words
@@ -441,7 +442,6 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
     """
     from dlperf.perfmodel import api
     from dlperf.perfmodel import dataparallel as dpm
-    from dlperf.perfmodel import equations as eq
     from dlperf.perfmodel import model as pm
     from dlperf.perfmodel.calibrate import Calibration, Config
 

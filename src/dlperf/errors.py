@@ -68,15 +68,12 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     same = [c for c in choices if str(c).lower() == str(value).lower()]
     if same:
         return f"; did you mean {same[0]!r}?"
-    close = difflib.get_close_matches(str(value), choices, n=len(choices) or 1)
-    if not close:
+    # difflib.get_close_matches' score and cutoff, every choice of the best score kept
+    score = [difflib.SequenceMatcher(None, str(c), str(value)).ratio() for c in choices]
+    best = max(score, default=0.0)
+    if best < 0.6:
         return ""
-
-    def ratio(c: object) -> float:
-        m = difflib.SequenceMatcher(None, str(value), str(c))
-        return m.ratio()
-    best = ratio(close[0])
-    tied = [c for c in choices if c in close and ratio(c) == best]  # in the choices' order
+    tied = [c for c, r in zip(choices, score, strict=True) if r == best]  # in the choices' order
     return f"; did you mean {' or '.join(repr(c) for c in tied)}?"
 
 

@@ -578,7 +578,7 @@ def _no_ddp_pairs(recs: Records, req: Request) -> str:
     results files of the residual tables that hold data-parallel back-test rows and are not
     loaded (:func:`_borrowable`), where there are such."""
     mine = {os.path.realpath(s) for s in recs.sources}
-    extra = sorted({_shown(os.path.dirname(f)) for e in _borrowable(recs)
+    extra = sorted({fc.relative_if_under_cwd(os.path.dirname(f)) for e in _borrowable(recs)
                     if e[2].get(NPROC_CATEGORY) for f in e[1] - mine})
     own = any(p.world_size > 1 for p in req.withheld)
     return (f"{req.target.label()} on {req.world} devices: no stored data-parallel run of "
@@ -589,12 +589,6 @@ def _no_ddp_pairs(recs: Records, req: Request) -> str:
                "or " if extra else "")
             + f"measure one (dlperf run --device {req.target.device} --nproc 2 ... and the "
             "same configuration on one device), or predict one device")
-
-
-def _shown(path: str) -> str:
-    """``path`` relative to the working directory where it lies under it, else as is."""
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
 
 
 def _bucket_schedule(one: pm.OneDevice, fn: Any, algorithm: Any, prof: Any

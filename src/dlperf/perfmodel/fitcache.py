@@ -404,11 +404,17 @@ def _table_words(f: Path, names: Sequence[str]) -> str:
     folders of an entry's files (the table's own folder by its name) and the table's path
     (relative to the working folder when under it)."""
     folders = sorted({n.split(os.sep)[0] if os.sep in n else f.parent.name for n in names})
+    return f"the {' + '.join(folders)} residual table ({relative_if_under_cwd(f)})"
+
+
+def relative_if_under_cwd(path: str | os.PathLike[str]) -> str:
+    """``path`` relative to the working directory where it lies under it, else as it is (also
+    where no relative path exists: another drive)."""
     try:
-        shown = os.path.relpath(f) if not os.path.relpath(f).startswith("..") else str(f)
+        rel = os.path.relpath(path)
     except ValueError:
-        shown = str(f)
-    return f"the {' + '.join(folders)} residual table ({shown})"
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
 
 
 def _parsed(f: Path) -> Any:

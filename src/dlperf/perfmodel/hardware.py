@@ -35,6 +35,7 @@ dense rate, for Hopper and Ada; the A100 datasheet prints both):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -221,9 +222,10 @@ def norm_name(name: str) -> str:
     return key
 
 
+@functools.cache
 def _names() -> dict[str, str]:
     """:func:`norm_name` of every name of every datasheet (its key, its driver device name,
-    :data:`ALIASES`) -> the datasheet's key."""
+    :data:`ALIASES`) -> the datasheet's key; built once (both tables are constants)."""
     out: dict[str, str] = {}
     for key, prof in DATASHEETS.items():
         for n in (key, prof.device_name or key, *ALIASES.get(key, ())):

@@ -253,13 +253,11 @@ def device_for(recs: Records, device: str | None) -> str | None:
     if len(hits) == 1:
         return hits.pop()
     listed = "; ".join(f"{d} ({', '.join(n) or 'name not recorded'})" for d, n in cal.items())
-    from dlperf.perfmodel.hardware import DATASHEETS, datasheet
+    from dlperf.perfmodel.hardware import DATASHEETS, short_name
 
-    try:
-        datasheet(device)
-        gpu = f"--gpu {device} (a datasheet GPU: docs/replay.md)"
-    except ConfigError:  # a device kind such as 'cuda', or no datasheet's name
-        gpu = f"--gpu NAME, NAME one of the datasheet GPUs {', '.join(DATASHEETS)} (docs/replay.md)"
+    # a device kind such as 'cuda', or no datasheet's name: the datasheet GPUs listed
+    gpu = (f"--gpu {device} (a datasheet GPU: docs/replay.md)" if short_name(device) else
+           f"--gpu NAME, NAME one of the datasheet GPUs {', '.join(DATASHEETS)} (docs/replay.md)")
     raise ConfigError(f"device {device!r} was never measured in these results files, and the "
                       "model predicts only a device it was calibrated on (its measured "
                       f"ceilings, host and step times): calibrated here: {listed or 'none'}; "

@@ -70,8 +70,8 @@ def load(store: Any, result_id: int) -> dict[str, Any] | None:
         return None
     try:
         doc = json.loads(row[0] or "{}")
-    except (ValueError, RecursionError) as e:
-        doc = e
+    except (ValueError, RecursionError):
+        doc = None
     if not isinstance(doc, Mapping):
         raise ConfigError(f"result {result_id} of {store.path} is damaged: its record does not "
                           f"read as a JSON object; `dlperf results --db {store.path}` names the "

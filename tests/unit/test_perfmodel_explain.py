@@ -2,16 +2,14 @@
 step through :mod:`dlperf.perfmodel.equations`, and its interval through the ranks it names."""
 
 import math
-from pathlib import Path
 
 import pytest
 
+from committed import H200
 from dlperf.cli.predict import explain_text
 from dlperf.perfmodel import api
 from dlperf.perfmodel import equations as eq
 
-ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
-H200 = [ROOT / "h200", ROOT / "h200x2"]
 TORCH = dict(framework="torch", mode="eager", device="cuda", data="synthetic", layout="auto")
 
 

@@ -3,19 +3,13 @@ answer for refused, N devices monotone, NICs per node, the measured point whatev
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
+from committed import H200, R50, ROOT
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, comm
 from dlperf.perfmodel.calibrate import Config
-
-ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
-H200 = [ROOT / "h200", ROOT / "h200x2"]
-R50 = dict(model="resnet50", framework="torch", mode="eager", precision="bf16", device="cuda",
-           data="synthetic", layout="auto")
-
 
 pytestmark = pytest.mark.usefixtures("module_fit_cache")
 

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from committed import H200, ROOT
 from dlperf import validation
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api
 from dlperf.perfmodel import equations as eq
 
-ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
-H200 = [ROOT / "h200", ROOT / "h200x2"]
 DLBENCH = ROOT / "h200/dlbench.db"
 
 

@@ -2,18 +2,11 @@
 several changes, paths beyond what was validated (more devices, a batch far above the series),
 a stored point withheld from its own prediction, and the refusals' wording."""
 
-from pathlib import Path
-
 import pytest
 
+from committed import H200, R50
 from dlperf.perfmodel import api
 from dlperf.perfmodel.calibrate import Config
-
-ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
-H200 = [ROOT / "h200", ROOT / "h200x2"]
-R50 = dict(model="resnet50", framework="torch", mode="eager", precision="bf16", device="cuda",
-           data="synthetic", layout="auto")
-
 
 pytestmark = pytest.mark.usefixtures("module_fit_cache")
 

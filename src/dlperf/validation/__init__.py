@@ -217,7 +217,7 @@ def prime_solutions(recs: Records) -> set[str]:
                 cal.fit(cfg)
             except (LookupError, ValueError):
                 continue
-        api._ddp_overhead(recs, [])
+        api.ddp_overhead(recs)
     return keys
 
 

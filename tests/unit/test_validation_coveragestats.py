@@ -85,13 +85,27 @@ def test_the_design_effect_is_one_for_a_spread_like_the_binomial_and_grows_with_
 
 
 def test_the_clustered_judgement_widens_where_one_model_holds_the_misses():
+    from scipy.stats import t
+
     cells = [(0, 10), (10, 10), (10, 10), (10, 10)]
     plain, clus = cs.judge(30, 40), cs.clustered(cells)
     assert plain.below and not plain.consistent  # 75% of 40 independent rows
-    assert clus.consistent and clus.rows < 8  # four models: a few rows of evidence
-    assert clus.high - clus.low > plain.high - plain.low
+    assert clus.consistent and clus.rows < 3  # four models: a few rows of evidence
+    assert clus.coverage == 0.75 and clus.high - clus.low > plain.high - plain.low
+    # no excess variance: only the degrees-of-freedom factor, (t_39 / t_3)^2 by hand
+    want = 40 * (t.ppf(0.975, 39) / t.ppf(0.975, 3)) ** 2
+    assert cs.effective_rows([(9, 10)] * 4) == pytest.approx(want)
     same = cs.clustered([(9, 10)] * 4)
     assert (same.low, same.high, same.p) == pytest.approx(
-        (cs.judge(36, 40).low, cs.judge(36, 40).high, cs.judge(36, 40).p))
+        (cs.judge(0.9 * want, want).low, cs.judge(0.9 * want, want).high,
+         cs.judge(0.9 * want, want).p))
+    assert cs.effective_rows([(7, 10)]) == 1.0  # one model: one observation
+    many = [(9, 10)] * 200  # many models: the factor tends to 1
+    assert cs.effective_rows(many) == pytest.approx(2000, rel=0.02)
     # effective counts: the tails extend the binomial continuously, between its integers
     assert cs.tail_le(7, 10, 0.9) < cs.tail_le(7.5, 10, 0.9) < cs.tail_le(8, 10, 0.9)
+
+
+def test_one_model_is_one_observation_whatever_it_reads():
+    assert cs.effective_rows([(10, 10)]) == cs.effective_rows([(3, 10)]) == 1.0
+    assert cs.clustered([(10, 10)]).consistent and cs.clustered([(0, 10)]).below is False

@@ -139,7 +139,7 @@ def test_the_consistency_table_judges_18_of_20_consistent_and_10_of_20_below():
     host = [ln for ln in t.splitlines() if ln.startswith("| held-out batch, host | test |")]
     dev = [ln for ln in t.splitlines() if ln.startswith("| held-out batch, device | test |")]
     assert len(host) == len(dev) == 1
-    assert "| 18/20 | 90.0% (68.3%-98.8%) | 1.00 | yes |" in host[0] and host[0].endswith("| in |")
+    assert "| 18/20 | 90.0% (68.3%-98.8%) | 1.000 | yes |" in host[0] and host[0].endswith("| in |")
     assert "| 10/20 | 50.0% (27.2%-72.8%) |" in dev[0] and "| below |" in dev[0]
     assert dev[0].endswith("| out |")
     said = [ln for ln in t.splitlines() if ln.startswith("Cells")]

@@ -286,7 +286,7 @@ def consistency_markdown(sides: Mapping[str, Sequence[dict]], level: float = 0.9
         return f"{j.low:.1%}-{j.high:.1%}"
 
     def pv(p: float) -> str:
-        return f"{p:.2f}" if p >= 0.01 else f"{p:.1e}"
+        return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
     lo, hi = COVERAGE_WINDOW
     lines = [f"| cell | side | covered | coverage (exact 95%) | p (exact, two-sided) | "

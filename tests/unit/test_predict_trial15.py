@@ -74,3 +74,31 @@ def test_unjudged_steps_of_each_direction(base, target, path, unjudged):
     req = SimpleNamespace(base=b, target=t, changes=api.whatif_changes(b, t))
     assert api._unjudged_steps(SimpleNamespace(path=path), req) == unjudged
     assert api.whatif_category(b, t) == path
+
+
+def test_committed_tables_are_regenerated_with_an_empty_cache(monkeypatch, tmp_path):
+    """``perfmodel_validate.py --committed`` back-tests with a new empty ``$DLPERF_CACHE_DIR``:
+    the table stores every group fit the process holds, so with the user's cache a fit one of
+    their predictions made (vgg16 torch eager tf32, from a what-if) was written into the
+    committed table."""
+    import importlib.util
+    import os
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "perfmodel_validate_t15", ROOT.parent / "perfmodel_validate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    user = tmp_path / "user-cache"
+    user.mkdir()
+    (user / "perfmodel-fits-x.json").write_text("{}")
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(user))
+    monkeypatch.chdir(tmp_path)  # main() moves to the repository's root; chdir is undone
+    seen = []
+    monkeypatch.setattr(mod, "_run", lambda *a, **k: seen.append(
+        (os.environ["DLPERF_CACHE_DIR"], sorted(os.listdir(os.environ["DLPERF_CACHE_DIR"])))))
+    monkeypatch.setattr(sys, "argv", ["perfmodel_validate.py", "--committed"])
+    mod.main()
+    assert len(seen) == len(mod.COMMITTED)
+    assert {d for d, _ in seen} != {str(user)} and len({d for d, _ in seen}) == 1
+    assert seen[0][1] == []

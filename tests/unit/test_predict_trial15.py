@@ -148,3 +148,14 @@ def test_validate_stores_only_the_fits_it_asked_for(tmp_path, monkeypatch):
     validation.store_table(db, v)
     assert stray not in fc.read_table_fits([db])
     assert fc.read_table_fits([db]).keys() == api.shared_fits(recs).memo.asked("group").keys()
+
+
+@pytest.mark.parametrize("given, missing", [
+    (["--model", "resnet50"], "--batch-size missing"),
+    (["-b", "64"], "--model missing"),
+    ([], "--model and --batch-size missing"),
+])
+def test_a_missing_model_or_batch_is_named(given, missing):
+    code, out = _cli(*H, *given)
+    assert code == 2, out
+    assert f"error: {missing}: give --model and --batch-size" in out

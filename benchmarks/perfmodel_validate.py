@@ -13,7 +13,9 @@ alone, and the rows of the first (:data:`ROWS_FILE`); it prints the first's tabl
 
 Prints the markdown table of :meth:`dlperf.validation.Validation.table`, the same by
 side of the frozen development/test split (:meth:`~dlperf.validation.Validation.
-split_table`, the one in docs/perfmodel.md), the prediction intervals' leave-one-out coverage
+split_table`, the one in docs/perfmodel.md), each interval cell's coverage judged against 90%
+(:meth:`~dlperf.validation.Validation.consistency_table`), the prediction intervals'
+leave-one-out coverage
 (:meth:`~dlperf.validation.Validation.coverage_table`, docs/perfmodel.md "Prediction
 interval") and, with ``--rows``, writes every held-out prediction as JSON.
 ``--no-host-probe`` is the ablation of the untraced host dispatch record (schema 9): the fits
@@ -105,6 +107,9 @@ def _run(paths: list[str], categories: list[str] | None, split_file: str | None,
         print("\nThe same, development / test side of the frozen split "
               f"({os.path.relpath(split_file or split.DEFAULT_PATH)}):\n")
         print(v.split_table(split.load(split_file)), end="")
+        print("\nEach cell's coverage against 90% on its own sampling spread, development / "
+              "test (docs/perfmodel.md, \"Is a cell's coverage consistent with 90%?\"):\n")
+        print(v.consistency_table(split.load(split_file)), end="")
         print("\n90% prediction intervals, leave-one-out coverage (overall / host / device) "
               "and median width (high / low):\n")
         print(v.coverage_table(), end="")

@@ -250,13 +250,15 @@ def test_leave_one_model_out_host_is_the_per_operator_cost_times_its_operators(t
     recs = load(path)
     cal = Calibration(recs, exclude=lambda p: p.model == "m_target")
     group = ("fake", "eager", "bf16", "cuda")
-    assert cal.op_count("m_target", "fake", "bf16") == 800
-    per, models = cal.host_per_op(group, "m_target", "Fake GPU")
+    assert cal.count_kind("fake", "eager") == "ops"
+    assert cal.op_count("m_target", "fake", "bf16", "ops") == 800
+    per, models = cal.host_per_op(group, "m_target", "Fake GPU", "ops")
     assert per == pytest.approx(c, rel=0.03) and "m_target" not in models
     h, _, where, _ = cal.host_of_group(group, "m_target", "Fake GPU")
     assert h == pytest.approx(c * 800, rel=0.03) and "800 ops" in where
     # a model never counted has no operator count (its host falls back to the floor)
-    assert Calibration(load(synthetic_db_path(tmp_path))).op_count("m_host", "fake", "bf16") is None
+    assert Calibration(load(synthetic_db_path(tmp_path))).op_count("m_host", "fake", "bf16",
+                                                                   "ops") is None
 
 
 def synthetic_db_path(tmp_path):
@@ -289,8 +291,8 @@ def test_without_operator_counts_the_host_follows_the_kernel_count_and_probes_sh
     recs = load(path)
     cal = Calibration(recs, exclude=lambda p: p.model == "m_target")
     group = ("fake", "eager", "bf16", "cuda")
-    assert cal.count_kind("fake") == "kernels"
-    assert cal.op_count("m_target", "fake", "bf16") == 400
+    assert cal.count_kind("fake", "eager") == "kernels"
+    assert cal.op_count("m_target", "fake", "bf16", "kernels", "eager") == 400
     eff = cal.efficiency(group, "m_target", "Fake GPU")
     hosts = {h.model: h for h in eff.hosts}
     assert all(h.measured and h.identified and not h.host_bound for h in hosts.values())

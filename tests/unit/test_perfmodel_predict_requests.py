@@ -507,6 +507,8 @@ def test_validate_prints_interval_coverage_and_json_keeps_interval_keys(synth):
     row = [ln for ln in r.output.splitlines() if ln.startswith("| held-out batch |")]
     # the error table's row, the coverage row, then the development / test split's row
     assert len(row) == 3 and "%" in row[1] and " / " in row[2]
+    # each cell judged on its own sampling spread, beside the split table
+    assert "Cells whose coverage is consistent with 90% (exact binomial" in r.output
     code, out, r = _cli("--db", synth, "--validate", "--format", "json")
     d = {x["category"]: x for x in json.loads(r.output)}
     cov = d["held-out batch"]["interval_coverage_90"]

@@ -121,3 +121,55 @@ def test_coverage_cells_are_per_bound_and_the_split_table_counts_them():
     v = va.Validation(rows, [])
     said = [ln for ln in v.split_table(split.load()).splitlines() if ln.startswith("Cells")]
     assert len(said) == 1 and "inside 85-95%: development" in said[0]
+
+
+def _cov(host: dict, device: dict) -> dict:
+    every = {m: [host.get(m, [0, 0])[0] + device.get(m, [0, 0])[0],
+                 host.get(m, [0, 0])[1] + device.get(m, [0, 0])[1]] for m in {*host, *device}}
+    return {"category": "held-out batch", "count_host": sum(n for _, n in host.values()),
+            "count_device": sum(n for _, n in device.values()), "models_host": host,
+            "models_device": device, "models": every}
+
+
+def test_the_consistency_table_judges_18_of_20_consistent_and_10_of_20_below():
+    from dlperf.validation import intervalcheck as cv
+
+    covs = [_cov({"a": [9, 10], "b": [9, 10]}, {"a": [5, 10], "b": [5, 10]})]
+    t = cv.consistency_markdown({"development": covs, "test": covs})
+    host = [ln for ln in t.splitlines() if ln.startswith("| held-out batch, host | test |")]
+    dev = [ln for ln in t.splitlines() if ln.startswith("| held-out batch, device | test |")]
+    assert len(host) == len(dev) == 1
+    assert "| 18/20 | 90.0% (68.3%-98.8%) | 1.000 | yes |" in host[0] and host[0].endswith("| in |")
+    assert "| 10/20 | 50.0% (27.2%-72.8%) |" in dev[0] and "| below |" in dev[0]
+    assert dev[0].endswith("| out |")
+    said = [ln for ln in t.splitlines() if ln.startswith("Cells")]
+    assert "exact binomial" in said[0] and "development 1 of 2, test 1 of 2" in said[0]
+    assert "held-out batch, device 10/20 (p 1.4e-05)" in said[0]
+    # two models, each 5 of 10: no excess variance, but two clusters carry ~1/40 of the rows
+    assert "clustered by model" in said[1] and "development 2 of 2" in said[1]
+
+
+def test_the_clustered_judgement_names_a_cell_whose_models_all_miss():
+    from dlperf.validation import intervalcheck as cv
+
+    many = {f"m{i}": [6, 10] for i in range(12)}  # 60% in every one of 12 models
+    t = cv.consistency_markdown({"test": [_cov(many, {"a": [10, 10]})]})
+    said = [ln for ln in t.splitlines() if ln.startswith("Cells")]
+    assert "held-out batch, host 72/120" in said[0] and "held-out batch, host 72/120" in said[1]
+    assert "| 12: " in t
+
+
+def test_the_consistency_table_counts_the_split_tables_cells():
+    from dlperf import validation as va
+
+    rows = [Row("held-out batch", f"h{i}", 1.0 + 0.01 * i, 1.0,
+                model=("alexnet", "resnet50", "vgg16")[i % 3],
+                bound="host" if i < 10 else "device") for i in range(30)]
+    v = va.Validation(rows, [])
+    spl = split.load()
+    cells = {s: va.coverage_cells(c) for s, c in v.side_coverage(spl).items()}
+    t = v.consistency_table(spl)
+    for side, cs_ in cells.items():
+        for cat, b, k, n in cs_:
+            assert sum(ln.startswith(f"| {cat}, {b} | {side} | {k}/{n} |")
+                       for ln in t.splitlines()) == 1

@@ -425,21 +425,21 @@ class Calibration:
                               + (f" in {source}" if source else ""))
         return self.fit_points(cfg, ser[0], with_sessions=True), ser[0]
 
-    def count_kind(self, framework: str, mode: str | None = None) -> str:
+    def count_kind(self, framework: str, mode: str) -> str:
         """:meth:`Facts.count_kind <dlperf.perfmodel.facts.Facts.count_kind>`."""
         return self.facts.count_kind(framework, mode)
 
-    def op_count(self, model: str, framework: str, precision: str, kind: str | None = None,
+    def op_count(self, model: str, framework: str, precision: str, kind: str,
                  mode: str | None = None) -> int | None:
         """:meth:`Facts.op_count <dlperf.perfmodel.facts.Facts.op_count>`."""
         return self.facts.op_count(model, framework, precision, kind, mode)
 
     def counted_hosts(self, group: tuple[str, str, str, str], without_model: str | None,
-                       device_name: str | None, kind: str | None = None
+                       device_name: str | None, kind: str
                        ) -> dict[str, tuple[float, int]]:
         """``{model: (median identified host time (s), its count)}`` of ``group``'s series
         (roofline fit without ``without_model``) whose model has a host-work count of ``kind``
-        (default: the framework's) in the group's mode."""
+        (:meth:`count_kind`) in the group's mode."""
         per: dict[str, list[float]] = {}
         counts: dict[str, int] = {}
         for h in self.identified_hosts(group, without_model, device_name):
@@ -488,10 +488,10 @@ class Calibration:
         return float(fixed), float(slope), models
 
     def host_per_op(self, group: tuple[str, str, str, str], without_model: str | None,
-                    device_name: str | None, kind: str | None = None
+                    device_name: str | None, kind: str
                     ) -> tuple[float, tuple[str, ...]] | None:
         """The host time per dispatched operator (s) of ``group`` (per counted ``kind``,
-        default the framework's, :meth:`count_kind`): the median over its models with an
+        :meth:`count_kind`): the median over its models with an
         identified host time (roofline fit without ``without_model``) of ``H / count``
         (:meth:`op_count`), with the models it came from; None when no such series has a count.
         Dai et al. 2022 (sec. 4) found the host's share set by the operators a framework
@@ -528,12 +528,14 @@ class Calibration:
         same = [p.group for p in self.points if p.framework == group[0]
                 and p.device == group[3]
                 and special.compile_of(p.group[1]) == special.compile_of(group[1])]
-        # the tiers: the group; its mode at other precisions; its precision in other modes;
-        # other modes at other precisions
-        tiers: list[list[tuple[str, str, str, str]]] = [[group], [], [], []]
+        # the tiers, keyed (other mode, other precision) so that they sort in order: the
+        # group; its mode at other precisions; its precision in other modes; other modes at
+        # other precisions
+        tiers: dict[tuple[bool, bool], list[tuple[str, str, str, str]]] = {
+            (False, False): [group]}
         for g in sorted(set(same) - {group}):
-            tiers[1 if g[1] == group[1] else 2 if g[2] == group[2] else 3].append(g)
-        for tier in tiers:
+            tiers.setdefault((g[1] != group[1], g[2] != group[2]), []).append(g)
+        for _, tier in sorted(tiers.items()):
             cands = [e for g in tier if (e := self._group_host(g, without_model, device_name,
                                                                kind, n))]
             if cands:

@@ -176,10 +176,7 @@ def exposed_comm(params: int | None, device_s: float, comm_s: Callable[[float], 
     recorded buckets of ``profile``, else over :func:`comm.uniform_buckets` of the gradient
     bytes; backward is :data:`BACKWARD_SHARE` of ``device_s``."""
     tb = BACKWARD_SHARE * device_s
-    bks = buckets_of(params, device_s, bucket_cap_mb, profile)
-    if not bks:
-        return 0.0, 0.0
-    return comm.wfbp_exposed_s(bks, comm_s, tb)
+    return comm.wfbp_exposed_s(buckets_of(params, device_s, bucket_cap_mb, profile), comm_s, tb)
 
 
 def buckets_of(params: int | None, device_s: float,

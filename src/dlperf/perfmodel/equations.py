@@ -150,11 +150,13 @@ def wfbp_exposed_s(buckets: Sequence[Bucket], comm_s: Callable[[float], float],
     Args:
         buckets: in the order backward makes them ready.
         comm_s: all-reduce time of a bucket of so many bytes (s).
-        backward_s: when backward ends (s from its start).
+        backward_s: when backward ends (s from its start), >= 0.
+
+    No bucket (no gradient, or no backward): ``(0.0, 0.0)``.
     """
     sched = wfbp_schedule(buckets, comm_s)
     end = sched[-1][1] if sched else 0.0
-    return max(0.0, end - backward_s), sum(e - s for s, e in sched)
+    return max(0.0, end - backward_s), sum((e - s for s, e in sched), 0.0)
 
 
 def uniform_buckets(grad_bytes: float, backward_s: float,

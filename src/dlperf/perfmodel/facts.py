@@ -92,26 +92,20 @@ class Facts:
                 return float(median(xs))
         return None
 
-    def count_kind(self, framework: str, mode: str | None = None) -> str:
+    def count_kind(self, framework: str, mode: str) -> str:
         """What :meth:`op_count` counts for ``framework`` in group mode ``mode``: the first of
-        :func:`special.count_kinds` some stored point of that mode has (its first if none).
-        Without ``mode``: the first of operators, launches, kernels any point of the
-        framework has (kernels if none)."""
-        if mode is None:
-            have = set().union(*(k for (fw, _), k in self._kinds.items() if fw == framework))
-            return next((k for k in ("ops", "launches", "kernels") if k in have), "kernels")
+        :func:`special.count_kinds` some stored point of that mode has (its first if none)."""
         order = special.count_kinds(framework, mode)
         return next((k for k in order if k in self._kinds.get((framework, mode), ())), order[0])
 
-    def op_count(self, model: str, framework: str, precision: str, kind: str | None = None,
+    def op_count(self, model: str, framework: str, precision: str, kind: str,
                  mode: str | None = None) -> int | None:
-        """The host-work count of one step of (model, framework, precision): ``kind`` (default
-        :meth:`count_kind` of the framework), the upper median over every stored point (of
+        """The host-work count of one step of (model, framework, precision): ``kind``
+        (``ops``, ``launches`` or ``kernels``; :meth:`count_kind`), the upper median over every stored point (of
         group mode ``mode`` for kernels and launches, which a trace of that mode counts;
         operators are counted in eager mode whatever the run's mode), withheld ones included.
         A tf32 configuration without an operator count takes fp32's
         (:func:`special.operator_precision`). None where none was counted."""
-        kind = kind or self.count_kind(framework)
         by_mode = self._counts.get((model, framework, precision, kind), {})
         xs = sorted(round(c) for m, cs in by_mode.items()
                     if kind == "ops" or mode is None or m == mode for c, _ in cs)

@@ -90,13 +90,10 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
     cls = rl.class_times_s(traced, work, batch)
     if not cls:
         try:
-            dn = cal.device_name(cfg)
-            eff, kernels = cal.roofline(cfg)
-            ceil = cal.ceiling(cfg.framework, cfg.precision, dn, cfg.model)
-        except ValueError:
-            eff = None
-        if eff is None:
+            _, eff, ceil, _ = _roofline_d(cal, cfg, batch)
+        except LookupError:  # no roofline either
             return {"device": device_s}
+        kernels = cal.kernel_count(cfg)
         cls = {"compute (roofline FLOP term)": work.flops(batch) / (eff.e_flops * ceil.flops_per_s),
                "memory (roofline byte term)": work.bytes(batch) / (eff.e_bytes
                                                                   * ceil.bandwidth_bytes_per_s)}
@@ -437,7 +434,7 @@ def comm_time_fn(cal: Calibration, world: int, nnodes: int, network: comm.Networ
                                    "intra (measured)")
     intra = intra or comm.LINKS["nvlink4"]
     gpn = world // nnodes
-    nics = net.nics() if nnodes > 1 else None
+    nics = net.nics()  # read by the inter-node link only
     floor = special.allreduce_floor(
         nranks, world, lambda n: comm.fit_allreduce(cal.records.collectives, n).time_s)
 

@@ -107,11 +107,6 @@ HOST_TRANSFER_SIGMA = 0.3
 #: an idle device after the measured segment, a few iterations, so it sees the same host a few
 #: seconds later (repeated probes of one point agree within ~5-10%).
 HOST_MEAS_SIGMA = 0.1
-#: Weight the rows of a group's roofline fit so that each model has the same total weight (its
-#: rows' squared weights sum to one model's), not each point. Chosen on the leave-one-model-out
-#: back-test of benchmarks/results/h200 (+h200x2): MdAPE 21.20% per point, 21.12% per model;
-#: JAX fcn5 (whose efficiencies came from the conv nets' many points) 114% -> 48%.
-MODEL_VOTES = True
 #: Bounds (s) of the device time per kernel ``t_k`` a group's roofline fit may choose
 #: (:func:`fit_group`; 1 ns: no kernel term, 100 us: past any launch latency of a GPU) and the
 #: fit's start (2 us: a small kernel's busy time on the H200, busy / kernels of the JAX LSTM).
@@ -495,13 +490,15 @@ def fit_group(points: Sequence[Point], group: tuple[str, str, str, str],
     a = np.array(rows, float)
     fl, by, kn, meas = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
     si, wt = a[:, 4].astype(int), a[:, 5]
-    # one vote per model: a model's rows share a total weight, so that the models measured at
-    # many batch sizes and in many files (resnet50) do not set the efficiencies that a model
-    # without measurements is predicted with (MODEL_VOTES)
+    # one vote per model: a model's rows share a total weight (their squared weights sum to
+    # one model's), so that the models measured at many batch sizes and in many files
+    # (resnet50) do not set the efficiencies that a model without measurements is predicted
+    # with. Chosen on the leave-one-model-out back-test of benchmarks/results/h200 (+h200x2):
+    # MdAPE 21.20% per point, 21.12% per model; JAX fcn5 (whose efficiencies came from the
+    # conv nets' many points) 114% -> 48%.
     row_models = [p.model for s in series for p in s] + [p.model for p in traced]
     per_model = Counter(row_models)
-    if MODEL_VOTES:
-        wt = wt / np.sqrt(np.array([per_model[m] for m in row_models], float))
+    wt = wt / np.sqrt(np.array([per_model[m] for m in row_models], float))
     tmins = np.array([min(p.step_time_s for p in s) for s in series], float)
     is_step = si >= 0
     fit_k = bool((kn > 0).any())

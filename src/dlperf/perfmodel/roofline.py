@@ -245,14 +245,14 @@ def device_time_s(work: Work, ceiling: Ceiling, eff: Efficiency, batch: float,
                                 eff.e_flops, eff.e_bytes, eff.kernel_s)
 
 
-def class_times_s(points: Sequence[Point], work: Work, batch: float) -> dict[str, float] | None:
-    """Device time per op class at ``batch``, scaled from the newest traced point of the series.
+def class_times_s(traced: Sequence[Point], work: Work, batch: float) -> dict[str, float] | None:
+    """Device time per op class at ``batch``, scaled from the newest of ``traced``, the
+    series' points that carry op classes (``Point.op_class_s``), in file order.
 
     Each class's measured time per iteration is scaled by the work ratio of its kind (FLOPs
     for :data:`COMPUTE_CLASSES`, bytes for the others) between ``batch`` and the traced batch.
-    None when no point carries op classes.
+    None when there is no traced point.
     """
-    traced = [p for p in points if p.op_class_s]
     if not traced:
         return None
     p = traced[-1]

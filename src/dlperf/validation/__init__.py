@@ -13,7 +13,6 @@ Nothing here is imported by a prediction: ``dlperf predict`` reads the table tha
 
 from __future__ import annotations
 
-import math
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +33,10 @@ from dlperf.validation import bucketcheck as bc
 from dlperf.validation import inputcheck as ic
 from dlperf.validation import intervalcheck as cv
 from dlperf.validation.backtest import Budget, Row
+from dlperf.validation.intervalcheck import COVERAGE_WINDOW as COVERAGE_WINDOW
+from dlperf.validation.intervalcheck import chance_inside as chance_inside
+from dlperf.validation.intervalcheck import coverage_cells as coverage_cells
+from dlperf.validation.intervalcheck import inside as inside
 from dlperf.validation.split import SIDES, Split
 
 #: Every back-test category, in the order tables list them.
@@ -354,10 +357,8 @@ class Validation:
 
         sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows if on(s)(r)])}
                 for s in SIDES}
-        judged = [c for c in CATEGORIES if c != "repeat (noise floor)"]
-        covs = {s: {d["category"]: d for d in cv.coverage(self.rows, level, counted=on(s),
-                                                           categories=judged, holdout="model")}
-                for s in SIDES}
+        covs = {s: {d["category"]: d for d in v}
+                for s, v in self.side_coverage(split, level).items()}
         noise = self.noise_pct()
 
         def trivial(cat: str) -> dict[str, str]:
@@ -408,6 +409,34 @@ class Validation:
                      "average (`validation.chance_inside`).")
         return "\n".join(lines) + "\n"
 
+    def side_coverage(self, split: Split, level: float = 0.9) -> dict[str, list[dict]]:
+        """Per side of ``split``: the ``level`` interval's coverage of each interval category
+        (:func:`intervalcheck.coverage`, Mondrian, ``holdout="model"``: each row's interval
+        from the rows of the category's other models, of both sides; judged on the side's
+        rows): the coverage column of :meth:`split_table`.
+
+        Raises:
+            ValueError: ``level`` outside (0, 1).
+        """
+        judged = [c for c in CATEGORIES if c != "repeat (noise floor)"]
+
+        def on(side: str) -> Callable[[Row], bool]:
+            return lambda r: split.side(r.model, r.run_id) == side
+        return {s: cv.coverage(self.rows, level, categories=judged, holdout="model",
+                               counted=on(s)) for s in SIDES}
+
+    def consistency_table(self, split: Split, level: float = 0.9) -> str:
+        """Markdown: each (category, bound) cell of :meth:`side_coverage` judged against
+        ``level`` on its own sampling spread (:func:`intervalcheck.consistency_markdown`: the
+        exact binomial 95% interval on its coverage, the model-clustered one, and the literal
+        85-95% test), with the cells consistent with ``level`` counted per side and those
+        significantly below it named.
+
+        Raises:
+            ValueError: ``level`` outside (0, 1).
+        """
+        return cv.consistency_markdown(self.side_coverage(split, level), level)
+
     def table(self) -> str:
         """Markdown: one line per category."""
         f = _num
@@ -425,53 +454,6 @@ class Validation:
                          f"{f(d['baseline_mdape_pct'])} | {f(d['baseline_max_pct'], 1)} | {sr} | "
                          f"{ee} |")
         return "\n".join(lines) + "\n"
-
-
-#: The window the goal asks of a 90% interval's coverage in every path and bound.
-COVERAGE_WINDOW = (0.85, 0.95)
-
-
-def inside(k: int, n: int, window: tuple[float, float] = COVERAGE_WINDOW) -> bool:
-    """Whether ``k`` covered rows of ``n`` read a coverage ``k / n`` inside ``window`` (both
-    ends included, unrounded: 84.6% is outside 85-95% though a table prints it 85%)."""
-    return window[0] * n - 1e-9 <= k <= window[1] * n + 1e-9
-
-
-def chance_inside(n: int, level: float = 0.9,
-                  window: tuple[float, float] = COVERAGE_WINDOW) -> float:
-    """Probability that a cell of ``n`` independent rows, each inside its interval with
-    probability ``level``, reads a coverage inside ``window`` (:func:`inside`): the binomial
-    ``sum of C(n, k) level^k (1 - level)^(n - k)`` over those ``k``. It is what a perfectly
-    calibrated interval rule can be asked of a cell: 0.49 for 24 rows at 90% in 85-95%, 0 for
-    6 (no ``k / 6`` is inside). Rows of one model are correlated, which spreads a cell's
-    coverage further.
-
-    Raises:
-        ValueError: ``n`` below 1, or ``level`` outside (0, 1).
-    """
-    if n < 1:
-        raise ValueError(f"a cell needs at least one row, got {n}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"interval level must be in (0, 1), got {level}")
-    def pmf(k: int) -> float:  # in logs: C(n, k) overflows a float from n ~ 1030
-        return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-                        + k * math.log(level) + (n - k) * math.log1p(-level))
-    return sum(pmf(k) for k in range(n + 1) if inside(k, n, window))
-
-
-def coverage_cells(covs: Iterable[dict]) -> list[tuple[str, str | None, int, int]]:
-    """``(category, bound, covered rows, rows)`` per cell of :func:`intervalcheck.coverage` results:
-    one per bound (``host``, ``device``) that has rows, the category as one cell (bound None)
-    where no row has a bound."""
-    out: list[tuple[str, str | None, int, int]] = []
-    for d in covs:
-        bounds = [b for b in ("host", "device") if d["count_" + b]]
-        for b in bounds:
-            out.append((d["category"], b, round(d["coverage_" + b] * d["count_" + b]),
-                        d["count_" + b]))
-        if not bounds:
-            out.append((d["category"], None, round(d["coverage"] * d["count"]), d["count"]))
-    return out
 
 
 def _known(rows: Sequence[Row], attr: str) -> list[Any]:

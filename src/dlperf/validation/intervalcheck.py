@@ -14,7 +14,7 @@ every batch), so the first reads higher than a new model gets. Two rules are jud
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from statistics import fmean, median
 from typing import Any, Protocol, TypeVar
 
@@ -84,7 +84,10 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
         ``count_device``, ``median_width`` (median ``high_ratio / low_ratio``, unitless) and
         ``median_width_host`` / ``median_width_device``,
         ``uncovered`` (rows with no interval: a category of one row), ``groups``
-        ({group: rows whose interval came from it}).
+        ({group: rows whose interval came from it}), ``models`` / ``models_host`` /
+        ``models_device`` ({model: [covered rows, rows]} of the judged rows, all and per
+        bound; a row without a model is its own ``#index``: the clusters of
+        :func:`dlperf.validation.coveragestats.clustered`).
 
     Raises:
         ValueError: an unknown rule name or holdout, or ``level`` outside (0, 1).
@@ -110,6 +113,7 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
         hit: dict[str | None, list[bool]] = {"host": [], "device": [], None: []}
         widths: dict[str | None, list[float]] = {"host": [], "device": [], None: []}
         groups: dict[str, int] = {}
+        tally: dict[str | None, dict[str, list[int]]] = {"host": {}, "device": {}, None: {}}
         none = 0
         for i, (r, b) in enumerate(res):
             if not judged[i]:
@@ -128,6 +132,9 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
                 widths[key].append(ivl.high_ratio / ivl.low_ratio)
                 groups[ivl.group] = groups.get(ivl.group, 0) + 1
             hit[key].append(ok)
+            t = tally[key].setdefault(mine[i].model or f"#{i}", [0, 0])
+            t[0] += ok
+            t[1] += 1
         every = [x for v in hit.values() for x in v]
         every_w = [x for v in widths.values() for x in v]
         out.append({"category": cat, "count": len(every), "coverage": sum(every) / len(every),
@@ -137,7 +144,20 @@ def coverage(rows: Sequence[R], level: float = 0.9, rule: str | Rule = "mondrian
                     "median_width": of_any(median, every_w),
                     "median_width_host": of_any(median, widths["host"]),
                     "median_width_device": of_any(median, widths["device"]),
-                    "uncovered": none, "groups": groups})
+                    "uncovered": none, "groups": groups,
+                    "models": _merged(tally.values()), "models_host": tally["host"],
+                    "models_device": tally["device"]})
+    return out
+
+
+def _merged(tallies: Iterable[dict[str, list[int]]]) -> dict[str, list[int]]:
+    """``{model: [covered, rows]}`` summed over several such tallies."""
+    out: dict[str, list[int]] = {}
+    for t in tallies:
+        for m, (k, n) in t.items():
+            o = out.setdefault(m, [0, 0])
+            o[0] += k
+            o[1] += n
     return out
 
 
@@ -179,4 +199,128 @@ def coverage_markdown(before: Sequence[dict], after: Sequence[dict], level: floa
             continue
         lines.append(f"| {b['category']} | {b['count']} ({b['count_host']}/{b['count_device']}) "
                      f"| {covered(b)} | {width(b)} | {covered(a)} | {width(a)} |")
+    return "\n".join(lines) + "\n"
+
+
+#: The window the goal asks of a 90% interval's coverage in every path and bound.
+COVERAGE_WINDOW = (0.85, 0.95)
+
+
+def inside(k: int, n: int, window: tuple[float, float] = COVERAGE_WINDOW) -> bool:
+    """Whether ``k`` covered rows of ``n`` read a coverage ``k / n`` inside ``window`` (both
+    ends included, unrounded: 84.6% is outside 85-95% though a table prints it 85%)."""
+    return window[0] * n - 1e-9 <= k <= window[1] * n + 1e-9
+
+
+def chance_inside(n: int, level: float = 0.9,
+                  window: tuple[float, float] = COVERAGE_WINDOW) -> float:
+    """Probability that a cell of ``n`` independent rows, each inside its interval with
+    probability ``level``, reads a coverage inside ``window`` (:func:`inside`): the binomial
+    ``sum of C(n, k) level^k (1 - level)^(n - k)`` over those ``k``. It is what a perfectly
+    calibrated interval rule can be asked of a cell: 0.49 for 24 rows at 90% in 85-95%, 0 for
+    6 (no ``k / 6`` is inside). Rows of one model are correlated, which spreads a cell's
+    coverage further.
+
+    Raises:
+        ValueError: ``n`` below 1, or ``level`` outside (0, 1).
+    """
+    if n < 1:
+        raise ValueError(f"a cell needs at least one row, got {n}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"interval level must be in (0, 1), got {level}")
+    def pmf(k: int) -> float:  # in logs: C(n, k) overflows a float from n ~ 1030
+        return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                        + k * math.log(level) + (n - k) * math.log1p(-level))
+    return sum(pmf(k) for k in range(n + 1) if inside(k, n, window))
+
+
+def coverage_cells(covs: Iterable[dict]) -> list[tuple[str, str | None, int, int]]:
+    """``(category, bound, covered rows, rows)`` per cell of :func:`coverage` results:
+    one per bound (``host``, ``device``) that has rows, the category as one cell (bound None)
+    where no row has a bound."""
+    out: list[tuple[str, str | None, int, int]] = []
+    for d in covs:
+        bounds = [b for b in ("host", "device") if d["count_" + b]]
+        for b in bounds:
+            out.append((d["category"], b, round(d["coverage_" + b] * d["count_" + b]),
+                        d["count_" + b]))
+        if not bounds:
+            out.append((d["category"], None, round(d["coverage"] * d["count"]), d["count"]))
+    return out
+
+
+def cell_tallies(covs: Iterable[dict]) -> list[tuple[str, str | None, list[tuple[int, int]]]]:
+    """``(category, bound, [(covered, rows) per model])`` per cell of :func:`coverage` results,
+    the cells of :func:`coverage_cells` in its order (their sums are its counts): the
+    clusters of :func:`dlperf.validation.coveragestats.clustered`."""
+    out: list[tuple[str, str | None, list[tuple[int, int]]]] = []
+    for d in covs:
+        bounds: list[str | None] = [b for b in ("host", "device") if d["count_" + b]]
+        for b in bounds or [None]:
+            tally = d["models_" + b] if b else d["models"]
+            out.append((d["category"], b, [(k, n) for k, n in tally.values()]))
+    return out
+
+
+def consistency_markdown(sides: Mapping[str, Sequence[dict]], level: float = 0.9) -> str:
+    """Markdown: each cell's coverage judged against ``level`` on its own sampling spread, a
+    row per cell and side (``sides``: side name -> :func:`coverage` results): covered rows,
+    the coverage with its exact 95% interval (Clopper-Pearson) and two-sided exact p-value
+    (rows independent, :func:`coveragestats.judge`), whether ``level`` is inside that interval
+    ("yes", "below": the interval under it, "above"), the same for the rows clustered by model
+    (:func:`coveragestats.clustered`: models, effective rows, interval, verdict), and the
+    literal :data:`COVERAGE_WINDOW` test (:func:`inside`); then a line per judgement counting
+    the cells consistent with ``level`` per side and naming those significantly below it.
+
+    Raises:
+        ValueError: ``level`` outside (0, 1).
+    """
+    from dlperf.validation import coveragestats as cs
+
+    iv.check_level(level)
+
+    def verdict(j: cs.Judgement) -> str:
+        return "yes" if j.consistent else "below" if j.below else "above"
+
+    def span(j: cs.Judgement) -> str:
+        return f"{j.low:.1%}-{j.high:.1%}"
+
+    def pv(p: float) -> str:
+        return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+    lo, hi = COVERAGE_WINDOW
+    lines = [f"| cell | side | covered | coverage (exact 95%) | p (exact, two-sided) | "
+             f"{level:.0%} inside | models: effective rows, 95% | {level:.0%} inside, "
+             f"by model | {lo * 100:.0f}-{hi:.0%} |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    #: side -> cell name -> (covered, rows, models, binomial, clustered)
+    judged: dict[str, dict[str, tuple[int, int, int, cs.Judgement, cs.Judgement]]] = {}
+    for side, covs in sides.items():
+        judged[side] = {}
+        for cat, b, per in cell_tallies(covs):
+            k, n = sum(x for x, _ in per), sum(x for _, x in per)
+            judged[side][f"{cat}, {b}" if b else cat] = (
+                k, n, len(per), cs.judge(k, n, level), cs.clustered(per, level))
+    for name in dict.fromkeys(name for cells in judged.values() for name in cells):
+        for side, cells in judged.items():
+            if name not in cells:
+                continue
+            k, n, m, j, c = cells[name]
+            lines.append(f"| {name} | {side} | {k}/{n} | {j.coverage:.1%} ({span(j)}) | "
+                         f"{pv(j.p)} | {verdict(j)} | {m}: {c.rows:.1f}, {span(c)} | "
+                         f"{verdict(c)} | {'in' if inside(k, n) else 'out'} |")
+    for label, clustered in (("exact binomial, rows independent", False),
+                             ("clustered by model, Korn-Graubard effective rows", True)):
+        js = {side: {name: v[4] if clustered else v[3] for name, v in cells.items()}
+              for side, cells in judged.items()}
+        said = ", ".join(f"{side} {sum(j.consistent for j in v.values())} of {len(v)}"
+                         for side, v in js.items())
+        below = "; ".join(f"{side} " + (", ".join(
+            f"{name} {judged[side][name][0]}/{judged[side][name][1]} (p {pv(j.p)})"
+            for name, j in v.items() if j.below) or "none") for side, v in js.items())
+        above = ", ".join(f"{side} {sum(not j.consistent and not j.below for j in v.values())}"
+                          for side, v in js.items())
+        lines.append(f"\nCells whose coverage is consistent with {level:.0%} ({label}: "
+                     f"{level:.0%} inside the exact 95% interval): {said}. Significantly "
+                     f"below {level:.0%}: {below}. Significantly above: {above}.")
     return "\n".join(lines) + "\n"

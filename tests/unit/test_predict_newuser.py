@@ -119,3 +119,21 @@ def test_validate_prints_the_split_and_names_categories_as_its_help_does(tmp_pat
     r = CliRunner().invoke(app, ["predict", "--help"], env={"COLUMNS": "400"})
     helptext = " ".join(r.output.split())
     assert "extrapolate 2x" in helptext and "largest batch" not in helptext
+
+
+@pytest.mark.parametrize("steps", [{}, {8: 0.671e-3}])
+def test_validate_with_nothing_to_back_test_is_refused(tmp_path, steps):
+    """``--validate`` of a results file the back-test can make no row from (no result, or
+    one point) exits 2 and says what it needs, instead of printing empty tables, exiting 0
+    and writing an empty residual table beside the file (which later predictions read)."""
+    db = str(tmp_path / "r.db")
+    if steps:
+        _store(db, steps)
+    else:
+        ResultStore(db).close()
+    r = CliRunner().invoke(app, ["predict", "--db", db, "--validate"])
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert "the back-test made no row from" in out and "two batch sizes or more" in out
+    assert "| category |" not in out
+    assert not (tmp_path / "perfmodel_residuals.json").exists()

@@ -211,3 +211,28 @@ def test_a_damaged_stored_profile_is_skipped(tmp_path, bad):
     with sqlite3.connect(db) as c:
         c.execute("INSERT INTO meta VALUES (?, ?)", (H.META_PREFIX + "bad", bad))
     assert "bad" not in H.stored_profiles(str(db))
+
+
+def test_predict_on_a_cpu_profile_is_refused(tmp_path, monkeypatch):
+    """A profile calibrated on a CPU records its device kind, and ``predict --gpu`` refuses
+    it: replaying an H200 trace on a CPU's cores and host memory gave 19 s per step with the
+    GPU back-test's band (a fresh user's `calibrate --device auto` on a machine without a
+    GPU). A datasheet GPU named beside it is still predicted."""
+    from pathlib import Path
+
+    _timed_sweep(monkeypatch, 1.0)
+    db = str(tmp_path / "c.db")
+    r = CliRunner().invoke(app, ["calibrate", "--db", db, "--name", "cpu-x", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert H.stored_profiles(db)["cpu-x"].extra["device"] == "cpu"
+    h200 = str(Path(__file__).resolve().parents[2] / "benchmarks/results/h200")
+    args = ["predict", "--db", h200, "--db", db, "--model", "resnet50", "--framework", "torch",
+            "--mode", "eager", "--precision", "bf16", "-b", "64", "--gpu"]
+    r = CliRunner().invoke(app, [*args, "cpu-x"])
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert "the profile 'cpu-x' was measured on a cpu" in out
+    assert "predicts only on a GPU" in out and "ms per iteration" not in out
+    r = CliRunner().invoke(app, [*args, "a100"])
+    assert r.exit_code == 0, r.output
+    assert "on NVIDIA A100-SXM4-80GB (datasheet only" in r.output

@@ -402,9 +402,12 @@ def test_fp32_gemms_are_no_slower_than_their_roofline_moved():
     cap = T.gemm_roofline_cap(conv, [replace(conv.ops[0], dur_s=1.0)], "fp32", g)
     e = T.FP32_GEMM_EFFICIENCY["convolution"]
     assert cap == pytest.approx(200e-6 - r_src + r_dst / e)
-    # going to bf16 the weights' floor bounds the GEMMs instead: no cap
-    assert T.gemm_roofline_cap(replace(fc, meta={**meta, "precision": "fp32"}),
-                               plain.ops, "bf16", g) == 1.0
+    # going to bf16 the weights' floor bounds the GEMMs instead: no cap (it would cut them)
+    up = replace(fc, meta={**meta, "precision": "fp32"})
+    moved = [replace(o, dur_s=T.kernel_to_precision(o, "fp32", "bf16", g)) for o in up.ops]
+    assert T.gemm_roofline_cap(up, moved, "bf16", g) < 0.9
+    assert T.gemm_s(T.to_precision(up, "bf16", g).ops) == pytest.approx(
+        T.gemm_s(moved) * T.gemm_weight_floor(up, moved, "bf16", g), rel=1e-12)
 
 
 def test_weight_bound_gemms_and_weight_casts_keep_their_time_at_another_batch():

@@ -89,7 +89,9 @@ def build_profile(db: str, name: str, device_name: str | None, profile_ids: list
     """The device profile of ``device_name`` from the results of ``db`` (its datasheet, with
     the measured ceilings, host probe and launch call in their places), named ``name``; a
     device without a datasheet (a CPU, an unknown GPU) gets one from the stored environment
-    (SM count and clock from NVML, else the CPU's cores and clock)."""
+    (SM count and clock from NVML, else the CPU's cores and clock). ``extra["device"]``: the
+    kind of device measured (``cuda``, ``cpu``), which ``dlperf predict --gpu`` checks: a
+    CPU's profile is no GPU to replay CUDA kernels on."""
     from dataclasses import replace
 
     from dlperf.perfmodel import hardware, records
@@ -102,7 +104,7 @@ def build_profile(db: str, name: str, device_name: str | None, profile_ids: list
         prof = _undocumented(pts, device_name)
     mine = [p for p in pts if p.result_id in profile_ids]
     disp = [p.host_dispatch_s for p in mine if p.host_dispatch_s]
-    extra = dict(prof.extra)
+    extra = {**prof.extra, "device": pts[0].device if pts else "cuda"}
     if disp and mine:
         extra["dispatch_probe"] = {"model": mine[0].model, "framework": mine[0].framework,
                                    "mode": mine[0].mode, "batch_size": mine[0].batch_size,

@@ -41,6 +41,33 @@ def _what_if(items: list[str]) -> dict[str, str] | None:
     return out or None
 
 
+def _refuse_a_cpu_profile(gpu: str, db: list[str]) -> None:
+    """Refuse ``--gpu NAME`` where NAME is a profile ``dlperf calibrate --device cpu`` stored:
+    the replay moves each CUDA kernel by the target's SMs, clock and memory bandwidth, which a
+    CPU's cores and host memory are not (a CPU profile gave an H200 trace 19 s per step on a
+    2-core VM, with the GPU back-test's band). A name no stored profile has is left to the
+    replay, which says what it knows.
+
+    Raises:
+        ConfigError: the profile was measured on a CPU.
+    """
+    from dlperf.perfmodel import hardware
+
+    try:
+        prof = hardware.resolve(gpu, db)
+    except ConfigError:
+        return
+    kind = prof.extra.get("device", "cuda")
+    if kind != "cuda":
+        raise ConfigError(
+            f"--gpu {gpu}: the profile {prof.name!r} was measured on a {kind} "
+            f"({prof.device_name}) by dlperf calibrate --device {kind}; --gpu replays CUDA "
+            "kernels on a GPU's SMs, clock and memory, so it predicts only on a GPU: calibrate "
+            "the GPU (dlperf calibrate --device cuda --name NAME on it) or name a datasheet "
+            "GPU (h100, a100, l40s, ...), or drop --gpu and predict the CPU from its stored "
+            "series (--device cpu)")
+
+
 def _whole(value: str | None, flag: str) -> int | None:
     """``--batch-size``'s text as a whole number: ``"64"`` -> 64, ``"1e4"`` -> 10000 (read
     exactly, so ``1e23`` is 10**23, refused by its limit with every digit); None stays None.
@@ -351,6 +378,12 @@ def predict(
             from dlperf import validation
 
             v = validation.validate(db, device=device)
+            if not v.rows:  # an empty table, exit 0 and an empty residual table said nothing
+                raise ConfigError(
+                    f"--validate: the back-test made no row from {', '.join(map(shown_path, db))}"
+                    ": nothing to judge, so no table is printed and no residual table written; "
+                    "it needs stored results to predict from others, e.g. one configuration at "
+                    "two batch sizes or more (dlperf run --model M -b 16,64 --db FILE)")
             if format == "json":  # each category with its interval coverage, where it has one
                 cov = {d["category"]: d for d in v.coverage()}
                 rows = [{**d, "interval_coverage_90": cov.get(d["category"])}
@@ -439,6 +472,7 @@ def predict(
                     "--gpu replays a stored timeline and cannot honour "
                     f"{'; '.join(ignored)}: drop {'it' if len(ignored) == 1 else 'them'}, or "
                     "drop --gpu for the step-level model")
+            _refuse_a_cpu_profile(gpu, db)
             r = retarget.answer(db, model, framework, mode, precision, batch, gpu,
                                 nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"

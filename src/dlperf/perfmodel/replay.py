@@ -113,12 +113,17 @@ class DeviceOp:
     @property
     def blocks(self) -> int | None:
         """Thread blocks of the launch (grid x*y*z), None without a grid."""
-        return self.grid[0] * self.grid[1] * self.grid[2] if self.grid else None
+        return _volume(self.grid)
 
     @property
     def threads_per_block(self) -> int | None:
         """Threads per block (block x*y*z), None without a block."""
-        return self.block[0] * self.block[1] * self.block[2] if self.block else None
+        return _volume(self.block)
+
+
+def _volume(xyz: tuple[int, int, int] | None) -> int | None:
+    """``x * y * z`` of a launch geometry, None where it is not recorded."""
+    return xyz[0] * xyz[1] * xyz[2] if xyz else None
 
 
 @dataclass(frozen=True)

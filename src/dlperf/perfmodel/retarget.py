@@ -79,6 +79,7 @@ DATASHEET_WIDEN = 2.0
 #: HBM3's driver reports 79.6 GiB (benchmarks/results/h100/calibrate.db), the H200's 140.4.
 DATASHEET_MEMORY_GIB = {"h100": 80, "h100-pcie": 80, "h200": 141, "a100": 80, "a100-40gb": 40,
                         "l40s": 48, "a10": 24, "v100": 32}
+_DATASHEET_MEMORY_BYTES = {k: gib * 2.0**30 for k, gib in DATASHEET_MEMORY_GIB.items()}
 
 
 def band(step_s: float, half: float) -> tuple[float, float]:
@@ -323,8 +324,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
         f"({r.device_s * 1e3:.3f} + {(r.step_s - r.device_s) * 1e3:.3f}) ms: the replayed "
         "queue's period, its summed kernel time plus the device's idle time waiting on "
         "launches, queue gaps and cross-stream waits (negative where streams overlap); "
-        "never below host_s (" + ("the host sets it: host-bound)" if bound == "host"
-                                  else "device-bound)"))
+        f"never below host_s ({_BOUND_WORDS[bound]})")
     if nproc > 1:  # the step-level model's data-parallel ratio on the one-GPU replay
         one = step_s
         step_s, parts, words, dp["assumptions"] = data_parallel(
@@ -352,6 +352,10 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                    f", scaled to the {dst_gpu.name} profile's host by {host} probes"
                    if hr is not None else ""), **dp})
 
+
+#: A replayed step's bound (:func:`dlperf.perfmodel.equations.bound_of`) in the composition's
+#: words (:func:`predict`).
+_BOUND_WORDS = {"host": "the host sets it: host-bound", "device": "device-bound"}
 
 #: Why a prediction on the traces' own GPU is not anchored (:func:`predict`): anchoring is the
 #: GPU move's (``measured x replay on the target / replay on the source``, docs/replay.md).
@@ -652,8 +656,7 @@ def device_memory_bytes(lib: TraceLibrary, prof: hardware.GpuProfile) -> float |
          and hardware.same_gpu(p.device_name, prof.device_name or prof.name)]
     if v:
         return float(statistics.median(v))
-    gib = DATASHEET_MEMORY_GIB.get(want or "")
-    return gib * 2.0**30 if gib else None
+    return _DATASHEET_MEMORY_BYTES.get(want or "")
 
 
 def _check_memory(lib: TraceLibrary, model: str, framework: str, mode: str,
@@ -750,7 +753,7 @@ def text(d: Mapping[str, Any]) -> str:
     c = d["config"]
     lo, hi = d["interval_s"]
     mark = " (datasheet only: nothing of this GPU measured)" if d.get("datasheet_only") else ""
-    name = d.get("gpu") or d.get("gpu_profile")
+    name = _gpu_named(d)
     gpus = f"{c['nproc']} x {name}" if c.get("nproc", 1) > 1 else name
     what = label_of({k: c.get(k) for k in ("model", "framework", "mode", "precision",
                                             "batch_size")})
@@ -763,23 +766,26 @@ def text(d: Mapping[str, Any]) -> str:
              f"{d['validation_category']} back-test), {d['samples_per_s']:.1f} samples/s, "
              f"{bound}",
              f"{src}: {'; '.join(d['transforms'])}"]
-    if d.get("parts"):
-        lines.append("parts: " + ", ".join(f"{k} {v * 1e3:.3f} ms"
-                                           for k, v in d["parts"].items()))
-    if d.get("composition"):
-        lines.append(f"composed: {d['composition']}")
-    if d.get("measured_step_time_s"):  # the median of the measured points (median_step)
-        lines.append(f"on {name}: {_words(d['measured_points'])}")
-    if d.get("anchor"):
-        lines.append(f"anchor: {d['anchor']['rule']}")
-    lines += [line(d[k]) for k, line in _TEXT_LINES if d.get(k)]
+    lines += [line(d) for k, line in _TEXT_LINES if d.get(k)]
     return "\n".join(lines)
 
 
-#: The lines :func:`text` adds, after the stored measurement's (none in a data-parallel
-#: answer: :func:`predict`), where the answer holds the key.
-_TEXT_LINES: tuple[tuple[str, Callable[[Any], str]], ...] = (
-    ("host_session", lambda v: f"host time from: {v}"),
-    ("interval_group", lambda v: f"interval from: {v}"),
-    ("assumptions", lambda v: "\n".join(["data parallel, assuming:", *(f"  - {a}" for a in v)])),
+def _gpu_named(d: Mapping[str, Any]) -> str:
+    """The GPU an answer of :func:`answer` is for: its device model name, else its profile's."""
+    return str(d.get("gpu") or d.get("gpu_profile"))
+
+
+#: The lines :func:`text` adds after the first two, in order, each where the answer holds its
+#: key (``measured_step_time_s``: the median of the measured points, :func:`median_step`;
+#: none in a data-parallel answer: :func:`predict`).
+_TEXT_LINES: tuple[tuple[str, Callable[[Mapping[str, Any]], str]], ...] = (
+    ("parts", lambda d: "parts: " + ", ".join(f"{k} {v * 1e3:.3f} ms"
+                                              for k, v in d["parts"].items())),
+    ("composition", lambda d: f"composed: {d['composition']}"),
+    ("measured_step_time_s", lambda d: f"on {_gpu_named(d)}: {_words(d['measured_points'])}"),
+    ("anchor", lambda d: f"anchor: {d['anchor']['rule']}"),
+    ("host_session", lambda d: f"host time from: {d['host_session']}"),
+    ("interval_group", lambda d: f"interval from: {d['interval_group']}"),
+    ("assumptions", lambda d: "\n".join(["data parallel, assuming:",
+                                         *(f"  - {a}" for a in d["assumptions"])])),
 )

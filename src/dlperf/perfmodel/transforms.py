@@ -25,8 +25,9 @@ import itertools
 import math
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 
 from dlperf.perfmodel.gemmshape import gemm_dims
 from dlperf.perfmodel.hardware import GpuProfile, waves
@@ -129,14 +130,26 @@ def memory_share(op: DeviceOp, gpu: GpuProfile) -> float:
     return MEMORY_SHARE.get(op.op_class or "", MEMORY_SHARE_DEFAULT)
 
 
-def _compute_factor(op: DeviceOp, src: GpuProfile, dst: GpuProfile, precision: str) -> float:
-    """Source time / destination time of the compute part: the GEMM ceilings' ratio for a
-    GEMM-like kernel, else clock x (waves where the launch geometry is known, else SMs)."""
-    if is_gemm(op):
-        p = math_precision(op, precision)
-        a, b = src.gemm(p), dst.gemm(p)
-        if a and b:
-            return a / b
+def _gemm_scaling(op: DeviceOp, src: GpuProfile, dst: GpuProfile,
+                  precision: str) -> tuple[float, float]:
+    """``(gamma, compute factor)`` of a GEMM-like kernel: Habitat's gamma (:func:`gamma`) and
+    the GEMM ceilings' ratio of its math precision, else the clock and waves'
+    (:func:`_wave_factor`) where ``src`` or ``dst`` lacks the ceiling."""
+    p = math_precision(op, precision)
+    a, b = src.gemm(p), dst.gemm(p)
+    return gamma(op, dst, precision), (a / b if a and b else _wave_factor(op, src, dst))
+
+
+def _other_scaling(op: DeviceOp, src: GpuProfile, dst: GpuProfile,
+                   precision: str) -> tuple[float, float]:
+    """``(gamma, compute factor)`` of any other kernel: its bandwidth utilisation on ``src``
+    (:func:`memory_share`) and the clock and waves' ratio (:func:`_wave_factor`)."""
+    return memory_share(op, src), _wave_factor(op, src, dst)
+
+
+def _wave_factor(op: DeviceOp, src: GpuProfile, dst: GpuProfile) -> float:
+    """Source time / destination time of a kernel's compute part by the clock: clock x (waves
+    where the launch geometry is known, else SMs)."""
     clock = src.clock_mhz / dst.clock_mhz
     if op.blocks and op.threads_per_block:
         w_s = waves(op.blocks, op.threads_per_block, op.registers, op.shared_memory, src)
@@ -152,9 +165,9 @@ def kernel_on_gpu(op: DeviceOp, src: GpuProfile, dst: GpuProfile, precision: str
     kernels and the waves' ratio where the geometry is known). ``gamma`` is Habitat's for a
     GEMM-like kernel (:func:`gamma`) and the kernel's bandwidth utilisation on ``src`` for
     any other (:func:`memory_share`)."""
-    g = gamma(op, dst, precision) if is_gemm(op) else memory_share(op, src)
+    g, c = (_gemm_scaling(op, src, dst, precision) if is_gemm(op)
+            else _other_scaling(op, src, dst, precision))
     bw = src.bandwidth_bytes_per_s / dst.bandwidth_bytes_per_s
-    c = _compute_factor(op, src, dst, precision)
     floor = min(op.dur_s, KERNEL_FLOOR_S)
     return floor + (op.dur_s - floor) * bw ** g * c ** (1.0 - g)
 
@@ -324,33 +337,36 @@ def precision_step(src: str | None, dst: str | None) -> int:
     return int(is_half(dst)) - int(is_half(src))
 
 
-#: A GEMM-like kernel's ceiling ratio taken with its bf16 share (:func:`bf16_share`), and the
-#: factor on its bytes (element size), by the direction of its *math* precision's change
-#: (1: to bf16 tensor cores, -1: from them, 0: between fp32 and tf32).
-_GEMM_STEP: dict[int, tuple[Callable[[float, float], float], float]] = {
-    1: (operator.truediv, 0.5), -1: (operator.mul, 2.0), 0: (lambda c, share: c, 1.0)}
 #: A non-GEMM kernel's time above its fixed part with its ratio (:func:`precision_ratio`), by
 #: the direction of the change (:func:`precision_step`; 0 leaves the kernel as it is).
 _OTHER_STEP: dict[int, Callable[[float, float], float]] = {1: operator.mul,
                                                            -1: operator.truediv}
 
 
-def precision_ratio(op: DeviceOp) -> tuple[float, float]:
+#: No op class taken as another (:func:`precision_ratio`'s default ``alias``).
+_NO_ALIAS: Mapping[str, str] = MappingProxyType({})
+
+
+def precision_ratio(op: DeviceOp, alias: Mapping[str, str] = _NO_ALIAS
+                    ) -> tuple[float, float]:
     """``(fixed, ratio)`` of a non-GEMM kernel at bf16 / at fp32: a batch norm's backward
     kernel (:func:`is_batch_norm_backward`) :data:`BATCH_NORM_BACKWARD_BF16` of its whole
-    time, another kernel its op class's :data:`PRECISION_RATIO`."""
+    time, another kernel its op class's :data:`PRECISION_RATIO` (the class ``alias`` maps
+    it to where it names it: :data:`PRECISION_CLASS_BY_FRAMEWORK`)."""
     if is_batch_norm_backward(op):
         return 0.0, BATCH_NORM_BACKWARD_BF16
-    return PRECISION_RATIO.get(op.op_class or "", PRECISION_RATIO_DEFAULT)
+    cls = op.op_class or ""
+    return PRECISION_RATIO.get(alias.get(cls, cls), PRECISION_RATIO_DEFAULT)
 
 
 def gemm_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
     """Duration of the GEMM-like ``op`` (traced at precision ``src``) at precision ``dst`` on
     ``gpu``: its time above its fixed part (:func:`gemm_fixed_s`) by the ceilings' ratio of
     its math precisions (read off its name; at ``dst`` bf16 for a half precision, else TF32
-    where it ran TF32 and fp32 otherwise) over its share (:func:`bf16_share`) going to bf16,
-    times it coming from bf16, no less than its bytes at the new element size over the
-    bandwidth where the trace holds them; as traced where ``gpu`` lacks either ceiling."""
+    where it ran TF32 and fp32 otherwise) times the ratio of its efficiency shares at the two
+    (:func:`bf16_share` at bf16, 1 at fp32 and tf32), no less than its bytes at the new
+    element size (half going to bf16, twice coming from it) over the bandwidth where the
+    trace holds them; as traced where ``gpu`` lacks either ceiling."""
     p_src = math_precision(op, src)
     p_dst = "bf16" if is_half(dst) else ("tf32" if p_src == "tf32" else "fp32")
     a, b = gpu.gemm(p_src), gpu.gemm(p_dst)
@@ -358,19 +374,20 @@ def gemm_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> floa
         return op.dur_s
     direction = int(p_dst == "bf16") - int(p_src == "bf16")
     floor = min(op.dur_s, gemm_fixed_s(op, direction))
-    with_share, elem = _GEMM_STEP[direction]
-    t = (op.dur_s - floor) * with_share(a / b, bf16_share(op))
+    share = {"bf16": bf16_share(op)}  # of the kernel's fp32 efficiency, by math precision
+    t = (op.dur_s - floor) * (a / b * share.get(p_src, 1.0) / share.get(p_dst, 1.0))
     if op.bytes:  # the roofline: no faster than its bytes at the new precision
-        t = max(t, op.bytes * elem / gpu.bandwidth_bytes_per_s)
+        t = max(t, op.bytes * 2.0 ** -direction / gpu.bandwidth_bytes_per_s)
     return (floor + t) * GEMM_HELPERS.get(direction, {}).get(op.op_class or "", 1.0)
 
 
-def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> float:
+def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile,
+                        alias: Mapping[str, str] = _NO_ALIAS) -> float:
     """Duration of ``op`` (traced at precision ``src``) at precision ``dst`` on ``gpu``: a
     GEMM-like kernel by :func:`gemm_to_precision`; another kernel's time above its fixed part
-    by its :func:`precision_ratio`, inverted going to fp32, unchanged between two full (or two
-    half) precisions (a convolution's non-GEMM kernels are dropped going to bf16 by
-    :func:`to_precision`, not here)."""
+    by its :func:`precision_ratio` (its op class taken as ``alias`` maps it), inverted going
+    to fp32, unchanged between two full (or two half) precisions (a convolution's non-GEMM
+    kernels are dropped going to bf16 by :func:`to_precision`, not here)."""
     if src == dst:
         return op.dur_s
     if is_gemm(op):
@@ -378,7 +395,7 @@ def kernel_to_precision(op: DeviceOp, src: str, dst: str, gpu: GpuProfile) -> fl
     step = precision_step(src, dst)
     if step == 0:
         return op.dur_s
-    fixed, r = precision_ratio(op)
+    fixed, r = precision_ratio(op, alias)
     floor = min(op.dur_s, fixed)
     return floor + _OTHER_STEP[step](op.dur_s - floor, r)
 
@@ -624,6 +641,16 @@ def to_precision(step: StepTrace, dst: str, gpu: GpuProfile) -> StepTrace:
     return out.with_note(f"precision {src} -> {dst}{note}", precision=dst)
 
 
+#: Every op class weighed 1 (:func:`gemm_s`'s default).
+_NO_WEIGHT: Mapping[str, float] = MappingProxyType({})
+
+
+def gemm_s(ops: Sequence[DeviceOp], weight: Mapping[str, float] = _NO_WEIGHT) -> float:
+    """Summed duration (s) of the GEMM-like kernels of ``ops`` (:func:`is_gemm`), each times
+    its op class's ``weight`` (1 for a class it does not name)."""
+    return sum(o.dur_s * weight.get(o.op_class or "", 1.0) for o in ops if is_gemm(o))
+
+
 def gemm_weight_floor(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
                       gpu: GpuProfile) -> float:
     """The factor (>= 1) on the GEMM-like kernels of ``ops`` (``step``'s ops moved to
@@ -643,8 +670,7 @@ def gemm_weight_floor(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     0.07-0.14 ms (benchmarks/replay_kernels.py's kernel pairs). Every GEMM kernel takes the
     step's factor (the weights are the step's, not a kernel's)."""
     params = step.meta.get("params")
-    t_src = sum(o.dur_s for o in step.ops if is_gemm(o))
-    t_dst = sum(o.dur_s for o in ops if is_gemm(o))
+    t_src, t_dst = gemm_s(step.ops), gemm_s(ops)
     if not (params and t_src > 0 and t_dst > 0):
         return 1.0
     e_src, e_dst = elem_bytes(step.meta.get("precision")), elem_bytes(dst)
@@ -669,8 +695,9 @@ def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     R_dst / e``, the roofline ``R`` (:func:`gemm_roofline_s`: weight bytes / bandwidth +
     FLOPs / GEMM ceiling) at each precision (the step's FLOPs
     ``meta['train_flops_per_sample']`` x the batch; ``R_src`` at most ``T``) and ``e`` the time-
-    weighted :data:`FP32_GEMM_EFFICIENCY` of the traced GEMMs' op classes; 1 in any other
-    direction, or where the parameters, FLOPs or ceilings are unknown.
+    weighted :data:`FP32_GEMM_EFFICIENCY` of the traced GEMMs' op classes; 1 where the
+    parameters, FLOPs or ceilings are unknown. :func:`drop_autocast` applies it, the one
+    change from bf16 to a full precision.
 
     Each kernel's ceiling ratio (:func:`gemm_to_precision`) assumes its bf16 time is its
     arithmetic; a bf16 GEMM bound by its weights or by latency (fcn5 and fcn_mnist at small
@@ -683,14 +710,12 @@ def gemm_roofline_cap(step: StepTrace, ops: Sequence[DeviceOp], dst: str,
     src = str(step.meta.get("precision") or "fp32")
     params, fps = step.meta.get("params"), step.meta.get("train_flops_per_sample")
     flops = (fps or 0.0) * int(step.meta.get("batch_size") or 0)
-    gemms = [o for o in step.ops if is_gemm(o)]
-    t_src = sum(o.dur_s for o in gemms)
-    t_dst = sum(o.dur_s for o in ops if is_gemm(o))
     r_src = gemm_roofline_s(params, flops, src, gpu)
     r_dst = gemm_roofline_s(params, flops, dst, gpu)
-    if precision_step(src, dst) != -1 or not (r_src and r_dst and t_dst):
+    t_src, t_dst = gemm_s(step.ops), gemm_s(ops)
+    if not (r_src and r_dst and t_dst):
         return 1.0
-    e = sum(o.dur_s * FP32_GEMM_EFFICIENCY.get(o.op_class or "", 1.0) for o in gemms) / t_src
+    e = gemm_s(step.ops, FP32_GEMM_EFFICIENCY) / t_src
     return min(1.0, (t_src - min(t_src, r_src) + r_dst / e) / t_dst)
 
 
@@ -710,18 +735,23 @@ PRECISION_CLASS_BY_FRAMEWORK: dict[str, dict[str, str]] = {
     "jax": {"normalisation": "elementwise"}}
 
 
-def _rescaled(step: StepTrace, src: str, dst: str, gpu: GpuProfile) -> list[DeviceOp]:
+#: A bound on the GEMM-like kernels of a step moved to another precision: ``(step, its ops at
+#: the new precision, the precision, the GPU) -> factor`` (:func:`gemm_weight_floor`,
+#: :func:`gemm_roofline_cap`).
+GemmBound = Callable[[StepTrace, Sequence[DeviceOp], str, GpuProfile], float]
+
+
+def _rescaled(step: StepTrace, src: str, dst: str, gpu: GpuProfile,
+              bounds: Sequence[GemmBound]) -> list[DeviceOp]:
     """The ops of ``step`` at precision ``dst`` (:func:`kernel_to_precision`, a kernel of an
     op class :data:`PRECISION_CLASS_BY_FRAMEWORK` names for the step's framework as one of
-    the class it names; the GEMM-like
-    kernels no faster together than their weights' roofline, :func:`gemm_weight_floor`, and
-    going to fp32 no slower than their roofline moved, :func:`gemm_roofline_cap`), index for
-    index (what ``after`` refers to)."""
-    alias = PRECISION_CLASS_BY_FRAMEWORK.get(str(step.meta.get("framework")), {})
-    ops = [replace(o, dur_s=kernel_to_precision(
-        replace(o, op_class=alias.get(o.op_class or "", o.op_class)), src, dst, gpu))
-        for o in step.ops]
-    f = gemm_weight_floor(step, ops, dst, gpu) * gemm_roofline_cap(step, ops, dst, gpu)
+    the class it names), the GEMM-like kernels times the product of ``bounds`` (each no
+    faster together than their weights' roofline, :func:`gemm_weight_floor`, and going to
+    fp32 no slower than their roofline moved, :func:`gemm_roofline_cap`), index for index
+    (what ``after`` refers to)."""
+    alias = PRECISION_CLASS_BY_FRAMEWORK.get(str(step.meta.get("framework")), _NO_ALIAS)
+    ops = [replace(o, dur_s=kernel_to_precision(o, src, dst, gpu, alias)) for o in step.ops]
+    f = math.prod(bound(step, ops, dst, gpu) for bound in bounds)
     return [replace(o, dur_s=o.dur_s * f) if is_gemm(o) else o for o in ops]
 
 
@@ -751,14 +781,14 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
     over the backward casts. A compiled program (XLA, torch.compile) fuses its casts into
     its other kernels and gets the weights' only."""
     step = drop_conv_helpers(step)
-    scaled = _rescaled(step, src, dst, gpu)
+    scaled = _rescaled(step, src, dst, gpu, (gemm_weight_floor,))
     fwd = [is_gemm(o) and o.phase in (None, "t_f") for o in scaled]
     bwd = [is_gemm(o) and o.phase == "t_b" for o in scaled]
     t_f, t_b = cast_times(step, gpu, sum(fwd), sum(bwd))
     bw = gpu.bandwidth_bytes_per_s
     ac = activation_casts(step) if is_eager(step) else ActivationCasts()
-    t_b_act = (ac.bwd_kernels * KERNEL_FLOOR_S + ac.bwd_bytes / bw) / sum(bwd) if any(bwd) \
-        else 0.0
+    # each backward GEMM's share of them (none is added without a backward GEMM)
+    t_b_act = (ac.bwd_kernels * KERNEL_FLOOR_S + ac.bwd_bytes / bw) / max(1, sum(bwd))
 
     def cast(o: DeviceOp, dur: float, nbytes: float) -> DeviceOp:
         return replace(o, dur_s=dur, name="cast (autocast)", op_class="elementwise",
@@ -780,7 +810,7 @@ def add_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
     for i, (o, f, b) in enumerate(zip(scaled, fwd, bwd)):
         if f:
             new.append(fwd_cast(i, o))
-        if ac.loss_at is not None and o.op_class == "loss" and not is_gemm(o):
+        if ac.loss_at is not None and o.op_class == "loss":  # never a GEMM-like kernel
             if i == ac.loss_at:
                 new.append(cast(o, KERNEL_FLOOR_S + ac.loss_bytes / bw, ac.loss_bytes))
             o = replace(o, dur_s=step.ops[i].dur_s * LOSS_KERNELS_BF16)
@@ -801,7 +831,7 @@ def drop_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
     (:func:`is_weight_cast`: autocast's, and an XLA program's ``convert`` fusions, which its
     fp32 programs do not run: 0.13-6.1 ms in the development JAX bf16 traces, 0.003 ms in
     their fp32 ones) and the host divided by :func:`autocast_host`."""
-    scaled = _rescaled(step, src, dst, gpu)
+    scaled = _rescaled(step, src, dst, gpu, (gemm_weight_floor, gemm_roofline_cap))
     keep = [o for o in scaled if not is_weight_cast(o)]
     out = replace(step, ops=tuple(_reindex(scaled, keep)))
     return _with_host(out, 1.0 / autocast_host(step), f", -{len(step.ops) - len(keep)} casts")
@@ -811,7 +841,7 @@ def same_kind(step: StepTrace, src: str, dst: str, gpu: GpuProfile
               ) -> tuple[StepTrace, str]:
     """``step`` between two precisions of a kind (fp32 and tf32, or bf16 and fp16): each
     kernel by :func:`kernel_to_precision`, nothing added or dropped."""
-    return replace(step, ops=tuple(_rescaled(step, src, dst, gpu))), ""
+    return replace(step, ops=tuple(_rescaled(step, src, dst, gpu, (gemm_weight_floor,)))), ""
 
 
 #: What :func:`to_precision` does besides moving each kernel, by the direction of the change

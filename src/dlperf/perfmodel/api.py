@@ -829,6 +829,25 @@ def whatif_changes(base: Config, target: Config, batch_changed: bool = False,
 #: of more than its path judges borrows its interval (:data:`NOT_BACKTESTED`).
 JUDGED_CHANGES = {TWO_CHANGES: 2}
 
+#: The precision and mode changes each what-if category's back-test rows make, ``(field,
+#: from, to)`` (:data:`dlperf.validation.backtest.WHATIFS`; a test keeps the two the same):
+#: :func:`whatif_category` gives every other one (bf16 -> fp32, fp32 -> tf32, graph -> eager)
+#: the category of its field, whose rows never made it, so its interval is borrowed
+#: (:data:`NOT_BACKTESTED`).
+JUDGED_STEPS: dict[str, frozenset[tuple[str, str, str]]] = {
+    "what-if fp32->bf16": frozenset({("precision", "fp32", "bf16")}),
+    "what-if eager->graph": frozenset({("mode", "eager", "graph")}),
+    TWO_CHANGES: frozenset({("precision", "fp32", "bf16"), ("precision", "bf16", "fp32"),
+                            ("mode", "eager", "graph")})}
+
+
+def _unjudged_steps(d: Draft, req: Request) -> list[tuple[str, str, str]]:
+    """The precision and mode changes of ``req``'s what-if (:func:`whatif_changes`) that the
+    back-test rows of its path ``d.path`` never make (:data:`JUDGED_STEPS`), sorted."""
+    made = {(k, getattr(req.base, k), getattr(req.target, k))
+            for k in {"precision", "mode"} & set(req.changes)}
+    return sorted(made - JUDGED_STEPS.get(d.path, frozenset()))
+
 
 def _judged_words(path: str) -> str:
     """How many changes at once the back-test rows of ``path`` make, in words."""
@@ -846,7 +865,8 @@ def _not_tested(d: Draft, change: str) -> str:
 #: what-if of several changes at once (:func:`whatif_changes`: the category
 #: :func:`whatif_category` gives it, which judges one of them, stands in), a host-speed
 #: what-if, a framework what-if not in :data:`FRAMEWORK_WHATIFS` (its path's residuals stand
-#: in). Their interval is borrowed at a wider level (:func:`_interval_of`).
+#: in), a what-if changing precision or mode in a direction its path's rows never take
+#: (:func:`_unjudged_steps`). Their interval is borrowed at a wider level (:func:`_interval_of`).
 NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
                             Callable[[Draft, Request, set[int]], str]], ...] = (
     (lambda d, req, stored: req.world > 1 and req.world not in stored,
@@ -865,6 +885,9 @@ NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
                              and whatif_category(req.base, req.target.with_(
                                  precision=req.base.precision)) not in FRAMEWORK_WHATIFS.values()),
      lambda d, req, stored: _not_tested(d, "a change of framework")),
+    (lambda d, req, stored: bool(_unjudged_steps(d, req)),
+     lambda d, req, stored: _not_tested(d, "a change of " + rq._and(
+         [f"{k} {a} -> {b}" for k, a, b in _unjudged_steps(d, req)]))),
 )
 
 

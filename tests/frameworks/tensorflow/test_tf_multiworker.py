@@ -1,7 +1,7 @@
 """TensorFlow ``MultiWorkerMirroredStrategy``: TF_CONFIG and its exchange between nodes (no
 TensorFlow), the configuration rules, the sharded input pipeline, and end to end on the CPU:
-two worker processes on one machine and two nodes of two worker processes over loopback, each
-training like one process on the same global batch (same losses: the loss scaling and the
+two worker processes on one machine and two nodes of one worker process each over loopback,
+each training like one process on the same global batch (same losses: the loss scaling and the
 gradient all-reduce are right)."""
 
 from __future__ import annotations
@@ -91,6 +91,37 @@ def test_nodes_exchange_addresses_through_node_0_in_node_order():
         t.join(timeout=25)
     want = addrs[0] + addrs[1] + addrs[2]
     assert res == {0: want, 1: want, 2: want}
+
+
+def test_two_nodes_of_two_processes_get_tf_config_of_their_global_ranks():
+    """The spawner's hook on each of two nodes of two processes: one cluster of four workers,
+    node 0's first, and ``TF_CONFIG`` index ``node_rank * nproc + i`` for local process ``i``
+    (the ``RANK`` that :mod:`dlperf.launch.spawn` gives it). End to end, the nodes below run
+    one process each; the launcher's ranks of two nodes of two processes are run end to end in
+    tests/integration/test_distributed.py (PyTorch)."""
+    ep = f"127.0.0.1:{free_port()}"
+    args = ["--tf-config", "--run-id", "run-a", "--timeout", "20"]
+    res: dict = {}
+
+    def node(k):
+        try:
+            res[k] = tf_cluster.process_env(args, node_rank=k, nnodes=2, nproc=2, coordinator=ep)
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            res[k] = e
+
+    threads = [threading.Thread(target=node, args=(k,)) for k in (1, 0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=25)
+    parsed = {k: [tf_cluster.parse_tf_config(e[tf_cluster.TF_CONFIG_ENV]) for e in res[k]]
+              for k in (0, 1)}
+    workers = parsed[0][0][0]
+    assert len(workers) == len(set(workers)) == 4
+    assert {tuple(w) for envs in parsed.values() for w, _ in envs} == {tuple(workers)}
+    assert [[i for _, i in parsed[k]] for k in (0, 1)] == [[0, 1], [2, 3]]
+    assert tf_cluster.process_env(["--run-id", "r"], node_rank=1, nnodes=2, nproc=2,
+                                  coordinator=ep) == [{}, {}]  # no --tf-config: nothing
 
 
 def test_a_missing_node_is_a_timeout_naming_it():
@@ -265,13 +296,16 @@ def test_two_worker_processes_train_like_one_process(one_process_losses):
 
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-def test_two_nodes_of_two_worker_processes_over_loopback(tmp_path, one_process_losses):
+def test_two_nodes_of_one_worker_process_over_loopback(tmp_path, one_process_losses):
+    """Two nodes (``--nnodes 2``, one process each: the TensorFlow cluster is exchanged through
+    node 0 and every rank trains on its rows of the global batch); the global ranks of nodes
+    of two processes: test_two_nodes_of_two_processes_get_tf_config_of_their_global_ranks."""
     from dlperf.results.store import ResultStore
 
     ep = f"127.0.0.1:{free_port()}"
     procs = [subprocess.Popen(
         [sys.executable, "-m", "dlperf", "run", "--model", "fcn5_tiny", "--framework",
-         "tensorflow", "--mode", "eager", "--batch-size", "16", "--nproc", "2", "--nnodes", "2",
+         "tensorflow", "--mode", "eager", "--batch-size", "16", "--nproc", "1", "--nnodes", "2",
          "--dp-layout", "per_device", "--node-rank", str(k), "--rdzv-endpoint", ep,
          "--device", "cpu", "--db", str(tmp_path / "r.db"), *FAST],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
@@ -282,12 +316,12 @@ def test_two_nodes_of_two_worker_processes_over_loopback(tmp_path, one_process_l
         with ResultStore(tmp_path / db) as s:
             (row,) = s.rows()
             raw = s.samples(row["id"])
-        assert row["world_size"] == 4 and row["nnodes"] == 2 and row["per_device_batch"] == 4
+        assert row["world_size"] == 2 and row["nnodes"] == 2 and row["per_device_batch"] == 8
         r = json.loads(row["result_json"])
         r["samples"] = {ph: v["step_time_s"] for ph, v in raw.items()}
         r["losses"] = {ph: v["loss"] for ph, v in raw.items()}
-        d = _check_ranks(r, 4, one_process_losses[0])
-        assert sorted(p["node_rank"] for p in d["per_rank"]) == [0, 0, 1, 1]
+        d = _check_ranks(r, 2, one_process_losses[0])
+        assert sorted(p["node_rank"] for p in d["per_rank"]) == [0, 1]
         assert r["flags"]["mode"] == "eager"
 
 

@@ -1,0 +1,104 @@
+"""A fresh user's trial of ``dlperf predict`` (session 15): a what-if in a direction the
+back-test never takes says its interval is borrowed, as every other path no back-test judges
+does."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlperf.cli import app
+from dlperf.perfmodel import api
+
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
+H = ["--db", str(ROOT / "h200"), "--db", str(ROOT / "h200x2")]
+VGG = ["--model", "vgg16", "--framework", "torch", "--mode", "eager", "-b", "64"]
+
+
+def _cli(*args):
+    r = CliRunner().invoke(app, ["predict", *map(str, args)])
+    assert "Traceback" not in r.output
+    return r.exit_code, " ".join(r.output.split())
+
+
+def test_judged_steps_are_the_steps_the_back_test_makes():
+    """:data:`api.JUDGED_STEPS` names exactly the precision and mode changes of each what-if
+    category's back-test pairs (a mode change inside a framework change is the framework's)."""
+    from dlperf.validation.backtest import WHATIFS
+
+    made: dict[str, set] = {}
+    for cat, ch in WHATIFS:
+        fields = ("precision",) if "framework" in ch else ("precision", "mode")
+        made.setdefault(cat, set()).update((k, *ch[k]) for k in fields if k in ch)
+    assert {c: s for c, s in made.items() if s} == api.JUDGED_STEPS
+
+
+@pytest.mark.parametrize("what_if, own", [
+    (["precision=bf16"], None),  # stored target: its own series, no what-if path
+    (["precision=tf32"], "precision fp32 -> tf32"),
+    (["precision=tf32", "mode=graph"], "precision fp32 -> tf32"),
+])
+def test_a_what_if_no_back_test_takes_borrows_its_interval(what_if, own):
+    """vgg16 torch eager fp32 -> tf32 (not stored) took the fp32->bf16 rows' 90% interval as
+    its own; the back-test pairs fp32 -> bf16 only, so it is borrowed at 95% and said so."""
+    args = [a for w in what_if for a in ("--what-if", w)]
+    code, out = _cli(*H, *VGG, "--precision", "fp32", *args)
+    assert code == 0, out
+    assert "(90% interval)" in out
+    if own is None:
+        assert "borrowed" not in out
+    else:
+        assert "interval from: borrowed from what-if" in out and "at 95%" in out
+        assert f"a change of {own} is not back-tested on stored pairs" in out
+
+
+@pytest.mark.parametrize("base, target, path, unjudged", [
+    (("eager", "fp32"), ("eager", "bf16"), "what-if fp32->bf16", []),
+    (("eager", "bf16"), ("eager", "fp32"), "what-if fp32->bf16",
+     [("precision", "bf16", "fp32")]),
+    (("eager", "bf16"), ("graph", "bf16"), "what-if eager->graph", []),
+    (("graph", "bf16"), ("eager", "bf16"), "what-if eager->graph", [("mode", "graph", "eager")]),
+    (("eager", "bf16"), ("graph", "fp32"), api.TWO_CHANGES, []),
+    (("graph", "tf32"), ("eager", "bf16"), api.TWO_CHANGES,
+     [("mode", "graph", "eager"), ("precision", "tf32", "bf16")]),
+])
+def test_unjudged_steps_of_each_direction(base, target, path, unjudged):
+    """The directions the back-test judges keep their own interval (nothing unjudged); the
+    reverse ones are named, each ``(field, from, to)``."""
+    from types import SimpleNamespace
+
+    from dlperf.perfmodel.calibrate import Config
+
+    b = Config("vgg16", "torch", base[0], base[1])
+    t = Config("vgg16", "torch", target[0], target[1])
+    req = SimpleNamespace(base=b, target=t, changes=api.whatif_changes(b, t))
+    assert api._unjudged_steps(SimpleNamespace(path=path), req) == unjudged
+    assert api.whatif_category(b, t) == path
+
+
+def test_committed_tables_are_regenerated_with_an_empty_cache(monkeypatch, tmp_path):
+    """``perfmodel_validate.py --committed`` back-tests with a new empty ``$DLPERF_CACHE_DIR``:
+    the table stores every group fit the process holds, so with the user's cache a fit one of
+    their predictions made (vgg16 torch eager tf32, from a what-if) was written into the
+    committed table."""
+    import importlib.util
+    import os
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "perfmodel_validate_t15", ROOT.parent / "perfmodel_validate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    user = tmp_path / "user-cache"
+    user.mkdir()
+    (user / "perfmodel-fits-x.json").write_text("{}")
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(user))
+    monkeypatch.chdir(tmp_path)  # main() moves to the repository's root; chdir is undone
+    seen = []
+    monkeypatch.setattr(mod, "_run", lambda *a, **k: seen.append(
+        (os.environ["DLPERF_CACHE_DIR"], sorted(os.listdir(os.environ["DLPERF_CACHE_DIR"])))))
+    monkeypatch.setattr(sys, "argv", ["perfmodel_validate.py", "--committed"])
+    mod.main()
+    assert len(seen) == len(mod.COMMITTED)
+    assert {d for d, _ in seen} != {str(user)} and len({d for d, _ in seen}) == 1
+    assert seen[0][1] == []

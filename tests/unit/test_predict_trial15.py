@@ -102,3 +102,17 @@ def test_committed_tables_are_regenerated_with_an_empty_cache(monkeypatch, tmp_p
     assert len(seen) == len(mod.COMMITTED)
     assert {d for d, _ in seen} != {str(user)} and len({d for d, _ in seen}) == 1
     assert seen[0][1] == []
+
+
+def test_a_configuration_stored_only_traced_is_not_called_unstored():
+    """hf:gpt2 torch eager bf16 is stored in yourmodel.db only as a traced run (its op
+    classes), which no series is fitted to: the analytic prediction's hint said "is not
+    stored" of a point the user can see in `dlperf results`."""
+    code, out = _cli("--db", ROOT / "h200", "--db", ROOT / "h200/yourmodel/yourmodel.db",
+                     "--model", "hf:gpt2", "--framework", "torch", "--mode", "eager",
+                     "--precision", "bf16", "-b", "16")
+    assert code == 0, out
+    assert "how: analytic" in out
+    assert ("hf:gpt2 torch/eager cuda bf16 is stored only in 1 instrumented run(s) (traced or "
+            "--breakdown), which no series is fitted to") in out
+    assert "is not stored" not in out and "but hf:gpt2 torch/graph cuda bf16 is" in out

@@ -1204,20 +1204,27 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
 
 def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     """An analytic prediction of a model stored in another configuration: the warning that a
-    what-if from it would use the model's own measurements."""
+    what-if from it would use the model's own measurements. A configuration stored only in
+    instrumented runs (traced, ``--breakdown``: :attr:`~dlperf.perfmodel.records.Point.
+    instrumented`), which no series is fitted to, is said to be so, not "not stored"; such a
+    configuration is not offered as the what-if's base."""
     target = req.target
     if one.how != "analytic" or target != req.base:
         return []
     own = sorted({Config.of(p) for p in recs.points if p.model == target.model
                   and p.world_size == 1 and p.framework == target.framework
-                  and p.device == target.device and Config.of(p) != target},
+                  and p.device == target.device and Config.of(p) != target
+                  and not p.instrumented},
                  key=lambda c: c.label())
     if not own:
         return []
     o = own[0]
+    traced = sum(target.matches(p) and p.instrumented for p in recs.points)
     return [f"analytic: {target.label()} is "
             + (f"stored only at batch {req.batch}, which a prediction of it withholds"
-               if req.withheld else "not stored") + f", but {o.label()} is; a what-if "
+               if req.withheld else f"stored only in {traced} instrumented run(s) (traced or "
+               "--breakdown), which no series is fitted to (the instrumentation is in their "
+               "steps)" if traced else "not stored") + f", but {o.label()} is; a what-if "
             f"from it uses {target.model}'s own measurements (e.g. --precision {o.precision} "
             f"--mode {o.mode} --what-if precision={target.precision}"
             + (f" --what-if mode={target.mode}" if target.mode != o.mode else "") + ")"]

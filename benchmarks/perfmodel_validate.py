@@ -101,11 +101,13 @@ def main() -> None:
 
 
 def _fresh_cache(prefix: str) -> str:
-    """Point ``$DLPERF_CACHE_DIR`` at a new empty folder (named ``prefix...`` in the system's
-    temporary folder) for the rest of the process; returns it."""
-    import tempfile
+    """Point ``$DLPERF_CACHE_DIR`` at a new folder (named ``prefix...`` in the system's
+    temporary folder, holding only the owner file of :func:`dlperf.tempdirs.make_owned`, so
+    that a ``dlperf run`` of another process reclaims it once this one is gone, never while it
+    runs) for the rest of the process; returns it."""
+    from dlperf.tempdirs import make_owned
 
-    os.environ["DLPERF_CACHE_DIR"] = tempfile.mkdtemp(prefix=prefix)
+    os.environ["DLPERF_CACHE_DIR"] = str(make_owned(prefix))
     return os.environ["DLPERF_CACHE_DIR"]
 
 

@@ -375,7 +375,7 @@ def profile_from_points(points: Any, device_name: str) -> GpuProfile:
                    source=f"{base.source}; ceilings and host probe of {len(mine)} stored results")
 
 
-def resolve(name: str, paths: Any = None, points: Any = None) -> GpuProfile:
+def resolve(name: str, paths: Any = (), points: Any = ()) -> GpuProfile:
     """The profile of the GPU ``name``: a profile stored by ``dlperf calibrate`` in one of
     ``paths`` (by its name or device name), else the stored results' own ceilings on that
     device (``points``), else its datasheet alone (:attr:`GpuProfile.datasheet_only`).
@@ -387,28 +387,24 @@ def resolve(name: str, paths: Any = None, points: Any = None) -> GpuProfile:
     key = name.strip().lower()
     if key.startswith(DATASHEET_PREFIX):
         return datasheet(key[len(DATASHEET_PREFIX):])
-    stored: dict[str, GpuProfile] = {}
-    if paths is not None:
-        stored = stored_profiles(paths)
-        for pname, prof in stored.items():
-            if norm_name(pname) == norm_name(name) or (
-                    prof.device_name and norm_name(prof.device_name) == norm_name(name)):
-                return prof
-        short = short_name(name)
-        for prof in stored.values():
-            if short and short_name(prof.device_name) == short:
-                return prof
+    stored = stored_profiles(paths)
+    for pname, prof in stored.items():
+        if norm_name(pname) == norm_name(name) or (
+                prof.device_name and norm_name(prof.device_name) == norm_name(name)):
+            return prof
+    short = short_name(name)
+    for prof in stored.values():
+        if short and short_name(prof.device_name) == short:
+            return prof
     try:
         sheet = datasheet(name)
     except ConfigError as e:
         if not stored:
             raise
         raise ConfigError(f"{e}; stored profiles: {', '.join(sorted(stored))}") from None
-    if points is not None:
-        names = sorted({p.device_name for p in points if p.device_name})
-        for dn in names:
-            if short_name(dn) == sheet.name:
-                return profile_from_points(points, dn)
+    for dn in sorted({p.device_name for p in points if p.device_name}):
+        if short_name(dn) == sheet.name:
+            return profile_from_points(points, dn)
     return sheet
 
 

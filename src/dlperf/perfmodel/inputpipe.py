@@ -159,9 +159,7 @@ def _pick(rungs: Sequence[Rung], batch: int) -> Rung:
 def _source(rungs: Sequence[Rung], workers: int) -> Rung | None:
     """The nearest measured worker count with a production time (a tie: the larger)."""
     known = [r for r in rungs if r.production_s is not None]
-    if not known:
-        return None
-    return min(known, key=lambda r: (abs(r.workers - workers), -r.workers))
+    return min(known, key=lambda r: (abs(r.workers - workers), -r.workers), default=None)
 
 
 def estimate(rungs: Iterable[Rung], workers: int, batch: int, compute_s: float) -> InputEstimate:

@@ -305,9 +305,10 @@ def what_if(cal: Calibration, base: Config, target: Config, batch: int,
     if added is not None:
         r_h, why_h, rule_h, pairs_h = added[0] / b.host_s, added[1], "added operators", ()
         terms = special.added_ops_terms(cal, base, target, cal.device_name(base))
-        if terms is not None:
-            counted["c_add"] = {"n_b": terms[0], "n_t": terms[1], "per_model_s": terms[2],
-                                "median_s": median(terms[2].values())}
+        assert terms is not None  # the terms added_ops_host was made of
+        n_b, n_t, per_model = terms
+        counted["c_add"] = {"n_b": n_b, "n_t": n_t, "per_model_s": per_model,
+                            "median_s": median(per_model.values())}
     elif r_h is None:
         if rule_d == "none":
             raise LookupError(

@@ -329,10 +329,10 @@ def point_of(rec: RunRecord, source: str) -> Point | None:
     from dlperf.results.view import setting
 
     ident = rec.identity
-    med = _num(rec.summary.median) if rec.summary else None
+    summ, spec, trace = rec.summary or Summary(), ident.spec or Spec(), rec.trace or Trace()
+    med = _num(summ.median)
     if ident.status != "ok" or not med or ident.batch_size is None or rec.stored is None:
         return None
-    summ, spec, trace = rec.summary or Summary(), ident.spec or Spec(), rec.trace or Trace()
     flops, dist, env = rec.flops or Flops(), rec.dist or Dist(), rec.env or Env()
     ceil, mem, dw = rec.ceilings or {}, rec.memory or Memory(), rec.data_wait or DataWait()
     bd, host = rec.breakdown or Breakdown(), rec.host or Host()

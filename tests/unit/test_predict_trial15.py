@@ -118,3 +118,86 @@ def test_a_configuration_stored_only_traced_is_not_called_unstored():
     assert ("hf:gpt2 torch/eager cuda bf16 is stored only in 1 instrumented run(s) (traced or "
             "--breakdown), which no series is fitted to") in out
     assert "is not stored" not in out and "but hf:gpt2 torch/graph cuda bf16 is" in out
+
+
+def test_validate_stores_only_the_fits_it_asked_for(tmp_path, monkeypatch):
+    """The residual table ``--validate`` writes holds the group fits the back-test (and the
+    priming of each stored configuration) asked for, not every fit the process held: a fit
+    read from the user's cache (made by one of their predictions before) was written into the
+    committed table, so the table depended on what the user had predicted."""
+    import sys
+
+    from dlperf import validation
+    from dlperf.perfmodel import fitcache as fc
+    from dlperf.results.store import ResultStore
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_perfmodel_predict_requests import _result
+
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
+    db = str(tmp_path / "sw.db")
+    with ResultStore(db) as store:
+        for b, t in {8: 0.60e-3, 16: 0.83e-3, 32: 1.37e-3}.items():
+            store.add(_result("fcn5_tiny", b, t, precision="fp32", device="cpu", threads=1))
+    recs = validation.validated_records(db)
+    stray = (("torch", "eager", "tf32", "cuda"), "vgg16", "NVIDIA H200", False)
+    fc.write_fits(fc.fits_file(recs), {stray: None})  # the user's cache holds another fit
+    v = validation.validate(db)
+    assert v.rows
+    assert stray in api.shared_fits(recs).groups  # read from the cache: held, not asked for
+    validation.store_table(db, v)
+    assert stray not in fc.read_table_fits([db])
+    assert fc.read_table_fits([db]).keys() == api.shared_fits(recs).memo.asked("group").keys()
+
+
+@pytest.mark.parametrize("given, missing", [
+    (["--model", "resnet50"], "--batch-size missing"),
+    (["-b", "64"], "--model missing"),
+    ([], "--model and --batch-size missing"),
+])
+def test_a_missing_model_or_batch_is_named(given, missing):
+    code, out = _cli(*H, *given)
+    assert code == 2, out
+    assert f"error: {missing}: give --model and --batch-size" in out
+
+
+@pytest.mark.parametrize("batch, said", [
+    ("1e29", "is over dlperf's limit of 16,777,216 samples"),
+    ("1e30", "--batch-size 1e30 is over dlperf's limit of 16,777,216 samples"),
+    ("1e999999", "--batch-size 1e999999 is over dlperf's limit of 16,777,216 samples"),
+    ("-1e30", "--batch-size: -1e30 must be >= 1"),
+    ("1.5", "'1.5' is not a whole number"),
+])
+def test_a_huge_batch_is_over_the_limit_not_fractional(batch, said):
+    """``-b 1e30`` (a whole number, 10**30) was refused as "not a whole number": the reader's
+    guard against expanding a huge exponent gave the wrong reason."""
+    code, out = _cli(*H, "--model", "resnet50", "--framework", "torch", "--mode", "eager",
+                     "--precision", "bf16", "-b", batch)
+    assert code == 2, out
+    assert said in out
+
+
+def test_the_reports_back_test_command_names_the_files_as_given():
+    """The report's "full back-test" command named the file alone (`--db dlbench.db`,
+    `--db h200` for a folder), which runs only in that folder; it names it as `dlperf
+    report --db` was given it, quoted for a shell where needed."""
+    from dlperf.report import predicted as pr
+
+    assert pr.validate_command("benchmarks/results/h200") == \
+        "dlperf predict --validate --db benchmarks/results/h200"
+    assert pr.validate_command(Path("my results/r.db")) == \
+        "dlperf predict --validate --db 'my results/r.db'"
+
+
+def test_results_of_an_empty_file_says_so(tmp_path):
+    """`dlperf results` of a results file with no result printed an empty table (the report
+    says "holds no results yet"); a filter that matches nothing in a non-empty file still
+    gets its own message or table, not this one."""
+    from dlperf.results.store import ResultStore
+
+    db = str(tmp_path / "e.db")
+    ResultStore(db).close()
+    r = CliRunner().invoke(app, ["results", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "holds no results yet" in r.output and "┏" not in r.output
+    assert "dlperf run ... --db" in r.output

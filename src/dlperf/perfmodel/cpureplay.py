@@ -265,11 +265,15 @@ def simulate(step: CpuStep, bucket_bytes: Sequence[float],
     work = (*step.work_s, 0.0)  # nothing left once the last item is done
     left = work[0]
     n = len(step.work_s)
-    while i < n or queue:
-        computing = not (i >= n or (i >= step.barrier and n_done < len(jobs)))
-        comm = bool(queue)
-        if not computing and not comm:  # waiting for an all-reduce not yet released: none
-            break
+
+    def active() -> tuple[bool, bool]:
+        # (the training thread may work: an item is left and, past the barrier, every
+        # all-reduce is done; an all-reduce is released and unfinished); neither: the step is
+        # done, or waits for an all-reduce no item releases
+        return i < n and not (i >= step.barrier and n_done < len(jobs)), bool(queue)
+
+    computing, comm = active()
+    while computing or comm:
         rc, rm = rates[computing, comm]
         dt_c = left / rc if rc > 0 else float("inf")
         dt_m = queue[0] / rm if rm > 0 else float("inf")
@@ -286,6 +290,7 @@ def simulate(step: CpuStep, bucket_bytes: Sequence[float],
                 queue.append(jobs[j])
             i += 1
             left = work[i]
+        computing, comm = active()
     comp = step.compute_s
     return DpResult(t, comp, sum(jobs), t - comp)
 

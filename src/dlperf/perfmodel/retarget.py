@@ -757,17 +757,21 @@ def text(d: Mapping[str, Any]) -> str:
     gpus = f"{c['nproc']} x {name}" if c.get("nproc", 1) > 1 else name
     what = label_of({k: c.get(k) for k in ("model", "framework", "mode", "precision",
                                             "batch_size")})
-    bound = (f"{d['bound']}-bound" if d.get("bound") not in (None, "unknown")
-             else "bound not known (no timeline replayed)")
     src = (f"replayed from {', '.join(d['sources'])}" if d.get("sources")
            else f"no stored timeline of {c.get('model')}, not replayed")
     lines = [f"{what} on {gpus}{mark}: {d['predicted_step_time_s'] * 1e3:.3f} ms per "
              f"iteration [{lo * 1e3:.3f}, {hi * 1e3:.3f}] (90% band of the "
              f"{d['validation_category']} back-test), {d['samples_per_s']:.1f} samples/s, "
-             f"{bound}",
+             f"{_BOUND_TEXT[d['bound']]}",
              f"{src}: {'; '.join(d['transforms'])}"]
     lines += [line(d) for k, line in _TEXT_LINES if d.get(k)]
     return "\n".join(lines)
+
+
+#: An answer's bound (:class:`TracePrediction`: :func:`predict`'s replay, or ``unknown`` where
+#: :func:`fallback` replayed no timeline of the model) in :func:`text`'s words.
+_BOUND_TEXT = {"host": "host-bound", "device": "device-bound",
+               "unknown": "bound not known (no timeline replayed)"}
 
 
 def _gpu_named(d: Mapping[str, Any]) -> str:

@@ -464,8 +464,7 @@ def drop_conv_helpers(step: StepTrace) -> StepTrace:
     launch calls and their work inside the operator, then re-deriving the factor, 1.16
     again, gave fp32 -> bf16 8.4% on the H200 development rows and 6.4% on the H100's,
     against 7.4% and 6.7%: the convolution nets' bf16 host grows by more than the others')."""
-    keep = [o for o in step.ops if not is_conv_helper(o)]
-    ops = _reindex(step.ops, keep)
+    ops = _without(step.ops, is_conv_helper)
     launches = step.launches
     if step.meta.get("xla"):
         used = sorted({o.launch for o in ops})
@@ -831,9 +830,9 @@ def drop_autocast(step: StepTrace, src: str, dst: str, gpu: GpuProfile
     (:func:`is_weight_cast`: autocast's, and an XLA program's ``convert`` fusions, which its
     fp32 programs do not run: 0.13-6.1 ms in the development JAX bf16 traces, 0.003 ms in
     their fp32 ones) and the host divided by :func:`autocast_host`."""
-    scaled = _rescaled(step, src, dst, gpu, (gemm_weight_floor, gemm_roofline_cap))
-    keep = [o for o in scaled if not is_weight_cast(o)]
-    out = replace(step, ops=tuple(_reindex(scaled, keep)))
+    keep = _without(_rescaled(step, src, dst, gpu, (gemm_weight_floor, gemm_roofline_cap)),
+                    is_weight_cast)
+    out = replace(step, ops=tuple(keep))
     return _with_host(out, 1.0 / autocast_host(step), f", -{len(step.ops) - len(keep)} casts")
 
 
@@ -857,6 +856,12 @@ def _is_cast(op: DeviceOp) -> bool:
     return op.op == "ToCopyBackward0" or (
         op.op_class in GEMM_CLASSES and not is_gemm(op)
         and ("copy_kernel" in op.name or "cast" in op.name.lower()))
+
+
+def _without(ops: Sequence[DeviceOp], drop: Callable[[DeviceOp], bool]) -> list[DeviceOp]:
+    """``ops`` less those ``drop`` is true of, cross-lane dependencies renumbered
+    (:func:`_reindex`)."""
+    return _reindex(ops, [o for o in ops if not drop(o)])
 
 
 def _reindex(old: Sequence[DeviceOp], new: Sequence[DeviceOp]) -> list[DeviceOp]:

@@ -53,6 +53,8 @@ def attribution_text(pc: PointComparison) -> str | None:
     if att is None:
         return None
     head = change_text(pc)
+    if pc.inconclusive:
+        return f"{head}: inconclusive, not attributed to op classes"
     if not pc.significant:
         return f"{head}: no significant change, not attributed to op classes"
     named = [c for c in att["classes"]
@@ -85,13 +87,14 @@ def summary_line(comp: Comparison) -> str:
 
 
 def counts_line(comp: Comparison) -> str:
-    """``4 points: 2 judged (1 regression), 1 not judged (1 run in NEW, 2 needed), 1 only in
-    BASE``: what the gate did with every point."""
+    """``4 points: 2 judged (1 regression, 1 inconclusive), 1 not judged (1 run in NEW, 2
+    needed), 1 only in BASE``: what the gate did with every point."""
     pts = comp.points
+    regs, inc = comp.regressions, comp.inconclusive
+    verdicts = ([f"{len(regs)} regression{'s' if len(regs) != 1 else ''}"] if regs else []) + (
+        [f"{len(inc)} inconclusive"] if inc else [])
     parts = [f"{len(comp.judged)} judged"
-             + (f" ({len(comp.regressions)} regression"
-                f"{'s' if len(comp.regressions) != 1 else ''})"
-                if comp.threshold is not None and comp.regressions else "")]
+             + (f" ({', '.join(verdicts)})" if comp.threshold is not None and verdicts else "")]
     nj = comp.not_judged
     if nj:
         why: dict[str, int] = {}
@@ -138,7 +141,8 @@ def comparison_markdown(comp: Comparison) -> str:
         ratio = ("–" if pc.ratio is None or pc.ci is None else
                  f"{pc.ratio:.3f} [{pc.ci[0]:.3f}, {pc.ci[1]:.3f}]")
         change = "–" if pc.ratio is None else _pct(pc.ratio)
-        verdict = pc.verdict + (" **REGRESSION**" if pc.regression else "")
+        verdict = ("**inconclusive**" if pc.inconclusive else
+                   pc.verdict + (" **REGRESSION**" if pc.regression else ""))
         lines.append(f"| {_cell(pc.label)} | {_runs_cell(pc)} | {_ms(pc.base_step_s)} | "
                      f"{_ms(pc.new_step_s)} | {ratio} | {change} | {pc.ci_from or '–'} | "
                      f"{verdict} |")
@@ -156,6 +160,13 @@ def comparison_markdown(comp: Comparison) -> str:
         if left:
             lines += [f"  - left out: {side} run #{rep} of {_cell(pc.label)}: "
                       f"{', '.join(why)}" for pc, side, rep, why in left]
+    inc = comp.inconclusive
+    if inc and comp.threshold is not None:
+        lines += ["", f"Inconclusive (slower than {threshold_text(comp.threshold)} by the "
+                      "estimate, but the interval includes 1: a regression neither shown nor "
+                      "excluded; the gate fails on them):", ""]
+        lines += [f"- {_cell(pc.label)}: {_cell(change_text(pc))}. To judge it: "
+                  f"{_cell(pc.advice or '')}" for pc in inc]
     judged_left = [(pc, side, rep, why) for pc in comp.judged for side, rep, why in pc.left_out]
     if judged_left:
         lines += ["", "Runs left out of judged points:", ""]
@@ -178,7 +189,10 @@ def comparison_markdown(comp: Comparison) -> str:
         lines += ["", f"Regression threshold: significantly slower by more than "
                       f"{threshold_text(comp.threshold)}, or failing in NEW only: "
                       + (f"{len(regs)} point(s): " + "; ".join(_cell(p.label) for p in regs)
-                         if regs else "none")]
+                         if regs else "none")
+                  + (f"; inconclusive (the estimate beyond it, the interval including 1): "
+                     f"{len(inc)} point(s): "
+                     + "; ".join(_cell(p.label) for p in inc) if inc else "")]
     lines += ["", counts_line(comp), "", summary_line(comp)]
     return "\n".join(lines) + "\n"
 
@@ -186,8 +200,9 @@ def comparison_markdown(comp: Comparison) -> str:
 def comparison_json(comp: Comparison) -> dict[str, Any]:
     """The comparison as JSON-able data: every point with the runs used on each side (row
     id, repeat, status, commit, tag, median s, ``used``: whether the step times come from it),
-    the ratio, interval, verdict, attribution and
-    notes; the summary."""
+    the ratio, interval, verdict (``regression``, ``inconclusive``), the run-to-run CV of each
+    side, attribution and notes; the keys of the regressed and the inconclusive points; the
+    counts and the summary."""
     from dlperf.results.history import sha_of, tag_of
 
     def runs(rs: list[RunRecord], used: list[RunRecord]) -> list[dict[str, Any]]:
@@ -202,13 +217,18 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
             "summary": None if s is None else {"ratio": s[0], "ci": [s[1], s[2]], "points": s[3],
                                                "text": summary_line(comp)},
             "regressions": [p.key for p in comp.regressions],
+            "inconclusive": [p.key for p in comp.inconclusive],
             "counts": {"points": len(comp.points), "judged": len(comp.judged),
+                       "inconclusive": len(comp.inconclusive),
                        "not_judged": len(comp.not_judged), "missing": len(comp.missing),
                        "text": counts_line(comp)},
             "points": [{"point_key": p.key, "label": p.label, "outcome": p.outcome,
                         "verdict": p.verdict, "ratio": p.ratio,
                         "ci": list(p.ci) if p.ci else None, "ci_from": p.ci_from,
                         "significant": p.significant, "regression": p.regression,
+                        "inconclusive": p.inconclusive,
+                        "run_cv": list(p.run_cv) if p.run_cv else None,
+                        "rounds_needed": p.rounds_needed,
                         "base_step_s": p.base_step_s, "new_step_s": p.new_step_s,
                         "attribution": p.attribution, "notes": p.notes,
                         "judged": p.judged, "not_judged": p.not_judged, "advice": p.advice,

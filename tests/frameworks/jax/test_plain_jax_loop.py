@@ -1,9 +1,9 @@
 """The plain JAX reference loop (benchmarks/plain_jax_loop.py) runs and reports sane numbers.
 
 It is the yardstick for dlperf's JAX harness overhead, so its arithmetic is tested like
-dlperf's own. It is run as a subprocess on the CPU, as it will be run on the GPU machine: the three runs of
+dlperf's own. It is run as a subprocess on the CPU, as it will be run on the GPU machine: the runs of
 test_cpu_run_writes_consistent_json in one process (:func:`script_runs.main_runs_in_one_process`:
-one JAX and Flax start-up instead of three), the refused model in a process of its own.
+one JAX and Flax start-up for all), the refused model in a process of its own.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
                           timeout=120, env=env)
 
 
-#: (model, batch, precision, seq_len) of test_cpu_run_writes_consistent_json
-CONSISTENT = [("resnet50_tiny", 4, "fp32", 0), ("lstm_tiny", 4, "fp32", 16),
-              ("lstm_tiny", 2, "bf16", 16)]
+#: (model, batch, precision, seq_len) of test_cpu_run_writes_consistent_json: an image model
+#: at fp32, a token model (tokens per second) at bf16 (each run compiles its model)
+CONSISTENT = [("resnet50_tiny", 4, "fp32", 0), ("lstm_tiny", 2, "bf16", 16)]
 ITERS, WARMUP = 3, 1
 
 

@@ -118,3 +118,44 @@ def test_a_configuration_stored_only_traced_is_not_called_unstored():
     assert ("hf:gpt2 torch/eager cuda bf16 is stored only in 1 instrumented run(s) (traced or "
             "--breakdown), which no series is fitted to") in out
     assert "is not stored" not in out and "but hf:gpt2 torch/graph cuda bf16 is" in out
+
+
+def test_validate_stores_only_the_fits_it_asked_for(tmp_path, monkeypatch):
+    """The residual table ``--validate`` writes holds the group fits the back-test (and the
+    priming of each stored configuration) asked for, not every fit the process held: a fit
+    read from the user's cache (made by one of their predictions before) was written into the
+    committed table, so the table depended on what the user had predicted."""
+    import sys
+
+    from dlperf import validation
+    from dlperf.perfmodel import fitcache as fc
+    from dlperf.results.store import ResultStore
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_perfmodel_predict_requests import _result
+
+    monkeypatch.setenv("DLPERF_CACHE_DIR", str(tmp_path / "cache"))
+    db = str(tmp_path / "sw.db")
+    with ResultStore(db) as store:
+        for b, t in {8: 0.60e-3, 16: 0.83e-3, 32: 1.37e-3}.items():
+            store.add(_result("fcn5_tiny", b, t, precision="fp32", device="cpu", threads=1))
+    recs = validation.validated_records(db)
+    stray = (("torch", "eager", "tf32", "cuda"), "vgg16", "NVIDIA H200", False)
+    fc.write_fits(fc.fits_file(recs), {stray: None})  # the user's cache holds another fit
+    v = validation.validate(db)
+    assert v.rows
+    assert stray in api.shared_fits(recs).groups  # read from the cache: held, not asked for
+    validation.store_table(db, v)
+    assert stray not in fc.read_table_fits([db])
+    assert fc.read_table_fits([db]).keys() == api.shared_fits(recs).memo.asked("group").keys()
+
+
+@pytest.mark.parametrize("given, missing", [
+    (["--model", "resnet50"], "--batch-size missing"),
+    (["-b", "64"], "--model missing"),
+    ([], "--model and --batch-size missing"),
+])
+def test_a_missing_model_or_batch_is_named(given, missing):
+    code, out = _cli(*H, *given)
+    assert code == 2, out
+    assert f"error: {missing}: give --model and --batch-size" in out

@@ -418,7 +418,10 @@ def predict(
                                  highlight=False)
             return
         if model is None or batch is None:
-            raise ConfigError("give --model and --batch-size (or --validate)")
+            missing = " and ".join(f for f, v in (("--model", model), ("--batch-size", batch))
+                                   if v is None)
+            raise ConfigError(f"{missing} missing: give --model and --batch-size (e.g. --model "
+                              "resnet50 -b 64), or --validate to back-test the model")
         from dlperf.config.limits import (
             MAX_BATCH,
             MAX_GRAD_ACCUM,

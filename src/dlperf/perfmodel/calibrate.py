@@ -122,14 +122,24 @@ class Memo:
     fit that made it: ``group``, ``series``, ``plain``, ``session``) and that fit's arguments.
 
     Nothing reads or writes the values but :meth:`get` and, for the group fits a store on disk
-    holds (:mod:`dlperf.perfmodel.fitcache`), :meth:`of_kind` and :meth:`put`."""
+    holds (:mod:`dlperf.perfmodel.fitcache`), :meth:`of_kind`, :meth:`asked` and :meth:`put`."""
 
     def __init__(self) -> None:
         self._made: defaultdict[str, dict[Any, Any]] = defaultdict(dict)
+        self._asked: defaultdict[str, set[Any]] = defaultdict(set)
 
     def get(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
         """The value of ``(kind, key)``, ``make()`` the first time it is asked for."""
+        self._asked[kind].add(key)
         return once(self._made[kind], key, make)
+
+    def asked(self, kind: str) -> dict[Any, Any]:
+        """``{key: value}`` of every value of ``kind`` that :meth:`get` was asked for, made
+        here or :meth:`put` (read from a store): what this process used, not what a store
+        happened to hold (``dlperf predict --validate`` writes these beside the data, so that
+        the table does not depend on the fits the user's own predictions cached)."""
+        made = self._made[kind]
+        return {k: made[k] for k in self._asked[kind] & made.keys()}
 
     def of_kind(self, kind: str) -> dict[Any, Any]:
         """``{key: value}`` of every value of ``kind`` made or put so far."""

@@ -198,7 +198,11 @@ def store_table(db: str | os.PathLike | Iterable[str | os.PathLike], v: Validati
     keys = v.solution_keys | prime_solutions(recs)
     try:
         records.store_points(recs.sources)
-        return fc.write_table(recs.sources, residual_table(v), api.shared_fits(recs).groups,
+        # the group fits this process asked for (the back-test's and prime_solutions'), not
+        # every one it holds: those read from the user's cache would make the table depend on
+        # what the user predicted before (a vgg16 tf32 what-if's fit was committed that way)
+        return fc.write_table(recs.sources, residual_table(v),
+                              api.shared_fits(recs).memo.asked("group"),
                               {k: lsq.SOLVED[k] for k in keys if k in lsq.SOLVED})
     except OSError as e:
         raise ConfigError(f"{e}: make the folder writable, or copy the results files to one "

@@ -340,10 +340,10 @@ def test_an_installed_residual_table_gives_the_files_their_intervals(cache, monk
     p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
     assert p.interval_group is None and "has no entry" in p.interval_note
     recs = api.records_of(DLBENCH)
-    assert api.table_key(recs) in api._NO_TABLE
+    assert api._TABLES[api.table_key(recs)][0] is None and api._TABLES[api.table_key(recs)][1]
     rows = [(0.01 * (i - 10), None, f"x.db:{i}") for i in range(21)]  # -0.1 .. 0.1
     api.install_residuals(recs, {p.validation_category: rows})
-    assert api.table_key(recs) not in api._NO_TABLE
+    assert api._TABLES[api.table_key(recs)][1] == ""
     q = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
     assert q.interval_note is None and q.interval_group is not None
     lo, hi = q.interval_s
@@ -352,7 +352,7 @@ def test_an_installed_residual_table_gives_the_files_their_intervals(cache, monk
 
 def _fresh_process(monkeypatch):
     """Forget what this process loaded and fitted, as a new ``dlperf predict`` would."""
-    for name in ("_RECORDS", "_SHARED", "_RESIDUALS", "_NO_TABLE", "_DDP", "_BORROWABLE"):
+    for name in ("_RECORDS", "_SHARED", "_TABLES", "_DDP", "_BORROWABLE"):
         monkeypatch.setattr(api, name, {})
 
 

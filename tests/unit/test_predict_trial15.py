@@ -159,3 +159,31 @@ def test_a_missing_model_or_batch_is_named(given, missing):
     code, out = _cli(*H, *given)
     assert code == 2, out
     assert f"error: {missing}: give --model and --batch-size" in out
+
+
+@pytest.mark.parametrize("batch, said", [
+    ("1e29", "is over dlperf's limit of 16,777,216 samples"),
+    ("1e30", "--batch-size 1e30 is over dlperf's limit of 16,777,216 samples"),
+    ("1e999999", "--batch-size 1e999999 is over dlperf's limit of 16,777,216 samples"),
+    ("-1e30", "--batch-size: -1e30 must be >= 1"),
+    ("1.5", "'1.5' is not a whole number"),
+])
+def test_a_huge_batch_is_over_the_limit_not_fractional(batch, said):
+    """``-b 1e30`` (a whole number, 10**30) was refused as "not a whole number": the reader's
+    guard against expanding a huge exponent gave the wrong reason."""
+    code, out = _cli(*H, "--model", "resnet50", "--framework", "torch", "--mode", "eager",
+                     "--precision", "bf16", "-b", batch)
+    assert code == 2, out
+    assert said in out
+
+
+def test_the_reports_back_test_command_names_the_files_as_given():
+    """The report's "full back-test" command named the file alone (`--db dlbench.db`,
+    `--db h200` for a folder), which runs only in that folder; it names it as `dlperf
+    report --db` was given it, quoted for a shell where needed."""
+    from dlperf.report import predicted as pr
+
+    assert pr.validate_command("benchmarks/results/h200") == \
+        "dlperf predict --validate --db benchmarks/results/h200"
+    assert pr.validate_command(Path("my results/r.db")) == \
+        "dlperf predict --validate --db 'my results/r.db'"

@@ -73,11 +73,15 @@ def _whole(value: str | None, flag: str) -> int | None:
     exactly, so ``1e23`` is 10**23, refused by its limit with every digit); None stays None.
 
     Raises:
-        ConfigError: not a finite whole number.
+        ConfigError: not a finite whole number; one of 10**30 or more (``1e30``, ``1e999999``,
+            not expanded to its digits) as over the batch limit, or below ``-10**30`` as
+            below 1.
     """
     if value is None:
         return None
     from decimal import Decimal, InvalidOperation
+
+    from dlperf.config.limits import MAX_BATCH
 
     try:
         return int(value)
@@ -85,8 +89,13 @@ def _whole(value: str | None, flag: str) -> int | None:
         pass
     try:
         d = Decimal(value.strip())
-        if d.is_finite() and d == d.to_integral_value() and abs(d) < Decimal(10) ** 30:
-            return int(d)
+        if d.is_finite() and d == d.to_integral_value():
+            if abs(d) < Decimal(10) ** 30:
+                return int(d)
+            raise ConfigError(
+                f"{flag} {value.strip()} is over dlperf's limit of {MAX_BATCH:,} samples "
+                "(dlperf.config.limits: far above any real benchmark, below what breaks)"
+                if d > 0 else f"{flag}: {value.strip()} must be >= 1")
     except InvalidOperation:
         pass
     raise ConfigError(f"{flag}: {value!r} is not a whole number; give e.g. {flag} 64")

@@ -59,12 +59,11 @@ from dlperf.perfmodel.records import Point, Records, load, point_id
 NPROC_CATEGORY = "N-GPU via predict --nproc"
 
 _RECORDS: dict[tuple, Records] = {}
-#: This process's residual tables: (model key, data digest) -> category ->
-#: ``(residual, bound, point)``, read from the table beside the data or installed by a
-#: validation (:func:`install_residuals`).
-_RESIDUALS: dict[tuple[str, str], dict[str, list[iv.KeyedResidual]]] = {}
-#: Why a set of results files has no residual table (same key), for the prediction's note.
-_NO_TABLE: dict[tuple[str, str], str] = {}
+#: This process's residual tables: (model key, data digest) -> ``(category -> ``(residual,
+#: bound, point)``, "")``, read from the table beside the data or installed by a validation
+#: (:func:`install_residuals`); ``(None, why)`` where the files have none (why: for the
+#: prediction's note).
+_TABLES: dict[tuple[str, str], tuple[dict[str, list[iv.KeyedResidual]] | None, str]] = {}
 
 
 @dataclass
@@ -198,11 +197,9 @@ def install_residuals(recs: Records, table: dict[str, list[iv.KeyedResidual]]) -
     """Make ``table`` (category -> ``(residual, bound, point)``: a full validation's,
     :func:`dlperf.validation.residual_table`) this process's residual table of ``recs`` under
     the current model (:func:`table_key`): later predictions on the same files take their
-    intervals from it, and the reason recorded for a missing table (:data:`_NO_TABLE`) is
+    intervals from it, and the reason recorded for a missing table (:data:`_TABLES`) is
     dropped. Writes nothing to disk (:func:`fitcache.write_table` does)."""
-    key = table_key(recs)
-    _RESIDUALS[key] = table
-    _NO_TABLE.pop(key, None)
+    _TABLES[table_key(recs)] = table, ""
 
 
 def residuals(recs: Records, category: str) -> list[float]:
@@ -220,17 +217,16 @@ def bounded_residuals(recs: Records, category: str,
 
 
 def _keyed_residuals(recs: Records, category: str) -> list[iv.KeyedResidual]:
-    """The category's residuals from this process's tables or the one beside the data
-    (:func:`fitcache.read_table`); empty when there is none of the current key (the reason is
-    kept in :data:`_NO_TABLE`). Never runs a back-test."""
-    key = table_key(recs)
-    if key not in _RESIDUALS and key not in _NO_TABLE:
-        table, why = fc.read_table(recs.sources)
-        if table is None:
-            _NO_TABLE[key] = why
-        else:
-            _RESIDUALS[key] = table
-    return _RESIDUALS.get(key, {}).get(category, [])
+    """The category's residuals from this process's table of ``recs`` (:func:`_table`); empty
+    when there is none of the current key. Never runs a back-test."""
+    return (_table(recs)[0] or {}).get(category, [])
+
+
+def _table(recs: Records) -> tuple[dict[str, list[iv.KeyedResidual]] | None, str]:
+    """This process's residual table of ``recs`` under the current model and ``""``, read
+    once from the one beside the data (:func:`fitcache.read_table`) unless a validation
+    installed one; None and why there is none."""
+    return once(_TABLES, table_key(recs), lambda: fc.read_table(recs.sources))
 
 
 def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
@@ -341,7 +337,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     """:func:`predict`'s arguments checked (each refusal a :class:`ConfigError` saying how to
     fix it) and resolved to a :class:`Request` (:mod:`dlperf.perfmodel.request`)."""
     for name, v in (("batch_size", batch_size), ("nproc", nproc), ("nnodes", nnodes)):
-        if not whole(v):
+        if not whole(v) or v < 1:
             raise ConfigError(f"{name} {v!r}: give a whole number >= 1 (e.g. {name}=64)")
     batch_size, nproc, nnodes = int(batch_size), int(nproc), int(nnodes)
     if not isinstance(what_if, Mapping | None):
@@ -352,9 +348,6 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
             isinstance(db, Iterable) and all(isinstance(x, (str, os.PathLike)) for x in db)):
         raise ConfigError(f"db {db!r}: give a results file, a folder of them, or a list of "
                           "either")
-    if batch_size < 1 or nproc < 1 or nnodes < 1:
-        raise ConfigError(f"batch_size, nproc and nnodes must be >= 1 (got {batch_size}, "
-                          f"{nproc}, {nnodes})")
     net = network_for(network, nnodes)
     world = nproc * nnodes
     _divisible(batch_size, world)
@@ -946,7 +939,7 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
     ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus, d.one.cfg.device)
     d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
     d.assumptions.append(f"borrowed interval: {gpu_words}")
-    missing = _NO_TABLE.get(table_key(recs))
+    missing = _table(recs)[1]
     _say_widened(d, wider, level, f"the same path in {table}: " + (
         f"no residual table for these files ({missing})" if missing else
         f"these files' back-test has no residual of kind '{d.path}'"))
@@ -1008,7 +1001,7 @@ def _borrowable(recs: Records) -> list[tuple[str, frozenset[str],
 def _no_interval(d: Draft, recs: Records) -> str:
     """Why a prediction on ``recs`` has no interval (no residual table of the current key, or
     no residual of its path), said in its assumptions too."""
-    why = _NO_TABLE.get(table_key(recs))
+    why = _table(recs)[1]
     if why:
         d.assumptions.append(f"no residual table for these files: no interval ({why})")
         return (f"not validated on these results files ({why}); run dlperf predict "
@@ -1079,8 +1072,6 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
                 level: float) -> Prediction:
     """The :class:`Prediction` of a composed draft: its interval, the stored measurement, the
     warnings and what the model could not judge."""
-    if req.network is not None and req.network.inter is not None and req.nnodes == 1:
-        d.assumptions.append(f"inter-node link {req.network.inter.name} not used: one node")
     one, t = d.one, d.step_s
     gpu = cal.device_name(one.cfg) or _cpu_name(recs, one.cfg)
     rl_words = _roofline_terms(cal, req.base, one.fit)  # a what-if's base, else one.cfg

@@ -227,14 +227,15 @@ def for_gpu(recs: Records, gpu: str | None) -> Records:
     folder_gpus: dict[str, set[str]] = {}
     for f, names in gpus_of.items():
         folder_gpus.setdefault(os.path.dirname(os.path.realpath(f)), set()).update(names)
-    files = {f for f, names in gpus_of.items() if gpu in names} | {
-        f for f in recs.sources if f not in gpus_of
-        and folder_gpus.get(os.path.dirname(os.path.realpath(f))) == {gpu}}
+    # every point and collective names its file, one of recs.sources (records.load)
+    sources = [f for f in recs.sources
+               if (gpu in gpus_of[f] if f in gpus_of
+                   else folder_gpus.get(os.path.dirname(os.path.realpath(f))) == {gpu})]
+    files = set(sources)
     pts = [p for p in recs.points if p.source in files
            and (p.device != "cuda" or p.device_name == gpu)]
     colls = [c for c in recs.collectives if c.source in files and c.device_name in (None, gpu)]
-    return Records(pts, colls, [f for f in recs.sources if f in files],
-                   {f: d for f, d in recs.damaged.items() if f in files})
+    return Records(pts, colls, sources, {f: d for f, d in recs.damaged.items() if f in files})
 
 
 def device_for(recs: Records, device: str | None) -> str | None:
@@ -275,15 +276,14 @@ def check_target(recs: Records, cfg: Config, where: str) -> None:
         where: how the request made it, for the message (``"--what-if framework=jax"``).
 
     Raises:
-        ConfigError: naming the framework's modes, precisions or devices and the fix.
+        ConfigError: a framework dlperf does not know (:func:`check_names`' refusal); a mode,
+            precision or device naming the framework's and the fix.
     """
     if any(Config.of(p).group == cfg.group for p in recs.points):
         return
+    check_names(recs, cfg.model, {"framework": cfg.framework})  # refused as when given
     info = framework_info(cfg.framework)
-    if info is None:
-        if cfg.framework not in {p.framework for p in recs.points}:
-            raise unknown_choice("framework", cfg.framework,
-                                 {*FRAMEWORKS, *(p.framework for p in recs.points)})
+    if info is None:  # a stored framework the registry does not know
         return
     title = info.title or cfg.framework
     for key, attr in (("mode", "modes"), ("precision", "precisions"), ("device", "devices")):
@@ -359,31 +359,34 @@ def resolve(recs: Records, model: str, given: Mapping[str, Any]) -> tuple[Config
     def match(c: Config, keys: Iterable[str]) -> bool:
         return c.model == model and all(given.get(k) is None or getattr(c, k) == given[k]
                                         for k in keys)
+    picked = {k: given[k] for k in SELECTORS if given.get(k) is not None}
+    # every selector as given, else at the value a run without its option stores
+    wanted = {k: d for k, (d, _) in SELECTORS.items()} | picked
     cands = [c for c in stored if match(c, FLAGS)]
     if len(cands) == 1:
         return cands[0], None
     if not cands:
         return _unstored_workers(stored, given, match) or (
-            _no_match(recs, model, given, stored, match), None)
-    default = [c for c in cands if all(getattr(c, k) == d for k, (d, _) in SELECTORS.items()
-                                       if given.get(k) is None)]
+            _no_match(recs, model, given, stored, match, picked, wanted), None)
+    default = [c for c in cands if all(getattr(c, k) == v for k, v in wanted.items())]
     differ = [k for k in FLAGS if len({getattr(c, k) for c in cands}) > 1]
+    # framework/mode/precision/device (each may have one default), and the selectors
+    core = [k for k in differ if k not in SELECTORS]
+    selectors = [k for k in differ if k in SELECTORS]
     if len(default) == 1:
         pick = default[0]
         others = "; ".join(_selecting_flags(c, [k for k in differ if getattr(c, k) !=
                                                 getattr(pick, k)]) for c in cands if c != pick)
         return pick, (f"{len(cands)} stored configurations match {_describe(model, given)}; "
                       f"predicted {pick.label()}, the one with the default "
-                      f"{_and([FLAGS[k] for k in differ if k in SELECTORS])}; for another "
-                      f"add {others}")
-    core = [k for k in differ if k not in SELECTORS]
-    # differing in framework/mode/precision/device: those first (each may have one default)
-    shown = core or differ
+                      f"{_and([FLAGS[k] for k in selectors])}; for another add {others}")
+    # differing in framework/mode/precision/device: those first, the selectors said after
+    shown = core or selectors
     options = list(dict.fromkeys(_selecting_flags(c, shown) for c in cands))
-    also = [FLAGS[k] for k in differ if k not in shown]
     raise ConfigError(f"several stored configurations match {_describe(model, given)}; they "
                       f"differ in {_and([FLAGS[k] for k in shown])}"
-                      + (f" (and some in {_and(also)})" if also else "") + ": add one of "
+                      + (f" (and some in {_and([FLAGS[k] for k in selectors])})"
+                         if core and selectors else "") + ": add one of "
                       + _listed(options, "; ", "; ... ({all} in all)"))
 
 
@@ -397,7 +400,7 @@ def _unstored_workers(stored: list[Config], given: Mapping[str, Any],
     # called when nothing matched all of given: with no worker count given, no stored
     # configuration matches the other fields either, and there is no ladder
     w = given.get("loader_workers")
-    others = [k for k in FLAGS if k != "loader_workers"]
+    others = FLAGS.keys() - {"loader_workers"}
     rungs = {c: n for c in stored if (n := c.loader_workers) is not None and match(c, others)}
     ladder = {c.with_(loader_workers=w) for c in rungs}
     if len(ladder) != 1:
@@ -410,10 +413,11 @@ def _unstored_workers(stored: list[Config], given: Mapping[str, Any],
 
 
 def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[Config],
-              match: Callable[[Config, Iterable[str]], bool]) -> Config:
+              match: Callable[[Config, Iterable[str]], bool], picked: Mapping[str, Any],
+              wanted: Mapping[str, Any]) -> Config:
     """:func:`resolve` when nothing matches: a selector no stored series has, else the
-    configuration to predict analytically, else the refusal listing what is stored."""
-    picked = {k: given[k] for k in SELECTORS if given.get(k) is not None}
+    configuration to predict analytically (its selectors ``wanted``), else the refusal listing
+    what is stored. ``picked``: the selectors given."""
     core = {k: given.get(k) for k in CORE}
     near = [c for c in stored if match(c, CORE)]
     if picked and near:
@@ -430,9 +434,8 @@ def _no_match(recs: Records, model: str, given: Mapping[str, Any], stored: list[
                           f"stored: {values}{auto}")
     missing = [FLAGS[k] for k, v in core.items() if v is None]
     if not missing:
-        sel = {k: d for k, (d, _) in SELECTORS.items()} | picked
         return Config(model, str(core["framework"]), str(core["mode"]),
-                      str(core["precision"]), str(core["device"]), **sel)
+                      str(core["precision"]), str(core["device"]), **wanted)
     of_model = [c for c in stored if c.model == model]
     with_ = ", ".join(f"{k}={v}" for k, v in core.items() if v)
     if not of_model:  # other models' configurations would not help: say how to measure it
@@ -625,8 +628,7 @@ def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
                  f"1/{EXTRAPOLATION_FACTOR:g})")
     else:
         return []
-    measured = (f"measured batch {lo}" if lo == hi
-                else f"measured batches {lo}..{hi}")
-    sizes = "" if lo == hi else f" ({len(bs)} sizes)"
+    measured = (f"measured batch {lo} of {cfg.label()}" if lo == hi
+                else f"measured batches {lo}..{hi} of {cfg.label()} ({len(bs)} sizes)")
     return [f"batch {batch} per device is {where}: the prediction extrapolates from the "
-            f"{measured} of {cfg.label()}{sizes}{mem}"]
+            f"{measured}{mem}"]

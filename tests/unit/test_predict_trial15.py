@@ -187,3 +187,17 @@ def test_the_reports_back_test_command_names_the_files_as_given():
         "dlperf predict --validate --db benchmarks/results/h200"
     assert pr.validate_command(Path("my results/r.db")) == \
         "dlperf predict --validate --db 'my results/r.db'"
+
+
+def test_results_of_an_empty_file_says_so(tmp_path):
+    """`dlperf results` of a results file with no result printed an empty table (the report
+    says "holds no results yet"); a filter that matches nothing in a non-empty file still
+    gets its own message or table, not this one."""
+    from dlperf.results.store import ResultStore
+
+    db = str(tmp_path / "e.db")
+    ResultStore(db).close()
+    r = CliRunner().invoke(app, ["results", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "holds no results yet" in r.output and "┏" not in r.output
+    assert "dlperf run ... --db" in r.output

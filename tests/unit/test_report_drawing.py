@@ -31,10 +31,28 @@ def _fail(path: Path) -> None:
     raise ValueError(f"cannot draw {path.name}")
 
 
-def _children() -> set[int]:
+def _all_children() -> set[int]:
     """The ids of this process's child processes (Linux /proc)."""
     return {int(c) for f in Path("/proc/self/task").glob("*/children")
             for c in f.read_text().split()}
+
+
+#: The children this process had when the running test began: started by other tests of the
+#: same pytest process, which outlive them (multiprocessing's resource tracker, once a test has
+#: started processes with ``spawn``, e.g. tests/frameworks/jax/test_grain_pipeline.py).
+_OTHERS: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _children_of_other_tests():
+    """Record :data:`_OTHERS` before each test."""
+    _OTHERS.clear()
+    _OTHERS.update(_all_children())
+
+
+def _children() -> set[int]:
+    """The ids of this process's child processes that were not there when the test began."""
+    return _all_children() - _OTHERS
 
 
 class _Point:

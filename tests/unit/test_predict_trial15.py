@@ -175,3 +175,29 @@ def test_a_huge_batch_is_over_the_limit_not_fractional(batch, said):
                      "--precision", "bf16", "-b", batch)
     assert code == 2, out
     assert said in out
+
+
+def test_the_reports_back_test_command_names_the_files_as_given():
+    """The report's "full back-test" command named the file alone (`--db dlbench.db`,
+    `--db h200` for a folder), which runs only in that folder; it names it as `dlperf
+    report --db` was given it, quoted for a shell where needed."""
+    from dlperf.report import predicted as pr
+
+    assert pr.validate_command("benchmarks/results/h200") == \
+        "dlperf predict --validate --db benchmarks/results/h200"
+    assert pr.validate_command(Path("my results/r.db")) == \
+        "dlperf predict --validate --db 'my results/r.db'"
+
+
+def test_results_of_an_empty_file_says_so(tmp_path):
+    """`dlperf results` of a results file with no result printed an empty table (the report
+    says "holds no results yet"); a filter that matches nothing in a non-empty file still
+    gets its own message or table, not this one."""
+    from dlperf.results.store import ResultStore
+
+    db = str(tmp_path / "e.db")
+    ResultStore(db).close()
+    r = CliRunner().invoke(app, ["results", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "holds no results yet" in r.output and "┏" not in r.output
+    assert "dlperf run ... --db" in r.output

@@ -64,7 +64,7 @@ def test_section_markdown_with_png(tmp_path):
     assert "| held-out batch |" in body
     assert f"![predicted against measured step time]({pr.PLOT_NAME})" in body
     assert (tmp_path / pr.PLOT_NAME).stat().st_size > 10_000
-    assert "dlperf predict --validate --db calibration.db" in body
+    assert f"dlperf predict --validate --db {CAL}" in body  # runnable where the report ran
     assert "without the what-if categories" in body
     # the table's counts are the bounded back-test's
     v = pr.backtest(CAL)

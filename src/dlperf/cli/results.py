@@ -215,6 +215,12 @@ def results(
                 if missing and stored:
                     raise unknown_choice("model", missing[0], stored,
                                          plural=f"models in {shown_path(db)}")
+            if not rows and fmt == "table" and output is None and not store.rows(latest=False):
+                # an empty file: say so, as `dlperf report` does, not an empty table
+                common.err.print(f"note: {shown_path(db)} holds no results yet: store some with "
+                                 f"`dlperf run ... --db {shown_path(db)}`", markup=False,
+                                 highlight=False)
+                return
             if op_classes:
                 text = _op_classes_text(rows, fmt, measured_or_none(store),
                                         to_file=output is not None)

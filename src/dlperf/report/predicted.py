@@ -203,6 +203,18 @@ def predicted_figure(rows: Sequence[Any]) -> Any:
     return fig
 
 
+def validate_command(db: str | Path) -> str:
+    """The command that runs the full back-test of the report's results: ``db`` as the report
+    was given it (relative to where ``dlperf report`` ran, as every ``--db`` is), quoted for a
+    shell where it needs it; the file's name alone ran only in its own folder (``--db h200``
+    of ``--db benchmarks/results/h200``)."""
+    import shlex
+
+    from dlperf.outputs import shown_path
+
+    return f"dlperf predict --validate --db {shlex.quote(shown_path(str(db)))}"
+
+
 def _note(v: Any, db: str | Path) -> str:
     left = sum(v.left_out.values())
     text = ("Every prediction was made with its measurement withheld from every fit "
@@ -213,7 +225,7 @@ def _note(v: Any, db: str | Path) -> str:
              "estimated seconds (cheap categories first, whole series or models at a time) "
              "and without the what-if categories")
     text += (f"; it left out {left} prediction(s), counted per category above" if left else "")
-    return text + (f". The full back-test: `dlperf predict --validate --db {Path(db).name}`.\n")
+    return text + f". The full back-test: `{validate_command(db)}`.\n"
 
 
 def predicted_section(db: str | Path, output: Path | None,
@@ -240,7 +252,7 @@ def predicted_section(db: str | Path, output: Path | None,
     if not v.rows:
         if v.left_out:
             return ("No back-test prediction fits in the report's budget: "
-                    f"`dlperf predict --validate --db {Path(db).name}` runs them.\n")
+                    f"`{validate_command(db)}` runs them.\n")
         return None  # too few points to back-test: no section
     body = validation_markdown(v) + "\n" + _note(v, db)
     rows = _step_rows(v)

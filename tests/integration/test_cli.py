@@ -53,12 +53,13 @@ def test_quick_suite_end_to_end(tmp_path):
     assert all(f"step_time_vs_batch_{m}.png" in md for m in models)
 
     # results in every format
-    rows = list(csv.DictReader(io.StringIO(dlperf("results", "--db", str(db), "-f", "csv",
-                                                  env=fake).stdout)))
+    # (the commands that only read the file run in this process: cli_here)
+    rows = list(csv.DictReader(io.StringIO(_here("results", "--db", str(db), "-f", "csv",
+                                                 env=fake).stdout)))
     assert sorted(x["model"] for x in rows) == sorted(models)
     assert all(x["status"] == "ok" and float(x["samples_per_s"]) > 0 for x in rows)
-    js = json.loads(dlperf("results", "--db", str(db), "-f", "json", "--samples",
-                           env=fake).stdout)
+    js = json.loads(_here("results", "--db", str(db), "-f", "json", "--samples",
+                          env=fake).stdout)
     assert all(len(x["raw_samples"]["measure"]["step_time_s"]) == x["n_measured"] for x in js)
     assert all(x["result"]["env"]["python"] for x in js)
 
@@ -68,7 +69,7 @@ def test_quick_suite_end_to_end(tmp_path):
                 "--max-warmup-time", "2", "--db", str(db), env=fake)
     assert r2.returncode == 0 and f"0 run, {len(models)} already" in r2.stderr
 
-    r3 = dlperf("report", "--db", str(db), "-o", str(tmp_path / "r2"), env=fake)
+    r3 = _here("report", "--db", str(db), "-o", str(tmp_path / "r2"), env=fake)
     assert r3.returncode == 0 and (tmp_path / "r2" / "report.md").is_file()
 
 
@@ -169,7 +170,7 @@ def test_stored_warnings_reach_the_report(tmp_path):
     r = dlperf("run", "--framework", "fake", "--model", "fcn5_tiny", "-b", "8", "--precision",
                "tf32", "--min-time", "0.05", "--no-ceilings", "--db", str(db), env=env)
     assert r.returncode == 0, r.stderr
-    r = dlperf("report", "--db", str(db), "-o", str(tmp_path / "rep"), env=env)
+    r = _here("report", "--db", str(db), "-o", str(tmp_path / "rep"), env=env)
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Warnings" in md and "tf32 has no effect on the CPU" in md

@@ -287,23 +287,17 @@ def test_merge_keeps_an_old_schema_source_unchanged_a_linked_dest_and_a_concurre
 
 
 def test_merge_cli(tmp_path):
-    import os
-    import subprocess
-    import sys
+    from cli_here import dlperf_here  # the command in this process (tests/cli_here.py)
 
     a, dest = tmp_path / "a.db", tmp_path / "d.db"
     with ResultStore(a) as s:
         s.add(fake_result())
-    r = subprocess.run([sys.executable, "-m", "dlperf", "merge", str(a), "--db", str(dest)],
-                       capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "COLUMNS": "300"})
+    r = dlperf_here("merge", str(a), "--db", str(dest), env={"COLUMNS": "300"})
     assert r.returncode == 0, r.stderr
     assert "1 new result(s), 0 new collective run(s)" in r.stderr
     with ResultStore(dest) as s:
         assert len(s.rows()) == 1
-    r = subprocess.run([sys.executable, "-m", "dlperf", "merge", str(tmp_path / "x.db"),
-                        "--db", str(dest)], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "COLUMNS": "300"})
+    r = dlperf_here("merge", str(tmp_path / "x.db"), "--db", str(dest), env={"COLUMNS": "300"})
     assert r.returncode == 2 and "does not exist" in r.stderr
 
 

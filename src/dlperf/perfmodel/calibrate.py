@@ -20,6 +20,7 @@ kept in one :class:`Shared` store, which a prediction reads from and writes to d
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from statistics import median
@@ -33,7 +34,7 @@ from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.facts import facts_of
 from dlperf.perfmodel.memo import once
-from dlperf.perfmodel.records import Point, Records
+from dlperf.perfmodel.records import Point, Records, label_data
 from dlperf.perfmodel.special import mode_key
 
 #: A step this much longer than the fitted host time counts as device-bound for an anchor.
@@ -108,7 +109,7 @@ class Config:
             "model": self.model, "framework": self.framework, "mode": self.mode,
             "compile_mode": self.compile_mode, "device": self.device,
             "precision": self.precision, "grad_accum": self.grad_accum,
-            "data": None if self.data == "synthetic" else self.data, "layout": self.layout,
+            "data": label_data(self.data), "layout": self.layout,
             "loader_workers": self.loader_workers, "threads": self.threads})
 
     def with_(self, **changes: Any) -> Config:
@@ -124,29 +125,29 @@ class Memo:
     holds (:mod:`dlperf.perfmodel.fitcache`), :meth:`of_kind`, :meth:`asked` and :meth:`put`."""
 
     def __init__(self) -> None:
-        self._made: dict[tuple[str, Any], Any] = {}
-        self._asked: dict[str, set[Any]] = {}
+        self._made: defaultdict[str, dict[Any, Any]] = defaultdict(dict)
+        self._asked: defaultdict[str, set[Any]] = defaultdict(set)
 
     def get(self, kind: str, key: Any, make: Callable[[], Any]) -> Any:
         """The value of ``(kind, key)``, ``make()`` the first time it is asked for."""
-        self._asked.setdefault(kind, set()).add(key)
-        return once(self._made, (kind, key), make)
+        self._asked[kind].add(key)
+        return once(self._made[kind], key, make)
 
     def asked(self, kind: str) -> dict[Any, Any]:
         """``{key: value}`` of every value of ``kind`` that :meth:`get` was asked for, made
         here or :meth:`put` (read from a store): what this process used, not what a store
         happened to hold (``dlperf predict --validate`` writes these beside the data, so that
         the table does not depend on the fits the user's own predictions cached)."""
-        keys = {(kind, k) for k in self._asked.get(kind, ())} & self._made.keys()
-        return {k: self._made[(kind, k)] for _, k in keys}
+        made = self._made[kind]
+        return {k: made[k] for k in self._asked[kind] & made.keys()}
 
     def of_kind(self, kind: str) -> dict[Any, Any]:
         """``{key: value}`` of every value of ``kind`` made or put so far."""
-        return {k: v for (what, k), v in self._made.items() if what == kind}
+        return dict(self._made[kind])
 
     def put(self, kind: str, values: Mapping[Any, Any]) -> None:
         """Take values of ``kind`` made elsewhere (read from a store)."""
-        self._made.update(((kind, k), v) for k, v in values.items())
+        self._made[kind].update(values)
 
 
 class Shared:

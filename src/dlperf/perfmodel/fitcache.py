@@ -51,7 +51,7 @@ from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.intervals import KeyedResidual
 from dlperf.perfmodel.lsq import Solution
 from dlperf.perfmodel.memo import once
-from dlperf.perfmodel.records import Records, cache_root, content_digest
+from dlperf.perfmodel.records import Records, as_mapping, cache_root, content_digest
 
 #: ``(group, without_model, device_name, kernels)``: the key of ``Calibration._eff``.
 EffKey = tuple[tuple[str, str, str, str], "str | None", "str | None", bool]
@@ -198,14 +198,9 @@ _IMPORT_LINE = re.compile(
     r"|import[ \t]+(?P<modules>(?:[^\n;\\]|\\\n)*))", re.M)
 
 
-def _mapping(raw: Any) -> dict[Any, Any]:
-    """A stored JSON value as an object: itself, ``{}`` where it is none (a damaged or foreign
-    file, an entry of another shape): nothing is read from it."""
-    return raw if isinstance(raw, dict) else {}
-
-
 def _array(raw: Any) -> list[Any]:
-    """A stored JSON value as an array: itself, ``[]`` where it is none (:func:`_mapping`)."""
+    """A stored JSON value as an array: itself, ``[]`` where it is none
+    (:func:`~dlperf.perfmodel.records.as_mapping`)."""
     return raw if isinstance(raw, list) else []
 
 
@@ -309,7 +304,7 @@ def _entry(sources: Sequence[str]) -> tuple[dict[str, Any], str]:
         return {}, f"no residual table {f}"
     except (OSError, ValueError, RecursionError) as e:
         return {}, f"the residual table {f} cannot be read ({e})"
-    entry = _mapping(raw).get(_set_name(sources, f.parent))
+    entry = as_mapping(raw).get(_set_name(sources, f.parent))
     if not isinstance(entry, dict):
         return {}, f"the residual table {f} has no entry for these results files"
     if len(gpus := entry_gpus(entry)) > 1:
@@ -365,7 +360,7 @@ def borrowable(sources: Sequence[str]) -> list[tuple[str, frozenset[str],
             raw = _parsed(f)
         except (OSError, ValueError, RecursionError):
             continue
-        for name, entry in _mapping(raw).items():
+        for name, entry in as_mapping(raw).items():
             if (f, name) in seen or not isinstance(entry, dict) \
                     or entry.get("model_key") != model_key() or len(entry_gpus(entry)) > 1:
                 continue  # several GPUs' residuals: labelled as either's, it is neither's
@@ -486,7 +481,7 @@ def write_table(sources: Sequence[str], residuals: dict[str, list[KeyedResidual]
         raw = json.loads(f.read_text())
     except (OSError, ValueError):
         raw = {}
-    raw = _mapping(raw)
+    raw = as_mapping(raw)
 
     def rel(path: str) -> str:
         return os.path.relpath(path, folder)
@@ -526,7 +521,7 @@ def _solutions_of(raw: Any) -> dict[str, Solution]:
     """Fit solutions from their stored form ``{problem key: [x0, x1, ...]}`` (JSON: the keys
     are strings); an entry that is not a :data:`_SOLUTION` is dropped (it is solved again)."""
     out: dict[str, Solution] = {}
-    for k, v in _mapping(raw).items():
+    for k, v in as_mapping(raw).items():
         try:
             out[k] = tuple(_SOLUTION.validate_python(v))
         except ValidationError:

@@ -403,11 +403,7 @@ def _layout_base(cal: Calibration, base: Config, target: Config, batch: int,
     (in ``source`` when given), else ``base``; the second value says why, for the assumptions
     (none: unchanged)."""
     alt = special.layout_base(base, target)
-    if alt is None:
-        return base, []
-    try:
-        from_series(cal, alt, batch, source)
-    except (LookupError, ValueError):
+    if alt is None or not _fits(cal, alt, batch, source):
         return base, []
     return alt, [f"{target.framework}/{target.mode} picks the layout itself: the what-if starts "
                  f"from {alt.label()} (its own layout choice), not from layout {base.layout}"]

@@ -101,6 +101,12 @@ def rank_buckets(bt: Mapping[str, Any] | None) -> tuple[RankBuckets, ...]:
     return tuple(out)
 
 
+def label_data(data: str) -> str | None:
+    """A data set as a label names it (:func:`dlperf.config.identity.label_of`): None, left
+    out, for the default ``synthetic``."""
+    return None if data == "synthetic" else data
+
+
 @dataclass(frozen=True)
 class Point:
     """One stored ``ok`` measurement of a training configuration (times in s, work per step).
@@ -244,7 +250,7 @@ class Point:
             "precision": self.precision, "batch_size": self.batch_size,
             "world_size": self.world_size, "nnodes": self.nnodes,
             "per_device_batch": self.per_device_batch,
-            "data": None if self.data == "synthetic" else self.data})
+            "data": label_data(self.data)})
 
 
 @dataclass(frozen=True)
@@ -616,6 +622,12 @@ def _points_file(f: str, mtime_ns: int, size: int) -> dict[str, Any]:
         raw = json.loads(Path(f).read_text())
     except (OSError, ValueError, RecursionError):
         return {}
+    return as_mapping(raw)
+
+
+def as_mapping(raw: Any) -> dict[Any, Any]:
+    """A stored JSON value as an object: itself, ``{}`` where it is none (a damaged or foreign
+    file, an entry of another shape): nothing is read from it."""
     return raw if isinstance(raw, dict) else {}
 
 

@@ -118,6 +118,8 @@ def test_a_configuration_stored_only_traced_is_not_called_unstored():
     assert ("hf:gpt2 torch/eager cuda bf16 is stored only in 1 instrumented run(s) (traced or "
             "--breakdown), which no series is fitted to") in out
     assert "is not stored" not in out and "but hf:gpt2 torch/graph cuda bf16 is" in out
+    # the suggested what-if changes only what differs (precision=bf16 would change nothing)
+    assert "(e.g. --precision bf16 --mode graph --what-if mode=eager)" in out
 
 
 def test_validate_stores_only_the_fits_it_asked_for(tmp_path, monkeypatch):

@@ -1229,8 +1229,9 @@ def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
                "--breakdown), which no series is fitted to (the instrumentation is in their "
                "steps)" if traced else "not stored") + f", but {o.label()} is; a what-if "
             f"from it uses {target.model}'s own measurements (e.g. --precision {o.precision} "
-            f"--mode {o.mode} --what-if precision={target.precision}"
-            + (f" --what-if mode={target.mode}" if target.mode != o.mode else "") + ")"]
+            f"--mode {o.mode}" + "".join(f" --what-if {k}={getattr(target, k)}"
+                                         for k in ("precision", "mode")
+                                         if getattr(target, k) != getattr(o, k)) + ")"]
 
 
 def _cpu_name(recs: Records, cfg: Config) -> str | None:

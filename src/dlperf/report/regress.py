@@ -278,9 +278,10 @@ def run_flags(rec: RunRecord) -> list[str]:
 _ADVICE = {
     "runs": "measure each side with --repeats 3 (dlperf run --repeats 3 --tag NAME), or let "
             "dlperf compare --run measure BASE and NEW alternately",
-    "busy host": "measure on a quiet host (nothing else on its CPUs), or give fewer --threads",
-    "two modes": "find what alternates (the run's warnings name both modes) or measure on a "
-                 "quiet host",
+    "busy host": "measure on a quiet host (nothing else on its CPUs, or CPUs set aside for "
+                 "the runs)",
+    "two modes": "find what alternates (the run's warnings name both modes; other work on "
+                 "the host is one cause)",
     "drifting": "find what grows while the run trains (the run's warnings give the drift); a "
                 "drifting step has no steady median to compare",
 }

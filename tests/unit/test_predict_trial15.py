@@ -217,3 +217,18 @@ def test_gate_advice_can_be_followed_and_says_it_once():
     words = judge_advice(["busy host", "two modes"])
     assert words.count("quiet host") == 1 and "--threads" not in words
     assert "find what alternates" in words
+
+
+def test_the_residual_tables_are_named_alike_in_one_prediction(monkeypatch):
+    """A borrowed interval named the table it borrowed from relative to the working folder and,
+    a few words on, the files' own table by its absolute path; both are named alike now."""
+    import os
+
+    monkeypatch.chdir(ROOT.parents[1])
+    code, out = _cli("--db", "benchmarks/results/h200/dlbench.db", "--model", "lstm",
+                     "--framework", "torch", "--mode", "eager", "--precision", "bf16",
+                     "-b", "64")
+    assert code == 0, out
+    assert ("(the residual table benchmarks/results/h200/perfmodel_residuals.json has no entry "
+            "for these results files)") in out
+    assert os.path.abspath("benchmarks") not in out

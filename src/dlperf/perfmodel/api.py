@@ -1188,9 +1188,11 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     target: ``), since a warning naming the base's configuration would otherwise read as if
     it were about the configuration predicted."""
     same = req.target == req.base
-    series = ("base" if req.from_base else "target" if not same or req.batch_what_if
-              else "base and target")
-    fitted = req.base if req.from_base else req.target
+    if req.from_base:  # the base's series, fitted for the target
+        series, fitted = "base", req.base
+    else:
+        series = "target" if not same or req.batch_what_if else "base and target"
+        fitted = req.target
     sided = [(series, w) for w in rq.extrapolation(recs, fitted, req.batch)]
     far = beyond_validated(one, req.batch)  # None on N devices: not a series ("+ data parallel")
     if far:

@@ -1241,8 +1241,7 @@ def _cpu_name(recs: Records, cfg: Config) -> str | None:
     None where none was recorded."""
     if cfg.device != "cpu":
         return None
-    names = rq.calibrated_devices(recs).get("cpu") or []
-    return names[-1] if names else None
+    return max(rq.calibrated_devices(recs).get("cpu", []), default=None)  # the last sorted
 
 
 def _session(recs: Records, one: pm.OneDevice) -> str:

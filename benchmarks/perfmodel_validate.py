@@ -104,11 +104,16 @@ def _fresh_cache(prefix: str) -> str:
     """Point ``$DLPERF_CACHE_DIR`` at a new folder (named ``prefix...`` in the system's
     temporary folder, holding only the owner file of :func:`dlperf.tempdirs.make_owned`, so
     that a ``dlperf run`` of another process reclaims it once this one is gone, never while it
-    runs) for the rest of the process; returns it."""
+    runs) for the rest of the process, removed when the process exits; returns it."""
+    import atexit
+    import shutil
+
     from dlperf.tempdirs import make_owned
 
-    os.environ["DLPERF_CACHE_DIR"] = str(make_owned(prefix))
-    return os.environ["DLPERF_CACHE_DIR"]
+    folder = str(make_owned(prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["DLPERF_CACHE_DIR"] = folder
+    return folder
 
 
 def _run(paths: list[str], categories: list[str] | None, split_file: str | None, store: bool,

@@ -87,6 +87,25 @@ STEP_H100 = {"kind": "predict", "name": "dlperf predict, H100 files (step-level)
              "sources": ["benchmarks/results/h100"]}
 NAIVE_H200 = {"kind": "naive", "name": "naive: the H200 step (measured, else step-level)"}
 
+#: registration7's methods: the H100's own traces (the committed H100 files and
+#: registration6's measured file) transformed on the H100 itself, beside registration6's.
+H100_OWN = ["benchmarks/results/h100", "benchmarks/results/h100/registered/registration6.db"]
+TO_BF16_OWN = {"kind": "replay", "name": "replay fp32 -> bf16, H100 traces",
+               "withhold": "precision", "lib": H100_OWN, "primary": True}
+EVERY_OWN = {"kind": "replay", "name": "replay, H100 traces (every trace)", "withhold": "none",
+             "lib": H100_OWN, "primary": False}
+STEP_H100_OWN = {"kind": "predict", "name": "dlperf predict, H100 files (step-level)",
+                 "sources": H100_OWN}
+
+
+def _one_own(b: int) -> dict[str, Any]:
+    return {"kind": "replay", "name": f"replay, one trace (b={b}), H100 traces",
+            "withhold": "batch", "from": b, "lib": H100_OWN, "primary": True}
+
+
+def _one_h200(b: int, primary: bool) -> dict[str, Any]:
+    return {**_one(b), "primary": primary}
+
 
 PLANS: dict[str, dict[str, Any]] = {
     "registration4": {"sweep": "benchmarks/h200/registration4.yaml", "points": [
@@ -167,6 +186,61 @@ PLANS: dict[str, dict[str, Any]] = {
             _pt("fcn8", "torch", "graph", "bf16", 2048, "one-point series, 2x, H200 -> H100",
                 [GPU_H100, STEP_H100, NAIVE_H200], "H200 graph bf16 1024 untraced"),
         ]},
+    # on the H100: its own traces transformed (fp32 -> bf16, a batch from one trace) beside
+    # the H200 -> H100 replay, fp32/bf16 pairs at one batch (benchmarks/h100/registration7.yaml)
+    "registration7": {
+        "sweep": "benchmarks/h100/registration7.yaml", "gpu": "h100", "device": "H100",
+        "lib": H100_SOURCES,
+        "held": ["benchmarks/results/h100", "benchmarks/results/h200",
+                 "benchmarks/results/h200x2"],
+        "out": "benchmarks/results/h100/registration7.json",
+        "measured": "benchmarks/results/h100/registered/registration7.db",
+        "anchors": H100_OWN, "sign_anchors": H100_OWN, "points": [
+            _pt("bert_base", "torch", "eager", "bf16", 48, "fp32 -> bf16, H100 traces",
+                [TO_BF16_OWN, TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 16, 32, 64; H200 fp32 traces 8-64"),
+            _pt("bert_base", "torch", "eager", "fp32", 48, "batch, one trace, H100 traces",
+                [_one_own(32), _one_own(64), _one_h200(32, False), _one_h200(64, False),
+                 EVERY_OWN, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 16, 32, 64; H200 fp32 traces 8-64"),
+            _pt("resnet50", "torch", "eager", "bf16", 80, "fp32 -> bf16, H100 traces",
+                [TO_BF16_OWN, TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 32, 48, 64, 128; H200 fp32 traces 16-512"),
+            _pt("resnet50", "torch", "eager", "fp32", 80, "batch, one trace, H100 traces",
+                [_one_own(64), _one_own(128), _one_h200(64, False), _one_h200(128, False),
+                 EVERY_OWN, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 32, 48, 64, 128; H200 fp32 traces 16-512"),
+            _pt("deepspeech2", "torch", "eager", "bf16", 48, "fp32 -> bf16, H200 -> H100",
+                [TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H200 fp32 traces 8-64; none on the H100"),
+            _pt("deepspeech2", "torch", "eager", "fp32", 48, "batch, one trace, H200 -> H100",
+                [_one_h200(32, True), _one_h200(64, True), GPU_H100, STEP_H100_OWN,
+                 NAIVE_H200], "H200 fp32 traces 8-64; none on the H100"),
+            _pt("vgg16", "torch", "eager", "bf16", 96, "fp32 -> bf16, H100 traces",
+                [TO_BF16_OWN, TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 32, 64, 128; H200 fp32 traces 16-128"),
+            _pt("vgg16", "torch", "eager", "fp32", 96, "batch, one trace, H100 traces",
+                [_one_own(64), _one_own(128), _one_h200(64, False), _one_h200(128, False),
+                 EVERY_OWN, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 32, 64, 128; H200 fp32 traces 16-128"),
+            _pt("lstm", "torch", "eager", "bf16", 192, "fp32 -> bf16, H100 traces",
+                [TO_BF16_OWN, TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 32-128 (beyond); H200 fp32 traces 16-256"),
+            _pt("lstm", "torch", "eager", "fp32", 192, "batch, one trace, H100 traces",
+                [_one_own(128), _one_h200(128, False), _one_h200(256, False), EVERY_OWN,
+                 GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 32-128 (beyond); H200 fp32 traces 16-256"),
+            # fp32 -> bf16 at the batch of an H100 fp32 trace (registration6's points)
+            _pt("alexnet", "torch", "eager", "bf16", 48, "fp32 -> bf16, H100 traces",
+                [TO_BF16_OWN, TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 trace 48 (same batch); H200 fp32 traces 16-2048"),
+            _pt("resnet56", "torch", "eager", "bf16", 8, "fp32 -> bf16, H100 traces",
+                [TO_BF16_OWN, TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 trace 8 (same batch); H200 fp32 traces 16-1024"),
+            _pt("transformer", "torch", "eager", "bf16", 4, "fp32 -> bf16, H100 traces",
+                [TO_BF16_OWN, TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
+                "H100 fp32 traces 4 (same batch), 16, 32, 64; H200 fp32 traces 8-128"),
+        ]},
 }
 
 
@@ -245,7 +319,9 @@ def run_replay(lib: Any, point: dict[str, Any], m: dict[str, Any], gpu: str = "h
     from dlperf.perfmodel import retarget
 
     fam = lib.points(point["model"], point["framework"], point["mode"])
-    if m["withhold"] == "precision":
+    if m["withhold"] == "none":
+        drop = []
+    elif m["withhold"] == "precision":
         drop = [p for p in fam if p.precision == point["precision"]]
     else:
         drop = [p for p in fam if p.precision == point["precision"]
@@ -348,22 +424,27 @@ def register(name: str, out: Path) -> dict[str, Any]:
     held = refuse_stored(pts, plan.get("held", SOURCES))
     if held:
         sys.exit(f"already stored in {', '.join(plan.get('held', SOURCES))}: {sorted(held)}")
-    lib = None
+    libs: dict[tuple[str, ...], Any] = {}
     rows = []
     for p in pts:
         preds = []
         for m in p["methods"]:
             if m["kind"] == "replay":
-                if lib is None:
+                paths = m.get("lib", lib_paths)
+                if tuple(paths) not in libs:
                     from dlperf.perfmodel import retarget
 
-                    lib = retarget.TraceLibrary(lib_paths if len(lib_paths) > 1
-                                                else lib_paths[0])
-                preds.append({"method": m["name"], **run_replay(lib, p, m, gpu, lib_paths)})
+                    libs[tuple(paths)] = retarget.TraceLibrary(paths if len(paths) > 1
+                                                               else paths[0])
+                preds.append({"method": m["name"],
+                              **({"primary": m["primary"]} if "primary" in m else {}),
+                              **run_replay(libs[tuple(paths)], p, m, gpu, paths)})
             elif m["kind"] == "naive":
                 preds.append({"method": m["name"], **run_naive(p)})
             else:
-                preds.append({"method": m["name"], **run_predict(p, m)})
+                preds.append({"method": m["name"],
+                              **({"primary": m["primary"]} if "primary" in m else {}),
+                              **run_predict(p, m)})
         base = {k: v for k, v in p.items() if k != "methods"}
         rows.append({**base, "side": side(p["model"]), "predictions": preds})
         for q in preds:
@@ -373,7 +454,9 @@ def register(name: str, out: Path) -> dict[str, Any]:
     import dlperf
 
     doc = {"registration": name, "sweep": plan["sweep"],
-           "sources": sorted({*SOURCES, *lib_paths}) if "lib" in plan else SOURCES,
+           "sources": sorted({*SOURCES, *lib_paths, *(s for p in pts for m in p["methods"]
+                                                       for s in m.get("lib", []))})
+           if "lib" in plan else SOURCES,
            "gpu": gpu, "device": plan.get("device", "H200"),
            "made_at_commit": _git("rev-parse", "HEAD"),
            "tree_clean_except_output": not [ln for ln in _git("status", "--porcelain").
@@ -394,7 +477,9 @@ GOALS = {"one-point series, 2x": 8.0, "one-point series, 1/2x": 8.0,
          # registration6: a transform composed with H200 -> H100; issue 42's cross-GPU goal
          "fp32 -> bf16, H200 -> H100": 10.0, "batch, one trace, H200 -> H100": 10.0,
          "extrapolation down, H200 -> H100": 10.0, "eager -> graph, H200 -> H100": 10.0,
-         "one-point series, 2x, H200 -> H100": 10.0}
+         "one-point series, 2x, H200 -> H100": 10.0,
+         # registration7: the H100's own traces transformed on the H100 (issue 42's goals)
+         "fp32 -> bf16, H100 traces": 8.0, "batch, one trace, H100 traces": 6.0}
 #: The noise floor of a sign check: a measured change smaller than this (or than the two
 #: medians' CIs together) counts as no change (as benchmarks/replay_validate.py does).
 SIGN_NOISE = 0.02
@@ -404,11 +489,11 @@ def method_group(point: dict[str, Any], q: dict[str, Any]) -> str:
     """The method a prediction is summarised under: its name, with a one-trace replay's batch
     turned into its direction (``from below``/``from above`` the asked batch), so the points
     of a category pool."""
-    m = re.fullmatch(r"replay, one trace \(b=(\d+)\)", q["method"])
+    m = re.fullmatch(r"replay, one trace \(b=(\d+)\)(.*)", q["method"])
     if not m:
         return q["method"]
     return ("replay, one trace from below" if int(m.group(1)) < point["batch_size"]
-            else "replay, one trace from above")
+            else "replay, one trace from above") + m.group(2)
 
 
 def measured(db: str) -> dict[tuple, Any]:
@@ -459,7 +544,8 @@ def judge(reg: dict[str, Any], db: str) -> list[dict[str, Any]]:
             lo, hi = q.get("interval_s") or (None, None)
             rows.append({**{k: p[k] for k in (*KEY, "category", "side")},
                          "method": q["method"], "group": method_group(p, q),
-                         "primary": i == 0 or q["method"].startswith("replay, one trace"),
+                         "primary": q["primary"] if "primary" in q else (
+                             i == 0 or q["method"].startswith("replay, one trace")),
                          "path": q.get("category"),
                          "predicted_s": v, "interval_s": q.get("interval_s"),
                          "measured_s": m, "measured_ci_rel": ci, "failed": failed,
@@ -525,20 +611,30 @@ def graph_signs(rows: list[dict[str, Any]], paths: list[str] | None = None) -> l
     return out
 
 
-def precision_signs(rows: list[dict[str, Any]]) -> list[str]:
+def precision_signs(rows: list[dict[str, Any]], paths: list[str] | None = None) -> list[str]:
     """The fp32 -> bf16 sign check where a registration measures both precisions of a
     configuration at one batch: per such pair, the measured change ``bf16 / fp32 - 1`` and
     each method's predicted change (its bf16 prediction over its fp32 one, methods both
-    points carry; the replay's fp32 -> bf16 over the fp32 point's ``--gpu`` answer); a
-    change within the noise (:data:`SIGN_NOISE` or the two CIs together) is not counted.
-    The trivial rule is "bf16 is always faster"."""
+    points carry; the replay's fp32 -> bf16 over the fp32 point's ``--gpu`` answer, and the
+    H100-trace replay's fp32 -> bf16 over the fp32 point's every-trace H100 replay where the
+    points carry those); a change within the noise (:data:`SIGN_NOISE` or the two CIs
+    together) is not counted. The trivial rule is "bf16 is always faster".
+
+    With ``paths`` (results files or folders), a measured bf16 point whose fp32 side the
+    registration does not measure is checked against the committed fp32 measurement at its
+    batch (:func:`stored_step`): measured and predicted change both over that stored step."""
     by = {}
     for r in rows:
         if r.get("registered", True) and r["measured_s"]:
             by.setdefault(tuple(r[k] for k in KEY), []).append(r)
     pairs = [(k, (*k[:3], "fp32", k[4])) for k in by if k[3] == "bf16"
              and (*k[:3], "fp32", k[4]) in by]
-    if not pairs:
+    singles = []
+    for k in (k for k in by if k[3] == "bf16" and (*k[:3], "fp32", k[4]) not in by):
+        a = stored_step(dict(zip(KEY, (*k[:3], "fp32", k[4]))), paths) if paths else None
+        if a is not None:
+            singles.append((k, a))
+    if not pairs and not singles:
         return []
 
     def pred(rs, group):
@@ -548,24 +644,34 @@ def precision_signs(rows: list[dict[str, Any]]) -> list[str]:
     groups = sorted({r["group"] for k, f in pairs for r in by[k]}
                     & {r["group"] for k, f in pairs for r in by[f]})
     repl = "replay fp32 -> bf16, H200 -> H100 / --gpu h100"
-    cols = [*groups, repl]
+    own = f"{TO_BF16_OWN['name']} / {EVERY_OWN['name']}"
+    # the fp32 side of each composed column: (bf16 group, fp32 group)
+    composed = {repl: ("replay fp32 -> bf16, H200 -> H100", GPU_H100["name"]),
+                own: (TO_BF16_OWN["name"], EVERY_OWN["name"])}
+    cols = [*groups, repl] + ([own] if any(pred(by[kb], TO_BF16_OWN["name"])
+                                           for kb, _ in [*pairs, *singles]) else [])
     out = ["| model | mode | batch | fp32 measured ms | bf16 measured ms | measured change | "
            "counted | " + " | ".join(cols) + " | rule: bf16 faster |",
            "|---|---|---:|---:|---:|---:|---|" + "---|" * (len(cols) + 1)]
     right = dict.fromkeys([*cols, "rule"], 0)
     counted = 0
-    for kb, kf in pairs:
-        b, f = by[kb], by[kf]
-        mb, mf = b[0]["measured_s"], f[0]["measured_s"]
+    for kb, fp in [*pairs, *singles]:
+        b = by[kb]
+        mb = b[0]["measured_s"]
+        if isinstance(fp, tuple) and isinstance(fp[0], str):
+            f = by[fp]
+            mf, ci_f, note = f[0]["measured_s"], f[0]["measured_ci_rel"] or 0, ""
+        else:
+            f, (mf, ci_f), note = None, fp, " (stored)"
         change = mb / mf - 1
-        noise = max(SIGN_NOISE, (b[0]["measured_ci_rel"] or 0) + (f[0]["measured_ci_rel"]
-                                                                   or 0))
+        noise = max(SIGN_NOISE, (b[0]["measured_ci_rel"] or 0) + ci_f)
         use = abs(change) > noise
         counted += use
         cells = []
         for g in cols:
-            pb, pf = ((pred(b, "replay fp32 -> bf16, H200 -> H100"),
-                       pred(f, GPU_H100["name"])) if g == repl else (pred(b, g), pred(f, g)))
+            gb, gf = composed.get(g, (g, g))
+            pb = pred(b, gb)
+            pf = (pred(f, gf) if f is not None else mf)
             if not pb or not pf:
                 cells.append("-")
                 continue
@@ -575,12 +681,15 @@ def precision_signs(rows: list[dict[str, Any]]) -> list[str]:
             cells.append(f"{pc * 100:+.1f}% ({'right' if ok else 'wrong'})")
         right["rule"] += use and change < 0
         cells.append("right" if change < 0 else "wrong")
-        out.append(f"| {kb[0]} | {kb[1]}/{kb[2]} | {kb[4]} | {mf * 1e3:.2f} | {mb * 1e3:.2f} "
-                   f"| {change * 100:+.1f}% | {'yes' if use else 'no (noise)'} | "
+        out.append(f"| {kb[0]} | {kb[1]}/{kb[2]} | {kb[4]} | {mf * 1e3:.2f}{note} | "
+                   f"{mb * 1e3:.2f} | {change * 100:+.1f}% | {'yes' if use else 'no (noise)'} | "
                    + " | ".join(cells) + " |")
     out += ["", f"fp32 -> bf16 signs right beyond the noise, of {counted}: "
             + ", ".join(f"{g} {right[g]}" for g in cols)
             + f"; the rule \"bf16 is always faster\" {right['rule']}"]
+    if singles:
+        out += ["", "A fp32 side marked (stored) is the committed measurement at the batch "
+                "(another session): each method's change is its bf16 prediction over it."]
     return out
 
 
@@ -637,9 +746,10 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         if r["error_pct"] is not None:
             groups.setdefault((r["category"], r.get("group", r["method"])), []).append(r)
-            if r.get("group", "").startswith("replay, one trace from"):
-                groups.setdefault((r["category"], "replay, one trace (both directions)"),
-                                  []).append(r)
+            d = re.fullmatch(r"replay, one trace from (?:below|above)(.*)", r.get("group", ""))
+            if d:
+                groups.setdefault((r["category"], "replay, one trace (both directions)"
+                                   + d.group(1)), []).append(r)
     out = ["| category | method | registered for the category | side | predictions | MdAPE | "
            "max |error| | inside 90% | goal |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for (cat, meth), rs in groups.items():
@@ -684,7 +794,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(own-trace replay rows left out: {e})", file=sys.stderr)
     n_meas = len({tuple(r[k] for k in KEY) for r in rows if r["measured_s"]})
     signs = graph_signs(rows, plan.get("anchors"))
-    psigns = precision_signs(rows)
+    psigns = precision_signs(rows, plan.get("sign_anchors"))
     lines = [f"{reg['registration']}: predictions made at {reg['made_at_commit'][:10]} "
              f"({reg['made_at_utc']}, dlperf {reg['dlperf_version']}), judged on {a.judge}: "
              f"{n_meas} of {len(reg['points'])} points measured", "", *table(rows), "",

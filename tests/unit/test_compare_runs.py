@@ -492,3 +492,110 @@ def test_the_cli_exits_5_on_an_inconclusive_point_and_says_why(tmp_path):
     assert "--rounds" in out and "quiet host" in out
     assert dlperf_here("compare", a, b, "--fail-if-slower", "200%").returncode == 0
     assert dlperf_here("compare", a, b).returncode == 0
+
+
+def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
+    """One point of each kind the gate tells apart, as (BASE runs, NEW runs), each its own
+    batch size: identical code, an inconclusive 2x slowdown (NEW's runs spread), a tight 10%
+    slowdown (a regression at 3%), a tight 10% speed-up, a point with one run in NEW (not
+    judged), a point only in BASE (missing), a point failing in NEW."""
+    def pt(batch: int, medians: list[float], seed: int) -> list[RunRecord]:
+        return [rec(f"p{batch}", noisy(m, seed=seed + i), repeat=i, batch=batch)
+                for i, m in enumerate(medians)]
+
+    three = [0.0100, 0.0101, 0.0099]
+    return {
+        "same": (pt(8, three, 0), pt(8, three, 10)),
+        "inconclusive": (pt(16, three, 20), pt(16, [0.0483, 0.0140, 0.0266], 30)),
+        "regressed": (pt(32, three, 40), pt(32, [0.0110, 0.01111, 0.01089], 50)),
+        "faster": (pt(64, three, 60), pt(64, [0.0090, 0.00909, 0.00891], 70)),
+        "not judged": (pt(128, three, 80), pt(128, [0.0100], 90)),
+        "missing": (pt(256, three, 100), []),
+        "failed in NEW": (pt(512, three, 110),
+                          [rec("p512", status="crash", repeat=i, batch=512) for i in range(3)]),
+    }
+
+
+def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
+    """Every combination of the point kinds of :func:`_gate_points`, with --fail-if-slower 3%
+    and without: the exit status is the first that applies of 1 (a regression or a failure in
+    NEW), 3 (a point missing), 5 (inconclusive), 4 (a point not judged: judged points passing
+    beside it do not make the gate pass), else 0; without a threshold 0. The summary line
+    names the gate's outcome and the exit status, never says "no significant difference"
+    without the points whose verdict says otherwise, and names no verdict that is absent."""
+    import itertools
+
+    kinds = _gate_points()
+    # each point compared once (compare_records judges points one by one), then combined
+    gated = {k: regress.compare_records(b, n, threshold=0.03).points[0]
+             for k, (b, n) in kinds.items()}
+    plain_pts = {k: regress.compare_records(b, n).points[0] for k, (b, n) in kinds.items()}
+    assert [p.verdict for p in gated.values()] == [
+        "no significant change", "inconclusive", "slower", "faster", "not judged",
+        "only in BASE", "failed in NEW"]
+    expected_by = [(1, {"regressed", "failed in NEW"}), (3, {"missing"}),
+                   (5, {"inconclusive"}), (4, {"not judged"})]
+    seen: set[int] = set()
+    for k in range(1, len(kinds) + 1):
+        for combo in itertools.combinations(kinds, k):
+            comp = regress.Comparison([gated[c] for c in combo], "BASE", "NEW", 0.95, 0.03)
+            code, why = regress.gate_status(comp)
+            want = next((c for c, ks in expected_by if ks & set(combo)), 0)
+            assert code == want, (combo, code, why)
+            seen.add(code)
+            line = regress_text.summary_line(comp)
+            assert line.endswith(f"; the gate fails (exit {code})" if code
+                                 else "; the gate passes (exit 0)"), (combo, line)
+            by_point = line.partition("; by point: ")[2]
+            judged_here = {"same", "inconclusive", "regressed", "faster"} & set(combo)
+            for kind, word in (("inconclusive", "1 inconclusive"),
+                               ("missing", "1 missing from NEW")):
+                assert (word in by_point) == (kind in combo), (combo, line)
+            regs = len({"regressed", "failed in NEW"} & set(combo))
+            assert (f"{regs} regressed" in by_point) == bool(regs), (combo, line)
+            # "not judged" is named beside judged points; alone, the line says none was
+            if "not judged" in combo:
+                assert ("1 not judged" in by_point if judged_here
+                        else line.startswith("no point judged (1 measured")), (combo, line)
+            if "no significant difference" in line:  # the mean's word, and what differs
+                assert ("1 significantly faster" in by_point) == ("faster" in combo), line
+            assert "significantly slower" not in line  # the slowdowns are regressions here
+            plain = regress.Comparison([plain_pts[c] for c in combo], "BASE", "NEW", 0.95)
+            assert regress.gate_status(plain)[0] == 0
+            pline = regress_text.summary_line(plain)
+            assert "gate" not in pline and "regressed" not in pline, (combo, pline)
+            if "no significant difference" in pline:
+                assert ("significantly slower" in pline) == ("regressed" in combo), pline
+                assert ("significantly faster" in pline) == ("faster" in combo), pline
+    assert seen == {0, 1, 3, 4, 5}
+
+
+def test_a_point_not_judged_fails_the_gate_beside_points_that_pass():
+    """Identical code judged on 3 runs a side passes (exit 0); the same comparison with a
+    second point measured once in NEW exits 4 and names that point, why it was not judged
+    and that it was not shown to pass; the summary line says so."""
+    kinds = _gate_points()
+    (b1, n1), (b2, n2) = kinds["same"], kinds["not judged"]
+    ok = regress.compare_records(b1, n1, threshold=0.03)
+    assert ok.points[0].judged and regress.gate_status(ok) == (0, None)
+    assert regress_text.summary_line(ok).endswith("no significant difference over 1 point "
+                                                  "(geometric mean, 95% CI); the gate passes "
+                                                  "(exit 0)")
+    comp = regress.compare_records(b1 + b2, n1 + n2, threshold=0.03)
+    code, why = regress.gate_status(comp)
+    assert code == regress.EXIT_NOT_JUDGED == 4
+    assert why.startswith("1 of 2 point(s) measured on both sides not judged, so not shown "
+                          "to pass: m fake/eager cpu fp32 b=128")
+    assert "(1 run in NEW, 2 needed)" in why and "--model" in why
+    line = regress_text.summary_line(comp)
+    assert "no significant difference over 1 point" in line
+    assert line.endswith("; by point: 1 not judged; the gate fails (exit 4)")
+    js = regress_text.comparison_json(comp)
+    assert js["summary"]["text"] == line and js["counts"]["not_judged"] == 1
+    # a busy host on every NEW run of the second point: not judged either
+    busy = [rec("p128", noisy(0.010, seed=120 + i), repeat=i, batch=128) for i in range(3)]
+    for r in busy:
+        r.host_cpu_wait = {"seconds": 0.2, "share": 0.2}
+    comp = regress.compare_records(b1 + b2, n1 + busy, threshold=0.03)
+    code, why = regress.gate_status(comp)
+    assert code == 4 and "0 runs in NEW fit to judge (3 left out)" in why

@@ -104,6 +104,9 @@ def test_committed_tables_are_regenerated_with_an_empty_cache(monkeypatch, tmp_p
     from dlperf.tempdirs import OWNER_FILE
 
     assert seen[0][1] == [OWNER_FILE]  # owned: reclaimed by a later run once this is gone
+    import shutil
+
+    shutil.rmtree(seen[0][0])  # the script removes it at exit; this process goes on
 
 
 def test_a_configuration_stored_only_traced_is_not_called_unstored():
@@ -118,6 +121,8 @@ def test_a_configuration_stored_only_traced_is_not_called_unstored():
     assert ("hf:gpt2 torch/eager cuda bf16 is stored only in 1 instrumented run(s) (traced or "
             "--breakdown), which no series is fitted to") in out
     assert "is not stored" not in out and "but hf:gpt2 torch/graph cuda bf16 is" in out
+    # the suggested what-if changes only what differs (precision=bf16 would change nothing)
+    assert "(e.g. --precision bf16 --mode graph --what-if mode=eager)" in out
 
 
 def test_validate_stores_only_the_fits_it_asked_for(tmp_path, monkeypatch):
@@ -201,3 +206,29 @@ def test_results_of_an_empty_file_says_so(tmp_path):
     assert r.exit_code == 0, r.output
     assert "holds no results yet" in r.output and "┏" not in r.output
     assert "dlperf run ... --db" in r.output
+
+
+def test_gate_advice_can_be_followed_and_says_it_once():
+    """A point left out for a busy host and two modes was told "measure on a quiet host ...,
+    or give fewer --threads; find what alternates ... or measure on a quiet host": fewer
+    threads than the --threads 1 it ran with, and the same advice twice."""
+    from dlperf.report.regress import judge_advice
+
+    words = judge_advice(["busy host", "two modes"])
+    assert words.count("quiet host") == 1 and "--threads" not in words
+    assert "find what alternates" in words
+
+
+def test_the_residual_tables_are_named_alike_in_one_prediction(monkeypatch):
+    """A borrowed interval named the table it borrowed from relative to the working folder and,
+    a few words on, the files' own table by its absolute path; both are named alike now."""
+    import os
+
+    monkeypatch.chdir(ROOT.parents[1])
+    code, out = _cli("--db", "benchmarks/results/h200/dlbench.db", "--model", "lstm",
+                     "--framework", "torch", "--mode", "eager", "--precision", "bf16",
+                     "-b", "64")
+    assert code == 0, out
+    assert ("(the residual table benchmarks/results/h200/perfmodel_residuals.json has no entry "
+            "for these results files)") in out
+    assert os.path.abspath("benchmarks") not in out

@@ -28,7 +28,8 @@ def pr():
     return _mod()
 
 
-@pytest.mark.parametrize("name", ["registration4", "registration5", "registration6"])
+@pytest.mark.parametrize("name", ["registration4", "registration5", "registration6",
+                                  "registration7"])
 def test_plan_is_its_sweep_and_holds_no_stored_point(pr, name):
     plan = pr.PLANS[name]
     keys = sorted(tuple(p[k] for k in pr.KEY) for p in plan["points"])
@@ -314,3 +315,91 @@ def test_precision_signs_of_a_pair_measured_in_both_precisions(pr):
                        "replay fp32 -> bf16, H200 -> H100 / --gpu h100 1; the rule "
                        "\"bf16 is always faster\" 1")
     assert pr.precision_signs([row("bf16", 0.02, "A", 0.02)]) == []
+
+
+def test_registration7_holds_no_h100_or_h200_point_and_pairs_its_precisions(pr):
+    plan = pr.PLANS["registration7"]
+    assert plan["out"] == "benchmarks/results/h100/registration7.json"
+    assert plan["gpu"] == "h100" and plan["device"] == "H100"
+    # no committed H100 file, registration6's measured one included, holds a point either
+    keys = {tuple(p[k] for k in pr.KEY) for p in plan["points"]}
+    own = (plan["measured"],) if (ROOT / plan["measured"]).exists() else ()
+    assert not pr.stored_points([*plan["held"], *pr.H100_OWN], exclude=own) & keys
+    assert {p["category"] for p in plan["points"]} <= set(pr.GOALS)
+    fp32 = {k for k in keys if k[3] == "fp32"}
+    # every fp32 point is measured beside its bf16 pair at the same batch
+    assert fp32 and all((*k[:3], "bf16", k[4]) in keys for k in fp32)
+    for p in plan["points"]:
+        names = [m["name"] for m in p["methods"]]
+        assert pr.GPU_H100["name"] in names and pr.NAIVE_H200["name"] in names
+        assert pr.STEP_H100_OWN["name"] in names
+        # the first method is the category's: an H100-trace path where the category says so
+        first = p["methods"][0]
+        assert first.get("lib") == (pr.H100_OWN if p["category"].endswith("H100 traces")
+                                    else None)
+
+
+def test_registration7_replays_the_h100_traces_on_the_h100(pr):
+    from dlperf.perfmodel import retarget
+
+    lib = retarget.TraceLibrary(pr.H100_OWN)
+    pt = next(p for p in pr.PLANS["registration7"]["points"]
+              if p["model"] == "bert_base" and p["precision"] == "fp32")
+    one = [pr.run_replay(lib, pt, m, "h100", pr.H100_OWN) for m in pt["methods"]
+           if m.get("lib") and m["withhold"] == "batch"]
+    every = pr.run_replay(lib, pt, pr.EVERY_OWN, "h100", pr.H100_OWN)
+    assert len(one) == 2 and all(r["predicted_s"] > 0 for r in [*one, every])
+    assert "<0 traces: none>" in every["command"]
+    # bert_base fp32 is traced at 16, 32 and 64 on the H100: one trace keeps one of three
+    assert all("<2 traces: batch>" in r["command"] for r in one)
+    assert one[0]["predicted_s"] != one[1]["predicted_s"]
+
+
+def test_suffixed_one_trace_methods_pool_apart_and_keep_their_primary_flag(pr):
+    p = {"batch_size": 48}
+    assert pr.method_group(p, {"method": "replay, one trace (b=32), H100 traces"}) == \
+        "replay, one trace from below, H100 traces"
+    rows = [{"category": "batch, one trace, H100 traces", "side": "test", "method": m,
+             "group": g, "primary": pm, "error_pct": e, "inside": True}
+            for m, g, pm, e in [("x", "replay, one trace from below, H100 traces", True, 4.0),
+                                ("y", "replay, one trace from above", False, 20.0)]]
+    summ = "\n".join(pr.summary(rows))
+    assert "| replay, one trace (both directions), H100 traces | yes | test | 1 | 4.0% |" \
+        in summ
+    assert "| replay, one trace (both directions) | baseline | test | 1 | 20.0% |" in summ
+    db = None  # the judge keeps a registered prediction's primary flag
+    reg = _reg([{"model": "m", "framework": "torch", "mode": "eager", "precision": "fp32",
+                 "batch_size": 48, "category": "c", "side": "dev", "predictions": [
+                     {"method": "replay, one trace (b=32)", "primary": False},
+                     {"method": "a", "primary": True}]}])
+    pr_measured = pr.measured
+    try:
+        pr.measured = lambda _db: {}
+        rows = pr.judge(reg, db)
+    finally:
+        pr.measured = pr_measured
+    assert [r["primary"] for r in rows] == [False, True]
+
+
+def test_precision_signs_h100_trace_column_and_a_stored_fp32_side(pr):
+    def row(prec, measured, group, pred, model="bert_base", b=48):
+        return {"model": model, "framework": "torch", "mode": "eager", "precision": prec,
+                "batch_size": b, "group": group, "measured_s": measured,
+                "measured_ci_rel": 0.0, "predicted_s": pred, "registered": True}
+
+    own_b, own_f = pr.TO_BF16_OWN["name"], pr.EVERY_OWN["name"]
+    rows = [row("bf16", 0.030, own_b, 0.034), row("fp32", 0.090, own_f, 0.080),
+            # alexnet bf16 b=48 alone: its fp32 side is registration6's measured 6.045 ms
+            row("bf16", 0.0040, own_b, 0.0070, "alexnet")]
+    reg6 = str(ROOT / "benchmarks/results/h100/registered/registration6.db")
+    out = pr.precision_signs(rows, [reg6])
+    assert any("| bert_base |" in ln and "-66.7%" in ln and "-57.5% (right)" in ln
+               for ln in out)
+    stored = pr.stored_step({"model": "alexnet", "framework": "torch", "mode": "eager",
+                             "precision": "fp32", "batch_size": 48}, [reg6])
+    assert stored is not None and 0.005 < stored[0] < 0.007
+    line = next(ln for ln in out if "| alexnet |" in ln)
+    assert "(stored)" in line and f"{(0.0070 / stored[0] - 1) * 100:+.1f}% (wrong)" in line
+    assert "of 2:" in out[-3] and f"{own_b} / {own_f} 1;" in out[-3]
+    # without the stored files the single bf16 point gives no row
+    assert not any("| alexnet |" in ln for ln in pr.precision_signs(rows))

@@ -33,7 +33,8 @@ HELP = ("Compare two result files point by point (or, with --db FILE, two tags o
         "more than the threshold or fails in NEW only, 3 when a point of BASE is missing from "
         "NEW or the two share no point, 5 when a point is inconclusive (slower than the "
         "threshold by the estimate, but its interval includes 1: more rounds or a quieter "
-        "host would judge it), 4 when no point could be judged; 2 for a user error.")
+        "host would judge it), 4 when a point measured on both sides could not be judged (too "
+        "few runs fit to judge: it is not shown to pass), in that order; 2 for a user error.")
 
 
 def _describe(name: str, recs: list[Any]) -> str:
@@ -194,7 +195,7 @@ def compare(
     base_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for BASE's runs (repeatable).")] = None,
     new_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for NEW's runs (repeatable).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="With --run: go on with an interrupted gate in --db (its runs are kept).")] = False,
-    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this percentage, with its % sign, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 5 when a point is slower than this by its estimate but not significantly (inconclusive), 4 when nothing could be judged.")] = None,
+    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this percentage, with its % sign, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 5 when a point is slower than this by its estimate but not significantly (inconclusive), 4 when a point could not be judged.")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     format: Annotated[str | None, typer.Option("--format", "-f", help="table (Markdown) or json (default: the --output file's suffix, .json or .md; else table).")] = None,

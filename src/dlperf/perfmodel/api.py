@@ -932,17 +932,16 @@ def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, 
     (:func:`_borrowed_interval`) at the ``wider`` level, widened where its devices are not the
     prediction's ``gpu``; no interval (and why) without one."""
     got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
+    own, no_interval, note = _no_own_residual(d, recs)
     if got is None:
-        return (float("nan"), float("nan")), None, _no_interval(d, recs)
+        d.assumptions.append(no_interval)
+        return (float("nan"), float("nan")), None, note
     ivl, table, gpus = got
     d.explain["interval"] = _interval_words(ivl, wider, d.step_s)
     ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus, d.one.cfg.device)
     d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
     d.assumptions.append(f"borrowed interval: {gpu_words}")
-    missing = _table(recs)[1]
-    _say_widened(d, wider, level, f"the same path in {table}: " + (
-        f"no residual table for these files ({missing})" if missing else
-        f"these files' back-test has no residual of kind '{d.path}'"))
+    _say_widened(d, wider, level, f"the same path in {table}: {own}")
     t = d.step_s
     return ((t * ivl.low_ratio, t * ivl.high_ratio),
             f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}", None)
@@ -998,17 +997,20 @@ def _borrowable(recs: Records) -> list[tuple[str, frozenset[str],
                 lambda: fc.borrowable(recs.sources))
 
 
-def _no_interval(d: Draft, recs: Records) -> str:
-    """Why a prediction on ``recs`` has no interval (no residual table of the current key, or
-    no residual of its path), said in its assumptions too."""
+def _no_own_residual(d: Draft, recs: Records) -> tuple[str, str, str]:
+    """Why the residual table of ``recs`` gives the drafted path no residual (no table of the
+    current key, or no residual of the path in it), as each place says it: ``(where a
+    borrowed interval came from, the assumption of a prediction with no interval, its
+    interval note)``."""
     why = _table(recs)[1]
     if why:
-        d.assumptions.append(f"no residual table for these files: no interval ({why})")
-        return (f"not validated on these results files ({why}); run dlperf predict "
-                "--validate with the same --db to back-test the model and store the table")
-    d.assumptions.append(f"no back-test residual of kind '{d.path}' in these files: no "
-                         "interval")
-    return (f"the back-test found no stored point it could predict as a '{d.path}' while "
+        return (f"no residual table for these files ({why})",
+                f"no residual table for these files: no interval ({why})",
+                f"not validated on these results files ({why}); run dlperf predict --validate "
+                "with the same --db to back-test the model and store the table")
+    return (f"these files' back-test has no residual of kind '{d.path}'",
+            f"no back-test residual of kind '{d.path}' in these files: no interval",
+            f"the back-test found no stored point it could predict as a '{d.path}' while "
             "withholding it in these results files, so this kind of prediction's error is not "
             "known here")
 
@@ -1056,9 +1058,10 @@ def _roofline_terms(cal: Calibration, cfg: Config, fit: od.SeriesFit | None = No
     except (LookupError, ValueError):
         return None
     p, w = ceil.flops_per_s, ceil.bandwidth_bytes_per_s
-    scale = (cal.sibling_scale(cfg) if fit is not None
-             and len(set(fit.batch_sizes)) <= od.FIXED_PRIOR_MAX_BATCHES else None)
-    moved = {"d1_scale": scale[0], "d1_scale_source": scale[1]} if scale else {}
+    moved: dict[str, Any] = {}
+    if (fit is not None and len(set(fit.batch_sizes)) <= od.FIXED_PRIOR_MAX_BATCHES
+            and (scale := cal.sibling_scale(cfg))):
+        moved = {"d1_scale": scale[0], "d1_scale_source": scale[1]}
     return {**moved, "config": cfg.label(), "f1": work.flops_per_sample, "y0": work.bytes_fixed,
             "y1": work.bytes_per_sample, "bytes_source": work.source, "P": p, "W": w,
             "ceiling_source": ceil.source, "e_F": eff.e_flops, "e_Y": eff.e_bytes,
@@ -1185,9 +1188,11 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     target: ``), since a warning naming the base's configuration would otherwise read as if
     it were about the configuration predicted."""
     same = req.target == req.base
-    series = ("base" if req.from_base else "target" if not same or req.batch_what_if
-              else "base and target")
-    fitted = req.base if req.from_base else req.target
+    if req.from_base:  # the base's series, fitted for the target
+        series, fitted = "base", req.base
+    else:
+        series = "target" if not same or req.batch_what_if else "base and target"
+        fitted = req.target
     sided = [(series, w) for w in rq.extrapolation(recs, fitted, req.batch)]
     far = beyond_validated(one, req.batch)  # None on N devices: not a series ("+ data parallel")
     if far:
@@ -1226,8 +1231,9 @@ def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
                "--breakdown), which no series is fitted to (the instrumentation is in their "
                "steps)" if traced else "not stored") + f", but {o.label()} is; a what-if "
             f"from it uses {target.model}'s own measurements (e.g. --precision {o.precision} "
-            f"--mode {o.mode} --what-if precision={target.precision}"
-            + (f" --what-if mode={target.mode}" if target.mode != o.mode else "") + ")"]
+            f"--mode {o.mode}" + "".join(f" --what-if {k}={getattr(target, k)}"
+                                         for k in ("precision", "mode")
+                                         if getattr(target, k) != getattr(o, k)) + ")"]
 
 
 def _cpu_name(recs: Records, cfg: Config) -> str | None:
@@ -1235,8 +1241,7 @@ def _cpu_name(recs: Records, cfg: Config) -> str | None:
     None where none was recorded."""
     if cfg.device != "cpu":
         return None
-    names = rq.calibrated_devices(recs).get("cpu") or []
-    return names[-1] if names else None
+    return max(rq.calibrated_devices(recs).get("cpu", []), default=None)  # the last sorted
 
 
 def _session(recs: Records, one: pm.OneDevice) -> str:

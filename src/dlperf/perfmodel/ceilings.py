@@ -380,10 +380,10 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
     shared: CeilingCache | None = None
     ladders: dict[str, dict[str, Any]] = {}
     origin: dict[str, dict[str, Any]] = {}
-    comps = [f"matmul:{precision}", "bandwidth"]
-    if callable(getattr(backend, "host_copy", None)):  # pinned memory is a GPU's notion
-        comps += [f"h2d:{m}" for m in H2D_MODES if m == "pageable" or backend.device_kind != "cpu"]
-    for comp in comps:
+    # the host memories copied from, where the backend copies (pinned memory is a GPU's notion)
+    modes = [m for m in H2D_MODES if m == "pageable" or backend.device_kind != "cpu"] \
+        if callable(getattr(backend, "host_copy", None)) else []
+    for comp in [f"matmul:{precision}", "bandwidth", *(f"h2d:{m}" for m in modes)]:
         key = cache_key(backend.framework, backend.device_key, comp, thr)
         entry = CeilingCache(_POINT_CACHE).get(key, fingerprint, now_s)
         if entry is None and cache_path:
@@ -405,10 +405,10 @@ def point_ceilings(backend: CeilingBackend, precision: str, *, threads: Any,
                 "where", "run_key", "label", "measured_at")}}
         ladders[comp] = ladder
     mm, bw = ladders[f"matmul:{precision}"], ladders["bandwidth"]
-    h2d = {m: ladders[f"h2d:{m}"] for m in H2D_MODES if f"h2d:{m}" in ladders}
+    h2d = {m: ladders[f"h2d:{m}"] for m in modes}
     copies: dict[str, Any] = {}
     copy_words = ""
-    if h2d:
+    if modes:
         copies = {"h2d_bytes_per_s": {m: v["best"] for m, v in h2d.items()}, "h2d": h2d}
         copy_words = "host-to-device copies from pinned and pageable memory, bytes; "
     return {"framework": backend.framework, "device": backend.device_key, "threads": thr,

@@ -289,7 +289,7 @@ def read_table(sources: Sequence[str]) -> tuple[dict[str, list[KeyedResidual]] |
     try:
         return _categories(entry, f.parent), ""
     except (TypeError, ValueError) as e:
-        return None, f"the residual table {f} is not valid ({e})"
+        return None, f"the residual table {relative_if_under_cwd(f)} is not valid ({e})"
 
 
 def _entry(sources: Sequence[str]) -> tuple[dict[str, Any], str]:
@@ -298,24 +298,25 @@ def _entry(sources: Sequence[str]) -> tuple[dict[str, Any], str]:
     (:func:`data_digest`), and ``""``; else ``{}`` and why not (no table or one that cannot
     be read, no entry for these files, one made by other model code or from other data)."""
     f = table_file(sources)
+    shown = relative_if_under_cwd(f)  # named as the prediction's other lines name files
     try:
         raw = _parsed(f)
     except FileNotFoundError:
-        return {}, f"no residual table {f}"
+        return {}, f"no residual table {shown}"
     except (OSError, ValueError, RecursionError) as e:
-        return {}, f"the residual table {f} cannot be read ({e})"
+        return {}, f"the residual table {shown} cannot be read ({e})"
     entry = as_mapping(raw).get(_set_name(sources, f.parent))
     if not isinstance(entry, dict):
-        return {}, f"the residual table {f} has no entry for these results files"
+        return {}, f"the residual table {shown} has no entry for these results files"
     if len(gpus := entry_gpus(entry)) > 1:
-        return {}, (f"the residual table {f} pools the residuals of {len(gpus)} GPU models "
+        return {}, (f"the residual table {shown} pools the residuals of {len(gpus)} GPU models "
                     f"({', '.join(sorted(gpus))}) for these files: not one GPU's; validate "
                     "each GPU model alone (dlperf predict --validate --device ...)")
     if entry.get("model_key") != model_key():
-        return {}, (f"the residual table {f} was made by other performance-model code "
+        return {}, (f"the residual table {shown} was made by other performance-model code "
                     "(the model changed since)")
     if entry.get("data_key") != data_digest(sources, f.parent):
-        return {}, f"the residual table {f} was made from other content of these files"
+        return {}, f"the residual table {shown} was made from other content of these files"
     return entry, ""
 
 

@@ -50,9 +50,11 @@ of a non-inferiority test, pass only when the interval's upper end is below ``1 
 threshold`` (Schuirmann 1987, J. Pharmacokinet. Biopharm. 15: 657-680), is not used: at the
 documented run-to-run spread of 2% and 5 rounds it fails identical code about half the time
 (``benchmarks/gate_simulate.py --rule noninferiority``). With a threshold the comparison also
-fails when a point of BASE is missing from NEW (or the two share no point) and when no point
-could be judged (:func:`gate_status`, exit codes :data:`EXIT_REGRESSION`,
-:data:`EXIT_MISSING`, :data:`EXIT_INCONCLUSIVE`, :data:`EXIT_NOT_JUDGED`).
+fails when a point of BASE is missing from NEW (or the two share no point) and when a point
+measured on both sides could not be judged, or none could: a benchmark the gate silently
+does not judge protects no more than one that vanished (:func:`gate_status`, exit codes
+:data:`EXIT_REGRESSION`, :data:`EXIT_MISSING`, :data:`EXIT_INCONCLUSIVE`,
+:data:`EXIT_NOT_JUDGED`).
 
 The summary is the geometric mean of the compared points' ratios (as hyperfine and asv
 summarise relative speed), with an interval that combines the points' own intervals on the log
@@ -95,8 +97,8 @@ MIN_RUNS = 2
 #: large share and says nothing.
 BUSY_MIN_WAIT_S = 0.01
 #: Exit statuses of ``dlperf compare`` with a threshold (2 is a user error, as for every
-#: command): a regression; a point of BASE missing from NEW, or no point in common; no point
-#: judged; a judged point inconclusive (:func:`gate_verdict`).
+#: command): a regression; a point of BASE missing from NEW, or no point in common; a point
+#: not judged (or none judged); a judged point inconclusive (:func:`gate_verdict`).
 EXIT_REGRESSION = 1
 EXIT_MISSING = 3
 EXIT_NOT_JUDGED = 4
@@ -278,9 +280,10 @@ def run_flags(rec: RunRecord) -> list[str]:
 _ADVICE = {
     "runs": "measure each side with --repeats 3 (dlperf run --repeats 3 --tag NAME), or let "
             "dlperf compare --run measure BASE and NEW alternately",
-    "busy host": "measure on a quiet host (nothing else on its CPUs), or give fewer --threads",
-    "two modes": "find what alternates (the run's warnings name both modes) or measure on a "
-                 "quiet host",
+    "busy host": "measure on a quiet host (nothing else on its CPUs, or CPUs set aside for "
+                 "the runs)",
+    "two modes": "find what alternates (the run's warnings name both modes; other work on "
+                 "the host is one cause)",
     "drifting": "find what grows while the run trains (the run's warnings give the drift); a "
                 "drifting step has no steady median to compare",
 }
@@ -665,8 +668,9 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
     Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
     point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
     from NEW, or no point is in both), :data:`EXIT_INCONCLUSIVE` (a judged point is
-    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (no point could be judged;
-    an inconclusive point is judged, so these two never meet); else 0."""
+    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point measured on both
+    sides was not judged, or no point was: a point the gate could not judge is not shown to
+    pass, as a point missing from NEW is not; the others may have passed); else 0."""
     if comp.threshold is None:
         return 0, None
     regs = comp.regressions
@@ -691,10 +695,19 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
             + "; ".join(f"{p.label} {_change(p)}" for p in inc[:5])
             + (" ..." if len(inc) > 5 else "")
             + "; the comparison says what would judge them (more rounds, a quieter host)")
+    nj = comp.not_judged
     if not comp.judged:
-        return EXIT_NOT_JUDGED, (f"no point could be judged ({len(comp.not_judged)} not "
+        return EXIT_NOT_JUDGED, (f"no point could be judged ({len(nj)} not "
                                  "judged; the table says why and what would make them "
                                  "judgeable)")
+    if nj:
+        return EXIT_NOT_JUDGED, (
+            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) measured on both sides not "
+            "judged, so not shown to pass: "
+            + "; ".join(f"{p.label} ({', '.join(p.not_judged[:2])})" for p in nj[:5])
+            + (" ..." if len(nj) > 5 else "")
+            + "; the table says what would make them judgeable (or --model leaves a point "
+              "out of the gate)")
     return 0, None
 
 

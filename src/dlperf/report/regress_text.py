@@ -10,6 +10,7 @@ from dlperf.report.regress import (
     MIN_ATTRIBUTED_SHARE,
     Comparison,
     PointComparison,
+    gate_status,
     ok_runs,
     run_median_s,
     threshold_text,
@@ -66,24 +67,61 @@ def attribution_text(pc: PointComparison) -> str | None:
     return head + (", " + ", ".join(parts) if parts else ", no single op class") + tail
 
 
+def _by_point(comp: Comparison, mean: int | None) -> list[str]:
+    """The points whose verdict the mean's wording would hide: regressed, inconclusive,
+    missing from NEW and not judged (with a threshold), significantly slower or faster points
+    against the mean's direction ``mean`` (1 slower, -1 faster, 0 no significant difference,
+    None no mean), failed in NEW (without a threshold; with one it is a regression)."""
+    gate = comp.threshold is not None
+    judged = [p for p in comp.points if p.outcome == "compared" and p.judged is not False]
+    slower = [p for p in judged if p.verdict == "slower" and not p.regression]
+    faster = [p for p in judged if p.verdict == "faster"]
+    counts = [(len(comp.regressions) if gate else 0, "regressed"),
+              (len(comp.inconclusive), "inconclusive"),
+              (len(slower) if mean in (0, -1) else 0, "significantly slower"),
+              (len(faster) if mean in (0, 1) else 0, "significantly faster"),
+              (len(comp.missing) if gate else 0, "missing from NEW"),
+              (len(comp.not_judged) if mean is not None else 0, "not judged"),
+              (0 if gate else sum(p.outcome == "failed in NEW" for p in comp.points),
+               "failed in NEW")]
+    return [f"{n} {what}" for n, what in counts if n]
+
+
 def summary_line(comp: Comparison) -> str:
     """The hyperfine-style line: ``NEW is 1.08x [1.05, 1.11] slower than BASE over 12
     points`` (faster: the inverse factor; BASE and NEW are named above it), or why there is
-    none."""
+    none. It agrees with every point's verdict and with the exit status: where a point's
+    verdict differs from the mean's (a regression, an inconclusive point, a point slower or
+    faster against it, one missing or not judged) ``; by point: 1 regressed, 1 not judged``
+    follows, and with a threshold the gate's outcome, ``; the gate fails (exit 1)`` or ``;
+    the gate passes (exit 0)`` (:func:`~dlperf.report.regress.gate_status`)."""
     s = comp.summary
+    mean: int | None = None
     if s is None and comp.not_judged:
-        return (f"no point judged ({len(comp.not_judged)} measured on both sides but not "
+        line = (f"no point judged ({len(comp.not_judged)} measured on both sides but not "
                 "judged): NEW and BASE not compared")
-    if s is None:
-        return "no point measured on both sides: NEW and BASE not compared"
-    r, lo, hi, n = s
-    pts = f"over {n} point{'s' if n != 1 else ''} (geometric mean, {comp.level:.0%} CI)"
-    if lo <= 1.0 <= hi:
-        return (f"NEW takes {r:.3f}x [{lo:.3f}, {hi:.3f}] the step time of BASE: no "
-                f"significant difference {pts}")
-    if r > 1:
-        return f"NEW is {r:.3f}x [{lo:.3f}, {hi:.3f}] slower than BASE {pts}"
-    return f"NEW is {1 / r:.3f}x [{1 / hi:.3f}, {1 / lo:.3f}] faster than BASE {pts}"
+    elif s is None:
+        line = "no point measured on both sides: NEW and BASE not compared"
+    else:
+        r, lo, hi, n = s
+        pts = f"over {n} point{'s' if n != 1 else ''} (geometric mean, {comp.level:.0%} CI)"
+        if lo <= 1.0 <= hi:
+            mean = 0
+            line = (f"NEW takes {r:.3f}x [{lo:.3f}, {hi:.3f}] the step time of BASE: no "
+                    f"significant difference {pts}")
+        elif r > 1:
+            mean = 1
+            line = f"NEW is {r:.3f}x [{lo:.3f}, {hi:.3f}] slower than BASE {pts}"
+        else:
+            mean = -1
+            line = f"NEW is {1 / r:.3f}x [{1 / hi:.3f}, {1 / lo:.3f}] faster than BASE {pts}"
+    parts = _by_point(comp, mean)
+    if parts:
+        line += "; by point: " + ", ".join(parts)
+    if comp.threshold is not None:
+        code, _ = gate_status(comp)
+        line += (f"; the gate fails (exit {code})" if code else "; the gate passes (exit 0)")
+    return line
 
 
 def counts_line(comp: Comparison) -> str:

@@ -185,7 +185,30 @@ def test_datasheet_lookup_is_dense_and_by_name():
     assert sxm["bf16"] == pytest.approx(989.5e12) and sxm["tf32"] == pytest.approx(494.5e12)
     assert sxm["fp32"] == 67e12 and sxm["bandwidth_bytes_per_s"] == 4.8e12
     assert nvl["name"] == "NVIDIA H200 NVL" and nvl["bf16"] < sxm["bf16"]
+    assert nvl["fp32"] == 60e12 and nvl["bf16"] == pytest.approx(835.5e12)
+    assert sxm["name"] == "NVIDIA H200 SXM" and sxm["form_factor"] == "SXM"
+    assert nvl["form_factor"] == "NVL"
     assert datasheet_peaks("AMD EPYC") is None and datasheet_peaks(None) is None
+
+
+def test_datasheet_peaks_are_a_view_of_the_one_datasheet_table():
+    """``datasheet_peaks`` (MFU, roofline) and ``--gpu NAME`` (replay) read the same figures:
+    every hardware.DATASHEETS entry, looked up by its driver device name, gives its own
+    numbers, names its form factor and cites its datasheet page; every one has a memory size
+    for the what-if memory check."""
+    from dlperf.perfmodel.hardware import DATASHEETS
+    from dlperf.perfmodel.retarget import DATASHEET_MEMORY_GIB
+
+    assert set(DATASHEET_MEMORY_GIB) == set(DATASHEETS)
+    for key, prof in DATASHEETS.items():
+        peaks = datasheet_peaks(prof.device_name)
+        assert peaks is not None, key
+        assert peaks["bandwidth_bytes_per_s"] == prof.bandwidth_bytes_per_s
+        for prec in ("fp32", "tf32", "bf16"):
+            assert peaks[prec] == prof.gemm_flops_per_s.get(prec), (key, prec)
+        assert peaks["form_factor"] == prof.extra["form_factor"] != ""
+        assert prof.extra["url"].startswith("https://www.nvidia.com/") and prof.extra["url"] in (
+            prof.source)
 
 
 def test_worker_looks_the_datasheet_up_by_the_session_s_device_name():

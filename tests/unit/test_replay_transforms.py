@@ -49,7 +49,7 @@ def test_datasheets_resolve_by_short_or_driver_name():
 @pytest.mark.parametrize("name, key", [
     ("h100", "h100"), ("H100", "h100"), ("h100-sxm", "h100"), ("H100_SXM5", "h100"),
     ("nvidia h100 80gb hbm3", "h100"), ("h100 pcie", "h100-pcie"), ("NVIDIA H200", "h200"),
-    ("A100-SXM4-80GB", "a100"), ("a100-40gb", "a100-40gb"), ("Tesla V100-SXM2-32GB", "v100"),
+    ("NVIDIA H200 NVL", "h200-nvl"), ("h200 nvl", "h200-nvl"), ("A100-SXM4-80GB", "a100"), ("a100-40gb", "a100-40gb"), ("Tesla V100-SXM2-32GB", "v100"),
     ("L40S", "l40s"), ("a10", "a10")])
 def test_a_datasheet_is_found_by_any_of_its_exact_names(name, key):
     assert H.datasheet(name).name == key and H.short_name(name) == key
@@ -57,7 +57,8 @@ def test_a_datasheet_is_found_by_any_of_its_exact_names(name, key):
 
 @pytest.mark.parametrize("name, close", [
     ("h1000", "h100"), ("h100x", "h100"), ("a1000", "a100"), ("a10g", "a10"),
-    ("v1000", "v100"), ("NVIDIA RTX A1000", None), ("NVIDIA H200 NVL", "h200")])
+    ("v1000", "v100"), ("NVIDIA RTX A1000", None), ("NVIDIA H200 NVL2", "h200-nvl"),
+    ("NVIDIA H200 PCIe", "h200")])
 def test_a_name_that_only_contains_or_extends_a_datasheets_is_refused(name, close):
     with pytest.raises(ConfigError, match="no datasheet") as e:
         H.datasheet(name)

@@ -18,7 +18,11 @@ dense rate, for Hopper and Ada; the A100 datasheet prints both):
   the NVIDIA H100 Tensor Core GPU Architecture whitepaper (Table 3). Max SM clock 1,980 /
   1,755 MHz (nvidia-smi ``clocks.max.sm``; 1,980 MHz as recorded by dlperf on the H100 and H200
   machines here, ``env.gpus[].clock_sm_max_mhz``).
-* H200 SXM: NVIDIA H200 datasheet (the H100 SXM's compute, 141 GB HBM3e at 4.8 TB/s).
+* H200 SXM / H200 NVL: NVIDIA H200 Tensor Core GPU datasheet, "Technical Specifications"
+  (FP32 67 / 60 TFLOPS, TF32 989* / 835*, BF16 1,979* / 1,671*, 141 GB HBM3e at 4.8 TB/s for
+  both). The same GH100 die as the H100 SXM (132 SMs, 50 MB L2); the NVL's SM clock, which its
+  datasheet does not print, is its FP32 rate over 132 SMs x 128 FP32 lanes x 2 FLOP
+  (60e12 / 33,792 = 1,776 MHz).
 * A100 SXM4 80GB / PCIe 40GB: NVIDIA A100 datasheet (FP32 19.5, TF32 156, BF16 312 dense;
   2,039 / 1,555 GB/s); 108 SMs, 1,410 MHz boost (A100 whitepaper, Table 3).
 * L40S: NVIDIA L40S datasheet (FP32 91.6, TF32 183, BF16 362 dense, 864 GB/s; 142 SMs,
@@ -167,42 +171,68 @@ class GpuProfile:
                               "run `dlperf calibrate` again") from e
 
 
-def _ds(name: str, device_name: str, sms: int, clock: float, bw: float, fp32: float,
-        tf32: float | None, bf16: float | None, cc: str, l2_mb: float, source: str) -> GpuProfile:
+H100_URL = "https://www.nvidia.com/en-us/data-center/h100/"
+H200_URL = "https://www.nvidia.com/en-us/data-center/h200/"
+A100_URL = "https://www.nvidia.com/en-us/data-center/a100/"
+L40S_URL = "https://www.nvidia.com/en-us/data-center/l40s/"
+A10_URL = "https://www.nvidia.com/en-us/data-center/products/a10-gpu/"
+V100_URL = "https://www.nvidia.com/en-us/data-center/v100/"
+
+
+def _ds(name: str, device_name: str, label: str, form_factor: str, sms: int, clock: float,
+        bw: float, fp32: float, tf32: float | None, bf16: float | None, cc: str, l2_mb: float,
+        source: str, url: str) -> GpuProfile:
+    """A datasheet profile: ``bw`` in TB/s, ``fp32``/``tf32``/``bf16`` dense TFLOP/s (None:
+    the GPU lacks it), ``clock`` MHz, ``l2_mb`` MiB; ``label`` names the part with its form
+    factor (``extra["label"]``, ``extra["form_factor"]``), ``url`` the datasheet's page
+    (``extra["url"]``, also in ``source``)."""
     g = {p: v * 1e12 for p, v in (("fp32", fp32), ("tf32", tf32), ("bf16", bf16)) if v}
     return GpuProfile(name=name, device_name=device_name, sms=sms, clock_mhz=clock,
                       bandwidth_bytes_per_s=bw * 1e12, gemm_flops_per_s=g,
-                      compute_capability=cc, l2_bytes=l2_mb * 2**20, source=source)
+                      compute_capability=cc, l2_bytes=l2_mb * 2**20,
+                      source=f"{source}, {form_factor} ({url})",
+                      extra={"label": label, "form_factor": form_factor, "url": url})
 
 
-#: Datasheet profiles by short name (dense TFLOP/s, TB/s); the module docstring cites each.
+#: Datasheet profiles by short name (dense TFLOP/s, TB/s), the one table of datasheet figures
+#: (:func:`dlperf.perfmodel.datasheet.datasheet_peaks` is a view of it); the module docstring
+#: cites each figure, each entry names its form factor (``extra["form_factor"]``) and its
+#: datasheet's page (``extra["url"]``).
 DATASHEETS: dict[str, GpuProfile] = {
-    "h100": _ds("h100", "NVIDIA H100 80GB HBM3", 132, 1980, 3.35, 67, 989 / 2, 1979 / 2, "9.0",
-                50, "NVIDIA H100 datasheet (SXM5) and H100 whitepaper"),
-    "h100-pcie": _ds("h100-pcie", "NVIDIA H100 PCIe", 114, 1755, 2.0, 51, 756 / 2, 1513 / 2,
-                     "9.0", 50, "NVIDIA H100 datasheet (PCIe) and H100 whitepaper"),
-    "h200": _ds("h200", "NVIDIA H200", 132, 1980, 4.8, 67, 989 / 2, 1979 / 2, "9.0", 50,
-                "NVIDIA H200 datasheet (SXM)"),
-    "a100": _ds("a100", "NVIDIA A100-SXM4-80GB", 108, 1410, 2.039, 19.5, 156, 312, "8.0", 40,
-                "NVIDIA A100 datasheet (SXM4 80GB) and A100 whitepaper"),
-    "a100-40gb": _ds("a100-40gb", "NVIDIA A100-PCIE-40GB", 108, 1410, 1.555, 19.5, 156, 312,
-                     "8.0", 40, "NVIDIA A100 datasheet (PCIe 40GB)"),
-    "l40s": _ds("l40s", "NVIDIA L40S", 142, 2520, 0.864, 91.6, 183, 362, "8.9", 96,
-                "NVIDIA L40S datasheet"),
-    "a10": _ds("a10", "NVIDIA A10", 72, 1695, 0.6, 31.2, 62.5, 125, "8.6", 6,
-               "NVIDIA A10 datasheet"),
-    "v100": _ds("v100", "Tesla V100-SXM2-32GB", 80, 1530, 0.9, 15.7, None, None, "7.0", 6,
-                "NVIDIA V100 datasheet (SXM2)"),
+    "h100": _ds("h100", "NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM", "SXM", 132, 1980, 3.35, 67,
+                989 / 2, 1979 / 2, "9.0", 50,
+                "NVIDIA H100 Tensor Core GPU datasheet and H100 whitepaper", H100_URL),
+    "h100-pcie": _ds("h100-pcie", "NVIDIA H100 PCIe", "NVIDIA H100 PCIe", "PCIe", 114, 1755,
+                     2.0, 51, 756 / 2, 1513 / 2, "9.0", 50,
+                     "NVIDIA H100 Tensor Core GPU datasheet and H100 whitepaper", H100_URL),
+    "h200": _ds("h200", "NVIDIA H200", "NVIDIA H200 SXM", "SXM", 132, 1980, 4.8, 67, 989 / 2,
+                1979 / 2, "9.0", 50, "NVIDIA H200 Tensor Core GPU datasheet", H200_URL),
+    "h200-nvl": _ds("h200-nvl", "NVIDIA H200 NVL", "NVIDIA H200 NVL", "NVL", 132, 1776,
+                    4.8, 60, 835 / 2, 1671 / 2, "9.0", 50,
+                    "NVIDIA H200 Tensor Core GPU datasheet", H200_URL),
+    "a100": _ds("a100", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 SXM4 80GB", "SXM4", 108, 1410,
+                2.039, 19.5, 156, 312, "8.0", 40,
+                "NVIDIA A100 Tensor Core GPU datasheet and A100 whitepaper", A100_URL),
+    "a100-40gb": _ds("a100-40gb", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 PCIe 40GB", "PCIe",
+                     108, 1410, 1.555, 19.5, 156, 312, "8.0", 40,
+                     "NVIDIA A100 Tensor Core GPU datasheet", A100_URL),
+    "l40s": _ds("l40s", "NVIDIA L40S", "NVIDIA L40S", "PCIe", 142, 2520, 0.864, 91.6, 183,
+                362, "8.9", 96, "NVIDIA L40S datasheet", L40S_URL),
+    "a10": _ds("a10", "NVIDIA A10", "NVIDIA A10", "PCIe", 72, 1695, 0.6, 31.2, 62.5, 125,
+               "8.6", 6, "NVIDIA A10 datasheet", A10_URL),
+    "v100": _ds("v100", "Tesla V100-SXM2-32GB", "NVIDIA V100 SXM2 32GB", "SXM2", 80, 1530, 0.9,
+                15.7, None, None, "7.0", 6, "NVIDIA V100 datasheet", V100_URL),
 }
 
 #: Names of each datasheet besides its key and its driver device name (matched by
 #: :func:`norm_name`: case, separators and a leading ``NVIDIA``/``Tesla`` ignored). Only names
-#: of that exact part: an ``A100 80GB PCIe`` (1.9 TB/s), an ``H200 NVL`` or a ``V100-SXM2-16GB``
-#: is another card, and an RTX A1000 or an A10G is not an A100 or an A10.
+#: of that exact part: an ``A100 80GB PCIe`` (1.9 TB/s), an ``H200 NVL`` (``h200-nvl``) or a
+#: ``V100-SXM2-16GB`` is another card, and an RTX A1000 or an A10G is not an A100 or an A10.
 ALIASES: dict[str, tuple[str, ...]] = {
     "h100": ("H100 SXM", "H100 SXM5", "H100 SXM5 80GB", "H100 80GB HBM3"),
     "h100-pcie": ("H100 PCIe",),
     "h200": ("H200 SXM", "H200 SXM 141GB"),
+    "h200-nvl": (),
     "a100": ("A100 SXM", "A100 SXM4", "A100 SXM4 80GB"),
     "a100-40gb": ("A100 PCIe 40GB",),
     "l40s": (),

@@ -77,8 +77,8 @@ DATASHEET_WIDEN = 2.0
 #: Device memory of a GPU known from its datasheet alone (bytes; the nominal GB read as GiB),
 #: for the memory check of :func:`answer` where no stored result ran on it; the H100 80GB
 #: HBM3's driver reports 79.6 GiB (benchmarks/results/h100/calibrate.db), the H200's 140.4.
-DATASHEET_MEMORY_GIB = {"h100": 80, "h100-pcie": 80, "h200": 141, "a100": 80, "a100-40gb": 40,
-                        "l40s": 48, "a10": 24, "v100": 32}
+DATASHEET_MEMORY_GIB = {"h100": 80, "h100-pcie": 80, "h200": 141, "h200-nvl": 141, "a100": 80,
+                        "a100-40gb": 40, "l40s": 48, "a10": 24, "v100": 32}
 _DATASHEET_MEMORY_BYTES = {k: gib * 2.0**30 for k, gib in DATASHEET_MEMORY_GIB.items()}
 
 

@@ -60,10 +60,11 @@ def test_anchoring_uses_the_source_measurement(lib):
 
 
 def test_refusals_name_the_fix(lib):
-    with pytest.raises(ConfigError, match="no stored timeline"):
+    with pytest.raises(retarget.NoTimeline, match="no stored timeline"):
         retarget.predict(lib, "vgg16", "torch", "eager", "bf16", 64, gpu="h100")
-    with pytest.raises(ConfigError, match="no datasheet"):
+    with pytest.raises(ConfigError, match="no datasheet") as e:
         retarget.predict(lib, "lstm", "torch", "eager", "fp32", 64, gpu="tpu-v5")
+    assert not isinstance(e.value, retarget.NoTimeline)  # answer() falls back on NoTimeline only
     with pytest.raises(ConfigError, match="host="):
         retarget.predict(lib, "lstm", "torch", "eager", "fp32", 64, gpu="h100", host="fast")
 

@@ -82,6 +82,11 @@ DATASHEET_MEMORY_GIB = {"h100": 80, "h100-pcie": 80, "h200": 141, "h200-nvl": 14
 _DATASHEET_MEMORY_BYTES = {k: gib * 2.0**30 for k, gib in DATASHEET_MEMORY_GIB.items()}
 
 
+class NoTimeline(ConfigError):
+    """No stored timeline of a model, framework and mode (:func:`predict`): the replay cannot
+    predict it, and :func:`answer` falls back to the step-level model for one GPU."""
+
+
 def band(step_s: float, half: float) -> tuple[float, float]:
     """The interval ``[T / (1 + h), T (1 + h)]`` (s) of a step ``T`` whose relative error
     half-width is ``h`` (:data:`INTERVAL_P90`, widened): symmetric in ``log(measured /
@@ -227,15 +232,16 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
             back-tested with the replay: no multi-GPU timeline is stored).
 
     Raises:
-        ConfigError: no trace of the model, framework and mode is stored (the step-level
-            model is the fallback), the GPU is unknown, or data parallel has no parameter
+        NoTimeline: no trace of the model, framework and mode is stored (the step-level
+            model is the fallback).
+        ConfigError: the GPU is unknown, or data parallel has no parameter
             count stored.
     """
     held_out = set(exclude)
     fam = [p for p in lib.points(model, framework, mode)
            if (p.source, p.result_id) not in held_out and p.compile_mode == "default"]
     if not fam:
-        raise ConfigError(f"no stored timeline of {model} {framework}/{mode}: the replay "
+        raise NoTimeline(f"no stored timeline of {model} {framework}/{mode}: the replay "
                           "cannot predict it (trace a point with --timeline, or `dlperf "
                           "calibrate --model`); the step-level model is the fallback")
     same = [p for p in fam if p.precision == precision]
@@ -613,8 +619,8 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     _check_memory(lib, model, fw, md, prec, batch_size // nproc, lib.gpu(gpu))
     try:
         p = predict(lib, model, fw, md, prec, batch_size // nproc, gpu, nproc=nproc)
-    except ConfigError as e:
-        if "no stored timeline" not in str(e) or nproc > 1:
+    except NoTimeline:
+        if nproc > 1:
             raise
         p = fallback(lib, db, model, fw, md, prec, batch_size, gpu)
     out = cli_keys(p.to_dict(), batch_size)

@@ -57,7 +57,7 @@ def main() -> int:
     naive_group: dict[tuple[str, str, str], list[float]] = {}
     for r in pred["points"]:
         cfg = (r["model"], r["framework"], r["mode"], r["precision"], r["batch_size"])
-        m = retarget._measured(lib_h100, *cfg, "NVIDIA H100 80GB HBM3")
+        m = retarget.measured_step(lib_h100, *cfg, "NVIDIA H100 80GB HBM3")
         if not m:
             continue
         cells = []
@@ -71,7 +71,7 @@ def main() -> int:
                     by_group.setdefault(cfg[1:4], []).append(e)
             else:
                 cells.append("-")
-        naive = retarget._measured(lib_h200, *cfg, "NVIDIA H200")
+        naive = retarget.measured_step(lib_h200, *cfg, "NVIDIA H200")
         if naive:
             errs["naive"].append(naive / m - 1)
             naive_group.setdefault(cfg[1:4], []).append(naive / m - 1)
@@ -93,7 +93,7 @@ def main() -> int:
     rev_n: list[float] = []
     for r in pred["points"]:
         cfg = (r["model"], r["framework"], r["mode"], r["precision"], r["batch_size"])
-        m200 = retarget._measured(lib_h200, *cfg, "NVIDIA H200")
+        m200 = retarget.measured_step(lib_h200, *cfg, "NVIDIA H200")
         if not m200:
             continue
         try:
@@ -107,7 +107,7 @@ def main() -> int:
             continue
         rev.append(p.step_s / m200 - 1)
         rev_u.append(u.step_s / m200 - 1)
-        m100 = retarget._measured(lib_h100, *cfg, "NVIDIA H100 80GB HBM3")
+        m100 = retarget.measured_step(lib_h100, *cfg, "NVIDIA H100 80GB HBM3")
         if m100:
             rev_n.append(m100 / m200 - 1)
         out.append(f"| {cfg[0]} | {cfg[1]}/{cfg[2]} | {cfg[3]} | {cfg[4]} | {m200 * 1e3:.2f} | "

@@ -57,7 +57,7 @@ def points(yamls: tuple[str, ...] = ("suite.yaml", "suite_jax.yaml")
 
 def h200_step(files: list[str], lib: retarget.TraceLibrary, cfg: tuple) -> tuple[float, str]:
     model, fw, mode, prec, b = cfg
-    m = retarget._measured(lib, model, fw, mode, prec, b, "NVIDIA H200")
+    m = retarget.measured_step(lib, model, fw, mode, prec, b, "NVIDIA H200")
     if m:
         return m, "H200 measured"
     from dlperf.perfmodel.api import predict

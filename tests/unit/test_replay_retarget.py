@@ -283,3 +283,19 @@ def test_one_gpu_parts_compose_to_the_step_by_the_printed_rule():
         assert pt["device_s"] + pt["device_gap_s"] >= pt["host_s"] * (1 - 1e-9)
         assert "step = anchor x (device_s + device_gap_s)" in d["composition"]
         assert "\ncomposed: step = anchor x" in retarget.text(d)
+
+
+def test_benchmark_scripts_use_the_public_measured_step():
+    """benchmarks/h100/*.py read a stored measurement through ``retarget.measured_step`` (the
+    median untraced step of the point), no private name of the module."""
+    import re
+
+    scripts = sorted((ROOT / "benchmarks" / "h100").glob("*.py"))
+    used = {m for f in scripts for m in re.findall(r"retarget\.(\w+)", f.read_text())}
+    assert "measured_step" in used
+    assert not {u for u in used if u.startswith("_")}
+    lib = retarget.TraceLibrary([str(H200)])
+    pts = retarget._measured_points(lib, "resnet50", "torch", "eager", "bf16", 64, "NVIDIA H200")
+    assert pts and retarget.measured_step(lib, "resnet50", "torch", "eager", "bf16", 64,
+                                          "NVIDIA H200") == statistics.median(
+        p.step_time_s for p in pts)

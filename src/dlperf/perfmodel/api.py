@@ -442,7 +442,7 @@ def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
     try:
         if req.from_base:
             one = _first(lambda x: pm.what_if(cal, base, target, b, x), req.sources)
-            path = whatif_category(base, target, req.host_ns)
+            path = whatif_category(base, target)
         elif cal.series(target):
             one = _first(lambda x: pm.from_series(cal, target, b, x),
                          [_series_file(cal, req), None])
@@ -793,7 +793,7 @@ FRAMEWORK_WHATIFS = {(("torch", "eager"), ("jax", "xla")): "what-if torch->jax",
                      (("jax", "xla"), ("torch", "graph")): "what-if jax->torch graph"}
 
 
-def whatif_category(base: Config, target: Config, host_ns: float | None = None) -> str:
+def whatif_category(base: Config, target: Config) -> str:
     """The back-test category of a what-if from ``base`` to ``target``: a change of framework
     and mode (nothing else changed, the base at the default compile mode) listed in
     :data:`FRAMEWORK_WHATIFS` is judged by its own category (torch eager -> jax xla by

@@ -86,11 +86,6 @@ class CpuStep:
         """The training thread's work per iteration without the all-reduces (s)."""
         return sum(self.work_s)
 
-    @property
-    def backward_s(self) -> float:
-        """Backward's work (s): its first item to its last."""
-        return sum(self.work_s[self.backward[0]:self.backward[1] + 1])
-
 
 def _union(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []

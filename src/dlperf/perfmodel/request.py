@@ -103,22 +103,27 @@ def check_names(recs: Records, model: str, fields: Mapping[str, Any]) -> None:
     info = framework_info(fw)
     for key, (known, attr) in _names().items():
         value = fields.get(key)
-        allowed = known | {getattr(c, key) for c in stored}
-        if value is not None and value not in allowed:
+        if value is None:
+            continue
+        if known is not None and value not in (allowed := known | {getattr(c, key)
+                                                                     for c in stored}):
             raise unknown_choice(key, value, allowed)
-        if value is not None and info is not None and attr is not None:
+        if info is not None and attr is not None:
             _framework_has(info, str(fw), key, attr, value,
                            {getattr(c, key) for c in stored if c.framework == fw})
 
 
-def _names() -> dict[str, tuple[set[str], str | None]]:
+def _names() -> dict[str, tuple[set[str] | None, str | None]]:
     """The names a request may give, in the order they are checked: field -> (every value
-    dlperf knows besides the stored ones, the registry attribute that limits it per framework
-    or None)."""
+    dlperf knows besides the stored ones, None where another check refused an unknown one
+    already; the registry attribute that limits it per framework or None). A device is
+    :func:`device_for`'s, which :func:`dlperf.perfmodel.api.predict` calls before
+    :func:`check_names` and which returns a device kind of a stored point or refuses (the
+    one caller, :func:`check_target`, gives a framework alone)."""
     return {"framework": (set(FRAMEWORKS), None),
             "mode": (_registry_union("modes"), "modes"),
             "precision": (_registry_union("precisions"), "precisions"),
-            "device": (_registry_union("devices"), "devices"),
+            "device": (None, "devices"),
             "layout": (set(LAYOUTS), None), "compile_mode": (set(COMPILE_MODES), None)}
 
 
@@ -268,12 +273,14 @@ def device_for(recs: Records, device: str | None) -> str | None:
 
 
 def check_target(recs: Records, cfg: Config, where: str) -> None:
-    """Refuse a configuration to predict (a what-if's or an analytic one) that its framework
-    cannot run: a mode, precision or device not in its registry entry. A configuration whose
-    framework/mode/precision/device is stored is accepted as it is.
+    """Refuse a what-if's configuration to predict that its framework cannot run: a mode,
+    precision or device not in its registry entry; the fix is another ``--what-if`` value
+    (``--device`` for a device). A configuration whose framework/mode/precision/device is
+    stored is accepted as it is.
 
     Args:
-        where: how the request made it, for the message (``"--what-if framework=jax"``).
+        where: the ``--what-if`` flags as given, for the message (``"--what-if
+            framework=jax"``).
 
     Raises:
         ConfigError: a framework dlperf does not know (:func:`check_names`' refusal); a mode,
@@ -295,7 +302,7 @@ def check_target(recs: Records, cfg: Config, where: str) -> None:
         if value not in allowed:
             fix = (f"add --what-if {key}={allowed[0]}" + (
                 f" (or {', '.join(allowed[1:])})" if len(allowed) > 1 else "")
-                if where.startswith("--what-if") and key != "device"
+                if key != "device"
                 else f"give --{key} {' or '.join(allowed)}")
             raise ConfigError(f"{where} asks for {cfg.label()}, but {title} has no {key} "
                               f"{value!r} (its {attr}: {', '.join(allowed)}); {fix}")

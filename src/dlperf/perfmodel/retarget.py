@@ -536,9 +536,11 @@ def _host_unscaled(lib: TraceLibrary, pool: Sequence[Any], src: hardware.GpuProf
 HOST_MOVES = {"dispatch": _host_by_dispatch, "probe": _host_by_probe, "none": _host_unscaled}
 
 
-def _measured(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
-              batch: int, device_name: str) -> float | None:
-    """The median stored untraced step of exactly this point on ``device_name``'s GPU."""
+def measured_step(lib: TraceLibrary, model: str, framework: str, mode: str, precision: str,
+                  batch: int, device_name: str) -> float | None:
+    """The median stored untraced step (s) of exactly this one-device point (``batch`` per
+    device) on the GPU named ``device_name`` (a driver's device name, ``NVIDIA H200``), over
+    files and host sessions; None where none is stored."""
     return median_step(_measured_points(lib, model, framework, mode, precision, batch,
                                         device_name))
 
@@ -556,7 +558,7 @@ def _points_dict(points: Sequence[Any]) -> dict[str, float]:
 def measured_words(points: Sequence[Any]) -> str:
     """The stored measurement(s) a replay is anchored on or shown beside, in words: ``measured
     X ms in file:id`` for one point, else ``the median X ms of N stored measurements (file:id
-    Y ms; ...)`` (:func:`_measured`: the median over files and host sessions)."""
+    Y ms; ...)`` (:func:`measured_step`: the median over files and host sessions)."""
     return _words(_points_dict(points))
 
 

@@ -278,8 +278,8 @@ def test_a_framework_what_if_from_reduce_overhead_predicts_the_default_compile_m
 def test_far_batches_warn_in_text_and_json(synth):
     code, out, _ = _cli("--db", synth, "--model", "m_cnn", "--layout", "auto", "-b", "1000")
     assert code == 0, out
-    assert ("warning: batch 1000 per device is 7.81x the largest measured batch (warned from "
-            "2x, where the back-test's 'extrapolate 2x' starts): the prediction extrapolates "
+    assert ("warning: batch 1000 per device is 7.81x the largest batch measured in any results "
+            "file, 128 (warned from 2x, where the back-test's 'extrapolate 2x' starts): the prediction extrapolates "
             "from the measured batches 16..128") in out
     # no reserved peak stored for m_cnn: above the series its memory is not judged
     assert "device memory is not judged for it" in out and "may not fit" in out
@@ -287,7 +287,7 @@ def test_far_batches_warn_in_text_and_json(synth):
                         "--format", "json")
     assert code == 0, out
     w = json.loads(r.output)["warnings"]
-    assert len(w) == 1 and "1/4 of the smallest measured batch (warned from 1/2)" in w[0]
+    assert len(w) == 1 and "1/4 of the smallest batch measured in any results file, 16 (warned from 1/2)" in w[0]
     # below the measured batches memory is no concern: the warning does not mention it
     assert "16..128" in w[0] and "memory" not in w[0]
     # exactly 2x the largest (half the smallest) is the back-test's 'extrapolate 2x': warned
@@ -410,7 +410,8 @@ def test_h200_cpu_points_and_layouts_are_reachable(h200_validation):
     # the layout picked: no "several configurations" warning, only that b=64 is half of the
     # nhwc series' one batch (128), where extrapolation warnings start
     assert p["config"]["layout"] == "nhwc" and len(p["warnings"]) == 1
-    assert "is 1/2 of the smallest measured batch (warned from 1/2)" in p["warnings"][0]
+    assert "is 1/2 of the smallest batch measured in any results file, 128 (warned from 1/2)" in (
+        p["warnings"][0])
     code, out, r = _cli(*dbs, "--model", "resnet50", "--framework", "jax",
                         "--precision", "bf16", "--data", "imagefolder", "-b", "64")
     assert code == 2 and "differ in --loader-workers: add one of --loader-workers 0;" in out
@@ -523,6 +524,9 @@ def test_validate_prints_interval_coverage_and_json_keeps_interval_keys(synth):
     assert p["interval_level"] == 0.9
     assert p["interval_group"].startswith("held-out batch, ")
     assert p["interval_group"].split(": ")[1].split(" rows")[0].isdigit()
+    # the files' own table named as a borrowed one is (trial 15, F7)
+    own = p["interval_group"].split("; these files' residual table (")[1]
+    assert own.endswith("perfmodel_residuals.json)") and Path(own[:-1]).exists(), own
 
 
 def test_validate_refuses_nproc_and_a_second_report(short):

@@ -57,7 +57,7 @@ def test_a_flat_series_beyond_its_batches_warns_and_has_no_interval(flat, b):
                "floor" in w for w in p.warnings)
     assert all(x != x for x in p.interval_s) and "shows no growth with batch" in p.interval_note
     # 2x the largest gets the extrapolation warning as beyond it does, saying from where
-    assert any(f"{b / 16:.3g}x the largest measured batch (warned from 2x" in w
+    assert any(f"{b / 16:.3g}x the largest batch measured in any results file, 16 (warned from 2x" in w
                for w in p.warnings)
     code, out, _ = _cli("--db", flat, "--model", "fcn5_tiny", "-b", b)
     assert code == 0 and "(no 90% interval: dropped: the series shows no growth" in out

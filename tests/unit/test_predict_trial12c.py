@@ -151,5 +151,6 @@ def test_a_batch_beyond_the_validated_extrapolation_is_warned_and_borrowed():
     assert near.interval_group.startswith("extrapolate 2x")
     assert not any("not validated" in w for w in near.warnings)
     assert far.interval_group.startswith("borrowed from extrapolate 2x at 95%")
-    assert any("64x from the nearest fitted batch, beyond the 4x" in w for w in far.warnings)
+    assert any("64x from the nearest fitted batch, 64 (the series of one results file the "
+               "prediction is fitted to), beyond the 4x" in w for w in far.warnings)
     assert _ratios(far)[1] > _ratios(near)[1]

@@ -232,3 +232,15 @@ def test_the_residual_tables_are_named_alike_in_one_prediction(monkeypatch):
     assert ("(the residual table benchmarks/results/h200/perfmodel_residuals.json has no entry "
             "for these results files)") in out
     assert os.path.abspath("benchmarks") not in out
+
+
+def test_a_what_if_from_a_base_stored_only_traced_says_so():
+    """The what-if from hf:gpt2 torch eager bf16, stored only as a traced run: the error said
+    "no stored one-device point of" it (calibrate.fit), as the analytic hint used to."""
+    code, out = _cli("--db", ROOT / "h200", "--db", ROOT / "h200/yourmodel/yourmodel.db",
+                     "--model", "hf:gpt2", "--framework", "torch", "--mode", "eager",
+                     "--precision", "bf16", "-b", "16", "--what-if", "precision=fp32")
+    assert code == 2, out
+    assert ("hf:gpt2 torch/eager cuda bf16 is stored only in 1 instrumented run(s) (traced or "
+            "--breakdown), which no series is fitted to") in out
+    assert "no stored one-device point" not in out

@@ -650,18 +650,20 @@ VALIDATED_RATIO = {"extrapolate 2x": 4.0, "extrapolate down 2x": 4.0,
                    "two-point series up": 16.0, "two-point series down": 16.0}
 
 
-def beyond_validated(one: pm.OneDevice, batch: int) -> tuple[str, float, float] | None:
-    """``(category, ratio, the category's validated ratio)`` where ``batch`` (per device) is
-    further from the fitted series' batch sizes than its category's back-test went
-    (:data:`VALIDATED_RATIO`): ``ratio`` is the batch over the largest fitted batch (above it)
-    or the smallest over the batch (below it); None otherwise, or without a series."""
+def beyond_validated(one: pm.OneDevice, batch: int) -> tuple[str, float, float, int] | None:
+    """``(category, ratio, the category's validated ratio, the nearest fitted batch)`` where
+    ``batch`` (per device) is further from the fitted series' batch sizes than its category's
+    back-test went (:data:`VALIDATED_RATIO`): ``ratio`` is the batch over the largest fitted
+    batch (above it) or the smallest over the batch (below it), the nearest that batch; None
+    otherwise, or without a series."""
     if one.how != "series" or one.fit is None or not one.fit.batch_sizes:
         return None
     bs = one.fit.batch_sizes
     cat = series_category(bs, batch)
     ratio = max(batch / max(bs), min(bs) / batch)
     limit = VALIDATED_RATIO.get(cat)
-    return (cat, ratio, limit) if limit is not None and ratio > limit else None
+    near = min(bs, key=lambda x: abs(batch / x - x / batch))
+    return (cat, ratio, limit, near) if limit is not None and ratio > limit else None
 
 
 def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
@@ -917,7 +919,8 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
     ivl = _interval(recs, d.path, at, d.one.bound, req.withheld)
     if ivl is None:  # no residual of the path in these files' table: another table's
         return _other_tables_interval(d, recs, req, level, wider, gpu)
-    group = ivl.describe()
+    group = (f"{ivl.describe()}; these files' residual table "
+             f"({fc.relative_if_under_cwd(fc.table_file(recs.sources))})")
     d.explain["interval"] = _interval_words(ivl, at, d.step_s)
     if why:
         group = f"borrowed from {d.path} at {wider:.0%}: {group}"
@@ -1197,8 +1200,10 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     far = beyond_validated(one, req.batch)  # None on N devices: not a series ("+ data parallel")
     if far:
         sided.append((series, f"batch {req.batch} per device is {far[1]:.3g}x from the nearest "
-                              f"fitted batch, beyond the {far[2]:g}x the '{far[0]}' back-test "
-                              "went: not validated, its interval is borrowed at a wider level"))
+                              f"fitted batch, {far[3]} (the series of one results file the "
+                              f"prediction is fitted to), beyond the {far[2]:g}x the "
+                              f"'{far[0]}' back-test went: not validated, its interval is "
+                              "borrowed at a wider level"))
     sided += [(side, w) for side, w in (("base", req.note), ("target", req.target_note)) if w]
     sided += [("base and target", w) for w in _analytic_hint(recs, req, one)]
     sided += [("base and target", w) for w in recs.damaged_notes()]

@@ -428,12 +428,19 @@ class Calibration:
         """The fitted series of ``cfg`` (in ``source``, else the best-measured one) and its points.
 
         Raises:
-            LookupError: no stored one-device point of ``cfg`` (in ``source``).
+            LookupError: no stored one-device point of ``cfg`` (in ``source``) outside
+                instrumented runs: the message says "stored only in N instrumented run(s)
+                (traced or --breakdown), which no series is fitted to" where such runs hold it, else "no stored
+                one-device point".
         """
         ser = [s for s in self.series(cfg) if source is None or s[0].source == source]
         if not ser:
-            raise LookupError(f"no stored one-device point of {cfg.label()}"
-                              + (f" in {source}" if source else ""))
+            where = f" in {source}" if source else ""
+            traced = sum(source in (None, p.source) for p in self.of(cfg))  # all instrumented
+            raise LookupError(f"{cfg.label()} is stored{where} only in {traced} instrumented "
+                              "run(s) (traced or --breakdown), which no series is fitted to"
+                              if traced else
+                              f"no stored one-device point of {cfg.label()}{where}")
         return self.fit_points(cfg, ser[0], with_sessions=True), ser[0]
 
     def count_kind(self, framework: str, mode: str) -> str:

@@ -624,14 +624,16 @@ def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
     lo, hi = bs[0], bs[-1]
     mem = ""
     if batch >= EXTRAPOLATION_FACTOR * hi:
-        where = (f"{batch / hi:.3g}x the largest measured batch (warned from "
+        where = (f"{batch / hi:.3g}x the largest batch measured in any results file, {hi} "
+                 f"(warned from "
                  f"{EXTRAPOLATION_FACTOR:g}x, where the back-test's 'extrapolate 2x' starts)")
         if memory.fit(pts) is None:
             mem = ("; device memory is not judged for it (no stored reserved peak, or an "
                    "allocator that reserves a pool up front), so this batch may not fit on "
                    "the device")
     elif batch * EXTRAPOLATION_FACTOR <= lo:
-        where = (f"1/{lo / batch:.3g} of the smallest measured batch (warned from "
+        where = (f"1/{lo / batch:.3g} of the smallest batch measured in any results file, "
+                 f"{lo} (warned from "
                  f"1/{EXTRAPOLATION_FACTOR:g})")
     else:
         return []

@@ -527,6 +527,21 @@ def test_batch_norm_and_convolutions_add_no_activation_casts():
     assert ac.fwd == {} and ac.bwd_kernels == 0 and ac.loss_at is None
 
 
+def test_autocast_walk_is_closed_over_its_states_and_casts():
+    # every next state is one the walk can be in, every cast one AUTOCAST_CASTS sizes; the
+    # GEMM roles are the GEMM op classes and each leaves a float32 input in bf16
+    states = {"data", "bf16", "fp32", "bf16+fp32"}
+    for role, moves in T.AUTOCAST_WALK.items():
+        assert set(moves) <= states, role
+        for nxt, cast in moves.values():
+            assert nxt in states and cast in T.AUTOCAST_CASTS, (role, nxt, cast)
+    for cls in T.GEMM_CLASSES:
+        assert T.AUTOCAST_WALK[cls]["data"][0] == "bf16"
+        assert T.AUTOCAST_WALK[cls]["fp32"][0] == "bf16+fp32"
+    assert all(m[0] == "fp32" for m in T.AUTOCAST_WALK["fp32"].values())
+    assert set(T.AUTOCAST_WALK["fp32"]) == states
+
+
 def test_eager_bf16_adds_activation_and_logit_casts_xla_does_not():
     g = H.datasheet("h200")
     st = _step(_transformer_like(8), batch=8)

@@ -566,30 +566,75 @@ def _gemm_input_elems(ks: Sequence[DeviceOp], batch: int) -> float | None:
     return float(mk[len(mk) // 2]) if mk else None
 
 
+#: autocast's walk over an eager step's forward calls (:func:`activation_casts`) as data: for
+#: a call's role (:func:`_autocast_role`) and the dtype state its input is in, the state after
+#: it and the cast autocast adds there (:data:`AUTOCAST_CASTS`); a state a role does not
+#: name is kept, with no cast. The states: ``data`` the step's input (float32, no gradient),
+#: ``bf16`` a GEMM's output with no float32 producer run yet, ``fp32`` a float32 op's output,
+#: ``bf16+fp32`` a GEMM's output beside a float32 stream (a residual connection). The roles
+#: follow PyTorch's op lists ("Automatic Mixed Precision package - torch.amp", "CUDA Ops
+#: that can autocast to bfloat16/float16": ``linear``, ``matmul``, the convolutions, the RNN
+#: cells, ``scaled_dot_product_attention``, one per GEMM op class of :data:`GEMM_CLASSES`;
+#: "CUDA Ops that can autocast to float32": :data:`AUTOCAST_FP32_OPS` as ``fp32`` and the
+#: losses, ``loss``, which read their logits in float32 and leave the stream's type as it
+#: is) and type promotion (``aten::add`` of a bf16 tensor to the float32 stream gives
+#: float32); other operators keep the type they are given. Only a matmul's float32 input is
+#: sized (the other GEMM classes' inputs have no figures in most traces, and a network's
+#: image is its only float32 convolution input). A compiled program (XLA, torch.compile)
+#: fuses its casts and is not walked; a JAX model's layers run in the dtype it names
+#: (:data:`PRECISION_CLASS_BY_FRAMEWORK`).
+AUTOCAST_WALK: dict[str, dict[str, tuple[str, str]]] = {
+    "matmul": {"data": ("bf16", "input"), "bf16": ("bf16", ""),
+               "fp32": ("bf16+fp32", "input+grad"), "bf16+fp32": ("bf16+fp32", "")},
+    "convolution": {"data": ("bf16", ""), "fp32": ("bf16+fp32", "")},
+    "attention": {"data": ("bf16", ""), "fp32": ("bf16+fp32", "")},
+    "recurrent": {"data": ("bf16", ""), "fp32": ("bf16+fp32", "")},
+    "loss": {"bf16": ("bf16", "logits"), "bf16+fp32": ("bf16+fp32", "logits")},
+    "fp32": {"data": ("fp32", ""), "bf16": ("fp32", ""), "fp32": ("fp32", ""),
+             "bf16+fp32": ("fp32", "")},
+    "aten::add": {"bf16+fp32": ("fp32", "add")}}
+#: The casts of :data:`AUTOCAST_WALK` as ``(elements, forward bytes, backward bytes, backward
+#: kernels)`` a call's kernels give: the elements from the call's figures (None or 0 where
+#: the trace holds none: no cast), the bytes per element of the forward cast and of the
+#: backward one. ``input``: a matmul's ``m x k`` input (:func:`_gemm_input_elems`) cast down,
+#: the step's data's with no gradient to cast back; ``input+grad``: another float32 input's,
+#: its gradient cast back up; ``logits``: a loss's bf16 logits (its recorded input bytes / 4,
+#: the maximum over its kernels, each of which may repeat the operator's figures) cast up,
+#: their gradient down; ``add``: a mixed ``add``'s bf16 input (its recorded bytes / 8), its
+#: gradient down.
+AUTOCAST_CASTS: dict[str, tuple[Callable[[Sequence[DeviceOp], int], float | None],
+                                float, float, int]] = {
+    "": (lambda ks, b: None, 0.0, 0.0, 0),
+    "input": (_gemm_input_elems, DOWNCAST_BYTES, 0.0, 0),
+    "input+grad": (_gemm_input_elems, DOWNCAST_BYTES, UPCAST_BYTES, 1),
+    "logits": (lambda ks, b: max(o.bytes or 0.0 for o in ks) / 4, UPCAST_BYTES,
+               DOWNCAST_BYTES, 1),
+    "add": (lambda ks, b: sum(o.bytes or 0.0 for o in ks) / 8, 0.0, DOWNCAST_BYTES, 1)}
+
+
+def _autocast_role(op: str, kernels: Sequence[DeviceOp]) -> str:
+    """A forward call's role in :data:`AUTOCAST_WALK`: its GEMM op class where it launches a
+    GEMM-like kernel (:func:`is_gemm`), ``loss``, ``fp32`` for :data:`AUTOCAST_FP32_OPS`,
+    else the operator's name."""
+    cls = kernels[0].op_class or ""
+    if cls in GEMM_CLASSES and any(is_gemm(o) for o in kernels):
+        return cls
+    if cls == "loss":
+        return cls
+    return "fp32" if AUTOCAST_FP32_OPS.search(op) else op
+
+
 def activation_casts(step: StepTrace) -> ActivationCasts:
     """The activation casts bf16 autocast adds to ``step`` (an eager fp32 trace), from its
-    forward operators in launch order (consecutive kernels of one operator are one call).
-
-    Which tensors cross a cast boundary follows autocast's op lists: the step's input and
-    the outputs of :data:`AUTOCAST_FP32_OPS` are float32, a GEMM-like operator's output is
-    bf16, other operators keep the type they are given, and an ``add`` of a bf16 tensor to
-    the float32 stream (a residual connection, once a float32 producer has run) promotes
-    to float32. Walking the forward with that type:
-
-    * a matmul reading float32 gets its input cast down (``m x k`` elements from its
-      figures, :func:`_gemm_input_elems`, x :data:`DOWNCAST_BYTES`), and the input's
-      gradient cast back up in backward (x :data:`UPCAST_BYTES`) unless the input is the
-      step's data (no gradient);
-    * a loss reading bf16 logits gets them cast up (its recorded input bytes / 4 elements x
-      :data:`UPCAST_BYTES`; the maximum over its forward kernels, each of which may repeat
-      the operator's figures), and their gradient down in backward (x :data:`DOWNCAST_BYTES`);
-    * a mixed ``add`` sends its bf16 input's gradient down in backward (its recorded input
-      bytes / 8 elements x :data:`DOWNCAST_BYTES`).
+    forward operators in launch order (consecutive kernels of one operator are one call),
+    walked through :data:`AUTOCAST_WALK` from the state ``data``, each cast sized by
+    :data:`AUTOCAST_CASTS`: a matmul's input cast joins its first GEMM kernel's forward
+    cast (:attr:`ActivationCasts.fwd`), the first loss's logits' upcast is a kernel of its
+    own (:attr:`ActivationCasts.loss_at`), the backward casts are summed.
 
     Figures recorded at another batch (the trace's before a batch transform,
     ``meta['figures_batch_size']``) are scaled to ``meta['batch_size']``. A matmul, loss or
-    add whose trace holds no figures adds nothing; convolutions' inputs are not sized (no
-    figures in most traces; a network's image is its only float32 convolution input)."""
+    add whose trace holds no figures adds nothing."""
     batch = int(step.meta.get("batch_size") or 0)
     b_fig = int(step.meta.get("figures_batch_size") or batch)
     scale = batch / b_fig if b_fig > 0 else 1.0
@@ -597,36 +642,22 @@ def activation_casts(step: StepTrace) -> ActivationCasts:
                if o.kind == "kernel" and o.phase in (None, "t_f")]
     fwd: dict[int, float] = {}
     loss_at, loss_bytes, bwd_bytes, bwd_kernels = None, 0.0, 0.0, 0
-    half, has_grad, fp32_seen = False, False, False  # the step's input: float32, no gradient
+    state = "data"
     for op, call in itertools.groupby(forward, key=lambda io: io[1].op or ""):
         ks = list(call)  # one call: consecutive kernels of the operator ``op``
         kernels = [o for _, o in ks]
-        cls = kernels[0].op_class
-        if cls in GEMM_CLASSES and any(is_gemm(o) for o in kernels):
-            if not half and cls == "matmul":
-                n = _gemm_input_elems(kernels, b_fig)
-                if n:
-                    first = next(i for i, o in ks if is_gemm(o))
-                    fwd[first] = n * scale * DOWNCAST_BYTES
-                    if has_grad:
-                        bwd_bytes += n * scale * UPCAST_BYTES
-                        bwd_kernels += 1
-            half, has_grad = True, True
-        elif cls == "loss":
-            nb = max((o.bytes or 0.0 for o in kernels), default=0.0)
-            if half and nb and loss_at is None:
-                loss_at = ks[0][0]
-                loss_bytes = nb / 4 * scale * UPCAST_BYTES
-                bwd_bytes += nb / 4 * scale * DOWNCAST_BYTES
-                bwd_kernels += 1
-        elif AUTOCAST_FP32_OPS.search(op):
-            half, has_grad, fp32_seen = False, True, True
-        elif op == "aten::add" and half and fp32_seen:
-            nb = sum(o.bytes or 0.0 for o in kernels)
-            if nb:
-                bwd_bytes += nb / 8 * scale * DOWNCAST_BYTES
-                bwd_kernels += 1
-            half = False
+        state, cast = AUTOCAST_WALK.get(_autocast_role(op, kernels), {}).get(state,
+                                                                             (state, ""))
+        elems, fwd_b, bwd_b, n_bwd = AUTOCAST_CASTS[cast]
+        n = elems(kernels, b_fig)
+        if not n or (cast == "logits" and loss_at is not None):
+            continue
+        if cast == "logits":
+            loss_at, loss_bytes = ks[0][0], n * scale * fwd_b
+        elif fwd_b:
+            fwd[next(i for i, o in ks if is_gemm(o))] = n * scale * fwd_b
+        bwd_bytes += n * scale * bwd_b
+        bwd_kernels += n_bwd
     return ActivationCasts(fwd, loss_at, loss_bytes, bwd_bytes, bwd_kernels)
 
 

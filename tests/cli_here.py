@@ -34,7 +34,6 @@ def dlperf_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
         AssertionError: an exception other than SystemExit escaped the command (in a process,
             a traceback on stderr).
     """
-    from typer.testing import CliRunner
 
     # imported before ``env`` is set: the registry reads DLPERF_FAKE_FRAMEWORK when imported
     from dlperf import frameworks, registry
@@ -49,7 +48,7 @@ def dlperf_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
         registry.FRAMEWORK_MODES.update({k: v.modes for k, v in doubles.items()})
         frameworks.ADAPTERS.update({k: v.adapter for k, v in doubles.items()})
     try:
-        r = CliRunner().invoke(build_app(args[0] if args and args[0] in COMMANDS else None),
+        r = _runner().invoke(build_app(args[0] if args and args[0] in COMMANDS else None),
                                list(args), prog_name="dlperf")
     finally:
         os.environ.clear()
@@ -59,6 +58,17 @@ def dlperf_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
             table.update(was)
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+
+
+def _runner():
+    """A CliRunner that keeps stderr apart from stdout: click < 8.2 (the dependency floors'
+    click) mixes them unless ``mix_stderr=False``, an argument click >= 8.2 no longer has."""
+    from typer.testing import CliRunner
+
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
 
 
 def cli(*args: str) -> tuple[int, str]:

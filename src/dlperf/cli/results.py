@@ -215,8 +215,10 @@ def results(
                 if missing and stored:
                     raise unknown_choice("model", missing[0], stored,
                                          plural=f"models in {shown_path(db)}")
-            if not rows and fmt == "table" and output is None and not store.rows(latest=False):
-                # an empty file: say so, as `dlperf report` does, not an empty table
+            if (not rows and fmt == "table" and output is None and not store.rows(latest=False)
+                    and not store.collectives()):
+                # an empty file: say so, as `dlperf report` does, not an empty table (a file of
+                # all-reduce rows only gets its `--compare allreduce` hint below)
                 common.err.print(f"note: {shown_path(db)} holds no results yet: store some with "
                                  f"`dlperf run ... --db {shown_path(db)}`", markup=False,
                                  highlight=False)

@@ -126,10 +126,12 @@ def _run(paths: list[str], categories: list[str] | None, split_file: str | None,
         print(v.table(), end="")
         print("\nThe same, development / test side of the frozen split "
               f"({os.path.relpath(split_file or split.DEFAULT_PATH)}):\n")
-        print(v.split_table(split.load(split_file)), end="")
+        frozen = split.load(split_file)
+        covs = v.side_coverage(frozen)
+        print(v.split_table(frozen, coverage=covs), end="")
         print("\nEach cell's coverage against 90% on its own sampling spread, development / "
               "test (docs/perfmodel.md, \"Is a cell's coverage consistent with 90%?\"):\n")
-        print(v.consistency_table(split.load(split_file)), end="")
+        print(v.consistency_table(frozen, coverage=covs), end="")
         print("\n90% prediction intervals, leave-one-out coverage (overall / host / device) "
               "and median width (high / low):\n")
         print(v.coverage_table(), end="")

@@ -409,13 +409,15 @@ def predict(
                 from dlperf.validation import split
 
                 if split.DEFAULT_PATH.is_file():  # a checkout: the README's test numbers
+                    frozen = split.load()
+                    covs = v.side_coverage(frozen)
                     print_markdown("\nThe same, development / test side of the frozen split "
                                    f"({shown_path(split.DEFAULT_PATH)}):\n\n"
-                                   + v.split_table(split.load()))
+                                   + v.split_table(frozen, coverage=covs))
                     print_markdown("\nEach interval cell's coverage against 90% on its own "
                                    "sampling spread, development / test (docs/perfmodel.md, "
                                    "\"Is a cell's coverage consistent with 90%?\"):\n\n"
-                                   + v.consistency_table(split.load()))
+                                   + v.consistency_table(frozen, coverage=covs))
             try:  # after the report: a folder that cannot be written loses none of it
                 table = validation.store_table(db, v, device)
             except ConfigError as e:

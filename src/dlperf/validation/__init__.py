@@ -344,7 +344,8 @@ class Validation:
         the Mondrian one (:meth:`coverage`)."""
         return cv.coverage_markdown(self.coverage(level, "pooled"), self.coverage(level), level)
 
-    def split_table(self, split: Split, level: float = 0.9) -> str:
+    def split_table(self, split: Split, level: float = 0.9,
+                    coverage: dict[str, list[dict]] | None = None) -> str:
         """Markdown: one line per category, each measure for the development and the test
         side of ``split`` (:mod:`dlperf.validation.split`) as ``dev / test``: rows, MdAPE,
         host-bound MdAPE, the baseline's MdAPE, signs right and those of the best trivial
@@ -355,14 +356,15 @@ class Validation:
         the ``level`` interval's coverage leave-one-model-out (:func:`intervalcheck.coverage`,
         ``holdout="model"``, Mondrian: each row's interval built from the rows of the
         category's other models, as a model the table never saw gets it; judged on the side's
-        rows)."""
+        rows): ``coverage``, :meth:`side_coverage` of ``split`` at ``level`` where the caller
+        has it already (it is the table's costliest part), else computed here."""
         def on(side: str) -> Callable[[Row], bool]:
             return lambda r: split.side(r.model, r.run_id) == side
 
         sums = {s: {d["category"]: d for d in self.summary([r for r in self.rows if on(s)(r)])}
                 for s in SIDES}
         covs = {s: {d["category"]: d for d in v}
-                for s, v in self.side_coverage(split, level).items()}
+                for s, v in (coverage or self.side_coverage(split, level)).items()}
         noise = self.noise_pct()
 
         def trivial(cat: str) -> dict[str, str]:
@@ -429,17 +431,18 @@ class Validation:
         return {s: cv.coverage(self.rows, level, categories=judged, holdout="model",
                                counted=on(s)) for s in SIDES}
 
-    def consistency_table(self, split: Split, level: float = 0.9) -> str:
+    def consistency_table(self, split: Split, level: float = 0.9,
+                          coverage: dict[str, list[dict]] | None = None) -> str:
         """Markdown: each (category, bound) cell of :meth:`side_coverage` judged against
         ``level`` on its own sampling spread (:func:`intervalcheck.consistency_markdown`: the
         exact binomial 95% interval on its coverage, the model-clustered one, and the literal
         85-95% test), with the cells consistent with ``level`` counted per side and those
-        significantly below it named.
+        significantly below it named. ``coverage``: as for :meth:`split_table`.
 
         Raises:
             ValueError: ``level`` outside (0, 1).
         """
-        return cv.consistency_markdown(self.side_coverage(split, level), level)
+        return cv.consistency_markdown(coverage or self.side_coverage(split, level), level)
 
     def table(self) -> str:
         """Markdown: one line per category."""

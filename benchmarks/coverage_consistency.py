@@ -62,13 +62,8 @@ def dev_cells(rows: list[Row]) -> dict[tuple[str, str | None], list[tuple[int, i
     judged leave-one-model-out on the other development models' rows."""
     spl = sp.load()
     dev = [r for r in rows if spl.side(r.model, r.run_id) == sp.DEVELOPMENT]
-    out = {}
-    for d in cv.coverage(dev, LEVEL, categories=CATEGORIES, holdout="model"):
-        bounds = [b for b in ("host", "device") if d["count_" + b]]
-        for b in bounds or [None]:
-            tally = d["models_" + b] if b else d["models"]
-            out[(d["category"], b)] = [tuple(v) for v in tally.values()]
-    return out
+    covs = cv.coverage(dev, LEVEL, categories=CATEGORIES, holdout="model")
+    return {(c, b): per for c, b, per in cv.cell_tallies(covs)}
 
 
 def icc(cells: list[list[tuple[int, int]]]) -> float:

@@ -49,7 +49,7 @@ from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import request as rq
 from dlperf.perfmodel import roofline as rl
-from dlperf.perfmodel.calibrate import Calibration, Config, Shared
+from dlperf.perfmodel.calibrate import Calibration, Config, Shared, instrumented_only
 from dlperf.perfmodel.comm import network_for, whole
 from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point, Records, load, point_id
@@ -1232,9 +1232,8 @@ def _analytic_hint(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
     traced = sum(target.matches(p) and p.instrumented for p in recs.points)
     return [f"analytic: {target.label()} is "
             + (f"stored only at batch {req.batch}, which a prediction of it withholds"
-               if req.withheld else f"stored only in {traced} instrumented run(s) (traced or "
-               "--breakdown), which no series is fitted to (the instrumentation is in their "
-               "steps)" if traced else "not stored") + f", but {o.label()} is; a what-if "
+               if req.withheld else f"stored {instrumented_only(traced)} (the instrumentation is in "
+               "their steps)" if traced else "not stored") + f", but {o.label()} is; a what-if "
             f"from it uses {target.model}'s own measurements (e.g. --precision {o.precision} "
             f"--mode {o.mode}" + "".join(f" --what-if {k}={getattr(target, k)}"
                                          for k in ("precision", "mode")

@@ -59,8 +59,14 @@ def layout_key(layout: str | None) -> str:
     return "auto" if layout in (None, "auto") else layout
 
 
-#: The fields a configuration's label names where they are not at their default:
-#: ``(field, default, how it is written)`` (:meth:`Config.label`).
+def instrumented_only(runs: int) -> str:
+    """Words for a configuration stored only in ``runs`` instrumented runs (traced,
+    ``--breakdown``: :attr:`~dlperf.perfmodel.records.Point.instrumented`), which a refusal or
+    a warning says instead of "not stored"."""
+    return (f"only in {runs} instrumented run(s) (traced or --breakdown), which no series is "
+            "fitted to")
+
+
 @dataclass(frozen=True)
 class Config:
     """A one-device training configuration (store column values; ``compile_mode``: the
@@ -437,8 +443,7 @@ class Calibration:
         if not ser:
             where = f" in {source}" if source else ""
             traced = sum(source in (None, p.source) for p in self.of(cfg))  # all instrumented
-            raise LookupError(f"{cfg.label()} is stored{where} only in {traced} instrumented "
-                              "run(s) (traced or --breakdown), which no series is fitted to"
+            raise LookupError(f"{cfg.label()} is stored{where} {instrumented_only(traced)}"
                               if traced else
                               f"no stored one-device point of {cfg.label()}{where}")
         return self.fit_points(cfg, ser[0], with_sessions=True), ser[0]

@@ -37,7 +37,8 @@ significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv 
 --factor``: a ratio beyond the factor and a statistically significant difference; asv's
 ``is_different`` asks for a Mann-Whitney test or non-overlapping intervals of the samples).
 A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
-too. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
+too; one that failed in BASE, or on both sides, is not judged (NEW has nothing to be judged
+against), like a point with too few runs fit to judge. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
 includes 1 (:func:`gate_verdict`): the data lean towards a regression larger than the
 threshold and show neither it nor its absence ("absence of evidence is not evidence of
 absence", Altman & Bland 1995, BMJ 311: 485). asv marks such a ratio with ``~`` (beyond the
@@ -51,7 +52,7 @@ threshold`` (Schuirmann 1987, J. Pharmacokinet. Biopharm. 15: 657-680), is not u
 documented run-to-run spread of 2% and 5 rounds it fails identical code about half the time
 (``benchmarks/gate_simulate.py --rule noninferiority``). With a threshold the comparison also
 fails when a point of BASE is missing from NEW (or the two share no point) and when a point
-measured on both sides could not be judged, or none could: a benchmark the gate silently
+run on both sides could not be judged, or none could: a benchmark the gate silently
 does not judge protects no more than one that vanished (:func:`gate_status`, exit codes
 :data:`EXIT_REGRESSION`, :data:`EXIT_MISSING`, :data:`EXIT_INCONCLUSIVE`,
 :data:`EXIT_NOT_JUDGED`).
@@ -493,6 +494,34 @@ def _fit_runs(pc: PointComparison, ob: list[RunRecord], on: list[RunRecord]
     return fit["BASE"], fit["NEW"]
 
 
+def _failures(runs: Sequence[RunRecord]) -> str:
+    """``3 runs oom`` / ``2 runs crash, 1 run ok without a step time``: how a side's runs
+    failed, by status."""
+    by: dict[str, int] = {}
+    for r in runs:
+        st = str(r.identity.status)
+        st = "ok without a step time" if st == "ok" else st
+        by[st] = by.get(st, 0) + 1
+    return ", ".join(f"{n} run{'s' if n != 1 else ''} {st}" for st, n in sorted(by.items()))
+
+
+def _failed_not_judged(pc: PointComparison, failed_base: Sequence[RunRecord],
+                       failed_new: Sequence[RunRecord]) -> None:
+    """The gate's judgement of a point that failed in BASE, or on both sides: not judged (no
+    BASE step time to judge NEW against, so it is not shown to pass); sets ``judged``,
+    ``not_judged`` and ``advice``."""
+    pc.judged = False
+    for side, runs in (("BASE", failed_base), ("NEW", failed_new)):
+        if runs:
+            pc.not_judged.append(f"failed in {side}: {_failures(runs)}")
+    both = bool(failed_base) and bool(failed_new)
+    pc.advice = ("make the point run on both sides (dlperf results lists each run's status "
+                 "and error), or leave it out of the gate with --model" if both else
+                 "find why BASE failed (dlperf results lists each run's status and error) and "
+                 "measure BASE again: NEW has nothing to be judged against; or leave the "
+                 "point out of the gate with --model")
+
+
 def _interleaving_note(base: list[RunRecord], new: list[RunRecord]) -> str | None:
     """A note when every BASE run was made before every NEW run (or after): a change of the
     host between them is then read as a change of the point."""
@@ -525,6 +554,8 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
         pc.regression = pc.outcome == "failed in NEW"
+        if gate and pc.outcome != "failed in NEW":  # nothing to judge NEW against
+            _failed_not_judged(pc, base if not ob else [], new if not on else [])
         return pc
     if gate:
         fb, fn = _fit_runs(pc, ob, on)
@@ -640,13 +671,13 @@ class Comparison:
 
     @property
     def judged(self) -> list[PointComparison]:
-        """The points judged (measured on both sides with enough fit runs)."""
+        """The points judged (measured on both sides with enough runs fit to judge)."""
         return [p for p in self.points if p.judged]
 
     @property
     def not_judged(self) -> list[PointComparison]:
-        """The points measured on both sides but not judged (:attr:`PointComparison.
-        not_judged` says why)."""
+        """The points run on both sides but not judged: too few runs fit to judge, or failed
+        in BASE or on both sides (:attr:`PointComparison.not_judged` says why)."""
         return [p for p in self.points if p.judged is False]
 
     @property
@@ -668,9 +699,10 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
     Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
     point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
     from NEW, or no point is in both), :data:`EXIT_INCONCLUSIVE` (a judged point is
-    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point measured on both
-    sides was not judged, or no point was: a point the gate could not judge is not shown to
-    pass, as a point missing from NEW is not; the others may have passed); else 0."""
+    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point run on both sides
+    was not judged, with too few runs fit to judge or failed in BASE, or no point was: a
+    point the gate could not judge is not shown to pass, as a point missing from NEW is not;
+    the others may have passed); else 0."""
     if comp.threshold is None:
         return 0, None
     regs = comp.regressions
@@ -702,7 +734,7 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
                                  "judgeable)")
     if nj:
         return EXIT_NOT_JUDGED, (
-            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) measured on both sides not "
+            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) run on both sides not "
             "judged, so not shown to pass: "
             + "; ".join(f"{p.label} ({', '.join(p.not_judged[:2])})" for p in nj[:5])
             + (" ..." if len(nj) > 5 else "")

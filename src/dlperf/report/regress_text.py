@@ -98,7 +98,7 @@ def summary_line(comp: Comparison) -> str:
     s = comp.summary
     mean: int | None = None
     if s is None and comp.not_judged:
-        line = (f"no point judged ({len(comp.not_judged)} measured on both sides but not "
+        line = (f"no point judged ({len(comp.not_judged)} run on both sides but not "
                 "judged): NEW and BASE not compared")
     elif s is None:
         line = "no point measured on both sides: NEW and BASE not compared"
@@ -144,7 +144,7 @@ def counts_line(comp: Comparison) -> str:
         parts.append(f"{len(nj)} not judged ({reasons})")
     others: dict[str, int] = {}
     for p in pts:
-        if p.outcome != "compared":
+        if p.outcome != "compared" and p.judged is not False:  # failed ones: not judged
             others[p.outcome] = others.get(p.outcome, 0) + 1
     parts += [f"{c} {o}" for o, c in others.items()]
     return f"{len(pts)} point{'s' if len(pts) != 1 else ''}: " + ", ".join(parts)
@@ -180,7 +180,9 @@ def comparison_markdown(comp: Comparison) -> str:
                  f"{pc.ratio:.3f} [{pc.ci[0]:.3f}, {pc.ci[1]:.3f}]")
         change = "–" if pc.ratio is None else _pct(pc.ratio)
         verdict = ("**inconclusive**" if pc.inconclusive else
-                   pc.verdict + (" **REGRESSION**" if pc.regression else ""))
+                   pc.verdict + (" **REGRESSION**" if pc.regression else "")
+                   + (", not judged" if pc.judged is False and pc.outcome != "compared"
+                      else ""))
         lines.append(f"| {_cell(pc.label)} | {_runs_cell(pc)} | {_ms(pc.base_step_s)} | "
                      f"{_ms(pc.new_step_s)} | {ratio} | {change} | {pc.ci_from or '–'} | "
                      f"{verdict} |")

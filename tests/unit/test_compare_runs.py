@@ -663,3 +663,58 @@ def test_a_point_failing_in_base_or_on_both_sides_is_not_judged_and_fails_the_ga
     b3, n3 = kinds["failed in NEW"]
     comp = regress.compare_records(b1 + b3, n1 + n3, threshold=0.03)
     assert regress.gate_status(comp)[0] == regress.EXIT_REGRESSION and comp.not_judged == []
+
+
+def test_one_implementation_of_the_input_checks_the_change_text_and_the_run_cv():
+    """:func:`regress.rounds_to_tell` refuses what :func:`regress.ratio_from_runs` refuses,
+    with the same words; the gate's whole-percent change is :func:`regress.change_text` with
+    0 decimals (the table's has 1); :func:`regress.run_cv` is the ``cv`` of
+    :func:`dlperf.stats.between_run` over the finite medians."""
+    from dlperf.stats import between_run
+
+    for b, n, words in (([1.0], [1.0, 1.1], "at least 2 runs on each side"),
+                        ([1.0, 1.2], [1.0], "at least 2 runs on each side"),
+                        ([1.0, -1.0], [1.0, 1.1], "must be positive"),
+                        ([1.0, 1.1], [0.0, 1.1], "must be positive")):
+        for f in (regress.ratio_from_runs, regress.rounds_to_tell):
+            with pytest.raises(ValueError, match=words):
+                f(b, n)
+    pc = regress.PointComparison("k", "m", [], [], ratio=2.65, ci=(0.57, 12.33))
+    assert regress_text.change_text is regress.change_text
+    assert regress.change_text(pc) == "+165.0% [-43.0, +1133.0]"
+    assert regress.change_text(pc, 0) == "+165% [-43, +1133]"
+    assert regress.pct_change(0.94) == "-6.0%" and regress.pct_change(0.94, 0) == "-6%"
+    pc.ci = None
+    assert regress.change_text(pc) == "compared"
+    rng = np.random.default_rng(3)
+    for size in (2, 3, 5, 20):
+        x = list(0.01 * np.exp(0.1 * rng.standard_normal(size)))
+        assert regress.run_cv(x) == pytest.approx(between_run(x)["cv"], rel=1e-12)
+        assert regress.run_cv(x) == pytest.approx(np.std(x, ddof=1) / np.mean(x), rel=1e-12)
+    assert regress.run_cv([0.010, float("nan"), 0.012]) == pytest.approx(
+        between_run([0.010, 0.012])["cv"])
+    assert regress.run_cv([0.010, float("inf")]) is None and regress.run_cv([0.01]) is None
+    assert regress.run_cv([1.0, -1.0]) is None  # a mean of 0: no CV
+
+
+def test_class_changes_serve_the_gate_and_the_gaps_alike():
+    """:func:`dlperf.report.opclasses.class_changes`: the classes named, with time on a side,
+    largest change first, shares of the total (None without one); the gate's attribution is
+    it over every class seen, under BASE/NEW names."""
+    from dlperf.report.opclasses import class_changes
+
+    a, b = {"matmul": 0.004, "conv": 0.002, "idle": 0.0}, {"matmul": 0.005, "conv": 0.0,
+                                                            "norm": 0.0005, "idle": 0.0}
+    got = class_changes(a, b, ["conv", "matmul", "norm", "idle", "other"], 0.001)
+    assert [c["class"] for c in got] == ["conv", "matmul", "norm"]
+    assert got[0] == {"class": "conv", "a_s": 0.002, "b_s": 0.0, "diff_s": -0.002,
+                      "share": pytest.approx(-2.0)}
+    assert [c["share"] for c in class_changes(a, b, ["matmul"], None)] == [None]
+    assert [c["share"] for c in class_changes(a, b, ["matmul"], 0.0)] == [None]
+    base = [rec("p1", op_classes=a)]
+    new = [rec("p1", op_classes=b)]
+    att = regress.attribute_op_classes(base, new, 0.001)
+    assert att["classes"] == [{**{k: v for k, v in c.items() if k not in ("a_s", "b_s")},
+                               "base_s": c["a_s"], "new_s": c["b_s"]}
+                              for c in class_changes(a, b, sorted(set(a) | set(b)), 0.001)]
+    assert att["class_diff_s"] == pytest.approx(-0.0005) and att["runs"] == [1, 1]

@@ -718,3 +718,54 @@ def test_class_changes_serve_the_gate_and_the_gaps_alike():
                                "base_s": c["a_s"], "new_s": c["b_s"]}
                               for c in class_changes(a, b, sorted(set(a) | set(b)), 0.001)]
     assert att["class_diff_s"] == pytest.approx(-0.0005) and att["runs"] == [1, 1]
+
+
+def raw_rec(point: str, samples, repeat: int, batch: int = 8) -> RunRecord:
+    """An ``ok`` record of ``point`` storing exactly ``samples`` (s) and their median as its
+    summary, whatever they are (0, negative, NaN, infinite: a damaged row, a broken clock)."""
+    d = rec(point, noisy(0.010, seed=99), repeat=repeat, batch=batch).to_dict()
+    d["samples"] = {"measure": list(samples)}
+    d["summary"] = {"median": float(np.median(samples)), "ci_low": min(samples),
+                    "ci_high": max(samples)}
+    return RunRecord.from_dict(d)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.01, float("nan"), float("inf")])
+def test_stored_times_that_are_no_measurement_are_runs_without_a_step_time(bad, tmp_path):
+    """A run stored ``ok`` whose step times are 0, negative, NaN or infinite has no step time:
+    it is left out of the point with a note (the others judged), all of NEW's such runs are a
+    failure in NEW (exit 1, a regression), all of BASE's make the point not judged (exit 4);
+    never a ValueError (through the CLI a traceback, whose exit status 1 reads as a
+    regression)."""
+    from cli_here import dlperf_here
+
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
+    one = [rec("p1", noisy(0.010, seed=5), repeat=0), raw_rec("p1", [bad] * 20, 1),
+           rec("p1", noisy(0.010, seed=6), repeat=2)]
+    comp = regress.compare_records(base, one, threshold=0.05)
+    (pc,) = comp.points
+    assert pc.judged and len(pc.new_used) == 2 and regress.gate_status(comp) == (0, None)
+    assert "NEW: 1 of 3 runs not used (ok without a positive step time)" in pc.notes
+    allbad = [raw_rec("p1", [bad] * 20, i) for i in range(3)]
+    comp = regress.compare_records(base, allbad, threshold=0.05)
+    assert comp.points[0].outcome == "failed in NEW" and regress.gate_status(comp)[0] == 1
+    comp = regress.compare_records(allbad, base, threshold=0.05)
+    assert comp.points[0].not_judged == ["failed in BASE: 3 runs ok without a positive step time"]
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    # a summary's positive median at odds with its finite samples': the samples' median
+    # decides (non-finite samples are left out, and the summary's median stands for them)
+    odd = raw_rec("p1", [bad] * 20, 1)
+    odd.summary.median = 0.010
+    comp = regress.compare_records(base, one[:1] + [odd] + one[2:], threshold=0.05)
+    assert len(comp.points[0].new_used) == (2 if math.isfinite(bad) else 3)
+    assert regress.gate_status(comp) == (0, None)
+    if bad != 0:
+        return  # the store reads a negative or non-finite median as a damaged row
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    for path, runs in ((a, base), (b, one)):
+        with ResultStore(path) as store:
+            for r in runs:
+                store.add(r)
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", env={"COLUMNS": "400"})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert "1 of 3 runs not used (ok without a positive step time)" in " ".join(r.stdout.split())

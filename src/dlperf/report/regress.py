@@ -444,19 +444,25 @@ class PointComparison:
         return "slower" if (self.ratio or 1.0) > 1 else "faster"
 
 
+def _positive(x: float | None) -> bool:
+    return x is not None and x > 0
+
+
 def _has_median(rec: RunRecord) -> bool:
-    """Whether :func:`run_median_s` of ``rec`` is not None, without reading its samples
-    where its summary has a finite median (the samples' median or that one: not None)."""
+    """Whether ``rec`` has a positive step time: its summary's median is finite and positive
+    (its samples unread: :func:`compare_point` checks their median where the point is
+    compared), else :func:`run_median_s` is positive. A stored time of 0 or below (a damaged
+    row, a broken clock) is no measurement: a ratio of it means nothing."""
     med = rec.summary.median if rec.summary is not None else None
-    if isinstance(med, (int, float)) and math.isfinite(med):
+    if isinstance(med, (int, float)) and math.isfinite(med) and med > 0:
         return True
-    return run_median_s(rec) is not None
+    return _positive(run_median_s(rec))
 
 
 def ok_runs(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    """The runs that measured (status ``ok`` with a median step time, :func:`run_median_s`).
-    Reads no samples of a run whose summary has a median (records read with
-    ``lazy_samples`` keep them unread)."""
+    """The runs that measured (status ``ok`` with a positive median step time,
+    :func:`run_median_s`). Reads no samples of a run whose summary has a positive median
+    (records read with ``lazy_samples`` keep them unread)."""
     return [r for r in runs if r.identity.status == "ok" and _has_median(r)]
 
 
@@ -503,13 +509,20 @@ def _fit_runs(pc: PointComparison, ob: list[RunRecord], on: list[RunRecord]
     return fit["BASE"], fit["NEW"]
 
 
+def _status_word(rec: RunRecord) -> str:
+    """A run's status, or for an ``ok`` run without a positive step time (:func:`ok_runs`)
+    ``"ok without a positive step time"``."""
+    st = str(rec.identity.status)
+    return ("ok without a positive step time"
+            if st == "ok" and not _positive(run_median_s(rec)) else st)
+
+
 def _failures(runs: Sequence[RunRecord]) -> str:
-    """``3 runs oom`` / ``2 runs crash, 1 run ok without a step time``: how a side's runs
-    failed, by status."""
+    """``3 runs oom`` / ``2 runs crash, 1 run ok without a positive step time``: how a side's
+    failed runs failed, by status (:func:`_status_word`)."""
     by: dict[str, int] = {}
     for r in runs:
-        st = str(r.identity.status)
-        st = "ok without a step time" if st == "ok" else st
+        st = _status_word(r)
         by[st] = by.get(st, 0) + 1
     return ", ".join(f"{n} run{'s' if n != 1 else ''} {st}" for st, n in sorted(by.items()))
 
@@ -555,10 +568,12 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
     the descriptive comparisons of one file (modes, frameworks, batch sizes)."""
     label = point_label((base or new)[0])
     pc = PointComparison(key, label, list(base), list(new))
-    ob, on = ok_runs(base), ok_runs(new)
     if not base or not new:
         pc.outcome = "only in BASE" if base else "only in NEW"
         return pc
+    # a summary's median at odds with its samples' (a damaged row): the samples' decides
+    ob = [r for r in ok_runs(base) if _positive(run_median_s(r))]
+    on = [r for r in ok_runs(new) if _positive(run_median_s(r))]
     if not ob or not on:
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
@@ -619,7 +634,7 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
             pc.advice = inconclusive_advice(pc)
     pc.attribution = attribute_op_classes(ob, on, pc.new_step_s - pc.base_step_s)
     for what, runs, used in (("BASE", base, ob), ("NEW", new, on)):
-        bad = [r.identity.status for r in runs if not any(r is u for u in used)]
+        bad = [_status_word(r) for r in runs if not any(r is u for u in used)]
         if bad:
             pc.notes.append(f"{what}: {len(bad)} of {len(runs)} runs not used "
                             f"({', '.join(sorted(set(map(str, bad))))})")

@@ -125,7 +125,7 @@ def test_one_run_a_side_is_not_judged_and_says_what_would_judge_it():
     md = regress_text.comparison_markdown(comp)
     assert "| not judged |" in md and "To judge it: measure each side with --repeats 3" in md
     assert "1 point: 0 judged, 1 not judged (1 run in BASE, 2 needed; 1 run in NEW" in md
-    assert "no point judged (1 measured on both sides but not judged)" in md
+    assert "no point judged (1 run on both sides but not judged)" in md
     assert regress.gate_status(regress.compare_records([rec("p1")], [rec("p1")]))[0] == 0
 
 
@@ -498,7 +498,8 @@ def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
     """One point of each kind the gate tells apart, as (BASE runs, NEW runs), each its own
     batch size: identical code, an inconclusive 2x slowdown (NEW's runs spread), a tight 10%
     slowdown (a regression at 3%), a tight 10% speed-up, a point with one run in NEW (not
-    judged), a point only in BASE (missing), a point failing in NEW."""
+    judged), a point only in BASE (missing), a point failing in NEW, a point failing in BASE
+    and one failing on both sides (neither judged)."""
     def pt(batch: int, medians: list[float], seed: int) -> list[RunRecord]:
         return [rec(f"p{batch}", noisy(m, seed=seed + i), repeat=i, batch=batch)
                 for i, m in enumerate(medians)]
@@ -513,14 +514,19 @@ def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
         "missing": (pt(256, three, 100), []),
         "failed in NEW": (pt(512, three, 110),
                           [rec("p512", status="crash", repeat=i, batch=512) for i in range(3)]),
+        "failed in BASE": ([rec("p1024", status="oom", repeat=i, batch=1024) for i in range(3)],
+                           pt(1024, three, 120)),
+        "failed in both": ([rec("p2048", status="crash", repeat=i, batch=2048) for i in range(3)],
+                           [rec("p2048", status="crash", repeat=i, batch=2048) for i in range(3)]),
     }
 
 
 def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
     """Every combination of the point kinds of :func:`_gate_points`, with --fail-if-slower 3%
     and without: the exit status is the first that applies of 1 (a regression or a failure in
-    NEW), 3 (a point missing), 5 (inconclusive), 4 (a point not judged: judged points passing
-    beside it do not make the gate pass), else 0; without a threshold 0. The summary line
+    NEW), 3 (a point missing), 5 (inconclusive), 4 (a point not judged, with too few runs or
+    failed in BASE or on both sides: judged points passing beside it do not make the gate
+    pass), else 0; without a threshold 0. The summary line
     names the gate's outcome and the exit status, never says "no significant difference"
     without the points whose verdict says otherwise, and names no verdict that is absent."""
     import itertools
@@ -532,9 +538,9 @@ def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
     plain_pts = {k: regress.compare_records(b, n).points[0] for k, (b, n) in kinds.items()}
     assert [p.verdict for p in gated.values()] == [
         "no significant change", "inconclusive", "slower", "faster", "not judged",
-        "only in BASE", "failed in NEW"]
+        "only in BASE", "failed in NEW", "failed in BASE", "failed in both"]
     expected_by = [(1, {"regressed", "failed in NEW"}), (3, {"missing"}),
-                   (5, {"inconclusive"}), (4, {"not judged"})]
+                   (5, {"inconclusive"}), (4, {"not judged", "failed in BASE", "failed in both"})]
     seen: set[int] = set()
     for k in range(1, len(kinds) + 1):
         for combo in itertools.combinations(kinds, k):
@@ -553,10 +559,21 @@ def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
                 assert (word in by_point) == (kind in combo), (combo, line)
             regs = len({"regressed", "failed in NEW"} & set(combo))
             assert (f"{regs} regressed" in by_point) == bool(regs), (combo, line)
-            # "not judged" is named beside judged points; alone, the line says none was
-            if "not judged" in combo:
-                assert ("1 not judged" in by_point if judged_here
-                        else line.startswith("no point judged (1 measured")), (combo, line)
+            # points not judged are named beside judged points; alone, the line says none was
+            n_nj = len({"not judged", "failed in BASE", "failed in both"} & set(combo))
+            if n_nj:
+                assert (f"{n_nj} not judged" in by_point if judged_here
+                        else line.startswith(f"no point judged ({n_nj} run on")), (combo, line)
+            else:
+                assert "not judged" not in line, (combo, line)
+            # the counts line names each point once, under one heading
+            counts = regress_text.counts_line(comp)
+            assert counts.startswith(f"{k} point{'s' if k != 1 else ''}: "), counts
+            assert ("failed in BASE:" in counts) == bool(
+                {"failed in BASE", "failed in both"} & set(combo)), counts
+            if n_nj:
+                assert f"{n_nj} not judged (" in counts, counts
+            assert "1 failed in both" not in counts and "1 failed in BASE" not in counts
             if "no significant difference" in line:  # the mean's word, and what differs
                 assert ("1 significantly faster" in by_point) == ("faster" in combo), line
             assert "significantly slower" not in line  # the slowdowns are regressions here
@@ -584,7 +601,7 @@ def test_a_point_not_judged_fails_the_gate_beside_points_that_pass():
     comp = regress.compare_records(b1 + b2, n1 + n2, threshold=0.03)
     code, why = regress.gate_status(comp)
     assert code == regress.EXIT_NOT_JUDGED == 4
-    assert why.startswith("1 of 2 point(s) measured on both sides not judged, so not shown "
+    assert why.startswith("1 of 2 point(s) run on both sides not judged, so not shown "
                           "to pass: m fake/eager cpu fp32 b=128")
     assert "(1 run in NEW, 2 needed)" in why and "--model" in why
     line = regress_text.summary_line(comp)
@@ -599,3 +616,105 @@ def test_a_point_not_judged_fails_the_gate_beside_points_that_pass():
     comp = regress.compare_records(b1 + b2, n1 + busy, threshold=0.03)
     code, why = regress.gate_status(comp)
     assert code == 4 and "0 runs in NEW fit to judge (3 left out)" in why
+
+
+def test_a_point_failing_in_base_or_on_both_sides_is_not_judged_and_fails_the_gate():
+    """Beside identical code that passes, a point whose BASE runs all failed (out of memory)
+    or that failed on both sides is not judged: exit 4, named with how it failed in the
+    reason, the table, the not-judged list, the counts and the JSON; never a silent pass.
+    Failing in NEW only stays a regression (exit 1); without a threshold nothing fails and
+    the descriptive comparison leaves ``judged`` unset."""
+    kinds = _gate_points()
+    b1, n1 = kinds["same"]
+    for kind, words in (("failed in BASE", ["failed in BASE: 3 runs oom"]),
+                        ("failed in both", ["failed in BASE: 3 runs crash",
+                                            "failed in NEW: 3 runs crash"])):
+        b2, n2 = kinds[kind]
+        comp = regress.compare_records(b1 + b2, n1 + n2, threshold=0.03)
+        pc = next(p for p in comp.points if p.outcome != "compared")
+        assert pc.outcome == kind and pc.judged is False and not pc.regression
+        assert pc.not_judged == words and "--model" in (pc.advice or "")
+        assert comp.not_judged == [pc] and len(comp.judged) == 1
+        code, why = regress.gate_status(comp)
+        assert code == regress.EXIT_NOT_JUDGED, (kind, why)
+        assert why.startswith("1 of 2 point(s) run on both sides not judged") and words[0] in why
+        md = regress_text.comparison_markdown(comp)
+        assert f"| {kind}, not judged |" in md
+        assert f"b=1024 synthetic: {words[0]}" in md or f"b=2048 synthetic: {words[0]}" in md
+        assert f"2 points: 1 judged, 1 not judged ({words[0]}" in md
+        assert f"1 {kind}" not in regress_text.counts_line(comp)  # counted once
+        line = regress_text.summary_line(comp)
+        assert line.endswith("; by point: 1 not judged; the gate fails (exit 4)"), line
+        js = regress_text.comparison_json(comp)
+        assert js["counts"]["not_judged"] == 1 and js["counts"]["judged"] == 1
+        jp = next(p for p in js["points"] if p["outcome"] == kind)
+        assert jp["judged"] is False and jp["not_judged"] == words
+        # alone: no point judged, and the line and the status say so
+        alone = regress.compare_records(b2, n2, threshold=0.03)
+        assert regress.gate_status(alone) == (regress.EXIT_NOT_JUDGED, (
+            "no point could be judged (1 not judged; the table says why and what would make "
+            "them judgeable)"))
+        assert regress_text.summary_line(alone).startswith("no point judged (1 run on both")
+        # no threshold: reported, not failed, and the descriptive comparison judges nothing
+        plain = regress.compare_records(b1 + b2, n1 + n2)
+        assert regress.gate_status(plain) == (0, None)
+        desc = regress.compare_point(pc.key, b2, n2)
+        assert desc.outcome == kind and desc.judged is None and desc.not_judged == []
+    b3, n3 = kinds["failed in NEW"]
+    comp = regress.compare_records(b1 + b3, n1 + n3, threshold=0.03)
+    assert regress.gate_status(comp)[0] == regress.EXIT_REGRESSION and comp.not_judged == []
+
+
+def test_one_implementation_of_the_input_checks_the_change_text_and_the_run_cv():
+    """:func:`regress.rounds_to_tell` refuses what :func:`regress.ratio_from_runs` refuses,
+    with the same words; the gate's whole-percent change is :func:`regress.change_text` with
+    0 decimals (the table's has 1); :func:`regress.run_cv` is the ``cv`` of
+    :func:`dlperf.stats.between_run` over the finite medians."""
+    from dlperf.stats import between_run
+
+    for b, n, words in (([1.0], [1.0, 1.1], "at least 2 runs on each side"),
+                        ([1.0, 1.2], [1.0], "at least 2 runs on each side"),
+                        ([1.0, -1.0], [1.0, 1.1], "must be positive"),
+                        ([1.0, 1.1], [0.0, 1.1], "must be positive")):
+        for f in (regress.ratio_from_runs, regress.rounds_to_tell):
+            with pytest.raises(ValueError, match=words):
+                f(b, n)
+    pc = regress.PointComparison("k", "m", [], [], ratio=2.65, ci=(0.57, 12.33))
+    assert regress_text.change_text is regress.change_text
+    assert regress.change_text(pc) == "+165.0% [-43.0, +1133.0]"
+    assert regress.change_text(pc, 0) == "+165% [-43, +1133]"
+    assert regress.pct_change(0.94) == "-6.0%" and regress.pct_change(0.94, 0) == "-6%"
+    pc.ci = None
+    assert regress.change_text(pc) == "compared"
+    rng = np.random.default_rng(3)
+    for size in (2, 3, 5, 20):
+        x = list(0.01 * np.exp(0.1 * rng.standard_normal(size)))
+        assert regress.run_cv(x) == pytest.approx(between_run(x)["cv"], rel=1e-12)
+        assert regress.run_cv(x) == pytest.approx(np.std(x, ddof=1) / np.mean(x), rel=1e-12)
+    assert regress.run_cv([0.010, float("nan"), 0.012]) == pytest.approx(
+        between_run([0.010, 0.012])["cv"])
+    assert regress.run_cv([0.010, float("inf")]) is None and regress.run_cv([0.01]) is None
+    assert regress.run_cv([1.0, -1.0]) is None  # a mean of 0: no CV
+
+
+def test_class_changes_serve_the_gate_and_the_gaps_alike():
+    """:func:`dlperf.report.opclasses.class_changes`: the classes named, with time on a side,
+    largest change first, shares of the total (None without one); the gate's attribution is
+    it over every class seen, under BASE/NEW names."""
+    from dlperf.report.opclasses import class_changes
+
+    a, b = {"matmul": 0.004, "conv": 0.002, "idle": 0.0}, {"matmul": 0.005, "conv": 0.0,
+                                                            "norm": 0.0005, "idle": 0.0}
+    got = class_changes(a, b, ["conv", "matmul", "norm", "idle", "other"], 0.001)
+    assert [c["class"] for c in got] == ["conv", "matmul", "norm"]
+    assert got[0] == {"class": "conv", "a_s": 0.002, "b_s": 0.0, "diff_s": -0.002,
+                      "share": pytest.approx(-2.0)}
+    assert [c["share"] for c in class_changes(a, b, ["matmul"], None)] == [None]
+    assert [c["share"] for c in class_changes(a, b, ["matmul"], 0.0)] == [None]
+    base = [rec("p1", op_classes=a)]
+    new = [rec("p1", op_classes=b)]
+    att = regress.attribute_op_classes(base, new, 0.001)
+    assert att["classes"] == [{**{k: v for k, v in c.items() if k not in ("a_s", "b_s")},
+                               "base_s": c["a_s"], "new_s": c["b_s"]}
+                              for c in class_changes(a, b, sorted(set(a) | set(b)), 0.001)]
+    assert att["class_diff_s"] == pytest.approx(-0.0005) and att["runs"] == [1, 1]

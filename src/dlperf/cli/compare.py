@@ -33,8 +33,8 @@ HELP = ("Compare two result files point by point (or, with --db FILE, two tags o
         "more than the threshold or fails in NEW only, 3 when a point of BASE is missing from "
         "NEW or the two share no point, 5 when a point is inconclusive (slower than the "
         "threshold by the estimate, but its interval includes 1: more rounds or a quieter "
-        "host would judge it), 4 when a point measured on both sides could not be judged (too "
-        "few runs fit to judge: it is not shown to pass), in that order; 2 for a user error.")
+        "host would judge it), 4 when a point run on both sides could not be judged (too "
+        "few runs fit to judge, or it failed in BASE: it is not shown to pass), in that order; 2 for a user error.")
 
 
 def _describe(name: str, recs: list[Any]) -> str:

@@ -37,7 +37,8 @@ significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv 
 --factor``: a ratio beyond the factor and a statistically significant difference; asv's
 ``is_different`` asks for a Mann-Whitney test or non-overlapping intervals of the samples).
 A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
-too. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
+too; one that failed in BASE, or on both sides, is not judged (NEW has nothing to be judged
+against), like a point with too few runs fit to judge. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
 includes 1 (:func:`gate_verdict`): the data lean towards a regression larger than the
 threshold and show neither it nor its absence ("absence of evidence is not evidence of
 absence", Altman & Bland 1995, BMJ 311: 485). asv marks such a ratio with ``~`` (beyond the
@@ -51,7 +52,7 @@ threshold`` (Schuirmann 1987, J. Pharmacokinet. Biopharm. 15: 657-680), is not u
 documented run-to-run spread of 2% and 5 rounds it fails identical code about half the time
 (``benchmarks/gate_simulate.py --rule noninferiority``). With a threshold the comparison also
 fails when a point of BASE is missing from NEW (or the two share no point) and when a point
-measured on both sides could not be judged, or none could: a benchmark the gate silently
+run on both sides could not be judged, or none could: a benchmark the gate silently
 does not judge protects no more than one that vanished (:func:`gate_status`, exit codes
 :data:`EXIT_REGRESSION`, :data:`EXIT_MISSING`, :data:`EXIT_INCONCLUSIVE`,
 :data:`EXIT_NOT_JUDGED`).
@@ -85,7 +86,8 @@ __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text",
            "compare_records", "geometric_summary", "MIN_ATTRIBUTED_SHARE", "ok_runs",
            "MIN_RUNS", "run_flags", "judge_advice", "gate_status", "EXIT_REGRESSION",
            "EXIT_MISSING", "EXIT_NOT_JUDGED", "EXIT_INCONCLUSIVE", "gate_verdict",
-           "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED"]
+           "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED",
+           "change_text", "pct_change"]
 
 #: Op classes whose change is at least this share of the step's change are named in the
 #: attribution text (the rest is in the JSON).
@@ -169,6 +171,21 @@ def run_median_s(rec: RunRecord) -> float | None:
     return float(med) if isinstance(med, (int, float)) and math.isfinite(med) else None
 
 
+def _log_runs(base_s: Sequence[float], new_s: Sequence[float]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The natural logs of BASE's and NEW's run medians (s), the input of
+    :func:`ratio_from_runs` and :func:`rounds_to_tell`.
+
+    Raises:
+        ValueError: fewer than 2 runs on a side, or a non-positive median.
+    """
+    if len(base_s) < 2 or len(new_s) < 2:
+        raise ValueError("a run-level interval needs at least 2 runs on each side")
+    if min(base_s) <= 0 or min(new_s) <= 0:
+        raise ValueError("run medians must be positive (seconds)")
+    return np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+
+
 def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
                     level: float = 0.95) -> tuple[float, float, float]:
     """Ratio of the geometric means of NEW's and BASE's run medians, with Welch's t interval
@@ -178,13 +195,9 @@ def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
         ValueError: fewer than 2 runs on a side, a non-positive median, or ``level`` outside
             (0, 1).
     """
-    if len(base_s) < 2 or len(new_s) < 2:
-        raise ValueError("a run-level interval needs at least 2 runs on each side")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    if min(base_s) <= 0 or min(new_s) <= 0:
-        raise ValueError("run medians must be positive (seconds)")
-    lb, ln = np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+    lb, ln = _log_runs(base_s, new_s)
     d = float(ln.mean() - lb.mean())
     vb, vn = float(lb.var(ddof=1)) / lb.size, float(ln.var(ddof=1)) / ln.size
     se = math.sqrt(vb + vn)
@@ -238,13 +251,10 @@ def attribute_op_classes(base: Sequence[RunRecord], new: Sequence[RunRecord],
     cn, nn = mean_classes(new)
     if not nb or not nn:
         return None
-    classes: list[dict[str, Any]] = []
-    for k in sorted(set(cb) | set(cn)):
-        b, n = cb.get(k, 0.0), cn.get(k, 0.0)
-        if b or n:
-            classes.append({"class": k, "base_s": b, "new_s": n, "diff_s": n - b,
-                            "share": (n - b) / delta_s if delta_s else None})
-    classes.sort(key=lambda c: -abs(c["diff_s"]))
+    from dlperf.report.opclasses import class_changes
+
+    classes = class_changes(cb, cn, sorted(set(cb) | set(cn)), delta_s or None,
+                            ("base_s", "new_s"))
     total = math.fsum(c["diff_s"] for c in classes)
     return {"classes": classes, "class_diff_s": total,
             "explained": total / delta_s if delta_s else None, "runs": [nb, nn]}
@@ -308,13 +318,17 @@ def gate_verdict(ratio: float, low: float, high: float, threshold: float) -> str
 
 
 def run_cv(medians_s: Sequence[float]) -> float | None:
-    """The run-to-run coefficient of variation of a side's run medians (stdev with ddof=1
-    over the mean, as ``dlperf results --compare repeats`` gives it); None for fewer than 2
-    runs."""
+    """The run-to-run coefficient of variation of a side's run medians: the ``cv`` of
+    :func:`dlperf.stats.between_run` (stdev with ddof=1 over the mean, as ``dlperf results
+    --compare repeats`` gives it) of the finite ones; None for fewer than 2 of them or a mean
+    of 0."""
+    from dlperf.stats import between_run
+
     x = _finite(medians_s)
-    if len(x) < 2 or not np.mean(x):
+    if len(x) < 2:
         return None
-    return float(np.std(x, ddof=1) / np.mean(x))
+    cv = between_run(x)["cv"]
+    return None if cv is None else float(cv)
 
 
 def rounds_to_tell(base_s: Sequence[float], new_s: Sequence[float], level: float = 0.95,
@@ -332,11 +346,7 @@ def rounds_to_tell(base_s: Sequence[float], new_s: Sequence[float], level: float
     Raises:
         ValueError: fewer than 2 runs on a side, or a non-positive median.
     """
-    if len(base_s) < 2 or len(new_s) < 2:
-        raise ValueError("a run-level interval needs at least 2 runs on each side")
-    if min(base_s) <= 0 or min(new_s) <= 0:
-        raise ValueError("run medians must be positive (seconds)")
-    lb, ln = np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+    lb, ln = _log_runs(base_s, new_s)
     d = abs(float(ln.mean() - lb.mean()))
     vb, vn = float(lb.var(ddof=1)), float(ln.var(ddof=1))
     if d == 0.0:
@@ -367,7 +377,7 @@ def inconclusive_advice(pc: PointComparison) -> str:
     if cb is not None and cn is not None and max(cb, cn) > 3 * min(cb, cn):
         wide = "NEW" if cn > cb else "BASE"
         out += f"; {wide}'s runs spread far more than the other side's (was the host busy while {wide} ran?)"
-    change = f"{((pc.ratio or 1.0) - 1) * 100:+.0f}%"
+    change = pct_change(pc.ratio or 1.0, 0)
     n = pc.rounds_needed
     if n is not None:
         out += (f"; at that spread about {n} runs a side would show a change of this size "
@@ -493,6 +503,34 @@ def _fit_runs(pc: PointComparison, ob: list[RunRecord], on: list[RunRecord]
     return fit["BASE"], fit["NEW"]
 
 
+def _failures(runs: Sequence[RunRecord]) -> str:
+    """``3 runs oom`` / ``2 runs crash, 1 run ok without a step time``: how a side's runs
+    failed, by status."""
+    by: dict[str, int] = {}
+    for r in runs:
+        st = str(r.identity.status)
+        st = "ok without a step time" if st == "ok" else st
+        by[st] = by.get(st, 0) + 1
+    return ", ".join(f"{n} run{'s' if n != 1 else ''} {st}" for st, n in sorted(by.items()))
+
+
+def _failed_not_judged(pc: PointComparison, failed_base: Sequence[RunRecord],
+                       failed_new: Sequence[RunRecord]) -> None:
+    """The gate's judgement of a point that failed in BASE, or on both sides: not judged (no
+    BASE step time to judge NEW against, so it is not shown to pass); sets ``judged``,
+    ``not_judged`` and ``advice``."""
+    pc.judged = False
+    for side, runs in (("BASE", failed_base), ("NEW", failed_new)):
+        if runs:
+            pc.not_judged.append(f"failed in {side}: {_failures(runs)}")
+    both = bool(failed_base) and bool(failed_new)
+    pc.advice = ("make the point run on both sides (dlperf results lists each run's status "
+                 "and error), or leave it out of the gate with --model" if both else
+                 "find why BASE failed (dlperf results lists each run's status and error) and "
+                 "measure BASE again: NEW has nothing to be judged against; or leave the "
+                 "point out of the gate with --model")
+
+
 def _interleaving_note(base: list[RunRecord], new: list[RunRecord]) -> str | None:
     """A note when every BASE run was made before every NEW run (or after): a change of the
     host between them is then read as a change of the point."""
@@ -525,6 +563,8 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
         pc.regression = pc.outcome == "failed in NEW"
+        if gate and pc.outcome != "failed in NEW":  # nothing to judge NEW against
+            _failed_not_judged(pc, base if not ob else [], new if not on else [])
         return pc
     if gate:
         fb, fn = _fit_runs(pc, ob, on)
@@ -640,13 +680,13 @@ class Comparison:
 
     @property
     def judged(self) -> list[PointComparison]:
-        """The points judged (measured on both sides with enough fit runs)."""
+        """The points judged (measured on both sides with enough runs fit to judge)."""
         return [p for p in self.points if p.judged]
 
     @property
     def not_judged(self) -> list[PointComparison]:
-        """The points measured on both sides but not judged (:attr:`PointComparison.
-        not_judged` says why)."""
+        """The points run on both sides but not judged: too few runs fit to judge, or failed
+        in BASE or on both sides (:attr:`PointComparison.not_judged` says why)."""
         return [p for p in self.points if p.judged is False]
 
     @property
@@ -655,12 +695,20 @@ class Comparison:
         return [p for p in self.points if p.outcome == "only in BASE"]
 
 
-def _change(pc: PointComparison) -> str:
-    """``+165% [-43, +1133]``: the change with its interval, in whole percent."""
+def pct_change(ratio: float, decimals: int = 1) -> str:
+    """A ratio NEW/BASE as a signed change in percent: 1.06 -> ``"+6.0%"`` (``decimals``
+    digits after the point; 0: whole percent, ``"+6%"``)."""
+    return f"{(ratio - 1) * 100:+.{decimals}f}%"
+
+
+def change_text(pc: PointComparison, decimals: int = 1) -> str:
+    """``+6.0% [+4.0, +8.0]``: the change of the step time with its interval (``decimals``
+    digits after the point: 0 gives ``+165% [-43, +1133]``), or the outcome of a point
+    without an interval."""
     if pc.ratio is None or pc.ci is None:
-        return ""
-    return (f"{(pc.ratio - 1) * 100:+.0f}% [{(pc.ci[0] - 1) * 100:+.0f}, "
-            f"{(pc.ci[1] - 1) * 100:+.0f}]")
+        return pc.outcome
+    lo, hi = ((f"{(c - 1) * 100:+.{decimals}f}") for c in pc.ci)
+    return f"{pct_change(pc.ratio, decimals)} [{lo}, {hi}]"
 
 
 def gate_status(comp: Comparison) -> tuple[int, str | None]:
@@ -668,9 +716,10 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
     Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
     point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
     from NEW, or no point is in both), :data:`EXIT_INCONCLUSIVE` (a judged point is
-    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point measured on both
-    sides was not judged, or no point was: a point the gate could not judge is not shown to
-    pass, as a point missing from NEW is not; the others may have passed); else 0."""
+    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point run on both sides
+    was not judged, with too few runs fit to judge or failed in BASE, or no point was: a
+    point the gate could not judge is not shown to pass, as a point missing from NEW is not;
+    the others may have passed); else 0."""
     if comp.threshold is None:
         return 0, None
     regs = comp.regressions
@@ -692,7 +741,7 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
             f"{len(inc)} point(s) inconclusive (--fail-if-slower "
             f"{threshold_text(comp.threshold)}): slower than the threshold by the estimate, but "
             "the interval includes 1, so a regression is neither shown nor excluded: "
-            + "; ".join(f"{p.label} {_change(p)}" for p in inc[:5])
+            + "; ".join(f"{p.label} {change_text(p, 0)}" for p in inc[:5])
             + (" ..." if len(inc) > 5 else "")
             + "; the comparison says what would judge them (more rounds, a quieter host)")
     nj = comp.not_judged
@@ -702,7 +751,7 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
                                  "judgeable)")
     if nj:
         return EXIT_NOT_JUDGED, (
-            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) measured on both sides not "
+            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) run on both sides not "
             "judged, so not shown to pass: "
             + "; ".join(f"{p.label} ({', '.join(p.not_judged[:2])})" for p in nj[:5])
             + (" ..." if len(nj) > 5 else "")

@@ -10,8 +10,10 @@ from dlperf.report.regress import (
     MIN_ATTRIBUTED_SHARE,
     Comparison,
     PointComparison,
+    change_text,
     gate_status,
     ok_runs,
+    pct_change,
     run_median_s,
     threshold_text,
 )
@@ -19,10 +21,6 @@ from dlperf.results.schema import RunRecord
 
 __all__ = ["change_text", "attribution_text", "summary_line", "comparison_markdown",
            "comparison_json", "counts_line"]
-
-
-def _pct(r: float) -> str:
-    return f"{(r - 1) * 100:+.1f}%"
 
 
 def _ms(v: float | None) -> str:
@@ -35,14 +33,6 @@ def _cell(text: Any) -> str:
     """Markdown table cell: pipes escaped, newlines to spaces, HTML brackets escaped."""
     s = str(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
     return " ".join(s.split())
-
-
-def change_text(pc: PointComparison) -> str:
-    """``+6.0% [+4.0, +8.0]``: the change of the step time with its interval, or the
-    outcome of a point not compared."""
-    if pc.ratio is None or pc.ci is None:
-        return pc.outcome
-    return (f"{_pct(pc.ratio)} [{(pc.ci[0] - 1) * 100:+.1f}, {(pc.ci[1] - 1) * 100:+.1f}]")
 
 
 def attribution_text(pc: PointComparison) -> str | None:
@@ -98,7 +88,7 @@ def summary_line(comp: Comparison) -> str:
     s = comp.summary
     mean: int | None = None
     if s is None and comp.not_judged:
-        line = (f"no point judged ({len(comp.not_judged)} measured on both sides but not "
+        line = (f"no point judged ({len(comp.not_judged)} run on both sides but not "
                 "judged): NEW and BASE not compared")
     elif s is None:
         line = "no point measured on both sides: NEW and BASE not compared"
@@ -144,7 +134,7 @@ def counts_line(comp: Comparison) -> str:
         parts.append(f"{len(nj)} not judged ({reasons})")
     others: dict[str, int] = {}
     for p in pts:
-        if p.outcome != "compared":
+        if p.outcome != "compared" and p.judged is not False:  # failed ones: not judged
             others[p.outcome] = others.get(p.outcome, 0) + 1
     parts += [f"{c} {o}" for o, c in others.items()]
     return f"{len(pts)} point{'s' if len(pts) != 1 else ''}: " + ", ".join(parts)
@@ -178,9 +168,11 @@ def comparison_markdown(comp: Comparison) -> str:
     for pc in comp.points:
         ratio = ("–" if pc.ratio is None or pc.ci is None else
                  f"{pc.ratio:.3f} [{pc.ci[0]:.3f}, {pc.ci[1]:.3f}]")
-        change = "–" if pc.ratio is None else _pct(pc.ratio)
+        change = "–" if pc.ratio is None else pct_change(pc.ratio)
         verdict = ("**inconclusive**" if pc.inconclusive else
-                   pc.verdict + (" **REGRESSION**" if pc.regression else ""))
+                   pc.verdict + (" **REGRESSION**" if pc.regression else "")
+                   + (", not judged" if pc.judged is False and pc.outcome != "compared"
+                      else ""))
         lines.append(f"| {_cell(pc.label)} | {_runs_cell(pc)} | {_ms(pc.base_step_s)} | "
                      f"{_ms(pc.new_step_s)} | {ratio} | {change} | {pc.ci_from or '–'} | "
                      f"{verdict} |")

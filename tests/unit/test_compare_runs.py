@@ -769,3 +769,45 @@ def test_stored_times_that_are_no_measurement_are_runs_without_a_step_time(bad, 
     r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", env={"COLUMNS": "400"})
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert "1 of 3 runs not used (ok without a positive step time)" in " ".join(r.stdout.split())
+
+
+def test_damaged_rows_skipped_by_the_reader_do_not_let_the_gate_pass(tmp_path):
+    """BASE's three runs of one of two points damaged in the file (a stored median changed
+    to -1 after its checksum): the reader skips them, so that point is only in NEW and the
+    other passes; the gate exits 4 and says how many rows of which file it skipped, in the
+    reason, the summary line and the JSON; a regression still outranks it (exit 1); without a
+    threshold the line says so too and the status is 0."""
+    import json
+    import sqlite3
+
+    from cli_here import dlperf_here
+
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    for path, seed in ((a, 0), (b, 10)):
+        with ResultStore(path) as store:
+            for k, batch in (("p1", 8), ("p2", 16)):
+                for s in range(3):
+                    store.add(rec(k, noisy(0.010, seed=seed + s), repeat=s, batch=batch))
+    with sqlite3.connect(a) as con:
+        con.execute("UPDATE results SET step_time_median_s = -1 WHERE batch_size = 16")
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", env={"COLUMNS": "400"})
+    err, out = " ".join(r.stderr.split()), " ".join(r.stdout.split())
+    assert r.returncode == regress.EXIT_NOT_JUDGED, r.stdout + r.stderr
+    assert f"3 damaged row(s) of {a} skipped: the points they held are not judged" in err
+    assert "1 only in NEW" in out
+    assert out.endswith(f"3 damaged row(s) of {a} skipped; the gate fails (exit 4)")
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", "--format", "json")
+    assert json.loads(r.stdout)["damaged_rows"] == {a: 3} and r.returncode == 4
+    r = dlperf_here("compare", a, b, env={"COLUMNS": "400"})
+    assert r.returncode == 0 and " ".join(r.stdout.split()).endswith(
+        f"3 damaged row(s) of {a} skipped")
+    kinds = _gate_points()
+    comp = regress.compare_records(*kinds["regressed"], threshold=0.03)
+    comp.damaged_rows = {"a.db": 1}
+    assert regress.gate_status(comp)[0] == regress.EXIT_REGRESSION
+    comp = regress.compare_records(*kinds["same"], threshold=0.03)
+    assert regress.gate_status(comp) == (0, None)
+    comp.damaged_rows = {"a.db": 1, "b.db": 2}
+    code, why = regress.gate_status(comp)
+    assert code == 4 and why.startswith("1 damaged row(s) of a.db skipped; 2 damaged row(s) "
+                                        "of b.db skipped: the points")

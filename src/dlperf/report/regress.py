@@ -87,7 +87,7 @@ __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text",
            "MIN_RUNS", "run_flags", "judge_advice", "gate_status", "EXIT_REGRESSION",
            "EXIT_MISSING", "EXIT_NOT_JUDGED", "EXIT_INCONCLUSIVE", "gate_verdict",
            "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED",
-           "change_text", "pct_change"]
+           "change_text", "pct_change", "damaged_text"]
 
 #: Op classes whose change is at least this share of the step's change are named in the
 #: attribution text (the rest is in the JSON).
@@ -669,13 +669,17 @@ def geometric_summary(points: Sequence[PointComparison],
 @dataclass
 class Comparison:
     """Every point of BASE and NEW compared (:func:`compare_records`), with what each side
-    was (``base_name``, ``new_name``), the level of the intervals and the threshold."""
+    was (``base_name``, ``new_name``), the level of the intervals and the threshold.
+    ``damaged_rows``: results file -> the rows its reader skipped as damaged
+    (:meth:`dlperf.results.store.ResultStore.damaged`; set by ``dlperf compare``): the points
+    they held are in neither side, so the gate does not pass (:func:`gate_status`)."""
 
     points: list[PointComparison]
     base_name: str
     new_name: str
     level: float = 0.95
     threshold: float | None = None
+    damaged_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def summary(self) -> tuple[float, float, float, int] | None:
@@ -726,15 +730,21 @@ def change_text(pc: PointComparison, decimals: int = 1) -> str:
     return f"{pct_change(pc.ratio, decimals)} [{lo}, {hi}]"
 
 
+def damaged_text(damaged_rows: dict[str, int]) -> str:
+    """``3 damaged row(s) of a.db skipped``, one clause a file (``; `` between)."""
+    return "; ".join(f"{n} damaged row(s) of {path} skipped" for path, n in damaged_rows.items())
+
+
 def gate_status(comp: Comparison) -> tuple[int, str | None]:
     """The exit status of ``dlperf compare`` and its one-line reason (None with status 0).
     Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
     point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
     from NEW, or no point is in both), :data:`EXIT_INCONCLUSIVE` (a judged point is
-    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point run on both sides
-    was not judged, with too few runs fit to judge or failed in BASE, or no point was: a
-    point the gate could not judge is not shown to pass, as a point missing from NEW is not;
-    the others may have passed); else 0."""
+    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a results file had damaged
+    rows, skipped: :attr:`Comparison.damaged_rows`; a point run on both sides was not judged,
+    with too few runs fit to judge or failed in BASE, or no point was: a point the gate could
+    not judge is not shown to pass, as a point missing from NEW is not; the others may have
+    passed); else 0."""
     if comp.threshold is None:
         return 0, None
     regs = comp.regressions
@@ -759,6 +769,11 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
             + "; ".join(f"{p.label} {change_text(p, 0)}" for p in inc[:5])
             + (" ..." if len(inc) > 5 else "")
             + "; the comparison says what would judge them (more rounds, a quieter host)")
+    if comp.damaged_rows:
+        return EXIT_NOT_JUDGED, (
+            f"{damaged_text(comp.damaged_rows)}: the points they held are not judged, so not "
+            "shown to pass; restore the file from a copy, or `dlperf merge` it into a new file "
+            "(which takes the intact rows only) and compare that")
     nj = comp.not_judged
     if not comp.judged:
         return EXIT_NOT_JUDGED, (f"no point could be judged ({len(nj)} not "

@@ -811,3 +811,59 @@ def test_damaged_rows_skipped_by_the_reader_do_not_let_the_gate_pass(tmp_path):
     code, why = regress.gate_status(comp)
     assert code == 4 and why.startswith("1 damaged row(s) of a.db skipped; 2 damaged row(s) "
                                         "of b.db skipped: the points")
+
+
+def hardware_runs(seed: int, gpu: str, cpu: str = "cpu", median: float = 0.010,
+                  torch: str | None = None) -> list[RunRecord]:
+    """Three runs of point p1 on a host with GPU model ``gpu`` and CPU model ``cpu`` (and
+    PyTorch version ``torch``)."""
+    out = []
+    for s in range(3):
+        d = rec("p1", noisy(median, seed=seed + s), repeat=s).to_dict()
+        d["env"]["gpus"] = [{"name": gpu, "driver": "550.54", "uuid": f"GPU-{seed:08d}"}]
+        d["env"]["cpu_model"] = cpu
+        if torch is not None:
+            d["versions"] = {"framework": "torch", "torch": torch}
+        out.append(RunRecord.from_dict(d))
+    return out
+
+
+def test_a_base_from_other_hardware_is_not_judged_and_another_version_is():
+    """BASE measured on an H100 and NEW on an H200 20% faster: the ratio is the GPUs', so the
+    gate does not judge the point (exit 4, naming both GPUs and what would judge it) instead
+    of passing it as faster (which would hide a regression of up to 20%); another CPU model
+    likewise; another PyTorch version on the same hardware is judged (a dependency's upgrade
+    is a change to gate), with a note; without a threshold the hardware is only noted."""
+    base = hardware_runs(0, "NVIDIA H100 80GB HBM3")
+    comp = regress.compare_records(base, hardware_runs(10, "NVIDIA H200", median=0.008),
+                                   threshold=0.05)
+    (pc,) = comp.points
+    assert pc.judged is False and pc.verdict == "not judged" and pc.ratio == pytest.approx(
+        0.8, rel=0.01)
+    assert pc.not_judged == ["other hardware: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200"]
+    assert "dlperf compare --run" in pc.advice
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    assert regress.hardware_differences(base, base) == []
+    comp = regress.compare_records(hardware_runs(0, "NVIDIA H100", "Xeon 8480"),
+                                   hardware_runs(10, "NVIDIA H100", "EPYC 9654"), threshold=0.05)
+    assert comp.points[0].not_judged == ["other hardware: cpu_model: Xeon 8480 vs EPYC 9654"]
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    # one side's runs on two GPU models: not the other side's hardware either
+    mixed = hardware_runs(0, "NVIDIA H100")[:2] + hardware_runs(20, "NVIDIA H200")[2:]
+    assert regress.hardware_differences(mixed, hardware_runs(10, "NVIDIA H100")) == [
+        "gpu: NVIDIA H100 / NVIDIA H200 vs NVIDIA H100"]
+    # too few runs and other hardware: both reasons, both pieces of advice
+    comp = regress.compare_records(base[:1], hardware_runs(10, "NVIDIA H200"), threshold=0.05)
+    assert comp.points[0].not_judged == ["1 run in BASE, 2 needed",
+                                         "other hardware: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA "
+                                         "H200"]
+    assert "--repeats 3" in comp.points[0].advice and "on one machine" in comp.points[0].advice
+    comp = regress.compare_records(hardware_runs(0, "NVIDIA H100", torch="2.4.1"),
+                                   hardware_runs(10, "NVIDIA H100", torch="2.5.0"),
+                                   threshold=0.05)
+    assert comp.points[0].judged and regress.gate_status(comp) == (0, None)
+    assert "environment differs: framework: torch 2.4.1 vs torch 2.5.0" in comp.points[0].notes
+    # without a threshold comparing two GPUs is the report's question: judged, with a note
+    plain = regress.compare_records(base, hardware_runs(10, "NVIDIA H200", median=0.008))
+    assert plain.points[0].judged and plain.points[0].verdict == "faster"
+    assert "environment differs: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in plain.points[0].notes

@@ -34,7 +34,8 @@ HELP = ("Compare two result files point by point (or, with --db FILE, two tags o
         "NEW or the two share no point, 5 when a point is inconclusive (slower than the "
         "threshold by the estimate, but its interval includes 1: more rounds or a quieter "
         "host would judge it), 4 when a point run on both sides could not be judged (too "
-        "few runs fit to judge, or it failed in BASE: it is not shown to pass) or a results "
+        "few runs fit to judge, other GPU or CPU models, or it failed in BASE: it is not "
+        "shown to pass) or a results "
         "file had damaged rows (skipped), in that order; 2 for a user error.")
 
 

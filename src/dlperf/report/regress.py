@@ -38,7 +38,12 @@ significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv 
 ``is_different`` asks for a Mann-Whitney test or non-overlapping intervals of the samples).
 A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
 too; one that failed in BASE, or on both sides, is not judged (NEW has nothing to be judged
-against), like a point with too few runs fit to judge. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
+against), like a point with too few runs fit to judge, and, with a threshold, so is one
+whose BASE and NEW runs name other GPU or CPU models (:func:`hardware_differences`: the ratio
+would measure the hardware; without one, comparing two GPUs is a question the report
+answers, with a note). Other differences of the environment (the framework's version, another machine of
+the same models) are judged, with a note naming them: a dependency's upgrade is a change a
+gate is there to judge. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
 includes 1 (:func:`gate_verdict`): the data lean towards a regression larger than the
 threshold and show neither it nor its absence ("absence of evidence is not evidence of
 absence", Altman & Bland 1995, BMJ 311: 485). asv marks such a ratio with ``~`` (beyond the
@@ -87,7 +92,8 @@ __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text",
            "MIN_RUNS", "run_flags", "judge_advice", "gate_status", "EXIT_REGRESSION",
            "EXIT_MISSING", "EXIT_NOT_JUDGED", "EXIT_INCONCLUSIVE", "gate_verdict",
            "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED",
-           "change_text", "pct_change", "damaged_text"]
+           "change_text", "pct_change", "damaged_text", "hardware_differences",
+           "HARDWARE_FIELDS"]
 
 #: Op classes whose change is at least this share of the step's change are named in the
 #: attribution text (the rest is in the JSON).
@@ -296,7 +302,31 @@ _ADVICE = {
                  "the host is one cause)",
     "drifting": "find what grows while the run trains (the run's warnings give the drift); a "
                 "drifting step has no steady median to compare",
+    "hardware": "measure BASE and NEW on one machine (dlperf compare --run BASE_DIR NEW_DIR "
+                "measures both checkouts there, alternately): across GPU or CPU models the "
+                "ratio measures the hardware, not the code",
 }
+
+#: Fields of :func:`dlperf.env.environment_of` that name the hardware: a point whose BASE and
+#: NEW runs name other values is not judged by the gate (:func:`hardware_differences`).
+HARDWARE_FIELDS = ("gpu", "cpu_model")
+
+
+def hardware_differences(base: Sequence[RunRecord], new: Sequence[RunRecord]) -> list[str]:
+    """``"gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200"`` for each of :data:`HARDWARE_FIELDS`
+    whose values over ``base``'s runs differ from those over ``new``'s (a field a side did not
+    record is skipped, as in :func:`dlperf.env.environment_differences`; several values of a
+    side are joined with ``" / "``). Empty: the same hardware as far as recorded."""
+    from dlperf.env import environment_of
+    from dlperf.results.view import env_of
+
+    def values(runs: Sequence[RunRecord]) -> dict[str, set[str]]:
+        envs = [environment_of(env_of(r)) for r in runs]
+        return {f: {str(e[f]) for e in envs if e.get(f) is not None} for f in HARDWARE_FIELDS}
+
+    vb, vn = values(base), values(new)
+    return [f"{f}: {' / '.join(sorted(vb[f]))} vs {' / '.join(sorted(vn[f]))}"
+            for f in HARDWARE_FIELDS if vb[f] and vn[f] and vb[f] != vn[f]]
 
 
 def judge_advice(keys: Iterable[str]) -> str:
@@ -583,6 +613,11 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         return pc
     if gate:
         fb, fn = _fit_runs(pc, ob, on)
+        hw = hardware_differences(ob, on) if threshold is not None else []
+        if hw:  # the ratio would measure the machines: not judged (module docstring)
+            pc.not_judged += [f"other hardware: {d}" for d in hw]
+            pc.advice = "; ".join(a for a in (pc.advice, _ADVICE["hardware"]) if a)
+            pc.judged = False
         if pc.judged:
             ob, on = fb, fn
             note = _interleaving_note(ob, on)

@@ -26,6 +26,7 @@ from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, HostEstimate
+from dlperf.perfmodel.whatifs import changes_words
 
 
 @dataclass
@@ -364,28 +365,11 @@ def one_change_base(cal: Calibration, base: Config, target: Config, batch: int,
         src = next((x for x in dict.fromkeys((source, None))
                     if mid not in (base, target) and _fits(cal, mid, batch, x)), "")
         if src != "":
-            return mid, src, [f"what-if of two changes ({_changes_words(base, target)}): "
+            return mid, src, [f"what-if of two changes ({changes_words(base, target)}): "
                               f"starts from {mid.label()}, {target.model}'s stored "
                               f"configuration one change from {target.label()}, not from "
                               f"{base.label()}"]
     return base, source, []
-
-
-def _changes_words(base: Config, target: Config) -> str:
-    """The changes of a what-if of two in words, as :func:`dlperf.perfmodel.whatifs.
-    whatif_changes` counts them: the framework with its mode (and compile mode) as one change
-    (``jax/xla -> torch/graph``), else the mode; the precision."""
-    def fw(c: Config) -> str:
-        return "/".join([c.framework, c.mode] + ([c.compile_mode]
-                                                 if c.compile_mode != "default" else []))
-    out = []
-    if target.framework != base.framework:
-        out.append(f"framework and its mode {fw(base)} -> {fw(target)}")
-    elif (target.mode, target.compile_mode) != (base.mode, base.compile_mode):
-        out.append(f"mode {fw(base)} -> {fw(target)}")
-    if target.precision != base.precision:
-        out.append(f"precision {base.precision} -> {target.precision}")
-    return "; ".join(out)
 
 
 def _fits(cal: Calibration, cfg: Config, batch: int, source: str | None) -> bool:

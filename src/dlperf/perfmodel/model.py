@@ -64,8 +64,15 @@ class OneDevice:
         return eq.bound_of(self.host_s, self.device_s)
 
 
-def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.Efficiency,
-                                                                        rl.Ceiling, rl.Work]:
+def _roofline_of(cal: Calibration, cfg: Config
+                 ) -> tuple[rl.Efficiency, rl.Ceiling, float | None]:
+    """The efficiencies of ``cfg``'s group fitted without its model, its ceilings and its
+    kernel count ``K`` (None: no kernel term), as :meth:`Calibration.roofline` gives them.
+
+    Raises:
+        LookupError: no ceilings for the device (why, and how to predict it instead), or no
+            other model's stored point of the group to fit on.
+    """
     dn = cal.device_name(cfg)
     eff, kernels = cal.roofline(cfg)
     try:  # the ceilings first: without them no roofline fits, and the reason is theirs
@@ -78,6 +85,14 @@ def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.
     if eff is None:
         raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
                           "to fit its roofline on")
+    return eff, ceil, kernels
+
+
+def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.Efficiency,
+                                                                        rl.Ceiling, rl.Work]:
+    """``cfg``'s roofline device time at ``batch`` (s, :func:`roofline.device_time_s`) and the
+    efficiencies, ceilings and work it is made of (:func:`_roofline_of`)."""
+    eff, ceil, kernels = _roofline_of(cal, cfg)
     work = cal.work(cfg.model, cfg.framework, cfg.precision)
     return rl.device_time_s(work, ceil, eff, batch, kernels), eff, ceil, work
 
@@ -91,10 +106,9 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
     cls = rl.class_times_s(traced, work, batch)
     if not cls:
         try:
-            _, eff, ceil, _ = _roofline_d(cal, cfg, batch)
+            eff, ceil, kernels = _roofline_of(cal, cfg)
         except LookupError:  # no roofline either
             return {"device": device_s}
-        kernels = cal.kernel_count(cfg)
         cls = {"compute (roofline FLOP term)": work.flops(batch) / (eff.e_flops * ceil.flops_per_s),
                "memory (roofline byte term)": work.bytes(batch) / (eff.e_bytes
                                                                   * ceil.bandwidth_bytes_per_s)}

@@ -607,7 +607,9 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
         pc.regression = pc.outcome == "failed in NEW"
-        if gate and pc.outcome != "failed in NEW":  # nothing to judge NEW against
+        if pc.regression:
+            pc.notes.append(f"failed in NEW: {_failures(new)}")
+        elif gate:  # nothing to judge NEW against
             _failed_not_judged(pc, base if not ob else [], new if not on else [])
         return pc
     if gate:

@@ -83,7 +83,7 @@ import numpy as np
 from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import config_of, label_of_record
-from dlperf.stats import MIN_CI_SAMPLES
+from dlperf.stats import MIN_CI_SAMPLES, check_level
 
 __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text", "point_key_of",
            "point_label",
@@ -201,8 +201,7 @@ def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
         ValueError: fewer than 2 runs on a side, a non-positive median, or ``level`` outside
             (0, 1).
     """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+    check_level(level)
     lb, ln = _log_runs(base_s, new_s)
     d = float(ln.mean() - lb.mean())
     vb, vn = float(lb.var(ddof=1)) / lb.size, float(ln.var(ddof=1)) / ln.size
@@ -608,7 +607,9 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
         pc.regression = pc.outcome == "failed in NEW"
-        if gate and pc.outcome != "failed in NEW":  # nothing to judge NEW against
+        if pc.regression:
+            pc.notes.append(f"failed in NEW: {_failures(new)}")
+        elif gate:  # nothing to judge NEW against
             _failed_not_judged(pc, base if not ob else [], new if not on else [])
         return pc
     if gate:

@@ -125,7 +125,7 @@ def test_one_run_a_side_is_not_judged_and_says_what_would_judge_it():
     md = regress_text.comparison_markdown(comp)
     assert "| not judged |" in md and "To judge it: measure each side with --repeats 3" in md
     assert "1 point: 0 judged, 1 not judged (1 run in BASE, 2 needed; 1 run in NEW" in md
-    assert "no point judged (1 measured on both sides but not judged)" in md
+    assert "no point judged (1 run on both sides but not judged)" in md
     assert regress.gate_status(regress.compare_records([rec("p1")], [rec("p1")]))[0] == 0
 
 
@@ -498,7 +498,8 @@ def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
     """One point of each kind the gate tells apart, as (BASE runs, NEW runs), each its own
     batch size: identical code, an inconclusive 2x slowdown (NEW's runs spread), a tight 10%
     slowdown (a regression at 3%), a tight 10% speed-up, a point with one run in NEW (not
-    judged), a point only in BASE (missing), a point failing in NEW."""
+    judged), a point only in BASE (missing), a point failing in NEW, a point failing in BASE
+    and one failing on both sides (neither judged)."""
     def pt(batch: int, medians: list[float], seed: int) -> list[RunRecord]:
         return [rec(f"p{batch}", noisy(m, seed=seed + i), repeat=i, batch=batch)
                 for i, m in enumerate(medians)]
@@ -513,14 +514,19 @@ def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
         "missing": (pt(256, three, 100), []),
         "failed in NEW": (pt(512, three, 110),
                           [rec("p512", status="crash", repeat=i, batch=512) for i in range(3)]),
+        "failed in BASE": ([rec("p1024", status="oom", repeat=i, batch=1024) for i in range(3)],
+                           pt(1024, three, 120)),
+        "failed in both": ([rec("p2048", status="crash", repeat=i, batch=2048) for i in range(3)],
+                           [rec("p2048", status="crash", repeat=i, batch=2048) for i in range(3)]),
     }
 
 
 def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
     """Every combination of the point kinds of :func:`_gate_points`, with --fail-if-slower 3%
     and without: the exit status is the first that applies of 1 (a regression or a failure in
-    NEW), 3 (a point missing), 5 (inconclusive), 4 (a point not judged: judged points passing
-    beside it do not make the gate pass), else 0; without a threshold 0. The summary line
+    NEW), 3 (a point missing), 5 (inconclusive), 4 (a point not judged, with too few runs or
+    failed in BASE or on both sides: judged points passing beside it do not make the gate
+    pass), else 0; without a threshold 0. The summary line
     names the gate's outcome and the exit status, never says "no significant difference"
     without the points whose verdict says otherwise, and names no verdict that is absent."""
     import itertools
@@ -532,9 +538,9 @@ def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
     plain_pts = {k: regress.compare_records(b, n).points[0] for k, (b, n) in kinds.items()}
     assert [p.verdict for p in gated.values()] == [
         "no significant change", "inconclusive", "slower", "faster", "not judged",
-        "only in BASE", "failed in NEW"]
+        "only in BASE", "failed in NEW", "failed in BASE", "failed in both"]
     expected_by = [(1, {"regressed", "failed in NEW"}), (3, {"missing"}),
-                   (5, {"inconclusive"}), (4, {"not judged"})]
+                   (5, {"inconclusive"}), (4, {"not judged", "failed in BASE", "failed in both"})]
     seen: set[int] = set()
     for k in range(1, len(kinds) + 1):
         for combo in itertools.combinations(kinds, k):
@@ -553,10 +559,21 @@ def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
                 assert (word in by_point) == (kind in combo), (combo, line)
             regs = len({"regressed", "failed in NEW"} & set(combo))
             assert (f"{regs} regressed" in by_point) == bool(regs), (combo, line)
-            # "not judged" is named beside judged points; alone, the line says none was
-            if "not judged" in combo:
-                assert ("1 not judged" in by_point if judged_here
-                        else line.startswith("no point judged (1 measured")), (combo, line)
+            # points not judged are named beside judged points; alone, the line says none was
+            n_nj = len({"not judged", "failed in BASE", "failed in both"} & set(combo))
+            if n_nj:
+                assert (f"{n_nj} not judged" in by_point if judged_here
+                        else line.startswith(f"no point judged ({n_nj} run on")), (combo, line)
+            else:
+                assert "not judged" not in line, (combo, line)
+            # the counts line names each point once, under one heading
+            counts = regress_text.counts_line(comp)
+            assert counts.startswith(f"{k} point{'s' if k != 1 else ''}: "), counts
+            assert ("failed in BASE:" in counts) == bool(
+                {"failed in BASE", "failed in both"} & set(combo)), counts
+            if n_nj:
+                assert f"{n_nj} not judged (" in counts, counts
+            assert "1 failed in both" not in counts and "1 failed in BASE" not in counts
             if "no significant difference" in line:  # the mean's word, and what differs
                 assert ("1 significantly faster" in by_point) == ("faster" in combo), line
             assert "significantly slower" not in line  # the slowdowns are regressions here
@@ -584,7 +601,7 @@ def test_a_point_not_judged_fails_the_gate_beside_points_that_pass():
     comp = regress.compare_records(b1 + b2, n1 + n2, threshold=0.03)
     code, why = regress.gate_status(comp)
     assert code == regress.EXIT_NOT_JUDGED == 4
-    assert why.startswith("1 of 2 point(s) measured on both sides not judged, so not shown "
+    assert why.startswith("1 of 2 point(s) run on both sides not judged, so not shown "
                           "to pass: m fake/eager cpu fp32 b=128")
     assert "(1 run in NEW, 2 needed)" in why and "--model" in why
     line = regress_text.summary_line(comp)
@@ -599,3 +616,254 @@ def test_a_point_not_judged_fails_the_gate_beside_points_that_pass():
     comp = regress.compare_records(b1 + b2, n1 + busy, threshold=0.03)
     code, why = regress.gate_status(comp)
     assert code == 4 and "0 runs in NEW fit to judge (3 left out)" in why
+
+
+def test_a_point_failing_in_base_or_on_both_sides_is_not_judged_and_fails_the_gate():
+    """Beside identical code that passes, a point whose BASE runs all failed (out of memory)
+    or that failed on both sides is not judged: exit 4, named with how it failed in the
+    reason, the table, the not-judged list, the counts and the JSON; never a silent pass.
+    Failing in NEW only stays a regression (exit 1); without a threshold nothing fails and
+    the descriptive comparison leaves ``judged`` unset."""
+    kinds = _gate_points()
+    b1, n1 = kinds["same"]
+    for kind, words in (("failed in BASE", ["failed in BASE: 3 runs oom"]),
+                        ("failed in both", ["failed in BASE: 3 runs crash",
+                                            "failed in NEW: 3 runs crash"])):
+        b2, n2 = kinds[kind]
+        comp = regress.compare_records(b1 + b2, n1 + n2, threshold=0.03)
+        pc = next(p for p in comp.points if p.outcome != "compared")
+        assert pc.outcome == kind and pc.judged is False and not pc.regression
+        assert pc.not_judged == words and "--model" in (pc.advice or "")
+        assert comp.not_judged == [pc] and len(comp.judged) == 1
+        code, why = regress.gate_status(comp)
+        assert code == regress.EXIT_NOT_JUDGED, (kind, why)
+        assert why.startswith("1 of 2 point(s) run on both sides not judged") and words[0] in why
+        md = regress_text.comparison_markdown(comp)
+        assert f"| {kind}, not judged |" in md
+        assert f"b=1024 synthetic: {words[0]}" in md or f"b=2048 synthetic: {words[0]}" in md
+        assert f"2 points: 1 judged, 1 not judged ({words[0]}" in md
+        assert f"1 {kind}" not in regress_text.counts_line(comp)  # counted once
+        line = regress_text.summary_line(comp)
+        assert line.endswith("; by point: 1 not judged; the gate fails (exit 4)"), line
+        js = regress_text.comparison_json(comp)
+        assert js["counts"]["not_judged"] == 1 and js["counts"]["judged"] == 1
+        jp = next(p for p in js["points"] if p["outcome"] == kind)
+        assert jp["judged"] is False and jp["not_judged"] == words
+        # alone: no point judged, and the line and the status say so
+        alone = regress.compare_records(b2, n2, threshold=0.03)
+        assert regress.gate_status(alone) == (regress.EXIT_NOT_JUDGED, (
+            "no point could be judged (1 not judged; the table says why and what would make "
+            "them judgeable)"))
+        assert regress_text.summary_line(alone).startswith("no point judged (1 run on both")
+        # no threshold: reported, not failed, and the descriptive comparison judges nothing
+        plain = regress.compare_records(b1 + b2, n1 + n2)
+        assert regress.gate_status(plain) == (0, None)
+        desc = regress.compare_point(pc.key, b2, n2)
+        assert desc.outcome == kind and desc.judged is None and desc.not_judged == []
+    b3, n3 = kinds["failed in NEW"]
+    comp = regress.compare_records(b1 + b3, n1 + n3, threshold=0.03)
+    assert regress.gate_status(comp)[0] == regress.EXIT_REGRESSION and comp.not_judged == []
+
+
+def test_one_implementation_of_the_input_checks_the_change_text_and_the_run_cv():
+    """:func:`regress.rounds_to_tell` refuses what :func:`regress.ratio_from_runs` refuses,
+    with the same words; the gate's whole-percent change is :func:`regress.change_text` with
+    0 decimals (the table's has 1); :func:`regress.run_cv` is the ``cv`` of
+    :func:`dlperf.stats.between_run` over the finite medians."""
+    from dlperf.stats import between_run
+
+    for b, n, words in (([1.0], [1.0, 1.1], "at least 2 runs on each side"),
+                        ([1.0, 1.2], [1.0], "at least 2 runs on each side"),
+                        ([1.0, -1.0], [1.0, 1.1], "must be positive"),
+                        ([1.0, 1.1], [0.0, 1.1], "must be positive")):
+        for f in (regress.ratio_from_runs, regress.rounds_to_tell):
+            with pytest.raises(ValueError, match=words):
+                f(b, n)
+    pc = regress.PointComparison("k", "m", [], [], ratio=2.65, ci=(0.57, 12.33))
+    assert regress_text.change_text is regress.change_text
+    assert regress.change_text(pc) == "+165.0% [-43.0, +1133.0]"
+    assert regress.change_text(pc, 0) == "+165% [-43, +1133]"
+    assert regress.pct_change(0.94) == "-6.0%" and regress.pct_change(0.94, 0) == "-6%"
+    pc.ci = None
+    assert regress.change_text(pc) == "compared"
+    rng = np.random.default_rng(3)
+    for size in (2, 3, 5, 20):
+        x = list(0.01 * np.exp(0.1 * rng.standard_normal(size)))
+        assert regress.run_cv(x) == pytest.approx(between_run(x)["cv"], rel=1e-12)
+        assert regress.run_cv(x) == pytest.approx(np.std(x, ddof=1) / np.mean(x), rel=1e-12)
+    assert regress.run_cv([0.010, float("nan"), 0.012]) == pytest.approx(
+        between_run([0.010, 0.012])["cv"])
+    assert regress.run_cv([0.010, float("inf")]) is None and regress.run_cv([0.01]) is None
+    assert regress.run_cv([1.0, -1.0]) is None  # a mean of 0: no CV
+
+
+def test_class_changes_serve_the_gate_and_the_gaps_alike():
+    """:func:`dlperf.report.opclasses.class_changes`: the classes named, with time on a side,
+    largest change first, shares of the total (None without one); the gate's attribution is
+    it over every class seen, under BASE/NEW names."""
+    from dlperf.report.opclasses import class_changes
+
+    a, b = {"matmul": 0.004, "conv": 0.002, "idle": 0.0}, {"matmul": 0.005, "conv": 0.0,
+                                                            "norm": 0.0005, "idle": 0.0}
+    got = class_changes(a, b, ["conv", "matmul", "norm", "idle", "other"], 0.001)
+    assert [c["class"] for c in got] == ["conv", "matmul", "norm"]
+    assert got[0] == {"class": "conv", "a_s": 0.002, "b_s": 0.0, "diff_s": -0.002,
+                      "share": pytest.approx(-2.0)}
+    assert [c["share"] for c in class_changes(a, b, ["matmul"], None)] == [None]
+    assert [c["share"] for c in class_changes(a, b, ["matmul"], 0.0)] == [None]
+    base = [rec("p1", op_classes=a)]
+    new = [rec("p1", op_classes=b)]
+    att = regress.attribute_op_classes(base, new, 0.001)
+    assert att["classes"] == [{**{k: v for k, v in c.items() if k not in ("a_s", "b_s")},
+                               "base_s": c["a_s"], "new_s": c["b_s"]}
+                              for c in class_changes(a, b, sorted(set(a) | set(b)), 0.001)]
+    assert att["class_diff_s"] == pytest.approx(-0.0005) and att["runs"] == [1, 1]
+
+
+def raw_rec(point: str, samples, repeat: int, batch: int = 8) -> RunRecord:
+    """An ``ok`` record of ``point`` storing exactly ``samples`` (s) and their median as its
+    summary, whatever they are (0, negative, NaN, infinite: a damaged row, a broken clock)."""
+    d = rec(point, noisy(0.010, seed=99), repeat=repeat, batch=batch).to_dict()
+    d["samples"] = {"measure": list(samples)}
+    d["summary"] = {"median": float(np.median(samples)), "ci_low": min(samples),
+                    "ci_high": max(samples)}
+    return RunRecord.from_dict(d)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.01, float("nan"), float("inf")])
+def test_stored_times_that_are_no_measurement_are_runs_without_a_step_time(bad, tmp_path):
+    """A run stored ``ok`` whose step times are 0, negative, NaN or infinite has no step time:
+    it is left out of the point with a note (the others judged), all of NEW's such runs are a
+    failure in NEW (exit 1, a regression), all of BASE's make the point not judged (exit 4);
+    never a ValueError (through the CLI a traceback, whose exit status 1 reads as a
+    regression)."""
+    from cli_here import dlperf_here
+
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
+    one = [rec("p1", noisy(0.010, seed=5), repeat=0), raw_rec("p1", [bad] * 20, 1),
+           rec("p1", noisy(0.010, seed=6), repeat=2)]
+    comp = regress.compare_records(base, one, threshold=0.05)
+    (pc,) = comp.points
+    assert pc.judged and len(pc.new_used) == 2 and regress.gate_status(comp) == (0, None)
+    assert "NEW: 1 of 3 runs not used (ok without a positive step time)" in pc.notes
+    allbad = [raw_rec("p1", [bad] * 20, i) for i in range(3)]
+    comp = regress.compare_records(base, allbad, threshold=0.05)
+    assert comp.points[0].outcome == "failed in NEW" and regress.gate_status(comp)[0] == 1
+    comp = regress.compare_records(allbad, base, threshold=0.05)
+    assert comp.points[0].not_judged == ["failed in BASE: 3 runs ok without a positive step time"]
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    # a summary's positive median at odds with its finite samples': the samples' median
+    # decides (non-finite samples are left out, and the summary's median stands for them)
+    odd = raw_rec("p1", [bad] * 20, 1)
+    odd.summary.median = 0.010
+    comp = regress.compare_records(base, one[:1] + [odd] + one[2:], threshold=0.05)
+    assert len(comp.points[0].new_used) == (2 if math.isfinite(bad) else 3)
+    assert regress.gate_status(comp) == (0, None)
+    if bad != 0:
+        return  # the store reads a negative or non-finite median as a damaged row
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    for path, runs in ((a, base), (b, one)):
+        with ResultStore(path) as store:
+            for r in runs:
+                store.add(r)
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", env={"COLUMNS": "400"})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert "1 of 3 runs not used (ok without a positive step time)" in " ".join(r.stdout.split())
+
+
+def test_damaged_rows_skipped_by_the_reader_do_not_let_the_gate_pass(tmp_path):
+    """BASE's three runs of one of two points damaged in the file (a stored median changed
+    to -1 after its checksum): the reader skips them, so that point is only in NEW and the
+    other passes; the gate exits 4 and says how many rows of which file it skipped, in the
+    reason, the summary line and the JSON; a regression still outranks it (exit 1); without a
+    threshold the line says so too and the status is 0."""
+    import json
+    import sqlite3
+
+    from cli_here import dlperf_here
+
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    for path, seed in ((a, 0), (b, 10)):
+        with ResultStore(path) as store:
+            for k, batch in (("p1", 8), ("p2", 16)):
+                for s in range(3):
+                    store.add(rec(k, noisy(0.010, seed=seed + s), repeat=s, batch=batch))
+    with sqlite3.connect(a) as con:
+        con.execute("UPDATE results SET step_time_median_s = -1 WHERE batch_size = 16")
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", env={"COLUMNS": "400"})
+    err, out = " ".join(r.stderr.split()), " ".join(r.stdout.split())
+    assert r.returncode == regress.EXIT_NOT_JUDGED, r.stdout + r.stderr
+    assert f"3 damaged row(s) of {a} skipped: the points they held are not judged" in err
+    assert "1 only in NEW" in out
+    assert out.endswith(f"3 damaged row(s) of {a} skipped; the gate fails (exit 4)")
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", "--format", "json")
+    assert json.loads(r.stdout)["damaged_rows"] == {a: 3} and r.returncode == 4
+    r = dlperf_here("compare", a, b, env={"COLUMNS": "400"})
+    assert r.returncode == 0 and " ".join(r.stdout.split()).endswith(
+        f"3 damaged row(s) of {a} skipped")
+    kinds = _gate_points()
+    comp = regress.compare_records(*kinds["regressed"], threshold=0.03)
+    comp.damaged_rows = {"a.db": 1}
+    assert regress.gate_status(comp)[0] == regress.EXIT_REGRESSION
+    comp = regress.compare_records(*kinds["same"], threshold=0.03)
+    assert regress.gate_status(comp) == (0, None)
+    comp.damaged_rows = {"a.db": 1, "b.db": 2}
+    code, why = regress.gate_status(comp)
+    assert code == 4 and why.startswith("1 damaged row(s) of a.db skipped; 2 damaged row(s) "
+                                        "of b.db skipped: the points")
+
+
+def hardware_runs(seed: int, gpu: str, cpu: str = "cpu", median: float = 0.010,
+                  torch: str | None = None) -> list[RunRecord]:
+    """Three runs of point p1 on a host with GPU model ``gpu`` and CPU model ``cpu`` (and
+    PyTorch version ``torch``)."""
+    out = []
+    for s in range(3):
+        d = rec("p1", noisy(median, seed=seed + s), repeat=s).to_dict()
+        d["env"]["gpus"] = [{"name": gpu, "driver": "550.54", "uuid": f"GPU-{seed:08d}"}]
+        d["env"]["cpu_model"] = cpu
+        if torch is not None:
+            d["versions"] = {"framework": "torch", "torch": torch}
+        out.append(RunRecord.from_dict(d))
+    return out
+
+
+def test_a_base_from_other_hardware_is_not_judged_and_another_version_is():
+    """BASE measured on an H100 and NEW on an H200 20% faster: the ratio is the GPUs', so the
+    gate does not judge the point (exit 4, naming both GPUs and what would judge it) instead
+    of passing it as faster (which would hide a regression of up to 20%); another CPU model
+    likewise; another PyTorch version on the same hardware is judged (a dependency's upgrade
+    is a change to gate), with a note; without a threshold the hardware is only noted."""
+    base = hardware_runs(0, "NVIDIA H100 80GB HBM3")
+    comp = regress.compare_records(base, hardware_runs(10, "NVIDIA H200", median=0.008),
+                                   threshold=0.05)
+    (pc,) = comp.points
+    assert pc.judged is False and pc.verdict == "not judged" and pc.ratio == pytest.approx(
+        0.8, rel=0.01)
+    assert pc.not_judged == ["other hardware: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200"]
+    assert "dlperf compare --run" in pc.advice
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    assert regress.hardware_differences(base, base) == []
+    comp = regress.compare_records(hardware_runs(0, "NVIDIA H100", "Xeon 8480"),
+                                   hardware_runs(10, "NVIDIA H100", "EPYC 9654"), threshold=0.05)
+    assert comp.points[0].not_judged == ["other hardware: cpu_model: Xeon 8480 vs EPYC 9654"]
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    # one side's runs on two GPU models: not the other side's hardware either
+    mixed = hardware_runs(0, "NVIDIA H100")[:2] + hardware_runs(20, "NVIDIA H200")[2:]
+    assert regress.hardware_differences(mixed, hardware_runs(10, "NVIDIA H100")) == [
+        "gpu: NVIDIA H100 / NVIDIA H200 vs NVIDIA H100"]
+    # too few runs and other hardware: both reasons, both pieces of advice
+    comp = regress.compare_records(base[:1], hardware_runs(10, "NVIDIA H200"), threshold=0.05)
+    assert comp.points[0].not_judged == ["1 run in BASE, 2 needed",
+                                         "other hardware: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA "
+                                         "H200"]
+    assert "--repeats 3" in comp.points[0].advice and "on one machine" in comp.points[0].advice
+    comp = regress.compare_records(hardware_runs(0, "NVIDIA H100", torch="2.4.1"),
+                                   hardware_runs(10, "NVIDIA H100", torch="2.5.0"),
+                                   threshold=0.05)
+    assert comp.points[0].judged and regress.gate_status(comp) == (0, None)
+    assert "environment differs: framework: torch 2.4.1 vs torch 2.5.0" in comp.points[0].notes
+    # without a threshold comparing two GPUs is the report's question: judged, with a note
+    plain = regress.compare_records(base, hardware_runs(10, "NVIDIA H200", median=0.008))
+    assert plain.points[0].judged and plain.points[0].verdict == "faster"
+    assert "environment differs: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in plain.points[0].notes

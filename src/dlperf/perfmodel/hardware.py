@@ -130,6 +130,25 @@ class GpuProfile:
         return SM_LIMITS.get(self.compute_capability, SM_LIMITS["9.0"])
 
     @property
+    def device_kind(self) -> str | None:
+        """The kind of device the profile describes, from what it holds: ``extra["device"]``
+        where ``dlperf calibrate`` recorded it (``cuda``, ``cpu``); else ``cuda`` where it holds
+        what only a GPU gives: a :attr:`device_name` a datasheet has (:func:`short_name`; the
+        profile's own :attr:`name` is the user's and says nothing), a finite positive
+        :attr:`launch_s` (a CPU's trace has no kernel launch) or a pinned host-to-device copy
+        (:attr:`h2d_bytes_per_s`: page-locked memory is a CUDA allocation); else None: a
+        profile stored without a kind, of a device no datasheet names, with neither (a CPU's,
+        whose GEMM and bandwidth ceilings alone do not tell it from a small GPU's)."""
+        kind = self.extra.get("device")
+        if kind:
+            return str(kind)
+        launch = self.launch_s
+        if (short_name(self.device_name) or self.h2d_bytes_per_s
+                or (isinstance(launch, (int, float)) and math.isfinite(launch) and launch > 0)):
+            return "cuda"
+        return None
+
+    @property
     def datasheet_only(self) -> bool:
         """True when nothing of this GPU was measured (a GPU never at hand)."""
         return not self.measured

@@ -37,7 +37,13 @@ significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv 
 --factor``: a ratio beyond the factor and a statistically significant difference; asv's
 ``is_different`` asks for a Mann-Whitney test or non-overlapping intervals of the samples).
 A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
-too. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
+too; one that failed in BASE, or on both sides, is not judged (NEW has nothing to be judged
+against), like a point with too few runs fit to judge, and, with a threshold, so is one
+whose BASE and NEW runs name other GPU or CPU models (:func:`hardware_differences`: the ratio
+would measure the hardware; without one, comparing two GPUs is a question the report
+answers, with a note). Other differences of the environment (the framework's version, another machine of
+the same models) are judged, with a note naming them: a dependency's upgrade is a change a
+gate is there to judge. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
 includes 1 (:func:`gate_verdict`): the data lean towards a regression larger than the
 threshold and show neither it nor its absence ("absence of evidence is not evidence of
 absence", Altman & Bland 1995, BMJ 311: 485). asv marks such a ratio with ``~`` (beyond the
@@ -51,7 +57,7 @@ threshold`` (Schuirmann 1987, J. Pharmacokinet. Biopharm. 15: 657-680), is not u
 documented run-to-run spread of 2% and 5 rounds it fails identical code about half the time
 (``benchmarks/gate_simulate.py --rule noninferiority``). With a threshold the comparison also
 fails when a point of BASE is missing from NEW (or the two share no point) and when a point
-measured on both sides could not be judged, or none could: a benchmark the gate silently
+run on both sides could not be judged, or none could: a benchmark the gate silently
 does not judge protects no more than one that vanished (:func:`gate_status`, exit codes
 :data:`EXIT_REGRESSION`, :data:`EXIT_MISSING`, :data:`EXIT_INCONCLUSIVE`,
 :data:`EXIT_NOT_JUDGED`).
@@ -85,7 +91,9 @@ __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text",
            "compare_records", "geometric_summary", "MIN_ATTRIBUTED_SHARE", "ok_runs",
            "MIN_RUNS", "run_flags", "judge_advice", "gate_status", "EXIT_REGRESSION",
            "EXIT_MISSING", "EXIT_NOT_JUDGED", "EXIT_INCONCLUSIVE", "gate_verdict",
-           "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED"]
+           "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED",
+           "change_text", "pct_change", "damaged_text", "hardware_differences",
+           "HARDWARE_FIELDS"]
 
 #: Op classes whose change is at least this share of the step's change are named in the
 #: attribution text (the rest is in the JSON).
@@ -169,6 +177,21 @@ def run_median_s(rec: RunRecord) -> float | None:
     return float(med) if isinstance(med, (int, float)) and math.isfinite(med) else None
 
 
+def _log_runs(base_s: Sequence[float], new_s: Sequence[float]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The natural logs of BASE's and NEW's run medians (s), the input of
+    :func:`ratio_from_runs` and :func:`rounds_to_tell`.
+
+    Raises:
+        ValueError: fewer than 2 runs on a side, or a non-positive median.
+    """
+    if len(base_s) < 2 or len(new_s) < 2:
+        raise ValueError("a run-level interval needs at least 2 runs on each side")
+    if min(base_s) <= 0 or min(new_s) <= 0:
+        raise ValueError("run medians must be positive (seconds)")
+    return np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+
+
 def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
                     level: float = 0.95) -> tuple[float, float, float]:
     """Ratio of the geometric means of NEW's and BASE's run medians, with Welch's t interval
@@ -178,13 +201,9 @@ def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
         ValueError: fewer than 2 runs on a side, a non-positive median, or ``level`` outside
             (0, 1).
     """
-    if len(base_s) < 2 or len(new_s) < 2:
-        raise ValueError("a run-level interval needs at least 2 runs on each side")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    if min(base_s) <= 0 or min(new_s) <= 0:
-        raise ValueError("run medians must be positive (seconds)")
-    lb, ln = np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+    lb, ln = _log_runs(base_s, new_s)
     d = float(ln.mean() - lb.mean())
     vb, vn = float(lb.var(ddof=1)) / lb.size, float(ln.var(ddof=1)) / ln.size
     se = math.sqrt(vb + vn)
@@ -238,13 +257,10 @@ def attribute_op_classes(base: Sequence[RunRecord], new: Sequence[RunRecord],
     cn, nn = mean_classes(new)
     if not nb or not nn:
         return None
-    classes: list[dict[str, Any]] = []
-    for k in sorted(set(cb) | set(cn)):
-        b, n = cb.get(k, 0.0), cn.get(k, 0.0)
-        if b or n:
-            classes.append({"class": k, "base_s": b, "new_s": n, "diff_s": n - b,
-                            "share": (n - b) / delta_s if delta_s else None})
-    classes.sort(key=lambda c: -abs(c["diff_s"]))
+    from dlperf.report.opclasses import class_changes
+
+    classes = class_changes(cb, cn, sorted(set(cb) | set(cn)), delta_s or None,
+                            ("base_s", "new_s"))
     total = math.fsum(c["diff_s"] for c in classes)
     return {"classes": classes, "class_diff_s": total,
             "explained": total / delta_s if delta_s else None, "runs": [nb, nn]}
@@ -286,7 +302,31 @@ _ADVICE = {
                  "the host is one cause)",
     "drifting": "find what grows while the run trains (the run's warnings give the drift); a "
                 "drifting step has no steady median to compare",
+    "hardware": "measure BASE and NEW on one machine (dlperf compare --run BASE_DIR NEW_DIR "
+                "measures both checkouts there, alternately): across GPU or CPU models the "
+                "ratio measures the hardware, not the code",
 }
+
+#: Fields of :func:`dlperf.env.environment_of` that name the hardware: a point whose BASE and
+#: NEW runs name other values is not judged by the gate (:func:`hardware_differences`).
+HARDWARE_FIELDS = ("gpu", "cpu_model")
+
+
+def hardware_differences(base: Sequence[RunRecord], new: Sequence[RunRecord]) -> list[str]:
+    """``"gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200"`` for each of :data:`HARDWARE_FIELDS`
+    whose values over ``base``'s runs differ from those over ``new``'s (a field a side did not
+    record is skipped, as in :func:`dlperf.env.environment_differences`; several values of a
+    side are joined with ``" / "``). Empty: the same hardware as far as recorded."""
+    from dlperf.env import environment_of
+    from dlperf.results.view import env_of
+
+    def values(runs: Sequence[RunRecord]) -> dict[str, set[str]]:
+        envs = [environment_of(env_of(r)) for r in runs]
+        return {f: {str(e[f]) for e in envs if e.get(f) is not None} for f in HARDWARE_FIELDS}
+
+    vb, vn = values(base), values(new)
+    return [f"{f}: {' / '.join(sorted(vb[f]))} vs {' / '.join(sorted(vn[f]))}"
+            for f in HARDWARE_FIELDS if vb[f] and vn[f] and vb[f] != vn[f]]
 
 
 def judge_advice(keys: Iterable[str]) -> str:
@@ -308,13 +348,17 @@ def gate_verdict(ratio: float, low: float, high: float, threshold: float) -> str
 
 
 def run_cv(medians_s: Sequence[float]) -> float | None:
-    """The run-to-run coefficient of variation of a side's run medians (stdev with ddof=1
-    over the mean, as ``dlperf results --compare repeats`` gives it); None for fewer than 2
-    runs."""
+    """The run-to-run coefficient of variation of a side's run medians: the ``cv`` of
+    :func:`dlperf.stats.between_run` (stdev with ddof=1 over the mean, as ``dlperf results
+    --compare repeats`` gives it) of the finite ones; None for fewer than 2 of them or a mean
+    of 0."""
+    from dlperf.stats import between_run
+
     x = _finite(medians_s)
-    if len(x) < 2 or not np.mean(x):
+    if len(x) < 2:
         return None
-    return float(np.std(x, ddof=1) / np.mean(x))
+    cv = between_run(x)["cv"]
+    return None if cv is None else float(cv)
 
 
 def rounds_to_tell(base_s: Sequence[float], new_s: Sequence[float], level: float = 0.95,
@@ -332,11 +376,7 @@ def rounds_to_tell(base_s: Sequence[float], new_s: Sequence[float], level: float
     Raises:
         ValueError: fewer than 2 runs on a side, or a non-positive median.
     """
-    if len(base_s) < 2 or len(new_s) < 2:
-        raise ValueError("a run-level interval needs at least 2 runs on each side")
-    if min(base_s) <= 0 or min(new_s) <= 0:
-        raise ValueError("run medians must be positive (seconds)")
-    lb, ln = np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+    lb, ln = _log_runs(base_s, new_s)
     d = abs(float(ln.mean() - lb.mean()))
     vb, vn = float(lb.var(ddof=1)), float(ln.var(ddof=1))
     if d == 0.0:
@@ -367,7 +407,7 @@ def inconclusive_advice(pc: PointComparison) -> str:
     if cb is not None and cn is not None and max(cb, cn) > 3 * min(cb, cn):
         wide = "NEW" if cn > cb else "BASE"
         out += f"; {wide}'s runs spread far more than the other side's (was the host busy while {wide} ran?)"
-    change = f"{((pc.ratio or 1.0) - 1) * 100:+.0f}%"
+    change = pct_change(pc.ratio or 1.0, 0)
     n = pc.rounds_needed
     if n is not None:
         out += (f"; at that spread about {n} runs a side would show a change of this size "
@@ -434,19 +474,25 @@ class PointComparison:
         return "slower" if (self.ratio or 1.0) > 1 else "faster"
 
 
+def _positive(x: float | None) -> bool:
+    return x is not None and x > 0
+
+
 def _has_median(rec: RunRecord) -> bool:
-    """Whether :func:`run_median_s` of ``rec`` is not None, without reading its samples
-    where its summary has a finite median (the samples' median or that one: not None)."""
+    """Whether ``rec`` has a positive step time: its summary's median is finite and positive
+    (its samples unread: :func:`compare_point` checks their median where the point is
+    compared), else :func:`run_median_s` is positive. A stored time of 0 or below (a damaged
+    row, a broken clock) is no measurement: a ratio of it means nothing."""
     med = rec.summary.median if rec.summary is not None else None
-    if isinstance(med, (int, float)) and math.isfinite(med):
+    if isinstance(med, (int, float)) and math.isfinite(med) and med > 0:
         return True
-    return run_median_s(rec) is not None
+    return _positive(run_median_s(rec))
 
 
 def ok_runs(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    """The runs that measured (status ``ok`` with a median step time, :func:`run_median_s`).
-    Reads no samples of a run whose summary has a median (records read with
-    ``lazy_samples`` keep them unread)."""
+    """The runs that measured (status ``ok`` with a positive median step time,
+    :func:`run_median_s`). Reads no samples of a run whose summary has a positive median
+    (records read with ``lazy_samples`` keep them unread)."""
     return [r for r in runs if r.identity.status == "ok" and _has_median(r)]
 
 
@@ -493,6 +539,41 @@ def _fit_runs(pc: PointComparison, ob: list[RunRecord], on: list[RunRecord]
     return fit["BASE"], fit["NEW"]
 
 
+def _status_word(rec: RunRecord) -> str:
+    """A run's status, or for an ``ok`` run without a positive step time (:func:`ok_runs`)
+    ``"ok without a positive step time"``."""
+    st = str(rec.identity.status)
+    return ("ok without a positive step time"
+            if st == "ok" and not _positive(run_median_s(rec)) else st)
+
+
+def _failures(runs: Sequence[RunRecord]) -> str:
+    """``3 runs oom`` / ``2 runs crash, 1 run ok without a positive step time``: how a side's
+    failed runs failed, by status (:func:`_status_word`)."""
+    by: dict[str, int] = {}
+    for r in runs:
+        st = _status_word(r)
+        by[st] = by.get(st, 0) + 1
+    return ", ".join(f"{n} run{'s' if n != 1 else ''} {st}" for st, n in sorted(by.items()))
+
+
+def _failed_not_judged(pc: PointComparison, failed_base: Sequence[RunRecord],
+                       failed_new: Sequence[RunRecord]) -> None:
+    """The gate's judgement of a point that failed in BASE, or on both sides: not judged (no
+    BASE step time to judge NEW against, so it is not shown to pass); sets ``judged``,
+    ``not_judged`` and ``advice``."""
+    pc.judged = False
+    for side, runs in (("BASE", failed_base), ("NEW", failed_new)):
+        if runs:
+            pc.not_judged.append(f"failed in {side}: {_failures(runs)}")
+    both = bool(failed_base) and bool(failed_new)
+    pc.advice = ("make the point run on both sides (dlperf results lists each run's status "
+                 "and error), or leave it out of the gate with --model" if both else
+                 "find why BASE failed (dlperf results lists each run's status and error) and "
+                 "measure BASE again: NEW has nothing to be judged against; or leave the "
+                 "point out of the gate with --model")
+
+
 def _interleaving_note(base: list[RunRecord], new: list[RunRecord]) -> str | None:
     """A note when every BASE run was made before every NEW run (or after): a change of the
     host between them is then read as a change of the point."""
@@ -517,17 +598,26 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
     the descriptive comparisons of one file (modes, frameworks, batch sizes)."""
     label = point_label((base or new)[0])
     pc = PointComparison(key, label, list(base), list(new))
-    ob, on = ok_runs(base), ok_runs(new)
     if not base or not new:
         pc.outcome = "only in BASE" if base else "only in NEW"
         return pc
+    # a summary's median at odds with its samples' (a damaged row): the samples' decides
+    ob = [r for r in ok_runs(base) if _positive(run_median_s(r))]
+    on = [r for r in ok_runs(new) if _positive(run_median_s(r))]
     if not ob or not on:
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
         pc.regression = pc.outcome == "failed in NEW"
+        if gate and pc.outcome != "failed in NEW":  # nothing to judge NEW against
+            _failed_not_judged(pc, base if not ob else [], new if not on else [])
         return pc
     if gate:
         fb, fn = _fit_runs(pc, ob, on)
+        hw = hardware_differences(ob, on) if threshold is not None else []
+        if hw:  # the ratio would measure the machines: not judged (module docstring)
+            pc.not_judged += [f"other hardware: {d}" for d in hw]
+            pc.advice = "; ".join(a for a in (pc.advice, _ADVICE["hardware"]) if a)
+            pc.judged = False
         if pc.judged:
             ob, on = fb, fn
             note = _interleaving_note(ob, on)
@@ -579,7 +669,7 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
             pc.advice = inconclusive_advice(pc)
     pc.attribution = attribute_op_classes(ob, on, pc.new_step_s - pc.base_step_s)
     for what, runs, used in (("BASE", base, ob), ("NEW", new, on)):
-        bad = [r.identity.status for r in runs if not any(r is u for u in used)]
+        bad = [_status_word(r) for r in runs if not any(r is u for u in used)]
         if bad:
             pc.notes.append(f"{what}: {len(bad)} of {len(runs)} runs not used "
                             f"({', '.join(sorted(set(map(str, bad))))})")
@@ -614,13 +704,17 @@ def geometric_summary(points: Sequence[PointComparison],
 @dataclass
 class Comparison:
     """Every point of BASE and NEW compared (:func:`compare_records`), with what each side
-    was (``base_name``, ``new_name``), the level of the intervals and the threshold."""
+    was (``base_name``, ``new_name``), the level of the intervals and the threshold.
+    ``damaged_rows``: results file -> the rows its reader skipped as damaged
+    (:meth:`dlperf.results.store.ResultStore.damaged`; set by ``dlperf compare``): the points
+    they held are in neither side, so the gate does not pass (:func:`gate_status`)."""
 
     points: list[PointComparison]
     base_name: str
     new_name: str
     level: float = 0.95
     threshold: float | None = None
+    damaged_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def summary(self) -> tuple[float, float, float, int] | None:
@@ -640,13 +734,13 @@ class Comparison:
 
     @property
     def judged(self) -> list[PointComparison]:
-        """The points judged (measured on both sides with enough fit runs)."""
+        """The points judged (measured on both sides with enough runs fit to judge)."""
         return [p for p in self.points if p.judged]
 
     @property
     def not_judged(self) -> list[PointComparison]:
-        """The points measured on both sides but not judged (:attr:`PointComparison.
-        not_judged` says why)."""
+        """The points run on both sides but not judged: too few runs fit to judge, or failed
+        in BASE or on both sides (:attr:`PointComparison.not_judged` says why)."""
         return [p for p in self.points if p.judged is False]
 
     @property
@@ -655,12 +749,25 @@ class Comparison:
         return [p for p in self.points if p.outcome == "only in BASE"]
 
 
-def _change(pc: PointComparison) -> str:
-    """``+165% [-43, +1133]``: the change with its interval, in whole percent."""
+def pct_change(ratio: float, decimals: int = 1) -> str:
+    """A ratio NEW/BASE as a signed change in percent: 1.06 -> ``"+6.0%"`` (``decimals``
+    digits after the point; 0: whole percent, ``"+6%"``)."""
+    return f"{(ratio - 1) * 100:+.{decimals}f}%"
+
+
+def change_text(pc: PointComparison, decimals: int = 1) -> str:
+    """``+6.0% [+4.0, +8.0]``: the change of the step time with its interval (``decimals``
+    digits after the point: 0 gives ``+165% [-43, +1133]``), or the outcome of a point
+    without an interval."""
     if pc.ratio is None or pc.ci is None:
-        return ""
-    return (f"{(pc.ratio - 1) * 100:+.0f}% [{(pc.ci[0] - 1) * 100:+.0f}, "
-            f"{(pc.ci[1] - 1) * 100:+.0f}]")
+        return pc.outcome
+    lo, hi = ((f"{(c - 1) * 100:+.{decimals}f}") for c in pc.ci)
+    return f"{pct_change(pc.ratio, decimals)} [{lo}, {hi}]"
+
+
+def damaged_text(damaged_rows: dict[str, int]) -> str:
+    """``3 damaged row(s) of a.db skipped``, one clause a file (``; `` between)."""
+    return "; ".join(f"{n} damaged row(s) of {path} skipped" for path, n in damaged_rows.items())
 
 
 def gate_status(comp: Comparison) -> tuple[int, str | None]:
@@ -668,9 +775,11 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
     Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
     point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
     from NEW, or no point is in both), :data:`EXIT_INCONCLUSIVE` (a judged point is
-    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point measured on both
-    sides was not judged, or no point was: a point the gate could not judge is not shown to
-    pass, as a point missing from NEW is not; the others may have passed); else 0."""
+    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a results file had damaged
+    rows, skipped: :attr:`Comparison.damaged_rows`; a point run on both sides was not judged,
+    with too few runs fit to judge or failed in BASE, or no point was: a point the gate could
+    not judge is not shown to pass, as a point missing from NEW is not; the others may have
+    passed); else 0."""
     if comp.threshold is None:
         return 0, None
     regs = comp.regressions
@@ -692,9 +801,14 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
             f"{len(inc)} point(s) inconclusive (--fail-if-slower "
             f"{threshold_text(comp.threshold)}): slower than the threshold by the estimate, but "
             "the interval includes 1, so a regression is neither shown nor excluded: "
-            + "; ".join(f"{p.label} {_change(p)}" for p in inc[:5])
+            + "; ".join(f"{p.label} {change_text(p, 0)}" for p in inc[:5])
             + (" ..." if len(inc) > 5 else "")
             + "; the comparison says what would judge them (more rounds, a quieter host)")
+    if comp.damaged_rows:
+        return EXIT_NOT_JUDGED, (
+            f"{damaged_text(comp.damaged_rows)}: the points they held are not judged, so not "
+            "shown to pass; restore the file from a copy, or `dlperf merge` it into a new file "
+            "(which takes the intact rows only) and compare that")
     nj = comp.not_judged
     if not comp.judged:
         return EXIT_NOT_JUDGED, (f"no point could be judged ({len(nj)} not "
@@ -702,7 +816,7 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
                                  "judgeable)")
     if nj:
         return EXIT_NOT_JUDGED, (
-            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) measured on both sides not "
+            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) run on both sides not "
             "judged, so not shown to pass: "
             + "; ".join(f"{p.label} ({', '.join(p.not_judged[:2])})" for p in nj[:5])
             + (" ..." if len(nj) > 5 else "")

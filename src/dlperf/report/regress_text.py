@@ -10,8 +10,11 @@ from dlperf.report.regress import (
     MIN_ATTRIBUTED_SHARE,
     Comparison,
     PointComparison,
+    change_text,
+    damaged_text,
     gate_status,
     ok_runs,
+    pct_change,
     run_median_s,
     threshold_text,
 )
@@ -19,10 +22,6 @@ from dlperf.results.schema import RunRecord
 
 __all__ = ["change_text", "attribution_text", "summary_line", "comparison_markdown",
            "comparison_json", "counts_line"]
-
-
-def _pct(r: float) -> str:
-    return f"{(r - 1) * 100:+.1f}%"
 
 
 def _ms(v: float | None) -> str:
@@ -35,14 +34,6 @@ def _cell(text: Any) -> str:
     """Markdown table cell: pipes escaped, newlines to spaces, HTML brackets escaped."""
     s = str(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
     return " ".join(s.split())
-
-
-def change_text(pc: PointComparison) -> str:
-    """``+6.0% [+4.0, +8.0]``: the change of the step time with its interval, or the
-    outcome of a point not compared."""
-    if pc.ratio is None or pc.ci is None:
-        return pc.outcome
-    return (f"{_pct(pc.ratio)} [{(pc.ci[0] - 1) * 100:+.1f}, {(pc.ci[1] - 1) * 100:+.1f}]")
 
 
 def attribution_text(pc: PointComparison) -> str | None:
@@ -93,12 +84,13 @@ def summary_line(comp: Comparison) -> str:
     none. It agrees with every point's verdict and with the exit status: where a point's
     verdict differs from the mean's (a regression, an inconclusive point, a point slower or
     faster against it, one missing or not judged) ``; by point: 1 regressed, 1 not judged``
-    follows, and with a threshold the gate's outcome, ``; the gate fails (exit 1)`` or ``;
+    follows, then the rows skipped as damaged (``; 1 damaged row(s) of a.db skipped``), and
+    with a threshold the gate's outcome, ``; the gate fails (exit 1)`` or ``;
     the gate passes (exit 0)`` (:func:`~dlperf.report.regress.gate_status`)."""
     s = comp.summary
     mean: int | None = None
     if s is None and comp.not_judged:
-        line = (f"no point judged ({len(comp.not_judged)} measured on both sides but not "
+        line = (f"no point judged ({len(comp.not_judged)} run on both sides but not "
                 "judged): NEW and BASE not compared")
     elif s is None:
         line = "no point measured on both sides: NEW and BASE not compared"
@@ -118,6 +110,8 @@ def summary_line(comp: Comparison) -> str:
     parts = _by_point(comp, mean)
     if parts:
         line += "; by point: " + ", ".join(parts)
+    if comp.damaged_rows:
+        line += "; " + damaged_text(comp.damaged_rows)
     if comp.threshold is not None:
         code, _ = gate_status(comp)
         line += (f"; the gate fails (exit {code})" if code else "; the gate passes (exit 0)")
@@ -144,7 +138,7 @@ def counts_line(comp: Comparison) -> str:
         parts.append(f"{len(nj)} not judged ({reasons})")
     others: dict[str, int] = {}
     for p in pts:
-        if p.outcome != "compared":
+        if p.outcome != "compared" and p.judged is not False:  # failed ones: not judged
             others[p.outcome] = others.get(p.outcome, 0) + 1
     parts += [f"{c} {o}" for o, c in others.items()]
     return f"{len(pts)} point{'s' if len(pts) != 1 else ''}: " + ", ".join(parts)
@@ -178,9 +172,11 @@ def comparison_markdown(comp: Comparison) -> str:
     for pc in comp.points:
         ratio = ("–" if pc.ratio is None or pc.ci is None else
                  f"{pc.ratio:.3f} [{pc.ci[0]:.3f}, {pc.ci[1]:.3f}]")
-        change = "–" if pc.ratio is None else _pct(pc.ratio)
+        change = "–" if pc.ratio is None else pct_change(pc.ratio)
         verdict = ("**inconclusive**" if pc.inconclusive else
-                   pc.verdict + (" **REGRESSION**" if pc.regression else ""))
+                   pc.verdict + (" **REGRESSION**" if pc.regression else "")
+                   + (", not judged" if pc.judged is False and pc.outcome != "compared"
+                      else ""))
         lines.append(f"| {_cell(pc.label)} | {_runs_cell(pc)} | {_ms(pc.base_step_s)} | "
                      f"{_ms(pc.new_step_s)} | {ratio} | {change} | {pc.ci_from or '–'} | "
                      f"{verdict} |")
@@ -255,6 +251,7 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
             "summary": None if s is None else {"ratio": s[0], "ci": [s[1], s[2]], "points": s[3],
                                                "text": summary_line(comp)},
             "regressions": [p.key for p in comp.regressions],
+            "damaged_rows": comp.damaged_rows,
             "inconclusive": [p.key for p in comp.inconclusive],
             "counts": {"points": len(comp.points), "judged": len(comp.judged),
                        "inconclusive": len(comp.inconclusive),

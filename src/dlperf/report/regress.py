@@ -743,8 +743,9 @@ class Comparison:
 
     @property
     def not_judged(self) -> list[PointComparison]:
-        """The points run on both sides but not judged: too few runs fit to judge, or failed
-        in BASE or on both sides (:attr:`PointComparison.not_judged` says why)."""
+        """The points run on both sides but not judged: too few runs fit to judge, other
+        hardware on the two sides (with a threshold), or failed in BASE or on both sides
+        (:attr:`PointComparison.not_judged` says why)."""
         return [p for p in self.points if p.judged is False]
 
     @property

@@ -718,3 +718,152 @@ def test_class_changes_serve_the_gate_and_the_gaps_alike():
                                "base_s": c["a_s"], "new_s": c["b_s"]}
                               for c in class_changes(a, b, sorted(set(a) | set(b)), 0.001)]
     assert att["class_diff_s"] == pytest.approx(-0.0005) and att["runs"] == [1, 1]
+
+
+def raw_rec(point: str, samples, repeat: int, batch: int = 8) -> RunRecord:
+    """An ``ok`` record of ``point`` storing exactly ``samples`` (s) and their median as its
+    summary, whatever they are (0, negative, NaN, infinite: a damaged row, a broken clock)."""
+    d = rec(point, noisy(0.010, seed=99), repeat=repeat, batch=batch).to_dict()
+    d["samples"] = {"measure": list(samples)}
+    d["summary"] = {"median": float(np.median(samples)), "ci_low": min(samples),
+                    "ci_high": max(samples)}
+    return RunRecord.from_dict(d)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.01, float("nan"), float("inf")])
+def test_stored_times_that_are_no_measurement_are_runs_without_a_step_time(bad, tmp_path):
+    """A run stored ``ok`` whose step times are 0, negative, NaN or infinite has no step time:
+    it is left out of the point with a note (the others judged), all of NEW's such runs are a
+    failure in NEW (exit 1, a regression), all of BASE's make the point not judged (exit 4);
+    never a ValueError (through the CLI a traceback, whose exit status 1 reads as a
+    regression)."""
+    from cli_here import dlperf_here
+
+    base = [rec("p1", noisy(0.010, seed=s), repeat=s) for s in range(3)]
+    one = [rec("p1", noisy(0.010, seed=5), repeat=0), raw_rec("p1", [bad] * 20, 1),
+           rec("p1", noisy(0.010, seed=6), repeat=2)]
+    comp = regress.compare_records(base, one, threshold=0.05)
+    (pc,) = comp.points
+    assert pc.judged and len(pc.new_used) == 2 and regress.gate_status(comp) == (0, None)
+    assert "NEW: 1 of 3 runs not used (ok without a positive step time)" in pc.notes
+    allbad = [raw_rec("p1", [bad] * 20, i) for i in range(3)]
+    comp = regress.compare_records(base, allbad, threshold=0.05)
+    assert comp.points[0].outcome == "failed in NEW" and regress.gate_status(comp)[0] == 1
+    comp = regress.compare_records(allbad, base, threshold=0.05)
+    assert comp.points[0].not_judged == ["failed in BASE: 3 runs ok without a positive step time"]
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    # a summary's positive median at odds with its finite samples': the samples' median
+    # decides (non-finite samples are left out, and the summary's median stands for them)
+    odd = raw_rec("p1", [bad] * 20, 1)
+    odd.summary.median = 0.010
+    comp = regress.compare_records(base, one[:1] + [odd] + one[2:], threshold=0.05)
+    assert len(comp.points[0].new_used) == (2 if math.isfinite(bad) else 3)
+    assert regress.gate_status(comp) == (0, None)
+    if bad != 0:
+        return  # the store reads a negative or non-finite median as a damaged row
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    for path, runs in ((a, base), (b, one)):
+        with ResultStore(path) as store:
+            for r in runs:
+                store.add(r)
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", env={"COLUMNS": "400"})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert "1 of 3 runs not used (ok without a positive step time)" in " ".join(r.stdout.split())
+
+
+def test_damaged_rows_skipped_by_the_reader_do_not_let_the_gate_pass(tmp_path):
+    """BASE's three runs of one of two points damaged in the file (a stored median changed
+    to -1 after its checksum): the reader skips them, so that point is only in NEW and the
+    other passes; the gate exits 4 and says how many rows of which file it skipped, in the
+    reason, the summary line and the JSON; a regression still outranks it (exit 1); without a
+    threshold the line says so too and the status is 0."""
+    import json
+    import sqlite3
+
+    from cli_here import dlperf_here
+
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    for path, seed in ((a, 0), (b, 10)):
+        with ResultStore(path) as store:
+            for k, batch in (("p1", 8), ("p2", 16)):
+                for s in range(3):
+                    store.add(rec(k, noisy(0.010, seed=seed + s), repeat=s, batch=batch))
+    with sqlite3.connect(a) as con:
+        con.execute("UPDATE results SET step_time_median_s = -1 WHERE batch_size = 16")
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", env={"COLUMNS": "400"})
+    err, out = " ".join(r.stderr.split()), " ".join(r.stdout.split())
+    assert r.returncode == regress.EXIT_NOT_JUDGED, r.stdout + r.stderr
+    assert f"3 damaged row(s) of {a} skipped: the points they held are not judged" in err
+    assert "1 only in NEW" in out
+    assert out.endswith(f"3 damaged row(s) of {a} skipped; the gate fails (exit 4)")
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", "--format", "json")
+    assert json.loads(r.stdout)["damaged_rows"] == {a: 3} and r.returncode == 4
+    r = dlperf_here("compare", a, b, env={"COLUMNS": "400"})
+    assert r.returncode == 0 and " ".join(r.stdout.split()).endswith(
+        f"3 damaged row(s) of {a} skipped")
+    kinds = _gate_points()
+    comp = regress.compare_records(*kinds["regressed"], threshold=0.03)
+    comp.damaged_rows = {"a.db": 1}
+    assert regress.gate_status(comp)[0] == regress.EXIT_REGRESSION
+    comp = regress.compare_records(*kinds["same"], threshold=0.03)
+    assert regress.gate_status(comp) == (0, None)
+    comp.damaged_rows = {"a.db": 1, "b.db": 2}
+    code, why = regress.gate_status(comp)
+    assert code == 4 and why.startswith("1 damaged row(s) of a.db skipped; 2 damaged row(s) "
+                                        "of b.db skipped: the points")
+
+
+def hardware_runs(seed: int, gpu: str, cpu: str = "cpu", median: float = 0.010,
+                  torch: str | None = None) -> list[RunRecord]:
+    """Three runs of point p1 on a host with GPU model ``gpu`` and CPU model ``cpu`` (and
+    PyTorch version ``torch``)."""
+    out = []
+    for s in range(3):
+        d = rec("p1", noisy(median, seed=seed + s), repeat=s).to_dict()
+        d["env"]["gpus"] = [{"name": gpu, "driver": "550.54", "uuid": f"GPU-{seed:08d}"}]
+        d["env"]["cpu_model"] = cpu
+        if torch is not None:
+            d["versions"] = {"framework": "torch", "torch": torch}
+        out.append(RunRecord.from_dict(d))
+    return out
+
+
+def test_a_base_from_other_hardware_is_not_judged_and_another_version_is():
+    """BASE measured on an H100 and NEW on an H200 20% faster: the ratio is the GPUs', so the
+    gate does not judge the point (exit 4, naming both GPUs and what would judge it) instead
+    of passing it as faster (which would hide a regression of up to 20%); another CPU model
+    likewise; another PyTorch version on the same hardware is judged (a dependency's upgrade
+    is a change to gate), with a note; without a threshold the hardware is only noted."""
+    base = hardware_runs(0, "NVIDIA H100 80GB HBM3")
+    comp = regress.compare_records(base, hardware_runs(10, "NVIDIA H200", median=0.008),
+                                   threshold=0.05)
+    (pc,) = comp.points
+    assert pc.judged is False and pc.verdict == "not judged" and pc.ratio == pytest.approx(
+        0.8, rel=0.01)
+    assert pc.not_judged == ["other hardware: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200"]
+    assert "dlperf compare --run" in pc.advice
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    assert regress.hardware_differences(base, base) == []
+    comp = regress.compare_records(hardware_runs(0, "NVIDIA H100", "Xeon 8480"),
+                                   hardware_runs(10, "NVIDIA H100", "EPYC 9654"), threshold=0.05)
+    assert comp.points[0].not_judged == ["other hardware: cpu_model: Xeon 8480 vs EPYC 9654"]
+    assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED
+    # one side's runs on two GPU models: not the other side's hardware either
+    mixed = hardware_runs(0, "NVIDIA H100")[:2] + hardware_runs(20, "NVIDIA H200")[2:]
+    assert regress.hardware_differences(mixed, hardware_runs(10, "NVIDIA H100")) == [
+        "gpu: NVIDIA H100 / NVIDIA H200 vs NVIDIA H100"]
+    # too few runs and other hardware: both reasons, both pieces of advice
+    comp = regress.compare_records(base[:1], hardware_runs(10, "NVIDIA H200"), threshold=0.05)
+    assert comp.points[0].not_judged == ["1 run in BASE, 2 needed",
+                                         "other hardware: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA "
+                                         "H200"]
+    assert "--repeats 3" in comp.points[0].advice and "on one machine" in comp.points[0].advice
+    comp = regress.compare_records(hardware_runs(0, "NVIDIA H100", torch="2.4.1"),
+                                   hardware_runs(10, "NVIDIA H100", torch="2.5.0"),
+                                   threshold=0.05)
+    assert comp.points[0].judged and regress.gate_status(comp) == (0, None)
+    assert "environment differs: framework: torch 2.4.1 vs torch 2.5.0" in comp.points[0].notes
+    # without a threshold comparing two GPUs is the report's question: judged, with a note
+    plain = regress.compare_records(base, hardware_runs(10, "NVIDIA H200", median=0.008))
+    assert plain.points[0].judged and plain.points[0].verdict == "faster"
+    assert "environment differs: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in plain.points[0].notes

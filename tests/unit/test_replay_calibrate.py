@@ -87,6 +87,10 @@ def test_calibrate_on_cpu_stores_a_profile(tmp_path):
     (["--model", "resnet50", "--mode", "grph"], "did you mean 'graph'"),
     (["--profile-model", "fcn55"], "--profile-model"),
     (["--device", "gpu"], "valid devices"),
+    # the model points' flags are checked without a --model too, not silently ignored
+    (["--precision", "fp16"], "valid precisions: bf16, fp32, tf32"),
+    (["--mode", "xla"], "valid modes of framework 'torch': eager, graph"),
+    (["--framework", "mxnet"], "--framework mxnet: calibrate traces every point"),
 ])
 def test_every_input_is_checked_before_anything_is_measured(tmp_path, monkeypatch, args, said):
     """A typo in a model name, a precision calibrate cannot run, a bad mode, profile model or
@@ -283,3 +287,27 @@ def test_an_old_cpu_profile_without_its_kind_is_refused(tmp_path, launch_s):
     assert "does not say what it was measured on" in out and "predicts only on a GPU" in out
     assert "dlperf calibrate --device cuda --name NAME" in out
     assert "ms per iteration" not in out
+
+
+def test_a_framework_without_traces_is_refused_by_its_flag(tmp_path, monkeypatch):
+    """Every calibration point is traced: a framework with no profiler split (MXNet) is
+    refused naming --framework and the frameworks that have one, not --profile-model or a
+    --breakdown the user never gave."""
+    import dlperf.api
+
+    monkeypatch.setattr(dlperf.api, "sweep", lambda *a, **k: pytest.fail("measured"))
+    r = CliRunner().invoke(app, ["calibrate", "--db", str(tmp_path / "c.db"), "--name", "x",
+                                 "--device", "cpu", "--framework", "mxnet"])
+    assert r.exit_code == 2, r.output
+    assert "use --framework torch, jax or tensorflow" in r.output
+    assert "--profile-model" not in r.output and "run without them" not in r.output
+
+
+def test_gemm_ceilings_print_a_cpus_tens_of_gflops():
+    """A CPU's GEMM ceiling (tens of GFLOP/s) prints with significant digits, not as 0.0
+    TFLOP/s; a GPU's keeps one decimal."""
+    from dlperf.cli.calibrate import _tflops
+
+    assert _tflops(3.14e10) == "0.0314"
+    assert _tflops(7.816e14) == "781.6"
+    assert _tflops(1.0e12) == "1.0"

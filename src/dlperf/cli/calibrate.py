@@ -212,6 +212,7 @@ def calibrate(
 def _calibrate(db: str, name: str, framework: str, device: str, models: list[str],
                batch_sizes: str, precision: str, mode: str | None, profile_model: str,
                profile_batch: int, budget_s: float, json_out: bool) -> None:
+    from dlperf import registry
     from dlperf.config.limits import check_seconds
     from dlperf.config.run import resolve_device
     from dlperf.perfmodel import hardware
@@ -232,6 +233,11 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
         raise ConfigError(f"--batch-sizes {batch_sizes!r}: give whole numbers >= 1")
     if not name.strip():
         raise ConfigError("--name: give the profile a name, e.g. h100")
+    if not info.breakdown:  # every calibration point is traced (--timeline)
+        with_traces = [n for n, i in registry.FRAMEWORKS.items() if i.breakdown]
+        raise ConfigError(f"--framework {framework}: calibrate traces every point (--timeline), "
+                          f"and {framework} has no profiler split of its step; use --framework "
+                          f"{', '.join(with_traces[:-1])} or {with_traces[-1]}")
     device = resolve_device(device)  # cuda where none is usable: refused before anything runs
     precs = [p for p in ("fp32", "tf32", "bf16") if p in info.precisions] or ["fp32"]
     no_tf32 = device == "cpu" and "tf32" in precs  # a GPU tensor-core mode: fp32 on a CPU
@@ -245,6 +251,9 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     entries = (_profile_entries(framework, device, profile_model, profile_batch, precs)
                + _model_entries(framework, device, models, batches, precision, mode))
     points = check_inputs(db, defaults, entries[:n_profile], entries[n_profile:])
+    if not models:  # --precision and --mode are the model points': checked all the same
+        check_inputs(db, defaults, [], _model_entries(framework, device, [profile_model],
+                                                      [profile_batch], precision, mode))
     if no_tf32:
         typer.echo("no tf32 profile point on the CPU: TF32 is a GPU tensor-core mode, so a "
                    "CPU's tf32 is its fp32 (measured as fp32)", err=True)
@@ -269,7 +278,7 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     if json_out:
         typer.echo(json.dumps({**prof.to_dict(), "calibrate_s": took}, indent=1))
         return
-    g = ", ".join(f"{k} {v / 1e12:.1f}" for k, v in prof.gemm_flops_per_s.items())
+    g = ", ".join(f"{k} {_tflops(v)}" for k, v in prof.gemm_flops_per_s.items())
     typer.echo(f"device profile {prof.name!r} ({prof.device_name}) stored in {db} after "
                f"{took:.0f} s")
     typer.echo(f"  GEMM ceilings (TFLOP/s): {g}; bandwidth {prof.bandwidth_bytes_per_s / 1e9:.0f}"
@@ -360,6 +369,13 @@ def check_inputs(db: str, defaults: dict[str, Any], profile_grid: list[dict[str,
 #: What the output says of a profile without a launch call, by device: a CPU's traces have no
 #: kernel launches (the profile stores none, not a NaN).
 _NO_LAUNCH = {"cpu": "n/a (cpu: no kernel launches)"}
+
+
+def _tflops(flops_per_s: float) -> str:
+    """A GEMM ceiling in TFLOP/s, one decimal from 1 TFLOP/s up (a GPU's) and three
+    significant digits below (a CPU's tens of GFLOP/s would read 0.0)."""
+    t = flops_per_s / 1e12
+    return f"{t:.1f}" if t >= 1 else f"{t:.3g}"
 
 
 def _shown(value: float | None, scale: float, unit: str, missing: str | None) -> str:

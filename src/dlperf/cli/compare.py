@@ -34,7 +34,9 @@ HELP = ("Compare two result files point by point (or, with --db FILE, two tags o
         "NEW or the two share no point, 5 when a point is inconclusive (slower than the "
         "threshold by the estimate, but its interval includes 1: more rounds or a quieter "
         "host would judge it), 4 when a point run on both sides could not be judged (too "
-        "few runs fit to judge, or it failed in BASE: it is not shown to pass), in that order; 2 for a user error.")
+        "few runs fit to judge, other GPU or CPU models, or it failed in BASE: it is not "
+        "shown to pass) or a results "
+        "file had damaged rows (skipped), in that order; 2 for a user error.")
 
 
 def _describe(name: str, recs: list[Any]) -> str:
@@ -54,19 +56,22 @@ def _describe(name: str, recs: list[Any]) -> str:
 
 
 def _sides(base: str, new: str, db: str | None, models: list[str], stores: ExitStack, *,
-           gate_tags: bool = False) -> tuple[Any, Any, str, str]:
+           gate_tags: bool = False, opened: list[tuple[str, Any]] | None = None
+           ) -> tuple[Any, Any, str, str]:
     """(BASE records, NEW records, BASE's description, NEW's). With ``gate_tags`` (``--run``)
     ``base`` and ``new`` are the gate's own tags in ``db`` and a side with no runs (its
     ``dlperf run`` refused the flags: a model gone from NEW) is empty instead of an error, so
     that its points count as missing. The records read their raw samples when first asked
     for (``lazy_samples``: a point in one side only needs none), from stores that ``stores``
-    closes."""
+    closes; each store opened is appended to ``opened`` as ``(path, store)``."""
     from dlperf.results.history import match_revision, revision_of, tag_of
     from dlperf.results.store import ResultStore
 
     def records(path: str, flag: str = "--db") -> list[Any]:
         check_db(path, must_exist=True, flag=flag)
         store = stores.enter_context(ResultStore(path, read_only=True))
+        if opened is not None:
+            opened.append((path, store))
         recs = store.records(latest=False, lazy_samples=True)
         return [r for r in recs if not models or r.identity.model in models]
 
@@ -233,15 +238,19 @@ def compare(
 
         sides = (gate_db,) if gate_db is not None else (b, n)
         check_output(output, "--output", *sides, kind=kind, force=force)
+        opened: list[tuple[str, Any]] = []
         with ExitStack() as stores:  # open while the records read their samples
             rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"), stores,
-                                    gate_tags=run)
+                                    gate_tags=run, opened=opened)
             _note_same(b, n, gate_db)
             if (not rb or not rn) and (threshold is None or not rb):  # gate: NEW empty: exit 3
                 raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
                                   + (f" of model(s) {model}" if model else ""))
             comp = compare_records(rb, rn, base_name=nb, new_name=nn, level=level,
                                    threshold=threshold)
+            # rows skipped as damaged (found reading the rows and the samples compared)
+            comp.damaged_rows = {shown_path(path): len(dmg) for path, st in opened
+                                 if (dmg := st.damaged(warn=False))}
             text = (comparison_markdown(comp) if fmt == "table"
                     else json.dumps(comparison_json(comp), indent=1, default=str) + "\n")
         if output is not None:

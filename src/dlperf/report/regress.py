@@ -38,7 +38,12 @@ significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv 
 ``is_different`` asks for a Mann-Whitney test or non-overlapping intervals of the samples).
 A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
 too; one that failed in BASE, or on both sides, is not judged (NEW has nothing to be judged
-against), like a point with too few runs fit to judge. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
+against), like a point with too few runs fit to judge, and, with a threshold, so is one
+whose BASE and NEW runs name other GPU or CPU models (:func:`hardware_differences`: the ratio
+would measure the hardware; without one, comparing two GPUs is a question the report
+answers, with a note). Other differences of the environment (the framework's version, another machine of
+the same models) are judged, with a note naming them: a dependency's upgrade is a change a
+gate is there to judge. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
 includes 1 (:func:`gate_verdict`): the data lean towards a regression larger than the
 threshold and show neither it nor its absence ("absence of evidence is not evidence of
 absence", Altman & Bland 1995, BMJ 311: 485). asv marks such a ratio with ``~`` (beyond the
@@ -78,7 +83,7 @@ import numpy as np
 from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import config_of, label_of_record
-from dlperf.stats import MIN_CI_SAMPLES
+from dlperf.stats import MIN_CI_SAMPLES, check_level
 
 __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text", "point_key_of",
            "point_label",
@@ -87,7 +92,8 @@ __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text",
            "MIN_RUNS", "run_flags", "judge_advice", "gate_status", "EXIT_REGRESSION",
            "EXIT_MISSING", "EXIT_NOT_JUDGED", "EXIT_INCONCLUSIVE", "gate_verdict",
            "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED",
-           "change_text", "pct_change"]
+           "change_text", "pct_change", "damaged_text", "hardware_differences",
+           "HARDWARE_FIELDS"]
 
 #: Op classes whose change is at least this share of the step's change are named in the
 #: attribution text (the rest is in the JSON).
@@ -195,8 +201,7 @@ def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
         ValueError: fewer than 2 runs on a side, a non-positive median, or ``level`` outside
             (0, 1).
     """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+    check_level(level)
     lb, ln = _log_runs(base_s, new_s)
     d = float(ln.mean() - lb.mean())
     vb, vn = float(lb.var(ddof=1)) / lb.size, float(ln.var(ddof=1)) / ln.size
@@ -296,7 +301,31 @@ _ADVICE = {
                  "the host is one cause)",
     "drifting": "find what grows while the run trains (the run's warnings give the drift); a "
                 "drifting step has no steady median to compare",
+    "hardware": "measure BASE and NEW on one machine (dlperf compare --run BASE_DIR NEW_DIR "
+                "measures both checkouts there, alternately): across GPU or CPU models the "
+                "ratio measures the hardware, not the code",
 }
+
+#: Fields of :func:`dlperf.env.environment_of` that name the hardware: a point whose BASE and
+#: NEW runs name other values is not judged by the gate (:func:`hardware_differences`).
+HARDWARE_FIELDS = ("gpu", "cpu_model")
+
+
+def hardware_differences(base: Sequence[RunRecord], new: Sequence[RunRecord]) -> list[str]:
+    """``"gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200"`` for each of :data:`HARDWARE_FIELDS`
+    whose values over ``base``'s runs differ from those over ``new``'s (a field a side did not
+    record is skipped, as in :func:`dlperf.env.environment_differences`; several values of a
+    side are joined with ``" / "``). Empty: the same hardware as far as recorded."""
+    from dlperf.env import environment_of
+    from dlperf.results.view import env_of
+
+    def values(runs: Sequence[RunRecord]) -> dict[str, set[str]]:
+        envs = [environment_of(env_of(r)) for r in runs]
+        return {f: {str(e[f]) for e in envs if e.get(f) is not None} for f in HARDWARE_FIELDS}
+
+    vb, vn = values(base), values(new)
+    return [f"{f}: {' / '.join(sorted(vb[f]))} vs {' / '.join(sorted(vn[f]))}"
+            for f in HARDWARE_FIELDS if vb[f] and vn[f] and vb[f] != vn[f]]
 
 
 def judge_advice(keys: Iterable[str]) -> str:
@@ -444,19 +473,25 @@ class PointComparison:
         return "slower" if (self.ratio or 1.0) > 1 else "faster"
 
 
+def _positive(x: float | None) -> bool:
+    return x is not None and x > 0
+
+
 def _has_median(rec: RunRecord) -> bool:
-    """Whether :func:`run_median_s` of ``rec`` is not None, without reading its samples
-    where its summary has a finite median (the samples' median or that one: not None)."""
+    """Whether ``rec`` has a positive step time: its summary's median is finite and positive
+    (its samples unread: :func:`compare_point` checks their median where the point is
+    compared), else :func:`run_median_s` is positive. A stored time of 0 or below (a damaged
+    row, a broken clock) is no measurement: a ratio of it means nothing."""
     med = rec.summary.median if rec.summary is not None else None
-    if isinstance(med, (int, float)) and math.isfinite(med):
+    if isinstance(med, (int, float)) and math.isfinite(med) and med > 0:
         return True
-    return run_median_s(rec) is not None
+    return _positive(run_median_s(rec))
 
 
 def ok_runs(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    """The runs that measured (status ``ok`` with a median step time, :func:`run_median_s`).
-    Reads no samples of a run whose summary has a median (records read with
-    ``lazy_samples`` keep them unread)."""
+    """The runs that measured (status ``ok`` with a positive median step time,
+    :func:`run_median_s`). Reads no samples of a run whose summary has a positive median
+    (records read with ``lazy_samples`` keep them unread)."""
     return [r for r in runs if r.identity.status == "ok" and _has_median(r)]
 
 
@@ -503,13 +538,20 @@ def _fit_runs(pc: PointComparison, ob: list[RunRecord], on: list[RunRecord]
     return fit["BASE"], fit["NEW"]
 
 
+def _status_word(rec: RunRecord) -> str:
+    """A run's status, or for an ``ok`` run without a positive step time (:func:`ok_runs`)
+    ``"ok without a positive step time"``."""
+    st = str(rec.identity.status)
+    return ("ok without a positive step time"
+            if st == "ok" and not _positive(run_median_s(rec)) else st)
+
+
 def _failures(runs: Sequence[RunRecord]) -> str:
-    """``3 runs oom`` / ``2 runs crash, 1 run ok without a step time``: how a side's runs
-    failed, by status."""
+    """``3 runs oom`` / ``2 runs crash, 1 run ok without a positive step time``: how a side's
+    failed runs failed, by status (:func:`_status_word`)."""
     by: dict[str, int] = {}
     for r in runs:
-        st = str(r.identity.status)
-        st = "ok without a step time" if st == "ok" else st
+        st = _status_word(r)
         by[st] = by.get(st, 0) + 1
     return ", ".join(f"{n} run{'s' if n != 1 else ''} {st}" for st, n in sorted(by.items()))
 
@@ -555,10 +597,12 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
     the descriptive comparisons of one file (modes, frameworks, batch sizes)."""
     label = point_label((base or new)[0])
     pc = PointComparison(key, label, list(base), list(new))
-    ob, on = ok_runs(base), ok_runs(new)
     if not base or not new:
         pc.outcome = "only in BASE" if base else "only in NEW"
         return pc
+    # a summary's median at odds with its samples' (a damaged row): the samples' decides
+    ob = [r for r in ok_runs(base) if _positive(run_median_s(r))]
+    on = [r for r in ok_runs(new) if _positive(run_median_s(r))]
     if not ob or not on:
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
@@ -568,6 +612,11 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         return pc
     if gate:
         fb, fn = _fit_runs(pc, ob, on)
+        hw = hardware_differences(ob, on) if threshold is not None else []
+        if hw:  # the ratio would measure the machines: not judged (module docstring)
+            pc.not_judged += [f"other hardware: {d}" for d in hw]
+            pc.advice = "; ".join(a for a in (pc.advice, _ADVICE["hardware"]) if a)
+            pc.judged = False
         if pc.judged:
             ob, on = fb, fn
             note = _interleaving_note(ob, on)
@@ -619,7 +668,7 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
             pc.advice = inconclusive_advice(pc)
     pc.attribution = attribute_op_classes(ob, on, pc.new_step_s - pc.base_step_s)
     for what, runs, used in (("BASE", base, ob), ("NEW", new, on)):
-        bad = [r.identity.status for r in runs if not any(r is u for u in used)]
+        bad = [_status_word(r) for r in runs if not any(r is u for u in used)]
         if bad:
             pc.notes.append(f"{what}: {len(bad)} of {len(runs)} runs not used "
                             f"({', '.join(sorted(set(map(str, bad))))})")
@@ -654,13 +703,17 @@ def geometric_summary(points: Sequence[PointComparison],
 @dataclass
 class Comparison:
     """Every point of BASE and NEW compared (:func:`compare_records`), with what each side
-    was (``base_name``, ``new_name``), the level of the intervals and the threshold."""
+    was (``base_name``, ``new_name``), the level of the intervals and the threshold.
+    ``damaged_rows``: results file -> the rows its reader skipped as damaged
+    (:meth:`dlperf.results.store.ResultStore.damaged`; set by ``dlperf compare``): the points
+    they held are in neither side, so the gate does not pass (:func:`gate_status`)."""
 
     points: list[PointComparison]
     base_name: str
     new_name: str
     level: float = 0.95
     threshold: float | None = None
+    damaged_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def summary(self) -> tuple[float, float, float, int] | None:
@@ -711,15 +764,21 @@ def change_text(pc: PointComparison, decimals: int = 1) -> str:
     return f"{pct_change(pc.ratio, decimals)} [{lo}, {hi}]"
 
 
+def damaged_text(damaged_rows: dict[str, int]) -> str:
+    """``3 damaged row(s) of a.db skipped``, one clause a file (``; `` between)."""
+    return "; ".join(f"{n} damaged row(s) of {path} skipped" for path, n in damaged_rows.items())
+
+
 def gate_status(comp: Comparison) -> tuple[int, str | None]:
     """The exit status of ``dlperf compare`` and its one-line reason (None with status 0).
     Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
     point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
     from NEW, or no point is in both), :data:`EXIT_INCONCLUSIVE` (a judged point is
-    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point run on both sides
-    was not judged, with too few runs fit to judge or failed in BASE, or no point was: a
-    point the gate could not judge is not shown to pass, as a point missing from NEW is not;
-    the others may have passed); else 0."""
+    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a results file had damaged
+    rows, skipped: :attr:`Comparison.damaged_rows`; a point run on both sides was not judged,
+    with too few runs fit to judge or failed in BASE, or no point was: a point the gate could
+    not judge is not shown to pass, as a point missing from NEW is not; the others may have
+    passed); else 0."""
     if comp.threshold is None:
         return 0, None
     regs = comp.regressions
@@ -744,6 +803,11 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
             + "; ".join(f"{p.label} {change_text(p, 0)}" for p in inc[:5])
             + (" ..." if len(inc) > 5 else "")
             + "; the comparison says what would judge them (more rounds, a quieter host)")
+    if comp.damaged_rows:
+        return EXIT_NOT_JUDGED, (
+            f"{damaged_text(comp.damaged_rows)}: the points they held are not judged, so not "
+            "shown to pass; restore the file from a copy, or `dlperf merge` it into a new file "
+            "(which takes the intact rows only) and compare that")
     nj = comp.not_judged
     if not comp.judged:
         return EXIT_NOT_JUDGED, (f"no point could be judged ({len(nj)} not "

@@ -11,6 +11,7 @@ from dlperf.report.regress import (
     Comparison,
     PointComparison,
     change_text,
+    damaged_text,
     gate_status,
     ok_runs,
     pct_change,
@@ -83,7 +84,8 @@ def summary_line(comp: Comparison) -> str:
     none. It agrees with every point's verdict and with the exit status: where a point's
     verdict differs from the mean's (a regression, an inconclusive point, a point slower or
     faster against it, one missing or not judged) ``; by point: 1 regressed, 1 not judged``
-    follows, and with a threshold the gate's outcome, ``; the gate fails (exit 1)`` or ``;
+    follows, then the rows skipped as damaged (``; 1 damaged row(s) of a.db skipped``), and
+    with a threshold the gate's outcome, ``; the gate fails (exit 1)`` or ``;
     the gate passes (exit 0)`` (:func:`~dlperf.report.regress.gate_status`)."""
     s = comp.summary
     mean: int | None = None
@@ -108,6 +110,8 @@ def summary_line(comp: Comparison) -> str:
     parts = _by_point(comp, mean)
     if parts:
         line += "; by point: " + ", ".join(parts)
+    if comp.damaged_rows:
+        line += "; " + damaged_text(comp.damaged_rows)
     if comp.threshold is not None:
         code, _ = gate_status(comp)
         line += (f"; the gate fails (exit {code})" if code else "; the gate passes (exit 0)")
@@ -247,6 +251,7 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
             "summary": None if s is None else {"ratio": s[0], "ci": [s[1], s[2]], "points": s[3],
                                                "text": summary_line(comp)},
             "regressions": [p.key for p in comp.regressions],
+            "damaged_rows": comp.damaged_rows,
             "inconclusive": [p.key for p in comp.inconclusive],
             "counts": {"points": len(comp.points), "judged": len(comp.judged),
                        "inconclusive": len(comp.inconclusive),

@@ -231,10 +231,14 @@ def test_every_run_is_used_and_failures_are_outcomes():
     assert by["p2"].outcome == "failed in NEW" and by["p2"].regression
     assert by["p2"].notes == ["failed in NEW: 1 run oom"]  # how, in the notes
     assert by["p3"].outcome == "only in NEW" and not by["p3"].regression
+    # a crash in 1 of NEW's 3 runs where BASE's all measured: a regression (a new failure)
+    assert by["p1"].regression and by["p1"].verdict == "failed in some NEW runs"
+    assert "failed in 1 of 3 NEW runs (1 run crash), in none of 3 BASE runs" in by["p1"].notes
     js = regress_text.comparison_json(comp)
     p1 = next(p for p in js["points"] if p["point_key"] == "p1")
     assert len(p1["base_runs"]) == 3 and len(p1["new_runs"]) == 3
-    assert sorted(js["regressions"]) == ["p2"]
+    assert p1["failed_runs"]["new"] == [1, 3] and p1["failed_runs"]["p"] is None
+    assert sorted(js["regressions"]) == ["p1", "p2"]
     md = regress_text.comparison_markdown(comp)
     assert "| 3 / 2 of 3 |" in md and "failed in NEW **REGRESSION**" in md
 
@@ -869,3 +873,170 @@ def test_a_base_from_other_hardware_is_not_judged_and_another_version_is():
     plain = regress.compare_records(base, hardware_runs(10, "NVIDIA H200", median=0.008))
     assert plain.points[0].judged and plain.points[0].verdict == "faster"
     assert "environment differs: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in plain.points[0].notes
+
+
+def fisher_greater(kb: int, nb: int, kn: int, nn: int) -> float:
+    """P(NEW has kn or more of the kb + kn failures) with both margins fixed: the
+    hypergeometric upper tail (Agresti 2002, section 3.5.1), written out to check
+    :func:`regress.failure_test`."""
+    k, n = kb + kn, nb + nn
+    return sum(math.comb(nn, x) * math.comb(nb, k - x)
+               for x in range(kn, min(k, nn) + 1)) / math.comb(n, k)
+
+
+def test_failure_test_is_fishers_one_sided_exact_test():
+    for kb, nb, kn, nn in ((1, 10, 6, 10), (1, 4, 1, 4), (0, 6, 4, 7), (2, 5, 0, 5),
+                           (3, 3, 3, 3)):
+        assert regress.failure_test(kb, nb, kn, nn) == pytest.approx(
+            fisher_greater(kb, nb, kn, nn), rel=1e-9)
+    assert regress.failure_test(1, 10, 6, 10) == pytest.approx(0.02864, abs=1e-5)
+    with pytest.raises(ValueError, match="failed runs must be in"):
+        regress.failure_test(4, 3, 0, 3)
+
+
+def flaky(point: str, ok: int, failed: int, seed: int, batch: int = 8,
+          median: float = 0.010, how: str = "oom") -> list[RunRecord]:
+    """``ok`` measured runs of ``point`` then ``failed`` runs with status ``how``."""
+    return ([rec(point, noisy(median, seed=seed + i), repeat=i, batch=batch) for i in range(ok)]
+            + [rec(point, status=how, repeat=ok + i, batch=batch) for i in range(failed)])
+
+
+def test_failures_in_some_new_runs_are_a_regression_unless_base_failed_as_often():
+    """1 OOM in 5 NEW runs where BASE's 5 all measured: a regression (exit 1) though the runs
+    that measured are not slower, named with how it failed in the reason, the table, the
+    JSON and the summary line; its step time, judged, stays in the mean. With too few NEW
+    runs left to judge the step time it is still a regression, its step time only
+    described. Where BASE failed too, Fisher's exact test at the gate's level decides: 6 of
+    10 against 1 of 10 (p = 0.029) regresses at 95% and, at 99%, is judged on its step time;
+    1 of 4 on both sides is judged on its step time, with a note of both counts. Without a
+    threshold only the note."""
+    base, new = flaky("p1", 5, 0, 0), flaky("p1", 4, 1, 10)
+    comp = regress.compare_records(base, new, threshold=0.05)
+    (pc,) = comp.points
+    text = "failed in 1 of 5 NEW runs (1 run oom), in none of 5 BASE runs"
+    assert pc.regression and pc.judged and not pc.significant and pc.ci_from == "runs"
+    assert pc.verdict == "failed in some NEW runs" and text in pc.notes
+    code, why = regress.gate_status(comp)
+    assert code == regress.EXIT_REGRESSION and why.endswith(f"b=8 synthetic ({text})")
+    md = regress_text.comparison_markdown(comp)
+    assert "| runs | failed in some NEW runs **REGRESSION** |" in md and text in md
+    assert "1 point: 1 judged (1 regression)" in md
+    line = regress_text.summary_line(comp)
+    assert line.startswith("NEW takes 1.0") and "over 1 point" in line
+    assert line.endswith("; by point: 1 regressed; the gate fails (exit 1)")
+    js = regress_text.comparison_json(comp)
+    assert js["regressions"] == ["p1"] and js["summary"]["text"] == line
+    assert js["points"][0]["failed_runs"] == {"base": [0, 5], "new": [1, 5], "p": None,
+                                              "regression": True, "text": text}
+    # one NEW run left that measured: the step time is not judged, the failure is
+    comp = regress.compare_records(base, flaky("p1", 1, 1, 10), threshold=0.05)
+    (pc,) = comp.points
+    assert pc.regression and pc.judged and pc.not_judged == [] and pc.ci is None
+    assert any(n.startswith("step time not judged (1 run in NEW, 2 needed): ")
+               for n in pc.notes), pc.notes
+    assert comp.summary is None and comp.not_judged == [] and regress.gate_status(comp)[0] == 1
+    assert regress_text.counts_line(comp) == "1 point: 1 judged (1 regression)"
+    # BASE failed too: NEW's failed share judged by Fisher's exact test
+    base, new = flaky("p1", 9, 1, 0), flaky("p1", 4, 6, 10)
+    comp = regress.compare_records(base, new, threshold=0.05)
+    (pc,) = comp.points
+    p = fisher_greater(1, 10, 6, 10)
+    assert pc.regression and pc.failed_runs["p"] == pytest.approx(p) and p < 0.05
+    assert (f"failed in 6 of 10 NEW runs (6 runs oom), more often than in BASE (1 of 10: 1 "
+            f"run oom; Fisher's exact test, one-sided p = {p:.2g})") in pc.notes
+    assert regress.gate_status(comp)[0] == 1
+    at99 = regress.compare_records(base, new, threshold=0.05, level=0.99)
+    assert not at99.points[0].regression and regress.gate_status(at99) == (0, None)
+    assert at99.points[0].verdict == "no significant change"
+    assert "not shown more often than in BASE" in at99.points[0].failed_runs["text"]
+    base, new = flaky("p1", 3, 1, 0), flaky("p1", 3, 1, 10, how="crash")
+    comp = regress.compare_records(base, new, threshold=0.05)
+    (pc,) = comp.points
+    assert not pc.regression and pc.judged and regress.gate_status(comp) == (0, None)
+    assert pc.failed_runs["text"] == (
+        "failed in 1 of 4 NEW runs (1 run crash), not shown more often than in BASE (1 of 4: "
+        "1 run oom; Fisher's exact test, one-sided p = 0.79 >= 0.05): the step time is "
+        "judged on the runs that measured")
+    md = regress_text.comparison_markdown(comp)
+    assert "| no significant change |" in md and "not shown more often" in md
+    # without a threshold: reported, not a regression
+    plain = regress.compare_records(flaky("p1", 5, 0, 0), flaky("p1", 4, 1, 10))
+    assert not plain.points[0].regression and regress.gate_status(plain) == (0, None)
+    assert plain.points[0].failed_runs["regression"] is False
+    assert "in none of 5 BASE runs" in " ".join(plain.points[0].notes)
+
+
+def test_a_new_point_whose_every_run_failed_is_not_judged():
+    """A point only in NEW whose runs all failed fails the gate with exit 4 (nothing shows it
+    passes), named in the reason, the table, the not-judged list, the counts, the summary
+    line and the JSON; a new point that ran is only noted (exit 0); alone (no point in
+    common) the gate exits 3."""
+    b1, n1 = flaky("p1", 3, 0, 0), flaky("p1", 3, 0, 10)
+    dead, ran = flaky("p2", 0, 3, 0, batch=16), flaky("p3", 2, 0, 20, batch=32)
+    comp = regress.compare_records(b1, n1 + dead + ran, threshold=0.05)
+    by = {p.key: p for p in comp.points}
+    assert by["p2"].outcome == "only in NEW" and by["p2"].judged is False
+    assert by["p2"].not_judged == ["new point, every run failed (3 runs oom)"]
+    assert by["p3"].outcome == "only in NEW" and by["p3"].judged is None
+    assert comp.not_judged == [by["p2"]] and len(comp.judged) == 1
+    code, why = regress.gate_status(comp)
+    assert code == regress.EXIT_NOT_JUDGED and why.startswith(
+        "1 new point(s) not judged, so not shown to pass: m fake/eager cpu fp32 b=16 synthetic "
+        "(new point, every run failed (3 runs oom))")
+    md = regress_text.comparison_markdown(comp)
+    assert "| only in NEW, not judged |" in md and "| only in NEW |" in md
+    assert "b=16 synthetic: new point, every run failed (3 runs oom). To judge it:" in md
+    assert ("3 points: 1 judged, 1 not judged (new point, every run failed (3 runs oom)), "
+            "1 only in NEW") in md
+    line = regress_text.summary_line(comp)
+    assert line.endswith("; by point: 1 not judged; the gate fails (exit 4)")
+    js = regress_text.comparison_json(comp)
+    jp = next(p for p in js["points"] if p["point_key"] == "p2")
+    assert jp["judged"] is False and js["counts"]["not_judged"] == 1
+    assert regress.gate_status(regress.compare_records(b1, n1 + ran, threshold=0.05)) == (0, None)
+    alone = regress.compare_records(flaky("p9", 3, 0, 0, batch=64), dead, threshold=0.05)
+    assert regress.gate_status(alone)[0] == regress.EXIT_MISSING
+    line = regress_text.summary_line(alone)
+    assert "by point: 1 missing from NEW, 1 not judged" in line and "run on both" not in line
+
+
+def test_a_run_read_twice_into_one_side_is_counted_once(tmp_path):
+    """BASE's first run read twice (the same record, or an identical row stored twice in the
+    file): counted once, with a note; the interval is the one of the runs without the copy,
+    which counted twice would narrow it."""
+    base, new = flaky("p1", 3, 0, 0), flaky("p1", 3, 0, 10)
+    once = regress.compare_records(base, new, threshold=0.05).points[0]
+    copy = RunRecord.from_dict(base[0].to_dict())
+    twice = regress.compare_records(base + [copy], new, threshold=0.05).points[0]
+    assert twice.ci == once.ci and twice.ratio == once.ratio and len(twice.base_used) == 3
+    assert ("BASE: 1 run(s) read twice (an identical stored row: the same run key, time and "
+            "result) counted once") in twice.notes
+    m = [regress.run_median_s(r) for r in base + [copy]]
+    naive = regress.ratio_from_runs(m, [regress.run_median_s(r) for r in new])
+    assert naive[2] - naive[1] < once.ci[1] - once.ci[0]  # what counting it twice would do
+    assert len(twice.base) == 3
+    # an identical row stored twice in a results file: two row ids, one run
+    a = str(tmp_path / "a.db")
+    with ResultStore(a) as store:
+        for r in base + [base[0]]:
+            store.add(r)
+    with ResultStore(a, read_only=True) as store:
+        recs = store.records(latest=False)
+    assert len(recs) == 4 and len({r.stored.id for r in recs}) == 4
+    pc = regress.compare_records(recs, new, threshold=0.05).points[0]
+    assert pc.ci == pytest.approx(once.ci) and any("read twice" in n for n in pc.notes)
+    # two runs differing only in time are two runs
+    other = rec("p1", noisy(0.010, seed=0), repeat=0, created="2026-01-02T00:00:00+00:00")
+    assert len(regress.compare_records(base + [other], new).points[0].base_used) == 4
+
+
+def test_another_machine_of_the_same_models_is_judged_with_its_note_everywhere():
+    """BASE and NEW on two machines with the same GPU and CPU models: judged (exit 0), the
+    machines named in the notes of the table and of the JSON."""
+    comp = regress.compare_records(hardware_runs(0, "NVIDIA H100"),
+                                   hardware_runs(10, "NVIDIA H100"), threshold=0.05)
+    (pc,) = comp.points
+    note = "environment differs: machine: GPU-00000000 vs GPU-00000010"
+    assert pc.judged and regress.gate_status(comp) == (0, None) and note in pc.notes
+    assert f"b=8 synthetic: {note}" in regress_text.comparison_markdown(comp)
+    assert note in regress_text.comparison_json(comp)["points"][0]["notes"]

@@ -504,12 +504,29 @@ def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
     batch size: identical code, an inconclusive 2x slowdown (NEW's runs spread), a tight 10%
     slowdown (a regression at 3%), a tight 10% speed-up, a point with one run in NEW (not
     judged), a point only in BASE (missing), a point failing in NEW, a point failing in BASE
-    and one failing on both sides (neither judged)."""
+    and one failing on both sides (neither judged); then the failure policy's kinds: an OOM
+    in 1 of NEW's 4 runs where BASE's all measured (a regression), 6 of 10 NEW runs failing
+    against 1 of 10 in BASE (a regression by Fisher's exact test), 1 of 4 failing on each
+    side (judged on the step time: the same), a new point whose runs all failed (not
+    judged), a new point that ran, BASE's first run read twice (counted once: the same) and
+    BASE and NEW on two machines of the same models (judged: the same)."""
     def pt(batch: int, medians: list[float], seed: int) -> list[RunRecord]:
         return [rec(f"p{batch}", noisy(m, seed=seed + i), repeat=i, batch=batch)
                 for i, m in enumerate(medians)]
 
+    def failed(batch: int, n: int, first: int = 0, how: str = "oom") -> list[RunRecord]:
+        return [rec(f"p{batch}", status=how, repeat=first + i, batch=batch) for i in range(n)]
+
+    def on_machine(runs: list[RunRecord], uuid: str) -> list[RunRecord]:
+        out = []
+        for r in runs:
+            d = r.to_dict()
+            d["env"]["gpus"] = [{"name": "NVIDIA H100", "driver": "550.54", "uuid": uuid}]
+            out.append(RunRecord.from_dict(d))
+        return out
+
     three = [0.0100, 0.0101, 0.0099]
+    dup = pt(16384, three, 170)
     return {
         "same": (pt(8, three, 0), pt(8, three, 10)),
         "inconclusive": (pt(16, three, 20), pt(16, [0.0483, 0.0140, 0.0266], 30)),
@@ -523,17 +540,31 @@ def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
                            pt(1024, three, 120)),
         "failed in both": ([rec("p2048", status="crash", repeat=i, batch=2048) for i in range(3)],
                            [rec("p2048", status="crash", repeat=i, batch=2048) for i in range(3)]),
+        "flaky NEW": (pt(4096, three + [0.0100], 130), pt(4096, three, 135) + failed(4096, 1, 3)),
+        "flaky more": (pt(8192, three * 3, 140) + failed(8192, 1, 9),
+                       pt(8192, three + [0.0100], 150) + failed(8192, 6, 4)),
+        "flaky both": (pt(12, three, 160) + failed(12, 1, 3),
+                       pt(12, three, 165) + failed(12, 1, 3, "crash")),
+        "new failed": ([], failed(24, 3)),
+        "new ran": ([], pt(48, three, 175)),
+        "duplicate": (dup + [RunRecord.from_dict(dup[0].to_dict())], pt(16384, three, 180)),
+        "other machine": (on_machine(pt(96, three, 185), "GPU-aaaaaaaa"),
+                          on_machine(pt(96, three, 190), "GPU-bbbbbbbb")),
     }
 
 
 def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
-    """Every combination of the point kinds of :func:`_gate_points`, with --fail-if-slower 3%
-    and without: the exit status is the first that applies of 1 (a regression or a failure in
-    NEW), 3 (a point missing), 5 (inconclusive), 4 (a point not judged, with too few runs or
-    failed in BASE or on both sides: judged points passing beside it do not make the gate
-    pass), else 0; without a threshold 0. The summary line
-    names the gate's outcome and the exit status, never says "no significant difference"
-    without the points whose verdict says otherwise, and names no verdict that is absent."""
+    """Combinations of the point kinds of :func:`_gate_points` (every one of the first nine,
+    with the failure policy's kinds up to three at a time and all but one or none left
+    out), with --fail-if-slower 3% and without: the exit status is the first that applies of
+    1 (a regression, a failure in every NEW run, or in some where BASE failed in none or
+    less often), 3 (a point missing, or none in common), 5 (inconclusive), 4 (a point not
+    judged, with too few runs, failed in BASE or on both sides, or new with every run
+    failed: judged points passing beside it do not make the gate pass), else 0; without a
+    threshold 0. The summary line names the gate's outcome and the exit status, never says
+    "no significant difference" without the points whose verdict says otherwise, and names
+    no verdict that is absent; the table's rows, the counts, the notes and the JSON say the
+    same."""
     import itertools
 
     kinds = _gate_points()
@@ -543,52 +574,90 @@ def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
     plain_pts = {k: regress.compare_records(b, n).points[0] for k, (b, n) in kinds.items()}
     assert [p.verdict for p in gated.values()] == [
         "no significant change", "inconclusive", "slower", "faster", "not judged",
-        "only in BASE", "failed in NEW", "failed in BASE", "failed in both"]
-    expected_by = [(1, {"regressed", "failed in NEW"}), (3, {"missing"}),
-                   (5, {"inconclusive"}), (4, {"not judged", "failed in BASE", "failed in both"})]
+        "only in BASE", "failed in NEW", "failed in BASE", "failed in both",
+        "failed in some NEW runs", "failed in some NEW runs", "no significant change",
+        "only in NEW", "only in NEW", "no significant change", "no significant change"]
+    reg_kinds = {"regressed", "failed in NEW", "flaky NEW", "flaky more"}
+    nj_kinds = {"not judged", "failed in BASE", "failed in both", "new failed"}
+    with_ratio = {"same", "inconclusive", "regressed", "faster", "flaky NEW", "flaky more",
+                  "flaky both", "duplicate", "other machine"}
+    one_side = {"missing", "new failed", "new ran"}
+    names = list(kinds)
+    combos = {c for k in range(1, 10) for c in itertools.combinations(names[:9], k)}
+    combos |= {c for k in (1, 2, 3, len(names) - 1, len(names))
+               for c in itertools.combinations(names, k)}
     seen: set[int] = set()
-    for k in range(1, len(kinds) + 1):
-        for combo in itertools.combinations(kinds, k):
-            comp = regress.Comparison([gated[c] for c in combo], "BASE", "NEW", 0.95, 0.03)
-            code, why = regress.gate_status(comp)
-            want = next((c for c, ks in expected_by if ks & set(combo)), 0)
-            assert code == want, (combo, code, why)
-            seen.add(code)
-            line = regress_text.summary_line(comp)
-            assert line.endswith(f"; the gate fails (exit {code})" if code
-                                 else "; the gate passes (exit 0)"), (combo, line)
-            by_point = line.partition("; by point: ")[2]
-            judged_here = {"same", "inconclusive", "regressed", "faster"} & set(combo)
-            for kind, word in (("inconclusive", "1 inconclusive"),
-                               ("missing", "1 missing from NEW")):
-                assert (word in by_point) == (kind in combo), (combo, line)
-            regs = len({"regressed", "failed in NEW"} & set(combo))
-            assert (f"{regs} regressed" in by_point) == bool(regs), (combo, line)
-            # points not judged are named beside judged points; alone, the line says none was
-            n_nj = len({"not judged", "failed in BASE", "failed in both"} & set(combo))
-            if n_nj:
-                assert (f"{n_nj} not judged" in by_point if judged_here
-                        else line.startswith(f"no point judged ({n_nj} run on")), (combo, line)
-            else:
-                assert "not judged" not in line, (combo, line)
-            # the counts line names each point once, under one heading
-            counts = regress_text.counts_line(comp)
-            assert counts.startswith(f"{k} point{'s' if k != 1 else ''}: "), counts
-            assert ("failed in BASE:" in counts) == bool(
-                {"failed in BASE", "failed in both"} & set(combo)), counts
-            if n_nj:
-                assert f"{n_nj} not judged (" in counts, counts
-            assert "1 failed in both" not in counts and "1 failed in BASE" not in counts
-            if "no significant difference" in line:  # the mean's word, and what differs
-                assert ("1 significantly faster" in by_point) == ("faster" in combo), line
-            assert "significantly slower" not in line  # the slowdowns are regressions here
-            plain = regress.Comparison([plain_pts[c] for c in combo], "BASE", "NEW", 0.95)
-            assert regress.gate_status(plain)[0] == 0
-            pline = regress_text.summary_line(plain)
-            assert "gate" not in pline and "regressed" not in pline, (combo, pline)
-            if "no significant difference" in pline:
-                assert ("significantly slower" in pline) == ("regressed" in combo), pline
-                assert ("significantly faster" in pline) == ("faster" in combo), pline
+    for combo in sorted(combos, key=lambda c: (len(c), c)):
+        k, cs = len(combo), set(combo)
+        comp = regress.Comparison([gated[c] for c in combo], "BASE", "NEW", 0.95, 0.03)
+        code, why = regress.gate_status(comp)
+        regs, n_nj = len(reg_kinds & cs), len(nj_kinds & cs)
+        want = (1 if regs else 3 if "missing" in cs or cs <= one_side else
+                5 if "inconclusive" in cs else 4 if n_nj else 0)
+        assert code == want, (combo, code, why)
+        seen.add(code)
+        line = regress_text.summary_line(comp)
+        assert line.endswith(f"; the gate fails (exit {code})" if code
+                             else "; the gate passes (exit 0)"), (combo, line)
+        by_point = line.partition("; by point: ")[2]
+        for kind, word in (("inconclusive", "1 inconclusive"),
+                           ("missing", "1 missing from NEW")):
+            assert (word in by_point) == (kind in combo), (combo, line)
+        assert (f"{regs} regressed" in by_point) == bool(regs), (combo, line)
+        # points not judged are named beside judged points; alone, the line says none was
+        # (the ones run on both sides in its head, a new one after "by point")
+        n_both = n_nj - ("new failed" in cs)
+        if with_ratio & cs:
+            assert (f"{n_nj} not judged" in by_point) == bool(n_nj), (combo, line)
+        else:
+            assert line.startswith(f"no point judged ({n_both} run on") == bool(n_both), line
+            assert ("1 not judged" in by_point) == ("new failed" in cs), (combo, line)
+        if not n_nj:
+            assert "not judged" not in line, (combo, line)
+        # the counts line names each point once, under one heading
+        counts = regress_text.counts_line(comp)
+        assert counts.startswith(f"{k} point{'s' if k != 1 else ''}: "), counts
+        assert ("failed in BASE:" in counts) == bool(
+            {"failed in BASE", "failed in both"} & cs), counts
+        if n_nj + ("failed in both" in cs) <= 4:  # the line names 4 reasons at most
+            assert ("new point, every run failed" in counts) == ("new failed" in cs), counts
+        assert ("1 only in NEW" in counts) == ("new ran" in cs), counts
+        if n_nj:
+            assert f"{n_nj} not judged (" in counts, counts
+        assert "1 failed in both" not in counts and "1 failed in BASE" not in counts
+        if "no significant difference" in line:  # the mean's word, and what differs
+            assert ("1 significantly faster" in by_point) == ("faster" in combo), line
+        assert "significantly slower" not in line  # the slowdowns are regressions here
+        # the table, the notes and the JSON agree with the status and the line
+        md = regress_text.comparison_markdown(comp)
+        assert md.rstrip().endswith(line) and counts in md
+        for c in combo:
+            row = next(r for r in md.splitlines() if r.startswith(f"| {gated[c].label} |"))
+            assert ("**REGRESSION**" in row) == (c in reg_kinds), (c, row)
+            assert ("not judged" in row) == (c in nj_kinds), (c, row)
+        assert ("read twice" in md) == ("duplicate" in cs), combo
+        assert ("environment differs: machine: GPU-aaaaaaaa vs GPU-bbbbbbbb" in md) == (
+            "other machine" in cs), combo
+        assert ("in none of 4 BASE runs" in md) == ("flaky NEW" in cs), combo
+        assert ("not shown more often than in BASE" in md) == ("flaky both" in cs), combo
+        js = regress_text.comparison_json(comp)
+        assert set(js["regressions"]) == {gated[c].key for c in reg_kinds & cs}, combo
+        assert js["counts"]["not_judged"] == n_nj and js["counts"]["text"] == counts
+        assert js["summary"] is None or js["summary"]["text"] == line
+        assert (js["summary"] is None) == (not with_ratio & cs), combo
+        for jp, c in zip(js["points"], combo):
+            assert jp["regression"] == (c in reg_kinds) and jp["verdict"] == gated[c].verdict
+            assert (jp["judged"] is False) == (c in nj_kinds), (c, jp["judged"])
+            assert (jp["failed_runs"] is not None) == (c in {"flaky NEW", "flaky more",
+                                                             "flaky both"}), c
+            assert jp["notes"] == gated[c].notes
+        plain = regress.Comparison([plain_pts[c] for c in combo], "BASE", "NEW", 0.95)
+        assert regress.gate_status(plain)[0] == 0
+        pline = regress_text.summary_line(plain)
+        assert "gate" not in pline and "regressed" not in pline, (combo, pline)
+        if "no significant difference" in pline:
+            assert ("significantly slower" in pline) == ("regressed" in combo), pline
+            assert ("significantly faster" in pline) == ("faster" in combo), pline
     assert seen == {0, 1, 3, 4, 5}
 
 

@@ -1094,9 +1094,14 @@ def test_a_run_read_twice_into_one_side_is_counted_once(tmp_path):
     assert len(recs) == 4 and len({r.stored.id for r in recs}) == 4
     pc = regress.compare_records(recs, new, threshold=0.05).points[0]
     assert pc.ci == pytest.approx(once.ci) and any("read twice" in n for n in pc.notes)
-    # two runs differing only in time are two runs
+    # two runs differing only in time are two runs, as are two of one run key and time
+    # whose results differ
     other = rec("p1", noisy(0.010, seed=0), repeat=0, created="2026-01-02T00:00:00+00:00")
     assert len(regress.compare_records(base + [other], new).points[0].base_used) == 4
+    alike = rec("p1", noisy(0.010, seed=77), repeat=0)
+    assert regress.run_identity(alike) != regress.run_identity(base[0])
+    pc = regress.compare_records(base + [alike], new).points[0]
+    assert len(pc.base_used) == 4 and not any("read twice" in n for n in pc.notes)
 
 
 def test_another_machine_of_the_same_models_is_judged_with_its_note_everywhere():

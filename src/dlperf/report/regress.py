@@ -989,9 +989,23 @@ def _drop_duplicates(by: dict[str, list[RunRecord]], side: str) -> dict[str, lis
     interval as if it had been measured twice. Returns key -> the note saying how many."""
     notes: dict[str, list[str]] = {}
     for k, runs in by.items():
+        # the whole stored result only where the run key, time and status are alike
+        # (serialising every record costs ~2 ms each)
+        def cheap(r: RunRecord) -> tuple[Any, ...]:
+            i = r.identity
+            return (i.run_key, i.repeat, i.created_at, i.status)
+
+        alike: dict[tuple[Any, ...], int] = {}
+        for r in runs:
+            alike[cheap(r)] = alike.get(cheap(r), 0) + 1
+        if max(alike.values(), default=0) < 2:
+            continue
         seen: set[str] = set()
         keep = []
         for r in runs:
+            if alike[cheap(r)] < 2:
+                keep.append(r)
+                continue
             ident = run_identity(r)
             if ident not in seen:
                 seen.add(ident)

@@ -9,8 +9,8 @@ Categories (each row: one stored point predicted without its own trace unless sa
 
 * ``own trace``: the point's own trace replayed, host de-inflated to its own untraced probe;
 * ``batch, one trace``: from the trace of each other traced batch of the configuration
-  (:func:`dlperf.perfmodel.transforms.to_batch`), batches at most 2x apart and further apart
-  in separate rows;
+  (:func:`dlperf.perfmodel.transforms.batch.to_batch`), batches at most 2x apart and further
+  apart in separate rows;
 * ``batch, interpolated``: from the two nearest other traced batches (leave the point out);
 * ``precision``: from the trace of the other precision (fp32 <-> bf16) at the same batch;
   the sign check counts rows whose measured change is beyond the two points' noise (their
@@ -25,6 +25,19 @@ Categories (each row: one stored point predicted without its own trace unless sa
   (:func:`dlperf.perfmodel.dataparallel.exposed_comm`: DDP's default buckets ready uniformly
   over backward, 2/3 of the step) over the same de-inflated compute. ``--dp-designs`` prints
   the alternatives' development rows.
+
+Beside each category, on the same rows, what the measurements themselves repeat to:
+
+* ``noise floor``: a row's target point predicted by the other stored measurements of the
+  same point (:func:`repeat_errors`: same configuration and batch on the same GPU, data on
+  the device, not instrumented, in another file of those the table reads: ``--db`` and the
+  ``--ceilings`` files; :func:`dlperf.validation.backtest.repeat_groups`, the step-level
+  back-test's ``repeat (noise floor)`` points); the row's value is the median |error| over
+  its repeats, the category's the median over the rows that have one;
+* ``host-bound scatter``: a host-bound target point (:func:`dlperf.perfmodel.replay.host_bound`)
+  predicted by the median step of its configuration's other host-bound traced points, the
+  host level the replay takes from them (:func:`host_scatter`): how far one configuration's
+  host-bound steps scatter between points.
 
     PYTHONPATH=src python benchmarks/replay_validate.py [--db FILE ...] [--no-baseline]
         [--json OUT] [--only own|batch|precision|dp] [--ceilings FILE] [--side dev|test]
@@ -46,13 +59,16 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from dlperf.perfmodel import cpureplay, hardware, replay, transforms
+from dlperf.perfmodel import cpureplay, hardware, replay
+from dlperf.perfmodel.transforms.batch import interpolate_batch, to_batch
+from dlperf.perfmodel.transforms.precision import to_precision
 
 ROOT = Path(__file__).resolve().parents[1]
 DP_DB = ROOT / "benchmarks/results/cpu-dev/ddp_buckets.db"
@@ -62,9 +78,11 @@ SPLIT = json.loads(SPLIT_FILE.read_text())
 #: The committed rows of the default run (``--json``; :func:`inputs_key`).
 ROWS_FILE = ROOT / "benchmarks/results/replay_validate_rows.json"
 #: The modules of :mod:`dlperf.perfmodel` the rows come from, each with every module of the
-#: package it imports (:func:`dlperf.perfmodel.fitcache.prediction_modules`): the replay, its
-#: transforms and GPU profiles, the CPU replay, and the step-level baseline (``api``).
-REPLAY_ENTRIES = ("replay", "transforms", "hardware", "cpureplay", "api")
+#: package it imports (:func:`dlperf.perfmodel.fitcache.prediction_modules`): the replay, the
+#: batch and precision transforms, the GPU profiles, the CPU replay, and the step-level
+#: baseline (``api``).
+REPLAY_ENTRIES = ("replay", "transforms.batch", "transforms.precision", "hardware",
+                  "cpureplay", "api")
 #: Source outside :mod:`dlperf.perfmodel` that the rows depend on: the timeline reader, and
 #: the bucket records' reader (:mod:`dlperf.validation.bucketcheck`, with the row and budget
 #: it takes from :mod:`dlperf.validation.backtest`; the perfmodel modules they import are
@@ -94,9 +112,8 @@ def inputs_key(dbs: list[str], ceilings: list[str], dp_db: str | None,
                                    "baseline": with_baseline}, sort_keys=True).encode())
     files = [*dbs, *ceilings, *([dp_db] if dp_db and "dp" in cats else [])]
     h.update(fitcache.data_digest(files, relative_to=ROOT).encode())
-    folder = Path(fitcache.__file__).parent
     names = sorted(set().union(*(fitcache.prediction_modules(e) for e in REPLAY_ENTRIES)))
-    sources = [folder / f"{n}.py" for n in names] + [ROOT / f for f in OTHER_SOURCES] \
+    sources = [fitcache.module_file(n) for n in names] + [ROOT / f for f in OTHER_SOURCES] \
         + [Path(__file__).resolve(), SPLIT_FILE]
     for f in sources:
         h.update(f.resolve().relative_to(ROOT).as_posix().encode())
@@ -172,6 +189,57 @@ def host_of(pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
                              {p.result_id: st.kernel_s for p, st in pool})
 
 
+def repeat_errors(p: Any, groups: dict[tuple[Any, int], dict[str, Any]]) -> list[float]:
+    """The errors ``q / p - 1`` of each other stored measurement ``q`` of ``p``'s point taken
+    as the prediction of ``p``'s measured step: ``groups``
+    (:func:`dlperf.validation.backtest.repeat_groups`, the first stored of each one-device
+    point in each file) at ``p``'s configuration and batch, ``p``'s own file left out, the
+    others on ``p``'s GPU (``device_name``), in the groups' file order; none for an N-device
+    point (the groups are one-device)."""
+    from dlperf.perfmodel.calibrate import Config
+
+    if p.world_size != 1:
+        return []
+    own = os.path.realpath(p.source)
+    return [q.step_time_s / p.step_time_s - 1
+            for src, q in groups.get((Config.of(p), p.batch_size), {}).items()
+            if os.path.realpath(src) != own and q.device_name == p.device_name]
+
+
+def host_scatter(p: Any, pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
+    """For a host-bound point ``p`` (:func:`dlperf.perfmodel.replay.host_bound`, its traced
+    kernel time the busy time where no ``busy_s`` is stored), the error ``level / p - 1`` of
+    its configuration's host level taken as its step, the level
+    (:func:`dlperf.perfmodel.replay.host_level`) of the other host-bound points of ``pool``
+    (its configuration's traced points) at other batch sizes; None where ``p`` is not
+    host-bound or no other point is."""
+    ks = {q.result_id: st.kernel_s for q, st in pool}
+    if not replay.host_bound(p, ks):
+        return None
+    others = [q for q, _ in pool if q.batch_size != p.batch_size and replay.host_bound(q, ks)]
+    level = replay.host_level(others, ks) if others else None
+    return level / p.step_time_s - 1 if level else None
+
+
+def repeats_of(files: list[str]) -> dict[tuple[Any, int], dict[str, Any]]:
+    """:func:`dlperf.validation.backtest.repeat_groups` of the results files ``files`` (each
+    file once, by its resolved path)."""
+    from dlperf.perfmodel import records
+    from dlperf.validation import backtest
+
+    seen: dict[str, str] = {}
+    for f in files:
+        seen.setdefault(os.path.realpath(f), f)
+    return backtest.repeat_groups(records.load(list(seen.values())))
+
+
+def floors(p: Any, groups: dict[tuple[Any, int], dict[str, Any]],
+           pool: list[tuple[Any, replay.StepTrace]]) -> dict[str, Any]:
+    """A row's noise-floor fields for its target point ``p``: ``repeat_errors``
+    (:func:`repeat_errors`) and ``host_scatter`` (:func:`host_scatter` in ``pool``)."""
+    return {"repeat_errors": repeat_errors(p, groups), "host_scatter": host_scatter(p, pool)}
+
+
 def profile(pairs: list[tuple[Any, replay.StepTrace]], ceilings: list[str]) -> Any:
     """The traces' GPU profile: its datasheet with the ceilings every stored result of the
     ``ceilings`` files measured on it (the H200's: bandwidth 4.23 TB/s, not the datasheet's
@@ -190,7 +258,9 @@ def run(db: str | list[str], with_baseline: bool,
         sides: tuple[str, ...] = ("dev", "test")) -> list[dict[str, Any]]:
     """The back-test's rows of the categories ``cats`` (``own``, ``batch`` (with compile),
     ``precision``) on the traces of ``db`` (one results file or several, one pool; or
-    ``pairs``, already loaded), of the models on ``sides`` of the split."""
+    ``pairs``, already loaded), of the models on ``sides`` of the split. Each row carries its
+    target point's noise-floor fields (:func:`floors`; the repeats from ``db`` and the
+    ``ceilings`` files)."""
     files = [db] if isinstance(db, str) else list(db)
     if pairs is None:
         pairs = [x for f in files for x in replay.load_traces(f)]
@@ -200,10 +270,16 @@ def run(db: str | list[str], with_baseline: bool,
     for p, st in pairs:
         if p.compile_mode == "default":
             fam.setdefault((p.model, p.framework, p.mode, p.precision), []).append((p, st))
+    groups = repeats_of([*files, *(ceilings or [])])
+
+    def fl(p: Any) -> dict[str, Any]:
+        pool = fam.get((p.model, p.framework, p.mode, p.precision), []) \
+            if p.compile_mode == "default" else []
+        return floors(p, groups, pool)
     rows: list[dict[str, Any]] = []
     for p, st in pairs if "own" in cats else []:
         r = replay.replay_own(p, st)
-        rows.append(_row("own trace", p, r.step_s, "own trace, own probe"))
+        rows.append(_row("own trace", p, r.step_s, "own trace, own probe", **fl(p)))
     for key, pool in fam.items() if "batch" in cats else []:
         pool.sort(key=lambda x: x[0].batch_size)
         cat_b = "compile" if key[2] == "graph" else "batch"
@@ -215,21 +291,21 @@ def run(db: str | list[str], with_baseline: bool,
             h = host_of(others)
             base = baseline(files, p) if with_baseline else None
             for q, st in others:
-                pred = replay.simulate(transforms.to_batch(
+                pred = replay.simulate(to_batch(
                     replay.deinflate(st, h, q.dispatch_s), p.batch_size, gpu)).step_s
                 near = 0.5 <= p.batch_size / q.batch_size <= 2
                 rows.append(_row(f"{cat_b}, one trace ({'1/2-2x' if near else 'further'})", p,
-                                 pred, f"b={q.batch_size} -> {p.batch_size}", base))
+                                 pred, f"b={q.batch_size} -> {p.batch_size}", base, **fl(p)))
             lo = [x for x in others if x[0].batch_size < p.batch_size]
             hi = [x for x in others if x[0].batch_size > p.batch_size]
             two = (lo[-1], hi[0]) if lo and hi else (
                 tuple(others[:2]) if not lo else tuple(others[-2:]))
             if len(two) == 2:
                 a, b = (replay.deinflate(x[1], h, x[0].dispatch_s) for x in two)
-                pred = replay.simulate(transforms.interpolate_batch(a, b, p.batch_size)).step_s
+                pred = replay.simulate(interpolate_batch(a, b, p.batch_size)).step_s
                 rows.append(_row(f"{cat_b}, interpolated", p, pred,
                                  f"b={two[0][0].batch_size},{two[1][0].batch_size} -> "
-                                 f"{p.batch_size}", base))
+                                 f"{p.batch_size}", base, **fl(p)))
     for key, pool in fam.items() if "precision" in cats else []:
         other = "bf16" if key[3] == "fp32" else ("fp32" if key[3] == "bf16" else None)
         if other is None:
@@ -240,7 +316,7 @@ def run(db: str | list[str], with_baseline: bool,
             if p.batch_size not in src_pool:
                 continue
             q, st = src_pool[p.batch_size]
-            pred = replay.simulate(transforms.to_precision(
+            pred = replay.simulate(to_precision(
                 replay.deinflate(st, h_src, q.dispatch_s), key[3], gpu)).step_s
             base = whatif_baseline(files, p, q) if with_baseline else None
             noise = max(0.02, (p.ci_rel or 0) + (q.ci_rel or 0))
@@ -248,7 +324,7 @@ def run(db: str | list[str], with_baseline: bool,
             rows.append(_row(f"precision {other} -> {key[3]}", p, pred, f"{other} -> {key[3]}",
                              base,
                              measured_change=change, predicted_change=pred / q.step_time_s - 1,
-                             beyond_noise=abs(change) > noise))
+                             beyond_noise=abs(change) > noise, **fl(p)))
     return rows
 
 
@@ -307,7 +383,8 @@ def dp_baseline(x: dict[str, Any], s: cpureplay.CpuStep) -> float:
 def dp_rows(db: str, with_baseline: bool, sides: tuple[str, ...] = ("dev", "test")
             ) -> list[dict[str, Any]]:
     """The ``data parallel (CPU gloo)`` rows of ``db``: the median prediction over the
-    traced iterations after the first (:func:`cpureplay.median_prediction`)."""
+    traced iterations after the first (:func:`cpureplay.median_prediction`). Their noise-floor
+    fields (:func:`floors`) are empty: the repeats are of one-device points."""
     rows = []
     for x in dp_inputs(db, sides):
         p = x["point"]
@@ -316,7 +393,8 @@ def dp_rows(db: str, with_baseline: bool, sides: tuple[str, ...] = ("dev", "test
         base = cpureplay.median_prediction(x["steps"], lambda s, x=x: dp_baseline(x, s)) \
             if with_baseline else None
         rows.append(_row(DP_CATEGORY, p, pred, f"{p.world_size} ranks x {p.per_device_batch}, "
-                         f"{len(x['sizes'])} buckets, rank 0's trace", base))
+                         f"{len(x['sizes'])} buckets, rank 0's trace", base,
+                         **floors(p, {}, [])))
     return rows
 
 
@@ -374,11 +452,42 @@ def dp_designs(db: str) -> str:
     return "\n".join(out)
 
 
+def floor_cell(rs: list[dict[str, Any]], value: Any) -> str:
+    """A noise-floor cell of the rows ``rs``: the median of ``value(row)`` (an |error|, None
+    for a row without one) over the rows that have one, how many of the rows those are, and
+    the replay's MdAPE on those rows; ``-`` where none has one."""
+    on = [(v, abs(r["error"])) for r in rs if (v := value(r)) is not None]
+    if not on:
+        return "-"
+    return (f"{statistics.median(v for v, _ in on) * 100:.1f}% ({len(on)} of {len(rs)}; "
+            f"replay {statistics.median(e for _, e in on) * 100:.1f}%)")
+
+
+def repeat_floor(r: dict[str, Any]) -> float | None:
+    """A row's noise floor: the median |error| of its target's repeats
+    (``repeat_errors``, :func:`repeat_errors`), None without one."""
+    e = r.get("repeat_errors") or []
+    return statistics.median(abs(x) for x in e) if e else None
+
+
+def scatter_floor(r: dict[str, Any]) -> float | None:
+    """A row's host-bound scatter: ``|host_scatter|`` (:func:`host_scatter`), None without."""
+    x = r.get("host_scatter")
+    return None if x is None else abs(x)
+
+
 def summarise(rows: list[dict[str, Any]]) -> str:
+    """The back-test's table (markdown), a line per category and side: rows, the replay's
+    MdAPE, 90th percentile |error| and share within 3%, the step-level MdAPE on the rows it
+    answers, the signs right beyond noise (precision rows), then on the same rows the noise
+    floor (:func:`repeat_floor`) and the host-bound scatter (:func:`scatter_floor`), each
+    with the rows that have one and the replay's MdAPE on those (:func:`floor_cell`)."""
     cats = list(dict.fromkeys(r["category"] for r in rows))
     out = ["| category | side | rows | replay MdAPE | replay p90 | within 3% | "
-           "step-level MdAPE (same rows) | signs right (beyond noise) |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+           "step-level MdAPE (same rows) | signs right (beyond noise) | "
+           "noise floor MdAPE (n of rows; replay on them) | "
+           "host-bound scatter MdAPE (n of rows; replay on them) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for c in cats:
         for s in ("dev", "test"):
             rs = [r for r in rows if r["category"] == c and r["side"] == s]
@@ -393,7 +502,9 @@ def summarise(rows: list[dict[str, Any]]) -> str:
                        f"{a[min(len(a) - 1, int(0.9 * len(a)))] * 100:.1f}% | "
                        f"{sum(x <= 0.03 for x in a) / len(a):.0%} | "
                        + (f"{statistics.median(b) * 100:.1f}% ({len(b)})" if b else "-")
-                       + " | " + (f"{right}/{len(sig)}" if sig else "-") + " |")
+                       + " | " + (f"{right}/{len(sig)}" if sig else "-") + " | "
+                       + floor_cell(rs, repeat_floor) + " | "
+                       + floor_cell(rs, scatter_floor) + " |")
     return "\n".join(out)
 
 

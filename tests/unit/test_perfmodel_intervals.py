@@ -9,8 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from dlperf.perfmodel import api
+from dlperf.perfmodel import api, whatifs
 from dlperf.perfmodel import fitcache as fc
+from dlperf.perfmodel import intervalchoice as ic
 from dlperf.perfmodel import intervals as iv
 from dlperf.validation import Validation
 from dlperf.validation import intervalcheck as cv
@@ -138,7 +139,7 @@ def test_every_what_if_category_has_its_interval_coverage_judged():
 
     listed = set(iv.INTERVAL_CATEGORIES)
     assert set(bt.WHATIF_CATEGORIES) <= listed <= set(validation.CATEGORIES)
-    assert {*api.FRAMEWORK_WHATIFS.values(), api.TWO_CHANGES} <= listed
+    assert {*whatifs.FRAMEWORK_WHATIFS.values(), whatifs.TWO_CHANGES} <= listed
     assert "repeat (noise floor)" not in listed and "all-reduce >= 1 MiB" not in listed
 
 
@@ -227,16 +228,16 @@ def test_interval_leaves_out_the_predicted_points_own_residual(monkeypatch):
         r.point = f"{x}:{i + 1}"
     keyed = cv.keyed_residuals_of(rows, "input")
     assert keyed[-1][2] == f"{x}:12" and len(keyed) == 12
-    monkeypatch.setattr(api, "_keyed_residuals", lambda recs, cat: keyed)
+    monkeypatch.setattr(ic, "_keyed_residuals", lambda recs, cat: keyed)
 
     class P:
         source, result_id = "x.db", 12
 
-    own = api._interval(None, "input", 0.9, "device", [P()])
-    other = api._interval(None, "input", 0.9, "device", [])
+    own = ic._interval(None, "input", 0.9, "device", [P()])
+    other = ic._interval(None, "input", 0.9, "device", [])
     assert own.n == 11 and own.high_ratio < 2.0  # the x 12 residual is gone
     assert other.n == 12 and other.high_ratio == pytest.approx(12.0)
-    assert api.bounded_residuals(None, "input", {f"{x}:12"}) == [(r, b) for r, b, _ in
+    assert ic.bounded_residuals(None, "input", {f"{x}:12"}) == [(r, b) for r, b, _ in
                                                                  keyed[:-1]]
 
 
@@ -271,9 +272,7 @@ def test_the_model_key_covers_what_a_prediction_imports_and_not_the_back_test():
     loads it."""
     mods = fc.prediction_modules()
     assert {"api", "equations", "onedevice", "roofline", "intervals", "fitcache"} <= mods
-    folder = os.path.dirname(fc.__file__)
-    imported = {n for name in mods
-                for n in _imported(open(os.path.join(folder, f"{name}.py")).read())}
+    imported = {n for name in mods for n in _imported(fc.module_file(name).read_text())}
     assert "dlperf.perfmodel.fitcache" in imported  # the scan reads api's imports
     assert not {n for n in imported if n.split(".")[:2] == ["dlperf", "validation"]}
     # the reading finds the back-test however it is imported

@@ -123,6 +123,36 @@ def test_coverage_cells_are_per_bound_and_the_split_table_counts_them():
     assert len(said) == 1 and "inside 85-95%: development" in said[0]
 
 
+
+def test_coverage_cells_are_the_tallies_summed_and_each_bounds_covered_share():
+    """A cell's counts are its models' tallies summed, and equal the coverage share times the
+    count of that bound (rows of no bound in a category with bounds are in no cell)."""
+    import random
+
+    from dlperf.validation import intervalcheck as cv
+
+    rng = random.Random(7)
+    bounds = ("host", "device", None)
+    rows = [Row("held-out batch", f"h{i}", 1.0 + rng.gauss(0, 0.05), 1.0,
+                model=f"m{rng.randrange(5)}", bound=rng.choice(bounds)) for i in range(60)]
+    rows += [Row("2-GPU from 1-GPU", f"d{i}", 1.0 + rng.gauss(0, 0.05), 1.0,
+                 model=f"m{rng.randrange(3)}") for i in range(9)]
+    covs = cv.coverage(rows, 0.9, categories=["held-out batch", "2-GPU from 1-GPU"],
+                       holdout="model")
+    cells = cv.coverage_cells(covs)
+    assert cells == [(c, b, sum(k for k, _ in per), sum(n for _, n in per))
+                     for c, b, per in cv.cell_tallies(covs)]
+    by = {d["category"]: d for d in covs}
+    for c, b, k, n in cells:
+        d = by[c]
+        share, count = (d["coverage_" + b], d["count_" + b]) if b else (d["coverage"],
+                                                                        d["count"])
+        assert (k, n) == (round(share * count), count) and isinstance(k, int)
+    assert [(c, b) for c, b, *_ in cells] == [("held-out batch", "host"),
+                                              ("held-out batch", "device"),
+                                              ("2-GPU from 1-GPU", None)]
+    assert sum(n for c, _, _, n in cells if c == "held-out batch") < by["held-out batch"]["count"]
+
 def _cov(host: dict, device: dict) -> dict:
     every = {m: [host.get(m, [0, 0])[0] + device.get(m, [0, 0])[0],
                  host.get(m, [0, 0])[1] + device.get(m, [0, 0])[1]] for m in {*host, *device}}

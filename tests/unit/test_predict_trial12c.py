@@ -5,7 +5,7 @@ a stored point withheld from its own prediction, and the refusals' wording."""
 import pytest
 
 from committed import H200, R50
-from dlperf.perfmodel import api
+from dlperf.perfmodel import api, whatifs
 from dlperf.perfmodel.calibrate import Config
 
 pytestmark = pytest.mark.usefixtures("module_fit_cache")
@@ -13,12 +13,33 @@ pytestmark = pytest.mark.usefixtures("module_fit_cache")
 
 def test_whatif_changes_counts_each_back_tested_change_once():
     base = Config("resnet50", "torch", "eager", "bf16", "cuda")
-    assert api.whatif_changes(base, base) == ()
-    assert api.whatif_changes(base, base.with_(mode="graph")) == ("mode",)
+    assert whatifs.whatif_changes(base, base) == ()
+    assert whatifs.whatif_changes(base, base.with_(mode="graph")) == ("mode",)
     # a framework what-if implies its mode: one change
-    assert api.whatif_changes(base, base.with_(framework="jax", mode="xla")) == ("framework",)
-    assert api.whatif_changes(base, base.with_(mode="graph", precision="fp32"), True, 90.0) == (
+    assert whatifs.whatif_changes(base, base.with_(framework="jax", mode="xla")) == ("framework",)
+    assert whatifs.whatif_changes(base, base.with_(mode="graph", precision="fp32"), True, 90.0) == (
         "mode", "precision", "batch", "host speed")
+
+
+def test_two_changes_are_said_as_whatif_changes_counts_them():
+    """The words a what-if of two changes starts its assumption with name each change
+    :func:`whatifs.whatif_changes` counts: the framework with its mode (and compile mode) as
+    one, else the mode; the precision. A compile mode alone is no change it counts (the words
+    named it a mode change: ``mode torch/graph/reduce-overhead -> torch/graph``)."""
+    b = Config("fcn5", "torch", "eager", "bf16")
+    assert whatifs.changes_words(b, b.with_(mode="graph", precision="fp32")) == (
+        "mode torch/eager -> torch/graph; precision bf16 -> fp32")
+    jax = Config("bert_base", "jax", "xla", "bf16")
+    assert whatifs.changes_words(jax, jax.with_(framework="torch", mode="graph",
+                                                precision="tf32")) == (
+        "framework and its mode jax/xla -> torch/graph; precision bf16 -> tf32")
+    ro = Config("resnet50", "torch", "graph", "bf16", compile_mode="reduce-overhead")
+    assert whatifs.changes_words(ro, ro.with_(mode="eager", compile_mode="default",
+                                              precision="fp32")) == (
+        "mode torch/graph/reduce-overhead -> torch/eager; precision bf16 -> fp32")
+    t = ro.with_(compile_mode="default", precision="fp32")
+    assert whatifs.whatif_changes(ro, t) == ("precision",)
+    assert whatifs.changes_words(ro, t) == "precision bf16 -> fp32"
 
 
 def test_a_whatif_to_a_stored_configuration_is_that_configurations_own_prediction():
@@ -44,7 +65,7 @@ def test_a_whatif_of_two_changes_starts_one_change_from_its_target():
     fcn5 = {**R50, "model": "fcn5"}
     two = api.predict(H200, batch_size=1024, what_if={"mode": "graph", "precision": "fp32"},
                       **fcn5)
-    assert two.how == "what-if" and two.validation_category == api.TWO_CHANGES
+    assert two.how == "what-if" and two.validation_category == whatifs.TWO_CHANGES
     assert two.explanation["what-if"]["base"] == Config(
         "fcn5", "torch", "eager", "fp32", "cuda", "synthetic", "auto").label()
     assert any("starts from fcn5 torch/eager cuda fp32" in a for a in two.assumptions)
@@ -57,7 +78,7 @@ def test_a_whatif_of_two_changes_starts_one_change_from_its_target():
     three = api.predict(H200, batch_size=512, what_if={"mode": "graph", "precision": "fp32",
                                                        "batch_size": "2x"}, **fcn5)
     assert three.predicted_step_time_s == two.predicted_step_time_s
-    assert three.interval_group.startswith(f"borrowed from {api.TWO_CHANGES} at 95%")
+    assert three.interval_group.startswith(f"borrowed from {whatifs.TWO_CHANGES} at 95%")
     assert any("several changes (mode, precision and batch" in a
                and "judges two changes at once" in a for a in three.assumptions), three.assumptions
 
@@ -130,6 +151,20 @@ def test_more_gpus_than_a_node_holds_are_refused_naming_nnodes():
     p = api.predict(H200, batch_size=1024, nproc=16, **R50)  # a node's worth is predicted
     assert p.predicted_step_time_s > 0
 
+
+
+def test_the_request_refuses_a_node_of_more_gpus_than_it_holds_before_any_records():
+    """:func:`request.check_scale_out` refuses more GPUs on a node than
+    :data:`request.MAX_GPUS_PER_NODE` from the request alone (no records read), naming the
+    nodes that give as many; :func:`request.check_divisible` names the nearest multiples."""
+    from dlperf.perfmodel import request as rq
+
+    target = Config("resnet50", "torch", "eager", "bf16", "cuda")
+    with pytest.raises(api.ConfigError, match=r"(?s)--nproc 24: one node .*--nproc 8 --nnodes 3"):
+        rq.check_scale_out(None, target, 24, 1)
+    with pytest.raises(api.ConfigError, match=r"give a multiple of 8, such as 96 or 104"):
+        rq.check_divisible(100, 8)
+    rq.check_divisible(96, 8)
 
 def _ratios(p):
     return [x / p.predicted_step_time_s for x in p.interval_s]

@@ -87,6 +87,10 @@ def test_calibrate_on_cpu_stores_a_profile(tmp_path):
     (["--model", "resnet50", "--mode", "grph"], "did you mean 'graph'"),
     (["--profile-model", "fcn55"], "--profile-model"),
     (["--device", "gpu"], "valid devices"),
+    # the model points' flags are checked without a --model too, not silently ignored
+    (["--precision", "fp16"], "valid precisions: bf16, fp32, tf32"),
+    (["--mode", "xla"], "valid modes of framework 'torch': eager, graph"),
+    (["--framework", "mxnet"], "--framework mxnet: calibrate traces every point"),
 ])
 def test_every_input_is_checked_before_anything_is_measured(tmp_path, monkeypatch, args, said):
     """A typo in a model name, a precision calibrate cannot run, a bad mode, profile model or
@@ -233,6 +237,92 @@ def test_predict_on_a_cpu_profile_is_refused(tmp_path, monkeypatch):
     out = " ".join(r.output.split())
     assert "the profile 'cpu-x' was measured on a cpu" in out
     assert "predicts only on a GPU" in out and "ms per iteration" not in out
+    _api_refuses_as_the_cli([h200, db], "cpu-x", out)
     r = CliRunner().invoke(app, [*args, "a100"])
     assert r.exit_code == 0, r.output
     assert "on NVIDIA A100-SXM4-80GB (datasheet only" in r.output
+
+
+def _old_cpu_row(launch_s: str) -> str:
+    """A CPU's device profile as ``dlperf calibrate --device cpu`` stored it without a device
+    kind (``extra`` holds the dispatch probe only): no datasheet names the CPU, no launch
+    call (``null``, or the ``NaN`` of a trace without launch spans), no pinned copy, a
+    tf32 ceiling measured as fp32."""
+    return ('{"name": "cpu-old", "sms": 2, "clock_mhz": 2450.0, "bandwidth_bytes_per_s": '
+            '9.1e9, "gemm_flops_per_s": {"fp32": 1.5e11, "tf32": 1.5e11, "bf16": 4e10}, '
+            '"compute_capability": "9.0", "l2_bytes": null, "device_name": "AMD EPYC", '
+            f'"host_speed_ns": 95.0, "launch_s": {launch_s}, "measured": ["gemm_fp32", '
+            '"gemm_tf32", "gemm_bf16", "bandwidth", "host_speed", "dispatch_probe"], '
+            '"source": "dlperf calibrate (no datasheet: measured values only)", "extra": '
+            '{"dispatch_probe": {"model": "fcn5", "framework": "torch", "mode": "eager", '
+            '"batch_size": 64, "host_dispatch_s": 0.004, "points": 2}}}')
+
+
+@pytest.mark.parametrize("launch_s", ["null", "NaN"])
+def test_an_old_cpu_profile_without_its_kind_is_refused(tmp_path, launch_s):
+    """A CPU profile stored without ``extra["device"]`` is refused by ``predict --gpu`` too:
+    the refusal reads what the profile holds (no datasheet device name, no launch call, no
+    pinned copy), names its ceilings and says what to run. The committed H100 profile, also
+    stored without a kind, is a GPU's by its datasheet name and launch call."""
+    import sqlite3
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks/results"
+    db = tmp_path / "old.db"
+    H.store_profile(str(db), H.GpuProfile("x", 1, 1.0, 1.0, {}))  # creates the meta table
+    with sqlite3.connect(db) as c:
+        c.execute("INSERT INTO meta VALUES (?, ?)", (H.META_PREFIX + "cpu-old",
+                                                      _old_cpu_row(launch_s)))
+    old = H.stored_profiles(str(db))["cpu-old"]
+    assert "device" not in old.extra and old.device_kind is None
+    h100 = H.stored_profiles(str(root / "h100/calibrate.db"))["h100"]
+    assert "device" not in h100.extra and h100.device_kind == "cuda"
+    assert H.datasheet("l40s").device_kind == "cuda"
+    args = ["predict", "--db", str(root / "h200"), "--db", str(db), "--model", "resnet50",
+            "--framework", "torch", "--mode", "eager", "--precision", "bf16", "-b", "64",
+            "--gpu", "cpu-old"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert "the profile 'cpu-old' (AMD EPYC; fp32 GEMM 0.15 TFLOP/s, bandwidth 9.1 GB/s)" in out
+    assert "does not say what it was measured on" in out and "predicts only on a GPU" in out
+    assert "dlperf calibrate --device cuda --name NAME" in out
+    assert "ms per iteration" not in out
+    _api_refuses_as_the_cli([str(root / "h200"), str(db)], "cpu-old", out)
+
+
+def _api_refuses_as_the_cli(db: list[str], gpu: str, cli_out: str) -> None:
+    """The Python API (:func:`dlperf.perfmodel.gpuanswer.answer`) refuses the profile ``gpu``
+    with the message ``dlperf predict --gpu`` printed (``cli_out``, whitespace collapsed)."""
+    from dlperf.errors import ConfigError
+    from dlperf.perfmodel import gpuanswer
+
+    with pytest.raises(ConfigError) as e:
+        gpuanswer.answer(db, "resnet50", "torch", "eager", "bf16", 64, gpu)
+    msg = " ".join(str(e.value).split())
+    assert msg.startswith(f"--gpu {gpu}: the profile '{gpu}'") and "predicts only on a GPU" in msg
+    assert msg in cli_out, (msg, cli_out)
+
+
+def test_a_framework_without_traces_is_refused_by_its_flag(tmp_path, monkeypatch):
+    """Every calibration point is traced: a framework with no profiler split (MXNet) is
+    refused naming --framework and the frameworks that have one, not --profile-model or a
+    --breakdown the user never gave."""
+    import dlperf.api
+
+    monkeypatch.setattr(dlperf.api, "sweep", lambda *a, **k: pytest.fail("measured"))
+    r = CliRunner().invoke(app, ["calibrate", "--db", str(tmp_path / "c.db"), "--name", "x",
+                                 "--device", "cpu", "--framework", "mxnet"])
+    assert r.exit_code == 2, r.output
+    assert "use --framework torch, jax or tensorflow" in r.output
+    assert "--profile-model" not in r.output and "run without them" not in r.output
+
+
+def test_gemm_ceilings_print_a_cpus_tens_of_gflops():
+    """A CPU's GEMM ceiling (tens of GFLOP/s) prints with significant digits, not as 0.0
+    TFLOP/s; a GPU's keeps one decimal."""
+    from dlperf.cli.calibrate import _tflops
+
+    assert _tflops(3.14e10) == "0.0314"
+    assert _tflops(7.816e14) == "781.6"
+    assert _tflops(1.0e12) == "1.0"

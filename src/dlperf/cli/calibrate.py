@@ -8,7 +8,7 @@ second call continues where the first stopped, a finished point is not measured 
 1. the **profile points**: a small model (``--profile-model``, default ``fcn5``) at each
    precision the framework has (on the CPU not tf32, a GPU tensor-core mode: fp32 there), with the ceilings microbenchmarks on (a square-GEMM ladder at
    2048-8192 per precision and the ``y = 2x`` bandwidth kernel,
-   :mod:`dlperf.perfmodel.ceilings`) and ``--timeline``: GEMM ceilings per precision at a few
+   :mod:`dlperf.measure.ceilings`) and ``--timeline``: GEMM ceilings per precision at a few
    shapes, memory bandwidth, host-to-device copy bandwidth from pinned and pageable memory
    (frameworks whose ceilings backend copies: PyTorch), the host-speed probe, the untraced host dispatch of the profile
    model (the *dispatch probe*: the same work timed on every machine, which the replay's host
@@ -17,7 +17,8 @@ second call continues where the first stopped, a finished point is not measured 
    ``--batch-sizes`` (two by default) at ``--precision``.
 
 Then the device profile (:class:`dlperf.perfmodel.hardware.GpuProfile`: the datasheet of the
-GPU with everything measured put in its place) is stored under ``--name`` in the results
+GPU with everything measured put in its place, assembled from the stored profile points by
+:mod:`dlperf.measure.device_profile`) is stored under ``--name`` in the results
 file's ``meta`` table, where ``dlperf predict --gpu NAME`` finds it. A point that fails is a
 stored failure, not the end of the calibration. The budget (``--budget-s``) bounds the
 whole command (:func:`_run_within`): the profile points run first (the model points'
@@ -36,7 +37,6 @@ failure): a profile of nothing would give ``predict --gpu NAME`` absurd times.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -69,107 +69,6 @@ def _model_entries(framework: str, device: str, models: list[str], batches: list
 
 def _label(e: dict[str, Any]) -> str:
     return f"{e['model']} {e['precision']} b={e['batch_size']}"
-
-
-def launch_s_of(points: list[Any], db: str) -> float | None:
-    """The untraced launch call of the profile points' traces (s): the median traced launch
-    call over their timelines, divided by the traced/untraced host ratio
-    (:data:`dlperf.perfmodel.replay.TRACED_HOST_INFLATION`); None without a launch span."""
-    from dlperf.perfmodel import replay
-
-    calls = []
-    for _, st in replay.load_traces(db, [p.result_id for p in points]):
-        calls += [h.call_s for h in st.launches if h.call_s > 0]
-    if not calls:
-        return None
-    return statistics.median(calls) / replay.TRACED_HOST_INFLATION
-
-
-def build_profile(db: str, name: str, device_name: str | None, profile_ids: list[int]) -> Any:
-    """The device profile of ``device_name`` from the results of ``db`` (its datasheet, with
-    the measured ceilings, host probe and launch call in their places), named ``name``; a
-    device without a datasheet (a CPU, an unknown GPU) gets one from the stored environment
-    (SM count and clock from NVML, else the CPU's cores and clock). ``extra["device"]``: the
-    kind of device measured (``cuda``, ``cpu``), which ``dlperf predict --gpu`` checks: a
-    CPU's profile is no GPU to replay CUDA kernels on."""
-    from dataclasses import replace
-
-    from dlperf.perfmodel import hardware, records
-
-    recs = records.load(db)
-    pts = [p for p in recs.points if p.device_name == device_name]
-    try:
-        prof = hardware.profile_from_points(pts, device_name or "")
-    except ConfigError:
-        prof = _undocumented(pts, device_name)
-    mine = [p for p in pts if p.result_id in profile_ids]
-    disp = [p.host_dispatch_s for p in mine if p.host_dispatch_s]
-    extra = {**prof.extra, "device": pts[0].device if pts else "cuda"}
-    if disp and mine:
-        extra["dispatch_probe"] = {"model": mine[0].model, "framework": mine[0].framework,
-                                   "mode": mine[0].mode, "batch_size": mine[0].batch_size,
-                                   "host_dispatch_s": statistics.median(disp),
-                                   "points": len(disp)}
-    h2d = h2d_of(db, profile_ids)
-    prof = replace(prof, name=name, launch_s=launch_s_of(mine, db), extra=extra,
-                   h2d_bytes_per_s=h2d.get("pinned"),
-                   h2d_pageable_bytes_per_s=h2d.get("pageable"))
-    measured = list(prof.measured) + (["launch_s"] if prof.launch_s else []) + (
-        ["dispatch_probe"] if disp else []) + [f"h2d_{m}" for m in sorted(h2d)]
-    return replace(prof, measured=tuple(dict.fromkeys(measured)),
-                   source=f"dlperf calibrate ({prof.source})")
-
-
-def h2d_of(db: str, ids: list[int]) -> dict[str, float]:
-    """The host-to-device copy bandwidth (bytes/s) the results ``ids`` of ``db`` measured
-    (their ceilings' ``h2d_bytes_per_s``), median per kind of host memory (``pinned``,
-    ``pageable``); a kind no result measured is absent."""
-    from dlperf.results.store import ResultStore, result_of
-
-    got: dict[str, list[float]] = {}
-    with ResultStore(db, read_only=True) as store:
-        for r in store.rows():
-            if int(r["id"]) not in ids:
-                continue
-            c = (result_of(r) or {}).get("ceilings") or {}
-            for mode, v in (c.get("h2d_bytes_per_s") or {}).items():
-                if isinstance(v, (int, float)) and v > 0:
-                    got.setdefault(str(mode), []).append(float(v))
-    return {m: statistics.median(v) for m, v in got.items()}
-
-
-def _undocumented(pts: list[Any], device_name: str | None) -> Any:
-    """A profile of a device no datasheet names: the measured ceilings alone, SMs and clock
-    from the stored environment (1 and 1 where it holds neither)."""
-    from dlperf.perfmodel.hardware import GpuProfile
-    from dlperf.results.store import ResultStore, result_of
-
-    sms, clock = 1, 1.0
-    for p in pts[:1]:
-        with ResultStore(p.source, read_only=True) as store:
-            row = next((r for r in store.rows() if int(r["id"]) == p.result_id), None)
-        env = (result_of(row) if row else {}).get("env") or {}
-        gpus = env.get("gpus") or []
-        if gpus:
-            clock = float(gpus[0].get("clock_sm_max_mhz") or 1.0)
-            sms = int(gpus[0].get("multiprocessors") or 1)
-        else:
-            sms = int(env.get("cpu_physical") or env.get("cpu_logical") or 1)
-            clock = float((env.get("cpu_id") or {}).get("mhz") or 1.0)
-    gemm: dict[str, float] = {}
-    for prec in ("fp32", "tf32", "bf16"):
-        v = [p.matmul_flops_per_s[prec] for p in pts if p.matmul_flops_per_s.get(prec)]
-        if v:
-            gemm[prec] = statistics.median(v)
-    bw = [p.bandwidth_bytes_per_s for p in pts if p.bandwidth_bytes_per_s]
-    hs = [x for p in pts for x in p.host_speed_ns if x]
-    measured = [f"gemm_{k}" for k in gemm] + (["bandwidth"] if bw else []) + (
-        ["host_speed"] if hs else [])
-    return GpuProfile(name=device_name or "device", sms=sms, clock_mhz=clock,
-                      bandwidth_bytes_per_s=statistics.median(bw) if bw else 1.0,
-                      gemm_flops_per_s=gemm, device_name=device_name,
-                      host_speed_ns=statistics.median(hs) if hs else None,
-                      measured=tuple(measured), source="no datasheet: measured values only")
 
 
 def calibrate(
@@ -212,8 +111,10 @@ def calibrate(
 def _calibrate(db: str, name: str, framework: str, device: str, models: list[str],
                batch_sizes: str, precision: str, mode: str | None, profile_model: str,
                profile_batch: int, budget_s: float, json_out: bool) -> None:
+    from dlperf import registry
     from dlperf.config.limits import check_seconds
     from dlperf.config.run import resolve_device
+    from dlperf.measure import device_profile
     from dlperf.perfmodel import hardware
     from dlperf.registry import framework_info
 
@@ -232,6 +133,11 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
         raise ConfigError(f"--batch-sizes {batch_sizes!r}: give whole numbers >= 1")
     if not name.strip():
         raise ConfigError("--name: give the profile a name, e.g. h100")
+    if not info.breakdown:  # every calibration point is traced (--timeline)
+        with_traces = [n for n, i in registry.FRAMEWORKS.items() if i.breakdown]
+        raise ConfigError(f"--framework {framework}: calibrate traces every point (--timeline), "
+                          f"and {framework} has no profiler split of its step; use --framework "
+                          f"{', '.join(with_traces[:-1])} or {with_traces[-1]}")
     device = resolve_device(device)  # cuda where none is usable: refused before anything runs
     precs = [p for p in ("fp32", "tf32", "bf16") if p in info.precisions] or ["fp32"]
     no_tf32 = device == "cpu" and "tf32" in precs  # a GPU tensor-core mode: fp32 on a CPU
@@ -245,12 +151,15 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     entries = (_profile_entries(framework, device, profile_model, profile_batch, precs)
                + _model_entries(framework, device, models, batches, precision, mode))
     points = check_inputs(db, defaults, entries[:n_profile], entries[n_profile:])
+    if not models:  # --precision and --mode are the model points': checked all the same
+        check_inputs(db, defaults, [], _model_entries(framework, device, [profile_model],
+                                                      [profile_batch], precision, mode))
     if no_tf32:
         typer.echo("no tf32 profile point on the CPU: TF32 is a GPU tensor-core mode, so a "
                    "CPU's tf32 is its fp32 (measured as fp32)", err=True)
     results, left = _run_within(db, name, defaults, entries, points, n_profile, budget_s, t0)
     profile_results = [r for i, r in results if i < n_profile and r.identity.status == "ok"]
-    ids = _stored_ids(db, profile_model, framework, device, profile_batch)
+    ids = device_profile.profile_point_ids(db, profile_model, framework, device, profile_batch)
     if not ids:
         why = next((f"{r.identity.status}: {(r.identity.error or '').splitlines()[0]}"
                     for _, r in results if r.identity.error), "no point finished")
@@ -261,15 +170,15 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
         typer.echo(f"--budget-s {budget_s:g} spent after {time.monotonic() - t0:.0f} s: left "
                    f"out (not measured): {'; '.join(left)}; run the same command again (with a "
                    "larger --budget-s) to measure them", err=True)
-    device_name = _device_name(db, ids) or (profile_results[0].device_name
-                                            if profile_results else None)
-    prof = build_profile(db, name, device_name, ids)
+    device_name = device_profile.device_name_of(db, ids) or (
+        profile_results[0].device_name if profile_results else None)
+    prof = device_profile.build_profile(db, name, device_name, ids)
     hardware.store_profile(db, prof)
     took = time.monotonic() - t0
     if json_out:
         typer.echo(json.dumps({**prof.to_dict(), "calibrate_s": took}, indent=1))
         return
-    g = ", ".join(f"{k} {v / 1e12:.1f}" for k, v in prof.gemm_flops_per_s.items())
+    g = ", ".join(f"{k} {_tflops(v)}" for k, v in prof.gemm_flops_per_s.items())
     typer.echo(f"device profile {prof.name!r} ({prof.device_name}) stored in {db} after "
                f"{took:.0f} s")
     typer.echo(f"  GEMM ceilings (TFLOP/s): {g}; bandwidth {prof.bandwidth_bytes_per_s / 1e9:.0f}"
@@ -362,6 +271,13 @@ def check_inputs(db: str, defaults: dict[str, Any], profile_grid: list[dict[str,
 _NO_LAUNCH = {"cpu": "n/a (cpu: no kernel launches)"}
 
 
+def _tflops(flops_per_s: float) -> str:
+    """A GEMM ceiling in TFLOP/s, one decimal from 1 TFLOP/s up (a GPU's) and three
+    significant digits below (a CPU's tens of GFLOP/s would read 0.0)."""
+    t = flops_per_s / 1e12
+    return f"{t:.1f}" if t >= 1 else f"{t:.3g}"
+
+
 def _shown(value: float | None, scale: float, unit: str, missing: str | None) -> str:
     """``value x scale`` with its ``unit`` (one decimal), or ``missing`` (default ``not
     measured``) where there is no finite value: never ``nan``."""
@@ -370,22 +286,3 @@ def _shown(value: float | None, scale: float, unit: str, missing: str | None) ->
     if value is None or not math.isfinite(value):
         return missing or "not measured"
     return f"{value * scale:.1f} {unit}"
-
-
-def _stored_ids(db: str, model: str, framework: str, device: str, batch: int) -> list[int]:
-    from dlperf.results.store import ResultStore
-
-    with ResultStore(db, read_only=True) as store:
-        return [int(r["id"]) for r in store.rows(model=model, framework=framework,
-                                                 device=device, batch_size=batch)
-                if r.get("status") == "ok"]
-
-
-def _device_name(db: str, ids: list[int]) -> str | None:
-    from dlperf.results.store import ResultStore
-
-    with ResultStore(db, read_only=True) as store:
-        for r in store.rows():
-            if int(r["id"]) in ids and r.get("device_name"):
-                return str(r["device_name"])
-    return None

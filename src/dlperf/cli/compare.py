@@ -30,11 +30,15 @@ HELP = ("Compare two result files point by point (or, with --db FILE, two tags o
         "measures two checkouts alternately with the dlperf run flags after -- and gates on "
         "them (docs/usage.md, 'A regression gate').\n\n"
         "Exit status: 0; with --fail-if-slower: 1 when a point is significantly slower by "
-        "more than the threshold or fails in NEW only, 3 when a point of BASE is missing from "
+        "more than the threshold or fails in NEW only (in every run, or in some where BASE's "
+        "runs did not fail, or failed less often by Fisher's exact test), 3 when a point of "
+        "BASE is missing from "
         "NEW or the two share no point, 5 when a point is inconclusive (slower than the "
         "threshold by the estimate, but its interval includes 1: more rounds or a quieter "
-        "host would judge it), 4 when a point measured on both sides could not be judged (too "
-        "few runs fit to judge: it is not shown to pass), in that order; 2 for a user error.")
+        "host would judge it), 4 when a point run on both sides could not be judged (too "
+        "few runs fit to judge, other GPU or CPU models, or it failed in BASE: it is not "
+        "shown to pass), a new point failed in every run, or a results "
+        "file had damaged rows (skipped), in that order; 2 for a user error.")
 
 
 def _describe(name: str, recs: list[Any]) -> str:
@@ -54,19 +58,22 @@ def _describe(name: str, recs: list[Any]) -> str:
 
 
 def _sides(base: str, new: str, db: str | None, models: list[str], stores: ExitStack, *,
-           gate_tags: bool = False) -> tuple[Any, Any, str, str]:
+           gate_tags: bool = False, opened: list[tuple[str, Any]] | None = None
+           ) -> tuple[Any, Any, str, str]:
     """(BASE records, NEW records, BASE's description, NEW's). With ``gate_tags`` (``--run``)
     ``base`` and ``new`` are the gate's own tags in ``db`` and a side with no runs (its
     ``dlperf run`` refused the flags: a model gone from NEW) is empty instead of an error, so
     that its points count as missing. The records read their raw samples when first asked
     for (``lazy_samples``: a point in one side only needs none), from stores that ``stores``
-    closes."""
+    closes; each store opened is appended to ``opened`` as ``(path, store)``."""
     from dlperf.results.history import match_revision, revision_of, tag_of
     from dlperf.results.store import ResultStore
 
     def records(path: str, flag: str = "--db") -> list[Any]:
         check_db(path, must_exist=True, flag=flag)
         store = stores.enter_context(ResultStore(path, read_only=True))
+        if opened is not None:
+            opened.append((path, store))
         recs = store.records(latest=False, lazy_samples=True)
         return [r for r in recs if not models or r.identity.model in models]
 
@@ -195,7 +202,7 @@ def compare(
     base_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for BASE's runs (repeatable).")] = None,
     new_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for NEW's runs (repeatable).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="With --run: go on with an interrupted gate in --db (its runs are kept).")] = False,
-    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this percentage, with its % sign, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 5 when a point is slower than this by its estimate but not significantly (inconclusive), 4 when a point could not be judged.")] = None,
+    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this percentage, with its % sign, e.g. 5% (or fails in NEW only: in every run, or in some where BASE's runs did not or less often), 3 when a point of BASE is missing from NEW, 5 when a point is slower than this by its estimate but not significantly (inconclusive), 4 when a point (or a new point that failed in every run) could not be judged.")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     format: Annotated[str | None, typer.Option("--format", "-f", help="table (Markdown) or json (default: the --output file's suffix, .json or .md; else table).")] = None,
@@ -233,15 +240,22 @@ def compare(
 
         sides = (gate_db,) if gate_db is not None else (b, n)
         check_output(output, "--output", *sides, kind=kind, force=force)
+        opened: list[tuple[str, Any]] = []
         with ExitStack() as stores:  # open while the records read their samples
             rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"), stores,
-                                    gate_tags=run)
+                                    gate_tags=run, opened=opened)
             _note_same(b, n, gate_db)
-            if (not rb or not rn) and (threshold is None or not rb):  # gate: NEW empty: exit 3
+            # the gate compares a side left empty and fails with exit 3: NEW empty, or with
+            # --run BASE empty (its dlperf run refused the flags every round: a model that
+            # only NEW's checkout has); a file given empty is a user error
+            if (not rb or not rn) and (threshold is None or (not rb and not run)):
                 raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
                                   + (f" of model(s) {model}" if model else ""))
             comp = compare_records(rb, rn, base_name=nb, new_name=nn, level=level,
                                    threshold=threshold)
+            # rows skipped as damaged (found reading the rows and the samples compared)
+            comp.damaged_rows = {shown_path(path): len(dmg) for path, st in opened
+                                 if (dmg := st.damaged(warn=False))}
             text = (comparison_markdown(comp) if fmt == "table"
                     else json.dumps(comparison_json(comp), indent=1, default=str) + "\n")
         if output is not None:

@@ -41,33 +41,6 @@ def _what_if(items: list[str]) -> dict[str, str] | None:
     return out or None
 
 
-def _refuse_a_cpu_profile(gpu: str, db: list[str]) -> None:
-    """Refuse ``--gpu NAME`` where NAME is a profile ``dlperf calibrate --device cpu`` stored:
-    the replay moves each CUDA kernel by the target's SMs, clock and memory bandwidth, which a
-    CPU's cores and host memory are not (a CPU profile gave an H200 trace 19 s per step on a
-    2-core VM, with the GPU back-test's band). A name no stored profile has is left to the
-    replay, which says what it knows.
-
-    Raises:
-        ConfigError: the profile was measured on a CPU.
-    """
-    from dlperf.perfmodel import hardware
-
-    try:
-        prof = hardware.resolve(gpu, db)
-    except ConfigError:
-        return
-    kind = prof.extra.get("device", "cuda")
-    if kind != "cuda":
-        raise ConfigError(
-            f"--gpu {gpu}: the profile {prof.name!r} was measured on a {kind} "
-            f"({prof.device_name}) by dlperf calibrate --device {kind}; --gpu replays CUDA "
-            "kernels on a GPU's SMs, clock and memory, so it predicts only on a GPU: calibrate "
-            "the GPU (dlperf calibrate --device cuda --name NAME on it) or name a datasheet "
-            "GPU (h100, a100, l40s, ...), or drop --gpu and predict the CPU from its stored "
-            "series (--device cpu)")
-
-
 def _whole(value: str | None, flag: str) -> int | None:
     """``--batch-size``'s text as a whole number: ``"64"`` -> 64, ``"1e4"`` -> 10000 (read
     exactly, so ``1e23`` is 10**23, refused by its limit with every digit); None stays None.
@@ -456,8 +429,8 @@ def predict(
             msg = over(value, limit, what)
             if msg:
                 raise ConfigError(f"{flag} {msg}")
-        if gpu is not None:  # the timeline replay's prediction path (dlperf.perfmodel.retarget)
-            from dlperf.perfmodel import retarget
+        if gpu is not None:  # the timeline replay's answer (dlperf.perfmodel.gpuanswer)
+            from dlperf.perfmodel import gpuanswer
             if nnodes > 1 or network or what_if:
                 raise ConfigError("--gpu replays one node's GPUs: --nnodes, --network and "
                                   "--what-if are the step-level model's (drop --gpu for them)")
@@ -486,11 +459,10 @@ def predict(
                     "--gpu replays a stored timeline and cannot honour "
                     f"{'; '.join(ignored)}: drop {'it' if len(ignored) == 1 else 'them'}, or "
                     "drop --gpu for the step-level model")
-            _refuse_a_cpu_profile(gpu, db)
-            r = retarget.answer(db, model, framework, mode, precision, batch, gpu,
-                                nproc=nproc)
+            r = gpuanswer.answer(db, model, framework, mode, precision, batch, gpu,
+                                 nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"
-                             else retarget.text(r) + "\n")
+                             else gpuanswer.text(r) + "\n")
             return
         if nics_per_node is not None and not network:
             raise ConfigError(f"--nics-per-node {nics_per_node} counts the NICs of the "

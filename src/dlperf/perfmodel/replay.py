@@ -680,14 +680,19 @@ def host_level(points: Sequence[Any],
     probes = [p.host_dispatch_s for p in points if p.host_dispatch_s]
     if not probes:
         return None
-    bound = []
-    for p in points:
-        if getattr(p, "mode", "eager") != "eager":
-            continue
-        busy = p.busy_s if p.busy_s else (kernel_s or {}).get(p.result_id)
-        if p.host_dispatch_s and busy and p.host_dispatch_s >= busy and p.step_time_s:
-            bound.append(p.step_time_s)
+    bound = [p.step_time_s for p in points if host_bound(p, kernel_s)]
     return statistics.median(bound) if bound else statistics.median(probes)
+
+
+def host_bound(p: Any, kernel_s: Mapping[int, float] | None = None) -> bool:
+    """Whether the stored point ``p`` (a :class:`~dlperf.perfmodel.records.Point`) is one
+    whose step :func:`host_level` reads as its configuration's host: an eager program with a
+    measured step whose untraced host probe ``host_dispatch_s`` is at least its device's busy
+    time per step (``busy_s``, else ``kernel_s[result_id]``, s); False without either."""
+    if getattr(p, "mode", "eager") != "eager":
+        return False
+    busy = p.busy_s if p.busy_s else (kernel_s or {}).get(p.result_id)
+    return bool(p.host_dispatch_s and busy and p.host_dispatch_s >= busy and p.step_time_s)
 
 
 def replay_own(p: Any, st: StepTrace) -> ReplayResult:

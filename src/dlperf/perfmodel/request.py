@@ -12,7 +12,12 @@ its arguments into the stored configuration it predicts from:
   one with the flags that select it;
 * :func:`apply_what_if`: a ``what_if`` mapping parsed and range-checked, and
   :func:`check_target` on the configuration it gives;
-* :func:`extrapolation`: the warning for a batch far outside the measured series.
+* :func:`check_divisible`, :func:`check_scale_out`: a global batch the devices split evenly,
+  no more GPUs on a node than a node holds (:data:`MAX_GPUS_PER_NODE`), and N devices only of
+  a device with a stored data-parallel run;
+* :func:`extrapolation`: the warning for a batch far outside the measured series;
+* :class:`Request`: what the checked arguments resolve to, which the prediction is composed
+  from.
 
 All raise :class:`~dlperf.errors.ConfigError` with what is wrong and how to fix it.
 """
@@ -22,12 +27,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dlperf.errors import ConfigError, unknown_choice
-from dlperf.perfmodel import memory
+from dlperf.perfmodel import comm, memory, special
 from dlperf.perfmodel.calibrate import Config
-from dlperf.perfmodel.records import Records
+from dlperf.perfmodel.records import Point, Records
 from dlperf.registry import COMPILE_MODES, FRAMEWORKS, framework_info
 
 #: The fields beyond framework/mode/precision/device that tell stored one-device series of a
@@ -641,3 +647,102 @@ def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
                 else f"measured batches {lo}..{hi} of {cfg.label()} ({len(bs)} sizes)")
     return [f"batch {batch} per device is {where}: the prediction extrapolates from the "
             f"{measured}{mem}"]
+
+
+def check_divisible(global_batch: int, world: int) -> None:
+    """Refuse a global batch that ``world`` devices cannot split evenly.
+
+    Raises:
+        ConfigError: ``global_batch`` is not a multiple of ``world``: names the nearest
+            multiples.
+    """
+    if global_batch % world:
+        lo = global_batch // world * world
+        near = " or ".join(str(b) for b in (lo, lo + world) if b > 0)
+        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices "
+                          "(--batch-size/-b is the global batch, split over all devices): "
+                          f"give a multiple of {world}, such as {near}")
+
+
+#: The most GPUs one node holds (``--nproc``): 8 on a DGX/HGX H100 or H200, 16 on the
+#: largest boards sold (HGX-2); more devices are more nodes (``--nnodes``, ``--network``).
+MAX_GPUS_PER_NODE = 16
+
+
+def check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
+    """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
+    DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
+    would otherwise get a GPU's NVLink defaults and the 2-GPU interval); and more GPUs on one
+    node than a node holds (:data:`MAX_GPUS_PER_NODE`), naming the ``--nnodes`` that gives
+    as many.
+
+    Raises:
+        ConfigError: either refusal, with how to fix it.
+    """
+    nproc = world // nnodes
+    if special.dp_defaults_apply(target.device) and nproc > MAX_GPUS_PER_NODE:
+        # 8 GPUs per node (a DGX) where they divide the devices, else the most that do
+        per = next(g for g in (8, *range(MAX_GPUS_PER_NODE, 0, -1)) if world % g == 0)
+        raise ConfigError(
+            f"--nproc {nproc}: one node holds at most {MAX_GPUS_PER_NODE} GPUs (8 on a DGX "
+            f"H200); for {world} GPUs give GPUs per node and nodes, e.g.\n  --nproc {per} "
+            f"--nnodes {world // per} --network ib_ndr")
+    if world == 1 or special.dp_defaults_apply(target.device):
+        return
+    stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
+              and p.nnodes == 1}
+    if nnodes > 1 or not stored:
+        raise ConfigError(
+            f"{target.label()} on {world} {target.device} devices"
+            + (f" over {nnodes} nodes" if nnodes > 1 else "") + ": the model has no "
+            f"data-parallel measurement of device {target.device} to calibrate or judge it"
+            + (" across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
+            f"--device {target.device} --nproc 2 ...) or predict one device")
+
+
+@dataclass(frozen=True)
+class Request:
+    """A prediction's arguments, checked and resolved against the stored results
+    (:func:`dlperf.perfmodel.api._request`): the stored configuration it starts from
+    (``base``), the one predicted (``target``, another for a what-if), the global and
+    per-device batch, the devices, the network, another host's speed probe (ns) and the
+    stored measurements of the point itself, withheld from every fit (``withheld``: one
+    device, the configuration at this batch; N devices, its N-device measurements)."""
+
+    base: Config
+    target: Config
+    global_batch: int
+    batch: int
+    world: int
+    nnodes: int
+    network: comm.Network | None
+    host_ns: float | None
+    batch_what_if: bool
+    withheld: tuple[Point, ...]
+    note: str | None
+    target_note: str | None = None  # a mode the what-if implied (implied_mode)
+    changes: tuple[str, ...] = ()  # what the what-if changes (whatifs.whatif_changes)
+    gpu: str | None = None  # the GPU model selected among several loaded (gpu_of)
+    target_stored: bool = False  # a what-if's target stored at another batch (api.stored_target)
+
+    @property
+    def from_base(self) -> bool:
+        """A what-if predicted from its base's series (:func:`dlperf.perfmodel.model.what_if`):
+        the target differs from the base and is not stored at another batch on one device
+        (:func:`dlperf.perfmodel.api.stored_target`); every stored point of the target is
+        withheld."""
+        return self.target != self.base and not self.target_stored
+
+    @property
+    def withheld_files(self) -> list[str]:
+        """The results files of the stored one-device measurements of the point, in load
+        order (none on N devices, whose withheld points are N-device ones)."""
+        return [p.source for p in self.withheld] if self.world == 1 else []
+
+    @property
+    def sources(self) -> list[str | None]:
+        """Where a what-if's base series is looked for: the results file of the last loaded
+        stored measurement of the target (its host session: the what-if back-test pairs two
+        configurations within one file), then the best-measured one
+        (:meth:`Calibration.fit`)."""
+        return [*self.withheld_files[-1:], None]

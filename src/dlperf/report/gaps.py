@@ -24,8 +24,8 @@ from dlperf.measure.breakdown.opclass import OP_CLASSES
 from dlperf.measure.breakdown.phases import HOST_BOUND, RECONCILE_TOL
 from dlperf.registry import FRAMEWORKS
 from dlperf.report.cells import DASH, batch_cell, data_cell, device_cell, md_table, rich_table
+from dlperf.report.opclasses import class_changes, op_classes_of
 from dlperf.report.opclasses import ms_cell as _ms
-from dlperf.report.opclasses import op_classes_of
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import (
     POINT_KEYS,
@@ -262,13 +262,7 @@ def _gap(a: RunRecord, b: RunRecord, refs: Mapping[tuple, RunRecord],
     note = (f"{', '.join(unref)} ran with XLA command buffers off (--breakdown) and no "
             f"run without --breakdown of this point is here: the gap is partly the "
             f"breakdown mode's" if unref else None)
-    classes = []
-    for c in OP_CLASSES:
-        x, y = ca.get(c, 0.0), cb.get(c, 0.0)
-        if x or y:
-            classes.append({"class": c, "a_s": x, "b_s": y, "diff_s": y - x,
-                            "share": (y - x) / gap if attributed else None})
-    classes.sort(key=lambda d: -abs(d["diff_s"]))
+    classes = class_changes(ca, cb, OP_CLASSES, gap if attributed else None)
     cls_sum = math.fsum(d["diff_s"] for d in classes)
     ia = a.trace.idle_s if a.trace is not None else None
     ib = b.trace.idle_s if b.trace is not None else None

@@ -5,7 +5,7 @@ class" section); the classes are :data:`dlperf.measure.breakdown.opclass.OP_CLAS
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -18,12 +18,30 @@ from dlperf.results.schema import RunRecord
 from dlperf.results.view import fields, framework_mode, median_s
 
 __all__ = ["OTHER_LIST_SHARE", "op_classes_of", "op_class_cells", "op_class_records",
-           "op_class_table", "op_class_markdown", "other_names"]
+           "op_class_table", "op_class_markdown", "other_names", "class_changes"]
 
 #: ``other`` time over this share of a result's busy time lists its largest names.
 OTHER_LIST_SHARE = 0.05
 
 Rows = Sequence[RunRecord]
+
+
+def class_changes(a: Mapping[str, float], b: Mapping[str, float], classes: Iterable[str],
+                  total_s: float | None, names: tuple[str, str] = ("a_s", "b_s")
+                  ) -> list[dict[str, Any]]:
+    """The change of each op class from ``a`` to ``b`` (s per iteration, class -> time; a
+    class absent from a side counts 0), for the ``classes`` with time on either side:
+    ``{"class", names[0]: a's time, names[1]: b's time, "diff_s": b - a, "share": diff_s /
+    total_s}``, largest ``|diff_s|`` first (ties in the order of ``classes``). ``share`` is
+    None where ``total_s`` is None or 0 (a change not attributed)."""
+    out: list[dict[str, Any]] = []
+    for c in classes:
+        x, y = a.get(c, 0.0), b.get(c, 0.0)
+        if x or y:
+            out.append({"class": c, names[0]: x, names[1]: y, "diff_s": y - x,
+                        "share": (y - x) / total_s if total_s else None})
+    out.sort(key=lambda d: -abs(d["diff_s"]))
+    return out
 
 
 def ms_cell(v: Any) -> str:

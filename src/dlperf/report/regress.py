@@ -37,8 +37,26 @@ significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv 
 --factor``: a ratio beyond the factor and a statistically significant difference; asv's
 ``is_different`` asks for a Mann-Whitney test or non-overlapping intervals of the samples).
 A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
-too. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
-includes 1 (:func:`gate_verdict`): the data lean towards a regression larger than the
+too, and so, with a threshold, is a point some of whose NEW runs failed (a status other than
+``ok``: 1 out of memory in 5 rounds) where none of BASE's did, even when the runs that
+measured are not slower: a new failure is what a gate is there to catch. Where BASE's runs
+failed too, the failed shares decide (:func:`failure_test`: Fisher's exact test, one-sided,
+at the gate's level): NEW failing more often is a regression, else the step time is judged
+on the runs that measured, with a note of both counts. A point that failed in BASE, or on
+both sides, is not judged (NEW has nothing to be judged against), nor is a new point (only
+in NEW) whose every run failed (nothing shows it passes), like a point with too few runs fit
+to judge, and, with a threshold, so is one
+whose BASE and NEW runs name other GPU or CPU models (:func:`hardware_differences`: the
+ratio would measure the hardware; without one, comparing two GPUs is a question the report
+answers, with a note). Other differences of the environment (the framework's version,
+another machine of the same models) are judged, with a note naming them: a dependency's
+upgrade is a change a gate is there to judge. A run stored ``ok`` without a positive step
+time (0, or a damaged value) is left out with a note, and a side without a run that has one
+counts as failed (:func:`ok_runs`); it is not a failed run of the failure rule above. A run
+read twice into one side (the same row, or an identical stored row: :func:`run_identity`)
+counts once, with a note: twice, it would narrow the interval. A judged point is
+*inconclusive* when its ratio exceeds ``1 + threshold`` but its interval includes 1
+(:func:`gate_verdict`): the data lean towards a regression larger than the
 threshold and show neither it nor its absence ("absence of evidence is not evidence of
 absence", Altman & Bland 1995, BMJ 311: 485). asv marks such a ratio with ``~`` (beyond the
 factor, not significant: ``asv compare``) and ``asv continuous`` passes it. A gate that
@@ -51,7 +69,8 @@ threshold`` (Schuirmann 1987, J. Pharmacokinet. Biopharm. 15: 657-680), is not u
 documented run-to-run spread of 2% and 5 rounds it fails identical code about half the time
 (``benchmarks/gate_simulate.py --rule noninferiority``). With a threshold the comparison also
 fails when a point of BASE is missing from NEW (or the two share no point) and when a point
-measured on both sides could not be judged, or none could: a benchmark the gate silently
+run on both sides could not be judged, or none could, or a results file had damaged rows
+that its reader skipped (:attr:`Comparison.damaged_rows`): a benchmark the gate silently
 does not judge protects no more than one that vanished (:func:`gate_status`, exit codes
 :data:`EXIT_REGRESSION`, :data:`EXIT_MISSING`, :data:`EXIT_INCONCLUSIVE`,
 :data:`EXIT_NOT_JUDGED`).
@@ -77,7 +96,7 @@ import numpy as np
 from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import config_of, label_of_record
-from dlperf.stats import MIN_CI_SAMPLES
+from dlperf.stats import MIN_CI_SAMPLES, check_level
 
 __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text", "point_key_of",
            "point_label",
@@ -85,7 +104,9 @@ __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text",
            "compare_records", "geometric_summary", "MIN_ATTRIBUTED_SHARE", "ok_runs",
            "MIN_RUNS", "run_flags", "judge_advice", "gate_status", "EXIT_REGRESSION",
            "EXIT_MISSING", "EXIT_NOT_JUDGED", "EXIT_INCONCLUSIVE", "gate_verdict",
-           "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED"]
+           "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED",
+           "change_text", "pct_change", "damaged_text", "hardware_differences",
+           "HARDWARE_FIELDS", "failure_test", "run_identity"]
 
 #: Op classes whose change is at least this share of the step's change are named in the
 #: attribution text (the rest is in the JSON).
@@ -169,6 +190,21 @@ def run_median_s(rec: RunRecord) -> float | None:
     return float(med) if isinstance(med, (int, float)) and math.isfinite(med) else None
 
 
+def _log_runs(base_s: Sequence[float], new_s: Sequence[float]
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The natural logs of BASE's and NEW's run medians (s), the input of
+    :func:`ratio_from_runs` and :func:`rounds_to_tell`.
+
+    Raises:
+        ValueError: fewer than 2 runs on a side, or a non-positive median.
+    """
+    if len(base_s) < 2 or len(new_s) < 2:
+        raise ValueError("a run-level interval needs at least 2 runs on each side")
+    if min(base_s) <= 0 or min(new_s) <= 0:
+        raise ValueError("run medians must be positive (seconds)")
+    return np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+
+
 def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
                     level: float = 0.95) -> tuple[float, float, float]:
     """Ratio of the geometric means of NEW's and BASE's run medians, with Welch's t interval
@@ -178,13 +214,8 @@ def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
         ValueError: fewer than 2 runs on a side, a non-positive median, or ``level`` outside
             (0, 1).
     """
-    if len(base_s) < 2 or len(new_s) < 2:
-        raise ValueError("a run-level interval needs at least 2 runs on each side")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    if min(base_s) <= 0 or min(new_s) <= 0:
-        raise ValueError("run medians must be positive (seconds)")
-    lb, ln = np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+    check_level(level)
+    lb, ln = _log_runs(base_s, new_s)
     d = float(ln.mean() - lb.mean())
     vb, vn = float(lb.var(ddof=1)) / lb.size, float(ln.var(ddof=1)) / ln.size
     se = math.sqrt(vb + vn)
@@ -238,13 +269,10 @@ def attribute_op_classes(base: Sequence[RunRecord], new: Sequence[RunRecord],
     cn, nn = mean_classes(new)
     if not nb or not nn:
         return None
-    classes: list[dict[str, Any]] = []
-    for k in sorted(set(cb) | set(cn)):
-        b, n = cb.get(k, 0.0), cn.get(k, 0.0)
-        if b or n:
-            classes.append({"class": k, "base_s": b, "new_s": n, "diff_s": n - b,
-                            "share": (n - b) / delta_s if delta_s else None})
-    classes.sort(key=lambda c: -abs(c["diff_s"]))
+    from dlperf.report.opclasses import class_changes
+
+    classes = class_changes(cb, cn, sorted(set(cb) | set(cn)), delta_s or None,
+                            ("base_s", "new_s"))
     total = math.fsum(c["diff_s"] for c in classes)
     return {"classes": classes, "class_diff_s": total,
             "explained": total / delta_s if delta_s else None, "runs": [nb, nn]}
@@ -286,7 +314,31 @@ _ADVICE = {
                  "the host is one cause)",
     "drifting": "find what grows while the run trains (the run's warnings give the drift); a "
                 "drifting step has no steady median to compare",
+    "hardware": "measure BASE and NEW on one machine (dlperf compare --run BASE_DIR NEW_DIR "
+                "measures both checkouts there, alternately): across GPU or CPU models the "
+                "ratio measures the hardware, not the code",
 }
+
+#: Fields of :func:`dlperf.env.environment_of` that name the hardware: a point whose BASE and
+#: NEW runs name other values is not judged by the gate (:func:`hardware_differences`).
+HARDWARE_FIELDS = ("gpu", "cpu_model")
+
+
+def hardware_differences(base: Sequence[RunRecord], new: Sequence[RunRecord]) -> list[str]:
+    """``"gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200"`` for each of :data:`HARDWARE_FIELDS`
+    whose values over ``base``'s runs differ from those over ``new``'s (a field a side did not
+    record is skipped, as in :func:`dlperf.env.environment_differences`; several values of a
+    side are joined with ``" / "``). Empty: the same hardware as far as recorded."""
+    from dlperf.env import environment_of
+    from dlperf.results.view import env_of
+
+    def values(runs: Sequence[RunRecord]) -> dict[str, set[str]]:
+        envs = [environment_of(env_of(r)) for r in runs]
+        return {f: {str(e[f]) for e in envs if e.get(f) is not None} for f in HARDWARE_FIELDS}
+
+    vb, vn = values(base), values(new)
+    return [f"{f}: {' / '.join(sorted(vb[f]))} vs {' / '.join(sorted(vn[f]))}"
+            for f in HARDWARE_FIELDS if vb[f] and vn[f] and vb[f] != vn[f]]
 
 
 def judge_advice(keys: Iterable[str]) -> str:
@@ -308,13 +360,17 @@ def gate_verdict(ratio: float, low: float, high: float, threshold: float) -> str
 
 
 def run_cv(medians_s: Sequence[float]) -> float | None:
-    """The run-to-run coefficient of variation of a side's run medians (stdev with ddof=1
-    over the mean, as ``dlperf results --compare repeats`` gives it); None for fewer than 2
-    runs."""
+    """The run-to-run coefficient of variation of a side's run medians: the ``cv`` of
+    :func:`dlperf.stats.between_run` (stdev with ddof=1 over the mean, as ``dlperf results
+    --compare repeats`` gives it) of the finite ones; None for fewer than 2 of them or a mean
+    of 0."""
+    from dlperf.stats import between_run
+
     x = _finite(medians_s)
-    if len(x) < 2 or not np.mean(x):
+    if len(x) < 2:
         return None
-    return float(np.std(x, ddof=1) / np.mean(x))
+    cv = between_run(x)["cv"]
+    return None if cv is None else float(cv)
 
 
 def rounds_to_tell(base_s: Sequence[float], new_s: Sequence[float], level: float = 0.95,
@@ -332,11 +388,7 @@ def rounds_to_tell(base_s: Sequence[float], new_s: Sequence[float], level: float
     Raises:
         ValueError: fewer than 2 runs on a side, or a non-positive median.
     """
-    if len(base_s) < 2 or len(new_s) < 2:
-        raise ValueError("a run-level interval needs at least 2 runs on each side")
-    if min(base_s) <= 0 or min(new_s) <= 0:
-        raise ValueError("run medians must be positive (seconds)")
-    lb, ln = np.log(np.asarray(base_s, float)), np.log(np.asarray(new_s, float))
+    lb, ln = _log_runs(base_s, new_s)
     d = abs(float(ln.mean() - lb.mean()))
     vb, vn = float(lb.var(ddof=1)), float(ln.var(ddof=1))
     if d == 0.0:
@@ -367,7 +419,7 @@ def inconclusive_advice(pc: PointComparison) -> str:
     if cb is not None and cn is not None and max(cb, cn) > 3 * min(cb, cn):
         wide = "NEW" if cn > cb else "BASE"
         out += f"; {wide}'s runs spread far more than the other side's (was the host busy while {wide} ran?)"
-    change = f"{((pc.ratio or 1.0) - 1) * 100:+.0f}%"
+    change = pct_change(pc.ratio or 1.0, 0)
     n = pc.rounds_needed
     if n is not None:
         out += (f"; at that spread about {n} runs a side would show a change of this size "
@@ -384,7 +436,11 @@ class PointComparison:
     """One point compared: its runs on each side and, where both measured, the ratio NEW/BASE
     of the step time with its interval (``ci_from``: ``"runs"`` or ``"iterations"``), the
     verdict and the op-class attribution. ``outcome``: ``compared``, ``only in BASE``, ``only
-    in NEW``, ``failed in NEW``, ``failed in BASE`` or ``failed in both``. In a gate comparison
+    in NEW``, ``failed in NEW``, ``failed in BASE`` or ``failed in both``. ``failed_runs``: on
+    a point measured on both sides some of whose NEW runs failed, in a gate comparison, the
+    failure rule's counts and answer (``{"base": [failed, runs], "new": [failed, runs], "p":
+    Fisher's one-sided p or None where BASE failed in none, "regression", "text"}``). In a
+    gate comparison
     (:func:`compare_records`) ``judged`` says whether a compared point was judged (None
     outside one), ``not_judged`` why not, ``advice`` what would make it judgeable
     (:func:`judge_advice`; for an inconclusive point :func:`inconclusive_advice`), and
@@ -418,13 +474,17 @@ class PointComparison:
     inconclusive: bool = False
     run_cv: tuple[float | None, float | None] | None = None
     rounds_needed: int | None = None
+    failed_runs: dict[str, Any] | None = None
 
     @property
     def verdict(self) -> str:
-        """``slower``, ``faster``, ``no significant change``, ``not judged``, or the outcome
-        when not compared."""
+        """``failed in some NEW runs`` (a regression by the failure rule: ``failed_runs``),
+        ``slower``, ``faster``, ``no significant change``, ``not judged``, ``inconclusive``, or
+        the outcome when not compared."""
         if self.outcome != "compared":
             return self.outcome
+        if self.failed_runs is not None and self.failed_runs["regression"]:
+            return "failed in some NEW runs"
         if self.judged is False:
             return "not judged"
         if self.inconclusive:
@@ -434,19 +494,25 @@ class PointComparison:
         return "slower" if (self.ratio or 1.0) > 1 else "faster"
 
 
+def _positive(x: float | None) -> bool:
+    return x is not None and x > 0
+
+
 def _has_median(rec: RunRecord) -> bool:
-    """Whether :func:`run_median_s` of ``rec`` is not None, without reading its samples
-    where its summary has a finite median (the samples' median or that one: not None)."""
+    """Whether ``rec`` has a positive step time: its summary's median is finite and positive
+    (its samples unread: :func:`compare_point` checks their median where the point is
+    compared), else :func:`run_median_s` is positive. A stored time of 0 or below (a damaged
+    row, a broken clock) is no measurement: a ratio of it means nothing."""
     med = rec.summary.median if rec.summary is not None else None
-    if isinstance(med, (int, float)) and math.isfinite(med):
+    if isinstance(med, (int, float)) and math.isfinite(med) and med > 0:
         return True
-    return run_median_s(rec) is not None
+    return _positive(run_median_s(rec))
 
 
 def ok_runs(runs: Sequence[RunRecord]) -> list[RunRecord]:
-    """The runs that measured (status ``ok`` with a median step time, :func:`run_median_s`).
-    Reads no samples of a run whose summary has a median (records read with
-    ``lazy_samples`` keep them unread)."""
+    """The runs that measured (status ``ok`` with a positive median step time,
+    :func:`run_median_s`). Reads no samples of a run whose summary has a positive median
+    (records read with ``lazy_samples`` keep them unread)."""
     return [r for r in runs if r.identity.status == "ok" and _has_median(r)]
 
 
@@ -493,6 +559,98 @@ def _fit_runs(pc: PointComparison, ob: list[RunRecord], on: list[RunRecord]
     return fit["BASE"], fit["NEW"]
 
 
+def _status_word(rec: RunRecord) -> str:
+    """A run's status, or for an ``ok`` run without a positive step time (:func:`ok_runs`)
+    ``"ok without a positive step time"``."""
+    st = str(rec.identity.status)
+    return ("ok without a positive step time"
+            if st == "ok" and not _positive(run_median_s(rec)) else st)
+
+
+def _failures(runs: Sequence[RunRecord]) -> str:
+    """``3 runs oom`` / ``2 runs crash, 1 run ok without a positive step time``: how a side's
+    failed runs failed, by status (:func:`_status_word`)."""
+    by: dict[str, int] = {}
+    for r in runs:
+        st = _status_word(r)
+        by[st] = by.get(st, 0) + 1
+    return ", ".join(f"{n} run{'s' if n != 1 else ''} {st}" for st, n in sorted(by.items()))
+
+
+def _failed_not_judged(pc: PointComparison, failed_base: Sequence[RunRecord],
+                       failed_new: Sequence[RunRecord]) -> None:
+    """The gate's judgement of a point that failed in BASE, or on both sides: not judged (no
+    BASE step time to judge NEW against, so it is not shown to pass); sets ``judged``,
+    ``not_judged`` and ``advice``."""
+    pc.judged = False
+    for side, runs in (("BASE", failed_base), ("NEW", failed_new)):
+        if runs:
+            pc.not_judged.append(f"failed in {side}: {_failures(runs)}")
+    both = bool(failed_base) and bool(failed_new)
+    pc.advice = ("make the point run on both sides (dlperf results lists each run's status "
+                 "and error), or leave it out of the gate with --model" if both else
+                 "find why BASE failed (dlperf results lists each run's status and error) and "
+                 "measure BASE again: NEW has nothing to be judged against; or leave the "
+                 "point out of the gate with --model")
+
+
+def failure_test(failed_base: int, runs_base: int, failed_new: int, runs_new: int) -> float:
+    """The one-sided p-value that NEW's runs fail more often than BASE's: Fisher's exact test
+    on the 2x2 table of failed and measured runs (``scipy.stats.fisher_exact``,
+    ``alternative="greater"``: the probability, under the hypergeometric distribution of
+    the failures given both margins, of NEW having ``failed_new`` failures or more; Fisher
+    1935, "The Design of Experiments", section 2; Agresti 2002, "Categorical Data
+    Analysis", 2nd ed., section 3.5.1). Counts of runs; ``failed_* <= runs_*``.
+
+    Raises:
+        ValueError: a count below 0, or more failed runs than runs on a side.
+    """
+    if not (0 <= failed_base <= runs_base and 0 <= failed_new <= runs_new):
+        raise ValueError(f"failed runs must be in [0, runs] on each side; got BASE "
+                         f"{failed_base} of {runs_base}, NEW {failed_new} of {runs_new}")
+    from scipy import stats as _sps  # here, not at import (as above)
+
+    table = [[failed_new, runs_new - failed_new], [failed_base, runs_base - failed_base]]
+    return float(_sps.fisher_exact(table, alternative="greater").pvalue)
+
+
+def _judge_failures(pc: PointComparison, base: Sequence[RunRecord], new: Sequence[RunRecord],
+                    failed_b: Sequence[RunRecord], failed_n: Sequence[RunRecord],
+                    level: float, threshold: float | None) -> None:
+    """The gate's rule on a point measured on both sides some of whose NEW runs failed
+    (module docstring): with no failed run in BASE a regression; else a regression when NEW's
+    runs fail more often than BASE's by :func:`failure_test` at the gate's level (p below
+    ``1 - level``), otherwise the step time stays judged on the runs that measured, with a
+    note of both counts. A regression only with a ``threshold`` (without one the rule's
+    text is a note). Sets ``failed_runs``, ``regression``, ``notes``; a regression makes the
+    point judged (on its failures): a step time that could not be judged is left out of the
+    summary (its interval dropped) and said in a note."""
+    kb, nb, kn, nn = len(failed_b), len(base), len(failed_n), len(new)
+    how_n = _failures(failed_n)
+    p = failure_test(kb, nb, kn, nn) if kb else None
+    regressed = p is None or p < 1 - level
+    if p is None:
+        text = f"failed in {kn} of {nn} NEW runs ({how_n}), in none of {nb} BASE runs"
+    else:
+        more = "more often than" if regressed else "not shown more often than"
+        text = (f"failed in {kn} of {nn} NEW runs ({how_n}), {more} in BASE ({kb} of {nb}: "
+                f"{_failures(failed_b)}; Fisher's exact test, one-sided p = {p:.2g}"
+                + (")" if regressed else f" >= {1 - level:.2g}): the step time is judged on "
+                   "the runs that measured"))
+    pc.failed_runs = {"base": [kb, nb], "new": [kn, nn], "p": p,
+                      "regression": regressed and threshold is not None, "text": text}
+    pc.notes.append(text)
+    if not regressed or threshold is None:
+        return
+    pc.regression, pc.inconclusive, pc.rounds_needed = True, False, None
+    if pc.judged is False:  # the failures judge it; the step time is only described
+        pc.notes.append(f"step time not judged ({'; '.join(pc.not_judged)}): "
+                        f"{change_text(pc)} (CI from {pc.ci_from or '-'}), left out of the "
+                        "summary")
+        pc.judged, pc.not_judged, pc.ci, pc.significant = True, [], None, False
+    pc.advice = None
+
+
 def _interleaving_note(base: list[RunRecord], new: list[RunRecord]) -> str | None:
     """A note when every BASE run was made before every NEW run (or after): a change of the
     host between them is then read as a change of the point."""
@@ -517,17 +675,39 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
     the descriptive comparisons of one file (modes, frameworks, batch sizes)."""
     label = point_label((base or new)[0])
     pc = PointComparison(key, label, list(base), list(new))
-    ob, on = ok_runs(base), ok_runs(new)
     if not base or not new:
         pc.outcome = "only in BASE" if base else "only in NEW"
+        if gate and not base and not any(_positive(run_median_s(r)) for r in ok_runs(new)):
+            # a new point that never measured: nothing shows it passes (module docstring)
+            pc.judged = False
+            pc.not_judged = [f"new point, every run failed ({_failures(new)})"]
+            pc.advice = ("find why NEW fails (dlperf results lists each run's status and "
+                         "error) and measure it again, or leave the point out of the gate "
+                         "with --model")
         return pc
+    # a summary's median at odds with its samples' (a damaged row): the samples' decides
+    ob = [r for r in ok_runs(base) if _positive(run_median_s(r))]
+    on = [r for r in ok_runs(new) if _positive(run_median_s(r))]
+    # runs that failed (a status other than ok); an ok run without a step time is a damaged
+    # row, left out with a note, not a failure of the code measured
+    failed_b = [r for r in base if r.identity.status != "ok"]
+    failed_n = [r for r in new if r.identity.status != "ok"]
     if not ob or not on:
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
         pc.regression = pc.outcome == "failed in NEW"
+        if pc.regression:
+            pc.notes.append(f"failed in NEW: {_failures(new)}")
+        elif gate:  # nothing to judge NEW against
+            _failed_not_judged(pc, base if not ob else [], new if not on else [])
         return pc
     if gate:
         fb, fn = _fit_runs(pc, ob, on)
+        hw = hardware_differences(ob, on) if threshold is not None else []
+        if hw:  # the ratio would measure the machines: not judged (module docstring)
+            pc.not_judged += [f"other hardware: {d}" for d in hw]
+            pc.advice = "; ".join(a for a in (pc.advice, _ADVICE["hardware"]) if a)
+            pc.judged = False
         if pc.judged:
             ob, on = fb, fn
             note = _interleaving_note(ob, on)
@@ -577,9 +757,11 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         if pc.inconclusive and pc.ci_from == "runs":
             pc.rounds_needed = rounds_to_tell(mb, mn, level)
             pc.advice = inconclusive_advice(pc)
+    if gate and failed_n:
+        _judge_failures(pc, base, new, failed_b, failed_n, level, threshold)
     pc.attribution = attribute_op_classes(ob, on, pc.new_step_s - pc.base_step_s)
     for what, runs, used in (("BASE", base, ob), ("NEW", new, on)):
-        bad = [r.identity.status for r in runs if not any(r is u for u in used)]
+        bad = [_status_word(r) for r in runs if not any(r is u for u in used)]
         if bad:
             pc.notes.append(f"{what}: {len(bad)} of {len(runs)} runs not used "
                             f"({', '.join(sorted(set(map(str, bad))))})")
@@ -614,13 +796,17 @@ def geometric_summary(points: Sequence[PointComparison],
 @dataclass
 class Comparison:
     """Every point of BASE and NEW compared (:func:`compare_records`), with what each side
-    was (``base_name``, ``new_name``), the level of the intervals and the threshold."""
+    was (``base_name``, ``new_name``), the level of the intervals and the threshold.
+    ``damaged_rows``: results file -> the rows its reader skipped as damaged
+    (:meth:`dlperf.results.store.ResultStore.damaged`; set by ``dlperf compare``): the points
+    they held are in neither side, so the gate does not pass (:func:`gate_status`)."""
 
     points: list[PointComparison]
     base_name: str
     new_name: str
     level: float = 0.95
     threshold: float | None = None
+    damaged_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def summary(self) -> tuple[float, float, float, int] | None:
@@ -629,7 +815,8 @@ class Comparison:
 
     @property
     def regressions(self) -> list[PointComparison]:
-        """Points significantly slower than the threshold allows, or failing only in NEW."""
+        """Points significantly slower than the threshold allows, or failing only in NEW:
+        in every NEW run, or in some where BASE's runs did not fail or failed less often."""
         return [p for p in self.points if p.regression]
 
     @property
@@ -640,13 +827,15 @@ class Comparison:
 
     @property
     def judged(self) -> list[PointComparison]:
-        """The points judged (measured on both sides with enough fit runs)."""
+        """The points judged (measured on both sides with enough runs fit to judge)."""
         return [p for p in self.points if p.judged]
 
     @property
     def not_judged(self) -> list[PointComparison]:
-        """The points measured on both sides but not judged (:attr:`PointComparison.
-        not_judged` says why)."""
+        """The points not judged: run on both sides with too few runs fit to judge, other
+        hardware on the two sides (with a threshold), or failed in BASE or on both sides; or
+        new (only in NEW) with every run failed (:attr:`PointComparison.not_judged` says
+        why)."""
         return [p for p in self.points if p.judged is False]
 
     @property
@@ -655,28 +844,48 @@ class Comparison:
         return [p for p in self.points if p.outcome == "only in BASE"]
 
 
-def _change(pc: PointComparison) -> str:
-    """``+165% [-43, +1133]``: the change with its interval, in whole percent."""
+def pct_change(ratio: float, decimals: int = 1) -> str:
+    """A ratio NEW/BASE as a signed change in percent: 1.06 -> ``"+6.0%"`` (``decimals``
+    digits after the point; 0: whole percent, ``"+6%"``)."""
+    return f"{(ratio - 1) * 100:+.{decimals}f}%"
+
+
+def change_text(pc: PointComparison, decimals: int = 1) -> str:
+    """``+6.0% [+4.0, +8.0]``: the change of the step time with its interval (``decimals``
+    digits after the point: 0 gives ``+165% [-43, +1133]``), or the outcome of a point
+    without an interval."""
     if pc.ratio is None or pc.ci is None:
-        return ""
-    return (f"{(pc.ratio - 1) * 100:+.0f}% [{(pc.ci[0] - 1) * 100:+.0f}, "
-            f"{(pc.ci[1] - 1) * 100:+.0f}]")
+        return pc.outcome
+    lo, hi = ((f"{(c - 1) * 100:+.{decimals}f}") for c in pc.ci)
+    return f"{pct_change(pc.ratio, decimals)} [{lo}, {hi}]"
+
+
+def damaged_text(damaged_rows: dict[str, int]) -> str:
+    """``3 damaged row(s) of a.db skipped``, one clause a file (``; `` between)."""
+    return "; ".join(f"{n} damaged row(s) of {path} skipped" for path, n in damaged_rows.items())
 
 
 def gate_status(comp: Comparison) -> tuple[int, str | None]:
     """The exit status of ``dlperf compare`` and its one-line reason (None with status 0).
     Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
-    point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
+    point regressed, failed in NEW only, or failed in some NEW runs where BASE's did not or
+    less often: the reason names the failures), :data:`EXIT_MISSING` (a point of BASE is missing
     from NEW, or no point is in both), :data:`EXIT_INCONCLUSIVE` (a judged point is
-    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a point measured on both
-    sides was not judged, or no point was: a point the gate could not judge is not shown to
-    pass, as a point missing from NEW is not; the others may have passed); else 0."""
+    inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a results file had damaged
+    rows, skipped: :attr:`Comparison.damaged_rows`; a point run on both sides was not judged,
+    with too few runs fit to judge or failed in BASE, a new point failed in every run, or no
+    point was judged: a point the gate could
+    not judge is not shown to pass, as a point missing from NEW is not; the others may have
+    passed); else 0."""
     if comp.threshold is None:
         return 0, None
     regs = comp.regressions
     if regs:
         return EXIT_REGRESSION, (f"{len(regs)} point(s) regressed (--fail-if-slower "
-                                 f"{threshold_text(comp.threshold)}): " + "; ".join(p.label for p in regs))
+                                 f"{threshold_text(comp.threshold)}): " + "; ".join(
+                                     p.label + (f" ({p.failed_runs['text']})"
+                                                if p.failed_runs and p.failed_runs["regression"]
+                                                else "") for p in regs))
     both = [p for p in comp.points if p.base and p.new]
     if not both:
         return EXIT_MISSING, ("BASE and NEW have no point in common: nothing was compared (were "
@@ -692,22 +901,33 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
             f"{len(inc)} point(s) inconclusive (--fail-if-slower "
             f"{threshold_text(comp.threshold)}): slower than the threshold by the estimate, but "
             "the interval includes 1, so a regression is neither shown nor excluded: "
-            + "; ".join(f"{p.label} {_change(p)}" for p in inc[:5])
+            + "; ".join(f"{p.label} {change_text(p, 0)}" for p in inc[:5])
             + (" ..." if len(inc) > 5 else "")
             + "; the comparison says what would judge them (more rounds, a quieter host)")
+    if comp.damaged_rows:
+        return EXIT_NOT_JUDGED, (
+            f"{damaged_text(comp.damaged_rows)}: the points they held are not judged, so not "
+            "shown to pass; restore the file from a copy, or `dlperf merge` it into a new file "
+            "(which takes the intact rows only) and compare that")
     nj = comp.not_judged
     if not comp.judged:
         return EXIT_NOT_JUDGED, (f"no point could be judged ({len(nj)} not "
                                  "judged; the table says why and what would make them "
                                  "judgeable)")
     if nj:
-        return EXIT_NOT_JUDGED, (
-            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) measured on both sides not "
-            "judged, so not shown to pass: "
-            + "; ".join(f"{p.label} ({', '.join(p.not_judged[:2])})" for p in nj[:5])
-            + (" ..." if len(nj) > 5 else "")
-            + "; the table says what would make them judgeable (or --model leaves a point "
-              "out of the gate)")
+        both_nj = [p for p in nj if p.base]
+        new_nj = [p for p in nj if not p.base]
+        parts = []
+        for pts, head in ((both_nj, f"{len(both_nj)} of {len(both_nj) + len(comp.judged)} "
+                                    "point(s) run on both sides not judged"),
+                          (new_nj, f"{len(new_nj)} new point(s) not judged")):
+            if pts:
+                parts.append(head + ", so not shown to pass: "
+                             + "; ".join(f"{p.label} ({', '.join(p.not_judged[:2])})"
+                                         for p in pts[:5])
+                             + (" ..." if len(pts) > 5 else ""))
+        return EXIT_NOT_JUDGED, ("; ".join(parts) + "; the table says what would make them "
+                                 "judgeable (or --model leaves a point out of the gate)")
     return 0, None
 
 
@@ -737,17 +957,67 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
             by.setdefault(point_key_of(r), []).append(r)
     if not by_b and not by_n:
         raise ConfigError(f"no results in {base_name} or {new_name}: nothing to compare")
-    stale = {**_drop_old_code(by_b, "BASE"), **_drop_old_code(by_n, "NEW")}
+    twice = _drop_duplicates(by_b, "BASE")
+    for k, notes in _drop_duplicates(by_n, "NEW").items():
+        twice.setdefault(k, []).extend(notes)
+    stale = _drop_old_code(by_b, "BASE")
+    for k, notes in _drop_old_code(by_n, "NEW").items():
+        stale.setdefault(k, []).extend(notes)
     moved = _match_moved_files(by_b, by_n)
     keys = sorted(set(by_b) | set(by_n), key=lambda k: (k not in by_b, _sort_key(
         (by_b.get(k) or by_n[k])[0]), k))
     pts = [compare_point(k, by_b.get(k, []), by_n.get(k, []), level=level, threshold=threshold,
                          gate=True) for k in keys]
     for p in pts:
-        p.notes += stale.get(p.key, [])
+        p.notes += twice.get(p.key, []) + stale.get(p.key, [])
         if p.key in moved:
             p.notes.append(moved[p.key])
     return Comparison(pts, base_name, new_name, level, threshold)
+
+
+def run_identity(rec: RunRecord) -> str:
+    """What makes two records one run: the stored result (:meth:`RunRecord.to_dict` without
+    the raw samples, as a results file's ``result_json``; it holds the run key and
+    ``created_at``), as :func:`dlperf.results.merge.merge_stores` keeps a result once. The
+    row id is not part of it: the same row read from two copies of a file is one run."""
+    import json
+
+    return json.dumps(rec.to_dict(raw=False), sort_keys=True, default=str)
+
+
+def _drop_duplicates(by: dict[str, list[RunRecord]], side: str) -> dict[str, list[str]]:
+    """Count a run read twice into one side (the same row, or an identical stored row:
+    :func:`run_identity`) once, in place: a run counted twice would narrow the point's
+    interval as if it had been measured twice. Returns key -> the note saying how many."""
+    notes: dict[str, list[str]] = {}
+    for k, runs in by.items():
+        # the whole stored result only where the run key, time and status are alike
+        # (serialising every record costs ~2 ms each)
+        def cheap(r: RunRecord) -> tuple[Any, ...]:
+            i = r.identity
+            return (i.run_key, i.repeat, i.created_at, i.status)
+
+        alike: dict[tuple[Any, ...], int] = {}
+        for r in runs:
+            alike[cheap(r)] = alike.get(cheap(r), 0) + 1
+        if max(alike.values(), default=0) < 2:
+            continue
+        seen: set[str] = set()
+        keep = []
+        for r in runs:
+            if alike[cheap(r)] < 2:
+                keep.append(r)
+                continue
+            ident = run_identity(r)
+            if ident not in seen:
+                seen.add(ident)
+                keep.append(r)
+        if len(keep) < len(runs):
+            n = len(runs) - len(keep)
+            notes[k] = [f"{side}: {n} run(s) read twice (an identical stored row: the same "
+                        "run key, time and result) counted once"]
+            by[k] = keep
+    return notes
 
 
 def _code(rec: RunRecord) -> str | None:

@@ -10,8 +10,11 @@ from dlperf.report.regress import (
     MIN_ATTRIBUTED_SHARE,
     Comparison,
     PointComparison,
+    change_text,
+    damaged_text,
     gate_status,
     ok_runs,
+    pct_change,
     run_median_s,
     threshold_text,
 )
@@ -19,10 +22,6 @@ from dlperf.results.schema import RunRecord
 
 __all__ = ["change_text", "attribution_text", "summary_line", "comparison_markdown",
            "comparison_json", "counts_line"]
-
-
-def _pct(r: float) -> str:
-    return f"{(r - 1) * 100:+.1f}%"
 
 
 def _ms(v: float | None) -> str:
@@ -35,14 +34,6 @@ def _cell(text: Any) -> str:
     """Markdown table cell: pipes escaped, newlines to spaces, HTML brackets escaped."""
     s = str(text).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
     return " ".join(s.split())
-
-
-def change_text(pc: PointComparison) -> str:
-    """``+6.0% [+4.0, +8.0]``: the change of the step time with its interval, or the
-    outcome of a point not compared."""
-    if pc.ratio is None or pc.ci is None:
-        return pc.outcome
-    return (f"{_pct(pc.ratio)} [{(pc.ci[0] - 1) * 100:+.1f}, {(pc.ci[1] - 1) * 100:+.1f}]")
 
 
 def attribution_text(pc: PointComparison) -> str | None:
@@ -71,7 +62,8 @@ def _by_point(comp: Comparison, mean: int | None) -> list[str]:
     """The points whose verdict the mean's wording would hide: regressed, inconclusive,
     missing from NEW and not judged (with a threshold), significantly slower or faster points
     against the mean's direction ``mean`` (1 slower, -1 faster, 0 no significant difference,
-    None no mean), failed in NEW (without a threshold; with one it is a regression)."""
+    None no mean: then only the new points not judged, which the line's head does not
+    count), failed in NEW (without a threshold; with one it is a regression)."""
     gate = comp.threshold is not None
     judged = [p for p in comp.points if p.outcome == "compared" and p.judged is not False]
     slower = [p for p in judged if p.verdict == "slower" and not p.regression]
@@ -81,7 +73,8 @@ def _by_point(comp: Comparison, mean: int | None) -> list[str]:
               (len(slower) if mean in (0, -1) else 0, "significantly slower"),
               (len(faster) if mean in (0, 1) else 0, "significantly faster"),
               (len(comp.missing) if gate else 0, "missing from NEW"),
-              (len(comp.not_judged) if mean is not None else 0, "not judged"),
+              (len(comp.not_judged) if mean is not None else
+               sum(not (p.base and p.new) for p in comp.not_judged), "not judged"),
               (0 if gate else sum(p.outcome == "failed in NEW" for p in comp.points),
                "failed in NEW")]
     return [f"{n} {what}" for n, what in counts if n]
@@ -93,12 +86,14 @@ def summary_line(comp: Comparison) -> str:
     none. It agrees with every point's verdict and with the exit status: where a point's
     verdict differs from the mean's (a regression, an inconclusive point, a point slower or
     faster against it, one missing or not judged) ``; by point: 1 regressed, 1 not judged``
-    follows, and with a threshold the gate's outcome, ``; the gate fails (exit 1)`` or ``;
+    follows, then the rows skipped as damaged (``; 1 damaged row(s) of a.db skipped``), and
+    with a threshold the gate's outcome, ``; the gate fails (exit 1)`` or ``;
     the gate passes (exit 0)`` (:func:`~dlperf.report.regress.gate_status`)."""
     s = comp.summary
     mean: int | None = None
-    if s is None and comp.not_judged:
-        line = (f"no point judged ({len(comp.not_judged)} measured on both sides but not "
+    nj_both = [p for p in comp.not_judged if p.base and p.new]
+    if s is None and nj_both:
+        line = (f"no point judged ({len(nj_both)} run on both sides but not "
                 "judged): NEW and BASE not compared")
     elif s is None:
         line = "no point measured on both sides: NEW and BASE not compared"
@@ -118,15 +113,23 @@ def summary_line(comp: Comparison) -> str:
     parts = _by_point(comp, mean)
     if parts:
         line += "; by point: " + ", ".join(parts)
+    if comp.damaged_rows:
+        line += "; " + damaged_text(comp.damaged_rows)
     if comp.threshold is not None:
         code, _ = gate_status(comp)
         line += (f"; the gate fails (exit {code})" if code else "; the gate passes (exit 0)")
     return line
 
 
+#: The most reasons a point was not judged that :func:`counts_line` names; it counts the rest
+#: (``+2 more (see the Not judged list)``), which the report lists point by point.
+MAX_REASONS = 4
+
+
 def counts_line(comp: Comparison) -> str:
     """``4 points: 2 judged (1 regression, 1 inconclusive), 1 not judged (1 run in NEW, 2
-    needed), 1 only in BASE``: what the gate did with every point."""
+    needed), 1 only in BASE``: what the gate did with every point. Of the distinct reasons
+    points were not judged, the first :data:`MAX_REASONS` are named and the rest counted."""
     pts = comp.points
     regs, inc = comp.regressions, comp.inconclusive
     verdicts = ([f"{len(regs)} regression{'s' if len(regs) != 1 else ''}"] if regs else []) + (
@@ -139,12 +142,14 @@ def counts_line(comp: Comparison) -> str:
         for p in nj:
             for r in p.not_judged:
                 why[r] = why.get(r, 0) + 1
-        reasons = "; ".join(f"{r}" + (f" ({c} points)" if c > 1 else "")
-                            for r, c in list(why.items())[:4])
+        shown = list(why.items())[:MAX_REASONS]
+        reasons = "; ".join(f"{r}" + (f" ({c} points)" if c > 1 else "") for r, c in shown)
+        if len(why) > len(shown):  # the rest are in the report's "Not judged" list
+            reasons += f"; +{len(why) - len(shown)} more (see the Not judged list)"
         parts.append(f"{len(nj)} not judged ({reasons})")
     others: dict[str, int] = {}
     for p in pts:
-        if p.outcome != "compared":
+        if p.outcome != "compared" and p.judged is not False:  # failed ones: not judged
             others[p.outcome] = others.get(p.outcome, 0) + 1
     parts += [f"{c} {o}" for o, c in others.items()]
     return f"{len(pts)} point{'s' if len(pts) != 1 else ''}: " + ", ".join(parts)
@@ -178,9 +183,11 @@ def comparison_markdown(comp: Comparison) -> str:
     for pc in comp.points:
         ratio = ("–" if pc.ratio is None or pc.ci is None else
                  f"{pc.ratio:.3f} [{pc.ci[0]:.3f}, {pc.ci[1]:.3f}]")
-        change = "–" if pc.ratio is None else _pct(pc.ratio)
+        change = "–" if pc.ratio is None else pct_change(pc.ratio)
         verdict = ("**inconclusive**" if pc.inconclusive else
-                   pc.verdict + (" **REGRESSION**" if pc.regression else ""))
+                   pc.verdict + (" **REGRESSION**" if pc.regression else "")
+                   + (", not judged" if pc.judged is False and pc.outcome != "compared"
+                      else ""))
         lines.append(f"| {_cell(pc.label)} | {_runs_cell(pc)} | {_ms(pc.base_step_s)} | "
                      f"{_ms(pc.new_step_s)} | {ratio} | {change} | {pc.ci_from or '–'} | "
                      f"{verdict} |")
@@ -225,7 +232,9 @@ def comparison_markdown(comp: Comparison) -> str:
     if comp.threshold is not None:
         regs = comp.regressions
         lines += ["", f"Regression threshold: significantly slower by more than "
-                      f"{threshold_text(comp.threshold)}, or failing in NEW only: "
+                      f"{threshold_text(comp.threshold)}, or failing in NEW only (in every "
+                      "NEW run, or in some where BASE failed in none or, by Fisher's exact "
+                      "test, less often): "
                       + (f"{len(regs)} point(s): " + "; ".join(_cell(p.label) for p in regs)
                          if regs else "none")
                   + (f"; inconclusive (the estimate beyond it, the interval including 1): "
@@ -239,8 +248,10 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
     """The comparison as JSON-able data: every point with the runs used on each side (row
     id, repeat, status, commit, tag, median s, ``used``: whether the step times come from it),
     the ratio, interval, verdict (``regression``, ``inconclusive``), the run-to-run CV of each
-    side, attribution and notes; the keys of the regressed and the inconclusive points; the
-    counts and the summary."""
+    side, attribution and notes, ``failed_runs`` (where NEW runs failed on a point measured
+    on both sides: ``{"base": [failed, runs], "new": [failed, runs], "p"`` (Fisher's exact
+    test, None where BASE failed in none), ``"regression", "text"}``); the keys of the
+    regressed and the inconclusive points; the counts and the summary."""
     from dlperf.results.history import sha_of, tag_of
 
     def runs(rs: list[RunRecord], used: list[RunRecord]) -> list[dict[str, Any]]:
@@ -255,6 +266,7 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
             "summary": None if s is None else {"ratio": s[0], "ci": [s[1], s[2]], "points": s[3],
                                                "text": summary_line(comp)},
             "regressions": [p.key for p in comp.regressions],
+            "damaged_rows": comp.damaged_rows,
             "inconclusive": [p.key for p in comp.inconclusive],
             "counts": {"points": len(comp.points), "judged": len(comp.judged),
                        "inconclusive": len(comp.inconclusive),
@@ -270,6 +282,7 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
                         "base_step_s": p.base_step_s, "new_step_s": p.new_step_s,
                         "attribution": p.attribution, "notes": p.notes,
                         "judged": p.judged, "not_judged": p.not_judged, "advice": p.advice,
+                        "failed_runs": p.failed_runs,
                         "left_out": [{"side": a, "repeat": b, "reasons": c}
                                      for a, b, c in p.left_out],
                         "base_runs": runs(p.base, p.base_used),

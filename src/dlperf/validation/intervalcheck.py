@@ -237,22 +237,17 @@ def chance_inside(n: int, level: float = 0.9,
 def coverage_cells(covs: Iterable[dict]) -> list[tuple[str, str | None, int, int]]:
     """``(category, bound, covered rows, rows)`` per cell of :func:`coverage` results:
     one per bound (``host``, ``device``) that has rows, the category as one cell (bound None)
-    where no row has a bound."""
-    out: list[tuple[str, str | None, int, int]] = []
-    for d in covs:
-        bounds = [b for b in ("host", "device") if d["count_" + b]]
-        for b in bounds:
-            out.append((d["category"], b, round(d["coverage_" + b] * d["count_" + b]),
-                        d["count_" + b]))
-        if not bounds:
-            out.append((d["category"], None, round(d["coverage"] * d["count"]), d["count"]))
-    return out
+    where no row has a bound; the sums of :func:`cell_tallies`' per-model counts (a cell's
+    covered rows and rows are its models' summed)."""
+    return [(cat, b, sum(k for k, _ in per), sum(n for _, n in per))
+            for cat, b, per in cell_tallies(covs)]
 
 
 def cell_tallies(covs: Iterable[dict]) -> list[tuple[str, str | None, list[tuple[int, int]]]]:
-    """``(category, bound, [(covered, rows) per model])`` per cell of :func:`coverage` results,
-    the cells of :func:`coverage_cells` in its order (their sums are its counts): the
-    clusters of :func:`dlperf.validation.coveragestats.clustered`."""
+    """``(category, bound, [(covered, rows) per model])`` per cell of :func:`coverage` results:
+    one per bound (``host``, ``device``) that has rows, the category as one cell (bound None)
+    where no row has a bound; the clusters of
+    :func:`dlperf.validation.coveragestats.clustered` (:func:`coverage_cells` sums them)."""
     out: list[tuple[str, str | None, list[tuple[int, int]]]] = []
     for d in covs:
         bounds: list[str | None] = [b for b in ("host", "device") if d["count_" + b]]

@@ -511,6 +511,8 @@ def _input_compute(d: Draft, recs: Records, cal: Calibration, req: Request) -> N
     if rungs and d.one.cfg.loader_workers is not None:
         d.rungs = rungs
         d.one, cnotes = ip.compute_part(cal, d.one)
+        # the lines of the step that made t_c, not of the real-data fit it replaced
+        d.provenance, d.assumptions = dict(d.one.provenance), list(d.one.assumptions)
         notes, d.path = [*notes, *cnotes], ip.INPUT_CATEGORY
     d.assumptions += notes
 

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "check_level",
     "Summary",
     "summarize",
     "mad_outliers",
@@ -92,6 +93,25 @@ MAD_ZERO_REL_TOL = 1e-9
 _RESAMPLE_CHUNK_ELEMS = 1 << 22
 
 
+def check_level(level: float) -> None:
+    """Refuse a confidence ``level`` outside (0, 1): the one check (and message) of every
+    interval here and of :func:`dlperf.report.regress.ratio_from_runs`.
+
+    Raises:
+        ValueError: ``level`` is not in (0, 1) (NaN included).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+
+
+def _check_resamples(n_resamples: int) -> int:
+    """``n_resamples`` as an int, refused below 1 (ValueError; TypeError for a non-integer)."""
+    n = operator.index(n_resamples)
+    if n < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n}")
+    return n
+
+
 def min_samples_for_ci(level: float = 0.95) -> int:
     """The fewest samples for which a confidence interval of the median can reach ``level``.
 
@@ -104,8 +124,7 @@ def min_samples_for_ci(level: float = 0.95) -> int:
 
     Raises ValueError when ``level`` is not in (0, 1).
     """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+    check_level(level)
     n = 1
     while 1.0 - 2.0 * 0.5 ** n < level:
         n += 1
@@ -251,11 +270,8 @@ def bootstrap_median_ci(
     Raises ValueError on empty/non-finite input, ``level`` outside (0, 1) or ``n_resamples < 1``.
     """
     x = _as_samples(samples)
-    if not (0.0 < level < 1.0):
-        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
-    n_resamples = operator.index(n_resamples)
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    check_level(level)
+    n_resamples = _check_resamples(n_resamples)
     if x.size < 2 or np.all(x == x[0]):  # degenerate: every resample has the same median
         v = float(x[0])
         return (v, v)
@@ -292,8 +308,7 @@ def summarize(
     med = float(np.median(x))
     q1, q3, p5, p95 = (float(v) for v in np.percentile(x, [25.0, 75.0, 5.0, 95.0]))
     if min_ci_samples is not None and n < min_ci_samples:
-        if not 0.0 < ci_level < 1.0:
-            raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {ci_level!r}")
+        check_level(ci_level)
         lo = hi = None
     else:
         lo, hi = bootstrap_median_ci(x, level=ci_level, n_resamples=n_resamples, seed=seed)
@@ -347,8 +362,7 @@ def between_run(values: Sequence[float], level: float = 0.95,
     Raises ValueError on empty or non-finite input or a ``level`` outside (0, 1).
     """
     x = _as_samples(values, "values")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+    check_level(level)
     n = int(x.size)
     mean = float(np.mean(x))
     stdev = float(np.std(x, ddof=1)) if n > 1 else 0.0
@@ -473,11 +487,8 @@ def _two_sample_stats(x: np.ndarray, y: np.ndarray, f: Callable[..., Any], level
     Medians come from their exact distribution (:func:`bootstrap_medians`, no resample is
     built); means from resamples drawn :data:`_RESAMPLE_CHUNK_ELEMS` indices at a time, so the
     memory is bounded whatever the sizes (up to that many, one draw, as before)."""
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    n_resamples = operator.index(n_resamples)
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    check_level(level)
+    n_resamples = _check_resamples(n_resamples)
     rng = np.random.default_rng(seed)
     if f is np.median:
         return (bootstrap_medians(np.sort(x), n_resamples, rng),
@@ -607,8 +618,7 @@ def trend(samples_s: Any, level: float = 0.95) -> Trend | None:
     outside (0, 1).
     """
     x = _as_samples(samples_s, "samples_s")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+    check_level(level)
     n = int(x.size)
     if n < TREND_MIN_SAMPLES:
         return None

@@ -229,6 +229,7 @@ def test_every_run_is_used_and_failures_are_outcomes():
     assert by["p1"].ci_from == "runs"  # 3 and 2 ok runs
     assert any("1 of 3 runs not used (crash)" in n for n in by["p1"].notes)
     assert by["p2"].outcome == "failed in NEW" and by["p2"].regression
+    assert by["p2"].notes == ["failed in NEW: 1 run oom"]  # how, in the notes
     assert by["p3"].outcome == "only in NEW" and not by["p3"].regression
     js = regress_text.comparison_json(comp)
     p1 = next(p for p in js["points"] if p["point_key"] == "p1")
@@ -749,6 +750,7 @@ def test_stored_times_that_are_no_measurement_are_runs_without_a_step_time(bad, 
     allbad = [raw_rec("p1", [bad] * 20, i) for i in range(3)]
     comp = regress.compare_records(base, allbad, threshold=0.05)
     assert comp.points[0].outcome == "failed in NEW" and regress.gate_status(comp)[0] == 1
+    assert comp.points[0].notes == ["failed in NEW: 3 runs ok without a positive step time"]
     comp = regress.compare_records(allbad, base, threshold=0.05)
     assert comp.points[0].not_judged == ["failed in BASE: 3 runs ok without a positive step time"]
     assert regress.gate_status(comp)[0] == regress.EXIT_NOT_JUDGED

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from dlperf.perfmodel import api
+from dlperf.perfmodel import api, whatifs
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import intervals as iv
 from dlperf.validation import Validation
@@ -138,7 +138,7 @@ def test_every_what_if_category_has_its_interval_coverage_judged():
 
     listed = set(iv.INTERVAL_CATEGORIES)
     assert set(bt.WHATIF_CATEGORIES) <= listed <= set(validation.CATEGORIES)
-    assert {*api.FRAMEWORK_WHATIFS.values(), api.TWO_CHANGES} <= listed
+    assert {*whatifs.FRAMEWORK_WHATIFS.values(), whatifs.TWO_CHANGES} <= listed
     assert "repeat (noise floor)" not in listed and "all-reduce >= 1 MiB" not in listed
 
 

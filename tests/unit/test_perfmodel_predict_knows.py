@@ -8,7 +8,7 @@ import pytest
 
 from committed import H200, R50, ROOT
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api, comm
+from dlperf.perfmodel import api, comm, whatifs
 from dlperf.perfmodel.calibrate import Config
 
 pytestmark = pytest.mark.usefixtures("module_fit_cache")
@@ -168,7 +168,7 @@ def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
         assert o.interval_group.startswith(cat + ","), o.interval_group
         assert not any("borrowed" in a for a in o.assumptions), o.assumptions
     jax = Config("vgg16", "jax", "xla", "bf16", "cuda", "synthetic", "auto")
-    assert api.whatif_category(jax, jax.with_(framework="torch", mode="eager")) == (
+    assert whatifs.whatif_category(jax, jax.with_(framework="torch", mode="eager")) == (
         "what-if jax->torch")
     # torch graph at a compile mode of its own -> jax xla is not: eager->graph's, wider
     g = api.predict(H200, batch_size=128, what_if={"framework": "jax", "mode": "xla"},

@@ -14,7 +14,7 @@ import pytest
 from committed import H200, ROOT
 from dlperf import validation
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api
+from dlperf.perfmodel import api, whatifs
 from dlperf.perfmodel import equations as eq
 
 DLBENCH = ROOT / "h200/dlbench.db"
@@ -56,7 +56,7 @@ def test_framework_what_ifs_pair_stored_points_in_their_own_direction(summary):
     s, v = summary
     pts = {point_id(p): p for p in api.records_of(H200).points}
     pairs: dict[str, set] = {}
-    for (src, dst), cat in api.FRAMEWORK_WHATIFS.items():
+    for (src, dst), cat in whatifs.FRAMEWORK_WHATIFS.items():
         rows = [r for r in v.rows if r.category == cat]
         assert s[cat]["count"] == len(rows) >= 8, cat  # >= 8 on development alone (docs)
         for r in rows:

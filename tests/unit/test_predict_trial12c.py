@@ -5,7 +5,7 @@ a stored point withheld from its own prediction, and the refusals' wording."""
 import pytest
 
 from committed import H200, R50
-from dlperf.perfmodel import api
+from dlperf.perfmodel import api, whatifs
 from dlperf.perfmodel.calibrate import Config
 
 pytestmark = pytest.mark.usefixtures("module_fit_cache")
@@ -13,11 +13,11 @@ pytestmark = pytest.mark.usefixtures("module_fit_cache")
 
 def test_whatif_changes_counts_each_back_tested_change_once():
     base = Config("resnet50", "torch", "eager", "bf16", "cuda")
-    assert api.whatif_changes(base, base) == ()
-    assert api.whatif_changes(base, base.with_(mode="graph")) == ("mode",)
+    assert whatifs.whatif_changes(base, base) == ()
+    assert whatifs.whatif_changes(base, base.with_(mode="graph")) == ("mode",)
     # a framework what-if implies its mode: one change
-    assert api.whatif_changes(base, base.with_(framework="jax", mode="xla")) == ("framework",)
-    assert api.whatif_changes(base, base.with_(mode="graph", precision="fp32"), True, 90.0) == (
+    assert whatifs.whatif_changes(base, base.with_(framework="jax", mode="xla")) == ("framework",)
+    assert whatifs.whatif_changes(base, base.with_(mode="graph", precision="fp32"), True, 90.0) == (
         "mode", "precision", "batch", "host speed")
 
 
@@ -44,7 +44,7 @@ def test_a_whatif_of_two_changes_starts_one_change_from_its_target():
     fcn5 = {**R50, "model": "fcn5"}
     two = api.predict(H200, batch_size=1024, what_if={"mode": "graph", "precision": "fp32"},
                       **fcn5)
-    assert two.how == "what-if" and two.validation_category == api.TWO_CHANGES
+    assert two.how == "what-if" and two.validation_category == whatifs.TWO_CHANGES
     assert two.explanation["what-if"]["base"] == Config(
         "fcn5", "torch", "eager", "fp32", "cuda", "synthetic", "auto").label()
     assert any("starts from fcn5 torch/eager cuda fp32" in a for a in two.assumptions)
@@ -57,7 +57,7 @@ def test_a_whatif_of_two_changes_starts_one_change_from_its_target():
     three = api.predict(H200, batch_size=512, what_if={"mode": "graph", "precision": "fp32",
                                                        "batch_size": "2x"}, **fcn5)
     assert three.predicted_step_time_s == two.predicted_step_time_s
-    assert three.interval_group.startswith(f"borrowed from {api.TWO_CHANGES} at 95%")
+    assert three.interval_group.startswith(f"borrowed from {whatifs.TWO_CHANGES} at 95%")
     assert any("several changes (mode, precision and batch" in a
                and "judges two changes at once" in a for a in three.assumptions), three.assumptions
 

@@ -442,3 +442,26 @@ def test_min_samples_for_ci_and_summary_flag():
     assert not enough.ci_too_few and enough.ci_low <= enough.median <= enough.ci_high
     with pytest.raises(ValueError, match="min_ci_samples"):
         summarize([1.0], min_ci_samples=0)
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 1.5, -0.1, float("nan")])
+def test_every_interval_refuses_a_level_outside_0_1_in_the_same_words(level):
+    """One check of the confidence level (:func:`dlperf.stats.check_level`) for every
+    interval of stats and for the gate's run-level ratio: the same ValueError, which names
+    the level given and an example."""
+    from dlperf.report.regress import ratio_from_runs
+
+    x = [0.010, 0.011, 0.012, 0.0105, 0.0102, 0.0111, 0.0108, 0.0099]
+    calls = [lambda: stats.min_samples_for_ci(level),
+             lambda: stats.bootstrap_median_ci(x, level=level),
+             lambda: stats.summarize(x[:3], ci_level=level, min_ci_samples=6),
+             lambda: stats.between_run(x, level=level),
+             lambda: stats.ratio_ci(x, x, level=level),
+             lambda: stats.ratio_ci(x, x, statistic="mean", level=level),
+             lambda: stats.median_diff_ci(x, x, level=level),
+             lambda: stats.trend(x * 5, level=level),
+             lambda: ratio_from_runs(x[:3], x[3:6], level=level)]
+    for call in calls:
+        with pytest.raises(ValueError) as e:
+            call()
+        assert str(e.value) == f"level must be in (0, 1), e.g. 0.95; got {level!r}"

@@ -53,6 +53,14 @@ from dlperf.perfmodel.calibrate import Calibration, Config, Shared, instrumented
 from dlperf.perfmodel.comm import network_for, whole
 from dlperf.perfmodel.memo import once
 from dlperf.perfmodel.records import Point, Records, load, point_id
+from dlperf.perfmodel.whatifs import (
+    FRAMEWORK_WHATIFS,
+    JUDGED_CHANGES,
+    JUDGED_STEPS,
+    steps_of,
+    whatif_category,
+    whatif_changes,
+)
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
 #: through :func:`predict` itself (:mod:`dlperf.validation`).
@@ -778,79 +786,11 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     return ddp, bool(ddp.pairs)
 
 
-#: The back-test category of a what-if of two changes: a framework or mode change with a
-#: precision change (:func:`whatif_category`; :data:`dlperf.validation.backtest.WHATIFS`
-#: makes its rows).
-TWO_CHANGES = "what-if two changes"
-
-
-#: The framework what-ifs the back-test judges in a category of their own, each direction its
-#: own path: ``((framework, mode) of the base, (framework, mode) of the target) -> category``
-#: (:data:`dlperf.validation.backtest.WHATIFS` builds its pairs from this). Those with >= 8
-#: development rows of stored pairs (same model, precision, device, batch, data, layout and
-#: compile mode, in one results file) in the committed H200 results; torch graph with a
-#: compile mode of its own (5 development pairs with jax) and every TensorFlow or MXNet pair
-#: (none stored on a GPU) are not back-tested.
-FRAMEWORK_WHATIFS = {(("torch", "eager"), ("jax", "xla")): "what-if torch->jax",
-                     (("jax", "xla"), ("torch", "eager")): "what-if jax->torch",
-                     (("torch", "graph"), ("jax", "xla")): "what-if torch graph->jax",
-                     (("jax", "xla"), ("torch", "graph")): "what-if jax->torch graph"}
-
-
-def whatif_category(base: Config, target: Config) -> str:
-    """The back-test category of a what-if from ``base`` to ``target``: a change of framework
-    and mode (nothing else changed, the base at the default compile mode) listed in
-    :data:`FRAMEWORK_WHATIFS` is judged by its own category (torch eager -> jax xla by
-    ``what-if torch->jax``, jax xla -> torch eager by ``what-if jax->torch``, ...); any other change of mode by ``what-if eager->graph``, any
-    other by ``what-if fp32->bf16``; a change of framework or mode and of precision by
-    :data:`TWO_CHANGES`. A framework what-if not listed is not back-tested and borrows the
-    category this gives it (:func:`_interval_of` widens it)."""
-    if len(whatif_changes(base, target)) > 1:
-        return TWO_CHANGES
-    for (src, dst), category in FRAMEWORK_WHATIFS.items():
-        # the back-test pairs only stored points of the default compile mode: jax has no other
-        if ((base.framework, base.mode) == src and base.compile_mode == "default"
-                and base.with_(framework=dst[0], mode=dst[1]) == target):
-            return category
-    return "what-if eager->graph" if base.mode != target.mode else "what-if fp32->bf16"
-
-
-def whatif_changes(base: Config, target: Config, batch_changed: bool = False,
-                   host_ns: float | None = None) -> tuple[str, ...]:
-    """What a what-if from ``base`` to ``target`` changes, each a change one back-test
-    category judges alone: ``framework`` (with the mode it implies), else ``mode``;
-    ``precision``; ``batch``; ``host speed``. Empty for no what-if. A framework or mode change
-    with a precision change is judged by :data:`TWO_CHANGES`; any other two, or more, by no
-    category (:data:`NOT_BACKTESTED`, :data:`JUDGED_CHANGES`)."""
-    framework = target.framework != base.framework
-    changed = {"framework": framework, "mode": not framework and target.mode != base.mode,
-               "precision": target.precision != base.precision, "batch": batch_changed,
-               "host speed": host_ns is not None}
-    return tuple(change for change, yes in changed.items() if yes)
-
-
-#: The changes a what-if category's back-test rows make at once (1 where not listed): a what-if
-#: of more than its path judges borrows its interval (:data:`NOT_BACKTESTED`).
-JUDGED_CHANGES = {TWO_CHANGES: 2}
-
-#: The precision and mode changes each what-if category's back-test rows make, ``(field,
-#: from, to)`` (:data:`dlperf.validation.backtest.WHATIFS`; a test keeps the two the same):
-#: :func:`whatif_category` gives every other one (bf16 -> fp32, fp32 -> tf32, graph -> eager)
-#: the category of its field, whose rows never made it, so its interval is borrowed
-#: (:data:`NOT_BACKTESTED`).
-JUDGED_STEPS: dict[str, frozenset[tuple[str, str, str]]] = {
-    "what-if fp32->bf16": frozenset({("precision", "fp32", "bf16")}),
-    "what-if eager->graph": frozenset({("mode", "eager", "graph")}),
-    TWO_CHANGES: frozenset({("precision", "fp32", "bf16"), ("precision", "bf16", "fp32"),
-                            ("mode", "eager", "graph")})}
-
-
 def _unjudged_steps(d: Draft, req: Request) -> list[tuple[str, str, str]]:
     """The precision and mode changes of ``req``'s what-if (:func:`whatif_changes`) that the
     back-test rows of its path ``d.path`` never make (:data:`JUDGED_STEPS`), sorted."""
-    made = {(k, getattr(req.base, k), getattr(req.target, k))
-            for k in {"precision", "mode"} & set(req.changes)}
-    return sorted(made - JUDGED_STEPS.get(d.path, frozenset()))
+    return sorted(steps_of(req.base, req.target, req.changes)
+                  - JUDGED_STEPS.get(d.path, frozenset()))
 
 
 def _judged_words(path: str) -> str:

@@ -44,7 +44,7 @@ MIN_GROUP_ROWS = 20
 #: (:meth:`dlperf.validation.Validation.coverage`, the default of
 #: :func:`dlperf.validation.intervalcheck.coverage`): every what-if category of the back-test
 #: (:data:`dlperf.validation.backtest.WHATIF_CATEGORIES`; the framework ones are
-#: :data:`dlperf.perfmodel.api.FRAMEWORK_WHATIFS`'s). The split table judges every category
+#: :data:`dlperf.perfmodel.whatifs.FRAMEWORK_WHATIFS`'s). The split table judges every category
 #: leave-one-model-out (:meth:`dlperf.validation.Validation.split_table`).
 INTERVAL_CATEGORIES = ("held-out batch", "leave-one-model-out", "what-if fp32->bf16",
                        "what-if eager->graph", "what-if torch->jax", "what-if jax->torch",

@@ -372,7 +372,7 @@ def one_change_base(cal: Calibration, base: Config, target: Config, batch: int,
 
 
 def _changes_words(base: Config, target: Config) -> str:
-    """The changes of a what-if of two in words, as :func:`dlperf.perfmodel.api.
+    """The changes of a what-if of two in words, as :func:`dlperf.perfmodel.whatifs.
     whatif_changes` counts them: the framework with its mode (and compile mode) as one change
     (``jax/xla -> torch/graph``), else the mode; the precision."""
     def fw(c: Config) -> str:

@@ -39,12 +39,14 @@ significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv 
 A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
 too; one that failed in BASE, or on both sides, is not judged (NEW has nothing to be judged
 against), like a point with too few runs fit to judge, and, with a threshold, so is one
-whose BASE and NEW runs name other GPU or CPU models (:func:`hardware_differences`: the ratio
-would measure the hardware; without one, comparing two GPUs is a question the report
-answers, with a note). Other differences of the environment (the framework's version, another machine of
-the same models) are judged, with a note naming them: a dependency's upgrade is a change a
-gate is there to judge. A judged point is *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval
-includes 1 (:func:`gate_verdict`): the data lean towards a regression larger than the
+whose BASE and NEW runs name other GPU or CPU models (:func:`hardware_differences`: the
+ratio would measure the hardware; without one, comparing two GPUs is a question the report
+answers, with a note). Other differences of the environment (the framework's version,
+another machine of the same models) are judged, with a note naming them: a dependency's
+upgrade is a change a gate is there to judge. A run stored ``ok`` without a positive step
+time (0, or a damaged value) counts as a run that failed (:func:`ok_runs`). A judged point is
+*inconclusive* when its ratio exceeds ``1 + threshold`` but its interval includes 1
+(:func:`gate_verdict`): the data lean towards a regression larger than the
 threshold and show neither it nor its absence ("absence of evidence is not evidence of
 absence", Altman & Bland 1995, BMJ 311: 485). asv marks such a ratio with ``~`` (beyond the
 factor, not significant: ``asv compare``) and ``asv continuous`` passes it. A gate that
@@ -57,7 +59,8 @@ threshold`` (Schuirmann 1987, J. Pharmacokinet. Biopharm. 15: 657-680), is not u
 documented run-to-run spread of 2% and 5 rounds it fails identical code about half the time
 (``benchmarks/gate_simulate.py --rule noninferiority``). With a threshold the comparison also
 fails when a point of BASE is missing from NEW (or the two share no point) and when a point
-run on both sides could not be judged, or none could: a benchmark the gate silently
+run on both sides could not be judged, or none could, or a results file had damaged rows
+that its reader skipped (:attr:`Comparison.damaged_rows`): a benchmark the gate silently
 does not judge protects no more than one that vanished (:func:`gate_status`, exit codes
 :data:`EXIT_REGRESSION`, :data:`EXIT_MISSING`, :data:`EXIT_INCONCLUSIVE`,
 :data:`EXIT_NOT_JUDGED`).
@@ -83,7 +86,7 @@ import numpy as np
 from dlperf.errors import ConfigError
 from dlperf.results.schema import RunRecord
 from dlperf.results.view import config_of, label_of_record
-from dlperf.stats import MIN_CI_SAMPLES
+from dlperf.stats import MIN_CI_SAMPLES, check_level
 
 __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text", "point_key_of",
            "point_label",
@@ -201,8 +204,7 @@ def ratio_from_runs(base_s: Sequence[float], new_s: Sequence[float],
         ValueError: fewer than 2 runs on a side, a non-positive median, or ``level`` outside
             (0, 1).
     """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+    check_level(level)
     lb, ln = _log_runs(base_s, new_s)
     d = float(ln.mean() - lb.mean())
     vb, vn = float(lb.var(ddof=1)) / lb.size, float(ln.var(ddof=1)) / ln.size
@@ -608,7 +610,9 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
         pc.regression = pc.outcome == "failed in NEW"
-        if gate and pc.outcome != "failed in NEW":  # nothing to judge NEW against
+        if pc.regression:
+            pc.notes.append(f"failed in NEW: {_failures(new)}")
+        elif gate:  # nothing to judge NEW against
             _failed_not_judged(pc, base if not ob else [], new if not on else [])
         return pc
     if gate:
@@ -739,8 +743,9 @@ class Comparison:
 
     @property
     def not_judged(self) -> list[PointComparison]:
-        """The points run on both sides but not judged: too few runs fit to judge, or failed
-        in BASE or on both sides (:attr:`PointComparison.not_judged` says why)."""
+        """The points run on both sides but not judged: too few runs fit to judge, other
+        hardware on the two sides (with a threshold), or failed in BASE or on both sides
+        (:attr:`PointComparison.not_judged` says why)."""
         return [p for p in self.points if p.judged is False]
 
     @property

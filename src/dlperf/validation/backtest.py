@@ -15,8 +15,9 @@ Categories (each row says which stored points were withheld):
   FLOP and byte counts are used, none of its times);
 * ``what-if fp32->bf16``, ``what-if eager->graph``, the framework what-ifs (``what-if
   torch->jax``: torch eager -> jax xla, ``what-if jax->torch``, ``what-if torch graph->jax``,
-  ``what-if jax->torch graph``; :data:`WHATIFS`), ``what-if B->2B``: pairs of stored points in
-  one file differing only in that; the target configuration (or batch) withheld;
+  ``what-if jax->torch graph``; :data:`dlperf.perfmodel.whatifs.WHATIFS`), ``what-if
+  B->2B``: pairs of stored points in one file differing only in that; the target
+  configuration (or batch) withheld;
   ``what-if two changes``: pairs differing in a mode or framework change of those and in
   the precision (fp32 <-> bf16), the target withheld;
 * ``all-reduce >= 1 MiB``: each size of a stored sweep from the others (same rank count);
@@ -45,10 +46,10 @@ import numpy as np
 from dlperf.perfmodel import comm
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import model as pm
-from dlperf.perfmodel.api import FRAMEWORK_WHATIFS, TWO_CHANGES
 from dlperf.perfmodel.calibrate import Calibration, Config
 from dlperf.perfmodel.records import CollectivePoint, Point, Records, point_id
 from dlperf.perfmodel.scaling import efficiency
+from dlperf.perfmodel.whatifs import FRAMEWORK_WHATIFS, TWO_CHANGES, WHATIFS
 
 #: The categories of predictions from a series of one or two stored batch sizes.
 FEW_POINT_CATEGORIES = ("one-point series up", "one-point series down", "two-point series up",
@@ -315,25 +316,8 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
     return out
 
 
-#: The configuration changes the what-if back-test judges at the same batch:
-#: ``(category, {field: (from, to)})`` (and ``what-if B->2B``: the same configuration at twice
-#: the batch). The framework what-ifs are :data:`dlperf.perfmodel.api.FRAMEWORK_WHATIFS`, each
-#: direction a category of its own: ``what-if torch->jax`` is PyTorch eager to JAX's only
-#: mode, XLA (what ``--what-if framework=jax`` predicts from torch eager), ``what-if
-#: jax->torch`` the reverse, ``what-if torch graph->jax`` and ``what-if jax->torch graph``
-#: the same with torch.compile (default compile mode). ``what-if two changes``: eager ->
-#: graph or one of those framework changes, with fp32 -> bf16 or bf16 -> fp32 (what
-#: ``--what-if mode=graph --what-if precision=fp32`` predicts from eager bf16); the target is
-#: withheld, the configurations in between are not.
-_MODE_WHATIFS = (("what-if eager->graph", {"mode": ("eager", "graph")}),
-                 *((cat, {"framework": (src[0], dst[0]), "mode": (src[1], dst[1])})
-                   for (src, dst), cat in FRAMEWORK_WHATIFS.items()))
-WHATIFS = (("what-if fp32->bf16", {"precision": ("fp32", "bf16")}), *_MODE_WHATIFS,
-           *((TWO_CHANGES, {**ch, "precision": pr}) for _, ch in _MODE_WHATIFS
-             for pr in (("fp32", "bf16"), ("bf16", "fp32"))))
-
-
-#: Every what-if category :func:`whatif_rows` makes: those of :data:`WHATIFS` and B->2B.
+#: Every what-if category :func:`whatif_rows` makes: those of
+#: :data:`~dlperf.perfmodel.whatifs.WHATIFS` and B->2B.
 WHATIF_CATEGORIES: tuple[str, ...] = (*dict.fromkeys(cat for cat, _ in WHATIFS),
                                       "what-if B->2B")
 
@@ -341,9 +325,10 @@ WHATIF_CATEGORIES: tuple[str, ...] = (*dict.fromkeys(cat for cat, _ in WHATIFS),
 def whatif_rows(records: Records, base: Calibration,
                 categories: Sequence[str] = WHATIF_CATEGORIES,
                 budget: Budget | None = None) -> list[Row]:
-    """``what-if`` rows (those of ``categories``): those of :data:`WHATIFS` (each a pair of
-    stored points at the same batch in the same file, the base's configuration changed as the
-    category says and nothing else) and B->2B (same configuration), one pair at a time within
+    """``what-if`` rows (those of ``categories``): those of
+    :data:`~dlperf.perfmodel.whatifs.WHATIFS` (each a pair of stored points at the same batch
+    in the same file, the base's configuration changed as the category says and nothing
+    else) and B->2B (same configuration), one pair at a time within
     ``budget``. Each row's ``sign_ok``: the prediction moves the step the way the measurement
     does, from the base's measured step (the row's baseline, no change)."""
     out = []

@@ -42,3 +42,22 @@ def test_stored_profiles_reads_a_file_once_per_content(tmp_path, monkeypatch):
     H.store_profile(str(db), H.datasheet("a100"))
     assert set(H.stored_profiles(str(db))) >= {"h100", H.datasheet("a100").name}
     assert len(read) == 2
+
+
+def test_a_what_if_refusal_names_the_base_it_failed_on():
+    """resnet50 on the CPU is stored at one batch size (h200/cpu_threads.db): a bf16 what-if
+    from it fails on the fp32 base's series, so the refusal names that base beside the target
+    (bf16 is not stored at all) and says what would give a series."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    r = CliRunner().invoke(app, ["predict", "--db", str(ROOT / "h200"), "--model", "resnet50",
+                                 "--framework", "torch", "--mode", "eager", "--precision",
+                                 "fp32", "--device", "cpu", "--threads", "8", "-b", "24",
+                                 "--what-if", "precision=bf16"])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and "Traceback" not in out
+    assert ("resnet50 torch/eager cpu bf16 threads=8 (what-if from resnet50 torch/eager cpu "
+            "fp32 threads=8): one batch size") in out
+    assert "measure another batch size (dlperf run ... -b N)" in out

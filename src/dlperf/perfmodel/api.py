@@ -459,7 +459,8 @@ def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
         else:
             one, path = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
-        raise ConfigError(f"{target.label()}: {e}{_withheld_words(req, e, cal)}"
+        side = f" (what-if from {base.label()})" if req.from_base else ""
+        raise ConfigError(f"{target.label()}{side}: {e}{_withheld_words(req, e, cal)}"
                           f"{_how_to_give_flops(recs, target, e)}"
                           + "".join(f" ({n})" for n in recs.damaged_notes())) from None
     path = "what-if B->2B" if req.batch_what_if else path

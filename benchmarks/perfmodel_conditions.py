@@ -52,9 +52,9 @@ def conditions(source: str) -> int:
 
 
 def count(folder: Path) -> tuple[int, int]:
-    """``(code lines, conditions)`` over the ``*.py`` files of ``folder`` (not below it)."""
+    """``(code lines, conditions)`` over the ``*.py`` files of ``folder`` and its subpackages."""
     lines = conds = 0
-    for f in sorted(folder.glob("*.py")):
+    for f in sorted(folder.rglob("*.py")):
         src = f.read_text()
         lines, conds = lines + code_lines(src), conds + conditions(src)
     return lines, conds

@@ -6,7 +6,7 @@ prints is chosen here.
 
 1. **Bandwidth utilisation** ``U = bytes / (duration x measured bandwidth)`` of the non-GEMM
    kernels whose trace holds their bytes, time-weighted by op class: the default
-   memory-boundness (:data:`~dlperf.perfmodel.transforms.MEMORY_SHARE`) of a kernel whose
+   memory-boundness (:data:`~dlperf.perfmodel.transforms.gpu.MEMORY_SHARE`) of a kernel whose
    trace holds no bytes.
 2. **The bytes response**: the same torch eager kernel (same operator, phase and occurrence)
    traced in fp32 and in bf16 at the same batch: bf16 halves an activation's bytes, which for
@@ -24,41 +24,43 @@ prints is chosen here.
    operator, phase and occurrence in fp32 and bf16 (groups of equal kernel count), summed
    bf16 time predicted / measured by op class and, for matmuls, by alignment
    (:mod:`~dlperf.perfmodel.gemmshape`) at several bf16 shares
-   (:data:`~dlperf.perfmodel.transforms.BF16_GEMM_SHARE_BY_CLASS`, ``_BY_ALIGN``); the mean
-   |log(predicted / measured)| of each traced point's summed GEMM time by class at several
-   fixed parts and shares (``GEMM_FIXED_S_BY_CLASS``); and the summed time of the
+   (:data:`~dlperf.perfmodel.transforms.precision.BF16_GEMM_SHARE_BY_CLASS`, ``_BY_ALIGN``);
+   the mean |log(predicted / measured)| of each traced point's summed GEMM time by class at
+   several fixed parts and shares (``GEMM_FIXED_S_BY_CLASS``); and the summed time of the
    convolutions' helper kernels, their framework kernels and batch norm's backward in both
    precisions (torch eager and XLA), which ``drop_conv_helpers`` and
    ``BATCH_NORM_BACKWARD_BF16`` rest on.
 6. **Autocast's host**: each torch eager model's host level at bf16 over its host level at
    fp32 (:func:`~dlperf.perfmodel.replay.host_level`: its host-bound steps, else its
    probes) and its median untraced probes' ratio
-   (:data:`~dlperf.perfmodel.transforms.AUTOCAST_HOST`: the median over models).
+   (:data:`~dlperf.perfmodel.transforms.autocast.AUTOCAST_HOST`: the median over models).
 7. **Queue gaps**: the device's gap between kernels queued back to back on a stream
    (:func:`dlperf.perfmodel.replay.queue_gap`), by framework and mode.
 8. **Weights**: the bf16 traces' weight casts (autocast's and autograd's in torch eager,
    XLA's ``convert`` fusions) against ``parameters x 6 B / bandwidth``
-   (:data:`~dlperf.perfmodel.transforms.WEIGHT_CAST_BYTES`), and the GEMMs' summed time
-   against ``3 x parameters x element size / bandwidth``
-   (:func:`~dlperf.perfmodel.transforms.gemm_batch_factor`), by point.
+   (:data:`~dlperf.perfmodel.transforms.weights.WEIGHT_CAST_BYTES`), and the GEMMs' summed
+   time against ``3 x parameters x element size / bandwidth``
+   (:func:`~dlperf.perfmodel.transforms.batch.gemm_batch_factor`), by point.
 9. **Autocast's casts**: each torch eager point traced in both precisions at one batch, the
    bf16 trace's cast kernels (PyTorch's ``bfloat16_copy_kernel_cuda`` and
    ``direct_copy_kernel_cuda`` launched by a GEMM operator, a loss, ``ToCopyBackward0`` or a
    backward ``aten::to``) against what the precision transform adds from the fp32 trace
-   (:func:`~dlperf.perfmodel.transforms.cast_times` for the weights,
-   :func:`~dlperf.perfmodel.transforms.activation_casts` for the activations), and the
-   loss's own kernels at bf16 / fp32 (:data:`~dlperf.perfmodel.transforms.LOSS_KERNELS_BF16`).
+   (:func:`~dlperf.perfmodel.transforms.autocast.cast_times` for the weights,
+   :func:`~dlperf.perfmodel.transforms.autocast.activation_casts` for the activations), and
+   the loss's own kernels at bf16 / fp32
+   (:data:`~dlperf.perfmodel.transforms.autocast.LOSS_KERNELS_BF16`).
 10. **GEMMs from bf16 to fp32**: each point traced in both precisions at one batch (every
     framework and mode), its GEMM-like kernels' summed time at bf16 and fp32 and their
-    ratio, the roofline ``R`` (:func:`~dlperf.perfmodel.transforms.gemm_roofline_s`: 3 x
-    params x element / bandwidth + FLOPs / ceiling) at each precision over that time (the share of its ceiling the step's GEMMs reach:
-    :data:`~dlperf.perfmodel.transforms.FP32_GEMM_EFFICIENCY`,
-    :func:`~dlperf.perfmodel.transforms.gemm_roofline_cap`), the convolutions' GEMMs alone
-    at both precisions (their ratio against the ceilings' ratio x the share 0.6:
+    ratio, the roofline ``R`` (:func:`~dlperf.perfmodel.transforms.weights.gemm_roofline_s`:
+    3 x params x element / bandwidth + FLOPs / ceiling) at each precision over that time (the
+    share of its ceiling the step's GEMMs reach:
+    :data:`~dlperf.perfmodel.transforms.precision.FP32_GEMM_EFFICIENCY`,
+    :func:`~dlperf.perfmodel.transforms.precision.gemm_roofline_cap`), the convolutions' GEMMs
+    alone at both precisions (their ratio against the ceilings' ratio x the share 0.6:
     ``GEMM_FIXED_S_FROM_BF16``) and their fp32 helper kernels over their fp32 GEMMs
-    (:data:`~dlperf.perfmodel.transforms.GEMM_HELPERS`); and each JAX point's normalisation
-    kernels at bf16 / fp32 by phase
-    (:data:`~dlperf.perfmodel.transforms.PRECISION_CLASS_BY_FRAMEWORK`).
+    (:data:`~dlperf.perfmodel.transforms.precision.GEMM_HELPERS`); and each JAX point's
+    normalisation kernels at bf16 / fp32 by phase
+    (:data:`~dlperf.perfmodel.transforms.precision.PRECISION_CLASS_BY_FRAMEWORK`).
 
     PYTHONPATH=src python benchmarks/replay_kernels.py [--db FILE ...] [--ceilings FILE ...]
 
@@ -79,7 +81,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dlperf.perfmodel import hardware, records, replay, transforms
+from dlperf.perfmodel import hardware, records, replay
+from dlperf.perfmodel.transforms.autocast import (
+    DOWNCAST_BYTES,
+    UPCAST_BYTES,
+    activation_casts,
+    cast_times,
+    drop_conv_helpers,
+    is_conv_helper,
+)
+from dlperf.perfmodel.transforms.kernels import (
+    GEMM_CLASSES,
+    KERNEL_FLOOR_S,
+    is_gemm,
+    is_weight_cast,
+    math_precision,
+)
+from dlperf.perfmodel.transforms.precision import (
+    GEMM_FIXED_S,
+    PRECISION_RATIO,
+    gemm_alignment,
+    is_batch_norm_backward,
+)
+from dlperf.perfmodel.transforms.weights import gemm_roofline_s
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLIT = json.loads((ROOT / "benchmarks/results/split.json").read_text())
@@ -110,7 +134,7 @@ def utilisation(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProf
     acc: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
     for _p, st in pairs:
         for o in st.ops:
-            if o.kind != "kernel" or transforms.is_gemm(o) or not o.bytes or o.dur_s <= 0:
+            if o.kind != "kernel" or is_gemm(o) or not o.bytes or o.dur_s <= 0:
                 continue
             u = min(1.0, o.bytes / (o.dur_s * gpu.bandwidth_bytes_per_s))
             a = acc[str(o.op_class)]
@@ -128,7 +152,7 @@ def utilisation(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProf
 
 
 def matched_precision_pairs(pairs: list[tuple[Any, replay.StepTrace]]
-                            ) -> list[tuple[transforms.DeviceOp, transforms.DeviceOp]]:
+                            ) -> list[tuple[replay.DeviceOp, replay.DeviceOp]]:
     """(fp32 kernel, bf16 kernel) of the same torch eager operator, phase and occurrence at the
     same batch, where both traces hold the same number of the group's kernels."""
     by = {(p.model, p.framework, p.mode, p.precision, p.batch_size): st for p, st in pairs
@@ -139,17 +163,17 @@ def matched_precision_pairs(pairs: list[tuple[Any, replay.StepTrace]]
             continue
         other = by[(*k[:3], "bf16", k[4])]
 
-        def groups(s: replay.StepTrace) -> dict[tuple, list[transforms.DeviceOp]]:
-            g: dict[tuple, list[transforms.DeviceOp]] = collections.defaultdict(list)
+        def groups(s: replay.StepTrace) -> dict[tuple, list[replay.DeviceOp]]:
+            g: dict[tuple, list[replay.DeviceOp]] = collections.defaultdict(list)
             for o in s.ops:
-                if o.kind == "kernel" and not transforms.is_gemm(o):
+                if o.kind == "kernel" and not is_gemm(o):
                     g[(o.op, o.phase, o.op_class)].append(o)
             return g
 
         g32, g16 = groups(st), groups(other)
         for key, l32 in g32.items():
             l16 = g16.get(key)
-            if l16 and len(l16) == len(l32) and key[2] not in transforms.GEMM_CLASSES:
+            if l16 and len(l16) == len(l32) and key[2] not in GEMM_CLASSES:
                 out += list(zip(l32, l16))
     return out
 
@@ -164,7 +188,7 @@ def bytes_response(mp: list, gpu: hardware.GpuProfile) -> str:
     return (f"{len(rows)} matched kernel pairs with bytes (fp32 kernel > 1.5 us); median "
             f"|log(predicted / measured t_bf16/t_fp32)|: the whole kernel at half "
             f"{err(lambda a: 0.5):.3f}, the op-class ratio of the precision transform "
-            f"{err(lambda a: transforms.PRECISION_RATIO.get(a.op_class or '', (0, 0.5))[1]):.3f},"
+            f"{err(lambda a: PRECISION_RATIO.get(a.op_class or '', (0, 0.5))[1]):.3f},"
             f" 0.5^U {err(lambda a: 0.5 ** u(a)):.3f}")
 
 
@@ -209,9 +233,9 @@ def operator_ratios(pairs: list[tuple[Any, replay.StepTrace]]) -> str:
         def groups(s_: replay.StepTrace) -> dict[tuple, float]:
             g: dict[tuple, float] = collections.defaultdict(float)
             for o in s_.ops:
-                if o.kind == "kernel" and not transforms.is_gemm(o) and \
-                        not transforms.is_batch_norm_backward(o) and \
-                        not transforms.is_conv_helper(o):
+                if o.kind == "kernel" and not is_gemm(o) and \
+                        not is_batch_norm_backward(o) and \
+                        not is_conv_helper(o):
                     g[(o.op, o.phase, o.op_class)] += o.dur_s
             return g
 
@@ -233,9 +257,9 @@ def gemm_latency(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuPro
     acc: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     for p, st in pairs:
         for o in st.ops:
-            if not transforms.is_gemm(o) or not o.flops:
+            if not is_gemm(o) or not o.flops:
                 continue
-            mp = transforms.math_precision(o, str(p.precision))
+            mp = math_precision(o, str(p.precision))
             peak = gpu.gemm(mp)
             if not peak:
                 continue
@@ -251,10 +275,10 @@ def gemm_latency(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuPro
     return "\n".join(out)
 
 
-def _share_group(o: transforms.DeviceOp) -> str:
+def _share_group(o: replay.DeviceOp) -> str:
     if o.op_class != "matmul":
         return str(o.op_class)
-    a = transforms.gemm_alignment(o)
+    a = gemm_alignment(o)
     return "matmul, " + ("figures unknown" if a is None else f"aligned to {a}")
 
 
@@ -262,16 +286,16 @@ def gemm_shares(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProf
     by = {(p.model, p.mode, p.precision, p.batch_size): st for p, st in pairs
           if p.framework == "torch" and p.mode == "eager" and p.compile_mode == "default"}
     kp: list[tuple[str, float, float]] = []
-    points: list[tuple[str, list[transforms.DeviceOp], float]] = []
+    points: list[tuple[str, list[replay.DeviceOp], float]] = []
     for k, st in by.items():
         other = by.get((k[0], k[1], "bf16", k[3]))
         if k[2] != "fp32" or other is None:
             continue
 
-        def groups(s: replay.StepTrace) -> dict[tuple, list[transforms.DeviceOp]]:
-            g: dict[tuple, list[transforms.DeviceOp]] = collections.defaultdict(list)
+        def groups(s: replay.StepTrace) -> dict[tuple, list[replay.DeviceOp]]:
+            g: dict[tuple, list[replay.DeviceOp]] = collections.defaultdict(list)
             for o in s.ops:
-                if transforms.is_gemm(o):
+                if is_gemm(o):
                     g[(o.op_class, o.op, o.phase)].append(o)
             return g
 
@@ -279,13 +303,13 @@ def gemm_shares(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProf
         for key, l32 in g32.items():
             if len(g16.get(key, [])) == len(l32):
                 kp += [(_share_group(a), a.dur_s, b.dur_s) for a, b in zip(l32, g16[key])]
-        for cls in transforms.GEMM_CLASSES:
-            k32 = [o for o in st.ops if transforms.is_gemm(o) and o.op_class == cls]
-            t16 = sum(o.dur_s for o in other.ops if transforms.is_gemm(o) and o.op_class == cls)
+        for cls in GEMM_CLASSES:
+            k32 = [o for o in st.ops if is_gemm(o) and o.op_class == cls]
+            t16 = sum(o.dur_s for o in other.ops if is_gemm(o) and o.op_class == cls)
             if k32 and t16 > 0:
                 points.append((cls, k32, t16))
     c0 = (gpu.gemm("fp32") or 1.0) / (gpu.gemm("bf16") or 1.0)
-    f = transforms.GEMM_FIXED_S
+    f = GEMM_FIXED_S
     shares = (0.15, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
     out = ["| group | kernel pairs | fp32 (ms) | bf16 (ms) | predicted / measured bf16 at "
            "share " + " / ".join(f"{x:g}" for x in shares) + " |", "|---|---:|---:|---:|---|"]
@@ -315,14 +339,14 @@ def gemm_shares(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProf
     every = {(p.model, p.framework, p.mode, p.precision, p.batch_size): st for p, st in pairs
              if p.compile_mode == "default" and p.mode != "graph"}
 
-    def framework_conv(o: transforms.DeviceOp) -> bool:
+    def framework_conv(o: replay.DeviceOp) -> bool:
         return (o.kind == "kernel" and o.op_class == "convolution"
-                and not transforms.is_gemm(o) and not transforms.is_conv_helper(o))
+                and not is_gemm(o) and not is_conv_helper(o))
 
     for fw in ("torch", "jax"):
-        for label, sel in (("convolutions' library helpers", transforms.is_conv_helper),
+        for label, sel in (("convolutions' library helpers", is_conv_helper),
                            ("convolutions' framework kernels", framework_conv),
-                           ("batch norm backward", transforms.is_batch_norm_backward)):
+                           ("batch norm backward", is_batch_norm_backward)):
             t32 = t16 = n32 = n16 = 0.0
             for k, st in every.items():
                 other = every.get((*k[:3], "bf16", k[4]))
@@ -373,10 +397,10 @@ def weights(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile)
                                               x[0].batch_size)):
         if p.mode == "graph" or not p.params:
             continue
-        casts = [o for o in st.ops if transforms.is_weight_cast(o)]
+        casts = [o for o in st.ops if is_weight_cast(o)]
         fwd = sum(o.dur_s for o in casts if o.phase in (None, "t_f"))
         bwd = sum(o.dur_s for o in casts if o.phase == "t_b")
-        gemm = sum(o.dur_s for o in st.ops if transforms.is_gemm(o))
+        gemm = sum(o.dur_s for o in st.ops if is_gemm(o))
         e = 2 if p.precision in ("bf16", "fp16") else 4
         out.append(f"| {p.framework} | {p.model} | {p.precision} | {p.batch_size} | "
                    f"{fwd * 1e3:.3f} / {bwd * 1e3:.3f} | {p.params * 6 / bw * 1e3:.3f} | "
@@ -399,12 +423,12 @@ def gemms_to_fp32(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuPr
             continue
         fst = f[1]
         flops = bst.meta["train_flops_per_sample"] * p.batch_size
-        tb, tf = (sum(o.dur_s for o in st.ops if transforms.is_gemm(o)) for st in (bst, fst))
-        rb = transforms.gemm_roofline_s(p.params, flops, "bf16", gpu) or math.nan
-        rf = transforms.gemm_roofline_s(p.params, flops, "fp32", gpu) or math.nan
-        cb, cf = (sum(o.dur_s for o in st.ops if transforms.is_gemm(o)
+        tb, tf = (sum(o.dur_s for o in st.ops if is_gemm(o)) for st in (bst, fst))
+        rb = gemm_roofline_s(p.params, flops, "bf16", gpu) or math.nan
+        rf = gemm_roofline_s(p.params, flops, "fp32", gpu) or math.nan
+        cb, cf = (sum(o.dur_s for o in st.ops if is_gemm(o)
                       and o.op_class == "convolution") for st in (bst, fst))
-        hf = sum(o.dur_s for o in fst.ops if transforms.is_conv_helper(o))
+        hf = sum(o.dur_s for o in fst.ops if is_conv_helper(o))
         conv = (f"{cb * 1e3:.3f} / {cf * 1e3:.3f} | {cf / cb:.1f} | {hf / cf:.3f}" if cb and cf
                 else "- | - | -")
         out.append(f"| {p.model} | {p.framework} | {p.mode} | {p.batch_size} | "
@@ -432,7 +456,7 @@ def _measured_casts(st: replay.StepTrace) -> dict[str, float]:
             continue
         if o.op == "ToCopyBackward0":
             k = "grad down" if "bfloat16_copy" in o.name else "grad up"
-        elif o.op_class in transforms.GEMM_CLASSES and o.phase == "t_f":
+        elif o.op_class in GEMM_CLASSES and o.phase == "t_f":
             k = "operands"
         elif o.op_class == "loss" and o.phase == "t_f":
             k = "logits up"
@@ -446,7 +470,7 @@ def _measured_casts(st: replay.StepTrace) -> dict[str, float]:
 
 def casts(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -> str:
     bw = gpu.bandwidth_bytes_per_s
-    fl = transforms.KERNEL_FLOOR_S
+    fl = KERNEL_FLOOR_S
     by = {(p.model, p.batch_size, p.precision): (p, st) for p, st in pairs
           if p.framework == "torch" and p.mode == "eager"}
     out = ["| model | batch | measured casts (ms): operands / grads up / grads down / logits "
@@ -459,12 +483,12 @@ def casts(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -
             continue
         bst = by[(m, b, "bf16")][1]
         mc = _measured_casts(bst)
-        st = transforms.drop_conv_helpers(st)
-        nf = sum(1 for o in st.ops if transforms.is_gemm(o) and o.phase in (None, "t_f"))
-        nb = sum(1 for o in st.ops if transforms.is_gemm(o) and o.phase == "t_b")
-        t_f, t_b = transforms.cast_times(st, gpu, nf, nb)
+        st = drop_conv_helpers(st)
+        nf = sum(1 for o in st.ops if is_gemm(o) and o.phase in (None, "t_f"))
+        nb = sum(1 for o in st.ops if is_gemm(o) and o.phase == "t_b")
+        t_f, t_b = cast_times(st, gpu, nf, nb)
         w = (t_f or 0.0) * nf + (t_b or 0.0) * nb
-        ac = transforms.activation_casts(st)
+        ac = activation_casts(st)
         a = (len(ac.fwd) + ac.bwd_kernels + (ac.loss_at is not None)) * fl + (
             sum(ac.fwd.values()) + ac.bwd_bytes + ac.loss_bytes) / bw
         meas = sum(mc.values())
@@ -473,9 +497,9 @@ def casts(pairs: list[tuple[Any, replay.StepTrace]], gpu: hardware.GpuProfile) -
         loss32, loss16 = loss32 + sum(lf), loss16 + sum(lb)
         logit = ""
         if ac.loss_at is not None and mc["logits up"] and mc["grad down"]:
-            n = ac.loss_bytes / transforms.UPCAST_BYTES
+            n = ac.loss_bytes / UPCAST_BYTES
             logit = (f"{(fl + ac.loss_bytes / bw) / mc['logits up']:.2f}, "
-                     f"{(fl + n * transforms.DOWNCAST_BYTES / bw) / mc['grad down']:.2f}")
+                     f"{(fl + n * DOWNCAST_BYTES / bw) / mc['grad down']:.2f}")
         out.append(f"| {m} | {b} | " + " / ".join(
             f"{mc[k] * 1e3:.3f}" for k in ("operands", "grad up", "grad down", "logits up",
                                           "add grad down"))

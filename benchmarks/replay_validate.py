@@ -9,8 +9,8 @@ Categories (each row: one stored point predicted without its own trace unless sa
 
 * ``own trace``: the point's own trace replayed, host de-inflated to its own untraced probe;
 * ``batch, one trace``: from the trace of each other traced batch of the configuration
-  (:func:`dlperf.perfmodel.transforms.to_batch`), batches at most 2x apart and further apart
-  in separate rows;
+  (:func:`dlperf.perfmodel.transforms.batch.to_batch`), batches at most 2x apart and further
+  apart in separate rows;
 * ``batch, interpolated``: from the two nearest other traced batches (leave the point out);
 * ``precision``: from the trace of the other precision (fp32 <-> bf16) at the same batch;
   the sign check counts rows whose measured change is beyond the two points' noise (their
@@ -66,7 +66,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlperf.perfmodel import cpureplay, hardware, replay, transforms
+from dlperf.perfmodel import cpureplay, hardware, replay
+from dlperf.perfmodel.transforms.batch import interpolate_batch, to_batch
+from dlperf.perfmodel.transforms.precision import to_precision
 
 ROOT = Path(__file__).resolve().parents[1]
 DP_DB = ROOT / "benchmarks/results/cpu-dev/ddp_buckets.db"
@@ -76,9 +78,11 @@ SPLIT = json.loads(SPLIT_FILE.read_text())
 #: The committed rows of the default run (``--json``; :func:`inputs_key`).
 ROWS_FILE = ROOT / "benchmarks/results/replay_validate_rows.json"
 #: The modules of :mod:`dlperf.perfmodel` the rows come from, each with every module of the
-#: package it imports (:func:`dlperf.perfmodel.fitcache.prediction_modules`): the replay, its
-#: transforms and GPU profiles, the CPU replay, and the step-level baseline (``api``).
-REPLAY_ENTRIES = ("replay", "transforms", "hardware", "cpureplay", "api")
+#: package it imports (:func:`dlperf.perfmodel.fitcache.prediction_modules`): the replay, the
+#: batch and precision transforms, the GPU profiles, the CPU replay, and the step-level
+#: baseline (``api``).
+REPLAY_ENTRIES = ("replay", "transforms.batch", "transforms.precision", "hardware",
+                  "cpureplay", "api")
 #: Source outside :mod:`dlperf.perfmodel` that the rows depend on: the timeline reader, and
 #: the bucket records' reader (:mod:`dlperf.validation.bucketcheck`, with the row and budget
 #: it takes from :mod:`dlperf.validation.backtest`; the perfmodel modules they import are
@@ -108,9 +112,8 @@ def inputs_key(dbs: list[str], ceilings: list[str], dp_db: str | None,
                                    "baseline": with_baseline}, sort_keys=True).encode())
     files = [*dbs, *ceilings, *([dp_db] if dp_db and "dp" in cats else [])]
     h.update(fitcache.data_digest(files, relative_to=ROOT).encode())
-    folder = Path(fitcache.__file__).parent
     names = sorted(set().union(*(fitcache.prediction_modules(e) for e in REPLAY_ENTRIES)))
-    sources = [folder / f"{n}.py" for n in names] + [ROOT / f for f in OTHER_SOURCES] \
+    sources = [fitcache.module_file(n) for n in names] + [ROOT / f for f in OTHER_SOURCES] \
         + [Path(__file__).resolve(), SPLIT_FILE]
     for f in sources:
         h.update(f.resolve().relative_to(ROOT).as_posix().encode())
@@ -288,7 +291,7 @@ def run(db: str | list[str], with_baseline: bool,
             h = host_of(others)
             base = baseline(files, p) if with_baseline else None
             for q, st in others:
-                pred = replay.simulate(transforms.to_batch(
+                pred = replay.simulate(to_batch(
                     replay.deinflate(st, h, q.dispatch_s), p.batch_size, gpu)).step_s
                 near = 0.5 <= p.batch_size / q.batch_size <= 2
                 rows.append(_row(f"{cat_b}, one trace ({'1/2-2x' if near else 'further'})", p,
@@ -299,7 +302,7 @@ def run(db: str | list[str], with_baseline: bool,
                 tuple(others[:2]) if not lo else tuple(others[-2:]))
             if len(two) == 2:
                 a, b = (replay.deinflate(x[1], h, x[0].dispatch_s) for x in two)
-                pred = replay.simulate(transforms.interpolate_batch(a, b, p.batch_size)).step_s
+                pred = replay.simulate(interpolate_batch(a, b, p.batch_size)).step_s
                 rows.append(_row(f"{cat_b}, interpolated", p, pred,
                                  f"b={two[0][0].batch_size},{two[1][0].batch_size} -> "
                                  f"{p.batch_size}", base, **fl(p)))
@@ -313,7 +316,7 @@ def run(db: str | list[str], with_baseline: bool,
             if p.batch_size not in src_pool:
                 continue
             q, st = src_pool[p.batch_size]
-            pred = replay.simulate(transforms.to_precision(
+            pred = replay.simulate(to_precision(
                 replay.deinflate(st, h_src, q.dispatch_s), key[3], gpu)).step_s
             base = whatif_baseline(files, p, q) if with_baseline else None
             noise = max(0.02, (p.ci_rel or 0) + (q.ci_rel or 0))

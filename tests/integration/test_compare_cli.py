@@ -167,3 +167,22 @@ def test_compare_run_with_new_refusing_its_flags_is_missing(tmp_path):
     assert "no point in common" in gone.stderr
     assert out.is_file() and "tag 'new': 0 runs" in out.read_text()
 
+
+
+@pytest.mark.slow
+def test_compare_run_with_base_refusing_its_flags_fails_as_nothing_in_common(tmp_path):
+    """``compare --run`` where BASE's ``dlperf run`` refuses the flags in every round (a model
+    that only NEW's checkout has: here the fake switched off in BASE's environment): BASE
+    holds no runs, and the gate fails as for two sides with no point in common (exit 3),
+    writing its comparison, as when NEW refuses, instead of a user error (exit 2)."""
+    out = tmp_path / "gate.md"
+    new_only = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--rounds", "2", "--db",
+                      str(tmp_path / "new.db"), "--fail-if-slower", "5%", "-o", str(out),
+                      "--base-env", "DLPERF_FAKE_FRAMEWORK=0", "--", "-m", "fcn5_tiny",
+                      "--framework", "fake", "-b", "8", "--no-ceilings", "--max-warmup-time",
+                      "2")
+    assert new_only.returncode == 3, new_only.stdout + new_only.stderr
+    assert "BASE: dlperf run exited with status 2 and is not run again" in new_only.stderr
+    assert "no point in common" in new_only.stderr
+    assert out.is_file() and "tag 'base': 0 runs" in out.read_text()
+    assert "1 only in NEW" in " ".join(out.read_text().split())

@@ -102,7 +102,7 @@ def test_roofline_fit_recovers_efficiencies(synthetic_db):
     assert eff.e_bytes == pytest.approx(E_Y, rel=0.03)
     assert set(eff.models) == set(MODELS)
     # the work model is the line through the stored byte counts
-    w = cal.work("m_memory", "fake", "bf16")
+    w = cal.work("m_memory", "fake", "bf16", "cuda")
     assert (w.bytes_fixed, w.bytes_per_sample) == pytest.approx((5e8, 2e7), rel=1e-6)
     # host floor: the smallest host time a series shows
     floor, low, models = eff.host_floor()
@@ -199,9 +199,36 @@ def test_overlap_limits():
 def test_work_of_one_batch_size_and_refusals():
     recs_pts = []
     with pytest.raises(ValueError, match="no FLOP count"):
-        rl.work_of(recs_pts, "nosuch", "fake", "bf16")
-    w = rl.work_of(recs_pts, "nosuch", "fake", "bf16", flops_per_sample=1e9)
+        rl.work_of(recs_pts, "nosuch", "fake", "bf16", "cuda")
+    w = rl.work_of(recs_pts, "nosuch", "fake", "bf16", "cuda", flops_per_sample=1e9)
     assert w.bytes(100) == 0 and w.flops(100) == 1e11
+
+
+def test_the_byte_line_reads_counts_of_its_own_device_kind(tmp_path):
+    """A byte count is the device's (the ATen operators, the XLA program it ran): a GPU's
+    roofline draws its line through the GPU runs' counts alone, and a CPU run of the same
+    model, framework and precision at another batch size neither bends it nor, where the GPU
+    stored one batch size only, turns it into a line through two devices' counts. The FLOPs
+    (analytic) are the same on both."""
+    f1, params = 2e8, 10_000_000
+    path = tmp_path / "mixed.db"
+    with ResultStore(path) as s:
+        for rid, b in enumerate((8, 32)):
+            s.add(_result("m", b, 1e-2, f1=f1, y0=5e8, y1=2e7, params=params, rid=rid))
+        for rid, b in enumerate((16, 64), start=2):
+            cpu = _result("m", b, 1.0, f1=f1, y0=9e8, y1=6e7, params=params, rid=rid)
+            s.add({**cpu, "device": "cpu", "device_name": "Fake CPU"})
+    recs = load(path)
+    gpu = rl.work_of(recs.points, "m", "fake", "bf16", "cuda")
+    assert (gpu.bytes_fixed, gpu.bytes_per_sample) == pytest.approx((5e8, 2e7), rel=1e-6)
+    assert gpu.source == "bytes: line through 2 stored batch sizes"
+    cpu = Calibration(recs).work("m", "fake", "bf16", "cpu")
+    assert (cpu.bytes_fixed, cpu.bytes_per_sample) == pytest.approx((9e8, 6e7), rel=1e-6)
+    assert gpu.flops(64) == cpu.flops(64) == f1 * 64
+    one = rl.work_of([p for p in recs.points if p.device == "cpu" or p.batch_size == 8],
+                     "m", "fake", "bf16", "cuda")
+    assert one.source.startswith("bytes: one stored batch size (8)")
+    assert one.bytes(8) == pytest.approx(5e8 + 2e7 * 8, rel=1e-6)
 
 
 def test_measured_host_dispatch_pins_the_host_time_of_a_flat_series(tmp_path):

@@ -134,13 +134,13 @@ def test_a_flat_series_is_host_bound_when_its_traced_device_is_faster(tmp_path):
     steps = [p for p in recs.points]
     ceil = Calibration(recs).ceiling("fake", "bf16", "Fake GPU")
     eff = od.fit_group(recs.points, p0.group, lambda p: Calibration(recs).work(
-        p.model, p.framework, p.precision), ceil)
+        p.model, p.framework, p.precision, p.device), ceil)
     (host,) = eff.hosts
     assert host.identified and host.host_bound and host.host_s == pytest.approx(20e-3, rel=0.05)
     # without the traces the same steps say nothing about the host: pulled to device-bound
     bare = [p.__class__(**{**p.__dict__, "busy_s": None}) for p in steps]
     (host,) = od.fit_group(bare, p0.group, lambda p: Calibration(recs).work(
-        p.model, p.framework, p.precision), ceil).hosts
+        p.model, p.framework, p.precision, p.device), ceil).hosts
     assert not host.host_bound
 
 

@@ -271,9 +271,7 @@ def test_the_model_key_covers_what_a_prediction_imports_and_not_the_back_test():
     loads it."""
     mods = fc.prediction_modules()
     assert {"api", "equations", "onedevice", "roofline", "intervals", "fitcache"} <= mods
-    folder = os.path.dirname(fc.__file__)
-    imported = {n for name in mods
-                for n in _imported(open(os.path.join(folder, f"{name}.py")).read())}
+    imported = {n for name in mods for n in _imported(fc.module_file(name).read_text())}
     assert "dlperf.perfmodel.fitcache" in imported  # the scan reads api's imports
     assert not {n for n in imported if n.split(".")[:2] == ["dlperf", "validation"]}
     # the reading finds the back-test however it is imported

@@ -20,7 +20,7 @@ def _called_names() -> set[str]:
     """Names of ``special.X`` attributes and ``from ...special import X`` names used in the
     perfmodel modules other than special.py."""
     out: set[str] = set()
-    for f in PKG.glob("*.py"):
+    for f in PKG.rglob("*.py"):
         if f.name == "special.py":
             continue
         for node in ast.walk(ast.parse(f.read_text())):

@@ -1,5 +1,5 @@
 """A traced GEMM's shape from its FLOPs and bytes (dlperf.perfmodel.gemmshape) and what the
-precision transform does with its alignment (dlperf.perfmodel.transforms)."""
+precision transform does with its alignment (dlperf.perfmodel.transforms.precision)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import pytest
 from dlperf.perfmodel import gemmshape as G
 from dlperf.perfmodel import hardware as H
 from dlperf.perfmodel import replay as R
-from dlperf.perfmodel import transforms as T
+from dlperf.perfmodel.transforms.precision import (
+    BF16_GEMM_SHARE,
+    BF16_GEMM_SHARE_BY_ALIGN,
+    BF16_GEMM_SHARE_BY_CLASS,
+    bf16_share,
+    gemm_alignment,
+    kernel_to_precision,
+)
 
 
 def _figures(m, n, k, elem=4, bias=False):
@@ -71,20 +78,20 @@ def test_bf16_share_follows_the_alignment():
     g = H.datasheet("h200")
     k = R.DeviceOp(lane=7, dur_s=1001e-6, kind="kernel", name="sm80_xmma_gemm_f32f32_ffma",
                    op_class="matmul", op="aten::linear", phase="t_f", launch=0)
-    assert T.bf16_share(k) == T.BF16_GEMM_SHARE
-    assert T.bf16_share(replace(k, align=8)) == T.BF16_GEMM_SHARE
+    assert bf16_share(k) == BF16_GEMM_SHARE
+    assert bf16_share(replace(k, align=8)) == BF16_GEMM_SHARE
     odd = replace(k, align=1)
-    assert T.bf16_share(odd) == T.BF16_GEMM_SHARE_BY_ALIGN[1] < T.BF16_GEMM_SHARE
+    assert bf16_share(odd) == BF16_GEMM_SHARE_BY_ALIGN[1] < BF16_GEMM_SHARE
     # a misaligned GEMM keeps more of its fp32 time at bf16
-    assert T.kernel_to_precision(odd, "fp32", "bf16", g) > \
-        2 * T.kernel_to_precision(k, "fp32", "bf16", g)
+    assert kernel_to_precision(odd, "fp32", "bf16", g) > \
+        2 * kernel_to_precision(k, "fp32", "bf16", g)
     # a bf16 kernel's name states its alignment: going to fp32 it gains less
     b1 = replace(k, name="cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1",
                  dur_s=400e-6)
-    assert T.gemm_alignment(b1) == 1
+    assert gemm_alignment(b1) == 1
     b8 = replace(b1, name="nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT")
-    assert T.kernel_to_precision(b1, "bf16", "fp32", g) < \
-        T.kernel_to_precision(b8, "bf16", "fp32", g)
+    assert kernel_to_precision(b1, "bf16", "fp32", g) < \
+        kernel_to_precision(b8, "bf16", "fp32", g)
     # other classes keep theirs, whatever the alignment
     conv = replace(k, op_class="convolution", align=1)
-    assert T.bf16_share(conv) == T.BF16_GEMM_SHARE_BY_CLASS["convolution"]
+    assert bf16_share(conv) == BF16_GEMM_SHARE_BY_CLASS["convolution"]

@@ -49,7 +49,7 @@ def test_the_key_follows_the_options_the_data_and_the_source(tmp_path, monkeypat
     with db.open("ab") as f:
         f.write(b"\0")
     assert key != rv.inputs_key(*args, **DEFAULT)
-    # the source: a copy of the checkout's sources, then one comment added to transforms.py
+    # the source: a copy of the checkout's sources, then one comment added to a transform
     from dlperf.perfmodel import fitcache
 
     root = tmp_path / "root"
@@ -65,7 +65,8 @@ def test_the_key_follows_the_options_the_data_and_the_source(tmp_path, monkeypat
     monkeypatch.setattr(rv, "__file__", str(root / "benchmarks/replay_validate.py"))
     monkeypatch.setattr(fitcache, "__file__", str(pkg / "fitcache.py"))
     key = rv.inputs_key(*args, **DEFAULT)
-    (pkg / "transforms.py").write_text((pkg / "transforms.py").read_text() + "# edit\n")
+    moved = pkg / "transforms" / "precision.py"
+    moved.write_text(moved.read_text() + "# edit\n")
     assert key != rv.inputs_key(*args, **DEFAULT)
     key = rv.inputs_key(*args, **DEFAULT)
     (pkg / "roofline.py").write_text((pkg / "roofline.py").read_text() + "# edit\n")

@@ -243,7 +243,10 @@ def compare(
             rb, rn, nb, nn = _sides(b, n, gate_db, split(model, "model"), stores,
                                     gate_tags=run, opened=opened)
             _note_same(b, n, gate_db)
-            if (not rb or not rn) and (threshold is None or not rb):  # gate: NEW empty: exit 3
+            # the gate compares a side left empty and fails with exit 3: NEW empty, or with
+            # --run BASE empty (its dlperf run refused the flags every round: a model that
+            # only NEW's checkout has); a file given empty is a user error
+            if (not rb or not rn) and (threshold is None or (not rb and not run)):
                 raise ConfigError(f"nothing to compare: {nb if not rb else nn} holds no results"
                                   + (f" of model(s) {model}" if model else ""))
             comp = compare_records(rb, rn, base_name=nb, new_name=nn, level=level,

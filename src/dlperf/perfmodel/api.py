@@ -999,7 +999,7 @@ def _roofline_terms(cal: Calibration, cfg: Config, fit: od.SeriesFit | None = No
         eff, k = cal.roofline(cfg)
         if eff is None:
             return None
-        work = cal.work(cfg.model, cfg.framework, cfg.precision)
+        work = cal.work(cfg.model, cfg.framework, cfg.precision, cfg.device)
         ceil = cal.ceiling(cfg.framework, cfg.precision, cal.device_name(cfg), cfg.model)
     except (LookupError, ValueError):
         return None

@@ -250,9 +250,9 @@ class Calibration:
         return [p for p in self.shared.by_config.get(cfg, ()) if id(p) not in self._out]
 
     # --- work and ceilings --------------------------------------------------------------
-    def work(self, model: str, framework: str, precision: str) -> rl.Work:
+    def work(self, model: str, framework: str, precision: str, device: str) -> rl.Work:
         """:meth:`Facts.work <dlperf.perfmodel.facts.Facts.work>`."""
-        return self.facts.work(model, framework, precision)
+        return self.facts.work(model, framework, precision, device)
 
     def ceiling(self, framework: str, precision: str, device_name: str | None,
                 without_model: str | None = None) -> rl.Ceiling:
@@ -299,7 +299,8 @@ class Calibration:
             ceil = self.ceiling(group[0], group[2], device_name, without_model)
             base = special.base_mode(group[1])
             return od.fit_group(
-                self.points, group, lambda p: self.work(p.model, p.framework, p.precision),
+                self.points, group, lambda p: self.work(p.model, p.framework, p.precision,
+                                                      p.device),
                 ceil, exclude=lambda p: p.model == without_model
                 or (device_name is not None and p.device_name != device_name),
                 # the base mode runs the same kernels (the group itself without a compile mode)
@@ -352,7 +353,7 @@ class Calibration:
         anchors = [od.Anchor(p.per_device_batch, p.busy_s, od.TRACE_SIGMA,
                              f"{p.source}:{p.result_id} (trace busy)")
                    for p in self.of(cfg) if p.busy_s]
-        work = self.work(cfg.model, cfg.framework, cfg.precision)
+        work = self.work(cfg.model, cfg.framework, cfg.precision, cfg.device)
         ceil = self.ceiling(cfg.framework, cfg.precision, dn, cfg.model) if eff else None
         host, sigma, scale = None, od.HOST_TRANSFER_SIGMA, None
         if with_sessions:

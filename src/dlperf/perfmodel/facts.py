@@ -48,12 +48,13 @@ class Facts:
                     self._kinds[(p.framework, p.group[1])].add(kind)
                     self._counts[(p.model, p.framework, p.precision, kind)][p.group[1]]\
                         .append((c, p.world_size == 1))
-        self._work: dict[tuple[str, str, str], rl.Work] = {}
+        self._work: dict[tuple[str, str, str, str], rl.Work] = {}
         self._ceil: dict[tuple[str, str, str | None, str | None], rl.Ceiling] = {}
 
-    def work(self, model: str, framework: str, precision: str) -> rl.Work:
-        """The work model of (model, framework, precision) (:func:`roofline.work_of`) from the
-        FLOP and byte counts stored with any result, else the zoo spec's FLOPs.
+    def work(self, model: str, framework: str, precision: str, device: str) -> rl.Work:
+        """The work model of (model, framework, precision) on device kind ``device``
+        (:func:`roofline.work_of`) from the FLOP counts stored with any result (else the zoo
+        spec's FLOPs) and the byte counts stored with the results of that device kind.
 
         Raises:
             roofline.NoFlopCount: no FLOP count anywhere.
@@ -61,8 +62,8 @@ class Facts:
         from dlperf.zoo import SPECS
 
         spec = SPECS.get(model)
-        return once(self._work, (model, framework, precision), lambda: rl.work_of(
-            self.records.points, model, framework, precision,
+        return once(self._work, (model, framework, precision, device), lambda: rl.work_of(
+            self.records.points, model, framework, precision, device,
             getattr(spec, "train_flops_per_sample", None), getattr(spec, "params", None)))
 
     def ceiling(self, framework: str, precision: str, device_name: str | None,

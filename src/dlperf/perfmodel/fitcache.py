@@ -155,39 +155,49 @@ def model_key() -> str:
     prediction (:func:`prediction_modules`; names and bytes, in name order): editing the
     back-test, a report or a module no prediction imports changes no key."""
     h = hashlib.sha256(f"table format {TABLE_FORMAT}".encode())
-    folder = Path(__file__).parent
     for name in sorted(prediction_modules()):
         h.update(name.encode())
-        h.update((folder / f"{name}.py").read_bytes())
+        h.update(module_file(name).read_bytes())
     return h.hexdigest()[:20]
 
 
 def prediction_modules(entry: str = PREDICTION_ENTRY) -> set[str]:
     """Names of the modules of :mod:`dlperf.perfmodel` that ``entry`` imports, directly or
     through each other (at module level or inside a function), ``entry`` included: read from
-    their source (:data:`_IMPORT_LINE`), nothing is imported.
+    their source (:data:`_IMPORT_LINE`), nothing is imported. A name is dotted below the
+    package (``transforms.precision``; a subpackage's own name stands for its
+    ``__init__.py``, which importing any module of it runs): :func:`module_file` is its file.
 
     The source is scanned for import statements line by line, not parsed (parsing the ~20
     modules costs 0.1-0.3 s, most of a prediction's own time): a line of a string that reads
     as an import of a module of the package counts as one, which can only add a module to
     :func:`model_key` (a key that changes more often, never a stale one)."""
-    folder = Path(__file__).parent
     pkg = "dlperf.perfmodel"
     seen: set[str] = set()
     todo = [entry]
     while todo:
         name = todo.pop()
-        f = folder / f"{name}.py"
+        f = module_file(name)
         if name in seen or not f.is_file():
             continue
         seen.add(name)
         for m in _IMPORT_LINE.finditer(f.read_text()):
             # every name imported, dotted in full: "from M import a" imports M.a, and
-            # dlperf.perfmodel.X.anything is module X
+            # dlperf.perfmodel.X.Y.anything is module X, X.Y, ... as far as files are there
             dotted = ([f"{m['from']}.{n}" for n in _first_words(m["names"])]
                       if m["from"] is not None else _first_words(m["modules"]))
-            todo += [w.split(".")[2] for w in dotted if w.startswith(pkg + ".")]
+            parts = [w.split(".")[2:] for w in dotted if w.startswith(pkg + ".")]
+            todo += [".".join(p[:k]) for p in parts for k in range(1, len(p) + 1)]
     return seen
+
+
+def module_file(name: str) -> Path:
+    """The source file of the module ``name`` of :mod:`dlperf.perfmodel` (dotted below it, as
+    :func:`prediction_modules` names it): ``X/Y.py``, else a package's ``X/Y/__init__.py``
+    (which need not exist: a name that is neither is no module)."""
+    base = Path(__file__).parent.joinpath(*name.split("."))
+    f = base.with_name(base.name + ".py")
+    return f if f.is_file() else base / "__init__.py"
 
 
 #: An import statement at the start of a line (any indentation): ``from M import names``

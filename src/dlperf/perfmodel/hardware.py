@@ -2,7 +2,7 @@
 measured by ``dlperf calibrate``, and the occupancy arithmetic that turns a kernel's launch
 geometry into waves on a given GPU.
 
-A :class:`GpuProfile` holds what :mod:`dlperf.perfmodel.transforms` needs to move a kernel
+A :class:`GpuProfile` holds what :mod:`dlperf.perfmodel.transforms.gpu` needs to move a kernel
 from one GPU to another (Habitat, Yu et al. ATC'21): SM count, SM clock, memory bandwidth, the
 GEMM ceiling per precision, the per-SM limits of the compute capability (registers, threads,
 resident blocks, shared memory) and the host: the host-speed probe of the machine

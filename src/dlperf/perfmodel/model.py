@@ -77,7 +77,7 @@ def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.
     if eff is None:
         raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
                           "to fit its roofline on")
-    work = cal.work(cfg.model, cfg.framework, cfg.precision)
+    work = cal.work(cfg.model, cfg.framework, cfg.precision, cfg.device)
     return rl.device_time_s(work, ceil, eff, batch, kernels), eff, ceil, work
 
 
@@ -85,7 +85,7 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
              work: rl.Work | None = None) -> dict[str, float]:
     """Device time by op class at ``batch``: scaled from a traced run of ``cfg`` when there is
     one, else split into the roofline's compute and memory terms; normalised to ``device_s``."""
-    work = work or cal.work(cfg.model, cfg.framework, cfg.precision)
+    work = work or cal.work(cfg.model, cfg.framework, cfg.precision, cfg.device)
     traced = [p for p in cal.points if cfg.matches(p) and p.op_class_s]
     cls = rl.class_times_s(traced, work, batch)
     if not cls:
@@ -202,7 +202,7 @@ def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
     points pair too, whatever ``frm``'s data. A pair that also changes the layout is skipped (:func:`special.changes_layout`)."""
     from dlperf.zoo import SPECS
     fam = getattr(SPECS.get(frm.model), "family", None)
-    f_target = cal.work(frm.model, frm.framework, frm.precision).flops(batch)
+    f_target = cal.work(frm.model, frm.framework, frm.precision, frm.device).flops(batch)
     changes = {k: getattr(to, k) for k in ("precision", "mode", "framework", "compile_mode")
                if getattr(to, k) != getattr(frm, k)}
     samples: dict[str, list[tuple[int, float, float, str, str, int]]] = {"host": [],
@@ -223,7 +223,7 @@ def transfer_ratios(cal: Calibration, frm: Config, to: Config, batch: int,
             fit = cal.fit_points(c, ser[0], with_sessions=False)
         except (IndexError, ValueError):
             continue
-        f = cal.work(c.model, c.framework, c.precision).flops(p.per_device_batch)
+        f = cal.work(c.model, c.framework, c.precision, c.device).flops(p.per_device_batch)
         dist = abs(math.log(max(f, 1.0) / max(f_target, 1.0)))
         other_family = int(getattr(SPECS.get(c.model), "family", None) != fam)
         samples[fit.bound(p.per_device_batch)].append(

@@ -8,18 +8,18 @@ This is the replay's prediction path (``dlperf predict ... --gpu NAME``, :func:`
    only (a compiled program's kernels are not the eager ones: without a trace of the mode the
    answer is refused as unknown);
 2. at the asked precision where traced, else from the other precision
-   (:func:`~dlperf.perfmodel.transforms.to_precision`);
+   (:func:`~dlperf.perfmodel.transforms.precision.to_precision`);
 3. at the asked batch: the trace of that batch, else interpolated between the two traced
-   batches around it (:func:`~dlperf.perfmodel.transforms.interpolate_batch`), else from the
-   nearest one (:func:`~dlperf.perfmodel.transforms.to_batch`);
+   batches around it (:func:`~dlperf.perfmodel.transforms.batch.interpolate_batch`), else
+   from the nearest one (:func:`~dlperf.perfmodel.transforms.batch.to_batch`);
 4. the host de-inflated to the configuration's host level over its traced points of the
    source file (:func:`~dlperf.perfmodel.replay.host_level`: the median step of its
    host-bound points in an eager program, else the median untraced probe; the host's work
    does not depend on the batch, and one probe of 5 iterations reads 12% (log sd) off the
    step it belongs to);
-5. on the asked GPU (:func:`~dlperf.perfmodel.transforms.to_gpu`) from the traces' GPU: each
-   profile a stored ``dlperf calibrate`` profile, else the stored results' own ceilings on that
-   GPU, else the datasheet (then said: ``datasheet_only``, and a wider interval).
+5. on the asked GPU (:func:`~dlperf.perfmodel.transforms.gpu.to_gpu`) from the traces' GPU:
+   each profile a stored ``dlperf calibrate`` profile, else the stored results' own ceilings on
+   that GPU, else the datasheet (then said: ``datasheet_only``, and a wider interval).
 
 The interval is the back-test's (``benchmarks/replay_validate.py``): ``h``, the 90th
 percentile of the absolute relative error of the development rows of the prediction's
@@ -40,7 +40,11 @@ from typing import Any
 from dlperf.config.identity import label_of
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import equations as eq
-from dlperf.perfmodel import hardware, replay, transforms
+from dlperf.perfmodel import hardware, replay
+from dlperf.perfmodel.transforms.batch import interpolate_batch, to_batch
+from dlperf.perfmodel.transforms.gpu import to_gpu
+from dlperf.perfmodel.transforms.kernels import is_half
+from dlperf.perfmodel.transforms.precision import to_precision
 
 #: The replay model's version, recorded with predictions registered before a measurement
 #: (benchmarks/h100/predict.py): 1, Habitat's gamma = 1 for every non-GEMM kernel; 2, a
@@ -52,15 +56,15 @@ from dlperf.perfmodel import hardware, replay, transforms
 #: :mod:`dlperf.perfmodel.gemmshape`), autocast's weight casts from the parameter count, and
 #: an eager configuration's host from its host-bound steps (:func:`~dlperf.perfmodel.replay.
 #: host_level`); 5, a precision change's GEMMs no faster together than their weights stream
-#: (:func:`~dlperf.perfmodel.transforms.gemm_weight_floor`); 6, autocast's activation casts
-#: (:func:`~dlperf.perfmodel.transforms.activation_casts`: the float32 inputs of GEMMs, the
-#: logits' upcast, mixed adds' gradients) added to an eager step going to bf16; 7, bf16 ->
-#: fp32 GEMMs no slower than their roofline moved, convolutions with their fp32 helpers and
-#: no fixed part that way, cuDNN's bf16 convolutions read as bf16 math
-#: (:func:`~dlperf.perfmodel.transforms.gemm_roofline_cap`); 8, a JAX program's norm layers
-#: at bf16 by the elementwise rule (:data:`~dlperf.perfmodel.transforms.
+#: (:func:`~dlperf.perfmodel.transforms.precision.gemm_weight_floor`); 6, autocast's
+#: activation casts (:func:`~dlperf.perfmodel.transforms.autocast.activation_casts`: the
+#: float32 inputs of GEMMs, the logits' upcast, mixed adds' gradients) added to an eager step
+#: going to bf16; 7, bf16 -> fp32 GEMMs no slower than their roofline moved, convolutions with
+#: their fp32 helpers and no fixed part that way, cuDNN's bf16 convolutions read as bf16 math
+#: (:func:`~dlperf.perfmodel.transforms.precision.gemm_roofline_cap`); 8, a JAX program's norm
+#: layers at bf16 by the elementwise rule (:data:`~dlperf.perfmodel.transforms.precision.
 #: PRECISION_CLASS_BY_FRAMEWORK`); 9, the step's GEMM roofline a sum of the weights' and the
-#: FLOPs' time (:func:`~dlperf.perfmodel.transforms.gemm_roofline_s`), not the larger.
+#: FLOPs' time (:func:`~dlperf.perfmodel.transforms.weights.gemm_roofline_s`), not the larger.
 MODEL_VERSION = 9
 
 #: 90th percentile of |relative error| of the development rows per category
@@ -274,17 +278,17 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     else:
         a, b = nearest_pair(sorted(by_batch), batch_size)
         if a != b:
-            st = transforms.interpolate_batch(step_at(a), step_at(b), batch_size)
+            st = interpolate_batch(step_at(a), step_at(b), batch_size)
             category = "batch, interpolated"
         else:
-            st = transforms.to_batch(step_at(a), batch_size, src_gpu)
+            st = to_batch(step_at(a), batch_size, src_gpu)
             category = "batch, one trace"
         used = [p for p in pool if p.batch_size in (a, b)]
     key = category  # the back-test rows whose errors give the interval (INTERVAL_P90)
     if src_prec != precision:
-        st = transforms.to_precision(st, precision, src_gpu)
+        st = to_precision(st, precision, src_gpu)
         category = "precision"
-        key = "precision" if transforms.is_half(precision) else "precision, to fp32"
+        key = "precision" if is_half(precision) else "precision, to fp32"
     dst_gpu = src_gpu
     anchored = 1.0  # measured / replayed on the source GPU, where measured
     anchor_why = ANCHOR_SAME_GPU.format(category=key)
@@ -298,7 +302,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
                 raise ConfigError(f"host={host!r}: use dispatch, probe or none")
             hr = move(lib, pool, src_gpu, dst_gpu)
             on_src = replay.simulate(st).step_s
-            st = transforms.to_gpu(st, src_gpu, dst_gpu, host_ratio=hr)
+            st = to_gpu(st, src_gpu, dst_gpu, host_ratio=hr)
             category = key = "gpu"
             m_pts = _measured_points(lib, model, framework, mode, precision, batch_size,
                                      src_gpu.device_name or "")

@@ -8,8 +8,11 @@ Work per step (per device) at mini-batch ``B``:
   (PyTorch: operands and results of every ATen operator, unfused; XLA: "bytes accessed" of the
   compiled step). ``y0`` is the batch-independent part (weights, gradients, optimizer state),
   ``y1`` the activations; both come from a least-squares line through the stored counts of the
-  same (model, framework, precision) when two or more batch sizes are stored, else ``y0`` is
-  ``BYTES_PER_PARAM`` bytes per parameter (see there) and ``y1`` the rest.
+  same (model, framework, precision) on the same device kind when two or more batch sizes are
+  stored, else ``y0`` is ``BYTES_PER_PARAM`` bytes per parameter (see there) and ``y1`` the
+  rest. The count is made on the device that ran: the ATen operators a step dispatches, and
+  the program XLA compiles, are the device's, so a CPU run's count is no GPU's (1.0-1.4x the
+  GPU's in PyTorch, 1.6-2.7x in JAX, at the same batch in the H200 folder: :func:`work_of`).
 
 Device time (Williams, Waterman & Patterson 2009, the roofline; summed rather than maxed over
 the step because a step is a sequence of kernels of which some are compute- and some
@@ -129,18 +132,28 @@ class NoFlopCount(ValueError):
 
 
 def work_of(points: Iterable[Point], model: str, framework: str, precision: str,
-            flops_per_sample: float | None = None, params: int | None = None) -> Work:
-    """The work model of (model, framework, precision) from the stored counts.
+            device: str, flops_per_sample: float | None = None, params: int | None = None
+            ) -> Work:
+    """The work model of (model, framework, precision) on device kind ``device`` from the
+    stored counts: the analytic FLOPs (the model spec's, the same on any device) and the byte
+    line through the counts of the one-device points of ``device`` alone (``cuda``,
+    ``cpu``: :attr:`~dlperf.perfmodel.records.Point.device`). A byte count is measured on the
+    device that ran, not derived from the model: PyTorch's counts the ATen operators the step
+    dispatches there (a CPU's convolution, attention and optimizer operators are not a GPU's),
+    XLA's the program compiled for that backend; at the same batch the H200 folder's CPU runs
+    count 1.0-1.4x the GPU runs' bytes in PyTorch (alexnet 1.32, fcn5 1.39, resnet50 1.02) and
+    1.6-2.7x in JAX (fcn5 1.65, resnet50 2.65).
 
     Args:
         points: stored measurements (any mode; PyTorch counts eager operators in both modes).
+        device: the device kind whose byte counts the line goes through.
         flops_per_sample, params: the spec's numbers when no point carries them.
 
     Raises:
         NoFlopCount: no FLOP count anywhere (neither a stored point nor ``flops_per_sample``).
     """
     pts = [p for p in points if p.model == model and p.framework == framework
-           and p.precision == precision and p.world_size == 1]
+           and p.precision == precision and p.world_size == 1 and p.device == device]
     f1 = next((p.train_flops_per_sample for p in pts if p.train_flops_per_sample), None)
     f1 = f1 or flops_per_sample
     params = next((p.params for p in pts if p.params), None) or params

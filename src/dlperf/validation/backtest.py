@@ -301,13 +301,13 @@ def lomo_rows(records: Records, base: Calibration, budget: Budget | None = None)
             try:
                 one = pm.analytic(cal, cfg, p.per_device_batch)
                 ceil = cal.ceiling(cfg.framework, cfg.precision, cal.device_name(cfg), m)
-                work = cal.work(m, cfg.framework, cfg.precision)
+                work = cal.work(m, cfg.framework, cfg.precision, cfg.device)
             except (LookupError, ValueError):
                 continue
             # baseline: FLOPs / (measured ceiling x one efficiency), the efficiency the median
             # achieved FLOP rate share of the group's other points
             others = [q for q in pts if q.group == p.group and q.model != m]
-            e1 = median(cal.work(q.model, q.framework, q.precision).flops(q.per_device_batch)
+            e1 = median(cal.work(q.model, q.framework, q.precision, q.device).flops(q.per_device_batch)
                         / q.step_time_s / ceil.flops_per_s for q in others) if others else None
             bl = work.flops(p.per_device_batch) / (e1 * ceil.flops_per_s) if e1 else None
             out.append(Row("leave-one-model-out", f"{cfg.label(p.batch_size)} "

@@ -61,3 +61,20 @@ def test_a_what_if_refusal_names_the_base_it_failed_on():
     assert ("resnet50 torch/eager cpu bf16 threads=8 (what-if from resnet50 torch/eager cpu "
             "fp32 threads=8): one batch size") in out
     assert "measure another batch size (dlperf run ... -b N)" in out
+
+
+def test_report_of_an_empty_results_file_says_how_to_fill_it(tmp_path):
+    """A dlperf results file with no result: `dlperf report` says what to run, as `dlperf
+    results` does, not only that the file is empty."""
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "fresh.db"
+    ResultStore(db).close()
+    for out in ("rep", "rep.html"):
+        r = CliRunner().invoke(app, ["report", "--db", str(db), "-o", str(tmp_path / out)])
+        said = " ".join(r.output.split())
+        assert r.exit_code == 2 and "holds no results yet" in said, said
+        assert f"store some with `dlperf run ... --db {db}`" in said

@@ -406,7 +406,8 @@ def _profiles_in(path: Any) -> dict[str, GpuProfile]:
         key = (os.path.realpath(path), content_digest(path))
     except OSError:  # gone or unreadable since it was listed: it holds none
         return {}
-    return dict(once(_PROFILES_READ, key, lambda: _read_profiles(path)))
+    got: dict[str, GpuProfile] = once(_PROFILES_READ, key, lambda: _read_profiles(path))
+    return dict(got)
 
 
 def _read_profiles(path: Any) -> dict[str, GpuProfile]:

@@ -231,10 +231,14 @@ def test_every_run_is_used_and_failures_are_outcomes():
     assert by["p2"].outcome == "failed in NEW" and by["p2"].regression
     assert by["p2"].notes == ["failed in NEW: 1 run oom"]  # how, in the notes
     assert by["p3"].outcome == "only in NEW" and not by["p3"].regression
+    # a crash in 1 of NEW's 3 runs where BASE's all measured: a regression (a new failure)
+    assert by["p1"].regression and by["p1"].verdict == "failed in some NEW runs"
+    assert "failed in 1 of 3 NEW runs (1 run crash), in none of 3 BASE runs" in by["p1"].notes
     js = regress_text.comparison_json(comp)
     p1 = next(p for p in js["points"] if p["point_key"] == "p1")
     assert len(p1["base_runs"]) == 3 and len(p1["new_runs"]) == 3
-    assert sorted(js["regressions"]) == ["p2"]
+    assert p1["failed_runs"]["new"] == [1, 3] and p1["failed_runs"]["p"] is None
+    assert sorted(js["regressions"]) == ["p1", "p2"]
     md = regress_text.comparison_markdown(comp)
     assert "| 3 / 2 of 3 |" in md and "failed in NEW **REGRESSION**" in md
 
@@ -500,12 +504,29 @@ def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
     batch size: identical code, an inconclusive 2x slowdown (NEW's runs spread), a tight 10%
     slowdown (a regression at 3%), a tight 10% speed-up, a point with one run in NEW (not
     judged), a point only in BASE (missing), a point failing in NEW, a point failing in BASE
-    and one failing on both sides (neither judged)."""
+    and one failing on both sides (neither judged); then the failure policy's kinds: an OOM
+    in 1 of NEW's 4 runs where BASE's all measured (a regression), 6 of 10 NEW runs failing
+    against 1 of 10 in BASE (a regression by Fisher's exact test), 1 of 4 failing on each
+    side (judged on the step time: the same), a new point whose runs all failed (not
+    judged), a new point that ran, BASE's first run read twice (counted once: the same) and
+    BASE and NEW on two machines of the same models (judged: the same)."""
     def pt(batch: int, medians: list[float], seed: int) -> list[RunRecord]:
         return [rec(f"p{batch}", noisy(m, seed=seed + i), repeat=i, batch=batch)
                 for i, m in enumerate(medians)]
 
+    def failed(batch: int, n: int, first: int = 0, how: str = "oom") -> list[RunRecord]:
+        return [rec(f"p{batch}", status=how, repeat=first + i, batch=batch) for i in range(n)]
+
+    def on_machine(runs: list[RunRecord], uuid: str) -> list[RunRecord]:
+        out = []
+        for r in runs:
+            d = r.to_dict()
+            d["env"]["gpus"] = [{"name": "NVIDIA H100", "driver": "550.54", "uuid": uuid}]
+            out.append(RunRecord.from_dict(d))
+        return out
+
     three = [0.0100, 0.0101, 0.0099]
+    dup = pt(16384, three, 170)
     return {
         "same": (pt(8, three, 0), pt(8, three, 10)),
         "inconclusive": (pt(16, three, 20), pt(16, [0.0483, 0.0140, 0.0266], 30)),
@@ -519,17 +540,31 @@ def _gate_points() -> dict[str, tuple[list[RunRecord], list[RunRecord]]]:
                            pt(1024, three, 120)),
         "failed in both": ([rec("p2048", status="crash", repeat=i, batch=2048) for i in range(3)],
                            [rec("p2048", status="crash", repeat=i, batch=2048) for i in range(3)]),
+        "flaky NEW": (pt(4096, three + [0.0100], 130), pt(4096, three, 135) + failed(4096, 1, 3)),
+        "flaky more": (pt(8192, three * 3, 140) + failed(8192, 1, 9),
+                       pt(8192, three + [0.0100], 150) + failed(8192, 6, 4)),
+        "flaky both": (pt(12, three, 160) + failed(12, 1, 3),
+                       pt(12, three, 165) + failed(12, 1, 3, "crash")),
+        "new failed": ([], failed(24, 3)),
+        "new ran": ([], pt(48, three, 175)),
+        "duplicate": (dup + [RunRecord.from_dict(dup[0].to_dict())], pt(16384, three, 180)),
+        "other machine": (on_machine(pt(96, three, 185), "GPU-aaaaaaaa"),
+                          on_machine(pt(96, three, 190), "GPU-bbbbbbbb")),
     }
 
 
 def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
-    """Every combination of the point kinds of :func:`_gate_points`, with --fail-if-slower 3%
-    and without: the exit status is the first that applies of 1 (a regression or a failure in
-    NEW), 3 (a point missing), 5 (inconclusive), 4 (a point not judged, with too few runs or
-    failed in BASE or on both sides: judged points passing beside it do not make the gate
-    pass), else 0; without a threshold 0. The summary line
-    names the gate's outcome and the exit status, never says "no significant difference"
-    without the points whose verdict says otherwise, and names no verdict that is absent."""
+    """Combinations of the point kinds of :func:`_gate_points` (every one of the first nine,
+    with the failure policy's kinds up to three at a time and all but one or none left
+    out), with --fail-if-slower 3% and without: the exit status is the first that applies of
+    1 (a regression, a failure in every NEW run, or in some where BASE failed in none or
+    less often), 3 (a point missing, or none in common), 5 (inconclusive), 4 (a point not
+    judged, with too few runs, failed in BASE or on both sides, or new with every run
+    failed: judged points passing beside it do not make the gate pass), else 0; without a
+    threshold 0. The summary line names the gate's outcome and the exit status, never says
+    "no significant difference" without the points whose verdict says otherwise, and names
+    no verdict that is absent; the table's rows, the counts, the notes and the JSON say the
+    same."""
     import itertools
 
     kinds = _gate_points()
@@ -539,52 +574,90 @@ def test_gate_status_and_summary_line_agree_on_every_combination_of_verdicts():
     plain_pts = {k: regress.compare_records(b, n).points[0] for k, (b, n) in kinds.items()}
     assert [p.verdict for p in gated.values()] == [
         "no significant change", "inconclusive", "slower", "faster", "not judged",
-        "only in BASE", "failed in NEW", "failed in BASE", "failed in both"]
-    expected_by = [(1, {"regressed", "failed in NEW"}), (3, {"missing"}),
-                   (5, {"inconclusive"}), (4, {"not judged", "failed in BASE", "failed in both"})]
+        "only in BASE", "failed in NEW", "failed in BASE", "failed in both",
+        "failed in some NEW runs", "failed in some NEW runs", "no significant change",
+        "only in NEW", "only in NEW", "no significant change", "no significant change"]
+    reg_kinds = {"regressed", "failed in NEW", "flaky NEW", "flaky more"}
+    nj_kinds = {"not judged", "failed in BASE", "failed in both", "new failed"}
+    with_ratio = {"same", "inconclusive", "regressed", "faster", "flaky NEW", "flaky more",
+                  "flaky both", "duplicate", "other machine"}
+    one_side = {"missing", "new failed", "new ran"}
+    names = list(kinds)
+    combos = {c for k in range(1, 10) for c in itertools.combinations(names[:9], k)}
+    combos |= {c for k in (1, 2, 3, len(names) - 1, len(names))
+               for c in itertools.combinations(names, k)}
     seen: set[int] = set()
-    for k in range(1, len(kinds) + 1):
-        for combo in itertools.combinations(kinds, k):
-            comp = regress.Comparison([gated[c] for c in combo], "BASE", "NEW", 0.95, 0.03)
-            code, why = regress.gate_status(comp)
-            want = next((c for c, ks in expected_by if ks & set(combo)), 0)
-            assert code == want, (combo, code, why)
-            seen.add(code)
-            line = regress_text.summary_line(comp)
-            assert line.endswith(f"; the gate fails (exit {code})" if code
-                                 else "; the gate passes (exit 0)"), (combo, line)
-            by_point = line.partition("; by point: ")[2]
-            judged_here = {"same", "inconclusive", "regressed", "faster"} & set(combo)
-            for kind, word in (("inconclusive", "1 inconclusive"),
-                               ("missing", "1 missing from NEW")):
-                assert (word in by_point) == (kind in combo), (combo, line)
-            regs = len({"regressed", "failed in NEW"} & set(combo))
-            assert (f"{regs} regressed" in by_point) == bool(regs), (combo, line)
-            # points not judged are named beside judged points; alone, the line says none was
-            n_nj = len({"not judged", "failed in BASE", "failed in both"} & set(combo))
-            if n_nj:
-                assert (f"{n_nj} not judged" in by_point if judged_here
-                        else line.startswith(f"no point judged ({n_nj} run on")), (combo, line)
-            else:
-                assert "not judged" not in line, (combo, line)
-            # the counts line names each point once, under one heading
-            counts = regress_text.counts_line(comp)
-            assert counts.startswith(f"{k} point{'s' if k != 1 else ''}: "), counts
-            assert ("failed in BASE:" in counts) == bool(
-                {"failed in BASE", "failed in both"} & set(combo)), counts
-            if n_nj:
-                assert f"{n_nj} not judged (" in counts, counts
-            assert "1 failed in both" not in counts and "1 failed in BASE" not in counts
-            if "no significant difference" in line:  # the mean's word, and what differs
-                assert ("1 significantly faster" in by_point) == ("faster" in combo), line
-            assert "significantly slower" not in line  # the slowdowns are regressions here
-            plain = regress.Comparison([plain_pts[c] for c in combo], "BASE", "NEW", 0.95)
-            assert regress.gate_status(plain)[0] == 0
-            pline = regress_text.summary_line(plain)
-            assert "gate" not in pline and "regressed" not in pline, (combo, pline)
-            if "no significant difference" in pline:
-                assert ("significantly slower" in pline) == ("regressed" in combo), pline
-                assert ("significantly faster" in pline) == ("faster" in combo), pline
+    for combo in sorted(combos, key=lambda c: (len(c), c)):
+        k, cs = len(combo), set(combo)
+        comp = regress.Comparison([gated[c] for c in combo], "BASE", "NEW", 0.95, 0.03)
+        code, why = regress.gate_status(comp)
+        regs, n_nj = len(reg_kinds & cs), len(nj_kinds & cs)
+        want = (1 if regs else 3 if "missing" in cs or cs <= one_side else
+                5 if "inconclusive" in cs else 4 if n_nj else 0)
+        assert code == want, (combo, code, why)
+        seen.add(code)
+        line = regress_text.summary_line(comp)
+        assert line.endswith(f"; the gate fails (exit {code})" if code
+                             else "; the gate passes (exit 0)"), (combo, line)
+        by_point = line.partition("; by point: ")[2]
+        for kind, word in (("inconclusive", "1 inconclusive"),
+                           ("missing", "1 missing from NEW")):
+            assert (word in by_point) == (kind in combo), (combo, line)
+        assert (f"{regs} regressed" in by_point) == bool(regs), (combo, line)
+        # points not judged are named beside judged points; alone, the line says none was
+        # (the ones run on both sides in its head, a new one after "by point")
+        n_both = n_nj - ("new failed" in cs)
+        if with_ratio & cs:
+            assert (f"{n_nj} not judged" in by_point) == bool(n_nj), (combo, line)
+        else:
+            assert line.startswith(f"no point judged ({n_both} run on") == bool(n_both), line
+            assert ("1 not judged" in by_point) == ("new failed" in cs), (combo, line)
+        if not n_nj:
+            assert "not judged" not in line, (combo, line)
+        # the counts line names each point once, under one heading
+        counts = regress_text.counts_line(comp)
+        assert counts.startswith(f"{k} point{'s' if k != 1 else ''}: "), counts
+        assert ("failed in BASE:" in counts) == bool(
+            {"failed in BASE", "failed in both"} & cs), counts
+        if n_nj + ("failed in both" in cs) <= 4:  # the line names 4 reasons at most
+            assert ("new point, every run failed" in counts) == ("new failed" in cs), counts
+        assert ("1 only in NEW" in counts) == ("new ran" in cs), counts
+        if n_nj:
+            assert f"{n_nj} not judged (" in counts, counts
+        assert "1 failed in both" not in counts and "1 failed in BASE" not in counts
+        if "no significant difference" in line:  # the mean's word, and what differs
+            assert ("1 significantly faster" in by_point) == ("faster" in combo), line
+        assert "significantly slower" not in line  # the slowdowns are regressions here
+        # the table, the notes and the JSON agree with the status and the line
+        md = regress_text.comparison_markdown(comp)
+        assert md.rstrip().endswith(line) and counts in md
+        for c in combo:
+            row = next(r for r in md.splitlines() if r.startswith(f"| {gated[c].label} |"))
+            assert ("**REGRESSION**" in row) == (c in reg_kinds), (c, row)
+            assert ("not judged" in row) == (c in nj_kinds), (c, row)
+        assert ("read twice" in md) == ("duplicate" in cs), combo
+        assert ("environment differs: machine: GPU-aaaaaaaa vs GPU-bbbbbbbb" in md) == (
+            "other machine" in cs), combo
+        assert ("in none of 4 BASE runs" in md) == ("flaky NEW" in cs), combo
+        assert ("not shown more often than in BASE" in md) == ("flaky both" in cs), combo
+        js = regress_text.comparison_json(comp)
+        assert set(js["regressions"]) == {gated[c].key for c in reg_kinds & cs}, combo
+        assert js["counts"]["not_judged"] == n_nj and js["counts"]["text"] == counts
+        assert js["summary"] is None or js["summary"]["text"] == line
+        assert (js["summary"] is None) == (not with_ratio & cs), combo
+        for jp, c in zip(js["points"], combo):
+            assert jp["regression"] == (c in reg_kinds) and jp["verdict"] == gated[c].verdict
+            assert (jp["judged"] is False) == (c in nj_kinds), (c, jp["judged"])
+            assert (jp["failed_runs"] is not None) == (c in {"flaky NEW", "flaky more",
+                                                             "flaky both"}), c
+            assert jp["notes"] == gated[c].notes
+        plain = regress.Comparison([plain_pts[c] for c in combo], "BASE", "NEW", 0.95)
+        assert regress.gate_status(plain)[0] == 0
+        pline = regress_text.summary_line(plain)
+        assert "gate" not in pline and "regressed" not in pline, (combo, pline)
+        if "no significant difference" in pline:
+            assert ("significantly slower" in pline) == ("regressed" in combo), pline
+            assert ("significantly faster" in pline) == ("faster" in combo), pline
     assert seen == {0, 1, 3, 4, 5}
 
 
@@ -869,3 +942,170 @@ def test_a_base_from_other_hardware_is_not_judged_and_another_version_is():
     plain = regress.compare_records(base, hardware_runs(10, "NVIDIA H200", median=0.008))
     assert plain.points[0].judged and plain.points[0].verdict == "faster"
     assert "environment differs: gpu: NVIDIA H100 80GB HBM3 vs NVIDIA H200" in plain.points[0].notes
+
+
+def fisher_greater(kb: int, nb: int, kn: int, nn: int) -> float:
+    """P(NEW has kn or more of the kb + kn failures) with both margins fixed: the
+    hypergeometric upper tail (Agresti 2002, section 3.5.1), written out to check
+    :func:`regress.failure_test`."""
+    k, n = kb + kn, nb + nn
+    return sum(math.comb(nn, x) * math.comb(nb, k - x)
+               for x in range(kn, min(k, nn) + 1)) / math.comb(n, k)
+
+
+def test_failure_test_is_fishers_one_sided_exact_test():
+    for kb, nb, kn, nn in ((1, 10, 6, 10), (1, 4, 1, 4), (0, 6, 4, 7), (2, 5, 0, 5),
+                           (3, 3, 3, 3)):
+        assert regress.failure_test(kb, nb, kn, nn) == pytest.approx(
+            fisher_greater(kb, nb, kn, nn), rel=1e-9)
+    assert regress.failure_test(1, 10, 6, 10) == pytest.approx(0.02864, abs=1e-5)
+    with pytest.raises(ValueError, match="failed runs must be in"):
+        regress.failure_test(4, 3, 0, 3)
+
+
+def flaky(point: str, ok: int, failed: int, seed: int, batch: int = 8,
+          median: float = 0.010, how: str = "oom") -> list[RunRecord]:
+    """``ok`` measured runs of ``point`` then ``failed`` runs with status ``how``."""
+    return ([rec(point, noisy(median, seed=seed + i), repeat=i, batch=batch) for i in range(ok)]
+            + [rec(point, status=how, repeat=ok + i, batch=batch) for i in range(failed)])
+
+
+def test_failures_in_some_new_runs_are_a_regression_unless_base_failed_as_often():
+    """1 OOM in 5 NEW runs where BASE's 5 all measured: a regression (exit 1) though the runs
+    that measured are not slower, named with how it failed in the reason, the table, the
+    JSON and the summary line; its step time, judged, stays in the mean. With too few NEW
+    runs left to judge the step time it is still a regression, its step time only
+    described. Where BASE failed too, Fisher's exact test at the gate's level decides: 6 of
+    10 against 1 of 10 (p = 0.029) regresses at 95% and, at 99%, is judged on its step time;
+    1 of 4 on both sides is judged on its step time, with a note of both counts. Without a
+    threshold only the note."""
+    base, new = flaky("p1", 5, 0, 0), flaky("p1", 4, 1, 10)
+    comp = regress.compare_records(base, new, threshold=0.05)
+    (pc,) = comp.points
+    text = "failed in 1 of 5 NEW runs (1 run oom), in none of 5 BASE runs"
+    assert pc.regression and pc.judged and not pc.significant and pc.ci_from == "runs"
+    assert pc.verdict == "failed in some NEW runs" and text in pc.notes
+    code, why = regress.gate_status(comp)
+    assert code == regress.EXIT_REGRESSION and why.endswith(f"b=8 synthetic ({text})")
+    md = regress_text.comparison_markdown(comp)
+    assert "| runs | failed in some NEW runs **REGRESSION** |" in md and text in md
+    assert "1 point: 1 judged (1 regression)" in md
+    line = regress_text.summary_line(comp)
+    assert line.startswith("NEW takes 1.0") and "over 1 point" in line
+    assert line.endswith("; by point: 1 regressed; the gate fails (exit 1)")
+    js = regress_text.comparison_json(comp)
+    assert js["regressions"] == ["p1"] and js["summary"]["text"] == line
+    assert js["points"][0]["failed_runs"] == {"base": [0, 5], "new": [1, 5], "p": None,
+                                              "regression": True, "text": text}
+    # one NEW run left that measured: the step time is not judged, the failure is
+    comp = regress.compare_records(base, flaky("p1", 1, 1, 10), threshold=0.05)
+    (pc,) = comp.points
+    assert pc.regression and pc.judged and pc.not_judged == [] and pc.ci is None
+    assert any(n.startswith("step time not judged (1 run in NEW, 2 needed): ")
+               for n in pc.notes), pc.notes
+    assert comp.summary is None and comp.not_judged == [] and regress.gate_status(comp)[0] == 1
+    assert regress_text.counts_line(comp) == "1 point: 1 judged (1 regression)"
+    # BASE failed too: NEW's failed share judged by Fisher's exact test
+    base, new = flaky("p1", 9, 1, 0), flaky("p1", 4, 6, 10)
+    comp = regress.compare_records(base, new, threshold=0.05)
+    (pc,) = comp.points
+    p = fisher_greater(1, 10, 6, 10)
+    assert pc.regression and pc.failed_runs["p"] == pytest.approx(p) and p < 0.05
+    assert (f"failed in 6 of 10 NEW runs (6 runs oom), more often than in BASE (1 of 10: 1 "
+            f"run oom; Fisher's exact test, one-sided p = {p:.2g})") in pc.notes
+    assert regress.gate_status(comp)[0] == 1
+    at99 = regress.compare_records(base, new, threshold=0.05, level=0.99)
+    assert not at99.points[0].regression and regress.gate_status(at99) == (0, None)
+    assert at99.points[0].verdict == "no significant change"
+    assert "not shown more often than in BASE" in at99.points[0].failed_runs["text"]
+    base, new = flaky("p1", 3, 1, 0), flaky("p1", 3, 1, 10, how="crash")
+    comp = regress.compare_records(base, new, threshold=0.05)
+    (pc,) = comp.points
+    assert not pc.regression and pc.judged and regress.gate_status(comp) == (0, None)
+    assert pc.failed_runs["text"] == (
+        "failed in 1 of 4 NEW runs (1 run crash), not shown more often than in BASE (1 of 4: "
+        "1 run oom; Fisher's exact test, one-sided p = 0.79 >= 0.05): the step time is "
+        "judged on the runs that measured")
+    md = regress_text.comparison_markdown(comp)
+    assert "| no significant change |" in md and "not shown more often" in md
+    # without a threshold: reported, not a regression
+    plain = regress.compare_records(flaky("p1", 5, 0, 0), flaky("p1", 4, 1, 10))
+    assert not plain.points[0].regression and regress.gate_status(plain) == (0, None)
+    assert plain.points[0].failed_runs["regression"] is False
+    assert "in none of 5 BASE runs" in " ".join(plain.points[0].notes)
+
+
+def test_a_new_point_whose_every_run_failed_is_not_judged():
+    """A point only in NEW whose runs all failed fails the gate with exit 4 (nothing shows it
+    passes), named in the reason, the table, the not-judged list, the counts, the summary
+    line and the JSON; a new point that ran is only noted (exit 0); alone (no point in
+    common) the gate exits 3."""
+    b1, n1 = flaky("p1", 3, 0, 0), flaky("p1", 3, 0, 10)
+    dead, ran = flaky("p2", 0, 3, 0, batch=16), flaky("p3", 2, 0, 20, batch=32)
+    comp = regress.compare_records(b1, n1 + dead + ran, threshold=0.05)
+    by = {p.key: p for p in comp.points}
+    assert by["p2"].outcome == "only in NEW" and by["p2"].judged is False
+    assert by["p2"].not_judged == ["new point, every run failed (3 runs oom)"]
+    assert by["p3"].outcome == "only in NEW" and by["p3"].judged is None
+    assert comp.not_judged == [by["p2"]] and len(comp.judged) == 1
+    code, why = regress.gate_status(comp)
+    assert code == regress.EXIT_NOT_JUDGED and why.startswith(
+        "1 new point(s) not judged, so not shown to pass: m fake/eager cpu fp32 b=16 synthetic "
+        "(new point, every run failed (3 runs oom))")
+    md = regress_text.comparison_markdown(comp)
+    assert "| only in NEW, not judged |" in md and "| only in NEW |" in md
+    assert "b=16 synthetic: new point, every run failed (3 runs oom). To judge it:" in md
+    assert ("3 points: 1 judged, 1 not judged (new point, every run failed (3 runs oom)), "
+            "1 only in NEW") in md
+    line = regress_text.summary_line(comp)
+    assert line.endswith("; by point: 1 not judged; the gate fails (exit 4)")
+    js = regress_text.comparison_json(comp)
+    jp = next(p for p in js["points"] if p["point_key"] == "p2")
+    assert jp["judged"] is False and js["counts"]["not_judged"] == 1
+    assert regress.gate_status(regress.compare_records(b1, n1 + ran, threshold=0.05)) == (0, None)
+    alone = regress.compare_records(flaky("p9", 3, 0, 0, batch=64), dead, threshold=0.05)
+    assert regress.gate_status(alone)[0] == regress.EXIT_MISSING
+    line = regress_text.summary_line(alone)
+    assert "by point: 1 missing from NEW, 1 not judged" in line and "run on both" not in line
+
+
+def test_a_run_read_twice_into_one_side_is_counted_once(tmp_path):
+    """BASE's first run read twice (the same record, or an identical row stored twice in the
+    file): counted once, with a note; the interval is the one of the runs without the copy,
+    which counted twice would narrow it."""
+    base, new = flaky("p1", 3, 0, 0), flaky("p1", 3, 0, 10)
+    once = regress.compare_records(base, new, threshold=0.05).points[0]
+    copy = RunRecord.from_dict(base[0].to_dict())
+    twice = regress.compare_records(base + [copy], new, threshold=0.05).points[0]
+    assert twice.ci == once.ci and twice.ratio == once.ratio and len(twice.base_used) == 3
+    assert ("BASE: 1 run(s) read twice (an identical stored row: the same run key, time and "
+            "result) counted once") in twice.notes
+    m = [regress.run_median_s(r) for r in base + [copy]]
+    naive = regress.ratio_from_runs(m, [regress.run_median_s(r) for r in new])
+    assert naive[2] - naive[1] < once.ci[1] - once.ci[0]  # what counting it twice would do
+    assert len(twice.base) == 3
+    # an identical row stored twice in a results file: two row ids, one run
+    a = str(tmp_path / "a.db")
+    with ResultStore(a) as store:
+        for r in base + [base[0]]:
+            store.add(r)
+    with ResultStore(a, read_only=True) as store:
+        recs = store.records(latest=False)
+    assert len(recs) == 4 and len({r.stored.id for r in recs}) == 4
+    pc = regress.compare_records(recs, new, threshold=0.05).points[0]
+    assert pc.ci == pytest.approx(once.ci) and any("read twice" in n for n in pc.notes)
+    # two runs differing only in time are two runs
+    other = rec("p1", noisy(0.010, seed=0), repeat=0, created="2026-01-02T00:00:00+00:00")
+    assert len(regress.compare_records(base + [other], new).points[0].base_used) == 4
+
+
+def test_another_machine_of_the_same_models_is_judged_with_its_note_everywhere():
+    """BASE and NEW on two machines with the same GPU and CPU models: judged (exit 0), the
+    machines named in the notes of the table and of the JSON."""
+    comp = regress.compare_records(hardware_runs(0, "NVIDIA H100"),
+                                   hardware_runs(10, "NVIDIA H100"), threshold=0.05)
+    (pc,) = comp.points
+    note = "environment differs: machine: GPU-00000000 vs GPU-00000010"
+    assert pc.judged and regress.gate_status(comp) == (0, None) and note in pc.notes
+    assert f"b=8 synthetic: {note}" in regress_text.comparison_markdown(comp)
+    assert note in regress_text.comparison_json(comp)["points"][0]["notes"]

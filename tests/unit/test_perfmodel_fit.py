@@ -502,3 +502,29 @@ def test_result_ids_name_each_stored_result_once(synthetic_db):
     fit = od.fit_series(pts, od.DevicePrior(None, 1.0, anchors, "anchors"))
     assert list(fit.result_ids) == [*own, f"{other.source}:{other.result_id}"]
     assert fit.result_ids[:len(fit.batch_sizes)] == tuple(own)
+
+
+def test_untraced_classes_split_the_roofline_terms_without_a_step_of_their_own(monkeypatch):
+    """An untraced configuration's device time by class is its roofline's FLOP, byte and
+    kernel terms scaled to the step's ``D``: read from the group's fitted efficiencies, the
+    ceilings and the kernel count the roofline came with, not from a roofline step of its
+    own or a second count."""
+    from types import SimpleNamespace
+
+    from dlperf.perfmodel import model as pm
+
+    eff = rl.Efficiency(("fake", "eager", "bf16", "cuda"), 0.5, 0.25, ("a",), ("x.db:1",), 0.1,
+                        kernel_s=2e-6)
+    counted = []
+    cal = SimpleNamespace(
+        points=[], device_name=lambda cfg: "Fake GPU", roofline=lambda cfg: (eff, 300.0),
+        ceiling=lambda *a: rl.Ceiling(1e15, 4e12, "measured"),
+        kernel_count=lambda cfg: counted.append(cfg) or 300.0)
+    monkeypatch.setattr(rl, "device_time_s", lambda *a, **k: pytest.fail("a roofline step"))
+    work = rl.Work(2e9, 1e8, 4e6, "fitted")
+    cls = pm._classes(cal, Config("m", "fake", "eager", "bf16"), 64, 0.01, work)
+    terms = {"compute (roofline FLOP term)": 2e9 * 64 / (0.5 * 1e15),
+             "memory (roofline byte term)": (1e8 + 4e6 * 64) / (0.25 * 4e12),
+             "kernels (roofline kernel term)": 300.0 * 2e-6}
+    assert cls == pytest.approx({k: v * 0.01 / sum(terms.values()) for k, v in terms.items()})
+    assert list(cls) == sorted(terms, key=lambda k: -terms[k]) and counted == []

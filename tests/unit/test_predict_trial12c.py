@@ -21,6 +21,27 @@ def test_whatif_changes_counts_each_back_tested_change_once():
         "mode", "precision", "batch", "host speed")
 
 
+def test_two_changes_are_said_as_whatif_changes_counts_them():
+    """The words a what-if of two changes starts its assumption with name each change
+    :func:`whatifs.whatif_changes` counts: the framework with its mode (and compile mode) as
+    one, else the mode; the precision. A compile mode alone is no change it counts (the words
+    named it a mode change: ``mode torch/graph/reduce-overhead -> torch/graph``)."""
+    b = Config("fcn5", "torch", "eager", "bf16")
+    assert whatifs.changes_words(b, b.with_(mode="graph", precision="fp32")) == (
+        "mode torch/eager -> torch/graph; precision bf16 -> fp32")
+    jax = Config("bert_base", "jax", "xla", "bf16")
+    assert whatifs.changes_words(jax, jax.with_(framework="torch", mode="graph",
+                                                precision="tf32")) == (
+        "framework and its mode jax/xla -> torch/graph; precision bf16 -> tf32")
+    ro = Config("resnet50", "torch", "graph", "bf16", compile_mode="reduce-overhead")
+    assert whatifs.changes_words(ro, ro.with_(mode="eager", compile_mode="default",
+                                              precision="fp32")) == (
+        "mode torch/graph/reduce-overhead -> torch/eager; precision bf16 -> fp32")
+    t = ro.with_(compile_mode="default", precision="fp32")
+    assert whatifs.whatif_changes(ro, t) == ("precision",)
+    assert whatifs.changes_words(ro, t) == "precision bf16 -> fp32"
+
+
 def test_a_whatif_to_a_stored_configuration_is_that_configurations_own_prediction():
     # resnet50 torch graph fp32 is stored at b=8, 16, 128, 256: a what-if to it at b=64 is its
     # own series' prediction, not the eager bf16 series times other models' ratios

@@ -87,6 +87,32 @@ def test_unjudged_steps_of_each_direction(base, target, path, unjudged):
     assert whatifs.whatif_category(b, t) == path
 
 
+def test_an_unjudged_direction_is_found_once_and_said(monkeypatch):
+    """A what-if in a direction its path's rows never take (vgg16 torch eager bf16 -> fp32) is
+    found not back-tested by one look for its unjudged steps, whose words name them."""
+    from types import SimpleNamespace
+
+    from dlperf.perfmodel.calibrate import Config
+
+    calls = []
+    unjudged = api._unjudged_steps
+    monkeypatch.setattr(api, "_unjudged_steps",
+                        lambda d, req: calls.append(1) or unjudged(d, req))
+    b = Config("vgg16", "torch", "eager", "bf16")
+    t = b.with_(precision="fp32")
+    d = SimpleNamespace(path=whatifs.whatif_category(b, t),
+                        one=SimpleNamespace(how="what-if", fit=None))
+    req = SimpleNamespace(world=1, batch=64, changes=whatifs.whatif_changes(b, t), host_ns=None,
+                          from_base=True, base=b, target=t)
+    assert api._not_backtested(d, req, {2}) == (
+        "the 'what-if fp32->bf16' back-test: a change of precision bf16 -> fp32 is not "
+        "back-tested on stored pairs, so its own error is not known here")
+    assert calls == [1]
+    assert api._not_backtested(d, SimpleNamespace(**{**vars(req), "base": t, "target": b}),
+                               {2}) is None  # fp32 -> bf16: its path's own direction
+    assert len(calls) == 2
+
+
 def test_committed_tables_are_regenerated_with_an_empty_cache(monkeypatch, tmp_path):
     """``perfmodel_validate.py --committed`` back-tests with a new empty ``$DLPERF_CACHE_DIR``:
     the table stores every group fit the process holds, so with the user's cache a fit one of

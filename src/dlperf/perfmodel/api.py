@@ -805,35 +805,47 @@ def _not_tested(d: Draft, change: str) -> str:
 
 
 #: The predictions whose own path no back-test judges, in the order they are checked, each
-#: ``(applies, why)`` of ``(draft, request, the device counts of the stored N-device points)``:
-#: N devices of a count no stored point has (the stored counts' residuals stand in), a
+#: ``(found, why)``: ``found(draft, request, the device counts of the stored N-device points)``
+#: gives what keeps the prediction off its path's back-test (falsy where nothing does), and
+#: ``why(draft, request, counts, what found gave)`` says it (:func:`_not_backtested`):
+#: N devices of a count no stored point has (the stored counts' residuals stand in), a batch
+#: further from the series than its category's back-test went (:func:`beyond_validated`), a
 #: what-if of several changes at once (:func:`whatif_changes`: the category
 #: :func:`whatif_category` gives it, which judges one of them, stands in), a host-speed
 #: what-if, a framework what-if not in :data:`FRAMEWORK_WHATIFS` (its path's residuals stand
 #: in), a what-if changing precision or mode in a direction its path's rows never take
 #: (:func:`_unjudged_steps`). Their interval is borrowed at a wider level (:func:`_interval_of`).
-NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], bool],
-                            Callable[[Draft, Request, set[int]], str]], ...] = (
+NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], Any],
+                            Callable[[Draft, Request, set[int], Any], str]], ...] = (
     (lambda d, req, stored: req.world > 1 and req.world not in stored,
-     lambda d, req, stored: f"the {sorted(stored)}-device back-test: no stored measurement of "
-                            f"{req.world} devices"),
+     lambda d, req, stored, _: f"the {sorted(stored)}-device back-test: no stored measurement "
+                               f"of {req.world} devices"),
     (lambda d, req, stored: (beyond_validated(d.one, req.batch) or ("",))[0] == d.path,
-     lambda d, req, stored: "the '{0}' back-test, which went up to {2:g}x the nearest fitted "
-                            "batch: {1:.3g}x is not validated".format(
-                                *(beyond_validated(d.one, req.batch) or ("", 0.0, 0.0)))),
+     lambda d, req, stored, _: "the '{0}' back-test, which went up to {2:g}x the nearest "
+                               "fitted batch: {1:.3g}x is not validated".format(
+                                   *(beyond_validated(d.one, req.batch) or ("", 0.0, 0.0)))),
     (lambda d, req, stored: len(req.changes) > JUDGED_CHANGES.get(d.path, 1),
-     lambda d, req, stored: _not_tested(d, f"a what-if of several changes ({rq._and(list(req.changes))}:"
-                                           f" the category judges {_judged_words(d.path)})")),
+     lambda d, req, stored, _: _not_tested(
+         d, f"a what-if of several changes ({rq._and(list(req.changes))}: the category judges "
+            f"{_judged_words(d.path)})")),
     (lambda d, req, stored: req.host_ns is not None,
-     lambda d, req, stored: _not_tested(d, "a host-speed change")),
+     lambda d, req, stored, _: _not_tested(d, "a host-speed change")),
     (lambda d, req, stored: (req.from_base and req.target.framework != req.base.framework
                              and whatif_category(req.base, req.target.with_(
                                  precision=req.base.precision)) not in FRAMEWORK_WHATIFS.values()),
-     lambda d, req, stored: _not_tested(d, "a change of framework")),
-    (lambda d, req, stored: bool(_unjudged_steps(d, req)),
-     lambda d, req, stored: _not_tested(d, "a change of " + rq._and(
-         [f"{k} {a} -> {b}" for k, a, b in _unjudged_steps(d, req)]))),
+     lambda d, req, stored, _: _not_tested(d, "a change of framework")),
+    (lambda d, req, stored: _unjudged_steps(d, req),
+     lambda d, req, stored, steps: _not_tested(d, "a change of " + rq._and(
+         [f"{k} {a} -> {b}" for k, a, b in steps]))),
 )
+
+
+def _not_backtested(d: Draft, req: Request, stored: set[int]) -> str | None:
+    """Why the drafted prediction's own path does not judge it: the first of
+    :data:`NOT_BACKTESTED` that finds something, each looked for once; None where none does.
+    ``stored``: the device counts of the stored one-node N-device points."""
+    return next((why(d, req, stored, got) for found, why in NOT_BACKTESTED
+                 if (got := found(d, req, stored))), None)
 
 
 def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str | None = None
@@ -855,8 +867,7 @@ def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str |
         d.assumptions.append("no interval: " + note)
         return (float("nan"), float("nan")), None, note
     stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
-    why = next((words(d, req, stored_n) for applies, words in NOT_BACKTESTED
-                if applies(d, req, stored_n)), None)
+    why = _not_backtested(d, req, stored_n)
     wider = 1 - (1 - level) / 2
     at = wider if why else level
     ivl = _interval(recs, d.path, at, d.one.bound, req.withheld)

@@ -11,10 +11,11 @@ numbers came from the machine (``dlperf calibrate``, or the ceilings every store
 carries) and which from the datasheet.
 
 Datasheet sources (dense rates: NVIDIA prints tensor-core rates "with sparsity", twice the
-dense rate, for Hopper and Ada; the A100 datasheet prints both):
+dense rate, for Hopper and Ada; the A100 datasheet prints both; device memory in GB as
+printed, read as GiB):
 
 * H100 SXM5 / H100 PCIe: NVIDIA H100 Tensor Core GPU datasheet (FP32 67 / 51 TFLOPS, TF32
-  989* / 756*, BF16 1,979* / 1,513*, 3.35 / 2.0 TB/s); SM counts 132 / 114 and 50 MB L2 from
+  989* / 756*, BF16 1,979* / 1,513*, 3.35 / 2.0 TB/s, 80 GB each); SM counts 132 / 114 and 50 MB L2 from
   the NVIDIA H100 Tensor Core GPU Architecture whitepaper (Table 3). Max SM clock 1,980 /
   1,755 MHz (nvidia-smi ``clocks.max.sm``; 1,980 MHz as recorded by dlperf on the H100 and H200
   machines here, ``env.gpus[].clock_sm_max_mhz``).
@@ -24,13 +25,13 @@ dense rate, for Hopper and Ada; the A100 datasheet prints both):
   datasheet does not print, is its FP32 rate over 132 SMs x 128 FP32 lanes x 2 FLOP
   (60e12 / 33,792 = 1,776 MHz).
 * A100 SXM4 80GB / PCIe 40GB: NVIDIA A100 datasheet (FP32 19.5, TF32 156, BF16 312 dense;
-  2,039 / 1,555 GB/s); 108 SMs, 1,410 MHz boost (A100 whitepaper, Table 3).
-* L40S: NVIDIA L40S datasheet (FP32 91.6, TF32 183, BF16 362 dense, 864 GB/s; 142 SMs,
-  2,520 MHz boost).
-* A10: NVIDIA A10 datasheet (FP32 31.2, TF32 62.5, BF16 125 dense, 600 GB/s; 72 SMs,
+  2,039 / 1,555 GB/s; 80 / 40 GB); 108 SMs, 1,410 MHz boost (A100 whitepaper, Table 3).
+* L40S: NVIDIA L40S datasheet (FP32 91.6, TF32 183, BF16 362 dense, 864 GB/s, 48 GB; 142
+  SMs, 2,520 MHz boost).
+* A10: NVIDIA A10 datasheet (FP32 31.2, TF32 62.5, BF16 125 dense, 600 GB/s, 24 GB; 72 SMs,
   1,695 MHz boost).
-* V100 SXM2: NVIDIA V100 datasheet (FP32 15.7 TFLOPS, 900 GB/s, no TF32 or BF16; 80 SMs,
-  1,530 MHz boost).
+* V100 SXM2 32GB: NVIDIA V100 datasheet (FP32 15.7 TFLOPS, 900 GB/s, 32 GB, no TF32 or BF16;
+  80 SMs, 1,530 MHz boost).
 * Per-SM limits by compute capability: CUDA C++ Programming Guide, "Technical Specifications
   per Compute Capability" (7.0, 8.0, 8.6, 8.9, 9.0) and the CUDA Occupancy Calculator's
   allocation rules (registers in units of 256 per warp; 1 KB of shared memory reserved per
@@ -201,47 +202,50 @@ V100_URL = "https://www.nvidia.com/en-us/data-center/v100/"
 
 def _ds(name: str, device_name: str, label: str, form_factor: str, sms: int, clock: float,
         bw: float, fp32: float, tf32: float | None, bf16: float | None, cc: str, l2_mb: float,
-        source: str, url: str) -> GpuProfile:
+        memory_gb: float, source: str, url: str) -> GpuProfile:
     """A datasheet profile: ``bw`` in TB/s, ``fp32``/``tf32``/``bf16`` dense TFLOP/s (None:
-    the GPU lacks it), ``clock`` MHz, ``l2_mb`` MiB; ``label`` names the part with its form
-    factor (``extra["label"]``, ``extra["form_factor"]``), ``url`` the datasheet's page
-    (``extra["url"]``, also in ``source``)."""
+    the GPU lacks it), ``clock`` MHz, ``l2_mb`` MiB, ``memory_gb`` the device memory the
+    datasheet prints, read as GiB (``extra["memory_bytes"]``: the H100 80GB HBM3's driver
+    reports 79.6 GiB, benchmarks/results/h100/calibrate.db, the H200's 140.4); ``label`` names
+    the part with its form factor (``extra["label"]``, ``extra["form_factor"]``), ``url`` the
+    datasheet's page (``extra["url"]``, also in ``source``)."""
     g = {p: v * 1e12 for p, v in (("fp32", fp32), ("tf32", tf32), ("bf16", bf16)) if v}
     return GpuProfile(name=name, device_name=device_name, sms=sms, clock_mhz=clock,
                       bandwidth_bytes_per_s=bw * 1e12, gemm_flops_per_s=g,
                       compute_capability=cc, l2_bytes=l2_mb * 2**20,
                       source=f"{source}, {form_factor} ({url})",
-                      extra={"label": label, "form_factor": form_factor, "url": url})
+                      extra={"label": label, "form_factor": form_factor, "url": url,
+                             "memory_bytes": memory_gb * 2.0**30})
 
 
 #: Datasheet profiles by short name (dense TFLOP/s, TB/s), the one table of datasheet figures
 #: (:func:`dlperf.perfmodel.datasheet.datasheet_peaks` is a view of it); the module docstring
-#: cites each figure, each entry names its form factor (``extra["form_factor"]``) and its
-#: datasheet's page (``extra["url"]``).
+#: cites each figure, each entry names its form factor (``extra["form_factor"]``), its
+#: datasheet's page (``extra["url"]``) and its device memory (``extra["memory_bytes"]``).
 DATASHEETS: dict[str, GpuProfile] = {
     "h100": _ds("h100", "NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM", "SXM", 132, 1980, 3.35, 67,
-                989 / 2, 1979 / 2, "9.0", 50,
+                989 / 2, 1979 / 2, "9.0", 50, 80,
                 "NVIDIA H100 Tensor Core GPU datasheet and H100 whitepaper", H100_URL),
     "h100-pcie": _ds("h100-pcie", "NVIDIA H100 PCIe", "NVIDIA H100 PCIe", "PCIe", 114, 1755,
-                     2.0, 51, 756 / 2, 1513 / 2, "9.0", 50,
+                     2.0, 51, 756 / 2, 1513 / 2, "9.0", 50, 80,
                      "NVIDIA H100 Tensor Core GPU datasheet and H100 whitepaper", H100_URL),
     "h200": _ds("h200", "NVIDIA H200", "NVIDIA H200 SXM", "SXM", 132, 1980, 4.8, 67, 989 / 2,
-                1979 / 2, "9.0", 50, "NVIDIA H200 Tensor Core GPU datasheet", H200_URL),
+                1979 / 2, "9.0", 50, 141, "NVIDIA H200 Tensor Core GPU datasheet", H200_URL),
     "h200-nvl": _ds("h200-nvl", "NVIDIA H200 NVL", "NVIDIA H200 NVL", "NVL", 132, 1776,
-                    4.8, 60, 835 / 2, 1671 / 2, "9.0", 50,
+                    4.8, 60, 835 / 2, 1671 / 2, "9.0", 50, 141,
                     "NVIDIA H200 Tensor Core GPU datasheet", H200_URL),
     "a100": _ds("a100", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 SXM4 80GB", "SXM4", 108, 1410,
-                2.039, 19.5, 156, 312, "8.0", 40,
+                2.039, 19.5, 156, 312, "8.0", 40, 80,
                 "NVIDIA A100 Tensor Core GPU datasheet and A100 whitepaper", A100_URL),
     "a100-40gb": _ds("a100-40gb", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 PCIe 40GB", "PCIe",
-                     108, 1410, 1.555, 19.5, 156, 312, "8.0", 40,
+                     108, 1410, 1.555, 19.5, 156, 312, "8.0", 40, 40,
                      "NVIDIA A100 Tensor Core GPU datasheet", A100_URL),
     "l40s": _ds("l40s", "NVIDIA L40S", "NVIDIA L40S", "PCIe", 142, 2520, 0.864, 91.6, 183,
-                362, "8.9", 96, "NVIDIA L40S datasheet", L40S_URL),
+                362, "8.9", 96, 48, "NVIDIA L40S datasheet", L40S_URL),
     "a10": _ds("a10", "NVIDIA A10", "NVIDIA A10", "PCIe", 72, 1695, 0.6, 31.2, 62.5, 125,
-               "8.6", 6, "NVIDIA A10 datasheet", A10_URL),
+               "8.6", 6, 24, "NVIDIA A10 datasheet", A10_URL),
     "v100": _ds("v100", "Tesla V100-SXM2-32GB", "NVIDIA V100 SXM2 32GB", "SXM2", 80, 1530, 0.9,
-                15.7, None, None, "7.0", 6, "NVIDIA V100 datasheet", V100_URL),
+                15.7, None, None, "7.0", 6, 32, "NVIDIA V100 datasheet", V100_URL),
 }
 
 #: Names of each datasheet besides its key and its driver device name (matched by

@@ -26,6 +26,7 @@ from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, HostEstimate
+from dlperf.perfmodel.whatifs import changes_words
 
 
 @dataclass
@@ -63,8 +64,15 @@ class OneDevice:
         return eq.bound_of(self.host_s, self.device_s)
 
 
-def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.Efficiency,
-                                                                        rl.Ceiling, rl.Work]:
+def _roofline_of(cal: Calibration, cfg: Config
+                 ) -> tuple[rl.Efficiency, rl.Ceiling, float | None]:
+    """The efficiencies of ``cfg``'s group fitted without its model, its ceilings and its
+    kernel count ``K`` (None: no kernel term), as :meth:`Calibration.roofline` gives them.
+
+    Raises:
+        LookupError: no ceilings for the device (why, and how to predict it instead), or no
+            other model's stored point of the group to fit on.
+    """
     dn = cal.device_name(cfg)
     eff, kernels = cal.roofline(cfg)
     try:  # the ceilings first: without them no roofline fits, and the reason is theirs
@@ -77,6 +85,14 @@ def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.
     if eff is None:
         raise LookupError(f"no stored point of {'/'.join(cfg.group)} (other than {cfg.model}) "
                           "to fit its roofline on")
+    return eff, ceil, kernels
+
+
+def _roofline_d(cal: Calibration, cfg: Config, batch: float) -> tuple[float, rl.Efficiency,
+                                                                        rl.Ceiling, rl.Work]:
+    """``cfg``'s roofline device time at ``batch`` (s, :func:`roofline.device_time_s`) and the
+    efficiencies, ceilings and work it is made of (:func:`_roofline_of`)."""
+    eff, ceil, kernels = _roofline_of(cal, cfg)
     work = cal.work(cfg.model, cfg.framework, cfg.precision, cfg.device)
     return rl.device_time_s(work, ceil, eff, batch, kernels), eff, ceil, work
 
@@ -90,10 +106,9 @@ def _classes(cal: Calibration, cfg: Config, batch: int, device_s: float,
     cls = rl.class_times_s(traced, work, batch)
     if not cls:
         try:
-            _, eff, ceil, _ = _roofline_d(cal, cfg, batch)
+            eff, ceil, kernels = _roofline_of(cal, cfg)
         except LookupError:  # no roofline either
             return {"device": device_s}
-        kernels = cal.kernel_count(cfg)
         cls = {"compute (roofline FLOP term)": work.flops(batch) / (eff.e_flops * ceil.flops_per_s),
                "memory (roofline byte term)": work.bytes(batch) / (eff.e_bytes
                                                                   * ceil.bandwidth_bytes_per_s)}
@@ -364,28 +379,11 @@ def one_change_base(cal: Calibration, base: Config, target: Config, batch: int,
         src = next((x for x in dict.fromkeys((source, None))
                     if mid not in (base, target) and _fits(cal, mid, batch, x)), "")
         if src != "":
-            return mid, src, [f"what-if of two changes ({_changes_words(base, target)}): "
+            return mid, src, [f"what-if of two changes ({changes_words(base, target)}): "
                               f"starts from {mid.label()}, {target.model}'s stored "
                               f"configuration one change from {target.label()}, not from "
                               f"{base.label()}"]
     return base, source, []
-
-
-def _changes_words(base: Config, target: Config) -> str:
-    """The changes of a what-if of two in words, as :func:`dlperf.perfmodel.whatifs.
-    whatif_changes` counts them: the framework with its mode (and compile mode) as one change
-    (``jax/xla -> torch/graph``), else the mode; the precision."""
-    def fw(c: Config) -> str:
-        return "/".join([c.framework, c.mode] + ([c.compile_mode]
-                                                 if c.compile_mode != "default" else []))
-    out = []
-    if target.framework != base.framework:
-        out.append(f"framework and its mode {fw(base)} -> {fw(target)}")
-    elif (target.mode, target.compile_mode) != (base.mode, base.compile_mode):
-        out.append(f"mode {fw(base)} -> {fw(target)}")
-    if target.precision != base.precision:
-        out.append(f"precision {base.precision} -> {target.precision}")
-    return "; ".join(out)
 
 
 def _fits(cal: Calibration, cfg: Config, batch: int, source: str | None) -> bool:

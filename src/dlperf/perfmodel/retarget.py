@@ -78,13 +78,6 @@ INTERVAL_P90 = {"own trace": 0.17, "batch, interpolated": 0.24, "batch, one trac
 #: A GPU never at hand (datasheet only) doubles the interval's half-width.
 DATASHEET_WIDEN = 2.0
 
-#: Device memory of a GPU known from its datasheet alone (bytes; the nominal GB read as GiB),
-#: for the memory check of :func:`answer` where no stored result ran on it; the H100 80GB
-#: HBM3's driver reports 79.6 GiB (benchmarks/results/h100/calibrate.db), the H200's 140.4.
-DATASHEET_MEMORY_GIB = {"h100": 80, "h100-pcie": 80, "h200": 141, "h200-nvl": 141, "a100": 80,
-                        "a100-40gb": 40, "l40s": 48, "a10": 24, "v100": 32}
-_DATASHEET_MEMORY_BYTES = {k: gib * 2.0**30 for k, gib in DATASHEET_MEMORY_GIB.items()}
-
 
 class NoTimeline(ConfigError):
     """No stored timeline of a model, framework and mode (:func:`predict`): the replay cannot
@@ -662,13 +655,15 @@ def cli_keys(d: Mapping[str, Any], batch_size: int) -> dict[str, Any]:
 def device_memory_bytes(lib: TraceLibrary, prof: hardware.GpuProfile) -> float | None:
     """The memory of the GPU of ``prof`` (bytes): the median the stored results on it recorded
     (``env.gpus[0].memory_total_bytes``), else its datasheet's
-    (:data:`DATASHEET_MEMORY_GIB`); None if neither is known."""
+    (``extra["memory_bytes"]`` of its :data:`~dlperf.perfmodel.hardware.DATASHEETS` entry, for
+    the memory check of :func:`answer` where no stored result ran on it); None if neither is
+    known."""
     want = hardware.short_name(prof.device_name or prof.name)
     v = [p.device_memory_total_bytes for p in lib.recs.points if p.device_memory_total_bytes
          and hardware.same_gpu(p.device_name, prof.device_name or prof.name)]
     if v:
         return float(statistics.median(v))
-    return _DATASHEET_MEMORY_BYTES.get(want or "")
+    return float(hardware.DATASHEETS[want].extra["memory_bytes"]) if want else None
 
 
 def _check_memory(lib: TraceLibrary, model: str, framework: str, mode: str,

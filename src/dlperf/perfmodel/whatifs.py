@@ -2,9 +2,10 @@
 configurations each what-if category of the back-test is made of (:data:`WHATIFS`, whose rows
 :func:`dlperf.validation.backtest.whatif_rows` makes), the category a what-if of
 :func:`dlperf.perfmodel.api.predict` takes its interval from (:func:`whatif_category`), the
-changes it counts (:func:`whatif_changes`) and the changes each category's rows make
-(:data:`JUDGED_CHANGES`, :data:`JUDGED_STEPS`): a what-if that makes more, or another
-direction, borrows its interval (:data:`dlperf.perfmodel.api.NOT_BACKTESTED`).
+changes it counts (:func:`whatif_changes`; in words, :func:`changes_words`) and the changes
+each category's rows make (:data:`JUDGED_CHANGES`, :data:`JUDGED_STEPS`): a what-if that
+makes more, or another direction, borrows its interval
+(:data:`dlperf.perfmodel.api.NOT_BACKTESTED`).
 
 Pure over :class:`~dlperf.perfmodel.calibrate.Config`: reads no results file.
 """
@@ -79,6 +80,21 @@ def whatif_changes(base: Config, target: Config, batch_changed: bool = False,
                "precision": target.precision != base.precision, "batch": batch_changed,
                "host speed": host_ns is not None}
     return tuple(change for change, yes in changed.items() if yes)
+
+
+def changes_words(base: Config, target: Config) -> str:
+    """The framework or mode change and the precision change of a what-if from ``base`` to
+    ``target`` in words, one for each change :func:`whatif_changes` counts, ``"; "`` between:
+    the framework with its mode (and compile mode) as one change (``framework and its mode
+    jax/xla -> torch/graph``), else the mode (``mode torch/eager -> torch/graph``); the
+    precision (``precision bf16 -> fp32``)."""
+    def fw(c: Config) -> str:
+        return "/".join([c.framework, c.mode] + ([c.compile_mode]
+                                                 if c.compile_mode != "default" else []))
+    words = {"framework": f"framework and its mode {fw(base)} -> {fw(target)}",
+             "mode": f"mode {fw(base)} -> {fw(target)}",
+             "precision": f"precision {base.precision} -> {target.precision}"}
+    return "; ".join(words[change] for change in whatif_changes(base, target))
 
 
 #: The changes a what-if category's back-test rows make at once (1 where not listed): a what-if

@@ -96,7 +96,7 @@ __all__ = ["PointComparison", "Comparison", "parse_threshold", "threshold_text",
            "EXIT_MISSING", "EXIT_NOT_JUDGED", "EXIT_INCONCLUSIVE", "gate_verdict",
            "run_cv", "rounds_to_tell", "inconclusive_advice", "MAX_ROUNDS_ADVISED",
            "change_text", "pct_change", "damaged_text", "hardware_differences",
-           "HARDWARE_FIELDS"]
+           "HARDWARE_FIELDS", "failure_test", "run_identity"]
 
 #: Op classes whose change is at least this share of the step's change are named in the
 #: attribution text (the rest is in the JSON).
@@ -460,6 +460,7 @@ class PointComparison:
     inconclusive: bool = False
     run_cv: tuple[float | None, float | None] | None = None
     rounds_needed: int | None = None
+    failed_runs: dict[str, Any] | None = None
 
     @property
     def verdict(self) -> str:
@@ -467,6 +468,8 @@ class PointComparison:
         when not compared."""
         if self.outcome != "compared":
             return self.outcome
+        if self.failed_runs is not None and self.failed_runs["regression"]:
+            return "failed in some NEW runs"
         if self.judged is False:
             return "not judged"
         if self.inconclusive:
@@ -576,6 +579,63 @@ def _failed_not_judged(pc: PointComparison, failed_base: Sequence[RunRecord],
                  "point out of the gate with --model")
 
 
+def failure_test(failed_base: int, runs_base: int, failed_new: int, runs_new: int) -> float:
+    """The one-sided p-value that NEW's runs fail more often than BASE's: Fisher's exact test
+    on the 2x2 table of failed and measured runs (``scipy.stats.fisher_exact``,
+    ``alternative="greater"``: the probability, under the hypergeometric distribution of
+    the failures given both margins, of NEW having ``failed_new`` failures or more; Fisher
+    1935, "The Design of Experiments", section 2; Agresti 2002, "Categorical Data
+    Analysis", 2nd ed., section 3.5.1). Counts of runs; ``failed_* <= runs_*``.
+
+    Raises:
+        ValueError: a count below 0, or more failed runs than runs on a side.
+    """
+    if not (0 <= failed_base <= runs_base and 0 <= failed_new <= runs_new):
+        raise ValueError(f"failed runs must be in [0, runs] on each side; got BASE "
+                         f"{failed_base} of {runs_base}, NEW {failed_new} of {runs_new}")
+    from scipy import stats as _sps  # here, not at import (as above)
+
+    table = [[failed_new, runs_new - failed_new], [failed_base, runs_base - failed_base]]
+    return float(_sps.fisher_exact(table, alternative="greater").pvalue)
+
+
+def _judge_failures(pc: PointComparison, base: Sequence[RunRecord], new: Sequence[RunRecord],
+                    failed_b: Sequence[RunRecord], failed_n: Sequence[RunRecord],
+                    level: float, threshold: float | None) -> None:
+    """The gate's rule on a point measured on both sides some of whose NEW runs failed
+    (module docstring): with no failed run in BASE a regression; else a regression when NEW's
+    runs fail more often than BASE's by :func:`failure_test` at the gate's level (p below
+    ``1 - level``), otherwise the step time stays judged on the runs that measured, with a
+    note of both counts. A regression only with a ``threshold`` (without one the rule's
+    text is a note). Sets ``failed_runs``, ``regression``, ``notes``; a regression makes the
+    point judged (on its failures): a step time that could not be judged is left out of the
+    summary (its interval dropped) and said in a note."""
+    kb, nb, kn, nn = len(failed_b), len(base), len(failed_n), len(new)
+    how_n = _failures(failed_n)
+    p = failure_test(kb, nb, kn, nn) if kb else None
+    regressed = p is None or p < 1 - level
+    if p is None:
+        text = f"failed in {kn} of {nn} NEW runs ({how_n}), in none of {nb} BASE runs"
+    else:
+        more = "more often than" if regressed else "not shown more often than"
+        text = (f"failed in {kn} of {nn} NEW runs ({how_n}), {more} in BASE ({kb} of {nb}: "
+                f"{_failures(failed_b)}; Fisher's exact test, one-sided p = {p:.2g}"
+                + (")" if regressed else f" >= {1 - level:.2g}): the step time is judged on "
+                   "the runs that measured"))
+    pc.failed_runs = {"base": [kb, nb], "new": [kn, nn], "p": p,
+                      "regression": regressed and threshold is not None, "text": text}
+    pc.notes.append(text)
+    if not regressed or threshold is None:
+        return
+    pc.regression, pc.inconclusive, pc.rounds_needed = True, False, None
+    if pc.judged is False:  # the failures judge it; the step time is only described
+        pc.notes.append(f"step time not judged ({'; '.join(pc.not_judged)}): "
+                        f"{change_text(pc)} (CI from {pc.ci_from or '-'}), left out of the "
+                        "summary")
+        pc.judged, pc.not_judged, pc.ci, pc.significant = True, [], None, False
+    pc.advice = None
+
+
 def _interleaving_note(base: list[RunRecord], new: list[RunRecord]) -> str | None:
     """A note when every BASE run was made before every NEW run (or after): a change of the
     host between them is then read as a change of the point."""
@@ -602,10 +662,21 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
     pc = PointComparison(key, label, list(base), list(new))
     if not base or not new:
         pc.outcome = "only in BASE" if base else "only in NEW"
+        if gate and not base and not any(_positive(run_median_s(r)) for r in ok_runs(new)):
+            # a new point that never measured: nothing shows it passes (module docstring)
+            pc.judged = False
+            pc.not_judged = [f"new point, every run failed ({_failures(new)})"]
+            pc.advice = ("find why NEW fails (dlperf results lists each run's status and "
+                         "error) and measure it again, or leave the point out of the gate "
+                         "with --model")
         return pc
     # a summary's median at odds with its samples' (a damaged row): the samples' decides
     ob = [r for r in ok_runs(base) if _positive(run_median_s(r))]
     on = [r for r in ok_runs(new) if _positive(run_median_s(r))]
+    # runs that failed (a status other than ok); an ok run without a step time is a damaged
+    # row, left out with a note, not a failure of the code measured
+    failed_b = [r for r in base if r.identity.status != "ok"]
+    failed_n = [r for r in new if r.identity.status != "ok"]
     if not ob or not on:
         pc.outcome = ("failed in both" if not ob and not on else
                       "failed in NEW" if not on else "failed in BASE")
@@ -671,6 +742,8 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
         if pc.inconclusive and pc.ci_from == "runs":
             pc.rounds_needed = rounds_to_tell(mb, mn, level)
             pc.advice = inconclusive_advice(pc)
+    if gate and failed_n:
+        _judge_failures(pc, base, new, failed_b, failed_n, level, threshold)
     pc.attribution = attribute_op_classes(ob, on, pc.new_step_s - pc.base_step_s)
     for what, runs, used in (("BASE", base, ob), ("NEW", new, on)):
         bad = [_status_word(r) for r in runs if not any(r is u for u in used)]
@@ -743,9 +816,10 @@ class Comparison:
 
     @property
     def not_judged(self) -> list[PointComparison]:
-        """The points run on both sides but not judged: too few runs fit to judge, other
-        hardware on the two sides (with a threshold), or failed in BASE or on both sides
-        (:attr:`PointComparison.not_judged` says why)."""
+        """The points not judged: run on both sides with too few runs fit to judge, other
+        hardware on the two sides (with a threshold), or failed in BASE or on both sides; or
+        new (only in NEW) with every run failed (:attr:`PointComparison.not_judged` says
+        why)."""
         return [p for p in self.points if p.judged is False]
 
     @property
@@ -790,7 +864,10 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
     regs = comp.regressions
     if regs:
         return EXIT_REGRESSION, (f"{len(regs)} point(s) regressed (--fail-if-slower "
-                                 f"{threshold_text(comp.threshold)}): " + "; ".join(p.label for p in regs))
+                                 f"{threshold_text(comp.threshold)}): " + "; ".join(
+                                     p.label + (f" ({p.failed_runs['text']})"
+                                                if p.failed_runs and p.failed_runs["regression"]
+                                                else "") for p in regs))
     both = [p for p in comp.points if p.base and p.new]
     if not both:
         return EXIT_MISSING, ("BASE and NEW have no point in common: nothing was compared (were "
@@ -820,13 +897,19 @@ def gate_status(comp: Comparison) -> tuple[int, str | None]:
                                  "judged; the table says why and what would make them "
                                  "judgeable)")
     if nj:
-        return EXIT_NOT_JUDGED, (
-            f"{len(nj)} of {len(nj) + len(comp.judged)} point(s) run on both sides not "
-            "judged, so not shown to pass: "
-            + "; ".join(f"{p.label} ({', '.join(p.not_judged[:2])})" for p in nj[:5])
-            + (" ..." if len(nj) > 5 else "")
-            + "; the table says what would make them judgeable (or --model leaves a point "
-              "out of the gate)")
+        both_nj = [p for p in nj if p.base]
+        new_nj = [p for p in nj if not p.base]
+        parts = []
+        for pts, head in ((both_nj, f"{len(both_nj)} of {len(both_nj) + len(comp.judged)} "
+                                    "point(s) run on both sides not judged"),
+                          (new_nj, f"{len(new_nj)} new point(s) not judged")):
+            if pts:
+                parts.append(head + ", so not shown to pass: "
+                             + "; ".join(f"{p.label} ({', '.join(p.not_judged[:2])})"
+                                         for p in pts[:5])
+                             + (" ..." if len(pts) > 5 else ""))
+        return EXIT_NOT_JUDGED, ("; ".join(parts) + "; the table says what would make them "
+                                 "judgeable (or --model leaves a point out of the gate)")
     return 0, None
 
 
@@ -856,6 +939,9 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
             by.setdefault(point_key_of(r), []).append(r)
     if not by_b and not by_n:
         raise ConfigError(f"no results in {base_name} or {new_name}: nothing to compare")
+    twice = _drop_duplicates(by_b, "BASE")
+    for k, notes in _drop_duplicates(by_n, "NEW").items():
+        twice.setdefault(k, []).extend(notes)
     stale = {**_drop_old_code(by_b, "BASE"), **_drop_old_code(by_n, "NEW")}
     moved = _match_moved_files(by_b, by_n)
     keys = sorted(set(by_b) | set(by_n), key=lambda k: (k not in by_b, _sort_key(
@@ -863,10 +949,41 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
     pts = [compare_point(k, by_b.get(k, []), by_n.get(k, []), level=level, threshold=threshold,
                          gate=True) for k in keys]
     for p in pts:
-        p.notes += stale.get(p.key, [])
+        p.notes += twice.get(p.key, []) + stale.get(p.key, [])
         if p.key in moved:
             p.notes.append(moved[p.key])
     return Comparison(pts, base_name, new_name, level, threshold)
+
+
+def run_identity(rec: RunRecord) -> str:
+    """What makes two records one run: the stored result (:meth:`RunRecord.to_dict` without
+    the raw samples, as a results file's ``result_json``; it holds the run key and
+    ``created_at``), as :func:`dlperf.results.merge.merge_stores` keeps a result once. The
+    row id is not part of it: the same row read from two copies of a file is one run."""
+    import json
+
+    return json.dumps(rec.to_dict(raw=False), sort_keys=True, default=str)
+
+
+def _drop_duplicates(by: dict[str, list[RunRecord]], side: str) -> dict[str, list[str]]:
+    """Count a run read twice into one side (the same row, or an identical stored row:
+    :func:`run_identity`) once, in place: a run counted twice would narrow the point's
+    interval as if it had been measured twice. Returns key -> the note saying how many."""
+    notes: dict[str, list[str]] = {}
+    for k, runs in by.items():
+        seen: set[str] = set()
+        keep = []
+        for r in runs:
+            ident = run_identity(r)
+            if ident not in seen:
+                seen.add(ident)
+                keep.append(r)
+        if len(keep) < len(runs):
+            n = len(runs) - len(keep)
+            notes[k] = [f"{side}: {n} run(s) read twice (an identical stored row: the same "
+                        "run key, time and result) counted once"]
+            by[k] = keep
+    return notes
 
 
 def _code(rec: RunRecord) -> str | None:

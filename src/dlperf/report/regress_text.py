@@ -62,7 +62,8 @@ def _by_point(comp: Comparison, mean: int | None) -> list[str]:
     """The points whose verdict the mean's wording would hide: regressed, inconclusive,
     missing from NEW and not judged (with a threshold), significantly slower or faster points
     against the mean's direction ``mean`` (1 slower, -1 faster, 0 no significant difference,
-    None no mean), failed in NEW (without a threshold; with one it is a regression)."""
+    None no mean: then only the new points not judged, which the line's head does not
+    count), failed in NEW (without a threshold; with one it is a regression)."""
     gate = comp.threshold is not None
     judged = [p for p in comp.points if p.outcome == "compared" and p.judged is not False]
     slower = [p for p in judged if p.verdict == "slower" and not p.regression]
@@ -72,7 +73,8 @@ def _by_point(comp: Comparison, mean: int | None) -> list[str]:
               (len(slower) if mean in (0, -1) else 0, "significantly slower"),
               (len(faster) if mean in (0, 1) else 0, "significantly faster"),
               (len(comp.missing) if gate else 0, "missing from NEW"),
-              (len(comp.not_judged) if mean is not None else 0, "not judged"),
+              (len(comp.not_judged) if mean is not None else
+               sum(not (p.base and p.new) for p in comp.not_judged), "not judged"),
               (0 if gate else sum(p.outcome == "failed in NEW" for p in comp.points),
                "failed in NEW")]
     return [f"{n} {what}" for n, what in counts if n]
@@ -89,8 +91,9 @@ def summary_line(comp: Comparison) -> str:
     the gate passes (exit 0)`` (:func:`~dlperf.report.regress.gate_status`)."""
     s = comp.summary
     mean: int | None = None
-    if s is None and comp.not_judged:
-        line = (f"no point judged ({len(comp.not_judged)} run on both sides but not "
+    nj_both = [p for p in comp.not_judged if p.base and p.new]
+    if s is None and nj_both:
+        line = (f"no point judged ({len(nj_both)} run on both sides but not "
                 "judged): NEW and BASE not compared")
     elif s is None:
         line = "no point measured on both sides: NEW and BASE not compared"
@@ -221,7 +224,9 @@ def comparison_markdown(comp: Comparison) -> str:
     if comp.threshold is not None:
         regs = comp.regressions
         lines += ["", f"Regression threshold: significantly slower by more than "
-                      f"{threshold_text(comp.threshold)}, or failing in NEW only: "
+                      f"{threshold_text(comp.threshold)}, or failing in NEW only (in every "
+                      "NEW run, or in some where BASE failed in none or, by Fisher's exact "
+                      "test, less often): "
                       + (f"{len(regs)} point(s): " + "; ".join(_cell(p.label) for p in regs)
                          if regs else "none")
                   + (f"; inconclusive (the estimate beyond it, the interval including 1): "
@@ -235,8 +240,10 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
     """The comparison as JSON-able data: every point with the runs used on each side (row
     id, repeat, status, commit, tag, median s, ``used``: whether the step times come from it),
     the ratio, interval, verdict (``regression``, ``inconclusive``), the run-to-run CV of each
-    side, attribution and notes; the keys of the regressed and the inconclusive points; the
-    counts and the summary."""
+    side, attribution and notes, ``failed_runs`` (where NEW runs failed on a point measured
+    on both sides: ``{"base": [failed, runs], "new": [failed, runs], "p"`` (Fisher's exact
+    test, None where BASE failed in none), ``"regression", "text"}``); the keys of the
+    regressed and the inconclusive points; the counts and the summary."""
     from dlperf.results.history import sha_of, tag_of
 
     def runs(rs: list[RunRecord], used: list[RunRecord]) -> list[dict[str, Any]]:
@@ -267,6 +274,7 @@ def comparison_json(comp: Comparison) -> dict[str, Any]:
                         "base_step_s": p.base_step_s, "new_step_s": p.new_step_s,
                         "attribution": p.attribution, "notes": p.notes,
                         "judged": p.judged, "not_judged": p.not_judged, "advice": p.advice,
+                        "failed_runs": p.failed_runs,
                         "left_out": [{"side": a, "repeat": b, "reasons": c}
                                      for a, b, c in p.left_out],
                         "base_runs": runs(p.base, p.base_used),

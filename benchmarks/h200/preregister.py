@@ -24,7 +24,11 @@ Two registrations, each a sweep file and a committed predictions file:
   down, eager -> graph) by ``dlperf predict --gpu h100``; baselines: the step-level
   ``dlperf predict`` on the committed H100 files, and the naive H200 step (its measurement
   where stored, else the step-level model on the H200 files). The judge scores only points
-  measured on the registered GPU (a file measured on another GPU is said so, not judged).
+  measured on the registered GPU (a file measured on another GPU is said so, not judged);
+* ``registration7`` and ``registration8`` (benchmarks/h100/registration7.yaml,
+  registration8.yaml): the H100's own traces transformed on the H100 (fp32 -> bf16, a batch
+  from one trace) beside registration6's methods; registration8 measures every point beside
+  its fp32/bf16 pair in one call, so its sign check takes no stored fp32 step.
 
     PYTHONPATH=src python benchmarks/h200/preregister.py registration4      # predict, once
     PYTHONPATH=src python benchmarks/h200/preregister.py registration4 --judge DB [--md OUT]
@@ -105,6 +109,29 @@ def _one_own(b: int) -> dict[str, Any]:
 
 def _one_h200(b: int, primary: bool) -> dict[str, Any]:
     return {**_one(b), "primary": primary}
+
+
+#: registration8's methods: registration7's, the H100 files with registration7's measured
+#: file added (a folder is read without its subfolders, so each registered file is named).
+H100_OWN8 = [*H100_OWN, "benchmarks/results/h100/registered/registration7.db"]
+TO_BF16_OWN8 = {**TO_BF16_OWN, "lib": H100_OWN8}
+EVERY_OWN8 = {**EVERY_OWN, "lib": H100_OWN8}
+STEP_H100_OWN8 = {**STEP_H100_OWN, "sources": H100_OWN8}
+
+
+def _pair8(model: str, batch: int, own: list[int], h200: list[int], stored: str
+           ) -> list[dict[str, Any]]:
+    """registration8's pair at one batch, fp32 then bf16 (the sweep's order): the fp32 point
+    from each neighbouring H100 fp32 trace in ``own`` alone (H200 traces ``h200`` beside),
+    the bf16 point from the H100 fp32 traces moved to bf16; registration7's baselines, on
+    :data:`H100_OWN8`."""
+    return [
+        _pt(model, "torch", "eager", "fp32", batch, "batch, one trace, H100 traces",
+            [*({**_one_own(b), "lib": H100_OWN8} for b in own),
+             *(_one_h200(b, False) for b in h200), EVERY_OWN8, GPU_H100, STEP_H100_OWN8,
+             NAIVE_H200], stored),
+        _pt(model, "torch", "eager", "bf16", batch, "fp32 -> bf16, H100 traces",
+            [TO_BF16_OWN8, TO_BF16_H100, GPU_H100, STEP_H100_OWN8, NAIVE_H200], stored)]
 
 
 PLANS: dict[str, dict[str, Any]] = {
@@ -240,6 +267,32 @@ PLANS: dict[str, dict[str, Any]] = {
             _pt("transformer", "torch", "eager", "bf16", 4, "fp32 -> bf16, H100 traces",
                 [TO_BF16_OWN, TO_BF16_H100, GPU_H100, STEP_H100_OWN, NAIVE_H200],
                 "H100 fp32 traces 4 (same batch), 16, 32, 64; H200 fp32 traces 8-128"),
+        ]},
+    # on the H100: fp32/bf16 pairs measured in one call (benchmarks/h100/registration8.yaml),
+    # the bf16 side from the H100 fp32 traces, the fp32 side from one neighbouring H100 trace;
+    # no sign_anchors: the sign check uses the fp32 point of the same call only
+    "registration8": {
+        "sweep": "benchmarks/h100/registration8.yaml", "gpu": "h100", "device": "H100",
+        "lib": H100_SOURCES,
+        "held": ["benchmarks/results/h100", "benchmarks/results/h200",
+                 "benchmarks/results/h200x2"],
+        "out": "benchmarks/results/h100/registration8.json",
+        "measured": "benchmarks/results/h100/registered/registration8.db",
+        "anchors": H100_OWN8, "points": [
+            *_pair8("bert_base", 24, [16, 32], [16, 32],
+                    "H100 fp32 traces 16, 32, 48, 64; H200 fp32 traces 8-64"),
+            *_pair8("resnet56", 32, [8], [16, 64],
+                    "H100 fp32 trace 8 (beyond); H200 fp32 traces 16-1024"),
+            *_pair8("alexnet", 96, [48], [64, 128],
+                    "H100 fp32 trace 48 (beyond); H200 fp32 traces 16-128"),
+            *_pair8("deepspeech2", 24, [48], [16, 32],
+                    "H100 fp32 trace 48 (beyond); H200 fp32 traces 8-64"),
+            *_pair8("resnet50", 24, [32], [16, 32],
+                    "H100 fp32 traces 32-128 (beyond); H200 fp32 traces 16-128"),
+            *_pair8("transformer", 12, [4, 16], [8, 16],
+                    "H100 fp32 traces 4, 16, 32, 64; H200 fp32 traces 8-64"),
+            *_pair8("vgg16", 40, [32, 64], [32, 64],
+                    "H100 fp32 traces 32, 64, 96, 128; no H200 eager trace"),
         ]},
 }
 

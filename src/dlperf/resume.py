@@ -16,7 +16,7 @@
   (:attr:`dlperf.zoo.spec.ModelSpec.code`) in each result; a stored point whose fingerprint
   differs from the code's now is not done: it is measured again, and a notice says so.
 - **The ceilings cache** (:func:`ceilings_cache`): the matmul and bandwidth ceilings measured
-  by recent points of this machine (:mod:`dlperf.perfmodel.ceilings`) are handed to the
+  by recent points of this machine (:mod:`dlperf.measure.ceilings`) are handed to the
   workers in a file, so each is measured once per framework, device, precision and thread
   count, not after every point.
 """
@@ -227,14 +227,14 @@ def changed_settings(skipped: Sequence[RunConfig], store: ResultStore,
 @contextlib.contextmanager
 def ceilings_cache(points: Sequence[RunConfig], store: ResultStore
                    ) -> Iterator[tuple[Any, Path] | None]:
-    """While a sweep runs: a :class:`~dlperf.perfmodel.ceilings.CeilingCache` file, named by
+    """While a sweep runs: a :class:`~dlperf.measure.ceilings.CeilingCache` file, named by
     ``$DLPERF_CEILINGS_CACHE`` for the workers, holding the ceilings measured by ``store``'s
     results of the points' frameworks and devices within
-    :data:`~dlperf.perfmodel.ceilings.CACHE_MAX_AGE_S` (a worker takes one only for the same
+    :data:`~dlperf.measure.ceilings.CACHE_MAX_AGE_S` (a worker takes one only for the same
     machine: the fingerprint). Yields ``(cache, path)``, or None when no point measures
     ceilings; the caller adds each new result (``cache.add_result(r, "this sweep")``) and saves
     it. The file and the variable are gone afterwards."""
-    from dlperf.perfmodel.ceilings import CACHE_ENV, CACHE_MAX_AGE_S, CeilingCache
+    from dlperf.measure.ceilings import CACHE_ENV, CACHE_MAX_AGE_S, CeilingCache
 
     if not any(p.measure.measure_ceilings for p in points):
         yield None

@@ -35,7 +35,7 @@ def _run(fw, **kw):
 @pytest.fixture
 def small_ceilings(monkeypatch):
     """Microbenchmarks at test sizes (the driver is the same; fewer and smaller kernels)."""
-    from dlperf.perfmodel import ceilings
+    from dlperf.measure import ceilings
 
     monkeypatch.setitem(ceilings.MATMUL_SIZES, "cpu", (256,))
     monkeypatch.setitem(ceilings.BANDWIDTH_BYTES, "cpu", (16 * 2**20,))

@@ -15,7 +15,7 @@ H200_DIRS = [Path(__file__).resolve().parents[2] / "benchmarks/results" / d
 def h200_validation():
     """:func:`dlperf.validation.validate` of every category on :data:`H200_DIRS`,
     run once per session (20-40 s on 2 cores). test_perfmodel_validate asserts its summary;
-    a full validation also keeps its residuals in this process (``api._TABLES``), so the
+    a full validation also keeps its residuals in this process (``intervalchoice._TABLES``), so the
     predictions on the same files in test_perfmodel_validate and
     test_perfmodel_predict_requests take their intervals from it instead of running the same
     back-test categories again (they did: 50 s of the suite)."""

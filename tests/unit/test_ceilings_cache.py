@@ -1,4 +1,4 @@
-"""The ceilings of a point (dlperf.perfmodel.ceilings.point_ceilings): only the point's
+"""The ceilings of a point (dlperf.measure.ceilings.point_ceilings): only the point's
 precision, measured once per framework, device, precision and thread count, cached in this
 process and in the sweep's file, with the origin of each; a cached entry counts only for the
 same machine and for a day."""
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from dlperf.perfmodel import ceilings as C
+from dlperf.measure import ceilings as C
 
 
 class FakeClock:
@@ -212,7 +212,7 @@ def test_two_sweeps_in_one_process_restore_the_cache_variable_in_any_order(monke
     $DLPERF_CEILINGS_CACHE; ending in either order leaves the value from before both, never
     the path of a file the other sweep deleted."""
     from dlperf import resume
-    from dlperf.perfmodel.ceilings import CACHE_ENV
+    from dlperf.measure.ceilings import CACHE_ENV
 
     monkeypatch.setenv(CACHE_ENV, "/user/own.json")
     resume._announce(CACHE_ENV, "/tmp/a.json")

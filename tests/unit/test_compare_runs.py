@@ -1094,9 +1094,14 @@ def test_a_run_read_twice_into_one_side_is_counted_once(tmp_path):
     assert len(recs) == 4 and len({r.stored.id for r in recs}) == 4
     pc = regress.compare_records(recs, new, threshold=0.05).points[0]
     assert pc.ci == pytest.approx(once.ci) and any("read twice" in n for n in pc.notes)
-    # two runs differing only in time are two runs
+    # two runs differing only in time are two runs, as are two of one run key and time
+    # whose results differ
     other = rec("p1", noisy(0.010, seed=0), repeat=0, created="2026-01-02T00:00:00+00:00")
     assert len(regress.compare_records(base + [other], new).points[0].base_used) == 4
+    alike = rec("p1", noisy(0.010, seed=77), repeat=0)
+    assert regress.run_identity(alike) != regress.run_identity(base[0])
+    pc = regress.compare_records(base + [alike], new).points[0]
+    assert len(pc.base_used) == 4 and not any("read twice" in n for n in pc.notes)
 
 
 def test_another_machine_of_the_same_models_is_judged_with_its_note_everywhere():
@@ -1109,3 +1114,24 @@ def test_another_machine_of_the_same_models_is_judged_with_its_note_everywhere()
     assert pc.judged and regress.gate_status(comp) == (0, None) and note in pc.notes
     assert f"b=8 synthetic: {note}" in regress_text.comparison_markdown(comp)
     assert note in regress_text.comparison_json(comp)["points"][0]["notes"]
+
+
+def test_the_cli_exits_1_on_an_oom_in_one_new_round_and_says_so(tmp_path):
+    """Through ``dlperf compare``: BASE's 5 runs measured, NEW's 4 of 5 (one OOM, the
+    others as fast): exit 1, the failure named on stderr and in the JSON."""
+    import json
+
+    from cli_here import dlperf_here
+
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    for path, runs in ((a, flaky("p1", 5, 0, 0)), (b, flaky("p1", 4, 1, 10))):
+        with ResultStore(path) as store:
+            for r in runs:
+                store.add(r)
+    r = dlperf_here("compare", a, b, "--fail-if-slower", "5%", "--format", "json")
+    assert r.returncode == regress.EXIT_REGRESSION, r.stdout + r.stderr
+    err = " ".join(r.stderr.split())
+    assert "(failed in 1 of 5 NEW runs (1 run oom), in none of 5 BASE runs)" in err
+    js = json.loads(r.stdout)
+    assert js["regressions"] == ["p1"] and js["points"][0]["failed_runs"]["new"] == [1, 5]
+    assert js["summary"]["text"].endswith("by point: 1 regressed; the gate fails (exit 1)")

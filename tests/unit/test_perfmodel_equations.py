@@ -75,8 +75,10 @@ def test_perfmodel_has_no_more_conditions_per_line_than_it_had():
     lines, conds = _counter().count(ROOT / "src" / "dlperf" / "perfmodel")
     # 5.46 at ae88e0f, 7.32 with the back-test in dlperf/validation, 7.71 without dead and
     # duplicate branches, 7.75 with autocast's walk a table, 7.77 without check_names'
-    # unreachable device refusal and check_target's always-true test; the issue's goal is 10
-    assert lines / conds >= 7.77
+    # unreachable device refusal and check_target's always-true test, 7.81 with the ceilings
+    # microbenchmarks in dlperf/measure (the transforms package below perfmodel/ not
+    # counted: count() reads the folder's own files); the issue's goal is 10
+    assert lines / conds >= 7.81
 
 
 def _mem_point(b, reserved, framework="torch", **kw):

@@ -11,6 +11,7 @@ import pytest
 
 from dlperf.perfmodel import api, whatifs
 from dlperf.perfmodel import fitcache as fc
+from dlperf.perfmodel import intervalchoice as ic
 from dlperf.perfmodel import intervals as iv
 from dlperf.validation import Validation
 from dlperf.validation import intervalcheck as cv
@@ -227,16 +228,16 @@ def test_interval_leaves_out_the_predicted_points_own_residual(monkeypatch):
         r.point = f"{x}:{i + 1}"
     keyed = cv.keyed_residuals_of(rows, "input")
     assert keyed[-1][2] == f"{x}:12" and len(keyed) == 12
-    monkeypatch.setattr(api, "_keyed_residuals", lambda recs, cat: keyed)
+    monkeypatch.setattr(ic, "_keyed_residuals", lambda recs, cat: keyed)
 
     class P:
         source, result_id = "x.db", 12
 
-    own = api._interval(None, "input", 0.9, "device", [P()])
-    other = api._interval(None, "input", 0.9, "device", [])
+    own = ic._interval(None, "input", 0.9, "device", [P()])
+    other = ic._interval(None, "input", 0.9, "device", [])
     assert own.n == 11 and own.high_ratio < 2.0  # the x 12 residual is gone
     assert other.n == 12 and other.high_ratio == pytest.approx(12.0)
-    assert api.bounded_residuals(None, "input", {f"{x}:12"}) == [(r, b) for r, b, _ in
+    assert ic.bounded_residuals(None, "input", {f"{x}:12"}) == [(r, b) for r, b, _ in
                                                                  keyed[:-1]]
 
 

@@ -9,6 +9,7 @@ import pytest
 from committed import H200, R50, ROOT
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, comm, whatifs
+from dlperf.perfmodel import intervalchoice as ic
 from dlperf.perfmodel.calibrate import Config
 
 pytestmark = pytest.mark.usefixtures("module_fit_cache")
@@ -149,7 +150,7 @@ def test_an_h100_prediction_borrowing_h200_residuals_is_widened_for_the_other_gp
 def test_a_host_speed_or_framework_what_if_borrows_its_paths_interval_wider():
     p = api.predict(H200, batch_size=96, what_if={"host_speed_ns": 50}, **R50)
     assert p.interval_group.startswith("borrowed from held-out batch at 95%: held-out batch")
-    want = api._interval(api.records_of(H200), "held-out batch", 0.95, p.bound)
+    want = ic._interval(api.records_of(H200), "held-out batch", 0.95, p.bound)
     assert _ratios(p) == pytest.approx((want.low_ratio, want.high_ratio))
     # torch eager -> jax xla is back-tested: its own residuals, not borrowed (vgg16's jax xla
     # and torch graph are stored at b=128 alone, withheld: a what-if from the base's series)

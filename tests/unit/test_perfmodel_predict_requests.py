@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from dlperf.cli import app
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api
+from dlperf.perfmodel import intervalchoice as ic
 from dlperf.perfmodel import onedevice as od
 from dlperf.results.store import ResultStore
 
@@ -470,11 +471,10 @@ def test_empty_files_and_folders(tmp_path):
 def test_no_interval_is_explained(short, synth, monkeypatch):
     """Files of no table, where no table of the current model can be borrowed from either (the
     committed ones left out): no interval, and how to get one."""
-    from dlperf.perfmodel import api
     from dlperf.perfmodel import fitcache as fc
 
     monkeypatch.setattr(fc, "COMMITTED_TABLES", ())
-    monkeypatch.setattr(api, "_BORROWABLE", {})
+    monkeypatch.setattr(ic, "_BORROWABLE", {})
     code, out, _ = _cli("--db", short, "--model", "m_other", "-b", "48")
     assert code == 0, out
     assert "(90% interval)" not in out

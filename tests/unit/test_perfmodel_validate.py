@@ -16,6 +16,7 @@ from dlperf import validation
 from dlperf.errors import ConfigError
 from dlperf.perfmodel import api, whatifs
 from dlperf.perfmodel import equations as eq
+from dlperf.perfmodel import intervalchoice as ic
 
 DLBENCH = ROOT / "h200/dlbench.db"
 
@@ -330,7 +331,7 @@ def test_predict_refuses_bad_requests(cache):
 
 
 def test_an_installed_residual_table_gives_the_files_their_intervals(cache, monkeypatch):
-    """:func:`api.install_residuals` makes a table the one of its records' files in this
+    """:func:`intervalchoice.install_residuals` makes a table the one of its records' files in this
     process (as a full validation does): a prediction that had no table, and said why, takes
     its interval from the installed residuals and no longer says a table is missing."""
     from dlperf.perfmodel import fitcache as fc
@@ -340,10 +341,10 @@ def test_an_installed_residual_table_gives_the_files_their_intervals(cache, monk
     p = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
     assert p.interval_group is None and "has no entry" in p.interval_note
     recs = api.records_of(DLBENCH)
-    assert api._TABLES[api.table_key(recs)][0] is None and api._TABLES[api.table_key(recs)][1]
+    assert ic._TABLES[ic.table_key(recs)][0] is None and ic._TABLES[ic.table_key(recs)][1]
     rows = [(0.01 * (i - 10), None, f"x.db:{i}") for i in range(21)]  # -0.1 .. 0.1
-    api.install_residuals(recs, {p.validation_category: rows})
-    assert api._TABLES[api.table_key(recs)][1] == ""
+    ic.install_residuals(recs, {p.validation_category: rows})
+    assert ic._TABLES[ic.table_key(recs)][1] == ""
     q = api.predict(DLBENCH, "lstm", precision="fp32", batch_size=64)
     assert q.interval_note is None and q.interval_group is not None
     lo, hi = q.interval_s
@@ -352,8 +353,10 @@ def test_an_installed_residual_table_gives_the_files_their_intervals(cache, monk
 
 def _fresh_process(monkeypatch):
     """Forget what this process loaded and fitted, as a new ``dlperf predict`` would."""
-    for name in ("_RECORDS", "_SHARED", "_TABLES", "_DDP", "_BORROWABLE"):
+    for name in ("_RECORDS", "_SHARED", "_DDP"):
         monkeypatch.setattr(api, name, {})
+    for name in ("_TABLES", "_BORROWABLE"):
+        monkeypatch.setattr(ic, name, {})
 
 
 def test_group_fits_are_cached_on_disk_and_read_back_the_same(cache, monkeypatch):

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from dlperf.measure.ceilings import measure_ceilings, time_calls
 from dlperf.measure.power import PowerRecord, PowerSampler, energy_summary, trapezoid_energy_j
-from dlperf.perfmodel.ceilings import measure_ceilings, time_calls
 from dlperf.perfmodel.datasheet import datasheet_peaks
 from dlperf.perfmodel.mfu import mfu_summary
 from dlperf.results.view import as_record, as_records

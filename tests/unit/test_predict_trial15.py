@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from dlperf.cli import app
 from dlperf.perfmodel import api, whatifs
+from dlperf.perfmodel import intervalchoice as ic
 
 ROOT = Path(__file__).resolve().parents[2] / "benchmarks/results"
 H = ["--db", str(ROOT / "h200"), "--db", str(ROOT / "h200x2")]
@@ -37,10 +38,10 @@ def test_every_back_tested_pair_keeps_its_own_interval():
         t = start.with_(**{k: v[1] for k, v in ch.items()})
         req = SimpleNamespace(base=b, target=t, changes=whatifs.whatif_changes(b, t))
         assert whatifs.whatif_category(b, t) == cat, (cat, ch)
-        assert api._unjudged_steps(SimpleNamespace(path=cat), req) == [], (cat, ch)
+        assert ic._unjudged_steps(SimpleNamespace(path=cat), req) == [], (cat, ch)
         if "framework" not in ch and cat != whatifs.TWO_CHANGES:  # one step: the reverse
             back = SimpleNamespace(base=t, target=b, changes=whatifs.whatif_changes(t, b))
-            assert api._unjudged_steps(SimpleNamespace(path=cat), back) == [
+            assert ic._unjudged_steps(SimpleNamespace(path=cat), back) == [
                 (k, v[1], v[0]) for k, v in ch.items()], (cat, ch)
 
 
@@ -83,7 +84,7 @@ def test_unjudged_steps_of_each_direction(base, target, path, unjudged):
     b = Config("vgg16", "torch", base[0], base[1])
     t = Config("vgg16", "torch", target[0], target[1])
     req = SimpleNamespace(base=b, target=t, changes=whatifs.whatif_changes(b, t))
-    assert api._unjudged_steps(SimpleNamespace(path=path), req) == unjudged
+    assert ic._unjudged_steps(SimpleNamespace(path=path), req) == unjudged
     assert whatifs.whatif_category(b, t) == path
 
 
@@ -95,8 +96,8 @@ def test_an_unjudged_direction_is_found_once_and_said(monkeypatch):
     from dlperf.perfmodel.calibrate import Config
 
     calls = []
-    unjudged = api._unjudged_steps
-    monkeypatch.setattr(api, "_unjudged_steps",
+    unjudged = ic._unjudged_steps
+    monkeypatch.setattr(ic, "_unjudged_steps",
                         lambda d, req: calls.append(1) or unjudged(d, req))
     b = Config("vgg16", "torch", "eager", "bf16")
     t = b.with_(precision="fp32")
@@ -104,11 +105,11 @@ def test_an_unjudged_direction_is_found_once_and_said(monkeypatch):
                         one=SimpleNamespace(how="what-if", fit=None))
     req = SimpleNamespace(world=1, batch=64, changes=whatifs.whatif_changes(b, t), host_ns=None,
                           from_base=True, base=b, target=t)
-    assert api._not_backtested(d, req, {2}) == (
+    assert ic._not_backtested(d, req, {2}) == (
         "the 'what-if fp32->bf16' back-test: a change of precision bf16 -> fp32 is not "
         "back-tested on stored pairs, so its own error is not known here")
     assert calls == [1]
-    assert api._not_backtested(d, SimpleNamespace(**{**vars(req), "base": t, "target": b}),
+    assert ic._not_backtested(d, SimpleNamespace(**{**vars(req), "base": t, "target": b}),
                                {2}) is None  # fp32 -> bf16: its path's own direction
     assert len(calls) == 2
 

@@ -29,7 +29,7 @@ def pr():
 
 
 @pytest.mark.parametrize("name", ["registration4", "registration5", "registration6",
-                                  "registration7"])
+                                  "registration7", "registration8"])
 def test_plan_is_its_sweep_and_holds_no_stored_point(pr, name):
     plan = pr.PLANS[name]
     keys = sorted(tuple(p[k] for k in pr.KEY) for p in plan["points"])
@@ -337,6 +337,58 @@ def test_registration7_holds_no_h100_or_h200_point_and_pairs_its_precisions(pr):
         first = p["methods"][0]
         assert first.get("lib") == (pr.H100_OWN if p["category"].endswith("H100 traces")
                                     else None)
+
+
+def test_registration8_measures_every_point_beside_its_pair_fp32_first(pr):
+    plan = pr.PLANS["registration8"]
+    assert plan["out"] == "benchmarks/results/h100/registration8.json"
+    assert plan["measured"] == "benchmarks/results/h100/registered/registration8.db"
+    assert plan["gpu"] == "h100" and plan["device"] == "H100"
+    # the sign check takes the fp32 step of the same call only, never a stored one
+    assert plan.get("sign_anchors") is None
+    order = pr.sweep_points(ROOT / plan["sweep"])
+    assert len(order) % 2 == 0
+    for f, b in zip(order[::2], order[1::2]):  # a cut-short sweep keeps whole pairs
+        assert f[3] == "fp32" and b[3] == "bf16" and f[:3] == b[:3] and f[4] == b[4]
+    keys = set(order)
+    own = (plan["measured"],) if (ROOT / plan["measured"]).exists() else ()
+    assert not pr.stored_points([*plan["held"], *pr.H100_OWN8], exclude=own) & keys
+    test = [p for p in plan["points"] if pr.side(p["model"]) == "test"]
+    assert 2 * len(test) >= len(plan["points"])
+    for p in plan["points"]:
+        first = p["methods"][0]
+        assert first.get("lib") == pr.H100_OWN8 and first.get("primary") is True
+        # registration7's names, so the judge's own-trace sign column finds them
+        assert first["name"] in (pr.TO_BF16_OWN["name"], "replay, one trace (b="
+                                 f"{first.get('from')}), H100 traces")
+        names = [m["name"] for m in p["methods"]]
+        assert {pr.GPU_H100["name"], pr.STEP_H100_OWN["name"], pr.NAIVE_H200["name"]} \
+            <= set(names)
+        if p["precision"] == "bf16":
+            assert first is pr.TO_BF16_OWN8 and p["category"] == "fp32 -> bf16, H100 traces"
+        else:
+            ones = [m for m in p["methods"] if m.get("lib") and m["withhold"] == "batch"]
+            assert ones and all(m["from"] != p["batch_size"] for m in ones)
+            assert pr.EVERY_OWN8 in p["methods"]
+
+
+def test_registration8_h100_library_holds_registration7_traces(pr):
+    # deepspeech2's pair is predicted from registration7's H100 fp32 trace at b=48
+    from dlperf.perfmodel import retarget
+
+    lib = retarget.TraceLibrary(pr.H100_OWN8)
+    fp32 = {p.batch_size for p in lib.points("deepspeech2", "torch", "eager")
+            if p.precision == "fp32"}
+    assert 48 in fp32
+    for p in pr.PLANS["registration8"]["points"]:
+        have = {q.batch_size for q in lib.points(p["model"], "torch", "eager")
+                if q.precision == "fp32"}
+        # no fp32 trace at the pair's batch: the bf16 side is moved there, the fp32 side
+        # comes from a neighbour that is traced
+        assert p["batch_size"] not in have
+        for m in p["methods"]:
+            if m.get("lib") and m["withhold"] == "batch":
+                assert m["from"] in have
 
 
 def test_registration7_replays_the_h100_traces_on_the_h100(pr):

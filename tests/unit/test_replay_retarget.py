@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import retarget
+from dlperf.perfmodel import gpuanswer, retarget
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "benchmarks/results/h200/calibration2.db"
@@ -70,11 +70,11 @@ def test_refusals_name_the_fix(lib):
 
 
 def test_answer_fills_the_configuration_and_prints(lib):
-    d = retarget.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 64, "h100")
+    d = gpuanswer.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 64, "h100")
     assert d["config"]["precision"] == "fp32" and d["gpu_profile"] == "h100"
-    assert "on NVIDIA H100 80GB HBM3" in retarget.text(d)
+    assert "on NVIDIA H100 80GB HBM3" in gpuanswer.text(d)
     with pytest.raises(ConfigError, match="several"):
-        retarget.answer([str(H200)], "lstm", None, None, None, 64, "h100")
+        gpuanswer.answer([str(H200)], "lstm", None, None, None, 64, "h100")
 
 
 def test_data_parallel_without_a_stored_pair_says_ddp_overhead_is_zero(lib):
@@ -95,12 +95,12 @@ def test_data_parallel_takes_the_step_level_models_ddp_overhead_and_all_reduce()
 
     dbs = [str(ROOT / "benchmarks/results/h200"), str(ROOT / "benchmarks/results/h200x2")]
     cfg = ("resnet50", "torch", "eager", "bf16")
-    one = retarget.answer(dbs, *cfg, 64, "h100")
+    one = gpuanswer.answer(dbs, *cfg, 64, "h100")
     ddp = api.ddp_overhead(retarget.TraceLibrary(dbs).recs)
     assert ddp.pairs and ddp.rho > 0 and ddp.kappa > 0
     steps = {}
     for n in (2, 4):
-        d = retarget.answer(dbs, *cfg, 64 * n, "h100", nproc=n)
+        d = gpuanswer.answer(dbs, *cfg, 64 * n, "h100", nproc=n)
         pt = d["parts"]
         h, dv, x = pt["one_device_host_s"], pt["one_device_device_s"], pt["exposed_comm_s"]
         assert pt["one_gpu_step_s"] == pytest.approx(one["predicted_step_time_s"])
@@ -116,12 +116,12 @@ def test_data_parallel_takes_the_step_level_models_ddp_overhead_and_all_reduce()
 
 
 def test_data_parallel_answer_splits_the_global_batch(lib):
-    d = retarget.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 128, "h100",
+    d = gpuanswer.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 128, "h100",
                         nproc=2)
-    assert d["config"]["nproc"] == 2 and "data parallel, assuming:" in retarget.text(d)
-    assert "2 x NVIDIA H100 80GB HBM3" in retarget.text(d)
+    assert d["config"]["nproc"] == 2 and "data parallel, assuming:" in gpuanswer.text(d)
+    assert "2 x NVIDIA H100 80GB HBM3" in gpuanswer.text(d)
     with pytest.raises(ConfigError, match="multiple of --nproc"):
-        retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 63, "h100", nproc=2)
+        gpuanswer.answer([str(H200)], "lstm", "torch", "eager", "fp32", 63, "h100", nproc=2)
 
 
 def test_the_cli_refuses_what_the_replay_does_not_model():
@@ -149,11 +149,11 @@ def test_the_cli_refuses_what_the_replay_does_not_model():
 
 
 def test_the_gpu_path_names_the_device_and_host_session(lib):
-    d = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
+    d = gpuanswer.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
                         "h100")
     assert d["gpu"] == "NVIDIA H100 80GB HBM3" and d["gpu_profile"] == "h100"
     assert d["host_session"].startswith("vm/Intel(R) Xeon(R) Processor (family 6 model 207)/2026-")
-    t = retarget.text(d)
+    t = gpuanswer.text(d)
     assert "on NVIDIA H100 80GB HBM3:" in t and "\nhost time from: vm/Intel(R) Xeon(R) Processor (family 6 " in t
     assert "\ninterval from: the replay back-test's 'gpu' rows" in t
 
@@ -176,7 +176,7 @@ def test_the_interval_widens_for_a_datasheet_and_data_parallel():
 
 def test_a_wide_band_stays_above_zero(lib):
     assert retarget.band(10.0, 1.4) == pytest.approx((10.0 / 2.4, 24.0))
-    d = retarget.answer([str(H200)], "resnet50", "torch", "eager", "fp32", 64, "h100",
+    d = gpuanswer.answer([str(H200)], "resnet50", "torch", "eager", "fp32", 64, "h100",
                         nproc=2)  # datasheet only, data parallel: h = 0.35 x 2 x 2
     lo, hi = d["interval_s"]
     assert lo == pytest.approx(d["predicted_step_time_s"] / 2.4) and hi == pytest.approx(d["predicted_step_time_s"] * 2.4)
@@ -185,11 +185,11 @@ def test_a_wide_band_stays_above_zero(lib):
 def test_a_batch_that_cannot_fit_on_the_target_gpu_is_refused(lib):
     with pytest.raises(ConfigError, match=r"on NVIDIA H100 80GB HBM3: batch 100000 per device "
                                           r"does not fit.*largest batch that fits is \d+"):
-        retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 100000,
+        gpuanswer.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 100000,
                         "h100")
-    h100 = retarget.device_memory_bytes(lib, lib.gpu("h100"))
+    h100 = gpuanswer.device_memory_bytes(lib, lib.gpu("h100"))
     assert h100 == pytest.approx(85520809984.0)  # as the H100's driver reported it
-    big = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 256,
+    big = gpuanswer.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 256,
                           "h100")
     assert big["predicted_step_time_s"] > 0
 
@@ -199,13 +199,13 @@ def test_the_measurement_shown_and_anchored_on_is_named_with_its_rows():
     name each row, never one row as the measurement; the anchor's words likewise."""
     h200 = ROOT / "benchmarks/results/h200"
     lib2 = retarget.TraceLibrary([str(h200), str(H100)])
-    d = retarget.answer([str(h200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
+    d = gpuanswer.answer([str(h200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
                         "h200")
     pts = d["measured_points"]
     assert len(pts) >= 2 and d["measured_step_time_s"] == pytest.approx(
         sorted(pts.values())[len(pts) // 2] if len(pts) % 2 else
         sum(sorted(pts.values())[len(pts) // 2 - 1:len(pts) // 2 + 1]) / 2)
-    t = retarget.text(d)
+    t = gpuanswer.text(d)
     assert "measured there" not in t
     assert f"the median {d['measured_step_time_s'] * 1e3:.3f} ms of {len(pts)} stored measurements" in t
     assert all(f"{k} {v * 1e3:.3f} ms" in t for k, v in pts.items())
@@ -216,8 +216,8 @@ def test_the_measurement_shown_and_anchored_on_is_named_with_its_rows():
 
 def test_a_model_without_a_timeline_says_it_is_not_replayed():
     h200 = ROOT / "benchmarks/results/h200"
-    d = retarget.answer([str(h200), str(H100)], "vgg16", "torch", "eager", "bf16", 64, "h100")
-    t = retarget.text(d)
+    d = gpuanswer.answer([str(h200), str(H100)], "vgg16", "torch", "eager", "bf16", 64, "h100")
+    t = gpuanswer.text(d)
     assert d["sources"] == [] and "replayed from -" not in t and "unknown-bound" not in t
     assert "no stored timeline of vgg16, not replayed" in t
 
@@ -225,14 +225,14 @@ def test_a_model_without_a_timeline_says_it_is_not_replayed():
 def test_the_gpu_answer_uses_the_step_level_key_names_and_prints_throughput():
     """``predict --gpu``'s JSON names what the step-level answer names alike (the step,
     throughput, measurement, interval source, GPU model name); its text prints samples/s."""
-    d = retarget.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
+    d = gpuanswer.answer([str(H200), str(H100)], "resnet50", "torch", "eager", "bf16", 64,
                         "h100")
     assert not {"step_s", "measured_s", "interval_from", "gpu_name", "host_s"} & set(d)
     assert d["gpu"] == "NVIDIA H100 80GB HBM3"
     assert d["samples_per_s"] == pytest.approx(64 / d["predicted_step_time_s"])
     assert 0 < d["parts"]["device_s"] and 0 < d["parts"]["host_s"]
     assert d["interval_group"].startswith("the replay back-test")
-    t = retarget.text(d)
+    t = gpuanswer.text(d)
     assert f"{d['samples_per_s']:.1f} samples/s" in t and "parts: host_s" in t
 
 
@@ -252,37 +252,37 @@ def test_the_cli_refuses_a_gpu_name_that_only_resembles_a_datasheets():
 
 def test_the_gpu_answer_always_holds_its_measured_points():
     # no H100 measurement in the H200 file: an empty {} (the step-level answer's type), not absent
-    d = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h100")
+    d = gpuanswer.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h100")
     assert d["measured_points"] == {} and d["measured_step_time_s"] is None
-    two = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 128, "h100", nproc=2)
+    two = gpuanswer.answer([str(H200)], "lstm", "torch", "eager", "fp32", 128, "h100", nproc=2)
     assert two["measured_points"] == {}
-    own = retarget.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h200")
+    own = gpuanswer.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h200")
     assert own["measured_points"] and own["measured_step_time_s"] == pytest.approx(
         statistics.median(own["measured_points"].values()))
 
 
 def test_every_gpu_answer_says_whether_and_why_it_is_anchored():
-    move = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 64, "h100")
-    own = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 64, "h200")
+    move = gpuanswer.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 64, "h100")
+    own = gpuanswer.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 64, "h200")
     # the same stored measurements: the move is anchored on them, the own GPU is not, and says why
     assert move["anchor"]["factor"] != 1.0 and move["anchor"]["rule"].startswith("x")
     assert own["measured_points"] and own["anchor"]["factor"] == 1.0
     assert "the traces' own GPU" in own["anchor"]["rule"]
-    assert "\nanchor: none: the traces' own GPU" in retarget.text(own)
-    off = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 48, "h100")
+    assert "\nanchor: none: the traces' own GPU" in gpuanswer.text(own)
+    off = gpuanswer.answer([str(H200)], "resnet50", "torch", "eager", "bf16", 48, "h100")
     assert off["anchor"]["factor"] == 1.0 and "no stored untraced measurement" in \
         off["anchor"]["rule"]
 
 
 def test_one_gpu_parts_compose_to_the_step_by_the_printed_rule():
     for gpu, batch in (("h100", 64), ("h200", 48), ("h100", 256)):
-        d = retarget.answer([str(H200)], "resnet50", "torch", "eager", "bf16", batch, gpu)
+        d = gpuanswer.answer([str(H200)], "resnet50", "torch", "eager", "bf16", batch, gpu)
         pt, a = d["parts"], d["anchor"]["factor"]
         assert d["predicted_step_time_s"] == pytest.approx(
             a * (pt["device_s"] + pt["device_gap_s"]))
         assert pt["device_s"] + pt["device_gap_s"] >= pt["host_s"] * (1 - 1e-9)
         assert "step = anchor x (device_s + device_gap_s)" in d["composition"]
-        assert "\ncomposed: step = anchor x" in retarget.text(d)
+        assert "\ncomposed: step = anchor x" in gpuanswer.text(d)
 
 
 def test_benchmark_scripts_use_the_public_measured_step():
@@ -295,7 +295,7 @@ def test_benchmark_scripts_use_the_public_measured_step():
     assert "measured_step" in used
     assert not {u for u in used if u.startswith("_")}
     lib = retarget.TraceLibrary([str(H200)])
-    pts = retarget._measured_points(lib, "resnet50", "torch", "eager", "bf16", 64, "NVIDIA H200")
+    pts = retarget.measured_points(lib, "resnet50", "torch", "eager", "bf16", 64, "NVIDIA H200")
     assert pts and retarget.measured_step(lib, "resnet50", "torch", "eager", "bf16", 64,
                                           "NVIDIA H200") == statistics.median(
         p.step_time_s for p in pts)

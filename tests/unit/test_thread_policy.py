@@ -15,7 +15,7 @@ from rich.console import Console
 
 from dlperf.config import make_policy, make_run_config
 from dlperf.env import BUSY_OTHER_CPUS, ThreadChoice, choose_threads
-from dlperf.perfmodel.ceilings import CACHE_ENV, CeilingCache
+from dlperf.measure.ceilings import CACHE_ENV, CeilingCache
 from dlperf.results.schema import RunRecord, new_record
 from dlperf.results.store import ResultStore
 from dlperf.resume import auto_threads, changed_settings, resolve_threads

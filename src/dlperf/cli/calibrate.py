@@ -8,7 +8,7 @@ second call continues where the first stopped, a finished point is not measured 
 1. the **profile points**: a small model (``--profile-model``, default ``fcn5``) at each
    precision the framework has (on the CPU not tf32, a GPU tensor-core mode: fp32 there), with the ceilings microbenchmarks on (a square-GEMM ladder at
    2048-8192 per precision and the ``y = 2x`` bandwidth kernel,
-   :mod:`dlperf.perfmodel.ceilings`) and ``--timeline``: GEMM ceilings per precision at a few
+   :mod:`dlperf.measure.ceilings`) and ``--timeline``: GEMM ceilings per precision at a few
    shapes, memory bandwidth, host-to-device copy bandwidth from pinned and pageable memory
    (frameworks whose ceilings backend copies: PyTorch), the host-speed probe, the untraced host dispatch of the profile
    model (the *dispatch probe*: the same work timed on every machine, which the replay's host

@@ -30,12 +30,14 @@ HELP = ("Compare two result files point by point (or, with --db FILE, two tags o
         "measures two checkouts alternately with the dlperf run flags after -- and gates on "
         "them (docs/usage.md, 'A regression gate').\n\n"
         "Exit status: 0; with --fail-if-slower: 1 when a point is significantly slower by "
-        "more than the threshold or fails in NEW only, 3 when a point of BASE is missing from "
+        "more than the threshold or fails in NEW only (in every run, or in some where BASE's "
+        "runs did not fail, or failed less often by Fisher's exact test), 3 when a point of "
+        "BASE is missing from "
         "NEW or the two share no point, 5 when a point is inconclusive (slower than the "
         "threshold by the estimate, but its interval includes 1: more rounds or a quieter "
         "host would judge it), 4 when a point run on both sides could not be judged (too "
         "few runs fit to judge, other GPU or CPU models, or it failed in BASE: it is not "
-        "shown to pass) or a results "
+        "shown to pass), a new point failed in every run, or a results "
         "file had damaged rows (skipped), in that order; 2 for a user error.")
 
 
@@ -200,7 +202,7 @@ def compare(
     base_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for BASE's runs (repeatable).")] = None,
     new_env: Annotated[list[str] | None, typer.Option(help="With --run: NAME=VALUE set for NEW's runs (repeatable).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="With --run: go on with an interrupted gate in --db (its runs are kept).")] = False,
-    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this percentage, with its % sign, e.g. 5% (or fails in NEW only), 3 when a point of BASE is missing from NEW, 5 when a point is slower than this by its estimate but not significantly (inconclusive), 4 when a point could not be judged.")] = None,
+    fail_if_slower: Annotated[str | None, typer.Option(help="The gate: exit 1 when a judged point is significantly slower by more than this percentage, with its % sign, e.g. 5% (or fails in NEW only: in every run, or in some where BASE's runs did not or less often), 3 when a point of BASE is missing from NEW, 5 when a point is slower than this by its estimate but not significantly (inconclusive), 4 when a point (or a new point that failed in every run) could not be judged.")] = None,
     level: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     model: Annotated[str | None, typer.Option(help="Only these models (comma-separated).")] = None,
     format: Annotated[str | None, typer.Option("--format", "-f", help="table (Markdown) or json (default: the --output file's suffix, .json or .md; else table).")] = None,

@@ -474,8 +474,8 @@ def predict(
             msg = over(value, limit, what)
             if msg:
                 raise ConfigError(f"{flag} {msg}")
-        if gpu is not None:  # the timeline replay's prediction path (dlperf.perfmodel.retarget)
-            from dlperf.perfmodel import retarget
+        if gpu is not None:  # the timeline replay's answer (dlperf.perfmodel.gpuanswer)
+            from dlperf.perfmodel import gpuanswer
             if nnodes > 1 or network or what_if:
                 raise ConfigError("--gpu replays one node's GPUs: --nnodes, --network and "
                                   "--what-if are the step-level model's (drop --gpu for them)")
@@ -505,10 +505,10 @@ def predict(
                     f"{'; '.join(ignored)}: drop {'it' if len(ignored) == 1 else 'them'}, or "
                     "drop --gpu for the step-level model")
             _refuse_a_cpu_profile(gpu, db)
-            r = retarget.answer(db, model, framework, mode, precision, batch, gpu,
-                                nproc=nproc)
+            r = gpuanswer.answer(db, model, framework, mode, precision, batch, gpu,
+                                 nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"
-                             else retarget.text(r) + "\n")
+                             else gpuanswer.text(r) + "\n")
             return
         if nics_per_node is not None and not network:
             raise ConfigError(f"--nics-per-node {nics_per_node} counts the NICs of the "

@@ -134,7 +134,7 @@ class TrainingRun:
             (docs/measurement.md, "Recompiles"); None where the framework compiles nothing.
         count_flops(): ``{"flops_per_step", "bytes_per_step", "source", "bytes_source"}`` of
             one more iteration under the framework's counter.
-        ceiling_backend(): the :class:`~dlperf.perfmodel.ceilings.CeilingBackend` of the device.
+        ceiling_backend(): the :class:`~dlperf.measure.ceilings.CeilingBackend` of the device.
         comm_profile(k): exposed communication of ``k`` profiled data-parallel iterations
             (:func:`dlperf.measure.breakdown.overlap.exposed_communication`).
         dist_details(): what the data-parallel machinery recorded of itself after the

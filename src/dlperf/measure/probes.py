@@ -25,7 +25,7 @@ def run_probes(session: Any, cfg: Any, env: Mapping[str, Any] | None = None) -> 
 
     The ceilings are those of ``cfg.hardware.precision`` and the point's thread count, measured once per
     machine, framework, device, precision and thread count and cached for the sweep's points
-    (:func:`dlperf.perfmodel.ceilings.point_ceilings`: the sweep's cache file is named by
+    (:func:`dlperf.measure.ceilings.point_ceilings`: the sweep's cache file is named by
     ``$DLPERF_CEILINGS_CACHE``); ``env`` (:func:`dlperf.env.collect_env`'s dict) identifies the
     machine for the cache.
 
@@ -38,7 +38,7 @@ def run_probes(session: Any, cfg: Any, env: Mapping[str, Any] | None = None) -> 
         except Exception as e:  # noqa: BLE001
             out["errors"]["framework_flops"] = f"{type(e).__name__}: {str(e)[:300]}"
     if cfg.measure.measure_ceilings and session.ceiling_backend is not None:
-        from dlperf.perfmodel.ceilings import CACHE_ENV, machine_fingerprint, point_ceilings
+        from dlperf.measure.ceilings import CACHE_ENV, machine_fingerprint, point_ceilings
 
         versions = session.versions or {}
         try:

@@ -35,7 +35,7 @@ def mfu_above_one(r: RunRecord) -> str | None:
     framework computes: fcn5 fp32 reached 103% analytic, 87% by the profiler's count of the
     executed FLOPs; (2) convolutions: cuDNN's Winograd and FFT algorithms do fewer
     multiplications than the direct convolution the count assumes (vgg16 fp32, all 3x3: 126% by
-    either count); (3) the square-GEMM ceiling (dlperf.perfmodel.ceilings) is below the rate
+    either count); (3) the square-GEMM ceiling (dlperf.measure.ceilings) is below the rate
     some other shapes reach.
     """
     m = r.mfu

@@ -14,16 +14,18 @@ one composition, read top to bottom in :func:`predict`:
 5. the step ``equations.step_s(H, D)``; N devices: ``equations.dp_step_s`` with WFBP
    (:func:`_data_parallel`); real data: the input overlap (:func:`_input`);
 6. the interval from the residuals of the back-test category that makes predictions the way
-   this one was made, its *path* (:func:`_interval_of`), and the stored measurement of the
+   this one was made, its *path* (:func:`dlperf.perfmodel.intervalchoice.interval_of`), and
+   the stored measurement of the
    point, withheld from every fit (:func:`_measured`).
 
 The interval is a Mondrian conformal interval (:func:`dlperf.perfmodel.intervals.mondrian`)
 from the path's residuals of the prediction's own bound (host or device) when there are
-enough, else the category's. ``predict`` never runs the back-test: it reads the residual table
-that ``dlperf predict --validate`` wrote beside the results files
-(:func:`dlperf.perfmodel.fitcache.read_table`, keyed by the model's source and the files'
-content), or, in the same process, the residuals a validation of the same files left in
-memory. Without either a prediction has no interval and says how to get one. The roofline
+enough, else the category's (:mod:`dlperf.perfmodel.intervalchoice` chooses them).
+``predict`` never runs the back-test: it reads the residual table that ``dlperf predict
+--validate`` wrote beside the results files (:func:`dlperf.perfmodel.fitcache.read_table`,
+keyed by the model's source and the files' content), or, in the same process, the residuals a
+validation of the same files left in memory. Without either a prediction has no interval and
+says how to get one. The roofline
 group fits are stored too (:func:`dlperf.perfmodel.fitcache.fits_file`, same key), so a new
 process reads them back instead of fitting each group again.
 """
@@ -31,7 +33,7 @@ process reads them back instead of fitting each group again.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,12 +41,12 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import comm, lsq, memory, special
 from dlperf.perfmodel import dataparallel as dp
 from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputpipe as ip
-from dlperf.perfmodel import intervals as iv
+from dlperf.perfmodel import intervalchoice as ic
+from dlperf.perfmodel import lsq, memory, special
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import request as rq
@@ -52,26 +54,15 @@ from dlperf.perfmodel import roofline as rl
 from dlperf.perfmodel.calibrate import Calibration, Config, Shared, instrumented_only
 from dlperf.perfmodel.comm import network_for, whole
 from dlperf.perfmodel.memo import once
-from dlperf.perfmodel.records import Point, Records, load, point_id
-from dlperf.perfmodel.whatifs import (
-    FRAMEWORK_WHATIFS,
-    JUDGED_CHANGES,
-    JUDGED_STEPS,
-    steps_of,
-    whatif_category,
-    whatif_changes,
-)
+from dlperf.perfmodel.records import Records, load, point_id
+from dlperf.perfmodel.request import Request
+from dlperf.perfmodel.whatifs import whatif_category, whatif_changes
 
 #: The back-test category of an N-device prediction: every stored N-device point predicted
 #: through :func:`predict` itself (:mod:`dlperf.validation`).
 NPROC_CATEGORY = "N-GPU via predict --nproc"
 
 _RECORDS: dict[tuple, Records] = {}
-#: This process's residual tables: (model key, data digest) -> ``(category -> ``(residual,
-#: bound, point)``, "")``, read from the table beside the data or installed by a validation
-#: (:func:`install_residuals`); ``(None, why)`` where the files have none (why: for the
-#: prediction's note).
-_TABLES: dict[tuple[str, str], tuple[dict[str, list[iv.KeyedResidual]] | None, str]] = {}
 
 
 @dataclass
@@ -117,7 +108,7 @@ class Prediction:
             or ``borrowed from N-GPU via predict --nproc at 95%: ...`` where the prediction's
             own path has no back-test rows (N devices never stored, a host-speed or framework
             what-if), ``borrowed from the h200 residual table (...) at 95%: ...`` where these
-            files have no residual table of their own (:func:`_borrowed_interval`); None
+            files have no residual table of their own (:mod:`~dlperf.perfmodel.intervalchoice`); None
             without an interval.
         gpu: the device the prediction is for, by name (``NVIDIA H200``; a CPU's model),
             from the stored points it was calibrated on.
@@ -186,57 +177,6 @@ def gpu_records(recs: Records, gpu: str | None) -> Records:
     return once(_GPU_RECORDS, (id(recs), gpu), lambda: rq.for_gpu(recs, gpu))
 
 
-def _interval(recs: Records, category: str, level: float, bound: str | None,
-              withheld: Iterable = ()) -> iv.Interval | None:
-    """The Mondrian conformal interval of a prediction of ``bound`` made as ``category``,
-    without the residuals of the ``withheld`` points (the stored measurements of the point
-    predicted: :func:`intervals.without_points`)."""
-    ids = {point_id(p) for p in withheld}
-    return iv.mondrian([x for c in iv.calibration_categories(category)
-                        for x in bounded_residuals(recs, c, ids)], bound, level, category)
-
-
-def table_key(recs: Records) -> tuple[str, str]:
-    """The residual table's key of ``recs``: the model's source and the files' content."""
-    return fc.model_key(), fc.data_digest(recs.sources)
-
-
-def install_residuals(recs: Records, table: dict[str, list[iv.KeyedResidual]]) -> None:
-    """Make ``table`` (category -> ``(residual, bound, point)``: a full validation's,
-    :func:`dlperf.validation.residual_table`) this process's residual table of ``recs`` under
-    the current model (:func:`table_key`): later predictions on the same files take their
-    intervals from it, and the reason recorded for a missing table (:data:`_TABLES`) is
-    dropped. Writes nothing to disk (:func:`fitcache.write_table` does)."""
-    _TABLES[table_key(recs)] = table, ""
-
-
-def residuals(recs: Records, category: str) -> list[float]:
-    """Held-out ``log(measured / predicted)`` of one back-test category on ``recs``
-    (:func:`bounded_residuals` without the bounds)."""
-    return [r for r, _ in bounded_residuals(recs, category)]
-
-
-def bounded_residuals(recs: Records, category: str,
-                      exclude: Collection[str] = ()) -> list[iv.Residual]:
-    """Held-out ``(log(measured / predicted), bound)`` of one back-test category on ``recs``,
-    from the residual table (:func:`_keyed_residuals`); ``exclude``: the measured points
-    (``source:result_id``) whose residuals are left out (:func:`intervals.without_points`)."""
-    return iv.without_points(_keyed_residuals(recs, category), exclude)
-
-
-def _keyed_residuals(recs: Records, category: str) -> list[iv.KeyedResidual]:
-    """The category's residuals from this process's table of ``recs`` (:func:`_table`); empty
-    when there is none of the current key. Never runs a back-test."""
-    return (_table(recs)[0] or {}).get(category, [])
-
-
-def _table(recs: Records) -> tuple[dict[str, list[iv.KeyedResidual]] | None, str]:
-    """This process's residual table of ``recs`` under the current model and ``""``, read
-    once from the one beside the data (:func:`fitcache.read_table`) unless a validation
-    installed one; None and why there is none."""
-    return once(_TABLES, table_key(recs), lambda: fc.read_table(recs.sources))
-
-
 def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
             framework: str | None = None, mode: str | None = None, precision: str | None = None,
             device: str | None = None, batch_size: int = 0, nproc: int = 1, nnodes: int = 1,
@@ -290,53 +230,6 @@ def predict(db: str | os.PathLike | Iterable[str | os.PathLike], model: str,
     pred = _prediction(d, recs, cal, req, t1, level)
     _store_fits(recs)
     return pred
-
-
-@dataclass(frozen=True)
-class Request:
-    """A prediction's arguments, checked and resolved against the stored results
-    (:func:`_request`): the stored configuration it starts from (``base``), the one predicted
-    (``target``, another for a what-if), the global and per-device batch, the devices, the
-    network, another host's speed probe (ns) and the stored measurements of the point itself,
-    withheld from every fit (``withheld``: one device, the configuration at this batch; N
-    devices, its N-device measurements)."""
-
-    base: Config
-    target: Config
-    global_batch: int
-    batch: int
-    world: int
-    nnodes: int
-    network: comm.Network | None
-    host_ns: float | None
-    batch_what_if: bool
-    withheld: tuple[Point, ...]
-    note: str | None
-    target_note: str | None = None  # a mode the what-if implied (rq.implied_mode)
-    changes: tuple[str, ...] = ()  # what the what-if changes (whatif_changes)
-    gpu: str | None = None  # the GPU model selected among several loaded (rq.gpu_of)
-    target_stored: bool = False  # a what-if's target stored at another batch (stored_target)
-
-    @property
-    def from_base(self) -> bool:
-        """A what-if predicted from its base's series (:func:`model.what_if`): the target
-        differs from the base and is not stored at another batch on one device
-        (:func:`stored_target`); every stored point of the target is withheld."""
-        return self.target != self.base and not self.target_stored
-
-    @property
-    def withheld_files(self) -> list[str]:
-        """The results files of the stored one-device measurements of the point, in load
-        order (none on N devices, whose withheld points are N-device ones)."""
-        return [p.source for p in self.withheld] if self.world == 1 else []
-
-    @property
-    def sources(self) -> list[str | None]:
-        """Where a what-if's base series is looked for: the results file of the last loaded
-        stored measurement of the target (its host session: the what-if back-test pairs two
-        configurations within one file), then the best-measured one
-        (:meth:`Calibration.fit`)."""
-        return [*self.withheld_files[-1:], None]
 
 
 def _request(db: Any, model: str, framework: str | None, mode: str | None,
@@ -454,7 +347,7 @@ def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
         elif cal.series(target):
             one = _first(lambda x: pm.from_series(cal, target, b, x),
                          [_series_file(cal, req), None])
-            path = series_category(one.fit.batch_sizes if one.fit else (), b)
+            path = ic.series_category(one.fit.batch_sizes if one.fit else (), b)
             one.provenance |= _stored_target_words(req)
         else:
             one, path = pm.analytic(cal, target, b), "leave-one-model-out"
@@ -580,9 +473,9 @@ def _no_ddp_pairs(recs: Records, req: Request) -> str:
     predicts a near-perfect scaling no stored run supports (resnet50 torch eager bf16 b=192 on
     2 H200s: 24.4 ms with it 0 against 28.9 ms fitted and 30.7-31.1 ms stored). Names the
     results files of the residual tables that hold data-parallel back-test rows and are not
-    loaded (:func:`_borrowable`), where there are such."""
+    loaded (:func:`intervalchoice.borrowable`), where there are such."""
     mine = {os.path.realpath(s) for s in recs.sources}
-    extra = sorted({fc.relative_if_under_cwd(os.path.dirname(f)) for e in _borrowable(recs)
+    extra = sorted({fc.relative_if_under_cwd(os.path.dirname(f)) for e in ic.borrowable(recs)
                     if e[2].get(NPROC_CATEGORY) for f in e[1] - mine})
     own = any(p.world_size > 1 for p in req.withheld)
     return (f"{req.target.label()} on {req.world} devices: no stored data-parallel run of "
@@ -620,61 +513,9 @@ def _input(d: Draft, req: Request) -> None:
     d.one.calibrated_on = [*d.one.calibrated_on, *est.calibrated_on]
 
 
-#: The back-test category (path) of a prediction from a series, by ``(batch sizes in the
-#: series: 1, 2, or 3 for more; the batch above (1), below (-1) or within (0) them; at least
-#: twice the largest (1), at most half the smallest (-1), or neither (0))``; any other key:
-#: ``held-out batch`` (:func:`series_category`).
-SERIES_PATHS = {
-    (1, 1, 0): "one-point series up", (1, 1, 1): "one-point series up",
-    (1, -1, 0): "one-point series down", (1, -1, -1): "one-point series down",
-    (2, 1, 0): "two-point series up", (2, 1, 1): "two-point series up",
-    (2, -1, 0): "two-point series down", (2, -1, -1): "two-point series down",
-    (3, 1, 1): "extrapolate 2x", (3, -1, -1): "extrapolate down 2x",
-}
-
-
-def series_category(batches: Iterable[int], batch: int) -> str:
-    """The back-test category whose residuals judge a prediction at per-device ``batch`` from a
-    series fitted on ``batches`` (:data:`SERIES_PATHS`): a series of one or two batch sizes
-    has its own categories, up or down; a longer one is ``extrapolate 2x`` (``extrapolate
-    down 2x``) at twice its largest batch or more (half its smallest or less), else
-    ``held-out batch``."""
-    bs = sorted(set(batches)) or [batch]
-    side = (batch > bs[-1]) - (batch < bs[0])
-    far = (batch >= 2 * bs[-1]) - (2 * batch <= bs[0])
-    return SERIES_PATHS.get((min(len(bs), 3), side, far), "held-out batch")
-
-
 #: The most GPUs one node holds (``--nproc``): 8 on a DGX/HGX H100 or H200, 16 on the
 #: largest boards sold (HGX-2); more devices are more nodes (``--nnodes``, ``--network``).
 MAX_GPUS_PER_NODE = 16
-
-
-#: The largest ratio of a predicted batch to the nearest batch of the series fitted that each
-#: series category's back-test holds (:func:`backtest.batch_rows`, :func:`backtest.
-#: few_point_rows`), on the development rows of benchmarks/results/h200 + h200x2 (test rows:
-#: the same): ``extrapolate 2x`` predicts a series' largest batch from those at most half of it,
-#: up to 4x the largest kept; the one- and two-point categories predict a neighbouring stored
-#: batch, up to 16x. A prediction further out is not validated (:func:`beyond_validated`).
-VALIDATED_RATIO = {"extrapolate 2x": 4.0, "extrapolate down 2x": 4.0,
-                   "one-point series up": 16.0, "one-point series down": 16.0,
-                   "two-point series up": 16.0, "two-point series down": 16.0}
-
-
-def beyond_validated(one: pm.OneDevice, batch: int) -> tuple[str, float, float, int] | None:
-    """``(category, ratio, the category's validated ratio, the nearest fitted batch)`` where
-    ``batch`` (per device) is further from the fitted series' batch sizes than its category's
-    back-test went (:data:`VALIDATED_RATIO`): ``ratio`` is the batch over the largest fitted
-    batch (above it) or the smallest over the batch (below it), the nearest that batch; None
-    otherwise, or without a series."""
-    if one.how != "series" or one.fit is None or not one.fit.batch_sizes:
-        return None
-    bs = one.fit.batch_sizes
-    cat = series_category(bs, batch)
-    ratio = max(batch / max(bs), min(bs) / batch)
-    limit = VALIDATED_RATIO.get(cat)
-    near = min(bs, key=lambda x: abs(batch / x - x / batch))
-    return (cat, ratio, limit, near) if limit is not None and ratio > limit else None
 
 
 def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
@@ -787,191 +628,6 @@ def _ddp_overhead(recs: Records, withheld: list) -> tuple[dp.DDPOverhead, bool]:
     return ddp, bool(ddp.pairs)
 
 
-def _unjudged_steps(d: Draft, req: Request) -> list[tuple[str, str, str]]:
-    """The precision and mode changes of ``req``'s what-if (:func:`whatif_changes`) that the
-    back-test rows of its path ``d.path`` never make (:data:`JUDGED_STEPS`), sorted."""
-    return sorted(steps_of(req.base, req.target, req.changes)
-                  - JUDGED_STEPS.get(d.path, frozenset()))
-
-
-def _judged_words(path: str) -> str:
-    """How many changes at once the back-test rows of ``path`` make, in words."""
-    return ("one change alone", "two changes at once")[JUDGED_CHANGES.get(path, 1) - 1]
-
-
-def _not_tested(d: Draft, change: str) -> str:
-    return (f"the '{d.path}' back-test: {change} is not back-tested on stored pairs, so its own "
-            "error is not known here")
-
-
-#: The predictions whose own path no back-test judges, in the order they are checked, each
-#: ``(found, why)``: ``found(draft, request, the device counts of the stored N-device points)``
-#: gives what keeps the prediction off its path's back-test (falsy where nothing does), and
-#: ``why(draft, request, counts, what found gave)`` says it (:func:`_not_backtested`):
-#: N devices of a count no stored point has (the stored counts' residuals stand in), a batch
-#: further from the series than its category's back-test went (:func:`beyond_validated`), a
-#: what-if of several changes at once (:func:`whatif_changes`: the category
-#: :func:`whatif_category` gives it, which judges one of them, stands in), a host-speed
-#: what-if, a framework what-if not in :data:`FRAMEWORK_WHATIFS` (its path's residuals stand
-#: in), a what-if changing precision or mode in a direction its path's rows never take
-#: (:func:`_unjudged_steps`). Their interval is borrowed at a wider level (:func:`_interval_of`).
-NOT_BACKTESTED: tuple[tuple[Callable[[Draft, Request, set[int]], Any],
-                            Callable[[Draft, Request, set[int], Any], str]], ...] = (
-    (lambda d, req, stored: req.world > 1 and req.world not in stored,
-     lambda d, req, stored, _: f"the {sorted(stored)}-device back-test: no stored measurement "
-                               f"of {req.world} devices"),
-    (lambda d, req, stored: (beyond_validated(d.one, req.batch) or ("",))[0] == d.path,
-     lambda d, req, stored, _: "the '{0}' back-test, which went up to {2:g}x the nearest "
-                               "fitted batch: {1:.3g}x is not validated".format(
-                                   *(beyond_validated(d.one, req.batch) or ("", 0.0, 0.0)))),
-    (lambda d, req, stored: len(req.changes) > JUDGED_CHANGES.get(d.path, 1),
-     lambda d, req, stored, _: _not_tested(
-         d, f"a what-if of several changes ({rq._and(list(req.changes))}: the category judges "
-            f"{_judged_words(d.path)})")),
-    (lambda d, req, stored: req.host_ns is not None,
-     lambda d, req, stored, _: _not_tested(d, "a host-speed change")),
-    (lambda d, req, stored: (req.from_base and req.target.framework != req.base.framework
-                             and whatif_category(req.base, req.target.with_(
-                                 precision=req.base.precision)) not in FRAMEWORK_WHATIFS.values()),
-     lambda d, req, stored, _: _not_tested(d, "a change of framework")),
-    (lambda d, req, stored: _unjudged_steps(d, req),
-     lambda d, req, stored, steps: _not_tested(d, "a change of " + rq._and(
-         [f"{k} {a} -> {b}" for k, a, b in steps]))),
-)
-
-
-def _not_backtested(d: Draft, req: Request, stored: set[int]) -> str | None:
-    """Why the drafted prediction's own path does not judge it: the first of
-    :data:`NOT_BACKTESTED` that finds something, each looked for once; None where none does.
-    ``stored``: the device counts of the stored one-node N-device points."""
-    return next((why(d, req, stored, got) for found, why in NOT_BACKTESTED
-                 if (got := found(d, req, stored))), None)
-
-
-def _interval_of(d: Draft, recs: Records, req: Request, level: float, gpu: str | None = None
-                 ) -> tuple[tuple[float, float], str | None, str | None]:
-    """``(interval (s), where it came from, why there is none)`` of the drafted step: the
-    Mondrian conformal interval of its path's residuals in the files' own residual table
-    (:func:`_interval`). Borrowed at the wider level ``1 - (1 - level) / 2`` (95% for 90%),
-    and said so: the residuals of a path that is not the prediction's own (N devices of a
-    count no stored point has: the stored counts'; a host-speed what-if, or a framework
-    what-if not in :data:`FRAMEWORK_WHATIFS`, never back-tested: its path's), and those of
-    the same path in a committed residual table of other files where the files' own table has
-    none (:func:`_borrowed_interval`), widened where that table's devices are not the
-    prediction's ``gpu`` (:func:`intervals.cross_gpu`). A borrowed interval holds the same
-    residuals' interval at ``level`` on each side (:func:`intervals.conformal_bounds` is
-    monotone in the level). Several nodes are not validated: no interval."""
-    if req.nnodes > 1:
-        note = (f"multi-node: not validated (no stored measurement of {req.nnodes} nodes to "
-                "judge this kind of prediction against)")
-        d.assumptions.append("no interval: " + note)
-        return (float("nan"), float("nan")), None, note
-    stored_n = {p.world_size for p in recs.points if p.world_size > 1 and p.nnodes == 1}
-    why = _not_backtested(d, req, stored_n)
-    wider = 1 - (1 - level) / 2
-    at = wider if why else level
-    ivl = _interval(recs, d.path, at, d.one.bound, req.withheld)
-    if ivl is None:  # no residual of the path in these files' table: another table's
-        return _other_tables_interval(d, recs, req, level, wider, gpu)
-    group = (f"{ivl.describe()}; these files' residual table "
-             f"({fc.relative_if_under_cwd(fc.table_file(recs.sources))})")
-    d.explain["interval"] = _interval_words(ivl, at, d.step_s)
-    if why:
-        group = f"borrowed from {d.path} at {wider:.0%}: {group}"
-        _say_widened(d, at, level, why)
-    t = d.step_s
-    return (t * ivl.low_ratio, t * ivl.high_ratio), group, None
-
-
-def _other_tables_interval(d: Draft, recs: Records, req: Request, level: float, wider: float,
-                           gpu: str | None) -> tuple[tuple[float, float], str | None, str | None]:
-    """:func:`_interval_of` from the same path in another residual table
-    (:func:`_borrowed_interval`) at the ``wider`` level, widened where its devices are not the
-    prediction's ``gpu``; no interval (and why) without one."""
-    got = _borrowed_interval(recs, d.path, wider, d.one.bound, req.withheld)
-    own, no_interval, note = _no_own_residual(d, recs)
-    if got is None:
-        d.assumptions.append(no_interval)
-        return (float("nan"), float("nan")), None, note
-    ivl, table, gpus = got
-    d.explain["interval"] = _interval_words(ivl, wider, d.step_s)
-    ivl, gpu_words = iv.cross_gpu(ivl, gpu, gpus, d.one.cfg.device)
-    d.explain["interval"]["widened"] = [ivl.low_ratio, ivl.high_ratio, gpu_words]
-    d.assumptions.append(f"borrowed interval: {gpu_words}")
-    _say_widened(d, wider, level, f"the same path in {table}: {own}")
-    t = d.step_s
-    return ((t * ivl.low_ratio, t * ivl.high_ratio),
-            f"borrowed from {table} at {wider:.0%}: {ivl.describe()}; {gpu_words}", None)
-
-
-def _interval_words(ivl: iv.Interval, level: float, step_s: float) -> dict[str, Any]:
-    """The interval's numbers for :attr:`Prediction.explanation`: its residual group, rows,
-    method, level, the ranks taken (:func:`intervals.ranks_of`), the ratios and the step they
-    multiply (s)."""
-    return {"group": ivl.group, "rows": ivl.n, "method": ivl.method, "level": level,
-            "ranks": iv.ranks_of(ivl.n, level, ivl.method), "low_ratio": ivl.low_ratio,
-            "high_ratio": ivl.high_ratio, "step_s": step_s}
-
-
-def _say_widened(d: Draft, at: float, level: float, why: str) -> None:
-    d.assumptions.append(f"interval borrowed at a wider level ({at:.0%} for {level:.0%}) "
-                         f"from {why}")
-
-
-def _borrowed_interval(recs: Records, category: str, level: float, bound: str | None,
-                       withheld: Iterable = ()
-                       ) -> tuple[iv.Interval, str, frozenset[str]] | None:
-    """The interval of ``category``'s residuals (with those it is pooled with,
-    :func:`intervals.calibration_categories`) in the best other residual table of the
-    current model (:func:`fitcache.borrowable`: the tables beside the files and the ones
-    committed with the repository's results), that table in words and the devices of its
-    fits; None without one.
-    The best: the entry with residuals of the category that shares the most results files
-    with ``recs``, then the one with the fewest others (the closest data: a file of the H200
-    folder borrows the folder's table). The points predicted keep out of it
-    (:func:`intervals.without_points`). Reads tables only: never runs a back-test."""
-    ids = {point_id(p) for p in withheld}
-    mine = {os.path.realpath(s) for s in recs.sources}
-    best = max((e for e in _borrowable(recs) if e[2].get(category)), default=None,
-               key=lambda e: (len(mine & e[1]), -len(e[1] - mine)))  # ties: the first
-    if best is None:
-        return None
-    name, _, cats, gpus = best
-    rows = [x for c in iv.calibration_categories(category) for x in cats.get(c, [])]
-    ivl = iv.mondrian(iv.without_points(rows, ids), bound, level, category)
-    return None if ivl is None else (ivl, name, gpus)
-
-
-_BORROWABLE: dict[tuple, list[tuple[str, frozenset[str], dict[str, list[iv.KeyedResidual]],
-                                    frozenset[str]]]] = {}
-
-
-def _borrowable(recs: Records) -> list[tuple[str, frozenset[str],
-                                              dict[str, list[iv.KeyedResidual]],
-                                              frozenset[str]]]:
-    """:func:`fitcache.borrowable` for ``recs``' files, read once per process."""
-    return once(_BORROWABLE, (fc.model_key(), tuple(recs.sources)),
-                lambda: fc.borrowable(recs.sources))
-
-
-def _no_own_residual(d: Draft, recs: Records) -> tuple[str, str, str]:
-    """Why the residual table of ``recs`` gives the drafted path no residual (no table of the
-    current key, or no residual of the path in it), as each place says it: ``(where a
-    borrowed interval came from, the assumption of a prediction with no interval, its
-    interval note)``."""
-    why = _table(recs)[1]
-    if why:
-        return (f"no residual table for these files ({why})",
-                f"no residual table for these files: no interval ({why})",
-                f"not validated on these results files ({why}); run dlperf predict --validate "
-                "with the same --db to back-test the model and store the table")
-    return (f"these files' back-test has no residual of kind '{d.path}'",
-            f"no back-test residual of kind '{d.path}' in these files: no interval",
-            f"the back-test found no stored point it could predict as a '{d.path}' while "
-            "withholding it in these results files, so this kind of prediction's error is not "
-            "known here")
-
-
 def _measured(d: Draft, req: Request
               ) -> tuple[dict[str, float], str | None, float | None]:
     """The stored measurements of the point predicted (``{file:id: s}``; none for a
@@ -1037,7 +693,7 @@ def _prediction(d: Draft, recs: Records, cal: Calibration, req: Request, t1: flo
     rl_words = _roofline_terms(cal, req.base, one.fit)  # a what-if's base, else one.cfg
     if rl_words:
         d.explain["roofline"] = rl_words
-    interval, group, note = _interval_of(d, recs, req, level, gpu)
+    interval, group, note = ic.interval_of(d, recs, req, level, gpu)
     warnings = _warnings(recs, req, one)
     flat = _flat_series(one)
     if flat:
@@ -1151,7 +807,7 @@ def _warnings(recs: Records, req: Request, one: pm.OneDevice) -> list[str]:
         series = "target" if not same or req.batch_what_if else "base and target"
         fitted = req.target
     sided = [(series, w) for w in rq.extrapolation(recs, fitted, req.batch)]
-    far = beyond_validated(one, req.batch)  # None on N devices: not a series ("+ data parallel")
+    far = ic.beyond_validated(one, req.batch)  # None on N devices: not a series ("+ data parallel")
     if far:
         sided.append((series, f"batch {req.batch} per device is {far[1]:.3g}x from the nearest "
                               f"fitted batch, {far[3]} (the series of one results file the "

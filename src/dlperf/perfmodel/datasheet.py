@@ -4,7 +4,7 @@ A view of :data:`dlperf.perfmodel.hardware.DATASHEETS`, the one table of datashe
 (each cited there, with its form factor and datasheet page). Dense numbers (no 2:4 structured
 sparsity): NVIDIA's datasheets give the Hopper and Ada Tensor Core rates "with sparsity",
 twice the dense rate, so the dense rate is half the printed number. MFU is computed against
-the *measured* ceilings (:mod:`dlperf.perfmodel.ceilings`); the datasheet gives a second,
+the *measured* ceilings (:mod:`dlperf.measure.ceilings`); the datasheet gives a second,
 fixed reference (``mfu_datasheet``).
 """
 

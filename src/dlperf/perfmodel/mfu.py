@@ -5,7 +5,7 @@ achieved rate counts the FLOPs the model needs (the analytic training FLOPs of t
 + backward = ``3 x`` the forward FLOPs, Kaplan et al. 2020; zoo/spec.py) per sample, times
 samples/s.
 Recomputation and framework overheads do not count. Here the peak is the matmul ceiling
-*measured in the same run* at the run's precision (:mod:`dlperf.perfmodel.ceilings`);
+*measured in the same run* at the run's precision (:mod:`dlperf.measure.ceilings`);
 ``mfu_datasheet`` divides by the datasheet's dense peak instead, where known.
 
 The framework's own FLOP count (PyTorch ``FlopCounterMode``, XLA's cost analysis, TensorFlow's
@@ -43,7 +43,7 @@ def mfu_summary(*, train_flops_per_sample: float | None, samples_per_s: float | 
         samples_per_s: measured throughput.
         precision: ``fp32``, ``tf32`` or ``bf16`` (chooses the ceiling).
         batch_size: samples per iteration (to turn per-step counts into per-sample ones).
-        ceilings: :func:`dlperf.perfmodel.ceilings.measure_ceilings`'s result, or None.
+        ceilings: :func:`dlperf.measure.ceilings.measure_ceilings`'s result, or None.
         datasheet: :func:`dlperf.perfmodel.datasheet.datasheet_peaks`'s result, or None.
         framework_flops_per_step: the framework's FLOP count of one iteration, if any.
         bytes_per_step: the framework's estimate of bytes moved in one iteration, if any.

@@ -12,7 +12,9 @@ its arguments into the stored configuration it predicts from:
   one with the flags that select it;
 * :func:`apply_what_if`: a ``what_if`` mapping parsed and range-checked, and
   :func:`check_target` on the configuration it gives;
-* :func:`extrapolation`: the warning for a batch far outside the measured series.
+* :func:`extrapolation`: the warning for a batch far outside the measured series;
+* :class:`Request`: what the checked arguments resolve to, which the prediction is composed
+  from.
 
 All raise :class:`~dlperf.errors.ConfigError` with what is wrong and how to fix it.
 """
@@ -22,12 +24,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dlperf.errors import ConfigError, unknown_choice
-from dlperf.perfmodel import memory
+from dlperf.perfmodel import comm, memory
 from dlperf.perfmodel.calibrate import Config
-from dlperf.perfmodel.records import Records
+from dlperf.perfmodel.records import Point, Records
 from dlperf.registry import COMPILE_MODES, FRAMEWORKS, framework_info
 
 #: The fields beyond framework/mode/precision/device that tell stored one-device series of a
@@ -641,3 +644,51 @@ def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
                 else f"measured batches {lo}..{hi} of {cfg.label()} ({len(bs)} sizes)")
     return [f"batch {batch} per device is {where}: the prediction extrapolates from the "
             f"{measured}{mem}"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A prediction's arguments, checked and resolved against the stored results
+    (:func:`dlperf.perfmodel.api._request`): the stored configuration it starts from (``base``), the one predicted
+    (``target``, another for a what-if), the global and per-device batch, the devices, the
+    network, another host's speed probe (ns) and the stored measurements of the point itself,
+    withheld from every fit (``withheld``: one device, the configuration at this batch; N
+    devices, its N-device measurements)."""
+
+    base: Config
+    target: Config
+    global_batch: int
+    batch: int
+    world: int
+    nnodes: int
+    network: comm.Network | None
+    host_ns: float | None
+    batch_what_if: bool
+    withheld: tuple[Point, ...]
+    note: str | None
+    target_note: str | None = None  # a mode the what-if implied (implied_mode)
+    changes: tuple[str, ...] = ()  # what the what-if changes (whatifs.whatif_changes)
+    gpu: str | None = None  # the GPU model selected among several loaded (gpu_of)
+    target_stored: bool = False  # a what-if's target stored at another batch (api.stored_target)
+
+    @property
+    def from_base(self) -> bool:
+        """A what-if predicted from its base's series (:func:`dlperf.perfmodel.model.what_if`):
+        the target differs from the base and is not stored at another batch on one device
+        (:func:`dlperf.perfmodel.api.stored_target`); every stored point of the target is
+        withheld."""
+        return self.target != self.base and not self.target_stored
+
+    @property
+    def withheld_files(self) -> list[str]:
+        """The results files of the stored one-device measurements of the point, in load
+        order (none on N devices, whose withheld points are N-device ones)."""
+        return [p.source for p in self.withheld] if self.world == 1 else []
+
+    @property
+    def sources(self) -> list[str | None]:
+        """Where a what-if's base series is looked for: the results file of the last loaded
+        stored measurement of the target (its host session: the what-if back-test pairs two
+        configurations within one file), then the best-measured one
+        (:meth:`Calibration.fit`)."""
+        return [*self.withheld_files[-1:], None]

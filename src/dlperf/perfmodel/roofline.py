@@ -22,7 +22,7 @@ step's kernel count is known::
     D(B) = F(B) / (e_F * P) + Y(B) / (e_Y * W) + K * t_k
 
 with ``P`` the GEMM ceiling at the run's precision and ``W`` the STREAM bandwidth, both
-*measured* by dlperf's own microbenchmarks in the workers (:mod:`dlperf.perfmodel.ceilings`;
+*measured* by dlperf's own microbenchmarks in the workers (:mod:`dlperf.measure.ceilings`;
 the median over every stored result of the same framework and device), and ``e_F``, ``e_Y``
 two efficiencies fitted per (framework, mode, precision, device) group. ``K`` is the number of
 device kernels one step runs (a traced run's ``trace.kernels_per_iter``, the kernels of its

@@ -5,7 +5,7 @@ configurations each what-if category of the back-test is made of (:data:`WHATIFS
 changes it counts (:func:`whatif_changes`; in words, :func:`changes_words`) and the changes
 each category's rows make (:data:`JUDGED_CHANGES`, :data:`JUDGED_STEPS`): a what-if that
 makes more, or another direction, borrows its interval
-(:data:`dlperf.perfmodel.api.NOT_BACKTESTED`).
+(:data:`dlperf.perfmodel.intervalchoice.NOT_BACKTESTED`).
 
 Pure over :class:`~dlperf.perfmodel.calibrate.Config`: reads no results file.
 """
@@ -57,7 +57,7 @@ def whatif_category(base: Config, target: Config) -> str:
     ``what-if torch->jax``, jax xla -> torch eager by ``what-if jax->torch``, ...); any other change of mode by ``what-if eager->graph``, any
     other by ``what-if fp32->bf16``; a change of framework or mode and of precision by
     :data:`TWO_CHANGES`. A framework what-if not listed is not back-tested and borrows the
-    category this gives it (:func:`dlperf.perfmodel.api._interval_of` widens it)."""
+    category this gives it (:func:`dlperf.perfmodel.intervalchoice.interval_of` widens it)."""
     if len(whatif_changes(base, target)) > 1:
         return TWO_CHANGES
     for (src, dst), category in FRAMEWORK_WHATIFS.items():
@@ -74,7 +74,7 @@ def whatif_changes(base: Config, target: Config, batch_changed: bool = False,
     category judges alone: ``framework`` (with the mode it implies), else ``mode``;
     ``precision``; ``batch``; ``host speed``. Empty for no what-if. A framework or mode change
     with a precision change is judged by :data:`TWO_CHANGES`; any other two, or more, by no
-    category (:data:`dlperf.perfmodel.api.NOT_BACKTESTED`, :data:`JUDGED_CHANGES`)."""
+    category (:data:`dlperf.perfmodel.intervalchoice.NOT_BACKTESTED`, :data:`JUDGED_CHANGES`)."""
     framework = target.framework != base.framework
     changed = {"framework": framework, "mode": not framework and target.mode != base.mode,
                "precision": target.precision != base.precision, "batch": batch_changed,
@@ -98,8 +98,8 @@ def changes_words(base: Config, target: Config) -> str:
 
 
 #: The changes a what-if category's back-test rows make at once (1 where not listed): a what-if
-#: of more than its path judges borrows its interval (:data:`dlperf.perfmodel.api.
-#: NOT_BACKTESTED`).
+#: of more than its path judges borrows its interval
+#: (:data:`dlperf.perfmodel.intervalchoice.NOT_BACKTESTED`).
 JUDGED_CHANGES = {TWO_CHANGES: 2}
 
 
@@ -126,5 +126,5 @@ def _judged_steps() -> dict[str, frozenset[tuple[str, str, str]]]:
 #: (none for a framework what-if: its mode change is the framework's). :func:`whatif_category`
 #: gives every other one (bf16 -> fp32, fp32 -> tf32, graph -> eager) the category of its
 #: field, whose rows never made it, so its interval is borrowed
-#: (:data:`dlperf.perfmodel.api.NOT_BACKTESTED`).
+#: (:data:`dlperf.perfmodel.intervalchoice.NOT_BACKTESTED`).
 JUDGED_STEPS = _judged_steps()

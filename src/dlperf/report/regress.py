@@ -37,14 +37,24 @@ significantly slower and its ratio exceeds ``1 + threshold`` (the rule of ``asv 
 --factor``: a ratio beyond the factor and a statistically significant difference; asv's
 ``is_different`` asks for a Mann-Whitney test or non-overlapping intervals of the samples).
 A point that measured in BASE and failed in NEW (out of memory, a crash, ...) is a regression
-too; one that failed in BASE, or on both sides, is not judged (NEW has nothing to be judged
-against), like a point with too few runs fit to judge, and, with a threshold, so is one
+too, and so, with a threshold, is a point some of whose NEW runs failed (a status other than
+``ok``: 1 out of memory in 5 rounds) where none of BASE's did, even when the runs that
+measured are not slower: a new failure is what a gate is there to catch. Where BASE's runs
+failed too, the failed shares decide (:func:`failure_test`: Fisher's exact test, one-sided,
+at the gate's level): NEW failing more often is a regression, else the step time is judged
+on the runs that measured, with a note of both counts. A point that failed in BASE, or on
+both sides, is not judged (NEW has nothing to be judged against), nor is a new point (only
+in NEW) whose every run failed (nothing shows it passes), like a point with too few runs fit
+to judge, and, with a threshold, so is one
 whose BASE and NEW runs name other GPU or CPU models (:func:`hardware_differences`: the
 ratio would measure the hardware; without one, comparing two GPUs is a question the report
 answers, with a note). Other differences of the environment (the framework's version,
 another machine of the same models) are judged, with a note naming them: a dependency's
 upgrade is a change a gate is there to judge. A run stored ``ok`` without a positive step
-time (0, or a damaged value) counts as a run that failed (:func:`ok_runs`). A judged point is
+time (0, or a damaged value) is left out with a note, and a side without a run that has one
+counts as failed (:func:`ok_runs`); it is not a failed run of the failure rule above. A run
+read twice into one side (the same row, or an identical stored row: :func:`run_identity`)
+counts once, with a note: twice, it would narrow the interval. A judged point is
 *inconclusive* when its ratio exceeds ``1 + threshold`` but its interval includes 1
 (:func:`gate_verdict`): the data lean towards a regression larger than the
 threshold and show neither it nor its absence ("absence of evidence is not evidence of
@@ -426,7 +436,11 @@ class PointComparison:
     """One point compared: its runs on each side and, where both measured, the ratio NEW/BASE
     of the step time with its interval (``ci_from``: ``"runs"`` or ``"iterations"``), the
     verdict and the op-class attribution. ``outcome``: ``compared``, ``only in BASE``, ``only
-    in NEW``, ``failed in NEW``, ``failed in BASE`` or ``failed in both``. In a gate comparison
+    in NEW``, ``failed in NEW``, ``failed in BASE`` or ``failed in both``. ``failed_runs``: on
+    a point measured on both sides some of whose NEW runs failed, in a gate comparison, the
+    failure rule's counts and answer (``{"base": [failed, runs], "new": [failed, runs], "p":
+    Fisher's one-sided p or None where BASE failed in none, "regression", "text"}``). In a
+    gate comparison
     (:func:`compare_records`) ``judged`` says whether a compared point was judged (None
     outside one), ``not_judged`` why not, ``advice`` what would make it judgeable
     (:func:`judge_advice`; for an inconclusive point :func:`inconclusive_advice`), and
@@ -464,8 +478,9 @@ class PointComparison:
 
     @property
     def verdict(self) -> str:
-        """``slower``, ``faster``, ``no significant change``, ``not judged``, or the outcome
-        when not compared."""
+        """``failed in some NEW runs`` (a regression by the failure rule: ``failed_runs``),
+        ``slower``, ``faster``, ``no significant change``, ``not judged``, ``inconclusive``, or
+        the outcome when not compared."""
         if self.outcome != "compared":
             return self.outcome
         if self.failed_runs is not None and self.failed_runs["regression"]:
@@ -800,7 +815,8 @@ class Comparison:
 
     @property
     def regressions(self) -> list[PointComparison]:
-        """Points significantly slower than the threshold allows, or failing only in NEW."""
+        """Points significantly slower than the threshold allows, or failing only in NEW:
+        in every NEW run, or in some where BASE's runs did not fail or failed less often."""
         return [p for p in self.points if p.regression]
 
     @property
@@ -852,11 +868,13 @@ def damaged_text(damaged_rows: dict[str, int]) -> str:
 def gate_status(comp: Comparison) -> tuple[int, str | None]:
     """The exit status of ``dlperf compare`` and its one-line reason (None with status 0).
     Without a threshold: 0. With one, the first that applies: :data:`EXIT_REGRESSION` (a
-    point regressed or failed in NEW only), :data:`EXIT_MISSING` (a point of BASE is missing
+    point regressed, failed in NEW only, or failed in some NEW runs where BASE's did not or
+    less often: the reason names the failures), :data:`EXIT_MISSING` (a point of BASE is missing
     from NEW, or no point is in both), :data:`EXIT_INCONCLUSIVE` (a judged point is
     inconclusive: :func:`gate_verdict`), :data:`EXIT_NOT_JUDGED` (a results file had damaged
     rows, skipped: :attr:`Comparison.damaged_rows`; a point run on both sides was not judged,
-    with too few runs fit to judge or failed in BASE, or no point was: a point the gate could
+    with too few runs fit to judge or failed in BASE, a new point failed in every run, or no
+    point was judged: a point the gate could
     not judge is not shown to pass, as a point missing from NEW is not; the others may have
     passed); else 0."""
     if comp.threshold is None:
@@ -971,9 +989,23 @@ def _drop_duplicates(by: dict[str, list[RunRecord]], side: str) -> dict[str, lis
     interval as if it had been measured twice. Returns key -> the note saying how many."""
     notes: dict[str, list[str]] = {}
     for k, runs in by.items():
+        # the whole stored result only where the run key, time and status are alike
+        # (serialising every record costs ~2 ms each)
+        def cheap(r: RunRecord) -> tuple[Any, ...]:
+            i = r.identity
+            return (i.run_key, i.repeat, i.created_at, i.status)
+
+        alike: dict[tuple[Any, ...], int] = {}
+        for r in runs:
+            alike[cheap(r)] = alike.get(cheap(r), 0) + 1
+        if max(alike.values(), default=0) < 2:
+            continue
         seen: set[str] = set()
         keep = []
         for r in runs:
+            if alike[cheap(r)] < 2:
+                keep.append(r)
+                continue
             ident = run_identity(r)
             if ident not in seen:
                 seen.add(ident)

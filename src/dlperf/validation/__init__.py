@@ -22,7 +22,7 @@ from statistics import median
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.perfmodel import api, lsq, records
+from dlperf.perfmodel import api, intervalchoice, lsq, records
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import intervals as iv
 from dlperf.perfmodel import request as rq
@@ -87,7 +87,7 @@ def validate(db: str | os.PathLike | Iterable[str | os.PathLike],
             v.rows += predict_nproc_rows(recs)
     v.solution_keys = solutions
     if budget_s is None and cats is None:  # every row: the residuals predict() uses
-        api.install_residuals(recs, residual_table(v))
+        intervalchoice.install_residuals(recs, residual_table(v))
     return v
 
 

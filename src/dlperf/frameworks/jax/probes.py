@@ -1,6 +1,6 @@
 """What a JAX run reports about itself besides its time: the FLOP count and bytes of XLA's
 cost analysis, device memory, versions and the NVML target; and the JAX kernels of the ceiling
-microbenchmarks (:mod:`dlperf.perfmodel.ceilings`).
+microbenchmarks (:mod:`dlperf.measure.ceilings`).
 
 The framework's FLOP count (``count_flops``, without running anything): XLA's static cost
 analysis of the step's HLO *before* optimisation (``xla_hlo_flops_per_step``), beside the
@@ -189,7 +189,7 @@ def versions(jax: Any, dev: Any) -> dict[str, Any]:
 
 
 class JaxCeilings:
-    """:class:`~dlperf.perfmodel.ceilings.CeilingBackend` for JAX on device ``dev``."""
+    """:class:`~dlperf.measure.ceilings.CeilingBackend` for JAX on device ``dev``."""
 
     framework = "jax"
 

@@ -1,5 +1,5 @@
 """TensorFlow probes: the profiler's FLOP count of the traced train step, the kernels of the
-ceiling microbenchmarks (:mod:`dlperf.perfmodel.ceilings`), memory peaks and versions.
+ceiling microbenchmarks (:mod:`dlperf.measure.ceilings`), memory peaks and versions.
 
 FLOPs: ``tf.compat.v1.profiler.profile(graph, options=float_operation())`` over the graph of the
 step traced by ``tf.function`` (nothing runs): it adds the ``flops`` statistics TensorFlow
@@ -119,7 +119,7 @@ def versions(tf: Any, keras: Any, gpu: bool) -> dict[str, Any]:
 
 
 class TfCeilings:
-    """:class:`~dlperf.perfmodel.ceilings.CeilingBackend` for TensorFlow on ``dev``."""
+    """:class:`~dlperf.measure.ceilings.CeilingBackend` for TensorFlow on ``dev``."""
 
     framework = "tensorflow"
 

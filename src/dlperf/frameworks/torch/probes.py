@@ -1,6 +1,6 @@
 """PyTorch probes: the compile counters read around the measured segment (:class:`CompileWatch`),
 and after the measurement the FLOP and byte counts of one iteration and the kernels of the
-ceiling microbenchmarks (:mod:`dlperf.perfmodel.ceilings`).
+ceiling microbenchmarks (:mod:`dlperf.measure.ceilings`).
 
 * FLOPs: ``torch.utils.flop_counter.FlopCounterMode`` over one eager iteration (forward,
   backward, optimizer): it counts matrix multiplications, convolutions and attention (forward
@@ -155,7 +155,7 @@ def count_step(torch: Any, step: Callable[[], Any]) -> dict[str, Any]:
 
 
 class TorchCeilings:
-    """:class:`~dlperf.perfmodel.ceilings.CeilingBackend` for PyTorch on ``dev``."""
+    """:class:`~dlperf.measure.ceilings.CeilingBackend` for PyTorch on ``dev``."""
 
     framework = "torch"
 

@@ -77,8 +77,10 @@ def test_perfmodel_has_no_more_conditions_per_line_than_it_had():
     # duplicate branches, 7.75 with autocast's walk a table, 7.77 without check_names'
     # unreachable device refusal and check_target's always-true test, 7.81 with the ceilings
     # microbenchmarks in dlperf/measure (the transforms package below perfmodel/ not
-    # counted: count() reads the folder's own files); the issue's goal is 10
-    assert lines / conds >= 7.81
+    # counted: count() reads the folder's own files), 7.86 with the what-if rules in one place
+    # (whatifs) and the interval choice and the request checks in modules of their own; the
+    # issue's goal is 10
+    assert lines / conds >= 7.86
 
 
 def _mem_point(b, reserved, framework="torch", **kw):

@@ -152,6 +152,20 @@ def test_more_gpus_than_a_node_holds_are_refused_naming_nnodes():
     assert p.predicted_step_time_s > 0
 
 
+
+def test_the_request_refuses_a_node_of_more_gpus_than_it_holds_before_any_records():
+    """:func:`request.check_scale_out` refuses more GPUs on a node than
+    :data:`request.MAX_GPUS_PER_NODE` from the request alone (no records read), naming the
+    nodes that give as many; :func:`request.check_divisible` names the nearest multiples."""
+    from dlperf.perfmodel import request as rq
+
+    target = Config("resnet50", "torch", "eager", "bf16", "cuda")
+    with pytest.raises(api.ConfigError, match=r"(?s)--nproc 24: one node .*--nproc 8 --nnodes 3"):
+        rq.check_scale_out(None, target, 24, 1)
+    with pytest.raises(api.ConfigError, match=r"give a multiple of 8, such as 96 or 104"):
+        rq.check_divisible(100, 8)
+    rq.check_divisible(96, 8)
+
 def _ratios(p):
     return [x / p.predicted_step_time_s for x in p.interval_s]
 

@@ -46,7 +46,7 @@ from dlperf.perfmodel import equations as eq
 from dlperf.perfmodel import fitcache as fc
 from dlperf.perfmodel import inputpipe as ip
 from dlperf.perfmodel import intervalchoice as ic
-from dlperf.perfmodel import lsq, memory, special
+from dlperf.perfmodel import lsq, memory
 from dlperf.perfmodel import model as pm
 from dlperf.perfmodel import onedevice as od
 from dlperf.perfmodel import request as rq
@@ -251,7 +251,7 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
                           "either")
     net = network_for(network, nnodes)
     world = nproc * nnodes
-    _divisible(batch_size, world)
+    rq.check_divisible(batch_size, world)
     device, gpu = rq.gpu_of(records_of(db), device)
     recs = gpu_records(records_of(db), gpu)
     layout = selectors["layout"]
@@ -271,9 +271,9 @@ def _request(db: Any, model: str, framework: str | None, mode: str | None,
     if target != base:
         rq.check_target(recs, target, "--what-if " + ", ".join(
             f"{k}={v}" for k, v in what_if.items()))
-    _divisible(gbatch, world)
+    rq.check_divisible(gbatch, world)
     b = gbatch // world
-    _check_scale_out(recs, target, world, nnodes)
+    rq.check_scale_out(recs, target, world, nnodes)
     _, no_fit = memory.check([p for p in recs.points if target.matches(p)], b)
     if no_fit:
         raise ConfigError(f"{target.label()}: {no_fit}")
@@ -298,17 +298,6 @@ def stored_target(recs: Records, target: Config, batch: int) -> bool:
     median error, the what-if from the base 13.84%."""
     return any(target.matches(p) and not p.instrumented and not p.variant
                and p.per_device_batch != batch for p in recs.points)
-
-
-def _divisible(global_batch: int, world: int) -> None:
-    """Refuse a global batch that ``world`` devices cannot split evenly, naming the nearest
-    multiples of ``world``."""
-    if global_batch % world:
-        lo = global_batch // world * world
-        near = " or ".join(str(b) for b in (lo, lo + world) if b > 0)
-        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices "
-                          "(--batch-size/-b is the global batch, split over all devices): "
-                          f"give a multiple of {world}, such as {near}")
 
 
 @dataclass
@@ -511,38 +500,6 @@ def _input(d: Draft, req: Request) -> None:
     d.provenance["input"] = est.provenance
     d.assumptions += est.assumptions
     d.one.calibrated_on = [*d.one.calibrated_on, *est.calibrated_on]
-
-
-#: The most GPUs one node holds (``--nproc``): 8 on a DGX/HGX H100 or H200, 16 on the
-#: largest boards sold (HGX-2); more devices are more nodes (``--nnodes``, ``--network``).
-MAX_GPUS_PER_NODE = 16
-
-
-def _check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
-    """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
-    DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
-    would otherwise get a GPU's NVLink defaults and the 2-GPU interval); and more GPUs on one
-    node than a node holds (:data:`MAX_GPUS_PER_NODE`), naming the ``--nnodes`` that gives
-    as many."""
-    nproc = world // nnodes
-    if special.dp_defaults_apply(target.device) and nproc > MAX_GPUS_PER_NODE:
-        # 8 GPUs per node (a DGX) where they divide the devices, else the most that do
-        per = next(g for g in (8, *range(MAX_GPUS_PER_NODE, 0, -1)) if world % g == 0)
-        raise ConfigError(
-            f"--nproc {nproc}: one node holds at most {MAX_GPUS_PER_NODE} GPUs (8 on a DGX "
-            f"H200); for {world} GPUs give GPUs per node and nodes, e.g.\n  --nproc {per} "
-            f"--nnodes {world // per} --network ib_ndr")
-    if world == 1 or special.dp_defaults_apply(target.device):
-        return
-    stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
-              and p.nnodes == 1}
-    if nnodes > 1 or not stored:
-        raise ConfigError(
-            f"{target.label()} on {world} {target.device} devices"
-            + (f" over {nnodes} nodes" if nnodes > 1 else "") + ": the model has no "
-            f"data-parallel measurement of device {target.device} to calibrate or judge it"
-            + (" across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
-            f"--device {target.device} --nproc 2 ...) or predict one device")
 
 
 def _first(make: Any, sources: list[str | None]) -> pm.OneDevice:

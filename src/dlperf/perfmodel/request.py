@@ -12,6 +12,9 @@ its arguments into the stored configuration it predicts from:
   one with the flags that select it;
 * :func:`apply_what_if`: a ``what_if`` mapping parsed and range-checked, and
   :func:`check_target` on the configuration it gives;
+* :func:`check_divisible`, :func:`check_scale_out`: a global batch the devices split evenly,
+  no more GPUs on a node than a node holds (:data:`MAX_GPUS_PER_NODE`), and N devices only of
+  a device with a stored data-parallel run;
 * :func:`extrapolation`: the warning for a batch far outside the measured series;
 * :class:`Request`: what the checked arguments resolve to, which the prediction is composed
   from.
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf.errors import ConfigError, unknown_choice
-from dlperf.perfmodel import comm, memory
+from dlperf.perfmodel import comm, memory, special
 from dlperf.perfmodel.calibrate import Config
 from dlperf.perfmodel.records import Point, Records
 from dlperf.registry import COMPILE_MODES, FRAMEWORKS, framework_info
@@ -646,14 +649,65 @@ def extrapolation(recs: Records, cfg: Config, batch: int) -> list[str]:
             f"{measured}{mem}"]
 
 
+def check_divisible(global_batch: int, world: int) -> None:
+    """Refuse a global batch that ``world`` devices cannot split evenly.
+
+    Raises:
+        ConfigError: ``global_batch`` is not a multiple of ``world``: names the nearest
+            multiples.
+    """
+    if global_batch % world:
+        lo = global_batch // world * world
+        near = " or ".join(str(b) for b in (lo, lo + world) if b > 0)
+        raise ConfigError(f"global batch {global_batch} is not divisible by {world} devices "
+                          "(--batch-size/-b is the global batch, split over all devices): "
+                          f"give a multiple of {world}, such as {near}")
+
+
+#: The most GPUs one node holds (``--nproc``): 8 on a DGX/HGX H100 or H200, 16 on the
+#: largest boards sold (HGX-2); more devices are more nodes (``--nnodes``, ``--network``).
+MAX_GPUS_PER_NODE = 16
+
+
+def check_scale_out(recs: Records, target: Config, world: int, nnodes: int) -> None:
+    """Refuse a data-parallel prediction of a device with no stored data-parallel run: the
+    DDP overhead, the all-reduce and the interval all come from such runs (a CPU-only file
+    would otherwise get a GPU's NVLink defaults and the 2-GPU interval); and more GPUs on one
+    node than a node holds (:data:`MAX_GPUS_PER_NODE`), naming the ``--nnodes`` that gives
+    as many.
+
+    Raises:
+        ConfigError: either refusal, with how to fix it.
+    """
+    nproc = world // nnodes
+    if special.dp_defaults_apply(target.device) and nproc > MAX_GPUS_PER_NODE:
+        # 8 GPUs per node (a DGX) where they divide the devices, else the most that do
+        per = next(g for g in (8, *range(MAX_GPUS_PER_NODE, 0, -1)) if world % g == 0)
+        raise ConfigError(
+            f"--nproc {nproc}: one node holds at most {MAX_GPUS_PER_NODE} GPUs (8 on a DGX "
+            f"H200); for {world} GPUs give GPUs per node and nodes, e.g.\n  --nproc {per} "
+            f"--nnodes {world // per} --network ib_ndr")
+    if world == 1 or special.dp_defaults_apply(target.device):
+        return
+    stored = {p.world_size for p in recs.points if p.device == target.device and p.world_size > 1
+              and p.nnodes == 1}
+    if nnodes > 1 or not stored:
+        raise ConfigError(
+            f"{target.label()} on {world} {target.device} devices"
+            + (f" over {nnodes} nodes" if nnodes > 1 else "") + ": the model has no "
+            f"data-parallel measurement of device {target.device} to calibrate or judge it"
+            + (" across nodes" if nnodes > 1 and stored else "") + "; measure one (dlperf run "
+            f"--device {target.device} --nproc 2 ...) or predict one device")
+
+
 @dataclass(frozen=True)
 class Request:
     """A prediction's arguments, checked and resolved against the stored results
-    (:func:`dlperf.perfmodel.api._request`): the stored configuration it starts from (``base``), the one predicted
-    (``target``, another for a what-if), the global and per-device batch, the devices, the
-    network, another host's speed probe (ns) and the stored measurements of the point itself,
-    withheld from every fit (``withheld``: one device, the configuration at this batch; N
-    devices, its N-device measurements)."""
+    (:func:`dlperf.perfmodel.api._request`): the stored configuration it starts from
+    (``base``), the one predicted (``target``, another for a what-if), the global and
+    per-device batch, the devices, the network, another host's speed probe (ns) and the
+    stored measurements of the point itself, withheld from every fit (``withheld``: one
+    device, the configuration at this batch; N devices, its N-device measurements)."""
 
     base: Config
     target: Config

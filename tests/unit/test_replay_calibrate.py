@@ -237,6 +237,7 @@ def test_predict_on_a_cpu_profile_is_refused(tmp_path, monkeypatch):
     out = " ".join(r.output.split())
     assert "the profile 'cpu-x' was measured on a cpu" in out
     assert "predicts only on a GPU" in out and "ms per iteration" not in out
+    _api_refuses_as_the_cli([h200, db], "cpu-x", out)
     r = CliRunner().invoke(app, [*args, "a100"])
     assert r.exit_code == 0, r.output
     assert "on NVIDIA A100-SXM4-80GB (datasheet only" in r.output
@@ -287,6 +288,20 @@ def test_an_old_cpu_profile_without_its_kind_is_refused(tmp_path, launch_s):
     assert "does not say what it was measured on" in out and "predicts only on a GPU" in out
     assert "dlperf calibrate --device cuda --name NAME" in out
     assert "ms per iteration" not in out
+    _api_refuses_as_the_cli([str(root / "h200"), str(db)], "cpu-old", out)
+
+
+def _api_refuses_as_the_cli(db: list[str], gpu: str, cli_out: str) -> None:
+    """The Python API (:func:`dlperf.perfmodel.gpuanswer.answer`) refuses the profile ``gpu``
+    with the message ``dlperf predict --gpu`` printed (``cli_out``, whitespace collapsed)."""
+    from dlperf.errors import ConfigError
+    from dlperf.perfmodel import gpuanswer
+
+    with pytest.raises(ConfigError) as e:
+        gpuanswer.answer(db, "resnet50", "torch", "eager", "bf16", 64, gpu)
+    msg = " ".join(str(e.value).split())
+    assert msg.startswith(f"--gpu {gpu}: the profile '{gpu}'") and "predicts only on a GPU" in msg
+    assert msg in cli_out, (msg, cli_out)
 
 
 def test_a_framework_without_traces_is_refused_by_its_flag(tmp_path, monkeypatch):

@@ -17,7 +17,8 @@ second call continues where the first stopped, a finished point is not measured 
    ``--batch-sizes`` (two by default) at ``--precision``.
 
 Then the device profile (:class:`dlperf.perfmodel.hardware.GpuProfile`: the datasheet of the
-GPU with everything measured put in its place) is stored under ``--name`` in the results
+GPU with everything measured put in its place, assembled from the stored profile points by
+:mod:`dlperf.measure.device_profile`) is stored under ``--name`` in the results
 file's ``meta`` table, where ``dlperf predict --gpu NAME`` finds it. A point that fails is a
 stored failure, not the end of the calibration. The budget (``--budget-s``) bounds the
 whole command (:func:`_run_within`): the profile points run first (the model points'
@@ -36,7 +37,6 @@ failure): a profile of nothing would give ``predict --gpu NAME`` absurd times.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -69,107 +69,6 @@ def _model_entries(framework: str, device: str, models: list[str], batches: list
 
 def _label(e: dict[str, Any]) -> str:
     return f"{e['model']} {e['precision']} b={e['batch_size']}"
-
-
-def launch_s_of(points: list[Any], db: str) -> float | None:
-    """The untraced launch call of the profile points' traces (s): the median traced launch
-    call over their timelines, divided by the traced/untraced host ratio
-    (:data:`dlperf.perfmodel.replay.TRACED_HOST_INFLATION`); None without a launch span."""
-    from dlperf.perfmodel import replay
-
-    calls = []
-    for _, st in replay.load_traces(db, [p.result_id for p in points]):
-        calls += [h.call_s for h in st.launches if h.call_s > 0]
-    if not calls:
-        return None
-    return statistics.median(calls) / replay.TRACED_HOST_INFLATION
-
-
-def build_profile(db: str, name: str, device_name: str | None, profile_ids: list[int]) -> Any:
-    """The device profile of ``device_name`` from the results of ``db`` (its datasheet, with
-    the measured ceilings, host probe and launch call in their places), named ``name``; a
-    device without a datasheet (a CPU, an unknown GPU) gets one from the stored environment
-    (SM count and clock from NVML, else the CPU's cores and clock). ``extra["device"]``: the
-    kind of device measured (``cuda``, ``cpu``), which ``dlperf predict --gpu`` checks: a
-    CPU's profile is no GPU to replay CUDA kernels on."""
-    from dataclasses import replace
-
-    from dlperf.perfmodel import hardware, records
-
-    recs = records.load(db)
-    pts = [p for p in recs.points if p.device_name == device_name]
-    try:
-        prof = hardware.profile_from_points(pts, device_name or "")
-    except ConfigError:
-        prof = _undocumented(pts, device_name)
-    mine = [p for p in pts if p.result_id in profile_ids]
-    disp = [p.host_dispatch_s for p in mine if p.host_dispatch_s]
-    extra = {**prof.extra, "device": pts[0].device if pts else "cuda"}
-    if disp and mine:
-        extra["dispatch_probe"] = {"model": mine[0].model, "framework": mine[0].framework,
-                                   "mode": mine[0].mode, "batch_size": mine[0].batch_size,
-                                   "host_dispatch_s": statistics.median(disp),
-                                   "points": len(disp)}
-    h2d = h2d_of(db, profile_ids)
-    prof = replace(prof, name=name, launch_s=launch_s_of(mine, db), extra=extra,
-                   h2d_bytes_per_s=h2d.get("pinned"),
-                   h2d_pageable_bytes_per_s=h2d.get("pageable"))
-    measured = list(prof.measured) + (["launch_s"] if prof.launch_s else []) + (
-        ["dispatch_probe"] if disp else []) + [f"h2d_{m}" for m in sorted(h2d)]
-    return replace(prof, measured=tuple(dict.fromkeys(measured)),
-                   source=f"dlperf calibrate ({prof.source})")
-
-
-def h2d_of(db: str, ids: list[int]) -> dict[str, float]:
-    """The host-to-device copy bandwidth (bytes/s) the results ``ids`` of ``db`` measured
-    (their ceilings' ``h2d_bytes_per_s``), median per kind of host memory (``pinned``,
-    ``pageable``); a kind no result measured is absent."""
-    from dlperf.results.store import ResultStore, result_of
-
-    got: dict[str, list[float]] = {}
-    with ResultStore(db, read_only=True) as store:
-        for r in store.rows():
-            if int(r["id"]) not in ids:
-                continue
-            c = (result_of(r) or {}).get("ceilings") or {}
-            for mode, v in (c.get("h2d_bytes_per_s") or {}).items():
-                if isinstance(v, (int, float)) and v > 0:
-                    got.setdefault(str(mode), []).append(float(v))
-    return {m: statistics.median(v) for m, v in got.items()}
-
-
-def _undocumented(pts: list[Any], device_name: str | None) -> Any:
-    """A profile of a device no datasheet names: the measured ceilings alone, SMs and clock
-    from the stored environment (1 and 1 where it holds neither)."""
-    from dlperf.perfmodel.hardware import GpuProfile
-    from dlperf.results.store import ResultStore, result_of
-
-    sms, clock = 1, 1.0
-    for p in pts[:1]:
-        with ResultStore(p.source, read_only=True) as store:
-            row = next((r for r in store.rows() if int(r["id"]) == p.result_id), None)
-        env = (result_of(row) if row else {}).get("env") or {}
-        gpus = env.get("gpus") or []
-        if gpus:
-            clock = float(gpus[0].get("clock_sm_max_mhz") or 1.0)
-            sms = int(gpus[0].get("multiprocessors") or 1)
-        else:
-            sms = int(env.get("cpu_physical") or env.get("cpu_logical") or 1)
-            clock = float((env.get("cpu_id") or {}).get("mhz") or 1.0)
-    gemm: dict[str, float] = {}
-    for prec in ("fp32", "tf32", "bf16"):
-        v = [p.matmul_flops_per_s[prec] for p in pts if p.matmul_flops_per_s.get(prec)]
-        if v:
-            gemm[prec] = statistics.median(v)
-    bw = [p.bandwidth_bytes_per_s for p in pts if p.bandwidth_bytes_per_s]
-    hs = [x for p in pts for x in p.host_speed_ns if x]
-    measured = [f"gemm_{k}" for k in gemm] + (["bandwidth"] if bw else []) + (
-        ["host_speed"] if hs else [])
-    return GpuProfile(name=device_name or "device", sms=sms, clock_mhz=clock,
-                      bandwidth_bytes_per_s=statistics.median(bw) if bw else 1.0,
-                      gemm_flops_per_s=gemm, device_name=device_name,
-                      host_speed_ns=statistics.median(hs) if hs else None,
-                      measured=tuple(measured), source="no datasheet: measured values only")
 
 
 def calibrate(
@@ -215,6 +114,7 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     from dlperf import registry
     from dlperf.config.limits import check_seconds
     from dlperf.config.run import resolve_device
+    from dlperf.measure import device_profile
     from dlperf.perfmodel import hardware
     from dlperf.registry import framework_info
 
@@ -259,7 +159,7 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
                    "CPU's tf32 is its fp32 (measured as fp32)", err=True)
     results, left = _run_within(db, name, defaults, entries, points, n_profile, budget_s, t0)
     profile_results = [r for i, r in results if i < n_profile and r.identity.status == "ok"]
-    ids = _stored_ids(db, profile_model, framework, device, profile_batch)
+    ids = device_profile.profile_point_ids(db, profile_model, framework, device, profile_batch)
     if not ids:
         why = next((f"{r.identity.status}: {(r.identity.error or '').splitlines()[0]}"
                     for _, r in results if r.identity.error), "no point finished")
@@ -270,9 +170,9 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
         typer.echo(f"--budget-s {budget_s:g} spent after {time.monotonic() - t0:.0f} s: left "
                    f"out (not measured): {'; '.join(left)}; run the same command again (with a "
                    "larger --budget-s) to measure them", err=True)
-    device_name = _device_name(db, ids) or (profile_results[0].device_name
-                                            if profile_results else None)
-    prof = build_profile(db, name, device_name, ids)
+    device_name = device_profile.device_name_of(db, ids) or (
+        profile_results[0].device_name if profile_results else None)
+    prof = device_profile.build_profile(db, name, device_name, ids)
     hardware.store_profile(db, prof)
     took = time.monotonic() - t0
     if json_out:
@@ -386,22 +286,3 @@ def _shown(value: float | None, scale: float, unit: str, missing: str | None) ->
     if value is None or not math.isfinite(value):
         return missing or "not measured"
     return f"{value * scale:.1f} {unit}"
-
-
-def _stored_ids(db: str, model: str, framework: str, device: str, batch: int) -> list[int]:
-    from dlperf.results.store import ResultStore
-
-    with ResultStore(db, read_only=True) as store:
-        return [int(r["id"]) for r in store.rows(model=model, framework=framework,
-                                                 device=device, batch_size=batch)
-                if r.get("status") == "ok"]
-
-
-def _device_name(db: str, ids: list[int]) -> str | None:
-    from dlperf.results.store import ResultStore
-
-    with ResultStore(db, read_only=True) as store:
-        for r in store.rows():
-            if int(r["id"]) in ids and r.get("device_name"):
-                return str(r["device_name"])
-    return None

@@ -41,51 +41,6 @@ def _what_if(items: list[str]) -> dict[str, str] | None:
     return out or None
 
 
-def _refuse_a_cpu_profile(gpu: str, db: list[str]) -> None:
-    """Refuse ``--gpu NAME`` where NAME is a stored profile that is not a GPU's
-    (:attr:`~dlperf.perfmodel.hardware.GpuProfile.device_kind`): one ``dlperf calibrate
-    --device cpu`` stored, or one stored without a device kind that holds nothing only a GPU
-    gives (no datasheet device name, launch call or pinned copy). The replay moves each CUDA
-    kernel by the target's SMs, clock and memory bandwidth, which a CPU's cores and host memory
-    are not (a CPU profile gave an H200 trace 19 s per step on a 2-core VM, with the GPU
-    back-test's band). A name no stored profile has is left to the replay, which says what it
-    knows.
-
-    Raises:
-        ConfigError: the profile was measured on a CPU, or says neither what it was measured
-            on nor anything only a GPU gives; the message names its ceilings and the command
-            that stores a GPU's profile.
-    """
-    from dlperf.perfmodel import hardware
-
-    try:
-        prof = hardware.resolve(gpu, db)
-    except ConfigError:
-        return
-    kind = prof.device_kind
-    if kind == "cuda":
-        return
-    todo = ("calibrate the GPU (dlperf calibrate --device cuda --name NAME on it) or name a "
-            "datasheet GPU (h100, a100, l40s, ...), or drop --gpu and predict the CPU from its "
-            "stored series (--device cpu)")
-    if kind is not None:
-        raise ConfigError(
-            f"--gpu {gpu}: the profile {prof.name!r} was measured on a {kind} "
-            f"({prof.device_name}) by dlperf calibrate --device {kind}; --gpu replays CUDA "
-            f"kernels on a GPU's SMs, clock and memory, so it predicts only on a GPU: {todo}")
-    fp32 = prof.gemm("fp32")
-    ceilings = ", ".join(
-        ([f"fp32 GEMM {fp32 / 1e12:.3g} TFLOP/s"] if fp32 else [])
-        + [f"bandwidth {prof.bandwidth_bytes_per_s / 1e9:.3g} GB/s"])
-    raise ConfigError(
-        f"--gpu {gpu}: the profile {prof.name!r} ({prof.device_name or 'no device name'}; "
-        f"{ceilings}) does not say what it was measured on, and holds nothing only a GPU "
-        "gives (a datasheet GPU's name, a kernel launch call, a pinned copy): a CPU's profile "
-        "stored without its device kind reads so. --gpu replays CUDA kernels on a GPU's SMs, "
-        f"clock and memory, so it predicts only on a GPU: {todo}; a GPU's profile stored "
-        "without its kind is stored again with it by the same dlperf calibrate on the GPU")
-
-
 def _whole(value: str | None, flag: str) -> int | None:
     """``--batch-size``'s text as a whole number: ``"64"`` -> 64, ``"1e4"`` -> 10000 (read
     exactly, so ``1e23`` is 10**23, refused by its limit with every digit); None stays None.
@@ -504,7 +459,6 @@ def predict(
                     "--gpu replays a stored timeline and cannot honour "
                     f"{'; '.join(ignored)}: drop {'it' if len(ignored) == 1 else 'them'}, or "
                     "drop --gpu for the step-level model")
-            _refuse_a_cpu_profile(gpu, db)
             r = gpuanswer.answer(db, model, framework, mode, precision, batch, gpu,
                                  nproc=nproc)
             sys.stdout.write(json.dumps(r, indent=1, default=str) + "\n" if format == "json"

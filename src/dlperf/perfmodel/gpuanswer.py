@@ -43,10 +43,12 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     with ``config``.
 
     Raises:
-        ConfigError: no trace of the model, several candidates, an unknown GPU, a batch
+        ConfigError: a profile that is not a GPU's (:func:`refuse_a_cpu_profile`), no trace
+            of the model, several candidates, an unknown GPU, a batch
             that ``nproc`` does not divide, or one that does not fit in the GPU's memory
             (:func:`_check_memory`).
     """
+    refuse_a_cpu_profile(gpu, db)
     if nproc < 1 or batch_size % nproc:
         raise ConfigError(f"--batch-size {batch_size} is the global mini-batch: give a "
                           f"multiple of --nproc {nproc} (each GPU runs batch / nproc)")
@@ -79,6 +81,51 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     out["config"] = {"model": model, "framework": fw, "mode": md, "precision": prec,
                      "batch_size": batch_size, "gpu": gpu, "nproc": nproc}
     return out
+
+
+def refuse_a_cpu_profile(gpu: str, db: Any) -> None:
+    """Refuse ``--gpu NAME`` where NAME is a stored profile that is not a GPU's
+    (:attr:`~dlperf.perfmodel.hardware.GpuProfile.device_kind`): one ``dlperf calibrate
+    --device cpu`` stored, or one stored without a device kind that holds nothing only a GPU
+    gives (no datasheet device name, launch call or pinned copy). The replay moves each CUDA
+    kernel by the target's SMs, clock and memory bandwidth, which a CPU's cores and host memory
+    are not (a CPU profile gave an H200 trace 19 s per step on a 2-core VM, with the GPU
+    back-test's band). A name no stored profile has is left to the replay, which says what it
+    knows.
+
+    :func:`answer` calls it first, so ``dlperf predict --gpu`` and the Python API refuse alike.
+
+    Raises:
+        ConfigError: the profile was measured on a CPU, or says neither what it was measured
+            on nor anything only a GPU gives; the message names its ceilings and the command
+            that stores a GPU's profile.
+    """
+    try:
+        prof = hardware.resolve(gpu, db)
+    except ConfigError:
+        return
+    kind = prof.device_kind
+    if kind == "cuda":
+        return
+    todo = ("calibrate the GPU (dlperf calibrate --device cuda --name NAME on it) or name a "
+            "datasheet GPU (h100, a100, l40s, ...), or drop --gpu and predict the CPU from its "
+            "stored series (--device cpu)")
+    if kind is not None:
+        raise ConfigError(
+            f"--gpu {gpu}: the profile {prof.name!r} was measured on a {kind} "
+            f"({prof.device_name}) by dlperf calibrate --device {kind}; --gpu replays CUDA "
+            f"kernels on a GPU's SMs, clock and memory, so it predicts only on a GPU: {todo}")
+    fp32 = prof.gemm("fp32")
+    ceilings = ", ".join(
+        ([f"fp32 GEMM {fp32 / 1e12:.3g} TFLOP/s"] if fp32 else [])
+        + [f"bandwidth {prof.bandwidth_bytes_per_s / 1e9:.3g} GB/s"])
+    raise ConfigError(
+        f"--gpu {gpu}: the profile {prof.name!r} ({prof.device_name or 'no device name'}; "
+        f"{ceilings}) does not say what it was measured on, and holds nothing only a GPU "
+        "gives (a datasheet GPU's name, a kernel launch call, a pinned copy): a CPU's profile "
+        "stored without its device kind reads so. --gpu replays CUDA kernels on a GPU's SMs, "
+        f"clock and memory, so it predicts only on a GPU: {todo}; a GPU's profile stored "
+        "without its kind is stored again with it by the same dlperf calibrate on the GPU")
 
 
 #: :meth:`TracePrediction.to_dict`'s keys -> the step-level answer's keys for the same things

@@ -1104,6 +1104,47 @@ def test_a_run_read_twice_into_one_side_is_counted_once(tmp_path):
     assert len(pc.base_used) == 4 and not any("read twice" in n for n in pc.notes)
 
 
+def test_older_code_left_out_on_both_sides_keeps_both_notes():
+    """A ``file:`` model edited and measured again on both sides: each side's runs of older
+    code are left out, and the point carries BASE's note and NEW's, each with its count."""
+    def coded(code: str, day: int, seeds: range) -> list[RunRecord]:
+        out = []
+        for i in seeds:
+            d = rec("p1", noisy(0.010, seed=i), repeat=i,
+                    created=f"2026-01-0{day}T00:00:0{i % 10}+00:00").to_dict()
+            d["spec"] = {"code": code}
+            out.append(RunRecord.from_dict(d))
+        return out
+
+    base = coded("c0", 1, range(1)) + coded("c1", 2, range(1, 4))
+    new = coded("c1", 3, range(4, 6)) + coded("c2", 4, range(6, 9))
+    p = regress.compare_records(base, new, threshold=0.05).points[0]
+    assert "BASE: 1 run(s) of older code of the model left out (its newest runs are of code c1)" \
+        in p.notes
+    assert "NEW: 2 run(s) of older code of the model left out (its newest runs are of code c2)" \
+        in p.notes
+    assert len(p.base_used) == 3 and len(p.new_used) == 3
+
+
+def test_the_counts_line_counts_the_reasons_it_does_not_name():
+    """Six points not judged, each for its own reason: the counts line names the first
+    ``MAX_REASONS`` (4) and says ``+2 more``; the report's Not judged list names all six.
+    At four reasons, all are named and nothing is counted."""
+    def comp_of(n: int) -> regress.Comparison:
+        pts = [regress.PointComparison(f"p{i}", f"m{i} b=8", [], [], judged=False,
+                                       not_judged=[f"reason {i}"]) for i in range(n)]
+        return regress.Comparison(pts, "BASE", "NEW", threshold=0.05)
+
+    line = regress_text.counts_line(comp_of(6))
+    assert regress_text.MAX_REASONS == 4
+    assert line == ("6 points: 0 judged, 6 not judged (reason 0; reason 1; reason 2; reason 3; "
+                    "+2 more (see the Not judged list))"), line
+    md = regress_text.comparison_markdown(comp_of(6))
+    assert all(f"- m{i} b=8: reason {i}." in md for i in range(6)), md
+    four = regress_text.counts_line(comp_of(4))
+    assert four.endswith("(reason 0; reason 1; reason 2; reason 3)") and "more" not in four
+
+
 def test_another_machine_of_the_same_models_is_judged_with_its_note_everywhere():
     """BASE and NEW on two machines with the same GPU and CPU models: judged (exit 0), the
     machines named in the notes of the table and of the JSON."""

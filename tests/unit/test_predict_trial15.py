@@ -114,6 +114,35 @@ def test_an_unjudged_direction_is_found_once_and_said(monkeypatch):
     assert len(calls) == 2
 
 
+def test_a_batch_beyond_the_validated_ratio_is_looked_up_once(monkeypatch):
+    """A series prediction further from its fitted batches than its category's back-test went
+    is found not back-tested by one :func:`beyond_validated` per prediction, whose numbers the
+    words give; a draft of another path is not held to that category's ratio."""
+    from types import SimpleNamespace
+
+    from dlperf.perfmodel.calibrate import Config
+
+    calls = []
+    beyond = ic.beyond_validated
+    monkeypatch.setattr(ic, "beyond_validated",
+                        lambda one, batch: calls.append(batch) or beyond(one, batch))
+    one = SimpleNamespace(how="series", fit=SimpleNamespace(batch_sizes=(8, 16, 32)))
+    cat, ratio, limit, near = beyond(one, 1024)
+    assert (cat, ratio, near) == ("extrapolate 2x", 32.0, 32) and ratio > limit
+    c = Config("vgg16", "torch", "eager", "bf16")
+    req = SimpleNamespace(world=1, batch=1024, changes=(), host_ns=None, from_base=False,
+                          base=c, target=c)
+    assert ic._not_backtested(SimpleNamespace(path=cat, one=one), req, {2}) == (
+        f"the '{cat}' back-test, which went up to {limit:g}x the nearest fitted batch: "
+        "32x is not validated")
+    assert calls == [1024]
+    assert ic._not_backtested(SimpleNamespace(path="held-out batch", one=one), req, {2}) is None
+    assert calls == [1024, 1024]
+    assert ic._not_backtested(SimpleNamespace(path=cat, one=one),
+                              SimpleNamespace(**{**vars(req), "batch": 64}), {2}) is None
+    assert calls == [1024, 1024, 64]
+
+
 def test_committed_tables_are_regenerated_with_an_empty_cache(monkeypatch, tmp_path):
     """``perfmodel_validate.py --committed`` back-tests with a new empty ``$DLPERF_CACHE_DIR``:
     the table stores every group fit the process holds, so with the user's cache a fit one of

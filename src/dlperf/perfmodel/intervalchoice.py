@@ -166,6 +166,13 @@ def _unjudged_steps(d: Drafted, req: Request) -> list[tuple[str, str, str]]:
                   - JUDGED_STEPS.get(d.path, frozenset()))
 
 
+def _beyond_its_path(d: Drafted, req: Request) -> tuple[str, float, float, int] | None:
+    """:func:`beyond_validated` of the drafted series at ``req``'s per-device batch where its
+    category is the draft's own path ``d.path``, else None; looked up once."""
+    far = beyond_validated(d.one, req.batch)
+    return far if far is not None and far[0] == d.path else None
+
+
 def _judged_words(path: str) -> str:
     """How many changes at once the back-test rows of ``path`` make, in words."""
     return ("one change alone", "two changes at once")[JUDGED_CHANGES.get(path, 1) - 1]
@@ -192,10 +199,9 @@ NOT_BACKTESTED: tuple[tuple[Callable[[Drafted, Request, set[int]], Any],
     (lambda d, req, stored: req.world > 1 and req.world not in stored,
      lambda d, req, stored, _: f"the {sorted(stored)}-device back-test: no stored measurement "
                                f"of {req.world} devices"),
-    (lambda d, req, stored: (beyond_validated(d.one, req.batch) or ("",))[0] == d.path,
-     lambda d, req, stored, _: "the '{0}' back-test, which went up to {2:g}x the nearest "
-                               "fitted batch: {1:.3g}x is not validated".format(
-                                   *(beyond_validated(d.one, req.batch) or ("", 0.0, 0.0)))),
+    (lambda d, req, stored: _beyond_its_path(d, req),
+     lambda d, req, stored, far: "the '{0}' back-test, which went up to {2:g}x the nearest "
+                                 "fitted batch: {1:.3g}x is not validated".format(*far)),
     (lambda d, req, stored: len(req.changes) > JUDGED_CHANGES.get(d.path, 1),
      lambda d, req, stored, _: _not_tested(
          d, f"a what-if of several changes ({rq._and(list(req.changes))}: the category judges "

@@ -960,7 +960,9 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
     twice = _drop_duplicates(by_b, "BASE")
     for k, notes in _drop_duplicates(by_n, "NEW").items():
         twice.setdefault(k, []).extend(notes)
-    stale = {**_drop_old_code(by_b, "BASE"), **_drop_old_code(by_n, "NEW")}
+    stale = _drop_old_code(by_b, "BASE")
+    for k, notes in _drop_old_code(by_n, "NEW").items():
+        stale.setdefault(k, []).extend(notes)
     moved = _match_moved_files(by_b, by_n)
     keys = sorted(set(by_b) | set(by_n), key=lambda k: (k not in by_b, _sort_key(
         (by_b.get(k) or by_n[k])[0]), k))

@@ -121,9 +121,15 @@ def summary_line(comp: Comparison) -> str:
     return line
 
 
+#: The most reasons a point was not judged that :func:`counts_line` names; it counts the rest
+#: (``+2 more (see the Not judged list)``), which the report lists point by point.
+MAX_REASONS = 4
+
+
 def counts_line(comp: Comparison) -> str:
     """``4 points: 2 judged (1 regression, 1 inconclusive), 1 not judged (1 run in NEW, 2
-    needed), 1 only in BASE``: what the gate did with every point."""
+    needed), 1 only in BASE``: what the gate did with every point. Of the distinct reasons
+    points were not judged, the first :data:`MAX_REASONS` are named and the rest counted."""
     pts = comp.points
     regs, inc = comp.regressions, comp.inconclusive
     verdicts = ([f"{len(regs)} regression{'s' if len(regs) != 1 else ''}"] if regs else []) + (
@@ -136,8 +142,10 @@ def counts_line(comp: Comparison) -> str:
         for p in nj:
             for r in p.not_judged:
                 why[r] = why.get(r, 0) + 1
-        reasons = "; ".join(f"{r}" + (f" ({c} points)" if c > 1 else "")
-                            for r, c in list(why.items())[:4])
+        shown = list(why.items())[:MAX_REASONS]
+        reasons = "; ".join(f"{r}" + (f" ({c} points)" if c > 1 else "") for r, c in shown)
+        if len(why) > len(shown):  # the rest are in the report's "Not judged" list
+            reasons += f"; +{len(why) - len(shown)} more (see the Not judged list)"
         parts.append(f"{len(nj)} not judged ({reasons})")
     others: dict[str, int] = {}
     for p in pts:

@@ -432,7 +432,8 @@ def write_full_report(db: str, output: Path, title: str, target_loss: float | No
         rows = store.rows()
         coll = store.collectives()
         if not rows and not coll:
-            raise ConfigError(f"{db} holds no results yet")
+            raise ConfigError(f"{db} holds no results yet: store some with "
+                              f"`dlperf run ... --db {db}`")
         inp = Inputs(store, rows, target_loss=target_loss, output=output, source=db)
         sections = report_sections(inp)
         store_env = store.collectives_env() if coll else None

@@ -4,7 +4,9 @@
 # those versions, and runs what needs no framework on them: the CLI, a fake-framework run,
 # `dlperf report`, `dlperf compare --run` (the gate's CLI end to end) and the unit tests of the
 # statistics, the store, the records, the reports, the terminal output and the gate. A floor that no longer
-# works fails here, not on a user's machine.
+# works fails here, not on a user's machine. The tests marked `simulation` (error rates over
+# thousands of simulated series, of calls the other tests of these files make one at a time)
+# run in the main suite only: here they would repeat those calls, not reach another one.
 #   bash scripts/test_floors.sh            # install, then run (extra arguments go to pytest;
 #                                          # scripts/test.sh runs this in the background while
 #                                          # it installs the main venv and runs the suite)
@@ -45,7 +47,7 @@ export DLPERF_FAKE_FRAMEWORK=1
 # the tests import the installed dlperf (src/ is not on the path: a src layout)
 unset PYTHONPATH
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${DLPERF_TEST_WORKERS:-2}" \
-  --dist loadfile \
+  --dist loadfile -m "not gpu and not simulation" \
   tests/unit/test_stats.py tests/unit/test_stats_drift.py tests/unit/test_compare_runs.py \
   tests/unit/test_schema.py tests/unit/test_config.py tests/unit/test_store.py \
   tests/unit/test_report.py tests/unit/test_terminal.py \

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_here import dlperf_here
 from dlperf.comm.allreduce import algbw, busbw, format_table, message_sizes, parse_size
 
 
@@ -99,35 +100,29 @@ def test_cli_allreduce_two_gloo_processes(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [x["size_bytes"] for x in rows] == [8 * 2**i for i in range(8)]
     assert all(x["correct"] for x in rows)
-    # stored like other results, and shown by dlperf results --compare allreduce
-    shown = subprocess.run([sys.executable, "-m", "dlperf", "results", "--db", str(db),
-                            "--compare", "allreduce", "-f", "json"],
-                           capture_output=True, text=True, timeout=60)
+    # stored like other results, and shown by dlperf results --compare allreduce (the
+    # commands that read the files or refuse their arguments run in this process: cli_here)
+    shown = dlperf_here("results", "--db", str(db), "--compare", "allreduce", "-f", "json")
     assert shown.returncode == 0, shown.stderr
     stored = json.loads(shown.stdout)
     assert [x["size_bytes"] for x in stored] == [x["size_bytes"] for x in rows]
     assert [x["time_s"] for x in stored] == [x["time_s"] for x in rows]
-    plain = subprocess.run([sys.executable, "-m", "dlperf", "results", "--db", str(db)],
-                           capture_output=True, text=True, timeout=60)
+    plain = dlperf_here("results", "--db", str(db))
     assert plain.returncode == 0 and "--compare allreduce" in " ".join(plain.stderr.split())
-    rep = subprocess.run([sys.executable, "-m", "dlperf", "report", "--db", str(db), "-o",
-                          str(tmp_path / "rep")], capture_output=True, text=True, timeout=60)
+    rep = dlperf_here("report", "--db", str(db), "-o", str(tmp_path / "rep"))
     assert rep.returncode == 0, rep.stderr
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## All-reduce" in md and "No environment information" not in md
-    again = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--from-json", str(out),
-                            "--db", str(db)], capture_output=True, text=True, timeout=60)
+    again = dlperf_here("allreduce", "--from-json", str(out), "--db", str(db))
     assert again.returncode == 0 and "nothing stored twice" in again.stderr
     bad = tmp_path / "norows.json"
     bad.write_text('{"rows": []}')
-    refused = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--from-json",
-                              str(bad), "--db", str(db)], capture_output=True, text=True,
-                             timeout=60)
+    refused = dlperf_here("allreduce", "--from-json", str(bad), "--db", str(db))
     assert refused.returncode == 2 and "norows.json" in refused.stderr
-    bad = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--max-bytes", "lots"],
-                         capture_output=True, text=True, timeout=60)
+    bad = dlperf_here("allreduce", "--max-bytes", "lots")
     assert bad.returncode == 2 and "--max-bytes" in bad.stderr
     for lo, hi in (("2K", "1K"), ("0", "8")):  # refused before torchrun starts any rank
+        # (a process: a rank torchrun started would write to its stderr, not to cli_here's)
         bad = subprocess.run([sys.executable, "-m", "dlperf", "allreduce", "--min-bytes", lo,
                               "--max-bytes", hi], capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and f"--min-bytes {lo} --max-bytes {hi}" in bad.stderr

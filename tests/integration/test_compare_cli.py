@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -92,14 +93,20 @@ def test_tags_in_one_file(dbs):
     assert "id=\"plot-trend-0\"" in page and "Across revisions" in page
 
 
+def copy_db(src, dst):
+    """A copy of the results file ``src`` (closed: no write-ahead log beside it) at ``dst``."""
+    assert not any(src.with_name(src.name + x).exists() for x in ("-wal", "-journal"))
+    shutil.copyfile(src, dst)
+    return dst
+
+
 @pytest.mark.slow
-def test_a_new_tag_measures_again(tmp_path):
-    db = tmp_path / "t.db"
-    measure(db, "one", STEP_S)
+def test_a_new_tag_measures_again(dbs, tmp_path):
+    db = copy_db(dbs["base"], tmp_path / "t.db")  # two runs of measure(), tagged "base"
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
                "--min-iters", "15", "--min-time", "0.15", "--no-ceilings", "--db", str(db),
-               "--tag", "one", "--framework-option", f"step_s={STEP_S}")
-    assert r.returncode == 0 and "2 point(s) already stored with tag 'one'" in r.stderr
+               "--tag", "base", "--framework-option", f"step_s={STEP_S}")
+    assert r.returncode == 0 and "2 point(s) already stored with tag 'base'" in r.stderr
     assert "0 run, 2 already in" in " ".join(r.stderr.split()), r.stderr
     r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
                "--min-iters", "15", "--min-time", "0.15", "--no-ceilings", "--db", str(db),
@@ -111,7 +118,7 @@ def test_a_new_tag_measures_again(tmp_path):
 
 
 @pytest.mark.slow
-def test_compare_run_alternates_and_gates(tmp_path):
+def test_compare_run_alternates_and_gates(dbs, tmp_path):
     """``dlperf compare --run``, the command for CI: BASE and NEW measured alternately (two
     rounds), with run-to-run noise in the fake's steps. Identical sides pass (exit 0, judged);
     NEW made 10% slower by its own environment (the fake's ``slowdown`` in
@@ -136,18 +143,18 @@ def test_compare_run_alternates_and_gates(tmp_path):
     again = dlperf("compare", "--run", str(tmp_path), str(tmp_path), "--db",
                    str(tmp_path / "same.db"), *flags)
     assert again.returncode == 2 and "--resume" in again.stderr
-    # a point of BASE gone from NEW: exit 3 (the two-file workflow)
-    two = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8,16", "--repeats", "2",
-                 "--no-ceilings", "--max-warmup-time", "2", "--db", str(tmp_path / "b.db"))
-    assert two.returncode == 0, two.stderr
-    one = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "8", "--repeats", "2",
-                 "--no-ceilings", "--max-warmup-time", "2", "--db", str(tmp_path / "n.db"))
-    assert one.returncode == 0, one.stderr
-    gone = dlperf_here("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db"),
-                  "--fail-if-slower", "5%")
+    # a point of BASE gone from NEW: exit 3 (the two-file workflow). NEW: the two runs of
+    # b=8 of the module's base.db; BASE: those and two runs of b=16 measured into a copy
+    two = copy_db(dbs["base"], tmp_path / "b.db")
+    r = dlperf("run", "-m", "fcn5_tiny", "--framework", "fake", "-b", "16", "--repeats", "2",
+               "--min-iters", "15", "--min-time", "0.15", "--max-warmup-time", "2",
+               "--no-ceilings", "--db", str(two), "--tag", "base",
+               "--framework-option", f"step_s={STEP_S}")
+    assert r.returncode == 0 and "2 run, 0 already in" in r.stderr, r.stderr
+    gone = dlperf_here("compare", str(two), str(dbs["base"]), "--fail-if-slower", "5%")
     assert gone.returncode == 3, gone.stdout + gone.stderr
     assert "1 point(s) of BASE missing from NEW" in gone.stderr
-    assert dlperf_here("compare", str(tmp_path / "b.db"), str(tmp_path / "n.db")).returncode == 0
+    assert dlperf_here("compare", str(two), str(dbs["base"])).returncode == 0
 
 
 @pytest.mark.slow

@@ -338,6 +338,7 @@ def test_a_new_tag_measures_again_and_its_own_tag_resumes(tmp_path):
     assert sorted(r["run_key"] for r in rows) == ["p1-0", "p2-0"]
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("spread,rounds,false_max,caught_min", [
     (0.01, 3, 0.005, 0.93), (0.01, 5, 0.002, 0.99), (0.02, 5, 0.01, 0.85)])
 def test_the_gate_rule_on_simulated_runs(spread, rounds, false_max, caught_min):
@@ -453,6 +454,7 @@ def dataclass_batch(r: RunRecord, batch: int) -> RunRecord:
     return RunRecord.from_dict(d)
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("spread_base,spread_new,rounds,same_max,slow2x_min", [
     (0.01, 0.01, 5, 0.003, 1.0), (0.02, 0.02, 5, 0.01, 1.0), (0.02, 0.02, 3, 0.05, 1.0),
     (0.01, 0.25, 3, 0.45, 0.995), (0.30, 0.30, 3, 0.50, 0.99)])

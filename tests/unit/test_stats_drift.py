@@ -41,6 +41,7 @@ def _quantised(r, n=N):
     return np.round(1e-4 * (1 + 0.01 * r.standard_normal(n)), 7)  # a 0.1 us clock
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("gen", [_normal, _lognormal, _ar1, _exp_tail, _outliers, _quantised])
 def test_stationary_noise_rarely_drifts_or_splits(gen):
     """Stationary series of many shapes (iid normal and lognormal, autocorrelated AR(1), an

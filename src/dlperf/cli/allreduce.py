@@ -222,7 +222,7 @@ def allreduce(
                 except BaseException:
                     end_tree(proc)
                     raise
-            if rc == 0 and db is not None:
+            if rc == 0 and db is not None and json_out is not None:  # set with db above
                 store_collectives(json_out, db)
         finally:
             if tmp is not None:

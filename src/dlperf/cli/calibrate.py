@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,7 +55,7 @@ ITERATIONS = {"min_iters": 10, "min_time_s": 0.3, "max_time_s": 3.0, "max_warmup
 
 
 def _profile_entries(framework: str, device: str, profile_model: str, batch: int,
-                     precisions: list[str]) -> list[dict[str, Any]]:
+                     precisions: Sequence[str]) -> list[dict[str, Any]]:
     return [{"framework": framework, "device": device, "model": profile_model,
              "batch_size": batch, "precision": p, "measure_ceilings": True, "timeline": True}
             for p in precisions]

@@ -677,7 +677,7 @@ def execute(points: list[Any], db: str, *, sweep: str | None, resume: bool, retr
             for d in sorted({p.measure.trace_dir for p in points if p.measure.trace_dir}):
                 Path(d).expanduser().mkdir(parents=True, exist_ok=True)
             with ResultStore(db) as store:
-                if sweep_config is not None:
+                if sweep is not None and sweep_config is not None:
                     store.add_sweep(sweep, sweep_config, now_iso())
                 with deferring():  # a result is stored whole
                     outcome = run_points(points, store, sweep=sweep, resume=resume,

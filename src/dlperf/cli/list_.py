@@ -41,6 +41,12 @@ def installed_version(framework: str) -> str | None:
     return found[0]
 
 
+
+def _gflop(flops: int | None) -> str:
+    """FLOPs as GFLOP to 4 significant digits; ``-`` where they are unknown (None)."""
+    return "-" if flops is None else f"{flops / 1e9:.4g}"
+
+
 def _models() -> None:
     from rich.table import Table
 
@@ -52,7 +58,7 @@ def _models() -> None:
         t.add_column(c)
     for s in SPECS.values():
         t.add_row(s.name, s.family, f"{s.input_kind} {'x'.join(map(str, s.input_shape))}",
-                  str(s.num_classes), f"{s.params:,}", f"{s.train_flops_per_sample / 1e9:.4g}",
+                  str(s.num_classes), f"{s.params:,}", _gflop(s.train_flops_per_sample),
                   ", ".join(s.real_data), s.source)
     common.print_table(t)
 

@@ -489,8 +489,8 @@ def predict(
             return
         from dlperf.results.dbfile import results_files
 
-        given = {os.path.realpath(f): f for f in results_files(db)}
-        text = _text(p, given) + ("\n" + explain_text(p["explanation"]) if explain else "")
+        as_given = {os.path.realpath(f): f for f in results_files(db)}
+        text = _text(p, as_given) + ("\n" + explain_text(p["explanation"]) if explain else "")
         common.out.print(shown_path(text, lines=True), markup=False, highlight=False)
 
     guard(body)

@@ -376,5 +376,6 @@ def _spec_limit(file: Path) -> float:
         return default
     defaults = doc.get("defaults") if isinstance(doc, dict) else None
     t = defaults.get("timeout_s") if isinstance(defaults, dict) else None
-    ok = isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
-    return float(t) if ok else default
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
+        return float(t)
+    return default

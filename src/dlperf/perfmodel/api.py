@@ -341,7 +341,8 @@ def _one_device(recs: Records, cal: Calibration, req: Request) -> Draft:
         else:
             one, path = pm.analytic(cal, target, b), "leave-one-model-out"
     except (LookupError, ValueError) as e:
-        raise ConfigError(f"{target.label()}: {e}{_withheld_words(req, e, cal)}"
+        side = f" (what-if from {base.label()})" if req.from_base else ""
+        raise ConfigError(f"{target.label()}{side}: {e}{_withheld_words(req, e, cal)}"
                           f"{_how_to_give_flops(recs, target, e)}"
                           + "".join(f" ({n})" for n in recs.damaged_notes())) from None
     path = "what-if B->2B" if req.batch_what_if else path
@@ -401,6 +402,8 @@ def _input_compute(d: Draft, recs: Records, cal: Calibration, req: Request) -> N
     if rungs and d.one.cfg.loader_workers is not None:
         d.rungs = rungs
         d.one, cnotes = ip.compute_part(cal, d.one)
+        # the lines of the step that made t_c, not of the real-data fit it replaced
+        d.provenance, d.assumptions = dict(d.one.provenance), list(d.one.assumptions)
         notes, d.path = [*notes, *cnotes], ip.INPUT_CATEGORY
     d.assumptions += notes
 

@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.perfmodel.memo import once
 
 
 @dataclass(frozen=True)
@@ -381,23 +382,53 @@ def store_profile(path: str, profile: GpuProfile) -> None:
 
 def stored_profiles(paths: Any) -> dict[str, GpuProfile]:
     """The device profiles stored in results files (paths or folders of ``*.db``), by name;
-    the last file's wins where two hold the same name."""
+    the last file's wins where two hold the same name. Each file is read once per process
+    and content (:func:`_profiles_in`)."""
     from dlperf.results.dbfile import results_files
-    from dlperf.results.store import ResultStore
 
     out: dict[str, GpuProfile] = {}
     for f in results_files(paths):
+        out.update(_profiles_in(f))
+    return out
+
+
+#: The profiles :func:`_profiles_in` read, by resolved path and content digest
+#: (:func:`dlperf.perfmodel.records.content_digest`, the key of every store of the model): a
+#: prediction asks for the same files' profiles more than once (:func:`resolve`, once per GPU
+#: it names), and each read opens the whole file as a checked in-memory copy.
+_PROFILES_READ: dict[tuple[str, str], dict[str, GpuProfile]] = {}
+
+
+def _profiles_in(path: Any) -> dict[str, GpuProfile]:
+    """The device profiles stored in the results file ``path``, by name (a copy); none where
+    it cannot be read as a results file or a profile does not parse."""
+    import os
+
+    from dlperf.perfmodel.records import content_digest
+
+    try:
+        key = (os.path.realpath(path), content_digest(path))
+    except OSError:  # gone or unreadable since it was listed: it holds none
+        return {}
+    got: dict[str, GpuProfile] = once(_PROFILES_READ, key, lambda: _read_profiles(path))
+    return dict(got)
+
+
+def _read_profiles(path: Any) -> dict[str, GpuProfile]:
+    from dlperf.results.store import ResultStore
+
+    out: dict[str, GpuProfile] = {}
+    try:
+        with ResultStore(path, read_only=True) as store:
+            rows = store._db.execute("SELECT key, value FROM meta WHERE key LIKE ?",
+                                     (META_PREFIX + "%",)).fetchall()
+    except Exception:  # noqa: BLE001 - a file that is not a results file holds none
+        return out
+    for k, v in rows:
         try:
-            with ResultStore(f, read_only=True) as store:
-                rows = store._db.execute("SELECT key, value FROM meta WHERE key LIKE ?",
-                                         (META_PREFIX + "%",)).fetchall()
-        except Exception:  # noqa: BLE001 - a file that is not a results file holds none
+            out[k[len(META_PREFIX):]] = GpuProfile.from_dict(json.loads(v))
+        except (ValueError, ConfigError):
             continue
-        for k, v in rows:
-            try:
-                out[k[len(META_PREFIX):]] = GpuProfile.from_dict(json.loads(v))
-            except (ValueError, ConfigError):
-                continue
     return out
 
 

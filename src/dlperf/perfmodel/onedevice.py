@@ -344,7 +344,7 @@ def fit_series(points: Sequence[Point], prior: DevicePrior | None) -> SeriesFit:
     hosts = host_measurements(points)
     if prior.d1 is None and not prior.anchors and len(set(b.tolist())) < 2 and not hosts:
         raise ValueError("one batch size and no device prior: the host and device parts "
-                         "cannot be told apart; measure another batch size")
+                         "cannot be told apart; measure another batch size (dlperf run ... -b N)")
     tmin = float(t.min())
     anchors = prior.anchors
     if prior.d1 or anchors:

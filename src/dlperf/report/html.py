@@ -337,7 +337,7 @@ def _distributions(pts: Sequence[PointView]) -> str:
     from dlperf.report.distribution import distribution_figure
 
     colors = series_colors(pts)
-    divs = []
+    divs: list[str] = []
     for model in dict.fromkeys(p.model for p in pts):
         fig = distribution_figure(model, [p for p in pts if p.model == model], colors)
         if fig is not None:
@@ -449,7 +449,8 @@ def write_html_report(db: str, output: Path, title: str = "dlperf report",
     with open_results(db) as store:
         records = store.records()
         if not records and not store.collectives():
-            raise ConfigError(f"{db} holds no results yet")
+            raise ConfigError(f"{db} holds no results yet: store some with "
+                              f"`dlperf run ... --db {db}`")
         all_records = store.records(latest=False, samples=False)
         output.mkdir(parents=True, exist_ok=True)
         inp = Inputs(store, store.rows(), target_loss=target_loss, output=output,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -96,7 +96,7 @@ def _stage(db: sqlite3.Connection, fi: int, src: sqlite3.Connection | None) -> N
 _ATTACHED = "merge_source"
 
 
-def merge_stores(dest: str | Path, sources: list[str | Path], *, seal_rows: bool = True,
+def merge_stores(dest: str | Path, sources: Sequence[str | Path], *, seal_rows: bool = True,
                  damaged_into: dict[str, dict[int, str]] | None = None) -> dict[str, Any]:
     """Combine results files: ``dest`` becomes the union of its own rows and every source's.
 

@@ -431,7 +431,8 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
         T_N = T_1 x step_s(H (1 + rho), D + kappa H + X) / step_s(H, D)
 
     ``rho``, ``kappa`` DDP's own host and device work fitted on the stored N-device / 1-device
-    pairs (:func:`dlperf.perfmodel.api.ddp_overhead`; 0 without a pair, said so), ``X`` the
+    pairs (:func:`dlperf.perfmodel.api.ddp_overhead`; refused without a pair, as the
+    step-level model refuses: :func:`dlperf.perfmodel.api.no_ddp_pairs`), ``X`` the
     exposed all-reduce of the WFBP recursion over the recorded buckets of a stored DDP run of
     the model where there is one, else DDP's default buckets of ``params x 4`` B ready
     uniformly over a backward of 2/3 of ``D`` (:func:`dlperf.perfmodel.dataparallel.
@@ -445,7 +446,8 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
         numbers; ``assumptions`` in words.
 
     Raises:
-        ConfigError: the stored point has no parameter count.
+        ConfigError: the stored point has no parameter count; no stored N-device point of
+            the files pairs with a one-device series (DDP's overhead is not measured).
     """
     from dlperf.perfmodel import api
     from dlperf.perfmodel import dataparallel as dpm
@@ -456,6 +458,10 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
         raise ConfigError(f"the stored point {point.source}:{point.result_id} has no parameter "
                           "count: the gradient bytes to all-reduce are unknown")
     ddp = api.ddp_overhead(lib.recs)
+    if not ddp.pairs:  # as the step-level model: rho = kappa = 0 would be 17% low (resnet50)
+        raise ConfigError(api.no_ddp_pairs(
+            lib.recs, f"{model} {framework}/{mode} {precision} b={batch} per GPU", nproc,
+            "cuda"))
     cal = Calibration(lib.recs, share_efficiencies=api.shared_fits(lib.recs))
     fn, desc, comm_measured, _ = pm.comm_time_fn(cal, nproc, 1, None)
     prof = dpm.recorded_profile(lib.recs.points, Config(model, framework, mode, precision),
@@ -478,10 +484,8 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
         f"combination is not back-tested: the interval is the one-GPU band x{DP_WIDEN:g}",
         f"{nproc} GPUs of one node, each running the global batch / {nproc}; no input "
         "pipeline cost",
-        (f"DDP's own work: rho = {ddp.rho:.4g} (host), kappa = {ddp.kappa:.4g} (device, per "
-         f"unit of host time), fitted on {len(ddp.pairs)} stored N-device/1-device pairs"
-         if ddp.pairs else "DDP's own work taken as 0 (rho = kappa = 0): no stored N-device "
-         "point pairs with a one-device series in these files"),
+        f"DDP's own work: rho = {ddp.rho:.4g} (host), kappa = {ddp.kappa:.4g} (device, per "
+        f"unit of host time), fitted on {len(ddp.pairs)} stored N-device/1-device pairs",
         f"all-reduce: {'measured' if comm_measured else 'modelled'}: {desc}",
         *dpm.assumptions(prof),
     ]

@@ -22,6 +22,7 @@ from dlperf.perfmodel.retarget import (
     TraceLibrary,
     TracePrediction,
     band,
+    check_precision,
     gpu_name,
     host_session,
     interval,
@@ -44,7 +45,8 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
 
     Raises:
         ConfigError: a profile that is not a GPU's (:func:`refuse_a_cpu_profile`), no trace
-            of the model, several candidates, an unknown GPU, a batch
+            of the model, a precision the GPU's profile gives no rate for
+            (:func:`~dlperf.perfmodel.retarget.check_precision`), several candidates, an unknown GPU, a batch
             that ``nproc`` does not divide, or one that does not fit in the GPU's memory
             (:func:`_check_memory`).
     """
@@ -70,6 +72,7 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
         raise ConfigError(f"{model} {fw}/{md} is stored in several precisions "
                           f"({', '.join(precs)}); give --precision")
     prec = precision or precs[0]
+    check_precision(lib.gpu(gpu), prec)  # also before the fallback, which does not replay
     _check_memory(lib, model, fw, md, prec, batch_size // nproc, lib.gpu(gpu))
     try:
         p = predict(lib, model, fw, md, prec, batch_size // nproc, gpu, nproc=nproc)

@@ -57,7 +57,6 @@ def test_gpu_predict_of_an_unstored_model_names_the_run(tmp_path):
     """G10: ``predict --gpu`` on a file without the model said only "no stored result of
     'lstm'"; it names the run that stores one, as the step-level refusal does."""
     from cli_here import cli
-
     from dlperf.results.store import ResultStore
 
     db = tmp_path / "fresh.db"

@@ -184,9 +184,10 @@ def whatif_baseline(files: list[str], p: Any, q: Any) -> float | None:
 
 
 def host_of(pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
-    """The pool's host time per step (:func:`dlperf.perfmodel.replay.host_level`)."""
+    """The pool's host time per step (:func:`dlperf.perfmodel.replay.host_level`; the traces'
+    kernel times by file and row id: the pool may hold points of several files)."""
     return replay.host_level([p for p, _ in pool],
-                             {p.result_id: st.kernel_s for p, st in pool})
+                             {replay.trace_key(p): st.kernel_s for p, st in pool})
 
 
 def repeat_errors(p: Any, groups: dict[tuple[Any, int], dict[str, Any]]) -> list[float]:
@@ -213,7 +214,7 @@ def host_scatter(p: Any, pool: list[tuple[Any, replay.StepTrace]]) -> float | No
     (:func:`dlperf.perfmodel.replay.host_level`) of the other host-bound points of ``pool``
     (its configuration's traced points) at other batch sizes; None where ``p`` is not
     host-bound or no other point is."""
-    ks = {q.result_id: st.kernel_s for q, st in pool}
+    ks = {replay.trace_key(q): st.kernel_s for q, st in pool}
     if not replay.host_bound(p, ks):
         return None
     others = [q for q, _ in pool if q.batch_size != p.batch_size and replay.host_bound(q, ks)]

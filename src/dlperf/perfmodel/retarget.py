@@ -231,8 +231,8 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     Raises:
         NoTimeline: no trace of the model, framework and mode is stored (the step-level
             model is the fallback).
-        ConfigError: the GPU is unknown, or data parallel has no parameter
-            count stored.
+        ConfigError: the GPU is unknown, its profile gives no GEMM rate for ``precision``
+            (:func:`check_precision`), or data parallel has no parameter count stored.
     """
     held_out = set(exclude)
     fam = [p for p in lib.points(model, framework, mode)
@@ -288,6 +288,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     hr = None
     if gpu is not None:
         dst_gpu = lib.gpu(gpu)
+        check_precision(dst_gpu, precision)
         if hardware.short_name(dst_gpu.device_name) != hardware.short_name(src_gpu.device_name) \
                 or dst_gpu.name != src_gpu.name:
             move = HOST_MOVES.get(host)
@@ -399,6 +400,36 @@ def interval(key: str, datasheet_only: bool, nproc: int) -> tuple[float, str]:
                   f"percentile of |error| {INTERVAL_P90[key]:.0%}"
                   + (f" ({'; '.join(why for why, _ in widen)}) = {half:.0%}" if widen else "")
                   + ", as [T / (1 + h), T (1 + h)]")
+
+
+def check_precision(dst: hardware.GpuProfile, precision: str) -> None:
+    """Refuse ``precision`` on the target GPU ``dst`` where its profile gives no GEMM rate for
+    it (:meth:`hardware.GpuProfile.gemm`; a datasheet's None: the GPU lacks it, e.g. the V100's
+    bf16 and tf32: no such tensor cores): the replay would otherwise scale the source GPU's
+    tensor-core kernels by the clock and waves alone (:func:`dlperf.perfmodel.transforms.gpu.
+    kernel_on_gpu`). A measured profile (``dlperf calibrate`` on that GPU) that holds the rate
+    passes.
+
+    Raises:
+        ConfigError: no rate for ``precision``; names the precisions the profile gives.
+    """
+    if dst.gemm(precision):
+        return
+    has = ", ".join(sorted(set(dst.gemm_flops_per_s) & set(hardware.GEMM_PRECISIONS),
+                           key=hardware.GEMM_PRECISIONS.index)) or "none"
+    what, why = _NO_RATE[dst.datasheet_only]
+    raise ConfigError(
+        f"--precision {precision} on {dst.name} ({gpu_name(dst)}): its {what} gives no "
+        f"{precision} GEMM rate ({why.format(precision)}), so the replay cannot move "
+        f"{precision} kernels onto it; it gives: {has}. Predict --precision "
+        f"{has.split(', ')[0]}, or measure the GPU's ceilings with `dlperf calibrate` on it "
+        "and add that file with --db")
+
+
+#: :func:`check_precision`'s words by :attr:`hardware.GpuProfile.datasheet_only`: what gives
+#: no rate, and why.
+_NO_RATE = {True: ("datasheet", "the GPU has no {} tensor cores"),
+            False: ("profile", "none measured, none in its datasheet")}
 
 
 def gpu_name(prof: hardware.GpuProfile) -> str:

@@ -36,3 +36,34 @@ def test_a_measured_rate_lets_the_precision_through():
     gone = dataclasses.replace(measured, gemm_flops_per_s={"fp32": 1e13})
     with pytest.raises(ConfigError, match="profile gives no bf16 GEMM rate"):
         retarget.check_precision(gone, "bf16")
+
+
+def test_compare_notes_a_files_revisions_once(tmp_path):
+    """G13: ``compare g.db g.db`` (tags v1 and v2) printed the revisions note for BASE and
+    again for NEW; two files with revisions each get their own."""
+    from cli_here import cli
+    from fakes import make_db
+
+    db = make_db(tmp_path / "g.db")
+    code, text = cli("compare", str(db), str(db))
+    assert code == 0 and text.count("holds 2 revisions (v1, v2)") == 1, text
+    assert "same file" in text
+    other = make_db(tmp_path / "o.db")
+    code, text = cli("compare", str(db), str(other))
+    assert text.count("holds 2 revisions (v1, v2)") == 2, text
+
+
+def test_gpu_predict_of_an_unstored_model_names_the_run(tmp_path):
+    """G10: ``predict --gpu`` on a file without the model said only "no stored result of
+    'lstm'"; it names the run that stores one, as the step-level refusal does."""
+    from cli_here import cli
+    from dlperf.results.store import ResultStore
+
+    db = tmp_path / "fresh.db"
+    with ResultStore(str(db)):
+        pass
+    code, text = cli("predict", "--db", str(db), "--model", "lstm", "-b", "96", "--gpu", "h100")
+    assert code == 2, text
+    flat = " ".join(text.split())
+    assert "no stored result of 'lstm'" in flat
+    assert "dlperf run --model lstm --framework F --precision P -b N --timeline --db FILE" in flat

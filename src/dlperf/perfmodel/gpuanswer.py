@@ -62,7 +62,12 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     fms = sorted({c[:2] for c in cands})
     if not fms:
         raise ConfigError(f"no stored result of {model!r}"
-                          + (f" in {framework}" if framework else "") + " in the --db files")
+                          + (f" in {framework}" if framework else "") + " in the --db files: "
+                          "measure it first\n  dlperf run --model "
+                          f"{model} --framework {framework or 'F'} --precision P -b N "
+                          "--timeline --db FILE\nand predict from that file (--timeline "
+                          "stores the trace the replay moves to the GPU; `dlperf results "
+                          "--db FILE` lists what is stored)")
     if len(fms) > 1:
         raise ConfigError(f"{model} is stored in several frameworks/modes: "
                           f"{', '.join('/'.join(x) for x in fms)}; give --framework and --mode")

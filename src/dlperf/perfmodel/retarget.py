@@ -415,16 +415,21 @@ def check_precision(dst: hardware.GpuProfile, precision: str) -> None:
     """
     if dst.gemm(precision):
         return
-    has = ", ".join(p for p in hardware.GEMM_PRECISIONS if dst.gemm_flops_per_s.get(p)) or "none"
-    what = "datasheet" if dst.datasheet_only else "profile"
+    has = ", ".join(sorted(set(dst.gemm_flops_per_s) & set(hardware.GEMM_PRECISIONS),
+                           key=hardware.GEMM_PRECISIONS.index)) or "none"
+    what, why = _NO_RATE[dst.datasheet_only]
     raise ConfigError(
         f"--precision {precision} on {dst.name} ({gpu_name(dst)}): its {what} gives no "
-        f"{precision} GEMM rate ("
-        + (f"the GPU has no {precision} tensor cores" if dst.datasheet_only else
-           "none measured, none in its datasheet")
-        + f"), so the replay cannot move {precision} kernels onto it; it gives: {has}. "
-        f"Predict --precision {has.split(', ')[0]}, or measure the GPU's ceilings with "
-        "`dlperf calibrate` on it and add that file with --db")
+        f"{precision} GEMM rate ({why.format(precision)}), so the replay cannot move "
+        f"{precision} kernels onto it; it gives: {has}. Predict --precision "
+        f"{has.split(', ')[0]}, or measure the GPU's ceilings with `dlperf calibrate` on it "
+        "and add that file with --db")
+
+
+#: :func:`check_precision`'s words by :attr:`hardware.GpuProfile.datasheet_only`: what gives
+#: no rate, and why.
+_NO_RATE = {True: ("datasheet", "the GPU has no {} tensor cores"),
+            False: ("profile", "none measured, none in its datasheet")}
 
 
 def gpu_name(prof: hardware.GpuProfile) -> str:

@@ -190,21 +190,22 @@ def host_of(pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
                              {replay.trace_key(p): st.kernel_s for p, st in pool})
 
 
-def repeat_errors(p: Any, groups: dict[tuple[Any, int], dict[str, Any]]) -> list[float]:
+def repeat_errors(p: Any, groups: dict[tuple[Any, int, str | None], dict[str, Any]]
+                  ) -> list[float]:
     """The errors ``q / p - 1`` of each other stored measurement ``q`` of ``p``'s point taken
     as the prediction of ``p``'s measured step: ``groups``
     (:func:`dlperf.validation.backtest.repeat_groups`, the first stored of each one-device
-    point in each file) at ``p``'s configuration and batch, ``p``'s own file left out, the
-    others on ``p``'s GPU (``device_name``), in the groups' file order; none for an N-device
-    point (the groups are one-device)."""
+    point in each file, by GPU) at ``p``'s configuration, batch and GPU (``device_name``),
+    ``p``'s own file left out, in the groups' file order; none for an N-device point (the
+    groups are one-device)."""
     from dlperf.perfmodel.calibrate import Config
 
     if p.world_size != 1:
         return []
     own = os.path.realpath(p.source)
     return [q.step_time_s / p.step_time_s - 1
-            for src, q in groups.get((Config.of(p), p.batch_size), {}).items()
-            if os.path.realpath(src) != own and q.device_name == p.device_name]
+            for src, q in groups.get((Config.of(p), p.batch_size, p.device_name), {}).items()
+            if os.path.realpath(src) != own]
 
 
 def host_scatter(p: Any, pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
@@ -222,7 +223,7 @@ def host_scatter(p: Any, pool: list[tuple[Any, replay.StepTrace]]) -> float | No
     return level / p.step_time_s - 1 if level else None
 
 
-def repeats_of(files: list[str]) -> dict[tuple[Any, int], dict[str, Any]]:
+def repeats_of(files: list[str]) -> dict[tuple[Any, int, str | None], dict[str, Any]]:
     """:func:`dlperf.validation.backtest.repeat_groups` of the results files ``files`` (each
     file once, by its resolved path)."""
     from dlperf.perfmodel import records

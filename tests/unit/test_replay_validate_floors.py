@@ -58,9 +58,26 @@ def test_a_targets_repeats_are_its_other_files_first_measurements_on_its_gpu():
     two = replace(target, source="z.db", world_size=2, per_device_batch=32)
     assert rv.repeat_errors(two, groups) == []
     # the step-level noise floor reads the same groups: the earliest file predicts the later
+    # on its GPU (d.db's H100 point is no repeat of the H200's)
     rows = bt.repeat_rows(recs)
-    assert [(r.measured_s, r.predicted_s) for r in rows] == [
-        (0.011, 0.010), (0.0095, 0.010), (0.030, 0.010)]
+    assert [(r.measured_s, r.predicted_s) for r in rows] == [(0.011, 0.010), (0.0095, 0.010)]
+
+
+def test_repeat_groups_split_by_gpu():
+    """H100 and H200 files given together: each GPU's measurements of a point are one group,
+    its earliest file predicting the later; the other GPU's are none of its repeats."""
+    h100 = "NVIDIA H100 80GB HBM3"
+    pts = [BASE, replace(BASE, source="b.db", result_id=2, step_time_s=0.030, device_name=h100),
+           replace(BASE, source="c.db", result_id=3, step_time_s=0.011),
+           replace(BASE, source="d.db", result_id=4, step_time_s=0.033, device_name=h100)]
+    recs = Records(pts, [], ["a.db", "b.db", "c.db", "d.db"])
+    groups = bt.repeat_groups(recs)
+    assert sorted((k[2], list(v)) for k, v in groups.items()) == [
+        (h100, ["b.db", "d.db"]), ("NVIDIA H200", ["a.db", "c.db"])]
+    rows = bt.repeat_rows(recs)
+    assert sorted((r.measured_s, r.predicted_s) for r in rows) == [(0.011, 0.010),
+                                                                   (0.033, 0.030)]
+    assert rv.repeat_errors(pts[3], groups) == pytest.approx([0.030 / 0.033 - 1])
 
 
 def _pt(step: float, probe: float | None, busy: float | None, b: int, mode: str = "eager",

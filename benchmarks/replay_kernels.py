@@ -373,7 +373,7 @@ def autocast_host(pairs: list[tuple[Any, replay.StepTrace]]) -> str:
     ratios, probes = [], []
     for m, d in sorted(g.items()):
         if d.get("fp32") and d.get("bf16"):
-            lv = {k: replay.host_level([p for p, _ in v], {p.result_id: st.kernel_s
+            lv = {k: replay.host_level([p for p, _ in v], {replay.trace_key(p): st.kernel_s
                                                           for p, st in v})
                   for k, v in d.items()}
             pr = {k: statistics.median(p.host_dispatch_s for p, _ in v) for k, v in d.items()}

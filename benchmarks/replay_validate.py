@@ -184,26 +184,28 @@ def whatif_baseline(files: list[str], p: Any, q: Any) -> float | None:
 
 
 def host_of(pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
-    """The pool's host time per step (:func:`dlperf.perfmodel.replay.host_level`)."""
+    """The pool's host time per step (:func:`dlperf.perfmodel.replay.host_level`; the traces'
+    kernel times by file and row id: the pool may hold points of several files)."""
     return replay.host_level([p for p, _ in pool],
-                             {p.result_id: st.kernel_s for p, st in pool})
+                             {replay.trace_key(p): st.kernel_s for p, st in pool})
 
 
-def repeat_errors(p: Any, groups: dict[tuple[Any, int], dict[str, Any]]) -> list[float]:
+def repeat_errors(p: Any, groups: dict[tuple[Any, int, str | None], dict[str, Any]]
+                  ) -> list[float]:
     """The errors ``q / p - 1`` of each other stored measurement ``q`` of ``p``'s point taken
     as the prediction of ``p``'s measured step: ``groups``
     (:func:`dlperf.validation.backtest.repeat_groups`, the first stored of each one-device
-    point in each file) at ``p``'s configuration and batch, ``p``'s own file left out, the
-    others on ``p``'s GPU (``device_name``), in the groups' file order; none for an N-device
-    point (the groups are one-device)."""
+    point in each file, by GPU) at ``p``'s configuration, batch and GPU (``device_name``),
+    ``p``'s own file left out, in the groups' file order; none for an N-device point (the
+    groups are one-device)."""
     from dlperf.perfmodel.calibrate import Config
 
     if p.world_size != 1:
         return []
     own = os.path.realpath(p.source)
     return [q.step_time_s / p.step_time_s - 1
-            for src, q in groups.get((Config.of(p), p.batch_size), {}).items()
-            if os.path.realpath(src) != own and q.device_name == p.device_name]
+            for src, q in groups.get((Config.of(p), p.batch_size, p.device_name), {}).items()
+            if os.path.realpath(src) != own]
 
 
 def host_scatter(p: Any, pool: list[tuple[Any, replay.StepTrace]]) -> float | None:
@@ -213,7 +215,7 @@ def host_scatter(p: Any, pool: list[tuple[Any, replay.StepTrace]]) -> float | No
     (:func:`dlperf.perfmodel.replay.host_level`) of the other host-bound points of ``pool``
     (its configuration's traced points) at other batch sizes; None where ``p`` is not
     host-bound or no other point is."""
-    ks = {q.result_id: st.kernel_s for q, st in pool}
+    ks = {replay.trace_key(q): st.kernel_s for q, st in pool}
     if not replay.host_bound(p, ks):
         return None
     others = [q for q, _ in pool if q.batch_size != p.batch_size and replay.host_bound(q, ks)]
@@ -221,7 +223,7 @@ def host_scatter(p: Any, pool: list[tuple[Any, replay.StepTrace]]) -> float | No
     return level / p.step_time_s - 1 if level else None
 
 
-def repeats_of(files: list[str]) -> dict[tuple[Any, int], dict[str, Any]]:
+def repeats_of(files: list[str]) -> dict[tuple[Any, int, str | None], dict[str, Any]]:
     """:func:`dlperf.validation.backtest.repeat_groups` of the results files ``files`` (each
     file once, by its resolved path)."""
     from dlperf.perfmodel import records

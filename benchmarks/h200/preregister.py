@@ -1,7 +1,9 @@
 """Predictions registered before their points are measured, by category, and their judging
 (docs/perfmodel.md, "Predictions made before the measurement"; issue 38 point 4, issue 42).
 
-Two registrations, each a sweep file and a committed predictions file:
+Five registrations, ``registration4`` to ``registration8`` (:data:`PLANS`), each a sweep file
+and a committed predictions file (``registration3``, the step-level model's answers for one
+sweep file, is benchmarks/h200/register.py's):
 
 * ``registration4`` (benchmarks/h200/registration4.yaml): the step-level model's paths that
   fall short of issue 38's goals, each point predicted by ``dlperf predict`` in a new process
@@ -33,8 +35,8 @@ Two registrations, each a sweep file and a committed predictions file:
     PYTHONPATH=src python benchmarks/h200/preregister.py registration4      # predict, once
     PYTHONPATH=src python benchmarks/h200/preregister.py registration4 --judge DB [--md OUT]
 
-Predicting refuses a point any committed file of the registration's GPU holds (``held``), and an existing predictions file
-(a registration is made once). Judging reads the committed predictions and the measured
+Predicting refuses a point any committed file of the registration's GPU holds (``held``),
+and an existing predictions file (a registration is made once). Judging reads the committed predictions and the measured
 ``DB`` only: it never predicts again.
 """
 

@@ -21,7 +21,7 @@ docs/zoo.md). pandas is optional: only :func:`to_dataframe` needs it.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -140,9 +140,11 @@ def sweep(grid: Iterable[Mapping[str, Any]], *, defaults: Mapping[str, Any] | No
         check_points_here(points)  # their processes and CPU bindings can be made here
         check_here((p.hardware.cpu_bind, p.parallel.nproc) for p in points)
     missing = preflight(points, allow_missing=True)
-    runner = None
+    runner: Callable[[RunConfig], RunRecord] | None = None
     if in_process:
-        from dlperf.worker import run_record as runner
+        from dlperf.worker import run_record
+
+        runner = run_record
     with ExitStack() as stack:
         if db is None:
             db = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "results.db"

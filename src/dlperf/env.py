@@ -105,17 +105,18 @@ def host_speed(rounds: int = 11, n: int = 20000,
     can only be slowed). About 20 ms in all (11 rounds); run once per worker before anything
     is timed.
 
-    Returns ``{"python_loop_ns", "rounds", "workload"}``.
+    Returns ``{"python_loop_ns", "rounds", "workload"}``; ValueError for ``rounds`` below 1.
     """
     import time
 
+    if rounds < 1:
+        raise ValueError(f"host_speed needs at least one round, not {rounds}")
     clock = clock or time.perf_counter_ns
-    best = None
+    best = math.inf
     for _ in range(rounds):
         t0 = clock()
         _host_speed_work(n)
-        dt = clock() - t0
-        best = dt if best is None else min(best, dt)
+        best = min(best, clock() - t0)
     return {"python_loop_ns": best / n, "rounds": rounds, "workload": HOST_SPEED_WORKLOAD}
 
 
@@ -279,7 +280,7 @@ def environment_of(result: dict[str, Any]) -> dict[str, Any]:
     uuids = sorted({str(g["uuid"])[:12] for g in gpus if g.get("uuid")})
     # The faster of the probes before and after the measurement (a passing load slows one:
     # two workers on one H200 a minute apart read 81 and 161 ns with a single probe).
-    speeds = [p.get("python_loop_ns") for p in (e.get("host_speed"), e.get("host_speed_after"))
+    speeds = [p["python_loop_ns"] for p in (e.get("host_speed"), e.get("host_speed_after"))
               if isinstance(p, dict) and p.get("python_loop_ns")]
     speed = min(speeds) if speeds else None
     return {"host": e.get("hostname") or None, "platform": e.get("platform"), "cpu_model": e.get("cpu_model"), "cpu": cpu,
@@ -480,8 +481,8 @@ def choose_threads(usable: Sequence[int] | None = None, other: float | None = No
                             f"({seen})")
     # name what made it busy first, then the other reading (a load average of 3.4 with 0.0
     # CPUs of other work sampled is busy by the load average: processes waiting for a CPU)
-    why = []
-    if by_other:
+    why: list[str] = []
+    if by_other and sampled is not None:  # by_other: `other` was measured, so said
         why.append(sampled)
     if by_load:
         why.append(f"a load average of {load_1m:.1f} processes running or waiting for its "

@@ -6,6 +6,7 @@ never need to guard against a CPU-only machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -19,7 +20,7 @@ def _nvml():
         return None
 
 
-def _handle(nv, uuid: str | None, index: int):
+def _handle(nv: Any, uuid: str | None, index: int) -> Any:  # pynvml: untyped
     if uuid:
         try:
             return nv.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
@@ -149,7 +150,12 @@ def power_reader(nv: Any, h: Any) -> PowerReader:
     return PowerReader(lambda: nv.nvmlDeviceGetPowerUsage(h), POWER_AVERAGE)
 
 
-def power_readers(uuid: str | None = None, index: int = 0):
+#: :func:`power_readers`' readers: power (W), energy (J; None: no counter), memory used (bytes).
+PowerReaders = tuple[PowerReader, Callable[[], float] | None, Callable[[], int]]
+
+
+def power_readers(uuid: str | None = None, index: int = 0
+                  ) -> tuple[PowerReaders, None] | tuple[None, str]:
     """Readers for :class:`dlperf.measure.power.PowerSampler` of one GPU, or ``(None, reason)``.
 
     Returns ``((read_power_w, read_energy_j | None, read_memory_used_bytes), None)``:
@@ -171,12 +177,13 @@ def power_readers(uuid: str | None = None, index: int = 0):
     def memory_used() -> int:
         return int(nv.nvmlDeviceGetMemoryInfo(h).used)
 
-    energy_j = None
+    def total_energy_j() -> float:
+        return nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0
+
+    energy_j: Callable[[], float] | None = None
     try:
         nv.nvmlDeviceGetTotalEnergyConsumption(h)
-
-        def energy_j() -> float:
-            return nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0
+        energy_j = total_energy_j
     except Exception:  # noqa: BLE001 - older GPUs: fall back to the sampled power
         pass
     return (power_w, energy_j, memory_used), None

@@ -321,7 +321,8 @@ def resume_plan(points: list[Any], db: str, tag: str | None, *, rerun: bool,
         final = (*final, "error", "unavailable")
     with ResultStore(db, read_only=True) as store:
         done = {r.identity.run_key: r for r in store.records(latest=False, samples=False)
-                if tag_of(r) == tag and r.identity.status in final}
+                if tag_of(r) == tag and r.identity.status in final
+                and r.identity.run_key is not None}
     todo, recoded = [], []
     for p in points:
         hit = _tagged_hit(p, done)

@@ -123,7 +123,8 @@ def result_line(rec: RunRecord) -> str:
                   if conv.reached else f", target loss {conv.target_loss:g} not reached")
     ci = ("\\[no CI: too few iterations]" if s.ci_low is None or s.ci_high is None
           else f"[{s.ci_low * 1e3:.3f}, {s.ci_high * 1e3:.3f}]")
-    return (f"[green]{'ok':>8}[/] {label}  {s.median * 1e3:.3f} ms/iter {ci}, "
+    med = "no median" if s.median is None else f"{s.median * 1e3:.3f} ms/iter"
+    return (f"[green]{'ok':>8}[/] {label}  {med} {ci}, "
             f"{tp.samples_per_s:,.1f} samples/s{extra}{warn}")
 
 

@@ -44,7 +44,17 @@ from dlperf.measure.probes import (
 from dlperf.measure.segment import run_segment, segment_parts
 from dlperf.measure.warnings import quality_warnings
 from dlperf.placement import bind_cpus
-from dlperf.results.schema import STATUSES, RunRecord, failure_record, new_record, now_iso
+from dlperf.results.schema import (
+    STATUSES,
+    Env,
+    Host,
+    Memory,
+    RunRecord,
+    WorkerInfo,
+    failure_record,
+    new_record,
+    now_iso,
+)
 
 #: Imported from here by the launchers, the CLI, tests and benchmarks (their homes: above).
 __all__ = ["run_record", "run_config", "failure_status", "main", "STATUSES",
@@ -152,7 +162,7 @@ def run_record(cfg: RunConfig) -> RunRecord:
         rec = failure_record(cfg, *failure_status(e, adapter.is_oom))
         if session is not None:
             try:
-                rec.memory = session.memory()
+                rec.memory = Memory.model_validate(session.memory())
             except Exception:  # noqa: BLE001
                 pass
     finally:
@@ -168,13 +178,13 @@ def run_record(cfg: RunConfig) -> RunRecord:
             # A second probe after the measurement (~20 ms): a load passing during one probe
             # slows it; environment_of takes the faster of the two.
             env["host_speed_after"] = host_speed()
-    rec.env = env
+    rec.env = Env.model_validate(env)
     # the thread's wait for a CPU says something of the timings only where they are host time
     # (the fake framework's virtual clock is not: its measured segment lasts microseconds)
     on_host_clock = getattr(session, "clock", time.perf_counter) is time.perf_counter
     host_checks(rec, env, delay, measured=session is not None, host_clock=on_host_clock)
-    rec.worker = {"pid": os.getpid(), "elapsed_s": time.perf_counter() - t_begin,
-                  "phases_s": phases}
+    rec.worker = WorkerInfo(pid=os.getpid(), elapsed_s=time.perf_counter() - t_begin,
+                            phases_s=phases)
     return rec
 
 
@@ -227,7 +237,7 @@ def _measure(cfg: RunConfig, spec: Any, adapter: Any, session: Any, env: dict[st
                      memory=memory, **parts)
     for k, v in efficiency(rec, spec, probes, session.versions.get("device_name")).items():
         setattr(rec, k, v)
-    rec.host = host
+    rec.host = Host.model_validate(host)
     if merged is not None:
         rec.dist, rec.rank_imbalance = merged["dist"], merged["dist"]["imbalance"]
         rec.exposed_comm_s = (merged["comm"] or {}).get("exposed")

@@ -227,11 +227,12 @@ def load_yaml(text: str | bytes, name: str = "<string>", *, max_bytes: int = MAX
     if size > max_bytes:
         raise _too_big(name, size, max_bytes)
     if isinstance(text, bytes):
+        raw = text
         try:
-            text = text.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            line = text[:e.start].count(b"\n") + 1
-            raise YamlError(f"{name}:{line}: not UTF-8 text (byte 0x{text[e.start]:02x} at "
+            line = raw[:e.start].count(b"\n") + 1
+            raise YamlError(f"{name}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x} at "
                             f"offset {e.start}: {e.reason}); save the file as UTF-8", name,
                             line) from None
     loader = None

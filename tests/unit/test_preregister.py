@@ -28,6 +28,19 @@ def pr():
     return _mod()
 
 
+def test_the_module_docstring_counts_and_names_every_plan(pr):
+    """The docstring's opening says how many registrations :data:`PLANS` holds and names each
+    with its sweep file, so a new plan without its words fails here."""
+    count = {4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight"}[len(pr.PLANS)]
+    opening = pr.__doc__.split("\n\n")[1]
+    names = sorted(pr.PLANS)
+    assert opening.startswith(f"{count} registrations, ``{names[0]}`` to ``{names[-1]}``"), \
+        opening
+    for name, plan in pr.PLANS.items():
+        assert f"``{name}``" in pr.__doc__, name
+        assert Path(plan["sweep"]).name in pr.__doc__, (name, plan["sweep"])
+
+
 @pytest.mark.parametrize("name", ["registration4", "registration5", "registration6",
                                   "registration7", "registration8"])
 def test_plan_is_its_sweep_and_holds_no_stored_point(pr, name):

@@ -185,7 +185,7 @@ def test_host_level_reads_host_bound_steps_of_an_eager_program():
 
     def pt(step, probe, busy, mode="eager", rid=0):
         return P(step_time_s=step, host_dispatch_s=probe, busy_s=busy, mode=mode,
-                 result_id=rid)
+                 source="a.db", result_id=rid)
 
     host_bound = [pt(2.0e-3, 2.4e-3, 1.0e-3), pt(2.2e-3, 2.6e-3, 1.5e-3)]
     device_bound = pt(9.0e-3, 2.0e-3, 8.9e-3)
@@ -198,8 +198,10 @@ def test_host_level_reads_host_bound_steps_of_an_eager_program():
     assert R.host_level(graph) == pytest.approx(4e-3)
     # without busy time, the trace's kernel sum decides
     no_busy = pt(2.0e-3, 2.4e-3, None, rid=7)
-    assert R.host_level([no_busy, device_bound], {7: 1e-3}) == pytest.approx(2.0e-3)
-    assert R.host_level([no_busy, device_bound], {7: 3e-3}) == pytest.approx(2.2e-3)
+    assert R.host_level([no_busy, device_bound], {("a.db", 7): 1e-3}) == pytest.approx(2.0e-3)
+    assert R.host_level([no_busy, device_bound], {("a.db", 7): 3e-3}) == pytest.approx(2.2e-3)
+    # another file's row 7 is another trace
+    assert R.host_level([no_busy, device_bound], {("b.db", 7): 1e-3}) == pytest.approx(2.2e-3)
     assert R.host_level([pt(1e-3, None, None)]) is None
 
 

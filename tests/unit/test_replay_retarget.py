@@ -77,14 +77,37 @@ def test_answer_fills_the_configuration_and_prints(lib):
         gpuanswer.answer([str(H200)], "lstm", None, None, None, 64, "h100")
 
 
-def test_data_parallel_without_a_stored_pair_says_ddp_overhead_is_zero(lib):
-    one = retarget.predict(lib, "gpt2_small", "torch", "eager", "fp32", 16, anchor=False)
-    two = retarget.predict(lib, "gpt2_small", "torch", "eager", "fp32", 16, anchor=False,
+def test_data_parallel_without_a_stored_pair_is_refused_as_the_step_level_model(lib):
+    # trial16 G2: rho = kappa = 0 answered 21.97 ms where the fitted overhead gives 26.32 ms
+    with pytest.raises(ConfigError, match="DDP's own overhead") as e:
+        retarget.predict(lib, "gpt2_small", "torch", "eager", "fp32", 16, anchor=False, nproc=2)
+    assert "dlperf run --device cuda --nproc 2" in str(e.value)
+    assert not isinstance(e.value, retarget.NoTimeline)  # no fallback to a zero overhead
+    # the CLI refuses it as the step-level model does, naming the input and how to add it
+    from typer.testing import CliRunner
+
+    from dlperf.cli import app
+
+    q = ["predict", "--db", str(ROOT / "benchmarks/results/h200"), "--model", "resnet50",
+         "--framework", "torch", "--mode", "eager", "--precision", "bf16", "--data",
+         "synthetic", "--layout", "auto", "-b", "128", "--nproc", "2"]
+    step, gpu = (CliRunner().invoke(app, q + extra) for extra in ([], ["--gpu", "h100"]))
+    assert step.exit_code == gpu.exit_code == 2
+    for r in (step, gpu):
+        out = " ".join(r.output.split())
+        assert "not measured" in out and "--db benchmarks/results/h200x2" in out, out
+
+
+def test_data_parallel_widens_the_one_gpu_band():
+    dbs = [str(H200), str(H100), str(ROOT / "benchmarks/results/h200x2")]
+    lib2 = retarget.TraceLibrary(dbs)
+    one = retarget.predict(lib2, "gpt2_small", "torch", "eager", "fp32", 16, anchor=False)
+    two = retarget.predict(lib2, "gpt2_small", "torch", "eager", "fp32", 16, anchor=False,
                            nproc=2)
     assert two.step_s >= one.step_s and two.extra["parts"]["exposed_comm_s"] >= 0
     assert "not validated" in two.category and two.measured_s is None
     notes = " ".join(two.extra["assumptions"])
-    assert "not back-tested" in notes and "rho = kappa = 0" in notes and "NVLink" in notes
+    assert "not back-tested" in notes and "fitted on" in notes and "all-reduce: measured" in notes
     w = lambda p: p.interval_s[1] / p.step_s - 1  # noqa: E731
     assert w(two) == pytest.approx(retarget.DP_WIDEN * w(one))
 
@@ -116,7 +139,7 @@ def test_data_parallel_takes_the_step_level_models_ddp_overhead_and_all_reduce()
 
 
 def test_data_parallel_answer_splits_the_global_batch(lib):
-    d = gpuanswer.answer([str(H200), str(H100)], "lstm", "torch", "eager", "fp32", 128, "h100",
+    d = gpuanswer.answer([str(H200), str(H100), str(ROOT / "benchmarks/results/h200x2")], "lstm", "torch", "eager", "fp32", 128, "h100",
                         nproc=2)
     assert d["config"]["nproc"] == 2 and "data parallel, assuming:" in gpuanswer.text(d)
     assert "2 x NVIDIA H100 80GB HBM3" in gpuanswer.text(d)
@@ -176,7 +199,8 @@ def test_the_interval_widens_for_a_datasheet_and_data_parallel():
 
 def test_a_wide_band_stays_above_zero(lib):
     assert retarget.band(10.0, 1.4) == pytest.approx((10.0 / 2.4, 24.0))
-    d = gpuanswer.answer([str(H200)], "resnet50", "torch", "eager", "fp32", 64, "h100",
+    dbs = [str(H200), str(ROOT / "benchmarks/results/h200x2")]
+    d = gpuanswer.answer(dbs, "resnet50", "torch", "eager", "fp32", 64, "h100",
                         nproc=2)  # datasheet only, data parallel: h = 0.35 x 2 x 2
     lo, hi = d["interval_s"]
     assert lo == pytest.approx(d["predicted_step_time_s"] / 2.4) and hi == pytest.approx(d["predicted_step_time_s"] * 2.4)
@@ -254,7 +278,8 @@ def test_the_gpu_answer_always_holds_its_measured_points():
     # no H100 measurement in the H200 file: an empty {} (the step-level answer's type), not absent
     d = gpuanswer.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h100")
     assert d["measured_points"] == {} and d["measured_step_time_s"] is None
-    two = gpuanswer.answer([str(H200)], "lstm", "torch", "eager", "fp32", 128, "h100", nproc=2)
+    two = gpuanswer.answer([str(H200), str(ROOT / "benchmarks/results/h200x2")], "lstm", "torch",
+                           "eager", "fp32", 128, "h100", nproc=2)
     assert two["measured_points"] == {}
     own = gpuanswer.answer([str(H200)], "lstm", "torch", "eager", "fp32", 64, "h200")
     assert own["measured_points"] and own["measured_step_time_s"] == pytest.approx(

@@ -58,15 +58,46 @@ def test_a_targets_repeats_are_its_other_files_first_measurements_on_its_gpu():
     two = replace(target, source="z.db", world_size=2, per_device_batch=32)
     assert rv.repeat_errors(two, groups) == []
     # the step-level noise floor reads the same groups: the earliest file predicts the later
+    # on its GPU (d.db's H100 point is no repeat of the H200's)
     rows = bt.repeat_rows(recs)
-    assert [(r.measured_s, r.predicted_s) for r in rows] == [
-        (0.011, 0.010), (0.0095, 0.010), (0.030, 0.010)]
+    assert [(r.measured_s, r.predicted_s) for r in rows] == [(0.011, 0.010), (0.0095, 0.010)]
+
+
+def test_repeat_groups_split_by_gpu():
+    """H100 and H200 files given together: each GPU's measurements of a point are one group,
+    its earliest file predicting the later; the other GPU's are none of its repeats."""
+    h100 = "NVIDIA H100 80GB HBM3"
+    pts = [BASE, replace(BASE, source="b.db", result_id=2, step_time_s=0.030, device_name=h100),
+           replace(BASE, source="c.db", result_id=3, step_time_s=0.011),
+           replace(BASE, source="d.db", result_id=4, step_time_s=0.033, device_name=h100)]
+    recs = Records(pts, [], ["a.db", "b.db", "c.db", "d.db"])
+    groups = bt.repeat_groups(recs)
+    assert sorted((k[2], list(v)) for k, v in groups.items()) == [
+        (h100, ["b.db", "d.db"]), ("NVIDIA H200", ["a.db", "c.db"])]
+    rows = bt.repeat_rows(recs)
+    assert sorted((r.measured_s, r.predicted_s) for r in rows) == [(0.011, 0.010),
+                                                                   (0.033, 0.030)]
+    assert rv.repeat_errors(pts[3], groups) == pytest.approx([0.030 / 0.033 - 1])
 
 
 def _pt(step: float, probe: float | None, busy: float | None, b: int, mode: str = "eager",
-        rid: int | None = None) -> SimpleNamespace:
+        rid: int | None = None, source: str = "a.db") -> SimpleNamespace:
     return SimpleNamespace(step_time_s=step, host_dispatch_s=probe, busy_s=busy, mode=mode,
-                           batch_size=b, result_id=b if rid is None else rid)
+                           batch_size=b, source=source, result_id=b if rid is None else rid)
+
+
+def test_host_level_of_a_pool_of_two_files_reads_each_trace_by_its_file():
+    """Two files' points with the same row id, neither with a busy time: host-bound by its own
+    trace's kernel time (1 ms under a 2.4 ms probe) or not (8.9 ms over 2.0 ms). Keyed by row
+    id alone, the second trace's kernel time would stand for the first's, and the level would
+    be the median probe (2.2 ms) instead of the host-bound step (2.0 ms)."""
+    a = _pt(2.0e-3, 2.4e-3, None, 8, rid=1, source="a.db")
+    b = _pt(9.0e-3, 2.0e-3, None, 64, rid=1, source="b.db")
+    pool = [(a, SimpleNamespace(kernel_s=1.0e-3)), (b, SimpleNamespace(kernel_s=8.9e-3))]
+    assert rv.host_of(pool) == pytest.approx(2.0e-3)
+    assert rv.host_of(pool[::-1]) == pytest.approx(2.0e-3)
+    assert rv.host_scatter(a, [*pool, (_pt(2.6e-3, 2.8e-3, None, 16, rid=1, source="c.db"),
+                                       SimpleNamespace(kernel_s=1.0e-3))]) == pytest.approx(0.3)
 
 
 def test_host_scatter_is_the_other_host_bound_steps_level_against_the_step():
@@ -75,7 +106,7 @@ def test_host_scatter_is_the_other_host_bound_steps_level_against_the_step():
     dev = _pt(9.0e-3, 2.0e-3, 8.9e-3, 64)
     no_busy = _pt(2.5e-3, 2.4e-3, None, 4)  # host-bound by its trace's kernel time
     pool = [(p, SimpleNamespace(kernel_s=1e-3)) for p in [*hb, dev, no_busy]]
-    assert replay.host_bound(no_busy, {4: 1e-3}) and not replay.host_bound(dev)
+    assert replay.host_bound(no_busy, {("a.db", 4): 1e-3}) and not replay.host_bound(dev)
     # the median of the other host-bound steps (2.2, 3.0, 2.5 ms -> 2.5) against 2.0 ms
     assert rv.host_scatter(hb[0], pool) == pytest.approx(2.5e-3 / 2.0e-3 - 1)
     assert rv.host_scatter(no_busy, pool) == pytest.approx(2.2e-3 / 2.5e-3 - 1)

@@ -79,7 +79,8 @@ def _sides(base: str, new: str, db: str | None, models: list[str], stores: ExitS
 
     if db is None:
         rb, rn = records(base, "BASE"), records(new, "NEW")
-        for name, recs in ((base, rb), (new, rn)):
+        one = same_file(base, new)  # noted once (_note_same says they are one file)
+        for name, recs in ((base, rb),) if one else ((base, rb), (new, rn)):
             revs = sorted({revision_of(r) for r in recs})
             if len(revs) > 1:  # all runs are used; say so, and how to pick one revision
                 common.err.print(f"note: {name} holds {len(revs)} revisions ({', '.join(revs)});"

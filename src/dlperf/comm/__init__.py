@@ -6,10 +6,12 @@ twice (runpy warns when the package has already imported it).
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["algbw", "busbw", "message_sizes", "parse_size", "run_rank"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in __all__:
         from dlperf.comm import allreduce
 

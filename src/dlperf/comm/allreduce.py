@@ -94,7 +94,7 @@ def parse_size(text: str | int) -> int:
     return int(m.group(1)) * mult
 
 
-def _time_loop_cpu(dist, t, iters: int) -> float:
+def _time_loop_cpu(dist: Any, t: Any, iters: int) -> float:
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(iters):
@@ -102,7 +102,7 @@ def _time_loop_cpu(dist, t, iters: int) -> float:
     return (time.perf_counter() - t0) / iters
 
 
-def _time_loop_cuda(torch, dist, t, iters: int, local_rank: int) -> float:
+def _time_loop_cuda(torch: Any, dist: Any, t: Any, iters: int, local_rank: int) -> float:
     dist.barrier(device_ids=[local_rank])
     torch.cuda.synchronize()
     start = torch.cuda.Event(enable_timing=True)
@@ -214,7 +214,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _provenance(torch, backend: str) -> dict[str, Any]:
+def _provenance(torch: Any, backend: str) -> dict[str, Any]:
     info: dict[str, Any] = {"torch": torch.__version__, "backend": backend}
     if torch.cuda.is_available():
         info["cuda"] = torch.version.cuda

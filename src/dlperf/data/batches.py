@@ -118,7 +118,7 @@ def _image_batches(ds: Dataset, spec: ModelSpec, bs: int, max_batches: int | Non
     x -= mean
     x /= std
     X = x.reshape(nb, bs, *spec.input_shape)
-    Y = ds.y[: nb * bs].astype(np.int64).reshape(nb, bs)
+    Y = ds.labels[: nb * bs].astype(np.int64).reshape(nb, bs)
     return X, Y
 
 
@@ -139,7 +139,7 @@ def _imagefolder_batches(ds: Dataset, spec: ModelSpec, bs: int, max_batches: int
     size = spec.input_shape[1]
     x = np.stack([load_eval_image(str(p), size) for p in ds.x[: nb * bs]])
     X = normalize_hwc(x).transpose(0, 3, 1, 2).reshape(nb, bs, *spec.input_shape)
-    Y = ds.y[: nb * bs].astype(np.int64).reshape(nb, bs)
+    Y = ds.labels[: nb * bs].astype(np.int64).reshape(nb, bs)
     return np.ascontiguousarray(X), Y
 
 

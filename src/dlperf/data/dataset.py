@@ -69,6 +69,14 @@ class Dataset:
     meta: dict = field(default_factory=dict)
 
     @property
+    def labels(self) -> np.ndarray:
+        """``y``, the labels of an image or ImageFolder set; ValueError for a token set
+        (it has none)."""
+        if self.y is None:
+            raise ValueError(f"data set {self.name!r} ({self.kind}) has no labels")
+        return self.y
+
+    @property
     def vocab_size(self) -> int:
         """Number of distinct token ids (``len(vocab)``); 0 for image data sets."""
         return len(self.vocab) if self.vocab is not None else 0

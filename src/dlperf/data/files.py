@@ -8,15 +8,15 @@ check a file's size against a documented limit (:func:`check_size`) before readi
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
 
 from dlperf.errors import DataError
 
 
-def open_regular(path: str | os.PathLike, what: str = "data file") -> BinaryIO:
+def open_regular(path: str | os.PathLike, what: str = "data file") -> io.BufferedReader:
     """Open ``path`` for binary reading if it is a regular file (symbolic links followed).
 
     The file is opened with ``O_NONBLOCK`` (opening a FIFO then returns at once instead of

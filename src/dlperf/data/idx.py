@@ -78,7 +78,7 @@ def _bad_magic(path: object, head: bytes) -> DataError:
         f"0x00000803, labels 0x00000801); check that this is an MNIST file")
 
 
-def _read_exact(fh: BinaryIO, n: int, path: object, what: str) -> bytes:
+def _read_exact(fh: io.BufferedIOBase | BinaryIO, n: int, path: object, what: str) -> bytes:
     """``n`` bytes of ``fh`` (fewer at the end of the file); stream errors become DataError."""
     try:
         return fh.read(n)
@@ -91,7 +91,7 @@ def _corrupt_gz(path: object, e: BaseException) -> DataError:
                      f"give the uncompressed file instead")
 
 
-def read_header(fh: BinaryIO, path: object) -> IdxHeader:
+def read_header(fh: io.BufferedIOBase | BinaryIO, path: object) -> IdxHeader:
     """Read and check an IDX header from the start of ``fh``.
 
     Raises:
@@ -125,7 +125,7 @@ class _IdxFile:
             raise DataError(f"{path} is empty (0 bytes); {_REDOWNLOAD}")
         self.gz = self._raw.read(2) == GZIP_MAGIC
         self._raw.seek(0)
-        self.fh: BinaryIO = gzip.GzipFile(fileobj=self._raw, mode="rb") if self.gz else self._raw
+        self.fh: io.BufferedIOBase = gzip.GzipFile(fileobj=self._raw, mode="rb") if self.gz else self._raw
 
     def __enter__(self) -> _IdxFile:  # noqa: PYI034 - a private class
         return self
@@ -162,7 +162,7 @@ def _read_values(f: _IdxFile, h: IdxHeader) -> np.ndarray:
     """The values after the header, as a native-endian array of ``h.dims``; the stream must
     end right after them (read one byte further, never more)."""
     buf = np.empty(h.value_bytes, dtype=np.uint8)  # pages are committed as they are filled
-    view, got = memoryview(buf), 0
+    view, got = buf.data, 0  # a memoryview of buf
     while got < h.value_bytes:
         try:
             n = f.fh.readinto(view[got:got + _CHUNK])

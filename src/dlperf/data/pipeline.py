@@ -152,7 +152,7 @@ class SampleSource:
             x = normalize_hwc(load_train_image(str(self.ds.x[i]), self.spec.input_shape[1], rng))
             if self.layout == "NCHW":
                 x = np.ascontiguousarray(x.transpose(2, 0, 1))
-            return x, np.int64(self.ds.y[i])
+            return x, np.int64(self.ds.labels[i])
         x = self.ds.x[i].astype(np.float32)  # uint8 [C, H, W]
         x *= np.float32(1 / 255)
         x -= self._mean
@@ -161,7 +161,7 @@ class SampleSource:
             x = x.reshape(self.spec.input_shape)
         elif self.layout == "NHWC":
             x = np.ascontiguousarray(x.transpose(1, 2, 0))
-        return x, np.int64(self.ds.y[i])
+        return x, np.int64(self.ds.labels[i])
 
     def batch(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Batch ``k`` of the stream: ``x`` ``[B, ...]``, ``y`` ``[B]`` (or the LM batch)."""
@@ -210,16 +210,17 @@ class HostPipeline:
         self._feeder: threading.Thread | None = None
         if workers > 0:
             self._pool = ThreadPoolExecutor(workers, thread_name_prefix="dlperf-input")
-            self._feeder = threading.Thread(target=self._feed, name="dlperf-feeder", daemon=True)
+            self._feeder = threading.Thread(target=self._feed, args=(self._pool,),
+                                            name="dlperf-feeder", daemon=True)
             self._feeder.start()
 
-    def _feed(self) -> None:
+    def _feed(self, pool: ThreadPoolExecutor) -> None:
         pending: deque = deque()
         k = 0
         try:
             while not self._stop.is_set():
                 while len(pending) < self.workers + self.depth:
-                    pending.append(self._pool.submit(self._make, k))
+                    pending.append(pool.submit(self._make, k))
                     k += 1
                 item = self._put(pending.popleft().result())
                 while not self._stop.is_set():
@@ -283,11 +284,12 @@ def mark_input_error(e: BaseException) -> None:
 def raised_by_input(e: BaseException) -> bool:
     """True if ``e`` (or an exception it was raised from) carries :data:`INPUT_ERROR_NOTE`."""
     seen: set[int] = set()
-    while e is not None and id(e) not in seen:
-        if INPUT_ERROR_NOTE in getattr(e, "__notes__", ()):
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        if INPUT_ERROR_NOTE in getattr(cur, "__notes__", ()):
             return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
     return False
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["DEFAULT_WINDOW", "training_time", "smoothed", "time_to_target", "curve",
@@ -90,7 +90,7 @@ def time_to_target(losses: Sequence[float], step_times_s: Sequence[float], targe
     return None
 
 
-def curve(samples: dict[str, Sequence[float]], losses: dict[str, Sequence[float]]
+def curve(samples: Mapping[str, Sequence[float]], losses: Mapping[str, Sequence[float]]
           ) -> tuple[list[float], list[float]]:
     """All iterations in order (first, warm-up, measure): (step times s, losses)."""
     times: list[float] = []
@@ -101,8 +101,8 @@ def curve(samples: dict[str, Sequence[float]], losses: dict[str, Sequence[float]
     return times, ls
 
 
-def compile_steps(samples: dict[str, Sequence[float]],
-                  compiled_at: dict[str, Sequence[int]] | None) -> list[int]:
+def compile_steps(samples: Mapping[str, Sequence[float]],
+                  compiled_at: Mapping[str, Sequence[int]] | None) -> list[int]:
     """Indices along :func:`curve` of the compile steps: the first iteration (always: it
     carries the compilation wherever the framework compiles lazily) and each step after which
     the compile counter moved (``compiled_at``: phase -> indices into that phase's samples;
@@ -129,8 +129,8 @@ def without_compile(times_s: Sequence[float], steps: Sequence[int],
     return out
 
 
-def _reference_step(samples: dict[str, Sequence[float]],
-                    compiled_at: dict[str, Sequence[int]] | None) -> float | None:
+def _reference_step(samples: Mapping[str, Sequence[float]],
+                    compiled_at: Mapping[str, Sequence[int]] | None) -> float | None:
     """Median of the measured steps that did not compile (all measured steps if every one
     did), s; None without measured steps."""
     meas = [float(x) for x in samples.get("measure", [])]
@@ -139,10 +139,10 @@ def _reference_step(samples: dict[str, Sequence[float]],
     return statistics.median(kept) if kept else None
 
 
-def summarize_convergence(samples: dict[str, Sequence[float]],
-                          losses: dict[str, Sequence[float]], target: float | None,
+def summarize_convergence(samples: Mapping[str, Sequence[float]],
+                          losses: Mapping[str, Sequence[float]], target: float | None,
                           window: int = DEFAULT_WINDOW, *,
-                          compiled_at: dict[str, Sequence[int]] | None = None,
+                          compiled_at: Mapping[str, Sequence[int]] | None = None,
                           compile_before_loop_s: float | None = None) -> dict[str, Any]:
     """What a result stores about convergence: ``iterations``, ``training_time_s`` (with
     compile: ``compile_before_loop_s`` + the step times), ``training_time_no_compile_s``,

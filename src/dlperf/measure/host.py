@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from dlperf.results.schema import RunRecord
+from dlperf.results.schema import HostCpuWait, RunRecord
 from dlperf.results.view import setting
 
 __all__ = ["CPU_WAIT_WARN", "RunDelay", "thread_run_delay_ns", "cpu_wait", "busy_host_warning",
@@ -69,13 +69,16 @@ def cpu_wait(run_delay: Mapping[str, int | None] | None, wall_s: float | None
     bracket the segment and a little around it, so the window's own wall time is the
     denominator: a thread descheduled just outside the segment cannot make the share exceed
     1. None without both schedstat readings."""
-    if not run_delay or run_delay.get("start") is None or run_delay.get("end") is None:
+    if not run_delay:
+        return None
+    start, end = run_delay.get("start"), run_delay.get("end")
+    if start is None or end is None:
         return None
     window = run_delay.get("wall")
     denom = window / 1e9 if window else wall_s
     if not denom:
         return None
-    sec = (run_delay["end"] - run_delay["start"]) / 1e9
+    sec = (end - start) / 1e9
     return {"seconds": sec, "share": sec / denom}
 
 
@@ -140,7 +143,7 @@ def host_checks(rec: RunRecord, env: Mapping[str, Any], delay: RunDelay, measure
     if measured and rec.identity.status == "ok":
         cw = (cpu_wait(delay.as_dict(), rec.timing.wall_time_s if rec.timing else None)
               if host_clock else None)
-        rec.host_cpu_wait = cw
+        rec.host_cpu_wait = HostCpuWait.model_validate(cw) if cw is not None else None
         warns += host_warnings(setting(rec, "threads"),
                                env.get("cpu_affinity"), cw)
     rec.warnings = [*rec.warnings, *warns]

@@ -98,8 +98,14 @@ class PowerSampler:
         self._thread: threading.Thread | None = None
         self._rec: PowerRecord | None = None
 
+    def _record(self) -> PowerRecord:
+        """The record :meth:`start` began; RuntimeError before the first start."""
+        if self._rec is None:
+            raise RuntimeError("PowerSampler: start() was not called")
+        return self._rec
+
     def _sample(self) -> None:
-        rec = self._rec
+        rec = self._record()
         try:
             w = float(self._power())
             t = self._clock()
@@ -119,7 +125,7 @@ class PowerSampler:
         try:
             return float(self._energy())
         except Exception:  # noqa: BLE001
-            self._rec.errors += 1
+            self._record().errors += 1
             return None
 
     def _run(self) -> None:
@@ -133,11 +139,11 @@ class PowerSampler:
         if self._thread is not None and self._thread.is_alive():
             self._stop.set()
             self._thread.join(timeout=5.0)
-        self._rec = PowerRecord(t_start=math.nan, t_stop=math.nan,
-                                power_source=self.power_source)
+        rec = self._rec = PowerRecord(t_start=math.nan, t_stop=math.nan,
+                                      power_source=self.power_source)
         # Each clock read right after its energy read: the window matches the counter's.
-        self._rec.energy_start_j = self._read_energy()
-        self._rec.t_start = self._clock()
+        rec.energy_start_j = self._read_energy()
+        rec.t_start = self._clock()
         self._sample()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="dlperf-power", daemon=True)
@@ -149,7 +155,7 @@ class PowerSampler:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
         self._sample()
-        rec = self._rec
+        rec = self._record()
         rec.energy_stop_j = self._read_energy()
         rec.t_stop = self._clock()
         return rec
@@ -175,7 +181,7 @@ def energy_summary(rec: PowerRecord | None, measured_time_s: float, n_iters: int
         or ``nvml_power_usage``, the 1 s average), ``power_times_s`` (relative to the window
         start) and ``power_w``.
     """
-    none = {"available": False, "reason": reason, "energy_source": None, "window_s": None,
+    none: dict[str, Any] = {"available": False, "reason": reason, "energy_source": None, "window_s": None,
             "energy_j": None, "mean_power_w": None, "energy_per_iter_j": None,
             "samples_per_j": None, "sampled_mean_power_w": None, "n_samples": 0,
             "interval_s": None, "memory_used_peak_bytes": None, "read_errors": None,

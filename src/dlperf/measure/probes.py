@@ -142,7 +142,9 @@ def breakdown_into(rec: RunRecord, cfg: Any, session: Any, phases: dict[str, flo
         rec.dist.buckets_timeline = buckets
     for k, v in sections.items():
         setattr(rec, k, v)
-    rec.samples = {**(rec.samples or {}), **extra}
+    samples: dict[str, list[float | int | None]] = {**(rec.samples or {})}
+    samples.update({k: [*v] for k, v in extra.items()})
+    rec.samples = samples
     rec.warnings = [*(rec.warnings or []), *warns]
 
 

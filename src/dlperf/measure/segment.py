@@ -165,7 +165,7 @@ def segment_parts(cfg: Any, spec: Any, *, samples: dict[str, list[float]],
                                           comp.get("recompiles_measured"))
     skip = set(excluded)
     kept = [x for i, x in enumerate(measured) if i not in skip] if skip else measured
-    timing = {"first_iter_s": samples["first"][0], "warmup_iters": len(samples["warmup"]),
+    timing: dict[str, Any] = {"first_iter_s": samples["first"][0], "warmup_iters": len(samples["warmup"]),
               "warmup_time_s": math.fsum(samples["warmup"]),
               # None (warm-up off: not looked for) stays None unless a compile or a drift of
               # the measured steps (dlperf.measure.spread.drift_of) shows it unsteady

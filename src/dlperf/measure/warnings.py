@@ -63,13 +63,13 @@ def _timing_warnings(r: RunRecord) -> list[str]:
                  f"interval of the median (it needs {min_samples_for_ci(level)}), so none is "
                  "stored; raise --min-iters (iterations.min_iters in a sweep file) or "
                  "--min-time and add --rerun")
-    elif s is not None and s.median:
+    elif s is not None and s.median and s.ci_low is not None and s.ci_high is not None:
         width = (s.ci_high - s.ci_low) / s.median
         if width > WIDE_CI_REL:
             w.append(f"wide CI of the median ({width:.0%} of it): noisy machine or too few "
                      "iterations; raise --min-time (iterations.min_time_s in a sweep file) and add "
                      "--rerun (a stored point is not measured again)")
-        if s.mean > LONG_TAIL_RATIO * s.median:
+        if s.mean is not None and s.mean > LONG_TAIL_RATIO * s.median:
             w.append(f"mean is {s.mean / s.median:.2f}x the median: a long tail or two "
                      "speeds in the raw samples")
     t = r.timing

@@ -457,23 +457,34 @@ def _data_parallel(d: Draft, recs: Records, cal: Calibration, req: Request) -> N
 
 def _no_ddp_pairs(recs: Records, req: Request) -> str:
     """Why an N-device prediction is refused when no stored N-device point of ``recs`` (its
-    own measurements withheld) pairs with a one-device series of its configuration: DDP's
-    own overhead (``rho``, ``kappa``) is fitted on those pairs only, and taking it as 0
-    predicts a near-perfect scaling no stored run supports (resnet50 torch eager bf16 b=192 on
-    2 H200s: 24.4 ms with it 0 against 28.9 ms fitted and 30.7-31.1 ms stored). Names the
-    results files of the residual tables that hold data-parallel back-test rows and are not
-    loaded (:func:`intervalchoice.borrowable`), where there are such."""
+    own measurements withheld) pairs with a one-device series of its configuration
+    (:func:`no_ddp_pairs`)."""
+    own = any(p.world_size > 1 for p in req.withheld)
+    return no_ddp_pairs(recs, req.target.label(), req.world, req.target.device, own)
+
+
+def no_ddp_pairs(recs: Records, label: str, world: int, device: str, own: bool = False
+                 ) -> str:
+    """The refusal of a data-parallel prediction of ``label`` on ``world`` devices when no
+    stored N-device point of ``recs`` pairs with a one-device series: DDP's own overhead
+    (``rho``, ``kappa``) is fitted on those pairs only, and taking it as 0 predicts a
+    near-perfect scaling no stored run supports (resnet50 torch eager bf16 b=192 on 2 H200s:
+    24.4 ms with it 0 against 28.9 ms fitted and 30.7-31.1 ms stored). Names the results
+    files of the residual tables that hold data-parallel back-test rows and are not loaded
+    (:func:`intervalchoice.borrowable`), where there are such, and the run that measures
+    one (``dlperf run --device DEVICE --nproc 2``). ``own``: the point's own N-device
+    measurements are withheld. Used by the step-level model and by ``predict --gpu --nproc``
+    (:func:`dlperf.perfmodel.retarget.data_parallel`)."""
     mine = {os.path.realpath(s) for s in recs.sources}
     extra = sorted({fc.relative_if_under_cwd(os.path.dirname(f)) for e in ic.borrowable(recs)
                     if e[2].get(NPROC_CATEGORY) for f in e[1] - mine})
-    own = any(p.world_size > 1 for p in req.withheld)
-    return (f"{req.target.label()} on {req.world} devices: no stored data-parallel run of "
+    return (f"{label} on {world} devices: no stored data-parallel run of "
             f"these files{' other than the point itself (withheld)' if own else ''} pairs "
             "with a one-device series of its configuration, so DDP's own overhead (rho, kappa) "
             "is not measured and the step's scaling is not known; "
             + (f"add the files that hold such runs ({' '.join('--db ' + x for x in extra)}) "
                "or " if extra else "")
-            + f"measure one (dlperf run --device {req.target.device} --nproc 2 ... and the "
+            + f"measure one (dlperf run --device {device} --nproc 2 ... and the "
             "same configuration on one device), or predict one device")
 
 

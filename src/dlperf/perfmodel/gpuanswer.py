@@ -22,6 +22,7 @@ from dlperf.perfmodel.retarget import (
     TraceLibrary,
     TracePrediction,
     band,
+    check_precision,
     gpu_name,
     host_session,
     interval,
@@ -44,7 +45,8 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
 
     Raises:
         ConfigError: a profile that is not a GPU's (:func:`refuse_a_cpu_profile`), no trace
-            of the model, several candidates, an unknown GPU, a batch
+            of the model, a precision the GPU's profile gives no rate for
+            (:func:`~dlperf.perfmodel.retarget.check_precision`), several candidates, an unknown GPU, a batch
             that ``nproc`` does not divide, or one that does not fit in the GPU's memory
             (:func:`_check_memory`).
     """
@@ -60,7 +62,12 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
     fms = sorted({c[:2] for c in cands})
     if not fms:
         raise ConfigError(f"no stored result of {model!r}"
-                          + (f" in {framework}" if framework else "") + " in the --db files")
+                          + (f" in {framework}" if framework else "") + " in the --db files: "
+                          "measure it first\n  dlperf run --model "
+                          f"{model} --framework {framework or 'F'} --precision P -b N "
+                          "--timeline --db FILE\nand predict from that file (--timeline "
+                          "stores the trace the replay moves to the GPU; `dlperf results "
+                          "--db FILE` lists what is stored)")
     if len(fms) > 1:
         raise ConfigError(f"{model} is stored in several frameworks/modes: "
                           f"{', '.join('/'.join(x) for x in fms)}; give --framework and --mode")
@@ -70,6 +77,7 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
         raise ConfigError(f"{model} {fw}/{md} is stored in several precisions "
                           f"({', '.join(precs)}); give --precision")
     prec = precision or precs[0]
+    check_precision(lib.gpu(gpu), prec)  # also before the fallback, which does not replay
     _check_memory(lib, model, fw, md, prec, batch_size // nproc, lib.gpu(gpu))
     try:
         p = predict(lib, model, fw, md, prec, batch_size // nproc, gpu, nproc=nproc)

@@ -32,7 +32,8 @@ def _product(a: float | None, b: float | None) -> float | None:
 
 
 def mfu_summary(*, train_flops_per_sample: float | None, samples_per_s: float | None,
-                precision: str, batch_size: int, ceilings: dict[str, Any] | None,
+                precision: str | None, batch_size: int | None,
+                ceilings: dict[str, Any] | None,
                 datasheet: dict[str, Any] | None,
                 framework_flops_per_step: float | None = None,
                 bytes_per_step: float | None = None) -> dict[str, Any]:
@@ -41,8 +42,10 @@ def mfu_summary(*, train_flops_per_sample: float | None, samples_per_s: float | 
     Args:
         train_flops_per_sample: analytic training FLOPs of one sample (spec).
         samples_per_s: measured throughput.
-        precision: ``fp32``, ``tf32`` or ``bf16`` (chooses the ceiling).
-        batch_size: samples per iteration (to turn per-step counts into per-sample ones).
+        precision: ``fp32``, ``tf32`` or ``bf16`` (chooses the ceiling; None: unknown, no
+            ceiling).
+        batch_size: samples per iteration (to turn per-step counts into per-sample ones;
+            None: unknown, no per-sample framework counts).
         ceilings: :func:`dlperf.measure.ceilings.measure_ceilings`'s result, or None.
         datasheet: :func:`dlperf.perfmodel.datasheet.datasheet_peaks`'s result, or None.
         framework_flops_per_step: the framework's FLOP count of one iteration, if any.
@@ -58,7 +61,7 @@ def mfu_summary(*, train_flops_per_sample: float | None, samples_per_s: float | 
     """
     achieved = _product(train_flops_per_sample, samples_per_s)
     ceil = ((ceilings or {}).get("matmul_flops_per_s") or {}).get(precision)
-    sheet = (datasheet or {}).get(precision)
+    sheet = (datasheet or {}).get(precision) if precision is not None else None
     fw_per_sample = _ratio(framework_flops_per_step or None, batch_size)
     fw_achieved = _product(fw_per_sample, samples_per_s)
     bw = (ceilings or {}).get("bandwidth_bytes_per_s")

@@ -660,12 +660,18 @@ def point_meta(p: Any) -> dict[str, Any]:
             "train_flops_per_sample": getattr(p, "train_flops_per_sample", None)}
 
 
+def trace_key(p: Any) -> tuple[str, int]:
+    """The key of a stored point's trace among the points of several results files: its file
+    (``source``, as given) and its row id (``result_id``), which alone repeats across files."""
+    return (p.source, p.result_id)
+
+
 def host_level(points: Sequence[Any],
-               kernel_s: Mapping[int, float] | None = None) -> float | None:
+               kernel_s: Mapping[tuple[str, int], float] | None = None) -> float | None:
     """A configuration's untraced host time per step (s) from its stored points (each a
     :class:`~dlperf.perfmodel.records.Point`): for an eager program, the median measured step
     of its host-bound points (those whose untraced host probe ``host_dispatch_s`` is at least
-    their device's busy time, ``busy_s``, else ``kernel_s[result_id]``); else, and for a
+    their device's busy time, ``busy_s``, else ``kernel_s[trace_key(p)]``); else, and for a
     compiled program (``mode`` other than ``eager``: an XLA program's small-batch step is
     close to its host *plus* its device, docs/replay.md, "Not done"), the median probe; None
     without a probe.
@@ -684,14 +690,14 @@ def host_level(points: Sequence[Any],
     return statistics.median(bound) if bound else statistics.median(probes)
 
 
-def host_bound(p: Any, kernel_s: Mapping[int, float] | None = None) -> bool:
+def host_bound(p: Any, kernel_s: Mapping[tuple[str, int], float] | None = None) -> bool:
     """Whether the stored point ``p`` (a :class:`~dlperf.perfmodel.records.Point`) is one
     whose step :func:`host_level` reads as its configuration's host: an eager program with a
     measured step whose untraced host probe ``host_dispatch_s`` is at least its device's busy
-    time per step (``busy_s``, else ``kernel_s[result_id]``, s); False without either."""
+    time per step (``busy_s``, else ``kernel_s[trace_key(p)]``, s); False without either."""
     if getattr(p, "mode", "eager") != "eager":
         return False
-    busy = p.busy_s if p.busy_s else (kernel_s or {}).get(p.result_id)
+    busy = p.busy_s if p.busy_s else (kernel_s.get(trace_key(p)) if kernel_s else None)
     return bool(p.host_dispatch_s and busy and p.host_dispatch_s >= busy and p.step_time_s)
 
 

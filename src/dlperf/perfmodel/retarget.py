@@ -231,8 +231,8 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     Raises:
         NoTimeline: no trace of the model, framework and mode is stored (the step-level
             model is the fallback).
-        ConfigError: the GPU is unknown, or data parallel has no parameter
-            count stored.
+        ConfigError: the GPU is unknown, its profile gives no GEMM rate for ``precision``
+            (:func:`check_precision`), or data parallel has no parameter count stored.
     """
     held_out = set(exclude)
     fam = [p for p in lib.points(model, framework, mode)
@@ -288,6 +288,7 @@ def predict(lib: TraceLibrary, model: str, framework: str, mode: str, precision:
     hr = None
     if gpu is not None:
         dst_gpu = lib.gpu(gpu)
+        check_precision(dst_gpu, precision)
         if hardware.short_name(dst_gpu.device_name) != hardware.short_name(src_gpu.device_name) \
                 or dst_gpu.name != src_gpu.name:
             move = HOST_MOVES.get(host)
@@ -401,6 +402,36 @@ def interval(key: str, datasheet_only: bool, nproc: int) -> tuple[float, str]:
                   + ", as [T / (1 + h), T (1 + h)]")
 
 
+def check_precision(dst: hardware.GpuProfile, precision: str) -> None:
+    """Refuse ``precision`` on the target GPU ``dst`` where its profile gives no GEMM rate for
+    it (:meth:`hardware.GpuProfile.gemm`; a datasheet's None: the GPU lacks it, e.g. the V100's
+    bf16 and tf32: no such tensor cores): the replay would otherwise scale the source GPU's
+    tensor-core kernels by the clock and waves alone (:func:`dlperf.perfmodel.transforms.gpu.
+    kernel_on_gpu`). A measured profile (``dlperf calibrate`` on that GPU) that holds the rate
+    passes.
+
+    Raises:
+        ConfigError: no rate for ``precision``; names the precisions the profile gives.
+    """
+    if dst.gemm(precision):
+        return
+    has = ", ".join(sorted(set(dst.gemm_flops_per_s) & set(hardware.GEMM_PRECISIONS),
+                           key=hardware.GEMM_PRECISIONS.index)) or "none"
+    what, why = _NO_RATE[dst.datasheet_only]
+    raise ConfigError(
+        f"--precision {precision} on {dst.name} ({gpu_name(dst)}): its {what} gives no "
+        f"{precision} GEMM rate ({why.format(precision)}), so the replay cannot move "
+        f"{precision} kernels onto it; it gives: {has}. Predict --precision "
+        f"{has.split(', ')[0]}, or measure the GPU's ceilings with `dlperf calibrate` on it "
+        "and add that file with --db")
+
+
+#: :func:`check_precision`'s words by :attr:`hardware.GpuProfile.datasheet_only`: what gives
+#: no rate, and why.
+_NO_RATE = {True: ("datasheet", "the GPU has no {} tensor cores"),
+            False: ("profile", "none measured, none in its datasheet")}
+
+
 def gpu_name(prof: hardware.GpuProfile) -> str:
     """A GPU profile's device model name as the driver reports it (``NVIDIA H100 80GB HBM3``),
     else its short name."""
@@ -431,7 +462,8 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
         T_N = T_1 x step_s(H (1 + rho), D + kappa H + X) / step_s(H, D)
 
     ``rho``, ``kappa`` DDP's own host and device work fitted on the stored N-device / 1-device
-    pairs (:func:`dlperf.perfmodel.api.ddp_overhead`; 0 without a pair, said so), ``X`` the
+    pairs (:func:`dlperf.perfmodel.api.ddp_overhead`; refused without a pair, as the
+    step-level model refuses: :func:`dlperf.perfmodel.api.no_ddp_pairs`), ``X`` the
     exposed all-reduce of the WFBP recursion over the recorded buckets of a stored DDP run of
     the model where there is one, else DDP's default buckets of ``params x 4`` B ready
     uniformly over a backward of 2/3 of ``D`` (:func:`dlperf.perfmodel.dataparallel.
@@ -445,7 +477,8 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
         numbers; ``assumptions`` in words.
 
     Raises:
-        ConfigError: the stored point has no parameter count.
+        ConfigError: the stored point has no parameter count; no stored N-device point of
+            the files pairs with a one-device series (DDP's overhead is not measured).
     """
     from dlperf.perfmodel import api
     from dlperf.perfmodel import dataparallel as dpm
@@ -456,6 +489,10 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
         raise ConfigError(f"the stored point {point.source}:{point.result_id} has no parameter "
                           "count: the gradient bytes to all-reduce are unknown")
     ddp = api.ddp_overhead(lib.recs)
+    if not ddp.pairs:  # as the step-level model: rho = kappa = 0 would be 17% low (resnet50)
+        raise ConfigError(api.no_ddp_pairs(
+            lib.recs, f"{model} {framework}/{mode} {precision} b={batch} per GPU", nproc,
+            "cuda"))
     cal = Calibration(lib.recs, share_efficiencies=api.shared_fits(lib.recs))
     fn, desc, comm_measured, _ = pm.comm_time_fn(cal, nproc, 1, None)
     prof = dpm.recorded_profile(lib.recs.points, Config(model, framework, mode, precision),
@@ -478,10 +515,8 @@ def data_parallel(lib: TraceLibrary, one_s: float, host_s: float, device_s: floa
         f"combination is not back-tested: the interval is the one-GPU band x{DP_WIDEN:g}",
         f"{nproc} GPUs of one node, each running the global batch / {nproc}; no input "
         "pipeline cost",
-        (f"DDP's own work: rho = {ddp.rho:.4g} (host), kappa = {ddp.kappa:.4g} (device, per "
-         f"unit of host time), fitted on {len(ddp.pairs)} stored N-device/1-device pairs"
-         if ddp.pairs else "DDP's own work taken as 0 (rho = kappa = 0): no stored N-device "
-         "point pairs with a one-device series in these files"),
+        f"DDP's own work: rho = {ddp.rho:.4g} (host), kappa = {ddp.kappa:.4g} (device, per "
+        f"unit of host time), fitted on {len(ddp.pairs)} stored N-device/1-device pairs",
         f"all-reduce: {'measured' if comm_measured else 'modelled'}: {desc}",
         *dpm.assumptions(prof),
     ]

@@ -92,11 +92,10 @@ def breakdown_cells(rec: RunRecord) -> list[str]:
     """Cells of one row of the breakdown table (:data:`BREAKDOWN_COLUMNS`)."""
     bd, tr = rec.breakdown, rec.trace
     cells, gap = _phase_cells(rec)
-    rel = bd.rel_diff if bd is not None else None
-    sum_vs = DASH if rel is None else f"{rel:+.1%}" + ("" if bd.reconciled else " !")
-    busy = tr.busy_fraction if tr is not None else None
-    busy_s = DASH if busy is None else f"{busy:.0%}" + (" (ops)" if tr.device_kind == "cpu"
-                                                       else "")
+    sum_vs = (DASH if bd is None or bd.rel_diff is None
+              else f"{bd.rel_diff:+.1%}" + ("" if bd.reconciled else " !"))
+    busy_s = (DASH if tr is None or tr.busy_fraction is None
+              else f"{tr.busy_fraction:.0%}" + (" (ops)" if tr.device_kind == "cpu" else ""))
     disp = ((bd.dispatch_s if bd is not None else None) or {}).get("median")
     if disp is None:
         disp = ((tr.dispatch_s if tr is not None else None) or {}).get("median")

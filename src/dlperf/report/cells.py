@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from rich.table import Table
 from rich.text import Text
@@ -28,7 +28,7 @@ ENV_MARK = " †"
 BATCH_CELL_KEYS = ("batch_size", "grad_accum")
 
 
-def finite(v: Any) -> bool:
+def finite(v: Any) -> TypeGuard[int | float]:
     """True for an int or float that is neither NaN nor infinite."""
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 

@@ -112,8 +112,9 @@ def _compare(pairs: Iterator[tuple[RunRecord, RunRecord]],
              origin: Callable[[int], str] | None = None) -> list[dict[str, Any]]:
     out = []
     for base, other in pairs:
-        ratio, lo, hi = ratio_of_medians_ci(samples_of(result_id(base)),
-                                            samples_of(result_id(other)))
+        ib, io = result_id(base), result_id(other)  # None: not read from a store, no samples
+        ratio, lo, hi = ratio_of_medians_ci(samples_of(ib) if ib is not None else [],
+                                            samples_of(io) if io is not None else [])
         files = {side: Path(origin(rid)).stem if origin is not None and rid is not None
                  else None for side, rid in (("baseline", result_id(base)),
                                              ("other", result_id(other)))}

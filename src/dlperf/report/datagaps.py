@@ -83,7 +83,9 @@ def _data_gap(r: RunRecord, syn: dict[tuple, RunRecord],
     dw = r.data_wait
     mean_wait_s = dw.mean_s if dw is not None else None
     if base is not None:
-        syn_t, real_t = samples_of(result_id(base)), samples_of(result_id(r))
+        ib, ir = result_id(base), result_id(r)  # None: not read from a store, no samples
+        syn_t = samples_of(ib) if ib is not None else []
+        real_t = samples_of(ir) if ir is not None else []
         rel, lo, hi = ratio_ci(syn_t, real_t, statistic="mean")
         if mean_wait_s is not None and real_t and syn_t:
             slowed = ((math.fsum(real_t) / len(real_t) - mean_wait_s)

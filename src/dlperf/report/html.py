@@ -337,7 +337,7 @@ def _distributions(pts: Sequence[PointView]) -> str:
     from dlperf.report.distribution import distribution_figure
 
     colors = series_colors(pts)
-    divs = []
+    divs: list[str] = []
     for model in dict.fromkeys(p.model for p in pts):
         fig = distribution_figure(model, [p for p in pts if p.model == model], colors)
         if fig is not None:

@@ -176,7 +176,7 @@ def framework_matrix(rows: Sequence[RunRecord]) -> list[dict[str, Any]]:
         meds = {c: v["median_s"] for c, v in cells.items()}
         if any(not _forced_layout(c) for c in meds):  # forced layouts: side notes to `auto`
             meds = {c: m for c, m in meds.items() if not _forced_layout(c)}
-        fastest = min(meds, key=meds.get)
+        fastest = min(meds, key=lambda c: meds[c])
         diffs = _env_spread(newest)
         out.append({**dict(zip(POINT_KEYS, pt)), "columns": cells, "fastest": fastest,
                     "spread": max(meds.values()) / meds[fastest] if len(meds) > 1 else None,

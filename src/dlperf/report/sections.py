@@ -161,7 +161,7 @@ def _threads_report(inp: Inputs) -> str | None:
     if not groups:
         return None
     body = thr.threads_markdown(groups)
-    for png in thr.plot_thread_scaling(groups, inp.output):
+    for png in (thr.plot_thread_scaling(groups, inp.output) if inp.output is not None else []):
         body += f"\n![step time and speed-up against CPU threads]({png.name})\n"
     return body
 
@@ -196,7 +196,7 @@ def _scaling_report(inp: Inputs) -> str | None:
         return None
     pts = _scaling_points(inp)
     body = _scaling_markdown(pts)
-    png = plot_scaling(pts, inp.output)
+    png = plot_scaling(pts, inp.output) if inp.output is not None else None
     if png is not None:
         body += f"\n![throughput and scaling efficiency against devices]({png.name})\n"
     return body + SCALING_NOTE
@@ -232,7 +232,7 @@ def _convergence_report(inp: Inputs) -> str | None:
     if not groups:
         return None
     body = _convergence_markdown(groups)
-    for png in plot_convergence(groups, inp.output):
+    for png in (plot_convergence(groups, inp.output) if inp.output is not None else []):
         body += f"\n![training loss against iterations and time]({png.name})\n"
     return body
 
@@ -375,6 +375,8 @@ def compare(name: str, inp: Inputs, format: str) -> str:
         KeyError: ``name`` is not a comparison (the CLI checks it first).
     """
     s = COMPARISONS[name]
+    if s.compute is None or s.markdown is None:  # every named section has both
+        raise KeyError(name)
     comps = s.compute(inp)
     if format == "table":
         from dlperf.report.cells import md_safe_body

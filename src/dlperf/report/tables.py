@@ -292,10 +292,9 @@ def fmt_data_wait(r: RunRecord) -> str:
     """``'12.3% input-bound'`` / ``'0.4%'`` (the share of the measured time spent waiting for
     data), dash for synthetic data or results without a pipeline."""
     dw = r.data_wait
-    share = dw.share if dw is not None else None
-    if not finite(share):
+    if dw is None or not finite(dw.share):
         return DASH
-    return _fmt_pct(share) + (" input-bound" if dw.input_bound else "")
+    return _fmt_pct(dw.share) + (" input-bound" if dw.input_bound else "")
 
 
 def results_table(rows: Sequence[RunRecord], *,
@@ -324,8 +323,9 @@ def warning_lines(rows: Sequence[RunRecord],
     warned = [r for r in sort_rows(rows) if r.warnings]
     out = []
     for rec in warned[:limit] if limit is not None else warned:
-        more = len(rec.warnings or []) - 1
-        out.append(f"⚠ {label_of_record(rec)}: {rec.warnings[0]}"
+        warnings = rec.warnings or []  # not empty: `warned` holds records with warnings
+        more = len(warnings) - 1
+        out.append(f"⚠ {label_of_record(rec)}: {warnings[0]}"
                    + (f" (+{more} more)" if more else ""))
     if limit is not None and len(warned) > limit:
         out.append(f"... and {len(warned) - limit} more results with warnings (every warning: "

@@ -484,8 +484,8 @@ def _cell_lines(console: Any, options: Any, cell: str | Text, col: Any, width: i
     room = width - left - right
     if room < 1:
         return None
-    text = (console.render_str(cell, highlight=False, markup=options.markup)
-            if type(cell) is str else cell)
+    text = (cell if isinstance(cell, Text)
+            else console.render_str(cell, highlight=False, markup=options.markup))
     if text.end != "\n":
         return None
     justify = text.justify or col.justify or "default"

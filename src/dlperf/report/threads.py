@@ -119,19 +119,24 @@ def _group(key: tuple, by_n: dict[int, RunRecord],
     result at each thread count."""
     ok = {n: r for n, r in by_n.items() if _ok(r)}
     n0 = min(ok) if ok else None
-    base = ok[n0] if ok else None
-    base_samples = samples_of(result_id(base)) if samples_of and base else None
-    points, diffs = [], []
+    base = ok[n0] if n0 is not None else None
+    base_id = result_id(base) if base is not None else None  # None: not read from a store
+    base_samples = samples_of(base_id) if samples_of and base_id is not None else None
+    points: list[dict[str, Any]] = []
+    diffs: list[str] = []
     for n in sorted(by_n):
         r = by_n[n]
         if not _ok(r):  # a failure is a result: kept, with every field empty
             points.append({**_EMPTY_POINT, "threads": n, "status": r.identity.status,
                            "warnings": warnings_text(r)})
             continue
+        assert base is not None and n0 is not None  # r is ok: `ok` holds it, so base is set
         t = median_s(r)
         s = median_s(base) / t
         lo = hi = None
-        samples = samples_of(result_id(r)) if samples_of and base_samples else None
+        rid = result_id(r)
+        samples = (samples_of(rid) if samples_of and base_samples and rid is not None
+                   else None)
         if base_samples and samples:
             _, lo, hi = ratio_of_medians_ci(base_samples, samples)
         p = n / n0

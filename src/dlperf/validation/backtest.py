@@ -436,30 +436,31 @@ def dp_rows(records: Records, base: Calibration, budget: Budget | None = None) -
     return out
 
 
-def repeat_groups(records: Records) -> dict[tuple[Config, int], dict[str, Point]]:
+def repeat_groups(records: Records
+                  ) -> dict[tuple[Config, int, str | None], dict[str, Point]]:
     """The stored measurements of each one-device point, for the noise floor: ``{(configuration,
-    batch size): {results file: its point}}`` over the :func:`_steps` of ``records`` with data
-    on the device (``synthetic``), the first stored of the point in each file (the files'
-    later ones left out), groups and files in the order of their first points. A group of
-    several files is a point repeated in other sessions; the group does not split by GPU
-    (:attr:`Point.device_name`), so files of several GPUs group their points together."""
-    groups: defaultdict[tuple[Config, int], dict[str, Point]] = defaultdict(dict)
+    batch size, GPU): {results file: its point}}`` over the :func:`_steps` of ``records`` with
+    data on the device (``synthetic``), the GPU its :attr:`Point.device_name`, the first stored
+    of the point in each file (the files' later ones left out), groups and files in the order
+    of their first points. A group of several files is a point repeated in other sessions on
+    the same GPU model; files of several GPUs given together make one group per GPU."""
+    groups: defaultdict[tuple[Config, int, str | None], dict[str, Point]] = defaultdict(dict)
     for p in _steps(records):
         if p.data == "synthetic":
-            groups[(Config.of(p), p.batch_size)].setdefault(p.source, p)
+            groups[(Config.of(p), p.batch_size, p.device_name)].setdefault(p.source, p)
     return groups
 
 
 def repeat_rows(records: Records, base: Calibration | None = None,
                 budget: Budget | None = None) -> list[Row]:
     """``repeat (noise floor)`` rows: the same one-device point (configuration and batch, data
-    on the device) stored in several results files (other sessions, often other hosts;
-    :func:`repeat_groups`); the earliest file's measurement taken as the prediction of each
-    later one."""
+    on the device, the same GPU) stored in several results files (other sessions, often other
+    hosts; :func:`repeat_groups`); the earliest file's measurement taken as the prediction of
+    each later one."""
     groups = repeat_groups(records)
     order = {s: i for i, s in enumerate(records.sources)}
     out = []
-    for (cfg, b), by_src in groups.items():
+    for (cfg, b, _gpu), by_src in groups.items():
         srcs = sorted(by_src, key=lambda s: order.get(s, 0))
         if len(srcs) < 2 or not charge(budget, "repeat", ["repeat (noise floor)"] * (len(srcs) - 1)):
             continue

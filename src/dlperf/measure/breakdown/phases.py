@@ -133,8 +133,8 @@ def summarize(loop: Any, fused: Mapping[str, Any], *, device: str,
     phases = {p: describe(loop.samples(p)) for p in loop.phases}
     host = {p: describe(loop.samples(p, host=True)) for p in loop.phases}
     mean_total = math.fsum(totals) / len(totals) if totals else 0.0
-    shares = {p: (phases[p]["mean"] / mean_total if mean_total > 0 else None)
-              for p in loop.phases if phases[p]}
+    shares = {p: (d["mean"] / mean_total if mean_total > 0 else None)
+              for p, d in phases.items() if d}
     tot = describe(totals) or {}
     fused_med = fused.get("median")
     rel = ((tot["median"] - fused_med) / fused_med) if tot and fused_med else None
@@ -147,7 +147,7 @@ def summarize(loop: Any, fused: Mapping[str, Any], *, device: str,
         "reconciled": rel is not None and abs(rel) <= RECONCILE_TOL, "reason": None,
     }
     warnings: list[str] = []
-    if rel is not None and abs(rel) > RECONCILE_TOL:
+    if rel is not None and fused_med and abs(rel) > RECONCILE_TOL:  # rel: fused_med is set
         why = reason(rel, timer=loop.timer, device=device, fused=fused,
                      host_total_s=(describe(host_totals) or {}).get("median"),
                      device_total_s=tot["median"], n_marks=n_marks,

@@ -160,7 +160,7 @@ def run_breakdown(cfg: Any, session: Any, fused: dict[str, Any]
     loop = None
     # Several processes (data parallel): every one runs the same phased and traced steps
     # (they hold collectives), so the phased count is agreed; each keeps its own trace folder.
-    dist = getattr(session, "dist", None)
+    dist: Any = getattr(session, "dist", None)  # the session's (untyped) process group
     multi = dist is not None and dist.world_size > 1
     if cfg.measure.breakdown:
         if session.phased_step is None or session.phase_timer is None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dlperf.measure.breakdown.trace import TraceData, TraceOp
@@ -127,7 +127,7 @@ def _events(doc: Mapping[str, Any] | list) -> list[dict[str, Any]]:
             and isinstance(e.get("ts"), (int, float))]
 
 
-def _end(e: dict[str, Any]) -> float:
+def _end(e: Mapping[str, Any]) -> float:
     return float(e["ts"]) + float(e.get("dur") or 0.0)
 
 
@@ -196,7 +196,7 @@ def from_chrome_trace(doc: Mapping[str, Any] | list) -> TraceData:
                 c = (e.get("args") or {}).get("correlation")
                 if c is not None:
                     launches[c] = e
-        by_ext = {}
+        by_ext: dict[Any, dict[str, Any]] = {}
         for e in host:
             x = (e.get("args") or {}).get("External id")
             if x is not None and e.get("cat") == "cpu_op":
@@ -227,7 +227,7 @@ def from_chrome_trace(doc: Mapping[str, Any] | list) -> TraceData:
                 o = ("memcpy",) if e.get("cat") == "gpu_memcpy" else ("memset",)
             ops.append(TraceOp(name=e["name"], start_s=float(e["ts"]) * us, end_s=_end(e) * us,
                                ops=(*o, e["name"]), context=ctx, phase=ph, step=step,
-                               kind=_KINDS.get(e.get("cat"), "kernel"),
+                               kind=_KINDS.get(e.get("cat") or "", "kernel"),
                                extra={**_extra(args, launches.get(c), o), **cost}))
         source = "torch.profiler (CUPTI kernels and copies)"
         kind = "gpu"
@@ -269,9 +269,10 @@ def _ordered(tevs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(tevs, key=lambda e: (float(e["ts"]), -float(e.get("dur") or 0.0)))
 
 
-def _stacks_at(tevs: list[dict[str, Any]], probes: list[tuple[float, int, Any]]):
+def _stacks_at(tevs: list[dict[str, Any]], probes: list[tuple[float, int, Any]]
+               ) -> dict[Any, tuple[list[dict[str, Any]], float]]:
     """For each probe (time, order, key) on one thread: (the open ranges, time)."""
-    out = {}
+    out: dict[Any, tuple[list[dict[str, Any]], float]] = {}
     stack: list[dict[str, Any]] = []
     evs = _ordered(tevs)
     probes = sorted(probes, key=lambda p: (p[0], p[1]))
@@ -290,7 +291,7 @@ def _stacks_at(tevs: list[dict[str, Any]], probes: list[tuple[float, int, Any]])
     return out
 
 
-def _self_slices(tevs: list[dict[str, Any]]):
+def _self_slices(tevs: list[dict[str, Any]]) -> Iterator[list[Any]]:
     """Self-time slices of ``cpu_op`` ranges on one thread: ``[op, stack, start_us, end_us]``
     where ``op`` is the innermost open ``cpu_op`` (the stack's last element); contiguous
     slices of one op are merged."""

@@ -112,16 +112,17 @@ class TraceData:
 
 def union_length(intervals: Sequence[tuple[float, float]]) -> float:
     """Total length covered by ``intervals`` (overlaps counted once), in their unit."""
-    total, cur_s, cur_e = 0.0, None, None
+    total = 0.0
+    cur: tuple[float, float] | None = None  # the merged interval being extended
     for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        elif e > cur_e:
-            cur_e = e
-    if cur_e is not None:
-        total += cur_e - cur_s
+        if cur is None or s > cur[1]:
+            if cur is not None:
+                total += cur[1] - cur[0]
+            cur = (s, e)
+        elif e > cur[1]:
+            cur = (cur[0], e)
+    if cur is not None:
+        total += cur[1] - cur[0]
     return total
 
 

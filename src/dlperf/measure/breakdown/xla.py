@@ -27,6 +27,7 @@ ops is attributed to its root's phase (XLA fuses within a phase far more often t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,8 +116,8 @@ def _tables(text: str) -> dict[int, tuple[str, str, int]]:
     for k, v in sections.get("StackFrames", {}).items():
         loc = re.search(r"file_location_id=(\d+)", v)
         par = re.search(r"parent_frame_id=(\d+)", v)
-        fn, fl = locs.get(int(loc.group(1)), ("", "")) if loc else ("", "")
-        frames[k] = (fn, fl, int(par.group(1)) if par else 0)
+        func, fl = locs.get(int(loc.group(1)), ("", "")) if loc else ("", "")
+        frames[k] = (func, fl, int(par.group(1)) if par else 0)
     return frames
 
 
@@ -209,7 +210,8 @@ def jax_phase(op_name: str) -> str | None:
 _RANK = {"t_f": 1, "t_b": 2, "t_u": 3}
 
 
-def infer_phases(instrs: dict[str, HloInstr], phase_of) -> dict[str, str | None]:
+def infer_phases(instrs: dict[str, HloInstr], phase_of: Callable[[str], str | None]
+                 ) -> dict[str, str | None]:
     """Phase of every instruction: its own (``phase_of(op_name)``) if it has metadata, else the
     latest phase among its operands' (forward < backward < update), None if none has one.
 
@@ -228,8 +230,7 @@ def infer_phases(instrs: dict[str, HloInstr], phase_of) -> dict[str, str | None]
         elif ins.op_name:
             out[name] = phase_of(ins.op_name)
         else:
-            ph = [out.get(o) for o in ins.operands]
-            ph = [p for p in ph if p in _RANK]
+            ph = [p for p in (out.get(o) for o in ins.operands) if p is not None and p in _RANK]
             out[name] = max(ph, key=_RANK.__getitem__) if ph else None
     # Still without a phase (an iota, a broadcast of a constant, a layout copy of a
     # parameter): it prepares a value, so it belongs to the earliest phase that consumes it.
@@ -241,8 +242,8 @@ def infer_phases(instrs: dict[str, HloInstr], phase_of) -> dict[str, str | None]
         ins = instrs[name]
         if out[name] is None and ins.opcode not in ("parameter", "constant", "tuple",
                                                     "get-tuple-element"):
-            ph = [out.get(u) for u in users.get(name, [])]
-            ph = [p for p in ph if p in _RANK]
+            ph = [p for p in (out.get(u) for u in users.get(name, []))
+                  if p is not None and p in _RANK]
             out[name] = min(ph, key=_RANK.__getitem__) if ph else None
     return out
 

@@ -30,7 +30,7 @@ import gzip
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,7 +221,7 @@ def to_chrome_trace(planes: Sequence[XPlane], path: str | Path) -> Path:
     return path
 
 
-def _host_events(planes: Sequence[XPlane]):
+def _host_events(planes: Sequence[XPlane]) -> Iterator[tuple[XLine, XEvent]]:
     for p in planes:
         if p.name.startswith("/host:"):
             for ln in p.lines:
@@ -231,7 +231,7 @@ def _host_events(planes: Sequence[XPlane]):
 
 def steps_of(planes: Sequence[XPlane]) -> list[tuple[float, float]]:
     """Host intervals (ns) of the ``dlperf_step`` annotations, in step order."""
-    found = []
+    found: list[tuple[int, float, float]] = []
     for _, e in _host_events(planes):
         if e.name == STEP_NAME:
             n = e.stats.get("step_num")
@@ -244,7 +244,8 @@ def _gpu_planes(planes: Sequence[XPlane]) -> list[XPlane]:
     return [p for p in planes if p.name.startswith("/device:GPU")]
 
 
-def _device_events(planes: Sequence[XPlane], keep: Callable[[XEvent], bool]):
+def _device_events(planes: Sequence[XPlane], keep: Callable[[XEvent], bool]
+                   ) -> Iterator[tuple[XEvent, bool]]:
     """(event, on_gpu) for device activity: GPU stream lines if there are GPU planes, else host
     events that ``keep`` accepts."""
     gpus = _gpu_planes(planes)
@@ -273,7 +274,7 @@ def _assign_steps(raw: list[tuple[XEvent, dict[str, Any]]], steps: list[tuple[fl
             if r is not None:
                 first[r] = min(first.get(r, e.start_ns), e.start_ns)
         if len(first) == n and n:
-            order = {r: i for i, r in enumerate(sorted(first, key=first.get))}
+            order = {r: i for i, r in enumerate(sorted(first, key=lambda r: first[r]))}
             return [order.get(e.stats.get(run_key)) for e, _ in raw]
     starts = [s for s, _ in steps]
     out = []

@@ -13,22 +13,23 @@ import sys
 from pathlib import Path
 
 #: Runs ``main(argv)`` of the script ``sys.argv[1]`` for each command line of ``sys.argv[2]``
-#: (a JSON list), in order; prints one JSON list of ``[exit status, stdout, error]`` (the
-#: ``SystemExit`` status of a refused command line; the traceback of an exception, status 1).
+#: (a JSON list), in order; prints one JSON list of ``[exit status, stdout, stderr]`` (the
+#: ``SystemExit`` status of a refused command line, with what it wrote to stderr, e.g.
+#: argparse's error; the traceback of an exception after that stderr, status 1).
 _DRIVER = """
 import contextlib, io, json, runpy, sys, traceback
 main = runpy.run_path(sys.argv[1], run_name="benchmark_script")["main"]
 out = []
 for argv in json.loads(sys.argv[2]):
-    buf, err = io.StringIO(), ""
+    buf, ebuf, err = io.StringIO(), io.StringIO(), ""
     try:
-        with contextlib.redirect_stdout(buf):
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(ebuf):
             rc = main(argv)
     except SystemExit as e:
         rc = e.code if isinstance(e.code, int) else 1
     except Exception:
         rc, err = 1, traceback.format_exc()
-    out.append([rc, buf.getvalue(), err])
+    out.append([rc, buf.getvalue(), ebuf.getvalue() + err])
 print(json.dumps(out))
 """
 
@@ -43,8 +44,8 @@ def main_runs_in_one_process(script: Path, runs: dict[str, list[str]], env: dict
 
     Returns:
         A :class:`subprocess.CompletedProcess` per name: that run's exit status (``main``'s
-        return value, or its ``SystemExit`` status), its stdout, and the traceback of an
-        exception it raised as stderr (status 1).
+        return value, or its ``SystemExit`` status), its stdout, and as stderr what it wrote
+        to stderr followed by the traceback of an exception it raised (status 1).
 
     Raises:
         AssertionError: the process itself failed (a crash, or an error outside the runs).

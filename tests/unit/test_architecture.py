@@ -9,6 +9,7 @@ in two)."""
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 import warnings
 from pathlib import Path
@@ -116,7 +117,11 @@ def _package_edges(edges):
     return out
 
 
-SCAN = scan(SRC)
+@functools.cache
+def scan_src():
+    """:func:`scan` of src/dlperf, once per process, when a test first asks (not at import:
+    every pytest-xdist worker imports this file to collect it, one runs its tests)."""
+    return scan(SRC)
 
 
 def review_list(mods, funcs) -> list[str]:
@@ -130,20 +135,20 @@ def review_list(mods, funcs) -> list[str]:
 
 def test_sizes_are_listed_for_review():
     """Long modules and functions are reported (a pytest warning), not failed."""
-    listed = review_list(SCAN[0], SCAN[1])
+    listed = review_list(*scan_src()[:2])
     if listed:
         warnings.warn("sizes to review: " + "; ".join(listed), stacklevel=1)
     assert all(int(x.rsplit(": ", 1)[1].split()[0]) > 0 for x in listed)
 
 
 def test_no_import_cycle_between_modules_or_packages():
-    edges = SCAN[2]
+    edges = scan_src()[2]
     assert cycles(edges) == []
     assert cycles(_package_edges(edges)) == []
 
 
 def test_no_framework_name_in_conditionals_outside_frameworks():
-    assert SCAN[3] == []
+    assert scan_src()[3] == []
 
 
 def allowing_extra(root: Path) -> list[str]:

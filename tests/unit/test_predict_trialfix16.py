@@ -67,3 +67,45 @@ def test_gpu_predict_of_an_unstored_model_names_the_run(tmp_path):
     flat = " ".join(text.split())
     assert "no stored result of 'lstm'" in flat
     assert "dlperf run --model lstm --framework F --precision P -b N --timeline --db FILE" in flat
+
+
+def _series(path, noisy):
+    """fcn5_tiny cpu fp32 at b=8, 16, 32 (40 measured steps each); the batches in ``noisy``
+    alternate between 10 and 25 ms (two modes), the others sit at 10-11 ms."""
+    from dlperf.config import make_run_config
+    from dlperf.results.schema import new_record
+    from dlperf.results.store import ResultStore
+    from dlperf.stats import summarize, throughput
+
+    steady = [0.010 + 0.001 * (i % 7) / 7 for i in range(40)]
+    two = [0.010 + 0.0002 * (i % 5) if i % 2 else 0.025 + 0.0002 * (i % 5) for i in range(40)]
+    with ResultStore(path) as s:
+        for b in (8, 16, 32):
+            times = two if b in noisy else steady
+            r = new_record(make_run_config(model="fcn5_tiny", batch_size=b), "ok").to_dict()
+            r.update(summary=summarize(times).to_dict(), throughput=throughput(40, b, sum(times)),
+                     samples={"first": [0.5], "warmup": [0.02], "measure": times},
+                     n_measured=40, steady_state=True)
+            s.add(r)
+    return path
+
+
+def test_a_prediction_fitted_on_two_mode_points_names_them(tmp_path):
+    """G8: a series whose points have two modes got a narrow borrowed interval and no word of
+    it; the warning names the fitted points that have (b=8, b=32), not the withheld b=16."""
+    import json
+
+    from cli_here import cli
+
+    db = _series(tmp_path / "s.db", noisy=(8, 16, 32))
+    code, text = cli("predict", "--db", str(db), "--model", "fcn5_tiny", "-b", "16")
+    assert code == 0, text
+    flat = " ".join(text.split())
+    assert "2 of the 2 stored results the prediction is fitted on" in flat, flat
+    assert f"{db}:1, {db}:3) have two modes" in flat and f"{db}:2," not in flat
+    code, out = cli("predict", "--db", str(db), "--model", "fcn5_tiny", "-b", "16", "--format",
+                    "json")
+    assert code == 0 and any("two modes" in w for w in json.loads(out[out.index("{"):])["warnings"])
+    clean = _series(tmp_path / "c.db", noisy=(16,))  # only the withheld point is noisy
+    code, text = cli("predict", "--db", str(clean), "--model", "fcn5_tiny", "-b", "16")
+    assert code == 0 and "two modes" not in text, text

@@ -150,6 +150,41 @@ def _text(p: dict, given: Mapping[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def two_modes_warning(calibrated_on: list[str]) -> str | None:
+    """A warning naming the fitted points (``file:id`` of a prediction's ``calibrated_on``)
+    whose measured step times have two modes, as ``dlperf compare`` flags a run it will not
+    judge (:func:`dlperf.report.regress.run_flags`: :func:`~dlperf.measure.spread.
+    bimodal_warning` or :func:`~dlperf.measure.spread.modes_of` of the stored ``measure``
+    samples); None where none has. The interval comes from other points' back-test and does
+    not cover the spread of such a series (trial16 G8: a CPU series of bimodal points predicted
+    3.48 ms [3.09, 3.96] against its withheld 1.42 ms)."""
+    import sqlite3
+    from contextlib import closing
+
+    from dlperf.measure.spread import bimodal_warning, modes_of
+    from dlperf.results.dbfile import file_uri
+
+    flagged = []
+    for fid in calibrated_on:
+        f, _, i = fid.rpartition(":")
+        try:  # read-only, no store (a prediction's start-up: tests/unit/test_predict_imports)
+            with closing(sqlite3.connect(file_uri(f, "ro"), uri=True)) as db:
+                xs = [t for (t,) in db.execute(
+                    "SELECT step_time_s FROM samples WHERE result_id=? AND phase='measure' "
+                    "ORDER BY idx", (int(i),))]
+        except sqlite3.Error:  # the prediction read the file; a writer holding it: unjudged
+            continue
+        if bimodal_warning(xs) or modes_of(xs) is not None:
+            flagged.append(fid)
+    if not flagged:
+        return None
+    verb, them = ("has", "it") if len(flagged) == 1 else ("have", "them")
+    return (f"{len(flagged)} of the {len(calibrated_on)} stored results the prediction is "
+            f"fitted on ({', '.join(flagged)}) {verb} two modes in the measured step times: "
+            "the interval, from the back-test of other points, may not cover that spread; "
+            f"measure {them} again on a quiet host (dlperf run ... --repeats 3)")
+
+
 def _ms(x: float) -> str:
     return f"{x * 1e3:.5g} ms"
 
@@ -482,6 +517,9 @@ def predict(
                             loader_workers=loader_workers, threads=threads,
                             grad_accum=grad_accum, compile_mode=compile_mode
                             ).to_dict(explain=explain)
+        noisy = two_modes_warning(p["calibrated_on"])
+        if noisy:
+            p["warnings"] = [*p["warnings"], noisy]
         if any(x != x for x in p["interval_s"]):  # no interval: null in JSON, not NaN
             p["interval_s"] = [None, None]
         if format == "json":

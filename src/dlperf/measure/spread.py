@@ -21,9 +21,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from dlperf.results.schema import RunRecord
 from dlperf.stats import Modes, Trend, trend, two_modes
+
+if TYPE_CHECKING:  # annotations only: ``dlperf predict`` reads samples without the schema
+    from dlperf.results.schema import RunRecord
 
 __all__ = ["BIMODAL_RATIO", "BIMODAL_MIN_SAMPLES", "bimodal_warning", "rank_threads_warning",
            "spread_warnings", "drift_of", "modes_of", "drift_warning", "modes_warning",

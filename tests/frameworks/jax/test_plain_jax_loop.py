@@ -2,8 +2,8 @@
 
 It is the yardstick for dlperf's JAX harness overhead, so its arithmetic is tested like
 dlperf's own. It is run as a subprocess on the CPU, as it will be run on the GPU machine: the runs of
-test_cpu_run_writes_consistent_json in one process (:func:`script_runs.main_runs_in_one_process`:
-one JAX and Flax start-up for all), the refused model in a process of its own.
+test_cpu_run_writes_consistent_json and the refused model in one process
+(:func:`script_runs.main_runs_in_one_process`: one JAX and Flax start-up for all).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,12 +28,6 @@ SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "plain_jax_loop.py
 TINY_PARAMS = {"resnet50_tiny": 34_002, "lstm_tiny": 666_896}
 
 
-def run_script(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=120, env=env)
-
-
 #: (model, batch, precision, seq_len) of test_cpu_run_writes_consistent_json: an image model
 #: at fp32, a token model (tokens per second) at bf16 (each run compiles its model)
 CONSISTENT = [("resnet50_tiny", 4, "fp32", 0), ("lstm_tiny", 2, "bf16", 16)]
@@ -44,14 +37,17 @@ ITERS, WARMUP = 3, 1
 @pytest.fixture(scope="module")
 def consistent_runs(tmp_path_factory) -> dict[tuple, tuple[subprocess.CompletedProcess, Path]]:
     """The runs of :data:`CONSISTENT` in one process: case -> (its completed run, its
-    ``--json`` file)."""
+    ``--json`` file); and ``"unknown"`` -> (the refused model's run, None), first."""
     d = tmp_path_factory.mktemp("plain_jax")
-    runs = {str(i): ["--model", m, "--batch-size", str(b), "--device", "cpu", "--precision", p,
-                     "--warmup", str(WARMUP), "--iters", str(ITERS), "--json", str(d / f"{i}.json")]
-            for i, (m, b, p, _) in enumerate(CONSISTENT)}
+    runs = {"unknown": ["--model", "nope", "--batch-size", "2", "--device", "cpu"]}
+    runs.update({str(i): ["--model", m, "--batch-size", str(b), "--device", "cpu", "--precision",
+                          p, "--warmup", str(WARMUP), "--iters", str(ITERS),
+                          "--json", str(d / f"{i}.json")]
+                 for i, (m, b, p, _) in enumerate(CONSISTENT)})
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1"}
     done = main_runs_in_one_process(SCRIPT, runs, env, timeout_s=300)
-    return {case: (done[str(i)], d / f"{i}.json") for i, case in enumerate(CONSISTENT)}
+    return {"unknown": (done["unknown"], None),
+            **{case: (done[str(i)], d / f"{i}.json") for i, case in enumerate(CONSISTENT)}}
 
 
 @pytest.mark.parametrize("model, batch, precision, seq_len", CONSISTENT)
@@ -81,7 +77,7 @@ def test_script_does_not_import_dlperf():
     assert "import dlperf" not in src and "from dlperf" not in src
 
 
-def test_unknown_model_is_rejected():
-    proc = run_script("--model", "nope", "--batch-size", "2", "--device", "cpu")
+def test_unknown_model_is_rejected(consistent_runs):
+    proc, _ = consistent_runs["unknown"]
     assert proc.returncode != 0
     assert "unknown model" in proc.stderr

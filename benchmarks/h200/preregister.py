@@ -116,6 +116,11 @@ def _one_h200(b: int, primary: bool) -> dict[str, Any]:
 #: registration8's methods: registration7's, the H100 files with registration7's measured
 #: file added (a folder is read without its subfolders, so each registered file is named).
 H100_OWN8 = [*H100_OWN, "benchmarks/results/h100/registered/registration7.db"]
+
+#: Files that measure registered points again after their registration (a second
+#: measurement of the same point, benchmarks/results/h100/COMMANDS.md "Repeats"): no method
+#: reads them, and a plan's points may be stored there besides its own measured file.
+REPEATS = "benchmarks/results/h100/repeats"
 TO_BF16_OWN8 = {**TO_BF16_OWN, "lib": H100_OWN8}
 EVERY_OWN8 = {**EVERY_OWN, "lib": H100_OWN8}
 STEP_H100_OWN8 = {**STEP_H100_OWN, "sources": H100_OWN8}

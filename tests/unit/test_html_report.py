@@ -388,6 +388,22 @@ def test_convergence_section_only_with_a_target_loss(tmp_path):
         assert "Convergence" in given  # --target-loss gives it one
 
 
+def test_sections_without_a_report_folder_leave_their_plots_out(tmp_path):
+    """Inputs.output None (no report folder: no plots, as Inputs says) still gives a plotted
+    section, its table without an image, instead of failing on Path(None)."""
+    from dlperf.report.sections import Inputs, report_sections
+
+    r = rec("fcn_mnist", 32)
+    r.identity.data = "mnist"
+    r.losses = {"measure": list(np.linspace(2.0, 0.5, 20))}
+    db = store_of(tmp_path / "c.db", [r])
+    with ResultStore(db, read_only=True) as store:
+        sections = dict(report_sections(Inputs(store, store.rows(), target_loss=1.5)))
+    assert "Convergence" in sections, list(sections)
+    assert "](" not in sections["Convergence"]  # no image link
+    assert not list(tmp_path.glob("*.png"))
+
+
 def test_tables_sort_and_filter_in_a_real_browser(tmp_path):
     """The page's own script, driven in Chromium: a click on a column name sorts by it
     (numbers as numbers, ascending then descending, a dash last), and the filter box keeps

@@ -41,6 +41,12 @@ def test_the_module_docstring_counts_and_names_every_plan(pr):
         assert Path(plan["sweep"]).name in pr.__doc__, (name, plan["sweep"])
 
 
+def _again(pr) -> tuple[str, ...]:
+    """The files that measure registered points again after their registration
+    (``pr.REPEATS``): a repeat of a point, not a file that held it before it was predicted."""
+    return tuple(str(f.relative_to(ROOT)) for f in (ROOT / pr.REPEATS).rglob("*.db"))
+
+
 @pytest.mark.parametrize("name", ["registration4", "registration5", "registration6",
                                   "registration7", "registration8"])
 def test_plan_is_its_sweep_and_holds_no_stored_point(pr, name):
@@ -51,7 +57,7 @@ def test_plan_is_its_sweep_and_holds_no_stored_point(pr, name):
     held = plan.get("held", pr.SOURCES)
     # once measured, the plan's own file holds its points: every other file must not
     own = (plan["measured"],) if (ROOT / plan.get("measured", "-")).exists() else ()
-    assert not pr.stored_points(held, exclude=own) & set(keys)
+    assert not pr.stored_points(held, exclude=own + _again(pr)) & set(keys)
     if own:
         assert pr.stored_points([plan["measured"]]) == set(keys)
     else:
@@ -337,7 +343,7 @@ def test_registration7_holds_no_h100_or_h200_point_and_pairs_its_precisions(pr):
     # no committed H100 file, registration6's measured one included, holds a point either
     keys = {tuple(p[k] for k in pr.KEY) for p in plan["points"]}
     own = (plan["measured"],) if (ROOT / plan["measured"]).exists() else ()
-    assert not pr.stored_points([*plan["held"], *pr.H100_OWN], exclude=own) & keys
+    assert not pr.stored_points([*plan["held"], *pr.H100_OWN], exclude=own + _again(pr)) & keys
     assert {p["category"] for p in plan["points"]} <= set(pr.GOALS)
     fp32 = {k for k in keys if k[3] == "fp32"}
     # every fp32 point is measured beside its bf16 pair at the same batch
@@ -365,7 +371,7 @@ def test_registration8_measures_every_point_beside_its_pair_fp32_first(pr):
         assert f[3] == "fp32" and b[3] == "bf16" and f[:3] == b[:3] and f[4] == b[4]
     keys = set(order)
     own = (plan["measured"],) if (ROOT / plan["measured"]).exists() else ()
-    assert not pr.stored_points([*plan["held"], *pr.H100_OWN8], exclude=own) & keys
+    assert not pr.stored_points([*plan["held"], *pr.H100_OWN8], exclude=own + _again(pr)) & keys
     test = [p for p in plan["points"] if pr.side(p["model"]) == "test"]
     assert 2 * len(test) >= len(plan["points"])
     for p in plan["points"]:
@@ -468,3 +474,12 @@ def test_precision_signs_h100_trace_column_and_a_stored_fp32_side(pr):
     assert "of 2:" in out[-3] and f"{own_b} / {own_f} 1;" in out[-3]
     # without the stored files the single bf16 point gives no row
     assert not any("| alexnet |" in ln for ln in pr.precision_signs(rows))
+
+
+def test_no_method_reads_the_repeats(pr):
+    """A second measurement of a registered point (:data:`REPEATS`) is never a source of a
+    prediction: no method names the folder or a file in it."""
+    for name, plan in pr.PLANS.items():
+        for method in (m for p in plan["points"] for m in p["methods"]):
+            for src in method.get("sources", pr.SOURCES):
+                assert not str(src).startswith(pr.REPEATS), (name, method.get("name"), src)

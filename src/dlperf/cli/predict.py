@@ -178,11 +178,11 @@ def two_modes_warning(calibrated_on: list[str]) -> str | None:
             flagged.append(fid)
     if not flagged:
         return None
+    verb, them = ("has", "it") if len(flagged) == 1 else ("have", "them")
     return (f"{len(flagged)} of the {len(calibrated_on)} stored results the prediction is "
-            f"fitted on ({', '.join(flagged)}) {'has' if len(flagged) == 1 else 'have'} two "
-            "modes in the measured step times: the interval, from the back-test of other "
-            "points, may not cover that spread; measure them again on a quiet host (dlperf "
-            "run ... --repeats 3)")
+            f"fitted on ({', '.join(flagged)}) {verb} two modes in the measured step times: "
+            "the interval, from the back-test of other points, may not cover that spread; "
+            f"measure {them} again on a quiet host (dlperf run ... --repeats 3)")
 
 
 def _ms(x: float) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Any
 
 from dlperf.errors import ConfigError, DlperfError, unknown_choice
 from dlperf.zoo.spec import ModelSpec, OptimizerSpec
@@ -129,7 +130,7 @@ def impl_module(family: str, framework: str) -> str:
     return f"dlperf.zoo.{family}.{framework}_impl"
 
 
-def build(spec: ModelSpec, framework: str):
+def build(spec: ModelSpec, framework: str) -> Any:
     """Build the model of ``spec`` in ``framework`` (imports that framework lazily).
 
     Each family package has one module per framework (``torch_impl``, ``jax_impl``,
@@ -139,7 +140,7 @@ def build(spec: ModelSpec, framework: str):
     return mod.build(spec)
 
 
-def build_torch(spec: ModelSpec):
+def build_torch(spec: ModelSpec) -> Any:
     """Build the PyTorch ``nn.Module`` of ``spec`` (imports torch lazily).
 
     The module maps a batch to logits: ``[B, num_classes]`` for vector/image inputs

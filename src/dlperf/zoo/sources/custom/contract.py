@@ -48,12 +48,12 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from dlperf.errors import ConfigError, did_you_mean, with_article
 from dlperf.zoo.sources.names import ENTRY_POINT_GROUP
 
-FAMILY = "sources.custom"
+FAMILY: Final = "sources.custom"  # Final: typed as its Literal (a spec.Family)
 CONTRACT = ("(model, make_batch, loss): see docs/zoo.md, \"file: and entry-point models\"")
 
 

@@ -85,7 +85,7 @@ def _spec(name: str, fn: Callable[..., Any], options: dict[str, Any], hyper: dic
     hyper.update(name=name, kwargs=dict(options), framework=d["framework"],
                  x_dtype=d["x_dtype"])
     return ModelSpec(
-        name=name, family=FAMILY, input_kind=d["input_kind"],  # type: ignore[arg-type]
+        name=name, family=FAMILY, input_kind=d["input_kind"],
         input_shape=d["input_shape"], num_classes=d["num_classes"], params=d["params"],
         forward_flops_per_sample=d["forward_flops"], source=source,
         flops_source=d["flops_source"], hyper=hyper, loss="custom",

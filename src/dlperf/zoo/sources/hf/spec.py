@@ -52,12 +52,12 @@ import difflib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from dlperf.errors import ConfigError, UnavailableError
 from dlperf.zoo.spec import OptimizerSpec
 
-FAMILY = "sources.hf"
+FAMILY: Final = "sources.hf"  # Final: typed as its Literal (a spec.Family)
 
 #: task -> (transformers' mapping of model type -> class name, Auto class).
 TASKS: dict[str, tuple[str, str]] = {

@@ -37,7 +37,8 @@ def resolve(body: str, name: str) -> ModelSpec:
                           f"{'; close: ' + ', '.join(close) if close else ''}; "
                           "timm.list_models() lists them")
     for key in OWN_OPTIONS:
-        if key in options and not (isinstance(options[key], int) and options[key] > 0):
+        v = options.get(key)
+        if key in options and not (isinstance(v, int) and v > 0):
             raise ConfigError(f"model {name!r}: {key}={options[key]!r} must be a positive "
                               "integer")
     canonical = "timm:" + join_options(base, options)

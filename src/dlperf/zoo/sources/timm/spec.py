@@ -15,12 +15,12 @@ Optimizer: SGD, momentum 0.9, lr 0.1, weight decay 2e-5: the defaults of timm's 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from dlperf.errors import ConfigError, UnavailableError
 from dlperf.zoo.spec import OptimizerSpec
 
-FAMILY = "sources.timm"
+FAMILY: Final = "sources.timm"  # Final: typed as its Literal (a spec.Family)
 OWN_OPTIONS = ("classes", "image")
 OPTIMIZER = OptimizerSpec(name="sgd", lr=0.1, momentum=0.9, weight_decay=2e-5)
 

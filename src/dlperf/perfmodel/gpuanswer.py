@@ -14,8 +14,9 @@ import statistics
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dlperf.config.axes import PRECISIONS
 from dlperf.config.identity import label_of
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, unknown_choice
 from dlperf.perfmodel import hardware
 from dlperf.perfmodel.retarget import (
     NoTimeline,
@@ -45,7 +46,8 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
 
     Raises:
         ConfigError: a profile that is not a GPU's (:func:`refuse_a_cpu_profile`), no trace
-            of the model, a precision the GPU's profile gives no rate for
+            of the model, a precision neither dlperf's (fp32, tf32, bf16) nor stored in the
+            files, a precision the GPU's profile gives no rate for
             (:func:`~dlperf.perfmodel.retarget.check_precision`), several candidates, an unknown GPU, a batch
             that ``nproc`` does not divide, or one that does not fit in the GPU's memory
             (:func:`_check_memory`).
@@ -55,6 +57,10 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
         raise ConfigError(f"--batch-size {batch_size} is the global mini-batch: give a "
                           f"multiple of --nproc {nproc} (each GPU runs batch / nproc)")
     lib = TraceLibrary(db)
+    if precision is not None:  # as the step-level model's request refuses it (request.py)
+        known = set(PRECISIONS) | {p.precision for p in lib.recs.points}
+        if precision not in known:
+            raise unknown_choice("precision", precision, known)
     cands = sorted({(p.framework, p.mode, p.precision) for p in lib.recs.points
                     if p.model == model and p.world_size == 1
                     and (framework is None or p.framework == framework)

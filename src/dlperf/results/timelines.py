@@ -31,6 +31,8 @@ COLUMNS = ("step", "kind", "stream", "device", "start_ns", "dur_ns", "name", "op
            "launch_start_ns", "launch_dur_ns", "op_flops", "op_bytes")
 #: Columns stored as indices into the string table.
 STRING_COLS = ("kind", "name", "op_class", "op", "phase", "context", "grid", "block")
+#: Columns stored as numbers (or None where absent): :func:`decode` refuses any other value.
+NUMBER_COLS = tuple(c for c in COLUMNS if c not in STRING_COLS)
 
 
 def without_data(result: dict[str, Any]) -> dict[str, Any]:
@@ -95,6 +97,11 @@ def decode(timeline: Mapping[str, Any]) -> list[dict[str, Any]]:
         doc = json.loads(zlib.decompress(base64.b64decode(timeline["data"])))
         strings, cols = doc["strings"], doc["cols"]
         n = len(cols["step"])
+        for c in NUMBER_COLS:  # a damaged number fails here, not as a TypeError in a reader
+            bad = next((v for v in cols.get(c, ()) if v is not None
+                        and (isinstance(v, bool) or not isinstance(v, (int, float)))), None)
+            if bad is not None:
+                raise ValueError(f"column {c!r} holds {bad!r}, not a number")
         out = []
         for i in range(n):
             row = {}

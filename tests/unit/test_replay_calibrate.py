@@ -307,10 +307,13 @@ def _api_refuses_as_the_cli(db: list[str], gpu: str, cli_out: str) -> None:
 def test_a_framework_without_traces_is_refused_by_its_flag(tmp_path, monkeypatch):
     """Every calibration point is traced: a framework with no profiler split (MXNet) is
     refused naming --framework and the frameworks that have one, not --profile-model or a
-    --breakdown the user never gave."""
+    --breakdown the user never gave; a test double enabled in the process
+    (``DLPERF_FAKE_FRAMEWORK=1``, as the suite runs) is not offered."""
     import dlperf.api
+    from dlperf import registry
 
     monkeypatch.setattr(dlperf.api, "sweep", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.setitem(registry.FRAMEWORKS, "fake", registry.TEST_DOUBLES["fake"])
     r = CliRunner().invoke(app, ["calibrate", "--db", str(tmp_path / "c.db"), "--name", "x",
                                  "--device", "cpu", "--framework", "mxnet"])
     assert r.exit_code == 2, r.output

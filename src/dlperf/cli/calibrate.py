@@ -135,7 +135,8 @@ def _calibrate(db: str, name: str, framework: str, device: str, models: list[str
     if not name.strip():
         raise ConfigError("--name: give the profile a name, e.g. h100")
     if not info.breakdown:  # every calibration point is traced (--timeline)
-        with_traces = [n for n, i in registry.FRAMEWORKS.items() if i.breakdown]
+        with_traces = [n for n, i in registry.FRAMEWORKS.items()  # test doubles unnamed
+                       if i.breakdown and n not in registry.TEST_DOUBLES]
         raise ConfigError(f"--framework {framework}: calibrate traces every point (--timeline), "
                           f"and {framework} has no profiler split of its step; use --framework "
                           f"{', '.join(with_traces[:-1])} or {with_traces[-1]}")

@@ -677,7 +677,7 @@ def compare_point(key: str, base: list[RunRecord], new: list[RunRecord], *, leve
     pc = PointComparison(key, label, list(base), list(new))
     if not base or not new:
         pc.outcome = "only in BASE" if base else "only in NEW"
-        if gate and not base and not any(_positive(run_median_s(r)) for r in ok_runs(new)):
+        if gate and not base and not ok_runs(new):  # ok_runs: a positive step, samples unread
             # a new point that never measured: nothing shows it passes (module docstring)
             pc.judged = False
             pc.not_judged = [f"new point, every run failed ({_failures(new)})"]

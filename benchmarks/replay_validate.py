@@ -225,14 +225,11 @@ def host_scatter(p: Any, pool: list[tuple[Any, replay.StepTrace]]) -> float | No
 
 def repeats_of(files: list[str]) -> dict[tuple[Any, int, str | None], dict[str, Any]]:
     """:func:`dlperf.validation.backtest.repeat_groups` of the results files ``files`` (each
-    file once, by its resolved path)."""
+    file once, by its resolved path: :func:`dlperf.results.dbfile.results_files`)."""
     from dlperf.perfmodel import records
     from dlperf.validation import backtest
 
-    seen: dict[str, str] = {}
-    for f in files:
-        seen.setdefault(os.path.realpath(f), f)
-    return backtest.repeat_groups(records.load(list(seen.values())))
+    return backtest.repeat_groups(records.load(files))
 
 
 def floors(p: Any, groups: dict[tuple[Any, int], dict[str, Any]],

@@ -289,12 +289,13 @@ def run(db: str | list[str], with_baseline: bool,
                 continue
             h = host_of(others)
             base = baseline(files, p) if with_baseline else None
+            floor = fl(p)  # the target's: the same for each of its rows
             for q, st in others:
                 pred = replay.simulate(to_batch(
                     replay.deinflate(st, h, q.dispatch_s), p.batch_size, gpu)).step_s
                 near = 0.5 <= p.batch_size / q.batch_size <= 2
                 rows.append(_row(f"{cat_b}, one trace ({'1/2-2x' if near else 'further'})", p,
-                                 pred, f"b={q.batch_size} -> {p.batch_size}", base, **fl(p)))
+                                 pred, f"b={q.batch_size} -> {p.batch_size}", base, **floor))
             lo = [x for x in others if x[0].batch_size < p.batch_size]
             hi = [x for x in others if x[0].batch_size > p.batch_size]
             two = (lo[-1], hi[0]) if lo and hi else (
@@ -304,7 +305,7 @@ def run(db: str | list[str], with_baseline: bool,
                 pred = replay.simulate(interpolate_batch(a, b, p.batch_size)).step_s
                 rows.append(_row(f"{cat_b}, interpolated", p, pred,
                                  f"b={two[0][0].batch_size},{two[1][0].batch_size} -> "
-                                 f"{p.batch_size}", base, **fl(p)))
+                                 f"{p.batch_size}", base, **floor))
     for key, pool in fam.items() if "precision" in cats else []:
         other = "bf16" if key[3] == "fp32" else ("fp32" if key[3] == "bf16" else None)
         if other is None:

@@ -287,7 +287,7 @@ def run_flags(rec: RunRecord) -> list[str]:
     (:func:`~dlperf.measure.spread.drift_of`). Computed from the stored samples, so records
     stored before these tests existed are judged by them too."""
     from dlperf.measure.host import CPU_WAIT_WARN
-    from dlperf.measure.spread import bimodal_warning, drift_of, modes_of
+    from dlperf.measure.spread import drift_of, has_two_modes
 
     out = []
     cw = rec.host_cpu_wait
@@ -297,7 +297,7 @@ def run_flags(rec: RunRecord) -> list[str]:
             and isinstance(sec, (int, float)) and sec >= BUSY_MIN_WAIT_S):
         out.append("busy host")
     xs = _finite(rec.measured_s)
-    if bimodal_warning(xs) or modes_of(xs) is not None:
+    if has_two_modes(xs):
         out.append("two modes")
     if drift_of(xs) is not None:
         out.append("drifting")

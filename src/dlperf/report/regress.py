@@ -957,19 +957,20 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
             by.setdefault(point_key_of(r), []).append(r)
     if not by_b and not by_n:
         raise ConfigError(f"no results in {base_name} or {new_name}: nothing to compare")
-    twice = _drop_duplicates(by_b, "BASE")
-    for k, notes in _drop_duplicates(by_n, "NEW").items():
-        twice.setdefault(k, []).extend(notes)
-    stale = _drop_old_code(by_b, "BASE")
-    for k, notes in _drop_old_code(by_n, "NEW").items():
-        stale.setdefault(k, []).extend(notes)
+    # key -> notes of the runs left out: read twice, then of older code (in this order: both
+    # edit by_b and by_n in place)
+    dropped: dict[str, list[str]] = {}
+    for drop in (_drop_duplicates, _drop_old_code):
+        for by, side in ((by_b, "BASE"), (by_n, "NEW")):
+            for k, notes in drop(by, side).items():
+                dropped.setdefault(k, []).extend(notes)
     moved = _match_moved_files(by_b, by_n)
     keys = sorted(set(by_b) | set(by_n), key=lambda k: (k not in by_b, _sort_key(
         (by_b.get(k) or by_n[k])[0]), k))
     pts = [compare_point(k, by_b.get(k, []), by_n.get(k, []), level=level, threshold=threshold,
                          gate=True) for k in keys]
     for p in pts:
-        p.notes += twice.get(p.key, []) + stale.get(p.key, [])
+        p.notes += dropped.get(p.key, [])
         if p.key in moved:
             p.notes.append(moved[p.key])
     return Comparison(pts, base_name, new_name, level, threshold)

@@ -87,6 +87,7 @@ records`. The comparison as text and JSON: :mod:`dlperf.report.regress_text`.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -986,6 +987,13 @@ def run_identity(rec: RunRecord) -> str:
     return json.dumps(rec.to_dict(raw=False), sort_keys=True, default=str)
 
 
+def _run_stamp(rec: RunRecord) -> tuple[Any, ...]:
+    """A run's key, repeat, time and status: records alike here are compared in full
+    (:func:`run_identity`) by :func:`_drop_duplicates`."""
+    i = rec.identity
+    return (i.run_key, i.repeat, i.created_at, i.status)
+
+
 def _drop_duplicates(by: dict[str, list[RunRecord]], side: str) -> dict[str, list[str]]:
     """Count a run read twice into one side (the same row, or an identical stored row:
     :func:`run_identity`) once, in place: a run counted twice would narrow the point's
@@ -994,19 +1002,13 @@ def _drop_duplicates(by: dict[str, list[RunRecord]], side: str) -> dict[str, lis
     for k, runs in by.items():
         # the whole stored result only where the run key, time and status are alike
         # (serialising every record costs ~2 ms each)
-        def cheap(r: RunRecord) -> tuple[Any, ...]:
-            i = r.identity
-            return (i.run_key, i.repeat, i.created_at, i.status)
-
-        alike: dict[tuple[Any, ...], int] = {}
-        for r in runs:
-            alike[cheap(r)] = alike.get(cheap(r), 0) + 1
+        alike = Counter(_run_stamp(r) for r in runs)
         if max(alike.values(), default=0) < 2:
             continue
         seen: set[str] = set()
         keep = []
         for r in runs:
-            if alike[cheap(r)] < 2:
+            if alike[_run_stamp(r)] < 2:
                 keep.append(r)
                 continue
             ident = run_identity(r)

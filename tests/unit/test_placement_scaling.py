@@ -302,3 +302,16 @@ def test_the_thread_policy_counts_the_cpus_a_point_is_bound_to(monkeypatch):
     common.choose_threads_once([point])
     common.choose_threads_once([point.with_(cpu_bind="none")])
     assert seen == [usable[:1], None]
+
+
+def test_two_modes_is_either_test():
+    """``has_two_modes``, the rule compare flags a run by and predict warns of: the slow-decile
+    test or the two-cluster test, each alone enough."""
+    from dlperf.measure.spread import has_two_modes, modes_of
+
+    decile = [0.002] * 80 + [0.430] * 20
+    assert bimodal_warning(decile) is not None and has_two_modes(decile)
+    clusters = [0.01] * 50 + [0.02] * 50  # no far slow decile: only the clusters tell
+    assert bimodal_warning(clusters) is None and modes_of(clusters) is not None
+    assert has_two_modes(clusters)
+    assert not has_two_modes([0.01 * (1 + i / 100) for i in range(100)])

@@ -153,15 +153,14 @@ def _text(p: dict, given: Mapping[str, str] | None = None) -> str:
 def two_modes_warning(calibrated_on: list[str]) -> str | None:
     """A warning naming the fitted points (``file:id`` of a prediction's ``calibrated_on``)
     whose measured step times have two modes, as ``dlperf compare`` flags a run it will not
-    judge (:func:`dlperf.report.regress.run_flags`: :func:`~dlperf.measure.spread.
-    bimodal_warning` or :func:`~dlperf.measure.spread.modes_of` of the stored ``measure``
-    samples); None where none has. The interval comes from other points' back-test and does
-    not cover the spread of such a series (trial16 G8: a CPU series of bimodal points predicted
-    3.48 ms [3.09, 3.96] against its withheld 1.42 ms)."""
+    judge (:func:`dlperf.measure.spread.has_two_modes` of the stored ``measure`` samples);
+    None where none has. The interval comes from other points' back-test and does not cover
+    the spread of such a series (a CPU series of bimodal points predicted 3.48 ms
+    [3.09, 3.96] against its withheld 1.42 ms)."""
     import sqlite3
     from contextlib import closing
 
-    from dlperf.measure.spread import bimodal_warning, modes_of
+    from dlperf.measure.spread import has_two_modes
     from dlperf.results.dbfile import file_uri
 
     flagged = []
@@ -174,7 +173,7 @@ def two_modes_warning(calibrated_on: list[str]) -> str | None:
                     "ORDER BY idx", (int(i),))]
         except sqlite3.Error:  # the prediction read the file; a writer holding it: unjudged
             continue
-        if bimodal_warning(xs) or modes_of(xs) is not None:
+        if has_two_modes(xs):
             flagged.append(fid)
     if not flagged:
         return None

@@ -77,6 +77,14 @@ def modes_of(samples_s: Sequence[float | None] | None) -> Modes | None:
     return m if m is not None and m.bimodal else None
 
 
+def has_two_modes(samples_s: Sequence[float | None]) -> bool:
+    """Whether the measured step times ``samples_s`` (s) have two modes by either test:
+    :func:`bimodal_warning` (a slow decile far above the median) or :func:`modes_of` (two
+    clusters). The one rule ``dlperf compare`` flags a run by and ``dlperf predict`` warns
+    of a fitted point by."""
+    return bimodal_warning(samples_s) is not None or modes_of(samples_s) is not None
+
+
 def drift_text(t: Trend) -> str:
     """``drifting: the step time rose 48% [41, 55] from the first measured step to the last
     (Mann-Kendall p = 1e-12)``."""

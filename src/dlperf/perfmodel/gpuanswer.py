@@ -83,8 +83,9 @@ def answer(db: Any, model: str, framework: str | None, mode: str | None,
         raise ConfigError(f"{model} {fw}/{md} is stored in several precisions "
                           f"({', '.join(precs)}); give --precision")
     prec = precision or precs[0]
-    check_precision(lib.gpu(gpu), prec)  # also before the fallback, which does not replay
-    _check_memory(lib, model, fw, md, prec, batch_size // nproc, lib.gpu(gpu))
+    dst = lib.gpu(gpu)
+    check_precision(dst, prec)  # also before the fallback, which does not replay
+    _check_memory(lib, model, fw, md, prec, batch_size // nproc, dst)
     try:
         p = predict(lib, model, fw, md, prec, batch_size // nproc, gpu, nproc=nproc)
     except NoTimeline:

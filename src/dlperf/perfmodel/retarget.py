@@ -415,8 +415,7 @@ def check_precision(dst: hardware.GpuProfile, precision: str) -> None:
     """
     if dst.gemm(precision):
         return
-    has = ", ".join(sorted(set(dst.gemm_flops_per_s) & set(hardware.GEMM_PRECISIONS),
-                           key=hardware.GEMM_PRECISIONS.index)) or "none"
+    has = ", ".join(p for p in hardware.GEMM_PRECISIONS if p in dst.gemm_flops_per_s) or "none"
     what, why = _NO_RATE[dst.datasheet_only]
     raise ConfigError(
         f"--precision {precision} on {dst.name} ({gpu_name(dst)}): its {what} gives no "

@@ -116,8 +116,7 @@ def _compare(pairs: Iterator[tuple[RunRecord, RunRecord]],
         ratio, lo, hi = ratio_of_medians_ci(samples_of(ib) if ib is not None else [],
                                             samples_of(io) if io is not None else [])
         files = {side: Path(origin(rid)).stem if origin is not None and rid is not None
-                 else None for side, rid in (("baseline", result_id(base)),
-                                             ("other", result_id(other)))}
+                 else None for side, rid in (("baseline", ib), ("other", io))}
         out.append({**fields(base, POINT_KEYS),
                     "baseline": f"{framework_mode(base)}{_rep(base)}",
                     "other": f"{framework_mode(other)}{_rep(other)}",

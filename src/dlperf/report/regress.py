@@ -87,6 +87,7 @@ records`. The comparison as text and JSON: :mod:`dlperf.report.regress_text`.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -287,7 +288,7 @@ def run_flags(rec: RunRecord) -> list[str]:
     (:func:`~dlperf.measure.spread.drift_of`). Computed from the stored samples, so records
     stored before these tests existed are judged by them too."""
     from dlperf.measure.host import CPU_WAIT_WARN
-    from dlperf.measure.spread import bimodal_warning, drift_of, modes_of
+    from dlperf.measure.spread import drift_of, has_two_modes
 
     out = []
     cw = rec.host_cpu_wait
@@ -297,7 +298,7 @@ def run_flags(rec: RunRecord) -> list[str]:
             and isinstance(sec, (int, float)) and sec >= BUSY_MIN_WAIT_S):
         out.append("busy host")
     xs = _finite(rec.measured_s)
-    if bimodal_warning(xs) or modes_of(xs) is not None:
+    if has_two_modes(xs):
         out.append("two modes")
     if drift_of(xs) is not None:
         out.append("drifting")
@@ -957,19 +958,20 @@ def compare_records(base: Iterable[RunRecord], new: Iterable[RunRecord], *,
             by.setdefault(point_key_of(r), []).append(r)
     if not by_b and not by_n:
         raise ConfigError(f"no results in {base_name} or {new_name}: nothing to compare")
-    twice = _drop_duplicates(by_b, "BASE")
-    for k, notes in _drop_duplicates(by_n, "NEW").items():
-        twice.setdefault(k, []).extend(notes)
-    stale = _drop_old_code(by_b, "BASE")
-    for k, notes in _drop_old_code(by_n, "NEW").items():
-        stale.setdefault(k, []).extend(notes)
+    # key -> notes of the runs left out: read twice, then of older code (in this order: both
+    # edit by_b and by_n in place)
+    dropped: dict[str, list[str]] = {}
+    for drop in (_drop_duplicates, _drop_old_code):
+        for by, side in ((by_b, "BASE"), (by_n, "NEW")):
+            for k, notes in drop(by, side).items():
+                dropped.setdefault(k, []).extend(notes)
     moved = _match_moved_files(by_b, by_n)
     keys = sorted(set(by_b) | set(by_n), key=lambda k: (k not in by_b, _sort_key(
         (by_b.get(k) or by_n[k])[0]), k))
     pts = [compare_point(k, by_b.get(k, []), by_n.get(k, []), level=level, threshold=threshold,
                          gate=True) for k in keys]
     for p in pts:
-        p.notes += twice.get(p.key, []) + stale.get(p.key, [])
+        p.notes += dropped.get(p.key, [])
         if p.key in moved:
             p.notes.append(moved[p.key])
     return Comparison(pts, base_name, new_name, level, threshold)
@@ -985,6 +987,13 @@ def run_identity(rec: RunRecord) -> str:
     return json.dumps(rec.to_dict(raw=False), sort_keys=True, default=str)
 
 
+def _run_stamp(rec: RunRecord) -> tuple[Any, ...]:
+    """A run's key, repeat, time and status: records alike here are compared in full
+    (:func:`run_identity`) by :func:`_drop_duplicates`."""
+    i = rec.identity
+    return (i.run_key, i.repeat, i.created_at, i.status)
+
+
 def _drop_duplicates(by: dict[str, list[RunRecord]], side: str) -> dict[str, list[str]]:
     """Count a run read twice into one side (the same row, or an identical stored row:
     :func:`run_identity`) once, in place: a run counted twice would narrow the point's
@@ -993,19 +1002,13 @@ def _drop_duplicates(by: dict[str, list[RunRecord]], side: str) -> dict[str, lis
     for k, runs in by.items():
         # the whole stored result only where the run key, time and status are alike
         # (serialising every record costs ~2 ms each)
-        def cheap(r: RunRecord) -> tuple[Any, ...]:
-            i = r.identity
-            return (i.run_key, i.repeat, i.created_at, i.status)
-
-        alike: dict[tuple[Any, ...], int] = {}
-        for r in runs:
-            alike[cheap(r)] = alike.get(cheap(r), 0) + 1
+        alike = Counter(_run_stamp(r) for r in runs)
         if max(alike.values(), default=0) < 2:
             continue
         seen: set[str] = set()
         keep = []
         for r in runs:
-            if alike[cheap(r)] < 2:
+            if alike[_run_stamp(r)] < 2:
                 keep.append(r)
                 continue
             ident = run_identity(r)
